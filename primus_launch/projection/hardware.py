@@ -1,0 +1,136 @@
+"""Hardware database: peak compute, HBM, and interconnect of the GPUs primus-launch can target.
+
+All bandwidths are in bytes/s *per direction per GPU*; FLOP/s are dense (no 2:4 sparsity).
+Users can add or override GPUs with a TOML or YAML file (:func:`load_gpu_file`) whose tables
+carry the same field names as :class:`GPUSpec`, e.g.::
+
+    [gpu.my-gpu]
+    peak_flops_bf16 = 1.0e15
+    hbm_bytes = 1.0e11
+    ...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from primus_launch.plan import PlanError
+
+GiB = 1024**3
+GB = 1e9
+
+
+class GPUSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    vendor: str
+    peak_flops_bf16: float = Field(gt=0, description="dense BF16/FP16 tensor FLOP/s")
+    peak_flops_fp8: float = Field(gt=0, description="dense FP8 tensor FLOP/s (= bf16 where unsupported)")
+    hbm_bytes: float = Field(gt=0, description="HBM capacity usable by the process")
+    hbm_bw: float = Field(gt=0, description="HBM bandwidth, bytes/s")
+    intra_node_bw: float = Field(gt=0, description="scale-up link per GPU per direction (NVLink / xGMI), bytes/s")
+    intra_node_topology: str = Field(description="'switch' (NVSwitch: any pair at full rate) or 'mesh' (xGMI full mesh)")
+    intra_node_link_bw: Optional[float] = Field(default=None, description="one point-to-point link per direction (mesh), bytes/s")
+    inter_node_bw: float = Field(gt=0, description="scale-out NIC per GPU per direction, bytes/s")
+    intra_node_latency_s: float = 3e-6
+    inter_node_latency_s: float = 8e-6
+    tdp_watts: Optional[float] = None
+    source: str = ""
+
+    def peak_flops(self, precision: str) -> float:
+        return self.peak_flops_fp8 if precision == "fp8" else self.peak_flops_bf16
+
+
+_DB: dict[str, GPUSpec] = {}
+
+
+def _add(spec: GPUSpec) -> None:
+    _DB[spec.name] = spec
+
+
+# NVIDIA A100 SXM4 80GB: 312 TFLOP/s dense BF16, no FP8 (NVIDIA A100 datasheet, 2021);
+# 80 GiB HBM2e (nvidia-smi reports 81920 MiB), 2,039 GB/s; NVLink 3: 600 GB/s bidirectional
+# = 300 GB/s per direction through NVSwitch; DGX A100: 8x 200 Gb/s HDR IB HCAs = 25 GB/s per GPU.
+_add(GPUSpec(name="a100-sxm-80gb", vendor="nvidia", peak_flops_bf16=312e12, peak_flops_fp8=312e12,
+             hbm_bytes=80 * GiB, hbm_bw=2039e9, intra_node_bw=300e9, intra_node_topology="switch",
+             inter_node_bw=25e9, tdp_watts=400, source="NVIDIA A100 datasheet; DGX A100 user guide"))
+# NVIDIA H100 SXM5 80GB: 989.4 TFLOP/s dense BF16, 1,978.9 dense FP8 (H100 datasheet);
+# 80 GB HBM3 (nvidia-smi 81559 MiB), 3.35 TB/s; NVLink 4: 900 GB/s bidirectional = 450 per
+# direction; DGX H100: 8x 400 Gb/s ConnectX-7 = 50 GB/s per GPU.
+_add(GPUSpec(name="h100-sxm", vendor="nvidia", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
+             hbm_bytes=81559 * 1024**2, hbm_bw=3.35e12, intra_node_bw=450e9, intra_node_topology="switch",
+             inter_node_bw=50e9, tdp_watts=700, source="NVIDIA H100 datasheet; DGX H100 user guide"))
+# NVIDIA H200 SXM 141GB: same Hopper compute as H100 (989.4 BF16 / 1,978.9 FP8 dense);
+# 141 GB HBM3e (nvidia-smi 143771 MiB), 4.8 TB/s; NVLink 4 450 GB/s per direction; 400 Gb/s NICs.
+_add(GPUSpec(name="h200", vendor="nvidia", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
+             hbm_bytes=143771 * 1024**2, hbm_bw=4.8e12, intra_node_bw=450e9, intra_node_topology="switch",
+             inter_node_bw=50e9, tdp_watts=700, source="NVIDIA H200 datasheet; DGX H200 user guide"))
+# NVIDIA B200 (HGX/DGX B200, 1000 W): 2.25 PFLOP/s dense FP16/BF16, 4.5 PFLOP/s dense FP8
+# (DGX B200 datasheet: 72 PF FP8 training for 8 GPUs = 9 sparse = 4.5 dense per GPU);
+# 180 GB HBM3e usable (192 GB physical), 8 TB/s; NVLink 5: 1.8 TB/s bidirectional = 900 per
+# direction; 8x 400 Gb/s ConnectX-7 = 50 GB/s per GPU.
+_add(GPUSpec(name="b200", vendor="nvidia", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
+             hbm_bytes=180 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
+             inter_node_bw=50e9, tdp_watts=1000, source="NVIDIA DGX B200 datasheet; Blackwell architecture brief"))
+# AMD Instinct MI300X: 1,307.4 TFLOP/s dense BF16, 2,614.9 dense FP8 (AMD MI300X datasheet);
+# 192 GB HBM3, 5.3 TB/s; 7 xGMI links per GPU in a full mesh, 64 GB/s per link per direction
+# (128 GB/s bidirectional), 448 GB/s per GPU per direction; 400 Gb/s NIC per GPU.
+_add(GPUSpec(name="mi300x", vendor="amd", peak_flops_bf16=1307.4e12, peak_flops_fp8=2614.9e12,
+             hbm_bytes=192 * GB, hbm_bw=5.3e12, intra_node_bw=448e9, intra_node_topology="mesh",
+             intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=750,
+             source="AMD Instinct MI300X datasheet; AMD Instinct MI300X platform brief"))
+# AMD Instinct MI325X: same CDNA3 compute as MI300X; 256 GB HBM3e, 6 TB/s; same xGMI mesh.
+_add(GPUSpec(name="mi325x", vendor="amd", peak_flops_bf16=1307.4e12, peak_flops_fp8=2614.9e12,
+             hbm_bytes=256 * GB, hbm_bw=6e12, intra_node_bw=448e9, intra_node_topology="mesh",
+             intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=1000, source="AMD Instinct MI325X datasheet"))
+# AMD Instinct MI355X: 2.5 PFLOP/s dense FP16/BF16 (2,516.6 TF), 5.0 dense FP8 (5,033.2 TF);
+# 288 GB HBM3e, 8 TB/s; xGMI 4th gen: 7 links x 76.8 GB/s per direction (1,075 GB/s bidirectional
+# total); 400 Gb/s (Pollara) NIC per GPU.
+_add(GPUSpec(name="mi355x", vendor="amd", peak_flops_bf16=2516.6e12, peak_flops_fp8=5033.2e12,
+             hbm_bytes=288 * GB, hbm_bw=8e12, intra_node_bw=537.6e9, intra_node_topology="mesh",
+             intra_node_link_bw=76.8e9, inter_node_bw=50e9, tdp_watts=1400, source="AMD Instinct MI355X datasheet"))
+
+
+def known_gpus() -> list[str]:
+    return sorted(_DB)
+
+
+def get_gpu(name: str) -> GPUSpec:
+    """The spec of GPU ``name``; a :class:`PlanError` naming the allowed names otherwise."""
+    try:
+        return _DB[name]
+    except KeyError:
+        raise PlanError("cluster.gpu", name, f"one of {', '.join(known_gpus())}") from None
+
+
+def load_gpu_file(path: str | Path) -> list[str]:
+    """Add or override GPUs from a TOML or YAML file with ``[gpu.<name>]`` tables.
+
+    An override may give only the fields it changes; the rest come from the existing entry.
+    Returns the names loaded.
+    """
+    p = Path(path)
+    text = p.read_text()
+    if p.suffix in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    else:
+        import tomllib
+
+        data = tomllib.loads(text)
+    table = data.get("gpu", data)
+    names = []
+    for name, fields in table.items():
+        base = _DB[name].model_dump() if name in _DB else {}
+        base.update(fields)
+        base["name"] = name
+        base.setdefault("vendor", "custom")
+        base.setdefault("peak_flops_fp8", base.get("peak_flops_bf16"))
+        _add(GPUSpec.model_validate(base))
+        names.append(name)
+    return names
