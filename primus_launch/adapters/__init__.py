@@ -1,0 +1,102 @@
+"""Adapters: native recipes <-> :class:`primus_launch.plan.Plan`.
+
+One module per framework (``megatron``, ``torchtitan``) plus the small primus-launch wrapper TOML
+(``primus_toml``) that points at a native recipe and names the target cluster.  This module only
+dispatches on the file kind; it never interprets framework flags itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Optional
+
+from primus_launch.errors import UserError
+from primus_launch.plan import Cluster, Plan
+
+RecipeKind = Literal["megatron", "torchtitan", "primus"]
+
+_MEGATRON_SUFFIXES = {".sh", ".bash", ".yaml", ".yml"}
+
+
+def detect_kind(path: Path) -> RecipeKind:
+    """Which reader a recipe file needs, from its suffix and (for TOML) its top-level tables."""
+    suffix = path.suffix.lower()
+    if suffix in _MEGATRON_SUFFIXES:
+        return "megatron"
+    if suffix == ".toml":
+        from primus_launch.adapters.primus_toml import is_wrapper
+
+        return "primus" if is_wrapper(path) else "torchtitan"
+    raise UserError(f"recipe={str(path)!r}: unknown recipe kind; expected a Megatron-LM launch script "
+                    f"(.sh/.bash), a Megatron argument YAML (.yaml/.yml) or a TOML (TorchTitan job or primus-launch)")
+
+
+def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None) -> Plan:
+    """Read any supported recipe into a validated Plan; ``cluster_overrides`` (gpu, num_nodes,
+    gpus_per_node) win over what the recipe or wrapper states."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"recipe={str(p)!r}: no such file")
+    kind = detect_kind(p)
+    overrides = {k: v for k, v in (cluster_overrides or {}).items() if v is not None}
+    # a complete cluster goes to the reader, so a recipe is validated against its target cluster only
+    full = Cluster(**overrides) if set(overrides) >= {"gpu", "num_nodes", "gpus_per_node"} else None
+    if kind == "primus":
+        from primus_launch.adapters.primus_toml import load_wrapper
+
+        return load_wrapper(p, overrides)
+    elif kind == "megatron":
+        from primus_launch.adapters.megatron import load_megatron
+
+        plan = load_megatron(p, full)
+    else:
+        from primus_launch.adapters.torchtitan import load_torchtitan
+
+        plan = load_torchtitan(p, full)
+    if overrides and full is None:
+        plan = plan.with_changes(cluster=overrides)
+    return plan
+
+
+def native_path(plan: Plan) -> Path:
+    """The native recipe file a plan was read from (the wrapper's target for wrapper TOMLs)."""
+    if plan.source is None or plan.source.path is None:
+        raise UserError("plan.source: the plan was not read from a recipe file, so there is nothing to write back")
+    return Path(plan.source.path)
+
+
+def tuned_path(original: str | Path) -> Path:
+    """``x.sh`` -> ``x.tuned.sh``, ``job.toml`` -> ``job.tuned.toml`` (next to the original)."""
+    p = Path(original)
+    return p.with_name(f"{p.stem}.tuned{p.suffix}")
+
+
+def render_recipe(plan: Plan, original_text: str) -> str:
+    """The native text of ``plan``: ``original_text`` with only the changed values edited."""
+    fw = plan.source.framework if plan.source else None
+    if fw == "megatron":
+        from primus_launch.adapters.megatron import render_megatron
+
+        return render_megatron(plan, original_text)
+    if fw == "torchtitan":
+        from primus_launch.adapters.torchtitan import render_torchtitan
+
+        return render_torchtitan(plan, original_text)
+    raise UserError(f"plan.source.framework={fw!r}: one of megatron, torchtitan")
+
+
+def write_recipe(plan: Plan, out_path: Optional[str | Path] = None) -> Path:
+    """Write ``plan`` as a native recipe next to the one it came from (``*.tuned.*`` by default).
+
+    Never writes over the original; the write is atomic (temp file + rename).
+    """
+    original = native_path(plan)
+    out = Path(out_path) if out_path is not None else tuned_path(original)
+    fw = plan.source.framework
+    if fw == "megatron":
+        from primus_launch.adapters.megatron import write_megatron
+
+        return write_megatron(plan, original, out)
+    from primus_launch.adapters.torchtitan import write_torchtitan
+
+    return write_torchtitan(plan, original, out)

@@ -1,0 +1,5 @@
+import sys
+
+from primus_launch.cli import main
+
+sys.exit(main())

@@ -1,0 +1,71 @@
+"""The small primus-launch TOML: points at a native recipe and names the target cluster.
+
+::
+
+    [recipe]
+    path = "megatron/llama3.1_70b.sh"   # relative to this file
+    # framework = "megatron"            # optional; detected from the file otherwise
+
+    [cluster]
+    gpu = "h100-sxm"
+    nodes = 128
+    gpus_per_node = 8
+
+    [hardware]                           # optional: extra/overridden GPU specs (TOML or YAML)
+    file = "my_gpus.toml"
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from primus_launch.errors import UserError
+from primus_launch.plan import Plan
+
+_CLUSTER_KEYS = {"gpu": "gpu", "nodes": "num_nodes", "num_nodes": "num_nodes", "gpus_per_node": "gpus_per_node"}
+
+
+def _read(path: Path) -> dict:
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"recipe={str(path)!r}: malformed TOML: {e}") from None
+
+
+def is_wrapper(path: Path) -> bool:
+    """A primus-launch wrapper has a top-level ``[recipe]`` table with ``path``."""
+    data = _read(path)
+    return isinstance(data.get("recipe"), dict) and "path" in data["recipe"]
+
+
+def load_wrapper(path: Path, overrides: dict | None = None) -> Plan:
+    """The plan of the wrapped native recipe on the wrapper's cluster; ``overrides`` win."""
+    data = _read(path)
+    unknown = set(data) - {"recipe", "cluster", "hardware"}
+    if unknown:
+        raise UserError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: recipe, cluster, hardware")
+    target = (path.parent / data["recipe"]["path"]).resolve()
+    if not target.is_file():
+        raise UserError(f"recipe.path={data['recipe']['path']!r}: no such file (relative to {path.parent})")
+    hw = data.get("hardware", {})
+    if "file" in hw:
+        from primus_launch.projection.hardware import load_gpu_file
+
+        load_gpu_file(path.parent / hw["file"])
+    cluster = {}
+    for k, v in data.get("cluster", {}).items():
+        if k not in _CLUSTER_KEYS:
+            raise UserError(f"cluster.{k}={v!r}: unknown key; allowed: gpu, nodes, gpus_per_node")
+        cluster[_CLUSTER_KEYS[k]] = v
+    cluster.update(overrides or {})
+    from primus_launch.adapters import detect_kind, load_recipe
+
+    fw = data["recipe"].get("framework")
+    if fw is not None and fw not in ("megatron", "torchtitan"):
+        raise UserError(f"recipe.framework={fw!r}: one of megatron, torchtitan")
+    if detect_kind(target) == "primus":
+        raise UserError(f"recipe.path={data['recipe']['path']!r}: must point at a native recipe, not another wrapper")
+    plan = load_recipe(target, cluster)
+    src = plan.source.model_copy(update={"wrapper_path": str(path)})
+    return plan.model_copy(update={"source": src})

@@ -1,0 +1,242 @@
+"""``primus-launch``: project, tune or launch a Megatron-LM / TorchTitan training run.
+
+    primus-launch --project RECIPE [--dry-run] [--gpu G --nodes N --gpus-per-node K] [--json]
+    primus-launch --tune RECIPE [--dry-run] [--budget N | --time-limit S] [--llm MODEL]
+    primus-launch [--project | --tune] [--launch [--force]] [--emit torchrun|slurm] -- COMMAND...
+    primus-launch -- torchrun ... pretrain_gpt.py ...       (run the command unchanged)
+
+The CLI parses flags, calls the library (adapters -> plan -> projection / tuner) and renders the
+typed results; it holds no model of its own.  User mistakes exit 2 with one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import warnings
+from pathlib import Path
+from typing import Optional, Sequence
+
+from pydantic import ValidationError
+
+from primus_launch.errors import UserError, one_line
+from primus_launch.plan import GPU_NAMES, Plan, PlanError
+
+_FROM_COMMAND = "<command>"
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="primus-launch",
+        description="Plan, project and tune large LLM training runs before spending GPU-hours.",
+        epilog="Everything after `--` is a training command: run unchanged, or read as the recipe "
+               "when --project/--tune are given without a file.")
+    act = ap.add_mutually_exclusive_group()
+    act.add_argument("--project", nargs="?", const=_FROM_COMMAND, metavar="RECIPE",
+                     help="project the run of RECIPE (or of the command after --) at its target scale")
+    act.add_argument("--tune", nargs="?", const=_FROM_COMMAND, metavar="RECIPE",
+                     help="search parallel configurations and write the tuned recipe next to RECIPE")
+    ap.add_argument("--dry-run", action="store_true", help="pure CPU simulation (no measurement)")
+    ap.add_argument("--gpu", help=f"target GPU: {', '.join(GPU_NAMES)} (or one from --gpu-file)")
+    ap.add_argument("--nodes", type=int, help="number of nodes")
+    ap.add_argument("--gpus-per-node", type=int, help="GPUs per node")
+    ap.add_argument("--gpu-file", help="TOML/YAML file adding or overriding GPU specs")
+    ap.add_argument("--memory-margin", type=float, default=0.05,
+                    help="fraction of HBM kept free for the fits verdict (default 0.05)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    ap.add_argument("--trace", help="write the simulated pipeline timeline as a Chrome/Perfetto trace")
+    ap.add_argument("--report", help="write a self-contained HTML report")
+    ap.add_argument("--measure-device", choices=["cpu", "cuda"], help="device for the measured path")
+    ap.add_argument("--budget", type=int, help="tune: at most this many scored candidates")
+    ap.add_argument("--time-limit", type=float, help="tune: stop after this many seconds")
+    ap.add_argument("--llm", metavar="MODEL", help="tune: also ask this model (OPENAI_BASE_URL/OPENAI_API_KEY)")
+    ap.add_argument("--exhaustive", action="store_true", help="tune: score every legal candidate")
+    ap.add_argument("--top", type=int, default=10, help="tune: rows in the top-N table")
+    ap.add_argument("--log", help="tune: JSON log of every trial (default: next to the tuned recipe)")
+    ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT)")
+    ap.add_argument("--launch", action="store_true", help="run the (tuned) command or recipe afterwards")
+    ap.add_argument("--force", action="store_true", help="launch even if the plan does not fit in memory")
+    ap.add_argument("--emit", choices=["torchrun", "slurm"], help="print the launch for the plan")
+    return ap
+
+
+def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    argv = list(argv)
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def _cluster_overrides(a: argparse.Namespace) -> dict:
+    return {"gpu": a.gpu, "num_nodes": a.nodes, "gpus_per_node": a.gpus_per_node}
+
+
+def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
+    if recipe == _FROM_COMMAND:
+        if not command:
+            raise UserError("--project/--tune need a RECIPE file or a training command after --")
+        from primus_launch.command_recipe import plan_from_command
+
+        return plan_from_command(command, _cluster_overrides(a))
+    from primus_launch.adapters import load_recipe
+
+    return load_recipe(recipe, _cluster_overrides(a))
+
+
+def _project(a: argparse.Namespace, plan: Plan):
+    from primus_launch.projection.api import project
+
+    return project(plan, dry_run=a.dry_run, memory_margin=a.memory_margin,
+                   measure_device=a.measure_device, record_timeline=bool(a.trace or a.report))
+
+
+def _write_trace(path: str, result) -> None:
+    from primus_launch.fileio import atomic_write_text
+    from primus_launch.projection.pipeline import chrome_trace
+
+    atomic_write_text(path, json.dumps(chrome_trace(result.timeline, title=result.plan.model.name)))
+
+
+def _emit(a: argparse.Namespace, plan: Plan, command: list[str]) -> None:
+    from primus_launch import emit
+
+    program = command or [f"<training program of {plan.source.path if plan.source else 'the recipe'}>"]
+    if a.emit == "slurm":
+        print(emit.slurm_script(plan, program))
+    else:
+        print(shlex.join(emit.torchrun_command(plan, program)))
+
+
+def _launch_recipe(plan: Plan) -> int:
+    from primus_launch.launcher import run_command
+
+    path = Path(plan.source.path) if plan.source and plan.source.path else None
+    if path is None or plan.source.framework != "megatron" or path.suffix not in (".sh", ".bash"):
+        raise UserError("--launch with a recipe file needs a Megatron-LM launch script (.sh); "
+                        "for other recipes give the training command after --")
+    return run_command(["bash", str(path)])
+
+
+def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
+    plan = _load(a, a.project, command)
+    result = _project(a, plan)
+    if a.trace:
+        _write_trace(a.trace, result)
+    if a.report:
+        from primus_launch.report_html import write_projection_report
+
+        write_projection_report(result, a.report)
+    if a.json:
+        print(json.dumps(result.to_json_dict()))
+    else:
+        from primus_launch.projection.report import render_text
+
+        print(render_text(result))
+    if a.emit:
+        _emit(a, plan, command)
+    if a.launch:
+        from primus_launch.launcher import ensure_fits, run_command
+
+        ensure_fits(result, a.force)
+        sys.stdout.flush()
+        return run_command(command) if command else _launch_recipe(plan)
+    return 0
+
+
+def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
+    from primus_launch.tuner.search import tune
+
+    plan = _load(a, a.tune, command)
+    score = None
+    if not a.dry_run:
+        from functools import partial
+
+        from primus_launch.projection.api import project
+
+        score = partial(project, dry_run=False, memory_margin=a.memory_margin, measure_device=a.measure_device)
+    log_path = Path(a.log) if a.log else None
+    out_recipe = None
+    if a.tune != _FROM_COMMAND:
+        from primus_launch.adapters import native_path, tuned_path
+
+        out_recipe = Path(a.out) if a.out else tuned_path(native_path(plan))
+        if log_path is None:
+            log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
+    res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
+               llm_model=a.llm, memory_margin=a.memory_margin, progress=not a.json, log_path=log_path,
+               top_n=a.top)
+    best = res.best_plan
+    written = None
+    if out_recipe is not None:
+        from primus_launch.adapters import write_recipe
+
+        written = write_recipe(best, out_recipe)
+    if a.report:
+        from primus_launch.report_html import write_tune_report
+
+        write_tune_report(res, a.report)
+    tuned_cmd = None
+    if command:
+        from primus_launch.command_recipe import render_command
+
+        tuned_cmd = render_command(best, command)
+    if a.json:
+        d = res.to_json_dict() if hasattr(res, "to_json_dict") else res.model_dump(mode="json")
+        d["tuned_recipe"] = str(written) if written else None
+        d["tuned_command"] = tuned_cmd
+        print(json.dumps(d))
+    else:
+        from primus_launch.tuner.search import render_tune_text
+
+        print(render_tune_text(res))
+        if written:
+            print(f"\ntuned recipe written to {written}")
+        if log_path:
+            print(f"trial log written to {log_path}")
+        if tuned_cmd and not a.launch:
+            print("\ntuned command:\n" + shlex.join(tuned_cmd))
+    if a.emit:
+        _emit(a, best, tuned_cmd or [])
+    if a.launch:
+        from primus_launch.launcher import ensure_fits, run_command
+
+        ensure_fits(res.best, a.force)
+        sys.stdout.flush()
+        if tuned_cmd:
+            return run_command(tuned_cmd)
+        return _launch_recipe(best.model_copy(update={"source": best.source.model_copy(update={"path": str(written)})}))
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ours, command = _split_command(argv)
+    ap = _parser()
+    a = ap.parse_args(ours)
+    try:
+        if a.gpu_file:
+            from primus_launch.projection.hardware import load_gpu_file
+
+            load_gpu_file(a.gpu_file)
+        if a.project is None and a.tune is None:
+            if not command:
+                ap.print_usage(sys.stderr)
+                print("primus-launch: error: give --project RECIPE, --tune RECIPE or a command after --",
+                      file=sys.stderr)
+                return 2
+            from primus_launch.launcher import run_command
+
+            return run_command(command)
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            return _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
+    except (UserError, PlanError, ValidationError, OSError) as e:
+        print(f"primus-launch: error: {one_line(e)}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Projection as a library call: ``project(plan) -> ProjectionResult``.
+
+The CLI only renders what this returns; the tuner calls it (or ``project_dry_run``) in-process.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Literal, Optional
+
+from primus_launch.plan import Plan
+from primus_launch.projection.hardware import get_gpu
+from primus_launch.projection.result import ProjectionResult
+
+MeasureDevice = Literal["cpu", "cuda"]
+
+
+def default_measure_device() -> MeasureDevice:
+    """``cuda`` when a GPU is visible, else ``cpu`` (CPU timings only check the path)."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def project(
+    plan: Plan,
+    *,
+    dry_run: bool = True,
+    memory_margin: float = 0.05,
+    measure_device: Optional[MeasureDevice] = None,
+    record_timeline: bool = False,
+    cache_dir: Optional[Path] = None,
+) -> ProjectionResult:
+    """Project one training iteration of ``plan`` on its target cluster.
+
+    ``dry_run=True``: pure simulation (roofline/efficiency models of the target GPU).
+    ``dry_run=False``: build the real framework layers at reduced size on the local device,
+    measure them, and upscale analytically (``projection.measure``).
+    """
+    get_gpu(plan.cluster.gpu)  # unknown GPU -> PlanError before any work
+    if not 0.0 <= memory_margin < 1.0:
+        from primus_launch.plan import PlanError
+
+        raise PlanError("memory_margin", memory_margin, "a fraction in [0, 1)")
+    if dry_run:
+        from primus_launch.projection.dryrun import project_dry_run
+
+        return project_dry_run(plan, memory_margin=memory_margin, record_timeline=record_timeline)
+    from primus_launch.projection.measure.upscale import project_measured
+
+    device = measure_device or default_measure_device()
+    if device == "cpu" and measure_device is None:
+        warnings.warn("no GPU visible: measuring on the CPU, which only checks the path", stacklevel=2)
+    return project_measured(plan, device=device, memory_margin=memory_margin,
+                            record_timeline=record_timeline, cache_dir=cache_dir)

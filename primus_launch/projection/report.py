@@ -1,0 +1,53 @@
+"""Text rendering of a :class:`ProjectionResult` (the CLI's table)."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from primus_launch.projection.result import ProjectionResult
+
+GiB = 1024**3
+
+
+def _plan_line(r: ProjectionResult) -> str:
+    p, t = r.plan.parallel, r.plan.training
+    parts = [f"TP={p.tp}", f"PP={p.pp}"]
+    if p.vpp > 1:
+        parts.append(f"VPP={p.vpp}")
+    if p.cp > 1:
+        parts.append(f"CP={p.cp}")
+    if r.plan.model.is_moe:
+        parts.append(f"EP={p.ep}")
+    parts += [f"DP={r.plan.dp}", f"MBS={t.micro_batch_size}", f"GBS={t.global_batch_size}",
+              f"recompute={t.recompute.granularity}", f"schedule={t.pipeline_schedule}",
+              f"dp_sharding={p.dp_sharding}", f"SP={'on' if p.sequence_parallel else 'off'}"]
+    return " ".join(parts)
+
+
+def render_text(r: ProjectionResult) -> str:
+    """Summary, time breakdown and memory breakdown as plain-text tables."""
+    c = r.plan.cluster
+    head = [
+        ("mode", r.mode),
+        ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
+        ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPUs"),
+        ("parallelism", _plan_line(r)),
+        ("iteration time", f"{r.iteration_time_s:.3f} s"),
+        ("tokens/s/GPU", f"{r.tokens_per_sec_per_gpu:,.0f}"),
+        ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
+        ("MFU", f"{100 * r.mfu:.1f} %"),
+    ]
+    m = r.memory
+    verdict = "fits" if m.fits else "DOES NOT FIT"
+    head.append(("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB "
+                           f"(margin {100 * m.margin_fraction:.0f} %): {verdict} (worst stage {m.worst_stage})"))
+    out = [tabulate(head, tablefmt="simple")]
+    total = r.iteration_time_s or 1.0
+    times = [(k, f"{v * 1e3:.1f}", f"{100 * v / total:.1f}") for k, v in r.time_breakdown.items()]
+    out.append(tabulate(times, headers=["time component", "ms", "%"], tablefmt="simple"))
+    mem = [(k, f"{v / GiB:.2f}") for k, v in m.breakdown.items()]
+    out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB"], tablefmt="simple"))
+    notes = list(r.notes) + list(m.notes)
+    if notes:
+        out.append("\n".join(f"note: {n}" for n in notes))
+    return "\n\n".join(out)
