@@ -1,0 +1,132 @@
+"""Run a training command unchanged, the way a shell would: the ``primus-launch -- CMD`` passthrough.
+
+Contract (issue 7):
+
+- the command runs with the same argv, environment and working directory as given; stdin, stdout
+  and stderr are inherited file descriptors (nothing is piped or buffered here, so the child's
+  output reaches the terminal / log line by line as the child writes it);
+- the child is the leader of its own process group (``setpgid(0, 0)`` in the child, as a shell does
+  for a job), so that a signal meant for the job reaches torchrun *and* every worker it spawned;
+- SIGINT, SIGTERM, SIGHUP and SIGQUIT received by primus-launch are forwarded to that whole process
+  group (``killpg``); a signal that arrives while the child is being started is delivered right
+  after it exists;
+- the return value is the child's exit status, or ``128 + N`` when it was killed by signal ``N``
+  (POSIX shell convention, e.g. 137 for SIGKILL, 143 for SIGTERM); a command that cannot be found
+  gives 127 and one that cannot be executed gives 126 (as ``env``, ``nohup`` and shells do).
+
+Only the standard library is imported here, so that the passthrough path does not import torch or
+anything else that could touch the environment before the command starts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Optional
+
+from primus_launch.errors import UserError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from primus_launch.projection.result import ProjectionResult
+
+FORWARDED_SIGNALS: tuple[signal.Signals, ...] = (
+    signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+GIB = 1024 ** 3
+
+
+def exit_code_of(returncode: int) -> int:
+    """Shell exit status of a finished child: its code, or ``128 + N`` when killed by signal N.
+
+    ``subprocess`` reports death by signal N as ``-N`` (``os.waitstatus_to_exitcode``); POSIX
+    shells report it as ``128 + N`` (bash(1), "EXIT STATUS").
+    """
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_command(argv: list[str]) -> int:
+    """Run ``argv`` unchanged in its own process group, forwarding signals; return its exit code.
+
+    Raises :class:`UserError` only for an empty command line.
+    """
+    if not argv:
+        raise UserError("command: empty; give the training command after '--', e.g. "
+                        "primus-launch -- torchrun --nproc-per-node 8 train.py")
+    argv = [str(a) for a in argv]
+    child: Optional[subprocess.Popen] = None
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if child is None:
+            pending.append(signum)
+            return
+        try:
+            os.killpg(child.pid, signum)
+        except ProcessLookupError:  # the group is already gone
+            pass
+
+    previous = {}
+    for sig in FORWARDED_SIGNALS:
+        try:
+            previous[sig] = signal.signal(sig, forward)
+        except (ValueError, OSError):  # not the main thread: signals cannot be handled here
+            pass
+    try:
+        try:
+            # env=None and cwd=None: the exact environment and directory of this process.
+            # process_group=0: setpgid(0, 0) in the child before exec (Python >= 3.11).
+            child = subprocess.Popen(argv, process_group=0, close_fds=False)
+        except FileNotFoundError:
+            print(f"primus-launch: {argv[0]}: command not found", file=sys.stderr)
+            return 127
+        except PermissionError as exc:
+            print(f"primus-launch: {argv[0]}: cannot execute ({exc.strerror})", file=sys.stderr)
+            return 126
+        except OSError as exc:
+            print(f"primus-launch: {argv[0]}: cannot execute ({exc.strerror or exc})", file=sys.stderr)
+            return 126
+        for signum in pending:
+            forward(signum, None)
+        pending.clear()
+        while True:
+            try:
+                returncode = child.wait()
+                break
+            except KeyboardInterrupt:  # pragma: no cover - only if a handler could not be set
+                forward(signal.SIGINT, None)
+        return exit_code_of(returncode)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def ensure_fits(result: "ProjectionResult", force: bool) -> None:
+    """Refuse to launch a plan whose memory verdict is "does not fit" unless ``force``.
+
+    Raises :class:`UserError` with one line giving the peak, the usable capacity and the way out.
+    """
+    mem = result.memory
+    if mem.fits or force:
+        return
+    raise UserError(
+        f"memory: the plan does not fit: peak {mem.peak_bytes_per_gpu / GIB:.1f} GiB per GPU (stage "
+        f"{mem.worst_stage}) against {mem.capacity_bytes / GIB:.1f} GiB with a "
+        f"{mem.margin_fraction:.0%} margin; not launching (pass --force to launch anyway)")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``python -m primus_launch.launcher [--] CMD ...``: the bare passthrough."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "--":
+        args = args[1:]
+    try:
+        return run_command(args)
+    except UserError as exc:
+        print(f"primus-launch: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
