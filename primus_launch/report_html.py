@@ -1,0 +1,74 @@
+"""Self-contained HTML reports (inline CSS and SVG, no network fetches) of a projection or a tune."""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+
+from primus_launch.fileio import atomic_write_text
+from primus_launch.projection.result import ProjectionResult
+from primus_launch.projection.svg import memory_svg, time_breakdown_svg, timeline_svg
+
+GiB = 1024**3
+
+_CSS = """
+body{font-family:sans-serif;margin:24px;color:#222;max-width:1180px}
+h1{font-size:22px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
+th{background:#f4f4f4} .figure{margin:8px 0 18px 0} .note{color:#555;font-size:12px}
+.bad{color:#b00} .good{color:#070}
+"""
+
+
+def _page(title: str, sections: list[str]) -> str:
+    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{escape(title)}</title><style>{_CSS}</style></head><body>"
+            f"<h1>{escape(title)}</h1>" + "".join(sections) + "</body></html>")
+
+
+def _table(rows: list[tuple], headers: list[str] | None = None) -> str:
+    h = "<tr>" + "".join(f"<th>{escape(str(x))}</th>" for x in headers) + "</tr>" if headers else ""
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(x))}</td>" for x in r) + "</tr>" for r in rows)
+    return f"<table>{h}{body}</table>"
+
+
+def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
+    p, c = r.plan, r.plan.cluster
+    par = p.parallel
+    return [
+        ("mode", r.mode),
+        ("model", f"{p.model.name}: {p.model.num_layers} layers, hidden {p.model.hidden_size}"),
+        ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} ({r.num_gpus} GPUs)"),
+        ("parallelism", f"TP {par.tp}, PP {par.pp}, VPP {par.vpp}, CP {par.cp}, EP {par.ep}, DP {p.dp}, "
+                        f"MBS {p.training.micro_batch_size}, GBS {p.training.global_batch_size}, "
+                        f"schedule {p.training.pipeline_schedule}, recompute {p.training.recompute.granularity}"),
+        ("iteration time", f"{r.iteration_time_s:.3f} s"),
+        ("tokens/s/GPU", f"{r.tokens_per_sec_per_gpu:,.0f}"),
+        ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
+        ("MFU", f"{100 * r.mfu:.1f} %"),
+        ("peak memory", f"{r.memory.peak_bytes_per_gpu / GiB:.1f} GiB of {r.memory.capacity_bytes / GiB:.1f} GiB: "
+                        f"{'fits' if r.memory.fits else 'does not fit'}"),
+    ]
+
+
+def projection_sections(r: ProjectionResult) -> list[str]:
+    """The summary, timeline, time breakdown and memory sections of one projection."""
+    out = [f"<h2>Summary</h2>{_table(summary_rows(r))}"]
+    out.append("<h2>Pipeline timeline of one iteration</h2><div class=\"figure\">"
+               + timeline_svg(r.timeline, r.plan.parallel.pp) + "</div>"
+               + "<p class=\"note\">One row per pipeline stage, as the schedule simulator ordered it; "
+                 "hover a block for its micro-batch and times. Grey is idle (bubble).</p>")
+    out.append("<h2>Time breakdown</h2><div class=\"figure\">" + time_breakdown_svg(r.time_breakdown) + "</div>")
+    out.append("<h2>Memory</h2><div class=\"figure\">" + memory_svg(r.memory) + "</div>")
+    stages = [(s.stage, f"{s.total_bytes / GiB:.2f}", f"{s.parameters_bytes / GiB:.2f}",
+               f"{s.activations_bytes / GiB:.2f}", s.microbatches_in_flight) for s in r.memory.stages]
+    out.append(_table(stages, ["stage", "total GiB", "parameters GiB", "activations GiB", "micro-batches in flight"]))
+    notes = list(r.notes) + list(r.memory.notes)
+    if notes:
+        out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
+    return out
+
+
+def write_projection_report(r: ProjectionResult, path: str | Path) -> Path:
+    title = f"primus-launch projection: {r.plan.model.name} on {r.num_gpus} x {r.plan.cluster.gpu}"
+    return atomic_write_text(path, _page(title, projection_sections(r)))
