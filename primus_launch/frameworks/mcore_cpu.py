@@ -1,0 +1,249 @@
+"""Shims that let megatron-core 0.16.1 run real training steps on a CPU-only torch (gloo).
+
+megatron-core assumes CUDA in a handful of places that have nothing to do with the maths of a
+layer.  Each shim below replaces exactly one of them and leaves the framework's own modules
+(``GPTModel``, ``TransformerLayer``, ``MoELayer``, ``get_forward_backward_func``) unchanged.
+Facts behind each shim: /work/shared/notes/frameworks-on-cpu.md.
+
+Usage (in every process, before building a model)::
+
+    import torch.distributed as dist
+    from primus_launch.frameworks import mcore_cpu
+
+    mcore_cpu.install()                      # idempotent; no-op patches on a CUDA device
+    dist.init_process_group("gloo", ...)     # or mcore_cpu.init_single_process()
+    from megatron.core import parallel_state as ps
+    ps.initialize_model_parallel(tensor_model_parallel_size=2, pipeline_model_parallel_size=1)
+    mcore_cpu.seed_rng_tracker(1234)         # replaces model_parallel_cuda_manual_seed on CPU
+    cfg = TransformerConfig(..., **mcore_cpu.config_overrides())
+    # build GPTModel(..., get_gpt_layer_local_spec(...)), run forward/backward as usual.
+    # For PP: get_forward_backward_func() works after install() (its "cuda" token counter and
+    # torch.cuda.synchronize are redirected); pass config_overrides() (batch_p2p_sync=False).
+
+What :func:`install` patches (``device="cpu"``; on ``"cuda"`` only the NameError fix applies):
+
+1. ``torch.cuda.current_device()`` (about 50 call sites in RoPE, the global memory buffer, MoE,
+   pipeline p2p) returns ``torch.device("cpu")`` so that ``device=`` arguments land on the CPU.
+2. ``torch.cuda.synchronize()`` becomes a no-op (p2p communication calls it after batched
+   isend/irecv).
+3. ``megatron.core.fusions.fused_softmax.get_default_causal_mask`` hard-codes ``device="cuda"``:
+   replaced by the same upper-triangular mask built on the CPU (cached per sequence length).
+4. The CUDA RNG tracker (``tensor_parallel.random``) stores CUDA generator states; attention forks
+   it even with dropout 0.  :class:`CpuRNGStatesTracker` keeps CPU generator states with the same
+   interface and :func:`seed_rng_tracker` seeds it as ``model_parallel_cuda_manual_seed`` would
+   (data-parallel seed, model-parallel seed ``seed + 2718 + tp_rank``, expert seed
+   ``seed + 1024 + 100 * ep_rank + etp_rank``).
+5. megatron-core 0.16.1 without Transformer Engine leaves ``te_general_gemm`` undefined in
+   ``transformer.moe.moe_utils`` and the MoE router raises ``NameError`` (fixed upstream in 0.19):
+   define it as ``None`` so the router takes its ``torch.mm`` branch.
+6. ``pipeline_parallel.schedules`` allocates its token counter with ``device="cuda"``: its module
+   global ``torch`` is replaced by a proxy whose tensor factories map ``"cuda"`` to the CPU.
+
+Configuration that must differ on CPU (:func:`config_overrides`): the MoE ``alltoall`` dispatcher
+creates a ``torch.cuda.Stream`` -> use ``moe_token_dispatcher_type="allgather"``; no fused kernels
+(``bias_activation_fusion``, ``masked_softmax_fusion``, ``gradient_accumulation_fusion``, rope
+fusion off); ``batch_p2p_sync=False``.  Sequence parallel requires a non-torch LayerNorm and is not
+supported by the local spec on CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import types
+from typing import Any, Optional
+
+import torch
+
+_INSTALLED: set[str] = set()
+_ORIG_CURRENT_DEVICE = torch.cuda.current_device
+_ORIG_SYNCHRONIZE = torch.cuda.synchronize
+
+
+def _cpu_current_device() -> torch.device:
+    return torch.device("cpu")
+
+
+def _noop_synchronize(device: Any = None) -> None:
+    return None
+
+
+_MASKS: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def causal_mask(sq: int, sk: Optional[int] = None, device: str | torch.device = "cpu") -> torch.Tensor:
+    """Boolean [sq, sk] mask, True above the diagonal (masked), as megatron's
+    ``transformer.utils.get_default_causal_mask`` builds it (there on "cuda")."""
+    sk = sq if sk is None else sk
+    key = (sq, sk)
+    m = _MASKS.get(key)
+    if m is None or m.device != torch.device(device):
+        m = torch.triu(torch.ones(sq, sk, dtype=torch.bool, device=device), diagonal=1)
+        _MASKS[key] = m
+    return m
+
+
+def _default_causal_mask(sq: int) -> torch.Tensor:
+    return causal_mask(sq)
+
+
+class _CpuFactoryTorch(types.ModuleType):
+    """Proxy for the ``torch`` module inside one megatron module: tensor factories called with
+    ``device="cuda"`` allocate on the CPU; everything else is torch itself."""
+
+    _FACTORIES = ("zeros", "ones", "empty", "full", "tensor", "arange")
+
+    def __init__(self) -> None:
+        super().__init__("torch")
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(torch, name)
+        if name in self._FACTORIES:
+            def factory(*args: Any, **kwargs: Any) -> Any:
+                dev = kwargs.get("device")
+                if dev is not None and torch.device(dev).type == "cuda":
+                    kwargs["device"] = "cpu"
+                return attr(*args, **kwargs)
+
+            return factory
+        return attr
+
+
+class CpuRNGStatesTracker:
+    """CPU stand-in for megatron's ``CudaRNGStatesTracker`` (same methods: ``reset``,
+    ``get_states``, ``set_states``, ``add``, ``fork``, ``is_initialized``).
+
+    ``fork(name)`` swaps the CPU default generator to the named state and back, as the CUDA
+    tracker does with the CUDA generator (megatron/core/tensor_parallel/random.py).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.reset()
+
+    def is_initialized(self) -> bool:
+        return self._is_initialized
+
+    def reset(self) -> None:
+        self._is_initialized = False
+        self.states_: dict[str, torch.Tensor] = {}
+        self.seeds_: set[int] = set()
+
+    def get_states(self) -> dict[str, torch.Tensor]:
+        return {k: v.clone() for k, v in self.states_.items()}
+
+    def set_states(self, states: dict[str, torch.Tensor]) -> None:
+        self._is_initialized = True
+        self.states_ = states
+
+    def add(self, name: str, seed: int) -> None:
+        self._is_initialized = True
+        if seed in self.seeds_:
+            raise Exception(f"seed {seed} already exists")
+        self.seeds_.add(seed)
+        if name in self.states_:
+            raise Exception(f"rng state {name} already exists")
+        orig = torch.get_rng_state()
+        torch.manual_seed(seed)
+        self.states_[name] = torch.get_rng_state()
+        torch.set_rng_state(orig)
+
+    @contextlib.contextmanager
+    def fork(self, name: str = "model-parallel-rng"):
+        if name not in self.states_:
+            raise Exception(f"rng state {name} is not added")
+        orig = torch.get_rng_state()
+        torch.set_rng_state(self.states_[name])
+        try:
+            yield
+        finally:
+            self.states_[name] = torch.get_rng_state()
+            torch.set_rng_state(orig)
+
+
+def seed_rng_tracker(seed: int = 1234, tp_rank: Optional[int] = None, ep_rank: Optional[int] = None,
+                     etp_rank: Optional[int] = None) -> None:
+    """Seed the RNG tracker like ``tensor_parallel.model_parallel_cuda_manual_seed`` does
+    (random.py: dp seed = seed, tp seed = seed + 2718 + tp_rank, expert seed = seed + 1024 +
+    100 * ep_rank + etp_rank), with CPU generator states.  Needs ``initialize_model_parallel`` first
+    when ranks are not given."""
+    from megatron.core import parallel_state as ps
+    from megatron.core.tensor_parallel import random as r
+
+    if tp_rank is None:
+        tp_rank = ps.get_tensor_model_parallel_rank()
+    if ep_rank is None:
+        ep_rank = ps.get_expert_model_parallel_rank()
+    if etp_rank is None:
+        etp_rank = ps.get_expert_tensor_parallel_rank()
+    tracker = CpuRNGStatesTracker()
+    r._CUDA_RNG_STATE_TRACKER = tracker
+    r._CUDA_RNG_STATE_TRACKER_INITIALIZED = True
+    offset = seed + 2718
+    torch.manual_seed(seed)
+    tracker.add(r._DATA_PARALLEL_RNG_TRACKER_NAME, seed)
+    tracker.add(r._MODEL_PARALLEL_RNG_TRACKER_NAME, offset + tp_rank)
+    tracker.add(r._EXPERT_PARALLEL_RNG_TRACKER_NAME, seed + 1024 + 100 * ep_rank + etp_rank)
+
+
+def install(device: str | torch.device = "cpu") -> None:
+    """Apply the shims (idempotent).  On a CUDA device only the ``te_general_gemm`` fix applies."""
+    dev = torch.device(device).type
+    if dev in _INSTALLED:
+        return
+    import megatron.core.transformer.moe.moe_utils as moe_utils
+
+    if not hasattr(moe_utils, "te_general_gemm"):
+        moe_utils.te_general_gemm = None
+    if dev == "cpu":
+        torch.cuda.current_device = _cpu_current_device
+        torch.cuda.synchronize = _noop_synchronize
+        import megatron.core.fusions.fused_softmax as fused_softmax
+        import megatron.core.pipeline_parallel.schedules as schedules
+        import megatron.core.transformer.utils as tutils
+
+        fused_softmax.get_default_causal_mask = _default_causal_mask
+        tutils.get_default_causal_mask = _default_causal_mask
+        schedules.torch = _CpuFactoryTorch()
+    _INSTALLED.add(dev)
+
+
+def uninstall() -> None:
+    """Restore ``torch.cuda.current_device`` / ``synchronize`` (module patches stay; harmless)."""
+    torch.cuda.current_device = _ORIG_CURRENT_DEVICE
+    torch.cuda.synchronize = _ORIG_SYNCHRONIZE
+    _INSTALLED.discard("cpu")
+
+
+def config_overrides(device: str | torch.device = "cpu") -> dict[str, Any]:
+    """``TransformerConfig`` keyword arguments needed to run on ``device`` without TE/Apex."""
+    out: dict[str, Any] = {
+        "use_cpu_initialization": torch.device(device).type == "cpu",
+        "moe_token_dispatcher_type": "allgather",
+        "bias_activation_fusion": False,
+        "masked_softmax_fusion": False,
+        "gradient_accumulation_fusion": False,
+        "apply_rope_fusion": False,
+        "persist_layer_norm": False,
+        "bias_dropout_fusion": False,
+        "batch_p2p_sync": False,
+    }
+    return out
+
+
+def init_single_process(port: Optional[int] = None) -> None:
+    """A gloo process group of world size 1 (rank 0) if none exists, for single-process
+    measurement; ``MASTER_PORT`` from the environment or a free port."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    if port is None and "MASTER_PORT" not in os.environ:
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    if port is not None:
+        os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=0, world_size=1)
