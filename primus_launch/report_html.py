@@ -72,3 +72,32 @@ def projection_sections(r: ProjectionResult) -> list[str]:
 def write_projection_report(r: ProjectionResult, path: str | Path) -> Path:
     title = f"primus-launch projection: {r.plan.model.name} on {r.num_gpus} x {r.plan.cluster.gpu}"
     return atomic_write_text(path, _page(title, projection_sections(r)))
+
+
+def write_tune_report(res, path: str | Path) -> Path:
+    """The tune page: search pictures, top-N with diffs against the user's recipe, then the best
+    configuration's projection (timeline, time and memory)."""
+    from primus_launch.tuner.charts import incumbent_svg, scatter_svg
+
+    b = res.best
+    title = f"primus-launch tune: {b.plan.model.name} on {b.num_gpus} x {b.plan.cluster.gpu}"
+    head = [("baseline (user's recipe)", f"{res.baseline.iteration_time_s:.3f} s/iter, "
+                                         f"{res.baseline.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
+                                         f"{'fits' if res.baseline.memory.fits else 'does not fit'}"),
+            ("best", f"{b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU"),
+            ("projected gain", f"{100 * res.gain:+.1f} %"),
+            ("candidates", f"{res.scored} scored of {res.legal_candidates} legal "
+                           f"({100 * res.scored_fraction:.1f} %), {res.rejected} rejected, {res.elapsed_s:.1f} s")]
+    sections = [f"<h2>Search</h2>{_table(head)}",
+                "<div class=\"figure\">" + scatter_svg(res) + "</div>",
+                "<div class=\"figure\">" + incumbent_svg(res) + "</div>"]
+    rows = [(i + 1, ", ".join(f"{k}={v}" for k, v in sorted(t.changes.items())) or "(user's recipe)",
+             f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", f"{100 * (t.mfu or 0):.1f}",
+             f"{(t.peak_memory_bytes or 0) / GiB:.1f}", t.source) for i, t in enumerate(res.top)]
+    sections.append("<h2>Top configurations (diff against the user's recipe)</h2>"
+                    + _table(rows, ["#", "changes", "s/iter", "tokens/s/GPU", "MFU %", "peak GiB", "found by"]))
+    if res.warnings:
+        sections.append("<h2>Warnings</h2><ul>" + "".join(f"<li>{escape(w)}</li>" for w in res.warnings) + "</ul>")
+    sections.append("<h2>Best configuration</h2>")
+    sections += projection_sections(b)[1:]
+    return atomic_write_text(path, _page(title, sections))

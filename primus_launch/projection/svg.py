@@ -24,55 +24,55 @@ PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b
            "#9c755f", "#bab0ac"]
 
 
-def _svg(width: int, height: int, body: Iterable[str], label: str) -> str:
+def svg_doc(width: int, height: int, body: Iterable[str], label: str) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}">'
             + "".join(body) + "</svg>")
 
 
-def _rect(x: float, y: float, w: float, h: float, fill: str, title: str = "", stroke: str = "none") -> str:
+def rect(x: float, y: float, w: float, h: float, fill: str, title: str = "", stroke: str = "none") -> str:
     t = f"<title>{escape(title)}</title>" if title else ""
     return (f'<rect x="{x:.2f}" y="{y:.2f}" width="{max(w, 0.0):.2f}" height="{h:.2f}" fill="{fill}" '
             f'stroke="{stroke}" stroke-width="0.5">{t}</rect>')
 
 
-def _text(x: float, y: float, s: str, size: int = 11, anchor: str = "start", fill: str = "#222") -> str:
+def text(x: float, y: float, s: str, size: int = 11, anchor: str = "start", fill: str = "#222") -> str:
     return (f'<text x="{x:.2f}" y="{y:.2f}" font-size="{size}" text-anchor="{anchor}" fill="{fill}" '
             f'font-family="sans-serif">{escape(s)}</text>')
 
 
-def _legend(x: float, y: float, items: Sequence[tuple[str, str]]) -> list[str]:
+def legend(x: float, y: float, items: Sequence[tuple[str, str]]) -> list[str]:
     out, cx = [], x
     for label, color in items:
-        out += [_rect(cx, y - 9, 10, 10, color), _text(cx + 14, y, label, 11)]
+        out += [rect(cx, y - 9, 10, 10, color), text(cx + 14, y, label, 11)]
         cx += 22 + 6.5 * len(label)
     return out
 
 
-def _ticks(x0: float, width: float, y: float, span: float, unit_scale: float, unit: str, n: int = 8) -> list[str]:
+def ticks(x0: float, width: float, y: float, span: float, unit_scale: float, unit: str, n: int = 8) -> list[str]:
     out = []
     for i in range(n + 1):
         v = span * i / n
         x = x0 + width * i / n
         out += [f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 4}" stroke="#666"/>',
-                _text(x, y + 15, f"{v * unit_scale:.3g}", 10, "middle")]
-    out.append(_text(x0 + width, y + 28, unit, 10, "end"))
+                text(x, y + 15, f"{v * unit_scale:.3g}", 10, "middle")]
+    out.append(text(x0 + width, y + 28, unit, 10, "end"))
     return out
 
 
 def timeline_svg(events: Sequence[TimelineEvent], num_stages: int, width: int = 1100) -> str:
     """The simulated iteration per pipeline stage: F / B / W / communication, gaps as bubbles."""
     if not events:
-        return _svg(width, 40, [_text(10, 24, "no timeline recorded")], "pipeline timeline")
+        return svg_doc(width, 40, [text(10, 24, "no timeline recorded")], "pipeline timeline")
     left, row_h, top = 70, 26, 28
     span = max(e.end_s for e in events) or 1.0
     plot_w = width - left - 20
     sx = plot_w / span
-    body = _legend(left, 16, [(KIND_LABELS[k], KIND_COLORS[k]) for k in ("F", "B", "W", "send", "dp_comm", "optimizer", "bubble")])
+    body = legend(left, 16, [(KIND_LABELS[k], KIND_COLORS[k]) for k in ("F", "B", "W", "send", "dp_comm", "optimizer", "bubble")])
     for s in range(num_stages):
         y = top + s * row_h
-        body.append(_rect(left, y, plot_w, row_h - 4, KIND_COLORS["bubble"]))
-        body.append(_text(left - 8, y + row_h / 2 + 2, f"stage {s}", 11, "end"))
+        body.append(rect(left, y, plot_w, row_h - 4, KIND_COLORS["bubble"]))
+        body.append(text(left - 8, y + row_h / 2 + 2, f"stage {s}", 11, "end"))
     for e in sorted(events, key=lambda e: (e.kind in ("send", "recv"), e.start_s)):
         if e.kind == "bubble":
             continue
@@ -84,12 +84,12 @@ def timeline_svg(events: Sequence[TimelineEvent], num_stages: int, width: int = 
         mb = f" mb {e.microbatch}" if e.microbatch >= 0 else ""
         ch = f" chunk {e.chunk}" if e.chunk else ""
         title = f"stage {e.stage} {KIND_LABELS.get(e.kind, e.kind)}{mb}{ch}: {e.start_s * 1e3:.2f}-{e.end_s * 1e3:.2f} ms"
-        body.append(_rect(x, y, w, h, KIND_COLORS.get(e.kind, "#999"), title, "#ffffff"))
+        body.append(rect(x, y, w, h, KIND_COLORS.get(e.kind, "#999"), title, "#ffffff"))
         if e.microbatch >= 0 and w > 14 and e.kind not in ("send", "recv"):
-            body.append(_text(x + w / 2, y + h / 2 + 4, str(e.microbatch), 9, "middle", "#fff"))
+            body.append(text(x + w / 2, y + h / 2 + 4, str(e.microbatch), 9, "middle", "#fff"))
     axis_y = top + num_stages * row_h + 2
-    body += _ticks(left, plot_w, axis_y, span, 1e3, "ms")
-    return _svg(width, axis_y + 36, body, "pipeline timeline")
+    body += ticks(left, plot_w, axis_y, span, 1e3, "ms")
+    return svg_doc(width, axis_y + 36, body, "pipeline timeline")
 
 
 def stacked_bar_svg(parts: dict[str, float], unit_scale: float, unit: str, title: str,
@@ -102,12 +102,12 @@ def stacked_bar_svg(parts: dict[str, float], unit_scale: float, unit: str, title
     sx = plot_w / span
     items = [(k, v) for k, v in parts.items() if v > 0]
     colors = {k: PALETTE[i % len(PALETTE)] for i, (k, _) in enumerate(parts.items())}
-    body = [_text(left, 14, title, 13)]
-    body += _legend(left, 34, [(f"{k} {v * unit_scale:.3g}", colors[k]) for k, v in items])
+    body = [text(left, 14, title, 13)]
+    body += legend(left, 34, [(f"{k} {v * unit_scale:.3g}", colors[k]) for k, v in items])
     x = left
     for k, v in items:
         w = v * sx
-        body.append(_rect(x, top, w, bar_h, colors[k], f"{k}: {v * unit_scale:.4g} {unit} ({100 * v / (total or 1):.1f} %)", "#fff"))
+        body.append(rect(x, top, w, bar_h, colors[k], f"{k}: {v * unit_scale:.4g} {unit} ({100 * v / (total or 1):.1f} %)", "#fff"))
         x += w
     # capacity labelled under the bar, the usable limit above it, so the two never overlap
     for val, label, color, ty in ((capacity, "capacity", "#000", top + bar_h + 18),
@@ -116,9 +116,9 @@ def stacked_bar_svg(parts: dict[str, float], unit_scale: float, unit: str, title
             xx = left + val * sx
             body += [f'<line x1="{xx:.1f}" y1="{top - 6}" x2="{xx:.1f}" y2="{top + bar_h + 6}" stroke="{color}" '
                      f'stroke-width="2" stroke-dasharray="5,3"/>',
-                     _text(min(xx, left + plot_w - 4), ty, f"{label} {val * unit_scale:.4g} {unit}", 10, "end", color)]
-    body += _ticks(left, plot_w, top + bar_h + 24, span, unit_scale, unit)
-    return _svg(width, top + bar_h + 62, body, title)
+                     text(min(xx, left + plot_w - 4), ty, f"{label} {val * unit_scale:.4g} {unit}", 10, "end", color)]
+    body += ticks(left, plot_w, top + bar_h + 24, span, unit_scale, unit)
+    return svg_doc(width, top + bar_h + 62, body, title)
 
 
 def memory_svg(mem: MemoryReport, width: int = 1100) -> str:
