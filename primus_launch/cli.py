@@ -175,9 +175,12 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
         written = write_recipe(best, out_recipe)
     if a.report:
+        from primus_launch.projection.api import project
         from primus_launch.report_html import write_tune_report
 
-        write_tune_report(res, a.report)
+        detailed = project(best, dry_run=a.dry_run, memory_margin=a.memory_margin,
+                           measure_device=a.measure_device, record_timeline=True)
+        write_tune_report(res.model_copy(update={"best": detailed}), a.report)
     tuned_cmd = None
     if command:
         from primus_launch.command_recipe import render_command
