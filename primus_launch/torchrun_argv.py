@@ -1,0 +1,171 @@
+"""Split a ``torchrun`` command line into launcher, launcher options and training program.
+
+The option table (which options exist, which take a value, their aliases) is read from torchrun's
+own parser, ``torch.distributed.run.get_args_parser()``, so the split follows torchrun exactly:
+options come first, the first non-option token is the training script (or module, with ``-m``),
+and everything after it belongs to the program (argparse ``REMAINDER``).  Tokens are kept verbatim
+so that a command can be rewritten changing only the options that were asked for.
+
+Recognised launchers: ``torchrun``, ``python -m torch.distributed.run`` and
+``python -m torch.distributed.launch`` (any ``python*`` interpreter path).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from primus_launch.errors import UserError
+
+#: torchrun options that describe the job's topology / rendezvous; a launch writer replaces them.
+TOPOLOGY_DESTS = frozenset({
+    "nnodes", "nproc_per_node", "rdzv_backend", "rdzv_endpoint", "rdzv_id", "rdzv_conf",
+    "standalone", "node_rank", "master_addr", "master_port"})
+
+
+@functools.lru_cache(maxsize=1)
+def _option_table() -> dict[str, tuple[str, bool]]:
+    """``{option string: (dest, takes_value)}`` from torchrun's own argparse parser."""
+    from torch.distributed.run import get_args_parser
+
+    table: dict[str, tuple[str, bool]] = {}
+    for action in get_args_parser()._actions:
+        for opt in action.option_strings:
+            table[opt] = (action.dest, action.nargs != 0)
+    return table
+
+
+@dataclass
+class Option:
+    dest: str
+    tokens: list[str]
+    value: Optional[str]
+
+
+@dataclass
+class TorchrunCommand:
+    """``prefix`` (the launcher itself), ``options`` (in order, tokens verbatim), ``program``."""
+
+    prefix: list[str]
+    options: list[Option] = field(default_factory=list)
+    program: list[str] = field(default_factory=list)
+
+    def get(self, dest: str) -> Optional[str]:
+        """The value torchrun would use for ``dest`` from the command line (last one wins)."""
+        found = None
+        for o in self.options:
+            if o.dest == dest:
+                found = o.value if o.value is not None else "true"
+        return found
+
+    def has(self, dest: str) -> bool:
+        return any(o.dest == dest for o in self.options)
+
+    @property
+    def program_is_module(self) -> bool:
+        return self.has("module")
+
+    def argv(self, options: Optional[list[Option]] = None) -> list[str]:
+        opts = self.options if options is None else options
+        return [*self.prefix, *(t for o in opts for t in o.tokens), *self.program]
+
+    def replaced(self, set_options: dict[str, Optional[str]], drop: frozenset[str] | set[str] = frozenset(),
+                 ) -> list[str]:
+        """The command with ``drop`` options removed and ``set_options`` (dest -> value, ``None``
+        for a flag) written in place of the first occurrence, or appended after the others."""
+        out: list[Option] = []
+        pending = dict(set_options)
+        for o in self.options:
+            if o.dest in pending:
+                out.append(_make(o.dest, pending.pop(o.dest)))
+            elif o.dest in drop or o.dest in set_options:
+                continue
+            else:
+                out.append(o)
+        out.extend(_make(d, v) for d, v in pending.items())
+        return self.argv(out)
+
+
+def _spelling(dest: str) -> str:
+    names = [o for o, (d, _) in _option_table().items() if d == dest and o.startswith("--")]
+    if not names:
+        raise KeyError(dest)
+    dashed = [n for n in names if "_" not in n]
+    return (dashed or names)[0]
+
+
+def _make(dest: str, value: Optional[str]) -> Option:
+    opt = _spelling(dest)
+    return Option(dest, [opt] if value is None else [opt, str(value)], value)
+
+
+def _launcher_prefix(argv: list[str]) -> Optional[int]:
+    """Number of tokens that name the launcher, or None when ``argv`` is not a torchrun command."""
+    if not argv:
+        return None
+    exe = os.path.basename(argv[0])
+    if exe == "torchrun":
+        return 1
+    if exe.startswith("python") and len(argv) >= 3 and argv[1] == "-m" and argv[2] in (
+            "torch.distributed.run", "torch.distributed.launch"):
+        return 3
+    return None
+
+
+def is_torchrun(argv: list[str]) -> bool:
+    return _launcher_prefix(list(argv)) is not None
+
+
+def split_torchrun(argv: list[str]) -> Optional[TorchrunCommand]:
+    """Split ``argv`` if it runs torchrun; ``None`` otherwise.  Unknown torchrun options raise
+    :class:`UserError` (torchrun itself would reject them)."""
+    argv = [str(a) for a in argv]
+    n = _launcher_prefix(argv)
+    if n is None:
+        return None
+    table = _option_table()
+    cmd = TorchrunCommand(prefix=argv[:n])
+    i = n
+    while i < len(argv):
+        tok = argv[i]
+        if not tok.startswith("-") or tok == "-":
+            break
+        if tok == "--":  # argparse: end of options, the script follows
+            i += 1
+            break
+        name, eq, val = tok.partition("=")
+        if name not in table:
+            raise UserError(f"torchrun option {tok!r}: not an option of torchrun "
+                            f"(torch.distributed.run); put program flags after the training script")
+        dest, takes_value = table[name]
+        if takes_value and not eq:
+            if i + 1 >= len(argv):
+                raise UserError(f"torchrun option {name}: missing its value")
+            cmd.options.append(Option(dest, [tok, argv[i + 1]], argv[i + 1]))
+            i += 2
+            continue
+        cmd.options.append(Option(dest, [tok], val if eq else None))
+        i += 1
+    cmd.program = argv[i:]
+    if not cmd.program:
+        raise UserError(f"command {' '.join(argv)!r}: torchrun needs a training script")
+    return cmd
+
+
+def parse_nnodes(value: str) -> int:
+    """torchrun ``--nnodes`` is ``N`` or ``MIN:MAX`` (elastic); a plan takes the largest size."""
+    try:
+        return int(value.split(":")[-1])
+    except ValueError:
+        raise UserError(f"torchrun --nnodes={value!r}: expected N or MIN:MAX") from None
+
+
+def parse_nproc(value: str) -> Optional[int]:
+    """torchrun ``--nproc-per-node``: an integer, or gpu/cpu/auto/xpu (decided on the node: None)."""
+    if value.isdigit():
+        return int(value)
+    if value in ("gpu", "cpu", "auto", "xpu"):
+        return None
+    raise UserError(f"torchrun --nproc-per-node={value!r}: expected an integer or gpu/cpu/auto")
