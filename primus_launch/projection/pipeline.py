@@ -1,0 +1,381 @@
+"""Event simulation of pipeline-parallel schedules: makespan, per-stage busy time and bubbles.
+
+Model (the one used by the zero-bubble paper's simulator, Qi et al. 2023, arXiv 2401.10241
+sec. 3, and by Narayanan et al. 2021, arXiv 2104.04473 sec. 2.2):
+
+- every pipeline rank executes its schedule's fixed action order
+  (:mod:`primus_launch.projection.pipeline_orders`, equal to Megatron's / torch's orders);
+- an action starts when its rank is free **and** its data dependency has finished, plus the
+  P2P time when the dependency crosses ranks:
+  ``F(g, mb)`` needs ``F(g-1, mb)``; ``B(g, mb)`` needs ``B(g+1, mb)`` (the last global stage's
+  ``B`` needs its own ``F``); ``W(g, mb)`` needs ``B(g, mb)``;
+- ``start = max(rank_free, dep_end + p2p)``, ``end = start + duration``; P2P transfers overlap
+  with compute (they delay the consumer, not the producer);
+- bubbles are what the simulation leaves idle: ``bubble_s = makespan - busy_s`` per stage.
+
+Closed forms the simulation reproduces on uniform costs (tests check them):
+1F1B ``(m + p - 1)(f + b)``; interleaved ``(m + (p - 1)/v) (f + b)`` for per-chunk ``f/v, b/v``;
+ZB-H1 ``m (f + b + w) + (p - 1)(f + b - w)`` (arXiv 2401.10241 sec. 3.3).
+
+Speed: the simulation sweeps the ranks' orders with plain lists of floats, no per-event objects
+unless ``record=True``; cost O(number of actions) = O(pp * vpp * m).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Optional, Sequence, Union
+
+from primus_launch.plan import PlanError
+from primus_launch.projection.pipeline_orders import (
+    B, F, KIND_NAMES, SCHEDULES, W, ScheduleOrders, schedule_orders,
+)
+from primus_launch.projection.result import TimelineEvent
+
+__all__ = [
+    "ChunkCost", "PipelineResult", "SCHEDULES", "simulate", "activations_in_flight",
+    "chrome_trace", "write_chrome_trace", "schedule_orders",
+]
+
+
+@dataclass(frozen=True)
+class ChunkCost:
+    """One micro-batch through one model chunk on one stage, seconds."""
+
+    fwd_s: float
+    bwd_input_s: float    # input-grad (B) part of backward
+    bwd_weight_s: float   # weight-grad (W) part of backward
+
+
+@dataclass
+class PipelineResult:
+    makespan_s: float                 # first F start to last backward/W end on any stage
+    stage_busy_s: list[float]         # compute time per stage
+    stage_bubble_s: list[float]       # idle time per stage within the makespan
+    events: list[TimelineEvent] = field(default_factory=list)   # only when record=True
+    schedule: str = ""
+    num_microbatches: int = 0
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Idle share of the makespan, averaged over stages."""
+        if not self.stage_busy_s or self.makespan_s <= 0:
+            return 0.0
+        return sum(self.stage_bubble_s) / (len(self.stage_bubble_s) * self.makespan_s)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Cost-independent tables of one (schedule, pp, vpp, m).
+
+    Per action slot ``ci``: the offset from an action id to its dependency's id (same
+    micro-batch, so a slot offset; slots without a dependency point at the reserved slot, whose
+    end time stays 0), the P2P link the dependency crosses (-1: same rank) and the slot's rank.
+    ``seq`` is one topological order of all actions (each rank's order kept, every dependency
+    before its consumer), found once per key by sweeping the ranks' orders; the costed
+    simulation is then a single pass over it.
+    """
+
+    orders: ScheduleOrders
+    delta: tuple[int, ...]
+    link: tuple[int, ...]
+    rank: tuple[int, ...]
+    seq: tuple[int, ...]
+
+
+def _link(p: int, a: int, b: int) -> int:
+    if a == b:
+        return -1
+    if b == a + 1:
+        return a
+    if a == b + 1:
+        return b
+    return p - 1   # wrap-around p-1 <-> 0 (interleaved chunk boundary)
+
+
+def _build_plan(o: ScheduleOrders) -> _Plan:
+    pp, vpp, m = o.pp, o.vpp, o.m
+    S = pp * vpp
+    NS = o.stride
+    zero = NS - 1
+    delta = [0] * NS
+    link = [-1] * NS
+    rank = [0] * NS
+    for r in range(pp):
+        for c in range(vpp):
+            g = o.global_stage(r, c)
+            for k in (F, B, W):
+                rank[(k * pp + r) * vpp + c] = r
+            # forward: previous global stage's forward
+            ci = (F * pp + r) * vpp + c
+            if g == 0:
+                delta[ci] = zero - ci
+            else:
+                r2, c2 = o.rank_chunk(g - 1)
+                delta[ci] = (F * pp + r2) * vpp + c2 - ci
+                link[ci] = _link(pp, r2, r)
+            # backward (input-grad or fused): next stage's backward, or own forward at the end
+            ci = (B * pp + r) * vpp + c
+            if g == S - 1:
+                delta[ci] = (F * pp + r) * vpp + c - ci
+            else:
+                r2, c2 = o.rank_chunk(g + 1)
+                delta[ci] = (B * pp + r2) * vpp + c2 - ci
+                link[ci] = _link(pp, r2, r)
+            # weight-grad: own input-grad
+            ci = (W * pp + r) * vpp + c
+            delta[ci] = (B * pp + r) * vpp + c - ci
+
+    # topological order: sweep the ranks forward then backward, each rank advancing while its
+    # next action's dependency is done; no progress in a full sweep = the orders deadlock
+    done = bytearray(NS * m)
+    for mb in range(m):
+        done[mb * NS + zero] = 1
+    orders = o.orders
+    ptr = [0] * pp
+    lens = [len(x) for x in orders]
+    remaining = sum(lens)
+    seq: list[int] = []
+    app = seq.append
+    fwd = list(range(pp))
+    sweep = fwd + fwd[::-1][1:-1] if pp > 2 else fwd
+    while remaining:
+        progress = 0
+        for r in sweep:
+            ordr = orders[r]
+            i0 = i = ptr[r]
+            n = lens[r]
+            while i < n:
+                a = ordr[i]
+                if not done[a + delta[a % NS]]:
+                    break
+                done[a] = 1
+                app(a)
+                i += 1
+            if i != i0:
+                ptr[r] = i
+                progress += i - i0
+        if not progress:
+            raise RuntimeError(f"pipeline schedule {o.schedule} (pp={pp}, vpp={vpp}, m={m}) deadlocks: "
+                               "an action waits on one its order never reaches")
+        remaining -= progress
+    return _Plan(orders=o, delta=tuple(delta), link=tuple(link), rank=tuple(rank), seq=tuple(seq))
+
+
+@lru_cache(maxsize=64)
+def _plan(schedule: str, pp: int, vpp: int, m: int) -> _Plan:
+    return _build_plan(schedule_orders(schedule, pp, vpp, m))
+
+
+def _link_times(p2p_s: Union[float, Sequence[float]], pp: int) -> list[float]:
+    """Per link: index r = rank r <-> r+1, index pp-1 = wrap-around pp-1 <-> 0."""
+    if isinstance(p2p_s, (int, float)):
+        return [float(p2p_s)] * max(pp, 1)
+    vals = [float(x) for x in p2p_s]
+    if len(vals) == pp:
+        return vals
+    if len(vals) == pp - 1:
+        # no wrap-around time given: assume the slowest given link (only interleaved uses it)
+        return vals + [max(vals) if vals else 0.0]
+    raise PlanError("p2p_s", len(vals), f"a float or a sequence of pp-1={pp - 1} or pp={pp} link times")
+
+
+def simulate(schedule: str, pp: int, vpp: int, num_microbatches: int,
+             costs: Sequence[Sequence[ChunkCost]],
+             p2p_s: Union[float, Sequence[float]] = 0.0,
+             record: bool = False) -> PipelineResult:
+    """Simulate one iteration's pipeline schedule.
+
+    ``costs[r][c]`` is model chunk ``c`` on pipeline rank ``r`` (``len == pp``, each ``len == vpp``):
+    for the interleaved schedule chunk c of rank r is Megatron's virtual stage ``c * pp + r``; for
+    ZB-V chunk 1 of rank r is the V's return leg, global stage ``2 * pp - 1 - r``.
+    ``p2p_s``: time of one activation/gradient send between adjacent ranks, a float or per link
+    (index r for ranks r <-> r+1, optional index pp-1 for the wrap-around pp-1 <-> 0).
+    In fused schedules (1f1b, interleaved_1f1b, gpipe) one backward costs
+    ``bwd_input_s + bwd_weight_s``.
+    """
+    return _simulate_plan(_plan(schedule, pp, vpp, num_microbatches), costs, p2p_s, record)
+
+
+def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
+                   p2p_s: Union[float, Sequence[float]], record: bool) -> PipelineResult:
+    o = pl.orders
+    pp, vpp, m = o.pp, o.vpp, o.m
+    if len(costs) != pp or any(len(row) != vpp for row in costs):
+        raise PlanError("costs", f"{len(costs)}x{[len(r) for r in costs]}",
+                        f"one ChunkCost per (stage, chunk): {pp} rows of {vpp}")
+    links = _link_times(p2p_s, pp)
+    NS = o.stride
+    dur = [0.0] * NS
+    lat = [0.0] * NS
+    split = o.split_backward
+    for r in range(pp):
+        for c in range(vpp):
+            cc = costs[r][c]
+            dur[(F * pp + r) * vpp + c] = cc.fwd_s
+            dur[(B * pp + r) * vpp + c] = cc.bwd_input_s if split else cc.bwd_input_s + cc.bwd_weight_s
+            dur[(W * pp + r) * vpp + c] = cc.bwd_weight_s
+    for ci, lk in enumerate(pl.link):
+        if lk >= 0:
+            lat[ci] = links[lk]
+
+    # start = max(rank free, dependency end + p2p); end = start + duration.  ``seq`` is
+    # topological, so every dependency's end is final when read; reserved slots stay 0.0.
+    end = [0.0] * (NS * m)
+    free = [0.0] * pp
+    delta, rank = pl.delta, pl.rank
+    for a in pl.seq:
+        ci = a % NS
+        r = rank[ci]
+        e = end[a + delta[ci]] + lat[ci]
+        t = free[r]
+        if e > t:
+            t = e
+        t += dur[ci]
+        end[a] = t
+        free[r] = t
+
+    makespan = max(free) if free else 0.0
+    busy = []
+    for r in range(pp):
+        s = 0.0
+        for c in range(vpp):
+            cc = costs[r][c]
+            s += cc.fwd_s + cc.bwd_input_s + cc.bwd_weight_s
+        busy.append(s * m)
+    res = PipelineResult(makespan_s=makespan, stage_busy_s=busy,
+                         stage_bubble_s=[max(0.0, makespan - b) for b in busy],
+                         schedule=o.schedule, num_microbatches=m)
+    if record:
+        res.events = _events(pl, end, dur, lat)
+    return res
+
+
+def _events(pl: _Plan, end: list[float], dur: list[float], lat: list[float]) -> list[TimelineEvent]:
+    o = pl.orders
+    NS = o.stride
+    ev: list[TimelineEvent] = []
+    fused_kind = "B" if o.split_backward else "BW"
+    for r, ordr in enumerate(o.orders):
+        for a in ordr:
+            kind, _, c, mb = o.decode(a)
+            ci = a % NS
+            e = end[a]
+            name = "F" if kind == F else ("W" if kind == W else fused_kind)
+            ev.append(TimelineEvent(stage=r, kind=name, microbatch=mb, chunk=c,
+                                    start_s=e - dur[ci], end_s=e))
+    # P2P transfers: from the producer's end, on the producer's stage, for cross-rank edges
+    for r, ordr in enumerate(o.orders):
+        for a in ordr:
+            ci = a % NS
+            lk = pl.link[ci]
+            if lk < 0 or lat[ci] <= 0.0:
+                continue
+            d = a + pl.delta[ci]
+            kind, r2, c2, mb = o.decode(d)
+            ev.append(TimelineEvent(stage=r2, kind="send", microbatch=mb, chunk=c2,
+                                    start_s=end[d], end_s=end[d] + lat[ci]))
+    ev.sort(key=lambda x: (x.stage, x.start_s))
+    return ev
+
+
+def activations_in_flight(schedule: str, pp: int, vpp: int, num_microbatches: int,
+                          chunk_weights: Optional[Sequence[Sequence[float]]] = None,
+                          release: str = "B") -> list[float]:
+    """Peak stored forward activations per stage, from the schedule's own order.
+
+    Walks each rank's order: a forward adds its chunk's activations, the backward that releases
+    them subtracts; the peak of the running sum is returned.  Unit: one chunk's activations of one
+    micro-batch (``chunk_weights[r][c]`` scales chunk c of rank r instead, e.g. by its layers).
+    ``release="B"`` frees at the (input-grad) backward, as Megatron frees a micro-batch's
+    activations after its backward; in the zero-bubble schedules the inputs of the weight GEMMs
+    stay until ``W``: ``release="W"`` counts a micro-batch until its weight-grad (upper bound).
+    1F1B: stage s -> ``min(pp - s, m)``; interleaved: Megatron warm-up + 1 (capped at ``m*vpp``).
+    """
+    if release not in ("B", "W"):
+        raise PlanError("release", release, "B or W")
+    o = schedule_orders(schedule, pp, vpp, num_microbatches)
+    free_kind = W if (release == "W" and o.split_backward) else B
+    out: list[float] = []
+    for r, ordr in enumerate(o.orders):
+        cur = peak = 0.0
+        for a in ordr:
+            kind, _, c, _ = o.decode(a)
+            wgt = 1.0 if chunk_weights is None else float(chunk_weights[r][c])
+            if kind == F:
+                cur += wgt
+                if cur > peak:
+                    peak = cur
+            elif kind == free_kind:
+                cur -= wgt
+        out.append(peak)
+    return out
+
+
+_TID = {"F": 0, "B": 0, "W": 0, "BW": 0, "bubble": 0, "optimizer": 0,
+        "send": 1, "recv": 1, "dp_comm": 2}
+_TID_NAMES = {0: "compute", 1: "p2p", 2: "dp comm"}
+
+
+def chrome_trace(result: Union[PipelineResult, Sequence[TimelineEvent]], title: str = "") -> dict:
+    """Chrome / Perfetto trace JSON (``traceEvents``, "X" complete events in microseconds).
+
+    One process per pipeline stage (pid = stage), thread 0 = compute (F/B/W/BW), thread 1 = P2P
+    sends, thread 2 = data-parallel communication; event names like ``F3`` / ``B3.c1`` (kind,
+    micro-batch, chunk when there are several) with microbatch and chunk in ``args``.
+    """
+    events = result.events if isinstance(result, PipelineResult) else list(result)
+    multi_chunk = any(e.chunk for e in events)
+    trace: list[dict] = []
+    stages = sorted({e.stage for e in events})
+    for s in stages:
+        trace.append({"name": "process_name", "ph": "M", "pid": s, "tid": 0,
+                      "args": {"name": f"stage {s}"}})
+        trace.append({"name": "process_sort_index", "ph": "M", "pid": s, "tid": 0,
+                      "args": {"sort_index": s}})
+        for tid in sorted({_TID.get(e.kind, 0) for e in events if e.stage == s}):
+            trace.append({"name": "thread_name", "ph": "M", "pid": s, "tid": tid,
+                          "args": {"name": _TID_NAMES[tid]}})
+    for e in events:
+        name = e.kind
+        if e.microbatch >= 0:
+            name += str(e.microbatch)
+            if multi_chunk:
+                name += f".c{e.chunk}"
+        trace.append({"name": name, "cat": e.kind, "ph": "X", "pid": e.stage,
+                      "tid": _TID.get(e.kind, 0), "ts": e.start_s * 1e6,
+                      "dur": (e.end_s - e.start_s) * 1e6,
+                      "args": {"microbatch": e.microbatch, "chunk": e.chunk}})
+    out = {"traceEvents": trace, "displayTimeUnit": "ms"}
+    if title:
+        out["otherData"] = {"title": title}
+    return out
+
+
+def write_chrome_trace(result: Union[PipelineResult, Sequence[TimelineEvent]], path: str,
+                       title: str = "") -> None:
+    """Write :func:`chrome_trace` JSON atomically (tmp file + os.replace); opens in ui.perfetto.dev."""
+    data = chrome_trace(result, title)
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".trace.", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def uniform_costs(pp: int, vpp: int, fwd_s: float, bwd_input_s: float,
+                  bwd_weight_s: float) -> list[list[ChunkCost]]:
+    """The same :class:`ChunkCost` on every (stage, chunk)."""
+    cc = ChunkCost(fwd_s, bwd_input_s, bwd_weight_s)
+    return [[cc] * vpp for _ in range(pp)]
+
+
