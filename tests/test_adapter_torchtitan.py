@@ -70,3 +70,266 @@ def test_unknown_flavor_and_model():
         arch_from_flavor("llama3", "9B")
     with pytest.raises(PlanError, match=r"model\.name='gpt5'"):
         arch_from_flavor("gpt5", "8B")
+
+
+# ---------------------------------------------------------------- TOML reader / writer
+import difflib  # noqa: E402
+import glob  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from primus_launch.adapters.torchtitan import (  # noqa: E402
+    cluster_from_header,
+    load_torchtitan,
+    plan_from_text,
+    render_torchtitan,
+    torchtitan_problems,
+    write_torchtitan,
+)
+from primus_launch.adapters.torchtitan_layout import rank_layers  # noqa: E402
+from primus_launch.errors import UserError  # noqa: E402
+from primus_launch.plan import Cluster, Plan, legality_problems  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+UPSTREAM = sorted(glob.glob("/work/shared/upstream-recipes/torchtitan-v0.2.2/*.toml"))
+RECIPES = sorted(str(p) for p in (ROOT / "recipes" / "torchtitan").glob("*.toml"))
+ALL = UPSTREAM + RECIPES
+_ids = [Path(p).name for p in ALL]
+
+
+def _changed_keys(before: str, after: str) -> set[str]:
+    """Keys (or '#header') of the lines a diff removes or adds."""
+    keys = set()
+    for line in difflib.unified_diff(before.splitlines(), after.splitlines(), n=0, lineterm=""):
+        if line.startswith(("---", "+++", "@@")):
+            continue
+        body = line[1:].strip()
+        keys.add("#header" if body.startswith("#") else body.split("=")[0].strip())
+    return keys
+
+
+def _legal(plan: Plan) -> bool:
+    return not legality_problems(plan) and not torchtitan_problems(plan)
+
+
+def _try(plan: Plan, **changes) -> Plan | None:
+    try:
+        q = plan.with_changes(**changes)
+    except ValueError:
+        return None
+    return q if _legal(q) else None
+
+
+def test_recipes_present():
+    names = {Path(p).name for p in RECIPES}
+    assert {"llama3.1_8b.toml", "llama3.1_70b.toml", "deepseek_v3_671b.toml", "qwen3_235b_a22b.toml"} <= names
+    assert len(UPSTREAM) == 12
+
+
+@pytest.mark.parametrize("path", ALL, ids=_ids)
+def test_load_and_render_identity(path):
+    text = Path(path).read_text()
+    plan = load_torchtitan(path)
+    assert plan.source.framework == "torchtitan" and plan.source.path == path
+    assert not legality_problems(plan) and not torchtitan_problems(plan)
+    assert render_torchtitan(plan, text) == text
+
+
+def test_recipe_targets():
+    want = {"llama3.1_8b.toml": 8, "llama3.1_70b.toml": 64, "deepseek_v3_671b.toml": 1024,
+            "qwen3_235b_a22b.toml": 256}
+    for path in RECIPES:
+        plan = load_torchtitan(path)
+        assert plan.world_size == want[Path(path).name]
+        assert plan.cluster.gpu == "h100-sxm"
+    ds = load_torchtitan(ROOT / "recipes/torchtitan/deepseek_v3_671b.toml")
+    assert (ds.parallel.pp, ds.parallel.ep, ds.dp) == (8, 64, 128)
+    # the plan's stage layout is exactly torchtitan's own split of 61 layers + embedding + head
+    assert ds.layers_per_stage() == [7, 8, 8, 8, 8, 8, 8, 6]
+    assert list(rank_layers(61, 8, "1F1B", None, 1, 1)[1]) == ds.layers_per_stage()
+
+
+def test_mapping_of_upstream_values():
+    p70 = load_torchtitan(UPSTREAM[5])  # llama3_70b: 64 A100, tp 8, local 8, full AC
+    assert Path(UPSTREAM[5]).name == "models_llama3__llama3_70b.toml"
+    assert p70.cluster == Cluster(gpu="a100-sxm-80gb", num_nodes=8, gpus_per_node=8)
+    assert (p70.parallel.tp, p70.parallel.sequence_parallel, p70.dp, p70.parallel.dp_sharding) == (8, True, 8, "full")
+    assert (p70.training.global_batch_size, p70.training.micro_batch_size) == (64, 8)
+    assert p70.training.recompute.granularity == "full" and p70.model.seq_length == 8192
+    p405 = load_torchtitan(UPSTREAM[4])
+    assert p405.training.precision == "fp8" and p405.world_size == 128  # converters = ["float8"]
+    dbg = load_torchtitan(UPSTREAM[3])  # llama3 debug: selective_ac_option '2' -> every 2nd layer
+    assert dbg.training.recompute.model_dump() == {"granularity": "full", "method": "block", "num_layers": 3}
+    ds16 = load_torchtitan(UPSTREAM[1])
+    assert (ds16.parallel.ep, ds16.parallel.expert_tp, ds16.training.pipeline_schedule) == (8, 1, "interleaved_1f1b")
+
+
+def _scenarios(plan: Plan) -> list[tuple[str, Plan, set[str]]]:
+    """Tuned-value changes legal for this plan, each with the TOML keys it may touch."""
+    out = []
+    p, t, m = plan.parallel, plan.training, plan.model
+    gbs_keys = {"global_batch_size", "local_batch_size"}
+    for tp in (2, 4, 8, 1):
+        if tp == p.tp:
+            continue
+        dp = plan.world_size // (tp * p.cp * p.pp)
+        G = max(t.global_batch_size // (t.micro_batch_size * dp), 1) * t.micro_batch_size * dp
+        q = _try(plan, parallel={"tp": tp, "sequence_parallel": tp > 1}, training={"global_batch_size": G}) or \
+            _try(plan, parallel={"tp": tp, "sequence_parallel": tp > 1, "etp": 1}, training={"global_batch_size": G})
+        if q:
+            out.append(("tp", q, {"tensor_parallel_degree", "expert_tensor_parallel_degree",
+                                  "data_parallel_shard_degree"} | gbs_keys))
+            break
+    for pp, sched, vpp in ((2, "1f1b", 1), (4, "interleaved_1f1b", 2), (2, "zbv", 2)):
+        if pp == p.pp:
+            continue
+        dp = plan.world_size // (p.tp * p.cp * pp)
+        if dp == 0:
+            continue
+        L = m.num_layers
+        _, counts = rank_layers(L, pp, {"1f1b": "1F1B", "zbv": "ZBVZeroBubble"}.get(sched, "Interleaved1F1B"),
+                                None, 1, 1)
+        first, last = (None, None) if L % (pp * vpp) == 0 else (counts[0], counts[-1])
+        G = max(t.global_batch_size // dp, 1) * dp
+        q = _try(plan, parallel={"pp": pp, "vpp": vpp, "pipeline_layers_first_stage": first,
+                                 "pipeline_layers_last_stage": last},
+                 training={"pipeline_schedule": sched, "micro_batch_size": 1, "global_batch_size": G})
+        r, ac_keys = t.recompute, set()
+        if q and r.method == "block" and r.num_layers >= max(q.layers_per_stage()) // vpp:
+            # every layer of a chunk recomputed == full AC: that is what the TOML can say (mode = "full")
+            q = q.with_changes(training={"recompute": {"method": "uniform", "num_layers": 1}})
+            ac_keys = {"mode", "selective_ac_option"}
+        if q:
+            out.append(("pp", q, ac_keys | {"pipeline_parallel_degree", "pipeline_parallel_schedule",
+                                  "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
+                                  "pipeline_parallel_first_stage_less_layers",
+                                  "pipeline_parallel_last_stage_less_layers"} | gbs_keys))
+            break
+    for mbs in (1, 2, 4):
+        if mbs != t.micro_batch_size:
+            G = max(t.global_batch_size // (mbs * plan.dp), 1) * mbs * plan.dp
+            q = _try(plan, training={"micro_batch_size": mbs, "global_batch_size": G})
+            if q:
+                out.append(("mbs", q, {"pipeline_parallel_microbatch_size"} | gbs_keys))
+                break
+    nxt = {"none": "selective", "selective": "full", "full": "none"}[t.recompute.granularity]
+    rec = {"granularity": nxt, "method": "uniform", "num_layers": 1 if nxt == "full" else None}
+    out.append(("ac", plan.with_changes(training={"recompute": rec}), {"mode", "selective_ac_option"}))
+    if p.pp > 1:
+        q = _try(plan, parallel={"vpp": 2, "pipeline_layers_first_stage": None, "pipeline_layers_last_stage": None},
+                 training={"pipeline_schedule": "interleaved_1f1b"})
+        if q:
+            out.append(("schedule", q, {"pipeline_parallel_schedule", "pipeline_parallel_layers_per_stage",
+                                        "pipeline_parallel_first_stage_less_layers",
+                                        "pipeline_parallel_last_stage_less_layers"}))
+    return out
+
+
+@pytest.mark.parametrize("path", ALL, ids=_ids)
+def test_changes_touch_only_tuned_lines_and_reload(path):
+    text = Path(path).read_text()
+    plan = load_torchtitan(path)
+    scen = _scenarios(plan)
+    kinds = {k for k, _, _ in scen}
+    assert {"ac", "mbs"} <= kinds and ("tp" in kinds or "pp" in kinds)
+    for kind, q, allowed in scen:
+        out = render_torchtitan(q, text)
+        touched = _changed_keys(text, out)
+        assert touched and touched <= allowed, (kind, touched)
+        again = plan_from_text(out, q.cluster, path=path)
+        assert again == q, kind
+        assert render_torchtitan(again, out) == out
+
+
+def test_cluster_change_rewrites_header_only(tmp_path):
+    path = ROOT / "recipes/torchtitan/llama3.1_70b.toml"
+    plan = load_torchtitan(path)
+    q = plan.with_changes(cluster={"gpu": "mi300x", "num_nodes": 16}, training={"global_batch_size": 128})
+    out = render_torchtitan(q, path.read_text())
+    assert _changed_keys(path.read_text(), out) == {"#header"}
+    assert cluster_from_header(out) == q.cluster
+    assert load_torchtitan(write_torchtitan(q, path, tmp_path / "x.toml")) .model_copy(
+        update={"source": q.source}) == q
+
+
+def test_write_round_trip_and_refuses_original(tmp_path):
+    for path in RECIPES:
+        plan = load_torchtitan(path)
+        q = plan.with_changes(training={"recompute": {"granularity": "selective", "method": "uniform",
+                                                      "num_layers": None}})
+        out = write_torchtitan(q, path, tmp_path / Path(path).name)
+        back = load_torchtitan(out)
+        assert back.model_copy(update={"source": q.source}) == q
+        assert not list(tmp_path.glob(".*.tmp"))
+        with pytest.raises(UserError, match="refusing"):
+            write_torchtitan(q, path, path)
+
+
+def test_tp_only_diff_exact():
+    path = UPSTREAM[5]  # llama3_70b
+    text = Path(path).read_text()
+    q = load_torchtitan(path).with_changes(parallel={"tp": 4}, training={"global_batch_size": 128})
+    diff = [ln for ln in difflib.unified_diff(text.splitlines(), render_torchtitan(q, text).splitlines(),
+                                               n=0, lineterm="") if ln[:1] in "+-" and ln[:3] not in ("---", "+++")]
+    assert diff == ["-tensor_parallel_degree = 8  # 8-way TP", "+tensor_parallel_degree = 4  # 8-way TP"]
+
+
+BASE = """# NOTE: this toml config is a preset for 8 H100 GPUs.
+[model]
+name = "llama3"
+flavor = "8B"
+[training]
+local_batch_size = 2
+seq_len = 4096
+[parallelism]
+tensor_parallel_degree = 2
+"""
+
+
+@pytest.mark.parametrize("text,field", [
+    ("[model\nname = 1", "malformed TOML"),
+    (BASE.replace('"8B"', '"9B"'), "model.flavor='9B'"),
+    (BASE.replace('"llama3"', '"gpt2"'), "model.name='gpt2'"),
+    (BASE.replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 0"), "parallelism.tensor_parallel_degree=0"),
+    (BASE.replace("tensor_parallel_degree = 2", 'tensor_parallel_degree = "x"'), "parallelism.tensor_parallel_degree='x'"),
+    (BASE.replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 3"), "parallelism"),
+    (BASE.replace("tensor_parallel_degree = 2", "data_parallel_shard_degree = 16"), "parallelism.data_parallel_shard_degree=16"),
+    (BASE.replace("tensor_parallel_degree = 2", 'pipeline_parallel_degree = 2\npipeline_parallel_schedule = "Fancy"'),
+     "parallelism.pipeline_parallel_schedule='Fancy'"),
+    (BASE + '[activation_checkpoint]\nmode = "sometimes"\n', "activation_checkpoint.mode='sometimes'"),
+    (BASE + "[activation_checkpoint]\nselective_ac_option = 'abc'\n", "activation_checkpoint.selective_ac_option='abc'"),
+    (BASE.replace("local_batch_size = 2", "local_batch_size = 2\nglobal_batch_size = 9"), "training.global_batch_size=9"),
+    (BASE.replace("tensor_parallel_degree = 2", "pipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 3"),
+     "parallelism.pipeline_parallel_microbatch_size=3"),
+    (BASE.replace("# NOTE: this toml config is a preset for 8 H100 GPUs.", "# NOTE: preset for 8 V100 GPUs."),
+     "header comment GPU='V100'"),
+])
+def test_errors_are_one_line_naming_the_key(text, field):
+    with pytest.raises((UserError, PlanError)) as ei:
+        plan_from_text(text, path="job.toml")
+    msg = str(ei.value)
+    assert "\n" not in msg and field in msg, msg
+
+
+def test_missing_file_and_moe_rules(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        load_torchtitan(tmp_path / "nope.toml")
+    moe = BASE.replace('"llama3"', '"qwen3"').replace('"8B"', '"debugmodel_moe"')
+    with pytest.raises(PlanError, match="parallelism.expert_tensor_parallel_degree=4"):
+        plan_from_text(moe.replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 2\n"
+                                   "expert_parallel_degree = 2\nexpert_tensor_parallel_degree = 4"))
+    with pytest.raises(PlanError, match="parallel.ep=8"):  # ep must divide dp_shard*cp = 4 when etp = tp
+        plan_from_text(moe.replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 2\n"
+                                   "expert_parallel_degree = 8\nexpert_tensor_parallel_degree = 2"))
+    tied = BASE.replace('"llama3"', '"qwen3"').replace('"8B"', '"0.6B"')
+    with pytest.raises(PlanError, match="weight tying"):
+        plan_from_text(tied.replace("tensor_parallel_degree = 2", "pipeline_parallel_degree = 2"))
+
+
+def test_cluster_inference():
+    assert plan_from_text(BASE).cluster == Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8)
+    no_header = BASE.split("\n", 1)[1]
+    assert plan_from_text(no_header).world_size == 8  # default 1 x 8 h100-sxm
+    explicit = no_header.replace("tensor_parallel_degree = 2", "tensor_parallel_degree = 2\ndata_parallel_shard_degree = 16")
+    assert plan_from_text(explicit).world_size == 32
+    given = Cluster(gpu="mi300x", num_nodes=2, gpus_per_node=8)
+    assert plan_from_text(BASE, given).cluster == given
