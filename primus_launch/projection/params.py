@@ -1,0 +1,244 @@
+"""Exact parameter counts of a plan's model, per GPU of each pipeline stage.
+
+The counts follow the modules megatron-core 0.16.1 builds (``GPTModel`` with
+``get_gpt_decoder_block_spec``; ``megatron/core/transformer/{attention,multi_latent_attention,
+mlp}.py``, ``transformer/moe/{router,experts,shared_experts}.py``,
+``core/tensor_parallel/layers.py``) and are checked in ``tests/test_params.py`` against the real
+modules built on the meta device (megatron-core and torchtitan).  Per decoder layer, with ``t`` =
+TP, ``et`` = expert TP, ``ep`` = EP, ``n(x)`` = ``x`` for RMSNorm, ``2x`` for LayerNorm (weight +
+bias; norms are replicated over TP):
+
+- attention (GQA): ``n(h) + h*(nq+2*nkv)*d/t + nq*d*h/t`` (+ QKV bias ``(nq+2nkv)d/t``,
+  + proj bias ``h``), qk-norm ``2*n(d)``;
+- MLA (DeepSeek-V2/V3): ``n(h) + h*ql/ds + n(ql) + ql*nq*(dn+dr)/t + h*(kvl+dr)/ds + n(kvl) +
+  kvl*nq*(dn+dv)/t + nq*dv*h/t`` where ``ds = 1`` with Transformer Engine (``TELinear``
+  "duplicated" down projections) and ``ds = t`` with the local spec (``ColumnParallelLinear``);
+  without ``q_lora_rank`` the query is ``h*nq*(dn+dr)/t`` (and no ``n(ql)``).  The q/kv norms
+  are part of MLA as DeepSeek-V2/V3 and torchtitan define it (Megatron builds them with
+  ``--qk-layernorm``, which every DeepSeek recipe sets), so they are counted regardless of
+  ``qk_layernorm``;
+- dense MLP: ``n(h) + h*g*F/t + F*h/t`` (``g = 2`` for SwiGLU) (+ biases ``g*F/t + h``);
+- MoE MLP: ``n(h) + E*h`` (router, replicated; + ``E`` bias with ``add_bias_linear`` or
+  ``moe_router_bias``) ``+ shared h*g*Fs/t + Fs*h/t``
+  ``+ (E/ep) * (h*g*Fe/et + Fe*h/et)`` -- only the last term is *expert* parameters (sharded over
+  EP, gradients reduced over expert-DP); everything else is *dense*.
+
+Stage extras: first stage ``V/t*h`` word embeddings (``V`` = padded vocab) and learned position
+embeddings; last stage final norm ``n(h)`` and output head ``V/t*h`` -- with tied embeddings and
+``pp > 1`` Megatron keeps a copy of the word embeddings on the last stage too
+(``LanguageModule.setup_embeddings_and_output_layer``).  Layers are assigned to PP ranks as in
+``get_transformer_layer_offset`` (interleaved chunks, uneven first/last stage), or in a "V" for
+ZBV (rank ``r`` holds virtual stages ``r`` and ``2pp-1-r``).  Multi-token-prediction modules are
+not modelled (the plan has no field for them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from primus_launch.plan import ModelArch, Plan
+
+Spec = Literal["te", "local"]
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters held by one GPU of a PP stage, split by how their gradients are reduced."""
+
+    dense: int  # replicated over DP (reduced over the DP x CP group)
+    expert: int  # routed-expert weights: sharded over EP, reduced over expert-DP
+
+    @property
+    def total(self) -> int:
+        return self.dense + self.expert
+
+
+ArchKey = tuple
+
+
+def arch_key(arch: ModelArch) -> ArchKey:
+    """A hashable key of an architecture (pydantic models are not hashable) for the caches."""
+    return tuple(getattr(arch, f) for f in _FIELDS)
+
+
+_FIELDS = tuple(ModelArch.model_fields)
+
+
+@lru_cache(maxsize=1024)
+def _arch(key: ArchKey) -> ModelArch:
+    return ModelArch.model_construct(**dict(zip(_FIELDS, key)))
+
+
+def _norm(arch: ModelArch, n: int) -> int:
+    return n if arch.normalization == "rmsnorm" else 2 * n
+
+
+def _attention_params(arch: ModelArch, tp: int, spec: Spec) -> int:
+    h = arch.hidden_size
+    nq = arch.num_attention_heads
+    out = _norm(arch, h)  # input_layernorm
+    if arch.multi_latent_attention:
+        qhd = arch.qk_head_dim + arch.qk_pos_emb_head_dim
+        ds = tp if spec == "local" else 1
+        if arch.q_lora_rank is None:
+            out += h * nq * qhd // tp
+        else:
+            ql = arch.q_lora_rank
+            out += h * ql // ds + ql * nq * qhd // tp + _norm(arch, ql)
+        kvl = arch.kv_lora_rank
+        out += h * (kvl + arch.qk_pos_emb_head_dim) // ds + _norm(arch, kvl)
+        out += kvl * nq * (arch.qk_head_dim + arch.v_head_dim) // tp
+        out += nq * arch.v_head_dim * h // tp
+        if arch.add_bias_linear:
+            out += h
+        return out
+    d = arch.kv_channels
+    qkv = (nq + 2 * arch.kv_heads) * d
+    out += h * qkv // tp
+    if arch.add_bias_linear or arch.add_qkv_bias:
+        out += qkv // tp
+    if arch.qk_layernorm:
+        out += 2 * _norm(arch, d)
+    out += nq * d * h // tp
+    if arch.add_bias_linear:
+        out += h
+    return out
+
+
+def _mlp_params(arch: ModelArch, ffn: int, tp: int, bias: bool) -> int:
+    """One (column fc1, row fc2) MLP of intermediate size ``ffn`` split over ``tp``."""
+    h, g = arch.hidden_size, 2 if arch.swiglu else 1
+    out = h * g * ffn // tp + ffn * h // tp
+    if bias:
+        out += g * ffn // tp + h
+    return out
+
+
+def layer_parameter_counts(arch: ModelArch, tp: int, etp: int, ep: int, moe: bool,
+                           spec: Spec = "te") -> StageParams:
+    """Parameters of one decoder layer on one GPU (dense part, expert part)."""
+    return _layer(arch_key(arch), tp, etp, ep, moe, spec)
+
+
+@lru_cache(maxsize=4096)
+def _layer(key: ArchKey, tp: int, etp: int, ep: int, moe: bool, spec: Spec) -> StageParams:
+    arch = _arch(key)
+    h = arch.hidden_size
+    dense = _attention_params(arch, tp, spec) + _norm(arch, h)  # + pre_mlp_layernorm
+    if not moe:
+        return StageParams(dense + _mlp_params(arch, arch.ffn_hidden_size, tp, arch.add_bias_linear), 0)
+    E = arch.num_experts or 0
+    dense += E * h + (E if (arch.add_bias_linear or arch.moe_router_bias) else 0)  # router weight (+ bias)
+    if arch.moe_shared_expert_intermediate_size:
+        dense += _mlp_params(arch, arch.moe_shared_expert_intermediate_size, tp, False)
+    expert = (E // ep) * _mlp_params(arch, arch.expert_ffn, etp, arch.add_bias_linear)
+    return StageParams(dense, expert)
+
+
+def _is_moe_layer(arch: ModelArch, layer: int) -> bool:
+    return arch.is_moe and layer >= arch.moe_dense_first_layers
+
+
+def stage_layer_ids(plan: Plan) -> list[list[list[int]]]:
+    """Global decoder-layer ids held by each PP rank, per model chunk: ``[rank][chunk] -> ids``.
+
+    Interleaved placement follows megatron ``get_transformer_layer_offset``: chunk ``c`` of rank
+    ``r`` starts at ``c * sum(n) + sum(n[:r])`` with ``n[r] = layers_per_stage[r] // vpp``.
+    ZBV (``pipeline_schedule == "zbv"``, vpp 2): rank ``r`` holds virtual stages ``r`` and
+    ``2pp-1-r`` (torch ``ScheduleZBVZeroBubble``'s "V" placement).
+    """
+    p = plan.parallel
+    return _stage_layer_ids(tuple(plan.layers_per_stage()), p.pp, p.vpp,
+                            plan.training.pipeline_schedule == "zbv")
+
+
+@lru_cache(maxsize=4096)
+def _stage_layer_ids(lps: tuple[int, ...], pp: int, vpp: int, zbv: bool) -> list[list[list[int]]]:
+    n = [x // vpp for x in lps]
+    if zbv and pp > 1 and vpp == 2:
+        per_v = n[0]
+        vstages = [list(range(v * per_v, (v + 1) * per_v)) for v in range(2 * pp)]
+        return [[vstages[r], vstages[2 * pp - 1 - r]] for r in range(pp)]
+    total = sum(n)
+    return [[list(range(c * total + sum(n[:r]), c * total + sum(n[:r]) + n[r])) for c in range(vpp)]
+            for r in range(pp)]
+
+
+def _embedding_params(arch: ModelArch, tp: int) -> int:
+    out = arch.padded_vocab_size(tp) // tp * arch.hidden_size
+    if arch.position_embedding == "learned":
+        out += (arch.max_position_embeddings or arch.seq_length) * arch.hidden_size
+    return out
+
+
+def stage_parameter_split(plan: Plan, spec: Spec = "te") -> list[StageParams]:
+    """Per PP rank, the (dense, expert) parameters held by ONE GPU of that rank."""
+    m, p = plan.model, plan.parallel
+    return list(_stage_split(arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, tuple(plan.layers_per_stage()),
+                             plan.training.pipeline_schedule == "zbv", spec))
+
+
+@lru_cache(maxsize=65536)
+def _stage_split(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: int, lps: tuple[int, ...],
+                 zbv: bool, spec: Spec) -> tuple[StageParams, ...]:
+    m = _arch(key)
+    ids = _stage_layer_ids(lps, pp, vpp, zbv)
+    dense_layer = _layer(key, tp, etp, ep, False, spec)
+    moe_layer = _layer(key, tp, etp, ep, True, spec) if m.is_moe else dense_layer
+    last_rank = 0 if (zbv and pp > 1 and vpp == 2) else pp - 1
+    out = []
+    for r in range(pp):
+        layers = [i for chunk in ids[r] for i in chunk]
+        n_moe = sum(1 for i in layers if _is_moe_layer(m, i))
+        n_dense = len(layers) - n_moe
+        dense = n_dense * dense_layer.total + n_moe * moe_layer.dense
+        expert = n_moe * moe_layer.expert
+        if r == 0:
+            dense += _embedding_params(m, tp)
+        if r == last_rank:
+            dense += _norm(m, m.hidden_size)  # final_layernorm
+            if m.untie_embeddings_and_output_weights or pp > 1:
+                # untied output head, or Megatron's copy of the tied word embeddings on the last stage
+                if m.untie_embeddings_and_output_weights or r != 0:
+                    dense += m.padded_vocab_size(tp) // tp * m.hidden_size
+        out.append(StageParams(dense, expert))
+    return tuple(out)
+
+
+def stage_parameter_counts(plan: Plan, spec: Spec = "te") -> list[int]:
+    """Parameters held by ONE GPU of each PP stage (after TP / EP / expert-TP sharding).
+
+    ``spec="te"`` (default) counts Megatron with Transformer Engine (MLA down projections
+    replicated over TP); ``spec="local"`` the megatron-core local spec (they are TP-sharded).
+    Only MLA differs between the two.
+    """
+    return [s.total for s in stage_parameter_split(plan, spec)]
+
+
+def total_parameters(arch: ModelArch) -> int:
+    """All parameters of the model, unsharded, vocabulary padded as for TP=1, tied head counted once."""
+    return _total(arch_key(arch))
+
+
+@lru_cache(maxsize=1024)
+def _total(key: ArchKey) -> int:
+    arch = _arch(key)
+    dense_layer = _layer(key, 1, 1, 1, False, "te")
+    n_moe = arch.num_moe_layers
+    out = (arch.num_layers - n_moe) * dense_layer.total
+    if n_moe:
+        out += n_moe * _layer(key, 1, 1, 1, True, "te").total
+    out += _embedding_params(arch, 1) + _norm(arch, arch.hidden_size)
+    if arch.untie_embeddings_and_output_weights:
+        out += arch.padded_vocab_size(1) * arch.hidden_size
+    return out
+
+
+def active_parameters(arch: ModelArch) -> int:
+    """Parameters touched per token (MoE: top-k routed experts instead of all), unsharded."""
+    if not arch.is_moe:
+        return total_parameters(arch)
+    per_expert = _mlp_params(arch, arch.expert_ffn, 1, arch.add_bias_linear)
+    return total_parameters(arch) - arch.num_moe_layers * (arch.num_experts - arch.moe_router_topk) * per_expert
