@@ -39,10 +39,20 @@ class GPUSpec(BaseModel):
     intra_node_latency_s: float = 3e-6
     inter_node_latency_s: float = 8e-6
     tdp_watts: Optional[float] = None
+    num_sms: int = Field(default=132, gt=0, description="streaming multiprocessors (NVIDIA) / compute units (AMD)")
+    sustained_clock_fraction: float = Field(
+        default=1.0, gt=0, le=1.0,
+        description="fraction of the boost clock sustained under a power cap (1.0 = datasheet); "
+                    "scales the achievable tensor FLOP/s in the compute model, not peak_flops()")
     source: str = ""
 
     def peak_flops(self, precision: str) -> float:
-        return self.peak_flops_fp8 if precision == "fp8" else self.peak_flops_bf16
+        """Datasheet dense peak for ``precision`` (fp32 = TF32 tensor rate = bf16/2; fp16 = bf16)."""
+        if precision == "fp8":
+            return self.peak_flops_fp8
+        if precision == "fp32":
+            return self.peak_flops_bf16 / 2
+        return self.peak_flops_bf16
 
 
 _DB: dict[str, GPUSpec] = {}
@@ -52,47 +62,63 @@ def _add(spec: GPUSpec) -> None:
     _DB[spec.name] = spec
 
 
-# NVIDIA A100 SXM4 80GB: 312 TFLOP/s dense BF16, no FP8 (NVIDIA A100 datasheet, 2021);
+# NVIDIA A100 SXM4 80GB (108 SMs): 312 TFLOP/s dense BF16, no FP8 (NVIDIA A100 datasheet, 2021);
 # 80 GiB HBM2e (nvidia-smi reports 81920 MiB), 2,039 GB/s; NVLink 3: 600 GB/s bidirectional
 # = 300 GB/s per direction through NVSwitch; DGX A100: 8x 200 Gb/s HDR IB HCAs = 25 GB/s per GPU.
 _add(GPUSpec(name="a100-sxm-80gb", vendor="nvidia", peak_flops_bf16=312e12, peak_flops_fp8=312e12,
              hbm_bytes=80 * GiB, hbm_bw=2039e9, intra_node_bw=300e9, intra_node_topology="switch",
-             inter_node_bw=25e9, tdp_watts=400, source="NVIDIA A100 datasheet; DGX A100 user guide"))
-# NVIDIA H100 SXM5 80GB: 989.4 TFLOP/s dense BF16, 1,978.9 dense FP8 (H100 datasheet);
+             inter_node_bw=25e9, tdp_watts=400, num_sms=108, source="NVIDIA A100 datasheet; DGX A100 user guide"))
+# NVIDIA A100 SXM4 40GB: same GA100 compute (312 TF BF16 dense, 108 SMs) and NVLink 3; 40 GB HBM2
+# at 1,555 GB/s (NVIDIA A100 datasheet, 40GB column). Same DGX A100 8x HDR 200 Gb/s networking.
+_add(GPUSpec(name="a100-sxm-40gb", vendor="nvidia", peak_flops_bf16=312e12, peak_flops_fp8=312e12,
+             hbm_bytes=40 * GiB, hbm_bw=1555e9, intra_node_bw=300e9, intra_node_topology="switch",
+             inter_node_bw=25e9, tdp_watts=400, num_sms=108, source="NVIDIA A100 datasheet (40GB SXM4)"))
+# NVIDIA H100 SXM5 80GB (132 SMs): 989.4 TFLOP/s dense BF16, 1,978.9 dense FP8 (H100 datasheet);
 # 80 GB HBM3 (nvidia-smi 81559 MiB), 3.35 TB/s; NVLink 4: 900 GB/s bidirectional = 450 per
 # direction; DGX H100: 8x 400 Gb/s ConnectX-7 = 50 GB/s per GPU.
 _add(GPUSpec(name="h100-sxm", vendor="nvidia", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
              hbm_bytes=81559 * 1024**2, hbm_bw=3.35e12, intra_node_bw=450e9, intra_node_topology="switch",
-             inter_node_bw=50e9, tdp_watts=700, source="NVIDIA H100 datasheet; DGX H100 user guide"))
+             inter_node_bw=50e9, tdp_watts=700, num_sms=132, source="NVIDIA H100 datasheet; DGX H100 user guide"))
+# NVIDIA H100 SXM5 96 GB, 500 W power limit (Meta Grand Teton; the H100 of pytorch/torchtitan's
+# docs/performance.md benchmarks): same GH100 die and 132 SMs, so the same datasheet peak, but six
+# HBM stacks (96 GB; the torchtitan file calls it HBM2e) and a 500 W cap instead of 700 W.  HBM
+# bandwidth is not published for this SKU: 6144-bit x 3.2 Gb/s HBM2e = 2.46 TB/s is our estimate
+# from the stack count (GH100 has 12 512-bit controllers, glennklockwood.com/garden/processors/h100).
+# The clock sustained under 500 W is not published either: ``sustained_clock_fraction`` is a
+# calibrated constant (scripts/calibrate.py, provenance in projection/calibration.py).
+_add(GPUSpec(name="h100-sxm-96gb-500w", vendor="nvidia", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
+             hbm_bytes=96 * GB, hbm_bw=2.46e12, intra_node_bw=450e9, intra_node_topology="switch",
+             inter_node_bw=50e9, tdp_watts=500, num_sms=132, sustained_clock_fraction=1.0,
+             source="torchtitan docs/performance.md (96GB HBM2e, 500W); H100 datasheet for compute"))
 # NVIDIA H200 SXM 141GB: same Hopper compute as H100 (989.4 BF16 / 1,978.9 FP8 dense);
 # 141 GB HBM3e (nvidia-smi 143771 MiB), 4.8 TB/s; NVLink 4 450 GB/s per direction; 400 Gb/s NICs.
 _add(GPUSpec(name="h200", vendor="nvidia", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
              hbm_bytes=143771 * 1024**2, hbm_bw=4.8e12, intra_node_bw=450e9, intra_node_topology="switch",
-             inter_node_bw=50e9, tdp_watts=700, source="NVIDIA H200 datasheet; DGX H200 user guide"))
-# NVIDIA B200 (HGX/DGX B200, 1000 W): 2.25 PFLOP/s dense FP16/BF16, 4.5 PFLOP/s dense FP8
+             inter_node_bw=50e9, tdp_watts=700, num_sms=132, source="NVIDIA H200 datasheet; DGX H200 user guide"))
+# NVIDIA B200 (HGX/DGX B200, 1000 W; 148 SMs): 2.25 PFLOP/s dense FP16/BF16, 4.5 PFLOP/s dense FP8
 # (DGX B200 datasheet: 72 PF FP8 training for 8 GPUs = 9 sparse = 4.5 dense per GPU);
 # 180 GB HBM3e usable (192 GB physical), 8 TB/s; NVLink 5: 1.8 TB/s bidirectional = 900 per
 # direction; 8x 400 Gb/s ConnectX-7 = 50 GB/s per GPU.
 _add(GPUSpec(name="b200", vendor="nvidia", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
              hbm_bytes=180 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
-             inter_node_bw=50e9, tdp_watts=1000, source="NVIDIA DGX B200 datasheet; Blackwell architecture brief"))
-# AMD Instinct MI300X: 1,307.4 TFLOP/s dense BF16, 2,614.9 dense FP8 (AMD MI300X datasheet);
+             inter_node_bw=50e9, tdp_watts=1000, num_sms=148, source="NVIDIA DGX B200 datasheet; Blackwell architecture brief"))
+# AMD Instinct MI300X (304 CUs): 1,307.4 TFLOP/s dense BF16, 2,614.9 dense FP8 (AMD MI300X datasheet);
 # 192 GB HBM3, 5.3 TB/s; 7 xGMI links per GPU in a full mesh, 64 GB/s per link per direction
 # (128 GB/s bidirectional), 448 GB/s per GPU per direction; 400 Gb/s NIC per GPU.
 _add(GPUSpec(name="mi300x", vendor="amd", peak_flops_bf16=1307.4e12, peak_flops_fp8=2614.9e12,
              hbm_bytes=192 * GB, hbm_bw=5.3e12, intra_node_bw=448e9, intra_node_topology="mesh",
-             intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=750,
+             intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=750, num_sms=304,
              source="AMD Instinct MI300X datasheet; AMD Instinct MI300X platform brief"))
-# AMD Instinct MI325X: same CDNA3 compute as MI300X; 256 GB HBM3e, 6 TB/s; same xGMI mesh.
+# AMD Instinct MI325X: same CDNA3 compute as MI300X (304 CUs); 256 GB HBM3e, 6 TB/s; same xGMI mesh.
 _add(GPUSpec(name="mi325x", vendor="amd", peak_flops_bf16=1307.4e12, peak_flops_fp8=2614.9e12,
              hbm_bytes=256 * GB, hbm_bw=6e12, intra_node_bw=448e9, intra_node_topology="mesh",
-             intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=1000, source="AMD Instinct MI325X datasheet"))
-# AMD Instinct MI355X: 2.5 PFLOP/s dense FP16/BF16 (2,516.6 TF), 5.0 dense FP8 (5,033.2 TF);
+             intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=1000, num_sms=304, source="AMD Instinct MI325X datasheet"))
+# AMD Instinct MI355X (256 CUs): 2.5 PFLOP/s dense FP16/BF16 (2,516.6 TF), 5.0 dense FP8 (5,033.2 TF);
 # 288 GB HBM3e, 8 TB/s; xGMI 4th gen: 7 links x 76.8 GB/s per direction (1,075 GB/s bidirectional
 # total); 400 Gb/s (Pollara) NIC per GPU.
 _add(GPUSpec(name="mi355x", vendor="amd", peak_flops_bf16=2516.6e12, peak_flops_fp8=5033.2e12,
              hbm_bytes=288 * GB, hbm_bw=8e12, intra_node_bw=537.6e9, intra_node_topology="mesh",
-             intra_node_link_bw=76.8e9, inter_node_bw=50e9, tdp_watts=1400, source="AMD Instinct MI355X datasheet"))
+             intra_node_link_bw=76.8e9, inter_node_bw=50e9, tdp_watts=1400, num_sms=256, source="AMD Instinct MI355X datasheet"))
 
 
 def known_gpus() -> list[str]:

@@ -1,0 +1,181 @@
+"""Dry-run projection: per-layer compute times from the roofline/efficiency model, then assembly.
+
+:func:`layer_times_roofline` lists the kernels of one micro-batch through a decoder layer on ONE
+GPU with the plan's TP / CP / EP / expert-TP sharding applied (communication excluded: that is
+:func:`primus_launch.projection.iteration.assemble`'s job) and times each with
+:mod:`primus_launch.projection.compute`. Notation: b = micro-batch, s = sequence, t = TP,
+T = b*s/cp tokens on this CP rank (GEMMs see all T after the SP all-gather), Tn = T/t with
+sequence parallel else T (norms, residuals), h = hidden, a/g = query/KV heads, d = head dim,
+f = FFN size, E/k = experts/top-k.
+
+Forward kernels per dense layer (GEMM [M, N, K]):
+  input norm (elementwise 4*Tn*h B), QKV [T, (a+2g)d/t, h], RoPE on q,k (4*T*(a+g)d/t B),
+  core attention (b, a/t heads, s/cp queries x s keys, causal), out-proj [T, h, a*d/t],
+  2 residual adds (6*Tn*h B each), pre-MLP norm, FC1 [T, (2 if SwiGLU else 1)*f/t, h],
+  SwiGLU/GeLU (6 or 4 * T*f/t B), FC2 [T, h, f/t].
+MLA attention (DeepSeek-V2/V3, Megatron ``MLASelfAttention``): q-down [T, r_q, h] (replicated
+  over TP, TE "duplicated" linear), q-norm, q-up [T, a(d_qk+d_r)/t, r_q] (or q [T, a(d_qk+d_r)/t,
+  h]), kv-down [T, r_kv+d_r, h] (replicated), kv-norm, kv-up [T, a(d_qk+d_v)/t, r_kv], core
+  attention with d_qk + d_r keys and d_v values, out-proj [T, h, a*d_v/t].
+MoE layer: attention as above; router [Tn, E, h] + softmax/top-k; permute/unpermute
+  (4*T_e*k*h B each, T_e = T*et/t tokens per GPU entering the experts); grouped expert GEMMs with
+  E/ep local experts of M = T_e*ep*k/E tokens each (balanced routing): FC1 [M, (2)f_e/et, h],
+  FC2 [M, h, f_e/et]; shared experts as a dense MLP of size f_s.
+Embedding (first stage): gather 4*T*h B forward; backward scatter-add into fp32 grads (weight-grad).
+Head + loss (last stage): final norm, output GEMM [T, V/t, h] in bf16, vocab-parallel
+  cross-entropy over fp32 logits (~14 B per logit forward, 6 backward).
+
+Backward of a GEMM [M, N, K]: input-grad [M, K, N] (``bwd_input``) and weight-grad [K, N, M]
+(``bwd_weight``); element-wise kernels cost twice their forward bytes in backward; attention
+backward is the flash-attention backward of :func:`compute.attention_time`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from primus_launch.plan import ModelArch, Plan
+from primus_launch.projection.compute import attention_time, elementwise_time, gemm_time
+from primus_launch.projection.iteration import LayerTimes, PassTimes, assemble
+from primus_launch.projection.params import _arch, arch_key
+from primus_launch.projection.result import ProjectionResult
+
+A = 2  # bytes of a bf16 activation element
+
+
+class _Acc:
+    __slots__ = ("f", "bi", "bw", "gpu", "prec")
+
+    def __init__(self, gpu: str, prec: str):
+        self.f = self.bi = self.bw = 0.0
+        self.gpu, self.prec = gpu, prec
+
+    def gemm(self, m: int, n: int, k: int, batch: int = 1, prec: str | None = None) -> None:
+        p = prec or self.prec
+        g = self.gpu
+        self.f += gemm_time(m, n, k, g, p, batch)
+        self.bi += gemm_time(m, k, n, g, p, batch)
+        self.bw += gemm_time(k, n, m, g, p, batch)
+
+    def elem(self, nbytes: float) -> None:
+        t = elementwise_time(float(nbytes), self.gpu)
+        self.f += t
+        self.bi += 2 * t
+
+    def attn(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int) -> tuple[float, float]:
+        f, bw = attention_time(b, heads, sq, skv, dqk, dv, True, self.gpu)
+        self.f += f
+        self.bi += bw
+        return f, bw
+
+    def times(self) -> PassTimes:
+        return PassTimes(self.f, self.bi, self.bw)
+
+
+def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T: int, Tn: int) -> PassTimes:
+    h = m.hidden_size
+    a = m.num_attention_heads // t
+    acc.elem(4 * Tn * h * A)                       # input norm
+    if m.multi_latent_attention:
+        dqk, dr, dv = m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim
+        if m.q_lora_rank:
+            acc.gemm(T, m.q_lora_rank, h)
+            acc.elem(4 * T * m.q_lora_rank * A)
+            acc.gemm(T, a * (dqk + dr), m.q_lora_rank)
+        else:
+            acc.gemm(T, a * (dqk + dr), h)
+        acc.gemm(T, m.kv_lora_rank + dr, h)
+        acc.elem(4 * T * m.kv_lora_rank * A)
+        acc.gemm(T, a * (dqk + dv), m.kv_lora_rank)
+        acc.elem(4 * T * (a + 1) * dr * A)          # RoPE on the rope parts of q and k
+        f, bw = acc.attn(b, a, s // cp, s, dqk + dr, dv)
+        acc.gemm(T, h, a * dv)
+    else:
+        d = m.kv_channels
+        g = max(1, m.kv_heads // t)
+        acc.gemm(T, (a + 2 * g) * d, h)
+        if m.position_embedding == "rope":
+            acc.elem(4 * T * (a + g) * d * A)
+        f, bw = acc.attn(b, a, s // cp, s, d, d)
+        acc.gemm(T, h, a * d)
+    acc.elem(6 * Tn * h * A)                       # residual add
+    acc.elem(4 * Tn * h * A)                       # pre-MLP norm
+    return PassTimes(f, bw, 0.0)
+
+
+def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1) -> None:
+    h = m.hidden_size
+    acc.gemm(T, (2 if m.swiglu else 1) * ffn_local, h, batch)
+    acc.elem((6 if m.swiglu else 4) * T * ffn_local * A * batch)
+    acc.gemm(T, h, ffn_local, batch)
+
+
+@lru_cache(maxsize=65536)
+def _layer_times(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, prec: str,
+                 gpu: str) -> LayerTimes:
+    m = _arch(key)
+    s, h = m.seq_length, m.hidden_size
+    T = b * s // cp
+    Tn = T // tp if sp else T
+
+    acc = _Acc(gpu, prec)
+    attn = _attention_block(acc, m, b, s, cp, tp, T, Tn)
+    _mlp(acc, m, T, m.ffn_hidden_size // tp)
+    acc.elem(6 * Tn * h * A)
+    dense = acc.times()
+
+    moe = None
+    if m.is_moe:
+        acc = _Acc(gpu, prec)
+        _attention_block(acc, m, b, s, cp, tp, T, Tn)
+        E, k = m.num_experts, m.moe_router_topk
+        acc.gemm(Tn, E, h, prec="bf16")                  # router (fp32/bf16 in practice)
+        acc.elem(Tn * E * 4 * 3)                          # softmax / top-k over fp32 scores
+        Te = max(1, T * etp // tp)
+        acc.elem(4 * Te * k * h * A)                      # permute
+        local = max(1, E // ep)
+        m_e = max(1, -(-Te * ep * k // E))
+        _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local)
+        acc.elem(4 * Te * k * h * A)                      # unpermute + weighted combine
+        if m.moe_shared_expert_intermediate_size:
+            _mlp(acc, m, T, m.moe_shared_expert_intermediate_size // tp)
+        acc.elem(6 * Tn * h * A)
+        moe = acc.times()
+
+    acc = _Acc(gpu, prec)
+    acc.f += elementwise_time(4.0 * T * h * A, gpu)
+    acc.bw += elementwise_time(float(T * h * (A + 4 + 4)), gpu)
+    emb = acc.times()
+
+    acc = _Acc(gpu, prec)
+    V = m.padded_vocab_size(tp) // tp
+    acc.elem(4 * Tn * h * A)                               # final norm
+    acc.gemm(T, V, h, prec="bf16")                         # output layer stays in bf16
+    acc.f += elementwise_time(float(T * V * 14), gpu)     # cross-entropy forward
+    acc.bi += elementwise_time(float(T * V * 6), gpu)     # softmax grad
+    head = acc.times()
+    return LayerTimes(dense_layer=dense, moe_layer=moe, embedding=emb, head_loss=head, attn_core=attn)
+
+
+def clear_caches() -> None:
+    """Forget every cached time (after calibration constants change)."""
+    from primus_launch.projection import collectives, compute
+
+    compute.clear_caches()
+    _layer_times.cache_clear()
+    for f in (collectives._links, collectives.all_reduce, collectives.all_gather, collectives.reduce_scatter,
+              collectives.all_to_all, collectives.p2p):
+        f.cache_clear()
+
+
+def layer_times_roofline(plan: Plan) -> LayerTimes:
+    """Compute-only times of one micro-batch per layer kind on one GPU (module doc)."""
+    p, t = plan.parallel, plan.training
+    return _layer_times(arch_key(plan.model), p.tp, p.cp, p.ep, p.expert_tp, p.sequence_parallel,
+                        t.micro_batch_size, t.precision, plan.cluster.gpu)
+
+
+def project_dry_run(plan: Plan, *, memory_margin: float = 0.05, record_timeline: bool = False) -> ProjectionResult:
+    """Dry-run projection of ``plan``: roofline layer times assembled into an iteration."""
+    return assemble(plan, layer_times_roofline(plan), "dry-run", record_timeline=record_timeline,
+                    memory_margin=memory_margin)

@@ -1,0 +1,123 @@
+"""Model FLOPs against the papers' closed forms and published figures; the GEMM/attention model."""
+
+from __future__ import annotations
+
+import pytest
+
+from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
+from primus_launch.projection import calibration as cal
+from primus_launch.projection.compute import attention_time, elementwise_time, gemm_time
+from primus_launch.projection.flops import model_flops_per_iteration
+from primus_launch.projection.hardware import get_gpu
+from primus_launch.projection.params import active_parameters
+
+
+def _gpt(L, h, heads, s=2048, V=51200):
+    return ModelArch(num_layers=L, hidden_size=h, ffn_hidden_size=4 * h, num_attention_heads=heads, vocab_size=V,
+                     seq_length=s, swiglu=False, normalization="layernorm", position_embedding="learned",
+                     add_bias_linear=True, untie_embeddings_and_output_weights=False)
+
+
+def _plan(model, tp=8, pp=1, gbs=4, mbs=1, nodes=1, vpp=1):
+    return Plan(model=model, parallel=Parallelism(tp=tp, pp=pp, vpp=vpp),
+                training=Training(global_batch_size=gbs, micro_batch_size=mbs,
+                                  pipeline_schedule="interleaved_1f1b" if vpp > 1 else "1f1b"),
+                cluster=Cluster(gpu="a100-sxm-80gb", num_nodes=nodes))
+
+
+# Korthikanti et al. 2022 (arXiv 2205.05198) Table 5 / sec. 6.3: model, gpus, tp, pp, vpp, batch,
+# iteration time (s), published MFU (model FLOPs eq. 7, non-causal attention, A100 312 TF/s)
+KORTHIKANTI = [
+    ((48, 6144, 64), 8, 8, 1, 1, 4, 1.10, 0.415),
+    ((96, 12288, 96), 64, 8, 8, 3, 64, 13.75, 0.514),
+    ((105, 20480, 128), 280, 8, 35, 3, 280, 37.83, 0.560),
+    ((128, 25600, 160), 512, 8, 64, 1, 512, 71.49, 0.563),
+]
+
+
+@pytest.mark.parametrize("arch,gpus,tp,pp,vpp,gbs,t_iter,mfu", KORTHIKANTI)
+def test_megatron_flops_reproduce_published_mfu(arch, gpus, tp, pp, vpp, gbs, t_iter, mfu):
+    """Megatron's formula without the causal halving equals the paper's eq. (7) and, fed the
+    paper's measured iteration time, gives the paper's MFU."""
+    L, h, heads = arch
+    plan = _plan(_gpt(L, h, heads), tp=tp, pp=pp, vpp=vpp, gbs=gbs, nodes=gpus // 8)
+    s, V, B = 2048, plan.model.padded_vocab_size(tp), gbs
+    eq7 = 72 * B * L * s * h * h * (1 + s / (6 * h) + V / (12 * h * L))
+    # GPT has biases and LayerNorms that eq. 7 ignores; Megatron's formula ignores them too
+    assert model_flops_per_iteration(plan, causal_attention=False) == pytest.approx(eq7, rel=1e-12)
+    got = model_flops_per_iteration(plan, causal_attention=False) / (t_iter * gpus * 312e12)
+    assert got == pytest.approx(mfu, abs=0.006)
+
+
+def test_causal_halving_and_narayanan_eq3():
+    """Causal: the attention-score term is halved (Megatron's s/2). Narayanan et al. 2021 eq. (3)
+    (full recompute counted) = eq. (7) + one more forward of the transformer layers."""
+    L, h, s, V, B = 24, 2304, 2048, 51200, 512
+    plan = Plan(model=_gpt(L, h, 24), parallel=Parallelism(tp=1),
+                training=Training(global_batch_size=B), cluster=Cluster(gpu="a100-sxm-80gb", num_nodes=4))
+    causal = model_flops_per_iteration(plan)
+    full = model_flops_per_iteration(plan, causal_attention=False)
+    assert full - causal == pytest.approx(B * s * L * 6 * h * s, rel=1e-12)   # 72BLsh^2 * s/(12h)
+    logits = 6 * B * s * h * V
+    eq3 = 96 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))
+    assert full + (full - logits) / 3 == pytest.approx(eq3, rel=1e-12)
+
+
+def test_moe_mla_flops_match_activated_parameters():
+    """DeepSeek-V3: outside the core-attention term, Megatron's count is 6 x activated parameters
+    (non-embedding, norms aside) + the logits: checked against params.active_parameters, whose
+    counts are verified against megatron-core's real modules."""
+    m = ModelArch(num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=128,
+                  vocab_size=129280, seq_length=4096, num_experts=256, moe_router_topk=8, moe_ffn_hidden_size=2048,
+                  moe_shared_expert_intermediate_size=2048, moe_dense_first_layers=3, multi_latent_attention=True,
+                  q_lora_rank=1536, kv_lora_rank=512)
+    plan = Plan(model=m, parallel=Parallelism(tp=1, ep=8, pp=1), training=Training(global_batch_size=8),
+                cluster=Cluster(gpu="h100-sxm", num_nodes=1))
+    per_token = model_flops_per_iteration(plan) / plan.tokens_per_iteration
+    n, s = m.num_attention_heads, m.seq_length
+    core = 6 * m.num_layers * (s * n * (m.qk_head_dim + m.qk_pos_emb_head_dim) / 2 + s * n * m.v_head_dim / 2)
+    h, V = m.hidden_size, m.vocab_size
+    router = m.num_moe_layers * m.num_experts * h      # router GEMM: not counted by Megatron
+    non_emb_active = active_parameters(m) - 2 * V * h - router
+    assert (per_token - core - 6 * h * V) == pytest.approx(6 * non_emb_active, rel=0.002)
+
+
+def test_gemm_model_shape_effects():
+    g = "h100-sxm"
+    peak = get_gpu(g).peak_flops("bf16")
+    big = gemm_time(16384, 16384, 16384, g)
+    eff_big = 2 * 16384**3 / big / peak
+    assert eff_big == pytest.approx(cal.gemm_efficiency(g), rel=0.02)     # saturates at E_max
+    small_k = gemm_time(16384, 16384, 64, g)
+    assert 2 * 16384 * 16384 * 64 / small_k / peak < 0.5 * eff_big          # small K far from peak
+    # one wave of 132 tiles (12 x 11) vs. 133 tiles (7 x 19), compute-bound K: the 133rd tile
+    # needs a second wave, nearly doubling the time per FLOP (wave quantisation)
+    t132 = gemm_time(128 * 12, 128 * 11, 16384, g) / (12 * 11)
+    t133 = gemm_time(128 * 7, 128 * 19, 16384, g) / (7 * 19)
+    assert t133 / t132 > 1.8
+    # a GEMV is memory-bound: time ~ bytes / (hbm_bw * eta)
+    gemv = gemm_time(1, 8192, 8192, g)
+    gemv_bytes = (8192 + 8192 * 8192 + 8192) * 2
+    assert gemv == pytest.approx(gemv_bytes / (get_gpu(g).hbm_bw * cal.HBM_BW_EFFICIENCY) + cal.KERNEL_LAUNCH_S, rel=1e-9)
+    # fp8 doubles the peak: at most 2x faster
+    assert big / 2 <= gemm_time(16384, 16384, 16384, g, "fp8") < big
+
+
+def test_attention_and_elementwise():
+    g = "a100-sxm-80gb"
+    f, b = attention_time(1, 32, 8192, 8192, 128, 128, True, g)
+    fn, bn = attention_time(1, 32, 8192, 8192, 128, 128, False, g)
+    assert f < 0.6 * fn and b / f == pytest.approx(2.5 / cal.ATTN_BWD_REL, rel=0.01)
+    nbytes = 1e9
+    assert elementwise_time(nbytes, g) == pytest.approx(nbytes / (get_gpu(g).hbm_bw * cal.HBM_BW_EFFICIENCY)
+                                                        + cal.KERNEL_LAUNCH_S)
+
+
+def test_calibration_rows_are_at_most_a_third():
+    import json
+    from pathlib import Path
+
+    rows = json.loads((Path(__file__).resolve().parents[1] / "scripts/validation/runs.json").read_text())["rows"]
+    cal_ids = {r["id"] for r in rows if r["role"] == "calibration"}
+    assert set(cal.CALIBRATION_ROWS) == cal_ids
+    assert 3 * len(cal_ids) <= len(rows) and len(rows) >= 25
