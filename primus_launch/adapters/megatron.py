@@ -1,0 +1,210 @@
+"""Megatron-LM adapter: launch scripts / argument YAML / command lines <-> :class:`Plan`.
+
+Reading: :func:`load_megatron` (a bash launch script or a YAML of Megatron arguments) and
+:func:`plan_from_argv` (a command line).  Megatron-LM's own defaults apply to absent flags (see
+:mod:`megatron_args`).  The cluster comes from torchrun's ``--nnodes`` / ``--nproc-per-node``
+(torchrun defaults: 1 and 1), a ``# primus-launch: gpu=... [nodes=N gpus_per_node=K]`` comment, or
+the ``cluster`` argument, which overrides both.
+
+Writing: :func:`render_megatron` / :func:`render_argv` change only the values the plan changed, where
+they are written; an unchanged plan renders byte-identical text.  Every rendering is re-read and
+must give back the requested plan, or a :class:`UserError` says which field could not be expressed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from primus_launch.adapters import megatron_script as ms
+from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args
+from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
+from primus_launch.errors import UserError
+from primus_launch.plan import Cluster, Plan, PlanError, Source
+
+DEFAULT_GPU = "h100-sxm"
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
+# --------------------------------------------------------------------------- reading
+def _stated_cluster(cfg: dict[str, str], launcher: tuple[int | None, int | None, bool] | None) -> Cluster:
+    """The cluster a recipe states: torchrun options (torchrun defaults 1 node x 1 process), else the
+    ``# primus-launch:`` comment, else the plan's default cluster."""
+
+    def num(key: str) -> int | None:
+        if key not in cfg:
+            return None
+        try:
+            return int(cfg[key])
+        except ValueError:
+            raise PlanError(key, cfg[key], "an integer (in the '# primus-launch:' comment)") from None
+
+    dflt = Cluster()
+    nodes, gpn = num("nodes"), num("gpus_per_node")
+    if launcher is not None and launcher[2]:
+        nodes = launcher[0] if launcher[0] is not None else (nodes or 1)
+        gpn = launcher[1] if launcher[1] is not None else (gpn or 1)
+    return Cluster(gpu=cfg.get("gpu", DEFAULT_GPU), num_nodes=nodes or dflt.num_nodes,
+                   gpus_per_node=gpn or dflt.gpus_per_node)
+
+
+def _parse(text: str, path: str, argv_mode: bool = False) -> tuple[Any, Cluster]:
+    """(recipe, cluster as written) for a script, YAML or argv text."""
+    if argv_mode:
+        rec: Any = ms.from_argv(text.split("\n") if text else [])
+        return rec, _stated_cluster({}, rec.cluster_values())
+    cfg = ms.comment_config(text)
+    if path.endswith(_YAML_SUFFIXES) or (not path.endswith(".sh") and is_yaml_text(text)):
+        return from_yaml(text, path), _stated_cluster(cfg, None)
+    rec = ms.from_script(text, path)
+    return rec, _stated_cluster(cfg, rec.cluster_values())
+
+
+def load_megatron(path: str | Path, cluster: Cluster | None = None) -> Plan:
+    """Read a Megatron-LM launch script or argument YAML into a plan."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"{p}: no such recipe file")
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{p}: cannot read: {e}") from None
+    rec, written = _parse(text, str(p))
+    plan = plan_from_args(rec.args, cluster or written, name=p.stem)
+    return plan.model_copy(update={"source": Source(framework="megatron", path=str(p))})
+
+
+def plan_from_argv(argv: list[str], cluster: Cluster | None = None) -> Plan:
+    """The plan of a command line (``torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py ...``)."""
+    rec, written = _parse("\n".join(argv), "argv", argv_mode=True)
+    plan = plan_from_args(rec.args, cluster or written)
+    return plan.model_copy(update={"source": Source(framework="megatron")})
+
+
+# --------------------------------------------------------------------------- writing
+def _normalized(plan: Plan) -> dict:
+    """The plan as a re-read rendering gives it back (derived fields filled in), cluster aside."""
+    d = plan.model_dump(exclude={"source", "cluster"})
+    p, t = d["parallel"], d["training"]
+    t["pipeline_schedule"] = "interleaved_1f1b" if p["vpp"] > 1 else "1f1b"
+    r = t["recompute"]
+    if r["granularity"] != "full":
+        r["method"], r["num_layers"] = "uniform", None
+    elif r["num_layers"] is None:
+        r["num_layers"] = 1 if r["method"] == "uniform" else max(plan.layers_per_stage()) // p["vpp"]
+    if p["pp"] == 1:
+        p["pipeline_layers_first_stage"] = p["pipeline_layers_last_stage"] = None
+    if p["etp"] is not None and p["etp"] == p["tp"]:
+        p["etp"] = None
+    return d
+
+
+def _changes(rec: Any, old: Plan, new: Plan) -> dict[str, Any]:
+    d0 = desired_args(old, rec.args)
+    d1 = desired_args(new, rec.args)
+    return {k: v for k, v in d1.items() if d0.get(k) != v}
+
+
+def _yaml_edits(rec: YamlRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
+    edits = []
+    for dest, val in changes.items():
+        spec = BY_DEST[dest]
+        if dest in rec.entries:
+            edits.append(rec.set_edit(dest, val))
+        elif val is None or val == spec.default or (spec.kind == "true" and not val):
+            continue
+        else:
+            edits.append(rec.set_edit(dest, val))
+    return edits
+
+
+def _cluster_edits(text: str, rec: Any, written: Cluster, target: Cluster, argv_mode: bool) -> list[ms.Edit]:
+    edits: list[ms.Edit] = []
+    has_launcher = not isinstance(rec, YamlRecipe) and rec.launcher_start() is not None
+    if not argv_mode:
+        keys = [("gpu", written.gpu, target.gpu)]
+        if not has_launcher:
+            keys += [("nodes", written.num_nodes, target.num_nodes),
+                     ("gpus_per_node", written.gpus_per_node, target.gpus_per_node)]
+        for key, old, new in keys:
+            if old == new:
+                continue
+            span = ms.comment_key_span(text, key)
+            if span is not None:
+                edits.append(ms.Edit(span[0], span[1], str(new)))
+            elif key == "gpu" and ms.comment_key_span(text, None) is None:
+                at = text.index("\n") + 1 if text.startswith("#!") and "\n" in text else 0
+                edits.append(ms.Edit(at, at, f"# primus-launch: gpu={new}\n"))
+    if has_launcher and (target.num_nodes, target.gpus_per_node) != (written.num_nodes, written.gpus_per_node):
+        edits += ms.launcher_edits(
+            rec, target.num_nodes if target.num_nodes != written.num_nodes else None,
+            target.gpus_per_node if target.gpus_per_node != written.gpus_per_node else None)
+    return edits
+
+
+def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> str:
+    out = text
+    for _ in range(3):
+        rec, written = _parse(out, path, argv_mode)
+        current = plan_from_args(rec.args, plan.cluster, validate=False)
+        changes = _changes(rec, current, plan)
+        edits = _yaml_edits(rec, changes) if isinstance(rec, YamlRecipe) else ms.plan_edits(rec, changes)
+        edits += _cluster_edits(out, rec, written, plan.cluster, argv_mode)
+        if not edits:
+            break
+        out = ms.apply_edits(out, edits, path)
+    # verify: the rendering reads back as the requested plan
+    rec, written = _parse(out, path, argv_mode)
+    back = plan_from_args(rec.args, plan.cluster, validate=False)
+    want, got = _normalized(plan), _normalized(back)
+    want["model"]["name"] = got["model"]["name"]
+    diffs = [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
+    has_launcher = not isinstance(rec, YamlRecipe) and rec.launcher_start() is not None
+    if has_launcher and (written.num_nodes, written.gpus_per_node) != (plan.cluster.num_nodes, plan.cluster.gpus_per_node):
+        diffs.append("cluster")
+    if diffs:
+        raise UserError(f"{path}: cannot express {', '.join(diffs)} in this Megatron recipe")
+    return out
+
+
+def render_megatron(plan: Plan, original_text: str) -> str:
+    """The recipe text with only the plan's changed values edited (identical text if unchanged)."""
+    path = plan.source.path if plan.source and plan.source.path else "<recipe>"
+    return _render_text(plan, original_text, path)
+
+
+def render_argv(plan: Plan, argv: list[str]) -> list[str]:
+    """The command line with only the plan's changed values edited."""
+    out = _render_text(plan, "\n".join(argv), "argv", argv_mode=True)
+    return out.split("\n") if out else []
+
+
+def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) -> Path:
+    """Write the rendered recipe atomically to ``out_path`` (never over the original)."""
+    src, dst = Path(original_path), Path(out_path)
+    if not src.is_file():
+        raise UserError(f"{src}: no such recipe file")
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise UserError(f"{dst}: refusing to overwrite the original recipe; choose another output path")
+    text = src.read_text()
+    plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src))})
+    new = render_megatron(plan, text)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=str(dst.parent))
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(new)
+        mode = stat.S_IMODE(src.stat().st_mode)
+        os.chmod(tmp, mode)
+        os.replace(tmp, dst)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return dst
+
+
+__all__ = ["load_megatron", "plan_from_argv", "render_megatron", "render_argv", "write_megatron"]

@@ -1,0 +1,462 @@
+"""Megatron-LM launch commands (a bash script or an argv list) <-> Megatron argument values.
+
+Finds the training command (``torchrun ... pretrain_gpt.py --num-layers ...``, ``python -m
+torch.distributed.run ...``, ``python pretrain_gpt.py ...``), splits launcher and Megatron
+arguments, and edits values where they are written (see :mod:`megatron_bash` for provenance):
+in place, in the assignment of the variable a value came from, or (when that variable also feeds
+other flags) at the use site.  Boolean flags are added next to a flag of the same argument group,
+copying its line's indentation and ``\\`` continuation, and removed with their line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
+from primus_launch.adapters.megatron_bash import PC, Ref, ShellState, Token
+from primus_launch.errors import UserError
+from primus_launch.plan import GPU_NAMES, PlanError
+
+_COMMENT = re.compile(r"^[ \t]*#[ \t]*primus-launch:[ \t]*(.*?)[ \t]*$", re.M)
+_NUMBER = re.compile(r"^-\d")
+_BLANKISH = re.compile(r'^(?:[ \t"\'=]|\\\n)*$')
+_LINE_TAIL = re.compile(r"^([ \t]*\\)?[ \t]*(#.*)?$")
+
+
+@dataclass
+class Occ:
+    """One occurrence of a flag on the command line."""
+
+    flag: str
+    spec: Flag | None
+    flag_tok: Token
+    vals: list[Token]
+    whole: Token  # the full argument token (differs from flag_tok for --flag=value)
+
+
+@dataclass
+class Edit:
+    start: int
+    end: int
+    text: str
+
+
+def is_flag(text: str) -> bool:
+    return text.startswith("-") and not _NUMBER.match(text) and len(text) > 1
+
+
+def parse_occurrences(tokens: list[Token]) -> list[Occ]:
+    """Split arguments into flag occurrences; unknown flags take the following non-flag tokens."""
+    out: list[Occ] = []
+    i, n = 0, len(tokens)
+    while i < n:
+        tok = tokens[i]
+        t = tok.text
+        if not is_flag(t):
+            out.append(Occ("", None, tok, [], tok))
+            i += 1
+            continue
+        if t.startswith("--") and "=" in t:
+            k = t.index("=")
+            name = t[:k]
+            out.append(Occ(name, BY_FLAG.get(name), tok.sub(0, k), [tok.sub(k + 1)], tok))
+            i += 1
+            continue
+        spec = BY_FLAG.get(t)
+        if spec is not None and spec.kind in ("true", "false"):
+            out.append(Occ(t, spec, tok, [], tok))
+            i += 1
+            continue
+        if spec is not None:
+            vals = tokens[i + 1:i + 2] if i + 1 < n and not is_flag(tokens[i + 1].text) else []
+            out.append(Occ(t, spec, tok, vals, tok))
+            i += 1 + len(vals)
+            continue
+        j = i + 1
+        while j < n and not is_flag(tokens[j].text):
+            j += 1
+        out.append(Occ(t, None, tok, tokens[i + 1:j], tok))
+        i = j
+    return out
+
+
+def args_of(occs: list[Occ]) -> dict[str, Any]:
+    """``dest -> value`` for the modelled flags (argparse semantics: the last occurrence wins)."""
+    a: dict[str, Any] = {}
+    for o in occs:
+        s = o.spec
+        if s is None:
+            continue
+        if s.kind == "true":
+            a[s.dest] = True
+        elif s.kind == "false":
+            a[s.dest] = False
+        else:
+            if not o.vals:
+                raise PlanError(s.flag, None, "expects a value")
+            v = o.vals[0]
+            if v.opaque:
+                raise PlanError(s.flag, v.text, "comes from a command substitution; set it to a literal or a variable")
+            a[s.dest] = convert(s, v.text)
+    return a
+
+
+def comment_config(text: str) -> dict[str, str]:
+    """``# primus-launch: gpu=h100-sxm nodes=4 gpus_per_node=8`` -> dict (first such line)."""
+    m = _COMMENT.search(text)
+    if not m:
+        return {}
+    cfg = {}
+    for item in m.group(1).split():
+        if "=" in item:
+            k, v = item.split("=", 1)
+            cfg[k.strip().replace("-", "_")] = v.strip()
+    gpu = cfg.get("gpu")
+    if gpu is not None and gpu not in GPU_NAMES:
+        raise PlanError("gpu", gpu, "one of " + ", ".join(GPU_NAMES) + " (in the '# primus-launch:' comment)")
+    return cfg
+
+
+def comment_key_span(text: str, key: str | None) -> tuple[int, int] | None:
+    """Span of ``key``'s value in the ``# primus-launch:`` comment (key None: the comment line)."""
+    m = _COMMENT.search(text)
+    if not m:
+        return None
+    if key is None:
+        return m.start(), m.end()
+    g = re.search(rf"\b{key}=(\S+)", m.group(1))
+    if not g:
+        return None
+    base = m.start(1)
+    return base + g.start(1), base + g.end(1)
+
+
+_RELATED = {  # where a new flag goes when its own group is absent
+    "recompute": ("recompute", "batch", "precision"), "precision": ("precision", "batch"),
+    "ddp": ("ddp", "parallel"), "parallel": ("parallel", "ddp"), "moe": ("moe", "model"),
+    "mla": ("mla", "moe", "model"), "optim": ("optim", "batch"), "batch": ("batch", "precision"),
+}
+_LAUNCHERS = ("torchrun",)
+_PY_LAUNCH_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
+@dataclass
+class CommandRecipe:
+    """The training command of a script (or argv) with everything needed to edit it."""
+
+    text: str
+    path: str
+    tokens: list[Token]
+    refs: list[Ref]
+    script_index: int  # index of the training .py in tokens
+    launcher: list[Occ]  # torchrun options
+    occs: list[Occ]  # Megatron options
+    args: dict[str, Any] = field(default_factory=dict)
+    joiner: str = " "  # between a new flag and its value
+
+    # ----- launcher
+    def launcher_value(self, *names: str) -> Occ | None:
+        hit = None
+        for o in self.launcher:
+            if o.flag in names:
+                hit = o
+        return hit
+
+    def cluster_values(self) -> tuple[int | None, int | None, bool]:
+        """(nnodes, nproc_per_node, has_launcher) as written (None = launcher default / absent)."""
+        has = self.launcher_start() is not None
+        out: list[int | None] = []
+        for names in (("--nnodes",), ("--nproc-per-node", "--nproc_per_node")):
+            o = self.launcher_value(*names)
+            if o is None or not o.vals:
+                out.append(None)
+                continue
+            txt = o.vals[0].text
+            if o.vals[0].opaque:
+                raise PlanError(o.flag, txt, "comes from a command substitution; pass the cluster explicitly")
+            txt = txt.split(":")[-1]
+            try:
+                out.append(int(txt))
+            except ValueError:
+                raise PlanError(o.flag, txt, "an integer (or pass the cluster explicitly)") from None
+        return out[0], out[1], has
+
+    def launcher_start(self) -> int | None:
+        for i in range(self.script_index):
+            t = self.tokens[i].text
+            base = t.rsplit("/", 1)[-1]
+            if base in _LAUNCHERS:
+                return i + 1
+            if base.startswith("python") and i + 2 < self.script_index + 1:
+                if self.tokens[i + 1].text == "-m" and self.tokens[i + 2].text in _PY_LAUNCH_MODULES:
+                    return i + 3
+        return None
+
+    # ----- sites in the text
+    def _site(self, tok: Token, after: int | None, prefer_literal: bool = True) -> tuple[int, int] | None:
+        """Where ``tok`` is written: its literal span, or the ``$...`` that produced exactly it.
+
+        With ``after`` (end of the preceding site), only a site that directly follows it counts.
+        """
+        cands: list[tuple[int, int]] = []
+        lit = tok.literal_span()
+        exact = [(self.refs[r].start, self.refs[r].end) for r in tok.exact_refs(self.refs)]
+        if prefer_literal and lit:
+            cands.append(lit)
+        cands.extend(exact)
+        if not prefer_literal and lit:
+            cands.append(lit)
+        if after is None:
+            return cands[0] if cands else None
+        for a, b in cands:
+            if a >= after and _BLANKISH.match(self.text[after:a]):
+                return a, b
+        return None
+
+    def occ_region(self, o: Occ) -> tuple[int, int]:
+        fs = self._site(o.flag_tok, None)
+        if o.whole is not o.flag_tok:  # --flag=value: the whole token
+            ws = self._site(o.whole, None)
+            if ws is not None:
+                return ws
+        if fs is None:
+            raise UserError(f"{self.path}: cannot locate {o.flag!r} in the script to edit it")
+        end = fs[1]
+        for v in o.vals:
+            vs = self._site(v, end) or self._site(v, end, prefer_literal=False)
+            if vs is None:
+                raise UserError(f"{self.path}: cannot locate the value of {o.flag} ({v.text!r}) next to the flag")
+            end = vs[1]
+        return fs[0], end
+
+    # ----- edit planning
+    def value_edits(self, requests: list[tuple[Occ, str]]) -> list[Edit]:
+        """Edits that give each occurrence's value the requested text."""
+        all_toks = [t for o in self.occs + self.launcher if o.spec is not None or o in self.launcher for t in o.vals]
+        edits: list[Edit] = []
+        req_ids = {id(o.vals[0]): txt for o, txt in requests}
+        for o, txt in requests:
+            v = o.vals[0]
+            lit = v.literal_span()
+            if lit is not None:
+                a, b = lit
+                users = [t for t in all_toks if any(a <= p.lit < b for p in t.pcs)]
+                if all(req_ids.get(id(t)) == txt for t in users):
+                    edits.append(Edit(a, b, txt))
+                    continue
+            fs = self._site(o.flag_tok, None)
+            site = self._site(v, fs[1] if fs else None, prefer_literal=False) if fs else None
+            if site is None:
+                exact = v.exact_refs(self.refs)
+                if not exact:
+                    raise UserError(f"{self.path}: cannot edit the value of {o.flag} ({v.text!r}): it is computed")
+                r = self.refs[exact[-1]]
+                site = (r.start, r.end)
+            edits.append(Edit(site[0], site[1], txt))
+        return edits
+
+    def removal_edit(self, o: Occ) -> Edit:
+        a, b = self.occ_region(o)
+        return Edit(*_removal_region(self.text, a, b), "")
+
+    def insertion_edit(self, spec: Flag, value: str | None, exclude: tuple[Occ, ...] = ()) -> Edit:
+        new = spec.flag if value is None else f"{spec.flag}{self.joiner}{value}"
+        anchor = None
+        for group in _RELATED.get(spec.group, (spec.group,)):
+            for o in self.occs:  # the last flag of the same (or a related) argument group
+                if (o.spec is not None and o.spec.group == group and not any(o is x for x in exclude)
+                        and self._site(o.flag_tok, None)):
+                    anchor = o
+            if anchor is not None:
+                break
+        if anchor is None:
+            for o in self.occs:
+                if o.flag and not any(o is x for x in exclude) and self._site(o.flag_tok, None):
+                    anchor = o
+        if anchor is None:
+            if self.joiner == "\n":  # argv: append
+                return Edit(len(self.text), len(self.text), ("\n" if self.text else "") + new)
+            raise UserError(f"{self.path}: no place to add {spec.flag} (no literal Megatron flag in the command)")
+        a, b = self.occ_region(anchor)
+        return _insertion(self.text, a, b, new)
+
+
+def _expand_quotes(text: str, a: int, b: int) -> tuple[int, int]:
+    """Widen a region over quotes that open or close inside it (``"--fp8-format hybrid"``)."""
+    if a > 0 and b < len(text) and text[a - 1] in "\"'" and text[b] == text[a - 1]:
+        return a - 1, b + 1
+    if b < len(text) and text[b] in "\"'" and text.count(text[b], a, b) % 2 == 1:
+        b += 1
+    return a, b
+
+
+def _line_bounds(text: str, a: int, b: int) -> tuple[int, int]:
+    ls = text.rfind("\n", 0, a) + 1
+    le = text.find("\n", b)
+    return ls, (len(text) if le < 0 else le)
+
+
+def _prev_line_cont(text: str, ls: int) -> re.Match | None:
+    if ls == 0:
+        return None
+    ps = text.rfind("\n", 0, ls - 1) + 1
+    return re.search(r"[ \t]*\\$", text[ps:ls - 1])
+
+
+def _removal_region(text: str, a: int, b: int) -> tuple[int, int]:
+    a, b = _expand_quotes(text, a, b)
+    ls, le = _line_bounds(text, a, b)
+    before, after = text[ls:a], text[b:le]
+    tail = _LINE_TAIL.match(after)
+    if before.strip() == "" and tail:
+        if not tail.group(1):
+            m = _prev_line_cont(text, ls)
+            if m is not None and ls > 0:
+                # last line of a "\"-continued command: drop the previous line's continuation too
+                return ls - 1 - len(m.group(0)), le
+        return ls, min(le + 1, len(text))
+    if before.strip() == "":
+        while b < le and text[b] in " \t":
+            b += 1
+        return a, b
+    while a > ls and text[a - 1] in " \t":
+        a -= 1
+    return a, b
+
+
+def _insertion(text: str, a: int, b: int, new: str) -> Edit:
+    a, b = _expand_quotes(text, a, b)
+    ls, le = _line_bounds(text, a, b)
+    before, after = text[ls:a], text[b:le]
+    tail = _LINE_TAIL.match(after)
+    if before.strip() == "" and tail:
+        indent = before
+        if tail.group(1):
+            return Edit(le, le, "\n" + indent + new + tail.group(1))
+        m = _prev_line_cont(text, ls)
+        if m is not None:
+            return Edit(ls, ls, indent + new + m.group(0) + "\n")
+        return Edit(le, le, "\n" + indent + new)
+    return Edit(b, b, " " + new)
+
+
+def apply_edits(text: str, edits: list[Edit], path: str) -> str:
+    """Apply non-overlapping edits (identical duplicates merged)."""
+    uniq: dict[tuple[int, int, str], Edit] = {}
+    for e in edits:
+        uniq[(e.start, e.end, e.text)] = e
+    es = sorted(uniq.values(), key=lambda e: (e.start, e.end))
+    for x, y in zip(es, es[1:]):
+        if y.start < x.end or (x.start == y.start == x.end == y.end and x.text != y.text and False):
+            raise UserError(f"{path}: conflicting edits at offset {y.start}; edit the script by hand")
+    out = text
+    for e in reversed(es):
+        out = out[:e.start] + e.text + out[e.end:]
+    return out
+
+
+# --------------------------------------------------------------------------- construction
+def program_index(tokens: list[Token]) -> int | None:
+    """Index of the training program: the first ``*.py``, or the module after ``-m`` / ``--module``
+    (``torchrun -m pkg.train`` / ``python -m pkg.train``; the torch launcher modules are skipped)."""
+    cands = [next((i for i, t in enumerate(tokens) if t.text.endswith(".py")), None)]
+    for i, t in enumerate(tokens[:-1]):
+        if t.text in ("-m", "--module") and tokens[i + 1].text not in _PY_LAUNCH_MODULES:
+            cands.append(i + 1)
+            break
+    found = [c for c in cands if c is not None]
+    return min(found) if found else None
+
+
+def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int]:
+    best = None
+    for cmd in state.commands:
+        idx = program_index(cmd.args)
+        if idx is None:
+            continue
+        texts = [t.text for t in cmd.args[idx + 1:]]
+        score = (("--num-layers" in texts) or any(t.startswith("--num-layers=") for t in texts), len(texts))
+        if best is None or score >= best[0]:
+            best = (score, cmd.args, idx)
+    if best is None:
+        raise UserError(f"{path}: no training command found (expected torchrun/python ... pretrain_gpt.py --num-layers ...)")
+    return best[1], best[2]
+
+
+def from_script(text: str, path: str) -> CommandRecipe:
+    state = ShellState(text, path)
+    tokens, idx = _pick_command(state, path)
+    rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]))
+    start = rec.launcher_start()
+    if start is not None:
+        rec.launcher = parse_occurrences(tokens[start:idx])
+    rec.args = args_of(rec.occs)
+    return rec
+
+
+def from_argv(argv: list[str]) -> CommandRecipe:
+    if any("\n" in a for a in argv):
+        raise UserError("argv: arguments containing newlines are not supported")
+    text = "\n".join(argv)
+    tokens: list[Token] = []
+    pos = 0
+    for a in argv:
+        tokens.append(Token([PC(c, pos + i) for i, c in enumerate(a)]))
+        pos += len(a) + 1
+    idx = program_index(tokens)
+    if idx is None:
+        idx = -1  # bare Megatron arguments
+    rec = CommandRecipe(text, "argv", tokens, [], idx, [], parse_occurrences(tokens[idx + 1:]), joiner="\n")
+    start = rec.launcher_start() if idx >= 0 else None
+    if start is not None:
+        rec.launcher = parse_occurrences(tokens[start:idx])
+    rec.args = args_of(rec.occs)
+    return rec
+
+
+def plan_edits(rec: CommandRecipe, changes: dict[str, Any]) -> list[Edit]:
+    """Edits that set each ``dest`` in ``changes`` (None / False = absent) on the command line."""
+    value_reqs: list[tuple[Occ, str]] = []
+    edits: list[Edit] = []
+    removed: list[Occ] = []
+    inserts: list[tuple[Flag, str | None]] = []
+    for dest, val in changes.items():
+        spec = BY_DEST[dest]
+        occs = [o for o in rec.occs if o.spec is spec]
+        if spec.kind in ("true", "false"):
+            want_present = bool(val) if spec.kind == "true" else (not val)
+            if want_present and not occs:
+                inserts.append((spec, None))
+            elif not want_present:
+                removed.extend(occs)
+            continue
+        if val is None:
+            removed.extend(occs)
+            continue
+        txt = str(val)
+        if occs and occs[-1].vals:
+            value_reqs.append((occs[-1], txt))
+        else:
+            inserts.append((spec, txt))
+    edits.extend(rec.removal_edit(o) for o in removed)
+    edits.extend(rec.insertion_edit(spec, txt, tuple(removed)) for spec, txt in inserts)
+    edits.extend(rec.value_edits(value_reqs))
+    return edits
+
+
+def launcher_edits(rec: CommandRecipe, nnodes: int | None, nproc: int | None) -> list[Edit]:
+    reqs: list[tuple[Occ, str]] = []
+    for names, val in ((("--nnodes",), nnodes), (("--nproc-per-node", "--nproc_per_node"), nproc)):
+        if val is None:
+            continue
+        o = rec.launcher_value(*names)
+        if o is None or not o.vals:
+            raise UserError(f"{rec.path}: cannot set {names[0]}={val}: the launcher does not state it")
+        reqs.append((o, str(val)))
+    return rec.value_edits(reqs)
+
+
+__all__ = ["CommandRecipe", "Edit", "Occ", "apply_edits", "args_of", "comment_config", "comment_key_span",
+           "from_argv", "from_script", "launcher_edits", "parse_occurrences", "plan_edits", "FLAGS"]

@@ -1,0 +1,430 @@
+"""Megatron-LM adapter: reading scripts / YAML / argv into plans, and editing them back in place."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+
+from primus_launch.adapters.megatron import (load_megatron, plan_from_argv, render_argv, render_megatron,
+                                             write_megatron)
+from primus_launch.errors import UserError, one_line
+from primus_launch.plan import Cluster, Plan, PlanError, legality_problems
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes" / "megatron"
+
+# Independent truth: the published Hugging Face config.json of each model (and the task's cluster).
+EXPECTED = {
+    "llama3.1_8b.sh": dict(layers=32, hidden=4096, ffn=14336, heads=32, kv=8, vocab=128256, experts=None,
+                           cluster=(1, 8, "h100-sxm")),
+    "llama3.1_8b.yaml": dict(layers=32, hidden=4096, ffn=14336, heads=32, kv=8, vocab=128256, experts=None,
+                             cluster=(1, 8, "h100-sxm")),
+    "tiny_gpt_cpu.sh": dict(layers=4, hidden=64, ffn=256, heads=4, kv=None, vocab=512, experts=None,
+                            cluster=(1, 2, "h100-sxm")),
+    "llama3.1_70b.sh": dict(layers=80, hidden=8192, ffn=28672, heads=64, kv=8, vocab=128256, experts=None,
+                            cluster=(8, 8, "h100-sxm")),
+    "mixtral_8x22b.sh": dict(layers=56, hidden=6144, ffn=16384, heads=48, kv=8, vocab=32768, experts=(8, 2, 16384),
+                             cluster=(4, 8, "mi300x")),
+    "deepseek_v3_671b.sh": dict(layers=61, hidden=7168, ffn=18432, heads=128, kv=None, vocab=129280,
+                                experts=(256, 8, 2048), cluster=(128, 8, "h100-sxm")),
+    "qwen3_235b_a22b.sh": dict(layers=94, hidden=4096, ffn=12288, heads=64, kv=4, vocab=151936,
+                               experts=(128, 8, 1536), cluster=(32, 8, "h100-sxm")),
+}
+
+# A legal change of tuned values per recipe, and the words a changed line may contain.
+CHANGES = {
+    "llama3.1_8b.sh": dict(parallel=dict(tp=4, pp=2, vpp=2, sequence_parallel=False, dp_sharding="none"),
+                           training=dict(micro_batch_size=2, pipeline_schedule="interleaved_1f1b",
+                                         overlap_param_gather=False,
+                                         recompute=dict(granularity="full", method="block", num_layers=2))),
+    "llama3.1_8b.yaml": dict(parallel=dict(tp=4, pp=2, vpp=2, sequence_parallel=False, dp_sharding="none"),
+                             training=dict(micro_batch_size=2, pipeline_schedule="interleaved_1f1b",
+                                           overlap_param_gather=False,
+                                           recompute=dict(granularity="full", method="uniform", num_layers=1))),
+    "tiny_gpt_cpu.sh": dict(parallel=dict(tp=2, pp=1, sequence_parallel=True, dp_sharding="optimizer"),
+                            training=dict(micro_batch_size=4, recompute=dict(granularity="selective", num_layers=None))),
+    "llama3.1_70b.sh": dict(parallel=dict(tp=4, pp=2, vpp=1, sequence_parallel=False, dp_sharding="none"),
+                            training=dict(micro_batch_size=2, pipeline_schedule="1f1b", overlap_param_gather=False,
+                                          recompute=dict(granularity="selective", num_layers=None))),
+    "mixtral_8x22b.sh": dict(parallel=dict(tp=4, pp=2, vpp=2, ep=4, sequence_parallel=True),
+                             training=dict(micro_batch_size=2, pipeline_schedule="interleaved_1f1b",
+                                           recompute=dict(granularity="full", method="uniform", num_layers=1))),
+    "deepseek_v3_671b.sh": dict(parallel=dict(tp=4, ep=32, sequence_parallel=False, pipeline_layers_first_stage=5,
+                                              pipeline_layers_last_stage=0, dp_sharding="none"),
+                                training=dict(micro_batch_size=2, overlap_param_gather=False,
+                                              recompute=dict(granularity="selective", num_layers=None))),
+    "qwen3_235b_a22b.sh": dict(parallel=dict(pp=2, ep=8, vpp=1, pipeline_layers_first_stage=None,
+                                             pipeline_layers_last_stage=None, sequence_parallel=False),
+                               training=dict(micro_batch_size=2, recompute=dict(granularity="full", method="block",
+                                                                                num_layers=4))),
+}
+ALLOWED_WORDS = re.compile(
+    r"tensor.model.parallel|pipeline.model.parallel|virtual|TP|PP|MBS|micro.batch|MICRO_BATCH|recompute|sequence.parallel|"
+    r"distributed.optimizer|overlap.param.gather|decoder.(first|last)|expert.model.parallel|\bEP\b|^[-+]\s*[\"']?\s*$")
+
+
+def _recipes() -> list[str]:
+    return sorted(p.name for p in RECIPES.iterdir() if p.suffix in (".sh", ".yaml"))
+
+
+def _normal(plan: Plan) -> dict:
+    d = plan.model_dump(exclude={"source"})
+    d["model"].pop("name")
+    return d
+
+
+def test_every_bundled_recipe_is_covered():
+    assert set(_recipes()) == set(EXPECTED), "every recipe needs expected values and a change set"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_recipe_loads_with_published_architecture_and_renders_identically(name):
+    path = RECIPES / name
+    plan = load_megatron(path)
+    e = EXPECTED[name]
+    m = plan.model
+    assert (m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads) == (
+        e["layers"], e["hidden"], e["ffn"], e["heads"])
+    if e["kv"] is not None:
+        assert m.num_query_groups == e["kv"]
+    assert m.padded_vocab_size(plan.parallel.tp) >= e["vocab"] and m.vocab_size == e["vocab"]
+    if e["experts"]:
+        assert (m.num_experts, m.moe_router_topk, m.moe_ffn_hidden_size) == e["experts"]
+    else:
+        assert m.num_experts is None
+    c = plan.cluster
+    assert (c.num_nodes, c.gpus_per_node, c.gpu) == e["cluster"]
+    assert legality_problems(plan) == []
+    assert plan.source.framework == "megatron" and plan.source.path == str(path)
+    text = path.read_text()
+    assert render_megatron(plan, text) == text
+
+
+@pytest.mark.parametrize("name", sorted(CHANGES))
+def test_changed_plan_edits_only_those_lines_and_reloads(name, tmp_path):
+    path = RECIPES / name
+    plan = load_megatron(path)
+    new = plan.with_changes(**CHANGES[name]).model_copy(update={"source": plan.source})
+    text = path.read_text()
+    out = render_megatron(new, text)
+    assert out != text
+    diff = [ln for ln in difflib.unified_diff(text.splitlines(), out.splitlines(), lineterm="", n=0)
+            if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    assert diff
+    for ln in diff:
+        assert ALLOWED_WORDS.search(ln), f"unexpected changed line: {ln!r}"
+    # lines not in the diff are untouched, and the result reads back as the requested plan
+    dst = tmp_path / name
+    dst.write_text(out)
+    back = load_megatron(dst)
+    assert _normal(back) == _normal(new)
+
+
+def test_deepseek_layout_and_moe_details():
+    plan = load_megatron(RECIPES / "deepseek_v3_671b.sh")
+    m, p = plan.model, plan.parallel
+    assert m.multi_latent_attention and (m.q_lora_rank, m.kv_lora_rank) == (1536, 512)
+    assert (m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim) == (128, 64, 128)
+    assert m.moe_dense_first_layers == 3 and m.num_moe_layers == 58
+    assert m.moe_shared_expert_intermediate_size == 2048 and m.moe_router_bias and m.qk_layernorm
+    assert plan.layers_per_stage() == [3] + [4] * 14 + [2]
+    assert (p.tp, p.pp, p.ep, p.expert_tp, plan.dp, plan.expert_dp) == (2, 16, 64, 1, 32, 1)
+    assert plan.training.recompute.granularity == "full" and plan.training.recompute.num_layers == 1
+
+
+def test_interleaved_schedule_and_vpp_from_layers_per_virtual_stage():
+    plan = load_megatron(RECIPES / "llama3.1_70b.sh")
+    assert (plan.parallel.tp, plan.parallel.pp, plan.parallel.vpp) == (8, 4, 4)  # 80/4/5
+    assert plan.training.pipeline_schedule == "interleaved_1f1b"
+    assert plan.num_microbatches == 64
+
+
+# --------------------------------------------------------------------------- bash features
+SCRIPT = r'''#!/bin/bash
+# primus-launch: gpu=h200
+set -e
+NNODES=${NNODES:-2}
+GPUS=8
+TP=${TP:-4}
+LAYERS=16
+HIDDEN=1024
+GBS=$(( 8 * 16 ))
+export MBS="1"
+MODE=${1:-bf16}
+ARCH="--num-layers ${LAYERS} --hidden-size $HIDDEN \
+      --num-attention-heads 16"
+ARGS=(
+    --seq-length 2048      # a comment
+    --max-position-embeddings 2048
+    "--vocab-size 32000"
+)
+if [[ "$MODE" == "fp8" ]]; then
+    ARGS+=(--fp8-format hybrid --bf16)
+elif [ "$MODE" = "bf16" ]; then
+    ARGS+=(--bf16)
+else
+    ARGS+=(--fp16)
+fi
+for i in 1 2; do echo $i; done
+[ -n "$SKIP" ] && ARGS+=(--num-experts 4)
+python -m torch.distributed.run --nproc_per_node=$GPUS --nnodes "$NNODES" \
+    pretrain_gpt.py $ARCH ${ARGS[@]} \
+    --tensor-model-parallel-size $TP \
+    --expert-tensor-parallel-size $TP \
+    --micro-batch-size ${MBS} --global-batch-size $GBS \
+    --save /ckpt/tp${TP}
+'''
+
+
+def _script(tmp_path: Path, text: str = SCRIPT, name: str = "run.sh") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    p.chmod(0o755)
+    return p
+
+
+def test_variables_arrays_conditionals_arithmetic(tmp_path):
+    plan = load_megatron(_script(tmp_path))
+    m, t = plan.model, plan.training
+    assert (m.num_layers, m.hidden_size, m.num_attention_heads, m.seq_length, m.vocab_size) == (16, 1024, 16, 2048, 32000)
+    assert m.num_experts is None  # `[ -n "$SKIP" ] && ...` with SKIP unset
+    assert t.precision == "bf16"  # elif branch: MODE defaults to bf16
+    assert (t.micro_batch_size, t.global_batch_size) == (1, 128)
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node, plan.cluster.gpu) == (2, 8, "h200")
+    assert (plan.parallel.tp, plan.parallel.etp) == (4, 4)
+
+
+def test_edit_goes_to_assignment_or_use_site(tmp_path):
+    path = _script(tmp_path)
+    text = path.read_text()
+    plan = load_megatron(path)
+    # TP feeds two flags and a path: changing only tp edits the use site, not TP=...
+    new = plan.with_changes(parallel={"tp": 2, "etp": 4}).model_copy(update={"source": plan.source})
+    out = render_megatron(new, text)
+    assert "TP=${TP:-4}" in out and "--tensor-model-parallel-size 2" in out
+    assert "--expert-tensor-parallel-size $TP" in out
+    # changing both consistently edits the assignment's default
+    new = plan.with_changes(parallel={"tp": 8, "etp": 8}).model_copy(update={"source": plan.source})
+    out = render_megatron(new, text)
+    assert "TP=${TP:-8}" in out and "--tensor-model-parallel-size $TP" in out
+    # a computed value ($((...))) is replaced where it is used; cluster edits the NNODES default
+    new = plan.with_changes(training={"global_batch_size": 256}, cluster={"num_nodes": 4}).model_copy(
+        update={"source": plan.source})
+    out = render_megatron(new, text)
+    assert "--global-batch-size 256" in out and "NNODES=${NNODES:-4}" in out
+    assert "GBS=$(( 8 * 16 ))" in out
+    back = load_megatron(_script(tmp_path, out, "back.sh"))
+    assert back.training.global_batch_size == 256 and back.cluster.num_nodes == 4
+
+
+def test_flag_added_and_removed_inside_quoted_and_continued_text(tmp_path):
+    path = _script(tmp_path)
+    text = path.read_text()
+    plan = load_megatron(path)
+    new = plan.with_changes(parallel={"sequence_parallel": True, "dp_sharding": "optimizer"},
+                            training={"recompute": {"granularity": "selective"}}).model_copy(
+        update={"source": plan.source})
+    out = render_megatron(new, text)
+    added = [ln for ln in difflib.ndiff(text.splitlines(), out.splitlines()) if ln.startswith(("+ ", "- "))]
+    assert any("--sequence-parallel" in ln for ln in added)
+    removed = [ln[2:] for ln in added if ln.startswith("- ")]
+    assert all(any(a[2:].startswith(r.rstrip(" \\")) for a in added if a.startswith("+ ")) for r in removed)  # only appended to
+    back = load_megatron(_script(tmp_path, out, "back.sh"))
+    assert back.parallel.sequence_parallel and back.parallel.dp_sharding == "optimizer"
+    assert back.training.recompute.granularity == "selective"
+    # and removed again: byte-identical to the original
+    again = render_megatron(plan.model_copy(update={"source": plan.source}), out)
+    assert again == text
+
+
+def test_removing_last_line_of_continued_command_keeps_script_valid(tmp_path):
+    text = ("torchrun --nproc-per-node 8 pretrain_gpt.py \\\n    --num-layers 2 --hidden-size 64 \\\n"
+            "    --num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 \\\n"
+            "    --micro-batch-size 1 --vocab-size 1000 --tensor-model-parallel-size 2 \\\n"
+            "    --sequence-parallel\necho done\n")
+    path = _script(tmp_path, text)
+    plan = load_megatron(path)
+    assert plan.parallel.sequence_parallel and plan.training.global_batch_size == 4  # mbs x dp
+    out = render_megatron(plan.with_changes(parallel={"sequence_parallel": False}).model_copy(
+        update={"source": plan.source}), text)
+    assert out.endswith("--tensor-model-parallel-size 2\necho done\n")
+    assert not load_megatron(_script(tmp_path, out, "b.sh")).parallel.sequence_parallel
+
+
+def test_sequence_parallel_flag_at_tp1_is_inert_and_kept(tmp_path):
+    text = ("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 "
+            "--num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 "
+            "--vocab-size 1000 --sequence-parallel\n")
+    plan = load_megatron(_script(tmp_path, text))
+    assert not plan.parallel.sequence_parallel  # Megatron validate_args turns it off at TP=1
+    up = plan.with_changes(parallel={"tp": 2, "sequence_parallel": True}).model_copy(update={"source": plan.source})
+    out = render_megatron(up, text)
+    assert out.count("--sequence-parallel") == 1 and "--tensor-model-parallel-size 2" in out
+
+
+# --------------------------------------------------------------------------- argv and defaults
+ARGV = ("torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py --num-layers 24 --hidden-size 2048 "
+        "--num-attention-heads 16 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+        "--global-batch-size 256 --tokenizer-type GPT2BPETokenizer --bf16 --tensor-model-parallel-size=2").split()
+
+
+def test_argv_and_megatron_defaults():
+    plan = plan_from_argv(ARGV)
+    m, t = plan.model, plan.training
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node, plan.parallel.tp) == (4, 8, 2)
+    # megatron/training/arguments.py defaults
+    assert m.ffn_hidden_size == 4 * 2048 and m.normalization == "layernorm"
+    assert m.position_embedding == "learned" and not m.untie_embeddings_and_output_weights
+    assert m.add_bias_linear and m.add_qkv_bias and not m.swiglu and m.num_query_groups is None
+    assert m.vocab_size == 50257 and m.make_vocab_size_divisible_by == 128
+    assert m.padded_vocab_size(2) == 50432  # next multiple of 128*2
+    assert t.grad_reduce_in_fp32 and t.precision == "bf16" and t.pipeline_schedule == "1f1b"
+    assert plan.parallel.dp_sharding == "none" and t.optimizer == "adam"
+
+
+def test_defaults_agree_with_megatron_core_transformer_config():
+    from megatron.core.transformer import TransformerConfig
+
+    cfg = TransformerConfig(num_layers=2, hidden_size=2048, num_attention_heads=16)
+    plan = plan_from_argv(ARGV)
+    assert plan.model.ffn_hidden_size == cfg.ffn_hidden_size
+    assert plan.model.kv_channels == cfg.kv_channels
+    assert plan.model.add_bias_linear == cfg.add_bias_linear
+
+
+def test_swiglu_default_ffn_and_gbs_default():
+    argv = ["pretrain_gpt.py", "--num-layers", "2", "--hidden-size", "4096", "--num-attention-heads", "32",
+            "--seq-length", "128", "--max-position-embeddings", "128", "--micro-batch-size", "2",
+            "--vocab-size", "1000", "--tokenizer-type", "NullTokenizer", "--swiglu"]
+    plan = plan_from_argv(argv, Cluster(num_nodes=2, gpus_per_node=8))
+    assert plan.model.ffn_hidden_size == int(4 * 4096 * 2 / 3 / 64) * 64 == 10880
+    assert plan.model.vocab_size == 1001  # _NullTokenizer adds the EOD token
+    assert plan.training.global_batch_size == 2 * 16
+
+
+def test_render_argv_changes_only_tuned_arguments():
+    plan = plan_from_argv(ARGV)
+    assert render_argv(plan, ARGV) == ARGV
+    new = plan.with_changes(parallel={"tp": 4, "pp": 2, "sequence_parallel": True},
+                            training={"micro_batch_size": 2}, cluster={"num_nodes": 8})
+    out = render_argv(new, ARGV)
+    assert "--tensor-model-parallel-size=4" in out and out[out.index("--nnodes") + 1] == "8"
+    assert out[out.index("--micro-batch-size") + 1] == "2"
+    assert out[out.index("--pipeline-model-parallel-size") + 1] == "2" and "--sequence-parallel" in out
+    expected = list(ARGV)
+    expected[expected.index("--nnodes") + 1] = "8"
+    expected[expected.index("--micro-batch-size") + 1] = "2"
+    expected[-1] = "--tensor-model-parallel-size=4"
+    expected += ["--pipeline-model-parallel-size", "2", "--sequence-parallel"]
+    assert out == expected
+    back = plan_from_argv(out)
+    assert _normal(back) == _normal(new)
+
+
+# --------------------------------------------------------------------------- YAML layouts
+def test_primus_yaml_env_defaults(tmp_path):
+    text = """work_group: ${PRIMUS_TEAM:amd}
+modules:
+  pre_trainer:
+    framework: megatron
+    config: pre_trainer.yaml
+    model: my_model.yaml
+    overrides:
+      train_iters: 50
+      micro_batch_size: 4
+      global_batch_size: 256
+      seq_length: ${PRIMUS_SEQ_LENGTH:4096}
+      tensor_model_parallel_size: ${PRIMUS_TP:1}
+      pipeline_model_parallel_size: ${PRIMUS_PP:1}
+      expert_model_parallel_size: ${PRIMUS_EP:8}
+      overlap_grad_reduce: true
+"""
+    (tmp_path / "my_model.yaml").write_text(
+        "num_layers: 4\nhidden_size: 512\nnum_attention_heads: 8\nmax_position_embeddings: 4096\n"
+        "num_experts: 8\nmoe_router_topk: 2\nvocab_size: 32000\nswiglu: true\n")
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    plan = load_megatron(path, Cluster(num_nodes=1, gpus_per_node=8))
+    assert (plan.parallel.tp, plan.parallel.ep, plan.model.seq_length, plan.model.num_experts) == (1, 8, 4096, 8)
+    new = plan.with_changes(parallel={"tp": 2, "ep": 4}, training={"micro_batch_size": 2}).model_copy(
+        update={"source": plan.source})
+    out = render_megatron(new, text)
+    assert "${PRIMUS_TP:2}" in out and "${PRIMUS_EP:4}" in out and "micro_batch_size: 2" in out
+    assert len([ln for ln in difflib.ndiff(text.splitlines(), out.splitlines()) if ln.startswith("- ")]) == 3
+
+
+# --------------------------------------------------------------------------- errors
+def _err_line(exc: BaseException) -> str:
+    line = one_line(exc)
+    assert "\n" not in line
+    return line
+
+
+def test_errors_are_one_line_and_name_the_flag(tmp_path):
+    with pytest.raises(UserError) as e:
+        load_megatron(tmp_path / "missing.sh")
+    assert "missing.sh" in _err_line(e.value)
+
+    base = ("torchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 "
+            "--num-attention-heads 4 --seq-length 128 --max-position-embeddings 128 --micro-batch-size 1 ")
+    with pytest.raises(PlanError) as e:
+        load_megatron(_script(tmp_path, base + "--tokenizer-type HuggingFaceTokenizer --tokenizer-model acme/Unknown-7B\n"))
+    line = _err_line(e.value)
+    assert "--tokenizer-model" in line and "acme/Unknown-7B" in line and "--vocab-size" in line
+
+    with pytest.raises(PlanError) as e:
+        load_megatron(_script(tmp_path, base.replace("8", "6") + "--vocab-size 1000 --tensor-model-parallel-size 3\n"))
+    line = _err_line(e.value)
+    assert line.startswith("--tensor-model-parallel-size=3") and "num_attention_heads=4" in line
+
+    with pytest.raises(PlanError) as e:
+        load_megatron(_script(tmp_path, base + "--vocab-size 1000 --num-experts 4 --moe-layer-freq 2\n"))
+    assert "--moe-layer-freq" in _err_line(e.value)
+
+    with pytest.raises(PlanError) as e:
+        load_megatron(_script(tmp_path, base.replace("--num-layers 2 ", "") + "--vocab-size 1000\n"))
+    assert _err_line(e.value).startswith("--num-layers=None")
+
+    with pytest.raises(PlanError) as e:
+        load_megatron(_script(tmp_path, base + "--vocab-size 1000 --recompute-granularity full\n"))
+    assert "--recompute-method" in _err_line(e.value)
+
+    with pytest.raises(UserError) as e:
+        load_megatron(_script(tmp_path, 'ARGS="--num-layers 2\n'))
+    assert "cannot parse" in _err_line(e.value) and "run.sh:1:" in _err_line(e.value)
+
+    with pytest.raises(UserError) as e:
+        load_megatron(_script(tmp_path, "echo hello\n"))
+    assert "no training command" in _err_line(e.value)
+
+    with pytest.raises(PlanError) as e:
+        load_megatron(_script(tmp_path, "# primus-launch: gpu=tpu-v5\n" + base + "--vocab-size 1000\n"))
+    assert "gpu='tpu-v5'" in _err_line(e.value)
+
+
+def test_unexpressible_change_is_refused(tmp_path):
+    plan = load_megatron(RECIPES / "llama3.1_8b.sh")
+    new = plan.with_changes(training={"pipeline_schedule": "zb_h1"}).model_copy(update={"source": plan.source})
+    with pytest.raises(PlanError) as e:
+        render_megatron(new, (RECIPES / "llama3.1_8b.sh").read_text())
+    assert "pipeline_schedule" in _err_line(e.value)
+
+
+# --------------------------------------------------------------------------- writing
+def test_write_is_atomic_keeps_mode_and_refuses_original(tmp_path):
+    src = tmp_path / "r.sh"
+    src.write_text((RECIPES / "llama3.1_8b.sh").read_text())
+    src.chmod(0o750)
+    plan = load_megatron(src)
+    with pytest.raises(UserError):
+        write_megatron(plan, src, src)
+    new = plan.with_changes(training={"micro_batch_size": 2})
+    out = write_megatron(new, src, tmp_path / "tuned" / "r_tuned.sh")
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o750
+    assert load_megatron(out).training.micro_batch_size == 2
+    assert src.read_text() == (RECIPES / "llama3.1_8b.sh").read_text()
+    assert [p.name for p in out.parent.iterdir()] == ["r_tuned.sh"]  # no temporary left behind
