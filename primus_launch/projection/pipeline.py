@@ -173,7 +173,7 @@ def _plan(schedule: str, pp: int, vpp: int, m: int) -> _Plan:
 
 def _link_times(p2p_s: Union[float, Sequence[float]], pp: int) -> list[float]:
     """Per link: index r = rank r <-> r+1, index pp-1 = wrap-around pp-1 <-> 0."""
-    if isinstance(p2p_s, (int, float)):
+    if not hasattr(p2p_s, "__len__"):          # a number (also numpy scalars)
         return [float(p2p_s)] * max(pp, 1)
     vals = [float(x) for x in p2p_s]
     if len(vals) == pp:

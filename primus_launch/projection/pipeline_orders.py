@@ -107,18 +107,25 @@ def _ids(pp: int, vpp: int, rank: int, seq) -> tuple[int, ...]:
     return tuple(mb * ns + (k * pp + rank) * vpp + c for k, c, mb in seq)
 
 
-def _one_f_one_b(p: int, m: int, r: int) -> list[tuple[int, int, int]]:
-    w = min(p - 1 - r, m)
-    seq = [(F, 0, i) for i in range(w)]
-    for i in range(m - w):
-        seq.append((F, 0, w + i))
-        seq.append((B, 0, i))
-    seq.extend((B, 0, i) for i in range(m - w, m))
-    return seq
+def _steady(fwd: list[int], bwd: list[int], w: int) -> tuple[int, ...]:
+    """``w`` warm-up forwards, then (forward, backward) pairs, then the remaining backwards."""
+    n = len(fwd) - w
+    mid: list[int] = [0] * (2 * n)
+    mid[0::2] = fwd[w:]
+    mid[1::2] = bwd[:n]
+    return tuple(fwd[:w] + mid + bwd[n:])
 
 
-def _gpipe(m: int) -> list[tuple[int, int, int]]:
-    return [(F, 0, i) for i in range(m)] + [(B, 0, i) for i in range(m)]
+def _one_f_one_b(p: int, m: int, r: int) -> tuple[int, ...]:
+    ns = 3 * p + 1
+    fwd = list(range(F * p + r, m * ns, ns))
+    bwd = list(range(B * p + r, m * ns, ns))
+    return _steady(fwd, bwd, min(p - 1 - r, m))
+
+
+def _gpipe(p: int, m: int, r: int) -> tuple[int, ...]:
+    ns = 3 * p + 1
+    return tuple(range(F * p + r, m * ns, ns)) + tuple(range(B * p + r, m * ns, ns))
 
 
 def megatron_schedule_table(m: int, vpp: int, group: int) -> list[tuple[int, int]]:
@@ -140,20 +147,14 @@ def megatron_interleaved_warmup(p: int, vpp: int, m: int, r: int, group: int | N
     return min((p - r - 1) * 2 + (vpp - 1) * group, m * vpp)
 
 
-def _interleaved(p: int, v: int, m: int, r: int) -> list[tuple[int, int, int]]:
+def _interleaved(p: int, v: int, m: int, r: int) -> tuple[int, ...]:
     table = megatron_schedule_table(m, v, p)
-    total = m * v
-    w = megatron_interleaved_warmup(p, v, m, r)
-    seq = [(F, table[k][1], table[k][0]) for k in range(w)]
-    for k in range(total - w):
-        mb, c = table[k + w]
-        seq.append((F, c, mb))
-        mb, c = table[k]
-        seq.append((B, v - 1 - c, mb))
-    for k in range(total - w, total):
-        mb, c = table[k]
-        seq.append((B, v - 1 - c, mb))
-    return seq
+    ns = 3 * p * v + 1
+    f0 = (F * p + r) * v
+    b0 = (B * p + r) * v + v - 1
+    fwd = [mb * ns + f0 + c for mb, c in table]
+    bwd = [mb * ns + b0 - c for mb, c in table]     # backward chunk = v - 1 - forward chunk
+    return _steady(fwd, bwd, megatron_interleaved_warmup(p, v, m, r))
 
 
 def _zb_h1(p: int, m: int, r: int) -> list[tuple[int, int, int]]:
@@ -212,12 +213,12 @@ def schedule_orders(schedule: str, pp: int, vpp: int, num_microbatches: int) -> 
     sched = _normalize(schedule, pp, vpp, m)
     gen = {
         "1f1b": lambda r: _one_f_one_b(pp, m, r),
-        "gpipe": lambda r: _gpipe(m),
+        "gpipe": lambda r: _gpipe(pp, m, r),
         "interleaved_1f1b": lambda r: _interleaved(pp, vpp, m, r),
-        "zb_h1": lambda r: _zb_h1(pp, m, r),
-        "zbv": lambda r: _zbv(pp, m, r),
+        "zb_h1": lambda r: _ids(pp, vpp, r, _zb_h1(pp, m, r)),
+        "zbv": lambda r: _ids(pp, vpp, r, _zbv(pp, m, r)),
     }[sched]
-    orders = tuple(_ids(pp, vpp, r, gen(r)) for r in range(pp))
+    orders = tuple(gen(r) for r in range(pp))
     return ScheduleOrders(schedule=sched, pp=pp, vpp=vpp, m=m,
                           split_backward=sched in ("zb_h1", "zbv"), v_shape=sched == "zbv",
                           orders=orders)
