@@ -428,3 +428,106 @@ def test_write_is_atomic_keeps_mode_and_refuses_original(tmp_path):
     assert load_megatron(out).training.micro_batch_size == 2
     assert src.read_text() == (RECIPES / "llama3.1_8b.sh").read_text()
     assert [p.name for p in out.parent.iterdir()] == ["r_tuned.sh"]  # no temporary left behind
+
+
+# --------------------------------------------------------------------------- launch-script idioms
+UPSTREAM_STYLE = r'''#!/bin/bash
+# the idioms of Megatron-LM's examples/llama/*.sh: quoted "flag value" array items, +=, [[ ]] || [[ ]]
+CHECKPOINT_PATH=${1:-"checkpoints/x"}
+TOKENIZER_ARG=${2:-"MOCK"}
+mkdir -p "$(dirname "$CHECKPOINT_PATH")"
+GPUS_PER_NODE=8
+NUM_NODES=2
+WORLD_SIZE=$(($GPUS_PER_NODE*$NUM_NODES))
+DTYPE="fp8"
+DISTRIBUTED_ARGS=(--nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES)
+MODEL_ARGS=(
+    --num-layers 8 --hidden-size 1024 --num-attention-heads 8
+    --seq-length 1024 --max-position-embeddings 1024
+)
+TRAINING_ARGS=(--micro-batch-size 1 --global-batch-size 64 --bf16)
+DTYPE_ARGS=()
+if [[ "$DTYPE" == "fp8" ]]; then
+    DTYPE_ARGS+=(
+        "--fp8-format hybrid"
+        "--fp8-amax-history-len 1024"
+    )
+fi
+DDP_ARGS=(--use-distributed-optimizer --overlap-grad-reduce)
+TRAINING_ARGS+=("${DDP_ARGS[@]}")
+if [[ "$TOKENIZER_ARG" == "MOCK" ]] || [[ -z "$TOKENIZER_ARG" ]]; then
+    DATA_ARGS=("--mock-data" "--tokenizer-type NullTokenizer" "--vocab-size 32000" "--split '99,1,0'")
+else
+    DATA_ARGS=("--tokenizer-type HuggingFaceTokenizer" "--tokenizer-model $TOKENIZER_ARG")
+fi
+if [ ! -f "$PRETRAIN_SCRIPT_PATH" ]; then
+    echo "missing"
+    exit 1
+fi
+torchrun ${DISTRIBUTED_ARGS[@]} pretrain_gpt.py ${MODEL_ARGS[@]} ${TRAINING_ARGS[@]} \
+    ${DTYPE_ARGS[@]} ${DATA_ARGS[@]} "$@"
+'''
+
+
+def test_upstream_example_idioms(tmp_path):
+    path = _script(tmp_path, UPSTREAM_STYLE)
+    plan = load_megatron(path)
+    assert plan.training.precision == "fp8" and plan.parallel.dp_sharding == "optimizer"
+    assert plan.training.overlap_grad_reduce and plan.model.vocab_size == 32001  # NullTokenizer + EOD
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node) == (2, 8)
+    # fp8 -> bf16 removes the quoted "--fp8-format hybrid" item, nothing else
+    new = plan.with_changes(training={"precision": "bf16"}).model_copy(update={"source": plan.source})
+    out = render_megatron(new, UPSTREAM_STYLE)
+    diff = [ln for ln in difflib.ndiff(UPSTREAM_STYLE.splitlines(), out.splitlines()) if ln[:2] in ("+ ", "- ")]
+    assert diff == ['-         "--fp8-format hybrid"']
+    assert load_megatron(_script(tmp_path, out, "b.sh")).training.precision == "bf16"
+    # and back to fp8: the flag returns next to the other precision flag
+    out2 = render_megatron(plan, out)
+    assert load_megatron(_script(tmp_path, out2, "c.sh")).training.precision == "fp8"
+
+
+def test_megatron_nested_yaml_layout(tmp_path):
+    text = """# primus-launch: gpu=a100-sxm-80gb nodes=2 gpus_per_node=8
+language_model:
+  num_layers: 24
+  hidden_size: 1024
+  num_attention_heads: 16
+  num_query_groups: null
+  ffn_hidden_size: null
+  add_bias_linear: False
+  gated_linear_unit: False
+  activation_func: swiglu
+  num_moe_experts: null
+  recompute_granularity: null
+  fp8: null
+  normalization: "LayerNorm"
+model_parallel:
+  tensor_model_parallel_size: 2
+  pipeline_model_parallel_size: 2
+  virtual_pipeline_model_parallel_size: null
+  sequence_parallel: True
+  bf16: True
+micro_batch_size: 2
+global_batch_size: 128
+make_vocab_size_divisible_by: 128
+untie_embeddings_and_output_weights: True
+position_embedding_type: rope
+swiglu: True
+max_position_embeddings: 4096
+seq_length: 4096
+vocab_size: 32000
+"""
+    path = tmp_path / "gpt.yaml"
+    path.write_text(text)
+    plan = load_megatron(path)
+    m = plan.model
+    assert (m.num_layers, m.hidden_size, m.ffn_hidden_size, m.add_bias_linear, m.swiglu) == (
+        24, 1024, int(4 * 1024 * 2 / 3 / 64) * 64, False, True)
+    assert (plan.parallel.tp, plan.parallel.pp, plan.parallel.sequence_parallel) == (2, 2, True)
+    assert (plan.cluster.gpu, plan.cluster.num_nodes, plan.cluster.world_size) == ("a100-sxm-80gb", 2, 16)
+    new = plan.with_changes(parallel={"vpp": 2, "tp": 4}, training={"pipeline_schedule": "interleaved_1f1b"},
+                            cluster={"num_nodes": 4}).model_copy(update={"source": plan.source})
+    out = render_megatron(new, text)
+    assert "virtual_pipeline_model_parallel_size: 2" in out and "tensor_model_parallel_size: 4" in out
+    assert "nodes=4" in out
+    assert len([ln for ln in difflib.ndiff(text.splitlines(), out.splitlines()) if ln.startswith("- ")]) == 3

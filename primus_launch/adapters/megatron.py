@@ -51,16 +51,17 @@ def _stated_cluster(cfg: dict[str, str], launcher: tuple[int | None, int | None,
                    gpus_per_node=gpn or dflt.gpus_per_node)
 
 
-def _parse(text: str, path: str, argv_mode: bool = False) -> tuple[Any, Cluster]:
-    """(recipe, cluster as written) for a script, YAML or argv text."""
+def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None = None) -> tuple[Any, Cluster]:
+    """(recipe, cluster as written) for a script, YAML or argv text; with ``given`` the written
+    cluster is not resolved (a launcher value like ``--nproc-per-node gpu`` is then no error)."""
     if argv_mode:
         rec: Any = ms.from_argv(text.split("\n") if text else [])
-        return rec, _stated_cluster({}, rec.cluster_values())
+        return rec, given or _stated_cluster({}, rec.cluster_values())
     cfg = ms.comment_config(text)
     if path.endswith(_YAML_SUFFIXES) or (not path.endswith(".sh") and is_yaml_text(text)):
-        return from_yaml(text, path), _stated_cluster(cfg, None)
+        return from_yaml(text, path), given or _stated_cluster(cfg, None)
     rec = ms.from_script(text, path)
-    return rec, _stated_cluster(cfg, rec.cluster_values())
+    return rec, given or _stated_cluster(cfg, rec.cluster_values())
 
 
 def load_megatron(path: str | Path, cluster: Cluster | None = None) -> Plan:
@@ -72,15 +73,15 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None) -> Plan:
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{p}: cannot read: {e}") from None
-    rec, written = _parse(text, str(p))
-    plan = plan_from_args(rec.args, cluster or written, name=p.stem)
+    rec, written = _parse(text, str(p), given=cluster)
+    plan = plan_from_args(rec.args, written, name=p.stem)
     return plan.model_copy(update={"source": Source(framework="megatron", path=str(p))})
 
 
 def plan_from_argv(argv: list[str], cluster: Cluster | None = None) -> Plan:
     """The plan of a command line (``torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py ...``)."""
-    rec, written = _parse("\n".join(argv), "argv", argv_mode=True)
-    plan = plan_from_args(rec.args, cluster or written)
+    rec, written = _parse("\n".join(argv), "argv", argv_mode=True, given=cluster)
+    plan = plan_from_args(rec.args, written)
     return plan.model_copy(update={"source": Source(framework="megatron")})
 
 
@@ -103,8 +104,10 @@ def _normalized(plan: Plan) -> dict:
 
 
 def _changes(rec: Any, old: Plan, new: Plan) -> dict[str, Any]:
-    d0 = desired_args(old, rec.args)
-    d1 = desired_args(new, rec.args)
+    present = frozenset(rec.entries) if isinstance(rec, YamlRecipe) else frozenset(
+        o.spec.dest for o in rec.occs if o.spec is not None)
+    d0 = desired_args(old, rec.args, present)
+    d1 = desired_args(new, rec.args, present)
     return {k: v for k, v in d1.items() if d0.get(k) != v}
 
 

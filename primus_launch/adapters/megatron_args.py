@@ -413,11 +413,12 @@ def build_plan(model: dict, parallel: dict, training: dict, cluster: Cluster, va
 
 
 # --------------------------------------------------------------------------- plan -> args
-def desired_args(plan: Plan, current: dict[str, Any]) -> dict[str, Any]:
+def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Megatron argument values expressing ``plan``'s tunable fields, in the script's own idiom.
 
     ``current`` holds the script's present values; the representation it already uses is kept
     (e.g. ``--num-layers-per-virtual-pipeline-stage`` vs ``--num-virtual-stages-per-pipeline-rank``).
+    ``present`` names keys written in the recipe even with an empty value (YAML ``key: null``).
     Only dests whose meaning differs from ``current`` need editing; the caller compares.
     """
     p, t, m = plan.parallel, plan.training, plan.model
@@ -454,6 +455,7 @@ def desired_args(plan: Plan, current: dict[str, Any]) -> dict[str, Any]:
         out[k] = None
     if p.vpp > 1:
         used = next((k for k in vpp_keys if current.get(k) is not None), None)
+        used = used or next((k for k in vpp_keys if k in present), None)
         if uneven and used == "num_layers_per_virtual_pipeline_stage":
             used = "num_virtual_stages_per_pipeline_rank"
         used = used or ("num_virtual_stages_per_pipeline_rank" if uneven else "num_layers_per_virtual_pipeline_stage")

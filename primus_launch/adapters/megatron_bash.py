@@ -654,6 +654,8 @@ class ShellState:
 
     def _value(self, name: str, index: str | None) -> tuple[list[list[PC]] | None, bool]:
         """(values, is_multi): list of element strings, or None when unset."""
+        if name in ("@", "*"):  # positional parameters: the script runs without arguments
+            return [], True
         if index in ("@", "*"):
             if name in self.arrays:
                 return self.arrays[name], True

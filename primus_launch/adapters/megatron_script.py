@@ -97,7 +97,7 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
             if not o.vals:
                 raise PlanError(s.flag, None, "expects a value")
             v = o.vals[0]
-            if v.opaque:
+            if v.opaque and s.kind == "int":
                 raise PlanError(s.flag, v.text, "comes from a command substitution; set it to a literal or a variable")
             a[s.dest] = convert(s, v.text)
     return a

@@ -3,7 +3,8 @@
 # Architecture from Qwen/Qwen3-235B-A22B config.json: 94 layers, hidden 4096, 64 query / 4 KV
 # heads of 128, QK-norm, 128 experts top-8 of size 1536 in every layer, no shared expert,
 # untied embeddings of 151936 rows.
-# Layout: TP2+SP, EP16 (8 experts per GPU), 8 pipeline stages of 11/12x6/11 layers.
+# Layout: TP2+SP, EP16 (8 experts per GPU), 8 pipeline stages of 11/12x6/11 layers; full
+# recompute, since the top-8 expert activations of 8 in-flight micro-batches do not fit in 80 GB.
 # primus-launch: gpu=h100-sxm
 
 export CUDA_DEVICE_MAX_CONNECTIONS=1
@@ -78,7 +79,9 @@ TRAINING_ARGS=(
     --micro-batch-size 1
     --global-batch-size 1024
     --train-iters 200000
-    --recompute-granularity selective
+    --recompute-granularity full
+    --recompute-method uniform
+    --recompute-num-layers 1
     --lr 3.0e-4
     --min-lr 3.0e-5
     --lr-decay-style cosine
