@@ -15,7 +15,6 @@ import argparse
 import json
 import shlex
 import sys
-import warnings
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -123,6 +122,9 @@ def _launch_recipe(plan: Plan) -> int:
 def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     plan = _load(a, a.project, command)
     result = _project(a, plan)
+    for n in result.notes:
+        if n.startswith("warning:"):
+            print(f"primus-launch: {n}", file=sys.stderr)
     if a.trace:
         _write_trace(a.trace, result)
     if a.report:
@@ -233,9 +235,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from primus_launch.launcher import run_command
 
             return run_command(command)
-        with warnings.catch_warnings():
-            warnings.simplefilter("default")
-            return _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
+        return _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
     except (UserError, PlanError, ValidationError, OSError) as e:
         print(f"primus-launch: error: {one_line(e)}", file=sys.stderr)
         return 2

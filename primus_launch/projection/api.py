@@ -5,7 +5,6 @@ The CLI only renders what this returns; the tuner calls it (or ``project_dry_run
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -14,6 +13,7 @@ from primus_launch.projection.hardware import get_gpu
 from primus_launch.projection.result import ProjectionResult
 
 MeasureDevice = Literal["cpu", "cuda"]
+CPU_MEASURE_WARNING = "warning: no GPU visible, measured on the CPU: CPU timings only check the path"
 
 
 def default_measure_device() -> MeasureDevice:
@@ -50,7 +50,8 @@ def project(
     from primus_launch.projection.measure.upscale import project_measured
 
     device = measure_device or default_measure_device()
+    result = project_measured(plan, device=device, memory_margin=memory_margin,
+                              record_timeline=record_timeline, cache_dir=cache_dir)
     if device == "cpu" and measure_device is None:
-        warnings.warn("no GPU visible: measuring on the CPU, which only checks the path", stacklevel=2)
-    return project_measured(plan, device=device, memory_margin=memory_margin,
-                            record_timeline=record_timeline, cache_dir=cache_dir)
+        result.notes.insert(0, CPU_MEASURE_WARNING)
+    return result
