@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Optional, Sequence, Union
+
+import numpy as np
 
 from primus_launch.plan import PlanError
 from primus_launch.projection.pipeline_orders import (
@@ -77,7 +80,10 @@ class _Plan:
     end time stays 0), the P2P link the dependency crosses (-1: same rank) and the slot's rank.
     ``seq`` is one topological order of all actions (each rank's order kept, every dependency
     before its consumer), found once per key by sweeping the ranks' orders; the costed
-    simulation is then a single pass over it.
+    simulation is then a single pass over it.  ``ring_seq`` is the same order with the
+    micro-batch taken modulo ``ring`` (ids ``(mb % ring) * stride + slot``): end times then live in
+    ``ring`` rows instead of ``m``, ``ring`` being the smallest row count for which no end time is
+    overwritten before its last reader ran (a small, cache-friendly table; linear time in m).
     """
 
     orders: ScheduleOrders
@@ -85,6 +91,35 @@ class _Plan:
     link: tuple[int, ...]
     rank: tuple[int, ...]
     seq: tuple[int, ...]
+    ring: int
+    ring_seq: tuple[int, ...]
+
+
+def _ring_rows(S: np.ndarray, delta: Sequence[int], NS: int, m: int) -> int:
+    """Smallest K such that writing action (mb + K, slot) never clobbers the end time of
+    (mb, slot) before its last reader: per slot the actions run in micro-batch order, so K must
+    exceed the number of later micro-batches of that slot written before (mb, slot)'s last read."""
+    N = len(S)
+    order = np.arange(N, dtype=np.int64)
+    pos = np.full(NS * m, -1, dtype=np.int64)
+    pos[S] = order
+    last = np.full(NS * m, -1, dtype=np.int64)
+    np.maximum.at(last, S + np.asarray(delta, dtype=np.int64)[S % NS], order)
+    P = pos.reshape(m, NS).T            # [slot, mb] position of the write
+    L = last.reshape(m, NS).T           # [slot, mb] position of the last read
+    used = (P >= 0).all(axis=1)
+    P, L = P[used], L[used]
+    if not len(P):
+        return 1
+    if m > 1 and not (np.diff(P, axis=1) > 0).all():
+        return m                        # not in micro-batch order: keep every row
+    # first later micro-batch j written after the last read: searchsorted per slot row, done for
+    # all rows at once by offsetting each row into its own range
+    off = (np.arange(len(P), dtype=np.int64) * (N + 1))[:, None]
+    j = np.searchsorted((P + off).ravel(), (L + off).ravel(), side="right").reshape(P.shape)
+    j -= (np.arange(len(P), dtype=np.int64) * m)[:, None]
+    K = int((j - np.arange(m, dtype=np.int64)[None, :]).max())
+    return max(1, min(K, m))
 
 
 def _link(p: int, a: int, b: int) -> int:
@@ -163,7 +198,11 @@ def _build_plan(o: ScheduleOrders) -> _Plan:
             raise RuntimeError(f"pipeline schedule {o.schedule} (pp={pp}, vpp={vpp}, m={m}) deadlocks: "
                                "an action waits on one its order never reaches")
         remaining -= progress
-    return _Plan(orders=o, delta=tuple(delta), link=tuple(link), rank=tuple(rank), seq=tuple(seq))
+    S = np.frombuffer(array("q", seq), dtype=np.int64)
+    K = _ring_rows(S, delta, NS, m)
+    ring_seq = tuple((S % (K * NS)).tolist())   # (mb % K) * NS + slot
+    return _Plan(orders=o, delta=tuple(delta), link=tuple(link), rank=tuple(rank), seq=tuple(seq),
+                 ring=K, ring_seq=ring_seq)
 
 
 @lru_cache(maxsize=64)
@@ -225,10 +264,12 @@ def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
 
     # start = max(rank free, dependency end + p2p); end = start + duration.  ``seq`` is
     # topological, so every dependency's end is final when read; reserved slots stay 0.0.
-    end = [0.0] * (NS * m)
+    # Without a timeline only the ring of live rows is kept (same arithmetic, smaller table).
+    seq, rows = (pl.seq, m) if record else (pl.ring_seq, pl.ring)
+    end = [0.0] * (NS * rows)
     free = [0.0] * pp
     delta, rank = pl.delta, pl.rank
-    for a in pl.seq:
+    for a in seq:
         ci = a % NS
         r = rank[ci]
         e = end[a + delta[ci]] + lat[ci]
