@@ -1,0 +1,91 @@
+"""The CLI contract of issue 2: --json keys, overrides, and one-line errors with exit 2."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "recipes"
+
+
+def cli(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "primus_launch", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def one_error_line(proc) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("primus-launch: error: ")
+    return lines[0]
+
+
+def test_json_contract_on_wrapper_recipe():
+    p = cli("--project", RECIPES / "llama3.1_70b_h100_1024gpu.primus.toml", "--dry-run", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)  # exactly one JSON object on stdout
+    for k in ("iteration_time_s", "tokens_per_sec_per_gpu", "model_tflops_per_gpu", "mfu", "num_gpus", "memory", "plan"):
+        assert k in d
+    assert d["num_gpus"] == 1024 and d["plan"]["cluster"]["num_nodes"] == 128
+    assert isinstance(d["memory"]["fits"], bool) and d["memory"]["peak_bytes_per_gpu"] > 0
+    assert set(d["memory"]["breakdown"]) >= {"parameters", "gradients", "optimizer", "activations"}
+    # internal consistency of the reported figures
+    toks = d["plan"]["training"]["global_batch_size"] * d["plan"]["model"]["seq_length"]
+    assert d["tokens_per_sec_per_gpu"] == pytest.approx(toks / d["iteration_time_s"] / 1024, rel=1e-6)
+    assert 0 < d["mfu"] < 1
+
+
+def test_cli_flags_override_recipe_cluster():
+    p = cli("--project", RECIPES / "megatron" / "llama3.1_8b.sh", "--dry-run", "--json",
+            "--gpu", "mi300x", "--nodes", "2", "--gpus-per-node", "8")
+    assert p.returncode == 0, p.stderr
+    c = json.loads(p.stdout)["plan"]["cluster"]
+    assert c == {"gpu": "mi300x", "num_nodes": 2, "gpus_per_node": 8}
+
+
+def test_text_table():
+    p = cli("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run")
+    assert p.returncode == 0, p.stderr
+    for word in ("iteration time", "tokens/s/GPU", "MFU", "memory", "bubble"):
+        assert word in p.stdout
+
+
+def test_missing_file():
+    assert "no such file" in one_error_line(cli("--project", "nope.sh", "--dry-run"))
+
+
+def test_malformed_toml(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[model\nname = 'llama3'\n")
+    assert "TOML" in one_error_line(cli("--project", bad, "--dry-run"))
+
+
+def test_unknown_gpu():
+    line = one_error_line(cli("--project", RECIPES / "megatron" / "llama3.1_8b.sh", "--dry-run", "--gpu", "tpu-v9"))
+    assert "cluster.gpu='tpu-v9'" in line and "h100-sxm" in line
+
+
+def test_illegal_parallelism(tmp_path):
+    src = (RECIPES / "megatron" / "llama3.1_8b.sh").read_text()
+    import re
+
+    bad = tmp_path / "bad.sh"
+    bad.write_text(re.sub(r"--tensor-model-parallel-size\s+\S+", "--tensor-model-parallel-size 3", src, count=1))
+    line = one_error_line(cli("--project", bad, "--dry-run"))
+    assert "tp" in line and "3" in line
+
+
+def test_unknown_wrapper_key(tmp_path):
+    w = tmp_path / "w.primus.toml"
+    w.write_text(f'[recipe]\npath = "{RECIPES / "megatron" / "llama3.1_8b.sh"}"\n[cluster]\ngpus = 8\n')
+    assert "cluster.gpus" in one_error_line(cli("--project", w, "--dry-run"))
+
+
+def test_passthrough_exit_code():
+    p = cli("--", sys.executable, "-c", "import sys; print('hi'); sys.exit(3)")
+    assert p.returncode == 3 and p.stdout.strip() == "hi"
