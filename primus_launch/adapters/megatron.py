@@ -148,10 +148,17 @@ def _cluster_edits(text: str, rec: Any, written: Cluster, target: Cluster, argv_
     return edits
 
 
+def _parse_for_render(text: str, path: str, argv_mode: bool, plan: Plan) -> tuple[Any, Cluster]:
+    try:
+        return _parse(text, path, argv_mode)
+    except PlanError:  # e.g. --nproc-per-node gpu: the cluster is not written; keep the plan's
+        return _parse(text, path, argv_mode, given=plan.cluster)
+
+
 def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> str:
     out = text
     for _ in range(3):
-        rec, written = _parse(out, path, argv_mode)
+        rec, written = _parse_for_render(out, path, argv_mode, plan)
         current = plan_from_args(rec.args, plan.cluster, validate=False)
         changes = _changes(rec, current, plan)
         edits = _yaml_edits(rec, changes) if isinstance(rec, YamlRecipe) else ms.plan_edits(rec, changes)
@@ -160,7 +167,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
             break
         out = ms.apply_edits(out, edits, path)
     # verify: the rendering reads back as the requested plan
-    rec, written = _parse(out, path, argv_mode)
+    rec, written = _parse_for_render(out, path, argv_mode, plan)
     back = plan_from_args(rec.args, plan.cluster, validate=False)
     want, got = _normalized(plan), _normalized(back)
     want["model"]["name"] = got["model"]["name"]

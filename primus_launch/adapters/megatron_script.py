@@ -447,15 +447,27 @@ def plan_edits(rec: CommandRecipe, changes: dict[str, Any]) -> list[Edit]:
 
 
 def launcher_edits(rec: CommandRecipe, nnodes: int | None, nproc: int | None) -> list[Edit]:
+    """Set torchrun's ``--nnodes`` / ``--nproc-per-node`` (added after the launcher when absent)."""
     reqs: list[tuple[Occ, str]] = []
+    edits: list[Edit] = []
+    start = rec.launcher_start()
     for names, val in ((("--nnodes",), nnodes), (("--nproc-per-node", "--nproc_per_node"), nproc)):
         if val is None:
             continue
         o = rec.launcher_value(*names)
-        if o is None or not o.vals:
-            raise UserError(f"{rec.path}: cannot set {names[0]}={val}: the launcher does not state it")
-        reqs.append((o, str(val)))
-    return rec.value_edits(reqs)
+        if o is not None and o.vals:
+            reqs.append((o, str(val)))
+            continue
+        if start is None:
+            raise UserError(f"{rec.path}: cannot set {names[0]}={val}: the command has no torchrun launcher")
+        site = rec._site(rec.tokens[start - 1], None)
+        if site is None:
+            raise UserError(f"{rec.path}: cannot set {names[0]}={val}: the launcher is not written literally")
+        underscore = any("_" in x.flag for x in rec.launcher)  # --node_rank style: keep it
+        flag = names[-1] if (underscore and len(names) > 1) else names[0]
+        sep = "\n" if rec.joiner == "\n" else " "
+        edits.append(Edit(site[1], site[1], f"{sep}{flag}{rec.joiner}{val}"))
+    return edits + rec.value_edits(reqs)
 
 
 __all__ = ["CommandRecipe", "Edit", "Occ", "apply_edits", "args_of", "comment_config", "comment_key_span",
