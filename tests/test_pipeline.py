@@ -421,6 +421,8 @@ def test_errors():
         simulate("1f1b", 4, 1, 8, c[:3])
     with pytest.raises(PlanError, match="p2p_s"):
         simulate("1f1b", 4, 1, 8, c, [0.1])
+    with pytest.raises(PlanError, match="costs"):
+        simulate("1f1b", 4, 1, 8, uniform_costs(4, 1, 1, -1, 1))
     # a broken order (last stage's first backward before its forward) is caught, not mis-simulated
     o = schedule_orders("1f1b", 2, 1, 2)
     bad = dataclasses.replace(o, orders=(o.orders[0], tuple(reversed(o.orders[1]))))

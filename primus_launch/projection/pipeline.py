@@ -90,9 +90,9 @@ class _Plan:
     delta: tuple[int, ...]
     link: tuple[int, ...]
     rank: tuple[int, ...]
-    seq: tuple[int, ...]
+    seq: Sequence[int]
     ring: int
-    ring_seq: tuple[int, ...]
+    ring_seq: Sequence[int]
 
 
 def _ring_rows(S: np.ndarray, delta: Sequence[int], NS: int, m: int) -> int:
@@ -198,14 +198,16 @@ def _build_plan(o: ScheduleOrders) -> _Plan:
             raise RuntimeError(f"pipeline schedule {o.schedule} (pp={pp}, vpp={vpp}, m={m}) deadlocks: "
                                "an action waits on one its order never reaches")
         remaining -= progress
-    S = np.frombuffer(array("q", seq), dtype=np.int64)
+    seq_arr = array("q", seq)            # 8 bytes per action in the cache
+    S = np.frombuffer(seq_arr, dtype=np.int64)
     K = _ring_rows(S, delta, NS, m)
-    ring_seq = tuple((S % (K * NS)).tolist())   # (mb % K) * NS + slot
-    return _Plan(orders=o, delta=tuple(delta), link=tuple(link), rank=tuple(rank), seq=tuple(seq),
+    ring_seq = array("q")
+    ring_seq.frombytes((S % (K * NS)).tobytes())   # (mb % K) * NS + slot
+    return _Plan(orders=o, delta=tuple(delta), link=tuple(link), rank=tuple(rank), seq=seq_arr,
                  ring=K, ring_seq=ring_seq)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=32)
 def _plan(schedule: str, pp: int, vpp: int, m: int) -> _Plan:
     return _build_plan(schedule_orders(schedule, pp, vpp, m))
 
@@ -261,6 +263,8 @@ def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
     for ci, lk in enumerate(pl.link):
         if lk >= 0:
             lat[ci] = links[lk]
+    if min(dur) < 0.0 or min(lat) < 0.0:
+        raise PlanError("costs" if min(dur) < 0.0 else "p2p_s", min(min(dur), min(lat)), "times must be >= 0")
 
     # start = max(rank free, dependency end + p2p); end = start + duration.  ``seq`` is
     # topological, so every dependency's end is final when read; reserved slots stay 0.0.

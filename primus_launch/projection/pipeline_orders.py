@@ -206,7 +206,7 @@ def _zbv(p: int, m: int, r: int) -> list[tuple[int, int, int]]:
     return [x for x in seq if x[2] < m]
 
 
-@lru_cache(maxsize=128)
+@lru_cache(maxsize=64)
 def schedule_orders(schedule: str, pp: int, vpp: int, num_microbatches: int) -> ScheduleOrders:
     """The per-rank orders of a schedule (cached per arguments)."""
     m = num_microbatches
