@@ -263,8 +263,11 @@ def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
     for ci, lk in enumerate(pl.link):
         if lk >= 0:
             lat[ci] = links[lk]
-    if min(dur) < 0.0 or min(lat) < 0.0:
-        raise PlanError("costs" if min(dur) < 0.0 else "p2p_s", min(min(dur), min(lat)), "times must be >= 0")
+    low = min(min(cc.fwd_s, cc.bwd_input_s, cc.bwd_weight_s) for row in costs for cc in row)
+    if low < 0.0:
+        raise PlanError("costs", low, "chunk times must be >= 0")
+    if min(links) < 0.0:
+        raise PlanError("p2p_s", min(links), "P2P times must be >= 0")
 
     # start = max(rank free, dependency end + p2p); end = start + duration.  ``seq`` is
     # topological, so every dependency's end is final when read; reserved slots stay 0.0.
