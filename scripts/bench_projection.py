@@ -103,7 +103,10 @@ def bench(name: str, plans: list[Plan]) -> None:
 
 def scaling(name: str, model: ModelArch, par: dict, gbs_list: list[int]) -> None:
     print(f"{name}: time vs number of micro-batches ({par})")
+    print("  (cold = all caches cleared, incl. the pipeline's per-(schedule, pp, vpp, m) order tables, which"
+          " a tuner builds once per distinct m; warm = those tables cached, as for every later candidate)")
     base = None
+    wbase = None
     for gbs in gbs_list:
         p = _plan(model, gbs, **dict(par))
         cold = []
@@ -123,8 +126,9 @@ def scaling(name: str, model: ModelArch, par: dict, gbs_list: list[int]) -> None
         m = p.num_microbatches
         if base is None:
             base = (m, c)
+            wbase = warm
         print(f"  micro-batches {m:5d}: cold {1e3 * c:8.2f} ms  warm {1e3 * warm:7.2f} ms  "
-              f"cold time ratio {c / base[1]:6.2f} vs micro-batch ratio {m / base[0]:6.1f}")
+              f"micro-batch ratio {m / base[0]:6.1f}: warm time ratio {warm / wbase:6.2f}, cold time ratio {c / base[1]:6.2f}")
 
 
 def main() -> int:

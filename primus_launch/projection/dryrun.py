@@ -26,7 +26,8 @@ Head + loss (last stage): final norm, output GEMM [T, V/t, h] in bf16, vocab-par
   cross-entropy over fp32 logits (~14 B per logit forward, 6 backward).
 
 Backward of a GEMM [M, N, K]: input-grad [M, K, N] (``bwd_input``) and weight-grad [K, N, M]
-(``bwd_weight``); element-wise kernels cost twice their forward bytes in backward; attention
+(``bwd_weight``). FP8 GEMMs add their scaling casts: 5 B per element of input and weight forward,
+5 B per output-gradient element and 2 B per element of fp8 transposes backward; element-wise kernels cost twice their forward bytes in backward; attention
 backward is the flash-attention backward of :func:`compute.attention_time`.
 """
 
@@ -56,6 +57,13 @@ class _Acc:
         self.f += gemm_time(m, n, k, g, p, batch)
         self.bi += gemm_time(m, k, n, g, p, batch)
         self.bw += gemm_time(k, n, m, g, p, batch)
+        if p == "fp8":
+            # FP8 scaling casts (TE / torchao float8, tensorwise): read bf16 2 B + amax pass 2 B +
+            # write fp8 1 B per element of the input and weight (forward) and of the output
+            # gradient (backward); fp8 transposes for the weight-grad GEMM (1 B read + 1 B write)
+            self.f += elementwise_time(5.0 * (m * k + k * n) * batch, g)
+            self.bi += elementwise_time(5.0 * m * n * batch, g)
+            self.bw += elementwise_time(2.0 * (m * k + m * n) * batch, g)
 
     def elem(self, nbytes: float) -> None:
         t = elementwise_time(float(nbytes), self.gpu)

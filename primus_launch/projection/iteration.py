@@ -188,8 +188,8 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
 
     # embedding / head TP communication (vocab-parallel embedding all-reduce or reduce-scatter,
     # the all-gather before the output layer with SP); cross-entropy's small all-reduces ignored
-    emb_tp = tp_f / 2
-    head_tp = tp_f / 4
+    emb_tp = tp_f / 4 if p.sequence_parallel else tp_f / 2   # one RS (SP) or one AR per pass
+    head_tp = tp_f / 4 if p.sequence_parallel else 0.0        # the AG before the output layer (SP)
 
     parts: list[list[_Parts]] = []
     for rank in range(pp):
