@@ -603,3 +603,16 @@ def test_megatron_core_validation_rejects_a_bad_layout():
                                                                          "num_layers": None})})})
     with pytest.raises(ValueError):
         _transformer_config(bad)
+
+
+def test_here_documents_are_skipped(tmp_path):
+    text = ("cat > hostfile <<EOF\nnode1 slots=8\nTP=99 \"unbalanced\nEOF\n"
+            "cat <<-'END' | tee notes\n\tanything 'unbalanced\n\tEND\n"
+            "TP=2\ntorchrun --nproc-per-node 8 pretrain_gpt.py --num-layers 2 --hidden-size 64 "
+            "--num-attention-heads 4 --seq-length 64 --micro-batch-size 1 --vocab-size 100 "
+            "--tensor-model-parallel-size $TP\n")
+    plan = load_megatron(_script(tmp_path, text))
+    assert plan.parallel.tp == 2
+    out = render_megatron(plan.with_changes(parallel={"tp": 4}).model_copy(update={"source": plan.source}), text)
+    # the plan keeps its global batch (Megatron's default mbs x dp = 4 at TP=2), so it is now written
+    assert out == text.replace("TP=2", "TP=4").replace("--micro-batch-size 1", "--micro-batch-size 1 --global-batch-size 4")

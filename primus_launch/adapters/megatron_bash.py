@@ -166,6 +166,7 @@ class _Parser:
         self.s = src
         self.i = 0
         self.path = path
+        self.heredocs: list[tuple[str, bool]] = []  # (delimiter, strip leading tabs) awaiting a newline
 
     # --- low level
     def err(self, msg: str, at: int | None = None) -> UserError:
@@ -196,10 +197,25 @@ class _Parser:
         while True:
             self.skip_blanks()
             self.skip_comment()
+            if self.peek() == "\n" and self.heredocs:
+                self.i += 1
+                self.skip_heredoc_bodies()
+                continue
             if self.peek() in ("\n", ";") and not self.s.startswith(";;", self.i):
                 self.i += 1
                 continue
             break
+
+    def skip_heredoc_bodies(self) -> None:
+        """Skip the bodies of ``<<WORD`` here-documents opened on the line just ended."""
+        for delim, strip in self.heredocs:
+            while self.i < len(self.s):
+                j = self.s.find("\n", self.i)
+                line = self.s[self.i:(len(self.s) if j < 0 else j)]
+                self.i = len(self.s) if j < 0 else j + 1
+                if (line.lstrip("\t") if strip else line) == delim:
+                    break
+        self.heredocs = []
 
     # --- words
     def read_word(self) -> Word | None:
@@ -564,9 +580,16 @@ class _Parser:
     def _skip_redirect(self) -> None:
         while self.peek().isdigit():
             self.i += 1
-        while self.peek() in ("<", ">", "&"):
+        op_start = self.i
+        while self.peek() in ("<", ">", "&") or (self.peek() == "-" and self.s[op_start:self.i] == "<<"):
             self.i += 1
+        op = self.s[op_start:self.i]
         self.skip_blanks()
+        if op in ("<<", "<<-"):
+            w = self.read_word()
+            delim = "".join(pc.ch for p in (w.parts if w else []) for pc in p.pcs)
+            self.heredocs.append((delim, op == "<<-"))
+            return
         if self.peek() == "-" or self.peek().isdigit():
             self.i += 1
             return
