@@ -17,16 +17,19 @@ Closed forms the simulation reproduces on uniform costs (tests check them):
 1F1B ``(m + p - 1)(f + b)``; interleaved ``(m + (p - 1)/v) (f + b)`` for per-chunk ``f/v, b/v``;
 ZB-H1 ``m (f + b + w) + (p - 1)(f + b - w)`` (arXiv 2401.10241 sec. 3.3).
 
-Speed: the simulation sweeps the ranks' orders with plain lists of floats, no per-event objects
-unless ``record=True``; cost O(number of actions) = O(pp * vpp * m).
+Speed: per (schedule, pp, vpp, m), cached: the orders, one topological order of all actions
+(found by sweeping the ranks' orders; a deadlocking order raises) and the number of micro-batch
+rows whose end times are alive at once.  Each call is then one pass of plain float arithmetic
+over that order with a table of those rows only, no per-event objects unless ``record=True``:
+O(pp * vpp * m) time, flat per action in m (``scripts/bench_pipeline.py``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from array import array
 import tempfile
+from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Optional, Sequence, Union
