@@ -90,6 +90,14 @@ def test_measured_layer_times_feed_the_same_assembly():
     makespan = simulate("1f1b", 4, 1, 16, uniform_costs(4, 1, 0.02, 0.024, 0.016), 0.0).makespan_s
     assert r.time_breakdown["compute"] + r.time_breakdown["bubble"] == pytest.approx(makespan, rel=1e-9)
     assert r.mode == "measured"
+    # without an attention split, selective recompute is charged the roofline's attention share
+    sel = plan.with_changes(training={"recompute": {"granularity": "selective"}})
+    r_sel = assemble(sel, lt, "measured")
+    roof = layer_times_roofline(sel)
+    share = roof.attn_core.fwd_s / roof.dense_layer.total_s
+    extra = 16 * 2 * share * lt.dense_layer.total_s          # 16 micro-batches x 2 layers per stage
+    assert r_sel.time_breakdown["compute"] > r.time_breakdown["compute"]
+    assert r_sel.time_breakdown["compute"] - r.time_breakdown["compute"] == pytest.approx(extra, rel=1e-9)
 
 
 def test_recompute_and_overlap_move_time_the_right_way():

@@ -77,8 +77,8 @@ class LayerTimes:
     """Compute-only times of one micro-batch on one GPU, per layer kind (sharding applied).
 
     ``attn_core`` (optional) is the core-attention share of a layer (forward, backward): used for
-    selective recompute and CP overlap; when absent it is taken as 0 (no selective-recompute
-    cost, CP fully exposed)."""
+    selective recompute and CP overlap; when absent, :func:`assemble` takes the roofline's
+    core-attention share of a dense layer scaled to the given dense-layer time."""
 
     dense_layer: PassTimes
     moe_layer: Optional[PassTimes]
@@ -157,7 +157,17 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     pp, vpp = p.pp, p.vpp
     nmb = plan.num_microbatches
     lt = layer_times
-    attn = lt.attn_core or PassTimes(0.0, 0.0, 0.0)
+    attn = lt.attn_core
+    if attn is None and (t.recompute.granularity == "selective" or p.cp > 1):
+        # measured layer times without an attention split: take the roofline's core-attention
+        # share of a dense layer, scaled to the measured layer
+        from primus_launch.projection.dryrun import layer_times_roofline
+
+        roof = layer_times_roofline(plan)
+        ra = roof.attn_core or PassTimes(0.0, 0.0, 0.0)
+        k = lt.dense_layer.total_s / roof.dense_layer.total_s if roof.dense_layer.total_s > 0 else 0.0
+        attn = PassTimes(ra.fwd_s * k, ra.bwd_input_s * k, 0.0)
+    attn = attn or PassTimes(0.0, 0.0, 0.0)
 
     tp_f, tp_b = _tp_times(plan, gpu, lay)
     cp_f, cp_b = _cp_times(plan, gpu, lay)
