@@ -110,7 +110,7 @@ def _plan_summary(plan: Plan) -> str:
 def slurm_script(plan: Plan, program_argv: list[str], job_name: str = "primus") -> str:
     """A Slurm batch script: ``#SBATCH --nodes=N --ntasks-per-node=1 --gpus-per-node=G``, then one
     ``torchrun`` per node through ``srun`` with c10d rendezvous on the first node of the allocation
-    (``scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1``) and ``--rdzv-id $SLURM_JOB_ID``."""
+    (first line of ``scontrol show hostnames $SLURM_JOB_NODELIST``) and ``--rdzv-id $SLURM_JOB_ID``."""
     c = plan.cluster
     tr = _as_torchrun(program_argv)
     topo = {"nnodes": str(c.num_nodes), "nproc_per_node": str(c.gpus_per_node),
@@ -128,7 +128,9 @@ def slurm_script(plan: Plan, program_argv: list[str], job_name: str = "primus") 
         f"# primus-launch plan: {plan.model.name}, {c.num_nodes} node(s) x {c.gpus_per_node} {c.gpu} "
         f"= {plan.world_size} GPUs; {_plan_summary(plan)}",
         "set -euo pipefail",
-        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        # sed reads all of its input: `head -n 1` can end the pipe early and, under pipefail,
+        # fail the script with scontrol's SIGPIPE (exit 141)
+        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"',
         'MASTER_PORT="${MASTER_PORT:-29500}"',
         "export MASTER_ADDR MASTER_PORT",
         body,

@@ -124,8 +124,9 @@ def test_slurm_script_runs_one_torchrun_per_node_with_rendezvous_on_first_node(t
     bin_dir.mkdir()
     record = tmp_path / "calls.jsonl"
     stubs = {
-        "scontrol": '[ "$1 $2" = "show hostnames" ] && printf "gpu-[07-09]\\n" >/dev/null; '
-                    'printf "gpu-07\\ngpu-08\\ngpu-09\\n"',
+        # many lines, like a large allocation: a reader that stops early would SIGPIPE it
+        "scontrol": '[ "$1 $2" = "show hostnames" ] || exit 1; printf "gpu-07\\ngpu-08\\ngpu-09\\n"; '
+                    'for i in $(seq 1 20000); do echo "spare-$i"; done',
         "srun": 'n=""; while [ "${1#-}" != "$1" ]; do case "$1" in --nodes=*) n="${1#--nodes=}";; esac; '
                 'shift; done; for i in $(seq 1 "$n"); do SLURM_NODEID=$((i-1)) "$@"; done',
         "torchrun": f'{shlex.quote(sys.executable)} -c "import json,sys,os; '

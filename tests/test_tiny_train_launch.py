@@ -57,3 +57,24 @@ def test_primus_launch_runs_the_bundled_tiny_recipe():
             p.kill()
     assert p.returncode == 0, err[-3000:]
     _check_training_log(first + rest, err)
+
+
+def _recipe_command() -> list[str]:
+    """The torchrun command line written in the bundled recipe."""
+    import shlex
+
+    text = RECIPE.read_text()
+    return shlex.split(text[text.index("\ntorchrun ") + 1:].replace("\\\n", " ").replace('"$@"', ""))
+
+
+def test_project_then_launch_the_recipe_command():
+    """``primus-launch --project --dry-run --launch -- torchrun ...``: the command is read as the recipe,
+    projected (its report printed first), checked to fit, then run unchanged."""
+    cmd = _recipe_command()
+    assert cmd[:5] == ["torchrun", "--nnodes", "1", "--nproc-per-node", "2"]
+    r = subprocess.run([PRIMUS, "--project", "--dry-run", "--launch", "--", *cmd], capture_output=True, text=True,
+                       timeout=240, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report, _, log = r.stdout.partition("tiny_mcore_train: world")
+    assert "tokens/s/GPU" in report and "fits" in report  # the projection came before the run
+    _check_training_log("tiny_mcore_train: world" + log, r.stderr)

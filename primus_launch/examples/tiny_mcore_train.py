@@ -73,7 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tensor-model-parallel-size", type=int, default=1)
     g.add_argument("--pipeline-model-parallel-size", type=int, default=1)
     g.add_argument("--expert-model-parallel-size", type=int, default=1)
+    g.add_argument("--context-parallel-size", type=int, default=1)
+    g.add_argument("--sequence-parallel", action="store_true")
     g.add_argument("--use-distributed-optimizer", action="store_true")
+    g.add_argument("--overlap-grad-reduce", action="store_true")
+    g.add_argument("--overlap-param-gather", action="store_true")
+    g.add_argument("--recompute-granularity", choices=["full", "selective"], default=None)
+    g.add_argument("--recompute-method", choices=["uniform", "block"], default=None)
+    g.add_argument("--recompute-num-layers", type=int, default=None)
     g = ap.add_argument_group("training")
     g.add_argument("--micro-batch-size", type=int, required=True)
     g.add_argument("--global-batch-size", type=int, required=True)
@@ -92,6 +99,30 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-interval", type=int, default=1)
     g.add_argument("--threads", type=int, default=None, help="torch threads per process (default: OMP_NUM_THREADS)")
     return ap
+
+
+#: flags that change memory or speed but not the maths of a step, which megatron-core 0.16.1 cannot
+#: honour on a CPU; the run says so at start-up and trains without them (same losses).
+NOT_ON_CPU = {
+    "use_distributed_optimizer": "DistributedOptimizer accepts only torch.cuda tensors "
+                                 "(optimizer/distrib_optimizer.py _build_model_and_main_param_groups)",
+    "overlap_param_gather": "needs the distributed optimizer",
+    "recompute_granularity": "activation checkpointing saves the CUDA RNG state "
+                             "(tensor_parallel/random.py CheckpointFunction)",
+    "sequence_parallel": "needs a LayerNorm with sequence_parallel support (TE/Apex), not torch's",
+}
+
+
+def cpu_adjustments(args: argparse.Namespace) -> list[str]:
+    """Turn off the :data:`NOT_ON_CPU` flags that were given; return one notice per flag."""
+    notes = []
+    for dest, why in NOT_ON_CPU.items():
+        if getattr(args, dest):
+            notes.append(f"--{dest.replace('_', '-')} not applied on CPU: {why}")
+            setattr(args, dest, None if dest == "recompute_granularity" else False)
+    if args.recompute_granularity is None:
+        args.recompute_method = args.recompute_num_layers = None
+    return notes
 
 
 def padded_vocab(vocab: int, divisible_by: int, tp: int) -> int:
@@ -179,6 +210,14 @@ def _init_distributed() -> tuple[int, int]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.context_parallel_size != 1:
+        raise SystemExit("tiny_mcore_train: --context-parallel-size > 1 needs Transformer Engine attention "
+                         "(not available on CPU)")
+    if args.pipeline_model_parallel_size > 1 and not args.untie_embeddings_and_output_weights:
+        raise SystemExit("tiny_mcore_train: pipeline parallelism on CPU needs "
+                         "--untie-embeddings-and-output-weights (megatron-core moves the tied word "
+                         "embedding with .cuda(): language_module.py setup_embeddings_and_output_layer)")
+    notes = cpu_adjustments(args)
     if args.threads:
         torch.set_num_threads(args.threads)
     import torch.distributed as dist
@@ -223,6 +262,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         pipeline_dtype=torch.float32, params_dtype=torch.float32,
         num_moe_experts=args.num_experts, moe_router_topk=args.moe_router_topk,
         moe_ffn_hidden_size=args.moe_ffn_hidden_size,
+        recompute_granularity=args.recompute_granularity, recompute_method=args.recompute_method,
+        recompute_num_layers=args.recompute_num_layers,
         **mcore_cpu.config_overrides())
     model = GPTModel(
         cfg, get_gpt_layer_local_spec(num_experts=args.num_experts, normalization=args.normalization),
@@ -231,7 +272,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         pre_process=ps.is_pipeline_first_stage(), post_process=ps.is_pipeline_last_stage(),
         share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
         position_embedding_type=args.position_embedding_type)
-    ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=False, overlap_grad_reduce=False,
+    ddp_cfg = DistributedDataParallelConfig(grad_reduce_in_fp32=False, overlap_grad_reduce=args.overlap_grad_reduce,
+                                            overlap_param_gather=args.overlap_param_gather,
                                             use_distributed_optimizer=args.use_distributed_optimizer)
     model = DistributedDataParallel(cfg, ddp_cfg, model)
     cfg.finalize_model_grads_func = finalize_model_grads
@@ -256,6 +298,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"tiny_mcore_train: world {world} = TP {tp} x PP {pp} x DP {dp}, {num_microbatches} micro-batches "
               f"of {args.micro_batch_size} x {args.seq_length} tokens, {n_params:,} parameters on rank 0 "
               f"(megatron-core GPTModel, gloo, CPU)", flush=True)
+        for note in notes:
+            print(f"tiny_mcore_train: note: {note}", file=sys.stderr, flush=True)
     dist.barrier()
 
     data = batches(args, ps.get_data_parallel_rank(), dp, num_microbatches)
