@@ -53,6 +53,7 @@ def summary(results: list[dict]) -> dict:
         "calibration": stats([r for r in results if r["role"] == "calibration"]),
         "judge": stats([r for r in results if r["role"] == "judge"]),
         "judge_dense": stats([r for r in results if r["role"] == "judge" and r["dense"]]),
+        "judge_moe": stats([r for r in results if r["role"] == "judge" and not r["dense"]]),
         "all": stats(results),
     }
 
