@@ -72,3 +72,113 @@ def test_mcore_gpt_moe_trains_on_cpu(mcore_world1):
         b = m(ids2, pos, None)
     assert torch.allclose(a[:, :-1], b[:, :-1], atol=1e-5)
     assert not torch.allclose(a[:, -1], b[:, -1])
+
+
+# ---------------------------------------------------------------- measure-and-upscale projection
+
+def _tiny_plan(**over):
+    from primus_launch.plan import Plan
+
+    model = dict(num_layers=8, hidden_size=256, ffn_hidden_size=768, num_attention_heads=8,
+                 num_query_groups=4, vocab_size=1024, seq_length=256)
+    model.update(over.pop("model", {}))
+    data = {"model": model, "parallel": over.pop("parallel", {}),
+            "training": {**dict(global_batch_size=4, micro_batch_size=2, precision="bf16"), **over.pop("training", {})},
+            "cluster": {"gpus_per_node": 1, **over.pop("cluster", {})}}
+    return Plan.model_validate(data)
+
+
+def test_per_rank_shard_has_the_parameters_of_one_tp_rank(mcore_world1):
+    """The world-size-1 'TP-shard equivalent' layer holds exactly the parameters one rank of a real
+    TP=2 / EP=2 model holds (independent truth: projection.params' count of megatron's layout)."""
+    from primus_launch.projection.measure.build_mcore import build_gpt
+    from primus_launch.projection.params import layer_parameter_counts
+
+    plan = _tiny_plan(model=dict(num_layers=2, num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=384,
+                                 moe_dense_first_layers=1),
+                      parallel=dict(tp=2, ep=2), cluster=dict(gpus_per_node=4))
+    m = build_gpt(plan, num_dense=1, num_moe=1, per_rank=True)
+    dense_layer, moe_layer = m.decoder.layers
+    want_dense = layer_parameter_counts(plan.model, 2, 2, 2, False, spec="local")
+    assert sum(p.numel() for p in dense_layer.parameters()) == want_dense.total
+    want_moe = layer_parameter_counts(plan.model, 2, 2, 2, True, spec="local")
+    experts = sum(p.numel() for n, p in moe_layer.named_parameters() if ".experts." in f".{n}")
+    assert experts == want_moe.expert
+    # vocabulary: padded to the TP multiple, one rank's share
+    assert m.embedding.word_embeddings.weight.shape[0] == plan.model.padded_vocab_size(2) // 2
+
+
+def test_piece_shapes_key_changes_with_sharding():
+    from primus_launch.projection.measure.build_mcore import piece_shapes
+
+    a = piece_shapes(_tiny_plan())
+    b = piece_shapes(_tiny_plan(parallel=dict(tp=2), cluster=dict(gpus_per_node=2)))
+    assert a["dense_layer#0"]["ffn"] == 768 and b["dense_layer#0"]["ffn"] == 384
+    assert b["dense_layer#0"]["heads"] == 4 and b["dense_layer#0"]["kv_heads"] == 2
+    assert a["embedding"] != b["embedding"] or a["embedding"]["vocab_per_rank"] == 1024
+
+
+def test_bwd_input_fraction_identities():
+    from primus_launch.projection.measure.build_mcore import bwd_input_fraction
+
+    assert bwd_input_fraction(1000.0, 10, 0.0) == pytest.approx(0.5)  # pure GEMMs: dgrad == wgrad
+    assert bwd_input_fraction(0.0, 10, 5.0) == pytest.approx(1.0)  # attention core only
+    assert 0.5 < bwd_input_fraction(1000.0, 10, 5000.0) < 1.0
+
+
+@pytest.fixture(scope="module")
+def local_gpu():
+    """This machine registered as a 'GPU' (Adam step and GEMM measured; links unused at world 1)."""
+    from primus_launch.projection.measure.localhw import measure_local_spec
+
+    torch.set_num_threads(1)
+    measure_local_spec("cpu-local-test", links=False)
+    return "cpu-local-test"
+
+
+def test_cache_hit_and_typed_result(mcore_world1, local_gpu, tmp_path, monkeypatch):
+    from primus_launch.projection.measure import build_mcore
+    from primus_launch.projection.measure.upscale import project_measured
+    from primus_launch.projection.result import ProjectionResult
+
+    plan = _tiny_plan(model=dict(num_layers=4, hidden_size=128, ffn_hidden_size=256, seq_length=64),
+                      cluster=dict(gpu=local_gpu))
+    r1 = project_measured(plan, device="cpu", cache_dir=tmp_path, repeats=2)
+    assert isinstance(r1, ProjectionResult) and r1.mode == "measured"
+    assert r1.measurement["cache_hits"] == 0
+    assert any("CPU timings only check the path" in n for n in r1.notes)
+    assert len(list(tmp_path.glob("megatron-*.json"))) == len(r1.measurement["pieces"])
+
+    def no_build(*a, **k):
+        raise AssertionError("model rebuilt despite a warm cache")
+
+    monkeypatch.setattr(build_mcore, "pieces", no_build)
+    r2 = project_measured(plan, device="cpu", cache_dir=tmp_path, repeats=2)
+    assert r2.measurement["cache_hits"] == len(r2.measurement["pieces"])
+    assert r2.iteration_time_s == r1.iteration_time_s
+    # a different sharding is a different measurement (miss -> needs a build)
+    with pytest.raises(AssertionError, match="rebuilt"):
+        project_measured(plan.with_changes(training={"micro_batch_size": 1}), device="cpu",
+                         cache_dir=tmp_path, repeats=2)
+
+
+def test_two_measured_layers_project_eight_layer_iteration(mcore_world1, local_gpu, tmp_path):
+    """Measure 2 layers, project 8 (pp=1, 2 micro-batches), run the real 8-layer model (fwd+bwd
+    of all micro-batches through megatron's schedule + Adam step) and compare: within 15%.
+    Both sides use process CPU time (the machine's cores are shared with other jobs); one retry
+    with a fresh measurement absorbs a transient disturbance."""
+    from primus_launch.projection.measure.realrun import train_iterations
+    from primus_launch.projection.measure.upscale import project_measured
+
+    torch.set_num_threads(1)
+    plan = _tiny_plan(cluster=dict(gpu=local_gpu))
+    errs = []
+    for attempt in range(2):
+        proj = project_measured(plan, device="cpu", cache_dir=tmp_path / str(attempt), measure_layers=2)
+        real = sorted(train_iterations(plan, "cpu", iters=5, warmup=2, clock="process"))[2]
+        err = proj.iteration_time_s / real - 1.0
+        errs.append(err)
+        print(f"projected {proj.iteration_time_s * 1e3:.1f} ms, real {real * 1e3:.1f} ms, error {err:+.1%}")
+        if abs(err) <= 0.15:
+            break
+    assert min(abs(e) for e in errs) <= 0.15, errs

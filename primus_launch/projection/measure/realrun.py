@@ -1,0 +1,178 @@
+"""Ground truth for the hybrid projection: real megatron-core training iterations of a plan.
+
+Runs the plan's *full* model (all layers, real TP / PP degrees, no sharding emulation) with
+megatron-core's own pipeline schedules (``get_forward_backward_func``: no-pipelining for pp=1,
+1F1B for pp>1), then ``torch.optim.Adam.step()`` -- one training iteration of
+``plan.num_microbatches`` micro-batches.  On the CPU over gloo (``mcore_cpu`` shims) with
+``plan.world_size`` processes started by ``torch.multiprocessing``; the same code runs on CUDA
+with NCCL.  Used by ``tests/test_measure.py`` and ``scripts/validate_measure.py`` to check
+:func:`~primus_launch.projection.measure.upscale.project_measured`.
+
+Iteration time = wall clock between two barriers around (forward-backward of all micro-batches
++ optimizer step) for each of ``iters`` iterations after ``warmup``, taken on rank 0 (or the
+process's CPU time, ``clock="process"``, for a single process on a shared machine).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import time
+from typing import Optional
+
+import torch
+
+from primus_launch.plan import Plan
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _init(rank: int, world: int, port: int, device: str, threads: int) -> None:
+    import torch.distributed as dist
+
+    from primus_launch.frameworks import mcore_cpu
+
+    torch.set_num_threads(threads)
+    mcore_cpu.install(device)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(backend, rank=rank, world_size=world)
+
+
+def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: int = 2,
+                     clock: str = "wall") -> list[float]:
+    """Seconds of each timed iteration (inside an initialized process group of
+    ``plan.world_size`` ranks); every rank must call it.  ``clock="process"``: CPU seconds of
+    this process instead of wall time (only meaningful for a single process, where nothing
+    waits on a peer)."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    from primus_launch.frameworks import mcore_cpu
+    from primus_launch.projection.measure.build_mcore import build_gpt
+
+    p, m, t = plan.parallel, plan.model, plan.training
+    if not ps.model_parallel_is_initialized():
+        ps.initialize_model_parallel(tensor_model_parallel_size=p.tp, pipeline_model_parallel_size=p.pp,
+                                     expert_model_parallel_size=p.ep)
+    if torch.device(device).type == "cpu":
+        mcore_cpu.seed_rng_tracker(1234)
+    else:
+        from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
+
+        model_parallel_cuda_manual_seed(1234)
+    n_moe = m.num_moe_layers
+    model = build_gpt(plan, num_dense=m.num_layers - n_moe, num_moe=n_moe, per_rank=False, device=device,
+                      pre_process=ps.is_pipeline_first_stage(), post_process=ps.is_pipeline_last_stage())
+    model.train()
+    cfg = model.config
+    cfg.finalize_model_grads_func = None
+    opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+    dev = torch.device(device if device != "cuda" else f"cuda:{torch.cuda.current_device()}")
+    s, b = m.seq_length, t.micro_batch_size
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, m.vocab_size, (b, s), generator=gen).to(dev)
+    labels = torch.randint(0, m.vocab_size, (b, s), generator=gen).to(dev)
+    pos = torch.arange(s, device=dev).unsqueeze(0).expand(b, -1)
+
+    def forward_step(data_iterator, model):
+        out = model(ids, pos, None, labels=labels)
+
+        def loss_func(output):
+            loss = output.float().mean()
+            return loss, {"loss": loss.detach()}
+
+        return out, loss_func
+
+    fb = get_forward_backward_func()
+    now = time.process_time if clock == "process" else time.perf_counter
+    times = []
+    for i in range(warmup + iters):
+        opt.zero_grad(set_to_none=True)
+        dist.barrier()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = now()
+        fb(forward_step_func=forward_step, data_iterator=iter(range(10**6)), model=[model],
+           num_microbatches=plan.num_microbatches, seq_length=s, micro_batch_size=b, forward_only=False)
+        opt.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize()
+        dist.barrier()
+        if i >= warmup:
+            times.append(now() - t0)
+    return times
+
+
+def _worker(rank: int, world: int, port: int, plan_json: str, device: str, iters: int, warmup: int,
+            threads: int, queue) -> None:
+    try:
+        _init(rank, world, port, device, threads)
+        plan = Plan.model_validate_json(plan_json)
+        times = train_iterations(plan, device, iters, warmup)
+        if rank == 0:
+            queue.put(("ok", times))
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException as exc:  # report, never hang the parent
+        queue.put(("error", f"rank {rank}: {type(exc).__name__}: {exc}"))
+        raise
+
+
+def run_real(plan: Plan, *, device: str = "cpu", iters: int = 5, warmup: int = 2, threads: int = 1,
+             timeout_s: float = 600.0) -> list[float]:
+    """Start ``plan.world_size`` processes (``torch.multiprocessing`` spawn), run
+    :func:`train_iterations` and return rank 0's iteration times (seconds)."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = _free_port()
+    world = plan.world_size
+    procs = [ctx.Process(target=_worker, args=(r, world, port, plan.model_dump_json(), device, iters,
+                                               warmup, threads, q), daemon=True) for r in range(world)]
+    for pr in procs:
+        pr.start()
+    result: Optional[tuple] = None
+    try:
+        result = wait_result(q, procs, timeout_s)
+    finally:
+        for pr in procs:
+            pr.join(timeout=30 if result and result[0] == "ok" else 1)
+            if pr.is_alive():
+                pr.terminate()
+                pr.join()
+    if result[0] != "ok":
+        raise RuntimeError(result[1])
+    return result[1]
+
+
+def wait_result(q, procs, timeout_s: float):
+    """The first item of ``q``; raises if a process died without reporting or time ran out."""
+    import queue as _queue
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return q.get(timeout=1.0)
+        except _queue.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a worker process exited with code {dead[0]} before reporting")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no result within {timeout_s:.0f} s")
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
