@@ -60,6 +60,11 @@ def ticks(x0: float, width: float, y: float, span: float, unit_scale: float, uni
     return out
 
 
+def time_unit(span_s: float) -> tuple[float, str]:
+    """Scale and unit for a time axis: ms below 2 s, seconds above."""
+    return (1.0, "s") if span_s >= 2.0 else (1e3, "ms")
+
+
 def timeline_svg(events: Sequence[TimelineEvent], num_stages: int, width: int = 1100) -> str:
     """The simulated iteration per pipeline stage: F / B / W / communication, gaps as bubbles."""
     if not events:
@@ -88,7 +93,7 @@ def timeline_svg(events: Sequence[TimelineEvent], num_stages: int, width: int = 
         if e.microbatch >= 0 and w > 14 and e.kind not in ("send", "recv"):
             body.append(text(x + w / 2, y + h / 2 + 4, str(e.microbatch), 9, "middle", "#fff"))
     axis_y = top + num_stages * row_h + 2
-    body += ticks(left, plot_w, axis_y, span, 1e3, "ms")
+    body += ticks(left, plot_w, axis_y, span, *time_unit(span))
     return svg_doc(width, axis_y + 36, body, "pipeline timeline")
 
 
@@ -132,5 +137,6 @@ def memory_svg(mem: MemoryReport, width: int = 1100) -> str:
 
 def time_breakdown_svg(breakdown: dict[str, float], width: int = 1100) -> str:
     total = sum(breakdown.values())
-    return stacked_bar_svg(breakdown, 1e3, "ms", f"Iteration time {total * 1e3:.1f} ms by component (exposed)",
+    scale, unit = time_unit(total)
+    return stacked_bar_svg(breakdown, scale, unit, f"Iteration time {total * scale:.4g} {unit} by component (exposed)",
                            width=width)

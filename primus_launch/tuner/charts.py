@@ -55,10 +55,10 @@ def scatter_svg(res: TuneResult, width: int = 1100, height: int = 460) -> str:
     body.append(text(left + pw, top + ph + 28, "peak memory per GPU (GiB)", 11, "end"))
     body.append(text(14, top + ph / 2, "tokens/s/GPU", 11, "middle").replace(
         "<text ", f'<text transform="rotate(-90 14 {top + ph / 2:.0f})" ', 1))
-    for val, label, color in ((cap, "HBM capacity", "#000"), (limit, "usable", "#d62728")):
+    for val, label, color, dy in ((cap, "HBM capacity", "#000", 10), (limit, "usable", "#d62728", 24)):
         x = left + val * sx
         body += [f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="{color}" stroke-dasharray="5,3"/>',
-                 text(x - 3, top + 10, label, 10, "end", color)]
+                 text(x - 3, top + dy, label, 10, "end", color)]
     for t in scored:
         x = left + (t.peak_memory_bytes or 0) * sx
         y = top + ph - t.tokens_per_sec_per_gpu * sy
