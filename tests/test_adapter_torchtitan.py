@@ -85,7 +85,7 @@ from primus_launch.adapters.torchtitan import (  # noqa: E402
     torchtitan_problems,
     write_torchtitan,
 )
-from primus_launch.adapters.torchtitan_layout import rank_layers  # noqa: E402
+from primus_launch.adapters.torchtitan_layout import plan_layout, rank_layers  # noqa: E402
 from primus_launch.errors import UserError  # noqa: E402
 from primus_launch.plan import Cluster, Plan, legality_problems  # noqa: E402
 
@@ -179,16 +179,18 @@ def _scenarios(plan: Plan) -> list[tuple[str, Plan, set[str]]]:
             out.append(("tp", q, {"tensor_parallel_degree", "expert_tensor_parallel_degree",
                                   "data_parallel_shard_degree"} | gbs_keys))
             break
+    titan_name = {"1f1b": "1F1B", "interleaved_1f1b": "Interleaved1F1B", "zbv": "ZBVZeroBubble"}
     for pp, sched, vpp in ((2, "1f1b", 1), (4, "interleaved_1f1b", 2), (2, "zbv", 2)):
         if pp == p.pp:
             continue
         dp = plan.world_size // (p.tp * p.cp * pp)
         if dp == 0:
             continue
-        L = m.num_layers
-        _, counts = rank_layers(L, pp, {"1f1b": "1F1B", "zbv": "ZBVZeroBubble"}.get(sched, "Interleaved1F1B"),
-                                None, 1, 1)
-        first, last = (None, None) if L % (pp * vpp) == 0 else (counts[0], counts[-1])
+        try:
+            vpp, counts = rank_layers(m.num_layers, pp, titan_name[sched], None, 1, 1)
+            first, last = plan_layout(m.num_layers, vpp, counts)
+        except PlanError:  # e.g. an odd layer count cannot form equal chunks
+            continue
         G = max(t.global_batch_size // dp, 1) * dp
         q = _try(plan, parallel={"pp": pp, "vpp": vpp, "pipeline_layers_first_stage": first,
                                  "pipeline_layers_last_stage": last},
@@ -199,11 +201,11 @@ def _scenarios(plan: Plan) -> list[tuple[str, Plan, set[str]]]:
             q = q.with_changes(training={"recompute": {"method": "uniform", "num_layers": 1}})
             ac_keys = {"mode", "selective_ac_option"}
         if q:
-            out.append(("pp", q, ac_keys | {"pipeline_parallel_degree", "pipeline_parallel_schedule",
-                                  "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
-                                  "pipeline_parallel_first_stage_less_layers",
-                                  "pipeline_parallel_last_stage_less_layers"} | gbs_keys))
-            break
+            out.append(("pp-" + sched, q, ac_keys | {
+                "pipeline_parallel_degree", "pipeline_parallel_schedule",
+                "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
+                "pipeline_parallel_first_stage_less_layers",
+                "pipeline_parallel_last_stage_less_layers"} | gbs_keys))
     for mbs in (1, 2, 4):
         if mbs != t.micro_batch_size:
             G = max(t.global_batch_size // (mbs * plan.dp), 1) * mbs * plan.dp
@@ -215,7 +217,12 @@ def _scenarios(plan: Plan) -> list[tuple[str, Plan, set[str]]]:
     rec = {"granularity": nxt, "method": "uniform", "num_layers": 1 if nxt == "full" else None}
     out.append(("ac", plan.with_changes(training={"recompute": rec}), {"mode", "selective_ac_option"}))
     if p.pp > 1:
-        q = _try(plan, parallel={"vpp": 2, "pipeline_layers_first_stage": None, "pipeline_layers_last_stage": None},
+        vpp, counts = rank_layers(m.num_layers, p.pp, "Interleaved1F1B", None, 1, 1)
+        try:
+            first, last = plan_layout(m.num_layers, vpp, counts)
+        except PlanError:
+            first = last = -1
+        q = None if first == -1 else _try(plan, parallel={"vpp": vpp, "pipeline_layers_first_stage": first, "pipeline_layers_last_stage": last},
                  training={"pipeline_schedule": "interleaved_1f1b"})
         if q:
             out.append(("schedule", q, {"pipeline_parallel_schedule", "pipeline_parallel_layers_per_stage",
@@ -230,7 +237,7 @@ def test_changes_touch_only_tuned_lines_and_reload(path):
     plan = load_torchtitan(path)
     scen = _scenarios(plan)
     kinds = {k for k, _, _ in scen}
-    assert {"ac", "mbs"} <= kinds and ("tp" in kinds or "pp" in kinds)
+    assert {"ac", "mbs"} <= kinds and ("tp" in kinds or any(k.startswith("pp") for k in kinds))
     for kind, q, allowed in scen:
         out = render_torchtitan(q, text)
         touched = _changed_keys(text, out)
@@ -333,3 +340,49 @@ def test_cluster_inference():
     assert plan_from_text(explicit).world_size == 32
     given = Cluster(gpu="mi300x", num_nodes=2, gpus_per_node=8)
     assert plan_from_text(BASE, given).cluster == given
+
+
+def test_pipeline_layouts():
+    # explicit stage lists: rank layers counted from the module names, looped over the ranks
+    parts = [["tok_embeddings", "layers.0"], ["layers.1", "layers.2"], ["layers.3", "layers.4"],
+             ["layers.5", "norm", "lm_head"]]
+    text = (BASE.replace('"8B"', '"debugmodel"').replace("tensor_parallel_degree = 2",
+            'pipeline_parallel_degree = 2\npipeline_parallel_schedule = "Interleaved1F1B"\n'
+            f"module_fqns_per_model_part = {parts!r}".replace("'", '"')))
+    from primus_launch.adapters.torchtitan_layout import explicit_rank_layers
+
+    assert explicit_rank_layers(2, "Interleaved1F1B", parts) == (2, (3, 3))
+    p = plan_from_text(text)
+    # 3 layers in 2 chunks has no equal-chunk form in the plan: nearest legal layout, same total
+    assert p.parallel.vpp == 2 and p.layers_per_stage() == [2, 4]
+    # a V schedule must have 2 stages per rank: layers_per_stage giving 3 is refused by name
+    bad = text.replace(f"module_fqns_per_model_part = {parts!r}".replace("'", '"'),
+                       "pipeline_parallel_layers_per_stage = 1").replace("Interleaved1F1B", "ZBVZeroBubble")
+    with pytest.raises(PlanError, match="pipeline_parallel_layers_per_stage=1"):
+        plan_from_text(bad)
+    # 1f1b with two chunks per rank is not something torchtitan runs
+    ok = plan_from_text(text.replace(f"module_fqns_per_model_part = {parts!r}".replace("'", '"'), ""))
+    assert torchtitan_problems(ok.with_changes(training={"pipeline_schedule": "1f1b"}))
+
+
+def test_uneven_layout_rendered_through_titan_split():
+    """DeepSeek-V3 671B (61 layers) from pp=8 to pp=4: the writer picks torchtitan's split keys so
+    torchtitan's own split yields the plan's first/last stage sizes."""
+    path = ROOT / "recipes/torchtitan/deepseek_v3_671b.toml"
+    text = path.read_text()
+    plan = load_torchtitan(path)
+    q = plan.with_changes(parallel={"pp": 4, "ep": 64, "pipeline_layers_first_stage": 16,
+                                    "pipeline_layers_last_stage": 15},
+                          training={"global_batch_size": 4096})
+    out = render_torchtitan(q, text)
+    back = plan_from_text(out, q.cluster, path=str(path))
+    assert back == q and back.layers_per_stage() == [16, 15, 15, 15]
+    data = __import__("tomllib").loads(out)["parallelism"]
+    fl, ll = (data.get(k, 1) for k in ("pipeline_parallel_first_stage_less_layers",
+                                        "pipeline_parallel_last_stage_less_layers"))
+    assert list(rank_layers(61, 4, "1F1B", data.get("pipeline_parallel_layers_per_stage"), fl, ll)[1]) == \
+        [16, 15, 15, 15]
+    # torchtitan never gives the last stage more layers than the middle ones: refused by name
+    with pytest.raises(PlanError, match="parallel.pipeline_layers_first_stage"):
+        render_torchtitan(q.with_changes(parallel={"pipeline_layers_first_stage": 14,
+                                                   "pipeline_layers_last_stage": 17}), text)

@@ -32,7 +32,6 @@ else 1 node x 8 h100-sxm.
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from pathlib import Path
@@ -43,7 +42,7 @@ from pydantic import ValidationError
 
 from primus_launch.adapters.torchtitan_arch import arch_from_flavor
 from primus_launch.adapters.torchtitan_layout import (
-    TITAN_SCHEDULES,
+    explicit_rank_layers,
     is_single_stage,
     plan_layout,
     plan_schedule,
@@ -138,7 +137,8 @@ def _ac_option(v: Any) -> Optional[int]:
     except ValueError:
         n = -1
     if n < 0:
-        raise PlanError("activation_checkpoint.selective_ac_option", v, "'op' or a non-negative integer (every N-th layer)")
+        raise PlanError("activation_checkpoint.selective_ac_option", v,
+                        "'op' or a non-negative integer (every N-th layer)")
     return n
 
 
@@ -210,7 +210,14 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
     lps = _opt_int(par, "parallelism", "pipeline_parallel_layers_per_stage")
     first_less = _int(par, "parallelism", "pipeline_parallel_first_stage_less_layers", 1, minimum=0)
     last_less = _int(par, "parallelism", "pipeline_parallel_last_stage_less_layers", 1, minimum=0)
-    vpp, counts = rank_layers(model.num_layers, pp, str(sched_name), lps, first_less, last_less)
+    fqns = par.get("module_fqns_per_model_part")
+    if pp > 1 and fqns is not None:
+        vpp, counts = explicit_rank_layers(pp, str(sched_name), fqns)
+        if sum(counts) != model.num_layers:
+            raise PlanError("parallelism.module_fqns_per_model_part", f"{sum(counts)} layers",
+                            f"must list all {model.num_layers} layers of {name} {flavor}")
+    else:
+        vpp, counts = rank_layers(model.num_layers, pp, str(sched_name), lps, first_less, last_less)
     first, last = plan_layout(model.num_layers, vpp, counts)
 
     local = _int(trn, "training", "local_batch_size", 8)
@@ -398,16 +405,23 @@ def _layout_keys(ed: _Editor, plan: Plan, sched_name: str) -> None:
     """Choose pipeline_parallel_layers_per_stage / first/last_stage_less_layers so that torchtitan's
     split reproduces the plan's (vpp, first, last); fewest changed keys first."""
     p, L = plan.parallel, plan.model.num_layers
+    if "module_fqns_per_model_part" in ed.doc.get(_PAR, {}):  # an explicit split no longer fits: drop it
+        del ed.doc[_PAR]["module_fqns_per_model_part"]
+        ed.changed = True
     cur = (ed.get(_PAR, "pipeline_parallel_layers_per_stage", None),
            ed.get(_PAR, "pipeline_parallel_first_stage_less_layers", 1),
            ed.get(_PAR, "pipeline_parallel_last_stage_less_layers", 1))
     want = (p.vpp, p.pipeline_layers_first_stage, p.pipeline_layers_last_stage)
 
-    def result(lps: Optional[int], fl: int, ll: int) -> Optional[tuple]:
+    exact = tuple(plan.layers_per_stage())
+
+    def result(lps: Optional[int], fl: int, ll: int, strict: bool) -> Optional[tuple]:
         try:
             vpp, counts = rank_layers(L, p.pp, sched_name, lps, fl, ll)
         except PlanError:
             return None
+        if strict:  # torchtitan's split is exactly the plan's
+            return (vpp, *want[1:]) if counts == exact else None
         return (vpp, *plan_layout(L, vpp, counts))
 
     weights = range(0, max(L // p.pp, 1) + 1)
@@ -417,8 +431,9 @@ def _layout_keys(ed: _Editor, plan: Plan, sched_name: str) -> None:
         [(cur[0], cur[1], g) for g in weights]
     candidates += [(cur[0], f, g) for f in weights for g in weights]
     candidates += [(x, f, g) for x in lps_opts for f in range(0, 4) for g in range(0, 4)]
-    for cand in candidates:
-        if result(*cand) == want:
+    for cand in [(c, True) for c in candidates] + [(c, False) for c in candidates]:
+        cand, strict = cand
+        if result(*cand, strict) == want:
             lps, fl, ll = cand
             if lps != cur[0]:
                 if lps is None:
