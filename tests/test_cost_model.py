@@ -121,3 +121,24 @@ def test_calibration_rows_are_at_most_a_third():
     cal_ids = {r["id"] for r in rows if r["role"] == "calibration"}
     assert set(cal.CALIBRATION_ROWS) == cal_ids
     assert 3 * len(cal_ids) <= len(rows) and len(rows) >= 25
+
+
+def test_user_gpu_file_feeds_the_compute_model(tmp_path):
+    """A GPU added from a TOML file is used by the cost model; a power-capped clock fraction
+    slows compute-bound GEMMs in proportion and leaves memory-bound ones unchanged."""
+    from primus_launch.projection.hardware import load_gpu_file
+
+    base = get_gpu("h100-sxm").model_dump(exclude={"name", "source", "vendor", "intra_node_link_bw", "tdp_watts"})
+    lines = []
+    for name, clock in (("test-full-clock", 1.0), ("test-half-clock", 0.5)):
+        lines.append(f"[gpu.{name}]")
+        lines += [f"{k} = {v!r}" if isinstance(v, str) else f"{k} = {v}" for k, v in base.items()
+                  if k != "sustained_clock_fraction"]
+        lines.append(f"sustained_clock_fraction = {clock}")
+    path = tmp_path / "gpus.toml"
+    path.write_text("\n".join(lines) + "\n")
+    assert load_gpu_file(path) == ["test-full-clock", "test-half-clock"]
+    big_full = gemm_time(8192, 8192, 8192, "test-full-clock") - cal.KERNEL_LAUNCH_S
+    big_half = gemm_time(8192, 8192, 8192, "test-half-clock") - cal.KERNEL_LAUNCH_S
+    assert big_half == pytest.approx(2 * big_full, rel=1e-9)
+    assert gemm_time(1, 8192, 8192, "test-half-clock") == gemm_time(1, 8192, 8192, "test-full-clock")

@@ -261,7 +261,7 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     # ----- after the pipeline: DP gradient reduction, param all-gather, optimizer -----
     stage_params = stage_parameter_split(plan)
     dp_size = lay.dp.size
-    shard_dense = dp_size if p.dp_sharding in ("optimizer", "full") else 1
+    shard_dense = {"optimizer": dp_size, "full": lay.dp_shard.size}.get(p.dp_sharding, 1)  # HSDP: shard group
     shard_expert = lay.expert_dp.size if p.dp_sharding in ("optimizer", "full") else 1
     opt_bytes = cal.ADAM_BYTES_PER_PARAM if t.optimizer == "adam" else 14
     hbm = spec.hbm_bw * cal.HBM_BW_EFFICIENCY
