@@ -393,6 +393,10 @@ def test_errors_are_one_line_and_name_the_flag(tmp_path):
         load_megatron(_script(tmp_path, base + "--vocab-size 1000 --recompute-granularity full\n"))
     assert "--recompute-method" in _err_line(e.value)
 
+    with pytest.raises(PlanError) as e:
+        load_megatron(_script(tmp_path, base + "--vocab-size 1000 --overlap-param-gather --overlap-grad-reduce\n"))
+    assert _err_line(e.value).startswith("--overlap-param-gather=True: requires --use-distributed-optimizer")
+
     with pytest.raises(UserError) as e:
         load_megatron(_script(tmp_path, 'ARGS="--num-layers 2\n'))
     assert "cannot parse" in _err_line(e.value) and "run.sh:1:" in _err_line(e.value)
@@ -406,8 +410,27 @@ def test_errors_are_one_line_and_name_the_flag(tmp_path):
     assert "gpu='tpu-v5'" in _err_line(e.value)
 
 
+def test_full_sharding_renders_megatron_fsdp(tmp_path):
+    path = RECIPES / "llama3.1_8b.sh"
+    plan = load_megatron(path)
+    new = plan.with_changes(parallel={"dp_sharding": "full"}).model_copy(update={"source": plan.source})
+    out = render_megatron(new, path.read_text())
+    for flag in ("--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params",
+                 "--no-gradient-accumulation-fusion", "--use-distributed-optimizer", "--ckpt-format fsdp_dtensor"):
+        assert flag in out  # the flags Megatron-FSDP's user guide requires
+    back = load_megatron(_script(tmp_path, out))
+    assert back.parallel.dp_sharding == "full"
+    assert render_megatron(plan.model_copy(update={"source": plan.source}), out) != out  # reversible edit
+    assert load_megatron(_script(tmp_path, render_megatron(plan, out), "c.sh")).parallel.dp_sharding == "optimizer"
+
+
 def test_unexpressible_change_is_refused(tmp_path):
     plan = load_megatron(RECIPES / "llama3.1_8b.sh")
+    # a combination Megatron's validate_args rejects is not written
+    bad = plan.with_changes(parallel={"dp_sharding": "none"}).model_copy(update={"source": plan.source})
+    with pytest.raises(PlanError) as e:
+        render_megatron(bad, (RECIPES / "llama3.1_8b.sh").read_text())
+    assert _err_line(e.value).startswith("--overlap-param-gather=True")
     new = plan.with_changes(training={"pipeline_schedule": "zb_h1"}).model_copy(update={"source": plan.source})
     with pytest.raises(PlanError) as e:
         render_megatron(new, (RECIPES / "llama3.1_8b.sh").read_text())

@@ -168,7 +168,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
         out = ms.apply_edits(out, edits, path)
     # verify: the rendering reads back as the requested plan
     rec, written = _parse_for_render(out, path, argv_mode, plan)
-    back = plan_from_args(rec.args, plan.cluster, validate=False)
+    back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
     want, got = _normalized(plan), _normalized(back)
     want["model"]["name"] = got["model"]["name"]
     diffs = [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]

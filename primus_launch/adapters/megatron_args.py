@@ -95,6 +95,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--use-torch-fsdp2", "true", group="ddp"),
     _f("--use-megatron-fsdp", "true", group="ddp"),
     _f("--data-parallel-sharding-strategy", "str", "no_shard", group="ddp"),
+    _f("--no-gradient-accumulation-fusion", "false", group="ddp", dest="gradient_accumulation_fusion"),
+    _f("--ckpt-format", "str", "torch_dist", group="checkpoint"),
     _f("--overlap-grad-reduce", "true", group="ddp"),
     _f("--overlap-param-gather", "true", group="ddp"),
     # training
@@ -384,6 +386,14 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer,
         grad_reduce_in_fp32=grad_fp32, train_iters=a.get("train_iters"),
     )
+    if validate:  # further megatron/training/arguments.py validate_args assertions
+        if training["tp_comm_overlap"] and not sp:
+            raise PlanError("--tp-comm-overlap", True, "requires --sequence-parallel with TP > 1")
+        if training["overlap_param_gather"] and (sharding == "none" or not training["overlap_grad_reduce"]):
+            raise PlanError("--overlap-param-gather", True,
+                            "requires --use-distributed-optimizer (or Megatron-FSDP) and --overlap-grad-reduce")
+        if fp16 and parallel["ep"] > 1:
+            raise PlanError("--fp16", True, "expert parallelism is not supported with fp16")
     if training["global_batch_size"] is None:  # validate_args: mbs * dp
         world = cluster.world_size
         training["global_batch_size"] = mbs * max(1, world // (tp * pp * parallel["cp"]))
@@ -438,13 +448,21 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
         out["expert_tensor_parallel_size"] = p.etp if p.etp is not None else p.tp
     # sequence parallel: keep an inert flag at TP=1 (Megatron ignores it there)
     out["sequence_parallel"] = p.sequence_parallel or (p.tp == 1 and bool(current.get("sequence_parallel")))
-    # data-parallel sharding
+    # data-parallel sharding: the distributed optimizer (ZeRO-1), or Megatron-FSDP for "full" with the
+    # flags its user guide requires (--use-megatron-fsdp --data-parallel-sharding-strategy
+    # optim_grads_params --no-gradient-accumulation-fusion --use-distributed-optimizer
+    # --ckpt-format fsdp_dtensor); a script already on torch FSDP2 stays on it.
     if current.get("use_megatron_fsdp"):
         out["data_parallel_sharding_strategy"] = {"full": "optim_grads_params", "optimizer": "optim",
                                                   "none": "no_shard"}[p.dp_sharding]
-    else:
-        out["use_distributed_optimizer"] = p.dp_sharding == "optimizer"
+    elif current.get("use_torch_fsdp2"):
         out["use_torch_fsdp2"] = p.dp_sharding == "full"
+        out["use_distributed_optimizer"] = p.dp_sharding == "optimizer"
+    else:
+        out["use_distributed_optimizer"] = p.dp_sharding in ("optimizer", "full")
+        if p.dp_sharding == "full":
+            out.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params",
+                       gradient_accumulation_fusion=False, ckpt_format="fsdp_dtensor")
     # pipeline layout
     out["decoder_first_pipeline_num_layers"] = p.pipeline_layers_first_stage if p.pp > 1 else None
     out["decoder_last_pipeline_num_layers"] = p.pipeline_layers_last_stage if p.pp > 1 else None

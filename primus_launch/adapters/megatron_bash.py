@@ -724,8 +724,7 @@ class ShellState:
         if part.op == "len":
             n = len(vals or []) if part.index in ("@", "*") else len(vals[0]) if vals else 0
             return [(self._ref(part.start, part.end, _synth(str(n))), not part.quoted, False)]
-        is_set = vals is not None and (multi or True)
-        is_null = not vals or (not multi and not vals[0]) or (multi and not vals)
+        is_null = not vals or (not multi and not vals[0])
         if part.op in (":-", "-", ":=", "=", ":?", "?"):
             use_default = is_null if part.op.startswith(":") else (vals is None)
             if use_default:
@@ -737,7 +736,7 @@ class ShellState:
             use_alt = (not is_null) if part.op == ":+" else (vals is not None)
             alt = self._expand_word_nosplit(part.arg) if (use_alt and part.arg) else []
             return [(self._ref(part.start, part.end, alt), not part.quoted, False)]
-        if not is_set or vals is None:
+        if vals is None:
             return [([], not part.quoted, False)]
         if part.op in ("#", "##", "%", "%%"):
             pat = "".join(p.ch for p in self._expand_word_nosplit(part.arg)) if part.arg else ""
@@ -767,8 +766,6 @@ class ShellState:
             segs = []
             for k, v in enumerate(vals):
                 segs.append((v, not part.quoted, k < len(vals) - 1))
-            if part.quoted and not vals:
-                return [([], False, False)] if False else []
             return segs
         return [(self._ref(part.start, part.end, vals[0]), not part.quoted, False)]
 
@@ -896,10 +893,7 @@ class ShellState:
         head = words[k].raw_literal
         if head in ("export", "declare", "local", "readonly", "typeset"):
             for w in words[k + 1:]:
-                if not self._assign(w):
-                    txt = w.raw_literal or ""
-                    if _NAME.fullmatch(txt) and w is words[-1] and head == "declare":
-                        pass
+                self._assign(w)  # options (-a, -x) and bare names set nothing
             return True
         if head == "unset":
             for w in words[k + 1:]:

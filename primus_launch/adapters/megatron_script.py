@@ -349,7 +349,7 @@ def apply_edits(text: str, edits: list[Edit], path: str) -> str:
         uniq[(e.start, e.end, e.text)] = e
     es = sorted(uniq.values(), key=lambda e: (e.start, e.end))
     for x, y in zip(es, es[1:]):
-        if y.start < x.end or (x.start == y.start == x.end == y.end and x.text != y.text and False):
+        if y.start < x.end:
             raise UserError(f"{path}: conflicting edits at offset {y.start}; edit the script by hand")
     out = text
     for e in reversed(es):
