@@ -27,6 +27,8 @@ DEFAULT_RDZV_ENDPOINT = "${MASTER_ADDR}:${MASTER_PORT:-29500}"
 
 SLURM_RDZV_ENDPOINT = "${MASTER_ADDR}:${MASTER_PORT}"
 SLURM_RDZV_ID = "${SLURM_JOB_ID}"
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]", ""}
+
 #: the only tokens written with live shell expansions; every other token (the user's program
 #: arguments included: their shell already expanded them) is quoted literally
 LIVE_TOKENS = frozenset({DEFAULT_RDZV_ENDPOINT, SLURM_RDZV_ENDPOINT, SLURM_RDZV_ID})
@@ -75,6 +77,8 @@ def _topology(plan: Plan, tr: TorchrunCommand, rdzv_id: str | None, endpoint: st
         ep = tr.get("rdzv_endpoint")
         if ep is None and tr.get("master_addr"):
             ep = f"{tr.get('master_addr')}:{tr.get('master_port') or 29500}"
+        if ep is not None and ep.rsplit(":", 1)[0] in _LOOPBACK:  # a single-node default, not a host
+            ep = None
         endpoint = ep or DEFAULT_RDZV_ENDPOINT
     opts.update({"rdzv_backend": "c10d", "rdzv_endpoint": endpoint})
     if rdzv_id is not None:
@@ -86,7 +90,8 @@ def _topology(plan: Plan, tr: TorchrunCommand, rdzv_id: str | None, endpoint: st
 
 def torchrun_command(plan: Plan, program_argv: list[str]) -> list[str]:
     """The torchrun command line that runs ``program_argv`` on the plan's cluster (run it on every
-    node).  Multi-node: c10d rendezvous at the command's own endpoint if it named one, else at
+    node).  Multi-node: c10d rendezvous at the command's own endpoint if it named a host (not a
+    loopback address, which only works on one node), else at
     ``$MASTER_ADDR:${MASTER_PORT:-29500}`` (print with :func:`shell_join` to keep it expandable)."""
     tr = _as_torchrun(program_argv)
     return tr.replaced(_topology(plan, tr, None, None), drop=TOPOLOGY_DESTS)
@@ -155,3 +160,34 @@ def _wrap(argv: list[str], width: int = 100) -> list[str]:
     if cur:
         out.append(cur)
     return out
+
+
+def program_of_recipe(plan: Plan, recipe_path: str | os.PathLike | None = None) -> list[str] | None:
+    """The training command a recipe file runs, for :func:`torchrun_command` / :func:`slurm_script`
+    when the user gave a file instead of a command; ``None`` when the recipe holds no command.
+
+    - Megatron-LM launch script: its training command as the shell would expand it (the Megatron
+      adapter's script reader), with the plan's values rendered into the flags (nothing is written);
+    - TorchTitan job TOML: ``torchrun -m torchtitan.train --job.config_file PATH`` (v0.2 launcher).
+
+    ``recipe_path`` defaults to ``plan.source.path`` (pass the tuned file's path after a tune).
+    """
+    path = str(recipe_path) if recipe_path is not None else (plan.source.path if plan.source else None)
+    if not path:
+        return None
+    fw = plan.source.framework if plan.source else None
+    if fw == "torchtitan" or path.endswith(".toml"):
+        return ["torchrun", "-m", "torchtitan.train", "--job.config_file", path]
+    if path.endswith((".sh", ".bash")):
+        from pathlib import Path
+
+        from primus_launch.adapters.megatron import render_argv
+        from primus_launch.adapters.megatron_script import from_script
+
+        rec = from_script(Path(path).read_text(), path)
+        argv = [t.text for t in rec.tokens]
+        start = rec.launcher_start()
+        launcher = max(0, (start or rec.script_index) - 1) if start is not None else rec.script_index
+        argv = argv[launcher:] if start is not None else argv[rec.script_index:]
+        return render_argv(plan, argv)
+    return None

@@ -74,7 +74,7 @@ class TorchrunCommand:
     def replaced(self, set_options: dict[str, Optional[str]], drop: frozenset[str] | set[str] = frozenset(),
                  ) -> list[str]:
         """The command with ``drop`` options removed and ``set_options`` (dest -> value, ``None``
-        for a flag) written in place of the first occurrence, or appended after the others."""
+        for a flag) written in place of the first occurrence, or placed first when absent."""
         out: list[Option] = []
         pending = dict(set_options)
         for o in self.options:
@@ -84,8 +84,7 @@ class TorchrunCommand:
                 continue
             else:
                 out.append(o)
-        out.extend(_make(d, v) for d, v in pending.items())
-        return self.argv(out)
+        return self.argv([*(_make(d, v) for d, v in pending.items()), *out])
 
 
 def _spelling(dest: str) -> str:

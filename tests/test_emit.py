@@ -159,3 +159,29 @@ def test_split_torchrun_follows_torchrun_parser():
     assert tr.get("nproc_per_node") == "2" and tr.program_is_module and tr.argv() == argv
     assert split_torchrun(["bash", "train.sh"]) is None
     assert tr.replaced({"nproc_per_node": "8"}) == [*argv[:3], "--nproc-per-node", "8", *argv[4:]]
+
+
+def test_program_of_recipe_files_and_loopback_endpoint():
+    """A recipe file gives its own training command (Megatron script as the shell expands it, with
+    the plan's values), and a script's loopback master address is not used as a multi-node endpoint."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.emit import DEFAULT_RDZV_ENDPOINT, program_of_recipe
+
+    root = Path(__file__).resolve().parents[1]
+    tiny = load_recipe(root / "recipes" / "megatron" / "tiny_gpt_cpu.sh")
+    prog = program_of_recipe(tiny.with_changes(parallel={"tp": 2, "pp": 1}))
+    a = _torchrun_args(prog)
+    assert (a.nnodes, a.nproc_per_node, a.module, a.training_script) == (
+        "1", "2", True, "primus_launch.examples.tiny_mcore_train")
+    args = a.training_script_args
+    assert args[args.index("--tensor-model-parallel-size") + 1] == "2"
+    assert args[args.index("--pipeline-model-parallel-size") + 1] == "1"
+    big = load_recipe(root / "recipes" / "megatron" / "llama3.1_70b.sh")
+    assert big.cluster.num_nodes > 1
+    b = _torchrun_args(torchrun_command(big, program_of_recipe(big)))
+    assert b.rdzv_endpoint == DEFAULT_RDZV_ENDPOINT and int(b.nnodes) == big.cluster.num_nodes
+    assert b.training_script == "pretrain_gpt.py" and "--num-layers" in b.training_script_args
+    titan = load_recipe(root / "recipes" / "torchtitan" / "llama3.1_8b.toml")
+    t = _torchrun_args(torchrun_command(titan, program_of_recipe(titan)))
+    assert t.module and t.training_script == "torchtitan.train"
+    assert t.training_script_args == ["--job.config_file", titan.source.path]

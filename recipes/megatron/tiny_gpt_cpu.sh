@@ -27,5 +27,4 @@ torchrun --nnodes 1 --nproc-per-node 2 --standalone \
     --pipeline-model-parallel-size 2 \
     --train-iters 8 \
     --lr 3e-3 \
-    --log-interval 1 \
-    "$@"
+    --log-interval 1
