@@ -63,8 +63,9 @@ CHANGES = {
                                                                                 num_layers=4))),
 }
 ALLOWED_WORDS = re.compile(
-    r"tensor.model.parallel|pipeline.model.parallel|virtual|TP|PP|MBS|micro.batch|MICRO_BATCH|recompute|sequence.parallel|"
-    r"distributed.optimizer|overlap.param.gather|decoder.(first|last)|expert.model.parallel|\bEP\b|^[-+]\s*[\"']?\s*$")
+    r"tensor.model.parallel|pipeline.model.parallel|virtual|\bTP(_SIZE)?=|\bPP(_SIZE)?=|\bMBS=|micro.batch|MICRO_BATCH_SIZE=|"
+    r"recompute|sequence.parallel|"
+    r"distributed.optimizer|overlap.param.gather|decoder.(first|last)|expert.model.parallel|\bEP=|^[-+]\s*[\"']?\s*$")
 
 
 def _recipes() -> list[str]:
