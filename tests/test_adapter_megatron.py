@@ -640,3 +640,15 @@ def test_here_documents_are_skipped(tmp_path):
     out = render_megatron(plan.with_changes(parallel={"tp": 4}).model_copy(update={"source": plan.source}), text)
     # the plan keeps its global batch (Megatron's default mbs x dp = 4 at TP=2), so it is now written
     assert out == text.replace("TP=2", "TP=4").replace("--micro-batch-size 1", "--micro-batch-size 1 --global-batch-size 4")
+
+
+def test_srun_launcher_states_the_cluster(tmp_path):
+    text = ("#!/bin/bash\n#SBATCH --nodes=4\nNODES=4\n"
+            "srun --nodes=$NODES --ntasks-per-node=8 --container-image nvcr.io/nvidia/pytorch:25.01-py3 \\\n"
+            "    python pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 \\\n"
+            "    --seq-length 512 --max-position-embeddings 512 --micro-batch-size 1 --global-batch-size 64 \\\n"
+            "    --vocab-size 1000\n")
+    plan = load_megatron(_script(tmp_path, text))
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node) == (4, 8)
+    out = render_megatron(plan.with_changes(cluster={"num_nodes": 8}).model_copy(update={"source": plan.source}), text)
+    assert out == text.replace("NODES=4", "NODES=8")

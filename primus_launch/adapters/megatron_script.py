@@ -164,11 +164,18 @@ class CommandRecipe:
                 hit = o
         return hit
 
+    def cluster_flags(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(node-count flag names, processes-per-node flag names) of this command's launcher."""
+        rng = self.launcher_range()
+        if rng is not None and rng[0] == "srun":
+            return ("--nodes", "-N"), ("--ntasks-per-node",)
+        return ("--nnodes",), ("--nproc-per-node", "--nproc_per_node")
+
     def cluster_values(self) -> tuple[int | None, int | None, bool]:
-        """(nnodes, nproc_per_node, has_launcher) as written (None = launcher default / absent)."""
+        """(nodes, processes per node, has_launcher) as written (None = launcher default / absent)."""
         has = self.launcher_start() is not None
         out: list[int | None] = []
-        for names in (("--nnodes",), ("--nproc-per-node", "--nproc_per_node")):
+        for names in self.cluster_flags():
             o = self.launcher_value(*names)
             if o is None or not o.vals:
                 out.append(None)
@@ -176,23 +183,34 @@ class CommandRecipe:
             txt = o.vals[0].text
             if o.vals[0].opaque:
                 raise PlanError(o.flag, txt, "comes from a command substitution; pass the cluster explicitly")
-            txt = txt.split(":")[-1]
+            txt = re.split(r"[:-]", txt)[-1]  # torchrun 1:4 / srun 2-4 ranges: the upper bound
             try:
                 out.append(int(txt))
             except ValueError:
                 raise PlanError(o.flag, txt, "an integer (or pass the cluster explicitly)") from None
         return out[0], out[1], has
 
-    def launcher_start(self) -> int | None:
+    def launcher_range(self) -> tuple[str, int, int] | None:
+        """(kind, first option index, end) of the launcher options: ``torchrun`` /
+        ``python -m torch.distributed.run`` options, or ``srun`` options before ``python``."""
         for i in range(self.script_index):
             t = self.tokens[i].text
             base = t.rsplit("/", 1)[-1]
             if base in _LAUNCHERS:
-                return i + 1
+                return "torchrun", i + 1, self.script_index
             if base.startswith("python") and i + 2 < self.script_index + 1:
                 if self.tokens[i + 1].text == "-m" and self.tokens[i + 2].text in _PY_LAUNCH_MODULES:
-                    return i + 3
+                    return "torchrun", i + 3, self.script_index
+        for i in range(self.script_index):
+            if self.tokens[i].text.rsplit("/", 1)[-1] == "srun":
+                end = next((j for j in range(i + 1, self.script_index)
+                            if self.tokens[j].text.rsplit("/", 1)[-1].startswith("python")), self.script_index)
+                return "srun", i + 1, end
         return None
+
+    def launcher_start(self) -> int | None:
+        rng = self.launcher_range()
+        return rng[1] if rng else None
 
     # ----- sites in the text
     def _site(self, tok: Token, after: int | None, prefer_literal: bool = True) -> tuple[int, int] | None:
@@ -389,9 +407,9 @@ def from_script(text: str, path: str) -> CommandRecipe:
     state = ShellState(text, path)
     tokens, idx = _pick_command(state, path)
     rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]))
-    start = rec.launcher_start()
-    if start is not None:
-        rec.launcher = parse_occurrences(tokens[start:idx])
+    rng = rec.launcher_range()
+    if rng is not None:
+        rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
     rec.args = args_of(rec.occs)
     return rec
 
@@ -409,9 +427,9 @@ def from_argv(argv: list[str]) -> CommandRecipe:
     if idx is None:
         idx = -1  # bare Megatron arguments
     rec = CommandRecipe(text, "argv", tokens, [], idx, [], parse_occurrences(tokens[idx + 1:]), joiner="\n")
-    start = rec.launcher_start() if idx >= 0 else None
-    if start is not None:
-        rec.launcher = parse_occurrences(tokens[start:idx])
+    rng = rec.launcher_range() if idx >= 0 else None
+    if rng is not None:
+        rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
     rec.args = args_of(rec.occs)
     return rec
 
@@ -447,20 +465,20 @@ def plan_edits(rec: CommandRecipe, changes: dict[str, Any]) -> list[Edit]:
 
 
 def launcher_edits(rec: CommandRecipe, nnodes: int | None, nproc: int | None) -> list[Edit]:
-    """Set torchrun's ``--nnodes`` / ``--nproc-per-node`` (added after the launcher when absent)."""
+    """Set the launcher's node count and processes per node (torchrun: added when absent)."""
     reqs: list[tuple[Occ, str]] = []
     edits: list[Edit] = []
-    start = rec.launcher_start()
-    for names, val in ((("--nnodes",), nnodes), (("--nproc-per-node", "--nproc_per_node"), nproc)):
+    rng = rec.launcher_range()
+    for names, val in zip(rec.cluster_flags(), (nnodes, nproc)):
         if val is None:
             continue
         o = rec.launcher_value(*names)
         if o is not None and o.vals:
             reqs.append((o, str(val)))
             continue
-        if start is None:
-            raise UserError(f"{rec.path}: cannot set {names[0]}={val}: the command has no torchrun launcher")
-        site = rec._site(rec.tokens[start - 1], None)
+        if rng is None or rng[0] != "torchrun":
+            raise UserError(f"{rec.path}: cannot set {names[0]}={val}: the launcher does not state it")
+        site = rec._site(rec.tokens[rng[1] - 1], None)
         if site is None:
             raise UserError(f"{rec.path}: cannot set {names[0]}={val}: the launcher is not written literally")
         underscore = any("_" in x.flag for x in rec.launcher)  # --node_rank style: keep it
