@@ -652,3 +652,13 @@ def test_srun_launcher_states_the_cluster(tmp_path):
     assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node) == (4, 8)
     out = render_megatron(plan.with_changes(cluster={"num_nodes": 8}).model_copy(update={"source": plan.source}), text)
     assert out == text.replace("NODES=4", "NODES=8")
+
+
+def test_write_into_a_directory_path_is_a_user_error(tmp_path):
+    src = tmp_path / "r.sh"
+    src.write_text((RECIPES / "llama3.1_8b.sh").read_text())
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(UserError) as e:
+        write_megatron(load_megatron(src), src, tmp_path / "taken")
+    assert "taken" in _err_line(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sh", "taken"]

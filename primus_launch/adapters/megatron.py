@@ -202,14 +202,20 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
     text = src.read_text()
     plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src))})
     new = render_megatron(plan, text)
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=str(dst.parent))
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=str(dst.parent))
+    except OSError as e:
+        raise UserError(f"{dst}: cannot write: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "w") as f:
             f.write(new)
-        mode = stat.S_IMODE(src.stat().st_mode)
-        os.chmod(tmp, mode)
+        os.chmod(tmp, stat.S_IMODE(src.stat().st_mode))
         os.replace(tmp, dst)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UserError(f"{dst}: cannot write: {e.strerror or e}") from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
