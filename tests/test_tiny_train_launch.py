@@ -32,14 +32,14 @@ def _iterations(stdout: str) -> list[tuple[int, int, float]]:
     return [(int(m[1]), int(m[2]), float(m[3])) for m in map(ITER.match, stdout.splitlines()) if m]
 
 
-def _check_training_log(stdout: str, stderr: str) -> None:
+def _check_training_log(stdout: str, stderr: str, layout: str = "TP 1 x PP 2 x DP 1") -> None:
     its = _iterations(stdout)
     assert [i for i, _, _ in its] == list(range(1, TRAIN_ITERS + 1)), stdout + stderr[-3000:]
     assert all(n == TRAIN_ITERS for _, n, _ in its)
     losses = [l for _, _, l in its]
     assert abs(losses[0] - math.log(VOCAB)) < 0.3  # untrained model: uniform over the vocabulary
     assert min(losses[-3:]) < losses[0] - 0.5  # and it learns the synthetic bigram map
-    assert "TP 1 x PP 2 x DP 1" in stdout  # the recipe's parallel layout was built
+    assert layout in stdout  # the parallel layout asked for was built
 
 
 def test_primus_launch_runs_the_bundled_tiny_recipe():
@@ -67,14 +67,27 @@ def _recipe_command() -> list[str]:
     return shlex.split(text[text.index("\ntorchrun ") + 1:].replace("\\\n", " ").replace('"$@"', ""))
 
 
-def test_project_then_launch_the_recipe_command():
+def test_project_then_launch_the_recipe_command_data_parallel_equals_one_process():
     """``primus-launch --project --dry-run --launch -- torchrun ...``: the command is read as the recipe,
-    projected (its report printed first), checked to fit, then run unchanged."""
+    projected (its report printed first), checked to fit, then run unchanged.  Here the recipe's
+    command with PP=1 (so DP=2 over gloo); its losses must equal a single-process run of the same
+    global batch (same seed, same samples, gradients averaged by megatron's DDP)."""
     cmd = _recipe_command()
     assert cmd[:5] == ["torchrun", "--nnodes", "1", "--nproc-per-node", "2"]
+    i = cmd.index("--pipeline-model-parallel-size")
+    cmd[i + 1] = "1"
     r = subprocess.run([PRIMUS, "--project", "--dry-run", "--launch", "--", *cmd], capture_output=True, text=True,
                        timeout=240, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     report, _, log = r.stdout.partition("tiny_mcore_train: world")
     assert "tokens/s/GPU" in report and "fits" in report  # the projection came before the run
-    _check_training_log("tiny_mcore_train: world" + log, r.stderr)
+    log = "tiny_mcore_train: world" + log
+    _check_training_log(log, r.stderr, "TP 1 x PP 1 x DP 2")
+    program = cmd[cmd.index("-m") + 1:]
+    one = subprocess.run([sys.executable, "-m", *program], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert "TP 1 x PP 1 x DP 1" in one.stdout
+    dp2 = [l for _, _, l in _iterations(log)]
+    dp1 = [l for _, _, l in _iterations(one.stdout)]
+    assert len(dp1) == len(dp2) == TRAIN_ITERS
+    assert dp1 == pytest.approx(dp2, rel=1e-4)

@@ -217,6 +217,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         raise SystemExit("tiny_mcore_train: pipeline parallelism on CPU needs "
                          "--untie-embeddings-and-output-weights (megatron-core moves the tied word "
                          "embedding with .cuda(): language_module.py setup_embeddings_and_output_layer)")
+    if args.num_experts and not args.disable_bias_linear and args.expert_model_parallel_size == 1:
+        raise SystemExit("tiny_mcore_train: MoE with linear biases at expert-parallel size 1 fails in "
+                         "megatron-core 0.16.1 (transformer/mlp.py:247 in-place add on a view); "
+                         "pass --disable-bias-linear")
     notes = cpu_adjustments(args)
     if args.threads:
         torch.set_num_threads(args.threads)
