@@ -182,3 +182,30 @@ def test_two_measured_layers_project_eight_layer_iteration(mcore_world1, local_g
         if abs(err) <= 0.15:
             break
     assert min(abs(e) for e in errs) <= 0.15, errs
+
+
+def test_torchtitan_pieces_are_the_tp_shard_and_split_is_measured(tmp_path):
+    """torchtitan llama3 debugmodel at tp=2: the per-rank layer has exactly one TP rank's
+    parameters (independent count from projection.params), and the projection runs with the
+    input-/weight-grad split measured by autograd."""
+    from primus_launch.adapters.torchtitan_arch import arch_from_flavor
+    from primus_launch.plan import Plan
+    from primus_launch.projection.measure import build_titan
+    from primus_launch.projection.measure.upscale import project_measured
+    from primus_launch.projection.params import layer_parameter_counts
+
+    arch = arch_from_flavor("llama3", "debugmodel", seq_len=64)
+    plan = Plan.model_validate({"model": arch.model_dump(), "parallel": {"tp": 2},
+                                "training": {"global_batch_size": 8, "micro_batch_size": 1},
+                                "cluster": {"gpus_per_node": 8}, "source": {"framework": "torchtitan"}})
+    model, nd, nm = build_titan.build(plan, "cpu", measure_layers=1)
+    assert (nd, nm) == (1, 0)
+    want = layer_parameter_counts(plan.model, 2, 2, 1, False, spec="local").total
+    assert sum(p.numel() for p in model.layers["0"].parameters()) == want
+    assert model.tok_embeddings.weight.shape[0] == arch.vocab_size // 2
+    r = project_measured(plan, device="cpu", cache_dir=tmp_path, repeats=2, measure_layers=1)
+    assert r.mode == "measured" and r.measurement["framework"] == "torchtitan"
+    assert r.measurement["pieces"]["dense_layer#0"]["split"] == "measured"
+    pc = r.measurement["pieces"]["dense_layer#0"]
+    assert 0 < pc["bwd_input_s"] <= pc["bwd_s"]
+    assert pc["bwd_input_s"] + pc["bwd_weight_s"] == pytest.approx(pc["bwd_s"])

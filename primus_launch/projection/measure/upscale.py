@@ -153,13 +153,18 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     if p.cp > 1:
         notes.append("cp>1: the attention core was measured on the local sequence chunk only (ring attention's "
                      "extra KV blocks are not in the measured compute)")
+    if fw == "torchtitan" and plan.model.is_moe and p.ep > 1:
+        notes.append(f"torchtitan MoE: all {plan.model.num_experts} routed experts built at world size 1 (same "
+                     f"expert FLOPs per rank as ep={p.ep}, smaller GEMMs)")
     if p.sequence_parallel:
         notes.append("sequence parallel: norms/dropout measured on the full sequence (SP runs them on s/tp)")
-    splits = {t.split for n, t in timings.items() if n != "embedding"}
+    splits = {t.split for n, t in timings.items() if n not in ("embedding", "attn_core")}
     if "flop-ratio" in splits:
         notes.append("backward split into input-grad / weight-grad by the FLOP ratio (megatron's linear "
                      "computes both in one autograd node)" if fw == "megatron" else
                      "backward split into input-grad / weight-grad by the FLOP ratio")
+    if "measured" in splits:
+        notes.append("backward split into input-grad / weight-grad measured (autograd input-only backward)")
     n_hit = sum(hits.values())
     notes.append(f"measurement cache: {n_hit}/{len(hits)} pieces from {cache.dir}")
     measurement = {

@@ -1,0 +1,207 @@
+"""Reduced real torchtitan models built from a :class:`~primus_launch.plan.Plan`.
+
+The model is torchtitan 0.3.0's own: ``torchtitan.models.<name>.model_registry(flavor).model``
+(the plan's ``model.name`` is ``"<name>-<flavor>"``, as the TorchTitan adapter writes it), its
+``layers`` list sliced to up to ``measure_layers`` dense and MoE blocks, attention swapped to
+torchtitan's ``ScaledDotProductAttention`` (:mod:`primus_launch.frameworks.titan_cpu`), RoPE sized
+to the plan's sequence, then ``cfg.build()`` + ``init_states()``.
+
+Per-rank shard (what one GPU of the target computes; world size 1), by editing the configs the
+way torchtitan's TP plan shards the modules (``models/llama3/parallelize.py``: colwise
+``wq/wk/wv/wqkv, w1, w3``, rowwise ``wo, w2``; vocab-sharded ``tok_embeddings`` and ``lm_head``):
+``n_heads / tp``, ``n_kv_heads / tp`` (``head_dim`` kept), the colwise linears' ``out_features /
+tp``, the rowwise ones' ``in_features / tp``, FFN and shared-expert hidden ``/ tp``, routed expert
+hidden ``/ etp``, vocabulary ``/ tp``, sequence ``/ cp``.  Routed experts stay all
+``num_experts`` (each token still visits ``top_k``; an EP rank computes ``tokens x top_k``
+expert rows on average, the same FLOPs, in fewer larger GEMMs) -- noted in the result.
+
+torchtitan's linears are plain ``nn.Linear`` underneath, so autograd's input-only backward skips
+the weight-gradient GEMMs: the input-/weight-grad split is *measured* here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import functools
+from typing import Any, Iterator
+
+import torch
+
+from primus_launch.errors import UserError
+from primus_launch.plan import Plan
+from primus_launch.projection.measure.build_mcore import Piece, layer_counts, piece_shapes as _mcore_shapes, torch_dtype
+
+
+def parse_name(plan: Plan) -> tuple[str, str]:
+    """``"llama3-8B"`` -> ("llama3", "8B") (model names never contain '-')."""
+    from primus_launch.adapters.torchtitan_arch import SUPPORTED_MODELS
+
+    name = plan.model.name
+    model, _, flavor = name.partition("-")
+    if model not in SUPPORTED_MODELS or not flavor:
+        raise UserError(f"model.name={name!r}: a torchtitan plan needs '<model>-<flavor>' with model one of "
+                        f"{', '.join(SUPPORTED_MODELS)}")
+    return model, flavor
+
+
+def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any]]:
+    """Name -> per-rank shapes (the cache key): megatron's shape set plus the torchtitan flavor."""
+    model, flavor = parse_name(plan)
+    out = _mcore_shapes(plan, measure_layers)
+    for v in out.values():
+        v["titan_model"] = f"{model}:{flavor}"
+    return out
+
+
+def _div(lin: Any, field: str, k: int) -> Any:
+    return dataclasses.replace(lin, **{field: getattr(lin, field) // k})
+
+
+def _shard_attention(a: Any, tp: int) -> Any:
+    if tp == 1:
+        return a
+    if hasattr(a, "kv_lora_rank"):  # DeepSeek MLA: q / kv_b colwise, wo rowwise
+        upd: dict[str, Any] = {"n_heads": a.n_heads // tp, "wkv_b": _div(a.wkv_b, "out_features", tp),
+                               "wo": _div(a.wo, "in_features", tp)}
+        if a.wq is not None:
+            upd["wq"] = _div(a.wq, "out_features", tp)
+        if a.wq_b is not None:
+            upd["wq_b"] = _div(a.wq_b, "out_features", tp)
+        return dataclasses.replace(a, **upd)
+    n_kv = a.n_kv_heads or a.n_heads
+    head_dim = a.head_dim or a.dim // a.n_heads
+    q = a.qkv_linear
+    if hasattr(q, "wqkv"):
+        # the fused init closes over the unsharded head counts; values do not matter for timing
+        plain = {"weight": functools.partial(torch.nn.init.trunc_normal_, std=0.02), "bias": torch.nn.init.zeros_}
+        wqkv = dataclasses.replace(_div(q.wqkv, "out_features", tp), param_init=plain)
+        q = dataclasses.replace(q, n_heads=q.n_heads // tp, n_kv_heads=q.n_kv_heads // tp, wqkv=wqkv)
+    else:
+        q = dataclasses.replace(q, wq=_div(q.wq, "out_features", tp), wkv=_div(q.wkv, "out_features", tp))
+    return dataclasses.replace(a, n_heads=a.n_heads // tp, n_kv_heads=n_kv // tp, head_dim=head_dim,
+                               qkv_linear=q, wo=_div(a.wo, "in_features", tp))
+
+
+def _shard_ffn(f: Any, tp: int) -> Any:
+    if f is None or tp == 1:
+        return f
+    return dataclasses.replace(f, w1=_div(f.w1, "out_features", tp), w3=_div(f.w3, "out_features", tp),
+                               w2=_div(f.w2, "in_features", tp))
+
+
+def _shard_moe(moe: Any, tp: int, etp: int) -> Any:
+    if moe is None:
+        return moe
+    re = moe.routed_experts
+    inner = dataclasses.replace(re.inner_experts, hidden_dim=re.inner_experts.hidden_dim // etp)
+    return dataclasses.replace(moe, routed_experts=dataclasses.replace(re, inner_experts=inner),
+                               shared_experts=_shard_ffn(moe.shared_experts, tp))
+
+
+def titan_config(plan: Plan, measure_layers: int = 2, per_rank: bool = True) -> Any:
+    """The flavor's ``Decoder.Config`` reduced to the layers to measure (and sharded per rank)."""
+    from primus_launch.adapters.torchtitan_arch import model_spec
+    from primus_launch.frameworks import titan_cpu
+
+    model, flavor = parse_name(plan)
+    cfg = copy.deepcopy(model_spec(model, flavor).model)
+    if cfg.dim != plan.model.hidden_size:
+        raise UserError(f"model.hidden_size={plan.model.hidden_size}: torchtitan {model} {flavor} has dim "
+                        f"{cfg.dim}; the measured path builds the flavor, so the plan must match it")
+    layers = list(cfg.layers)
+    n_dense, n_moe = layer_counts(plan, measure_layers)
+    dense_ids = [i for i, lc in enumerate(layers) if getattr(lc, "moe", None) is None][:n_dense]
+    moe_ids = [i for i, lc in enumerate(layers) if getattr(lc, "moe", None) is not None][:n_moe]
+    cfg.layers = [layers[i] for i in dense_ids + moe_ids]
+    titan_cpu.use_sdpa(cfg)
+    titan_cpu.set_seq_len(cfg, plan.model.seq_length)
+    p = plan.parallel
+    if per_rank and (p.tp > 1 or p.expert_tp > 1):
+        tp, etp = p.tp, p.expert_tp
+        new = []
+        for lc in cfg.layers:
+            upd = {"attention": _shard_attention(lc.attention, tp)}
+            if getattr(lc, "feed_forward", None) is not None:
+                upd["feed_forward"] = _shard_ffn(lc.feed_forward, tp)
+            if getattr(lc, "moe", None) is not None:
+                upd["moe"] = _shard_moe(lc.moe, tp, etp)
+            new.append(dataclasses.replace(lc, **upd))
+        cfg.layers = new
+        if tp > 1:
+            v = cfg.vocab_size // tp
+            cfg.tok_embeddings = dataclasses.replace(cfg.tok_embeddings, num_embeddings=v)
+            cfg.lm_head = dataclasses.replace(cfg.lm_head, out_features=v)
+            cfg.vocab_size = v
+    return cfg, len(dense_ids), len(moe_ids)
+
+
+@contextlib.contextmanager
+def world_size_one(device: str) -> Iterator[None]:
+    """torchtitan's model classes need no process group at world size 1: only the CPU shims."""
+    from primus_launch.frameworks import titan_cpu
+
+    titan_cpu.install(device)
+    yield
+
+
+def build(plan: Plan, device: str = "cpu", measure_layers: int = 2, per_rank: bool = True):
+    """(model, n_dense, n_moe): the reduced torchtitan model on ``device`` in the plan's dtype."""
+    cfg, nd, nm = titan_config(plan, measure_layers, per_rank)
+    dev = torch.device(device)
+    with dev:
+        model = cfg.build()
+    model.init_states(buffer_device=dev)
+    model.to(device=dev, dtype=torch_dtype(plan))
+    return model, nd, nm
+
+
+def pieces(plan: Plan, device: str, measure_layers: int = 2) -> tuple[list[Piece], Any]:
+    """Pieces as in :func:`build_mcore.pieces` (embedding, ``dense_layer#i`` / ``moe_layer#i``,
+    ``attn_core``, ``head_loss``) from the torchtitan model; backward split measured."""
+    from torchtitan.components.loss import cross_entropy_loss
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    shapes = piece_shapes(plan, measure_layers)
+    model, n_dense, n_moe = build(plan, device, measure_layers)
+    model.train()
+    dev, dtype = torch.device(device), torch_dtype(plan)
+    s, b = m.seq_length // p.cp, t.micro_batch_size
+    vocab = model.tok_embeddings.weight.shape[0]
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, vocab, (b, s), generator=gen).to(dev)
+    labels = torch.randint(0, vocab, (b, s), generator=gen).to(dev)
+    h = m.hidden_size
+    out: list[Piece] = [Piece("embedding", lambda: model.tok_embeddings(ids), [],
+                              list(model.tok_embeddings.parameters()), shapes["embedding"])]
+    for i, layer in enumerate(model.layers.values()):
+        kind = "dense_layer" if i < n_dense else "moe_layer"
+        x = (torch.randn(b, s, h, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
+
+        def layer_forward(layer=layer, x=x):
+            return layer(x, None, None)
+
+        out.append(Piece(f"{kind}#{i}", layer_forward, [x], list(layer.parameters()), shapes[f"{kind}#{i}"]))
+    attn = next(iter(model.layers.values())).attention
+    heads = getattr(attn, "n_heads", m.num_attention_heads // p.tp)
+    if m.multi_latent_attention:
+        dq, dv, kvh = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim, heads
+    else:
+        dq = dv = m.kv_channels
+        kvh = getattr(attn, "n_kv_heads", m.kv_heads // p.tp)
+    q = torch.randn(b, s, heads, dq, generator=gen).to(dev, dtype).requires_grad_(True)
+    k = torch.randn(b, s, kvh, dq, generator=gen).to(dev, dtype).requires_grad_(True)
+    v = torch.randn(b, s, kvh, dv, generator=gen).to(dev, dtype).requires_grad_(True)
+    core = attn.inner_attention
+    out.append(Piece("attn_core", lambda: core(q, k, v, enable_gqa=heads != kvh), [q, k, v], [],
+                     shapes["attn_core"], flop_split=1.0))
+    head_x = (torch.randn(b, s, h, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
+
+    def head_forward():
+        logits = model.lm_head(model.norm(head_x))
+        return cross_entropy_loss(logits, labels) / labels.numel()
+
+    out.append(Piece("head_loss", head_forward, [head_x],
+                     list(model.norm.parameters()) + list(model.lm_head.parameters()), shapes["head_loss"]))
+    return out, model
