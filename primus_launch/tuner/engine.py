@@ -1,0 +1,227 @@
+"""The search's bookkeeping: the indexed space, the pre-filter cache, the scoring oracle with its
+budget and time limit, and the record of every trial.
+
+The planner (``planner.py``), the LLM loop (``llm.py``) and the exhaustive sweep only ask this
+object to ``evaluate`` candidates; it never scores a candidate twice, never scores one the
+pre-filter rejects, and raises :class:`Exhausted` when the budget or time limit is reached.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+import numpy as np
+
+from primus_launch.plan import Plan
+from primus_launch.projection.result import ProjectionResult
+from primus_launch.tuner.result import Trial, TrialSource
+from primus_launch.tuner.space import AXES, Knobs, apply_knobs
+
+Score = Callable[[Plan], ProjectionResult]
+Prefilter = Callable[[Plan], Optional[str]]
+
+
+class Exhausted(Exception):
+    """The scoring budget or the time limit is spent."""
+
+
+def flat_fields(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flat_fields(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def plan_changes(original: Plan, plan: Plan) -> dict[str, object]:
+    """Dotted fields of ``plan`` that differ from ``original`` (new values)."""
+    a = flat_fields(original.model_dump(include={"parallel", "training"}))
+    b = flat_fields(plan.model_dump(include={"parallel", "training"}))
+    return {k: v for k, v in b.items() if a.get(k) != v}
+
+
+class Engine:
+    """Indexed candidate space + oracle (see module docstring)."""
+
+    # cost of changing an axis as a side effect when moving to a neighbour (repair distance)
+    WEIGHTS = dict(tp=8, pp=8, vpp=4, cp=8, ep=6, etp=3, sp=1, mbs=2, dp_sharding=3, dp_replicate=2,
+                   rc_granularity=2, rc_method=1, rc_layers=1, schedule=1, overlap_grad_reduce=1,
+                   overlap_param_gather=1, tp_comm_overlap=1, first_stage_layers=3, last_stage_layers=3)
+
+    MAX_LAZY_CHECKS = 400  # pre-filter calls one neighbour query may spend when no mask is known
+
+    def __init__(self, plan: Plan, space: list[Knobs], *, score: Score, prefilter: Prefilter,
+                 budget: Optional[int], time_limit_s: Optional[float], progress=None):
+        self.plan = plan
+        self.space = space
+        self.index = {k: i for i, k in enumerate(space)}
+        self.score_fn = score
+        self.prefilter_fn = prefilter
+        self.budget = budget
+        self.deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+        self.progress = progress
+        # integer codes per axis, for vectorised neighbour queries
+        cols = []
+        self.lookups: list[dict] = []
+        for a in AXES:
+            vals = [getattr(k, a) for k in space]
+            lookup = {v: i for i, v in enumerate(dict.fromkeys(vals))}
+            self.lookups.append(lookup)
+            cols.append(np.fromiter((lookup[v] for v in vals), dtype=np.int32, count=len(vals)))
+        self.codes = np.stack(cols, axis=1) if space else np.zeros((0, len(AXES)), dtype=np.int32)
+        self.weights = np.array([self.WEIGHTS[a] for a in AXES], dtype=np.float64)
+        self._rows: dict[tuple[int, int], np.ndarray] = {}
+        self._dist_base: Optional[int] = None
+        self._dist = np.zeros(0)
+        self.legal_mask: Optional[np.ndarray] = None  # set when the whole space was pre-filtered
+        self.reasons: dict[int, Optional[str]] = {}
+        self.results: dict[int, ProjectionResult] = {}
+        self.failed: dict[int, str] = {}
+        self.rejected_seen: set[int] = set()
+        self.trials: list[Trial] = []
+        self.scored = 0
+
+    # ----- legality -----
+    def reason(self, i: int) -> Optional[str]:
+        """Pre-filter verdict for candidate ``i`` (cached): None when legal."""
+        if i not in self.reasons:
+            try:
+                self.reasons[i] = self.prefilter_fn(apply_knobs(self.plan, self.space[i]))
+            except Exception as e:  # a pre-filter bug must not kill the search
+                self.reasons[i] = f"pre-filter error: {type(e).__name__}: {e}"
+        return self.reasons[i]
+
+    def prefilter_all(self) -> np.ndarray:
+        mask = np.fromiter((self.reason(i) is None for i in range(len(self.space))), dtype=bool,
+                           count=len(self.space))
+        self.legal_mask = mask
+        return mask
+
+    def is_legal(self, i: int) -> bool:
+        return self.reason(i) is None
+
+    # ----- scoring -----
+    def spent(self) -> bool:
+        if self.budget is not None and self.scored >= self.budget:
+            return True
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    def time_of(self, i: int) -> float:
+        """Objective: iteration time of a scored candidate that fits; +inf otherwise."""
+        r = self.results.get(i)
+        if r is None or not r.memory.fits:
+            return float("inf")
+        return r.iteration_time_s
+
+    def key(self, i: int) -> tuple[int, float]:
+        """Search order: fitting candidates by time, then non-fitting ones by how far over memory
+        they are (so a search that starts out of memory walks towards plans that fit)."""
+        r = self.results.get(i)
+        if r is None:
+            return (2, float("inf"))
+        if r.memory.fits:
+            return (0, r.iteration_time_s)
+        return (1, r.memory.peak_bytes_per_gpu / max(1, r.memory.capacity_bytes))
+
+    def evaluate(self, i: int, source: TrialSource) -> float:
+        """Score candidate ``i`` once (pre-filter first); returns its objective."""
+        if i in self.results or i in self.failed or i in self.rejected_seen:
+            return self.time_of(i)
+        why = self.reason(i)
+        cand = apply_knobs(self.plan, self.space[i])
+        if why is not None:
+            self.rejected_seen.add(i)
+            self.record(cand, source, reason=why)
+            return float("inf")
+        if self.spent():
+            raise Exhausted
+        try:
+            res = self.score_fn(cand)
+        except Exception as e:  # the projection refusing a plan is a rejection, not a crash
+            self.failed[i] = f"projection failed: {type(e).__name__}: {e}"
+            self.record(cand, source, reason=self.failed[i])
+            return float("inf")
+        self.scored += 1
+        self.results[i] = res
+        self.record(cand, source, result=res)
+        if self.progress is not None:
+            self.progress.update(self)
+        return self.time_of(i)
+
+    def record(self, cand: Plan, source: TrialSource, *, result: Optional[ProjectionResult] = None,
+               reason: Optional[str] = None) -> Trial:
+        t = Trial(index=len(self.trials), source=source, changes=plan_changes(self.plan, cand),
+                  status="scored" if result is not None else "rejected", reason=reason)
+        if result is not None:
+            t.iteration_time_s = result.iteration_time_s
+            t.tokens_per_sec_per_gpu = result.tokens_per_sec_per_gpu
+            t.model_tflops_per_gpu = result.model_tflops_per_gpu
+            t.mfu = result.mfu
+            t.peak_memory_bytes = result.memory.peak_bytes_per_gpu
+            t.fits = result.memory.fits
+            t.time_breakdown = dict(result.time_breakdown)
+            t.memory_breakdown = dict(result.memory.breakdown)
+            if not result.memory.fits:
+                t.reason = "projected memory does not fit"
+        self.trials.append(t)
+        return t
+
+    def best(self) -> Optional[int]:
+        """Index of the fastest scored candidate that fits (ties: earliest in space order)."""
+        best_i, best_t = None, float("inf")
+        for i in sorted(self.results):
+            t = self.time_of(i)
+            if t < best_t:
+                best_i, best_t = i, t
+        return best_i
+
+    # ----- neighbourhood -----
+    def _distances(self, base: int) -> np.ndarray:
+        """Weighted Hamming distance of every candidate to ``base`` (cached for the last base)."""
+        if self._dist_base != base:
+            self._dist = ((self.codes != self.codes[base]) * self.weights).sum(axis=1)
+            self._dist_base = base
+        return self._dist
+
+    def rows_with(self, col: int, code: int) -> np.ndarray:
+        key = (col, code)
+        if key not in self._rows:
+            self._rows[key] = np.nonzero(self.codes[:, col] == code)[0]
+        return self._rows[key]
+
+    def nearest(self, base: int, fixed: dict[int, int], *, limit: int = 1, legal_only: bool = True) -> list[int]:
+        """Candidates closest to ``base`` (weighted Hamming distance over the axes) among those whose
+        axis columns equal ``fixed`` ({axis column: code}); stable order breaks ties.  With
+        ``legal_only`` the pre-filter is consulted lazily (or the precomputed mask is used)."""
+        if not fixed:
+            rows = np.arange(len(self.space))
+        else:
+            items = sorted(fixed.items(), key=lambda kv: len(self.rows_with(*kv)))
+            rows = self.rows_with(*items[0])
+            for col, code in items[1:]:
+                rows = rows[self.codes[rows, col] == code]
+        if legal_only and self.legal_mask is not None:
+            rows = rows[self.legal_mask[rows]]
+        if rows.size == 0:
+            return []
+        dist = self._distances(base)[rows]
+        order = rows[np.argsort(dist, kind="stable")] if limit > 1 or (legal_only and self.legal_mask is None) \
+            else rows[[int(np.argmin(dist))]]  # argmin returns the first (lowest index) minimum
+        out: list[int] = []
+        for checked, i in enumerate(order):
+            i = int(i)
+            if checked >= self.MAX_LAZY_CHECKS:
+                break
+            if legal_only and self.legal_mask is None and not self.is_legal(i):
+                continue
+            out.append(i)
+            if len(out) >= limit:
+                break
+        return out
+
+    def axis_codes(self, col: int) -> list[int]:
+        return sorted(set(int(x) for x in np.unique(self.codes[:, col]))) if len(self.space) else []

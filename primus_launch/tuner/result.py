@@ -1,0 +1,58 @@
+"""Typed results of a tune: every trial, the best plan and the counts that judge the search."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, Field
+
+from primus_launch.plan import Plan
+from primus_launch.projection.result import ProjectionResult
+
+TrialSource = Literal["seed", "planner", "llm", "exhaustive"]
+
+
+class Trial(BaseModel):
+    """One candidate the search looked at: scored, or rejected with the reason (never scored)."""
+
+    index: int = Field(description="order in which the search looked at it")
+    source: TrialSource
+    changes: dict[str, Any] = Field(description="dotted plan fields that differ from the original, new values")
+    status: Literal["scored", "rejected"]
+    reason: Optional[str] = Field(default=None, description="why it was rejected (pre-filter, projection, LLM validation)")
+    iteration_time_s: Optional[float] = None
+    tokens_per_sec_per_gpu: Optional[float] = None
+    model_tflops_per_gpu: Optional[float] = None
+    mfu: Optional[float] = None
+    peak_memory_bytes: Optional[int] = None
+    fits: Optional[bool] = None
+    time_breakdown: dict[str, float] = Field(default_factory=dict)
+    memory_breakdown: dict[str, int] = Field(default_factory=dict)
+
+
+class TuneResult(BaseModel):
+    best_plan: Plan
+    best: ProjectionResult
+    baseline: ProjectionResult
+    gain: float = Field(description="baseline iteration time / best iteration time - 1")
+    top: list[Trial] = Field(description="best scored trials that fit, fastest first")
+    trials: list[Trial]
+    space_size: int = Field(description="divisibility-legal candidates in the search space")
+    legal_candidates: int = Field(description="candidates legal by divisibility and the memory pre-filter")
+    legal_exact: bool = Field(description="False when legal_candidates was estimated from a sample of the space")
+    scored: int
+    rejected: int = Field(description="candidates the search looked at and the pre-filter/validation rejected")
+    elapsed_s: float
+    exhaustive: bool = False
+    llm_model: Optional[str] = None
+    space: dict[str, Any] = Field(default_factory=dict, description="the SpaceConfig the search ran over")
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def scored_fraction(self) -> float:
+        return self.scored / self.legal_candidates if self.legal_candidates else 0.0
+
+    def to_json_dict(self) -> dict:
+        d = self.model_dump(mode="json")
+        d["scored_fraction"] = self.scored_fraction
+        return d

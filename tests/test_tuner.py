@@ -1,0 +1,175 @@
+"""The tuner: search space, pre-filter, planner vs exhaustive, determinism, log and tuned recipe.
+
+Scoring uses the real dry-run projection (``project_dry_run``) on the bundled recipes; the analytic
+scorer of ``tuner_helpers`` is only used where a test counts calls.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from itertools import product
+from pathlib import Path
+
+import pytest
+
+from tuner_helpers import small_dense_plan
+
+from primus_launch.adapters import load_recipe
+from primus_launch.plan import legality_problems
+from primus_launch.projection.dryrun import project_dry_run
+from primus_launch.tuner.engine import plan_changes
+from primus_launch.tuner.search import default_prefilter, tune
+from primus_launch.tuner.space import AXES, SpaceConfig, apply_knobs, divisors, enumerate_space, knobs_of
+
+ROOT = Path(__file__).resolve().parents[1]
+LLAMA70B = ROOT / "recipes/megatron/llama3.1_70b.sh"
+TT_LLAMA70B = ROOT / "recipes/torchtitan/llama3.1_70b.toml"
+RESTRICTED = SpaceConfig.restricted()
+
+
+def _score(plan):
+    return project_dry_run(plan, memory_margin=0.05)
+
+
+# ----- search space -----
+
+@pytest.mark.parametrize("framework", ["megatron", "torchtitan"])
+def test_space_is_legal_unique_and_complete_on_structural_axes(framework):
+    plan = small_dense_plan(framework)
+    cands = list(enumerate_space(plan, SpaceConfig()))
+    assert len(cands) == len(set(cands)) > 100
+    for k in cands:  # every candidate passes the plan module's own divisibility rules
+        assert legality_problems(apply_knobs(plan, k)) == [], k
+    # brute force over the raw product of (tp, pp, vpp, cp, mbs): exactly the legal ones appear
+    base = knobs_of(plan)._replace(sp=False, tp_comm_overlap=False, schedule="1f1b", rc_granularity="none",
+                                   rc_layers=None)
+    want = set()
+    W = plan.world_size
+    for tp, pp, vpp, cp, mbs in product(divisors(W), divisors(W), range(1, 9), divisors(W), range(1, 9)):
+        if tp > 8 or cp > 8:
+            continue
+        scheds = ["interleaved_1f1b" if vpp > 1 else "1f1b"] + (["zb_h1"] if framework == "torchtitan" else [])
+        for sched in scheds:
+            k = base._replace(tp=tp, pp=pp, vpp=vpp, cp=cp, mbs=mbs, schedule=sched)
+            if not legality_problems(apply_knobs(plan, k)):
+                want.add((tp, pp, vpp, cp, mbs))
+    got = {(k.tp, k.pp, k.vpp, k.cp, k.mbs) for k in cands}
+    assert got == want
+
+
+def test_space_respects_framework_options():
+    mg = list(enumerate_space(small_dense_plan("megatron")))
+    tt = list(enumerate_space(small_dense_plan("torchtitan")))
+    assert {k.dp_sharding for k in mg} == {"none", "optimizer"}
+    assert {k.schedule for k in mg} == {"1f1b", "interleaved_1f1b"}
+    assert {k.dp_sharding for k in tt} == {"full"}
+    assert {"zb_h1", "zbv"} <= {k.schedule for k in tt}
+    assert all(k.vpp == 2 for k in tt if k.schedule == "zbv")
+    assert {k.rc_method for k in tt} == {"uniform"} and ("full", "block") in {(k.rc_granularity, k.rc_method) for k in mg}
+    assert len(RESTRICTED.__dict__) and len(list(enumerate_space(small_dense_plan(), RESTRICTED))) < len(mg)
+
+
+def test_deepseek_uneven_layout_is_in_the_space():
+    plan = load_recipe(ROOT / "recipes/megatron/deepseek_v3_671b.sh")
+    cands = list(enumerate_space(plan, RESTRICTED))
+    lay = {(k.pp, k.vpp, k.first_stage_layers, k.last_stage_layers) for k in cands}
+    assert (16, 1, 3, 2) in lay  # the recipe's own layout (61 layers)
+    assert any(f is not None and pp != 16 for pp, _, f, _ in lay)  # uneven layouts at other PP degrees
+    for k in cands:
+        p = apply_knobs(plan, k)
+        assert sum(p.layers_per_stage()) == 61 and legality_problems(p) == []
+
+
+# ----- planner vs exhaustive, on real plans with the real dry-run -----
+
+def test_planner_finds_exhaustive_optimum_small_space():
+    plan = small_dense_plan()
+    ex = tune(plan, score=_score, space=RESTRICTED, exhaustive=True)
+    pl = tune(plan, score=_score, space=RESTRICTED, budget=ex.legal_candidates // 4)
+    assert ex.scored == ex.legal_candidates + (0 if knobs_of(plan) in set(enumerate_space(plan, RESTRICTED)) else 1)
+    assert pl.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-12)
+    assert pl.scored <= ex.legal_candidates // 4
+
+
+def test_planner_within_2pct_of_exhaustive_llama70b_64_scoring_10pct():
+    plan = load_recipe(LLAMA70B)
+    ex = tune(plan, score=_score, space=RESTRICTED, exhaustive=True)
+    pl = tune(plan, score=_score, space=RESTRICTED)
+    assert pl.legal_exact and pl.legal_candidates == ex.legal_candidates
+    assert pl.scored <= 0.10 * pl.legal_candidates + 1
+    assert pl.best.iteration_time_s <= 1.02 * ex.best.iteration_time_s
+    assert ex.best.iteration_time_s <= pl.best.iteration_time_s  # exhaustive is the optimum
+    assert pl.best.memory.fits and pl.gain >= 0
+
+
+def test_deterministic():
+    plan = load_recipe(TT_LLAMA70B)
+    a = tune(plan, score=_score, space=RESTRICTED, budget=60)
+    b = tune(plan, score=_score, space=RESTRICTED, budget=60)
+    assert [(t.changes, t.iteration_time_s, t.reason) for t in a.trials] == \
+           [(t.changes, t.iteration_time_s, t.reason) for t in b.trials]
+    assert a.best_plan == b.best_plan
+
+
+# ----- pre-filter -----
+
+def test_prefilter_rejections_are_recorded_and_never_scored():
+    plan = load_recipe(LLAMA70B)
+    seen = []
+
+    def score(p):
+        seen.append(p)
+        return _score(p)
+
+    warnings: list[str] = []
+    pf = default_prefilter(0.05, warnings)
+    assert warnings == []  # the memory pre-filter exists
+    res = tune(plan, score=score, space=RESTRICTED, exhaustive=True)
+    assert res.legal_candidates < res.space_size  # memory removed some candidates
+    rejected = [t for t in res.trials if t.status == "rejected"]
+    assert len(rejected) == res.rejected == res.space_size - res.legal_candidates
+    assert all(t.reason for t in rejected)
+    for p in seen[1:]:  # nothing the pre-filter rejects reached the scorer (seen[0] may be the original)
+        assert pf(p) is None
+    # the pre-filter's verdict agrees with the projection's fits for the scored candidates
+    disagree = [t for t in res.trials if t.status == "scored" and t.fits is False]
+    assert len(disagree) <= 0.02 * res.scored
+
+
+# ----- outputs -----
+
+def test_budget_log_and_counts(tmp_path):
+    plan = load_recipe(LLAMA70B)
+    log = tmp_path / "trials.json"
+    res = tune(plan, score=_score, space=RESTRICTED, budget=15, log_path=log, top_n=5)
+    assert res.scored <= 15
+    assert any("budget" in w for w in res.warnings)
+    d = json.loads(log.read_text())
+    assert len(d["trials"]) == len(res.trials) and d["scored"] == res.scored
+    assert d["original_plan"]["parallel"]["tp"] == plan.parallel.tp
+    assert len(res.top) <= 5
+    assert [t.iteration_time_s for t in res.top] == sorted(t.iteration_time_s for t in res.top)
+    assert res.gain == pytest.approx(res.baseline.iteration_time_s / res.best.iteration_time_s - 1)
+    assert not list(tmp_path.glob(".*tmp"))  # atomic write left no temp file
+    assert res.trials[0].source == "seed" and res.trials[0].changes == {}
+
+
+@pytest.mark.parametrize("recipe", [LLAMA70B, TT_LLAMA70B], ids=["megatron", "torchtitan"])
+def test_tuned_recipe_differs_only_in_tuned_values(tmp_path, recipe):
+    from primus_launch.adapters import write_recipe
+
+    plan = load_recipe(recipe)
+    res = tune(plan, score=_score, space=RESTRICTED, budget=40)
+    assert res.best_plan != plan
+    out = write_recipe(res.best_plan, tmp_path / ("tuned" + recipe.suffix))
+    back = load_recipe(out)
+    assert back.parallel == res.best_plan.parallel and back.training == res.best_plan.training
+    assert back.model.model_dump(exclude={"name"}) == plan.model.model_dump(exclude={"name"})
+    assert back.cluster == plan.cluster
+    old, new = recipe.read_text().splitlines(), out.read_text().splitlines()
+    changed = [l for l in difflib.unified_diff(old, new, lineterm="", n=0)
+               if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    n_fields = len(plan_changes(plan, res.best_plan))
+    assert 0 < len(changed) <= 2 * n_fields + 2, changed
+    assert recipe.read_text().splitlines() == old  # the original is untouched
