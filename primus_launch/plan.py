@@ -290,6 +290,13 @@ def legality_problems(plan: Plan) -> list[tuple[str, object, str]]:
         out.append(("training.pipeline_schedule", t.pipeline_schedule, "needs vpp > 1"))
     if t.pipeline_schedule == "zbv" and p.pp > 1 and p.vpp != 2:
         out.append(("training.pipeline_schedule", t.pipeline_schedule, "ZBV needs vpp == 2 (two chunks per rank in a V)"))
+    # megatron/training/arguments.py validate_args: param-gather overlap needs a sharded optimizer and
+    # grad-reduce overlap; TP communication overlap needs sequence parallelism
+    if t.overlap_param_gather and (p.dp_sharding == "none" or not t.overlap_grad_reduce):
+        out.append(("training.overlap_param_gather", True,
+                    "needs dp_sharding optimizer/full and overlap_grad_reduce"))
+    if t.tp_comm_overlap and not p.sequence_parallel:
+        out.append(("training.tp_comm_overlap", True, "needs sequence_parallel (and tp > 1)"))
     if p.dp_replicate > 1 and dp % p.dp_replicate:
         out.append(("parallel.dp_replicate", p.dp_replicate, f"must divide dp={dp}"))
     if t.global_batch_size % (t.micro_batch_size * dp):
