@@ -166,6 +166,13 @@ def _stage_layer_ids(lps: tuple[int, ...], pp: int, vpp: int, zbv: bool) -> list
             for r in range(pp)]
 
 
+@lru_cache(maxsize=4096)
+def _stage_chunks(lps: tuple[int, ...], pp: int, vpp: int, zbv: bool) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """As :func:`_stage_layer_ids`, each chunk as ``(first layer id, number of layers)``."""
+    return tuple(tuple((ch[0] if ch else 0, len(ch)) for ch in rank)
+                 for rank in _stage_layer_ids(lps, pp, vpp, zbv))
+
+
 def _embedding_params(arch: ModelArch, tp: int) -> int:
     out = arch.padded_vocab_size(tp) // tp * arch.hidden_size
     if arch.position_embedding == "learned":

@@ -1,0 +1,183 @@
+"""Activation memory of one micro-batch: what autograd keeps per decoder layer, per GPU.
+
+Reference point: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+Models", arXiv 2205.05198, sec. 4 and Table 2.  Per layer of a GPT (MHA, GeLU MLP with
+``F = 4h``, dropout, unfused softmax attention, 2-byte activations) they count
+``sbh (34 + 5 a s / h)`` bytes:
+
+- attention ``11 sbh + 5 a s^2 b``: QKV input ``2sbh``, Q and K ``4sbh``, softmax output
+  ``2as^2b``, its dropout mask ``as^2b`` and dropped output ``2as^2b``, V ``2sbh``, projection
+  input ``2sbh``, dropout mask ``sbh``;
+- MLP ``19 sbh``: input ``2sbh``, GeLU input ``8sbh``, GeLU output ``8sbh``, dropout mask ``sbh``;
+- two LayerNorm inputs ``4sbh``.
+
+With tensor parallelism ``t`` and sequence parallelism everything divides by ``t``
+(``sbh (34/t + 5as/(ht))``); without SP the ``10 sbh`` of LayerNorm inputs, QKV/MLP inputs and
+dropout masks stay replicated (``sbh (10 + 24/t + 5as/(ht))``); selective recompute drops the
+``5as^2b`` term; full recompute keeps the layer input ``2sbh`` (``/t`` with SP).
+
+This module generalises that count tensor by tensor (so it reproduces Table 2 exactly with
+:data:`KORTHIKANTI`) and by default assumes megatron-core with Transformer Engine (:data:`TE`):
+
+- flash / fused attention (no ``s x s`` tensor): the core attention keeps Q, K, V, the output O
+  and the fp32 log-sum-exp ``4 b (nq/t) s``; selective recompute of ``core_attn`` then only drops
+  the log-sum-exp (Q, K, V are the checkpoint's inputs, O is the projection's input);
+- GQA: the fused QKV output ``(nq + 2 nkv) d`` stays alive because V is a view of it; RoPE writes
+  new rotated Q ``nq d`` and K ``nkv d`` tensors (``d`` = head dim);
+- SwiGLU: fused ``bias_swiglu`` keeps fc1's output ``2F`` and fc2 keeps its input ``F``
+  (non-gated GeLU: ``F`` + ``F``); ``F`` is the MLP intermediate size, split over TP;
+- norms keep their input in the activation dtype (+ fp32 rstd per token; LayerNorm also the
+  mean); no dropout (Llama-style recipes set it to 0);
+- with SP, column-parallel linears save their sequence-sharded input (``/t``) and all-gather it
+  again in backward (megatron ``LinearWithGradAccumulationAndAsyncCommunication``); CP divides
+  ``s``.
+
+:data:`MCORE_LOCAL` is the same count for megatron-core's local (torch) modules on CPU, which the
+tests measure: ``torch.nn.RMSNorm`` keeps an fp32 copy of its input and its fp32 normalised
+output (``8`` bytes per element instead of ``2``) and the unfused RoPE keeps its per-layer
+``cos``/``sin`` tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from primus_launch.plan import ModelArch
+
+
+@dataclass(frozen=True)
+class ActivationImpl:
+    """Which tensors an implementation keeps (see module docstring)."""
+
+    flash_attention: bool = True  # no s x s scores kept (flash / cuDNN fused attention)
+    dropout: bool = False  # attention + hidden dropout masks (1 byte per element)
+    rope_copies: bool = True  # RoPE writes new Q, K (off: Q, K are views of the fused QKV output)
+    rope_tables: bool = False  # unfused RoPE keeps cos/sin of q and k per layer (4 * s * d_rot)
+    norm_bytes: int = 2  # bytes kept per norm-input element (TE: the bf16 input; torch CPU: 8)
+    norm_stats: bool = True  # fp32 rstd (and mean for LayerNorm) per token
+
+
+TE = ActivationImpl()
+MCORE_LOCAL = ActivationImpl(norm_bytes=8, rope_tables=True)
+KORTHIKANTI = ActivationImpl(flash_attention=False, dropout=True, rope_copies=False, norm_stats=False)
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """Bytes kept by one decoder layer for one micro-batch on one GPU."""
+
+    full: float  # no recompute
+    core_attention: float  # what selective recompute of the core attention drops
+    layer_input: float  # what full recompute keeps (the checkpointed layer input)
+    backward_temp: float  # activation-gradient temporaries of the layer's backward (MLP dominated)
+
+
+def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1,
+                           moe: bool = False, ep: int = 1, etp: int | None = None, abytes: int = 2,
+                           impl: ActivationImpl = TE) -> LayerActivations:
+    """Activation bytes of one decoder layer (see the module docstring for the tensor list).
+
+    ``seq`` is the full sequence length (CP divides it here); ``abytes`` the activation dtype size.
+    MoE layers (not measured in the tests; an estimate): the router keeps its fp32 logits
+    ``4 sb E``; each GPU keeps, for the ``sb * topk`` (token, expert) pairs it receives on average,
+    the permuted input ``h``, fc1's output ``2 Fe / etp`` and fc2's input ``Fe / etp``, and the
+    combine keeps the expert output ``h``; shared experts count as a dense MLP of their size.
+    """
+    a = abytes
+    s = seq // cp
+    sb = s * mbs
+    h = arch.hidden_size
+    t = tp
+    spd = t if sp else 1
+    etp = etp or tp
+    nq = arch.num_attention_heads
+    stats = (8 if arch.normalization == "layernorm" else 4) * sb / spd if impl.norm_stats else 0.0
+
+    def norm(n: int, shard: int = spd) -> float:
+        return impl.norm_bytes * sb * n / shard + (stats if shard == spd else 0.0)
+
+    def mask(n: float) -> float:
+        return n if impl.dropout else 0.0
+
+    # ---- attention ----
+    attn = norm(h) + a * sb * h / spd  # input norm, QKV (or q/kv down) input
+    if arch.multi_latent_attention:
+        dn, dr, dv = arch.qk_head_dim, arch.qk_pos_emb_head_dim, arch.v_head_dim
+        kvl = arch.kv_lora_rank
+        if arch.q_lora_rank:
+            ql = arch.q_lora_rank
+            attn += norm(ql, 1) + a * sb * ql  # q_layernorm input, q_up input
+        attn += norm(kvl, 1) + a * sb * kvl  # kv_layernorm input, kv_up input
+        attn += a * sb * nq * (dn + dr) / t * 2  # query and key after RoPE concat
+        attn += a * sb * nq * (dn + dv) / t  # kv_up output (V is a view of it)
+        o = a * sb * nq * dv / t
+    else:
+        d, nkv = arch.kv_channels, arch.kv_heads
+        attn += a * sb * (nq + 2 * nkv) * d / t  # fused QKV output (V view; Q, K views w/o RoPE)
+        if arch.position_embedding == "rope" and impl.rope_copies:
+            attn += a * sb * (nq + nkv) * d / t
+        o = a * sb * nq * d / t
+    if arch.position_embedding == "rope" and impl.rope_tables:
+        attn += 4 * a * s * (arch.qk_pos_emb_head_dim if arch.multi_latent_attention else arch.kv_channels)
+    attn += o  # core-attention output = projection input
+    if impl.flash_attention:
+        core = 4.0 * mbs * nq / t * s  # fp32 log-sum-exp
+    else:
+        core = a * mbs * nq / t * s * s + mask(mbs * nq / t * s * s) + (a * mbs * nq / t * s * s if impl.dropout else 0)
+    attn += core + mask(sb * h / spd)
+
+    # ---- MLP ----
+    g = 2 if arch.swiglu else 1
+    mlp = norm(h)
+    # backward temporaries (measured on megatron-core, tests/test_memory.py): the gradients of
+    # fc1's output (gF), of fc2's input (F) and one more F-sized gradient, plus the layer's
+    # output gradient: a sb ((g + 2) F / t + h / spd)
+    largest = 0.0
+    if moe:
+        E, k, fe = arch.num_experts or 1, arch.moe_router_topk, arch.expert_ffn
+        mlp += a * sb * h / spd + 4.0 * sb / spd * E  # router/dispatch input, fp32 router logits
+        pairs = sb / spd * k * spd  # tokens gathered over TP (SP) then routed: sb * topk per rank
+        mlp += pairs * (a * h + a * (g + 1) * fe / etp + a * h)
+        largest = pairs * a * (g + 2) * fe / etp
+        if arch.moe_shared_expert_intermediate_size:
+            fs = arch.moe_shared_expert_intermediate_size
+            mlp += a * sb * (g + 1) * fs / t
+    else:
+        f = arch.ffn_hidden_size
+        mlp += a * sb * h / spd + a * sb * (g + 1) * f / t
+        largest = a * sb * (g + 2) * f / t
+    mlp += mask(sb * h / spd)
+    full = attn + mlp
+    return LayerActivations(full=full, core_attention=core, layer_input=a * sb * h / spd,
+                            backward_temp=largest + a * sb * h / spd)
+
+
+def output_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1,
+                            abytes: int = 2, impl: ActivationImpl = TE) -> tuple[float, float]:
+    """(kept, transient) bytes of the last stage's final norm, output layer and loss.
+
+    Kept until backward: final-norm input, output-layer input and megatron's
+    ``vocab_parallel_cross_entropy`` fp32 softmax ``4 sb V/t`` (computed in place of the logits'
+    fp32 copy).  Transient on top of that in the loss forward: the logits ``a sb V/t`` in the
+    activation dtype, alive until the loss returns, and the output layer's input at full
+    sequence length (measured, tests/test_memory.py).  ``V`` = padded vocabulary.
+    """
+    s = seq // cp
+    sb = s * mbs
+    spd = tp if sp else 1
+    h = arch.hidden_size
+    v = arch.padded_vocab_size(tp) / tp
+    stats = (8 if arch.normalization == "layernorm" else 4) * sb / spd if impl.norm_stats else 0.0
+    kept = impl.norm_bytes * sb * h / spd + stats + abytes * sb * h / spd + 4.0 * sb * v
+    # + a full-sequence hidden-size tensor (and under SP one more sequence shard), measured
+    transient = abytes * sb * v + abytes * sb * h * (1 + (1 / spd if sp else 0))
+    return kept, transient
+
+
+def rope_table_bytes(arch: ModelArch, *, seq: int, cp: int = 1) -> float:
+    """fp32 ``[s, 1, 1, d_rot]`` RoPE frequencies each model chunk computes once per forward and
+    keeps for its layers' backward (megatron ``RotaryEmbedding.forward``)."""
+    if arch.position_embedding != "rope":
+        return 0.0
+    d = arch.qk_pos_emb_head_dim if arch.multi_latent_attention else arch.kv_channels
+    return 4.0 * seq // cp * d
