@@ -99,14 +99,17 @@ def _write_trace(path: str, result) -> None:
     atomic_write_text(path, json.dumps(chrome_trace(result.timeline, title=result.plan.model.name)))
 
 
-def _emit(a: argparse.Namespace, plan: Plan, command: list[str]) -> None:
+def _emit(a: argparse.Namespace, plan: Plan, command: list[str], recipe_path: Optional[Path] = None) -> None:
     from primus_launch import emit
 
-    program = command or [f"<training program of {plan.source.path if plan.source else 'the recipe'}>"]
+    program = command or emit.program_of_recipe(plan, recipe_path)
+    if not program:
+        raise UserError(f"--emit: the recipe {plan.source.path if plan.source else ''!s} holds no training "
+                        "command; give the command after --")
     if a.emit == "slurm":
         print(emit.slurm_script(plan, program))
     else:
-        print(shlex.join(emit.torchrun_command(plan, program)))
+        print(emit.shell_join(emit.torchrun_command(plan, program)))
 
 
 def _launch_recipe(plan: Plan) -> int:
@@ -204,7 +207,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         if tuned_cmd and not a.launch:
             print("\ntuned command:\n" + shlex.join(tuned_cmd))
     if a.emit:
-        _emit(a, best, tuned_cmd or [])
+        _emit(a, best, tuned_cmd or [], written)
     if a.launch:
         from primus_launch.launcher import ensure_fits, run_command
 
