@@ -209,3 +209,19 @@ def test_torchtitan_pieces_are_the_tp_shard_and_split_is_measured(tmp_path):
     pc = r.measurement["pieces"]["dense_layer#0"]
     assert 0 < pc["bwd_input_s"] <= pc["bwd_s"]
     assert pc["bwd_input_s"] + pc["bwd_weight_s"] == pytest.approx(pc["bwd_s"])
+
+
+def test_cpu_measurement_of_a_huge_layer_is_refused_in_one_line(tmp_path):
+    """Llama-3-70B-shaped pieces on the CPU: a one-line UserError before any build."""
+    from primus_launch.errors import UserError
+    from primus_launch.plan import Plan
+    from primus_launch.projection.measure.upscale import project_measured
+
+    plan = Plan.model_validate({"model": dict(num_layers=80, hidden_size=8192, ffn_hidden_size=28672,
+                                              num_attention_heads=64, num_query_groups=8, vocab_size=128256,
+                                              seq_length=8192),
+                                "parallel": {"tp": 8}, "training": {"global_batch_size": 64},
+                                "cluster": {"gpus_per_node": 8, "num_nodes": 8}})
+    with pytest.raises(UserError, match="--dry-run") as ei:
+        project_measured(plan, device="cpu", cache_dir=tmp_path, max_cpu_seconds=60)
+    assert "\n" not in str(ei.value)

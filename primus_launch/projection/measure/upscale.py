@@ -64,9 +64,11 @@ def _framework_version(framework: str) -> str:
 def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = None,
                    measure_layers: int = 2, warmup: int = PROTOCOL["warmup"],
                    repeats: int = PROTOCOL["repeats"],
-                   cpu_clock: str = "process") -> tuple[dict[str, PieceTiming], dict[str, bool]]:
+                   cpu_clock: str = "process",
+                   max_cpu_seconds: Optional[float] = 600.0) -> tuple[dict[str, PieceTiming], dict[str, bool]]:
     """Time every piece of the plan's per-rank model; returns (name -> timing, name -> cache hit).
-    Builds the model only when some piece is missing from the cache."""
+    Builds the model only when some piece is missing from the cache.  On the CPU, refuses (one
+    line) when the estimated measurement time exceeds ``max_cpu_seconds`` (None: no limit)."""
     fw = _framework(plan)
     b = _builder(fw)
     shapes = b.piece_shapes(plan, measure_layers)
@@ -86,6 +88,8 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
                 out[n] = PieceTiming.from_dict(rec)
                 hit[n] = True
     missing = [n for n in shapes if n not in out]
+    if missing and torch.device(device).type == "cpu" and max_cpu_seconds is not None:
+        _check_cpu_budget(plan, measure_layers, warmup + 2 * repeats + 2, max_cpu_seconds)
     if missing:
         dev = torch.device(device)
         with b.world_size_one(device):
@@ -100,6 +104,28 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
                     cache.put(keys[pc.name], out[pc.name].to_dict())
             del pieces, _model
     return out, hit
+
+
+def _check_cpu_budget(plan: Plan, measure_layers: int, passes: int, max_s: float) -> None:
+    """Estimated seconds = passes x (fwd+bwd FLOPs of the pieces) / this CPU's GEMM rate in the
+    plan's dtype (one 512^3 GEMM, ``localhw.gemm_flops``) -- a lower bound, since whole layers
+    reach a fraction of the GEMM rate; UserError when above ``max_s``."""
+    from primus_launch.projection.measure.build_mcore import measurement_flops_estimate
+    from primus_launch.projection.measure.localhw import gemm_flops
+
+    flops = measurement_flops_estimate(plan, measure_layers) * passes
+    rate = gemm_flops(torch_dtype_of(plan), n=512, repeats=2)
+    est = flops / rate
+    if est > max_s:
+        raise UserError(f"--measure-device=cpu: measuring {plan.model.name} pieces would take about "
+                        f"{est / 60:.0f} min or more on this CPU ({flops / 1e12:.1f} TFLOP); use --dry-run or a GPU "
+                        f"(--measure-device cuda)")
+
+
+def torch_dtype_of(plan: Plan) -> torch.dtype:
+    from primus_launch.projection.measure.build_mcore import torch_dtype
+
+    return torch_dtype(plan)
 
 
 def _median_pass(timings: list[PieceTiming]) -> PassTimes:
@@ -123,12 +149,13 @@ def layer_times(timings: dict[str, PieceTiming]) -> LayerTimes:
 def project_measured(plan: Plan, *, device: str | None = None, memory_margin: float = 0.05,
                      record_timeline: bool = False, cache_dir: Path | None = None,
                      measure_layers: int = 2, repeats: int = PROTOCOL["repeats"],
-                     cpu_clock: str = "process") -> ProjectionResult:
+                     cpu_clock: str = "process", max_cpu_seconds: Optional[float] = 600.0) -> ProjectionResult:
     """Measure the plan's pieces on ``device`` ("cuda" | "cpu"; default cuda when available,
     else cpu with a note) and assemble the iteration on the plan's GPU spec (module docstring).
 
     ``cache_dir``: where piece measurements are cached (default :func:`cache.default_cache_dir`).
     ``cpu_clock``: on the CPU, "process" (CPU time, robust on a shared machine) or "wall".
+    ``max_cpu_seconds``: refuse a CPU measurement estimated to take longer (None: no limit).
     """
     notes: list[str] = []
     if device is None:
@@ -142,7 +169,7 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
         notes.append(f"CPU clock: {cpu_clock} time, {torch.get_num_threads()} torch thread(s)")
     cache = MeasureCache(cache_dir)
     timings, hits = measure_pieces(plan, device, cache=cache, measure_layers=measure_layers, repeats=repeats,
-                                   cpu_clock=cpu_clock)
+                                   cpu_clock=cpu_clock, max_cpu_seconds=max_cpu_seconds)
     lt = layer_times(timings)
     res = assemble(plan, lt, "measured", record_timeline=record_timeline, memory_margin=memory_margin)
     p = plan.parallel
