@@ -116,7 +116,7 @@ def mcore_config(plan: Plan, num_layers: int | None = None, **overrides) -> Tran
         kw.update(num_moe_experts=m.num_experts, moe_ffn_hidden_size=m.expert_ffn,
                   moe_router_topk=m.moe_router_topk,
                   moe_shared_expert_intermediate_size=m.moe_shared_expert_intermediate_size or None,
-                  moe_layer_freq=[0] * m.moe_dense_first_layers + [1] * (m.num_layers - m.moe_dense_first_layers),
+                  moe_layer_freq=[0 if i < m.moe_dense_first_layers else 1 for i in range(kw["num_layers"])],
                   moe_token_dispatcher_type="allgather", moe_grouped_gemm=False)
     kw.update(overrides)
     if m.multi_latent_attention:

@@ -41,10 +41,11 @@ def _total(snap: dict) -> int:
 
 
 def measure_step(plan: Plan, num_layers: int, *, pre_process: bool = True, post_process: bool = True,
-                 fused_swiglu: bool = False) -> dict[str, int]:
+                 fused_swiglu: bool = False, fake: bool = True) -> dict[str, int]:
     """Bytes of one fwd+bwd of ``num_layers`` decoder layers of ``plan.model`` on one GPU (TP rank 0).
 
-    Returns ``activations`` (live after forward minus before: what autograd keeps for backward),
+    ``fake=False`` runs real CPU tensors (MoE: routing needs data, ``FakeTensorMode`` cannot run
+    megatron's token dispatch); keep the sizes small then.  Returns ``activations`` (live after forward minus before: what autograd keeps for backward),
     ``peak`` (highest live bytes during forward+backward) and ``static`` (parameters + grads before
     the step, grads preallocated like megatron's grad buffer).  Parameters and grads are bf16 (no
     optimizer: the harness measures activations and the backward's temporaries).
@@ -76,7 +77,14 @@ def measure_step(plan: Plan, num_layers: int, *, pre_process: bool = True, post_
     cfg = mcore_config(plan, num_layers=num_layers, **over)
     m = plan.model
     s, b = m.seq_length, plan.training.micro_batch_size
-    with FakeTensorMode(allow_non_fake_inputs=True):
+    import contextlib
+
+    import torch._dynamo
+
+    # megatron's fused bias-SwiGLU is wrapped in torch.compile (jit_fuser); compiling it for real
+    # CPU tensors costs seconds and changes nothing that is kept: run it eagerly
+    torch._dynamo.config.disable = True
+    with FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext():
         spec = block_spec(plan, cfg, 0, None)
         if p.sequence_parallel:
             for ls in spec.layer_specs:
@@ -87,9 +95,13 @@ def measure_step(plan: Plan, num_layers: int, *, pre_process: bool = True, post_
                          pre_process=pre_process, post_process=post_process,
                          share_embeddings_and_output_weights=not m.untie_embeddings_and_output_weights,
                          position_embedding_type="rope")
+        gen = torch.Generator().manual_seed(0)
         for prm in model.parameters():
             prm.data = prm.data.to(torch.bfloat16)
-        tokens = torch.zeros((b, s), dtype=torch.long)
+            if not fake:
+                prm.data.normal_(0.0, 0.02, generator=gen)
+        tokens = (torch.zeros((b, s), dtype=torch.long) if fake
+                  else torch.randint(0, m.vocab_size, (b, s), generator=gen))
         pos = torch.arange(s).unsqueeze(0).expand(b, s)
         hidden = None
         if not pre_process:

@@ -263,3 +263,44 @@ def test_prefilter_agrees_with_estimate_memory():
         else:
             seen["ok"] += 1
     assert min(seen.values()) > 0, seen
+
+
+def test_zero_paper_figure1_model_states():
+    """Rajbhandari et al. 2020 (ZeRO, arXiv 1910.02054) Figure 1 / sec. 5: 7.5B parameters, 64-way
+    DP, mixed-precision Adam (K = 12): baseline 120 GB, optimizer-state partitioning (P_os,
+    Megatron's distributed optimizer) 31.4 GB, full partitioning (P_os+g+p, FSDP) 1.9 GB per GPU."""
+    arch = ARCH.model_copy(update=dict(num_layers=8))
+    psi = 7.5e9
+    got = {}
+    for shard in ("none", "optimizer", "full"):
+        plan = Plan(model=arch, parallel=dict(dp_sharding=shard), cluster=dict(num_nodes=8),
+                    training=dict(global_batch_size=64, grad_reduce_in_fp32=False))  # fp16 grads
+        st = stage_memory(plan)[0]
+        got[shard] = (st.parameters_bytes + st.gradients_bytes + st.optimizer_bytes) / st.num_parameters * psi / 1e9
+    assert round(got["none"]) == 120
+    assert round(got["optimizer"], 1) == 31.4
+    assert round(got["full"], 1) == 1.9
+    # torchtitan FSDP2: fp32 sharded params are the master copy, fp32 grads: (4 + 4 + 8) / 64
+    plan = Plan(model=arch, parallel=dict(dp_sharding="full"), cluster=dict(num_nodes=8),
+                training=dict(global_batch_size=64), source=dict(framework="torchtitan"))
+    st = stage_memory(plan)[0]
+    assert (st.parameters_bytes + st.gradients_bytes + st.optimizer_bytes) == pytest.approx(
+        16 / 64 * st.num_parameters, rel=1e-9)
+
+
+def test_moe_layer_activations_measured():
+    """MoE layer (8 experts, top-2, a shared expert; megatron's allgather dispatcher and
+    SequentialMLP, EP = TP = 1) on real CPU tensors (routing needs data, so no FakeTensorMode; small
+    sizes): per-layer bytes kept equal the model's routing state + permuted tokens + expert
+    fc1/fc2 inputs + shared expert, for every (token, expert) pair."""
+    arch = ModelArch(num_layers=2, hidden_size=256, ffn_hidden_size=896, num_attention_heads=4,
+                     num_query_groups=2, vocab_size=1024, seq_length=128, num_experts=8, moe_router_topk=2,
+                     moe_shared_expert_intermediate_size=256)
+    for rc in ("none", "selective"):
+        plan = Plan(model=arch, training=dict(global_batch_size=1, recompute=dict(granularity=rc)),
+                    cluster=dict(gpus_per_node=1))
+        one = measure_step(plan, 1, post_process=False, fused_swiglu=True, fake=False)
+        two = measure_step(plan, 2, post_process=False, fused_swiglu=True, fake=False)
+        la = layer_activation_bytes(arch, seq=128, mbs=1, tp=1, sp=False, moe=True, impl=MCORE_LOCAL)
+        want = la.full if rc == "none" else la.full - la.core_attention
+        assert two["activations"] - one["activations"] == pytest.approx(want, rel=0.01)

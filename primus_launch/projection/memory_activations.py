@@ -78,10 +78,11 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     """Activation bytes of one decoder layer (see the module docstring for the tensor list).
 
     ``seq`` is the full sequence length (CP divides it here); ``abytes`` the activation dtype size.
-    MoE layers (not measured in the tests; an estimate): the router keeps its fp32 logits
-    ``4 sb E``; each GPU keeps, for the ``sb * topk`` (token, expert) pairs it receives on average,
-    the permuted input ``h``, fc1's output ``2 Fe / etp`` and fc2's input ``Fe / etp``, and the
-    combine keeps the expert output ``h``; shared experts count as a dense MLP of their size.
+    MoE layers (megatron allgather dispatcher; measured at EP = TP = 1 in the tests): the routing
+    state ``sb (20 topk + 3 E)`` bytes; each GPU keeps, for the ``sb * topk`` (token, expert)
+    pairs it receives on average (exact at EP 1; balanced routing assumed for EP > 1), the
+    permuted input ``h``, fc1's output ``2 Fe / etp`` and fc2's input ``Fe / etp``; shared
+    experts count as a dense MLP of their size.
     """
     a = abytes
     s = seq // cp
@@ -135,9 +136,11 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     largest = 0.0
     if moe:
         E, k, fe = arch.num_experts or 1, arch.moe_router_topk, arch.expert_ffn
-        mlp += a * sb * h / spd + 4.0 * sb / spd * E  # router/dispatch input, fp32 router logits
-        pairs = sb / spd * k * spd  # tokens gathered over TP (SP) then routed: sb * topk per rank
-        mlp += pairs * (a * h + a * (g + 1) * fe / etp + a * h)
+        # router/dispatch input; routing state: top-k indices (int64), probs (fp32), sorted
+        # indices (int64) per (token, expert) pair, routing map (bool) and probs (bf16) per expert
+        mlp += a * sb * h / spd + sb * (20 * k + 3 * E)
+        pairs = sb * k  # tokens gathered over TP (SP) then routed: sb * topk per rank on average
+        mlp += pairs * (a * h + a * (g + 1) * fe / etp)  # permuted input, fc1 out, fc2 in
         largest = pairs * a * (g + 2) * fe / etp
         if arch.moe_shared_expert_intermediate_size:
             fs = arch.moe_shared_expert_intermediate_size
