@@ -14,8 +14,10 @@
    the legal, unscored candidates within ``radius`` changed axis groups of the incumbent are
    ranked by it and the best few are scored; repeat until ``patience`` rounds bring no
    improvement (the surrogate only orders candidates: every reported number is the projection's).
-4. **Polish**: best-improvement hill climbing over the one-axis (repaired) neighbourhood of the
-   incumbent, so the result is a verified local optimum when the budget allows.
+4. **Polish**: best-improvement hill climbing over the one-axis neighbourhood of the incumbent
+   (repairs now chosen by the surrogate among the near-nearest), so the result is a verified local
+   optimum when the budget allows; then the same climb restarted from the best candidate of each
+   TP / CP / PP / EP value within 25% of the incumbent (coupled axes the additive model misses).
 
 No randomness: every ordering comes from the space's enumeration order and numpy's deterministic
 least squares, so the same inputs give the same trials in the same order.
@@ -34,7 +36,9 @@ GROUPS: tuple[tuple[str, ...], ...] = (
     ("tp",), ("pp",), ("cp",), ("ep",), ("etp",), ("vpp",), ("mbs",),
     ("rc_granularity", "rc_method", "rc_layers"), ("dp_sharding",), ("dp_replicate",), ("sp",),
     ("schedule",), ("overlap_grad_reduce",), ("overlap_param_gather",), ("tp_comm_overlap",),
+    ("first_stage_layers", "last_stage_layers"),
 )
+LAYOUT = ("first_stage_layers", "last_stage_layers")
 PAIRS: tuple[tuple[str, str], ...] = (
     ("tp", "pp"), ("tp", "cp"), ("pp", "vpp"), ("pp", "cp"), ("tp", "mbs"), ("pp", "mbs"),
     ("ep", "etp"), ("tp", "ep"), ("pp", "ep"), ("mbs", "rc_granularity"), ("pp", "rc_granularity"),
@@ -42,9 +46,23 @@ PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
+class Surrogate:
+    """Additive model: prediction = mean + sum of the weights of a candidate's categories."""
+
+    def __init__(self, blocks: list[np.ndarray], offsets: list[int], w: np.ndarray, mu: float):
+        self.blocks, self.offsets, self.w, self.mu = blocks, offsets, w, mu
+
+    def __call__(self, rows: np.ndarray) -> np.ndarray:
+        out = np.full(len(rows), self.mu)
+        for b, o in zip(self.blocks, self.offsets):
+            out += self.w[o + b[rows]]
+        return out
+
+
 class Planner:
     def __init__(self, engine: Engine, *, batch: int = 4, patience: int = 3, radius: int = 3,
-                 ridge: float = 0.3):
+                 ridge: float = 0.3, restart_within: float = 1.25):
+        self.restart_within = restart_within
         self.e = engine
         self.batch = batch
         self.patience = patience
@@ -61,15 +79,29 @@ class Planner:
         self._features: list[np.ndarray] | None = None
 
     # ----- neighbourhoods -----
-    def neighbours(self, base: int) -> list[int]:
+    def neighbours(self, base: int, pred: "Surrogate | None" = None, slack: float = 8.0) -> list[int]:
+        """One candidate per other value of each axis group: the nearest legal one (fewest, cheapest
+        side changes); with a surrogate ``pred``, the best-predicted among those within ``slack``
+        of the nearest distance (so a memory repair can be e.g. more CP instead of recompute)."""
         out: list[int] = []
-        codes = self.e.codes
+        e = self.e
+        codes = e.codes
         for cols, vals in self.groups:
             own = tuple(int(codes[base, c]) for c in cols)
             for v in vals:
                 if v == own:
                     continue
-                out += self.e.nearest(base, dict(zip(cols, v)))
+                if pred is None:
+                    out += e.nearest(base, dict(zip(cols, v)))
+                    continue
+                near = e.nearest(base, dict(zip(cols, v)), limit=64)
+                if not near:
+                    continue
+                dist = e._distances(base)
+                d0 = dist[near[0]]
+                pool = [i for i in near if dist[i] <= d0 + slack and i not in e.results] or near[:1]
+                p = dict(zip(pool, pred(np.array(pool, dtype=np.int64))))
+                out.append(min(pool, key=lambda i: (p[i], dist[i], i)))
         return list(dict.fromkeys(i for i in out if i != base))
 
     # ----- surrogate -----
@@ -77,7 +109,8 @@ class Planner:
         """Per feature block, each candidate's category: one block per axis column, one per pair."""
         if self._features is None:
             c = self.e.codes.astype(np.int64)
-            blocks = [c[:, j] for j in range(c.shape[1]) if c.shape[0] and c[:, j].max() > 0]
+            skip = {self.col[a] for a in LAYOUT}
+            blocks = [c[:, j] for j in range(c.shape[1]) if j not in skip and c.shape[0] and c[:, j].max() > 0]
             for a, b in PAIRS:
                 ca, cb = c[:, self.col[a]], c[:, self.col[b]]
                 if ca.max(initial=0) > 0 and cb.max(initial=0) > 0:
@@ -85,32 +118,33 @@ class Planner:
             self._features = blocks
         return self._features
 
-    def predict(self) -> np.ndarray:
-        """Surrogate log-time for every candidate (ridge fit on the scored candidates that fit)."""
+    def fit(self) -> "Surrogate":
+        """Ridge least squares of log(iteration time) on the scored candidates that fit."""
         e = self.e
         rows = np.array(sorted(i for i in e.results if e.time_of(i) < math.inf), dtype=np.int64)
         blocks = self.features()
-        n = len(e.space)
-        if rows.size == 0:
-            return np.zeros(n)
-        y = np.log([e.time_of(int(i)) for i in rows])
-        cols, offsets, sizes = [], [], []
-        off = 0
+        offsets, off = [], 0
         for b in blocks:
-            size = int(b.max()) + 1
             offsets.append(off)
-            sizes.append(size)
-            off += size
-        X = np.zeros((rows.size, off))
-        for b, o in zip(blocks, offsets):
-            X[np.arange(rows.size), o + b[rows]] = 1.0
-        mu = y.mean()
-        A = X.T @ X + self.ridge * np.eye(off)
-        w = np.linalg.solve(A, X.T @ (y - mu))
-        pred = np.full(n, mu)
-        for b, o in zip(blocks, offsets):
-            pred += w[o + b]
-        return pred
+            off += int(b.max()) + 1 if b.size else 1
+        if rows.size == 0:
+            return Surrogate(blocks, offsets, np.zeros(off), 0.0)
+        y = np.log([e.time_of(int(i)) for i in rows])
+        idx = np.stack([o + b[rows] for b, o in zip(blocks, offsets)], axis=1)  # (n, blocks)
+        used, inv = np.unique(idx, return_inverse=True)  # unobserved categories keep weight 0
+        X = np.zeros((rows.size, used.size))
+        X[np.repeat(np.arange(rows.size), idx.shape[1]), inv.ravel()] = 1.0
+        mu = float(y.mean())
+        # ridge in its dual form (n samples <= features): w = X^T (X X^T + lambda I)^-1 (y - mu)
+        alpha = np.linalg.solve(X @ X.T + self.ridge * np.eye(rows.size), y - mu)
+        w = np.zeros(off)
+        w[used] = X.T @ alpha
+        return Surrogate(blocks, offsets, w, mu)
+
+    def core(self, i: int) -> tuple:
+        """A candidate's codes without the pipeline layout columns."""
+        codes = self.e.codes[i]
+        return tuple(int(codes[j]) for j in range(len(codes)) if AXES[j] not in LAYOUT)
 
     def group_distance(self, base: int) -> np.ndarray:
         """How many independent axis groups of each candidate differ from ``base`` (the schedule,
@@ -132,10 +166,15 @@ class Planner:
             return i
         if not e.space:
             return None
-        diffs = np.array([sum(e.WEIGHTS[a] for a in AXES if getattr(k, a) != getattr(knobs, a)) for k in e.space])
-        for j in np.lexsort((np.arange(len(e.space)), diffs)):
+        own = np.array([e.lookups[c].get(getattr(knobs, a), -1) for c, a in enumerate(AXES)])
+        diffs = ((e.codes != own) * e.weights).sum(axis=1)
+        for n, j in enumerate(np.argsort(diffs, kind="stable")):
+            if e.legal_mask is not None and not e.legal_mask[j]:
+                continue
             if e.is_legal(int(j)):
                 return int(j)
+            if n > 20 * e.MAX_LAZY_CHECKS:
+                break
         return None
 
     def incumbent(self) -> int:
@@ -146,7 +185,7 @@ class Planner:
         e = self.e
         cur = start
         while True:
-            nb = self.neighbours(cur)
+            nb = self.neighbours(cur, self.fit())
             for i in nb:
                 e.evaluate(i, "planner")
             best = min(nb + [cur], key=lambda i: (e.key(i), i))
@@ -169,18 +208,23 @@ class Planner:
                 radius, stale = radius + 2, 0
             inc = self.incumbent()
             before = e.key(inc)
-            pred = self.predict()
+            model = self.fit()
             ok = self.group_distance(inc) <= radius
             if e.legal_mask is not None:
                 ok &= e.legal_mask
             for i in list(e.results) + list(e.failed) + [i for i, r in e.reasons.items() if r is not None]:
                 ok[i] = False
             cand = np.nonzero(ok)[0]
+            pred = model(cand)
             picked = 0
-            for i in cand[np.lexsort((cand, pred[cand]))]:
+            seen = {self.core(j) for j in e.results}
+            for i in cand[np.lexsort((cand, pred))]:
                 i = int(i)
+                if self.core(i) in seen:  # same but for the pipeline layout: not worth a score here
+                    continue
                 if e.legal_mask is None and not e.is_legal(i):
                     continue
+                seen.add(self.core(i))
                 e.evaluate(i, "planner")
                 picked += 1
                 if picked >= self.batch:
@@ -205,3 +249,25 @@ class Planner:
             between(e)
         self.guided()
         self.climb(self.incumbent())
+        self.restarts()
+
+    def restarts(self) -> None:
+        """Climb again from the best scored candidate of each TP / CP / PP / EP value (the
+        coupled axes where one-axis moves and an additive surrogate miss interactions), best
+        first, while they are within ``restart_within`` of the incumbent's time."""
+        e = self.e
+        done: set[int] = set()
+        while True:
+            best_t = e.time_of(self.incumbent())
+            starts: dict[tuple[int, int], int] = {}
+            for name in ("tp", "cp", "pp", "ep"):
+                c = self.col[name]
+                for i in sorted(e.results, key=lambda i: (e.key(i), i)):
+                    v = int(e.codes[i, c])
+                    if (c, v) not in starts and e.time_of(i) <= best_t * self.restart_within:
+                        starts[(c, v)] = i
+            todo = sorted((i for i in set(starts.values()) if i not in done), key=lambda i: (e.key(i), i))
+            if not todo:
+                return
+            done.add(todo[0])
+            self.climb(todo[0])

@@ -162,25 +162,24 @@ def tune(
     if not baseline.memory.fits:
         warnings.append("the original plan does not fit in memory by the projection; gain is relative to it anyway")
 
+    advisor = None
     try:
         if exhaustive:
             for i in range(len(cands)):
                 engine.evaluate(i, "exhaustive")
         else:
-            between = None
             if llm_model:
                 from primus_launch.tuner.llm import LLMAdvisor
 
                 advisor = LLMAdvisor(llm_model, engine, rounds=llm_rounds, timeout_s=llm_timeout_s)
-                between = advisor.run
-            Planner(engine).run(own, between=between)
-            if llm_model:
-                warnings.extend(advisor.warnings)
+            Planner(engine).run(own, between=advisor.run if advisor is not None else None)
     except Exhausted:
         if budget is not None and engine.scored >= budget:
             warnings.append(f"stopped at the budget of {budget} scored candidates")
         else:
             warnings.append(f"stopped at the time limit of {time_limit_s} s")
+    if advisor is not None:
+        warnings.extend(advisor.warnings)
     if prog is not None:
         prog.close(engine)
 

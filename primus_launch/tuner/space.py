@@ -20,7 +20,8 @@ recompute          none, selective, full uniform,        none, selective, full
 schedule           1f1b (vpp=1) / interleaved_1f1b       1f1b, zb_h1, interleaved_1f1b,
                    (vpp>1), set by vpp                   zbv (vpp=2)
 overlap flags      grad reduce, param gather (dist.      kept as given (FSDP prefetch
-                   opt.), tp_comm_overlap (needs SP)     overlaps by construction)
+                   opt. + grad reduce overlap),          overlaps by construction)
+                   tp_comm_overlap (needs SP)
 =================  ====================================  =====================================
 
 Divisibility follows :func:`primus_launch.plan.legality_problems` exactly: every enumerated
@@ -302,7 +303,7 @@ def _overlap_flags(fw: str, cfg: SpaceConfig, own: Knobs, tp: int, sp: bool, sha
         return [(True, shard == "optimizer", own.tp_comm_overlap and tpco_ok)]
     out = []
     for ogr in (True, False):
-        for opg in ((True, False) if shard == "optimizer" else (False,)):
+        for opg in ((True, False) if shard == "optimizer" and ogr else (False,)):
             for tpco in ((True, False) if tpco_ok else (False,)):
                 out.append((ogr, opg, tpco))
     return out
