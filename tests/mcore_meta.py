@@ -130,6 +130,35 @@ def mcore_config(plan: Plan, num_layers: int | None = None, **overrides) -> Tran
     return TransformerConfig(**kw)
 
 
+class _FlashLike(torch.autograd.Function):
+    """Causal attention that keeps what flash attention keeps -- q, k, v, the output and the fp32
+    log-sum-exp ``[b, heads, s]`` -- and recomputes the rest in backward (for head dims the CPU
+    flash kernel does not take, e.g. MLA's 192 / 128)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, scale):
+        with torch.no_grad():
+            res = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+            # written in [s, b, heads, d] order like flash / TE output, so the caller's
+            # [s, b, heads * d] reshape is a view (no copy kept by the output projection)
+            b, hh, s_, d = res.shape
+            out = torch.empty((s_, b, hh, d), dtype=res.dtype, device=res.device).permute(1, 2, 0, 3)
+            out.copy_(res)
+        lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v, _, _ = ctx.saved_tensors
+        with torch.enable_grad():
+            qq, kk, vv = (x.detach().requires_grad_() for x in (q, k, v))
+            out = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, is_causal=True, scale=ctx.scale)
+            dq, dk, dv = torch.autograd.grad(out, (qq, kk, vv), grad)
+        return dq, dk, dv, None
+
+
 class SDPACoreAttention(MegatronModule):
     """A flash-like core attention for megatron-core on CPU: ``F.scaled_dot_product_attention``.
 
@@ -149,8 +178,11 @@ class SDPACoreAttention(MegatronModule):
                 packed_seq_params=None, **_):
         # [s, b, heads, d] -> [b, heads, s, d]
         q, k, v = (x.permute(1, 2, 0, 3) for x in (query, key, value))
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, is_causal=True, scale=self.softmax_scale, enable_gqa=k.size(1) != q.size(1))
+        if q.size(-1) != v.size(-1):  # MLA: torch's CPU flash kernel needs equal head dims
+            out = _FlashLike.apply(q, k, v, self.softmax_scale)
+        else:
+            out = torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=True, scale=self.softmax_scale, enable_gqa=k.size(1) != q.size(1))
         s, b = query.size(0), query.size(1)
         return out.permute(2, 0, 1, 3).reshape(s, b, -1)
 

@@ -304,3 +304,17 @@ def test_moe_layer_activations_measured():
         la = layer_activation_bytes(arch, seq=128, mbs=1, tp=1, sp=False, moe=True, impl=MCORE_LOCAL)
         want = la.full if rc == "none" else la.full - la.core_attention
         assert two["activations"] - one["activations"] == pytest.approx(want, rel=0.01)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_mla_layer_activations_measured(tp):
+    """DeepSeek-V3 attention (MLA: q/kv LoRA, decoupled RoPE, 128 heads, h 7168) + dense MLP at real
+    sizes under FakeTensorMode, s 1024: per-layer bytes kept equal the model exactly."""
+    arch = ModelArch(name="dsv3-dense", num_layers=2, hidden_size=7168, ffn_hidden_size=18432,
+                     num_attention_heads=128, vocab_size=129280, seq_length=1024, multi_latent_attention=True,
+                     q_lora_rank=1536, kv_lora_rank=512, qk_layernorm=True)
+    plan = Plan(model=arch, parallel=dict(tp=tp), training=dict(global_batch_size=1), cluster=dict(gpus_per_node=tp))
+    one = measure_step(plan, 1, post_process=False, fused_swiglu=True)
+    two = measure_step(plan, 2, post_process=False, fused_swiglu=True)
+    la = layer_activation_bytes(arch, seq=1024, mbs=1, tp=tp, sp=False, impl=MCORE_LOCAL)
+    assert two["activations"] - one["activations"] == pytest.approx(la.full, rel=1e-6)

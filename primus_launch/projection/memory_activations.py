@@ -26,6 +26,10 @@ This module generalises that count tensor by tensor (so it reproduces Table 2 ex
   new rotated Q ``nq d`` and K ``nkv d`` tensors (``d`` = head dim);
 - SwiGLU: fused ``bias_swiglu`` keeps fc1's output ``2F`` and fc2 keeps its input ``F``
   (non-gated GeLU: ``F`` + ``F``); ``F`` is the MLP intermediate size, split over TP;
+- MLA (DeepSeek-V2/V3): input norm, the down projections' input ``h``, q/kv norms and the up
+  projections' inputs ``ql`` and ``kvl`` (not TP-split), the RoPE-concatenated query and key
+  ``nq (dn + dr) / t`` each, a contiguous V ``nq dv / t``, the output ``nq dv / t``, the
+  log-sum-exp, and the fp32 RoPE frequencies MLA computes in every layer ``4 s dr``;
 - norms keep their input in the activation dtype (+ fp32 rstd per token; LayerNorm also the
   mean); no dropout (Llama-style recipes set it to 0);
 - with SP, column-parallel linears save their sequence-sharded input (``/t``) and all-gather it
@@ -110,7 +114,8 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
             attn += norm(ql, 1) + a * sb * ql  # q_layernorm input, q_up input
         attn += norm(kvl, 1) + a * sb * kvl  # kv_layernorm input, kv_up input
         attn += a * sb * nq * (dn + dr) / t * 2  # query and key after RoPE concat
-        attn += a * sb * nq * (dn + dv) / t  # kv_up output (V is a view of it)
+        attn += a * sb * nq * dv / t  # V (a contiguous copy: kv_up's output is freed)
+        attn += 4.0 * s * dr  # MLA computes its fp32 RoPE frequencies in every layer
         o = a * sb * nq * dv / t
     else:
         d, nkv = arch.kv_channels, arch.kv_heads
