@@ -20,7 +20,7 @@ from primus_launch.plan import legality_problems
 from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.tuner.engine import plan_changes
 from primus_launch.tuner.search import default_prefilter, tune
-from primus_launch.tuner.space import AXES, SpaceConfig, apply_knobs, divisors, enumerate_space, knobs_of
+from primus_launch.tuner.space import SpaceConfig, apply_knobs, divisors, enumerate_space, knobs_of
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA70B = ROOT / "recipes/megatron/llama3.1_70b.sh"
@@ -122,9 +122,7 @@ def test_prefilter_rejections_are_recorded_and_never_scored():
         seen.append(p)
         return _score(p)
 
-    warnings: list[str] = []
-    pf = default_prefilter(0.05, warnings)
-    assert warnings == []  # the memory pre-filter exists
+    pf = default_prefilter(0.05)
     res = tune(plan, score=score, space=RESTRICTED, exhaustive=True)
     assert res.legal_candidates < res.space_size  # memory removed some candidates
     rejected = [t for t in res.trials if t.status == "rejected"]
@@ -173,3 +171,12 @@ def test_tuned_recipe_differs_only_in_tuned_values(tmp_path, recipe):
     n_fields = len(plan_changes(plan, res.best_plan))
     assert 0 < len(changed) <= 2 * n_fields + 2, changed
     assert recipe.read_text().splitlines() == old  # the original is untouched
+
+
+def test_time_limit_and_progress_bar(capsys):
+    plan = load_recipe(LLAMA70B)
+    res = tune(plan, score=_score, space=RESTRICTED, time_limit_s=0.0, progress=True)
+    assert res.scored <= 1 and any("time limit" in w for w in res.warnings)
+    res = tune(plan, score=_score, space=RESTRICTED, budget=12, progress=True)
+    err = capsys.readouterr().err
+    assert "tune [" in err and f"{res.scored}/12" in err

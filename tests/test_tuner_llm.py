@@ -7,31 +7,41 @@ import json
 import pytest
 
 from fake_openai_server import FakeOpenAI
-from tuner_helpers import analytic_prefilter, analytic_score, small_dense_plan
+from pathlib import Path
 
+from primus_launch.adapters import load_recipe
+from primus_launch.projection.dryrun import project_dry_run
+from primus_launch.projection.legality import prefilter as real_prefilter
 from primus_launch.tuner.search import tune
 from primus_launch.tuner.space import SpaceConfig
 
 SPACE = SpaceConfig.restricted()
+RECIPE = Path(__file__).resolve().parents[1] / "recipes/megatron/llama3.1_8b.sh"  # 8 GPUs, TP=2
+
+
+def plan():
+    return load_recipe(RECIPE)
 
 
 def _tune(server: FakeOpenAI | None, monkeypatch, **kw):
     if server is not None:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    return tune(small_dense_plan(), score=analytic_score, prefilter=analytic_prefilter, llm_model="fake-model",
-                space=SPACE, budget=200, llm_timeout_s=1.0, **kw)
+    return tune(plan(), score=project_dry_run, llm_model="fake-model", space=SPACE, budget=60, llm_timeout_s=1.0, **kw)
 
 
 def test_good_candidates_are_scored_with_llm_source(monkeypatch):
-    # a cross-axis move the sweeps around tp=2,pp=2 do not make in one step
-    good = json.dumps({"candidates": [{"tp": 1, "pp": 1, "micro_batch_size": 2, "rationale": "no bubble"},
+    # a cross-axis move (the recipe is TP=2, PP=1, MBS=1); fields the LLM leaves out follow the
+    # incumbent, repaired to the nearest legal candidate (here: SP off at TP=1, recompute to fit)
+    good = json.dumps({"candidates": [{"tp": 1, "micro_batch_size": 2, "rationale": "no TP comm"},
                                       {"tp": 4, "pp": 1, "cp": 2}]})
     with FakeOpenAI([("reply", good)]) as srv:
         res = _tune(srv, monkeypatch)
     llm = [t for t in res.trials if t.source == "llm"]
-    assert any(t.status == "scored" and t.changes.get("parallel.tp") == 1 and t.changes.get("parallel.pp") == 1
+    assert any(t.status == "scored" and t.changes.get("parallel.tp") == 1
                and t.changes.get("training.micro_batch_size") == 2 for t in llm)
+    assert any(t.status == "scored" and t.changes.get("parallel.tp") == 4 and t.changes.get("parallel.cp") == 2
+               for t in llm)
     assert res.warnings == [] or all("LLM" not in w for w in res.warnings)
     # the prompt carried the history with breakdowns and the allowed values
     user = json.loads(srv.requests[0]["messages"][1]["content"])
@@ -75,15 +85,15 @@ def test_illegal_candidate_is_rejected_never_scored(monkeypatch):
 
 def test_memory_illegal_candidate_is_rejected_by_prefilter(monkeypatch):
     # a pre-filter that rejects every tp=1 plan for memory: the LLM's tp=1 proposal is never scored
-    def pf(plan):
-        return "memory: does not fit at tp=1" if plan.parallel.tp == 1 else analytic_prefilter(plan)
+    def pf(p):
+        return "memory: does not fit at tp=1" if p.parallel.tp == 1 else real_prefilter(p)
 
     big = json.dumps({"candidates": [{"tp": 1, "pp": 1, "cp": 1, "micro_batch_size": 2}]})
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     with FakeOpenAI([("reply", big), ("reply", '{"candidates": []}')]) as srv:
         monkeypatch.setenv("OPENAI_BASE_URL", srv.base_url)
-        res = tune(small_dense_plan(), score=analytic_score, prefilter=pf, llm_model="fake-model",
-                   space=SPACE, budget=200, llm_timeout_s=1.0)
+        res = tune(plan(), score=project_dry_run, prefilter=pf, llm_model="fake-model",
+                   space=SPACE, budget=60, llm_timeout_s=1.0)
     rej = [t for t in res.trials if t.source == "llm" and t.status == "rejected"]
     assert rej and "pre-filter" in rej[0].reason and "memory" in rej[0].reason
     assert not any(t.status == "scored" and t.changes.get("parallel.tp") == 1 for t in res.trials)
@@ -93,7 +103,7 @@ def test_memory_illegal_candidate_is_rejected_by_prefilter(monkeypatch):
 def test_dead_or_slow_endpoint_degrades_to_planner(monkeypatch, capsys, behaviour):
     with FakeOpenAI([behaviour]) as srv:
         res = _tune(srv, monkeypatch)
-        plain = tune(small_dense_plan(), score=analytic_score, prefilter=analytic_prefilter, space=SPACE, budget=200)
+        plain = tune(plan(), score=project_dry_run, space=SPACE, budget=60)
     assert any("endpoint failed" in w and "planner" in w for w in res.warnings)
     assert "endpoint failed" in capsys.readouterr().err
     # the planner's result is unchanged by the failed LLM

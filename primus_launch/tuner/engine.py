@@ -222,6 +222,3 @@ class Engine:
             if len(out) >= limit:
                 break
         return out
-
-    def axis_codes(self, col: int) -> list[int]:
-        return sorted(set(int(x) for x in np.unique(self.codes[:, col]))) if len(self.space) else []

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -253,6 +252,3 @@ class LLMAdvisor:
         self.e.trials.append(Trial(index=len(self.e.trials), source="llm", changes=dict(changes),
                                    status="rejected", reason=why))
 
-
-def warn_stderr(msg: str) -> None:
-    print(f"primus-launch tune: warning: {msg}", file=sys.stderr)

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from primus_launch.plan import Plan, legality_problems
+from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.engine import Engine, Exhausted, Prefilter
 from primus_launch.tuner.planner import Planner
-from primus_launch.tuner.result import Trial, TuneResult
+from primus_launch.tuner.result import TuneResult
 from primus_launch.tuner.space import SpaceConfig, apply_knobs, enumerate_space, knobs_of, validated
 
 EXACT_COUNT_LIMIT = 40_000   # pre-filter the whole space up to this many candidates, else sample
@@ -38,42 +38,14 @@ def default_score(memory_margin: float) -> Callable[[Plan], ProjectionResult]:
     return score
 
 
-def default_prefilter(memory_margin: float, warnings_out: list[str]) -> Prefilter:
-    """The divisibility + memory pre-filter of ``projection.legality``; where that module is
-    missing, divisibility plus the memory model's ``estimate_memory`` verdict; divisibility only
-    (with a warning) where neither exists."""
-    try:
-        from primus_launch.projection.legality import prefilter
-    except ImportError:
-        pass
-    else:
-        def pf(plan: Plan) -> Optional[str]:
-            return prefilter(plan, margin=memory_margin)
+def default_prefilter(memory_margin: float) -> Prefilter:
+    """The divisibility + memory pre-filter of :mod:`primus_launch.projection.legality`."""
+    from primus_launch.projection.legality import prefilter
 
-        return pf
+    def pf(plan: Plan) -> Optional[str]:
+        return prefilter(plan, margin=memory_margin)
 
-    def divisibility(plan: Plan) -> Optional[str]:
-        probs = legality_problems(plan)
-        return None if not probs else f"{probs[0][0]}={probs[0][1]!r}: {probs[0][2]}"
-
-    try:
-        from primus_launch.projection.memory import estimate_memory
-    except ImportError:
-        warnings_out.append("memory pre-filter unavailable (primus_launch.projection.legality): "
-                            "only divisibility is checked before scoring")
-        return divisibility
-
-    def div_and_memory(plan: Plan) -> Optional[str]:
-        why = divisibility(plan)
-        if why is not None:
-            return why
-        m = estimate_memory(plan, margin=memory_margin)
-        if not m.fits:
-            return (f"memory: {m.peak_bytes_per_gpu / 2**30:.1f} GiB peak > {(1 - memory_margin) * 100:.0f}% "
-                    f"of {m.capacity_bytes / 2**30:.1f} GiB (stage {m.worst_stage})")
-        return None
-
-    return div_and_memory
+    return pf
 
 
 def _count_legal(engine: Engine, exhaustive: bool) -> tuple[int, bool]:
@@ -128,7 +100,7 @@ def tune(
     t0 = time.monotonic()
     warnings: list[str] = []
     score_fn = score or default_score(memory_margin)
-    pf = prefilter or default_prefilter(memory_margin, warnings)
+    pf = prefilter or default_prefilter(memory_margin)
     cfg = space or (SpaceConfig.restricted() if exhaustive else SpaceConfig())
     cands = list(enumerate_space(plan, cfg))
     prog = None
