@@ -9,7 +9,6 @@ tracked by torch's own ``torch.distributed._tools.mem_tracker.MemTracker``.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 
@@ -45,12 +44,13 @@ def measure_step(plan: Plan, num_layers: int, *, pre_process: bool = True, post_
     """Bytes of one fwd+bwd of ``num_layers`` decoder layers of ``plan.model`` on one GPU (TP rank 0).
 
     ``fake=False`` runs real CPU tensors (MoE: routing needs data, ``FakeTensorMode`` cannot run
-    megatron's token dispatch); keep the sizes small then.  Returns ``activations`` (live after forward minus before: what autograd keeps for backward),
+    megatron's token dispatch); keep the sizes small then.  Returns ``activations`` (live after
+    forward minus before: what autograd keeps for backward),
     ``peak`` (highest live bytes during forward+backward) and ``static`` (parameters + grads before
     the step, grads preallocated like megatron's grad buffer).  Parameters and grads are bf16 (no
     optimizer: the harness measures activations and the backward's temporaries).
     """
-    from megatron.core.models.gpt.gpt_model import GPTModel
+    import torch._dynamo
 
     p = plan.parallel
     mcore_cpu.install()
@@ -76,14 +76,22 @@ def measure_step(plan: Plan, num_layers: int, *, pre_process: bool = True, post_
                     recompute_num_layers=r.num_layers or 1)
     cfg = mcore_config(plan, num_layers=num_layers, **over)
     m = plan.model
-    s, b = m.seq_length, plan.training.micro_batch_size
-    import contextlib
-
-    import torch._dynamo
-
     # megatron's fused bias-SwiGLU is wrapped in torch.compile (jit_fuser); compiling it for real
     # CPU tensors costs seconds and changes nothing that is kept: run it eagerly
+    dynamo_was = torch._dynamo.config.disable
     torch._dynamo.config.disable = True
+    try:
+        return _run(plan, cfg, p, m, num_layers, pre_process, post_process, fake)
+    finally:
+        torch._dynamo.config.disable = dynamo_was
+
+
+def _run(plan, cfg, p, m, num_layers, pre_process, post_process, fake) -> dict[str, int]:
+    import contextlib
+
+    from megatron.core.models.gpt.gpt_model import GPTModel
+
+    s, b = m.seq_length, plan.training.micro_batch_size
     with FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext():
         spec = block_spec(plan, cfg, 0, None)
         if p.sequence_parallel:

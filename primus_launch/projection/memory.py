@@ -105,11 +105,11 @@ def stage_memory(plan: Plan, impl: ActivationImpl = TE) -> list[StageMemory]:
     r = t.recompute
     src = plan.source.framework if plan.source else "megatron"
     key = arch_key(m)
-    return list(_stage_memory(
+    return [st.model_copy() for st in _stage_memory(
         key, p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding, p.dp_replicate,
         tuple(plan.layers_per_stage()), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
         t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
-        plan.dp, plan.expert_dp, src, impl))
+        plan.dp, plan.expert_dp, src, impl)]
 
 
 @lru_cache(maxsize=65536)
@@ -243,6 +243,10 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
     return tuple(out)
 
 
+def _ep_routing(plan: Plan) -> bool:
+    return plan.model.is_moe and plan.parallel.ep > 1
+
+
 def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl = TE) -> MemoryReport:
     """Peak bytes per GPU, the worst stage's breakdown and whether it fits ``capacity*(1-margin)``."""
     stages = stage_memory(plan, impl)
@@ -253,6 +257,11 @@ def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl = TE)
         f"no dropout); framework reserve {FRAMEWORK_RESERVE_BYTES / GiB:.0f} GiB + "
         f"{FRAGMENTATION:.0%} of activations for allocator fragmentation",
     ]
+    if plan.training.precision == "fp8":
+        notes.append("fp8: weights and activations counted in bf16 (TE keeps bf16 weights; it keeps some "
+                     "linear inputs in fp8, so activations are an upper bound)")
+    if _ep_routing(plan):
+        notes.append("MoE: each EP rank assumed to receive the average sb*topk routed tokens (balanced routing)")
     return MemoryReport(
         peak_bytes_per_gpu=worst.total_bytes, capacity_bytes=cap, margin_fraction=margin,
         fits=worst.total_bytes <= cap * (1 - margin), worst_stage=worst.stage,
