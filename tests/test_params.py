@@ -7,6 +7,8 @@ fake process group of the plan's TP/PP/EP/expert-TP as the GPU of each PP stage
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -104,14 +106,19 @@ TITAN = [("llama3", "8B"), ("llama3", "70B"), ("llama3", "405B"), ("qwen3", "235
          ("deepseek_v3", "671B"), ("qwen3", "debugmodel_moe")]
 
 
+@functools.lru_cache(maxsize=8)
+def _titan_meta(name: str, flavor: str):
+    from primus_launch.adapters.torchtitan_arch import model_spec
+
+    with torch.device("meta"):
+        return model_spec(name, flavor).model.build()
+
+
 @pytest.mark.parametrize("name,flavor", TITAN)
 def test_totals_equal_torchtitan(name, flavor):
     from primus_launch.adapters.torchtitan import arch_from_flavor
-    from primus_launch.adapters.torchtitan_arch import model_spec
 
-    cfg = model_spec(name, flavor).model
-    with torch.device("meta"):
-        model = cfg.build()
+    model = _titan_meta(name, flavor)
     real = sum(p.numel() for p in model.parameters())
     arch = arch_from_flavor(name, flavor)
     assert total_parameters(arch) == real
@@ -134,3 +141,28 @@ def test_published_totals():
     # the input embedding is a lookup (37.55B with it, 36.63B without: both round to the report's 37B
     # only without it, so the report counts compute-carrying weights)
     assert round((active_parameters(ds) - ds.vocab_size * ds.hidden_size) / 1e9) == 37
+
+
+@pytest.mark.parametrize("name,flavor,pp", [("llama3", "405B", 8), ("qwen3", "235B-A22B", 8),
+                                            ("deepseek_v3", "671B", 8), ("llama3", "70B", 2)])
+def test_stage_counts_equal_torchtitan_pipeline_split(name, flavor, pp):
+    """torchtitan's own PP split (``_generate_llm_fqn_per_model_part``: embeddings and norm+head
+    weigh one layer each) of the real meta-built model: per-stage sums of the modules each stage
+    holds equal stage_parameter_counts for the same layout (TP = EP = 1)."""
+    from torchtitan.distributed.pipeline_parallel import _generate_llm_fqn_per_model_part
+
+    from primus_launch.adapters.torchtitan import arch_from_flavor
+
+    model = _titan_meta(name, flavor)
+    arch = arch_from_flavor(name, flavor)
+    mods = dict(model.named_modules())
+    parts = _generate_llm_fqn_per_model_part(pp, arch.num_layers)
+    real = [sum(p.numel() for fqn in part if fqn in mods for p in mods[fqn].parameters()) for part in parts]
+    assert sum(real) == sum(p.numel() for p in model.parameters())  # every module found
+    layers = [sum(fqn.startswith("layers.") for fqn in part) for part in parts]
+    assert len(set(layers[1:-1])) <= 1  # expressible as first / even middle / last
+    plan = Plan(model=arch, parallel=dict(pp=pp, pipeline_layers_first_stage=layers[0],
+                                          pipeline_layers_last_stage=layers[-1]),
+                training=dict(global_batch_size=pp), cluster=dict(gpus_per_node=pp))
+    assert plan.layers_per_stage() == layers
+    assert stage_parameter_counts(plan) == real
