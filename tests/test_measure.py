@@ -3,16 +3,9 @@
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 import torch
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +14,7 @@ def mcore_world1():
     from primus_launch.frameworks import mcore_cpu
 
     mcore_cpu.install()
-    mcore_cpu.init_single_process(_free_port())
+    mcore_cpu.init_single_process()  # in-process store: no port to race for
     from megatron.core import parallel_state as ps
 
     if not ps.model_parallel_is_initialized():

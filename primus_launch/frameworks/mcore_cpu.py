@@ -36,8 +36,10 @@ What :func:`install` patches (``device="cpu"``; on ``"cuda"`` only the NameError
 5. megatron-core 0.16.1 without Transformer Engine leaves ``te_general_gemm`` undefined in
    ``transformer.moe.moe_utils`` and the MoE router raises ``NameError`` (fixed upstream in 0.19):
    define it as ``None`` so the router takes its ``torch.mm`` branch.
-6. ``pipeline_parallel.schedules`` allocates its token counter with ``device="cuda"``: its module
-   global ``torch`` is replaced by a proxy whose tensor factories map ``"cuda"`` to the CPU.
+6. ``pipeline_parallel.schedules`` allocates its token counter with ``device="cuda"``, and the
+   optimizer wrappers their loss-scale / grad-norm scalars (``optimizer/optimizer.py``,
+   ``optimizer/clip_grads.py``, ``utils.py``): those modules' global ``torch`` is replaced by a
+   proxy whose tensor factories map ``"cuda"`` to the CPU while the shim is active.
 
 Configuration that must differ on CPU (:func:`config_overrides`): the MoE ``alltoall`` dispatcher
 creates a ``torch.cuda.Stream`` -> use ``moe_token_dispatcher_type="allgather"``; no fused kernels
@@ -83,13 +85,18 @@ def causal_mask(sq: int, sk: Optional[int] = None, device: str | torch.device = 
     return m
 
 
+def _shim_active() -> bool:
+    return torch.cuda.current_device is _cpu_current_device
+
+
 def _default_causal_mask(sq: int) -> torch.Tensor:
-    return causal_mask(sq)
+    return causal_mask(sq, device="cpu" if _shim_active() else "cuda")
 
 
 class _CpuFactoryTorch(types.ModuleType):
-    """Proxy for the ``torch`` module inside one megatron module: tensor factories called with
-    ``device="cuda"`` allocate on the CPU; everything else is torch itself."""
+    """Proxy for the ``torch`` module inside one megatron module: while the CPU shim is active,
+    tensor factories called with ``device="cuda"`` allocate on the CPU; everything else (and
+    everything after :func:`uninstall`) is torch itself."""
 
     _FACTORIES = ("zeros", "ones", "empty", "full", "tensor", "arange")
 
@@ -101,7 +108,7 @@ class _CpuFactoryTorch(types.ModuleType):
         if name in self._FACTORIES:
             def factory(*args: Any, **kwargs: Any) -> Any:
                 dev = kwargs.get("device")
-                if dev is not None and torch.device(dev).type == "cuda":
+                if dev is not None and _shim_active() and torch.device(dev).type == "cuda":
                     kwargs["device"] = "cpu"
                 return attr(*args, **kwargs)
 
@@ -198,17 +205,23 @@ def install(device: str | torch.device = "cpu") -> None:
         torch.cuda.current_device = _cpu_current_device
         torch.cuda.synchronize = _noop_synchronize
         import megatron.core.fusions.fused_softmax as fused_softmax
+        import megatron.core.optimizer.clip_grads as clip_grads
+        import megatron.core.optimizer.optimizer as optimizer_mod
         import megatron.core.pipeline_parallel.schedules as schedules
         import megatron.core.transformer.utils as tutils
+        import megatron.core.utils as mcore_utils
 
         fused_softmax.get_default_causal_mask = _default_causal_mask
         tutils.get_default_causal_mask = _default_causal_mask
-        schedules.torch = _CpuFactoryTorch()
+        for mod in (schedules, optimizer_mod, clip_grads, mcore_utils):
+            if not isinstance(mod.torch, _CpuFactoryTorch):
+                mod.torch = _CpuFactoryTorch()
     _INSTALLED.add(dev)
 
 
 def uninstall() -> None:
-    """Restore ``torch.cuda.current_device`` / ``synchronize`` (module patches stay; harmless)."""
+    """Restore ``torch.cuda.current_device`` / ``synchronize``; the module proxies and the mask
+    then behave as upstream again (they check whether the shim is active)."""
     torch.cuda.current_device = _ORIG_CURRENT_DEVICE
     torch.cuda.synchronize = _ORIG_SYNCHRONIZE
     _INSTALLED.discard("cpu")
@@ -232,18 +245,15 @@ def config_overrides(device: str | torch.device = "cpu") -> dict[str, Any]:
 
 def init_single_process(port: Optional[int] = None) -> None:
     """A gloo process group of world size 1 (rank 0) if none exists, for single-process
-    measurement; ``MASTER_PORT`` from the environment or a free port."""
+    measurement.  Rendezvous goes through an in-process ``HashStore`` (no TCP port, so parallel
+    processes cannot collide); with ``port`` a TCP store on that port is used instead."""
     import torch.distributed as dist
 
     if dist.is_initialized():
         return
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if port is None and "MASTER_PORT" not in os.environ:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
     if port is not None:
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=0, world_size=1)
+        dist.init_process_group("gloo", rank=0, world_size=1)
+        return
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
