@@ -2,9 +2,9 @@
 """Check the hybrid (measure-and-upscale) projection against real 2-process runs on this CPU.
 
 1. Measure this machine as a "GPU" (``projection.measure.localhw``): gloo-on-loopback all-reduce
-   and send/recv between 2 processes (joint alpha-beta fit), the Adam step per parameter, a bf16
-   GEMM rate; registered as ``cpu-gloo-loopback`` through ``hardware.load_gpu_file`` (the TOML
-   it writes is printed; ``--gpu-file`` keeps it).
+   and send/recv between 2 processes (alpha-beta fit, ``--link-fit``: all_reduce | p2p | joint),
+   the Adam step per parameter, a bf16 GEMM rate; registered as ``cpu-gloo-loopback`` through
+   ``hardware.load_gpu_file`` (the TOML it writes is printed; ``--gpu-file`` keeps it).
 2. For each case (8-layer dense GPT, h=256, s=256, micro-batch 2, 4 micro-batches, bf16):
    ``project_measured`` at world size 1 -- the per-rank shard of the target (TP=2: half the heads
    and FFN; PP=2: the same layers, PP schedule simulated) -- then the real run: 2 processes
@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--wall", action="store_true", help="time the measured pieces in wall time")
     ap.add_argument("--cases", default="pp2,tp2,pp1")
+    ap.add_argument("--link-fit", default="all_reduce", choices=("all_reduce", "p2p", "joint"))
+    ap.add_argument("--isolated-links", action="store_true",
+                    help="time collectives after a barrier (isolated) instead of in situ after the same "
+                         "GEMM work a TP layer does between its all-reduces (half a measured layer forward)")
     ap.add_argument("--gpu-file", type=Path, default=None, help="keep the measured GPU TOML here")
     ap.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     ap.add_argument("--nice", type=int, default=None,
@@ -68,18 +72,30 @@ def main(argv: list[str] | None = None) -> int:
     from primus_launch.projection.measure.upscale import project_measured
 
     clock = "wall" if args.wall else "process"
-    hw = measure_local_spec("cpu-gloo-loopback", links=True, out_file=args.gpu_file, clock=clock)
-    lk = hw["links"]
-    print(f"local 'GPU' spec: {hw['toml']}")
-    for kind in ("all_reduce", "p2p"):
-        pts = ", ".join(f"{s / 1024:.0f} KiB {t * 1e3:.3f} ms" for s, t in lk[kind])
-        print(f"  gloo {kind:10s}: {pts}")
-    B, a = lk["fit"]["joint"]
-    print(f"  joint fit: B = {B / 1e9:.3f} GB/s, latency a = {a * 1e6:.0f} us; "
-          f"Adam {hw['adam_s_per_param'] * 1e9:.2f} ns/param -> hbm_bw {hw['spec']['hbm_bw'] / 1e9:.1f} GB/s")
+    from primus_launch.projection.measure.cache import MeasureCache
+    from primus_launch.projection.measure.upscale import measure_pieces
 
     cases = {"pp2": _plan(pp=2), "tp2": _plan(tp=2), "pp1": _plan(world=1)}
     cache = Path(tempfile.mkdtemp(prefix="primus-measure-"))
+    link_compute_s = 0.0
+    if not args.isolated_links:  # the compute between two TP all-reduces: half a layer's forward
+        t_tp, _ = measure_pieces(cases["tp2"], "cpu", cache=MeasureCache(cache), cpu_clock=clock)
+        link_compute_s = t_tp["dense_layer#0"].fwd_s / 2
+    hw = measure_local_spec("cpu-gloo-loopback", links=True, link_fit=args.link_fit,
+                            link_compute_s=link_compute_s,
+                            out_file=args.gpu_file, clock=clock)
+    lk = hw["links"]
+    print(f"local 'GPU' spec: {hw['toml']}")
+    print(f"  collectives timed {'in situ after %.1f ms of GEMMs per rank' % (link_compute_s * 1e3) if link_compute_s else 'after a barrier (isolated)'}")
+    for kind in ("all_reduce", "p2p"):
+        pts = ", ".join(f"{s / 1024:.0f} KiB {t * 1e3:.3f} ms" for s, t in lk[kind])
+        print(f"  gloo {kind:10s}: {pts}")
+    for k, (B, c) in lk["fit"].items():
+        print(f"  fit {k:10s}: B = {B / 1e9:.3f} GB/s, constant = {c * 1e6:.0f} us")
+    spec = hw["spec"]
+    print(f"  registered ({args.link_fit}): intra_node_bw {spec['intra_node_bw'] / 1e9:.3f} GB/s, latency "
+          f"{spec['intra_node_latency_s'] * 1e6:.0f} us; Adam {hw['adam_s_per_param'] * 1e9:.2f} ns/param -> hbm_bw {hw['spec']['hbm_bw'] / 1e9:.1f} GB/s")
+
     rows = []
     for name in args.cases.split(","):
         plan = cases[name]

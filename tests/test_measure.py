@@ -218,3 +218,18 @@ def test_cpu_measurement_of_a_huge_layer_is_refused_in_one_line(tmp_path):
     with pytest.raises(UserError, match="--dry-run") as ei:
         project_measured(plan, device="cpu", cache_dir=tmp_path, max_cpu_seconds=60)
     assert "\n" not in str(ei.value)
+
+
+def test_cpu_factory_proxy_only_redirects_while_installed(mcore_world1):
+    import megatron.core.pipeline_parallel.schedules as schedules
+
+    assert isinstance(schedules.torch, mcore_world1._CpuFactoryTorch)
+    assert schedules.torch.zeros([], device="cuda").device.type == "cpu"
+    mcore_world1.uninstall()
+    try:
+        if not torch.cuda.is_available():
+            with pytest.raises((RuntimeError, AssertionError)):
+                schedules.torch.zeros([], device="cuda")
+    finally:
+        mcore_world1.install()
+    assert schedules.torch.zeros([], device="cuda").device.type == "cpu"

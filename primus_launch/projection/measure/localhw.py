@@ -64,22 +64,42 @@ def _joint_fit(res: dict) -> tuple[float, float]:
     return 1.0 / max(x, 1e-15), a
 
 
-def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, q) -> None:
+def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s: float, q) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=2)
+    work = None
+    if compute_s > 0:  # same GEMM work on both ranks before each collective, as in a TP layer
+        a = torch.randn(256, 256, dtype=torch.bfloat16)
+        t0 = time.perf_counter()
+        for _ in range(20):
+            a @ a
+        per = (time.perf_counter() - t0) / 20
+        n = torch.tensor([max(1, round(compute_s / per))])
+        dist.all_reduce(n, op=dist.ReduceOp.MAX)  # identical work on both ranks
+        n_iter = int(n.item())
+
+        def work():
+            for _ in range(n_iter):
+                a @ a
     res: dict[str, list[tuple[float, float]]] = {"all_reduce": [], "p2p": []}
     for nbytes in sizes:
         x = torch.ones(nbytes // 2, dtype=torch.bfloat16)
         ar, pt = [], []
         for i in range(repeats + 2):
-            dist.barrier()
+            if work is None:
+                dist.barrier()
+            else:
+                work()
             t0 = time.perf_counter()
             dist.all_reduce(x)
             ar.append(time.perf_counter() - t0)
-            dist.barrier()
+            if work is None:
+                dist.barrier()
+            else:
+                work()
             t0 = time.perf_counter()
             if rank == 0:
                 dist.send(x, 1)
@@ -96,9 +116,17 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, q) -> Non
     dist.destroy_process_group()
 
 
-def measure_links(sizes: tuple[int, ...] = (1 << 18, 1 << 20, 1 << 22), repeats: int = 7) -> dict:
+def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 21),
+                  repeats: int = 15, compute_s: float = 0.0) -> dict:
     """gloo loopback all-reduce and one-way send times, 2 processes: {"all_reduce": [(S, t)],
-    "p2p": [(S, t)], "fit": {...: (B, c)}}."""
+    "p2p": [(S, t)], "fit": {...: (B, c)}}.
+
+    ``compute_s = 0``: each collective starts after a barrier (the isolated link cost).
+    ``compute_s > 0``: "in situ" -- both ranks first run the same ``compute_s`` of GEMMs, as a TP
+    layer does between its all-reduces, and the collective's time then includes waiting for the
+    later rank: the effective cost of a synchronising collective on this node, whose OS / shared-
+    core jitter makes the two ranks arrive apart (on a shared 2-core machine this was 2-3x the
+    isolated cost)."""
     import torch.multiprocessing as mp
 
     from primus_launch.projection.measure.realrun import _free_port, wait_result
@@ -106,7 +134,7 @@ def measure_links(sizes: tuple[int, ...] = (1 << 18, 1 << 20, 1 << 22), repeats:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_link_worker, args=(r, port, list(sizes), repeats, q), daemon=True)
+    procs = [ctx.Process(target=_link_worker, args=(r, port, list(sizes), repeats, compute_s, q), daemon=True)
              for r in range(2)]
     for p in procs:
         p.start()
@@ -151,7 +179,8 @@ def gemm_flops(dtype: torch.dtype = torch.bfloat16, n: int = 1024, repeats: int 
     return 2.0 * n**3 / best
 
 
-def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = True,
+def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = True, link_fit: str = "all_reduce",
+                       link_compute_s: float = 0.0,
                        dtype: torch.dtype = torch.bfloat16, out_file: Optional[Path] = None,
                        clock: str = "process") -> dict:
     """Measure this machine's costs, register them as GPU ``name`` and return what was measured
@@ -167,8 +196,9 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
               "source": "measured on this machine by primus_launch.projection.measure.localhw"}
     measured["adam_s_per_param"] = t_pp
     if links:
-        lk = links if isinstance(links, dict) else measure_links()
-        B, lat = lk["fit"]["joint"]
+        lk = links if isinstance(links, dict) else measure_links(compute_s=link_compute_s)
+        B, c = lk["fit"][link_fit]
+        lat = c / 2 if link_fit == "all_reduce" else c
         bw = B / cal.INTRA_NODE_BW_EFFICIENCY
         fields.update(intra_node_bw=bw, inter_node_bw=bw * cal.INTRA_NODE_BW_EFFICIENCY / cal.INTER_NODE_BW_EFFICIENCY,
                       intra_node_latency_s=lat, inter_node_latency_s=lat)
