@@ -6,7 +6,7 @@ Protocol (same code on every device; only the clock differs):
   ``synchronize``); on the CPU ``time.perf_counter`` (``cpu_clock="wall"``) or
   ``time.process_time`` (``cpu_clock="process"``, the default: CPU seconds of this process, which
   other processes sharing the cores do not inflate; equal to wall time on an idle machine with
-  one torch thread -- on a shared 2-core machine wall-clock medians of the same piece were seen to
+  one torch thread, but the SUM over threads with several, so callers use it with one thread -- on a shared 2-core machine wall-clock medians of the same piece were seen to
   vary 2-3x between runs);
 - ``warmup`` untimed forward+backward iterations, then ``repeats`` timed ones; each figure is the
   **median** over repeats;

@@ -64,13 +64,14 @@ def _framework_version(framework: str) -> str:
 def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = None,
                    measure_layers: int = 2, warmup: int = PROTOCOL["warmup"],
                    repeats: int = PROTOCOL["repeats"],
-                   cpu_clock: str = "process",
+                   cpu_clock: Optional[str] = None,
                    max_cpu_seconds: Optional[float] = 600.0) -> tuple[dict[str, PieceTiming], dict[str, bool]]:
     """Time every piece of the plan's per-rank model; returns (name -> timing, name -> cache hit).
     Builds the model only when some piece is missing from the cache.  On the CPU, refuses (one
     line) when the estimated measurement time exceeds ``max_cpu_seconds`` (None: no limit)."""
     fw = _framework(plan)
     b = _builder(fw)
+    cpu_clock = resolve_cpu_clock(cpu_clock)
     shapes = b.piece_shapes(plan, measure_layers)
     dtype = plan.training.precision if plan.training.precision != "fp8" else "bf16"
     label = device_label(device)
@@ -104,6 +105,14 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
                     cache.put(keys[pc.name], out[pc.name].to_dict())
             del pieces, _model
     return out, hit
+
+
+def resolve_cpu_clock(cpu_clock: Optional[str]) -> str:
+    """None -> "process" with one torch thread (CPU time = compute time, robust to other jobs),
+    else "wall" (process time would add up the threads' CPU seconds)."""
+    if cpu_clock is None:
+        return "process" if torch.get_num_threads() == 1 else "wall"
+    return cpu_clock
 
 
 def _check_cpu_budget(plan: Plan, measure_layers: int, passes: int, max_s: float) -> None:
@@ -149,12 +158,13 @@ def layer_times(timings: dict[str, PieceTiming]) -> LayerTimes:
 def project_measured(plan: Plan, *, device: str | None = None, memory_margin: float = 0.05,
                      record_timeline: bool = False, cache_dir: Path | None = None,
                      measure_layers: int = 2, repeats: int = PROTOCOL["repeats"],
-                     cpu_clock: str = "process", max_cpu_seconds: Optional[float] = 600.0) -> ProjectionResult:
+                     cpu_clock: Optional[str] = None, max_cpu_seconds: Optional[float] = 600.0) -> ProjectionResult:
     """Measure the plan's pieces on ``device`` ("cuda" | "cpu"; default cuda when available,
     else cpu with a note) and assemble the iteration on the plan's GPU spec (module docstring).
 
     ``cache_dir``: where piece measurements are cached (default :func:`cache.default_cache_dir`).
-    ``cpu_clock``: on the CPU, "process" (CPU time, robust on a shared machine) or "wall".
+    ``cpu_clock``: on the CPU, "process" (CPU time, robust on a shared machine) or "wall";
+    None: "process" with one torch thread, else "wall".
     ``max_cpu_seconds``: refuse a CPU measurement estimated to take longer (None: no limit).
     """
     notes: list[str] = []
@@ -165,6 +175,7 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
         raise UserError(f"--measure-device={device!r}: no CUDA device is visible; use cpu")
     if torch.device(device).type == "cpu":
+        cpu_clock = resolve_cpu_clock(cpu_clock)
         notes.append(CPU_NOTE)
         notes.append(f"CPU clock: {cpu_clock} time, {torch.get_num_threads()} torch thread(s)")
     cache = MeasureCache(cache_dir)
