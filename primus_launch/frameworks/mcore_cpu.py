@@ -20,7 +20,7 @@ Usage (in every process, before building a model)::
     # For PP: get_forward_backward_func() works after install() (its "cuda" token counter and
     # torch.cuda.synchronize are redirected); pass config_overrides() (batch_p2p_sync=False).
 
-What :func:`install` patches (``device="cpu"``; on ``"cuda"`` only the NameError fix applies):
+What :func:`install` patches (``device="cpu"``; on ``"cuda"`` only the no-TE fixes 5 and 7 apply):
 
 1. ``torch.cuda.current_device()`` (about 50 call sites in RoPE, the global memory buffer, MoE,
    pipeline p2p) returns ``torch.device("cpu")`` so that ``device=`` arguments land on the CPU.
@@ -40,6 +40,11 @@ What :func:`install` patches (``device="cpu"``; on ``"cuda"`` only the NameError
    optimizer wrappers their loss-scale / grad-norm scalars (``optimizer/optimizer.py``,
    ``optimizer/clip_grads.py``, ``utils.py``): those modules' global ``torch`` is replaced by a
    proxy whose tensor factories map ``"cuda"`` to the CPU while the shim is active.
+
+7. Also without Transformer Engine: ``transformer.multi_latent_attention`` imports ``TELinear``
+   from megatron's TE extension, which then is a ``MagicMock`` placeholder, yet sets ``HAVE_TE =
+   True`` and calls ``isinstance(linear_proj, <mock>)`` (TypeError building any MLA layer):
+   ``HAVE_TE`` is set False there.
 
 Configuration that must differ on CPU (:func:`config_overrides`): the MoE ``alltoall`` dispatcher
 creates a ``torch.cuda.Stream`` -> use ``moe_token_dispatcher_type="allgather"``; no fused kernels
@@ -201,6 +206,10 @@ def install(device: str | torch.device = "cpu") -> None:
 
     if not hasattr(moe_utils, "te_general_gemm"):
         moe_utils.te_general_gemm = None
+    import megatron.core.transformer.multi_latent_attention as mla
+
+    if mla.HAVE_TE and not isinstance(mla.TELinear, type):
+        mla.HAVE_TE = False
     if dev == "cpu":
         torch.cuda.current_device = _cpu_current_device
         torch.cuda.synchronize = _noop_synchronize

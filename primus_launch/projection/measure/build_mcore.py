@@ -60,8 +60,13 @@ def _sdpa_core_attention_class():
         """megatron ``DotProductAttention`` with the core done by torch SDPA (causal).
 
         Inputs ``query [sq, b, np, hn]``, ``key/value [sk, b, ng, hn(v)]``; output
-        ``[sq, b, np * hn_v]`` exactly as the parent's (same ``softmax_scale``).
+        ``[sq, b, np * hn_v]`` exactly as the parent's (same ``softmax_scale``).  Also accepts
+        the ``k_channels`` / ``v_channels`` that ``MLASelfAttention`` passes (megatron 0.16.1's
+        local ``DotProductAttention`` rejects them, so the local MLA spec cannot be built without it).
         """
+
+        def __init__(self, *args, k_channels=None, v_channels=None, **kwargs):
+            super().__init__(*args, **kwargs)
 
         def forward(self, query, key, value, attention_mask, attn_mask_type=None,
                     attention_bias=None, packed_seq_params=None):
