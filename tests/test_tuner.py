@@ -112,6 +112,22 @@ def test_deterministic():
     assert a.best_plan == b.best_plan
 
 
+def test_deterministic_across_processes(tmp_path):
+    """Another interpreter with another hash seed gives the same trials in the same order."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json,sys; from pathlib import Path; from primus_launch.adapters import load_recipe; "
+            "from primus_launch.tuner.search import tune; from primus_launch.tuner.space import SpaceConfig; "
+            f"r = tune(load_recipe(Path({str(LLAMA70B)!r})), space=SpaceConfig.restricted(), budget=25); "
+            "print(json.dumps([[t.changes, t.iteration_time_s] for t in r.trials]))")
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    here = tune(load_recipe(LLAMA70B), space=RESTRICTED, budget=25)
+    assert json.loads(out) == json.loads(json.dumps([[t.changes, t.iteration_time_s] for t in here.trials]))
+
+
 # ----- pre-filter -----
 
 def test_prefilter_rejections_are_recorded_and_never_scored():

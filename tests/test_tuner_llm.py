@@ -116,3 +116,11 @@ def test_unreachable_endpoint_degrades(monkeypatch):
     res = _tune(None, monkeypatch)
     assert any("endpoint failed" in w for w in res.warnings)
     assert res.best.iteration_time_s <= res.baseline.iteration_time_s
+
+
+def test_missing_api_key_degrades(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    res = tune(plan(), score=project_dry_run, llm_model="fake-model", space=SPACE, budget=30, llm_timeout_s=1.0)
+    assert any("cannot create the client" in w for w in res.warnings)
+    assert res.scored > 1

@@ -17,7 +17,8 @@ class Trial(BaseModel):
 
     index: int = Field(description="order in which the search looked at it")
     source: TrialSource
-    changes: dict[str, Any] = Field(description="dotted plan fields that differ from the original, new values")
+    changes: dict[str, Any] = Field(description="dotted plan fields that differ from the original, new values "
+                                                "(for an LLM proposal rejected before it became a plan: the proposal as written)")
     status: Literal["scored", "rejected"]
     reason: Optional[str] = Field(default=None, description="why it was rejected (pre-filter, projection, LLM validation)")
     iteration_time_s: Optional[float] = None
