@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--isolated-links", action="store_true",
                     help="time collectives after a barrier (isolated) instead of in situ after the same "
                          "GEMM work a TP layer does between its all-reduces (half a measured layer forward)")
+    ap.add_argument("--no-pin", action="store_true", help="do not bind each real-run rank to its own core")
     ap.add_argument("--gpu-file", type=Path, default=None, help="keep the measured GPU TOML here")
     ap.add_argument("--json", type=Path, default=None, help="write the results as JSON")
     ap.add_argument("--nice", type=int, default=None,
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         proj = project_measured(plan, device="cpu", cache_dir=cache, cpu_clock=clock)
         t_meas = time.perf_counter() - t0
         load0 = os.getloadavg()[0]
-        real = run_real(plan, device="cpu", iters=args.iters, warmup=2, threads=1)
+        real = run_real(plan, device="cpu", iters=args.iters, warmup=2, threads=1, pin=not args.no_pin)
         load1 = os.getloadavg()[0]
         real_med = sorted(real)[len(real) // 2]
         err = proj.iteration_time_s / real_med - 1.0

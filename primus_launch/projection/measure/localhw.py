@@ -8,7 +8,7 @@ registers a :class:`~primus_launch.projection.hardware.GPUSpec` under ``name`` t
 DB's own mechanism (``hardware.load_gpu_file`` on a TOML it writes, so the same file can be given
 to the CLI later); set ``plan.cluster.gpu = name``:
 
-- links (gloo on loopback, 2 processes): all-reduce and send/recv of two message sizes, median of
+- links (gloo on loopback, 2 processes, each bound to its own core): all-reduce and send/recv of two message sizes, median of
   repeats, fitted to ``t = S / B + c``.  The collectives model gives, for 2 ranks on one node,
   ``all_reduce = S / (B_i * eff) + 2 a`` and ``p2p = S / (B_i * eff) + a`` (ring, n = 2), so
   ``intra_node_bw = B / INTRA_NODE_BW_EFFICIENCY`` and ``intra_node_latency_s = c / 2`` (from the
@@ -67,6 +67,9 @@ def _joint_fit(res: dict) -> tuple[float, float]:
 def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s: float, q) -> None:
     import torch.distributed as dist
 
+    if hasattr(os, "sched_setaffinity"):  # one core per rank, as the real runs (realrun pin=True)
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=2)

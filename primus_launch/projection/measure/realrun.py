@@ -32,11 +32,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _init(rank: int, world: int, port: int, device: str, threads: int) -> None:
+def _init(rank: int, world: int, port: int, device: str, threads: int, pin: bool = False) -> None:
     import torch.distributed as dist
 
     from primus_launch.frameworks import mcore_cpu
 
+    if pin and hasattr(os, "sched_setaffinity"):  # one core per rank, as torchrun --bind does
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[(rank * threads + i) % len(cpus)] for i in range(threads)})
     torch.set_num_threads(threads)
     mcore_cpu.install(device)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
@@ -114,9 +117,9 @@ def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: in
 
 
 def _worker(rank: int, world: int, port: int, plan_json: str, device: str, iters: int, warmup: int,
-            threads: int, queue) -> None:
+            threads: int, queue, pin: bool = False) -> None:
     try:
-        _init(rank, world, port, device, threads)
+        _init(rank, world, port, device, threads, pin)
         plan = Plan.model_validate_json(plan_json)
         times = train_iterations(plan, device, iters, warmup)
         if rank == 0:
@@ -131,9 +134,10 @@ def _worker(rank: int, world: int, port: int, plan_json: str, device: str, iters
 
 
 def run_real(plan: Plan, *, device: str = "cpu", iters: int = 5, warmup: int = 2, threads: int = 1,
-             timeout_s: float = 600.0) -> list[float]:
+             timeout_s: float = 600.0, pin: bool = False) -> list[float]:
     """Start ``plan.world_size`` processes (``torch.multiprocessing`` spawn), run
-    :func:`train_iterations` and return rank 0's iteration times (seconds)."""
+    :func:`train_iterations` and return rank 0's iteration times (seconds).  ``pin``: bind rank
+    r to its own core(s) (``os.sched_setaffinity``) so two ranks never time-share one core."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -141,7 +145,7 @@ def run_real(plan: Plan, *, device: str = "cpu", iters: int = 5, warmup: int = 2
     port = _free_port()
     world = plan.world_size
     procs = [ctx.Process(target=_worker, args=(r, world, port, plan.model_dump_json(), device, iters,
-                                               warmup, threads, q), daemon=True) for r in range(world)]
+                                               warmup, threads, q, pin), daemon=True) for r in range(world)]
     for pr in procs:
         pr.start()
     result: Optional[tuple] = None
