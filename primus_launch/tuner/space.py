@@ -17,8 +17,9 @@ sequence_parallel  on/off with tp > 1                    always on with tp > 1 (
 dp_sharding        none / optimizer (dist. optimizer)    full (FSDP2), HSDP replicate groups
 recompute          none, selective, full uniform,        none, selective, full
                    full block with N layers
-schedule           1f1b (vpp=1) / interleaved_1f1b       1f1b, zb_h1, interleaved_1f1b,
-                   (vpp>1), set by vpp                   zbv (vpp=2)
+schedule           1f1b (vpp=1) / interleaved_1f1b       1f1b
+                   (vpp>1), set by vpp                   (vpp=1); interleaved_1f1b, zb_h1,
+                                                         zbv (vpp=2) with vpp > 1
 overlap flags      grad reduce, param gather (dist.      kept as given (FSDP prefetch
                    opt. + grad reduce overlap),          overlaps by construction)
                    tp_comm_overlap (needs SP)
@@ -192,7 +193,9 @@ def _schedules(fw: str, pp: int, vpp: int, nmb: int, own: str) -> list[str]:
         if vpp == 1:
             return ["1f1b"]
         return ["interleaved_1f1b"] if nmb % pp == 0 else []
-    out = ["1f1b", "zb_h1"] if vpp == 1 else (["interleaved_1f1b"] if nmb % pp == 0 else []) + ["zb_h1"]
+    # torch.distributed.pipelining: 1F1B is single-stage; Interleaved1F1B, InterleavedZeroBubble
+    # (ZB-H1) and ZBVZeroBubble are multi-stage schedules (>= 2 stages per rank)
+    out = ["1f1b"] if vpp == 1 else (["interleaved_1f1b"] if nmb % pp == 0 else []) + ["zb_h1"]
     if vpp == 2:
         out.append("zbv")
     return out
@@ -227,19 +230,55 @@ def enumerate_space(plan: Plan, cfg: SpaceConfig = SpaceConfig()) -> Iterator[Kn
                 dp = W // (tp * cp * pp)
                 vpps = [1] if pp == 1 else [v for v in range(1, cfg.max_vpp + 1) if L // pp >= v] \
                     + ([own.vpp] if own.vpp > cfg.max_vpp and pp == own.pp else [])
+                own_layout = (own.first_stage_layers, own.last_stage_layers)
                 for vpp in vpps:
-                    layouts = _layouts(L, pp, vpp, (own.first_stage_layers, own.last_stage_layers), (own.pp, own.vpp))
-                    for first, last in layouts:
+                    if fw == "torchtitan" and pp > 1:
+                        # torchtitan splits the model itself (pipeline_parallel.py): one layout per
+                        # (pp, vpp, schedule), the one its split gives, plus the user's own
+                        groups = []
+                        for sched in (["1f1b"] if vpp == 1 else ["interleaved_1f1b", "zb_h1"] + (["zbv"] if vpp == 2 else [])):
+                            lay = _titan_layouts(L, pp, vpp, sched)
+                            if (pp, vpp, sched) == (own.pp, own.vpp, own.schedule) and own_layout not in lay:
+                                lay.append(own_layout)
+                            groups += [(sched, fl) for fl in lay]
+                    else:
+                        groups = [(None, fl) for fl in _layouts(L, pp, vpp, own_layout, (own.pp, own.vpp))]
+                    for sched, (first, last) in groups:
                         if first is None and last is None:
                             per_chunk = L // pp // vpp
                         else:
                             each = (L - (first or 0) - (last or 0)) // max(1, pp - (first is not None) - (last is not None))
                             per_chunk = max(first or 0, last or 0, each) // vpp
-                        yield from _inner(plan, fw, cfg, own, tp, cp, pp, vpp, dp, first, last, per_chunk)
+                        yield from _inner(plan, fw, cfg, own, tp, cp, pp, vpp, dp, first, last, per_chunk, sched)
+
+
+def _titan_layouts(L: int, pp: int, vpp: int, schedule: str) -> list[tuple[Optional[int], Optional[int]]]:
+    """The plan layout of torchtitan's own split for ``pp`` x ``vpp`` stages under ``schedule``
+    (``pipeline_parallel_layers_per_stage`` chosen to give pp*vpp stages, default first/last-stage
+    "less layers" of 1 for the embedding and the output head), via the adapter's exact model of
+    torchtitan's ``_generate_llm_fqn_per_model_part``."""
+    from primus_launch.adapters.torchtitan_layout import plan_layout, rank_layers, titan_schedule
+    from primus_launch.plan import PlanError
+
+    name = titan_schedule(schedule, vpp)
+    out: list[tuple[Optional[int], Optional[int]]] = []
+    for lps in [None, *range(1, L + 3)]:
+        try:
+            v, counts = rank_layers(L, pp, name, lps, 1, 1)
+            if v != vpp:
+                continue
+            lay = plan_layout(L, vpp, counts)
+        except PlanError:
+            continue
+        if lay not in out:
+            out.append(lay)
+        break
+    return out
 
 
 def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, tp: int, cp: int, pp: int, vpp: int, dp: int,
-           first: Optional[int], last: Optional[int], per_chunk: int) -> Iterator[Knobs]:
+           first: Optional[int], last: Optional[int], per_chunk: int, only_schedule: Optional[str] = None
+           ) -> Iterator[Knobs]:
     m = plan.model
     W = plan.world_size
     # MoE: (ep, etp)
@@ -288,10 +327,36 @@ def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, tp: int, cp: int, 
                     for mbs in mbss:
                         nmb = plan.training.global_batch_size // (mbs * dp)
                         for sched in _schedules(fw, pp, vpp, nmb, own.schedule):
+                            if only_schedule is not None and sched != only_schedule:
+                                continue
+                            if fw == "torchtitan" and _titan_problem(plan, tp, cp, pp, vpp, ep, etp, shard, rep, sched):
+                                continue
                             for rc in rcs:
                                 for flags in _overlap_flags(fw, cfg, own, tp, sp, shard):
                                     yield Knobs(tp, pp, vpp, cp, ep, etp, sp, mbs, shard, rep, rc[0], rc[1], rc[2],
                                                 sched, flags[0], flags[1], flags[2], first, last)
+
+
+def _titan_problem(plan: Plan, tp: int, cp: int, pp: int, vpp: int, ep: int, etp: Optional[int], shard: str,
+                   rep: int, sched: str) -> bool:
+    """Whether the torchtitan adapter's own rules (``torchtitan_problems``: EP carved out of
+    dp_shard x cp (x tp), expert TP 1 or tp, stages per rank of the schedule) refuse this."""
+    key = (id(plan), tp, cp, pp, vpp, ep, etp, shard, rep, sched)
+    hit = _TITAN_CACHE.get(key)
+    if hit is None:
+        from primus_launch.adapters.torchtitan import torchtitan_problems
+
+        par = plan.parallel.model_copy(update=dict(tp=tp, cp=cp, pp=pp, vpp=vpp, ep=ep, etp=etp, dp_sharding=shard,
+                                                   dp_replicate=rep))
+        tr = plan.training.model_copy(update=dict(pipeline_schedule=sched))
+        hit = bool(torchtitan_problems(plan.model_copy(update=dict(parallel=par, training=tr))))
+        if len(_TITAN_CACHE) > 100_000:
+            _TITAN_CACHE.clear()
+        _TITAN_CACHE[key] = hit
+    return hit
+
+
+_TITAN_CACHE: dict[tuple, bool] = {}
 
 
 def _overlap_flags(fw: str, cfg: SpaceConfig, own: Knobs, tp: int, sp: bool, shard: str
