@@ -8,16 +8,21 @@
 2. For each case (8-layer dense GPT, h=256, s=256, micro-batch 2, 4 micro-batches, bf16):
    ``project_measured`` at world size 1 -- the per-rank shard of the target (TP=2: half the heads
    and FFN; PP=2: the same layers, PP schedule simulated) -- then the real run: 2 processes
-   (``torch.multiprocessing``, gloo), megatron-core's ``get_forward_backward_func`` (1F1B for
+   (``torch.multiprocessing``, gloo, each rank bound to its own core unless ``--no-pin``),
+   megatron-core's ``get_forward_backward_func`` (1F1B for
    PP=2; real ``ColumnParallelLinear``/``RowParallelLinear`` for TP=2), Adam step.
 3. Print projected vs real iteration time and the error.
+
+Links are timed "in situ" by default: both ranks first run the GEMM work a TP layer does between
+two all-reduces (half the measured TP=2 dense-layer forward), so the fitted latency includes the
+arrival skew of two ranks on this machine; ``--isolated-links`` times them after a barrier.
 
 Clocks: pieces are timed in process CPU time (robust to other jobs on the cores); the real
 2-process iteration is wall time (its bubbles and communication waits are real time), so on a
 loaded machine the real side is inflated -- the script prints the load average next to the result
 and ``--wall`` times the pieces in wall time instead.
 
-    python scripts/validate_measure.py [--iters 5] [--wall] [--cases pp2,tp2,pp1] [--nice -10]
+    python scripts/validate_measure.py [--iters 8] [--wall] [--cases pp2,tp2,pp1] [--isolated-links]
 """
 
 from __future__ import annotations
