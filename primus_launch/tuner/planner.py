@@ -14,10 +14,13 @@
    the legal, unscored candidates within ``radius`` changed axis groups of the incumbent are
    ranked by it and the best few are scored; repeat until ``patience`` rounds bring no
    improvement (the surrogate only orders candidates: every reported number is the projection's).
-4. **Polish**: best-improvement hill climbing over the one-axis neighbourhood of the incumbent
+4. **Polish**: first-improvement hill climbing (neighbours in the surrogate's order) over the
+   one-axis neighbourhood of the incumbent
    (repairs now chosen by the surrogate among the near-nearest), so the result is a verified local
    optimum when the budget allows; then the same climb restarted from the best candidate of each
-   TP / CP / PP / EP value within 25% of the incumbent (coupled axes the additive model misses).
+   TP / CP / PP / EP value within 25% of the incumbent (coupled axes the additive model misses),
+   and, while budget is left, from the best candidate of every value of every axis group within
+   50% of it.
 
 No randomness: every ordering comes from the space's enumeration order and numpy's deterministic
 least squares, so the same inputs give the same trials in the same order.
@@ -77,6 +80,7 @@ class Planner:
             if len(vals) > 1:
                 self.groups.append((cols, vals))
         self._features: list[np.ndarray] | None = None
+        self._climbed: set[int] = set()
 
     # ----- neighbourhoods -----
     def neighbours(self, base: int, pred: "Surrogate | None" = None, slack: float = 8.0) -> list[int]:
@@ -181,17 +185,23 @@ class Planner:
         return min(self.e.results, key=lambda i: (self.e.key(i), i))
 
     def climb(self, start: int) -> int:
-        """Best-improvement hill climbing from ``start``; returns the local optimum."""
+        """First-improvement hill climbing from ``start``, neighbours tried in the surrogate's
+        order (best predicted first); returns the local optimum (all neighbours scored, none better)."""
         e = self.e
         cur = start
         while True:
-            nb = self.neighbours(cur, self.fit())
-            for i in nb:
+            model = self.fit()
+            nb = self.neighbours(cur, model)
+            if not nb:
+                return cur
+            pred = model(np.array(nb, dtype=np.int64))
+            moved = False
+            for _, i in sorted(zip(pred.tolist(), nb)):
                 e.evaluate(i, "planner")
-            best = min(nb + [cur], key=lambda i: (e.key(i), i))
-            if e.key(best) < e.key(cur):
-                cur = best
-            else:
+                if e.key(i) < e.key(cur):
+                    cur, moved = i, True
+                    break
+            if not moved:
                 return cur
 
     def guided(self) -> None:
@@ -249,25 +259,27 @@ class Planner:
             between(e)
         self.guided()
         self.climb(self.incumbent())
-        self.restarts()
+        self.restarts(("tp", "cp", "pp", "ep"), self.restart_within)
+        # budget left: climb from the best point of every value of every axis group
+        self.restarts(tuple(a for g in GROUPS for a in g[:1]), 2 * self.restart_within)
 
-    def restarts(self) -> None:
-        """Climb again from the best scored candidate of each TP / CP / PP / EP value (the
-        coupled axes where one-axis moves and an additive surrogate miss interactions), best
-        first, while they are within ``restart_within`` of the incumbent's time."""
+    def restarts(self, axes: tuple[str, ...], within: float) -> None:
+        """Climb again from the best scored candidate of each value of ``axes`` (coupled axes where
+        one-axis moves and an additive surrogate miss interactions), best first, while they are
+        within a factor ``within`` of the incumbent's time."""
         e = self.e
-        done: set[int] = set()
         while True:
             best_t = e.time_of(self.incumbent())
+            ranked = sorted(e.results, key=lambda i: (e.key(i), i))
             starts: dict[tuple[int, int], int] = {}
-            for name in ("tp", "cp", "pp", "ep"):
+            for name in axes:
                 c = self.col[name]
-                for i in sorted(e.results, key=lambda i: (e.key(i), i)):
-                    v = int(e.codes[i, c])
-                    if (c, v) not in starts and e.time_of(i) <= best_t * self.restart_within:
-                        starts[(c, v)] = i
-            todo = sorted((i for i in set(starts.values()) if i not in done), key=lambda i: (e.key(i), i))
+                for i in ranked:
+                    if e.time_of(i) > best_t * within:
+                        break
+                    starts.setdefault((c, int(e.codes[i, c])), i)
+            todo = sorted((i for i in set(starts.values()) if i not in self._climbed), key=lambda i: (e.key(i), i))
             if not todo:
                 return
-            done.add(todo[0])
+            self._climbed.add(todo[0])
             self.climb(todo[0])

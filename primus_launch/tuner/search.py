@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from primus_launch.plan import Plan
+from primus_launch.plan import Plan, PlanError
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.engine import Engine, Exhausted, Prefilter
 from primus_launch.tuner.planner import Planner
@@ -98,6 +98,10 @@ def tune(
     ``DEFAULT_MAX_BUDGET``); ``time_limit_s`` stops the search early.
     """
     t0 = time.monotonic()
+    if not 0.0 <= memory_margin < 1.0:
+        raise PlanError("memory_margin", memory_margin, "a fraction in [0, 1)")
+    if budget is not None and budget < 1:
+        raise PlanError("budget", budget, "at least 1 scored candidate")
     warnings: list[str] = []
     score_fn = score or default_score(memory_margin)
     pf = prefilter or default_prefilter(memory_margin)
