@@ -103,8 +103,11 @@ def test_planner_finds_exhaustive_optimum_small_space():
     assert pl.scored <= ex.legal_candidates // 4
 
 
-def test_planner_within_2pct_of_exhaustive_llama70b_64_scoring_10pct():
-    plan = load_recipe(LLAMA70B)
+@pytest.mark.parametrize("recipe,nodes", [(LLAMA70B, None), (LLAMA70B, 128), (TT_LLAMA70B, None),
+                                          (ROOT / "recipes/megatron/mixtral_8x22b.sh", None)],
+                         ids=["llama70b-64", "llama70b-1024", "titan-llama70b-64", "mixtral-32"])
+def test_planner_within_2pct_of_exhaustive_scoring_10pct(recipe, nodes):
+    plan = load_recipe(recipe, {"num_nodes": nodes} if nodes else None)
     ex = tune(plan, score=_score, space=RESTRICTED, exhaustive=True)
     pl = tune(plan, score=_score, space=RESTRICTED)
     assert pl.legal_exact and pl.legal_candidates == ex.legal_candidates
