@@ -90,10 +90,14 @@ from primus_launch.errors import UserError  # noqa: E402
 from primus_launch.plan import Cluster, Plan, legality_problems  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-UPSTREAM = sorted(glob.glob("/work/shared/upstream-recipes/torchtitan-v0.2.2/*.toml"))
+UPSTREAM = sorted(str(p) for p in (ROOT / "tests" / "data" / "torchtitan-v0.2.2").glob("*.toml"))
 RECIPES = sorted(str(p) for p in (ROOT / "recipes" / "torchtitan").glob("*.toml"))
 ALL = UPSTREAM + RECIPES
 _ids = [Path(p).name for p in ALL]
+
+
+def test_all_upstream_files_present():
+    assert len(UPSTREAM) == 12 and len(RECIPES) == 4
 
 
 def _changed_keys(before: str, after: str) -> set[str]:
