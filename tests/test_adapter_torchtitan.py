@@ -74,7 +74,6 @@ def test_unknown_flavor_and_model():
 
 # ---------------------------------------------------------------- TOML reader / writer
 import difflib  # noqa: E402
-import glob  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from primus_launch.adapters.torchtitan import (  # noqa: E402

@@ -13,12 +13,11 @@ must give back the requested plan, or a :class:`UserError` says which field coul
 
 from __future__ import annotations
 
-import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from primus_launch.fileio import atomic_write_text
 from primus_launch.adapters import megatron_script as ms
 from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
@@ -203,23 +202,9 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
     plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src))})
     new = render_megatron(plan, text)
     try:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", dir=str(dst.parent))
+        atomic_write_text(dst, new, protect=src, mode=stat.S_IMODE(src.stat().st_mode))
     except OSError as e:
         raise UserError(f"{dst}: cannot write: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(new)
-        os.chmod(tmp, stat.S_IMODE(src.stat().st_mode))
-        os.replace(tmp, dst)
-    except OSError as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise UserError(f"{dst}: cannot write: {e.strerror or e}") from None
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return dst
 
 

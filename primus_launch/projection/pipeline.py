@@ -27,8 +27,6 @@ O(pp * vpp * m) time, flat per action in m (``scripts/bench_pipeline.py``).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,9 +34,10 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
+from primus_launch.fileio import atomic_write_text
 from primus_launch.plan import PlanError
 from primus_launch.projection.pipeline_orders import (
-    B, F, KIND_NAMES, SCHEDULES, W, ScheduleOrders, schedule_orders,
+    B, F, SCHEDULES, W, ScheduleOrders, schedule_orders,
 )
 from primus_launch.projection.result import TimelineEvent
 
@@ -409,18 +408,8 @@ def chrome_trace(result: Union[PipelineResult, Sequence[TimelineEvent]], title: 
 
 def write_chrome_trace(result: Union[PipelineResult, Sequence[TimelineEvent]], path: str,
                        title: str = "") -> None:
-    """Write :func:`chrome_trace` JSON atomically (tmp file + os.replace); opens in ui.perfetto.dev."""
-    data = chrome_trace(result, title)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".trace.", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write :func:`chrome_trace` JSON atomically (primus_launch.fileio); opens in ui.perfetto.dev."""
+    atomic_write_text(path, json.dumps(chrome_trace(result, title)))
 
 
 def uniform_costs(pp: int, vpp: int, fwd_s: float, bwd_input_s: float,

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from primus_launch.fileio import atomic_write_text
 from primus_launch.plan import Plan, PlanError
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.engine import Engine, Exhausted, Prefilter
@@ -59,17 +58,7 @@ def _count_legal(engine: Engine, exhaustive: bool) -> tuple[int, bool]:
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write_text(path, json.dumps(data, indent=1))
 
 
 def tune(

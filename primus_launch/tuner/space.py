@@ -206,7 +206,7 @@ def enumerate_space(plan: Plan, cfg: SpaceConfig = SpaceConfig()) -> Iterator[Kn
 
     Built by nested loops over divisors, so illegal combinations are never produced (the rules are
     those of :func:`primus_launch.plan.legality_problems`)."""
-    m, par, t = plan.model, plan.parallel, plan.training
+    m = plan.model
     own = knobs_of(plan)
     fw = plan.source.framework if plan.source else "megatron"
     W = plan.world_size

@@ -101,7 +101,7 @@ def mcore_config(plan: Plan, *, num_dense: int, num_moe: int, per_rank: bool, de
 
     from primus_launch.frameworks import mcore_cpu
 
-    m, p, t = plan.model, plan.parallel, plan.training
+    m, p = plan.model, plan.parallel
     tp = p.tp if per_rank else 1
     etp = p.expert_tp if per_rank else 1
     dtype = torch_dtype(plan)

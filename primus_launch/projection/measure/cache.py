@@ -2,7 +2,7 @@
 
 Key: (framework, piece, shapes, dtype, device, torch version) plus the framework's version and
 the measurement protocol (warm-up, repeats, torch threads on the CPU).  One JSON file per key,
-named by the SHA-256 of the canonical key JSON; written atomically (tmp + ``os.replace``).
+named by the SHA-256 of the canonical key JSON; written atomically (primus_launch.fileio).
 Default directory: ``$PRIMUS_LAUNCH_CACHE`` or ``$XDG_CACHE_HOME/primus-launch/measure``
 (``~/.cache/primus-launch/measure``).
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
+from primus_launch.fileio import atomic_write_text
 
 
 def default_cache_dir() -> Path:
@@ -66,15 +66,4 @@ class MeasureCache:
     def put(self, key: dict[str, Any], value: dict[str, Any]) -> Path:
         self.dir.mkdir(parents=True, exist_ok=True)
         p = self.path(key)
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump({"key": key, "value": value}, fh, indent=1, sort_keys=True, default=str)
-            os.replace(tmp, p)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-        return p
+        return atomic_write_text(p, json.dumps({"key": key, "value": value}, indent=1, sort_keys=True, default=str))

@@ -32,6 +32,7 @@ from typing import Optional
 
 import torch
 
+from primus_launch.fileio import atomic_write_text
 from primus_launch.projection import calibration as cal
 from primus_launch.projection.hardware import get_gpu, load_gpu_file
 
@@ -213,9 +214,7 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
         lines.append(f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"')
     text = "\n".join(lines) + "\n"
     path = Path(out_file) if out_file else Path(tempfile.mkdtemp(prefix="primus-hw-")) / f"{name}.toml"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write_text(path, text)
     load_gpu_file(path)
     _clear_model_caches()
     measured.update(spec=get_gpu(name).model_dump(), toml=str(path))
