@@ -10,6 +10,7 @@ the first loss is the untrained ``ln(vocab)``, the loss falls, and the exit stat
 from __future__ import annotations
 
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -20,7 +21,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPE = ROOT / "recipes" / "megatron" / "tiny_gpt_cpu.sh"
-PRIMUS = shutil.which("primus-launch") or str(Path(sys.executable).with_name("primus-launch"))
+BIN = Path(sys.executable).parent
+PRIMUS = str(BIN / "primus-launch") if (BIN / "primus-launch").exists() else shutil.which("primus-launch")
+# as in an activated environment: the recipe's `torchrun` is the one installed beside this Python
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
 ITER = re.compile(r"^ iteration\s+(\d+)/\s*(\d+) \|.*\| lm loss: ([0-9.E+-]+) \|")
 VOCAB = 512  # --vocab-size of the recipe
 TRAIN_ITERS = 8  # --train-iters of the recipe
@@ -44,7 +48,7 @@ def _check_training_log(stdout: str, stderr: str, layout: str = "TP 1 x PP 2 x D
 
 def test_primus_launch_runs_the_bundled_tiny_recipe():
     """``primus-launch -- bash recipes/megatron/tiny_gpt_cpu.sh``: the passthrough, lines streamed."""
-    p = subprocess.Popen([PRIMUS, "--", "bash", str(RECIPE)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    p = subprocess.Popen([PRIMUS, "--", "bash", str(RECIPE)], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, cwd=ROOT)
     try:
         first = p.stdout.readline()
@@ -76,7 +80,7 @@ def test_project_then_launch_the_recipe_command_data_parallel_equals_one_process
     assert cmd[:5] == ["torchrun", "--nnodes", "1", "--nproc-per-node", "2"]
     i = cmd.index("--pipeline-model-parallel-size")
     cmd[i + 1] = "1"
-    r = subprocess.run([PRIMUS, "--project", "--dry-run", "--launch", "--", *cmd], capture_output=True, text=True,
+    r = subprocess.run([PRIMUS, "--project", "--dry-run", "--launch", "--", *cmd], env=ENV, capture_output=True, text=True,
                        timeout=240, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     report, _, log = r.stdout.partition("tiny_mcore_train: world")
