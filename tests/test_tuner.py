@@ -227,3 +227,12 @@ def test_every_candidate_can_be_written_as_native_recipe(recipe):
         tuned = validated(apply_knobs(plan, k))
         out = render_recipe(tuned, text)
         assert out != text or tuned.parallel == plan.parallel
+
+
+def test_top_row_is_the_chosen_best_even_on_ties():
+    """Candidates that differ only in flags the model prices equally tie; the first row of the
+    top-N table must be the configuration that is written out."""
+    plan = load_recipe(ROOT / "recipes" / "megatron" / "tiny_gpt_cpu.sh")
+    res = tune(plan)
+    assert res.top[0].changes == plan_changes(plan, res.best_plan)
+    assert res.top[0].iteration_time_s == pytest.approx(res.best.iteration_time_s)

@@ -18,7 +18,7 @@ from typing import Callable, Optional
 from primus_launch.fileio import atomic_write_text
 from primus_launch.plan import Plan, PlanError
 from primus_launch.projection.result import ProjectionResult
-from primus_launch.tuner.engine import Engine, Exhausted, Prefilter
+from primus_launch.tuner.engine import Engine, Exhausted, Prefilter, plan_changes
 from primus_launch.tuner.planner import Planner
 from primus_launch.tuner.result import TuneResult
 from primus_launch.tuner.space import SpaceConfig, apply_knobs, enumerate_space, knobs_of, validated
@@ -159,7 +159,9 @@ def tune(
     for w in warnings:
         print(f"primus-launch tune: warning: {w}", file=sys.stderr)
     scored_fit = [t for t in engine.trials if t.status == "scored" and t.fits]
-    top = sorted(scored_fit, key=lambda t: (t.iteration_time_s, t.index))[:top_n]
+    # ties in time: the chosen best first (engine.best breaks ties by space order, not search order)
+    best_changes = plan_changes(plan, best_plan)
+    top = sorted(scored_fit, key=lambda t: (t.iteration_time_s, t.changes != best_changes, t.index))[:top_n]
     res = TuneResult(
         best_plan=best_plan, best=best, baseline=baseline,
         gain=baseline.iteration_time_s / best.iteration_time_s - 1.0,
