@@ -125,9 +125,12 @@ def _launch_recipe(plan: Plan) -> int:
 def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     plan = _load(a, a.project, command)
     result = _project(a, plan)
-    for n in result.notes:
-        if n.startswith("warning:"):
-            print(f"primus-launch: {n}", file=sys.stderr)
+    if result.mode == "measured" and a.measure_device is None:
+        from primus_launch.projection.api import default_measure_device
+
+        if default_measure_device() == "cpu":
+            print("primus-launch: warning: no GPU visible, measured on the CPU: CPU timings only check the path "
+                  "(use --dry-run to simulate the target GPU)", file=sys.stderr)
     if a.trace:
         _write_trace(a.trace, result)
     if a.report:

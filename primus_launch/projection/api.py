@@ -13,7 +13,6 @@ from primus_launch.projection.hardware import get_gpu
 from primus_launch.projection.result import ProjectionResult
 
 MeasureDevice = Literal["cpu", "cuda"]
-CPU_MEASURE_WARNING = "warning: no GPU visible, measured on the CPU: CPU timings only check the path"
 
 
 def default_measure_device() -> MeasureDevice:
@@ -50,8 +49,5 @@ def project(
     from primus_launch.projection.measure.upscale import project_measured
 
     device = measure_device or default_measure_device()
-    result = project_measured(plan, device=device, memory_margin=memory_margin,
-                              record_timeline=record_timeline, cache_dir=cache_dir)
-    if device == "cpu" and measure_device is None:
-        result.notes.insert(0, CPU_MEASURE_WARNING)
-    return result
+    return project_measured(plan, device=device, memory_margin=memory_margin,
+                            record_timeline=record_timeline, cache_dir=cache_dir)
