@@ -662,3 +662,16 @@ def test_write_into_a_directory_path_is_a_user_error(tmp_path):
         write_megatron(load_megatron(src), src, tmp_path / "taken")
     assert "taken" in _err_line(e.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sh", "taken"]
+
+
+def test_quoted_empty_positional_list_gives_no_argument(tmp_path):
+    """bash: ``"$@"`` with no arguments (and ``"${A[@]}"`` of an empty array) expand to no word at
+    all; ``""`` stays one empty argument."""
+    from primus_launch.adapters.megatron_bash import ShellState
+
+    def argv(src):
+        return [str(t) for t in ShellState(src).commands[-1].args]
+
+    assert argv('python x.py --num-layers 2 "$@" --hidden-size 4\n') == argv('python x.py --num-layers 2 --hidden-size 4\n')
+    assert len(argv('A=()\npython x.py "${A[@]}" y\n')) == 3
+    assert len(argv('python x.py "" y\n')) == 4

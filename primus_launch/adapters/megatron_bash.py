@@ -778,8 +778,19 @@ class ShellState:
                 out.extend(pcs)
         return out
 
+    def _is_empty_quoted_list(self, word: Word) -> bool:
+        """``"$@"`` / ``"${A[@]}"`` with no elements (and nothing else in the word): bash gives no
+        argument at all, not an empty one."""
+        multi = [p for p in word.parts if p.kind == "param" and p.quoted and not p.op
+                 and (p.name in ("@", "*") or p.index in ("@", "*"))]
+        rest = [p for p in word.parts if p not in multi]
+        return bool(multi) and all(p.kind == "lit" and not p.pcs for p in rest) and all(
+            not (self._value(p.name, p.index)[0] or []) for p in multi)
+
     def expand_word(self, word: Word) -> list[Token]:
         """Expand one word into argument tokens (parameter expansion + field splitting)."""
+        if self._is_empty_quoted_list(word):
+            return []
         fields: list[list[PC]] = []
         cur: list[PC] = []
         have = False  # whether the current field exists (quoted empties count)
