@@ -171,6 +171,8 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.adapters import native_path, tuned_path
 
         out_recipe = Path(a.out) if a.out else tuned_path(native_path(plan))
+        if out_recipe.resolve() == native_path(plan).resolve():
+            raise UserError(f"--out={a.out!r}: refusing to overwrite the original recipe; choose another path")
         if log_path is None:
             log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,

@@ -89,3 +89,21 @@ def test_unknown_wrapper_key(tmp_path):
 def test_passthrough_exit_code():
     p = cli("--", sys.executable, "-c", "import sys; print('hi'); sys.exit(3)")
     assert p.returncode == 3 and p.stdout.strip() == "hi"
+
+
+def test_tune_refuses_to_write_over_the_recipe_before_searching(tmp_path):
+    recipe = tmp_path / "r.sh"
+    recipe.write_text((RECIPES / "megatron" / "llama3.1_8b.sh").read_text())
+    before = recipe.read_text()
+    line = one_error_line(cli("--tune", recipe, "--dry-run", "--out", recipe))
+    assert "overwrite" in line
+    assert recipe.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["r.sh"]
+
+
+def test_partial_cluster_override_rereads_torchtitan_semantics():
+    """TorchTitan's global batch is local_batch_size x DP when the TOML leaves it at -1 (the
+    default), so 6 GPUs of the 8B job (local batch 1) give a global batch of 6."""
+    p = cli("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run", "--json", "--gpus-per-node", "6")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["num_gpus"] == 6 and d["plan"]["training"]["global_batch_size"] == 6

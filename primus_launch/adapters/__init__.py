@@ -54,7 +54,10 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None) -> P
 
         plan = load_torchtitan(p, full)
     if overrides and full is None:
-        plan = plan.with_changes(cluster=overrides)
+        # re-read against the completed cluster, so recipe semantics that depend on it (TorchTitan's
+        # derived global batch, data_parallel_shard_degree = -1) follow the new world size
+        merged = Cluster(**{**plan.cluster.model_dump(), **overrides})
+        return load_recipe(p, merged.model_dump())
     return plan
 
 

@@ -1,0 +1,42 @@
+"""Fill RESULTS.md's @PLACEHOLDER@ blocks from the outputs of the scripts it cites.
+
+    python scripts/update_results.py          (runs every script; a few minutes)
+
+Reads RESULTS.template.md and writes RESULTS.md atomically; each block is the tail of the command's
+own output, verbatim, in a code fence.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from primus_launch.fileio import atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+
+BLOCKS = {
+    "VALIDATE": (["scripts/validate.py"], lambda out: out[out.index("calibration  n="):]),
+    "RECIPES": (["scripts/project_recipes.py"], lambda out: out),
+    "BENCH_PROJECTION": (["scripts/bench_projection.py"], lambda out: "\n".join(out.splitlines()[:2])),
+    "BENCH_PREFILTER": (["scripts/bench_prefilter.py"], lambda out: "\n".join(out.splitlines()[-3:])),
+    "BENCH_TUNER": (["scripts/bench_tuner.py", "--all"], lambda out: out[out.index("recipe    "):]),
+    "VALIDATE_MEASURE": (["scripts/validate_measure.py"], lambda out: out[out.index("\n[") + 1:]),
+}
+
+
+def main() -> int:
+    text = (ROOT / "RESULTS.template.md").read_text()
+    for name, (args, pick) in BLOCKS.items():
+        print(f"running {' '.join(args)}", file=sys.stderr)
+        out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        body = pick(out).strip("\n")
+        fence = "" if name == "RECIPES" else "```"
+        text = text.replace(f"@{name}@", f"{fence}\n{body}\n{fence}".strip("\n") if fence else body)
+    atomic_write_text(ROOT / "RESULTS.md", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
