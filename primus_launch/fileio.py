@@ -33,3 +33,14 @@ def atomic_write_text(path: str | Path, text: str, *, protect: Optional[str | Pa
             os.unlink(tmp)
         raise
     return out
+
+
+def read_recipe_text(path: str | Path) -> str:
+    """The text of a user's recipe file, or a one-line :class:`UserError` naming it."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"recipe={str(p)!r}: no such file")
+    try:
+        return p.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"recipe={str(p)!r}: cannot read: {e}") from None

@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from primus_launch.fileio import atomic_write_text
+from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.adapters import megatron_script as ms
 from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
@@ -66,12 +66,7 @@ def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None 
 def load_megatron(path: str | Path, cluster: Cluster | None = None) -> Plan:
     """Read a Megatron-LM launch script or argument YAML into a plan."""
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"{p}: no such recipe file")
-    try:
-        text = p.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{p}: cannot read: {e}") from None
+    text = read_recipe_text(p)
     rec, written = _parse(text, str(p), given=cluster)
     plan = plan_from_args(rec.args, written, name=p.stem)
     return plan.model_copy(update={"source": Source(framework="megatron", path=str(p))})
@@ -194,11 +189,7 @@ def render_argv(plan: Plan, argv: list[str]) -> list[str]:
 def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) -> Path:
     """Write the rendered recipe atomically to ``out_path`` (never over the original)."""
     src, dst = Path(original_path), Path(out_path)
-    if not src.is_file():
-        raise UserError(f"{src}: no such recipe file")
-    if dst.exists() and dst.resolve() == src.resolve():
-        raise UserError(f"{dst}: refusing to overwrite the original recipe; choose another output path")
-    text = src.read_text()
+    text = read_recipe_text(src)
     plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src))})
     new = render_megatron(plan, text)
     try:

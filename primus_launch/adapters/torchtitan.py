@@ -50,7 +50,7 @@ from primus_launch.adapters.torchtitan_layout import (
     titan_schedule,
 )
 from primus_launch.errors import UserError, one_line
-from primus_launch.fileio import atomic_write_text
+from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import Cluster, Plan, PlanError, Source
 
 __all__ = ["arch_from_flavor", "load_torchtitan", "plan_from_text", "render_torchtitan",
@@ -301,14 +301,7 @@ def _build_plan(model: Any, cl: Cluster, path: Optional[str], parallel: dict, tr
 
 def load_torchtitan(path: str | Path, cluster: Optional[Cluster] = None) -> Plan:
     """Read a v0.2.2-format TorchTitan job TOML into a :class:`Plan` (``plan.source`` = the file)."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"recipe={str(p)!r}: no such file")
-    try:
-        text = p.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"recipe={str(p)!r}: cannot read: {e}") from None
-    return plan_from_text(text, cluster, path=str(p))
+    return plan_from_text(read_recipe_text(path), cluster, path=str(path))
 
 
 def torchtitan_problems(plan: Plan) -> list[tuple[str, object, str]]:
@@ -574,7 +567,5 @@ def write_torchtitan(plan: Plan, original_path: str | Path, out_path: str | Path
     """Render ``plan`` over the TOML at ``original_path`` and write it atomically to ``out_path``
     (never over the original)."""
     orig = Path(original_path)
-    if not orig.is_file():
-        raise UserError(f"recipe={str(orig)!r}: no such file")
-    text = render_torchtitan(plan, orig.read_text())
+    text = render_torchtitan(plan, read_recipe_text(orig))
     return atomic_write_text(out_path, text, protect=orig)
