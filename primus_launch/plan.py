@@ -74,6 +74,12 @@ class ModelArch(_Strict):
     moe_shared_expert_intermediate_size: int = Field(default=0, ge=0, description="total FFN size of shared experts")
     moe_dense_first_layers: int = Field(default=0, ge=0, description="leading dense layers (DeepSeek first_k_dense)")
     moe_router_bias: bool = False
+    moe_router_num_groups: Optional[int] = Field(
+        default=None, gt=0, description="expert groups of group-limited routing (Megatron --moe-router-num-groups; "
+                                        "DeepSeek-V3 n_group); None = no group limit")
+    moe_router_group_topk: Optional[int] = Field(
+        default=None, gt=0, description="groups one token may route to (Megatron --moe-router-group-topk; "
+                                        "DeepSeek-V3 topk_group)")
     # --- MLA (DeepSeek-V2/V3) ---
     multi_latent_attention: bool = False
     q_lora_rank: Optional[int] = None
@@ -146,6 +152,10 @@ class Training(_Strict):
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = False
+    moe_token_dispatcher: Literal["alltoall", "deepep"] = Field(
+        default="alltoall", description="EP token dispatcher: alltoall (Megatron --moe-token-dispatcher-type alltoall: "
+                                        "one copy per routed expert) or deepep (flex + --moe-enable-deepep: one copy per "
+                                        "destination rank, one RDMA copy per destination node)")
     optimizer: Literal["adam", "sgd"] = "adam"
     grad_reduce_in_fp32: bool = True
     train_iters: Optional[int] = None
@@ -273,6 +283,15 @@ def legality_problems(plan: Plan) -> list[tuple[str, object, str]]:
             out.append(("parallel.etp", etp, f"must divide moe_ffn_hidden_size={m.expert_ffn}"))
         if m.moe_router_topk > m.num_experts:
             out.append(("model.moe_router_topk", m.moe_router_topk, f"must be <= num_experts={m.num_experts}"))
+        G, g = m.moe_router_num_groups, m.moe_router_group_topk
+        if (G is None) != (g is None):
+            out.append(("model.moe_router_group_topk", g, "set together with moe_router_num_groups"))
+        elif G is not None:
+            if m.num_experts % G:
+                out.append(("model.moe_router_num_groups", G, f"must divide num_experts={m.num_experts}"))
+            elif g > G or g * (m.num_experts // G) < m.moe_router_topk:
+                out.append(("model.moe_router_group_topk", g,
+                            f"<= num_groups={G} with group_topk x experts per group >= topk={m.moe_router_topk}"))
     elif p.ep != 1:
         out.append(("parallel.ep", p.ep, "must be 1 for a dense model"))
     if p.vpp > 1 and p.pp == 1:

@@ -102,3 +102,71 @@ def test_megatron_rank_layout():
     lay = layout(_plan(tp=1, pp=1, ep=16, nodes=4, moe=True))
     assert lay.ep.nodes == 2 and lay.ep.per_node == 8   # EP 16 spans two nodes
     assert lay.expert_dp.size == 2 and lay.expert_dp.stride == 16
+
+
+# ---------------- EP: routing fan-out and DeepEP dispatch ----------------
+
+def _mc_units_hit(E, k, u, G, g, n=4000, seed=0):
+    """Monte-Carlo reference of the routing model: g of G groups, then k of their experts."""
+    import random
+
+    rng = random.Random(seed)
+    sg, s = E // G, 0
+    for _ in range(n):
+        pool = [e for grp in rng.sample(range(G), g) for e in range(grp * sg, (grp + 1) * sg)]
+        s += len({e // u for e in rng.sample(pool, k)})
+    return s / n
+
+
+def test_expected_units_hit_closed_forms():
+    from primus_launch.projection.moe_routing import expected_remote_units, expected_units_hit
+
+    # no group limit: n (1 - C(E-u, k)/C(E, k)) units of u experts
+    assert expected_units_hit(256, 8, 32) == pytest.approx(8 * (1 - math.comb(224, 8) / math.comb(256, 8)), rel=1e-12)
+    assert expected_units_hit(64, 1, 4) == pytest.approx(1.0)            # top-1: always one unit
+    assert expected_units_hit(256, 8, 256) == pytest.approx(1.0)         # one unit holds everything
+    assert expected_units_hit(256, 8, 1) == pytest.approx(8.0)           # per expert: k distinct experts
+    # k consecutive aligned experts (E/k groups, one per token): exactly k/u units when u divides k
+    assert expected_units_hit(256, 8, 4, 32, 1) == pytest.approx(2.0)
+    assert expected_units_hit(256, 8, 32, 32, 1) == pytest.approx(1.0)
+    # DeepSeek-V3 group-limited routing (4 of 8 groups) vs sampling, nodes and ranks of EP 64
+    for u in (32, 4, 24):
+        assert expected_units_hit(256, 8, u, 8, 4) == pytest.approx(_mc_units_hit(256, 8, u, 8, 4), rel=0.03)
+    assert expected_units_hit(256, 8, 32, 8, 4) <= 4.0
+    assert expected_remote_units(256, 8, 32, 8, 4) == pytest.approx(expected_units_hit(256, 8, 32, 8, 4) * 7 / 8)
+
+
+def test_deepep_dispatch_matches_deepep_readme():
+    """DeepEP README (normal kernels, H800 + CX7 400 Gb/s = the H100's NIC; 4096 tokens, hidden 7168,
+    top-8 of 256 experts, top-4 of 8 groups, FP8 dispatch): EP 64 dispatch 51 GB/s "RDMA bandwidth",
+    which DeepEP's test counts over every (token, node) pair, the source node included."""
+    from primus_launch.projection.moe_routing import expected_units_hit
+
+    T, h = 4096, 7168
+    tok = h + h // 128 * 4                     # fp8 values + one fp32 scale per 128
+    pl = place(64, 1, 8)
+    t = coll.deepep_dispatch(T, float(tok), pl, "h100-sxm", 256, 8, 8, 4)
+    pairs = T * expected_units_hit(256, 8, 32, 8, 4)
+    logical_bw = pairs * tok / t
+    assert logical_bw == pytest.approx(51e9, rel=0.08)
+    # closed form: the RDMA term bounds it
+    assert t == pytest.approx(pairs * 7 / 8 * tok / B_NIC + 2 * A_OUT, rel=1e-12)
+    # intra-node EP 8 (one copy per destination rank over NVLink)
+    t8 = coll.deepep_dispatch(T, float(tok), place(8, 1, 8), "h100-sxm", 256, 8)
+    d_rank = 8 * (1 - math.comb(224, 8) / math.comb(256, 8))
+    assert t8 == pytest.approx(T * d_rank * 7 / 8 * tok / B_NVL + 2 * A_IN, rel=1e-12)
+
+
+def test_deepep_never_sends_more_than_alltoall():
+    """DeepEP deduplicates copies per rank / node, so it never moves more than the per-expert
+    all-to-all; with all k experts on one rank it sends 1/k of the bytes."""
+    T, h = 4096, 7168
+    for ep in (8, 16, 64):
+        pl = place(ep, 1, 8)
+        a2a = coll.all_to_all(float(T * 8 * h * 2), pl, "h100-sxm")
+        dee = coll.deepep_dispatch(T, float(h * 2), pl, "h100-sxm", 256, 8)
+        assert dee < a2a
+    pl = place(8, 1, 8)
+    local = coll.deepep_dispatch(T, float(h * 2), pl, "h100-sxm", 128, 8, 16, 1)   # 8 consecutive experts, 16/rank
+    assert local - 2 * A_IN == pytest.approx((coll.all_to_all(float(T * 8 * h * 2), pl, "h100-sxm") - 7 * A_IN) / 8,
+                                             rel=1e-12)

@@ -67,6 +67,67 @@ def test_deepseek_v3_moe_mla_consistent():
     assert lt.moe_layer is not None and lt.moe_layer.fwd_s > 0
 
 
+def test_layer_op_times_sum_to_layer_times():
+    """scripts/explain_projection.py's per-kernel list is the same model as the layer times."""
+    from primus_launch.projection.dryrun import layer_op_times
+
+    plan = Plan(model=DSV3, parallel=Parallelism(tp=1, pp=4, ep=64, pipeline_layers_first_stage=14,
+                                                 pipeline_layers_last_stage=15, dp_sharding="full"),
+                training=Training(global_batch_size=512), cluster=Cluster(gpu="h100-sxm", num_nodes=32))
+    lt, ops = layer_times_roofline(plan), layer_op_times(plan)
+    for kind, pt in (("dense", lt.dense_layer), ("moe", lt.moe_layer), ("embedding", lt.embedding),
+                     ("head", lt.head_loss)):
+        assert sum(o[1] for o in ops[kind]) == pytest.approx(pt.fwd_s, rel=1e-9)
+        assert sum(o[2] for o in ops[kind]) == pytest.approx(pt.bwd_input_s, rel=1e-9)
+        assert sum(o[3] for o in ops[kind]) == pytest.approx(pt.bwd_weight_s, rel=1e-9)
+    names = [o[0] for o in ops["moe"]]
+    assert any(n.startswith("experts (grouped) FC1 [8192x4096x7168] x4") for n in names)   # 4096*64*8/256 tokens
+    # permute / unpermute move each of the T*k routed copies once (read + write h bf16), and their
+    # backward is the mirror gather / scatter of the same bytes
+    from primus_launch.projection.compute import elementwise_time
+
+    one = elementwise_time(2.0 * 4096 * 8 * 7168 * 2, "h100-sxm")
+    for name, f, bi, bw in ops["moe"]:
+        if name in ("permute", "unpermute + weighted combine"):
+            assert (f, bi, bw) == pytest.approx((one, one, 0.0), rel=1e-12)
+
+
+def test_deepep_dispatcher_field():
+    """``moe_token_dispatcher`` defaults to the per-expert all-to-all (unchanged projections); DeepEP's
+    one-copy-per-rank/node dispatch cuts the EP time by the fan-out ratio of the routing."""
+    from primus_launch.projection import collectives as coll
+    from primus_launch.projection.iteration import _ep_times
+    from primus_launch.projection.layout import layout
+    from primus_launch.projection.moe_routing import expected_units_hit
+
+    par = Parallelism(tp=1, pp=4, ep=64, pipeline_layers_first_stage=14, pipeline_layers_last_stage=15,
+                      dp_sharding="full")
+    base = Plan(model=DSV3, parallel=par, training=Training(global_batch_size=512),
+                cluster=Cluster(gpu="h100-sxm", num_nodes=32))
+    assert base.training.moe_token_dispatcher == "alltoall"
+    lay = layout(base)
+    a2a = coll.all_to_all(float(4096 * 8 * 7168 * 2), lay.ep, "h100-sxm")
+    assert _ep_times(base, "h100-sxm", lay) == pytest.approx((2 * a2a, 2 * a2a), rel=1e-12)
+    grouped = DSV3.model_copy(update={"moe_router_num_groups": 8, "moe_router_group_topk": 4})
+    dee = base.with_changes(model=grouped.model_dump(), training={"moe_token_dispatcher": "deepep"})
+    f, _ = _ep_times(dee, "h100-sxm", lay)
+    # inter-node bound: per-expert copies leaving the node 8*56/64 = 7 vs DeepEP's distinct remote nodes
+    d_remote = expected_units_hit(256, 8, 32, 8, 4) * 7 / 8
+    g = get_gpu("h100-sxm")
+    assert (f / 2 - 2 * g.inter_node_latency_s) / (a2a - 63 * g.inter_node_latency_s) == pytest.approx(
+        d_remote / 7, rel=1e-9)
+    r0, r1 = project_dry_run(base), project_dry_run(dee)
+    _check_consistent(r1, dee)
+    assert r1.time_breakdown["ep_comm"] < r0.time_breakdown["ep_comm"]
+    assert r1.time_breakdown["compute"] == pytest.approx(r0.time_breakdown["compute"], rel=1e-12)
+    for bad in ({"moe_router_num_groups": 8}, {"moe_router_num_groups": 8, "moe_router_group_topk": 9},
+                {"moe_router_num_groups": 32, "moe_router_group_topk": 0}, {"moe_router_num_groups": 256,
+                                                                            "moe_router_group_topk": 4}):
+        with pytest.raises(ValueError):
+            Plan(model={**DSV3.model_dump(), **bad}, parallel=par, training=Training(global_batch_size=512),
+                 cluster=Cluster(gpu="h100-sxm", num_nodes=32))
+
+
 def test_single_stage_equals_sum_of_layers():
     """pp=1, no communication: the iteration is m x (all layers + embedding + head) + optimizer."""
     plan = Plan(model=LLAMA_70B.model_copy(update={"num_layers": 4}), parallel=Parallelism(tp=1),

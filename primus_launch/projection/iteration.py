@@ -13,8 +13,12 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   ``RowParallelLinear``); ``tp_comm_overlap`` hides ``TP_OVERLAP_HIDDEN`` of it;
 - CP: ring attention sends K,V around the CP ring, (cp-1) steps, in forward and K,V plus their
   gradients in backward; overlapped with the attention core: exposed = max(0, comm - attention);
-- EP: token dispatch + combine all-to-all (T_e*k*h bf16 per GPU) in forward, two more in
-  backward, intra- vs inter-node from the layout; not overlapped;
+- EP: token dispatch + combine in forward, two more in backward (the backward of a dispatch is a
+  combine and vice versa; with ``full`` recompute the forward pair runs again), intra- vs
+  inter-node from the layout; not overlapped. ``moe_token_dispatcher="alltoall"``: an all-to-all
+  of T_e*k*h bf16 per GPU (one copy per routed expert); ``"deepep"``: DeepEP's one copy per
+  destination rank / RDMA node (:func:`collectives.deepep_dispatch`, routing fan-out from
+  :mod:`moe_routing`);
 - FSDP (``dp_sharding="full"``): per layer, the bf16 parameter all-gather in forward and again in
   backward (reshard after forward) and the gradient reduce-scatter in backward, prefetched: the
   exposed part is max(0, comm - that layer's compute) per pass.
@@ -142,6 +146,10 @@ def _ep_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
         return 0.0, 0.0
     T = plan.training.micro_batch_size * m.seq_length // p.cp
     Te = max(1, T * p.expert_tp // p.tp)
+    if plan.training.moe_token_dispatcher == "deepep":
+        one = coll.deepep_dispatch(Te, float(m.hidden_size * 2), lay.ep, gpu, m.num_experts, m.moe_router_topk,
+                                   m.moe_router_num_groups or 1, m.moe_router_group_topk or 1)
+        return 2 * one, 2 * one
     nbytes = float(Te * m.moe_router_topk * m.hidden_size * 2)
     one = coll.all_to_all(nbytes, lay.ep, gpu)
     return 2 * one, 2 * one

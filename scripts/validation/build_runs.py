@@ -210,14 +210,31 @@ EXTRA = [
 def extra_rows() -> list[dict]:
     out = []
     for e in EXTRA:
-        assumptions = ["recompute not stated: none assumed", "DeepEP all-to-all overlap not modelled"]
+        m = e["model"]
+        # The benchmark configs (examples/benchmark/configs/{deepseek_v3_te_deepep,deepseek_v3_te_deepep_1024,
+        # qwen3_moe_30b_te_deepep}.yaml of NVIDIA-NeMo/Automodel) set `activation_checkpointing: true`
+        # (nemo_automodel/components/moe/parallelizer.py apply_ac: checkpoint_wrapper around every
+        # decoder block = full recompute), `enable_deepep: true` and `fake_balanced_gate: true`, whose
+        # gate (components/moe/layers.py FakeBalancedGate) gives token i the experts
+        # (i*k .. i*k+k-1) mod E: k consecutive experts aligned to k, i.e. exactly group-limited routing
+        # with E/k groups of k experts and one group per token.
+        model = dict(m, moe_router_num_groups=m["num_experts"] // m["moe_router_topk"], moe_router_group_topk=1)
+        assumptions = ["full recompute (config: activation_checkpointing true -> checkpoint_wrapper per block)",
+                       "DeepEP dispatcher (config: enable_deepep true)",
+                       "fake_balanced_gate routing (config) = E/k groups of k consecutive experts, 1 group per token",
+                       "no overlap of DeepEP dispatch/combine with compute (none configured)"]
         par = dict(e["parallel"], dp_sharding="full")
         if e["parallel"].get("pp", 1) > 1:
-            assumptions.append("VP8 interleaving not representable for 61 layers with an even split: "
-                               "non-interleaved 1F1B with 14/16/16/15 layers (more bubble than measured)")
-        plan = dict(model=e["model"], parallel=par,
+            assumptions.append("VP8 interleaving (torch interleaved1f1b, ~2 layers per virtual stage) not representable "
+                               "for 61 layers (vpp must divide every stage's layers): non-interleaved 1F1B with "
+                               "14/16/16/15 layers, ~vpp x more bubble than measured")
+        if e["gbs"] // (e["gpus"] // e["parallel"].get("pp", 1)) > 8 and e["parallel"].get("pp", 1) > 1:
+            assumptions.append("GA 4 x local batch 8: torch pipelining runs 4 schedules of 8 micro-batches "
+                               "(4 pipeline flushes); modelled as one schedule of 32")
+        plan = dict(model=model, parallel=par,
                     training=dict(global_batch_size=e["gbs"], micro_batch_size=e["mbs"], precision="bf16",
-                                  overlap_grad_reduce=True, overlap_param_gather=True),
+                                  overlap_grad_reduce=True, overlap_param_gather=True,
+                                  recompute=dict(granularity="full"), moe_token_dispatcher="deepep"),
                     cluster=dict(gpu="h100-sxm", num_nodes=max(1, e["gpus"] // 8), gpus_per_node=min(8, e["gpus"])))
         out.append(dict(id=e["id"], source=f"{_AUTOMODEL}: {e['table']}", source_group="automodel_extra",
                         model_name=e["model"]["name"], plan=plan, gpus=e["gpus"],
