@@ -675,3 +675,19 @@ def test_quoted_empty_positional_list_gives_no_argument(tmp_path):
     assert argv('python x.py --num-layers 2 "$@" --hidden-size 4\n') == argv('python x.py --num-layers 2 --hidden-size 4\n')
     assert len(argv('A=()\npython x.py "${A[@]}" y\n')) == 3
     assert len(argv('python x.py "" y\n')) == 4
+
+
+def test_moe_dispatcher_and_group_routing_flags():
+    """--moe-token-dispatcher-type flex with DeepEP (both spellings Megatron-LM has had) and
+    group-limited routing reach the plan; the bundled DeepSeek-V3 recipe routes 4 of 8 groups."""
+    moe = ["--num-experts", "64", "--moe-router-topk", "8", "--moe-ffn-hidden-size", "512",
+           "--moe-router-num-groups", "8", "--moe-router-group-topk", "4"]
+    old = plan_from_argv(ARGV + moe + ["--moe-token-dispatcher-type", "flex", "--moe-enable-deepep"])
+    new = plan_from_argv(ARGV + moe + ["--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend", "deepep"])
+    a2a = plan_from_argv(ARGV + moe + ["--moe-token-dispatcher-type", "alltoall"])
+    assert old.training.moe_token_dispatcher == new.training.moe_token_dispatcher == "deepep"
+    assert a2a.training.moe_token_dispatcher == "alltoall"
+    assert (old.model.moe_router_num_groups, old.model.moe_router_group_topk) == (8, 4)
+    ds = load_megatron(RECIPES / "deepseek_v3_671b.sh")
+    assert (ds.model.moe_router_num_groups, ds.model.moe_router_group_topk) == (8, 4)
+    assert render_megatron(ds, (RECIPES / "deepseek_v3_671b.sh").read_text()) == (RECIPES / "deepseek_v3_671b.sh").read_text()

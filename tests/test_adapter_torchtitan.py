@@ -389,3 +389,10 @@ def test_uneven_layout_rendered_through_titan_split():
     with pytest.raises(PlanError, match="parallel.pipeline_layers_first_stage"):
         render_torchtitan(q.with_changes(parallel={"pipeline_layers_first_stage": 14,
                                                    "pipeline_layers_last_stage": 17}), text)
+
+
+def test_group_limited_routing_from_the_registry():
+    ds = arch_from_flavor("deepseek_v3", "671B")
+    assert (ds.moe_router_num_groups, ds.moe_router_group_topk) == (8, 4)
+    qw = arch_from_flavor("qwen3", "235B-A22B")
+    assert (qw.moe_router_num_groups, qw.moe_router_group_topk) == (None, None)

@@ -77,6 +77,11 @@ FLAGS: tuple[Flag, ...] = (
     _f("--moe-shared-expert-intermediate-size", group="moe"),
     _f("--moe-layer-freq", "str", "1", group="moe"),
     _f("--moe-router-enable-expert-bias", "true", group="moe"),
+    _f("--moe-router-num-groups", group="moe"),
+    _f("--moe-router-group-topk", group="moe"),
+    _f("--moe-token-dispatcher-type", "str", "allgather", group="moe"),
+    _f("--moe-enable-deepep", "true", group="moe"),
+    _f("--moe-flex-dispatcher-backend", "str", group="moe"),
     # parallelism
     _f("--tensor-model-parallel-size", default=1, group="parallel"),
     _f("--pipeline-model-parallel-size", default=1, group="parallel"),
@@ -309,6 +314,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         moe_router_topk=get(a, "moe_router_topk"), moe_ffn_hidden_size=(a.get("moe_ffn_hidden_size") or ffn) if num_experts else None,
         moe_shared_expert_intermediate_size=(a.get("moe_shared_expert_intermediate_size") or 0) if num_experts else 0,
         moe_dense_first_layers=dense_first, moe_router_bias=bool(get(a, "moe_router_enable_expert_bias")),
+        moe_router_num_groups=a.get("moe_router_num_groups") if num_experts else None,
+        moe_router_group_topk=a.get("moe_router_group_topk") if num_experts else None,
         multi_latent_attention=mla, q_lora_rank=a.get("q_lora_rank"), kv_lora_rank=get(a, "kv_lora_rank"),
         qk_head_dim=get(a, "qk_head_dim"), qk_pos_emb_head_dim=get(a, "qk_pos_emb_head_dim"),
         v_head_dim=get(a, "v_head_dim"),
@@ -385,6 +392,11 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         overlap_param_gather=bool(get(a, "overlap_param_gather")),
         tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer,
         grad_reduce_in_fp32=grad_fp32, train_iters=a.get("train_iters"),
+        # DeepEP: the flex dispatcher with --moe-enable-deepep (Megatron-LM <= 0.14) or
+        # --moe-flex-dispatcher-backend deepep (later); every other dispatcher is priced as all-to-all
+        moe_token_dispatcher="deepep" if num_experts and (get(a, "moe_enable_deepep") or (
+            get(a, "moe_token_dispatcher_type") == "flex" and a.get("moe_flex_dispatcher_backend") in (None, "deepep")))
+        else "alltoall",
     )
     if validate:  # further megatron/training/arguments.py validate_args assertions
         if training["tp_comm_overlap"] and not sp:

@@ -124,6 +124,9 @@ def _arch_cached(model_name: str, flavor: str, seq_len: int | None) -> ModelArch
             moe_shared_expert_intermediate_size=shared.w1.out_features if shared is not None else 0,
             moe_dense_first_layers=n_dense_first,
             moe_router_bias=bool(moe.router.gate.bias),
+            # group-limited routing (DeepSeek-V3: 8 groups, tokens routed within the best 4)
+            moe_router_num_groups=getattr(moe.router, "num_expert_groups", None),
+            moe_router_group_topk=getattr(moe.router, "num_limited_groups", None),
         )
     if dense:
         fields["ffn_hidden_size"] = dense[0].feed_forward.w1.out_features
