@@ -104,14 +104,6 @@ def _job_name(name: str) -> str:
     return clean
 
 
-def _plan_summary(plan: Plan) -> str:
-    p, t = plan.parallel, plan.training
-    parts = [f"TP={p.tp}", f"PP={p.pp}"] + ([f"VPP={p.vpp}"] if p.vpp > 1 else []) + \
-        ([f"CP={p.cp}"] if p.cp > 1 else []) + ([f"EP={p.ep}"] if p.ep > 1 else []) + \
-        [f"DP={plan.dp}", f"MBS={t.micro_batch_size}", f"GBS={t.global_batch_size}"]
-    return " ".join(parts)
-
-
 def slurm_script(plan: Plan, program_argv: list[str], job_name: str = "primus") -> str:
     """A Slurm batch script: ``#SBATCH --nodes=N --ntasks-per-node=1 --gpus-per-node=G``, then one
     ``torchrun`` per node through ``srun`` with c10d rendezvous on the first node of the allocation
@@ -131,7 +123,7 @@ def slurm_script(plan: Plan, program_argv: list[str], job_name: str = "primus") 
         f"#SBATCH --gpus-per-node={c.gpus_per_node}",
         "#SBATCH --exclusive",
         f"# primus-launch plan: {plan.model.name}, {c.num_nodes} node(s) x {c.gpus_per_node} {c.gpu} "
-        f"= {plan.world_size} GPUs; {_plan_summary(plan)}",
+        f"= {plan.world_size} GPUs; {plan.parallel_summary()}",
         "set -euo pipefail",
         # sed reads all of its input: `head -n 1` can end the pipe early and, under pipefail,
         # fail the script with scontrol's SIGPIPE (exit 141)

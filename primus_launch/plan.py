@@ -209,6 +209,14 @@ class Plan(_Strict):
     def tokens_per_iteration(self) -> int:
         return self.training.global_batch_size * self.model.seq_length
 
+    def parallel_summary(self) -> str:
+        """One line of the layout, e.g. ``TP=8 PP=4 VPP=5 DP=32 MBS=1 GBS=1024`` (VPP/CP shown when
+        above 1, EP for MoE models)."""
+        p, t = self.parallel, self.training
+        parts = [f"TP={p.tp}", f"PP={p.pp}"] + ([f"VPP={p.vpp}"] if p.vpp > 1 else []) \
+            + ([f"CP={p.cp}"] if p.cp > 1 else []) + ([f"EP={p.ep}"] if self.model.is_moe or p.ep > 1 else [])
+        return " ".join(parts + [f"DP={self.dp}", f"MBS={t.micro_batch_size}", f"GBS={t.global_batch_size}"])
+
     def layers_per_stage(self) -> list[int]:
         """Decoder layers on each PP rank (all virtual chunks of that rank summed)."""
         p, L = self.parallel, self.model.num_layers

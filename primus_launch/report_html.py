@@ -5,11 +5,12 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from primus_launch.projection.hardware import GiB
 from primus_launch.fileio import atomic_write_text
+from primus_launch.projection.report import plan_line
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.projection.svg import memory_svg, time_breakdown_svg, timeline_svg
 
-GiB = 1024**3
 
 _CSS = """
 body{font-family:sans-serif;margin:24px;color:#222;max-width:1180px}
@@ -34,14 +35,11 @@ def _table(rows: list[tuple], headers: list[str] | None = None) -> str:
 
 def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
     p, c = r.plan, r.plan.cluster
-    par = p.parallel
     return [
         ("mode", r.mode),
         ("model", f"{p.model.name}: {p.model.num_layers} layers, hidden {p.model.hidden_size}"),
         ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} ({r.num_gpus} GPUs)"),
-        ("parallelism", f"TP {par.tp}, PP {par.pp}, VPP {par.vpp}, CP {par.cp}, EP {par.ep}, DP {p.dp}, "
-                        f"MBS {p.training.micro_batch_size}, GBS {p.training.global_batch_size}, "
-                        f"schedule {p.training.pipeline_schedule}, recompute {p.training.recompute.granularity}"),
+        ("parallelism", plan_line(r)),
         ("iteration time", f"{r.iteration_time_s:.3f} s"),
         ("tokens/s/GPU", f"{r.tokens_per_sec_per_gpu:,.0f}"),
         ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),

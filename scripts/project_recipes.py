@@ -24,9 +24,7 @@ def main() -> int:
     for f in files:
         r = project(load_recipe(f), dry_run=True)
         p = r.plan
-        par = p.parallel
-        rows.append((str(f.relative_to(ROOT)), f"{r.num_gpus} x {p.cluster.gpu}",
-                     f"TP{par.tp} PP{par.pp} VPP{par.vpp} CP{par.cp} EP{par.ep} DP{p.dp}",
+        rows.append((str(f.relative_to(ROOT)), f"{r.num_gpus} x {p.cluster.gpu}", p.parallel_summary(),
                      f"{r.iteration_time_s:.2f}", f"{r.tokens_per_sec_per_gpu:,.0f}",
                      f"{r.model_tflops_per_gpu:.0f}", f"{100 * r.mfu:.1f}",
                      f"{r.memory.peak_bytes_per_gpu / GiB:.1f}", "yes" if r.memory.fits else "NO"))

@@ -16,11 +16,10 @@ from functools import lru_cache
 from typing import Optional
 
 from primus_launch.plan import Plan, PlanError, legality_problems
-from primus_launch.projection.hardware import get_gpu
+from primus_launch.projection.hardware import GiB, get_gpu
 from primus_launch.projection.memory import TE, _stage_memory
 from primus_launch.projection.params import arch_key
 
-GiB = 1024**3
 
 
 @lru_cache(maxsize=64)

@@ -49,7 +49,7 @@ import math
 from functools import lru_cache
 
 from primus_launch.plan import Plan
-from primus_launch.projection.hardware import get_gpu
+from primus_launch.projection.hardware import GiB, get_gpu
 from primus_launch.projection.memory_activations import (
     TE,
     ActivationImpl,
@@ -67,7 +67,6 @@ from primus_launch.projection.params import (
 from primus_launch.projection.pipeline import activations_in_flight
 from primus_launch.projection.result import MemoryReport, StageMemory
 
-GiB = 1024**3
 FRAMEWORK_RESERVE_BYTES = 2 * GiB
 FRAGMENTATION = 0.05
 

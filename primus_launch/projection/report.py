@@ -4,24 +4,16 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from primus_launch.projection.hardware import GiB
 from primus_launch.projection.result import ProjectionResult
 
-GiB = 1024**3
 
 
-def _plan_line(r: ProjectionResult) -> str:
+def plan_line(r: ProjectionResult) -> str:
+    """The layout plus the flags a reader compares between candidates."""
     p, t = r.plan.parallel, r.plan.training
-    parts = [f"TP={p.tp}", f"PP={p.pp}"]
-    if p.vpp > 1:
-        parts.append(f"VPP={p.vpp}")
-    if p.cp > 1:
-        parts.append(f"CP={p.cp}")
-    if r.plan.model.is_moe:
-        parts.append(f"EP={p.ep}")
-    parts += [f"DP={r.plan.dp}", f"MBS={t.micro_batch_size}", f"GBS={t.global_batch_size}",
-              f"recompute={t.recompute.granularity}", f"schedule={t.pipeline_schedule}",
-              f"dp_sharding={p.dp_sharding}", f"SP={'on' if p.sequence_parallel else 'off'}"]
-    return " ".join(parts)
+    return (f"{r.plan.parallel_summary()} recompute={t.recompute.granularity} schedule={t.pipeline_schedule} "
+            f"dp_sharding={p.dp_sharding} SP={'on' if p.sequence_parallel else 'off'}")
 
 
 def render_text(r: ProjectionResult) -> str:
@@ -31,7 +23,7 @@ def render_text(r: ProjectionResult) -> str:
         ("mode", r.mode),
         ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
         ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPUs"),
-        ("parallelism", _plan_line(r)),
+        ("parallelism", plan_line(r)),
         ("iteration time", f"{r.iteration_time_s:.3f} s"),
         ("tokens/s/GPU", f"{r.tokens_per_sec_per_gpu:,.0f}"),
         ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),

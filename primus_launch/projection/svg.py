@@ -9,9 +9,9 @@ from __future__ import annotations
 from html import escape
 from typing import Iterable, Sequence
 
+from primus_launch.projection.hardware import GiB
 from primus_launch.projection.result import MemoryReport, TimelineEvent
 
-GiB = 1024**3
 
 KIND_COLORS = {
     "F": "#4e79a7", "B": "#e15759", "BW": "#e15759", "W": "#f28e2b", "send": "#76b7b2", "recv": "#76b7b2",

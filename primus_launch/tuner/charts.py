@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from html import escape
 
+from primus_launch.projection.hardware import GiB
 from primus_launch.projection.svg import legend, rect, svg_doc, text
 from primus_launch.tuner.result import Trial, TuneResult
 
-GiB = 1024**3
 _SOURCE_COLORS = {"seed": "#000000", "planner": "#4e79a7", "llm": "#f28e2b", "exhaustive": "#9c755f"}
 
 
