@@ -125,6 +125,8 @@ def _launch_recipe(plan: Plan) -> int:
 def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     plan = _load(a, a.project, command)
     result = _project(a, plan)
+    for w in result.warnings:
+        print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
     if result.mode == "measured" and a.measure_device is None:
         from primus_launch.projection.api import default_measure_device
 

@@ -161,7 +161,9 @@ def test_mapping_of_upstream_values():
     p405 = load_torchtitan(UPSTREAM[4])
     assert p405.training.precision == "fp8" and p405.world_size == 128  # converters = ["float8"]
     dbg = load_torchtitan(UPSTREAM[3])  # llama3 debug: selective_ac_option '2' -> every 2nd layer
-    assert dbg.training.recompute.model_dump() == {"granularity": "full", "method": "block", "num_layers": 3}
+    # selective_ac_option = "2": torchtitan _apply_layer_sac checkpoints every 2nd block
+    r = dbg.training.recompute
+    assert (r.granularity, r.method, r.num_layers) == ("full", "every_n", 2)
     ds16 = load_torchtitan(UPSTREAM[1])
     assert (ds16.parallel.ep, ds16.parallel.expert_tp, ds16.training.pipeline_schedule) == (8, 1, "interleaved_1f1b")
 
@@ -198,13 +200,8 @@ def _scenarios(plan: Plan) -> list[tuple[str, Plan, set[str]]]:
         q = _try(plan, parallel={"pp": pp, "vpp": vpp, "pipeline_layers_first_stage": first,
                                  "pipeline_layers_last_stage": last},
                  training={"pipeline_schedule": sched, "micro_batch_size": 1, "global_batch_size": G})
-        r, ac_keys = t.recompute, set()
-        if q and r.method == "block" and r.num_layers >= max(q.layers_per_stage()) // vpp:
-            # every layer of a chunk recomputed == full AC: that is what the TOML can say (mode = "full")
-            q = q.with_changes(training={"recompute": {"method": "uniform", "num_layers": 1}})
-            ac_keys = {"mode", "selective_ac_option"}
         if q:
-            out.append(("pp-" + sched, q, ac_keys | {
+            out.append(("pp-" + sched, q, {
                 "pipeline_parallel_degree", "pipeline_parallel_schedule",
                 "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
                 "pipeline_parallel_first_stage_less_layers",
@@ -216,7 +213,7 @@ def _scenarios(plan: Plan) -> list[tuple[str, Plan, set[str]]]:
             if q:
                 out.append(("mbs", q, {"pipeline_parallel_microbatch_size"} | gbs_keys))
                 break
-    nxt = {"none": "selective", "selective": "full", "full": "none"}[t.recompute.granularity]
+    nxt = {"none": "op", "op": "full", "full": "none"}[t.recompute.granularity]
     rec = {"granularity": nxt, "method": "uniform", "num_layers": 1 if nxt == "full" else None}
     out.append(("ac", plan.with_changes(training={"recompute": rec}), {"mode", "selective_ac_option"}))
     if p.pp > 1:
@@ -264,7 +261,7 @@ def test_cluster_change_rewrites_header_only(tmp_path):
 def test_write_round_trip_and_refuses_original(tmp_path):
     for path in RECIPES:
         plan = load_torchtitan(path)
-        q = plan.with_changes(training={"recompute": {"granularity": "selective", "method": "uniform",
+        q = plan.with_changes(training={"recompute": {"granularity": "op", "method": "uniform",
                                                       "num_layers": None}})
         out = write_torchtitan(q, path, tmp_path / Path(path).name)
         back = load_torchtitan(out)

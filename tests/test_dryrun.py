@@ -210,3 +210,17 @@ def test_runs_file_is_complete():
     for r in rows:
         assert r["source"] and r["plan"]["cluster"]["gpu"] and r["measured_tokens_per_sec_per_gpu"] > 0
         assert r["role"] in ("calibration", "judge")
+
+
+def test_reader_warnings_reach_the_result():
+    """Flags a reader could not model (plan.source.unmodelled) come back in the result's warnings."""
+    from primus_launch.plan import Source, UnmodelledFlag
+    from primus_launch.projection.api import project
+
+    w = UnmodelledFlag(flag="--some-flag", value="1", effect="time: something")
+    plan = Plan(model=ModelArch(num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
+                                vocab_size=32000, seq_length=2048),
+                training=Training(global_batch_size=8), cluster=Cluster(gpus_per_node=8),
+                source=Source(framework="megatron", unmodelled=[w]))
+    assert project(plan).warnings == [w]
+    assert project(plan.model_copy(update={"source": None})).warnings == []

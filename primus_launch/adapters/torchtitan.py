@@ -235,21 +235,20 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
         mbs = local
 
     mode = _choice(ac, "activation_checkpoint", "mode", "selective", ("none", "selective", "full", "memory_budget"))
-    layers_per_chunk = max(counts) // vpp
     if mode == "none":
         recompute: dict[str, Any] = {"granularity": "none"}
     elif mode == "full":
         recompute = {"granularity": "full", "method": "uniform", "num_layers": 1}
-    elif mode == "memory_budget":  # compiler-chosen recomputation: nearest plan notion is selective
-        recompute = {"granularity": "selective"}
+    elif mode == "memory_budget":  # compiler-chosen recomputation: nearest plan notion is per-op SAC
+        recompute = {"granularity": "op"}
     else:
         n = _ac_option(ac.get("selective_ac_option", "2"))
         if n is None:
-            recompute = {"granularity": "selective"}
+            recompute = {"granularity": "op"}
         elif n <= 1:
             recompute = {"granularity": "full", "method": "uniform", "num_layers": 1}
-        else:
-            recompute = {"granularity": "full", "method": "block", "num_layers": layers_per_chunk // n}
+        else:  # torchtitan _apply_layer_sac: every n-th block checkpointed
+            recompute = {"granularity": "full", "method": "every_n", "num_layers": n}
 
     converters = mdl.get("converters", [])
     if isinstance(converters, str):
@@ -274,7 +273,7 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
             dp_replicate=1 if shard_raw == 1 else rep, pipeline_layers_first_stage=first,
             pipeline_layers_last_stage=last), dict(
             global_batch_size=gbs, micro_batch_size=mbs, precision=precision, recompute=recompute,
-            pipeline_schedule=schedule, overlap_grad_reduce=True, overlap_param_gather=True,
+            pipeline_schedule=schedule, overlap_grad_reduce=True, overlap_param_gather=shard_raw != 1,
             tp_comm_overlap=async_tp, optimizer="sgd" if "sgd" in str(opt).lower() else "adam",
             grad_reduce_in_fp32=True, train_iters=steps))
     except ValidationError as e:
@@ -313,8 +312,13 @@ def torchtitan_problems(plan: Plan) -> list[tuple[str, object, str]]:
     """
     p, t, m = plan.parallel, plan.training, plan.model
     out: list[tuple[str, object, str]] = []
-    if p.dp_sharding == "optimizer":
-        out.append(("parallel.dp_sharding", "optimizer", "torchtitan has none (DDP) or full (FSDP/HSDP)"))
+    if p.dp_sharding in ("optimizer", "optimizer_grads"):
+        out.append(("parallel.dp_sharding", p.dp_sharding, "torchtitan has none (DDP) or full (FSDP/HSDP)"))
+    r = t.recompute
+    if r.granularity == "selective" or (r.granularity == "full" and r.method == "block"):
+        what = "selective" if r.granularity == "selective" else "full block"
+        out.append(("training.recompute", what, "torchtitan's activation checkpointing: none, full, op "
+                                                "(per-op SAC) or full every N layers"))
     dp = plan.dp
     shard = dp // p.dp_replicate if dp % p.dp_replicate == 0 else 0
     if p.ep > 1 and m.is_moe:
@@ -517,7 +521,7 @@ def render_torchtitan(plan: Plan, original_text: str) -> str:
         ed.set(_TRN, "global_batch_size", G, -1)
 
     # ---- activation checkpointing
-    if t.recompute != ot.recompute or max(plan.layers_per_stage()) // p.vpp != max(old.layers_per_stage()) // op.vpp:
+    if t.recompute != ot.recompute:
         _render_recompute(ed, plan)
 
     text = tomlkit.dumps(ed.doc) if ed.changed else original_text
@@ -526,23 +530,19 @@ def render_torchtitan(plan: Plan, original_text: str) -> str:
 
 def _render_recompute(ed: _Editor, plan: Plan) -> None:
     r = plan.training.recompute
-    per_chunk = max(plan.layers_per_stage()) // plan.parallel.vpp
     cur = plan_from_text(tomlkit.dumps(ed.doc), plan.cluster).training.recompute
     if cur == r:
         return
     if r.granularity == "none":
         ed.set(_AC, "mode", "none", "selective")
-    elif r.granularity == "selective":
+    elif r.granularity == "op":
         ed.set(_AC, "mode", "selective", "selective")
         ed.set(_AC, "selective_ac_option", "op", "2")
-    elif r.method == "uniform" or r.num_layers is None or r.num_layers >= per_chunk:
-        ed.set(_AC, "mode", "full", "selective")
-    elif r.num_layers == 0:
-        ed.set(_AC, "mode", "none", "selective")
-    else:  # every N-th layer: pick N with per_chunk // N == num_layers (nearest otherwise)
-        n = min(range(1, per_chunk + 1), key=lambda k: (abs(per_chunk // k - r.num_layers), k))
+    elif r.method == "every_n" and (r.num_layers or 1) > 1:
         ed.set(_AC, "mode", "selective", "selective")
-        ed.set(_AC, "selective_ac_option", str(n), "2")
+        ed.set(_AC, "selective_ac_option", str(r.num_layers), "2")
+    else:
+        ed.set(_AC, "mode", "full", "selective")
 
 
 def _render_cluster(text: str, original_text: str, cluster: Cluster) -> str:

@@ -45,9 +45,22 @@ def project(
     if dry_run:
         from primus_launch.projection.dryrun import project_dry_run
 
-        return project_dry_run(plan, memory_margin=memory_margin, record_timeline=record_timeline)
-    from primus_launch.projection.measure.upscale import project_measured
+        result = project_dry_run(plan, memory_margin=memory_margin, record_timeline=record_timeline)
+    else:
+        from primus_launch.projection.measure.upscale import project_measured
 
-    device = measure_device or default_measure_device()
-    return project_measured(plan, device=device, memory_margin=memory_margin,
-                            record_timeline=record_timeline, cache_dir=cache_dir)
+        device = measure_device or default_measure_device()
+        result = project_measured(plan, device=device, memory_margin=memory_margin,
+                                  record_timeline=record_timeline, cache_dir=cache_dir)
+    return with_reader_warnings(result)
+
+
+def with_reader_warnings(result: ProjectionResult) -> ProjectionResult:
+    """``result`` with the reader's not-modelled flags (``plan.source.unmodelled``) first in its
+    ``warnings`` (each once)."""
+    src = result.plan.source
+    if src is None or not src.unmodelled:
+        return result
+    seen = {(w.flag, w.value) for w in src.unmodelled}
+    rest = [w for w in result.warnings if (w.flag, w.value) not in seen]
+    return result.model_copy(update={"warnings": list(src.unmodelled) + rest})

@@ -23,9 +23,10 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   backward (reshard after forward) and the gradient reduce-scatter in backward, prefetched: the
   exposed part is max(0, comm - that layer's compute) per pass.
 
-Per (stage, chunk) the layers of that chunk (``params.stage_layer_ids``: Megatron's interleaved
-offsets, uneven first/last stage, ZB-V's "V") sum into a :class:`pipeline.ChunkCost`; the first
-global stage adds the embedding, the last the final norm, output layer and loss.
+Per (stage, chunk) the layers of that chunk (:mod:`primus_launch.plan.layout`: Megatron's layout
+string and offsets, account-for-embedding/loss, uneven first/last stage, ZB-V's "V") sum into a
+:class:`pipeline.ChunkCost`; the chunk holding the embedding adds it, the one holding the loss (and
+each MTP layer) the final norm, output layer and loss.
 :func:`pipeline.simulate` runs the plan's schedule with the activation send time as P2P.
 
 After the pipeline, per stage: DP gradient reduction (all-reduce, or reduce-scatter with the
@@ -58,7 +59,7 @@ from primus_launch.projection.flops import model_flops_per_iteration
 from primus_launch.projection.hardware import get_gpu
 from primus_launch.projection.layout import layout
 from primus_launch.projection.memory import estimate_memory
-from primus_launch.projection.params import layer_parameter_counts, stage_layer_ids, stage_parameter_split
+from primus_launch.projection.params import layer_parameter_counts, stage_parameter_split
 from primus_launch.projection.pipeline import ChunkCost, simulate
 from primus_launch.projection.result import ProjectionResult, TimelineEvent
 
@@ -199,10 +200,8 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
             fsdp_moe = _fsdp(True, lt.moe_layer)
 
     r = t.recompute
-    ids = stage_layer_ids(plan)
-    first_moe = m.moe_dense_first_layers if m.is_moe else 10**9
-    v_shape = t.pipeline_schedule == "zbv" and pp > 1 and vpp == 2
-    head_rc = (0, 1) if v_shape else (pp - 1, vpp - 1)
+    chunks = plan.chunk_layout()
+    last_moe = m.is_moe_layer(m.num_layers - 1)
 
     # embedding / head TP communication (vocab-parallel embedding all-reduce or reduce-scatter,
     # the all-gather before the output layer with SP); cross-entropy's small all-reduces ignored
@@ -213,14 +212,21 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     for rank in range(pp):
         row = []
         for c in range(vpp):
-            layer_ids = ids[rank][c]
-            n = len(layer_ids)
-            n_moe = sum(1 for i in layer_ids if i >= first_moe)
+            chunk = chunks[rank][c]
+            # MTP layers (plan.layout: with the loss unless the layout string places them) are
+            # priced as decoder layers of the last layer's kind plus their own output head + loss
+            kinds = [m.is_moe_layer(i) for i in chunk.layers] + [last_moe] * chunk.mtp
+            n = len(kinds)
+            n_moe = sum(kinds)
             n_dense = n - n_moe
             if r.granularity == "full":
-                n_rec = n if (r.method == "uniform" or r.num_layers is None) else min(r.num_layers, n)
-                rec_moe = sum(1 for i in layer_ids[:n_rec] if i >= first_moe)
-                rec_dense = n_rec - rec_moe
+                if r.method == "every_n":
+                    rec = [k for j, k in enumerate(kinds) if j % (r.num_layers or 1) == 0]
+                else:
+                    n_rec = n if (r.method == "uniform" or r.num_layers is None) else min(r.num_layers, n)
+                    rec = kinds[:n_rec]
+                rec_moe = sum(rec)
+                rec_dense = len(rec) - rec_moe
             else:
                 rec_moe = rec_dense = 0
             q = _Parts()
@@ -241,18 +247,19 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
             q.f += n * (tp_f + cp_f) + n_moe * ep_f + n_dense * fsdp_dense[0] + n_moe * fsdp_moe[0]
             q.bi += (n * (tp_b + cp_b) + n_moe * ep_b + n_dense * fsdp_dense[1] + n_moe * fsdp_moe[1]
                      + (rec_dense + rec_moe) * (tp_f + cp_f) + rec_moe * ep_f)
-            if rank == 0 and c == 0:
+            if chunk.embedding:
                 q.f += lt.embedding.fwd_s + emb_tp
                 q.bi += lt.embedding.bwd_input_s + emb_tp
                 q.bw += lt.embedding.bwd_weight_s
                 comp += lt.embedding.total_s
                 q.tp += 2 * emb_tp
-            if (rank, c) == head_rc:
-                q.f += lt.head_loss.fwd_s + head_tp
-                q.bi += lt.head_loss.bwd_input_s + head_tp
-                q.bw += lt.head_loss.bwd_weight_s
-                comp += lt.head_loss.total_s
-                q.tp += 2 * head_tp
+            heads = int(chunk.loss) + chunk.mtp
+            if heads:
+                q.f += heads * (lt.head_loss.fwd_s + head_tp)
+                q.bi += heads * (lt.head_loss.bwd_input_s + head_tp)
+                q.bw += heads * lt.head_loss.bwd_weight_s
+                comp += heads * lt.head_loss.total_s
+                q.tp += heads * 2 * head_tp
             row.append(q)
         parts.append(row)
 

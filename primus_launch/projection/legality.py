@@ -33,7 +33,7 @@ def memory_peak(plan: Plan) -> tuple[int, int]:
     r = t.recompute
     stages = _stage_memory(
         arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding,
-        p.dp_replicate, tuple(plan.layers_per_stage()), t.pipeline_schedule, t.micro_batch_size,
+        p.dp_replicate, plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size,
         plan.num_microbatches, t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method,
         r.num_layers, plan.dp, plan.expert_dp, plan.source.framework if plan.source else "megatron", TE)
     worst = max(stages, key=lambda s: s.total_bytes)

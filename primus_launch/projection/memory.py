@@ -60,7 +60,6 @@ from primus_launch.projection.memory_activations import (
 from primus_launch.projection.params import (
     _arch,
     _layer,
-    _stage_chunks,
     _stage_split,
     arch_key,
 )
@@ -106,20 +105,17 @@ def stage_memory(plan: Plan, impl: ActivationImpl = TE) -> list[StageMemory]:
     key = arch_key(m)
     return [st.model_copy() for st in _stage_memory(
         key, p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding, p.dp_replicate,
-        tuple(plan.layers_per_stage()), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
+        plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
         t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
         plan.dp, plan.expert_dp, src, impl)]
 
 
 @lru_cache(maxsize=65536)
-def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, lps, schedule, mbs, nmb,
+def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, layout, schedule, mbs, nmb,
                   precision, optimizer, grad_fp32, gran, method, rnum, dp, edp, framework,
                   impl: ActivationImpl) -> tuple[StageMemory, ...]:
     m = _arch(key)
-    zbv = schedule == "zbv"
-    split = _stage_split(key, tp, etp, ep, pp, vpp, lps, zbv, "te")
-    chunks = _stage_chunks(lps, pp, vpp, zbv)
-    kd = m.moe_dense_first_layers
+    split = _stage_split(key, tp, etp, ep, layout, "te")
     a = 4 if precision == "fp32" else 2
     w = 4 if precision == "fp32" else 2
     g = 4 if (grad_fp32 or precision == "fp32") else 2
@@ -129,7 +125,8 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
     dense_act = layer_activation_bytes(m, moe=False, **kw)
     moe_act = layer_activation_bytes(m, moe=True, **kw) if m.is_moe else dense_act
     out_kept, out_transient = output_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl)
-    last_rank = 0 if (zbv and pp > 1 and vpp == 2) else pp - 1
+    last_rank = next(r for r, row in enumerate(layout) if any(c.loss for c in row))
+    first_rank = next(r for r, row in enumerate(layout) if any(c.embedding for c in row))
     flight = _in_flight(schedule, pp, vpp, nmb)
     sb = seq // cp * mbs
     rope_tbl = rope_table_bytes(m, seq=seq, cp=cp)
@@ -166,29 +163,35 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
         chunk_bytes = []
         recompute_extra = 0.0  # full recompute: a group's activations rebuilt during its backward
         bwd = 0.0
-        for c, (c0, n) in enumerate(chunks[rank]):
-            nm = max(0, c0 + n - max(c0, kd)) if m.is_moe else 0  # MoE layers (they follow the dense)
+        for c, chunk in enumerate(layout[rank]):
+            kinds = [m.is_moe_layer(i) for i in chunk.layers]  # True = MoE layer
+            n = len(kinds)
+            nm = sum(kinds)
             nd = n - nm
-            if gran == "full":
+            full_of = [moe_act.full if k else dense_act.full for k in kinds]
+            if gran == "full" and method == "every_n":
+                # every N-th layer checkpointed (TorchTitan layer SAC: layer ids counted per chunk)
+                N = rnum or 1
+                ck = [j % N == 0 for j in range(n)]
+                total = sum(dense_act.layer_input if ck[j] else full_of[j] for j in range(n))
+                if any(ck):
+                    recompute_extra = max(recompute_extra, max(full_of[j] for j in range(n) if ck[j])
+                                          + dense_act.layer_input)
+            elif gran == "full":
                 N = n if rnum is None and method == "block" else (rnum or 1)
                 if method == "uniform":
                     ng = -(-n // N) if n else 0
                     total = ng * dense_act.layer_input
-                    if nd == 0 or nm == 0:
-                        grp = min(N, n) * (moe_act.full if nd == 0 else dense_act.full)
-                    else:
-                        grp = max(sum(moe_act.full if j >= nd else dense_act.full
-                                      for j in range(g0, min(g0 + N, n))) for g0 in range(0, n, N))
                     if n:
+                        grp = max(sum(full_of[g0:g0 + N]) for g0 in range(0, n, N))
                         recompute_extra = max(recompute_extra, grp + dense_act.layer_input)
                 else:
                     N = min(N, n)
-                    rest_d, rest_m = max(0, nd - N), nm - max(0, N - nd)
-                    rest_full = rest_d * dense_act.full + rest_m * moe_act.full
+                    rest_full = sum(full_of[N:])
                     total = N * dense_act.layer_input + rest_full
                     if N:
                         # the block is recomputed after the later layers' backward freed theirs
-                        biggest = moe_act.full if N > nd else dense_act.full
+                        biggest = max(full_of[:N])
                         recompute_extra = max(recompute_extra,
                                               max(0.0, biggest - rest_full) + dense_act.layer_input)
             elif gran == "selective":
@@ -201,7 +204,7 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
             if nm:
                 bwd = max(bwd, moe_act.backward_temp)
             total += rope_tbl
-            if rank == 0 and c == 0:
+            if chunk.embedding:
                 total += 8.0 * sb  # token ids kept by the embedding backward
             chunk_bytes.append(total)
         per_mb = sum(chunk_bytes) / max(1, len(chunk_bytes))
@@ -222,14 +225,14 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
             # loss forward: bf16 logits beside the kept fp32 softmax; the layers' backward comes
             # after the output layer's backward has freed what it kept
             trans = [out_transient, layer_bwd - out_kept]
-        if rank == 0:
+        if rank == first_rank:
             # dense embedding weight-gradient, after one micro-batch's backward freed its chunk
             freed = chunk_bytes[0] + (out_kept if rank == last_rank else 0.0)
             trans.append(w * m.padded_vocab_size(tp) / tp * m.hidden_size - freed)
         if dp_sharding == "full":
             layer = _layer(key, tp, etp, ep, m.is_moe, "te")
             trans.append(2 * 2 * layer.total + (4 if grad_fp32 else 2) * layer.total + layer_bwd)
-        if m.is_moe and any(c0 + n > kd for c0, n in chunks[rank]):
+        if any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers):
             trans.append(2.0 * a * sb * m.moe_router_topk * m.hidden_size + layer_bwd)
         transient = max(0.0, max(trans))
         reserve = FRAMEWORK_RESERVE_BYTES + FRAGMENTATION * (activations + transient)
@@ -237,7 +240,7 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
         out.append(StageMemory(
             stage=rank, parameters_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(optim),
             activations_bytes=int(activations), transient_bytes=int(transient), reserve_bytes=int(reserve),
-            total_bytes=int(total), microbatches_in_flight=int(math.ceil(units / max(1, len(chunks[rank])))),
+            total_bytes=int(total), microbatches_in_flight=int(math.ceil(units / max(1, len(layout[rank])))),
             num_parameters=sp_.total))
     return tuple(out)
 

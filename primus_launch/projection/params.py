@@ -28,8 +28,7 @@ embeddings; last stage final norm ``n(h)`` and output head ``V/t*h`` -- with tie
 ``pp > 1`` Megatron keeps a copy of the word embeddings on the last stage too
 (``LanguageModule.setup_embeddings_and_output_layer``).  Layers are assigned to PP ranks as in
 ``get_transformer_layer_offset`` (interleaved chunks, uneven first/last stage), or in a "V" for
-ZBV (rank ``r`` holds virtual stages ``r`` and ``2pp-1-r``).  Multi-token-prediction modules are
-not modelled (the plan has no field for them).
+ZBV (rank ``r`` holds virtual stages ``r`` and ``2pp-1-r``).  Multi-token-prediction modules: :func:`mtp_layer_parameters` on the stage that holds them.
 """
 
 from __future__ import annotations
@@ -137,40 +136,10 @@ def _layer(key: ArchKey, tp: int, etp: int, ep: int, moe: bool, spec: Spec) -> S
     return StageParams(dense, expert)
 
 
-def _is_moe_layer(arch: ModelArch, layer: int) -> bool:
-    return arch.is_moe and layer >= arch.moe_dense_first_layers
-
-
 def stage_layer_ids(plan: Plan) -> list[list[list[int]]]:
-    """Global decoder-layer ids held by each PP rank, per model chunk: ``[rank][chunk] -> ids``.
-
-    Interleaved placement follows megatron ``get_transformer_layer_offset``: chunk ``c`` of rank
-    ``r`` starts at ``c * sum(n) + sum(n[:r])`` with ``n[r] = layers_per_stage[r] // vpp``.
-    ZBV (``pipeline_schedule == "zbv"``, vpp 2): rank ``r`` holds virtual stages ``r`` and
-    ``2pp-1-r`` (torch ``ScheduleZBVZeroBubble``'s "V" placement).
-    """
-    p = plan.parallel
-    return _stage_layer_ids(tuple(plan.layers_per_stage()), p.pp, p.vpp,
-                            plan.training.pipeline_schedule == "zbv")
-
-
-@lru_cache(maxsize=4096)
-def _stage_layer_ids(lps: tuple[int, ...], pp: int, vpp: int, zbv: bool) -> list[list[list[int]]]:
-    n = [x // vpp for x in lps]
-    if zbv and pp > 1 and vpp == 2:
-        per_v = n[0]
-        vstages = [list(range(v * per_v, (v + 1) * per_v)) for v in range(2 * pp)]
-        return [[vstages[r], vstages[2 * pp - 1 - r]] for r in range(pp)]
-    total = sum(n)
-    return [[list(range(c * total + sum(n[:r]), c * total + sum(n[:r]) + n[r])) for c in range(vpp)]
-            for r in range(pp)]
-
-
-@lru_cache(maxsize=4096)
-def _stage_chunks(lps: tuple[int, ...], pp: int, vpp: int, zbv: bool) -> tuple[tuple[tuple[int, int], ...], ...]:
-    """As :func:`_stage_layer_ids`, each chunk as ``(first layer id, number of layers)``."""
-    return tuple(tuple((ch[0] if ch else 0, len(ch)) for ch in rank)
-                 for rank in _stage_layer_ids(lps, pp, vpp, zbv))
+    """Global decoder-layer ids held by each PP rank, per model chunk: ``[rank][chunk] -> ids``
+    (:mod:`primus_launch.plan.layout`: Megatron's offsets for every placement, ZB-V's "V")."""
+    return [[list(c.layers) for c in rank] for rank in plan.chunk_layout()]
 
 
 def _embedding_params(arch: ModelArch, tp: int) -> int:
@@ -183,33 +152,47 @@ def _embedding_params(arch: ModelArch, tp: int) -> int:
 def stage_parameter_split(plan: Plan, spec: Spec = "te") -> list[StageParams]:
     """Per PP rank, the (dense, expert) parameters held by ONE GPU of that rank."""
     m, p = plan.model, plan.parallel
-    return list(_stage_split(arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, tuple(plan.layers_per_stage()),
-                             plan.training.pipeline_schedule == "zbv", spec))
+    return list(_stage_split(arch_key(m), p.tp, p.expert_tp, p.ep, plan.chunk_layout(), spec))
+
+
+def mtp_layer_parameters(arch: ModelArch, tp: int, etp: int, ep: int, spec: Spec = "te") -> StageParams:
+    """One multi-token-prediction module (megatron ``multi_token_prediction.py``
+    ``MultiTokenPredictionLayer``): ``enorm`` and ``hnorm`` ``n(h)`` each, ``eh_proj`` ``2h*h/t``
+    (column-parallel), a transformer layer of the decoder's last-layer kind and its
+    ``final_layernorm`` ``n(h)``; the output head is the model's own."""
+    last_moe = arch.is_moe_layer(arch.num_layers - 1)
+    layer = _layer(arch_key(arch), tp, etp, ep, last_moe, spec)
+    h = arch.hidden_size
+    return StageParams(layer.dense + 3 * _norm(arch, h) + 2 * h * h // tp, layer.expert)
 
 
 @lru_cache(maxsize=65536)
-def _stage_split(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: int, lps: tuple[int, ...],
-                 zbv: bool, spec: Spec) -> tuple[StageParams, ...]:
+def _stage_split(key: ArchKey, tp: int, etp: int, ep: int, layout: tuple, spec: Spec) -> tuple[StageParams, ...]:
     m = _arch(key)
-    ids = _stage_layer_ids(lps, pp, vpp, zbv)
     dense_layer = _layer(key, tp, etp, ep, False, spec)
     moe_layer = _layer(key, tp, etp, ep, True, spec) if m.is_moe else dense_layer
-    last_rank = 0 if (zbv and pp > 1 and vpp == 2) else pp - 1
+    emb_rank = next(r for r, row in enumerate(layout) if any(c.embedding for c in row))
     out = []
-    for r in range(pp):
-        layers = [i for chunk in ids[r] for i in chunk]
-        n_moe = sum(1 for i in layers if _is_moe_layer(m, i))
+    for r, row in enumerate(layout):
+        layers = [i for chunk in row for i in chunk.layers]
+        n_moe = sum(1 for i in layers if m.is_moe_layer(i))
         n_dense = len(layers) - n_moe
         dense = n_dense * dense_layer.total + n_moe * moe_layer.dense
         expert = n_moe * moe_layer.expert
-        if r == 0:
+        n_mtp = sum(c.mtp for c in row)
+        if n_mtp:
+            mtp = mtp_layer_parameters(m, tp, etp, ep, spec)
+            dense += n_mtp * mtp.dense
+            expert += n_mtp * mtp.expert
+        has_emb = any(c.embedding for c in row)
+        if has_emb or n_mtp:
+            # the embedding; an MTP stage builds its own copy (GPTModel: pre_process or mtp_process)
             dense += _embedding_params(m, tp)
-        if r == last_rank:
+        if any(c.loss for c in row):
             dense += _norm(m, m.hidden_size)  # final_layernorm
-            if m.untie_embeddings_and_output_weights or pp > 1:
-                # untied output head, or Megatron's copy of the tied word embeddings on the last stage
-                if m.untie_embeddings_and_output_weights or r != 0:
-                    dense += m.padded_vocab_size(tp) // tp * m.hidden_size
+            # untied output head, or Megatron's copy of the tied word embeddings on the loss stage
+            if m.untie_embeddings_and_output_weights or r != emb_rank:
+                dense += m.padded_vocab_size(tp) // tp * m.hidden_size
         out.append(StageParams(dense, expert))
     return tuple(out)
 
@@ -238,6 +221,7 @@ def _total(key: ArchKey) -> int:
     if n_moe:
         out += n_moe * _layer(key, 1, 1, 1, True, "te").total
     out += _embedding_params(arch, 1) + _norm(arch, arch.hidden_size)
+    out += arch.mtp_num_layers * mtp_layer_parameters(arch, 1, 1, 1).total
     if arch.untie_embeddings_and_output_weights:
         out += arch.padded_vocab_size(1) * arch.hidden_size
     return out
@@ -248,4 +232,5 @@ def active_parameters(arch: ModelArch) -> int:
     if not arch.is_moe:
         return total_parameters(arch)
     per_expert = _mlp_params(arch, arch.expert_ffn, 1, arch.add_bias_linear)
-    return total_parameters(arch) - arch.num_moe_layers * (arch.num_experts - arch.moe_router_topk) * per_expert
+    moe_layers = arch.num_moe_layers + (arch.mtp_num_layers if arch.is_moe_layer(arch.num_layers - 1) else 0)
+    return total_parameters(arch) - moe_layers * (arch.num_experts - arch.moe_router_topk) * per_expert

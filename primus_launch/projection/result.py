@@ -6,7 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, Field
 
-from primus_launch.plan import Plan
+from primus_launch.plan import Plan, UnmodelledFlag
 
 
 class StageMemory(BaseModel):
@@ -59,6 +59,9 @@ class ProjectionResult(BaseModel):
     plan: Plan
     timeline: list[TimelineEvent] = Field(default_factory=list, exclude=True)
     notes: list[str] = Field(default_factory=list)
+    warnings: list[UnmodelledFlag] = Field(
+        default_factory=list, description="recipe settings that change time or memory but are not modelled "
+                                          "(from the reader and from the projection)")
     measurement: Optional[dict] = None
 
     def to_json_dict(self) -> dict:

@@ -171,11 +171,11 @@ def _mbs_values(plan: Plan, dp: int, cfg: SpaceConfig, own: int) -> list[int]:
 
 def _recompute_options(plan: Plan, fw: str, per_chunk: int, cfg: SpaceConfig, own: tuple
                        ) -> list[tuple[str, str, Optional[int]]]:
-    opts: list[tuple[str, str, Optional[int]]] = [("none", "uniform", None), ("selective", "uniform", None)]
-    if fw == "torchtitan":  # AC mode "full": every block (the adapter writes it as num_layers=1)
-        opts.append(("full", "uniform", 1))
+    opts: list[tuple[str, str, Optional[int]]] = [("none", "uniform", None)]
+    if fw == "torchtitan":  # AC mode "full": every block (the adapter writes it as num_layers=1); per-op SAC
+        opts += [("op", "uniform", None), ("full", "uniform", 1)]
     else:
-        opts.append(("full", "uniform", 1))
+        opts += [("selective", "uniform", None), ("full", "uniform", 1)]
         for n in cfg.block_recompute_layers:
             if n < per_chunk:
                 opts.append(("full", "block", n))

@@ -1,0 +1,137 @@
+"""Legality rules of a plan: the divisibility and combination rules of Megatron-LM and TorchTitan.
+
+Sources: megatron/training/arguments.py ``validate_args``, megatron/core/parallel_state.py,
+megatron/core/transformer/transformer_config.py ``__post_init__``, torchtitan
+``distributed/parallel_dims.py``.  Each problem is ``(field, value, what is allowed)``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from primus_launch.plan.schema import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, RECOMPUTE_MODULES, PlanError
+
+if TYPE_CHECKING:
+    from primus_launch.plan.schema import Plan
+
+Problem = tuple[str, object, str]
+
+
+def legality_problems(plan: "Plan") -> list[Problem]:
+    """Every rule ``plan`` breaks, as (field, value, what is allowed); empty when legal."""
+    m, p, t, c = plan.model, plan.parallel, plan.training, plan.cluster
+    out: list[Problem] = []
+    W = c.world_size
+    mp = p.tp * p.cp * p.pp
+    if W % mp:
+        out.append(("parallel", f"tp*cp*pp={mp}", f"must divide world size {W} (nodes x gpus_per_node)"))
+        return out
+    dp = W // mp
+    if c.nvlink_domain is not None and c.nvlink_domain % c.gpus_per_node:
+        out.append(("cluster.nvlink_domain", c.nvlink_domain, f"a multiple of gpus_per_node={c.gpus_per_node}"))
+    # --- model shape vs TP / CP
+    if m.num_attention_heads % p.tp:
+        out.append(("parallel.tp", p.tp, f"must divide num_attention_heads={m.num_attention_heads}"))
+    if not m.multi_latent_attention and m.kv_heads % p.tp:
+        out.append(("parallel.tp", p.tp, f"must divide num_query_groups={m.kv_heads}"))
+    if m.ffn_hidden_size % p.tp:
+        out.append(("parallel.tp", p.tp, f"must divide ffn_hidden_size={m.ffn_hidden_size}"))
+    if p.sequence_parallel and p.tp == 1:
+        out.append(("parallel.sequence_parallel", True, "requires tp > 1"))
+    if m.seq_length % (p.cp * (2 if p.cp > 1 else 1)):
+        out.append(("parallel.cp", p.cp, f"2*cp must divide seq_length={m.seq_length}"))
+    if p.cp > 1 and p.cp_comm_type == "a2a" and (m.num_attention_heads // p.tp) % p.cp:
+        out.append(("parallel.cp", p.cp, f"a2a (Ulysses) context parallelism must divide the heads per TP rank "
+                                         f"({m.num_attention_heads // p.tp})"))
+    if p.sequence_parallel and (m.seq_length // p.cp) % p.tp:
+        out.append(("parallel.tp", p.tp, f"with sequence parallel must divide seq_length/cp={m.seq_length // p.cp}"))
+    # --- per-layer patterns
+    for name, pat in (("model.moe_layer_pattern", m.moe_layer_pattern),
+                      ("model.window_layer_pattern", m.window_layer_pattern)):
+        if pat is not None and (len(pat) != m.num_layers or any(x not in (0, 1) for x in pat)):
+            out.append((name, f"{len(pat)} entries", f"0/1 per decoder layer ({m.num_layers})"))
+    if m.moe_layer_pattern is not None and m.moe_dense_first_layers:
+        out.append(("model.moe_dense_first_layers", m.moe_dense_first_layers, "0 when moe_layer_pattern is set"))
+    # --- MoE
+    if m.is_moe:
+        if m.num_experts % p.ep:
+            out.append(("parallel.ep", p.ep, f"must divide num_experts={m.num_experts}"))
+        etp = p.expert_tp
+        if W % (etp * p.ep * p.pp):
+            out.append(("parallel.ep", p.ep, f"etp*ep*pp={etp * p.ep * p.pp} must divide world size {W}"))
+        if m.expert_ffn % etp:
+            out.append(("parallel.etp", etp, f"must divide moe_ffn_hidden_size={m.expert_ffn}"))
+        if m.moe_router_topk > m.num_experts:
+            out.append(("model.moe_router_topk", m.moe_router_topk, f"must be <= num_experts={m.num_experts}"))
+        G, g = m.moe_router_num_groups, m.moe_router_group_topk
+        if (G is None) != (g is None):
+            out.append(("model.moe_router_group_topk", g, "set together with moe_router_num_groups"))
+        elif G is not None:
+            if m.num_experts % G:
+                out.append(("model.moe_router_num_groups", G, f"must divide num_experts={m.num_experts}"))
+            elif g > G or g * (m.num_experts // G) < m.moe_router_topk:
+                out.append(("model.moe_router_group_topk", g,
+                            f"<= num_groups={G} with group_topk x experts per group >= topk={m.moe_router_topk}"))
+    elif p.ep != 1:
+        out.append(("parallel.ep", p.ep, "must be 1 for a dense model"))
+    # --- pipeline
+    if p.vpp > 1 and p.pp == 1:
+        out.append(("parallel.vpp", p.vpp, "requires pp > 1"))
+    try:
+        plan.chunk_layout()
+    except PlanError as e:
+        out.append((e.field, e.value, e.allowed))
+    if t.pipeline_schedule == "interleaved_1f1b" and p.vpp == 1 and p.pp > 1:
+        out.append(("training.pipeline_schedule", t.pipeline_schedule, "needs vpp > 1"))
+    if t.pipeline_schedule == "zbv" and p.pp > 1 and p.vpp != 2:
+        out.append(("training.pipeline_schedule", t.pipeline_schedule, "ZBV needs vpp == 2 (two chunks per rank in a V)"))
+    # --- precision
+    if t.fp8_recipe is not None and t.precision != "fp8":
+        out.append(("training.fp8_recipe", t.fp8_recipe, "only with precision fp8"))
+    if t.fp8_param_gather and t.precision not in ("fp8", "fp4"):
+        out.append(("training.fp8_param_gather", True, "only with precision fp8"))
+    if t.fp4_recipe is not None and t.precision != "fp4":
+        out.append(("training.fp4_recipe", t.fp4_recipe, "only with precision fp4"))
+    # --- overlap (megatron/training/arguments.py validate_args): param-gather overlap needs sharded
+    # parameters or optimizer state and grad-reduce overlap; TP comm overlap needs sequence parallelism
+    if t.overlap_param_gather and (p.dp_sharding == "none" or not t.overlap_grad_reduce):
+        out.append(("training.overlap_param_gather", True,
+                    "needs dp_sharding optimizer/optimizer_grads/full and overlap_grad_reduce"))
+    if t.tp_comm_overlap and not p.sequence_parallel:
+        out.append(("training.tp_comm_overlap", True, "needs sequence_parallel (and tp > 1)"))
+    if p.dp_replicate > 1 and dp % p.dp_replicate:
+        out.append(("parallel.dp_replicate", p.dp_replicate, f"must divide dp={dp}"))
+    # --- named choices
+    r = t.recompute
+    bad = [x for x in r.modules if x not in RECOMPUTE_MODULES]
+    if bad:
+        out.append(("training.recompute.modules", ",".join(bad), "of " + ", ".join(RECOMPUTE_MODULES)))
+    if r.granularity == "full" and r.method == "every_n" and not r.num_layers:
+        out.append(("training.recompute.num_layers", r.num_layers, "a period >= 1 with method every_n"))
+    bad = [x for x in t.cuda_graph_scope if x not in CUDA_GRAPH_SCOPES]
+    if bad:
+        out.append(("training.cuda_graph_scope", ",".join(bad), "of " + ", ".join(CUDA_GRAPH_SCOPES)))
+    if t.cuda_graph_scope and t.cuda_graph_impl == "none":
+        out.append(("training.cuda_graph_scope", ",".join(t.cuda_graph_scope), "needs cuda_graph_impl local or "
+                                                                              "transformer_engine"))
+    bad = [x for x in t.offload.activation_modules if x not in OFFLOAD_MODULES]
+    if bad:
+        out.append(("training.offload.activation_modules", ",".join(bad), "of " + ", ".join(OFFLOAD_MODULES)))
+    if t.offload.activation_layers > m.num_layers:
+        out.append(("training.offload.activation_layers", t.offload.activation_layers,
+                    f"<= num_layers={m.num_layers}"))
+    # --- batch
+    if t.global_batch_size % (t.micro_batch_size * dp):
+        out.append(("training.global_batch_size", t.global_batch_size,
+                    f"must be divisible by micro_batch_size x dp = {t.micro_batch_size} x {dp}"))
+    else:
+        nmb = t.global_batch_size // (t.micro_batch_size * dp)
+        if p.pp > 1 and p.vpp > 1 and t.pipeline_schedule == "interleaved_1f1b" and nmb % p.pp:
+            out.append(("training.global_batch_size", t.global_batch_size,
+                        f"interleaved schedule needs micro-batches ({nmb}) divisible by pp={p.pp}"))
+    return out
+
+
+def check_plan(plan: "Plan") -> list[str]:
+    """Human-readable legality problems (empty when legal)."""
+    return [str(PlanError(*p)) for p in legality_problems(plan)]
