@@ -1,0 +1,48 @@
+"""Megatron-LM dev num_floating_point_operations (BSHD, no packing), per token; mirrors
+megatron/training/training.py @ d48bd6be (dev) and Megatron-Bridge v0.4.2 flop_utils.transformer_flops."""
+
+def flops_per_token(L, h, s, V, heads, kv_heads=None, kv_channels=None, ffn=0, swiglu=True,
+                    num_experts=None, topk=1, moe_ffn=None, shared=0, dense_first=0, mtp=0,
+                    mla=None, gated_mult=None):
+    fe = 3 if swiglu else 2
+    if gated_mult is not None:
+        fe = gated_mult
+    kv_heads = kv_heads or heads
+    kv_channels = kv_channels or h // heads
+    if num_experts:
+        n_moe = L - dense_first
+        n_dense = dense_first
+        last_is_moe = 1
+    else:
+        n_moe, n_dense, last_is_moe = 0, L, 0
+    n_moe += last_is_moe * mtp
+    n_dense += (1 - last_is_moe) * mtp
+    nl = L + mtp
+    moe_ffn = moe_ffn or ffn
+    mlp = 6 * h * (ffn * fe * n_dense + (moe_ffn * topk * fe) * n_moe + shared * fe * n_moe)
+    if mla:
+        q_lora, kv_lora, qk, rope, v = mla
+        q_term = q_lora * (h + heads * (qk + rope) + 1) if q_lora else h * heads * (qk + rope)
+        tok = 6 * (q_term + kv_lora * (h + heads * (qk + v) + 1) + h * rope + heads * v * h)
+        core = 6 * (heads * (qk + rope) / 2 + heads * v / 2)
+    else:
+        q = kv_channels * heads
+        kvp = kv_channels * kv_heads
+        tok = 6 * (h * (q + 2 * kvp) + q * h)
+        core = 6 * q / 2 * 2
+    attn = tok * nl + s * core * nl
+    mtp_t = 6 * mtp * (3 * h + 2 * h * h)
+    logit = 6 * h * V * (mtp + 1)
+    return mlp + attn + mtp_t + logit
+
+DSV3 = dict(L=61, h=7168, V=129280, heads=128, ffn=18432, num_experts=256, topk=8, moe_ffn=2048,
+            shared=2048, dense_first=3, mla=(1536, 512, 128, 64, 128))
+QWEN3_30B = dict(L=48, h=2048, V=151936, heads=32, kv_heads=4, kv_channels=128, ffn=6144,
+                 num_experts=128, topk=8, moe_ffn=768)
+QWEN3_235B = dict(L=94, h=4096, V=151936, heads=64, kv_heads=4, kv_channels=128, ffn=12288,
+                  num_experts=128, topk=8, moe_ffn=1536)
+LLAMA3_8B = dict(L=32, h=4096, V=128256, heads=32, kv_heads=8, ffn=14336)
+LLAMA3_70B = dict(L=80, h=8192, V=128256, heads=64, kv_heads=8, ffn=28672)
+LLAMA31_405B = dict(L=126, h=16384, V=128256, heads=128, kv_heads=8, ffn=53248)
+GPTOSS_120B = dict(L=36, h=2880, V=201088, heads=64, kv_heads=8, kv_channels=64, ffn=2880,
+                   num_experts=128, topk=4, moe_ffn=2880)
