@@ -56,6 +56,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from primus_launch.plan import ModelArch, Plan
+from primus_launch.projection import calibration as cal
 from primus_launch.projection.compute import (arch_of, attention_time, elementwise_time, gemm_time, quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
@@ -83,10 +84,10 @@ class _Acc:
     (``info``: kind, curve key, forward FLOPs) for :func:`layer_op_times` and the explanation."""
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
-                 "qw", "nq", "wq_div", "fused_in", "mods", "sums")
+                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
-                 ops: list | None = None):
+                 ops: list | None = None, insitu: float = 1.0):
         self.f = self.bi = self.bw = 0.0
         self.kf: dict[str, int] = {}
         self.kb: dict[str, int] = {}
@@ -99,9 +100,12 @@ class _Acc:
         self.fused_in = False
         self.mods: tuple[str, ...] = ()
         self.sums: dict[str, list[float]] = {}
+        self.slow = 1.0 / insitu   # calibration.FRAMEWORK_EFF: kernels in a step vs the benchmarks
 
     def _add(self, f: float, bi: float, bw: float, gemm: bool) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap)."""
+        k = self.slow
+        f, bi, bw = f * k, bi * k, bw * k
         self.f += f
         self.bi += bi
         self.bw += bw
@@ -135,7 +139,8 @@ class _Acc:
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt)
             kern = 1
-        self._add(f, bi, bw, True)
+        f, bi, bw = f * self.slow, bi * self.slow, bw * self.slow
+        self._add(f / self.slow, bi / self.slow, bw / self.slow, True)
         self._k(kern, 2 * kern)
         if fmt != "bf16":
             # quantised operands (cost/fp8.py): X forward (unless the norm wrote it), dY backward,
@@ -156,6 +161,7 @@ class _Acc:
         if kernels[0] > 1:
             t += (kernels[0] - 1) * 2e-6
         self._add(t, tb, 0.0, False)
+        t, tb = t * self.slow, tb * self.slow
         self._k(*kernels)
         self._rec(name, t, tb, 0.0, ("elementwise", "hbm", 0.0, nbytes))
 
@@ -174,6 +180,7 @@ class _Acc:
             return self._attn_unfused(b, heads, sq, skv, dqk, dv, dropout)
         f, bw = attention_time(b, heads, sq, skv, dqk, dv, True, self.gpu, impl, window)
         self._add(f, bw, 0.0, False)
+        f, bw = f * self.slow, bw * self.slow
         self._k(1, 2)
         from primus_launch.projection.compute import attention_flops
 
@@ -202,10 +209,17 @@ class _Acc:
         """Charge the layer's accumulated quantisation bytes (cost/fp8.py) as one op row."""
         if not self.recipe or (self.qf == 0 and self.qb == 0 and self.qw == 0):
             return
-        bpe = fp8m.bytes_per_element(self.recipe, arch_of(self.gpu))
-        f = quant_time(bpe * (self.qf + self.qw / self.wq_div), self.gpu, self.recipe) if (self.qf or self.qw) else 0.0
-        b = quant_time(bpe * self.qb, self.gpu, self.recipe) if self.qb else 0.0
+        if self.prof.name == "torchtitan-compile":
+            # inductor fuses amax + cast into the producing kernels: the FP8 copies are extra writes
+            # (row- and column-wise, 2 B per element) at streaming speed (cost/fp8.py)
+            bpe, recipe = fp8m.COMPILED_BYTES, None
+        else:
+            bpe, recipe = fp8m.bytes_per_element(self.recipe, arch_of(self.gpu)), self.recipe
+        qt = (lambda nb: elementwise_time(nb, self.gpu)) if recipe is None else (lambda nb: quant_time(nb, self.gpu, recipe))
+        f = qt(bpe * (self.qf + self.qw / self.wq_div)) if (self.qf or self.qw) else 0.0
+        b = qt(bpe * self.qb) if self.qb else 0.0
         self._add(f, b, 0.0, False)
+        f, b = f * self.slow, b * self.slow
         self._k(self.nq, self.nq)
         self._rec(f"{name} [{self.recipe}]", f, b, 0.0, ("quant", self.recipe, 0.0,
                                                           bpe * (self.qf + self.qb + self.qw / self.wq_div)))
@@ -322,7 +336,7 @@ def _cfg(plan: Plan) -> tuple:
         wq_div = float(max(1, plan.num_microbatches))
     host = prof.host_per_kernel
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
-            p.cp_comm_type in ("a2a", "a2a+p2p"), t.precision)
+            p.cp_comm_type in ("a2a", "a2a+p2p"), t.precision, cal.framework_eff(plan.framework))
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -331,13 +345,13 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = _arch(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_a2a, prec = cfg
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_a2a, prec, insitu = cfg
 
     made: dict[str, _Acc] = {}
 
     def new(kind: str) -> _Acc:
         lst = ops.setdefault(kind, []) if ops is not None else None
-        made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst)
+        made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu)
         return made[kind]
 
     s, h = m.seq_length, m.hidden_size
@@ -410,8 +424,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             moe_w = moe_layer("moe_window", window)[0]
 
     acc = new("embedding")
-    acc.f += elementwise_time(4.0 * T * h, gpu)
-    acc.bw += elementwise_time(float(T * h * (A + 4 + 4)), gpu)
+    acc.f += elementwise_time(4.0 * T * h, gpu) * acc.slow
+    acc.bw += elementwise_time(float(T * h * (A + 4 + 4)), gpu) * acc.slow
     acc._k(1, 2)
     acc._rec("embedding gather / grad scatter-add", acc.f, 0.0, acc.bw, ("elementwise", "hbm", 0.0, 0.0))
     emb = acc.times(host, frozenset())
@@ -422,8 +436,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     acc.gemm(T, V, h, lowp=False, name="output layer (bf16)")
     fb, bb, kf, kb = CE_BYTES[prof.ce]
     f0, bi0 = acc.f, acc.bi
-    acc.f += elementwise_time(float(T * V * fb), gpu)
-    acc.bi += elementwise_time(float(T * V * bb), gpu)
+    acc.f += elementwise_time(float(T * V * fb), gpu) * acc.slow
+    acc.bi += elementwise_time(float(T * V * bb), gpu) * acc.slow
     acc._k(kf, kb)
     acc._rec(f"cross-entropy ({prof.ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * (fb + bb)))
     head = acc.times(host, frozenset())

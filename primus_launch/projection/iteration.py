@@ -15,8 +15,8 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   shared experts: their per-layer forward times from the kernel list) (Korthikanti et al. 2022,
   arXiv 2205.05198 sec. 4.2); ``op`` (TorchTitan per-op SAC) re-runs the non-matmul ops;
 - TP: with sequence parallel 2 all-gathers + 2 reduce-scatters of the [T, h] activations per layer
-  in forward and 6 in backward (the column-parallel input is all-gathered again for the weight
-  gradient), else 2 all-reduces each way (Megatron ``ColumnParallel`` / ``RowParallelLinear``).
+  in forward and as many in backward, + 2 all-gathers with Megatron (it saves the sharded
+  column-parallel input and all-gathers it again for the weight gradient), else 2 all-reduces each way (Megatron ``ColumnParallel`` / ``RowParallelLinear``).
   ``tp_comm_overlap`` pipelines them with the layer's GEMMs in chunks (Megatron: TE userbuffers;
   TorchTitan: async TP): exposed = max(comm / tp, comm - e * GEMM time), ``e`` = 1 for TE
   userbuffers (no figure of its overlap loss exists) and the calibrated ``ASYNC_TP_OVERLAP`` for
@@ -157,7 +157,10 @@ def _tp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
     nbytes = float(_tokens(plan) * m.hidden_size * 2)
     if p.sequence_parallel:
         ag, rs = coll.all_gather(nbytes, lay.tp, gpu), coll.reduce_scatter(nbytes, lay.tp, gpu)
-        return 2 * (ag + rs), 2 * (2 * ag + rs)
+        # Megatron saves the sequence-sharded input and all-gathers it again for the weight
+        # gradient; TorchTitan's DTensor SP saves the gathered input
+        regather = ag if plan.framework == "megatron" else 0.0
+        return 2 * (ag + rs), 2 * (ag + rs + regather)
     one = 2 * coll.all_reduce(nbytes, lay.tp, gpu)
     return one, one
 

@@ -160,6 +160,9 @@ def convert(r: dict) -> tuple[dict | None, str]:
         source = dict(framework="torchtitan")
         parallel["dp_sharding"] = "full"
         parallel["sequence_parallel"] = parallel["tp"] > 1
+        if parallel["cp"] > 1:  # torchtitan's default parallelism.context_parallel_rotate_method (v0.1.0)
+            parallel["cp_comm_type"] = "allgather"
+            assumptions.append("CP rotate method allgather (torchtitan's default)")
         training["tp_comm_overlap"] = bool(par.get("async_tp"))
         training["overlap_grad_reduce"] = training["overlap_param_gather"] = True
         local = tr.get("local_batch_size_per_dp_rank")

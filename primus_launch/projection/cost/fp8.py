@@ -31,12 +31,17 @@ already quantised (the norm kernel writes the FP8 copies: no separate pass); wei
 once per optimizer step (TE caches them across micro-batches, Megatron's ``is_first_microbatch``),
 and not at all with ``fp8_param_gather`` (FP8 primary weights; the cast moves into the optimizer
 step).  TorchTitan / torchao quantises weights on every micro-batch (unless the FSDP all-gather is in
-FP8) and has no norm fusion (without ``torch.compile``).
+FP8) and has no norm fusion; under ``torch.compile`` inductor fuses the amax / cast into the
+producing kernels, leaving ``COMPILED_BYTES`` per element at streaming speed.
 """
 
 from __future__ import annotations
 
 from primus_launch.plan import Plan
+
+# torch.compile (TorchTitan float8): amax and cast fuse into the producing kernels, leaving the
+# writes of the row- and column-wise FP8 copies (1 + 1 B per element) at streaming speed
+COMPILED_BYTES = 2.0
 
 # bytes per quantised element, (hopper-like, blackwell)
 RECIPE_BYTES: dict[str, tuple[float, float]] = {
