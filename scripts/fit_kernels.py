@@ -11,6 +11,7 @@ What is fitted (model forms in ``projection/cost/kernels.py``):
 
 - HBM streaming efficiency per architecture: median of the streaming-kernel records (STREAM copy /
   triad, tuned norm / softmax / quantisation kernels) as a fraction of the datasheet bandwidth;
+- grouped-GEMM curves (same form, batch = groups) where grouped-GEMM records exist;
 - GEMM curves (E, K0, t0) per (architecture, input format): library GEMMs (cuBLAS(Lt), hipBLASLt,
   DeepGEMM for Hopper blockwise FP8, TE's GEMM-only layer figures), never hand-written research
   kernels (ThunderKittens / HipKittens' own) since the frameworks do not run them;
@@ -205,6 +206,73 @@ def fit_gemm(hbm: dict) -> dict:
             out[f"{arch}/{fmt}"] = dict(eff=round(x[0], 4), k0=round(x[1], 1), t0=round(x[2] * 1e-6, 7),
                                         records=[r["id"] for r, _ in recs], rms=round(rms, 4),
                                         note="" if n_free == 3 else "K0 = 64 and t0 = 5 us fixed (too few records)")
+    return out
+
+
+def grouped_lib(r: dict) -> str:
+    """``torch``: PyTorch's own grouped GEMMs (torch._grouped_mm / _scaled_grouped_mm, what TorchTitan
+    runs); ``any``: library kernels both frameworks can run (DeepGEMM, AMD CK via Primus-Turbo)."""
+    return "torch" if r["id"].startswith("ao-b200") else "any"
+
+
+def grouped_records(arch: str, fmt: str, lib: str = "any") -> list[tuple[dict, list[tuple[int, int, int, int]]]]:
+    """Grouped-GEMM records of (arch, fmt, lib) as lists of (m per group, n, k, groups) problems: a
+    ``fwd+bwd`` figure is the forward, data-gradient and weight-gradient grouped GEMMs."""
+    out = []
+    for r in ev.select("grouped_gemm"):
+        if arch_of(r["gpu"]) != arch or gemm_format(r) != fmt or not r["unit"].startswith("TFLOP/s"):
+            continue
+        if grouped_lib(r) != lib:
+            continue
+        if r["id"].startswith("ao-b200-gg-") and fmt == "mxfp8":
+            continue  # end-to-end figures including the quantisation (priced separately, cost/fp8.py)
+        if r["id"].endswith("_wgrad") and "deepgemm" in r["id"]:
+            continue  # K-grouped weight-gradient kernel of torchao's blockwise path (a different kernel)
+        sh = r["shape"]
+        g, m, n, k = (ev.number(sh.get(x)) for x in ("groups", "m_per_group", "n", "k"))
+        if not (g and m and n and k):
+            continue
+        g, m, n, k = int(g), int(m), int(n), int(k)
+        ps = sh.get("pass", "fwd")
+        probs = {"fwd": [(m, n, k, g)], "dgrad": [(m, k, n, g)], "wgrad": [(k, n, m, g)],
+                 "fwd+bwd": [(m, n, k, g), (m, k, n, g), (k, n, m, g)]}.get(ps, [(m, n, k, g)])
+        if ps == "dgrad" and "dgrad" in r["id"] and sh.get("n") == 7168 and r["id"].startswith("ao-b200-moe"):
+            probs = [(m, n, k, g)]   # torchao states the dgrad problem's own (n, k)
+        out.append((r, probs))
+    return out
+
+
+def fit_grouped(hbm: dict, gemm: dict) -> dict:
+    """Grouped-GEMM curves (E, K0, t0) per (architecture, format), same form as the dense curves with
+    ``batch`` = groups (one kernel): DeepGEMM (Hopper FP8 blockwise), CK (MI300X BF16), torch
+    ``_grouped_mm`` / ``_scaled_grouped_mm`` (B200 BF16 / MXFP8).  Architectures without grouped
+    records use the dense curve (``compute.grouped_curve``); ``/torch`` curves are PyTorch's own
+    grouped GEMMs (TorchTitan), the others library kernels both frameworks run."""
+    out = {}
+    for arch, fmt, lib in [(a, f, lb) for a in ARCHS for f in ("bf16", "fp8", "fp8_block", "mxfp8")
+                           for lb in ("any", "torch")]:
+            eta = hbm.get(arch, hbm["hopper"])["eta"]
+            recs = grouped_records(arch, fmt, lib)
+            if not recs:
+                continue
+
+            def model(r, probs, c):
+                g_ = get_gpu(r["gpu"])
+                return sum(gemm_seconds(m, n, k, b, _peak(r["gpu"], fmt), g_.num_sms, g_.hbm_bw * eta, ELEM[fmt], c)
+                           for m, n, k, b in probs)
+
+            meas = [sum(2.0 * m * n * k * b for m, n, k, b in probs) / (r["value"] * 1e12) for r, probs in recs]
+
+            def loss(x, recs=recs, meas=meas):
+                c = GemmCurve(eff=x[0], k0=x[1], t0=x[2] * 1e-6)
+                return log_rms((model(r, probs, c), t) for (r, probs), t in zip(recs, meas))
+
+            bounds = [(0.1, 1.0), (1.0, 4096.0), (1.0, 200.0)] if len(recs) >= 4 else \
+                [(0.1, 1.0), (64.0, 64.0), (5.0, 5.0)]
+            x, rms = descend([0.6, 64.0, 10.0], bounds, loss)
+            key = f"{arch}/{fmt}" + ("/torch" if lib == "torch" else "")
+            out[key] = dict(eff=round(x[0], 4), k0=round(x[1], 1), t0=round(x[2] * 1e-6, 7),
+                            records=[r["id"] for r, _ in recs], rms=round(rms, 4))
     return out
 
 
@@ -561,7 +629,8 @@ def fit_host() -> dict:
 def fit_all() -> dict:
     hbm = fit_hbm()
     gemm = fit_gemm(hbm)
-    return dict(hbm=hbm, gemm=gemm, fp8_quant=fit_fp8_quant(gemm, hbm), attention=fit_attention(),
+    return dict(hbm=hbm, gemm=gemm, grouped_gemm=fit_grouped(hbm, gemm), fp8_quant=fit_fp8_quant(gemm, hbm),
+                attention=fit_attention(),
                 collectives=fit_collectives(), deepep=fit_deepep(), host=fit_host())
 
 

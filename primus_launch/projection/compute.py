@@ -78,6 +78,26 @@ def gemm_curve(arch: str, fmt: str) -> tuple[GemmCurve, str]:
     return GemmCurve(c["eff"], c["k0"], c["t0"], tuple(c["records"]), c["rms"]), "hopper/bf16"
 
 
+@lru_cache(maxsize=512)
+def grouped_curve(arch: str, fmt: str, torch_lib: bool = False) -> tuple[GemmCurve, str]:
+    """(curve, key) of a grouped GEMM (MoE experts in one kernel): the architecture's grouped-GEMM
+    curve for the format (``FITTED['grouped_gemm']``: DeepGEMM, CK records; with ``torch_lib`` first
+    PyTorch's own torch._grouped_mm records, what TorchTitan runs) where one was fitted along the
+    architecture / format chains, else the dense curve (TE's grouped linear = cuBLAS GEMMs)."""
+    table = FITTED.get("grouped_gemm", {})
+    fmts = [fmt]
+    while fmts[-1] in _FMT_FALLBACK:
+        fmts.append(_FMT_FALLBACK[fmts[-1]])
+    keys = [f"{a}/{f}" for a in _arch_chain(arch)[:2] for f in fmts]
+    if torch_lib:
+        keys = [k + "/torch" for k in keys] + keys
+    for key in keys:
+        if key in table:
+            c = table[key]
+            return GemmCurve(c["eff"], c["k0"], c["t0"], tuple(c["records"]), c["rms"]), f"grouped/{key}"
+    return gemm_curve(arch, fmt)
+
+
 @lru_cache(maxsize=256)
 def hbm_eta(arch: str) -> tuple[float, str]:
     """(streaming efficiency, key) of an architecture's HBM (``FITTED['hbm']``)."""
@@ -112,12 +132,13 @@ def _fmt(precision: str) -> str:
 
 @lru_cache(maxsize=200_000)
 def gemm_time(m: int, n: int, k: int, gpu: str, precision: str = "bf16", batch: int = 1,
-              fmt: str | None = None) -> float:
+              fmt: str | None = None, grouped: str = "") -> float:
     """Seconds for ``batch`` GEMMs of [m,k]x[k,n] on ``gpu``: ``fmt`` a GEMM format (module doc) or
-    from ``precision`` (bf16 / fp16 / fp32 -> bf16 curve; fp8 -> per-tensor FP8; fp4)."""
+    from ``precision`` (bf16 / fp16 / fp32 -> bf16 curve; fp8 -> per-tensor FP8; fp4); ``grouped``
+    ("any" / "torch"): one grouped-GEMM kernel over the ``batch`` problems (:func:`grouped_curve`)."""
     f = fmt or _fmt(precision)
     clk, hbm, sms, _, arch = _gpu(gpu)
-    c, _ = gemm_curve(arch, f)
+    c, _ = grouped_curve(arch, f, grouped == "torch") if grouped else gemm_curve(arch, f)
     peak = fmt_peak(gpu, f) * clk
     if precision == "fp32" and fmt is None:
         peak /= 2
@@ -191,5 +212,6 @@ def quant_time(nbytes: float, gpu: str, recipe: str) -> float:
 
 def clear_caches() -> None:
     """Forget cached results (after the calibration constants change)."""
-    for f in (_gpu, gemm_time, attention_time, elementwise_time, quant_time, gemm_curve, attn_curve, hbm_eta):
+    for f in (_gpu, gemm_time, attention_time, elementwise_time, quant_time, gemm_curve, grouped_curve, attn_curve,
+              hbm_eta):
         f.cache_clear()

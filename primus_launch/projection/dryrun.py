@@ -135,9 +135,10 @@ class _Acc:
             bw = batch * gemm_time(k, n, m, g, "bf16", 1, fmt)
             kern = batch
         else:
-            f = gemm_time(m, n, k, g, "bf16", batch, fmt)
-            bi = gemm_time(m, k, n, g, "bf16", batch, fmt)
-            bw = gemm_time(k, n, m, g, "bf16", batch, fmt)
+            gr = ("torch" if self.prof.name.startswith("torchtitan") else "any") if batch > 1 else ""
+            f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
+            bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
+            bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
             kern = 1
         f, bi, bw = f * self.slow, bi * self.slow, bw * self.slow
         self._add(f / self.slow, bi / self.slow, bw / self.slow, True)
@@ -152,7 +153,7 @@ class _Acc:
             self.qw += k * n * batch
             self.nq += 1
         self._rec(f"{name} [{m}x{n}x{k}]" + (f" x{batch}" if batch > 1 else ""), f, bi, bw,
-                  ("gemm", fmt, 2.0 * m * n * k * batch))
+                  ("grouped_gemm" if batch > 1 and not separate else "gemm", fmt, 2.0 * m * n * k * batch))
 
     def elem(self, nbytes: float, name: str, bwd: float = 2.0, kernels: tuple[int, int] = (1, 1)) -> None:
         """A bandwidth-bound op; its backward moves ``bwd`` times the forward bytes."""

@@ -65,8 +65,9 @@ Iteration = pipeline makespan + max over stages of (exposed DP + optimizer).
 
 Breakdown (exposed seconds, summing to the iteration time), on the busiest stage ``c``:
 compute = its chunk costs without the communication parts; tp/cp/ep_comm = the exposed parts in
-them; dp_comm = FSDP exposed + post-pipeline DP; bubble = makespan(p2p = 0) - busy_c; pp_comm =
-makespan - makespan(p2p = 0); optimizer.
+them; dp_comm = FSDP exposed + post-pipeline DP; pp_comm = the sends on the critical path (the first
+forward wave's pp-1 links per chunk and the last backward wave's, 2 (pp-1) vpp sends, at most the
+idle time of stage c); bubble = makespan - busy_c - pp_comm; optimizer.
 """
 
 from __future__ import annotations
@@ -402,7 +403,6 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     schedule = t.pipeline_schedule if pp > 1 else "1f1b"
     res = simulate(schedule, pp, vpp, nmb, costs, p2p_s, record=record_timeline)
     makespan = res.makespan_s
-    makespan0 = simulate(schedule, pp, vpp, nmb, costs, 0.0).makespan_s if p2p_s > 0 else makespan
 
     # ----- after the pipeline: DP gradient reduction, param all-gather, optimizer -----
     stage_params = stage_parameter_split(plan)
@@ -453,8 +453,10 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     ep_c = nmb * sum(q.ep for q in parts[c])
     dpin_c = nmb * sum(q.dp for q in parts[c])
     compute_c = busy[c] - tp_c - cp_c - ep_c - dpin_c
-    bubble = max(0.0, makespan0 - busy[c])
-    pp_comm = makespan - busy[c] - bubble
+    # the sends on the critical path: the first forward wave crosses pp-1 links per model chunk and
+    # the last backward wave crosses them back (the simulation hides the others behind compute)
+    pp_comm = min(max(0.0, makespan - busy[c]), 2 * (pp - 1) * vpp * p2p_s)
+    bubble = max(0.0, makespan - busy[c] - pp_comm)
     breakdown = {"compute": compute_c, "tp_comm": tp_c, "cp_comm": cp_c, "ep_comm": ep_c,
                  "dp_comm": dpin_c + dp_post, "pp_comm": pp_comm, "bubble": bubble, "optimizer": opt_s}
 

@@ -271,16 +271,27 @@ def extra_rows() -> list[dict]:
                        "fake_balanced_gate routing (config) = E/k groups of k consecutive experts, 1 group per token",
                        "no overlap of DeepEP dispatch/combine with compute (none configured)"]
         par = dict(e["parallel"], dp_sharding="full")
-        if e["parallel"].get("pp", 1) > 1:
-            assumptions.append("VP8 interleaving (torch interleaved1f1b, ~2 layers per virtual stage) not representable "
-                               "for 61 layers (vpp must divide every stage's layers): non-interleaved 1F1B with "
-                               "14/16/16/15 layers, ~vpp x more bubble than measured")
-        if e["gbs"] // (e["gpus"] // e["parallel"].get("pp", 1)) > 8 and e["parallel"].get("pp", 1) > 1:
-            assumptions.append("GA 4 x local batch 8: torch pipelining runs 4 schedules of 8 micro-batches "
-                               "(4 pipeline flushes); modelled as one schedule of 32")
+        gbs = e["gbs"]
+        sched = "1f1b"
+        pp = e["parallel"].get("pp", 1)
+        if pp > 1:
+            # torch interleaved1f1b with VP8: 32 virtual stages holding 61 layers split as evenly as
+            # torch pipelining does (29 x 2 + 3 x 1), embedding first, head + loss last
+            for k in ("pipeline_layers_first_stage", "pipeline_layers_last_stage"):
+                par.pop(k, None)
+            par.update(vpp=8, pipeline_layout="Ett|" + "tt|" * 28 + "t|t|tL")
+            sched = "interleaved_1f1b"
+            assumptions.append("VP8 interleaving as a Megatron layout string: 32 virtual stages of 2 layers "
+                               "(3 of 1), embedding on the first, head + loss on the last")
+            local, dp = 8, e["gpus"] // pp
+            if gbs // dp > local:
+                assumptions.append(f"GA {gbs // dp // local} x local batch {local}: torch pipelining runs one schedule "
+                                   f"per accumulation step, so one step = global batch {local * dp} (a schedule of "
+                                   f"{local} micro-batches); its optimizer step is counted every accumulation step")
+                gbs = local * dp
         plan = dict(model=model, parallel=par, source=dict(framework="megatron"),
-                    training=dict(global_batch_size=e["gbs"], micro_batch_size=e["mbs"], precision="bf16",
-                                  overlap_grad_reduce=True, overlap_param_gather=True,
+                    training=dict(global_batch_size=gbs, micro_batch_size=e["mbs"], precision="bf16",
+                                  pipeline_schedule=sched, overlap_grad_reduce=True, overlap_param_gather=True,
                                   recompute=dict(granularity="full"), moe_token_dispatcher="deepep"),
                     cluster=dict(gpu="h100-sxm", num_nodes=max(1, e["gpus"] // 8), gpus_per_node=min(8, e["gpus"])))
         out.append(dict(id=e["id"], source=f"{_AUTOMODEL}: {e['table']}", source_group="automodel_extra",
