@@ -280,12 +280,14 @@ def test_zero_paper_figure1_model_states():
     assert round(got["none"]) == 120
     assert round(got["optimizer"], 1) == 31.4
     assert round(got["full"], 1) == 1.9
-    # torchtitan FSDP2: fp32 sharded params are the master copy, fp32 grads: (4 + 4 + 8) / 64
+    # torchtitan FSDP2: fp32 sharded params are the master copy (4 + 8) / 64; fp32 sharded grads
+    # (4 / 64 once all reduced) count as far as the backward got at the peak moment
     plan = Plan(model=arch, parallel=dict(dp_sharding="full"), cluster=dict(num_nodes=8),
                 training=dict(global_batch_size=64), source=dict(framework="torchtitan"))
     st = stage_memory(plan)[0]
-    assert (st.parameters_bytes + st.gradients_bytes + st.optimizer_bytes) == pytest.approx(
-        16 / 64 * st.num_parameters, rel=1e-9)
+    rope = 4 * arch.seq_length * arch.kv_channels * arch.num_layers  # per-block RoPE buffers
+    assert st.parameters_bytes - rope + st.optimizer_bytes == pytest.approx(12 / 64 * st.num_parameters, rel=1e-6)
+    assert 0 <= st.gradients_bytes <= 4 / 64 * st.num_parameters + 1
 
 
 def test_moe_layer_activations_measured():
