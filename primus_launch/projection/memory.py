@@ -334,7 +334,10 @@ def _basis_peak(st: StageMemory, basis: str) -> int:
 def _titan_args(plan: Plan) -> tuple:
     m, p, t = plan.model, plan.parallel, plan.training
     r = t.recompute
-    return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, plan.dp, p.dp_replicate, plan.chunk_layout(),
+    # FSDP shard group dp_shard = dp / dp_replicate; DDP (dp_sharding "none"): torchtitan 0.3.0's
+    # fully_shard with a shard group of one (its mixed-precision policy), i.e. all DP ranks replicate
+    shard = plan.dp // max(1, p.dp_replicate) if p.dp_sharding == "full" else 1
+    return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, shard, 1, plan.chunk_layout(),
             t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches, t.precision, r.granularity, r.method,
             r.num_layers, t.compile, p.fsdp_reshard_after_forward)
 
