@@ -54,6 +54,7 @@ from primus_launch.projection.hardware import GiB, get_gpu
 from primus_launch.projection.memory_activations import (
     TE,
     ActivationImpl,
+    impl_for,
     layer_activation_bytes,
     output_activation_bytes,
     rope_table_bytes,
@@ -114,12 +115,13 @@ def _optimizer_bytes(precision: str, optimizer: str) -> int:
     return states + (4 if mixed else 0)
 
 
-def stage_memory(plan: Plan, impl: ActivationImpl = TE, titan_impl: TitanImpl = TITAN) -> list[StageMemory]:
+def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: TitanImpl = TITAN) -> list[StageMemory]:
     """Per PP rank, bytes on one GPU of that rank (see the module docstring; TorchTitan plans:
     :mod:`memory_titan`)."""
     if plan.framework == "torchtitan":
         return [st.model_copy() for st in _titan_stage_memory(*_titan_args(plan), titan_impl)]
     m, p, t = plan.model, plan.parallel, plan.training
+    impl = impl_for(m, t.attention_backend, impl or TE)
     r = t.recompute
     src = plan.source.framework if plan.source else "megatron"
     key = arch_key(m)
@@ -276,7 +278,7 @@ def _ep_routing(plan: Plan) -> bool:
     return plan.model.is_moe and plan.parallel.ep > 1
 
 
-def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl = TE,
+def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl | None = None,
                     memory_basis: MemoryBasis = "reserved") -> MemoryReport:
     """Peak bytes per GPU, the worst stage's breakdown and whether it fits ``capacity*(1-margin)``.
 
