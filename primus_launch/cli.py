@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--gpu-file", help="TOML/YAML file adding or overriding GPU specs")
     ap.add_argument("--memory-margin", type=float, default=0.05,
                     help="fraction of HBM kept free for the fits verdict (default 0.05)")
+    ap.add_argument("--memory-basis", choices=["reserved", "allocated"], default="reserved",
+                    help="peak the fits verdict compares with the GPU's capacity: the caching allocator's "
+                         "estimated reserved peak (default) or the allocated peak (both + CUDA context/NCCL)")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     ap.add_argument("--trace", help="write the simulated pipeline timeline as a Chrome/Perfetto trace")
     ap.add_argument("--report", help="write a self-contained HTML report")
@@ -88,7 +91,7 @@ def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
 def _project(a: argparse.Namespace, plan: Plan):
     from primus_launch.projection.api import project
 
-    return project(plan, dry_run=a.dry_run, memory_margin=a.memory_margin,
+    return project(plan, dry_run=a.dry_run, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
                    measure_device=a.measure_device, record_timeline=bool(a.trace or a.report))
 
 
@@ -190,7 +193,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.projection.api import project
         from primus_launch.report_html import write_tune_report
 
-        detailed = project(best, dry_run=a.dry_run, memory_margin=a.memory_margin,
+        detailed = project(best, dry_run=a.dry_run, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
                            measure_device=a.measure_device, record_timeline=True)
         write_tune_report(res.model_copy(update={"best": detailed}), a.report)
     tuned_cmd = None

@@ -192,6 +192,8 @@ def block_spec(plan: Plan, cfg: TransformerConfig, pp_rank: int, vp_stage: int |
     norm = "RMSNorm" if plan.model.normalization == "rmsnorm" else "LayerNorm"
     spec = get_gpt_decoder_block_spec(cfg, use_transformer_engine=False, normalization=norm,
                                       vp_stage=vp_stage, pp_rank=pp_rank)
+    if plan.training.attention_backend in ("unfused", "local"):
+        return spec  # megatron's own DotProductAttention (materialised s x s scores)
     for ls in spec.layer_specs:
         ls.submodules.self_attention.submodules.core_attention = SDPACoreAttention
     return spec

@@ -68,7 +68,8 @@ def measure_step(plan: Plan, num_layers: int, *, pre_process: bool = True, post_
     over.update(pipeline_model_parallel_size=1, num_layers_in_first_pipeline_stage=None,
                 num_layers_in_last_pipeline_stage=None, virtual_pipeline_model_parallel_size=None,
                 expert_model_parallel_size=1, sequence_parallel=p.sequence_parallel,
-                bias_activation_fusion=fused_swiglu)
+                bias_activation_fusion=fused_swiglu, hidden_dropout=plan.model.hidden_dropout,
+                attention_dropout=plan.model.attention_dropout)
     if r.granularity == "selective":
         over.update(recompute_granularity="selective", recompute_modules=["core_attn"])
     elif r.granularity == "full":
@@ -111,6 +112,8 @@ def _run(plan, cfg, p, m, num_layers, pre_process, post_process, fake) -> dict[s
         tokens = (torch.zeros((b, s), dtype=torch.long) if fake
                   else torch.randint(0, m.vocab_size, (b, s), generator=gen))
         pos = torch.arange(s).unsqueeze(0).expand(b, s)
+        # megatron's unfused attention builds its default causal mask on "cuda": pass one (True = masked)
+        mask = torch.triu(torch.ones((1, 1, s, s), dtype=torch.bool), diagonal=1)
         hidden = None
         if not pre_process:
             sh = s // p.tp if p.sequence_parallel else s
@@ -122,7 +125,7 @@ def _run(plan, cfg, p, m, num_layers, pre_process, post_process, fake) -> dict[s
         mt.track_external(model)
         with mt:
             before = _total(mt.get_tracker_snapshot("current"))
-            out = model(tokens, pos, None, labels=tokens if post_process else None)
+            out = model(tokens, pos, mask, labels=tokens if post_process else None)
             loss = out.float().sum()
             after = _total(mt.get_tracker_snapshot("current"))
             loss.backward()

@@ -30,18 +30,26 @@ def project(
     measure_device: Optional[MeasureDevice] = None,
     record_timeline: bool = False,
     cache_dir: Optional[Path] = None,
+    memory_basis: str = "reserved",
 ) -> ProjectionResult:
     """Project one training iteration of ``plan`` on its target cluster.
 
     ``dry_run=True``: pure simulation (roofline/efficiency models of the target GPU).
     ``dry_run=False``: build the real framework layers at reduced size on the local device,
     measure them, and upscale analytically (``projection.measure``).
+    ``memory_basis``: what ``fits`` compares with the GPU's capacity -- ``"reserved"`` (default: the
+    caching allocator's estimated reserved peak) or ``"allocated"`` (the allocated peak); both add the
+    memory outside the allocator (:func:`projection.memory.estimate_memory`).
     """
     get_gpu(plan.cluster.gpu)  # unknown GPU -> PlanError before any work
     if not 0.0 <= memory_margin < 1.0:
         from primus_launch.plan import PlanError
 
         raise PlanError("memory_margin", memory_margin, "a fraction in [0, 1)")
+    if memory_basis not in ("reserved", "allocated"):
+        from primus_launch.plan import PlanError
+
+        raise PlanError("memory_basis", memory_basis, "reserved or allocated")
     if dry_run:
         from primus_launch.projection.dryrun import project_dry_run
 
@@ -52,6 +60,11 @@ def project(
         device = measure_device or default_measure_device()
         result = project_measured(plan, device=device, memory_margin=memory_margin,
                                   record_timeline=record_timeline, cache_dir=cache_dir)
+    if memory_basis != result.memory.memory_basis:
+        from primus_launch.projection.memory import estimate_memory
+
+        result = result.model_copy(update={"memory": estimate_memory(plan, margin=memory_margin,
+                                                                     memory_basis=memory_basis)})
     return with_reader_warnings(result)
 
 

@@ -107,8 +107,11 @@ _add(GPUSpec(name="h100-sxm", vendor="nvidia", arch="hopper", peak_flops_bf16=98
 # from the stack count (GH100 has 12 512-bit controllers, glennklockwood.com/garden/processors/h100).
 # The clock sustained under 500 W is not published either: ``sustained_clock_fraction`` is a
 # calibrated constant (scripts/calibrate.py, provenance in projection/calibration.py).
+# Usable capacity = what the device reports (torch total_memory), 95.0 GiB: torchtitan's memory log on
+# these GPUs prints 48.87GiB(51.44%) (pytorch/torchtitan experiments/graph_trainer/.claude/CLAUDE.md;
+# the % is of torch.cuda.get_device_properties().total_memory): 48.87 / 0.5144 = 95.0 GiB.
 _add(GPUSpec(name="h100-sxm-96gb-500w", vendor="nvidia", arch="hopper", peak_flops_bf16=989.4e12,
-             peak_flops_fp8=1978.9e12, hbm_bytes=96 * GB, hbm_bw=2.46e12, intra_node_bw=450e9,
+             peak_flops_fp8=1978.9e12, hbm_bytes=95.0 * GiB, hbm_bw=2.46e12, intra_node_bw=450e9,
              intra_node_topology="switch", inter_node_bw=50e9, tdp_watts=500, num_sms=132, sustained_clock_fraction=1.0,
              source="torchtitan docs/performance.md (96GB HBM2e, 500W); H100 datasheet for compute"))
 # NVIDIA H200 SXM 141GB: same Hopper compute as H100 (989.4 BF16 / 1,978.9 FP8 dense);

@@ -17,7 +17,7 @@ from typing import Optional
 
 from primus_launch.plan import Plan, PlanError, legality_problems
 from primus_launch.projection.hardware import GiB, get_gpu
-from primus_launch.projection.memory import TE, _stage_memory
+from primus_launch.projection.memory import TE, _basis_peak, impl_for, _stage_memory, _titan_args, _titan_stage_memory
 from primus_launch.projection.params import arch_key
 
 
@@ -27,31 +27,37 @@ def _capacity(gpu: str) -> float:
     return float(get_gpu(gpu).hbm_bytes)
 
 
-def memory_peak(plan: Plan) -> tuple[int, int]:
+def memory_peak(plan: Plan, memory_basis: str = "reserved") -> tuple[int, int]:
     """(peak bytes per GPU, worst stage) of :func:`memory.estimate_memory`, without the report."""
+    if plan.framework == "torchtitan":
+        stages = _titan_stage_memory(*_titan_args(plan))
+        worst = max(stages, key=lambda s: _basis_peak(s, memory_basis))
+        return _basis_peak(worst, memory_basis), worst.stage
     m, p, t = plan.model, plan.parallel, plan.training
     r = t.recompute
     stages = _stage_memory(
         arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding,
         p.dp_replicate, plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size,
         plan.num_microbatches, t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method,
-        r.num_layers, plan.dp, plan.expert_dp, plan.source.framework if plan.source else "megatron", TE)
-    worst = max(stages, key=lambda s: s.total_bytes)
-    return worst.total_bytes, worst.stage
+        r.num_layers, plan.dp, plan.expert_dp, plan.source.framework if plan.source else "megatron",
+        impl_for(m, t.attention_backend, TE))
+    worst = max(stages, key=lambda s: _basis_peak(s, memory_basis))
+    return _basis_peak(worst, memory_basis), worst.stage
 
 
-def prefilter(plan: Plan, margin: float = 0.05) -> Optional[str]:
+def prefilter(plan: Plan, margin: float = 0.05, memory_basis: str = "reserved") -> Optional[str]:
     """Why ``plan`` is illegal (divisibility first, then memory), or ``None`` when it may run.
 
-    Memory: illegal when the peak per GPU exceeds ``capacity * (1 - margin)`` with the capacity of
-    ``plan.cluster.gpu`` from the hardware database.
+    Memory: illegal when the peak per GPU (``memory_basis``: the estimated reserved or the allocated
+    peak, plus the memory outside the allocator) exceeds ``capacity * (1 - margin)`` with the capacity
+    of ``plan.cluster.gpu`` from the hardware database.
     """
     problems = legality_problems(plan)
     if problems:
         return str(PlanError(*problems[0]))
-    peak, stage = memory_peak(plan)
+    peak, stage = memory_peak(plan, memory_basis)
     usable = _capacity(plan.cluster.gpu) * (1.0 - margin)
     if peak > usable:
         return (f"memory: peak {peak / GiB:.1f} GiB per GPU on pipeline stage {stage} exceeds "
-                f"{usable / GiB:.1f} GiB usable ({plan.cluster.gpu} HBM with margin {margin:.0%})")
+                f"{usable / GiB:.1f} GiB usable ({plan.cluster.gpu} HBM with margin {margin:.0%}, {memory_basis} basis)")
     return None

@@ -47,12 +47,14 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import Literal
 
 from primus_launch.plan import Plan
 from primus_launch.projection.hardware import GiB, get_gpu
 from primus_launch.projection.memory_activations import (
     TE,
     ActivationImpl,
+    impl_for,
     layer_activation_bytes,
     output_activation_bytes,
     rope_table_bytes,
@@ -63,11 +65,27 @@ from primus_launch.projection.params import (
     _stage_split,
     arch_key,
 )
+from primus_launch.projection.memory_titan import TITAN, TitanImpl, stage_walk
+from primus_launch.projection.memory_titan import head_kept_bytes as titan_head_bytes
+from primus_launch.projection.memory_titan import layer_activation_bytes as titan_layer_bytes
 from primus_launch.projection.pipeline import activations_in_flight
 from primus_launch.projection.result import MemoryReport, StageMemory
 
-FRAMEWORK_RESERVE_BYTES = 2 * GiB
-FRAGMENTATION = 0.05
+#: memory a process takes outside PyTorch's caching allocator (CUDA/HIP context with lazy module
+#: loading ~0.5 GiB, cuBLAS/hipBLASLt workspaces, NCCL/RCCL communicator buffers of the TP/PP/DP
+#: groups ~1 GiB): a stated assumption, not a measurement; it never shows in ``memory_reserved()``
+OUTSIDE_ALLOCATOR_BYTES = 2 * GiB
+#: reserved minus allocated at the peak: the caching allocator keeps freed blocks cached and cannot
+#: serve a request from two non-adjacent free blocks (c10/cuda/CUDACachingAllocator.cpp: blocks are
+#: rounded to 512 B / segments of 2 MiB and more, large blocks are split and not merged across
+#: segments), so ``memory_reserved`` runs above ``memory_allocated`` by a fraction of the dynamic
+#: (activation + transient) memory: a stated assumption of 10 %, judged (not tuned) against published
+#: reserved peaks in ``scripts/validate_memory.py``
+ALLOCATOR_FRAGMENTATION = 0.10
+# kept for callers of the old names (total reserve = outside-allocator bytes + fragmentation)
+FRAMEWORK_RESERVE_BYTES = OUTSIDE_ALLOCATOR_BYTES
+FRAGMENTATION = ALLOCATOR_FRAGMENTATION
+MemoryBasis = Literal["reserved", "allocated"]
 
 
 @lru_cache(maxsize=4096)
@@ -97,9 +115,13 @@ def _optimizer_bytes(precision: str, optimizer: str) -> int:
     return states + (4 if mixed else 0)
 
 
-def stage_memory(plan: Plan, impl: ActivationImpl = TE) -> list[StageMemory]:
-    """Per PP rank, bytes on one GPU of that rank (see the module docstring)."""
+def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: TitanImpl = TITAN) -> list[StageMemory]:
+    """Per PP rank, bytes on one GPU of that rank (see the module docstring; TorchTitan plans:
+    :mod:`memory_titan`)."""
+    if plan.framework == "torchtitan":
+        return [st.model_copy() for st in _titan_stage_memory(*_titan_args(plan), titan_impl)]
     m, p, t = plan.model, plan.parallel, plan.training
+    impl = impl_for(m, t.attention_backend, impl or TE)
     r = t.recompute
     src = plan.source.framework if plan.source else "megatron"
     key = arch_key(m)
@@ -235,39 +257,168 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
         if any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers):
             trans.append(2.0 * a * sb * m.moe_router_topk * m.hidden_size + layer_bwd)
         transient = max(0.0, max(trans))
-        reserve = FRAMEWORK_RESERVE_BYTES + FRAGMENTATION * (activations + transient)
-        total = weights + grads + optim + activations + transient + reserve
-        out.append(StageMemory(
-            stage=rank, parameters_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(optim),
-            activations_bytes=int(activations), transient_bytes=int(transient), reserve_bytes=int(reserve),
-            total_bytes=int(total), microbatches_in_flight=int(math.ceil(units / max(1, len(layout[rank])))),
-            num_parameters=sp_.total))
+        out.append(_stage(rank, weights, grads, optim, activations, transient,
+                          int(math.ceil(units / max(1, len(layout[rank])))), sp_.total))
     return tuple(out)
+
+
+def _stage(rank, weights, grads, optim, activations, transient, in_flight, nparams) -> StageMemory:
+    frag = ALLOCATOR_FRAGMENTATION * max(0.0, activations + transient)
+    allocated = weights + grads + optim + activations + transient
+    reserve = OUTSIDE_ALLOCATOR_BYTES + frag
+    return StageMemory(
+        stage=rank, parameters_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(optim),
+        activations_bytes=int(activations), transient_bytes=int(transient), reserve_bytes=int(reserve),
+        total_bytes=int(allocated + reserve), microbatches_in_flight=in_flight, num_parameters=nparams,
+        allocated_bytes=int(allocated), allocator_reserve_bytes=int(frag),
+        outside_allocator_bytes=int(OUTSIDE_ALLOCATOR_BYTES))
 
 
 def _ep_routing(plan: Plan) -> bool:
     return plan.model.is_moe and plan.parallel.ep > 1
 
 
-def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl = TE) -> MemoryReport:
-    """Peak bytes per GPU, the worst stage's breakdown and whether it fits ``capacity*(1-margin)``."""
+def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl | None = None,
+                    memory_basis: MemoryBasis = "reserved") -> MemoryReport:
+    """Peak bytes per GPU, the worst stage's breakdown and whether it fits ``capacity*(1-margin)``.
+
+    ``memory_basis="reserved"`` (default) compares the caching allocator's estimated reserved peak
+    (allocated + :data:`ALLOCATOR_FRAGMENTATION` of the dynamic part) plus
+    :data:`OUTSIDE_ALLOCATOR_BYTES` with the device's capacity; ``"allocated"`` the allocated peak plus
+    the same outside-allocator bytes.
+    """
+    if memory_basis not in ("reserved", "allocated"):
+        from primus_launch.plan import PlanError
+
+        raise PlanError("memory_basis", memory_basis, "reserved or allocated")
     stages = stage_memory(plan, impl)
-    worst = max(stages, key=lambda s: s.total_bytes)
+    worst = max(stages, key=lambda s: _basis_peak(s, memory_basis))
+    peak = _basis_peak(worst, memory_basis)
     cap = int(get_gpu(plan.cluster.gpu).hbm_bytes)
+    titan = plan.framework == "torchtitan"
     notes = [
-        f"activations assume megatron-core + Transformer Engine (flash attention, fused SwiGLU/RoPE, "
-        f"no dropout); framework reserve {FRAMEWORK_RESERVE_BYTES / GiB:.0f} GiB + "
-        f"{FRAGMENTATION:.0%} of activations for allocator fragmentation",
+        ("activations: torchtitan modules (fused RMSNorm, flash SDPA, unfused SwiGLU, fp32 loss logits), FSDP2 "
+         "walk of the backward (tests/titan_trace.py traces)" if titan else
+         "activations assume megatron-core + Transformer Engine (flash attention, fused SwiGLU/RoPE)"
+         + (", dropout masks" if plan.model.hidden_dropout or plan.model.attention_dropout else ", no dropout")),
+        f"memory basis {memory_basis}: allocated peak {worst.allocated_bytes / GiB:.1f} GiB, estimated reserved "
+        f"{(worst.allocated_bytes + worst.allocator_reserve_bytes) / GiB:.1f} GiB (allocator model: +"
+        f"{ALLOCATOR_FRAGMENTATION:.0%} of activations + transients), + {OUTSIDE_ALLOCATOR_BYTES / GiB:.0f} GiB "
+        f"outside the allocator (CUDA context, cuBLAS, NCCL; assumed)",
     ]
     if plan.training.precision == "fp8":
-        notes.append("fp8: weights and activations counted in bf16 (TE keeps bf16 weights; it keeps some "
-                     "linear inputs in fp8, so activations are an upper bound)")
+        notes.append("fp8: weights and activations counted in bf16 (TE / torchao keep bf16 weights and save "
+                     "high-precision linear inputs; fp8 copies not counted)")
+    if titan and plan.training.compile:
+        notes.append("torch.compile: norms fused and SwiGLU keeping w1/w3 outputs only (stated model, not traced)")
     if _ep_routing(plan):
         notes.append("MoE: each EP rank assumed to receive the average sb*topk routed tokens (balanced routing)")
+    breakdown = {"parameters": worst.parameters_bytes, "gradients": worst.gradients_bytes,
+                 "optimizer": worst.optimizer_bytes, "activations": worst.activations_bytes,
+                 "transient": worst.transient_bytes,
+                 "reserve": peak - worst.allocated_bytes}
     return MemoryReport(
-        peak_bytes_per_gpu=worst.total_bytes, capacity_bytes=cap, margin_fraction=margin,
-        fits=worst.total_bytes <= cap * (1 - margin), worst_stage=worst.stage,
-        breakdown={"parameters": worst.parameters_bytes, "gradients": worst.gradients_bytes,
-                   "optimizer": worst.optimizer_bytes, "activations": worst.activations_bytes,
-                   "transient": worst.transient_bytes, "reserve": worst.reserve_bytes},
-        stages=stages, notes=notes)
+        peak_bytes_per_gpu=peak, capacity_bytes=cap, margin_fraction=margin,
+        fits=peak <= cap * (1 - margin), worst_stage=worst.stage, breakdown=breakdown,
+        stages=stages, notes=notes, memory_basis=memory_basis, allocated_peak_bytes=worst.allocated_bytes,
+        reserved_peak_bytes=worst.allocated_bytes + worst.allocator_reserve_bytes,
+        outside_allocator_bytes=worst.outside_allocator_bytes)
+
+
+def _basis_peak(st: StageMemory, basis: str) -> int:
+    """Bytes compared with the capacity: the basis peak plus the memory outside the allocator."""
+    if basis == "allocated":
+        return st.allocated_bytes + st.outside_allocator_bytes
+    return st.total_bytes
+
+
+# ---------------------------------------------------------------- TorchTitan
+def _titan_args(plan: Plan) -> tuple:
+    m, p, t = plan.model, plan.parallel, plan.training
+    r = t.recompute
+    # FSDP shard group dp_shard = dp / dp_replicate; DDP (dp_sharding "none"): torchtitan 0.3.0's
+    # fully_shard with a shard group of one (its mixed-precision policy), i.e. all DP ranks replicate
+    shard = plan.dp // max(1, p.dp_replicate) if p.dp_sharding == "full" else 1
+    return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, shard, 1, plan.chunk_layout(),
+            t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches, t.precision, r.granularity, r.method,
+            r.num_layers, t.compile, p.fsdp_reshard_after_forward)
+
+
+@lru_cache(maxsize=65536)
+def _titan_stage_memory(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
+                        gran, method, rnum, compiled, reshard, impl: TitanImpl = TITAN) -> tuple[StageMemory, ...]:
+    """TorchTitan stages (:mod:`memory_titan`): FSDP2 over ``S = dp_shard x cp``, the backward walk."""
+    m = _arch(key)
+    S = max(1, dp // max(1, dp_replicate)) * cp
+    Se = max(1, S * tp // max(1, ep))  # torchtitan efsdp = dp_shard * cp * tp / ep
+    seq = m.seq_length
+    sb = seq // cp * mbs
+    h = m.hidden_size
+    flight = _in_flight(schedule, pp, vpp, nmb)
+    ac = {"none": "none", "op": "op", "selective": "op", "full": "full"}[gran]
+    d_rope = m.qk_pos_emb_head_dim if m.multi_latent_attention else m.kv_channels
+    kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep)
+    layer_of = {moe: titan_layer_bytes(m, ac="none", moe=moe, **kw) for moe in {False, m.is_moe}}
+    ck_of = {moe: titan_layer_bytes(m, ac="full" if ac == "full" else "op", moe=moe, **kw) for moe in {False, m.is_moe}}
+    V = m.vocab_size
+    Ue = V / tp * h
+    Uh = V / tp * h + h
+    out = []
+    for rank in range(pp):
+        units: list[tuple[str, float, float, float]] = []
+        dense_p = expert_p = 0.0
+        n_layers = 0
+        has_emb = any(c.embedding for c in layout[rank])
+        has_loss = any(c.loss for c in layout[rank])
+        for chunk in layout[rank]:
+            if chunk.embedding:
+                units.append(("emb", Ue, 0.0, 0.0))
+                dense_p += Ue
+            for j, i in enumerate(chunk.layers):
+                moe = m.is_moe_layer(i)
+                lp = _layer(key, tp, etp, ep, moe, "te")
+                dense_p += lp.dense
+                expert_p += lp.expert
+                n_layers += 1
+                full = layer_of[moe]
+                if ac == "full" and method == "every_n":
+                    ck = (j + 1) % (rnum or 1) == 0
+                elif ac == "full":
+                    ck = True
+                else:
+                    ck = ac == "op"
+                kept = ck_of[moe].kept if ck else full.full
+                rebuilt = full.full - kept if ck else 0.0
+                units.append(("layer", lp.dense + lp.expert * S / Se, kept, rebuilt))
+        if has_loss:
+            dense_p += Uh
+        shard_p = dense_p / S + expert_p / Se
+        weights = 4.0 * shard_p + 4.0 * seq * d_rope * n_layers  # fp32 shards + per-block RoPE buffers
+        optim = 8.0 * shard_p  # AdamW exp_avg + exp_avg_sq, fp32, sharded like the parameters
+        static = weights + optim
+        # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
+        per_mb = sum(u[2] for u in units if u[0] == "layer") + (8.0 * sb if has_emb else 0.0)
+        units_in_flight = flight[rank] / max(1, len(layout[rank])) if pp > 1 else 1.0
+        scaled = [(k, U, kept * units_in_flight, rb) for (k, U, kept, rb) in units]
+        emb_ids = 8.0 * sb * units_in_flight if has_emb else 0.0
+        head = None
+        loss_grads = held = 0.0
+        if has_loss:
+            hn, hin, logp = titan_head_bytes(m, seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl)
+            head = (hn, hin, logp, Uh)
+            loss_grads = (2 if tp == 1 else 3) * 4.0 * sb * V / tp
+            if reshard != "always":
+                held = 2.0 * Uh if S > 1 else 0.0
+        pp_extra = 0.0
+        if pp > 1 and reshard != "always":
+            # unsharded bf16 parameters kept from the first forward + fp32 unsharded gradients
+            # accumulated across micro-batches (no gradient sync until the last)
+            pp_extra = 6.0 * (dense_p + expert_p) - (held if has_loss else 0.0)
+        g_ = 2 if m.swiglu else 1
+        layer_bwd = 2.0 * sb * ((g_ + 2) * m.ffn_hidden_size / tp + h)
+        peak, parts = stage_walk(static=static, units=scaled, S=S, head=head, emb_ids=emb_ids,
+                                 loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, layer_bwd=layer_bwd)
+        acts = parts["activations"]
+        out.append(_stage(rank, weights, parts["gradients"], optim, acts, parts["transient"],
+                          int(math.ceil(units_in_flight)), int(dense_p + expert_p)))
+    return tuple(out)

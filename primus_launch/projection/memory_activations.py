@@ -54,7 +54,13 @@ class ActivationImpl:
     """Which tensors an implementation keeps (see module docstring)."""
 
     flash_attention: bool = True  # no s x s scores kept (flash / cuDNN fused attention)
-    dropout: bool = False  # attention + hidden dropout masks (1 byte per element)
+    dropout: bool = False  # hidden dropout masks (1 byte per element, Megatron bias-dropout-add)
+    attention_dropout: bool = False  # unfused attention only: the s x s dropout mask and dropped probabilities
+    mask_bytes: int = 1  # per dropped element: CUDA fused dropout keeps a bool mask; torch's CPU dropout a bf16 noise
+    softmax_bytes: int = 2  # unfused attention, per s x s element: fused scale-mask-softmax keeps its bf16
+    #                        output; megatron's torch fallback in fp32 keeps the fp32 softmax and its bf16 copy (6)
+    dropped_copy: bool = True  # attention dropout writes a new dropped-probabilities tensor (TE); in the torch
+    #                            fallback it replaces the bf16 copy the V matmul would otherwise keep
     rope_copies: bool = True  # RoPE writes new Q, K (off: Q, K are views of the fused QKV output)
     rope_tables: bool = False  # unfused RoPE keeps cos/sin of q and k per layer (4 * s * d_rot)
     norm_bytes: int = 2  # bytes kept per norm-input element (TE: the bf16 input; torch CPU: 8)
@@ -62,8 +68,22 @@ class ActivationImpl:
 
 
 TE = ActivationImpl()
-MCORE_LOCAL = ActivationImpl(norm_bytes=8, rope_tables=True)
-KORTHIKANTI = ActivationImpl(flash_attention=False, dropout=True, rope_copies=False, norm_stats=False)
+MCORE_LOCAL = ActivationImpl(norm_bytes=8, rope_tables=True, mask_bytes=2, softmax_bytes=6, dropped_copy=False)
+KORTHIKANTI = ActivationImpl(flash_attention=False, dropout=True, attention_dropout=True, rope_copies=False,
+                             norm_stats=False)
+
+
+def impl_for(arch: ModelArch, attention_backend: str = "auto", base: ActivationImpl = TE) -> ActivationImpl:
+    """``base`` with the plan's dropout and attention backend: hidden dropout > 0 keeps two bool masks
+    ``sbh/spd`` per layer (Megatron ``bias_dropout_add``); ``attention_backend`` unfused / local keeps
+    the ``s x s`` softmax output ``a b (nq/t) s^2`` (megatron ``DotProductAttention``), and with
+    attention dropout > 0 its bool mask and dropped copy; flash / fused attention drop in-kernel from
+    the RNG state (nothing kept)."""
+    import dataclasses
+
+    return dataclasses.replace(base, dropout=arch.hidden_dropout > 0,
+                               flash_attention=base.flash_attention and attention_backend not in ("unfused", "local"),
+                               attention_dropout=arch.attention_dropout > 0)
 
 
 @dataclass(frozen=True)
@@ -102,7 +122,7 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         return impl.norm_bytes * sb * n / shard + (stats if shard == spd else 0.0)
 
     def mask(n: float) -> float:
-        return n if impl.dropout else 0.0
+        return impl.mask_bytes * n if impl.dropout else 0.0
 
     # ---- attention ----
     attn = norm(h) + a * sb * h / spd  # input norm, QKV (or q/kv down) input
@@ -129,7 +149,9 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     if impl.flash_attention:
         core = 4.0 * mbs * nq / t * s  # fp32 log-sum-exp
     else:
-        core = a * mbs * nq / t * s * s + mask(mbs * nq / t * s * s) + (a * mbs * nq / t * s * s if impl.dropout else 0)
+        core = (impl.softmax_bytes if a == 2 else a) * mbs * nq / t * s * s
+        if impl.attention_dropout:
+            core += (impl.mask_bytes + (a if impl.dropped_copy else 0)) * mbs * nq / t * s * s  # mask + dropped probs
     attn += core + mask(sb * h / spd)
 
     # ---- MLP ----

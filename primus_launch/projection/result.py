@@ -10,7 +10,14 @@ from primus_launch.plan import Plan, UnmodelledFlag
 
 
 class StageMemory(BaseModel):
-    """Per-GPU bytes on one pipeline stage (worst rank of that stage)."""
+    """Per-GPU bytes on one pipeline stage (worst rank of that stage) at its allocated peak.
+
+    ``parameters + gradients + optimizer + activations + transient = allocated_bytes`` (what
+    ``torch.cuda.memory_allocated`` would show at the peak); ``reserve_bytes`` =
+    ``allocator_reserve_bytes`` (caching allocator: reserved minus allocated) +
+    ``outside_allocator_bytes`` (CUDA context, cuBLAS workspaces, NCCL buffers); ``total_bytes`` =
+    allocated + reserve (the reserved basis plus what lives outside the allocator).
+    """
 
     stage: int
     parameters_bytes: int
@@ -22,9 +29,17 @@ class StageMemory(BaseModel):
     total_bytes: int
     microbatches_in_flight: int
     num_parameters: int = Field(description="parameters held by one GPU of this stage (after TP/EP/PP split)")
+    allocated_bytes: int = Field(default=0, description="allocated peak: parameters..transient")
+    allocator_reserve_bytes: int = Field(default=0, description="reserved minus allocated (allocator caching, "
+                                                               "fragmentation): a stated model")
+    outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS workspaces, NCCL buffers")
 
 
 class MemoryReport(BaseModel):
+    """``fits`` = ``peak_bytes_per_gpu <= capacity_bytes * (1 - margin_fraction)`` where
+    ``peak_bytes_per_gpu`` is the ``memory_basis`` peak (``reserved``: the caching allocator's reserved
+    peak; ``allocated``: the allocated peak) plus the memory outside the allocator."""
+
     peak_bytes_per_gpu: int
     capacity_bytes: int
     margin_fraction: float
@@ -33,6 +48,11 @@ class MemoryReport(BaseModel):
     breakdown: dict[str, int] = Field(description="the worst stage's bytes by component")
     stages: list[StageMemory]
     notes: list[str] = Field(default_factory=list)
+    memory_basis: Literal["reserved", "allocated"] = "reserved"
+    allocated_peak_bytes: int = Field(default=0, description="worst stage's allocated peak (memory_allocated)")
+    reserved_peak_bytes: int = Field(default=0, description="worst stage's estimated reserved peak "
+                                                            "(memory_reserved; allocator model stated in notes)")
+    outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS workspaces, NCCL buffers")
 
 
 class TimelineEvent(BaseModel):
