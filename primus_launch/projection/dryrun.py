@@ -387,7 +387,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.elem(Tn * E * 4 * 3, "router softmax / top-k / aux loss (fp32)", 2.0, (4, 4))
         acc.scope = "moe_preprocess"
         Te = max(1, T * etp // tp)
-        perm_k = (2, 2) if prof.fused_permute else (6, 6)
+        perm_k = (1, 1) if prof.fused_permute else (6, 6)
         perm_x = 1.0 if prof.fused_permute else 3.0
         acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
                  1.0, perm_k)

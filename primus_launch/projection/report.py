@@ -42,4 +42,15 @@ def render_text(r: ProjectionResult) -> str:
     notes = list(r.notes) + list(m.notes)
     if notes:
         out.append("\n".join(f"note: {n}" for n in notes))
+    if r.mode == "dry-run":
+        out.append(render_explanation(r))
     return "\n\n".join(out)
+
+
+def render_explanation(r: ProjectionResult) -> str:
+    """The dry-run term by term: per kernel of one layer its time, efficiency and source, the
+    layer's communication and the framework profile (``projection/cost/explain.py``)."""
+    from primus_launch.projection.cost.explain import explain_text
+
+    return ("how the dry-run priced it (kernel times include the framework's in-situ efficiency and the "
+            "sustained clock)\n\n" + explain_text(r.plan))
