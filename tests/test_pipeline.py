@@ -327,7 +327,7 @@ def test_engine_equals_reference_on_random_costs(schedule, vpp):
         assert got.makespan_s == approx(_reference(schedule, pp, vpp, m, costs, p2p))
         # the ring table (no timeline; long schedules extrapolated from their steady state) and the
         # full table (timeline) give the same times (to rounding)
-        assert simulate(schedule, pp, vpp, m, costs, p2p, record=True).makespan_s == approx(got.makespan_s, rel=1e-12)
+        assert simulate(schedule, pp, vpp, m, costs, p2p, record=True).makespan_s == pytest.approx(got.makespan_s, rel=1e-12)
         serial = sum(got.stage_busy_s) + sum(p2p) * 2 * m * vpp
         assert max(got.stage_busy_s) * (1 - 1e-12) <= got.makespan_s <= serial
         for busy, bub in zip(got.stage_busy_s, got.stage_bubble_s):
