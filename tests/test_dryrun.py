@@ -362,3 +362,5 @@ def test_precision_aware_optimizer_and_offload():
     assert optimizer_bytes_per_param(pa) == 26
     off = p.with_changes(training={"offload": {"optimizer_fraction": 1.0}})
     assert project_dry_run(off).time_breakdown["optimizer"] > project_dry_run(p).time_breakdown["optimizer"]
+    act = p.with_changes(training={"offload": {"activation_layers": 2}})
+    assert project_dry_run(act).iteration_time_s > project_dry_run(p).iteration_time_s   # PCIe slower than the layer

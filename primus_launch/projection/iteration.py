@@ -36,6 +36,9 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   dispatch behind the shared expert; ``overlap_moe_expert_parallel_comm`` (1F1B all-to-all overlap)
   hides a forward's dispatch / combine behind another micro-batch's backward of the layer and vice
   versa: exposed = max(0, comm - that compute);
+- activation offloading (``offload.activation_layers``, the first layers of each chunk): each
+  offloaded layer's activations go to host memory in forward and come back in backward over
+  ``GPUSpec.host_link_bw``, hidden behind the next layer's compute where it is long enough;
 - FSDP (``dp_sharding="full"``): per layer, the parameter all-gather (bf16; FP8 with
   ``fp8_param_gather``) in forward and again in backward (unless ``fsdp_reshard_after_forward`` is
   ``never``) and the gradient reduce-scatter in backward, prefetched: the exposed part is
@@ -231,8 +234,25 @@ def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[f
         b = max(0.0, b - sh.bwd_input_s - sh.bwd_weight_s)
     if t.overlap_moe_expert_parallel_comm and lt.moe_layer is not None:
         mo = lt.moe_layer
-        f, b = max(0.0, f - (mo.bwd_input_s + mo.bwd_weight_s)), max(0.0, b - mo.fwd_s)
+        # delay_wgrad_compute moves the weight gradients out of the backward, where they cover the
+        # backward's dispatch / combine as well (Megatron's 1F1B all-to-all overlap with split wgrad)
+        cover_b = mo.fwd_s + (mo.bwd_weight_s if t.delay_wgrad_compute else 0.0)
+        f, b = max(0.0, f - (mo.bwd_input_s + mo.bwd_weight_s)), max(0.0, b - cover_b)
     return f, b
+
+
+def _offload_exposed(plan: Plan, lt: LayerTimes, moe: bool) -> tuple[float, float]:
+    """Host-link seconds left exposed per offloaded layer (forward D2H, backward H2D) of activation
+    offloading (``offload.activation_layers``): the layer's kept activations over
+    ``GPUSpec.host_link_bw`` (PCIe / NVLink-C2C), overlapped with the next layer's compute."""
+    from primus_launch.projection.memory_activations import layer_activation_bytes
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    la = layer_activation_bytes(m, seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel,
+                                cp=p.cp, moe=moe, ep=p.ep, etp=p.expert_tp)
+    secs = la.full / get_gpu(plan.cluster.gpu).host_link_bw
+    pt = (lt.moe_layer if moe else None) or lt.dense_layer
+    return max(0.0, secs - pt.fwd_s), max(0.0, secs - pt.bwd_input_s - pt.bwd_weight_s)
 
 
 def optimizer_bytes_per_param(plan: Plan) -> float:
@@ -365,6 +385,12 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
             for kk in rec:
                 q.bi += layer_pt(*kk).fwd_s
             q.bi += n_dense * rec_dense_sel + n_moe * rec_moe_sel
+            n_off = min(t.offload.activation_layers, n)
+            if n_off:
+                for kk in kinds[:n_off]:
+                    of, ob = _offload_exposed(plan, lt, kk[0])
+                    q.f += of
+                    q.bi += ob
             if chunk.mtp and lt.mtp_extra is not None:
                 q.f += chunk.mtp * lt.mtp_extra.fwd_s
                 q.bi += chunk.mtp * lt.mtp_extra.bwd_input_s
