@@ -106,8 +106,20 @@ def write_block(x: list[float], score: float, ids: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="rewrite the CALIBRATED block of calibration.py")
+    ap.add_argument("--show", action="store_true", help="print the committed constants and their rows; no fit")
     args = ap.parse_args(argv)
     rows = [r for r in load_rows() if r["role"] == "calibration"]
+    if args.show:
+        for name, *_ in PARAMS:
+            d, _, k = name.partition(".")
+            v = getattr(cal, d)[k] if k else getattr(cal, d)
+            print(f"{name:40s} {v:.4f}")
+        groups: dict[str, int] = {}
+        for r in rows:
+            groups[r["source_group"]] = groups.get(r["source_group"], 0) + 1
+        print(f"fitted on {len(cal.CALIBRATION_ROWS)} calibration rows (rms log err {cal.CALIBRATION_SCORE}): "
+              + ", ".join(f"{g} {n}" for g, n in sorted(groups.items())))
+        return 0
     x, score = fit(rows)
     for (name, *_), v in zip(PARAMS, x):
         print(f"{name:40s} {v:.4f}")
