@@ -140,8 +140,8 @@ class _Acc:
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
             kern = 1
+        self._add(f, bi, bw, True)
         f, bi, bw = f * self.slow, bi * self.slow, bw * self.slow
-        self._add(f / self.slow, bi / self.slow, bw / self.slow, True)
         self._k(kern, 2 * kern)
         if fmt != "bf16":
             # quantised operands (cost/fp8.py): X forward (unless the norm wrote it), dY backward,
