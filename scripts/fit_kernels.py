@@ -28,7 +28,6 @@ What is fitted (model forms in ``projection/cost/kernels.py``):
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import pprint
 import statistics
