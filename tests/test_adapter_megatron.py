@@ -384,8 +384,8 @@ def test_errors_are_one_line_and_name_the_flag(tmp_path):
     assert line.startswith("--tensor-model-parallel-size=3") and "num_attention_heads=4" in line
 
     with pytest.raises(PlanError) as e:
-        load_megatron(_script(tmp_path, base + "--vocab-size 1000 --num-experts 4 --moe-layer-freq 2\n"))
-    assert "--moe-layer-freq" in _err_line(e.value)
+        load_megatron(_script(tmp_path, base + "--vocab-size 1000 --num-experts 4 --moe-layer-freq '([0]+[1]*2)'\n"))
+    assert "--moe-layer-freq" in _err_line(e.value) and "must equal --num-layers=2" in _err_line(e.value)
 
     with pytest.raises(PlanError) as e:
         load_megatron(_script(tmp_path, base.replace("--num-layers 2 ", "") + "--vocab-size 1000\n"))
