@@ -107,6 +107,8 @@ def _check_family(rec: Any) -> None:
     """Refuse a recipe whose training program is not a GPT-family decoder (Megatron-LM entry points)."""
     program = getattr(rec, "program", None)
     fam = program_family(program)
+    if fam and fam.startswith("tool: "):
+        raise PlanError("training program", program, fam[6:])
     if fam:
         raise PlanError("training program", program, f"trains a {fam}, which the projection does not model "
                                                      "(GPT-family decoders only)")
@@ -125,7 +127,10 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     _check_family(rec)
     plan = plan_from_args(rec.args, written, name=p.stem)
     fmt = rec.format if isinstance(rec, YamlRecipe) else "megatron-bash"
-    return _with_source(plan, rec, str(p), fmt)
+    out = _with_source(plan, rec, str(p), fmt)
+    if script_args:
+        out.source.script_args = list(script_args)
+    return out
 
 
 def plan_from_argv(argv: list[str], cluster: Cluster | None = None) -> Plan:
@@ -147,10 +152,29 @@ def _normalized(plan: Plan) -> dict:
         r["method"], r["num_layers"] = "uniform", None
     elif r["num_layers"] is None:
         r["num_layers"] = 1 if r["method"] == "uniform" else max(plan.layers_per_stage()) // p["vpp"]
+    if r["granularity"] != "selective":
+        r["modules"] = ("core_attn",)
     if p["pp"] == 1:
         p["pipeline_layers_first_stage"] = p["pipeline_layers_last_stage"] = None
+        p["account_for_embedding_in_pipeline_split"] = p["account_for_loss_in_pipeline_split"] = False
+    if p["pipeline_layout"]:
+        p["pipeline_layers_first_stage"] = p["pipeline_layers_last_stage"] = None
+        p["account_for_embedding_in_pipeline_split"] = p["account_for_loss_in_pipeline_split"] = False
     if p["etp"] is not None and p["etp"] == p["tp"]:
         p["etp"] = None
+    if t["precision"] != "fp8":
+        t["fp8_recipe"] = None
+    if t["precision"] not in ("fp8", "fp4"):
+        t["fp8_param_gather"] = False
+    if t["cuda_graph_impl"] == "none":
+        t["cuda_graph_scope"] = ()
+    if not t["precision_aware_optimizer"]:
+        for k in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+            t[k] = "fp32"
+    if not plan.model.is_moe:
+        t["moe_token_dispatcher"] = "alltoall"
+    if t["offload"]["optimizer_fraction"] == 0:
+        t["offload"]["optimizer_fraction"] = 0.0
     return d
 
 
@@ -200,10 +224,14 @@ def _cluster_edits(text: str, rec: Any, written: Cluster, target: Cluster, argv_
 
 
 def _parse_for_render(text: str, path: str, argv_mode: bool, plan: Plan) -> tuple[Any, Cluster]:
+    args = tuple(plan.source.script_args) if plan.source else ()
     try:
-        return _parse(text, path, argv_mode)
+        rec, written = _parse(text, path, argv_mode, script_args=args)
     except PlanError:  # e.g. --nproc-per-node gpu: the cluster is not written; keep the plan's
-        return _parse(text, path, argv_mode, given=plan.cluster)
+        return _parse(text, path, argv_mode, given=plan.cluster, script_args=args)
+    if isinstance(rec, YamlRecipe) and not ms.comment_config(text) and _guessed_cluster(path) is not None:
+        written = plan.cluster  # a cluster guessed from the path is not written in the file
+    return rec, written
 
 
 def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> str:
@@ -247,7 +275,8 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
     """Write the rendered recipe atomically to ``out_path`` (never over the original)."""
     src, dst = Path(original_path), Path(out_path)
     text = read_recipe_text(src)
-    plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src))})
+    args = list(plan.source.script_args) if plan.source else []
+    plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src), script_args=args)})
     new = render_megatron(plan, text)
     try:
         atomic_write_text(dst, new, protect=src, mode=stat.S_IMODE(src.stat().st_mode))

@@ -213,11 +213,18 @@ FAMILY_PROGRAMS: dict[str, str] = {
 }
 
 
+_TOOL_PROGRAM = re.compile(r"(generat|server|convert|export|quantiz|prune|mmlu|eval|inference|checkpoint|"
+                           r"preprocess|validate|feature_extract|eagle|distill|merge)", re.I)
+
+
 def program_family(program: str | None) -> str | None:
-    """The model family a Megatron-LM entry point trains when it is not a GPT-family decoder, else None."""
+    """The model family a Megatron-LM entry point trains when it is not a GPT-family decoder, else None
+    (``"tool: ..."`` for programs that do not train: generation servers, converters, quantizers)."""
     if not program:
         return None
     base = program.rsplit("/", 1)[-1]
+    if base.endswith(".py") and _TOOL_PROGRAM.search(base) and not base.startswith("pretrain"):
+        return f"tool: {base} is not a training program (inference, conversion or evaluation)"
     fam = FAMILY_PROGRAMS.get(base)
     if fam:
         return fam
@@ -242,7 +249,12 @@ def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
             return hit
     if tokenizer_type == "GPT2BPETokenizer":
         return GPT2_BPE_VOCAB, "GPT2BPETokenizer (gpt2-vocab.json, 50257 entries)"
-    return table_vocab(tokenizer_model)
+    if tokenizer_type == "TikTokenizer":  # without --vocab-size: DEFAULT_TIKTOKEN_MAX_VOCAB
+        return 2**17, "TikTokenizer default vocabulary 2**17 (megatron/core/tokenizers/text/libraries/tiktoken_tokenizer.py)"
+    if tokenizer_type in (None, "") and vocab_file and str(vocab_file).endswith("vocab.json"):
+        return GPT2_BPE_VOCAB, (f"assumed GPT-2 BPE (50257 entries): --vocab-file {vocab_file} (vocab.json + merges) "
+                                "is not on this machine")
+    return table_vocab(tokenizer_model) or table_vocab(vocab_file)
 
 
 # --------------------------------------------------------------------------- value conversion
@@ -407,8 +419,8 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
             continue
         f = lookup(key)
         if f is None:
-            shown = key if key.startswith("-") else key
-            rep.note(f"unknown Megatron-LM argument {shown}" + (f"={val}" if val not in (None, True) else "")
+            shown = key if key.startswith("-") else "--" + key.replace("_", "-")
+            rep.note(f"unknown Megatron-LM flag {shown}" + (f"={val}" if val not in (None, True) else "")
                      + ": not read (not in the flag table of core_r0.16.0/main)")
             continue
         if f.dest in BY_DEST:
@@ -472,7 +484,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         if hit is None:
             what = a.get("tokenizer_model") or a.get("vocab_file") or a.get("tokenizer_type")
             raise PlanError("--tokenizer-model", what, "vocabulary size unknown (not a local file nor a known public "
-                                                       "tokenizer): pass --vocab-size N")
+                                                       "tokenizer): pass --vocab-size N"
+                            + (" (or the script's arguments, if it takes the tokenizer from $1..$N)" if what is None else ""))
         vocab = hit[0]
         rep.note(f"vocabulary {vocab} from {hit[1]}")
 
@@ -834,18 +847,28 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     # flags its user guide requires (--use-megatron-fsdp --data-parallel-sharding-strategy
     # optim_grads_params --no-gradient-accumulation-fusion --use-distributed-optimizer
     # --ckpt-format fsdp_dtensor); a script already on torch FSDP2 stays on it.
+    strategies = {"full": "optim_grads_params", "optimizer_grads": "optim_grads", "optimizer": "optim",
+                  "none": "no_shard"}
     if current.get("use_megatron_fsdp"):
-        out["data_parallel_sharding_strategy"] = {"full": "optim_grads_params", "optimizer": "optim",
-                                                  "none": "no_shard"}[p.dp_sharding]
-    elif current.get("use_torch_fsdp2"):
+        out["data_parallel_sharding_strategy"] = strategies[p.dp_sharding]
+    elif current.get("use_torch_fsdp2") and p.dp_sharding != "optimizer_grads":
         out["use_torch_fsdp2"] = p.dp_sharding == "full"
         out["use_distributed_optimizer"] = p.dp_sharding == "optimizer"
     else:
-        out["use_distributed_optimizer"] = p.dp_sharding in ("optimizer", "full")
-        if p.dp_sharding == "full":
-            out.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params",
+        out["use_distributed_optimizer"] = p.dp_sharding in ("optimizer", "optimizer_grads", "full")
+        if p.dp_sharding in ("full", "optimizer_grads"):
+            out.update(use_megatron_fsdp=True, data_parallel_sharding_strategy=strategies[p.dp_sharding],
                        gradient_accumulation_fusion=False, ckpt_format="fsdp_dtensor")
-    # pipeline layout
+            if current.get("use_torch_fsdp2"):
+                out["use_torch_fsdp2"] = False
+    if current.get("torch_fsdp2_reshard_after_forward") is not None or p.fsdp_reshard_after_forward == "never":
+        out["torch_fsdp2_reshard_after_forward"] = p.fsdp_reshard_after_forward != "never"
+    # context parallel kind (a one-element list; Megatron's default p2p stays unwritten)
+    out["cp_comm_type"] = [p.cp_comm_type] if (p.cp_comm_type != "p2p" or current.get("cp_comm_type")) else None
+    # pipeline layout: a layout string places every layer (and sets vpp); else first/last + vpp flags
+    out["pipeline_model_parallel_layout"] = p.pipeline_layout if p.pp > 1 or p.pipeline_layout else None
+    out["account_for_embedding_in_pipeline_split"] = p.account_for_embedding_in_pipeline_split and not p.pipeline_layout
+    out["account_for_loss_in_pipeline_split"] = p.account_for_loss_in_pipeline_split and not p.pipeline_layout
     out["decoder_first_pipeline_num_layers"] = p.pipeline_layers_first_stage if p.pp > 1 else None
     out["decoder_last_pipeline_num_layers"] = p.pipeline_layers_last_stage if p.pp > 1 else None
     uneven = out["decoder_first_pipeline_num_layers"] is not None or out["decoder_last_pipeline_num_layers"] is not None
@@ -853,13 +876,14 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                 "virtual_pipeline_model_parallel_size")
     for k in vpp_keys:
         out[k] = None
-    if p.vpp > 1:
+    if p.vpp > 1 and not p.pipeline_layout:
         used = next((k for k in vpp_keys if current.get(k) is not None), None)
         used = used or next((k for k in vpp_keys if k in present), None)
         if uneven and used == "num_layers_per_virtual_pipeline_stage":
             used = "num_virtual_stages_per_pipeline_rank"
         used = used or ("num_virtual_stages_per_pipeline_rank" if uneven else "num_layers_per_virtual_pipeline_stage")
-        out[used] = (m.num_layers // p.pp) // p.vpp if used == "num_layers_per_virtual_pipeline_stage" else p.vpp
+        slots = m.num_layers + out["account_for_embedding_in_pipeline_split"] + out["account_for_loss_in_pipeline_split"]
+        out[used] = (slots // p.pp) // p.vpp if used == "num_layers_per_virtual_pipeline_stage" else p.vpp
     if t.pipeline_schedule not in ("1f1b", "interleaved_1f1b"):
         raise PlanError("training.pipeline_schedule", t.pipeline_schedule,
                         "Megatron-LM runs 1f1b, or interleaved 1f1b when vpp > 1")
@@ -875,8 +899,68 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
         out.update(recompute_granularity="full", recompute_method=r.method,
                    recompute_num_layers=r.num_layers if r.num_layers is not None else
                    (1 if r.method == "uniform" else max(plan.layers_per_stage()) // p.vpp))
+    if r.granularity == "selective":
+        mods = [x for x in r.modules if not (current.get("moe_layer_recompute") and x == "moe")]
+        if current.get("moe_layer_recompute"):
+            out["moe_layer_recompute"] = "moe" in r.modules
+        out["recompute_modules"] = mods if (mods != ["core_attn"] or current.get("recompute_modules")) else None
+    else:
+        out["recompute_modules"] = None
+        if current.get("moe_layer_recompute"):
+            out["moe_layer_recompute"] = False
+    # offloading (Megatron-LM 0.16/main flags; the weights switch is a TransformerConfig field only)
+    o = t.offload
+    out["cpu_offloading_num_layers"] = o.activation_layers or (0 if current.get("cpu_offloading_num_layers") is not None else None)
+    if current.get("cpu_offloading_weights") is not None or "cpu_offloading_weights" in present or o.weights:
+        out["cpu_offloading_weights"] = o.weights
+    out["fine_grained_activation_offloading"] = bool(o.activation_modules)
+    out["offload_modules"] = list(o.activation_modules) or None
+    out["optimizer_cpu_offload"] = o.optimizer_fraction > 0
+    out["optimizer_offload_fraction"] = (o.optimizer_fraction if o.optimizer_fraction not in (0.0, 1.0)
+                                         or current.get("optimizer_offload_fraction") is not None else None)
+    if o.optimizer_fraction == 0 and current.get("optimizer_offload_fraction") is not None:
+        out["optimizer_offload_fraction"] = current["optimizer_offload_fraction"]
     # precision
-    out["bf16"] = t.precision == "bf16" or (t.precision == "fp8" and not current.get("fp16"))
-    out["fp16"] = t.precision == "fp16" or (t.precision == "fp8" and bool(current.get("fp16")))
+    out["bf16"] = t.precision == "bf16" or (t.precision in ("fp8", "fp4") and not current.get("fp16"))
+    out["fp16"] = t.precision == "fp16" or (t.precision in ("fp8", "fp4") and bool(current.get("fp16")))
     out["fp8"] = (current.get("fp8") or "hybrid") if t.precision == "fp8" else None
+    out["fp8_recipe"] = t.fp8_recipe if t.precision == "fp8" else None
+    out["fp8_param_gather"] = t.fp8_param_gather and t.precision == "fp8"
+    out["fp4"] = "e2m1" if t.precision == "fp4" else None
+    out["fp4_recipe"] = t.fp4_recipe if t.precision == "fp4" and (t.fp4_recipe != "nvfp4" or current.get("fp4_recipe")) else None
+    out["fp4_param_gather"] = t.fp8_param_gather and t.precision == "fp4"
+    out["use_precision_aware_optimizer"] = t.precision_aware_optimizer
+    for dest in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        v = getattr(t, dest) if t.precision_aware_optimizer else "fp32"
+        out[dest] = v if (v != "fp32" or current.get(dest) is not None) else None
+    # kernels, CUDA graphs
+    out["attention_backend"] = t.attention_backend if (t.attention_backend != "auto" or current.get("attention_backend")) else None
+    out["cross_entropy_loss_fusion"] = t.cross_entropy_loss_fusion
+    legacy = "enable_cuda_graph" if current.get("enable_cuda_graph") else "external_cuda_graph" if current.get("external_cuda_graph") else None
+    legacy_impl = {"enable_cuda_graph": "local", "external_cuda_graph": "transformer_engine"}.get(legacy or "")
+    if legacy and t.cuda_graph_impl == legacy_impl:
+        out[legacy] = True
+        out["cuda_graph_impl"] = None
+    else:
+        out["enable_cuda_graph"] = out["external_cuda_graph"] = False
+        out["cuda_graph_impl"] = t.cuda_graph_impl if (t.cuda_graph_impl != "none" or current.get("cuda_graph_impl")) else None
+    scope_key = "cuda_graph_modules" if current.get("cuda_graph_modules") else "cuda_graph_scope"
+    out[scope_key] = list(t.cuda_graph_scope) or None
+    # MoE execution
+    if m.is_moe:
+        disp = t.moe_token_dispatcher
+        if disp in ("deepep", "hybridep"):
+            out["moe_token_dispatcher_type"] = "flex"
+            if current.get("moe_enable_deepep") and disp == "deepep":
+                out["moe_enable_deepep"] = True
+            else:
+                out["moe_enable_deepep"] = False
+                out["moe_flex_dispatcher_backend"] = disp if (disp == "hybridep" or current.get("moe_flex_dispatcher_backend")) else None
+        else:
+            out["moe_enable_deepep"] = False
+            out["moe_flex_dispatcher_backend"] = None
+            out["moe_token_dispatcher_type"] = disp if (disp != "allgather" or current.get("moe_token_dispatcher_type")) else None
+        for dest in ("moe_grouped_gemm", "moe_permute_fusion", "moe_router_force_load_balancing",
+                     "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "moe_shared_expert_overlap"):
+            out[dest] = bool(getattr(t, dest))
     return out

@@ -1232,6 +1232,9 @@ REFUSED_FLAGS: dict[str, str] = {
     "--hybrid-mlp-ratio": "hybrid Mamba/attention model (pretrain_mamba.py)",
     "--is-hybrid-model": "hybrid Mamba/attention model (pretrain_mamba.py)",
     "--experimental-attention-variant": "experimental attention variant (linear / gated delta net / sparse attention)",
+    "--encoder-num-layers": "T5 (encoder-decoder, pretrain_t5.py)",
+    "--decoder-num-layers": "T5 (encoder-decoder, pretrain_t5.py)",
+    "--decoder-seq-length": "T5 (encoder-decoder, pretrain_t5.py)",
     "--heterogeneous-layers-config-path": "heterogeneous layers (per-layer block specs)",
     "--heterogeneous-layers-config-encoded-json": "heterogeneous layers (per-layer block specs)",
 }
@@ -1364,9 +1367,11 @@ def is_default(flag: MegatronFlag, value: Any) -> bool:
         return bool(value) == bool(d) if isinstance(value, bool) else False
     if value is None:
         return True
-    if isinstance(d, list):
-        vals = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
-        return [str(x) for x in vals] == [str(x) for x in d]
+    if isinstance(d, list) or isinstance(value, (list, tuple)):
+        def norm(x: Any) -> list[str]:
+            xs = x if isinstance(x, (list, tuple)) else str(x).replace(",", " ").split()
+            return [str(v) for v in xs]
+        return norm(value) == norm(d if d is not None else [])
     try:
         return float(value) == float(d)  # type: ignore[arg-type]
     except (TypeError, ValueError):

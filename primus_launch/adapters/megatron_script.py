@@ -129,7 +129,11 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
             a[s.dest] = convert(s, [v.text for v in o.vals])
         else:
             if not o.vals:
-                raise PlanError(s.flag, None, "expects a value")
+                if s.kind in ("int", "float"):
+                    raise PlanError(s.flag, None, "has no value (an unset variable or positional parameter?): "
+                                                  "pass the script's arguments after the recipe")
+                a[s.dest] = None  # e.g. --vocab-file $3 with no script arguments: as if absent
+                continue
             v = o.vals[0]
             if v.opaque and s.kind in ("int", "float"):
                 raise PlanError(s.flag, v.text, "comes from a command substitution; set it to a literal or a variable")
@@ -500,6 +504,18 @@ def plan_edits(rec: CommandRecipe, changes: dict[str, Any]) -> list[Edit]:
             continue
         if val is None:
             removed.extend(occs)
+            continue
+        if spec.kind == "list":
+            txt = " ".join(str(v) for v in val)
+            if occs:
+                a, b = rec.occ_region(occs[-1])
+                o = occs[-1]
+                head = rec.text[a:rec._site(o.flag_tok, None)[1]] if rec._site(o.flag_tok, None) else spec.flag
+                sep = "=" if o.whole is not o.flag_tok else rec.joiner
+                edits.append(Edit(a, b, f"{head}{sep}{txt}" if rec.joiner != "\n" else f"{spec.flag}\n" + "\n".join(map(str, val))))
+                removed.extend(occs[:-1])
+            else:
+                inserts.append((spec, txt if rec.joiner != "\n" else "\n".join(map(str, val))))
             continue
         txt = str(val)
         if occs and occs[-1].vals:

@@ -119,14 +119,17 @@ class YamlRecipe:
 
 
 def _value(node: yaml.Node) -> Any:
-    if not isinstance(node, yaml.ScalarNode):
+    try:
+        if not isinstance(node, yaml.ScalarNode):
+            return yaml.safe_load(yaml.serialize(node))
+        raw = node.value
+        m = _ENV.match(raw) if isinstance(raw, str) else None
+        if m:
+            raw = m.group(2)
+            return yaml.safe_load(raw) if raw.strip() else None
         return yaml.safe_load(yaml.serialize(node))
-    raw = node.value
-    m = _ENV.match(raw) if isinstance(raw, str) else None
-    if m:
-        raw = m.group(2)
-        return yaml.safe_load(raw) if raw.strip() else None
-    return yaml.safe_load(yaml.serialize(node))
+    except yaml.YAMLError:
+        return node.value if isinstance(node, yaml.ScalarNode) else None
 
 
 def _mapping_items(node: yaml.Node) -> list[tuple[yaml.Node, yaml.Node]]:
