@@ -188,14 +188,22 @@ def _changes(rec: Any, old: Plan, new: Plan) -> dict[str, Any]:
 
 def _yaml_edits(rec: YamlRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
     edits = []
+
+    def absent(spec: Any, val: Any) -> bool:
+        return val is None or (spec.kind == "true" and val is False) or (spec.kind == "false" and val is True)
+
+    removed = frozenset(d for d, v in changes.items() if d in rec.entries and absent(BY_DEST[d], v)
+                        and rec.format == "megatron-nvidia-yaml")
     for dest, val in changes.items():
         spec = BY_DEST[dest]
-        if dest in rec.entries:
-            edits.append(rec.set_edit(dest, val))
+        if dest in removed:
+            edits.append(rec.remove_edit(dest))
+        elif dest in rec.entries:
+            edits.append(rec.set_edit(dest, val, removed))
         elif val is None or val == spec.default or (spec.kind == "true" and not val):
             continue
         else:
-            edits.append(rec.set_edit(dest, val))
+            edits.append(rec.set_edit(dest, val, removed))
     return edits
 
 

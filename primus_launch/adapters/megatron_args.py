@@ -171,7 +171,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--fp8-param-gather", "true", group="precision"),
     _f("--fp4-format", "str", group="precision", dest="fp4"),
     _f("--fp4-recipe", "str", "nvfp4", group="precision"),
-    _f("--fp4-param-gather", "true", group="precision"),
+    _f("--fp4-param-gather", "true", group="precision", dest="fp4_param"),
     _f("--grad-reduce-in-bf16", "true", group="precision"),
     _f("--accumulate-allreduce-grads-in-fp32", "true", group="precision"),
 )
@@ -415,15 +415,17 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
 
     rep = rep or _Report()
     for key, val in a.items():
-        if key in BY_DEST or key in skip:
+        if key in skip:
             continue
         f = lookup(key)
+        if f is None and key in BY_DEST:
+            continue  # a name only the experimental --yaml-cfg layout uses
+        if f is not None and f.cls == MODELLED and f.dest in BY_DEST:
+            continue
         if f is None:
             shown = key if key.startswith("-") else "--" + key.replace("_", "-")
             rep.note(f"unknown Megatron-LM flag {shown}" + (f"={val}" if val not in (None, True) else "")
                      + ": not read (not in the flag table of core_r0.16.0/main)")
-            continue
-        if f.dest in BY_DEST:
             continue
         if f.cls == REFUSED and not is_default(f, val):
             raise PlanError(f.flag, val if not isinstance(val, list) else " ".join(map(str, val)),
@@ -674,7 +676,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         state = dict.fromkeys(state, "fp32")  # the dtypes only take effect with the precision-aware optimizer
     training = dict(
         micro_batch_size=mbs, global_batch_size=gbs, precision=precision, fp8_recipe=fp8_recipe,
-        fp8_param_gather=bool(get(a, "fp8_param_gather") or get(a, "fp4_param_gather")) and precision in ("fp8", "fp4"),
+        fp8_param_gather=bool(get(a, "fp8_param_gather") or get(a, "fp4_param")) and precision in ("fp8", "fp4"),
         fp4_recipe=fp4_recipe, recompute=recompute, offload=_offload(a, L, rep),
         pipeline_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         overlap_grad_reduce=bool(get(a, "overlap_grad_reduce")),
@@ -928,7 +930,7 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     out["fp8_param_gather"] = t.fp8_param_gather and t.precision == "fp8"
     out["fp4"] = "e2m1" if t.precision == "fp4" else None
     out["fp4_recipe"] = t.fp4_recipe if t.precision == "fp4" and (t.fp4_recipe != "nvfp4" or current.get("fp4_recipe")) else None
-    out["fp4_param_gather"] = t.fp8_param_gather and t.precision == "fp4"
+    out["fp4_param"] = t.fp8_param_gather and t.precision == "fp4"
     out["use_precision_aware_optimizer"] = t.precision_aware_optimizer
     for dest in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
         v = getattr(t, dest) if t.precision_aware_optimizer else "fp32"

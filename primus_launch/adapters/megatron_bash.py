@@ -1033,7 +1033,10 @@ class ShellState:
                 self.positional = saved
             return True
         if name in ("source", ".") and len(args) > 1:
-            self._source(args[1].text)
+            tok = args[1]
+            # `source "$(dirname "$0")/env.sh"`: the opaque directory part is the script's own directory
+            last = max((i for i, p in enumerate(tok.pcs) if p.lit == OPAQUE), default=-1)
+            self._source(tok.text if last < 0 else "".join(p.ch for p in tok.pcs[last + 1:]).lstrip("/"))
             return True
         inner = self._shell_c(args)
         if inner is not None:

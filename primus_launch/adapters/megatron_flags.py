@@ -922,6 +922,7 @@ MODELLED_FLAGS: dict[str, str] = {
     "--kv-lora-rank": "model.kv_lora_rank", "--qk-head-dim": "model.qk_head_dim",
     "--qk-pos-emb-head-dim": "model.qk_pos_emb_head_dim", "--v-head-dim": "model.v_head_dim",
     "--mtp-num-layers": "model.mtp_num_layers", "--seq-length": "model.seq_length",
+    "--encoder-seq-length": "model.seq_length (when --seq-length is absent)",
     "--vocab-size": "model.vocab_size", "--padded-vocab-size": "model.vocab_size (already padded)",
     "--tokenizer-type": "model.vocab_size (GPT2BPETokenizer 50257; NullTokenizer +1 EOD)",
     "--tokenizer-model": "model.vocab_size (local tokenizer file or the table of public tokenizers)",

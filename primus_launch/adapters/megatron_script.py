@@ -518,6 +518,11 @@ def plan_edits(rec: CommandRecipe, changes: dict[str, Any]) -> list[Edit]:
                 inserts.append((spec, txt if rec.joiner != "\n" else "\n".join(map(str, val))))
             continue
         txt = str(val)
+        if rec.joiner != "\n" and re.search(r"[|&;<>()$`\\\"'*?\[\]#~\s{}]", txt):
+            v0 = occs[-1].vals[0] if occs and occs[-1].vals else None
+            span = v0.literal_span() if v0 is not None else None
+            if span is None or rec.text[span[0] - 1:span[0]] not in ("'", '"'):
+                txt = "'" + txt.replace("'", "'\\''") + "'"  # a shell word
         if occs and occs[-1].vals:
             value_reqs.append((occs[-1], txt))
         else:

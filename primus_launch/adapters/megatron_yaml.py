@@ -62,6 +62,19 @@ class YamlRecipe:
         txt = str(value)
         return f'"{txt}"' if re.search(r"[|:#\[\]{}]|^[*&!%@`]", txt) else txt
 
+    def remove_edit(self, dest: str) -> Edit:
+        """Delete the entry's line(s) (NVIDIA YAMLs become command-line flags: ``key: null`` or a false
+        switch would be passed as a value)."""
+        e = self.entries[dest]
+        a = self.text.rfind("\n", 0, e.key_node.start_mark.index) + 1
+        end = e.value_node.end_mark.index
+        if isinstance(e.value_node, (yaml.SequenceNode, yaml.MappingNode)) and not e.value_node.flow_style:
+            end = self.text.rfind("\n", e.value_node.start_mark.index, end)
+        else:
+            nl = self.text.find("\n", end)
+            end = len(self.text) - 1 if nl < 0 else nl
+        return Edit(a, min(end + 1, len(self.text)), "")
+
     def key_for(self, spec: Flag) -> str:
         """A new key in the file's own style (``dest``, ``flag_name`` or ``--flag``)."""
         if self.key_style == "flag":
@@ -70,7 +83,7 @@ class YamlRecipe:
             return spec.flag[2:].replace("-", "_")
         return spec.dest
 
-    def set_edit(self, dest: str, value: Any) -> Edit:
+    def set_edit(self, dest: str, value: Any, exclude: frozenset[str] = frozenset()) -> Edit:
         spec = BY_DEST[dest]
         e = self.entries.get(dest)
         if e is not None:
@@ -81,7 +94,8 @@ class YamlRecipe:
                 value = not value  # the key is the flag (disable_bias_linear: true), the value its dest's
             if isinstance(node, yaml.SequenceNode) and not node.flow_style and isinstance(value, (list, tuple)):
                 col = node.start_mark.column
-                end = b - 1 if b > 0 and self.text[b - 1] == "\n" else b
+                end = self.text.rfind("\n", a, b)  # a block ends where the next key starts
+                end = b if end < 0 else end
                 return Edit(a, end, ("\n" + " " * col).join(f"- {v}" for v in value))
             new = self._scalar_text(value)
             inner = raw.strip("'\"")
@@ -90,17 +104,19 @@ class YamlRecipe:
                 off = a + raw.index(inner) + len(m.group(1)) + 3
                 return Edit(off, off + len(m.group(2)), new)
             return Edit(a, b, new)
-        return self._insert(spec, value)
+        return self._insert(spec, value, exclude)
 
-    def _insert(self, spec: Flag, value: Any) -> Edit:
+    def _insert(self, spec: Flag, value: Any, exclude: frozenset[str] = frozenset()) -> Edit:
         key = spec.dest
         anchor = None
         for e in self.entries.values():
-            if e.mapping is self.main and BY_DEST[e.dest].group == spec.group:
+            if e.mapping is self.main and BY_DEST[e.dest].group == spec.group and e.dest not in exclude:
                 if anchor is None or e.value_node.end_mark.index > anchor.value_node.end_mark.index:
                     anchor = e
         if anchor is None and self.main is not None and self.main.value:
-            k, v = self.main.value[-1]
+            keep = [(k, v) for k, v in self.main.value
+                    if not any(e.key_node is k for d, e in self.entries.items() if d in exclude)]
+            k, v = (keep or self.main.value)[-1]
             anchor = YamlEntry("", k, v, self.main)
         if anchor is None:
             raise UserError(f"{self.path}: no mapping to add {key} to")
@@ -112,8 +128,10 @@ class YamlRecipe:
         le = self.text.find("\n", end)
         if le < 0:
             return Edit(len(self.text), len(self.text), "\n" + " " * col + f"{key}: {self._scalar_text(value)}")
-        # a block scalar / nested value ends at the start of the next line: insert before it
-        if end > 0 and self.text[end - 1] == "\n":
+        # a block scalar / nested value ends at the start of the next line (or the next key): insert before it
+        if isinstance(anchor.value_node, (yaml.SequenceNode, yaml.MappingNode)) and not anchor.value_node.flow_style:
+            le = self.text.rfind("\n", anchor.value_node.start_mark.index, end)
+        elif end > 0 and self.text[end - 1] == "\n":
             le = end - 1
         return Edit(le, le, "\n" + " " * col + f"{key}: {self._scalar_text(value)}")
 
