@@ -237,8 +237,6 @@ def _parse_for_render(text: str, path: str, argv_mode: bool, plan: Plan) -> tupl
         rec, written = _parse(text, path, argv_mode, script_args=args)
     except PlanError:  # e.g. --nproc-per-node gpu: the cluster is not written; keep the plan's
         return _parse(text, path, argv_mode, given=plan.cluster, script_args=args)
-    if isinstance(rec, YamlRecipe) and not ms.comment_config(text) and _guessed_cluster(path) is not None:
-        written = plan.cluster  # a cluster guessed from the path is not written in the file
     return rec, written
 
 
