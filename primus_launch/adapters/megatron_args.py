@@ -512,15 +512,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
 
     num_experts = a.get("num_experts") or None
     dense_first, moe_pattern = 0, None
-    if num_experts:
+    if num_experts:  # --moe-layer-freq N or a list: one 0/1 per layer (all-MoE stays None)
         pat = layer_pattern("--moe-layer-freq", get(a, "moe_layer_freq"), L)
-        k = 0
-        while k < L and pat[k] == 0:
-            k += 1
-        if all(pat[k:]):
-            dense_first = k
-        else:
-            moe_pattern = tuple(pat)
+        moe_pattern = None if all(pat) else tuple(pat)
     mla = bool(get(a, "multi_latent_attention"))
     model = dict(
         name=name, num_layers=L, hidden_size=h, ffn_hidden_size=ffn, num_attention_heads=heads,

@@ -931,7 +931,7 @@ MODELLED_FLAGS: dict[str, str] = {
     "--num-experts": "model.num_experts", "--moe-router-topk": "model.moe_router_topk",
     "--moe-ffn-hidden-size": "model.moe_ffn_hidden_size",
     "--moe-shared-expert-intermediate-size": "model.moe_shared_expert_intermediate_size",
-    "--moe-layer-freq": "model.moe_layer_pattern / moe_dense_first_layers",
+    "--moe-layer-freq": "model.moe_layer_pattern (layer i is MoE when i % N == 0, or the list)",
     "--moe-router-enable-expert-bias": "model.moe_router_bias",
     "--moe-router-num-groups": "model.moe_router_num_groups", "--moe-router-group-topk": "model.moe_router_group_topk",
     "--moe-token-dispatcher-type": "training.moe_token_dispatcher",
