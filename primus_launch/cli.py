@@ -85,7 +85,8 @@ def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
         return plan_from_command(command, _cluster_overrides(a))
     from primus_launch.adapters import load_recipe
 
-    return load_recipe(recipe, _cluster_overrides(a))
+    # `--project script.sh -- A B`: the words after -- are the script's positional parameters ($1, $2)
+    return load_recipe(recipe, _cluster_overrides(a), script_args=command)
 
 
 def _project(a: argparse.Namespace, plan: Plan):
