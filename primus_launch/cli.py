@@ -131,6 +131,8 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     result = _project(a, plan)
     for w in result.warnings:
         print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
+    for n in (plan.source.notes if plan.source else []):
+        print(f"primus-launch: note: {n}", file=sys.stderr)
     if result.mode == "measured" and a.measure_device is None:
         from primus_launch.projection.api import default_measure_device
 
