@@ -85,7 +85,8 @@ def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
         return plan_from_command(command, _cluster_overrides(a))
     from primus_launch.adapters import load_recipe
 
-    return load_recipe(recipe, _cluster_overrides(a))
+    # `--project script.sh -- A B`: the words after -- are the script's positional parameters ($1, $2)
+    return load_recipe(recipe, _cluster_overrides(a), script_args=command)
 
 
 def _project(a: argparse.Namespace, plan: Plan):
@@ -130,6 +131,8 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     result = _project(a, plan)
     for w in result.warnings:
         print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
+    for n in (plan.source.notes if plan.source else []):
+        print(f"primus-launch: note: {n}", file=sys.stderr)
     if result.mode == "measured" and a.measure_device is None:
         from primus_launch.projection.api import default_measure_device
 

@@ -131,7 +131,7 @@ def test_deepseek_layout_and_moe_details():
     m, p = plan.model, plan.parallel
     assert m.multi_latent_attention and (m.q_lora_rank, m.kv_lora_rank) == (1536, 512)
     assert (m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim) == (128, 64, 128)
-    assert m.moe_dense_first_layers == 3 and m.num_moe_layers == 58
+    assert m.moe_layer_pattern == (0,) * 3 + (1,) * 58 and m.num_moe_layers == 58  # --moe-layer-freq ([0]*3+[1]*58)
     assert m.moe_shared_expert_intermediate_size == 2048 and m.moe_router_bias and m.qk_layernorm
     assert plan.layers_per_stage() == [3] + [4] * 14 + [2]
     assert (p.tp, p.pp, p.ep, p.expert_tp, plan.dp, plan.expert_dp) == (2, 16, 64, 1, 32, 1)
@@ -384,8 +384,8 @@ def test_errors_are_one_line_and_name_the_flag(tmp_path):
     assert line.startswith("--tensor-model-parallel-size=3") and "num_attention_heads=4" in line
 
     with pytest.raises(PlanError) as e:
-        load_megatron(_script(tmp_path, base + "--vocab-size 1000 --num-experts 4 --moe-layer-freq 2\n"))
-    assert "--moe-layer-freq" in _err_line(e.value)
+        load_megatron(_script(tmp_path, base + "--vocab-size 1000 --num-experts 4 --moe-layer-freq '([0]+[1]*2)'\n"))
+    assert "--moe-layer-freq" in _err_line(e.value) and "must equal --num-layers=2" in _err_line(e.value)
 
     with pytest.raises(PlanError) as e:
         load_megatron(_script(tmp_path, base.replace("--num-layers 2 ", "") + "--vocab-size 1000\n"))
@@ -598,7 +598,7 @@ def _transformer_config(plan: Plan):
               recompute_num_layers=t.recompute.num_layers, num_moe_experts=m.num_experts,
               moe_router_topk=m.moe_router_topk, moe_ffn_hidden_size=m.moe_ffn_hidden_size,
               moe_shared_expert_intermediate_size=m.moe_shared_expert_intermediate_size or None,
-              moe_layer_freq=([0] * m.moe_dense_first_layers + [1] * m.num_moe_layers) if m.is_moe else 1,
+              moe_layer_freq=[int(m.is_moe_layer(i)) for i in range(m.num_layers)] if m.is_moe else 1,
               moe_router_enable_expert_bias=m.moe_router_bias,
               moe_router_score_function="sigmoid" if m.moe_router_bias else "softmax",
               gated_linear_unit=m.swiglu, activation_func=F.silu if m.swiglu else F.gelu,

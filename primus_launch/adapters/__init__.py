@@ -31,9 +31,11 @@ def detect_kind(path: Path) -> RecipeKind:
                     f"(.sh/.bash), a Megatron argument YAML (.yaml/.yml) or a TOML (TorchTitan job or primus-launch)")
 
 
-def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None) -> Plan:
+def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
+                script_args: Optional[list[str]] = None) -> Plan:
     """Read any supported recipe into a validated Plan; ``cluster_overrides`` (gpu, num_nodes,
-    gpus_per_node) win over what the recipe or wrapper states."""
+    gpus_per_node) win over what the recipe or wrapper states; ``script_args`` are a launch script's
+    positional parameters ($1..$N)."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"recipe={str(p)!r}: no such file")
@@ -48,7 +50,7 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None) -> P
     elif kind == "megatron":
         from primus_launch.adapters.megatron import load_megatron
 
-        plan = load_megatron(p, full)
+        plan = load_megatron(p, full, tuple(script_args or ()))
     else:
         from primus_launch.adapters.torchtitan import load_torchtitan
 
@@ -57,7 +59,7 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None) -> P
         # re-read against the completed cluster, so recipe semantics that depend on it (TorchTitan's
         # derived global batch, data_parallel_shard_degree = -1) follow the new world size
         merged = Cluster(**{**plan.cluster.model_dump(), **overrides})
-        return load_recipe(p, merged.model_dump())
+        return load_recipe(p, merged.model_dump(), script_args)
     return plan
 
 

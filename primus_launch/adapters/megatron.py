@@ -13,13 +13,14 @@ must give back the requested plan, or a :class:`UserError` says which field coul
 
 from __future__ import annotations
 
+import re
 import stat
 from pathlib import Path
 from typing import Any
 
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.adapters import megatron_script as ms
-from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args
+from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args, program_family
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan, PlanError, Source
@@ -50,33 +51,94 @@ def _stated_cluster(cfg: dict[str, str], launcher: tuple[int | None, int | None,
                    gpus_per_node=gpn or dflt.gpus_per_node)
 
 
-def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None = None) -> tuple[Any, Cluster]:
+# GPU folder names of Megatron-LM examples/moe_recipes/<model>/<gpu>/<precision>_<N>GPU_*.yaml
+_GPU_FOLDERS = {"h100": ("h100-sxm", 8, None), "h200": ("h200", 8, None), "b200": ("b200", 8, None),
+                "b300": ("b300", 8, None), "gb200": ("gb200", 4, 72), "gb300": ("gb300", 4, 72),
+                "a100": ("a100-sxm-80gb", 8, None), "mi300x": ("mi300x", 8, None), "mi325x": ("mi325x", 8, None),
+                "mi355x": ("mi355x", 8, None), "mi350x": ("mi350x", 8, None)}
+
+
+def _guessed_cluster(path: str) -> tuple[Cluster, str] | None:
+    """The cluster an NVIDIA recipe's path names (``.../gb200/mxfp8_256GPU_TP1PP4EP64.yaml``): the GPU
+    from the folder, the GPU count from the file name; a stated guess (GB200/GB300: 4 GPUs per node,
+    72 in one NVLink domain)."""
+    p = Path(path)
+    m = re.search(r"(?:^|_)(\d+)GPU(?:_|$)", p.stem)
+    hit = _GPU_FOLDERS.get(p.parent.name.lower())
+    if not m or hit is None:
+        return None
+    gpu, per_node, domain = hit
+    n = int(m.group(1))
+    if n % per_node:
+        return None
+    c = Cluster(gpu=gpu, num_nodes=n // per_node, gpus_per_node=per_node, nvlink_domain=domain)
+    return c, (f"cluster guessed from the recipe's path: {n} x {gpu} ({n // per_node} nodes x {per_node}"
+               + (f", NVLink domain {domain}" if domain else "") + "); pass --gpu/--nodes to override")
+
+
+def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None = None,
+           script_args: tuple[str, ...] = ()) -> tuple[Any, Cluster]:
     """(recipe, cluster as written) for a script, YAML or argv text; with ``given`` the written
     cluster is not resolved (a launcher value like ``--nproc-per-node gpu`` is then no error)."""
     if argv_mode:
         rec: Any = ms.from_argv(text.split("\n") if text else [])
         return rec, given or _stated_cluster({}, rec.cluster_values())
     cfg = ms.comment_config(text)
-    if path.endswith(_YAML_SUFFIXES) or (not path.endswith(".sh") and is_yaml_text(text)):
-        return from_yaml(text, path), given or _stated_cluster(cfg, None)
-    rec = ms.from_script(text, path)
+    if path.endswith(_YAML_SUFFIXES) or (not path.endswith((".sh", ".bash")) and is_yaml_text(text)):
+        rec = from_yaml(text, path)
+        if given is None and not cfg:
+            guess = _guessed_cluster(path)
+            if guess is not None:
+                rec.notes.append(guess[1])
+                return rec, guess[0]
+        return rec, given or _stated_cluster(cfg, None)
+    rec = ms.from_script(text, path, script_args)
     return rec, given or _stated_cluster(cfg, rec.cluster_values())
 
 
-def load_megatron(path: str | Path, cluster: Cluster | None = None) -> Plan:
-    """Read a Megatron-LM launch script or argument YAML into a plan."""
+def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
+    src = plan.source or Source(framework="megatron")
+    notes = list(getattr(rec, "notes", [])) + [n for n in src.notes if n not in getattr(rec, "notes", [])]
+    return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=fmt,
+                                                    unmodelled=list(src.unmodelled), notes=notes)})
+
+
+def _check_family(rec: Any) -> None:
+    """Refuse a recipe whose training program is not a GPT-family decoder (Megatron-LM entry points)."""
+    program = getattr(rec, "program", None)
+    fam = program_family(program)
+    if fam and fam.startswith("tool: "):
+        raise PlanError("training program", program, fam[6:])
+    if fam:
+        raise PlanError("training program", program, f"trains a {fam}, which the projection does not model "
+                                                     "(GPT-family decoders only)")
+
+
+def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args: tuple[str, ...] | list[str] = ()) -> Plan:
+    """Read a Megatron-LM launch script or argument YAML into a plan.
+
+    ``script_args`` are the script's positional parameters (``$1``, ``$2``, ... ``$@``), e.g. the
+    tokenizer or data paths of Megatron-LM's example scripts; unset ones stay empty, so the
+    script's own defaults (``${2:-MOCK}``) decide.
+    """
     p = Path(path)
     text = read_recipe_text(p)
-    rec, written = _parse(text, str(p), given=cluster)
+    rec, written = _parse(text, str(p), given=cluster, script_args=tuple(script_args))
+    _check_family(rec)
     plan = plan_from_args(rec.args, written, name=p.stem)
-    return plan.model_copy(update={"source": Source(framework="megatron", path=str(p))})
+    fmt = rec.format if isinstance(rec, YamlRecipe) else "megatron-bash"
+    out = _with_source(plan, rec, str(p), fmt)
+    if script_args:
+        out.source.script_args = list(script_args)
+    return out
 
 
 def plan_from_argv(argv: list[str], cluster: Cluster | None = None) -> Plan:
     """The plan of a command line (``torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py ...``)."""
     rec, written = _parse("\n".join(argv), "argv", argv_mode=True, given=cluster)
+    _check_family(rec)
     plan = plan_from_args(rec.args, written)
-    return plan.model_copy(update={"source": Source(framework="megatron")})
+    return _with_source(plan, rec, None, "megatron-argv")
 
 
 # --------------------------------------------------------------------------- writing
@@ -90,10 +152,29 @@ def _normalized(plan: Plan) -> dict:
         r["method"], r["num_layers"] = "uniform", None
     elif r["num_layers"] is None:
         r["num_layers"] = 1 if r["method"] == "uniform" else max(plan.layers_per_stage()) // p["vpp"]
+    if r["granularity"] != "selective":
+        r["modules"] = ("core_attn",)
     if p["pp"] == 1:
         p["pipeline_layers_first_stage"] = p["pipeline_layers_last_stage"] = None
+        p["account_for_embedding_in_pipeline_split"] = p["account_for_loss_in_pipeline_split"] = False
+    if p["pipeline_layout"]:
+        p["pipeline_layers_first_stage"] = p["pipeline_layers_last_stage"] = None
+        p["account_for_embedding_in_pipeline_split"] = p["account_for_loss_in_pipeline_split"] = False
     if p["etp"] is not None and p["etp"] == p["tp"]:
         p["etp"] = None
+    if t["precision"] != "fp8":
+        t["fp8_recipe"] = None
+    if t["precision"] not in ("fp8", "fp4"):
+        t["fp8_param_gather"] = False
+    if t["cuda_graph_impl"] == "none":
+        t["cuda_graph_scope"] = ()
+    if not t["precision_aware_optimizer"]:
+        for k in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+            t[k] = "fp32"
+    if not plan.model.is_moe:
+        t["moe_token_dispatcher"] = "alltoall"
+    if t["offload"]["optimizer_fraction"] == 0:
+        t["offload"]["optimizer_fraction"] = 0.0
     return d
 
 
@@ -107,14 +188,22 @@ def _changes(rec: Any, old: Plan, new: Plan) -> dict[str, Any]:
 
 def _yaml_edits(rec: YamlRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
     edits = []
+
+    def absent(spec: Any, val: Any) -> bool:
+        return val is None or (spec.kind == "true" and val is False) or (spec.kind == "false" and val is True)
+
+    removed = frozenset(d for d, v in changes.items() if d in rec.entries and absent(BY_DEST[d], v)
+                        and rec.format == "megatron-nvidia-yaml")
     for dest, val in changes.items():
         spec = BY_DEST[dest]
-        if dest in rec.entries:
-            edits.append(rec.set_edit(dest, val))
+        if dest in removed:
+            edits.append(rec.remove_edit(dest))
+        elif dest in rec.entries:
+            edits.append(rec.set_edit(dest, val, removed))
         elif val is None or val == spec.default or (spec.kind == "true" and not val):
             continue
         else:
-            edits.append(rec.set_edit(dest, val))
+            edits.append(rec.set_edit(dest, val, removed))
     return edits
 
 
@@ -143,10 +232,12 @@ def _cluster_edits(text: str, rec: Any, written: Cluster, target: Cluster, argv_
 
 
 def _parse_for_render(text: str, path: str, argv_mode: bool, plan: Plan) -> tuple[Any, Cluster]:
+    args = tuple(plan.source.script_args) if plan.source else ()
     try:
-        return _parse(text, path, argv_mode)
+        rec, written = _parse(text, path, argv_mode, script_args=args)
     except PlanError:  # e.g. --nproc-per-node gpu: the cluster is not written; keep the plan's
-        return _parse(text, path, argv_mode, given=plan.cluster)
+        return _parse(text, path, argv_mode, given=plan.cluster, script_args=args)
+    return rec, written
 
 
 def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> str:
@@ -190,7 +281,8 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
     """Write the rendered recipe atomically to ``out_path`` (never over the original)."""
     src, dst = Path(original_path), Path(out_path)
     text = read_recipe_text(src)
-    plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src))})
+    args = list(plan.source.script_args) if plan.source else []
+    plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src), script_args=args)})
     new = render_megatron(plan, text)
     try:
         atomic_write_text(dst, new, protect=src, mode=stat.S_IMODE(src.stat().st_mode))

@@ -18,7 +18,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from primus_launch.errors import UserError
-from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, PlanError, Recompute, Training
+from primus_launch.plan import (Cluster, ModelArch, Offload, Parallelism, Plan, PlanError, Recompute, Source, Training,
+                                UnmodelledFlag)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,26 @@ FLAGS: tuple[Flag, ...] = (
     _f("--moe-token-dispatcher-type", "str", "allgather", group="moe"),
     _f("--moe-enable-deepep", "true", group="moe"),
     _f("--moe-flex-dispatcher-backend", "str", group="moe"),
+    _f("--moe-grouped-gemm", "true", group="moe"),
+    _f("--moe-permute-fusion", "true", group="moe"),
+    _f("--moe-router-force-load-balancing", "true", group="moe"),
+    _f("--overlap-moe-expert-parallel-comm", "true", group="moe"),
+    _f("--delay-wgrad-compute", "true", group="moe"),
+    _f("--moe-shared-expert-overlap", "true", group="moe"),
+    _f("--moe-layer-recompute", "true", group="recompute"),
+    _f("--mtp-num-layers", group="moe"),
+    # architecture variants
+    _f("--quick-geglu", "true", group="model"),
+    _f("--squared-relu", "true", group="model"),
+    _f("--openai-gelu", "true", group="model"),
+    _f("--no-position-embedding", "false", group="model", dest="add_position_embedding"),
+    _f("--softmax-type", "str", "vanilla", group="model"),
+    _f("--window-size", "str", group="model"),
+    _f("--window-attn-skip-freq", "str", group="model"),
+    _f("--attention-dropout", "float", 0.1, group="model"),
+    _f("--hidden-dropout", "float", 0.1, group="model"),
+    _f("--vocab-file", "str", group="tokenizer"),
+    _f("--encoder-seq-length", group="model"),
     # parallelism
     _f("--tensor-model-parallel-size", default=1, group="parallel"),
     _f("--pipeline-model-parallel-size", default=1, group="parallel"),
@@ -91,7 +112,10 @@ FLAGS: tuple[Flag, ...] = (
     _f("--decoder-first-pipeline-num-layers", group="parallel"),
     _f("--decoder-last-pipeline-num-layers", group="parallel"),
     _f("--pipeline-model-parallel-layout", "str", group="parallel"),
+    _f("--account-for-embedding-in-pipeline-split", "true", group="parallel"),
+    _f("--account-for-loss-in-pipeline-split", "true", group="parallel"),
     _f("--context-parallel-size", default=1, group="parallel"),
+    _f("--cp-comm-type", "list", ["p2p"], group="parallel"),
     _f("--expert-model-parallel-size", default=1, group="parallel"),
     _f("--expert-tensor-parallel-size", group="parallel"),
     _f("--sequence-parallel", "true", group="parallel"),
@@ -100,6 +124,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--use-torch-fsdp2", "true", group="ddp"),
     _f("--use-megatron-fsdp", "true", group="ddp"),
     _f("--data-parallel-sharding-strategy", "str", "no_shard", group="ddp"),
+    _f("--torch-fsdp2-no-reshard-after-forward", "false", group="ddp", dest="torch_fsdp2_reshard_after_forward"),
     _f("--no-gradient-accumulation-fusion", "false", group="ddp", dest="gradient_accumulation_fusion"),
     _f("--ckpt-format", "str", "torch_dist", group="checkpoint"),
     _f("--overlap-grad-reduce", "true", group="ddp"),
@@ -107,16 +132,46 @@ FLAGS: tuple[Flag, ...] = (
     # training
     _f("--micro-batch-size", group="batch"),
     _f("--global-batch-size", group="batch"),
+    _f("--rampup-batch-size", "list", group="batch"),
+    _f("--step-batch-size-schedule", "str", group="batch"),
     _f("--train-iters", group="batch"),
     _f("--optimizer", "str", "adam", group="optim"),
+    _f("--optimizer-cpu-offload", "true", group="optim"),
+    _f("--optimizer-offload-fraction", "float", 1.0, group="optim"),
+    _f("--use-precision-aware-optimizer", "true", group="optim"),
+    _f("--main-grads-dtype", "str", "fp32", group="optim"),
+    _f("--main-params-dtype", "str", "fp32", group="optim"),
+    _f("--exp-avg-dtype", "str", "fp32", group="optim"),
+    _f("--exp-avg-sq-dtype", "str", "fp32", group="optim"),
     _f("--recompute-activations", "true", group="recompute"),
+    _f("--checkpoint-activations", "true", group="recompute"),
     _f("--recompute-granularity", "str", group="recompute"),
     _f("--recompute-method", "str", group="recompute"),
     _f("--recompute-num-layers", group="recompute"),
+    _f("--recompute-modules", "list", group="recompute"),
+    _f("--cpu-offloading-num-layers", default=0, group="recompute"),
+    _f("--cpu-offloading", "true", group="recompute"),
+    _f("--cpu-offloading-weights", "true", group="recompute"),
+    _f("--cpu-offloading-activations", "true", True, group="recompute"),
+    _f("--fine-grained-activation-offloading", "true", group="recompute"),
+    _f("--offload-modules", "list", group="recompute"),
+    # kernels
+    _f("--attention-backend", "str", "auto", group="kernels"),
+    _f("--cross-entropy-loss-fusion", "true", group="kernels"),
+    _f("--cuda-graph-impl", "str", "none", group="kernels"),
+    _f("--cuda-graph-scope", "list", group="kernels"),
+    _f("--cuda-graph-modules", "list", group="kernels"),
+    _f("--enable-cuda-graph", "true", group="kernels"),
+    _f("--external-cuda-graph", "true", group="kernels"),
     # mixed precision
     _f("--bf16", "true", group="precision"),
     _f("--fp16", "true", group="precision"),
     _f("--fp8-format", "str", group="precision", dest="fp8"),
+    _f("--fp8-recipe", "str", "delayed", group="precision"),
+    _f("--fp8-param-gather", "true", group="precision"),
+    _f("--fp4-format", "str", group="precision", dest="fp4"),
+    _f("--fp4-recipe", "str", "nvfp4", group="precision"),
+    _f("--fp4-param-gather", "true", group="precision", dest="fp4_param"),
     _f("--grad-reduce-in-bf16", "true", group="precision"),
     _f("--accumulate-allreduce-grads-in-fp32", "true", group="precision"),
 )
@@ -133,49 +188,87 @@ FIELD_FLAGS = {
     "parallel.sequence_parallel": "--sequence-parallel",
     "parallel.pipeline_layers_first_stage": "--decoder-first-pipeline-num-layers",
     "parallel.pipeline_layers_last_stage": "--decoder-last-pipeline-num-layers",
+    "parallel.pipeline_layout": "--pipeline-model-parallel-layout",
+    "parallel.account_for_embedding_in_pipeline_split": "--account-for-embedding-in-pipeline-split",
     "parallel": "--tensor-model-parallel-size x --context-parallel-size x --pipeline-model-parallel-size",
     "training.global_batch_size": "--global-batch-size", "training.micro_batch_size": "--micro-batch-size",
     "training.recompute.num_layers": "--recompute-num-layers",
+    "training.recompute.modules": "--recompute-modules",
     "training.pipeline_schedule": "--num-layers-per-virtual-pipeline-stage",
-    "model.moe_router_topk": "--moe-router-topk",
+    "training.cuda_graph_scope": "--cuda-graph-scope", "training.offload.activation_layers": "--cpu-offloading-num-layers",
+    "training.offload.activation_modules": "--offload-modules",
+    "model.moe_router_topk": "--moe-router-topk", "model.moe_layer_pattern": "--moe-layer-freq",
+    "model.window_layer_pattern": "--window-attn-skip-freq",
 }
 
-# Tokenizers whose vocabulary (len(tokenizer), what Megatron's HuggingFaceTokenizer reports) equals
-# the embedding rows of the published checkpoint; source: each model's Hugging Face config.json
-# ("vocab_size") and tokenizer.json.  Keys are matched case-insensitively on the last path part.
-TOKENIZER_VOCAB: dict[str, tuple[int, str]] = {
-    "llama-3.1-8b": (128256, "meta-llama/Llama-3.1-8B config.json vocab_size"),
-    "llama-3.1-70b": (128256, "meta-llama/Llama-3.1-70B config.json vocab_size"),
-    "llama-3.1-405b": (128256, "meta-llama/Llama-3.1-405B config.json vocab_size"),
-    "meta-llama-3-8b": (128256, "meta-llama/Meta-Llama-3-8B config.json vocab_size"),
-    "meta-llama-3-70b": (128256, "meta-llama/Meta-Llama-3-70B config.json vocab_size"),
-    "llama-3.3-70b-instruct": (128256, "meta-llama/Llama-3.3-70B-Instruct config.json vocab_size"),
-    "llama-2-7b-hf": (32000, "meta-llama/Llama-2-7b-hf config.json vocab_size"),
-    "llama-2-70b-hf": (32000, "meta-llama/Llama-2-70b-hf config.json vocab_size"),
-    "mixtral-8x22b-v0.1": (32768, "mistralai/Mixtral-8x22B-v0.1 config.json vocab_size"),
-    "mixtral-8x7b-v0.1": (32000, "mistralai/Mixtral-8x7B-v0.1 config.json vocab_size"),
-    "mistral-7b-v0.1": (32000, "mistralai/Mistral-7B-v0.1 config.json vocab_size"),
-    "gpt2": (50257, "GPT-2 BPE vocab (openai-community/gpt2 config.json vocab_size)"),
-}
 GPT2_BPE_VOCAB = 50257  # GPT2BPETokenizer: gpt2-vocab.json, 50257 entries
 
+# The training program names a model family (Megatron-LM's entry points); GPT-family programs are read.
+FAMILY_PROGRAMS: dict[str, str] = {
+    "pretrain_mamba.py": "hybrid Mamba/attention model", "pretrain_hybrid.py": "hybrid Mamba/attention model",
+    "pretrain_bert.py": "BERT", "pretrain_t5.py": "T5 (encoder-decoder)", "pretrain_vlm.py": "multimodal (VLM)",
+    "pretrain_retro.py": "RETRO", "pretrain_ict.py": "biencoder (ICT)", "pretrain_vision_classify.py": "vision",
+    "pretrain_vision_dino.py": "vision", "pretrain_vision_inpaint.py": "vision", "train_rl.py": "RL loop",
+    "pretrain_mimo.py": "multimodal (MIMO)", "train.py": "", "finetune.py": "",
+}
 
-def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None) -> int | None:
-    """Vocabulary size of a known tokenizer, or None."""
-    if tokenizer_type == "GPT2BPETokenizer":
-        return GPT2_BPE_VOCAB
-    if not tokenizer_model:
+
+_TOOL_PROGRAM = re.compile(r"(generat|server|convert|export|quantiz|prune|mmlu|eval|inference|checkpoint|"
+                           r"preprocess|validate|feature_extract|eagle|distill|merge)", re.I)
+
+
+def program_family(program: str | None) -> str | None:
+    """The model family a Megatron-LM entry point trains when it is not a GPT-family decoder, else None
+    (``"tool: ..."`` for programs that do not train: generation servers, converters, quantizers)."""
+    if not program:
         return None
-    key = tokenizer_model.rstrip("/").split("/")[-1].lower()
-    hit = TOKENIZER_VOCAB.get(key)
-    return hit[0] if hit else None
+    base = program.rsplit("/", 1)[-1]
+    if base.endswith(".py") and _TOOL_PROGRAM.search(base) and not base.startswith("pretrain"):
+        return f"tool: {base} is not a training program (inference, conversion or evaluation)"
+    fam = FAMILY_PROGRAMS.get(base)
+    if fam:
+        return fam
+    low = program.lower()
+    for key, fam in (("mamba", "hybrid Mamba/attention model"), ("llava", "multimodal (LLaVA)"),
+                     ("multimodal", "multimodal"), ("mimo", "multimodal (MIMO)"), ("vlm", "multimodal (VLM)"),
+                     ("bert", "BERT"), ("t5", "T5 (encoder-decoder)"), ("retro", "RETRO")):
+        if re.search(rf"(^|[/_\-.]){key}([/_\-.]|$)", low):
+            return fam
+    return None
+
+
+def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
+                    vocab_file: str | None = None) -> tuple[int, str] | None:
+    """(vocabulary size, source) of the recipe's tokenizer: a local file when the path exists, the
+    GPT-2 BPE vocabulary, or the table of public tokenizers (:mod:`megatron_vocab`); None if unknown."""
+    from primus_launch.adapters.megatron_vocab import local_vocab, table_vocab
+
+    for path in (tokenizer_model, vocab_file):
+        hit = local_vocab(path)
+        if hit:
+            return hit
+    if tokenizer_type == "GPT2BPETokenizer":
+        return GPT2_BPE_VOCAB, "GPT2BPETokenizer (gpt2-vocab.json, 50257 entries)"
+    if tokenizer_type == "TikTokenizer":  # without --vocab-size: DEFAULT_TIKTOKEN_MAX_VOCAB
+        return 2**17, "TikTokenizer default vocabulary 2**17 (megatron/core/tokenizers/text/libraries/tiktoken_tokenizer.py)"
+    if tokenizer_type in (None, "") and vocab_file and str(vocab_file).endswith("vocab.json"):
+        return GPT2_BPE_VOCAB, (f"assumed GPT-2 BPE (50257 entries): --vocab-file {vocab_file} (vocab.json + merges) "
+                                "is not on this machine")
+    return table_vocab(tokenizer_model) or table_vocab(vocab_file)
 
 
 # --------------------------------------------------------------------------- value conversion
 def convert(flag: Flag, raw: Any) -> Any:
-    """A Megatron value from a command-line string or a YAML scalar."""
+    """A Megatron value from a command-line string, a YAML scalar, or a list (nargs '+' flags)."""
     if raw is None:
         return None
+    if flag.kind == "list":
+        if isinstance(raw, (list, tuple)):
+            return [str(x) for x in raw]
+        txt = str(raw).strip().strip("[]")
+        return [x.strip("'\"") for x in re.split(r"[,\s]+", txt) if x.strip("'\"")]
+    if isinstance(raw, (list, tuple)):
+        raw = raw[0] if len(raw) == 1 else " ".join(str(x) for x in raw)
     if flag.kind in ("true", "false"):
         if isinstance(raw, bool):
             return raw
@@ -185,52 +278,69 @@ def convert(flag: Flag, raw: Any) -> Any:
         if txt in ("false", "0", "no", "off", "null", "none", ""):
             return False
         raise PlanError(flag.flag, raw, "a boolean")
-    if flag.kind == "int":
+    if flag.kind in ("int", "float"):
         if isinstance(raw, bool):
-            raise PlanError(flag.flag, raw, "an integer")
-        if isinstance(raw, int):
+            raise PlanError(flag.flag, raw, f"an {'integer' if flag.kind == 'int' else 'number'}")
+        if isinstance(raw, (int, float)) and not (flag.kind == "int" and isinstance(raw, float)):
             return raw
         txt = str(raw).strip().strip("'\"")
         if txt.lower() in ("null", "none"):
             return None
         try:
-            return int(txt)
+            return int(txt) if flag.kind == "int" else float(txt)
         except ValueError:
-            raise PlanError(flag.flag, str(raw), "an integer") from None
+            raise PlanError(flag.flag, str(raw), "an integer" if flag.kind == "int" else "a number") from None
     txt = str(raw)
     return None if txt.lower() in ("null", "none") and flag.dest not in ("recompute_granularity",) else txt
 
 
-def moe_dense_first(freq: Any, num_layers: int) -> int:
-    """Leading dense layers of a ``--moe-layer-freq`` value (Megatron ``moe_freq_type``).
-
-    ``1`` -> every layer MoE; a pattern like ``([0]*3+[1]*58)`` -> 3 dense layers then MoE layers.
-    Other layouts (interleaved dense/MoE) are not modelled by the plan.
-    """
-    txt = str(freq).strip().strip("'\"")
-    allowed = "1, or a list pattern of leading dense layers then MoE layers such as ([0]*3+[1]*58)"
+def layer_pattern(flag: str, value: Any, num_layers: int) -> list[int]:
+    """Per-layer 0/1 of a Megatron frequency argument (``moe_freq_type``): an int N or a Python list
+    expression (``([0]*3+[1]*58)``, ``[1,0]*24``).  ``--moe-layer-freq N``: layer i (0-based) is MoE
+    when ``i % N == 0`` (megatron/core/models/gpt/gpt_layer_specs.py); ``--window-attn-skip-freq N``:
+    layer i is windowed when ``(i+1) % N != 0`` (megatron/core/transformer/utils.py
+    ``is_layer_window_attention``)."""
+    txt = str(value).strip().strip("'\"")
     if "[" not in txt:
-        if txt == "1":
-            return 0
-        raise PlanError("--moe-layer-freq", txt, allowed)
+        try:
+            n = int(txt)
+        except ValueError:
+            raise PlanError(flag, txt, "an integer N or a list pattern such as ([0]*3+[1]*58)") from None
+        if n <= 0:
+            raise PlanError(flag, txt, "a positive integer")
+        if flag == "--moe-layer-freq":
+            return [1 if i % n == 0 else 0 for i in range(num_layers)]
+        return [1 if (i + 1) % n != 0 else 0 for i in range(num_layers)]
     if re.search(r"[^,\d\[\]\(\)\+\*\s]", txt):
-        raise PlanError("--moe-layer-freq", txt, allowed)
-    pattern = _eval_list_pattern(txt)
+        raise PlanError(flag, txt, "a list pattern of 0/1 with + and * (e.g. ([0]*3+[1]*58))")
+    pattern = _eval_list_pattern(txt, flag)
     if len(pattern) != num_layers:
-        raise PlanError("--moe-layer-freq", txt, f"pattern length {len(pattern)} must equal --num-layers={num_layers}")
+        raise PlanError(flag, txt, f"pattern length {len(pattern)} must equal --num-layers={num_layers}")
+    if any(x not in (0, 1) for x in pattern):
+        raise PlanError(flag, txt, "entries 0 or 1")
+    return pattern
+
+
+def moe_dense_first(freq: Any, num_layers: int) -> int:
+    """Leading dense layers of a ``--moe-layer-freq`` whose pattern is dense layers then MoE layers
+    (``1``, ``([0]*3+[1]*58)``); other patterns raise (use :func:`layer_pattern`)."""
+    pat = layer_pattern("--moe-layer-freq", freq, num_layers)
     k = 0
-    while k < len(pattern) and pattern[k] == 0:
+    while k < len(pat) and pat[k] == 0:
         k += 1
-    if any(x != 1 for x in pattern[k:]):
-        raise PlanError("--moe-layer-freq", txt, allowed)
+    if any(x != 1 for x in pat[k:]):
+        raise PlanError("--moe-layer-freq", freq, "leading dense layers then MoE layers")
     return k
 
 
-def _eval_list_pattern(txt: str) -> list[int]:
+def _eval_list_pattern(txt: str, flag: str = "--moe-layer-freq") -> list[int]:
     """Evaluate a list expression of ints, ``+``, ``*`` and brackets (the grammar moe_freq_type allows)."""
     import ast
 
-    node = ast.parse(txt.replace(" ", ""), mode="eval").body
+    try:
+        node = ast.parse(txt.replace(" ", ""), mode="eval").body
+    except SyntaxError:
+        raise PlanError(flag, txt, "a list pattern of 0/1 with + and *") from None
 
     def ev(n: ast.AST) -> Any:
         if isinstance(n, ast.Constant) and isinstance(n.value, int):
@@ -240,12 +350,21 @@ def _eval_list_pattern(txt: str) -> list[int]:
         if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Mult)):
             a, b = ev(n.left), ev(n.right)
             return a + b if isinstance(n.op, ast.Add) else a * b
-        raise PlanError("--moe-layer-freq", txt, "a list pattern of 0/1 with + and *")
+        raise PlanError(flag, txt, "a list pattern of 0/1 with + and *")
 
     out = ev(node)
     if not isinstance(out, list):
-        raise PlanError("--moe-layer-freq", txt, "a list pattern of 0/1 with + and *")
+        raise PlanError(flag, txt, "a list pattern of 0/1 with + and *")
     return out
+
+
+def steady_batch(schedule: str) -> int:
+    """The last (steady) global batch of ``--step-batch-size-schedule "0:384 200B:768 400B:1152"``."""
+    items = [x for x in re.split(r"[\s,]+", schedule.strip().strip("'\"")) if x]
+    try:
+        return int(items[-1].split(":")[-1])
+    except (IndexError, ValueError):
+        raise PlanError("--step-batch-size-schedule", schedule, "'START:BATCH ...' pairs such as '0:384 200B:768'") from None
 
 
 # --------------------------------------------------------------------------- args -> plan
@@ -262,29 +381,99 @@ def get(a: dict[str, Any], dest: str) -> Any:
     return BY_DEST[dest].default if v is None else v
 
 
-_POS = {"learned_absolute": "learned", "rope": "rope", "mrope": "rope", "none": "none"}
+_POS = {"learned_absolute": "learned", "rope": "rope", "mrope": "rope", "yarn": "yarn", "none": "none"}
 _NORM = {"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}
+_STATE_DTYPES = {"fp32": "fp32", "float32": "fp32", "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16",
+                 "float16": "fp16", "fp8": "fp8"}
+_CP_COMM = ("p2p", "a2a", "allgather", "a2a+p2p")
+
+
+class _Report:
+    """What the reader could not express: unmodelled flags and stated guesses."""
+
+    def __init__(self) -> None:
+        self.unmodelled: list[UnmodelledFlag] = []
+        self.notes: list[str] = []
+
+    def flag(self, flag: str, value: Any, effect: str) -> None:
+        from primus_launch.adapters.megatron_flags import value_text
+
+        if not any(u.flag == flag for u in self.unmodelled):
+            self.unmodelled.append(UnmodelledFlag(flag=flag, value=value_text(value), effect=effect))
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[str] = frozenset()) -> _Report:
+    """Classify every argument of ``a`` that the plan does not read (:mod:`megatron_flags`): flags
+    that change time or memory and are set away from Megatron's default become
+    ``UnmodelledFlag``s, unknown keys a note; a flag that selects a model family the projection does
+    not model raises a one-line :class:`PlanError`.  Keys in ``skip`` are not looked at."""
+    from primus_launch.adapters.megatron_flags import MODELLED, NOT_MODELLED, REFUSED, is_default, lookup
+
+    rep = rep or _Report()
+    for key, val in a.items():
+        if key in skip:
+            continue
+        f = lookup(key)
+        if f is None and key in BY_DEST:
+            continue  # a name only the experimental --yaml-cfg layout uses
+        if f is not None and f.cls == MODELLED and f.dest in BY_DEST:
+            continue
+        if f is None:
+            shown = key if key.startswith("-") else "--" + key.replace("_", "-")
+            rep.note(f"unknown Megatron-LM flag {shown}" + (f"={val}" if val not in (None, True) else "")
+                     + ": not read (not in the flag table of core_r0.16.0/main)")
+            continue
+        if f.cls == REFUSED and not is_default(f, val):
+            raise PlanError(f.flag, val if not isinstance(val, list) else " ".join(map(str, val)),
+                            f"{f.note}: not modelled by the projection (GPT-family decoders only)")
+        if f.cls in (NOT_MODELLED, MODELLED) and not is_default(f, val):
+            shown = f.flag
+            if f.kind == "false" and val is False:
+                val = True  # the flag is set (its dest holds False)
+            elif f.kind == "boolopt" and val is False:
+                shown, val = "--no-" + f.flag[2:], True
+            rep.flag(shown, val, f.note)
+    return rep
 
 
 def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", validate: bool = True) -> Plan:
-    """Build the plan from Megatron argument values (``dest -> value``; absent = Megatron default)."""
+    """Build the plan from Megatron argument values (``dest -> value``; absent = Megatron default).
+
+    Keys other than the modelled dests (any Megatron dest or flag name) are classified by
+    :mod:`megatron_flags` into ``plan.source.unmodelled`` / ``notes`` (see :func:`report_args`);
+    the returned plan's ``source`` is ``Source(framework="megatron")`` carrying them.
+    """
+    rep = report_args(a)
     L = _req(a, "num_layers")
     h = _req(a, "hidden_size")
     heads = _req(a, "num_attention_heads")
-    swiglu = bool(get(a, "swiglu"))
+    # MLP: --swiglu (gated silu), --quick-geglu (gated quick_gelu), --squared-relu, default gelu
+    # (megatron/training/arguments.py core_transformer_config_from_args)
+    swiglu, qgeglu = bool(get(a, "swiglu")), bool(get(a, "quick_geglu"))
+    gated = swiglu or qgeglu
+    activation = ("silu" if swiglu else "quick_gelu" if qgeglu else "squared_relu" if get(a, "squared_relu")
+                  else "gelu")
     ffn = a.get("ffn_hidden_size")
     if ffn is None:
-        ffn = int((4 * h * 2 / 3) / 64) * 64 if swiglu else 4 * h
+        ffn = int((4 * h * 2 / 3) / 64) * 64 if swiglu else 4 * h  # validate_args: only --swiglu shrinks it
     pos = "rope" if get(a, "use_rotary_position_embeddings") else get(a, "position_embedding_type")
     if pos not in _POS:
-        raise PlanError("--position-embedding-type", pos, "one of learned_absolute, rope, mrope, none")
+        raise PlanError("--position-embedding-type", pos, "one of learned_absolute, rope, mrope, yarn, none")
+    if pos == "learned_absolute" and not get(a, "add_position_embedding"):
+        pos = "none"
     norm = get(a, "normalization")
     if norm not in _NORM:
         raise PlanError("--normalization", norm, "one of LayerNorm, RMSNorm")
     add_bias = bool(get(a, "add_bias_linear"))
-    seq = _req(a, "seq_length")
+    seq = a.get("seq_length") if a.get("seq_length") is not None else a.get("encoder_seq_length")
+    if seq is None:
+        raise PlanError("--seq-length", None, "required (Megatron-LM has no default)")
 
-    # vocabulary: --padded-vocab-size > --vocab-size > known tokenizer
+    # vocabulary: --padded-vocab-size > --vocab-size > local tokenizer file / public tokenizer table
     divisible = get(a, "make_vocab_size_divisible_by")
     if a.get("padded_vocab_size") is not None:
         vocab, divisible = a["padded_vocab_size"], 1
@@ -293,49 +482,90 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         if a.get("tokenizer_type") in ("NullTokenizer", "NullMultimodalTokenizer"):
             vocab += 1  # megatron _NullTokenizer.vocab_size = vocab_size + 1 (EOD)
     else:
-        vocab = tokenizer_vocab(a.get("tokenizer_model"), a.get("tokenizer_type"))
-        if vocab is None:
-            raise PlanError("--tokenizer-model", a.get("tokenizer_model") or a.get("tokenizer_type"),
-                            "vocab size unknown: add --vocab-size N (known tokenizers: "
-                            + ", ".join(sorted(TOKENIZER_VOCAB)) + ")")
+        hit = tokenizer_vocab(a.get("tokenizer_model"), a.get("tokenizer_type"), a.get("vocab_file"))
+        if hit is None:
+            what = a.get("tokenizer_model") or a.get("vocab_file") or a.get("tokenizer_type")
+            raise PlanError("--tokenizer-model", what, "vocabulary size unknown (not a local file nor a known public "
+                                                       "tokenizer): pass --vocab-size N"
+                            + (" (or the script's arguments, if it takes the tokenizer from $1..$N)" if what is None else ""))
+        vocab = hit[0]
+        rep.note(f"vocabulary {vocab} from {hit[1]}")
+
+    # dropout: Megatron's defaults are 0.1 (their masks are memory)
+    att_do, hid_do = float(get(a, "attention_dropout")), float(get(a, "hidden_dropout"))
+
+    # sliding window: --window-size L,R (left L; -1 = unlimited); --window-attn-skip-freq N or a pattern
+    window, window_pat = None, None
+    if a.get("window_size") not in (None, "", "None"):
+        txt = str(a["window_size"]).strip("()[] '\"")
+        try:
+            left = int(txt.split(",")[0])
+        except ValueError:
+            raise PlanError("--window-size", a["window_size"], "'LEFT,RIGHT' such as 128,0") from None
+        if left >= 0:
+            window = max(left, 1)
+            if a.get("window_attn_skip_freq") not in (None, ""):
+                window_pat = tuple(layer_pattern("--window-attn-skip-freq", a["window_attn_skip_freq"], L))
+    softmax = get(a, "softmax_type")
+    if softmax not in ("vanilla", "off-by-one", "learnable"):
+        raise PlanError("--softmax-type", softmax, "one of vanilla, off-by-one, learnable")
 
     num_experts = a.get("num_experts") or None
-    dense_first = moe_dense_first(get(a, "moe_layer_freq"), L) if num_experts else 0
+    dense_first, moe_pattern = 0, None
+    if num_experts:  # --moe-layer-freq N or a list: one 0/1 per layer (all-MoE stays None)
+        pat = layer_pattern("--moe-layer-freq", get(a, "moe_layer_freq"), L)
+        moe_pattern = None if all(pat) else tuple(pat)
     mla = bool(get(a, "multi_latent_attention"))
     model = dict(
         name=name, num_layers=L, hidden_size=h, ffn_hidden_size=ffn, num_attention_heads=heads,
         num_query_groups=get(a, "num_query_groups") if get(a, "group_query_attention") else None,
         head_dim=a.get("kv_channels"), vocab_size=vocab, make_vocab_size_divisible_by=divisible,
-        seq_length=seq, max_position_embeddings=a.get("max_position_embeddings"), swiglu=swiglu,
-        untie_embeddings_and_output_weights=bool(get(a, "untie_embeddings_and_output_weights")),
+        seq_length=seq, max_position_embeddings=a.get("max_position_embeddings"), swiglu=gated,
+        activation=activation, untie_embeddings_and_output_weights=bool(get(a, "untie_embeddings_and_output_weights")),
         normalization=_NORM[norm], add_bias_linear=add_bias,
         add_qkv_bias=add_bias or bool(get(a, "add_qkv_bias")), qk_layernorm=bool(get(a, "qk_layernorm")),
-        position_embedding=_POS[pos], num_experts=num_experts,
+        position_embedding=_POS[pos], softmax_type=softmax, window_size=window, window_layer_pattern=window_pat,
+        attention_dropout=att_do, hidden_dropout=hid_do, num_experts=num_experts,
         moe_router_topk=get(a, "moe_router_topk"), moe_ffn_hidden_size=(a.get("moe_ffn_hidden_size") or ffn) if num_experts else None,
         moe_shared_expert_intermediate_size=(a.get("moe_shared_expert_intermediate_size") or 0) if num_experts else 0,
-        moe_dense_first_layers=dense_first, moe_router_bias=bool(get(a, "moe_router_enable_expert_bias")),
+        moe_dense_first_layers=dense_first, moe_layer_pattern=moe_pattern,
+        moe_router_bias=bool(get(a, "moe_router_enable_expert_bias")),
         moe_router_num_groups=a.get("moe_router_num_groups") if num_experts else None,
         moe_router_group_topk=a.get("moe_router_group_topk") if num_experts else None,
         multi_latent_attention=mla, q_lora_rank=a.get("q_lora_rank"), kv_lora_rank=get(a, "kv_lora_rank"),
         qk_head_dim=get(a, "qk_head_dim"), qk_pos_emb_head_dim=get(a, "qk_pos_emb_head_dim"),
-        v_head_dim=get(a, "v_head_dim"),
+        v_head_dim=get(a, "v_head_dim"), mtp_num_layers=a.get("mtp_num_layers") or 0,
     )
 
     tp, pp = get(a, "tensor_model_parallel_size"), get(a, "pipeline_model_parallel_size")
-    if a.get("pipeline_model_parallel_layout") is not None:
-        raise PlanError("--pipeline-model-parallel-layout", a["pipeline_model_parallel_layout"],
-                        "not modelled; use --decoder-first/last-pipeline-num-layers and --num-virtual-stages-per-pipeline-rank")
+    layout = a.get("pipeline_model_parallel_layout") or None
     first, last = a.get("decoder_first_pipeline_num_layers"), a.get("decoder_last_pipeline_num_layers")
+    vpp_ways = [k for k in ("num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank")
+                if a.get(k) is not None] + (["pipeline_model_parallel_layout"] if layout else [])
+    if len(vpp_ways) > 1:  # validate_args: no more than one of them
+        raise PlanError(BY_DEST[vpp_ways[1]].flag, a[vpp_ways[1]],
+                        f"cannot be combined with {BY_DEST[vpp_ways[0]].flag} (Megatron asserts)")
+    acc_e, acc_l = bool(get(a, "account_for_embedding_in_pipeline_split")), bool(get(a, "account_for_loss_in_pipeline_split"))
     vpp = 1
-    if a.get("num_layers_per_virtual_pipeline_stage") is not None:
+    if layout is not None:
+        from primus_launch.plan.layout import parse_layout
+
+        n_st = len(parse_layout(str(layout)))
+        if n_st % pp:
+            raise PlanError("--pipeline-model-parallel-layout", layout,
+                            f"{n_st} stages must divide by --pipeline-model-parallel-size={pp}")
+        vpp = n_st // pp
+        first = last = None  # the layout places every layer
+    elif a.get("num_layers_per_virtual_pipeline_stage") is not None:
         n = a["num_layers_per_virtual_pipeline_stage"]
         if first is not None or last is not None:
             raise PlanError("--num-layers-per-virtual-pipeline-stage", n,
                             "use --num-virtual-stages-per-pipeline-rank with uneven pipeline stages")
-        if n <= 0 or L % pp or (L // pp) % n:
+        slots = L + acc_e + acc_l
+        if n <= 0 or slots % pp or (slots // pp) % n:
             raise PlanError("--num-layers-per-virtual-pipeline-stage", n,
-                            f"must divide layers per pipeline stage ({L}/{pp})")
-        vpp = (L // pp) // n
+                            f"must divide layers per pipeline stage ({slots}/{pp})")
+        vpp = (slots // pp) // n
     elif a.get("num_virtual_stages_per_pipeline_rank") is not None:
         vpp = a["num_virtual_stages_per_pipeline_rank"]
     elif a.get("virtual_pipeline_model_parallel_size") is not None:
@@ -345,58 +575,117 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         sharding = "full"
     elif get(a, "use_megatron_fsdp"):
         strat = get(a, "data_parallel_sharding_strategy")
-        sharding = {"optim_grads_params": "full", "optim_grads": "optimizer", "optim": "optimizer"}.get(strat, "none")
+        if strat not in ("no_shard", "optim", "optim_grads", "optim_grads_params"):
+            raise PlanError("--data-parallel-sharding-strategy", strat, "one of no_shard, optim, optim_grads, optim_grads_params")
+        sharding = {"optim_grads_params": "full", "optim_grads": "optimizer_grads", "optim": "optimizer"}.get(
+            strat, "optimizer" if get(a, "use_distributed_optimizer") else "none")
     elif get(a, "use_distributed_optimizer"):
         sharding = "optimizer"
     else:
         sharding = "none"
-    parallel = dict(tp=tp, pp=pp, vpp=vpp, cp=get(a, "context_parallel_size"),
+    cp = get(a, "context_parallel_size")
+    cp_types = [str(x) for x in get(a, "cp_comm_type")] or ["p2p"]
+    bad = [x for x in cp_types if x not in _CP_COMM]
+    if bad:
+        raise PlanError("--cp-comm-type", " ".join(cp_types), "of p2p, a2a, allgather, a2a+p2p")
+    cp_comm = max(set(cp_types), key=cp_types.count)
+    if len(set(cp_types)) > 1 and cp > 1:
+        rep.flag("--cp-comm-type", cp_types, f"time: per-layer context-parallel kinds; all layers priced as {cp_comm}")
+    parallel = dict(tp=tp, pp=pp, vpp=vpp, cp=cp,
                     ep=get(a, "expert_model_parallel_size"), etp=a.get("expert_tensor_parallel_size"),
-                    sequence_parallel=sp, dp_sharding=sharding,
+                    sequence_parallel=sp, dp_sharding=sharding, cp_comm_type=cp_comm,
+                    pipeline_layout=str(layout) if layout is not None else None,
                     pipeline_layers_first_stage=first if pp > 1 else None,
-                    pipeline_layers_last_stage=last if pp > 1 else None)
+                    pipeline_layers_last_stage=last if pp > 1 else None,
+                    account_for_embedding_in_pipeline_split=acc_e and pp > 1 and layout is None,
+                    account_for_loss_in_pipeline_split=acc_l and pp > 1 and layout is None,
+                    fsdp_reshard_after_forward="default" if get(a, "torch_fsdp2_reshard_after_forward") else "never")
 
-    gran = "selective" if get(a, "recompute_activations") else (a.get("recompute_granularity") or "none")
-    if gran not in ("none", "selective", "full"):
-        raise PlanError("--recompute-granularity", gran, "one of full, selective")
-    method, rnl = a.get("recompute_method"), a.get("recompute_num_layers")
-    if gran == "full":
-        if method not in ("uniform", "block"):
-            raise PlanError("--recompute-method", method, "uniform or block (required with --recompute-granularity full)")
-        if rnl is None:
-            raise PlanError("--recompute-num-layers", None, "required with --recompute-granularity full")
-    elif gran == "selective" and method is not None:
-        raise PlanError("--recompute-method", method, "must be unset with --recompute-granularity selective")
-    recompute = dict(granularity=gran, method=method if gran == "full" else "uniform",
-                     num_layers=rnl if gran == "full" else None)
-
+    recompute = _recompute(a, rep)
     bf16, fp16 = bool(get(a, "bf16")), bool(get(a, "fp16"))
     if bf16 and fp16:
         raise PlanError("--fp16", True, "cannot be combined with --bf16")
-    fp8 = a.get("fp8")
+    fp8, fp4 = a.get("fp8"), a.get("fp4")
     if fp8 is not None and fp8 not in ("e4m3", "hybrid"):
         raise PlanError("--fp8-format", fp8, "one of e4m3, hybrid")
-    precision = "fp8" if fp8 else "bf16" if bf16 else "fp16" if fp16 else "fp32"
+    if fp8 and fp4:
+        raise PlanError("--fp4-format", fp4, "cannot be combined with --fp8-format (Megatron raises)")
+    if fp4 is not None and fp4 != "e2m1":
+        raise PlanError("--fp4-format", fp4, "e2m1")
+    precision = "fp4" if fp4 else "fp8" if fp8 else "bf16" if bf16 else "fp16" if fp16 else "fp32"
+    fp8_recipe = None
+    if fp8:
+        r = get(a, "fp8_recipe")
+        if r in ("delayed", "tensorwise", "blockwise", "mxfp8"):
+            fp8_recipe = r if a.get("fp8_recipe") is not None else None
+        else:
+            rep.flag("--fp8-recipe", r, "time: a custom FP8 recipe, priced as Megatron's default (delayed)")
+    fp4_recipe = None
+    if fp4:
+        r = get(a, "fp4_recipe")
+        if r == "nvfp4":
+            fp4_recipe = "nvfp4"
+        else:
+            rep.flag("--fp4-recipe", r, "time: a custom FP4 recipe, priced as nvfp4")
     if bf16:
         grad_fp32 = not get(a, "grad_reduce_in_bf16")
     else:
         grad_fp32 = bool(get(a, "accumulate_allreduce_grads_in_fp32"))
     optimizer = get(a, "optimizer")
     if optimizer not in ("adam", "sgd"):
-        raise PlanError("--optimizer", optimizer, "adam or sgd (the optimizers the plan models)")
+        rep.flag("--optimizer", optimizer, "time, memory: priced as Adam (two fp32 moments), "
+                                           "not this optimizer's state and step")
+        optimizer = "adam"
+
+    # global batch: --rampup-batch-size ramps up to --global-batch-size; --step-batch-size-schedule steps
     mbs = _req(a, "micro_batch_size")
+    gbs = a.get("global_batch_size")
+    if a.get("step_batch_size_schedule"):
+        if gbs is not None:
+            raise PlanError("--step-batch-size-schedule", a["step_batch_size_schedule"],
+                            "cannot be combined with --global-batch-size (Megatron raises)")
+        gbs = steady_batch(str(a["step_batch_size_schedule"]))
+        rep.note(f"--step-batch-size-schedule {a['step_batch_size_schedule']}: the steady batch {gbs} is projected")
+    if a.get("rampup_batch_size"):
+        rep.note(f"--rampup-batch-size {' '.join(map(str, a['rampup_batch_size']))}: the steady batch "
+                 f"(--global-batch-size) is projected, not the ramp")
+
+    num_experts_set = bool(num_experts)
+    dispatcher = get(a, "moe_token_dispatcher_type")
+    if dispatcher not in ("allgather", "alltoall", "flex"):
+        raise PlanError("--moe-token-dispatcher-type", dispatcher, "one of allgather, alltoall, flex")
+    if dispatcher == "flex" or get(a, "moe_enable_deepep"):
+        backend = "deepep" if get(a, "moe_enable_deepep") else (a.get("moe_flex_dispatcher_backend") or "deepep")
+        if backend not in ("deepep", "hybridep"):
+            raise PlanError("--moe-flex-dispatcher-backend", backend, "deepep or hybridep")
+        dispatcher = backend
+    state = {}
+    for dest in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        v = str(get(a, dest))
+        state[dest] = _STATE_DTYPES.get(v)
+        if state[dest] is None:
+            raise PlanError(BY_DEST[dest].flag, v, "one of fp32, bf16, fp16, fp8")
+    pao = bool(get(a, "use_precision_aware_optimizer"))
+    if not pao:
+        state = dict.fromkeys(state, "fp32")  # the dtypes only take effect with the precision-aware optimizer
     training = dict(
-        micro_batch_size=mbs, global_batch_size=a.get("global_batch_size"), precision=precision,
-        recompute=recompute, pipeline_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
+        micro_batch_size=mbs, global_batch_size=gbs, precision=precision, fp8_recipe=fp8_recipe,
+        fp8_param_gather=bool(get(a, "fp8_param_gather") or get(a, "fp4_param")) and precision in ("fp8", "fp4"),
+        fp4_recipe=fp4_recipe, recompute=recompute, offload=_offload(a, L, rep),
+        pipeline_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         overlap_grad_reduce=bool(get(a, "overlap_grad_reduce")),
         overlap_param_gather=bool(get(a, "overlap_param_gather")),
         tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer,
         grad_reduce_in_fp32=grad_fp32, train_iters=a.get("train_iters"),
-        # DeepEP: the flex dispatcher with --moe-enable-deepep (Megatron-LM <= 0.14) or
-        # --moe-flex-dispatcher-backend deepep (later); every other dispatcher is priced as all-to-all
-        moe_token_dispatcher="deepep" if num_experts and (get(a, "moe_enable_deepep") or (
-            get(a, "moe_token_dispatcher_type") == "flex" and a.get("moe_flex_dispatcher_backend") in (None, "deepep")))
-        else "alltoall",
+        attention_backend=_attention_backend(a), **_cuda_graph(a, rep),
+        moe_token_dispatcher=dispatcher if num_experts_set else "alltoall",
+        moe_grouped_gemm=bool(get(a, "moe_grouped_gemm")), moe_permute_fusion=bool(get(a, "moe_permute_fusion")),
+        moe_router_force_load_balancing=bool(get(a, "moe_router_force_load_balancing")),
+        overlap_moe_expert_parallel_comm=bool(get(a, "overlap_moe_expert_parallel_comm")),
+        delay_wgrad_compute=bool(get(a, "delay_wgrad_compute")),
+        moe_shared_expert_overlap=bool(get(a, "moe_shared_expert_overlap")),
+        cross_entropy_loss_fusion=bool(get(a, "cross_entropy_loss_fusion")),
+        precision_aware_optimizer=pao, **state,
     )
     if validate:  # further megatron/training/arguments.py validate_args assertions
         if training["tp_comm_overlap"] and not sp:
@@ -406,10 +695,98 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                             "requires --use-distributed-optimizer (or Megatron-FSDP) and --overlap-grad-reduce")
         if fp16 and parallel["ep"] > 1:
             raise PlanError("--fp16", True, "expert parallelism is not supported with fp16")
+        if (get(a, "enable_cuda_graph") or get(a, "external_cuda_graph")) and get(a, "cuda_graph_impl") != "none":
+            raise PlanError("--cuda-graph-impl", get(a, "cuda_graph_impl"),
+                            "do not combine with --enable-cuda-graph / --external-cuda-graph (Megatron asserts)")
     if training["global_batch_size"] is None:  # validate_args: mbs * dp
         world = cluster.world_size
         training["global_batch_size"] = mbs * max(1, world // (tp * pp * parallel["cp"]))
-    return build_plan(model, parallel, training, cluster, validate)
+    plan = build_plan(model, parallel, training, cluster, validate)
+    src = Source(framework="megatron", unmodelled=rep.unmodelled, notes=rep.notes)
+    return plan.model_copy(update={"source": src})
+
+
+def _recompute(a: dict[str, Any], rep: _Report) -> dict:
+    """Megatron recompute arguments -> plan.training.recompute (validate_args rules kept)."""
+    from primus_launch.plan import RECOMPUTE_MODULES
+
+    gran = a.get("recompute_granularity") or "none"
+    if get(a, "recompute_activations"):
+        gran = "selective"  # validate_args: --recompute-activations = selective
+    method, rnl = a.get("recompute_method"), a.get("recompute_num_layers")
+    if get(a, "checkpoint_activations"):  # deprecated: full, uniform, 1 layer
+        gran, method, rnl = "full", method or "uniform", rnl or 1
+    if gran not in ("none", "selective", "full"):
+        raise PlanError("--recompute-granularity", gran, "one of full, selective")
+    modules = list(a.get("recompute_modules") or [])
+    if get(a, "moe_layer_recompute"):  # deprecated: selective recompute of the MoE layer
+        gran = "selective" if gran == "none" else gran
+        modules = (modules or ["core_attn"]) + ["moe"]
+    if gran == "full":
+        if method not in ("uniform", "block"):
+            raise PlanError("--recompute-method", method, "uniform or block (required with --recompute-granularity full)")
+        if rnl is None:
+            raise PlanError("--recompute-num-layers", None, "required with --recompute-granularity full")
+    elif gran == "selective" and method is not None:
+        raise PlanError("--recompute-method", method, "must be unset with --recompute-granularity selective")
+    kept = [m for m in modules if m in RECOMPUTE_MODULES]
+    dropped = [m for m in modules if m not in RECOMPUTE_MODULES]
+    if dropped and gran == "selective":
+        rep.flag("--recompute-modules", dropped, "memory, time: recompute of these modules is not modelled")
+    return dict(granularity=gran, method=method if gran == "full" else "uniform",
+                num_layers=rnl if gran == "full" else None,
+                modules=tuple(dict.fromkeys(kept)) if (gran == "selective" and modules) else ("core_attn",))
+
+
+def _offload(a: dict[str, Any], num_layers: int, rep: _Report) -> dict:
+    from primus_launch.plan import OFFLOAD_MODULES
+
+    n = a.get("cpu_offloading_num_layers") or 0
+    acts = bool(get(a, "cpu_offloading_activations"))
+    weights = bool(get(a, "cpu_offloading_weights")) and (n > 0 or bool(get(a, "cpu_offloading")))
+    mods: list[str] = []
+    if get(a, "fine_grained_activation_offloading"):
+        mods = list(a.get("offload_modules") or [])
+        bad = [m for m in mods if m not in OFFLOAD_MODULES]
+        if bad:
+            rep.flag("--offload-modules", bad, "memory, time: offloading of these modules is not modelled")
+        mods = [m for m in mods if m in OFFLOAD_MODULES]
+    frac = float(get(a, "optimizer_offload_fraction")) if get(a, "optimizer_cpu_offload") else 0.0
+    return dict(activation_layers=min(n, num_layers) if acts else 0, weights=weights,
+                activation_modules=tuple(dict.fromkeys(mods)), optimizer_fraction=frac)
+
+
+def _attention_backend(a: dict[str, Any]) -> str:
+    v = str(get(a, "attention_backend")).split(".")[-1]
+    if v not in ("auto", "flash", "fused", "unfused", "local"):
+        raise PlanError("--attention-backend", v, "one of auto, flash, fused, unfused, local")
+    return v
+
+
+def _cuda_graph(a: dict[str, Any], rep: _Report) -> dict:
+    """--cuda-graph-impl (none, local, transformer_engine; main: full_iteration), the deprecated
+    --enable-cuda-graph (local) / --external-cuda-graph (transformer_engine), and the scope
+    (--cuda-graph-scope, main's --cuda-graph-modules; "full" = whole layers)."""
+    from primus_launch.plan import CUDA_GRAPH_SCOPES
+
+    impl = str(get(a, "cuda_graph_impl"))
+    scope = [str(x).split(".")[-1] for x in (a.get("cuda_graph_scope") or a.get("cuda_graph_modules") or [])]
+    if get(a, "enable_cuda_graph"):
+        impl = "local"
+    elif get(a, "external_cuda_graph"):
+        impl = "transformer_engine"
+    if impl == "full_iteration":
+        impl, scope = "local", ["full_iteration"]
+    if impl not in ("none", "local", "transformer_engine"):
+        raise PlanError("--cuda-graph-impl", impl, "one of none, local, transformer_engine, full_iteration")
+    scope = [s for s in scope if s != "full"]
+    bad = [s for s in scope if s not in CUDA_GRAPH_SCOPES]
+    if bad:
+        rep.flag("--cuda-graph-scope", bad, "time: graph capture of these scopes is not modelled")
+    scope = [s for s in scope if s in CUDA_GRAPH_SCOPES]
+    if impl == "none":
+        scope = []
+    return dict(cuda_graph_impl=impl, cuda_graph_scope=tuple(dict.fromkeys(scope)))
 
 
 def build_plan(model: dict, parallel: dict, training: dict, cluster: Cluster, validate: bool = True) -> Plan:
@@ -418,8 +795,10 @@ def build_plan(model: dict, parallel: dict, training: dict, cluster: Cluster, va
     ``validate=False`` skips only the cross-field legality rules (used for intermediate states).
     """
     try:
+        offload = training.get("offload", {})
         parts = dict(model=ModelArch(**model), parallel=Parallelism(**parallel),
-                     training=Training(**{**training, "recompute": Recompute(**training["recompute"])}),
+                     training=Training(**{**training, "recompute": Recompute(**training["recompute"]),
+                                          "offload": offload if isinstance(offload, Offload) else Offload(**offload)}),
                      cluster=cluster)
         return Plan(**parts) if validate else Plan.model_construct(**parts)
     except PlanError as e:
@@ -464,18 +843,28 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     # flags its user guide requires (--use-megatron-fsdp --data-parallel-sharding-strategy
     # optim_grads_params --no-gradient-accumulation-fusion --use-distributed-optimizer
     # --ckpt-format fsdp_dtensor); a script already on torch FSDP2 stays on it.
+    strategies = {"full": "optim_grads_params", "optimizer_grads": "optim_grads", "optimizer": "optim",
+                  "none": "no_shard"}
     if current.get("use_megatron_fsdp"):
-        out["data_parallel_sharding_strategy"] = {"full": "optim_grads_params", "optimizer": "optim",
-                                                  "none": "no_shard"}[p.dp_sharding]
-    elif current.get("use_torch_fsdp2"):
+        out["data_parallel_sharding_strategy"] = strategies[p.dp_sharding]
+    elif current.get("use_torch_fsdp2") and p.dp_sharding != "optimizer_grads":
         out["use_torch_fsdp2"] = p.dp_sharding == "full"
         out["use_distributed_optimizer"] = p.dp_sharding == "optimizer"
     else:
-        out["use_distributed_optimizer"] = p.dp_sharding in ("optimizer", "full")
-        if p.dp_sharding == "full":
-            out.update(use_megatron_fsdp=True, data_parallel_sharding_strategy="optim_grads_params",
+        out["use_distributed_optimizer"] = p.dp_sharding in ("optimizer", "optimizer_grads", "full")
+        if p.dp_sharding in ("full", "optimizer_grads"):
+            out.update(use_megatron_fsdp=True, data_parallel_sharding_strategy=strategies[p.dp_sharding],
                        gradient_accumulation_fusion=False, ckpt_format="fsdp_dtensor")
-    # pipeline layout
+            if current.get("use_torch_fsdp2"):
+                out["use_torch_fsdp2"] = False
+    if current.get("torch_fsdp2_reshard_after_forward") is not None or p.fsdp_reshard_after_forward == "never":
+        out["torch_fsdp2_reshard_after_forward"] = p.fsdp_reshard_after_forward != "never"
+    # context parallel kind (a one-element list; Megatron's default p2p stays unwritten)
+    out["cp_comm_type"] = [p.cp_comm_type] if (p.cp_comm_type != "p2p" or current.get("cp_comm_type")) else None
+    # pipeline layout: a layout string places every layer (and sets vpp); else first/last + vpp flags
+    out["pipeline_model_parallel_layout"] = p.pipeline_layout if p.pp > 1 or p.pipeline_layout else None
+    out["account_for_embedding_in_pipeline_split"] = p.account_for_embedding_in_pipeline_split and not p.pipeline_layout
+    out["account_for_loss_in_pipeline_split"] = p.account_for_loss_in_pipeline_split and not p.pipeline_layout
     out["decoder_first_pipeline_num_layers"] = p.pipeline_layers_first_stage if p.pp > 1 else None
     out["decoder_last_pipeline_num_layers"] = p.pipeline_layers_last_stage if p.pp > 1 else None
     uneven = out["decoder_first_pipeline_num_layers"] is not None or out["decoder_last_pipeline_num_layers"] is not None
@@ -483,13 +872,14 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                 "virtual_pipeline_model_parallel_size")
     for k in vpp_keys:
         out[k] = None
-    if p.vpp > 1:
+    if p.vpp > 1 and not p.pipeline_layout:
         used = next((k for k in vpp_keys if current.get(k) is not None), None)
         used = used or next((k for k in vpp_keys if k in present), None)
         if uneven and used == "num_layers_per_virtual_pipeline_stage":
             used = "num_virtual_stages_per_pipeline_rank"
         used = used or ("num_virtual_stages_per_pipeline_rank" if uneven else "num_layers_per_virtual_pipeline_stage")
-        out[used] = (m.num_layers // p.pp) // p.vpp if used == "num_layers_per_virtual_pipeline_stage" else p.vpp
+        slots = m.num_layers + out["account_for_embedding_in_pipeline_split"] + out["account_for_loss_in_pipeline_split"]
+        out[used] = (slots // p.pp) // p.vpp if used == "num_layers_per_virtual_pipeline_stage" else p.vpp
     if t.pipeline_schedule not in ("1f1b", "interleaved_1f1b"):
         raise PlanError("training.pipeline_schedule", t.pipeline_schedule,
                         "Megatron-LM runs 1f1b, or interleaved 1f1b when vpp > 1")
@@ -505,8 +895,68 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
         out.update(recompute_granularity="full", recompute_method=r.method,
                    recompute_num_layers=r.num_layers if r.num_layers is not None else
                    (1 if r.method == "uniform" else max(plan.layers_per_stage()) // p.vpp))
+    if r.granularity == "selective":
+        mods = [x for x in r.modules if not (current.get("moe_layer_recompute") and x == "moe")]
+        if current.get("moe_layer_recompute"):
+            out["moe_layer_recompute"] = "moe" in r.modules
+        out["recompute_modules"] = mods if (mods != ["core_attn"] or current.get("recompute_modules")) else None
+    else:
+        out["recompute_modules"] = None
+        if current.get("moe_layer_recompute"):
+            out["moe_layer_recompute"] = False
+    # offloading (Megatron-LM 0.16/main flags; the weights switch is a TransformerConfig field only)
+    o = t.offload
+    out["cpu_offloading_num_layers"] = o.activation_layers or (0 if current.get("cpu_offloading_num_layers") is not None else None)
+    if current.get("cpu_offloading_weights") is not None or "cpu_offloading_weights" in present or o.weights:
+        out["cpu_offloading_weights"] = o.weights
+    out["fine_grained_activation_offloading"] = bool(o.activation_modules)
+    out["offload_modules"] = list(o.activation_modules) or None
+    out["optimizer_cpu_offload"] = o.optimizer_fraction > 0
+    out["optimizer_offload_fraction"] = (o.optimizer_fraction if o.optimizer_fraction not in (0.0, 1.0)
+                                         or current.get("optimizer_offload_fraction") is not None else None)
+    if o.optimizer_fraction == 0 and current.get("optimizer_offload_fraction") is not None:
+        out["optimizer_offload_fraction"] = current["optimizer_offload_fraction"]
     # precision
-    out["bf16"] = t.precision == "bf16" or (t.precision == "fp8" and not current.get("fp16"))
-    out["fp16"] = t.precision == "fp16" or (t.precision == "fp8" and bool(current.get("fp16")))
+    out["bf16"] = t.precision == "bf16" or (t.precision in ("fp8", "fp4") and not current.get("fp16"))
+    out["fp16"] = t.precision == "fp16" or (t.precision in ("fp8", "fp4") and bool(current.get("fp16")))
     out["fp8"] = (current.get("fp8") or "hybrid") if t.precision == "fp8" else None
+    out["fp8_recipe"] = t.fp8_recipe if t.precision == "fp8" else None
+    out["fp8_param_gather"] = t.fp8_param_gather and t.precision == "fp8"
+    out["fp4"] = "e2m1" if t.precision == "fp4" else None
+    out["fp4_recipe"] = t.fp4_recipe if t.precision == "fp4" and (t.fp4_recipe != "nvfp4" or current.get("fp4_recipe")) else None
+    out["fp4_param"] = t.fp8_param_gather and t.precision == "fp4"
+    out["use_precision_aware_optimizer"] = t.precision_aware_optimizer
+    for dest in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        v = getattr(t, dest) if t.precision_aware_optimizer else "fp32"
+        out[dest] = v if (v != "fp32" or current.get(dest) is not None) else None
+    # kernels, CUDA graphs
+    out["attention_backend"] = t.attention_backend if (t.attention_backend != "auto" or current.get("attention_backend")) else None
+    out["cross_entropy_loss_fusion"] = t.cross_entropy_loss_fusion
+    legacy = "enable_cuda_graph" if current.get("enable_cuda_graph") else "external_cuda_graph" if current.get("external_cuda_graph") else None
+    legacy_impl = {"enable_cuda_graph": "local", "external_cuda_graph": "transformer_engine"}.get(legacy or "")
+    if legacy and t.cuda_graph_impl == legacy_impl:
+        out[legacy] = True
+        out["cuda_graph_impl"] = None
+    else:
+        out["enable_cuda_graph"] = out["external_cuda_graph"] = False
+        out["cuda_graph_impl"] = t.cuda_graph_impl if (t.cuda_graph_impl != "none" or current.get("cuda_graph_impl")) else None
+    scope_key = "cuda_graph_modules" if current.get("cuda_graph_modules") else "cuda_graph_scope"
+    out[scope_key] = list(t.cuda_graph_scope) or None
+    # MoE execution
+    if m.is_moe:
+        disp = t.moe_token_dispatcher
+        if disp in ("deepep", "hybridep"):
+            out["moe_token_dispatcher_type"] = "flex"
+            if current.get("moe_enable_deepep") and disp == "deepep":
+                out["moe_enable_deepep"] = True
+            else:
+                out["moe_enable_deepep"] = False
+                out["moe_flex_dispatcher_backend"] = disp if (disp == "hybridep" or current.get("moe_flex_dispatcher_backend")) else None
+        else:
+            out["moe_enable_deepep"] = False
+            out["moe_flex_dispatcher_backend"] = None
+            out["moe_token_dispatcher_type"] = disp if (disp != "allgather" or current.get("moe_token_dispatcher_type")) else None
+        for dest in ("moe_grouped_gemm", "moe_permute_fusion", "moe_router_force_load_balancing",
+                     "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "moe_shared_expert_overlap"):
+            out[dest] = bool(getattr(t, dest))
     return out

@@ -157,7 +157,20 @@ class Skipped:
     start: int
 
 
-Node = Simple | AndOr | If | Skipped
+@dataclass
+class Case:
+    word: Word
+    arms: list[tuple[list[Word], list["Node"]]]  # (patterns, body)
+
+
+@dataclass
+class FuncDef:
+    name: str
+    body: list["Node"]
+    start: int
+
+
+Node = Simple | AndOr | If | Skipped | Case | FuncDef
 
 
 # --------------------------------------------------------------------------- parser
@@ -167,6 +180,7 @@ class _Parser:
         self.i = 0
         self.path = path
         self.heredocs: list[tuple[str, bool]] = []  # (delimiter, strip leading tabs) awaiting a newline
+        self.warnings: list[str] = []  # constructs skipped (loops, process substitution)
 
     # --- low level
     def err(self, msg: str, at: int | None = None) -> UserError:
@@ -201,7 +215,7 @@ class _Parser:
                 self.i += 1
                 self.skip_heredoc_bodies()
                 continue
-            if self.peek() in ("\n", ";") and not self.s.startswith(";;", self.i):
+            if self.peek() in ("\n", ";") and not self.s.startswith((";;", ";&"), self.i):
                 self.i += 1
                 continue
             break
@@ -467,6 +481,12 @@ class _Parser:
                 if terminators:
                     raise self.err(f"missing {' / '.join(sorted(terminators))}")
                 return nodes, ""
+            if ";;" in terminators and self.s.startswith(";;", self.i):
+                self.i += 3 if self.s.startswith((";;&",), self.i) else 2
+                return nodes, ";;"
+            if ";;" in terminators and self.s.startswith(";&", self.i):
+                self.i += 2
+                return nodes, ";;"
             save = self.i
             w = self.read_word()
             kw = w.raw_literal if w is not None else None
@@ -517,28 +537,23 @@ class _Parser:
         if kw in ("for", "while", "until", "select"):
             self.parse_list({"do"})
             self.parse_list({"done"})
+            self.warnings.append(f"line {self.s.count(chr(10), 0, start) + 1}: '{kw}' loop not evaluated")
             return Skipped(kw, start)
         if kw == "case":
-            m = re.compile(r"(?<![\w-])esac(?![\w-])").search(self.s, self.i)
-            if not m:
-                raise self.err("missing esac", start)
-            self.i = m.end()
-            return Skipped("case", start)
+            return self.parse_case(start)
         if kw == "{":
             body, _ = self.parse_list({"}"})
             return AndOr([("", n) for n in body]) if body else Skipped("{}", start)
         if kw == "function":
             self.skip_blanks()
-            self.read_word()
+            w = self.read_word()
             self.skip_blanks()
             if self.s.startswith("()", self.i):
                 self.i += 2
-            self._skip_function_body()
-            return Skipped("function", start)
-        if first is not None and self.s.startswith("()", self.i) and kw and _NAME.fullmatch(kw):
-            self.i += 2
-            self._skip_function_body()
-            return Skipped("function", start)
+            return FuncDef((w.raw_literal if w else "") or "", self._function_body(), start)
+        if first is not None and kw and _NAME.fullmatch(kw) and re.match(r"[ \t]*\(\)", self.s[self.i:]):
+            self.i = self.s.index("()", self.i) + 2
+            return FuncDef(kw, self._function_body(), start)
         self.i = save
         words: list[Word] = []
         test_mode = False
@@ -556,6 +571,14 @@ class _Parser:
                 continue
             if c == ")" and not test_mode:
                 break
+            if c in "<>" and self.peek(1) == "(":  # process substitution <(...) / >(...)
+                j = self._matching(self.i + 2, "(", ")")
+                self.warnings.append(f"line {self.s.count(chr(10), 0, self.i) + 1}: process substitution "
+                                     f"{self.s[self.i:j + 1][:40]!r} not evaluated")
+                words.append(Word([Part("cmdsub", False, text=self.s[self.i + 2:j], start=self.i, end=j + 1)],
+                                  self.i, j + 1))
+                self.i = j + 1
+                continue
             if c in "<>" or (c.isdigit() and self.s[self.i + 1:self.i + 2] in ("<", ">")):
                 if test_mode and c in "<>":
                     words.append(Word([Part("lit", False, _lit(c, self.i))], self.i, self.i + 1))
@@ -595,14 +618,57 @@ class _Parser:
             return
         self.read_word()
 
-    def _skip_function_body(self) -> None:
+    def _function_body(self) -> list[Node]:
         self.skip_separators()
         if self.peek() == "{":
             self.i += 1
-            self.parse_list({"}"})
-        elif self.peek() == "(":
+            return self.parse_list({"}"})[0]
+        if self.peek() == "(":
             self.i += 1
-            self.parse_list({")"})
+            return self.parse_list({")"})[0]
+        return [self.parse_command()]
+
+    def parse_case(self, start: int) -> Case:
+        """``case WORD in PAT|PAT) body ;; ... esac`` (``;&`` / ``;;&`` end an arm like ``;;``)."""
+        self.skip_blanks()
+        word = self.read_word()
+        if word is None:
+            raise self.err("case without a word", start)
+        self.skip_separators()
+        w = self.read_word()
+        if w is None or w.raw_literal != "in":
+            raise self.err("case without 'in'", start)
+        arms: list[tuple[list[Word], list[Node]]] = []
+        while True:
+            self.skip_separators()
+            if self.i >= len(self.s):
+                raise self.err("missing esac", start)
+            save = self.i
+            w = self.read_word()
+            if w is not None and w.raw_literal == "esac":
+                return Case(word, arms)
+            self.i = save
+            if self.peek() == "(":
+                self.i += 1
+            pats: list[Word] = []
+            while True:
+                self.skip_blanks()
+                p = self.read_word()
+                if p is not None:
+                    pats.append(p)
+                self.skip_blanks()
+                c = self.peek()
+                if c == "|":
+                    self.i += 1
+                    continue
+                if c == ")":
+                    self.i += 1
+                    break
+                raise self.err(f"unexpected {c!r} in a case pattern")
+            body, _ = self.parse_list({";;", "esac"})
+            arms.append((pats, body))
+            if _ == "esac":
+                return Case(word, arms)
 
     def parse_if(self) -> If:
         branches: list[tuple[list[Node], list[Node]]] = []
@@ -618,10 +684,13 @@ class _Parser:
             return If(branches, orelse)
 
 
-def parse_script(text: str, path: str = "<script>") -> list[Node]:
-    """Parse a bash launch script into the small tree :class:`ShellState` executes."""
+def parse_script(text: str, path: str = "<script>", warnings: list[str] | None = None) -> list[Node]:
+    """Parse a bash launch script into the small tree :class:`ShellState` executes (constructs it
+    skips are appended to ``warnings``)."""
     p = _Parser(text, path)
     nodes, _ = p.parse_list(set())
+    if warnings is not None:
+        warnings.extend(p.warnings)
     return nodes
 
 
@@ -660,14 +729,19 @@ class Command:
 class ShellState:
     """Runs the parsed script statically, collecting variables and the commands it would run."""
 
-    def __init__(self, text: str, path: str = "<script>"):
+    def __init__(self, text: str, path: str = "<script>", argv: tuple[str, ...] | list[str] = ()):
         self.text = text
         self.path = path
         self.scalars: dict[str, list[PC]] = {}
         self.arrays: dict[str, list[list[PC]]] = {}
         self.refs: list[Ref] = []
         self.commands: list[Command] = []
-        self.run(parse_script(text, path))
+        self.functions: dict[str, list[Node]] = {}
+        self.warnings: list[str] = []
+        # positional parameters: given by the caller (characters not in the script: SYNTH)
+        self.positional: list[list[PC]] = [_synth(str(x)) for x in argv]
+        self._depth = 0
+        self.run(parse_script(text, path, self.warnings))
 
     # --- expansion
     def _ref(self, start: int, end: int, pcs: list[PC]) -> list[PC]:
@@ -677,8 +751,13 @@ class ShellState:
 
     def _value(self, name: str, index: str | None) -> tuple[list[list[PC]] | None, bool]:
         """(values, is_multi): list of element strings, or None when unset."""
-        if name in ("@", "*"):  # positional parameters: the script runs without arguments
-            return [], True
+        if name in ("@", "*"):  # positional parameters (none unless given)
+            return list(self.positional), True
+        if name == "#":
+            return [_synth(str(len(self.positional)))], False
+        if name.isdigit() and name != "0":
+            k = int(name)
+            return ([self.positional[k - 1]] if k <= len(self.positional) else None), False
         if index in ("@", "*"):
             if name in self.arrays:
                 return self.arrays[name], True
@@ -830,6 +909,18 @@ class ShellState:
     def exec(self, node: Node) -> bool:
         if isinstance(node, Skipped):
             return True
+        if isinstance(node, FuncDef):
+            self.functions[node.name] = node.body
+            return True
+        if isinstance(node, Case):
+            word = "".join(p.ch for p in self._expand_word_nosplit(node.word))
+            for pats, body in node.arms:
+                for pat in pats:
+                    ptxt = "".join(p.ch for p in self._expand_word_nosplit(pat))
+                    if fnmatch.fnmatchcase(word, ptxt):
+                        self.run(body)
+                        return True
+            return True
         if isinstance(node, If):
             for cond, body in node.branches:
                 ok = True
@@ -924,8 +1015,117 @@ class ShellState:
             return True
         if name == "false":
             return False
+        if name == "shift":
+            n = int(args[1].text) if len(args) > 1 and args[1].text.isdigit() else 1
+            self.positional = self.positional[n:]
+            return True
+        if name == "set" and len(args) > 1 and args[1].text == "--":
+            self.positional = [a.pcs for a in args[2:]]
+            return True
+        if name in self.functions and self._depth < 20:
+            saved = self.positional
+            self.positional = [a.pcs for a in args[1:]]
+            self._depth += 1
+            try:
+                self.run(self.functions[name])
+            finally:
+                self._depth -= 1
+                self.positional = saved
+            return True
+        if name in ("source", ".") and len(args) > 1:
+            tok = args[1]
+            # `source "$(dirname "$0")/env.sh"`: the opaque directory part is the script's own directory
+            last = max((i for i, p in enumerate(tok.pcs) if p.lit == OPAQUE), default=-1)
+            self._source(tok.text if last < 0 else "".join(p.ch for p in tok.pcs[last + 1:]).lstrip("/"))
+            return True
+        inner = self._shell_c(args)
+        if inner is not None:
+            self._run_string(inner)
+            return True
         self.commands.append(Command(args, cmd.start, cmd.end))
         return True
+
+    @staticmethod
+    def _shell_c(args: list[Token]) -> Token | None:
+        """The command string of ``[srun/env/... ] bash -c "$CMD"`` (also sh/zsh, ``-lc``)."""
+        for i, a in enumerate(args[:-1]):
+            base = a.text.rsplit("/", 1)[-1]
+            if base in ("bash", "sh", "zsh", "dash") and re.fullmatch(r"-[a-z]*c[a-z]*", args[i + 1].text) \
+                    and i + 2 < len(args):
+                return args[i + 2]
+        return None
+
+    def _run_string(self, tok: Token) -> None:
+        """Run the text of a ``bash -c`` string in this state; characters keep the provenance they
+        had in the string (a literal in ``CMD="..."`` stays editable where it is written)."""
+        if self._depth >= 20:
+            return
+        sub = ShellState.__new__(ShellState)
+        sub.text, sub.path = tok.text, self.path
+        sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
+        sub.refs, sub.commands, sub.warnings = [], [], self.warnings
+        sub.positional, sub._depth = self.positional, self._depth + 1
+        before = {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
+        try:
+            sub.run(parse_script(tok.text, self.path, self.warnings))
+        except UserError as e:
+            self.warnings.append(f"bash -c string not evaluated: {e}")
+            return
+        src = tok.pcs
+
+        def remap(p: PC) -> PC:
+            if p.lit >= 0 and p.lit < len(src):
+                o = src[p.lit]
+                return PC(p.ch, o.lit, o.refs)
+            return PC(p.ch, SYNTH if p.lit != OPAQUE else OPAQUE)
+
+        for k, v in list(self.scalars.items()):
+            if before.get(k) != id(v):
+                self.scalars[k] = [remap(p) for p in v]
+        for k, arr in list(self.arrays.items()):
+            if before.get("[]" + k) != id(arr):
+                self.arrays[k] = [[remap(p) for p in v] for v in arr]
+        for c in sub.commands:
+            self.commands.append(Command([Token([remap(p) for p in t.pcs]) for t in c.args], c.start, c.end))
+
+    def _source(self, name: str) -> None:
+        """``source FILE`` / ``. FILE``: a file next to the script is read and run in this state (its
+        characters are not in the script: values from it are edited at the use site)."""
+        from pathlib import Path
+
+        base = Path(self.path).parent if self.path not in ("<script>", "argv") else Path(".")
+        cands = [Path(name)] if Path(name).is_absolute() else [base / name]
+        hit = next((c for c in cands if c.is_file()), None)
+        if hit is None or self._depth >= 20:
+            self.warnings.append(f"source {name}: not found next to the script; skipped")
+            return
+        try:
+            text = hit.read_text()
+            nodes = parse_script(text, str(hit), self.warnings)
+        except (OSError, UnicodeDecodeError, UserError) as e:
+            self.warnings.append(f"source {name}: not read ({e})")
+            return
+        sub = ShellState.__new__(ShellState)
+        sub.text, sub.path = text, str(hit)
+        sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
+        sub.refs, sub.commands, sub.warnings = [], [], self.warnings
+        sub.positional, sub._depth = self.positional, self._depth + 1
+        before = {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
+        sub.run(nodes)
+        self.warnings.append(f"source {name}: read ({hit})")
+
+        def flat(p: PC) -> PC:
+            return PC(p.ch, SYNTH) if p.lit >= 0 or p.refs else p
+
+        for k, v in list(self.scalars.items()):
+            if before.get(k) != id(v):
+                self.scalars[k] = [flat(p) for p in v]
+        for k, arr in list(self.arrays.items()):
+            if before.get("[]" + k) != id(arr):
+                self.arrays[k] = [[flat(p) for p in v] for v in arr]
+        for c in sub.commands:
+            self.commands.append(Command([Token([PC(p.ch, SYNTH if p.lit >= 0 else p.lit) for p in t.pcs])
+                                          for t in c.args], -1, -1))
 
     @staticmethod
     def _is_assignment(word: Word) -> bool:

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from primus_launch.adapters import megatron_flags
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
 from primus_launch.adapters.megatron_bash import PC, Ref, ShellState, Token
 from primus_launch.errors import UserError
@@ -47,8 +48,23 @@ def is_flag(text: str) -> bool:
     return text.startswith("-") and not _NUMBER.match(text) and len(text) > 1
 
 
+def _nvals(t: str) -> str:
+    """How many values the flag ``t`` takes: "0", "1", "+" (all following non-flags) or a count,
+    from the modelled specs, else Megatron-LM's flag table; unknown flags take all following
+    non-flag tokens."""
+    spec = BY_FLAG.get(t)
+    if spec is not None:
+        return "0" if spec.kind in ("true", "false") else "+" if spec.kind == "list" else "1"
+    f = megatron_flags.by_option().get(t)
+    if f is None:
+        return "+"
+    if not f.takes_value:
+        return "0"
+    return f.nargs if f.nargs in ("+", "*") or f.nargs.isdigit() else "1"
+
+
 def parse_occurrences(tokens: list[Token]) -> list[Occ]:
-    """Split arguments into flag occurrences; unknown flags take the following non-flag tokens."""
+    """Split arguments into flag occurrences (each flag takes as many values as argparse gives it)."""
     out: list[Occ] = []
     i, n = 0, len(tokens)
     while i < n:
@@ -65,39 +81,61 @@ def parse_occurrences(tokens: list[Token]) -> list[Occ]:
             i += 1
             continue
         spec = BY_FLAG.get(t)
-        if spec is not None and spec.kind in ("true", "false"):
+        nv = _nvals(t)
+        if nv == "0":
             out.append(Occ(t, spec, tok, [], tok))
             i += 1
             continue
-        if spec is not None:
-            vals = tokens[i + 1:i + 2] if i + 1 < n and not is_flag(tokens[i + 1].text) else []
-            out.append(Occ(t, spec, tok, vals, tok))
-            i += 1 + len(vals)
-            continue
         j = i + 1
-        while j < n and not is_flag(tokens[j].text):
+        limit = n if nv in ("+", "*") else min(n, i + 1 + int(nv))
+        while j < limit and not is_flag(tokens[j].text):
             j += 1
-        out.append(Occ(t, None, tok, tokens[i + 1:j], tok))
+        out.append(Occ(t, spec, tok, tokens[i + 1:j], tok))
         i = j
     return out
 
 
 def args_of(occs: list[Occ]) -> dict[str, Any]:
-    """``dest -> value`` for the modelled flags (argparse semantics: the last occurrence wins)."""
+    """``dest -> value`` for every flag (argparse semantics: the last occurrence wins): modelled flags
+    converted, other Megatron flags as text (switches as booleans of their dest), unknown flags
+    under their ``--name``."""
     a: dict[str, Any] = {}
     for o in occs:
         s = o.spec
         if s is None:
+            if not o.flag:
+                continue
+            f = megatron_flags.by_option().get(o.flag)
+            if f is None:
+                a[o.flag] = " ".join(v.text for v in o.vals) if o.vals else True
+            elif f.kind == "true":
+                a[f.dest] = True
+            elif f.kind == "false":
+                a[f.dest] = False
+            elif f.kind == "boolopt":
+                a[f.dest] = not o.flag.startswith("--no-")
+            elif f.kind == "const":
+                a[f.dest] = True
+            elif f.nargs in ("+", "*") or (f.nargs.isdigit() and int(f.nargs) > 1):
+                a[f.dest] = [v.text for v in o.vals]
+            else:
+                a[f.dest] = o.vals[0].text if o.vals else None
             continue
         if s.kind == "true":
             a[s.dest] = True
         elif s.kind == "false":
             a[s.dest] = False
+        elif s.kind == "list":
+            a[s.dest] = convert(s, [v.text for v in o.vals])
         else:
             if not o.vals:
-                raise PlanError(s.flag, None, "expects a value")
+                if s.kind in ("int", "float"):
+                    raise PlanError(s.flag, None, "has no value (an unset variable or positional parameter?): "
+                                                  "pass the script's arguments after the recipe")
+                a[s.dest] = None  # e.g. --vocab-file $3 with no script arguments: as if absent
+                continue
             v = o.vals[0]
-            if v.opaque and s.kind == "int":
+            if v.opaque and s.kind in ("int", "float"):
                 raise PlanError(s.flag, v.text, "comes from a command substitution; set it to a literal or a variable")
             a[s.dest] = convert(s, v.text)
     return a
@@ -155,6 +193,12 @@ class CommandRecipe:
     occs: list[Occ]  # Megatron options
     args: dict[str, Any] = field(default_factory=dict)
     joiner: str = " "  # between a new flag and its value
+    notes: list[str] = field(default_factory=list)  # constructs skipped while reading
+
+    @property
+    def program(self) -> str | None:
+        """The training program (``pretrain_gpt.py``, a module after ``-m``), None for bare arguments."""
+        return self.tokens[self.script_index].text if self.script_index >= 0 else None
 
     # ----- launcher
     def launcher_value(self, *names: str) -> Occ | None:
@@ -403,14 +447,22 @@ def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int]:
     return best[1], best[2]
 
 
-def from_script(text: str, path: str) -> CommandRecipe:
-    state = ShellState(text, path)
+def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> CommandRecipe:
+    """The training command of a launch script run statically with positional parameters
+    ``script_args``; skipped constructs, and ``$(...)`` output reaching a Megatron argument, are
+    stated in ``notes``."""
+    state = ShellState(text, path, script_args)
     tokens, idx = _pick_command(state, path)
     rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]))
     rng = rec.launcher_range()
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
     rec.args = args_of(rec.occs)
+    rec.notes = [f"{path}: {w}" for w in dict.fromkeys(state.warnings)]
+    for o in rec.occs:
+        if o.flag and any(v.opaque for v in o.vals):
+            rec.notes.append(f"{o.flag} {' '.join(v.text for v in o.vals)}: the value comes from a command "
+                             f"substitution, which is not run (read as its text)")
     return rec
 
 
@@ -453,7 +505,24 @@ def plan_edits(rec: CommandRecipe, changes: dict[str, Any]) -> list[Edit]:
         if val is None:
             removed.extend(occs)
             continue
+        if spec.kind == "list":
+            txt = " ".join(str(v) for v in val)
+            if occs:
+                a, b = rec.occ_region(occs[-1])
+                o = occs[-1]
+                head = rec.text[a:rec._site(o.flag_tok, None)[1]] if rec._site(o.flag_tok, None) else spec.flag
+                sep = "=" if o.whole is not o.flag_tok else rec.joiner
+                edits.append(Edit(a, b, f"{head}{sep}{txt}" if rec.joiner != "\n" else f"{spec.flag}\n" + "\n".join(map(str, val))))
+                removed.extend(occs[:-1])
+            else:
+                inserts.append((spec, txt if rec.joiner != "\n" else "\n".join(map(str, val))))
+            continue
         txt = str(val)
+        if rec.joiner != "\n" and re.search(r"[|&;<>()$`\\\"'*?\[\]#~\s{}]", txt):
+            v0 = occs[-1].vals[0] if occs and occs[-1].vals else None
+            span = v0.literal_span() if v0 is not None else None
+            if span is None or rec.text[span[0] - 1:span[0]] not in ("'", '"'):
+                txt = "'" + txt.replace("'", "'\\''") + "'"  # a shell word
         if occs and occs[-1].vals:
             value_reqs.append((occs[-1], txt))
         else:

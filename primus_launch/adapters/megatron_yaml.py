@@ -23,9 +23,11 @@ from typing import Any
 
 import yaml
 
-from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES, Flag, convert
+from primus_launch.adapters import megatron_flags
+from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, YAML_ALIASES, Flag, convert
 from primus_launch.adapters.megatron_script import Edit
 from primus_launch.errors import UserError
+from primus_launch.plan import PlanError
 
 _ENV = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*):(.*)\}$", re.S)
 
@@ -45,6 +47,9 @@ class YamlRecipe:
     entries: dict[str, YamlEntry] = field(default_factory=dict)
     args: dict[str, Any] = field(default_factory=dict)
     main: yaml.MappingNode | None = None
+    format: str = "megatron-yaml"
+    key_style: str = "dest"  # how new keys are written: dest, underscore flag name, or --flag
+    notes: list[str] = field(default_factory=list)
 
     # ----- edits
     def _scalar_text(self, value: Any) -> str:
@@ -52,15 +57,46 @@ class YamlRecipe:
             return "null"
         if isinstance(value, bool):
             return "true" if value else "false"
-        return str(value)
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(str(v) for v in value) + "]"
+        txt = str(value)
+        return f'"{txt}"' if re.search(r"[|:#\[\]{}]|^[*&!%@`]", txt) else txt
 
-    def set_edit(self, dest: str, value: Any) -> Edit:
+    def remove_edit(self, dest: str) -> Edit:
+        """Delete the entry's line(s) (NVIDIA YAMLs become command-line flags: ``key: null`` or a false
+        switch would be passed as a value)."""
+        e = self.entries[dest]
+        a = self.text.rfind("\n", 0, e.key_node.start_mark.index) + 1
+        end = e.value_node.end_mark.index
+        if isinstance(e.value_node, (yaml.SequenceNode, yaml.MappingNode)) and not e.value_node.flow_style:
+            end = self.text.rfind("\n", e.value_node.start_mark.index, end)
+        else:
+            nl = self.text.find("\n", end)
+            end = len(self.text) - 1 if nl < 0 else nl
+        return Edit(a, min(end + 1, len(self.text)), "")
+
+    def key_for(self, spec: Flag) -> str:
+        """A new key in the file's own style (``dest``, ``flag_name`` or ``--flag``)."""
+        if self.key_style == "flag":
+            return spec.flag
+        if self.key_style == "flag_underscore":
+            return spec.flag[2:].replace("-", "_")
+        return spec.dest
+
+    def set_edit(self, dest: str, value: Any, exclude: frozenset[str] = frozenset()) -> Edit:
         spec = BY_DEST[dest]
         e = self.entries.get(dest)
         if e is not None:
             node = e.value_node
             a, b = node.start_mark.index, node.end_mark.index
             raw = self.text[a:b]
+            if spec.kind == "false" and e.key_node.value != spec.dest and isinstance(value, bool):
+                value = not value  # the key is the flag (disable_bias_linear: true), the value its dest's
+            if isinstance(node, yaml.SequenceNode) and not node.flow_style and isinstance(value, (list, tuple)):
+                col = node.start_mark.column
+                end = self.text.rfind("\n", a, b)  # a block ends where the next key starts
+                end = b if end < 0 else end
+                return Edit(a, end, ("\n" + " " * col).join(f"- {v}" for v in value))
             new = self._scalar_text(value)
             inner = raw.strip("'\"")
             m = _ENV.match(inner)
@@ -68,40 +104,50 @@ class YamlRecipe:
                 off = a + raw.index(inner) + len(m.group(1)) + 3
                 return Edit(off, off + len(m.group(2)), new)
             return Edit(a, b, new)
-        return self._insert(spec, value)
+        return self._insert(spec, value, exclude)
 
-    def _insert(self, spec: Flag, value: Any) -> Edit:
+    def _insert(self, spec: Flag, value: Any, exclude: frozenset[str] = frozenset()) -> Edit:
         key = spec.dest
         anchor = None
         for e in self.entries.values():
-            if e.mapping is self.main and BY_DEST[e.dest].group == spec.group:
+            if e.mapping is self.main and BY_DEST[e.dest].group == spec.group and e.dest not in exclude:
                 if anchor is None or e.value_node.end_mark.index > anchor.value_node.end_mark.index:
                     anchor = e
         if anchor is None and self.main is not None and self.main.value:
-            k, v = self.main.value[-1]
+            keep = [(k, v) for k, v in self.main.value
+                    if not any(e.key_node is k for d, e in self.entries.items() if d in exclude)]
+            k, v = (keep or self.main.value)[-1]
             anchor = YamlEntry("", k, v, self.main)
         if anchor is None:
             raise UserError(f"{self.path}: no mapping to add {key} to")
         col = anchor.key_node.start_mark.column
         end = anchor.value_node.end_mark.index
+        key = self.key_for(spec)
+        if spec.kind == "false" and key != spec.dest and isinstance(value, bool):
+            value = not value
         le = self.text.find("\n", end)
         if le < 0:
             return Edit(len(self.text), len(self.text), "\n" + " " * col + f"{key}: {self._scalar_text(value)}")
-        # a block scalar / nested value ends at the start of the next line: insert before it
-        if end > 0 and self.text[end - 1] == "\n":
+        # a block scalar / nested value ends at the start of the next line (or the next key): insert before it
+        if isinstance(anchor.value_node, (yaml.SequenceNode, yaml.MappingNode)) and not anchor.value_node.flow_style:
+            le = self.text.rfind("\n", anchor.value_node.start_mark.index, end)
+        elif end > 0 and self.text[end - 1] == "\n":
             le = end - 1
         return Edit(le, le, "\n" + " " * col + f"{key}: {self._scalar_text(value)}")
 
 
 def _value(node: yaml.Node) -> Any:
-    if not isinstance(node, yaml.ScalarNode):
+    try:
+        if not isinstance(node, yaml.ScalarNode):
+            return yaml.safe_load(yaml.serialize(node))
+        raw = node.value
+        m = _ENV.match(raw) if isinstance(raw, str) else None
+        if m:
+            raw = m.group(2)
+            return yaml.safe_load(raw) if raw.strip() else None
         return yaml.safe_load(yaml.serialize(node))
-    raw = node.value
-    m = _ENV.match(raw) if isinstance(raw, str) else None
-    if m:
-        raw = m.group(2)
-        return yaml.safe_load(raw) if raw.strip() else None
-    return yaml.safe_load(yaml.serialize(node))
+    except yaml.YAMLError:
+        return node.value if isinstance(node, yaml.ScalarNode) else None
 
 
 def _mapping_items(node: yaml.Node) -> list[tuple[yaml.Node, yaml.Node]]:
@@ -115,6 +161,24 @@ def _child(node: yaml.Node, key: str) -> yaml.Node | None:
     return None
 
 
+def _resolve(key: str) -> tuple[str, Flag | None, bool]:
+    """(dest, modelled spec or None, key names the flag of a store_false dest) of a YAML key: a dest
+    (``tensor_model_parallel_size``), a flag name with underscores (``disable_bias_linear``, NVIDIA
+    ``ARGS:``) or a ``--flag`` (functional tests' ``MODEL_ARGS:``)."""
+    key = YAML_ALIASES.get(key, key)
+    spec = BY_DEST.get(key)
+    if spec is not None and not key.startswith("-"):
+        return key, spec, False
+    flagname = key if key.startswith("-") else "--" + key.replace("_", "-")
+    spec = BY_FLAG.get(flagname)
+    if spec is not None:
+        return spec.dest, spec, spec.kind == "false"
+    f = megatron_flags.lookup(key)
+    if f is not None:
+        return f.dest, None, f.kind == "false" and (key.startswith("-") or key != f.dest)
+    return key, None, False
+
+
 def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], editable: bool) -> None:
     for k, v in _mapping_items(mapping):
         if not isinstance(k, yaml.ScalarNode):
@@ -124,13 +188,21 @@ def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], e
             if v.value == "swiglu":
                 into["swiglu"] = True
             continue
-        spec = BY_DEST.get(key)
+        dest, spec, negated = _resolve(key)
+        raw = _value(v)
         if spec is None:
+            if isinstance(raw, bool) and negated:
+                raw = not raw  # `no_save_optim: true` -> save_optim False
+            if isinstance(raw, dict):
+                continue  # a nested section (Primus, NeMo) that is not an argument
+            into[dest] = raw
             continue
-        val = convert(spec, _value(v))  # store_false dests (add_bias_linear) hold the dest's value
-        into[key] = val
+        if spec.kind == "false" and negated and isinstance(raw, bool):
+            raw = not raw  # `disable_bias_linear: true` -> add_bias_linear False
+        val = convert(spec, raw)  # store_false dests (add_bias_linear) hold the dest's value
+        into[dest] = val
         if editable:
-            rec.entries[key] = YamlEntry(key, k, v, mapping)
+            rec.entries[dest] = YamlEntry(dest, k, v, mapping)
 
 
 def from_yaml(text: str, path: str) -> YamlRecipe:
@@ -161,6 +233,19 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
             raise UserError(f"{path}: Primus config without modules.pre_trainer.overrides")
         rec.main = over
         _collect(rec, over, args, editable=True)
+    elif isinstance(_child(root, "ARGS"), yaml.MappingNode) or isinstance(_child(root, "MODEL_ARGS"), yaml.MappingNode):
+        # NVIDIA nested YAMLs: Megatron-LM examples/moe_recipes (ARGS: flag names with underscores) and
+        # functional tests' model_config.yaml (MODEL_ARGS: --flag keys); DEPENDENCIES / ENV_VARS ignored
+        block = "ARGS" if isinstance(_child(root, "ARGS"), yaml.MappingNode) else "MODEL_ARGS"
+        node = _child(root, block)
+        rec.main = node
+        rec.format = "megatron-nvidia-yaml"
+        keys = [k.value for k, _ in _mapping_items(node) if isinstance(k, yaml.ScalarNode)]
+        rec.key_style = "flag" if any(str(k).startswith("--") for k in keys) else "flag_underscore"
+        nemo = [k for k in keys if re.match(r"^(trainer|model|data|log|optim)\.", str(k))]
+        if nemo and len(nemo) * 2 >= len(keys):
+            raise UserError(f"{path}: a NeMo launcher config ({nemo[0]}, ...), not Megatron-LM arguments")
+        _collect(rec, node, args, editable=True)
     else:
         rec.main = root
         _collect(rec, root, args, editable=True)
@@ -169,6 +254,9 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
             if isinstance(node, yaml.MappingNode):
                 _collect(rec, node, args, editable=True)
     rec.args = {k: v for k, v in args.items() if v is not None}
+    for k, v in list(rec.args.items()):
+        if isinstance(v, str) and re.search(r"\$\{?[A-Za-z_]", v) and k in BY_DEST and BY_DEST[k].kind in ("int", "float"):
+            raise PlanError(BY_DEST[k].flag, v, "comes from an environment variable; write the number in the recipe")
     return rec
 
 
@@ -181,4 +269,4 @@ def is_yaml_text(text: str) -> bool:
     if not isinstance(data, dict):
         return False
     keys = set(data)
-    return bool(keys & (set(BY_DEST) | {"modules", "language_model", "model_parallel"}))
+    return bool(keys & (set(BY_DEST) | {"modules", "language_model", "model_parallel", "ARGS", "MODEL_ARGS"}))

@@ -328,6 +328,8 @@ class Source(_Strict):
     format: Optional[str] = Field(default=None, description="reader used: megatron-bash, megatron-yaml, "
                                                             "megatron-argv, primus-yaml, torchtitan-toml, "
                                                             "torchtitan-argv, ...")
+    script_args: list[str] = Field(default_factory=list, description="positional parameters ($1..$N) the recipe "
+                                                                      "script was read with")
     unmodelled: list[UnmodelledFlag] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="stated guesses and substitutions of the reader")
 

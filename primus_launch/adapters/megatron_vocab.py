@@ -1,0 +1,98 @@
+"""Vocabulary size of a Megatron-LM recipe: ``--vocab-size``, a local tokenizer file, or a table of
+the public tokenizers recipes name.
+
+Megatron-LM pads the tokenizer's size to a multiple of ``--make-vocab-size-divisible-by`` x TP
+(``megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding``); the plan keeps the unpadded
+size and :meth:`~primus_launch.plan.ModelArch.padded_vocab_size` pads it the same way.
+
+The table gives, per model family, the ``vocab_size`` of the published Hugging Face ``config.json``
+(the embedding rows of the checkpoint).  Megatron's ``HuggingFaceTokenizer.vocab_size`` is
+``len(tokenizer)``, which for some families is a little smaller (Qwen: 151,669 vs 151,936; DeepSeek-V3:
+about 128.8k vs 129,280); the recipes that train those checkpoints pad up to the checkpoint's rows
+(``--make-vocab-size-divisible-by 1187`` / ``3232`` in Megatron-LM ``examples/moe_recipes``), which is
+what the table's figure is.  Matching is on the Hugging Face id or path (``unsloth/DeepSeek-V3``,
+``Qwen/Qwen3-235B-A22B``, ``/models/Llama-3.1-8B``), case-insensitively.  Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+# (regex on the lower-cased id or path, vocab_size, source); the first match wins
+PUBLIC_TOKENIZERS: tuple[tuple[str, int, str], ...] = (
+    (r"deepseek-(v3|r1|v3\.1|v3-base|v3-0324|prover-v2)", 129280, "deepseek-ai/DeepSeek-V3 config.json vocab_size"),
+    (r"deepseek-v2", 102400, "deepseek-ai/DeepSeek-V2 (and -Lite) config.json vocab_size"),
+    (r"moonlight|kimi-k2", 163840, "moonshotai/Kimi-K2-Instruct config.json vocab_size"),
+    (r"gpt-oss|o200k_harmony", 201088, "openai/gpt-oss-120b config.json vocab_size (o200k_harmony)"),
+    (r"qwen3", 151936, "Qwen/Qwen3-235B-A22B (and every Qwen3 size) config.json vocab_size"),
+    (r"qwen2\.5-(0\.5b|1\.5b|3b)", 151936, "Qwen/Qwen2.5-0.5B config.json vocab_size"),
+    (r"qwen2\.5", 152064, "Qwen/Qwen2.5-7B (7B and larger) config.json vocab_size"),
+    (r"qwen2-(0\.5b|1\.5b|57b)", 151936, "Qwen/Qwen2-1.5B config.json vocab_size"),
+    (r"qwen2-", 152064, "Qwen/Qwen2-7B (7B, 72B) config.json vocab_size"),
+    (r"llama-4|llama4", 202048, "meta-llama/Llama-4-Scout-17B-16E config.json vocab_size"),
+    (r"llama-?3|llama3", 128256, "meta-llama/Llama-3.1-8B (every Llama 3.x) config.json vocab_size"),
+    (r"llama-?2|llama2", 32000, "meta-llama/Llama-2-7b-hf config.json vocab_size"),
+    (r"mixtral-8x22b|mistral-7b-v0\.3|mistral-large", 32768, "mistralai/Mixtral-8x22B-v0.1 config.json vocab_size"),
+    (r"mistral-nemo", 131072, "mistralai/Mistral-Nemo-Base-2407 config.json vocab_size"),
+    (r"mixtral-8x7b|mistral-7b", 32000, "mistralai/Mixtral-8x7B-v0.1 config.json vocab_size"),
+    (r"nemotron_2_256k|nemotron-4", 256000, "nvidia/Nemotron-4-340B-Base config.json vocab_size (nemotron_2_256k)"),
+    (r"(^|/)gpt2($|[-/])|openai-community/gpt2", 50257, "openai-community/gpt2 config.json vocab_size"),
+)
+
+
+def table_vocab(name: str | None) -> tuple[int, str] | None:
+    """(vocab_size, source) of a public tokenizer named by ``name``, or None."""
+    if not name:
+        return None
+    key = name.strip().strip("'\"").rstrip("/").lower()
+    for pattern, size, source in PUBLIC_TOKENIZERS:
+        if re.search(pattern, key):
+            return size, source
+    return None
+
+
+def local_vocab(path: str | None) -> tuple[int, str] | None:
+    """(vocab_size, source) read from a tokenizer that exists on this machine, or None.
+
+    A directory: its ``config.json`` ``vocab_size`` (the checkpoint's rows), else its
+    ``tokenizer.json``; a ``tokenizer.json``: the highest token id + 1 over ``model.vocab`` and
+    ``added_tokens`` (``len(tokenizer)`` of Hugging Face tokenizers); a ``vocab.json`` (GPT-2 BPE):
+    its entries; a plain vocab ``.txt`` (BERT WordPiece): its lines.
+    """
+    if not path:
+        return None
+    p = Path(path).expanduser()
+    try:
+        if p.is_dir():
+            cfg = p / "config.json"
+            if cfg.is_file():
+                size = json.loads(cfg.read_text()).get("vocab_size")
+                if isinstance(size, int) and size > 0:
+                    return size, f"{cfg} vocab_size"
+            tok = p / "tokenizer.json"
+            return _tokenizer_json(tok) if tok.is_file() else None
+        if not p.is_file():
+            return None
+        if p.name.endswith(".json"):
+            data = json.loads(p.read_text())
+            if isinstance(data, dict) and "model" in data:
+                return _tokenizer_json(p)
+            if isinstance(data, dict) and data:
+                return len(data), f"{p} entries"
+            return None
+        if p.suffix == ".txt":
+            return sum(1 for ln in p.read_text().splitlines() if ln.strip()), f"{p} lines"
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _tokenizer_json(p: Path) -> tuple[int, str] | None:
+    data = json.loads(p.read_text())
+    vocab = (data.get("model") or {}).get("vocab")
+    ids = list(vocab.values()) if isinstance(vocab, dict) else list(range(len(vocab or [])))
+    ids += [t.get("id", -1) for t in data.get("added_tokens") or [] if isinstance(t, dict)]
+    ids = [i for i in ids if isinstance(i, int)]
+    return (max(ids) + 1, f"{p} (highest token id + 1)") if ids else None

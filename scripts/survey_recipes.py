@@ -1,0 +1,358 @@
+"""Run the Megatron reader over directories of public recipes and say how many are read right.
+
+    python scripts/survey_recipes.py                     # Megatron-LM main examples/, dev examples/moe_recipes,
+                                                         # main functional tests (from the local mirror)
+    python scripts/survey_recipes.py --source NAME=DIR   # any directory of .sh / .yaml recipes
+    python scripts/survey_recipes.py -v                  # one line per file
+
+The upstream trees are extracted to a temporary directory (``git archive``), never into this
+repository.  Per source it prints ``N read right, M refused (reasons grouped), K read wrong`` and the
+same over GPT-family pretraining recipes only (files that are not training recipes - data
+preparation, inference, conversion scripts - and other model families are refused by design).
+
+A file is *read wrong* when a real check fails:
+
+- **flags**: a flag or key written in the file (found by a regex over the file's text, independent of
+  the reader) is neither a Megatron flag the plan reads, nor neutral, nor reported in
+  ``source.unmodelled`` / ``source.notes`` (switches and values equal to Megatron's default need no
+  report);
+- **round trip**: the unchanged plan does not render byte-identical text, or a tuned copy (another
+  micro-batch size, recompute switched) does not render and re-read as the requested plan;
+- **layout**: the parallel layout the file's name or the moe_recipes README table states
+  (``TP2PP8EP64``, ``tp1_pp4_vp2``, ``TP/PP/EP/CP/ETP`` and ``MBS/GBS/SL`` columns) contradicts the plan.
+
+Functional tests take their cluster from ``tests/test_utils/recipes/**.yaml`` (``nodes`` x ``gpus``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from primus_launch.adapters import megatron_flags as mf  # noqa: E402
+from primus_launch.adapters.megatron import _parse, load_megatron, render_megatron  # noqa: E402
+from primus_launch.adapters.megatron_args import BY_DEST, program_family  # noqa: E402
+from primus_launch.errors import UserError, one_line  # noqa: E402
+from primus_launch.plan import Cluster, PlanError  # noqa: E402
+
+MIRROR = Path("/work/.mirror/NVIDIA+Megatron-LM/repo")
+# example folders that hold no GPT pretraining recipe (post-training, inference, fine-tuning studies, RL)
+NOT_PRETRAINING = ("post_training", "inference", "msdp", "detxoify_lm", "rl", "mimo", "multimodal")
+FAMILY_DIRS = {"bert": "BERT", "t5": "T5", "hybrid": "hybrid Mamba", "multimodal-llava": "multimodal",
+               "mimo": "multimodal", "gpt-nemo": "NeMo config", "multimodal": "multimodal", "mamba": "hybrid Mamba",
+               "retro": "RETRO", "vision": "vision"}
+
+
+def extract(tmp: Path) -> list[tuple[str, Path, list[Path]]]:
+    """Check the upstream trees out of the mirror into ``tmp``; (name, root, files) per source."""
+    out = []
+    for name, branch, sub in (("Megatron-LM main examples/", "main", "examples"),
+                              ("Megatron-LM dev examples/moe_recipes", "dev", "examples/moe_recipes"),
+                              ("Megatron-LM main functional tests", "main", "tests/functional_tests/test_cases")):
+        dst = tmp / branch
+        dst.mkdir(exist_ok=True)
+        paths = [sub] + (["tests/test_utils/recipes"] if "functional" in name else [])
+        archive = subprocess.run(["git", "-C", str(MIRROR), "archive", branch, *paths], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dst)], input=archive, check=True)
+        root = dst / sub
+        if "functional" in name:
+            files = sorted(root.glob("*/*/model_config.yaml"))
+        else:
+            files = sorted(p for p in root.rglob("*") if p.suffix in (".sh", ".yaml", ".yml"))
+        out.append((name, root, files))
+    return out
+
+
+def test_clusters(tests_root: Path) -> dict[str, tuple[int, int]]:
+    """test case -> (nodes, gpus per node) from tests/test_utils/recipes/**.yaml."""
+    import yaml
+
+    out: dict[str, tuple[int, int]] = {}
+    recipes = tests_root.parents[1] / "test_utils" / "recipes"
+    for f in recipes.rglob("*.yaml"):
+        try:
+            data = yaml.safe_load(f.read_text())
+        except yaml.YAMLError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        spec = data.get("spec") or {}
+        nodes, gpus = spec.get("nodes", 1), spec.get("gpus", 8)
+        for prod in data.get("products") or []:
+            for case in (prod.get("test_case") or []):
+                if isinstance(nodes, int) and isinstance(gpus, int):
+                    out.setdefault(case, (nodes, gpus))
+    return out
+
+
+def readme_table(root: Path) -> dict[str, dict]:
+    """moe_recipes README rows: recipe path -> TP/PP/EP/CP/ETP, MBS/GBS/SL."""
+    out = {}
+    readme = root / "README.md"
+    if not readme.is_file():
+        return out
+    text = readme.read_text()
+    for m in re.finditer(r'href="([^"]+\.yaml)".*?</td>\s*<td>(\d+)</td>\s*<td>([\d/]+)</td>\s*<td>([\d/]+)</td>',
+                         text, re.S):
+        tp, pp, ep, cp, etp = (int(x) for x in m.group(3).split("/"))
+        mbs, gbs, sl = (int(x) for x in m.group(4).split("/"))
+        out[m.group(1)] = dict(gpus=int(m.group(2)), tp=tp, pp=pp, ep=ep, cp=cp, etp=etp, mbs=mbs, gbs=gbs, seq=sl)
+    return out
+
+
+def name_layout(path: Path) -> dict[str, int]:
+    """Parallel degrees a file or directory name states (TP2PP8EP64, tp1_pp4_vp2, ep8, cp2)."""
+    name = (path.stem if path.name != "model_config.yaml" else path.parent.name).lower()
+    out = {}
+    for key, field in (("tp", "tp"), ("pp", "pp"), ("ep", "ep"), ("cp", "cp"), ("etp", "etp")):
+        m = re.search(rf"(?:^|[_\-]|(?<=\d)){key}(\d+)(?=[_\-a-z]|$)", name)
+        if m and not (key == "tp" and re.search(r"etp" + m.group(1), name) and name.count("tp") == 1):
+            out[field] = int(m.group(1))
+    return out
+
+
+_FLAG_RE = re.compile(r"(?<![\w\-])(--[a-z][a-z0-9\-]+)")
+
+
+def written_flags(path: Path, text: str, yaml_like: bool) -> set[str]:
+    """Flags written in the file (regex over its text; YAML: keys of the argument block)."""
+    if yaml_like:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return set()
+        block = data.get("ARGS") or data.get("MODEL_ARGS") or data if isinstance(data, dict) else {}
+        if not isinstance(block, dict):
+            return set()
+        return {str(k) for k in block}
+    flags = set()
+    for line in text.splitlines():
+        code = line.split(" #")[0] if not line.lstrip().startswith("#") else ""
+        flags.update(_FLAG_RE.findall(code))
+    return flags
+
+
+def check_flags(plan, rec, path: Path, text: str, yaml_like: bool) -> list[str]:
+    """Flags in the reader's own arguments that are neither read, neutral, nor reported."""
+    problems = []
+    reported = {u.flag for u in plan.source.unmodelled}
+    notes = " ".join(plan.source.notes)
+    for key, val in rec.args.items():
+        if key in BY_DEST:
+            continue
+        f = mf.lookup(key)
+        if f is None:
+            if (key if key.startswith("-") else "--" + key.replace("_", "-")) not in notes:
+                problems.append(f"unknown {key} not reported")
+            continue
+        if f.cls in (mf.NOT_MODELLED, mf.MODELLED) and not mf.is_default(f, val):
+            if not ({f.flag, "--no-" + f.flag[2:]} & reported):
+                problems.append(f"{f.flag} set but not reported")
+    # flags written in the text that the reader never saw (YAML only: scripts have branches)
+    if yaml_like:
+        seen = {mf.lookup(k).flag for k in rec.args if mf.lookup(k)} | {k for k in rec.args if k.startswith("--")}
+        seen |= {BY_DEST[k].flag for k in rec.args if k in BY_DEST}
+        for key in written_flags(path, text, True):
+            f = mf.lookup(key)
+            shown = key if key.startswith("-") else "--" + key.replace("_", "-")
+            if f is None and shown not in notes and key not in rec.args:
+                problems.append(f"{key} written but neither read nor reported")
+    return problems
+
+
+def check_roundtrip(plan, text: str, tmp: Path, suffix: str, cluster_given: bool = False) -> list[str]:
+    first = render_megatron(plan, text)
+    if cluster_given:  # the survey chose the cluster: the rendering may state it; then it must be stable
+        text = first
+        first = render_megatron(plan, text)
+    if first != text:
+        return ["unchanged plan does not render identical text"]
+    t = plan.training
+    dp = plan.dp
+    changes = {}
+    if t.global_batch_size % (2 * t.micro_batch_size * dp) == 0:
+        changes["training"] = {"micro_batch_size": 2 * t.micro_batch_size}
+    else:
+        gran = "selective" if t.recompute.granularity == "none" else "none"
+        changes["training"] = {"recompute": {"granularity": gran, "method": "uniform", "num_layers": None}}
+    try:
+        new = plan.with_changes(**changes).model_copy(update={"source": plan.source})
+    except Exception:
+        return []
+    try:
+        out = render_megatron(new, text)
+    except (UserError, PlanError) as e:
+        return [f"tuned copy not expressible: {one_line(e)[:100]}"]
+    f = tmp / ("rt" + suffix)
+    f.write_text(out)
+    try:
+        back = load_megatron(f, plan.cluster, plan.source.script_args)
+    except (UserError, PlanError) as e:
+        return [f"tuned copy does not re-read: {one_line(e)[:100]}"]
+    if back.training.micro_batch_size != new.training.micro_batch_size or \
+            back.training.recompute.granularity != new.training.recompute.granularity:
+        return ["tuned copy re-reads differently"]
+    return []
+
+
+def check_layout(plan, path: Path, table: dict[str, dict], root: Path) -> list[str]:
+    p, t = plan.parallel, plan.training
+    have = dict(tp=p.tp, pp=p.pp, ep=p.ep, cp=p.cp, etp=p.expert_tp, vpp=p.vpp, mbs=t.micro_batch_size,
+                gbs=t.global_batch_size, seq=plan.model.seq_length, gpus=plan.world_size)
+    want = dict(name_layout(path)) if "functional" not in str(root) else {}  # test names are often stale
+    rel = str(path.relative_to(root)) if root in path.parents else path.name
+    want.update(table.get(rel, {}))
+    if "vpp" in want and want["vpp"] == 1 and have["vpp"] == 2:
+        want.pop("vpp")  # functional tests' "vp1" = one extra virtual stage in their naming
+    return [f"{k}: file says {v}, plan {have[k]}" for k, v in want.items() if k in have and have[k] != v]
+
+
+# positional parameters of example scripts, as their READMEs / headers tell the user to pass them
+SCRIPT_ARGS: dict[str, tuple[str, ...]] = {
+    "gpt3/train_gpt3_175b_distributed.sh": ("ckpt", "tb", "gpt2-vocab.json", "gpt2-merges.txt", "data_text_document"),
+    "mixtral/train_mixtral_8x7b_distributed.sh": ("ckpt", "mistralai/Mixtral-8x7B-v0.1", "data_text_document"),
+}
+
+
+def _args_for(f: Path) -> tuple[str, ...]:
+    return next((v for k, v in SCRIPT_ARGS.items() if f.as_posix().endswith(k)), ())
+
+
+def _fitting_cluster(f: Path, err: PlanError):
+    """The smallest 8-GPU-node cluster on which the recipe's layout is legal (functional tests whose
+    cluster is not in tests/test_utils/recipes); raises the first error when none up to 64 nodes fits."""
+    for n in (2, 4, 8, 16, 32, 64):
+        try:
+            return load_megatron(f, Cluster(num_nodes=n, gpus_per_node=8), SCRIPT_ARGS.get(f.name, ()) or _args_for(f))
+        except PlanError:
+            continue
+    raise err
+
+
+def classify_error(msg: str) -> str:
+    if "is not a training program" in msg:
+        return "not a training program (inference / conversion / evaluation tool)"
+    if "no training command" in msg:
+        return "not a training script (no torchrun/python ... pretrain_*.py command)"
+    if "trains a" in msg or "not modelled by the projection" in msg or "NeMo launcher" in msg:
+        m = re.search(r"(hybrid Mamba[^:,(]*|BERT|T5[^:,]*|multimodal[^:,]*|RETRO|vision|RL loop|biencoder[^:,]*|"
+                      r"experimental attention variant|heterogeneous layers|NeMo launcher config|reinforcement-learning loop|"
+                      r"supervised fine-tuning loop|logits distillation)", msg)
+        return "model family / mode not modelled: " + (m.group(1).strip() if m else msg[:60])
+    return re.sub(r"\d+", "N", msg)[:110]
+
+
+def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -> dict:
+    clusters = test_clusters(root) if "functional" in name else {}
+    table = readme_table(root)
+    right, wrong, refused = [], [], collections.Counter()
+    gpt_right = gpt_wrong = gpt_total = 0
+    for f in files:
+        text = f.read_text(errors="replace")
+        yaml_like = f.suffix in (".yaml", ".yml")
+        case = f.parent.name
+        family_dir = next((fam for d, fam in FAMILY_DIRS.items() if d in f.relative_to(root).parts[:-1]), None)
+        cluster = None
+        if case in clusters:
+            n, g = clusters[case]
+            cluster = Cluster(num_nodes=n, gpus_per_node=g)
+        elif "functional" in name:
+            cluster = Cluster(num_nodes=1, gpus_per_node=8)
+        forced = False
+        try:
+            try:
+                plan = load_megatron(f, cluster, SCRIPT_ARGS.get(f.relative_to(root).as_posix(), ()))
+            except PlanError as e:
+                if not re.search(r"world size|micro_batch_size x dp|interleaved schedule", str(e)):
+                    raise
+                plan = _fitting_cluster(f, e)  # a layout larger than the default / stated cluster
+                forced = True
+            rec, _ = _parse(text, str(f), given=plan.cluster, script_args=tuple(plan.source.script_args))
+        except (UserError, PlanError, ValueError) as e:
+            reason = classify_error(one_line(e))
+            refused[reason] += 1
+            is_gpt = not family_dir and not reason.startswith(("not a training", "model family"))
+            is_gpt = is_gpt and not any(d in f.relative_to(root).parts[:-1] for d in NOT_PRETRAINING) \
+                and "inference" not in f.parent.name
+            gpt_total += is_gpt
+            if verbose:
+                print(f"  refused  {f.relative_to(root)}: {one_line(e)[:160]}")
+            continue
+        except Exception as e:  # a traceback is a bug: report it loudly
+            refused["TRACEBACK " + type(e).__name__] += 1
+            print(f"  TRACEBACK {f}: {e}")
+            traceback.print_exc()
+            continue
+        problems = []
+        if family_dir:
+            problems.append(f"a {family_dir} recipe read as a GPT")
+        problems += check_flags(plan, rec, f, text, yaml_like)
+        problems += check_layout(plan, f, table, root)
+        try:
+            problems += check_roundtrip(plan, text, tmp, f.suffix, cluster_given=forced)
+        except Exception as e:
+            problems.append(f"round trip raised {type(e).__name__}: {e}")
+        is_gpt = not family_dir and not any(d in f.relative_to(root).parts[:-1] for d in NOT_PRETRAINING) \
+            and "inference" not in f.parent.name
+        gpt_total += is_gpt
+        if problems:
+            wrong.append((f, problems))
+            gpt_wrong += is_gpt
+            if verbose:
+                print(f"  WRONG    {f.relative_to(root)}: {'; '.join(problems)[:200]}")
+        else:
+            right.append(f)
+            gpt_right += is_gpt
+            if verbose:
+                print(f"  right    {f.relative_to(root)}")
+    n = len(files)
+    print(f"{name}: {n} files: {len(right)} read right, {sum(refused.values())} refused, {len(wrong)} read wrong")
+    for reason, k in refused.most_common():
+        print(f"    refused {k:4d}  {reason}")
+    for f, probs in wrong:
+        print(f"    wrong        {f.relative_to(root)}: {'; '.join(probs)[:160]}")
+    print(f"  GPT-family training recipes: {gpt_right}/{gpt_total} read right"
+          + (f" ({100 * gpt_right / gpt_total:.0f}%)" if gpt_total else "") + f", {gpt_wrong} read wrong")
+    return dict(files=n, right=len(right), refused=sum(refused.values()), wrong=len(wrong), gpt=gpt_total,
+                gpt_right=gpt_right)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--source", action="append", default=[], help="NAME=DIR of recipe files (default: the mirror)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="survey-") as td:
+        tmp = Path(td)
+        if args.source:
+            sources = []
+            for s in args.source:
+                nm, _, d = s.partition("=")
+                root = Path(d)
+                sources.append((nm, root, sorted(p for p in root.rglob("*") if p.suffix in (".sh", ".yaml", ".yml"))))
+        else:
+            sources = extract(tmp)
+        work = tmp / "work"
+        work.mkdir()
+        total = collections.Counter()
+        for nm, root, files in sources:
+            r = survey(nm, root, files, args.verbose, work)
+            total.update(r)
+        print(f"ALL: {total['files']} files: {total['right']} read right, {total['refused']} refused, "
+              f"{total['wrong']} read wrong; GPT-family training recipes {total['gpt_right']}/{total['gpt']} read right")
+
+
+if __name__ == "__main__":
+    main()
