@@ -84,7 +84,7 @@ from primus_launch.adapters.torchtitan import (  # noqa: E402
     torchtitan_problems,
     write_torchtitan,
 )
-from primus_launch.adapters.torchtitan_layout import plan_layout, rank_layers  # noqa: E402
+from primus_launch.adapters.torchtitan_layout import plan_placement, rank_layers, stage_layers  # noqa: E402
 from primus_launch.errors import UserError  # noqa: E402
 from primus_launch.plan import Cluster, Plan, legality_problems  # noqa: E402
 
@@ -191,14 +191,13 @@ def _scenarios(plan: Plan) -> list[tuple[str, Plan, set[str]]]:
         dp = plan.world_size // (p.tp * p.cp * pp)
         if dp == 0:
             continue
-        try:
-            vpp, counts = rank_layers(m.num_layers, pp, titan_name[sched], None, 1, 1)
-            first, last = plan_layout(m.num_layers, vpp, counts)
-        except PlanError:  # e.g. an odd layer count cannot form equal chunks
+        try:  # torchtitan's own split of the layers for this schedule, stated exactly
+            place = plan_placement(m.num_layers, pp, titan_name[sched],
+                                   stage_layers(m.num_layers, pp, titan_name[sched], None, 1, 1))
+        except PlanError:
             continue
         G = max(t.global_batch_size // dp, 1) * dp
-        q = _try(plan, parallel={"pp": pp, "vpp": vpp, "pipeline_layers_first_stage": first,
-                                 "pipeline_layers_last_stage": last},
+        q = _try(plan, parallel={"pp": pp, **place},
                  training={"pipeline_schedule": sched, "micro_batch_size": 1, "global_batch_size": G})
         if q:
             out.append(("pp-" + sched, q, {
@@ -217,13 +216,9 @@ def _scenarios(plan: Plan) -> list[tuple[str, Plan, set[str]]]:
     rec = {"granularity": nxt, "method": "uniform", "num_layers": 1 if nxt == "full" else None}
     out.append(("ac", plan.with_changes(training={"recompute": rec}), {"mode", "selective_ac_option"}))
     if p.pp > 1:
-        vpp, counts = rank_layers(m.num_layers, p.pp, "Interleaved1F1B", None, 1, 1)
-        try:
-            first, last = plan_layout(m.num_layers, vpp, counts)
-        except PlanError:
-            first = last = -1
-        q = None if first == -1 else _try(plan, parallel={"vpp": vpp, "pipeline_layers_first_stage": first, "pipeline_layers_last_stage": last},
-                 training={"pipeline_schedule": "interleaved_1f1b"})
+        place = plan_placement(m.num_layers, p.pp, "Interleaved1F1B",
+                               stage_layers(m.num_layers, p.pp, "Interleaved1F1B", None, 1, 1))
+        q = _try(plan, parallel=place, training={"pipeline_schedule": "interleaved_1f1b"})
         if q:
             out.append(("schedule", q, {"pipeline_parallel_schedule", "pipeline_parallel_layers_per_stage",
                                         "pipeline_parallel_first_stage_less_layers",
@@ -353,8 +348,10 @@ def test_pipeline_layouts():
 
     assert explicit_rank_layers(2, "Interleaved1F1B", parts) == (2, (3, 3))
     p = plan_from_text(text)
-    # 3 layers in 2 chunks has no equal-chunk form in the plan: nearest legal layout, same total
-    assert p.parallel.vpp == 2 and p.layers_per_stage() == [2, 4]
+    # E+1 | 2 | 2 | 1+L: Megatron's account-for-embedding-and-loss split is the same placement
+    assert p.parallel.vpp == 2 and p.layers_per_stage() == [3, 3]
+    assert p.parallel.account_for_embedding_in_pipeline_split and p.parallel.account_for_loss_in_pipeline_split
+    assert [[c.layers for c in r] for r in p.chunk_layout()] == [[(0,), (3, 4)], [(1, 2), (5,)]]
     # a V schedule must have 2 stages per rank: layers_per_stage giving 3 is refused by name
     bad = text.replace(f"module_fqns_per_model_part = {parts!r}".replace("'", '"'),
                        "pipeline_parallel_layers_per_stage = 1").replace("Interleaved1F1B", "ZBVZeroBubble")
@@ -382,10 +379,13 @@ def test_uneven_layout_rendered_through_titan_split():
                                         "pipeline_parallel_last_stage_less_layers"))
     assert list(rank_layers(61, 4, "1F1B", data.get("pipeline_parallel_layers_per_stage"), fl, ll)[1]) == \
         [16, 15, 15, 15]
-    # torchtitan never gives the last stage more layers than the middle ones: refused by name
-    with pytest.raises(PlanError, match="parallel.pipeline_layers_first_stage"):
-        render_torchtitan(q.with_changes(parallel={"pipeline_layers_first_stage": 14,
-                                                   "pipeline_layers_last_stage": 17}), text)
+    # torchtitan's split never gives the last stage more layers than the middle ones: the placement
+    # is written as explicit stage lists (module_fqns_per_model_part) and reads back exactly
+    odd = q.with_changes(parallel={"pipeline_layers_first_stage": 14, "pipeline_layers_last_stage": 17})
+    out = render_torchtitan(odd, text)
+    assert "module_fqns_per_model_part" in __import__("tomllib").loads(out)["parallelism"]
+    back = plan_from_text(out, odd.cluster, path=str(path))
+    assert back.layers_per_stage() == [14, 15, 15, 17] and back.chunk_layout() == odd.chunk_layout()
 
 
 def test_group_limited_routing_from_the_registry():
