@@ -14,11 +14,13 @@ FLAVORS = [
     ("qwen3", "0.6B"), ("qwen3", "32B"), ("qwen3", "debugmodel_moe"), ("qwen3", "30B-A3B"),
     ("qwen3", "235B-A22B"),
     ("deepseek_v3", "debugmodel"), ("deepseek_v3", "16B"), ("deepseek_v3", "671B"),
+    ("gpt_oss", "debugmodel"), ("gpt_oss", "20b"), ("gpt_oss", "120b"),
 ]
 
 
 def _simple_count(a) -> int:
-    """Closed-form parameter count of a torchtitan decoder (SwiGLU, RMSNorm weights, no biases)."""
+    """Closed-form parameter count of a torchtitan decoder (gated MLP, RMSNorm weights; GPT-OSS: QKV,
+    output, router and expert biases and one attention-sink logit per head)."""
     h = a.hidden_size
     if a.multi_latent_attention:
         H, qk = a.num_attention_heads, a.qk_head_dim + a.qk_pos_emb_head_dim
@@ -29,8 +31,13 @@ def _simple_count(a) -> int:
         d = a.kv_channels
         attn = h * (a.num_attention_heads + 2 * a.kv_heads) * d + a.num_attention_heads * d * h
         attn += 2 * d if a.qk_layernorm else 0
+        attn += (a.num_attention_heads + 2 * a.kv_heads) * d if a.add_qkv_bias else 0
+        attn += h if a.add_bias_linear else 0
+        attn += a.num_attention_heads if a.softmax_type == "learnable" else 0
     dense = 3 * h * a.ffn_hidden_size
-    moe = (a.num_experts * 3 * h * a.expert_ffn + h * a.num_experts
+    bias = a.add_bias_linear
+    moe = (a.num_experts * (3 * h * a.expert_ffn + (2 * a.expert_ffn + h if bias else 0)) + h * a.num_experts
+           + (a.num_experts if a.moe_router_bias else 0)
            + 3 * h * a.moe_shared_expert_intermediate_size) if a.is_moe else 0
     n_dense = a.moe_dense_first_layers if a.is_moe else a.num_layers
     emb = a.vocab_size * h * (2 if a.untie_embeddings_and_output_weights else 1)
@@ -50,6 +57,22 @@ def test_arch_matches_registry_and_meta_build(name, flavor):
     with torch.device("meta"):
         model = cfg.build()
     assert sum(p.numel() for p in model.parameters()) == _simple_count(a)
+
+
+def test_gpt_oss_from_the_registry():
+    g = arch_from_flavor("gpt_oss", "120b", seq_len=8192)
+    assert (g.num_layers, g.hidden_size, g.num_attention_heads, g.kv_heads, g.kv_channels) == (36, 2880, 64, 8, 64)
+    assert (g.num_experts, g.moe_router_topk, g.moe_ffn_hidden_size, g.moe_router_bias) == (128, 4, 2880, True)
+    assert (g.softmax_type, g.position_embedding, g.activation, g.swiglu) == ("learnable", "yarn", "quick_gelu", True)
+    # sliding window of 128 tokens (127 keys left of the query) on even layers
+    assert g.window_size == 127 and g.window_layer_pattern == tuple(1 - i % 2 for i in range(36))
+    assert g.add_qkv_bias and g.add_bias_linear and g.num_window_layers == 18
+
+
+@pytest.mark.parametrize("family", ["flux", "qwen3_5", "kimi_k2_7", "muse_glimmer", "llama4"])
+def test_families_not_modelled_are_refused_by_name(family):
+    with pytest.raises(PlanError, match=rf"model\.name='{family}'.*not modelled"):
+        arch_from_flavor(family, "debugmodel")
 
 
 def test_known_values():

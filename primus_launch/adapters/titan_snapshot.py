@@ -296,6 +296,75 @@ class _ConverterRecorder:
             del self._cls.build
 
 
+def config_entry_of(cfg: Any, converters: list, registry_arch: Optional[dict], cli: Optional[dict] = None
+                    ) -> dict[str, Any]:
+    """The snapshot entry of a loaded ``Trainer.Config`` (``converters``: the converter configs its
+    ``model_registry`` call received); ``cli`` collects the field types of its sections."""
+    entry: dict[str, Any] = {"model": _model_entry(cfg.model_spec, converters, registry_arch)}
+    for sec in SECTIONS:
+        obj = getattr(cfg, sec)
+        entry[sec] = _fields(obj)
+        if cli is not None:
+            cli.setdefault(sec, {}).update(_class_types(type(obj)))
+    ac = cfg.activation_checkpoint
+    entry["activation_checkpoint"] = None if ac is None else {
+        "kind": _AC_KINDS.get(_owner_name(ac), _owner_name(ac)), **_fields(ac)}
+    entry["optimizer"] = {"type": _owner_name(cfg.optimizer), **_fields(cfg.optimizer)}
+    entry["loss"] = {"type": _owner_name(cfg.loss)}
+    return entry
+
+
+def load_user_config(module: str, config: str) -> dict[str, Any]:
+    """The entry of a config function of the user's own module (``--module my_pkg.configs``), read
+    through torchtitan's ``ConfigManager`` resolution (``<module>.config_registry`` first, then
+    ``<module>``).  Importing it imports torchtitan, so the entry is cached per (module file contents,
+    torchtitan version) in :func:`cache_dir`."""
+    import hashlib
+    import importlib.util
+
+    spec = None
+    for cand in (f"{module}.config_registry", module):
+        try:
+            spec = importlib.util.find_spec(cand)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.origin:
+            break
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        raise PlanError("--module", module, "a torchtitan model name or an importable Python module with config "
+                                            "functions (its package on PYTHONPATH)")
+    digest = hashlib.sha256(Path(spec.origin).read_bytes()).hexdigest()[:16]
+    path = cache_dir() / f"titan-config-{installed_version()}-{digest}-{config}.json"
+    hit = _load(path)
+    if hit is not None:
+        return hit["entry"]
+    import importlib
+    import logging
+
+    logging.getLogger("torchtitan").setLevel(logging.ERROR)
+    with _ConverterRecorder() as rec:
+        mod = importlib.import_module(spec.name)
+        fn = getattr(mod, config, None)
+        if fn is None or not callable(fn):
+            names = [n for n, v in vars(mod).items() if callable(v) and not n.startswith("_") and n[:1].islower()]
+            raise PlanError("--config", config, f"config functions of {spec.name}: {', '.join(names)}")
+        try:
+            cfg = fn()
+        except Exception as e:
+            raise PlanError("--config", config, f"torchtitan cannot load it here ({type(e).__name__}: "
+                                                f"{' '.join(str(e).split())[:200]})") from None
+        if getattr(cfg, "model_spec", None) is None or not hasattr(cfg, "parallelism"):
+            raise PlanError("--config", config, "must return a torchtitan Trainer.Config with a model_spec")
+        entry = config_entry_of(cfg, list(rec.seen), None)
+    from primus_launch.fileio import atomic_write_text
+
+    try:
+        atomic_write_text(path, json.dumps({"format": FORMAT, "entry": entry}, sort_keys=True))
+    except OSError:
+        pass
+    return entry
+
+
 def build_snapshot() -> dict:
     """Read the installed torchtitan's registries into a snapshot (imports torchtitan and torch)."""
     import importlib
@@ -356,23 +425,11 @@ def build_snapshot() -> dict:
                     continue
                 if not hasattr(cfg, "parallelism") or getattr(cfg, "model_spec", None) is None:
                     continue
-                spec = cfg.model_spec
-                reg_arch = flv.get(spec.flavor, {}).get("arch") if spec.name == fam else None
+                reg_arch = flv.get(cfg.model_spec.flavor, {}).get("arch") if cfg.model_spec.name == fam else None
                 try:
-                    entry: dict[str, Any] = {"model": _model_entry(spec, list(rec.seen), reg_arch)}
+                    configs[fname] = config_entry_of(cfg, list(rec.seen), reg_arch, cli)
                 except PlanError as e:
                     configs[fname] = {"refused": e.allowed}
-                    continue
-                for sec in SECTIONS:
-                    obj = getattr(cfg, sec)
-                    entry[sec] = _fields(obj)
-                    cli.setdefault(sec, {}).update(_class_types(type(obj)))
-                ac = cfg.activation_checkpoint
-                entry["activation_checkpoint"] = None if ac is None else {
-                    "kind": _AC_KINDS.get(_owner_name(ac), _owner_name(ac)), **_fields(ac)}
-                entry["optimizer"] = {"type": _owner_name(cfg.optimizer), **_fields(cfg.optimizer)}
-                entry["loss"] = {"type": _owner_name(cfg.loss)}
-                configs[fname] = entry
             snap["configs"][fam] = configs
     for kind, cls in (("selective", ac_mod.SelectiveAC.Config), ("full", ac_mod.FullAC.Config),
                       ("memory-budget", ac_mod.MemoryBudgetAC.Config)):

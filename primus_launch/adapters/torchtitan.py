@@ -545,6 +545,13 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     sp = tp > 1 and _bool(par, "parallelism", "enable_sequence_parallel", True)
     compile_on = (_bool(cmp_, "compile", "enable", False) and "model" in (cmp_.get("components") or ["model", "loss"])) \
         or _bool(trn, "training", "compile", False)
+    if async_tp and tp > 1 and not compile_on:  # CompileConfig.__post_init__ (0.3) / parallelize (v0.2)
+        key = "compile.enable_async_tensor_parallel" if version == "0.3" else "parallelism.enable_async_tensor_parallel"
+        raise PlanError(key, True, "async TP requires torch.compile of the model (compile.enable with 'model' in "
+                                   "compile.components)")
+    if _tbl(job, "activation_checkpoint").get("mode") == "memory_budget" and not compile_on:
+        raise PlanError("activation_checkpoint.mode", "memory_budget", "requires the model to be compiled "
+                                                                        "(compile.enable with 'model' in components)")
     rotate = _choice(par, "parallelism", "context_parallel_rotate_method", "allgather", ("allgather", "alltoall"))
     reshard = _choice(par, "parallelism", "fsdp_reshard_after_forward", "default", ("default", "always", "never"))
     backend = _choice(par, "parallelism", "expert_parallel_comm_backend",

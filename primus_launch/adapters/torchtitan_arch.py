@@ -136,7 +136,7 @@ def arch_fields_of_model_config(name: str, flavor: str, cfg: Any) -> dict[str, A
     if sizes:
         fields["window_size"] = sizes.pop()
         if any(w is None for w in windows):
-            fields["window_layer_pattern"] = tuple(0 if w is None else 1 for w in windows)
+            fields["window_layer_pattern"] = [0 if w is None else 1 for w in windows]
 
     moe_flags = [getattr(lc, "moe", None) is not None for lc in layers]
     moe_layers = [lc for lc, m in zip(layers, moe_flags) if m]
@@ -160,7 +160,7 @@ def arch_fields_of_model_config(name: str, flavor: str, cfg: Any) -> dict[str, A
         if leading:
             fields["moe_dense_first_layers"] = n_dense_first
         else:
-            fields["moe_layer_pattern"] = tuple(int(m) for m in moe_flags)
+            fields["moe_layer_pattern"] = [int(m) for m in moe_flags]
         if "GptOss" in _qualname(experts):
             fields["activation"] = "quick_gelu"  # x * sigmoid(1.702 x), clamped (gpt_oss/moe.py)
             fields["add_bias_linear"] = True  # mlp1/mlp2 biases
