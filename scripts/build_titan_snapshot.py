@@ -1,4 +1,4 @@
-"""Build the bundled TorchTitan registry snapshot from the installed torchtitan.
+"""Build the bundled TorchTitan registry snapshot (and torchrun's option table) from the installed packages.
 
     python scripts/build_titan_snapshot.py            # writes primus_launch/data/torchtitan-<version>.json
 
@@ -25,6 +25,11 @@ def main() -> int:
     snap = build_snapshot()
     out = DATA_DIR / f"torchtitan-{snap['torchtitan']}.json"
     atomic_write_text(out, json.dumps(snap, indent=1, sort_keys=True) + "\n", mode=0o644)
+    from primus_launch.torchrun_argv import BUNDLED_TORCH, TABLE_FILE, live_option_table
+
+    table = DATA_DIR / TABLE_FILE.format(BUNDLED_TORCH)
+    atomic_write_text(table, json.dumps(live_option_table(), indent=1, sort_keys=True) + "\n", mode=0o644)
+    print(f"{table}: torchrun's option table")
     n_cfg = sum(len(v) for v in snap["configs"].values())
     n_flv = sum(len(v["flavors"]) for v in snap["models"].values())
     print(f"{out}: torchtitan {snap['torchtitan']}, {len(snap['models'])} families, {n_flv} flavors, "

@@ -44,24 +44,30 @@ def bundled_path(version: str = BUNDLED_VERSION) -> Path:
     return DATA_DIR / f"torchtitan-{version}.json"
 
 
-def installed_version() -> Optional[str]:
-    """The installed torchtitan's version without importing it (from its ``.dist-info``), or None."""
+def dist_version(package: str) -> Optional[str]:
+    """The installed version of ``package`` without importing it (from its ``.dist-info`` next to
+    it, which is faster than ``importlib.metadata``), or None when it is not installed."""
     import importlib.util
 
-    spec = importlib.util.find_spec("torchtitan")
+    spec = importlib.util.find_spec(package)
     if spec is None or not spec.origin:
         return None
     site = Path(spec.origin).resolve().parent.parent
-    for d in site.glob("torchtitan-*.dist-info"):
-        m = re.match(r"torchtitan-(.+)\.dist-info$", d.name)
+    for d in site.glob(f"{package}-*.dist-info"):
+        m = re.match(rf"{package}-(.+)\.dist-info$", d.name)
         if m:
             return m.group(1)
     try:
         from importlib.metadata import version
 
-        return version("torchtitan")
-    except Exception:  # an importable torchtitan without metadata (a source checkout)
+        return version(package)
+    except Exception:  # importable without metadata (a source checkout)
         return "unknown"
+
+
+def installed_version() -> Optional[str]:
+    """The installed torchtitan's version (without importing it), or None."""
+    return dist_version("torchtitan")
 
 
 def cache_dir() -> Path:
