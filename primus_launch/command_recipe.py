@@ -289,8 +289,13 @@ def render_command(plan: Plan, argv: list[str]) -> list[str]:
 
         i, script = _script_of(argv)
         out = _tuned_path(script)
-        src = plan.model_copy(update={"source": (plan.source or _source("megatron")).model_copy(
-            update={"framework": "megatron", "path": str(script)})})
+        from primus_launch.adapters import detect_kind
+
+        fmt = "torchtitan-script" if detect_kind(script) == "torchtitan-launch" else None
+        base = plan.source or _source("torchtitan" if fmt else "megatron")
+        src = plan.model_copy(update={"source": base.model_copy(update={
+            "framework": "torchtitan" if fmt else "megatron", "path": str(script),
+            "format": fmt or (base.format if base.framework == "megatron" else None)})})
         write_recipe(src, out)
         return [*argv[:i], _sibling_token(argv[i], out, bare_command=i == 0), *argv[i + 1:]]
     return _render_titan(plan, argv)

@@ -500,6 +500,8 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
 
     sched_name = par.get("pipeline_parallel_schedule") or "1F1B"
     schedule = plan_schedule(sched_name)
+    if pp == 1:
+        schedule = "1f1b"  # torchtitan ignores the schedule without PP
     lps = _opt_int(par, "parallelism", "pipeline_parallel_layers_per_stage")
     first_less = _int(par, "parallelism", "pipeline_parallel_first_stage_less_layers", 1, minimum=0)
     last_less = _int(par, "parallelism", "pipeline_parallel_last_stage_less_layers", 1, minimum=0)
@@ -818,8 +820,7 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
     # ---- pipeline schedule and layout
     cur_sched = cur("parallelism.pipeline_parallel_schedule", "1F1B") or "1F1B"
     sched_name = cur_sched
-    if t.pipeline_schedule != plan_schedule(cur_sched) or (
-            p.pp > 1 and is_single_stage(cur_sched) != (p.vpp == 1)):
+    if p.pp > 1 and (t.pipeline_schedule != plan_schedule(cur_sched) or is_single_stage(cur_sched) != (p.vpp == 1)):
         sched_name = titan_schedule(t.pipeline_schedule, p.vpp)
         put("parallelism.pipeline_parallel_schedule", sched_name, "1F1B")
     if p.pp > 1 and (sched_name != cur_sched or op.pp != p.pp or virtual_stages(plan) != virtual_stages(old)):
