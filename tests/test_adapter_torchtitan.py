@@ -417,3 +417,29 @@ def test_group_limited_routing_from_the_registry():
     assert (ds.moe_router_num_groups, ds.moe_router_group_topk) == (8, 4)
     qw = arch_from_flavor("qwen3", "235B-A22B")
     assert (qw.moe_router_num_groups, qw.moe_router_group_topk) == (None, None)
+
+
+# ---------------------------------------------------------------- DDP and pure TP (issue 11 fix)
+@pytest.mark.parametrize("par,want", [
+    ("data_parallel_replicate_degree = 8\ndata_parallel_shard_degree = 1", (1, 8, "none", 1)),  # DDP
+    ("data_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 4", (1, 8, "full", 2)),  # HSDP
+    ("tensor_parallel_degree = 8", (8, 1, "none", 1)),  # pure TP: nothing left to shard
+    ("tensor_parallel_degree = 4\ncontext_parallel_degree = 2", (4, 1, "full", 1)),  # FSDP spans CP
+])
+def test_ddp_and_pure_tp_plans_project(par, want):
+    """What torchtitan runs (ParallelDims.fsdp_enabled = dp_shard > 1 or cp > 1) reads, projects and
+    writes back unchanged."""
+    from primus_launch.projection.api import project
+
+    text = BASE.replace("tensor_parallel_degree = 2", par)
+    plan = plan_from_text(text)
+    p, t = plan.parallel, plan.training
+    assert (p.tp, plan.dp, p.dp_sharding, p.dp_replicate) == want
+    assert t.overlap_param_gather == (p.dp_sharding == "full") and t.overlap_grad_reduce
+    res = project(plan, dry_run=True)
+    assert res.iteration_time_s > 0
+    assert render_torchtitan(plan, text) == text
+    if p.tp == 1 and p.cp == 1:  # DDP <-> FSDP both ways, re-read exactly
+        other = plan.with_changes(parallel={"dp_sharding": "full" if p.dp_sharding == "none" else "none",
+                                            "dp_replicate": 1}, training={"overlap_param_gather": p.dp_sharding == "none"})
+        assert plan_from_text(render_torchtitan(other, text)) .model_copy(update={"source": other.source}) == other

@@ -140,3 +140,17 @@ def test_pp_needs_cuda_graphs_off_and_cluster_follows():
     assert "--training.disable_cuda_graphs" in out and out[out.index("--nnodes") + 1] == "4"
     back = plan_from_launch(out, Cluster(gpu="h100-sxm", num_nodes=4, gpus_per_node=8))
     assert back.parallel == tuned.parallel and back.layers_per_stage() == [16, 16]
+
+
+def test_ddp_and_pure_tp_launch_lines_project():
+    from primus_launch.projection.api import project
+
+    base = [*TORCHRUN, "--module", "llama3", "--config", "llama3_8b"]
+    ddp = plan_from_command([*base, "--parallelism.data_parallel_shard_degree", "1",
+                             "--parallelism.data_parallel_replicate_degree", "16"])
+    assert (ddp.parallel.dp_sharding, ddp.dp, ddp.training.overlap_param_gather) == ("none", 16, False)
+    tp = plan_from_command(["torchrun", "--nnodes", "1", *TORCHRUN[3:], "--module", "llama3", "--config", "llama3_8b",
+                            "--parallelism.tensor_parallel_degree", "8"])
+    assert (tp.parallel.tp, tp.dp, tp.parallel.dp_sharding) == (8, 1, "none")
+    for plan in (ddp, tp):
+        assert project(plan, dry_run=True).iteration_time_s > 0

@@ -484,7 +484,8 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     if cluster is None:
         cluster = default_cluster(r.path, (tp, cp, pp, ep, etp), args.get("micro_batch_size"),
                                   args.get("global_batch_size"), notes)
-    plan = plan_from_args(args, cluster, name=r.path.stem)
+    preset = cfg.get("model")
+    plan = plan_from_args(args, cluster, name=Path(preset).stem if isinstance(preset, str) else r.path.stem)
     upd: dict[str, dict] = {"training": {}, "parallel": {}}
     if deepep and plan.model.is_moe:
         upd["training"]["moe_token_dispatcher"] = "deepep"
