@@ -69,7 +69,24 @@ def test_gpt_oss_from_the_registry():
     assert g.add_qkv_bias and g.add_bias_linear and g.num_window_layers == 18
 
 
-@pytest.mark.parametrize("family", ["flux", "qwen3_5", "kimi_k2_7", "muse_glimmer", "llama4"])
+def test_llama4_from_torchtitan_v022_facts():
+    """Llama 4 left torchtitan's registry in 0.3.0; its v0.2.2 args give the FFN sizes Meta's published
+    configs state (Hugging Face Llama-4-Scout/Maverick text_config: intermediate_size 8192,
+    intermediate_size_mlp 16384, interleave_moe_layer_step 1 / 2, 16 / 128 local experts, vocab 202048)
+    and the published totals (Scout 109B with its ~1.7B vision encoder, Maverick 400B)."""
+    from primus_launch.projection.params import total_parameters
+
+    scout, mav = arch_from_flavor("llama4", "17bx16e", 8192), arch_from_flavor("llama4", "17bx128e", 8192)
+    assert (scout.moe_ffn_hidden_size, scout.moe_shared_expert_intermediate_size, scout.num_moe_layers) == (8192, 8192, 48)
+    assert (mav.ffn_hidden_size, mav.moe_ffn_hidden_size, mav.num_moe_layers, mav.is_moe_layer(1)) == (16384, 8192, 24, True)
+    assert (scout.vocab_size, scout.kv_heads, scout.kv_channels, mav.num_experts, mav.moe_router_topk) == (
+        202048, 8, 128, 128, 1)
+    assert 107e9 < total_parameters(scout) < 109e9 and 399e9 < total_parameters(mav) < 402e9
+    plan = plan_from_text(BASE.replace('"llama3"', '"llama4"').replace('"8B"', '"17bx16e"'))
+    assert any("v0.2.2" in n for n in plan.source.notes)
+
+
+@pytest.mark.parametrize("family", ["flux", "qwen3_5", "kimi_k2_7", "muse_glimmer", "vlm"])
 def test_families_not_modelled_are_refused_by_name(family):
     with pytest.raises(PlanError, match=rf"model\.name='{family}'.*not modelled"):
         arch_from_flavor(family, "debugmodel")

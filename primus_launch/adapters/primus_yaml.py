@@ -434,10 +434,19 @@ def _schedule(cfg: dict, pp: int, vpp: int, notes: list[str]) -> Optional[tuple[
     return None
 
 
+_MODEL_TYPES = {"mamba": "a Mamba / hybrid Mamba-attention model (model_type: mamba)",
+                "deepseek_v4": "DeepSeek-V4 (its own Primus model builder: compressed sparse attention)",
+                "kimi_k3": "Kimi-K3 (its own Primus model builder)"}
+
+
 def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES, convert, plan_from_args
 
     cfg = r.config
+    mt = cfg.get("model_type") or "gpt"
+    if mt != "gpt":  # Primus builds these with their own model providers (primus/backends/megatron)
+        why = _MODEL_TYPES.get(str(mt), f"a model_type={mt} model")
+        raise PlanError("model_type", mt, f"{why}: not modelled (primus-launch models decoder-only GPT models)")
     args: dict[str, Any] = {}
     for k, v in cfg.items():
         key = YAML_ALIASES.get(k, k)
@@ -678,12 +687,6 @@ class YamlText:
 
 
 # ----------------------------------------------------------------------------- writing
-def _module_path(text: str, where: str) -> list[str]:
-    data = _load_yaml_text(text, where)
-    name, _ = _module_of(data if isinstance(data, dict) else {}, where)
-    return ["modules", name, "overrides"]
-
-
 def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
     from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args
 
@@ -720,6 +723,18 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
         else:
             raise PlanError("training.moe_token_dispatcher", t.moe_token_dispatcher, "Primus: alltoall or deepep")
     changes = {k: v for k, v in want.items() if cur.get(k) != v and not (cur.get(k) is None and v in (False,))}
+    # a key the plan wants unset whose written value means the same (e.g. a virtual pipeline size of 1)
+    from primus_launch.adapters.megatron_args import plan_from_args
+
+    args = {k: v for k, v in cur.items() if v is not None}
+    for k in [k for k, v in changes.items() if v is None and k in args]:
+        try:
+            same = plan_from_args({a: v for a, v in args.items() if a != k}, old.cluster, validate=False) == \
+                plan_from_args(args, old.cluster, validate=False)
+        except (PlanError, UserError):
+            same = False
+        if same:
+            del changes[k]
     changes.update(primus)
     return changes
 
@@ -736,9 +751,7 @@ def render_primus_yaml(plan: Plan, original_text: str, path: str | Path, primus_
     except PlanError:
         old = plan_from_text(original_text, p, None, primus_root, env)
     doc = YamlText(original_text, str(p))
-    base = _module_path(original_text, str(p))
-    if doc.node(base) is None:
-        raise UserError(f"{p}: {'.'.join(base)}: add an overrides mapping to write tuned values into")
+    base = ["modules", r.module, "overrides"]  # created in this file when it has none (Primus deep-merges it)
     if r.framework == "megatron":
         for key, value in _megatron_changes(plan, r, old).items():
             doc.set(base + key.split("."), value, env)

@@ -364,6 +364,15 @@ def job_cluster(text: str, job: dict, cluster: Optional[Cluster]) -> Cluster:
             world *= v if isinstance(v, int) and v > 0 else 1
         return Cluster(gpu="h100-sxm", num_nodes=world // 8, gpus_per_node=8) if world % 8 == 0 else \
             Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=world)
+    other = 1
+    for k in ("data_parallel_replicate_degree", "tensor_parallel_degree", "pipeline_parallel_degree",
+              "context_parallel_degree"):
+        v = par.get(k, 1)
+        other *= v if isinstance(v, int) and v > 0 else 1
+    if other > 8:  # the default node is too small for the written degrees: the fewest nodes they fit
+        import math
+
+        return Cluster(gpu="h100-sxm", num_nodes=math.lcm(8, other) // 8, gpus_per_node=8)
     return DEFAULT_CLUSTER
 
 
@@ -470,12 +479,19 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     notes = list(notes or [])
     unmod = list(unmodelled or [])
     cl = job_cluster(header_text, job, cluster)
+    if cluster is None and (not header_text or cluster_from_header(header_text) is None):
+        notes.append(f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} assumed (the job states no cluster; "
+                     "give --gpu / --nodes / --gpus-per-node)")
     W = cl.world_size
     trn, par = _tbl(job, "training"), _tbl(job, "parallelism")
     cmp_ = _tbl(job, "compile")
 
     seq = _int(trn, "training", "seq_len", 2048)
     model = _model_arch(job, seq)
+    from primus_launch.adapters.torchtitan_arch import LEGACY_NOTE
+
+    if _get(job, "model.name") in LEGACY_NOTE and not _get(job, "model._arch"):
+        notes.append(LEGACY_NOTE[_get(job, "model.name")])
 
     rep = _int(par, "parallelism", "data_parallel_replicate_degree", 1)
     shard_raw = _int(par, "parallelism", "data_parallel_shard_degree", -1, allow_minus_one=True)
@@ -655,6 +671,8 @@ def torchtitan_problems(plan: Plan) -> list[tuple[str, object, str]]:
     shard = dp // p.dp_replicate if dp % p.dp_replicate == 0 else 0
     if p.ep > 1 and m.is_moe:
         etp = p.expert_tp
+        if etp != 1 and plan.source is not None and plan.source.format in ("torchtitan-argv", "torchtitan-script"):
+            out.append(("parallel.etp", etp, "torchtitan 0.3 has no expert TP: EP borrows the TP ranks (etp 1)"))
         if etp not in (1, p.tp):
             out.append(("parallel.etp", etp, f"torchtitan supports expert TP 1 or tp={p.tp}"))
         pool = shard * p.cp * (p.tp if etp == 1 else 1)
@@ -858,9 +876,11 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
     gbs_cur = cur("training.global_batch_size", -1)
     if not (gbs_cur == -1 and G == local * dp):
         put("training.global_batch_size", G, -1)
-    if version == "0.3" and (p.pp > 1 or (p.ep > 1 and plan.model.is_moe)) and \
-            not cur("training.disable_cuda_graphs", False):
-        put("training.disable_cuda_graphs", True, False)
+    if version == "0.3" and not cur("training.disable_cuda_graphs", False):
+        backend = cur("model._moe_comm_backend", None) or "standard"
+        refused = p.pp > 1 or (p.ep > 1 and plan.model.is_moe and backend not in ("minimal_async_ep", "hybridep"))
+        if refused or (t.cuda_graph_impl == "none" and ot.cuda_graph_impl != "none"):
+            put("training.disable_cuda_graphs", True, False)
 
     # ---- activation checkpointing
     if t.recompute != ot.recompute:

@@ -30,19 +30,21 @@ Families of the 0.3.0 registry the projection does not model are refused by name
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from primus_launch.plan import ModelArch, PlanError
 
-SUPPORTED_MODELS = ("llama3", "qwen3", "deepseek_v3", "gpt_oss")
+SUPPORTED_MODELS = ("llama3", "qwen3", "deepseek_v3", "gpt_oss", "llama4")
 # torchtitan model families (0.3.0 registry and earlier releases) the projection does not model
 REFUSED_FAMILIES: dict[str, str] = {
     "flux": "a diffusion model (FLUX), not a decoder-only language model",
     "qwen3_5": "a hybrid model (Gated DeltaNet linear-attention layers) with a vision encoder",
     "kimi_k2_7": "a multimodal model (Kimi-VL / Kimi-K2.5 with a vision encoder)",
     "muse_glimmer": "a multimodal model with per-layer RoPE/no-RoPE attention and gain-centred norms",
-    "llama4": "not in torchtitan 0.3.0's registry (it was an experiment of torchtitan v0.2.x: interleaved "
-              "MoE with chunked attention)",
+    "vlm": "a vision-language model (torchtitan experiment)",
+    "transformers_modeling_backend": "a Hugging Face transformers model run through torchtitan (name its "
+                                     "torchtitan family instead)",
+    "deepseek_v2": "the v0.1 DeepSeek-V2 experiment (Hugging Face checkpoint flavors), not in torchtitan's registry",
     "llama3_ft": "a fault-tolerance experiment of llama3, not a separate architecture",
 }
 
@@ -179,9 +181,53 @@ def arch_fields_of_model_config(name: str, flavor: str, cfg: Any) -> dict[str, A
     return fields
 
 
+# ----------------------------------------------------------------------------- Llama 4 (torchtitan v0.2.x)
+def _llama4(dim: int, n_layers: int, n_heads: int, n_kv: Optional[int], vocab: int, multiple_of: int,
+            ffn_mult: Optional[float], experts: int, step: int) -> dict[str, Any]:
+    """ModelArch fields of torchtitan v0.2.2 ``models/llama4`` (``model/args.py`` TransformerModelArgs,
+    ``model/model.py`` TransformerBlock; ``models/moe/moe.py`` MoEArgs: top_k 1, one shared expert,
+    router gate without bias): layer ``i`` is MoE when ``(i + 1) % interleave_moe_layer_step == 0``;
+    dense FFN = ``multiple_of``-rounded ``ffn_mult * int(8 dim / 3)``; expert FFN = the same before
+    rounding, divided by top_k + shared experts (``auto_scale_hidden_dim``), then rounded up; the shared
+    expert has the expert FFN size.  Llama 4 Scout (17bx16e) and Maverick (17bx128e) give 8192 / 16384,
+    as the published Hugging Face configs state (intermediate_size / intermediate_size_mlp)."""
+    h = int(2 * 4 * dim / 3)
+    h = int(ffn_mult * h) if ffn_mult is not None else h
+    dense = multiple_of * ((h + multiple_of - 1) // multiple_of)
+    moe = int(h / 2)
+    moe += -moe % multiple_of
+    pattern = [1 if (i + 1) % step == 0 else 0 for i in range(n_layers)]
+    f: dict[str, Any] = dict(
+        num_layers=n_layers, hidden_size=dim, vocab_size=vocab, make_vocab_size_divisible_by=1,
+        untie_embeddings_and_output_weights=True, normalization="rmsnorm", position_embedding="rope", swiglu=True,
+        num_attention_heads=n_heads, num_query_groups=n_kv if n_kv and n_kv != n_heads else None,
+        head_dim=dim // n_heads, max_position_embeddings=1048576 if experts != 16 else 10485760,
+        num_experts=experts, moe_router_topk=1, moe_ffn_hidden_size=moe, moe_shared_expert_intermediate_size=moe,
+        ffn_hidden_size=dense if 0 in pattern else moe)
+    if 0 in pattern:
+        f["moe_layer_pattern"] = pattern
+    return f
+
+
+LEGACY_FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
+    "llama4": {  # torchtitan v0.2.2 torchtitan/models/llama4/__init__.py llama4_args (not in 0.3.0)
+        "debugmodel": _llama4(256, 6, 16, None, 2048, 256, None, 8, 2),
+        "17bx16e": _llama4(5120, 48, 40, 8, 202048, 2048, 1.2, 16, 1),
+        "17bx128e": _llama4(5120, 48, 40, 8, 202048, 2048, 1.2, 128, 2),
+    },
+}
+LEGACY_NOTE = {"llama4": "model llama4: not in torchtitan 0.3.0's registry; its architecture is torchtitan v0.2.2's "
+                         "llama4_args (chunked/NoPE attention of the *_irope flavors is not modelled)"}
+
+
 def _registry_fields(model_name: str, flavor: str) -> dict[str, Any]:
     from primus_launch.adapters.titan_snapshot import model_arch_fields
 
+    legacy = LEGACY_FAMILIES.get(model_name)
+    if legacy is not None:
+        if flavor not in legacy:
+            raise PlanError("model.flavor", flavor, f"{model_name} flavors are {', '.join(legacy)}")
+        return {"name": f"{model_name}-{flavor}", **legacy[flavor]}
     return model_arch_fields(model_name, flavor)
 
 
@@ -189,6 +235,8 @@ def flavors(model_name: str) -> list[str]:
     """The flavors torchtitan's registry knows for ``model_name``."""
     from primus_launch.adapters.titan_snapshot import model_flavors
 
+    if model_name in LEGACY_FAMILIES:
+        return list(LEGACY_FAMILIES[model_name])
     return model_flavors(model_name)
 
 
