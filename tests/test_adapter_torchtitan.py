@@ -279,7 +279,7 @@ def test_changes_touch_only_tuned_lines_and_reload(path):
         touched = _changed_keys(text, out)
         assert touched and touched <= allowed, (kind, touched)
         again = plan_from_text(out, q.cluster, path=path)
-        assert again == q, kind
+        assert again.model_dump(exclude={"source"}) == q.model_dump(exclude={"source"}), kind
         assert render_torchtitan(again, out) == out
 
 
