@@ -154,3 +154,71 @@ def test_ddp_and_pure_tp_launch_lines_project():
     assert (tp.parallel.tp, tp.dp, tp.parallel.dp_sharding) == (8, 1, "none")
     for plan in (ddp, tp):
         assert project(plan, dry_run=True).iteration_time_s > 0
+
+
+def test_cli_contract_for_launch_lines_and_scripts(tmp_path):
+    import json
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = shutil.which("primus-launch") or str(Path(sys.executable).with_name("primus-launch"))
+    root = Path(__file__).resolve().parents[1]
+    bad = subprocess.run([exe, "--project", "--dry-run", "--", *TORCHRUN, "--module", "llama3", "--config", "nope"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "--config='nope'" in bad.stderr
+    # a not-modelled override: one stderr line, and in the JSON warnings
+    ok = subprocess.run([exe, "--project", "--dry-run", "--json", "--", *TORCHRUN, "--module", "llama3", "--config",
+                         "llama3_8b", "--optimizer.implementation", "foreach"], capture_output=True, text=True,
+                        timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert any(w["flag"] == "--optimizer.implementation" for w in json.loads(ok.stdout)["warnings"])
+    assert "primus-launch: warning: --optimizer.implementation=foreach: not modelled" in ok.stderr
+    script = tmp_path / "run.sh"
+    shutil.copy(root / "recipes/torchtitan/llama3_8b_launch.sh", script)
+    tuned = subprocess.run([exe, "--tune", str(script), "--dry-run", "--json", "--budget", "20"],
+                           capture_output=True, text=True, timeout=300)
+    assert tuned.returncode == 0, tuned.stderr[-1500:]
+    out = Path(json.loads(tuned.stdout)["tuned_recipe"])
+    assert out.name == "run.tuned.sh" and out.stat().st_mode & 0o111
+    from primus_launch.adapters import load_recipe
+
+    best = json.loads(tuned.stdout)["best_plan"]
+    back = load_recipe(out)
+    assert back.parallel.model_dump() == best["parallel"]
+
+
+def test_user_config_module_read_through_torchtitan_once(tmp_path, monkeypatch):
+    """``--module my_cfgs --config my_8b``: the user's own config function, loaded by torchtitan's rules
+    (``<module>.config_registry`` then ``<module>``) once, then from the cache."""
+    import sys
+
+    from primus_launch.adapters import titan_snapshot
+
+    pkg = tmp_path / "my_cfgs"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "config_registry.py").write_text(
+        "from torchtitan.models.llama3.config_registry import llama3_8b\n"
+        "from torchtitan.distributed.activation_checkpoint import FullAC\n\n"
+        "def my_8b():\n"
+        "    cfg = llama3_8b()\n"
+        "    cfg.training.seq_len = 4096\n"
+        "    cfg.training.local_batch_size = 4\n"
+        "    cfg.parallelism.tensor_parallel_degree = 2\n"
+        "    cfg.activation_checkpoint = FullAC.Config()\n"
+        "    return cfg\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PRIMUS_LAUNCH_CACHE", str(tmp_path / "cache"))
+    argv = [*TORCHRUN, "--module", "my_cfgs", "--config", "my_8b", "--training.steps", "7"]
+    plan = plan_from_command(argv)
+    assert (plan.model.name, plan.model.seq_length, plan.parallel.tp, plan.training.micro_batch_size) == (
+        "llama3-8B", 4096, 2, 4)
+    assert (plan.training.recompute.granularity, plan.training.train_iters) == ("full", 7)
+    assert len(list((tmp_path / "cache").glob("titan-config-*-my_8b.json"))) == 1
+    with pytest.raises(PlanError, match="--config='nope'"):
+        plan_from_command([*TORCHRUN, "--module", "my_cfgs", "--config", "nope"])
+    sys.modules.pop("my_cfgs.config_registry", None)
+    monkeypatch.setattr(titan_snapshot, "_ConverterRecorder", None)  # a second read must not load the module
+    assert plan_from_command(argv).model_dump() == plan.model_dump()

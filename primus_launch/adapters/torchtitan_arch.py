@@ -247,6 +247,9 @@ def model_spec(model_name: str, flavor: str) -> Any:
 
     if model_name not in SUPPORTED_MODELS:
         raise refuse(model_name)
+    if model_name in LEGACY_FAMILIES:
+        raise PlanError("model.name", model_name, f"not in the installed torchtitan's registry, so it cannot be built "
+                                                  f"and measured here; project it with --dry-run")
     known = flavors(model_name)
     if flavor not in known:
         raise PlanError("model.flavor", flavor, f"{model_name} flavors are {', '.join(known)}")

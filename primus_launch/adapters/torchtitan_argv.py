@@ -230,7 +230,13 @@ def _resolve_entry(module: str, config: str) -> tuple[dict, str]:
 
     if name in snap["configs"] or name in REFUSED_FAMILIES or name in snap["models"]:
         return config_entry(name, config), name
-    if "." not in module:
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module.split(".", 1)[0]) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
         return config_entry(module, config), module  # the registry's one-line error
     return load_user_config(module, config), module
 
