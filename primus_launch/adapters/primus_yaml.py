@@ -722,7 +722,8 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
             primus["moe_token_dispatcher_type"] = "alltoall"
         else:
             raise PlanError("training.moe_token_dispatcher", t.moe_token_dispatcher, "Primus: alltoall or deepep")
-    changes = {k: v for k, v in want.items() if cur.get(k) != v and not (cur.get(k) is None and v in (False,))}
+    changes = {k: v for k, v in want.items() if cur.get(k) != v and not (
+        cur.get(k) is None and (v is False or v == BY_DEST[k].default))}  # an unset key already means its default
     # a key the plan wants unset whose written value means the same (e.g. a virtual pipeline size of 1)
     from primus_launch.adapters.megatron_args import plan_from_args
 
