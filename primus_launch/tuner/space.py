@@ -112,10 +112,16 @@ def knobs_of(plan: Plan) -> Knobs:
 def apply_knobs(plan: Plan, k: Knobs) -> Plan:
     """``plan`` with the knob values of ``k`` (an unvalidated copy: pydantic ``model_copy``; the
     enumeration guarantees legality, :func:`validated` re-checks when it matters)."""
-    par = plan.parallel.model_copy(update=dict(
+    p = plan.parallel
+    same_split = (k.pp, k.vpp, k.first_stage_layers, k.last_stage_layers) == (
+        p.pp, p.vpp, p.pipeline_layers_first_stage, p.pipeline_layers_last_stage)
+    par = p.model_copy(update=dict(
         tp=k.tp, pp=k.pp, vpp=k.vpp, cp=k.cp, ep=k.ep, etp=k.etp, sequence_parallel=k.sp,
         dp_sharding=k.dp_sharding, dp_replicate=k.dp_replicate,
-        pipeline_layers_first_stage=k.first_stage_layers, pipeline_layers_last_stage=k.last_stage_layers))
+        pipeline_layers_first_stage=k.first_stage_layers, pipeline_layers_last_stage=k.last_stage_layers,
+        # a recipe's own layout string / account-for split holds for its own pipeline shape only
+        **({} if same_split else dict(pipeline_layout=None, account_for_embedding_in_pipeline_split=False,
+                                      account_for_loss_in_pipeline_split=False))))
     rc = plan.training.recompute.model_copy(update=dict(
         granularity=k.rc_granularity, method=k.rc_method, num_layers=k.rc_layers))
     tr = plan.training.model_copy(update=dict(
