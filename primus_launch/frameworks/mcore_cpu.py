@@ -252,6 +252,21 @@ def config_overrides(device: str | torch.device = "cpu") -> dict[str, Any]:
     return out
 
 
+@contextlib.contextmanager
+def eager_fusions(device: str | torch.device = "cpu"):
+    """On the CPU, run megatron's ``jit_fuser`` functions (``torch.compile``-wrapped fused bias-SwiGLU,
+    bias-GeLU, ...) eagerly: ``torch._dynamo.config.disable`` for the block (compiling them for the
+    CPU needs a C++ toolchain and seconds per shape, and changes neither what they compute nor
+    what they keep for backward).  On CUDA nothing changes."""
+    if torch.device(device).type != "cpu":
+        yield
+        return
+    from torch._dynamo import config as dynamo_config
+
+    with dynamo_config.patch(disable=True):
+        yield
+
+
 def init_single_process(port: Optional[int] = None) -> None:
     """A gloo process group of world size 1 (rank 0) if none exists, for single-process
     measurement.  Rendezvous goes through an in-process ``HashStore`` (no TCP port, so parallel

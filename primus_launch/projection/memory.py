@@ -46,13 +46,16 @@ Per pipeline stage (one GPU of that stage), in bytes:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Optional
 
 from primus_launch.plan import Plan
 from primus_launch.projection.hardware import GiB, get_gpu
 from primus_launch.projection.memory_activations import (
     TE,
     ActivationImpl,
+    LayerActivations,
     layer_activation_bytes,
     output_activation_bytes,
     rope_table_bytes,
@@ -69,6 +72,18 @@ from primus_launch.projection.result import MemoryReport, StageMemory
 
 FRAMEWORK_RESERVE_BYTES = 2 * GiB
 FRAGMENTATION = 0.05
+
+
+@dataclass(frozen=True)
+class MeasuredActivations:
+    """Per-GPU activation bytes of one micro-batch measured on real pieces
+    (:mod:`primus_launch.projection.measure`), used in place of the tensor-list model's per-layer
+    and output figures; stages, recompute, in-flight micro-batches and the rest as modelled."""
+
+    dense: LayerActivations
+    moe: Optional[LayerActivations]
+    output: tuple[float, float]  # (kept, transient) of the final norm + output layer + loss
+    note: str
 
 
 @lru_cache(maxsize=4096)
@@ -98,7 +113,7 @@ def _optimizer_bytes(precision: str, optimizer: str) -> int:
     return states + (4 if mixed else 0)
 
 
-def stage_memory(plan: Plan, impl: ActivationImpl = TE) -> list[StageMemory]:
+def stage_memory(plan: Plan, impl: ActivationImpl = TE, acts: Optional[MeasuredActivations] = None) -> list[StageMemory]:
     """Per PP rank, bytes on one GPU of that rank (see the module docstring)."""
     m, p, t = plan.model, plan.parallel, plan.training
     r = t.recompute
@@ -108,13 +123,13 @@ def stage_memory(plan: Plan, impl: ActivationImpl = TE) -> list[StageMemory]:
         key, p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding, p.dp_replicate,
         tuple(plan.layers_per_stage()), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
         t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
-        plan.dp, plan.expert_dp, src, impl)]
+        plan.dp, plan.expert_dp, src, impl, acts)]
 
 
 @lru_cache(maxsize=65536)
 def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, lps, schedule, mbs, nmb,
                   precision, optimizer, grad_fp32, gran, method, rnum, dp, edp, framework,
-                  impl: ActivationImpl) -> tuple[StageMemory, ...]:
+                  impl: ActivationImpl, acts: Optional[MeasuredActivations] = None) -> tuple[StageMemory, ...]:
     m = _arch(key)
     zbv = schedule == "zbv"
     split = _stage_split(key, tp, etp, ep, pp, vpp, lps, zbv, "te")
@@ -129,6 +144,8 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
     dense_act = layer_activation_bytes(m, moe=False, **kw)
     moe_act = layer_activation_bytes(m, moe=True, **kw) if m.is_moe else dense_act
     out_kept, out_transient = output_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl)
+    if acts is not None:  # measured pieces (projection.measure)
+        dense_act, moe_act, (out_kept, out_transient) = acts.dense, acts.moe or acts.dense, acts.output
     last_rank = 0 if (zbv and pp > 1 and vpp == 2) else pp - 1
     flight = _in_flight(schedule, pp, vpp, nmb)
     sb = seq // cp * mbs
@@ -246,14 +263,20 @@ def _ep_routing(plan: Plan) -> bool:
     return plan.model.is_moe and plan.parallel.ep > 1
 
 
-def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl = TE) -> MemoryReport:
-    """Peak bytes per GPU, the worst stage's breakdown and whether it fits ``capacity*(1-margin)``."""
-    stages = stage_memory(plan, impl)
+def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl = TE,
+                    acts: Optional[MeasuredActivations] = None) -> MemoryReport:
+    """Peak bytes per GPU, the worst stage's breakdown and whether it fits ``capacity*(1-margin)``;
+    ``acts``: measured per-layer activations instead of the model's."""
+    stages = stage_memory(plan, impl, acts)
     worst = max(stages, key=lambda s: s.total_bytes)
     cap = int(get_gpu(plan.cluster.gpu).hbm_bytes)
+    framework = plan.source.framework if plan.source else "megatron"
+    what = {"megatron": "megatron-core + Transformer Engine (flash attention, fused SwiGLU/RoPE, no dropout)",
+            "torchtitan": "torchtitan on GPU (flash/flex attention without an s x s matrix, bf16 norm inputs, "
+                          "no dropout)"}.get(framework, framework)
+    first = acts.note if acts is not None else f"activations assume {what}"
     notes = [
-        f"activations assume megatron-core + Transformer Engine (flash attention, fused SwiGLU/RoPE, "
-        f"no dropout); framework reserve {FRAMEWORK_RESERVE_BYTES / GiB:.0f} GiB + "
+        f"{first}; framework reserve {FRAMEWORK_RESERVE_BYTES / GiB:.0f} GiB + "
         f"{FRAGMENTATION:.0%} of activations for allocator fragmentation",
     ]
     if plan.training.precision == "fp8":

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 
 from primus_launch.plan import Plan
+from primus_launch.projection.measure.spec import BuildSpec, Substitution, fp8_support
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.bfloat16}
 
@@ -43,14 +44,15 @@ def torch_dtype(plan: Plan) -> torch.dtype:
 
 @dataclass
 class Piece:
-    """One measurable model piece for one micro-batch."""
+    """One measurable model piece for one micro-batch: ``forward(*inputs)`` returns its output."""
 
-    name: str  # "embedding" | "dense_layer" | "moe_layer" | "head_loss"
-    forward: Callable[[], torch.Tensor]
+    name: str  # "embedding" | "dense_layer#i" | "moe_layer#i" | "attn_core" | "head_loss"
+    forward: Callable[..., torch.Tensor]
     inputs: list[torch.Tensor]
     params: list[torch.Tensor]
     shapes: dict[str, Any]
-    flop_split: Optional[float] = None  # input-grad share of backward by FLOPs; None = measure it
+    flop_split: Optional[float] = None  # input-grad share of backward by FLOPs (split="flop-ratio")
+    split: str = "autograd"  # how the backward is split: timing.SPLITS
 
 
 def _sdpa_core_attention_class():
@@ -128,6 +130,9 @@ def mcore_config(plan: Plan, *, num_dense: int, num_moe: int, per_rank: bool, de
         fp16=dtype == torch.float16,
         **mcore_cpu.config_overrides(device),
     )
+    # megatron-LM's default --bias-swiglu-fusion (bias_activation_fusion): the fused SwiGLU keeps
+    # only fc1's output for backward; on the CPU it runs eagerly (mcore_cpu.eager_fusions)
+    kw["bias_activation_fusion"] = bool(m.swiglu)
     if not per_rank:
         kw.update(tensor_model_parallel_size=p.tp, pipeline_model_parallel_size=p.pp,
                   expert_model_parallel_size=p.ep, expert_tensor_parallel_size=p.expert_tp,
@@ -212,7 +217,8 @@ def world_size_one(device: str) -> Iterator[None]:
 
         model_parallel_cuda_manual_seed(1234)
     try:
-        yield
+        with mcore_cpu.eager_fusions(device):
+            yield
     finally:
         if created_ps:
             ps.destroy_model_parallel()
@@ -295,29 +301,111 @@ def _attn_fwd_flops(plan: Plan) -> float:
     return 2.0 * t.micro_batch_size * (m.num_attention_heads // p.tp) * s * s / 2 * (dqk + dv)
 
 
-def pieces(plan: Plan, device: str, measure_layers: int = 2) -> tuple[list[Piece], Any]:
+def _substitutions(plan: Plan, device: str, framework: str = "megatron") -> list[Substitution]:
+    """How a world-size-1 build of the plan's per-rank model differs from its run (module
+    docstring of :mod:`.spec`); shared by both builders, each adds its own."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    out: list[Substitution] = []
+    if t.precision == "fp8":
+        ok, why = fp8_support(framework, device)
+        if not ok:
+            out.append(Substitution(("layer", "head_loss", "attn_core", "embedding"), "timed in bf16 instead of fp8",
+                                    why or "", "forward / backward scaled by the dry-run roofline's fp8 / bf16 time "
+                                               f"ratio of the same piece on {plan.cluster.gpu}"))
+    if p.sequence_parallel:
+        out.append(Substitution(("layer",), "norms and residuals on the full sequence (no sequence parallelism)",
+                                "world size 1 has no tensor-parallel group to shard the sequence over",
+                                "SP all-gather / reduce-scatter added analytically; the norms' compute is an upper bound"))
+    if p.cp > 1:
+        out.append(Substitution(("layer", "attn_core"), f"attention over the local sequence chunk (s/cp = "
+                                f"{m.seq_length // p.cp}) only",
+                                "ring attention needs the context-parallel group",
+                                "the ring's (cp-1) KV exchanges added analytically, overlapped with the measured core"))
+    return out
+
+
+def build_spec(plan: Plan, device: str = "cpu", measure_layers: int = 2) -> BuildSpec:
+    """Everything :func:`pieces` builds from (the per-rank ``TransformerConfig``, the ``GPTModel``
+    arguments, input shapes, measured dtype) and the substitutions, without building."""
+    import importlib.util
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    n_dense, n_moe = layer_counts(plan, measure_layers)
+    cfg = mcore_config(plan, num_dense=n_dense, num_moe=n_moe, per_rank=True, device=device)
+    tied = not m.untie_embeddings_and_output_weights
+    pos = {"rope": "rope", "learned": "learned_absolute", "none": "none"}[m.position_embedding]
+    model_args = {"vocab_size": m.padded_vocab_size(p.tp) // p.tp, "max_sequence_length": m.seq_length,
+                  "share_embeddings_and_output_weights": tied, "position_embedding_type": pos,
+                  "layer_spec": "get_gpt_decoder_block_spec(use_transformer_engine=False)",
+                  "core_attention": "SDPACoreAttention"}
+    subs = _substitutions(plan, device, "megatron")
+    have_te = importlib.util.find_spec("transformer_engine") is not None
+    subs.append(Substitution(("layer",), "megatron-core local spec (torch norms and RoPE, no Transformer Engine kernels)",
+                             "the measured path builds the local spec" + ("" if have_te else
+                                                                          " (Transformer Engine is not installed)")))
+    subs.append(Substitution(("layer", "attn_core"), "torch scaled_dot_product_attention as the core attention",
+                             "megatron's local core materialises the s x s scores, which TE / flash attention of real "
+                             "runs do not"))
+    if n_moe:
+        subs.append(Substitution(("moe_layer",), f"allgather token dispatcher at world size 1 (plan: "
+                                 f"{t.moe_token_dispatcher})",
+                                 "no token leaves the rank at world size 1 (and the alltoall dispatcher creates a CUDA "
+                                 "stream, which the CPU has not)",
+                                 "EP dispatch / combine added analytically for the plan's dispatcher"))
+    shapes = piece_shapes(plan, measure_layers)
+    return BuildSpec(framework="megatron", config=cfg, model_args=model_args,
+                     inputs={"seq": m.seq_length // p.cp, "mbs": t.micro_batch_size, "hidden": m.hidden_size},
+                     layers=(n_dense, n_moe), dtype=torch_dtype_name(plan, device, "megatron"),
+                     piece_names=list(shapes), substitutions=subs, extra={"shapes": shapes})
+
+
+def torch_dtype_name(plan: Plan, device: str, framework: str) -> str:
+    """The dtype the pieces are timed in: the plan's, except fp8 where the device or the
+    framework's measured path has none (:func:`spec.fp8_support`), then bf16."""
+    if plan.training.precision == "fp8":
+        ok, _ = fp8_support(framework, device)
+        return "fp8" if ok else "bf16"
+    return plan.training.precision
+
+
+def pieces(plan: Plan, device: str, measure_layers: int = 2,
+           spec: Optional[BuildSpec] = None) -> tuple[list[Piece], Any]:
     """The measurable pieces of the plan's per-rank model (call inside :func:`world_size_one`).
 
     Returns (pieces, model): ``embedding`` (token ids -> hidden, incl. the RoPE table),
     ``dense_layer#i`` / ``moe_layer#i`` (one ``TransformerLayer`` each: hidden [s, b, h] with grad
     -> hidden), ``attn_core`` (the first layer's core attention alone: q, k, v -> context),
-    ``head_loss`` (final norm + output layer + vocab-parallel cross entropy, mean).
-    Each piece carries ``flop_split``, its input-grad share of backward (:func:`bwd_input_fraction`).
+    ``head_loss`` (final norm + output layer + vocab-parallel cross entropy, mean; with tied
+    embeddings the output layer multiplies by the word-embedding weight, as ``GPTModel.forward``
+    passes ``shared_embedding_or_output_weight()``).  Backward split: ``flop-ratio`` (megatron's
+    linear computes its weight gradient in the input-gradient node) with :func:`bwd_input_fraction`.
     """
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+
+    spec = spec or build_spec(plan, device, measure_layers)
     m, p, t = plan.model, plan.parallel, plan.training
-    shapes = piece_shapes(plan, measure_layers)
-    n_dense, n_moe = layer_counts(plan, measure_layers)
-    model = build_gpt(plan, num_dense=n_dense, num_moe=n_moe, per_rank=True, device=device)
-    model.train()
+    n_dense, n_moe = spec.layers
+    cfg = spec.config
+    block = _with_sdpa(get_gpt_decoder_block_spec(cfg, use_transformer_engine=False))
+    a = spec.model_args
+    model = GPTModel(cfg, block, vocab_size=a["vocab_size"], max_sequence_length=a["max_sequence_length"],
+                     share_embeddings_and_output_weights=a["share_embeddings_and_output_weights"],
+                     position_embedding_type=a["position_embedding_type"])
     dev = torch.device(device)
-    dtype = torch_dtype(plan)
-    s, b = m.seq_length // p.cp, t.micro_batch_size
+    dtype = cfg.params_dtype
+    if dev.type == "cuda":
+        model = model.to(dev)
+    model.to(dtype)
+    model.train()
+    s, b = spec.inputs["seq"], spec.inputs["mbs"]
     T = s * b
     vocab = model.vocab_size
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (b, s), generator=gen).to(dev)
     labels = torch.randint(0, vocab, (b, s), generator=gen).to(dev)
     pos_ids = torch.arange(s, device=dev).unsqueeze(0).expand(b, -1)
+    shapes = spec.extra["shapes"]
     out: list[Piece] = []
     rope = getattr(model, "rotary_pos_emb", None)
 
@@ -329,7 +417,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2) -> tuple[list[Piece
         return model.embedding(input_ids=ids, position_ids=pos_ids)
 
     out.append(Piece("embedding", emb_forward, [], list(model.embedding.parameters()), shapes["embedding"],
-                     flop_split=0.0))
+                     flop_split=0.0, split="no-input"))
 
     rope_pe = rope_table()
     attn_f = _attn_fwd_flops(plan)
@@ -337,7 +425,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2) -> tuple[list[Piece
         kind = "dense_layer" if i < n_dense else "moe_layer"
         x = (torch.randn(s, b, m.hidden_size, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
 
-        def layer_forward(layer=layer, x=x):
+        def layer_forward(x, layer=layer):
             y, _ = layer(x, attention_mask=None, rotary_pos_emb=rope_pe)
             return y
 
@@ -346,7 +434,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2) -> tuple[list[Piece
             active = m.moe_router_topk / layer.mlp.num_local_experts
         r = bwd_input_fraction(_linear_params(layer, active), T, attn_f)
         out.append(Piece(f"{kind}#{i}", layer_forward, [x], list(layer.parameters()),
-                         shapes[f"{kind}#{i}"], flop_split=r))
+                         shapes[f"{kind}#{i}"], flop_split=r, split="flop-ratio"))
 
     core = model.decoder.layers[0].self_attention.core_attention
     heads = m.num_attention_heads // p.tp
@@ -359,22 +447,26 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2) -> tuple[list[Piece
     k = torch.randn(s, b, kvh, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     v = torch.randn(s, b, kvh, dv, generator=gen).to(dev, dtype).requires_grad_(True)
 
-    def core_forward():
+    def core_forward(q, k, v):
         return core(q, k, v, None)
 
-    out.append(Piece("attn_core", core_forward, [q, k, v], [], shapes["attn_core"], flop_split=1.0))
+    out.append(Piece("attn_core", core_forward, [q, k, v], [], shapes["attn_core"], flop_split=1.0,
+                     split="no-weights"))
 
     head_x = (torch.randn(s, b, m.hidden_size, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
-    head_params = list(model.decoder.final_layernorm.parameters()) + list(model.output_layer.parameters())
+    tied = model.share_embeddings_and_output_weights
+    head_params = list(model.decoder.final_layernorm.parameters()) + (
+        [model.shared_embedding_or_output_weight()] if tied else list(model.output_layer.parameters()))
 
-    def head_forward():
-        h = model.decoder.final_layernorm(head_x)
-        logits, _ = model.output_layer(h)
+    def head_forward(x):
+        h = model.decoder.final_layernorm(x)
+        w = model.shared_embedding_or_output_weight() if tied else None
+        logits, _ = model.output_layer(h, weight=w)
         loss = model.compute_language_model_loss(labels, logits)
         return loss.float().mean()
 
     out.append(Piece("head_loss", head_forward, [head_x], head_params, shapes["head_loss"],
-                     flop_split=bwd_input_fraction(float(m.hidden_size * vocab), T, 0.0)))
+                     flop_split=bwd_input_fraction(float(m.hidden_size * vocab), T, 0.0), split="flop-ratio"))
     return out, model
 
 

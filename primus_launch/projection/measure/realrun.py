@@ -55,7 +55,14 @@ def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: in
     """Seconds of each timed iteration (inside an initialized process group of
     ``plan.world_size`` ranks); every rank must call it.  ``clock="process"``: CPU seconds of
     this process instead of wall time (only meaningful for a single process, where nothing
-    waits on a peer)."""
+    waits on a peer).  megatron's fused kernels run eagerly on the CPU (``mcore_cpu.eager_fusions``)."""
+    from primus_launch.frameworks import mcore_cpu
+
+    with mcore_cpu.eager_fusions(device):
+        return _train_iterations(plan, device, iters, warmup, clock)
+
+
+def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: str) -> list[float]:
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
     from megatron.core.pipeline_parallel import get_forward_backward_func
@@ -66,7 +73,8 @@ def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: in
     p, m, t = plan.parallel, plan.model, plan.training
     if not ps.model_parallel_is_initialized():
         ps.initialize_model_parallel(tensor_model_parallel_size=p.tp, pipeline_model_parallel_size=p.pp,
-                                     expert_model_parallel_size=p.ep)
+                                     context_parallel_size=p.cp, expert_model_parallel_size=p.ep,
+                                     expert_tensor_parallel_size=p.expert_tp)
     if torch.device(device).type == "cpu":
         mcore_cpu.seed_rng_tracker(1234)
     else:

@@ -1,0 +1,217 @@
+"""The measured path over the recipe matrix (issue 14): every case runs ``project_measured`` on the
+CPU (real megatron-core / torchtitan pieces at tiny shapes, world size 1) and checks properties
+against independent truth:
+
+- the pieces of the model's kinds are all there, measured or read from the cache;
+- every time is positive; a piece with weights has a positive weight-gradient time, a piece with
+  an input a positive input-gradient time; ``bwd_input + bwd_weight == bwd`` and, where the split
+  is measured (torchtitan: torch's ``stage_backward_input`` / ``stage_backward_weight``), the raw
+  B + W within [0.8, 2.0] x the plain backward timed in the same loop (the split's bookkeeping is
+  a large share of a tiny piece);
+- the spread (relative IQR of fwd+bwd) within :data:`SPREAD_BOUND`, and the ``converged`` flag
+  consistent with the policy's target;
+- memory: the result's memory is the measured one, and each layer kind's measured kept bytes
+  within a stated bound of the tensor-list model of the same implementation
+  (``memory_activations.MCORE_LOCAL``: megatron-core's local modules on the CPU): megatron dense
+  and MoE within 3 % (equal in these cases), megatron MLA within [1, 1.35] x (measured +25 %: the
+  model undercounts the local MLA path), torchtitan dense within 10 %, torchtitan's MoE and MLA
+  (the model follows megatron's modules) within [1, 2] x;
+- FP8: timed in BF16 and the result says so per piece, with the fp8/bf16 correction applied.
+
+Budget: one module-scoped cache shares the pieces of cases that differ only in what the cost model
+adds (PP, VPP, schedules, recompute, DP sharding); one layer of each kind; the test policy stops
+at 8 samples.  Runtime on the shared 2-core machine: see the final report of issue 14.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# relative IQR of a piece's fwd+bwd samples: the policy targets 5 % (reached on an idle machine);
+# on a shared runner the bound is the larger of SPREAD_BOUND and 3x the spread this machine shows
+# for fixed GEMM work timed the same way at the same moment (``machine_noise``)
+SPREAD_BOUND = 0.5
+MEGATRON_MEM_BOUND = 0.03
+
+
+def _policy():
+    from primus_launch.projection.measure.timing import TimingPolicy
+
+    return TimingPolicy(min_repeats=5, max_repeats=8, min_sample_s=0.005)
+
+
+def _mcore(tied: bool = False, model: dict | None = None, parallel: dict | None = None,
+           training: dict | None = None, gpus: int = 1):
+    from primus_launch.plan import Plan
+
+    m = dict(num_layers=4, hidden_size=64, ffn_hidden_size=128, num_attention_heads=4, num_query_groups=2,
+             vocab_size=256, seq_length=32, untie_embeddings_and_output_weights=not tied)
+    m.update(model or {})
+    return Plan.model_validate({"model": m, "parallel": parallel or {},
+                                "training": {"global_batch_size": 4 * gpus, "micro_batch_size": 2, **(training or {})},
+                                "cluster": {"gpus_per_node": gpus, "gpu": "h100-sxm"}})
+
+
+MOE = dict(num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=64, moe_dense_first_layers=1)
+MLA = dict(multi_latent_attention=True, kv_lora_rank=32, qk_head_dim=16, qk_pos_emb_head_dim=8, v_head_dim=16,
+           num_query_groups=None)
+
+MEGATRON = {
+    **{f"{'tied' if tied else 'untied'}-tp{tp}-pp{pp}": dict(
+        tied=tied, parallel=dict(tp=tp, pp=pp, sequence_parallel=tp > 1), gpus=tp * pp)
+       for tied in (False, True) for tp in (1, 2) for pp in (1, 2)},
+    "cp2": dict(parallel=dict(cp=2), gpus=2),
+    "vpp2": dict(parallel=dict(pp=2, vpp=2), training=dict(pipeline_schedule="interleaved_1f1b"), gpus=2),
+    "moe-ep1": dict(model=MOE),
+    "moe-ep2": dict(model=MOE, parallel=dict(ep=2), gpus=2),
+    "mla": dict(model=MLA),
+    "recompute-selective": dict(training=dict(recompute=dict(granularity="selective"))),
+    "recompute-full-uniform": dict(training=dict(recompute=dict(granularity="full", method="uniform", num_layers=1))),
+    "recompute-full-block": dict(parallel=dict(pp=2), gpus=2,
+                                 training=dict(recompute=dict(granularity="full", method="block", num_layers=1))),
+    "fp8": dict(training=dict(precision="fp8")),
+}
+
+
+def _titan(name: str, flavor: str, parallel: dict | None = None, training: dict | None = None, gpus: int = 2):
+    from primus_launch.adapters.torchtitan_arch import arch_from_flavor
+    from primus_launch.plan import Plan
+
+    arch = arch_from_flavor(name, flavor, seq_len=32)
+    par = {"dp_sharding": "full", **(parallel or {})}
+    return Plan.model_validate({"model": arch.model_dump(), "parallel": par,
+                                "training": {"global_batch_size": 2 * gpus, "micro_batch_size": 2,
+                                             **(training or {})},
+                                "cluster": {"gpus_per_node": gpus, "gpu": "h100-sxm"},
+                                "source": {"framework": "torchtitan"}})
+
+
+TITAN = {
+    "fsdp": dict(),
+    "hsdp": dict(parallel=dict(dp_replicate=2), gpus=4),
+    "ddp": dict(parallel=dict(dp_sharding="none")),
+    "tp2": dict(parallel=dict(tp=2, sequence_parallel=True)),
+    "pp-1f1b": dict(parallel=dict(pp=2), gpus=2),
+    "pp-gpipe": dict(parallel=dict(pp=2), training=dict(pipeline_schedule="gpipe"), gpus=2),
+    "pp-interleaved": dict(parallel=dict(pp=2, vpp=2), training=dict(pipeline_schedule="interleaved_1f1b"), gpus=2),
+    "pp-zbv": dict(parallel=dict(pp=2, vpp=2), training=dict(pipeline_schedule="zbv"), gpus=2),
+    "cp2": dict(parallel=dict(cp=2)),
+    "moe-mla": dict(name="deepseek_v3", parallel=dict(ep=2)),
+    "float8": dict(training=dict(precision="fp8")),
+    "ac-none": dict(training=dict(recompute=dict(granularity="none"))),
+    "ac-selective": dict(training=dict(recompute=dict(granularity="selective"))),
+    "ac-full": dict(training=dict(recompute=dict(granularity="full", method="uniform", num_layers=1))),
+}
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("measure-matrix-cache")
+
+
+def _machine_noise() -> float:
+    """Relative IQR of 15 samples of identical bf16 GEMM work (~5 ms each, one torch thread,
+    process time): the spread the machine itself adds right now."""
+    import time
+
+    import torch
+
+    from primus_launch.projection.measure.timing import rel_iqr, torch_threads
+
+    with torch_threads(1):
+        a = torch.randn(128, 128, dtype=torch.bfloat16)
+        xs = []
+        for _ in range(15):
+            t0 = time.process_time()
+            for _ in range(40):
+                a @ a
+            xs.append(time.process_time() - t0)
+    return rel_iqr(xs)
+
+
+def _spread_bound() -> float:
+    return max(SPREAD_BOUND, 3 * _machine_noise())
+
+
+def _check(res, plan, framework: str) -> None:
+    ms = res.measurement
+    assert res.mode == "measured" and ms is not None and ms.framework == framework
+    names = set(ms.pieces)
+    m = plan.model
+    want = {"embedding", "attn_core", "head_loss"}
+    if m.num_layers - m.num_moe_layers:
+        want.add("dense_layer#0")
+    if m.is_moe:
+        want.add(next(n for n in names if n.startswith("moe_layer#")))
+    assert want <= names, (want, names)
+    target = _policy().target_spread
+    for n, pc in ms.pieces.items():
+        assert pc.fwd_s > 0 and pc.bwd_s > 0, n
+        assert pc.bwd_input_s + pc.bwd_weight_s == pytest.approx(pc.bwd_s, rel=1e-9), n
+        if n != "embedding":
+            assert pc.bwd_input_s > 0, n  # every piece but the embedding has a differentiable input
+        if n != "attn_core":
+            assert pc.bwd_weight_s > 0 and pc.param_count > 0, n  # never a clamped 0
+        if pc.split == "autograd":
+            raw = pc.bwd_input_raw_s + pc.bwd_weight_raw_s
+            assert 0.8 <= raw / pc.bwd_s <= 2.0, (n, raw, pc.bwd_s)
+        if pc.spread["total"] > SPREAD_BOUND:
+            assert pc.spread["total"] <= _spread_bound(), (n, pc.spread)
+        assert pc.converged == (pc.spread["total"] <= target), n
+        assert pc.activation_bytes > 0 or n == "embedding", n
+        assert pc.peak_bytes >= pc.activation_bytes, n
+    # memory: the result's is the measured one; per layer against the model of the same implementation
+    assert res.memory.notes[0].startswith("activations measured per piece")
+    chk = res.memory_check
+    assert chk is not None and chk.analytic.peak_bytes_per_gpu > 0
+    assert res.memory.stages[res.memory.worst_stage].activations_bytes > 0
+    for kind, v in chk.per_layer.items():
+        ratio = v["measured"] / v["model_MCORE_LOCAL"]
+        if framework == "megatron" and m.multi_latent_attention:
+            assert 1.0 <= ratio <= 1.35, (kind, v)  # measured +25 %: see the module docstring
+        elif framework == "megatron":
+            assert ratio == pytest.approx(1.0, abs=MEGATRON_MEM_BOUND), (kind, v)
+        elif kind == "moe_layer" or m.multi_latent_attention:
+            assert 1.0 <= ratio <= 2.0, (kind, v)
+        else:
+            assert ratio == pytest.approx(1.0, abs=0.10), (kind, v)
+
+
+@pytest.mark.parametrize("case", list(MEGATRON))
+def test_megatron_matrix(case, shared_cache):
+    from primus_launch.projection.measure.upscale import project_measured
+
+    plan = _mcore(**MEGATRON[case])
+    res = project_measured(plan, device="cpu", cache_dir=shared_cache, measure_layers=1, policy=_policy())
+    _check(res, plan, "megatron")
+    subs = {s.what for pc in res.measurement.pieces.values() for s in pc.substitutions}
+    if case == "fp8":
+        for n, pc in res.measurement.pieces.items():
+            assert pc.measured_dtype == "bf16"
+            assert any("instead of fp8" in s.what and s.why for s in pc.substitutions), n
+            assert pc.adjustments, n
+        assert any("instead of fp8" in n for n in res.notes)
+    else:
+        assert not any("fp8" in s for s in subs)
+    if plan.parallel.sequence_parallel:
+        assert any("sequence parallel" in s for s in subs)
+
+
+@pytest.mark.parametrize("case", list(TITAN))
+def test_torchtitan_matrix(case, shared_cache):
+    from primus_launch.projection.measure.upscale import project_measured
+
+    kw = dict(TITAN[case])
+    name = kw.pop("name", "llama3")
+    plan = _titan(name, "debugmodel", **kw)
+    res = project_measured(plan, device="cpu", cache_dir=shared_cache, measure_layers=1, policy=_policy())
+    _check(res, plan, "torchtitan")
+    notes = res.notes + res.memory.notes
+    assert not any("megatron" in n.lower() for n in notes), [n for n in notes if "megatron" in n.lower()]
+    if case == "float8":
+        assert all(pc.measured_dtype == "bf16" and any("instead of fp8" in s.what for s in pc.substitutions)
+                   for pc in res.measurement.pieces.values())
+    layers = [pc for n, pc in res.measurement.pieces.items() if "_layer#" in n]
+    assert all(pc.split == "autograd" for pc in layers)
