@@ -372,3 +372,28 @@ def test_cli_signal_during_measurement_ends_in_one_line(tmp_path, sig, code, wor
     for f in cache.glob("*.json"):
         assert "value" in json.loads(f.read_text())
     assert not list(cache.glob(".*.tmp"))
+
+
+def test_cp_core_attention_is_the_full_causal_attention_of_its_chunks(mcore_world1):
+    """The context-parallel core (load-balanced chunks r and 2cp-1-r attending the whole
+    sequence under the causal mask), given the other rank's true K/V as its stand-ins, returns
+    exactly the rows of full-sequence causal attention at its positions (independent truth: the
+    cp=1 core on the whole sequence)."""
+    from megatron.core.transformer.enums import AttnMaskType
+
+    from primus_launch.projection.measure.build_mcore import _sdpa_core_attention_class, cp_positions, mcore_config
+
+    cfg = mcore_config(_tiny_plan(model=dict(num_layers=1)), num_dense=1, num_moe=0, per_rank=True)
+    kw = dict(layer_number=1, attn_mask_type=AttnMaskType.causal, attention_type="self")
+    full = _sdpa_core_attention_class(1)(cfg, **kw)
+    cp = _sdpa_core_attention_class(2, "emulate")(cfg, **kw)
+    s, b, heads, groups, d = 64, 2, 8, 4, 32
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(s, b, n, d, generator=g) for n in (heads, groups, groups))
+    mine, other = cp_positions(s, 2, 0), cp_positions(s, 2, 1)
+    assert sorted(mine + other) == list(range(s))
+    for name, t in (("k", k), ("v", v)):
+        cp._standin[(name, (s // 2, b, groups, d), t.dtype, t.device)] = [t[other]]
+    got = cp(q[mine], k[mine], v[mine], None)
+    want = full(q, k, v, None)[mine]
+    assert torch.allclose(got, want, atol=1e-5)

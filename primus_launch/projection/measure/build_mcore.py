@@ -55,7 +55,32 @@ class Piece:
     split: str = "autograd"  # how the backward is split: timing.SPLITS
 
 
-def _sdpa_core_attention_class():
+def cp_positions(seq: int, cp: int, rank: int) -> list[int]:
+    """Global token positions held by CP rank ``rank`` in megatron's load-balanced layout: the
+    sequence in ``2 cp`` chunks, rank r holding chunks r and 2cp-1-r (``get_batch_on_this_cp_rank``,
+    ``rope_utils.get_pos_emb_on_this_cp_rank``), so every rank has the same causal work."""
+    n = seq // (2 * cp)
+    return list(range(rank * n, (rank + 1) * n)) + list(range((2 * cp - 1 - rank) * n, (2 * cp - rank) * n))
+
+
+def _cp_mask(seq: int, cp: int, rank: int, device) -> torch.Tensor:
+    """[s/cp, s] boolean mask (True = attend) of CP rank ``rank``'s queries over all keys in
+    global order: key position <= query position."""
+    q = torch.tensor(cp_positions(seq, cp, rank), device=device)
+    return torch.arange(seq, device=device).unsqueeze(0) <= q.unsqueeze(1)
+
+
+def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
+    """The core-attention class for ``cp`` context-parallel ranks (1: plain causal SDPA).
+
+    With ``cp > 1`` a rank's queries (its two load-balanced chunks, :func:`cp_positions`) attend
+    to the keys and values of the WHOLE sequence under the causal mask (:func:`_cp_mask`), as each
+    rank of an all-gather context-parallel attention does (TE's ``cp_comm_type="all_gather"``; the
+    ring variant computes the same blocks).  ``cp_mode="allgather"``: K and V are all-gathered over
+    the context-parallel group (a real multi-process run); ``"emulate"`` (world size 1): the other
+    ranks' K and V are stand-in tensors of their shape that take part in backward, so the piece
+    costs what one CP rank computes; the K/V exchange itself is the cost model's.
+    """
     from megatron.core.transformer.dot_product_attention import DotProductAttention
 
     class SDPACoreAttention(DotProductAttention):
@@ -65,20 +90,58 @@ def _sdpa_core_attention_class():
         ``[sq, b, np * hn_v]`` exactly as the parent's (same ``softmax_scale``).  Also accepts
         the ``k_channels`` / ``v_channels`` that ``MLASelfAttention`` passes (megatron 0.16.1's
         local ``DotProductAttention`` rejects them, so the local MLA spec cannot be built without it).
+        Context parallelism: see :func:`_sdpa_core_attention_class`.
         """
 
-        def __init__(self, *args, k_channels=None, v_channels=None, **kwargs):
-            super().__init__(*args, **kwargs)
+        cp_size = cp
+        mode = cp_mode
+
+        def __init__(self, config, *args, k_channels=None, v_channels=None, **kwargs):
+            if getattr(config, "context_parallel_size", 1) > 1:  # the parent refuses CP (TE only)
+                import copy
+
+                config = copy.copy(config)
+                config.context_parallel_size = 1
+            super().__init__(config, *args, **kwargs)
+            self._standin: dict = {}
+
+        def _full_kv(self, t: torch.Tensor, name: str) -> torch.Tensor:
+            """[s, b, g, d] in global order from this rank's [s/cp, b, g, d] (load-balanced chunks)."""
+            n = t.size(0) // 2
+            if self.mode == "allgather":
+                import torch.distributed.nn.functional as dist_fn
+                from megatron.core import parallel_state as ps
+
+                parts = dist_fn.all_gather(t.contiguous(), group=ps.get_context_parallel_group())
+                rank = ps.get_context_parallel_rank()
+            else:
+                key = (name, tuple(t.shape), t.dtype, t.device)
+                if key not in self._standin:
+                    g = torch.Generator().manual_seed(11)
+                    self._standin[key] = [
+                        (torch.randn(t.shape, generator=g) * 0.5).to(t.device, t.dtype).requires_grad_(True)
+                        for _ in range(self.cp_size - 1)]
+                parts = [t] + self._standin[key]
+                rank = 0
+            chunks: list = [None] * (2 * self.cp_size)
+            for r, part in enumerate(parts):
+                chunks[r], chunks[2 * self.cp_size - 1 - r] = part[:n], part[n:]
+            self._rank = rank
+            return torch.cat(chunks, dim=0)
 
         def forward(self, query, key, value, attention_mask, attn_mask_type=None,
                     attention_bias=None, packed_seq_params=None):
             assert packed_seq_params is None and attention_bias is None
+            mask = None
+            if self.cp_size > 1:
+                key, value = self._full_kv(key, "k"), self._full_kv(value, "v")
+                mask = _cp_mask(key.size(0), self.cp_size, self._rank, query.device)
             q = query.permute(1, 2, 0, 3)
             k = key.permute(1, 2, 0, 3)
             v = value.permute(1, 2, 0, 3)
             drop = self.config.attention_dropout if self.training else 0.0
             out = torch.nn.functional.scaled_dot_product_attention(
-                q, k, v, is_causal=True, dropout_p=drop, scale=self.softmax_scale,
+                q, k, v, attn_mask=mask, is_causal=mask is None, dropout_p=drop, scale=self.softmax_scale,
                 enable_gqa=q.size(1) != k.size(1))
             sq, b = out.size(2), out.size(0)
             return out.permute(2, 0, 1, 3).reshape(sq, b, -1)
@@ -86,8 +149,8 @@ def _sdpa_core_attention_class():
     return SDPACoreAttention
 
 
-def _with_sdpa(block_spec):
-    cls = _sdpa_core_attention_class()
+def _with_sdpa(block_spec, cp: int = 1, cp_mode: str = "emulate"):
+    cls = _sdpa_core_attention_class(cp, cp_mode)
     for spec in block_spec.layer_specs:
         sub = spec.submodules.self_attention.submodules
         sub.core_attention = cls
@@ -135,8 +198,8 @@ def mcore_config(plan: Plan, *, num_dense: int, num_moe: int, per_rank: bool, de
     kw["bias_activation_fusion"] = bool(m.swiglu)
     if not per_rank:
         kw.update(tensor_model_parallel_size=p.tp, pipeline_model_parallel_size=p.pp,
-                  expert_model_parallel_size=p.ep, expert_tensor_parallel_size=p.expert_tp,
-                  sequence_parallel=p.sequence_parallel)
+                  context_parallel_size=p.cp, expert_model_parallel_size=p.ep,
+                  expert_tensor_parallel_size=p.expert_tp, sequence_parallel=p.sequence_parallel)
     if num_moe:
         experts = m.num_experts if not per_rank else max(m.num_experts // p.ep, m.moe_router_topk)
         kw.update(num_moe_experts=experts, moe_router_topk=m.moe_router_topk,
@@ -172,7 +235,7 @@ def build_gpt(plan: Plan, *, num_dense: int, num_moe: int, per_rank: bool, devic
                        extra=extra)
     spec = get_gpt_decoder_block_spec(cfg, use_transformer_engine=False)
     if sdpa:
-        spec = _with_sdpa(spec)
+        spec = _with_sdpa(spec, p.cp, "emulate" if per_rank else "allgather")
     tp_v = p.tp
     vocab = m.padded_vocab_size(tp_v)
     if per_rank:
@@ -316,11 +379,16 @@ def _substitutions(plan: Plan, device: str, framework: str = "megatron") -> list
         out.append(Substitution(("layer",), "norms and residuals on the full sequence (no sequence parallelism)",
                                 "world size 1 has no tensor-parallel group to shard the sequence over",
                                 "SP all-gather / reduce-scatter added analytically; the norms' compute is an upper bound"))
-    if p.cp > 1:
+    if p.cp > 1 and framework == "megatron":
+        out.append(Substitution(("layer", "attn_core"), f"the other {p.cp - 1} context-parallel rank(s)' keys and "
+                                "values are stand-in tensors (this rank's 2 load-balanced chunks attend the whole "
+                                "sequence, causal)", "world size 1 has no context-parallel group to gather them from",
+                                "the K/V exchange added analytically, overlapped with the measured core"))
+    elif p.cp > 1:
         out.append(Substitution(("layer", "attn_core"), f"attention over the local sequence chunk (s/cp = "
-                                f"{m.seq_length // p.cp}) only",
-                                "ring attention needs the context-parallel group",
-                                "the ring's (cp-1) KV exchanges added analytically, overlapped with the measured core"))
+                                f"{m.seq_length // p.cp}) only", "ring attention needs the context-parallel group",
+                                "the ring's (cp-1) KV exchanges added analytically, overlapped with the measured core; "
+                                "the attention to the other ranks' chunks is not in the measured compute"))
     return out
 
 
@@ -337,7 +405,7 @@ def build_spec(plan: Plan, device: str = "cpu", measure_layers: int = 2) -> Buil
     model_args = {"vocab_size": m.padded_vocab_size(p.tp) // p.tp, "max_sequence_length": m.seq_length,
                   "share_embeddings_and_output_weights": tied, "position_embedding_type": pos,
                   "layer_spec": "get_gpt_decoder_block_spec(use_transformer_engine=False)",
-                  "core_attention": "SDPACoreAttention"}
+                  "core_attention": "SDPACoreAttention", "cp": p.cp}
     subs = _substitutions(plan, device, "megatron")
     have_te = importlib.util.find_spec("transformer_engine") is not None
     subs.append(Substitution(("layer",), "megatron-core local spec (torch norms and RoPE, no Transformer Engine kernels)",
@@ -387,8 +455,8 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
     m, p, t = plan.model, plan.parallel, plan.training
     n_dense, n_moe = spec.layers
     cfg = spec.config
-    block = _with_sdpa(get_gpt_decoder_block_spec(cfg, use_transformer_engine=False))
     a = spec.model_args
+    block = _with_sdpa(get_gpt_decoder_block_spec(cfg, use_transformer_engine=False), a["cp"], "emulate")
     model = GPTModel(cfg, block, vocab_size=a["vocab_size"], max_sequence_length=a["max_sequence_length"],
                      share_embeddings_and_output_weights=a["share_embeddings_and_output_weights"],
                      position_embedding_type=a["position_embedding_type"])

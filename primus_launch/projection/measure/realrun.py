@@ -104,6 +104,12 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
 
         return out, loss_func
 
+    if p.cp > 1:  # this rank's load-balanced chunks (megatron get_batch_on_this_cp_rank)
+        from primus_launch.projection.measure.build_mcore import cp_positions
+
+        idx = torch.tensor(cp_positions(s, p.cp, ps.get_context_parallel_rank()), device=dev)
+        ids, labels, pos = ids[:, idx], labels[:, idx], idx.unsqueeze(0).expand(b, -1)
+    reduce_grads = _grad_reducer(model)
     fb = get_forward_backward_func()
     now = time.process_time if clock == "process" else time.perf_counter
     times = []
@@ -115,6 +121,7 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
         t0 = now()
         fb(forward_step_func=forward_step, data_iterator=iter(range(10**6)), model=[model],
            num_microbatches=plan.num_microbatches, seq_length=s, micro_batch_size=b, forward_only=False)
+        reduce_grads()
         opt.step()
         if dev.type == "cuda":
             torch.cuda.synchronize()
@@ -122,6 +129,33 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
         if i >= warmup:
             times.append(now() - t0)
     return times
+
+
+def _grad_reducer(model):
+    """The data-parallel gradient reduction of one iteration, as megatron's DDP does it with one
+    contiguous buffer per group: dense gradients summed over the data x context-parallel group,
+    expert gradients (``param.allreduce is False``) over the expert data-parallel group; a no-op
+    for groups of one rank."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    groups = [(ps.get_data_parallel_group(with_context_parallel=True), lambda q: getattr(q, "allreduce", True)),
+              (ps.get_expert_data_parallel_group(), lambda q: not getattr(q, "allreduce", True))]
+    params = [q for q in model.parameters() if q.requires_grad]
+
+    def reduce() -> None:
+        for group, pick in groups:
+            if dist.get_world_size(group) <= 1:
+                continue
+            grads = [q.grad for q in params if pick(q) and q.grad is not None]
+            if not grads:
+                continue
+            flat = torch._utils._flatten_dense_tensors(grads)
+            dist.all_reduce(flat, group=group)
+            for g, r in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
+                g.copy_(r)
+
+    return reduce
 
 
 def _worker(rank: int, world: int, port: int, plan_json: str, device: str, iters: int, warmup: int,
