@@ -397,3 +397,33 @@ def test_cp_core_attention_is_the_full_causal_attention_of_its_chunks(mcore_worl
     got = cp(q[mine], k[mine], v[mine], None)
     want = full(q, k, v, None)[mine]
     assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_two_concurrent_runs_measure_each_piece_once(tmp_path):
+    """Two processes projecting the same plan into the same cache at once: every piece is measured
+    by exactly one of them (one writer per key), the other reads its record; every file is whole."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    plan = _tiny_plan(model=dict(num_layers=2, untie_embeddings_and_output_weights=False))
+    code = ("import json, sys\n"
+            "from primus_launch.plan import Plan\n"
+            "from primus_launch.projection.measure.upscale import project_measured\n"
+            "r = project_measured(Plan.model_validate_json(sys.argv[1]), device='cpu', cache_dir=sys.argv[2], "
+            "measure_layers=1, repeats=3)\n"
+            "print(json.dumps({n: p.source for n, p in r.measurement.pieces.items()}))\n")
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    procs = [subprocess.Popen([sys.executable, "-c", code, plan.model_dump_json(), str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = []
+    for pr in procs:
+        out, err = pr.communicate(timeout=300)
+        assert pr.returncode == 0, err[-2000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    assert outs[0].keys() == outs[1].keys()
+    for name in outs[0]:
+        assert sorted(o[name] for o in outs) == ["cached", "measured"], (name, outs)
+    files = list(tmp_path.glob("megatron-*.json"))
+    assert len(files) == len(outs[0]) and all("value" in json.loads(f.read_text()) for f in files)

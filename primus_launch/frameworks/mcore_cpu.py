@@ -278,8 +278,11 @@ def eager_fusions(device: str | torch.device = "cpu"):
     """On the CPU, run megatron's ``jit_fuser`` functions (``torch.compile``-wrapped fused bias-SwiGLU,
     bias-GeLU, ...) eagerly: ``torch._dynamo.config.disable`` for the block (compiling them for the
     CPU needs a C++ toolchain and seconds per shape, and changes neither what they compute nor
-    what they keep for backward).  On CUDA nothing changes."""
-    if torch.device(device).type != "cpu":
+    what they keep for backward).  On CUDA they stay compiled when triton (inductor's GPU backend)
+    is importable, else they run eagerly too."""
+    import importlib.util
+
+    if torch.device(device).type != "cpu" and importlib.util.find_spec("triton") is not None:
         yield
         return
     from torch._dynamo import config as dynamo_config

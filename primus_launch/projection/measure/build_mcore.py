@@ -19,8 +19,19 @@ Two shapes of model:
   average: ep ranks x tokens x topk spread over num_experts experts, num_experts/ep of them local),
   shared experts ``/ tp``.  Collectives (TP/SP all-gather/reduce-scatter, EP all-to-all, CP ring,
   DP, PP) are not in it: the cost model adds them analytically.
-- ``per_rank=False``: the real parallel model of the plan for a real multi-process run (TP, PP
-  sizes set; needs ``parallel_state.initialize_model_parallel`` with the same sizes).
+- ``per_rank=False``: the real parallel model of the plan for a real multi-process run (TP, PP,
+  CP, EP sizes set; needs ``parallel_state.initialize_model_parallel`` with the same sizes).
+
+Context parallelism: the core attention of a CP rank is its two load-balanced sequence chunks
+attending the whole sequence under the causal mask (:func:`_sdpa_core_attention_class`); at world
+size 1 the other ranks' keys and values are stand-in tensors, in a real run they are all-gathered.
+
+Tied embeddings (megatron's default): the head piece multiplies by the word-embedding weight, as
+``GPTModel.forward`` passes ``shared_embedding_or_output_weight()`` to the output layer.
+
+:func:`build_spec` computes everything a build needs (the per-rank ``TransformerConfig``, the
+``GPTModel`` arguments, input shapes, measured dtype, :class:`~.spec.Substitution` s) without
+building; :func:`pieces` builds from it only, so its canonical form is the cache key.
 """
 
 from __future__ import annotations
