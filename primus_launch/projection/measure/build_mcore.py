@@ -390,16 +390,11 @@ def _substitutions(plan: Plan, device: str, framework: str = "megatron") -> list
         out.append(Substitution(("layer",), "norms and residuals on the full sequence (no sequence parallelism)",
                                 "world size 1 has no tensor-parallel group to shard the sequence over",
                                 "SP all-gather / reduce-scatter added analytically; the norms' compute is an upper bound"))
-    if p.cp > 1 and framework == "megatron":
+    if p.cp > 1:
         out.append(Substitution(("layer", "attn_core"), f"the other {p.cp - 1} context-parallel rank(s)' keys and "
                                 "values are stand-in tensors (this rank's 2 load-balanced chunks attend the whole "
                                 "sequence, causal)", "world size 1 has no context-parallel group to gather them from",
                                 "the K/V exchange added analytically, overlapped with the measured core"))
-    elif p.cp > 1:
-        out.append(Substitution(("layer", "attn_core"), f"attention over the local sequence chunk (s/cp = "
-                                f"{m.seq_length // p.cp}) only", "ring attention needs the context-parallel group",
-                                "the ring's (cp-1) KV exchanges added analytically, overlapped with the measured core; "
-                                "the attention to the other ranks' chunks is not in the measured compute"))
     return out
 
 

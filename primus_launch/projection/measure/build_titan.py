@@ -166,7 +166,10 @@ def build_spec(plan: Plan, device: str = "cpu", measure_layers: int = 2) -> Buil
     shapes = piece_shapes(plan, measure_layers)
     names = [n for n in shapes if not (n.startswith("dense_layer#") or n.startswith("moe_layer#"))]
     layer_names = [f"dense_layer#{i}" for i in range(nd)] + [f"moe_layer#{i}" for i in range(nd, nd + nm)]
-    return BuildSpec(framework="torchtitan", config=cfg, model_args={"model": model, "flavor": flavor},
+    return BuildSpec(framework="torchtitan", config=cfg,
+                     model_args={"model": model, "flavor": flavor,
+                                 "inner_attention": "CPEmulatedSDPA" if p.cp > 1 else "ScaledDotProductAttention",
+                                 "cp": p.cp},
                      inputs={"seq": m.seq_length // p.cp, "mbs": t.micro_batch_size, "hidden": m.hidden_size},
                      layers=(nd, nm), dtype=torch_dtype_name(plan, device, "torchtitan"),
                      piece_names=names[:1] + layer_names + names[1:], substitutions=subs,
@@ -184,6 +187,41 @@ def _float8(model: Any) -> None:
         return mod.in_features % 16 == 0 and mod.out_features % 16 == 0
 
     convert_to_float8_training(model, module_filter_fn=keep)
+
+
+class CPEmulatedSDPA(torch.nn.Module):
+    """The inner attention of one context-parallel rank at world size 1: this rank's two
+    load-balanced chunks (``build_mcore.cp_positions``; torchtitan's CP load balancer splits the
+    sequence the same way) attend the whole sequence under the causal mask, the other ranks' keys
+    and values being stand-in tensors that take part in backward -- what one rank of torch's ring
+    attention computes, without the K/V exchange (the cost model adds it)."""
+
+    def __init__(self, cp: int):
+        super().__init__()
+        self.cp = cp
+        self._standin: dict = {}
+
+    def _full(self, t: torch.Tensor, name: str) -> torch.Tensor:  # [B, L/cp, N, H] -> [B, L, N, H]
+        key = (name, tuple(t.shape), t.dtype, t.device)
+        if key not in self._standin:
+            g = torch.Generator().manual_seed(11)
+            self._standin[key] = [(torch.randn(t.shape, generator=g) * 0.5).to(t.device, t.dtype).requires_grad_(True)
+                                  for _ in range(self.cp - 1)]
+        n = t.size(1) // 2
+        chunks: list = [None] * (2 * self.cp)
+        for r, part in enumerate([t] + self._standin[key]):
+            chunks[r], chunks[2 * self.cp - 1 - r] = part[:, :n], part[:, n:]
+        return torch.cat(chunks, dim=1)
+
+    def forward(self, q, k, v, *, scale=None, enable_gqa: bool = False, **kwargs):
+        from primus_launch.projection.measure.build_mcore import _cp_mask
+
+        k, v = self._full(k, "k"), self._full(v, "v")
+        mask = _cp_mask(k.size(1), self.cp, 0, q.device)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, scale=scale,
+            enable_gqa=enable_gqa)
+        return out.transpose(1, 2)
 
 
 def build(plan: Plan, device: str = "cpu", measure_layers: int = 2, per_rank: bool = True,
@@ -204,6 +242,9 @@ def build(plan: Plan, device: str = "cpu", measure_layers: int = 2, per_rank: bo
     model.to(device=dev, dtype=dtype)
     if fp8:
         _float8(model)
+    if per_rank and plan.parallel.cp > 1:
+        for layer in model.layers.values():
+            layer.attention.inner_attention = CPEmulatedSDPA(plan.parallel.cp)
     return model, nd, nm
 
 

@@ -291,6 +291,23 @@ def _fp8_substituted(spec: BuildSpec) -> bool:
 
 # ---------------------------------------------------------------- memory
 
+def _cp_standin_bytes(plan: Plan, abytes: int) -> float:
+    """Bytes of the other context-parallel ranks' K and V that the emulated CP core concatenates
+    and autograd keeps: (cp - 1) local K and V blocks.  A ring keeps only its own, so they are
+    taken out of the measured kept bytes."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    if p.cp <= 1:
+        return 0.0
+    sb = m.seq_length // p.cp * t.micro_batch_size
+    heads = m.num_attention_heads // p.tp
+    if m.multi_latent_attention:
+        dq, dv, kvh = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim, heads
+    else:
+        dq = dv = m.kv_channels
+        kvh = max(1, m.kv_heads // p.tp)
+    return (p.cp - 1) * abytes * sb * kvh * (dq + dv)
+
+
 def _attn_io_bytes(plan: Plan, abytes: int) -> float:
     """Bytes of the attention core's q, k, v and output for one micro-batch on one rank."""
     m, p, t = plan.model, plan.parallel, plan.training
@@ -332,13 +349,14 @@ def measured_activations(plan: Plan, meas: Measured, device: str):
     kw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, cp=p.cp, ep=p.ep, etp=p.expert_tp, abytes=a,
               impl=impl)
     core_t = meas.timings.get("attn_core")
-    core = max(0.0, core_t.activation_bytes - _attn_io_bytes(plan, a)) if core_t else 0.0
+    standin = _cp_standin_bytes(plan, a)
+    core = max(0.0, core_t.activation_bytes - _attn_io_bytes(plan, a) - standin) if core_t else 0.0
 
     def kind(prefix: str, moe: bool) -> Optional[LayerActivations]:
         ts = [tm for n, tm in meas.timings.items() if n.startswith(prefix)]
         if not ts:
             return None
-        kept = statistics.median(tm.activation_bytes for tm in ts)
+        kept = statistics.median(tm.activation_bytes for tm in ts) - standin
         trans = statistics.median(max(0, tm.peak_bytes - tm.activation_bytes - tm.output_bytes) for tm in ts)
         sp = layer_activation_bytes(m, sp=p.sequence_parallel, moe=moe, **kw)
         nosp = layer_activation_bytes(m, sp=False, moe=moe, **kw)
@@ -356,7 +374,8 @@ def measured_activations(plan: Plan, meas: Measured, device: str):
     how = "CUDA allocator" if torch.device(device).type == "cuda" else "torch MemTracker"
     note = (f"activations measured per piece on {meas.device} ({how}: bytes each layer kind keeps for backward, "
             f"backward temporaries, head/loss), upscaled by layers per stage, recompute and micro-batches in flight"
-            + ("; sequence parallel applied with the model's SP difference" if p.sequence_parallel else ""))
+            + ("; sequence parallel applied with the model's SP difference" if p.sequence_parallel else "")
+            + ("; the stand-in K/V of the other CP ranks taken out (a ring keeps only its own)" if p.cp > 1 else ""))
     return MeasuredActivations(dense=dense or moe, moe=moe, output=out, note=note)
 
 
