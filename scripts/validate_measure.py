@@ -21,7 +21,7 @@ Links are timed "in situ" by default: both ranks first run the GEMM work a TP la
 two all-reduces (half the measured TP=2 dense-layer forward), so the fitted latency includes the
 arrival skew of two ranks on this machine; ``--isolated-links`` times them after a barrier.
 
-Clocks: pieces are timed in process CPU time (robust to other jobs on the cores); the real
+Clocks: pieces are timed in the measuring thread's CPU time (robust to other jobs on the cores); the real
 2-process iteration is wall time (its bubbles and communication waits are real time), so on a
 loaded machine the real side is inflated -- the script prints the load average next to the result
 and ``--wall`` times the pieces in wall time instead.
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     from primus_launch.projection.measure.realrun import run_real
     from primus_launch.projection.measure.upscale import project_measured
 
-    clock = "wall" if args.wall else "process"
+    clock = "wall" if args.wall else "thread"
     from primus_launch.projection.measure.cache import MeasureCache
     from primus_launch.projection.measure.upscale import measure_pieces
 

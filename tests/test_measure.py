@@ -158,7 +158,7 @@ def test_cache_hit_and_typed_result(mcore_world1, local_gpu, tmp_path, monkeypat
 def test_two_measured_layers_project_eight_layer_iteration(mcore_world1, local_gpu, tmp_path):
     """Measure 2 layers, project 8 (pp=1, 2 micro-batches), run the real 8-layer model (fwd+bwd
     of all micro-batches through megatron's schedule + Adam step) and compare: within 15%.
-    Both sides use process CPU time (the machine's cores are shared with other jobs); one retry
+    Both sides use the thread's CPU time (the machine's cores are shared with other jobs); one retry
     with a fresh measurement absorbs a transient disturbance."""
     from primus_launch.projection.measure.realrun import train_iterations
     from primus_launch.projection.measure.upscale import project_measured
@@ -168,7 +168,7 @@ def test_two_measured_layers_project_eight_layer_iteration(mcore_world1, local_g
     errs = []
     for attempt in range(2):
         proj = project_measured(plan, device="cpu", cache_dir=tmp_path / str(attempt), measure_layers=2)
-        real = sorted(train_iterations(plan, "cpu", iters=5, warmup=2, clock="process"))[2]
+        real = sorted(train_iterations(plan, "cpu", iters=5, warmup=2, clock="thread"))[2]
         err = proj.iteration_time_s / real - 1.0
         errs.append(err)
         print(f"projected {proj.iteration_time_s * 1e3:.1f} ms, real {real * 1e3:.1f} ms, error {err:+.1%}")

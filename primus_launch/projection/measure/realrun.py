@@ -53,8 +53,8 @@ def _init(rank: int, world: int, port: int, device: str, threads: int, pin: bool
 def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: int = 2,
                      clock: str = "wall") -> list[float]:
     """Seconds of each timed iteration (inside an initialized process group of
-    ``plan.world_size`` ranks); every rank must call it.  ``clock="process"``: CPU seconds of
-    this process instead of wall time (only meaningful for a single process, where nothing
+    ``plan.world_size`` ranks); every rank must call it.  ``clock="thread"`` / ``"process"``: CPU
+    seconds of this thread / process instead of wall time (only meaningful for a single process, where nothing
     waits on a peer).  megatron's fused kernels run eagerly on the CPU (``mcore_cpu.eager_fusions``)."""
     from primus_launch.frameworks import mcore_cpu
 
@@ -111,7 +111,7 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
         ids, labels, pos = ids[:, idx], labels[:, idx], idx.unsqueeze(0).expand(b, -1)
     reduce_grads = _grad_reducer(model)
     fb = get_forward_backward_func()
-    now = time.process_time if clock == "process" else time.perf_counter
+    now = {"thread": time.thread_time, "process": time.process_time}.get(clock, time.perf_counter)
     times = []
     for i in range(warmup + iters):
         opt.zero_grad(set_to_none=True)

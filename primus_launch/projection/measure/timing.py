@@ -2,11 +2,13 @@
 
 Protocol (:class:`TimingPolicy`; the same code on every device, only the clock differs):
 
-- clock: ``torch.cuda.Event`` pairs on CUDA; on the CPU ``time.process_time`` (the default: CPU
-  seconds of this process, which other jobs sharing the cores do not inflate; measured with ONE
-  torch thread, pinned by the caller, so that CPU time is compute time -- with the default 2
-  threads on a loaded 2-core machine one recipe gave 2198 / 135 / 141 ms on three runs, with one
-  thread 170 / 170 / 166) or ``time.perf_counter`` (``cpu_clock="wall"``);
+- clock: ``torch.cuda.Event`` pairs on CUDA; on the CPU ``time.thread_time`` (the default,
+  ``cpu_clock="thread"``: CPU seconds of the measuring thread, which neither other jobs sharing
+  the cores nor other threads of the same process inflate; measured with ONE torch thread, pinned
+  by the caller, so that the ops run inline on this thread and its CPU time is the compute time --
+  with the default 2 threads on a loaded 2-core machine one recipe gave 2198 / 135 / 141 ms on
+  three runs, with one thread 170 / 170 / 166), ``time.process_time`` (``"process"``: all threads
+  of the process) or ``time.perf_counter`` (``"wall"``);
 - ``warmup`` untimed iterations, then samples until the **relative inter-quartile range** of the
   per-sample total (forward + backward) is at most ``target_spread`` (after ``min_repeats``), or
   ``max_repeats`` / ``max_piece_s`` is reached (then ``converged=False``, and the report says
@@ -56,7 +58,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
-CpuClock = str  # "process" | "wall"
+CpuClock = str  # "thread" | "process" | "wall"
+CPU_CLOCKS = {"thread": time.thread_time, "process": time.process_time, "wall": time.perf_counter}
 SPLITS = ("autograd", "flop-ratio", "no-weights", "no-input")
 
 
@@ -71,11 +74,11 @@ class TimingPolicy:
     min_sample_s: float = 0.01
     max_piece_s: float = 60.0
     threads: int = 1  # torch intra-op threads of the measuring process (CPU)
-    cpu_clock: CpuClock = "process"
+    cpu_clock: CpuClock = "thread"
 
     def __post_init__(self) -> None:
-        if self.cpu_clock not in ("process", "wall"):
-            raise ValueError(f"cpu_clock={self.cpu_clock!r}: one of process, wall")
+        if self.cpu_clock not in CPU_CLOCKS:
+            raise ValueError(f"cpu_clock={self.cpu_clock!r}: one of {', '.join(CPU_CLOCKS)}")
         if self.min_repeats < 3 or self.max_repeats < self.min_repeats:
             raise ValueError("min_repeats >= 3 and max_repeats >= min_repeats")
 
@@ -140,15 +143,15 @@ def rel_iqr(xs: Sequence[float]) -> float:
 
 
 class Clock:
-    """Elapsed seconds of a region: CUDA events on a CUDA device; on the CPU process time
-    (``cpu_clock="process"``) or perf_counter (``"wall"``)."""
+    """Elapsed seconds of a region: CUDA events on a CUDA device; on the CPU thread time
+    (``cpu_clock="thread"``), process time (``"process"``) or perf_counter (``"wall"``)."""
 
-    def __init__(self, device: torch.device, cpu_clock: CpuClock = "process"):
+    def __init__(self, device: torch.device, cpu_clock: CpuClock = "thread"):
         self.cuda = device.type == "cuda"
-        if cpu_clock not in ("process", "wall"):
-            raise ValueError(f"cpu_clock={cpu_clock!r}: one of process, wall")
+        if cpu_clock not in CPU_CLOCKS:
+            raise ValueError(f"cpu_clock={cpu_clock!r}: one of {', '.join(CPU_CLOCKS)}")
         self.name = "cuda-events" if self.cuda else cpu_clock
-        self._now = time.process_time if cpu_clock == "process" else time.perf_counter
+        self._now = CPU_CLOCKS[cpu_clock]
 
     def start(self):
         if self.cuda:

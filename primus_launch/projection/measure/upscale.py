@@ -83,12 +83,12 @@ def _framework_version(framework: str) -> str:
 
 
 def resolve_cpu_clock(cpu_clock: Optional[str], threads: Optional[int] = None) -> str:
-    """None -> "process" when the measuring process runs one torch thread (CPU time = compute
-    time, robust to other jobs on the cores), else "wall" (process time would add up the threads'
-    CPU seconds)."""
+    """None -> "thread" when the measuring process runs one torch thread (the ops run inline on
+    the calling thread, so its CPU time is the compute time, robust to other jobs on the cores and
+    to other threads of the process), else "wall" (CPU time would add up the threads' seconds)."""
     if cpu_clock is None:
         n = threads if threads else torch.get_num_threads()
-        return "process" if n == 1 else "wall"
+        return "thread" if n == 1 else "wall"
     return cpu_clock
 
 
@@ -195,16 +195,16 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
 @lru_cache(maxsize=8)
 def cpu_gemm_rate(dtype: str = "bf16", threads: int = 1, n: int = 384, repeats: int = 7) -> float:
     """FLOP/s of an ``n``-cube GEMM on this CPU with ``threads`` torch threads: the best of
-    ``repeats`` runs after a warm-up, in process CPU time (other jobs on the cores do not slow a
-    single-threaded process's CPU time, so the figure holds still on a loaded machine); cached
-    for the process."""
+    ``repeats`` runs after a warm-up, in the thread's CPU time with one thread (other jobs on the
+    cores do not lengthen it, so the figure holds still on a loaded machine); cached for the
+    process."""
     import time
 
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.bfloat16}[dtype]
     with torch_threads(threads):
         a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
         a @ b
-        now = time.process_time if threads == 1 else time.perf_counter
+        now = time.thread_time if threads == 1 else time.perf_counter
         best = float("inf")
         for _ in range(repeats):
             t0 = now()
@@ -428,7 +428,7 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
 
     ``cache_dir``: where piece measurements are cached (default :func:`cache.default_cache_dir`);
     ``use_cache=False`` measures without one.  ``policy``: the timing policy (default
-    :data:`DEFAULT_POLICY`: one torch thread, process CPU time, 5 % relative IQR); ``repeats``,
+    :data:`DEFAULT_POLICY`: one torch thread, thread CPU time, 5 % relative IQR); ``repeats``,
     ``cpu_clock``, ``threads`` override its minimum samples, CPU clock and thread count.
     ``max_cpu_seconds``: refuse a CPU measurement estimated to take longer (None: no limit).
     """
