@@ -8,7 +8,8 @@ against independent truth:
   is measured (torchtitan: torch's ``stage_backward_input`` / ``stage_backward_weight``), the raw
   B + W within [0.8, 2.0] x the plain backward timed in the same loop (the split's bookkeeping is
   a large share of a tiny piece);
-- the spread (relative IQR of fwd+bwd) within :data:`SPREAD_BOUND`, and the ``converged`` flag
+- the spread (relative IQR of fwd+bwd) within :data:`SPREAD_BOUND` (one re-measurement into a
+  fresh cache allowed, for a burst of load on a shared runner), and the ``converged`` flag
   consistent with the policy's target;
 - memory: the result's memory is the measured one, and each layer kind's measured kept bytes
   within a stated bound of the tensor-list model of the same implementation
@@ -41,7 +42,7 @@ MEGATRON_MEM_BOUND = 0.05
 def _policy():
     from primus_launch.projection.measure.timing import TimingPolicy
 
-    return TimingPolicy(min_repeats=5, max_repeats=8, min_sample_s=0.005)
+    return TimingPolicy(min_repeats=5, max_repeats=8, min_sample_s=0.01)
 
 
 def _mcore(tied: bool = False, model: dict | None = None, parallel: dict | None = None,
@@ -137,6 +138,29 @@ def _spread_bound() -> float:
     return max(SPREAD_BOUND, 3 * _machine_noise())
 
 
+def _spread_violations(res) -> list[tuple[str, float]]:
+    """Pieces whose spread exceeds the bound (see :data:`SPREAD_BOUND`)."""
+    bad = [(n, pc.spread["total"]) for n, pc in res.measurement.pieces.items() if pc.spread["total"] > SPREAD_BOUND]
+    if bad:
+        bound = _spread_bound()
+        bad = [(n, sp) for n, sp in bad if sp > bound]
+    return bad
+
+
+def _measure(plan, cache, tmp_path):
+    """project_measured; once more into a fresh cache when a spread is out of bound (a burst of
+    load on the shared runner), then the bound must hold."""
+    from primus_launch.projection.measure.upscale import project_measured
+
+    res = project_measured(plan, device="cpu", cache_dir=cache, measure_layers=1, policy=_policy())
+    bad = _spread_violations(res)
+    if bad:
+        res = project_measured(plan, device="cpu", cache_dir=tmp_path / "retry", measure_layers=1, policy=_policy())
+        bad = _spread_violations(res)
+    assert not bad, bad
+    return res
+
+
 def _check(res, plan, framework: str) -> None:
     ms = res.measurement
     assert res.mode == "measured" and ms is not None and ms.framework == framework
@@ -160,8 +184,6 @@ def _check(res, plan, framework: str) -> None:
         if pc.split == "autograd":
             raw = pc.bwd_input_raw_s + pc.bwd_weight_raw_s
             assert 0.8 <= raw / pc.bwd_s <= 2.0, (n, raw, pc.bwd_s)
-        if pc.spread["total"] > SPREAD_BOUND:
-            assert pc.spread["total"] <= _spread_bound(), (n, pc.spread)
         assert pc.converged == (pc.spread["total"] <= target), n
         assert pc.activation_bytes > 0 or n == "embedding", n
         assert pc.peak_bytes >= pc.activation_bytes, n
@@ -185,14 +207,12 @@ def _check(res, plan, framework: str) -> None:
 
 
 @pytest.mark.parametrize("case", list(MEGATRON))
-def test_megatron_matrix(case, shared_cache):
-    from primus_launch.projection.measure.upscale import project_measured
-
+def test_megatron_matrix(case, shared_cache, tmp_path):
     import torch
 
     plan = _mcore(**MEGATRON[case])
     threads = torch.get_num_threads()
-    res = project_measured(plan, device="cpu", cache_dir=shared_cache, measure_layers=1, policy=_policy())
+    res = _measure(plan, shared_cache, tmp_path)
     assert torch.get_num_threads() == threads  # the caller's thread count is restored
     _check(res, plan, "megatron")
     subs = {s.what for pc in res.measurement.pieces.values() for s in pc.substitutions}
@@ -209,13 +229,11 @@ def test_megatron_matrix(case, shared_cache):
 
 
 @pytest.mark.parametrize("case", list(TITAN))
-def test_torchtitan_matrix(case, shared_cache):
-    from primus_launch.projection.measure.upscale import project_measured
-
+def test_torchtitan_matrix(case, shared_cache, tmp_path):
     kw = dict(TITAN[case])
     name = kw.pop("name", "llama3")
     plan = _titan(name, "debugmodel", **kw)
-    res = project_measured(plan, device="cpu", cache_dir=shared_cache, measure_layers=1, policy=_policy())
+    res = _measure(plan, shared_cache, tmp_path)
     _check(res, plan, "torchtitan")
     notes = res.notes + res.memory.notes
     assert not any("megatron" in n.lower() for n in notes), [n for n in notes if "megatron" in n.lower()]
