@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -136,6 +137,8 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
         print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
     for n in (plan.source.notes if plan.source else []):
         print(f"primus-launch: note: {n}", file=sys.stderr)
+    if result.measurement is not None and result.measurement.cache_warning:
+        print(f"primus-launch: warning: {result.measurement.cache_warning}", file=sys.stderr)
     if result.mode == "measured" and a.measure_device is None:
         from primus_launch.projection.api import default_measure_device
 
@@ -245,6 +248,30 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the CLI; SIGINT ends with one line and exit 130, SIGTERM with one line and exit 143
+    (:mod:`primus_launch.interrupt`)."""
+    from primus_launch import interrupt
+
+    names = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM")}
+
+    def stopped(signum: int) -> int:
+        word, name = names.get(signum, ("stopped", str(signum)))
+        print(f"primus-launch: {word} ({name})", file=sys.stderr)
+        return interrupt.exit_code(signum)
+
+    with interrupt.handling():
+        try:
+            rc = _main(argv)
+        except KeyboardInterrupt:
+            return stopped(signal.SIGINT)
+        except interrupt.Terminated:
+            return stopped(signal.SIGTERM)
+        if interrupt.received() is not None:  # a framework swallowed it; the run still ends here
+            return stopped(interrupt.received())
+        return rc
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ours, command = _split_command(argv)
     ap = _parser()
