@@ -102,14 +102,16 @@ class _Acc:
         self.sums: dict[str, list[float]] = {}
         self.slow = 1.0 / insitu   # calibration.FRAMEWORK_EFF: kernels in a step vs the benchmarks
 
-    def _add(self, f: float, bi: float, bw: float, gemm: bool) -> None:
-        """Add to the totals and to the shares of the active modules (recompute, overlap)."""
+    def _add(self, f: float, bi: float, bw: float, cat: str) -> None:
+        """Add to the totals and to the shares of the active modules (recompute, overlap) and of the
+        op category ``cat``: ``gemm``, ``attention`` (the core-attention kernels) or ``non_matmul``
+        (everything else: what TorchTitan's per-op SAC recomputes)."""
         k = self.slow
         f, bi, bw = f * k, bi * k, bw * k
         self.f += f
         self.bi += bi
         self.bw += bw
-        for k in self.mods + (("gemm",) if gemm else ("non_matmul",)):
+        for k in self.mods + (cat,):
             v = self.sums.setdefault(k, [0.0, 0.0, 0.0])
             v[0] += f
             v[1] += bi
@@ -140,7 +142,7 @@ class _Acc:
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
             kern = 1
-        self._add(f, bi, bw, True)
+        self._add(f, bi, bw, "gemm")
         f, bi, bw = f * self.slow, bi * self.slow, bw * self.slow
         self._k(kern, 2 * kern)
         if fmt != "bf16":
@@ -161,7 +163,7 @@ class _Acc:
         tb = elementwise_time(float(nbytes) * bwd, self.gpu) if bwd > 0 else 0.0
         if kernels[0] > 1:
             t += (kernels[0] - 1) * 2e-6
-        self._add(t, tb, 0.0, False)
+        self._add(t, tb, 0.0, "non_matmul")
         t, tb = t * self.slow, tb * self.slow
         self._k(*kernels)
         self._rec(name, t, tb, 0.0, ("elementwise", "hbm", 0.0, nbytes))
@@ -180,7 +182,7 @@ class _Acc:
         if impl == "unfused":
             return self._attn_unfused(b, heads, sq, skv, dqk, dv, dropout)
         f, bw = attention_time(b, heads, sq, skv, dqk, dv, True, self.gpu, impl, window)
-        self._add(f, bw, 0.0, False)
+        self._add(f, bw, 0.0, "attention")
         f, bw = f * self.slow, bw * self.slow
         self._k(1, 2)
         from primus_launch.projection.compute import attention_flops
@@ -200,7 +202,7 @@ class _Acc:
         # backward: dP = dO V^T [sq, skv, dv], dV = P^T dO [skv, dv, sq], dS K [sq, dqk, skv], dS^T Q [skv, dqk, sq]
         bwd = (gemm_time(sq, skv, dv, g, "bf16", bh) + gemm_time(skv, dv, sq, g, "bf16", bh)
                + gemm_time(sq, dqk, skv, g, "bf16", bh) + gemm_time(skv, dqk, sq, g, "bf16", bh))
-        self._add(qk + sm_f + av, bwd + sm_b, 0.0, False)
+        self._add(qk + sm_f + av, bwd + sm_b, 0.0, "attention")
         self._k(3 + (1 if dropout else 0), 5)
         self._rec(f"core attention (unfused: QK^T, softmax over s x s, AV) b{b} h{heads} s{sq}x{skv} d{dqk}",
                   self.f - f0, self.bi - bi0, 0.0, ("attention", "unfused", 2.0 * bh * sq * skv * (dqk + dv)))
@@ -219,7 +221,7 @@ class _Acc:
         qt = (lambda nb: elementwise_time(nb, self.gpu)) if recipe is None else (lambda nb: quant_time(nb, self.gpu, recipe))
         f = qt(bpe * (self.qf + self.qw / self.wq_div)) if (self.qf or self.qw) else 0.0
         b = qt(bpe * self.qb) if self.qb else 0.0
-        self._add(f, b, 0.0, False)
+        self._add(f, b, 0.0, "non_matmul")
         f, b = f * self.slow, b * self.slow
         self._k(self.nq, self.nq)
         self._rec(f"{name} [{self.recipe}]", f, b, 0.0, ("quant", self.recipe, 0.0,
@@ -316,6 +318,50 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
     acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate)
 
 
+def _titan_block_mms(m: ModelArch, T: int, t: int, moe: bool) -> list[tuple[str, int, int, int]]:
+    """The ``aten.mm`` calls of one TorchTitan transformer block's forward, in program order, as
+    ``(name, M, N, K)`` with TP sharding applied (torchtitan ``models/llama3/model.py``
+    ``Attention.forward``: ``wq, wk, wv`` then SDPA then ``wo``; ``FeedForward.forward``:
+    ``w2(silu(w1(x)) * w3(x))`` = ``w1, w3, w2``; ``models/deepseek_v3/model.py`` MLA: ``wq`` (or
+    ``wq_a, wq_b``), ``wkv_a, wkv_b``, ``wo``; MoE: the shared experts' ``w1, w3, w2``, the routed
+    experts run ``torch._grouped_mm``, not ``aten.mm``)."""
+    h = m.hidden_size
+    a = max(1, m.num_attention_heads // t)
+    out: list[tuple[str, int, int, int]] = []
+    if m.multi_latent_attention:
+        dqk, dr, dv = m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim
+        if m.q_lora_rank:
+            out += [("wq_a", T, m.q_lora_rank, h), ("wq_b", T, a * (dqk + dr), m.q_lora_rank)]
+        else:
+            out.append(("wq", T, a * (dqk + dr), h))
+        out += [("wkv_a", T, m.kv_lora_rank + dr, h), ("wkv_b", T, a * (dqk + dv), m.kv_lora_rank),
+                ("wo", T, h, a * dv)]
+    else:
+        d, g = m.kv_channels, max(1, m.kv_heads // t)
+        out += [("wq", T, a * d, h), ("wk", T, g * d, h), ("wv", T, g * d, h), ("wo", T, h, a * d)]
+    f = (m.moe_shared_expert_intermediate_size if moe else m.ffn_hidden_size) // t
+    if f > 0:
+        out += [("w1", T, f, h)] + ([("w3", T, f, h)] if m.swiglu else []) + [("w2", T, h, f)]
+    return out
+
+
+def _op_sac_recompute_fwd(acc: "_Acc", m: ModelArch, T: int, t: int, moe: bool) -> float:
+    """Forward GEMM seconds TorchTitan's per-op SAC re-runs in the backward of one block: every
+    second ``aten.mm`` of the block's forward (``torchtitan/distributed/activation_checkpoint.py``
+    ``SelectiveAC``: "Save all compute/comm ops, except every second mm/linear"; the same rule in
+    ``models/llama3/infra/parallelize.py`` ``_custom_policy`` since 2024) and the MoE router gate,
+    whose shape is always recomputed (``force_recompute_mm_shapes_by_fqns = ["moe.router.gate"]``).
+    Attention outputs are saved (SDPA ops are in the save list), the rest is ``non_matmul``."""
+    fmt = acc.fmt if acc.recipe else "bf16"
+    tot = 0.0
+    for i, (_, mm, n, k) in enumerate(_titan_block_mms(m, T, t, moe), start=1):
+        if i % 2 == 0:
+            tot += gemm_time(mm, n, k, acc.gpu, "bf16", 1, fmt)
+    if moe:
+        tot += gemm_time(T, m.num_experts, m.hidden_size, acc.gpu, "bf16", 1, "bf16")
+    return tot * acc.slow
+
+
 @lru_cache(maxsize=65536)
 def _layer_times(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple) -> LayerTimes:
     return _build_layers(key, tp, cp, ep, etp, sp, b, gpu, cfg, None)
@@ -373,6 +419,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.quant_flush()
         if "_" not in kind:
             acc.shares(kind, shares)
+            if prof.name.startswith("torchtitan"):
+                shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, False), 0.0, 0.0)
         return acc.times(host, graphs), core, acc.kernels()
 
     def moe_layer(kind: str, window: int | None) -> tuple[PassTimes, int]:
@@ -411,6 +459,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.quant_flush()
         if "_" not in kind:
             acc.shares(kind, shares)
+            if prof.name.startswith("torchtitan"):
+                shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, True), 0.0, 0.0)
         return acc.times(host, graphs), acc.kernels()
 
     shares: dict = {}

@@ -13,7 +13,8 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   (``block``) or every ``num_layers``-th (``every_n``); ``selective`` re-runs the forward of the
   ``recompute.modules`` (core attention, MLP, MoE experts, MoE activation, norms, MLA up-projections,
   shared experts: their per-layer forward times from the kernel list) (Korthikanti et al. 2022,
-  arXiv 2205.05198 sec. 4.2); ``op`` (TorchTitan per-op SAC) re-runs the non-matmul ops;
+  arXiv 2205.05198 sec. 4.2); ``op`` (TorchTitan per-op SAC) re-runs the non-matmul ops and every
+  second ``aten.mm`` of each block (attention outputs are saved; ``dryrun._op_sac_recompute_fwd``);
 - TP: with sequence parallel 2 all-gathers + 2 reduce-scatters of the [T, h] activations per layer
   in forward and as many in backward, + 2 all-gathers with Megatron (it saves the sharded
   column-parallel input and all-gathers it again for the weight gradient), else 2 all-reduces each way (Megatron ``ColumnParallel`` / ``RowParallelLinear``).
@@ -271,8 +272,8 @@ def optimizer_bytes_per_param(plan: Plan) -> float:
 def _recompute_modules_fwd(plan: Plan, lt: LayerTimes, kind: str) -> float:
     """Forward seconds re-run by selective recompute in one layer of ``kind`` (dense / moe)."""
     r = plan.training.recompute
-    if r.granularity == "op":
-        return lt.part(kind, "non_matmul").fwd_s
+    if r.granularity == "op":   # TorchTitan per-op SAC: the non-matmul ops and every second mm
+        return lt.part(kind, "non_matmul").fwd_s + lt.part(kind, "op_sac_mm").fwd_s
     if r.granularity != "selective":
         return 0.0
     if not lt.parts:
