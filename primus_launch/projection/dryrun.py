@@ -59,7 +59,9 @@ from primus_launch.plan import ModelArch, Plan
 from primus_launch.projection import calibration as cal
 from primus_launch.projection.compute import (arch_of, attention_time, elementwise_time, gemm_time, quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
+from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
+from primus_launch.projection.hardware import get_gpu
 from primus_launch.projection.iteration import LayerTimes, PassTimes, assemble
 from primus_launch.projection.params import _arch, arch_key
 from primus_launch.projection.result import ProjectionResult
@@ -84,10 +86,10 @@ class _Acc:
     (``info``: kind, curve key, forward FLOPs) for :func:`layer_op_times` and the explanation."""
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
-                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow")
+                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
-                 ops: list | None = None, insitu: float = 1.0):
+                 ops: list | None = None, insitu: float = 1.0, ub: bool = False):
         self.f = self.bi = self.bw = 0.0
         self.kf: dict[str, int] = {}
         self.kb: dict[str, int] = {}
@@ -101,8 +103,9 @@ class _Acc:
         self.mods: tuple[str, ...] = ()
         self.sums: dict[str, list[float]] = {}
         self.slow = 1.0 / insitu   # calibration.FRAMEWORK_EFF: kernels in a step vs the benchmarks
+        self.ub = ub               # TE userbuffers TP overlap: SM margins of the layer GEMMs (cost/contention.py)
 
-    def _add(self, f: float, bi: float, bw: float, cat: str) -> None:
+    def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap) and of the
         op category ``cat``: ``gemm``, ``attention`` (the core-attention kernels) or ``non_matmul``
         (everything else: what TorchTitan's per-op SAC recomputes)."""
@@ -111,7 +114,7 @@ class _Acc:
         self.f += f
         self.bi += bi
         self.bw += bw
-        for k in self.mods + (cat,):
+        for k in self.mods + extra + (cat,):
             v = self.sums.setdefault(k, [0.0, 0.0, 0.0])
             v[0] += f
             v[1] += bi
@@ -126,9 +129,11 @@ class _Acc:
             self.ops.append((name, f, bi, bw, info))
 
     def gemm(self, m: int, n: int, k: int, batch: int = 1, lowp: bool = True, name: str = "gemm",
-             separate: bool = False, input_fused: bool = False) -> None:
+             separate: bool = False, input_fused: bool = False, ub: str | None = None, col: bool = False) -> None:
         """A GEMM [m,n,k] x ``batch`` (``separate``: ``batch`` independent kernels, not grouped) with
-        its backward; ``lowp``: in the plan's FP8/FP4 recipe (else bf16)."""
+        its backward; ``lowp``: in the plan's FP8/FP4 recipe (else bf16); ``ub``: the layer GEMM it is
+        for TE userbuffers (``qkv`` / ``proj`` / ``fc1`` / ``fc2``), slowed by the SMs its overlapped
+        communication holds when the plan overlaps TP communication (``cost/contention.py``)."""
         g = self.gpu
         fmt = self.fmt if lowp and self.recipe else "bf16"
         if separate and batch > 1:
@@ -142,7 +147,11 @@ class _Acc:
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
             kern = 1
-        self._add(f, bi, bw, "gemm")
+        if ub and self.ub:
+            cf, cb, cw = ub_factors(ub, get_gpu(g).num_sms)
+            f, bi, bw = f * cf, bi * cb, bw * cw
+        # column-parallel linears (their backward collectives overlap their dgrad / wgrad GEMMs)
+        self._add(f, bi, bw, "gemm", ("tp_col",) if ub in ("qkv", "fc1") or col else ())
         f, bi, bw = f * self.slow, bi * self.slow, bw * self.slow
         self._k(kern, 2 * kern)
         if fmt != "bf16":
@@ -269,14 +278,14 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
             acc.gemm(T, m.q_lora_rank, h, name="MLA q down", input_fused=fused_in)
             acc.norm(T * m.q_lora_rank, m, "MLA q norm")
             acc.mods = ("mla_up_proj",)
-            acc.gemm(T, a * (dqk + dr), m.q_lora_rank, name="MLA q up", input_fused=fused_in)
+            acc.gemm(T, a * (dqk + dr), m.q_lora_rank, name="MLA q up", input_fused=fused_in, col=True)
             acc.mods = ()
         else:
-            acc.gemm(T, a * (dqk + dr), h, name="MLA q", input_fused=fused_in)
+            acc.gemm(T, a * (dqk + dr), h, name="MLA q", input_fused=fused_in, col=True)
         acc.gemm(T, m.kv_lora_rank + dr, h, name="MLA kv down", input_fused=fused_in)
         acc.norm(T * m.kv_lora_rank, m, "MLA kv norm")
         acc.mods = ("mla_up_proj",)
-        acc.gemm(T, a * (dqk + dv), m.kv_lora_rank, name="MLA kv up", input_fused=fused_in)
+        acc.gemm(T, a * (dqk + dv), m.kv_lora_rank, name="MLA kv up", input_fused=fused_in, col=True)
         acc.mods = ()
         nb, kf, kb = ROPE_FUSED if acc.prof.fused_rope else ROPE_EAGER
         acc.elem(nb * T * (a + 1) * dr, "RoPE (rope parts of q, k)", 2.0, (kf, kb))
@@ -287,7 +296,7 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
     else:
         d = m.kv_channels
         g = max(1, m.kv_heads // t)
-        acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in)
+        acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in, ub="qkv")
         if m.qk_layernorm:
             acc.norm(T * (a + g) * d, m, "q/k norm")
         if m.position_embedding in ("rope", "yarn"):
@@ -296,26 +305,26 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
         acc.mods = ("core_attn",)
         core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
         acc.mods = ()
-        acc.gemm(T, h, a * d, name="attention out-proj")
+        acc.gemm(T, h, a * d, name="attention out-proj", ub="proj")
     drop = 1.0 if m.hidden_dropout else 0.0
     acc.elem((6 + drop) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
     return core
 
 
 def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
-         separate: bool = False, input_fused: bool = False) -> None:
+         separate: bool = False, input_fused: bool = False, ub: bool = False) -> None:
     h = m.hidden_size
     gated = m.swiglu
     mods = acc.mods
     acc.gemm(T, (2 if gated else 1) * ffn_local, h, batch, name=f"{name} FC1", separate=separate,
-             input_fused=input_fused)
+             input_fused=input_fused, ub="fc1" if ub else None)
     nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
     if "moe" in mods:
         acc.mods = mods + ("moe_act",)
     acc.elem(nb * T * ffn_local * batch, f"{name} {'SwiGLU' if gated else m.activation}", 2.0,
              (kf * (batch if separate else 1), kb * (batch if separate else 1)))
     acc.mods = mods
-    acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate)
+    acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate, ub="fc2" if ub else None)
 
 
 def _titan_block_mms(m: ModelArch, T: int, t: int, moe: bool) -> list[tuple[str, int, int, int]]:
@@ -382,8 +391,9 @@ def _cfg(plan: Plan) -> tuple:
     else:
         wq_div = float(max(1, plan.num_microbatches))
     host = prof.host_per_kernel
+    ub = t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron"
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
-            p.cp_comm_type in ("a2a", "a2a+p2p"), t.precision, cal.framework_eff(plan.framework))
+            p.cp_comm_type in ("a2a", "a2a+p2p"), t.precision, cal.framework_eff(plan.framework), ub)
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -392,13 +402,13 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = _arch(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_a2a, prec, insitu = cfg
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_a2a, prec, insitu, ub = cfg
 
     made: dict[str, _Acc] = {}
 
     def new(kind: str) -> _Acc:
         lst = ops.setdefault(kind, []) if ops is not None else None
-        made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu)
+        made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu, ub)
         return made[kind]
 
     s, h = m.seq_length, m.hidden_size
@@ -413,7 +423,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
         acc.mods = ("mlp",)
-        _mlp(acc, m, T, m.ffn_hidden_size // tp, input_fused=fused_in)
+        _mlp(acc, m, T, m.ffn_hidden_size // tp, input_fused=fused_in, ub=True)
         acc.mods = ()
         acc.elem((6 + (1.0 if m.hidden_dropout else 0.0)) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
         acc.quant_flush()

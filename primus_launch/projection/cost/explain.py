@@ -108,10 +108,12 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     arch_key = f"collectives {coll._arch_key(coll.get_gpu(gpu).arch)}/fabric" if fab.fitted else "calibration defaults"
     rows = []
     tp = _tp_times(plan, gpu, lay)
-    tpe = _tp_exposed(plan, tp, lt.part("dense", "gemm"))
+    tpe = _tp_exposed(plan, tp, lt, gpu, lay)
     rows.append(("TP (" + ("AG/RS, SP" if plan.parallel.sequence_parallel else "all-reduce") + f") {lay.tp.size} ranks, "
                  f"{lay.tp.nodes} domain(s)", *[1e3 * x for x in tp + tpe],
-                 f"{arch_key}; overlap: " + ("TE userbuffers / async TP" if plan.training.tp_comm_overlap else "none")))
+                 f"{arch_key}; overlap: " + ("TE userbuffers / async TP" if plan.training.tp_comm_overlap else
+                                                   ("column-parallel backward async" if plan.framework == "megatron"
+                                                    else "none"))))
     cp = _cp_times(plan, gpu, lay)
     attn = lt.attn_core
     if plan.parallel.cp_comm_type in ("p2p", "a2a+p2p") and attn is not None:
