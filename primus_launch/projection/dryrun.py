@@ -300,7 +300,7 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
         if m.qk_layernorm:
             acc.norm(T * (a + g) * d, m, "q/k norm")
         if m.position_embedding in ("rope", "yarn"):
-            nb, kf, kb = ROPE_FUSED if acc.prof.fused_rope else ROPE_EAGER
+            nb, kf, kb = ROPE_FUSED if _rope_fused(acc.prof, m) else ROPE_EAGER
             acc.elem(nb * T * (a + g) * d, "RoPE", 2.0, (2 * kf, 2 * kb))
         acc.mods = ("core_attn",)
         core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
@@ -309,6 +309,21 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
     drop = 1.0 if m.hidden_dropout else 0.0
     acc.elem((6 + drop) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
     return core
+
+
+def _rope_fused(prof: Profile, m: ModelArch) -> bool:
+    """Whether RoPE runs as one fused kernel.  Megatron-Core falls back to its unfused RoPE
+    (``models/common/embeddings/rope_utils.py`` ``apply_rotary_pos_emb``: "mscale=... is not supported by
+    TE's fused RoPE. Using unfused implementation.") whenever the YaRN concentration factor is not 1:
+    ``0.1 ln(s) mscale + 1`` over ``0.1 ln(s) mscale_all_dim + 1``, which is not 1 with Megatron's
+    defaults (``mscale`` 1, ``mscale_all_dim`` 0) for any scaling factor ``s`` > 1 (GPT-OSS: 32 ->
+    1.35).  MLA models (DeepSeek-V3) set ``mscale_all_dim = mscale`` (factor 1) and keep the fused
+    kernel.  The plan does not carry the YaRN mscales: a stated assumption by attention type."""
+    if not prof.fused_rope:
+        return False
+    if prof.name == "megatron-te" and m.position_embedding == "yarn" and not m.multi_latent_attention:
+        return False
+    return True
 
 
 def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
