@@ -38,7 +38,8 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   figures, routing fan-out from :mod:`moe_routing`).  ``moe_shared_expert_overlap`` hides the
   dispatch behind the shared expert; ``overlap_moe_expert_parallel_comm`` (1F1B all-to-all overlap)
   hides a forward's dispatch / combine behind another micro-batch's backward of the layer and vice
-  versa: exposed = max(0, comm - that compute);
+  versa: exposed = max(0, comm - that compute) on the passes the schedule can pair, the whole comm on
+  the warm-up / cool-down passes it cannot (:func:`ep_unpaired_fraction`);
 - activation offloading (``offload.activation_layers``, the first layers of each chunk): each
   offloaded layer's activations go to host memory in forward and come back in backward over
   ``GPUSpec.host_link_bw``, hidden behind the next layer's compute where it is long enough;
@@ -264,8 +265,30 @@ def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[f
         # delay_wgrad_compute moves the weight gradients out of the backward, where they cover the
         # backward's dispatch / combine as well (Megatron's 1F1B all-to-all overlap with split wgrad)
         cover_b = mo.fwd_s + (mo.bwd_weight_s if t.delay_wgrad_compute else 0.0)
-        f, b = max(0.0, f - (mo.bwd_input_s + mo.bwd_weight_s)), max(0.0, b - cover_b)
+        u = ep_unpaired_fraction(plan)
+        f = u * f + (1 - u) * max(0.0, f - (mo.bwd_input_s + mo.bwd_weight_s))
+        b = u * b + (1 - u) * max(0.0, b - cover_b)
     return f, b
+
+
+def ep_unpaired_fraction(plan: Plan) -> float:
+    """Fraction of a stage's forward (and backward) passes that Megatron's 1F1B all-to-all overlap
+    (``--overlap-moe-expert-parallel-comm``) cannot pair with a pass of another micro-batch, so their
+    dispatch / combine stay exposed: the overlap merges the forward of one micro-batch with the
+    backward of an earlier one, which exists only in the steady state of the schedule.  The warm-up
+    forwards and the cool-down backwards run alone: ``w`` of the ``nmb x vpp`` passes with ``w`` =
+    Megatron's warm-up count for the first stage (``pipeline_parallel/schedules.py``: ``pp - 1``
+    without interleaving, ``(pp - 1) * 2 + (vpp - 1) * pp`` with it), and at least 1 (with PP = 1 the
+    combined schedule still starts with a lone forward and ends with a lone backward)."""
+    p = plan.parallel
+    n = max(1, plan.num_microbatches * p.vpp)
+    if p.pp <= 1:
+        w = 1
+    elif p.vpp > 1:
+        w = (p.pp - 1) * 2 + (p.vpp - 1) * p.pp
+    else:
+        w = p.pp - 1
+    return min(1.0, max(1, w) / n)
 
 
 def _offload_exposed(plan: Plan, lt: LayerTimes, moe: bool) -> tuple[float, float]:
