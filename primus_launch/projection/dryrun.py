@@ -344,11 +344,12 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
 
 def _titan_block_mms(m: ModelArch, T: int, t: int, moe: bool) -> list[tuple[str, int, int, int]]:
     """The ``aten.mm`` calls of one TorchTitan transformer block's forward, in program order, as
-    ``(name, M, N, K)`` with TP sharding applied (torchtitan ``models/llama3/model.py``
-    ``Attention.forward``: ``wq, wk, wv`` then SDPA then ``wo``; ``FeedForward.forward``:
-    ``w2(silu(w1(x)) * w3(x))`` = ``w1, w3, w2``; ``models/deepseek_v3/model.py`` MLA: ``wq`` (or
-    ``wq_a, wq_b``), ``wkv_a, wkv_b``, ``wo``; MoE: the shared experts' ``w1, w3, w2``, the routed
-    experts run ``torch._grouped_mm``, not ``aten.mm``)."""
+    ``(name, M, N, K)`` with TP sharding applied (torchtitan 0.3.0: attention ``FusedQKVLinear`` =
+    one ``wqkv`` mm, SDPA, then ``wo``; ``FeedForward``: ``w2(silu(w1(x)) * w3(x))`` = ``w1, w3,
+    w2``; DeepSeek-V3 MLA: ``wq`` (or ``wq_a, wq_b``), ``wkv_a, wkv_b``, ``wo``; MoE: the shared
+    experts' ``w1, w3, w2``, the routed experts run ``torch._grouped_mm``, not ``aten.mm``).  Checked
+    against torchtitan's own ``SelectiveAC`` decisions on its llama3 block
+    (``tests/test_cost_model.py``)."""
     h = m.hidden_size
     a = max(1, m.num_attention_heads // t)
     out: list[tuple[str, int, int, int]] = []
@@ -362,7 +363,7 @@ def _titan_block_mms(m: ModelArch, T: int, t: int, moe: bool) -> list[tuple[str,
                 ("wo", T, h, a * dv)]
     else:
         d, g = m.kv_channels, max(1, m.kv_heads // t)
-        out += [("wq", T, a * d, h), ("wk", T, g * d, h), ("wv", T, g * d, h), ("wo", T, h, a * d)]
+        out += [("wqkv", T, (a + 2 * g) * d, h), ("wo", T, h, a * d)]
     f = (m.moe_shared_expert_intermediate_size if moe else m.ffn_hidden_size) // t
     if f > 0:
         out += [("w1", T, f, h)] + ([("w3", T, f, h)] if m.swiglu else []) + [("w2", T, h, f)]

@@ -193,7 +193,7 @@ def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str
         gemm = lt.part("dense", "gemm")
         e = cal.ASYNC_TP_OVERLAP if plan.framework == "torchtitan" else 1.0
         return (max(f / tp, f - e * gemm.fwd_s), max(b / tp, b - e * (gemm.bwd_input_s + gemm.bwd_weight_s)))
-    if plan.framework != "megatron" or not lt.parts or gpu == "" or lay is None:
+    if plan.framework != "megatron" or not t.tp_async_backward or not lt.parts or gpu == "" or lay is None:
         return raw
     col = lt.part("dense", "tp_col")
     nbytes = float(_tokens(plan) * plan.model.hidden_size * 2)

@@ -132,6 +132,13 @@ def convert(r: dict) -> tuple[dict | None, str]:
         training["attention_backend"] = "unfused"
         model.update(attention_dropout=0.1, hidden_dropout=0.1)
         assumptions.append("unfused attention (scores materialised; pre-FlashAttention Megatron), dropout 0.1")
+        if group == "narayanan2021":
+            # the asynchronous TP all-reduce behind the backward GEMMs came to Megatron-LM in 2021-09
+            # (commit f3e57f6 "remove increasing nccl stream for overlapping allreduce and gemm"), after
+            # the paper's runs (arXiv 2104.04473, April 2021); Korthikanti 2022's sequence-parallel code
+            # has it (LinearWithGradAccumulationAndAsyncCommunication, 2022-03)
+            training["tp_async_backward"] = False
+            assumptions.append("TP backward all-reduce synchronous (Megatron-LM before 2021-09)")
         source = dict(framework="megatron")
     elif group.startswith("torchtitan"):
         model.update(swiglu=True, normalization="rmsnorm", position_embedding="rope", untie_embeddings_and_output_weights=True)
