@@ -676,6 +676,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         overlap_grad_reduce=bool(get(a, "overlap_grad_reduce")),
         overlap_param_gather=bool(get(a, "overlap_param_gather")),
         tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer,
+        # --no-async-tensor-model-parallel-allreduce (dest async_tensor_model_parallel_allreduce, default on)
+        tp_async_backward=a.get("async_tensor_model_parallel_allreduce") is not False,
         grad_reduce_in_fp32=grad_fp32, train_iters=a.get("train_iters"),
         attention_backend=_attention_backend(a), **_cuda_graph(a, rep),
         moe_token_dispatcher=dispatcher if num_experts_set else "alltoall",
