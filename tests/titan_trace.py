@@ -57,16 +57,19 @@ class TitanCase:
     tp: int = 1
     ac: str | int = "none"  # none | full | op | N (every N-th block, full)
     reshard_after_forward: str = "default"
+    pp: int = 1
+    nmb: int = 1  # pipeline micro-batches per step (local batch = nmb * mbs)
+    schedule: str = "1F1B"  # torch.distributed.pipelining schedule name (torchtitan's pipeline_parallel_schedule)
 
     @property
     def world(self) -> int:
-        return self.dp_shard * self.dp_replicate * self.cp * self.tp
+        return self.dp_shard * self.dp_replicate * self.cp * self.tp * self.pp
 
 
-def _init_world(world: int) -> None:
+def _init_world(world: int, rank: int = 0) -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
 
 
 def build(case: TitanCase):
@@ -178,3 +181,199 @@ def trace(case: TitanCase) -> dict[str, Any]:
                                   for p in model.parameters())
     del tp
     return res
+
+
+# ------------------------------------------------------------------ pipeline parallel
+class _PeakTracker(FSDPMemTracker):
+    """``FSDPMemTracker`` that also records, at each new peak, the bytes of what FSDP2 and the pipeline
+    stage hold at that moment: the fp32 unsharded gradients accumulated across micro-batches
+    (``FSDPParam.unsharded_accumulated_grad``), the unsharded bf16 parameters, the stage's receive
+    buffers, and the phase of the step (``forward`` / ``backward`` / ``reduce`` after the last backward)."""
+
+    def __init__(self, parts, opt, fsdp_params, stages):
+        super().__init__(parts[0], opt)
+        if len(parts) > 1:  # the other model parts of a multi-stage schedule: their parameters and buffers
+            self.track_external(*parts[1:])
+        self._modules = parts
+        self._opt_ref = opt
+        self._fsdp_params = fsdp_params
+        self._stages = stages
+        self.record = False
+        self.phase = "forward"
+        self.at_peak: dict[str, Any] = {}
+        self.phase_peaks: dict[str, tuple[int, dict[str, Any], dict[str, int]]] = {}
+
+    def _extras(self) -> dict[str, Any]:
+        acc = unsh = sharded = sgrad = 0
+        for fp in self._fsdp_params:
+            g = fp.unsharded_accumulated_grad
+            if g is not None:
+                acc += g.numel() * g.element_size()
+            u = getattr(fp, "_unsharded_param", None)
+            if u is not None:
+                unsh += u.untyped_storage().nbytes()
+            sp = fp.sharded_param
+            sharded += sp._local_tensor.untyped_storage().nbytes()
+            if sp.grad is not None:
+                sgrad += sp.grad._local_tensor.numel() * sp.grad._local_tensor.element_size()
+        opt = sum(_local_bytes(v) for st in self._opt_ref.state.values() for v in st.values()
+                  if isinstance(v, torch.Tensor) and v.dim() > 0)
+        buffers = sum(_local_bytes(b) for m in self._modules for b in m.buffers())
+        recv = 0
+        for st in self._stages:
+            for infos in list(st.args_recv_info.values()) + list(st.grad_recv_info.values()):
+                for info in infos:
+                    if not info.is_root_arg and info.buffer is not None:
+                        recv += info.buffer.numel() * info.buffer.element_size()
+        return {"accumulated_grads": acc, "unsharded_params": unsh, "recv_buffers": recv, "phase": self.phase,
+                "is_bw": self._mod_tracker.is_bw, "sharded_params": sharded, "sharded_grads": sgrad,
+                "optimizer": opt, "buffers": buffers,
+                "total": sum(d["Total"] for d in self._curr_mem_snap.values())}
+
+    def _update_peak_stats(self, peak_state) -> None:
+        before = dict(self._peak_mem)
+        super()._update_peak_stats(peak_state)
+        if not self.record:
+            return
+        if self._peak_mem != before:
+            self.at_peak = self._extras()
+        total = sum(d["Total"] for d in self._curr_mem_snap.values())
+        if total > self.phase_peaks.get(self.phase, (0,))[0]:
+            self.phase_peaks[self.phase] = (total, self._extras(), _cats(self._curr_mem_snap))
+
+
+def _local_bytes(t: torch.Tensor) -> int:
+    t = getattr(t, "_local_tensor", t)
+    return t.numel() * t.element_size()
+
+
+def trace_pp(case: TitanCase, pp_rank: int) -> dict[str, Any]:
+    """Bytes of one GPU of pipeline rank ``pp_rank`` in the second step of ``case`` (``case.pp > 1``).
+
+    torchtitan's own pipeline path: ``pipeline_llm`` splits the model with its splitter
+    (``_generate_llm_fqn_per_model_part``: embedding and norm + head weigh one layer each,
+    ``_split_module``), applies ``parallelize_llama`` to each part (FSDP2 with
+    ``reshard_after_forward=False`` under PP by default) and builds the
+    ``torch.distributed.pipelining`` schedule (``_build_pipeline_schedule``) with torchtitan's loss.
+    The process claims the first rank of its pipeline stage on a fake world of ``case.world`` ranks;
+    peers' sends and receives are no-ops of the fake process group.  Two shims: the stages get static
+    input/output metadata (``PipelineStage(input_args=..., output_args=...)``; the dynamic shape
+    inference exchanges pickled objects, which a fake process group cannot carry), and the warm-up
+    vote (an all-reduce read back with ``.item()``) is answered "static".
+
+    Returns the categories of :func:`trace` plus ``at_peak``: the FSDP / stage holdings at the peak
+    (:class:`_PeakTracker`).
+    """
+    from torch.distributed.pipelining.stage import InferenceMode
+    from torchtitan.components.loss import cross_entropy_loss
+    from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed import pipeline_parallel as ppmod
+    from torchtitan.distributed import utils as dist_utils
+    from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
+    from torchtitan.models.llama3.parallelize import parallelize_llama
+
+    from primus_launch.adapters.torchtitan_arch import model_spec
+
+    assert case.tp == 1 and case.cp == 1, "PP traces run without TP/CP (stage boundary tensors are plain tensors)"
+    world = case.world
+    _init_world(world, rank=pp_rank * (world // case.pp))  # mesh order pp, dp_replicate, dp_shard, cp, tp
+    backend = "partial_dtensor"
+    dist_utils.set_spmd_backend(backend)
+    pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=1, tp=1, pp=case.pp, ep=1,
+                      world_size=world, spmd_backend=backend)
+    pd.build_mesh()
+    cfg = copy.deepcopy(model_spec(case.model, case.flavor).model)
+    cfg.layers = cfg.layers[:case.layers]
+    titan_cpu.use_sdpa(cfg)
+    titan_cpu.set_seq_len(cfg, case.seq)
+    with torch.device("meta"):
+        model = cfg.build()
+    vocab, hidden = model.tok_embeddings.weight.shape
+    par = ParallelismConfig(data_parallel_shard_degree=case.dp_shard,
+                            data_parallel_replicate_degree=case.dp_replicate, pipeline_parallel_degree=case.pp,
+                            pipeline_parallel_schedule=case.schedule, pipeline_parallel_microbatch_size=case.mbs,
+                            spmd_backend=backend, fsdp_reshard_after_forward=case.reshard_after_forward)
+    ac: Any = None
+    if case.ac == "full":
+        ac = FullAC.Config()
+    elif case.ac == "op":
+        ac = SelectiveAC.Config()
+    orig = ppmod.PipelineStage
+
+    def static_stage(mod, idx, n, device, group=None, get_mesh=None):
+        hid = torch.empty((case.mbs, case.seq, hidden), dtype=torch.bfloat16, device="meta", requires_grad=True)
+        inp = torch.empty((case.mbs, case.seq), dtype=torch.long, device="meta") if idx == 0 else hid
+        out = (torch.empty((case.mbs, case.seq, vocab), dtype=torch.bfloat16, device="meta", requires_grad=True)
+               if idx == n - 1 else hid)
+        return orig(mod, idx, n, device, input_args=(inp,), output_args=(out,), group=group)
+
+    def loss_fn(pred, labels, **_):
+        return cross_entropy_loss(pred, labels), {}
+
+    ppmod.PipelineStage = static_stage
+    try:
+        sched, parts, first, last = ppmod.pipeline_llm(
+            model, parallel_dims=pd, training=TrainingConfig(local_batch_size=case.mbs * case.nmb, seq_len=case.seq),
+            parallelism=par, compile_config=CompileConfig(), ac_config=ac, dump_folder="/tmp",
+            device=torch.device("cpu"), model_config=cfg, parallelize_fn=parallelize_llama, loss_fn=loss_fn)
+    finally:
+        ppmod.PipelineStage = orig
+
+    def _static_vote(stages, has_backward, p2p_done):
+        for st in stages:
+            st._inference_mode = InferenceMode.STATIC
+
+    sched._warmup_p2p = _static_vote
+    stages = list(getattr(sched, "_stages", None) or [sched._stage])
+    from torch.distributed.fsdp import FSDPModule
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        for p in parts:
+            p.to_empty(device="cpu")
+            p.train()
+        opt = torch.optim.AdamW([q for p in parts for q in p.parameters()], lr=1e-4, fused=True)
+        fsdp_params = list({id(fp): fp for p in parts for m in p.modules() if isinstance(m, FSDPModule)
+                            for g in fully_shard_state(m)._fsdp_param_groups for fp in g.fsdp_params}.values())
+        mt = _PeakTracker(parts, opt, fsdp_params, stages)
+        for st in stages:  # the phase of the peak: after the last backward FSDP reduces in perform_reduce_grad
+            f = st.perform_reduce_grad
+
+            def reduce(*a, _f=f, **k):
+                mt.phase = "reduce"
+                return _f(*a, **k)
+
+            st.perform_reduce_grad = reduce
+        ids = torch.zeros((case.mbs * case.nmb, case.seq), dtype=torch.long)
+        res: dict[str, Any] = {}
+        for it in range(2):
+            mt.record = it == 1
+            mt.phase = "step"
+            with mt:
+                if it == 1:
+                    res["static"] = _cats(mt.get_tracker_snapshot("current"))
+                losses: list | None = [] if last else None
+                sched.step(ids if first else None, target=ids if last else None, losses=losses,
+                           return_outputs=False)
+                del losses
+                if it == 1:
+                    res["after_backward"] = _cats(mt.get_tracker_snapshot("current"))
+                mt.phase = "optimizer"
+                opt.step()
+                opt.zero_grad()
+                if it == 1:
+                    res["peak"] = max(mt._peak_mem.values())
+                    res["peak_snapshot"] = _cats(mt.get_tracker_snapshot("peak"))
+    res["at_peak"] = dict(mt.at_peak)
+    res["phase_peaks"] = dict(mt.phase_peaks)
+    res["modules"] = [[n for n, c in p.named_children() if c is not None and (not hasattr(c, "__len__") or len(c))]
+                      for p in parts]
+    res["num_params_local"] = sum(q.to_local().numel() if hasattr(q, "to_local") else q.numel()
+                                  for p in parts for q in p.parameters())
+    return res
+
+
+def fully_shard_state(module):
+    from torch.distributed.fsdp import fully_shard
+
+    return fully_shard.state(module)

@@ -65,7 +65,7 @@ from primus_launch.projection.params import (
     _stage_split,
     arch_key,
 )
-from primus_launch.projection.memory_titan import TITAN, TitanImpl, stage_walk
+from primus_launch.projection.memory_titan import TITAN, PPStage, TitanImpl, pp_rank_walk, stage_walk, torch_pp_ops
 from primus_launch.projection.memory_titan import head_kept_bytes as titan_head_bytes
 from primus_launch.projection.memory_titan import layer_activation_bytes as titan_layer_bytes
 from primus_launch.projection.pipeline import activations_in_flight
@@ -345,9 +345,17 @@ def _titan_args(plan: Plan) -> tuple:
 
 
 @lru_cache(maxsize=65536)
-def _titan_stage_memory(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
-                        gran, method, rnum, compiled, reshard, impl: TitanImpl = TITAN) -> tuple[StageMemory, ...]:
+def _titan_stage_memory(*args) -> tuple[StageMemory, ...]:
     """TorchTitan stages (:mod:`memory_titan`): FSDP2 over ``S = dp_shard x cp``, the backward walk."""
+    return tuple(st for st, _ in titan_stage_parts(*args))
+
+
+@lru_cache(maxsize=4096)
+def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
+                      gran, method, rnum, compiled, reshard,
+                      impl: TitanImpl = TITAN) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
+    """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
+    ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients)."""
     m = _arch(key)
     S = max(1, dp // max(1, dp_replicate)) * cp
     Se = max(1, S * tp // max(1, ep))  # torchtitan efsdp = dp_shard * cp * tp / ep
@@ -372,7 +380,7 @@ def _titan_stage_memory(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout,
         has_loss = any(c.loss for c in layout[rank])
         for chunk in layout[rank]:
             if chunk.embedding:
-                units.append(("emb", Ue, 0.0, 0.0))
+                units.append(("emb", Ue, 0.0, 0.0, id(chunk)))
                 dense_p += Ue
             for j, i in enumerate(chunk.layers):
                 moe = m.is_moe_layer(i)
@@ -389,17 +397,44 @@ def _titan_stage_memory(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout,
                     ck = ac == "op"
                 kept = ck_of[moe].kept if ck else full.full
                 rebuilt = full.full - kept if ck else 0.0
-                units.append(("layer", lp.dense + lp.expert * S / Se, kept, rebuilt))
+                units.append(("layer", lp.dense + lp.expert * S / Se, kept, rebuilt, id(chunk)))
         if has_loss:
             dense_p += Uh
         shard_p = dense_p / S + expert_p / Se
         weights = 4.0 * shard_p + 4.0 * seq * d_rope * n_layers  # fp32 shards + per-block RoPE buffers
         optim = 8.0 * shard_p  # AdamW exp_avg + exp_avg_sq, fp32, sharded like the parameters
         static = weights + optim
+        g_ = 2 if m.swiglu else 1
+        layer_bwd = 2.0 * sb * ((g_ + 2) * m.ffn_hidden_size / tp + h)
+        if pp > 1 and schedule in ("1f1b", "gpipe", "interleaved_1f1b"):
+            # torch.distributed.pipelining + FSDP2, walked over the rank's schedule (memory_titan)
+            a_sbh = 2.0 * sb * h / tp
+            stages = []
+            for chunk in layout[rank]:
+                cu = [u for u in units if u[4] == id(chunk)]
+                punits = [(k, U, 8.0 * sb if k == "emb" else kept, rb) for (k, U, kept, rb, _) in cu]
+                extra = a_sbh
+                lg = lk = lp = 0.0
+                if chunk.loss:
+                    hn, hin, lp = titan_head_bytes(m, seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl)
+                    punits.append(("head", Uh, hn + hin, 0.0))
+                    lk = 2.0 * sb * V / tp
+                    lg = (2 if tp == 1 else 3) * 4.0 * sb * V / tp
+                    extra = lp + lk
+                stages.append(PPStage(units=tuple(punits), extra_kept=extra, first=chunk.embedding, last=chunk.loss,
+                                      boundary=a_sbh, loss_grads=lg, logits_kept=lk, log_probs=lp))
+            ops = torch_pp_ops(schedule, pp, vpp, nmb, rank)
+            peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, S=S, nmb=nmb,
+                                       held=reshard != "always", layer_bwd=layer_bwd)
+            w = max(sum(1 for o in ops[:i + 1] if o[0] == "F") - sum(1 for o in ops[:i + 1] if o[0] == "B")
+                    for i in range(len(ops)))
+            out.append((_stage(rank, weights, parts["gradients"], optim, parts["activations"], parts["transient"],
+                               w, int(dense_p + expert_p)), parts))
+            continue
         # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
         per_mb = sum(u[2] for u in units if u[0] == "layer") + (8.0 * sb if has_emb else 0.0)
         units_in_flight = flight[rank] / max(1, len(layout[rank])) if pp > 1 else 1.0
-        scaled = [(k, U, kept * units_in_flight, rb) for (k, U, kept, rb) in units]
+        scaled = [(k, U, kept * units_in_flight, rb) for (k, U, kept, rb, _) in units]
         emb_ids = 8.0 * sb * units_in_flight if has_emb else 0.0
         head = None
         loss_grads = held = 0.0
@@ -414,11 +449,9 @@ def _titan_stage_memory(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout,
             # unsharded bf16 parameters kept from the first forward + fp32 unsharded gradients
             # accumulated across micro-batches (no gradient sync until the last)
             pp_extra = 6.0 * (dense_p + expert_p) - (held if has_loss else 0.0)
-        g_ = 2 if m.swiglu else 1
-        layer_bwd = 2.0 * sb * ((g_ + 2) * m.ffn_hidden_size / tp + h)
         peak, parts = stage_walk(static=static, units=scaled, S=S, head=head, emb_ids=emb_ids,
                                  loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, layer_bwd=layer_bwd)
         acts = parts["activations"]
-        out.append(_stage(rank, weights, parts["gradients"], optim, acts, parts["transient"],
-                          int(math.ceil(units_in_flight)), int(dense_p + expert_p)))
+        out.append((_stage(rank, weights, parts["gradients"], optim, acts, parts["transient"],
+                           int(math.ceil(units_in_flight)), int(dense_p + expert_p)), parts))
     return tuple(out)
