@@ -21,7 +21,7 @@ from titan_trace import TitanCase, trace
 from primus_launch.adapters.torchtitan import arch_from_flavor
 from primus_launch.plan import Plan
 from primus_launch.projection.memory import _titan_args, _titan_stage_memory, estimate_memory
-from primus_launch.projection.memory_titan import TITAN, TITAN_CPU, layer_activation_bytes
+from primus_launch.projection.memory_titan import TITAN, TITAN_CPU, TitanImpl, layer_activation_bytes
 
 
 def plan_of(c: TitanCase) -> Plan:
@@ -32,9 +32,10 @@ def plan_of(c: TitanCase) -> Plan:
         rc = {"none": dict(granularity="none"), "full": dict(granularity="full", method="uniform", num_layers=1),
               "op": dict(granularity="op")}[c.ac]
     return Plan(model=arch, parallel=dict(tp=c.tp, cp=c.cp, dp_sharding="full", dp_replicate=c.dp_replicate,
-                                          sequence_parallel=c.tp > 1),
+                                          sequence_parallel=c.tp > 1,
+                                          cp_comm_type="allgather" if c.attn == "flex" else "p2p"),
                 training=dict(global_batch_size=c.mbs * c.dp_shard * c.dp_replicate, micro_batch_size=c.mbs,
-                              recompute=rc),
+                              recompute=rc, attention_backend="auto" if c.attn == "flex" else "flash"),
                 cluster=dict(gpus_per_node=c.world), source=dict(framework="torchtitan"))
 
 
@@ -51,7 +52,17 @@ CASES = {
     "tp2-fsdp4-op": TitanCase(tp=2, dp_shard=4, ac="op"),
     "debug-full": TitanCase(flavor="debugmodel", layers=4, ac="full"),
     "debug-op": TitanCase(flavor="debugmodel", layers=4, ac="op"),
+    # torchtitan 0.3.0's FlexAttention (shape-level stand-in of torch's flex op, titan_trace._FlexStandIn)
+    "flex-fsdp8": TitanCase(attn="flex"),
+    # context parallelism: flex with K/V all-gathered (0.3.0), SDPA with torch's ring attention (the
+    # flash-attention op a GPU dispatches, which the CP dispatcher has its rule for)
+    "cp2-flex": TitanCase(cp=2, dp_shard=4, attn="flex"),
+    "cp2-flex-full": TitanCase(cp=2, dp_shard=4, attn="flex", ac="full", layers=4),
+    "cp2-ring": TitanCase(cp=2, dp_shard=4, flash=True),
+    "cp4-ring-op": TitanCase(cp=4, dp_shard=2, flash=True, ac="op", seq=4096),
 }
+# the flash-attention op is on SelectiveAC's save list (the CPU SDPA kernel is not)
+IMPL = {name: TitanImpl(norm_bytes=8, sdpa_on_save_list=True) for name, c in CASES.items() if c.flash}
 
 
 def _cat(snap: dict, name: str) -> int:
@@ -62,7 +73,7 @@ def _cat(snap: dict, name: str) -> int:
 def test_titan_step_per_term_within_3pct(name):
     c = CASES[name]
     got = trace(c)
-    st = _titan_stage_memory(*_titan_args(plan_of(c)), TITAN_CPU)[0]
+    st = _titan_stage_memory(*_titan_args(plan_of(c)), IMPL.get(name, TITAN_CPU))[0]
     pk = got["peak_snapshot"]
     params = _cat(pk, "Sharded Param") + _cat(pk, "Buffer")
     opt, grads, acts = _cat(pk, "OptState"), _cat(pk, "Sharded Grad"), _cat(pk, "Activation")
@@ -87,7 +98,7 @@ def test_titan_block_activations_exact(ac, tp):
     two = trace(TitanCase(layers=2, ac=ac, tp=tp, dp_shard=4 if tp > 1 else 1))
     got = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
     arch = arch_from_flavor("llama3", "8B")
-    la = layer_activation_bytes(arch, seq=2048, mbs=1, tp=tp, ac=ac, impl=TITAN_CPU)
+    la = layer_activation_bytes(arch, seq=2048, mbs=1, tp=tp, ac=ac, impl=TITAN_CPU, attn="sdpa")
     assert la.kept == pytest.approx(got, rel=2e-3)
 
 
@@ -99,9 +110,11 @@ def test_gpu_kernels_and_compile_change_only_their_terms():
     cpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, impl=TITAN_CPU)
     gpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, impl=TITAN)
     assert cpu.full - gpu.full == 2 * 6 * s * h  # two norms keep 2 instead of 8 bytes per element
-    op_cpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN_CPU)
-    op_gpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN)
+    op_cpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN_CPU, attn="sdpa")
+    op_gpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN, attn="sdpa")
     assert op_gpu.kept - op_cpu.kept == 2 * s * h + 4 * 32 * s  # SDPA output + fp32 log-sum-exp
+    flex = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN, attn="flex")
+    assert flex.kept - op_gpu.kept == 4 * 32 * s  # flex also keeps its fp32 max_scores
     comp = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, compiled=True, impl=TITAN)
     assert gpu.full - comp.full == 2 * 2 * s * F  # SwiGLU keeps w1/w3 outputs only when compiled
 

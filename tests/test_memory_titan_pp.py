@@ -40,7 +40,7 @@ def pp_plan(c: TitanCase) -> Plan:
                 parallel=dict(pp=c.pp, vpp=vpp, dp_sharding="full", dp_replicate=c.dp_replicate, pipeline_layout=layout,
                               fsdp_reshard_after_forward=c.reshard_after_forward),
                 training=dict(global_batch_size=c.mbs * c.nmb * c.dp_shard * c.dp_replicate, micro_batch_size=c.mbs,
-                              recompute=rc, pipeline_schedule=SCHED[c.schedule]),
+                              recompute=rc, pipeline_schedule=SCHED[c.schedule], attention_backend="flash"),
                 cluster=dict(gpus_per_node=c.world), source=dict(framework="torchtitan"))
 
 

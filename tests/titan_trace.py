@@ -36,7 +36,10 @@ from primus_launch.frameworks import titan_cpu
 
 titan_cpu.install()
 
-from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker  # noqa: E402
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker as _FSDPMemTracker  # noqa: E402
+
+
+FSDPMemTracker = _FSDPMemTracker
 
 CATS = ("Sharded Param", "Unsharded Param", "Buffer", "Sharded Grad", "Unsharded Grad", "Activation", "Temp",
         "All Gather", "Reduce Scatter", "OptState", "Inputs")
@@ -60,10 +63,34 @@ class TitanCase:
     pp: int = 1
     nmb: int = 1  # pipeline micro-batches per step (local batch = nmb * mbs)
     schedule: str = "1F1B"  # torch.distributed.pipelining schedule name (torchtitan's pipeline_parallel_schedule)
+    attn: str = "sdpa"  # sdpa (the CPU-traceable swap) | flex (torchtitan 0.3.0's default FlexAttention)
+    flash: bool = False  # SDPA dispatched to the flash-attention op a GPU runs (see :func:`use_flash_op`)
 
     @property
     def world(self) -> int:
         return self.dp_shard * self.dp_replicate * self.cp * self.tp * self.pp
+
+
+class _FlashF:
+    """``torch.nn.functional`` for torchtitan's attention module, with ``scaled_dot_product_attention``
+    dispatched to ``aten._scaled_dot_product_flash_attention`` -- the kernel an H100 runs for causal
+    bf16 attention (it keeps the output and the fp32 log-sum-exp, and torch's context-parallel dispatcher
+    has its ring rule) -- instead of the CPU kernel ``_scaled_dot_product_flash_attention_for_cpu``,
+    which CP has no sharding rule for.  Under ``FakeTensorMode`` only its shape function runs."""
+
+    def __getattr__(self, name):
+        return getattr(torch.nn.functional, name)
+
+    @staticmethod
+    def scaled_dot_product_attention(q, k, v, *, scale=None, is_causal=True, enable_gqa=False, **_):
+        return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, scale=scale)[0]
+
+
+def use_flash_op(on: bool) -> None:
+    """Point torchtitan's ``ScaledDotProductAttention`` at :class:`_FlashF` (``on``) or back."""
+    import torchtitan.models.common.attention as attn
+
+    attn.F = _FlashF() if on else torch.nn.functional
 
 
 def _init_world(world: int, rank: int = 0) -> None:
@@ -85,6 +112,7 @@ def build(case: TitanCase):
     from torchtitan.distributed import utils as dist_utils
 
     _init_world(case.world)
+    use_flash_op(case.flash)
     backend = "partial_dtensor"
     dist_utils.set_spmd_backend(backend)
     pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=case.cp, tp=case.tp, pp=1, ep=1,
@@ -92,7 +120,8 @@ def build(case: TitanCase):
     pd.build_mesh()
     cfg = copy.deepcopy(model_spec(case.model, case.flavor).model)
     cfg.layers = cfg.layers[:case.layers]
-    titan_cpu.use_sdpa(cfg)
+    if case.attn == "sdpa":
+        titan_cpu.use_sdpa(cfg)
     titan_cpu.set_seq_len(cfg, case.seq)
     if case.tp > 1:
         set_llama3_sharding_config(cfg, enable_sp=True)
@@ -113,6 +142,51 @@ def build(case: TitanCase):
     if isinstance(case.ac, int):
         _layer_sac(model, case.ac)
     return model, pd
+
+
+class _FlexStandIn(torch.autograd.Function):
+    """torch's flex attention at shape level for ``FakeTensorMode`` on a CPU-only torch (its real path
+    compiles the op, which needs a GPU backend): the output and the fp32 ``logsumexp`` / ``max_scores``
+    come from torch's own fake implementation (``torch/_higher_order_ops/flex_attention.py``
+    ``flex_attention_fake_impl``: output strides follow the query's), and autograd keeps what
+    ``FlexAttentionAutogradOp.forward`` saves: query, key, value, out, logsumexp, max_scores and the block
+    mask's tensors; the backward returns gradients shaped like query, key and value."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, *mask_tensors):
+        from torch._higher_order_ops.flex_attention import flex_attention_fake_impl
+
+        out, lse, max_scores = flex_attention_fake_impl(q, k, v, None, (), 1.0, {})
+        ctx.mark_non_differentiable(lse, max_scores)
+        ctx.save_for_backward(q, k, v, out, lse, max_scores, *mask_tensors)
+        return out, lse, max_scores
+
+    @staticmethod
+    def backward(ctx, g_out, g_lse, g_max):
+        saved = ctx.saved_tensors
+        q, k, v = saved[:3]
+        return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)) + (None,) * (len(saved) - 6)
+
+
+def use_eager_flex() -> None:
+    """torchtitan's ``FlexAttention`` runs :class:`_FlexStandIn` (``FlexAttention._compiled_flex_attn``
+    replaced; everything around it -- the layout transposes, CP's ``flex_cp_allgather`` of K and V -- is
+    torchtitan's and torch's own)."""
+    from torch.nn.attention.flex_attention import AuxOutput
+    from torchtitan.models.common.attention import FlexAttention
+
+    def flex(q, k, v, *, score_mod=None, block_mask=None, scale=None, enable_gqa=False, return_aux=None,
+             kernel_options=None):
+        masks = [t for t in block_mask.as_tuple() if isinstance(t, torch.Tensor)] if block_mask is not None else []
+        out, lse, _ = _FlexStandIn.apply(q, k, v, *masks)
+        return out, AuxOutput(lse=lse if (return_aux is not None and return_aux.lse) else None)
+
+    FlexAttention._compiled_flex_attn = staticmethod(flex)
+
+
+def _flex_masks(model, positions):
+    inner = model.module if hasattr(model, "module") else model
+    return type(inner).get_attention_masks(inner, positions=positions)
 
 
 def _layer_sac(model, every: int) -> None:
@@ -147,6 +221,14 @@ def trace(case: TitanCase) -> dict[str, Any]:
 
     model, pd = build(case)
     tp = case.tp
+    kwargs: dict[str, Any] = {}
+    if case.attn == "flex":
+        # torchtitan's own causal + document block mask (the trainer's get_attention_masks), built on real
+        # CPU tensors before the fake step (block sparsity is data)
+        s_local = case.seq // case.cp
+        pos = torch.arange(s_local).unsqueeze(0).expand(case.mbs, s_local)
+        kwargs["attention_masks"] = _flex_masks(model, pos)
+        use_eager_flex()
     with FakeTensorMode(allow_non_fake_inputs=True):
         model.to_empty(device="cpu")
         model.train()
@@ -159,7 +241,7 @@ def trace(case: TitanCase) -> dict[str, Any]:
             with mt:
                 if it == 1:
                     res["static"] = _cats(mt.get_tracker_snapshot("current"))
-                pred = model(ids)
+                pred = model(ids, **kwargs)
                 loss = cross_entropy_loss(pred, ids)
                 del pred
                 if it == 1:
@@ -278,6 +360,7 @@ def trace_pp(case: TitanCase, pp_rank: int) -> dict[str, Any]:
     assert case.tp == 1 and case.cp == 1, "PP traces run without TP/CP (stage boundary tensors are plain tensors)"
     world = case.world
     _init_world(world, rank=pp_rank * (world // case.pp))  # mesh order pp, dp_replicate, dp_shard, cp, tp
+    use_flash_op(case.flash)
     backend = "partial_dtensor"
     dist_utils.set_spmd_backend(backend)
     pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=1, tp=1, pp=case.pp, ep=1,

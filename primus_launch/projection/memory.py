@@ -341,7 +341,17 @@ def _titan_args(plan: Plan) -> tuple:
     shard = plan.dp // max(1, p.dp_replicate) if p.dp_sharding == "full" else 1
     return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, shard, 1, plan.chunk_layout(),
             t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches, t.precision, r.granularity, r.method,
-            r.num_layers, t.compile, p.fsdp_reshard_after_forward)
+            r.num_layers, t.compile, p.fsdp_reshard_after_forward, titan_attention(plan))
+
+
+def titan_attention(plan: Plan) -> str:
+    """torchtitan's attention module for a plan: ``flex`` (0.3.0's llama3/qwen3/deepseek default
+    ``attn_backend="flex"``; context parallelism all-gathers K and V) or ``sdpa`` (``attention_backend``
+    flash / fused, and the v0.2 TOML configs, which ran SDPA with torch's ring attention under CP)."""
+    t = plan.training
+    if t.attention_backend == "auto" and not (plan.source and plan.source.format == "torchtitan-toml"):
+        return "flex"
+    return "sdpa"
 
 
 @lru_cache(maxsize=65536)
@@ -352,7 +362,7 @@ def _titan_stage_memory(*args) -> tuple[StageMemory, ...]:
 
 @lru_cache(maxsize=4096)
 def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
-                      gran, method, rnum, compiled, reshard,
+                      gran, method, rnum, compiled, reshard, attn="flex",
                       impl: TitanImpl = TITAN) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
     """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
     ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients)."""
@@ -365,7 +375,7 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
     flight = _in_flight(schedule, pp, vpp, nmb)
     ac = {"none": "none", "op": "op", "selective": "op", "full": "full"}[gran]
     d_rope = m.qk_pos_emb_head_dim if m.multi_latent_attention else m.kv_channels
-    kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep)
+    kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep, attn=attn)
     layer_of = {moe: titan_layer_bytes(m, ac="none", moe=moe, **kw) for moe in {False, m.is_moe}}
     ck_of = {moe: titan_layer_bytes(m, ac="full" if ac == "full" else "op", moe=moe, **kw) for moe in {False, m.is_moe}}
     V = m.vocab_size

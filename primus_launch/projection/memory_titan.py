@@ -80,8 +80,14 @@ class TitanLayer:
 
 def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1, ac: str = "none",
                            compiled: bool = False, impl: TitanImpl = TITAN, moe: bool = False,
-                           ep: int = 1) -> TitanLayer:
+                           ep: int = 1, attn: str = "flex") -> TitanLayer:
     """Bytes one torchtitan decoder block keeps per micro-batch on one GPU (module docstring).
+
+    ``attn``: ``flex`` (torchtitan 0.3.0's default ``FlexAttention``: also keeps the fp32 ``max_scores``
+    ``[b, heads, s]``, ``torch/_higher_order_ops/flex_attention.py`` ``FlexAttentionAutogradOp``; under
+    CP its K and V are all-gathered (``flex_cp_allgather``) and kept at the full sequence) or ``sdpa``
+    (``ScaledDotProductAttention``; under CP torch's ring attention, whose merged output is laid out
+    ``[b, heads, s, d]``, so the output projection keeps its own contiguous copy).
 
     ``ac``: ``none`` | ``op`` | ``full``.  MoE blocks (not traced): the attention as for dense plus
     the routed tokens ``sb topk`` with their input ``h``, the expert w1/w3/silu/w2 inputs ``4 Fe`` and
@@ -106,8 +112,14 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         dv = d
         qkv_out = a * sb * qkv / t
     lse = 4.0 * mbs * nq / t * s
+    if attn == "flex":
+        lse *= 2  # logsumexp + max_scores
     o = a * sb * nq * dv / t
-    attn = norm + a * sb * h + a * sb * qkv / t + o + lse
+    kv_extra = 0.0
+    if cp > 1 and attn == "flex" and not arch.multi_latent_attention:
+        kv_extra = a * mbs * (seq - s) * 2 * arch.kv_heads * arch.kv_channels / t  # K, V at the full sequence
+    ring_copy = o if (cp > 1 and attn != "flex") else 0.0  # wo's contiguous copy of the ring output
+    attn_b = norm + a * sb * h + a * sb * qkv / t + o + lse + kv_extra + ring_copy
     g = 2 if arch.swiglu else 1
     mlp_norm = norm + a * sb * h
     if moe:
@@ -120,7 +132,7 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         f = arch.ffn_hidden_size
         mlp = mlp_norm + (2 if compiled else 2 * g) * a * sb * f / t
         f_out = a * sb * f / t
-    full = attn + mlp
+    full = attn_b + mlp
     layer_input = a * sb * h / t
     if ac == "full":
         kept = layer_input
