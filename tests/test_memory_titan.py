@@ -35,7 +35,8 @@ def plan_of(c: TitanCase) -> Plan:
                                           sequence_parallel=c.tp > 1,
                                           cp_comm_type="allgather" if c.attn == "flex" else "p2p"),
                 training=dict(global_batch_size=c.mbs * c.dp_shard * c.dp_replicate, micro_batch_size=c.mbs,
-                              recompute=rc, attention_backend="auto" if c.attn == "flex" else "flash"),
+                              recompute=rc, attention_backend="auto" if c.attn == "flex" else "flash",
+                              precision="fp8" if c.float8 else "bf16", fp8_recipe=c.float8),
                 cluster=dict(gpus_per_node=c.world), source=dict(framework="torchtitan"))
 
 
@@ -60,6 +61,11 @@ CASES = {
     "cp2-flex-full": TitanCase(cp=2, dp_shard=4, attn="flex", ac="full", layers=4),
     "cp2-ring": TitanCase(cp=2, dp_shard=4, flash=True),
     "cp4-ring-op": TitanCase(cp=4, dp_shard=2, flash=True, ac="op", seq=4096),
+    # torchtitan's Float8LinearConverter (torchao 0.18.0 Float8Linear keeps the bf16 input and weight for
+    # backward; its fp8 casts are transients below the step's peak)
+    "float8-rowwise": TitanCase(float8="rowwise", flash=True),
+    "float8-tensorwise-op": TitanCase(float8="tensorwise", flash=True, ac="op"),
+    "float8-rowwise-full-debug": TitanCase(flavor="debugmodel", layers=4, float8="rowwise", flash=True, ac="full"),
 }
 # the flash-attention op is on SelectiveAC's save list (the CPU SDPA kernel is not)
 IMPL = {name: TitanImpl(norm_bytes=8, sdpa_on_save_list=True) for name, c in CASES.items() if c.flash}
@@ -116,7 +122,21 @@ def test_gpu_kernels_and_compile_change_only_their_terms():
     flex = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN, attn="flex")
     assert flex.kept - op_gpu.kept == 4 * 32 * s  # flex also keeps its fp32 max_scores
     comp = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, compiled=True, impl=TITAN)
-    assert gpu.full - comp.full == 2 * 2 * s * F  # SwiGLU keeps w1/w3 outputs only when compiled
+    assert gpu.full - comp.full == 2 * s * F  # compiled: silu(w1) recomputed, w1/w3 outputs and w2's input kept
+
+
+def test_compiled_block_keeps_what_inductors_partitioner_saves():
+    """torch.compile of a torchtitan Llama 3 8B block (meta device, real sizes, s 2048): the tensors
+    inductor's partitioner passes from the forward to the backward graph (titan_trace.compiled_block_saved_bytes)
+    equal the model's compiled block, which keeps a_sbF less than eager (silu(w1) recomputed)."""
+    from titan_trace import compiled_block_saved_bytes
+
+    arch = arch_from_flavor("llama3", "8B")
+    got = compiled_block_saved_bytes("8B", seq=2048, mbs=1)
+    la = layer_activation_bytes(arch, seq=2048, mbs=1, tp=1, compiled=True, impl=TITAN, attn="sdpa")
+    assert la.full == pytest.approx(got, rel=1e-3)
+    eager = layer_activation_bytes(arch, seq=2048, mbs=1, tp=1, compiled=False, impl=TITAN, attn="sdpa")
+    assert eager.full - got == pytest.approx(2 * 2048 * 14336, rel=1e-3)
 
 
 def _titan_plan(**kw) -> Plan:

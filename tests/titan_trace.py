@@ -64,6 +64,8 @@ class TitanCase:
     nmb: int = 1  # pipeline micro-batches per step (local batch = nmb * mbs)
     schedule: str = "1F1B"  # torch.distributed.pipelining schedule name (torchtitan's pipeline_parallel_schedule)
     attn: str = "sdpa"  # sdpa (the CPU-traceable swap) | flex (torchtitan 0.3.0's default FlexAttention)
+    float8: str | None = None  # torchtitan Float8LinearConverter recipe (rowwise | rowwise_with_gw_hp) or
+    #                             "tensorwise" (torchao's recipe, which torchtitan <= 0.2 defaulted to)
     flash: bool = False  # SDPA dispatched to the flash-attention op a GPU runs (see :func:`use_flash_op`)
 
     @property
@@ -123,6 +125,8 @@ def build(case: TitanCase):
     if case.attn == "sdpa":
         titan_cpu.use_sdpa(cfg)
     titan_cpu.set_seq_len(cfg, case.seq)
+    if case.float8:
+        cfg = float8_convert(cfg, case.float8)
     if case.tp > 1:
         set_llama3_sharding_config(cfg, enable_sp=True)
     with torch.device("meta"):
@@ -182,6 +186,25 @@ def use_eager_flex() -> None:
         return out, AuxOutput(lse=lse if (return_aux is not None and return_aux.lse) else None)
 
     FlexAttention._compiled_flex_attn = staticmethod(flex)
+
+
+def float8_convert(cfg, recipe: str):
+    """torchtitan's ``Float8LinearConverter`` on the model config (``filter_fqns=["lm_head"]`` as its
+    configs set), with the GPU capability check answered yes (no kernel runs under fake tensors);
+    ``tensorwise`` swaps in torchao's tensorwise recipe (``Float8LinearConfig.from_recipe_name``)."""
+    import torchtitan.components.quantization.float8 as f8
+    from torchao.float8 import Float8LinearConfig
+
+    saved = f8.has_cuda_capability
+    f8.has_cuda_capability = lambda *a, **k: True
+    try:
+        conv = f8.Float8LinearConverter(f8.Float8LinearConverter.Config(
+            recipe_name="rowwise" if recipe == "tensorwise" else recipe, filter_fqns=["lm_head"]))
+    finally:
+        f8.has_cuda_capability = saved
+    if recipe == "tensorwise":
+        conv.torchao_config = Float8LinearConfig.from_recipe_name("tensorwise")
+    return conv.convert(cfg)
 
 
 def _flex_masks(model, positions):
@@ -460,3 +483,54 @@ def fully_shard_state(module):
     from torch.distributed.fsdp import fully_shard
 
     return fully_shard.state(module)
+
+
+def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1, model: str = "llama3") -> int:
+    """Bytes the forward graph of one torch.compile'd torchtitan block hands to its backward (unique
+    storages, parameters, buffers and the block output excluded), as inductor partitions it: the block is
+    built on the meta device at real sizes and compiled with an ``aot_autograd`` backend using inductor's
+    decompositions (``select_decomp_table``) and partitioner (``min_cut_rematerialization_partition``,
+    ``compiler="inductor"``) whose forward compiler only records the saved tensors; attention dispatches to
+    the flash-attention op (:class:`_FlashF`), as on a GPU."""
+    import functools
+
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+
+    from primus_launch.adapters.torchtitan_arch import model_spec
+
+    cfg = copy.deepcopy(model_spec(model, flavor).model)
+    cfg.layers = cfg.layers[:1]
+    titan_cpu.use_sdpa(cfg)
+    titan_cpu.set_seq_len(cfg, seq)
+    with torch.device("meta"):
+        built = cfg.build()
+    block = next(iter(built.layers.values())).to(torch.bfloat16)
+    saved: list = []
+
+    def fw(gm, _inputs):
+        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        saved.extend(o.meta["val"] for o in out[1:] if hasattr(o, "meta") and "val" in o.meta)
+        return gm
+
+    backend = aot_autograd(fw_compiler=fw, bw_compiler=lambda gm, _: gm, decompositions=select_decomp_table(),
+                           partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"))
+    use_flash_op(True)
+    torch._dynamo.reset()
+    try:
+        x = torch.empty(mbs, seq, block.attention_norm.weight.shape[0] if hasattr(block, "attention_norm")
+                        else cfg.dim, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        torch.compile(block, backend=backend)(x, None)
+    finally:
+        use_flash_op(False)
+        torch._dynamo.reset()
+    persistent = {t.untyped_storage()._cdata for t in list(block.parameters()) + list(block.buffers())}
+    shapes = {(tuple(t.shape), t.dtype) for t in list(block.parameters()) + list(block.buffers())}
+    seen: dict[int, int] = {}
+    for v in saved:
+        key = v.untyped_storage()._cdata
+        if key in persistent or ((tuple(v.shape), v.dtype) in shapes and v.shape != x.shape):
+            continue
+        seen[key] = max(seen.get(key, 0), v.untyped_storage().nbytes())
+    return sum(seen.values())

@@ -306,7 +306,10 @@ def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl | Non
         f"{ALLOCATOR_FRAGMENTATION:.0%} of activations + transients), + {OUTSIDE_ALLOCATOR_BYTES / GiB:.0f} GiB "
         f"outside the allocator (CUDA context, cuBLAS, NCCL; assumed)",
     ]
-    if plan.training.precision == "fp8":
+    if plan.training.precision == "fp8" and titan:
+        notes.append("float8 (torchao Float8Linear, rowwise / tensorwise): bf16 weights and high-precision linear "
+                     "inputs saved for backward, fp8 casts transient (traced: equal to bf16 at the peak)")
+    elif plan.training.precision == "fp8":
         notes.append("fp8: weights and activations counted in bf16 (TE / torchao keep bf16 weights and save "
                      "high-precision linear inputs; fp8 copies not counted)")
     if titan and plan.training.compile:

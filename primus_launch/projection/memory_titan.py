@@ -29,9 +29,12 @@ in torchtitan's modules (``models/common/{attention,feed_forward}.py``, ``nn.RMS
   reduce-scatter outputs ``a sbh/t`` of wo and w2 (``_c10d_functional.reduce_scatter_tensor``);
 - ``full``: the block input ``a sbh/t``; every-N: full AC on blocks ``N, 2N, ...`` (1-based), none on
   the others (torchtitan v0.2 ``_apply_layer_sac``);
-- compiled (``training.compile``): the norms keep their bf16 input + rstd (inductor fuses them) and
-  SwiGLU keeps w1 and w3 outputs only (``2 a sb F / t``; the min-cut partitioner of
-  ``torch/_functorch/partitioners.py`` recomputes the pointwise silu*mul): a stated model, not traced.
+- compiled (``training.compile``, per-block ``torch.compile``): what inductor's partitioner
+  (``torch/_functorch/partitioners.py`` ``min_cut_rematerialization_partition``, ``compiler="inductor"``,
+  with inductor's decompositions) saves between the forward and backward graphs: the block input, the
+  norms' bf16 outputs and fp32 rstd, q/k/v after RoPE, the attention output and log-sum-exp, wo's output,
+  w1 and w3 outputs and w2's input (``3 a sb F / t``: silu(w1) is recomputed), traced on a meta block
+  (``tests/test_memory_titan.py``).
 
 Last stage: final norm kept + lm_head input ``a sbh`` + the loss's fp32 log-probabilities
 ``4 sb V/t`` (``cross_entropy_loss(pred.flatten(0, 1).float())``; under TP the vocab-parallel loss keeps
@@ -124,13 +127,13 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     mlp_norm = norm + a * sb * h
     if moe:
         k, fe = arch.moe_router_topk, arch.expert_ffn
-        mlp = mlp_norm + sb * k * a * (h + (2 if compiled else 2 * g) * fe)
+        mlp = mlp_norm + sb * k * a * (h + (g + 1 if compiled else 2 * g) * fe)
         if arch.moe_shared_expert_intermediate_size:
-            mlp += (2 if compiled else 2 * g) * a * sb * arch.moe_shared_expert_intermediate_size / t
+            mlp += (g + 1 if compiled else 2 * g) * a * sb * arch.moe_shared_expert_intermediate_size / t
         f_out = a * sb * k * fe
     else:
         f = arch.ffn_hidden_size
-        mlp = mlp_norm + (2 if compiled else 2 * g) * a * sb * f / t
+        mlp = mlp_norm + (g + 1 if compiled else 2 * g) * a * sb * f / t
         f_out = a * sb * f / t
     full = attn_b + mlp
     layer_input = a * sb * h / t
