@@ -99,6 +99,10 @@ def _run(plan, cfg, p, m, num_layers, pre_process, post_process, fake) -> dict[s
             for ls in spec.layer_specs:
                 ls.submodules.input_layernorm = SPRMSNorm
                 ls.submodules.pre_mlp_layernorm = SPRMSNorm
+                att = getattr(ls.submodules.self_attention, "submodules", None)
+                for name in ("q_layernorm", "kv_layernorm"):  # MLA's latent norms
+                    if getattr(att, name, None) is not None:
+                        setattr(att, name, SPRMSNorm)
             spec.layer_norm = SPRMSNorm
         model = GPTModel(cfg, spec, vocab_size=m.padded_vocab_size(p.tp), max_sequence_length=s,
                          pre_process=pre_process, post_process=post_process,

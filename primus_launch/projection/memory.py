@@ -100,6 +100,10 @@ def _in_flight(schedule: str, pp: int, vpp: int, m: int) -> tuple[float, ...]:
     """
     if pp == 1:
         return (1.0,)
+    if schedule == "1f1b" and vpp > 1:
+        # Megatron runs its interleaved schedule whenever virtual stages are set
+        # (get_forward_backward_func: forward_backward_pipelining_with_interleaving)
+        schedule = "interleaved_1f1b"
     if schedule == "1f1b":
         return tuple(float(min(pp - r, m)) for r in range(pp))
     if schedule == "interleaved_1f1b":

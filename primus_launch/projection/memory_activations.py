@@ -27,7 +27,7 @@ This module generalises that count tensor by tensor (so it reproduces Table 2 ex
 - SwiGLU: fused ``bias_swiglu`` keeps fc1's output ``2F`` and fc2 keeps its input ``F``
   (non-gated GeLU: ``F`` + ``F``); ``F`` is the MLP intermediate size, split over TP;
 - MLA (DeepSeek-V2/V3): input norm, the down projections' input ``h``, q/kv norms and the up
-  projections' inputs ``ql`` and ``kvl`` (not TP-split), the RoPE-concatenated query and key
+  projections' inputs ``ql`` and ``kvl`` (not TP-split; sequence-split under SP), the RoPE-concatenated query and key
   ``nq (dn + dr) / t`` each, a contiguous V ``nq dv / t``, the output ``nq dv / t``, the
   log-sum-exp, and the fp32 RoPE frequencies MLA computes in every layer ``4 s dr``;
 - norms keep their input in the activation dtype (+ fp32 rstd per token; LayerNorm also the
@@ -129,10 +129,12 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     if arch.multi_latent_attention:
         dn, dr, dv = arch.qk_head_dim, arch.qk_pos_emb_head_dim, arch.v_head_dim
         kvl = arch.kv_lora_rank
+        # the down projections run on the (sequence-parallel) hidden states, so under SP the latents
+        # are sequence-sharded: their norms and the up projections' saved inputs divide by t (measured)
         if arch.q_lora_rank:
             ql = arch.q_lora_rank
-            attn += norm(ql, 1) + a * sb * ql  # q_layernorm input, q_up input
-        attn += norm(kvl, 1) + a * sb * kvl  # kv_layernorm input, kv_up input
+            attn += norm(ql) + a * sb * ql / spd  # q_layernorm input, q_up input
+        attn += norm(kvl) + a * sb * kvl / spd  # kv_layernorm input, kv_up input
         attn += a * sb * nq * (dn + dr) / t * 2  # query and key after RoPE concat
         attn += a * sb * nq * dv / t  # V (a contiguous copy: kv_up's output is freed)
         attn += 4.0 * s * dr  # MLA computes its fp32 RoPE frequencies in every layer
