@@ -69,7 +69,8 @@ def measure_step(plan: Plan, num_layers: int, *, pre_process: bool = True, post_
                 num_layers_in_last_pipeline_stage=None, virtual_pipeline_model_parallel_size=None,
                 expert_model_parallel_size=1, sequence_parallel=p.sequence_parallel,
                 bias_activation_fusion=fused_swiglu, hidden_dropout=plan.model.hidden_dropout,
-                attention_dropout=plan.model.attention_dropout)
+                attention_dropout=plan.model.attention_dropout,
+                mtp_num_layers=plan.model.mtp_num_layers or None)
     if r.granularity == "selective":
         over.update(recompute_granularity="selective", recompute_modules=["core_attn"])
     elif r.granularity == "full":
@@ -104,10 +105,21 @@ def _run(plan, cfg, p, m, num_layers, pre_process, post_process, fake) -> dict[s
                     if getattr(att, name, None) is not None:
                         setattr(att, name, SPRMSNorm)
             spec.layer_norm = SPRMSNorm
+        mtp_spec = None
+        if m.mtp_num_layers and post_process:
+            # megatron's MultiTokenPredictionBlock (get_gpt_mtp_block_spec: the decoder's last layer kind,
+            # enorm / hnorm / eh_proj / final norm)
+            from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
+
+            mtp_spec = get_gpt_mtp_block_spec(cfg, spec, use_transformer_engine=False)
+            if p.sequence_parallel:
+                for ls in mtp_spec.layer_specs:
+                    for name in ("enorm", "hnorm", "layer_norm"):
+                        setattr(ls.submodules, name, SPRMSNorm)
         model = GPTModel(cfg, spec, vocab_size=m.padded_vocab_size(p.tp), max_sequence_length=s,
                          pre_process=pre_process, post_process=post_process,
                          share_embeddings_and_output_weights=not m.untie_embeddings_and_output_weights,
-                         position_embedding_type="rope")
+                         position_embedding_type="rope", mtp_block_spec=mtp_spec)
         gen = torch.Generator().manual_seed(0)
         for prm in model.parameters():
             prm.data = prm.data.to(torch.bfloat16)

@@ -375,3 +375,25 @@ def test_virtual_stages_run_megatrons_interleaved_schedule():
     from primus_launch.projection.memory import _in_flight
 
     assert _in_flight("1f1b", 2, 4, 4) == _in_flight("interleaved_1f1b", 2, 4, 4) == (9.0, 7.0)
+
+
+@pytest.mark.parametrize("par", [dict(tp=1), dict(tp=2)], ids=["tp1", "tp2"])
+def test_mtp_module_measured(par):
+    """Multi-token prediction (DeepSeek-V3 / Megatron --mtp-num-layers 1) on megatron-core 0.16.1's own
+    MultiTokenPredictionBlock (get_gpt_mtp_block_spec, local spec) at Llama-8B sizes, s 1024: the model
+    with one MTP module minus the model without, after the forward (embedding, 2 layers, output layer and
+    loss): the bytes kept equal memory_activations.mtp_activation_bytes; the parameters and gradients
+    equal params.mtp_layer_parameters."""
+    from primus_launch.projection.memory_activations import mtp_activation_bytes
+    from primus_launch.projection.params import mtp_layer_parameters
+
+    base = ARCH.model_copy(update=dict(seq_length=1024))
+    got = {}
+    for n in (0, 1):
+        plan = _plan(base.model_copy(update=dict(mtp_num_layers=n)), dict(granularity="none"), par)
+        got[n] = measure_step(plan, 2, fused_swiglu=True)
+    arch = base.model_copy(update=dict(mtp_num_layers=1))
+    want = mtp_activation_bytes(arch, seq=1024, mbs=1, tp=par["tp"], sp=False, impl=MCORE_LOCAL)
+    assert got[1]["activations"] - got[0]["activations"] == pytest.approx(want, rel=0.01)
+    mtp = mtp_layer_parameters(arch, par["tp"], par["tp"], 1, spec="local")
+    assert got[1]["static"] - got[0]["static"] == pytest.approx(4 * mtp.total, rel=1e-4)  # bf16 param + grad

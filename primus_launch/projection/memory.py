@@ -56,6 +56,7 @@ from primus_launch.projection.memory_activations import (
     ActivationImpl,
     impl_for,
     layer_activation_bytes,
+    mtp_activation_bytes,
     output_activation_bytes,
     rope_table_bytes,
 )
@@ -232,6 +233,10 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
             total += rope_tbl
             if chunk.embedding:
                 total += 8.0 * sb  # token ids kept by the embedding backward
+            if chunk.mtp:
+                # multi-token-prediction modules (their layer, norms, projection and loss softmax)
+                total += chunk.mtp * mtp_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a,
+                                                          impl=impl, recompute=gran if gran != "none" else "none")
             chunk_bytes.append(total)
         per_mb = sum(chunk_bytes) / max(1, len(chunk_bytes))
         units = flight[rank]

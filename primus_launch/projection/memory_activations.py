@@ -213,3 +213,29 @@ def rope_table_bytes(arch: ModelArch, *, seq: int, cp: int = 1) -> float:
         return 0.0
     d = arch.qk_pos_emb_head_dim if arch.multi_latent_attention else arch.kv_channels
     return 4.0 * seq // cp * d
+
+
+def mtp_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1, abytes: int = 2,
+                         impl: ActivationImpl = TE, recompute: str = "none") -> float:
+    """Bytes one multi-token-prediction module keeps per micro-batch (megatron
+    ``transformer/multi_token_prediction.py`` ``MultiTokenPredictionLayer`` and ``GPTModel._postprocess``):
+    ``enorm`` on the embedding of the shifted tokens and ``hnorm`` on the decoder's output (their inputs),
+    ``eh_proj``'s input (the concatenation, ``2h``), a transformer layer of the decoder's last-layer kind,
+    the final norm's input, one more ``a sb h`` because ``MultiTokenPredictionBlock`` concatenates the main
+    and MTP hidden states along the sequence (both output-layer inputs become views of that copy), and
+    the MTP loss's fp32 softmax ``4 sb V/t``.  ``recompute="full"``: the module is checkpointed
+    (``_checkpointed_forward``) and keeps its two inputs; ``selective``: the layer's core attention."""
+    s = seq // cp
+    sb = s * mbs
+    spd = tp if sp else 1
+    h = arch.hidden_size
+    v = arch.padded_vocab_size(tp) / tp
+    stats = (8 if arch.normalization == "layernorm" else 4) * sb / spd if impl.norm_stats else 0.0
+    norm = impl.norm_bytes * sb * h / spd + stats
+    last_moe = arch.is_moe_layer(arch.num_layers - 1)
+    la = layer_activation_bytes(arch, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, moe=last_moe, abytes=abytes, impl=impl)
+    head = abytes * sb * h / spd + 4.0 * sb * v
+    if recompute == "full":
+        return 2 * abytes * sb * h / spd + head
+    layer = la.full - (la.core_attention if recompute == "selective" else 0.0)
+    return 3 * norm + abytes * sb * 2 * h / spd + layer + head
