@@ -102,7 +102,7 @@ def _run(plan, cfg, p, m, num_layers, pre_process, post_process, fake) -> dict[s
                 ls.submodules.pre_mlp_layernorm = SPRMSNorm
                 att = getattr(ls.submodules.self_attention, "submodules", None)
                 for name in ("q_layernorm", "kv_layernorm"):  # MLA's latent norms
-                    if getattr(att, name, None) is not None:
+                    if m.multi_latent_attention and getattr(att, name, None) is not None:
                         setattr(att, name, SPRMSNorm)
             spec.layer_norm = SPRMSNorm
         mtp_spec = None
