@@ -33,6 +33,16 @@ def _patch_checkpoint_rng() -> None:
 
     r._get_cuda_rng_state = lambda *a, **k: torch.get_rng_state()
     r._set_cuda_rng_state = lambda *a, **k: None
+    if not hasattr(r, "FP8GlobalStateManager"):
+        # output-discarding checkpointing (CheckpointWithoutOutput: --recompute-modules layernorm, moe_act,
+        # mla_up_proj) asks Transformer Engine whether fp8 is on; without TE it is not
+        r.FP8GlobalStateManager = type("_NoFP8", (), {"is_fp8_enabled": staticmethod(lambda: False),
+                                                        "get_fp8_recipe": staticmethod(lambda: None)})
+    if not hasattr(r, "activation_recompute_forward"):  # TE's context marking the recompute phase (a no-op here)
+        import contextlib
+
+        r.activation_recompute_forward = lambda **_: contextlib.nullcontext()
+        r.fp8_autocast = lambda **_: contextlib.nullcontext()
 
 
 def _total(snap: dict) -> int:
@@ -72,7 +82,7 @@ def measure_step(plan: Plan, num_layers: int, *, pre_process: bool = True, post_
                 attention_dropout=plan.model.attention_dropout,
                 mtp_num_layers=plan.model.mtp_num_layers or None)
     if r.granularity == "selective":
-        over.update(recompute_granularity="selective", recompute_modules=["core_attn"])
+        over.update(recompute_granularity="selective", recompute_modules=list(r.modules))
     elif r.granularity == "full":
         over.update(recompute_granularity="full", recompute_method=r.method,
                     recompute_num_layers=r.num_layers or 1)
@@ -139,11 +149,26 @@ def _run(plan, cfg, p, m, num_layers, pre_process, post_process, fake) -> dict[s
             prm.grad = torch.zeros_like(prm)
         mt = MemTracker()
         mt.track_external(model)
-        with mt:
-            before = _total(mt.get_tracker_snapshot("current"))
-            out = model(tokens, pos, mask, labels=tokens if post_process else None)
-            loss = out.float().sum()
-            after = _total(mt.get_tracker_snapshot("current"))
-            loss.backward()
-            peak = _total(mt.get_tracker_snapshot("peak"))
-    return {"activations": after - before, "peak": peak, "static": before}
+        import megatron.core.tensor_parallel.random as rnd
+
+        discarded = [0]
+        discard = rnd.CheckpointWithoutOutput.discard_output_and_register_recompute
+
+        def counted_discard(self, hook_tensor):
+            # output-discarding checkpointing frees its outputs with ``storage.resize_(0)``, which the
+            # tracker does not see (it looks the storage up by a different Python object): count them here
+            discarded[0] += sum(o.untyped_storage().nbytes() for o in self.outputs)
+            return discard(self, hook_tensor)
+
+        rnd.CheckpointWithoutOutput.discard_output_and_register_recompute = counted_discard
+        try:
+            with mt:
+                before = _total(mt.get_tracker_snapshot("current"))
+                out = model(tokens, pos, mask, labels=tokens if post_process else None)
+                loss = out.float().sum()
+                after = _total(mt.get_tracker_snapshot("current"))
+                loss.backward()
+                peak = _total(mt.get_tracker_snapshot("peak"))
+        finally:
+            rnd.CheckpointWithoutOutput.discard_output_and_register_recompute = discard
+    return {"activations": after - before - discarded[0], "peak": peak, "static": before}

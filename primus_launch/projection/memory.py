@@ -46,6 +46,7 @@ Per pipeline stage (one GPU of that stage), in bytes:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
@@ -114,6 +115,40 @@ def _in_flight(schedule: str, pp: int, vpp: int, m: int) -> tuple[float, ...]:
     return tuple(activations_in_flight(schedule, pp, vpp, m, release="W"))
 
 
+_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class McoreOpts:
+    """The Megatron settings beyond the layout that change memory (hashable, for the caches)."""
+
+    modules: tuple[str, ...] = ("core_attn",)  # --recompute-modules (granularity selective)
+    offload_layers: int = 0  # --cpu-offloading-num-layers (activations)
+    offload_modules: tuple[str, ...] = ()  # --offload-modules (fine-grained activation offloading)
+    optimizer_offload: float = 0.0  # --optimizer-cpu-offload --optimizer-offload-fraction
+    main_grads: int = 4  # bytes per gradient-buffer element (--main-grads-dtype)
+    main_params: int = 4  # bytes of the optimizer's master copy (--main-params-dtype)
+    exp_avg: int = 4
+    exp_avg_sq: int = 4
+    fp8: str | None = None  # TE fp8 recipe when training in fp8 (delayed|tensorwise|blockwise|mxfp8)
+    fp8_param_gather: bool = False
+    cp_comm: str = "p2p"
+
+
+def mcore_opts(plan: Plan) -> McoreOpts:
+    t, p = plan.training, plan.parallel
+    pa = t.precision_aware_optimizer
+    fp8 = (t.fp8_recipe or "delayed") if t.precision == "fp8" else None
+    return McoreOpts(
+        modules=tuple(sorted(set(t.recompute.modules))), offload_layers=t.offload.activation_layers,
+        offload_modules=tuple(sorted(set(t.offload.activation_modules))),
+        optimizer_offload=t.offload.optimizer_fraction,
+        main_grads=_DTYPE_BYTES[t.main_grads_dtype] if pa else (4 if (t.grad_reduce_in_fp32 or t.precision == "fp32") else 2),
+        main_params=_DTYPE_BYTES[t.main_params_dtype] if pa else 4,
+        exp_avg=_DTYPE_BYTES[t.exp_avg_dtype] if pa else 4, exp_avg_sq=_DTYPE_BYTES[t.exp_avg_sq_dtype] if pa else 4,
+        fp8=fp8, fp8_param_gather=t.fp8_param_gather and fp8 is not None, cp_comm=p.cp_comm_type)
+
+
 def _optimizer_bytes(precision: str, optimizer: str) -> int:
     mixed = precision != "fp32"
     states = 8 if optimizer == "adam" else 4
@@ -125,30 +160,37 @@ def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: Tit
     :mod:`memory_titan`)."""
     if plan.framework == "torchtitan":
         return [st.model_copy() for st in _titan_stage_memory(*_titan_args(plan), titan_impl)]
+    return [st.model_copy() for st in _stage_memory(*mcore_args(plan, impl))]
+
+
+def mcore_args(plan: Plan, impl: ActivationImpl | None = None) -> tuple:
+    """The cached arguments of :func:`_stage_memory` for a Megatron plan."""
     m, p, t = plan.model, plan.parallel, plan.training
-    impl = impl_for(m, t.attention_backend, impl or TE)
     r = t.recompute
     src = plan.source.framework if plan.source else "megatron"
-    key = arch_key(m)
-    return [st.model_copy() for st in _stage_memory(
-        key, p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding, p.dp_replicate,
-        plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
-        t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
-        plan.dp, plan.expert_dp, src, impl)]
+    return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding,
+            p.dp_replicate, plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
+            t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
+            plan.dp, plan.expert_dp, src, impl_for(m, t.attention_backend, impl or TE), mcore_opts(plan))
 
 
 @lru_cache(maxsize=65536)
 def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, layout, schedule, mbs, nmb,
                   precision, optimizer, grad_fp32, gran, method, rnum, dp, edp, framework,
-                  impl: ActivationImpl) -> tuple[StageMemory, ...]:
+                  impl: ActivationImpl, opts: McoreOpts = McoreOpts()) -> tuple[StageMemory, ...]:
     m = _arch(key)
     split = _stage_split(key, tp, etp, ep, layout, "te")
     a = 4 if precision == "fp32" else 2
     w = 4 if precision == "fp32" else 2
-    g = 4 if (grad_fp32 or precision == "fp32") else 2
-    opt = _optimizer_bytes(precision, optimizer)
+    g = opts.main_grads  # the gradient buffer (--main-grads-dtype with the precision-aware optimizer)
+    if precision == "fp32":
+        opt = _optimizer_bytes(precision, optimizer)
+    else:
+        # master copy + moments (--main-params-dtype / --exp-avg-dtype / --exp-avg-sq-dtype)
+        opt = opts.main_params + opts.exp_avg + (opts.exp_avg_sq if optimizer == "adam" else 0)
+    opt *= 1.0 - opts.optimizer_offload  # HybridDeviceOptimizer keeps the offloaded fraction on the host
     seq = m.seq_length
-    kw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, ep=ep, etp=etp, abytes=a, impl=impl)
+    kw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, ep=ep, etp=etp, abytes=a, impl=impl, fp8=opts.fp8)
     dense_act = layer_activation_bytes(m, moe=False, **kw)
     moe_act = layer_activation_bytes(m, moe=True, **kw) if m.is_moe else dense_act
     out_kept, out_transient = output_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl)
@@ -159,12 +201,16 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
     rope_tbl = rope_table_bytes(m, seq=seq, cp=cp)
     shard = max(1, dp // max(1, dp_replicate))
 
-    def kept(la, n_in_group_input: bool) -> float:
-        if n_in_group_input:
-            return la.layer_input
-        if gran == "selective":
-            return la.full - la.core_attention
-        return la.full
+    def kept(la) -> float:
+        """Per layer and micro-batch without full recompute: selective (--recompute-modules) and
+        fine-grained offloading (--offload-modules) applied."""
+        k = la.selective(opts.modules) if gran == "selective" else la.full
+        off = dict(la.offloadable)
+        return k - sum(off.get(mod, 0.0) for mod in opts.offload_modules)
+
+    def offloaded(la) -> float:
+        off = dict(la.offloadable)
+        return sum(off.get(mod, 0.0) for mod in opts.offload_modules)
 
     out = []
     for rank in range(pp):
@@ -182,10 +228,23 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
         else:
             weights = w * sp_.total
             grads = g * sp_.total
-            if dp_sharding == "optimizer":
+            if dp_sharding in ("optimizer", "optimizer_grads"):
                 optim = opt * (sp_.dense / dp + sp_.expert / edp)
             else:
                 optim = opt * sp_.total
+            if dp_sharding == "optimizer_grads":
+                # Megatron-FSDP optim_grads (ZeRO-2): gradients reduce-scattered into DP shards
+                grads = g * (sp_.dense / dp + sp_.expert / edp)
+        if opts.fp8:
+            lin = _linear_params(key, tp, etp, ep, layout[rank], sp_.total)
+            if opts.fp8_param_gather:
+                weights -= (w - 1) * lin  # the linears' weights kept in fp8 (--fp8-param-gather)
+            # Transformer Engine caches each linear's quantized weight across micro-batches
+            # (megatron extensions/transformer_engine.py passes is_first_microbatch; TE module/base.py
+            # get_weight_workspace): rowwise + columnwise (transposed) copies, minus the rowwise one the
+            # fp8 parameter already is; MXFP8 / blockwise add their scales
+            qb = 1.0 + {"mxfp8": 1 / 32, "blockwise": 4 / 128}.get(opts.fp8, 0.0)
+            weights += qb * lin * (1 if opts.fp8_param_gather else 2)
         # ---- activations per micro-batch, per chunk ----
         chunk_bytes = []
         recompute_extra = 0.0  # full recompute: a group's activations rebuilt during its backward
@@ -221,11 +280,11 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
                         biggest = max(full_of[:N])
                         recompute_extra = max(recompute_extra,
                                               max(0.0, biggest - rest_full) + dense_act.layer_input)
-            elif gran == "selective":
-                total = (nd * (dense_act.full - dense_act.core_attention)
-                         + nm * (moe_act.full - moe_act.core_attention))
             else:
-                total = nd * dense_act.full + nm * moe_act.full
+                kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]
+                # --cpu-offloading-num-layers: those layers' activations go to host (TE cpu_offload; the
+                # reload of one layer is a transient below)
+                total = sum(kept_of[min(n, opts.offload_layers):])
             if nd:
                 bwd = max(bwd, dense_act.backward_temp)
             if nm:
@@ -265,10 +324,52 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
             trans.append(2 * 2 * layer.total + (4 if grad_fp32 else 2) * layer.total + layer_bwd)
         if any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers):
             trans.append(2.0 * a * sb * m.moe_router_topk * m.hidden_size + layer_bwd)
+        big = moe_act if m.is_moe else dense_act
+        if opts.offload_layers:
+            trans.append(kept(big) + layer_bwd)  # one offloaded layer reloaded for its backward
+        elif opts.offload_modules:
+            trans.append(offloaded(big) + layer_bwd)
+        if cp > 1:
+            trans.append(_cp_comm_bytes(m, opts.cp_comm, seq=seq, mbs=mbs, tp=tp, cp=cp, a=a) + layer_bwd)
+        if dp_sharding == "optimizer_grads":
+            layer = _layer(key, tp, etp, ep, m.is_moe, "te")
+            trans.append(g * layer.total + layer_bwd)  # a layer's unsharded gradients before reduce-scatter
         transient = max(0.0, max(trans))
         out.append(_stage(rank, weights, grads, optim, activations, transient,
                           int(math.ceil(units / max(1, len(layout[rank])))), sp_.total))
     return tuple(out)
+
+
+def _linear_params(key, tp, etp, ep, chunks, total: int) -> float:
+    """Parameters of one GPU's Transformer Engine linears (what fp8 quantizes): everything but the
+    embedding / output head, the norms and the routers."""
+    m = _arch(key)
+    h = m.hidden_size
+    other = 0.0
+    for c in chunks:
+        for i in c.layers:
+            other += 2 * h + ((m.num_experts or 0) * h if m.is_moe_layer(i) else 0)
+            if m.multi_latent_attention:
+                other += (m.q_lora_rank or 0) + m.kv_lora_rank
+        if c.embedding or c.mtp:
+            other += m.padded_vocab_size(tp) / tp * h
+        if c.loss:
+            other += m.padded_vocab_size(tp) / tp * h + h
+    return max(0.0, total - other)
+
+
+def _cp_comm_bytes(m, comm: str, *, seq: int, mbs: int, tp: int, cp: int, a: int) -> float:
+    """Context-parallel attention buffers on top of a layer's activations (Transformer Engine
+    ``attention/dot_product_attention/context_parallel.py``): ``p2p`` ring: the K/V chunk in flight
+    beside the one in use (send/receive double buffer; in backward their gradients too: ``2 x 2``
+    K/V chunks); ``allgather``: K and V gathered to the full sequence; ``a2a`` (Ulysses): Q, K, V and
+    the output exchanged to head-sharded full-sequence copies; ``a2a+p2p``: both.  A stated model."""
+    sb = seq // cp * mbs
+    d = m.kv_channels if not m.multi_latent_attention else m.qk_head_dim + m.qk_pos_emb_head_dim
+    nkv = m.kv_heads if not m.multi_latent_attention else m.num_attention_heads
+    kv = a * sb * 2 * nkv * d / tp
+    qkvo = kv + 2 * a * sb * m.num_attention_heads * d / tp
+    return {"p2p": 4 * kv, "allgather": cp * kv, "a2a": qkvo, "a2a+p2p": qkvo + 4 * kv}.get(comm, 4 * kv)
 
 
 def _stage(rank, weights, grads, optim, activations, transient, in_flight, nparams) -> StageMemory:
@@ -315,12 +416,30 @@ def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl | Non
         f"{ALLOCATOR_FRAGMENTATION:.0%} of activations + transients), + {OUTSIDE_ALLOCATOR_BYTES / GiB:.0f} GiB "
         f"outside the allocator (CUDA context, cuBLAS, NCCL; assumed)",
     ]
+    t = plan.training
+    if not titan:
+        if t.recompute.granularity == "selective" and tuple(t.recompute.modules) != ("core_attn",):
+            notes.append(f"selective recompute of {', '.join(t.recompute.modules)} (megatron-core checkpoints, measured)")
+        if t.offload.activation_layers or t.offload.activation_modules:
+            notes.append("activation offloading: offloaded activations counted on the host, one layer reloaded at a "
+                         "time (stated model of TE cpu_offload / Megatron fine-grained offloading)")
+        if t.offload.weights:
+            notes.append("--cpu-offloading-weights: not modelled (weights counted on the GPU)")
+        if t.cuda_graph_impl != "none":
+            notes.append(f"CUDA graphs ({t.cuda_graph_impl}): static input/output buffers and graph memory pools not "
+                         "modelled")
+        if plan.parallel.cp > 1:
+            notes.append(f"context parallel {plan.parallel.cp_comm_type}: attention communication buffers as a stated "
+                         "model of TE's context_parallel.py")
     if plan.training.precision == "fp8" and titan:
         notes.append("float8 (torchao Float8Linear, rowwise / tensorwise): bf16 weights and high-precision linear "
                      "inputs saved for backward, fp8 casts transient (traced: equal to bf16 at the peak)")
     elif plan.training.precision == "fp8":
-        notes.append("fp8: weights and activations counted in bf16 (TE / torchao keep bf16 weights and save "
-                     "high-precision linear inputs; fp8 copies not counted)")
+        notes.append(f"fp8 ({t.fp8_recipe or 'delayed'}, Transformer Engine, modelled from its source, not traced): "
+                     "linears save fp8 inputs, each keeps its quantized weight (rowwise + columnwise) across "
+                     "micro-batches" + (", fp8 parameters (--fp8-param-gather)" if t.fp8_param_gather else ""))
+    elif plan.training.precision == "fp4":
+        notes.append("fp4: counted as bf16 (NVFP4 weight/activation copies not modelled)")
     if titan and plan.training.compile:
         notes.append("torch.compile: norms fused and SwiGLU keeping w1/w3 outputs only (stated model, not traced)")
     if _ep_routing(plan):
