@@ -521,3 +521,18 @@ def test_cp_comm_type_buffers_order():
     assert _cp_comm_bytes(LLAMA70, "allgather", **kw) == pytest.approx(8 * kv)
     assert _cp_comm_bytes(LLAMA70, "p2p", **kw) == pytest.approx(4 * kv)
     assert _cp_comm_bytes(LLAMA70, "a2a", **kw) == pytest.approx(kv + 2 * 2 * 32768 / 8 * 64 * 128 / 8)
+
+
+def test_tuner_prefilter_honours_memory_basis():
+    """tune(..., memory_basis=...) passes the basis to the pre-filter and the score: a plan whose reserved
+    peak exceeds the usable capacity but whose allocated peak does not is kept on the allocated basis."""
+    from primus_launch.tuner.search import default_prefilter, default_score
+
+    plan = _p70()
+    rep = estimate_memory(plan)
+    cap = rep.capacity_bytes
+    mid = (rep.reserved_peak_bytes + rep.allocated_peak_bytes) / 2 + rep.outside_allocator_bytes
+    margin = 1 - mid / cap
+    assert default_prefilter(margin, "reserved")(plan) is not None
+    assert default_prefilter(margin, "allocated")(plan) is None
+    assert default_score(margin, "allocated")(plan).memory.fits and not default_score(margin, "reserved")(plan).memory.fits
