@@ -85,7 +85,30 @@ class _FlashF:
 
     @staticmethod
     def scaled_dot_product_attention(q, k, v, *, scale=None, is_causal=True, enable_gqa=False, **_):
+        if q.shape[-1] != v.shape[-1]:  # MLA: cuDNN attention takes d_qk != d_v; flash does not
+            return _CudnnLike.apply(q, k, v)
         return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, scale=scale)[0]
+
+
+class _CudnnLike(torch.autograd.Function):
+    """Fused attention with different q/k and v head dims (MLA) at shape level: keeps q, k, v, the
+    output ``[b, heads, s, d_v]`` (strides following q, like the fused kernels) and the fp32
+    log-sum-exp, as cuDNN's fused attention does (``aten._scaled_dot_product_cudnn_attention``)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        b, n, s_, _ = q.shape
+        out = torch.empty((b, s_, n, v.shape[-1]), dtype=q.dtype, device=q.device).transpose(1, 2)
+        if q.stride(1) > q.stride(2):  # q laid out [b, heads, s, d]
+            out = torch.empty((b, n, s_, v.shape[-1]), dtype=q.dtype, device=q.device)
+        lse = torch.empty((b, n, s_), dtype=torch.float32, device=q.device)
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, _, _ = ctx.saved_tensors
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def use_flash_op(on: bool) -> None:
@@ -140,9 +163,9 @@ def build(case: TitanCase):
         ac = FullAC.Config()
     elif case.ac == "op":
         ac = SelectiveAC.Config()
-    model = parallelize_llama(model, parallel_dims=pd, training=TrainingConfig(local_batch_size=case.mbs,
-                                                                               seq_len=case.seq),
-                              parallelism=par, compile_config=CompileConfig(), ac_config=ac, dump_folder="/tmp")
+    parallelize = parallelize_llama if case.model == "llama3" else model_spec(case.model, case.flavor).parallelize_fn
+    model = parallelize(model, parallel_dims=pd, training=TrainingConfig(local_batch_size=case.mbs, seq_len=case.seq),
+                        parallelism=par, compile_config=CompileConfig(), ac_config=ac, dump_folder="/tmp")
     if isinstance(case.ac, int):
         _layer_sac(model, case.ac)
     return model, pd

@@ -542,7 +542,10 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
         if has_loss:
             dense_p += Uh
         shard_p = dense_p / S + expert_p / Se
-        weights = 4.0 * shard_p + 4.0 * seq * d_rope * n_layers  # fp32 shards + per-block RoPE buffers
+        # fp32 shards + each block's RoPE buffer: complex64 [s, d/2] (llama3 / deepseek_v3 ComplexRoPE), fp32
+        # cos|sin [s, 2d] (qwen3 CosSinRoPE, models/common/rope.py)
+        rope_b = (8.0 if m.name.startswith("qwen3") else 4.0) * seq * d_rope
+        weights = 4.0 * shard_p + rope_b * n_layers
         optim = 8.0 * shard_p  # AdamW exp_avg + exp_avg_sq, fp32, sharded like the parameters
         static = weights + optim
         g_ = 2 if m.swiglu else 1

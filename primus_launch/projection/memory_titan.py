@@ -92,9 +92,12 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     (``ScaledDotProductAttention``; under CP torch's ring attention, whose merged output is laid out
     ``[b, heads, s, d]``, so the output projection keeps its own contiguous copy).
 
-    ``ac``: ``none`` | ``op`` | ``full``.  MoE blocks (not traced): the attention as for dense plus
-    the routed tokens ``sb topk`` with their input ``h``, the expert w1/w3/silu/w2 inputs ``4 Fe`` and
-    a shared expert as a dense MLP (torchtitan ``models/common/moe.py``; balanced routing).
+    ``ac``: ``none`` | ``op`` | ``full``.  MoE blocks (traced for qwen3 and deepseek_v3 without AC): the
+    attention plus the router's scores, top-k indices and scores, the dispatcher's sorted indices, the
+    routed tokens ``sb topk`` with their input ``h``, the grouped-GEMM w1/w3/silu/w2 tensors ``4 Fe``, the
+    combine's fp32 copy ``4 h`` per pair and a shared expert as a dense MLP (torchtitan
+    ``models/common/{moe,token_dispatcher}.py``; balanced routing); op-SAC on MoE / MLA blocks reuses the
+    dense save-list count (not traced).
     """
     a = 2
     s = seq // cp
@@ -122,11 +125,31 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     if cp > 1 and attn == "flex" and not arch.multi_latent_attention:
         kv_extra = a * mbs * (seq - s) * 2 * arch.kv_heads * arch.kv_channels / t  # K, V at the full sequence
     ring_copy = o if (cp > 1 and attn != "flex") else 0.0  # wo's contiguous copy of the ring output
-    attn_b = norm + a * sb * h + a * sb * qkv / t + o + lse + kv_extra + ring_copy
+    if arch.multi_latent_attention:
+        # torchtitan deepseek_v3 MLA (models/deepseek_v3/model.py): the latents are not split over TP;
+        # kept: the q (LoRA) norm and wq_b input, the kv norm and wkv_b input, q and k after the RoPE
+        # concat, wkv_b's output (V is a view of it), the attention output and log-sum-exp
+        dn, dr, kvl = arch.qk_head_dim, arch.qk_pos_emb_head_dim, arch.kv_lora_rank
+        lat = (nb * sb * kvl + 4.0 * sb) + a * sb * kvl
+        if arch.q_lora_rank:
+            lat += (nb * sb * arch.q_lora_rank + 4.0 * sb) + a * sb * arch.q_lora_rank
+        qkv_b = a * sb * nq * (2 * (dn + dr) + dn + dv) / t
+        attn_b = norm + a * sb * h + lat + qkv_b + o + lse + kv_extra + ring_copy
+    else:
+        attn_b = norm + a * sb * h + a * sb * qkv / t + o + lse + kv_extra + ring_copy
+    if arch.qk_layernorm and not arch.multi_latent_attention:
+        # per-head q / k RMSNorm (qwen3): their inputs (the QKV output's q and k) + fp32 rstd per head
+        attn_b += (nb * sb * arch.kv_channels + 4.0 * sb) * (nq + arch.kv_heads) / t
     g = 2 if arch.swiglu else 1
     mlp_norm = norm + a * sb * h
     if moe:
         k, fe = arch.moe_router_topk, arch.expert_ffn
+        # router (models/common/moe.py TokenChoiceTopKRouter): its scores over the experts, the top-k
+        # indices (int64) and scores; the dispatcher's sorted token indices (int64, two) and scores per
+        # (token, expert) pair; the combine multiplies the experts' output by the scores in fp32
+        # (token_dispatcher.py ``combine``: the fp32 copy is kept for the scores' gradient)
+        E = arch.num_experts or 1
+        mlp_norm += a * sb * E + sb * k * (8 + a) + sb * k * (16 + a) + 4.0 * sb * k * h
         mlp = mlp_norm + sb * k * a * (h + (g + 1 if compiled else 2 * g) * fe)
         if arch.moe_shared_expert_intermediate_size:
             mlp += (g + 1 if compiled else 2 * g) * a * sb * arch.moe_shared_expert_intermediate_size / t
