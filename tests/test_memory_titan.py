@@ -53,12 +53,11 @@ CASES = {
     "tp2-fsdp4-op": TitanCase(tp=2, dp_shard=4, ac="op"),
     "debug-full": TitanCase(flavor="debugmodel", layers=4, ac="full"),
     "debug-op": TitanCase(flavor="debugmodel", layers=4, ac="op"),
-    # torchtitan 0.3.0's FlexAttention (shape-level stand-in of torch's flex op, titan_trace._FlexStandIn)
-    "flex-fsdp8": TitanCase(attn="flex"),
-    # context parallelism: flex with K/V all-gathered (0.3.0), SDPA with torch's ring attention (the
+    # context parallelism: torchtitan 0.3.0's FlexAttention (shape-level stand-in of torch's flex op,
+    # titan_trace._FlexStandIn) with K/V all-gathered, SDPA with torch's ring attention (the
     # flash-attention op a GPU dispatches, which the CP dispatcher has its rule for)
-    "cp2-flex": TitanCase(cp=2, dp_shard=4, attn="flex"),
-    "cp2-flex-full": TitanCase(cp=2, dp_shard=4, attn="flex", ac="full", layers=4),
+    "cp2-flex": TitanCase(cp=2, dp_shard=4, attn="flex", seq=1024),
+    "cp2-flex-full": TitanCase(cp=2, dp_shard=4, attn="flex", ac="full", layers=4, seq=1024),
     "cp2-ring": TitanCase(cp=2, dp_shard=4, flash=True),
     "cp4-ring-op": TitanCase(cp=4, dp_shard=2, flash=True, ac="op", seq=4096),
     # torchtitan's Float8LinearConverter (torchao 0.18.0 Float8Linear keeps the bf16 input and weight for

@@ -50,7 +50,7 @@ CASES = {
     "1f1b-pp2-fullac": TitanCase(pp=2, dp_shard=2, layers=2, seq=512, nmb=3, ac="full"),
     "gpipe-pp2-opac": TitanCase(pp=2, dp_shard=2, layers=2, seq=512, nmb=3, ac="op", schedule="GPipe"),
     "1f1b-pp2-reshard-always": TitanCase(pp=2, dp_shard=2, layers=2, seq=512, nmb=3, reshard_after_forward="always"),
-    "interleaved-pp2-vpp2": TitanCase(pp=2, dp_shard=2, layers=6, seq=512, nmb=4, schedule="Interleaved1F1B"),
+    "interleaved-pp2-vpp2": TitanCase(pp=2, dp_shard=2, layers=4, seq=512, nmb=4, schedule="Interleaved1F1B"),
 }
 MiB = 2**20
 
