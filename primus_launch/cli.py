@@ -187,7 +187,8 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
         from primus_launch.projection.api import project
 
-        score = partial(project, dry_run=False, memory_margin=a.memory_margin, measure_device=a.measure_device)
+        score = partial(project, dry_run=False, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
+                        measure_device=a.measure_device)
     log_path = Path(a.log) if a.log else None
     out_recipe = None
     if a.tune != _FROM_COMMAND:
@@ -199,7 +200,8 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         if log_path is None:
             log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
-               llm_model=a.llm, memory_margin=a.memory_margin, progress=not a.json, log_path=log_path,
+               llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
+               progress=not a.json, log_path=log_path,
                top_n=a.top)
     best = res.best_plan
     written = None

@@ -28,21 +28,27 @@ SAMPLE_SIZE = 4_000
 DEFAULT_MAX_BUDGET = 1_000   # default budget: 10% of the legal space, at most this many
 
 
-def default_score(memory_margin: float) -> Callable[[Plan], ProjectionResult]:
+def default_score(memory_margin: float, memory_basis: str = "reserved") -> Callable[[Plan], ProjectionResult]:
     from primus_launch.projection.dryrun import project_dry_run
 
     def score(plan: Plan) -> ProjectionResult:
-        return project_dry_run(plan, memory_margin=memory_margin, record_timeline=False)
+        result = project_dry_run(plan, memory_margin=memory_margin, record_timeline=False)
+        if memory_basis != result.memory.memory_basis:
+            from primus_launch.projection.memory import estimate_memory
+
+            result = result.model_copy(update={"memory": estimate_memory(plan, margin=memory_margin,
+                                                                         memory_basis=memory_basis)})
+        return result
 
     return score
 
 
-def default_prefilter(memory_margin: float) -> Prefilter:
-    """The divisibility + memory pre-filter of :mod:`primus_launch.projection.legality`."""
+def default_prefilter(memory_margin: float, memory_basis: str = "reserved") -> Prefilter:
+    """The divisibility + memory pre-filter of :mod:`primus_launch.projection.legality` on ``memory_basis``."""
     from primus_launch.projection.legality import prefilter
 
     def pf(plan: Plan) -> Optional[str]:
-        return prefilter(plan, margin=memory_margin)
+        return prefilter(plan, margin=memory_margin, memory_basis=memory_basis)
 
     return pf
 
@@ -70,6 +76,7 @@ def tune(
     exhaustive: bool = False,
     llm_model: Optional[str] = None,
     memory_margin: float = 0.05,
+    memory_basis: str = "reserved",
     progress: bool = False,
     log_path: Optional[Path] = None,
     top_n: int = 10,
@@ -92,8 +99,10 @@ def tune(
     if budget is not None and budget < 1:
         raise PlanError("budget", budget, "at least 1 scored candidate")
     warnings: list[str] = []
-    score_fn = score or default_score(memory_margin)
-    pf = prefilter or default_prefilter(memory_margin)
+    if memory_basis not in ("reserved", "allocated"):
+        raise PlanError("memory_basis", memory_basis, "reserved or allocated")
+    score_fn = score or default_score(memory_margin, memory_basis)
+    pf = prefilter or default_prefilter(memory_margin, memory_basis)
     cfg = space or (SpaceConfig.restricted() if exhaustive else SpaceConfig())
     cands = list(enumerate_space(plan, cfg))
     prog = None
