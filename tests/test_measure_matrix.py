@@ -8,17 +8,22 @@ against independent truth:
   is measured (torchtitan: torch's ``stage_backward_input`` / ``stage_backward_weight``), the raw
   B + W within [0.8, 2.0] x the plain backward timed in the same loop (the split's bookkeeping is
   a large share of a tiny piece);
-- the spread (relative IQR of fwd+bwd) within :data:`SPREAD_BOUND` (one re-measurement into a
-  fresh cache allowed, for a burst of load on a shared runner), and the ``converged`` flag
-  consistent with the policy's target;
+- the spread within its bound (:func:`_spread_violations`: the piece's own spread -- relative IQR
+  of fwd+bwd, or of the samples relative to a reference workload timed after each -- within
+  max(:data:`SPREAD_BOUND`, 3 x the reference's spread); one re-measurement into a fresh cache
+  allowed, for a burst of load on a shared runner), and the ``converged`` flag consistent with
+  the policy's target;
 - memory: the result's memory is the measured one, and each layer kind's measured kept bytes
   within a stated bound of the tensor-list model of the same implementation
   (``memory_activations.MCORE_LOCAL``: megatron-core's local modules on the CPU): megatron dense
   and MoE within 5 % (equal in most cases; CP keeps the gathered K/V of its all-gather attention:
   +3.5 % here), megatron MLA within [1, 1.35] x (measured +25 %: the
-  model undercounts the local MLA path), torchtitan dense within 10 % (CP 2: within [1, 1.2] x, the
-  emulated CP core keeps ~12 % more here), torchtitan's MoE and MLA
-  (the model follows megatron's modules) within [1, 2] x;
+  model undercounts the local MLA path); torchtitan against its own memory model
+  (``memory_titan``, ``TITAN_CPU``), without and under torchtitan's FullAC / SelectiveAC wrapped
+  around the real block: dense within 2 % (equal here; CP 2: within [1, 1.2] x, the emulated CP
+  core keeps ~8 % more here), MoE and MLA within [1, 2] x (the model follows megatron's modules);
+  the measured figures are those of the result (Megatron: where the CPU modules keep more than the
+  GPU kernels of the analytic model, the result's activations differ from the analytic ones);
 - FP8: timed in BF16 and the result says so per piece, with the fp8/bf16 correction applied.
 
 Budget: one module-scoped cache shares the pieces of cases that differ only in what the cost model
@@ -33,16 +38,18 @@ import pytest
 pytestmark = pytest.mark.slow
 
 # relative IQR of a piece's fwd+bwd samples: the policy targets 5 % (reached on an idle machine);
-# on a shared runner the bound is the larger of SPREAD_BOUND and 3x the spread this machine shows
-# for fixed GEMM work timed the same way at the same moment (``machine_noise``)
+# on a shared runner the bound is the larger of SPREAD_BOUND and NOISE_FACTOR (3) x the spread of
+# the reference workload timed after every sample of the same piece (timing.spread_bound);
+# tests/test_measure.py checks that this bound fails for a piece whose work really varies
 SPREAD_BOUND = 0.2
 MEGATRON_MEM_BOUND = 0.05
+TITAN_MEM_BOUND = 0.02
 
 
 def _policy():
     from primus_launch.projection.measure.timing import TimingPolicy
 
-    return TimingPolicy(min_repeats=5, max_repeats=8, min_sample_s=0.01)
+    return TimingPolicy(min_repeats=5, max_repeats=10, min_sample_s=0.01, max_piece_s=1.0)
 
 
 def _mcore(tied: bool = False, model: dict | None = None, parallel: dict | None = None,
@@ -161,37 +168,19 @@ def run_all(cache_dir: str) -> None:
     (Path(cache_dir) / "results.json").write_text(json.dumps(out))
 
 
-def _machine_noise() -> float:
-    """Relative IQR of 15 samples of identical bf16 GEMM work (~5 ms each, one torch thread,
-    thread CPU time): the spread the machine itself adds right now."""
-    import time
+def _spread_violations(res) -> list[tuple[str, float, float]]:
+    """Pieces whose own spread (``timing.judged_spread``: the smaller of the samples' relative IQR and
+    that of the samples divided by the reference workload timed after each) exceeds its bound
+    ``timing.spread_bound(spread, SPREAD_BOUND)`` = max(SPREAD_BOUND, NOISE_FACTOR x the reference's
+    spread, i.e. the machine's noise floor at the same moments)."""
+    from primus_launch.projection.measure.timing import judged_spread, spread_bound, within_bound
 
-    import torch
-
-    from primus_launch.projection.measure.timing import rel_iqr, torch_threads
-
-    with torch_threads(1):
-        a = torch.randn(128, 128, dtype=torch.bfloat16)
-        xs = []
-        for _ in range(15):
-            t0 = time.thread_time()
-            for _ in range(40):
-                a @ a
-            xs.append(time.thread_time() - t0)
-    return rel_iqr(xs)
-
-
-def _spread_bound() -> float:
-    return max(SPREAD_BOUND, 3 * _machine_noise())
-
-
-def _spread_violations(res) -> list[tuple[str, float]]:
-    """Pieces whose spread exceeds the bound (see :data:`SPREAD_BOUND`)."""
-    bad = [(n, pc.spread["total"]) for n, pc in res.measurement.pieces.items() if pc.spread["total"] > SPREAD_BOUND]
-    if bad:
-        bound = _spread_bound()
-        bad = [(n, sp) for n, sp in bad if sp > bound]
-    return bad
+    out = []
+    for n, pc in res.measurement.pieces.items():
+        assert "reference" in pc.spread and "vs_reference" in pc.spread, n  # measured with every CPU piece
+        if not within_bound(pc.spread, SPREAD_BOUND):
+            out.append((n, judged_spread(pc.spread), spread_bound(pc.spread, SPREAD_BOUND)))
+    return out
 
 
 def _measure(plan, cache, tmp_path):
@@ -210,6 +199,8 @@ def _measure(plan, cache, tmp_path):
 
 
 def _check(res, plan, framework: str) -> None:
+    from primus_launch.projection.measure.timing import judged_spread
+
     ms = res.measurement
     assert res.mode == "measured" and ms is not None and ms.framework == framework
     assert ms.threads == 1 and ms.clock == "thread"  # pinned: one torch thread, its CPU time
@@ -232,26 +223,42 @@ def _check(res, plan, framework: str) -> None:
         if pc.split == "autograd":
             raw = pc.bwd_input_raw_s + pc.bwd_weight_raw_s
             assert 0.8 <= raw / pc.bwd_s <= 2.0, (n, raw, pc.bwd_s)
-        assert pc.converged == (pc.spread["total"] <= target), n
+        assert pc.converged == (judged_spread(pc.spread) <= target), n
         assert pc.activation_bytes > 0 or n == "embedding", n
         assert pc.peak_bytes >= pc.activation_bytes, n
     # memory: the result's is the measured one; per layer against the model of the same implementation
     assert res.memory.notes[0].startswith("activations measured per piece")
     chk = res.memory_check
     assert chk is not None and chk.analytic.peak_bytes_per_gpu > 0
-    assert res.memory.stages[res.memory.worst_stage].activations_bytes > 0
+    worst = res.memory.stages[res.memory.worst_stage]
+    assert worst.activations_bytes > 0 or framework == "torchtitan"  # TorchTitan: peak in a late backward level
+    assert chk.components["activations"]["measured"] == worst.activations_bytes
+    impl = "MCORE_LOCAL" if framework == "megatron" else "TITAN_CPU"
+    other = "TE" if framework == "megatron" else "TITAN"
+    if framework == "megatron" and not any(v["measured"] == pytest.approx(v[f"model_{other}"], rel=0.02)
+                                           for v in chk.per_layer.values()):
+        # the CPU modules keep more than the GPU kernels the analytic model describes: the measured
+        # figures (not the model's) reached the result (TorchTitan's peak of these tiny models is the
+        # embedding's backward, where no activation is left: tests/test_measure.py checks its hook)
+        assert chk.components["activations"]["measured"] != chk.components["activations"]["analytic"]
+    assert chk.per_layer
     for kind, v in chk.per_layer.items():
-        ratio = v["measured"] / v["model_MCORE_LOCAL"]
+        ratio = v["measured"] / v[f"model_{impl}"]
         if framework == "megatron" and m.multi_latent_attention:
             assert 1.0 <= ratio <= 1.35, (kind, v)  # measured +25 %: see the module docstring
         elif framework == "megatron":
             assert ratio == pytest.approx(1.0, abs=MEGATRON_MEM_BOUND), (kind, v)
         elif kind == "moe_layer" or m.multi_latent_attention:
             assert 1.0 <= ratio <= 2.0, (kind, v)
-        elif plan.parallel.cp > 1:  # the emulated CP core's concatenated K/V and mask: +12 % here
+        elif plan.parallel.cp > 1:  # the emulated CP core's concatenated K/V and mask: +8 % here
             assert 1.0 <= ratio <= 1.2, (kind, v)
         else:
-            assert ratio == pytest.approx(1.0, abs=0.10), (kind, v)
+            assert ratio == pytest.approx(1.0, abs=TITAN_MEM_BOUND), (kind, v)
+        ac = [k for k in v if k.startswith("measured_ac_")]
+        if framework == "torchtitan" and ac and ac[0] != "measured_ac_none" and not (
+                kind == "moe_layer" or m.multi_latent_attention or plan.parallel.cp > 1):
+            a = ac[0][len("measured_ac_"):]  # the block under torchtitan's own FullAC / SelectiveAC
+            assert v[ac[0]] == pytest.approx(v[f"model_{impl}_ac_{a}"], rel=TITAN_MEM_BOUND), (kind, v)
 
 
 def _result(matrix, key):
