@@ -253,11 +253,48 @@ def test_tied_head_multiplies_by_the_word_embedding(mcore_world1):
     out = head.forward(*head.inputs)
     out.backward()
     assert emb.grad is not None and emb.grad.abs().sum() > 0
-    assert build_spec(tied, "cpu").material() != build_spec(untied, "cpu").material()
+    st, su = build_spec(tied, "cpu"), build_spec(untied, "cpu")
+    assert st.material() != su.material()
+    for n in ("embedding", "head_loss"):  # the pieces that read the tie have their own keys ...
+        assert st.material(n) != su.material(n)
+    for n in ("dense_layer#0", "attn_core"):  # ... the layers measured for one serve the other
+        assert st.material(n) == su.material(n)
     rc = tied.with_changes(training={"recompute": {"granularity": "full", "method": "uniform", "num_layers": 1}})
     assert build_spec(rc, "cpu").material() == build_spec(tied, "cpu").material()
     fp32 = tied.with_changes(training={"precision": "fp32"})
     assert build_spec(fp32, "cpu").material() != build_spec(tied, "cpu").material()
+
+
+def test_plan_fields_reach_the_megatron_build_and_its_key():
+    """The plan's dropout, activation, softmax type, sliding window, MoE pattern and dispatcher, MTP
+    reach megatron-core's TransformerConfig of the measured build (hence the cache key); corrections
+    applied after measuring (FP8 recipes timed in BF16, CUDA graphs) leave the key as it is."""
+    from megatron.core.fusions.fused_bias_geglu import quick_gelu
+
+    from primus_launch.projection.measure.build_mcore import build_spec
+
+    base = _tiny_plan(model=dict(num_layers=4))
+    plan = _tiny_plan(model=dict(num_layers=4, hidden_dropout=0.1, attention_dropout=0.1, activation="quick_gelu",
+                                 softmax_type="learnable", window_size=64, window_layer_pattern=(1, 1, 0, 0),
+                                 num_experts=4, moe_router_topk=2, moe_layer_pattern=(0, 1, 0, 1), mtp_num_layers=1),
+                      training=dict(moe_token_dispatcher="allgather"))
+    sp = build_spec(plan, "cpu")
+    c = sp.config
+    assert (c.hidden_dropout, c.attention_dropout, c.softmax_type) == (0.1, 0.1, "learnable")
+    assert c.activation_func is quick_gelu and c.gated_linear_unit and not c.bias_activation_fusion
+    assert c.window_size == (64, 0) and c.moe_token_dispatcher_type == "allgather" and c.mtp_num_layers == 1
+    # reduced model: dense full, dense window, MoE full, MoE window (one each at measure_layers=1)
+    assert c.window_attn_skip_freq == [0, 1, 0, 1] and c.moe_layer_freq == [0, 0, 1, 1]
+    assert {"dense_layer#0", "dense_window_layer#1", "moe_layer#2", "moe_window_layer#3", "attn_core_window",
+            "mtp"} <= set(sp.piece_names)
+    b = build_spec(base, "cpu")
+    for field, value in (("hidden_dropout", 0.1), ("activation", "relu"), ("softmax_type", "off-by-one")):
+        assert build_spec(base.with_changes(model={field: value}), "cpu").material("dense_layer#0") \
+            != b.material("dense_layer#0"), field
+    for training in ({"precision": "fp8", "fp8_recipe": "blockwise"}, {"cuda_graph_impl": "local"}):
+        other = build_spec(base.with_changes(training=training), "cpu")
+        assert other.material("dense_layer#0") == b.material("dense_layer#0"), training
+        assert any(not s.keyed for s in other.substitutions)
 
 
 def test_unusable_cache_degrades_to_uncached_with_one_warning(tmp_path):

@@ -571,6 +571,11 @@ def _megatron_substitutions(plan: Plan, device: str, kinds: list[tuple[bool, boo
         subs.append(Substitution(("layer", "attn_core"), "torch scaled_dot_product_attention as the core attention",
                                  "megatron's local core materialises the s x s scores, which TE / flash attention of "
                                  f"real runs do not (plan: attention_backend={t.attention_backend})"))
+        if m.attention_dropout > 0 and torch.device(device).type == "cpu":
+            subs.append(Substitution(("layer", "attn_core"), f"attention dropout ({m.attention_dropout:g}) inside torch "
+                                     "SDPA's CPU math kernel, which keeps the s x s probabilities and dropout mask",
+                                     "the CPU has no fused attention kernel with in-kernel dropout",
+                                     "not corrected: the measured time and kept bytes of the core are upper bounds"))
         if m.softmax_type != "vanilla":
             subs.append(Substitution(("layer", "attn_core"), f"vanilla softmax in the core (plan: {m.softmax_type}; "
                                      "the layer builds its softmax_offset)", "torch SDPA has no attention sink",

@@ -447,13 +447,20 @@ def _attn_io_bytes(plan: Plan, abytes: int) -> float:
     return abytes * sb * (heads * dq + kvh * dq + kvh * dv + heads * dv)
 
 
-def measured_implementation(device: str):
+def measured_implementation(device: str, plan: Optional[Plan] = None):
     """The activation-model variant that describes the measured modules: megatron-core's local /
     torchtitan's torch modules on the CPU keep fp32 norm copies and unfused RoPE tables
-    (``memory_activations.MCORE_LOCAL``); on a GPU the dry-run's (``TE``)."""
-    from primus_launch.projection.memory_activations import MCORE_LOCAL, TE
+    (``memory_activations.MCORE_LOCAL``); on a GPU the dry-run's (``TE``); with the plan's dropout
+    masks and attention backend (``memory_activations.impl_for``)."""
+    from primus_launch.projection.memory_activations import MCORE_LOCAL, TE, impl_for
 
-    return ("MCORE_LOCAL", MCORE_LOCAL) if torch.device(device).type == "cpu" else ("TE", TE)
+    name, impl = ("MCORE_LOCAL", MCORE_LOCAL) if torch.device(device).type == "cpu" else ("TE", TE)
+    if plan is not None:
+        from primus_launch.projection.measure.build_mcore import uses_megatron_core_attention
+
+        impl = impl_for(plan.model, plan.training.attention_backend if uses_megatron_core_attention(plan) else "auto",
+                        impl)
+    return name, impl
 
 
 def measured_activations(plan: Plan, meas: Measured, device: str):
@@ -472,7 +479,7 @@ def measured_activations(plan: Plan, meas: Measured, device: str):
         return measured_titan_activations(plan, meas, device)
     m, p, t = plan.model, plan.parallel, plan.training
     a = 4 if t.precision == "fp32" else 2
-    _, impl = measured_implementation(device)
+    _, impl = measured_implementation(device, plan)
     kw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, cp=p.cp, ep=p.ep, etp=p.expert_tp, abytes=a,
               impl=impl)
     core_t = meas.timings.get("attn_core")
@@ -638,14 +645,14 @@ def measured_titan_activations(plan: Plan, meas: Measured, device: str) -> Measu
 def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_basis: str = "reserved"):
     """(measured MemoryReport, MemoryCheck against the analytic model)."""
     from primus_launch.projection.memory import estimate_memory
-    from primus_launch.projection.memory_activations import TE, layer_activation_bytes
+    from primus_launch.projection.memory_activations import TE, impl_for, layer_activation_bytes
 
     acts = measured_activations(plan, meas, device)
     measured = estimate_memory(plan, margin, memory_basis=memory_basis, acts=acts)
     analytic = estimate_memory(plan, margin, memory_basis=memory_basis)
     m, p, t = plan.model, plan.parallel, plan.training
     a = 4 if t.precision == "fp32" else 2
-    impl_name, impl = measured_implementation(device)
+    impl_name, impl = measured_implementation(device, plan)
     kw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel, cp=p.cp, ep=p.ep,
               etp=p.expert_tp, abytes=a)
     per_layer: dict[str, dict[str, float]] = {}
@@ -669,7 +676,8 @@ def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_
             continue
         per_layer[kind] = {"measured": float(la.full),
                            f"model_{impl_name}": layer_activation_bytes(m, moe=moe, impl=impl, **kw).full,
-                           "model_TE": layer_activation_bytes(m, moe=moe, impl=TE, **kw).full}
+                           "model_TE": layer_activation_bytes(m, moe=moe, impl=impl_for(m, t.attention_backend, TE),
+                                                              **kw).full}
     w_m = measured.stages[measured.worst_stage]
     w_a = analytic.stages[analytic.worst_stage]
     comps = {}
