@@ -66,11 +66,24 @@ def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any
     return out
 
 
+#: torch.compile backend of the measured blocks: torchtitan's default ``inductor``; ``aot_eager``
+#: (dynamo + AOT autograd, no code generation) for CI, where a cold inductor compile of a block and
+#: the loss takes tens of seconds on a 2-core machine (stated as a substitution in the result)
+COMPILE_BACKEND_ENV = "PRIMUS_LAUNCH_COMPILE_BACKEND"
+
+
+def compile_backend() -> str:
+    import os
+
+    return os.environ.get(COMPILE_BACKEND_ENV, "").strip() or "inductor"
+
+
 def compile_available() -> Optional[str]:
-    """None when inductor can compile for the CPU here (it needs a C++ compiler), else why not."""
+    """None when the compile backend can run here (inductor's CPU code generation needs a C++
+    compiler), else why not."""
     import shutil
 
-    if any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+    if compile_backend() != "inductor" or any(shutil.which(c) for c in ("g++", "c++", "clang++")):
         return None
     return "inductor's CPU code generation needs a C++ compiler, and none is on PATH"
 
@@ -191,7 +204,11 @@ def build_spec(plan: Plan, device: str = "cpu", measure_layers: int = 2) -> Buil
     if t.compile:
         why = compile_available()
         if why is None:
-            compiled = "inductor"
+            compiled = compile_backend()
+            if compiled != "inductor":
+                subs.append(Substitution(("layer", "head_loss"), f"compiled with the {compiled} backend instead of "
+                                         f"inductor (${COMPILE_BACKEND_ENV})", "set for this run",
+                                         "not corrected"))
             if torch.device(device).type == "cpu":
                 subs.append(Substitution(("layer", "head_loss"), "memory measured on the eager module (time: compiled)",
                                          "torch's MemTracker (a dispatch mode) cannot run inside compiled code",
@@ -329,7 +346,8 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
     h = m.hidden_size
     out: list[Piece] = [Piece("embedding", lambda: model.tok_embeddings(ids), [],
                               list(model.tok_embeddings.parameters()), shapes["embedding"], split="no-input")]
-    compiled = spec.model_args.get("compile") == "inductor"
+    backend = spec.model_args.get("compile")
+    compiled = backend is not None
     eager_mem = compiled and dev.type == "cpu"  # MemTracker cannot run inside compiled code
     if compiled:
         # as torchtitan's apply_compile: data-dependent shapes of token-choice MoE dispatch
@@ -348,7 +366,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
             continue
         # torchtitan's apply_compile: each block compiled alone, fullgraph; its backward is one
         # compiled autograd node (input and weight gradients together), so the split is by FLOPs
-        layer.compile(backend="inductor", fullgraph=True)
+        layer.compile(backend=backend, fullgraph=True)
         active = m.moe_router_topk / max(1, m.num_experts or 1) if kind == "moe_layer" else 1.0
         r = bwd_input_fraction(_linear_params(layer, active), s * b, attn_f)
         out.append(Piece(f"{kind}#{i}", layer_forward, [x], list(layer.parameters()), shapes[f"{kind}#{i}"],
@@ -369,7 +387,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
                      shapes["attn_core"], flop_split=1.0, split="no-weights"))
     head_x = (torch.randn(b, s, h, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
 
-    loss_fn = torch.compile(cross_entropy_loss, backend="inductor") if compiled else cross_entropy_loss
+    loss_fn = torch.compile(cross_entropy_loss, backend=backend) if compiled else cross_entropy_loss
 
     def head_forward(x, loss_fn=loss_fn):
         logits = model.lm_head(model.norm(x))
