@@ -100,8 +100,9 @@ class TimingPolicy:
         return (f"{self.warmup} warm-up, then samples until the relative IQR of fwd+bwd <= "
                 f"{self.target_spread:.0%} (min {self.min_repeats}, max {self.max_repeats} samples of >= "
                 f"{self.min_sample_s * 1e3:.0f} ms, time cap {self.max_piece_s:.0f} s per piece), median"
-                + (f"; noise floor: a reference GEMM workload timed after every sample (CPU), a spread "
-                   f"judged against max({self.target_spread:.0%}, {NOISE_FACTOR:g} x the reference's)"
+                + (f"; noise floor: a reference workload (a small MLP's forward + backward) timed after every "
+                   f"sample (CPU); a piece's own spread (of its samples, or of its samples relative to the "
+                   f"reference) judged against max(target, {NOISE_FACTOR:g} x the reference's)"
                    if self.noise_probe else ""))
 
     def key(self) -> dict[str, Any]:

@@ -2,24 +2,33 @@
 
 1. Build the plan's model at reduced depth with the framework of its recipe
    (:mod:`.build_mcore` for Megatron, :mod:`.build_titan` for TorchTitan): embedding, up to
-   ``measure_layers`` dense and MoE layers, the attention core, the head with its loss -- each the
-   *per-GPU shard* of the target (TP/CP/EP applied to the shapes, world size 1).  What the build
-   cannot reproduce at world size 1 on this device is a :class:`~.spec.Substitution`, listed per
-   piece in the result with its reason and the correction applied (e.g. FP8 timed in BF16 where
-   the device has no FP8 GEMM, then scaled by the dry-run's fp8/bf16 ratio of that piece).
+   ``measure_layers`` layers of every kind the plan has (dense / MoE, full / sliding-window
+   attention), the attention core (and a windowed one), an MTP module's own part (Megatron), the
+   head with its loss -- each the *per-GPU shard* of the target (TP/CP/EP applied to the shapes,
+   world size 1), built with the plan's settings (dropout, activation, softmax type, dispatcher,
+   attention backend, compile, ...).  What the build cannot reproduce at world size 1 on this
+   device is a :class:`~.spec.Substitution`, listed per piece in the result with its reason and
+   the correction applied.
 2. Time each piece for one micro-batch (:mod:`.timing`: pinned torch threads, warm-up, samples
-   until the stated spread, median; input-/weight-grad split in the same loop) and measure its
-   memory; cache each piece's record on disk (:mod:`.cache`: keyed by the build spec, one writer
+   until the stated spread or the time cap, a reference workload after every sample for the
+   machine's noise floor, median; input-/weight-grad split in the same loop) and measure its
+   memory (and, for a TorchTitan block, its memory under torchtitan's own FullAC / SelectiveAC);
+   cache each piece's record on disk (:mod:`.cache`: keyed by what its build reads, one writer
    per key, atomic writes; an unusable cache directory degrades to uncached with one warning).
-3. ``LayerTimes`` = median over the built layers of each kind; :func:`iteration.assemble` then
-   adds all layers of each pipeline stage, simulates the schedule, and restores what a world size
-   of 1 cannot show -- TP/SP, CP, EP and DP collectives, PP sends, their overlap, the optimizer
-   step -- analytically on the plan's GPU spec (``cluster.gpu``).
+3. ``LayerTimes`` = median over the built layers of each kind, corrected for the substitutions
+   that have a model (:func:`corrected_layer_times`: window layers' masked core -> the causal core
+   x the dry-run's window ratio; FP8 / FP4 timed in BF16, per-expert GEMMs, unfused permutation, a
+   flex dispatcher -> x the dry-run roofline's ratio of the plan to what was measured);
+   :func:`iteration.assemble` then places them by ``Plan.chunk_layout()`` (embedding, layers, MTP
+   layers, loss per chunk), simulates the schedule, and restores what a world size of 1 cannot
+   show -- TP/SP, CP, EP and DP collectives, PP sends, their overlap, the optimizer step --
+   analytically on the plan's GPU spec (``cluster.gpu``).
 4. Memory: the measured bytes each layer kind keeps for its backward, its backward temporaries and
-   the head's, upscaled like time by the memory model's stage structure (layers per stage,
-   recompute, micro-batches in flight; :class:`memory.MeasuredActivations`); weights, gradients
-   and optimizer state from the exact parameter counts.  The analytic model is the check: the
-   result's ``memory_check`` holds both and their difference.
+   the head's, upscaled like time by the memory model of the plan's framework (Megatron:
+   :class:`memory.MeasuredActivations` in the tensor-list model's stage structure; TorchTitan:
+   :class:`MeasuredTitanActivations` in :mod:`memory_titan`'s FSDP2 walk); weights, gradients and
+   optimizer state from the exact parameter counts.  The analytic model is the check: the result's
+   ``memory_check`` holds both and their difference.
 
 The compute times are those of the *measuring* device; projecting a target GPU other than the
 local one needs a measurement on that GPU kind (the result's notes say which device measured).
@@ -46,10 +55,11 @@ from primus_launch.projection.measure.timing import (
     NOISE_FACTOR,
     PieceTiming,
     TimingPolicy,
+    judged_spread,
     measure_memory,
-    spread_bound,
     time_piece,
     torch_threads,
+    within_bound,
 )
 from primus_launch.projection.memory import MeasuredActivations
 from primus_launch.projection.result import (
@@ -740,8 +750,8 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     notes.append(f"timing: {clock}; {pol.describe()}")
     unconverged = [n for n, t in timings.items() if not t.converged]
     if unconverged:
-        noisy = [f"{n} {timings[n].spread['total']:.0%}" for n in unconverged
-                 if timings[n].spread["total"] > spread_bound(timings[n].spread, pol.target_spread)]
+        noisy = [f"{n} {judged_spread(timings[n].spread):.0%}" for n in unconverged
+                 if not within_bound(timings[n].spread, pol.target_spread)]
         floor = [t.spread["reference"] for t in timings.values() if "reference" in t.spread]
         notes.append(f"{len(unconverged)} piece(s) did not reach the {pol.target_spread:.0%} spread target within "
                      f"{pol.max_repeats} samples / {pol.max_piece_s:.0f} s: {', '.join(unconverged)}"
