@@ -200,6 +200,16 @@ def build_spec(plan: Plan, device: str = "cpu", measure_layers: int = 2) -> Buil
                                  f"{t.moe_token_dispatcher} needs its library and a GPU fabric",
                                  "EP dispatch / combine added analytically for the plan's dispatcher", keyed=False,
                                  alt={"training": {"moe_token_dispatcher": "alltoall"}}))
+    missing = [x for x, on in (
+        (f"sliding window {m.window_size}", m.window_size is not None),
+        (f"{m.mtp_num_layers} MTP layer(s): priced as a measured block + head, without the MTP projection",
+         m.mtp_num_layers > 0),
+        (f"softmax {m.softmax_type}", m.softmax_type != "vanilla"),
+        (f"dropout {m.hidden_dropout:g} / {m.attention_dropout:g}", m.hidden_dropout > 0 or m.attention_dropout > 0))
+        if on]
+    if missing:
+        subs.append(Substitution(("*",), f"built as torchtitan's {model} {flavor} defines it, without: "
+                                 + "; ".join(missing), "torchtitan's model has no such option", "not corrected"))
     compiled = None
     if t.compile:
         why = compile_available()

@@ -267,11 +267,13 @@ def cpu_measurement_seconds(plan: Plan, measure_layers: int, policy: TimingPolic
     """Estimated CPU seconds to measure the plan's pieces: passes x (fwd+bwd FLOPs of the pieces,
     :func:`build_mcore.measurement_flops_estimate`) / :func:`cpu_gemm_rate` -- a lower bound, since
     whole layers reach a fraction of the GEMM rate.  Passes: warm-up + the minimum samples (twice
-    for a measured autograd split) + two memory passes."""
+    for a measured autograd split, and twice again for the noise-floor reference) + two memory
+    passes."""
     from primus_launch.projection.measure.build_mcore import measurement_flops_estimate
 
     per = 2 if _framework(plan) == "torchtitan" else 1
-    passes = policy.warmup * per + policy.min_repeats * per + 2
+    ref = 2 if policy.noise_probe else 1  # the reference workload lasts as long as each sample
+    passes = policy.warmup * per + policy.min_repeats * per * ref + 2
     dtype = plan.training.precision
     return measurement_flops_estimate(plan, measure_layers) * passes / cpu_gemm_rate(dtype, policy.threads)
 
