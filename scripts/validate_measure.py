@@ -12,7 +12,8 @@
    -- then the real run: 2 processes (``torch.multiprocessing``, gloo, each rank bound to its own
    core unless ``--no-pin``), megatron-core's ``get_forward_backward_func`` (1F1B for PP=2; real
    ``ColumnParallelLinear``/``RowParallelLinear`` for TP=2; megatron's MoE layer with the allgather
-   dispatcher over the EP group for EP=2; the all-gather context-parallel core attention of
+   dispatcher over the EP group for EP=2 (the plan names it, with per-expert GEMMs and unfused
+   permutation, so the projection prices the dispatcher the run uses); the all-gather context-parallel core attention of
    ``build_mcore`` for CP=2), the data-parallel gradient all-reduce (over DP x CP; expert
    gradients over expert-DP), Adam step.
 3. Print projected vs real iteration time and the error.
@@ -41,6 +42,10 @@ from pathlib import Path
 
 
 MOE = dict(num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=384)
+# what the real EP run executes (megatron-core's local spec on the CPU): the allgather token
+# dispatcher, one GEMM per local expert (SequentialMLP), unfused permutation -- the plan says so,
+# so the projection prices the run it is compared with
+MOE_RUN = dict(moe_token_dispatcher="allgather", moe_grouped_gemm=False, moe_permute_fusion=False)
 
 
 def _plan(tp: int = 1, pp: int = 1, ep: int = 1, cp: int = 1, world: int = 2, gpu: str = "cpu-gloo-loopback",
@@ -51,7 +56,8 @@ def _plan(tp: int = 1, pp: int = 1, ep: int = 1, cp: int = 1, world: int = 2, gp
         "model": dict(num_layers=layers, hidden_size=256, ffn_hidden_size=768, num_attention_heads=8,
                       num_query_groups=4, vocab_size=1024, seq_length=256, **(MOE if moe else {})),
         "parallel": dict(tp=tp, pp=pp, ep=ep, cp=cp),
-        "training": dict(global_batch_size=8 * world // (tp * pp * cp), micro_batch_size=2, precision="bf16"),
+        "training": dict(global_batch_size=8 * world // (tp * pp * cp), micro_batch_size=2, precision="bf16",
+                         **(MOE_RUN if moe else {})),
         "cluster": dict(gpu=gpu, gpus_per_node=world),
     })
 

@@ -253,11 +253,48 @@ def test_tied_head_multiplies_by_the_word_embedding(mcore_world1):
     out = head.forward(*head.inputs)
     out.backward()
     assert emb.grad is not None and emb.grad.abs().sum() > 0
-    assert build_spec(tied, "cpu").material() != build_spec(untied, "cpu").material()
+    st, su = build_spec(tied, "cpu"), build_spec(untied, "cpu")
+    assert st.material() != su.material()
+    for n in ("embedding", "head_loss"):  # the pieces that read the tie have their own keys ...
+        assert st.material(n) != su.material(n)
+    for n in ("dense_layer#0", "attn_core"):  # ... the layers measured for one serve the other
+        assert st.material(n) == su.material(n)
     rc = tied.with_changes(training={"recompute": {"granularity": "full", "method": "uniform", "num_layers": 1}})
     assert build_spec(rc, "cpu").material() == build_spec(tied, "cpu").material()
     fp32 = tied.with_changes(training={"precision": "fp32"})
     assert build_spec(fp32, "cpu").material() != build_spec(tied, "cpu").material()
+
+
+def test_plan_fields_reach_the_megatron_build_and_its_key():
+    """The plan's dropout, activation, softmax type, sliding window, MoE pattern and dispatcher, MTP
+    reach megatron-core's TransformerConfig of the measured build (hence the cache key); corrections
+    applied after measuring (FP8 recipes timed in BF16, CUDA graphs) leave the key as it is."""
+    from megatron.core.fusions.fused_bias_geglu import quick_gelu
+
+    from primus_launch.projection.measure.build_mcore import build_spec
+
+    base = _tiny_plan(model=dict(num_layers=4))
+    plan = _tiny_plan(model=dict(num_layers=4, hidden_dropout=0.1, attention_dropout=0.1, activation="quick_gelu",
+                                 softmax_type="learnable", window_size=64, window_layer_pattern=(1, 1, 0, 0),
+                                 num_experts=4, moe_router_topk=2, moe_layer_pattern=(0, 1, 0, 1), mtp_num_layers=1),
+                      training=dict(moe_token_dispatcher="allgather"))
+    sp = build_spec(plan, "cpu")
+    c = sp.config
+    assert (c.hidden_dropout, c.attention_dropout, c.softmax_type) == (0.1, 0.1, "learnable")
+    assert c.activation_func is quick_gelu and c.gated_linear_unit and not c.bias_activation_fusion
+    assert c.window_size == (64, 0) and c.moe_token_dispatcher_type == "allgather" and c.mtp_num_layers == 1
+    # reduced model: dense full, dense window, MoE full, MoE window (one each at measure_layers=1)
+    assert c.window_attn_skip_freq == [0, 1, 0, 1] and c.moe_layer_freq == [0, 0, 1, 1]
+    assert {"dense_layer#0", "dense_window_layer#1", "moe_layer#2", "moe_window_layer#3", "attn_core_window",
+            "mtp"} <= set(sp.piece_names)
+    b = build_spec(base, "cpu")
+    for field, value in (("hidden_dropout", 0.1), ("activation", "relu"), ("softmax_type", "off-by-one")):
+        assert build_spec(base.with_changes(model={field: value}), "cpu").material("dense_layer#0") \
+            != b.material("dense_layer#0"), field
+    for training in ({"precision": "fp8", "fp8_recipe": "blockwise"}, {"cuda_graph_impl": "local"}):
+        other = build_spec(base.with_changes(training=training), "cpu")
+        assert other.material("dense_layer#0") == b.material("dense_layer#0"), training
+        assert any(not s.keyed for s in other.substitutions)
 
 
 def test_unusable_cache_degrades_to_uncached_with_one_warning(tmp_path):
@@ -313,6 +350,71 @@ def test_refusal_estimate_holds_still():
     assert max(est) / min(est) <= 2.0, est
 
 
+def test_spread_bound_fails_for_a_piece_whose_work_varies():
+    """The matrix's spread bound (the piece's own spread -- of its samples, or of its samples relative
+    to the reference workload timed after each -- within max(20 %, 3x the reference's spread)) can
+    fail: a piece whose work alternates between 1x and 10x from one sample to the next (one
+    iteration per sample) has a relative IQR near 1.6 and is reported unconverged and out of bound,
+    unless the reference workload itself spreads by more than half of that."""
+    from primus_launch.projection.measure.timing import TimingPolicy, time_piece, torch_threads, within_bound
+
+    x = torch.randn(256, 256, requires_grad=True)
+    w = torch.randn(256, 256, requires_grad=True)
+    calls = [0]
+
+    def uneven(x):
+        calls[0] += 1
+        y = x
+        for _ in range(10 if calls[0] % 2 else 1):
+            y = (y @ w).tanh()
+        return y.sum()
+
+    pol = TimingPolicy(min_repeats=8, max_repeats=8, min_sample_s=0.0, max_inner=1, max_piece_s=5.0)
+    with torch_threads(1):
+        pt = time_piece(uneven, [x], [w], torch.device("cpu"), split="flop-ratio", flop_split=0.5, policy=pol,
+                        measure_mem=False)
+    assert not pt.converged and pt.repeats == 8 and pt.inner == 1
+    assert pt.spread["total"] > 1.0, pt.spread
+    assert not within_bound(pt.spread, 0.2), pt.spread
+    assert pt.bwd_input_s + pt.bwd_weight_s == pytest.approx(pt.bwd_s)
+
+
+def test_titan_memory_model_takes_the_measured_blocks():
+    """The hook of TorchTitan's memory model: measured blocks equal to the model's own give the model's
+    stages exactly; a measured block that keeps twice as much raises the stage's activations and peak
+    by what the extra bytes of the blocks in flight and the head add."""
+    from primus_launch.adapters.torchtitan_arch import arch_from_flavor
+    from primus_launch.plan import Plan
+    from primus_launch.projection.memory import estimate_memory
+    from primus_launch.projection.memory_activations import LayerActivations
+    from primus_launch.projection.memory_titan import TITAN, TitanLayer, head_kept_bytes, layer_activation_bytes
+    from primus_launch.projection.measure.upscale import MeasuredTitanActivations
+
+    arch = arch_from_flavor("llama3", "debugmodel", seq_len=2048)
+    plan = Plan.model_validate({"model": arch.model_dump(), "parallel": {"dp_sharding": "full"},
+                                "training": {"global_batch_size": 4, "micro_batch_size": 2},
+                                "cluster": {"gpus_per_node": 2}, "source": {"framework": "torchtitan"}})
+    la = layer_activation_bytes(plan.model, seq=2048, mbs=2, tp=1, impl=TITAN)
+    head = sum(head_kept_bytes(plan.model, seq=2048, mbs=2, tp=1, impl=TITAN))
+
+    def acts(k: float) -> MeasuredTitanActivations:
+        tl = TitanLayer(kept=k * la.full, full=k * la.full, layer_input=la.layer_input)
+        dense = LayerActivations(full=tl.full, core_attention=0.0, layer_input=tl.layer_input, backward_temp=0.0)
+        return MeasuredTitanActivations(dense=dense, moe=None, output=(k * head, 0.0), note="measured",
+                                        blocks=((False, tl, tl),), head_kept=k * head)
+
+    model = estimate_memory(plan)
+    same = estimate_memory(plan, acts=acts(1.0))
+    double = estimate_memory(plan, acts=acts(2.0))
+    assert same.notes[0] == "measured" and [s.total_bytes for s in same.stages] == [s.total_bytes for s in model.stages]
+    w, w2 = model.stages[model.worst_stage], double.stages[double.worst_stage]
+    assert w2.activations_bytes == pytest.approx(2 * w.activations_bytes - 8.0 * 2048 * 2, rel=1e-6)  # ids kept once
+    assert double.peak_bytes_per_gpu > model.peak_bytes_per_gpu
+
+
+# a cheap timing policy for the subprocess tests ($PRIMUS_LAUNCH_MEASURE_POLICY, upscale.make_policy)
+QUICK = "min_repeats=3,max_repeats=4,min_sample_s=0.005"
+
 _TIED_SCRIPT = """torchrun --nproc-per-node 1 pretrain_gpt.py --num-layers 2 --hidden-size 64 --ffn-hidden-size 128 \\
   --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --vocab-size 1024 --micro-batch-size 2 \\
   --global-batch-size 4 --swiglu --normalization RMSNorm --disable-bias-linear --bf16
@@ -326,7 +428,7 @@ def _cli(tmp_path, cache, *extra, script_text: str = _TIED_SCRIPT):
 
     script = tmp_path / "tied.sh"
     script.write_text(script_text)
-    env = dict(os.environ, PRIMUS_LAUNCH_CACHE=str(cache), PYTHONWARNINGS="ignore")
+    env = dict(os.environ, PRIMUS_LAUNCH_CACHE=str(cache), PYTHONWARNINGS="ignore", PRIMUS_LAUNCH_MEASURE_POLICY=QUICK)
     return subprocess.Popen([sys.executable, "-m", "primus_launch", "--project", str(script), "--measure-device",
                              "cpu", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -412,9 +514,9 @@ def test_two_concurrent_runs_measure_each_piece_once(tmp_path):
             "from primus_launch.plan import Plan\n"
             "from primus_launch.projection.measure.upscale import project_measured\n"
             "r = project_measured(Plan.model_validate_json(sys.argv[1]), device='cpu', cache_dir=sys.argv[2], "
-            "measure_layers=1, repeats=3)\n"
+            "measure_layers=1)\n"
             "print(json.dumps({n: p.source for n, p in r.measurement.pieces.items()}))\n")
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    env = dict(os.environ, PYTHONWARNINGS="ignore", PRIMUS_LAUNCH_MEASURE_POLICY=QUICK)
     procs = [subprocess.Popen([sys.executable, "-c", code, plan.model_dump_json(), str(tmp_path)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
     outs = []

@@ -8,17 +8,26 @@ against independent truth:
   is measured (torchtitan: torch's ``stage_backward_input`` / ``stage_backward_weight``), the raw
   B + W within [0.8, 2.0] x the plain backward timed in the same loop (the split's bookkeeping is
   a large share of a tiny piece);
-- the spread (relative IQR of fwd+bwd) within :data:`SPREAD_BOUND` (one re-measurement into a
-  fresh cache allowed, for a burst of load on a shared runner), and the ``converged`` flag
-  consistent with the policy's target;
+- the spread within its bound (:func:`_spread_violations`: the piece's own spread -- relative IQR
+  of fwd+bwd, or of the samples relative to a reference workload timed after each -- within
+  max(:data:`SPREAD_BOUND`, 3 x the reference's spread); one re-measurement into a fresh cache
+  allowed, for a burst of load on a shared runner), and the ``converged`` flag consistent with
+  the policy's target;
 - memory: the result's memory is the measured one, and each layer kind's measured kept bytes
   within a stated bound of the tensor-list model of the same implementation
   (``memory_activations.MCORE_LOCAL``: megatron-core's local modules on the CPU): megatron dense
   and MoE within 5 % (equal in most cases; CP keeps the gathered K/V of its all-gather attention:
-  +3.5 % here), megatron MLA within [1, 1.35] x (measured +25 %: the
-  model undercounts the local MLA path), torchtitan dense within 10 % (CP 2: within [1, 1.2] x, the
-  emulated CP core keeps ~12 % more here), torchtitan's MoE and MLA
-  (the model follows megatron's modules) within [1, 2] x;
+  +3.5 % here; hidden dropout 0.1: equal, its masks counted), megatron MLA within [1, 1.35] x
+  (measured +25 %: the model undercounts the local MLA path), gated quick-GeGLU within [1, 1.35] x
+  (+28 %: megatron's dense MLP cannot fuse it and keeps its intermediates, the model counts the
+  fused kernel), attention dropout in the SDPA core within [1, 2] x (+68 %: the CPU math kernel
+  keeps the s x s probabilities and mask, a stated substitution), megatron's own unfused core
+  within [1, 1.1] x (+5.5 %); torchtitan against its own memory model
+  (``memory_titan``, ``TITAN_CPU``), without and under torchtitan's FullAC / SelectiveAC wrapped
+  around the real block: dense within 2 % (equal here; CP 2: within [1, 1.2] x, the emulated CP
+  core keeps ~8 % more here), MoE and MLA within [1, 2] x (the model follows megatron's modules);
+  the measured figures are those of the result (Megatron: where the CPU modules keep more than the
+  GPU kernels of the analytic model, the result's activations differ from the analytic ones);
 - FP8: timed in BF16 and the result says so per piece, with the fp8/bf16 correction applied.
 
 Budget: one module-scoped cache shares the pieces of cases that differ only in what the cost model
@@ -33,20 +42,22 @@ import pytest
 pytestmark = pytest.mark.slow
 
 # relative IQR of a piece's fwd+bwd samples: the policy targets 5 % (reached on an idle machine);
-# on a shared runner the bound is the larger of SPREAD_BOUND and 3x the spread this machine shows
-# for fixed GEMM work timed the same way at the same moment (``machine_noise``)
+# on a shared runner the bound is the larger of SPREAD_BOUND and NOISE_FACTOR (3) x the spread of
+# the reference workload timed after every sample of the same piece (timing.spread_bound);
+# tests/test_measure.py checks that this bound fails for a piece whose work really varies
 SPREAD_BOUND = 0.2
 MEGATRON_MEM_BOUND = 0.05
+TITAN_MEM_BOUND = 0.02
 
 
 def _policy():
     from primus_launch.projection.measure.timing import TimingPolicy
 
-    return TimingPolicy(min_repeats=5, max_repeats=8, min_sample_s=0.01)
+    return TimingPolicy(min_repeats=5, max_repeats=10, min_sample_s=0.01, max_piece_s=1.0)
 
 
 def _mcore(tied: bool = False, model: dict | None = None, parallel: dict | None = None,
-           training: dict | None = None, gpus: int = 1):
+           training: dict | None = None, gpus: int = 1, cluster_gpu: str = "h100-sxm"):
     from primus_launch.plan import Plan
 
     m = dict(num_layers=4, hidden_size=64, ffn_hidden_size=128, num_attention_heads=4, num_query_groups=2,
@@ -54,7 +65,7 @@ def _mcore(tied: bool = False, model: dict | None = None, parallel: dict | None 
     m.update(model or {})
     return Plan.model_validate({"model": m, "parallel": parallel or {},
                                 "training": {"global_batch_size": 4 * gpus, "micro_batch_size": 2, **(training or {})},
-                                "cluster": {"gpus_per_node": gpus, "gpu": "h100-sxm"}})
+                                "cluster": {"gpus_per_node": gpus, "gpu": cluster_gpu}})
 
 
 MOE = dict(num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=64, moe_dense_first_layers=1)
@@ -75,6 +86,19 @@ MEGATRON = {
     "recompute-full-block": dict(parallel=dict(pp=2), gpus=2,
                                  training=dict(recompute=dict(granularity="full", method="block", num_layers=1))),
     "fp8": dict(training=dict(precision="fp8")),
+    # plan fields that reach the build (issue 14 follow-up)
+    "mtp": dict(model=dict(mtp_num_layers=1)),
+    "layout": dict(parallel=dict(pp=2, pipeline_layout="Et|tttL"), gpus=2),
+    "mtp-layout": dict(model=dict(mtp_num_layers=1), parallel=dict(pp=2, pipeline_layout="Ett|ttmL"), gpus=2),
+    "fp8-blockwise": dict(training=dict(precision="fp8", fp8_recipe="blockwise")),
+    "fp8-mxfp8": dict(training=dict(precision="fp8", fp8_recipe="mxfp8"), cluster_gpu="b200"),
+    "moe-allgather": dict(model=MOE, training=dict(moe_token_dispatcher="allgather")),
+    "moe-deepep-ep2": dict(model=MOE, parallel=dict(ep=2), gpus=2, training=dict(moe_token_dispatcher="deepep")),
+    "window": dict(model=dict(window_size=8, window_layer_pattern=(1, 0, 1, 0))),
+    "quick-geglu": dict(model=dict(activation="quick_gelu")),
+    "dropout": dict(model=dict(hidden_dropout=0.1, attention_dropout=0.1)),  # Megatron's defaults
+    "unfused-sinks": dict(model=dict(softmax_type="learnable"), training=dict(attention_backend="unfused")),
+    "cuda-graphs": dict(training=dict(cuda_graph_impl="local")),
 }
 
 
@@ -103,6 +127,8 @@ TITAN = {
     "cp2": dict(parallel=dict(cp=2)),
     "moe-mla": dict(name="deepseek_v3", parallel=dict(ep=2)),
     "float8": dict(training=dict(precision="fp8")),
+    "float8-rowwise": dict(training=dict(precision="fp8", fp8_recipe="rowwise")),
+    "compile": dict(training=dict(compile=True)),
     "ac-none": dict(training=dict(recompute=dict(granularity="none"))),
     "ac-selective": dict(training=dict(recompute=dict(granularity="selective"))),
     "ac-full": dict(training=dict(recompute=dict(granularity="full", method="uniform", num_layers=1))),
@@ -124,7 +150,10 @@ def matrix(tmp_path_factory):
 
     cache = tmp_path_factory.mktemp("measure-matrix-cache")
     here = Path(__file__).resolve().parent
-    env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")]))
+    # compiled TorchTitan blocks through dynamo + AOT autograd without inductor's C++ code generation
+    # (a cold inductor compile of a block and the loss takes tens of seconds; the result states the backend)
+    env = dict(os.environ, PYTHONWARNINGS="ignore", PRIMUS_LAUNCH_COMPILE_BACKEND="aot_eager",
+               PYTHONPATH=os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")]))
     code = "import sys, test_measure_matrix as m; m.run_all(sys.argv[1])"
     pr = subprocess.run([sys.executable, "-c", code, str(cache)], capture_output=True, text=True, env=env, timeout=900)
     assert pr.returncode == 0, pr.stderr[-3000:]
@@ -161,37 +190,19 @@ def run_all(cache_dir: str) -> None:
     (Path(cache_dir) / "results.json").write_text(json.dumps(out))
 
 
-def _machine_noise() -> float:
-    """Relative IQR of 15 samples of identical bf16 GEMM work (~5 ms each, one torch thread,
-    thread CPU time): the spread the machine itself adds right now."""
-    import time
+def _spread_violations(res) -> list[tuple[str, float, float]]:
+    """Pieces whose own spread (``timing.judged_spread``: the smaller of the samples' relative IQR and
+    that of the samples divided by the reference workload timed after each) exceeds its bound
+    ``timing.spread_bound(spread, SPREAD_BOUND)`` = max(SPREAD_BOUND, NOISE_FACTOR x the reference's
+    spread, i.e. the machine's noise floor at the same moments)."""
+    from primus_launch.projection.measure.timing import judged_spread, spread_bound, within_bound
 
-    import torch
-
-    from primus_launch.projection.measure.timing import rel_iqr, torch_threads
-
-    with torch_threads(1):
-        a = torch.randn(128, 128, dtype=torch.bfloat16)
-        xs = []
-        for _ in range(15):
-            t0 = time.thread_time()
-            for _ in range(40):
-                a @ a
-            xs.append(time.thread_time() - t0)
-    return rel_iqr(xs)
-
-
-def _spread_bound() -> float:
-    return max(SPREAD_BOUND, 3 * _machine_noise())
-
-
-def _spread_violations(res) -> list[tuple[str, float]]:
-    """Pieces whose spread exceeds the bound (see :data:`SPREAD_BOUND`)."""
-    bad = [(n, pc.spread["total"]) for n, pc in res.measurement.pieces.items() if pc.spread["total"] > SPREAD_BOUND]
-    if bad:
-        bound = _spread_bound()
-        bad = [(n, sp) for n, sp in bad if sp > bound]
-    return bad
+    out = []
+    for n, pc in res.measurement.pieces.items():
+        assert "reference" in pc.spread and "vs_reference" in pc.spread, n  # measured with every CPU piece
+        if not within_bound(pc.spread, SPREAD_BOUND):
+            out.append((n, judged_spread(pc.spread), spread_bound(pc.spread, SPREAD_BOUND)))
+    return out
 
 
 def _measure(plan, cache, tmp_path):
@@ -210,6 +221,8 @@ def _measure(plan, cache, tmp_path):
 
 
 def _check(res, plan, framework: str) -> None:
+    from primus_launch.projection.measure.timing import judged_spread
+
     ms = res.measurement
     assert res.mode == "measured" and ms is not None and ms.framework == framework
     assert ms.threads == 1 and ms.clock == "thread"  # pinned: one torch thread, its CPU time
@@ -227,31 +240,54 @@ def _check(res, plan, framework: str) -> None:
         assert pc.bwd_input_s + pc.bwd_weight_s == pytest.approx(pc.bwd_s, rel=1e-9), n
         if n != "embedding":
             assert pc.bwd_input_s > 0, n  # every piece but the embedding has a differentiable input
-        if n != "attn_core":
+        if not n.startswith("attn_core"):
             assert pc.bwd_weight_s > 0 and pc.param_count > 0, n  # never a clamped 0
         if pc.split == "autograd":
             raw = pc.bwd_input_raw_s + pc.bwd_weight_raw_s
             assert 0.8 <= raw / pc.bwd_s <= 2.0, (n, raw, pc.bwd_s)
-        assert pc.converged == (pc.spread["total"] <= target), n
+        assert pc.converged == (judged_spread(pc.spread) <= target), n
         assert pc.activation_bytes > 0 or n == "embedding", n
         assert pc.peak_bytes >= pc.activation_bytes, n
     # memory: the result's is the measured one; per layer against the model of the same implementation
     assert res.memory.notes[0].startswith("activations measured per piece")
     chk = res.memory_check
     assert chk is not None and chk.analytic.peak_bytes_per_gpu > 0
-    assert res.memory.stages[res.memory.worst_stage].activations_bytes > 0
+    worst = res.memory.stages[res.memory.worst_stage]
+    assert worst.activations_bytes > 0 or framework == "torchtitan"  # TorchTitan: peak in a late backward level
+    assert chk.components["activations"]["measured"] == worst.activations_bytes
+    impl = "MCORE_LOCAL" if framework == "megatron" else "TITAN_CPU"
+    other = "TE" if framework == "megatron" else "TITAN"
+    if framework == "megatron" and not any(v["measured"] == pytest.approx(v[f"model_{other}"], rel=0.02)
+                                           for v in chk.per_layer.values()):
+        # the CPU modules keep more than the GPU kernels the analytic model describes: the measured
+        # figures (not the model's) reached the result (TorchTitan's peak of these tiny models is the
+        # embedding's backward, where no activation is left: tests/test_measure.py checks its hook)
+        assert chk.components["activations"]["measured"] != chk.components["activations"]["analytic"]
+    assert chk.per_layer
     for kind, v in chk.per_layer.items():
-        ratio = v["measured"] / v["model_MCORE_LOCAL"]
+        ratio = v["measured"] / v[f"model_{impl}"]
         if framework == "megatron" and m.multi_latent_attention:
             assert 1.0 <= ratio <= 1.35, (kind, v)  # measured +25 %: see the module docstring
+        elif framework == "megatron" and m.attention_dropout and plan.training.attention_backend not in ("unfused",
+                                                                                                    "local"):
+            assert 1.0 <= ratio <= 2.0, (kind, v)  # the CPU SDPA math kernel keeps s x s probs + mask: +68 % here
+        elif framework == "megatron" and m.swiglu and m.activation not in ("silu", "gelu"):
+            assert 1.0 <= ratio <= 1.35, (kind, v)  # megatron's unfused quick-GeGLU keeps more: +28 % here
+        elif framework == "megatron" and plan.training.attention_backend in ("unfused", "local"):
+            assert 1.0 <= ratio <= 1.1, (kind, v)  # megatron's local core: +5.5 % here (+6 % with sinks)
         elif framework == "megatron":
             assert ratio == pytest.approx(1.0, abs=MEGATRON_MEM_BOUND), (kind, v)
         elif kind == "moe_layer" or m.multi_latent_attention:
             assert 1.0 <= ratio <= 2.0, (kind, v)
-        elif plan.parallel.cp > 1:  # the emulated CP core's concatenated K/V and mask: +12 % here
+        elif plan.parallel.cp > 1:  # the emulated CP core's concatenated K/V and mask: +8 % here
             assert 1.0 <= ratio <= 1.2, (kind, v)
         else:
-            assert ratio == pytest.approx(1.0, abs=0.10), (kind, v)
+            assert ratio == pytest.approx(1.0, abs=TITAN_MEM_BOUND), (kind, v)
+        ac = [k for k in v if k.startswith("measured_ac_")]
+        if framework == "torchtitan" and ac and ac[0] != "measured_ac_none" and not (
+                kind == "moe_layer" or m.multi_latent_attention or plan.parallel.cp > 1):
+            a = ac[0][len("measured_ac_"):]  # the block under torchtitan's own FullAC / SelectiveAC
+            assert v[ac[0]] == pytest.approx(v[f"model_{impl}_ac_{a}"], rel=TITAN_MEM_BOUND), (kind, v)
 
 
 def _result(matrix, key):
@@ -267,17 +303,46 @@ def test_megatron_matrix(case, matrix):
     plan = _mcore(**MEGATRON[case])
     res = _result(matrix, f"megatron/{case}")
     _check(res, plan, "megatron")
-    subs = {s.what for pc in res.measurement.pieces.values() for s in pc.substitutions}
-    if case == "fp8":
-        for n, pc in res.measurement.pieces.items():
+    pieces = res.measurement.pieces
+    subs = {s.what for pc in pieces.values() for s in pc.substitutions}
+    lt = res.measurement.layer_times
+    t = plan.training
+    if t.precision == "fp8":
+        recipe = t.fp8_recipe or "delayed"
+        for n, pc in pieces.items():
             assert pc.measured_dtype == "bf16"
-            assert any("instead of fp8" in s.what and s.why for s in pc.substitutions), n
-            assert pc.adjustments, n
+            assert any(f"instead of fp8 ({recipe} recipe)" in s.what and s.why for s in pc.substitutions), n
+            assert any("fp8" in a and "fwd x" in a for a in pc.adjustments), n  # the dry-run's ratio, stated
         assert any("instead of fp8" in n for n in res.notes)
+        # the layer time used is the measured one times the roofline's fp8/bf16 ratio (not the raw)
+        assert lt["dense_layer"]["fwd_s"] != pytest.approx(pieces["dense_layer#0"].fwd_s, rel=1e-6)
     else:
         assert not any("fp8" in s for s in subs)
     if plan.parallel.sequence_parallel:
         assert any("sequence parallel" in s for s in subs)
+    if plan.model.mtp_num_layers:  # megatron's MultiTokenPredictionLayer, priced per chunk_layout mtp slot
+        mtp = pieces["mtp"]
+        assert lt["mtp_extra"]["fwd_s"] == pytest.approx(mtp.fwd_s) and mtp.param_count > 0
+    if plan.parallel.pipeline_layout:  # the layout places embedding / layers / loss: stage 1 holds more
+        st = res.memory.stages
+        assert len(st) == 2 and st[1].num_parameters > st[0].num_parameters
+    if case == "moe-allgather":
+        assert "megatron's allgather token dispatcher at world size 1" in subs
+    if case == "moe-deepep-ep2":
+        assert any("(plan: deepep)" in s for s in subs)
+        assert any("token dispatcher" in a for a in pieces["moe_layer#1"].adjustments)
+    if plan.model.is_moe:  # grouped GEMMs (plan default) measured as one GEMM per expert, corrected
+        assert any("grouped" in a for n, pc in pieces.items() if n.startswith("moe_layer") for a in pc.adjustments)
+    if plan.model.window_size:
+        assert {"dense_window_layer#1", "attn_core_window"} <= set(pieces)
+        assert lt["dense_window_layer"] is not None
+        assert any(a.startswith("window layers:") for a in pieces["dense_window_layer#1"].adjustments)
+    if case == "unfused-sinks":  # megatron's own local core (materialised scores, sinks): no SDPA stand-in
+        assert not any("scaled_dot_product_attention" in s for s in subs)
+    if plan.model.softmax_type != "vanilla" and t.attention_backend not in ("unfused", "local"):
+        assert any("vanilla softmax" in s for s in subs)
+    if t.cuda_graph_impl != "none":
+        assert all(any("no CUDA graph capture" in s.what for s in pc.substitutions) for pc in pieces.values())
 
 
 @pytest.mark.parametrize("case", list(TITAN))
@@ -289,8 +354,16 @@ def test_torchtitan_matrix(case, matrix):
     _check(res, plan, "torchtitan")
     notes = res.notes + res.memory.notes
     assert not any("megatron" in n.lower() for n in notes), [n for n in notes if "megatron" in n.lower()]
-    if case == "float8":
-        assert all(pc.measured_dtype == "bf16" and any("instead of fp8" in s.what for s in pc.substitutions)
+    if plan.training.precision == "fp8":
+        recipe = plan.training.fp8_recipe or "tensorwise"
+        assert all(pc.measured_dtype == "bf16" and any(f"instead of fp8 ({recipe} recipe)" in s.what
+                                                       for s in pc.substitutions) and pc.adjustments
                    for pc in res.measurement.pieces.values())
     layers = [pc for n, pc in res.measurement.pieces.items() if "_layer#" in n]
-    assert all(pc.split == "autograd" for pc in layers)
+    subs = {s.what for pc in res.measurement.pieces.values() for s in pc.substitutions}
+    if plan.training.compile:  # blocks compiled as torchtitan does (here aot_eager): split by FLOPs, memory eager
+        assert all(pc.split == "flop-ratio" for pc in layers)
+        assert "memory measured on the eager module (time: compiled)" in subs
+        assert any(s.startswith("compiled with the aot_eager backend") for s in subs)
+    else:
+        assert all(pc.split == "autograd" for pc in layers)

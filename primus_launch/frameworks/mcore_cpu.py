@@ -26,8 +26,9 @@ What :func:`install` patches (``device="cpu"``; on ``"cuda"`` only the no-TE fix
    pipeline p2p) returns ``torch.device("cpu")`` so that ``device=`` arguments land on the CPU.
 2. ``torch.cuda.synchronize()`` becomes a no-op (p2p communication calls it after batched
    isend/irecv).
-3. ``megatron.core.fusions.fused_softmax.get_default_causal_mask`` hard-codes ``device="cuda"``:
-   replaced by the same upper-triangular mask built on the CPU (cached per sequence length).
+3. ``megatron.core.fusions.fused_softmax.get_default_causal_mask`` and
+   ``get_sliding_window_causal_mask`` hard-code ``device="cuda"``: replaced by the same masks built
+   on the CPU (cached per shape).
 4. The CUDA RNG tracker (``tensor_parallel.random``) stores CUDA generator states; attention forks
    it even with dropout 0.  :class:`CpuRNGStatesTracker` keeps CPU generator states with the same
    interface and :func:`seed_rng_tracker` seeds it as ``model_parallel_cuda_manual_seed`` would
@@ -38,8 +39,11 @@ What :func:`install` patches (``device="cpu"``; on ``"cuda"`` only the no-TE fix
    define it as ``None`` so the router takes its ``torch.mm`` branch.
 6. ``pipeline_parallel.schedules`` allocates its token counter with ``device="cuda"``, and the
    optimizer wrappers their loss-scale / grad-norm scalars (``optimizer/optimizer.py``,
-   ``optimizer/clip_grads.py``, ``utils.py``): those modules' global ``torch`` is replaced by a
-   proxy whose tensor factories map ``"cuda"`` to the CPU while the shim is active.
+   ``optimizer/clip_grads.py``, ``utils.py``); the MoE ``alltoall`` token dispatcher creates a
+   ``torch.cuda.Stream`` for its device-to-host copies of the split sizes
+   (``transformer/moe/token_dispatcher.py``): those modules' global ``torch`` is replaced by a
+   proxy whose tensor factories map ``"cuda"`` to the CPU and whose ``torch.cuda`` streams and
+   events are synchronous stand-ins while the shim is active.
 
 8. ``models.common.embeddings.rope_utils.get_pos_emb_on_this_cp_rank`` (context parallelism)
    builds its chunk index with ``pin_memory=True`` and ``.cuda()``: replaced by
@@ -50,8 +54,9 @@ What :func:`install` patches (``device="cpu"``; on ``"cuda"`` only the no-TE fix
    True`` and calls ``isinstance(linear_proj, <mock>)`` (TypeError building any MLA layer):
    ``HAVE_TE`` is set False there.
 
-Configuration that must differ on CPU (:func:`config_overrides`): the MoE ``alltoall`` dispatcher
-creates a ``torch.cuda.Stream`` -> use ``moe_token_dispatcher_type="allgather"``; no fused kernels
+Configuration that must differ on CPU (:func:`config_overrides`): the MoE dispatcher defaults to
+``allgather`` (the ``alltoall`` one runs at world size 1 with shim 6; over gloo with EP > 1 its
+split sizes must be host lists, as the notes say); no fused kernels
 (``bias_activation_fusion``, ``masked_softmax_fusion``, ``gradient_accumulation_fusion``, rope
 fusion off); ``batch_p2p_sync=False``.  Sequence parallel requires a non-torch LayerNorm and is not
 supported by the local spec on CPU.
@@ -94,6 +99,21 @@ def causal_mask(sq: int, sk: Optional[int] = None, device: str | torch.device = 
     return m
 
 
+_WINDOW_MASKS: dict[tuple, torch.Tensor] = {}
+
+
+def sliding_window_mask(sq: int, skv: int, window_size) -> torch.Tensor:
+    """megatron's ``transformer.utils.get_sliding_window_causal_mask`` (True = masked) on the CPU
+    (upstream builds it on "cuda"), cached per shape and window."""
+    dev = "cpu" if _shim_active() else "cuda"
+    key = (sq, skv, tuple(window_size), dev)
+    if key not in _WINDOW_MASKS:
+        m = torch.ones(sq, skv, dtype=torch.bool, device=dev)
+        mu = torch.triu(m, diagonal=skv - sq - window_size[0])
+        _WINDOW_MASKS[key] = ~torch.tril(mu, diagonal=skv - sq + window_size[1])
+    return _WINDOW_MASKS[key]
+
+
 def _shim_active() -> bool:
     return torch.cuda.current_device is _cpu_current_device
 
@@ -102,17 +122,72 @@ def _default_causal_mask(sq: int) -> torch.Tensor:
     return causal_mask(sq, device="cpu" if _shim_active() else "cuda")
 
 
+class _CpuEvent:
+    """Stand-in for a ``torch.cuda.Event`` on the CPU: work is synchronous, nothing to wait for."""
+
+    def record(self, stream: Any = None) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+    def wait(self, stream: Any = None) -> None:
+        return None
+
+
+class _CpuStream:
+    """Stand-in for a ``torch.cuda.Stream`` on the CPU (one stream: the calling thread)."""
+
+    def wait_stream(self, other: Any) -> None:
+        return None
+
+    def wait_event(self, event: Any) -> None:
+        return None
+
+    def record_event(self, event: Any = None) -> _CpuEvent:
+        return _CpuEvent()
+
+    def synchronize(self) -> None:
+        return None
+
+
+_CPU_STREAM = _CpuStream()
+
+
+class _CpuCuda(types.ModuleType):
+    """Proxy for ``torch.cuda`` seen from a proxied megatron module: while the CPU shim is active,
+    streams and events are the synchronous :class:`_CpuStream` / :class:`_CpuEvent`; everything else
+    is ``torch.cuda`` itself."""
+
+    def __init__(self) -> None:
+        super().__init__("torch.cuda")
+
+    def __getattr__(self, name: str) -> Any:
+        if _shim_active():
+            if name in ("Stream", "current_stream", "default_stream"):
+                return lambda *a, **k: _CPU_STREAM
+            if name == "Event":
+                return lambda *a, **k: _CpuEvent()
+            if name == "stream":
+                return lambda *a, **k: contextlib.nullcontext()
+        return getattr(torch.cuda, name)
+
+
 class _CpuFactoryTorch(types.ModuleType):
     """Proxy for the ``torch`` module inside one megatron module: while the CPU shim is active,
-    tensor factories called with ``device="cuda"`` allocate on the CPU; everything else (and
-    everything after :func:`uninstall`) is torch itself."""
+    tensor factories called with ``device="cuda"`` allocate on the CPU and ``torch.cuda``'s streams
+    and events are synchronous stand-ins (:class:`_CpuCuda`); everything else (and everything
+    after :func:`uninstall`) is torch itself."""
 
     _FACTORIES = ("zeros", "ones", "empty", "full", "tensor", "arange")
 
     def __init__(self) -> None:
         super().__init__("torch")
+        self._cuda = _CpuCuda()
 
     def __getattr__(self, name: str) -> Any:
+        if name == "cuda":
+            return self._cuda
         attr = getattr(torch, name)
         if name in self._FACTORIES:
             def factory(*args: Any, **kwargs: Any) -> Any:
@@ -233,17 +308,20 @@ def install(device: str | torch.device = "cpu") -> None:
         import megatron.core.optimizer.clip_grads as clip_grads
         import megatron.core.optimizer.optimizer as optimizer_mod
         import megatron.core.pipeline_parallel.schedules as schedules
+        import megatron.core.transformer.moe.token_dispatcher as token_dispatcher
         import megatron.core.transformer.utils as tutils
         import megatron.core.utils as mcore_utils
 
         fused_softmax.get_default_causal_mask = _default_causal_mask
         tutils.get_default_causal_mask = _default_causal_mask
+        fused_softmax.get_sliding_window_causal_mask = sliding_window_mask
+        tutils.get_sliding_window_causal_mask = sliding_window_mask
         import megatron.core.models.common.embeddings.rope_utils as rope_utils
         import megatron.core.models.common.embeddings.rotary_pos_embedding as rotary
 
         rope_utils.get_pos_emb_on_this_cp_rank = cp_rank_pos_emb
         rotary.get_pos_emb_on_this_cp_rank = cp_rank_pos_emb
-        for mod in (schedules, optimizer_mod, clip_grads, mcore_utils):
+        for mod in (schedules, optimizer_mod, clip_grads, mcore_utils, token_dispatcher):
             if not isinstance(mod.torch, _CpuFactoryTorch):
                 mod.torch = _CpuFactoryTorch()
     _INSTALLED.add(dev)

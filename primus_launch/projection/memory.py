@@ -173,7 +173,7 @@ def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: Tit
     """Per PP rank, bytes on one GPU of that rank (see the module docstring; TorchTitan plans:
     :mod:`memory_titan`)."""
     if plan.framework == "torchtitan":
-        return [st.model_copy() for st in _titan_stage_memory(*_titan_args(plan), titan_impl)]
+        return [st.model_copy() for st in _titan_stage_memory(*_titan_args(plan), titan_impl, measured=acts)]
     return [st.model_copy() for st in _stage_memory(*mcore_args(plan, impl), acts=acts)]
 
 
@@ -414,7 +414,7 @@ def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl | Non
     (allocated + :data:`ALLOCATOR_FRAGMENTATION` of the dynamic part) plus
     :data:`OUTSIDE_ALLOCATOR_BYTES` with the device's capacity; ``"allocated"`` the allocated peak plus
     the same outside-allocator bytes.  ``acts``: measured per-layer activations instead of the
-    model's (Megatron plans; a TorchTitan plan keeps its traced model of :mod:`memory_titan`).
+    model's (a TorchTitan plan: ``MeasuredTitanActivations`` feeding :mod:`memory_titan`'s model).
     """
     if memory_basis not in ("reserved", "allocated"):
         from primus_launch.plan import PlanError
@@ -426,7 +426,7 @@ def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl | Non
     cap = int(get_gpu(plan.cluster.gpu).hbm_bytes)
     titan = plan.framework == "torchtitan"
     notes = [
-        acts.note if acts is not None and not titan else
+        acts.note if acts is not None else
         ("activations: torchtitan modules (fused RMSNorm, flash SDPA, unfused SwiGLU, fp32 loss logits), FSDP2 "
          "walk of the backward (tests/titan_trace.py traces)" if titan else
          "activations assume megatron-core + Transformer Engine (flash attention, fused SwiGLU/RoPE)"
@@ -506,15 +506,15 @@ def titan_attention(plan: Plan) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _titan_stage_memory(*args) -> tuple[StageMemory, ...]:
+def _titan_stage_memory(*args, measured=None) -> tuple[StageMemory, ...]:
     """TorchTitan stages (:mod:`memory_titan`): FSDP2 over ``S = dp_shard x cp``, the backward walk."""
-    return tuple(st for st, _ in titan_stage_parts(*args))
+    return tuple(st for st, _ in titan_stage_parts(*args, measured=measured))
 
 
 @lru_cache(maxsize=4096)
 def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
                       gran, method, rnum, compiled, reshard, attn="flex",
-                      impl: TitanImpl = TITAN) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
+                      impl: TitanImpl = TITAN, measured=None) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
     """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
     ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients)."""
     m = _arch(key)
@@ -529,6 +529,8 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
     kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep, attn=attn)
     layer_of = {moe: titan_layer_bytes(m, ac="none", moe=moe, **kw) for moe in {False, m.is_moe}}
     ck_of = {moe: titan_layer_bytes(m, ac="full" if ac == "full" else "op", moe=moe, **kw) for moe in {False, m.is_moe}}
+    if measured is not None:  # measured blocks (projection.measure.upscale.MeasuredTitanActivations)
+        layer_of, ck_of = measured.titan_layers(layer_of, ck_of)
     V = m.vocab_size
     Ue = V / tp * h
     Uh = V / tp * h + h
@@ -604,6 +606,8 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
         loss_grads = held = 0.0
         if has_loss:
             hn, hin, logp = titan_head_bytes(m, seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl)
+            if measured is not None:
+                hn, hin, logp = measured.titan_head(hn, hin, logp)
             head = (hn, hin, logp, Uh)
             loss_grads = (2 if tp == 1 else 3) * 4.0 * sb * V / tp
             if reshard != "always":

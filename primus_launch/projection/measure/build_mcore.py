@@ -37,7 +37,7 @@ building; :func:`pieces` builds from it only, so its canonical form is the cache
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional
 
 import torch
@@ -45,11 +45,12 @@ import torch
 from primus_launch.plan import Plan
 from primus_launch.projection.measure.spec import BuildSpec, Substitution, fp8_support
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.bfloat16}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.bfloat16,
+          "fp4": torch.bfloat16}
 
 
 def torch_dtype(plan: Plan) -> torch.dtype:
-    """Parameter/activation dtype measured for the plan's precision (fp8 measured as bf16)."""
+    """Parameter/activation dtype measured for the plan's precision (fp8 / fp4 measured as bf16)."""
     return DTYPES[plan.training.precision]
 
 
@@ -64,6 +65,12 @@ class Piece:
     shapes: dict[str, Any]
     flop_split: Optional[float] = None  # input-grad share of backward by FLOPs (split="flop-ratio")
     split: str = "autograd"  # how the backward is split: timing.SPLITS
+    # memory-only variants (name -> forward over the same inputs/params), e.g. the block under the
+    # framework's activation checkpointing: their kept bytes go to PieceTiming.variant_bytes
+    memory_variants: dict[str, Callable[..., torch.Tensor]] = field(default_factory=dict)
+    # the forward whose memory is measured when it cannot be the timed one (a compiled module on
+    # the CPU: MemTracker cannot run inside compiled code); None = ``forward``
+    memory_forward: Optional[Callable[..., torch.Tensor]] = None
 
 
 def cp_positions(seq: int, cp: int, rank: int) -> list[int]:
@@ -79,6 +86,21 @@ def _cp_mask(seq: int, cp: int, rank: int, device) -> torch.Tensor:
     global order: key position <= query position."""
     q = torch.tensor(cp_positions(seq, cp, rank), device=device)
     return torch.arange(seq, device=device).unsqueeze(0) <= q.unsqueeze(1)
+
+
+def attention_mask(q_pos: list[int] | None, sk: int, window: Optional[int], device) -> Optional[torch.Tensor]:
+    """[sq, sk] boolean mask (True = attend) of queries at global positions ``q_pos`` (None: 0..sk-1)
+    over keys 0..sk-1: causal (key <= query) and, with a sliding ``window``, query - key <= window
+    (Megatron ``window_size=(window, 0)``, ``transformer/utils.get_sliding_window_causal_mask``);
+    None for plain causal attention over the whole sequence (SDPA's ``is_causal``)."""
+    if q_pos is None and window is None:
+        return None
+    q = torch.tensor(q_pos, device=device) if q_pos is not None else torch.arange(sk, device=device)
+    k = torch.arange(sk, device=device).unsqueeze(0)
+    mask = k <= q.unsqueeze(1)
+    if window is not None:
+        mask = mask & (q.unsqueeze(1) - k <= window)
+    return mask
 
 
 def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
@@ -101,6 +123,10 @@ def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
         ``[sq, b, np * hn_v]`` exactly as the parent's (same ``softmax_scale``).  Also accepts
         the ``k_channels`` / ``v_channels`` that ``MLASelfAttention`` passes (megatron 0.16.1's
         local ``DotProductAttention`` rejects them, so the local MLA spec cannot be built without it).
+        Sliding window: the layers megatron's ``is_layer_window_attention`` marks attend through
+        :func:`attention_mask` (SDPA takes no window argument: a masked SDPA computes every score).
+        ``softmax_type`` off-by-one / learnable: the parent builds the sink (``softmax_offset``), the
+        SDPA core leaves it out (one extra logit per row: a stated substitution).
         Context parallelism: see :func:`_sdpa_core_attention_class`.
         """
 
@@ -108,12 +134,17 @@ def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
         mode = cp_mode
 
         def __init__(self, config, *args, k_channels=None, v_channels=None, **kwargs):
+            from megatron.core.transformer.utils import is_layer_window_attention
+
             if getattr(config, "context_parallel_size", 1) > 1:  # the parent refuses CP (TE only)
                 import copy
 
                 config = copy.copy(config)
                 config.context_parallel_size = 1
             super().__init__(config, *args, **kwargs)
+            layer_number = kwargs.get("layer_number", args[0] if args else 1)
+            self.window = (config.window_size[0] if is_layer_window_attention(
+                config.window_size, config.window_attn_skip_freq, layer_number) else None)
             self._standin: dict = {}
 
         def _full_kv(self, t: torch.Tensor, name: str) -> torch.Tensor:
@@ -143,10 +174,11 @@ def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
         def forward(self, query, key, value, attention_mask, attn_mask_type=None,
                     attention_bias=None, packed_seq_params=None):
             assert packed_seq_params is None and attention_bias is None
-            mask = None
+            q_pos = None
             if self.cp_size > 1:
                 key, value = self._full_kv(key, "k"), self._full_kv(value, "v")
-                mask = _cp_mask(key.size(0), self.cp_size, self._rank, query.device)
+                q_pos = cp_positions(key.size(0), self.cp_size, self._rank)
+            mask = self._mask(q_pos, key.size(0), query.device)
             q = query.permute(1, 2, 0, 3)
             k = key.permute(1, 2, 0, 3)
             v = value.permute(1, 2, 0, 3)
@@ -157,10 +189,26 @@ def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
             sq, b = out.size(2), out.size(0)
             return out.permute(2, 0, 1, 3).reshape(sq, b, -1)
 
+        def _mask(self, q_pos, sk: int, device):
+            key = (None if q_pos is None else tuple(q_pos), sk, self.window, str(device))
+            if getattr(self, "_mask_key", None) != key:
+                self._mask_key, self._mask_val = key, attention_mask(q_pos, sk, self.window, device)
+            return self._mask_val
+
     return SDPACoreAttention
 
 
-def _with_sdpa(block_spec, cp: int = 1, cp_mode: str = "emulate"):
+def uses_megatron_core_attention(plan: Plan) -> bool:
+    """Whether the measured layers keep megatron's own local ``DotProductAttention`` (the plan's
+    ``attention_backend`` is unfused / local: the materialised s x s scores are what the run does;
+    not with CP, which megatron's local core refuses), else :class:`SDPACoreAttention`."""
+    return plan.training.attention_backend in ("unfused", "local") and plan.parallel.cp == 1 \
+        and not plan.model.multi_latent_attention
+
+
+def _with_sdpa(block_spec, cp: int = 1, cp_mode: str = "emulate", keep_megatron: bool = False):
+    if keep_megatron:
+        return block_spec
     cls = _sdpa_core_attention_class(cp, cp_mode)
     for spec in block_spec.layer_specs:
         sub = spec.submodules.self_attention.submodules
@@ -168,66 +216,125 @@ def _with_sdpa(block_spec, cp: int = 1, cp_mode: str = "emulate"):
     return block_spec
 
 
-def mcore_config(plan: Plan, *, num_dense: int, num_moe: int, per_rank: bool, device: str = "cpu",
-                 extra: Optional[dict] = None):
-    """megatron-core ``TransformerConfig`` (``MLATransformerConfig`` for MLA) for ``num_dense``
-    dense then ``num_moe`` MoE layers of the plan's architecture; see the module docstring for
-    ``per_rank``."""
+def activation_function(name: str):
+    """megatron-core's ``activation_func`` for the plan's ``activation`` (``transformer_config.py``:
+    silu / gelu / relu from torch, ``quick_gelu`` from ``fusions.fused_bias_geglu``, ``squared_relu``
+    from ``activations``)."""
+    import torch.nn.functional as F
+
+    if name == "quick_gelu":
+        from megatron.core.fusions.fused_bias_geglu import quick_gelu
+
+        return quick_gelu
+    if name == "squared_relu":
+        from megatron.core.activations import squared_relu
+
+        return squared_relu
+    return {"silu": F.silu, "gelu": F.gelu, "relu": F.relu}[name]
+
+
+def measured_dispatcher(plan: Plan) -> str:
+    """The MoE token dispatcher the measured layers run: the plan's ``alltoall`` / ``allgather``
+    (megatron's own; the CPU shim gives ``alltoall`` its stream), ``alltoall`` for the flex backends
+    ``deepep`` / ``hybridep`` (they need the DeepEP / HybridEP libraries and a GPU fabric)."""
+    d = plan.training.moe_token_dispatcher
+    return d if d in ("alltoall", "allgather") else "alltoall"
+
+
+def default_kinds(plan: Plan, num_dense: int, num_moe: int, per_rank: bool) -> list[tuple[bool, bool]]:
+    """(MoE, sliding window) per built layer when the caller gives counts only: the plan's own
+    pattern for a full model, else ``num_dense`` dense then ``num_moe`` MoE layers (windowed when
+    every layer of the plan is)."""
+    m = plan.model
+    if not per_rank and num_dense + num_moe == m.num_layers:
+        return [(m.is_moe_layer(i), m.is_window_layer(i)) for i in range(m.num_layers)]
+    win = m.window_size is not None and m.num_window_layers == m.num_layers
+    return [(False, win)] * num_dense + [(True, win)] * num_moe
+
+
+def mcore_config(plan: Plan, *, num_dense: int = 0, num_moe: int = 0, per_rank: bool, device: str = "cpu",
+                 extra: Optional[dict] = None, kinds: Optional[list[tuple[bool, bool]]] = None, mtp: int = 0):
+    """megatron-core ``TransformerConfig`` (``MLATransformerConfig`` for MLA) for layers of the plan's
+    architecture: ``kinds`` = (MoE, sliding window) per built layer (default :func:`default_kinds`
+    of ``num_dense`` / ``num_moe``), ``mtp`` MTP layers; see the module docstring for ``per_rank``.
+
+    From the plan: dropout (``hidden_dropout`` / ``attention_dropout``: the Megatron reader's 0.1
+    default reaches the layers), ``activation`` (gated when ``swiglu``; megatron's fused bias-SwiGLU /
+    GeGLU where megatron-LM fuses by default), ``softmax_type``, sliding window (``window_size`` as
+    ``(window, 0)``, ``window_attn_skip_freq`` = the built layers' pattern), MoE layer pattern
+    (``moe_layer_freq``), the token dispatcher (:func:`measured_dispatcher`); experts as megatron's
+    ``SequentialMLP`` (its grouped GEMMs need the ``grouped_gemm`` package or Transformer Engine) and
+    unfused permutation (a TE kernel) whatever the plan says: stated substitutions."""
     from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
 
     from primus_launch.frameworks import mcore_cpu
 
     m, p = plan.model, plan.parallel
+    kinds = list(kinds) if kinds is not None else default_kinds(plan, num_dense, num_moe, per_rank)
     tp = p.tp if per_rank else 1
     etp = p.expert_tp if per_rank else 1
     dtype = torch_dtype(plan)
     heads = m.num_attention_heads // tp
     groups = (m.kv_heads // tp) if not m.multi_latent_attention else None
     kw: dict[str, Any] = dict(
-        num_layers=num_dense + num_moe,
+        num_layers=len(kinds),
         hidden_size=m.hidden_size,
         ffn_hidden_size=m.ffn_hidden_size // tp,
         num_attention_heads=heads,
         num_query_groups=groups,
         kv_channels=m.kv_channels,
-        hidden_dropout=0.0,
-        attention_dropout=0.0,
+        hidden_dropout=m.hidden_dropout,
+        attention_dropout=m.attention_dropout,
         normalization="RMSNorm" if m.normalization == "rmsnorm" else "LayerNorm",
         gated_linear_unit=m.swiglu,
-        activation_func=torch.nn.functional.silu if m.swiglu else torch.nn.functional.gelu,
+        activation_func=activation_function(m.activation),
         add_bias_linear=m.add_bias_linear,
         add_qkv_bias=m.add_qkv_bias,
         qk_layernorm=m.qk_layernorm,
+        softmax_type=m.softmax_type,
         params_dtype=dtype,
         pipeline_dtype=dtype,
         bf16=dtype == torch.bfloat16,
         fp16=dtype == torch.float16,
         **mcore_cpu.config_overrides(device),
     )
-    # megatron-LM's default --bias-swiglu-fusion (bias_activation_fusion): the fused SwiGLU keeps
-    # only fc1's output for backward; on the CPU it runs eagerly (mcore_cpu.eager_fusions)
-    kw["bias_activation_fusion"] = bool(m.swiglu)
+    # megatron-LM's default --bias-swiglu-fusion / GeGLU fusion (bias_activation_fusion): the fused
+    # gated activation keeps only fc1's output for backward; on the CPU it runs eagerly
+    # (mcore_cpu.eager_fusions); megatron's dense MLP fuses gated silu and gelu only (mlp.py)
+    kw["bias_activation_fusion"] = bool(m.swiglu) and m.activation in ("silu", "gelu")
+    if any(w for _, w in kinds) and m.window_size is not None:
+        kw.update(window_size=(m.window_size, 0), window_attn_skip_freq=[1 if w else 0 for _, w in kinds])
     if not per_rank:
         kw.update(tensor_model_parallel_size=p.tp, pipeline_model_parallel_size=p.pp,
                   context_parallel_size=p.cp, expert_model_parallel_size=p.ep,
                   expert_tensor_parallel_size=p.expert_tp, sequence_parallel=p.sequence_parallel)
-    if num_moe:
+    if any(moe for moe, _ in kinds):
         experts = m.num_experts if not per_rank else max(m.num_experts // p.ep, m.moe_router_topk)
         kw.update(num_moe_experts=experts, moe_router_topk=m.moe_router_topk,
                   moe_ffn_hidden_size=m.expert_ffn // etp,
-                  moe_layer_freq=[0] * num_dense + [1] * num_moe,
+                  moe_layer_freq=[1 if moe else 0 for moe, _ in kinds],
                   moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=1e-3,
-                  add_bias_linear=False)
+                  moe_token_dispatcher_type=measured_dispatcher(plan), moe_grouped_gemm=False,
+                  moe_permute_fusion=False, add_bias_linear=False)
         if m.moe_shared_expert_intermediate_size:
             kw["moe_shared_expert_intermediate_size"] = m.moe_shared_expert_intermediate_size // tp
+    if mtp:
+        kw["mtp_num_layers"] = mtp
     if m.multi_latent_attention:
         kw.pop("num_query_groups")
         kw.update(q_lora_rank=m.q_lora_rank, kv_lora_rank=m.kv_lora_rank, qk_head_dim=m.qk_head_dim,
-                  qk_pos_emb_head_dim=m.qk_pos_emb_head_dim, v_head_dim=m.v_head_dim, rope_type="rope")
+                  qk_pos_emb_head_dim=m.qk_pos_emb_head_dim, v_head_dim=m.v_head_dim,
+                  rope_type="yarn" if m.position_embedding == "yarn" else "rope")
         kw.pop("kv_channels")
     kw.update(extra or {})
     cls = MLATransformerConfig if m.multi_latent_attention else TransformerConfig
     return cls(**kw)
+
+
+def position_type(plan: Plan) -> str:
+    """GPTModel ``position_embedding_type``: YaRN (outside MLA) timed as plain RoPE (GPTModel's YaRN
+    needs the MLA config's YaRN fields; the rotation kernels are the same, the table differs)."""
+    return {"rope": "rope", "yarn": "rope", "learned": "learned_absolute", "none": "none"}[plan.model.position_embedding]
 
 
 def build_gpt(plan: Plan, *, num_dense: int, num_moe: int, per_rank: bool, device: str = "cpu",
@@ -246,16 +353,15 @@ def build_gpt(plan: Plan, *, num_dense: int, num_moe: int, per_rank: bool, devic
                        extra=extra)
     spec = get_gpt_decoder_block_spec(cfg, use_transformer_engine=False)
     if sdpa:
-        spec = _with_sdpa(spec, p.cp, "emulate" if per_rank else "allgather")
+        spec = _with_sdpa(spec, p.cp, "emulate" if per_rank else "allgather", uses_megatron_core_attention(plan))
     tp_v = p.tp
     vocab = m.padded_vocab_size(tp_v)
     if per_rank:
         vocab = vocab // tp_v
-    pos = {"rope": "rope", "learned": "learned_absolute", "none": "none"}[m.position_embedding]
     model = GPTModel(cfg, spec, vocab_size=vocab, max_sequence_length=m.seq_length,
                      pre_process=pre_process, post_process=post_process,
                      share_embeddings_and_output_weights=not m.untie_embeddings_and_output_weights,
-                     position_embedding_type=pos)
+                     position_embedding_type=position_type(plan))
     dev = torch.device(device)
     if dev.type == "cuda":
         model = model.to(dev)
@@ -300,18 +406,35 @@ def world_size_one(device: str) -> Iterator[None]:
             dist.destroy_process_group()
 
 
-def layer_counts(plan: Plan, measure_layers: int = 2) -> tuple[int, int]:
-    """(dense, MoE) layers to build: up to ``measure_layers`` of each kind the plan has; the
-    measured time of a kind is the median over its built layers."""
+def layer_kinds(plan: Plan, measure_layers: int = 2) -> list[tuple[bool, bool]]:
+    """(MoE, sliding window) of each layer of the reduced model: up to ``measure_layers`` of every
+    kind the plan has (``is_moe_layer`` / ``is_window_layer``), dense before MoE, full attention
+    before windowed; the measured time of a kind is the median over its built layers."""
     m = plan.model
-    n_moe = m.num_moe_layers
-    n_dense = m.num_layers - n_moe
-    return (min(n_dense, measure_layers), min(n_moe, measure_layers))
+    have: dict[tuple[bool, bool], int] = {}
+    for i in range(m.num_layers):
+        k = (m.is_moe_layer(i), m.is_window_layer(i))
+        have[k] = have.get(k, 0) + 1
+    return [k for k in ((False, False), (False, True), (True, False), (True, True)) if k in have
+            for _ in range(min(have[k], measure_layers))]
+
+
+def layer_counts(plan: Plan, measure_layers: int = 2) -> tuple[int, int]:
+    """(dense, MoE) layers of the reduced model (:func:`layer_kinds`)."""
+    kinds = layer_kinds(plan, measure_layers)
+    n_moe = sum(1 for moe, _ in kinds if moe)
+    return len(kinds) - n_moe, n_moe
+
+
+def layer_piece_name(i: int, moe: bool, window: bool) -> str:
+    """``dense_layer#i`` / ``moe_layer#i``, ``dense_window_layer#i`` / ``moe_window_layer#i`` for
+    sliding-window layers (``i``: the layer's index in the reduced model)."""
+    return f"{'moe' if moe else 'dense'}{'_window' if window else ''}_layer#{i}"
 
 
 def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any]]:
-    """Name -> per-rank shapes of every piece :func:`pieces` builds (the cache key), computed
-    from the plan alone so that a cache hit needs no build."""
+    """Name -> per-rank shapes of every piece :func:`pieces` builds, computed from the plan alone
+    (the piece names of the build spec; a cache hit needs no build)."""
     m, p, t = plan.model, plan.parallel, plan.training
     s, b = m.seq_length // p.cp, t.micro_batch_size
     vocab = m.padded_vocab_size(p.tp) // p.tp
@@ -323,17 +446,24 @@ def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any
             "mla": [m.q_lora_rank, m.kv_lora_rank, m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim]
             if m.multi_latent_attention else None}
     layer = {**common, **attn, "norm": m.normalization, "swiglu": m.swiglu, "bias": m.add_bias_linear}
-    n_dense, n_moe = layer_counts(plan, measure_layers)
     out: dict[str, dict[str, Any]] = {
         "embedding": {**common, "vocab_per_rank": vocab, "pos": m.position_embedding,
                       "tied": not m.untie_embeddings_and_output_weights}}
-    for i in range(n_dense):
-        out[f"dense_layer#{i}"] = {**layer, "ffn": m.ffn_hidden_size // p.tp}
-    for i in range(n_dense, n_dense + n_moe):
-        out[f"moe_layer#{i}"] = {**layer, "experts_local": max(m.num_experts // p.ep, m.moe_router_topk),
-                                 "topk": m.moe_router_topk, "expert_ffn": m.expert_ffn // p.expert_tp,
-                                 "shared": m.moe_shared_expert_intermediate_size // p.tp}
+    kinds = layer_kinds(plan, measure_layers)
+    for i, (moe, win) in enumerate(kinds):
+        extra = {"window": m.window_size} if win else {}
+        if moe:
+            out[layer_piece_name(i, moe, win)] = {
+                **layer, **extra, "experts_local": max(m.num_experts // p.ep, m.moe_router_topk),
+                "topk": m.moe_router_topk, "expert_ffn": m.expert_ffn // p.expert_tp,
+                "shared": m.moe_shared_expert_intermediate_size // p.tp}
+        else:
+            out[layer_piece_name(i, moe, win)] = {**layer, **extra, "ffn": m.ffn_hidden_size // p.tp}
     out["attn_core"] = {**common, **attn}
+    if any(w for _, w in kinds):
+        out["attn_core_window"] = {**common, **attn, "window": m.window_size}
+    if m.mtp_num_layers:
+        out["mtp"] = {**common, "vocab_per_rank": vocab, "norm": m.normalization}
     out["head_loss"] = {**common, "vocab_per_rank": vocab, "norm": m.normalization}
     return out
 
@@ -375,17 +505,36 @@ def _attn_fwd_flops(plan: Plan) -> float:
     return 2.0 * t.micro_batch_size * (m.num_attention_heads // p.tp) * s * s / 2 * (dqk + dv)
 
 
+FP8_DEFAULT_RECIPE = {"megatron": "delayed", "torchtitan": "tensorwise"}
+
+
+def low_precision_label(plan: Plan) -> Optional[str]:
+    """``"fp8 (delayed recipe)"`` / ``"fp4 (nvfp4 recipe)"`` for a low-precision plan (the recipe the
+    framework uses when the plan names none), else None."""
+    t = plan.training
+    if t.precision == "fp8":
+        return f"fp8 ({t.fp8_recipe or FP8_DEFAULT_RECIPE[plan.framework]} recipe)"
+    if t.precision == "fp4":
+        return f"fp4 ({t.fp4_recipe or 'nvfp4'} recipe)"
+    return None
+
+
 def _substitutions(plan: Plan, device: str, framework: str = "megatron") -> list[Substitution]:
     """How a world-size-1 build of the plan's per-rank model differs from its run (module
     docstring of :mod:`.spec`); shared by both builders, each adds its own."""
     m, p, t = plan.model, plan.parallel, plan.training
     out: list[Substitution] = []
-    if t.precision == "fp8":
-        ok, why = fp8_support(framework, device)
+    low = low_precision_label(plan)
+    if low:
+        ok, why = fp8_support(framework, device, t.fp8_recipe) if t.precision == "fp8" else (
+            False, "no measured path runs FP4 GEMMs (Transformer Engine NVFP4 needs a Blackwell GPU)")
         if not ok:
-            out.append(Substitution(("layer", "head_loss", "attn_core", "embedding"), "timed in bf16 instead of fp8",
-                                    why or "", "forward / backward scaled by the dry-run roofline's fp8 / bf16 time "
-                                               f"ratio of the same piece on {plan.cluster.gpu}"))
+            out.append(Substitution(
+                ("*",), f"timed in bf16 instead of {low}", why or "",
+                f"forward / backward of each piece scaled by the dry-run roofline's {low} / bf16 time ratio of "
+                f"the same piece kind on {plan.cluster.gpu} (GEMM curves of the recipe, quantisation traffic)",
+                keyed=False, alt={"training": {"precision": "bf16", "fp8_recipe": None, "fp4_recipe": None,
+                                               "fp8_param_gather": False}}))
     if p.sequence_parallel:
         out.append(Substitution(("layer",), "norms and residuals on the full sequence (no sequence parallelism)",
                                 "world size 1 has no tensor-parallel group to shard the sequence over",
@@ -395,77 +544,159 @@ def _substitutions(plan: Plan, device: str, framework: str = "megatron") -> list
                                 "values are stand-in tensors (this rank's 2 load-balanced chunks attend the whole "
                                 "sequence, causal)", "world size 1 has no context-parallel group to gather them from",
                                 "the K/V exchange added analytically, overlapped with the measured core"))
+    if t.cuda_graph_impl != "none":
+        on_cpu = torch.device(device).type == "cpu"
+        out.append(Substitution(
+            ("*",), f"no CUDA graph capture (plan: cuda_graph_impl={t.cuda_graph_impl}"
+                    + (f", scope {','.join(t.cuda_graph_scope)}" if t.cuda_graph_scope else "") + ")",
+            "CUDA graphs need a GPU" + (" (the CPU has no kernel-launch overhead for them to remove)" if on_cpu else
+                                        " and the framework's graph runner, which the piece-wise measurement does not use"),
+            "not corrected: the measured times carry this device's launch overhead" + (" (none on the CPU)" if on_cpu
+                                                                                       else " (an upper bound)"),
+            keyed=False))
     return out
+
+
+def _megatron_substitutions(plan: Plan, device: str, kinds: list[tuple[bool, bool]]) -> list[Substitution]:
+    """The Megatron builder's own substitutions (see :func:`mcore_config`)."""
+    import importlib.util
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    subs: list[Substitution] = []
+    have_te = importlib.util.find_spec("transformer_engine") is not None
+    subs.append(Substitution(("layer", "mtp"), "megatron-core local spec (torch norms and RoPE, no Transformer Engine "
+                             "kernels)", "the measured path builds the local spec" + ("" if have_te else
+                                                                                      " (Transformer Engine is not installed)")))
+    if not uses_megatron_core_attention(plan):
+        subs.append(Substitution(("layer", "attn_core"), "torch scaled_dot_product_attention as the core attention",
+                                 "megatron's local core materialises the s x s scores, which TE / flash attention of "
+                                 f"real runs do not (plan: attention_backend={t.attention_backend})"))
+        if m.attention_dropout > 0 and torch.device(device).type == "cpu":
+            subs.append(Substitution(("layer", "attn_core"), f"attention dropout ({m.attention_dropout:g}) inside torch "
+                                     "SDPA's CPU math kernel, which keeps the s x s probabilities and dropout mask",
+                                     "the CPU has no fused attention kernel with in-kernel dropout",
+                                     "not corrected: the measured time and kept bytes of the core are upper bounds"))
+        if m.softmax_type != "vanilla":
+            subs.append(Substitution(("layer", "attn_core"), f"vanilla softmax in the core (plan: {m.softmax_type}; "
+                                     "the layer builds its softmax_offset)", "torch SDPA has no attention sink",
+                                     "not corrected: the sink adds one logit per query row (< 1/s of the core's work)"))
+    if m.position_embedding == "yarn" and not m.multi_latent_attention:
+        subs.append(Substitution(("layer", "embedding"), "plain RoPE instead of YaRN",
+                                 "GPTModel's YaRN needs the MLA config's YaRN fields; the rotation kernels are the same",
+                                 "not corrected (only the frequency table differs)"))
+    if any(w for _, w in kinds):
+        subs.append(Substitution(
+            ("dense_window_layer", "moe_window_layer", "attn_core_window"),
+            f"sliding-window attention (window {m.window_size}) as a masked core over every score",
+            "neither torch SDPA nor megatron's local core skips the blocks outside the window, as the flash kernels of "
+            "real runs do", "window layers: the measured masked core (attn_core_window) replaced by the measured causal "
+            "core (attn_core) times the dry-run roofline's window / full core-attention time ratio", keyed=False))
+    if any(moe for moe, _ in kinds):
+        d = t.moe_token_dispatcher
+        md = measured_dispatcher(plan)
+        subs.append(Substitution(("moe_layer", "moe_window_layer"), f"megatron's {md} token dispatcher at world size 1"
+                                 + (f" (plan: {d})" if d != md else ""),
+                                 "no token leaves the rank at world size 1" + (
+                                     f"; {d} needs its library and a GPU fabric" if d != md else ""),
+                                 "EP dispatch / combine added analytically for the plan's dispatcher"
+                                 + (f"; the local permutation scaled by the dry-run's {d} / {md} layer ratio"
+                                    if d != md else ""),
+                                 keyed=d == md, alt={"training": {"moe_token_dispatcher": md}} if d != md else None))
+        if t.moe_grouped_gemm:
+            subs.append(Substitution(("moe_layer", "moe_window_layer"), "one GEMM per local expert (megatron "
+                                     "SequentialMLP) instead of grouped GEMMs",
+                                     "megatron's grouped experts need the grouped_gemm package (GroupedMLP) or "
+                                     "Transformer Engine (TEGroupedMLP)",
+                                     "MoE layers scaled by the dry-run roofline's grouped / per-expert GEMM layer ratio",
+                                     keyed=False, alt={"training": {"moe_grouped_gemm": False}}))
+        if t.moe_permute_fusion:
+            subs.append(Substitution(("moe_layer", "moe_window_layer"), "unfused token permutation",
+                                     "the fused permute is a Transformer Engine kernel",
+                                     "MoE layers scaled by the dry-run roofline's fused / unfused permutation layer "
+                                     "ratio", keyed=False, alt={"training": {"moe_permute_fusion": False}}))
+    return subs
+
+
+# model_args a piece kind does not read (left out of its cache key)
+_NOT_FOR_LAYERS = ("vocab_size", "share_embeddings_and_output_weights", "max_sequence_length")
+ARGS_NOT_FOR = {k: _NOT_FOR_LAYERS for k in ("dense_layer", "moe_layer", "dense_window_layer", "moe_window_layer",
+                                             "attn_core", "attn_core_window")}
 
 
 def build_spec(plan: Plan, device: str = "cpu", measure_layers: int = 2) -> BuildSpec:
     """Everything :func:`pieces` builds from (the per-rank ``TransformerConfig``, the ``GPTModel``
     arguments, input shapes, measured dtype) and the substitutions, without building."""
-    import importlib.util
-
     m, p, t = plan.model, plan.parallel, plan.training
+    kinds = layer_kinds(plan, measure_layers)
     n_dense, n_moe = layer_counts(plan, measure_layers)
-    cfg = mcore_config(plan, num_dense=n_dense, num_moe=n_moe, per_rank=True, device=device)
+    mtp = 1 if m.mtp_num_layers else 0
+    cfg = mcore_config(plan, per_rank=True, device=device, kinds=kinds, mtp=mtp)
     tied = not m.untie_embeddings_and_output_weights
-    pos = {"rope": "rope", "learned": "learned_absolute", "none": "none"}[m.position_embedding]
+    keep = uses_megatron_core_attention(plan)
     model_args = {"vocab_size": m.padded_vocab_size(p.tp) // p.tp, "max_sequence_length": m.seq_length,
-                  "share_embeddings_and_output_weights": tied, "position_embedding_type": pos,
+                  "share_embeddings_and_output_weights": tied, "position_embedding_type": position_type(plan),
                   "layer_spec": "get_gpt_decoder_block_spec(use_transformer_engine=False)",
-                  "core_attention": "SDPACoreAttention", "cp": p.cp}
-    subs = _substitutions(plan, device, "megatron")
-    have_te = importlib.util.find_spec("transformer_engine") is not None
-    subs.append(Substitution(("layer",), "megatron-core local spec (torch norms and RoPE, no Transformer Engine kernels)",
-                             "the measured path builds the local spec" + ("" if have_te else
-                                                                          " (Transformer Engine is not installed)")))
-    subs.append(Substitution(("layer", "attn_core"), "torch scaled_dot_product_attention as the core attention",
-                             "megatron's local core materialises the s x s scores, which TE / flash attention of real "
-                             "runs do not"))
-    if n_moe:
-        subs.append(Substitution(("moe_layer",), f"allgather token dispatcher at world size 1 (plan: "
-                                 f"{t.moe_token_dispatcher})",
-                                 "no token leaves the rank at world size 1 (and the alltoall dispatcher creates a CUDA "
-                                 "stream, which the CPU has not)",
-                                 "EP dispatch / combine added analytically for the plan's dispatcher"))
+                  "core_attention": "DotProductAttention" if keep else "SDPACoreAttention", "cp": p.cp,
+                  "kinds": [list(k) for k in kinds]}
+    if mtp:
+        model_args["mtp_block_spec"] = "get_gpt_mtp_block_spec(use_transformer_engine=False)"
+        model_args["mtp_eh_proj_out"] = m.hidden_size // p.tp
+    subs = _substitutions(plan, device, "megatron") + _megatron_substitutions(plan, device, kinds)
     shapes = piece_shapes(plan, measure_layers)
     return BuildSpec(framework="megatron", config=cfg, model_args=model_args,
                      inputs={"seq": m.seq_length // p.cp, "mbs": t.micro_batch_size, "hidden": m.hidden_size},
                      layers=(n_dense, n_moe), dtype=torch_dtype_name(plan, device, "megatron"),
-                     piece_names=list(shapes), substitutions=subs, extra={"shapes": shapes})
+                     piece_names=list(shapes), substitutions=subs, extra={"shapes": shapes, "kinds": kinds},
+                     args_not_for=dict(ARGS_NOT_FOR))
 
 
 def torch_dtype_name(plan: Plan, device: str, framework: str) -> str:
     """The dtype the pieces are timed in: the plan's, except fp8 where the device or the
-    framework's measured path has none (:func:`spec.fp8_support`), then bf16."""
-    if plan.training.precision == "fp8":
-        ok, _ = fp8_support(framework, device)
+    framework's measured path has none (:func:`spec.fp8_support`) and fp4, then bf16."""
+    t = plan.training
+    if t.precision == "fp8":
+        ok, _ = fp8_support(framework, device, t.fp8_recipe)
         return "fp8" if ok else "bf16"
-    return plan.training.precision
+    if t.precision == "fp4":
+        return "bf16"
+    return t.precision
 
 
 def pieces(plan: Plan, device: str, measure_layers: int = 2,
            spec: Optional[BuildSpec] = None) -> tuple[list[Piece], Any]:
     """The measurable pieces of the plan's per-rank model (call inside :func:`world_size_one`).
 
-    Returns (pieces, model): ``embedding`` (token ids -> hidden, incl. the RoPE table),
-    ``dense_layer#i`` / ``moe_layer#i`` (one ``TransformerLayer`` each: hidden [s, b, h] with grad
-    -> hidden), ``attn_core`` (the first layer's core attention alone: q, k, v -> context),
-    ``head_loss`` (final norm + output layer + vocab-parallel cross entropy, mean; with tied
-    embeddings the output layer multiplies by the word-embedding weight, as ``GPTModel.forward``
-    passes ``shared_embedding_or_output_weight()``).  Backward split: ``flop-ratio`` (megatron's
-    linear computes its weight gradient in the input-gradient node) with :func:`bwd_input_fraction`.
+    Returns (pieces, model): ``embedding`` (token ids -> hidden, incl. the RoPE table), one piece
+    per built ``TransformerLayer`` (:func:`layer_piece_name`: hidden [s, b, h] with grad -> hidden),
+    ``attn_core`` (a full-attention core alone: q, k, v -> context) and, with sliding-window layers,
+    ``attn_core_window`` (a windowed layer's core), ``mtp`` with MTP layers (megatron's own
+    ``MultiTokenPredictionLayer`` up to its transformer layer: the shifted tokens' embedding,
+    ``enorm`` / ``hnorm``, their concatenation and ``eh_proj`` -- its transformer layer and output
+    head are priced as a decoder layer and a head), ``head_loss`` (final norm + output layer +
+    vocab-parallel cross entropy, mean; with tied embeddings the output layer multiplies by the
+    word-embedding weight, as ``GPTModel.forward`` passes ``shared_embedding_or_output_weight()``).
+    Backward split: ``flop-ratio`` (megatron's linear computes its weight gradient in the
+    input-gradient node) with :func:`bwd_input_fraction`.
     """
     from megatron.core.models.gpt import GPTModel
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec, get_gpt_mtp_block_spec
 
     spec = spec or build_spec(plan, device, measure_layers)
     m, p, t = plan.model, plan.parallel, plan.training
-    n_dense, n_moe = spec.layers
+    kinds = spec.extra["kinds"]
     cfg = spec.config
     a = spec.model_args
-    block = _with_sdpa(get_gpt_decoder_block_spec(cfg, use_transformer_engine=False), a["cp"], "emulate")
+    keep = a["core_attention"] == "DotProductAttention"
+    block = _with_sdpa(get_gpt_decoder_block_spec(cfg, use_transformer_engine=False), a["cp"], "emulate", keep)
+    mtp_spec = get_gpt_mtp_block_spec(cfg, block, use_transformer_engine=False) if cfg.mtp_num_layers else None
     model = GPTModel(cfg, block, vocab_size=a["vocab_size"], max_sequence_length=a["max_sequence_length"],
                      share_embeddings_and_output_weights=a["share_embeddings_and_output_weights"],
-                     position_embedding_type=a["position_embedding_type"])
+                     position_embedding_type=a["position_embedding_type"], mtp_block_spec=mtp_spec)
+    mtp_layer = model.mtp.layers[0] if mtp_spec is not None else None
+    if mtp_layer is not None and a["mtp_eh_proj_out"] != m.hidden_size:  # the TP shard of eh_proj
+        e = mtp_layer.eh_proj
+        mtp_layer.eh_proj = type(e)(2 * m.hidden_size, a["mtp_eh_proj_out"], config=cfg, init_method=cfg.init_method,
+                                    gather_output=False, bias=False, skip_bias_add=False, is_expert=False)
     dev = torch.device(device)
     dtype = cfg.params_dtype
     if dev.type == "cuda":
@@ -484,7 +715,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
     rope = getattr(model, "rotary_pos_emb", None)
 
     def rope_table():
-        return rope(s) if rope is not None and m.position_embedding == "rope" else None
+        return rope(s) if rope is not None and a["position_embedding_type"] == "rope" else None
 
     def emb_forward():
         rope_table()
@@ -496,21 +727,19 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
     rope_pe = rope_table()
     attn_f = _attn_fwd_flops(plan)
     for i, layer in enumerate(model.decoder.layers):
-        kind = "dense_layer" if i < n_dense else "moe_layer"
+        moe, win = kinds[i]
+        name = layer_piece_name(i, moe, win)
         x = (torch.randn(s, b, m.hidden_size, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
 
         def layer_forward(x, layer=layer):
             y, _ = layer(x, attention_mask=None, rotary_pos_emb=rope_pe)
             return y
 
-        active = 1.0
-        if kind == "moe_layer":
-            active = m.moe_router_topk / layer.mlp.num_local_experts
+        active = m.moe_router_topk / layer.mlp.num_local_experts if moe else 1.0
         r = bwd_input_fraction(_linear_params(layer, active), T, attn_f)
-        out.append(Piece(f"{kind}#{i}", layer_forward, [x], list(layer.parameters()),
-                         shapes[f"{kind}#{i}"], flop_split=r, split="flop-ratio"))
+        out.append(Piece(name, layer_forward, [x], list(layer.parameters()), shapes[name], flop_split=r,
+                         split="flop-ratio"))
 
-    core = model.decoder.layers[0].self_attention.core_attention
     heads = m.num_attention_heads // p.tp
     if m.multi_latent_attention:
         dq, dv, kvh = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim, heads
@@ -520,12 +749,37 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
     q = torch.randn(s, b, heads, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     k = torch.randn(s, b, kvh, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     v = torch.randn(s, b, kvh, dv, generator=gen).to(dev, dtype).requires_grad_(True)
+    layers = list(model.decoder.layers)
+    full_i = next((i for i, (_, w) in enumerate(kinds) if not w), 0)
+    cores = [("attn_core", layers[full_i].self_attention.core_attention, None)]
+    if "attn_core_window" in shapes:
+        win_i = next(i for i, (_, w) in enumerate(kinds) if w)
+        cores.append(("attn_core_window", layers[win_i].self_attention.core_attention, m.window_size))
+    for name, core, window in cores:
 
-    def core_forward(q, k, v):
-        return core(q, k, v, None)
+        def core_forward(q, k, v, core=core, window=window):
+            if keep:
+                return core(q, k, v, None)
+            saved, core.window = core.window, window  # a full-attention core even when every layer is windowed
+            try:
+                return core(q, k, v, None)
+            finally:
+                core.window = saved
 
-    out.append(Piece("attn_core", core_forward, [q, k, v], [], shapes["attn_core"], flop_split=1.0,
-                     split="no-weights"))
+        out.append(Piece(name, core_forward, [q, k, v], [], shapes[name], flop_split=1.0, split="no-weights"))
+
+    if mtp_layer is not None:
+        mtp_x = (torch.randn(s, b, m.hidden_size, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
+
+        def mtp_forward(hidden):
+            _, _, dec_in, hs = mtp_layer._get_embeddings(input_ids=ids, position_ids=pos_ids,
+                                                         embedding=model.embedding, hidden_states=hidden)
+            return mtp_layer._concat_embeddings(hs, dec_in)
+
+        mtp_params = [q_ for mod in (mtp_layer.enorm, mtp_layer.hnorm, mtp_layer.eh_proj, model.embedding)
+                      for q_ in mod.parameters()]
+        out.append(Piece("mtp", mtp_forward, [mtp_x], mtp_params, shapes["mtp"], split="flop-ratio",
+                         flop_split=bwd_input_fraction(float(2 * m.hidden_size * a["mtp_eh_proj_out"]), T, 0.0)))
 
     head_x = (torch.randn(s, b, m.hidden_size, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
     tied = model.share_embeddings_and_output_weights

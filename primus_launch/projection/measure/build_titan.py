@@ -25,13 +25,21 @@ import contextlib
 import copy
 import dataclasses
 import functools
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import torch
 
 from primus_launch.errors import UserError
 from primus_launch.plan import Plan
-from primus_launch.projection.measure.build_mcore import Piece, layer_counts, piece_shapes as _mcore_shapes, torch_dtype
+from primus_launch.projection.measure.build_mcore import (
+    Piece,
+    _attn_fwd_flops,
+    _linear_params,
+    bwd_input_fraction,
+    layer_counts,
+    torch_dtype,
+)
+from primus_launch.projection.measure.build_mcore import piece_shapes as _mcore_shapes
 from primus_launch.projection.measure.spec import BuildSpec, Substitution
 
 
@@ -48,12 +56,36 @@ def parse_name(plan: Plan) -> tuple[str, str]:
 
 
 def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any]]:
-    """Name -> per-rank shapes (the cache key): megatron's shape set plus the torchtitan flavor."""
+    """Name -> per-rank shapes (the cache key): megatron's shape set plus the torchtitan flavor
+    (torchtitan's flavors have no sliding-window or MTP modules: those pieces are not built)."""
     model, flavor = parse_name(plan)
-    out = _mcore_shapes(plan, measure_layers)
+    out = {n: v for n, v in _mcore_shapes(plan, measure_layers).items()
+           if n.split("#")[0] in ("embedding", "dense_layer", "moe_layer", "attn_core", "head_loss")}
     for v in out.values():
         v["titan_model"] = f"{model}:{flavor}"
     return out
+
+
+#: torch.compile backend of the measured blocks: torchtitan's default ``inductor``; ``aot_eager``
+#: (dynamo + AOT autograd, no code generation) for CI, where a cold inductor compile of a block and
+#: the loss takes tens of seconds on a 2-core machine (stated as a substitution in the result)
+COMPILE_BACKEND_ENV = "PRIMUS_LAUNCH_COMPILE_BACKEND"
+
+
+def compile_backend() -> str:
+    import os
+
+    return os.environ.get(COMPILE_BACKEND_ENV, "").strip() or "inductor"
+
+
+def compile_available() -> Optional[str]:
+    """None when the compile backend can run here (inductor's CPU code generation needs a C++
+    compiler), else why not."""
+    import shutil
+
+    if compile_backend() != "inductor" or any(shutil.which(c) for c in ("g++", "c++", "clang++")):
+        return None
+    return "inductor's CPU code generation needs a C++ compiler, and none is on PATH"
 
 
 def _div(lin: Any, field: str, k: int) -> Any:
@@ -163,30 +195,68 @@ def build_spec(plan: Plan, device: str = "cpu", measure_layers: int = 2) -> Buil
         subs.append(Substitution(("moe_layer",), f"all {m.num_experts} routed experts built (plan: ep={p.ep})",
                                  "world size 1; each rank's experts compute the same tokens x top_k rows on "
                                  "average, in fewer, larger GEMMs", "EP all-to-all added analytically"))
+    if nm and t.moe_token_dispatcher not in ("alltoall", "allgather"):
+        subs.append(Substitution(("moe_layer",), f"torchtitan's local token routing (plan: {t.moe_token_dispatcher})",
+                                 f"{t.moe_token_dispatcher} needs its library and a GPU fabric",
+                                 "EP dispatch / combine added analytically for the plan's dispatcher", keyed=False,
+                                 alt={"training": {"moe_token_dispatcher": "alltoall"}}))
+    missing = [x for x, on in (
+        (f"sliding window {m.window_size}", m.window_size is not None),
+        (f"{m.mtp_num_layers} MTP layer(s): priced as a measured block + head, without the MTP projection",
+         m.mtp_num_layers > 0),
+        (f"softmax {m.softmax_type}", m.softmax_type != "vanilla"),
+        (f"dropout {m.hidden_dropout:g} / {m.attention_dropout:g}", m.hidden_dropout > 0 or m.attention_dropout > 0))
+        if on]
+    if missing:
+        subs.append(Substitution(("*",), f"built as torchtitan's {model} {flavor} defines it, without: "
+                                 + "; ".join(missing), "torchtitan's model has no such option", "not corrected"))
+    compiled = None
+    if t.compile:
+        why = compile_available()
+        if why is None:
+            compiled = compile_backend()
+            if compiled != "inductor":
+                subs.append(Substitution(("layer", "head_loss"), f"compiled with the {compiled} backend instead of "
+                                         f"inductor (${COMPILE_BACKEND_ENV})", "set for this run",
+                                         "not corrected"))
+            if torch.device(device).type == "cpu":
+                subs.append(Substitution(("layer", "head_loss"), "memory measured on the eager module (time: compiled)",
+                                         "torch's MemTracker (a dispatch mode) cannot run inside compiled code",
+                                         "kept bytes scaled by memory_titan's compiled / eager ratio of the block"))
+            subs.append(Substitution(("attn_core", "embedding"), "not compiled (torchtitan compiles each block and "
+                                     "the loss)", "the attention core alone is a share of the compiled block",
+                                     "not corrected"))
+        else:
+            subs.append(Substitution(("*",), "eager (plan: training.compile)", why,
+                                     "scaled by the dry-run roofline's compiled / eager ratio per piece kind",
+                                     keyed=False, alt={"training": {"compile": False}}))
     shapes = piece_shapes(plan, measure_layers)
     names = [n for n in shapes if not (n.startswith("dense_layer#") or n.startswith("moe_layer#"))]
     layer_names = [f"dense_layer#{i}" for i in range(nd)] + [f"moe_layer#{i}" for i in range(nd, nd + nm)]
     return BuildSpec(framework="torchtitan", config=cfg,
                      model_args={"model": model, "flavor": flavor,
                                  "inner_attention": "CPEmulatedSDPA" if p.cp > 1 else "ScaledDotProductAttention",
-                                 "cp": p.cp},
+                                 "cp": p.cp, "compile": compiled,
+                                 "float8_recipe": (t.fp8_recipe or "tensorwise")
+                                 if torch_dtype_name(plan, device, "torchtitan") == "fp8" else None},
                      inputs={"seq": m.seq_length // p.cp, "mbs": t.micro_batch_size, "hidden": m.hidden_size},
                      layers=(nd, nm), dtype=torch_dtype_name(plan, device, "torchtitan"),
                      piece_names=names[:1] + layer_names + names[1:], substitutions=subs,
                      extra={"shapes": shapes})
 
 
-def _float8(model: Any) -> None:
-    """torchtitan's float8 converter: torchao ``convert_to_float8_training`` on the linears whose
-    dimensions are multiples of 16, the output layer excluded (torchtitan's default filter)."""
-    from torchao.float8 import convert_to_float8_training
+def _float8(model: Any, recipe: str = "tensorwise") -> None:
+    """torchtitan's float8 converter: torchao ``convert_to_float8_training`` with the recipe's
+    ``Float8LinearConfig.from_recipe_name`` on the linears whose dimensions are multiples of 16, the
+    output layer excluded (torchtitan's default filter)."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     def keep(mod: torch.nn.Module, fqn: str) -> bool:
         if not isinstance(mod, torch.nn.Linear) or "lm_head" in fqn or "output" == fqn:
             return False
         return mod.in_features % 16 == 0 and mod.out_features % 16 == 0
 
-    convert_to_float8_training(model, module_filter_fn=keep)
+    convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe), module_filter_fn=keep)
 
 
 class CPEmulatedSDPA(torch.nn.Module):
@@ -241,18 +311,34 @@ def build(plan: Plan, device: str = "cpu", measure_layers: int = 2, per_rank: bo
     model.init_states(buffer_device=dev)
     model.to(device=dev, dtype=dtype)
     if fp8:
-        _float8(model)
+        _float8(model, (spec.model_args.get("float8_recipe") if spec is not None else None) or "tensorwise")
     if per_rank and plan.parallel.cp > 1:
         for layer in model.layers.values():
             layer.attention.inner_attention = CPEmulatedSDPA(plan.parallel.cp)
     return model, nd, nm
 
 
+def _ac_variants(layer: torch.nn.Module, i: int) -> dict[str, Any]:
+    """The block under torchtitan's own activation checkpointing, for memory only (untimed: the
+    recompute's time is the cost model's): ``ac_full`` (``FullAC``: the block's input kept) and
+    ``ac_op`` (``SelectiveAC``: per-op save list, every second matmul recomputed), wrapped exactly
+    as ``ActivationCheckpointing.apply`` wraps ``model.layers[i]``."""
+    from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
+
+    full = FullAC(FullAC.Config())._wrap_block(layer, base_fqn=f"layers.{i}")
+    op = SelectiveAC(SelectiveAC.Config())._wrap_block(layer, base_fqn=f"layers.{i}")
+    return {"kept_ac_full": lambda x, w=full: w(x, None, None), "kept_ac_op": lambda x, w=op: w(x, None, None)}
+
+
 def pieces(plan: Plan, device: str, measure_layers: int = 2,
            spec: BuildSpec | None = None) -> tuple[list[Piece], Any]:
     """Pieces as in :func:`build_mcore.pieces` (embedding, ``dense_layer#i`` / ``moe_layer#i``,
     ``attn_core``, ``head_loss``) from the torchtitan model; backward split measured with
-    torch's pipelining split (``split="autograd"``, :mod:`.timing`)."""
+    torch's pipelining split (``split="autograd"``, :mod:`.timing`).  With ``training.compile``
+    (and a C++ compiler for inductor): each block compiled as torchtitan's ``apply_compile`` does
+    (``block.compile(fullgraph=True)``) and the loss with ``torch.compile`` (its default components
+    "model" and "loss"); a compiled block's split is by FLOPs, its memory measured on the eager
+    module on the CPU (substitutions)."""
     from torchtitan.components.loss import cross_entropy_loss
 
     spec = spec or build_spec(plan, device, measure_layers)
@@ -270,6 +356,13 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
     h = m.hidden_size
     out: list[Piece] = [Piece("embedding", lambda: model.tok_embeddings(ids), [],
                               list(model.tok_embeddings.parameters()), shapes["embedding"], split="no-input")]
+    backend = spec.model_args.get("compile")
+    compiled = backend is not None
+    eager_mem = compiled and dev.type == "cpu"  # MemTracker cannot run inside compiled code
+    if compiled:
+        # as torchtitan's apply_compile: data-dependent shapes of token-choice MoE dispatch
+        torch._dynamo.config.capture_scalar_outputs = True
+    attn_f = _attn_fwd_flops(plan)
     for i, layer in enumerate(model.layers.values()):
         kind = "dense_layer" if i < n_dense else "moe_layer"
         x = (torch.randn(b, s, h, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
@@ -277,8 +370,18 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
         def layer_forward(x, layer=layer):
             return layer(x, None, None)
 
+        if not compiled:
+            out.append(Piece(f"{kind}#{i}", layer_forward, [x], list(layer.parameters()), shapes[f"{kind}#{i}"],
+                             split="autograd", memory_variants=_ac_variants(layer, i)))
+            continue
+        # torchtitan's apply_compile: each block compiled alone, fullgraph; its backward is one
+        # compiled autograd node (input and weight gradients together), so the split is by FLOPs
+        layer.compile(backend=backend, fullgraph=True)
+        active = m.moe_router_topk / max(1, m.num_experts or 1) if kind == "moe_layer" else 1.0
+        r = bwd_input_fraction(_linear_params(layer, active), s * b, attn_f)
         out.append(Piece(f"{kind}#{i}", layer_forward, [x], list(layer.parameters()), shapes[f"{kind}#{i}"],
-                         split="autograd"))
+                         split="flop-ratio", flop_split=r,
+                         memory_forward=(lambda x, layer=layer: layer.forward(x, None, None)) if eager_mem else None))
     attn = next(iter(model.layers.values())).attention
     heads = getattr(attn, "n_heads", m.num_attention_heads // p.tp)
     if m.multi_latent_attention:
@@ -294,11 +397,15 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
                      shapes["attn_core"], flop_split=1.0, split="no-weights"))
     head_x = (torch.randn(b, s, h, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
 
-    def head_forward(x):
+    loss_fn = torch.compile(cross_entropy_loss, backend=backend) if compiled else cross_entropy_loss
+
+    def head_forward(x, loss_fn=loss_fn):
         logits = model.lm_head(model.norm(x))
-        return cross_entropy_loss(logits, labels) / labels.numel()
+        return loss_fn(logits, labels) / labels.numel()
 
     out.append(Piece("head_loss", head_forward, [head_x],
                      list(model.norm.parameters()) + list(model.lm_head.parameters()), shapes["head_loss"],
-                     split="autograd"))
+                     split="flop-ratio" if compiled else "autograd",  # a compiled loss node defeats the split
+                     flop_split=bwd_input_fraction(float(h * vocab), s * b, 0.0),
+                     memory_forward=(lambda x: head_forward(x, cross_entropy_loss)) if eager_mem else None))
     return out, model

@@ -7,7 +7,11 @@ embeddings, position embedding, core-attention substitute), the input shapes, th
 and precision recipe, the device, the framework and torch versions and the measurement protocol.
 :func:`canonical` turns that object tree into JSON (functions by qualified name, partials with their
 arguments, dataclasses field by field), so a field added to a framework config or a plan setting
-that reaches the build changes the key without a hand-kept list.
+that reaches the build changes the key without a hand-kept list.  Per piece, the build arguments it
+does not read are left out (``BuildSpec.args_not_for``: a decoder layer does not read the
+vocabulary or the tie of the embeddings, so a tied and an untied recipe share their layers), and so
+are substitutions that leave the build as it is (``Substitution.keyed``: an FP8 recipe timed in
+BF16 is the BF16 piece, corrected after measuring).
 
 Storage: one JSON file per key, named by the SHA-256 of the canonical key JSON, written atomically
 (temp file + ``os.replace``, :mod:`primus_launch.fileio`).  One writer per key: a process measures

@@ -11,10 +11,22 @@ Protocol (:class:`TimingPolicy`; the same code on every device, only the clock d
   of the process) or ``time.perf_counter`` (``"wall"``);
 - ``warmup`` untimed iterations, then samples until the **relative inter-quartile range** of the
   per-sample total (forward + backward) is at most ``target_spread`` (after ``min_repeats``), or
-  ``max_repeats`` / ``max_piece_s`` is reached (then ``converged=False``, and the report says
-  so).  A sample averages ``inner`` iterations, chosen in the warm-up so that one sample lasts at
-  least ``min_sample_s`` (sub-millisecond pieces are otherwise timer and interpreter noise).
-  Each figure is the **median** over samples; the spread (relative IQR) of each is recorded;
+  ``max_repeats`` / ``max_piece_s`` (the time cap) is reached (then ``converged=False``, and the
+  report says so).  A sample averages ``inner`` iterations, chosen in the warm-up so that one
+  sample lasts at least ``min_sample_s`` (sub-millisecond pieces are otherwise timer and
+  interpreter noise; up to ``max_inner`` iterations).  Each figure is the **median** over
+  samples; the spread (relative IQR) of each is recorded;
+- the machine's **noise floor** (CPU, ``noise_probe``): after every sample a fixed reference
+  workload (:class:`_Reference`, calibrated in the warm-up to last as long as one sample) is
+  timed with the same clock; ``spread["reference"]`` is the relative IQR of those reference
+  samples -- what the machine itself adds at that time scale, at the same moments (on a shared
+  2-core VM other jobs slow identical work by 10-30 % in phases of seconds, which neither thread
+  CPU time nor more samples remove); ``spread["vs_reference"]`` is the relative IQR of the
+  piece's samples each divided by the reference sample after it (that common-mode slow-down
+  removed).  The piece's own spread (:func:`judged_spread`) is the smaller of ``total`` and
+  ``vs_reference``; sampling stops when it reaches ``target_spread`` (``converged``), and
+  :func:`within_bound` judges it against :func:`spread_bound` = ``max(target, NOISE_FACTOR x
+  reference)``;
 - forward: the piece's forward callable; backward: ``torch.autograd.backward`` into the
   parameters' and inputs' ``.grad`` (what a training step does);
 - input-grad / weight-grad split, per piece (:attr:`Piece.split`):
@@ -71,10 +83,12 @@ class TimingPolicy:
     min_repeats: int = 5
     max_repeats: int = 30
     target_spread: float = 0.05  # relative IQR of the per-sample total that ends sampling
-    min_sample_s: float = 0.01
-    max_piece_s: float = 60.0
+    min_sample_s: float = 0.02  # CPU: iterations per sample so that one sample lasts at least this
+    max_piece_s: float = 30.0  # time cap of one piece's samples (after min_repeats)
     threads: int = 1  # torch intra-op threads of the measuring process (CPU)
     cpu_clock: CpuClock = "thread"
+    noise_probe: bool = True  # CPU: time a fixed reference workload after every sample (noise floor)
+    max_inner: int = 5000
 
     def __post_init__(self) -> None:
         if self.cpu_clock not in CPU_CLOCKS:
@@ -85,12 +99,42 @@ class TimingPolicy:
     def describe(self) -> str:
         return (f"{self.warmup} warm-up, then samples until the relative IQR of fwd+bwd <= "
                 f"{self.target_spread:.0%} (min {self.min_repeats}, max {self.max_repeats} samples of >= "
-                f"{self.min_sample_s * 1e3:.0f} ms), median")
+                f"{self.min_sample_s * 1e3:.0f} ms, time cap {self.max_piece_s:.0f} s per piece), median"
+                + (f"; noise floor: a reference workload (a small MLP's forward + backward) timed after every "
+                   f"sample (CPU); a piece's own spread (of its samples, or of its samples relative to the "
+                   f"reference) judged against max(target, {NOISE_FACTOR:g} x the reference's)"
+                   if self.noise_probe else ""))
 
     def key(self) -> dict[str, Any]:
         """What of the policy changes a measurement (the cache key's part)."""
         return {"warmup": self.warmup, "min_repeats": self.min_repeats, "max_repeats": self.max_repeats,
-                "target_spread": self.target_spread, "min_sample_s": self.min_sample_s}
+                "target_spread": self.target_spread, "min_sample_s": self.min_sample_s,
+                "max_piece_s": self.max_piece_s, "noise_probe": self.noise_probe}
+
+
+#: a piece's spread is "at the machine's noise floor" up to this multiple of the reference
+#: workload's spread measured at the same moments (the interference is not equally strong for
+#: every mix of kernels, and an IQR of 8-10 samples is itself uncertain; ``scripts/measure_noise.py``
+#: prints the ratio per piece of the matrix cases on this machine)
+NOISE_FACTOR = 3.0
+
+
+def spread_bound(spread: dict[str, float], target: float) -> float:
+    """The spread a piece is judged against: ``max(target, NOISE_FACTOR x spread["reference"])``
+    (``target`` alone when no reference was timed, e.g. on CUDA)."""
+    return max(target, NOISE_FACTOR * spread.get("reference", 0.0))
+
+
+def judged_spread(spread: dict[str, float]) -> float:
+    """The piece's own spread: the smaller of the relative IQR of its samples (``total``) and that
+    of its samples divided by the reference workload timed right after each (``vs_reference``: the
+    machine's common-mode slow-down removed; ``scripts/measure_noise.py`` prints both per piece)."""
+    return min(spread["total"], spread.get("vs_reference", spread["total"]))
+
+
+def within_bound(spread: dict[str, float], target: float) -> bool:
+    """:func:`judged_spread` <= :func:`spread_bound`."""
+    return judged_spread(spread) <= spread_bound(spread, target)
 
 
 @dataclass
@@ -103,7 +147,7 @@ class PieceTiming:
     bwd_weight_s: float
     split: str
     split_ratio: float  # input-grad share of the backward used for the split
-    spread: dict[str, float]  # relative IQR per figure: fwd, bwd, total (and bwd_input/bwd_weight raw)
+    spread: dict[str, float]  # relative IQR per figure: fwd, bwd, total (bwd_input/weight raw; reference)
     repeats: int
     inner: int
     converged: bool
@@ -118,6 +162,9 @@ class PieceTiming:
     clock: str = ""
     threads: int = 0
     samples: dict[str, list[float]] = field(default_factory=dict)
+    # memory-only variants of the piece (untimed): e.g. ``kept_ac_full`` / ``kept_ac_op``, the bytes a
+    # torchtitan block keeps under its framework's full / per-op activation checkpointing
+    variant_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_s(self) -> float:
@@ -290,9 +337,55 @@ def measure_memory(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.
 
 # ---------------------------------------------------------------- timing
 
+def _own_spread(tot: list[float], refs: Optional[list[float]]) -> float:
+    """min(relative IQR of the samples, of the samples / the reference after each)."""
+    sp = rel_iqr(tot)
+    if refs and len(refs) == len(tot):
+        sp = min(sp, rel_iqr([a / b for a, b in zip(tot, refs) if b > 0]))
+    return sp
+
+
+class _Reference:
+    """A fixed CPU workload timed with the piece's clock (the noise floor): forward + backward of a
+    small bf16 MLP (64 tokens x 128, two linears, SiLU, RMSNorm) -- the mix the pieces run (GEMMs,
+    element-wise kernels, autograd and allocator bookkeeping in the interpreter), so the machine's
+    interference reaches it as it reaches them."""
+
+    def __init__(self, clock: "Clock"):
+        self.clock = clock
+        g = torch.Generator().manual_seed(3)
+        self.x = torch.randn(64, 128, generator=g).to(torch.bfloat16).requires_grad_(True)
+        self.w1 = (torch.randn(128, 256, generator=g) * 0.05).to(torch.bfloat16).requires_grad_(True)
+        self.w2 = (torch.randn(256, 128, generator=g) * 0.05).to(torch.bfloat16).requires_grad_(True)
+        self.reps = 1
+        self._unit()
+
+    def _unit(self) -> None:
+        y = torch.nn.functional.rms_norm(torch.nn.functional.silu(self.x @ self.w1) @ self.w2, (128,))
+        y.sum().backward()
+        self.x.grad = self.w1.grad = self.w2.grad = None
+
+    def calibrate(self, duration_s: float) -> None:
+        unit = float("inf")
+        for _ in range(3):
+            t0 = self.clock.start()
+            for _ in range(5):
+                self._unit()
+            unit = min(unit, self.clock.stop(t0) / 5)
+        self.reps = max(1, min(100_000, round(duration_s / max(unit, 1e-7))))
+
+    def __call__(self) -> float:
+        t0 = self.clock.start()
+        for _ in range(self.reps):
+            self._unit()
+        return self.clock.stop(t0)
+
+
 def _sample_loop(plain, split_pass, inner: int, policy: TimingPolicy, fs: list, bs: list, bis: list,
-                 bws: list, tot: list, wall0: float) -> None:
-    """Append samples until the spread target, ``max_repeats`` or ``max_piece_s`` (module docstring)."""
+                 bws: list, tot: list, wall0: float, ref: Optional[_Reference] = None,
+                 refs: Optional[list] = None) -> None:
+    """Append samples until the spread target, ``max_repeats`` or ``max_piece_s`` (module docstring);
+    with ``ref``, the reference workload is timed after every sample into ``refs``."""
     from primus_launch import interrupt
 
     while True:
@@ -311,8 +404,10 @@ def _sample_loop(plain, split_pass, inner: int, policy: TimingPolicy, fs: list, 
         if split_pass is not None:
             bis.append(sbi / inner)
             bws.append(sbw / inner)
+        if ref is not None and refs is not None:
+            refs.append(ref())
         n = len(tot)
-        if n >= policy.min_repeats and rel_iqr(tot) <= policy.target_spread:
+        if n >= policy.min_repeats and _own_spread(tot, refs) <= policy.target_spread:
             return
         if n >= policy.max_repeats or (n >= policy.min_repeats and time.perf_counter() - wall0 > policy.max_piece_s):
             return
@@ -321,12 +416,13 @@ def _sample_loop(plain, split_pass, inner: int, policy: TimingPolicy, fs: list, 
 def time_piece(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
                params: Sequence[torch.Tensor], device: torch.device, *, split: str,
                flop_split: Optional[float] = None, policy: TimingPolicy = TimingPolicy(),
-               measure_mem: bool = True) -> PieceTiming:
+               measure_mem: bool = True, memory_forward: Optional[Callable[..., torch.Tensor]] = None) -> PieceTiming:
     """Time ``forward(*inputs)`` and its backward under ``policy`` (module docstring).
 
     ``inputs``: leaf tensors that require grad (the hidden states entering the piece, whose
     gradient a pipeline sends upstream); ``params``: the piece's parameters; ``split``: one of
-    :data:`SPLITS`; ``flop_split``: the input-grad share for ``split="flop-ratio"``.
+    :data:`SPLITS`; ``flop_split``: the input-grad share for ``split="flop-ratio"``;
+    ``memory_forward``: what :func:`measure_memory` runs instead of ``forward`` (None: ``forward``).
     """
     if split not in SPLITS:
         raise ValueError(f"split={split!r}: one of {SPLITS}")
@@ -372,24 +468,33 @@ def time_piece(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tens
         f, b = plain()
         last = f + b
         if autograd_split:
-            split_pass()
+            f2, bi, bw = split_pass()
+            last += f2 + bi + bw
     inner = 1
     if not clock.cuda and last < policy.min_sample_s:
-        inner = min(200, max(1, math.ceil(policy.min_sample_s / max(last, 1e-7))))
+        inner = min(policy.max_inner, max(1, math.ceil(policy.min_sample_s / max(last, 1e-7))))
+    ref = refs = None
+    if not clock.cuda and policy.noise_probe:
+        ref, refs = _Reference(clock), []
+        ref.calibrate(inner * last)
     fs, bs, bis, bws, tot = [], [], [], [], []
     wall0 = time.perf_counter()
     gc_was = gc.isenabled()
-    gc.collect()
+    gc.collect(1)  # the young generations: a full collection of a process holding megatron + torchtitan takes 0.5 s
     gc.disable()  # a collection inside a sample is an outlier of the interpreter, not of the piece
     try:
-        _sample_loop(plain, split_pass if autograd_split else None, inner, policy, fs, bs, bis, bws, tot, wall0)
+        _sample_loop(plain, split_pass if autograd_split else None, inner, policy, fs, bs, bis, bws, tot, wall0,
+                     ref, refs)
     finally:
         if gc_was:
             gc.enable()
-    converged = len(tot) >= policy.min_repeats and rel_iqr(tot) <= policy.target_spread
+    converged = len(tot) >= policy.min_repeats and _own_spread(tot, refs) <= policy.target_spread
     _zero_grads(everything)
     fwd, bwd = statistics.median(fs), statistics.median(bs)
     spread = {"fwd": rel_iqr(fs), "bwd": rel_iqr(bs), "total": rel_iqr(tot)}
+    if refs:
+        spread["reference"] = rel_iqr(refs)
+        spread["vs_reference"] = rel_iqr([a / b for a, b in zip(tot, refs) if b > 0])
     bi_raw = bw_raw = None
     if autograd_split:
         bi_raw, bw_raw = statistics.median(bis), statistics.median(bws)
@@ -402,7 +507,7 @@ def time_piece(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tens
         ratio, used_split = 0.0, "no-input"
     else:
         ratio, used_split = float(flop_split if flop_split is not None else 0.5), "flop-ratio"
-    mem = measure_memory(forward, inputs, params, device) if measure_mem else \
+    mem = measure_memory(memory_forward or forward, inputs, params, device) if measure_mem else \
         {"activation_bytes": 0, "output_bytes": 0, "peak_bytes": 0, "reserved_bytes": 0}
     return PieceTiming(
         fwd_s=fwd, bwd_s=bwd, bwd_input_s=ratio * bwd, bwd_weight_s=(1.0 - ratio) * bwd, split=used_split,
@@ -412,5 +517,6 @@ def time_piece(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tens
         bwd_input_raw_s=bi_raw, bwd_weight_raw_s=bw_raw, clock=clock.name,
         threads=torch.get_num_threads() if not clock.cuda else 0,
         samples={"fwd": fs, "bwd": bs, "total": tot, **({"bwd_input_raw": bis, "bwd_weight_raw": bws}
-                                                          if autograd_split else {})},
+                                                          if autograd_split else {}),
+                 **({"reference": refs} if refs else {})},
         **mem)

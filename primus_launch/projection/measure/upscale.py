@@ -2,24 +2,33 @@
 
 1. Build the plan's model at reduced depth with the framework of its recipe
    (:mod:`.build_mcore` for Megatron, :mod:`.build_titan` for TorchTitan): embedding, up to
-   ``measure_layers`` dense and MoE layers, the attention core, the head with its loss -- each the
-   *per-GPU shard* of the target (TP/CP/EP applied to the shapes, world size 1).  What the build
-   cannot reproduce at world size 1 on this device is a :class:`~.spec.Substitution`, listed per
-   piece in the result with its reason and the correction applied (e.g. FP8 timed in BF16 where
-   the device has no FP8 GEMM, then scaled by the dry-run's fp8/bf16 ratio of that piece).
+   ``measure_layers`` layers of every kind the plan has (dense / MoE, full / sliding-window
+   attention), the attention core (and a windowed one), an MTP module's own part (Megatron), the
+   head with its loss -- each the *per-GPU shard* of the target (TP/CP/EP applied to the shapes,
+   world size 1), built with the plan's settings (dropout, activation, softmax type, dispatcher,
+   attention backend, compile, ...).  What the build cannot reproduce at world size 1 on this
+   device is a :class:`~.spec.Substitution`, listed per piece in the result with its reason and
+   the correction applied.
 2. Time each piece for one micro-batch (:mod:`.timing`: pinned torch threads, warm-up, samples
-   until the stated spread, median; input-/weight-grad split in the same loop) and measure its
-   memory; cache each piece's record on disk (:mod:`.cache`: keyed by the build spec, one writer
+   until the stated spread or the time cap, a reference workload after every sample for the
+   machine's noise floor, median; input-/weight-grad split in the same loop) and measure its
+   memory (and, for a TorchTitan block, its memory under torchtitan's own FullAC / SelectiveAC);
+   cache each piece's record on disk (:mod:`.cache`: keyed by what its build reads, one writer
    per key, atomic writes; an unusable cache directory degrades to uncached with one warning).
-3. ``LayerTimes`` = median over the built layers of each kind; :func:`iteration.assemble` then
-   adds all layers of each pipeline stage, simulates the schedule, and restores what a world size
-   of 1 cannot show -- TP/SP, CP, EP and DP collectives, PP sends, their overlap, the optimizer
-   step -- analytically on the plan's GPU spec (``cluster.gpu``).
+3. ``LayerTimes`` = median over the built layers of each kind, corrected for the substitutions
+   that have a model (:func:`corrected_layer_times`: window layers' masked core -> the causal core
+   x the dry-run's window ratio; FP8 / FP4 timed in BF16, per-expert GEMMs, unfused permutation, a
+   flex dispatcher -> x the dry-run roofline's ratio of the plan to what was measured);
+   :func:`iteration.assemble` then places them by ``Plan.chunk_layout()`` (embedding, layers, MTP
+   layers, loss per chunk), simulates the schedule, and restores what a world size of 1 cannot
+   show -- TP/SP, CP, EP and DP collectives, PP sends, their overlap, the optimizer step --
+   analytically on the plan's GPU spec (``cluster.gpu``).
 4. Memory: the measured bytes each layer kind keeps for its backward, its backward temporaries and
-   the head's, upscaled like time by the memory model's stage structure (layers per stage,
-   recompute, micro-batches in flight; :class:`memory.MeasuredActivations`); weights, gradients
-   and optimizer state from the exact parameter counts.  The analytic model is the check: the
-   result's ``memory_check`` holds both and their difference.
+   the head's, upscaled like time by the memory model of the plan's framework (Megatron:
+   :class:`memory.MeasuredActivations` in the tensor-list model's stage structure; TorchTitan:
+   :class:`MeasuredTitanActivations` in :mod:`memory_titan`'s FSDP2 walk); weights, gradients and
+   optimizer state from the exact parameter counts.  The analytic model is the check: the result's
+   ``memory_check`` holds both and their difference.
 
 The compute times are those of the *measuring* device; projecting a target GPU other than the
 local one needs a measurement on that GPU kind (the result's notes say which device measured).
@@ -42,7 +51,17 @@ from primus_launch.plan import Plan
 from primus_launch.projection.iteration import LayerTimes, PassTimes, assemble
 from primus_launch.projection.measure.cache import MeasureCache, cache_key
 from primus_launch.projection.measure.spec import BuildSpec
-from primus_launch.projection.measure.timing import PieceTiming, TimingPolicy, time_piece, torch_threads
+from primus_launch.projection.measure.timing import (
+    NOISE_FACTOR,
+    PieceTiming,
+    TimingPolicy,
+    judged_spread,
+    measure_memory,
+    time_piece,
+    torch_threads,
+    within_bound,
+)
+from primus_launch.projection.memory import MeasuredActivations
 from primus_launch.projection.result import (
     MeasurementReport,
     MemoryCheck,
@@ -51,7 +70,7 @@ from primus_launch.projection.result import (
     SubstitutionReport,
 )
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 DEFAULT_POLICY = TimingPolicy()
 CPU_NOTE = "measured on the CPU: CPU timings only check the path, not GPU performance"
 
@@ -92,11 +111,40 @@ def resolve_cpu_clock(cpu_clock: Optional[str], threads: Optional[int] = None) -
     return cpu_clock
 
 
+POLICY_ENV = "PRIMUS_LAUNCH_MEASURE_POLICY"
+
+
+def _env_overrides(pol: TimingPolicy) -> TimingPolicy:
+    """``$PRIMUS_LAUNCH_MEASURE_POLICY`` (``field=value,...`` of :class:`TimingPolicy`, e.g.
+    ``min_repeats=3,max_repeats=4,min_sample_s=0.005``): a cheaper policy for CI and tests; the
+    result's ``measurement.policy`` states the policy used, and it is part of the cache key."""
+    import dataclasses
+    import os
+
+    text = os.environ.get(POLICY_ENV, "").strip()
+    if not text:
+        return pol
+    types = {f.name: f.type for f in dataclasses.fields(TimingPolicy)}
+    upd = {}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        name = name.strip()
+        if name not in types:
+            raise UserError(f"{POLICY_ENV}={text!r}: {name!r} is not one of {', '.join(types)}")
+        cur = getattr(pol, name)
+        try:
+            upd[name] = value.strip().lower() in ("1", "true", "yes") if isinstance(cur, bool) else type(cur)(value)
+        except ValueError:
+            raise UserError(f"{POLICY_ENV}={text!r}: {name} needs a {type(cur).__name__}") from None
+    return replace(pol, **upd)
+
+
 def make_policy(policy: Optional[TimingPolicy] = None, *, repeats: Optional[int] = None,
                 cpu_clock: Optional[str] = None, threads: Optional[int] = None) -> TimingPolicy:
-    """The timing policy with the keyword overrides applied (``repeats``: the minimum number of
-    samples, at least 3)."""
-    pol = policy or DEFAULT_POLICY
+    """The timing policy (default :data:`DEFAULT_POLICY` with ``$PRIMUS_LAUNCH_MEASURE_POLICY``
+    applied) with the keyword overrides applied (``repeats``: the minimum number of samples, at
+    least 3)."""
+    pol = policy or _env_overrides(DEFAULT_POLICY)
     if threads is not None:
         pol = replace(pol, threads=threads)
     if repeats is not None:
@@ -138,8 +186,7 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
         extra = {"framework_version": _framework_version(fw), "protocol": PROTOCOL_VERSION, "policy": pol.key()}
         if cpu:
             extra["cpu_clock"] = pol.cpu_clock
-        material = spec.material()
-        keys = {n: cache_key(fw, n, material, label, **extra) for n in spec.piece_names}
+        keys = {n: cache_key(fw, n, spec.material(n), label, **extra) for n in spec.piece_names}
         out: dict[str, PieceTiming] = {}
         hit: dict[str, bool] = {}
         if cache is not None:
@@ -181,7 +228,10 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
                 if pc.name not in missing:
                     continue
                 out[pc.name] = time_piece(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
-                                          flop_split=pc.flop_split, policy=pol)
+                                          flop_split=pc.flop_split, policy=pol, memory_forward=pc.memory_forward)
+                for vname, vfwd in pc.memory_variants.items():
+                    out[pc.name].variant_bytes[vname] = measure_memory(vfwd, pc.inputs, pc.params,
+                                                                       dev)["activation_bytes"]
                 hit[pc.name] = False
                 interrupt.check()  # never cache a piece timed across a swallowed interrupt
                 if cache is not None:
@@ -217,11 +267,13 @@ def cpu_measurement_seconds(plan: Plan, measure_layers: int, policy: TimingPolic
     """Estimated CPU seconds to measure the plan's pieces: passes x (fwd+bwd FLOPs of the pieces,
     :func:`build_mcore.measurement_flops_estimate`) / :func:`cpu_gemm_rate` -- a lower bound, since
     whole layers reach a fraction of the GEMM rate.  Passes: warm-up + the minimum samples (twice
-    for a measured autograd split) + two memory passes."""
+    for a measured autograd split, and twice again for the noise-floor reference) + two memory
+    passes."""
     from primus_launch.projection.measure.build_mcore import measurement_flops_estimate
 
     per = 2 if _framework(plan) == "torchtitan" else 1
-    passes = policy.warmup * per + policy.min_repeats * per + 2
+    ref = 2 if policy.noise_probe else 1  # the reference workload lasts as long as each sample
+    passes = policy.warmup * per + policy.min_repeats * per * ref + 2
     dtype = plan.training.precision
     return measurement_flops_estimate(plan, measure_layers) * passes / cpu_gemm_rate(dtype, policy.threads)
 
@@ -248,16 +300,26 @@ def _median_pass(timings: list[PieceTiming]) -> PassTimes:
                      bwd_weight_s=statistics.median(t.bwd_weight_s for t in timings))
 
 
+# LayerTimes field -> the piece kind it is measured from
+FIELD_KIND = {"dense_layer": "dense_layer", "moe_layer": "moe_layer", "dense_window_layer": "dense_window_layer",
+              "moe_window_layer": "moe_window_layer", "embedding": "embedding", "head_loss": "head_loss",
+              "attn_core": "attn_core", "mtp_extra": "mtp"}
+
+
+def _kind_median(timings: dict[str, PieceTiming], kind: str) -> Optional[PassTimes]:
+    ts = [t for n, t in timings.items() if n.split("#")[0] == kind]
+    return _median_pass(ts) if ts else None
+
+
 def layer_times(timings: dict[str, PieceTiming]) -> LayerTimes:
-    """Median per kind of the measured pieces -> ``iteration.LayerTimes``."""
-    dense = [t for n, t in timings.items() if n.startswith("dense_layer")]
-    moe = [t for n, t in timings.items() if n.startswith("moe_layer")]
-    moe_pt = _median_pass(moe) if moe else None
-    dense_pt = _median_pass(dense) if dense else moe_pt  # an all-MoE model has no dense layer
-    core = timings.get("attn_core")
-    return LayerTimes(dense_layer=dense_pt, moe_layer=moe_pt, embedding=_median_pass([timings["embedding"]]),
-                      head_loss=_median_pass([timings["head_loss"]]),
-                      attn_core=_median_pass([core]) if core else None)
+    """Median per kind of the measured pieces -> ``iteration.LayerTimes`` (an all-MoE model has no
+    dense layer, an all-window model no full-attention one: the nearest measured kind stands in)."""
+    k = {f: _kind_median(timings, kind) for f, kind in FIELD_KIND.items()}
+    moe = k["moe_layer"] or k["moe_window_layer"]
+    dense = k["dense_layer"] or k["dense_window_layer"] or moe
+    return LayerTimes(dense_layer=dense, moe_layer=moe, embedding=k["embedding"], head_loss=k["head_loss"],
+                      attn_core=k["attn_core"], dense_window_layer=k["dense_window_layer"],
+                      moe_window_layer=k["moe_window_layer"], mtp_extra=k["mtp_extra"])
 
 
 def _scaled(pt: Optional[PassTimes], num: Optional[PassTimes], den: Optional[PassTimes]) -> Optional[PassTimes]:
@@ -271,22 +333,98 @@ def _scaled(pt: Optional[PassTimes], num: Optional[PassTimes], den: Optional[Pas
                      pt.bwd_weight_s * r(num.bwd_weight_s, den.bwd_weight_s))
 
 
-def fp8_substituted_times(plan: Plan, lt: LayerTimes) -> LayerTimes:
-    """BF16-measured layer times of an FP8 plan scaled per piece kind and pass by the dry-run
-    roofline's fp8 / bf16 time ratio on the plan's GPU (``dryrun.layer_times_roofline``)."""
+def _merge(a: dict, b: dict) -> dict:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in a.items()}
+    for k, v in b.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = {**out[k], **v}
+        else:
+            out[k] = v
+    return out
+
+
+def window_corrected_times(plan: Plan, timings: dict[str, PieceTiming]) -> tuple[dict[str, PassTimes], str]:
+    """Window layers measured with a masked core (every score computed) -> what flash-style window
+    kernels do: per pass, ``layer - core_window + core_full x r`` with ``core_window`` / ``core_full``
+    the measured ``attn_core_window`` / ``attn_core`` pieces and ``r`` the dry-run roofline's window /
+    full core-attention time ratio (``(core + window_layer - full_layer) / core`` of
+    ``dryrun.layer_times_roofline``); weight gradients unchanged.  Returns the corrected medians per
+    window kind and the description."""
     from primus_launch.projection.dryrun import layer_times_roofline
 
-    r8 = layer_times_roofline(plan)
-    r16 = layer_times_roofline(plan.with_changes(training={"precision": "bf16"}))
-    return LayerTimes(dense_layer=_scaled(lt.dense_layer, r8.dense_layer, r16.dense_layer),
-                      moe_layer=_scaled(lt.moe_layer, r8.moe_layer, r16.moe_layer),
-                      embedding=_scaled(lt.embedding, r8.embedding, r16.embedding),
-                      head_loss=_scaled(lt.head_loss, r8.head_loss, r16.head_loss),
-                      attn_core=_scaled(lt.attn_core, r8.attn_core, r16.attn_core))
+    cw, cf = _kind_median(timings, "attn_core_window"), _kind_median(timings, "attn_core")
+    if cw is None or cf is None:
+        return {}, ""
+    roof = layer_times_roofline(plan)
+    out: dict[str, PassTimes] = {}
+    ratios = []
+    for kind, full_f, win_f in (("dense_window_layer", "dense_layer", "dense_window_layer"),
+                                ("moe_window_layer", "moe_layer", "moe_window_layer")):
+        pt = _kind_median(timings, kind)
+        full, win, core = getattr(roof, full_f), getattr(roof, win_f), roof.attn_core
+        if pt is None or full is None or win is None or core is None:
+            continue
+        rf = (core.fwd_s + win.fwd_s - full.fwd_s) / core.fwd_s if core.fwd_s > 0 else 1.0
+        rb = (core.bwd_input_s + win.bwd_input_s - full.bwd_input_s) / core.bwd_input_s if core.bwd_input_s > 0 else 1.0
+        rf, rb = min(1.0, max(0.0, rf)), min(1.0, max(0.0, rb))
+        out[kind] = PassTimes(max(0.0, pt.fwd_s - cw.fwd_s + cf.fwd_s * rf),
+                              max(0.0, pt.bwd_input_s - cw.bwd_input_s + cf.bwd_input_s * rb), pt.bwd_weight_s)
+        ratios.append(f"{kind}: r = {rf:.2f} fwd / {rb:.2f} bwd")
+    return out, ("window layers: measured masked core replaced by the measured causal core x the dry-run's window / "
+                 "full core-attention ratio (" + "; ".join(ratios) + ")") if ratios else ""
 
 
-def _fp8_substituted(spec: BuildSpec) -> bool:
-    return any("instead of fp8" in s.what for s in spec.substitutions)
+def corrected_layer_times(plan: Plan, timings: dict[str, PieceTiming],
+                          spec: BuildSpec) -> tuple[LayerTimes, dict[str, list[str]]]:
+    """:func:`layer_times` with the substitutions' corrections: window layers
+    (:func:`window_corrected_times`), then per LayerTimes field the substitutions with an ``alt``
+    that apply to its piece kind (FP8 / FP4 timed in BF16, the dispatcher and expert GEMMs the local
+    build runs, ...) as one ratio ``roofline(plan) / roofline(plan with their alts)`` per pass
+    (``dryrun.layer_times_roofline`` on the plan's GPU).  Returns the times and, per piece kind,
+    the adjustments applied (for the report)."""
+    from primus_launch.projection.dryrun import layer_times_roofline
+
+    adj: dict[str, list[str]] = {}
+    win, how = window_corrected_times(plan, timings)
+    lt = layer_times(timings)
+    if win:
+        upd = {f: win[f] for f in ("dense_window_layer", "moe_window_layer") if f in win}
+        if lt.dense_layer is lt.dense_window_layer or _kind_median(timings, "dense_layer") is None:
+            upd["dense_layer"] = win.get("dense_window_layer", lt.dense_layer)
+        if _kind_median(timings, "moe_layer") is None and "moe_window_layer" in win:
+            upd["moe_layer"] = win["moe_window_layer"]
+        lt = replace(lt, **upd)
+        for f in upd:
+            adj.setdefault(FIELD_KIND[f], []).append(how)
+    roof = None
+    alts: dict[str, Plan] = {}
+    upd = {}
+    for f, kind in FIELD_KIND.items():
+        subs = [sb for sb in spec.substitutions if sb.alt and sb.applies(f"{kind}#0")]
+        pt = getattr(lt, f)
+        if not subs or pt is None:
+            continue
+        alt: dict = {}
+        for sb in subs:
+            alt = _merge(alt, sb.alt)
+        key = repr(sorted((k, sorted(v.items())) for k, v in alt.items()))
+        if key not in alts:
+            alts[key] = plan.with_changes(**alt)
+        roof = roof or layer_times_roofline(plan)
+        ralt = layer_times_roofline(alts[key])
+        num, den = getattr(roof, f), getattr(ralt, f)
+        if num is None or den is None:
+            continue
+        upd[f] = _scaled(pt, num, den)
+        rf = num.fwd_s / den.fwd_s if den.fwd_s > 0 else 1.0
+        rb = (num.bwd_input_s + num.bwd_weight_s) / (den.bwd_input_s + den.bwd_weight_s) \
+            if den.bwd_input_s + den.bwd_weight_s > 0 else 1.0
+        adj.setdefault(kind, []).append(
+            f"scaled by the dry-run roofline's ratio for {'; '.join(sb.what for sb in subs)}: "
+            f"fwd x{rf:.3f}, bwd x{rb:.3f} on {plan.cluster.gpu}")
+    if upd:
+        lt = replace(lt, **upd)
+    return lt, adj
 
 
 # ---------------------------------------------------------------- memory
@@ -321,13 +459,20 @@ def _attn_io_bytes(plan: Plan, abytes: int) -> float:
     return abytes * sb * (heads * dq + kvh * dq + kvh * dv + heads * dv)
 
 
-def measured_implementation(device: str):
+def measured_implementation(device: str, plan: Optional[Plan] = None):
     """The activation-model variant that describes the measured modules: megatron-core's local /
     torchtitan's torch modules on the CPU keep fp32 norm copies and unfused RoPE tables
-    (``memory_activations.MCORE_LOCAL``); on a GPU the dry-run's (``TE``)."""
-    from primus_launch.projection.memory_activations import MCORE_LOCAL, TE
+    (``memory_activations.MCORE_LOCAL``); on a GPU the dry-run's (``TE``); with the plan's dropout
+    masks and attention backend (``memory_activations.impl_for``)."""
+    from primus_launch.projection.memory_activations import MCORE_LOCAL, TE, impl_for
 
-    return ("MCORE_LOCAL", MCORE_LOCAL) if torch.device(device).type == "cpu" else ("TE", TE)
+    name, impl = ("MCORE_LOCAL", MCORE_LOCAL) if torch.device(device).type == "cpu" else ("TE", TE)
+    if plan is not None:
+        from primus_launch.projection.measure.build_mcore import uses_megatron_core_attention
+
+        impl = impl_for(plan.model, plan.training.attention_backend if uses_megatron_core_attention(plan) else "auto",
+                        impl)
+    return name, impl
 
 
 def measured_activations(plan: Plan, meas: Measured, device: str):
@@ -336,16 +481,17 @@ def measured_activations(plan: Plan, meas: Measured, device: str):
     recompute drops), the backward temporaries (peak - kept - output); the head's kept bytes and
     transient.  Measured without sequence parallelism (world size 1): with SP the model's SP
     difference (same tensor list with and without SP) is added."""
-    from primus_launch.projection.memory import MeasuredActivations
     from primus_launch.projection.memory_activations import (
         LayerActivations,
         layer_activation_bytes,
         output_activation_bytes,
     )
 
+    if plan.framework == "torchtitan":
+        return measured_titan_activations(plan, meas, device)
     m, p, t = plan.model, plan.parallel, plan.training
     a = 4 if t.precision == "fp32" else 2
-    _, impl = measured_implementation(device)
+    _, impl = measured_implementation(device, plan)
     kw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, cp=p.cp, ep=p.ep, etp=p.expert_tp, abytes=a,
               impl=impl)
     core_t = meas.timings.get("attn_core")
@@ -353,7 +499,8 @@ def measured_activations(plan: Plan, meas: Measured, device: str):
     core = max(0.0, core_t.activation_bytes - _attn_io_bytes(plan, a) - standin) if core_t else 0.0
 
     def kind(prefix: str, moe: bool) -> Optional[LayerActivations]:
-        ts = [tm for n, tm in meas.timings.items() if n.startswith(prefix)]
+        kinds = (prefix, prefix.replace("_layer", "_window_layer"))
+        ts = [tm for n, tm in meas.timings.items() if n.split("#")[0] in kinds]
         if not ts:
             return None
         kept = statistics.median(tm.activation_bytes for tm in ts) - standin
@@ -379,26 +526,170 @@ def measured_activations(plan: Plan, meas: Measured, device: str):
     return MeasuredActivations(dense=dense or moe, moe=moe, output=out, note=note)
 
 
+@dataclass(frozen=True)
+class MeasuredTitanActivations(MeasuredActivations):
+    """Measured pieces of a TorchTitan plan for its own memory model (:mod:`memory_titan`, through
+    ``memory._titan_stage_memory``'s ``acts``): per block kind the bytes a block keeps without
+    activation checkpointing and under the plan's (torchtitan's ``FullAC`` / ``SelectiveAC`` wrapped
+    around the real block, memory-only), and the head's kept bytes.  The base fields carry the same
+    figures in the Megatron shape (unused by the TorchTitan model)."""
+
+    blocks: tuple = ()  # ((moe, TitanLayer without AC, TitanLayer under the plan's AC), ...)
+    head_kept: Optional[float] = None  # final norm + lm_head input + fp32 log-probabilities
+
+    def titan_layers(self, layer_of: dict, ck_of: dict) -> tuple[dict, dict]:
+        """The model's per-kind ``TitanLayer`` s with the measured kinds replaced."""
+        lo, co = dict(layer_of), dict(ck_of)
+        for moe, full, ck in self.blocks:
+            lo[moe], co[moe] = full, ck
+        return lo, co
+
+    def titan_head(self, hn: float, hin: float, logp: float) -> tuple[float, float, float]:
+        """The model's (final-norm kept, lm_head input, log-probabilities) scaled to the measured total."""
+        model = hn + hin + logp
+        if self.head_kept is None or model <= 0:
+            return hn, hin, logp
+        r = self.head_kept / model
+        return hn * r, hin * r, logp * r
+
+
+def titan_ac_mode(plan: Plan) -> str:
+    """memory_titan's AC mode of the plan: ``none`` | ``op`` | ``full``."""
+    return {"none": "none", "op": "op", "selective": "op", "full": "full"}[plan.training.recompute.granularity]
+
+
+def titan_implementation(device: str):
+    """memory_titan's variant describing the measured kernels: ``TITAN_CPU`` on the CPU (composite
+    RMSNorm keeping fp32 copies, the CPU SDPA kernel not on SelectiveAC's save list), else ``TITAN``."""
+    from primus_launch.projection.memory_titan import TITAN, TITAN_CPU
+
+    return ("TITAN_CPU", TITAN_CPU) if torch.device(device).type == "cpu" else ("TITAN", TITAN)
+
+
+def _titan_world1_delta(plan: Plan, impl, what: str) -> float:
+    """Bytes one TP rank of the plan keeps minus what the world-size-1 shard keeps, from
+    memory_titan's terms (torchtitan runs TP with sequence parallelism; the shard measured at world
+    size 1 has none): ``what="none"``: the block's two norms keep ``nb sb h / t + 4 sb / t`` each
+    (the shard: at full sequence); ``"full"``: the checkpointed block input ``a sb h / t``;
+    ``"op"``: that input, plus the reduce-scatter outputs of wo and w2 (``2 a sb h / t``) that
+    SelectiveAC saves under TP; ``"head"``: the final norm."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    tp = p.tp
+    if tp == 1:
+        return 0.0
+    sb = m.seq_length // p.cp * t.micro_batch_size
+    h, a = m.hidden_size, 2
+    nb = 2 if t.compile else impl.norm_bytes
+    shrink = 1.0 - 1.0 / tp
+    if what == "none":
+        return -2.0 * (nb * sb * h + 4.0 * sb) * shrink
+    if what == "head":
+        return -(nb * sb * h + 4.0 * sb) * shrink
+    if what == "full":
+        return -a * sb * h * shrink
+    return -a * sb * h * shrink + 2.0 * a * sb * h / tp
+
+
+def measured_titan_activations(plan: Plan, meas: Measured, device: str) -> MeasuredTitanActivations:
+    """:class:`MeasuredTitanActivations` from the pieces (:func:`_titan_world1_delta` restores the
+    plan's TP/SP; the emulated CP core's stand-in K/V of the other ranks are taken out as for
+    Megatron)."""
+    from primus_launch.projection.memory_activations import LayerActivations
+    from primus_launch.projection.memory_titan import TitanLayer, head_kept_bytes
+    from primus_launch.projection.memory_titan import layer_activation_bytes as titan_bytes
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    _, impl = titan_implementation(device)
+    ac = titan_ac_mode(plan)
+    sb = m.seq_length // p.cp * t.micro_batch_size
+    layer_input = 2.0 * sb * m.hidden_size / p.tp
+    standin = _cp_standin_bytes(plan, 2)
+    # a compiled plan measured on the CPU: its memory is the eager module's (MemTracker cannot run
+    # inside compiled code): the TP terms of the eager module, then memory_titan's compiled / eager ratio
+    eager_mem = any(sb_.what.startswith("memory measured on the eager module") for sb_ in meas.spec.substitutions)
+    meas_plan = plan.with_changes(training={"compile": False}) if eager_mem else plan
+    tkw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, cp=p.cp, impl=impl, ep=p.ep)
+    blocks = []
+    mega: dict[bool, LayerActivations] = {}
+    for moe, prefix in ((False, "dense_layer"), (True, "moe_layer")):
+        ts = [tm for n, tm in meas.timings.items() if n.startswith(prefix)]
+        if not ts:
+            continue
+        full = statistics.median(tm.activation_bytes for tm in ts) - standin \
+            + _titan_world1_delta(meas_plan, impl, "none")
+        trans = statistics.median(max(0, tm.peak_bytes - tm.activation_bytes - tm.output_bytes) for tm in ts)
+        kept = full
+        eager = titan_bytes(m, ac=ac, moe=moe, compiled=False, **tkw)
+        if ac != "none":
+            key = f"kept_ac_{ac}"
+            if all(key in tm.variant_bytes for tm in ts):  # the block under torchtitan's own AC wrapper
+                kept = statistics.median(tm.variant_bytes[key] for tm in ts) + _titan_world1_delta(meas_plan, impl, ac)
+            else:  # not measured (compiled blocks): the model's AC share of the measured block
+                kept = full * eager.kept / eager.full if eager.full else full
+        if eager_mem:
+            comp = titan_bytes(m, ac=ac, moe=moe, compiled=True, **tkw)
+            full, kept = full * comp.full / eager.full, kept * (comp.kept / eager.kept if eager.kept else 1.0)
+        blocks.append((moe, TitanLayer(kept=full, full=full, layer_input=layer_input),
+                       TitanLayer(kept=kept, full=full, layer_input=layer_input)))
+        mega[moe] = LayerActivations(full=full, core_attention=0.0, layer_input=layer_input, backward_temp=trans)
+    head = meas.timings["head_loss"]
+    head_kept = head.activation_bytes + _titan_world1_delta(meas_plan, impl, "head")
+    if eager_mem:
+        hkw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, cp=p.cp, impl=impl)
+        head_kept *= sum(head_kept_bytes(m, compiled=True, **hkw)) / sum(head_kept_bytes(m, compiled=False, **hkw))
+    how = "CUDA allocator" if torch.device(device).type == "cuda" else "torch MemTracker"
+    note = (f"activations measured per piece on {meas.device} ({how}: bytes each block kind keeps without "
+            f"activation checkpointing and under torchtitan's {'FullAC' if ac == 'full' else 'SelectiveAC'} "
+            f"wrapped around the real block, and the head/loss), in torchtitan's memory model (FSDP2 walk of the "
+            f"backward, stages, micro-batches in flight)" if ac != "none" else
+            f"activations measured per piece on {meas.device} ({how}: bytes each block kind keeps for backward, "
+            f"the head/loss), in torchtitan's memory model (FSDP2 walk of the backward, stages, micro-batches in "
+            f"flight)")
+    if p.tp > 1:
+        note += "; the plan's TP with sequence parallelism applied with the model's norm / input terms"
+    if p.cp > 1:
+        note += "; the stand-in K/V of the other CP ranks taken out"
+    dense = mega.get(False) or mega.get(True)
+    return MeasuredTitanActivations(dense=dense, moe=mega.get(True), output=(head_kept, 0.0), note=note,
+                                    blocks=tuple(blocks), head_kept=head_kept)
+
+
 def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_basis: str = "reserved"):
     """(measured MemoryReport, MemoryCheck against the analytic model)."""
     from primus_launch.projection.memory import estimate_memory
-    from primus_launch.projection.memory_activations import TE, layer_activation_bytes
+    from primus_launch.projection.memory_activations import TE, impl_for, layer_activation_bytes
 
     acts = measured_activations(plan, meas, device)
     measured = estimate_memory(plan, margin, memory_basis=memory_basis, acts=acts)
     analytic = estimate_memory(plan, margin, memory_basis=memory_basis)
     m, p, t = plan.model, plan.parallel, plan.training
     a = 4 if t.precision == "fp32" else 2
-    impl_name, impl = measured_implementation(device)
+    impl_name, impl = measured_implementation(device, plan)
     kw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel, cp=p.cp, ep=p.ep,
               etp=p.expert_tp, abytes=a)
     per_layer: dict[str, dict[str, float]] = {}
+    titan = isinstance(acts, MeasuredTitanActivations)
+    if titan:
+        from primus_launch.projection.memory_titan import TITAN
+        from primus_launch.projection.memory_titan import layer_activation_bytes as titan_bytes
+
+        impl_name, impl = titan_implementation(device)
+        ac = titan_ac_mode(plan)
+        tkw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, cp=p.cp, compiled=t.compile, ep=p.ep)
+        for moe, full, ck in acts.blocks:
+            model = titan_bytes(m, ac=ac, moe=moe, impl=impl, **tkw)
+            per_layer["moe_layer" if moe else "dense_layer"] = {
+                "measured": float(full.full), f"model_{impl_name}": model.full,
+                "model_TITAN": titan_bytes(m, ac="none", moe=moe, impl=TITAN, **tkw).full,
+                f"measured_ac_{ac}": float(ck.kept), f"model_{impl_name}_ac_{ac}": model.kept}
     for kind, la, moe in (("dense_layer", acts.dense, False), ("moe_layer", acts.moe, True)):
-        if la is None or (kind == "dense_layer" and not any(n.startswith("dense_layer") for n in meas.timings)):
+        if titan or la is None or (kind == "dense_layer" and not any(
+                n.split("#")[0] in ("dense_layer", "dense_window_layer") for n in meas.timings)):
             continue
         per_layer[kind] = {"measured": float(la.full),
                            f"model_{impl_name}": layer_activation_bytes(m, moe=moe, impl=impl, **kw).full,
-                           "model_TE": layer_activation_bytes(m, moe=moe, impl=TE, **kw).full}
+                           "model_TE": layer_activation_bytes(m, moe=moe, impl=impl_for(m, t.attention_backend, TE),
+                                                              **kw).full}
     w_m = measured.stages[measured.worst_stage]
     w_a = analytic.stages[analytic.worst_stage]
     comps = {}
@@ -408,7 +699,9 @@ def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_
     check = MemoryCheck(
         measured_peak_bytes_per_gpu=measured.peak_bytes_per_gpu,
         analytic_peak_bytes_per_gpu=analytic.peak_bytes_per_gpu, relative_difference=diff,
-        analytic_model="projection.memory.estimate_memory (the dry-run's tensor-list model, TE implementation)",
+        analytic_model=("projection.memory.estimate_memory (TorchTitan: memory_titan's model traced against "
+                        "torchtitan's own step, GPU kernels)" if titan else
+                        "projection.memory.estimate_memory (the dry-run's tensor-list model, TE implementation)"),
         components=comps, per_layer=per_layer, analytic=analytic,
         notes=[f"measured activations / analytic: worst stage {comps['activations']['measured'] / max(1, comps['activations']['analytic']):.2f}x; "
                f"peak per GPU {diff:+.1%}"])
@@ -447,10 +740,7 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     meas = measure_pieces(plan, device, cache=cache, measure_layers=measure_layers, policy=pol,
                           max_cpu_seconds=max_cpu_seconds)
     timings, hits, spec = meas.timings, meas.hits, meas.spec
-    lt = layer_times(timings)
-    fp8_sub = _fp8_substituted(spec)
-    if fp8_sub:
-        lt = fp8_substituted_times(plan, lt)
+    lt, adjustments = corrected_layer_times(plan, timings, spec)
     res = assemble(plan, lt, "measured", record_timeline=record_timeline, memory_margin=memory_margin)
     mem, check = memory_check(plan, meas, device, memory_margin, memory_basis)
     p = plan.parallel
@@ -462,8 +752,16 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     notes.append(f"timing: {clock}; {pol.describe()}")
     unconverged = [n for n, t in timings.items() if not t.converged]
     if unconverged:
+        noisy = [f"{n} {judged_spread(timings[n].spread):.0%}" for n in unconverged
+                 if not within_bound(timings[n].spread, pol.target_spread)]
+        floor = [t.spread["reference"] for t in timings.values() if "reference" in t.spread]
         notes.append(f"{len(unconverged)} piece(s) did not reach the {pol.target_spread:.0%} spread target within "
-                     f"{pol.max_repeats} samples: {', '.join(unconverged)} (their spread is in measurement.pieces)")
+                     f"{pol.max_repeats} samples / {pol.max_piece_s:.0f} s: {', '.join(unconverged)}"
+                     + (f"; the machine's own noise floor meanwhile (reference workload): up to {max(floor):.0%}"
+                        if floor else "")
+                     + (f"; above {NOISE_FACTOR:g}x that floor: {', '.join(noisy)}" if noisy else
+                        ("; all within the noise floor's bound" if floor else ""))
+                     + " (spreads per piece in measurement.pieces)")
     if fw == "megatron":
         notes.append("backward split into input-grad / weight-grad by the FLOP ratio (megatron's linear computes "
                      "its weight gradient in the input-gradient autograd node)")
@@ -483,9 +781,7 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
                  f"model {check.analytic_peak_bytes_per_gpu / 2**30:.2f} GiB ({check.relative_difference:+.1%})")
     pieces: dict[str, PieceReport] = {}
     for n, t in timings.items():
-        adj = []
-        if fp8_sub and any("instead of fp8" in s.what for s in spec.substitutions_for(n)):
-            adj.append("layer times scaled by the dry-run's fp8/bf16 ratio before assembly")
+        adj = list(adjustments.get(n.split("#")[0], []))
         pieces[n] = PieceReport(
             source="cached" if hits.get(n) else "measured", fwd_s=t.fwd_s, bwd_s=t.bwd_s, bwd_input_s=t.bwd_input_s,
             bwd_weight_s=t.bwd_weight_s, split=t.split, split_ratio=t.split_ratio,
