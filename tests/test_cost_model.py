@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
+from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
 from primus_launch.projection import calibration as cal
 from primus_launch.projection.compute import attention_time, elementwise_time, gemm_time
 from primus_launch.projection.flops import model_flops_per_iteration
@@ -300,3 +300,46 @@ def test_yarn_rope_unfused_in_megatron_unless_mla():
         return next(o for o in layer_op_times(plan)["dense"] if o[0] == "RoPE")[4][3]
 
     assert rope("yarn") / rope("rope") == pytest.approx(ROPE_EAGER[0] / ROPE_FUSED[0])
+
+
+# ---------------- ring context parallelism: per-step kernels and helpers (issue 15, third pass) -------
+
+def test_ring_steps_keep_the_causal_flops_and_add_helpers():
+    """Load-balanced ring attention (TE AttnFuncWithCP / torch _templated_ring_attention) runs one
+    causal c x c kernel and cp-1 half blocks: the same FLOPs as one causal attention of the rank's
+    s/cp queries over all s keys (closed form); the framework's helpers add HBM traffic that grows
+    with cp, PyTorch's fp32 merges more than TE's bf16 ones."""
+    from primus_launch.projection.compute import attention_flops
+    from primus_launch.projection.cost import context_parallel as cpm
+
+    s, cp, b, h, d = 262144, 8, 1, 32, 128
+    ring = sum(n * attention_flops(b, h, sq, skv, d, d, causal) for sq, skv, causal, n in cpm.ring_steps(s, cp))
+    assert ring == pytest.approx(attention_flops(b, h, s // cp, s, d, d, True), rel=1e-12)
+    e = float(b * (s // cp) * h * d)
+    te2, te8 = cpm.helper_bytes("te", 2, e, e, e / 2), cpm.helper_bytes("te", 8, e, e, e / 2)
+    pt8 = cpm.helper_bytes("torch", 8, e, e, e / 2)
+    assert cpm.helper_bytes("te", 1, e, e, e) == (0.0, 0.0)
+    assert te8[0] > te2[0] > 0 and te8[1] > te2[1] > 0
+    assert pt8[0] > 4 * te8[0] and pt8[1] > te8[1]
+
+
+def test_ring_cp_in_the_layer_and_titan_fp32_dkv():
+    """A CP layer lists its ring kernels and helpers; TorchTitan's backward CP traffic carries the fp32
+    dK,dV rotation (twice the bytes of the bf16 K,V it rotates in forward)."""
+    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.iteration import _cp_times
+    from primus_launch.projection.layout import layout
+
+    m = ModelArch(num_layers=2, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                  num_query_groups=8, vocab_size=128256, seq_length=131072)
+    mk = lambda fw: Plan(model=m, parallel=Parallelism(cp=4, cp_comm_type="p2p"),  # noqa: E731
+                         training=Training(global_batch_size=2), cluster=Cluster(gpu="h100-sxm"),
+                         source=Source(framework=fw))
+    for fw in ("megatron", "torchtitan"):
+        names = [o[0] for o in layer_op_times(mk(fw))["dense"]]
+        assert any("ring: 4 steps" in n for n in names) and any(n.startswith("CP ring helpers") for n in names)
+    te, pt = mk("megatron"), mk("torchtitan")
+    f_te, b_te = _cp_times(te, "h100-sxm", layout(te))
+    f_pt, b_pt = _cp_times(pt, "h100-sxm", layout(pt))
+    assert f_pt == pytest.approx(f_te, rel=1e-9)
+    assert b_pt - f_pt == pytest.approx(2 * f_te, rel=0.05) and b_te == pytest.approx(2 * f_te, rel=1e-9)

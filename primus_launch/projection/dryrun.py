@@ -57,7 +57,8 @@ from functools import lru_cache
 
 from primus_launch.plan import ModelArch, Plan
 from primus_launch.projection import calibration as cal
-from primus_launch.projection.compute import (arch_of, attention_time, elementwise_time, gemm_time, quant_time)
+from primus_launch.projection.compute import (KERNEL_MIN_S, arch_of, attention_time, elementwise_time, gemm_time,
+                                              quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
@@ -200,6 +201,40 @@ class _Acc:
                   f, bw, 0.0, ("attention", impl, attention_flops(b, heads, sq, skv, dqk, dv, True, window)))
         return PassTimes(f, bw, 0.0)
 
+    def attn_ring(self, b: int, heads: int, kv_heads: int, s: int, cp: int, dqk: int, dv: int,
+                  flavor: str) -> PassTimes:
+        """Load-balanced causal ring attention over ``cp`` ranks (``cost/context_parallel.py``): one
+        fused-attention kernel per step at its own shape, plus the framework's per-step helpers
+        (copies, output / LSE merges, dq / dk,dv accumulation) at streaming speed."""
+        from primus_launch.projection.compute import attention_flops
+        from primus_launch.projection.cost import context_parallel as cpm
+
+        impl = self.prof.attention
+        f = bw = 0.0
+        n_steps = 0.0
+        for sq, skv, causal, n in cpm.ring_steps(s, cp):
+            tf, tb = attention_time(b, heads, sq, skv, dqk, dv, causal, self.gpu, impl, None)
+            f += n * tf
+            bw += n * tb
+            n_steps += n
+        self._add(f, bw, 0.0, "attention")
+        f0, b0 = f * self.slow, bw * self.slow
+        c = max(1, s // cp)
+        eq, eo, ekv = float(b * c * heads * dqk), float(b * c * heads * dv), float(b * c * kv_heads * (dqk + dv))
+        hf, hb = cpm.helper_bytes(flavor, cp, eq, eo, ekv)
+        kf, kb = cpm.STEP_KERNELS[flavor]
+        tf = elementwise_time(hf, self.gpu) + (cp * (kf - 1) - 1) * KERNEL_MIN_S
+        tb = elementwise_time(hb, self.gpu) + (cp * (kb - 1) - 1) * KERNEL_MIN_S
+        self._add(tf, tb, 0.0, "attention")
+        tf, tb = tf * self.slow, tb * self.slow
+        self._k(cp * kf, cp * kb)
+        self._rec(f"core attention ({impl}) ring: {cp} steps of b{b} h{heads} s{c}: 1 causal {c}x{c}, "
+                  f"{cp - 1} of {c}x{c // 2} / {c // 2}x{c} d{dqk}/{dv}", f0, b0, 0.0,
+                  ("attention", impl, attention_flops(b, heads, c, s, dqk, dv, True, None)))
+        self._rec(f"CP ring helpers ({flavor}: copies, output/LSE merges, dq/dkv accumulation)", tf, tb, 0.0,
+                  ("elementwise", "hbm", 0.0, hf + hb))
+        return PassTimes(f0 + tf, b0 + tb, 0.0)
+
     def _attn_unfused(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, dropout: float) -> PassTimes:
         g, bh = self.gpu, b * heads
         f0, bi0 = self.f, self.bi
@@ -263,7 +298,7 @@ class _Acc:
 
 
 def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T: int, Tn: int,
-                     window: int | None, cp_a2a: bool) -> PassTimes:
+                     window: int | None, cp_a2a: bool, cp_kind: str = "p2p") -> PassTimes:
     h = m.hidden_size
     a = max(1, m.num_attention_heads // t)
     acc.scope = "attn"
@@ -272,6 +307,14 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
     acc.mods = ()
     fused_in = acc.prof.norm_linear
     sq, skv, heads = (s, s, max(1, a // cp)) if cp_a2a else (s // cp, s, a)
+    # ring (P2P) CP: per-step kernels and helpers (cost/context_parallel.py); TE's all-gather CP and
+    # windowed layers keep one kernel of s/cp queries over the s keys
+    ring = ""
+    if cp > 1 and not cp_a2a and window is None and acc.prof.attention != "unfused":
+        if acc.prof.name.startswith("torchtitan"):
+            ring = "torch"
+        elif cp_kind != "allgather":
+            ring = "te"
     if m.multi_latent_attention:
         dqk, dr, dv = m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim
         if m.q_lora_rank:
@@ -290,7 +333,10 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
         nb, kf, kb = ROPE_FUSED if acc.prof.fused_rope else ROPE_EAGER
         acc.elem(nb * T * (a + 1) * dr, "RoPE (rope parts of q, k)", 2.0, (kf, kb))
         acc.mods = ("core_attn",)
-        core = acc.attn(b, heads, sq, skv, dqk + dr, dv, window, m.attention_dropout)
+        if ring:
+            core = acc.attn_ring(b, heads, heads, s, cp, dqk + dr, dv, ring)
+        else:
+            core = acc.attn(b, heads, sq, skv, dqk + dr, dv, window, m.attention_dropout)
         acc.mods = ()
         acc.gemm(T, h, a * dv, name="attention out-proj")
     else:
@@ -303,7 +349,10 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
             nb, kf, kb = ROPE_FUSED if _rope_fused(acc.prof, m) else ROPE_EAGER
             acc.elem(nb * T * (a + g) * d, "RoPE", 2.0, (2 * kf, 2 * kb))
         acc.mods = ("core_attn",)
-        core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
+        if ring:
+            core = acc.attn_ring(b, heads, g, s, cp, d, d, ring)
+        else:
+            core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
         acc.mods = ()
         acc.gemm(T, h, a * d, name="attention out-proj", ub="proj")
     drop = 1.0 if m.hidden_dropout else 0.0
@@ -409,7 +458,7 @@ def _cfg(plan: Plan) -> tuple:
     host = prof.host_per_kernel
     ub = t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron"
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
-            p.cp_comm_type in ("a2a", "a2a+p2p"), t.precision, cal.framework_eff(plan.framework), ub)
+            p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub)
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -418,7 +467,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = _arch(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_a2a, prec, insitu, ub = cfg
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub = cfg
+    cp_a2a = cp_type in ("a2a", "a2a+p2p")
 
     made: dict[str, _Acc] = {}
 
@@ -434,7 +484,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
 
     def dense_layer(kind: str, window: int | None) -> tuple[PassTimes, PassTimes, int]:
         acc = new(kind)
-        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a)
+        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type)
         acc.scope = "mlp"
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
@@ -451,7 +501,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
 
     def moe_layer(kind: str, window: int | None) -> tuple[PassTimes, int]:
         acc = new(kind)
-        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a)
+        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type)
         acc.scope = "moe_router"
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")

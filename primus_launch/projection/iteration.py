@@ -28,7 +28,10 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   their gradients in backward, overlapped with the attention core: exposed = max(0, comm -
   attention); ``a2a`` (Ulysses): all-to-alls of Q, K, V before and O after the attention (and their
   gradients), not overlapped; ``allgather``: the K,V all-gather in forward and the dK,dV
-  reduce-scatter in backward, not overlapped; ``a2a+p2p`` priced as ``p2p`` (a warning says so);
+  reduce-scatter in backward, not overlapped (TE); ``a2a+p2p`` priced as ``p2p`` (a warning says so);
+  TorchTitan (PyTorch ring attention, ``cost/context_parallel.py``): the K,V all-gather (rotate
+  method ``allgather``) or per-step rotation (``p2p``) in forward and again in backward, plus the
+  per-step rotation of the fp32 dK,dV in backward, overlapped with the attention core like ``p2p``;
 - EP: token dispatch + combine in forward, two more in backward (the backward of a dispatch is a
   combine and vice versa; with ``full`` recompute the forward pair runs again), placed on the
   scale-up domains by the layout. ``moe_token_dispatcher="alltoall"``: an all-to-all of T_e*k*h
@@ -224,10 +227,17 @@ def _cp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
         one = (coll.all_to_all(float(T * (q_elems + kv_elems) * 2), lay.cp, gpu)
                + coll.all_to_all(float(T * o_elems * 2), lay.cp, gpu))
         return one, one
+    step = coll.p2p(float(T * kv_elems * 2), lay.cp.nodes > 1, gpu)
+    if plan.framework == "torchtitan":
+        # PyTorch ring attention (cost/context_parallel.py): K,V rotate by one all-gather (rotate
+        # method allgather) or per step (alltoall), in forward and again in backward; the fp32 dK,dV
+        # rotate per step (_RotateMethod.ALL_TO_ALL) in backward
+        kv = (coll.all_gather(float(T * p.cp * kv_elems * 2), lay.cp, gpu) if p.cp_comm_type == "allgather"
+              else (p.cp - 1) * step)
+        return kv, kv + (p.cp - 1) * coll.p2p(float(T * kv_elems * 4), lay.cp.nodes > 1, gpu)
     if p.cp_comm_type == "allgather":
         ag = coll.all_gather(float(T * p.cp * kv_elems * 2), lay.cp, gpu)
         return ag, ag + coll.reduce_scatter(float(T * p.cp * kv_elems * 2), lay.cp, gpu)
-    step = coll.p2p(float(T * kv_elems * 2), lay.cp.nodes > 1, gpu)
     return (p.cp - 1) * step, (p.cp - 1) * 2 * step
 
 
@@ -358,7 +368,7 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     tp_f, tp_b = _tp_exposed(plan, _tp_times(plan, gpu, lay), lt, gpu, lay)
     units = spec.num_sms
     cp_f, cp_b = _cp_times(plan, gpu, lay)
-    if p.cp_comm_type in ("p2p", "a2a+p2p"):
+    if p.cp_comm_type in ("p2p", "a2a+p2p") or (plan.framework == "torchtitan" and p.cp_comm_type == "allgather"):
         # ring P2P hidden behind the attention core; the hidden part holds NCCL's P2P channels
         # (cost/contention.py: NCCL_SMS inside a scale-up domain, one channel per NIC (2) across)
         n_p2p = con.NCCL_SMS if lay.cp.nodes <= 1 else 2
