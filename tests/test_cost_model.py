@@ -343,3 +343,29 @@ def test_ring_cp_in_the_layer_and_titan_fp32_dkv():
     f_pt, b_pt = _cp_times(pt, "h100-sxm", layout(pt))
     assert f_pt == pytest.approx(f_te, rel=1e-9)
     assert b_pt - f_pt == pytest.approx(2 * f_te, rel=0.05) and b_te == pytest.approx(2 * f_te, rel=1e-9)
+
+
+def test_fsdp_under_pipeline_parallelism_follows_torch_pipelining():
+    """FSDP + PP (torch pipelining): parameters gathered once per schedule (reshard_after_forward
+    False by default under PP), the stage's gradients reduce-scattered at once after its last backward
+    (REDUCE_GRAD, exposed): dp_comm = that reduce-scatter + the first micro-batch's gather exposure,
+    independent of the micro-batch count; 'always' re-gathers every micro-batch."""
+    from primus_launch.projection import collectives as coll
+    from primus_launch.projection.dryrun import project_dry_run
+    from primus_launch.projection.layout import layout
+    from primus_launch.projection.params import stage_parameter_split
+
+    m = ModelArch(num_layers=8, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
+                  num_query_groups=8, vocab_size=128256, seq_length=4096)
+
+    def plan(gbs, reshard="default"):
+        return Plan(model=m, parallel=Parallelism(pp=2, dp_sharding="full", fsdp_reshard_after_forward=reshard),
+                    training=Training(global_batch_size=gbs, micro_batch_size=1),
+                    cluster=Cluster(gpu="h100-sxm", num_nodes=2), source=Source(framework="torchtitan"))
+    p8, p16 = plan(64), plan(128)
+    lay = layout(p8)
+    rs = max(coll.reduce_scatter(4.0 * sp.dense, lay.dp_shard, "h100-sxm") + coll.reduce_scatter(4.0 * sp.expert, lay.expert_dp, "h100-sxm")
+             for sp in stage_parameter_split(p8))
+    d8, d16 = (project_dry_run(p).time_breakdown["dp_comm"] for p in (p8, p16))
+    assert rs <= d8 <= 1.2 * rs and d16 == pytest.approx(d8, rel=0.1)
+    assert project_dry_run(plan(64, "always")).time_breakdown["dp_comm"] > d8
