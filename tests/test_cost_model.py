@@ -369,3 +369,33 @@ def test_fsdp_under_pipeline_parallelism_follows_torch_pipelining():
     d8, d16 = (project_dry_run(p).time_breakdown["dp_comm"] for p in (p8, p16))
     assert rs <= d8 <= 1.2 * rs and d16 == pytest.approx(d8, rel=0.1)
     assert project_dry_run(plan(64, "always")).time_breakdown["dp_comm"] > d8
+
+
+def test_moe_dispatch_host_sync_splits_the_forward():
+    """An MoE layer's token dispatcher waits on the host for the routed-token counts (Megatron's
+    d2h_event.synchronize, DeepEP / HybridEP counters): the forward is two segments, the second
+    launched into an empty queue: max(g1 + max(g2, h2), h1 + h2) + 2 t_launch (closed form of
+    dryrun._Acc.times), never below the unsplit max(g1 + g2, h1 + h2)."""
+    from primus_launch.projection.cost.framework import profile_of
+    from primus_launch.projection.dryrun import SYNC_BEFORE, _Acc
+
+    plan = Plan(model=ModelArch(num_layers=2, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
+                                vocab_size=32000, seq_length=1024),
+                training=Training(global_batch_size=8), cluster=Cluster(gpu="b200"))
+    prof = profile_of(plan, "blackwell")
+    acc = _Acc("b200", "bf16", prof, "bf16", None, 1.0)
+    acc.scope = "attn"
+    acc.elem(2e10, "big attention-side op", 2.0, (1, 1))         # long GPU segment before the sync
+    acc.scope = "moe"
+    for i in range(40):                                          # many tiny kernels after it
+        acc.elem(1e3, f"tiny {i}", 2.0, (1, 1))
+    t = prof.host_per_kernel
+    g1 = sum(v for sc, v in acc.gf.items() if sc in SYNC_BEFORE)
+    g2 = acc.f - g1
+    h1, h2 = 1 * t, 40 * t
+    unsplit = acc.times(t, frozenset()).fwd_s
+    assert unsplit == pytest.approx(max(g1 + g2, h1 + h2))
+    acc.sync = True
+    split = acc.times(t, frozenset()).fwd_s
+    assert split == pytest.approx(max(g1 + max(g2, h2), h1 + h2) + 2 * t)
+    assert split > unsplit + 0.9 * (h2 - g2)

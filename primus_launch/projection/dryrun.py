@@ -69,6 +69,15 @@ from primus_launch.projection.result import ProjectionResult
 
 A = 2  # bytes of a bf16 activation element
 
+# Graph scopes an MoE layer's forward runs before its token dispatcher's host-device sync: the router
+# and the first permutation run, then the host waits for the routed-token counts (Megatron-Core
+# core_r0.16.0 transformer/moe/token_dispatcher.py: the all-to-all dispatcher's ``d2h_event.synchronize()``
+# at ``cuda_sync_point`` "before_ep_alltoall" (EP > 1) or "before_finish" (the grouped GEMM's CPU
+# split sizes); the all-gather dispatcher's ``tokens_per_expert.cpu()``; DeepEP normal-mode dispatch
+# waits for its received-token counter, HybridEP "without an upper bound ... will cause a CPU sync";
+# TorchTitan's expert-parallel all-to-all ``input_splits.tolist()``).  One per MoE layer forward.
+SYNC_BEFORE = frozenset({"attn", "moe_router", "moe_preprocess"})
+
 # (bytes per element forward, kernels forward, kernels backward) of the element-wise ops, fused vs
 # eager PyTorch (cost/framework.py)
 NORM_FUSED = (4.0, 1, 2)
@@ -87,7 +96,7 @@ class _Acc:
     (``info``: kind, curve key, forward FLOPs) for :func:`layer_op_times` and the explanation."""
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
-                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub")
+                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: bool = False):
@@ -105,6 +114,8 @@ class _Acc:
         self.sums: dict[str, list[float]] = {}
         self.slow = 1.0 / insitu   # calibration.FRAMEWORK_EFF: kernels in a step vs the benchmarks
         self.ub = ub               # TE userbuffers TP overlap: SM margins of the layer GEMMs (cost/contention.py)
+        self.gf: dict[str, float] = {}   # forward GPU seconds per graph scope
+        self.sync = False          # a host-device sync splits the forward pass (MoE dispatch, :meth:`times`)
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap) and of the
@@ -113,6 +124,7 @@ class _Acc:
         k = self.slow
         f, bi, bw = f * k, bi * k, bw * k
         self.f += f
+        self.gf[self.scope] = self.gf.get(self.scope, 0.0) + f
         self.bi += bi
         self.bw += bw
         for k in self.mods + extra + (cat,):
@@ -274,7 +286,13 @@ class _Acc:
         self.nq = 0
 
     def times(self, host_s: float, graphs: frozenset) -> PassTimes:
-        """GPU times, raised to the host time of the launched kernels where that is longer."""
+        """GPU times, raised to the host time of the launched kernels where that is longer.
+
+        With ``sync`` (an MoE layer whose token dispatcher waits on the host for the routed-token
+        counts, :data:`SYNC_BEFORE`) the forward pass is two segments: the GPU drains the first
+        (``g1``, launched in ``h1``) before the host launches the second (``g2`` in ``h2``) into an
+        empty queue, so ``fwd = max(g1 + max(g2, h2), h1 + h2) + 2 t_launch`` (the device-to-host
+        copy and the first launch after the wait) instead of ``max(g1 + g2, h1 + h2)``."""
         if host_s <= 0:
             return PassTimes(self.f, self.bi, self.bw)
         hf = sum(n for sc, n in self.kf.items() if sc not in graphs) * host_s
@@ -284,6 +302,13 @@ class _Acc:
             hf += GRAPH_LAUNCH_S * (1 if captured else 0)
             hb += GRAPH_LAUNCH_S * (1 if captured else 0)
         f = max(self.f, hf)
+        if self.sync:
+            g1 = sum(v for sc, v in self.gf.items() if sc in SYNC_BEFORE)
+            g2 = self.f - g1
+            h1 = sum(n for sc, n in self.kf.items() if sc in SYNC_BEFORE and sc not in graphs) * host_s
+            h1 += GRAPH_LAUNCH_S if any(sc in graphs for sc in SYNC_BEFORE if sc in self.kf) else 0.0
+            h2 = hf - h1
+            f = max(g1 + max(g2, h2), h1 + h2) + 2.0 * host_s
         bi = self.bi
         if hb > self.bi + self.bw:
             bi = hb - self.bw
@@ -516,9 +541,13 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
                  1.0, perm_k)
         local = max(1, E // ep)
+        acc.scope = "moe"   # after the dispatch (token_dispatcher dispatch_postprocess)
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "sort chunks by local expert", 1.0, (2, 2))
-        acc.scope = "moe"
+        # the dispatcher's host-device sync (SYNC_BEFORE): Megatron always (split sizes of the
+        # grouped GEMM / all-to-all, or DeepEP / HybridEP counts); TorchTitan only with EP
+        # (torch._grouped_mm takes device offsets)
+        acc.sync = prof.name == "megatron-te" or ep > 1
         m_e = max(1, -(-Te * ep * k // E))
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped)
