@@ -547,7 +547,12 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         # the dispatcher's host-device sync (SYNC_BEFORE): Megatron always (split sizes of the
         # grouped GEMM / all-to-all, or DeepEP / HybridEP counts); TorchTitan only with EP
         # (torch._grouped_mm takes device offsets)
-        acc.sync = prof.name == "megatron-te" or ep > 1
+        # (a whole-layer CUDA graph needs static expert shapes: no sync to split it)
+        acc.sync = (prof.name == "megatron-te" or ep > 1) and host > 0 and "moe" not in graphs
+        if acc.sync:
+            acc._rec("token dispatcher host-device sync (D2H copy + first launch after the wait)", 2.0 * host, 0.0,
+                     0.0, ("host", f"dryrun.SYNC_BEFORE: 2 x host launch {1e6 * host:.1f} us; the forward's second "
+                                   "half launched into an empty queue", 0.0, 0.0))
         m_e = max(1, -(-Te * ep * k // E))
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped)

@@ -78,6 +78,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
                     src = _curve_source("attention", key)
                 eff = info[2] / (f * g.peak_flops_bf16) if f > 0 else 0.0
                 effs = f"{100 * eff:.0f}% of BF16 peak (fwd)"
+            elif what == "host":
+                effs = "host (GPU idle)"
+                src = info[1]
             elif what == "quant":
                 q = FITTED["fp8_quant"].get(info[1], {})
                 nbytes = info[3] if len(info) > 3 else 0.0
