@@ -13,7 +13,9 @@ f = FFN size, E/k = experts/top-k, A = 2 (bf16 bytes).
 Forward kernels per dense layer (GEMM [M, N, K]):
   input norm (Tn*h elements), QKV [T, (a+2g)d/t, h], qk-norm, RoPE on q,k, core attention
   (b, a/t heads, s/cp queries x s keys, causal, sliding window where ``is_window_layer``;
-  ``cp_comm_type = a2a``: s x s with a/(t cp) heads), out-proj [T, h, a*d/t], residual add
+  ``cp_comm_type = a2a``: s x s with a/(t cp) heads; ring CP (p2p, TorchTitan's rotations): one
+  kernel per step at its own shape plus the framework's per-step helpers,
+  ``cost/context_parallel.py``), out-proj [T, h, a*d/t], residual add
   (bias-dropout-add; +1 B mask per element with hidden dropout), pre-MLP norm,
   FC1 [T, (2 if gated else 1)*f/t, h], SwiGLU / GeLU, FC2 [T, h, f/t], residual add.
 MLA attention (DeepSeek-V2/V3, Megatron ``MLASelfAttention``): q-down [T, r_q, h] (replicated
@@ -48,7 +50,8 @@ or per micro-batch (torchao).  Element-wise kernels cost twice their forward byt
 (permutes: once); attention backward is the fused-attention backward curve.
 
 Host time: each op launches kernels (counts by profile); a pass of a layer takes
-``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``).
+``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``); an MoE
+layer's forward is split at its token dispatcher's host-device sync (:data:`SYNC_BEFORE`).
 """
 
 from __future__ import annotations
