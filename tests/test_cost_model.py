@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
+from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
 from primus_launch.projection import calibration as cal
 from primus_launch.projection.compute import attention_time, elementwise_time, gemm_time
 from primus_launch.projection.flops import model_flops_per_iteration
@@ -300,3 +300,102 @@ def test_yarn_rope_unfused_in_megatron_unless_mla():
         return next(o for o in layer_op_times(plan)["dense"] if o[0] == "RoPE")[4][3]
 
     assert rope("yarn") / rope("rope") == pytest.approx(ROPE_EAGER[0] / ROPE_FUSED[0])
+
+
+# ---------------- ring context parallelism: per-step kernels and helpers (issue 15, third pass) -------
+
+def test_ring_steps_keep_the_causal_flops_and_add_helpers():
+    """Load-balanced ring attention (TE AttnFuncWithCP / torch _templated_ring_attention) runs one
+    causal c x c kernel and cp-1 half blocks: the same FLOPs as one causal attention of the rank's
+    s/cp queries over all s keys (closed form); the framework's helpers add HBM traffic that grows
+    with cp, PyTorch's fp32 merges more than TE's bf16 ones."""
+    from primus_launch.projection.compute import attention_flops
+    from primus_launch.projection.cost import context_parallel as cpm
+
+    s, cp, b, h, d = 262144, 8, 1, 32, 128
+    ring = sum(n * attention_flops(b, h, sq, skv, d, d, causal) for sq, skv, causal, n in cpm.ring_steps(s, cp))
+    assert ring == pytest.approx(attention_flops(b, h, s // cp, s, d, d, True), rel=1e-12)
+    e = float(b * (s // cp) * h * d)
+    te2, te8 = cpm.helper_bytes("te", 2, e, e, e / 2), cpm.helper_bytes("te", 8, e, e, e / 2)
+    pt8 = cpm.helper_bytes("torch", 8, e, e, e / 2)
+    assert cpm.helper_bytes("te", 1, e, e, e) == (0.0, 0.0)
+    assert te8[0] > te2[0] > 0 and te8[1] > te2[1] > 0
+    assert pt8[0] > 4 * te8[0] and pt8[1] > te8[1]
+
+
+def test_ring_cp_in_the_layer_and_titan_fp32_dkv():
+    """A CP layer lists its ring kernels and helpers; TorchTitan's backward CP traffic carries the fp32
+    dK,dV rotation (twice the bytes of the bf16 K,V it rotates in forward)."""
+    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.iteration import _cp_times
+    from primus_launch.projection.layout import layout
+
+    m = ModelArch(num_layers=2, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                  num_query_groups=8, vocab_size=128256, seq_length=131072)
+    mk = lambda fw: Plan(model=m, parallel=Parallelism(cp=4, cp_comm_type="p2p"),  # noqa: E731
+                         training=Training(global_batch_size=2), cluster=Cluster(gpu="h100-sxm"),
+                         source=Source(framework=fw))
+    for fw in ("megatron", "torchtitan"):
+        names = [o[0] for o in layer_op_times(mk(fw))["dense"]]
+        assert any("ring: 4 steps" in n for n in names) and any(n.startswith("CP ring helpers") for n in names)
+    te, pt = mk("megatron"), mk("torchtitan")
+    f_te, b_te = _cp_times(te, "h100-sxm", layout(te))
+    f_pt, b_pt = _cp_times(pt, "h100-sxm", layout(pt))
+    assert f_pt == pytest.approx(f_te, rel=1e-9)
+    assert b_pt - f_pt == pytest.approx(2 * f_te, rel=0.05) and b_te == pytest.approx(2 * f_te, rel=1e-9)
+
+
+def test_fsdp_under_pipeline_parallelism_follows_torch_pipelining():
+    """FSDP + PP (torch pipelining): parameters gathered once per schedule (reshard_after_forward
+    False by default under PP), the stage's gradients reduce-scattered at once after its last backward
+    (REDUCE_GRAD, exposed): dp_comm = that reduce-scatter + the first micro-batch's gather exposure,
+    independent of the micro-batch count; 'always' re-gathers every micro-batch."""
+    from primus_launch.projection import collectives as coll
+    from primus_launch.projection.dryrun import project_dry_run
+    from primus_launch.projection.layout import layout
+    from primus_launch.projection.params import stage_parameter_split
+
+    m = ModelArch(num_layers=8, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
+                  num_query_groups=8, vocab_size=128256, seq_length=4096)
+
+    def plan(gbs, reshard="default"):
+        return Plan(model=m, parallel=Parallelism(pp=2, dp_sharding="full", fsdp_reshard_after_forward=reshard),
+                    training=Training(global_batch_size=gbs, micro_batch_size=1),
+                    cluster=Cluster(gpu="h100-sxm", num_nodes=2), source=Source(framework="torchtitan"))
+    p8, p16 = plan(64), plan(128)
+    lay = layout(p8)
+    rs = max(coll.reduce_scatter(4.0 * sp.dense, lay.dp_shard, "h100-sxm") + coll.reduce_scatter(4.0 * sp.expert, lay.expert_dp, "h100-sxm")
+             for sp in stage_parameter_split(p8))
+    d8, d16 = (project_dry_run(p).time_breakdown["dp_comm"] for p in (p8, p16))
+    assert rs <= d8 <= 1.2 * rs and d16 == pytest.approx(d8, rel=0.1)
+    assert project_dry_run(plan(64, "always")).time_breakdown["dp_comm"] > d8
+
+
+def test_moe_dispatch_host_sync_splits_the_forward():
+    """An MoE layer's token dispatcher waits on the host for the routed-token counts (Megatron's
+    d2h_event.synchronize, DeepEP / HybridEP counters): the forward is two segments, the second
+    launched into an empty queue: max(g1 + max(g2, h2), h1 + h2) + 2 t_launch (closed form of
+    dryrun._Acc.times), never below the unsplit max(g1 + g2, h1 + h2)."""
+    from primus_launch.projection.cost.framework import profile_of
+    from primus_launch.projection.dryrun import SYNC_BEFORE, _Acc
+
+    plan = Plan(model=ModelArch(num_layers=2, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
+                                vocab_size=32000, seq_length=1024),
+                training=Training(global_batch_size=8), cluster=Cluster(gpu="b200"))
+    prof = profile_of(plan, "blackwell")
+    acc = _Acc("b200", "bf16", prof, "bf16", None, 1.0)
+    acc.scope = "attn"
+    acc.elem(2e10, "big attention-side op", 2.0, (1, 1))         # long GPU segment before the sync
+    acc.scope = "moe"
+    for i in range(40):                                          # many tiny kernels after it
+        acc.elem(1e3, f"tiny {i}", 2.0, (1, 1))
+    t = prof.host_per_kernel
+    g1 = sum(v for sc, v in acc.gf.items() if sc in SYNC_BEFORE)
+    g2 = acc.f - g1
+    h1, h2 = 1 * t, 40 * t
+    unsplit = acc.times(t, frozenset()).fwd_s
+    assert unsplit == pytest.approx(max(g1 + g2, h1 + h2))
+    acc.sync = True
+    split = acc.times(t, frozenset()).fwd_s
+    assert split == pytest.approx(max(g1 + max(g2, h2), h1 + h2) + 2 * t)
+    assert split > unsplit + 0.9 * (h2 - g2)

@@ -208,14 +208,13 @@ def validation_results():
 
 def test_judge_rows_meet_issue_15_targets(validation_results):
     """Issue 15 on the shared set's judge rows (older papers / benchmarks, NeMo FP8 and long-sequence,
-    AutoModel): judge median <= 7%, dense BF16 and dense FP8 groups <= 10%.  Stated gaps the test
-    bounds instead of hiding: the long-sequence / CP group (<= 13%: attention-dominated rows come out
-    fast, see scripts/validation/README.md) and single rows (AutoModel DeepSeek-V3 on 1,024 GPUs:
-    <= 50%)."""
+    AutoModel): judge median <= 7%, dense BF16, dense FP8 and long-sequence / CP groups <= 10%.  Stated
+    gap the test bounds instead of hiding: single rows (AutoModel DeepSeek-V3 on 1,024 GPUs: <= 50%,
+    see scripts/validation/README.md)."""
     judge = [r for r in validation_results if r["role"] == "judge" and not r["held_out"]]
     assert len(judge) >= 80
     assert statistics.median(abs(r["err"]) for r in judge) <= 0.07
-    for group, bound in (("dense_bf16", 0.10), ("dense_fp8", 0.10), ("long_seq_cp", 0.13)):
+    for group, bound in (("dense_bf16", 0.10), ("dense_fp8", 0.10), ("long_seq_cp", 0.10)):
         sel = [abs(r["err"]) for r in judge if r["primary"] == group]
         assert len(sel) >= 5 and statistics.median(sel) <= bound, (group, statistics.median(sel))
     nemo = [r for r in judge if r["group"].startswith("nemo")]
@@ -273,12 +272,13 @@ def test_small_moe_is_host_bound_and_cuda_graphs_remove_it():
 
     eager = _small_moe()
     ops = layer_op_times(eager)
-    gpu_f = sum(o[1] for o in ops["moe"])
+    gpu_f = sum(o[1] for o in ops["moe"] if o[4][0] != "host")
     kf, kb = ops["_kernels"]["moe"]
     t_launch = profile_of(eager, "blackwell").host_per_kernel
     lt = layer_times_roofline(eager)
     assert kf * t_launch > gpu_f                               # host-bound forward
-    assert lt.moe_layer.fwd_s == pytest.approx(kf * t_launch, rel=1e-12)
+    # + the token dispatcher's host-device sync (dryrun.SYNC_BEFORE): 2 launches of idle GPU
+    assert lt.moe_layer.fwd_s == pytest.approx(kf * t_launch + 2 * t_launch, rel=1e-12)
     graphs = layer_times_roofline(_small_moe(cuda_graph_impl="transformer_engine"))
     assert graphs.moe_layer.fwd_s == pytest.approx(max(gpu_f, GRAPH_LAUNCH_S), rel=1e-12)
     r_e, r_g = project_dry_run(eager), project_dry_run(_small_moe(cuda_graph_impl="transformer_engine"))

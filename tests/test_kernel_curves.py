@@ -183,3 +183,34 @@ def test_fp8_param_gather_and_weight_caching():
     cached, pg = quant(fp8_recipe="tensorwise"), quant(fp8_recipe="tensorwise", fp8_param_gather=True)
     titan = quant(framework="torchtitan", fp8_recipe="tensorwise")
     assert pg < cached < titan
+
+
+def test_attention_long_sequence_crosscheck():
+    """The Hopper curves stand on H100 figures up to 16k keys; cudnn-frontend's H200 sweeps (4k-64k
+    keys, clocks locked) check them at long sequences: PyTorch's FlashAttention-2 lies within 15% of
+    the H100 FA2 curve at every length (no loss beyond 16k), cuDNN 9.1 / 9.19 run at or above the
+    H100 cuDNN curve (newer library, locked clock; at most 10% below it) and never 30% above."""
+    for key, lo, hi in (("hopper/fa2", 0.85, 1.15), ("hopper/cudnn", 0.70, 1.10)):
+        c = FITTED["attention"][key]
+        curve = AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"])
+        recs = fk.attn_crosscheck_records(*key.split("/"))
+        assert len(recs) >= 20 and max(int(r["shape"]["seqlen"]) for r in recs) >= 32768
+        for r in recs:
+            model, meas = fk._attn_pred_meas(r, curve)
+            assert lo <= meas / model <= hi, (r["id"], meas / model)
+
+
+def test_blackwell_attention_from_its_own_sweeps():
+    """Blackwell and Blackwell Ultra cuDNN curves stand on the GB200 / GB300 sweeps (no H100 ratio);
+    GB300 (Blackwell Ultra, twice the SFU exp rate) runs full attention faster than GB200 at the same
+    BF16 peak, and a 128-token window runs far below full attention per FLOP (tile waste)."""
+    from primus_launch.projection.compute import attention_time
+
+    assert all(ev.record(r)["gpu"] == "gb200" for r in FITTED["attention"]["blackwell/cudnn"]["records"])
+    assert all(ev.record(r)["gpu"] == "gb300" for r in FITTED["attention"]["blackwell_ultra/cudnn"]["records"])
+    f200, b200 = attention_time(2, 64, 16384, 16384, 128, 128, True, "gb200")
+    f300, b300 = attention_time(2, 64, 16384, 16384, 128, 128, True, "gb300")
+    assert f300 < f200 and b300 < b200
+    full = attention_time(2, 64, 16384, 16384, 64, 64, True, "gb200")[0] / (16384 / 2)
+    win = attention_time(2, 64, 16384, 16384, 64, 64, True, "gb200", window=128)[0] / 128
+    assert win > 4 * full   # seconds per key of each query

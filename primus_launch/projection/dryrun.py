@@ -13,7 +13,9 @@ f = FFN size, E/k = experts/top-k, A = 2 (bf16 bytes).
 Forward kernels per dense layer (GEMM [M, N, K]):
   input norm (Tn*h elements), QKV [T, (a+2g)d/t, h], qk-norm, RoPE on q,k, core attention
   (b, a/t heads, s/cp queries x s keys, causal, sliding window where ``is_window_layer``;
-  ``cp_comm_type = a2a``: s x s with a/(t cp) heads), out-proj [T, h, a*d/t], residual add
+  ``cp_comm_type = a2a``: s x s with a/(t cp) heads; ring CP (p2p, TorchTitan's rotations): one
+  kernel per step at its own shape plus the framework's per-step helpers,
+  ``cost/context_parallel.py``), out-proj [T, h, a*d/t], residual add
   (bias-dropout-add; +1 B mask per element with hidden dropout), pre-MLP norm,
   FC1 [T, (2 if gated else 1)*f/t, h], SwiGLU / GeLU, FC2 [T, h, f/t], residual add.
 MLA attention (DeepSeek-V2/V3, Megatron ``MLASelfAttention``): q-down [T, r_q, h] (replicated
@@ -48,7 +50,8 @@ or per micro-batch (torchao).  Element-wise kernels cost twice their forward byt
 (permutes: once); attention backward is the fused-attention backward curve.
 
 Host time: each op launches kernels (counts by profile); a pass of a layer takes
-``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``).
+``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``); an MoE
+layer's forward is split at its token dispatcher's host-device sync (:data:`SYNC_BEFORE`).
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ from functools import lru_cache
 
 from primus_launch.plan import ModelArch, Plan
 from primus_launch.projection import calibration as cal
-from primus_launch.projection.compute import (arch_of, attention_time, elementwise_time, gemm_time, quant_time)
+from primus_launch.projection.compute import (KERNEL_MIN_S, arch_of, attention_time, elementwise_time, gemm_time,
+                                              quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
@@ -67,6 +71,15 @@ from primus_launch.projection.params import _arch, arch_key
 from primus_launch.projection.result import ProjectionResult
 
 A = 2  # bytes of a bf16 activation element
+
+# Graph scopes an MoE layer's forward runs before its token dispatcher's host-device sync: the router
+# and the first permutation run, then the host waits for the routed-token counts (Megatron-Core
+# core_r0.16.0 transformer/moe/token_dispatcher.py: the all-to-all dispatcher's ``d2h_event.synchronize()``
+# at ``cuda_sync_point`` "before_ep_alltoall" (EP > 1) or "before_finish" (the grouped GEMM's CPU
+# split sizes); the all-gather dispatcher's ``tokens_per_expert.cpu()``; DeepEP normal-mode dispatch
+# waits for its received-token counter, HybridEP "without an upper bound ... will cause a CPU sync";
+# TorchTitan's expert-parallel all-to-all ``input_splits.tolist()``).  One per MoE layer forward.
+SYNC_BEFORE = frozenset({"attn", "moe_router", "moe_preprocess"})
 
 # (bytes per element forward, kernels forward, kernels backward) of the element-wise ops, fused vs
 # eager PyTorch (cost/framework.py)
@@ -86,7 +99,7 @@ class _Acc:
     (``info``: kind, curve key, forward FLOPs) for :func:`layer_op_times` and the explanation."""
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
-                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub")
+                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: bool = False):
@@ -104,6 +117,8 @@ class _Acc:
         self.sums: dict[str, list[float]] = {}
         self.slow = 1.0 / insitu   # calibration.FRAMEWORK_EFF: kernels in a step vs the benchmarks
         self.ub = ub               # TE userbuffers TP overlap: SM margins of the layer GEMMs (cost/contention.py)
+        self.gf: dict[str, float] = {}   # forward GPU seconds per graph scope
+        self.sync = False          # a host-device sync splits the forward pass (MoE dispatch, :meth:`times`)
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap) and of the
@@ -112,6 +127,7 @@ class _Acc:
         k = self.slow
         f, bi, bw = f * k, bi * k, bw * k
         self.f += f
+        self.gf[self.scope] = self.gf.get(self.scope, 0.0) + f
         self.bi += bi
         self.bw += bw
         for k in self.mods + extra + (cat,):
@@ -200,6 +216,40 @@ class _Acc:
                   f, bw, 0.0, ("attention", impl, attention_flops(b, heads, sq, skv, dqk, dv, True, window)))
         return PassTimes(f, bw, 0.0)
 
+    def attn_ring(self, b: int, heads: int, kv_heads: int, s: int, cp: int, dqk: int, dv: int,
+                  flavor: str) -> PassTimes:
+        """Load-balanced causal ring attention over ``cp`` ranks (``cost/context_parallel.py``): one
+        fused-attention kernel per step at its own shape, plus the framework's per-step helpers
+        (copies, output / LSE merges, dq / dk,dv accumulation) at streaming speed."""
+        from primus_launch.projection.compute import attention_flops
+        from primus_launch.projection.cost import context_parallel as cpm
+
+        impl = self.prof.attention
+        f = bw = 0.0
+        n_steps = 0.0
+        for sq, skv, causal, n in cpm.ring_steps(s, cp):
+            tf, tb = attention_time(b, heads, sq, skv, dqk, dv, causal, self.gpu, impl, None)
+            f += n * tf
+            bw += n * tb
+            n_steps += n
+        self._add(f, bw, 0.0, "attention")
+        f0, b0 = f * self.slow, bw * self.slow
+        c = max(1, s // cp)
+        eq, eo, ekv = float(b * c * heads * dqk), float(b * c * heads * dv), float(b * c * kv_heads * (dqk + dv))
+        hf, hb = cpm.helper_bytes(flavor, cp, eq, eo, ekv)
+        kf, kb = cpm.STEP_KERNELS[flavor]
+        tf = elementwise_time(hf, self.gpu) + (cp * (kf - 1) - 1) * KERNEL_MIN_S
+        tb = elementwise_time(hb, self.gpu) + (cp * (kb - 1) - 1) * KERNEL_MIN_S
+        self._add(tf, tb, 0.0, "attention")
+        tf, tb = tf * self.slow, tb * self.slow
+        self._k(cp * kf, cp * kb)
+        self._rec(f"core attention ({impl}) ring: {cp} steps of b{b} h{heads} s{c}: 1 causal {c}x{c}, "
+                  f"{cp - 1} of {c}x{c // 2} / {c // 2}x{c} d{dqk}/{dv}", f0, b0, 0.0,
+                  ("attention", impl, attention_flops(b, heads, c, s, dqk, dv, True, None)))
+        self._rec(f"CP ring helpers ({flavor}: copies, output/LSE merges, dq/dkv accumulation)", tf, tb, 0.0,
+                  ("elementwise", "hbm", 0.0, hf + hb))
+        return PassTimes(f0 + tf, b0 + tb, 0.0)
+
     def _attn_unfused(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, dropout: float) -> PassTimes:
         g, bh = self.gpu, b * heads
         f0, bi0 = self.f, self.bi
@@ -239,7 +289,13 @@ class _Acc:
         self.nq = 0
 
     def times(self, host_s: float, graphs: frozenset) -> PassTimes:
-        """GPU times, raised to the host time of the launched kernels where that is longer."""
+        """GPU times, raised to the host time of the launched kernels where that is longer.
+
+        With ``sync`` (an MoE layer whose token dispatcher waits on the host for the routed-token
+        counts, :data:`SYNC_BEFORE`) the forward pass is two segments: the GPU drains the first
+        (``g1``, launched in ``h1``) before the host launches the second (``g2`` in ``h2``) into an
+        empty queue, so ``fwd = max(g1 + max(g2, h2), h1 + h2) + 2 t_launch`` (the device-to-host
+        copy and the first launch after the wait) instead of ``max(g1 + g2, h1 + h2)``."""
         if host_s <= 0:
             return PassTimes(self.f, self.bi, self.bw)
         hf = sum(n for sc, n in self.kf.items() if sc not in graphs) * host_s
@@ -249,6 +305,13 @@ class _Acc:
             hf += GRAPH_LAUNCH_S * (1 if captured else 0)
             hb += GRAPH_LAUNCH_S * (1 if captured else 0)
         f = max(self.f, hf)
+        if self.sync:
+            g1 = sum(v for sc, v in self.gf.items() if sc in SYNC_BEFORE)
+            g2 = self.f - g1
+            h1 = sum(n for sc, n in self.kf.items() if sc in SYNC_BEFORE and sc not in graphs) * host_s
+            h1 += GRAPH_LAUNCH_S if any(sc in graphs for sc in SYNC_BEFORE if sc in self.kf) else 0.0
+            h2 = hf - h1
+            f = max(g1 + max(g2, h2), h1 + h2) + 2.0 * host_s
         bi = self.bi
         if hb > self.bi + self.bw:
             bi = hb - self.bw
@@ -263,7 +326,7 @@ class _Acc:
 
 
 def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T: int, Tn: int,
-                     window: int | None, cp_a2a: bool) -> PassTimes:
+                     window: int | None, cp_a2a: bool, cp_kind: str = "p2p") -> PassTimes:
     h = m.hidden_size
     a = max(1, m.num_attention_heads // t)
     acc.scope = "attn"
@@ -272,6 +335,14 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
     acc.mods = ()
     fused_in = acc.prof.norm_linear
     sq, skv, heads = (s, s, max(1, a // cp)) if cp_a2a else (s // cp, s, a)
+    # ring (P2P) CP: per-step kernels and helpers (cost/context_parallel.py); TE's all-gather CP and
+    # windowed layers keep one kernel of s/cp queries over the s keys
+    ring = ""
+    if cp > 1 and not cp_a2a and window is None and acc.prof.attention != "unfused":
+        if acc.prof.name.startswith("torchtitan"):
+            ring = "torch"
+        elif cp_kind != "allgather":
+            ring = "te"
     if m.multi_latent_attention:
         dqk, dr, dv = m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim
         if m.q_lora_rank:
@@ -290,7 +361,10 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
         nb, kf, kb = ROPE_FUSED if acc.prof.fused_rope else ROPE_EAGER
         acc.elem(nb * T * (a + 1) * dr, "RoPE (rope parts of q, k)", 2.0, (kf, kb))
         acc.mods = ("core_attn",)
-        core = acc.attn(b, heads, sq, skv, dqk + dr, dv, window, m.attention_dropout)
+        if ring:
+            core = acc.attn_ring(b, heads, heads, s, cp, dqk + dr, dv, ring)
+        else:
+            core = acc.attn(b, heads, sq, skv, dqk + dr, dv, window, m.attention_dropout)
         acc.mods = ()
         acc.gemm(T, h, a * dv, name="attention out-proj")
     else:
@@ -303,7 +377,10 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
             nb, kf, kb = ROPE_FUSED if _rope_fused(acc.prof, m) else ROPE_EAGER
             acc.elem(nb * T * (a + g) * d, "RoPE", 2.0, (2 * kf, 2 * kb))
         acc.mods = ("core_attn",)
-        core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
+        if ring:
+            core = acc.attn_ring(b, heads, g, s, cp, d, d, ring)
+        else:
+            core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
         acc.mods = ()
         acc.gemm(T, h, a * d, name="attention out-proj", ub="proj")
     drop = 1.0 if m.hidden_dropout else 0.0
@@ -409,7 +486,7 @@ def _cfg(plan: Plan) -> tuple:
     host = prof.host_per_kernel
     ub = t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron"
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
-            p.cp_comm_type in ("a2a", "a2a+p2p"), t.precision, cal.framework_eff(plan.framework), ub)
+            p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub)
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -418,7 +495,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = _arch(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_a2a, prec, insitu, ub = cfg
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub = cfg
+    cp_a2a = cp_type in ("a2a", "a2a+p2p")
 
     made: dict[str, _Acc] = {}
 
@@ -434,7 +512,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
 
     def dense_layer(kind: str, window: int | None) -> tuple[PassTimes, PassTimes, int]:
         acc = new(kind)
-        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a)
+        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type)
         acc.scope = "mlp"
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
@@ -451,7 +529,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
 
     def moe_layer(kind: str, window: int | None) -> tuple[PassTimes, int]:
         acc = new(kind)
-        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a)
+        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type)
         acc.scope = "moe_router"
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
@@ -466,9 +544,18 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
                  1.0, perm_k)
         local = max(1, E // ep)
+        acc.scope = "moe"   # after the dispatch (token_dispatcher dispatch_postprocess)
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "sort chunks by local expert", 1.0, (2, 2))
-        acc.scope = "moe"
+        # the dispatcher's host-device sync (SYNC_BEFORE): Megatron always (split sizes of the
+        # grouped GEMM / all-to-all, or DeepEP / HybridEP counts); TorchTitan only with EP
+        # (torch._grouped_mm takes device offsets)
+        # (a whole-layer CUDA graph needs static expert shapes: no sync to split it)
+        acc.sync = (prof.name == "megatron-te" or ep > 1) and host > 0 and "moe" not in graphs
+        if acc.sync:
+            acc._rec("token dispatcher host-device sync (D2H copy + first launch after the wait)", 2.0 * host, 0.0,
+                     0.0, ("host", f"dryrun.SYNC_BEFORE: 2 x host launch {1e6 * host:.1f} us; the forward's second "
+                                   "half launched into an empty queue", 0.0, 0.0))
         m_e = max(1, -(-Te * ep * k // E))
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped)

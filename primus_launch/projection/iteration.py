@@ -28,7 +28,10 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   their gradients in backward, overlapped with the attention core: exposed = max(0, comm -
   attention); ``a2a`` (Ulysses): all-to-alls of Q, K, V before and O after the attention (and their
   gradients), not overlapped; ``allgather``: the K,V all-gather in forward and the dK,dV
-  reduce-scatter in backward, not overlapped; ``a2a+p2p`` priced as ``p2p`` (a warning says so);
+  reduce-scatter in backward, not overlapped (TE); ``a2a+p2p`` priced as ``p2p`` (a warning says so);
+  TorchTitan (PyTorch ring attention, ``cost/context_parallel.py``): the K,V all-gather (rotate
+  method ``allgather``) or per-step rotation (``p2p``) in forward and again in backward, plus the
+  per-step rotation of the fp32 dK,dV in backward, overlapped with the attention core like ``p2p``;
 - EP: token dispatch + combine in forward, two more in backward (the backward of a dispatch is a
   combine and vice versa; with ``full`` recompute the forward pair runs again), placed on the
   scale-up domains by the layout. ``moe_token_dispatcher="alltoall"``: an all-to-all of T_e*k*h
@@ -46,7 +49,10 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
 - FSDP (``dp_sharding="full"``): per layer, the parameter all-gather (bf16; FP8 with
   ``fp8_param_gather``) in forward and again in backward (unless ``fsdp_reshard_after_forward`` is
   ``never``) and the gradient reduce-scatter in backward, prefetched: the exposed part is
-  max(0, comm - that layer's compute) per pass.
+  max(0, comm - that layer's compute) per pass.  With PP (torch pipelining: TorchTitan, AutoModel)
+  the parameters are gathered once per schedule (not resharded after forward by default) and the
+  stage's gradients are reduce-scattered at once in the schedule's ``REDUCE_GRAD`` action, joined
+  to the compute stream: exposed after the pipeline.
 
 Per (stage, chunk) the layers of that chunk (:mod:`primus_launch.plan.layout`: Megatron's layout
 string and offsets, account-for-embedding/loss, uneven first/last stage, ZB-V's "V") sum into a
@@ -224,10 +230,17 @@ def _cp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
         one = (coll.all_to_all(float(T * (q_elems + kv_elems) * 2), lay.cp, gpu)
                + coll.all_to_all(float(T * o_elems * 2), lay.cp, gpu))
         return one, one
+    step = coll.p2p(float(T * kv_elems * 2), lay.cp.nodes > 1, gpu)
+    if plan.framework == "torchtitan":
+        # PyTorch ring attention (cost/context_parallel.py): K,V rotate by one all-gather (rotate
+        # method allgather) or per step (alltoall), in forward and again in backward; the fp32 dK,dV
+        # rotate per step (_RotateMethod.ALL_TO_ALL) in backward
+        kv = (coll.all_gather(float(T * p.cp * kv_elems * 2), lay.cp, gpu) if p.cp_comm_type == "allgather"
+              else (p.cp - 1) * step)
+        return kv, kv + (p.cp - 1) * coll.p2p(float(T * kv_elems * 4), lay.cp.nodes > 1, gpu)
     if p.cp_comm_type == "allgather":
         ag = coll.all_gather(float(T * p.cp * kv_elems * 2), lay.cp, gpu)
         return ag, ag + coll.reduce_scatter(float(T * p.cp * kv_elems * 2), lay.cp, gpu)
-    step = coll.p2p(float(T * kv_elems * 2), lay.cp.nodes > 1, gpu)
     return (p.cp - 1) * step, (p.cp - 1) * 2 * step
 
 
@@ -358,7 +371,7 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     tp_f, tp_b = _tp_exposed(plan, _tp_times(plan, gpu, lay), lt, gpu, lay)
     units = spec.num_sms
     cp_f, cp_b = _cp_times(plan, gpu, lay)
-    if p.cp_comm_type in ("p2p", "a2a+p2p"):
+    if p.cp_comm_type in ("p2p", "a2a+p2p") or (plan.framework == "torchtitan" and p.cp_comm_type == "allgather"):
         # ring P2P hidden behind the attention core; the hidden part holds NCCL's P2P channels
         # (cost/contention.py: NCCL_SMS inside a scale-up domain, one channel per NIC (2) across)
         n_p2p = con.NCCL_SMS if lay.cp.nodes <= 1 else 2
@@ -375,8 +388,16 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     grad_elem = 4 if t.grad_reduce_in_fp32 else 2
     param_elem = 1.0 if (t.fp8_param_gather and t.precision in ("fp8", "fp4")) else 2.0
     fsdp_dense = fsdp_moe = (0.0, 0.0)
+    # FSDP with pipeline parallelism exists only on torch pipelining (TorchTitan, NeMo AutoModel):
+    # parameters stay unsharded across a schedule's micro-batches (reshard_after_forward "default" =
+    # False under PP, torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy), the
+    # micro-batch backwards run with set_requires_gradient_sync(False), and the stage's whole gradient
+    # reduce-scatter runs in the schedule's REDUCE_GRAD action after its last backward, joined to the
+    # compute stream (torch/distributed/pipelining/stage.py perform_reduce_grad): exposed, below
+    fsdp_pp = fsdp and pp > 1
     if fsdp:
-        regather = 0.0 if p.fsdp_reshard_after_forward == "never" else 1.0
+        reshard = p.fsdp_reshard_after_forward == "always" or (p.fsdp_reshard_after_forward == "default" and pp == 1)
+        regather = 1.0 if reshard else 0.0
 
         def _fsdp(moe: bool, pt: PassTimes) -> tuple[float, float]:
             sp_ = layer_parameter_counts(m, p.tp, p.expert_tp, p.ep, moe)
@@ -384,6 +405,11 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 coll.all_gather(param_elem * sp_.expert, lay.expert_dp, gpu) if sp_.expert else 0.0)
             rs = coll.reduce_scatter(float(grad_elem * sp_.dense), lay.dp_shard, gpu) + (
                 coll.reduce_scatter(float(grad_elem * sp_.expert), lay.expert_dp, gpu) if sp_.expert else 0.0)
+            if fsdp_pp:
+                rs = 0.0
+                if not reshard:   # one all-gather per schedule, behind the first micro-batch's forward
+                    hf = min(ag, pt.fwd_s)
+                    return (ag - hf + con.displaced(hf, con.NCCL_SMS, units)) / nmb, 0.0
             bwd = regather * ag + rs
             hf, hb = min(ag, pt.fwd_s), min(bwd, pt.bwd_input_s + pt.bwd_weight_s)
             return (ag - hf + con.displaced(hf, con.NCCL_SMS, units),
@@ -512,6 +538,9 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         if p.dp_sharding == "full":
             if p.dp_replicate > 1:  # HSDP: all-reduce of the shard's grads over the replicas
                 grad = coll.all_reduce(float(grad_elem * sp_.total / max(1, lay.dp_shard.size)), lay.dp_replicate, gpu)
+            if fsdp_pp:   # torch pipelining's REDUCE_GRAD: the stage's gradients at once, exposed
+                grad += (coll.reduce_scatter(float(grad_elem * sp_.dense), lay.dp_shard, gpu)
+                         + coll.reduce_scatter(float(grad_elem * sp_.expert), lay.expert_dp, gpu))
         elif dp_size > 1 or lay.expert_dp.size > 1:
             gd, ge = float(grad_elem * sp_.dense), float(grad_elem * sp_.expert)
             if sharded:

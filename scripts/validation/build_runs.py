@@ -178,9 +178,14 @@ def convert(r: dict) -> tuple[dict | None, str]:
             sched = str(par.get("pp_schedule") or "1F1B")
             if "nterleaved" in sched:
                 return None, "interleaved PP: stages per rank not stated"
-            training["micro_batch_size"] = 1
+            # torchtitan @9dec370 (the runs' commit) splits the local batch into
+            # experimental.pipeline_parallel_microbatches micro-batches, default = the PP degree
+            # (torchtitan/parallelisms/pipelining_utils.py build_pipeline_schedule)
+            n_mb = parallel["pp"] if (local or 1) % parallel["pp"] == 0 else (local or 1)
+            training["micro_batch_size"] = max(1, (local or 1) // n_mb)
             training["global_batch_size"] = (local or 1) * dp
-            assumptions.append(f"PP micro-batch size 1 (torchtitan default), {local} micro-batches per step")
+            assumptions.append(f"{n_mb} PP micro-batches of {training['micro_batch_size']} per step (torchtitan "
+                               "default: pipeline_parallel_microbatches = PP degree)")
             L, pp = a["num_layers"], parallel["pp"]
             if L % pp:
                 rest = L - (L // pp + 1) * (pp - 2)

@@ -78,6 +78,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
                     src = _curve_source("attention", key)
                 eff = info[2] / (f * g.peak_flops_bf16) if f > 0 else 0.0
                 effs = f"{100 * eff:.0f}% of BF16 peak (fwd)"
+            elif what == "host":
+                effs = "host (GPU idle)"
+                src = info[1]
             elif what == "quant":
                 q = FITTED["fp8_quant"].get(info[1], {})
                 nbytes = info[3] if len(info) > 3 else 0.0
@@ -116,12 +119,17 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
                                                     else "none"))))
     cp = _cp_times(plan, gpu, lay)
     attn = lt.attn_core
-    if plan.parallel.cp_comm_type in ("p2p", "a2a+p2p") and attn is not None:
+    ring = plan.parallel.cp_comm_type in ("p2p", "a2a+p2p") or (
+        plan.framework == "torchtitan" and plan.parallel.cp_comm_type == "allgather")
+    if ring and attn is not None:
         cpe = (max(0.0, cp[0] - attn.fwd_s), max(0.0, cp[1] - attn.bwd_input_s))
     else:
         cpe = cp
+    how = ("PyTorch ring attention: K,V " + ("all-gather" if plan.parallel.cp_comm_type == "allgather" else "rotation")
+           + " + fp32 dK,dV rotation, hidden behind the attention core" if plan.framework == "torchtitan"
+           else "ring P2P hidden behind the attention core")
     rows.append((f"CP {plan.parallel.cp_comm_type} {lay.cp.size} ranks", *[1e3 * x for x in cp + cpe],
-                 "ring P2P hidden behind the attention core" if plan.parallel.cp_comm_type == "p2p" else arch_key))
+                 how if ring else arch_key))
     if plan.model.is_moe:
         ep = _ep_times(plan, gpu, lay)
         epe = _ep_exposed(plan, ep, lt)
