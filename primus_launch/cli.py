@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -42,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--nodes", type=int, help="number of nodes")
     ap.add_argument("--gpus-per-node", type=int, help="GPUs per node")
     ap.add_argument("--gpu-file", help="TOML/YAML file adding or overriding GPU specs")
+    ap.add_argument("--primus-root", metavar="DIR",
+                    help="Primus checkout (or its primus/configs) holding the presets of a Primus experiment YAML "
+                         "(default: the checkout the YAML lives in)")
     ap.add_argument("--memory-margin", type=float, default=0.05,
                     help="fraction of HBM kept free for the fits verdict (default 0.05)")
     ap.add_argument("--memory-basis", choices=["reserved", "allocated"], default="reserved",
@@ -86,7 +90,7 @@ def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
     from primus_launch.adapters import load_recipe
 
     # `--project script.sh -- A B`: the words after -- are the script's positional parameters ($1, $2)
-    return load_recipe(recipe, _cluster_overrides(a), script_args=command)
+    return load_recipe(recipe, _cluster_overrides(a), a.primus_root, script_args=command)
 
 
 def _project(a: argparse.Namespace, plan: Plan):
@@ -120,8 +124,8 @@ def _launch_recipe(plan: Plan) -> int:
     from primus_launch.launcher import run_command
 
     path = Path(plan.source.path) if plan.source and plan.source.path else None
-    if path is None or plan.source.framework != "megatron" or path.suffix not in (".sh", ".bash"):
-        raise UserError("--launch with a recipe file needs a Megatron-LM launch script (.sh); "
+    if path is None or path.suffix not in (".sh", ".bash"):
+        raise UserError("--launch with a recipe file needs a launch script (.sh); "
                         "for other recipes give the training command after --")
     return run_command(["bash", str(path)])
 
@@ -131,6 +135,10 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     result = _project(a, plan)
     for w in result.warnings:
         print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
+    for n in (plan.source.notes if plan.source else []):
+        print(f"primus-launch: note: {n}", file=sys.stderr)
+    if result.measurement is not None and result.measurement.cache_warning:
+        print(f"primus-launch: warning: {result.measurement.cache_warning}", file=sys.stderr)
     if result.mode == "measured" and a.measure_device is None:
         from primus_launch.projection.api import default_measure_device
 
@@ -158,6 +166,15 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
         sys.stdout.flush()
         return run_command(command) if command else _launch_recipe(plan)
     return 0
+
+
+def _wrapper_primus_root(plan: Plan) -> Optional[Path]:
+    """``[recipe] primus_root`` of the wrapper TOML a plan was read through, if any."""
+    if plan.source is None or plan.source.wrapper_path is None:
+        return None
+    from primus_launch.adapters.primus_toml import wrapper_primus_root
+
+    return wrapper_primus_root(Path(plan.source.wrapper_path))
 
 
 def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
@@ -189,7 +206,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     if out_recipe is not None:
         from primus_launch.adapters import write_recipe
 
-        written = write_recipe(best, out_recipe)
+        written = write_recipe(best, out_recipe, a.primus_root or _wrapper_primus_root(plan))
     if a.report:
         from primus_launch.projection.api import project
         from primus_launch.report_html import write_tune_report
@@ -231,6 +248,30 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the CLI; SIGINT ends with one line and exit 130, SIGTERM with one line and exit 143
+    (:mod:`primus_launch.interrupt`)."""
+    from primus_launch import interrupt
+
+    names = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM")}
+
+    def stopped(signum: int) -> int:
+        word, name = names.get(signum, ("stopped", str(signum)))
+        print(f"primus-launch: {word} ({name})", file=sys.stderr)
+        return interrupt.exit_code(signum)
+
+    with interrupt.handling():
+        try:
+            rc = _main(argv)
+        except KeyboardInterrupt:
+            return stopped(signal.SIGINT)
+        except interrupt.Terminated:
+            return stopped(signal.SIGTERM)
+        if interrupt.received() is not None:  # a framework swallowed it; the run still ends here
+            return stopped(interrupt.received())
+        return rc
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ours, command = _split_command(argv)
     ap = _parser()

@@ -1,8 +1,10 @@
 """Read a recipe straight from a training command line, and render the tuned command back.
 
-``primus-launch --project -- <command>`` / ``--tune -- <command>`` (issue 7).  Three kinds of
+``primus-launch --project -- <command>`` / ``--tune -- <command>`` (issue 7).  Four kinds of
 command are understood:
 
+- **TorchTitan 0.3**: ``torchrun ... -m torchtitan.train --module M --config C --section.key value``
+  (:mod:`primus_launch.adapters.torchtitan_argv`); rendering edits the command's own tokens.
 - **TorchTitan**: any command carrying ``--job.config_file PATH`` (``torchrun ... -m torchtitan.train
   --job.config_file llama3_8b.toml``).  The plan is the TOML read by the TorchTitan adapter with the
   command's ``--section.key value`` overrides applied first (torchtitan lets the command line override
@@ -71,6 +73,14 @@ def _command_cluster(argv: list[str], overrides: dict[str, Any], gpu_default: Op
     return Cluster(**merged)
 
 
+def _launch_cluster(argv: list[str], overrides: dict[str, Any]) -> Cluster:
+    """torchrun's options (or one process without a launcher) completed by ``overrides``."""
+    cl = _command_cluster(argv, overrides, None)
+    if cl is None:
+        cl = Cluster(**{"gpu": "h100-sxm", "num_nodes": 1, "gpus_per_node": 1, **overrides})
+    return cl
+
+
 # ----------------------------------------------------------------------------- kinds
 def _script_of(argv: list[str]) -> Optional[tuple[int, Path]]:
     """(index of the script token, its path) for ``bash x.sh ...`` / ``./x.sh ...``."""
@@ -104,9 +114,14 @@ def _titan_config_path(argv: list[str], i: int) -> tuple[str, int]:
 
 
 def framework_of(argv: list[str]) -> str:
-    """``"torchtitan"``, ``"script"`` (a Megatron-LM launch script) or ``"megatron"`` (flags)."""
+    """``"torchtitan"`` (a v0.2 job TOML), ``"torchtitan-launch"`` (torchtitan 0.3 ``--module/--config``),
+    ``"script"`` (a launch script) or ``"megatron"`` (flags)."""
     if _titan_config_index(argv) is not None:
         return "torchtitan"
+    from primus_launch.adapters.torchtitan_argv import is_titan_launch
+
+    if is_titan_launch(argv):
+        return "torchtitan-launch"
     if _script_of(argv) is not None:
         return "script"
     return "megatron"
@@ -211,6 +226,10 @@ def plan_from_command(argv: list[str], overrides: dict | None = None) -> Plan:
         if cluster is None and ov:
             plan = plan.with_changes(cluster=ov)
         return plan
+    if kind == "torchtitan-launch":
+        from primus_launch.adapters.torchtitan_argv import plan_from_launch
+
+        return plan_from_launch(argv, _launch_cluster(argv, ov))
     if kind == "script":
         from primus_launch.adapters import load_recipe
 
@@ -261,13 +280,22 @@ def render_command(plan: Plan, argv: list[str]) -> list[str]:
         from primus_launch.adapters.megatron import render_argv
 
         return render_argv(plan, argv)
+    if kind == "torchtitan-launch":
+        from primus_launch.adapters.torchtitan_argv import render_launch
+
+        return render_launch(plan, argv)
     if kind == "script":
         from primus_launch.adapters import write_recipe
 
         i, script = _script_of(argv)
         out = _tuned_path(script)
-        src = plan.model_copy(update={"source": (plan.source or _source("megatron")).model_copy(
-            update={"framework": "megatron", "path": str(script)})})
+        from primus_launch.adapters import detect_kind
+
+        fmt = "torchtitan-script" if detect_kind(script) == "torchtitan-launch" else None
+        base = plan.source or _source("torchtitan" if fmt else "megatron")
+        src = plan.model_copy(update={"source": base.model_copy(update={
+            "framework": "torchtitan" if fmt else "megatron", "path": str(script),
+            "format": fmt or (base.format if base.framework == "megatron" else None)})})
         write_recipe(src, out)
         return [*argv[:i], _sibling_token(argv[i], out, bare_command=i == 0), *argv[i + 1:]]
     return _render_titan(plan, argv)

@@ -25,15 +25,44 @@ TOPOLOGY_DESTS = frozenset({
     "standalone", "node_rank", "master_addr", "master_port"})
 
 
-@functools.lru_cache(maxsize=1)
-def _option_table() -> dict[str, tuple[str, bool]]:
-    """``{option string: (dest, takes_value)}`` from torchrun's own argparse parser."""
+def live_option_table() -> dict[str, tuple[str, bool]]:
+    """``{option string: (dest, takes_value)}`` from torchrun's own argparse parser (imports torch)."""
     from torch.distributed.run import get_args_parser
 
     table: dict[str, tuple[str, bool]] = {}
     for action in get_args_parser()._actions:
         for opt in action.option_strings:
             table[opt] = (action.dest, action.nargs != 0)
+    return table
+
+
+TABLE_FILE = "torchrun-options-{}.json"
+BUNDLED_TORCH = "2.13.0"
+
+
+@functools.lru_cache(maxsize=1)
+def _option_table() -> dict[str, tuple[str, bool]]:
+    """torchrun's option table, read once per torch version (importing torch costs seconds): the
+    bundled table of torch 2.13.0 (``primus_launch/data``, built by ``scripts/build_titan_snapshot.py``,
+    tested equal to the live parser), else a table cached per version in the user cache dir."""
+    import json
+
+    from primus_launch.adapters.titan_snapshot import DATA_DIR, cache_dir, dist_version
+
+    version = (dist_version("torch") or BUNDLED_TORCH).split("+", 1)[0]
+    path = DATA_DIR / TABLE_FILE.format(BUNDLED_TORCH) if version == BUNDLED_TORCH else \
+        cache_dir() / TABLE_FILE.format(version)
+    try:
+        return {k: (v[0], bool(v[1])) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError):
+        pass
+    table = live_option_table()
+    try:
+        from primus_launch.fileio import atomic_write_text
+
+        atomic_write_text(path, json.dumps(table, sort_keys=True), mode=0o644)
+    except OSError:
+        pass
     return table
 
 

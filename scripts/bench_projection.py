@@ -7,8 +7,10 @@ in one process (per-shape caches warm up across candidates, as in ``--tune``):
 - DeepSeek V3 671B, 1,024 H100, global batch 4,096 x 4k tokens (uneven first/last stage layout).
 
 Then how the time of one projection grows with the number of micro-batches (fixed plan, global
-batch scaled), cold (all caches cleared before each call) and warm. Target (issue 3): < 20 ms
-per candidate on one core, growth no faster than linear in micro-batches.
+batch scaled), cold (all caches cleared before each call) and warm. Target (issue 15): < 2 ms mean
+per candidate on one core, growth no faster than linear in micro-batches.  Times are this process's
+CPU time (``time.process_time``): the development machine is shared, and wall time would add the
+other processes' share of its cores.
 
     python scripts/bench_projection.py
 """
@@ -36,6 +38,7 @@ DEEPSEEK_V3 = ModelArch(name="deepseek-v3", num_layers=61, hidden_size=7168, ffn
                         moe_dense_first_layers=3, multi_latent_attention=True, q_lora_rank=1536,
                         kv_lora_rank=512, qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128)
 CLUSTER = Cluster(gpu="h100-sxm", num_nodes=128, gpus_per_node=8)
+TARGET_MS = 2.0
 
 
 def _plan(model: ModelArch, gbs: int, **par) -> Plan | None:
@@ -90,15 +93,15 @@ def bench(name: str, plans: list[Plan]) -> None:
     pipeline._plan.cache_clear()
     times = []
     for p in plans:
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         project_dry_run(p)
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     ms = [1e3 * t for t in times]
     nmb = [p.num_microbatches * p.parallel.vpp for p in plans]
     print(f"{name}: {len(plans)} candidates, per candidate mean {statistics.mean(ms):.2f} ms, "
           f"median {statistics.median(ms):.2f} ms, max {max(ms):.2f} ms (first, all caches cold: {ms[0]:.2f} ms); "
-          f"micro-batches x chunks per candidate {min(nmb)}..{max(nmb)}; target < 20 ms: "
-          f"{'met' if statistics.mean(ms) < 20 else 'NOT met'} (ratio mean/target {statistics.mean(ms) / 20:.2f})")
+          f"micro-batches x chunks per candidate {min(nmb)}..{max(nmb)}; target < {TARGET_MS:g} ms: "
+          f"{'met' if statistics.mean(ms) < TARGET_MS else 'NOT met'} (ratio mean/target {statistics.mean(ms) / TARGET_MS:.2f})")
 
 
 def scaling(name: str, model: ModelArch, par: dict, gbs_list: list[int]) -> None:
@@ -113,14 +116,14 @@ def scaling(name: str, model: ModelArch, par: dict, gbs_list: list[int]) -> None
         for _ in range(5):
             clear_caches()
             pipeline._plan.cache_clear()
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             project_dry_run(p)
-            cold.append(time.perf_counter() - t0)
+            cold.append(time.process_time() - t0)
         warm_runs = []
         for _ in range(5):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             project_dry_run(p)
-            warm_runs.append(time.perf_counter() - t0)
+            warm_runs.append(time.process_time() - t0)
         warm = min(warm_runs)   # min of repeats: the machine is shared, noise only adds
         c = min(cold)
         m = p.num_microbatches

@@ -32,6 +32,7 @@ def main() -> int:
 
     from primus_launch.adapters import load_recipe
     from primus_launch.projection.api import project
+    from primus_launch.projection.report import measurement_summary
 
     print(f"torch {torch.__version__}, cuda {torch.version.cuda}, device "
           f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'}")
@@ -42,12 +43,16 @@ def main() -> int:
         t0 = time.perf_counter()
         meas = project(plan, dry_run=False, measure_device=a.device, cache_dir=Path("/tmp/primus-gpu-check-cache"))
         took = time.perf_counter() - t0
-        pieces = (meas.measurement or {}).get("pieces", {})
         print(f"\n{rel} on {plan.cluster.gpu}: measured {meas.iteration_time_s:.3f} s/iter, dry-run "
               f"{dry.iteration_time_s:.3f} s/iter, ratio measured/dry-run {meas.iteration_time_s / dry.iteration_time_s:.3f} "
               f"(measurement took {took:.0f} s)")
-        for name, v in sorted(pieces.items()) if isinstance(pieces, dict) else []:
-            print(f"  {name}: {json.dumps(v, default=str)[:200]}")
+        for line in measurement_summary(meas):  # per piece: time, spread, memory, substitutions
+            print(f"  {line}")
+        chk = meas.memory_check
+        if chk is not None:
+            print(f"  memory: measured {chk.measured_peak_bytes_per_gpu / 2**30:.2f} GiB/GPU, analytic "
+                  f"{chk.analytic_peak_bytes_per_gpu / 2**30:.2f} GiB ({chk.relative_difference:+.1%}); per layer "
+                  f"{json.dumps(chk.per_layer)}")
         for n in meas.notes:
             print(f"  note: {n}")
         out[rel] = {"measured": meas.to_json_dict(), "dry_run": dry.to_json_dict(), "seconds": took}

@@ -17,7 +17,10 @@ from primus_launch.fileio import atomic_write_text
 ROOT = Path(__file__).resolve().parents[1]
 
 BLOCKS = {
-    "VALIDATE": (["scripts/validate.py"], lambda out: out[out.index("calibration  n="):]),
+    "VALIDATE": (["scripts/validate.py"], lambda out: out[out.index("\ncalibration "):]),
+    "VALIDATE_ROWS": (["scripts/validate.py"], lambda out: out[:out.index("\ncalibration ")]),
+    "CALIBRATION": (["scripts/calibrate.py", "--show"], lambda out: out),
+    "FIT_KERNELS": (["scripts/fit_kernels.py"], lambda out: out),
     "RECIPES": (["scripts/project_recipes.py"], lambda out: out),
     "BENCH_PROJECTION": (["scripts/bench_projection.py"], lambda out: "\n".join(out.splitlines()[:2])),
     "BENCH_PREFILTER": (["scripts/bench_prefilter.py"], lambda out: "\n".join(out.splitlines()[-3:])),

@@ -5,24 +5,28 @@
    and send/recv between 2 processes (alpha-beta fit, ``--link-fit``: all_reduce | p2p | joint),
    the Adam step per parameter, a bf16 GEMM rate; registered as ``cpu-gloo-loopback`` through
    ``hardware.load_gpu_file`` (the TOML it writes is printed; ``--gpu-file`` keeps it).
-2. For each case (8-layer dense GPT, h=256, s=256, micro-batch 2, 4 micro-batches, bf16):
-   ``project_measured`` at world size 1 -- the per-rank shard of the target (TP=2: half the heads
-   and FFN; PP=2: the same layers, PP schedule simulated) -- then the real run: 2 processes
-   (``torch.multiprocessing``, gloo, each rank bound to its own core unless ``--no-pin``),
-   megatron-core's ``get_forward_backward_func`` (1F1B for
-   PP=2; real ``ColumnParallelLinear``/``RowParallelLinear`` for TP=2), Adam step.
+2. For each case (8-layer GPT, h=256, s=256, micro-batch 2, bf16; ``ep2``: 4 experts top-2 of
+   FFN 384 in every layer): ``project_measured`` at world size 1 -- the per-rank shard of the
+   target (TP=2: half the heads and FFN; PP=2: the same layers, PP schedule simulated; EP=2: half
+   the experts; CP=2: this rank's two load-balanced sequence chunks attending the whole sequence)
+   -- then the real run: 2 processes (``torch.multiprocessing``, gloo, each rank bound to its own
+   core unless ``--no-pin``), megatron-core's ``get_forward_backward_func`` (1F1B for PP=2; real
+   ``ColumnParallelLinear``/``RowParallelLinear`` for TP=2; megatron's MoE layer with the allgather
+   dispatcher over the EP group for EP=2; the all-gather context-parallel core attention of
+   ``build_mcore`` for CP=2), the data-parallel gradient all-reduce (over DP x CP; expert
+   gradients over expert-DP), Adam step.
 3. Print projected vs real iteration time and the error.
 
 Links are timed "in situ" by default: both ranks first run the GEMM work a TP layer does between
 two all-reduces (half the measured TP=2 dense-layer forward), so the fitted latency includes the
 arrival skew of two ranks on this machine; ``--isolated-links`` times them after a barrier.
 
-Clocks: pieces are timed in process CPU time (robust to other jobs on the cores); the real
+Clocks: pieces are timed in the measuring thread's CPU time (robust to other jobs on the cores); the real
 2-process iteration is wall time (its bubbles and communication waits are real time), so on a
 loaded machine the real side is inflated -- the script prints the load average next to the result
 and ``--wall`` times the pieces in wall time instead.
 
-    python scripts/validate_measure.py [--iters 8] [--wall] [--cases pp2,tp2,pp1] [--isolated-links]
+    python scripts/validate_measure.py [--iters 8] [--wall] [--cases pp2,tp2,ep2,cp2,pp1] [--isolated-links]
 """
 
 from __future__ import annotations
@@ -36,14 +40,18 @@ import time
 from pathlib import Path
 
 
-def _plan(tp: int = 1, pp: int = 1, world: int = 2, gpu: str = "cpu-gloo-loopback", layers: int = 8):
+MOE = dict(num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=384)
+
+
+def _plan(tp: int = 1, pp: int = 1, ep: int = 1, cp: int = 1, world: int = 2, gpu: str = "cpu-gloo-loopback",
+          layers: int = 8, moe: bool = False):
     from primus_launch.plan import Plan
 
     return Plan.model_validate({
         "model": dict(num_layers=layers, hidden_size=256, ffn_hidden_size=768, num_attention_heads=8,
-                      num_query_groups=4, vocab_size=1024, seq_length=256),
-        "parallel": dict(tp=tp, pp=pp),
-        "training": dict(global_batch_size=8 * world // (tp * pp), micro_batch_size=2, precision="bf16"),
+                      num_query_groups=4, vocab_size=1024, seq_length=256, **(MOE if moe else {})),
+        "parallel": dict(tp=tp, pp=pp, ep=ep, cp=cp),
+        "training": dict(global_batch_size=8 * world // (tp * pp * cp), micro_batch_size=2, precision="bf16"),
         "cluster": dict(gpu=gpu, gpus_per_node=world),
     })
 
@@ -52,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--wall", action="store_true", help="time the measured pieces in wall time")
-    ap.add_argument("--cases", default="pp2,tp2,pp1")
+    ap.add_argument("--cases", default="pp2,tp2,ep2,cp2,pp1")
     ap.add_argument("--link-fit", default="all_reduce", choices=("all_reduce", "p2p", "joint"))
     ap.add_argument("--isolated-links", action="store_true",
                     help="time collectives after a barrier (isolated) instead of in situ after the same "
@@ -77,15 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     from primus_launch.projection.measure.realrun import run_real
     from primus_launch.projection.measure.upscale import project_measured
 
-    clock = "wall" if args.wall else "process"
+    clock = "wall" if args.wall else "thread"
     from primus_launch.projection.measure.cache import MeasureCache
     from primus_launch.projection.measure.upscale import measure_pieces
 
-    cases = {"pp2": _plan(pp=2), "tp2": _plan(tp=2), "pp1": _plan(world=1)}
+    cases = {"pp2": _plan(pp=2), "tp2": _plan(tp=2), "ep2": _plan(ep=2, moe=True), "cp2": _plan(cp=2),
+             "pp1": _plan(world=1)}
     cache = Path(tempfile.mkdtemp(prefix="primus-measure-"))
     link_compute_s = 0.0
     if not args.isolated_links:  # the compute between two TP all-reduces: half a layer's forward
-        t_tp, _ = measure_pieces(cases["tp2"], "cpu", cache=MeasureCache(cache), cpu_clock=clock)
+        t_tp = measure_pieces(cases["tp2"], "cpu", cache=MeasureCache(cache), cpu_clock=clock).timings
         link_compute_s = t_tp["dense_layer#0"].fwd_s / 2
     hw = measure_local_spec("cpu-gloo-loopback", links=True, link_fit=args.link_fit,
                             link_compute_s=link_compute_s,

@@ -328,37 +328,6 @@ def test_render_argv_changes_only_tuned_arguments():
 
 
 # --------------------------------------------------------------------------- YAML layouts
-def test_primus_yaml_env_defaults(tmp_path):
-    text = """work_group: ${PRIMUS_TEAM:amd}
-modules:
-  pre_trainer:
-    framework: megatron
-    config: pre_trainer.yaml
-    model: my_model.yaml
-    overrides:
-      train_iters: 50
-      micro_batch_size: 4
-      global_batch_size: 256
-      seq_length: ${PRIMUS_SEQ_LENGTH:4096}
-      tensor_model_parallel_size: ${PRIMUS_TP:1}
-      pipeline_model_parallel_size: ${PRIMUS_PP:1}
-      expert_model_parallel_size: ${PRIMUS_EP:8}
-      overlap_grad_reduce: true
-"""
-    (tmp_path / "my_model.yaml").write_text(
-        "num_layers: 4\nhidden_size: 512\nnum_attention_heads: 8\nmax_position_embeddings: 4096\n"
-        "num_experts: 8\nmoe_router_topk: 2\nvocab_size: 32000\nswiglu: true\n")
-    path = tmp_path / "exp.yaml"
-    path.write_text(text)
-    plan = load_megatron(path, Cluster(num_nodes=1, gpus_per_node=8))
-    assert (plan.parallel.tp, plan.parallel.ep, plan.model.seq_length, plan.model.num_experts) == (1, 8, 4096, 8)
-    new = plan.with_changes(parallel={"tp": 2, "ep": 4}, training={"micro_batch_size": 2}).model_copy(
-        update={"source": plan.source})
-    out = render_megatron(new, text)
-    assert "${PRIMUS_TP:2}" in out and "${PRIMUS_EP:4}" in out and "micro_batch_size: 2" in out
-    assert len([ln for ln in difflib.ndiff(text.splitlines(), out.splitlines()) if ln.startswith("- ")]) == 3
-
-
 # --------------------------------------------------------------------------- errors
 def _err_line(exc: BaseException) -> str:
     line = one_line(exc)

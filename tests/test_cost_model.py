@@ -83,34 +83,59 @@ def test_moe_mla_flops_match_activated_parameters():
 
 
 def test_gemm_model_shape_effects():
+    """The GEMM curve (cost/kernels.py) at shapes: saturation at E x clock, small K below it, wave
+    quantisation, GEMVs on HBM, FP8 at most 2x BF16."""
+    from primus_launch.projection.compute import gemm_curve, hbm_eta
+
     g = "h100-sxm"
-    peak = get_gpu(g).peak_flops("bf16")
+    spec = get_gpu(g)
+    peak = spec.peak_flops("bf16")
+    clk = cal.sustained_clock(g, spec.sustained_clock_fraction, spec.arch)
+    curve, key = gemm_curve("hopper", "bf16")
+    assert key == "hopper/bf16"
     big = gemm_time(16384, 16384, 16384, g)
     eff_big = 2 * 16384**3 / big / peak
-    assert eff_big == pytest.approx(cal.gemm_efficiency(g), rel=0.02)     # saturates at E_max
+    assert eff_big == pytest.approx(curve.eff * clk, rel=0.03)     # saturates at E (x the sustained clock)
     small_k = gemm_time(16384, 16384, 64, g)
-    assert 2 * 16384 * 16384 * 64 / small_k / peak < 0.5 * eff_big          # small K far from peak
+    assert 2 * 16384 * 16384 * 64 / small_k / peak < eff_big
     # one wave of 132 tiles (12 x 11) vs. 133 tiles (7 x 19), compute-bound K: the 133rd tile
     # needs a second wave, nearly doubling the time per FLOP (wave quantisation)
     t132 = gemm_time(128 * 12, 128 * 11, 16384, g) / (12 * 11)
     t133 = gemm_time(128 * 7, 128 * 19, 16384, g) / (7 * 19)
     assert t133 / t132 > 1.8
-    # a GEMV is memory-bound: time ~ bytes / (hbm_bw * eta)
+    # a GEMV is memory-bound: time ~ bytes / (hbm_bw * eta) + t0
     gemv = gemm_time(1, 8192, 8192, g)
     gemv_bytes = (8192 + 8192 * 8192 + 8192) * 2
-    assert gemv == pytest.approx(gemv_bytes / (get_gpu(g).hbm_bw * cal.HBM_BW_EFFICIENCY) + cal.KERNEL_LAUNCH_S, rel=1e-9)
+    assert gemv == pytest.approx(gemv_bytes / (spec.hbm_bw * hbm_eta("hopper")[0]) + curve.t0, rel=1e-9)
     # fp8 doubles the peak: at most 2x faster
     assert big / 2 <= gemm_time(16384, 16384, 16384, g, "fp8") < big
 
 
 def test_attention_and_elementwise():
+    from primus_launch.projection.compute import KERNEL_MIN_S, attn_curve, hbm_eta
+
     g = "a100-sxm-80gb"
     f, b = attention_time(1, 32, 8192, 8192, 128, 128, True, g)
     fn, bn = attention_time(1, 32, 8192, 8192, 128, 128, False, g)
-    assert f < 0.6 * fn and b / f == pytest.approx(2.5 / cal.ATTN_BWD_REL, rel=0.01)
+    c, key = attn_curve("ampere", "fa2")
+    assert key == "ampere/fa2"
+    assert f < 0.6 * fn
+    assert b / f == pytest.approx(2.5 * c.fwd / c.bwd, rel=0.01)
     nbytes = 1e9
-    assert elementwise_time(nbytes, g) == pytest.approx(nbytes / (get_gpu(g).hbm_bw * cal.HBM_BW_EFFICIENCY)
-                                                        + cal.KERNEL_LAUNCH_S)
+    assert elementwise_time(nbytes, g) == pytest.approx(nbytes / (get_gpu(g).hbm_bw * hbm_eta("ampere")[0])
+                                                        + KERNEL_MIN_S)
+
+
+def test_new_gpus_have_sourced_specs():
+    """GB200 / GB300 NVL72 (4 GPUs per tray, 72 per NVLink domain), B300, MI350X with FP4 peaks."""
+    for name, fp4 in (("gb200", 10e15), ("gb300", 15e15), ("b300", 14e15), ("mi350x", 9227.6e12), ("b200", 9e15)):
+        g = get_gpu(name)
+        assert g.source and g.arch and g.peak_flops_fp4 == fp4 and g.peak_flops("fp4") == fp4
+    assert (get_gpu("gb200").gpus_per_node, get_gpu("gb200").scaleup_domain) == (4, 72)
+    assert (get_gpu("gb300").gpus_per_node, get_gpu("gb300").scaleup_domain) == (4, 72)
+    assert get_gpu("h100-sxm").scaleup_domain == 8 and get_gpu("h100-sxm").peak_flops("fp4") == get_gpu("h100-sxm").peak_flops_fp8
+    # MI350X = MI355X's CDNA4 peaks at 2.2 / 2.4 GHz
+    assert get_gpu("mi350x").peak_flops_bf16 == pytest.approx(get_gpu("mi355x").peak_flops_bf16 * 2.2 / 2.4, rel=1e-4)
 
 
 def test_calibration_rows_are_at_most_a_third():
@@ -124,13 +149,15 @@ def test_calibration_rows_are_at_most_a_third():
 
 
 def test_user_gpu_file_feeds_the_compute_model(tmp_path):
-    """A GPU added from a TOML file is used by the cost model; a power-capped clock fraction
-    slows compute-bound GEMMs in proportion and leaves memory-bound ones unchanged."""
+    """A GPU added from a TOML file is used by the cost model; a power-capped clock fraction (set
+    below 1, so it replaces the calibrated sustained clock) slows compute-bound GEMMs in proportion
+    and leaves memory-bound ones unchanged."""
     from primus_launch.projection.hardware import load_gpu_file
 
-    base = get_gpu("h100-sxm").model_dump(exclude={"name", "source", "vendor", "intra_node_link_bw", "tdp_watts"})
+    base = get_gpu("h100-sxm").model_dump(exclude={"name", "source", "vendor", "intra_node_link_bw", "tdp_watts",
+                                                   "peak_flops_fp4", "nvlink_domain"})
     lines = []
-    for name, clock in (("test-full-clock", 1.0), ("test-half-clock", 0.5)):
+    for name, clock in (("test-full-clock", 0.9), ("test-half-clock", 0.45)):
         lines.append(f"[gpu.{name}]")
         lines += [f"{k} = {v!r}" if isinstance(v, str) else f"{k} = {v}" for k, v in base.items()
                   if k != "sustained_clock_fraction"]
@@ -138,7 +165,10 @@ def test_user_gpu_file_feeds_the_compute_model(tmp_path):
     path = tmp_path / "gpus.toml"
     path.write_text("\n".join(lines) + "\n")
     assert load_gpu_file(path) == ["test-full-clock", "test-half-clock"]
-    big_full = gemm_time(8192, 8192, 8192, "test-full-clock") - cal.KERNEL_LAUNCH_S
-    big_half = gemm_time(8192, 8192, 8192, "test-half-clock") - cal.KERNEL_LAUNCH_S
+    from primus_launch.projection.compute import gemm_curve
+
+    t0 = gemm_curve("hopper", "bf16")[0].t0
+    big_full = gemm_time(8192, 8192, 8192, "test-full-clock") - t0
+    big_half = gemm_time(8192, 8192, 8192, "test-half-clock") - t0
     assert big_half == pytest.approx(2 * big_full, rel=1e-9)
     assert gemm_time(1, 8192, 8192, "test-half-clock") == gemm_time(1, 8192, 8192, "test-full-clock")

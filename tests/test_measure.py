@@ -137,16 +137,17 @@ def test_cache_hit_and_typed_result(mcore_world1, local_gpu, tmp_path, monkeypat
                       cluster=dict(gpu=local_gpu))
     r1 = project_measured(plan, device="cpu", cache_dir=tmp_path, repeats=2)
     assert isinstance(r1, ProjectionResult) and r1.mode == "measured"
-    assert r1.measurement["cache_hits"] == 0
+    assert r1.measurement.cache_hits == 0
     assert any("CPU timings only check the path" in n for n in r1.notes)
-    assert len(list(tmp_path.glob("megatron-*.json"))) == len(r1.measurement["pieces"])
+    assert len(list(tmp_path.glob("megatron-*.json"))) == len(r1.measurement.pieces)
 
     def no_build(*a, **k):
         raise AssertionError("model rebuilt despite a warm cache")
 
     monkeypatch.setattr(build_mcore, "pieces", no_build)
     r2 = project_measured(plan, device="cpu", cache_dir=tmp_path, repeats=2)
-    assert r2.measurement["cache_hits"] == len(r2.measurement["pieces"])
+    assert r2.measurement.cache_hits == len(r2.measurement.pieces)
+    assert {pc.source for pc in r2.measurement.pieces.values()} == {"cached"}
     assert r2.iteration_time_s == r1.iteration_time_s
     # a different sharding is a different measurement (miss -> needs a build)
     with pytest.raises(AssertionError, match="rebuilt"):
@@ -157,7 +158,7 @@ def test_cache_hit_and_typed_result(mcore_world1, local_gpu, tmp_path, monkeypat
 def test_two_measured_layers_project_eight_layer_iteration(mcore_world1, local_gpu, tmp_path):
     """Measure 2 layers, project 8 (pp=1, 2 micro-batches), run the real 8-layer model (fwd+bwd
     of all micro-batches through megatron's schedule + Adam step) and compare: within 15%.
-    Both sides use process CPU time (the machine's cores are shared with other jobs); one retry
+    Both sides use the thread's CPU time (the machine's cores are shared with other jobs); one retry
     with a fresh measurement absorbs a transient disturbance."""
     from primus_launch.projection.measure.realrun import train_iterations
     from primus_launch.projection.measure.upscale import project_measured
@@ -167,7 +168,7 @@ def test_two_measured_layers_project_eight_layer_iteration(mcore_world1, local_g
     errs = []
     for attempt in range(2):
         proj = project_measured(plan, device="cpu", cache_dir=tmp_path / str(attempt), measure_layers=2)
-        real = sorted(train_iterations(plan, "cpu", iters=5, warmup=2, clock="process"))[2]
+        real = sorted(train_iterations(plan, "cpu", iters=5, warmup=2, clock="thread"))[2]
         err = proj.iteration_time_s / real - 1.0
         errs.append(err)
         print(f"projected {proj.iteration_time_s * 1e3:.1f} ms, real {real * 1e3:.1f} ms, error {err:+.1%}")
@@ -196,11 +197,12 @@ def test_torchtitan_pieces_are_the_tp_shard_and_split_is_measured(tmp_path):
     assert sum(p.numel() for p in model.layers["0"].parameters()) == want
     assert model.tok_embeddings.weight.shape[0] == arch.vocab_size // 2
     r = project_measured(plan, device="cpu", cache_dir=tmp_path, repeats=2, measure_layers=1)
-    assert r.mode == "measured" and r.measurement["framework"] == "torchtitan"
-    assert r.measurement["pieces"]["dense_layer#0"]["split"] == "measured"
-    pc = r.measurement["pieces"]["dense_layer#0"]
-    assert 0 < pc["bwd_input_s"] <= pc["bwd_s"]
-    assert pc["bwd_input_s"] + pc["bwd_weight_s"] == pytest.approx(pc["bwd_s"])
+    assert r.mode == "measured" and r.measurement.framework == "torchtitan"
+    pc = r.measurement.pieces["dense_layer#0"]
+    assert pc.split == "autograd"  # torch's stage_backward_input / stage_backward_weight
+    assert 0 < pc.bwd_input_s < pc.bwd_s and pc.bwd_weight_s > 0 and pc.bwd_weight_raw_s > 0
+    assert pc.bwd_input_s + pc.bwd_weight_s == pytest.approx(pc.bwd_s)
+    assert not any("megatron" in n.lower() for n in r.notes + r.memory.notes)
 
 
 def test_cpu_measurement_of_a_huge_layer_is_refused_in_one_line(tmp_path):
@@ -232,3 +234,196 @@ def test_cpu_factory_proxy_only_redirects_while_installed(mcore_world1):
     finally:
         mcore_world1.install()
     assert schedules.torch.zeros([], device="cuda").device.type == "cpu"
+
+
+# ---------------------------------------------------------------- issue 14: tied head, cache, signals
+
+def test_tied_head_multiplies_by_the_word_embedding(mcore_world1):
+    """Megatron's default (tied embeddings): the head piece builds and its backward reaches the
+    word-embedding weight (GPTModel passes shared_embedding_or_output_weight() to the output layer);
+    the tied and untied builds have different cache keys, recompute does not change the key."""
+    from primus_launch.projection.measure.build_mcore import build_spec, pieces
+
+    tied = _tiny_plan(model=dict(num_layers=2, untie_embeddings_and_output_weights=False))
+    untied = _tiny_plan(model=dict(num_layers=2))
+    pcs, model = pieces(tied, "cpu", measure_layers=1)
+    head = next(p for p in pcs if p.name == "head_loss")
+    emb = model.embedding.word_embeddings.weight
+    assert any(p is emb for p in head.params) and model.output_layer.weight is None
+    out = head.forward(*head.inputs)
+    out.backward()
+    assert emb.grad is not None and emb.grad.abs().sum() > 0
+    assert build_spec(tied, "cpu").material() != build_spec(untied, "cpu").material()
+    rc = tied.with_changes(training={"recompute": {"granularity": "full", "method": "uniform", "num_layers": 1}})
+    assert build_spec(rc, "cpu").material() == build_spec(tied, "cpu").material()
+    fp32 = tied.with_changes(training={"precision": "fp32"})
+    assert build_spec(fp32, "cpu").material() != build_spec(tied, "cpu").material()
+
+
+def test_unusable_cache_degrades_to_uncached_with_one_warning(tmp_path):
+    from primus_launch.projection.measure.cache import MeasureCache
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    c = MeasureCache(blocker / "cache")  # cannot be created: its parent is a file
+    key = {"framework": "megatron", "piece": "embedding", "x": 1}
+    assert c.get(key) is None
+    with c.locked([key]) as held:
+        assert held is False
+    assert c.put(key, {"v": 1}) is None and c.put(key, {"v": 2}) is None
+    assert c.warning is not None and "PRIMUS_LAUNCH_CACHE" in c.warning and not c.enabled
+
+
+def test_cache_lock_is_one_writer_per_key(tmp_path):
+    """A second process cannot take a key's writer lock while the first holds it."""
+    import subprocess
+    import sys
+
+    from primus_launch.projection.measure.cache import MeasureCache
+
+    key = {"framework": "megatron", "piece": "embedding", "x": 1}
+    c = MeasureCache(tmp_path)
+    code = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR)\n"
+            "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('got')\n"
+            "except BlockingIOError:\n    print('busy')\n")
+    lock = str(c.path(key)) + ".lock"
+    with c.locked([key]) as held:
+        assert held
+        busy = subprocess.run([sys.executable, "-c", code, lock], capture_output=True, text=True).stdout.strip()
+    free = subprocess.run([sys.executable, "-c", code, lock], capture_output=True, text=True).stdout.strip()
+    assert (busy, free) == ("busy", "got")
+
+
+def test_refusal_estimate_holds_still():
+    """The too-large-model estimate: three fresh GEMM-rate probes agree within 2x (they swung 10x
+    with a wall-clock, 2-thread probe: 18 vs 181 min)."""
+    from primus_launch.plan import Plan
+    from primus_launch.projection.measure.timing import TimingPolicy
+    from primus_launch.projection.measure.upscale import cpu_gemm_rate, cpu_measurement_seconds
+
+    plan = Plan.model_validate({"model": dict(num_layers=80, hidden_size=8192, ffn_hidden_size=28672,
+                                              num_attention_heads=64, num_query_groups=8, vocab_size=128256,
+                                              seq_length=8192),
+                                "parallel": {"tp": 8}, "training": {"global_batch_size": 64},
+                                "cluster": {"gpus_per_node": 8, "num_nodes": 8}})
+    est = []
+    for _ in range(3):
+        cpu_gemm_rate.cache_clear()
+        est.append(cpu_measurement_seconds(plan, 2, TimingPolicy()))
+    assert max(est) / min(est) <= 2.0, est
+
+
+_TIED_SCRIPT = """torchrun --nproc-per-node 1 pretrain_gpt.py --num-layers 2 --hidden-size 64 --ffn-hidden-size 128 \\
+  --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --vocab-size 1024 --micro-batch-size 2 \\
+  --global-batch-size 4 --swiglu --normalization RMSNorm --disable-bias-linear --bf16
+"""
+
+
+def _cli(tmp_path, cache, *extra, script_text: str = _TIED_SCRIPT):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "tied.sh"
+    script.write_text(script_text)
+    env = dict(os.environ, PRIMUS_LAUNCH_CACHE=str(cache), PYTHONWARNINGS="ignore")
+    return subprocess.Popen([sys.executable, "-m", "primus_launch", "--project", str(script), "--measure-device",
+                             "cpu", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_cli_tied_recipe_with_unwritable_cache_warns_once(tmp_path):
+    """The issue's repro (2 layers, vocab 1024, tied): projected from measured pieces; a cache
+    directory that cannot be created gives one warning naming PRIMUS_LAUNCH_CACHE, exit 0."""
+    import json
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    pr = _cli(tmp_path, blocker / "cache", "--json")
+    out, err = pr.communicate(timeout=300)
+    assert pr.returncode == 0, err[-2000:]
+    lines = [ln for ln in err.splitlines() if "PRIMUS_LAUNCH_CACHE" in ln]
+    assert len(lines) == 1 and lines[0].startswith("primus-launch: warning:"), err[-2000:]
+    res = json.loads(out)
+    assert res["mode"] == "measured" and res["measurement"]["pieces"]["head_loss"]["source"] == "measured"
+    assert res["memory_check"]["measured_peak_bytes_per_gpu"] == res["memory"]["peak_bytes_per_gpu"]
+
+
+@pytest.mark.parametrize("sig,code,word", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
+def test_cli_signal_during_measurement_ends_in_one_line(tmp_path, sig, code, word):
+    """SIGINT / SIGTERM while pieces are being measured: one line on stderr, exit 130 / 143, no
+    traceback, and every cache file left behind is a complete record."""
+    import json
+    import signal
+    import time
+
+    cache = tmp_path / "cache"
+    # wide enough that measuring lasts seconds: the signal lands while pieces are being timed
+    wide = _TIED_SCRIPT.replace("--hidden-size 64", "--hidden-size 512").replace("--seq-length 32", "--seq-length 512")
+    pr = _cli(tmp_path, cache, script_text=wide.replace("--max-position-embeddings 32", "--max-position-embeddings 512"))
+    deadline = time.monotonic() + 120
+    while not list(cache.glob("*.lock")) and time.monotonic() < deadline and pr.poll() is None:
+        time.sleep(0.05)
+    assert pr.poll() is None, "finished before it could be interrupted"
+    pr.send_signal(getattr(signal, sig))
+    out, err = pr.communicate(timeout=120)
+    assert pr.returncode == code, err[-2000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == f"primus-launch: {word} ({sig})"
+    for f in cache.glob("*.json"):
+        assert "value" in json.loads(f.read_text())
+    assert not list(cache.glob(".*.tmp"))
+
+
+def test_cp_core_attention_is_the_full_causal_attention_of_its_chunks(mcore_world1):
+    """The context-parallel core (load-balanced chunks r and 2cp-1-r attending the whole
+    sequence under the causal mask), given the other rank's true K/V as its stand-ins, returns
+    exactly the rows of full-sequence causal attention at its positions (independent truth: the
+    cp=1 core on the whole sequence)."""
+    from megatron.core.transformer.enums import AttnMaskType
+
+    from primus_launch.projection.measure.build_mcore import _sdpa_core_attention_class, cp_positions, mcore_config
+
+    cfg = mcore_config(_tiny_plan(model=dict(num_layers=1)), num_dense=1, num_moe=0, per_rank=True)
+    kw = dict(layer_number=1, attn_mask_type=AttnMaskType.causal, attention_type="self")
+    full = _sdpa_core_attention_class(1)(cfg, **kw)
+    cp = _sdpa_core_attention_class(2, "emulate")(cfg, **kw)
+    s, b, heads, groups, d = 64, 2, 8, 4, 32
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(s, b, n, d, generator=g) for n in (heads, groups, groups))
+    mine, other = cp_positions(s, 2, 0), cp_positions(s, 2, 1)
+    assert sorted(mine + other) == list(range(s))
+    for name, t in (("k", k), ("v", v)):
+        cp._standin[(name, (s // 2, b, groups, d), t.dtype, t.device)] = [t[other]]
+    got = cp(q[mine], k[mine], v[mine], None)
+    want = full(q, k, v, None)[mine]
+    assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_two_concurrent_runs_measure_each_piece_once(tmp_path):
+    """Two processes projecting the same plan into the same cache at once: every piece is measured
+    by exactly one of them (one writer per key), the other reads its record; every file is whole."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    plan = _tiny_plan(model=dict(num_layers=2, untie_embeddings_and_output_weights=False))
+    code = ("import json, sys\n"
+            "from primus_launch.plan import Plan\n"
+            "from primus_launch.projection.measure.upscale import project_measured\n"
+            "r = project_measured(Plan.model_validate_json(sys.argv[1]), device='cpu', cache_dir=sys.argv[2], "
+            "measure_layers=1, repeats=3)\n"
+            "print(json.dumps({n: p.source for n, p in r.measurement.pieces.items()}))\n")
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    procs = [subprocess.Popen([sys.executable, "-c", code, plan.model_dump_json(), str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = []
+    for pr in procs:
+        out, err = pr.communicate(timeout=300)
+        assert pr.returncode == 0, err[-2000:]
+        outs.append(json.loads(out.strip().splitlines()[-1]))
+    assert outs[0].keys() == outs[1].keys()
+    for name in outs[0]:
+        assert sorted(o[name] for o in outs) == ["cached", "measured"], (name, outs)
+    files = list(tmp_path.glob("megatron-*.json"))
+    assert len(files) == len(outs[0]) and all("value" in json.loads(f.read_text()) for f in files)

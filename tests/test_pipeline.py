@@ -325,8 +325,9 @@ def test_engine_equals_reference_on_random_costs(schedule, vpp):
         p2p = [rng.uniform(0, 0.4) for _ in range(pp)]
         got = simulate(schedule, pp, vpp, m, costs, p2p)
         assert got.makespan_s == approx(_reference(schedule, pp, vpp, m, costs, p2p))
-        # the ring table (no timeline) and the full table (timeline) give identical times
-        assert simulate(schedule, pp, vpp, m, costs, p2p, record=True).makespan_s == got.makespan_s
+        # the ring table (no timeline; long schedules extrapolated from their steady state) and the
+        # full table (timeline) give the same times (to rounding)
+        assert simulate(schedule, pp, vpp, m, costs, p2p, record=True).makespan_s == pytest.approx(got.makespan_s, rel=1e-12)
         serial = sum(got.stage_busy_s) + sum(p2p) * 2 * m * vpp
         assert max(got.stage_busy_s) * (1 - 1e-12) <= got.makespan_s <= serial
         for busy, bub in zip(got.stage_busy_s, got.stage_bubble_s):

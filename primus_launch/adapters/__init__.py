@@ -1,8 +1,14 @@
 """Adapters: native recipes <-> :class:`primus_launch.plan.Plan`.
 
-One module per framework (``megatron``, ``torchtitan``) plus the small primus-launch wrapper TOML
-(``primus_toml``) that points at a native recipe and names the target cluster.  This module only
-dispatches on the file kind; it never interprets framework flags itself.
+One module per framework (``megatron``, ``torchtitan``), the Primus experiment YAML (``primus_yaml``:
+Megatron or TorchTitan trainers), TorchTitan 0.3 launch lines (``torchtitan_argv``) and the small
+primus-launch wrapper TOML (``primus_toml``) that points at a native recipe and names the target
+cluster.  This module only dispatches on the file kind; it never interprets framework flags itself.
+
+Kinds, by suffix and content: ``.sh``/``.bash`` holding a ``torchtitan.train --module`` launch line ->
+``torchtitan-launch``, other scripts -> ``megatron``; ``.yaml``/``.yml`` with a ``modules:`` mapping of
+trainers -> ``primus``, other YAMLs -> ``megatron``; ``.toml`` with ``[recipe] path`` -> ``wrapper``,
+other TOMLs -> ``torchtitan``.
 """
 
 from __future__ import annotations
@@ -13,29 +19,43 @@ from typing import Literal, Optional
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan
 
-RecipeKind = Literal["megatron", "torchtitan", "primus"]
+RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "primus", "wrapper"]
 
-_MEGATRON_SUFFIXES = {".sh", ".bash", ".yaml", ".yml"}
+_SCRIPT_SUFFIXES = {".sh", ".bash"}
+_YAML_SUFFIXES = {".yaml", ".yml"}
+
+
+def _text(path: Path) -> str:
+    from primus_launch.fileio import read_recipe_text
+
+    return read_recipe_text(path)
 
 
 def detect_kind(path: Path) -> RecipeKind:
-    """Which reader a recipe file needs, from its suffix and (for TOML) its top-level tables."""
+    """Which reader a recipe file needs, from its suffix and its content."""
     suffix = path.suffix.lower()
-    if suffix in _MEGATRON_SUFFIXES:
-        return "megatron"
+    if suffix in _SCRIPT_SUFFIXES:
+        from primus_launch.adapters.torchtitan_script import is_titan_script
+
+        return "torchtitan-launch" if is_titan_script(_text(path)) else "megatron"
+    if suffix in _YAML_SUFFIXES:
+        from primus_launch.adapters.primus_yaml import is_primus_text
+
+        return "primus" if is_primus_text(_text(path)) else "megatron"
     if suffix == ".toml":
         from primus_launch.adapters.primus_toml import is_wrapper
 
-        return "primus" if is_wrapper(path) else "torchtitan"
-    raise UserError(f"recipe={str(path)!r}: unknown recipe kind; expected a Megatron-LM launch script "
-                    f"(.sh/.bash), a Megatron argument YAML (.yaml/.yml) or a TOML (TorchTitan job or primus-launch)")
+        return "wrapper" if is_wrapper(path) else "torchtitan"
+    raise UserError(f"recipe={str(path)!r}: unknown recipe kind; expected a launch script (.sh/.bash), a Megatron "
+                    f"argument YAML or Primus experiment (.yaml/.yml) or a TOML (TorchTitan job or primus-launch)")
 
 
 def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
-                script_args: Optional[list[str]] = None) -> Plan:
+                primus_root: Optional[str | Path] = None, script_args: Optional[list[str]] = None) -> Plan:
     """Read any supported recipe into a validated Plan; ``cluster_overrides`` (gpu, num_nodes,
-    gpus_per_node) win over what the recipe or wrapper states; ``script_args`` are a launch script's
-    positional parameters ($1..$N)."""
+    gpus_per_node) win over what the recipe or wrapper states; ``primus_root`` locates the Primus
+    checkout of a Primus experiment that does not live in one; ``script_args`` are a launch
+    script's positional parameters ($1..$N)."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"recipe={str(p)!r}: no such file")
@@ -43,14 +63,22 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
     overrides = {k: v for k, v in (cluster_overrides or {}).items() if v is not None}
     # a complete cluster goes to the reader, so a recipe is validated against its target cluster only
     full = Cluster(**overrides) if set(overrides) >= {"gpu", "num_nodes", "gpus_per_node"} else None
-    if kind == "primus":
+    if kind == "wrapper":
         from primus_launch.adapters.primus_toml import load_wrapper
 
-        return load_wrapper(p, overrides)
-    elif kind == "megatron":
+        return load_wrapper(p, overrides, primus_root)
+    if kind == "megatron":
         from primus_launch.adapters.megatron import load_megatron
 
         plan = load_megatron(p, full, tuple(script_args or ()))
+    elif kind == "primus":
+        from primus_launch.adapters.primus_yaml import load_primus_yaml
+
+        plan = load_primus_yaml(p, full, primus_root)
+    elif kind == "torchtitan-launch":
+        from primus_launch.adapters.torchtitan_script import load_titan_script
+
+        return load_titan_script(p, overrides)
     else:
         from primus_launch.adapters.torchtitan import load_torchtitan
 
@@ -59,7 +87,7 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
         # re-read against the completed cluster, so recipe semantics that depend on it (TorchTitan's
         # derived global batch, data_parallel_shard_degree = -1) follow the new world size
         merged = Cluster(**{**plan.cluster.model_dump(), **overrides})
-        return load_recipe(p, merged.model_dump(), script_args)
+        return load_recipe(p, merged.model_dump(), primus_root, script_args)
     return plan
 
 
@@ -76,9 +104,18 @@ def tuned_path(original: str | Path) -> Path:
     return p.with_name(f"{p.stem}.tuned{p.suffix}")
 
 
-def render_recipe(plan: Plan, original_text: str) -> str:
+def render_recipe(plan: Plan, original_text: str, primus_root: Optional[str | Path] = None) -> str:
     """The native text of ``plan``: ``original_text`` with only the changed values edited."""
+    fmt = plan.source.format if plan.source else None
     fw = plan.source.framework if plan.source else None
+    if fmt == "primus-yaml":
+        from primus_launch.adapters.primus_yaml import render_primus_yaml
+
+        return render_primus_yaml(plan, original_text, native_path(plan), primus_root)
+    if fmt == "torchtitan-script":
+        from primus_launch.adapters.torchtitan_script import render_titan_script
+
+        return render_titan_script(plan, original_text, str(native_path(plan)))
     if fw == "megatron":
         from primus_launch.adapters.megatron import render_megatron
 
@@ -90,13 +127,22 @@ def render_recipe(plan: Plan, original_text: str) -> str:
     raise UserError(f"plan.source.framework={fw!r}: one of megatron, torchtitan")
 
 
-def write_recipe(plan: Plan, out_path: Optional[str | Path] = None) -> Path:
+def write_recipe(plan: Plan, out_path: Optional[str | Path] = None, primus_root: Optional[str | Path] = None) -> Path:
     """Write ``plan`` as a native recipe next to the one it came from (``*.tuned.*`` by default).
 
     Never writes over the original; the write is atomic (temp file + rename).
     """
     original = native_path(plan)
     out = Path(out_path) if out_path is not None else tuned_path(original)
+    fmt = plan.source.format if plan.source else None
+    if fmt == "primus-yaml":
+        from primus_launch.adapters.primus_yaml import write_primus_yaml
+
+        return write_primus_yaml(plan, original, out, primus_root)
+    if fmt == "torchtitan-script":
+        from primus_launch.adapters.torchtitan_script import write_titan_script
+
+        return write_titan_script(plan, original, out)
     fw = plan.source.framework
     if fw == "megatron":
         from primus_launch.adapters.megatron import write_megatron

@@ -1,14 +1,13 @@
 """YAML files of Megatron-LM arguments <-> argument values, edited in place.
 
-Three layouts are read (keys are Megatron's argparse destinations, e.g. ``tensor_model_parallel_size``):
+Two layouts are read (keys are Megatron's argparse destinations, e.g. ``tensor_model_parallel_size``):
 
 - flat: a mapping of arguments (what ``--yaml-cfg`` style tools and many recipes use);
 - Megatron-LM's experimental ``--yaml-cfg`` layout (``examples/gpt3/gpt_config.yaml``): arguments at
   the top level plus ``language_model:`` and ``model_parallel:`` sub-mappings, with TransformerConfig
   names such as ``num_moe_experts``;
-- Primus (AMD-AGI/Primus ``examples/megatron/configs/*.yaml``): ``modules.pre_trainer.overrides``,
-  where values may be ``${ENV_VAR:default}`` (the default is used: the environment is not read).
-  The ``model:`` file it names is merged first when it exists next to the recipe.
+
+(Primus experiment files, ``modules.pre_trainer...``, are read by :mod:`primus_launch.adapters.primus_yaml`.)
 
 Edits replace the scalar's text (for ``${VAR:default}`` only the default), add a missing key after a
 key of the same argument group with the same indentation, and never reflow the file.
@@ -18,7 +17,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -214,26 +212,9 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         raise UserError(f"{path}: expected a YAML mapping of Megatron arguments")
     rec = YamlRecipe(text, path)
     args: dict[str, Any] = {}
-    modules = _child(root, "modules")
-    if modules is not None:  # Primus experiment file
-        pre = _child(modules, "pre_trainer")
-        if pre is None:
-            raise UserError(f"{path}: Primus config without modules.pre_trainer")
-        model_ref = _child(pre, "model")
-        if isinstance(model_ref, yaml.ScalarNode):
-            name = str(_value(model_ref))
-            for cand in (Path(path).parent / name, Path(path).parent / "models" / name):
-                if cand.is_file():
-                    base = yaml.compose(cand.read_text())
-                    if isinstance(base, yaml.MappingNode):
-                        _collect(rec, base, args, editable=False)
-                    break
-        over = _child(pre, "overrides")
-        if not isinstance(over, yaml.MappingNode):
-            raise UserError(f"{path}: Primus config without modules.pre_trainer.overrides")
-        rec.main = over
-        _collect(rec, over, args, editable=True)
-    elif isinstance(_child(root, "ARGS"), yaml.MappingNode) or isinstance(_child(root, "MODEL_ARGS"), yaml.MappingNode):
+    if _child(root, "modules") is not None:
+        raise UserError(f"{path}: a Primus experiment config (modules:); read it as a Primus recipe")
+    if isinstance(_child(root, "ARGS"), yaml.MappingNode) or isinstance(_child(root, "MODEL_ARGS"), yaml.MappingNode):
         # NVIDIA nested YAMLs: Megatron-LM examples/moe_recipes (ARGS: flag names with underscores) and
         # functional tests' model_config.yaml (MODEL_ARGS: --flag keys); DEPENDENCIES / ENV_VARS ignored
         block = "ARGS" if isinstance(_child(root, "ARGS"), yaml.MappingNode) else "MODEL_ARGS"
@@ -269,4 +250,4 @@ def is_yaml_text(text: str) -> bool:
     if not isinstance(data, dict):
         return False
     keys = set(data)
-    return bool(keys & (set(BY_DEST) | {"modules", "language_model", "model_parallel", "ARGS", "MODEL_ARGS"}))
+    return bool(keys & (set(BY_DEST) | {"language_model", "model_parallel", "ARGS", "MODEL_ARGS"}))

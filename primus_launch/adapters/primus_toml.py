@@ -3,8 +3,9 @@
 ::
 
     [recipe]
-    path = "megatron/llama3.1_70b.sh"   # relative to this file
+    path = "megatron/llama3.1_70b.sh"   # relative to this file (a script, YAML, TOML or Primus YAML)
     # framework = "megatron"            # optional; detected from the file otherwise
+    # primus_root = "../Primus"         # optional: the Primus checkout of a Primus experiment
 
     [cluster]
     gpu = "h100-sxm"
@@ -39,10 +40,21 @@ def is_wrapper(path: Path) -> bool:
     return isinstance(data.get("recipe"), dict) and "path" in data["recipe"]
 
 
-def load_wrapper(path: Path, overrides: dict | None = None) -> Plan:
-    """The plan of the wrapped native recipe on the wrapper's cluster; ``overrides`` win."""
+def wrapper_primus_root(path: Path) -> Path | None:
+    """The ``[recipe] primus_root`` of a wrapper, relative to it (None when absent)."""
+    root = _read(path).get("recipe", {}).get("primus_root")
+    return None if root is None else path.parent / str(root)
+
+
+def load_wrapper(path: Path, overrides: dict | None = None, primus_root: str | Path | None = None) -> Plan:
+    """The plan of the wrapped native recipe on the wrapper's cluster; ``overrides`` win.
+    ``[recipe] primus_root`` (relative to the wrapper) locates the Primus checkout of a Primus
+    experiment; the ``primus_root`` argument (``--primus-root``) wins over it."""
     data = _read(path)
     unknown = set(data) - {"recipe", "cluster", "hardware"}
+    bad = set(data.get("recipe", {})) - {"path", "framework", "primus_root"}
+    if bad:
+        raise UserError(f"{path}: unknown [recipe] key(s) {sorted(bad)}; allowed: path, framework, primus_root")
     if unknown:
         raise UserError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: recipe, cluster, hardware")
     target = (path.parent / data["recipe"]["path"]).resolve()
@@ -64,8 +76,11 @@ def load_wrapper(path: Path, overrides: dict | None = None) -> Plan:
     fw = data["recipe"].get("framework")
     if fw is not None and fw not in ("megatron", "torchtitan"):
         raise UserError(f"recipe.framework={fw!r}: one of megatron, torchtitan")
-    if detect_kind(target) == "primus":
+    if detect_kind(target) == "wrapper":
         raise UserError(f"recipe.path={data['recipe']['path']!r}: must point at a native recipe, not another wrapper")
-    plan = load_recipe(target, cluster)
+    root = primus_root
+    if root is None and data["recipe"].get("primus_root") is not None:
+        root = path.parent / str(data["recipe"]["primus_root"])
+    plan = load_recipe(target, cluster, root)
     src = plan.source.model_copy(update={"wrapper_path": str(path)})
     return plan.model_copy(update={"source": src})

@@ -1,31 +1,46 @@
-"""TorchTitan adapter: a v0.2.2-format job TOML <-> :class:`~primus_launch.plan.Plan`.
+"""TorchTitan adapter: a TorchTitan job (v0.1/v0.2 TOML, Primus YAML, 0.3 launch line) <-> :class:`Plan`.
 
-torchtitan 0.3.0 configures jobs in Python and no longer parses TOML, but users' repositories hold
-v0.2.x job TOMLs (``torchtitan/models/*/train_configs/*.toml``).  Key names, defaults and meaning
-follow v0.2.x ``torchtitan/config/job_config.py``:
+Every TorchTitan reader builds one *job*: a nested dict in the key space of torchtitan v0.2.x's
+``JobConfig`` (``torchtitan/config/job_config.py``: ``[model]``, ``[training]``, ``[parallelism]``,
+``[activation_checkpoint]``, ``[compile]``, ``[quantize.*]``, ``[debug]``, ...).  The v0.2 TOML is
+that dict; a Primus TorchTitan module (``primus/configs/modules/torchtitan``) merges to it; a
+torchtitan 0.3 launch line (``--module M --config C --section.key value``) is converted to it
+(:mod:`primus_launch.adapters.torchtitan_argv`).  :func:`plan_from_job` maps it to the plan:
 
-- ``[model] name, flavor, converters`` -> architecture from torchtitan's own registry
-  (:func:`arch_from_flavor`); a ``float8`` (or ``mx``) converter -> precision fp8.
+- ``[model] name, flavor`` -> architecture from torchtitan's registry (:func:`arch_from_flavor`);
+  converters ``float8`` / ``quantize.linear.float8`` -> precision fp8 with
+  ``quantize.linear.float8.recipe_name`` (``None`` = tensorwise) as ``fp8_recipe``; ``mx`` /
+  ``quantize.linear.mx`` -> fp8 ``mxfp8``; 0.3's NVFP4 converter -> fp4 ``nvfp4``;
+  ``enable_fsdp_float8_all_gather`` -> ``fp8_param_gather``; FP8 on MoE experts alone is reported.
 - ``[training] local_batch_size`` (8), ``global_batch_size`` (-1 = local x dp), ``seq_len`` (2048),
-  ``steps`` (10000), ``mixed_precision_param`` ("bfloat16"; "float32" -> fp32).
+  ``steps`` (10000), ``mixed_precision_param`` ("bfloat16"; "float32" -> fp32), ``dtype``
+  ("bfloat16" = parameters and optimizer states in bf16), ``enable_cpu_offload`` (FSDP2 CPU offload
+  of parameters, gradients and optimizer states), 0.3's ``disable_cuda_graphs`` (false = the whole
+  forward+backward step is one CUDA graph).
 - ``[parallelism]``: ``data_parallel_replicate_degree`` (1), ``data_parallel_shard_degree`` (-1 = the
-  ranks left after replicate x cp x tp x pp), ``tensor_parallel_degree`` (1; titan's TP always
-  shards the sequence: sequence parallel), ``pipeline_parallel_degree`` (1),
-  ``pipeline_parallel_schedule`` ("1F1B"), ``pipeline_parallel_microbatch_size`` (1),
-  ``pipeline_parallel_layers_per_stage`` / ``..._first_stage_less_layers`` / ``..._last_stage_less_layers``,
-  ``context_parallel_degree`` (1), ``expert_parallel_degree`` (1), ``expert_tensor_parallel_degree`` (1;
-  only meaningful with EP; etp must be 1 or tp), ``enable_async_tensor_parallel`` (false).
+  ranks left after replicate x cp x tp x pp), ``tensor_parallel_degree`` (1; sequence parallel unless
+  0.3's ``enable_sequence_parallel = false``), ``pipeline_parallel_degree`` (1),
+  ``pipeline_parallel_schedule`` ("1F1B"), ``pipeline_parallel_microbatch_size`` (1), the stage split
+  keys (:mod:`torchtitan_layout`), ``context_parallel_degree`` (1) with
+  ``context_parallel_rotate_method`` (allgather | alltoall = ring), ``expert_parallel_degree`` (1),
+  ``expert_tensor_parallel_degree`` (1; only with EP; 1 or tp), ``expert_parallel_comm_backend``
+  (standard | deepep; 0.3 also hybridep), ``enable_async_tensor_parallel`` (0.3:
+  ``compile.enable_async_tensor_parallel``), ``fsdp_reshard_after_forward``.
 - ``[activation_checkpoint] mode`` ("selective") / ``selective_ac_option`` ("2"): "full" = every block
-  checkpointed (Megatron full/uniform/1); "op" = per-op SAC (selective); an integer N = every N-th
-  block fully checkpointed (v0.2.x ``_apply_layer_sac``), modelled as full/block with
-  ``layers-per-chunk // N`` layers.
+  checkpointed; "op" = per-op SAC; an integer N = every N-th block (``every_n``); "memory_budget" =
+  compiler-chosen recomputation, projected as per-op SAC and reported.
+- ``[compile] enable`` with ``"model"`` in ``components`` (v0.1: ``[training] compile``) -> ``compile``.
 
 Batch: the micro-batch is ``pipeline_parallel_microbatch_size`` with PP, else ``local_batch_size``;
-gradient accumulation = global / (local x dp).  FSDP (shard degree != 1) -> ``dp_sharding="full"``,
-HSDP replicate degree -> ``dp_replicate``; shard degree 1 -> DDP (``"none"``).  FSDP2 and DDP
-overlap their collectives with compute, so ``overlap_grad_reduce``/``overlap_param_gather`` are on.
+gradient accumulation = global / (local x dp).  Data parallel: a shard degree above 1 (or CP, which
+FSDP spans) -> FSDP (``dp_sharding="full"``, HSDP replicate groups -> ``dp_replicate``); otherwise DDP
+(``"none"``).  FSDP2 and DDP overlap their collectives with compute, so ``overlap_grad_reduce`` (and
+``overlap_param_gather`` with FSDP) are on.
 
-The cluster is not in the TOML: the ``cluster`` argument, else the upstream header comment
+Every other key is neutral (logging, checkpoints, data, learning rate, ...) or, when set away from its
+default, reported as not modelled (``plan.source.unmodelled``), never ignored silently.
+
+The cluster is not in the job: the ``cluster`` argument, else the upstream header comment
 ("# NOTE: this toml config is a preset for 64 A100 GPUs."), else the product of explicit degrees,
 else 1 node x 8 h100-sxm.
 """
@@ -34,27 +49,31 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
-import tomlkit
 from pydantic import ValidationError
 
-from primus_launch.adapters.torchtitan_arch import arch_from_flavor
+from primus_launch.adapters.torchtitan_arch import arch_from_fields, arch_from_flavor
 from primus_launch.adapters.torchtitan_layout import (
-    explicit_rank_layers,
+    explicit_stage_layers,
+    generate_split,
     is_single_stage,
-    plan_layout,
+    is_v_schedule,
+    plan_placement,
     plan_schedule,
-    rank_layers,
+    stage_layers,
     titan_schedule,
+    virtual_stage_strings,
 )
 from primus_launch.errors import UserError, one_line
 from primus_launch.fileio import atomic_write_text, read_recipe_text
-from primus_launch.plan import Cluster, Plan, PlanError, Source
+from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
+from primus_launch.plan.layout import virtual_stages
 
-__all__ = ["arch_from_flavor", "load_torchtitan", "plan_from_text", "render_torchtitan",
-           "write_torchtitan", "torchtitan_problems", "cluster_from_header"]
+__all__ = ["arch_from_flavor", "load_torchtitan", "plan_from_text", "plan_from_job", "render_torchtitan",
+           "write_torchtitan", "torchtitan_problems", "cluster_from_header", "job_assignments", "DELETE"]
 
 # ---------------------------------------------------------------- cluster header
 _GPU_TOKENS = {"A100": "a100-sxm-80gb", "H100": "h100-sxm", "H200": "h200", "B200": "b200",
@@ -93,16 +112,165 @@ def _header_line(c: Cluster) -> str:
     return f"preset for {c.world_size} {word} GPUs{extra}"
 
 
-# ---------------------------------------------------------------- typed key access
+# ---------------------------------------------------------------- the key table
+@dataclass(frozen=True)
+class Key:
+    """How a job key is read: ``mapped`` (into the plan), ``neutral`` (no effect on step time or
+    memory) or ``unmodelled`` (reported with ``effect`` when set away from ``default``)."""
+
+    status: str
+    default: Any = None
+    effect: str = ""
+
+
+_MAPPED = Key("mapped")
+_NEUTRAL = Key("neutral")
+# whole sections that never change step time or memory
+NEUTRAL_SECTIONS = frozenset({
+    "job", "profiling", "profiler", "metrics", "lr_scheduler", "checkpoint", "validation", "validator",
+    "memory_estimation", "dataloader", "tokenizer", "hf_assets_path", "dump_folder", "override", "lora"})
+
+
+def _u(default: Any, effect: str) -> Key:
+    return Key("unmodelled", default, effect)
+
+
+KEYS: dict[str, Key] = {
+    **{f"model.{k}": _MAPPED for k in ("name", "flavor", "converters")},
+    **{f"model.{k}": _NEUTRAL for k in ("hf_assets_path", "tokenizer_path", "print_after_conversion")},
+    **{f"training.{k}": _MAPPED for k in ("local_batch_size", "global_batch_size", "seq_len", "steps",
+                                          "mixed_precision_param", "dtype", "enable_cpu_offload", "compile",
+                                          "disable_cuda_graphs", "batch_size")},
+    **{f"training.{k}": _NEUTRAL for k in ("dataset", "dataset_path", "max_norm", "gc_freq", "mixed_precision_reduce",
+                                           "mock_data", "seed", "deterministic_warn_only", "dataloader")},
+    "training.gc_debug": _u(False, "time: gc.collect() every step"),
+    "training.deterministic": _u(False, "time: deterministic kernels"),
+    **{f"parallelism.{k}": _MAPPED for k in (
+        "data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward",
+        "tensor_parallel_degree", "enable_sequence_parallel", "enable_async_tensor_parallel",
+        "pipeline_parallel_degree", "module_fqns_per_model_part", "pipeline_parallel_first_stage_less_layers",
+        "pipeline_parallel_last_stage_less_layers", "pipeline_parallel_layers_per_stage",
+        "pipeline_parallel_schedule", "pipeline_parallel_microbatch_size", "pipeline_parallel_expert_parallel_overlap",
+        "context_parallel_degree", "context_parallel_rotate_method", "expert_parallel_degree",
+        "expert_tensor_parallel_degree", "expert_parallel_comm_backend")},
+    **{f"parallelism.{k}": _NEUTRAL for k in ("context_parallel_load_balancer", "context_parallel_ptrr_mask_key",
+                                              "spmd_backend", "pipeline_parallel_split_points")},
+    "parallelism.disable_loss_parallel": _u(False, "memory: the full-vocabulary logits on every TP rank"),
+    "parallelism.pipeline_parallel_schedule_csv": _u("", "time: a pipeline schedule read from a CSV file"),
+    "parallelism.enable_fsdp_symm_mem": _u(False, "time: FSDP collectives over symmetric memory"),
+    "parallelism.enable_compiled_autograd": _u(False, "time: compiled autograd"),
+    **{f"activation_checkpoint.{k}": _MAPPED for k in ("mode", "selective_ac_option", "memory_budget")},
+    **{f"activation_checkpoint.{k}": _NEUTRAL for k in (
+        "per_op_sac_force_recompute_mm_shapes_by_fqns", "force_recompute_mm_shapes_by_fqns", "preserve_rng_state",
+        "determinism_check", "debug", "visualize_memory_budget_pareto", "early_stop")},
+    **{f"compile.{k}": _MAPPED for k in ("enable", "components", "enable_async_tensor_parallel")},
+    "compile.backend": _u("inductor", "time: a torch.compile backend other than inductor"),
+    **{f"quantize.linear.float8.{k}": _MAPPED for k in ("recipe_name", "enable_fsdp_float8_all_gather")},
+    **{f"quantize.linear.float8.{k}": _NEUTRAL for k in ("precompute_float8_dynamic_scale_for_fsdp", "filter_fqns")},
+    "quantize.linear.float8.emulate": _u(False, "time: FP8 matmuls emulated in higher precision"),
+    **{f"quantize.linear.mx.{k}": _MAPPED for k in ("recipe_name",)},
+    **{f"quantize.linear.mx.{k}": _NEUTRAL for k in ("mxfp8_dim1_cast_kernel_choice", "filter_fqns")},
+    "quantize.grouped_mm.float8.fqns": _MAPPED,
+    **{f"quantize.grouped_mm.mx.{k}": _MAPPED for k in ("fqns", "recipe_name")},
+    **{f"float8.{k}": _MAPPED for k in ("recipe_name", "enable_fsdp_float8_all_gather", "enable_float8_linear")},
+    **{f"float8.{k}": _NEUTRAL for k in ("precompute_float8_dynamic_scale_for_fsdp", "filter_fqns",
+                                         "force_recompute_fp8_weight_in_bwd", "moe_fqns_prototype")},
+    "float8.emulate": _u(False, "time: FP8 matmuls emulated in higher precision"),
+    **{f"mx.{k}": _MAPPED for k in ("recipe_name",)},
+    **{f"mx.{k}": _NEUTRAL for k in ("mxfp8_dim1_cast_kernel_choice", "filter_fqns", "moe_fqns_prototype")},
+    "debug.moe_force_load_balance": _MAPPED,
+    **{f"debug.{k}": _NEUTRAL for k in ("seed", "deterministic_warn_only", "print_config", "save_config_file",
+                                        "enable_structured_logging", "spmd_typechecking")},
+    "debug.deterministic": _u(False, "time: deterministic kernels"),
+    "debug.detect_anomaly": _u(False, "time: autograd anomaly detection"),
+    "debug.batch_invariant": _u(False, "time: batch-invariant kernels"),
+    "optimizer.name": _MAPPED,
+    **{f"optimizer.{k}": _NEUTRAL for k in ("lr", "eps", "weight_decay", "beta1", "beta2", "betas", "type",
+                                            "min_lr", "lr_min")},
+    "optimizer.implementation": _u("fused", "time: an unfused optimizer step"),
+    "optimizer.early_step_in_backward": _u(False, "memory: gradients freed during backward"),
+    **{f"comm.{k}": _NEUTRAL for k in ("init_timeout_seconds", "train_timeout_seconds", "trace_buf_size",
+                                       "save_traces_folder", "save_traces_file_prefix")},
+    "comm.mode": _u("default", "time: a fake or local communication backend (a dry run of torchtitan)"),
+    "fault_tolerance.enable": _u(False, "time: fault-tolerant (TorchFT) replica groups"),
+    **{f"fault_tolerance.{k}": _NEUTRAL for k in ("process_group", "process_group_timeout_ms", "replica_id",
+                                                  "group_size", "min_replica_size", "semi_sync_method")},
+    "experimental.custom_import": _u("", "model: a custom module imported into torchtitan"),
+    "experimental.custom_args_module": _NEUTRAL,
+    "experimental.pipeline_parallel_degree": _MAPPED,
+}
+
+
+def leaf_paths(d: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``(dotted path, value)`` of every non-table value of a nested dict."""
+    if not isinstance(d, dict):
+        return
+    for k, v in d.items():
+        p = f"{prefix}{k}"
+        if isinstance(v, dict) and v and p not in ("quantize.linear.float8.filter_fqns",):
+            yield from leaf_paths(v, p + ".")
+        else:
+            yield p, v
+
+
+def key_status(path: str) -> Key:
+    """How ``path`` is read (unknown keys are unmodelled with an unknown effect)."""
+    if path in KEYS:
+        return KEYS[path]
+    if path.split(".", 1)[0] in NEUTRAL_SECTIONS:
+        return _NEUTRAL
+    return Key("unknown", None, "not known to primus-launch: may change time or memory")
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(map(str, v))
+    return str(v)
+
+
+def unmodelled_of(job: dict, paths: Iterable[str], flag: Callable[[str], str] = lambda p: p) -> list[UnmodelledFlag]:
+    """The keys among ``paths`` (set in the user's file) that change time or memory and are not
+    modelled, one :class:`UnmodelledFlag` each (``flag`` spells the key as the format does)."""
+    out: list[UnmodelledFlag] = []
+    for path in paths:
+        st = key_status(path)
+        if st.status not in ("unmodelled", "unknown"):
+            continue
+        v = _get(job, path)
+        if st.status == "unmodelled" and (v == st.default or v is None):
+            continue
+        out.append(UnmodelledFlag(flag=flag(path), value=_fmt(v), effect=st.effect))
+    return out
+
+
+# ---------------------------------------------------------------- typed access to the job
+_MISSING = object()
+
+
+def _get(job: dict, path: str, default: Any = None) -> Any:
+    cur: Any = job
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return default
+        cur = cur[part]
+    return cur
+
+
 def _tbl(data: dict, name: str) -> dict:
-    v = data.get(name, {})
+    v = _get(data, name, {})
+    if v is None:
+        return {}
     if not isinstance(v, dict):
-        raise PlanError(name, v, "must be a TOML table")
+        raise PlanError(name, v, "must be a table")
     return v
 
 
 def _int(tbl: dict, table: str, key: str, default: int, *, minimum: int = 1, allow_minus_one: bool = False) -> int:
     v = tbl.get(key, default)
+    if v is None:
+        v = default
     ok = isinstance(v, int) and not isinstance(v, bool) and (v >= minimum or (allow_minus_one and v == -1))
     if not ok:
         allowed = f"an integer >= {minimum}" + (" or -1" if allow_minus_one else "")
@@ -111,21 +279,27 @@ def _int(tbl: dict, table: str, key: str, default: int, *, minimum: int = 1, all
 
 
 def _opt_int(tbl: dict, table: str, key: str) -> Optional[int]:
-    if key not in tbl:
+    if tbl.get(key) is None:
         return None
     return _int(tbl, table, key, 1)
 
 
 def _choice(tbl: dict, table: str, key: str, default: str, allowed: tuple[str, ...]) -> str:
     v = tbl.get(key, default)
+    if v is None:
+        v = default
     if v not in allowed:
         raise PlanError(f"{table}.{key}", v, f"one of {', '.join(allowed)}")
     return v
 
 
-def _is_fp8_converter(name: Any) -> bool:
-    s = str(name).lower()
-    return "float8" in s or s == "mx" or s.endswith(".mx")
+def _bool(tbl: dict, table: str, key: str, default: bool) -> bool:
+    v = tbl.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise PlanError(f"{table}.{key}", v, "true or false")
+    return v
 
 
 def _ac_option(v: Any) -> Optional[int]:
@@ -142,7 +316,30 @@ def _ac_option(v: Any) -> Optional[int]:
     return n
 
 
-# ---------------------------------------------------------------- TOML -> Plan
+def converters_of(job: dict) -> list[str]:
+    conv = _get(job, "model.converters", [])
+    if conv is None:
+        return []
+    if isinstance(conv, str):
+        conv = [c.strip() for c in conv.split(",") if c.strip()]
+    if not isinstance(conv, list):
+        raise PlanError("model.converters", conv, "a list of converter names, e.g. [\"quantize.linear.float8\"]")
+    return [str(c) for c in conv]
+
+
+def _is_linear_fp8(c: str) -> bool:
+    return c in ("float8", "quantize.linear.float8", "float8_linear")
+
+
+def _is_linear_mx(c: str) -> bool:
+    return c in ("mx", "quantize.linear.mx", "mx_linear")
+
+
+def _is_grouped(c: str) -> bool:
+    return c.startswith("quantize.grouped_mm")
+
+
+# ---------------------------------------------------------------- job -> Plan
 def _parse(text: str, where: str) -> dict:
     try:
         return tomllib.loads(text)
@@ -150,13 +347,14 @@ def _parse(text: str, where: str) -> dict:
         raise UserError(f"recipe={where!r}: malformed TOML: {e}") from None
 
 
-def _resolve_cluster(text: str, data: dict, cluster: Optional[Cluster]) -> Cluster:
+def job_cluster(text: str, job: dict, cluster: Optional[Cluster]) -> Cluster:
+    """The cluster: given, else the header comment of ``text``, else the explicit degrees, else the default."""
     if cluster is not None:
         return cluster
-    header = cluster_from_header(text)
+    header = cluster_from_header(text) if text else None
     if header is not None:
         return header
-    par = _tbl(data, "parallelism")
+    par = _tbl(job, "parallelism")
     shard = par.get("data_parallel_shard_degree", -1)
     if isinstance(shard, int) and shard > 0:
         world = shard
@@ -166,24 +364,134 @@ def _resolve_cluster(text: str, data: dict, cluster: Optional[Cluster]) -> Clust
             world *= v if isinstance(v, int) and v > 0 else 1
         return Cluster(gpu="h100-sxm", num_nodes=world // 8, gpus_per_node=8) if world % 8 == 0 else \
             Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=world)
+    other = 1
+    for k in ("data_parallel_replicate_degree", "tensor_parallel_degree", "pipeline_parallel_degree",
+              "context_parallel_degree"):
+        v = par.get(k, 1)
+        other *= v if isinstance(v, int) and v > 0 else 1
+    if other > 8:  # the default node is too small for the written degrees: the fewest nodes they fit
+        import math
+
+        return Cluster(gpu="h100-sxm", num_nodes=math.lcm(8, other) // 8, gpus_per_node=8)
     return DEFAULT_CLUSTER
 
 
-def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[str] = None) -> Plan:
-    """Parse the text of a v0.2.2 job TOML into a validated :class:`Plan` (see the module docstring)."""
-    where = path or "<text>"
-    data = _parse(text, where)
-    cl = _resolve_cluster(text, data, cluster)
-    W = cl.world_size
-    mdl, trn, par = _tbl(data, "model"), _tbl(data, "training"), _tbl(data, "parallelism")
-    ac = _tbl(data, "activation_checkpoint")
+def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) -> dict[str, Any]:
+    """Precision fields from the converters (v0.1/v0.2 names and 0.3 converter classes)."""
+    trn = _tbl(job, "training")
+    mp = _choice(trn, "training", "mixed_precision_param", "bfloat16", ("bfloat16", "float32"))
+    out: dict[str, Any] = {"precision": "fp32" if mp == "float32" else "bf16"}
+    dtype = _choice(trn, "training", "dtype", "float32", ("bfloat16", "float32"))
+    if dtype == "bfloat16":  # parameters, gradients and optimizer states all bf16, no fp32 master copy
+        out.update(precision="bf16", main_params_dtype="bf16", main_grads_dtype="bf16", exp_avg_dtype="bf16",
+                   exp_avg_sq_dtype="bf16", grad_reduce_in_fp32=False)
+    conv = converters_of(job)
+    conv03 = _get(job, "model._converters03") or []
+    fp8_linear = any(_is_linear_fp8(c) for c in conv) or bool(_get(job, "float8.enable_float8_linear"))
+    mx_linear = any(_is_linear_mx(c) for c in conv)
+    recipe = None
+    if fp8_linear:
+        recipe = _get(job, "quantize.linear.float8.recipe_name", _get(job, "float8.recipe_name")) or "tensorwise"
+        if recipe not in ("tensorwise", "rowwise", "rowwise_with_gw_hp"):
+            raise PlanError("quantize.linear.float8.recipe_name", recipe, "one of tensorwise, rowwise, rowwise_with_gw_hp")
+        out.update(precision="fp8", fp8_recipe=recipe)
+        gather = _get(job, "quantize.linear.float8.enable_fsdp_float8_all_gather",
+                      _get(job, "float8.enable_fsdp_float8_all_gather", False))
+        if gather:
+            out["fp8_param_gather"] = True
+    if mx_linear:
+        out.update(precision="fp8", fp8_recipe="mxfp8")
+    for c in conv03:
+        kind = c.get("type")
+        if kind == "Float8LinearConverter":
+            out.update(precision="fp8", fp8_recipe=c.get("recipe_name") or "rowwise")
+        elif kind == "MXFP8LinearConverter":
+            out.update(precision="fp8", fp8_recipe="mxfp8")
+        elif kind == "NVFP4LinearConverter":
+            out.update(precision="fp4", fp4_recipe="nvfp4")
+            if c.get("fqns") and c.get("fqns") != ["layers"]:
+                unmodelled.append(UnmodelledFlag(flag="NVFP4LinearConverter.fqns", value=_fmt(c["fqns"])[:80],
+                                                 effect="time: NVFP4 on some layers only (projected on all)"))
+        elif kind in ("Float8GroupedExpertsConverter", "MXFP8GroupedExpertsConverter"):
+            if out["precision"] not in ("fp8", "fp4"):
+                unmodelled.append(UnmodelledFlag(flag=kind, value="experts", effect="time: MoE expert GEMMs in "
+                                                 "FP8 while the other GEMMs stay BF16"))
+        elif kind == "LoRAConverter":
+            unmodelled.append(UnmodelledFlag(flag=kind, value=f"rank={c.get('rank')}", effect="memory and time: "
+                                             "LoRA adapters on frozen base weights (projected as full training)"))
+        elif kind:
+            unmodelled.append(UnmodelledFlag(flag=kind, value="on", effect="model converter not known to primus-launch"))
+    grouped = [c for c in conv if _is_grouped(c)]
+    grouped += [f"quantize.grouped_mm.{k}" for k in ("float8", "mx") if _get(job, f"quantize.grouped_mm.{k}.fqns")
+                and f"quantize.grouped_mm.{k}" not in grouped]
+    if grouped and out["precision"] not in ("fp8", "fp4"):
+        unmodelled.append(UnmodelledFlag(flag="model.converters", value=",".join(grouped),
+                                         effect="time: MoE expert GEMMs in FP8 while the other GEMMs stay BF16"))
+    for c in conv:
+        if not (_is_linear_fp8(c) or _is_linear_mx(c) or _is_grouped(c) or c in ("primus_turbo",)):
+            unmodelled.append(UnmodelledFlag(flag="model.converters", value=c,
+                                             effect="model converter not known to primus-launch"))
+    return out
 
+
+def _recompute(job: dict, unmodelled: list[UnmodelledFlag]) -> dict[str, Any]:
+    ac = _tbl(job, "activation_checkpoint")
+    mode = _choice(ac, "activation_checkpoint", "mode", "selective", ("none", "selective", "full", "memory_budget"))
+    if mode == "none":
+        return {"granularity": "none"}
+    if mode == "full":
+        return {"granularity": "full", "method": "uniform", "num_layers": 1}
+    if mode == "memory_budget":  # compiler-chosen recomputation: nearest plan notion is per-op SAC
+        unmodelled.append(UnmodelledFlag(flag="activation_checkpoint.mode", value="memory_budget",
+                                         effect=f"memory and time: recomputation chosen by the compiler for a "
+                                                f"budget of {ac.get('memory_budget', 0.5)} (projected as per-op SAC)"))
+        return {"granularity": "op"}
+    n = _ac_option(ac.get("selective_ac_option", "2"))
+    if n is None:
+        return {"granularity": "op"}
+    if n <= 1:
+        return {"granularity": "full", "method": "uniform", "num_layers": 1}
+    return {"granularity": "full", "method": "every_n", "num_layers": n}  # torchtitan _apply_layer_sac
+
+
+def _model_arch(job: dict, seq: int) -> Any:
+    mdl = _tbl(job, "model")
+    fields = mdl.get("_arch")
     name, flavor = mdl.get("name", "llama3"), mdl.get("flavor", "debugmodel")
     if not isinstance(name, str) or not isinstance(flavor, str):
         raise PlanError("model.name" if not isinstance(name, str) else "model.flavor",
                         name if not isinstance(name, str) else flavor, "a string")
+    if fields is not None:
+        return arch_from_fields(fields, seq)
+    return arch_from_flavor(name, flavor, seq_len=seq)
+
+
+def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optional[str] = None,
+                  fmt: str = "torchtitan-toml", header_text: str = "", set_paths: Iterable[str] = (),
+                  flag: Callable[[str], str] = lambda p: p, notes: Optional[list[str]] = None,
+                  unmodelled: Optional[list[UnmodelledFlag]] = None, version: str = "0.2") -> Plan:
+    """The plan of a TorchTitan job (see the module docstring).
+
+    ``set_paths``: the dotted keys the user's file sets (reported when they are not modelled);
+    ``flag``: how to spell a key in warnings (``--parallelism.x`` for a launch line); ``version``:
+    "0.3" applies torchtitan 0.3's rules (no expert TP, CUDA graphs by default).
+    """
+    notes = list(notes or [])
+    unmod = list(unmodelled or [])
+    cl = job_cluster(header_text, job, cluster)
+    if cluster is None and (not header_text or cluster_from_header(header_text) is None):
+        notes.append(f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} assumed (the job states no cluster; "
+                     "give --gpu / --nodes / --gpus-per-node)")
+    W = cl.world_size
+    trn, par = _tbl(job, "training"), _tbl(job, "parallelism")
+    cmp_ = _tbl(job, "compile")
+
     seq = _int(trn, "training", "seq_len", 2048)
-    model = arch_from_flavor(name, flavor, seq_len=seq)
+    model = _model_arch(job, seq)
+    from primus_launch.adapters.torchtitan_arch import LEGACY_NOTE
+
+    if _get(job, "model.name") in LEGACY_NOTE and not _get(job, "model._arch"):
+        notes.append(LEGACY_NOTE[_get(job, "model.name")])
 
     rep = _int(par, "parallelism", "data_parallel_replicate_degree", 1)
     shard_raw = _int(par, "parallelism", "data_parallel_shard_degree", -1, allow_minus_one=True)
@@ -204,23 +512,30 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
             raise PlanError("parallelism.data_parallel_shard_degree", shard_raw,
                             f"replicate*shard*cp*tp*pp={shard * other} must equal the world size {W}; or use -1")
     dp = rep * shard
+    fsdp = shard > 1 or cp > 1  # torchtitan ParallelDims.fsdp_enabled
 
-    sched_name = par.get("pipeline_parallel_schedule", "1F1B")
+    sched_name = par.get("pipeline_parallel_schedule") or "1F1B"
     schedule = plan_schedule(sched_name)
+    if pp == 1:
+        schedule = "1f1b"  # torchtitan ignores the schedule without PP
     lps = _opt_int(par, "parallelism", "pipeline_parallel_layers_per_stage")
     first_less = _int(par, "parallelism", "pipeline_parallel_first_stage_less_layers", 1, minimum=0)
     last_less = _int(par, "parallelism", "pipeline_parallel_last_stage_less_layers", 1, minimum=0)
     fqns = par.get("module_fqns_per_model_part")
     if pp > 1 and fqns is not None:
-        vpp, counts = explicit_rank_layers(pp, str(sched_name), fqns)
-        if sum(counts) != model.num_layers:
-            raise PlanError("parallelism.module_fqns_per_model_part", f"{sum(counts)} layers",
-                            f"must list all {model.num_layers} layers of {name} {flavor}")
+        per_stage = explicit_stage_layers(pp, str(sched_name), fqns)
+        if sum(per_stage) != model.num_layers:
+            raise PlanError("parallelism.module_fqns_per_model_part", f"{sum(per_stage)} layers",
+                            f"must list all {model.num_layers} layers of {model.name}")
+        if (len(per_stage) // pp == 1) != is_single_stage(str(sched_name)):
+            raise PlanError("parallelism.module_fqns_per_model_part", f"{len(per_stage)} stages",
+                            f"{sched_name} runs {'exactly 1' if is_single_stage(str(sched_name)) else '>= 2'} "
+                            f"stages per rank over pipeline_parallel_degree={pp}")
     else:
-        vpp, counts = rank_layers(model.num_layers, pp, str(sched_name), lps, first_less, last_less)
-    first, last = plan_layout(model.num_layers, vpp, counts)
+        per_stage = list(stage_layers(model.num_layers, pp, str(sched_name), lps, first_less, last_less))
+    placement = plan_placement(model.num_layers, pp, str(sched_name), per_stage, model.mtp_num_layers)
 
-    local = _int(trn, "training", "local_batch_size", 8)
+    local = _int(trn, "training", "local_batch_size", _int(trn, "training", "batch_size", 8))
     gbs_raw = _int(trn, "training", "global_batch_size", -1, allow_minus_one=True)
     gbs = local * dp if gbs_raw == -1 else gbs_raw
     if gbs % (local * dp):
@@ -234,81 +549,114 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
     else:
         mbs = local
 
-    mode = _choice(ac, "activation_checkpoint", "mode", "selective", ("none", "selective", "full", "memory_budget"))
-    if mode == "none":
-        recompute: dict[str, Any] = {"granularity": "none"}
-    elif mode == "full":
-        recompute = {"granularity": "full", "method": "uniform", "num_layers": 1}
-    elif mode == "memory_budget":  # compiler-chosen recomputation: nearest plan notion is per-op SAC
-        recompute = {"granularity": "op"}
-    else:
-        n = _ac_option(ac.get("selective_ac_option", "2"))
-        if n is None:
-            recompute = {"granularity": "op"}
-        elif n <= 1:
-            recompute = {"granularity": "full", "method": "uniform", "num_layers": 1}
-        else:  # torchtitan _apply_layer_sac: every n-th block checkpointed
-            recompute = {"granularity": "full", "method": "every_n", "num_layers": n}
-
-    converters = mdl.get("converters", [])
-    if isinstance(converters, str):
-        converters = [c for c in converters.split(",") if c]
-    if not isinstance(converters, list):
-        raise PlanError("model.converters", converters, "a list of converter names, e.g. [\"float8\"]")
-    mp = _choice(trn, "training", "mixed_precision_param", "bfloat16", ("bfloat16", "float32"))
-    precision = "fp8" if any(_is_fp8_converter(c) for c in converters) else ("fp32" if mp == "float32" else "bf16")
-    opt = _tbl(data, "optimizer").get("name", "AdamW")
+    recompute = _recompute(job, unmod)
+    prec = _precision(job, notes, unmod)
+    opt = _tbl(job, "optimizer").get("name", "AdamW")
     steps = _int(trn, "training", "steps", 10000)
 
+    if version == "0.3":
+        etp_raw = 1 if ep > 1 else tp
     if ep > 1 and etp_raw not in (1, tp):
         raise PlanError("parallelism.expert_tensor_parallel_degree", etp_raw, f"1 or tensor_parallel_degree={tp}")
-    async_tp = par.get("enable_async_tensor_parallel", False)
-    if not isinstance(async_tp, bool):
-        raise PlanError("parallelism.enable_async_tensor_parallel", async_tp, "true or false")
+    async_tp = _bool(par, "parallelism", "enable_async_tensor_parallel", False) or \
+        _bool(cmp_, "compile", "enable_async_tensor_parallel", False)
+    sp = tp > 1 and _bool(par, "parallelism", "enable_sequence_parallel", True)
+    compile_on = (_bool(cmp_, "compile", "enable", False) and "model" in (cmp_.get("components") or ["model", "loss"])) \
+        or _bool(trn, "training", "compile", False)
+    if async_tp and tp > 1 and not compile_on:  # CompileConfig.__post_init__ (0.3) / parallelize (v0.2)
+        key = "compile.enable_async_tensor_parallel" if version == "0.3" else "parallelism.enable_async_tensor_parallel"
+        raise PlanError(key, True, "async TP requires torch.compile of the model (compile.enable with 'model' in "
+                                   "compile.components)")
+    if _tbl(job, "activation_checkpoint").get("mode") == "memory_budget" and not compile_on:
+        raise PlanError("activation_checkpoint.mode", "memory_budget", "requires the model to be compiled "
+                                                                        "(compile.enable with 'model' in components)")
+    rotate = _choice(par, "parallelism", "context_parallel_rotate_method", "allgather", ("allgather", "alltoall"))
+    reshard = _choice(par, "parallelism", "fsdp_reshard_after_forward", "default", ("default", "always", "never"))
+    backend = _choice(par, "parallelism", "expert_parallel_comm_backend",
+                      _get(job, "model._moe_comm_backend") or "standard",
+                      ("standard", "deepep", "hybridep", "minimal_async_ep", "none"))
+    dispatcher = {"deepep": "deepep", "hybridep": "hybridep"}.get(backend, "alltoall")
+    if backend == "minimal_async_ep" and model.is_moe and ep > 1:
+        unmod.append(UnmodelledFlag(flag="moe_comm_backend", value=backend,
+                                    effect="time: asynchronous EP dispatch (projected as all-to-all)"))
+    offload = {}
+    if _bool(trn, "training", "enable_cpu_offload", False):  # FSDP2 CPUOffloadPolicy
+        offload = {"weights": True, "optimizer_fraction": 1.0}
+        notes.append("training.enable_cpu_offload: FSDP2 keeps parameters, gradients and optimizer states in "
+                     "host memory (projected as weight and optimizer offload)")
+    cuda_graphs = {}
+    if version == "0.3" and not _bool(trn, "training", "disable_cuda_graphs", False):
+        if pp > 1:
+            raise PlanError("training.disable_cuda_graphs", False, "torchtitan 0.3 refuses CUDA graphs with pipeline "
+                                                                   "parallelism: set --training.disable_cuda_graphs")
+        if ep > 1 and model.is_moe and backend not in ("minimal_async_ep", "hybridep"):
+            raise PlanError("training.disable_cuda_graphs", False, "torchtitan 0.3 captures CUDA graphs only with "
+                                                                   "HybridEP or MinimalAsyncEP dispatchers under EP: "
+                                                                   "set --training.disable_cuda_graphs")
+        cuda_graphs = {"cuda_graph_impl": "local", "cuda_graph_scope": ("full_iteration",)}
+    ep_overlap = bool(par.get("pipeline_parallel_expert_parallel_overlap", True)) and \
+        str(sched_name).lower() == "dualpipev" and ep > 1 and model.is_moe
+    force_balance = _bool(_tbl(job, "debug"), "debug", "moe_force_load_balance", False) and model.is_moe
 
+    unmod += unmodelled_of(job, set_paths, flag)
     try:
-        plan = _build_plan(model, cl, path, dict(
-            tp=tp, pp=pp, vpp=vpp, cp=cp, ep=ep, etp=(etp_raw if ep > 1 and etp_raw != tp else None),
-            sequence_parallel=tp > 1, dp_sharding="none" if shard_raw == 1 else "full",
-            dp_replicate=1 if shard_raw == 1 else rep, pipeline_layers_first_stage=first,
-            pipeline_layers_last_stage=last), dict(
-            global_batch_size=gbs, micro_batch_size=mbs, precision=precision, recompute=recompute,
-            pipeline_schedule=schedule, overlap_grad_reduce=True, overlap_param_gather=shard_raw != 1,
-            tp_comm_overlap=async_tp, optimizer="sgd" if "sgd" in str(opt).lower() else "adam",
-            grad_reduce_in_fp32=True, train_iters=steps))
+        plan = Plan(
+            model=model,
+            parallel=dict(
+                tp=tp, pp=pp, cp=cp, ep=ep, etp=(etp_raw if ep > 1 and etp_raw != tp else None),
+                sequence_parallel=sp, dp_sharding="full" if fsdp else "none",
+                dp_replicate=rep if fsdp else 1, fsdp_reshard_after_forward=reshard,
+                cp_comm_type="p2p" if rotate == "alltoall" and version != "0.3" else "allgather", **placement),
+            training=dict(
+                global_batch_size=gbs, micro_batch_size=mbs, recompute=recompute,
+                pipeline_schedule=schedule, overlap_grad_reduce=True, overlap_param_gather=fsdp,
+                tp_comm_overlap=async_tp and sp, optimizer="sgd" if "sgd" in str(opt).lower() else "adam",
+                train_iters=steps, compile=compile_on, moe_token_dispatcher=dispatcher,
+                overlap_moe_expert_parallel_comm=ep_overlap, moe_router_force_load_balancing=force_balance,
+                offload=offload, **{"grad_reduce_in_fp32": True, **prec}, **cuda_graphs),
+            cluster=cl,
+            source=Source(framework="torchtitan", path=path, format=fmt, unmodelled=_dedup(unmod), notes=notes),
+        )
     except ValidationError as e:
         for err in e.errors():
             ctx_err = (err.get("ctx") or {}).get("error")
             if isinstance(ctx_err, PlanError):
                 raise ctx_err from None
-        raise UserError(f"recipe={where!r}: {one_line(e)}") from None
+        raise UserError(f"recipe={path or '<text>'!r}: {one_line(e)}") from None
     problems = torchtitan_problems(plan)
     if problems:
         raise PlanError(*problems[0])
     return plan
 
 
-def _build_plan(model: Any, cl: Cluster, path: Optional[str], parallel: dict, training: dict) -> Plan:
-    return Plan(
-        model=model,
-        parallel=parallel,
-        training=training,
-        cluster=cl,
-        source=Source(framework="torchtitan", path=path),
-    )
+def _dedup(flags: list[UnmodelledFlag]) -> list[UnmodelledFlag]:
+    seen, out = set(), []
+    for f in flags:
+        if (f.flag, f.value) not in seen:
+            seen.add((f.flag, f.value))
+            out.append(f)
+    return out
+
+
+def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[str] = None) -> Plan:
+    """Parse the text of a v0.1/v0.2 job TOML into a validated :class:`Plan` (see the module docstring)."""
+    job = _parse(text, path or "<text>")
+    return plan_from_job(job, cluster, path=path, fmt="torchtitan-toml", header_text=text,
+                         set_paths=[p for p, _ in leaf_paths(job)])
 
 
 def load_torchtitan(path: str | Path, cluster: Optional[Cluster] = None) -> Plan:
-    """Read a v0.2.2-format TorchTitan job TOML into a :class:`Plan` (``plan.source`` = the file)."""
+    """Read a v0.1/v0.2-format TorchTitan job TOML into a :class:`Plan` (``plan.source`` = the file)."""
     return plan_from_text(read_recipe_text(path), cluster, path=str(path))
 
 
 def torchtitan_problems(plan: Plan) -> list[tuple[str, object, str]]:
     """Rules torchtitan adds to :func:`~primus_launch.plan.legality_problems`, as (field, value, allowed).
 
-    Sources (v0.2.x): ``ParallelDims`` (EP is carved out of dp_shard x cp, x tp when etp = 1; etp is 1
-    or tp), ``Decoder.Config.update_from_config`` (no weight tying with PP), ``pipeline_parallel.py``
-    (single-stage schedules run one stage per rank, looped ones >= 2, V schedules exactly 2).
+    Sources: ``ParallelDims`` (v0.2.2: EP is carved out of dp_shard x cp, x tp when etp = 1, so ep
+    must divide ``dp_shard*cp*tp/etp``; etp is 1 or tp), ``Decoder.Config.update_from_config`` (no
+    weight tying with PP), ``pipeline_parallel.py`` (single-stage schedules run one stage per rank,
+    looped ones >= 2, V schedules exactly 2).
     """
     p, t, m = plan.parallel, plan.training, plan.model
     out: list[tuple[str, object, str]] = []
@@ -323,13 +671,14 @@ def torchtitan_problems(plan: Plan) -> list[tuple[str, object, str]]:
     shard = dp // p.dp_replicate if dp % p.dp_replicate == 0 else 0
     if p.ep > 1 and m.is_moe:
         etp = p.expert_tp
+        if etp != 1 and plan.source is not None and plan.source.format in ("torchtitan-argv", "torchtitan-script"):
+            out.append(("parallel.etp", etp, "torchtitan 0.3 has no expert TP: EP borrows the TP ranks (etp 1)"))
         if etp not in (1, p.tp):
             out.append(("parallel.etp", etp, f"torchtitan supports expert TP 1 or tp={p.tp}"))
         pool = shard * p.cp * (p.tp if etp == 1 else 1)
-        inner = p.cp * (p.tp if etp == 1 else 1)
-        if pool % p.ep or p.ep % inner:
+        if pool % p.ep:
             out.append(("parallel.ep", p.ep, f"torchtitan needs ep to divide dp_shard*cp{'*tp' if etp == 1 else ''}"
-                        f"={pool} and be a multiple of cp{'*tp' if etp == 1 else ''}={inner}"))
+                        f"={pool}"))
     if p.pp > 1:
         if not m.untie_embeddings_and_output_weights:
             out.append(("parallel.pp", p.pp, "torchtitan does not support weight tying with pipeline parallel"))
@@ -342,10 +691,218 @@ def torchtitan_problems(plan: Plan) -> list[tuple[str, object, str]]:
     return out
 
 
+# ---------------------------------------------------------------- Plan -> job assignments
+DELETE = object()  # assignment value: remove the key
+
+
+def _split_keys(plan: Plan, sched_name: str, cur: tuple, strict_only: bool = False
+                ) -> Optional[tuple[Optional[int], int, int]]:
+    """``pipeline_parallel_layers_per_stage`` / first / last "less layers" whose torchtitan split gives
+    the plan's placement (``cur`` first, then the fewest changed keys); None when none does."""
+    p, L = plan.parallel, plan.model.num_layers
+    want = virtual_stages(plan)
+
+    def ok(lps: Optional[int], fl: int, ll: int) -> bool:
+        try:
+            st = stage_layers(L, p.pp, sched_name, lps, fl, ll)
+        except PlanError:
+            return False
+        return len(st) == p.pp * p.vpp and virtual_stage_strings(st, plan.model.mtp_num_layers) == want
+
+    weights = range(0, max(L // p.pp, 1) + 1)
+    lps_opts = [None, *range(1, L + 3)]
+    cands = [cur] + [(x, cur[1], cur[2]) for x in lps_opts] + [(cur[0], f, cur[2]) for f in weights] + \
+        [(cur[0], cur[1], g) for g in weights] + [(cur[0], f, g) for f in weights for g in weights] + \
+        [(x, f, g) for x in lps_opts for f in range(0, 4) for g in range(0, 4)]
+    for c in cands:
+        if ok(*c):
+            return c
+    return None
+
+
+def _fqn_parts(plan: Plan) -> list[list[str]]:
+    """``module_fqns_per_model_part`` stating the plan's placement stage by stage."""
+    parts, nxt = [], 0
+    for st in virtual_stages(plan):
+        names = ["tok_embeddings"] if "E" in st else []
+        for _ in range(st.count("t")):
+            names.append(f"layers.{nxt}")
+            nxt += 1
+        if "L" in st:
+            names += ["norm", "output"]
+        parts.append(names)
+    return parts
+
+
+def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, allow_fqns: bool = True,
+                    version: str = "0.2") -> list[tuple[str, Any]]:
+    """``(dotted job key, value)`` assignments that turn the job ``get`` reads (whose plan is ``old``)
+    into ``plan``; ``value`` is :data:`DELETE` to remove a key.  Only keys whose meaning changes are
+    assigned; the job's own idiom (e.g. ``-1`` shard degree) is kept where it still holds."""
+    problems = torchtitan_problems(plan)
+    if problems:
+        raise PlanError(*problems[0])
+    out: list[tuple[str, Any]] = []
+    vals: dict[str, Any] = {}
+
+    def cur(path: str, default: Any) -> Any:
+        return vals[path] if path in vals else get(path, default)
+
+    def put(path: str, value: Any, default: Any = None) -> None:
+        if value is not DELETE and cur(path, default) == value:
+            return
+        if value is DELETE and cur(path, _MISSING) is _MISSING:
+            return
+        vals[path] = value
+        out.append((path, value))
+
+    p, t, op, ot = plan.parallel, plan.training, old.parallel, old.training
+    # ---- model / precision
+    if plan.model.seq_length != old.model.seq_length:
+        put("training.seq_len", plan.model.seq_length, 2048)
+    if (t.precision, t.fp8_recipe) != (ot.precision, ot.fp8_recipe):
+        if version == "0.3":
+            raise PlanError("training.precision", t.precision, "the precision of a torchtitan 0.3 config function is "
+                                                               "set by its model converters (not a command-line key)")
+        conv = list(cur("model.converters", []) or [])
+        conv = [c for c in conv if not (_is_linear_fp8(c) or _is_linear_mx(c))]
+        if t.precision == "fp8":
+            if t.fp8_recipe == "mxfp8":
+                conv.append("quantize.linear.mx")
+            elif t.fp8_recipe in (None, "tensorwise", "rowwise", "rowwise_with_gw_hp"):
+                conv.append("quantize.linear.float8")
+                if (t.fp8_recipe or "tensorwise") != (cur("quantize.linear.float8.recipe_name", None) or "tensorwise"):
+                    put("quantize.linear.float8.recipe_name", t.fp8_recipe)
+            else:
+                raise PlanError("training.fp8_recipe", t.fp8_recipe, "torchtitan: tensorwise, rowwise, "
+                                                                     "rowwise_with_gw_hp or mxfp8")
+        elif t.precision not in ("bf16", "fp32"):
+            raise PlanError("training.precision", t.precision, "torchtitan: bf16, fp32 or fp8")
+        put("model.converters", conv, [])
+        put("training.mixed_precision_param", "float32" if t.precision == "fp32" else "bfloat16", "bfloat16")
+    if t.fp8_param_gather != ot.fp8_param_gather:
+        put("quantize.linear.float8.enable_fsdp_float8_all_gather", t.fp8_param_gather, False)
+    if t.train_iters is not None and t.train_iters != ot.train_iters:
+        put("training.steps", t.train_iters, 10000)
+    if t.compile != ot.compile:
+        put("compile.enable", t.compile, False)
+        comps = list(cur("compile.components", ["model", "loss"]) or [])
+        if t.compile and "model" not in comps:
+            put("compile.components", ["model", *comps], ["model", "loss"])
+
+    # ---- degrees
+    put("parallelism.tensor_parallel_degree", p.tp, 1)
+    put("parallelism.pipeline_parallel_degree", p.pp, 1)
+    put("parallelism.context_parallel_degree", p.cp, 1)
+    put("parallelism.expert_parallel_degree", p.ep, 1)
+    if version != "0.3" and p.ep > 1 and (p.expert_tp != op.expert_tp or p.ep != op.ep):
+        put("parallelism.expert_tensor_parallel_degree", p.expert_tp, 1)
+    if version == "0.3" and p.ep > 1 and p.expert_tp != 1:
+        raise PlanError("parallel.etp", p.expert_tp, "torchtitan 0.3 has no expert TP: 1 with EP")
+    dp = plan.dp
+    if p.dp_sharding == "none":  # DDP: every DP rank a replica
+        if p.cp > 1:
+            raise PlanError("parallel.dp_sharding", "none", "torchtitan shards parameters over CP (FSDP) when cp > 1")
+        rep_want, shard_want = dp, 1
+    else:  # FSDP / HSDP
+        rep_want, shard_want = p.dp_replicate, dp // p.dp_replicate
+    put("parallelism.data_parallel_replicate_degree", rep_want, 1)
+    raw = cur("parallelism.data_parallel_shard_degree", -1)
+    if raw not in (-1, None) and raw != shard_want:  # -1 always resolves to the ranks left: keep it
+        put("parallelism.data_parallel_shard_degree", shard_want, -1)
+    if p.fsdp_reshard_after_forward != op.fsdp_reshard_after_forward:
+        put("parallelism.fsdp_reshard_after_forward", p.fsdp_reshard_after_forward, "default")
+    if t.tp_comm_overlap != ot.tp_comm_overlap:
+        if version == "0.3":
+            put("compile.enable_async_tensor_parallel", t.tp_comm_overlap, False)
+        else:
+            put("parallelism.enable_async_tensor_parallel", t.tp_comm_overlap, False)
+    if p.sequence_parallel != op.sequence_parallel and p.tp > 1:
+        if not p.sequence_parallel and version != "0.3":
+            raise PlanError("parallel.sequence_parallel", False, "torchtitan v0.2 always shards the sequence with TP")
+        put("parallelism.enable_sequence_parallel", p.sequence_parallel, True)
+    if p.cp_comm_type != op.cp_comm_type and p.cp > 1:
+        if version == "0.3" or p.cp_comm_type not in ("allgather", "p2p"):
+            raise PlanError("parallel.cp_comm_type", p.cp_comm_type, "torchtitan: allgather" +
+                            ("" if version == "0.3" else " or p2p (alltoall rotation)"))
+        put("parallelism.context_parallel_rotate_method", "allgather" if p.cp_comm_type == "allgather" else "alltoall",
+            "allgather")
+    if t.moe_token_dispatcher != ot.moe_token_dispatcher:
+        backend = {"deepep": "deepep", "hybridep": "hybridep", "alltoall": "standard"}.get(t.moe_token_dispatcher)
+        if backend is None or version == "0.3":
+            raise PlanError("training.moe_token_dispatcher", t.moe_token_dispatcher,
+                            "torchtitan: alltoall (standard) or deepep" + (
+                                " (0.3: chosen by the config function's model)" if version == "0.3" else ""))
+        put("parallelism.expert_parallel_comm_backend", backend, "standard")
+
+    # ---- pipeline schedule and layout
+    cur_sched = cur("parallelism.pipeline_parallel_schedule", "1F1B") or "1F1B"
+    sched_name = cur_sched
+    if p.pp > 1 and (t.pipeline_schedule != plan_schedule(cur_sched) or is_single_stage(cur_sched) != (p.vpp == 1)):
+        sched_name = titan_schedule(t.pipeline_schedule, p.vpp)
+        put("parallelism.pipeline_parallel_schedule", sched_name, "1F1B")
+    if p.pp > 1 and (sched_name != cur_sched or op.pp != p.pp or virtual_stages(plan) != virtual_stages(old)):
+        keys = ("parallelism.pipeline_parallel_layers_per_stage", "parallelism.pipeline_parallel_first_stage_less_layers",
+                "parallelism.pipeline_parallel_last_stage_less_layers")
+        has_fqns = cur("parallelism.module_fqns_per_model_part", None) is not None
+        now = (cur(keys[0], None), cur(keys[1], 1), cur(keys[2], 1))
+        found = _split_keys(plan, sched_name, now)
+        if found is not None:
+            if has_fqns:
+                put("parallelism.module_fqns_per_model_part", DELETE)
+            lps, fl, ll = found
+            if lps != now[0]:
+                put(keys[0], DELETE if lps is None else lps, None)
+            put(keys[1], fl, 1)
+            put(keys[2], ll, 1)
+        elif allow_fqns:
+            put("parallelism.module_fqns_per_model_part", _fqn_parts(plan))
+        else:
+            raise PlanError("parallel.pipeline_layout", p.pipeline_layout or
+                            f"first={p.pipeline_layers_first_stage}, last={p.pipeline_layers_last_stage}",
+                            f"torchtitan's split of {plan.model.num_layers} layers over pp={p.pp} x vpp={p.vpp} "
+                            f"cannot give this placement")
+
+    # ---- batch: micro-batch is the PP micro-batch, else local_batch_size
+    G, m = t.global_batch_size, t.micro_batch_size
+    local = cur("training.local_batch_size", 8)
+    if p.pp > 1:
+        put("parallelism.pipeline_parallel_microbatch_size", m, 1)
+        if local % m or G % (local * dp):
+            local = G // dp
+    else:
+        local = m
+    put("training.local_batch_size", local, 8)
+    gbs_cur = cur("training.global_batch_size", -1)
+    if not (gbs_cur == -1 and G == local * dp):
+        put("training.global_batch_size", G, -1)
+    if version == "0.3" and not cur("training.disable_cuda_graphs", False):
+        backend = cur("model._moe_comm_backend", None) or "standard"
+        refused = p.pp > 1 or (p.ep > 1 and plan.model.is_moe and backend not in ("minimal_async_ep", "hybridep"))
+        if refused or (t.cuda_graph_impl == "none" and ot.cuda_graph_impl != "none"):
+            put("training.disable_cuda_graphs", True, False)
+
+    # ---- activation checkpointing
+    if t.recompute != ot.recompute:
+        r = t.recompute
+        if r.granularity == "none":
+            put("activation_checkpoint.mode", "none", "selective")
+        elif r.granularity == "op":
+            put("activation_checkpoint.mode", "selective", "selective")
+            put("activation_checkpoint.selective_ac_option", "op", "2")
+        elif r.method == "every_n" and (r.num_layers or 1) > 1:
+            if version == "0.3":
+                raise PlanError("training.recompute", f"every {r.num_layers} layers",
+                                "torchtitan 0.3: none, full or per-op selective")
+            put("activation_checkpoint.mode", "selective", "selective")
+            put("activation_checkpoint.selective_ac_option", str(r.num_layers), "2")
+        else:
+            put("activation_checkpoint.mode", "full", "selective")
+    return out
+
+
 # ---------------------------------------------------------------- Plan -> TOML text
-_PAR, _TRN, _AC, _MDL = "parallelism", "training", "activation_checkpoint", "model"
-# where a new key goes: after the first of these that the table already has
-_ANCHORS = {
+_ANCHORS = {  # where a new key goes: after the first of these that the table already has
     "pipeline_parallel_schedule": ["pipeline_parallel_degree"],
     "pipeline_parallel_microbatch_size": ["pipeline_parallel_schedule", "pipeline_parallel_degree"],
     "pipeline_parallel_layers_per_stage": ["pipeline_parallel_schedule", "pipeline_parallel_degree"],
@@ -366,26 +923,43 @@ _ANCHORS = {
 
 
 class _Editor:
-    """Sets keys in a tomlkit document, remembering whether anything changed."""
+    """Sets dotted keys in a tomlkit document, remembering whether anything changed."""
 
     def __init__(self, text: str):
+        import tomlkit
+
         self.doc = tomlkit.parse(text)
         self.changed = False
 
-    def get(self, table: str, key: str, default: Any = None) -> Any:
-        t = self.doc.get(table)
+    def _table(self, parts: list[str], create: bool) -> Any:
+        import tomlkit
+
+        t: Any = self.doc
+        for part in parts:
+            if part not in t:
+                if not create:
+                    return None
+                t.add(part, tomlkit.table())
+            t = t[part]
+        return t
+
+    def get(self, path: str, default: Any = None) -> Any:
+        *tbl, key = path.split(".")
+        t = self._table(tbl, False)
         if t is None or key not in t:
             return default
         v = t[key]
         return v.unwrap() if hasattr(v, "unwrap") else v
 
-    def set(self, table: str, key: str, value: Any, default: Any = None) -> None:
-        """Set ``[table] key = value`` unless it already holds ``value`` (absent counts as ``default``)."""
-        if self.get(table, key, default) == value:
+    def set(self, path: str, value: Any) -> None:
+        *tbl, key = path.split(".")
+        if value is DELETE:
+            t = self._table(tbl, False)
+            if t is not None and key in t:
+                del t[key]
+                self.changed = True
             return
-        if table not in self.doc:
-            self.doc.add(table, tomlkit.table())
-        t = self.doc[table]
+        t = self._table(tbl, True)
         if key in t:
             t[key] = value
         else:
@@ -398,158 +972,27 @@ class _Editor:
         self.changed = True
 
 
-def _layout_keys(ed: _Editor, plan: Plan, sched_name: str) -> None:
-    """Choose pipeline_parallel_layers_per_stage / first/last_stage_less_layers so that torchtitan's
-    split reproduces the plan's (vpp, first, last); fewest changed keys first."""
-    p, L = plan.parallel, plan.model.num_layers
-    if "module_fqns_per_model_part" in ed.doc.get(_PAR, {}):  # an explicit split no longer fits: drop it
-        del ed.doc[_PAR]["module_fqns_per_model_part"]
-        ed.changed = True
-    cur = (ed.get(_PAR, "pipeline_parallel_layers_per_stage", None),
-           ed.get(_PAR, "pipeline_parallel_first_stage_less_layers", 1),
-           ed.get(_PAR, "pipeline_parallel_last_stage_less_layers", 1))
-    want = (p.vpp, p.pipeline_layers_first_stage, p.pipeline_layers_last_stage)
-
-    exact = tuple(plan.layers_per_stage())
-
-    def result(lps: Optional[int], fl: int, ll: int, strict: bool) -> Optional[tuple]:
-        try:
-            vpp, counts = rank_layers(L, p.pp, sched_name, lps, fl, ll)
-        except PlanError:
-            return None
-        if strict:  # torchtitan's split is exactly the plan's
-            return (vpp, *want[1:]) if counts == exact else None
-        return (vpp, *plan_layout(L, vpp, counts))
-
-    weights = range(0, max(L // p.pp, 1) + 1)
-    lps_opts = [None, *range(1, L + 3)]
-    candidates = [cur]
-    candidates += [(x, cur[1], cur[2]) for x in lps_opts] + [(cur[0], f, cur[2]) for f in weights] + \
-        [(cur[0], cur[1], g) for g in weights]
-    candidates += [(cur[0], f, g) for f in weights for g in weights]
-    candidates += [(x, f, g) for x in lps_opts for f in range(0, 4) for g in range(0, 4)]
-    for cand in [(c, True) for c in candidates] + [(c, False) for c in candidates]:
-        cand, strict = cand
-        if result(*cand, strict) == want:
-            lps, fl, ll = cand
-            if lps != cur[0]:
-                if lps is None:
-                    del ed.doc[_PAR]["pipeline_parallel_layers_per_stage"]
-                    ed.changed = True
-                else:
-                    ed.set(_PAR, "pipeline_parallel_layers_per_stage", lps)
-            ed.set(_PAR, "pipeline_parallel_first_stage_less_layers", fl, 1)
-            ed.set(_PAR, "pipeline_parallel_last_stage_less_layers", ll, 1)
-            return
-    raise PlanError("parallel.pipeline_layers_first_stage", p.pipeline_layers_first_stage,
-                    f"torchtitan cannot split {L} layers over pp={p.pp} x vpp={p.vpp} with "
-                    f"first={p.pipeline_layers_first_stage}, last={p.pipeline_layers_last_stage}")
-
-
 def render_torchtitan(plan: Plan, original_text: str) -> str:
     """``original_text`` with only the values that differ from ``plan`` changed (tomlkit keeps every
     other key, comment and the order).  An unchanged plan gives ``original_text`` byte for byte."""
-    problems = torchtitan_problems(plan)
-    if problems:
-        raise PlanError(*problems[0])
+    import tomlkit
+
     try:
         old = plan_from_text(original_text, plan.cluster)
     except PlanError:  # the original's explicit degrees may not fit the plan's (new) cluster
         old = plan_from_text(original_text, None)
     ed = _Editor(original_text)
-    p, t, op, ot = plan.parallel, plan.training, old.parallel, old.training
-
-    # ---- model / precision
-    if plan.model.seq_length != old.model.seq_length:
-        ed.set(_TRN, "seq_len", plan.model.seq_length, 2048)
-    if t.precision != ot.precision:
-        conv = ed.get(_MDL, "converters", [])
-        conv = [c for c in conv.split(",") if c] if isinstance(conv, str) else list(conv)
-        if t.precision == "fp8":
-            conv.append("float8")
-        else:
-            conv = [c for c in conv if not _is_fp8_converter(c)]
-        ed.set(_MDL, "converters", conv, [])
-        ed.set(_TRN, "mixed_precision_param", "float32" if t.precision == "fp32" else "bfloat16", "bfloat16")
-    if t.train_iters is not None and t.train_iters != ot.train_iters:
-        ed.set(_TRN, "steps", t.train_iters, 10000)
-
-    # ---- degrees
-    ed.set(_PAR, "tensor_parallel_degree", p.tp, 1)
-    ed.set(_PAR, "pipeline_parallel_degree", p.pp, 1)
-    ed.set(_PAR, "context_parallel_degree", p.cp, 1)
-    ed.set(_PAR, "expert_parallel_degree", p.ep, 1)
-    if p.ep > 1 and (p.expert_tp != old.parallel.expert_tp or p.ep != op.ep):
-        ed.set(_PAR, "expert_tensor_parallel_degree", p.expert_tp, 1)
-    dp = plan.dp
-    if p.dp_sharding == "none":  # DDP: every DP rank a replica
-        ed.set(_PAR, "data_parallel_replicate_degree", dp, 1)
-        ed.set(_PAR, "data_parallel_shard_degree", 1, -1)
-    else:  # FSDP / HSDP
-        ed.set(_PAR, "data_parallel_replicate_degree", p.dp_replicate, 1)
-        raw = ed.get(_PAR, "data_parallel_shard_degree", -1)
-        if raw == 1:
-            ed.set(_PAR, "data_parallel_shard_degree", -1, -1)
-        elif raw != -1:
-            shard = dp // p.dp_replicate
-            ed.set(_PAR, "data_parallel_shard_degree", shard if shard > 1 else -1, -1)
-    ed.set(_PAR, "enable_async_tensor_parallel", t.tp_comm_overlap, False)
-
-    # ---- pipeline schedule and layout
-    cur_sched = ed.get(_PAR, "pipeline_parallel_schedule", "1F1B")
-    sched_name = cur_sched
-    if t.pipeline_schedule != plan_schedule(cur_sched) or (
-            p.pp > 1 and is_single_stage(cur_sched) != (p.vpp == 1)):
-        sched_name = titan_schedule(t.pipeline_schedule, p.vpp)
-        ed.set(_PAR, "pipeline_parallel_schedule", sched_name, "1F1B")
-    if p.pp > 1 and (p.pp, p.vpp, p.pipeline_layers_first_stage, p.pipeline_layers_last_stage, sched_name) != (
-            op.pp, op.vpp, op.pipeline_layers_first_stage, op.pipeline_layers_last_stage, cur_sched):
-        _layout_keys(ed, plan, sched_name)
-
-    # ---- batch: micro-batch is the PP micro-batch, else local_batch_size
-    G, m = t.global_batch_size, t.micro_batch_size
-    local = ed.get(_TRN, "local_batch_size", 8)
-    if p.pp > 1:
-        ed.set(_PAR, "pipeline_parallel_microbatch_size", m, 1)
-        if local % m or G % (local * dp):
-            local = G // dp
-    else:
-        local = m
-    ed.set(_TRN, "local_batch_size", local, 8)
-    gbs_cur = ed.get(_TRN, "global_batch_size", -1)
-    if not (gbs_cur == -1 and G == local * dp):
-        ed.set(_TRN, "global_batch_size", G, -1)
-
-    # ---- activation checkpointing
-    if t.recompute != ot.recompute:
-        _render_recompute(ed, plan)
-
+    for path, value in job_assignments(plan, ed.get, old):
+        ed.set(path, value)
     text = tomlkit.dumps(ed.doc) if ed.changed else original_text
     return _render_cluster(text, original_text, plan.cluster)
-
-
-def _render_recompute(ed: _Editor, plan: Plan) -> None:
-    r = plan.training.recompute
-    cur = plan_from_text(tomlkit.dumps(ed.doc), plan.cluster).training.recompute
-    if cur == r:
-        return
-    if r.granularity == "none":
-        ed.set(_AC, "mode", "none", "selective")
-    elif r.granularity == "op":
-        ed.set(_AC, "mode", "selective", "selective")
-        ed.set(_AC, "selective_ac_option", "op", "2")
-    elif r.method == "every_n" and (r.num_layers or 1) > 1:
-        ed.set(_AC, "mode", "selective", "selective")
-        ed.set(_AC, "selective_ac_option", str(r.num_layers), "2")
-    else:
-        ed.set(_AC, "mode", "full", "selective")
 
 
 def _render_cluster(text: str, original_text: str, cluster: Cluster) -> str:
     """Keep the header comment naming the cluster in step with ``cluster`` (only when it differs
     from the cluster the original text implies); add one at the top if there is none."""
     try:
-        implied = _resolve_cluster(original_text, _parse(original_text, "<text>"), None)
+        implied = job_cluster(original_text, _parse(original_text, "<text>"), None)
     except PlanError:
         implied = None
     if implied == cluster:
@@ -569,3 +1012,7 @@ def write_torchtitan(plan: Plan, original_path: str | Path, out_path: str | Path
     orig = Path(original_path)
     text = render_torchtitan(plan, read_recipe_text(orig))
     return atomic_write_text(out_path, text, protect=orig)
+
+
+# kept for callers of the earlier API (tuner): torchtitan's own split, exact
+__all__ += ["generate_split", "is_v_schedule"]

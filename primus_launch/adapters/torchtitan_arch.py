@@ -3,53 +3,63 @@
 Source of truth: torchtitan 0.3.0 ``torchtitan.models.<name>.model_registry(flavor)`` returns a
 ``ModelSpec`` whose ``.model`` is the fully specified ``Decoder.Config`` (``dim``, ``vocab_size``,
 ``enable_weight_tying``, ``lm_head`` and a ``layers`` list of per-block configs with ``attention``,
-``feed_forward`` and ``moe`` sub-configs).  Every :class:`ModelArch` field below is read from those
-config objects (``Linear.Config.in_features/out_features/bias``, ``RMSNorm.Config``,
-``GroupedExperts.Config``, ``TokenChoiceTopKRouter.Config``, DeepSeek's MLA ``Attention.Config``),
-never from a hand table.
+``feed_forward`` and ``moe`` sub-configs).  :func:`arch_fields_of_model_config` reads every
+:class:`ModelArch` field from those config objects (``Linear.Config.in_features/out_features/bias``,
+``RMSNorm.Config``, ``GroupedExperts.Config``, ``TokenChoiceTopKRouter.Config``, DeepSeek's MLA
+``Attention.Config``, GPT-OSS's sinks / sliding window / YaRN RoPE), never from a hand table.
 
-What torchtitan 0.3.0 actually builds (checked on the meta device, see the tests):
+Reading torchtitan costs seconds (it imports torch), so the fields are read once per installed
+torchtitan version into a snapshot (:mod:`primus_launch.adapters.titan_snapshot`); a dry run only
+reads the snapshot.  What torchtitan 0.3.0 builds (checked on the meta device, see the tests):
 
 - the MoE load-balancing ``expert_bias_E`` and ``tokens_per_expert_E`` are *buffers*, not
-  parameters; the router gate ``Linear`` has ``bias=False``  -> ``moe_router_bias`` = gate bias;
-- DeepSeek-V3 ``model_registry`` defaults to ``num_mtp_layers=0``: no MTP block is built;
+  parameters; the router gate ``Linear`` has ``bias=False`` except GPT-OSS -> ``moe_router_bias``;
+- DeepSeek-V3 ``model_registry`` defaults to ``num_mtp_layers=0``; ``mtp_layers`` -> ``mtp_num_layers``;
 - the shared experts are one ``FeedForward`` of hidden size ``moe_hidden_dim * num_shared_experts``
   (``shared_experts.w1.out_features``);
+- GPT-OSS (``gpt_oss``): per-head attention sinks (``softmax_type="learnable"``), sliding window of
+  ``sliding_window_size`` tokens on even layers (``window_size`` = keys left of the query = size - 1,
+  as its varlen attention is given ``(size - 1, 0)``), YaRN RoPE, biases on QKV / output / router /
+  experts, and the clamped ``x * sigmoid(1.702 x)`` gate (``activation="quick_gelu"``, gated);
 - rope caches are buffers; norms are weight-only RMSNorm; ``enable_weight_tying`` ties
   ``tok_embeddings`` and ``lm_head`` (Qwen3 0.6B/1.7B/4B, Llama3 1B/3B).
+
+Families of the 0.3.0 registry the projection does not model are refused by name
+(:data:`REFUSED_FAMILIES`).
 """
 
 from __future__ import annotations
 
-import importlib
-from functools import lru_cache
-from typing import Any
+from typing import Any, Optional
 
 from primus_launch.plan import ModelArch, PlanError
 
-SUPPORTED_MODELS = ("llama3", "qwen3", "deepseek_v3")
+SUPPORTED_MODELS = ("llama3", "qwen3", "deepseek_v3", "gpt_oss", "llama4")
+# torchtitan model families (0.3.0 registry and earlier releases) the projection does not model
+REFUSED_FAMILIES: dict[str, str] = {
+    "flux": "a diffusion model (FLUX), not a decoder-only language model",
+    "qwen3_5": "a hybrid model (Gated DeltaNet linear-attention layers) with a vision encoder",
+    "kimi_k2_7": "a multimodal model (Kimi-VL / Kimi-K2.5 with a vision encoder)",
+    "muse_glimmer": "a multimodal model with per-layer RoPE/no-RoPE attention and gain-centred norms",
+    "vlm": "a vision-language model (torchtitan experiment)",
+    "transformers_modeling_backend": "a Hugging Face transformers model run through torchtitan (name its "
+                                     "torchtitan family instead)",
+    "deepseek_v2": "the v0.1 DeepSeek-V2 experiment (Hugging Face checkpoint flavors), not in torchtitan's registry",
+    "llama3_ft": "a fault-tolerance experiment of llama3, not a separate architecture",
+}
 
 
-def _registry_module(model_name: str) -> Any:
-    if model_name not in SUPPORTED_MODELS:
-        raise PlanError("model.name", model_name, f"one of {', '.join(SUPPORTED_MODELS)}")
-    return importlib.import_module(f"torchtitan.models.{model_name}")
+def refuse(name: str) -> PlanError:
+    """The one-line refusal for a torchtitan model family that is not modelled."""
+    why = REFUSED_FAMILIES.get(name)
+    allowed = f"one of {', '.join(SUPPORTED_MODELS)}"
+    if why:
+        return PlanError("model.name", name, f"{why}; not modelled (primus-launch models {', '.join(SUPPORTED_MODELS)})")
+    return PlanError("model.name", name, allowed)
 
 
-def flavors(model_name: str) -> list[str]:
-    """The flavors torchtitan's registry knows for ``model_name``."""
-    mod = _registry_module(model_name)
-    table = next(v for k, v in vars(mod).items() if k.endswith("_configs") and isinstance(v, dict))
-    return list(table)
-
-
-def model_spec(model_name: str, flavor: str) -> Any:
-    """``torchtitan.models.<name>.model_registry(flavor)`` with a one-line error for unknown flavors."""
-    mod = _registry_module(model_name)
-    known = flavors(model_name)
-    if flavor not in known:
-        raise PlanError("model.flavor", flavor, f"{model_name} flavors are {', '.join(known)}")
-    return mod.model_registry(flavor)
+def _qualname(obj: Any) -> str:
+    return type(obj).__qualname__
 
 
 def _attn_fields(attn: Any) -> dict[str, Any]:
@@ -82,70 +92,189 @@ def _attn_fields(attn: Any) -> dict[str, Any]:
         head_dim=head_dim,
         add_qkv_bias=bool(q_lin.bias),
         add_bias_linear=bool(attn.wo.bias),
-        qk_layernorm=attn.qk_norm is not None,
+        qk_layernorm=getattr(attn, "qk_norm", None) is not None,
         max_position_embeddings=attn.rope.max_seq_len,
     )
 
 
-@lru_cache(maxsize=64)
-def _arch_cached(model_name: str, flavor: str, seq_len: int | None) -> ModelArch:
-    cfg = model_spec(model_name, flavor).model
+def _window(attn: Any) -> int | None:
+    """Keys left of the query a sliding-window layer attends to (GPT-OSS ``sliding_window_size`` s:
+    torchtitan passes ``window_size=(s - 1, 0)`` to its attention), None for full attention."""
+    s = getattr(attn, "sliding_window_size", None)
+    return None if not s else int(s) - 1
+
+
+def arch_fields_of_model_config(name: str, flavor: str, cfg: Any) -> dict[str, Any]:
+    """Every :class:`ModelArch` field (but ``seq_length``) of a torchtitan ``Decoder.Config``.
+
+    ``cfg`` is ``model_registry(flavor).model`` (or the ``model_spec.model`` of a config function);
+    read by attribute only, so no torch import happens here.  Raises :class:`PlanError` for a
+    structure the plan cannot express.
+    """
+    if name in REFUSED_FAMILIES:
+        raise refuse(name)
     layers = list(cfg.layers)
     first = layers[0]
+    rope = first.attention.rope
     fields: dict[str, Any] = dict(
-        name=f"{model_name}-{flavor}",
+        name=f"{name}-{flavor}",
         num_layers=len(layers),
         hidden_size=cfg.dim,
         vocab_size=cfg.vocab_size,
         make_vocab_size_divisible_by=1,
         untie_embeddings_and_output_weights=not cfg.enable_weight_tying,
         normalization="rmsnorm",
-        position_embedding="rope",
+        position_embedding="yarn" if getattr(rope, "scaling", None) == "yarn" else "rope",
         swiglu=True,
     )
     fields.update(_attn_fields(first.attention))
-    fields["seq_length"] = seq_len or fields["max_position_embeddings"]
+    attn_init = getattr(first.attention, "param_init", None) or {}
+    if "sinks" in attn_init:  # GPT-OSS: one learnable sink logit per head
+        fields["softmax_type"] = "learnable"
+    windows = [_window(lc.attention) for lc in layers]
+    sizes = {w for w in windows if w is not None}
+    if len(sizes) > 1:
+        raise PlanError("model.flavor", flavor, "sliding windows of different sizes are not modelled")
+    if sizes:
+        fields["window_size"] = sizes.pop()
+        if any(w is None for w in windows):
+            fields["window_layer_pattern"] = [0 if w is None else 1 for w in windows]
 
-    dense = [lc for lc in layers if getattr(lc, "moe", None) is None]
-    moe_layers = [lc for lc in layers if getattr(lc, "moe", None) is not None]
-    # dense layers must be a leading block (DeepSeek first_k_dense); anything else is not expressible
-    n_dense_first = next((i for i, lc in enumerate(layers) if getattr(lc, "moe", None) is not None), len(layers))
-    if moe_layers and n_dense_first != len(dense):
-        raise PlanError("model.flavor", flavor, "MoE layers interleaved with dense layers are not supported")
-
+    moe_flags = [getattr(lc, "moe", None) is not None for lc in layers]
+    moe_layers = [lc for lc, m in zip(layers, moe_flags) if m]
+    dense = [lc for lc, m in zip(layers, moe_flags) if not m]
     if moe_layers:
         moe = moe_layers[0].moe
         experts = moe.routed_experts.inner_experts
-        shared = moe.shared_experts
+        shared = getattr(moe, "shared_experts", None)
+        n_dense_first = moe_flags.index(True)
+        leading = all(moe_flags[n_dense_first:])
         fields.update(
             num_experts=moe.num_experts,
             moe_router_topk=moe.router.top_k,
             moe_ffn_hidden_size=experts.hidden_dim,
             moe_shared_expert_intermediate_size=shared.w1.out_features if shared is not None else 0,
-            moe_dense_first_layers=n_dense_first,
             moe_router_bias=bool(moe.router.gate.bias),
             # group-limited routing (DeepSeek-V3: 8 groups, tokens routed within the best 4)
             moe_router_num_groups=getattr(moe.router, "num_expert_groups", None),
             moe_router_group_topk=getattr(moe.router, "num_limited_groups", None),
         )
+        if leading:
+            fields["moe_dense_first_layers"] = n_dense_first
+        else:
+            fields["moe_layer_pattern"] = [int(m) for m in moe_flags]
+        if "GptOss" in _qualname(experts):
+            fields["activation"] = "quick_gelu"  # x * sigmoid(1.702 x), clamped (gpt_oss/moe.py)
+            fields["add_bias_linear"] = True  # mlp1/mlp2 biases
     if dense:
         fields["ffn_hidden_size"] = dense[0].feed_forward.w1.out_features
         if not fields.get("add_bias_linear"):
             fields["add_bias_linear"] = bool(dense[0].feed_forward.w1.bias)
     else:
-        # all-MoE model (Qwen3-MoE): the dense FFN size is unused; torchtitan's config has none,
-        # so the expert FFN stands in (keeps TP divisibility checks meaningful).
+        # all-MoE model (Qwen3-MoE, GPT-OSS): the dense FFN size is unused; torchtitan's config has
+        # none, so the expert FFN stands in (keeps TP divisibility checks meaningful).
         fields["ffn_hidden_size"] = fields["moe_ffn_hidden_size"]
-    return ModelArch(**fields)
+    mtp = getattr(cfg, "mtp_layers", None) or []
+    if mtp:
+        fields["mtp_num_layers"] = len(mtp)
+    ModelArch(**{**fields, "seq_length": 1})  # validate now, so a snapshot never holds an illegal arch
+    return fields
+
+
+# ----------------------------------------------------------------------------- Llama 4 (torchtitan v0.2.x)
+def _llama4(dim: int, n_layers: int, n_heads: int, n_kv: Optional[int], vocab: int, multiple_of: int,
+            ffn_mult: Optional[float], experts: int, step: int) -> dict[str, Any]:
+    """ModelArch fields of torchtitan v0.2.2 ``models/llama4`` (``model/args.py`` TransformerModelArgs,
+    ``model/model.py`` TransformerBlock; ``models/moe/moe.py`` MoEArgs: top_k 1, one shared expert,
+    router gate without bias): layer ``i`` is MoE when ``(i + 1) % interleave_moe_layer_step == 0``;
+    dense FFN = ``multiple_of``-rounded ``ffn_mult * int(8 dim / 3)``; expert FFN = the same before
+    rounding, divided by top_k + shared experts (``auto_scale_hidden_dim``), then rounded up; the shared
+    expert has the expert FFN size.  Llama 4 Scout (17bx16e) and Maverick (17bx128e) give 8192 / 16384,
+    as the published Hugging Face configs state (intermediate_size / intermediate_size_mlp)."""
+    h = int(2 * 4 * dim / 3)
+    h = int(ffn_mult * h) if ffn_mult is not None else h
+    dense = multiple_of * ((h + multiple_of - 1) // multiple_of)
+    moe = int(h / 2)
+    moe += -moe % multiple_of
+    pattern = [1 if (i + 1) % step == 0 else 0 for i in range(n_layers)]
+    f: dict[str, Any] = dict(
+        num_layers=n_layers, hidden_size=dim, vocab_size=vocab, make_vocab_size_divisible_by=1,
+        untie_embeddings_and_output_weights=True, normalization="rmsnorm", position_embedding="rope", swiglu=True,
+        num_attention_heads=n_heads, num_query_groups=n_kv if n_kv and n_kv != n_heads else None,
+        head_dim=dim // n_heads, max_position_embeddings=1048576 if experts != 16 else 10485760,
+        num_experts=experts, moe_router_topk=1, moe_ffn_hidden_size=moe, moe_shared_expert_intermediate_size=moe,
+        ffn_hidden_size=dense if 0 in pattern else moe)
+    if 0 in pattern:
+        f["moe_layer_pattern"] = pattern
+    return f
+
+
+LEGACY_FAMILIES: dict[str, dict[str, dict[str, Any]]] = {
+    "llama4": {  # torchtitan v0.2.2 torchtitan/models/llama4/__init__.py llama4_args (not in 0.3.0)
+        "debugmodel": _llama4(256, 6, 16, None, 2048, 256, None, 8, 2),
+        "17bx16e": _llama4(5120, 48, 40, 8, 202048, 2048, 1.2, 16, 1),
+        "17bx128e": _llama4(5120, 48, 40, 8, 202048, 2048, 1.2, 128, 2),
+    },
+}
+LEGACY_NOTE = {"llama4": "model llama4: not in torchtitan 0.3.0's registry; its architecture is torchtitan v0.2.2's "
+                         "llama4_args (chunked/NoPE attention of the *_irope flavors is not modelled)"}
+
+
+def _registry_fields(model_name: str, flavor: str) -> dict[str, Any]:
+    from primus_launch.adapters.titan_snapshot import model_arch_fields
+
+    legacy = LEGACY_FAMILIES.get(model_name)
+    if legacy is not None:
+        if flavor not in legacy:
+            raise PlanError("model.flavor", flavor, f"{model_name} flavors are {', '.join(legacy)}")
+        return {"name": f"{model_name}-{flavor}", **legacy[flavor]}
+    return model_arch_fields(model_name, flavor)
+
+
+def flavors(model_name: str) -> list[str]:
+    """The flavors torchtitan's registry knows for ``model_name``."""
+    from primus_launch.adapters.titan_snapshot import model_flavors
+
+    if model_name in LEGACY_FAMILIES:
+        return list(LEGACY_FAMILIES[model_name])
+    return model_flavors(model_name)
+
+
+def model_spec(model_name: str, flavor: str) -> Any:
+    """``torchtitan.models.<name>.model_registry(flavor)`` (imports torchtitan: tests and the measured
+    path only) with a one-line error for unknown models and flavors."""
+    import importlib
+
+    if model_name not in SUPPORTED_MODELS:
+        raise refuse(model_name)
+    if model_name in LEGACY_FAMILIES:
+        raise PlanError("model.name", model_name, f"not in the installed torchtitan's registry, so it cannot be built "
+                                                  f"and measured here; project it with --dry-run")
+    known = flavors(model_name)
+    if flavor not in known:
+        raise PlanError("model.flavor", flavor, f"{model_name} flavors are {', '.join(known)}")
+    return importlib.import_module(f"torchtitan.models.{model_name}").model_registry(flavor)
+
+
+def arch_from_fields(fields: dict[str, Any], seq_len: int | None = None) -> ModelArch:
+    """A :class:`ModelArch` from snapshot fields and the training sequence length."""
+    if seq_len is not None and seq_len <= 0:
+        raise PlanError("training.seq_len", seq_len, "must be a positive integer")
+    data = dict(fields)
+    for k in ("window_layer_pattern", "moe_layer_pattern"):
+        if data.get(k) is not None:
+            data[k] = tuple(data[k])
+    data["seq_length"] = seq_len or data["max_position_embeddings"]
+    return ModelArch(**data)
 
 
 def arch_from_flavor(model_name: str, flavor: str, seq_len: int | None = None) -> ModelArch:
-    """Architecture of torchtitan 0.3.0's ``model_registry(flavor)`` model as a :class:`ModelArch`.
+    """Architecture of torchtitan's ``model_registry(flavor)`` model as a :class:`ModelArch`.
 
     ``seq_len`` is the training sequence length (``[training] seq_len``); without it the flavor's
     RoPE ``max_seq_len`` is used.  Raises :class:`PlanError` naming ``model.name`` or
-    ``model.flavor`` when torchtitan has no such model.
+    ``model.flavor`` when torchtitan has no such model (or one the projection does not model).
     """
     if seq_len is not None and seq_len <= 0:
         raise PlanError("training.seq_len", seq_len, "must be a positive integer")
-    return _arch_cached(model_name, flavor, seq_len).model_copy(deep=True)
+    return arch_from_fields(_registry_fields(model_name, flavor), seq_len)

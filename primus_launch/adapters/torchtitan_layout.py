@@ -1,8 +1,10 @@
-"""TorchTitan pipeline stage layout and schedule names <-> the plan's ``pp``/``vpp``/uneven-stage fields.
+"""TorchTitan pipeline stage layout and schedule names <-> the plan's ``pp``/``vpp``/layout fields.
 
-The split itself is torchtitan's own code (``torchtitan.distributed.pipeline_parallel``, 0.3.0; the
+The split follows torchtitan's own code (``torchtitan/distributed/pipeline_parallel.py``, 0.3.0; the
 v0.2.x job keys it reads are the same: ``pipeline_parallel_layers_per_stage``,
-``pipeline_parallel_first_stage_less_layers`` and ``..._last_stage_less_layers``, both default 1):
+``pipeline_parallel_first_stage_less_layers`` and ``..._last_stage_less_layers``, both default 1),
+re-stated here in plain Python so a dry run never imports torch; ``tests/test_adapter_torchtitan_snapshot.py``
+checks it against torchtitan's functions for every small case:
 
 - stages ``S = ceil((L + first_less + last_less) / layers_per_stage)`` when ``layers_per_stage`` is
   set, else ``pp x (1 for single-stage schedules, 2 for looped ones)`` (``_get_pipeline_metadata``);
@@ -12,7 +14,13 @@ v0.2.x job keys it reads are the same: ``pipeline_parallel_layers_per_stage``,
 - ``_get_pp_rank_to_stage_indices_mapping``: stage ``s`` runs on rank ``s mod pp`` ("loop"), or in a V
   (rank r holds stages r and 2pp-1-r) for ZBVZeroBubble / DualPipeV.
 
-Schedule classes come from ``torch.distributed.pipelining.schedules.get_schedule_class``.
+Which schedules run a single stage per rank (``PipelineScheduleSingle``) is read from torch into the
+registry snapshot (:func:`primus_launch.adapters.titan_snapshot.schedules`).
+
+In the plan, torchtitan's split is stated exactly: the even split, uneven first/last stages, or
+Megatron's account-for-embedding/loss split when one of those is the same placement, else a
+``pipeline_layout`` string (one ``|``-separated entry per stage, in Megatron's virtual-stage order,
+which is torchtitan's stage order for both the loop and the V placement).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from functools import lru_cache
 from typing import Optional
 
 from primus_launch.plan import PipelineSchedule, PlanError
+from primus_launch.plan.layout import _virtual_stages, format_layout
 
 # torch.distributed.pipelining schedule names (get_schedule_class) usable for LLM training in titan
 TITAN_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe", "LoopedBFS", "InterleavedZeroBubble",
@@ -30,15 +39,21 @@ _TO_PLAN: dict[str, PipelineSchedule] = {
     "1f1b": "1f1b", "interleaved1f1b": "interleaved_1f1b", "gpipe": "gpipe", "loopedbfs": "gpipe",
     "interleavedzerobubble": "zb_h1", "zbvzerobubble": "zbv", "dualpipev": "zbv",
 }
+_V_SCHEDULES = ("zbvzerobubble", "dualpipev")
+
+
+def _canonical(name: str) -> str:
+    key = str(name).lower()
+    for s in TITAN_SCHEDULES:
+        if s.lower() == key:
+            return s
+    raise PlanError("parallelism.pipeline_parallel_schedule", name, f"one of {', '.join(TITAN_SCHEDULES)}")
 
 
 def plan_schedule(name: str) -> PipelineSchedule:
     """TorchTitan ``pipeline_parallel_schedule`` -> plan schedule (LoopedBFS is looped GPipe,
     InterleavedZeroBubble is the interleaved ZB-H1 schedule, DualPipeV runs the ZBV V-layout)."""
-    key = str(name).lower()
-    if key not in _TO_PLAN:
-        raise PlanError("parallelism.pipeline_parallel_schedule", name, f"one of {', '.join(TITAN_SCHEDULES)}")
-    return _TO_PLAN[key]
+    return _TO_PLAN[_canonical(name).lower()]
 
 
 def titan_schedule(schedule: PipelineSchedule, vpp: int) -> str:
@@ -55,43 +70,91 @@ def titan_schedule(schedule: PipelineSchedule, vpp: int) -> str:
 
 
 def is_single_stage(name: str) -> bool:
-    from torch.distributed.pipelining.schedules import PipelineScheduleSingle, get_schedule_class
+    """Whether torch's schedule ``name`` is a ``PipelineScheduleSingle`` (one stage per rank)."""
+    from primus_launch.adapters.titan_snapshot import schedules
 
-    return issubclass(get_schedule_class(name), PipelineScheduleSingle)
+    canon = _canonical(name)
+    table = schedules()
+    if canon not in table:
+        raise PlanError("parallelism.pipeline_parallel_schedule", name, f"one of {', '.join(table)}")
+    return table[canon]
+
+
+def is_v_schedule(name: str) -> bool:
+    return _canonical(name).lower() in _V_SCHEDULES
+
+
+def generate_split(num_stages: int, num_layers: int, input_weight: int = 1, output_weight: int = 1
+                   ) -> list[int]:
+    """Decoder layers per stage as torchtitan's ``_generate_llm_fqn_per_model_part`` deals them
+    (``ValueError`` with torchtitan's reasons when it refuses)."""
+    if num_stages < 1:
+        raise ValueError("Number of stages must be at least 1")
+    if num_stages == 1:
+        return [num_layers]
+    effective = num_layers + input_weight + output_weight
+    if num_stages > effective:
+        raise ValueError(f"Number of stages ({num_stages}) cannot be greater than effective layers ({effective})")
+    per, extra = divmod(effective, num_stages)
+    if per == 0:
+        raise ValueError(f"Configuration would result in empty stages ({num_stages} stages, {effective} effective layers)")
+    if input_weight > per:
+        raise ValueError(f"input_weight ({input_weight}) exceeds minimum layers per stage ({per}).")
+    if output_weight > per:
+        raise ValueError(f"output_weight ({output_weight}) exceeds minimum layers per stage ({per}).")
+    out, current = [], 0
+    for s in range(num_stages):
+        eff = per + (1 if s < extra else 0)
+        want = eff - input_weight if s == 0 else eff - output_weight if s == num_stages - 1 else eff
+        n = max(0, min(want, num_layers - current))
+        out.append(n)
+        current += n
+    return out
+
+
+def stage_ranks(pp: int, schedule: str, num_stages: int) -> list[int]:
+    """The PP rank of each stage (``_get_pp_rank_to_stage_indices_mapping``)."""
+    if num_stages % pp:
+        raise PlanError("parallelism.pipeline_parallel_schedule", schedule,
+                        f"num_stages {num_stages} must be evenly divisible by pp_degree {pp}")
+    if is_v_schedule(schedule):
+        if num_stages // pp != 2:
+            raise PlanError("parallelism.pipeline_parallel_schedule", schedule,
+                            f"v schedules assume 2 stages per rank, got {num_stages // pp}")
+        return [s if s < pp else 2 * pp - 1 - s for s in range(num_stages)]
+    return [s % pp for s in range(num_stages)]
 
 
 def _rank_counts(pp: int, schedule: str, per_stage: list[int]) -> tuple[int, ...]:
-    from torchtitan.distributed.pipeline_parallel import _get_pp_rank_to_stage_indices_mapping
-
-    stages = len(per_stage)
-    try:
-        return tuple(sum(per_stage[s] for s in _get_pp_rank_to_stage_indices_mapping(r, pp, schedule, stages))
-                     for r in range(pp))
-    except AssertionError as e:
-        raise PlanError("parallelism.pipeline_parallel_schedule", schedule, " ".join(str(e).split())) from None
+    ranks = stage_ranks(pp, schedule, len(per_stage))
+    out = [0] * pp
+    for s, n in enumerate(per_stage):
+        out[ranks[s]] += n
+    return tuple(out)
 
 
-def explicit_rank_layers(pp: int, schedule: str, parts: list) -> tuple[int, tuple[int, ...]]:
-    """Layout from ``module_fqns_per_model_part`` (a list of module-name lists, one per stage)."""
+def explicit_stage_layers(pp: int, schedule: str, parts: list) -> list[int]:
+    """Decoder layers per stage of ``module_fqns_per_model_part`` (a list of module-name lists)."""
     key = "parallelism.module_fqns_per_model_part"
     if not isinstance(parts, list) or not all(isinstance(x, list) for x in parts) or len(parts) % pp:
         raise PlanError(key, parts, f"a list of module-name lists, a multiple of pipeline_parallel_degree={pp} long")
     plan_schedule(schedule)
-    per_stage = [sum(1 for m in part if str(m).startswith("layers.")) for part in parts]
+    return [sum(1 for m in part if str(m).startswith("layers.")) for part in parts]
+
+
+def explicit_rank_layers(pp: int, schedule: str, parts: list) -> tuple[int, tuple[int, ...]]:
+    """(stages per rank, decoder layers per rank) of ``module_fqns_per_model_part``."""
+    per_stage = explicit_stage_layers(pp, schedule, parts)
     return len(parts) // pp, _rank_counts(pp, schedule, per_stage)
 
 
 @lru_cache(maxsize=4096)
-def rank_layers(num_layers: int, pp: int, schedule: str, layers_per_stage: Optional[int],
-                first_less: int, last_less: int) -> tuple[int, tuple[int, ...]]:
-    """(stages per rank, decoder layers on each PP rank) exactly as torchtitan splits the model.
-
-    Raises :class:`PlanError` naming the torchtitan key when torchtitan would refuse the layout.
-    """
+def stage_layers(num_layers: int, pp: int, schedule: str, layers_per_stage: Optional[int],
+                 first_less: int, last_less: int) -> tuple[int, ...]:
+    """Decoder layers of every stage, in torchtitan's stage order, exactly as torchtitan splits the
+    model; :class:`PlanError` naming the torchtitan key when torchtitan would refuse the layout."""
     if pp == 1:
-        return 1, (num_layers,)
-    from torchtitan.distributed.pipeline_parallel import _generate_llm_fqn_per_model_part
-
+        return (num_layers,)
     plan_schedule(schedule)  # validates the name
     single = is_single_stage(schedule)
     if layers_per_stage is not None:
@@ -104,26 +167,74 @@ def rank_layers(num_layers: int, pp: int, schedule: str, layers_per_stage: Optio
             raise PlanError(key, layers_per_stage, f"gives {stages // pp} stages per rank; {schedule} runs exactly 1")
         if not single and stages < 2 * pp:
             raise PlanError(key, layers_per_stage, f"gives {stages // pp} stage per rank; {schedule} needs >= 2")
-        if plan_schedule(schedule) == "zbv" and stages != 2 * pp:
+        if is_v_schedule(schedule) and stages != 2 * pp:
             raise PlanError(key, layers_per_stage, f"gives {stages // pp} stages per rank; {schedule} needs exactly 2")
     else:
         stages = pp * (1 if single else 2)
     try:
-        parts = _generate_llm_fqn_per_model_part(stages, num_layers, first_less, last_less)
+        return tuple(generate_split(stages, num_layers, first_less, last_less))
     except ValueError as e:
         raise PlanError("parallelism.pipeline_parallel_degree", pp, " ".join(str(e).split())) from None
-    per_stage = [sum(1 for m in part if m.startswith("layers.")) for part in parts]
-    return stages // pp, _rank_counts(pp, schedule, per_stage)
+
+
+@lru_cache(maxsize=4096)
+def rank_layers(num_layers: int, pp: int, schedule: str, layers_per_stage: Optional[int],
+                first_less: int, last_less: int) -> tuple[int, tuple[int, ...]]:
+    """(stages per rank, decoder layers on each PP rank) exactly as torchtitan splits the model."""
+    if pp == 1:
+        return 1, (num_layers,)
+    per_stage = stage_layers(num_layers, pp, schedule, layers_per_stage, first_less, last_less)
+    return len(per_stage) // pp, _rank_counts(pp, schedule, list(per_stage))
+
+
+def virtual_stage_strings(per_stage: tuple[int, ...] | list[int], mtp: int = 0) -> tuple[str, ...]:
+    """torchtitan's stages as Megatron layout entries: ``E`` on the first, ``t`` per decoder layer,
+    MTP layers and ``L`` (norm + output + loss) on the last."""
+    out = ["t" * n for n in per_stage]
+    out[0] = "E" + out[0]
+    out[-1] = out[-1] + "m" * mtp + "L"
+    return tuple(out)
+
+
+def plan_placement(num_layers: int, pp: int, schedule: str, per_stage: tuple[int, ...] | list[int], mtp: int = 0
+                   ) -> dict:
+    """The plan's parallel fields stating torchtitan's split ``per_stage`` exactly: ``vpp`` and the
+    first of even split / first-last stage sizes / account-for-embedding-and-loss split that gives the
+    same placement, else a ``pipeline_layout`` string."""
+    if pp == 1:
+        return dict(vpp=1, pipeline_layers_first_stage=None, pipeline_layers_last_stage=None,
+                    pipeline_layout=None, account_for_embedding_in_pipeline_split=False,
+                    account_for_loss_in_pipeline_split=False)
+    vpp = len(per_stage) // pp
+    zbv = is_v_schedule(schedule) and vpp == 2
+    want = virtual_stage_strings(per_stage, mtp)
+    counts = _rank_counts(pp, schedule, list(per_stage))
+    cands: list[tuple[Optional[int], Optional[int], bool, bool]] = [
+        (None, None, False, False), (counts[0], counts[-1], False, False), (counts[0], None, False, False),
+        (None, counts[-1], False, False), (None, None, True, True), (None, None, True, False), (None, None, False, True)]
+    for first, last, acc_e, acc_l in cands:
+        try:
+            got = _virtual_stages(num_layers, mtp, pp, vpp, zbv, None, first, last, acc_e, acc_l)
+        except PlanError:
+            continue
+        if got == want:
+            return dict(vpp=vpp, pipeline_layers_first_stage=first, pipeline_layers_last_stage=last,
+                        pipeline_layout=None, account_for_embedding_in_pipeline_split=acc_e,
+                        account_for_loss_in_pipeline_split=acc_l)
+    return dict(vpp=vpp, pipeline_layers_first_stage=None, pipeline_layers_last_stage=None,
+                pipeline_layout=format_layout(want), account_for_embedding_in_pipeline_split=False,
+                account_for_loss_in_pipeline_split=False)
 
 
 @lru_cache(maxsize=4096)
 def plan_layout(num_layers: int, vpp: int, counts: tuple[int, ...]) -> tuple[Optional[int], Optional[int]]:
-    """Per-rank layer counts -> the plan's (pipeline_layers_first_stage, pipeline_layers_last_stage).
+    """Per-rank layer counts -> the nearest (pipeline_layers_first_stage, pipeline_layers_last_stage).
 
-    The plan's model (Megatron's): the middle ranks hold equal counts, only the first and last may
-    differ, and with ``vpp > 1`` every rank's count is a multiple of vpp (equal chunks).  Exact when
-    torchtitan's split has that form; otherwise the nearest such layout (least layers moved, the
-    first rank kept where possible).  ``(None, None)`` = the even split.
+    The first/last form: the middle ranks hold equal counts, only the first and last may differ, and
+    with ``vpp > 1`` every rank's count is a multiple of vpp (equal chunks).  Exact when the counts
+    have that form; otherwise the nearest such layout (least layers moved, the first rank kept where
+    possible).  ``(None, None)`` = the even split.  (The tuner's candidate layouts; readers state
+    torchtitan's split exactly with :func:`plan_placement`.)
     """
     pp = len(counts)
     if pp == 1:

@@ -41,6 +41,10 @@ What :func:`install` patches (``device="cpu"``; on ``"cuda"`` only the no-TE fix
    ``optimizer/clip_grads.py``, ``utils.py``): those modules' global ``torch`` is replaced by a
    proxy whose tensor factories map ``"cuda"`` to the CPU while the shim is active.
 
+8. ``models.common.embeddings.rope_utils.get_pos_emb_on_this_cp_rank`` (context parallelism)
+   builds its chunk index with ``pin_memory=True`` and ``.cuda()``: replaced by
+   :func:`cp_rank_pos_emb`, the same slicing on the table's device.
+
 7. Also without Transformer Engine: ``transformer.multi_latent_attention`` imports ``TELinear``
    from megatron's TE extension, which then is a ``MagicMock`` placeholder, yet sets ``HAVE_TE =
    True`` and calls ``isinstance(linear_proj, <mock>)`` (TypeError building any MLA layer):
@@ -197,6 +201,18 @@ def seed_rng_tracker(seed: int = 1234, tp_rank: Optional[int] = None, ep_rank: O
     tracker.add(r._EXPERT_PARALLEL_RNG_TRACKER_NAME, seed + 1024 + 100 * ep_rank + etp_rank)
 
 
+def cp_rank_pos_emb(pos_emb: torch.Tensor, seq_dim: int, cp_group: Any) -> torch.Tensor:
+    """``rope_utils.get_pos_emb_on_this_cp_rank`` without its pinned-memory ``.cuda()`` index:
+    the rotary table of this context-parallel rank's two load-balanced chunks (r and 2cp-1-r)."""
+    if cp_group is None:
+        raise ValueError("cp_group must be provided to get positional embedding per CP rank")
+    cp_size, cp_rank = cp_group.size(), cp_group.rank()
+    idx = torch.tensor([cp_rank, 2 * cp_size - cp_rank - 1], device=pos_emb.device)
+    pos_emb = pos_emb.view(*pos_emb.shape[:seq_dim], 2 * cp_size, -1, *pos_emb.shape[seq_dim + 1:])
+    pos_emb = pos_emb.index_select(seq_dim, idx)
+    return pos_emb.view(*pos_emb.shape[:seq_dim], -1, *pos_emb.shape[seq_dim + 2:])
+
+
 def install(device: str | torch.device = "cpu") -> None:
     """Apply the shims (idempotent).  On a CUDA device only the ``te_general_gemm`` fix applies."""
     dev = torch.device(device).type
@@ -222,6 +238,11 @@ def install(device: str | torch.device = "cpu") -> None:
 
         fused_softmax.get_default_causal_mask = _default_causal_mask
         tutils.get_default_causal_mask = _default_causal_mask
+        import megatron.core.models.common.embeddings.rope_utils as rope_utils
+        import megatron.core.models.common.embeddings.rotary_pos_embedding as rotary
+
+        rope_utils.get_pos_emb_on_this_cp_rank = cp_rank_pos_emb
+        rotary.get_pos_emb_on_this_cp_rank = cp_rank_pos_emb
         for mod in (schedules, optimizer_mod, clip_grads, mcore_utils):
             if not isinstance(mod.torch, _CpuFactoryTorch):
                 mod.torch = _CpuFactoryTorch()
@@ -250,6 +271,24 @@ def config_overrides(device: str | torch.device = "cpu") -> dict[str, Any]:
         "batch_p2p_sync": False,
     }
     return out
+
+
+@contextlib.contextmanager
+def eager_fusions(device: str | torch.device = "cpu"):
+    """On the CPU, run megatron's ``jit_fuser`` functions (``torch.compile``-wrapped fused bias-SwiGLU,
+    bias-GeLU, ...) eagerly: ``torch._dynamo.config.disable`` for the block (compiling them for the
+    CPU needs a C++ toolchain and seconds per shape, and changes neither what they compute nor
+    what they keep for backward).  On CUDA they stay compiled when triton (inductor's GPU backend)
+    is importable, else they run eagerly too."""
+    import importlib.util
+
+    if torch.device(device).type != "cpu" and importlib.util.find_spec("triton") is not None:
+        yield
+        return
+    from torch._dynamo import config as dynamo_config
+
+    with dynamo_config.patch(disable=True):
+        yield
 
 
 def init_single_process(port: Optional[int] = None) -> None:

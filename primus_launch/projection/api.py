@@ -59,7 +59,7 @@ def project(
 
         device = measure_device or default_measure_device()
         result = project_measured(plan, device=device, memory_margin=memory_margin,
-                                  record_timeline=record_timeline, cache_dir=cache_dir)
+                                  record_timeline=record_timeline, cache_dir=cache_dir, memory_basis=memory_basis)
     if memory_basis != result.memory.memory_basis:
         from primus_launch.projection.memory import estimate_memory
 

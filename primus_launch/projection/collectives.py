@@ -1,47 +1,46 @@
-"""Collective communication times: latency + bandwidth (alpha-beta) models of NCCL/RCCL algorithms.
+"""Collective communication times of NCCL / RCCL, with bus bandwidths fitted to nccl-tests records.
 
 Conventions (NCCL ``doc/PERFORMANCE.md`` of NVIDIA/nccl-tests): ``S`` is the collective's buffer
 size in bytes (all-reduce: the reduced tensor; all-gather: the gathered OUTPUT; reduce-scatter:
-the INPUT; all-to-all: what one rank sends in total, its own share included). With ``n`` ranks,
-``algbw = S / t`` and the bus bandwidth ``busbw`` relates to it by ``2(n-1)/n`` (all-reduce) and
-``(n-1)/n`` (all-gather, reduce-scatter, all-to-all). Our models:
+the INPUT; all-to-all: what one rank sends in total, its own share included). With ``n`` ranks the
+*bus bytes* are ``2(n-1)/n S`` (all-reduce) and ``(n-1)/n S`` (all-gather, reduce-scatter,
+all-to-all); busbw = bus bytes / time.
 
-- ring all-reduce:   t = 2(n-1)/n * S / B + 2(n-1) * a
-- ring all-gather / reduce-scatter:  t = (n-1)/n * S / B + (n-1) * a
-- tree all-reduce (NCCL double binary tree, pipelined): t = 2(n-1)/n * S / B + 2 ceil(log2 n) * a
-  (same bandwidth term as the ring at large S; logarithmic latency)
-- hierarchical (2D) all-reduce over k members per node on m nodes: intra-node reduce-scatter,
-  k parallel inter-node all-reduces on S/k each over each GPU's own NIC, intra-node all-gather:
-  t = 2(k-1)/k * S / B_intra + 2(m-1)/m * (S/k) / B_nic + 2(k-1) a_intra + 2 ceil(log2 m) a_inter
-- all-to-all: each rank sends S/n to each peer; the (k-1) peers on its node over the scale-up
-  link, the (n-k) others over its NIC, both at once: t = max(S(k-1)/n / B_intra, S(n-k)/n / B_nic)
-  + (n-1) a
-- DeepEP dispatch / combine (normal kernels, deepseek-ai/DeepEP; Megatron ``--moe-token-dispatcher-type
-  flex --moe-enable-deepep``): a token is sent ONCE per destination rank (not once per routed
-  expert) and, across nodes, ONCE per destination node over RDMA (to the same-local-index GPU there),
-  which forwards it over NVLink to the destination ranks of that node. Per rank, with T tokens of
-  b bytes, D_node / D_rank the expected distinct nodes / ranks of a token's top-k
-  (:mod:`primus_launch.projection.moe_routing`), m nodes and k ranks per node:
-  t = max(T D_node (1 - 1/m) b / B_nic, T D_rank (1 - 1/k) b / B_intra) + 2 a  (size exchange,
-  data); inside one node t = T D_rank (1 - 1/n) b / B_intra + 2 a. Combine is the same volume in
-  reverse. Check: DeepEP's README (H800, CX7 400 Gb/s, 4096 tokens, h 7168, top-8 of 256 experts,
-  4 of 8 groups, EP 64) reports 51 GB/s "RDMA bandwidth" counted over all (token, node) pairs,
-  own node included; the model gives B_nic * D_node / (D_node (1 - 1/8)) = 45 * 8/7 = 51 GB/s.
-- P2P: t = S / B + a.
+Where a group sits (:mod:`primus_launch.projection.layout`): ``k`` members in each of ``m``
+*scale-up domains* (an NVLink / xGMI domain: a DGX node, or the 72 GPUs of a GB200/GB300 NVL72
+rack, ``plan.cluster.nvlink_domain``).  Per architecture the fitted fabric (``FITTED['collectives']``,
+``scripts/fit_kernels.py``) gives, for the scale-up link ``B_up`` (per GPU per direction; on an xGMI
+mesh a group of ``k < 8`` uses only its ``k-1`` direct links: ``(k-1) B_link``), the achieved
+fraction ``e_op`` of the link rate for large messages and a fixed latency ``l_op``, for op =
+all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exceed 1), gather
+(all-gather / reduce-scatter, ring) and all-to-all; and, for the scale-out NIC ``B_nic`` (per GPU),
+``e_nic`` and ``l_nic``:
 
-``B`` is the group's bus bandwidth: scale-up (NVLink/xGMI) per GPU when the group is inside a node;
-when it spans nodes, ``min(B_intra, k * B_nic)`` with ``k`` members per node (each GPU owns its NIC
-share, :mod:`primus_launch.projection.layout`). Achievable fractions of the link rates (NCCL's
-busbw vs. line rate) are the stated constants of :mod:`primus_launch.projection.calibration`.
-``all_reduce`` etc. return the fastest algorithm, as NCCL's tuner picks.
+- inside one domain:      t = busbytes(op, S, n) / (e_op B_up) + l_op
+- across domains, ring:   t = busbytes / min(e_g B_up, k e_nic B_nic) + l_nic
+- hierarchical (2D) all-reduce / all-gather / reduce-scatter (reduce-scatter in the domain, the
+  operation over each GPU's own NIC on S/k, all-gather in the domain):
+  t = c (k-1)/k S / (e_g B_up) + c (m-1)/m (S/k) / (e_nic B_nic) + l_g + l_nic,  c = 2 (all-reduce) or 1
+- all-to-all across domains: the (k-1)/n share over the scale-up link and the (n-k)/n share over
+  the NIC at once: t = max(S (k-1)/n / (e_a2a B_up), S (n-k)/n / (e'_nic B_nic)) + l_nic, with
+  the NIC's all-to-all efficiency e'_nic
+- DeepEP / HybridEP dispatch and combine (normal kernels; Megatron flex dispatcher): a token goes
+  ONCE to each destination rank and, across domains, ONCE to each destination domain over RDMA
+  (forwarded inside it over NVLink). With T tokens of b bytes per rank and D_rank / D_dom the
+  expected distinct ranks / domains of a token's top-k (:mod:`primus_launch.projection.moe_routing`):
+  t = max(T D_dom (1 - 1/m) b / (e_rdma B_nic), T D_rank (1 - 1/k) b / (e_nvl B_up)) + 2 l;
+  ``e_rdma`` / ``e_nvl`` per library fitted to DeepEP's and HybridEP's published bandwidths;
+- P2P: t = S / (e B) + a, with ``a`` the spec's one-hop latency (no collective launch).
 
-On an xGMI full mesh (AMD), a group of k < 8 GPUs inside a node only uses the k-1 direct links
-between its members: B = (k-1) * link_bw (AMD MI300X platform brief: 7 x 64 GB/s links per GPU).
+``all_reduce`` etc. return the fastest algorithm, as NCCL's tuner picks.  A GPU without an
+architecture (user files, the measured local spec) uses the link efficiencies of
+:mod:`primus_launch.projection.calibration` and ring latencies of its spec (the alpha-beta model).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 
 from primus_launch.projection import calibration as cal
@@ -49,118 +48,185 @@ from primus_launch.projection.hardware import get_gpu
 from primus_launch.projection.layout import GroupPlacement
 
 
-@lru_cache(maxsize=4096)
-def _links(gpu: str, per_node: int) -> tuple[float, float, float, float]:
-    """(intra bus bw, NIC bw per GPU, intra latency, inter latency) with efficiency applied."""
+@dataclass(frozen=True)
+class Fabric:
+    """Fitted link efficiencies and latencies of one GPU's fabric (module doc)."""
+
+    up_bw: float
+    link_bw: float          # one point-to-point link of a mesh (0: switch)
+    e_ar: float
+    e_g: float
+    e_a2a: float
+    l_ar: float
+    l_g: float
+    l_a2a: float
+    nic_bw: float
+    e_nic: float
+    e_nic_a2a: float        # the NIC's efficiency under all-to-all traffic (many peers, small messages)
+    l_nic: float
+    a_up: float             # per ring-step latency (spec)
+    a_nic: float
+    e_rdma: dict
+    e_nvl: dict
+    fitted: bool            # False: the alpha-beta defaults of calibration.py
+
+    def up(self, k: int) -> float:
+        """Scale-up bandwidth a group with ``k`` members in the domain can use."""
+        if self.link_bw and k > 1:
+            return min(self.up_bw, (k - 1) * self.link_bw)
+        return self.up_bw
+
+
+def _arch_key(arch: str) -> str:
+    return {"blackwell_ultra": "blackwell", "cdna4": "cdna3"}.get(arch, arch)
+
+
+@lru_cache(maxsize=256)
+def fabric(gpu: str) -> Fabric:
+    """The fitted fabric of ``gpu`` (its architecture's curves; module doc)."""
+    from primus_launch.projection.cost.fitted import FITTED
+
     g = get_gpu(gpu)
-    intra = g.intra_node_bw
-    if g.intra_node_topology == "mesh" and g.intra_node_link_bw and per_node > 1:
-        intra = min(intra, (per_node - 1) * g.intra_node_link_bw)
-    return (intra * cal.INTRA_NODE_BW_EFFICIENCY, g.inter_node_bw * cal.INTER_NODE_BW_EFFICIENCY,
-            g.intra_node_latency_s, g.inter_node_latency_s)
+    link = g.intra_node_link_bw if g.intra_node_topology == "mesh" and g.intra_node_link_bw else 0.0
+    curves = FITTED.get("collectives", {})
+    a = _arch_key(g.arch)
+    fab = curves.get(f"{a}/fabric")
+    dee = FITTED.get("deepep", {})
+    e_rdma = {lib: dee.get(f"{lib}/rdma", {}).get("eff", cal.INTER_NODE_BW_EFFICIENCY) for lib in ("deepep", "hybridep")}
+    e_nvl = {lib: dee.get(f"{lib}/nvlink", {}).get("eff", cal.INTRA_NODE_BW_EFFICIENCY) for lib in ("deepep", "hybridep")}
+    if not g.arch or fab is None:
+        ei, en = cal.INTRA_NODE_BW_EFFICIENCY, cal.INTER_NODE_BW_EFFICIENCY
+        return Fabric(g.intra_node_bw, link, ei, ei, ei, 0.0, 0.0, 0.0, g.inter_node_bw, en, en, 0.0,
+                      g.intra_node_latency_s, g.inter_node_latency_s, e_rdma, e_nvl, False)
+    return Fabric(g.intra_node_bw, link, fab["e_ar"], fab["e_g"], fab["e_a2a"], fab["l_ar"], fab["l_g"], fab["l_a2a"],
+                  g.inter_node_bw, fab["e_nic"], fab["e_nic_a2a"], fab["l_nic"], g.intra_node_latency_s,
+                  g.inter_node_latency_s,
+                  e_rdma, e_nvl, True)
 
 
-def _bus_bw(gpu: str, pl: GroupPlacement) -> tuple[float, float]:
-    """(bus bandwidth, per-step latency) of a ring over the group."""
-    bi, bn, ai, an = _links(gpu, pl.per_node)
-    if pl.nodes <= 1:
-        return bi, ai
-    return (min(bi, pl.per_node * bn) if pl.per_node > 1 else bn), an
+def bus_bytes(op: str, nbytes: float, n: int) -> float:
+    """NCCL-tests bus bytes of a collective on ``n`` ranks (busbw = bus bytes / time): all-reduce
+    ``2(n-1)/n S``; all-gather, reduce-scatter, all-to-all ``(n-1)/n S``."""
+    if n <= 1:
+        return 0.0
+    return (2.0 if op == "all_reduce" else 1.0) * (n - 1) / n * nbytes
 
 
 def _log2(n: int) -> int:
     return max(1, math.ceil(math.log2(n))) if n > 1 else 0
 
 
+def _steps_latency(f: Fabric, n: int, inter: bool, ring_steps: int) -> float:
+    """Latency of the unfitted alpha-beta model (ring steps x per-step latency)."""
+    return ring_steps * (f.a_nic if inter else f.a_up)
+
+
+def collective_time(op: str, nbytes: float, size: int, nodes: int, per_node: int, f: Fabric) -> float:
+    """Seconds of ``op`` (all_reduce | all_gather | reduce_scatter | all_to_all) over a group of
+    ``size`` ranks, ``per_node`` in each of ``nodes`` scale-up domains (module doc)."""
+    n = size
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    kind = "all_reduce" if op == "all_reduce" else ("all_to_all" if op == "all_to_all" else "gather")
+    c = 2.0 if op == "all_reduce" else 1.0
+    k, m = (n, 1) if nodes <= 1 else (per_node, nodes)
+    bw_up = f.up(k)
+    if m == 1:
+        e = {"all_reduce": f.e_ar, "gather": f.e_g, "all_to_all": f.e_a2a}[kind]
+        lat = {"all_reduce": f.l_ar, "gather": f.l_g, "all_to_all": f.l_a2a}[kind]
+        bb = bus_bytes(op, nbytes, n)
+        if not f.fitted:
+            ring = bb / (e * bw_up) + _steps_latency(f, n, False, int(c) * (n - 1))
+            if op == "all_reduce":
+                return min(ring, bb / (e * bw_up) + 2 * _log2(n) * f.a_up)
+            return ring
+        return bb / (e * bw_up) + lat
+    nic = f.e_nic * f.nic_bw
+    if kind == "all_to_all":
+        t_up = nbytes * (k - 1) / n / (f.e_a2a * bw_up) if k > 1 else 0.0
+        t_out = nbytes * (n - k) / n / (f.e_nic_a2a * f.nic_bw)
+        return max(t_up, t_out) + (f.l_nic if f.fitted else (n - 1) * f.a_nic)
+    bb = bus_bytes(op, nbytes, n)
+    ring_bw = min(f.e_g * bw_up, k * nic) if k > 1 else nic
+    if f.fitted:
+        ring = bb / ring_bw + f.l_nic
+    else:
+        ring = bb / ring_bw + int(c) * (n - 1) * f.a_nic
+        if op == "all_reduce":  # tree: same bandwidth term, logarithmic latency
+            ring = min(ring, bb / ring_bw + 2 * _log2(n) * f.a_nic)
+    if k <= 1:
+        return ring
+    hier = c * (k - 1) / k * nbytes / (f.e_g * bw_up) + c * (m - 1) / m * (nbytes / k) / nic
+    hier += (f.l_g + f.l_nic) if f.fitted else (c * (k - 1) * f.a_up + c * _log2(m) * f.a_nic)
+    return min(ring, hier)
+
+
 @lru_cache(maxsize=65536)
 def all_reduce(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
-    """Seconds for an all-reduce of ``nbytes`` over the group (best of ring/tree/hierarchical)."""
-    n = pl.size
-    if n <= 1 or nbytes <= 0:
-        return 0.0
-    B, a = _bus_bw(gpu, pl)
-    bw_term = 2 * (n - 1) / n * nbytes / B
-    ring = bw_term + 2 * (n - 1) * a
-    tree = bw_term + 2 * _log2(n) * a
-    best = min(ring, tree)
-    if pl.nodes > 1 and pl.per_node > 1:
-        bi, bn, ai, an = _links(gpu, pl.per_node)
-        k, m = pl.per_node, pl.nodes
-        hier = (2 * (k - 1) / k * nbytes / bi + 2 * (m - 1) / m * (nbytes / k) / bn
-                + 2 * (k - 1) * ai + 2 * _log2(m) * an)
-        best = min(best, hier)
-    return best
-
-
-def _gather_like(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
-    n = pl.size
-    if n <= 1 or nbytes <= 0:
-        return 0.0
-    B, a = _bus_bw(gpu, pl)
-    ring = (n - 1) / n * nbytes / B + (n - 1) * a
-    if pl.nodes > 1 and pl.per_node > 1:
-        bi, bn, ai, an = _links(gpu, pl.per_node)
-        k, m = pl.per_node, pl.nodes
-        hier = ((k - 1) / k * nbytes / bi + (m - 1) / m * (nbytes / k) / bn
-                + (k - 1) * ai + _log2(m) * an)
-        return min(ring, hier)
-    return ring
+    """Seconds for an all-reduce of ``nbytes`` over the group (best of ring / tree / NVLS / 2D)."""
+    return collective_time("all_reduce", nbytes, pl.size, pl.nodes, pl.per_node, fabric(gpu))
 
 
 @lru_cache(maxsize=65536)
 def all_gather(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
     """Seconds to all-gather an OUTPUT buffer of ``nbytes`` (each rank contributes nbytes/n)."""
-    return _gather_like(nbytes, pl, gpu)
+    return collective_time("all_gather", nbytes, pl.size, pl.nodes, pl.per_node, fabric(gpu))
 
 
 @lru_cache(maxsize=65536)
 def reduce_scatter(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
     """Seconds to reduce-scatter an INPUT buffer of ``nbytes`` (each rank keeps nbytes/n)."""
-    return _gather_like(nbytes, pl, gpu)
+    return collective_time("reduce_scatter", nbytes, pl.size, pl.nodes, pl.per_node, fabric(gpu))
 
 
 @lru_cache(maxsize=65536)
 def all_to_all(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
     """Seconds for an all-to-all where each rank sends ``nbytes`` in total (S/n to each rank)."""
-    n = pl.size
-    if n <= 1 or nbytes <= 0:
+    return collective_time("all_to_all", nbytes, pl.size, pl.nodes, pl.per_node, fabric(gpu))
+
+
+def dispatch_time(tokens: float, token_bytes: float, size: int, nodes: int, per_node: int, f: Fabric,
+                  d_rank: float, d_dom: float, lib: str = "deepep") -> float:
+    """Seconds of one DeepEP / HybridEP dispatch (or combine) per rank (module doc)."""
+    if size <= 1 or tokens <= 0:
         return 0.0
-    bi, bn, ai, an = _links(gpu, pl.per_node)
-    k = min(pl.per_node, n) if pl.nodes > 1 else n
-    t_intra = nbytes * (k - 1) / n / bi
-    t_inter = nbytes * (n - k) / n / bn if n > k else 0.0
-    return max(t_intra, t_inter) + (n - 1) * (an if n > k else ai)
+    nvl = f.e_nvl.get(lib, cal.INTRA_NODE_BW_EFFICIENCY) * f.up(per_node if nodes > 1 else size)
+    lat = 2 * (f.l_a2a if f.fitted else f.a_up)
+    if nodes <= 1:
+        return tokens * d_rank * (1 - 1 / size) * token_bytes / nvl + lat
+    k, m = per_node, nodes
+    rdma = f.e_rdma.get(lib, cal.INTER_NODE_BW_EFFICIENCY) * f.nic_bw
+    t_rdma = tokens * d_dom * (1 - 1 / m) * token_bytes / rdma
+    t_nvl = tokens * d_rank * (1 - 1 / k) * token_bytes / nvl
+    return max(t_rdma, t_nvl) + 2 * f.a_nic + lat / 2
 
 
 @lru_cache(maxsize=65536)
 def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: str, num_experts: int, topk: int,
-                    num_groups: int = 1, group_topk: int = 1) -> float:
-    """Seconds of one DeepEP dispatch (or combine) of ``tokens`` tokens of ``token_bytes`` per rank
-    over the EP group ``pl`` (module doc)."""
+                    num_groups: int = 1, group_topk: int = 1, lib: str = "deepep") -> float:
+    """Seconds of one DeepEP (``lib="deepep"``) or HybridEP dispatch (or combine) of ``tokens``
+    tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc)."""
     from primus_launch.projection.moe_routing import expected_units_hit
 
     n = pl.size
     if n <= 1 or tokens <= 0:
         return 0.0
-    bi, bn, ai, an = _links(gpu, pl.per_node)
     per_rank = max(1, num_experts // n)
     d_rank = expected_units_hit(num_experts, topk, per_rank, num_groups, group_topk)
-    if pl.nodes <= 1:
-        return tokens * d_rank * (1 - 1 / n) * token_bytes / bi + 2 * ai
-    k, m = pl.per_node, pl.nodes
-    d_node = expected_units_hit(num_experts, topk, per_rank * k, num_groups, group_topk)
-    t_rdma = tokens * d_node * (1 - 1 / m) * token_bytes / bn
-    t_nvl = tokens * d_rank * (1 - 1 / k) * token_bytes / bi
-    return max(t_rdma, t_nvl) + 2 * an
+    d_dom = expected_units_hit(num_experts, topk, per_rank * pl.per_node, num_groups, group_topk) \
+        if pl.nodes > 1 else 1.0
+    return dispatch_time(tokens, token_bytes, n, pl.nodes, pl.per_node, fabric(gpu), d_rank, d_dom, lib)
 
 
 @lru_cache(maxsize=65536)
 def p2p(nbytes: float, inter_node: bool, gpu: str) -> float:
-    """Seconds for one point-to-point send of ``nbytes`` (intra- or inter-node)."""
+    """Seconds for one point-to-point send of ``nbytes`` (across scale-up domains or inside one)."""
     if nbytes <= 0:
         return 0.0
-    bi, bn, ai, an = _links(gpu, 2)
-    return nbytes / bn + an if inter_node else nbytes / bi + ai
+    f = fabric(gpu)
+    if inter_node:
+        return nbytes / (f.e_nic * f.nic_bw) + f.a_nic
+    return nbytes / (f.e_g * f.up(2)) + f.a_up
 
 
 def busbw_all_reduce(nbytes: float, seconds: float, n: int) -> float:
@@ -171,3 +237,8 @@ def busbw_all_reduce(nbytes: float, seconds: float, n: int) -> float:
 def busbw_all_gather(nbytes: float, seconds: float, n: int) -> float:
     """NCCL-tests bus bandwidth of an all-gather / reduce-scatter: algbw * (n-1)/n."""
     return nbytes / seconds * (n - 1) / n
+
+
+def clear_caches() -> None:
+    for fn in (fabric, all_reduce, all_gather, reduce_scatter, all_to_all, deepep_dispatch, p2p):
+        fn.cache_clear()

@@ -1,30 +1,24 @@
-"""Per-operation GPU time: GEMMs, attention cores and element-wise kernels, with a shape model.
+"""Per-kernel GPU time on a target GPU, from curves fitted to public kernel measurements.
 
-GEMM ``C[M,N] = A[M,K] @ B[K,N]`` (``batch`` independent problems for grouped GEMMs):
+Each function picks the curve of the GPU's architecture (``GPUSpec.arch``) and library from
+:mod:`primus_launch.projection.cost.fitted` (written by ``scripts/fit_kernels.py``; the model forms
+and their sources are in :mod:`primus_launch.projection.cost.kernels`) and returns seconds; the
+``*_info`` variants also return the curve's key, so the explanation can name the records behind it:
 
-    flops  = 2 * M * N * K * batch
-    bytes  = (M*K + K*N + M*N) * batch * elem
-    eff    = E_max(gpu, precision) * f_wave * f_k
-    f_wave = tiles / (ceil(tiles / SMs) * SMs),  tiles = ceil(M/128) * ceil(N/128) * batch
-             (wave quantisation of 128x128 output tiles over the SMs / CUs)
-    f_k    = K / (K + K0)          (main-loop prologue/epilogue; small-K GEMMs do not reach peak)
-    t      = max(flops / (peak * clock * eff), bytes / (hbm_bw * eta_hbm)) + t_launch
+- :func:`gemm_time`: dense / grouped GEMMs per input format: ``bf16`` (also fp16), ``fp8``
+  (per-tensor scaling: delayed, tensorwise / current, rowwise), ``fp8_block`` (Hopper 1x128 /
+  128x128 blocks), ``mxfp8`` (Blackwell), ``fp4`` (NVFP4 / MXFP4);
+- :func:`attention_time`: fused attention forward and backward per implementation (``cudnn`` =
+  TE's FusedAttention, ``fa2``, ``fa3``, ``ck`` = AMD aiter / Composable Kernel);
+- :func:`elementwise_time`: bandwidth-bound kernels at the architecture's streaming efficiency;
+- :func:`quant_time`: an FP8 / FP4 recipe's cast / amax / transpose traffic at the bandwidth the
+  recipe's kernels reach (``cost/fp8.py``).
 
-Attention core (FlashAttention-2/3 style, no S x S matrix in HBM; Dao 2023, arXiv 2307.08691):
-
-    flops_fwd = 2 * b * heads * sq * skv_eff * (d_qk + d_v),  skv_eff = skv * c (c = causal
-                fraction: (1 + 128/skv)/2 for a causal mask with 128-wide diagonal blocks)
-    flops_bwd = 2.5 * flops_fwd   (5 GEMMs in backward vs 2 in forward)
-    eff_fwd   = A_max(arch) * f_wave(b*heads*ceil(sq/128) tiles) * skv_eff / (skv_eff + S0)
-    eff_bwd   = eff_fwd * BWD_REL
-
-Element-wise / reduction kernels (norms, RoPE, SwiGLU, residual adds, softmax-cross-entropy,
-permutation): ``t = bytes / (hbm_bw * eta_hbm) + t_launch``.
-
-E_max, A_max (per GPU architecture), the FP8 factor and the sustained clock of power-capped SKUs are calibrated
-(:mod:`primus_launch.projection.calibration`, script ``scripts/calibrate.py``); K0, S0, BWD_REL,
-eta_hbm and t_launch are fixed, stated constants. All functions are ``lru_cache``-d on their
-(hashable) shape arguments: the tuner asks for the same shapes thousands of times.
+Fallbacks (stated in the explanation): an architecture without a curve for a format uses its
+closest relative (Blackwell Ultra -> Blackwell, CDNA4 -> CDNA3, unknown -> Hopper), a format without
+records uses the architecture's per-tensor FP8 curve; GPUs whose power cap lowers the sustained
+clock scale compute-bound kernels by ``calibration.sustained_clock``.  All functions are
+``lru_cache``-d on their hashable arguments: the tuner asks for the same shapes thousands of times.
 """
 
 from __future__ import annotations
@@ -32,82 +26,192 @@ from __future__ import annotations
 from functools import lru_cache
 
 from primus_launch.projection import calibration as cal
+from primus_launch.projection.cost.fitted import FITTED
+from primus_launch.projection.cost.kernels import (AttnCurve, GemmCurve, attention_flops as _attn_flops,
+                                                    attention_seconds, gemm_seconds, stream_seconds)
 from primus_launch.projection.hardware import get_gpu
 
-TILE = 128
+# the GPU-side floor of a tiny kernel (torchao's roofline KERNEL_LAUNCH_OVERHEAD_SEC, record
+# ao-kernel-min-duration: 2 us)
+KERNEL_MIN_S = 2e-6
+
+_ARCH_FALLBACK = {"blackwell_ultra": "blackwell", "cdna4": "cdna3", "": "hopper", "cdna3": "hopper",
+                  "blackwell": "hopper", "ampere": "hopper"}
+_FMT_FALLBACK = {"fp8_block": "fp8", "mxfp8": "fp8", "fp4": "fp8", "fp8": "bf16"}
+ELEM = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "mxfp8": 1.0, "fp4": 0.5}
 
 
-def _wave(tiles: int, sms: int) -> float:
-    if tiles <= 0:
-        return 1.0
-    waves = -(-tiles // sms)
-    return tiles / (waves * sms)
+def arch_of(gpu: str) -> str:
+    return get_gpu(gpu).arch
 
 
 def elem_bytes(precision: str) -> int:
     return {"fp8": 1, "fp32": 4}.get(precision, 2)
 
 
-@lru_cache(maxsize=None)
-def _gpu_consts(gpu: str, precision: str) -> tuple[float, float, int, float]:
-    """(achievable tensor FLOP/s at E_max, effective HBM B/s, SMs, fp8-or-not peak)."""
+def _arch_chain(arch: str) -> list[str]:
+    out = [arch]
+    while out[-1] in _ARCH_FALLBACK and out[-1] != "hopper":
+        out.append(_ARCH_FALLBACK[out[-1]])
+    return out
+
+
+@lru_cache(maxsize=512)
+def gemm_curve(arch: str, fmt: str) -> tuple[GemmCurve, str]:
+    """(curve, key) for GEMMs of ``fmt`` on ``arch``: along the architecture chain (module doc), the
+    first of the format chain (``fmt``, then per-tensor FP8, then BF16) that has a curve.  NVFP4 on Blackwell
+    uses the B300 record (the same FP4 tensor cores)."""
+    table = FITTED["gemm"]
+    fmts = [fmt]
+    while fmts[-1] in _FMT_FALLBACK:
+        fmts.append(_FMT_FALLBACK[fmts[-1]])
+    archs = _arch_chain(arch)
+    if fmt == "fp4" and arch.startswith("blackwell"):
+        archs = ["blackwell_ultra"] + archs
+    for a in archs:
+        for f in fmts:
+            key = f"{a}/{f}"
+            if key in table:
+                c = table[key]
+                return GemmCurve(c["eff"], c["k0"], c["t0"], tuple(c["records"]), c["rms"], c.get("note", "")), key
+    c = table["hopper/bf16"]
+    return GemmCurve(c["eff"], c["k0"], c["t0"], tuple(c["records"]), c["rms"]), "hopper/bf16"
+
+
+@lru_cache(maxsize=512)
+def grouped_curve(arch: str, fmt: str, torch_lib: bool = False) -> tuple[GemmCurve, str]:
+    """(curve, key) of a grouped GEMM (MoE experts in one kernel): the architecture's grouped-GEMM
+    curve for the format (``FITTED['grouped_gemm']``: DeepGEMM, CK records; with ``torch_lib`` first
+    PyTorch's own torch._grouped_mm records, what TorchTitan runs) where one was fitted along the
+    architecture / format chains, else the dense curve (TE's grouped linear = cuBLAS GEMMs)."""
+    table = FITTED.get("grouped_gemm", {})
+    fmts = [fmt]
+    while fmts[-1] in _FMT_FALLBACK:
+        fmts.append(_FMT_FALLBACK[fmts[-1]])
+    keys = [f"{a}/{f}" for a in _arch_chain(arch)[:2] for f in fmts]
+    if torch_lib:
+        keys = [k + "/torch" for k in keys] + keys
+    for key in keys:
+        if key in table:
+            c = table[key]
+            return GemmCurve(c["eff"], c["k0"], c["t0"], tuple(c["records"]), c["rms"]), f"grouped/{key}"
+    return gemm_curve(arch, fmt)
+
+
+@lru_cache(maxsize=256)
+def hbm_eta(arch: str) -> tuple[float, str]:
+    """(streaming efficiency, key) of an architecture's HBM (``FITTED['hbm']``)."""
+    t = FITTED["hbm"]
+    for a in _arch_chain(arch):
+        if a in t and "eta" in t[a]:
+            return t[a]["eta"], f"hbm/{a}"
+    return cal.HBM_BW_EFFICIENCY, "calibration.HBM_BW_EFFICIENCY"
+
+
+@lru_cache(maxsize=256)
+def _gpu(gpu: str) -> tuple[float, float, int, float, str]:
+    """(sustained clock, HBM B/s at the streaming efficiency, SMs, bf16 peak, arch)."""
     g = get_gpu(gpu)
-    e_max = cal.gemm_efficiency(gpu)
-    peak = g.peak_flops(precision) * cal.sustained_clock(gpu, g.sustained_clock_fraction)
-    if precision == "fp8" and g.peak_flops_fp8 > g.peak_flops_bf16:
-        e_max *= cal.FP8_GEMM_REL
-    return peak * e_max, g.hbm_bw * cal.HBM_BW_EFFICIENCY, g.num_sms, peak
+    clk = cal.sustained_clock(gpu, g.sustained_clock_fraction, g.arch)
+    eta, _ = hbm_eta(g.arch)
+    return clk, g.hbm_bw * eta, g.num_sms, g.peak_flops_bf16, g.arch
+
+
+def fmt_peak(gpu: str, fmt: str) -> float:
+    g = get_gpu(gpu)
+    if fmt == "bf16":
+        return g.peak_flops_bf16
+    if fmt == "fp4":
+        return g.peak_flops_fp4 or g.peak_flops_fp8
+    return g.peak_flops_fp8
+
+
+def _fmt(precision: str) -> str:
+    return {"fp8": "fp8", "fp4": "fp4"}.get(precision, "bf16")
 
 
 @lru_cache(maxsize=200_000)
-def gemm_time(m: int, n: int, k: int, gpu: str, precision: str = "bf16", batch: int = 1) -> float:
-    """Seconds for ``batch`` GEMMs of [m,k]x[k,n] on ``gpu`` in ``precision`` (module doc)."""
-    if m <= 0 or n <= 0 or k <= 0 or batch <= 0:
-        return 0.0
-    rate, hbm, sms, _ = _gpu_consts(gpu, precision)
-    tiles = -(-m // TILE) * -(-n // TILE) * batch
-    eff = _wave(tiles, sms) * k / (k + cal.GEMM_K0)
-    flops = 2.0 * m * n * k * batch
-    nbytes = (m * k + k * n + m * n) * batch * elem_bytes(precision)
-    return max(flops / (rate * eff), nbytes / hbm) + cal.KERNEL_LAUNCH_S
+def gemm_time(m: int, n: int, k: int, gpu: str, precision: str = "bf16", batch: int = 1,
+              fmt: str | None = None, grouped: str = "") -> float:
+    """Seconds for ``batch`` GEMMs of [m,k]x[k,n] on ``gpu``: ``fmt`` a GEMM format (module doc) or
+    from ``precision`` (bf16 / fp16 / fp32 -> bf16 curve; fp8 -> per-tensor FP8; fp4); ``grouped``
+    ("any" / "torch"): one grouped-GEMM kernel over the ``batch`` problems (:func:`grouped_curve`)."""
+    f = fmt or _fmt(precision)
+    clk, hbm, sms, _, arch = _gpu(gpu)
+    c, _ = grouped_curve(arch, f, grouped == "torch") if grouped else gemm_curve(arch, f)
+    peak = fmt_peak(gpu, f) * clk
+    if precision == "fp32" and fmt is None:
+        peak /= 2
+    return gemm_seconds(m, n, k, batch, peak, sms, hbm, ELEM.get(f, 2.0), c)
 
 
 def gemm_flops(m: int, n: int, k: int, batch: int = 1) -> float:
     return 2.0 * m * n * k * batch
 
 
+_ATTN_DEFAULT = {"ampere": "fa2", "hopper": "cudnn", "blackwell": "cudnn", "blackwell_ultra": "cudnn",
+                 "cdna3": "ck", "cdna4": "ck", "": "cudnn"}
+
+
+@lru_cache(maxsize=512)
+def attn_curve(arch: str, impl: str) -> tuple[AttnCurve, str]:
+    """(curve, key) for attention implementation ``impl`` on ``arch``: an architecture without that
+    implementation's curve uses its default implementation (Blackwell: cuDNN; AMD: CK), then the
+    fallback architecture's."""
+    t = FITTED["attention"]
+    for a in _arch_chain(arch):
+        for i in (impl, _ATTN_DEFAULT.get(a, "cudnn")):
+            key = f"{a}/{i}"
+            if key in t:
+                c = t[key]
+                return AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"], tuple(c["records"]),
+                                 c["rms"] or 0.0, c.get("note", "")), key
+    c = t["hopper/cudnn"]
+    return AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"], tuple(c["records"]), c["rms"]), "hopper/cudnn"
+
+
+def default_attention_impl(arch: str) -> str:
+    return _ATTN_DEFAULT.get(arch, "cudnn")
+
+
 @lru_cache(maxsize=200_000)
 def attention_time(b: int, heads: int, sq: int, skv: int, d_qk: int, d_v: int, causal: bool,
-                   gpu: str) -> tuple[float, float]:
-    """(forward, backward) seconds of a flash-attention core; bf16 (FP8 recipes keep it bf16)."""
+                   gpu: str, impl: str = "auto", window: int | None = None) -> tuple[float, float]:
+    """(forward, backward) seconds of a fused attention core (bf16; FP8 recipes keep it bf16)."""
     if b <= 0 or heads <= 0 or sq <= 0 or skv <= 0:
         return 0.0, 0.0
-    rate, _, sms, _ = _gpu_consts(gpu, "bf16")
-    c = min(1.0, (1 + TILE / skv) / 2) if causal else 1.0
-    skv_eff = skv * c
-    flops = 2.0 * b * heads * sq * skv_eff * (d_qk + d_v)
-    tiles = b * heads * -(-sq // TILE)
-    eff = cal.attention_efficiency(gpu) / cal.gemm_efficiency(gpu) * _wave(tiles, sms) * skv_eff / (skv_eff + cal.ATTN_S0)
-    fwd = flops / (rate * eff) + cal.KERNEL_LAUNCH_S
-    bwd = 2.5 * flops / (rate * eff * cal.ATTN_BWD_REL) + cal.KERNEL_LAUNCH_S
-    return fwd, bwd
+    clk, _, _, peak, arch = _gpu(gpu)
+    c, _ = attn_curve(arch, default_attention_impl(arch) if impl == "auto" else impl)
+    p = peak * clk
+    return (attention_seconds(b, heads, sq, skv, d_qk, d_v, causal, window, p, c, False),
+            attention_seconds(b, heads, sq, skv, d_qk, d_v, causal, window, p, c, True))
 
 
-def attention_flops(b: int, heads: int, sq: int, skv: int, d_qk: int, d_v: int, causal: bool) -> float:
-    c = min(1.0, (1 + TILE / skv) / 2) if causal else 1.0
-    return 2.0 * b * heads * sq * skv * c * (d_qk + d_v)
+def attention_flops(b: int, heads: int, sq: int, skv: int, d_qk: int, d_v: int, causal: bool,
+                    window: int | None = None) -> float:
+    return _attn_flops(b, heads, sq, skv, d_qk, d_v, causal, window)
 
 
 @lru_cache(maxsize=200_000)
 def elementwise_time(nbytes: float, gpu: str) -> float:
     """Seconds for a bandwidth-bound kernel moving ``nbytes`` through HBM (read + write)."""
+    _, hbm, _, _, _ = _gpu(gpu)
+    return stream_seconds(nbytes, hbm, KERNEL_MIN_S)
+
+
+@lru_cache(maxsize=200_000)
+def quant_time(nbytes: float, gpu: str, recipe: str) -> float:
+    """Seconds of a recipe's quantisation kernels moving ``nbytes`` (their fitted bandwidth
+    fraction ``FITTED['fp8_quant'][recipe]``; recipes without a figure use tensorwise's)."""
     if nbytes <= 0:
         return 0.0
-    _, hbm, _, _ = _gpu_consts(gpu, "bf16")
-    return nbytes / hbm + cal.KERNEL_LAUNCH_S
+    q = FITTED["fp8_quant"]
+    eff = q.get(recipe, q.get("tensorwise", {"eff": 0.4}))["eff"]
+    return nbytes / (get_gpu(gpu).hbm_bw * eff) + KERNEL_MIN_S
 
 
 def clear_caches() -> None:
     """Forget cached results (after the calibration constants change)."""
-    for f in (_gpu_consts, gemm_time, attention_time, elementwise_time):
+    for f in (_gpu, gemm_time, attention_time, elementwise_time, quant_time, gemm_curve, grouped_curve, attn_curve,
+              hbm_eta):
         f.cache_clear()

@@ -1,37 +1,54 @@
-"""Dry-run projection: per-layer compute times from the roofline/efficiency model, then assembly.
+"""Dry-run projection: the kernels of each layer on one GPU, timed from kernel-level evidence.
 
-:func:`layer_times_roofline` lists the kernels of one micro-batch through a decoder layer on ONE
-GPU with the plan's TP / CP / EP / expert-TP sharding applied (communication excluded: that is
-:func:`primus_launch.projection.iteration.assemble`'s job) and times each with
-:mod:`primus_launch.projection.compute`. Notation: b = micro-batch, s = sequence, t = TP,
+:func:`layer_times_roofline` lists the kernels of one micro-batch through each kind of decoder
+layer on ONE GPU with the plan's TP / CP / EP / expert-TP sharding applied (communication excluded:
+that is :func:`primus_launch.projection.iteration.assemble`'s job) and times each with
+:mod:`primus_launch.projection.compute` (curves fitted to public kernel measurements) under the
+framework's profile (:mod:`primus_launch.projection.cost.framework`: which kernels run, fused or
+eager, and the host time of launching them).  Notation: b = micro-batch, s = sequence, t = TP,
 T = b*s/cp tokens on this CP rank (GEMMs see all T after the SP all-gather), Tn = T/t with
 sequence parallel else T (norms, residuals), h = hidden, a/g = query/KV heads, d = head dim,
-f = FFN size, E/k = experts/top-k.
+f = FFN size, E/k = experts/top-k, A = 2 (bf16 bytes).
 
 Forward kernels per dense layer (GEMM [M, N, K]):
-  input norm (elementwise 4*Tn*h B), QKV [T, (a+2g)d/t, h], RoPE on q,k (4*T*(a+g)d/t B),
-  core attention (b, a/t heads, s/cp queries x s keys, causal), out-proj [T, h, a*d/t],
-  2 residual adds (6*Tn*h B each), pre-MLP norm, FC1 [T, (2 if SwiGLU else 1)*f/t, h],
-  SwiGLU/GeLU (6 or 4 * T*f/t B), FC2 [T, h, f/t].
+  input norm (Tn*h elements), QKV [T, (a+2g)d/t, h], qk-norm, RoPE on q,k, core attention
+  (b, a/t heads, s/cp queries x s keys, causal, sliding window where ``is_window_layer``;
+  ``cp_comm_type = a2a``: s x s with a/(t cp) heads), out-proj [T, h, a*d/t], residual add
+  (bias-dropout-add; +1 B mask per element with hidden dropout), pre-MLP norm,
+  FC1 [T, (2 if gated else 1)*f/t, h], SwiGLU / GeLU, FC2 [T, h, f/t], residual add.
 MLA attention (DeepSeek-V2/V3, Megatron ``MLASelfAttention``): q-down [T, r_q, h] (replicated
-  over TP, TE "duplicated" linear), q-norm, q-up [T, a(d_qk+d_r)/t, r_q] (or q [T, a(d_qk+d_r)/t,
-  h]), kv-down [T, r_kv+d_r, h] (replicated), kv-norm, kv-up [T, a(d_qk+d_v)/t, r_kv], core
-  attention with d_qk + d_r keys and d_v values, out-proj [T, h, a*d_v/t].
-MoE layer: attention as above; router [Tn, E, h] + softmax/top-k; permute and unpermute + weighted
-  combine, each moving every routed copy once (read h + write h: 2*T_e*k*h B; a gather / scatter-add,
-  as Megatron ``moe_utils.permute`` / ``unpermute`` and TE's fused ``moe_permute`` do), whose
-  backward is the mirror gather / scatter of the same bytes (1x, not the 2x of norms);
-  T_e = T*et/t tokens per GPU entering the experts; grouped expert GEMMs (one kernel) with
-  E/ep local experts of M = T_e*ep*k/E tokens each (balanced routing): FC1 [M, (2)f_e/et, h],
-  FC2 [M, h, f_e/et]; shared experts as a dense MLP of size f_s.
+  over TP), q-norm, q-up [T, a(d_qk+d_r)/t, r_q] (or q [T, a(d_qk+d_r)/t, h]), kv-down
+  [T, r_kv+d_r, h] (replicated), kv-norm, kv-up [T, a(d_qk+d_v)/t, r_kv], core attention with
+  d_qk + d_r keys and d_v values, out-proj [T, h, a*d_v/t].
+Unfused attention (``attention_backend`` unfused / local, e.g. Megatron 2021-22): QK^T as a
+  batched GEMM [s/cp, s, d] x b*a/t, the fused scale-mask-softmax over the materialised s x s
+  scores (2 B read + 2 B write per score; dropout mask +1 B), AV [s/cp, d, s]; backward 4 batched
+  GEMMs and the softmax backward (6 B per score); causal masking saves nothing.
+MoE layer: attention as above; router [Tn, E, h] (bf16) + softmax / top-k (fp32); permute and
+  unpermute + weighted combine, each moving every routed copy once (2*T_e*k*h B; unfused
+  permutation: index kernels moving 3x that), with the all-to-all dispatcher and several local
+  experts a second "sort chunks by expert" permute; T_e = T*et/t tokens per GPU entering the
+  experts; experts as one grouped GEMM (``moe_grouped_gemm``; the grouped-GEMM curve of the
+  architecture where one was fitted) or one GEMM per local expert (E/ep GEMMs of M = T_e*ep*k/E
+  tokens, balanced routing): FC1 [M, (2)f_e/et, h], FC2 [M, h, f_e/et]; shared experts as a dense
+  MLP of size f_s.
 Embedding (first stage): gather 4*T*h B forward; backward scatter-add into fp32 grads (weight-grad).
-Head + loss (last stage): final norm, output GEMM [T, V/t, h] in bf16, vocab-parallel
-  cross-entropy over fp32 logits (~14 B per logit forward, 6 backward).
+Head + loss (last stage): final norm, output GEMM [T, V/t, h] in bf16, cross-entropy over the logits
+  (bytes per logit by profile: Megatron's vocab-parallel fp32 14 / 6, fused 4 / 4, torch 18 / 22).
+MTP (per ``mtp`` layer, Megatron ``MultiTokenPredictionLayer``): enorm + hnorm (T*h each), the
+  embedding gather of the shifted tokens, eh_proj [T, h/t, 2h]; its transformer layer and its
+  output head + loss are priced as a decoder layer and a head (:mod:`iteration`).
 
 Backward of a GEMM [M, N, K]: input-grad [M, K, N] (``bwd_input``) and weight-grad [K, N, M]
-(``bwd_weight``). FP8 GEMMs add their scaling casts: 5 B per element of input and weight forward,
-5 B per output-gradient element and 2 B per element of fp8 transposes backward; element-wise kernels cost twice their forward bytes in backward (permutes: once); attention
-backward is the flash-attention backward of :func:`compute.attention_time`.
+(``bwd_weight``).  Low-precision GEMMs run on the recipe's GEMM curve (``cost/fp8.py``) and add its
+quantisation traffic: the inputs (X) in the forward pass (none for QKV / FC1 when TE's
+LayerNormLinear writes them), the output gradients (dY) in the backward pass, and the weights once
+per optimizer step (Megatron, TE weight caching: / micro-batches; none with ``fp8_param_gather``)
+or per micro-batch (torchao).  Element-wise kernels cost twice their forward bytes in backward
+(permutes: once); attention backward is the fused-attention backward curve.
+
+Host time: each op launches kernels (counts by profile); a pass of a layer takes
+``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``).
 """
 
 from __future__ import annotations
@@ -39,196 +56,460 @@ from __future__ import annotations
 from functools import lru_cache
 
 from primus_launch.plan import ModelArch, Plan
-from primus_launch.projection.compute import attention_time, elementwise_time, gemm_time
+from primus_launch.projection import calibration as cal
+from primus_launch.projection.compute import (arch_of, attention_time, elementwise_time, gemm_time, quant_time)
+from primus_launch.projection.cost import fp8 as fp8m
+from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
 from primus_launch.projection.iteration import LayerTimes, PassTimes, assemble
 from primus_launch.projection.params import _arch, arch_key
 from primus_launch.projection.result import ProjectionResult
 
 A = 2  # bytes of a bf16 activation element
 
+# (bytes per element forward, kernels forward, kernels backward) of the element-wise ops, fused vs
+# eager PyTorch (cost/framework.py)
+NORM_FUSED = (4.0, 1, 2)
+RMSNORM_EAGER = (36.0, 6, 10)
+LAYERNORM_EAGER = (4.0, 1, 2)
+ACT_FUSED = {True: (6.0, 1, 1), False: (4.0, 1, 1)}     # gated (SwiGLU) / plain (GeLU), per f element
+ACT_EAGER = {True: (10.0, 2, 4), False: (4.0, 1, 1)}
+ROPE_FUSED = (4.0, 1, 1)
+ROPE_EAGER = (20.0, 3, 3)
+CE_BYTES = {"megatron": (14.0, 6.0, 6, 4), "fused": (4.0, 4.0, 1, 1), "torch": (18.0, 22.0, 3, 3)}
+
 
 class _Acc:
-    """Accumulates forward / input-grad / weight-grad seconds; with ``ops`` a list, also records
-    each kernel as ``(name, fwd, bwd_input, bwd_weight)`` (for :func:`layer_op_times`)."""
+    """Accumulates forward / input-grad / weight-grad GPU seconds and launched kernels per graph
+    scope; with ``ops`` a list, also records each op as ``(name, fwd, bwd_input, bwd_weight, info)``
+    (``info``: kind, curve key, forward FLOPs) for :func:`layer_op_times` and the explanation."""
 
-    __slots__ = ("f", "bi", "bw", "gpu", "prec", "ops")
+    __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
+                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow")
 
-    def __init__(self, gpu: str, prec: str, ops: list | None = None):
+    def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
+                 ops: list | None = None, insitu: float = 1.0):
         self.f = self.bi = self.bw = 0.0
-        self.gpu, self.prec = gpu, prec
+        self.kf: dict[str, int] = {}
+        self.kb: dict[str, int] = {}
+        self.gpu, self.prec, self.prof, self.fmt, self.recipe = gpu, prec, prof, fmt, recipe
         self.ops = ops
+        self.scope = "other"
+        self.qf = self.qb = self.qw = 0.0   # quantisation bytes: forward inputs, backward dY, weights
+        self.nq = 0
+        self.wq_div = wq_div
+        self.fused_in = False
+        self.mods: tuple[str, ...] = ()
+        self.sums: dict[str, list[float]] = {}
+        self.slow = 1.0 / insitu   # calibration.FRAMEWORK_EFF: kernels in a step vs the benchmarks
 
-    def _rec(self, name: str, f0: float, bi0: float, bw0: float) -> None:
-        if self.ops is not None:
-            self.ops.append((name, self.f - f0, self.bi - bi0, self.bw - bw0))
-
-    def gemm(self, m: int, n: int, k: int, batch: int = 1, prec: str | None = None, name: str = "gemm") -> None:
-        f0, bi0, bw0 = self.f, self.bi, self.bw
-        p = prec or self.prec
-        g = self.gpu
-        self.f += gemm_time(m, n, k, g, p, batch)
-        self.bi += gemm_time(m, k, n, g, p, batch)
-        self.bw += gemm_time(k, n, m, g, p, batch)
-        if p == "fp8":
-            # FP8 scaling casts (TE / torchao float8, tensorwise): read bf16 2 B + amax pass 2 B +
-            # write fp8 1 B per element of the input and weight (forward) and of the output
-            # gradient (backward); fp8 transposes for the weight-grad GEMM (1 B read + 1 B write)
-            self.f += elementwise_time(5.0 * (m * k + k * n) * batch, g)
-            self.bi += elementwise_time(5.0 * m * n * batch, g)
-            self.bw += elementwise_time(2.0 * (m * k + m * n) * batch, g)
-        if self.ops is not None:
-            self._rec(f"{name} [{m}x{n}x{k}]" + (f" x{batch}" if batch > 1 else ""), f0, bi0, bw0)
-
-    def elem(self, nbytes: float, name: str = "elementwise", bwd: float = 2.0) -> None:
-        """A bandwidth-bound kernel; its backward moves ``bwd`` times the forward bytes."""
-        t = elementwise_time(float(nbytes), self.gpu)
-        tb = bwd * t
-        self.f += t
-        self.bi += tb
-        self._rec(name, self.f - t, self.bi - tb, self.bw)
-
-    def attn(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int) -> tuple[float, float]:
-        f, bw = attention_time(b, heads, sq, skv, dqk, dv, True, self.gpu)
+    def _add(self, f: float, bi: float, bw: float, gemm: bool) -> None:
+        """Add to the totals and to the shares of the active modules (recompute, overlap)."""
+        k = self.slow
+        f, bi, bw = f * k, bi * k, bw * k
         self.f += f
-        self.bi += bw
-        self._rec(f"core attention b{b} h{heads} s{sq}x{skv} d{dqk}/{dv}", self.f - f, self.bi - bw, self.bw)
-        return f, bw
+        self.bi += bi
+        self.bw += bw
+        for k in self.mods + (("gemm",) if gemm else ("non_matmul",)):
+            v = self.sums.setdefault(k, [0.0, 0.0, 0.0])
+            v[0] += f
+            v[1] += bi
+            v[2] += bw
 
-    def times(self) -> PassTimes:
-        return PassTimes(self.f, self.bi, self.bw)
+    def _k(self, nf: int, nb: int) -> None:
+        self.kf[self.scope] = self.kf.get(self.scope, 0) + nf
+        self.kb[self.scope] = self.kb.get(self.scope, 0) + nb
+
+    def _rec(self, name: str, f: float, bi: float, bw: float, info: tuple) -> None:
+        if self.ops is not None:
+            self.ops.append((name, f, bi, bw, info))
+
+    def gemm(self, m: int, n: int, k: int, batch: int = 1, lowp: bool = True, name: str = "gemm",
+             separate: bool = False, input_fused: bool = False) -> None:
+        """A GEMM [m,n,k] x ``batch`` (``separate``: ``batch`` independent kernels, not grouped) with
+        its backward; ``lowp``: in the plan's FP8/FP4 recipe (else bf16)."""
+        g = self.gpu
+        fmt = self.fmt if lowp and self.recipe else "bf16"
+        if separate and batch > 1:
+            f = batch * gemm_time(m, n, k, g, "bf16", 1, fmt)
+            bi = batch * gemm_time(m, k, n, g, "bf16", 1, fmt)
+            bw = batch * gemm_time(k, n, m, g, "bf16", 1, fmt)
+            kern = batch
+        else:
+            gr = ("torch" if self.prof.name.startswith("torchtitan") else "any") if batch > 1 else ""
+            f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
+            bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
+            bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
+            kern = 1
+        self._add(f, bi, bw, True)
+        f, bi, bw = f * self.slow, bi * self.slow, bw * self.slow
+        self._k(kern, 2 * kern)
+        if fmt != "bf16":
+            # quantised operands (cost/fp8.py): X forward (unless the norm wrote it), dY backward,
+            # W per step or per micro-batch
+            if not input_fused:
+                self.qf += m * k * batch
+                self.nq += 1
+            self.qb += m * n * batch
+            self.qw += k * n * batch
+            self.nq += 1
+        self._rec(f"{name} [{m}x{n}x{k}]" + (f" x{batch}" if batch > 1 else ""), f, bi, bw,
+                  ("grouped_gemm" if batch > 1 and not separate else "gemm", fmt, 2.0 * m * n * k * batch))
+
+    def elem(self, nbytes: float, name: str, bwd: float = 2.0, kernels: tuple[int, int] = (1, 1)) -> None:
+        """A bandwidth-bound op; its backward moves ``bwd`` times the forward bytes."""
+        t = elementwise_time(float(nbytes), self.gpu)
+        tb = elementwise_time(float(nbytes) * bwd, self.gpu) if bwd > 0 else 0.0
+        if kernels[0] > 1:
+            t += (kernels[0] - 1) * 2e-6
+        self._add(t, tb, 0.0, False)
+        t, tb = t * self.slow, tb * self.slow
+        self._k(*kernels)
+        self._rec(name, t, tb, 0.0, ("elementwise", "hbm", 0.0, nbytes))
+
+    def norm(self, elems: float, m: ModelArch, name: str) -> None:
+        p = self.prof
+        if p.fused_norm:
+            nb, kf, kb = NORM_FUSED
+        else:
+            nb, kf, kb = RMSNORM_EAGER if m.normalization == "rmsnorm" else LAYERNORM_EAGER
+        self.elem(nb * elems, name, 2.0, (kf, kb))
+
+    def attn(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, window: int | None,
+             dropout: float = 0.0) -> PassTimes:
+        impl = self.prof.attention
+        if impl == "unfused":
+            return self._attn_unfused(b, heads, sq, skv, dqk, dv, dropout)
+        f, bw = attention_time(b, heads, sq, skv, dqk, dv, True, self.gpu, impl, window)
+        self._add(f, bw, 0.0, False)
+        f, bw = f * self.slow, bw * self.slow
+        self._k(1, 2)
+        from primus_launch.projection.compute import attention_flops
+
+        self._rec(f"core attention ({impl}) b{b} h{heads} s{sq}x{skv} d{dqk}/{dv}" + (f" window {window}" if window else ""),
+                  f, bw, 0.0, ("attention", impl, attention_flops(b, heads, sq, skv, dqk, dv, True, window)))
+        return PassTimes(f, bw, 0.0)
+
+    def _attn_unfused(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, dropout: float) -> PassTimes:
+        g, bh = self.gpu, b * heads
+        f0, bi0 = self.f, self.bi
+        qk = gemm_time(sq, skv, dqk, g, "bf16", bh)
+        av = gemm_time(sq, dv, skv, g, "bf16", bh)
+        scores = float(bh) * sq * skv
+        sm_f = elementwise_time(scores * (4.0 + (3.0 if dropout else 0.0)), g)
+        sm_b = elementwise_time(scores * (6.0 + (3.0 if dropout else 0.0)), g)
+        # backward: dP = dO V^T [sq, skv, dv], dV = P^T dO [skv, dv, sq], dS K [sq, dqk, skv], dS^T Q [skv, dqk, sq]
+        bwd = (gemm_time(sq, skv, dv, g, "bf16", bh) + gemm_time(skv, dv, sq, g, "bf16", bh)
+               + gemm_time(sq, dqk, skv, g, "bf16", bh) + gemm_time(skv, dqk, sq, g, "bf16", bh))
+        self._add(qk + sm_f + av, bwd + sm_b, 0.0, False)
+        self._k(3 + (1 if dropout else 0), 5)
+        self._rec(f"core attention (unfused: QK^T, softmax over s x s, AV) b{b} h{heads} s{sq}x{skv} d{dqk}",
+                  self.f - f0, self.bi - bi0, 0.0, ("attention", "unfused", 2.0 * bh * sq * skv * (dqk + dv)))
+        return PassTimes(self.f - f0, self.bi - bi0, 0.0)
+
+    def quant_flush(self, name: str = "FP8 quantisation (casts, amax, transposes)") -> None:
+        """Charge the layer's accumulated quantisation bytes (cost/fp8.py) as one op row."""
+        if not self.recipe or (self.qf == 0 and self.qb == 0 and self.qw == 0):
+            return
+        if self.prof.name == "torchtitan-compile":
+            # inductor fuses amax + cast into the producing kernels: the FP8 copies are extra writes
+            # (row- and column-wise, 2 B per element) at streaming speed (cost/fp8.py)
+            bpe, recipe = fp8m.COMPILED_BYTES, None
+        else:
+            bpe, recipe = fp8m.bytes_per_element(self.recipe, arch_of(self.gpu)), self.recipe
+        qt = (lambda nb: elementwise_time(nb, self.gpu)) if recipe is None else (lambda nb: quant_time(nb, self.gpu, recipe))
+        f = qt(bpe * (self.qf + self.qw / self.wq_div)) if (self.qf or self.qw) else 0.0
+        b = qt(bpe * self.qb) if self.qb else 0.0
+        self._add(f, b, 0.0, False)
+        f, b = f * self.slow, b * self.slow
+        self._k(self.nq, self.nq)
+        self._rec(f"{name} [{self.recipe}]", f, b, 0.0, ("quant", self.recipe, 0.0,
+                                                          bpe * (self.qf + self.qb + self.qw / self.wq_div)))
+        self.qf = self.qb = self.qw = 0.0
+        self.nq = 0
+
+    def times(self, host_s: float, graphs: frozenset) -> PassTimes:
+        """GPU times, raised to the host time of the launched kernels where that is longer."""
+        if host_s <= 0:
+            return PassTimes(self.f, self.bi, self.bw)
+        hf = sum(n for sc, n in self.kf.items() if sc not in graphs) * host_s
+        hb = sum(n for sc, n in self.kb.items() if sc not in graphs) * host_s
+        if graphs:
+            captured = {sc for sc in self.kf if sc in graphs}
+            hf += GRAPH_LAUNCH_S * (1 if captured else 0)
+            hb += GRAPH_LAUNCH_S * (1 if captured else 0)
+        f = max(self.f, hf)
+        bi = self.bi
+        if hb > self.bi + self.bw:
+            bi = hb - self.bw
+        return PassTimes(f, bi, self.bw)
+
+    def kernels(self) -> int:
+        return sum(self.kf.values()) + sum(self.kb.values())
+
+    def shares(self, kind: str, out: dict) -> None:
+        for k, v in self.sums.items():
+            out[f"{kind}:{k}"] = PassTimes(*v)
 
 
-def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T: int, Tn: int) -> PassTimes:
+def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T: int, Tn: int,
+                     window: int | None, cp_a2a: bool) -> PassTimes:
     h = m.hidden_size
-    a = m.num_attention_heads // t
-    acc.elem(4 * Tn * h * A, "input norm")
+    a = max(1, m.num_attention_heads // t)
+    acc.scope = "attn"
+    acc.mods = ("layernorm",)
+    acc.norm(Tn * h, m, "input norm")
+    acc.mods = ()
+    fused_in = acc.prof.norm_linear
+    sq, skv, heads = (s, s, max(1, a // cp)) if cp_a2a else (s // cp, s, a)
     if m.multi_latent_attention:
         dqk, dr, dv = m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim
         if m.q_lora_rank:
-            acc.gemm(T, m.q_lora_rank, h, name="MLA q down")
-            acc.elem(4 * T * m.q_lora_rank * A, "MLA q norm")
-            acc.gemm(T, a * (dqk + dr), m.q_lora_rank, name="MLA q up")
+            acc.gemm(T, m.q_lora_rank, h, name="MLA q down", input_fused=fused_in)
+            acc.norm(T * m.q_lora_rank, m, "MLA q norm")
+            acc.mods = ("mla_up_proj",)
+            acc.gemm(T, a * (dqk + dr), m.q_lora_rank, name="MLA q up", input_fused=fused_in)
+            acc.mods = ()
         else:
-            acc.gemm(T, a * (dqk + dr), h, name="MLA q")
-        acc.gemm(T, m.kv_lora_rank + dr, h, name="MLA kv down")
-        acc.elem(4 * T * m.kv_lora_rank * A, "MLA kv norm")
-        acc.gemm(T, a * (dqk + dv), m.kv_lora_rank, name="MLA kv up")
-        acc.elem(4 * T * (a + 1) * dr * A, "RoPE (rope parts of q, k)")
-        f, bw = acc.attn(b, a, s // cp, s, dqk + dr, dv)
+            acc.gemm(T, a * (dqk + dr), h, name="MLA q", input_fused=fused_in)
+        acc.gemm(T, m.kv_lora_rank + dr, h, name="MLA kv down", input_fused=fused_in)
+        acc.norm(T * m.kv_lora_rank, m, "MLA kv norm")
+        acc.mods = ("mla_up_proj",)
+        acc.gemm(T, a * (dqk + dv), m.kv_lora_rank, name="MLA kv up", input_fused=fused_in)
+        acc.mods = ()
+        nb, kf, kb = ROPE_FUSED if acc.prof.fused_rope else ROPE_EAGER
+        acc.elem(nb * T * (a + 1) * dr, "RoPE (rope parts of q, k)", 2.0, (kf, kb))
+        acc.mods = ("core_attn",)
+        core = acc.attn(b, heads, sq, skv, dqk + dr, dv, window, m.attention_dropout)
+        acc.mods = ()
         acc.gemm(T, h, a * dv, name="attention out-proj")
     else:
         d = m.kv_channels
         g = max(1, m.kv_heads // t)
-        acc.gemm(T, (a + 2 * g) * d, h, name="QKV")
-        if m.position_embedding == "rope":
-            acc.elem(4 * T * (a + g) * d * A, "RoPE")
-        f, bw = acc.attn(b, a, s // cp, s, d, d)
+        acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in)
+        if m.qk_layernorm:
+            acc.norm(T * (a + g) * d, m, "q/k norm")
+        if m.position_embedding in ("rope", "yarn"):
+            nb, kf, kb = ROPE_FUSED if acc.prof.fused_rope else ROPE_EAGER
+            acc.elem(nb * T * (a + g) * d, "RoPE", 2.0, (2 * kf, 2 * kb))
+        acc.mods = ("core_attn",)
+        core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
+        acc.mods = ()
         acc.gemm(T, h, a * d, name="attention out-proj")
-    acc.elem(6 * Tn * h * A, "residual add")
-    acc.elem(4 * Tn * h * A, "pre-MLP norm")
-    return PassTimes(f, bw, 0.0)
+    drop = 1.0 if m.hidden_dropout else 0.0
+    acc.elem((6 + drop) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
+    return core
 
 
-def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP") -> None:
+def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
+         separate: bool = False, input_fused: bool = False) -> None:
     h = m.hidden_size
-    acc.gemm(T, (2 if m.swiglu else 1) * ffn_local, h, batch, name=f"{name} FC1")
-    acc.elem((6 if m.swiglu else 4) * T * ffn_local * A * batch, f"{name} {'SwiGLU' if m.swiglu else 'GeLU'}")
-    acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2")
+    gated = m.swiglu
+    mods = acc.mods
+    acc.gemm(T, (2 if gated else 1) * ffn_local, h, batch, name=f"{name} FC1", separate=separate,
+             input_fused=input_fused)
+    nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
+    if "moe" in mods:
+        acc.mods = mods + ("moe_act",)
+    acc.elem(nb * T * ffn_local * batch, f"{name} {'SwiGLU' if gated else m.activation}", 2.0,
+             (kf * (batch if separate else 1), kb * (batch if separate else 1)))
+    acc.mods = mods
+    acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate)
 
 
 @lru_cache(maxsize=65536)
-def _layer_times(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, prec: str,
-                 gpu: str) -> LayerTimes:
-    return _build_layers(key, tp, cp, ep, etp, sp, b, prec, gpu, None)
+def _layer_times(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple) -> LayerTimes:
+    return _build_layers(key, tp, cp, ep, etp, sp, b, gpu, cfg, None)
 
 
-def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, prec: str, gpu: str,
+def _cfg(plan: Plan) -> tuple:
+    """The plan settings, besides shapes and sharding, that change kernel times (hashable)."""
+    t, p = plan.training, plan.parallel
+    arch = arch_of(plan.cluster.gpu)
+    prof = profile_of(plan, arch)
+    lowp = t.precision in ("fp8", "fp4")
+    recipe = fp8m.recipe_of(plan) if lowp else None
+    fmt = fp8m.gemm_format(recipe, arch) if recipe else "bf16"
+    if recipe and prof.weight_quant_per_microbatch:
+        wq_div = 1.0
+    elif recipe and t.fp8_param_gather:
+        wq_div = float("inf")
+    else:
+        wq_div = float(max(1, plan.num_microbatches))
+    host = prof.host_per_kernel
+    return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
+            p.cp_comm_type in ("a2a", "a2a+p2p"), t.precision, cal.framework_eff(plan.framework))
+
+
+def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
                   ops: dict | None) -> LayerTimes:
-    """The kernels of each layer kind (module doc); with ``ops`` a dict, each kind's kernel list
-    is stored in it under ``dense`` / ``moe`` / ``embedding`` / ``head``."""
+    """The kernels of each layer kind (module doc); with ``ops`` a dict, each kind's op list is
+    stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
+    ``head`` / ``mtp``."""
     m = _arch(key)
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_a2a, prec, insitu = cfg
+
+    made: dict[str, _Acc] = {}
 
     def new(kind: str) -> _Acc:
-        lst = None
-        if ops is not None:
-            lst = ops.setdefault(kind, [])
-        return _Acc(gpu, prec, lst)
+        lst = ops.setdefault(kind, []) if ops is not None else None
+        made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu)
+        return made[kind]
+
     s, h = m.seq_length, m.hidden_size
     T = b * s // cp
     Tn = T // tp if sp else T
+    fused_in = prof.norm_linear
 
-    acc = new("dense")
-    attn = _attention_block(acc, m, b, s, cp, tp, T, Tn)
-    _mlp(acc, m, T, m.ffn_hidden_size // tp)
-    acc.elem(6 * Tn * h * A, "residual add")
-    dense = acc.times()
+    def dense_layer(kind: str, window: int | None) -> tuple[PassTimes, PassTimes, int]:
+        acc = new(kind)
+        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a)
+        acc.scope = "mlp"
+        acc.mods = ("layernorm",)
+        acc.norm(Tn * h, m, "pre-MLP norm")
+        acc.mods = ("mlp",)
+        _mlp(acc, m, T, m.ffn_hidden_size // tp, input_fused=fused_in)
+        acc.mods = ()
+        acc.elem((6 + (1.0 if m.hidden_dropout else 0.0)) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
+        acc.quant_flush()
+        if "_" not in kind:
+            acc.shares(kind, shares)
+        return acc.times(host, graphs), core, acc.kernels()
 
-    moe = None
-    if m.is_moe:
-        acc = new("moe")
-        _attention_block(acc, m, b, s, cp, tp, T, Tn)
+    def moe_layer(kind: str, window: int | None) -> tuple[PassTimes, int]:
+        acc = new(kind)
+        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a)
+        acc.scope = "moe_router"
+        acc.mods = ("layernorm",)
+        acc.norm(Tn * h, m, "pre-MLP norm")
+        acc.mods = ("moe",)
         E, k = m.num_experts, m.moe_router_topk
-        acc.gemm(Tn, E, h, prec="bf16", name="router")  # fp32/bf16 in practice
-        acc.elem(Tn * E * 4 * 3, "router softmax / top-k (fp32)")
+        acc.gemm(Tn, E, h, lowp=False, name="router")
+        acc.elem(Tn * E * 4 * 3, "router softmax / top-k / aux loss (fp32)", 2.0, (4, 4))
+        acc.scope = "moe_preprocess"
         Te = max(1, T * etp // tp)
-        acc.elem(2 * Te * k * h * A, "permute", bwd=1.0)
+        perm_k = (1, 1) if prof.fused_permute else (6, 6)
+        perm_x = 1.0 if prof.fused_permute else 3.0
+        acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
+                 1.0, perm_k)
         local = max(1, E // ep)
+        if dispatcher == "alltoall" and ep > 1 and local > 1:
+            acc.elem(2 * Te * k * h * A, "sort chunks by local expert", 1.0, (2, 2))
+        acc.scope = "moe"
         m_e = max(1, -(-Te * ep * k // E))
-        _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local, name="experts (grouped)")
-        acc.elem(2 * Te * k * h * A, "unpermute + weighted combine", bwd=1.0)
+        _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
+             name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped)
+        if dispatcher == "alltoall" and ep > 1 and local > 1:
+            acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
+        acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
         if m.moe_shared_expert_intermediate_size:
-            _mlp(acc, m, T, m.moe_shared_expert_intermediate_size // tp, name="shared expert")
-        acc.elem(6 * Tn * h * A, "residual add")
-        moe = acc.times()
+            acc.scope = "mlp"
+            acc.mods = ("shared_experts",)
+            _mlp(acc, m, T, m.moe_shared_expert_intermediate_size // tp, name="shared expert", input_fused=fused_in)
+        acc.scope = "other"
+        acc.mods = ()
+        acc.elem(6.0 * Tn * h, "residual add", 1.0, (1, 0))
+        acc.quant_flush()
+        if "_" not in kind:
+            acc.shares(kind, shares)
+        return acc.times(host, graphs), acc.kernels()
+
+    shares: dict = {}
+    dense, attn, _ = dense_layer("dense", None)
+    window = m.window_size
+    has_window = window is not None and m.num_window_layers > 0
+    dense_w = dense_layer("dense_window", window)[0] if has_window else None
+    moe = moe_w = None
+    if m.is_moe:
+        moe = moe_layer("moe", None)[0]
+        if has_window:
+            moe_w = moe_layer("moe_window", window)[0]
 
     acc = new("embedding")
-    acc.f += elementwise_time(4.0 * T * h * A, gpu)
-    acc.bw += elementwise_time(float(T * h * (A + 4 + 4)), gpu)
-    acc._rec("embedding gather / grad scatter-add", 0.0, 0.0, 0.0)  # fresh accumulator: all of it
-    emb = acc.times()
+    acc.f += elementwise_time(4.0 * T * h, gpu) * acc.slow
+    acc.bw += elementwise_time(float(T * h * (A + 4 + 4)), gpu) * acc.slow
+    acc._k(1, 2)
+    acc._rec("embedding gather / grad scatter-add", acc.f, 0.0, acc.bw, ("elementwise", "hbm", 0.0, 0.0))
+    emb = acc.times(host, frozenset())
 
     acc = new("head")
     V = m.padded_vocab_size(tp) // tp
-    acc.elem(4 * Tn * h * A, "final norm")
-    acc.gemm(T, V, h, prec="bf16", name="output layer (bf16)")
-    f0, bi0, bw0 = acc.f, acc.bi, acc.bw
-    acc.f += elementwise_time(float(T * V * 14), gpu)     # cross-entropy forward
-    acc.bi += elementwise_time(float(T * V * 6), gpu)     # softmax grad
-    acc._rec("cross-entropy (fp32 logits)", f0, bi0, bw0)
-    head = acc.times()
-    return LayerTimes(dense_layer=dense, moe_layer=moe, embedding=emb, head_loss=head, attn_core=attn)
+    acc.norm(Tn * h, m, "final norm")
+    acc.gemm(T, V, h, lowp=False, name="output layer (bf16)")
+    fb, bb, kf, kb = CE_BYTES[prof.ce]
+    f0, bi0 = acc.f, acc.bi
+    acc.f += elementwise_time(float(T * V * fb), gpu) * acc.slow
+    acc.bi += elementwise_time(float(T * V * bb), gpu) * acc.slow
+    acc._k(kf, kb)
+    acc._rec(f"cross-entropy ({prof.ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * (fb + bb)))
+    head = acc.times(host, frozenset())
+
+    mtp = None
+    if m.mtp_num_layers:
+        acc = new("mtp")
+        acc.norm(Tn * h, m, "MTP enorm")
+        acc.norm(Tn * h, m, "MTP hnorm")
+        acc.elem(4.0 * T * h, "MTP embedding gather", 1.0, (1, 1))
+        acc.gemm(T, max(1, h // tp), 2 * h, name="MTP eh_proj")
+        acc.quant_flush()
+        mtp = acc.times(host, graphs)
+    if ops is not None:
+        ops["_kernels"] = {k: (sum(a.kf.values()), sum(a.kb.values())) for k, a in made.items()}
+    return LayerTimes(dense_layer=dense, moe_layer=moe, embedding=emb, head_loss=head, attn_core=attn,
+                      dense_window_layer=dense_w, moe_window_layer=moe_w, mtp_extra=mtp, parts=shares)
 
 
 def clear_caches() -> None:
     """Forget every cached time (after calibration constants change)."""
     from primus_launch.projection import collectives, compute
+    from primus_launch.projection.cost import framework
 
     compute.clear_caches()
+    collectives.clear_caches()
+    framework._profile.cache_clear()
     _layer_times.cache_clear()
-    for f in (collectives._links, collectives.all_reduce, collectives.all_gather, collectives.reduce_scatter,
-              collectives.all_to_all, collectives.deepep_dispatch, collectives.p2p):
-        f.cache_clear()
 
 
 def layer_times_roofline(plan: Plan) -> LayerTimes:
     """Compute-only times of one micro-batch per layer kind on one GPU (module doc)."""
     p, t = plan.parallel, plan.training
     return _layer_times(arch_key(plan.model), p.tp, p.cp, p.ep, p.expert_tp, p.sequence_parallel,
-                        t.micro_batch_size, t.precision, plan.cluster.gpu)
+                        t.micro_batch_size, plan.cluster.gpu, _cfg(plan))
 
 
-def layer_op_times(plan: Plan) -> dict[str, list[tuple[str, float, float, float]]]:
-    """Per layer kind (``dense``, ``moe``, ``embedding``, ``head``), the kernels of one
-    micro-batch on one GPU as ``(name, forward s, input-grad s, weight-grad s)``; they sum to
-    :func:`layer_times_roofline` (communication excluded)."""
+def layer_op_times(plan: Plan) -> dict[str, list[tuple[str, float, float, float, tuple]]]:
+    """Per layer kind (``dense``, ``moe``, ``dense_window``, ``moe_window``, ``embedding``, ``head``,
+    ``mtp``), the ops of one micro-batch on one GPU as ``(name, forward s, input-grad s, weight-grad
+    s, info)``; their GPU times sum to :func:`layer_times_roofline` unless the layer is host-bound.
+    ``"_kernels"``: per kind, the (forward, backward) kernels launched."""
     p, t = plan.parallel, plan.training
     ops: dict = {}
     _build_layers(arch_key(plan.model), p.tp, p.cp, p.ep, p.expert_tp, p.sequence_parallel, t.micro_batch_size,
-                  t.precision, plan.cluster.gpu, ops)
+                  plan.cluster.gpu, _cfg(plan), ops)
     return ops
 
 
+def kernels_per_step(plan: Plan) -> int:
+    """Kernels one GPU launches in one iteration (every decoder layer, recomputed forwards, embedding,
+    head + loss), by the profile's decomposition; used to fit the host launch cost
+    (``cost/framework.py``)."""
+    n = layer_op_times(plan)["_kernels"]
+    m, t = plan.model, plan.training
+    n_moe = m.num_moe_layers
+    n_dense = m.num_layers - n_moe
+    per_mb = n_dense * sum(n["dense"]) + n_moe * sum(n.get("moe", (0, 0)))
+    if t.recompute.granularity == "full":
+        per_mb += n_dense * n["dense"][0] + n_moe * n.get("moe", (0, 0))[0]
+    per_mb += sum(n["embedding"]) + sum(n["head"])
+    return per_mb * plan.num_microbatches
+
+
 def project_dry_run(plan: Plan, *, memory_margin: float = 0.05, record_timeline: bool = False) -> ProjectionResult:
-    """Dry-run projection of ``plan``: roofline layer times assembled into an iteration."""
-    return assemble(plan, layer_times_roofline(plan), "dry-run", record_timeline=record_timeline,
-                    memory_margin=memory_margin)
+    """Dry-run projection of ``plan``: kernel-level layer times assembled into an iteration."""
+    from primus_launch.projection.cost.flags import unmodelled_flags
+
+    res = assemble(plan, layer_times_roofline(plan), "dry-run", record_timeline=record_timeline,
+                   memory_margin=memory_margin)
+    warn = unmodelled_flags(plan)
+    if warn:
+        res = res.model_copy(update={"warnings": list(res.warnings) + warn})
+    return res

@@ -44,12 +44,30 @@ class GPUSpec(BaseModel):
         default=1.0, gt=0, le=1.0,
         description="fraction of the boost clock sustained under a power cap (1.0 = datasheet); "
                     "scales the achievable tensor FLOP/s in the compute model, not peak_flops()")
+    arch: str = Field(default="", description="kernel family: ampere, hopper, blackwell, blackwell_ultra, cdna3, "
+                                              "cdna4 ('' = unknown: the cost model uses its Hopper curves)")
+    peak_flops_fp4: Optional[float] = Field(default=None, gt=0, description="dense FP4 (NVFP4 / MXFP4) FLOP/s; None = "
+                                                                            "no FP4 tensor cores")
+    gpus_per_node: int = Field(default=8, gt=0, description="GPUs of one node (server / compute tray) of this GPU's "
+                                                            "reference system; a reader's default for Cluster.gpus_per_node")
+    nvlink_domain: Optional[int] = Field(default=None, gt=0, description="GPUs in one scale-up (NVLink / xGMI) domain "
+                                                                         "of the reference system; None = gpus_per_node")
+    host_link_bw: float = Field(default=64e9, gt=0, description="GPU <-> host memory per direction (PCIe Gen5 x16 "
+                                                                "64 GB/s; NVLink-C2C on Grace systems), bytes/s")
     source: str = ""
 
+    @property
+    def scaleup_domain(self) -> int:
+        """GPUs one GPU reaches over its scale-up fabric in the reference system."""
+        return self.nvlink_domain or self.gpus_per_node
+
     def peak_flops(self, precision: str) -> float:
-        """Datasheet dense peak for ``precision`` (fp32 = TF32 tensor rate = bf16/2; fp16 = bf16)."""
+        """Datasheet dense peak for ``precision`` (fp32 = TF32 tensor rate = bf16/2; fp16 = bf16; fp4 =
+        the FP4 peak where the GPU has one, else its FP8 peak: FP4 data then runs on FP8 tensor cores)."""
         if precision == "fp8":
             return self.peak_flops_fp8
+        if precision == "fp4":
+            return self.peak_flops_fp4 or self.peak_flops_fp8
         if precision == "fp32":
             return self.peak_flops_bf16 / 2
         return self.peak_flops_bf16
@@ -64,19 +82,22 @@ def _add(spec: GPUSpec) -> None:
 
 # NVIDIA A100 SXM4 80GB (108 SMs): 312 TFLOP/s dense BF16, no FP8 (NVIDIA A100 datasheet, 2021);
 # 80 GiB HBM2e (nvidia-smi reports 81920 MiB), 2,039 GB/s; NVLink 3: 600 GB/s bidirectional
-# = 300 GB/s per direction through NVSwitch; DGX A100: 8x 200 Gb/s HDR IB HCAs = 25 GB/s per GPU.
-_add(GPUSpec(name="a100-sxm-80gb", vendor="nvidia", peak_flops_bf16=312e12, peak_flops_fp8=312e12,
+# = 300 GB/s per direction through NVSwitch; DGX A100: 8x 200 Gb/s HDR IB HCAs = 25 GB/s per GPU;
+# PCIe Gen4 x16 = 32 GB/s per direction to the host.
+_add(GPUSpec(name="a100-sxm-80gb", vendor="nvidia", arch="ampere", peak_flops_bf16=312e12, peak_flops_fp8=312e12,
              hbm_bytes=80 * GiB, hbm_bw=2039e9, intra_node_bw=300e9, intra_node_topology="switch",
-             inter_node_bw=25e9, tdp_watts=400, num_sms=108, source="NVIDIA A100 datasheet; DGX A100 user guide"))
+             inter_node_bw=25e9, tdp_watts=400, num_sms=108, host_link_bw=32e9,
+             source="NVIDIA A100 datasheet; DGX A100 user guide"))
 # NVIDIA A100 SXM4 40GB: same GA100 compute (312 TF BF16 dense, 108 SMs) and NVLink 3; 40 GB HBM2
 # at 1,555 GB/s (NVIDIA A100 datasheet, 40GB column). Same DGX A100 8x HDR 200 Gb/s networking.
-_add(GPUSpec(name="a100-sxm-40gb", vendor="nvidia", peak_flops_bf16=312e12, peak_flops_fp8=312e12,
+_add(GPUSpec(name="a100-sxm-40gb", vendor="nvidia", arch="ampere", peak_flops_bf16=312e12, peak_flops_fp8=312e12,
              hbm_bytes=40 * GiB, hbm_bw=1555e9, intra_node_bw=300e9, intra_node_topology="switch",
-             inter_node_bw=25e9, tdp_watts=400, num_sms=108, source="NVIDIA A100 datasheet (40GB SXM4)"))
+             inter_node_bw=25e9, tdp_watts=400, num_sms=108, host_link_bw=32e9,
+             source="NVIDIA A100 datasheet (40GB SXM4)"))
 # NVIDIA H100 SXM5 80GB (132 SMs): 989.4 TFLOP/s dense BF16, 1,978.9 dense FP8 (H100 datasheet);
 # 80 GB HBM3 (nvidia-smi 81559 MiB), 3.35 TB/s; NVLink 4: 900 GB/s bidirectional = 450 per
-# direction; DGX H100: 8x 400 Gb/s ConnectX-7 = 50 GB/s per GPU.
-_add(GPUSpec(name="h100-sxm", vendor="nvidia", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
+# direction; DGX H100: 8x 400 Gb/s ConnectX-7 = 50 GB/s per GPU; PCIe Gen5 x16 64 GB/s.
+_add(GPUSpec(name="h100-sxm", vendor="nvidia", arch="hopper", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
              hbm_bytes=81559 * 1024**2, hbm_bw=3.35e12, intra_node_bw=450e9, intra_node_topology="switch",
              inter_node_bw=50e9, tdp_watts=700, num_sms=132, source="NVIDIA H100 datasheet; DGX H100 user guide"))
 # NVIDIA H100 SXM5 96 GB, 500 W power limit (Meta Grand Teton; the H100 of pytorch/torchtitan's
@@ -89,39 +110,76 @@ _add(GPUSpec(name="h100-sxm", vendor="nvidia", peak_flops_bf16=989.4e12, peak_fl
 # Usable capacity = what the device reports (torch total_memory), 95.0 GiB: torchtitan's memory log on
 # these GPUs prints 48.87GiB(51.44%) (pytorch/torchtitan experiments/graph_trainer/.claude/CLAUDE.md;
 # the % is of torch.cuda.get_device_properties().total_memory): 48.87 / 0.5144 = 95.0 GiB.
-_add(GPUSpec(name="h100-sxm-96gb-500w", vendor="nvidia", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
-             hbm_bytes=95.0 * GiB, hbm_bw=2.46e12, intra_node_bw=450e9, intra_node_topology="switch",
-             inter_node_bw=50e9, tdp_watts=500, num_sms=132, sustained_clock_fraction=1.0,
+_add(GPUSpec(name="h100-sxm-96gb-500w", vendor="nvidia", arch="hopper", peak_flops_bf16=989.4e12,
+             peak_flops_fp8=1978.9e12, hbm_bytes=95.0 * GiB, hbm_bw=2.46e12, intra_node_bw=450e9,
+             intra_node_topology="switch", inter_node_bw=50e9, tdp_watts=500, num_sms=132, sustained_clock_fraction=1.0,
              source="torchtitan docs/performance.md (96GB HBM2e, 500W); H100 datasheet for compute"))
 # NVIDIA H200 SXM 141GB: same Hopper compute as H100 (989.4 BF16 / 1,978.9 FP8 dense);
 # 141 GB HBM3e (nvidia-smi 143771 MiB), 4.8 TB/s; NVLink 4 450 GB/s per direction; 400 Gb/s NICs.
-_add(GPUSpec(name="h200", vendor="nvidia", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
+_add(GPUSpec(name="h200", vendor="nvidia", arch="hopper", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
              hbm_bytes=143771 * 1024**2, hbm_bw=4.8e12, intra_node_bw=450e9, intra_node_topology="switch",
              inter_node_bw=50e9, tdp_watts=700, num_sms=132, source="NVIDIA H200 datasheet; DGX H200 user guide"))
-# NVIDIA B200 (HGX/DGX B200, 1000 W; 148 SMs): 2.25 PFLOP/s dense FP16/BF16, 4.5 PFLOP/s dense FP8
-# (DGX B200 datasheet: 72 PF FP8 training for 8 GPUs = 9 sparse = 4.5 dense per GPU);
-# 180 GB HBM3e usable (192 GB physical), 8 TB/s; NVLink 5: 1.8 TB/s bidirectional = 900 per
-# direction; 8x 400 Gb/s ConnectX-7 = 50 GB/s per GPU.
-_add(GPUSpec(name="b200", vendor="nvidia", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
-             hbm_bytes=180 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
-             inter_node_bw=50e9, tdp_watts=1000, num_sms=148, source="NVIDIA DGX B200 datasheet; Blackwell architecture brief"))
+# NVIDIA B200 (HGX/DGX B200, 1000 W; 148 SMs): 2.25 PFLOP/s dense FP16/BF16, 4.5 PFLOP/s dense FP8,
+# 9 PFLOP/s dense FP4 (DGX B200 datasheet: 72 PF FP8 training for 8 GPUs = 9 sparse = 4.5 dense per
+# GPU; HGX B200 at 1,000 W: glennklockwood.com/garden/processors/B200); 180 GB HBM3e usable (192 GB
+# physical), 8 TB/s; NVLink 5: 1.8 TB/s bidirectional = 900 per direction; 8x 400 Gb/s ConnectX-7
+# = 50 GB/s per GPU; PCIe Gen5 to the host.
+_add(GPUSpec(name="b200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
+             peak_flops_fp4=9e15, hbm_bytes=180 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
+             inter_node_bw=50e9, tdp_watts=1000, num_sms=148,
+             source="NVIDIA DGX B200 datasheet; Blackwell architecture brief; glennklockwood.com B200 (HGX 1000 W)"))
+# NVIDIA B300 (HGX/DGX B300, Blackwell Ultra, 1,100 W): BF16 2.25 PF, FP8 4.5 PF dense as B200; dense
+# FP4 14 PF (Verda "GB300 NVL72 architecture" per-GPU table, dense column; glennklockwood.com B300:
+# HGX B300 dense FP4 13-14 PF); 288 GB HBM3e (270 GB usable per Verda's table), 8 TB/s; NVLink 5
+# 900 GB/s per direction; ConnectX-8 SuperNIC 800 Gb/s per GPU = 100 GB/s; PCIe Gen6 x16 128 GB/s.
+_add(GPUSpec(name="b300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
+             peak_flops_fp4=14e15, hbm_bytes=270 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
+             inter_node_bw=100e9, tdp_watts=1100, num_sms=148, host_link_bw=128e9,
+             source="verda.com/blog/gb300-nvl72-architecture (per-GPU table); glennklockwood.com/garden/processors/B300; "
+                    "NVIDIA DGX B300 datasheet (ConnectX-8 800 Gb/s per GPU)"))
+# NVIDIA GB200 NVL72 (Grace + Blackwell, 1,200 W per GPU): 2.5 PF dense BF16, 5 PF FP8, 10 PF FP4 per
+# GPU (NVL72 rack: 360 / 720 / 1,440 PF sparse over 72 GPUs; glennklockwood.com B200 "GB200 variant at
+# 1,200 W"); 186 GB HBM3e usable (13.4 TB per rack), 8 TB/s; NVLink 5 900 GB/s per direction to all
+# 72 GPUs of the rack (NVLink Switch trays); compute tray = 2 Grace + 4 GPUs with 4x ConnectX-7
+# 400 Gb/s (50 GB/s per GPU); NVLink-C2C 900 GB/s bidirectional to Grace (450 per direction).
+_add(GPUSpec(name="gb200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.5e15, peak_flops_fp8=5e15,
+             peak_flops_fp4=10e15, hbm_bytes=186 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
+             inter_node_bw=50e9, tdp_watts=1200, num_sms=148, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
+             source="NVIDIA GB200 NVL72 datasheet (rack totals / 72); glennklockwood.com/garden/processors/B200"))
+# NVIDIA GB300 NVL72 (Grace + Blackwell Ultra, 1,400 W per GPU): 2.5 PF dense BF16, 5 PF FP8, 15 PF
+# FP4 per GPU (Verda per-GPU table; rack: 1.08 EF dense FP4, 360 PF FP8 dense); 279 GB HBM3e usable
+# (20 TB per rack), 8 TB/s; NVLink 5 domain of 72; 4 GPUs per compute tray with ConnectX-8 800 Gb/s
+# per GPU (72 CX-8 per rack) = 100 GB/s; NVLink-C2C to Grace 450 GB/s per direction.
+_add(GPUSpec(name="gb300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf16=2.5e15, peak_flops_fp8=5e15,
+             peak_flops_fp4=15e15, hbm_bytes=279 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
+             inter_node_bw=100e9, tdp_watts=1400, num_sms=160, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
+             source="verda.com/blog/gb300-nvl72-architecture; glennklockwood.com/garden/processors/B300 (GB300 NVL72)"))
 # AMD Instinct MI300X (304 CUs): 1,307.4 TFLOP/s dense BF16, 2,614.9 dense FP8 (AMD MI300X datasheet);
 # 192 GB HBM3, 5.3 TB/s; 7 xGMI links per GPU in a full mesh, 64 GB/s per link per direction
 # (128 GB/s bidirectional), 448 GB/s per GPU per direction; 400 Gb/s NIC per GPU.
-_add(GPUSpec(name="mi300x", vendor="amd", peak_flops_bf16=1307.4e12, peak_flops_fp8=2614.9e12,
+_add(GPUSpec(name="mi300x", vendor="amd", arch="cdna3", peak_flops_bf16=1307.4e12, peak_flops_fp8=2614.9e12,
              hbm_bytes=192 * GB, hbm_bw=5.3e12, intra_node_bw=448e9, intra_node_topology="mesh",
              intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=750, num_sms=304,
              source="AMD Instinct MI300X datasheet; AMD Instinct MI300X platform brief"))
 # AMD Instinct MI325X: same CDNA3 compute as MI300X (304 CUs); 256 GB HBM3e, 6 TB/s; same xGMI mesh.
-_add(GPUSpec(name="mi325x", vendor="amd", peak_flops_bf16=1307.4e12, peak_flops_fp8=2614.9e12,
+_add(GPUSpec(name="mi325x", vendor="amd", arch="cdna3", peak_flops_bf16=1307.4e12, peak_flops_fp8=2614.9e12,
              hbm_bytes=256 * GB, hbm_bw=6e12, intra_node_bw=448e9, intra_node_topology="mesh",
              intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=1000, num_sms=304, source="AMD Instinct MI325X datasheet"))
-# AMD Instinct MI355X (256 CUs): 2.5 PFLOP/s dense FP16/BF16 (2,516.6 TF), 5.0 dense FP8 (5,033.2 TF);
-# 288 GB HBM3e, 8 TB/s; xGMI 4th gen: 7 links x 76.8 GB/s per direction (1,075 GB/s bidirectional
-# total); 400 Gb/s (Pollara) NIC per GPU.
-_add(GPUSpec(name="mi355x", vendor="amd", peak_flops_bf16=2516.6e12, peak_flops_fp8=5033.2e12,
-             hbm_bytes=288 * GB, hbm_bw=8e12, intra_node_bw=537.6e9, intra_node_topology="mesh",
-             intra_node_link_bw=76.8e9, inter_node_bw=50e9, tdp_watts=1400, num_sms=256, source="AMD Instinct MI355X datasheet"))
+# AMD Instinct MI350X (CDNA4, 256 CUs, air-cooled 1,000 W, 2.2 GHz peak engine clock): the MI355X's
+# datasheet peaks scaled by 2.2 / 2.4 GHz (AMD Hot Chips 2025: MI350X 2.2 GHz / 1,000 W, MI355X 2.4 GHz /
+# 1,400 W; AMD's MI350X datasheet lists 2.3 PF BF16, 4.6 PF FP8, 9.2 PF MXFP4 dense); 288 GB HBM3e,
+# 8 TB/s; same 4th-gen Infinity Fabric mesh and 400 Gb/s NIC per GPU as MI355X.
+_add(GPUSpec(name="mi350x", vendor="amd", arch="cdna4", peak_flops_bf16=2306.9e12, peak_flops_fp8=4613.8e12,
+             peak_flops_fp4=9227.6e12, hbm_bytes=288 * GB, hbm_bw=8e12, intra_node_bw=537.6e9,
+             intra_node_topology="mesh", intra_node_link_bw=76.8e9, inter_node_bw=50e9, tdp_watts=1000, num_sms=256,
+             source="AMD Instinct MI350X datasheet; AMD Hot Chips 2025 MI350 (wccftech.com report)"))
+# AMD Instinct MI355X (256 CUs): 2.5 PFLOP/s dense FP16/BF16 (2,516.6 TF), 5.0 dense FP8 (5,033.2 TF),
+# 10.1 dense MXFP4 (10,066 TF); 288 GB HBM3e, 8 TB/s; xGMI 4th gen: 7 links x 76.8 GB/s per direction
+# (1,075 GB/s bidirectional total); 400 Gb/s (Pollara) NIC per GPU.
+_add(GPUSpec(name="mi355x", vendor="amd", arch="cdna4", peak_flops_bf16=2516.6e12, peak_flops_fp8=5033.2e12,
+             peak_flops_fp4=10066.3e12, hbm_bytes=288 * GB, hbm_bw=8e12, intra_node_bw=537.6e9,
+             intra_node_topology="mesh", intra_node_link_bw=76.8e9, inter_node_bw=50e9, tdp_watts=1400, num_sms=256,
+             source="AMD Instinct MI355X datasheet"))
 
 
 def known_gpus() -> list[str]:

@@ -8,20 +8,41 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   backward for every layer of a chunk (``uniform``) or the first ``num_layers`` of each chunk
   (``block``); ``selective`` re-runs the core attention forward (Korthikanti et al. 2022,
   arXiv 2205.05198 sec. 4.2);
+- recomputation: ``full`` re-runs a layer's forward (its TP/EP communication included) in its
+  backward for every layer of a chunk (``uniform``), the first ``num_layers`` of each chunk
+  (``block``) or every ``num_layers``-th (``every_n``); ``selective`` re-runs the forward of the
+  ``recompute.modules`` (core attention, MLP, MoE experts, MoE activation, norms, MLA up-projections,
+  shared experts: their per-layer forward times from the kernel list) (Korthikanti et al. 2022,
+  arXiv 2205.05198 sec. 4.2); ``op`` (TorchTitan per-op SAC) re-runs the non-matmul ops;
 - TP: with sequence parallel 2 all-gathers + 2 reduce-scatters of the [T, h] activations per layer
-  in forward and the same in backward, else 2 all-reduces each way (Megatron ``ColumnParallel`` /
-  ``RowParallelLinear``); ``tp_comm_overlap`` hides ``TP_OVERLAP_HIDDEN`` of it;
-- CP: ring attention sends K,V around the CP ring, (cp-1) steps, in forward and K,V plus their
-  gradients in backward; overlapped with the attention core: exposed = max(0, comm - attention);
+  in forward and as many in backward, + 2 all-gathers with Megatron (it saves the sharded
+  column-parallel input and all-gathers it again for the weight gradient), else 2 all-reduces each way (Megatron ``ColumnParallel`` / ``RowParallelLinear``).
+  ``tp_comm_overlap`` pipelines them with the layer's GEMMs in chunks (Megatron: TE userbuffers;
+  TorchTitan: async TP): exposed = max(comm / tp, comm - e * GEMM time), ``e`` = 1 for TE
+  userbuffers (no figure of its overlap loss exists) and the calibrated ``ASYNC_TP_OVERLAP`` for
+  TorchTitan's async TP;
+- CP: ``p2p`` ring attention sends K,V around the CP ring, (cp-1) steps, in forward and K,V plus
+  their gradients in backward, overlapped with the attention core: exposed = max(0, comm -
+  attention); ``a2a`` (Ulysses): all-to-alls of Q, K, V before and O after the attention (and their
+  gradients), not overlapped; ``allgather``: the K,V all-gather in forward and the dK,dV
+  reduce-scatter in backward, not overlapped; ``a2a+p2p`` priced as ``p2p`` (a warning says so);
 - EP: token dispatch + combine in forward, two more in backward (the backward of a dispatch is a
-  combine and vice versa; with ``full`` recompute the forward pair runs again), intra- vs
-  inter-node from the layout; not overlapped. ``moe_token_dispatcher="alltoall"``: an all-to-all
-  of T_e*k*h bf16 per GPU (one copy per routed expert); ``"deepep"``: DeepEP's one copy per
-  destination rank / RDMA node (:func:`collectives.deepep_dispatch`, routing fan-out from
-  :mod:`moe_routing`);
-- FSDP (``dp_sharding="full"``): per layer, the bf16 parameter all-gather in forward and again in
-  backward (reshard after forward) and the gradient reduce-scatter in backward, prefetched: the
-  exposed part is max(0, comm - that layer's compute) per pass.
+  combine and vice versa; with ``full`` recompute the forward pair runs again), placed on the
+  scale-up domains by the layout. ``moe_token_dispatcher="alltoall"``: an all-to-all of T_e*k*h
+  bf16 per GPU (one copy per routed expert); ``"allgather"``: all-gather of the EP group's tokens
+  and reduce-scatter back; ``"deepep"`` / ``"hybridep"``: one copy per destination rank / RDMA
+  domain (:func:`collectives.deepep_dispatch`, efficiencies fitted to DeepEP's and HybridEP's
+  figures, routing fan-out from :mod:`moe_routing`).  ``moe_shared_expert_overlap`` hides the
+  dispatch behind the shared expert; ``overlap_moe_expert_parallel_comm`` (1F1B all-to-all overlap)
+  hides a forward's dispatch / combine behind another micro-batch's backward of the layer and vice
+  versa: exposed = max(0, comm - that compute);
+- activation offloading (``offload.activation_layers``, the first layers of each chunk): each
+  offloaded layer's activations go to host memory in forward and come back in backward over
+  ``GPUSpec.host_link_bw``, hidden behind the next layer's compute where it is long enough;
+- FSDP (``dp_sharding="full"``): per layer, the parameter all-gather (bf16; FP8 with
+  ``fp8_param_gather``) in forward and again in backward (unless ``fsdp_reshard_after_forward`` is
+  ``never``) and the gradient reduce-scatter in backward, prefetched: the exposed part is
+  max(0, comm - that layer's compute) per pass.
 
 Per (stage, chunk) the layers of that chunk (:mod:`primus_launch.plan.layout`: Megatron's layout
 string and offsets, account-for-embedding/loss, uneven first/last stage, ZB-V's "V") sum into a
@@ -38,18 +59,23 @@ micro-batch on that stage (all its chunks), so exposed = max(one bucket, comm - 
 With PP only that one micro-batch's window is used (the earlier micro-batches' backward happen
 before the gradients are final). Then the optimizer step: memory-bound Adam streaming
 ``ADAM_BYTES_PER_PARAM`` bytes per parameter held (after distributed-optimizer / FSDP sharding) at
-``hbm_bw * HBM_BW_EFFICIENCY``. Iteration = pipeline makespan + max over stages of (exposed DP +
-optimizer).
+``hbm_bw * HBM_BW_EFFICIENCY`` (bytes per parameter from the state dtypes of a precision-aware
+optimizer: grad 2x read + master r/w + two moments r/w + bf16 model write; a fraction
+``offload.optimizer_fraction`` runs on the host CPU at ``CPU_ADAM_BYTES_S`` with its gradients and
+parameters crossing the host link).  The distributed optimizer's (or ZeRO-2 / Megatron-FSDP
+``optimizer_grads``') all-gather moves 1 byte per parameter with ``fp8_param_gather``.
+Iteration = pipeline makespan + max over stages of (exposed DP + optimizer).
 
 Breakdown (exposed seconds, summing to the iteration time), on the busiest stage ``c``:
 compute = its chunk costs without the communication parts; tp/cp/ep_comm = the exposed parts in
-them; dp_comm = FSDP exposed + post-pipeline DP; bubble = makespan(p2p = 0) - busy_c; pp_comm =
-makespan - makespan(p2p = 0); optimizer.
+them; dp_comm = FSDP exposed + post-pipeline DP; pp_comm = the sends on the critical path (the first
+forward wave's pp-1 links per chunk and the last backward wave's, 2 (pp-1) vpp sends, at most the
+idle time of stage c); bubble = makespan - busy_c - pp_comm; optimizer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from primus_launch.plan import Plan
@@ -83,13 +109,27 @@ class LayerTimes:
 
     ``attn_core`` (optional) is the core-attention share of a layer (forward, backward): used for
     selective recompute and CP overlap; when absent, :func:`assemble` takes the roofline's
-    core-attention share of a dense layer scaled to the given dense-layer time."""
+    core-attention share of a dense layer scaled to the given dense-layer time.
+    ``dense_window_layer`` / ``moe_window_layer``: layers with sliding-window attention (None = as
+    the full-attention ones); ``mtp_extra``: an MTP module's norms, embedding and eh_proj (its
+    transformer layer and head are priced as a layer and a head); ``parts``: named shares of a
+    layer used by the overlap and selective-recompute models (``gemm``, ``shared_experts``, ``non_matmul``, and
+    per recompute module ``core_attn``, ``mlp``, ``moe``, ...), each a :class:`PassTimes`, keyed
+    ``"dense:<name>"`` / ``"moe:<name>"``."""
 
     dense_layer: PassTimes
     moe_layer: Optional[PassTimes]
     embedding: PassTimes
     head_loss: PassTimes
     attn_core: Optional[PassTimes] = None
+    dense_window_layer: Optional[PassTimes] = None
+    moe_window_layer: Optional[PassTimes] = None
+    mtp_extra: Optional[PassTimes] = None
+    parts: Optional[dict] = field(default=None, compare=False, hash=False)
+
+    def part(self, kind: str, name: str) -> PassTimes:
+        z = PassTimes(0.0, 0.0, 0.0)
+        return (self.parts or {}).get(f"{kind}:{name}", z)
 
 
 @dataclass
@@ -108,52 +148,136 @@ class _Parts:
         return ChunkCost(self.f, self.bi, self.bw)
 
 
+def _tokens(plan: Plan) -> int:
+    return plan.training.micro_batch_size * plan.model.seq_length // plan.parallel.cp
+
+
 def _tp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
-    """Exposed TP seconds of one layer (forward, backward)."""
+    """Raw TP seconds of one layer (forward, backward), before any overlap (module doc)."""
     p = plan.parallel
     if p.tp <= 1:
         return 0.0, 0.0
-    m, t = plan.model, plan.training
-    nbytes = t.micro_batch_size * m.seq_length // p.cp * m.hidden_size * 2
+    m = plan.model
+    nbytes = float(_tokens(plan) * m.hidden_size * 2)
     if p.sequence_parallel:
-        one = 2 * (coll.all_gather(float(nbytes), lay.tp, gpu) + coll.reduce_scatter(float(nbytes), lay.tp, gpu))
-    else:
-        one = 2 * coll.all_reduce(float(nbytes), lay.tp, gpu)
-    if t.tp_comm_overlap:
-        one *= 1.0 - cal.TP_OVERLAP_HIDDEN
+        ag, rs = coll.all_gather(nbytes, lay.tp, gpu), coll.reduce_scatter(nbytes, lay.tp, gpu)
+        # Megatron saves the sequence-sharded input and all-gathers it again for the weight
+        # gradient; TorchTitan's DTensor SP saves the gathered input
+        regather = ag if plan.framework == "megatron" else 0.0
+        return 2 * (ag + rs), 2 * (ag + rs + regather)
+    one = 2 * coll.all_reduce(nbytes, lay.tp, gpu)
     return one, one
 
 
+def _tp_exposed(plan: Plan, raw: tuple[float, float], gemm: PassTimes) -> tuple[float, float]:
+    """TP seconds left after ``tp_comm_overlap`` (module doc)."""
+    t, tp = plan.training, plan.parallel.tp
+    if not t.tp_comm_overlap or tp <= 1:
+        return raw
+    e = cal.ASYNC_TP_OVERLAP if plan.framework == "torchtitan" else 1.0
+    f, b = raw
+    return (max(f / tp, f - e * gemm.fwd_s), max(b / tp, b - e * (gemm.bwd_input_s + gemm.bwd_weight_s)))
+
+
 def _cp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
-    """Raw ring-attention P2P seconds of one layer (forward, backward)."""
+    """Raw context-parallel seconds of one layer (forward, backward) by ``cp_comm_type``."""
     p = plan.parallel
     if p.cp <= 1:
         return 0.0, 0.0
     m = plan.model
-    b, s = plan.training.micro_batch_size, m.seq_length
+    T = _tokens(plan)
     if m.multi_latent_attention:
         kv_elems = m.num_attention_heads // p.tp * (m.qk_head_dim + m.qk_pos_emb_head_dim + m.v_head_dim)
+        q_elems = o_elems = m.num_attention_heads // p.tp * m.v_head_dim
     else:
         kv_elems = 2 * max(1, m.kv_heads // p.tp) * m.kv_channels
-    nbytes = float(b * s // p.cp * kv_elems * 2)
-    step = coll.p2p(nbytes, lay.cp.nodes > 1, gpu)
+        q_elems = o_elems = max(1, m.num_attention_heads // p.tp) * m.kv_channels
+    if p.cp_comm_type == "a2a":
+        one = (coll.all_to_all(float(T * (q_elems + kv_elems) * 2), lay.cp, gpu)
+               + coll.all_to_all(float(T * o_elems * 2), lay.cp, gpu))
+        return one, one
+    if p.cp_comm_type == "allgather":
+        ag = coll.all_gather(float(T * p.cp * kv_elems * 2), lay.cp, gpu)
+        return ag, ag + coll.reduce_scatter(float(T * p.cp * kv_elems * 2), lay.cp, gpu)
+    step = coll.p2p(float(T * kv_elems * 2), lay.cp.nodes > 1, gpu)
     return (p.cp - 1) * step, (p.cp - 1) * 2 * step
 
 
 def _ep_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
-    """EP all-to-all seconds of one MoE layer (forward, backward)."""
+    """Raw EP seconds of one MoE layer (forward: dispatch + combine; backward: the mirror pair)."""
     p, m = plan.parallel, plan.model
     if not m.is_moe or p.ep <= 1:
         return 0.0, 0.0
-    T = plan.training.micro_batch_size * m.seq_length // p.cp
+    T = _tokens(plan)
     Te = max(1, T * p.expert_tp // p.tp)
-    if plan.training.moe_token_dispatcher == "deepep":
+    d = plan.training.moe_token_dispatcher
+    if d in ("deepep", "hybridep"):
         one = coll.deepep_dispatch(Te, float(m.hidden_size * 2), lay.ep, gpu, m.num_experts, m.moe_router_topk,
-                                   m.moe_router_num_groups or 1, m.moe_router_group_topk or 1)
+                                   m.moe_router_num_groups or 1, m.moe_router_group_topk or 1, d)
         return 2 * one, 2 * one
+    if d == "allgather":
+        nbytes = float(Te * p.ep * m.hidden_size * 2)
+        one = coll.all_gather(nbytes, lay.ep, gpu) + coll.reduce_scatter(nbytes, lay.ep, gpu)
+        return one, one
     nbytes = float(Te * m.moe_router_topk * m.hidden_size * 2)
     one = coll.all_to_all(nbytes, lay.ep, gpu)
     return 2 * one, 2 * one
+
+
+def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[float, float]:
+    """EP seconds left after shared-expert and 1F1B all-to-all overlap (module doc)."""
+    t = plan.training
+    f, b = raw
+    if t.moe_shared_expert_overlap:
+        sh = lt.part("moe", "shared_experts")
+        f = max(0.0, f - sh.fwd_s)
+        b = max(0.0, b - sh.bwd_input_s - sh.bwd_weight_s)
+    if t.overlap_moe_expert_parallel_comm and lt.moe_layer is not None:
+        mo = lt.moe_layer
+        # delay_wgrad_compute moves the weight gradients out of the backward, where they cover the
+        # backward's dispatch / combine as well (Megatron's 1F1B all-to-all overlap with split wgrad)
+        cover_b = mo.fwd_s + (mo.bwd_weight_s if t.delay_wgrad_compute else 0.0)
+        f, b = max(0.0, f - (mo.bwd_input_s + mo.bwd_weight_s)), max(0.0, b - cover_b)
+    return f, b
+
+
+def _offload_exposed(plan: Plan, lt: LayerTimes, moe: bool) -> tuple[float, float]:
+    """Host-link seconds left exposed per offloaded layer (forward D2H, backward H2D) of activation
+    offloading (``offload.activation_layers``): the layer's kept activations over
+    ``GPUSpec.host_link_bw`` (PCIe / NVLink-C2C), overlapped with the next layer's compute."""
+    from primus_launch.projection.memory_activations import layer_activation_bytes
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    la = layer_activation_bytes(m, seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel,
+                                cp=p.cp, moe=moe, ep=p.ep, etp=p.expert_tp)
+    secs = la.full / get_gpu(plan.cluster.gpu).host_link_bw
+    pt = (lt.moe_layer if moe else None) or lt.dense_layer
+    return max(0.0, secs - pt.fwd_s), max(0.0, secs - pt.bwd_input_s - pt.bwd_weight_s)
+
+
+def optimizer_bytes_per_param(plan: Plan) -> float:
+    """Bytes the Adam step streams per (sharded) parameter (module doc; 34 with fp32 states)."""
+    t = plan.training
+    if t.optimizer != "adam":
+        return 14.0
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+    g = size[t.main_grads_dtype] if t.precision_aware_optimizer else 4
+    mp = size[t.main_params_dtype] if t.precision_aware_optimizer else 4
+    m1 = size[t.exp_avg_dtype] if t.precision_aware_optimizer else 4
+    m2 = size[t.exp_avg_sq_dtype] if t.precision_aware_optimizer else 4
+    return 2 * g + 2 * mp + 2 * m1 + 2 * m2 + 2
+
+
+def _recompute_modules_fwd(plan: Plan, lt: LayerTimes, kind: str) -> float:
+    """Forward seconds re-run by selective recompute in one layer of ``kind`` (dense / moe)."""
+    r = plan.training.recompute
+    if r.granularity == "op":
+        return lt.part(kind, "non_matmul").fwd_s
+    if r.granularity != "selective":
+        return 0.0
+    if not lt.parts:
+        return lt.attn_core.fwd_s if lt.attn_core is not None else 0.0
+    return sum(lt.part(kind, mod).fwd_s for mod in r.modules)
 
 
 def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bool = False,
@@ -176,25 +300,32 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         ra = roof.attn_core or PassTimes(0.0, 0.0, 0.0)
         k = lt.dense_layer.total_s / roof.dense_layer.total_s if roof.dense_layer.total_s > 0 else 0.0
         attn = PassTimes(ra.fwd_s * k, ra.bwd_input_s * k, 0.0)
+        lt = LayerTimes(**{**{f: getattr(lt, f) for f in ("dense_layer", "moe_layer", "embedding", "head_loss",
+                                                          "dense_window_layer", "moe_window_layer", "mtp_extra",
+                                                          "parts")}, "attn_core": attn})
     attn = attn or PassTimes(0.0, 0.0, 0.0)
 
-    tp_f, tp_b = _tp_times(plan, gpu, lay)
+    tp_f, tp_b = _tp_exposed(plan, _tp_times(plan, gpu, lay), lt.part("dense", "gemm"))
     cp_f, cp_b = _cp_times(plan, gpu, lay)
-    cp_f = max(0.0, cp_f - attn.fwd_s)
-    cp_b = max(0.0, cp_b - attn.bwd_input_s)
-    ep_f, ep_b = _ep_times(plan, gpu, lay)
+    if p.cp_comm_type in ("p2p", "a2a+p2p"):
+        cp_f = max(0.0, cp_f - attn.fwd_s)
+        cp_b = max(0.0, cp_b - attn.bwd_input_s)
+    ep_f, ep_b = _ep_exposed(plan, _ep_times(plan, gpu, lay), lt)
 
     fsdp = p.dp_sharding == "full" and lay.dp_shard.size > 1
     grad_elem = 4 if t.grad_reduce_in_fp32 else 2
+    param_elem = 1.0 if (t.fp8_param_gather and t.precision in ("fp8", "fp4")) else 2.0
     fsdp_dense = fsdp_moe = (0.0, 0.0)
     if fsdp:
+        regather = 0.0 if p.fsdp_reshard_after_forward == "never" else 1.0
+
         def _fsdp(moe: bool, pt: PassTimes) -> tuple[float, float]:
             sp_ = layer_parameter_counts(m, p.tp, p.expert_tp, p.ep, moe)
-            ag = coll.all_gather(2.0 * sp_.dense, lay.dp_shard, gpu) + (
-                coll.all_gather(2.0 * sp_.expert, lay.expert_dp, gpu) if sp_.expert else 0.0)
+            ag = coll.all_gather(param_elem * sp_.dense, lay.dp_shard, gpu) + (
+                coll.all_gather(param_elem * sp_.expert, lay.expert_dp, gpu) if sp_.expert else 0.0)
             rs = coll.reduce_scatter(float(grad_elem * sp_.dense), lay.dp_shard, gpu) + (
                 coll.reduce_scatter(float(grad_elem * sp_.expert), lay.expert_dp, gpu) if sp_.expert else 0.0)
-            return max(0.0, ag - pt.fwd_s), max(0.0, ag + rs - pt.bwd_input_s - pt.bwd_weight_s)
+            return max(0.0, ag - pt.fwd_s), max(0.0, regather * ag + rs - pt.bwd_input_s - pt.bwd_weight_s)
         fsdp_dense = _fsdp(False, lt.dense_layer)
         if m.is_moe and lt.moe_layer is not None:
             fsdp_moe = _fsdp(True, lt.moe_layer)
@@ -202,11 +333,25 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     r = t.recompute
     chunks = plan.chunk_layout()
     last_moe = m.is_moe_layer(m.num_layers - 1)
+    last_win = m.is_window_layer(m.num_layers - 1)
+    rec_dense_sel = _recompute_modules_fwd(plan, lt, "dense")
+    rec_moe_sel = _recompute_modules_fwd(plan, lt, "moe") if m.is_moe else 0.0
 
     # embedding / head TP communication (vocab-parallel embedding all-reduce or reduce-scatter,
     # the all-gather before the output layer with SP); cross-entropy's small all-reduces ignored
-    emb_tp = tp_f / 4 if p.sequence_parallel else tp_f / 2   # one RS (SP) or one AR per pass
-    head_tp = tp_f / 4 if p.sequence_parallel else 0.0        # the AG before the output layer (SP)
+    tp_raw_f = _tp_times(plan, gpu, lay)[0]
+    emb_tp = tp_raw_f / 4 if p.sequence_parallel else tp_raw_f / 2   # one RS (SP) or one AR per pass
+    head_tp = tp_raw_f / 4 if p.sequence_parallel else 0.0           # the AG before the output layer (SP)
+
+    d0 = lt.dense_layer
+    mo0 = lt.moe_layer or d0
+    dw = lt.dense_window_layer or d0
+    mw = lt.moe_window_layer or mo0
+
+    def layer_pt(moe: bool, win: bool) -> PassTimes:
+        if moe:
+            return mw if win else mo0
+        return dw if win else d0
 
     parts: list[list[_Parts]] = []
     for rank in range(pp):
@@ -214,10 +359,11 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         for c in range(vpp):
             chunk = chunks[rank][c]
             # MTP layers (plan.layout: with the loss unless the layout string places them) are
-            # priced as decoder layers of the last layer's kind plus their own output head + loss
-            kinds = [m.is_moe_layer(i) for i in chunk.layers] + [last_moe] * chunk.mtp
+            # priced as decoder layers of the last layer's kind plus their norms / eh_proj and
+            # their own output head + loss
+            kinds = [(m.is_moe_layer(i), m.is_window_layer(i)) for i in chunk.layers] + [(last_moe, last_win)] * chunk.mtp
             n = len(kinds)
-            n_moe = sum(kinds)
+            n_moe = sum(1 for k_, _ in kinds if k_)
             n_dense = n - n_moe
             if r.granularity == "full":
                 if r.method == "every_n":
@@ -225,19 +371,30 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 else:
                     n_rec = n if (r.method == "uniform" or r.num_layers is None) else min(r.num_layers, n)
                     rec = kinds[:n_rec]
-                rec_moe = sum(rec)
-                rec_dense = len(rec) - rec_moe
             else:
-                rec_moe = rec_dense = 0
+                rec = []
+            rec_moe = sum(1 for k_, _ in rec if k_)
+            rec_dense = len(rec) - rec_moe
             q = _Parts()
-            d, mo = lt.dense_layer, lt.moe_layer
-            q.f = n_dense * d.fwd_s + n_moe * (mo.fwd_s if mo else 0.0)
-            q.bi = n_dense * d.bwd_input_s + n_moe * (mo.bwd_input_s if mo else 0.0)
-            q.bw = n_dense * d.bwd_weight_s + n_moe * (mo.bwd_weight_s if mo else 0.0)
+            for kk in kinds:
+                pt = layer_pt(*kk)
+                q.f += pt.fwd_s
+                q.bi += pt.bwd_input_s
+                q.bw += pt.bwd_weight_s
             # recompute (compute part)
-            q.bi += rec_dense * d.fwd_s + rec_moe * (mo.fwd_s if mo else 0.0)
-            if r.granularity == "selective":
-                q.bi += n * attn.fwd_s
+            for kk in rec:
+                q.bi += layer_pt(*kk).fwd_s
+            q.bi += n_dense * rec_dense_sel + n_moe * rec_moe_sel
+            n_off = min(t.offload.activation_layers, n)
+            if n_off:
+                for kk in kinds[:n_off]:
+                    of, ob = _offload_exposed(plan, lt, kk[0])
+                    q.f += of
+                    q.bi += ob
+            if chunk.mtp and lt.mtp_extra is not None:
+                q.f += chunk.mtp * lt.mtp_extra.fwd_s
+                q.bi += chunk.mtp * lt.mtp_extra.bwd_input_s
+                q.bw += chunk.mtp * lt.mtp_extra.bwd_weight_s
             comp = q.f + q.bi + q.bw
             # communication inside the layers
             q.tp = n * (tp_f + tp_b) + (rec_dense + rec_moe) * tp_f
@@ -260,26 +417,30 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 q.bw += heads * lt.head_loss.bwd_weight_s
                 comp += heads * lt.head_loss.total_s
                 q.tp += heads * 2 * head_tp
+            del comp
             row.append(q)
         parts.append(row)
 
     costs = [[q.cost() for q in row] for row in parts]
-    act = t.micro_batch_size * m.seq_length // p.cp * m.hidden_size * 2
+    act = _tokens(plan) * m.hidden_size * 2
     if p.sequence_parallel:
         act //= p.tp
     p2p_s = coll.p2p(float(act), lay.pp.nodes > 1, gpu) if pp > 1 else 0.0
     schedule = t.pipeline_schedule if pp > 1 else "1f1b"
     res = simulate(schedule, pp, vpp, nmb, costs, p2p_s, record=record_timeline)
     makespan = res.makespan_s
-    makespan0 = simulate(schedule, pp, vpp, nmb, costs, 0.0).makespan_s if p2p_s > 0 else makespan
 
     # ----- after the pipeline: DP gradient reduction, param all-gather, optimizer -----
     stage_params = stage_parameter_split(plan)
     dp_size = lay.dp.size
-    shard_dense = {"optimizer": dp_size, "full": lay.dp_shard.size}.get(p.dp_sharding, 1)  # HSDP: shard group
-    shard_expert = lay.expert_dp.size if p.dp_sharding in ("optimizer", "full") else 1
-    opt_bytes = cal.ADAM_BYTES_PER_PARAM if t.optimizer == "adam" else 14
-    hbm = spec.hbm_bw * cal.HBM_BW_EFFICIENCY
+    sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
+    shard_dense = lay.dp_shard.size if p.dp_sharding == "full" else (dp_size if sharded else 1)  # HSDP: shard group
+    shard_expert = lay.expert_dp.size if p.dp_sharding != "none" else 1
+    opt_bytes = optimizer_bytes_per_param(plan) if t.optimizer == "adam" else 14
+    from primus_launch.projection.compute import hbm_eta
+
+    hbm = spec.hbm_bw * (hbm_eta(spec.arch)[0] if spec.arch else cal.HBM_BW_EFFICIENCY)
+    off = t.offload.optimizer_fraction
     post = []
     for rank in range(pp):
         sp_ = stage_params[rank]
@@ -291,9 +452,10 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 grad = coll.all_reduce(float(grad_elem * sp_.total / max(1, lay.dp_shard.size)), lay.dp_replicate, gpu)
         elif dp_size > 1 or lay.expert_dp.size > 1:
             gd, ge = float(grad_elem * sp_.dense), float(grad_elem * sp_.expert)
-            if p.dp_sharding == "optimizer":
+            if sharded:
                 grad = coll.reduce_scatter(gd, lay.dp, gpu) + coll.reduce_scatter(ge, lay.expert_dp, gpu)
-                ag = coll.all_gather(2.0 * sp_.dense, lay.dp, gpu) + coll.all_gather(2.0 * sp_.expert, lay.expert_dp, gpu)
+                ag = (coll.all_gather(param_elem * sp_.dense, lay.dp, gpu)
+                      + coll.all_gather(param_elem * sp_.expert, lay.expert_dp, gpu))
             else:
                 grad = coll.all_reduce(gd, lay.dp, gpu) + coll.all_reduce(ge, lay.expert_dp, gpu)
         buckets = max(1, -(-sp_.total // max(cal.GRAD_BUCKET_PARAMS, 1_000_000 * dp_size)))
@@ -302,7 +464,9 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         if t.overlap_param_gather and ag > 0:
             ag = max(ag / buckets, ag - fwd_win / nmb)
         held = sp_.dense / shard_dense + sp_.expert / shard_expert
-        opt = held * opt_bytes / hbm
+        opt = held * (1 - off) * opt_bytes / hbm
+        if off > 0:   # host-side Adam on the offloaded share; grads down, params up the host link
+            opt += held * off * max(opt_bytes / cal.CPU_ADAM_BYTES_S, 6.0 / spec.host_link_bw)
         post.append((grad + ag, opt))
     crit_post = max(range(pp), key=lambda i: post[i][0] + post[i][1])
     dp_post, opt_s = post[crit_post]
@@ -315,8 +479,10 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     ep_c = nmb * sum(q.ep for q in parts[c])
     dpin_c = nmb * sum(q.dp for q in parts[c])
     compute_c = busy[c] - tp_c - cp_c - ep_c - dpin_c
-    bubble = max(0.0, makespan0 - busy[c])
-    pp_comm = makespan - busy[c] - bubble
+    # the sends on the critical path: the first forward wave crosses pp-1 links per model chunk and
+    # the last backward wave crosses them back (the simulation hides the others behind compute)
+    pp_comm = min(max(0.0, makespan - busy[c]), 2 * (pp - 1) * vpp * p2p_s)
+    bubble = max(0.0, makespan - busy[c] - pp_comm)
     breakdown = {"compute": compute_c, "tp_comm": tp_c, "cp_comm": cp_c, "ep_comm": ep_c,
                  "dp_comm": dpin_c + dp_post, "pp_comm": pp_comm, "bubble": bubble, "optimizer": opt_s}
 

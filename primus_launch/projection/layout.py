@@ -1,4 +1,11 @@
-"""Where each parallel group's ranks sit: nodes spanned, members per node, NICs per group.
+"""Where each parallel group's ranks sit: scale-up domains spanned, members per domain, NICs per group.
+
+A *scale-up domain* is the set of GPUs one GPU reaches over NVLink / xGMI: a node (8 GPUs of a DGX
+or an MI300X platform) or, on GB200 / GB300 NVL72, the 72 GPUs of a rack (18 trays of 4 GPUs).
+Its size is ``plan.cluster.nvlink_domain``, else the GPU's reference system
+(``GPUSpec.nvlink_domain``, 72 for gb200 / gb300), else ``gpus_per_node`` -- capped by the world
+size.  Everything below counts in domains ("node" below = domain): a group inside one domain runs
+at scale-up speed even when it spans several trays.
 
 Megatron-LM orders ranks "tp-cp-ep-dp-pp" (``megatron/core/parallel_state.py``
 ``initialize_model_parallel`` / ``RankGenerator``): TP is innermost (adjacent global ranks), then
@@ -65,10 +72,22 @@ class Layout:
     pp: GroupPlacement          # two adjacent pipeline stages
 
 
+def scaleup_domain(plan: Plan) -> int:
+    """GPUs of one scale-up domain for ``plan`` (module doc)."""
+    from primus_launch.projection.hardware import get_gpu
+
+    c = plan.cluster
+    dom = c.nvlink_domain
+    if dom is None:
+        spec = get_gpu(c.gpu)
+        dom = spec.nvlink_domain if spec.nvlink_domain and spec.nvlink_domain > c.gpus_per_node else c.gpus_per_node
+    return max(1, min(dom, c.world_size))
+
+
 def layout(plan: Plan) -> Layout:
     """Group placements of ``plan`` under Megatron's rank order (module doc)."""
     p = plan.parallel
-    g = plan.cluster.gpus_per_node
+    g = scaleup_domain(plan)
     tp, cp, pp = p.tp, p.cp, p.pp
     dp = plan.dp
     etp, ep = p.expert_tp, p.ep

@@ -46,14 +46,16 @@ Per pipeline stage (one GPU of that stage), in bytes:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, Optional
 
 from primus_launch.plan import Plan
 from primus_launch.projection.hardware import GiB, get_gpu
 from primus_launch.projection.memory_activations import (
     TE,
     ActivationImpl,
+    LayerActivations,
     impl_for,
     layer_activation_bytes,
     output_activation_bytes,
@@ -88,6 +90,18 @@ FRAGMENTATION = ALLOCATOR_FRAGMENTATION
 MemoryBasis = Literal["reserved", "allocated"]
 
 
+@dataclass(frozen=True)
+class MeasuredActivations:
+    """Per-GPU activation bytes of one micro-batch measured on real pieces
+    (:mod:`primus_launch.projection.measure`), used in place of the tensor-list model's per-layer
+    and output figures; stages, recompute, in-flight micro-batches and the rest as modelled."""
+
+    dense: LayerActivations
+    moe: Optional[LayerActivations]
+    output: tuple[float, float]  # (kept, transient) of the final norm + output layer + loss
+    note: str
+
+
 @lru_cache(maxsize=4096)
 def _in_flight(schedule: str, pp: int, vpp: int, m: int) -> tuple[float, ...]:
     """Chunk-micro-batches of activations alive at each rank's peak.
@@ -115,7 +129,8 @@ def _optimizer_bytes(precision: str, optimizer: str) -> int:
     return states + (4 if mixed else 0)
 
 
-def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: TitanImpl = TITAN) -> list[StageMemory]:
+def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: TitanImpl = TITAN,
+                 acts: Optional[MeasuredActivations] = None) -> list[StageMemory]:
     """Per PP rank, bytes on one GPU of that rank (see the module docstring; TorchTitan plans:
     :mod:`memory_titan`)."""
     if plan.framework == "torchtitan":
@@ -129,13 +144,13 @@ def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: Tit
         key, p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding, p.dp_replicate,
         plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
         t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
-        plan.dp, plan.expert_dp, src, impl)]
+        plan.dp, plan.expert_dp, src, impl, acts)]
 
 
 @lru_cache(maxsize=65536)
 def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, layout, schedule, mbs, nmb,
                   precision, optimizer, grad_fp32, gran, method, rnum, dp, edp, framework,
-                  impl: ActivationImpl) -> tuple[StageMemory, ...]:
+                  impl: ActivationImpl, acts: Optional[MeasuredActivations] = None) -> tuple[StageMemory, ...]:
     m = _arch(key)
     split = _stage_split(key, tp, etp, ep, layout, "te")
     a = 4 if precision == "fp32" else 2
@@ -147,6 +162,8 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
     dense_act = layer_activation_bytes(m, moe=False, **kw)
     moe_act = layer_activation_bytes(m, moe=True, **kw) if m.is_moe else dense_act
     out_kept, out_transient = output_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl)
+    if acts is not None:  # measured pieces (projection.measure)
+        dense_act, moe_act, (out_kept, out_transient) = acts.dense, acts.moe or acts.dense, acts.output
     last_rank = next(r for r, row in enumerate(layout) if any(c.loss for c in row))
     first_rank = next(r for r, row in enumerate(layout) if any(c.embedding for c in row))
     flight = _in_flight(schedule, pp, vpp, nmb)
@@ -279,24 +296,27 @@ def _ep_routing(plan: Plan) -> bool:
 
 
 def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl | None = None,
-                    memory_basis: MemoryBasis = "reserved") -> MemoryReport:
+                    memory_basis: MemoryBasis = "reserved",
+                    acts: Optional[MeasuredActivations] = None) -> MemoryReport:
     """Peak bytes per GPU, the worst stage's breakdown and whether it fits ``capacity*(1-margin)``.
 
     ``memory_basis="reserved"`` (default) compares the caching allocator's estimated reserved peak
     (allocated + :data:`ALLOCATOR_FRAGMENTATION` of the dynamic part) plus
     :data:`OUTSIDE_ALLOCATOR_BYTES` with the device's capacity; ``"allocated"`` the allocated peak plus
-    the same outside-allocator bytes.
+    the same outside-allocator bytes.  ``acts``: measured per-layer activations instead of the
+    model's (Megatron plans; a TorchTitan plan keeps its traced model of :mod:`memory_titan`).
     """
     if memory_basis not in ("reserved", "allocated"):
         from primus_launch.plan import PlanError
 
         raise PlanError("memory_basis", memory_basis, "reserved or allocated")
-    stages = stage_memory(plan, impl)
+    stages = stage_memory(plan, impl, acts=acts)
     worst = max(stages, key=lambda s: _basis_peak(s, memory_basis))
     peak = _basis_peak(worst, memory_basis)
     cap = int(get_gpu(plan.cluster.gpu).hbm_bytes)
     titan = plan.framework == "torchtitan"
     notes = [
+        acts.note if acts is not None and not titan else
         ("activations: torchtitan modules (fused RMSNorm, flash SDPA, unfused SwiGLU, fp32 loss logits), FSDP2 "
          "walk of the backward (tests/titan_trace.py traces)" if titan else
          "activations assume megatron-core + Transformer Engine (flash attention, fused SwiGLU/RoPE)"

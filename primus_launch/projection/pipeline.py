@@ -240,7 +240,27 @@ def simulate(schedule: str, pp: int, vpp: int, num_microbatches: int,
     (index r for ranks r <-> r+1, optional index pp-1 for the wrap-around pp-1 <-> 0).
     In fused schedules (1f1b, interleaved_1f1b, gpipe) one backward costs
     ``bwd_input_s + bwd_weight_s``.
+
+    Without a timeline, long schedules (m > 8 pp) are first simulated at 4 pp and 8 pp
+    micro-batches: when the makespan grows between them by exactly the busiest rank's work per
+    micro-batch (a compute-bound steady state: that rank never idles, so each added micro-batch adds
+    its work and nothing else), the makespan at m is extrapolated along that line -- the number the
+    full simulation gives (``tests/test_pipeline.py``) at a fraction of the cost; otherwise (e.g. P2P
+    on the steady state's critical path) the full schedule is simulated.
     """
+    m = num_microbatches
+    if not record and pp > 1 and m > 8 * pp and schedule in ("1f1b", "interleaved_1f1b", "zb_h1", "gpipe"):
+        m1, m2 = 4 * pp, 8 * pp
+        r1 = _simulate_plan(_plan(schedule, pp, vpp, m1), costs, p2p_s, False)
+        r2 = _simulate_plan(_plan(schedule, pp, vpp, m2), costs, p2p_s, False)
+        per_mb = max(r2.stage_busy_s) / m2
+        inc = (r2.makespan_s - r1.makespan_s) / (m2 - m1)
+        if per_mb > 0 and abs(inc - per_mb) <= 1e-9 * per_mb:
+            makespan = r2.makespan_s + (m - m2) * per_mb
+            busy = [b / m2 * m for b in r2.stage_busy_s]
+            return PipelineResult(makespan_s=makespan, stage_busy_s=busy,
+                                  stage_bubble_s=[max(0.0, makespan - b) for b in busy],
+                                  schedule=r2.schedule, num_microbatches=m)
     return _simulate_plan(_plan(schedule, pp, vpp, num_microbatches), costs, p2p_s, record)
 
 
@@ -352,17 +372,14 @@ def activations_in_flight(schedule: str, pp: int, vpp: int, num_microbatches: in
     free_kind = W if (release == "W" and o.split_backward) else B
     out: list[float] = []
     for r, ordr in enumerate(o.orders):
-        cur = peak = 0.0
-        for a in ordr:
-            kind, _, c, _ = o.decode(a)
-            wgt = 1.0 if chunk_weights is None else float(chunk_weights[r][c])
-            if kind == F:
-                cur += wgt
-                if cur > peak:
-                    peak = cur
-            elif kind == free_kind:
-                cur -= wgt
-        out.append(peak)
+        a = np.asarray(ordr, dtype=np.int64)
+        ci = a % o.stride
+        kind = (ci // o.vpp) // o.pp
+        c = ci % o.vpp
+        wgt = np.ones(len(a)) if chunk_weights is None else np.asarray(chunk_weights[r], dtype=float)[c]
+        delta = np.where(kind == F, wgt, np.where(kind == free_kind, -wgt, 0.0))
+        run = np.cumsum(delta)
+        out.append(float(max(0.0, run.max())) if len(run) else 0.0)
     return out
 
 

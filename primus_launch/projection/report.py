@@ -8,6 +8,22 @@ from primus_launch.projection.hardware import GiB
 from primus_launch.projection.result import ProjectionResult
 
 
+def measurement_summary(res: ProjectionResult) -> list[str]:
+    """Lines of the per-piece report (what was measured, what was substituted and why)."""
+    ms = res.measurement
+    if ms is None:
+        return []
+    out = []
+    for n, pc in ms.pieces.items():
+        sp = pc.spread.get("total", 0.0)
+        out.append(f"{n}: {pc.source} in {pc.measured_dtype}, fwd {pc.fwd_s * 1e3:.3f} ms, bwd input "
+                   f"{pc.bwd_input_s * 1e3:.3f} / weight {pc.bwd_weight_s * 1e3:.3f} ms ({pc.split}), spread "
+                   f"{sp:.1%} over {pc.repeats}{'' if pc.converged else ' (not converged)'}, kept "
+                   f"{pc.activation_bytes / 2 ** 20:.2f} MiB")
+        for s in pc.substitutions:
+            out.append(f"  substituted: {s.what} -- {s.why}" + (f" [{s.model}]" if s.model else ""))
+    return out
+
 
 def plan_line(r: ProjectionResult) -> str:
     """The layout plus the flags a reader compares between candidates."""
@@ -39,7 +55,20 @@ def render_text(r: ProjectionResult) -> str:
     out.append(tabulate(times, headers=["time component", "ms", "%"], tablefmt="simple"))
     mem = [(k, f"{v / GiB:.2f}") for k, v in m.breakdown.items()]
     out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB"], tablefmt="simple"))
+    if r.measurement is not None:
+        out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))
     notes = list(r.notes) + list(m.notes)
     if notes:
         out.append("\n".join(f"note: {n}" for n in notes))
+    if r.mode == "dry-run":
+        out.append(render_explanation(r))
     return "\n\n".join(out)
+
+
+def render_explanation(r: ProjectionResult) -> str:
+    """The dry-run term by term: per kernel of one layer its time, efficiency and source, the
+    layer's communication and the framework profile (``projection/cost/explain.py``)."""
+    from primus_launch.projection.cost.explain import explain_text
+
+    return ("how the dry-run priced it (kernel times include the framework's in-situ efficiency and the "
+            "sustained clock)\n\n" + explain_text(r.plan))

@@ -32,6 +32,7 @@ import torch
 from primus_launch.errors import UserError
 from primus_launch.plan import Plan
 from primus_launch.projection.measure.build_mcore import Piece, layer_counts, piece_shapes as _mcore_shapes, torch_dtype
+from primus_launch.projection.measure.spec import BuildSpec, Substitution
 
 
 def parse_name(plan: Plan) -> tuple[str, str]:
@@ -146,43 +147,138 @@ def world_size_one(device: str) -> Iterator[None]:
     yield
 
 
-def build(plan: Plan, device: str = "cpu", measure_layers: int = 2, per_rank: bool = True):
+def build_spec(plan: Plan, device: str = "cpu", measure_layers: int = 2) -> BuildSpec:
+    """Everything :func:`pieces` builds from (the sliced, per-rank ``Decoder.Config``, input shapes,
+    measured dtype) and the substitutions, without building."""
+    from primus_launch.projection.measure.build_mcore import _substitutions, torch_dtype_name
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    cfg, nd, nm = titan_config(plan, measure_layers, per_rank=True)
+    model, flavor = parse_name(plan)
+    subs = _substitutions(plan, device, "torchtitan")
+    subs.append(Substitution(("layer", "attn_core"), "torchtitan ScaledDotProductAttention (causal) as the inner "
+                             "attention", "FlexAttention has no CPU backward; one document per sequence needs no "
+                             "block mask"))
+    if nm and p.ep > 1:
+        subs.append(Substitution(("moe_layer",), f"all {m.num_experts} routed experts built (plan: ep={p.ep})",
+                                 "world size 1; each rank's experts compute the same tokens x top_k rows on "
+                                 "average, in fewer, larger GEMMs", "EP all-to-all added analytically"))
+    shapes = piece_shapes(plan, measure_layers)
+    names = [n for n in shapes if not (n.startswith("dense_layer#") or n.startswith("moe_layer#"))]
+    layer_names = [f"dense_layer#{i}" for i in range(nd)] + [f"moe_layer#{i}" for i in range(nd, nd + nm)]
+    return BuildSpec(framework="torchtitan", config=cfg,
+                     model_args={"model": model, "flavor": flavor,
+                                 "inner_attention": "CPEmulatedSDPA" if p.cp > 1 else "ScaledDotProductAttention",
+                                 "cp": p.cp},
+                     inputs={"seq": m.seq_length // p.cp, "mbs": t.micro_batch_size, "hidden": m.hidden_size},
+                     layers=(nd, nm), dtype=torch_dtype_name(plan, device, "torchtitan"),
+                     piece_names=names[:1] + layer_names + names[1:], substitutions=subs,
+                     extra={"shapes": shapes})
+
+
+def _float8(model: Any) -> None:
+    """torchtitan's float8 converter: torchao ``convert_to_float8_training`` on the linears whose
+    dimensions are multiples of 16, the output layer excluded (torchtitan's default filter)."""
+    from torchao.float8 import convert_to_float8_training
+
+    def keep(mod: torch.nn.Module, fqn: str) -> bool:
+        if not isinstance(mod, torch.nn.Linear) or "lm_head" in fqn or "output" == fqn:
+            return False
+        return mod.in_features % 16 == 0 and mod.out_features % 16 == 0
+
+    convert_to_float8_training(model, module_filter_fn=keep)
+
+
+class CPEmulatedSDPA(torch.nn.Module):
+    """The inner attention of one context-parallel rank at world size 1: this rank's two
+    load-balanced chunks (``build_mcore.cp_positions``; torchtitan's CP load balancer splits the
+    sequence the same way) attend the whole sequence under the causal mask, the other ranks' keys
+    and values being stand-in tensors that take part in backward -- what one rank of torch's ring
+    attention computes, without the K/V exchange (the cost model adds it)."""
+
+    def __init__(self, cp: int):
+        super().__init__()
+        self.cp = cp
+        self._standin: dict = {}
+
+    def _full(self, t: torch.Tensor, name: str) -> torch.Tensor:  # [B, L/cp, N, H] -> [B, L, N, H]
+        key = (name, tuple(t.shape), t.dtype, t.device)
+        if key not in self._standin:
+            g = torch.Generator().manual_seed(11)
+            self._standin[key] = [(torch.randn(t.shape, generator=g) * 0.5).to(t.device, t.dtype).requires_grad_(True)
+                                  for _ in range(self.cp - 1)]
+        n = t.size(1) // 2
+        chunks: list = [None] * (2 * self.cp)
+        for r, part in enumerate([t] + self._standin[key]):
+            chunks[r], chunks[2 * self.cp - 1 - r] = part[:, :n], part[:, n:]
+        return torch.cat(chunks, dim=1)
+
+    def forward(self, q, k, v, *, scale=None, enable_gqa: bool = False, **kwargs):
+        from primus_launch.projection.measure.build_mcore import _cp_mask
+
+        k, v = self._full(k, "k"), self._full(v, "v")
+        mask = _cp_mask(k.size(1), self.cp, 0, q.device)
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, scale=scale,
+            enable_gqa=enable_gqa)
+        return out.transpose(1, 2)
+
+
+def build(plan: Plan, device: str = "cpu", measure_layers: int = 2, per_rank: bool = True,
+          spec: BuildSpec | None = None):
     """(model, n_dense, n_moe): the reduced torchtitan model on ``device`` in the plan's dtype."""
-    cfg, nd, nm = titan_config(plan, measure_layers, per_rank)
+    if spec is None:
+        cfg, nd, nm = titan_config(plan, measure_layers, per_rank)
+        dtype = torch_dtype(plan)
+        fp8 = False
+    else:
+        cfg, (nd, nm) = spec.config, spec.layers
+        dtype = torch.bfloat16 if spec.dtype == "fp8" else torch_dtype(plan)
+        fp8 = spec.dtype == "fp8"
     dev = torch.device(device)
     with dev:
         model = cfg.build()
     model.init_states(buffer_device=dev)
-    model.to(device=dev, dtype=torch_dtype(plan))
+    model.to(device=dev, dtype=dtype)
+    if fp8:
+        _float8(model)
+    if per_rank and plan.parallel.cp > 1:
+        for layer in model.layers.values():
+            layer.attention.inner_attention = CPEmulatedSDPA(plan.parallel.cp)
     return model, nd, nm
 
 
-def pieces(plan: Plan, device: str, measure_layers: int = 2) -> tuple[list[Piece], Any]:
+def pieces(plan: Plan, device: str, measure_layers: int = 2,
+           spec: BuildSpec | None = None) -> tuple[list[Piece], Any]:
     """Pieces as in :func:`build_mcore.pieces` (embedding, ``dense_layer#i`` / ``moe_layer#i``,
-    ``attn_core``, ``head_loss``) from the torchtitan model; backward split measured."""
+    ``attn_core``, ``head_loss``) from the torchtitan model; backward split measured with
+    torch's pipelining split (``split="autograd"``, :mod:`.timing`)."""
     from torchtitan.components.loss import cross_entropy_loss
 
+    spec = spec or build_spec(plan, device, measure_layers)
     m, p, t = plan.model, plan.parallel, plan.training
-    shapes = piece_shapes(plan, measure_layers)
-    model, n_dense, n_moe = build(plan, device, measure_layers)
+    shapes = spec.extra["shapes"]
+    model, n_dense, n_moe = build(plan, device, measure_layers, spec=spec)
     model.train()
-    dev, dtype = torch.device(device), torch_dtype(plan)
-    s, b = m.seq_length // p.cp, t.micro_batch_size
+    dev = torch.device(device)
+    dtype = next(model.parameters()).dtype
+    s, b = spec.inputs["seq"], spec.inputs["mbs"]
     vocab = model.tok_embeddings.weight.shape[0]
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, vocab, (b, s), generator=gen).to(dev)
     labels = torch.randint(0, vocab, (b, s), generator=gen).to(dev)
     h = m.hidden_size
     out: list[Piece] = [Piece("embedding", lambda: model.tok_embeddings(ids), [],
-                              list(model.tok_embeddings.parameters()), shapes["embedding"])]
+                              list(model.tok_embeddings.parameters()), shapes["embedding"], split="no-input")]
     for i, layer in enumerate(model.layers.values()):
         kind = "dense_layer" if i < n_dense else "moe_layer"
         x = (torch.randn(b, s, h, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
 
-        def layer_forward(layer=layer, x=x):
+        def layer_forward(x, layer=layer):
             return layer(x, None, None)
 
-        out.append(Piece(f"{kind}#{i}", layer_forward, [x], list(layer.parameters()), shapes[f"{kind}#{i}"]))
+        out.append(Piece(f"{kind}#{i}", layer_forward, [x], list(layer.parameters()), shapes[f"{kind}#{i}"],
+                         split="autograd"))
     attn = next(iter(model.layers.values())).attention
     heads = getattr(attn, "n_heads", m.num_attention_heads // p.tp)
     if m.multi_latent_attention:
@@ -194,14 +290,15 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2) -> tuple[list[Piece
     k = torch.randn(b, s, kvh, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     v = torch.randn(b, s, kvh, dv, generator=gen).to(dev, dtype).requires_grad_(True)
     core = attn.inner_attention
-    out.append(Piece("attn_core", lambda: core(q, k, v, enable_gqa=heads != kvh), [q, k, v], [],
-                     shapes["attn_core"], flop_split=1.0))
+    out.append(Piece("attn_core", lambda q, k, v: core(q, k, v, enable_gqa=heads != kvh), [q, k, v], [],
+                     shapes["attn_core"], flop_split=1.0, split="no-weights"))
     head_x = (torch.randn(b, s, h, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
 
-    def head_forward():
-        logits = model.lm_head(model.norm(head_x))
+    def head_forward(x):
+        logits = model.lm_head(model.norm(x))
         return cross_entropy_loss(logits, labels) / labels.numel()
 
     out.append(Piece("head_loss", head_forward, [head_x],
-                     list(model.norm.parameters()) + list(model.lm_head.parameters()), shapes["head_loss"]))
+                     list(model.norm.parameters()) + list(model.lm_head.parameters()), shapes["head_loss"],
+                     split="autograd"))
     return out, model

@@ -53,9 +53,16 @@ def _init(rank: int, world: int, port: int, device: str, threads: int, pin: bool
 def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: int = 2,
                      clock: str = "wall") -> list[float]:
     """Seconds of each timed iteration (inside an initialized process group of
-    ``plan.world_size`` ranks); every rank must call it.  ``clock="process"``: CPU seconds of
-    this process instead of wall time (only meaningful for a single process, where nothing
-    waits on a peer)."""
+    ``plan.world_size`` ranks); every rank must call it.  ``clock="thread"`` / ``"process"``: CPU
+    seconds of this thread / process instead of wall time (only meaningful for a single process, where nothing
+    waits on a peer).  megatron's fused kernels run eagerly on the CPU (``mcore_cpu.eager_fusions``)."""
+    from primus_launch.frameworks import mcore_cpu
+
+    with mcore_cpu.eager_fusions(device):
+        return _train_iterations(plan, device, iters, warmup, clock)
+
+
+def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: str) -> list[float]:
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
     from megatron.core.pipeline_parallel import get_forward_backward_func
@@ -66,7 +73,8 @@ def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: in
     p, m, t = plan.parallel, plan.model, plan.training
     if not ps.model_parallel_is_initialized():
         ps.initialize_model_parallel(tensor_model_parallel_size=p.tp, pipeline_model_parallel_size=p.pp,
-                                     expert_model_parallel_size=p.ep)
+                                     context_parallel_size=p.cp, expert_model_parallel_size=p.ep,
+                                     expert_tensor_parallel_size=p.expert_tp)
     if torch.device(device).type == "cpu":
         mcore_cpu.seed_rng_tracker(1234)
     else:
@@ -96,8 +104,14 @@ def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: in
 
         return out, loss_func
 
+    if p.cp > 1:  # this rank's load-balanced chunks (megatron get_batch_on_this_cp_rank)
+        from primus_launch.projection.measure.build_mcore import cp_positions
+
+        idx = torch.tensor(cp_positions(s, p.cp, ps.get_context_parallel_rank()), device=dev)
+        ids, labels, pos = ids[:, idx], labels[:, idx], idx.unsqueeze(0).expand(b, -1)
+    reduce_grads = _grad_reducer(model)
     fb = get_forward_backward_func()
-    now = time.process_time if clock == "process" else time.perf_counter
+    now = {"thread": time.thread_time, "process": time.process_time}.get(clock, time.perf_counter)
     times = []
     for i in range(warmup + iters):
         opt.zero_grad(set_to_none=True)
@@ -107,6 +121,7 @@ def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: in
         t0 = now()
         fb(forward_step_func=forward_step, data_iterator=iter(range(10**6)), model=[model],
            num_microbatches=plan.num_microbatches, seq_length=s, micro_batch_size=b, forward_only=False)
+        reduce_grads()
         opt.step()
         if dev.type == "cuda":
             torch.cuda.synchronize()
@@ -114,6 +129,33 @@ def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: in
         if i >= warmup:
             times.append(now() - t0)
     return times
+
+
+def _grad_reducer(model):
+    """The data-parallel gradient reduction of one iteration, as megatron's DDP does it with one
+    contiguous buffer per group: dense gradients summed over the data x context-parallel group,
+    expert gradients (``param.allreduce is False``) over the expert data-parallel group; a no-op
+    for groups of one rank."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    groups = [(ps.get_data_parallel_group(with_context_parallel=True), lambda q: getattr(q, "allreduce", True)),
+              (ps.get_expert_data_parallel_group(), lambda q: not getattr(q, "allreduce", True))]
+    params = [q for q in model.parameters() if q.requires_grad]
+
+    def reduce() -> None:
+        for group, pick in groups:
+            if dist.get_world_size(group) <= 1:
+                continue
+            grads = [q.grad for q in params if pick(q) and q.grad is not None]
+            if not grads:
+                continue
+            flat = torch._utils._flatten_dense_tensors(grads)
+            dist.all_reduce(flat, group=group)
+            for g, r in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
+                g.copy_(r)
+
+    return reduce
 
 
 def _worker(rank: int, world: int, port: int, plan_json: str, device: str, iters: int, warmup: int,

@@ -1,0 +1,786 @@
+"""AMD Primus experiment YAMLs <-> :class:`Plan`.
+
+A Primus experiment (``examples/<framework>/configs/<GPU>/*.yaml``) names a trainer module::
+
+    modules:
+      pre_trainer:
+        framework: megatron          # or torchtitan
+        config: pre_trainer.yaml     # primus/configs/modules/<framework>/pre_trainer.yaml
+        model: llama3.1_8B.yaml      # primus/configs/models/<framework>/llama3.1_8B.yaml
+        overrides: {...}             # win over both
+
+and Primus builds the trainer's configuration as follows (facts of ``primus/core/config/yaml_loader.py``,
+``merge_utils.py``, ``preset_loader.py`` and ``primus/core/launcher/parser.py``, mirrored here):
+
+1. every YAML file is loaded, then ``${VAR}`` / ``${VAR:default}`` in strings are replaced from the
+   environment, else the default (a whole-string result that reads as a bool / int / float becomes
+   one); ``${VAR}`` without a default must be set;
+2. then its ``extends:`` list (or one name), relative to the file, is resolved recursively and
+   deep-merged in order, the file itself last (``deep_merge``: nested mappings merge, anything else
+   is replaced);
+3. the module config (``primus/configs/modules/<fw>/<config>``) is the base; module-level keys of
+   the experiment other than name/framework/config/model/overrides are kept where the base lacks them;
+4. the model preset (``primus/configs/models/<fw>/<model>``) adds only the *top-level keys the
+   module config does not have* (``merge_namespace(..., allow_override=False)``); it gets a ``model``
+   key naming itself when it has none;
+5. ``overrides`` are deep-merged last.
+
+The Primus checkout is the one the file lives in (the first ``primus/configs`` found walking up from
+the file), or ``primus_root`` (``--primus-root``: the checkout or its ``primus/configs`` folder).
+
+The merged configuration is then read by the framework's own rules: Megatron arguments through the
+Megatron adapter's :func:`~primus_launch.adapters.megatron_args.plan_from_args` (every Megatron flag
+rule applies), TorchTitan jobs through :func:`~primus_launch.adapters.torchtitan.plan_from_job`.
+Primus-only knobs map to plan fields where they have one (Turbo DeepEP and sync-free MoE stage >= 2
+-> ``moe_token_dispatcher="deepep"``, zero-bubble / Primus-pipeline schedules ->
+``pipeline_schedule``, ``torch_compile.enable`` -> ``compile``) and are otherwise reported as not
+modelled.  The cluster comes from the caller (flags, wrapper TOML); without one, the GPU is guessed
+from the config's folder name (``.../MI355X/...``) and the node count is the smallest that fits the
+parallel layout, both stated in ``plan.source.notes``.
+
+Writing edits the experiment file only: values under ``overrides`` are changed in place (comments and
+layout kept; for ``${VAR:default}`` the default, unless ``VAR`` is set), missing ones are added to
+``overrides``; the rendering is re-read and must give the requested plan.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import yaml
+
+from primus_launch.errors import UserError
+from primus_launch.fileio import atomic_write_text, read_recipe_text
+from primus_launch.plan import GPU_NAMES, Cluster, Plan, PlanError, Source, UnmodelledFlag
+
+FRAMEWORKS = ("megatron", "torchtitan")
+_RESERVED = {"name", "framework", "config", "model", "overrides", "params"}
+
+# ----------------------------------------------------------------------------- Primus semantics
+_ENV = re.compile(r"\$\{([^:{}]+)(?::([^}]*))?}")
+_FLOAT = re.compile(r"^-?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)$")
+
+
+def _try_scalar(v: str) -> Any:
+    low = v.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if re.fullmatch(r"-?\d+", v):
+        return int(v)
+    if _FLOAT.fullmatch(v):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
+
+
+def resolve_env_string(s: str, env: Mapping[str, str], where: str = "") -> Any:
+    """Primus ``_resolve_env_in_string``: ``${VAR}`` / ``${VAR:default}``; a changed string is typed."""
+    def sub(m: re.Match) -> str:
+        var, default = m.group(1), m.group(2)
+        if default is None:
+            if var not in env:
+                raise UserError(f"{where}: ${{{var}}} needs the environment variable {var} (no default given)")
+            return env[var]
+        return env.get(var, default)
+
+    out = _ENV.sub(sub, s)
+    return _try_scalar(out) if out != s else out
+
+
+def _resolve_env(obj: Any, env: Mapping[str, str], where: str) -> Any:
+    if isinstance(obj, dict):
+        return {k: _resolve_env(v, env, where) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_resolve_env(v, env, where) for v in obj]
+    if isinstance(obj, str):
+        return resolve_env_string(obj, env, where)
+    return obj
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    """Primus ``deep_merge``: nested dicts merge recursively, anything else is replaced."""
+    out = copy.deepcopy(base)
+    for k, v in override.items():
+        if k in out and isinstance(out[k], dict) and isinstance(v, dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _load_yaml_text(text: str, where: str) -> Any:
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as e:
+        raise UserError(f"{where}: not valid YAML: {' '.join(str(e).split())}") from None
+
+
+def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _seen: tuple = ()) -> dict:
+    """Primus ``parse_yaml``: load, resolve ``${...}``, then apply ``extends:`` (relative to the file)."""
+    where = str(path)
+    if path in _seen:
+        raise UserError(f"{where}: extends itself (through {' -> '.join(map(str, _seen))})")
+    if text is None:
+        if not path.is_file():
+            raise UserError(f"{where}: no such file")
+        text = path.read_text()
+    cfg = _load_yaml_text(text, where)
+    if cfg is None:
+        raise UserError(f"{where}: empty YAML file")
+    if not isinstance(cfg, dict):
+        raise UserError(f"{where}: expected a YAML mapping")
+    cfg = _resolve_env(cfg, env, where)
+    if "extends" not in cfg:
+        return cfg
+    ext = cfg["extends"]
+    if isinstance(ext, str):
+        ext = [ext]
+    if not isinstance(ext, list):
+        raise UserError(f"{where}: extends={ext!r}: a file name or a list of file names")
+    merged: dict = {}
+    for name in ext:
+        merged = deep_merge(merged, parse_yaml(path.parent / str(name), env, _seen=(*_seen, path)))
+    return deep_merge(merged, {k: v for k, v in cfg.items() if k != "extends"})
+
+
+def find_configs_root(path: Path, primus_root: Optional[str | Path] = None) -> Optional[Path]:
+    """``primus/configs`` of the Primus checkout ``path`` lives in (or of ``primus_root``)."""
+    if primus_root is not None:
+        r = Path(primus_root)
+        for cand in (r / "primus" / "configs", r / "configs", r):
+            if (cand / "modules").is_dir() and (cand / "models").is_dir():
+                return cand
+        raise UserError(f"--primus-root={str(primus_root)!r}: no primus/configs (with models/ and modules/) there")
+    for d in [path.resolve().parent, *path.resolve().parents]:
+        cand = d / "primus" / "configs"
+        if (cand / "modules").is_dir() and (cand / "models").is_dir():
+            return cand
+        if d.name == "configs" and d.parent.name == "primus" and (d / "modules").is_dir():
+            return d
+    return None
+
+
+def is_primus_text(text: str) -> bool:
+    """Whether ``text`` is a Primus experiment: a ``modules`` mapping whose entries name a framework."""
+    if "modules" not in text:
+        return False
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return False
+    mods = data.get("modules") if isinstance(data, dict) else None
+    return isinstance(mods, dict) and any(isinstance(v, dict) and "framework" in v for v in mods.values())
+
+
+@dataclass
+class Resolved:
+    """A Primus experiment resolved as Primus resolves it."""
+
+    path: Path
+    root: Optional[Path]
+    module: str  # pre_trainer / post_trainer / ...
+    framework: str
+    config: dict  # the merged module configuration the trainer gets
+    overrides: dict  # the experiment's overrides (env resolved)
+    preset: dict  # the model preset chain (resolved)
+    baseline: dict  # module defaults + the framework's base model preset: what nothing sets
+    notes: list[str] = field(default_factory=list)
+
+
+def _module_of(exp: dict, where: str) -> tuple[str, dict]:
+    mods = exp.get("modules")
+    if not isinstance(mods, dict) or not mods:
+        raise UserError(f"{where}: Primus config without modules")
+    for name in ("pre_trainer", "post_trainer", *mods):
+        m = mods.get(name)
+        if isinstance(m, dict) and "trainer" in name:
+            return name, m
+    raise UserError(f"{where}: modules.{next(iter(mods))}: Primus runs *trainer modules (pre_trainer, post_trainer)")
+
+
+def _preset(root: Path, kind: str, fw: str, name: Any, env: Mapping[str, str], where: str) -> dict:
+    fname = str(name)
+    if not fname.endswith((".yaml", ".yml")):
+        fname += ".yaml"
+    p = root / kind / fw / fname
+    if not p.resolve().is_relative_to(root.resolve()):
+        raise UserError(f"{where}: {kind} preset {name!r}: outside {root}")
+    if not p.is_file():
+        raise UserError(f"{where}: modules.*.{'config' if kind == 'modules' else 'model'}={name!r}: no such preset "
+                        f"{p}")
+    return parse_yaml(p, env)
+
+
+_BASE_MODEL = {"megatron": "language_model.yaml"}
+
+
+def resolve(path: Path, text: Optional[str] = None, primus_root: Optional[str | Path] = None,
+            env: Optional[Mapping[str, str]] = None) -> Resolved:
+    """Resolve a Primus experiment as Primus's ``PrimusParser`` does (see the module docstring)."""
+    env = os.environ if env is None else env
+    where = str(path)
+    exp = parse_yaml(path, env, text=text)
+    name, mod = _module_of(exp, where)
+    fw = mod.get("framework")
+    if fw not in FRAMEWORKS:
+        raise PlanError(f"modules.{name}.framework", fw, f"primus-launch reads {', '.join(FRAMEWORKS)} trainers")
+    overrides = mod.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise UserError(f"{where}: modules.{name}.overrides: expected a mapping")
+    has_cfg, has_model = "config" in mod, "model" in mod
+    root = find_configs_root(path, primus_root)
+    notes: list[str] = []
+    if not has_cfg:  # an exported (already flattened) module: the module itself is the configuration
+        cfg = {k: v for k, v in mod.items() if k not in _RESERVED}
+        cfg = deep_merge(cfg, overrides)
+        return Resolved(path, root, name, fw, cfg, overrides, {}, {}, notes)
+    if not has_model:
+        raise UserError(f"{where}: modules.{name}: a config without a model preset")
+    if root is None:
+        raise UserError(f"{where}: the Primus presets ({mod['config']}, {mod['model']}) live in a Primus checkout's "
+                        "primus/configs; none was found above the file: pass --primus-root DIR")
+    cfg = _preset(root, "modules", fw, mod["config"], env, where)
+    for k, v in mod.items():
+        if k not in _RESERVED and not k.startswith("_") and k not in cfg:
+            cfg[k] = v
+    preset = _preset(root, "models", fw, mod["model"], env, where)
+    model_cfg = dict(preset)
+    if "model" not in model_cfg:
+        model_cfg["model"] = mod["model"]
+    cfg = deep_merge(cfg, {k: v for k, v in model_cfg.items() if k != "name" and k not in cfg})
+    baseline = dict(cfg)
+    base_name = _BASE_MODEL.get(fw)
+    if base_name and (root / "models" / fw / base_name).is_file():
+        base = parse_yaml(root / "models" / fw / base_name, env)
+        baseline = deep_merge(_preset(root, "modules", fw, mod["config"], env, where),
+                              {k: v for k, v in base.items() if k != "name"})
+    else:
+        baseline = _preset(root, "modules", fw, mod["config"], env, where)
+    cfg = deep_merge(cfg, overrides)
+    return Resolved(path, root, name, fw, cfg, overrides, preset, baseline, notes)
+
+
+def _settings(r: Resolved) -> dict:
+    """What the experiment and its model preset set (keys whose value differs from the baseline)."""
+    out = {}
+    for src in (r.preset, r.overrides):
+        for k, v in src.items():
+            if k in ("extends", "model", "name"):
+                continue
+            if r.baseline.get(k, _MISS) != r.config.get(k, _MISS) or k in r.overrides:
+                out[k] = r.config.get(k)
+    return out
+
+
+_MISS = object()
+
+# ----------------------------------------------------------------------------- cluster
+_GPU_DIR = {g.upper().replace("-", ""): g for g in GPU_NAMES}
+_GPU_DIR.update({"MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x", "MI350X": "mi350x",
+                 "H100": "h100-sxm", "H200": "h200", "B200": "b200", "B300": "b300", "A100": "a100-sxm-80gb",
+                 "GB200": "gb200", "GB300": "gb300"})
+
+
+def gpu_from_folder(path: Path) -> Optional[tuple[str, str]]:
+    """(GPU name, folder) when a folder above the config names a GPU (``.../MI355X/x.yaml``)."""
+    for d in path.resolve().parents:
+        g = _GPU_DIR.get(d.name.upper())
+        if g:
+            return g, d.name
+    return None
+
+
+def _fit_nodes(tp: int, cp: int, pp: int, ep: int, etp: int, gpn: int, mbs: Optional[int], gbs: Optional[int]) -> int:
+    for n in range(1, 4097):
+        w = n * gpn
+        if w % (tp * cp * pp) or w % (etp * ep * pp):
+            continue
+        dp = w // (tp * cp * pp)
+        if mbs and gbs and gbs % (mbs * dp):
+            continue
+        return n
+    return 1
+
+
+def default_cluster(path: Path, degrees: tuple[int, int, int, int, int], mbs: Optional[int], gbs: Optional[int],
+                    notes: list[str]) -> Cluster:
+    """1 node x 8 GPUs grown to the smallest node count the layout fits; the GPU from the folder name."""
+    hit = gpu_from_folder(path)
+    gpu = hit[0] if hit else "mi300x"
+    notes.append(f"cluster.gpu={gpu}: guessed from the folder name {hit[1]!r}" if hit else
+                 "cluster.gpu=mi300x: the config names no GPU (give --gpu)")
+    tp, cp, pp, ep, etp = degrees
+    n = _fit_nodes(tp, cp, pp, ep, etp, 8, mbs, gbs)
+    notes.append(f"cluster: {n} node(s) x 8 GPUs, the smallest that fits the parallel layout (Primus configs do not "
+                 "state the node count; give --nodes / --gpus-per-node or a wrapper TOML)")
+    return Cluster(gpu=gpu, num_nodes=n, gpus_per_node=8)
+
+
+# ----------------------------------------------------------------------------- Megatron trainers
+# Primus-only knobs of the Megatron trainer (primus/configs/modules/megatron/*.yaml): how each is read
+_TURBO_KERNELS = {
+    "use_turbo_attention": "attention", "use_turbo_gemm": "GEMM", "use_turbo_grouped_gemm": "grouped GEMM",
+    "use_turbo_rms_norm": "RMSNorm", "use_turbo_fused_act_with_probs": "fused MoE activation",
+    "use_turbo_mega_moe": "fused MegaMoE layer", "enable_turbo_attention_float8": "FP8 attention",
+    "use_turbo_norm_te_linear": "RMSNorm + TE linear", "moe_use_fused_router_with_aux_score": "fused router",
+    "turbo_grouped_gemm_without_padding": "unpadded grouped GEMM"}
+_PRIMUS_UNMODELLED = {
+    "cpu_offload": (False, "memory and time: Primus pipeline CPU offload"),
+    "offload": (False, "memory and time: Primus pipeline activation offload"),
+    "offload_ops": ("", "memory and time: Primus pipeline offload of these ops"),
+    "offload_chunk_num": (0, "memory and time: Primus pipeline offload chunks"),
+    "num_seq_splits": (1, "memory and time: sequence split into chunks in the Primus pipeline"),
+    "interleave_group_size": (0, "time: Primus interleave group size"),
+    "recompute_layer_ids": (None, "memory and time: recomputation of chosen layers"),
+    "decoder_pipeline_manual_split_list": (None, "memory and time: a manual split of layers over pipeline stages"),
+    "no_fp8_weight_transpose_cache": (False, "memory: FP8 weight transposes not cached"),
+    "turbo_deepep_num_cu": (32, "time: CUs given to Turbo DeepEP"),
+    "turbo_deepep_use_comm_stream": (False, "time: Turbo DeepEP on its own stream"),
+    "patch_moe_overlap": (False, "time: Primus MoE communication/computation overlap"),
+    "zero_bubble_v_schedule_mem_setup": ("half", "memory: zero-bubble V schedule memory setup"),
+    "zero_bubble_max_pending_backward": ("auto", "memory: pending backward passes of the zero-bubble schedule"),
+    "turbo_gemm_backend": ("default", "time: Primus-Turbo GEMM backend"),
+    "turbo_grouped_gemm_backend": ("default", "time: Primus-Turbo grouped GEMM backend"),
+    "use_turbo_autotune": (False, "time: Primus-Turbo GEMM autotuning"),
+    "pp_max_mem": (None, "memory: zero-bubble heuristic memory cap"),
+}
+_PRIMUS_MAPPED = {"enable_primus_turbo", "use_turbo_deepep", "turbo_sync_free_moe_stage", "patch_zero_bubble",
+                  "enable_zero_bubble", "zero_bubble_v_schedule", "enable_1f1b_v", "patch_primus_pipeline",
+                  "pp_algorithm", "torch_compile", "enable_zb_runtime"}
+# Megatron / Primus keys with no effect on step time or memory (numerics, logging, data, checkpoints)
+_NEUTRAL_RE = re.compile(
+    r"^(lr|min_lr|lr_.*|.*_lr|weight_decay.*|start_weight_decay|end_weight_decay|adam_.*|sgd_.*|clip_grad|"
+    r"init_method.*|seed|.*log.*|tensorboard.*|wandb.*|mlflow.*|.*tracelens.*|save.*|load|no_load_.*|no_save_.*|"
+    r"ckpt_.*|.*checkpoint.*|finetune|auto_continue_train|disable_last_saving|.*data_path|data_.*|mock_data|split|"
+    r"tokenizer_.*|vocab_file|merge_file|eval_.*|exit_.*|test_mode|profile.*|.*profiler.*|use_rocm_mem_info.*|"
+    r"eod_mask_loss|reset_.*|norm_epsilon|rotary_base|rotary_percent|rotary_.*|rope_.*|use_rope_scaling|"
+    r"moe_aux_loss_coeff|moe_z_loss_coeff|moe_router_load_balancing_type|moe_router_score_function|"
+    r"moe_router_topk_scaling_factor|moe_router_pre_softmax|moe_router_dtype|moe_router_bias_update_rate|"
+    r"moe_input_jitter_eps|moe_router_force_load_balancing_type|moe_per_layer_logging|mtp_loss_scaling_factor|"
+    r"distributed_timeout_minutes|num_workers|dataloader_.*|stderr_sink_level|file_sink_level|sink_level|"
+    r"work_group|user_name|exp_name|workspace|train_samples|.*_interval|.*_iters?|train_iters|"
+    r"attention_softmax_in_fp32|apply_query_key_layer_scaling|.*_stats|use_legacy_models|deprecated_.*|"
+    r"trainable|disable_.*|yaml_cfg|spec|check_for_.*|fp8_margin|fp8_amax_.*|fp8_interval|fp8_wgrad|"
+    r"initial_loss_scale|min_loss_scale|loss_scale.*|hysteresis|weight_deosc.*|mxfp4_gradient_stochastic_rounding|"
+    r"pp_warmup|dump_pp_data|debug_scheduler_table|pp_cost_.*|zero_bubble_pipeline_timers_.*|"
+    r"zero_bubble_adaptive_memory_limit_percentile|enable_optimizer_post_validation|enable_exactly_numeric_match|"
+    r"communication_method|pre_communication_optimization|profile_memory_iter|offload_time|auto_offload_time|"
+    r"offload_overlap_sr|model_type|make_vocab_size_divisible_by|original_max_position_embeddings|"
+    r"max_position_embeddings|trust_remote_code|legacy_tokenizer|tiktoken_.*|vocab_extra_ids|"
+    r"override_opt_param_scheduler|use_checkpoint_.*|decoupled_.*|batch_size|onnx_safe|bert_binary_head|"
+    r"data_parallel_random_init|init_model_with_meta_device|use_flash_attn|full_validation|multiple_validation_sets|"
+    r"num_dataset_builder_threads|mmap_bin_files|object_storage_.*|s3_.*|msc_.*|async_save|ckpt_.*|"
+    r"use_dist_ckpt|dist_ckpt_.*|non_persistent_.*|pretrained_checkpoint|use_persistent_ckpt_worker|"
+    r"retro_.*|heterogeneous_.*|hybrid_.*_ratio|.*_seed|te_rng_tracker|inference_.*|straggler_.*|"
+    r"enable_ft_package|calc_ft_timeouts|run_workload_inspector_server|enable_one_logger|one_logger_.*|"
+    r"app_tag_run_.*|log_.*|timing_log_.*|barrier_with_l1_time|result_rejected_tracker_filename|"
+    r"rerun_mode|enable_gloo_process_groups|error_injection_.*|qk_l2_norm|kitchen_.*|use_kitchen|"
+    r"num_experts_per_tok|moe_extended_tp|moe_use_upcycling|moe_token_drop_policy|moe_expert_capacity_factor|"
+    r"moe_pad_expert_input_to_capacity|norm_.*|exit_signal_handler|decrease_batch_size_if_needed|"
+    r"rampup_batch_size|sequence_packing|stage|model)$")
+
+
+def _megatron_status(key: str) -> str:
+    """``modelled`` (read by the Megatron adapter), ``primus`` (a Primus knob), ``neutral`` or ``unmodelled``."""
+    from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES
+
+    if key in BY_DEST or key in YAML_ALIASES:
+        return "modelled"
+    if key in _PRIMUS_MAPPED or key in _TURBO_KERNELS or key in _PRIMUS_UNMODELLED:
+        return "primus"
+    if _NEUTRAL_RE.match(key):
+        return "neutral"
+    return "unmodelled"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, separators=(",", ":"))[:120]
+    return str(v)
+
+
+def _schedule(cfg: dict, pp: int, vpp: int, notes: list[str]) -> Optional[tuple[str, int]]:
+    """(plan schedule, vpp) of Primus's zero-bubble / Primus-pipeline patches, or None (Megatron's own)."""
+    if pp <= 1:
+        return None
+    if cfg.get("patch_primus_pipeline"):
+        alg = str(cfg.get("pp_algorithm", "1f1b-interleaved"))
+        table = {"1f1b": ("1f1b", 1), "1f1b-interleaved": ("interleaved_1f1b", vpp), "zero-bubble": ("zb_h1", 1),
+                 "zero-bubble-heuristic": ("zb_h1", 1), "zbv-formatted": ("zbv", 2), "v-half": ("zbv", 2),
+                 "v-min": ("zbv", 2)}
+        if alg not in table:
+            raise PlanError("pp_algorithm", alg, f"one of {', '.join(table)}")
+        if alg in ("v-half", "v-min", "zero-bubble-heuristic"):
+            notes.append(f"pp_algorithm={alg}: projected as {table[alg][0]} (its memory-limited variant is not "
+                         "modelled)")
+        return table[alg]
+    if cfg.get("patch_zero_bubble"):
+        if cfg.get("zero_bubble_v_schedule") or cfg.get("enable_1f1b_v"):
+            if cfg.get("enable_1f1b_v") and not cfg.get("zero_bubble_v_schedule"):
+                notes.append("enable_1f1b_v: 1F1B-V projected as the ZB-V schedule (the V placement is the same)")
+            return "zbv", 2
+        if cfg.get("enable_zero_bubble"):
+            return "zb_h1", vpp
+    return None
+
+
+_MODEL_TYPES = {"mamba": "a Mamba / hybrid Mamba-attention model (model_type: mamba)",
+                "deepseek_v4": "DeepSeek-V4 (its own Primus model builder: compressed sparse attention)",
+                "kimi_k3": "Kimi-K3 (its own Primus model builder)"}
+
+
+def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
+    from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES, convert, plan_from_args
+
+    cfg = r.config
+    mt = cfg.get("model_type") or "gpt"
+    if mt != "gpt":  # Primus builds these with their own model providers (primus/backends/megatron)
+        why = _MODEL_TYPES.get(str(mt), f"a model_type={mt} model")
+        raise PlanError("model_type", mt, f"{why}: not modelled (primus-launch models decoder-only GPT models)")
+    args: dict[str, Any] = {}
+    for k, v in cfg.items():
+        key = YAML_ALIASES.get(k, k)
+        spec = BY_DEST.get(key)
+        if spec is None:
+            continue
+        val = convert(spec, v)
+        if val is not None:
+            args[key] = val
+    notes = list(r.notes)
+    unmod: list[UnmodelledFlag] = []
+    settings = _settings(r)
+    for k, v in settings.items():
+        st = _megatron_status(k)
+        if st == "unmodelled" and v not in (None, False, ""):
+            unmod.append(UnmodelledFlag(flag=k, value=_fmt(v), effect="not read by the Megatron adapter: may change "
+                                                                      "time or memory"))
+    turbo = bool(cfg.get("enable_primus_turbo"))
+    for k, what in _TURBO_KERNELS.items():
+        if turbo and cfg.get(k):
+            unmod.append(UnmodelledFlag(flag=k, value="true", effect=f"time: Primus-Turbo {what} kernels "
+                                                                     "(kernel efficiency not modelled)"))
+    for k, (default, effect) in _PRIMUS_UNMODELLED.items():
+        if k in cfg and cfg[k] not in (default, None) and (k not in ("turbo_deepep_num_cu", "turbo_deepep_use_comm_stream",
+                                                                      "turbo_gemm_backend", "turbo_grouped_gemm_backend",
+                                                                      "use_turbo_autotune") or turbo):
+            unmod.append(UnmodelledFlag(flag=k, value=_fmt(cfg[k]), effect=effect))
+    stage = int(cfg.get("turbo_sync_free_moe_stage") or 0) if turbo else 0
+    deepep = turbo and (bool(cfg.get("use_turbo_deepep")) or stage >= 2)
+    if stage >= 1:
+        args["moe_permute_fusion"] = True
+    if stage:
+        unmod.append(UnmodelledFlag(flag="turbo_sync_free_moe_stage", value=str(stage),
+                                    effect="time: sync-free MoE (no host synchronisation in dispatch)"))
+
+    def num(key: str, default: int) -> int:
+        v = args.get(key, default)
+        return v if isinstance(v, int) and v > 0 else default
+
+    tp, pp, cp = num("tensor_model_parallel_size", 1), num("pipeline_model_parallel_size", 1), \
+        num("context_parallel_size", 1)
+    ep = num("expert_model_parallel_size", 1)
+    etp = args.get("expert_tensor_parallel_size") or tp
+    if cluster is None:
+        cluster = default_cluster(r.path, (tp, cp, pp, ep, etp), args.get("micro_batch_size"),
+                                  args.get("global_batch_size"), notes)
+    preset = cfg.get("model")
+    plan = plan_from_args(args, cluster, name=Path(preset).stem if isinstance(preset, str) else r.path.stem)
+    upd: dict[str, dict] = {"training": {}, "parallel": {}}
+    if deepep and plan.model.is_moe:
+        upd["training"]["moe_token_dispatcher"] = "deepep"
+    tc = cfg.get("torch_compile")
+    if isinstance(tc, dict) and tc.get("enable"):
+        upd["training"]["compile"] = True
+    sched = _schedule(cfg, plan.parallel.pp, plan.parallel.vpp, notes)
+    if sched is not None:
+        upd["training"]["pipeline_schedule"], vpp = sched
+        if vpp != plan.parallel.vpp:
+            upd["parallel"]["vpp"] = vpp
+    src = Source(framework="megatron", path=str(r.path), format="primus-yaml",
+                 unmodelled=list((plan.source.unmodelled if plan.source else [])) + unmod,
+                 notes=list((plan.source.notes if plan.source else [])) + notes)
+    if upd["training"] or upd["parallel"]:
+        plan = plan.with_changes(**{k: v for k, v in upd.items() if v})
+    return plan.model_copy(update={"source": src})
+
+
+# ----------------------------------------------------------------------------- TorchTitan trainers
+_TT_PRIMUS_TURBO = {"use_turbo_attention": "attention", "use_turbo_mx_linear": "MX linear",
+                    "use_turbo_float8_linear": "FP8 linear", "use_turbo_grouped_mm": "grouped GEMM",
+                    "use_turbo_async_tp": "async TP collectives", "enable_attention_float8": "FP8 attention",
+                    "use_classic_attention": "classic attention"}
+
+
+def _torchtitan_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
+    from primus_launch.adapters.torchtitan import leaf_paths, plan_from_job
+
+    job = r.config
+    notes = list(r.notes)
+    unmod: list[UnmodelledFlag] = []
+    pt = job.get("primus_turbo") or {}
+    if isinstance(pt, dict) and pt.get("enable_primus_turbo"):
+        kernels = [what for k, what in _TT_PRIMUS_TURBO.items() if pt.get(k)]
+        if kernels:
+            unmod.append(UnmodelledFlag(flag="primus_turbo", value=",".join(k for k in _TT_PRIMUS_TURBO if pt.get(k)),
+                                        effect=f"time: Primus-Turbo kernels ({', '.join(kernels)}); kernel efficiency "
+                                               "not modelled"))
+        if pt.get("use_turbo_grouped_mm") and pt.get("use_moe_fp8", True):
+            unmod.append(UnmodelledFlag(flag="primus_turbo.use_moe_fp8", value="true",
+                                        effect="time: MoE expert GEMMs in FP8 (Primus-Turbo grouped_mm)"))
+    set_paths = [p for p, _ in leaf_paths({k: v for k, v in {**r.preset, **r.overrides}.items()
+                                           if k not in ("primus_turbo", "extends", "name")})]
+    set_paths = [p for p in set_paths if p.split(".", 1)[0] not in ("sink_level", "file_sink_level",
+                                                                   "stderr_sink_level")]
+    if cluster is None:
+        par = job.get("parallelism") or {}
+        g = lambda k: par.get(k) if isinstance(par.get(k), int) and par.get(k) > 0 else 1  # noqa: E731
+        cluster = default_cluster(r.path, (g("tensor_parallel_degree"), g("context_parallel_degree"),
+                                           g("pipeline_parallel_degree"), 1, 1), None, None, notes)
+    return plan_from_job(job, cluster, path=str(r.path), fmt="primus-yaml", set_paths=set_paths, notes=notes,
+                         unmodelled=unmod)
+
+
+# ----------------------------------------------------------------------------- reading
+def plan_from_text(text: str, path: str | Path, cluster: Optional[Cluster] = None,
+                   primus_root: Optional[str | Path] = None, env: Optional[Mapping[str, str]] = None) -> Plan:
+    """The plan of a Primus experiment's text (``path`` locates ``extends`` and the Primus checkout)."""
+    r = resolve(Path(path), text, primus_root, env)
+    return _megatron_plan(r, cluster) if r.framework == "megatron" else _torchtitan_plan(r, cluster)
+
+
+def load_primus_yaml(path: str | Path, cluster: Optional[Cluster] = None, primus_root: Optional[str | Path] = None,
+                     env: Optional[Mapping[str, str]] = None) -> Plan:
+    """Read a Primus experiment YAML into a plan (see the module docstring)."""
+    p = Path(path)
+    return plan_from_text(read_recipe_text(p), p, cluster, primus_root, env)
+
+
+# ----------------------------------------------------------------------------- YAML text edits
+@dataclass
+class _Edit:
+    start: int
+    end: int
+    text: str
+    seq: int = 0
+
+
+def _scalar(value: Any, like: Optional[str] = None) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_scalar(v) for v in value) + "]"
+    s = str(value)
+    q = like[:1] if like and like[:1] in "'\"" else None
+    plain_ok = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-/]*", s) and s.lower() not in ("true", "false", "null", "yes",
+                                                                                   "no", "on", "off", "~")
+    if q == "'":
+        return "'" + s.replace("'", "''") + "'"
+    if q == '"' or not plain_ok:
+        return json.dumps(s)
+    return s
+
+
+class YamlText:
+    """Positions of the experiment's ``overrides`` entries in the text, for minimal edits."""
+
+    def __init__(self, text: str, where: str):
+        self.text = text
+        self.where = where
+        try:
+            self.root = yaml.compose(text)
+        except yaml.YAMLError as e:
+            raise UserError(f"{where}: not valid YAML: {' '.join(str(e).split())}") from None
+        self.edits: list[_Edit] = []
+
+    @staticmethod
+    def child(node: Any, key: str) -> Optional[tuple[Any, Any]]:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        for k, v in node.value:
+            if isinstance(k, yaml.ScalarNode) and k.value == key:
+                return k, v
+        return None
+
+    def node(self, path: list[str]) -> Optional[tuple[Any, Any]]:
+        cur: Any = self.root
+        hit = None
+        for part in path:
+            hit = self.child(cur, part)
+            if hit is None:
+                return None
+            cur = hit[1]
+        return hit
+
+    def set(self, path: list[str], value: Any, env: Mapping[str, str]) -> None:
+        """Set the scalar at ``path`` (a list of keys from the document root); add it (and missing
+        parent mappings) at the end of the deepest existing mapping when absent."""
+        hit = self.node(path)
+        if hit is not None and isinstance(hit[1], yaml.ScalarNode):
+            node = hit[1]
+            a, b = node.start_mark.index, node.end_mark.index
+            raw = self.text[a:b]
+            inner = raw[1:-1] if raw[:1] in "'\"" and raw[-1:] == raw[:1] else raw
+            m = _ENV.fullmatch(inner)
+            if m and m.group(2) is not None and m.group(1) not in env:  # keep the template, change its default
+                off = a + (1 if inner is not raw else 0) + m.start(2)
+                self.edits.append(_Edit(off, off + len(m.group(2)), _scalar(value).strip('"') if isinstance(value, str)
+                                        else _scalar(value)))
+                return
+            self.edits.append(_Edit(a, b, _scalar(value, raw)))
+            return
+        if hit is not None:  # a mapping / list where a scalar goes: replace the whole value
+            raise UserError(f"{self.where}: {'.'.join(path)} holds a {type(hit[1]).__name__[:-4].lower()}; "
+                            "cannot set a value there")
+        # find the deepest existing mapping
+        depth = len(path) - 1
+        while depth > 0 and self.node(path[:depth]) is None:
+            depth -= 1
+        parent = self.node(path[:depth])[1] if depth else self.root
+        if not isinstance(parent, yaml.MappingNode):
+            raise UserError(f"{self.where}: {'.'.join(path[:depth])} is not a mapping")
+        self._insert(parent, path[depth:], value)
+
+    def _insert(self, mapping: Any, keys: list[str], value: Any) -> None:
+        if mapping.flow_style:
+            raise UserError(f"{self.where}: cannot add {'.'.join(keys)} to a flow-style mapping")
+        if mapping.value:
+            col = mapping.value[0][0].start_mark.column
+            last_val = mapping.value[-1][1]
+            end = last_val.end_mark.index
+            if end > 0 and self.text[end - 1] == "\n":
+                end -= 1
+            else:
+                nl = self.text.find("\n", end)
+                end = len(self.text) if nl < 0 else nl
+        else:
+            raise UserError(f"{self.where}: cannot add {'.'.join(keys)} to an empty mapping")
+        step = 2
+        for k, v in mapping.value:
+            if isinstance(v, yaml.MappingNode) and v.value and not v.flow_style:
+                step = max(1, v.value[0][0].start_mark.column - k.start_mark.column)
+                break
+        lines = []
+        for i, k in enumerate(keys[:-1]):
+            lines.append(" " * (col + i * step) + f"{k}:")
+        lines.append(" " * (col + (len(keys) - 1) * step) + f"{keys[-1]}: {_scalar(value)}")
+        self.edits.append(_Edit(end, end, "\n" + "\n".join(lines), seq=len(self.edits)))
+
+    def apply(self) -> str:
+        out = self.text
+        for e in sorted(self.edits, key=lambda e: (e.start, e.seq), reverse=True):
+            out = out[:e.start] + e.text + out[e.end:]
+        return out
+
+
+# ----------------------------------------------------------------------------- writing
+def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
+    from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args
+
+    cur: dict[str, Any] = {}
+    for k, v in r.config.items():
+        spec = BY_DEST.get(k)
+        if spec is not None:
+            cur[k] = convert(spec, v)
+    t = plan.training
+    sched_plan = plan
+    primus: dict[str, Any] = {}
+    if t.pipeline_schedule != old.training.pipeline_schedule or t.pipeline_schedule in ("zb_h1", "zbv"):
+        if t.pipeline_schedule in ("zb_h1", "zbv"):
+            if t.pipeline_schedule != old.training.pipeline_schedule:
+                raise PlanError("training.pipeline_schedule", t.pipeline_schedule,
+                                "switching a Primus recipe to a zero-bubble schedule is not written; set "
+                                "patch_zero_bubble / patch_primus_pipeline yourself")
+            sched_plan = plan.model_copy(update={"training": t.model_copy(update={
+                "pipeline_schedule": "interleaved_1f1b" if plan.parallel.vpp > 1 else "1f1b"})})
+        else:
+            for k in ("patch_zero_bubble", "patch_primus_pipeline"):
+                if r.config.get(k):
+                    primus[k] = False
+    want = desired_args(sched_plan, {k: v for k, v in cur.items() if v is not None}, frozenset(r.overrides))
+    if t.compile != old.training.compile:
+        primus["torch_compile.enable"] = t.compile
+    if t.moe_token_dispatcher != old.training.moe_token_dispatcher:
+        if t.moe_token_dispatcher == "deepep":
+            primus.update({"enable_primus_turbo": True, "use_turbo_deepep": True, "moe_router_dtype": "fp32"})
+        elif t.moe_token_dispatcher == "alltoall":
+            primus.update({"use_turbo_deepep": False, "turbo_sync_free_moe_stage": 0} if r.config.get("use_turbo_deepep")
+                          or (r.config.get("turbo_sync_free_moe_stage") or 0) >= 2 else {})
+            primus["moe_token_dispatcher_type"] = "alltoall"
+        else:
+            raise PlanError("training.moe_token_dispatcher", t.moe_token_dispatcher, "Primus: alltoall or deepep")
+    changes = {k: v for k, v in want.items() if cur.get(k) != v and not (
+        cur.get(k) is None and (v is False or v == BY_DEST[k].default))}  # an unset key already means its default
+    # a key the plan wants unset whose written value means the same (e.g. a virtual pipeline size of 1)
+    from primus_launch.adapters.megatron_args import plan_from_args
+
+    args = {k: v for k, v in cur.items() if v is not None}
+    for k in [k for k, v in changes.items() if v is None and k in args]:
+        try:
+            same = plan_from_args({a: v for a, v in args.items() if a != k}, old.cluster, validate=False) == \
+                plan_from_args(args, old.cluster, validate=False)
+        except (PlanError, UserError):
+            same = False
+        if same:
+            del changes[k]
+    changes.update(primus)
+    return changes
+
+
+def render_primus_yaml(plan: Plan, original_text: str, path: str | Path, primus_root: Optional[str | Path] = None,
+                       env: Optional[Mapping[str, str]] = None) -> str:
+    """The experiment's text with only the overrides the tuned ``plan`` changes edited or added;
+    an unchanged plan gives the text byte for byte.  Re-read to check it gives ``plan``."""
+    env = os.environ if env is None else env
+    p = Path(path)
+    r = resolve(p, original_text, primus_root, env)
+    try:
+        old = plan_from_text(original_text, p, plan.cluster, primus_root, env)
+    except PlanError:
+        old = plan_from_text(original_text, p, None, primus_root, env)
+    doc = YamlText(original_text, str(p))
+    base = ["modules", r.module, "overrides"]  # created in this file when it has none (Primus deep-merges it)
+    if r.framework == "megatron":
+        for key, value in _megatron_changes(plan, r, old).items():
+            doc.set(base + key.split("."), value, env)
+    else:
+        from primus_launch.adapters.torchtitan import DELETE, _get, job_assignments
+
+        for key, value in job_assignments(plan, lambda k, d=None: _get(r.config, k, d), old):
+            if value is DELETE:
+                value = None
+            doc.set(base + key.split("."), value, env)
+    out = doc.apply()
+    back = plan_from_text(out, p, plan.cluster, primus_root, env)
+    if _comparable(back) != _comparable(plan):
+        diff = [f"{s}.{k}" for s, d in _comparable(plan).items() for k in d if _comparable(back)[s].get(k) != d[k]]
+        raise UserError(f"{p}: cannot express {', '.join(diff) or 'the plan'} in this Primus config")
+    return out
+
+
+def _comparable(plan: Plan) -> dict:
+    d = plan.model_dump(exclude={"source"})
+    d["model"].pop("name", None)
+    return d
+
+
+def write_primus_yaml(plan: Plan, original: str | Path, out: str | Path, primus_root: Optional[str | Path] = None,
+                      env: Optional[Mapping[str, str]] = None) -> Path:
+    """Render ``plan`` over the experiment at ``original`` and write it atomically to ``out`` (never
+    over the original; the tuned file goes next to it, so Primus finds the same presets)."""
+    src = Path(original)
+    text = render_primus_yaml(plan, read_recipe_text(src), src, primus_root, env)
+    return atomic_write_text(out, text, protect=src)

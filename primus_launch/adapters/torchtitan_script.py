@@ -1,0 +1,254 @@
+"""A launch script holding a torchtitan 0.3 launch line (``torchrun ... -m torchtitan.train --module M
+--config C ...``, e.g. torchtitan's own ``run_train.sh``) <-> :class:`Plan`.
+
+The script is read as far as such scripts need: ``NAME=value`` / ``export NAME=value`` assignments
+(``${NAME:-default}`` / ``${NAME-default}`` / ``$NAME`` references, quotes, backslash line
+continuations), and the one command that runs ``torchtitan.train`` with its tokens located in the
+text.  ``"$@"`` (the script's own arguments) is dropped.  The command is read by
+:mod:`torchtitan_argv`; writing edits the tokens the tuned command changes where they are written
+(a literal, the default of a ``${NAME:-default}``, or the ``NAME=value`` assignment a reference
+comes from) and adds new options after the last literal option of the command.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from primus_launch.errors import UserError
+from primus_launch.fileio import atomic_write_text, read_recipe_text
+from primus_launch.plan import Cluster, Plan
+
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+@dataclass
+class Tok:
+    text: str  # expanded
+    start: int  # span in the script
+    end: int
+    literal: bool  # written as-is (no expansion)
+    ref: Optional[tuple[str, Optional[tuple[int, int]]]] = None  # whole token = one ${VAR[:-default]}: (VAR, default span)
+
+
+@dataclass
+class Assign:
+    value: str
+    start: int  # span of the value text
+    end: int
+
+
+def _logical_lines(text: str) -> list[tuple[int, int]]:
+    """Spans of logical lines (backslash-newline continues a line)."""
+    out, start, i = [], 0, 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] == "\n":
+            i += 2
+            continue
+        if text[i] == "\n":
+            out.append((start, i))
+            start = i + 1
+        i += 1
+    out.append((start, len(text)))
+    return out
+
+
+def _unquote(v: str) -> str:
+    v = v.strip()
+    try:
+        parts = shlex.split(v, comments=True)
+    except ValueError:
+        return v
+    return parts[0] if len(parts) == 1 else v
+
+
+def _expand(word: str, env: dict[str, Assign]) -> str:
+    def sub(m: re.Match) -> str:
+        name = m.group(1) or m.group(4)
+        if name in env:
+            val = env[name].value
+            if m.group(2) == ":-" and val == "":
+                return m.group(3) or ""
+            return val
+        return m.group(3) if m.group(2) else ""
+
+    return _REF.sub(sub, word)
+
+
+def _tokens(text: str, a: int, b: int, env: dict[str, Assign]) -> list[Tok]:
+    """Shell words of ``text[a:b]`` with their spans (quotes removed, references expanded)."""
+    out: list[Tok] = []
+    i = a
+    while i < b:
+        c = text[i]
+        if c in " \t":
+            i += 1
+            continue
+        if c == "\\" and i + 1 < b and text[i + 1] == "\n":
+            i += 2
+            continue
+        if c == "#":
+            break
+        if c in ";|&":
+            out.append(Tok(c, i, i + 1, True))
+            i += 1
+            continue
+        start, buf, literal, quote = i, [], True, None
+        while i < b:
+            c = text[i]
+            if quote is None and c in " \t;|&":
+                break
+            if c == "\\" and i + 1 < b and text[i + 1] == "\n":
+                i += 2
+                continue
+            if quote is None and c in "'\"":
+                quote = c
+                i += 1
+                continue
+            if quote is not None and c == quote:
+                quote = None
+                i += 1
+                continue
+            if c == "$" and quote != "'":
+                m = _REF.match(text, i)
+                if m:
+                    buf.append(_expand(m.group(0), env))
+                    literal = False
+                    i = m.end()
+                    continue
+                if text.startswith("$@", i):
+                    buf.append("\0@")
+                    literal = False
+                    i += 2
+                    continue
+            buf.append(c)
+            i += 1
+        word = "".join(buf)
+        raw = text[start:i]
+        ref = None
+        m = _REF.fullmatch(raw.strip("\"'"))
+        if m:
+            name = m.group(1) or m.group(4)
+            off = start + (1 if raw[:1] in "'\"" else 0)
+            dflt = (off + m.start(3), off + m.end(3)) if m.group(2) else None
+            ref = (name, dflt)
+        if word == "\0@":
+            continue  # "$@": the script's own arguments
+        out.append(Tok(word, start, i, literal, ref))
+    return out
+
+
+def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
+    env: dict[str, Assign] = {}
+    cmd: Optional[list[Tok]] = None
+    for a, b in _logical_lines(text):
+        line = text[a:b]
+        m = _ASSIGN.match(line)
+        if m and " " not in m.group(2).strip().split("#")[0].strip().strip("\"'"):
+            val_start = a + m.start(2)
+            raw = m.group(2).split(" #")[0].rstrip()
+            val = _expand(_unquote(raw), env)
+            q = 1 if raw[:1] in "'\"" else 0
+            env[m.group(1)] = Assign(val, val_start + q, val_start + len(raw) - q)
+            continue
+        toks = _tokens(text, a, b, env)
+        if any(t.text in ("torchtitan.train",) or t.text.endswith("torchtitan/train.py") for t in toks):
+            # drop leading NAME=value prefixes and anything before the launcher
+            cmd = [t for t in toks if t.text not in (";", "|", "&")]
+            while cmd and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", cmd[0].text):
+                cmd = cmd[1:]
+    if cmd is None:
+        raise UserError(f"{path}: no torchtitan launch line (torchrun ... -m torchtitan.train --module M --config C)")
+    return cmd, env
+
+
+def is_titan_script(text: str) -> bool:
+    """A script whose command runs torchtitan 0.3's trainer with ``--module``."""
+    return ("torchtitan.train" in text or "torchtitan/train.py" in text) and "--module" in text \
+        and "--job.config_file" not in text and "--job.config-file" not in text
+
+
+def script_argv(text: str, path: str) -> list[str]:
+    """The launch line of the script, expanded."""
+    toks, _ = _scan(text, path)
+    return [t.text for t in toks]
+
+
+def load_titan_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
+    """Read the torchtitan launch line of a script (cluster from its torchrun options, ``overrides`` win)."""
+    from primus_launch.command_recipe import _cluster_overrides, _launch_cluster
+    from primus_launch.adapters.torchtitan_argv import plan_from_launch
+    from primus_launch.plan import Source
+
+    p = Path(path)
+    text = read_recipe_text(p)
+    argv = script_argv(text, str(p))
+    plan = plan_from_launch(argv, _launch_cluster(argv, _cluster_overrides(overrides)))
+    src = plan.source.model_copy(update={"path": str(p), "format": "torchtitan-script"}) if plan.source else \
+        Source(framework="torchtitan", path=str(p), format="torchtitan-script")
+    return plan.model_copy(update={"source": src})
+
+
+def _q(word: str) -> str:
+    return word if re.fullmatch(r"[A-Za-z0-9_.,:=/+\-]+", word) else shlex.quote(word)
+
+
+def render_titan_script(plan: Plan, text: str, path: str) -> str:
+    """The script with only the tokens the tuned launch line changes edited."""
+    from primus_launch.adapters.torchtitan_argv import render_launch
+
+    toks, env = _scan(text, path)
+    old = [t.text for t in toks]
+    new = render_launch(plan, old)
+    edits: list[tuple[int, int, str]] = []
+    sm = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op == "equal":
+            continue
+        if op == "replace" and i2 - i1 == j2 - j1:
+            for k in range(i2 - i1):
+                edits.append(_token_edit(toks[i1 + k], new[j1 + k], env, path))
+            continue
+        if op in ("delete", "replace"):
+            edits.append((toks[i1].start, toks[i2 - 1].end, " ".join(_q(w) for w in new[j1:j2])))
+            continue
+        # insert after the previous token (or before the first)
+        at = toks[i1 - 1].end if i1 > 0 else toks[0].start
+        words = " ".join(_q(w) for w in new[j1:j2])
+        edits.append((at, at, (" " + words) if i1 > 0 else (words + " ")))
+    out = text
+    for a, b, s in sorted(edits, key=lambda e: e[0], reverse=True):
+        out = out[:a] + s + out[b:]
+    return out
+
+
+def _token_edit(tok: Tok, new: str, env: dict[str, Assign], path: str) -> tuple[int, int, str]:
+    if tok.literal:
+        return tok.start, tok.end, _q(new)
+    if tok.ref is not None:
+        name, dflt = tok.ref
+        if name in env:
+            a = env[name]
+            return a.start, a.end, new
+        if dflt is not None:
+            return dflt[0], dflt[1], new
+    raise UserError(f"{path}: cannot edit {tok.text!r} (it is computed in the script); change it to {new!r} by hand")
+
+
+def write_titan_script(plan: Plan, original: str | Path, out: str | Path) -> Path:
+    """Render ``plan`` over the script at ``original`` and write it atomically (never over it; the
+    executable bit is kept)."""
+    import stat
+
+    src = Path(original)
+    text = render_titan_script(plan, read_recipe_text(src), str(src))
+    return atomic_write_text(out, text, protect=src, mode=stat.S_IMODE(src.stat().st_mode))
+
+
+__all__ = ["is_titan_script", "load_titan_script", "render_titan_script", "write_titan_script", "script_argv",
+           "Cluster"]

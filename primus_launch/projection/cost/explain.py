@@ -1,0 +1,216 @@
+"""Term-by-term explanation of a dry-run projection: per kernel its time, efficiency and source.
+
+For one micro-batch of one layer on one GPU (:func:`primus_launch.projection.dryrun.layer_op_times`)
+each op gets its forward / input-grad / weight-grad milliseconds, the efficiency it runs at (GEMMs
+and attention: FLOP/s as a fraction of the datasheet peak of its format; memory-bound kernels: bytes/s
+as a fraction of the datasheet HBM bandwidth) and the SOURCE of that number: the fitted curve
+(``projection/cost/fitted.py``) and the kernel-evidence records it stands on.  Then the layer's
+communication (raw and exposed after overlap, with the fabric curve it was priced on), the
+framework profile (fusions, host launch time, CUDA graphs, in-situ efficiency, sustained clock)
+and the iteration's breakdown.  ``scripts/explain_projection.py`` prints it; the text report
+(:mod:`projection.report`) and the HTML report (``report_html.py``) carry the same tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from primus_launch.plan import Plan
+from primus_launch.projection import calibration as cal
+from primus_launch.projection.cost import evidence as ev
+from primus_launch.projection.cost.fitted import FITTED
+
+KINDS = ("dense", "dense_window", "moe", "moe_window", "mtp", "embedding", "head")
+
+
+@dataclass(frozen=True)
+class OpRow:
+    kind: str           # layer kind
+    name: str
+    fwd_ms: float
+    bwd_input_ms: float
+    bwd_weight_ms: float
+    efficiency: str     # e.g. "64% of FP8 peak", "83% of HBM"
+    source: str         # curve key and records
+
+
+def _curve_source(section: str, key: str) -> str:
+    c = FITTED.get(section, {}).get(key.split("/", 1)[1] if key.startswith("grouped/") else key)
+    if not c:
+        return key
+    recs = c.get("records", [])
+    rms = c.get("rms")
+    tail = f", rms {100 * rms:.0f}% on them" if isinstance(rms, (int, float)) else ""
+    note = f"; {c['note']}" if c.get("note") else ""
+    return f"{section} {key}: {len(recs)} records ({', '.join(recs[:2])}{', ...' if len(recs) > 2 else ''}){tail}{note}"
+
+
+def op_rows(plan: Plan) -> list[OpRow]:
+    """Every op of every layer kind of ``plan``'s dry-run, with efficiency and source (module doc)."""
+    from primus_launch.projection.compute import (arch_of, attn_curve, fmt_peak, gemm_curve, grouped_curve,
+                                                  hbm_eta)
+    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.hardware import get_gpu
+
+    gpu = plan.cluster.gpu
+    g = get_gpu(gpu)
+    arch = arch_of(gpu)
+    ops = layer_op_times(plan)
+    out = []
+    eta, eta_key = hbm_eta(arch)
+    torch_lib = plan.framework == "torchtitan"
+    for kind in KINDS:
+        for name, f, bi, bw, info in ops.get(kind, []):
+            what = info[0]
+            if what in ("gemm", "grouped_gemm"):
+                fmt = info[1]
+                key = (grouped_curve(arch, fmt, torch_lib) if what == "grouped_gemm" else gemm_curve(arch, fmt))[1]
+                eff = info[2] / (f * fmt_peak(gpu, fmt)) if f > 0 else 0.0
+                label = {"bf16": "BF16", "fp8": "FP8", "fp8_block": "FP8", "mxfp8": "FP8", "fp4": "FP4"}[fmt]
+                effs = f"{100 * eff:.0f}% of {label} peak (fwd)"
+                src = _curve_source("grouped_gemm" if key.startswith("grouped/") else "gemm", key)
+            elif what == "attention":
+                impl = info[1]
+                if impl == "unfused":
+                    key, src = "unfused", "batched GEMMs (gemm curves) + softmax over the s x s scores (HBM)"
+                else:
+                    key = attn_curve(arch, impl)[1]
+                    src = _curve_source("attention", key)
+                eff = info[2] / (f * g.peak_flops_bf16) if f > 0 else 0.0
+                effs = f"{100 * eff:.0f}% of BF16 peak (fwd)"
+            elif what == "quant":
+                q = FITTED["fp8_quant"].get(info[1], {})
+                nbytes = info[3] if len(info) > 3 else 0.0
+                effs = f"{100 * q.get('eff', 0):.0f}% of HBM (recipe kernels)" if q else "streaming"
+                src = (f"fp8_quant {info[1]}: {len(q.get('records', []))} records "
+                       f"({', '.join(q.get('records', [])[:2])}); bytes per element cost/fp8.py; "
+                       f"{nbytes / 1e9:.2f} GB per micro-batch") if q else "cost/fp8.py (fused casts at streaming speed)"
+            else:
+                nbytes = info[3] if len(info) > 3 else 0.0
+                effs = f"{100 * eta:.0f}% of HBM" + (f", {nbytes / 1e6:.0f} MB" if nbytes else "")
+                src = f"{eta_key}: " + ev.cite(FITTED["hbm"].get(eta_key.split("/")[-1], {}).get("records", []), 2) \
+                    if eta_key.startswith("hbm/") else eta_key
+            out.append(OpRow(kind, name, 1e3 * f, 1e3 * bi, 1e3 * bw, effs, src))
+    return out
+
+
+def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
+    """(what, raw fwd ms, raw bwd ms, exposed fwd ms, exposed bwd ms, how it is priced) per layer."""
+    from primus_launch.projection import collectives as coll
+    from primus_launch.projection.dryrun import layer_times_roofline
+    from primus_launch.projection.iteration import (_cp_times, _ep_exposed, _ep_times, _tp_exposed, _tp_times)
+    from primus_launch.projection.layout import layout
+
+    lay = layout(plan)
+    gpu = plan.cluster.gpu
+    lt = layer_times_roofline(plan)
+    fab = coll.fabric(gpu)
+    arch_key = f"collectives {coll._arch_key(coll.get_gpu(gpu).arch)}/fabric" if fab.fitted else "calibration defaults"
+    rows = []
+    tp = _tp_times(plan, gpu, lay)
+    tpe = _tp_exposed(plan, tp, lt.part("dense", "gemm"))
+    rows.append(("TP (" + ("AG/RS, SP" if plan.parallel.sequence_parallel else "all-reduce") + f") {lay.tp.size} ranks, "
+                 f"{lay.tp.nodes} domain(s)", *[1e3 * x for x in tp + tpe],
+                 f"{arch_key}; overlap: " + ("TE userbuffers / async TP" if plan.training.tp_comm_overlap else "none")))
+    cp = _cp_times(plan, gpu, lay)
+    attn = lt.attn_core
+    if plan.parallel.cp_comm_type in ("p2p", "a2a+p2p") and attn is not None:
+        cpe = (max(0.0, cp[0] - attn.fwd_s), max(0.0, cp[1] - attn.bwd_input_s))
+    else:
+        cpe = cp
+    rows.append((f"CP {plan.parallel.cp_comm_type} {lay.cp.size} ranks", *[1e3 * x for x in cp + cpe],
+                 "ring P2P hidden behind the attention core" if plan.parallel.cp_comm_type == "p2p" else arch_key))
+    if plan.model.is_moe:
+        ep = _ep_times(plan, gpu, lay)
+        epe = _ep_exposed(plan, ep, lt)
+        d = plan.training.moe_token_dispatcher
+        src = (f"deepep: {_curve_source('deepep', d + '/rdma')}" if d in ("deepep", "hybridep") else arch_key)
+        rows.append((f"EP {d} dispatch+combine, {lay.ep.size} ranks over {lay.ep.nodes} domain(s) (MoE layer)",
+                     *[1e3 * x for x in ep + epe], src))
+    return rows
+
+
+def framework_rows(plan: Plan) -> list[tuple[str, str]]:
+    """The framework profile's terms (module doc of ``cost/framework.py``)."""
+    from primus_launch.projection.compute import arch_of
+    from primus_launch.projection.cost.fp8 import recipe_of
+    from primus_launch.projection.cost.framework import graph_scopes, profile_of
+    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.hardware import get_gpu
+    from primus_launch.projection.layout import scaleup_domain
+
+    gpu = plan.cluster.gpu
+    arch = arch_of(gpu)
+    prof = profile_of(plan, arch)
+    k = layer_op_times(plan)["_kernels"]
+    host = FITTED.get("host", {})
+    mode = "compile" if prof.name.endswith("compile") else "eager"
+    t = plan.training
+    rows = [
+        ("profile", f"{prof.name}: norms {'fused' if prof.fused_norm else 'eager'}, activation "
+                    f"{'fused' if prof.fused_act else 'eager'}, RoPE {'fused' if prof.fused_rope else 'eager'}, "
+                    f"attention {prof.attention}, cross-entropy {prof.ce}"),
+        ("host launch per kernel", f"{1e6 * prof.host_per_kernel:.1f} us ({mode}; fitted to "
+                                   f"{', '.join(host.get(mode, {}).get('records', []))})"),
+        ("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"
+         + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")),
+        ("CUDA graphs", f"{t.cuda_graph_impl} scopes {sorted(graph_scopes(plan)) or '-'}"),
+        ("in-situ efficiency", f"{cal.framework_eff(plan.framework):.3f} (calibration.FRAMEWORK_EFF[{plan.framework}], "
+                               f"calibrated on calibration rows)"),
+        ("sustained clock", f"{cal.sustained_clock(gpu, get_gpu(gpu).sustained_clock_fraction, arch):.3f} "
+                            "(calibration.SUSTAINED_CLOCK)"),
+        ("scale-up domain", f"{scaleup_domain(plan)} GPUs"),
+    ]
+    if t.precision in ("fp8", "fp4"):
+        rows.append(("low-precision recipe", f"{recipe_of(plan)}" + (", FP8 parameter all-gather" if t.fp8_param_gather else "")))
+    return rows
+
+
+def explain_text(plan: Plan, result=None) -> str:
+    """The explanation as plain-text tables (module doc)."""
+    from tabulate import tabulate
+
+    out = []
+    rows = op_rows(plan)
+    for kind in KINDS:
+        sel = [r for r in rows if r.kind == kind]
+        if not sel:
+            continue
+        body = [(r.name[:58], f"{r.fwd_ms:.3f}", f"{r.bwd_input_ms:.3f}", f"{r.bwd_weight_ms:.3f}", r.efficiency,
+                 r.source[:110]) for r in sel]
+        tot = [sum(getattr(r, a) for r in sel) for a in ("fwd_ms", "bwd_input_ms", "bwd_weight_ms")]
+        body.append(("sum (GPU time)", *(f"{x:.3f}" for x in tot), "", ""))
+        out.append(f"{kind} layer: one micro-batch on one GPU (ms)\n"
+                   + tabulate(body, headers=["op", "fwd", "bwd_in", "bwd_w", "efficiency", "source"], tablefmt="simple"))
+    comm = [(w[:70], f"{a:.3f}", f"{b:.3f}", f"{c:.3f}", f"{d:.3f}", src[:90]) for w, a, b, c, d, src in comm_rows(plan)]
+    out.append("communication of one layer, one micro-batch (ms)\n"
+               + tabulate(comm, headers=["collective", "raw fwd", "raw bwd", "exposed fwd", "exposed bwd", "priced on"],
+                          tablefmt="simple"))
+    out.append("framework profile\n" + tabulate(framework_rows(plan), tablefmt="simple"))
+    if result is not None:
+        bd = [(k, f"{1e3 * v:.1f}", f"{100 * v / (result.iteration_time_s or 1):.1f}") for k, v in result.time_breakdown.items()]
+        out.append("iteration breakdown\n" + tabulate(bd, headers=["component", "ms", "%"], tablefmt="simple"))
+    return "\n\n".join(out)
+
+
+def explain_html(plan: Plan) -> str:
+    """The per-kernel and communication tables as HTML (for ``report_html``)."""
+    from html import escape
+
+    def table(rows, headers):
+        h = "<tr>" + "".join(f"<th>{escape(x)}</th>" for x in headers) + "</tr>"
+        return "<table>" + h + "".join("<tr>" + "".join(f"<td>{escape(str(x))}</td>" for x in r) + "</tr>"
+                                       for r in rows) + "</table>"
+    parts = []
+    rows = op_rows(plan)
+    for kind in KINDS:
+        sel = [r for r in rows if r.kind == kind]
+        if sel:
+            parts.append(f"<h3>{escape(kind)} layer (one micro-batch, one GPU, ms)</h3>" + table(
+                [(r.name, f"{r.fwd_ms:.3f}", f"{r.bwd_input_ms:.3f}", f"{r.bwd_weight_ms:.3f}", r.efficiency, r.source)
+                 for r in sel], ["op", "fwd", "bwd_in", "bwd_w", "efficiency", "source"]))
+    parts.append("<h3>Communication of one layer (ms)</h3>" + table(
+        [(w, f"{a:.3f}", f"{b:.3f}", f"{c:.3f}", f"{d:.3f}", s) for w, a, b, c, d, s in comm_rows(plan)],
+        ["collective", "raw fwd", "raw bwd", "exposed fwd", "exposed bwd", "priced on"]))
+    parts.append("<h3>Framework profile</h3>" + table(framework_rows(plan), ["term", "value"]))
+    return "".join(parts)

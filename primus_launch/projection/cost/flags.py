@@ -1,0 +1,36 @@
+"""Plan settings that change time but that the dry-run cost model does not (fully) model.
+
+Each becomes an :class:`~primus_launch.plan.UnmodelledFlag` in ``ProjectionResult.warnings``
+(never silently ignored).  Settings modelled elsewhere are listed in the modules' docstrings.
+"""
+
+from __future__ import annotations
+
+from primus_launch.plan import Plan, UnmodelledFlag
+
+
+def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
+    """The plan's settings the dry-run does not model, one warning each."""
+    t, p, m = plan.training, plan.parallel, plan.model
+    out: list[UnmodelledFlag] = []
+
+    def add(flag: str, value: object, effect: str) -> None:
+        out.append(UnmodelledFlag(flag=flag, value=str(value), effect=effect))
+
+    if t.offload.activation_modules:
+        add("training.offload.activation_modules", ",".join(t.offload.activation_modules),
+            "time: fine-grained module offload transfers not priced (assumed hidden behind compute)")
+    if t.offload.weights:
+        add("training.offload.weights", True, "time: weight offload transfers not priced")
+    if p.cp_comm_type == "a2a+p2p":
+        add("parallel.cp_comm_type", "a2a+p2p", "time: hierarchical CP priced as the p2p ring")
+    if t.precision == "fp8" and t.fp8_recipe in ("rowwise", "rowwise_with_gw_hp"):
+        add("training.fp8_recipe", t.fp8_recipe, "time: rowwise-scaled GEMMs run on the per-tensor FP8 curve "
+            "(no rowwise GEMM figures); only their extra quantisation traffic is priced")
+    if m.softmax_type != "vanilla":
+        add("model.softmax_type", m.softmax_type, "time: attention sinks priced as vanilla softmax attention")
+    if t.recompute.granularity == "op" and plan.framework != "torchtitan":
+        add("training.recompute.granularity", "op", "time: per-op SAC priced as re-running the non-matmul ops")
+    if m.is_moe and not t.moe_router_force_load_balancing:
+        pass  # balanced routing is the model's assumption (stated in moe_routing / dryrun docs)
+    return out

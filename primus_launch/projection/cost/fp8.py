@@ -1,0 +1,93 @@
+"""FP8 / FP4 training recipes: which GEMM each recipe runs and the quantisation traffic it adds.
+
+A low-precision GEMM ``Y[M,N] = X[M,K] W[K,N]`` needs quantised copies of its operands: the input
+``X`` and the weight ``W`` in the forward pass, the output gradient ``dY`` in the backward pass, and
+transposed / column-wise copies for the data-gradient (``W^T``) and weight-gradient (``X^T``, ``dY^T``)
+GEMMs.  Bytes moved per quantised element (read bf16 = 2, each FP8 copy written = 1, an extra
+read of the bf16 tensor for recipes that need its amax before casting = 2):
+
+============  =======================================================  ===========  ==========
+recipe        what the kernels do                                      Hopper/CDNA  Blackwell
+============  =======================================================  ===========  ==========
+delayed       cast + transpose in one pass, scale from the amax        2+1+1 = 4    2+1 = 3
+              history (TE ``cast_transpose``; amax fused)
+tensorwise    amax pass, then cast + transpose (TE current scaling,    2+2+1+1 = 6  2+2+1 = 5
+              torchao tensorwise)
+blockwise     one pass, 1x128 / 128x128 scales, row- and column-wise   2+1+1 = 4    (as mxfp8)
+mxfp8         one pass, 1x32 E8M0 scales, row- and column-wise copies  n/a          2+1+1 = 4
+rowwise       torchao: per-row amax pass and cast, per orientation      2x(2+2+1)=10 10
+nvfp4         amax pass + cast, row- and column-wise (FP4: 1/2 byte)    n/a          2+2+.5+.5 = 5
+============  =======================================================  ===========  ==========
+
+(Blackwell's FP8 tensor cores take any operand layout, so per-tensor recipes need no transposed
+copy; block / MX scaling is along K and needs a separately quantised column-wise copy.)
+The achieved bandwidth of these kernels is fitted per recipe (``scripts/fit_kernels.py``,
+``FITTED['fp8_quant']``) to Transformer Engine's own layer benchmark: autocast time minus the
+pre-quantized GEMM time of the same layer (records ``te-{b300,h200}-layer-*``).
+
+In a training step (Megatron-Core + TE): activations and output gradients are quantised for every
+GEMM of every micro-batch; the inputs of QKV and FC1 come out of TE's fused LayerNorm+Linear
+already quantised (the norm kernel writes the FP8 copies: no separate pass); weights are quantised
+once per optimizer step (TE caches them across micro-batches, Megatron's ``is_first_microbatch``),
+and not at all with ``fp8_param_gather`` (FP8 primary weights; the cast moves into the optimizer
+step).  TorchTitan / torchao quantises weights on every micro-batch (unless the FSDP all-gather is in
+FP8) and has no norm fusion; under ``torch.compile`` inductor fuses the amax / cast into the
+producing kernels, leaving ``COMPILED_BYTES`` per element at streaming speed.
+"""
+
+from __future__ import annotations
+
+from primus_launch.plan import Plan
+
+# torch.compile (TorchTitan float8): amax and cast fuse into the producing kernels, leaving the
+# writes of the row- and column-wise FP8 copies (1 + 1 B per element) at streaming speed
+COMPILED_BYTES = 2.0
+
+# bytes per quantised element, (hopper-like, blackwell)
+RECIPE_BYTES: dict[str, tuple[float, float]] = {
+    "delayed": (4.0, 3.0),
+    "tensorwise": (6.0, 5.0),
+    "blockwise": (4.0, 4.0),
+    "mxfp8": (4.0, 4.0),
+    "rowwise": (10.0, 10.0),
+    "rowwise_with_gw_hp": (8.0, 8.0),   # the weight-gradient GEMM stays in bf16: no dY^T / X^T copies
+    "nvfp4": (5.0, 5.0),
+}
+
+
+def recipe_of(plan: Plan) -> str:
+    """The quantisation recipe a low-precision plan runs: ``fp8_recipe`` / ``fp4_recipe`` or the
+    framework's default (Megatron ``--fp8-recipe`` default ``delayed``; TorchTitan ``float8``
+    default tensorwise)."""
+    t = plan.training
+    if t.precision == "fp4":
+        return t.fp4_recipe or "nvfp4"
+    if t.fp8_recipe:
+        return t.fp8_recipe
+    return "tensorwise" if plan.framework == "torchtitan" else "delayed"
+
+
+def gemm_format(recipe: str, arch: str) -> str:
+    """The GEMM curve a recipe runs on an architecture (``FITTED['gemm']`` key suffix)."""
+    if recipe == "nvfp4":
+        return "fp4"
+    if recipe in ("mxfp8",):
+        return "mxfp8" if arch.startswith("blackwell") else ("fp8_block" if arch == "hopper" else "fp8")
+    if recipe == "blockwise":
+        return "fp8_block" if arch in ("hopper", "cdna4") else ("mxfp8" if arch.startswith("blackwell") else "fp8")
+    return "fp8"
+
+
+def bytes_per_element(recipe: str, arch: str) -> float:
+    hop, bw = RECIPE_BYTES.get(recipe, RECIPE_BYTES["tensorwise"])
+    return bw if arch.startswith("blackwell") else hop
+
+
+def quant_bytes_te_layer(recipe: str, tokens: int, hidden: int, ffn: int, blackwell: bool) -> float:
+    """Quantisation bytes of TE's layer benchmark (12 GEMMs of QKV, out-proj, FC1, FC2; autocast
+    quantises every operand on every call): inputs, output gradients and weights of the 4 GEMMs."""
+    t, h, f = tokens, hidden, ffn
+    x = t * (h + h + h + f)
+    dy = t * (3 * h + h + f + h)
+    w = h * 3 * h + h * h + h * f + f * h
+    return bytes_per_element(recipe, "blackwell" if blackwell else "hopper") * (x + dy + w)

@@ -1,0 +1,159 @@
+"""The training framework as its own cost profile: fusions, attention kernel, host (launch) time.
+
+The same model costs different kernels in different frameworks.  A profile says, per framework
+(``plan.framework``) and mode (``plan.training.compile``), which kernels run and what each costs the
+host:
+
+==================  ==========================  ==========================  ===========================
+                    megatron (Megatron-Core+TE) torchtitan (eager)          torchtitan (torch.compile)
+==================  ==========================  ==========================  ===========================
+norm                one fused kernel (TE /      RMSNorm: eager composite    fused by inductor
+                    apex); TE LayerNormLinear   (float, pow, mean, rsqrt,   (one kernel)
+                    writes the FP8 copies of    mul, cast, mul: 6 kernels,
+                    the QKV / FC1 inputs        ~36 B/elem); LayerNorm: one
+                                                ATen kernel
+SwiGLU / GeLU       fused (bias_swiglu /        silu + mul (2 kernels,      fused
+                    bias_gelu fusion)           10 B/elem); gelu 1 kernel
+RoPE                fused (apply_rope_fusion)   complex multiply in fp32    fused
+                                                (3 kernels, ~20 B/elem)
+cross-entropy       vocab-parallel fp32 (14 B   fp32 upcast + log_softmax   as eager (graph break at
+                    / 6 B per logit), or fused  + nll (18 B / 22 B per      the loss)
+                    (--cross-entropy-loss-      logit)
+                    fusion: 4 B / 4 B)
+MoE permute         fused (--moe-permute-       index ops (several kernels) as eager
+                    fusion) or index ops
+attention           TE: cuDNN fused attention   SDPA: FlashAttention-2      SDPA: FlashAttention-2
+                    (Hopper / Blackwell), FA2   (NVIDIA), CK (AMD)
+                    (Ampere), CK (AMD);
+                    --attention-backend picks
+weights, FP8        quantised once per step     quantised every micro-batch as eager
+                    (TE weight caching)         (torchao)
+==================  ==========================  ==========================  ===========================
+
+Host time: every launched kernel costs the CPU ``t_launch`` (PyTorch's eager dispatch, autograd
+and Python; the GPU starts it when both are ready), so a layer pass takes ``max(GPU time, kernels x
+t_launch)``: small layers on fast GPUs come out host-bound.  ``t_launch`` for eager and compiled
+PyTorch is fitted to the ml-engineering benchmark of Llama-3.2-1B (batch 1, sequence 512, B200)
+that measured eager, ``torch.compile`` and CUDA-graph steps (records
+``mle-b200-compile-Llama-3.2-1B-forward+backward``): the CUDA-graph step is the GPU time; eager and
+compiled are host-bound, so ``t_launch = step time / kernels launched`` with the kernels counted by
+this module's own decomposition (:func:`host_fit_workload`).  Megatron-Core's TE modules run in
+eager PyTorch: they use the eager ``t_launch`` (no public Megatron per-kernel host figure exists).
+CUDA graphs (Megatron ``--cuda-graph-impl`` local / transformer_engine, ``--cuda-graph-scope``) replace
+the host time of the captured part of a layer by one graph launch per pass (record
+``pt114860-cudagraph-single-op``: 27 us per replay through ``cudagraphify``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from primus_launch.plan import Plan
+
+# one CUDA-graph replay (record pt114860-cudagraph-single-op: 27.0 us through cudagraphify_impl)
+GRAPH_LAUNCH_S = 27e-6
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a framework runs for each op of a layer (module doc)."""
+
+    name: str
+    fused_norm: bool
+    norm_linear: bool
+    fused_act: bool
+    fused_rope: bool
+    ce: str                  # "megatron" | "fused" | "torch"
+    fused_permute: bool
+    weight_quant_per_microbatch: bool
+    host_per_kernel: float
+    attention: str           # implementation key of FITTED['attention'] or "unfused"
+
+
+def _host_constants() -> dict:
+    from primus_launch.projection.cost.fitted import FITTED
+
+    return FITTED.get("host", {})
+
+
+def profile_of(plan: Plan, arch: str) -> Profile:
+    """The cost profile of ``plan`` (module doc)."""
+    t = plan.training
+    host = _host_constants()
+    eager = host.get("eager", {}).get("t_launch", 20e-6)
+    compiled = host.get("compile", {}).get("t_launch", eager)
+    return _profile(plan.framework, t.compile, t.attention_backend, arch, t.cross_entropy_loss_fusion,
+                    t.moe_permute_fusion, eager, compiled)
+
+
+@lru_cache(maxsize=256)
+def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion: bool, permute_fusion: bool,
+             eager: float, compiled: float) -> Profile:
+    amd = arch.startswith("cdna")
+    if framework == "torchtitan":
+        attn = "ck" if amd else "fa2"
+        if backend == "unfused":
+            attn = "unfused"
+        if compile_:
+            return Profile("torchtitan-compile", True, False, True, True, "torch", False, True, compiled, attn)
+        return Profile("torchtitan-eager", False, False, False, False, "torch", False, True, eager, attn)
+    # Megatron-Core (+ Transformer Engine on NVIDIA, TE-ROCm / Primus on AMD)
+    if backend in ("unfused", "local"):
+        attn = "unfused"
+    elif amd:
+        attn = "ck"
+    elif backend == "flash":
+        attn = "fa2" if arch == "ampere" else "fa3"
+    elif arch == "ampere":
+        attn = "fa2"   # TE prefers FlashAttention on sm80
+    else:
+        attn = "cudnn"
+    return Profile("megatron-te", True, True, True, True, "fused" if ce_fusion else "megatron", permute_fusion,
+                   False, eager, attn)
+
+
+def graph_scopes(plan: Plan) -> frozenset[str]:
+    """Parts of a layer captured by CUDA graphs: ``{"attn", "mlp", "moe_router", "moe_preprocess",
+    "moe"}`` (whole layer when the scope list is empty), empty without CUDA graphs."""
+    t = plan.training
+    if t.cuda_graph_impl == "none":
+        return frozenset()
+    sc = set(t.cuda_graph_scope)
+    if not sc or "full_iteration" in sc:
+        return frozenset({"attn", "mlp", "moe_router", "moe_preprocess", "moe", "other"})
+    return frozenset(sc)
+
+
+def host_fit_workload() -> dict:
+    """Fit the eager / compiled per-kernel host time to the ml-engineering B200 benchmark of
+    Llama-3.2-1B (batch 1, sequence 512, activation checkpointing; records
+    ``mle-b200-compile-Llama-3.2-1B-forward+backward``): kernels launched per step by this
+    module's decomposition (the dry-run's own kernel list) vs the measured eager and compiled steps
+    (the CUDA-graph step, 8.1 ms, is the GPU time, so both are host-bound)."""
+    import re
+
+    from primus_launch.plan import Cluster, ModelArch, Parallelism, Source, Training
+    from primus_launch.projection.cost import evidence as ev
+    from primus_launch.projection.dryrun import kernels_per_step
+
+    rec = ev.record("mle-b200-compile-Llama-3.2-1B-forward+backward")
+    if rec is None:
+        return {}
+    eager_s = rec["value"] * 1e-3
+    m = re.search(r"torch\.compile ([0-9.]+) ms, reduce-overhead ([0-9.]+) ms", rec["note"])
+    compiled_s, graph_s = float(m.group(1)) * 1e-3, float(m.group(2)) * 1e-3
+    model = ModelArch(name="llama3.2-1b", num_layers=16, hidden_size=2048, ffn_hidden_size=8192,
+                      num_attention_heads=32, num_query_groups=8, head_dim=64, vocab_size=128256, seq_length=512,
+                      untie_embeddings_and_output_weights=False)
+    out = {}
+    for mode, secs in (("eager", eager_s), ("compile", compiled_s)):
+        plan = Plan(model=model, parallel=Parallelism(),
+                    training=Training(global_batch_size=1, micro_batch_size=1, recompute={"granularity": "full"},
+                                      compile=mode == "compile"),
+                    cluster=Cluster(gpu="b200", num_nodes=1, gpus_per_node=1),
+                    source=Source(framework="torchtitan"))
+        n = kernels_per_step(plan)
+        out[mode] = dict(t_launch=round(secs / n, 8), kernels=n, step_s=secs, gpu_step_s=graph_s,
+                         records=[rec["id"]])
+    return out

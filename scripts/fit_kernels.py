@@ -1,0 +1,670 @@
+"""Fit the kernel curves of the dry-run cost model to public kernel measurements.
+
+Input: ``primus_launch/projection/data/kernel_evidence.json`` (records with sources; see
+``docs/kernel-evidence.md``).  Output: ``primus_launch/projection/cost/fitted.py`` (``--write``), a
+table of curves, each with the ids of the records it was fitted to and its rms log error on them.
+End-to-end training runs are never used here (they judge; ``scripts/calibrate.py`` fits the few
+framework constants).  Loss: rms of log(model / measured) over the records of one curve; search:
+deterministic coordinate descent with shrinking multiplicative steps inside bounds.
+
+What is fitted (model forms in ``projection/cost/kernels.py``):
+
+- HBM streaming efficiency per architecture: median of the streaming-kernel records (STREAM copy /
+  triad, tuned norm / softmax / quantisation kernels) as a fraction of the datasheet bandwidth;
+- grouped-GEMM curves (same form, batch = groups) where grouped-GEMM records exist;
+- GEMM curves (E, K0, t0) per (architecture, input format): library GEMMs (cuBLAS(Lt), hipBLASLt,
+  DeepGEMM for Hopper blockwise FP8, TE's GEMM-only layer figures), never hand-written research
+  kernels (ThunderKittens / HipKittens' own) since the frameworks do not run them;
+- FP8 recipe quantisation: the bandwidth efficiency of each recipe's cast / amax / transpose bytes
+  (``cost/fp8.py``) from Transformer Engine's autocast - pre-quantized layer times;
+- attention curves (A_f, A_b, S0, D0, Tc, t0) per (architecture, implementation);
+- collective curves (bus-bandwidth efficiency, fixed latency) per (architecture, span, operation);
+- DeepEP / HybridEP efficiency against the link rate;
+- host launch cost per eager / compiled PyTorch kernel (``cost/framework.py``).
+
+    python scripts/fit_kernels.py [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pprint
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from primus_launch.projection.cost import evidence as ev  # noqa: E402
+from primus_launch.projection.cost.kernels import (AttnCurve, GemmCurve, attention_flops,  # noqa: E402
+                                                    attention_seconds, gemm_seconds, log_rms)
+from primus_launch.projection.hardware import get_gpu, known_gpus  # noqa: E402
+
+ARCHS = ("ampere", "hopper", "blackwell", "blackwell_ultra", "cdna3", "cdna4")
+
+
+def arch_of(gpu: str) -> str | None:
+    return get_gpu(gpu).arch if gpu in known_gpus() else None
+
+
+# ----------------------------------------------------------------------------- search
+def descend(x0: list[float], bounds: list[tuple[float, float]], loss, rounds: int = 7) -> tuple[list[float], float]:
+    """Coordinate descent with multiplicative steps (deterministic)."""
+    x = [min(hi, max(lo, v)) for v, (lo, hi) in zip(x0, bounds)]
+    best = loss(x)
+    step = 0.5
+    for _ in range(rounds):
+        improved = True
+        while improved:
+            improved = False
+            for i, (lo, hi) in enumerate(bounds):
+                for f in (1 + step, 1 / (1 + step)):
+                    y = list(x)
+                    y[i] = min(hi, max(lo, x[i] * f if x[i] > 0 else lo * f))
+                    if y[i] == x[i]:
+                        continue
+                    v = loss(y)
+                    if v < best - 1e-9:
+                        x, best, improved = y, v, True
+        step /= 2
+    return x, best
+
+
+# ----------------------------------------------------------------------------- HBM
+STREAM_IMPLS = ("BabelStream", "QuACK", "torchao", "Liger", "HipKittens")
+
+
+def _cast_records(arch: str) -> list[tuple[str, float]]:
+    """Streaming quantisation kernels (kind fp8_cast) whose note states the achieved GB/s."""
+    import re
+
+    out = []
+    for r in ev.select("fp8_cast"):
+        if arch_of(r["gpu"]) != arch:
+            continue
+        mt = re.search(r"([0-9.]+) GB/s", r["note"])
+        if mt and "rceil" not in r["id"]:
+            out.append((r["id"], float(mt.group(1)) * 1e9 / get_gpu(r["gpu"]).hbm_bw))
+    return out
+
+
+def fit_hbm() -> dict:
+    out = {}
+    for arch in ARCHS:
+        fr, ids = [], []
+        for r in ev.select("hbm"):
+            a = arch_of(r["gpu"])
+            if a != arch and not (arch == "blackwell_ultra" and a == "blackwell"):
+                continue
+            if not any(r["impl"].startswith(p) or p in r["impl"] for p in STREAM_IMPLS):
+                continue
+            if r["impl"].startswith("QuACK") and "torchcompile" in r["id"]:
+                continue
+            if "ms" in r["unit"] or "liger-a100-rmsnorm-fwd-h1024" == r["id"] or "h4096" in r["id"] and "liger-a100" in r["id"]:
+                continue  # times without bytes; small working sets (launch-bound)
+            bw = get_gpu(r["gpu"]).hbm_bw
+            if r["unit"].startswith("GB/s"):
+                f = r["value"] * 1e9 / bw
+            elif r["unit"].startswith("fraction"):
+                f = r["value"]
+            else:
+                continue
+            fr.append(f)
+            ids.append(r["id"])
+        for rid, f in _cast_records(arch):
+            fr.append(f)
+            ids.append(rid)
+        if fr:
+            out[arch] = {"eta": round(statistics.median(fr), 3), "records": ids}
+    # architectures without their own records
+    out.setdefault("blackwell_ultra", dict(out.get("blackwell", {}), note="Blackwell records"))
+    return out
+
+
+# ----------------------------------------------------------------------------- GEMM
+def gemm_format(r: dict) -> str | None:
+    d = r["dtype"].lower()
+    if "nvfp4" in d:
+        return "fp4"
+    if "mxfp8" in d:
+        return "mxfp8"
+    if "block" in d:
+        return "fp8_block"
+    if d.startswith("fp8") or d in ("fp8currentscaling", "fp8delayedscaling"):
+        return "fp8"
+    if d in ("bf16", "fp16"):
+        return "bf16"
+    return None
+
+
+def _peak(gpu: str, fmt: str) -> float:
+    g = get_gpu(gpu)
+    return {"bf16": g.peak_flops_bf16, "fp4": g.peak_flops_fp4 or g.peak_flops_fp8}.get(fmt, g.peak_flops_fp8)
+
+
+ELEM = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "mxfp8": 1.0, "fp4": 0.5}
+EXCLUDED_IMPLS = ("ThunderKittens", "torchao roofline", "FBGEMM")
+
+
+def _layer_gemms(sh: dict) -> list[tuple[int, int, int]]:
+    """The 12 GEMMs (fprop, dgrad, wgrad of QKV, out-proj, FC1, FC2) of TE's layer benchmark."""
+    t, h, f = int(sh["tokens"]), int(sh["hidden"]), int(sh["ffn"])
+    fw = [(t, 3 * h, h), (t, h, h), (t, f, h), (t, h, f)]
+    return [g for (m, n, k) in fw for g in ((m, n, k), (m, k, n), (k, n, m))]
+
+
+def gemm_records(arch: str, fmt: str) -> list[tuple[dict, list[tuple[int, int, int]]]]:
+    out = []
+    for r in ev.all_records():
+        if r["kind"] not in ("gemm", "gemm_fp8") or not r["unit"].startswith("TFLOP/s"):
+            continue
+        if arch_of(r["gpu"]) != arch or gemm_format(r) != fmt:
+            continue
+        if any(x in r["impl"] for x in EXCLUDED_IMPLS) or "autocast" in r["id"] or "fprop" in r["id"]:
+            continue  # research kernels; TE figures that include quantisation
+        if r["gpu"] == "h200" and r["id"].startswith("te-h200"):
+            continue  # H200 NVL (600 W PCIe card): not the H200 SXM of the database
+        sh = r["shape"]
+        if "tokens" in sh and "gemms" in sh:
+            out.append((r, _layer_gemms(sh)))
+            continue
+        m, n, k = ev.number(sh.get("m")), ev.number(sh.get("n")), ev.number(sh.get("k"))
+        if m and n and k and min(m, n) >= 256:  # decode-sized M (64, 128) is not a training shape
+            out.append((r, [(int(m), int(n), int(k))]))
+    return out
+
+
+def _gemm_model_s(r: dict, gemms, fmt: str, c: GemmCurve, eta: float) -> float:
+    g = get_gpu(r["gpu"])
+    return sum(gemm_seconds(m, n, k, 1, _peak(r["gpu"], fmt), g.num_sms, g.hbm_bw * eta, ELEM[fmt], c)
+               for m, n, k in gemms)
+
+
+def fit_gemm(hbm: dict) -> dict:
+    out = {}
+    for arch in ARCHS:
+        eta = hbm.get(arch, hbm["hopper"])["eta"]
+        for fmt in ("bf16", "fp8", "fp8_block", "mxfp8", "fp4"):
+            recs = gemm_records(arch, fmt)
+            if not recs:
+                continue
+            meas = [sum(2.0 * m * n * k for m, n, k in gs) / (r["value"] * 1e12) for r, gs in recs]
+
+            def loss(x, recs=recs, meas=meas, fmt=fmt, eta=eta):
+                c = GemmCurve(eff=x[0], k0=x[1], t0=x[2] * 1e-6)
+                return log_rms((_gemm_model_s(r, gs, fmt, c, eta), t) for (r, gs), t in zip(recs, meas))
+
+            n_free = 3 if len(recs) >= 4 else 1
+            x0, bounds = [0.75, 64.0, 5.0], [(0.15, 1.0), (1.0, 4096.0), (1.0, 40.0)]
+            if n_free == 1:  # one or two records: only the large-shape efficiency is identifiable
+                bounds = [(0.15, 1.0), (64.0, 64.0), (5.0, 5.0)]
+            x, rms = descend(x0, bounds, loss)
+            out[f"{arch}/{fmt}"] = dict(eff=round(x[0], 4), k0=round(x[1], 1), t0=round(x[2] * 1e-6, 7),
+                                        records=[r["id"] for r, _ in recs], rms=round(rms, 4),
+                                        note="" if n_free == 3 else "K0 = 64 and t0 = 5 us fixed (too few records)")
+    return out
+
+
+def grouped_lib(r: dict) -> str:
+    """``torch``: PyTorch's own grouped GEMMs (torch._grouped_mm / _scaled_grouped_mm, what TorchTitan
+    runs); ``any``: library kernels both frameworks can run (DeepGEMM, AMD CK via Primus-Turbo)."""
+    return "torch" if r["id"].startswith("ao-b200") else "any"
+
+
+def grouped_records(arch: str, fmt: str, lib: str = "any") -> list[tuple[dict, list[tuple[int, int, int, int]]]]:
+    """Grouped-GEMM records of (arch, fmt, lib) as lists of (m per group, n, k, groups) problems: a
+    ``fwd+bwd`` figure is the forward, data-gradient and weight-gradient grouped GEMMs."""
+    out = []
+    for r in ev.select("grouped_gemm"):
+        if arch_of(r["gpu"]) != arch or gemm_format(r) != fmt or not r["unit"].startswith("TFLOP/s"):
+            continue
+        if grouped_lib(r) != lib:
+            continue
+        if r["id"].startswith("ao-b200-gg-") and fmt == "mxfp8":
+            continue  # end-to-end figures including the quantisation (priced separately, cost/fp8.py)
+        if r["id"].endswith("_wgrad") and "deepgemm" in r["id"]:
+            continue  # K-grouped weight-gradient kernel of torchao's blockwise path (a different kernel)
+        sh = r["shape"]
+        g, m, n, k = (ev.number(sh.get(x)) for x in ("groups", "m_per_group", "n", "k"))
+        if not (g and m and n and k):
+            continue
+        g, m, n, k = int(g), int(m), int(n), int(k)
+        ps = sh.get("pass", "fwd")
+        probs = {"fwd": [(m, n, k, g)], "dgrad": [(m, k, n, g)], "wgrad": [(k, n, m, g)],
+                 "fwd+bwd": [(m, n, k, g), (m, k, n, g), (k, n, m, g)]}.get(ps, [(m, n, k, g)])
+        if ps == "dgrad" and "dgrad" in r["id"] and sh.get("n") == 7168 and r["id"].startswith("ao-b200-moe"):
+            probs = [(m, n, k, g)]   # torchao states the dgrad problem's own (n, k)
+        out.append((r, probs))
+    return out
+
+
+def fit_grouped(hbm: dict, gemm: dict) -> dict:
+    """Grouped-GEMM curves (E, K0, t0) per (architecture, format), same form as the dense curves with
+    ``batch`` = groups (one kernel): DeepGEMM (Hopper FP8 blockwise), CK (MI300X BF16), torch
+    ``_grouped_mm`` / ``_scaled_grouped_mm`` (B200 BF16 / MXFP8).  Architectures without grouped
+    records use the dense curve (``compute.grouped_curve``); ``/torch`` curves are PyTorch's own
+    grouped GEMMs (TorchTitan), the others library kernels both frameworks run."""
+    out = {}
+    for arch, fmt, lib in [(a, f, lb) for a in ARCHS for f in ("bf16", "fp8", "fp8_block", "mxfp8")
+                           for lb in ("any", "torch")]:
+            eta = hbm.get(arch, hbm["hopper"])["eta"]
+            recs = grouped_records(arch, fmt, lib)
+            if not recs:
+                continue
+
+            def model(r, probs, c):
+                g_ = get_gpu(r["gpu"])
+                return sum(gemm_seconds(m, n, k, b, _peak(r["gpu"], fmt), g_.num_sms, g_.hbm_bw * eta, ELEM[fmt], c)
+                           for m, n, k, b in probs)
+
+            meas = [sum(2.0 * m * n * k * b for m, n, k, b in probs) / (r["value"] * 1e12) for r, probs in recs]
+
+            def loss(x, recs=recs, meas=meas):
+                c = GemmCurve(eff=x[0], k0=x[1], t0=x[2] * 1e-6)
+                return log_rms((model(r, probs, c), t) for (r, probs), t in zip(recs, meas))
+
+            bounds = [(0.1, 1.0), (1.0, 4096.0), (1.0, 200.0)] if len(recs) >= 4 else \
+                [(0.1, 1.0), (64.0, 64.0), (5.0, 5.0)]
+            x, rms = descend([0.6, 64.0, 10.0], bounds, loss)
+            key = f"{arch}/{fmt}" + ("/torch" if lib == "torch" else "")
+            out[key] = dict(eff=round(x[0], 4), k0=round(x[1], 1), t0=round(x[2] * 1e-6, 7),
+                            records=[r["id"] for r, _ in recs], rms=round(rms, 4))
+    return out
+
+
+# ----------------------------------------------------------------------------- FP8 recipes
+def fit_fp8_quant(gemm: dict, hbm: dict) -> dict:
+    """Bandwidth efficiency of each recipe's quantisation bytes (cost/fp8.py) from TE's layer
+    benchmark: autocast time - GEMM-only (pre-quantized) time of the same recipe's GEMMs."""
+    from primus_launch.projection.cost.fp8 import quant_bytes_te_layer
+
+    recipes = {"FP8CurrentScaling": "tensorwise", "FP8DelayedScaling": "delayed", "MXFP8": "mxfp8",
+               "NVFP4": "nvfp4", "FP8BlockScaling": "blockwise"}
+    out: dict = {}
+    for gpu in ("b300", "h200"):
+        for te_name, recipe in recipes.items():
+            auto = ev.record(f"te-{gpu}-layer-autocast-{te_name}")
+            pre = ev.record(f"te-{gpu}-layer-pre-quantized-{te_name}")
+            if auto is None:
+                continue
+            ref = pre
+            if recipe == "delayed" or ref is None:
+                # TE's 'pre-quantized' delayed figure is slower than its autocast one (the source's
+                # noise); the GEMMs are the same per-tensor FP8 GEMMs as current scaling's
+                ref = ev.record(f"te-{gpu}-layer-pre-quantized-FP8CurrentScaling")
+            if ref is None:
+                continue
+            flops = 19.17e12
+            extra = flops / (auto["value"] * 1e12) - flops / (ref["value"] * 1e12)
+            sh = auto["shape"]
+            nbytes = quant_bytes_te_layer(recipe, int(sh["tokens"]), int(sh["hidden"]), int(sh["ffn"]),
+                                          blackwell=get_gpu(gpu).arch.startswith("blackwell"))
+            hbm_bw = get_gpu(gpu).hbm_bw * (0.6 / 0.6 if gpu != "h200" else 1.0)
+            if extra <= 0:
+                continue
+            out.setdefault(recipe, []).append(dict(gpu=gpu, eff=round(nbytes / extra / hbm_bw, 3),
+                                                   records=[auto["id"], ref["id"]]))
+    res = {}
+    for recipe, rows in out.items():
+        res[recipe] = dict(eff=round(statistics.mean(r["eff"] for r in rows), 3),
+                           records=[i for r in rows for i in r["records"]],
+                           per_gpu={r["gpu"]: r["eff"] for r in rows})
+    return res
+
+
+# ----------------------------------------------------------------------------- attention
+def attn_impl(r: dict) -> str | None:
+    i = r["impl"]
+    if "FlashAttention-3" in i:
+        return "fa3"
+    if "FlashAttention-2" in i:
+        return "fa2"
+    if i.startswith("cuDNN"):
+        return "cudnn"
+    if "aiter" in i.lower() or "AITER" in i:
+        return "ck"
+    return None
+
+
+def attn_records(arch: str, impl: str) -> list[dict]:
+    out = []
+    for r in ev.select("attention"):
+        if arch_of(r["gpu"]) != arch or attn_impl(r) != impl or "fp8" in r["dtype"]:
+            continue
+        sh = r["shape"]
+        if not r["unit"].startswith("TFLOP/s") or sh.get("causal") is None or sh.get("pass") is None:
+            continue
+        if sh.get("pass") == "bwd" and sh.get("heads_kv") and sh.get("heads_kv") != sh.get("heads_q") and impl == "ck":
+            continue  # aiter's GQA backward (4x below its MHA backward): a kernel gap, see curve note
+        out.append(r)
+    return out
+
+
+def _attn_shape(r: dict) -> tuple:
+    sh = r["shape"]
+    heads = int(sh.get("heads_q") or sh.get("heads"))
+    dqk = int(sh.get("head_dim_qk") or sh.get("head_dim"))
+    dv = int(sh.get("head_dim_v") or sh.get("head_dim"))
+    return int(sh["batch"]), heads, int(sh["seqlen"]), dqk, dv, bool(sh["causal"]), sh["pass"]
+
+
+def _attn_pred_meas(r: dict, c: AttnCurve) -> tuple[float, float]:
+    b, h, s, dqk, dv, causal, ps = _attn_shape(r)
+    peak = get_gpu(r["gpu"]).peak_flops_bf16
+    f = attention_seconds(b, h, s, s, dqk, dv, causal, None, peak, c, False)
+    bw = attention_seconds(b, h, s, s, dqk, dv, causal, None, peak, c, True)
+    fl = attention_flops(b, h, s, s, dqk, dv, causal)
+    if ps == "fwd":
+        return f, fl / (r["value"] * 1e12)
+    if ps == "bwd":
+        return bw, 2.5 * fl / (r["value"] * 1e12)
+    return f + bw, 3.5 * fl / (r["value"] * 1e12)
+
+
+def _fit_attn(recs: list[dict], bwd_ratio: float | None) -> tuple[AttnCurve, float]:
+    def mk(x):
+        bwd = x[0] * bwd_ratio if bwd_ratio is not None else x[1]
+        return AttnCurve(fwd=x[0], bwd=bwd, s0=x[2], d0=x[3], tc=x[4], t0=x[5] * 1e-6)
+
+    def loss(x):
+        c = mk(x)
+        return log_rms(_attn_pred_meas(r, c) for r in recs)
+
+    x0 = [0.6, 0.5, 256.0, 48.0, 256.0, 5.0]
+    bounds = [(0.1, 1.5), (0.1, 1.5), (8.0, 8192.0), (4.0, 512.0), (1.0, 4096.0), (1.0, 30.0)]
+    x, rms = descend(x0, bounds, loss)
+    return mk(x), rms
+
+
+def _attn_dict(c: AttnCurve, recs: list[str], rms: float, note: str = "") -> dict:
+    return dict(fwd=round(c.fwd, 4), bwd=round(c.bwd, 4), s0=round(c.s0, 1), d0=round(c.d0, 1), tc=round(c.tc, 1),
+                t0=round(c.t0, 7), records=recs, rms=round(rms, 4), note=note)
+
+
+def fit_attention() -> dict:
+    out: dict = {}
+    # Hopper: FA2, FA3, cuDNN with forward and backward figures
+    for impl in ("fa2", "fa3", "cudnn"):
+        recs = attn_records("hopper", impl)
+        c, rms = _fit_attn(recs, None)
+        out[f"hopper/{impl}"] = _attn_dict(c, [r["id"] for r in recs], rms)
+    # Ampere FA2: fwd+bwd figures only; the backward / forward rate ratio is Hopper FA2's
+    h_fa2 = out["hopper/fa2"]
+    ratio = h_fa2["bwd"] / h_fa2["fwd"]
+    recs = attn_records("ampere", "fa2")
+    c, rms = _fit_attn(recs, ratio)
+    out["ampere/fa2"] = _attn_dict(c, [r["id"] for r in recs], rms,
+                                   "fwd+bwd figures only: backward/forward rate ratio of hopper/fa2")
+    # CDNA4 (MI355X) aiter/CK: forward and (MHA) backward
+    recs = attn_records("cdna4", "ck")
+    c, rms = _fit_attn(recs, None)
+    out["cdna4/ck"] = _attn_dict(c, [r["id"] for r in recs], rms,
+                                 "aiter's GQA backward (hk-mi355x-bwd-gqa-*) runs 2-4x below this curve: not modelled")
+    # CDNA3 (MI300X) aiter/CK: forward only; backward/forward ratio of cdna4/ck
+    ratio = out["cdna4/ck"]["bwd"] / out["cdna4/ck"]["fwd"]
+    recs = attn_records("cdna3", "ck")
+    c, rms = _fit_attn(recs, ratio)
+    out["cdna3/ck"] = _attn_dict(c, [r["id"] for r in recs], rms, "forward figures only: backward/forward ratio of cdna4/ck")
+    # Blackwell: no shape sweep; TE's context-parallel study puts fused attention (cuDNN) at 1.88x
+    # the H100's speed (median latency ratio): Hopper's cuDNN curve with its rates scaled by
+    # 1.88 x P_H100 / P_B200 (fractions of the B200 peak)
+    rr = ev.record("te-cp-h100-b200-fused-ratio")
+    if rr is not None:
+        k = rr["value"] * get_gpu("h100-sxm").peak_flops_bf16 / get_gpu("b200").peak_flops_bf16
+        base = out["hopper/cudnn"]
+        out["blackwell/cudnn"] = dict(base, fwd=round(base["fwd"] * k, 4), bwd=round(base["bwd"] * k, 4),
+                                      records=[rr["id"]] + base["records"], rms=None,
+                                      note=f"hopper/cudnn x {rr['value']} (H100/B200 latency, {rr['id']}) x "
+                                           "peak ratio; no B200 shape sweep")
+    return out
+
+
+# ----------------------------------------------------------------------------- collectives
+def coll_records() -> list[dict]:
+    """Bus-bandwidth records of messages of 1 MiB and more (training's collectives: activations,
+    gradient buckets; smaller ones sit on NCCL's latency floor, which ``lat`` stands for)."""
+    return [r for r in ev.select("collective") if r["unit"].startswith("GB/s busbw")
+            and r["shape"].get("op") in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+            and r["value"] > 0 and (ev.number(r["shape"].get("bytes")) or 1 << 34) >= 1 << 20]
+
+
+def _span(r: dict) -> str:
+    nodes = r["shape"].get("nodes")
+    if nodes == "NVL72 domain" or nodes in (None, 1):
+        return "scaleup"
+    return "scaleout"
+
+
+def _coll_op(r: dict) -> str:
+    op = r["shape"]["op"]
+    if op == "all_reduce":
+        return "all_reduce"
+    return "all_to_all" if op == "all_to_all" else "gather"
+
+
+def _ring_only(r: dict) -> bool:
+    """A scale-up all-reduce figure measured with the ring algorithm (NVLS off, or a GPU without it)."""
+    algo = str(r["shape"].get("algo") or "")
+    return "NVLS off" in algo or algo == "Ring" or "-plain" in r["id"]
+
+
+def fit_collectives() -> dict:
+    """Per architecture one fabric (``collectives.Fabric``): scale-up efficiency and latency per
+    operation and the NIC's efficiency and latency, each fitted through
+    ``collectives.collective_time`` itself (the function the dry-run calls) to the nccl-tests /
+    RCCL records of that architecture."""
+    from primus_launch.projection.collectives import Fabric, collective_time
+
+    out = {}
+    recs = coll_records()
+    for arch in ("ampere", "hopper", "blackwell", "cdna3"):
+        mine = [r for r in recs if arch_of(r["gpu"]) in (arch, "blackwell_ultra" if arch == "blackwell" else arch)
+                and not (r["id"].endswith("-sharp") and _span(r) == "scaleout")]  # SHARP switches: not modelled
+        if not mine:
+            continue
+        g = get_gpu(mine[0]["gpu"])
+        nvls = g.intra_node_topology == "switch" and arch != "ampere"
+        groups = {
+            # NCCL's default all-reduce inside a domain: NVLS where the switch has it
+            "ar": [r for r in mine if _span(r) == "scaleup" and _coll_op(r) == "all_reduce"
+                   and (not nvls or not _ring_only(r))],
+            "g": [r for r in mine if _span(r) == "scaleup" and _coll_op(r) == "gather"],
+            "ring": [r for r in mine if _span(r) == "scaleup" and _coll_op(r) == "all_reduce" and (not nvls or _ring_only(r))],
+            "a2a": [r for r in mine if _span(r) == "scaleup" and _coll_op(r) == "all_to_all"],
+            "nic": [r for r in mine if _span(r) == "scaleout"],
+        }
+
+        def rec_pred(r, fab: Fabric) -> tuple[float, float]:
+            n = int(r["shape"]["ranks"])
+            S = ev.number(r["shape"].get("bytes")) or float(1 << 34)
+            op = {"all_reduce": "all_reduce", "gather": "all_gather", "all_to_all": "all_to_all"}[_coll_op(r)]
+            nodes = r["shape"].get("nodes")
+            m = int(nodes) if isinstance(nodes, int) else 1
+            k = n // m
+            bb = (S if op == "all_to_all" else 1.0) and (2.0 if op == "all_reduce" else 1.0) * (n - 1) / n * S
+            model = collective_time(op, S, n, m, k, fab)
+            return model, bb / (r["value"] * 1e9)
+
+        base = dict(up_bw=g.intra_node_bw, link_bw=g.intra_node_link_bw if g.intra_node_topology == "mesh" else 0.0,
+                    nic_bw=g.inter_node_bw, a_up=g.intra_node_latency_s, a_nic=g.inter_node_latency_s,
+                    e_rdma={}, e_nvl={}, fitted=True)
+        res: dict = {}
+        ids: list[str] = []
+
+        def fit_pair(sel, e_key, l_key, fixed: dict):
+            def mk(x):
+                kw = dict(e_ar=0.8, e_g=0.8, e_a2a=0.8, l_ar=3e-5, l_g=3e-5, l_a2a=3e-5, e_nic=0.8, e_nic_a2a=0.8,
+                          l_nic=3e-5)
+                kw.update({a: b for a, b in fixed.items() if a in kw})
+                kw[e_key], kw[l_key] = x[0], x[1] * 1e-6
+                return Fabric(**base, **kw)
+            sized = len({ev.number(r["shape"].get("bytes")) for r in sel}) > 1
+            hi = 1.0 if e_key.startswith("e_nic") else 1.4   # NVLS can exceed the link rate; a NIC cannot
+            lat0 = 20.0
+            bounds = [(0.2, hi), (0.5, 2000.0)] if sized else [(0.2, hi), (lat0, lat0)]
+            x, rms = descend([0.8, 30.0], bounds, lambda x: log_rms(rec_pred(r, mk(x)) for r in sel))
+            return x[0], x[1] * 1e-6, rms, sized
+
+        notes = []
+        # (group, parameter pair it identifies, where to store it)
+        for key, fit_e, fit_l, e_key, l_key in (("ar", "e_ar", "l_ar", "e_ar", "l_ar"),
+                                                ("ring", "e_ar", "l_ar", "e_g", "l_g"),
+                                                ("g", "e_g", "l_g", "e_g", "l_g"),
+                                                ("a2a", "e_a2a", "l_a2a", "e_a2a", "l_a2a")):
+            sel = groups[key]
+            if not sel:
+                continue
+            e, lat, rms, sized = fit_pair(sel, fit_e, fit_l, {})
+            if key == "g" or e_key not in res:
+                res[e_key], res[l_key] = round(e, 4), round(lat, 7)
+                res[f"rms_{key}"] = round(rms, 4)
+                ids += [r["id"] for r in sel]
+                if not sized:
+                    notes.append(f"{key}: large-message figures only, latency 20 us")
+        res.setdefault("e_g", res.get("e_ar", 0.8))
+        res.setdefault("l_g", res.get("l_ar", 2e-5))
+        if "e_a2a" not in res:
+            res["e_a2a"], res["l_a2a"] = res["e_g"], res["l_g"]
+            notes.append("all-to-all: no figures, ring gather efficiency")
+        if "e_ar" not in res:
+            res["e_ar"], res["l_ar"] = res["e_g"], res["l_g"]
+        nic = [r for r in groups["nic"] if _coll_op(r) != "all_to_all"]
+        nic_a2a = [r for r in groups["nic"] if _coll_op(r) == "all_to_all"]
+        if nic:
+            e, lat, rms, sized = fit_pair(nic, "e_nic", "l_nic", res)
+            if e < 0.999:   # at the bound: the figures are scale-up bound, the NIC is not identified
+                res["e_nic"], res["l_nic"], res["rms_nic"] = round(e, 4), round(lat, 7), round(rms, 4)
+                ids += [r["id"] for r in nic]
+                if not sized:
+                    notes.append("nic: large-message figures only, latency 20 us")
+        if nic_a2a:
+            e, lat, rms, sized = fit_pair(nic_a2a, "e_nic_a2a", "l_nic", res)
+            res["e_nic_a2a"], res["rms_nic_a2a"] = round(e, 4), round(rms, 4)
+            ids += [r["id"] for r in nic_a2a]
+        out[f"{arch}/fabric"] = dict(res, records=ids, note="; ".join(notes))
+    # architectures without scale-out figures use the mean NIC efficiency of the others
+    for key in ("e_nic", "e_nic_a2a"):
+        have = [v for v in out.values() if key in v]
+        mean = round(statistics.mean(v[key] for v in have), 4)
+        l_nic = round(statistics.median(v["l_nic"] for v in have if "l_nic" in v), 7)
+        for v in out.values():
+            if key not in v:
+                v[key] = mean
+                v.setdefault("l_nic", l_nic)
+                v["note"] = (v["note"] + "; " if v["note"] else "") + f"{key}: mean of the other architectures' fits"
+    return out
+
+
+# ----------------------------------------------------------------------------- DeepEP / HybridEP
+def fit_deepep() -> dict:
+    """DeepEP / HybridEP efficiency against the link each is bound by, fitted through
+    ``collectives.dispatch_time`` (the dry-run's function).  The sources count bandwidth over every
+    (token, destination node) pair (RDMA-bound figures) or (token, destination rank) pair (NVLink-
+    bound), the source's own node / rank included; so a record's time is
+    ``T D b / bandwidth`` with ``D`` the expected distinct nodes / ranks of a token (routing of the
+    source: DeepEP V1 top-8 of 256 experts within 4 of 8 groups; HybridEP random uniform top-8)."""
+    from primus_launch.projection.collectives import Fabric, dispatch_time
+    from primus_launch.projection.moe_routing import expected_units_hit
+
+    groups: dict[str, list] = {}
+    for r in ev.select("deepep"):
+        if not r["unit"].startswith("GB/s") or "-ll-" in r["id"]:
+            continue
+        sh = r["shape"]
+        lib = "hybridep" if r["id"].startswith("hybridep") else "deepep"
+        topo = str(sh.get("topo") or "")
+        if "ep" in sh:
+            n = int(sh["ep"])
+        elif " x " in topo:
+            a_, b_ = topo.replace("EP", "").split(" x ")
+            n = int(a_) * int(b_)
+        else:
+            n = int(topo.split()[1]) if topo.startswith("EP") else 8
+        nodes = int(sh.get("nodes") or (n // 8 if " x " in topo else 1))
+        if sh.get("domain"):
+            nodes = 1  # NVL72: one scale-up domain
+        bound = "rdma" if nodes > 1 else "nvlink"
+        if r["id"].startswith("deepep-v1") and (bound == "nvlink" or n == 16):
+            continue  # H800 (160 GB/s NVLink): intranode and EP16 (2 nodes, NVLink forwarding) are NVLink-bound
+        groups.setdefault(f"{lib}/{bound}", []).append((r, n, nodes))
+    out = {}
+    for key, rows in groups.items():
+        def pred(x, r, n, nodes):
+            sh = r["shape"]
+            g = get_gpu(r["gpu"])
+            E, k = 256, int(sh.get("topk", 8))
+            G, gk = (8, int(sh.get("topk_groups", 4))) if sh.get("topk_groups") else (1, 1)
+            h = int(sh["hidden"])
+            T = int(sh["tokens"])
+            b = h + h // 128 * 4 if "fp8" in str(sh.get("op")) or (r["dtype"].startswith("fp8") and sh.get("op") == "dispatch") else 2 * h
+            per = nodes and n // nodes
+            d_rank = expected_units_hit(E, k, E // n, G, gk)
+            d_dom = expected_units_hit(E, k, E // n * per, G, gk)
+            fab = Fabric(up_bw=g.intra_node_bw, link_bw=0.0, e_ar=.8, e_g=.8, e_a2a=.8, l_ar=2e-5, l_g=2e-5,
+                         l_a2a=2e-5, nic_bw=g.inter_node_bw, e_nic=.8, e_nic_a2a=.8, l_nic=2e-5,
+                         a_up=g.intra_node_latency_s, a_nic=g.inter_node_latency_s,
+                         e_rdma={key.split("/")[0]: x[0]}, e_nvl={key.split("/")[0]: x[0]}, fitted=True)
+            model = dispatch_time(T, b, n, nodes, per, fab, d_rank, d_dom, key.split("/")[0])
+            units = d_dom if nodes > 1 else d_rank
+            return model, T * units * b / (r["value"] * 1e9)
+
+        x, rms = descend([0.8, 1.0], [(0.1, 2.0), (1.0, 1.0)],
+                         lambda x: log_rms(pred(x, r, n, nodes) for r, n, nodes in rows))
+        out[key] = dict(eff=round(x[0], 4), rms=round(rms, 4), records=[r["id"] for r, _, _ in rows])
+    return out
+
+
+# ----------------------------------------------------------------------------- host
+def fit_host() -> dict:
+    from primus_launch.projection.cost.framework import host_fit_workload
+
+    return host_fit_workload()
+
+
+# ----------------------------------------------------------------------------- output
+def fit_all() -> dict:
+    hbm = fit_hbm()
+    gemm = fit_gemm(hbm)
+    return dict(hbm=hbm, gemm=gemm, grouped_gemm=fit_grouped(hbm, gemm), fp8_quant=fit_fp8_quant(gemm, hbm),
+                attention=fit_attention(),
+                collectives=fit_collectives(), deepep=fit_deepep(), host=fit_host())
+
+
+def write(table: dict) -> Path:
+    path = ROOT / "primus_launch" / "projection" / "cost" / "fitted.py"
+    body = pprint.pformat(table, width=118, sort_dicts=True)
+    text = ('"""Kernel curves fitted to ``projection/data/kernel_evidence.json`` by ``scripts/fit_kernels.py``.\n\n'
+            'GENERATED: do not edit by hand; rerun ``python scripts/fit_kernels.py --write``.  Each curve lists\n'
+            'the record ids it was fitted to and its rms log error on them (``tests/test_kernel_curves.py``).\n"""\n\n'
+            f"FITTED = {body}\n")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="rewrite primus_launch/projection/cost/fitted.py")
+    args = ap.parse_args(argv)
+    if not ev.all_records():
+        print(f"no evidence file at {ev.EVIDENCE}", file=sys.stderr)
+        return 1
+    table = fit_all()
+    for sec, curves in table.items():
+        print(f"[{sec}]")
+        for k, v in curves.items():
+            show = {a: b for a, b in v.items() if a not in ("records", "per_gpu")} if isinstance(v, dict) else v
+            n = len(v.get("records", [])) if isinstance(v, dict) else 0
+            print(f"  {k:34s} n={n:3d} {show}")
+    if args.write:
+        print(f"wrote {write(table)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

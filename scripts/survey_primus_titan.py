@@ -1,0 +1,296 @@
+"""Read every Primus experiment YAML and TorchTitan job (TOML, 0.3 config function) of an upstream
+checkout and say, per source, how many are read right, refused (why) or read wrong.
+
+    git -C /work/.mirror/AMD-AGI+Primus/repo archive HEAD examples primus/configs | tar -x -C /tmp/primus_x
+    python scripts/survey_primus_titan.py --primus /tmp/primus_x --toml-dir v0.2.2=/tmp/tt_tags/v0.2.2 \\
+        --titan-registry [--list]
+
+The upstream files stay out of the repository.  Per file:
+
+- **read right**: a plan comes out, the unchanged plan renders the file byte for byte, a tuned plan
+  (micro-batch halved/doubled, else TP changed) renders, re-reads equal to it and changes only the
+  tuned keys, and the plan's model matches the numbers written in the resolved config (layers,
+  hidden, heads, FFN, experts, top-k, sequence length, TP/PP/EP/CP, micro/global batch);
+- **refused**: a one-line :class:`UserError` / :class:`PlanError` (counted by reason);
+- **read wrong**: a plan comes out but one of the checks above fails;
+- **traceback**: any other exception (a bug).
+
+GPT-family pretraining files are the ``*pretrain*`` Primus experiments and the TorchTitan jobs whose
+model family is a decoder-only GPT (not diffusion, hybrid Mamba / linear attention, multimodal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from primus_launch.errors import UserError  # noqa: E402
+from primus_launch.plan import Plan, PlanError  # noqa: E402
+
+NON_GPT = re.compile(r"mamba|zebra|flux|diffusion|lfm|qwen3_5|kimi_k3|deepseek_v4|vlm|hummingbird|wan2|"
+                     r"muse_glimmer|kimi_k2_7|transformers_modeling_backend", re.I)
+
+
+def _reason(e: BaseException) -> str:
+    msg = " ".join(str(e).split())
+    if isinstance(e, PlanError):
+        return f"{e.field}: {str(e.allowed)[:90]}"
+    return re.sub(r"^\S+?: ", "", msg)[:110]
+
+
+def _tuned(plan: Plan) -> list[Plan]:
+    """Legal tuned variants of ``plan``: micro-batch, then TP (the framework's own rules applied)."""
+    from primus_launch.adapters.torchtitan import torchtitan_problems
+
+    return [q for q in _variants(plan) if plan.framework != "torchtitan" or not torchtitan_problems(q)]
+
+
+def _variants(plan: Plan) -> list[Plan]:
+    out = []
+    t, p = plan.training, plan.parallel
+    for mbs in (t.micro_batch_size * 2, max(1, t.micro_batch_size // 2)):
+        if mbs != t.micro_batch_size and t.global_batch_size % (mbs * plan.dp) == 0:
+            try:
+                out.append(plan.with_changes(training={"micro_batch_size": mbs}))
+                break
+            except (PlanError, ValueError):
+                pass
+    for tp in (p.tp * 2, max(1, p.tp // 2)):
+        if tp == p.tp:
+            continue
+        dp = plan.world_size // (tp * p.cp * p.pp)
+        if dp < 1 or plan.world_size % (tp * p.cp * p.pp):
+            continue
+        G = max(t.global_batch_size // (t.micro_batch_size * dp), 1) * t.micro_batch_size * dp
+        try:
+            etp = {"etp": 1} if plan.framework == "torchtitan" and p.ep > 1 and tp > 1 else {}
+            out.append(plan.with_changes(parallel={"tp": tp, "sequence_parallel": tp > 1 and (
+                p.sequence_parallel or plan.framework == "torchtitan"), **etp}, training={"global_batch_size": G}))
+            break
+        except (PlanError, ValueError):
+            pass
+    return out
+
+
+UNKNOWN: collections.Counter = collections.Counter()  # keys reported as unknown to primus-launch
+
+
+def _note_unknown(plan: Plan) -> None:
+    for w in plan.source.unmodelled if plan.source else []:
+        if "not known to primus-launch" in w.effect or "not read by the Megatron adapter" in w.effect:
+            UNKNOWN[w.flag] += 1
+
+
+def _same(a: Plan, b: Plan) -> bool:
+    da, db = a.model_dump(exclude={"source"}), b.model_dump(exclude={"source"})
+    da["model"].pop("name"), db["model"].pop("name")
+    return da == db
+
+
+def _model_check(plan: Plan, cfg: dict, keys: dict[str, Callable[[Plan], Any]]) -> list[str]:
+    bad = []
+    for k, get in keys.items():
+        v = cfg.get(k)
+        if v is None or isinstance(v, bool):
+            continue
+        try:
+            want = int(v)
+        except (TypeError, ValueError):
+            continue
+        if get(plan) != want:
+            bad.append(f"{k}: file {want}, plan {get(plan)}")
+    return bad
+
+
+MEGATRON_KEYS = {
+    "num_layers": lambda p: p.model.num_layers, "hidden_size": lambda p: p.model.hidden_size,
+    "num_attention_heads": lambda p: p.model.num_attention_heads, "ffn_hidden_size": lambda p: p.model.ffn_hidden_size,
+    "num_experts": lambda p: p.model.num_experts or 0, "moe_router_topk": lambda p: p.model.moe_router_topk,
+    "seq_length": lambda p: p.model.seq_length, "tensor_model_parallel_size": lambda p: p.parallel.tp,
+    "pipeline_model_parallel_size": lambda p: p.parallel.pp, "expert_model_parallel_size": lambda p: p.parallel.ep,
+    "context_parallel_size": lambda p: p.parallel.cp, "micro_batch_size": lambda p: p.training.micro_batch_size,
+    "global_batch_size": lambda p: p.training.global_batch_size,
+}
+TITAN_KEYS = {
+    "training.seq_len": lambda p: p.model.seq_length, "parallelism.tensor_parallel_degree": lambda p: p.parallel.tp,
+    "parallelism.pipeline_parallel_degree": lambda p: p.parallel.pp,
+    "parallelism.context_parallel_degree": lambda p: p.parallel.cp,
+    "parallelism.expert_parallel_degree": lambda p: p.parallel.ep,
+}
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def check_primus(path: Path, root: Path) -> tuple[str, str]:
+    from primus_launch.adapters.primus_yaml import load_primus_yaml, render_primus_yaml, resolve
+
+    env: dict = {}
+    plan = load_primus_yaml(path, primus_root=root, env=env)
+    _note_unknown(plan)
+    text = path.read_text()
+    if render_primus_yaml(plan, text, path, root, env) != text:
+        return "wrong", "unchanged plan does not render the file as it is"
+    r = resolve(path, None, root, env)
+    cfg = r.config if r.framework == "megatron" else _flat(r.config)
+    bad = _model_check(plan, cfg, MEGATRON_KEYS if r.framework == "megatron" else TITAN_KEYS)
+    if bad:
+        return "wrong", "; ".join(bad)
+    for q in _tuned(plan):
+        try:
+            out = render_primus_yaml(q, text, path, root, env)
+        except (UserError, PlanError) as e:
+            return "wrong", f"tuned plan not written: {_reason(e)}"
+        tmp = path.with_name(path.stem + ".survey-tuned.yaml")
+        tmp.write_text(out)
+        try:
+            back = load_primus_yaml(tmp, q.cluster, root, env)
+        finally:
+            tmp.unlink()
+        if not _same(back, q):
+            return "wrong", "tuned plan re-read differs"
+    return "right", ""
+
+
+def check_toml(path: Path) -> tuple[str, str]:
+    import tomllib
+
+    from primus_launch.adapters.torchtitan import load_torchtitan, plan_from_text, render_torchtitan
+
+    plan = load_torchtitan(path)
+    _note_unknown(plan)
+    text = path.read_text()
+    if render_torchtitan(plan, text) != text:
+        return "wrong", "unchanged plan does not render the file as it is"
+    bad = _model_check(plan, _flat(tomllib.loads(text)), TITAN_KEYS)
+    if bad:
+        return "wrong", "; ".join(bad)
+    for q in _tuned(plan):
+        try:
+            back = plan_from_text(render_torchtitan(q, text), q.cluster, str(path))
+        except (UserError, PlanError) as e:
+            return "wrong", f"tuned plan not written: {_reason(e)}"
+        if not _same(back, q):
+            return "wrong", "tuned plan re-read differs"
+    return "right", ""
+
+
+def check_launch(module: str, config: str) -> tuple[str, str]:
+    from primus_launch.command_recipe import plan_from_command, render_command
+
+    argv = ["torchrun", "--nnodes", "1", "--nproc-per-node", "8", "-m", "torchtitan.train", "--module", module,
+            "--config", config]
+    plan = plan_from_command(argv)
+    _note_unknown(plan)
+    if render_command(plan, argv) != argv:
+        return "wrong", "unchanged plan does not render the line as it is"
+    for q in _tuned(plan):
+        try:
+            back = plan_from_command(render_command(q, argv))
+        except (UserError, PlanError) as e:
+            return "wrong", f"tuned plan not written: {_reason(e)}"
+        if not _same(back, q):
+            return "wrong", "tuned plan re-read differs"
+    return "right", ""
+
+
+def run(items: list[tuple[str, Callable[[], tuple[str, str]], bool]], title: str, listing: bool) -> dict:
+    counts: collections.Counter = collections.Counter()
+    reasons: collections.Counter = collections.Counter()
+    wrong: list[str] = []
+    gpt = collections.Counter()
+    for name, fn, is_gpt in items:
+        try:
+            status, why = fn()
+        except (UserError, PlanError) as e:
+            status, why = "refused", _reason(e)
+        except Exception as e:  # noqa: BLE001 - a traceback is a bug: reported, counted
+            status, why = "traceback", f"{type(e).__name__}: {e}"
+            if listing:
+                traceback.print_exc()
+        counts[status] += 1
+        if is_gpt:
+            gpt[status] += 1
+        if status == "refused":
+            reasons[why] += 1
+        if status in ("wrong", "traceback"):
+            wrong.append(f"{name}: {why}")
+        if listing:
+            print(f"  {status:9s} {name}  {why}")
+    n = sum(counts.values())
+    ng = sum(gpt.values())
+    print(f"{title}: {n} files: {counts['right']} read right, {counts['refused']} refused, {counts['wrong']} read "
+          f"wrong, {counts['traceback']} tracebacks; GPT-family pretraining: {gpt['right']}/{ng} read right"
+          + (f" ({100 * gpt['right'] / ng:.0f}%)" if ng else ""))
+    for why, k in reasons.most_common():
+        print(f"    refused x{k}: {why}")
+    for w in wrong:
+        print(f"    WRONG {w}")
+    return {"counts": dict(counts), "gpt": dict(gpt), "reasons": dict(reasons)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--primus", help="a Primus checkout (examples/ and primus/configs)")
+    ap.add_argument("--toml-dir", action="append", default=[], metavar="LABEL=DIR",
+                    help="a folder of TorchTitan job TOMLs (e.g. one release tag)")
+    ap.add_argument("--titan-registry", action="store_true",
+                    help="every config function of the installed torchtitan's config registries")
+    ap.add_argument("--list", action="store_true", help="one line per file")
+    ap.add_argument("--vocab-fallback", type=int, metavar="N",
+                    help="estimate only: give tokenizers the Megatron adapter's table does not know N entries "
+                         "(shows what else would refuse a file once the vocabulary is known)")
+    a = ap.parse_args()
+    if a.vocab_fallback:
+        from primus_launch.adapters import megatron_args
+
+        known = megatron_args.tokenizer_vocab
+        megatron_args.tokenizer_vocab = lambda m, t: known(m, t) or (a.vocab_fallback if (m or t) else None)
+        print(f"(estimate: unknown tokenizers given {a.vocab_fallback} entries)")
+    if a.primus:
+        root = Path(a.primus)
+        for fw in ("megatron", "torchtitan"):
+            files = sorted((root / "examples" / fw / "configs").rglob("*.yaml"))
+            items = [(str(f.relative_to(root)), (lambda f=f: check_primus(f, root)),
+                      "pretrain" in f.name and not NON_GPT.search(str(f))) for f in files]
+            run(items, f"Primus examples/{fw}/configs", a.list)
+    for spec in a.toml_dir:
+        label, _, d = spec.partition("=")
+        files = sorted(Path(d).rglob("*.toml"))
+        items = [(str(f.relative_to(d)), (lambda f=f: check_toml(f)), not NON_GPT.search(str(f)))
+                 for f in files]
+        run(items, f"TorchTitan {label} TOMLs", a.list)
+    if a.titan_registry:
+        from primus_launch.adapters.titan_snapshot import snapshot
+
+        items = []
+        for module, table in sorted(snapshot()["configs"].items()):
+            for config in table:
+                items.append((f"--module {module} --config {config}", (lambda m=module, c=config: check_launch(m, c)),
+                              not NON_GPT.search(module)))
+        for module, fam in sorted(snapshot()["models"].items()):
+            if module not in snapshot()["configs"]:
+                items.append((f"--module {module}", (lambda m=module: check_launch(m, "x")), False))
+        run(items, f"TorchTitan {snapshot()['torchtitan']} config registry (launch lines)", a.list)
+    if UNKNOWN:
+        print(f"keys reported as not read (warning, not silently dropped): {sum(UNKNOWN.values())} in all; most "
+              f"common: " + ", ".join(f"{k} x{n}" for k, n in UNKNOWN.most_common(8)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
