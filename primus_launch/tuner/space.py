@@ -164,6 +164,24 @@ def knobs_of(plan: Plan) -> Knobs:
 
 def apply_knobs(plan: Plan, k: Knobs) -> Plan:
     """``plan`` with the knob values of ``k`` (an unvalidated copy: pydantic ``model_copy``; the
+    enumeration guarantees legality, :func:`validated` re-checks when it matters).
+
+    The precision-aware optimizer is on when the recipe had it (kept) or when BF16 moments or
+    optimizer offloading need it (Megatron's HybridDeviceOptimizer reuses its code path)."""
+    t = plan.training
+    par = plan.parallel.model_copy(update=dict(
+        tp=k.tp, pp=k.pp, vpp=k.vpp, cp=k.cp, ep=k.ep, etp=k.etp, sequence_parallel=k.sp,
+        dp_sharding=k.dp_sharding, dp_replicate=k.dp_replicate,
+        pipeline_layers_first_stage=k.first_stage_layers, pipeline_layers_last_stage=k.last_stage_layers,
+        account_for_embedding_in_pipeline_split=k.acc_embedding, account_for_loss_in_pipeline_split=k.acc_loss,
+        pipeline_layout=k.layout))
+    rc = t.recompute.model_copy(update=dict(granularity=k.rc_granularity, method=k.rc_method,
+                                            num_layers=k.rc_layers, modules=k.rc_modules))
+    off = t.offload.model_copy(update=dict(activation_layers=k.offload_layers, activation_modules=k.offload_modules,
+                                           optimizer_fraction=k.optimizer_offload))
+    pao = t.precision_aware_optimizer or k.moments != ("fp32", "fp32") or k.optimizer_offload > 0
+    tr = t.model_copy(update=dict(
+        micro_batch_size=k.mbs, recompute=rc, pipeline_schedule=k.schedule, offload=off,
         overlap_grad_reduce=k.overlap_grad_reduce, overlap_param_gather=k.overlap_param_gather,
         tp_comm_overlap=k.tp_comm_overlap, cuda_graph_impl=k.cuda_graph_impl, cuda_graph_scope=k.cuda_graph_scope,
         moe_token_dispatcher=k.dispatcher, overlap_moe_expert_parallel_comm=k.ep_overlap,
