@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner_helpers import small_moe_plan
+from tuner_helpers import small_dense_plan, small_moe_plan
 
 from primus_launch.adapters import load_recipe, write_recipe
 from primus_launch.plan import legality_problems
@@ -35,13 +35,14 @@ def _domains(sp: Space) -> list[list]:
 NUMERICS = ("optimizer_offload", "precision", "fp8_recipe", "fp8_param_gather", "moments")
 
 
-@pytest.mark.parametrize("gpu", ["h100-sxm", "mi300x"])
-def test_flag_tables_equal_brute_force_over_the_rules(gpu):
+@pytest.mark.parametrize("case", ["megatron-h100", "megatron-mi300x", "torchtitan-h100-allow"])
+def test_flag_tables_equal_brute_force_over_the_rules(case):
     """For a structural candidate of each context, the flag tuples the space lists are exactly the
     combinations of the offered values that break no rule (plan legality, rules.knob_problems,
-    rules.gpu_problems)."""
-    plan = small_moe_plan(gpu)
-    sp = Space(plan, SpaceConfig())
+    rules.gpu_problems, torchtitan_problems)."""
+    fw, gpu, *allow = case.split("-")
+    plan = small_moe_plan(gpu) if fw == "megatron" else small_dense_plan("torchtitan")
+    sp = Space(plan, SpaceConfig(allow=ALL if allow else frozenset()))
     dom = _domains(sp)
     assert len(sp) == sum(len(sp.tables[c]) for c in sp.ctx) > 1000
     seen_ctx: set[int] = set()
@@ -52,7 +53,7 @@ def test_flag_tables_equal_brute_force_over_the_rules(gpu):
         fixed = {(f[0], f[1]) for f in sp.tables[c]}  # grad-reduce / param-gather overlap follow the sharding
         want = {f for f in product(*dom) if (f[0], f[1]) in fixed and not problems_of(plan, Knobs._make(head + f))}
         assert set(sp.tables[c]) == want, (head, sorted(want ^ set(sp.tables[c]))[:3])
-        if len(seen_ctx) >= (8 if gpu == "h100-sxm" else 4):
+        if len(seen_ctx) >= (8 if case == "megatron-h100" else 4):
             break
 
 
@@ -145,7 +146,7 @@ FAMILIES = {  # knob family -> Knobs fields
     "dispatcher": ("dispatcher",), "ep_overlap": ("ep_overlap",), "delay_wgrad": ("delay_wgrad",),
     "offload": ("offload_layers", "offload_modules"), "optimizer_offload": ("optimizer_offload",),
     "tp_comm_overlap": ("tp_comm_overlap",), "fp8": ("precision", "fp8_recipe", "fp8_param_gather"),
-    "moments": ("moments",),
+    "moments": ("moments",), "compile": ("compile",),
 }
 
 
@@ -182,14 +183,14 @@ def _variants(sp: Space, own: Knobs, fields: tuple[str, ...], pool: list[Knobs])
     ("recipes/megatron/deepseek_v3_671b.sh", ["first_last", "account_for", "dispatcher", "ep_overlap", "cuda_graph",
                                               "offload", "megatron_fsdp", "fp8", "moments"]),
     ("recipes/megatron/llama3.1_8b.yaml", ["cuda_graph", "rc_modules", "account_for", "offload", "fp8"]),
-    ("recipes/torchtitan/llama3.1_70b.toml", ["fp8"]),
+    ("recipes/torchtitan/llama3.1_70b.toml", ["fp8", "compile", "tp_comm_overlap"]),
 ], ids=["megatron-yaml-moe", "megatron-bash-moe", "megatron-yaml-dense", "torchtitan-toml"])
 def test_each_knob_renders_natively_and_reads_back(tmp_path, recipe, families):
     path = ROOT / recipe
     plan = load_recipe(path)
     own = knobs_of(plan)
     sp = Space(plan, SpaceConfig(allow=ALL, max_mbs=1, max_cp=1, max_vpp=4))
-    can = rules.FRAMEWORK_KNOBS[plan.framework]
+    can = rules.knobs_for(plan)
     pool = subspace(sp, own)
     n = 0
     for fam in families:
@@ -217,4 +218,7 @@ def test_titan_space_has_only_what_its_adapter_expresses():
     for name in ("cuda_graph_impl", "dispatcher", "ep_overlap", "offload_modules", "optimizer_offload", "moments"):
         assert {f[FLAGS.index(name)] for f in flags} == {knobs_of(plan)[AXES.index(name)]}, name
     assert {f[FLAGS.index("precision")] for f in flags} == {"bf16", "fp8"}
+    assert {f[FLAGS.index("fp8_recipe")] for f in flags} == {None, "tensorwise", "rowwise"}  # H100: torchao float8
+    assert {f[FLAGS.index("compile")] for f in flags} == {False, True}
+    assert all(f[FLAGS.index("compile")] for f in flags if f[FLAGS.index("tp_comm_overlap")])  # async TP compiles
     assert {h[8] for h in sp.structs} == {"full"}

@@ -65,10 +65,22 @@ FRAMEWORK_KNOBS: dict[str, frozenset[str]] = {
     "megatron": frozenset({
         "layout", "account_for", "first_last", "rc_modules", "cuda_graph", "dispatcher", "ep_overlap",
         "delay_wgrad", "megatron_fsdp", "offload", "optimizer_offload", "tp_comm_overlap", "fp8", "moments"}),
-    # torchtitan 0.2/0.3 recipes as main's adapter reads and writes them: FP8 through the float8
-    # converter; compile / async TP follow when the adapter expresses [compile] (then add "compile")
-    "torchtitan": frozenset({"fp8"}),
+    # TorchTitan job TOMLs (v0.1/v0.2 keys): FP8 through the float8 / mx converters with the
+    # FSDP float8 all-gather, torch.compile, async TP
+    "torchtitan": frozenset({"fp8", "compile", "tp_comm_overlap"}),
 }
+#: TorchTitan 0.3 launch lines and scripts: precision is the config function's (not a command-line
+#: key), so only compile and async TP
+TITAN_03_KNOBS = frozenset({"compile", "tp_comm_overlap"})
+
+
+def knobs_for(plan: "Plan") -> frozenset[str]:
+    """The knob families the tuner may change in ``plan``'s recipe format."""
+    if plan.framework == "torchtitan" and plan.source is not None and plan.source.format in (
+            "torchtitan-argv", "torchtitan-script"):
+        return TITAN_03_KNOBS
+    return FRAMEWORK_KNOBS.get(plan.framework, frozenset())
+
 
 BLACKWELL = ("b200", "b300", "gb200", "gb300")
 HOPPER = ("h100", "h200")
@@ -88,8 +100,7 @@ def is_nvidia(gpu: str) -> bool:
 
 
 def fp8_recipes(gpu: str, framework: str) -> tuple:
-    """FP8 scaling recipes the space offers on ``gpu`` (``()`` when the GPU has no FP8 rate); for
-    TorchTitan only ``None`` (the float8 converter's default, tensorwise)."""
+    """FP8 scaling recipes the space offers on ``gpu`` (``()`` when the GPU has no FP8 rate)."""
     from primus_launch.projection.hardware import get_gpu
 
     try:
@@ -98,8 +109,8 @@ def fp8_recipes(gpu: str, framework: str) -> tuple:
         return ()
     if g.peak_flops_fp8 <= g.peak_flops_bf16:
         return ()
-    if framework == "torchtitan":
-        return (None,)
+    if framework == "torchtitan":  # torchao float8 (tensorwise / rowwise scaling), MX on Blackwell
+        return ("tensorwise", "rowwise") + (("mxfp8",) if gpu.startswith(BLACKWELL) else ())
     # Megatron's default recipe (delayed scaling) is offered as None: no --fp8-recipe flag, which
     # every Megatron format writes the same way (an argument YAML leaves default values out)
     if g.vendor == "amd":
@@ -114,7 +125,18 @@ def fp8_recipes(gpu: str, framework: str) -> tuple:
 
 def knob_problems(plan: "Plan") -> list[Problem]:
     """Megatron-LM rules of the tuner's execution knobs that ``plan`` breaks (module docstring);
-    TorchTitan plans are checked by its adapter's ``torchtitan_problems``."""
+    for TorchTitan (whose adapter's ``torchtitan_problems`` has the parallel rules): async TP needs
+    the compiled model (``CompileConfig.__post_init__`` in 0.3, ``parallelize`` in v0.2), the FSDP
+    float8 all-gather needs FSDP and tensorwise scaling (torchao ``Float8LinearConverter``)."""
+    if plan.framework == "torchtitan":
+        t, p = plan.training, plan.parallel
+        out_t: list[Problem] = []
+        if t.tp_comm_overlap and p.tp > 1 and not t.compile:
+            out_t.append(("training.tp_comm_overlap", True, "async TP needs torch.compile of the model"))
+        if t.fp8_param_gather and (t.precision != "fp8" or p.dp_sharding != "full"
+                                   or t.fp8_recipe not in (None, "tensorwise")):
+            out_t.append(("training.fp8_param_gather", True, "FSDP float8 all-gather: FSDP and tensorwise scaling"))
+        return out_t
     if plan.framework != "megatron":
         return []
     m, p, t = plan.model, plan.parallel, plan.training
@@ -237,6 +259,8 @@ def gpu_problems(plan: "Plan") -> list[Problem]:
         if t.offload.activation_modules:
             out.append(("training.offload.activation_modules", ",".join(t.offload.activation_modules),
                         "NVIDIA GPUs only"))
-    if t.precision == "fp8" and t.fp8_recipe not in fp8_recipes(gpu, plan.framework) + (None, "delayed"):
+    # Megatron: None = its default, delayed; TorchTitan's reader states the recipe (tensorwise default)
+    ok = fp8_recipes(gpu, plan.framework) + ((None, "delayed") if plan.framework == "megatron" else ())
+    if t.precision == "fp8" and t.fp8_recipe not in ok:
         out.append(("training.fp8_recipe", t.fp8_recipe, f"on {gpu}: {fp8_recipes(gpu, plan.framework)}"))
     return out

@@ -210,8 +210,7 @@ def problems_of(plan: Plan, k: Knobs) -> list[tuple[str, object, str]]:
 
 def searched_knobs(plan: Plan, cfg: "SpaceConfig") -> dict[str, bool]:
     """Which knob families the space varies for ``plan`` (name -> searched), for the report."""
-    fw = plan.framework
-    can = rules.FRAMEWORK_KNOBS.get(fw, frozenset()) if cfg.execution else frozenset()
+    can = rules.knobs_for(plan) if cfg.execution else frozenset()
     return {name: name in can and (name not in ("fp8", "moments") or
                                    ("fp8" if name == "fp8" else "optimizer-dtypes") in cfg.allow)
             for name in sorted(rules.FRAMEWORK_KNOBS["megatron"] | rules.FRAMEWORK_KNOBS["torchtitan"])}
@@ -650,7 +649,7 @@ class _FlagOptions:
         m, t = plan.model, plan.training
         gpu = plan.cluster.gpu
         self.nvidia = rules.is_nvidia(gpu)
-        can = rules.FRAMEWORK_KNOBS.get(fw, frozenset()) if cfg.execution else frozenset()
+        can = rules.knobs_for(plan) if cfg.execution else frozenset()
         self.can = can
         self.allow_fp8 = "fp8" in cfg.allow and "fp8" in can
         self.allow_moments = "optimizer-dtypes" in cfg.allow and "moments" in can
@@ -677,7 +676,7 @@ class _FlagOptions:
             if own.precision == "fp8":
                 out.append(("bf16", None, False))
             for rec in self.recipes:
-                for pg in ((False, True) if self.fw == "megatron" else (False,)):
+                for pg in (False, True):
                     out.append(("fp8", rec, pg))
         return list(dict.fromkeys(out))
 
@@ -687,7 +686,10 @@ class _FlagOptions:
         sel = gran == "selective"
         # grad-reduce / param-gather overlap, TP comm overlap
         if fw == "torchtitan":
-            overlaps = [(own.overlap_grad_reduce, own.overlap_param_gather, own.tp_comm_overlap and tp > 1 and sp)]
+            tpcos = [own.tp_comm_overlap and tp > 1 and sp]
+            if tp > 1 and sp and "tp_comm_overlap" in can:  # async TP (needs compile: _ok)
+                tpcos = list(dict.fromkeys(tpcos + [True, False]))
+            overlaps = [(own.overlap_grad_reduce, own.overlap_param_gather, x) for x in tpcos]
         else:
             tpco_ok = tp > 1 and sp
             tpcos = [own.tp_comm_overlap and tpco_ok]
@@ -743,8 +745,6 @@ class _FlagOptions:
                 for disp in disps:
                     for ovl in ovls:
                         for comp in compiles:
-                            if fw == "torchtitan" and tpco and not comp and "compile" in can:
-                                continue
                             for off in offl:
                                 for oo in opt_offs:
                                     for prec in precs:
@@ -819,9 +819,14 @@ class _FlagOptions:
                 return False
             if pg and prec == "fp8" and shard == "none":
                 return False
+        else:  # torchtitan
+            if tpco and tp > 1 and not comp:
+                return False
+            if pg and (prec != "fp8" or shard != "full" or rec not in (None, "tensorwise")):
+                return False
         # GPU
         if not self.nvidia and (cg_impl != "none" or disp in ("deepep", "hybridep") or off_m):
             return False
-        if prec == "fp8" and rec not in self.recipes + (None, "delayed"):
+        if prec == "fp8" and rec not in self.recipes + ((None, "delayed") if self.fw == "megatron" else ()):
             return False
         return True
