@@ -312,3 +312,50 @@ def _score_baseline(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> Projection
     return res
 
 
+def knob_line(res: TuneResult) -> str:
+    """Which numerics-changing knob families were allowed, and which were not searched."""
+    allowed = ", ".join(res.allowed) or "none"
+    missing = [a for a in rules.ALLOWABLE if a not in res.allowed]
+    out = f"numerics: allowed {allowed}"
+    if missing:
+        out += " (not searched: " + ", ".join(f"--allow {a}" for a in missing) + ")"
+    return out
+
+
+def render_tune_text(res: TuneResult) -> str:
+    """The CLI's text for a tune: verdict, counts and the top-N table."""
+    from tabulate import tabulate
+
+    b, o = res.best, res.baseline
+    lines = [
+        f"original: {o.iteration_time_s:.3f} s/iter, {o.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
+        f"MFU {100 * o.mfu:.1f} %, {o.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
+        f"({'fits' if o.memory.fits else 'DOES NOT FIT'})",
+        f"best:     {b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
+        f"MFU {100 * b.mfu:.1f} %, {b.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
+        f"({'fits' if b.memory.fits else 'DOES NOT FIT'})",
+        f"gain:     {100 * res.gain:+.1f} %",
+        f"searched: {res.scored} scored of {res.legal_candidates:,} legal candidates"
+        f"{'' if res.legal_exact else ' (estimated)'} ({100 * res.scored_fraction:.1f} %), "
+        f"{res.rejected} rejected by the pre-filter, {res.elapsed_s:.1f} s",
+        f"search:   {res.search}" + (f" on {res.workers} workers: {res.certificate}" if res.certificate else
+                                     f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),
+        knob_line(res),
+    ]
+    from primus_launch.tuner.engine import plan_changes
+
+    changes = plan_changes(res.baseline.plan, res.best_plan)
+    if changes:
+        lines.append("changes:  " + ", ".join(f"{k}={v}" for k, v in changes.items()))
+    rows = []
+    for rank, t in enumerate(res.top, 1):
+        ch = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in t.changes.items()) or "(original)"
+        rows.append((rank, f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", f"{100 * (t.mfu or 0):.1f}",
+                     f"{(t.peak_memory_bytes or 0) / 2**30:.1f}", t.source, ch))
+    out = "\n".join(lines)
+    if rows:
+        out += "\n\n" + tabulate(rows, headers=["#", "s/iter", "tok/s/GPU", "MFU %", "GiB", "source", "changes"],
+                                 tablefmt="simple")
+    for w in res.warnings:
+        out += f"\nwarning: {w}"
+    return out
