@@ -112,11 +112,10 @@ class Engine:
         # integer codes per axis, for vectorised neighbour queries
         cols = []
         self.lookups: list[dict] = []
-        for a in AXES:
-            vals = [getattr(k, a) for k in space]
+        for vals in (zip(*space) if len(space) else [()] * len(AXES)):
             lookup = {v: i for i, v in enumerate(dict.fromkeys(vals))}
             self.lookups.append(lookup)
-            cols.append(np.fromiter((lookup[v] for v in vals), dtype=np.int32, count=len(vals)))
+            cols.append(np.fromiter(map(lookup.__getitem__, vals), dtype=np.int32, count=len(vals)))
         self.codes = np.stack(cols, axis=1) if space else np.zeros((0, len(AXES)), dtype=np.int32)
         self.weights = np.array([self.WEIGHTS[a] for a in AXES], dtype=np.float64)
         self._rows: dict[tuple[int, int], np.ndarray] = {}

@@ -53,6 +53,24 @@ PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _unique_rows(a: np.ndarray) -> list[tuple[int, ...]]:
+    """The distinct rows of a small-integer matrix, sorted (as ``sorted(set(map(tuple, a)))``)."""
+    radix = a.max(axis=0).astype(np.int64) + 1
+    if float(np.prod(radix.astype(np.float64))) < 2.0**62:
+        key = np.zeros(len(a), dtype=np.int64)
+        for j in range(a.shape[1]):
+            key = key * radix[j] + a[:, j]
+        out = []
+        for k in np.unique(key).tolist():
+            row = []
+            for r in reversed(radix.tolist()):
+                k, x = divmod(k, r)
+                row.append(x)
+            out.append(tuple(reversed(row)))
+        return out
+    return [tuple(int(x) for x in row) for row in np.unique(a, axis=0)]
+
+
 class Surrogate:
     """Additive model: prediction = mean + sum of the weights of a candidate's categories."""
 
@@ -80,7 +98,7 @@ class Planner:
         self.groups: list[tuple[list[int], list[tuple[int, ...]]]] = []
         for g in GROUPS:
             cols = [col[a] for a in g]
-            vals = sorted({tuple(int(x) for x in row) for row in engine.codes[:, cols]}) if engine.space else []
+            vals = _unique_rows(engine.codes[:, cols]) if len(engine.space) else []
             if len(vals) > 1:
                 self.groups.append((cols, vals))
         self._features: list[np.ndarray] | None = None
