@@ -184,7 +184,8 @@ def _variants(sp: Space, own: Knobs, fields: tuple[str, ...], pool: list[Knobs])
                                               "offload", "megatron_fsdp", "fp8", "moments"]),
     ("recipes/megatron/llama3.1_8b.yaml", ["cuda_graph", "rc_modules", "account_for", "offload", "fp8"]),
     ("recipes/torchtitan/llama3.1_70b.toml", ["fp8", "compile", "tp_comm_overlap"]),
-], ids=["megatron-yaml-moe", "megatron-bash-moe", "megatron-yaml-dense", "torchtitan-toml"])
+    ("recipes/torchtitan/llama3_8b_launch.sh", ["compile", "tp_comm_overlap"]),
+], ids=["megatron-yaml-moe", "megatron-bash-moe", "megatron-yaml-dense", "torchtitan-toml", "torchtitan-0.3-launch"])
 def test_each_knob_renders_natively_and_reads_back(tmp_path, recipe, families):
     path = ROOT / recipe
     plan = load_recipe(path)

@@ -1,9 +1,11 @@
 """The search's bookkeeping: the indexed space, the pre-filter cache, the scoring oracle with its
 budget and time limit, and the record of every trial.
 
-The planner (``planner.py``), the LLM loop (``llm.py``) and the exhaustive sweep only ask this
-object to ``evaluate`` candidates; it never scores a candidate twice, never scores one the
-pre-filter rejects, and raises :class:`Exhausted` when the budget or time limit is reached.
+The planner (``planner.py``) and the LLM loop (``llm.py``) only ask this object to ``evaluate``
+candidates; it never scores a candidate twice, never scores one the pre-filter rejects, and raises
+:class:`Exhausted` when the budget or time limit is reached.  What is learnt lives in a
+:class:`Memo` keyed by candidate, shared by every engine of one tune (the sub-spaces of the
+hierarchical planner), which also holds the trial record and the budget.
 """
 
 from __future__ import annotations

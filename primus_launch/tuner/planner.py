@@ -22,6 +22,12 @@
    and, while budget is left, from the best candidate of every value of every axis group within
    50% of it.
 
+Spaces too big to index whole (the execution knobs multiply the structural candidates into the
+millions: :class:`~primus_launch.tuner.space.Space` is a lazy product) are searched by
+:func:`hierarchical`: rounds of the phases above over :func:`subspace` around the incumbent (every
+structure with the flags nearest the incumbent's, plus every flag combination of the incumbent's
+structure), re-centred after each round until one brings no improvement.
+
 No randomness: every ordering comes from the space's enumeration order and numpy's deterministic
 least squares, so the same inputs give the same trials in the same order.
 """

@@ -188,7 +188,8 @@ def tune(
     own = knobs_of(plan)
 
     # size and cost first: a stride sample of the space (exact when the space is small)
-    est = _Estimate(sp, memo, EXACT_COUNT_LIMIT if exhaustive is False and len(sp) <= INDEX_LIMIT else SAMPLE_SIZE)
+    est = _Estimate(sp, memo, EXACT_COUNT_LIMIT if exhaustive is False and len(sp) <= EXACT_COUNT_LIMIT
+                    else SAMPLE_SIZE)
     tb = time.perf_counter()
     baseline = _score_baseline(plan, sp, memo, own)
     est.time_scoring(sp, memo, time.perf_counter() - tb)
