@@ -122,8 +122,8 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optio
                 elif status == "failed":
                     failed += 1
                 memo.trials.append(t)
-            if progress is not None:
-                view.scored = memo.scored + scored
+            if progress is not None:  # the bar counts candidates looked at, of all
+                view.scored = done
                 view.best_t = best[0] if best is not None else None
                 progress.update(view)
     finally:
