@@ -197,6 +197,8 @@ def tune(
     est_s = est.exhaustive_s(n_workers)
     if exhaustive is None:
         exhaustive = budget is None and llm_model is None and est_s <= limit
+        if exhaustive and time_limit_s is None:  # a safety net should the estimate be far off
+            memo.deadline = time.monotonic() + 3 * limit
         why_not = None if exhaustive else (
             f"the planner searched: scoring all {len(sp):,} candidates ({'' if est.exact else '~'}{est.legal:,} legal) "
             f"would take ~{est_s:,.0f} s on {n_workers} worker(s), over the limit of {limit:g} s"
