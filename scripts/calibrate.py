@@ -6,7 +6,8 @@ Kernel efficiencies are not fitted here: they are curves fitted to kernel-level 
 rows, in file order; see ``scripts/validation/build_runs.py``). Loss: root-mean-square of
 log(projected / measured) tokens/s/GPU. Search: coordinate descent with shrinking multiplicative
 steps inside bounds (deterministic). Free constants (``primus_launch/projection/calibration.py``):
-FRAMEWORK_EFF[megatron|torchtitan], SUSTAINED_CLOCK[hopper|h100-sxm-96gb-500w], ASYNC_TP_OVERLAP.
+FRAMEWORK_EFF[megatron|torchtitan], SUSTAINED_CLOCK[power_limited] (one value for every power-limited
+architecture), ASYNC_TP_OVERLAP.
 ``--write`` rewrites the CALIBRATED block of calibration.py atomically; judge rows (and the held-out
 current production rows) are never looked at.
 
@@ -35,8 +36,7 @@ from validate import evaluate, load_rows  # noqa: E402
 PARAMS = [
     ("FRAMEWORK_EFF.megatron", 0.90, 0.50, 1.00),
     ("FRAMEWORK_EFF.torchtitan", 0.90, 0.40, 1.00),
-    ("SUSTAINED_CLOCK.hopper", 0.90, 0.60, 1.00),
-    ("SUSTAINED_CLOCK.h100-sxm-96gb-500w", 0.85, 0.50, 1.00),
+    ("SUSTAINED_CLOCK.power_limited", 0.90, 0.50, 1.00),
     ("ASYNC_TP_OVERLAP", 0.60, 0.05, 1.00),
 ]
 
@@ -86,11 +86,11 @@ def fit(rows: list[dict], rounds: int = 6) -> tuple[list[float], float]:
 def write_block(x: list[float], score: float, ids: list[str]) -> None:
     path = ROOT / "primus_launch" / "projection" / "calibration.py"
     text = path.read_text()
-    meg, tt, hop, clk, atp = (round(v, 4) for v in x)
+    meg, tt, clk, atp = (round(v, 4) for v in x)
     block = (
         "# BEGIN CALIBRATED\n"
         f"FRAMEWORK_EFF = {{\"megatron\": {meg}, \"torchtitan\": {tt}}}\n"
-        f"SUSTAINED_CLOCK = {{\"hopper\": {hop}, \"h100-sxm-96gb-500w\": {clk}}}\n"
+        f"SUSTAINED_CLOCK = {{\"power_limited\": {clk}}}\n"
         f"ASYNC_TP_OVERLAP = {atp}\n"
         f"CALIBRATION_ROWS: list[str] = {ids!r}\n"
         f"CALIBRATION_SCORE = {round(score, 5)}  # rms of log(projected/measured) on CALIBRATION_ROWS\n"

@@ -8,7 +8,14 @@ with the projection's estimated reserved peak (allocated + allocator model); the
 the memory outside the allocator (not in ``memory_reserved``) are printed beside it.  Rows whose
 configuration the file does not state completely (micro-batch, sequence) are skipped with the reason.
 
-    python scripts/validate_memory.py [--runs PATH]
+Megatron rows: Megatron-LM's functional tests (``tests/functional_tests/test_cases/*/model_config.yaml``) log
+``torch.cuda.max_memory_allocated`` of the last rank (the TensorBoard writer, ``--log-memory-to-tensorboard``:
+the last pipeline stage) into their golden values (``golden_values_dev_dgx_h100.json``,
+``mem-max-allocated-bytes``, last logged iteration); the comparison is with the projected *allocated* peak
+of the last stage (no reserve).  The arguments are read by primus-launch's Megatron reader from the YAML's
+``MODEL_ARGS`` (flags with ``${...}`` placeholders dropped) on one 8-GPU H100 node.
+
+    python scripts/validate_memory.py [--runs PATH] [--mlm MEGATRON_LM_GIT_DIR]
 """
 
 from __future__ import annotations
@@ -24,6 +31,19 @@ from primus_launch.projection.hardware import GiB
 from primus_launch.projection.memory import estimate_memory
 
 RUNS = Path("/work/shared/validation/published_runs.json")
+MLM = Path("/work/.mirror/NVIDIA+Megatron-LM/repo")
+# functional tests whose golden values log mem-max-allocated-bytes (chosen for coverage: dense PP/VPP, TP,
+# MLA, CP, MoE + MLA + MTP, fp8)
+MLM_TESTS = (
+    "gpt/gpt3_7b_tp1_pp4_memory_speed",
+    "gpt/gpt3_7b_tp4_pp1_memory_speed",
+    "gpt/gpt3_mcore_te_tp2_pp2_mla",
+    "gpt/gpt3_mcore_te_tp2_pp2_cp2",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1",
+    "gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion",
+    "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed",
+    "gpt/gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap",
+)
 FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
 
@@ -60,9 +80,70 @@ def plan_of(row: dict) -> Plan | str:
         return f"plan: {str(e).splitlines()[1][:100] if len(str(e).splitlines()) > 1 else e}"
 
 
+def _git_show(repo: Path, path: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), "show", f"main:{path}"], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def _fill_reader_gaps(plan: Plan, margs: dict) -> Plan:
+    """Memory-relevant flags the Megatron reader of this tree may not carry yet, set from the YAML."""
+    from primus_launch.adapters.megatron_args import _eval_list_pattern
+
+    model, training = {}, {}
+    if margs.get("--attention-backend") and plan.training.attention_backend == "auto":
+        training["attention_backend"] = margs["--attention-backend"]
+    if margs.get("--mtp-num-layers") and not plan.model.mtp_num_layers:
+        model["mtp_num_layers"] = int(margs["--mtp-num-layers"])
+    freq = margs.get("--moe-layer-freq")
+    if isinstance(freq, str) and freq.startswith("(") and plan.model.moe_layer_pattern is None:
+        model.update(moe_layer_pattern=tuple(_eval_list_pattern(freq)), moe_dense_first_layers=0)
+    if model or training:
+        print(f"  (filled from the YAML: {', '.join(list(model) + list(training))})")
+        plan = plan.with_changes(**({"model": model} if model else {}), **({"training": training} if training else {}))
+    return plan
+
+
+def megatron_rows(repo: Path) -> list[tuple[str, float, Plan | str]]:
+    """(test, published max allocated GiB, plan or why not) of the Megatron-LM functional tests."""
+    import yaml
+
+    from primus_launch.adapters.megatron import plan_from_argv
+    from primus_launch.plan import Cluster
+
+    out = []
+    for test in MLM_TESTS:
+        base = f"tests/functional_tests/test_cases/{test}"
+        try:
+            cfg = yaml.safe_load(_git_show(repo, f"{base}/model_config.yaml"))
+            gold = json.loads(_git_show(repo, f"{base}/golden_values_dev_dgx_h100.json"))
+        except Exception as e:  # the test or its golden values are not in this checkout
+            out.append((test, float("nan"), f"not found: {str(e).splitlines()[0][:60]}"))
+            continue
+        vals = gold["mem-max-allocated-bytes"]["values"]
+        pub = float(vals[max(vals, key=int)]) / GiB
+        argv: list[str] = []
+        margs = cfg["MODEL_ARGS"]
+        if "--vocab-file" in margs and "--tokenizer-type" not in margs:
+            argv += ["--tokenizer-type", "GPT2BPETokenizer"]  # Megatron's default with --vocab/--merge-file
+        for k, v in margs.items():
+            if isinstance(v, str) and "${" in v or v is False:
+                continue
+            argv += [k] if v is True else [k, str(v)]
+        try:
+            plan = plan_from_argv(argv, Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8))
+            plan = _fill_reader_gaps(plan, margs)
+        except Exception as e:
+            plan = f"reader: {str(e).splitlines()[0][:90]}"
+        out.append((test, pub, plan))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, default=RUNS)
+    ap.add_argument("--mlm", type=Path, default=MLM, help="Megatron-LM git directory (functional-test golden values)")
     args = ap.parse_args()
     rows = [r for r in json.loads(args.runs.read_text()) if (r.get("measured") or {}).get("peak_memory_gb")]
     ratios = []
@@ -83,6 +164,23 @@ def main() -> None:
     if ratios:
         print(f"\nrows compared: {len(ratios)}; projected reserved / published reserved: median "
               f"{statistics.median(ratios):.2f}, min {min(ratios):.2f}, max {max(ratios):.2f}")
+    if not args.mlm.exists():
+        return
+    print(f"\n{'Megatron-LM functional test (last rank)':60s} {'published':>9s} {'alloc':>7s} {'al/pub':>7s}  basis")
+    mr = []
+    for test, pub, plan in megatron_rows(args.mlm):
+        if isinstance(plan, str):
+            print(f"{test[:60]:60s} {pub:9.1f}  skipped: {plan}")
+            continue
+        rep = estimate_memory(plan, memory_basis="allocated")
+        last = rep.stages[-1]
+        alloc = last.allocated_bytes / GiB
+        mr.append(alloc / pub)
+        print(f"{test[:60]:60s} {pub:9.1f} {alloc:7.1f} {alloc / pub:7.2f}  published: max allocated (last rank); "
+              f"projected: allocated, last stage ({plan.parallel_summary()})")
+    if mr:
+        print(f"\nrows compared: {len(mr)}; projected allocated / published allocated: median "
+              f"{statistics.median(mr):.2f}, min {min(mr):.2f}, max {max(mr):.2f}")
 
 
 if __name__ == "__main__":

@@ -67,7 +67,9 @@ def init_fake_parallel(tp: int, pp: int, ep: int = 1, etp: int | None = None, cp
         dp = per_stage // (tp * cp)
     world = tp * cp * dp * pp
     key = (tp, pp, ep, etp, cp, vpp, pp_rank, world)
-    if _STATE.get("key") == key:
+    # (another helper, e.g. titan_trace, may have replaced the default process group since)
+    if (_STATE.get("key") == key and dist.is_initialized()
+            and _STATE.get("pg") is dist.distributed_c10d._get_default_group()):
         return
     if dist.is_initialized():
         ps.destroy_model_parallel()
@@ -78,6 +80,7 @@ def init_fake_parallel(tp: int, pp: int, ep: int = 1, etp: int | None = None, cp
                                  expert_model_parallel_size=ep, expert_tensor_parallel_size=etp,
                                  create_gloo_process_groups=False)
     _STATE["key"] = key
+    _STATE["pg"] = dist.distributed_c10d._get_default_group()
 
 
 def mcore_config(plan: Plan, num_layers: int | None = None, **overrides) -> TransformerConfig:

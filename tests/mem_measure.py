@@ -33,6 +33,16 @@ def _patch_checkpoint_rng() -> None:
 
     r._get_cuda_rng_state = lambda *a, **k: torch.get_rng_state()
     r._set_cuda_rng_state = lambda *a, **k: None
+    if not hasattr(r, "FP8GlobalStateManager"):
+        # output-discarding checkpointing (CheckpointWithoutOutput: --recompute-modules layernorm, moe_act,
+        # mla_up_proj) asks Transformer Engine whether fp8 is on; without TE it is not
+        r.FP8GlobalStateManager = type("_NoFP8", (), {"is_fp8_enabled": staticmethod(lambda: False),
+                                                        "get_fp8_recipe": staticmethod(lambda: None)})
+    if not hasattr(r, "activation_recompute_forward"):  # TE's context marking the recompute phase (a no-op here)
+        import contextlib
+
+        r.activation_recompute_forward = lambda **_: contextlib.nullcontext()
+        r.fp8_autocast = lambda **_: contextlib.nullcontext()
 
 
 def _total(snap: dict) -> int:
@@ -69,9 +79,10 @@ def measure_step(plan: Plan, num_layers: int, *, pre_process: bool = True, post_
                 num_layers_in_last_pipeline_stage=None, virtual_pipeline_model_parallel_size=None,
                 expert_model_parallel_size=1, sequence_parallel=p.sequence_parallel,
                 bias_activation_fusion=fused_swiglu, hidden_dropout=plan.model.hidden_dropout,
-                attention_dropout=plan.model.attention_dropout)
+                attention_dropout=plan.model.attention_dropout,
+                mtp_num_layers=plan.model.mtp_num_layers or None)
     if r.granularity == "selective":
-        over.update(recompute_granularity="selective", recompute_modules=["core_attn"])
+        over.update(recompute_granularity="selective", recompute_modules=list(r.modules))
     elif r.granularity == "full":
         over.update(recompute_granularity="full", recompute_method=r.method,
                     recompute_num_layers=r.num_layers or 1)
@@ -99,11 +110,26 @@ def _run(plan, cfg, p, m, num_layers, pre_process, post_process, fake) -> dict[s
             for ls in spec.layer_specs:
                 ls.submodules.input_layernorm = SPRMSNorm
                 ls.submodules.pre_mlp_layernorm = SPRMSNorm
+                att = getattr(ls.submodules.self_attention, "submodules", None)
+                for name in ("q_layernorm", "kv_layernorm"):  # MLA's latent norms
+                    if m.multi_latent_attention and getattr(att, name, None) is not None:
+                        setattr(att, name, SPRMSNorm)
             spec.layer_norm = SPRMSNorm
+        mtp_spec = None
+        if m.mtp_num_layers and post_process:
+            # megatron's MultiTokenPredictionBlock (get_gpt_mtp_block_spec: the decoder's last layer kind,
+            # enorm / hnorm / eh_proj / final norm)
+            from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
+
+            mtp_spec = get_gpt_mtp_block_spec(cfg, spec, use_transformer_engine=False)
+            if p.sequence_parallel:
+                for ls in mtp_spec.layer_specs:
+                    for name in ("enorm", "hnorm", "layer_norm"):
+                        setattr(ls.submodules, name, SPRMSNorm)
         model = GPTModel(cfg, spec, vocab_size=m.padded_vocab_size(p.tp), max_sequence_length=s,
                          pre_process=pre_process, post_process=post_process,
                          share_embeddings_and_output_weights=not m.untie_embeddings_and_output_weights,
-                         position_embedding_type="rope")
+                         position_embedding_type="rope", mtp_block_spec=mtp_spec)
         gen = torch.Generator().manual_seed(0)
         for prm in model.parameters():
             prm.data = prm.data.to(torch.bfloat16)
@@ -123,11 +149,26 @@ def _run(plan, cfg, p, m, num_layers, pre_process, post_process, fake) -> dict[s
             prm.grad = torch.zeros_like(prm)
         mt = MemTracker()
         mt.track_external(model)
-        with mt:
-            before = _total(mt.get_tracker_snapshot("current"))
-            out = model(tokens, pos, mask, labels=tokens if post_process else None)
-            loss = out.float().sum()
-            after = _total(mt.get_tracker_snapshot("current"))
-            loss.backward()
-            peak = _total(mt.get_tracker_snapshot("peak"))
-    return {"activations": after - before, "peak": peak, "static": before}
+        import megatron.core.tensor_parallel.random as rnd
+
+        discarded = [0]
+        discard = rnd.CheckpointWithoutOutput.discard_output_and_register_recompute
+
+        def counted_discard(self, hook_tensor):
+            # output-discarding checkpointing frees its outputs with ``storage.resize_(0)``, which the
+            # tracker does not see (it looks the storage up by a different Python object): count them here
+            discarded[0] += sum(o.untyped_storage().nbytes() for o in self.outputs)
+            return discard(self, hook_tensor)
+
+        rnd.CheckpointWithoutOutput.discard_output_and_register_recompute = counted_discard
+        try:
+            with mt:
+                before = _total(mt.get_tracker_snapshot("current"))
+                out = model(tokens, pos, mask, labels=tokens if post_process else None)
+                loss = out.float().sum()
+                after = _total(mt.get_tracker_snapshot("current"))
+                loss.backward()
+                peak = _total(mt.get_tracker_snapshot("peak"))
+        finally:
+            rnd.CheckpointWithoutOutput.discard_output_and_register_recompute = discard
+    return {"activations": after - before - discarded[0], "peak": peak, "static": before}

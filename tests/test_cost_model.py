@@ -172,3 +172,131 @@ def test_user_gpu_file_feeds_the_compute_model(tmp_path):
     big_half = gemm_time(8192, 8192, 8192, "test-half-clock") - t0
     assert big_half == pytest.approx(2 * big_full, rel=1e-9)
     assert gemm_time(1, 8192, 8192, "test-half-clock") == gemm_time(1, 8192, 8192, "test-full-clock")
+
+
+# ---------------- issue 15, second pass: mechanisms from framework code ----------------
+
+def _titan_plan(granularity="op", gpu="h100-sxm", **model):
+    from primus_launch.plan import Source
+
+    m = ModelArch(num_layers=2, hidden_size=256, ffn_hidden_size=768, num_attention_heads=16, num_query_groups=16,
+                  vocab_size=2048, seq_length=64, **model)
+    return Plan(model=m, parallel=Parallelism(), training=Training(global_batch_size=1, micro_batch_size=1,
+                                                                    recompute={"granularity": granularity}),
+                cluster=Cluster(gpu=gpu, num_nodes=1, gpus_per_node=1), source=Source(framework="torchtitan"))
+
+
+def test_op_sac_recomputes_the_mms_torchtitan_recomputes():
+    """TorchTitan's per-op SAC (its own SelectiveAC policy, run on its own llama3 block on CPU)
+    recomputes exactly the mms ``dryrun._titan_block_mms`` marks (every second one), and the
+    dry-run re-runs their forward GEMM time in backward, not the attention core."""
+    import copy
+
+    import torch
+
+    from primus_launch.frameworks import titan_cpu
+
+    titan_cpu.install()
+    import torchtitan.distributed.activation_checkpoint as ac
+    from torchtitan.models.llama3 import model_registry
+
+    from primus_launch.projection.dryrun import _titan_block_mms, layer_times_roofline
+
+    cfg = copy.deepcopy(model_registry("debugmodel").model)
+    cfg.layers = cfg.layers[:1]
+    titan_cpu.use_sdpa(cfg)
+    titan_cpu.set_seq_len(cfg, 64)
+    model = cfg.build()
+    model.init_states()
+    decisions = []
+    orig = ac.create_selective_checkpoint_contexts
+
+    def spy(policy, *a, **k):
+        def logged(ctx, func, *args, **kw):
+            d = policy(ctx, func, *args, **kw)
+            if not ctx.is_recompute and func in (torch.ops.aten.mm.default, torch.ops.aten.linear.default):
+                decisions.append((int(args[1].shape[-1]), d.name == "PREFER_RECOMPUTE"))
+            return d
+        return orig(logged, *a, **k)
+
+    ac.create_selective_checkpoint_contexts = spy
+    try:
+        block = ac.SelectiveAC(ac.SelectiveAC.Config())._wrap_block(model.layers["0"])
+        block(torch.randn(1, 64, cfg.dim, requires_grad=True), None).sum().backward()
+    finally:
+        ac.create_selective_checkpoint_contexts = orig
+    plan = _titan_plan()
+    ours = [(n, i % 2 == 0) for i, (_, _, n, _) in enumerate(_titan_block_mms(plan.model, 64, 1, False), start=1)]
+    assert decisions == ours
+    lt = layer_times_roofline(plan)
+    rec = lt.part("dense", "op_sac_mm").fwd_s
+    assert 0 < rec < lt.part("dense", "gemm").fwd_s          # some of the mms, not all
+    assert lt.part("dense", "attention").fwd_s > 0 and lt.part("dense", "non_matmul").fwd_s > 0
+
+
+def test_sustained_clock_is_one_fraction_for_every_power_limited_architecture():
+    """One calibrated clock fraction for Hopper, Blackwell (Ultra) and CDNA parts (no per-SKU or
+    Hopper-only constant); Ampere and GPUs without an architecture stay at 1."""
+    vals = {g: cal.sustained_clock(g, get_gpu(g).sustained_clock_fraction, get_gpu(g).arch)
+            for g in ("h100-sxm", "h100-sxm-96gb-500w", "h200", "b200", "gb200", "b300", "gb300", "mi300x", "mi355x")}
+    assert len(set(vals.values())) == 1 and 0.5 < vals["b200"] < 1.0
+    assert cal.sustained_clock("a100-sxm-80gb", 1.0, "ampere") == 1.0
+    assert cal.sustained_clock("x", 1.0, "") == 1.0
+    assert set(cal.SUSTAINED_CLOCK) == {"power_limited"}
+
+
+def test_te_userbuffers_sm_margins():
+    """TP overlap with TE userbuffers (TE's default ub config): the reduce-scatter-overlapped forward
+    GEMMs (proj, FC2) run with a 16-SM margin, U / (U - 16) slower; the ring-exchange ones lose 1 SM."""
+    from primus_launch.projection.cost.contention import UB_SMS, ub_factors
+    from primus_launch.projection.dryrun import layer_op_times
+
+    def ops(overlap):
+        m = ModelArch(num_layers=2, hidden_size=4096, ffn_hidden_size=16384, num_attention_heads=32,
+                      vocab_size=32000, seq_length=4096)
+        plan = Plan(model=m, parallel=Parallelism(tp=4, sequence_parallel=True),
+                    training=Training(global_batch_size=8, micro_batch_size=1, tp_comm_overlap=overlap),
+                    cluster=Cluster(gpu="h100-sxm", num_nodes=1))
+        return {o[0].split(" [")[0]: o for o in layer_op_times(plan)["dense"]}
+
+    on, off = ops(True), ops(False)
+    U = get_gpu("h100-sxm").num_sms
+    assert on["MLP FC2"][1] / off["MLP FC2"][1] == pytest.approx(U / (U - UB_SMS["pipeline"]), rel=1e-9)
+    assert on["QKV"][1] / off["QKV"][1] == pytest.approx(1 + 1 / U, rel=1e-9)
+    assert on["QKV"][2] / off["QKV"][2] == pytest.approx(ub_factors("qkv", U)[1], rel=1e-9)
+    assert on["core attention (cudnn) b1 h8 s4096x4096 d128/128"][1] == off["core attention (cudnn) b1 h8 s4096x4096 d128/128"][1]
+
+
+def test_megatron_async_backward_tp_and_ep_warmup():
+    """Megatron hides the column-parallel backward collectives behind dgrad / wgrad (exposed < raw);
+    without it (pre-2021-09 Megatron, TorchTitan) the backward TP time is the raw one.  The 1F1B
+    all-to-all overlap leaves 1 / micro-batches of the EP comm exposed with PP = 1."""
+    from primus_launch.projection.dryrun import layer_times_roofline
+    from primus_launch.projection.iteration import _tp_exposed, _tp_times, ep_unpaired_fraction
+    from primus_launch.projection.layout import layout
+
+    m = ModelArch(num_layers=4, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
+                  num_query_groups=8, vocab_size=32000, seq_length=4096)
+    base = Plan(model=m, parallel=Parallelism(tp=4, sequence_parallel=True),
+                training=Training(global_batch_size=64, micro_batch_size=1), cluster=Cluster(gpu="h100-sxm", num_nodes=2))
+    sync = base.model_copy(update={"training": base.training.model_copy(update={"tp_async_backward": False})})
+    raw = _tp_times(base, "h100-sxm", layout(base))
+    f, b = _tp_exposed(base, raw, layer_times_roofline(base), "h100-sxm", layout(base))
+    fs, bs = _tp_exposed(sync, raw, layer_times_roofline(sync), "h100-sxm", layout(sync))
+    assert f == raw[0] and b < raw[1] and (fs, bs) == raw
+    assert ep_unpaired_fraction(base) == pytest.approx(1 / base.num_microbatches)
+
+
+def test_yarn_rope_unfused_in_megatron_unless_mla():
+    """Megatron falls back to its unfused RoPE for YaRN with a concentration factor != 1 (TE's fused
+    RoPE has no mscale): GPT-OSS-style GQA with YaRN pays the eager RoPE bytes, plain RoPE does not."""
+    from primus_launch.projection.dryrun import ROPE_EAGER, ROPE_FUSED, layer_op_times
+
+    def rope(pos):
+        m = ModelArch(num_layers=2, hidden_size=2880, ffn_hidden_size=2880, num_attention_heads=64,
+                      num_query_groups=8, head_dim=64, vocab_size=32000, seq_length=4096, position_embedding=pos)
+        plan = Plan(model=m, parallel=Parallelism(), training=Training(global_batch_size=8, micro_batch_size=1),
+                    cluster=Cluster(gpu="b200", num_nodes=1))
+        return next(o for o in layer_op_times(plan)["dense"] if o[0] == "RoPE")[4][3]
+
+    assert rope("yarn") / rope("rope") == pytest.approx(ROPE_EAGER[0] / ROPE_FUSED[0])

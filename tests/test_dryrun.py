@@ -208,14 +208,13 @@ def validation_results():
 
 def test_judge_rows_meet_issue_15_targets(validation_results):
     """Issue 15 on the shared set's judge rows (older papers / benchmarks, NeMo FP8 and long-sequence,
-    AutoModel): dense BF16 and dense FP8 groups <= 10%.  Stated gaps the test bounds instead of
-    hiding: the judge median (target 7%; 7.1% since the Megatron reader sets Megatron's dropout
-    defaults the NeMo rows' flags leave out), the long-sequence / CP group (<= 13%: the error grows
-    with the CP degree, see scripts/validation/README.md) and single rows (AutoModel DeepSeek-V3 on
-    1,024 GPUs: <= 50%)."""
+    AutoModel): judge median <= 7%, dense BF16 and dense FP8 groups <= 10%.  Stated gaps the test
+    bounds instead of hiding: the long-sequence / CP group (<= 13%: attention-dominated rows come out
+    fast, see scripts/validation/README.md) and single rows (AutoModel DeepSeek-V3 on 1,024 GPUs:
+    <= 50%)."""
     judge = [r for r in validation_results if r["role"] == "judge" and not r["held_out"]]
     assert len(judge) >= 80
-    assert statistics.median(abs(r["err"]) for r in judge) <= 0.075
+    assert statistics.median(abs(r["err"]) for r in judge) <= 0.07
     for group, bound in (("dense_bf16", 0.10), ("dense_fp8", 0.10), ("long_seq_cp", 0.13)):
         sel = [abs(r["err"]) for r in judge if r["primary"] == group]
         assert len(sel) >= 5 and statistics.median(sel) <= bound, (group, statistics.median(sel))

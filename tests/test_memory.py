@@ -345,3 +345,197 @@ def test_dropout_and_unfused_attention_measured(hd, ad, backend, tp):
     plain = layer_activation_bytes(arch.model_copy(update=dict(hidden_dropout=0.0, attention_dropout=0.0)),
                                    seq=1024, mbs=1, tp=tp, sp=False)
     assert te.full > plain.full
+
+
+@pytest.mark.parametrize("rc", ["none"])
+def test_moe_mla_layer_tp2_sp_measured(rc):
+    """MoE + MLA layer (q/kv LoRA, decoupled RoPE, 8 experts top-2, a shared expert) at TP 2 with sequence
+    parallelism on real CPU tensors (routing needs data; small sizes): the bytes kept per layer equal the
+    model, the MLA latents (q/kv norms, up-projection inputs) sequence-sharded like the hidden states."""
+    arch = ModelArch(num_layers=2, hidden_size=256, ffn_hidden_size=512, num_attention_heads=4, vocab_size=1024,
+                     seq_length=128, num_experts=8, moe_router_topk=2, moe_ffn_hidden_size=128,
+                     moe_shared_expert_intermediate_size=128, multi_latent_attention=True, q_lora_rank=64,
+                     kv_lora_rank=32, qk_head_dim=32, qk_pos_emb_head_dim=16, v_head_dim=32, qk_layernorm=True)
+    plan = Plan(model=arch, parallel=dict(tp=2, sequence_parallel=True),
+                training=dict(global_batch_size=1, recompute=dict(granularity=rc)), cluster=dict(gpus_per_node=2))
+    one = measure_step(plan, 1, post_process=False, fused_swiglu=True, fake=False)
+    two = measure_step(plan, 2, post_process=False, fused_swiglu=True, fake=False)
+    la = layer_activation_bytes(arch, seq=128, mbs=1, tp=2, sp=True, moe=True, impl=MCORE_LOCAL)
+    want = la.full if rc == "none" else la.full - la.core_attention
+    # selective recompute also keeps the checkpoint's RNG states (a few KB, 2 % at these sizes)
+    assert want == pytest.approx(two["activations"] - one["activations"], rel=0.03)
+
+
+def test_virtual_stages_run_megatrons_interleaved_schedule():
+    """Megatron runs the interleaved schedule whenever virtual stages are set (get_forward_backward_func),
+    whatever --pipeline-schedule says: a vpp > 1 plan keeps the interleaved warm-up in flight.  The
+    MoE + MLA proxy of Megatron-LM's functional test gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed (TP2 PP2
+    VPP4 EP4, 4 micro-batches of 4): rank 1 keeps 2 (pp - r - 1) + (vpp - 1) pp + 1 = 7 chunk-micro-batches,
+    rank 0 9 -- not the 1F1B 1 and 2, which left the projection at a quarter of the measured peak."""
+    from primus_launch.projection.memory import _in_flight
+
+    assert _in_flight("1f1b", 2, 4, 4) == _in_flight("interleaved_1f1b", 2, 4, 4) == (9.0, 7.0)
+
+
+@pytest.mark.parametrize("par", [dict(tp=1), dict(tp=2), dict(tp=2, sequence_parallel=True)], ids=["tp1", "tp2", "tp2-sp"])
+def test_mtp_module_measured(par):
+    """Multi-token prediction (DeepSeek-V3 / Megatron --mtp-num-layers 1) on megatron-core 0.16.1's own
+    MultiTokenPredictionBlock (get_gpt_mtp_block_spec, local spec) at Llama-8B sizes, s 1024: the model
+    with one MTP module minus the model without, after the forward (embedding, 2 layers, output layer and
+    loss): the bytes kept equal memory_activations.mtp_activation_bytes; the parameters and gradients
+    equal params.mtp_layer_parameters."""
+    from primus_launch.projection.memory_activations import mtp_activation_bytes
+    from primus_launch.projection.params import mtp_layer_parameters
+
+    base = ARCH.model_copy(update=dict(seq_length=1024))
+    got = {}
+    for n in (0, 1):
+        plan = _plan(base.model_copy(update=dict(mtp_num_layers=n)), dict(granularity="none"), par)
+        got[n] = measure_step(plan, 2, fused_swiglu=True)
+    arch = base.model_copy(update=dict(mtp_num_layers=1))
+    sp = par.get("sequence_parallel", False)
+    want = mtp_activation_bytes(arch, seq=1024, mbs=1, tp=par["tp"], sp=sp, impl=MCORE_LOCAL)
+    # under SP the CPU trace keeps 2 % more (fp32 RoPE inputs of the MTP layer's attention, not explained)
+    assert got[1]["activations"] - got[0]["activations"] == pytest.approx(want, rel=0.03 if sp else 0.01)
+    mtp = mtp_layer_parameters(arch, par["tp"], par["tp"], 1, spec="local")
+    assert got[1]["static"] - got[0]["static"] == pytest.approx(4 * mtp.total, rel=1e-4)  # bf16 param + grad
+
+
+RECOMPUTE_MODULES_DENSE = [("layernorm",), ("mlp",), ("core_attn", "layernorm", "mlp")]
+
+
+@pytest.mark.parametrize("mods", RECOMPUTE_MODULES_DENSE, ids=["+".join(m) for m in RECOMPUTE_MODULES_DENSE])
+def test_recompute_modules_dense_measured(mods):
+    """--recompute-granularity selective --recompute-modules on megatron-core 0.16.1 (local spec, Llama-8B
+    sizes, s 1024): bytes kept per layer equal LayerActivations.selective(modules) (layernorm: the
+    output-discarding checkpoint drops each norm's internals and its output; mlp: fc1's output and fc2's
+    input; the checkpoints' RNG states are a few KB)."""
+    arch = ARCH.model_copy(update=dict(seq_length=1024))
+    plan = _plan(arch, dict(granularity="selective", modules=mods), dict(tp=1))
+    got = (measure_step(plan, 2, post_process=False, fused_swiglu=True)["activations"]
+           - measure_step(plan, 1, post_process=False, fused_swiglu=True)["activations"])
+    la = layer_activation_bytes(arch, seq=1024, mbs=1, tp=1, sp=False, impl=MCORE_LOCAL)
+    assert la.selective(mods) == pytest.approx(got, rel=3e-3)
+
+
+@pytest.mark.parametrize("mods", [("layernorm",), ("moe",)], ids=["layernorm", "moe"])
+def test_recompute_modules_moe_measured(mods):
+    """--recompute-modules on a megatron-core MoE + MLA layer (real CPU tensors, small sizes): layernorm
+    (MLA's input norm and the MoE pre-MLP norm are separate modules), moe (the whole MoE layer keeps its
+    input); within 3 % or the checkpoints' RNG states (~16 KB each, 2-4 % at these sizes).  (shared_experts,
+    measured the same way, dropped its shared expert's tensors to within its RNG state; not re-run here.)"""
+    arch = ModelArch(num_layers=2, hidden_size=256, ffn_hidden_size=512, num_attention_heads=4, vocab_size=1024,
+                     seq_length=128, num_experts=8, moe_router_topk=2, moe_ffn_hidden_size=128,
+                     moe_shared_expert_intermediate_size=128, multi_latent_attention=True, q_lora_rank=64,
+                     kv_lora_rank=32, qk_head_dim=32, qk_pos_emb_head_dim=16, v_head_dim=32, qk_layernorm=True)
+    plan = Plan(model=arch, training=dict(global_batch_size=1, recompute=dict(granularity="selective", modules=mods)),
+                cluster=dict(gpus_per_node=1))
+    got = (measure_step(plan, 2, post_process=False, fused_swiglu=True, fake=False)["activations"]
+           - measure_step(plan, 1, post_process=False, fused_swiglu=True, fake=False)["activations"])
+    la = layer_activation_bytes(arch, seq=128, mbs=1, tp=1, sp=False, moe=True, impl=MCORE_LOCAL)
+    # each checkpoint also keeps its RNG states (~16 KB on this CPU torch; layernorm checkpoints two norms)
+    assert la.selective(mods) == pytest.approx(got, rel=0.03, abs=2 * 16384)
+
+
+def test_te_recompute_layernorm_only_where_norms_are_separate():
+    """With Transformer Engine the dense layers' norms are fused into their first linear (input_layernorm
+    and pre_mlp_layernorm are IdentityOp, transformer_layer.py skips them): layernorm recompute changes
+    nothing there; MLA's input norm and MoE's pre-MLP norm are separate (stats + their output dropped)."""
+    dense = layer_activation_bytes(ARCH, seq=2048, mbs=1, tp=1, sp=False)
+    assert dense.selective(("layernorm",)) == dense.full
+    assert dense.selective(("mlp",)) == dense.full - 2 * 2048 * (3 * 14336 + 4096) - 4 * 2048
+    moe = layer_activation_bytes(DSV3, seq=4096, mbs=1, tp=2, sp=True, moe=True)
+    assert moe.full - moe.selective(("layernorm",)) == 2 * (4 * 4096 / 2 + 2 * 4096 * 7168 / 2)
+
+
+def _p8(**tr) -> Plan:
+    t = dict(global_batch_size=8)
+    t.update(tr)
+    return Plan(model=ARCH.model_copy(update=dict(num_layers=8)), parallel=dict(dp_sharding="optimizer"),
+                training=t, cluster=dict(gpus_per_node=8))
+
+
+def test_precision_aware_optimizer_and_offload_bytes_per_param():
+    """Megatron --use-precision-aware-optimizer (megatron/core/optimizer: TE FusedAdam with
+    --main-grads-dtype / --main-params-dtype / --exp-avg-dtype / --exp-avg-sq-dtype): gradient buffer and
+    optimizer state bytes per parameter follow the dtypes (distributed optimizer: states / DP);
+    --optimizer-cpu-offload keeps the offloaded fraction of the states on the host."""
+    base = stage_memory(_p8())[0]
+    n = base.num_parameters
+    assert base.gradients_bytes == 4 * n and base.optimizer_bytes == pytest.approx(12 * n / 8, rel=1e-9)
+    pa = stage_memory(_p8(precision_aware_optimizer=True, main_grads_dtype="bf16", exp_avg_dtype="bf16",
+                          exp_avg_sq_dtype="bf16"))[0]
+    assert pa.gradients_bytes == 2 * n and pa.optimizer_bytes == pytest.approx((4 + 2 + 2) * n / 8, rel=1e-9)
+    pa8 = stage_memory(_p8(precision_aware_optimizer=True, main_params_dtype="fp16", exp_avg_dtype="fp8",
+                           exp_avg_sq_dtype="bf16"))[0]
+    assert pa8.optimizer_bytes == pytest.approx((2 + 1 + 2) * n / 8, rel=1e-9)
+    off = stage_memory(_p8(offload=dict(optimizer_fraction=0.75)))[0]
+    assert off.optimizer_bytes == pytest.approx(0.25 * base.optimizer_bytes, rel=1e-9)
+
+
+def test_zero2_shards_gradients_and_fp8_weight_caches():
+    """dp_sharding optimizer_grads (Megatron-FSDP optim_grads, ZeRO-2): gradients / DP, plus one layer's
+    unsharded gradients in flight; fp8 (TE): each linear caches its quantized weight, rowwise + columnwise
+    (+2 bytes per linear parameter), with --fp8-param-gather the weight itself is fp8 (-1, and only the
+    columnwise copy cached: +1), MXFP8 adds its e8m0 scales (1/32 each)."""
+    from primus_launch.projection.memory import _linear_params
+
+    z1 = stage_memory(_p8())[0]
+    z2p = _p8().with_changes(parallel=dict(dp_sharding="optimizer_grads"))
+    z2 = stage_memory(z2p)[0]
+    n = z1.num_parameters
+    assert z2.gradients_bytes == pytest.approx(4 * n / 8, rel=1e-9) and z2.optimizer_bytes == z1.optimizer_bytes
+    assert z2.transient_bytes >= 4 * (n - 2 * 128256 * 4096) / 8  # a layer's fp32 gradients unsharded
+    p8 = _p8(precision="fp8")
+    from primus_launch.projection.params import arch_key
+
+    lin = _linear_params(arch_key(p8.model), 1, 1, 1, p8.chunk_layout()[0], n)
+    assert lin == 8 * (4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336)
+    fp8 = stage_memory(p8)[0]
+    assert fp8.parameters_bytes - z1.parameters_bytes == pytest.approx(2 * lin, rel=1e-9)
+    gather = stage_memory(_p8(precision="fp8", fp8_param_gather=True))[0]
+    assert gather.parameters_bytes - z1.parameters_bytes == pytest.approx(0, abs=1)  # -1 + 1 per linear param
+    mx = stage_memory(_p8(precision="fp8", fp8_recipe="mxfp8"))[0]
+    assert mx.parameters_bytes - z1.parameters_bytes == pytest.approx(2 * (1 + 1 / 32) * lin, rel=1e-9)
+
+
+def test_activation_offload_moves_layers_and_modules_to_host():
+    """--cpu-offloading-num-layers N: N layers' activations of each micro-batch leave the GPU (one layer
+    reloaded at a time); --offload-modules: the named modules' inputs (e.g. the core attention's q, k, v,
+    the attention projection's input) leave it."""
+    p = _p70(training=dict(recompute=dict(granularity="none")))
+    base = stage_memory(p)[0]
+    la = layer_activation_bytes(LLAMA70, seq=8192, mbs=1, tp=8, sp=True)
+    off = stage_memory(p.with_changes(training=dict(offload=dict(activation_layers=5))))[0]
+    assert base.activations_bytes - off.activations_bytes == pytest.approx(4 * 5 * la.full, rel=1e-9)
+    mods = stage_memory(p.with_changes(training=dict(offload=dict(activation_modules=("attn_proj", "core_attn")))))[0]
+    d = dict(la.offloadable)
+    assert base.activations_bytes - mods.activations_bytes == pytest.approx(
+        4 * 20 * (d["core_attn"] + d["attn_proj"]), rel=1e-9)
+
+
+def test_cp_comm_type_buffers_order():
+    """Context-parallel attention buffers on top of the layer's backward: all-gathered K/V grow with the
+    CP degree, the ring keeps two K/V chunks each way, Ulysses exchanges Q, K, V and the output."""
+    from primus_launch.projection.memory import _cp_comm_bytes
+
+    kw = dict(seq=32768, mbs=1, tp=8, cp=8, a=2)
+    kv = 2 * 32768 / 8 * 2 * 8 * 128 / 8
+    assert _cp_comm_bytes(LLAMA70, "allgather", **kw) == pytest.approx(8 * kv)
+    assert _cp_comm_bytes(LLAMA70, "p2p", **kw) == pytest.approx(4 * kv)
+    assert _cp_comm_bytes(LLAMA70, "a2a", **kw) == pytest.approx(kv + 2 * 2 * 32768 / 8 * 64 * 128 / 8)
+
+
+def test_tuner_prefilter_honours_memory_basis():
+    """tune(..., memory_basis=...) passes the basis to the pre-filter and the score: a plan whose reserved
+    peak exceeds the usable capacity but whose allocated peak does not is kept on the allocated basis."""
+    from primus_launch.tuner.search import default_prefilter, default_score
+
+    plan = _p70()
+    rep = estimate_memory(plan)
+    cap = rep.capacity_bytes
+    mid = (rep.reserved_peak_bytes + rep.allocated_peak_bytes) / 2 + rep.outside_allocator_bytes
+    margin = 1 - mid / cap
+    assert default_prefilter(margin, "reserved")(plan) is not None
+    assert default_prefilter(margin, "allocated")(plan) is None
+    assert default_score(margin, "allocated")(plan).memory.fits and not default_score(margin, "reserved")(plan).memory.fits

@@ -21,7 +21,7 @@ from titan_trace import TitanCase, trace
 from primus_launch.adapters.torchtitan import arch_from_flavor
 from primus_launch.plan import Plan
 from primus_launch.projection.memory import _titan_args, _titan_stage_memory, estimate_memory
-from primus_launch.projection.memory_titan import TITAN, TITAN_CPU, layer_activation_bytes
+from primus_launch.projection.memory_titan import TITAN, TITAN_CPU, TitanImpl, layer_activation_bytes
 
 
 def plan_of(c: TitanCase) -> Plan:
@@ -32,9 +32,11 @@ def plan_of(c: TitanCase) -> Plan:
         rc = {"none": dict(granularity="none"), "full": dict(granularity="full", method="uniform", num_layers=1),
               "op": dict(granularity="op")}[c.ac]
     return Plan(model=arch, parallel=dict(tp=c.tp, cp=c.cp, dp_sharding="full", dp_replicate=c.dp_replicate,
-                                          sequence_parallel=c.tp > 1),
+                                          sequence_parallel=c.tp > 1,
+                                          cp_comm_type="allgather" if c.attn == "flex" else "p2p"),
                 training=dict(global_batch_size=c.mbs * c.dp_shard * c.dp_replicate, micro_batch_size=c.mbs,
-                              recompute=rc),
+                              recompute=rc, attention_backend="auto" if c.attn == "flex" else "flash",
+                              precision="fp8" if c.float8 else "bf16", fp8_recipe=c.float8),
                 cluster=dict(gpus_per_node=c.world), source=dict(framework="torchtitan"))
 
 
@@ -51,7 +53,21 @@ CASES = {
     "tp2-fsdp4-op": TitanCase(tp=2, dp_shard=4, ac="op"),
     "debug-full": TitanCase(flavor="debugmodel", layers=4, ac="full"),
     "debug-op": TitanCase(flavor="debugmodel", layers=4, ac="op"),
+    # context parallelism: torchtitan 0.3.0's FlexAttention (shape-level stand-in of torch's flex op,
+    # titan_trace._FlexStandIn) with K/V all-gathered, SDPA with torch's ring attention (the
+    # flash-attention op a GPU dispatches, which the CP dispatcher has its rule for)
+    "cp2-flex": TitanCase(cp=2, dp_shard=4, attn="flex", seq=1024),
+    "cp2-flex-full": TitanCase(cp=2, dp_shard=4, attn="flex", ac="full", layers=4, seq=1024),
+    "cp2-ring": TitanCase(cp=2, dp_shard=4, flash=True),
+    "cp4-ring-op": TitanCase(cp=4, dp_shard=2, flash=True, ac="op", seq=4096),
+    # torchtitan's Float8LinearConverter (torchao 0.18.0 Float8Linear keeps the bf16 input and weight for
+    # backward; its fp8 casts are transients below the step's peak)
+    "float8-rowwise": TitanCase(float8="rowwise", flash=True),
+    "float8-tensorwise-op": TitanCase(float8="tensorwise", flash=True, ac="op"),
+    "float8-rowwise-full-debug": TitanCase(flavor="debugmodel", layers=4, float8="rowwise", flash=True, ac="full"),
 }
+# the flash-attention op is on SelectiveAC's save list (the CPU SDPA kernel is not)
+IMPL = {name: TitanImpl(norm_bytes=8, sdpa_on_save_list=True) for name, c in CASES.items() if c.flash}
 
 
 def _cat(snap: dict, name: str) -> int:
@@ -62,7 +78,7 @@ def _cat(snap: dict, name: str) -> int:
 def test_titan_step_per_term_within_3pct(name):
     c = CASES[name]
     got = trace(c)
-    st = _titan_stage_memory(*_titan_args(plan_of(c)), TITAN_CPU)[0]
+    st = _titan_stage_memory(*_titan_args(plan_of(c)), IMPL.get(name, TITAN_CPU))[0]
     pk = got["peak_snapshot"]
     params = _cat(pk, "Sharded Param") + _cat(pk, "Buffer")
     opt, grads, acts = _cat(pk, "OptState"), _cat(pk, "Sharded Grad"), _cat(pk, "Activation")
@@ -87,7 +103,7 @@ def test_titan_block_activations_exact(ac, tp):
     two = trace(TitanCase(layers=2, ac=ac, tp=tp, dp_shard=4 if tp > 1 else 1))
     got = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
     arch = arch_from_flavor("llama3", "8B")
-    la = layer_activation_bytes(arch, seq=2048, mbs=1, tp=tp, ac=ac, impl=TITAN_CPU)
+    la = layer_activation_bytes(arch, seq=2048, mbs=1, tp=tp, ac=ac, impl=TITAN_CPU, attn="sdpa")
     assert la.kept == pytest.approx(got, rel=2e-3)
 
 
@@ -99,11 +115,27 @@ def test_gpu_kernels_and_compile_change_only_their_terms():
     cpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, impl=TITAN_CPU)
     gpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, impl=TITAN)
     assert cpu.full - gpu.full == 2 * 6 * s * h  # two norms keep 2 instead of 8 bytes per element
-    op_cpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN_CPU)
-    op_gpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN)
+    op_cpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN_CPU, attn="sdpa")
+    op_gpu = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN, attn="sdpa")
     assert op_gpu.kept - op_cpu.kept == 2 * s * h + 4 * 32 * s  # SDPA output + fp32 log-sum-exp
+    flex = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", impl=TITAN, attn="flex")
+    assert flex.kept - op_gpu.kept == 4 * 32 * s  # flex also keeps its fp32 max_scores
     comp = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, compiled=True, impl=TITAN)
-    assert gpu.full - comp.full == 2 * 2 * s * F  # SwiGLU keeps w1/w3 outputs only when compiled
+    assert gpu.full - comp.full == 2 * s * F  # compiled: silu(w1) recomputed, w1/w3 outputs and w2's input kept
+
+
+def test_compiled_block_keeps_what_inductors_partitioner_saves():
+    """torch.compile of a torchtitan Llama 3 8B block (meta device, real sizes, s 2048): the tensors
+    inductor's partitioner passes from the forward to the backward graph (titan_trace.compiled_block_saved_bytes)
+    equal the model's compiled block, which keeps a_sbF less than eager (silu(w1) recomputed)."""
+    from titan_trace import compiled_block_saved_bytes
+
+    arch = arch_from_flavor("llama3", "8B")
+    got = compiled_block_saved_bytes("8B", seq=2048, mbs=1)
+    la = layer_activation_bytes(arch, seq=2048, mbs=1, tp=1, compiled=True, impl=TITAN, attn="sdpa")
+    assert la.full == pytest.approx(got, rel=1e-3)
+    eager = layer_activation_bytes(arch, seq=2048, mbs=1, tp=1, compiled=False, impl=TITAN, attn="sdpa")
+    assert eager.full - got == pytest.approx(2 * 2048 * 14336, rel=1e-3)
 
 
 def _titan_plan(**kw) -> Plan:
@@ -144,3 +176,34 @@ def test_memory_basis_allocated_below_reserved_and_named():
     assert res.reserved_peak_bytes > res.allocated_peak_bytes
     assert sum(res.breakdown.values()) == res.peak_bytes_per_gpu
     assert sum(alloc.breakdown.values()) == alloc.peak_bytes_per_gpu
+
+
+@pytest.mark.parametrize("model,flavor,layers", [("qwen3", "debugmodel_moe", (1, 2)), ("deepseek_v3", "debugmodel", (2, 3))],
+                         ids=["qwen3-moe", "deepseek-mla-moe"])
+def test_titan_moe_block_activations(model, flavor, layers):
+    """torchtitan MoE blocks (qwen3: GQA with per-head q/k RMSNorm, 64 experts top-8; deepseek_v3: MLA
+    with its latent kv norm, 8 experts top-3 + a shared expert) through parallelize_qwen3 /
+    parallelize_deepseekv3 under FakeTensorMode (attention as the fused GPU kernels keep it: flash, or
+    cuDNN-like for MLA's d_qk != d_v): one more block's bytes after the forward equal the model's MoE block
+    (router scores, top-k and dispatch indices, permuted tokens, grouped-GEMM w1/w3/silu/w2 tensors, the
+    combine's fp32 copy, shared expert)."""
+    impl = TitanImpl(norm_bytes=8, sdpa_on_save_list=True)
+    got = [trace(TitanCase(model=model, flavor=flavor, layers=n, seq=512, dp_shard=8, flash=True)) for n in layers]
+    per = _cat(got[1]["after_forward"], "Activation") - _cat(got[0]["after_forward"], "Activation")
+    arch = arch_from_flavor(model, flavor)
+    la = layer_activation_bytes(arch, seq=512, mbs=1, tp=1, impl=impl, moe=True, attn="sdpa")
+    assert la.full == pytest.approx(per, rel=1e-3)
+
+
+def test_titan_moe_step_qwen3():
+    """A qwen3 MoE step (2 blocks, FSDP 8, no AC): parameters (with qwen3's fp32 cos|sin RoPE caches),
+    optimizer, gradients and activations at the traced peak within 3 %, the total too."""
+    c = TitanCase(model="qwen3", flavor="debugmodel_moe", layers=2, seq=512, dp_shard=8, flash=True)
+    got = trace(c)
+    st = _titan_stage_memory(*_titan_args(plan_of(c)), TitanImpl(norm_bytes=8, sdpa_on_save_list=True))[0]
+    pk = got["peak_snapshot"]
+    assert st.parameters_bytes == pytest.approx(_cat(pk, "Sharded Param") + _cat(pk, "Buffer"), rel=1e-4)
+    assert st.optimizer_bytes == pytest.approx(_cat(pk, "OptState"), rel=1e-4)
+    assert st.gradients_bytes == pytest.approx(_cat(pk, "Sharded Grad"), rel=0.03)
+    assert st.activations_bytes == pytest.approx(_cat(pk, "Activation"), rel=0.03)
+    assert st.allocated_bytes == pytest.approx(got["peak"], rel=0.03)

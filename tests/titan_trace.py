@@ -36,7 +36,10 @@ from primus_launch.frameworks import titan_cpu
 
 titan_cpu.install()
 
-from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker  # noqa: E402
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker as _FSDPMemTracker  # noqa: E402
+
+
+FSDPMemTracker = _FSDPMemTracker
 
 CATS = ("Sharded Param", "Unsharded Param", "Buffer", "Sharded Grad", "Unsharded Grad", "Activation", "Temp",
         "All Gather", "Reduce Scatter", "OptState", "Inputs")
@@ -57,16 +60,68 @@ class TitanCase:
     tp: int = 1
     ac: str | int = "none"  # none | full | op | N (every N-th block, full)
     reshard_after_forward: str = "default"
+    pp: int = 1
+    nmb: int = 1  # pipeline micro-batches per step (local batch = nmb * mbs)
+    schedule: str = "1F1B"  # torch.distributed.pipelining schedule name (torchtitan's pipeline_parallel_schedule)
+    attn: str = "sdpa"  # sdpa (the CPU-traceable swap) | flex (torchtitan 0.3.0's default FlexAttention)
+    float8: str | None = None  # torchtitan Float8LinearConverter recipe (rowwise | rowwise_with_gw_hp) or
+    #                             "tensorwise" (torchao's recipe, which torchtitan <= 0.2 defaulted to)
+    flash: bool = False  # SDPA dispatched to the flash-attention op a GPU runs (see :func:`use_flash_op`)
 
     @property
     def world(self) -> int:
-        return self.dp_shard * self.dp_replicate * self.cp * self.tp
+        return self.dp_shard * self.dp_replicate * self.cp * self.tp * self.pp
 
 
-def _init_world(world: int) -> None:
+class _FlashF:
+    """``torch.nn.functional`` for torchtitan's attention module, with ``scaled_dot_product_attention``
+    dispatched to ``aten._scaled_dot_product_flash_attention`` -- the kernel an H100 runs for causal
+    bf16 attention (it keeps the output and the fp32 log-sum-exp, and torch's context-parallel dispatcher
+    has its ring rule) -- instead of the CPU kernel ``_scaled_dot_product_flash_attention_for_cpu``,
+    which CP has no sharding rule for.  Under ``FakeTensorMode`` only its shape function runs."""
+
+    def __getattr__(self, name):
+        return getattr(torch.nn.functional, name)
+
+    @staticmethod
+    def scaled_dot_product_attention(q, k, v, *, scale=None, is_causal=True, enable_gqa=False, **_):
+        if q.shape[-1] != v.shape[-1]:  # MLA: cuDNN attention takes d_qk != d_v; flash does not
+            return _CudnnLike.apply(q, k, v)
+        return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, scale=scale)[0]
+
+
+class _CudnnLike(torch.autograd.Function):
+    """Fused attention with different q/k and v head dims (MLA) at shape level: keeps q, k, v, the
+    output ``[b, heads, s, d_v]`` (strides following q, like the fused kernels) and the fp32
+    log-sum-exp, as cuDNN's fused attention does (``aten._scaled_dot_product_cudnn_attention``)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        b, n, s_, _ = q.shape
+        out = torch.empty((b, s_, n, v.shape[-1]), dtype=q.dtype, device=q.device).transpose(1, 2)
+        if q.stride(1) > q.stride(2):  # q laid out [b, heads, s, d]
+            out = torch.empty((b, n, s_, v.shape[-1]), dtype=q.dtype, device=q.device)
+        lse = torch.empty((b, n, s_), dtype=torch.float32, device=q.device)
+        ctx.save_for_backward(q, k, v, out, lse)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, _, _ = ctx.saved_tensors
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def use_flash_op(on: bool) -> None:
+    """Point torchtitan's ``ScaledDotProductAttention`` at :class:`_FlashF` (``on``) or back."""
+    import torchtitan.models.common.attention as attn
+
+    attn.F = _FlashF() if on else torch.nn.functional
+
+
+def _init_world(world: int, rank: int = 0) -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
 
 
 def build(case: TitanCase):
@@ -82,6 +137,7 @@ def build(case: TitanCase):
     from torchtitan.distributed import utils as dist_utils
 
     _init_world(case.world)
+    use_flash_op(case.flash)
     backend = "partial_dtensor"
     dist_utils.set_spmd_backend(backend)
     pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=case.cp, tp=case.tp, pp=1, ep=1,
@@ -89,8 +145,11 @@ def build(case: TitanCase):
     pd.build_mesh()
     cfg = copy.deepcopy(model_spec(case.model, case.flavor).model)
     cfg.layers = cfg.layers[:case.layers]
-    titan_cpu.use_sdpa(cfg)
+    if case.attn == "sdpa":
+        titan_cpu.use_sdpa(cfg)
     titan_cpu.set_seq_len(cfg, case.seq)
+    if case.float8:
+        cfg = float8_convert(cfg, case.float8)
     if case.tp > 1:
         set_llama3_sharding_config(cfg, enable_sp=True)
     with torch.device("meta"):
@@ -104,12 +163,76 @@ def build(case: TitanCase):
         ac = FullAC.Config()
     elif case.ac == "op":
         ac = SelectiveAC.Config()
-    model = parallelize_llama(model, parallel_dims=pd, training=TrainingConfig(local_batch_size=case.mbs,
-                                                                               seq_len=case.seq),
-                              parallelism=par, compile_config=CompileConfig(), ac_config=ac, dump_folder="/tmp")
+    parallelize = parallelize_llama if case.model == "llama3" else model_spec(case.model, case.flavor).parallelize_fn
+    model = parallelize(model, parallel_dims=pd, training=TrainingConfig(local_batch_size=case.mbs, seq_len=case.seq),
+                        parallelism=par, compile_config=CompileConfig(), ac_config=ac, dump_folder="/tmp")
     if isinstance(case.ac, int):
         _layer_sac(model, case.ac)
     return model, pd
+
+
+class _FlexStandIn(torch.autograd.Function):
+    """torch's flex attention at shape level for ``FakeTensorMode`` on a CPU-only torch (its real path
+    compiles the op, which needs a GPU backend): the output and the fp32 ``logsumexp`` / ``max_scores``
+    come from torch's own fake implementation (``torch/_higher_order_ops/flex_attention.py``
+    ``flex_attention_fake_impl``: output strides follow the query's), and autograd keeps what
+    ``FlexAttentionAutogradOp.forward`` saves: query, key, value, out, logsumexp, max_scores and the block
+    mask's tensors; the backward returns gradients shaped like query, key and value."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, *mask_tensors):
+        from torch._higher_order_ops.flex_attention import flex_attention_fake_impl
+
+        out, lse, max_scores = flex_attention_fake_impl(q, k, v, None, (), 1.0, {})
+        ctx.mark_non_differentiable(lse, max_scores)
+        ctx.save_for_backward(q, k, v, out, lse, max_scores, *mask_tensors)
+        return out, lse, max_scores
+
+    @staticmethod
+    def backward(ctx, g_out, g_lse, g_max):
+        saved = ctx.saved_tensors
+        q, k, v = saved[:3]
+        return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)) + (None,) * (len(saved) - 6)
+
+
+def use_eager_flex() -> None:
+    """torchtitan's ``FlexAttention`` runs :class:`_FlexStandIn` (``FlexAttention._compiled_flex_attn``
+    replaced; everything around it -- the layout transposes, CP's ``flex_cp_allgather`` of K and V -- is
+    torchtitan's and torch's own)."""
+    from torch.nn.attention.flex_attention import AuxOutput
+    from torchtitan.models.common.attention import FlexAttention
+
+    def flex(q, k, v, *, score_mod=None, block_mask=None, scale=None, enable_gqa=False, return_aux=None,
+             kernel_options=None):
+        masks = [t for t in block_mask.as_tuple() if isinstance(t, torch.Tensor)] if block_mask is not None else []
+        out, lse, _ = _FlexStandIn.apply(q, k, v, *masks)
+        return out, AuxOutput(lse=lse if (return_aux is not None and return_aux.lse) else None)
+
+    FlexAttention._compiled_flex_attn = staticmethod(flex)
+
+
+def float8_convert(cfg, recipe: str):
+    """torchtitan's ``Float8LinearConverter`` on the model config (``filter_fqns=["lm_head"]`` as its
+    configs set), with the GPU capability check answered yes (no kernel runs under fake tensors);
+    ``tensorwise`` swaps in torchao's tensorwise recipe (``Float8LinearConfig.from_recipe_name``)."""
+    import torchtitan.components.quantization.float8 as f8
+    from torchao.float8 import Float8LinearConfig
+
+    saved = f8.has_cuda_capability
+    f8.has_cuda_capability = lambda *a, **k: True
+    try:
+        conv = f8.Float8LinearConverter(f8.Float8LinearConverter.Config(
+            recipe_name="rowwise" if recipe == "tensorwise" else recipe, filter_fqns=["lm_head"]))
+    finally:
+        f8.has_cuda_capability = saved
+    if recipe == "tensorwise":
+        conv.torchao_config = Float8LinearConfig.from_recipe_name("tensorwise")
+    return conv.convert(cfg)
+
+
+def _flex_masks(model, positions):
+    inner = model.module if hasattr(model, "module") else model
+    return type(inner).get_attention_masks(inner, positions=positions)
 
 
 def _layer_sac(model, every: int) -> None:
@@ -144,6 +267,14 @@ def trace(case: TitanCase) -> dict[str, Any]:
 
     model, pd = build(case)
     tp = case.tp
+    kwargs: dict[str, Any] = {}
+    if case.attn == "flex":
+        # torchtitan's own causal + document block mask (the trainer's get_attention_masks), built on real
+        # CPU tensors before the fake step (block sparsity is data)
+        s_local = case.seq // case.cp
+        pos = torch.arange(s_local).unsqueeze(0).expand(case.mbs, s_local)
+        kwargs["attention_masks"] = _flex_masks(model, pos)
+        use_eager_flex()
     with FakeTensorMode(allow_non_fake_inputs=True):
         model.to_empty(device="cpu")
         model.train()
@@ -156,7 +287,7 @@ def trace(case: TitanCase) -> dict[str, Any]:
             with mt:
                 if it == 1:
                     res["static"] = _cats(mt.get_tracker_snapshot("current"))
-                pred = model(ids)
+                pred = model(ids, **kwargs)
                 loss = cross_entropy_loss(pred, ids)
                 del pred
                 if it == 1:
@@ -178,3 +309,251 @@ def trace(case: TitanCase) -> dict[str, Any]:
                                   for p in model.parameters())
     del tp
     return res
+
+
+# ------------------------------------------------------------------ pipeline parallel
+class _PeakTracker(FSDPMemTracker):
+    """``FSDPMemTracker`` that also records, at each new peak, the bytes of what FSDP2 and the pipeline
+    stage hold at that moment: the fp32 unsharded gradients accumulated across micro-batches
+    (``FSDPParam.unsharded_accumulated_grad``), the unsharded bf16 parameters, the stage's receive
+    buffers, and the phase of the step (``forward`` / ``backward`` / ``reduce`` after the last backward)."""
+
+    def __init__(self, parts, opt, fsdp_params, stages):
+        super().__init__(parts[0], opt)
+        if len(parts) > 1:  # the other model parts of a multi-stage schedule: their parameters and buffers
+            self.track_external(*parts[1:])
+        self._modules = parts
+        self._opt_ref = opt
+        self._fsdp_params = fsdp_params
+        self._stages = stages
+        self.record = False
+        self.phase = "forward"
+        self.at_peak: dict[str, Any] = {}
+        self.phase_peaks: dict[str, tuple[int, dict[str, Any], dict[str, int]]] = {}
+
+    def _extras(self) -> dict[str, Any]:
+        acc = unsh = sharded = sgrad = 0
+        for fp in self._fsdp_params:
+            g = fp.unsharded_accumulated_grad
+            if g is not None:
+                acc += g.numel() * g.element_size()
+            u = getattr(fp, "_unsharded_param", None)
+            if u is not None:
+                unsh += u.untyped_storage().nbytes()
+            sp = fp.sharded_param
+            sharded += sp._local_tensor.untyped_storage().nbytes()
+            if sp.grad is not None:
+                sgrad += sp.grad._local_tensor.numel() * sp.grad._local_tensor.element_size()
+        opt = sum(_local_bytes(v) for st in self._opt_ref.state.values() for v in st.values()
+                  if isinstance(v, torch.Tensor) and v.dim() > 0)
+        buffers = sum(_local_bytes(b) for m in self._modules for b in m.buffers())
+        recv = 0
+        for st in self._stages:
+            for infos in list(st.args_recv_info.values()) + list(st.grad_recv_info.values()):
+                for info in infos:
+                    if not info.is_root_arg and info.buffer is not None:
+                        recv += info.buffer.numel() * info.buffer.element_size()
+        return {"accumulated_grads": acc, "unsharded_params": unsh, "recv_buffers": recv, "phase": self.phase,
+                "is_bw": self._mod_tracker.is_bw, "sharded_params": sharded, "sharded_grads": sgrad,
+                "optimizer": opt, "buffers": buffers,
+                "total": sum(d["Total"] for d in self._curr_mem_snap.values())}
+
+    def _update_peak_stats(self, peak_state) -> None:
+        before = dict(self._peak_mem)
+        super()._update_peak_stats(peak_state)
+        if not self.record:
+            return
+        if self._peak_mem != before:
+            self.at_peak = self._extras()
+        total = sum(d["Total"] for d in self._curr_mem_snap.values())
+        if total > self.phase_peaks.get(self.phase, (0,))[0]:
+            self.phase_peaks[self.phase] = (total, self._extras(), _cats(self._curr_mem_snap))
+
+
+def _local_bytes(t: torch.Tensor) -> int:
+    t = getattr(t, "_local_tensor", t)
+    return t.numel() * t.element_size()
+
+
+def trace_pp(case: TitanCase, pp_rank: int) -> dict[str, Any]:
+    """Bytes of one GPU of pipeline rank ``pp_rank`` in the second step of ``case`` (``case.pp > 1``).
+
+    torchtitan's own pipeline path: ``pipeline_llm`` splits the model with its splitter
+    (``_generate_llm_fqn_per_model_part``: embedding and norm + head weigh one layer each,
+    ``_split_module``), applies ``parallelize_llama`` to each part (FSDP2 with
+    ``reshard_after_forward=False`` under PP by default) and builds the
+    ``torch.distributed.pipelining`` schedule (``_build_pipeline_schedule``) with torchtitan's loss.
+    The process claims the first rank of its pipeline stage on a fake world of ``case.world`` ranks;
+    peers' sends and receives are no-ops of the fake process group.  Two shims: the stages get static
+    input/output metadata (``PipelineStage(input_args=..., output_args=...)``; the dynamic shape
+    inference exchanges pickled objects, which a fake process group cannot carry), and the warm-up
+    vote (an all-reduce read back with ``.item()``) is answered "static".
+
+    Returns the categories of :func:`trace` plus ``at_peak``: the FSDP / stage holdings at the peak
+    (:class:`_PeakTracker`).
+    """
+    from torch.distributed.pipelining.stage import InferenceMode
+    from torchtitan.components.loss import cross_entropy_loss
+    from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed import pipeline_parallel as ppmod
+    from torchtitan.distributed import utils as dist_utils
+    from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
+    from torchtitan.models.llama3.parallelize import parallelize_llama
+
+    from primus_launch.adapters.torchtitan_arch import model_spec
+
+    assert case.tp == 1 and case.cp == 1, "PP traces run without TP/CP (stage boundary tensors are plain tensors)"
+    world = case.world
+    _init_world(world, rank=pp_rank * (world // case.pp))  # mesh order pp, dp_replicate, dp_shard, cp, tp
+    use_flash_op(case.flash)
+    backend = "partial_dtensor"
+    dist_utils.set_spmd_backend(backend)
+    pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=1, tp=1, pp=case.pp, ep=1,
+                      world_size=world, spmd_backend=backend)
+    pd.build_mesh()
+    cfg = copy.deepcopy(model_spec(case.model, case.flavor).model)
+    cfg.layers = cfg.layers[:case.layers]
+    titan_cpu.use_sdpa(cfg)
+    titan_cpu.set_seq_len(cfg, case.seq)
+    with torch.device("meta"):
+        model = cfg.build()
+    vocab, hidden = model.tok_embeddings.weight.shape
+    par = ParallelismConfig(data_parallel_shard_degree=case.dp_shard,
+                            data_parallel_replicate_degree=case.dp_replicate, pipeline_parallel_degree=case.pp,
+                            pipeline_parallel_schedule=case.schedule, pipeline_parallel_microbatch_size=case.mbs,
+                            spmd_backend=backend, fsdp_reshard_after_forward=case.reshard_after_forward)
+    ac: Any = None
+    if case.ac == "full":
+        ac = FullAC.Config()
+    elif case.ac == "op":
+        ac = SelectiveAC.Config()
+    orig = ppmod.PipelineStage
+
+    def static_stage(mod, idx, n, device, group=None, get_mesh=None):
+        hid = torch.empty((case.mbs, case.seq, hidden), dtype=torch.bfloat16, device="meta", requires_grad=True)
+        inp = torch.empty((case.mbs, case.seq), dtype=torch.long, device="meta") if idx == 0 else hid
+        out = (torch.empty((case.mbs, case.seq, vocab), dtype=torch.bfloat16, device="meta", requires_grad=True)
+               if idx == n - 1 else hid)
+        return orig(mod, idx, n, device, input_args=(inp,), output_args=(out,), group=group)
+
+    def loss_fn(pred, labels, **_):
+        return cross_entropy_loss(pred, labels), {}
+
+    ppmod.PipelineStage = static_stage
+    try:
+        sched, parts, first, last = ppmod.pipeline_llm(
+            model, parallel_dims=pd, training=TrainingConfig(local_batch_size=case.mbs * case.nmb, seq_len=case.seq),
+            parallelism=par, compile_config=CompileConfig(), ac_config=ac, dump_folder="/tmp",
+            device=torch.device("cpu"), model_config=cfg, parallelize_fn=parallelize_llama, loss_fn=loss_fn)
+    finally:
+        ppmod.PipelineStage = orig
+
+    def _static_vote(stages, has_backward, p2p_done):
+        for st in stages:
+            st._inference_mode = InferenceMode.STATIC
+
+    sched._warmup_p2p = _static_vote
+    stages = list(getattr(sched, "_stages", None) or [sched._stage])
+    from torch.distributed.fsdp import FSDPModule
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        for p in parts:
+            p.to_empty(device="cpu")
+            p.train()
+        opt = torch.optim.AdamW([q for p in parts for q in p.parameters()], lr=1e-4, fused=True)
+        fsdp_params = list({id(fp): fp for p in parts for m in p.modules() if isinstance(m, FSDPModule)
+                            for g in fully_shard_state(m)._fsdp_param_groups for fp in g.fsdp_params}.values())
+        mt = _PeakTracker(parts, opt, fsdp_params, stages)
+        for st in stages:  # the phase of the peak: after the last backward FSDP reduces in perform_reduce_grad
+            f = st.perform_reduce_grad
+
+            def reduce(*a, _f=f, **k):
+                mt.phase = "reduce"
+                return _f(*a, **k)
+
+            st.perform_reduce_grad = reduce
+        ids = torch.zeros((case.mbs * case.nmb, case.seq), dtype=torch.long)
+        res: dict[str, Any] = {}
+        for it in range(2):
+            mt.record = it == 1
+            mt.phase = "step"
+            with mt:
+                if it == 1:
+                    res["static"] = _cats(mt.get_tracker_snapshot("current"))
+                losses: list | None = [] if last else None
+                sched.step(ids if first else None, target=ids if last else None, losses=losses,
+                           return_outputs=False)
+                del losses
+                if it == 1:
+                    res["after_backward"] = _cats(mt.get_tracker_snapshot("current"))
+                mt.phase = "optimizer"
+                opt.step()
+                opt.zero_grad()
+                if it == 1:
+                    res["peak"] = max(mt._peak_mem.values())
+                    res["peak_snapshot"] = _cats(mt.get_tracker_snapshot("peak"))
+    res["at_peak"] = dict(mt.at_peak)
+    res["phase_peaks"] = dict(mt.phase_peaks)
+    res["modules"] = [[n for n, c in p.named_children() if c is not None and (not hasattr(c, "__len__") or len(c))]
+                      for p in parts]
+    res["num_params_local"] = sum(q.to_local().numel() if hasattr(q, "to_local") else q.numel()
+                                  for p in parts for q in p.parameters())
+    return res
+
+
+def fully_shard_state(module):
+    from torch.distributed.fsdp import fully_shard
+
+    return fully_shard.state(module)
+
+
+def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1, model: str = "llama3") -> int:
+    """Bytes the forward graph of one torch.compile'd torchtitan block hands to its backward (unique
+    storages, parameters, buffers and the block output excluded), as inductor partitions it: the block is
+    built on the meta device at real sizes and compiled with an ``aot_autograd`` backend using inductor's
+    decompositions (``select_decomp_table``) and partitioner (``min_cut_rematerialization_partition``,
+    ``compiler="inductor"``) whose forward compiler only records the saved tensors; attention dispatches to
+    the flash-attention op (:class:`_FlashF`), as on a GPU."""
+    import functools
+
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+
+    from primus_launch.adapters.torchtitan_arch import model_spec
+
+    cfg = copy.deepcopy(model_spec(model, flavor).model)
+    cfg.layers = cfg.layers[:1]
+    titan_cpu.use_sdpa(cfg)
+    titan_cpu.set_seq_len(cfg, seq)
+    with torch.device("meta"):
+        built = cfg.build()
+    block = next(iter(built.layers.values())).to(torch.bfloat16)
+    saved: list = []
+
+    def fw(gm, _inputs):
+        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        saved.extend(o.meta["val"] for o in out[1:] if hasattr(o, "meta") and "val" in o.meta)
+        return gm
+
+    backend = aot_autograd(fw_compiler=fw, bw_compiler=lambda gm, _: gm, decompositions=select_decomp_table(),
+                           partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"))
+    use_flash_op(True)
+    torch._dynamo.reset()
+    try:
+        x = torch.empty(mbs, seq, block.attention_norm.weight.shape[0] if hasattr(block, "attention_norm")
+                        else cfg.dim, dtype=torch.bfloat16, device="meta", requires_grad=True)
+        torch.compile(block, backend=backend)(x, None)
+    finally:
+        use_flash_op(False)
+        torch._dynamo.reset()
+    persistent = {t.untyped_storage()._cdata for t in list(block.parameters()) + list(block.buffers())}
+    shapes = {(tuple(t.shape), t.dtype) for t in list(block.parameters()) + list(block.buffers())}
+    seen: dict[int, int] = {}
+    for v in saved:
+        key = v.untyped_storage()._cdata
+        if key in persistent or ((tuple(v.shape), v.dtype) in shapes and v.shape != x.shape):
+            continue
+        seen[key] = max(seen.get(key, 0), v.untyped_storage().nbytes())
+    return sum(seen.values())

@@ -120,6 +120,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--expert-tensor-parallel-size", group="parallel"),
     _f("--sequence-parallel", "true", group="parallel"),
     _f("--tp-comm-overlap", "true", group="parallel"),
+    _f("--no-async-tensor-model-parallel-allreduce", "false", group="parallel",
+       dest="async_tensor_model_parallel_allreduce"),
     _f("--use-distributed-optimizer", "true", group="ddp"),
     _f("--use-torch-fsdp2", "true", group="ddp"),
     _f("--use-megatron-fsdp", "true", group="ddp"),
@@ -676,6 +678,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         overlap_grad_reduce=bool(get(a, "overlap_grad_reduce")),
         overlap_param_gather=bool(get(a, "overlap_param_gather")),
         tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer,
+        # --no-async-tensor-model-parallel-allreduce (dest async_tensor_model_parallel_allreduce, default on)
+        tp_async_backward=bool(get(a, "async_tensor_model_parallel_allreduce")),
         grad_reduce_in_fp32=grad_fp32, train_iters=a.get("train_iters"),
         attention_backend=_attention_backend(a), **_cuda_graph(a, rep),
         moe_token_dispatcher=dispatcher if num_experts_set else "alltoall",

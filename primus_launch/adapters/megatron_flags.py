@@ -961,6 +961,7 @@ MODELLED_FLAGS: dict[str, str] = {
     "--data-parallel-sharding-strategy": "parallel.dp_sharding (no_shard, optim, optim_grads, optim_grads_params)",
     "--torch-fsdp2-no-reshard-after-forward": "parallel.fsdp_reshard_after_forward = never",
     "--tp-comm-overlap": "training.tp_comm_overlap",
+    "--no-async-tensor-model-parallel-allreduce": "training.tp_async_backward",
     "--overlap-grad-reduce": "training.overlap_grad_reduce", "--overlap-param-gather": "training.overlap_param_gather",
     # batch / schedule / optimizer
     "--micro-batch-size": "training.micro_batch_size", "--global-batch-size": "training.global_batch_size",
@@ -1154,7 +1155,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--use-cpu-initialization": "time: initialisation on the CPU (start-up)",
     "--no-initialization": "time: no weight initialisation (start-up)",
     "--no-clone-scatter-output-in-embedding": "memory: embedding scatter output not cloned",
-    "--no-async-tensor-model-parallel-allreduce": "time: TP all-reduce not overlapped",
     "--use-mup": "time: muP scaling (negligible)", "--enable-mhc-connections": "time, memory: manifold hyper-connections (several residual streams)",
     "--mhc-num-residual-streams": "memory: residual streams of hyper-connections", "--mhc-recompute-layer-num": "memory: hyper-connection recompute",
     "--mhc-sinkhorn-iterations": "time: Sinkhorn iterations of hyper-connections",

@@ -258,6 +258,10 @@ class Training(_Strict):
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = Field(default=False, description="Megatron --tp-comm-overlap (TE userbuffers) / "
                                                              "TorchTitan async TP")
+    tp_async_backward: bool = Field(default=True, description="Megatron's column-parallel linears run their "
+                                    "backward TP collectives asynchronously behind the dgrad / wgrad GEMMs (Megatron-LM "
+                                    "since 2021-09, TE); False = --no-async-tensor-model-parallel-allreduce or an "
+                                    "older Megatron")
     attention_backend: Literal["auto", "flash", "fused", "unfused", "local"] = Field(
         default="auto", description="Megatron --attention-backend: flash (FlashAttention), fused (cuDNN via TE), "
                                     "unfused (materialised s x s scores), local (megatron-core local spec)")

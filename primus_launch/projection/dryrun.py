@@ -59,7 +59,9 @@ from primus_launch.plan import ModelArch, Plan
 from primus_launch.projection import calibration as cal
 from primus_launch.projection.compute import (arch_of, attention_time, elementwise_time, gemm_time, quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
+from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
+from primus_launch.projection.hardware import get_gpu
 from primus_launch.projection.iteration import LayerTimes, PassTimes, assemble
 from primus_launch.projection.params import _arch, arch_key
 from primus_launch.projection.result import ProjectionResult
@@ -84,10 +86,10 @@ class _Acc:
     (``info``: kind, curve key, forward FLOPs) for :func:`layer_op_times` and the explanation."""
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
-                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow")
+                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
-                 ops: list | None = None, insitu: float = 1.0):
+                 ops: list | None = None, insitu: float = 1.0, ub: bool = False):
         self.f = self.bi = self.bw = 0.0
         self.kf: dict[str, int] = {}
         self.kb: dict[str, int] = {}
@@ -101,15 +103,18 @@ class _Acc:
         self.mods: tuple[str, ...] = ()
         self.sums: dict[str, list[float]] = {}
         self.slow = 1.0 / insitu   # calibration.FRAMEWORK_EFF: kernels in a step vs the benchmarks
+        self.ub = ub               # TE userbuffers TP overlap: SM margins of the layer GEMMs (cost/contention.py)
 
-    def _add(self, f: float, bi: float, bw: float, gemm: bool) -> None:
-        """Add to the totals and to the shares of the active modules (recompute, overlap)."""
+    def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
+        """Add to the totals and to the shares of the active modules (recompute, overlap) and of the
+        op category ``cat``: ``gemm``, ``attention`` (the core-attention kernels) or ``non_matmul``
+        (everything else: what TorchTitan's per-op SAC recomputes)."""
         k = self.slow
         f, bi, bw = f * k, bi * k, bw * k
         self.f += f
         self.bi += bi
         self.bw += bw
-        for k in self.mods + (("gemm",) if gemm else ("non_matmul",)):
+        for k in self.mods + extra + (cat,):
             v = self.sums.setdefault(k, [0.0, 0.0, 0.0])
             v[0] += f
             v[1] += bi
@@ -124,9 +129,11 @@ class _Acc:
             self.ops.append((name, f, bi, bw, info))
 
     def gemm(self, m: int, n: int, k: int, batch: int = 1, lowp: bool = True, name: str = "gemm",
-             separate: bool = False, input_fused: bool = False) -> None:
+             separate: bool = False, input_fused: bool = False, ub: str | None = None, col: bool = False) -> None:
         """A GEMM [m,n,k] x ``batch`` (``separate``: ``batch`` independent kernels, not grouped) with
-        its backward; ``lowp``: in the plan's FP8/FP4 recipe (else bf16)."""
+        its backward; ``lowp``: in the plan's FP8/FP4 recipe (else bf16); ``ub``: the layer GEMM it is
+        for TE userbuffers (``qkv`` / ``proj`` / ``fc1`` / ``fc2``), slowed by the SMs its overlapped
+        communication holds when the plan overlaps TP communication (``cost/contention.py``)."""
         g = self.gpu
         fmt = self.fmt if lowp and self.recipe else "bf16"
         if separate and batch > 1:
@@ -140,7 +147,11 @@ class _Acc:
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
             kern = 1
-        self._add(f, bi, bw, True)
+        if ub and self.ub:
+            cf, cb, cw = ub_factors(ub, get_gpu(g).num_sms)
+            f, bi, bw = f * cf, bi * cb, bw * cw
+        # column-parallel linears (their backward collectives overlap their dgrad / wgrad GEMMs)
+        self._add(f, bi, bw, "gemm", ("tp_col",) if ub in ("qkv", "fc1") or col else ())
         f, bi, bw = f * self.slow, bi * self.slow, bw * self.slow
         self._k(kern, 2 * kern)
         if fmt != "bf16":
@@ -161,7 +172,7 @@ class _Acc:
         tb = elementwise_time(float(nbytes) * bwd, self.gpu) if bwd > 0 else 0.0
         if kernels[0] > 1:
             t += (kernels[0] - 1) * 2e-6
-        self._add(t, tb, 0.0, False)
+        self._add(t, tb, 0.0, "non_matmul")
         t, tb = t * self.slow, tb * self.slow
         self._k(*kernels)
         self._rec(name, t, tb, 0.0, ("elementwise", "hbm", 0.0, nbytes))
@@ -180,7 +191,7 @@ class _Acc:
         if impl == "unfused":
             return self._attn_unfused(b, heads, sq, skv, dqk, dv, dropout)
         f, bw = attention_time(b, heads, sq, skv, dqk, dv, True, self.gpu, impl, window)
-        self._add(f, bw, 0.0, False)
+        self._add(f, bw, 0.0, "attention")
         f, bw = f * self.slow, bw * self.slow
         self._k(1, 2)
         from primus_launch.projection.compute import attention_flops
@@ -200,7 +211,7 @@ class _Acc:
         # backward: dP = dO V^T [sq, skv, dv], dV = P^T dO [skv, dv, sq], dS K [sq, dqk, skv], dS^T Q [skv, dqk, sq]
         bwd = (gemm_time(sq, skv, dv, g, "bf16", bh) + gemm_time(skv, dv, sq, g, "bf16", bh)
                + gemm_time(sq, dqk, skv, g, "bf16", bh) + gemm_time(skv, dqk, sq, g, "bf16", bh))
-        self._add(qk + sm_f + av, bwd + sm_b, 0.0, False)
+        self._add(qk + sm_f + av, bwd + sm_b, 0.0, "attention")
         self._k(3 + (1 if dropout else 0), 5)
         self._rec(f"core attention (unfused: QK^T, softmax over s x s, AV) b{b} h{heads} s{sq}x{skv} d{dqk}",
                   self.f - f0, self.bi - bi0, 0.0, ("attention", "unfused", 2.0 * bh * sq * skv * (dqk + dv)))
@@ -219,7 +230,7 @@ class _Acc:
         qt = (lambda nb: elementwise_time(nb, self.gpu)) if recipe is None else (lambda nb: quant_time(nb, self.gpu, recipe))
         f = qt(bpe * (self.qf + self.qw / self.wq_div)) if (self.qf or self.qw) else 0.0
         b = qt(bpe * self.qb) if self.qb else 0.0
-        self._add(f, b, 0.0, False)
+        self._add(f, b, 0.0, "non_matmul")
         f, b = f * self.slow, b * self.slow
         self._k(self.nq, self.nq)
         self._rec(f"{name} [{self.recipe}]", f, b, 0.0, ("quant", self.recipe, 0.0,
@@ -267,14 +278,14 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
             acc.gemm(T, m.q_lora_rank, h, name="MLA q down", input_fused=fused_in)
             acc.norm(T * m.q_lora_rank, m, "MLA q norm")
             acc.mods = ("mla_up_proj",)
-            acc.gemm(T, a * (dqk + dr), m.q_lora_rank, name="MLA q up", input_fused=fused_in)
+            acc.gemm(T, a * (dqk + dr), m.q_lora_rank, name="MLA q up", input_fused=fused_in, col=True)
             acc.mods = ()
         else:
-            acc.gemm(T, a * (dqk + dr), h, name="MLA q", input_fused=fused_in)
+            acc.gemm(T, a * (dqk + dr), h, name="MLA q", input_fused=fused_in, col=True)
         acc.gemm(T, m.kv_lora_rank + dr, h, name="MLA kv down", input_fused=fused_in)
         acc.norm(T * m.kv_lora_rank, m, "MLA kv norm")
         acc.mods = ("mla_up_proj",)
-        acc.gemm(T, a * (dqk + dv), m.kv_lora_rank, name="MLA kv up", input_fused=fused_in)
+        acc.gemm(T, a * (dqk + dv), m.kv_lora_rank, name="MLA kv up", input_fused=fused_in, col=True)
         acc.mods = ()
         nb, kf, kb = ROPE_FUSED if acc.prof.fused_rope else ROPE_EAGER
         acc.elem(nb * T * (a + 1) * dr, "RoPE (rope parts of q, k)", 2.0, (kf, kb))
@@ -285,35 +296,95 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
     else:
         d = m.kv_channels
         g = max(1, m.kv_heads // t)
-        acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in)
+        acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in, ub="qkv")
         if m.qk_layernorm:
             acc.norm(T * (a + g) * d, m, "q/k norm")
         if m.position_embedding in ("rope", "yarn"):
-            nb, kf, kb = ROPE_FUSED if acc.prof.fused_rope else ROPE_EAGER
+            nb, kf, kb = ROPE_FUSED if _rope_fused(acc.prof, m) else ROPE_EAGER
             acc.elem(nb * T * (a + g) * d, "RoPE", 2.0, (2 * kf, 2 * kb))
         acc.mods = ("core_attn",)
         core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
         acc.mods = ()
-        acc.gemm(T, h, a * d, name="attention out-proj")
+        acc.gemm(T, h, a * d, name="attention out-proj", ub="proj")
     drop = 1.0 if m.hidden_dropout else 0.0
     acc.elem((6 + drop) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
     return core
 
 
+def _rope_fused(prof: Profile, m: ModelArch) -> bool:
+    """Whether RoPE runs as one fused kernel.  Megatron-Core falls back to its unfused RoPE
+    (``models/common/embeddings/rope_utils.py`` ``apply_rotary_pos_emb``: "mscale=... is not supported by
+    TE's fused RoPE. Using unfused implementation.") whenever the YaRN concentration factor is not 1:
+    ``0.1 ln(s) mscale + 1`` over ``0.1 ln(s) mscale_all_dim + 1``, which is not 1 with Megatron's
+    defaults (``mscale`` 1, ``mscale_all_dim`` 0) for any scaling factor ``s`` > 1 (GPT-OSS: 32 ->
+    1.35).  MLA models (DeepSeek-V3) set ``mscale_all_dim = mscale`` (factor 1) and keep the fused
+    kernel.  The plan does not carry the YaRN mscales: a stated assumption by attention type."""
+    if not prof.fused_rope:
+        return False
+    if prof.name == "megatron-te" and m.position_embedding == "yarn" and not m.multi_latent_attention:
+        return False
+    return True
+
+
 def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
-         separate: bool = False, input_fused: bool = False) -> None:
+         separate: bool = False, input_fused: bool = False, ub: bool = False) -> None:
     h = m.hidden_size
     gated = m.swiglu
     mods = acc.mods
     acc.gemm(T, (2 if gated else 1) * ffn_local, h, batch, name=f"{name} FC1", separate=separate,
-             input_fused=input_fused)
+             input_fused=input_fused, ub="fc1" if ub else None)
     nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
     if "moe" in mods:
         acc.mods = mods + ("moe_act",)
     acc.elem(nb * T * ffn_local * batch, f"{name} {'SwiGLU' if gated else m.activation}", 2.0,
              (kf * (batch if separate else 1), kb * (batch if separate else 1)))
     acc.mods = mods
-    acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate)
+    acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate, ub="fc2" if ub else None)
+
+
+def _titan_block_mms(m: ModelArch, T: int, t: int, moe: bool) -> list[tuple[str, int, int, int]]:
+    """The ``aten.mm`` calls of one TorchTitan transformer block's forward, in program order, as
+    ``(name, M, N, K)`` with TP sharding applied (torchtitan 0.3.0: attention ``FusedQKVLinear`` =
+    one ``wqkv`` mm, SDPA, then ``wo``; ``FeedForward``: ``w2(silu(w1(x)) * w3(x))`` = ``w1, w3,
+    w2``; DeepSeek-V3 MLA: ``wq`` (or ``wq_a, wq_b``), ``wkv_a, wkv_b``, ``wo``; MoE: the shared
+    experts' ``w1, w3, w2``, the routed experts run ``torch._grouped_mm``, not ``aten.mm``).  Checked
+    against torchtitan's own ``SelectiveAC`` decisions on its llama3 block
+    (``tests/test_cost_model.py``)."""
+    h = m.hidden_size
+    a = max(1, m.num_attention_heads // t)
+    out: list[tuple[str, int, int, int]] = []
+    if m.multi_latent_attention:
+        dqk, dr, dv = m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim
+        if m.q_lora_rank:
+            out += [("wq_a", T, m.q_lora_rank, h), ("wq_b", T, a * (dqk + dr), m.q_lora_rank)]
+        else:
+            out.append(("wq", T, a * (dqk + dr), h))
+        out += [("wkv_a", T, m.kv_lora_rank + dr, h), ("wkv_b", T, a * (dqk + dv), m.kv_lora_rank),
+                ("wo", T, h, a * dv)]
+    else:
+        d, g = m.kv_channels, max(1, m.kv_heads // t)
+        out += [("wqkv", T, (a + 2 * g) * d, h), ("wo", T, h, a * d)]
+    f = (m.moe_shared_expert_intermediate_size if moe else m.ffn_hidden_size) // t
+    if f > 0:
+        out += [("w1", T, f, h)] + ([("w3", T, f, h)] if m.swiglu else []) + [("w2", T, h, f)]
+    return out
+
+
+def _op_sac_recompute_fwd(acc: "_Acc", m: ModelArch, T: int, t: int, moe: bool) -> float:
+    """Forward GEMM seconds TorchTitan's per-op SAC re-runs in the backward of one block: every
+    second ``aten.mm`` of the block's forward (``torchtitan/distributed/activation_checkpoint.py``
+    ``SelectiveAC``: "Save all compute/comm ops, except every second mm/linear"; the same rule in
+    ``models/llama3/infra/parallelize.py`` ``_custom_policy`` since 2024) and the MoE router gate,
+    whose shape is always recomputed (``force_recompute_mm_shapes_by_fqns = ["moe.router.gate"]``).
+    Attention outputs are saved (SDPA ops are in the save list), the rest is ``non_matmul``."""
+    fmt = acc.fmt if acc.recipe else "bf16"
+    tot = 0.0
+    for i, (_, mm, n, k) in enumerate(_titan_block_mms(m, T, t, moe), start=1):
+        if i % 2 == 0:
+            tot += gemm_time(mm, n, k, acc.gpu, "bf16", 1, fmt)
+    if moe:
+        tot += gemm_time(T, m.num_experts, m.hidden_size, acc.gpu, "bf16", 1, "bf16")
+    return tot * acc.slow
 
 
 @lru_cache(maxsize=65536)
@@ -336,8 +407,9 @@ def _cfg(plan: Plan) -> tuple:
     else:
         wq_div = float(max(1, plan.num_microbatches))
     host = prof.host_per_kernel
+    ub = t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron"
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
-            p.cp_comm_type in ("a2a", "a2a+p2p"), t.precision, cal.framework_eff(plan.framework))
+            p.cp_comm_type in ("a2a", "a2a+p2p"), t.precision, cal.framework_eff(plan.framework), ub)
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -346,13 +418,13 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = _arch(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_a2a, prec, insitu = cfg
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_a2a, prec, insitu, ub = cfg
 
     made: dict[str, _Acc] = {}
 
     def new(kind: str) -> _Acc:
         lst = ops.setdefault(kind, []) if ops is not None else None
-        made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu)
+        made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu, ub)
         return made[kind]
 
     s, h = m.seq_length, m.hidden_size
@@ -367,12 +439,14 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
         acc.mods = ("mlp",)
-        _mlp(acc, m, T, m.ffn_hidden_size // tp, input_fused=fused_in)
+        _mlp(acc, m, T, m.ffn_hidden_size // tp, input_fused=fused_in, ub=True)
         acc.mods = ()
         acc.elem((6 + (1.0 if m.hidden_dropout else 0.0)) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
         acc.quant_flush()
         if "_" not in kind:
             acc.shares(kind, shares)
+            if prof.name.startswith("torchtitan"):
+                shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, False), 0.0, 0.0)
         return acc.times(host, graphs), core, acc.kernels()
 
     def moe_layer(kind: str, window: int | None) -> tuple[PassTimes, int]:
@@ -411,6 +485,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.quant_flush()
         if "_" not in kind:
             acc.shares(kind, shares)
+            if prof.name.startswith("torchtitan"):
+                shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, True), 0.0, 0.0)
         return acc.times(host, graphs), acc.kernels()
 
     shares: dict = {}

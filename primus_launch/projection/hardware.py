@@ -105,8 +105,9 @@ _add(GPUSpec(name="h100-sxm", vendor="nvidia", arch="hopper", peak_flops_bf16=98
 # HBM stacks (96 GB; the torchtitan file calls it HBM2e) and a 500 W cap instead of 700 W.  HBM
 # bandwidth is not published for this SKU: 6144-bit x 3.2 Gb/s HBM2e = 2.46 TB/s is our estimate
 # from the stack count (GH100 has 12 512-bit controllers, glennklockwood.com/garden/processors/h100).
-# The clock sustained under 500 W is not published either: ``sustained_clock_fraction`` is a
-# calibrated constant (scripts/calibrate.py, provenance in projection/calibration.py).
+# The clock sustained under 500 W is not published either: it takes the one sustained-clock fraction
+# of every power-limited architecture (calibration.SUSTAINED_CLOCK["power_limited"]; fitted separately
+# the first time, it came out within 1% of the 700 W parts' value).
 # Usable capacity = what the device reports (torch total_memory), 95.0 GiB: torchtitan's memory log on
 # these GPUs prints 48.87GiB(51.44%) (pytorch/torchtitan experiments/graph_trainer/.claude/CLAUDE.md;
 # the % is of torch.cuda.get_device_properties().total_memory): 48.87 / 0.5144 = 95.0 GiB.

@@ -13,14 +13,17 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   (``block``) or every ``num_layers``-th (``every_n``); ``selective`` re-runs the forward of the
   ``recompute.modules`` (core attention, MLP, MoE experts, MoE activation, norms, MLA up-projections,
   shared experts: their per-layer forward times from the kernel list) (Korthikanti et al. 2022,
-  arXiv 2205.05198 sec. 4.2); ``op`` (TorchTitan per-op SAC) re-runs the non-matmul ops;
+  arXiv 2205.05198 sec. 4.2); ``op`` (TorchTitan per-op SAC) re-runs the non-matmul ops and every
+  second ``aten.mm`` of each block (attention outputs are saved; ``dryrun._op_sac_recompute_fwd``);
 - TP: with sequence parallel 2 all-gathers + 2 reduce-scatters of the [T, h] activations per layer
   in forward and as many in backward, + 2 all-gathers with Megatron (it saves the sharded
   column-parallel input and all-gathers it again for the weight gradient), else 2 all-reduces each way (Megatron ``ColumnParallel`` / ``RowParallelLinear``).
   ``tp_comm_overlap`` pipelines them with the layer's GEMMs in chunks (Megatron: TE userbuffers;
   TorchTitan: async TP): exposed = max(comm / tp, comm - e * GEMM time), ``e`` = 1 for TE
-  userbuffers (no figure of its overlap loss exists) and the calibrated ``ASYNC_TP_OVERLAP`` for
-  TorchTitan's async TP;
+  userbuffers (no figure of its overlap loss exists; the SMs its kernels hold slow the GEMMs,
+  ``cost/contention.py``) and the calibrated ``ASYNC_TP_OVERLAP`` for TorchTitan's async TP; without
+  it, Megatron still hides the column-parallel linears' backward re-all-gather behind their dgrad
+  GEMMs and their dgrad reduce-scatter (all-reduce) behind their wgrad GEMMs (:func:`_tp_exposed`);
 - CP: ``p2p`` ring attention sends K,V around the CP ring, (cp-1) steps, in forward and K,V plus
   their gradients in backward, overlapped with the attention core: exposed = max(0, comm -
   attention); ``a2a`` (Ulysses): all-to-alls of Q, K, V before and O after the attention (and their
@@ -35,7 +38,8 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   figures, routing fan-out from :mod:`moe_routing`).  ``moe_shared_expert_overlap`` hides the
   dispatch behind the shared expert; ``overlap_moe_expert_parallel_comm`` (1F1B all-to-all overlap)
   hides a forward's dispatch / combine behind another micro-batch's backward of the layer and vice
-  versa: exposed = max(0, comm - that compute);
+  versa: exposed = max(0, comm - that compute) on the passes the schedule can pair, the whole comm on
+  the warm-up / cool-down passes it cannot (:func:`ep_unpaired_fraction`);
 - activation offloading (``offload.activation_layers``, the first layers of each chunk): each
   offloaded layer's activations go to host memory in forward and come back in backward over
   ``GPUSpec.host_link_bw``, hidden behind the next layer's compute where it is long enough;
@@ -81,6 +85,7 @@ from typing import Optional
 from primus_launch.plan import Plan
 from primus_launch.projection import calibration as cal
 from primus_launch.projection import collectives as coll
+from primus_launch.projection.cost import contention as con
 from primus_launch.projection.flops import model_flops_per_iteration
 from primus_launch.projection.hardware import get_gpu
 from primus_launch.projection.layout import layout
@@ -169,14 +174,37 @@ def _tp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
     return one, one
 
 
-def _tp_exposed(plan: Plan, raw: tuple[float, float], gemm: PassTimes) -> tuple[float, float]:
-    """TP seconds left after ``tp_comm_overlap`` (module doc)."""
-    t, tp = plan.training, plan.parallel.tp
-    if not t.tp_comm_overlap or tp <= 1:
+def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str = "", lay=None) -> tuple[float, float]:
+    """TP seconds of one layer left exposed (module doc).
+
+    ``tp_comm_overlap`` pipelines them with the layer's GEMMs (TE userbuffers; TorchTitan async TP).
+    Without it, Megatron's column-parallel linears (TE ``_LayerNormLinear`` / ``_Linear`` backward,
+    Megatron ``LinearWithGradAccumulationAndAsyncCommunication``) still run two of their backward
+    collectives asynchronously: the sequence-parallel re-all-gather of the input behind the dgrad GEMM
+    and the dgrad reduce-scatter (all-reduce without SP) behind the wgrad GEMM; the row-parallel
+    linears' all-gather of the output gradient and every forward collective stay exposed.  The hidden
+    part holds NCCL's SMs (``cost/contention.py``)."""
+    t, p = plan.training, plan.parallel
+    tp = p.tp
+    if tp <= 1:
         return raw
-    e = cal.ASYNC_TP_OVERLAP if plan.framework == "torchtitan" else 1.0
     f, b = raw
-    return (max(f / tp, f - e * gemm.fwd_s), max(b / tp, b - e * (gemm.bwd_input_s + gemm.bwd_weight_s)))
+    if t.tp_comm_overlap:
+        gemm = lt.part("dense", "gemm")
+        e = cal.ASYNC_TP_OVERLAP if plan.framework == "torchtitan" else 1.0
+        return (max(f / tp, f - e * gemm.fwd_s), max(b / tp, b - e * (gemm.bwd_input_s + gemm.bwd_weight_s)))
+    if plan.framework != "megatron" or not t.tp_async_backward or not lt.parts or gpu == "" or lay is None:
+        return raw
+    col = lt.part("dense", "tp_col")
+    nbytes = float(_tokens(plan) * plan.model.hidden_size * 2)
+    if p.sequence_parallel:
+        ag = coll.all_gather(nbytes, lay.tp, gpu)
+        rs = coll.reduce_scatter(nbytes, lay.tp, gpu)
+        exposed_b = 2 * ag + max(0.0, 2 * ag - col.bwd_input_s) + max(0.0, 2 * rs - col.bwd_weight_s)
+    else:
+        exposed_b = max(0.0, b - col.bwd_weight_s)
+    exposed_b += con.displaced(b - exposed_b, con.NCCL_SMS, get_gpu(gpu).num_sms)
+    return f, min(b, exposed_b)
 
 
 def _cp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
@@ -237,8 +265,30 @@ def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[f
         # delay_wgrad_compute moves the weight gradients out of the backward, where they cover the
         # backward's dispatch / combine as well (Megatron's 1F1B all-to-all overlap with split wgrad)
         cover_b = mo.fwd_s + (mo.bwd_weight_s if t.delay_wgrad_compute else 0.0)
-        f, b = max(0.0, f - (mo.bwd_input_s + mo.bwd_weight_s)), max(0.0, b - cover_b)
+        u = ep_unpaired_fraction(plan)
+        f = u * f + (1 - u) * max(0.0, f - (mo.bwd_input_s + mo.bwd_weight_s))
+        b = u * b + (1 - u) * max(0.0, b - cover_b)
     return f, b
+
+
+def ep_unpaired_fraction(plan: Plan) -> float:
+    """Fraction of a stage's forward (and backward) passes that Megatron's 1F1B all-to-all overlap
+    (``--overlap-moe-expert-parallel-comm``) cannot pair with a pass of another micro-batch, so their
+    dispatch / combine stay exposed: the overlap merges the forward of one micro-batch with the
+    backward of an earlier one, which exists only in the steady state of the schedule.  The warm-up
+    forwards and the cool-down backwards run alone: ``w`` of the ``nmb x vpp`` passes with ``w`` =
+    Megatron's warm-up count for the first stage (``pipeline_parallel/schedules.py``: ``pp - 1``
+    without interleaving, ``(pp - 1) * 2 + (vpp - 1) * pp`` with it), and at least 1 (with PP = 1 the
+    combined schedule still starts with a lone forward and ends with a lone backward)."""
+    p = plan.parallel
+    n = max(1, plan.num_microbatches * p.vpp)
+    if p.pp <= 1:
+        w = 1
+    elif p.vpp > 1:
+        w = (p.pp - 1) * 2 + (p.vpp - 1) * p.pp
+    else:
+        w = p.pp - 1
+    return min(1.0, max(1, w) / n)
 
 
 def _offload_exposed(plan: Plan, lt: LayerTimes, moe: bool) -> tuple[float, float]:
@@ -271,8 +321,8 @@ def optimizer_bytes_per_param(plan: Plan) -> float:
 def _recompute_modules_fwd(plan: Plan, lt: LayerTimes, kind: str) -> float:
     """Forward seconds re-run by selective recompute in one layer of ``kind`` (dense / moe)."""
     r = plan.training.recompute
-    if r.granularity == "op":
-        return lt.part(kind, "non_matmul").fwd_s
+    if r.granularity == "op":   # TorchTitan per-op SAC: the non-matmul ops and every second mm
+        return lt.part(kind, "non_matmul").fwd_s + lt.part(kind, "op_sac_mm").fwd_s
     if r.granularity != "selective":
         return 0.0
     if not lt.parts:
@@ -305,12 +355,21 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                                                           "parts")}, "attn_core": attn})
     attn = attn or PassTimes(0.0, 0.0, 0.0)
 
-    tp_f, tp_b = _tp_exposed(plan, _tp_times(plan, gpu, lay), lt.part("dense", "gemm"))
+    tp_f, tp_b = _tp_exposed(plan, _tp_times(plan, gpu, lay), lt, gpu, lay)
+    units = spec.num_sms
     cp_f, cp_b = _cp_times(plan, gpu, lay)
     if p.cp_comm_type in ("p2p", "a2a+p2p"):
-        cp_f = max(0.0, cp_f - attn.fwd_s)
-        cp_b = max(0.0, cp_b - attn.bwd_input_s)
-    ep_f, ep_b = _ep_exposed(plan, _ep_times(plan, gpu, lay), lt)
+        # ring P2P hidden behind the attention core; the hidden part holds NCCL's P2P channels
+        # (cost/contention.py: NCCL_SMS inside a scale-up domain, one channel per NIC (2) across)
+        n_p2p = con.NCCL_SMS if lay.cp.nodes <= 1 else 2
+        hid_f, hid_b = min(cp_f, attn.fwd_s), min(cp_b, attn.bwd_input_s)
+        cp_f = cp_f - hid_f + con.displaced(hid_f, n_p2p, units)
+        cp_b = cp_b - hid_b + con.displaced(hid_b, n_p2p, units)
+    ep_raw = _ep_times(plan, gpu, lay)
+    ep_f, ep_b = _ep_exposed(plan, ep_raw, lt)
+    n_ep = con.ep_sms(t.moe_token_dispatcher)
+    ep_f += con.displaced(ep_raw[0] - ep_f, n_ep, units)
+    ep_b += con.displaced(ep_raw[1] - ep_b, n_ep, units)
 
     fsdp = p.dp_sharding == "full" and lay.dp_shard.size > 1
     grad_elem = 4 if t.grad_reduce_in_fp32 else 2
@@ -325,7 +384,10 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 coll.all_gather(param_elem * sp_.expert, lay.expert_dp, gpu) if sp_.expert else 0.0)
             rs = coll.reduce_scatter(float(grad_elem * sp_.dense), lay.dp_shard, gpu) + (
                 coll.reduce_scatter(float(grad_elem * sp_.expert), lay.expert_dp, gpu) if sp_.expert else 0.0)
-            return max(0.0, ag - pt.fwd_s), max(0.0, regather * ag + rs - pt.bwd_input_s - pt.bwd_weight_s)
+            bwd = regather * ag + rs
+            hf, hb = min(ag, pt.fwd_s), min(bwd, pt.bwd_input_s + pt.bwd_weight_s)
+            return (ag - hf + con.displaced(hf, con.NCCL_SMS, units),
+                    bwd - hb + con.displaced(hb, con.NCCL_SMS, units))
         fsdp_dense = _fsdp(False, lt.dense_layer)
         if m.is_moe and lt.moe_layer is not None:
             fsdp_moe = _fsdp(True, lt.moe_layer)
@@ -460,9 +522,13 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 grad = coll.all_reduce(gd, lay.dp, gpu) + coll.all_reduce(ge, lay.expert_dp, gpu)
         buckets = max(1, -(-sp_.total // max(cal.GRAD_BUCKET_PARAMS, 1_000_000 * dp_size)))
         if t.overlap_grad_reduce and grad > 0:
+            raw = grad
             grad = max(grad / buckets, grad - bwd_win / nmb)
+            grad += con.displaced(raw - grad, con.NCCL_SMS, units)
         if t.overlap_param_gather and ag > 0:
+            raw = ag
             ag = max(ag / buckets, ag - fwd_win / nmb)
+            ag += con.displaced(raw - ag, con.NCCL_SMS, units)
         held = sp_.dense / shard_dense + sp_.expert / shard_expert
         opt = held * (1 - off) * opt_bytes / hbm
         if off > 0:   # host-side Adam on the offloaded share; grads down, params up the host link

@@ -17,8 +17,7 @@ from typing import Optional
 
 from primus_launch.plan import Plan, PlanError, legality_problems
 from primus_launch.projection.hardware import GiB, get_gpu
-from primus_launch.projection.memory import TE, _basis_peak, impl_for, _stage_memory, _titan_args, _titan_stage_memory
-from primus_launch.projection.params import arch_key
+from primus_launch.projection.memory import _basis_peak, _stage_memory, _titan_args, _titan_stage_memory, mcore_args
 
 
 
@@ -33,14 +32,7 @@ def memory_peak(plan: Plan, memory_basis: str = "reserved") -> tuple[int, int]:
         stages = _titan_stage_memory(*_titan_args(plan))
         worst = max(stages, key=lambda s: _basis_peak(s, memory_basis))
         return _basis_peak(worst, memory_basis), worst.stage
-    m, p, t = plan.model, plan.parallel, plan.training
-    r = t.recompute
-    stages = _stage_memory(
-        arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding,
-        p.dp_replicate, plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size,
-        plan.num_microbatches, t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method,
-        r.num_layers, plan.dp, plan.expert_dp, plan.source.framework if plan.source else "megatron",
-        impl_for(m, t.attention_backend, TE))
+    stages = _stage_memory(*mcore_args(plan))
     worst = max(stages, key=lambda s: _basis_peak(s, memory_basis))
     return _basis_peak(worst, memory_basis), worst.stage
 

@@ -58,6 +58,7 @@ from primus_launch.projection.memory_activations import (
     LayerActivations,
     impl_for,
     layer_activation_bytes,
+    mtp_activation_bytes,
     output_activation_bytes,
     rope_table_bytes,
 )
@@ -67,7 +68,7 @@ from primus_launch.projection.params import (
     _stage_split,
     arch_key,
 )
-from primus_launch.projection.memory_titan import TITAN, TitanImpl, stage_walk
+from primus_launch.projection.memory_titan import TITAN, PPStage, TitanImpl, pp_rank_walk, stage_walk, torch_pp_ops
 from primus_launch.projection.memory_titan import head_kept_bytes as titan_head_bytes
 from primus_launch.projection.memory_titan import layer_activation_bytes as titan_layer_bytes
 from primus_launch.projection.pipeline import activations_in_flight
@@ -114,6 +115,10 @@ def _in_flight(schedule: str, pp: int, vpp: int, m: int) -> tuple[float, ...]:
     """
     if pp == 1:
         return (1.0,)
+    if schedule == "1f1b" and vpp > 1:
+        # Megatron runs its interleaved schedule whenever virtual stages are set
+        # (get_forward_backward_func: forward_backward_pipelining_with_interleaving)
+        schedule = "interleaved_1f1b"
     if schedule == "1f1b":
         return tuple(float(min(pp - r, m)) for r in range(pp))
     if schedule == "interleaved_1f1b":
@@ -121,6 +126,40 @@ def _in_flight(schedule: str, pp: int, vpp: int, m: int) -> tuple[float, ...]:
     if schedule == "gpipe":
         return tuple(float(m * vpp) for _ in range(pp))
     return tuple(activations_in_flight(schedule, pp, vpp, m, release="W"))
+
+
+_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class McoreOpts:
+    """The Megatron settings beyond the layout that change memory (hashable, for the caches)."""
+
+    modules: tuple[str, ...] = ("core_attn",)  # --recompute-modules (granularity selective)
+    offload_layers: int = 0  # --cpu-offloading-num-layers (activations)
+    offload_modules: tuple[str, ...] = ()  # --offload-modules (fine-grained activation offloading)
+    optimizer_offload: float = 0.0  # --optimizer-cpu-offload --optimizer-offload-fraction
+    main_grads: int = 4  # bytes per gradient-buffer element (--main-grads-dtype)
+    main_params: int = 4  # bytes of the optimizer's master copy (--main-params-dtype)
+    exp_avg: int = 4
+    exp_avg_sq: int = 4
+    fp8: str | None = None  # TE fp8 recipe when training in fp8 (delayed|tensorwise|blockwise|mxfp8)
+    fp8_param_gather: bool = False
+    cp_comm: str = "p2p"
+
+
+def mcore_opts(plan: Plan) -> McoreOpts:
+    t, p = plan.training, plan.parallel
+    pa = t.precision_aware_optimizer
+    fp8 = (t.fp8_recipe or "delayed") if t.precision == "fp8" else None
+    return McoreOpts(
+        modules=tuple(sorted(set(t.recompute.modules))), offload_layers=t.offload.activation_layers,
+        offload_modules=tuple(sorted(set(t.offload.activation_modules))),
+        optimizer_offload=t.offload.optimizer_fraction,
+        main_grads=_DTYPE_BYTES[t.main_grads_dtype] if pa else (4 if (t.grad_reduce_in_fp32 or t.precision == "fp32") else 2),
+        main_params=_DTYPE_BYTES[t.main_params_dtype] if pa else 4,
+        exp_avg=_DTYPE_BYTES[t.exp_avg_dtype] if pa else 4, exp_avg_sq=_DTYPE_BYTES[t.exp_avg_sq_dtype] if pa else 4,
+        fp8=fp8, fp8_param_gather=t.fp8_param_gather and fp8 is not None, cp_comm=p.cp_comm_type)
 
 
 def _optimizer_bytes(precision: str, optimizer: str) -> int:
@@ -135,30 +174,38 @@ def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: Tit
     :mod:`memory_titan`)."""
     if plan.framework == "torchtitan":
         return [st.model_copy() for st in _titan_stage_memory(*_titan_args(plan), titan_impl)]
+    return [st.model_copy() for st in _stage_memory(*mcore_args(plan, impl), acts=acts)]
+
+
+def mcore_args(plan: Plan, impl: ActivationImpl | None = None) -> tuple:
+    """The cached arguments of :func:`_stage_memory` for a Megatron plan."""
     m, p, t = plan.model, plan.parallel, plan.training
-    impl = impl_for(m, t.attention_backend, impl or TE)
     r = t.recompute
     src = plan.source.framework if plan.source else "megatron"
-    key = arch_key(m)
-    return [st.model_copy() for st in _stage_memory(
-        key, p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding, p.dp_replicate,
-        plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
-        t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
-        plan.dp, plan.expert_dp, src, impl, acts)]
+    return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding,
+            p.dp_replicate, plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
+            t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
+            plan.dp, plan.expert_dp, src, impl_for(m, t.attention_backend, impl or TE), mcore_opts(plan))
 
 
 @lru_cache(maxsize=65536)
 def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, layout, schedule, mbs, nmb,
                   precision, optimizer, grad_fp32, gran, method, rnum, dp, edp, framework,
-                  impl: ActivationImpl, acts: Optional[MeasuredActivations] = None) -> tuple[StageMemory, ...]:
+                  impl: ActivationImpl, opts: McoreOpts = McoreOpts(),
+                  acts: Optional[MeasuredActivations] = None) -> tuple[StageMemory, ...]:
     m = _arch(key)
     split = _stage_split(key, tp, etp, ep, layout, "te")
     a = 4 if precision == "fp32" else 2
     w = 4 if precision == "fp32" else 2
-    g = 4 if (grad_fp32 or precision == "fp32") else 2
-    opt = _optimizer_bytes(precision, optimizer)
+    g = opts.main_grads  # the gradient buffer (--main-grads-dtype with the precision-aware optimizer)
+    if precision == "fp32":
+        opt = _optimizer_bytes(precision, optimizer)
+    else:
+        # master copy + moments (--main-params-dtype / --exp-avg-dtype / --exp-avg-sq-dtype)
+        opt = opts.main_params + opts.exp_avg + (opts.exp_avg_sq if optimizer == "adam" else 0)
+    opt *= 1.0 - opts.optimizer_offload  # HybridDeviceOptimizer keeps the offloaded fraction on the host
     seq = m.seq_length
-    kw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, ep=ep, etp=etp, abytes=a, impl=impl)
+    kw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, ep=ep, etp=etp, abytes=a, impl=impl, fp8=opts.fp8)
     dense_act = layer_activation_bytes(m, moe=False, **kw)
     moe_act = layer_activation_bytes(m, moe=True, **kw) if m.is_moe else dense_act
     out_kept, out_transient = output_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl)
@@ -171,12 +218,16 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
     rope_tbl = rope_table_bytes(m, seq=seq, cp=cp)
     shard = max(1, dp // max(1, dp_replicate))
 
-    def kept(la, n_in_group_input: bool) -> float:
-        if n_in_group_input:
-            return la.layer_input
-        if gran == "selective":
-            return la.full - la.core_attention
-        return la.full
+    def kept(la) -> float:
+        """Per layer and micro-batch without full recompute: selective (--recompute-modules) and
+        fine-grained offloading (--offload-modules) applied."""
+        k = la.selective(opts.modules) if gran == "selective" else la.full
+        off = dict(la.offloadable)
+        return k - sum(off.get(mod, 0.0) for mod in opts.offload_modules)
+
+    def offloaded(la) -> float:
+        off = dict(la.offloadable)
+        return sum(off.get(mod, 0.0) for mod in opts.offload_modules)
 
     out = []
     for rank in range(pp):
@@ -194,10 +245,23 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
         else:
             weights = w * sp_.total
             grads = g * sp_.total
-            if dp_sharding == "optimizer":
+            if dp_sharding in ("optimizer", "optimizer_grads"):
                 optim = opt * (sp_.dense / dp + sp_.expert / edp)
             else:
                 optim = opt * sp_.total
+            if dp_sharding == "optimizer_grads":
+                # Megatron-FSDP optim_grads (ZeRO-2): gradients reduce-scattered into DP shards
+                grads = g * (sp_.dense / dp + sp_.expert / edp)
+        if opts.fp8:
+            lin = _linear_params(key, tp, etp, ep, layout[rank], sp_.total)
+            if opts.fp8_param_gather:
+                weights -= (w - 1) * lin  # the linears' weights kept in fp8 (--fp8-param-gather)
+            # Transformer Engine caches each linear's quantized weight across micro-batches
+            # (megatron extensions/transformer_engine.py passes is_first_microbatch; TE module/base.py
+            # get_weight_workspace): rowwise + columnwise (transposed) copies, minus the rowwise one the
+            # fp8 parameter already is; MXFP8 / blockwise add their scales
+            qb = 1.0 + {"mxfp8": 1 / 32, "blockwise": 4 / 128}.get(opts.fp8, 0.0)
+            weights += qb * lin * (1 if opts.fp8_param_gather else 2)
         # ---- activations per micro-batch, per chunk ----
         chunk_bytes = []
         recompute_extra = 0.0  # full recompute: a group's activations rebuilt during its backward
@@ -233,11 +297,11 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
                         biggest = max(full_of[:N])
                         recompute_extra = max(recompute_extra,
                                               max(0.0, biggest - rest_full) + dense_act.layer_input)
-            elif gran == "selective":
-                total = (nd * (dense_act.full - dense_act.core_attention)
-                         + nm * (moe_act.full - moe_act.core_attention))
             else:
-                total = nd * dense_act.full + nm * moe_act.full
+                kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]
+                # --cpu-offloading-num-layers: those layers' activations go to host (TE cpu_offload; the
+                # reload of one layer is a transient below)
+                total = sum(kept_of[min(n, opts.offload_layers):])
             if nd:
                 bwd = max(bwd, dense_act.backward_temp)
             if nm:
@@ -245,6 +309,10 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
             total += rope_tbl
             if chunk.embedding:
                 total += 8.0 * sb  # token ids kept by the embedding backward
+            if chunk.mtp:
+                # multi-token-prediction modules (their layer, norms, projection and loss softmax)
+                total += chunk.mtp * mtp_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a,
+                                                          impl=impl, recompute=gran if gran != "none" else "none")
             chunk_bytes.append(total)
         per_mb = sum(chunk_bytes) / max(1, len(chunk_bytes))
         units = flight[rank]
@@ -273,10 +341,52 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
             trans.append(2 * 2 * layer.total + (4 if grad_fp32 else 2) * layer.total + layer_bwd)
         if any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers):
             trans.append(2.0 * a * sb * m.moe_router_topk * m.hidden_size + layer_bwd)
+        big = moe_act if m.is_moe else dense_act
+        if opts.offload_layers:
+            trans.append(kept(big) + layer_bwd)  # one offloaded layer reloaded for its backward
+        elif opts.offload_modules:
+            trans.append(offloaded(big) + layer_bwd)
+        if cp > 1:
+            trans.append(_cp_comm_bytes(m, opts.cp_comm, seq=seq, mbs=mbs, tp=tp, cp=cp, a=a) + layer_bwd)
+        if dp_sharding == "optimizer_grads":
+            layer = _layer(key, tp, etp, ep, m.is_moe, "te")
+            trans.append(g * layer.total + layer_bwd)  # a layer's unsharded gradients before reduce-scatter
         transient = max(0.0, max(trans))
         out.append(_stage(rank, weights, grads, optim, activations, transient,
                           int(math.ceil(units / max(1, len(layout[rank])))), sp_.total))
     return tuple(out)
+
+
+def _linear_params(key, tp, etp, ep, chunks, total: int) -> float:
+    """Parameters of one GPU's Transformer Engine linears (what fp8 quantizes): everything but the
+    embedding / output head, the norms and the routers."""
+    m = _arch(key)
+    h = m.hidden_size
+    other = 0.0
+    for c in chunks:
+        for i in c.layers:
+            other += 2 * h + ((m.num_experts or 0) * h if m.is_moe_layer(i) else 0)
+            if m.multi_latent_attention:
+                other += (m.q_lora_rank or 0) + m.kv_lora_rank
+        if c.embedding or c.mtp:
+            other += m.padded_vocab_size(tp) / tp * h
+        if c.loss:
+            other += m.padded_vocab_size(tp) / tp * h + h
+    return max(0.0, total - other)
+
+
+def _cp_comm_bytes(m, comm: str, *, seq: int, mbs: int, tp: int, cp: int, a: int) -> float:
+    """Context-parallel attention buffers on top of a layer's activations (Transformer Engine
+    ``attention/dot_product_attention/context_parallel.py``): ``p2p`` ring: the K/V chunk in flight
+    beside the one in use (send/receive double buffer; in backward their gradients too: ``2 x 2``
+    K/V chunks); ``allgather``: K and V gathered to the full sequence; ``a2a`` (Ulysses): Q, K, V and
+    the output exchanged to head-sharded full-sequence copies; ``a2a+p2p``: both.  A stated model."""
+    sb = seq // cp * mbs
+    d = m.kv_channels if not m.multi_latent_attention else m.qk_head_dim + m.qk_pos_emb_head_dim
+    nkv = m.kv_heads if not m.multi_latent_attention else m.num_attention_heads
+    kv = a * sb * 2 * nkv * d / tp
+    qkvo = kv + 2 * a * sb * m.num_attention_heads * d / tp
+    return {"p2p": 4 * kv, "allgather": cp * kv, "a2a": qkvo, "a2a+p2p": qkvo + 4 * kv}.get(comm, 4 * kv)
 
 
 def _stage(rank, weights, grads, optim, activations, transient, in_flight, nparams) -> StageMemory:
@@ -326,9 +436,30 @@ def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl | Non
         f"{ALLOCATOR_FRAGMENTATION:.0%} of activations + transients), + {OUTSIDE_ALLOCATOR_BYTES / GiB:.0f} GiB "
         f"outside the allocator (CUDA context, cuBLAS, NCCL; assumed)",
     ]
-    if plan.training.precision == "fp8":
-        notes.append("fp8: weights and activations counted in bf16 (TE / torchao keep bf16 weights and save "
-                     "high-precision linear inputs; fp8 copies not counted)")
+    t = plan.training
+    if not titan:
+        if t.recompute.granularity == "selective" and tuple(t.recompute.modules) != ("core_attn",):
+            notes.append(f"selective recompute of {', '.join(t.recompute.modules)} (megatron-core checkpoints, measured)")
+        if t.offload.activation_layers or t.offload.activation_modules:
+            notes.append("activation offloading: offloaded activations counted on the host, one layer reloaded at a "
+                         "time (stated model of TE cpu_offload / Megatron fine-grained offloading)")
+        if t.offload.weights:
+            notes.append("--cpu-offloading-weights: not modelled (weights counted on the GPU)")
+        if t.cuda_graph_impl != "none":
+            notes.append(f"CUDA graphs ({t.cuda_graph_impl}): static input/output buffers and graph memory pools not "
+                         "modelled")
+        if plan.parallel.cp > 1:
+            notes.append(f"context parallel {plan.parallel.cp_comm_type}: attention communication buffers as a stated "
+                         "model of TE's context_parallel.py")
+    if plan.training.precision == "fp8" and titan:
+        notes.append("float8 (torchao Float8Linear, rowwise / tensorwise): bf16 weights and high-precision linear "
+                     "inputs saved for backward, fp8 casts transient (traced: equal to bf16 at the peak)")
+    elif plan.training.precision == "fp8":
+        notes.append(f"fp8 ({t.fp8_recipe or 'delayed'}, Transformer Engine, modelled from its source, not traced): "
+                     "linears save fp8 inputs, each keeps its quantized weight (rowwise + columnwise) across "
+                     "micro-batches" + (", fp8 parameters (--fp8-param-gather)" if t.fp8_param_gather else ""))
+    elif plan.training.precision == "fp4":
+        notes.append("fp4: counted as bf16 (NVFP4 weight/activation copies not modelled)")
     if titan and plan.training.compile:
         notes.append("torch.compile: norms fused and SwiGLU keeping w1/w3 outputs only (stated model, not traced)")
     if _ep_routing(plan):
@@ -361,13 +492,31 @@ def _titan_args(plan: Plan) -> tuple:
     shard = plan.dp // max(1, p.dp_replicate) if p.dp_sharding == "full" else 1
     return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, shard, 1, plan.chunk_layout(),
             t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches, t.precision, r.granularity, r.method,
-            r.num_layers, t.compile, p.fsdp_reshard_after_forward)
+            r.num_layers, t.compile, p.fsdp_reshard_after_forward, titan_attention(plan))
+
+
+def titan_attention(plan: Plan) -> str:
+    """torchtitan's attention module for a plan: ``flex`` (0.3.0's llama3/qwen3/deepseek default
+    ``attn_backend="flex"``; context parallelism all-gathers K and V) or ``sdpa`` (``attention_backend``
+    flash / fused, and the v0.2 TOML configs, which ran SDPA with torch's ring attention under CP)."""
+    t = plan.training
+    if t.attention_backend == "auto" and not (plan.source and plan.source.format == "torchtitan-toml"):
+        return "flex"
+    return "sdpa"
 
 
 @lru_cache(maxsize=65536)
-def _titan_stage_memory(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
-                        gran, method, rnum, compiled, reshard, impl: TitanImpl = TITAN) -> tuple[StageMemory, ...]:
+def _titan_stage_memory(*args) -> tuple[StageMemory, ...]:
     """TorchTitan stages (:mod:`memory_titan`): FSDP2 over ``S = dp_shard x cp``, the backward walk."""
+    return tuple(st for st, _ in titan_stage_parts(*args))
+
+
+@lru_cache(maxsize=4096)
+def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
+                      gran, method, rnum, compiled, reshard, attn="flex",
+                      impl: TitanImpl = TITAN) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
+    """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
+    ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients)."""
     m = _arch(key)
     S = max(1, dp // max(1, dp_replicate)) * cp
     Se = max(1, S * tp // max(1, ep))  # torchtitan efsdp = dp_shard * cp * tp / ep
@@ -377,7 +526,7 @@ def _titan_stage_memory(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout,
     flight = _in_flight(schedule, pp, vpp, nmb)
     ac = {"none": "none", "op": "op", "selective": "op", "full": "full"}[gran]
     d_rope = m.qk_pos_emb_head_dim if m.multi_latent_attention else m.kv_channels
-    kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep)
+    kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep, attn=attn)
     layer_of = {moe: titan_layer_bytes(m, ac="none", moe=moe, **kw) for moe in {False, m.is_moe}}
     ck_of = {moe: titan_layer_bytes(m, ac="full" if ac == "full" else "op", moe=moe, **kw) for moe in {False, m.is_moe}}
     V = m.vocab_size
@@ -392,7 +541,7 @@ def _titan_stage_memory(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout,
         has_loss = any(c.loss for c in layout[rank])
         for chunk in layout[rank]:
             if chunk.embedding:
-                units.append(("emb", Ue, 0.0, 0.0))
+                units.append(("emb", Ue, 0.0, 0.0, id(chunk)))
                 dense_p += Ue
             for j, i in enumerate(chunk.layers):
                 moe = m.is_moe_layer(i)
@@ -409,17 +558,47 @@ def _titan_stage_memory(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout,
                     ck = ac == "op"
                 kept = ck_of[moe].kept if ck else full.full
                 rebuilt = full.full - kept if ck else 0.0
-                units.append(("layer", lp.dense + lp.expert * S / Se, kept, rebuilt))
+                units.append(("layer", lp.dense + lp.expert * S / Se, kept, rebuilt, id(chunk)))
         if has_loss:
             dense_p += Uh
         shard_p = dense_p / S + expert_p / Se
-        weights = 4.0 * shard_p + 4.0 * seq * d_rope * n_layers  # fp32 shards + per-block RoPE buffers
+        # fp32 shards + each block's RoPE buffer: complex64 [s, d/2] (llama3 / deepseek_v3 ComplexRoPE), fp32
+        # cos|sin [s, 2d] (qwen3 CosSinRoPE, models/common/rope.py)
+        rope_b = (8.0 if m.name.startswith("qwen3") else 4.0) * seq * d_rope
+        weights = 4.0 * shard_p + rope_b * n_layers
         optim = 8.0 * shard_p  # AdamW exp_avg + exp_avg_sq, fp32, sharded like the parameters
         static = weights + optim
+        g_ = 2 if m.swiglu else 1
+        layer_bwd = 2.0 * sb * ((g_ + 2) * m.ffn_hidden_size / tp + h)
+        if pp > 1 and schedule in ("1f1b", "gpipe", "interleaved_1f1b"):
+            # torch.distributed.pipelining + FSDP2, walked over the rank's schedule (memory_titan)
+            a_sbh = 2.0 * sb * h / tp
+            stages = []
+            for chunk in layout[rank]:
+                cu = [u for u in units if u[4] == id(chunk)]
+                punits = [(k, U, 8.0 * sb if k == "emb" else kept, rb) for (k, U, kept, rb, _) in cu]
+                extra = a_sbh
+                lg = lk = lp = 0.0
+                if chunk.loss:
+                    hn, hin, lp = titan_head_bytes(m, seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl)
+                    punits.append(("head", Uh, hn + hin, 0.0))
+                    lk = 2.0 * sb * V / tp
+                    lg = (2 if tp == 1 else 3) * 4.0 * sb * V / tp
+                    extra = lp + lk
+                stages.append(PPStage(units=tuple(punits), extra_kept=extra, first=chunk.embedding, last=chunk.loss,
+                                      boundary=a_sbh, loss_grads=lg, logits_kept=lk, log_probs=lp))
+            ops = torch_pp_ops(schedule, pp, vpp, nmb, rank)
+            peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, S=S, nmb=nmb,
+                                       held=reshard != "always", layer_bwd=layer_bwd)
+            w = max(sum(1 for o in ops[:i + 1] if o[0] == "F") - sum(1 for o in ops[:i + 1] if o[0] == "B")
+                    for i in range(len(ops)))
+            out.append((_stage(rank, weights, parts["gradients"], optim, parts["activations"], parts["transient"],
+                               w, int(dense_p + expert_p)), parts))
+            continue
         # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
         per_mb = sum(u[2] for u in units if u[0] == "layer") + (8.0 * sb if has_emb else 0.0)
         units_in_flight = flight[rank] / max(1, len(layout[rank])) if pp > 1 else 1.0
-        scaled = [(k, U, kept * units_in_flight, rb) for (k, U, kept, rb) in units]
+        scaled = [(k, U, kept * units_in_flight, rb) for (k, U, kept, rb, _) in units]
         emb_ids = 8.0 * sb * units_in_flight if has_emb else 0.0
         head = None
         loss_grads = held = 0.0
@@ -434,11 +613,9 @@ def _titan_stage_memory(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout,
             # unsharded bf16 parameters kept from the first forward + fp32 unsharded gradients
             # accumulated across micro-batches (no gradient sync until the last)
             pp_extra = 6.0 * (dense_p + expert_p) - (held if has_loss else 0.0)
-        g_ = 2 if m.swiglu else 1
-        layer_bwd = 2.0 * sb * ((g_ + 2) * m.ffn_hidden_size / tp + h)
         peak, parts = stage_walk(static=static, units=scaled, S=S, head=head, emb_ids=emb_ids,
                                  loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, layer_bwd=layer_bwd)
         acts = parts["activations"]
-        out.append(_stage(rank, weights, parts["gradients"], optim, acts, parts["transient"],
-                          int(math.ceil(units_in_flight)), int(dense_p + expert_p)))
+        out.append((_stage(rank, weights, parts["gradients"], optim, acts, parts["transient"],
+                           int(math.ceil(units_in_flight)), int(dense_p + expert_p)), parts))
     return tuple(out)

@@ -27,7 +27,7 @@ This module generalises that count tensor by tensor (so it reproduces Table 2 ex
 - SwiGLU: fused ``bias_swiglu`` keeps fc1's output ``2F`` and fc2 keeps its input ``F``
   (non-gated GeLU: ``F`` + ``F``); ``F`` is the MLP intermediate size, split over TP;
 - MLA (DeepSeek-V2/V3): input norm, the down projections' input ``h``, q/kv norms and the up
-  projections' inputs ``ql`` and ``kvl`` (not TP-split), the RoPE-concatenated query and key
+  projections' inputs ``ql`` and ``kvl`` (not TP-split; sequence-split under SP), the RoPE-concatenated query and key
   ``nq (dn + dr) / t`` each, a contiguous V ``nq dv / t``, the output ``nq dv / t``, the
   log-sum-exp, and the fp32 RoPE frequencies MLA computes in every layer ``4 s dr``;
 - norms keep their input in the activation dtype (+ fp32 rstd per token; LayerNorm also the
@@ -65,10 +65,14 @@ class ActivationImpl:
     rope_tables: bool = False  # unfused RoPE keeps cos/sin of q and k per layer (4 * s * d_rot)
     norm_bytes: int = 2  # bytes kept per norm-input element (TE: the bf16 input; torch CPU: 8)
     norm_stats: bool = True  # fp32 rstd (and mean for LayerNorm) per token
+    fused_norm_linear: bool = True  # TE fuses the dense layers' norms into their first linear
+    #                                 (TELayerNormColumnParallelLinear / LayerNormMLP); MLA's input norm and
+    #                                 MoE's pre-MLP norm stay separate modules
 
 
 TE = ActivationImpl()
-MCORE_LOCAL = ActivationImpl(norm_bytes=8, rope_tables=True, mask_bytes=2, softmax_bytes=6, dropped_copy=False)
+MCORE_LOCAL = ActivationImpl(norm_bytes=8, rope_tables=True, mask_bytes=2, softmax_bytes=6, dropped_copy=False,
+                             fused_norm_linear=False)
 KORTHIKANTI = ActivationImpl(flash_attention=False, dropout=True, attention_dropout=True, rope_copies=False,
                              norm_stats=False)
 
@@ -94,11 +98,18 @@ class LayerActivations:
     core_attention: float  # what selective recompute of the core attention drops
     layer_input: float  # what full recompute keeps (the checkpointed layer input)
     backward_temp: float  # activation-gradient temporaries of the layer's backward (MLP dominated)
+    drops: tuple[tuple[str, float], ...] = ()  # bytes each --recompute-modules entry drops (selective)
+    offloadable: tuple[tuple[str, float], ...] = ()  # bytes each --offload-modules entry moves to host
+
+    def selective(self, modules: tuple[str, ...] = ("core_attn",)) -> float:
+        """Bytes kept under ``--recompute-granularity selective --recompute-modules modules``."""
+        d = dict(self.drops) or {"core_attn": self.core_attention}
+        return self.full - sum(d.get(mod, 0.0) for mod in set(modules))
 
 
 def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1,
                            moe: bool = False, ep: int = 1, etp: int | None = None, abytes: int = 2,
-                           impl: ActivationImpl = TE) -> LayerActivations:
+                           impl: ActivationImpl = TE, fp8: str | None = None) -> LayerActivations:
     """Activation bytes of one decoder layer (see the module docstring for the tensor list).
 
     ``seq`` is the full sequence length (CP divides it here); ``abytes`` the activation dtype size.
@@ -129,10 +140,12 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     if arch.multi_latent_attention:
         dn, dr, dv = arch.qk_head_dim, arch.qk_pos_emb_head_dim, arch.v_head_dim
         kvl = arch.kv_lora_rank
+        # the down projections run on the (sequence-parallel) hidden states, so under SP the latents
+        # are sequence-sharded: their norms and the up projections' saved inputs divide by t (measured)
         if arch.q_lora_rank:
             ql = arch.q_lora_rank
-            attn += norm(ql, 1) + a * sb * ql  # q_layernorm input, q_up input
-        attn += norm(kvl, 1) + a * sb * kvl  # kv_layernorm input, kv_up input
+            attn += norm(ql) + a * sb * ql / spd  # q_layernorm input, q_up input
+        attn += norm(kvl) + a * sb * kvl / spd  # kv_layernorm input, kv_up input
         attn += a * sb * nq * (dn + dr) / t * 2  # query and key after RoPE concat
         attn += a * sb * nq * dv / t  # V (a contiguous copy: kv_up's output is freed)
         attn += 4.0 * s * dr  # MLA computes its fp32 RoPE frequencies in every layer
@@ -178,8 +191,68 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         largest = a * sb * (g + 2) * f / t
     mlp += mask(sb * h / spd)
     full = attn + mlp
+    # --recompute-modules (megatron transformer_layer.py, attention.py, mlp.py, moe/{moe_layer,experts,
+    # shared_experts}.py, multi_latent_attention.py): what each drops from ``full``
+    # - layernorm (output-discarding CheckpointWithoutOutput on each separate norm): the norm's saved
+    #   internals beyond its input (stats; torch's fp32 copies) and its output, the next linear's input;
+    # - mlp (dense layers, a checkpoint of the MLP): fc1's output and fc2's input, and with TE's fused
+    #   LayerNormMLP the norm's stats and output too (the checkpoint keeps the residual input);
+    # - moe (a checkpoint of the MoE layer, which keeps its input): routing state, permuted tokens,
+    #   the experts' and the shared expert's tensors; shared_experts: the shared expert's;
+    # - moe_act (grouped GEMM, output-discarding): the experts' activation output (fc2's input);
+    # - mla_up_proj (output-discarding): the up projections' outputs, query / key after RoPE and V.
+    norm_internal = (impl.norm_bytes * sb * h / spd if impl.norm_bytes != a else 0.0) + stats
+    sep_in = not impl.fused_norm_linear or arch.multi_latent_attention
+    sep_mlp = not impl.fused_norm_linear or moe
+    drops = {"core_attn": core,
+             "layernorm": (sep_in + sep_mlp) * (norm_internal + a * sb * h / spd)}
+    if not moe:
+        fused_ln = 0.0 if sep_mlp else norm_internal + a * sb * h / spd
+        drops["mlp"] = a * sb * g * arch.ffn_hidden_size / t + a * sb * arch.ffn_hidden_size / t + fused_ln
+    else:
+        E, k, fe = arch.num_experts or 1, arch.moe_router_topk, arch.expert_ffn
+        pairs = sb * k
+        shared = a * sb * (g + 1) * arch.moe_shared_expert_intermediate_size / t
+        drops["moe"] = sb * (20 * k + 3 * E) + pairs * (a * h + a * (g + 1) * fe / etp) + shared
+        drops["shared_experts"] = shared
+        drops["moe_act"] = pairs * a * fe / etp
+    if arch.multi_latent_attention:
+        drops["mla_up_proj"] = (a * sb * arch.num_attention_heads * (2 * (arch.qk_head_dim + arch.qk_pos_emb_head_dim)
+                                                                      + arch.v_head_dim) / t)
+    # --offload-modules (fine-grained activation offloading, megatron transformer_config.offload_modules:
+    # "offload the input of the specified modules"): the bytes each moves to host
+    d_att = arch.kv_channels if not arch.multi_latent_attention else arch.qk_head_dim + arch.qk_pos_emb_head_dim
+    n_kv = arch.kv_heads if not arch.multi_latent_attention else nq
+    off = {"attn_norm": norm(h), "qkv_linear": a * sb * h / spd,
+           "core_attn": a * sb * (nq + n_kv) * d_att / t + a * sb * n_kv * (arch.v_head_dim if arch.multi_latent_attention
+                                                                              else arch.kv_channels) / t,
+           "attn_proj": o, "mlp_norm": norm(h)}
+    if moe:
+        pairs = sb * arch.moe_router_topk
+        off["expert_fc1"] = pairs * a * h
+        off["moe_act"] = pairs * a * g * arch.expert_ffn / etp
+    if fp8:
+        # Transformer Engine saves its linears' inputs quantized for the weight-gradient GEMM
+        # (transformer_engine/pytorch/module/{layernorm_linear,linear,layernorm_mlp,grouped_linear}.py:
+        # ``ln_out`` / ``inputmat`` / ``act_out`` kept as fp8, columnwise usage): 1 byte (+ scales: MXFP8
+        # one e8m0 per 32, blockwise one fp32 per 128) instead of the bf16 tensor where only the linear
+        # kept it (the norms' outputs, the activation output, the permuted tokens), in addition to it where
+        # it is kept anyway (the attention output, kept by the attention backward; the shared expert's
+        # input, kept by the router)
+        q = 1.0 + {"mxfp8": 1 / 32, "blockwise": 4 / 128}.get(fp8, 0.0)
+        f_in = arch.expert_ffn if moe else arch.ffn_hidden_size
+        delta = -(a - q) * sb * h / spd * (2 if not arch.multi_latent_attention else 1)  # QKV / fc1 inputs
+        delta += q * sb * nq * (arch.v_head_dim if arch.multi_latent_attention else arch.kv_channels) / t  # proj
+        if moe:
+            delta += -(a - q) * sb * arch.moe_router_topk * (h + f_in / etp)  # expert fc1 / fc2 inputs
+            if arch.moe_shared_expert_intermediate_size:
+                delta += q * sb * h / spd - (a - q) * sb * arch.moe_shared_expert_intermediate_size / t
+        else:
+            delta += -(a - q) * sb * f_in / t  # fc2 input
+        full += delta
     return LayerActivations(full=full, core_attention=core, layer_input=a * sb * h / spd,
-                            backward_temp=largest + a * sb * h / spd)
+                            backward_temp=largest + a * sb * h / spd, drops=tuple(drops.items()),
+                            offloadable=tuple(off.items()))
 
 
 def output_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1,
@@ -211,3 +284,29 @@ def rope_table_bytes(arch: ModelArch, *, seq: int, cp: int = 1) -> float:
         return 0.0
     d = arch.qk_pos_emb_head_dim if arch.multi_latent_attention else arch.kv_channels
     return 4.0 * seq // cp * d
+
+
+def mtp_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1, abytes: int = 2,
+                         impl: ActivationImpl = TE, recompute: str = "none") -> float:
+    """Bytes one multi-token-prediction module keeps per micro-batch (megatron
+    ``transformer/multi_token_prediction.py`` ``MultiTokenPredictionLayer`` and ``GPTModel._postprocess``):
+    ``enorm`` on the embedding of the shifted tokens and ``hnorm`` on the decoder's output (their inputs),
+    ``eh_proj``'s input (the concatenation, ``2h``), a transformer layer of the decoder's last-layer kind,
+    the final norm's input, one more ``a sb h`` because ``MultiTokenPredictionBlock`` concatenates the main
+    and MTP hidden states along the sequence (both output-layer inputs become views of that copy), and
+    the MTP loss's fp32 softmax ``4 sb V/t``.  ``recompute="full"``: the module is checkpointed
+    (``_checkpointed_forward``) and keeps its two inputs; ``selective``: the layer's core attention."""
+    s = seq // cp
+    sb = s * mbs
+    spd = tp if sp else 1
+    h = arch.hidden_size
+    v = arch.padded_vocab_size(tp) / tp
+    stats = (8 if arch.normalization == "layernorm" else 4) * sb / spd if impl.norm_stats else 0.0
+    norm = impl.norm_bytes * sb * h / spd + stats
+    last_moe = arch.is_moe_layer(arch.num_layers - 1)
+    la = layer_activation_bytes(arch, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, moe=last_moe, abytes=abytes, impl=impl)
+    head = abytes * sb * h / spd + 4.0 * sb * v
+    if recompute == "full":
+        return 2 * abytes * sb * h / spd + head
+    layer = la.full - (la.core_attention if recompute == "selective" else 0.0)
+    return 3 * norm + abytes * sb * 2 * h / spd + layer + head

@@ -29,9 +29,12 @@ in torchtitan's modules (``models/common/{attention,feed_forward}.py``, ``nn.RMS
   reduce-scatter outputs ``a sbh/t`` of wo and w2 (``_c10d_functional.reduce_scatter_tensor``);
 - ``full``: the block input ``a sbh/t``; every-N: full AC on blocks ``N, 2N, ...`` (1-based), none on
   the others (torchtitan v0.2 ``_apply_layer_sac``);
-- compiled (``training.compile``): the norms keep their bf16 input + rstd (inductor fuses them) and
-  SwiGLU keeps w1 and w3 outputs only (``2 a sb F / t``; the min-cut partitioner of
-  ``torch/_functorch/partitioners.py`` recomputes the pointwise silu*mul): a stated model, not traced.
+- compiled (``training.compile``, per-block ``torch.compile``): what inductor's partitioner
+  (``torch/_functorch/partitioners.py`` ``min_cut_rematerialization_partition``, ``compiler="inductor"``,
+  with inductor's decompositions) saves between the forward and backward graphs: the block input, the
+  norms' bf16 outputs and fp32 rstd, q/k/v after RoPE, the attention output and log-sum-exp, wo's output,
+  w1 and w3 outputs and w2's input (``3 a sb F / t``: silu(w1) is recomputed), traced on a meta block
+  (``tests/test_memory_titan.py``).
 
 Last stage: final norm kept + lm_head input ``a sbh`` + the loss's fp32 log-probabilities
 ``4 sb V/t`` (``cross_entropy_loss(pred.flatten(0, 1).float())``; under TP the vocab-parallel loss keeps
@@ -44,10 +47,12 @@ its local fp32 ``log_probs``).  Transient levels walked through the step (the pe
   ``4 U``, its output ``4 U / S``, the world-size-one copy ``4 U`` (``S = 1``), lm_head's input gradient;
 - each block's backward (same per-unit terms, the block's own backward temporaries, the previous
   block's prefetched parameters) and the embedding's (dense bf16 weight gradient);
-- PP (torch.distributed.pipelining with FSDP): the stage's parameters stay unsharded in bf16
-  (``reshard_after_forward=False`` by default under PP) and the gradients accumulate unsharded in fp32
-  across micro-batches (``set_requires_gradient_sync(False)`` until the last; FSDP2
-  ``unsharded_accumulated_grad`` in the reduce dtype): ``(2 + 4) N_stage`` on top, a stated model.
+- PP (torch.distributed.pipelining with FSDP2, :func:`pp_rank_walk` over the rank's schedule order
+  :func:`torch_pp_ops`): receive buffers per micro-batch, the stage's parameters unsharded in bf16
+  (``reshard_after_forward=False`` by default under PP), fp32 unsharded gradients accumulated across
+  micro-batches (no gradient sync until ``perform_reduce_grad``), each micro-batch in flight with its
+  stage output, then the reduce unit by unit; traced per stage and per term for 1F1B, GPipe and
+  Interleaved 1F1B (``tests/test_memory_titan_pp.py``).
 """
 
 from __future__ import annotations
@@ -78,12 +83,21 @@ class TitanLayer:
 
 def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1, ac: str = "none",
                            compiled: bool = False, impl: TitanImpl = TITAN, moe: bool = False,
-                           ep: int = 1) -> TitanLayer:
+                           ep: int = 1, attn: str = "flex") -> TitanLayer:
     """Bytes one torchtitan decoder block keeps per micro-batch on one GPU (module docstring).
 
-    ``ac``: ``none`` | ``op`` | ``full``.  MoE blocks (not traced): the attention as for dense plus
-    the routed tokens ``sb topk`` with their input ``h``, the expert w1/w3/silu/w2 inputs ``4 Fe`` and
-    a shared expert as a dense MLP (torchtitan ``models/common/moe.py``; balanced routing).
+    ``attn``: ``flex`` (torchtitan 0.3.0's default ``FlexAttention``: also keeps the fp32 ``max_scores``
+    ``[b, heads, s]``, ``torch/_higher_order_ops/flex_attention.py`` ``FlexAttentionAutogradOp``; under
+    CP its K and V are all-gathered (``flex_cp_allgather``) and kept at the full sequence) or ``sdpa``
+    (``ScaledDotProductAttention``; under CP torch's ring attention, whose merged output is laid out
+    ``[b, heads, s, d]``, so the output projection keeps its own contiguous copy).
+
+    ``ac``: ``none`` | ``op`` | ``full``.  MoE blocks (traced for qwen3 and deepseek_v3 without AC): the
+    attention plus the router's scores, top-k indices and scores, the dispatcher's sorted indices, the
+    routed tokens ``sb topk`` with their input ``h``, the grouped-GEMM w1/w3/silu/w2 tensors ``4 Fe``, the
+    combine's fp32 copy ``4 h`` per pair and a shared expert as a dense MLP (torchtitan
+    ``models/common/{moe,token_dispatcher}.py``; balanced routing); op-SAC on MoE / MLA blocks reuses the
+    dense save-list count (not traced).
     """
     a = 2
     s = seq // cp
@@ -104,21 +118,47 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         dv = d
         qkv_out = a * sb * qkv / t
     lse = 4.0 * mbs * nq / t * s
+    if attn == "flex":
+        lse *= 2  # logsumexp + max_scores
     o = a * sb * nq * dv / t
-    attn = norm + a * sb * h + a * sb * qkv / t + o + lse
+    kv_extra = 0.0
+    if cp > 1 and attn == "flex" and not arch.multi_latent_attention:
+        kv_extra = a * mbs * (seq - s) * 2 * arch.kv_heads * arch.kv_channels / t  # K, V at the full sequence
+    ring_copy = o if (cp > 1 and attn != "flex") else 0.0  # wo's contiguous copy of the ring output
+    if arch.multi_latent_attention:
+        # torchtitan deepseek_v3 MLA (models/deepseek_v3/model.py): the latents are not split over TP;
+        # kept: the q (LoRA) norm and wq_b input, the kv norm and wkv_b input, q and k after the RoPE
+        # concat, wkv_b's output (V is a view of it), the attention output and log-sum-exp
+        dn, dr, kvl = arch.qk_head_dim, arch.qk_pos_emb_head_dim, arch.kv_lora_rank
+        lat = (nb * sb * kvl + 4.0 * sb) + a * sb * kvl
+        if arch.q_lora_rank:
+            lat += (nb * sb * arch.q_lora_rank + 4.0 * sb) + a * sb * arch.q_lora_rank
+        qkv_b = a * sb * nq * (2 * (dn + dr) + dn + dv) / t
+        attn_b = norm + a * sb * h + lat + qkv_b + o + lse + kv_extra + ring_copy
+    else:
+        attn_b = norm + a * sb * h + a * sb * qkv / t + o + lse + kv_extra + ring_copy
+    if arch.qk_layernorm and not arch.multi_latent_attention:
+        # per-head q / k RMSNorm (qwen3): their inputs (the QKV output's q and k) + fp32 rstd per head
+        attn_b += (nb * sb * arch.kv_channels + 4.0 * sb) * (nq + arch.kv_heads) / t
     g = 2 if arch.swiglu else 1
     mlp_norm = norm + a * sb * h
     if moe:
         k, fe = arch.moe_router_topk, arch.expert_ffn
-        mlp = mlp_norm + sb * k * a * (h + (2 if compiled else 2 * g) * fe)
+        # router (models/common/moe.py TokenChoiceTopKRouter): its scores over the experts, the top-k
+        # indices (int64) and scores; the dispatcher's sorted token indices (int64, two) and scores per
+        # (token, expert) pair; the combine multiplies the experts' output by the scores in fp32
+        # (token_dispatcher.py ``combine``: the fp32 copy is kept for the scores' gradient)
+        E = arch.num_experts or 1
+        mlp_norm += a * sb * E + sb * k * (8 + a) + sb * k * (16 + a) + 4.0 * sb * k * h
+        mlp = mlp_norm + sb * k * a * (h + (g + 1 if compiled else 2 * g) * fe)
         if arch.moe_shared_expert_intermediate_size:
-            mlp += (2 if compiled else 2 * g) * a * sb * arch.moe_shared_expert_intermediate_size / t
+            mlp += (g + 1 if compiled else 2 * g) * a * sb * arch.moe_shared_expert_intermediate_size / t
         f_out = a * sb * k * fe
     else:
         f = arch.ffn_hidden_size
-        mlp = mlp_norm + (2 if compiled else 2 * g) * a * sb * f / t
+        mlp = mlp_norm + (g + 1 if compiled else 2 * g) * a * sb * f / t
         f_out = a * sb * f / t
-    full = attn + mlp
+    full = attn_b + mlp
     layer_input = a * sb * h / t
     if ac == "full":
         kept = layer_input
@@ -188,4 +228,175 @@ def stage_walk(*, static: float, units: list[tuple[str, float, float, float]], S
         levels.append((static + grads + acts + 4 * U / S + tr + pp_extra,
                        {"gradients": grads + 4 * U / S, "activations": acts, "transient": tr + pp_extra}))
         grads += 4 * U / S
+    return max(levels, key=lambda x: x[0])
+
+
+@dataclass(frozen=True)
+class PPStage:
+    """One pipeline stage (a model part of torchtitan's splitter) as the PP walk sees it, per GPU.
+
+    ``units``: FSDP units in forward order, ``(kind, U, kept, rebuilt)`` with ``kind`` ``emb`` / ``layer``
+    / ``head``, ``U`` parameters per TP rank, ``kept`` bytes one micro-batch keeps for its backward,
+    ``rebuilt`` what its recomputation rebuilds in backward.  ``extra_kept``: per micro-batch bytes kept
+    outside the units (token ids, the stage output held in the schedule's ``fwd_cache``, on the last
+    stage the final norm, lm_head input, fp32 log-probabilities and the bf16 logits).  ``boundary``: the
+    bytes of one stage-boundary tensor ``a sb h`` (one receive buffer per micro-batch).
+    """
+
+    units: tuple[tuple[str, float, float, float], ...]
+    extra_kept: float
+    first: bool
+    last: bool
+    boundary: float
+    loss_grads: float = 0.0  # last stage: fp32 gradients of the logits in the loss backward
+    logits_kept: float = 0.0  # last stage: bf16 logits (the stage output, alive through its backward)
+    log_probs: float = 0.0  # last stage: the loss's fp32 log-probabilities (freed by the loss backward)
+
+
+def torch_pp_ops(schedule: str, pp: int, vpp: int, nmb: int, rank: int) -> list[tuple[str, int, int]]:
+    """The compute actions of one PP rank in torch.distributed.pipelining's schedule order, as
+    ``(F|B, local chunk, micro-batch)``: ``Schedule1F1B`` (``min(nmb, pp - rank)`` warm-up forwards, then
+    one backward and one forward, then the remaining backwards), ``ScheduleGPipe`` (all forwards, then
+    all backwards) and ``ScheduleInterleaved1F1B`` (``_get_warmup_ops`` / ``_get_1f1b_rank_ops``:
+    ``(vpp - 1) * mpr + 2 (pp - 1 - rank)`` warm-up forwards with ``mpr = nmb / max(1, nmb // pp)``
+    micro-batches per round, chunk ``(op // mpr) % vpp`` forward, ``vpp - 1 - ((op - warmup) // mpr) % vpp``
+    backward)."""
+    if schedule == "gpipe":
+        return [("F", 0, i) for i in range(nmb)] + [("B", 0, i) for i in range(nmb)]
+    if vpp == 1:
+        w = min(nmb, pp - rank)
+        ops = [("F", 0, i) for i in range(w)]
+        for i in range(nmb):
+            ops.append(("B", 0, i))
+            if w + i < nmb:
+                ops.append(("F", 0, w + i))
+        return ops
+    rounds = max(1, nmb // pp)
+    mpr = nmb // rounds
+    warm = min((vpp - 1) * mpr + 2 * (pp - 1 - rank), nmb * vpp)
+    total = nmb * vpp
+    fwd_mb = [0] * vpp
+    bwd_mb = [0] * vpp
+    ops: list[tuple[str, int, int]] = []
+    for op in range(total + warm):
+        if op < total:
+            c = (op // mpr) % vpp
+            ops.append(("F", c, fwd_mb[c]))
+            fwd_mb[c] += 1
+        if op >= warm:
+            c = vpp - 1 - ((op - warm) // mpr) % vpp
+            ops.append(("B", c, bwd_mb[c]))
+            bwd_mb[c] += 1
+    return ops
+
+
+def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, int, int]], S: int, nmb: int,
+                 held: bool, layer_bwd: float) -> tuple[float, dict[str, float]]:
+    """Peak of one GPU of a pipeline rank over torch.distributed.pipelining's step with FSDP2, and its
+    breakdown (``gradients``, ``activations``, ``transient``, and inside those ``held`` unsharded
+    parameters, ``recv`` buffers, ``accumulated`` gradients).  ``stages``: the rank's model parts (one per
+    local virtual stage), ``ops``: :func:`torch_pp_ops`; ``held``: ``reshard_after_forward=False``
+    (torchtitan's default under PP; ``True`` reshards each unit after every forward, and its backward,
+    which under PP does not reshard, unshards it again).
+
+    What torch (``torch/distributed/pipelining/{stage,schedules}.py``) and FSDP2
+    (``torch/distributed/fsdp/_fully_shard/_fsdp_param{,_group}.py``, ``_fsdp_collectives.py``) hold,
+    traced (``tests/titan_trace.py trace_pp``):
+
+    - receive buffers allocated once per micro-batch and kept across steps
+      (``_setup_forward_recv_info`` / ``_setup_backward_recv_info``): ``nmb`` activation buffers on every
+      stage but the first, ``nmb`` gradient buffers on every stage but the last, ``a sb h`` each;
+    - parameters unsharded in bf16 at the first forward and kept (``reshard_after_forward=False`` and
+      ``set_reshard_after_backward(False)`` in ``backward_maybe_with_nosync``): ``2 N``;
+    - gradients accumulated unsharded in fp32 (``set_requires_gradient_sync(False)``:
+      ``to_accumulated_grad_if_needed`` casts the first bf16 gradient to fp32, later ones add in place):
+      ``4 N`` from each unit's first backward on;
+    - per micro-batch in flight: the units' kept activations and the stage output held in ``fwd_cache``
+      (last stage: the bf16 logits, alive through that micro-batch's backward); the previous backward's
+      input gradient is still referenced by its pending send;
+    - after a stage's last backward ``perform_reduce_grad`` reduces unit by unit in forward order:
+      reshard, the fp32 reduce-scatter input ``4 U`` beside the accumulated gradient (the embedding's and
+      the head's still alive at the output ``4 U / S``); the last forward's output is still referenced.
+    """
+    n = len(stages)
+    hp = [2.0 * sum(u[1] for u in st.units) for st in stages]
+    acc_all = [4.0 * sum(u[1] for u in st.units) for st in stages]
+    K = [sum(u[2] for u in st.units) + st.extra_kept for st in stages]
+    recv = sum(nmb * st.boundary * ((not st.first) + (not st.last)) for st in stages)
+    inflight = [0] * n
+    acc_done = [False] * n
+    unsh = [False] * n
+    reduced = [False] * n
+    sharded_grads = 0.0
+    pending_in_grad = 0.0
+    last_out = 0.0
+    levels: list[tuple[float, dict[str, float]]] = []
+
+    def add(acts: float, grads: float, trans: float, held_now: float, acc: float) -> None:
+        levels.append((static + acts + grads + trans + held_now,
+                       {"activations": acts, "gradients": grads, "transient": trans + held_now,
+                        "held": held_now, "recv": recv, "accumulated": acc}))
+
+    for kind, c, mb in ops:
+        st = stages[c]
+        if kind == "F":
+            inflight[c] += 1
+            unsh[c] = held  # reshard_after_forward=True frees them again after the forward
+            last_out = st.logits_kept if st.last else st.boundary
+            continue
+        others = sum(inflight[i] * K[i] for i in range(n)) - K[c]
+        base_acts = recv + others + pending_in_grad
+        G_other = sharded_grads + sum(acc_all[i] for i in range(n) if i != c and acc_done[i])
+        H_other = sum(hp[i] for i in range(n) if i != c and unsh[i])
+        G = G_other + (acc_all[c] if acc_done[c] else 0.0)
+        acts = K[c]
+        unit_unsh = 0.0
+        for ukind, U, kept, rebuilt in reversed(st.units):
+            first_acc = 0.0 if acc_done[c] else 4.0 * U
+            Hc = hp[c] if unsh[c] else unit_unsh + 2.0 * U
+            if ukind == "head":
+                # loss backward: fp32 gradients of the logits beside everything kept
+                add(base_acts + acts, G, st.loss_grads, H_other + (hp[c] if unsh[c] else unit_unsh), G)
+                acts -= st.log_probs
+                # lm_head backward: bf16 weight gradient beside the logits' gradient and its input's
+                add(base_acts + acts, G + first_acc, 2.0 * U + st.logits_kept + st.boundary, H_other + Hc,
+                    G + first_acc)
+                acts -= kept
+            elif ukind == "emb":
+                acts -= kept
+                add(base_acts + acts, G + first_acc, 2.0 * U, H_other + Hc, G + first_acc)
+            else:
+                # the block's backward (its recomputed activations, gradient temporaries, bf16 weight
+                # gradients), then its post-backward (the first micro-batch upcasts to fp32)
+                add(base_acts + acts - kept, G, 2.0 * U + rebuilt + layer_bwd, H_other + Hc, G)
+                acts -= kept
+                add(base_acts + acts, G + first_acc, 2.0 * U, H_other + Hc, G + first_acc)
+            G += first_acc
+            unit_unsh += 2.0 * U
+        inflight[c] -= 1
+        acc_done[c] = True
+        unsh[c] = True
+        pending_in_grad = 0.0 if st.first else st.boundary
+        if mb == nmb - 1:
+            # perform_reduce_grad of this stage, units in forward order
+            others = sum(inflight[i] * K[i] for i in range(n))
+            acts_r = recv + others + last_out + pending_in_grad
+            G_other = sharded_grads + sum(acc_all[i] for i in range(n) if i != c and acc_done[i] and not reduced[i])
+            H_other = sum(hp[i] for i in range(n) if i != c and unsh[i])
+            done = 0.0
+            rest_acc = acc_all[c]
+            rest_held = hp[c]
+            for ukind, U, _, _ in st.units:
+                rest_acc -= 4.0 * U
+                rest_held -= 2.0 * U
+                # copy-in: the accumulated gradient beside the reduce-scatter input; the embedding's and
+                # the head's accumulated gradient is still alive when the output is allocated (traced), a
+                # block's is freed after the copy-in (``foreach_reduce``: ``unsharded_grads.clear()``)
+                rs = 8.0 * U + (4.0 * U / S if ukind in ("emb", "head") else 0.0)
+                add(acts_r, G_other + done + rest_acc, rs, H_other + rest_held, G_other + rest_acc)
+                done += 4.0 * U / S
+            sharded_grads += done
+            reduced[c] = True
+            unsh[c] = False
+            acc_done[c] = False
     return max(levels, key=lambda x: x[0])

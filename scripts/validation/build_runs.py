@@ -132,6 +132,13 @@ def convert(r: dict) -> tuple[dict | None, str]:
         training["attention_backend"] = "unfused"
         model.update(attention_dropout=0.1, hidden_dropout=0.1)
         assumptions.append("unfused attention (scores materialised; pre-FlashAttention Megatron), dropout 0.1")
+        if group == "narayanan2021":
+            # the asynchronous TP all-reduce behind the backward GEMMs came to Megatron-LM in 2021-09
+            # (commit f3e57f6 "remove increasing nccl stream for overlapping allreduce and gemm"), after
+            # the paper's runs (arXiv 2104.04473, April 2021); Korthikanti 2022's sequence-parallel code
+            # has it (LinearWithGradAccumulationAndAsyncCommunication, 2022-03)
+            training["tp_async_backward"] = False
+            assumptions.append("TP backward all-reduce synchronous (Megatron-LM before 2021-09)")
         source = dict(framework="megatron")
     elif group.startswith("torchtitan"):
         model.update(swiglu=True, normalization="rmsnorm", position_embedding="rope", untie_embeddings_and_output_weights=True)
@@ -341,6 +348,38 @@ def flops_per_token_full_attention(plan) -> float:
     return model_flops_per_iteration(plan, causal_attention=False) / plan.tokens_per_iteration
 
 
+# Settings of the NeMo rows that their ``megatron_flags`` leave out, read from the NeMo launcher
+# configuration each row names (NVIDIA/NeMo-Framework-Launcher, launcher_scripts/conf/training/<family>/
+# <model>.yaml): ``hidden_dropout`` / ``attention_dropout``.  Megatron-LM's defaults are 0.1, so a row
+# whose flags omit them would otherwise be read with dropout on.  (row-id prefix, flags, source)
+NEMO_CONFIG_FLAGS: list[tuple[str, list[str], str]] = [
+    ("nemo2407_h100_fp8_GPT3-", ["--hidden-dropout", "0.1", "--attention-dropout", "0.1"],
+     "NeMo-Framework-Launcher @23972bc5415 conf/training/gpt3/{5b,20b,175b}.yaml: hidden_dropout 0.1, "
+     "attention_dropout 0.1"),
+    ("nemo2407_h100_fp8_LLAMA2-", ["--hidden-dropout", "0.0", "--attention-dropout", "0.0"],
+     "NeMo-Framework-Launcher @23972bc5415 conf/training/llama/llama2_{7b,13b,70b}.yaml: hidden_dropout 0.0, "
+     "attention_dropout 0.0, ffn_dropout 0.0"),
+    ("nemo2407_h100_fp8_Nemotron-", ["--hidden-dropout", "0.0", "--attention-dropout", "0.0"],
+     "NeMo-Framework-Launcher @23972bc5415 conf/training/nemotron/nemotron_{8b,22b,340b}.yaml: hidden_dropout 0.0, "
+     "attention_dropout 0.0, ffn_dropout 0.0"),
+    ("nemo_longseq_h100_llama2_7b_", ["--hidden-dropout", "0.0", "--attention-dropout", "0.0"],
+     "NeMo-Framework-Launcher tag 24.03.01 (the table's container) conf/training/llama/llama2_7b.yaml: "
+     "hidden_dropout 0.0, attention_dropout 0.0, ffn_dropout 0.0"),
+]
+
+
+def config_flags(rid: str, flags: list[str]) -> tuple[list[str], list[str]]:
+    """Flags of ``NEMO_CONFIG_FLAGS`` for row ``rid`` that its own flags do not set, and the
+    assumption lines that say where they come from."""
+    have = {f.split()[0] for f in flags}
+    for pre, extra, src in NEMO_CONFIG_FLAGS:
+        if rid.startswith(pre):
+            add = [x for flag, val in zip(extra[::2], extra[1::2]) if flag not in have for x in (flag, val)]
+            if add:
+                return add, [f"from the NeMo launcher config ({src}): {' '.join(add)}"]
+    return [], []
+
+
 def flag_row(r: dict, role: str, group: str):
     """A row with ``megatron_flags`` through the Megatron adapter (``plan_from_argv``)."""
     from primus_launch.adapters.megatron import plan_from_argv
@@ -352,6 +391,8 @@ def flag_row(r: dict, role: str, group: str):
     argv = ["pretrain_gpt.py"]
     for f in r["megatron_flags"]:
         argv += f.split()
+    extra, extra_notes = config_flags(r["id"], r["megatron_flags"])
+    argv += extra
     try:
         plan = plan_from_argv(argv, cluster=_cluster_for(gpu, hw["num_gpus"], hw.get("gpus_per_node")))
     except Exception as e:  # the reader cannot express a flag yet: say which
@@ -375,7 +416,8 @@ def flag_row(r: dict, role: str, group: str):
     row = dict(id=r["id"], source=r["source"], source_group=group, model_name=r.get("model_name"), plan=pd,
                gpus=r["hardware"]["num_gpus"], measured_tokens_per_sec_per_gpu=target, comparison=how,
                measured=meas, flops_convention=r.get("flops_convention"),
-               assumptions=list(r.get("flags_unknown") or []) + [f"adapter: not modelled {u}" for u in unread],
+               assumptions=list(r.get("flags_unknown") or []) + extra_notes
+               + [f"adapter: not modelled {u}" for u in unread],
                dense=not r["architecture"].get("num_experts"), role=role, from_flags=True)
     return row, ""
 

@@ -108,10 +108,12 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     arch_key = f"collectives {coll._arch_key(coll.get_gpu(gpu).arch)}/fabric" if fab.fitted else "calibration defaults"
     rows = []
     tp = _tp_times(plan, gpu, lay)
-    tpe = _tp_exposed(plan, tp, lt.part("dense", "gemm"))
+    tpe = _tp_exposed(plan, tp, lt, gpu, lay)
     rows.append(("TP (" + ("AG/RS, SP" if plan.parallel.sequence_parallel else "all-reduce") + f") {lay.tp.size} ranks, "
                  f"{lay.tp.nodes} domain(s)", *[1e3 * x for x in tp + tpe],
-                 f"{arch_key}; overlap: " + ("TE userbuffers / async TP" if plan.training.tp_comm_overlap else "none")))
+                 f"{arch_key}; overlap: " + ("TE userbuffers / async TP" if plan.training.tp_comm_overlap else
+                                                   ("column-parallel backward async" if plan.framework == "megatron"
+                                                    else "none"))))
     cp = _cp_times(plan, gpu, lay)
     attn = lt.attn_core
     if plan.parallel.cp_comm_type in ("p2p", "a2a+p2p") and attn is not None:
@@ -158,12 +160,27 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
         ("in-situ efficiency", f"{cal.framework_eff(plan.framework):.3f} (calibration.FRAMEWORK_EFF[{plan.framework}], "
                                f"calibrated on calibration rows)"),
         ("sustained clock", f"{cal.sustained_clock(gpu, get_gpu(gpu).sustained_clock_fraction, arch):.3f} "
-                            "(calibration.SUSTAINED_CLOCK)"),
+                            "(calibration.SUSTAINED_CLOCK, power-limited architectures)"),
         ("scale-up domain", f"{scaleup_domain(plan)} GPUs"),
+        ("SM contention", _contention_line(plan)),
     ]
     if t.precision in ("fp8", "fp4"):
         rows.append(("low-precision recipe", f"{recipe_of(plan)}" + (", FP8 parameter all-gather" if t.fp8_param_gather else "")))
     return rows
+
+
+def _contention_line(plan: Plan) -> str:
+    """Which overlapped communication holds SMs in this plan (cost/contention.py)."""
+    from primus_launch.projection.cost import contention as con
+
+    t, p = plan.training, plan.parallel
+    parts = []
+    if t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron":
+        parts.append(f"TE userbuffers: proj/FC2 fprop, QKV/FC1 dgrad+wgrad with a {con.UB_SMS['pipeline']}-SM margin")
+    if plan.model.is_moe and p.ep > 1:
+        parts.append(f"EP {t.moe_token_dispatcher}: {con.ep_sms(t.moe_token_dispatcher)} SMs while overlapped")
+    parts.append(f"overlapped NCCL collectives: {con.NCCL_SMS} SMs")
+    return "; ".join(parts)
 
 
 def explain_text(plan: Plan, result=None) -> str:

@@ -1,0 +1,78 @@
+"""SM contention: communication kernels that run next to compute hold SMs the compute cannot use.
+
+Overlapping communication with compute hides its time but not its SMs: NCCL runs each channel of a
+collective as one CTA resident on an SM for the whole operation, DeepEP / HybridEP run their
+dispatch and combine kernels on a fixed SM count, and Transformer Engine's userbuffers (Megatron
+``--tp-comm-overlap``) either run their communication on copy engines with one SM of bookkeeping or on
+a fixed SM count while the GEMM is launched with an SM margin.  Two closed forms:
+
+- a GEMM launched with an SM margin of ``n`` (TE userbuffers ``set_sm_margin``) runs on ``U - n`` of
+  the ``U`` SMs for its whole duration: ``t' = t U / (U - n)`` (:func:`margin_factor`);
+- a communication kernel holding ``n`` SMs for the ``h`` seconds it overlaps saturated compute
+  displaces ``n/U`` of the compute for that time, which the compute makes up afterwards:
+  ``extra = h n / U`` (:func:`displaced`).
+
+SM counts (each from the framework's code or the recipes that launch it):
+
+- ``UB_SMS`` / ``UB_METHOD``: Transformer Engine's default userbuffers configuration
+  (``transformer_engine/pytorch/module/base.py`` ``initialize_ub.get_default_config`` @d0067d0):
+  ``ring_exchange`` (all-gather overlap of qkv/fc1 forward and proj/fc2 input-grad) ``num_sm`` 1, on
+  copy engines (``use_ce``), no margin; ``pipeline`` (reduce-scatter overlap of proj/fc2 forward) and
+  ``bulk`` (qkv/fc1 input-grad and weight-grad) ``num_sm`` 16 with ``set_sm_margin``; proj/fc2 weight
+  gradients are ``external`` (no communication kernel of their own).  NeMo's tuned configurations use
+  the same methods with 2-24 SMs (NeMo-Framework-Launcher ``conf/training/tp_overlap/ub_cfg_*.yaml``).
+- ``DEEPEP_SMS`` = 20, ``HYBRIDEP_SMS`` = 16: Megatron-Core's defaults ``moe_deepep_num_sms`` /
+  ``moe_hybridep_num_sms`` (``megatron/core/transformer/transformer_config.py``, core_r0.16.0).
+- ``NCCL_SMS`` = 20: NCCL's channel count is a runtime topology-search result (``src/graph/search.cc``,
+  up to ``MAXCHANNELS`` = 64 CTAs); we take the SMs NVIDIA's own Megatron-LM recipes leave free for
+  the communication that runs next to compute: ``NVTE_FWD_LAYERNORM_SM_MARGIN`` /
+  ``NVTE_BWD_LAYERNORM_SM_MARGIN`` = 20-24 in ``examples/moe_recipes`` ENV_VARS (dev branch), the low
+  end, equal to DeepEP's default.  A stated value, not fitted.
+"""
+
+from __future__ import annotations
+
+UB_SMS = {"ring_exchange": 1, "pipeline": 16, "bulk": 16, "external": 0}
+# (layer GEMM, pass) -> TE userbuffers method; passes: 0 forward, 1 input-grad, 2 weight-grad
+UB_METHOD = {
+    "qkv": ("ring_exchange", "bulk", "bulk"),
+    "fc1": ("ring_exchange", "bulk", "bulk"),
+    "proj": ("pipeline", "ring_exchange", "external"),
+    "fc2": ("pipeline", "ring_exchange", "external"),
+}
+UB_MARGIN = {"ring_exchange": False, "pipeline": True, "bulk": True, "external": False}
+DEEPEP_SMS = 20
+HYBRIDEP_SMS = 16
+NCCL_SMS = 20
+
+
+def margin_factor(n: int, units: int) -> float:
+    """Time factor of a kernel launched with an SM margin of ``n`` on a GPU of ``units`` SMs."""
+    if n <= 0 or units <= n:
+        return 1.0
+    return units / (units - n)
+
+
+def ub_factors(gemm: str, units: int) -> tuple[float, float, float]:
+    """(forward, input-grad, weight-grad) time factors of layer GEMM ``gemm`` (``qkv``, ``proj``,
+    ``fc1``, ``fc2``) under TE userbuffers' default configuration (module doc): a margin of
+    ``num_sm`` where the method sets one, else the ``num_sm`` SMs its communication kernel holds
+    for the GEMM's duration (at most)."""
+    out = []
+    for method in UB_METHOD[gemm]:
+        n = UB_SMS[method]
+        out.append(margin_factor(n, units) if UB_MARGIN[method] else 1.0 + n / units)
+    return out[0], out[1], out[2]
+
+
+def displaced(hidden_s: float, n: int, units: int) -> float:
+    """Compute seconds displaced by a communication kernel holding ``n`` of ``units`` SMs for the
+    ``hidden_s`` seconds it overlaps compute (module doc)."""
+    if hidden_s <= 0 or n <= 0:
+        return 0.0
+    return hidden_s * n / units
+
+
+def ep_sms(dispatcher: str) -> int:
+    """SMs one EP dispatch / combine holds: DeepEP, HybridEP, else NCCL's all-to-all / all-gather."""
+    return {"deepep": DEEPEP_SMS, "hybridep": HYBRIDEP_SMS}.get(dispatcher, NCCL_SMS)
