@@ -1,7 +1,7 @@
 """``primus-launch``: project, tune or launch a Megatron-LM / TorchTitan training run.
 
     primus-launch --project RECIPE [--dry-run] [--gpu G --nodes N --gpus-per-node K] [--json]
-    primus-launch --tune RECIPE [--dry-run] [--budget N | --time-limit S] [--llm MODEL]
+    primus-launch --tune RECIPE [--dry-run] [--budget N | --time-limit S] [--llm MODEL] [--allow fp8,...]
     primus-launch [--project | --tune] [--launch [--force]] [--emit torchrun|slurm] -- COMMAND...
     primus-launch -- torchrun ... pretrain_gpt.py ...       (run the command unchanged)
 
@@ -58,7 +58,15 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--budget", type=int, help="tune: at most this many scored candidates")
     ap.add_argument("--time-limit", type=float, help="tune: stop after this many seconds")
     ap.add_argument("--llm", metavar="MODEL", help="tune: also ask this model (OPENAI_BASE_URL/OPENAI_API_KEY)")
-    ap.add_argument("--exhaustive", action="store_true", help="tune: score every legal candidate")
+    search = ap.add_mutually_exclusive_group()
+    search.add_argument("--exhaustive", action="store_true", default=None,
+                        help="tune: score every legal candidate (default: whenever that fits the time limit)")
+    search.add_argument("--planner", dest="exhaustive", action="store_false",
+                        help="tune: run the planner even when an exhaustive search would fit")
+    ap.add_argument("--workers", type=int, help="tune: processes of the exhaustive search (default: every core)")
+    ap.add_argument("--allow", action="append", default=[], metavar="LIST",
+                    help="tune: also search knobs that change numerics, comma-separated: fp8 (FP8 precision, "
+                         "scaling recipe, FP8 param gather), optimizer-dtypes (BF16 Adam moments)")
     ap.add_argument("--top", type=int, default=10, help="tune: rows in the top-N table")
     ap.add_argument("--log", help="tune: JSON log of every trial (default: next to the tuned recipe)")
     ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT)")
@@ -187,8 +195,8 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
         from primus_launch.projection.api import project
 
-        score = partial(project, dry_run=False, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
-                        measure_device=a.measure_device)
+        score = partial(project, dry_run=False, memory_margin=a.memory_margin, measure_device=a.measure_device,
+                        memory_basis=a.memory_basis)
     log_path = Path(a.log) if a.log else None
     out_recipe = None
     if a.tune != _FROM_COMMAND:
@@ -199,10 +207,11 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
             raise UserError(f"--out={a.out!r}: refusing to overwrite the original recipe; choose another path")
         if log_path is None:
             log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
+    allow = [x for item in a.allow for x in item.split(",") if x.strip()]
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
-               llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
-               progress=not a.json, log_path=log_path,
-               top_n=a.top)
+               llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
+               log_path=log_path, top_n=a.top, allow=allow,
+               workers=a.workers if a.dry_run else 1)  # the measured path holds the device: one process
     best = res.best_plan
     written = None
     if out_recipe is not None:

@@ -92,7 +92,10 @@ def write_tune_report(res, path: str | Path) -> Path:
             ("best", f"{b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU"),
             ("projected gain", f"{100 * res.gain:+.1f} %"),
             ("candidates", f"{res.scored} scored of {res.legal_candidates} legal "
-                           f"({100 * res.scored_fraction:.1f} %), {res.rejected} rejected, {res.elapsed_s:.1f} s")]
+                           f"({100 * res.scored_fraction:.1f} %), {res.rejected} rejected, {res.elapsed_s:.1f} s"),
+            ("search", f"{res.search}: " + (res.certificate or f"no certificate of optimality"
+                                                                f"{' (' + res.search_note + ')' if res.search_note else ''}")),
+            ("numerics-changing knobs allowed", ", ".join(res.allowed) or "none")]
     sections = [f"<h2>Search</h2>{_table(head)}",
                 "<div class=\"figure\">" + scatter_svg(res) + "</div>",
                 "<div class=\"figure\">" + incumbent_svg(res) + "</div>"]

@@ -24,7 +24,8 @@ BLOCKS = {
     "RECIPES": (["scripts/project_recipes.py"], lambda out: out),
     "BENCH_PROJECTION": (["scripts/bench_projection.py"], lambda out: "\n".join(out.splitlines()[:2])),
     "BENCH_PREFILTER": (["scripts/bench_prefilter.py"], lambda out: "\n".join(out.splitlines()[-3:])),
-    "BENCH_TUNER": (["scripts/bench_tuner.py", "--all"], lambda out: out[out.index("recipe    "):]),
+    "BENCH_TUNER": (["scripts/bench_tuner.py"], lambda out: out[out.index("recipe    "):]),
+    "CASE_STUDY": (["scripts/case_study.py"], lambda out: out),
     "VALIDATE_MEASURE": (["scripts/validate_measure.py"], lambda out: out[out.index("\n[") + 1:]),
 }
 
@@ -35,7 +36,7 @@ def main() -> int:
         print(f"running {' '.join(args)}", file=sys.stderr)
         out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
         body = pick(out).strip("\n")
-        fence = "" if name == "RECIPES" else "```"
+        fence = "" if name in ("RECIPES", "CASE_STUDY") else "```"
         text = text.replace(f"@{name}@", f"{fence}\n{body}\n{fence}".strip("\n") if fence else body)
     atomic_write_text(ROOT / "RESULTS.md", text)
     return 0

@@ -34,6 +34,13 @@ EXPECTED = {
                                 experts=(256, 8, 2048), cluster=(128, 8, "h100-sxm")),
     "qwen3_235b_a22b.sh": dict(layers=94, hidden=4096, ffn=12288, heads=64, kv=4, vocab=151936,
                                experts=(128, 8, 1536), cluster=(32, 8, "h100-sxm")),
+    # the tuner's case studies (issue 13)
+    "mixtral_8x22b_mi355x_32gpu.sh": dict(layers=56, hidden=6144, ffn=16384, heads=48, kv=8, vocab=32768,
+                                          experts=(8, 2, 16384), cluster=(4, 8, "mi355x")),
+    "deepseek_v3_h100_1024gpu_fp8.yaml": dict(layers=61, hidden=7168, ffn=18432, heads=128, kv=None, vocab=129280,
+                                              experts=(256, 8, 2048), cluster=(128, 8, "h100-sxm")),
+    "qwen3_235b_a22b_h100_256gpu.yaml": dict(layers=94, hidden=4096, ffn=12288, heads=64, kv=4, vocab=151936,
+                                             experts=(128, 8, 1536), cluster=(32, 8, "h100-sxm")),
 }
 
 # A legal change of tuned values per recipe, and the words a changed line may contain.
@@ -62,6 +69,12 @@ CHANGES = {
                                              pipeline_layers_last_stage=None, sequence_parallel=False),
                                training=dict(micro_batch_size=2, recompute=dict(granularity="full", method="block",
                                                                                 num_layers=4))),
+    "mixtral_8x22b_mi355x_32gpu.sh": dict(parallel=dict(tp=2, ep=4, sequence_parallel=True),
+                                          training=dict(micro_batch_size=2,
+                                                        recompute=dict(granularity="selective", method="uniform",
+                                                                       num_layers=None))),
+    "deepseek_v3_h100_1024gpu_fp8.yaml": dict(parallel=dict(tp=4, ep=32), training=dict(micro_batch_size=2)),
+    "qwen3_235b_a22b_h100_256gpu.yaml": dict(parallel=dict(pp=4, vpp=4, ep=16), training=dict(micro_batch_size=2)),
 }
 ALLOWED_WORDS = re.compile(
     r"tensor.model.parallel|pipeline.model.parallel|virtual|\bTP(_SIZE)?=|\bPP(_SIZE)?=|\bMBS=|micro.batch|MICRO_BATCH_SIZE=|"

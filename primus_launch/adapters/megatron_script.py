@@ -319,6 +319,17 @@ class CommandRecipe:
             edits.append(Edit(site[0], site[1], txt))
         return edits
 
+    def _locatable(self, o: Occ) -> bool:
+        """Whether the flag and its values are written where an insertion can follow them (not,
+        e.g., a value like ``${OUTPUT_DIR}/tensorboard`` that is part literal, part expansion)."""
+        if not self._site(o.flag_tok, None):
+            return False
+        try:
+            self.occ_region(o)
+        except UserError:
+            return False
+        return True
+
     def removal_edit(self, o: Occ) -> Edit:
         a, b = self.occ_region(o)
         return Edit(*_removal_region(self.text, a, b), "")
@@ -329,13 +340,13 @@ class CommandRecipe:
         for group in _RELATED.get(spec.group, (spec.group,)):
             for o in self.occs:  # the last flag of the same (or a related) argument group
                 if (o.spec is not None and o.spec.group == group and not any(o is x for x in exclude)
-                        and self._site(o.flag_tok, None)):
+                        and self._locatable(o)):
                     anchor = o
             if anchor is not None:
                 break
         if anchor is None:
             for o in self.occs:
-                if o.flag and not any(o is x for x in exclude) and self._site(o.flag_tok, None):
+                if o.flag and not any(o is x for x in exclude) and self._locatable(o):
                     anchor = o
         if anchor is None:
             if self.joiner == "\n":  # argv: append

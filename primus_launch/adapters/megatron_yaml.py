@@ -96,6 +96,9 @@ class YamlRecipe:
                 end = b if end < 0 else end
                 return Edit(a, end, ("\n" + " " * col).join(f"- {v}" for v in value))
             new = self._scalar_text(value)
+            if not isinstance(node, yaml.ScalarNode) and not node.flow_style:
+                end = self.text.rfind("\n", a, b)  # a block ends where the next key starts: keep its newline
+                return Edit(a, b if end < 0 else end, new)
             inner = raw.strip("'\"")
             m = _ENV.match(inner)
             if m:

@@ -21,9 +21,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from primus_launch.plan import legality_problems
 from primus_launch.tuner.engine import Engine
-from primus_launch.tuner.space import AXES, Knobs, apply_knobs
+from primus_launch.tuner.space import AXES, Knobs, problems_of
 
 # LLM-facing knob names -> Knobs fields (the plan's own names where they are clearer)
 FIELD_MAP: dict[str, str] = {
@@ -34,7 +33,15 @@ FIELD_MAP: dict[str, str] = {
     "pipeline_schedule": "schedule", "overlap_grad_reduce": "overlap_grad_reduce",
     "overlap_param_gather": "overlap_param_gather", "tp_comm_overlap": "tp_comm_overlap",
     "pipeline_layers_first_stage": "first_stage_layers", "pipeline_layers_last_stage": "last_stage_layers",
+    "recompute_modules": "rc_modules", "pipeline_layout": "layout",
+    "account_for_embedding_in_pipeline_split": "acc_embedding", "account_for_loss_in_pipeline_split": "acc_loss",
+    "cuda_graph_impl": "cuda_graph_impl", "cuda_graph_scope": "cuda_graph_scope",
+    "moe_token_dispatcher": "dispatcher", "overlap_moe_expert_parallel_comm": "ep_overlap",
+    "delay_wgrad_compute": "delay_wgrad", "compile": "compile", "offload_activation_layers": "offload_layers",
+    "offload_activation_modules": "offload_modules", "optimizer_offload_fraction": "optimizer_offload",
+    "precision": "precision", "fp8_recipe": "fp8_recipe", "fp8_param_gather": "fp8_param_gather",
 }
+_TUPLES = {"rc_modules", "cuda_graph_scope", "offload_modules"}
 
 
 class Proposal(BaseModel):
@@ -49,7 +56,7 @@ class Proposal(BaseModel):
     etp: Optional[int] = None
     sequence_parallel: Optional[bool] = None
     micro_batch_size: Optional[int] = None
-    dp_sharding: Optional[Literal["none", "optimizer", "full"]] = None
+    dp_sharding: Optional[Literal["none", "optimizer", "optimizer_grads", "full"]] = None
     dp_replicate: Optional[int] = None
     recompute_granularity: Optional[Literal["none", "selective", "full"]] = None
     recompute_method: Optional[Literal["uniform", "block"]] = None
@@ -60,6 +67,22 @@ class Proposal(BaseModel):
     tp_comm_overlap: Optional[bool] = None
     pipeline_layers_first_stage: Optional[int] = None
     pipeline_layers_last_stage: Optional[int] = None
+    recompute_modules: Optional[list[str]] = None
+    pipeline_layout: Optional[str] = None
+    account_for_embedding_in_pipeline_split: Optional[bool] = None
+    account_for_loss_in_pipeline_split: Optional[bool] = None
+    cuda_graph_impl: Optional[Literal["none", "local", "transformer_engine"]] = None
+    cuda_graph_scope: Optional[list[str]] = None
+    moe_token_dispatcher: Optional[Literal["alltoall", "allgather", "deepep", "hybridep"]] = None
+    overlap_moe_expert_parallel_comm: Optional[bool] = None
+    delay_wgrad_compute: Optional[bool] = None
+    compile: Optional[bool] = None
+    offload_activation_layers: Optional[int] = None
+    offload_activation_modules: Optional[list[str]] = None
+    optimizer_offload_fraction: Optional[float] = None
+    precision: Optional[Literal["bf16", "fp16", "fp8", "fp32"]] = None
+    fp8_recipe: Optional[str] = None
+    fp8_param_gather: Optional[bool] = None
     rationale: Optional[str] = None
 
 
@@ -81,7 +104,7 @@ def _extract_json(text: str) -> object:
 
 
 class LLMAdvisor:
-    def __init__(self, model: str, engine: Engine, *, rounds: int = 3, per_round: int = 8,
+    def __init__(self, model: str, engine: Optional[Engine], *, rounds: int = 3, per_round: int = 8,
                  timeout_s: float = 5.0, max_retries: int = 1):
         self.model = model
         self.e = engine
@@ -161,7 +184,8 @@ class LLMAdvisor:
         base = e.space[best] if best is not None else None
         if base is None:
             return None, "no incumbent configuration yet"
-        upd = {FIELD_MAP[k]: v for k, v in prop.model_dump(exclude_unset=True).items() if k != "rationale"}
+        upd = {FIELD_MAP[k]: (tuple(v) if FIELD_MAP[k] in _TUPLES and v is not None else v)
+               for k, v in prop.model_dump(exclude_unset=True).items() if k != "rationale"}
         shown = json.dumps(raw, default=str)
         k = base._replace(**upd)
         i = e.index.get(k)
@@ -177,7 +201,7 @@ class LLMAdvisor:
             col = AXES.index(f)
             code = e.lookups[col].get(v)
             if code is None:
-                probs = legality_problems(apply_knobs(e.plan, k))
+                probs = problems_of(e.plan, k)
                 if probs:
                     pf, pv, allowed = probs[0]
                     return None, f"candidate {shown} is illegal: {pf}={pv!r}: {allowed}"
@@ -187,7 +211,7 @@ class LLMAdvisor:
             fixed[col] = code
         near = e.nearest(best, fixed, limit=1, legal_only=False)
         if not near:
-            probs = legality_problems(apply_knobs(e.plan, k))
+            probs = problems_of(e.plan, k)
             if probs:
                 pf, pv, allowed = probs[0]
                 return None, f"candidate {shown} is illegal: {pf}={pv!r}: {allowed}"
@@ -209,7 +233,10 @@ class LLMAdvisor:
         self.warnings.append(msg)
 
     def run(self, engine: Engine | None = None) -> None:
-        """Up to ``rounds`` rounds of proposals; raises :class:`Exhausted` when the budget is spent."""
+        """Up to ``rounds`` rounds of proposals over ``engine``'s space (default: the one given at
+        construction); raises :class:`Exhausted` when the budget is spent."""
+        if engine is not None:
+            self.e = engine
         try:
             client = self._client()
         except Exception as err:

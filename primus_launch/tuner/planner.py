@@ -22,6 +22,12 @@
    and, while budget is left, from the best candidate of every value of every axis group within
    50% of it.
 
+Spaces too big to index whole (the execution knobs multiply the structural candidates into the
+millions: :class:`~primus_launch.tuner.space.Space` is a lazy product) are searched by
+:func:`hierarchical`: rounds of the phases above over :func:`subspace` around the incumbent (every
+structure with the flags nearest the incumbent's, plus every flag combination of the incumbent's
+structure), re-centred after each round until one brings no improvement.
+
 No randomness: every ordering comes from the space's enumeration order and numpy's deterministic
 least squares, so the same inputs give the same trials in the same order.
 """
@@ -32,21 +38,43 @@ import math
 
 import numpy as np
 
-from primus_launch.tuner.engine import Engine
-from primus_launch.tuner.space import AXES, Knobs
+from primus_launch.tuner.engine import Engine, Exhausted, Memo
+from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space
 
 GROUPS: tuple[tuple[str, ...], ...] = (
     ("tp",), ("pp",), ("cp",), ("ep",), ("etp",), ("vpp",), ("mbs",),
-    ("rc_granularity", "rc_method", "rc_layers"), ("dp_sharding",), ("dp_replicate",), ("sp",),
+    ("rc_granularity", "rc_method", "rc_layers", "rc_modules"), ("dp_sharding",), ("dp_replicate",), ("sp",),
     ("schedule",), ("overlap_grad_reduce",), ("overlap_param_gather",), ("tp_comm_overlap",),
-    ("first_stage_layers", "last_stage_layers"),
+    ("first_stage_layers", "last_stage_layers", "acc_embedding", "acc_loss", "layout"),
+    ("cuda_graph_impl", "cuda_graph_scope"), ("dispatcher",), ("ep_overlap", "delay_wgrad"), ("compile",),
+    ("offload_layers", "offload_modules"), ("optimizer_offload",), ("precision", "fp8_recipe", "fp8_param_gather"),
+    ("moments",),
 )
-LAYOUT = ("first_stage_layers", "last_stage_layers")
+LAYOUT = ("first_stage_layers", "last_stage_layers", "acc_embedding", "acc_loss", "layout")
 PAIRS: tuple[tuple[str, str], ...] = (
     ("tp", "pp"), ("tp", "cp"), ("pp", "vpp"), ("pp", "cp"), ("tp", "mbs"), ("pp", "mbs"),
     ("ep", "etp"), ("tp", "ep"), ("pp", "ep"), ("mbs", "rc_granularity"), ("pp", "rc_granularity"),
-    ("vpp", "mbs"), ("pp", "schedule"),
+    ("vpp", "mbs"), ("pp", "schedule"), ("ep", "dispatcher"), ("ep", "ep_overlap"), ("mbs", "offload_modules"),
+    ("mbs", "cuda_graph_scope"), ("pp", "optimizer_offload"),
 )
+
+
+def _unique_rows(a: np.ndarray) -> list[tuple[int, ...]]:
+    """The distinct rows of a small-integer matrix, sorted (as ``sorted(set(map(tuple, a)))``)."""
+    radix = a.max(axis=0).astype(np.int64) + 1
+    if float(np.prod(radix.astype(np.float64))) < 2.0**62:
+        key = np.zeros(len(a), dtype=np.int64)
+        for j in range(a.shape[1]):
+            key = key * radix[j] + a[:, j]
+        out = []
+        for k in np.unique(key).tolist():
+            row = []
+            for r in reversed(radix.tolist()):
+                k, x = divmod(k, r)
+                row.append(x)
+            out.append(tuple(reversed(row)))
+        return out
+    return [tuple(int(x) for x in row) for row in np.unique(a, axis=0)]
 
 
 class Surrogate:
@@ -76,7 +104,7 @@ class Planner:
         self.groups: list[tuple[list[int], list[tuple[int, ...]]]] = []
         for g in GROUPS:
             cols = [col[a] for a in g]
-            vals = sorted({tuple(int(x) for x in row) for row in engine.codes[:, cols]}) if engine.space else []
+            vals = _unique_rows(engine.codes[:, cols]) if len(engine.space) else []
             if len(vals) > 1:
                 self.groups.append((cols, vals))
         self._features: list[np.ndarray] | None = None
@@ -283,3 +311,52 @@ class Planner:
                 return
             self._climbed.add(todo[0])
             self.climb(todo[0])
+
+
+# --------------------------------------------------------------------------- spaces too big to index
+FLAG_AXES = AXES[N_STRUCT:]
+
+
+def _flag_distance(a: tuple, b: tuple) -> float:
+    w = Engine.WEIGHTS
+    return sum(w[name] for name, x, y in zip(FLAG_AXES, a, b) if x != y)
+
+
+def subspace(space: Space, inc: Knobs) -> list[Knobs]:
+    """The candidates around ``inc`` that one :class:`Planner` round searches in a space too big to
+    index whole: every structural candidate with the execution flags nearest to ``inc``'s (fewest,
+    cheapest changes; ties: the table's order, the recipe's own values first), plus every flag
+    combination of ``inc``'s own structure."""
+    want = tuple(inc[N_STRUCT:])
+    nearest = [min(t, key=lambda f: _flag_distance(f, want)) for t in space.tables]  # min: first of ties
+    out = [Knobs._make(h + nearest[c]) for h, c in zip(space.structs, space.ctx)]
+    s = space.struct_index(inc)
+    if s is not None:
+        head = space.structs[s]
+        out += [Knobs._make(head + f) for f in space.flag_table(s) if f != nearest[space.ctx[s]]]
+    return out
+
+
+def hierarchical(space: Space, memo: Memo, seed: Knobs, *, between=None, max_rounds: int = 6) -> None:
+    """Block-coordinate search of a space too big to index (``len(space)`` in the millions): rounds
+    of the :class:`Planner` over :func:`subspace` around the incumbent, each re-centred on the best
+    candidate found so far, until a round brings no improvement.  Every round but the last may
+    spend at most half of the budget left, so that the flags of a new incumbent are searched too.
+    Raises :class:`Exhausted` like :meth:`Planner.run`."""
+    inc = seed
+    total = memo.budget
+    for rnd in range(max_rounds):
+        engine = Engine(memo.plan, subspace(space, inc), memo=memo)
+        if total is not None and rnd < max_rounds - 1:
+            memo.budget = memo.scored + max(1, (total - memo.scored) // 2)
+        try:
+            Planner(engine).run(inc, between=between if rnd == 0 else None)
+        except Exhausted:
+            memo.budget = total
+            if memo.spent():  # the tune's own budget or time limit, not the round's share
+                raise
+        memo.budget = total
+        best = memo.best()
+        if best is None or best == inc:
+            return
+        inc = best

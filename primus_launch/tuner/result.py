@@ -48,6 +48,18 @@ class TuneResult(BaseModel):
     llm_model: Optional[str] = None
     space: dict[str, Any] = Field(default_factory=dict, description="the SpaceConfig the search ran over")
     warnings: list[str] = Field(default_factory=list)
+    search: Literal["exhaustive", "planner"] = "planner"
+    certificate: Optional[str] = Field(default=None, description="exhaustive and complete: 'best of all N legal "
+                                                                 "plans ...'; None after a planner search")
+    allowed: list[str] = Field(default_factory=list, description="numerics-changing knob families the user "
+                                                                 "allowed (--allow)")
+    searched_knobs: dict[str, bool] = Field(default_factory=dict, description="knob families beyond the parallel "
+                                                                              "degrees: searched or kept as given")
+    search_note: Optional[str] = Field(default=None, description="why the planner searched instead of the "
+                                                                 "exhaustive sweep")
+    workers: int = Field(default=1, description="processes that scored candidates")
+    exhaustive_estimate_s: Optional[float] = Field(default=None, description="estimated wall time of scoring the "
+                                                                             "whole space on the workers")
 
     @property
     def scored_fraction(self) -> float:

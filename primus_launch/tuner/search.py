@@ -2,49 +2,73 @@
 
 Search space (``space.py``), pre-filter (``primus_launch.projection.legality.prefilter``:
 divisibility + memory; never scored when it rejects), scoring oracle (the dry-run projection by
-default, any ``Callable[[Plan], ProjectionResult]`` otherwise), seed planner (``planner.py``),
-optional LLM rounds (``llm.py``), or an exhaustive sweep of the whole space.
+default, any ``Callable[[Plan], ProjectionResult]`` otherwise), and one of two searches:
+
+- **exhaustive** (``exhaustive.py``): every candidate pre-filtered and every legal one scored, over
+  all cores, with a certificate "best of all N legal plans".  The default whenever the space's
+  estimated exhaustive wall time (its size, the legal fraction and the pre-filter / scoring cost
+  measured on a stride sample, divided by the workers) is within the time limit
+  (``--time-limit``, else :data:`DEFAULT_TIME_LIMIT_S`);
+- **planner** (``planner.py``), with optional LLM rounds (``llm.py``), otherwise: the whole space
+  indexed when it has at most :data:`INDEX_LIMIT` candidates, else block-coordinate rounds over
+  sub-spaces around the incumbent (:func:`planner.hierarchical`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 from primus_launch.fileio import atomic_write_text
 from primus_launch.plan import Plan, PlanError
 from primus_launch.projection.result import ProjectionResult
-from primus_launch.tuner.engine import Engine, Exhausted, Prefilter, plan_changes
-from primus_launch.tuner.planner import Planner
+from primus_launch.tuner import rules
+from primus_launch.tuner.engine import Engine, Exhausted, Memo, Prefilter, plan_changes
+from primus_launch.tuner.planner import Planner, hierarchical
 from primus_launch.tuner.result import TuneResult
-from primus_launch.tuner.space import SpaceConfig, apply_knobs, enumerate_space, knobs_of, validated
+from primus_launch.tuner.space import Knobs, Space, SpaceConfig, apply_knobs, knobs_of, searched_knobs, validated
 
-EXACT_COUNT_LIMIT = 40_000   # pre-filter the whole space up to this many candidates, else sample
-SAMPLE_SIZE = 4_000
-DEFAULT_MAX_BUDGET = 1_000   # default budget: 10% of the legal space, at most this many
+EXACT_COUNT_LIMIT = 40_000   # planner: pre-filter the whole space up to this many candidates, else sample
+SAMPLE_SIZE = 2_000          # stride sample of larger spaces (legal fraction, pre-filter cost)
+DEFAULT_MAX_BUDGET = 1_000   # planner's default budget: 10% of the legal space, at most this many
+INDEX_LIMIT = 400_000        # the planner indexes spaces up to this size whole; larger: sub-space rounds
+DEFAULT_TIME_LIMIT_S = 120.0  # exhaustive is the default when it is estimated to finish within this
+
+
+def default_workers() -> int:
+    """CPU cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def default_score(memory_margin: float, memory_basis: str = "reserved") -> Callable[[Plan], ProjectionResult]:
-    from primus_launch.projection.dryrun import project_dry_run
+    """The dry-run projection (``memory_basis``: what ``fits`` compares, as ``projection.api.project``)."""
+    if memory_basis == "reserved":
+        from primus_launch.projection.dryrun import project_dry_run
 
-    def score(plan: Plan) -> ProjectionResult:
-        result = project_dry_run(plan, memory_margin=memory_margin, record_timeline=False)
-        if memory_basis != result.memory.memory_basis:
-            from primus_launch.projection.memory import estimate_memory
+        def score(plan: Plan) -> ProjectionResult:
+            return project_dry_run(plan, memory_margin=memory_margin, record_timeline=False)
 
-            result = result.model_copy(update={"memory": estimate_memory(plan, margin=memory_margin,
-                                                                         memory_basis=memory_basis)})
-        return result
+        return score
+    from primus_launch.projection.api import project
 
-    return score
+    def score_basis(plan: Plan) -> ProjectionResult:
+        return project(plan, dry_run=True, memory_margin=memory_margin, memory_basis=memory_basis)
+
+    return score_basis
 
 
 def default_prefilter(memory_margin: float, memory_basis: str = "reserved") -> Prefilter:
-    """The divisibility + memory pre-filter of :mod:`primus_launch.projection.legality` on ``memory_basis``."""
+    """The divisibility + memory pre-filter of :mod:`primus_launch.projection.legality`, judging
+    memory on the same ``memory_basis`` as the scoring."""
     from primus_launch.projection.legality import prefilter
 
     def pf(plan: Plan) -> Optional[str]:
@@ -53,18 +77,61 @@ def default_prefilter(memory_margin: float, memory_basis: str = "reserved") -> P
     return pf
 
 
-def _count_legal(engine: Engine, exhaustive: bool) -> tuple[int, bool]:
-    n = len(engine.space)
-    if exhaustive or n <= EXACT_COUNT_LIMIT:
-        return int(engine.prefilter_all().sum()), True
-    stride = n / SAMPLE_SIZE
-    idx = sorted({int(k * stride) for k in range(SAMPLE_SIZE)})
-    ok = sum(engine.is_legal(i) for i in idx)
-    return int(round(n * ok / len(idx))), False
-
-
 def _write_json_atomic(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(data, indent=1))
+
+
+def check_allow(allow: Iterable[str]) -> frozenset[str]:
+    out = frozenset(a.strip() for a in allow if a.strip())
+    bad = sorted(out - set(rules.ALLOWABLE))
+    if bad:
+        raise PlanError("allow", ",".join(bad), "of " + ", ".join(rules.ALLOWABLE))
+    return out
+
+
+class _Estimate:
+    """Size, legal fraction and per-candidate costs of a space, from a stride sample."""
+
+    def __init__(self, space: Space, memo: Memo, sample: int):
+        n = len(space)
+        idx = range(n) if n <= sample else sorted({int(k * n / sample) for k in range(sample)})
+        t = time.perf_counter()
+        verdicts = []
+        for i in idx:
+            k = space[i]
+            if k not in memo.reasons:
+                try:
+                    memo.reasons[k] = memo.prefilter_fn(apply_knobs(memo.plan, k))
+                except Exception as e:  # a pre-filter bug must not kill the search
+                    memo.reasons[k] = f"pre-filter error: {type(e).__name__}: {e}"
+            verdicts.append((i, memo.reasons[k] is None))
+        self.prefilter_s = (time.perf_counter() - t) / max(1, len(verdicts))
+        self.exact = len(verdicts) == n
+        ok = [i for i, v in verdicts if v]
+        self.legal = len(ok) if self.exact else int(round(n * len(ok) / max(1, len(verdicts))))
+        self.legal_sample = ok
+        self.n = n
+        self.score_s: Optional[float] = None
+
+    def time_scoring(self, space: Space, memo: Memo, baseline_s: float, k: int = 3) -> float:
+        """Seconds per scored candidate: the baseline's and up to ``k`` sampled legal candidates'
+        scoring (their results are discarded: the search scores them again)."""
+        times = [baseline_s]
+        picks = self.legal_sample[:: max(1, len(self.legal_sample) // k)][:k] if self.legal_sample else []
+        for i in picks:
+            t = time.perf_counter()
+            try:
+                memo.score_fn(apply_knobs(memo.plan, space[i]))
+            except Exception:
+                continue
+            times.append(time.perf_counter() - t)
+        times.sort()
+        self.score_s = times[len(times) // 2]
+        return self.score_s
+
+    def exhaustive_s(self, workers: int) -> float:
+        score = self.score_s if self.score_s is not None else 0.0
+        return (self.n * self.prefilter_s + self.legal * score) / max(1, workers) * 1.1
 
 
 def tune(
@@ -73,7 +140,7 @@ def tune(
     score: Optional[Callable[[Plan], ProjectionResult]] = None,
     budget: Optional[int] = None,
     time_limit_s: Optional[float] = None,
-    exhaustive: bool = False,
+    exhaustive: Optional[bool] = None,
     llm_model: Optional[str] = None,
     memory_margin: float = 0.05,
     memory_basis: str = "reserved",
@@ -81,108 +148,181 @@ def tune(
     log_path: Optional[Path] = None,
     top_n: int = 10,
     space: Optional[SpaceConfig] = None,
+    allow: Iterable[str] = (),
     prefilter: Optional[Prefilter] = None,
     llm_rounds: int = 3,
     llm_timeout_s: float = 5.0,
+    workers: Optional[int] = None,
 ) -> TuneResult:
-    """Search parallel configurations of ``plan`` (same model, cluster and global batch) for the
-    shortest projected iteration time among those that fit in memory.
+    """Search configurations of ``plan`` (same model, cluster and global batch) for the shortest
+    projected iteration time among those that fit in memory.
 
-    ``space`` defaults to :class:`SpaceConfig` for the planner and to
-    :meth:`SpaceConfig.restricted` for ``exhaustive`` (which scores every legal candidate).
-    ``budget`` caps scored candidates (default: 10% of the legal space, at most
-    ``DEFAULT_MAX_BUDGET``); ``time_limit_s`` stops the search early.
+    ``exhaustive``: True scores every legal candidate, False runs the planner, None (default)
+    chooses exhaustive when its estimated wall time fits ``time_limit_s`` (default
+    :data:`DEFAULT_TIME_LIMIT_S`) and neither ``budget`` nor ``llm_model`` asks for the planner.
+    ``space`` defaults to :class:`SpaceConfig` (the full space); ``allow`` names the
+    numerics-changing knob families to search (``fp8``, ``optimizer-dtypes``).  ``budget`` caps
+    the planner's scored candidates (default: 10% of the legal space, at most
+    ``DEFAULT_MAX_BUDGET``); ``time_limit_s`` stops either search.  ``workers``: processes of the
+    exhaustive sweep (default: every core; the result does not depend on it).
     """
     t0 = time.monotonic()
     if not 0.0 <= memory_margin < 1.0:
         raise PlanError("memory_margin", memory_margin, "a fraction in [0, 1)")
-    if budget is not None and budget < 1:
-        raise PlanError("budget", budget, "at least 1 scored candidate")
-    warnings: list[str] = []
     if memory_basis not in ("reserved", "allocated"):
         raise PlanError("memory_basis", memory_basis, "reserved or allocated")
+    if budget is not None and budget < 1:
+        raise PlanError("budget", budget, "at least 1 scored candidate")
+    if workers is not None and workers < 1:
+        raise PlanError("workers", workers, "at least 1 process")
+    allowed = check_allow(allow)
+    cfg = space or SpaceConfig()
+    if allowed:
+        cfg = dataclasses.replace(cfg, allow=cfg.allow | allowed)
+    warnings: list[str] = []
     score_fn = score or default_score(memory_margin, memory_basis)
     pf = prefilter or default_prefilter(memory_margin, memory_basis)
-    cfg = space or (SpaceConfig.restricted() if exhaustive else SpaceConfig())
-    cands = list(enumerate_space(plan, cfg))
-    prog = None
-    engine = Engine(plan, cands, score=score_fn, prefilter=pf, budget=None, time_limit_s=time_limit_s)
-    legal, exact = _count_legal(engine, exhaustive)
-    if budget is None and not exhaustive:
-        budget = max(20, min(DEFAULT_MAX_BUDGET, math.floor(0.1 * legal)))
-    engine.budget = budget
-    if progress:
-        from primus_launch.tuner.progress import Progress
-
-        prog = Progress(total=budget if budget is not None else legal)
-        engine.progress = prog
-
-    # baseline: the user's plan as given (scored even when the pre-filter would reject it)
+    sp = Space(plan, cfg)
+    n_workers = workers or default_workers()
+    memo = Memo(plan, score=score_fn, prefilter=pf, budget=None, time_limit_s=time_limit_s)
     own = knobs_of(plan)
-    own_i = engine.index.get(own)
-    baseline: Optional[ProjectionResult] = None
-    if own_i is not None and engine.is_legal(own_i):
-        try:
-            engine.evaluate(own_i, "seed")
-        except Exhausted:
-            pass
-        baseline = engine.results.get(own_i)
-    if baseline is None:
-        baseline = score_fn(plan)
-        engine.scored += 1
-        engine.record(plan, "seed", result=baseline)
-    if prog is not None:
-        prog.baseline_s = baseline.iteration_time_s
-    if not baseline.memory.fits:
+
+    # size and cost first: a stride sample of the space (exact when the space is small)
+    est = _Estimate(sp, memo, EXACT_COUNT_LIMIT if exhaustive is False and len(sp) <= EXACT_COUNT_LIMIT
+                    else SAMPLE_SIZE)
+    tb = time.perf_counter()
+    baseline = _score_baseline(plan, sp, memo, own)
+    est.time_scoring(sp, memo, time.perf_counter() - tb)
+    limit = time_limit_s if time_limit_s is not None else DEFAULT_TIME_LIMIT_S
+    est_s = est.exhaustive_s(n_workers)
+    if exhaustive is None:
+        exhaustive = budget is None and llm_model is None and est_s <= limit
+        if exhaustive and time_limit_s is None:  # a safety net should the estimate be far off
+            memo.deadline = time.monotonic() + 3 * limit
+        why_not = None if exhaustive else (
+            f"the planner searched: scoring all {len(sp):,} candidates ({'' if est.exact else '~'}{est.legal:,} legal) "
+            f"would take ~{est_s:,.0f} s on {n_workers} worker(s), over the limit of {limit:g} s"
+            if est_s > limit else "the planner searched: a scoring budget or a language model was given")
+    else:
+        why_not = None if exhaustive else "the planner searched, as asked"
+    if baseline is not None and not baseline.memory.fits:
         warnings.append("the original plan does not fit in memory by the projection; gain is relative to it anyway")
 
-    advisor = None
-    try:
-        if exhaustive:
-            for i in range(len(cands)):
-                engine.evaluate(i, "exhaustive")
-        else:
-            if llm_model:
-                from primus_launch.tuner.llm import LLMAdvisor
+    certificate = None
+    legal, exact = est.legal, est.exact
+    prog = None
+    if exhaustive:
+        from primus_launch.tuner.exhaustive import sweep
 
-                advisor = LLMAdvisor(llm_model, engine, rounds=llm_rounds, timeout_s=llm_timeout_s)
-            Planner(engine).run(own, between=advisor.run if advisor is not None else None)
-    except Exhausted:
-        if budget is not None and engine.scored >= budget:
-            warnings.append(f"stopped at the budget of {budget} scored candidates")
+        if progress:
+            from primus_launch.tuner.progress import Progress
+
+            prog = Progress(total=len(sp), baseline_s=baseline.iteration_time_s)
+        out = sweep(sp, memo, n_workers, progress=prog)
+        legal, exact = out.legal, out.complete
+        if out.complete:
+            certificate = (f"best of all {out.scored_ok:,} legal plans (every one of the {len(sp):,} candidates "
+                           f"pre-filtered, {out.scored_ok:,} scored")
+            certificate += f", {out.failed:,} the projection could not score)" if out.failed else ")"
         else:
-            warnings.append(f"stopped at the time limit of {time_limit_s} s")
-    if advisor is not None:
-        warnings.extend(advisor.warnings)
+            warnings.append(f"stopped at the time limit of {time_limit_s} s after {out.done:,} of {len(sp):,} "
+                            "candidates: best of those, not of the whole space")
+    else:
+        if budget is None:
+            budget = max(20, min(DEFAULT_MAX_BUDGET, math.floor(0.1 * est.legal)))
+        memo.budget = budget
+        if progress:
+            from primus_launch.tuner.progress import Progress
+
+            prog = Progress(total=budget, baseline_s=baseline.iteration_time_s)
+            memo.progress = prog
+        advisor = None
+        if llm_model:
+            from primus_launch.tuner.llm import LLMAdvisor
+
+            advisor = LLMAdvisor(llm_model, None, rounds=llm_rounds, timeout_s=llm_timeout_s)
+        try:
+            if len(sp) <= INDEX_LIMIT:
+                engine = Engine(plan, list(sp), memo=memo)
+                if len(sp) <= EXACT_COUNT_LIMIT:
+                    legal, exact = int(engine.prefilter_all().sum()), True
+                Planner(engine).run(own, between=advisor.run if advisor is not None else None)
+            else:
+                hierarchical(sp, memo, own, between=advisor.run if advisor is not None else None)
+        except Exhausted:
+            if memo.budget is not None and memo.scored >= memo.budget:
+                warnings.append(f"stopped at the budget of {budget} scored candidates")
+            else:
+                warnings.append(f"stopped at the time limit of {time_limit_s} s")
+        if advisor is not None:
+            warnings.extend(advisor.warnings)
     if prog is not None:
-        prog.close(engine)
+        prog.close(memo)
 
-    bi = engine.best()
-    if bi is not None and (not baseline.memory.fits or engine.time_of(bi) < baseline.iteration_time_s):
-        best_plan = validated(apply_knobs(plan, cands[bi]))
-        best = engine.results[bi]
+    # the best: fastest that fits; ties by the space's order (the recipe's own values first)
+    fitting = [k for k, r in memo.results.items() if r.memory.fits]
+    order = {k: (sp.index(k) if sp.index(k) is not None else -1) for k in fitting}
+    bk = min(fitting, key=lambda k: (memo.results[k].iteration_time_s, order[k]), default=None)
+    if bk is not None and (not baseline.memory.fits or memo.results[bk].iteration_time_s < baseline.iteration_time_s):
+        best_plan = validated(apply_knobs(plan, bk))
+        best = memo.results[bk]
     else:
         best_plan, best = plan, baseline
-        if bi is None:
+        if bk is None:
             warnings.append("no candidate that fits was found; the original plan is kept")
     for w in warnings:
         print(f"primus-launch tune: warning: {w}", file=sys.stderr)
-    scored_fit = [t for t in engine.trials if t.status == "scored" and t.fits]
-    # ties in time: the chosen best first (engine.best breaks ties by space order, not search order)
+    scored_fit = [t for t in memo.trials if t.status == "scored" and t.fits]
+    # ties in time: the chosen best first
     best_changes = plan_changes(plan, best_plan)
     top = sorted(scored_fit, key=lambda t: (t.iteration_time_s, t.changes != best_changes, t.index))[:top_n]
     res = TuneResult(
         best_plan=best_plan, best=best, baseline=baseline,
         gain=baseline.iteration_time_s / best.iteration_time_s - 1.0,
-        top=top, trials=engine.trials, space_size=len(cands), legal_candidates=legal, legal_exact=exact,
-        scored=engine.scored, rejected=sum(1 for t in engine.trials if t.status == "rejected"),
-        elapsed_s=time.monotonic() - t0, exhaustive=exhaustive, llm_model=llm_model,
-        space=dict(cfg.__dict__), warnings=warnings)
+        top=top, trials=memo.trials, space_size=len(sp), legal_candidates=legal, legal_exact=exact,
+        scored=memo.scored, rejected=sum(1 for t in memo.trials if t.status == "rejected"),
+        elapsed_s=time.monotonic() - t0, exhaustive=bool(exhaustive), llm_model=llm_model,
+        space=cfg.describe(), warnings=warnings, search="exhaustive" if exhaustive else "planner",
+        certificate=certificate, allowed=sorted(cfg.allow), searched_knobs=searched_knobs(plan, cfg),
+        workers=n_workers if exhaustive else 1, exhaustive_estimate_s=est_s, search_note=why_not)
     if log_path is not None:
         d = res.to_json_dict()
         d["original_plan"] = plan.model_dump(mode="json")
         _write_json_atomic(Path(log_path), d)
     return res
+
+
+def _score_baseline(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> ProjectionResult:
+    """The user's plan as given, scored first (even when the pre-filter would reject it) and
+    recorded as the ``seed`` trial."""
+    if sp.index(own) is not None:
+        if own not in memo.reasons:
+            try:
+                memo.reasons[own] = memo.prefilter_fn(apply_knobs(plan, own))
+            except Exception as e:
+                memo.reasons[own] = f"pre-filter error: {type(e).__name__}: {e}"
+        if memo.reasons[own] is None:
+            deadline, memo.deadline = memo.deadline, None  # the baseline is scored whatever the limit
+            try:
+                Engine(plan, [own], memo=memo).evaluate(0, "seed")
+            finally:
+                memo.deadline = deadline
+            if own in memo.results:
+                return memo.results[own]
+    res = memo.score_fn(plan)
+    memo.scored += 1
+    Engine(plan, [], memo=memo).record(plan, "seed", result=res)
+    return res
+
+
+def knob_line(res: TuneResult) -> str:
+    """Which numerics-changing knob families were allowed, and which were not searched."""
+    allowed = ", ".join(res.allowed) or "none"
+    missing = [a for a in rules.ALLOWABLE if a not in res.allowed]
+    out = f"numerics: allowed {allowed}"
+    if missing:
+        out += " (not searched: " + ", ".join(f"--allow {a}" for a in missing) + ")"
+    return out
 
 
 def render_tune_text(res: TuneResult) -> str:
@@ -201,6 +341,9 @@ def render_tune_text(res: TuneResult) -> str:
         f"searched: {res.scored} scored of {res.legal_candidates:,} legal candidates"
         f"{'' if res.legal_exact else ' (estimated)'} ({100 * res.scored_fraction:.1f} %), "
         f"{res.rejected} rejected by the pre-filter, {res.elapsed_s:.1f} s",
+        f"search:   {res.search}" + (f" on {res.workers} workers: {res.certificate}" if res.certificate else
+                                     f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),
+        knob_line(res),
     ]
     from primus_launch.tuner.engine import plan_changes
 

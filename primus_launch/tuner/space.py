@@ -1,41 +1,61 @@
 """The tuner's search space: which knobs of a :class:`~primus_launch.plan.Plan` it may change, and
-the enumeration of every combination that is legal for the plan's model and cluster.
+the enumeration of every combination that is legal for the plan's model, cluster and framework.
 
 A candidate is a :class:`Knobs` tuple (hashable, ordered), applied to the user's plan with
-:func:`apply_knobs`.  Model, cluster, global batch size, precision and optimizer never change.
+:func:`apply_knobs`.  Model, cluster, global batch size and optimizer never change; precision and
+the optimizer's moment dtypes only when the user allows them (``SpaceConfig.allow``: ``fp8``,
+``optimizer-dtypes``; :data:`primus_launch.tuner.rules.ALLOWABLE`).
 
-Axes and what each framework supports (sources: Megatron-LM ``megatron/training/arguments.py``;
-TorchTitan ``torchtitan/config/job_config.py`` and ``distributed/pipeline_parallel.py``):
+Axes and what each framework supports (sources: Megatron-LM ``megatron/training/arguments.py`` and
+``transformer_config.py`` on ``core_r0.16.0``; TorchTitan ``torchtitan/config/job_config.py`` and
+``distributed/pipeline_parallel.py``; the rules are :mod:`primus_launch.tuner.rules`):
 
-=================  ====================================  =====================================
-axis               Megatron-LM                           TorchTitan
-=================  ====================================  =====================================
-tp, pp, cp         divisors of the world size            same
-vpp                layers per rank divisible by vpp      same (stages per rank)
-ep, etp (MoE)      ep | experts, etp in {tp, 1}          same
-sequence_parallel  on/off with tp > 1                    always on with tp > 1 (norm SP)
-dp_sharding        none / optimizer (dist. optimizer)    full (FSDP2), HSDP replicate groups
-recompute          none, selective, full uniform,        none, selective, full
-                   full block with N layers
-schedule           1f1b (vpp=1) / interleaved_1f1b       1f1b
-                   (vpp>1), set by vpp                   (vpp=1); interleaved_1f1b, zb_h1,
-                                                         zbv (vpp=2) with vpp > 1
-overlap flags      grad reduce, param gather (dist.      kept as given (FSDP prefetch
-                   opt. + grad reduce overlap),          overlaps by construction)
-                   tp_comm_overlap (needs SP)
-=================  ====================================  =====================================
+===================  ======================================  ===================================
+axis                 Megatron-LM                             TorchTitan
+===================  ======================================  ===================================
+tp, pp, cp           divisors of the world size              same
+vpp                  layers per rank divisible by vpp        same (stages per rank)
+ep, etp (MoE)        ep | experts, etp in {tp, 1}            same
+sequence_parallel    on with tp > 1 (``search_sp``: off too)  always on with tp > 1 (norm SP)
+dp_sharding          none / optimizer (dist. optimizer) /    full (FSDP2), HSDP replicate groups
+                     optimizer_grads, full (Megatron-FSDP,
+                     pp = 1)
+pipeline split       even; account-for embedding / loss;     torchtitan's own split of
+                     lighter first / last stages; a layout    ``pipeline_parallel_layers_per_stage``
+                     string (``E t m L``) when the recipe
+                     uses one
+recompute            none, selective (module sets), full     none, op (per-op SAC), full
+                     uniform, full block with N layers
+schedule             1f1b (vpp=1) / interleaved_1f1b         1f1b (vpp=1); interleaved_1f1b,
+                     (vpp>1), set by vpp                     zbv (vpp=2) with vpp > 1
+overlap flags        grad reduce + param gather on; TP       kept as given
+                     comm overlap (NVIDIA, needs SP)
+CUDA graphs          TE per-scope graphs (NVIDIA)            -
+MoE communication    alltoall / allgather / deepep /         -
+                     hybridep (NVIDIA); EP overlap; delayed
+                     wgrad
+offloading           CPU offloading of layers (pp = 1);      -
+                     fine-grained module offloading
+                     (NVIDIA); optimizer states to the host
+precision (allowed)  fp8 with the GPU's recipes, FP8 param   fp8 (float8 converter)
+                     gather; BF16 Adam moments
+===================  ======================================  ===================================
 
-Divisibility follows :func:`primus_launch.plan.legality_problems` exactly: every enumerated
-candidate applied to the plan has no legality problem (checked in ``tests/test_tuner.py`` against
-a brute force over the raw product).  Memory legality is the pre-filter's job (``search.py``).
+Every enumerated candidate applied to the plan has no problem in
+:func:`primus_launch.plan.legality_problems`, :func:`primus_launch.tuner.rules.knob_problems` and
+:func:`~primus_launch.tuner.rules.gpu_problems` (and, for TorchTitan, the adapter's
+``torchtitan_problems``): ``tests/test_tuner_space.py`` checks it against a brute force over the raw
+product.  Memory legality is the pre-filter's job (``search.py``).  The user's own value of every
+axis is always in the space (first among the values of its axis, so that ties keep it).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Optional
 
-from primus_launch.plan import Plan, legality_problems
+from primus_launch.plan import RECOMPUTE_MODULES, Plan, legality_problems
+from primus_launch.tuner import rules
 
 
 class Knobs(NamedTuple):
@@ -54,23 +74,47 @@ class Knobs(NamedTuple):
     rc_granularity: str
     rc_method: str
     rc_layers: Optional[int]
+    rc_modules: tuple[str, ...]
     schedule: str
+    first_stage_layers: Optional[int]
+    last_stage_layers: Optional[int]
+    acc_embedding: bool
+    acc_loss: bool
+    layout: Optional[str]
+    # execution flags (``_flag_options``)
     overlap_grad_reduce: bool
     overlap_param_gather: bool
     tp_comm_overlap: bool
-    first_stage_layers: Optional[int]
-    last_stage_layers: Optional[int]
+    cuda_graph_impl: str
+    cuda_graph_scope: tuple[str, ...]
+    dispatcher: str
+    ep_overlap: bool
+    delay_wgrad: bool
+    compile: bool
+    offload_layers: int
+    offload_modules: tuple[str, ...]
+    optimizer_offload: float
+    precision: str
+    fp8_recipe: Optional[str]
+    fp8_param_gather: bool
+    moments: tuple[str, str]  # (exp_avg, exp_avg_sq) dtypes
 
 
 AXES: tuple[str, ...] = Knobs._fields
+N_STRUCT = AXES.index("overlap_grad_reduce")  # structural axes come first, execution flags after
 
 
 @dataclass(frozen=True)
 class SpaceConfig:
-    """Caps on the search space (defaults are the tuner's space; see :meth:`restricted`).
+    """Caps on the search space (the defaults are the tuner's full space).
 
     ``max_tp=None`` keeps TP inside one node (``gpus_per_node``): Megatron-LM and TorchTitan place
-    TP innermost and both recommend TP within the NVLink/xGMI domain.
+    TP innermost and both recommend TP within the NVLink/xGMI domain.  ``search_sp`` /
+    ``search_overlap`` also try sequence parallel off and the grad-reduce / param-gather overlaps
+    off (off by default: neither saves time or memory in either framework's design).  ``allow``
+    names the numerics-changing knob families the user allowed (:data:`rules.ALLOWABLE`).
+    ``execution=False`` keeps every execution knob (CUDA graphs, MoE communication, offloading,
+    compile, recompute modules, uneven splits) at the recipe's value: the structural space only.
     """
 
     max_tp: Optional[int] = None
@@ -78,21 +122,25 @@ class SpaceConfig:
     max_vpp: int = 8
     max_mbs: int = 8
     max_ep: Optional[int] = None
-    search_sp: bool = True          # Megatron: try SP off as well as on when tp > 1
-    search_overlap: bool = True     # Megatron: try the overlap flags both ways
+    search_sp: bool = False
+    search_overlap: bool = False
     block_recompute_layers: tuple[int, ...] = (1, 2, 4, 8)
     max_dp_replicate_choices: int = 3
+    allow: frozenset[str] = field(default_factory=frozenset)
+    execution: bool = True
 
     @classmethod
     def restricted(cls) -> "SpaceConfig":
-        """The space used for ``--exhaustive`` comparisons (and for the planner it is judged
-        against): sequence parallel fixed on whenever tp > 1 and the overlap flags fixed on where
-        the framework allows them (both never cost time in either framework's design; SP also
-        saves activation memory), CP up to 4, micro-batch up to 4, block recompute of 1, 2 or 4
-        layers only, HSDP shard group of one node only.  TP, PP, VPP (up to 8), EP, expert-TP, DP
-        sharding, recompute kind and schedule keep the default ranges."""
-        return cls(max_cp=4, max_vpp=8, max_mbs=4, search_sp=False, search_overlap=False,
-                   block_recompute_layers=(1, 2, 4), max_dp_replicate_choices=2)
+        """A small structural space for quick comparisons and tests: the execution knobs kept at
+        the recipe's values, CP up to 4, micro-batch up to 4, block recompute of 1, 2 or 4 layers,
+        HSDP shard group of one node only."""
+        return cls(max_cp=4, max_vpp=8, max_mbs=4, block_recompute_layers=(1, 2, 4),
+                   max_dp_replicate_choices=2, execution=False)
+
+    def describe(self) -> dict:
+        d = dict(self.__dict__)
+        d["allow"] = sorted(self.allow)
+        return d
 
 
 def divisors(n: int) -> list[int]:
@@ -102,32 +150,44 @@ def divisors(n: int) -> list[int]:
 def knobs_of(plan: Plan) -> Knobs:
     """The knob values of an existing plan."""
     p, t = plan.parallel, plan.training
-    r = t.recompute
+    r, o = t.recompute, t.offload
     return Knobs(p.tp, p.pp, p.vpp, p.cp, p.ep, p.etp, p.sequence_parallel, t.micro_batch_size,
-                 p.dp_sharding, p.dp_replicate, r.granularity, r.method, r.num_layers,
-                 t.pipeline_schedule, t.overlap_grad_reduce, t.overlap_param_gather, t.tp_comm_overlap,
-                 p.pipeline_layers_first_stage, p.pipeline_layers_last_stage)
+                 p.dp_sharding, p.dp_replicate, r.granularity, r.method, r.num_layers, tuple(r.modules),
+                 t.pipeline_schedule, p.pipeline_layers_first_stage, p.pipeline_layers_last_stage,
+                 p.account_for_embedding_in_pipeline_split, p.account_for_loss_in_pipeline_split,
+                 p.pipeline_layout, t.overlap_grad_reduce, t.overlap_param_gather, t.tp_comm_overlap,
+                 t.cuda_graph_impl, tuple(t.cuda_graph_scope), t.moe_token_dispatcher,
+                 t.overlap_moe_expert_parallel_comm, t.delay_wgrad_compute, t.compile, o.activation_layers,
+                 tuple(o.activation_modules), o.optimizer_fraction, t.precision, t.fp8_recipe, t.fp8_param_gather,
+                 (t.exp_avg_dtype, t.exp_avg_sq_dtype))
 
 
 def apply_knobs(plan: Plan, k: Knobs) -> Plan:
     """``plan`` with the knob values of ``k`` (an unvalidated copy: pydantic ``model_copy``; the
-    enumeration guarantees legality, :func:`validated` re-checks when it matters)."""
-    p = plan.parallel
-    same_split = (k.pp, k.vpp, k.first_stage_layers, k.last_stage_layers) == (
-        p.pp, p.vpp, p.pipeline_layers_first_stage, p.pipeline_layers_last_stage)
-    par = p.model_copy(update=dict(
+    enumeration guarantees legality, :func:`validated` re-checks when it matters).
+
+    The precision-aware optimizer is on when the recipe had it (kept) or when BF16 moments or
+    optimizer offloading need it (Megatron's HybridDeviceOptimizer reuses its code path)."""
+    t = plan.training
+    par = plan.parallel.model_copy(update=dict(
         tp=k.tp, pp=k.pp, vpp=k.vpp, cp=k.cp, ep=k.ep, etp=k.etp, sequence_parallel=k.sp,
         dp_sharding=k.dp_sharding, dp_replicate=k.dp_replicate,
         pipeline_layers_first_stage=k.first_stage_layers, pipeline_layers_last_stage=k.last_stage_layers,
-        # a recipe's own layout string / account-for split holds for its own pipeline shape only
-        **({} if same_split else dict(pipeline_layout=None, account_for_embedding_in_pipeline_split=False,
-                                      account_for_loss_in_pipeline_split=False))))
-    rc = plan.training.recompute.model_copy(update=dict(
-        granularity=k.rc_granularity, method=k.rc_method, num_layers=k.rc_layers))
-    tr = plan.training.model_copy(update=dict(
-        micro_batch_size=k.mbs, recompute=rc, pipeline_schedule=k.schedule,
+        account_for_embedding_in_pipeline_split=k.acc_embedding, account_for_loss_in_pipeline_split=k.acc_loss,
+        pipeline_layout=k.layout))
+    rc = t.recompute.model_copy(update=dict(granularity=k.rc_granularity, method=k.rc_method,
+                                            num_layers=k.rc_layers, modules=k.rc_modules))
+    off = t.offload.model_copy(update=dict(activation_layers=k.offload_layers, activation_modules=k.offload_modules,
+                                           optimizer_fraction=k.optimizer_offload))
+    pao = t.precision_aware_optimizer or k.moments != ("fp32", "fp32") or k.optimizer_offload > 0
+    tr = t.model_copy(update=dict(
+        micro_batch_size=k.mbs, recompute=rc, pipeline_schedule=k.schedule, offload=off,
         overlap_grad_reduce=k.overlap_grad_reduce, overlap_param_gather=k.overlap_param_gather,
-        tp_comm_overlap=k.tp_comm_overlap))
+        tp_comm_overlap=k.tp_comm_overlap, cuda_graph_impl=k.cuda_graph_impl, cuda_graph_scope=k.cuda_graph_scope,
+        moe_token_dispatcher=k.dispatcher, overlap_moe_expert_parallel_comm=k.ep_overlap,
+        delay_wgrad_compute=k.delay_wgrad, compile=k.compile, precision=k.precision, fp8_recipe=k.fp8_recipe,
+        fp8_param_gather=k.fp8_param_gather, precision_aware_optimizer=pao,
+        exp_avg_dtype=k.moments[0], exp_avg_sq_dtype=k.moments[1]))
     return plan.model_copy(update=dict(parallel=par, training=tr))
 
 
@@ -136,126 +196,123 @@ def validated(plan: Plan) -> Plan:
     return Plan.model_validate(plan.model_dump())
 
 
-def _layouts(L: int, pp: int, vpp: int, own: tuple[Optional[int], Optional[int]], own_pp_vpp: tuple[int, int]
-             ) -> list[tuple[Optional[int], Optional[int]]]:
-    """Pipeline layouts (first, last stage layers) for ``pp`` x ``vpp``: the even split when it
-    exists, else the most balanced uneven one (Megatron ``--decoder-first/last-pipeline-num-layers``,
-    the way DeepSeek-V3's 61 layers are laid out); plus the user's own layout at their pp/vpp."""
-    out: list[tuple[Optional[int], Optional[int]]] = []
-    if pp == 1:
-        return [(None, None)]
-    if L % (pp * vpp) == 0:
-        out.append((None, None))
-    elif pp > 2:
-        best = None
-        for each in range(vpp, L // (pp - 2) + 1, vpp):
-            rest = L - each * (pp - 2)
-            if rest < 2 * vpp:
-                break
-            # first <= last, both multiples of vpp, as close to `each` as possible
-            for first in range(vpp, rest // 2 + 1, vpp):
-                last = rest - first
-                if last % vpp:
-                    continue
-                key = (max(each, first, last), abs(last - first), -first)
-                if best is None or key < best[0]:
-                    best = (key, (first, last))
-        if best is not None:
-            out.append(best[1])
-    if (pp, vpp) == own_pp_vpp and own != (None, None) and own not in out:
-        out.append(own)
+def problems_of(plan: Plan, k: Knobs) -> list[tuple[str, object, str]]:
+    """Every rule ``plan`` with knobs ``k`` breaks: the plan module's, the tuner's knob and GPU
+    rules, and (TorchTitan) the adapter's."""
+    p = apply_knobs(plan, k)
+    out = legality_problems(p) + rules.knob_problems(p) + rules.gpu_problems(p)
+    if p.framework == "torchtitan":
+        from primus_launch.adapters.torchtitan import torchtitan_problems
+
+        out += torchtitan_problems(p)
     return out
 
 
-def _mbs_values(plan: Plan, dp: int, cfg: SpaceConfig, own: int) -> list[int]:
-    gbs = plan.training.global_batch_size
-    if gbs % dp:
+def searched_knobs(plan: Plan, cfg: "SpaceConfig") -> dict[str, bool]:
+    """Which knob families the space varies for ``plan`` (name -> searched), for the report."""
+    can = rules.knobs_for(plan) if cfg.execution else frozenset()
+    return {name: name in can and (name not in ("fp8", "moments") or
+                                   ("fp8" if name == "fp8" else "optimizer-dtypes") in cfg.allow)
+            for name in sorted(rules.FRAMEWORK_KNOBS["megatron"] | rules.FRAMEWORK_KNOBS["torchtitan"])}
+
+
+# --------------------------------------------------------------------------- pipeline splits
+def layout_string(L: int, mtp: int, pp: int, vpp: int) -> Optional[str]:
+    """A balanced Megatron layout string for ``pp * vpp`` virtual stages: the decoder layers, the MTP
+    layers and the loss each take one slot (the embedding none: a lookup), slots spread as evenly
+    as possible with the extra ones on the first stages (Megatron ``PipelineParallelLayerLayout``
+    grammar; e.g. DeepSeek-V3 on 32 virtual stages gives ``Ett|(tt|)*29tm|L``).  None when there are
+    fewer slots than stages."""
+    from primus_launch.plan.layout import format_layout
+
+    n = pp * vpp
+    slots = L + mtp + 1
+    base, extra = divmod(slots, n)
+    if base < 1:
+        return None
+    tokens = "t" * L + "m" * mtp + "L"
+    stages, at = [], 0
+    for v in range(n):
+        size = base + (1 if v < extra else 0)
+        stages.append(("E" if v == 0 else "") + tokens[at:at + size])
+        at += size
+    return format_layout(tuple(stages))
+
+
+def _first_last(L: int, pp: int, vpp: int, limit: int = 2) -> list[tuple[int, int]]:
+    """Uneven splits (``--decoder-first/last-pipeline-num-layers``): when ``pp * vpp`` does not divide
+    the layers, the most balanced one (DeepSeek-V3's 61 layers); else up to ``limit`` splits whose
+    first and last stages hold fewer layers than the even share (room for the embedding and the
+    output layer + loss), closest to even first.  Every stage's count divides by vpp; the middle
+    stages share the rest evenly."""
+    if pp <= 2:
         return []
-    per = gbs // dp
-    return [d for d in divisors(per) if d <= cfg.max_mbs or d == own]
-
-
-def _recompute_options(plan: Plan, fw: str, per_chunk: int, cfg: SpaceConfig, own: tuple
-                       ) -> list[tuple[str, str, Optional[int]]]:
-    opts: list[tuple[str, str, Optional[int]]] = [("none", "uniform", None)]
-    if fw == "torchtitan":  # AC mode "full": every block (the adapter writes it as num_layers=1); per-op SAC
-        opts += [("op", "uniform", None), ("full", "uniform", 1)]
-    else:
-        opts += [("selective", "uniform", None), ("full", "uniform", 1)]
-        for n in cfg.block_recompute_layers:
-            if n < per_chunk:
-                opts.append(("full", "block", n))
-    if own not in opts:
-        g, m, n = own
-        if not (g == "full" and m == "block" and n is not None and n > per_chunk):
-            opts.append(own)
-    return opts
-
-
-def _schedules(fw: str, pp: int, vpp: int, nmb: int, own: str) -> list[str]:
-    if pp == 1:
-        return [own if own in ("1f1b", "gpipe") else "1f1b"]
-    if fw == "megatron":
-        if vpp == 1:
-            return ["1f1b"]
-        return ["interleaved_1f1b"] if nmb % pp == 0 else []
-    # torch.distributed.pipelining: 1F1B is single-stage; Interleaved1F1B, InterleavedZeroBubble
-    # (ZB-H1) and ZBVZeroBubble are multi-stage schedules (>= 2 stages per rank)
-    out = ["1f1b"] if vpp == 1 else (["interleaved_1f1b"] if nmb % pp == 0 else []) + ["zb_h1"]
-    if vpp == 2:
-        out.append("zbv")
-    return out
-
-
-def enumerate_space(plan: Plan, cfg: SpaceConfig = SpaceConfig()) -> Iterator[Knobs]:
-    """Every divisibility-legal candidate for ``plan``'s model and cluster, in a stable order.
-
-    Built by nested loops over divisors, so illegal combinations are never produced (the rules are
-    those of :func:`primus_launch.plan.legality_problems`)."""
-    m = plan.model
-    own = knobs_of(plan)
-    fw = plan.source.framework if plan.source else "megatron"
-    W = plan.world_size
-    L = m.num_layers
-    max_tp = cfg.max_tp or plan.cluster.gpus_per_node
-    for tp in divisors(W):
-        if tp > max_tp and tp != own.tp:
-            continue
-        if m.num_attention_heads % tp or m.ffn_hidden_size % tp:
-            continue
-        if not m.multi_latent_attention and m.kv_heads % tp:
-            continue
-        for cp in divisors(W // tp):
-            if cp > cfg.max_cp and cp != own.cp:
+    even = L % (pp * vpp) == 0
+    out: list[tuple[tuple, tuple[int, int]]] = []
+    for first in range(vpp, L + 1, vpp):
+        for last in range(vpp, L - first + 1, vpp):
+            rest = L - first - last
+            if rest <= 0 or rest % (pp - 2) or (rest // (pp - 2)) % vpp:
                 continue
-            if m.seq_length % (cp * (2 if cp > 1 else 1)):
-                continue
-            for pp in divisors(W // (tp * cp)):
-                if pp > L:
+            each = rest // (pp - 2)
+            if even:
+                if not (first <= each and last <= each and (first, last) != (each, each)):
                     continue
-                dp = W // (tp * cp * pp)
-                vpps = [1] if pp == 1 else [v for v in range(1, cfg.max_vpp + 1) if L // pp >= v] \
-                    + ([own.vpp] if own.vpp > cfg.max_vpp and pp == own.pp else [])
-                own_layout = (own.first_stage_layers, own.last_stage_layers)
-                for vpp in vpps:
-                    if fw == "torchtitan" and pp > 1:
-                        # torchtitan splits the model itself (pipeline_parallel.py): one layout per
-                        # (pp, vpp, schedule), the one its split gives, plus the user's own
-                        groups = []
-                        for sched in (["1f1b"] if vpp == 1 else ["interleaved_1f1b", "zb_h1"] + (["zbv"] if vpp == 2 else [])):
-                            lay = _titan_layouts(L, pp, vpp, sched)
-                            if (pp, vpp, sched) == (own.pp, own.vpp, own.schedule) and own_layout not in lay:
-                                lay.append(own_layout)
-                            groups += [(sched, fl) for fl in lay]
-                    else:
-                        groups = [(None, fl) for fl in _layouts(L, pp, vpp, own_layout, (own.pp, own.vpp))]
-                    for sched, (first, last) in groups:
-                        if first is None and last is None:
-                            per_chunk = L // pp // vpp
-                        else:
-                            each = (L - (first or 0) - (last or 0)) // max(1, pp - (first is not None) - (last is not None))
-                            per_chunk = max(first or 0, last or 0, each) // vpp
-                        yield from _inner(plan, fw, cfg, own, tp, cp, pp, vpp, dp, first, last, per_chunk, sched)
+                if first < each - 2 * vpp or last < each - 2 * vpp:
+                    continue
+                key = (each - first + each - last, abs(first - last), -first)
+            else:
+                key = (max(each, first, last) - min(each, first, last), abs(last - first), -first)
+            out.append((key, (first, last)))
+    out.sort()
+    if not even:
+        return [out[0][1]] if out else []
+    return [fl for _, fl in out[:limit]]
+
+
+def _splits(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, pp: int, vpp: int
+            ) -> list[tuple[Optional[str], Optional[int], Optional[int], bool, bool, Optional[str]]]:
+    """Pipeline placements for ``pp`` x ``vpp`` as (schedule or None, first, last, acc_embedding,
+    acc_loss, layout); the user's own placement first at their shape."""
+    m = plan.model
+    L, n = m.num_layers, pp * vpp
+    own_split = (own.first_stage_layers, own.last_stage_layers, own.acc_embedding, own.acc_loss, own.layout)
+    mine = (pp, vpp) == (own.pp, own.vpp)
+    if pp == 1:
+        return [(None, None, None, False, False, None)]
+    if fw == "torchtitan":
+        # torchtitan splits the model itself (pipeline_parallel.py): one placement per (pp, vpp,
+        # schedule), the one its split gives, plus the user's own
+        out = []
+        for sched in (["1f1b"] if vpp == 1 else ["interleaved_1f1b"] + (["zbv"] if vpp == 2 else [])):
+            lay = [(f, l, False, False, None) for f, l in _titan_layouts(L, pp, vpp, sched)]
+            if (pp, vpp, sched) == (own.pp, own.vpp, own.schedule):
+                lay = [own_split] + [x for x in lay if x != own_split]
+            out += [(sched, *x) for x in lay]
+        return out
+    out: list[tuple] = []
+    if mine and own_split != (None, None, False, False, None):
+        out.append(own_split)
+    if L % n == 0:
+        out.append((None, None, False, False, None))
+    if cfg.execution:
+        if own.layout is not None:
+            lay = layout_string(L, m.mtp_num_layers, pp, vpp)
+            if lay is not None:
+                out.append((None, None, False, False, lay))
+        for e, l in ((True, True), (True, False), (False, True)):
+            slots = L + e + l
+            if slots % n == 0 and slots // n - 1 >= 0 and (n > 1 or slots // n >= e + l):
+                out.append((None, None, e, l, None))
+    if L % n or cfg.execution:
+        for f, l in _first_last(L, pp, vpp):
+            out.append((f, l, False, False, None))
+    seen, uniq = set(), []
+    for x in out:
+        if x not in seen:
+            seen.add(x)
+            uniq.append((None, *x))
+    return uniq
 
 
 def _titan_layouts(L: int, pp: int, vpp: int, schedule: str) -> list[tuple[Optional[int], Optional[int]]]:
@@ -282,9 +339,218 @@ def _titan_layouts(L: int, pp: int, vpp: int, schedule: str) -> list[tuple[Optio
     return out
 
 
-def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, tp: int, cp: int, pp: int, vpp: int, dp: int,
-           first: Optional[int], last: Optional[int], per_chunk: int, only_schedule: Optional[str] = None
-           ) -> Iterator[Knobs]:
+# --------------------------------------------------------------------------- enumeration
+def _mbs_values(plan: Plan, dp: int, cfg: SpaceConfig, own: int) -> list[int]:
+    gbs = plan.training.global_batch_size
+    if gbs % dp:
+        return []
+    per = gbs // dp
+    return [d for d in divisors(per) if d <= cfg.max_mbs or d == own]
+
+
+def _module_sets(plan: Plan, own: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """Selective-recompute module sets (Megatron ``--recompute-modules``) for the model: each
+    applicable module alone, the sets published recipes use (``mla_up_proj mlp``, ``moe_act
+    layernorm``), and the cheap ones cumulated (layernorm, moe_act, mla_up_proj, core_attn,
+    shared_experts); the user's own set first."""
+    m, t = plan.model, plan.training
+    dense = any(not m.is_moe_layer(i) for i in range(m.num_layers))
+    ok = {"core_attn": True, "layernorm": True, "mla_up_proj": m.multi_latent_attention,
+          "mlp": dense, "moe_act": m.is_moe and t.moe_grouped_gemm, "moe": m.is_moe,
+          "shared_experts": m.is_moe and m.moe_shared_expert_intermediate_size > 0 and not t.moe_shared_expert_overlap}
+    order = [x for x in RECOMPUTE_MODULES if ok[x]]
+    sets: list[tuple[str, ...]] = [own] + [(x,) for x in order]
+    for pair in (("mla_up_proj", "mlp"), ("moe_act", "layernorm")):
+        if all(ok[x] for x in pair):
+            sets.append(pair)
+    chain: list[str] = []
+    for x in ("layernorm", "moe_act", "mla_up_proj", "core_attn", "shared_experts"):
+        if ok[x]:
+            chain.append(x)
+            if len(chain) > 1:
+                sets.append(tuple(sorted(chain, key=RECOMPUTE_MODULES.index)))
+    norm = [tuple(sorted(s, key=lambda x: RECOMPUTE_MODULES.index(x) if x in RECOMPUTE_MODULES else 99)) for s in sets]
+    return list(dict.fromkeys([own] + norm[1:]))
+
+
+def _recompute_options(plan: Plan, fw: str, per_chunk: int, cfg: SpaceConfig, own: Knobs
+                       ) -> list[tuple[str, str, Optional[int], tuple[str, ...]]]:
+    default_mods = ("core_attn",)
+    own_mods = own.rc_modules if own.rc_granularity == "selective" else default_mods
+    opts: list[tuple[str, str, Optional[int], tuple[str, ...]]] = [("none", "uniform", None, default_mods)]
+    if fw == "torchtitan":  # AC mode "full": every block (the adapter writes it as num_layers=1); per-op SAC
+        opts += [("op", "uniform", None, default_mods), ("full", "uniform", 1, default_mods)]
+    else:
+        sets = _module_sets(plan, own_mods) if cfg.execution else [own_mods]
+        opts += [("selective", "uniform", None, s) for s in sets]
+        opts.append(("full", "uniform", 1, default_mods))
+        for n in cfg.block_recompute_layers:
+            if n < per_chunk:
+                opts.append(("full", "block", n, default_mods))
+    mine = (own.rc_granularity, own.rc_method, own.rc_layers,
+            own.rc_modules if own.rc_granularity == "selective" else default_mods)
+    if mine not in opts:
+        g, mth, n, _ = mine
+        if not (g == "full" and mth == "block" and n is not None and n > per_chunk):
+            opts.append(mine)
+    return opts
+
+
+def _schedules(fw: str, pp: int, vpp: int, nmb: int, own: str) -> list[str]:
+    if pp == 1:
+        return [own if own in ("1f1b", "gpipe") else "1f1b"]
+    if fw == "megatron":
+        if vpp == 1:
+            return ["1f1b"]
+        return ["interleaved_1f1b"] if nmb % pp == 0 else []
+    # torch.distributed.pipelining: 1F1B is single-stage; Interleaved1F1B and ZBVZeroBubble are
+    # multi-stage schedules (>= 2 stages per rank).  InterleavedZeroBubble (zb_h1 with vpp > 1) is
+    # left out: the pipeline simulator models ZB-H1 with one chunk per rank only.
+    out = ["1f1b"] if vpp == 1 else (["interleaved_1f1b"] if nmb % pp == 0 else [])
+    if vpp == 2:
+        out.append("zbv")
+    return out
+
+
+class Space:
+    """The legal candidates of a plan as a lazy product: the structural candidates (the ``Knobs``
+    fields before ``overlap_grad_reduce``, a list) times, for each, the legal execution-flag tuples
+    of its context (a few shared tables).  ``len`` counts without building the candidates;
+    ``space[i]``, iteration and :meth:`index` follow one stable order (structure-major)."""
+
+    def __init__(self, plan: Plan, cfg: SpaceConfig = SpaceConfig()):
+        import numpy as np
+
+        self.plan, self.cfg = plan, cfg
+        self.flags = _FlagOptions(plan, plan.framework, cfg, knobs_of(plan))
+        self.structs: list[tuple] = []
+        self.ctx: list[int] = []
+        self._table_ids: dict[int, int] = {}
+        self.tables: list[tuple[tuple, ...]] = []
+        for head, table in _structures(plan, cfg, self.flags):
+            if not table:
+                continue
+            tid = self._table_ids.get(id(table))
+            if tid is None:
+                tid = self._table_ids[id(table)] = len(self.tables)
+                self.tables.append(table)
+            self.structs.append(head)
+            self.ctx.append(tid)
+        sizes = np.fromiter((len(self.tables[c]) for c in self.ctx), dtype=np.int64, count=len(self.ctx))
+        self.offsets = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(sizes)])
+        self._struct_index = {h: j for j, h in enumerate(self.structs)}
+        self._flag_index = [{f: j for j, f in enumerate(t)} for t in self.tables]
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def struct_of(self, i: int) -> int:
+        import numpy as np
+
+        return int(np.searchsorted(self.offsets, i, side="right")) - 1
+
+    def __getitem__(self, i: int) -> Knobs:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        s = self.struct_of(i)
+        return Knobs._make(self.structs[s] + self.tables[self.ctx[s]][i - int(self.offsets[s])])
+
+    def __iter__(self) -> Iterator[Knobs]:
+        for head, c in zip(self.structs, self.ctx):
+            for f in self.tables[c]:
+                yield Knobs._make(head + f)
+
+    def iter_range(self, start: int, stop: int) -> Iterator[tuple[int, Knobs]]:
+        """(index, candidate) for ``start <= index < stop``, in order."""
+        stop = min(stop, len(self))
+        if start >= stop:
+            return
+        s = self.struct_of(start)
+        i = start
+        while i < stop:
+            head, table = self.structs[s], self.tables[self.ctx[s]]
+            for f in table[i - int(self.offsets[s]):]:
+                if i >= stop:
+                    return
+                yield i, Knobs._make(head + f)
+                i += 1
+            s += 1
+
+    def index(self, k: Knobs) -> Optional[int]:
+        """Position of ``k`` in the space, or None when it is not a legal candidate."""
+        s = self._struct_index.get(tuple(k[:N_STRUCT]))
+        if s is None:
+            return None
+        f = self._flag_index[self.ctx[s]].get(tuple(k[N_STRUCT:]))
+        return None if f is None else int(self.offsets[s]) + f
+
+    def flag_table(self, s: int) -> tuple[tuple, ...]:
+        return self.tables[self.ctx[s]]
+
+    def struct_index(self, k: Knobs) -> Optional[int]:
+        return self._struct_index.get(tuple(k[:N_STRUCT]))
+
+
+def enumerate_space(plan: Plan, cfg: SpaceConfig = SpaceConfig()) -> Iterator[Knobs]:
+    """Every legal candidate for ``plan``'s model, cluster and framework, in a stable order.
+
+    Built by nested loops over divisors and precomputed option lists, so illegal combinations are
+    never produced (the rules are those of :func:`problems_of`)."""
+    return iter(Space(plan, cfg))
+
+
+def _structures(plan: Plan, cfg: SpaceConfig, flags: "_FlagOptions") -> Iterator[tuple[tuple, tuple[tuple, ...]]]:
+    """(structural head, its flag table) for every structural candidate, in the space's order."""
+    m = plan.model
+    own = flags.own
+    fw = plan.framework
+    W = plan.world_size
+    L = m.num_layers
+    max_tp = cfg.max_tp or plan.cluster.gpus_per_node
+    for tp in divisors(W):
+        if tp > max_tp and tp != own.tp:
+            continue
+        if m.num_attention_heads % tp or m.ffn_hidden_size % tp:
+            continue
+        if not m.multi_latent_attention and m.kv_heads % tp:
+            continue
+        for cp in divisors(W // tp):
+            if cp > cfg.max_cp and cp != own.cp:
+                continue
+            if m.seq_length % (cp * (2 if cp > 1 else 1)):
+                continue
+            for pp in divisors(W // (tp * cp)):
+                if pp > L:
+                    continue
+                dp = W // (tp * cp * pp)
+                # (L + 2) // pp: with the embedding and the loss counted in the split a rank may
+                # hold more virtual stages than layers (stages of the embedding or loss alone)
+                top = (L + 2 * cfg.execution) // pp
+                vpps = [1] if pp == 1 else [v for v in range(1, cfg.max_vpp + 1) if top >= v] \
+                    + ([own.vpp] if own.vpp > cfg.max_vpp and pp == own.pp else [])
+                for vpp in vpps:
+                    for split in _splits(plan, fw, cfg, own, pp, vpp):
+                        sched = split[0]
+                        try:
+                            per_chunk = _max_per_chunk(plan, pp, vpp, split[1:], sched)
+                        except Exception:
+                            continue
+                        yield from _inner(plan, fw, cfg, own, flags, tp, cp, pp, vpp, dp, split[1:], per_chunk, sched)
+
+
+def _max_per_chunk(plan: Plan, pp: int, vpp: int, split: tuple, sched: Optional[str]) -> int:
+    from primus_launch.plan.layout import _virtual_stages
+
+    first, last, acc_e, acc_l, layout = split
+    m = plan.model
+    stages = _virtual_stages(m.num_layers, m.mtp_num_layers, pp, vpp, sched == "zbv" and vpp == 2, layout,
+                             first, last, acc_e, acc_l)
+    return max(st.count("t") for st in stages)
+
+
+def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, flags: "_FlagOptions", tp: int, cp: int, pp: int,
+           vpp: int, dp: int, split: tuple, per_chunk: int, only_schedule: Optional[str] = None
+           ) -> Iterator[tuple[tuple, tuple[tuple, ...]]]:
     m = plan.model
     W = plan.world_size
     # MoE: (ep, etp)
@@ -308,20 +574,27 @@ def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, tp: int, cp: int, 
     elif fw == "torchtitan":
         sps = [True]
     else:
-        sps = [True, False] if cfg.search_sp else [True]
+        sps = [True, False] if cfg.search_sp else list(dict.fromkeys([True] + ([own.sp] if own.tp == tp else [])))
     sps = [s for s in sps if not s or (m.seq_length // cp) % tp == 0]
     # data-parallel sharding
     if fw == "torchtitan":
         shardings = ["full"] + ([own.dp_sharding] if own.dp_sharding != "full" else [])
     else:
-        shardings = ["optimizer", "none"] + ([own.dp_sharding] if own.dp_sharding not in ("none", "optimizer") else [])
+        shardings = ["optimizer", "none"]
+        if cfg.execution and pp == 1:
+            shardings += ["optimizer_grads", "full"]  # Megatron-FSDP
+        if own.dp_sharding not in shardings and (pp == 1 or own.dp_sharding in ("none", "optimizer")):
+            shardings.append(own.dp_sharding)
+        if plan.training.precision_aware_optimizer:  # kept on: needs the distributed optimizer
+            shardings = [s for s in shardings if s != "none"]
     mbss = _mbs_values(plan, dp, cfg, own.mbs)
-    rcs = _recompute_options(plan, fw, per_chunk, cfg, (own.rc_granularity, own.rc_method, own.rc_layers))
+    rcs = _recompute_options(plan, fw, per_chunk, cfg, own)
+    first, last, acc_e, acc_l, layout = split
     for ep, etp in eps:
         for sp in sps:
             for shard in shardings:
                 reps = [1]
-                if shard == "full" and dp > 1:
+                if shard == "full" and dp > 1 and fw == "torchtitan":
                     # HSDP: shard inside a node's (or two nodes') worth of DP ranks, replicate across
                     node_dp = max(1, plan.cluster.gpus_per_node // (tp * cp))
                     for s in (node_dp, 2 * node_dp, 4 * node_dp)[: cfg.max_dp_replicate_choices - 1]:
@@ -338,9 +611,10 @@ def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, tp: int, cp: int, 
                             if fw == "torchtitan" and _titan_problem(plan, tp, cp, pp, vpp, ep, etp, shard, rep, sched):
                                 continue
                             for rc in rcs:
-                                for flags in _overlap_flags(fw, cfg, own, tp, sp, shard):
-                                    yield Knobs(tp, pp, vpp, cp, ep, etp, sp, mbs, shard, rep, rc[0], rc[1], rc[2],
-                                                sched, flags[0], flags[1], flags[2], first, last)
+                                head = (tp, pp, vpp, cp, ep, etp, sp, mbs, shard, rep, rc[0], rc[1], rc[2], rc[3],
+                                        sched, first, last, acc_e, acc_l, layout)
+                                yield head, flags.options(tp, sp, ep * (tp if etp is None else etp), pp, vpp, shard,
+                                                          rc[0], rc[3], ep)
 
 
 def _titan_problem(plan: Plan, tp: int, cp: int, pp: int, vpp: int, ep: int, etp: Optional[int], shard: str,
@@ -365,21 +639,194 @@ def _titan_problem(plan: Plan, tp: int, cp: int, pp: int, vpp: int, ep: int, etp
 _TITAN_CACHE: dict[tuple, bool] = {}
 
 
-def _overlap_flags(fw: str, cfg: SpaceConfig, own: Knobs, tp: int, sp: bool, shard: str
-                   ) -> list[tuple[bool, bool, bool]]:
-    if fw == "torchtitan":
-        return [(own.overlap_grad_reduce, own.overlap_param_gather, own.tp_comm_overlap and tp > 1 and sp)]
-    tpco_ok = tp > 1 and sp
-    if not cfg.search_overlap:
-        return [(True, shard == "optimizer", own.tp_comm_overlap and tpco_ok)]
-    out = []
-    for ogr in (True, False):
-        for opg in ((True, False) if shard == "optimizer" and ogr else (False,)):
-            for tpco in ((True, False) if tpco_ok else (False,)):
-                out.append((ogr, opg, tpco))
-    return out
+class _FlagOptions:
+    """The legal execution-flag tuples (``Knobs`` fields from ``overlap_grad_reduce`` on) for a
+    structural candidate, cached per the few structural facts the rules read."""
 
+    def __init__(self, plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs):
+        self.plan, self.fw, self.cfg, self.own = plan, fw, cfg, own
+        self.cache: dict[tuple, tuple[tuple, ...]] = {}
+        m, t = plan.model, plan.training
+        gpu = plan.cluster.gpu
+        self.nvidia = rules.is_nvidia(gpu)
+        can = rules.knobs_for(plan) if cfg.execution else frozenset()
+        self.can = can
+        self.allow_fp8 = "fp8" in cfg.allow and "fp8" in can
+        self.allow_moments = "optimizer-dtypes" in cfg.allow and "moments" in can
+        self.recipes = rules.fp8_recipes(gpu, fw)
+        self.dense = any(not m.is_moe_layer(i) for i in range(m.num_layers))
+        self.all_moe = m.is_moe and not self.dense
 
-def problems_of(plan: Plan, k: Knobs) -> list[tuple[str, object, str]]:
-    """Divisibility problems of ``plan`` with knobs ``k`` (the plan module's rules)."""
-    return legality_problems(apply_knobs(plan, k))
+    def options(self, tp: int, sp: bool, eg: int, pp: int, vpp: int, shard: str, gran: str,
+                mods: tuple[str, ...], ep: int) -> tuple[tuple, ...]:
+        """``eg`` = expert TP x EP (the flex dispatcher's group), ``ep`` = EP."""
+        key = (tp > 1 and sp, tp > 1, eg > 1, ep > 1, pp > 1, vpp > 1, shard, gran, mods if gran == "selective" else ())
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = self.cache[key] = tuple(self._build(tp, sp, ep, pp, vpp, shard, gran, mods, eg))
+        return hit
+
+    # each helper returns the values of one knob family, the user's own first
+    def _precisions(self, shard: str, gran: str, mods: tuple[str, ...]) -> list[tuple[str, Optional[str], bool]]:
+        """(precision, fp8 recipe, fp8 param gather): the recipe's own; with ``allow fp8`` also BF16
+        and FP8 with each recipe the GPU runs, param gather off and on (Megatron)."""
+        own = self.own
+        out = [(own.precision, own.fp8_recipe, own.fp8_param_gather)]
+        if self.allow_fp8 and own.precision in ("bf16", "fp16", "fp8"):
+            if own.precision == "fp8":
+                out.append(("bf16", None, False))
+            for rec in self.recipes:
+                for pg in (False, True):
+                    out.append(("fp8", rec, pg))
+        return list(dict.fromkeys(out))
+
+    def _build(self, tp, sp, ep, pp, vpp, shard, gran, mods, eg) -> Iterator[tuple]:
+        own, plan, fw, cfg, can = self.own, self.plan, self.fw, self.cfg, self.can
+        m, t = plan.model, plan.training
+        sel = gran == "selective"
+        # grad-reduce / param-gather overlap, TP comm overlap
+        if fw == "torchtitan":
+            tpcos = [own.tp_comm_overlap and tp > 1 and sp]
+            if tp > 1 and sp and "tp_comm_overlap" in can:  # async TP (needs compile: _ok)
+                tpcos = list(dict.fromkeys(tpcos + [True, False]))
+            overlaps = [(own.overlap_grad_reduce, own.overlap_param_gather, x) for x in tpcos]
+        else:
+            tpco_ok = tp > 1 and sp
+            tpcos = [own.tp_comm_overlap and tpco_ok]
+            if tpco_ok and "tp_comm_overlap" in can and self.nvidia:
+                tpcos = list(dict.fromkeys(tpcos + [True, False]))
+            if cfg.search_overlap:
+                overlaps = []
+                for ogr in (True, False):
+                    for opg in ((True, False) if shard != "none" and ogr else (False,)):
+                        overlaps += [(ogr, opg, x) for x in tpcos]
+            else:
+                overlaps = [(True, shard != "none", x) for x in tpcos]
+        # CUDA graphs (TE per-scope graphs; local whole-layer graphs for dense models without EP)
+        graphs: list[tuple[str, tuple[str, ...]]] = [(own.cuda_graph_impl, own.cuda_graph_scope)]
+        if "cuda_graph" in can and self.nvidia and gran != "full":
+            if m.is_moe:
+                graphs += [("transformer_engine", ("attn",)), ("transformer_engine", ("moe_router", "moe_preprocess")),
+                           ("transformer_engine", ("attn", "moe_router", "moe_preprocess"))]
+            else:
+                graphs += [("transformer_engine", ()), ("transformer_engine", ("attn",))]
+            graphs.append(("none", ()))
+        graphs = list(dict.fromkeys(graphs))
+        # MoE communication: dispatcher, EP overlap (+ delayed wgrad)
+        disps = [own.dispatcher]
+        if m.is_moe and "dispatcher" in can:
+            disps += ["alltoall", "allgather"] + (["deepep", "hybridep"] if self.nvidia and eg > 1 else [])
+        disps = list(dict.fromkeys(disps))
+        ovls = [(own.ep_overlap, own.delay_wgrad)]
+        if m.is_moe and "ep_overlap" in can:
+            ovls += [(False, False), (True, False), (True, True)]
+        ovls = list(dict.fromkeys(ovls))
+        # offloading
+        offl = [(own.offload_layers, own.offload_modules)]
+        if "offload" in can:
+            offl.append((0, ()))
+            if pp == 1 and gran == "none":
+                offl.append((m.num_layers // 2, ()))
+            if self.nvidia:
+                offl.append((0, ("core_attn", "attn_proj")))
+                if m.is_moe:
+                    offl += [(0, ("expert_fc1",)), (0, ("expert_fc1", "moe_act"))]
+        offl = list(dict.fromkeys(offl))
+        opt_offs = [own.optimizer_offload]
+        if "optimizer_offload" in can and t.optimizer == "adam" and shard != "none":
+            opt_offs = list(dict.fromkeys(opt_offs + [0.0, 1.0]))
+        moms = [own.moments]
+        if self.allow_moments and t.optimizer == "adam" and shard != "none":
+            moms = list(dict.fromkeys(moms + [("fp32", "fp32"), ("bf16", "bf16")]))
+        compiles = [own.compile] + ([not own.compile] if "compile" in can else [])
+        precs = self._precisions(shard, gran, mods)
+        for ogr, opg, tpco in overlaps:
+            for cg in graphs:
+                for disp in disps:
+                    for ovl in ovls:
+                        for comp in compiles:
+                            for off in offl:
+                                for oo in opt_offs:
+                                    for prec in precs:
+                                        for mom in moms:
+                                            f = (ogr, opg, tpco, cg[0], cg[1], disp, ovl[0], ovl[1], comp,
+                                                 off[0], off[1], oo, prec[0], prec[1], prec[2], mom)
+                                            if self._ok(f, tp, sp, ep, pp, vpp, shard, gran, mods, eg):
+                                                yield f
+
+    def _ok(self, f: tuple, tp, sp, ep, pp, vpp, shard, gran, mods, eg) -> bool:
+        """The rules of :mod:`rules` for the flags (given the structural facts); the user's own
+        combination passes as it is only where it is the recipe's own structure."""
+        (ogr, opg, tpco, cg_impl, cg_scope, disp, ovl, dwg, comp, off_l, off_m, oo, prec, rec, pg, mom) = f
+        m, t = self.plan.model, self.plan.training
+        sel = gran == "selective"
+        msel = set(mods) if sel else set()
+        pao = t.precision_aware_optimizer or mom != ("fp32", "fp32") or oo > 0
+        if self.fw == "megatron":
+            if disp in ("deepep", "hybridep") and m.is_moe and eg <= 1:
+                return False
+            # recompute modules x precision
+            if prec == "fp8" and rec in (None, "delayed") and msel & {"moe_act", "layernorm"}:
+                return False
+            # EP overlap
+            if ovl:
+                if not m.is_moe or ep <= 1 or disp == "allgather" or gran == "full" or prec == "fp32":
+                    return False
+                if t.moe_shared_expert_overlap or m.mtp_num_layers > 1 or (m.mtp_num_layers == 1 and pp == 1):
+                    return False
+                if pp > 1 and vpp == 1:
+                    return False
+                if cg_impl == "local" or (cg_impl == "transformer_engine" and {"moe", "mlp"} & set(cg_scope)):
+                    return False
+            if dwg and not ovl:
+                return False
+            # CUDA graphs
+            if cg_impl != "none":
+                sc = set(cg_scope)
+                whole = not sc or "full_iteration" in sc
+                if "full_iteration" in sc or (cg_impl == "local" and ep > 1) or "moe" in sc:
+                    return False
+                if "moe_preprocess" in sc and "moe_router" not in sc:
+                    return False
+                if sc & {"moe_router", "moe_preprocess"} and not m.is_moe:
+                    return False
+                if "mlp" in sc and self.all_moe:
+                    return False
+                if not sc and m.is_moe:
+                    return False
+                if gran == "full" or off_l:
+                    return False
+                if sel:
+                    if cg_impl == "transformer_engine" and "moe" in msel and "moe_router" in sc:
+                        return False
+                    if m.attention_dropout and "core_attn" in msel and (whole or "attn" in sc):
+                        return False
+                    if m.hidden_dropout and (("mlp" in msel and (whole or "mlp" in sc))
+                                             or ("moe" in msel and (whole or "moe" in sc))):
+                        return False
+            # offloading
+            if off_l:
+                if off_l >= m.num_layers or pp > 1 or gran != "none" or off_m:
+                    return False
+            if "attn_proj" in off_m and "core_attn" not in off_m:
+                return False
+            if oo > 0:
+                if not pao:
+                    return False
+                if pg and prec == "fp8" and rec not in (None, "delayed"):
+                    return False
+            if pao and (t.optimizer != "adam" or shard == "none"):
+                return False
+            if pg and prec == "fp8" and shard == "none":
+                return False
+        else:  # torchtitan
+            if tpco and tp > 1 and not comp:
+                return False
+            if pg and (prec != "fp8" or shard != "full" or rec not in (None, "tensorwise")):
+                return False
+        # GPU
+        if not self.nvidia and (cg_impl != "none" or disp in ("deepep", "hybridep") or off_m):
+            return False
+        if prec == "fp8" and rec not in self.recipes + ((None, "delayed") if self.fw == "megatron" else ()):
+            return False
+        return True

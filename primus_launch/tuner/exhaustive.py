@@ -1,0 +1,139 @@
+"""The exhaustive sweep: every candidate of a space pre-filtered and every legal one scored, over
+several processes, with a result that does not depend on how many.
+
+The space is cut into contiguous index ranges that worker processes (``fork``: they inherit the
+plan, the space and the scoring function) pre-filter and score independently; the parent merges
+their rows in index order, so the trial record, the counts and the best (fastest that fits, ties
+by index) are the same for any number of workers.  Rows carry the figures a trial records; the
+best candidate is scored again in the parent for its full :class:`ProjectionResult` (the
+projection is deterministic).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from primus_launch.tuner.engine import Memo, plan_changes
+from primus_launch.tuner.result import Trial
+from primus_launch.tuner.space import Knobs, Space, apply_knobs
+
+_JOB: Optional[tuple] = None  # (space, memo pieces) for forked workers
+
+
+@dataclass
+class SweepResult:
+    done: int          # candidates looked at
+    legal: int         # passed the pre-filter
+    scored_ok: int     # scored (the baseline counted once)
+    failed: int        # legal but the projection refused them
+    complete: bool     # every candidate looked at (no time limit hit)
+
+
+def _row(plan, score, pf, i: int, k: Knobs) -> tuple:
+    cand = apply_knobs(plan, k)
+    try:
+        why = pf(cand)
+    except Exception as e:  # a pre-filter bug must not kill the search
+        why = f"pre-filter error: {type(e).__name__}: {e}"
+    changes = plan_changes(plan, cand)
+    if why is not None:
+        return (i, "rejected", why, changes, None)
+    try:
+        r = score(cand)
+    except Exception as e:  # the projection refusing a plan is a rejection, not a crash
+        return (i, "failed", f"projection failed: {type(e).__name__}: {e}", changes, None)
+    fig = (r.iteration_time_s, r.tokens_per_sec_per_gpu, r.model_tflops_per_gpu, r.mfu,
+           r.memory.peak_bytes_per_gpu, r.memory.fits, dict(r.time_breakdown), dict(r.memory.breakdown))
+    return (i, "scored", None, changes, fig)
+
+
+def _work(rng: tuple[int, int]) -> list[tuple]:
+    space, plan, score, pf, deadline = _JOB
+    rows = []
+    for i, k in space.iter_range(*rng):
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+        rows.append(_row(plan, score, pf, i, k))
+    return rows
+
+
+class _View:
+    """What :class:`~primus_launch.tuner.progress.Progress` reads, during a sweep."""
+
+    def __init__(self):
+        self.scored = 0
+        self.best_t: Optional[float] = None
+
+    def best(self):
+        return None if self.best_t is None else 0
+
+    def time_of(self, _):
+        return self.best_t
+
+
+def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optional[int] = None) -> SweepResult:
+    """Pre-filter and score every candidate of ``space`` (the memo's plan, oracle, pre-filter and
+    deadline); trials are appended to ``memo.trials`` in index order (the baseline already
+    recorded is not repeated), and the best fitting candidate's full result is put in
+    ``memo.results``."""
+    global _JOB
+    n = len(space)
+    plan = memo.plan
+    from primus_launch.tuner.space import knobs_of
+
+    own = knobs_of(plan)
+    own_i = space.index(own) if own in memo.results or own in memo.failed else None
+    workers = max(1, min(workers, n or 1))
+    size = chunk or max(16, min(2_000, n // (workers * 8) or 1))
+    ranges = [(a, min(n, a + size)) for a in range(0, n, size)]
+    _JOB = (space, plan, memo.score_fn, memo.prefilter_fn, memo.deadline)
+    view = _View()
+    done = legal = scored = failed = 0
+    best: Optional[tuple[float, int]] = None
+    if own in memo.results and memo.results[own].memory.fits:
+        best = (memo.results[own].iteration_time_s, own_i)
+    try:
+        if workers == 1:
+            batches = map(_work, ranges)
+            pool = None
+        else:
+            pool = mp.get_context("fork").Pool(workers)
+            batches = pool.imap(_work, ranges)
+        for rows in batches:
+            for i, status, reason, changes, fig in rows:
+                done += 1
+                if status != "rejected":
+                    legal += 1
+                if i == own_i:  # the seed trial already holds it
+                    continue
+                t = Trial(index=len(memo.trials), source="exhaustive", changes=changes,
+                          status="rejected" if status != "scored" else "scored", reason=reason)
+                if status == "scored":
+                    scored += 1
+                    (t.iteration_time_s, t.tokens_per_sec_per_gpu, t.model_tflops_per_gpu, t.mfu,
+                     t.peak_memory_bytes, t.fits, t.time_breakdown, t.memory_breakdown) = fig
+                    if not t.fits:
+                        t.reason = "projected memory does not fit"
+                    elif best is None or (t.iteration_time_s, i) < best:
+                        best = (t.iteration_time_s, i)
+                elif status == "failed":
+                    failed += 1
+                memo.trials.append(t)
+            if progress is not None:  # the bar counts candidates looked at, of all
+                view.scored = done
+                view.best_t = best[0] if best is not None else None
+                progress.update(view)
+    finally:
+        if pool is not None:
+            pool.close()
+            pool.join()
+        _JOB = None
+    memo.scored += scored
+    if best is not None and best[1] != own_i:
+        k = space[best[1]]
+        memo.results[k] = memo.score_fn(apply_knobs(plan, k))
+    own_counts = 1 if own_i is not None and own in memo.results else 0
+    return SweepResult(done=done, legal=legal, scored_ok=scored + own_counts, failed=failed, complete=done == n)

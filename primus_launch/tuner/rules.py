@@ -1,0 +1,266 @@
+"""Framework rules the tuner's new knobs must obey beyond :func:`primus_launch.plan.legality_problems`,
+and what each framework and GPU can express.
+
+:func:`knob_problems` lists the combination rules Megatron-LM (core 0.16) asserts for the execution
+knobs the search space changes (EP overlap, delayed wgrad, CUDA graphs, recompute modules,
+offloading, Megatron-FSDP, the precision-aware optimizer, FP8); the space (``space.py``) is built
+so that every candidate it enumerates has none of them, and ``tests/test_tuner_space.py`` checks
+the enumeration against a brute force over the raw product filtered by these rules.
+
+Sources (Megatron-LM branch ``core_r0.16.0``):
+
+- ``megatron/core/transformer/transformer_config.py`` ``__post_init__``: recompute modules
+  (``moe_act`` needs grouped GEMM, ``mla_up_proj`` needs MLA, ``shared_experts`` not with
+  ``moe_shared_expert_overlap``, ``moe_act``/``layernorm`` not with FP8 delayed scaling);
+  ``overlap_moe_expert_parallel_comm`` (EP > 1, alltoall or flex dispatcher, no full recompute,
+  BF16/FP16 model, no shared-expert overlap, at most one MTP layer and PP > 1 with it, a virtual
+  pipeline when PP > 1, CUDA graphs only ``transformer_engine`` without ``moe``/``mlp`` scopes);
+  ``delay_wgrad_compute`` needs ``overlap_moe_expert_parallel_comm``; CUDA graph scopes (no
+  ``full_iteration`` with ``transformer_engine``, ``moe`` scope only with drop-padding MoE,
+  ``moe_preprocess`` needs ``moe_router``, ``mlp`` scope only with dense layers, full recompute
+  only with the ``full_iteration`` graph, no CUDA graphs with CPU offloading, graphed
+  recomputation without dropout); CPU offloading (fewer layers than the model, no PP, no
+  recompute); fine-grained activation offloading (``attn_proj`` needs ``core_attn``, not with
+  CPU offloading).
+- ``megatron/training/arguments.py`` ``validate_args``: ``cuda_graph_impl local`` with EP > 1
+  needs ``--moe-pad-experts-for-cuda-graph-inference`` (not a plan field: excluded);
+  ``full_iteration`` needs ``--no-check-for-nan-in-loss-and-grad`` (not a plan field: excluded);
+  ``--optimizer-cpu-offload`` needs ``--use-precision-aware-optimizer`` and, with
+  ``--fp8-param-gather``, ``--fp8-recipe delayed``; ``--fp8-param-gather`` needs the distributed
+  optimizer or FSDP.
+- ``megatron/core/transformer/moe/token_dispatcher.py``: the flex dispatcher (DeepEP / HybridEP)
+  needs expert TP x EP > 1.
+- ``megatron/core/optimizer/optimizer_config.py``: the precision-aware optimizer needs Adam and the
+  distributed optimizer.
+- Megatron-FSDP (``docs/user-guide/features/custom_fsdp.md``): compatible with TP, EP and CP; no
+  pipeline parallelism is documented, so the space uses it with PP = 1 only.
+
+GPU support (what the space offers on a GPU; a knob a GPU cannot run is not searched there):
+CUDA graphs, DeepEP / HybridEP, TE userbuffers TP overlap and fine-grained activation offloading
+are NVIDIA-only (CUDA / NVSHMEM / TE features; AMD runs them through Primus-Turbo knobs that
+Megatron-LM's flags cannot express); FP8 needs ``peak_flops_fp8 > peak_flops_bf16`` in the hardware
+database; FP8 ``blockwise`` is Hopper/Blackwell (TE ``Float8BlockScaling``), ``mxfp8`` Blackwell
+(TE ``MXFP8BlockScaling``), AMD: ``delayed`` and ``tensorwise`` (TE-ROCm recipes).  Megatron's
+default recipe, delayed scaling, is searched as ``fp8_recipe=None`` (no flag).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from primus_launch.plan import Plan
+
+Problem = tuple[str, object, str]
+
+#: numerics-changing knob families the user must allow (``--allow``): name -> what it unlocks
+ALLOWABLE: dict[str, str] = {
+    "fp8": "FP8 training (precision fp8, the FP8 scaling recipe, FP8 parameter all-gather)",
+    "optimizer-dtypes": "precision-aware optimizer with BF16 Adam moments (exp_avg, exp_avg_sq)",
+}
+
+#: what the tuner may change per framework (the writers render each of these natively and the readers
+#: read them back identically; tests/test_tuner_space.py checks it per knob and format)
+FRAMEWORK_KNOBS: dict[str, frozenset[str]] = {
+    "megatron": frozenset({
+        "layout", "account_for", "first_last", "rc_modules", "cuda_graph", "dispatcher", "ep_overlap",
+        "delay_wgrad", "megatron_fsdp", "offload", "optimizer_offload", "tp_comm_overlap", "fp8", "moments"}),
+    # TorchTitan job TOMLs (v0.1/v0.2 keys): FP8 through the float8 / mx converters with the
+    # FSDP float8 all-gather, torch.compile, async TP
+    "torchtitan": frozenset({"fp8", "compile", "tp_comm_overlap"}),
+}
+#: TorchTitan 0.3 launch lines and scripts: precision is the config function's (not a command-line
+#: key), so only compile and async TP
+TITAN_03_KNOBS = frozenset({"compile", "tp_comm_overlap"})
+
+
+def knobs_for(plan: "Plan") -> frozenset[str]:
+    """The knob families the tuner may change in ``plan``'s recipe format."""
+    if plan.framework == "torchtitan" and plan.source is not None and plan.source.format in (
+            "torchtitan-argv", "torchtitan-script"):
+        return TITAN_03_KNOBS
+    return FRAMEWORK_KNOBS.get(plan.framework, frozenset())
+
+
+BLACKWELL = ("b200", "b300", "gb200", "gb300")
+HOPPER = ("h100", "h200")
+
+
+def gpu_vendor(gpu: str) -> str:
+    from primus_launch.projection.hardware import get_gpu
+
+    try:
+        return get_gpu(gpu).vendor
+    except Exception:  # an unknown GPU: nothing vendor-specific is searched
+        return "unknown"
+
+
+def is_nvidia(gpu: str) -> bool:
+    return gpu_vendor(gpu) == "nvidia"
+
+
+def fp8_recipes(gpu: str, framework: str) -> tuple:
+    """FP8 scaling recipes the space offers on ``gpu`` (``()`` when the GPU has no FP8 rate)."""
+    from primus_launch.projection.hardware import get_gpu
+
+    try:
+        g = get_gpu(gpu)
+    except Exception:
+        return ()
+    if g.peak_flops_fp8 <= g.peak_flops_bf16:
+        return ()
+    if framework == "torchtitan":  # torchao float8 (tensorwise / rowwise scaling), MX on Blackwell
+        return ("tensorwise", "rowwise") + (("mxfp8",) if gpu.startswith(BLACKWELL) else ())
+    # Megatron's default recipe (delayed scaling) is offered as None: no --fp8-recipe flag, which
+    # every Megatron format writes the same way (an argument YAML leaves default values out)
+    if g.vendor == "amd":
+        return (None, "tensorwise")
+    out: tuple = (None, "tensorwise")
+    if gpu.startswith(HOPPER) or gpu.startswith(BLACKWELL):
+        out += ("blockwise",)
+    if gpu.startswith(BLACKWELL):
+        out += ("mxfp8",)
+    return out
+
+
+def knob_problems(plan: "Plan") -> list[Problem]:
+    """Megatron-LM rules of the tuner's execution knobs that ``plan`` breaks (module docstring);
+    for TorchTitan (whose adapter's ``torchtitan_problems`` has the parallel rules): async TP needs
+    the compiled model (``CompileConfig.__post_init__`` in 0.3, ``parallelize`` in v0.2), the FSDP
+    float8 all-gather needs FSDP and tensorwise scaling (torchao ``Float8LinearConverter``)."""
+    if plan.framework == "torchtitan":
+        t, p = plan.training, plan.parallel
+        out_t: list[Problem] = []
+        if t.tp_comm_overlap and p.tp > 1 and not t.compile:
+            out_t.append(("training.tp_comm_overlap", True, "async TP needs torch.compile of the model"))
+        if t.fp8_param_gather and (t.precision != "fp8" or p.dp_sharding != "full"
+                                   or t.fp8_recipe not in (None, "tensorwise")):
+            out_t.append(("training.fp8_param_gather", True, "FSDP float8 all-gather: FSDP and tensorwise scaling"))
+        return out_t
+    if plan.framework != "megatron":
+        return []
+    m, p, t = plan.model, plan.parallel, plan.training
+    r, o = t.recompute, t.offload
+    out: list[Problem] = []
+    sel = r.granularity == "selective"
+    mods = set(r.modules) if sel else set()
+    fp8_delayed = t.precision == "fp8" and t.fp8_recipe in (None, "delayed")
+    # --- recompute modules
+    if "moe_act" in mods and not t.moe_grouped_gemm:
+        out.append(("training.recompute.modules", "moe_act", "needs moe_grouped_gemm"))
+    if "mla_up_proj" in mods and not m.multi_latent_attention:
+        out.append(("training.recompute.modules", "mla_up_proj", "needs multi_latent_attention"))
+    if "shared_experts" in mods and m.moe_shared_expert_intermediate_size and t.moe_shared_expert_overlap:
+        out.append(("training.recompute.modules", "shared_experts", "not with moe_shared_expert_overlap"))
+    if fp8_delayed and mods & {"moe_act", "layernorm"}:
+        out.append(("training.recompute.modules", "moe_act/layernorm", "not with FP8 delayed scaling"))
+    if m.is_moe and t.moe_token_dispatcher in ("deepep", "hybridep") and p.expert_tp * p.ep <= 1:
+        out.append(("training.moe_token_dispatcher", t.moe_token_dispatcher, "the flex dispatcher needs expert TP x "
+                                                                             "EP > 1"))
+    # --- EP overlap and delayed wgrad
+    if t.overlap_moe_expert_parallel_comm:
+        why = None
+        if not m.is_moe or p.ep <= 1:
+            why = "needs expert parallelism (ep > 1)"
+        elif t.moe_token_dispatcher == "allgather":
+            why = "needs the alltoall or flex (deepep/hybridep) dispatcher"
+        elif r.granularity == "full":
+            why = "not with full recompute"
+        elif t.precision == "fp32":
+            why = "needs a bf16/fp16 model"
+        elif t.moe_shared_expert_overlap:
+            why = "not with moe_shared_expert_overlap"
+        elif m.mtp_num_layers > 1 or (m.mtp_num_layers == 1 and p.pp == 1):
+            why = "at most one MTP layer, and then pp > 1"
+        elif p.pp > 1 and p.vpp == 1:
+            why = "needs a virtual pipeline (vpp > 1) when pp > 1"
+        elif t.cuda_graph_impl == "local" or (t.cuda_graph_impl == "transformer_engine"
+                                               and {"moe", "mlp"} & set(t.cuda_graph_scope)):
+            why = "CUDA graphs only transformer_engine without moe/mlp scopes"
+        if why:
+            out.append(("training.overlap_moe_expert_parallel_comm", True, why))
+    if t.delay_wgrad_compute and not t.overlap_moe_expert_parallel_comm:
+        out.append(("training.delay_wgrad_compute", True, "needs overlap_moe_expert_parallel_comm"))
+    # --- CUDA graphs
+    if t.cuda_graph_impl != "none":
+        sc = set(t.cuda_graph_scope)
+        whole = not sc or "full_iteration" in sc
+        if "full_iteration" in sc:
+            out.append(("training.cuda_graph_scope", "full_iteration", "needs --no-check-for-nan-in-loss-and-grad "
+                                                                       "(not a plan field)"))
+        if t.cuda_graph_impl == "local" and p.ep > 1:
+            out.append(("training.cuda_graph_impl", "local", "with ep > 1 needs --moe-pad-experts-for-cuda-graph-"
+                                                             "inference (not a plan field)"))
+        if "moe" in sc:
+            out.append(("training.cuda_graph_scope", "moe", "only with drop-padding MoE (capacity factor)"))
+        if "moe_preprocess" in sc and "moe_router" not in sc:
+            out.append(("training.cuda_graph_scope", "moe_preprocess", "needs moe_router"))
+        if sc & {"moe_router", "moe_preprocess"} and not m.is_moe:
+            out.append(("training.cuda_graph_scope", "moe_router", "MoE models only"))
+        if "mlp" in sc and m.is_moe and all(m.is_moe_layer(i) for i in range(m.num_layers)):
+            out.append(("training.cuda_graph_scope", "mlp", "only with dense layers"))
+        if not sc and m.is_moe:
+            out.append(("training.cuda_graph_scope", "(whole layer)", "dropless MoE layers are not graphed whole"))
+        if r.granularity == "full":
+            out.append(("training.cuda_graph_impl", t.cuda_graph_impl, "full recompute only with the "
+                                                                       "full_iteration graph"))
+        if sel:
+            if t.cuda_graph_impl == "transformer_engine" and "moe" in mods and "moe_router" in sc:
+                out.append(("training.recompute.modules", "moe", "not with the moe_router graph (TE)"))
+            if m.attention_dropout and "core_attn" in mods and (whole or "attn" in sc):
+                out.append(("training.recompute.modules", "core_attn", "graphed attention recompute needs "
+                                                                       "attention_dropout 0"))
+            if m.hidden_dropout and (("mlp" in mods and (whole or "mlp" in sc))
+                                     or ("moe" in mods and (whole or "moe" in sc))):
+                out.append(("training.recompute.modules", "mlp/moe", "graphed MLP/MoE recompute needs "
+                                                                     "hidden_dropout 0"))
+        if o.activation_layers:
+            out.append(("training.offload.activation_layers", o.activation_layers, "not with CUDA graphs"))
+    # --- offloading
+    if o.activation_layers:
+        if o.activation_layers >= m.num_layers:
+            out.append(("training.offload.activation_layers", o.activation_layers, f"< num_layers={m.num_layers}"))
+        if p.pp > 1:
+            out.append(("training.offload.activation_layers", o.activation_layers, "not with pipeline parallelism"))
+        if r.granularity != "none":
+            out.append(("training.offload.activation_layers", o.activation_layers, "not with recompute"))
+        if o.activation_modules:
+            out.append(("training.offload.activation_modules", ",".join(o.activation_modules),
+                        "fine-grained offloading not with CPU offloading"))
+    if "attn_proj" in o.activation_modules and "core_attn" not in o.activation_modules:
+        out.append(("training.offload.activation_modules", "attn_proj", "needs core_attn"))
+    if o.optimizer_fraction > 0:
+        if not t.precision_aware_optimizer:
+            out.append(("training.offload.optimizer_fraction", o.optimizer_fraction,
+                        "needs precision_aware_optimizer"))
+        if t.fp8_param_gather and t.precision == "fp8" and t.fp8_recipe not in (None, "delayed"):
+            out.append(("training.offload.optimizer_fraction", o.optimizer_fraction,
+                        "with fp8_param_gather needs fp8_recipe delayed"))
+    # --- optimizer, sharding
+    if t.precision_aware_optimizer and (t.optimizer != "adam" or p.dp_sharding == "none"):
+        out.append(("training.precision_aware_optimizer", True, "needs Adam and the distributed optimizer"))
+    if p.dp_sharding in ("optimizer_grads", "full") and p.pp > 1:
+        out.append(("parallel.dp_sharding", p.dp_sharding, "Megatron-FSDP is used with pp = 1"))
+    if t.fp8_param_gather and t.precision == "fp8" and p.dp_sharding == "none":
+        out.append(("training.fp8_param_gather", True, "needs the distributed optimizer or FSDP"))
+    return out
+
+
+def gpu_problems(plan: "Plan") -> list[Problem]:
+    """Knobs ``plan`` sets that its GPU does not run (module docstring)."""
+    t, gpu = plan.training, plan.cluster.gpu
+    out: list[Problem] = []
+    nvidia = is_nvidia(gpu)
+    if not nvidia:
+        if t.cuda_graph_impl != "none":
+            out.append(("training.cuda_graph_impl", t.cuda_graph_impl, "NVIDIA GPUs only"))
+        if t.moe_token_dispatcher in ("deepep", "hybridep"):
+            out.append(("training.moe_token_dispatcher", t.moe_token_dispatcher, "NVIDIA GPUs only"))
+        if t.offload.activation_modules:
+            out.append(("training.offload.activation_modules", ",".join(t.offload.activation_modules),
+                        "NVIDIA GPUs only"))
+    # Megatron: None = its default, delayed; TorchTitan's reader states the recipe (tensorwise default)
+    ok = fp8_recipes(gpu, plan.framework) + ((None, "delayed") if plan.framework == "megatron" else ())
+    if t.precision == "fp8" and t.fp8_recipe not in ok:
+        out.append(("training.fp8_recipe", t.fp8_recipe, f"on {gpu}: {fp8_recipes(gpu, plan.framework)}"))
+    return out

@@ -1,0 +1,98 @@
+"""The tuner's search choice: exhaustive by default when it fits the time limit (with a certificate),
+the same result for any number of worker processes, the memory basis in the pre-filter, and the
+numerics-changing knobs only when allowed (and said so)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tuner_helpers import small_dense_plan
+
+from primus_launch.adapters import load_recipe
+from primus_launch.projection.dryrun import project_dry_run
+from primus_launch.tuner.search import default_prefilter, render_tune_text, tune
+from primus_launch.tuner.space import Space, SpaceConfig, knobs_of
+
+ROOT = Path(__file__).resolve().parents[1]
+RESTRICTED = SpaceConfig.restricted()
+
+
+def _score(plan):
+    return project_dry_run(plan, memory_margin=0.05)
+
+
+def _key(res):
+    return [(t.source, t.status, t.changes, t.iteration_time_s, t.reason) for t in res.trials]
+
+
+def test_exhaustive_is_the_default_when_it_fits_and_certifies_the_best():
+    plan = small_dense_plan()
+    res = tune(plan, score=_score, space=RESTRICTED)
+    assert res.search == "exhaustive" and res.exhaustive and res.legal_exact
+    assert res.certificate and res.certificate.startswith(f"best of all {res.legal_candidates:,} legal plans")
+    sp = Space(plan, RESTRICTED)
+    n, own_in = len(sp), sp.index(knobs_of(plan)) is not None
+    # every candidate looked at once; the recipe (the seed trial) scored apart when it is not in the space
+    assert res.space_size == n and len(res.trials) == n + (not own_in) and res.trials[0].source == "seed"
+    assert res.scored == res.legal_candidates + (not own_in)
+    fits = [t.iteration_time_s for t in res.trials if t.status == "scored" and t.fits]
+    assert res.best.iteration_time_s == pytest.approx(min(fits), rel=1e-12)
+    assert "best of all" in render_tune_text(res)
+    # a time limit the estimate cannot meet: the planner runs, and says why
+    res = tune(plan, score=_score, space=RESTRICTED, time_limit_s=1e-3)
+    assert res.search == "planner" and res.certificate is None and "would take" in res.search_note
+    assert "no certificate" in render_tune_text(res)
+
+
+def test_exhaustive_result_does_not_depend_on_the_worker_count():
+    plan = load_recipe(ROOT / "recipes/megatron/llama3.1_8b.sh")
+    one = tune(plan, score=_score, space=RESTRICTED, exhaustive=True, workers=1)
+    two = tune(plan, score=_score, space=RESTRICTED, exhaustive=True, workers=2)
+    assert two.workers == 2 and one.workers == 1
+    assert _key(one) == _key(two)
+    assert one.best_plan == two.best_plan and one.certificate == two.certificate
+    assert (one.scored, one.rejected, one.legal_candidates) == (two.scored, two.rejected, two.legal_candidates)
+
+
+def test_memory_basis_reaches_the_prefilter_and_the_scores():
+    """The case-study reference fits on the allocated peak but not on the estimated reserved one."""
+    plan = load_recipe(ROOT / "recipes/megatron/mixtral_8x22b_mi355x_32gpu.sh")
+    assert default_prefilter(0.05, "reserved")(plan) is not None
+    assert default_prefilter(0.05, "allocated")(plan) is None
+    res = tune(plan, score=None, space=RESTRICTED, memory_basis="allocated", budget=3)
+    assert res.baseline.memory.memory_basis == "allocated" and res.baseline.memory.fits
+    assert res.trials[0].source == "seed" and res.trials[0].status == "scored"
+    res = tune(plan, score=None, space=RESTRICTED, memory_basis="reserved", budget=3)
+    assert not res.baseline.memory.fits
+
+
+def test_numerics_knobs_need_allow_and_are_reported(tmp_path):
+    plan = small_dense_plan()
+    cfg = SpaceConfig(max_mbs=1, max_cp=1, max_vpp=2, block_recompute_layers=())
+    log = tmp_path / "t.json"
+    res = tune(plan, score=_score, space=cfg, exhaustive=False, budget=40, log_path=log)
+    assert res.allowed == [] and not res.searched_knobs["fp8"] and res.searched_knobs["cuda_graph"]
+    assert all("training.precision" not in t.changes for t in res.trials)
+    assert "--allow fp8" in render_tune_text(res)
+    res = tune(plan, score=_score, space=cfg, exhaustive=False, budget=40, allow=["fp8"], log_path=log)
+    d = json.loads(log.read_text())
+    assert d["allowed"] == ["fp8"] and d["searched_knobs"]["fp8"] and not d["searched_knobs"]["moments"]
+    assert d["space"]["allow"] == ["fp8"]
+    with pytest.raises(Exception, match="allow"):
+        tune(plan, score=_score, space=cfg, allow=["bogus"])
+
+
+def test_cli_allow_and_search_flags(tmp_path, capsys):
+    from primus_launch.cli import main
+
+    recipe = ROOT / "recipes/megatron/tiny_gpt_cpu.sh"
+    assert main(["--tune", str(recipe), "--dry-run", "--allow", "bogus"]) == 2
+    assert "allow" in capsys.readouterr().err
+    out = tmp_path / "t.sh"
+    rc = main(["--tune", str(recipe), "--dry-run", "--planner", "--budget", "5", "--allow", "fp8",
+               "--out", str(out), "--json"])
+    d = json.loads(capsys.readouterr().out)
+    assert rc == 0 and d["search"] == "planner" and d["allowed"] == ["fp8"] and out.exists()

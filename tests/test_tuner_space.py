@@ -1,0 +1,225 @@
+"""The tuner's space of production knobs: exact against a brute force over the rules, every knob
+rendered natively and read back identically, numerics-changing knobs only when allowed.
+
+Truth: :mod:`primus_launch.tuner.rules` (Megatron-LM core_r0.16.0 ``validate_args`` /
+``TransformerConfig`` assertions, cited there), the plan's own legality rules, and the readers and
+writers of each recipe format (the rendered file is read back by ``load_recipe``).
+"""
+
+from __future__ import annotations
+
+from itertools import product
+from pathlib import Path
+
+import pytest
+
+from tuner_helpers import small_dense_plan, small_moe_plan
+
+from primus_launch.adapters import load_recipe, write_recipe
+from primus_launch.plan import legality_problems
+from primus_launch.tuner import rules
+from primus_launch.tuner.planner import subspace
+from primus_launch.tuner.space import (AXES, N_STRUCT, Knobs, Space, SpaceConfig, apply_knobs, knobs_of,
+                                       layout_string, problems_of, validated)
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGS = AXES[N_STRUCT:]
+ALL = frozenset(rules.ALLOWABLE)
+
+
+def _domains(sp: Space) -> list[list]:
+    """Per execution-flag axis, every value the space offers anywhere."""
+    return [list(dict.fromkeys(f[j] for t in sp.tables for f in t)) for j in range(len(FLAGS))]
+
+
+NUMERICS = ("optimizer_offload", "precision", "fp8_recipe", "fp8_param_gather", "moments")
+
+
+@pytest.mark.parametrize("case", ["megatron-h100", "megatron-mi300x", "torchtitan-h100-allow"])
+def test_flag_tables_equal_brute_force_over_the_rules(case):
+    """For a structural candidate of each context, the flag tuples the space lists are exactly the
+    combinations of the offered values that break no rule (plan legality, rules.knob_problems,
+    rules.gpu_problems, torchtitan_problems)."""
+    fw, gpu, *allow = case.split("-")
+    plan = small_moe_plan(gpu) if fw == "megatron" else small_dense_plan("torchtitan")
+    sp = Space(plan, SpaceConfig(allow=ALL if allow else frozenset()))
+    dom = _domains(sp)
+    assert len(sp) == sum(len(sp.tables[c]) for c in sp.ctx) > 1000
+    seen_ctx: set[int] = set()
+    for head, c in zip(sp.structs, sp.ctx):
+        if c in seen_ctx:
+            continue
+        seen_ctx.add(c)
+        fixed = {(f[0], f[1]) for f in sp.tables[c]}  # grad-reduce / param-gather overlap follow the sharding
+        want = {f for f in product(*dom) if (f[0], f[1]) in fixed and not problems_of(plan, Knobs._make(head + f))}
+        assert set(sp.tables[c]) == want, (head, sorted(want ^ set(sp.tables[c]))[:3])
+        if len(seen_ctx) >= (8 if case == "megatron-h100" else 4):
+            break
+
+
+def test_numerics_axes_equal_brute_force_when_allowed():
+    """With every numerics family allowed: for the other flags as listed, the (optimizer offload,
+    precision, FP8 recipe, FP8 param gather, moments) combinations listed are exactly the legal ones."""
+    plan = small_moe_plan("h100-sxm")
+    sp = Space(plan, SpaceConfig(allow=ALL))
+    dom = _domains(sp)
+    cols = [FLAGS.index(x) for x in NUMERICS]
+    seen_ctx: set[int] = set()
+    for head, c in zip(sp.structs, sp.ctx):
+        if c in seen_ctx:
+            continue
+        seen_ctx.add(c)
+        table = sp.tables[c]
+        rest = list(dict.fromkeys(tuple(v for j, v in enumerate(f) if j not in cols) for f in table))
+        for o in rest[:: max(1, len(rest) // 6)]:
+            got = {tuple(f[j] for j in cols) for f in table if tuple(v for j, v in enumerate(f) if j not in cols) == o}
+            want = set()
+            for x in product(*(dom[j] for j in cols)):
+                f = list(o)
+                for j, v in sorted(zip(cols, x)):
+                    f.insert(j, v)
+                if not problems_of(plan, Knobs._make(head + tuple(f))):
+                    want.add(x)
+            assert got == want, (head, o, sorted(got ^ want)[:3])
+        if len(seen_ctx) >= 6:
+            break
+
+
+def test_structural_candidates_are_legal_and_complete_on_splits():
+    """Every candidate breaks no rule; the even / account-for splits are exactly the legal ones."""
+    plan = small_moe_plan("h100-sxm")
+    sp = Space(plan, SpaceConfig(max_mbs=2, max_cp=2))
+    for i in range(0, len(sp), max(1, len(sp) // 1500)):
+        assert problems_of(plan, sp[i]) == [], sp[i]
+    heads = set(sp.structs)
+    own = knobs_of(plan)
+    W, L = plan.world_size, plan.model.num_layers
+    got = {(h[1], h[2], h[17], h[18]) for h in heads if h[15] is None and h[16] is None and h[19] is None
+           and h[0] == own.tp and h[3] == 1 and (h[4], h[5]) == (own.ep, own.etp)}
+    want = set()
+    for pp, vpp, e, lo in product([1, 2, 4, 8, 16], range(1, 9), (False, True), (False, True)):
+        if pp == 1 and (vpp > 1 or e or lo):
+            continue
+        k = own._replace(pp=pp, vpp=vpp, acc_embedding=e, acc_loss=lo, first_stage_layers=None,
+                         last_stage_layers=None, layout=None, mbs=1,
+                         schedule="interleaved_1f1b" if vpp > 1 else "1f1b")
+        if W % (own.tp * pp) == 0 and not legality_problems(apply_knobs(plan, k)):
+            want.add((pp, vpp, e, lo))
+    assert got == want
+
+
+def test_layout_string_is_balanced_and_valid():
+    from primus_launch.plan.layout import parse_layout
+
+    s = layout_string(61, 1, 8, 4)  # DeepSeek-V3 on 32 virtual stages
+    stages = parse_layout(s)
+    assert len(stages) == 32 and "".join(stages).count("t") == 61 and stages[-1].endswith("L")
+    assert max(len(x.replace("E", "")) for x in stages) - min(len(x.replace("E", "")) for x in stages) <= 1
+    plan = load_recipe(ROOT / "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml")
+    sp = Space(plan, SpaceConfig(max_mbs=1, max_cp=1))
+    lays = {(h[1], h[2], h[19]) for h in sp.structs if h[19] is not None}
+    assert (8, 4, plan.parallel.pipeline_layout) in lays  # the recipe's own
+    assert len({pp for pp, _, _ in lays}) > 3  # layout strings at other PP degrees
+
+
+def test_numerics_knobs_only_when_allowed():
+    plan = small_moe_plan("h100-sxm")
+    plain = Space(plan, SpaceConfig())
+    assert {f[FLAGS.index("precision")] for t in plain.tables for f in t} == {"bf16"}
+    assert {f[FLAGS.index("moments")] for t in plain.tables for f in t} == {("fp32", "fp32")}
+    fp8 = Space(plan, SpaceConfig(allow=frozenset({"fp8"})))
+    recs = {(f[FLAGS.index("precision")], f[FLAGS.index("fp8_recipe")]) for t in fp8.tables for f in t}
+    assert recs == {("bf16", None), ("fp8", None), ("fp8", "tensorwise"), ("fp8", "blockwise")}  # Hopper
+    assert {f[FLAGS.index("moments")] for t in fp8.tables for f in t} == {("fp32", "fp32")}
+    amd = Space(small_moe_plan("mi300x"), SpaceConfig(allow=ALL))
+    assert {f[FLAGS.index("fp8_recipe")] for t in amd.tables for f in t} == {None, "tensorwise"}
+    assert {f[FLAGS.index("cuda_graph_impl")] for t in amd.tables for f in t} == {"none"}  # NVIDIA-only knobs
+    assert {f[FLAGS.index("dispatcher")] for t in amd.tables for f in t} == {"alltoall", "allgather"}
+
+
+# ----- every knob rendered natively and read back identically -----
+
+FAMILIES = {  # knob family -> Knobs fields
+    "layout": ("layout",), "account_for": ("acc_embedding", "acc_loss"),
+    "first_last": ("first_stage_layers", "last_stage_layers"), "rc_modules": ("rc_modules",),
+    "megatron_fsdp": ("dp_sharding",), "cuda_graph": ("cuda_graph_impl", "cuda_graph_scope"),
+    "dispatcher": ("dispatcher",), "ep_overlap": ("ep_overlap",), "delay_wgrad": ("delay_wgrad",),
+    "offload": ("offload_layers", "offload_modules"), "optimizer_offload": ("optimizer_offload",),
+    "tp_comm_overlap": ("tp_comm_overlap",), "fp8": ("precision", "fp8_recipe", "fp8_param_gather"),
+    "moments": ("moments",), "compile": ("compile",),
+}
+
+
+def _variants(sp: Space, own: Knobs, fields: tuple[str, ...], pool: list[Knobs]) -> list[Knobs]:
+    """For each value of ``fields`` the space offers around the recipe (every structure with the
+    flags nearest the recipe's, every flag combination of the recipe's structure), one candidate
+    with it, fewest other axes changed."""
+    cols = [AXES.index(f) for f in fields]
+    mine = tuple(own[c] for c in cols)
+    best: dict[tuple, tuple[int, Knobs]] = {}
+    for k in pool:
+        v = tuple(k[c] for c in cols)
+        if v == mine:
+            continue
+        d = sum(a != b for a, b in zip(k, own))
+        if v not in best or d < best[v][0]:
+            best[v] = (d, k)
+    if not best:  # only away from the recipe's structure (e.g. EP overlap needs another recompute)
+        for s, head in enumerate(sp.structs):
+            for f in sp.flag_table(s):
+                k = Knobs._make(head + f)
+                v = tuple(k[c] for c in cols)
+                if v != mine and v not in best:
+                    best[v] = (0, k)
+            if best:
+                break
+    return [k for _, k in sorted(best.values(), key=lambda x: x[0])]
+
+
+@pytest.mark.parametrize("recipe,families", [
+    ("recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml",
+     ["layout", "account_for", "rc_modules", "megatron_fsdp", "cuda_graph", "dispatcher", "ep_overlap", "delay_wgrad",
+      "offload", "optimizer_offload", "tp_comm_overlap", "fp8", "moments"]),
+    ("recipes/megatron/deepseek_v3_671b.sh", ["first_last", "account_for", "dispatcher", "ep_overlap", "cuda_graph",
+                                              "offload", "megatron_fsdp", "fp8", "moments"]),
+    ("recipes/megatron/llama3.1_8b.yaml", ["cuda_graph", "rc_modules", "account_for", "offload", "fp8"]),
+    ("recipes/torchtitan/llama3.1_70b.toml", ["fp8", "compile", "tp_comm_overlap"]),
+    ("recipes/torchtitan/llama3_8b_launch.sh", ["compile", "tp_comm_overlap"]),
+], ids=["megatron-yaml-moe", "megatron-bash-moe", "megatron-yaml-dense", "torchtitan-toml", "torchtitan-0.3-launch"])
+def test_each_knob_renders_natively_and_reads_back(tmp_path, recipe, families):
+    path = ROOT / recipe
+    plan = load_recipe(path)
+    own = knobs_of(plan)
+    sp = Space(plan, SpaceConfig(allow=ALL, max_mbs=1, max_cp=1, max_vpp=4))
+    can = rules.knobs_for(plan)
+    pool = subspace(sp, own)
+    n = 0
+    for fam in families:
+        assert fam in can or fam in ("delay_wgrad",), fam
+        ks = _variants(sp, own, FAMILIES[fam], pool)
+        assert ks, f"{fam}: no value other than the recipe's in the space"
+        for k in ks[:4]:
+            tuned = validated(apply_knobs(plan, k))
+            out = write_recipe(tuned, tmp_path / f"t{n}{path.suffix}")
+            back = load_recipe(out)
+            for f in FAMILIES[fam]:
+                assert getattr(knobs_of(back), f) == getattr(k, f), (fam, f, k)
+            if plan.framework == "megatron":  # the whole plan reads back (expert TP None = tp)
+                assert back.parallel.expert_tp == tuned.parallel.expert_tp
+                assert back.parallel.model_dump(exclude={"etp"}) == tuned.parallel.model_dump(exclude={"etp"})
+                assert back.training.model_dump() == tuned.training.model_dump(), fam
+            n += 1
+    assert n >= len(families)
+
+
+def test_titan_space_has_only_what_its_adapter_expresses():
+    plan = load_recipe(ROOT / "recipes/torchtitan/deepseek_v3_671b.toml")
+    sp = Space(plan, SpaceConfig(allow=ALL))
+    flags = {f for t in sp.tables for f in t}
+    for name in ("cuda_graph_impl", "dispatcher", "ep_overlap", "offload_modules", "optimizer_offload", "moments"):
+        assert {f[FLAGS.index(name)] for f in flags} == {knobs_of(plan)[AXES.index(name)]}, name
+    assert {f[FLAGS.index("precision")] for f in flags} == {"bf16", "fp8"}
+    assert {f[FLAGS.index("fp8_recipe")] for f in flags} == {None, "tensorwise", "rowwise"}  # H100: torchao float8
+    assert {f[FLAGS.index("compile")] for f in flags} == {False, True}
+    assert all(f[FLAGS.index("compile")] for f in flags if f[FLAGS.index("tp_comm_overlap")])  # async TP compiles
+    assert {h[8] for h in sp.structs} == {"full"}
