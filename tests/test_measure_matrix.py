@@ -279,9 +279,7 @@ def _check(res, plan, framework: str) -> None:
             assert ratio == pytest.approx(1.0, abs=MEGATRON_MEM_BOUND), (kind, v)
         elif kind == "moe_layer" or m.multi_latent_attention:
             assert 1.0 <= ratio <= 2.0, (kind, v)
-        elif plan.parallel.cp > 1:  # the emulated CP core's concatenated K/V and mask: +8 % here
-            assert 1.0 <= ratio <= 1.2, (kind, v)
-        else:
+        else:  # CP included: TITAN_CPU keeps the ring output's contiguous copy (memory_titan.py), -0.2 % here
             assert ratio == pytest.approx(1.0, abs=TITAN_MEM_BOUND), (kind, v)
         ac = [k for k in v if k.startswith("measured_ac_")]
         if framework == "torchtitan" and ac and ac[0] != "measured_ac_none" and not (
