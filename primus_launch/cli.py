@@ -92,7 +92,7 @@ def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
     if recipe == _FROM_COMMAND:
         if not command:
             raise UserError("--project/--tune need a RECIPE file or a training command after --")
-        from primus_launch.command_recipe import plan_from_command
+        from primus_launch.launch.command_recipe import plan_from_command
 
         return plan_from_command(command, _cluster_overrides(a))
     from primus_launch.adapters import load_recipe
@@ -110,13 +110,13 @@ def _project(a: argparse.Namespace, plan: Plan):
 
 def _write_trace(path: str, result) -> None:
     from primus_launch.fileio import atomic_write_text
-    from primus_launch.projection.pipeline import chrome_trace
+    from primus_launch.projection.pipeline.simulate import chrome_trace
 
     atomic_write_text(path, json.dumps(chrome_trace(result.timeline, title=result.plan.model.name)))
 
 
 def _emit(a: argparse.Namespace, plan: Plan, command: list[str], recipe_path: Optional[Path] = None) -> None:
-    from primus_launch import emit
+    from primus_launch.launch import emit
 
     program = command or emit.program_of_recipe(plan, recipe_path)
     if not program:
@@ -129,7 +129,7 @@ def _emit(a: argparse.Namespace, plan: Plan, command: list[str], recipe_path: Op
 
 
 def _launch_recipe(plan: Plan) -> int:
-    from primus_launch.launcher import run_command
+    from primus_launch.launch.launcher import run_command
 
     path = Path(plan.source.path) if plan.source and plan.source.path else None
     if path is None or path.suffix not in (".sh", ".bash"):
@@ -156,19 +156,19 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     if a.trace:
         _write_trace(a.trace, result)
     if a.report:
-        from primus_launch.report_html import write_projection_report
+        from primus_launch.report.html import write_projection_report
 
         write_projection_report(result, a.report)
     if a.json:
         print(json.dumps(result.to_json_dict()))
     else:
-        from primus_launch.projection.report import render_text
+        from primus_launch.report.text import render_text
 
         print(render_text(result))
     if a.emit:
         _emit(a, plan, command)
     if a.launch:
-        from primus_launch.launcher import ensure_fits, run_command
+        from primus_launch.launch.launcher import ensure_fits, run_command
 
         ensure_fits(result, a.force)
         sys.stdout.flush()
@@ -220,14 +220,14 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         written = write_recipe(best, out_recipe, a.primus_root or _wrapper_primus_root(plan))
     if a.report:
         from primus_launch.projection.api import project
-        from primus_launch.report_html import write_tune_report
+        from primus_launch.report.html import write_tune_report
 
         detailed = project(best, dry_run=a.dry_run, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
                            measure_device=a.measure_device, record_timeline=True)
         write_tune_report(res.model_copy(update={"best": detailed}), a.report)
     tuned_cmd = None
     if command:
-        from primus_launch.command_recipe import render_command
+        from primus_launch.launch.command_recipe import render_command
 
         tuned_cmd = render_command(best, command)
     if a.json:
@@ -248,7 +248,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     if a.emit:
         _emit(a, best, tuned_cmd or [], written)
     if a.launch:
-        from primus_launch.launcher import ensure_fits, run_command
+        from primus_launch.launch.launcher import ensure_fits, run_command
 
         ensure_fits(res.best, a.force)
         sys.stdout.flush()
@@ -289,7 +289,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     a = ap.parse_args(ours)
     try:
         if a.gpu_file:
-            from primus_launch.projection.hardware import load_gpu_file
+            from primus_launch.projection.hardware.gpus import load_gpu_file
 
             load_gpu_file(a.gpu_file)
         if a.project is None and a.tune is None:
@@ -298,7 +298,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                 print("primus-launch: error: give --project RECIPE, --tune RECIPE or a command after --",
                       file=sys.stderr)
                 return 2
-            from primus_launch.launcher import run_command
+            from primus_launch.launch.launcher import run_command
 
             return run_command(command)
         return _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)

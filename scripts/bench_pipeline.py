@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from primus_launch.projection.pipeline import _plan, simulate, uniform_costs
-from primus_launch.projection.pipeline_orders import schedule_orders
+from primus_launch.projection.pipeline.simulate import _plan, simulate, uniform_costs
+from primus_launch.projection.pipeline.orders import schedule_orders
 
 CASES = [("1f1b", 8, 1), ("interleaved_1f1b", 8, 5), ("zb_h1", 16, 1), ("zbv", 16, 2),
          ("interleaved_1f1b", 16, 5)]

@@ -1,4 +1,4 @@
-"""How many candidate plans per second ``projection.legality.prefilter`` checks on one core.
+"""How many candidate plans per second ``projection.memory.legality.prefilter`` checks on one core.
 
 Candidates: the product of parallel/training knobs for Llama-3.1-70B on 64 H100s, Llama-3.1-405B
 on 1024 and DeepSeek-V3 on 1024 GPUs, built as unvalidated ``model_copy`` plans (as the tuner's
@@ -17,7 +17,7 @@ import itertools
 import time
 
 from primus_launch.plan import ModelArch, Plan
-from primus_launch.projection import legality, memory, params
+from primus_launch.projection.memory.estimate import legality, estimate, params
 
 LLAMA70 = ModelArch(name="llama3.1-70b", num_layers=80, hidden_size=8192, ffn_hidden_size=28672,
                     num_attention_heads=64, num_query_groups=8, vocab_size=128256,

@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, PlanError, Training  # noqa: E402
-from primus_launch.projection import pipeline  # noqa: E402
-from primus_launch.projection.dryrun import clear_caches, project_dry_run  # noqa: E402
+from primus_launch.projection.pipeline.simulate import simulate  # noqa: E402
+from primus_launch.projection.dryrun import project_dry_run  # noqa: E402
+from primus_launch.projection.cost.roofline import clear_caches
 
 LLAMA_70B = ModelArch(name="llama3.1-70b", num_layers=80, hidden_size=8192, ffn_hidden_size=28672,
                       num_attention_heads=64, num_query_groups=8, vocab_size=128256, seq_length=8192)

@@ -5,7 +5,7 @@ Kernel efficiencies are not fitted here: they are curves fitted to kernel-level 
 ``scripts/validation/runs.json`` with ``role == "calibration"`` (every third of the older published
 rows, in file order; see ``scripts/validation/build_runs.py``). Loss: root-mean-square of
 log(projected / measured) tokens/s/GPU. Search: coordinate descent with shrinking multiplicative
-steps inside bounds (deterministic). Free constants (``primus_launch/projection/calibration.py``):
+steps inside bounds (deterministic). Free constants (``primus_launch/projection/cost/calibration.py``):
 FRAMEWORK_EFF[megatron|torchtitan], SUSTAINED_CLOCK[power_limited] (one value for every power-limited
 architecture), ASYNC_TP_OVERLAP.
 ``--write`` rewrites the CALIBRATED block of calibration.py atomically; judge rows (and the held-out
@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from primus_launch.projection import calibration as cal  # noqa: E402
-from primus_launch.projection.dryrun import clear_caches  # noqa: E402
+from primus_launch.projection.cost import calibration as cal  # noqa: E402
+from primus_launch.projection.cost.roofline import clear_caches  # noqa: E402
 from validate import evaluate, load_rows  # noqa: E402
 
 # name, getter/setter path, start, lower, upper
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"calibration rows: {len(rows)}; rms log err {score:.4f}")
     if args.write:
         write_block(x, score, [r["id"] for r in rows])
-        print("wrote primus_launch/projection/calibration.py")
+        print("wrote primus_launch/projection/cost/calibration.py")
     return 0
 
 

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from primus_launch.projection.cost import evidence as ev  # noqa: E402
 from primus_launch.projection.cost.kernels import (AttnCurve, GemmCurve, attention_flops,  # noqa: E402
                                                     attention_seconds, gemm_seconds, log_rms)
-from primus_launch.projection.hardware import get_gpu, known_gpus  # noqa: E402
+from primus_launch.projection.hardware.gpus import get_gpu, known_gpus  # noqa: E402
 
 ARCHS = ("ampere", "hopper", "blackwell", "blackwell_ultra", "cdna3", "cdna4")
 
@@ -504,7 +504,7 @@ def fit_collectives() -> dict:
     operation and the NIC's efficiency and latency, each fitted through
     ``collectives.collective_time`` itself (the function the dry-run calls) to the nccl-tests /
     RCCL records of that architecture."""
-    from primus_launch.projection.collectives import Fabric, collective_time
+    from primus_launch.projection.cost.collectives import Fabric, collective_time
 
     out = {}
     recs = coll_records()
@@ -614,8 +614,8 @@ def fit_deepep() -> dict:
     bound), the source's own node / rank included; so a record's time is
     ``T D b / bandwidth`` with ``D`` the expected distinct nodes / ranks of a token (routing of the
     source: DeepEP V1 top-8 of 256 experts within 4 of 8 groups; HybridEP random uniform top-8)."""
-    from primus_launch.projection.collectives import Fabric, dispatch_time
-    from primus_launch.projection.moe_routing import expected_units_hit
+    from primus_launch.projection.cost.collectives import Fabric, dispatch_time
+    from primus_launch.projection.cost.moe_routing import expected_units_hit
 
     groups: dict[str, list] = {}
     for r in ev.select("deepep"):

@@ -32,7 +32,7 @@ def main() -> int:
 
     from primus_launch.adapters import load_recipe
     from primus_launch.projection.api import project
-    from primus_launch.projection.report import measurement_summary
+    from primus_launch.report.text import measurement_summary
 
     print(f"torch {torch.__version__}, cuda {torch.version.cuda}, device "
           f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'}")

@@ -29,8 +29,8 @@ def _row(name: str, terms: list[tuple[str, float, float]]) -> str:
 def titan() -> None:
     import test_memory_titan as t
 
-    from primus_launch.projection.memory import _titan_args, _titan_stage_memory
-    from primus_launch.projection.memory_titan import TITAN_CPU
+    from primus_launch.projection.memory.estimate import _titan_args, _titan_stage_memory
+    from primus_launch.projection.memory.titan import TITAN_CPU
     from titan_trace import trace
 
     print("torchtitan step (rank 0): term model/trace MiB (ratio)")
@@ -49,8 +49,8 @@ def titan() -> None:
 def pp() -> None:
     import test_memory_titan_pp as t
 
-    from primus_launch.projection.memory import _titan_args, titan_stage_parts
-    from primus_launch.projection.memory_titan import TITAN_CPU
+    from primus_launch.projection.memory.estimate import _titan_args, titan_stage_parts
+    from primus_launch.projection.memory.titan import TITAN_CPU
     from titan_trace import trace_pp
 
     print("torchtitan pipeline stages: term model/trace MiB (ratio)")
@@ -67,7 +67,7 @@ def megatron() -> None:
 
     from mem_measure import measure_step
     from primus_launch.plan import ModelArch, Plan
-    from primus_launch.projection.memory_activations import MCORE_LOCAL, layer_activation_bytes, mtp_activation_bytes
+    from primus_launch.projection.memory.activations import MCORE_LOCAL, layer_activation_bytes, mtp_activation_bytes
 
     print("megatron-core (local spec) per-layer bytes kept: model/trace MiB (ratio)")
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from primus_launch.browser_check import probe, screenshot
+from primus_launch.report.browser_check import probe, screenshot
 
 ROOT = Path(__file__).resolve().parents[1]
 

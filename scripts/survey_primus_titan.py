@@ -190,7 +190,7 @@ def check_toml(path: Path) -> tuple[str, str]:
 
 
 def check_launch(module: str, config: str) -> tuple[str, str]:
-    from primus_launch.command_recipe import plan_from_command, render_command
+    from primus_launch.launch.command_recipe import plan_from_command, render_command
 
     argv = ["torchrun", "--nnodes", "1", "--nproc-per-node", "8", "-m", "torchtitan.train", "--module", module,
             "--config", config]

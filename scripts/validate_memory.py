@@ -27,8 +27,8 @@ from pathlib import Path
 
 from primus_launch.adapters.torchtitan import arch_from_flavor
 from primus_launch.plan import Plan
-from primus_launch.projection.hardware import GiB
-from primus_launch.projection.memory import estimate_memory
+from primus_launch.projection.hardware.gpus import GiB
+from primus_launch.projection.memory.estimate import estimate_memory
 
 RUNS = Path("/work/shared/validation/published_runs.json")
 MLM = Path("/work/.mirror/NVIDIA+Megatron-LM/repo")

@@ -74,7 +74,7 @@ def test_llama4_from_torchtitan_v022_facts():
     configs state (Hugging Face Llama-4-Scout/Maverick text_config: intermediate_size 8192,
     intermediate_size_mlp 16384, interleave_moe_layer_step 1 / 2, 16 / 128 local experts, vocab 202048)
     and the published totals (Scout 109B with its ~1.7B vision encoder, Maverick 400B)."""
-    from primus_launch.projection.params import total_parameters
+    from primus_launch.projection.memory.params import total_parameters
 
     scout, mav = arch_from_flavor("llama4", "17bx16e", 8192), arch_from_flavor("llama4", "17bx128e", 8192)
     assert (scout.moe_ffn_hidden_size, scout.moe_shared_expert_intermediate_size, scout.num_moe_layers) == (8192, 8192, 48)

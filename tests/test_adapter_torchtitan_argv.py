@@ -13,7 +13,7 @@ import pytest
 
 from primus_launch.adapters.titan_snapshot import _ConverterRecorder, config_entry_of, model_arch_fields
 from primus_launch.adapters.torchtitan_argv import job_of, launch_job, parse_launch, plan_from_launch, render_launch
-from primus_launch.command_recipe import framework_of, plan_from_command, render_command
+from primus_launch.launch.command_recipe import framework_of, plan_from_command, render_command
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, PlanError
 

@@ -111,7 +111,7 @@ def test_dry_run_imports_no_framework(args):
 
 
 def test_bundled_torchrun_option_table_equals_torchs_parser():
-    from primus_launch.torchrun_argv import BUNDLED_TORCH, TABLE_FILE, live_option_table
+    from primus_launch.launch.torchrun_argv import BUNDLED_TORCH, TABLE_FILE, live_option_table
 
     bundled = json.loads((ts.DATA_DIR / TABLE_FILE.format(BUNDLED_TORCH)).read_text())
     assert {k: (v[0], v[1]) for k, v in bundled.items()} == live_option_table()

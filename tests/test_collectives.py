@@ -7,10 +7,10 @@ import math
 import pytest
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
-from primus_launch.projection import calibration as cal
-from primus_launch.projection import collectives as coll
-from primus_launch.projection.hardware import get_gpu
-from primus_launch.projection.layout import layout, place
+from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.cost import collectives as coll
+from primus_launch.projection.hardware.gpus import get_gpu
+from primus_launch.projection.hardware.placement import layout, place
 
 H100 = get_gpu("h100-sxm")
 FAB = coll.fabric("h100-sxm")
@@ -79,7 +79,7 @@ def test_nvl72_domain_prices_groups_as_scale_up():
     """GB200 NVL72: a 64-rank EP group on 16 trays of 4 GPUs stays inside one 72-GPU NVLink domain
     (scale-up bandwidth); the same group on 4-GPU domains crosses the NICs."""
     from primus_launch.plan import Cluster
-    from primus_launch.projection.layout import scaleup_domain
+    from primus_launch.projection.hardware.placement import scaleup_domain
 
     base = _plan(tp=1, pp=1, ep=64, nodes=32, moe=True).with_changes(
         cluster={"gpu": "gb200", "num_nodes": 32, "gpus_per_node": 4})
@@ -128,7 +128,7 @@ def test_xgmi_mesh_subgroup_uses_only_its_links():
 def test_unfitted_gpu_keeps_alpha_beta(tmp_path):
     """A user GPU without an architecture: ring all-reduce at calibration.INTRA_NODE_BW_EFFICIENCY
     with per-step latencies (the model the measured local spec is derived with)."""
-    from primus_launch.projection.hardware import load_gpu_file
+    from primus_launch.projection.hardware.gpus import load_gpu_file
 
     path = tmp_path / "g.toml"
     path.write_text("[gpu.test-noarch]\npeak_flops_bf16 = 1e14\nhbm_bytes = 1e10\nhbm_bw = 1e12\n"
@@ -177,7 +177,7 @@ def _mc_units_hit(E, k, u, G, g, n=4000, seed=0):
 
 
 def test_expected_units_hit_closed_forms():
-    from primus_launch.projection.moe_routing import expected_remote_units, expected_units_hit
+    from primus_launch.projection.cost.moe_routing import expected_remote_units, expected_units_hit
 
     # no group limit: n (1 - C(E-u, k)/C(E, k)) units of u experts
     assert expected_units_hit(256, 8, 32) == pytest.approx(8 * (1 - math.comb(224, 8) / math.comb(256, 8)), rel=1e-12)
@@ -198,7 +198,7 @@ def test_deepep_dispatch_matches_deepep_readme():
     """DeepEP README (normal kernels, H800 + CX7 400 Gb/s = the H100's NIC; 4096 tokens, hidden 7168,
     top-8 of 256 experts, top-4 of 8 groups, FP8 dispatch): EP 64 dispatch 51 GB/s "RDMA bandwidth",
     which DeepEP's test counts over every (token, node) pair, the source node included."""
-    from primus_launch.projection.moe_routing import expected_units_hit
+    from primus_launch.projection.cost.moe_routing import expected_units_hit
 
     T, h = 4096, 7168
     tok = h + h // 128 * 4                     # fp8 values + one fp32 scale per 128

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
-from primus_launch.projection import calibration as cal
-from primus_launch.projection.compute import attention_time, elementwise_time, gemm_time
-from primus_launch.projection.flops import model_flops_per_iteration
-from primus_launch.projection.hardware import get_gpu
-from primus_launch.projection.params import active_parameters
+from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.cost.compute import attention_time, elementwise_time, gemm_time
+from primus_launch.projection.cost.flops import model_flops_per_iteration
+from primus_launch.projection.hardware.gpus import get_gpu
+from primus_launch.projection.memory.params import active_parameters
 
 
 def _gpt(L, h, heads, s=2048, V=51200):
@@ -85,7 +85,7 @@ def test_moe_mla_flops_match_activated_parameters():
 def test_gemm_model_shape_effects():
     """The GEMM curve (cost/kernels.py) at shapes: saturation at E x clock, small K below it, wave
     quantisation, GEMVs on HBM, FP8 at most 2x BF16."""
-    from primus_launch.projection.compute import gemm_curve, hbm_eta
+    from primus_launch.projection.cost.compute import gemm_curve, hbm_eta
 
     g = "h100-sxm"
     spec = get_gpu(g)
@@ -112,7 +112,7 @@ def test_gemm_model_shape_effects():
 
 
 def test_attention_and_elementwise():
-    from primus_launch.projection.compute import KERNEL_MIN_S, attn_curve, hbm_eta
+    from primus_launch.projection.cost.compute import KERNEL_MIN_S, attn_curve, hbm_eta
 
     g = "a100-sxm-80gb"
     f, b = attention_time(1, 32, 8192, 8192, 128, 128, True, g)
@@ -152,7 +152,7 @@ def test_user_gpu_file_feeds_the_compute_model(tmp_path):
     """A GPU added from a TOML file is used by the cost model; a power-capped clock fraction (set
     below 1, so it replaces the calibrated sustained clock) slows compute-bound GEMMs in proportion
     and leaves memory-bound ones unchanged."""
-    from primus_launch.projection.hardware import load_gpu_file
+    from primus_launch.projection.hardware.gpus import load_gpu_file
 
     base = get_gpu("h100-sxm").model_dump(exclude={"name", "source", "vendor", "intra_node_link_bw", "tdp_watts",
                                                    "peak_flops_fp4", "nvlink_domain"})
@@ -165,7 +165,7 @@ def test_user_gpu_file_feeds_the_compute_model(tmp_path):
     path = tmp_path / "gpus.toml"
     path.write_text("\n".join(lines) + "\n")
     assert load_gpu_file(path) == ["test-full-clock", "test-half-clock"]
-    from primus_launch.projection.compute import gemm_curve
+    from primus_launch.projection.cost.compute import gemm_curve
 
     t0 = gemm_curve("hopper", "bf16")[0].t0
     big_full = gemm_time(8192, 8192, 8192, "test-full-clock") - t0
@@ -200,7 +200,7 @@ def test_op_sac_recomputes_the_mms_torchtitan_recomputes():
     import torchtitan.distributed.activation_checkpoint as ac
     from torchtitan.models.llama3 import model_registry
 
-    from primus_launch.projection.dryrun import _titan_block_mms, layer_times_roofline
+    from primus_launch.projection.cost.roofline import _titan_block_mms, layer_times_roofline
 
     cfg = copy.deepcopy(model_registry("debugmodel").model)
     cfg.layers = cfg.layers[:1]
@@ -249,7 +249,7 @@ def test_te_userbuffers_sm_margins():
     """TP overlap with TE userbuffers (TE's default ub config): the reduce-scatter-overlapped forward
     GEMMs (proj, FC2) run with a 16-SM margin, U / (U - 16) slower; the ring-exchange ones lose 1 SM."""
     from primus_launch.projection.cost.contention import UB_SMS, ub_factors
-    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.cost.roofline import layer_op_times
 
     def ops(overlap):
         m = ModelArch(num_layers=2, hidden_size=4096, ffn_hidden_size=16384, num_attention_heads=32,
@@ -271,9 +271,9 @@ def test_megatron_async_backward_tp_and_ep_warmup():
     """Megatron hides the column-parallel backward collectives behind dgrad / wgrad (exposed < raw);
     without it (pre-2021-09 Megatron, TorchTitan) the backward TP time is the raw one.  The 1F1B
     all-to-all overlap leaves 1 / micro-batches of the EP comm exposed with PP = 1."""
-    from primus_launch.projection.dryrun import layer_times_roofline
+    from primus_launch.projection.cost.roofline import layer_times_roofline
     from primus_launch.projection.iteration import _tp_exposed, _tp_times, ep_unpaired_fraction
-    from primus_launch.projection.layout import layout
+    from primus_launch.projection.hardware.placement import layout
 
     m = ModelArch(num_layers=4, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
                   num_query_groups=8, vocab_size=32000, seq_length=4096)
@@ -290,7 +290,7 @@ def test_megatron_async_backward_tp_and_ep_warmup():
 def test_yarn_rope_unfused_in_megatron_unless_mla():
     """Megatron falls back to its unfused RoPE for YaRN with a concentration factor != 1 (TE's fused
     RoPE has no mscale): GPT-OSS-style GQA with YaRN pays the eager RoPE bytes, plain RoPE does not."""
-    from primus_launch.projection.dryrun import ROPE_EAGER, ROPE_FUSED, layer_op_times
+    from primus_launch.projection.cost.roofline import ROPE_EAGER, ROPE_FUSED, layer_op_times
 
     def rope(pos):
         m = ModelArch(num_layers=2, hidden_size=2880, ffn_hidden_size=2880, num_attention_heads=64,
@@ -309,7 +309,7 @@ def test_ring_steps_keep_the_causal_flops_and_add_helpers():
     causal c x c kernel and cp-1 half blocks: the same FLOPs as one causal attention of the rank's
     s/cp queries over all s keys (closed form); the framework's helpers add HBM traffic that grows
     with cp, PyTorch's fp32 merges more than TE's bf16 ones."""
-    from primus_launch.projection.compute import attention_flops
+    from primus_launch.projection.cost.compute import attention_flops
     from primus_launch.projection.cost import context_parallel as cpm
 
     s, cp, b, h, d = 262144, 8, 1, 32, 128
@@ -326,9 +326,9 @@ def test_ring_steps_keep_the_causal_flops_and_add_helpers():
 def test_ring_cp_in_the_layer_and_titan_fp32_dkv():
     """A CP layer lists its ring kernels and helpers; TorchTitan's backward CP traffic carries the fp32
     dK,dV rotation (twice the bytes of the bf16 K,V it rotates in forward)."""
-    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.cost.roofline import layer_op_times
     from primus_launch.projection.iteration import _cp_times
-    from primus_launch.projection.layout import layout
+    from primus_launch.projection.hardware.placement import layout
 
     m = ModelArch(num_layers=2, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
                   num_query_groups=8, vocab_size=128256, seq_length=131072)
@@ -350,10 +350,10 @@ def test_fsdp_under_pipeline_parallelism_follows_torch_pipelining():
     False by default under PP), the stage's gradients reduce-scattered at once after its last backward
     (REDUCE_GRAD, exposed): dp_comm = that reduce-scatter + the first micro-batch's gather exposure,
     independent of the micro-batch count; 'always' re-gathers every micro-batch."""
-    from primus_launch.projection import collectives as coll
+    from primus_launch.projection.cost import collectives as coll
     from primus_launch.projection.dryrun import project_dry_run
-    from primus_launch.projection.layout import layout
-    from primus_launch.projection.params import stage_parameter_split
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.memory.params import stage_parameter_split
 
     m = ModelArch(num_layers=8, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
                   num_query_groups=8, vocab_size=128256, seq_length=4096)
@@ -377,7 +377,7 @@ def test_moe_dispatch_host_sync_splits_the_forward():
     launched into an empty queue: max(g1 + max(g2, h2), h1 + h2) + 2 t_launch (closed form of
     dryrun._Acc.times), never below the unsplit max(g1 + g2, h1 + h2)."""
     from primus_launch.projection.cost.framework import profile_of
-    from primus_launch.projection.dryrun import SYNC_BEFORE, _Acc
+    from primus_launch.projection.cost.roofline import SYNC_BEFORE, _Acc
 
     plan = Plan(model=ModelArch(num_layers=2, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
                                 vocab_size=32000, seq_length=1024),

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
-from primus_launch.projection.dryrun import layer_times_roofline, project_dry_run
-from primus_launch.projection.hardware import get_gpu
-from primus_launch.projection.iteration import LayerTimes, PassTimes, assemble
-from primus_launch.projection.pipeline import simulate, uniform_costs
+from primus_launch.projection.dryrun import project_dry_run
+from primus_launch.projection.cost.roofline import layer_times_roofline
+from primus_launch.projection.hardware.gpus import get_gpu
+from primus_launch.projection.iteration import assemble
+from primus_launch.projection.layer_times import LayerTimes, PassTimes
+from primus_launch.projection.pipeline.simulate import simulate, uniform_costs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,7 +71,7 @@ def test_deepseek_v3_moe_mla_consistent():
 
 def test_layer_op_times_sum_to_layer_times():
     """scripts/explain_projection.py's per-kernel list is the same model as the layer times."""
-    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.cost.roofline import layer_op_times
 
     plan = Plan(model=DSV3, parallel=Parallelism(tp=1, pp=4, ep=64, pipeline_layers_first_stage=14,
                                                  pipeline_layers_last_stage=15, dp_sharding="full"),
@@ -85,8 +87,8 @@ def test_layer_op_times_sum_to_layer_times():
     # permute / unpermute move each of the T*k routed copies once (read + write h bf16), and their
     # backward is the mirror gather / scatter of the same bytes; kernel times carry the framework's
     # in-situ efficiency (calibration.FRAMEWORK_EFF)
-    from primus_launch.projection import calibration as cal
-    from primus_launch.projection.compute import elementwise_time
+    from primus_launch.projection.cost import calibration as cal
+    from primus_launch.projection.cost.compute import elementwise_time
 
     one = elementwise_time(2.0 * 4096 * 8 * 7168 * 2, "h100-sxm") / cal.framework_eff("megatron")
     for name, f, bi, bw, _ in ops["moe"]:
@@ -97,10 +99,10 @@ def test_layer_op_times_sum_to_layer_times():
 def test_deepep_dispatcher_field():
     """``moe_token_dispatcher`` defaults to the per-expert all-to-all (unchanged projections); DeepEP's
     one-copy-per-rank/node dispatch cuts the EP time by the fan-out ratio of the routing."""
-    from primus_launch.projection import collectives as coll
+    from primus_launch.projection.cost import collectives as coll
     from primus_launch.projection.iteration import _ep_times
-    from primus_launch.projection.layout import layout
-    from primus_launch.projection.moe_routing import expected_units_hit
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.cost.moe_routing import expected_units_hit
 
     par = Parallelism(tp=1, pp=4, ep=64, pipeline_layers_first_stage=14, pipeline_layers_last_stage=15,
                       dp_sharding="full")
@@ -127,7 +129,7 @@ def test_deepep_dispatcher_field():
     assert r1.time_breakdown["ep_comm"] < r0.time_breakdown["ep_comm"]
     # the all-to-all dispatcher also sorts the received tokens by local expert (and back): DeepEP's
     # kernels do not (Megatron token_dispatcher.py sort_chunks_by_idxs)
-    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.cost.roofline import layer_op_times
 
     sort = sum(f + bi + bw for name, f, bi, bw, _ in layer_op_times(base)["moe"] if "sort chunks" in name)
     assert sort > 0 and not any("sort chunks" in o[0] for o in layer_op_times(dee)["moe"])
@@ -160,7 +162,7 @@ def test_measured_layer_times_feed_the_same_assembly():
     z = PassTimes(0.0, 0.0, 0.0)
     lt = LayerTimes(dense_layer=PassTimes(0.01, 0.012, 0.008), moe_layer=None, embedding=z, head_loss=z)
     r = assemble(plan, lt, "measured")
-    from primus_launch.projection import collectives as coll
+    from primus_launch.projection.cost import collectives as coll
 
     p2p = coll.p2p(float(8192 * 8192 * 2), False, plan.cluster.gpu)
     makespan = simulate("1f1b", 4, 1, 16, uniform_costs(4, 1, 0.02, 0.024, 0.016), p2p).makespan_s
@@ -223,7 +225,7 @@ def test_judge_rows_meet_issue_15_targets(validation_results):
 
 
 def test_held_out_rows_never_calibrate(validation_results):
-    from primus_launch.projection import calibration as cal
+    from primus_launch.projection.cost import calibration as cal
 
     held = {r["id"] for r in validation_results if r["held_out"]}
     assert held and not held & set(cal.CALIBRATION_ROWS)
@@ -268,7 +270,7 @@ def test_small_moe_is_host_bound_and_cuda_graphs_remove_it():
     of a small MoE layer, so the layer takes kernels x t_launch; CUDA graphs replace that by one
     graph launch per pass; one GEMM per expert (moe_grouped_gemm off) launches more kernels."""
     from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, profile_of
-    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.cost.roofline import layer_op_times
 
     eager = _small_moe()
     ops = layer_op_times(eager)
@@ -294,7 +296,7 @@ def test_torchtitan_eager_vs_compile_profiles():
     """TorchTitan eager runs composite RMSNorm / SwiGLU / RoPE (more bytes, more kernels) and FA2;
     torch.compile fuses them; Megatron-Core + TE runs fused kernels and cuDNN attention on Hopper."""
     from primus_launch.plan import Source
-    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.cost.roofline import layer_op_times
 
     m = LLAMA_70B.model_copy(update={"num_layers": 2})
 
@@ -316,7 +318,7 @@ def test_mtp_window_and_unfused_attention():
     """An MTP module adds a decoder layer, its norms / embedding / eh_proj and an output head; a
     sliding window shortens the attention of the windowed layers; the unfused backend materialises
     the s x s scores (slower than the fused kernel)."""
-    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.cost.roofline import layer_op_times
 
     base = _llama_plan(parallel={"pp": 1, "vpp": 1}, training={"pipeline_schedule": "1f1b", "global_batch_size": 256})
     mtp = base.with_changes(model={"mtp_num_layers": 1})
@@ -336,7 +338,7 @@ def test_mtp_window_and_unfused_attention():
 
 def test_cp_comm_types_and_ep_overlap():
     from primus_launch.projection.iteration import _cp_times
-    from primus_launch.projection.layout import layout
+    from primus_launch.projection.hardware.placement import layout
 
     p = _llama_plan(parallel={"cp": 4, "pp": 2, "vpp": 1}, training={"pipeline_schedule": "1f1b"})
     lay = layout(p)

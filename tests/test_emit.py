@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from torch.distributed.run import get_args_parser
 
-from primus_launch.emit import shell_join, slurm_script, torchrun_command
+from primus_launch.launch.emit import shell_join, slurm_script, torchrun_command
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
-from primus_launch.torchrun_argv import split_torchrun
+from primus_launch.launch.torchrun_argv import split_torchrun
 
 
 def _plan(nodes: int, gpus: int, tp: int = 2, pp: int = 2) -> Plan:
@@ -165,7 +165,7 @@ def test_program_of_recipe_files_and_loopback_endpoint():
     """A recipe file gives its own training command (Megatron script as the shell expands it, with
     the plan's values), and a script's loopback master address is not used as a multi-node endpoint."""
     from primus_launch.adapters import load_recipe
-    from primus_launch.emit import DEFAULT_RDZV_ENDPOINT, program_of_recipe
+    from primus_launch.launch.emit import DEFAULT_RDZV_ENDPOINT, program_of_recipe
 
     root = Path(__file__).resolve().parents[1]
     tiny = load_recipe(root / "recipes" / "megatron" / "tiny_gpt_cpu.sh")

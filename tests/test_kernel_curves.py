@@ -91,7 +91,7 @@ def test_attention_curve_within_tolerance_of_its_records(key):
 def test_attention_facts_the_curves_keep():
     """FA3 > cuDNN > FA2 on Hopper at head dim 128 (FA3 paper figures); backward slower per FLOP
     than forward; causal costs most at short sequences."""
-    from primus_launch.projection.compute import attention_time
+    from primus_launch.projection.cost.compute import attention_time
 
     t = {impl: attention_time(1, 16, 16384, 16384, 128, 128, False, "h100-sxm", impl) for impl in ("fa2", "fa3", "cudnn")}
     assert t["fa3"][0] < t["cudnn"][0] < t["fa2"][0]
@@ -106,7 +106,7 @@ def test_attention_facts_the_curves_keep():
 @pytest.mark.parametrize("key", sorted(FITTED["grouped_gemm"]))
 def test_grouped_gemm_curves(key):
     from primus_launch.projection.cost.kernels import gemm_seconds
-    from primus_launch.projection.hardware import get_gpu
+    from primus_launch.projection.hardware.gpus import get_gpu
 
     parts = key.split("/")
     arch, fmt, lib = parts[0], parts[1], (parts[2] if len(parts) > 2 else "any")
@@ -135,7 +135,7 @@ def test_fp8_recipe_ordering_matches_te_layer_benchmarks():
     MXFP8 ~ current (2% apart) > BF16.  The dry-run's GEMM + quantisation time of the same 12 GEMMs
     keeps the Hopper order and Blackwell's delayed-first, and on the B300 each recipe's speed-up over
     BF16 is within 15% of the record's."""
-    from primus_launch.projection.compute import arch_of, gemm_time, quant_time
+    from primus_launch.projection.cost.compute import arch_of, gemm_time, quant_time
     from primus_launch.projection.cost import fp8 as fp8m
 
     def layer(gpu: str, recipe: str | None) -> float:
@@ -169,7 +169,7 @@ def test_fp8_param_gather_and_weight_caching():
     """Megatron + TE quantises weights once per optimizer step (and not at all with FP8 parameter
     all-gather); TorchTitan (torchao) on every micro-batch: more quantisation time per layer."""
     from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
-    from primus_launch.projection.dryrun import layer_op_times
+    from primus_launch.projection.cost.roofline import layer_op_times
 
     m = ModelArch(num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_query_groups=8,
                   vocab_size=128256, seq_length=8192)
@@ -204,7 +204,7 @@ def test_blackwell_attention_from_its_own_sweeps():
     """Blackwell and Blackwell Ultra cuDNN curves stand on the GB200 / GB300 sweeps (no H100 ratio);
     GB300 (Blackwell Ultra, twice the SFU exp rate) runs full attention faster than GB200 at the same
     BF16 peak, and a 128-token window runs far below full attention per FLOP (tile waste)."""
-    from primus_launch.projection.compute import attention_time
+    from primus_launch.projection.cost.compute import attention_time
 
     assert all(ev.record(r)["gpu"] == "gb200" for r in FITTED["attention"]["blackwell/cudnn"]["records"])
     assert all(ev.record(r)["gpu"] == "gb300" for r in FITTED["attention"]["blackwell_ultra/cudnn"]["records"])

@@ -1,7 +1,7 @@
 """The ``primus-launch -- CMD`` passthrough runs real child programs unchanged (issue 7).
 
 Every test starts the real wrapper as a separate process (the installed ``primus-launch`` console
-script, and ``python -m primus_launch.launcher`` for the module alone) in front of a small
+script, and ``python -m primus_launch.launch.launcher`` for the module alone) in front of a small
 training-like Python program, and observes it from outside: exit status, what the child printed,
 when it printed it, and what signals it received.
 """
@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from primus_launch.errors import UserError
-from primus_launch.launcher import ensure_fits, exit_code_of, run_command
+from primus_launch.launch.launcher import ensure_fits, exit_code_of, run_command
 from primus_launch.plan import Cluster, ModelArch, Plan, Training
 from primus_launch.projection.result import MemoryReport, ProjectionResult
 
 PRIMUS = shutil.which("primus-launch") or str(Path(sys.executable).with_name("primus-launch"))
 WRAPPERS = {
     "console-script": [PRIMUS, "--"],
-    "module": [sys.executable, "-m", "primus_launch.launcher", "--"],
+    "module": [sys.executable, "-m", "primus_launch.launch.launcher", "--"],
 }
 
 

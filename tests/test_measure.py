@@ -82,9 +82,9 @@ def _tiny_plan(**over):
 
 def test_per_rank_shard_has_the_parameters_of_one_tp_rank(mcore_world1):
     """The world-size-1 'TP-shard equivalent' layer holds exactly the parameters one rank of a real
-    TP=2 / EP=2 model holds (independent truth: projection.params' count of megatron's layout)."""
+    TP=2 / EP=2 model holds (independent truth: projection.memory.params' count of megatron's layout)."""
     from primus_launch.projection.measure.build_mcore import build_gpt
-    from primus_launch.projection.params import layer_parameter_counts
+    from primus_launch.projection.memory.params import layer_parameter_counts
 
     plan = _tiny_plan(model=dict(num_layers=2, num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=384,
                                  moe_dense_first_layers=1),
@@ -179,13 +179,13 @@ def test_two_measured_layers_project_eight_layer_iteration(mcore_world1, local_g
 
 def test_torchtitan_pieces_are_the_tp_shard_and_split_is_measured(tmp_path):
     """torchtitan llama3 debugmodel at tp=2: the per-rank layer has exactly one TP rank's
-    parameters (independent count from projection.params), and the projection runs with the
+    parameters (independent count from projection.memory.params), and the projection runs with the
     input-/weight-grad split measured by autograd."""
     from primus_launch.adapters.torchtitan_arch import arch_from_flavor
     from primus_launch.plan import Plan
     from primus_launch.projection.measure import build_titan
     from primus_launch.projection.measure.upscale import project_measured
-    from primus_launch.projection.params import layer_parameter_counts
+    from primus_launch.projection.memory.params import layer_parameter_counts
 
     arch = arch_from_flavor("llama3", "debugmodel", seq_len=64)
     plan = Plan.model_validate({"model": arch.model_dump(), "parallel": {"tp": 2},
@@ -385,9 +385,9 @@ def test_titan_memory_model_takes_the_measured_blocks():
     by what the extra bytes of the blocks in flight and the head add."""
     from primus_launch.adapters.torchtitan_arch import arch_from_flavor
     from primus_launch.plan import Plan
-    from primus_launch.projection.memory import estimate_memory
-    from primus_launch.projection.memory_activations import LayerActivations
-    from primus_launch.projection.memory_titan import TITAN, TitanLayer, head_kept_bytes, layer_activation_bytes
+    from primus_launch.projection.memory.estimate import estimate_memory
+    from primus_launch.projection.memory.activations import LayerActivations
+    from primus_launch.projection.memory.titan import TITAN, TitanLayer, head_kept_bytes, layer_activation_bytes
     from primus_launch.projection.measure.upscale import MeasuredTitanActivations
 
     arch = arch_from_flavor("llama3", "debugmodel", seq_len=2048)

@@ -13,14 +13,14 @@ import pytest
 
 from mem_measure import measure_step
 from primus_launch.plan import ModelArch, Plan
-from primus_launch.projection.memory import FRAMEWORK_RESERVE_BYTES, estimate_memory, stage_memory
-from primus_launch.projection.memory_activations import (
+from primus_launch.projection.memory.estimate import FRAMEWORK_RESERVE_BYTES, estimate_memory, stage_memory
+from primus_launch.projection.memory.activations import (
     KORTHIKANTI,
     MCORE_LOCAL,
     TE,
     layer_activation_bytes,
 )
-from primus_launch.projection.params import stage_parameter_counts
+from primus_launch.projection.memory.params import stage_parameter_counts
 
 ARCH = ModelArch(name="llama3.1-8b-shape", num_layers=2, hidden_size=4096, ffn_hidden_size=14336,
                  num_attention_heads=32, num_query_groups=8, vocab_size=128256, seq_length=2048)
@@ -185,8 +185,8 @@ def test_te_keeps_less_than_local():
 
 def test_in_flight_closed_forms_equal_schedule_walk():
     """1F1B / interleaved / GPipe closed forms == pipeline.activations_in_flight's walk."""
-    from primus_launch.projection.memory import _in_flight
-    from primus_launch.projection.pipeline import activations_in_flight
+    from primus_launch.projection.memory.estimate import _in_flight
+    from primus_launch.projection.pipeline.simulate import activations_in_flight
 
     for pp, vpp, m in [(2, 1, 1), (4, 1, 2), (4, 1, 8), (8, 1, 64), (4, 2, 8), (4, 2, 64), (8, 4, 64),
                        (2, 5, 8), (4, 3, 4)]:
@@ -206,9 +206,9 @@ DSV3 = ModelArch(name="deepseek-v3", num_layers=61, hidden_size=7168, ffn_hidden
 def test_stage_activations_equal_per_layer_sum(rc):
     """The stage arithmetic (dense-first + MoE layers, uneven first stage) equals a plain sum over
     the layers each rank holds, times the schedule's micro-batches in flight."""
-    from primus_launch.projection.memory import _in_flight
-    from primus_launch.projection.memory_activations import output_activation_bytes, rope_table_bytes
-    from primus_launch.projection.params import stage_layer_ids
+    from primus_launch.projection.memory.estimate import _in_flight
+    from primus_launch.projection.memory.activations import output_activation_bytes, rope_table_bytes
+    from primus_launch.projection.memory.params import stage_layer_ids
 
     plan = Plan(model=DSV3, parallel=dict(tp=2, pp=4, ep=16, sequence_parallel=True, pipeline_layers_first_stage=16,
                                           dp_sharding="optimizer"),
@@ -238,7 +238,7 @@ def test_stage_activations_equal_per_layer_sum(rc):
 def test_prefilter_agrees_with_estimate_memory():
     import itertools
 
-    from primus_launch.projection.legality import prefilter
+    from primus_launch.projection.memory.legality import prefilter
 
     base = _p70()
     seen = {"div": 0, "mem": 0, "ok": 0}
@@ -330,7 +330,7 @@ def test_dropout_and_unfused_attention_measured(hd, ad, backend, tp):
     own DotProductAttention, the s x s probabilities kept) on megatron-core layers at Llama-8B sizes,
     s 1024: per-layer bytes kept equal the model (MCORE_LOCAL: torch's CPU dropout keeps a bf16
     noise tensor, the unfused softmax runs in fp32; TE keeps a bool mask and a bf16 softmax)."""
-    from primus_launch.projection.memory_activations import impl_for
+    from primus_launch.projection.memory.activations import impl_for
 
     arch = ModelArch(num_layers=2, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
                      num_query_groups=8, vocab_size=128256, seq_length=1024, hidden_dropout=hd, attention_dropout=ad)
@@ -372,7 +372,7 @@ def test_virtual_stages_run_megatrons_interleaved_schedule():
     MoE + MLA proxy of Megatron-LM's functional test gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed (TP2 PP2
     VPP4 EP4, 4 micro-batches of 4): rank 1 keeps 2 (pp - r - 1) + (vpp - 1) pp + 1 = 7 chunk-micro-batches,
     rank 0 9 -- not the 1F1B 1 and 2, which left the projection at a quarter of the measured peak."""
-    from primus_launch.projection.memory import _in_flight
+    from primus_launch.projection.memory.estimate import _in_flight
 
     assert _in_flight("1f1b", 2, 4, 4) == _in_flight("interleaved_1f1b", 2, 4, 4) == (9.0, 7.0)
 
@@ -384,8 +384,8 @@ def test_mtp_module_measured(par):
     with one MTP module minus the model without, after the forward (embedding, 2 layers, output layer and
     loss): the bytes kept equal memory_activations.mtp_activation_bytes; the parameters and gradients
     equal params.mtp_layer_parameters."""
-    from primus_launch.projection.memory_activations import mtp_activation_bytes
-    from primus_launch.projection.params import mtp_layer_parameters
+    from primus_launch.projection.memory.activations import mtp_activation_bytes
+    from primus_launch.projection.memory.params import mtp_layer_parameters
 
     base = ARCH.model_copy(update=dict(seq_length=1024))
     got = {}
@@ -478,7 +478,7 @@ def test_zero2_shards_gradients_and_fp8_weight_caches():
     unsharded gradients in flight; fp8 (TE): each linear caches its quantized weight, rowwise + columnwise
     (+2 bytes per linear parameter), with --fp8-param-gather the weight itself is fp8 (-1, and only the
     columnwise copy cached: +1), MXFP8 adds its e8m0 scales (1/32 each)."""
-    from primus_launch.projection.memory import _linear_params
+    from primus_launch.projection.memory.estimate import _linear_params
 
     z1 = stage_memory(_p8())[0]
     z2p = _p8().with_changes(parallel=dict(dp_sharding="optimizer_grads"))
@@ -487,7 +487,7 @@ def test_zero2_shards_gradients_and_fp8_weight_caches():
     assert z2.gradients_bytes == pytest.approx(4 * n / 8, rel=1e-9) and z2.optimizer_bytes == z1.optimizer_bytes
     assert z2.transient_bytes >= 4 * (n - 2 * 128256 * 4096) / 8  # a layer's fp32 gradients unsharded
     p8 = _p8(precision="fp8")
-    from primus_launch.projection.params import arch_key
+    from primus_launch.projection.memory.params import arch_key
 
     lin = _linear_params(arch_key(p8.model), 1, 1, 1, p8.chunk_layout()[0], n)
     assert lin == 8 * (4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336)
@@ -517,7 +517,7 @@ def test_activation_offload_moves_layers_and_modules_to_host():
 def test_cp_comm_type_buffers_order():
     """Context-parallel attention buffers on top of the layer's backward: all-gathered K/V grow with the
     CP degree, the ring keeps two K/V chunks each way, Ulysses exchanges Q, K, V and the output."""
-    from primus_launch.projection.memory import _cp_comm_bytes
+    from primus_launch.projection.memory.estimate import _cp_comm_bytes
 
     kw = dict(seq=32768, mbs=1, tp=8, cp=8, a=2)
     kv = 2 * 32768 / 8 * 2 * 8 * 128 / 8

@@ -20,8 +20,8 @@ import pytest
 from titan_trace import TitanCase, trace
 from primus_launch.adapters.torchtitan import arch_from_flavor
 from primus_launch.plan import Plan
-from primus_launch.projection.memory import _titan_args, _titan_stage_memory, estimate_memory
-from primus_launch.projection.memory_titan import TITAN, TITAN_CPU, TitanImpl, layer_activation_bytes
+from primus_launch.projection.memory.estimate import _titan_args, _titan_stage_memory, estimate_memory
+from primus_launch.projection.memory.titan import TITAN, TITAN_CPU, TitanImpl, layer_activation_bytes
 
 
 def plan_of(c: TitanCase) -> Plan:

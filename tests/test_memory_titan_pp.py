@@ -19,8 +19,8 @@ import pytest
 from titan_trace import TitanCase, trace_pp
 from primus_launch.adapters.torchtitan import arch_from_flavor
 from primus_launch.plan import Plan
-from primus_launch.projection.memory import _titan_args, titan_stage_parts
-from primus_launch.projection.memory_titan import TITAN_CPU, torch_pp_ops
+from primus_launch.projection.memory.estimate import _titan_args, titan_stage_parts
+from primus_launch.projection.memory.titan import TITAN_CPU, torch_pp_ops
 
 SCHED = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved_1f1b"}
 

@@ -14,7 +14,7 @@ import torch
 
 from mcore_meta import build_stage, count
 from primus_launch.plan import ModelArch, Plan
-from primus_launch.projection.params import (
+from primus_launch.projection.memory.params import (
     active_parameters,
     stage_parameter_counts,
     stage_parameter_split,
@@ -123,7 +123,7 @@ def test_totals_equal_torchtitan(name, flavor):
     arch = arch_from_flavor(name, flavor)
     assert total_parameters(arch) == real
     # per-layer equality (not only the sum): each decoder block of the real model
-    from primus_launch.projection.params import layer_parameter_counts
+    from primus_launch.projection.memory.params import layer_parameter_counts
 
     blocks = list(model.layers.values()) if hasattr(model.layers, "values") else list(model.layers)
     for i, blk in enumerate(blocks[:5]):

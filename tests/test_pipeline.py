@@ -10,11 +10,11 @@ import random
 import pytest
 
 from primus_launch.plan import PlanError
-from primus_launch.projection.pipeline import (
+from primus_launch.projection.pipeline.simulate import (
     ChunkCost, PipelineResult, _build_plan, activations_in_flight, chrome_trace,
     simulate, uniform_costs, write_chrome_trace,
 )
-from primus_launch.projection.pipeline_orders import (
+from primus_launch.projection.pipeline.orders import (
     KIND_NAMES, megatron_interleaved_warmup, megatron_schedule_table, rank_actions, schedule_orders,
 )
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from primus_launch.browser_check import chromium_path, probe
+from primus_launch.report.browser_check import chromium_path, probe
 
 ROOT = Path(__file__).resolve().parents[1]
 

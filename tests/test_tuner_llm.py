@@ -11,7 +11,7 @@ from pathlib import Path
 
 from primus_launch.adapters import load_recipe
 from primus_launch.projection.dryrun import project_dry_run
-from primus_launch.projection.legality import prefilter as real_prefilter
+from primus_launch.projection.memory.legality import prefilter as real_prefilter
 from primus_launch.tuner.search import tune
 from primus_launch.tuner.space import SpaceConfig
 

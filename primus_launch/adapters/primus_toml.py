@@ -62,7 +62,7 @@ def load_wrapper(path: Path, overrides: dict | None = None, primus_root: str | P
         raise UserError(f"recipe.path={data['recipe']['path']!r}: no such file (relative to {path.parent})")
     hw = data.get("hardware", {})
     if "file" in hw:
-        from primus_launch.projection.hardware import load_gpu_file
+        from primus_launch.projection.hardware.gpus import load_gpu_file
 
         load_gpu_file(path.parent / hw["file"])
     cluster = {}

@@ -317,7 +317,7 @@ def render_launch(plan: Plan, argv: list[str]) -> list[str]:
     try:
         old = plan_from_job(job, plan.cluster, fmt="torchtitan-argv", version="0.3")
     except PlanError:  # the line's values may not fit the plan's (new) cluster: read it on its own
-        from primus_launch.command_recipe import _launch_cluster
+        from primus_launch.launch.command_recipe import _launch_cluster
 
         old = plan_from_job(job, _launch_cluster(argv, {"gpu": plan.cluster.gpu}), fmt="torchtitan-argv",
                             version="0.3")
@@ -366,6 +366,6 @@ def render_launch(plan: Plan, argv: list[str]) -> list[str]:
             ac_tok = [f"activation-checkpoint:{kind}"]
     out = out[:at] + inserts + ac_tok + out[at:]
     out = [t for t in out if t != ""]
-    from primus_launch.command_recipe import _with_torchrun_cluster
+    from primus_launch.launch.command_recipe import _with_torchrun_cluster
 
     return _with_torchrun_cluster(out, plan.cluster)

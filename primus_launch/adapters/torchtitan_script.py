@@ -181,7 +181,7 @@ def script_argv(text: str, path: str) -> list[str]:
 
 def load_titan_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
     """Read the torchtitan launch line of a script (cluster from its torchrun options, ``overrides`` win)."""
-    from primus_launch.command_recipe import _cluster_overrides, _launch_cluster
+    from primus_launch.launch.command_recipe import _cluster_overrides, _launch_cluster
     from primus_launch.adapters.torchtitan_argv import plan_from_launch
     from primus_launch.plan import Source
 

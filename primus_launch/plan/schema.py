@@ -42,7 +42,7 @@ CUDA_GRAPH_SCOPES = ("full_iteration", "attn", "mlp", "moe", "moe_router", "moe_
 # Megatron --offload-modules choices of fine-grained activation offloading
 OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
 
-GPU_NAMES = (  # the CLI contract's names; projection.hardware holds their specs
+GPU_NAMES = (  # the CLI contract's names; projection.hardware.gpus holds their specs
     "a100-sxm-80gb", "a100-sxm-40gb", "h100-sxm", "h100-sxm-96gb-500w", "h200", "b200", "b300", "gb200",
     "gb300", "mi300x", "mi325x", "mi350x", "mi355x")
 

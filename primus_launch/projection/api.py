@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Literal, Optional
 
 from primus_launch.plan import Plan
-from primus_launch.projection.hardware import get_gpu
+from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.result import ProjectionResult
 
 MeasureDevice = Literal["cpu", "cuda"]
@@ -39,7 +39,7 @@ def project(
     measure them, and upscale analytically (``projection.measure``).
     ``memory_basis``: what ``fits`` compares with the GPU's capacity -- ``"reserved"`` (default: the
     caching allocator's estimated reserved peak) or ``"allocated"`` (the allocated peak); both add the
-    memory outside the allocator (:func:`projection.memory.estimate_memory`).
+    memory outside the allocator (:func:`projection.memory.estimate.estimate_memory`).
     """
     get_gpu(plan.cluster.gpu)  # unknown GPU -> PlanError before any work
     if not 0.0 <= memory_margin < 1.0:
@@ -61,7 +61,7 @@ def project(
         result = project_measured(plan, device=device, memory_margin=memory_margin,
                                   record_timeline=record_timeline, cache_dir=cache_dir, memory_basis=memory_basis)
     if memory_basis != result.memory.memory_basis:
-        from primus_launch.projection.memory import estimate_memory
+        from primus_launch.projection.memory.estimate import estimate_memory
 
         result = result.model_copy(update={"memory": estimate_memory(plan, margin=memory_margin,
                                                                      memory_basis=memory_basis)})

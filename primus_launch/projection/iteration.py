@@ -85,62 +85,20 @@ idle time of stage c); bubble = makespan - busy_c - pp_comm; optimizer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass
 
 from primus_launch.plan import Plan
-from primus_launch.projection import calibration as cal
-from primus_launch.projection import collectives as coll
+from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import contention as con
-from primus_launch.projection.flops import model_flops_per_iteration
-from primus_launch.projection.hardware import get_gpu
-from primus_launch.projection.layout import layout
-from primus_launch.projection.memory import estimate_memory
-from primus_launch.projection.params import layer_parameter_counts, stage_parameter_split
-from primus_launch.projection.pipeline import ChunkCost, simulate
+from primus_launch.projection.cost.flops import model_flops_per_iteration
+from primus_launch.projection.hardware.gpus import get_gpu
+from primus_launch.projection.hardware.placement import layout
+from primus_launch.projection.layer_times import LayerTimes, PassTimes
+from primus_launch.projection.memory.estimate import estimate_memory
+from primus_launch.projection.memory.params import layer_parameter_counts, stage_parameter_split
+from primus_launch.projection.pipeline.simulate import ChunkCost, simulate
 from primus_launch.projection.result import ProjectionResult, TimelineEvent
-
-
-@dataclass(frozen=True)
-class PassTimes:
-    """Seconds of one micro-batch: forward, input-grad backward, weight-grad backward."""
-
-    fwd_s: float
-    bwd_input_s: float
-    bwd_weight_s: float
-
-    @property
-    def total_s(self) -> float:
-        return self.fwd_s + self.bwd_input_s + self.bwd_weight_s
-
-
-@dataclass(frozen=True)
-class LayerTimes:
-    """Compute-only times of one micro-batch on one GPU, per layer kind (sharding applied).
-
-    ``attn_core`` (optional) is the core-attention share of a layer (forward, backward): used for
-    selective recompute and CP overlap; when absent, :func:`assemble` takes the roofline's
-    core-attention share of a dense layer scaled to the given dense-layer time.
-    ``dense_window_layer`` / ``moe_window_layer``: layers with sliding-window attention (None = as
-    the full-attention ones); ``mtp_extra``: an MTP module's norms, embedding and eh_proj (its
-    transformer layer and head are priced as a layer and a head); ``parts``: named shares of a
-    layer used by the overlap and selective-recompute models (``gemm``, ``shared_experts``, ``non_matmul``, and
-    per recompute module ``core_attn``, ``mlp``, ``moe``, ...), each a :class:`PassTimes`, keyed
-    ``"dense:<name>"`` / ``"moe:<name>"``."""
-
-    dense_layer: PassTimes
-    moe_layer: Optional[PassTimes]
-    embedding: PassTimes
-    head_loss: PassTimes
-    attn_core: Optional[PassTimes] = None
-    dense_window_layer: Optional[PassTimes] = None
-    moe_window_layer: Optional[PassTimes] = None
-    mtp_extra: Optional[PassTimes] = None
-    parts: Optional[dict] = field(default=None, compare=False, hash=False)
-
-    def part(self, kind: str, name: str) -> PassTimes:
-        z = PassTimes(0.0, 0.0, 0.0)
-        return (self.parts or {}).get(f"{kind}:{name}", z)
 
 
 @dataclass
@@ -308,7 +266,7 @@ def _offload_exposed(plan: Plan, lt: LayerTimes, moe: bool) -> tuple[float, floa
     """Host-link seconds left exposed per offloaded layer (forward D2H, backward H2D) of activation
     offloading (``offload.activation_layers``): the layer's kept activations over
     ``GPUSpec.host_link_bw`` (PCIe / NVLink-C2C), overlapped with the next layer's compute."""
-    from primus_launch.projection.memory_activations import layer_activation_bytes
+    from primus_launch.projection.memory.activations import layer_activation_bytes
 
     m, p, t = plan.model, plan.parallel, plan.training
     la = layer_activation_bytes(m, seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel,
@@ -357,7 +315,7 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     if attn is None and (t.recompute.granularity == "selective" or p.cp > 1):
         # measured layer times without an attention split: take the roofline's core-attention
         # share of a dense layer, scaled to the measured layer
-        from primus_launch.projection.dryrun import layer_times_roofline
+        from primus_launch.projection.cost.roofline import layer_times_roofline
 
         roof = layer_times_roofline(plan)
         ra = roof.attn_core or PassTimes(0.0, 0.0, 0.0)
@@ -525,7 +483,7 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     shard_dense = lay.dp_shard.size if p.dp_sharding == "full" else (dp_size if sharded else 1)  # HSDP: shard group
     shard_expert = lay.expert_dp.size if p.dp_sharding != "none" else 1
     opt_bytes = optimizer_bytes_per_param(plan) if t.optimizer == "adam" else 14
-    from primus_launch.projection.compute import hbm_eta
+    from primus_launch.projection.cost.compute import hbm_eta
 
     hbm = spec.hbm_bw * (hbm_eta(spec.arch)[0] if spec.arch else cal.HBM_BW_EFFICIENCY)
     off = t.offload.optimizer_fraction

@@ -87,7 +87,7 @@ HOPPER = ("h100", "h200")
 
 
 def gpu_vendor(gpu: str) -> str:
-    from primus_launch.projection.hardware import get_gpu
+    from primus_launch.projection.hardware.gpus import get_gpu
 
     try:
         return get_gpu(gpu).vendor
@@ -101,7 +101,7 @@ def is_nvidia(gpu: str) -> bool:
 
 def fp8_recipes(gpu: str, framework: str) -> tuple:
     """FP8 scaling recipes the space offers on ``gpu`` (``()`` when the GPU has no FP8 rate)."""
-    from primus_launch.projection.hardware import get_gpu
+    from primus_launch.projection.hardware.gpus import get_gpu
 
     try:
         g = get_gpu(gpu)

@@ -1,6 +1,6 @@
 """The tuner's driver: ``tune(plan) -> TuneResult``.
 
-Search space (``space.py``), pre-filter (``primus_launch.projection.legality.prefilter``:
+Search space (``space.py``), pre-filter (``primus_launch.projection.memory.legality.prefilter``:
 divisibility + memory; never scored when it rejects), scoring oracle (the dry-run projection by
 default, any ``Callable[[Plan], ProjectionResult]`` otherwise), and one of two searches:
 
@@ -67,9 +67,9 @@ def default_score(memory_margin: float, memory_basis: str = "reserved") -> Calla
 
 
 def default_prefilter(memory_margin: float, memory_basis: str = "reserved") -> Prefilter:
-    """The divisibility + memory pre-filter of :mod:`primus_launch.projection.legality`, judging
+    """The divisibility + memory pre-filter of :mod:`primus_launch.projection.memory.legality`, judging
     memory on the same ``memory_basis`` as the scoring."""
-    from primus_launch.projection.legality import prefilter
+    from primus_launch.projection.memory.legality import prefilter
 
     def pf(plan: Plan) -> Optional[str]:
         return prefilter(plan, margin=memory_margin, memory_basis=memory_basis)

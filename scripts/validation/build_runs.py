@@ -319,7 +319,7 @@ def _cluster_for(gpu: str, gpus: int, gpn: int | None):
     """The row's cluster: GB200 / GB300 NVL72 trays of 4 GPUs in a 72-GPU NVLink domain (the
     hardware DB's defaults), else nodes of ``gpus_per_node``."""
     from primus_launch.plan import Cluster
-    from primus_launch.projection.hardware import get_gpu
+    from primus_launch.projection.hardware.gpus import get_gpu
 
     spec = get_gpu(gpu)
     per = gpn or spec.gpus_per_node
@@ -330,7 +330,7 @@ def _cluster_for(gpu: str, gpus: int, gpn: int | None):
 
 def groups_of(plan: dict, row_id: str) -> dict:
     """Judging groups of a row: primary (long_seq_cp | moe | dense_fp8 | dense_bf16) and GPU family."""
-    from primus_launch.projection.hardware import get_gpu
+    from primus_launch.projection.hardware.gpus import get_gpu
 
     m, par, tr = plan["model"], plan["parallel"], plan["training"]
     if (par.get("cp") or 1) > 1 or m["seq_length"] >= 32768:
@@ -348,7 +348,7 @@ def groups_of(plan: dict, row_id: str) -> dict:
 def flops_per_token_full_attention(plan) -> float:
     """Megatron's model FLOPs per token with the full (non-causal) attention-score count, the NeMo
     rows' convention (verified in the shared README: core_r0.8 num_floating_point_operations)."""
-    from primus_launch.projection.flops import model_flops_per_iteration
+    from primus_launch.projection.cost.flops import model_flops_per_iteration
 
     return model_flops_per_iteration(plan, causal_attention=False) / plan.tokens_per_iteration
 

@@ -8,7 +8,7 @@ as a fraction of the datasheet HBM bandwidth) and the SOURCE of that number: the
 communication (raw and exposed after overlap, with the fabric curve it was priced on), the
 framework profile (fusions, host launch time, CUDA graphs, in-situ efficiency, sustained clock)
 and the iteration's breakdown.  ``scripts/explain_projection.py`` prints it; the text report
-(:mod:`projection.report`) and the HTML report (``report_html.py``) carry the same tables.
+(:mod:`report.text`) and the HTML report (``report/html.py``) carry the same tables.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from primus_launch.plan import Plan
-from primus_launch.projection import calibration as cal
+from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost import evidence as ev
 from primus_launch.projection.cost.fitted import FITTED
 
@@ -47,10 +47,10 @@ def _curve_source(section: str, key: str) -> str:
 
 def op_rows(plan: Plan) -> list[OpRow]:
     """Every op of every layer kind of ``plan``'s dry-run, with efficiency and source (module doc)."""
-    from primus_launch.projection.compute import (arch_of, attn_curve, fmt_peak, gemm_curve, grouped_curve,
+    from primus_launch.projection.cost.compute import (arch_of, attn_curve, fmt_peak, gemm_curve, grouped_curve,
                                                   hbm_eta)
-    from primus_launch.projection.dryrun import layer_op_times
-    from primus_launch.projection.hardware import get_gpu
+    from primus_launch.projection.cost.roofline import layer_op_times
+    from primus_launch.projection.hardware.gpus import get_gpu
 
     gpu = plan.cluster.gpu
     g = get_gpu(gpu)
@@ -99,10 +99,10 @@ def op_rows(plan: Plan) -> list[OpRow]:
 
 def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     """(what, raw fwd ms, raw bwd ms, exposed fwd ms, exposed bwd ms, how it is priced) per layer."""
-    from primus_launch.projection import collectives as coll
-    from primus_launch.projection.dryrun import layer_times_roofline
+    from primus_launch.projection.cost import collectives as coll
+    from primus_launch.projection.cost.roofline import layer_times_roofline
     from primus_launch.projection.iteration import (_cp_times, _ep_exposed, _ep_times, _tp_exposed, _tp_times)
-    from primus_launch.projection.layout import layout
+    from primus_launch.projection.hardware.placement import layout
 
     lay = layout(plan)
     gpu = plan.cluster.gpu
@@ -142,12 +142,12 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
 
 def framework_rows(plan: Plan) -> list[tuple[str, str]]:
     """The framework profile's terms (module doc of ``cost/framework.py``)."""
-    from primus_launch.projection.compute import arch_of
+    from primus_launch.projection.cost.compute import arch_of
     from primus_launch.projection.cost.fp8 import recipe_of
     from primus_launch.projection.cost.framework import graph_scopes, profile_of
-    from primus_launch.projection.dryrun import layer_op_times
-    from primus_launch.projection.hardware import get_gpu
-    from primus_launch.projection.layout import scaleup_domain
+    from primus_launch.projection.cost.roofline import layer_op_times
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import scaleup_domain
 
     gpu = plan.cluster.gpu
     arch = arch_of(gpu)

@@ -135,7 +135,7 @@ def host_fit_workload() -> dict:
 
     from primus_launch.plan import Cluster, ModelArch, Parallelism, Source, Training
     from primus_launch.projection.cost import evidence as ev
-    from primus_launch.projection.dryrun import kernels_per_step
+    from primus_launch.projection.cost.roofline import kernels_per_step
 
     rec = ev.record("mle-b200-compile-Llama-3.2-1B-forward+backward")
     if rec is None:

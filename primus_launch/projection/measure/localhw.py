@@ -1,10 +1,10 @@
 """A "GPU" spec for the local machine, from measured costs, so the projection can be checked
 against real runs on it (e.g. CPU + gloo on loopback).
 
-The cost model (:mod:`primus_launch.projection.iteration`, :mod:`~primus_launch.projection.collectives`)
+The cost model (:mod:`primus_launch.projection.iteration`, :mod:`~primus_launch.projection.cost.collectives`)
 reads the plan's ``cluster.gpu`` spec for everything it adds analytically.  To compare a projection
 with a real run on this machine, :func:`measure_local_spec` measures those costs here and
-registers a :class:`~primus_launch.projection.hardware.GPUSpec` under ``name`` through the hardware
+registers a :class:`~primus_launch.projection.hardware.gpus.GPUSpec` under ``name`` through the hardware
 DB's own mechanism (``hardware.load_gpu_file`` on a TOML it writes, so the same file can be given
 to the CLI later); set ``plan.cluster.gpu = name``:
 
@@ -33,8 +33,8 @@ from typing import Optional
 import torch
 
 from primus_launch.fileio import atomic_write_text
-from primus_launch.projection import calibration as cal
-from primus_launch.projection.hardware import get_gpu, load_gpu_file
+from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.hardware.gpus import get_gpu, load_gpu_file
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
@@ -224,7 +224,7 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
 def _clear_model_caches() -> None:
     """The collectives / compute models ``lru_cache`` per GPU name; a re-registered spec must not
     be shadowed by cached figures of an earlier one with the same name."""
-    from primus_launch.projection import collectives, compute
+    from primus_launch.projection.cost import collectives, compute
 
     for mod in (collectives, compute):
         for v in vars(mod).values():

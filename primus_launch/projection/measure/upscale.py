@@ -48,7 +48,8 @@ import torch
 
 from primus_launch.errors import UserError
 from primus_launch.plan import Plan
-from primus_launch.projection.iteration import LayerTimes, PassTimes, assemble
+from primus_launch.projection.iteration import assemble
+from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.measure.cache import MeasureCache, cache_key
 from primus_launch.projection.measure.spec import BuildSpec
 from primus_launch.projection.measure.timing import (
@@ -61,7 +62,7 @@ from primus_launch.projection.measure.timing import (
     torch_threads,
     within_bound,
 )
-from primus_launch.projection.memory import MeasuredActivations
+from primus_launch.projection.memory.estimate import MeasuredActivations
 from primus_launch.projection.result import (
     MeasurementReport,
     MemoryCheck,
@@ -350,7 +351,7 @@ def window_corrected_times(plan: Plan, timings: dict[str, PieceTiming]) -> tuple
     full core-attention time ratio (``(core + window_layer - full_layer) / core`` of
     ``dryrun.layer_times_roofline``); weight gradients unchanged.  Returns the corrected medians per
     window kind and the description."""
-    from primus_launch.projection.dryrun import layer_times_roofline
+    from primus_launch.projection.cost.roofline import layer_times_roofline
 
     cw, cf = _kind_median(timings, "attn_core_window"), _kind_median(timings, "attn_core")
     if cw is None or cf is None:
@@ -382,7 +383,7 @@ def corrected_layer_times(plan: Plan, timings: dict[str, PieceTiming],
     build runs, ...) as one ratio ``roofline(plan) / roofline(plan with their alts)`` per pass
     (``dryrun.layer_times_roofline`` on the plan's GPU).  Returns the times and, per piece kind,
     the adjustments applied (for the report)."""
-    from primus_launch.projection.dryrun import layer_times_roofline
+    from primus_launch.projection.cost.roofline import layer_times_roofline
 
     adj: dict[str, list[str]] = {}
     win, how = window_corrected_times(plan, timings)
@@ -464,7 +465,7 @@ def measured_implementation(device: str, plan: Optional[Plan] = None):
     torchtitan's torch modules on the CPU keep fp32 norm copies and unfused RoPE tables
     (``memory_activations.MCORE_LOCAL``); on a GPU the dry-run's (``TE``); with the plan's dropout
     masks and attention backend (``memory_activations.impl_for``)."""
-    from primus_launch.projection.memory_activations import MCORE_LOCAL, TE, impl_for
+    from primus_launch.projection.memory.activations import MCORE_LOCAL, TE, impl_for
 
     name, impl = ("MCORE_LOCAL", MCORE_LOCAL) if torch.device(device).type == "cpu" else ("TE", TE)
     if plan is not None:
@@ -481,7 +482,7 @@ def measured_activations(plan: Plan, meas: Measured, device: str):
     recompute drops), the backward temporaries (peak - kept - output); the head's kept bytes and
     transient.  Measured without sequence parallelism (world size 1): with SP the model's SP
     difference (same tensor list with and without SP) is added."""
-    from primus_launch.projection.memory_activations import (
+    from primus_launch.projection.memory.activations import (
         LayerActivations,
         layer_activation_bytes,
         output_activation_bytes,
@@ -561,7 +562,7 @@ def titan_ac_mode(plan: Plan) -> str:
 def titan_implementation(device: str):
     """memory_titan's variant describing the measured kernels: ``TITAN_CPU`` on the CPU (composite
     RMSNorm keeping fp32 copies, the CPU SDPA kernel not on SelectiveAC's save list), else ``TITAN``."""
-    from primus_launch.projection.memory_titan import TITAN, TITAN_CPU
+    from primus_launch.projection.memory.titan import TITAN, TITAN_CPU
 
     return ("TITAN_CPU", TITAN_CPU) if torch.device(device).type == "cpu" else ("TITAN", TITAN)
 
@@ -594,9 +595,9 @@ def measured_titan_activations(plan: Plan, meas: Measured, device: str) -> Measu
     """:class:`MeasuredTitanActivations` from the pieces (:func:`_titan_world1_delta` restores the
     plan's TP/SP; the emulated CP core's stand-in K/V of the other ranks are taken out as for
     Megatron)."""
-    from primus_launch.projection.memory_activations import LayerActivations
-    from primus_launch.projection.memory_titan import TitanLayer, head_kept_bytes
-    from primus_launch.projection.memory_titan import layer_activation_bytes as titan_bytes
+    from primus_launch.projection.memory.activations import LayerActivations
+    from primus_launch.projection.memory.titan import TitanLayer, head_kept_bytes
+    from primus_launch.projection.memory.titan import layer_activation_bytes as titan_bytes
 
     m, p, t = plan.model, plan.parallel, plan.training
     _, impl = titan_implementation(device)
@@ -656,8 +657,8 @@ def measured_titan_activations(plan: Plan, meas: Measured, device: str) -> Measu
 
 def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_basis: str = "reserved"):
     """(measured MemoryReport, MemoryCheck against the analytic model)."""
-    from primus_launch.projection.memory import estimate_memory
-    from primus_launch.projection.memory_activations import TE, impl_for, layer_activation_bytes
+    from primus_launch.projection.memory.estimate import estimate_memory
+    from primus_launch.projection.memory.activations import TE, impl_for, layer_activation_bytes
 
     acts = measured_activations(plan, meas, device)
     measured = estimate_memory(plan, margin, memory_basis=memory_basis, acts=acts)
@@ -670,8 +671,8 @@ def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_
     per_layer: dict[str, dict[str, float]] = {}
     titan = isinstance(acts, MeasuredTitanActivations)
     if titan:
-        from primus_launch.projection.memory_titan import TITAN
-        from primus_launch.projection.memory_titan import layer_activation_bytes as titan_bytes
+        from primus_launch.projection.memory.titan import TITAN
+        from primus_launch.projection.memory.titan import layer_activation_bytes as titan_bytes
 
         impl_name, impl = titan_implementation(device)
         ac = titan_ac_mode(plan)
@@ -699,9 +700,9 @@ def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_
     check = MemoryCheck(
         measured_peak_bytes_per_gpu=measured.peak_bytes_per_gpu,
         analytic_peak_bytes_per_gpu=analytic.peak_bytes_per_gpu, relative_difference=diff,
-        analytic_model=("projection.memory.estimate_memory (TorchTitan: memory_titan's model traced against "
+        analytic_model=("projection.memory.estimate.estimate_memory (TorchTitan: memory_titan's model traced against "
                         "torchtitan's own step, GPU kernels)" if titan else
-                        "projection.memory.estimate_memory (the dry-run's tensor-list model, TE implementation)"),
+                        "projection.memory.estimate.estimate_memory (the dry-run's tensor-list model, TE implementation)"),
         components=comps, per_layer=per_layer, analytic=analytic,
         notes=[f"measured activations / analytic: worst stage {comps['activations']['measured'] / max(1, comps['activations']['analytic']):.2f}x; "
                f"peak per GPU {diff:+.1%}"])

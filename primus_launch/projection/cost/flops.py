@@ -27,7 +27,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from primus_launch.plan import ModelArch, Plan
-from primus_launch.projection.params import _arch, arch_key
+from primus_launch.projection.memory.params import _arch, arch_key
 
 
 def _attn_term(m: ModelArch, causal: bool = True) -> float:

@@ -6,7 +6,7 @@ the INPUT; all-to-all: what one rank sends in total, its own share included). Wi
 *bus bytes* are ``2(n-1)/n S`` (all-reduce) and ``(n-1)/n S`` (all-gather, reduce-scatter,
 all-to-all); busbw = bus bytes / time.
 
-Where a group sits (:mod:`primus_launch.projection.layout`): ``k`` members in each of ``m``
+Where a group sits (:mod:`primus_launch.projection.hardware.placement`): ``k`` members in each of ``m``
 *scale-up domains* (an NVLink / xGMI domain: a DGX node, or the 72 GPUs of a GB200/GB300 NVL72
 rack, ``plan.cluster.nvlink_domain``).  Per architecture the fitted fabric (``FITTED['collectives']``,
 ``scripts/fit_kernels.py``) gives, for the scale-up link ``B_up`` (per GPU per direction; on an xGMI
@@ -27,14 +27,14 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
 - DeepEP / HybridEP dispatch and combine (normal kernels; Megatron flex dispatcher): a token goes
   ONCE to each destination rank and, across domains, ONCE to each destination domain over RDMA
   (forwarded inside it over NVLink). With T tokens of b bytes per rank and D_rank / D_dom the
-  expected distinct ranks / domains of a token's top-k (:mod:`primus_launch.projection.moe_routing`):
+  expected distinct ranks / domains of a token's top-k (:mod:`primus_launch.projection.cost.moe_routing`):
   t = max(T D_dom (1 - 1/m) b / (e_rdma B_nic), T D_rank (1 - 1/k) b / (e_nvl B_up)) + 2 l;
   ``e_rdma`` / ``e_nvl`` per library fitted to DeepEP's and HybridEP's published bandwidths;
 - P2P: t = S / (e B) + a, with ``a`` the spec's one-hop latency (no collective launch).
 
 ``all_reduce`` etc. return the fastest algorithm, as NCCL's tuner picks.  A GPU without an
 architecture (user files, the measured local spec) uses the link efficiencies of
-:mod:`primus_launch.projection.calibration` and ring latencies of its spec (the alpha-beta model).
+:mod:`primus_launch.projection.cost.calibration` and ring latencies of its spec (the alpha-beta model).
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from primus_launch.projection import calibration as cal
-from primus_launch.projection.hardware import get_gpu
-from primus_launch.projection.layout import GroupPlacement
+from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.hardware.gpus import get_gpu
+from primus_launch.projection.hardware.placement import GroupPlacement
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
                     num_groups: int = 1, group_topk: int = 1, lib: str = "deepep") -> float:
     """Seconds of one DeepEP (``lib="deepep"``) or HybridEP dispatch (or combine) of ``tokens``
     tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc)."""
-    from primus_launch.projection.moe_routing import expected_units_hit
+    from primus_launch.projection.cost.moe_routing import expected_units_hit
 
     n = pl.size
     if n <= 1 or tokens <= 0:

@@ -16,8 +16,8 @@ from functools import lru_cache
 from typing import Optional
 
 from primus_launch.plan import Plan, PlanError, legality_problems
-from primus_launch.projection.hardware import GiB, get_gpu
-from primus_launch.projection.memory import _basis_peak, _stage_memory, _titan_args, _titan_stage_memory, mcore_args
+from primus_launch.projection.hardware.gpus import GiB, get_gpu
+from primus_launch.projection.memory.estimate import _basis_peak, _stage_memory, _titan_args, _titan_stage_memory, mcore_args
 
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from typing import Iterable, Sequence
 
-from primus_launch.projection.hardware import GiB
+from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.projection.result import MemoryReport, TimelineEvent
 
 

@@ -4,7 +4,7 @@ Model (the one used by the zero-bubble paper's simulator, Qi et al. 2023, arXiv 
 sec. 3, and by Narayanan et al. 2021, arXiv 2104.04473 sec. 2.2):
 
 - every pipeline rank executes its schedule's fixed action order
-  (:mod:`primus_launch.projection.pipeline_orders`, equal to Megatron's / torch's orders);
+  (:mod:`primus_launch.projection.pipeline.orders`, equal to Megatron's / torch's orders);
 - an action starts when its rank is free **and** its data dependency has finished, plus the
   P2P time when the dependency crosses ranks:
   ``F(g, mb)`` needs ``F(g-1, mb)``; ``B(g, mb)`` needs ``B(g+1, mb)`` (the last global stage's
@@ -36,7 +36,7 @@ import numpy as np
 
 from primus_launch.fileio import atomic_write_text
 from primus_launch.plan import PlanError
-from primus_launch.projection.pipeline_orders import (
+from primus_launch.projection.pipeline.orders import (
     B, F, SCHEDULES, W, ScheduleOrders, schedule_orders,
 )
 from primus_launch.projection.result import TimelineEvent

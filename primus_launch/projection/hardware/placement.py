@@ -74,7 +74,7 @@ class Layout:
 
 def scaleup_domain(plan: Plan) -> int:
     """GPUs of one scale-up domain for ``plan`` (module doc)."""
-    from primus_launch.projection.hardware import get_gpu
+    from primus_launch.projection.hardware.gpus import get_gpu
 
     c = plan.cluster
     dom = c.nvlink_domain

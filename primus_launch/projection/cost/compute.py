@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from primus_launch.projection import calibration as cal
+from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost.fitted import FITTED
 from primus_launch.projection.cost.kernels import (AttnCurve, GemmCurve, attention_flops as _attn_flops,
                                                     attention_seconds, gemm_seconds, stream_seconds)
-from primus_launch.projection.hardware import get_gpu
+from primus_launch.projection.hardware.gpus import get_gpu
 
 # the GPU-side floor of a tiny kernel (torchao's roofline KERNEL_LAUNCH_OVERHEAD_SEC, record
 # ao-kernel-min-duration: 2 us)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from html import escape
 
-from primus_launch.projection.hardware import GiB
-from primus_launch.projection.svg import legend, rect, svg_doc, text
+from primus_launch.projection.hardware.gpus import GiB
+from primus_launch.report.svg import legend, rect, svg_doc, text
 from primus_launch.tuner.result import Trial, TuneResult
 
 _SOURCE_COLORS = {"seed": "#000000", "planner": "#4e79a7", "llm": "#f28e2b", "exhaustive": "#9c755f"}

@@ -51,8 +51,8 @@ from functools import lru_cache
 from typing import Literal, Optional
 
 from primus_launch.plan import Plan
-from primus_launch.projection.hardware import GiB, get_gpu
-from primus_launch.projection.memory_activations import (
+from primus_launch.projection.hardware.gpus import GiB, get_gpu
+from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
     LayerActivations,
@@ -62,16 +62,16 @@ from primus_launch.projection.memory_activations import (
     output_activation_bytes,
     rope_table_bytes,
 )
-from primus_launch.projection.params import (
+from primus_launch.projection.memory.params import (
     _arch,
     _layer,
     _stage_split,
     arch_key,
 )
-from primus_launch.projection.memory_titan import TITAN, PPStage, TitanImpl, pp_rank_walk, stage_walk, torch_pp_ops
-from primus_launch.projection.memory_titan import head_kept_bytes as titan_head_bytes
-from primus_launch.projection.memory_titan import layer_activation_bytes as titan_layer_bytes
-from primus_launch.projection.pipeline import activations_in_flight
+from primus_launch.projection.memory.titan import TITAN, PPStage, TitanImpl, pp_rank_walk, stage_walk, torch_pp_ops
+from primus_launch.projection.memory.titan import head_kept_bytes as titan_head_bytes
+from primus_launch.projection.memory.titan import layer_activation_bytes as titan_layer_bytes
+from primus_launch.projection.pipeline.simulate import activations_in_flight
 from primus_launch.projection.result import MemoryReport, StageMemory
 
 #: memory a process takes outside PyTorch's caching allocator (CUDA/HIP context with lazy module

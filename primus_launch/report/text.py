@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from primus_launch.projection.hardware import GiB
+from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.projection.result import ProjectionResult
 
 

@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan
-from primus_launch.torchrun_argv import parse_nnodes, parse_nproc, split_torchrun
+from primus_launch.launch.torchrun_argv import parse_nnodes, parse_nproc, split_torchrun
 
 _CONFIG_FLAGS = ("--job.config_file", "--job.config-file")
 _SHELLS = ("bash", "sh")

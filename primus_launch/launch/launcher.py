@@ -117,7 +117,7 @@ def ensure_fits(result: "ProjectionResult", force: bool) -> None:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """``python -m primus_launch.launcher [--] CMD ...``: the bare passthrough."""
+    """``python -m primus_launch.launch.launcher [--] CMD ...``: the bare passthrough."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "--":
         args = args[1:]

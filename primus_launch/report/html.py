@@ -5,11 +5,11 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from primus_launch.projection.hardware import GiB
+from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.fileio import atomic_write_text
-from primus_launch.projection.report import plan_line
+from primus_launch.report.text import plan_line
 from primus_launch.projection.result import ProjectionResult
-from primus_launch.projection.svg import memory_svg, time_breakdown_svg, timeline_svg
+from primus_launch.report.svg import memory_svg, time_breakdown_svg, timeline_svg
 
 
 _CSS = """
@@ -82,7 +82,7 @@ def write_projection_report(r: ProjectionResult, path: str | Path) -> Path:
 def write_tune_report(res, path: str | Path) -> Path:
     """The tune page: search pictures, top-N with diffs against the user's recipe, then the best
     configuration's projection (timeline, time and memory)."""
-    from primus_launch.tuner.charts import incumbent_svg, scatter_svg
+    from primus_launch.report.charts import incumbent_svg, scatter_svg
 
     b = res.best
     title = f"primus-launch tune: {b.plan.model.name} on {b.num_gpus} x {b.plan.cluster.gpu}"

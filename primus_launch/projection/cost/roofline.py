@@ -1,0 +1,666 @@
+"""The roofline layer costing of the dry run: the kernels of each layer on one GPU, timed from kernel-level
+evidence.
+
+:func:`layer_times_roofline` lists the kernels of one micro-batch through each kind of decoder
+layer on ONE GPU with the plan's TP / CP / EP / expert-TP sharding applied (communication excluded:
+that is :func:`primus_launch.projection.iteration.assemble`'s job) and times each with
+:mod:`primus_launch.projection.cost.compute` (curves fitted to public kernel measurements) under the
+framework's profile (:mod:`primus_launch.projection.cost.framework`: which kernels run, fused or
+eager, and the host time of launching them).  Notation: b = micro-batch, s = sequence, t = TP,
+T = b*s/cp tokens on this CP rank (GEMMs see all T after the SP all-gather), Tn = T/t with
+sequence parallel else T (norms, residuals), h = hidden, a/g = query/KV heads, d = head dim,
+f = FFN size, E/k = experts/top-k, A = 2 (bf16 bytes).
+
+Forward kernels per dense layer (GEMM [M, N, K]):
+  input norm (Tn*h elements), QKV [T, (a+2g)d/t, h], qk-norm, RoPE on q,k, core attention
+  (b, a/t heads, s/cp queries x s keys, causal, sliding window where ``is_window_layer``;
+  ``cp_comm_type = a2a``: s x s with a/(t cp) heads; ring CP (p2p, TorchTitan's rotations): one
+  kernel per step at its own shape plus the framework's per-step helpers,
+  ``cost/context_parallel.py``), out-proj [T, h, a*d/t], residual add
+  (bias-dropout-add; +1 B mask per element with hidden dropout), pre-MLP norm,
+  FC1 [T, (2 if gated else 1)*f/t, h], SwiGLU / GeLU, FC2 [T, h, f/t], residual add.
+MLA attention (DeepSeek-V2/V3, Megatron ``MLASelfAttention``): q-down [T, r_q, h] (replicated
+  over TP), q-norm, q-up [T, a(d_qk+d_r)/t, r_q] (or q [T, a(d_qk+d_r)/t, h]), kv-down
+  [T, r_kv+d_r, h] (replicated), kv-norm, kv-up [T, a(d_qk+d_v)/t, r_kv], core attention with
+  d_qk + d_r keys and d_v values, out-proj [T, h, a*d_v/t].
+Unfused attention (``attention_backend`` unfused / local, e.g. Megatron 2021-22): QK^T as a
+  batched GEMM [s/cp, s, d] x b*a/t, the fused scale-mask-softmax over the materialised s x s
+  scores (2 B read + 2 B write per score; dropout mask +1 B), AV [s/cp, d, s]; backward 4 batched
+  GEMMs and the softmax backward (6 B per score); causal masking saves nothing.
+MoE layer: attention as above; router [Tn, E, h] (bf16) + softmax / top-k (fp32); permute and
+  unpermute + weighted combine, each moving every routed copy once (2*T_e*k*h B; unfused
+  permutation: index kernels moving 3x that), with the all-to-all dispatcher and several local
+  experts a second "sort chunks by expert" permute; T_e = T*et/t tokens per GPU entering the
+  experts; experts as one grouped GEMM (``moe_grouped_gemm``; the grouped-GEMM curve of the
+  architecture where one was fitted) or one GEMM per local expert (E/ep GEMMs of M = T_e*ep*k/E
+  tokens, balanced routing): FC1 [M, (2)f_e/et, h], FC2 [M, h, f_e/et]; shared experts as a dense
+  MLP of size f_s.
+Embedding (first stage): gather 4*T*h B forward; backward scatter-add into fp32 grads (weight-grad).
+Head + loss (last stage): final norm, output GEMM [T, V/t, h] in bf16, cross-entropy over the logits
+  (bytes per logit by profile: Megatron's vocab-parallel fp32 14 / 6, fused 4 / 4, torch 18 / 22).
+MTP (per ``mtp`` layer, Megatron ``MultiTokenPredictionLayer``): enorm + hnorm (T*h each), the
+  embedding gather of the shifted tokens, eh_proj [T, h/t, 2h]; its transformer layer and its
+  output head + loss are priced as a decoder layer and a head (:mod:`iteration`).
+
+Backward of a GEMM [M, N, K]: input-grad [M, K, N] (``bwd_input``) and weight-grad [K, N, M]
+(``bwd_weight``).  Low-precision GEMMs run on the recipe's GEMM curve (``cost/fp8.py``) and add its
+quantisation traffic: the inputs (X) in the forward pass (none for QKV / FC1 when TE's
+LayerNormLinear writes them), the output gradients (dY) in the backward pass, and the weights once
+per optimizer step (Megatron, TE weight caching: / micro-batches; none with ``fp8_param_gather``)
+or per micro-batch (torchao).  Element-wise kernels cost twice their forward bytes in backward
+(permutes: once); attention backward is the fused-attention backward curve.
+
+Host time: each op launches kernels (counts by profile); a pass of a layer takes
+``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``); an MoE
+layer's forward is split at its token dispatcher's host-device sync (:data:`SYNC_BEFORE`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from primus_launch.plan import ModelArch, Plan
+from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.cost.compute import (KERNEL_MIN_S, arch_of, attention_time, elementwise_time, gemm_time,
+                                              quant_time)
+from primus_launch.projection.cost import fp8 as fp8m
+from primus_launch.projection.cost.contention import ub_factors
+from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
+from primus_launch.projection.hardware.gpus import get_gpu
+from primus_launch.projection.layer_times import LayerTimes, PassTimes
+from primus_launch.projection.memory.params import _arch, arch_key
+
+A = 2  # bytes of a bf16 activation element
+
+# Graph scopes an MoE layer's forward runs before its token dispatcher's host-device sync: the router
+# and the first permutation run, then the host waits for the routed-token counts (Megatron-Core
+# core_r0.16.0 transformer/moe/token_dispatcher.py: the all-to-all dispatcher's ``d2h_event.synchronize()``
+# at ``cuda_sync_point`` "before_ep_alltoall" (EP > 1) or "before_finish" (the grouped GEMM's CPU
+# split sizes); the all-gather dispatcher's ``tokens_per_expert.cpu()``; DeepEP normal-mode dispatch
+# waits for its received-token counter, HybridEP "without an upper bound ... will cause a CPU sync";
+# TorchTitan's expert-parallel all-to-all ``input_splits.tolist()``).  One per MoE layer forward.
+SYNC_BEFORE = frozenset({"attn", "moe_router", "moe_preprocess"})
+
+# (bytes per element forward, kernels forward, kernels backward) of the element-wise ops, fused vs
+# eager PyTorch (cost/framework.py)
+NORM_FUSED = (4.0, 1, 2)
+RMSNORM_EAGER = (36.0, 6, 10)
+LAYERNORM_EAGER = (4.0, 1, 2)
+ACT_FUSED = {True: (6.0, 1, 1), False: (4.0, 1, 1)}     # gated (SwiGLU) / plain (GeLU), per f element
+ACT_EAGER = {True: (10.0, 2, 4), False: (4.0, 1, 1)}
+ROPE_FUSED = (4.0, 1, 1)
+ROPE_EAGER = (20.0, 3, 3)
+CE_BYTES = {"megatron": (14.0, 6.0, 6, 4), "fused": (4.0, 4.0, 1, 1), "torch": (18.0, 22.0, 3, 3)}
+
+
+class _Acc:
+    """Accumulates forward / input-grad / weight-grad GPU seconds and launched kernels per graph
+    scope; with ``ops`` a list, also records each op as ``(name, fwd, bwd_input, bwd_weight, info)``
+    (``info``: kind, curve key, forward FLOPs) for :func:`layer_op_times` and the explanation."""
+
+    __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
+                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync")
+
+    def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
+                 ops: list | None = None, insitu: float = 1.0, ub: bool = False):
+        self.f = self.bi = self.bw = 0.0
+        self.kf: dict[str, int] = {}
+        self.kb: dict[str, int] = {}
+        self.gpu, self.prec, self.prof, self.fmt, self.recipe = gpu, prec, prof, fmt, recipe
+        self.ops = ops
+        self.scope = "other"
+        self.qf = self.qb = self.qw = 0.0   # quantisation bytes: forward inputs, backward dY, weights
+        self.nq = 0
+        self.wq_div = wq_div
+        self.fused_in = False
+        self.mods: tuple[str, ...] = ()
+        self.sums: dict[str, list[float]] = {}
+        self.slow = 1.0 / insitu   # calibration.FRAMEWORK_EFF: kernels in a step vs the benchmarks
+        self.ub = ub               # TE userbuffers TP overlap: SM margins of the layer GEMMs (cost/contention.py)
+        self.gf: dict[str, float] = {}   # forward GPU seconds per graph scope
+        self.sync = False          # a host-device sync splits the forward pass (MoE dispatch, :meth:`times`)
+
+    def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
+        """Add to the totals and to the shares of the active modules (recompute, overlap) and of the
+        op category ``cat``: ``gemm``, ``attention`` (the core-attention kernels) or ``non_matmul``
+        (everything else: what TorchTitan's per-op SAC recomputes)."""
+        k = self.slow
+        f, bi, bw = f * k, bi * k, bw * k
+        self.f += f
+        self.gf[self.scope] = self.gf.get(self.scope, 0.0) + f
+        self.bi += bi
+        self.bw += bw
+        for k in self.mods + extra + (cat,):
+            v = self.sums.setdefault(k, [0.0, 0.0, 0.0])
+            v[0] += f
+            v[1] += bi
+            v[2] += bw
+
+    def _k(self, nf: int, nb: int) -> None:
+        self.kf[self.scope] = self.kf.get(self.scope, 0) + nf
+        self.kb[self.scope] = self.kb.get(self.scope, 0) + nb
+
+    def _rec(self, name: str, f: float, bi: float, bw: float, info: tuple) -> None:
+        if self.ops is not None:
+            self.ops.append((name, f, bi, bw, info))
+
+    def gemm(self, m: int, n: int, k: int, batch: int = 1, lowp: bool = True, name: str = "gemm",
+             separate: bool = False, input_fused: bool = False, ub: str | None = None, col: bool = False) -> None:
+        """A GEMM [m,n,k] x ``batch`` (``separate``: ``batch`` independent kernels, not grouped) with
+        its backward; ``lowp``: in the plan's FP8/FP4 recipe (else bf16); ``ub``: the layer GEMM it is
+        for TE userbuffers (``qkv`` / ``proj`` / ``fc1`` / ``fc2``), slowed by the SMs its overlapped
+        communication holds when the plan overlaps TP communication (``cost/contention.py``)."""
+        g = self.gpu
+        fmt = self.fmt if lowp and self.recipe else "bf16"
+        if separate and batch > 1:
+            f = batch * gemm_time(m, n, k, g, "bf16", 1, fmt)
+            bi = batch * gemm_time(m, k, n, g, "bf16", 1, fmt)
+            bw = batch * gemm_time(k, n, m, g, "bf16", 1, fmt)
+            kern = batch
+        else:
+            gr = ("torch" if self.prof.name.startswith("torchtitan") else "any") if batch > 1 else ""
+            f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
+            bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
+            bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
+            kern = 1
+        if ub and self.ub:
+            cf, cb, cw = ub_factors(ub, get_gpu(g).num_sms)
+            f, bi, bw = f * cf, bi * cb, bw * cw
+        # column-parallel linears (their backward collectives overlap their dgrad / wgrad GEMMs)
+        self._add(f, bi, bw, "gemm", ("tp_col",) if ub in ("qkv", "fc1") or col else ())
+        f, bi, bw = f * self.slow, bi * self.slow, bw * self.slow
+        self._k(kern, 2 * kern)
+        if fmt != "bf16":
+            # quantised operands (cost/fp8.py): X forward (unless the norm wrote it), dY backward,
+            # W per step or per micro-batch
+            if not input_fused:
+                self.qf += m * k * batch
+                self.nq += 1
+            self.qb += m * n * batch
+            self.qw += k * n * batch
+            self.nq += 1
+        self._rec(f"{name} [{m}x{n}x{k}]" + (f" x{batch}" if batch > 1 else ""), f, bi, bw,
+                  ("grouped_gemm" if batch > 1 and not separate else "gemm", fmt, 2.0 * m * n * k * batch))
+
+    def elem(self, nbytes: float, name: str, bwd: float = 2.0, kernels: tuple[int, int] = (1, 1)) -> None:
+        """A bandwidth-bound op; its backward moves ``bwd`` times the forward bytes."""
+        t = elementwise_time(float(nbytes), self.gpu)
+        tb = elementwise_time(float(nbytes) * bwd, self.gpu) if bwd > 0 else 0.0
+        if kernels[0] > 1:
+            t += (kernels[0] - 1) * 2e-6
+        self._add(t, tb, 0.0, "non_matmul")
+        t, tb = t * self.slow, tb * self.slow
+        self._k(*kernels)
+        self._rec(name, t, tb, 0.0, ("elementwise", "hbm", 0.0, nbytes))
+
+    def norm(self, elems: float, m: ModelArch, name: str) -> None:
+        p = self.prof
+        if p.fused_norm:
+            nb, kf, kb = NORM_FUSED
+        else:
+            nb, kf, kb = RMSNORM_EAGER if m.normalization == "rmsnorm" else LAYERNORM_EAGER
+        self.elem(nb * elems, name, 2.0, (kf, kb))
+
+    def attn(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, window: int | None,
+             dropout: float = 0.0) -> PassTimes:
+        impl = self.prof.attention
+        if impl == "unfused":
+            return self._attn_unfused(b, heads, sq, skv, dqk, dv, dropout)
+        f, bw = attention_time(b, heads, sq, skv, dqk, dv, True, self.gpu, impl, window)
+        self._add(f, bw, 0.0, "attention")
+        f, bw = f * self.slow, bw * self.slow
+        self._k(1, 2)
+        from primus_launch.projection.cost.compute import attention_flops
+
+        self._rec(f"core attention ({impl}) b{b} h{heads} s{sq}x{skv} d{dqk}/{dv}" + (f" window {window}" if window else ""),
+                  f, bw, 0.0, ("attention", impl, attention_flops(b, heads, sq, skv, dqk, dv, True, window)))
+        return PassTimes(f, bw, 0.0)
+
+    def attn_ring(self, b: int, heads: int, kv_heads: int, s: int, cp: int, dqk: int, dv: int,
+                  flavor: str) -> PassTimes:
+        """Load-balanced causal ring attention over ``cp`` ranks (``cost/context_parallel.py``): one
+        fused-attention kernel per step at its own shape, plus the framework's per-step helpers
+        (copies, output / LSE merges, dq / dk,dv accumulation) at streaming speed."""
+        from primus_launch.projection.cost.compute import attention_flops
+        from primus_launch.projection.cost import context_parallel as cpm
+
+        impl = self.prof.attention
+        f = bw = 0.0
+        n_steps = 0.0
+        for sq, skv, causal, n in cpm.ring_steps(s, cp):
+            tf, tb = attention_time(b, heads, sq, skv, dqk, dv, causal, self.gpu, impl, None)
+            f += n * tf
+            bw += n * tb
+            n_steps += n
+        self._add(f, bw, 0.0, "attention")
+        f0, b0 = f * self.slow, bw * self.slow
+        c = max(1, s // cp)
+        eq, eo, ekv = float(b * c * heads * dqk), float(b * c * heads * dv), float(b * c * kv_heads * (dqk + dv))
+        hf, hb = cpm.helper_bytes(flavor, cp, eq, eo, ekv)
+        kf, kb = cpm.STEP_KERNELS[flavor]
+        tf = elementwise_time(hf, self.gpu) + (cp * (kf - 1) - 1) * KERNEL_MIN_S
+        tb = elementwise_time(hb, self.gpu) + (cp * (kb - 1) - 1) * KERNEL_MIN_S
+        self._add(tf, tb, 0.0, "attention")
+        tf, tb = tf * self.slow, tb * self.slow
+        self._k(cp * kf, cp * kb)
+        self._rec(f"core attention ({impl}) ring: {cp} steps of b{b} h{heads} s{c}: 1 causal {c}x{c}, "
+                  f"{cp - 1} of {c}x{c // 2} / {c // 2}x{c} d{dqk}/{dv}", f0, b0, 0.0,
+                  ("attention", impl, attention_flops(b, heads, c, s, dqk, dv, True, None)))
+        self._rec(f"CP ring helpers ({flavor}: copies, output/LSE merges, dq/dkv accumulation)", tf, tb, 0.0,
+                  ("elementwise", "hbm", 0.0, hf + hb))
+        return PassTimes(f0 + tf, b0 + tb, 0.0)
+
+    def _attn_unfused(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, dropout: float) -> PassTimes:
+        g, bh = self.gpu, b * heads
+        f0, bi0 = self.f, self.bi
+        qk = gemm_time(sq, skv, dqk, g, "bf16", bh)
+        av = gemm_time(sq, dv, skv, g, "bf16", bh)
+        scores = float(bh) * sq * skv
+        sm_f = elementwise_time(scores * (4.0 + (3.0 if dropout else 0.0)), g)
+        sm_b = elementwise_time(scores * (6.0 + (3.0 if dropout else 0.0)), g)
+        # backward: dP = dO V^T [sq, skv, dv], dV = P^T dO [skv, dv, sq], dS K [sq, dqk, skv], dS^T Q [skv, dqk, sq]
+        bwd = (gemm_time(sq, skv, dv, g, "bf16", bh) + gemm_time(skv, dv, sq, g, "bf16", bh)
+               + gemm_time(sq, dqk, skv, g, "bf16", bh) + gemm_time(skv, dqk, sq, g, "bf16", bh))
+        self._add(qk + sm_f + av, bwd + sm_b, 0.0, "attention")
+        self._k(3 + (1 if dropout else 0), 5)
+        self._rec(f"core attention (unfused: QK^T, softmax over s x s, AV) b{b} h{heads} s{sq}x{skv} d{dqk}",
+                  self.f - f0, self.bi - bi0, 0.0, ("attention", "unfused", 2.0 * bh * sq * skv * (dqk + dv)))
+        return PassTimes(self.f - f0, self.bi - bi0, 0.0)
+
+    def quant_flush(self, name: str = "FP8 quantisation (casts, amax, transposes)") -> None:
+        """Charge the layer's accumulated quantisation bytes (cost/fp8.py) as one op row."""
+        if not self.recipe or (self.qf == 0 and self.qb == 0 and self.qw == 0):
+            return
+        if self.prof.name == "torchtitan-compile":
+            # inductor fuses amax + cast into the producing kernels: the FP8 copies are extra writes
+            # (row- and column-wise, 2 B per element) at streaming speed (cost/fp8.py)
+            bpe, recipe = fp8m.COMPILED_BYTES, None
+        else:
+            bpe, recipe = fp8m.bytes_per_element(self.recipe, arch_of(self.gpu)), self.recipe
+        qt = (lambda nb: elementwise_time(nb, self.gpu)) if recipe is None else (lambda nb: quant_time(nb, self.gpu, recipe))
+        f = qt(bpe * (self.qf + self.qw / self.wq_div)) if (self.qf or self.qw) else 0.0
+        b = qt(bpe * self.qb) if self.qb else 0.0
+        self._add(f, b, 0.0, "non_matmul")
+        f, b = f * self.slow, b * self.slow
+        self._k(self.nq, self.nq)
+        self._rec(f"{name} [{self.recipe}]", f, b, 0.0, ("quant", self.recipe, 0.0,
+                                                          bpe * (self.qf + self.qb + self.qw / self.wq_div)))
+        self.qf = self.qb = self.qw = 0.0
+        self.nq = 0
+
+    def times(self, host_s: float, graphs: frozenset) -> PassTimes:
+        """GPU times, raised to the host time of the launched kernels where that is longer.
+
+        With ``sync`` (an MoE layer whose token dispatcher waits on the host for the routed-token
+        counts, :data:`SYNC_BEFORE`) the forward pass is two segments: the GPU drains the first
+        (``g1``, launched in ``h1``) before the host launches the second (``g2`` in ``h2``) into an
+        empty queue, so ``fwd = max(g1 + max(g2, h2), h1 + h2) + 2 t_launch`` (the device-to-host
+        copy and the first launch after the wait) instead of ``max(g1 + g2, h1 + h2)``."""
+        if host_s <= 0:
+            return PassTimes(self.f, self.bi, self.bw)
+        hf = sum(n for sc, n in self.kf.items() if sc not in graphs) * host_s
+        hb = sum(n for sc, n in self.kb.items() if sc not in graphs) * host_s
+        if graphs:
+            captured = {sc for sc in self.kf if sc in graphs}
+            hf += GRAPH_LAUNCH_S * (1 if captured else 0)
+            hb += GRAPH_LAUNCH_S * (1 if captured else 0)
+        f = max(self.f, hf)
+        if self.sync:
+            g1 = sum(v for sc, v in self.gf.items() if sc in SYNC_BEFORE)
+            g2 = self.f - g1
+            h1 = sum(n for sc, n in self.kf.items() if sc in SYNC_BEFORE and sc not in graphs) * host_s
+            h1 += GRAPH_LAUNCH_S if any(sc in graphs for sc in SYNC_BEFORE if sc in self.kf) else 0.0
+            h2 = hf - h1
+            f = max(g1 + max(g2, h2), h1 + h2) + 2.0 * host_s
+        bi = self.bi
+        if hb > self.bi + self.bw:
+            bi = hb - self.bw
+        return PassTimes(f, bi, self.bw)
+
+    def kernels(self) -> int:
+        return sum(self.kf.values()) + sum(self.kb.values())
+
+    def shares(self, kind: str, out: dict) -> None:
+        for k, v in self.sums.items():
+            out[f"{kind}:{k}"] = PassTimes(*v)
+
+
+def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T: int, Tn: int,
+                     window: int | None, cp_a2a: bool, cp_kind: str = "p2p") -> PassTimes:
+    h = m.hidden_size
+    a = max(1, m.num_attention_heads // t)
+    acc.scope = "attn"
+    acc.mods = ("layernorm",)
+    acc.norm(Tn * h, m, "input norm")
+    acc.mods = ()
+    fused_in = acc.prof.norm_linear
+    sq, skv, heads = (s, s, max(1, a // cp)) if cp_a2a else (s // cp, s, a)
+    # ring (P2P) CP: per-step kernels and helpers (cost/context_parallel.py); TE's all-gather CP and
+    # windowed layers keep one kernel of s/cp queries over the s keys
+    ring = ""
+    if cp > 1 and not cp_a2a and window is None and acc.prof.attention != "unfused":
+        if acc.prof.name.startswith("torchtitan"):
+            ring = "torch"
+        elif cp_kind != "allgather":
+            ring = "te"
+    if m.multi_latent_attention:
+        dqk, dr, dv = m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim
+        if m.q_lora_rank:
+            acc.gemm(T, m.q_lora_rank, h, name="MLA q down", input_fused=fused_in)
+            acc.norm(T * m.q_lora_rank, m, "MLA q norm")
+            acc.mods = ("mla_up_proj",)
+            acc.gemm(T, a * (dqk + dr), m.q_lora_rank, name="MLA q up", input_fused=fused_in, col=True)
+            acc.mods = ()
+        else:
+            acc.gemm(T, a * (dqk + dr), h, name="MLA q", input_fused=fused_in, col=True)
+        acc.gemm(T, m.kv_lora_rank + dr, h, name="MLA kv down", input_fused=fused_in)
+        acc.norm(T * m.kv_lora_rank, m, "MLA kv norm")
+        acc.mods = ("mla_up_proj",)
+        acc.gemm(T, a * (dqk + dv), m.kv_lora_rank, name="MLA kv up", input_fused=fused_in, col=True)
+        acc.mods = ()
+        nb, kf, kb = ROPE_FUSED if acc.prof.fused_rope else ROPE_EAGER
+        acc.elem(nb * T * (a + 1) * dr, "RoPE (rope parts of q, k)", 2.0, (kf, kb))
+        acc.mods = ("core_attn",)
+        if ring:
+            core = acc.attn_ring(b, heads, heads, s, cp, dqk + dr, dv, ring)
+        else:
+            core = acc.attn(b, heads, sq, skv, dqk + dr, dv, window, m.attention_dropout)
+        acc.mods = ()
+        acc.gemm(T, h, a * dv, name="attention out-proj")
+    else:
+        d = m.kv_channels
+        g = max(1, m.kv_heads // t)
+        acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in, ub="qkv")
+        if m.qk_layernorm:
+            acc.norm(T * (a + g) * d, m, "q/k norm")
+        if m.position_embedding in ("rope", "yarn"):
+            nb, kf, kb = ROPE_FUSED if _rope_fused(acc.prof, m) else ROPE_EAGER
+            acc.elem(nb * T * (a + g) * d, "RoPE", 2.0, (2 * kf, 2 * kb))
+        acc.mods = ("core_attn",)
+        if ring:
+            core = acc.attn_ring(b, heads, g, s, cp, d, d, ring)
+        else:
+            core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
+        acc.mods = ()
+        acc.gemm(T, h, a * d, name="attention out-proj", ub="proj")
+    drop = 1.0 if m.hidden_dropout else 0.0
+    acc.elem((6 + drop) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
+    return core
+
+
+def _rope_fused(prof: Profile, m: ModelArch) -> bool:
+    """Whether RoPE runs as one fused kernel.  Megatron-Core falls back to its unfused RoPE
+    (``models/common/embeddings/rope_utils.py`` ``apply_rotary_pos_emb``: "mscale=... is not supported by
+    TE's fused RoPE. Using unfused implementation.") whenever the YaRN concentration factor is not 1:
+    ``0.1 ln(s) mscale + 1`` over ``0.1 ln(s) mscale_all_dim + 1``, which is not 1 with Megatron's
+    defaults (``mscale`` 1, ``mscale_all_dim`` 0) for any scaling factor ``s`` > 1 (GPT-OSS: 32 ->
+    1.35).  MLA models (DeepSeek-V3) set ``mscale_all_dim = mscale`` (factor 1) and keep the fused
+    kernel.  The plan does not carry the YaRN mscales: a stated assumption by attention type."""
+    if not prof.fused_rope:
+        return False
+    if prof.name == "megatron-te" and m.position_embedding == "yarn" and not m.multi_latent_attention:
+        return False
+    return True
+
+
+def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
+         separate: bool = False, input_fused: bool = False, ub: bool = False) -> None:
+    h = m.hidden_size
+    gated = m.swiglu
+    mods = acc.mods
+    acc.gemm(T, (2 if gated else 1) * ffn_local, h, batch, name=f"{name} FC1", separate=separate,
+             input_fused=input_fused, ub="fc1" if ub else None)
+    nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
+    if "moe" in mods:
+        acc.mods = mods + ("moe_act",)
+    acc.elem(nb * T * ffn_local * batch, f"{name} {'SwiGLU' if gated else m.activation}", 2.0,
+             (kf * (batch if separate else 1), kb * (batch if separate else 1)))
+    acc.mods = mods
+    acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate, ub="fc2" if ub else None)
+
+
+def _titan_block_mms(m: ModelArch, T: int, t: int, moe: bool) -> list[tuple[str, int, int, int]]:
+    """The ``aten.mm`` calls of one TorchTitan transformer block's forward, in program order, as
+    ``(name, M, N, K)`` with TP sharding applied (torchtitan 0.3.0: attention ``FusedQKVLinear`` =
+    one ``wqkv`` mm, SDPA, then ``wo``; ``FeedForward``: ``w2(silu(w1(x)) * w3(x))`` = ``w1, w3,
+    w2``; DeepSeek-V3 MLA: ``wq`` (or ``wq_a, wq_b``), ``wkv_a, wkv_b``, ``wo``; MoE: the shared
+    experts' ``w1, w3, w2``, the routed experts run ``torch._grouped_mm``, not ``aten.mm``).  Checked
+    against torchtitan's own ``SelectiveAC`` decisions on its llama3 block
+    (``tests/test_cost_model.py``)."""
+    h = m.hidden_size
+    a = max(1, m.num_attention_heads // t)
+    out: list[tuple[str, int, int, int]] = []
+    if m.multi_latent_attention:
+        dqk, dr, dv = m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim
+        if m.q_lora_rank:
+            out += [("wq_a", T, m.q_lora_rank, h), ("wq_b", T, a * (dqk + dr), m.q_lora_rank)]
+        else:
+            out.append(("wq", T, a * (dqk + dr), h))
+        out += [("wkv_a", T, m.kv_lora_rank + dr, h), ("wkv_b", T, a * (dqk + dv), m.kv_lora_rank),
+                ("wo", T, h, a * dv)]
+    else:
+        d, g = m.kv_channels, max(1, m.kv_heads // t)
+        out += [("wqkv", T, (a + 2 * g) * d, h), ("wo", T, h, a * d)]
+    f = (m.moe_shared_expert_intermediate_size if moe else m.ffn_hidden_size) // t
+    if f > 0:
+        out += [("w1", T, f, h)] + ([("w3", T, f, h)] if m.swiglu else []) + [("w2", T, h, f)]
+    return out
+
+
+def _op_sac_recompute_fwd(acc: "_Acc", m: ModelArch, T: int, t: int, moe: bool) -> float:
+    """Forward GEMM seconds TorchTitan's per-op SAC re-runs in the backward of one block: every
+    second ``aten.mm`` of the block's forward (``torchtitan/distributed/activation_checkpoint.py``
+    ``SelectiveAC``: "Save all compute/comm ops, except every second mm/linear"; the same rule in
+    ``models/llama3/infra/parallelize.py`` ``_custom_policy`` since 2024) and the MoE router gate,
+    whose shape is always recomputed (``force_recompute_mm_shapes_by_fqns = ["moe.router.gate"]``).
+    Attention outputs are saved (SDPA ops are in the save list), the rest is ``non_matmul``."""
+    fmt = acc.fmt if acc.recipe else "bf16"
+    tot = 0.0
+    for i, (_, mm, n, k) in enumerate(_titan_block_mms(m, T, t, moe), start=1):
+        if i % 2 == 0:
+            tot += gemm_time(mm, n, k, acc.gpu, "bf16", 1, fmt)
+    if moe:
+        tot += gemm_time(T, m.num_experts, m.hidden_size, acc.gpu, "bf16", 1, "bf16")
+    return tot * acc.slow
+
+
+@lru_cache(maxsize=65536)
+def _layer_times(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple) -> LayerTimes:
+    return _build_layers(key, tp, cp, ep, etp, sp, b, gpu, cfg, None)
+
+
+def _cfg(plan: Plan) -> tuple:
+    """The plan settings, besides shapes and sharding, that change kernel times (hashable)."""
+    t, p = plan.training, plan.parallel
+    arch = arch_of(plan.cluster.gpu)
+    prof = profile_of(plan, arch)
+    lowp = t.precision in ("fp8", "fp4")
+    recipe = fp8m.recipe_of(plan) if lowp else None
+    fmt = fp8m.gemm_format(recipe, arch) if recipe else "bf16"
+    if recipe and prof.weight_quant_per_microbatch:
+        wq_div = 1.0
+    elif recipe and t.fp8_param_gather:
+        wq_div = float("inf")
+    else:
+        wq_div = float(max(1, plan.num_microbatches))
+    host = prof.host_per_kernel
+    ub = t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron"
+    return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
+            p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub)
+
+
+def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
+                  ops: dict | None) -> LayerTimes:
+    """The kernels of each layer kind (module doc); with ``ops`` a dict, each kind's op list is
+    stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
+    ``head`` / ``mtp``."""
+    m = _arch(key)
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub = cfg
+    cp_a2a = cp_type in ("a2a", "a2a+p2p")
+
+    made: dict[str, _Acc] = {}
+
+    def new(kind: str) -> _Acc:
+        lst = ops.setdefault(kind, []) if ops is not None else None
+        made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu, ub)
+        return made[kind]
+
+    s, h = m.seq_length, m.hidden_size
+    T = b * s // cp
+    Tn = T // tp if sp else T
+    fused_in = prof.norm_linear
+
+    def dense_layer(kind: str, window: int | None) -> tuple[PassTimes, PassTimes, int]:
+        acc = new(kind)
+        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type)
+        acc.scope = "mlp"
+        acc.mods = ("layernorm",)
+        acc.norm(Tn * h, m, "pre-MLP norm")
+        acc.mods = ("mlp",)
+        _mlp(acc, m, T, m.ffn_hidden_size // tp, input_fused=fused_in, ub=True)
+        acc.mods = ()
+        acc.elem((6 + (1.0 if m.hidden_dropout else 0.0)) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
+        acc.quant_flush()
+        if "_" not in kind:
+            acc.shares(kind, shares)
+            if prof.name.startswith("torchtitan"):
+                shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, False), 0.0, 0.0)
+        return acc.times(host, graphs), core, acc.kernels()
+
+    def moe_layer(kind: str, window: int | None) -> tuple[PassTimes, int]:
+        acc = new(kind)
+        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type)
+        acc.scope = "moe_router"
+        acc.mods = ("layernorm",)
+        acc.norm(Tn * h, m, "pre-MLP norm")
+        acc.mods = ("moe",)
+        E, k = m.num_experts, m.moe_router_topk
+        acc.gemm(Tn, E, h, lowp=False, name="router")
+        acc.elem(Tn * E * 4 * 3, "router softmax / top-k / aux loss (fp32)", 2.0, (4, 4))
+        acc.scope = "moe_preprocess"
+        Te = max(1, T * etp // tp)
+        perm_k = (1, 1) if prof.fused_permute else (6, 6)
+        perm_x = 1.0 if prof.fused_permute else 3.0
+        acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
+                 1.0, perm_k)
+        local = max(1, E // ep)
+        acc.scope = "moe"   # after the dispatch (token_dispatcher dispatch_postprocess)
+        if dispatcher == "alltoall" and ep > 1 and local > 1:
+            acc.elem(2 * Te * k * h * A, "sort chunks by local expert", 1.0, (2, 2))
+        # the dispatcher's host-device sync (SYNC_BEFORE): Megatron always (split sizes of the
+        # grouped GEMM / all-to-all, or DeepEP / HybridEP counts); TorchTitan only with EP
+        # (torch._grouped_mm takes device offsets)
+        # (a whole-layer CUDA graph needs static expert shapes: no sync to split it)
+        acc.sync = (prof.name == "megatron-te" or ep > 1) and host > 0 and "moe" not in graphs
+        if acc.sync:
+            acc._rec("token dispatcher host-device sync (D2H copy + first launch after the wait)", 2.0 * host, 0.0,
+                     0.0, ("host", f"dryrun.SYNC_BEFORE: 2 x host launch {1e6 * host:.1f} us; the forward's second "
+                                   "half launched into an empty queue", 0.0, 0.0))
+        m_e = max(1, -(-Te * ep * k // E))
+        _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
+             name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped)
+        if dispatcher == "alltoall" and ep > 1 and local > 1:
+            acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
+        acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
+        if m.moe_shared_expert_intermediate_size:
+            acc.scope = "mlp"
+            acc.mods = ("shared_experts",)
+            _mlp(acc, m, T, m.moe_shared_expert_intermediate_size // tp, name="shared expert", input_fused=fused_in)
+        acc.scope = "other"
+        acc.mods = ()
+        acc.elem(6.0 * Tn * h, "residual add", 1.0, (1, 0))
+        acc.quant_flush()
+        if "_" not in kind:
+            acc.shares(kind, shares)
+            if prof.name.startswith("torchtitan"):
+                shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, True), 0.0, 0.0)
+        return acc.times(host, graphs), acc.kernels()
+
+    shares: dict = {}
+    dense, attn, _ = dense_layer("dense", None)
+    window = m.window_size
+    has_window = window is not None and m.num_window_layers > 0
+    dense_w = dense_layer("dense_window", window)[0] if has_window else None
+    moe = moe_w = None
+    if m.is_moe:
+        moe = moe_layer("moe", None)[0]
+        if has_window:
+            moe_w = moe_layer("moe_window", window)[0]
+
+    acc = new("embedding")
+    acc.f += elementwise_time(4.0 * T * h, gpu) * acc.slow
+    acc.bw += elementwise_time(float(T * h * (A + 4 + 4)), gpu) * acc.slow
+    acc._k(1, 2)
+    acc._rec("embedding gather / grad scatter-add", acc.f, 0.0, acc.bw, ("elementwise", "hbm", 0.0, 0.0))
+    emb = acc.times(host, frozenset())
+
+    acc = new("head")
+    V = m.padded_vocab_size(tp) // tp
+    acc.norm(Tn * h, m, "final norm")
+    acc.gemm(T, V, h, lowp=False, name="output layer (bf16)")
+    fb, bb, kf, kb = CE_BYTES[prof.ce]
+    f0, bi0 = acc.f, acc.bi
+    acc.f += elementwise_time(float(T * V * fb), gpu) * acc.slow
+    acc.bi += elementwise_time(float(T * V * bb), gpu) * acc.slow
+    acc._k(kf, kb)
+    acc._rec(f"cross-entropy ({prof.ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * (fb + bb)))
+    head = acc.times(host, frozenset())
+
+    mtp = None
+    if m.mtp_num_layers:
+        acc = new("mtp")
+        acc.norm(Tn * h, m, "MTP enorm")
+        acc.norm(Tn * h, m, "MTP hnorm")
+        acc.elem(4.0 * T * h, "MTP embedding gather", 1.0, (1, 1))
+        acc.gemm(T, max(1, h // tp), 2 * h, name="MTP eh_proj")
+        acc.quant_flush()
+        mtp = acc.times(host, graphs)
+    if ops is not None:
+        ops["_kernels"] = {k: (sum(a.kf.values()), sum(a.kb.values())) for k, a in made.items()}
+    return LayerTimes(dense_layer=dense, moe_layer=moe, embedding=emb, head_loss=head, attn_core=attn,
+                      dense_window_layer=dense_w, moe_window_layer=moe_w, mtp_extra=mtp, parts=shares)
+
+
+def clear_caches() -> None:
+    """Forget every cached time (after calibration constants change)."""
+    from primus_launch.projection.cost import collectives, compute
+    from primus_launch.projection.cost import framework
+
+    compute.clear_caches()
+    collectives.clear_caches()
+    framework._profile.cache_clear()
+    _layer_times.cache_clear()
+
+
+def layer_times_roofline(plan: Plan) -> LayerTimes:
+    """Compute-only times of one micro-batch per layer kind on one GPU (module doc)."""
+    p, t = plan.parallel, plan.training
+    return _layer_times(arch_key(plan.model), p.tp, p.cp, p.ep, p.expert_tp, p.sequence_parallel,
+                        t.micro_batch_size, plan.cluster.gpu, _cfg(plan))
+
+
+def layer_op_times(plan: Plan) -> dict[str, list[tuple[str, float, float, float, tuple]]]:
+    """Per layer kind (``dense``, ``moe``, ``dense_window``, ``moe_window``, ``embedding``, ``head``,
+    ``mtp``), the ops of one micro-batch on one GPU as ``(name, forward s, input-grad s, weight-grad
+    s, info)``; their GPU times sum to :func:`layer_times_roofline` unless the layer is host-bound.
+    ``"_kernels"``: per kind, the (forward, backward) kernels launched."""
+    p, t = plan.parallel, plan.training
+    ops: dict = {}
+    _build_layers(arch_key(plan.model), p.tp, p.cp, p.ep, p.expert_tp, p.sequence_parallel, t.micro_batch_size,
+                  plan.cluster.gpu, _cfg(plan), ops)
+    return ops
+
+
+def kernels_per_step(plan: Plan) -> int:
+    """Kernels one GPU launches in one iteration (every decoder layer, recomputed forwards, embedding,
+    head + loss), by the profile's decomposition; used to fit the host launch cost
+    (``cost/framework.py``)."""
+    n = layer_op_times(plan)["_kernels"]
+    m, t = plan.model, plan.training
+    n_moe = m.num_moe_layers
+    n_dense = m.num_layers - n_moe
+    per_mb = n_dense * sum(n["dense"]) + n_moe * sum(n.get("moe", (0, 0)))
+    if t.recompute.granularity == "full":
+        per_mb += n_dense * n["dense"][0] + n_moe * n.get("moe", (0, 0))[0]
+    per_mb += sum(n["embedding"]) + sum(n["head"])
+    return per_mb * plan.num_microbatches
