@@ -493,3 +493,52 @@ def test_yaml_cli_error_on_nemo_config(tmp_path):
     with pytest.raises(UserError) as e:
         load_megatron(_write(tmp_path, "n.yaml", text))
     assert "NeMo" in one_line(e.value)
+
+
+# Megatron-LM tests/functional_tests/test_cases/gpt/gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap (the
+# flags that shape its schedule): 12 layers on pp 4 x 3 virtual stages, 40 / (4 x dp 2) = 5 micro-batches
+# in one group of 5 -- an interleaved run Megatron accepts only because of the group size
+MB_GROUP_ARGS = """\
+ENV_VARS:
+  CUDA_DEVICE_MAX_CONNECTIONS: 1
+MODEL_ARGS:
+  --num-layers: 12
+  --hidden-size: 512
+  --num-attention-heads: 8
+  --seq-length: 1024
+  --max-position-embeddings: 1024
+  --micro-batch-size: 4
+  --global-batch-size: 40
+  --tokenizer-type: NullTokenizer
+  --vocab-size: 1000
+  --pipeline-model-parallel-size: 4
+  --num-layers-per-virtual-pipeline-stage: 1
+  --microbatch-group-size-per-virtual-pipeline-stage: 5
+  --bf16: true
+"""
+
+
+def test_microbatch_group_read_projected_and_written_back(tmp_path):
+    from primus_launch.projection.dryrun import project_dry_run
+    from primus_launch.projection.pipeline.orders import megatron_interleaved_warmup
+
+    plan = load_megatron(_write(tmp_path, "model_config.yaml", MB_GROUP_ARGS), Cluster(num_nodes=1, gpus_per_node=8))
+    p = plan.parallel
+    assert (p.pp, p.vpp, p.microbatch_group, plan.num_microbatches) == (4, 3, 5, 5)
+    assert not plan.source.unmodelled  # the group is modelled, not warned about
+    assert project_dry_run(plan).iteration_time_s > 0
+    # rank 0 keeps Megatron's warm-up + 1 chunk-micro-batches, 2 (pp - 1) + (vpp - 1) g + 1 (capped at m vpp;
+    # get_pp_rank_microbatches, the warm-up checked against Megatron's schedule in test_pipeline.py): at 20
+    # micro-batches a group of 5 keeps 17 where the default group (pp = 4) keeps 15
+    acts = {g: project_dry_run(plan.with_changes(parallel={"microbatch_group": g}, training={"global_batch_size": 160}))
+            .memory.stages[0].activations_bytes for g in (5, 4)}
+    flight = {g: megatron_interleaved_warmup(4, 3, 20, 0, g) + 1 for g in (5, 4)}
+    assert flight == {5: 17, 4: 15}
+    assert acts[5] / acts[4] == pytest.approx(17 / 15, rel=1e-9)  # rank 0: no loss, no SP buffer
+    # without the group the same batch is refused (5 micro-batches, pp 4), naming the field
+    with pytest.raises(ValueError, match="training.global_batch_size"):
+        plan.with_changes(parallel={"microbatch_group": None})
+    assert render_megatron(plan, MB_GROUP_ARGS) == MB_GROUP_ARGS
+    tuned = render_megatron(plan.with_changes(parallel={"microbatch_group": 4}, training={"global_batch_size": 64}),
+                            MB_GROUP_ARGS)
+    assert "--microbatch-group-size-per-virtual-pipeline-stage: 4\n" in tuned

@@ -193,6 +193,10 @@ def test_in_flight_closed_forms_equal_schedule_walk():
         sched = ["1f1b", "gpipe"] if vpp == 1 else ["interleaved_1f1b"]
         for sc in sched:
             assert list(_in_flight(sc, pp, vpp, m)) == activations_in_flight(sc, pp, vpp, m), (sc, pp, vpp, m)
+    # Megatron's micro-batch group of the interleaved schedule (warm-up (vpp - 1) g instead of (vpp - 1) pp)
+    for pp, vpp, m, g in [(4, 3, 5, 5), (4, 2, 10, 5), (2, 3, 8, 3), (4, 2, 8, 8), (3, 2, 7, 4)]:
+        got = list(_in_flight("interleaved_1f1b", pp, vpp, m, g))
+        assert got == activations_in_flight("interleaved_1f1b", pp, vpp, m, group=g), (pp, vpp, m, g)
 
 
 DSV3 = ModelArch(name="deepseek-v3", num_layers=61, hidden_size=7168, ffn_hidden_size=18432,

@@ -126,7 +126,8 @@ def test_megatron_table_and_warmup():
             assert megatron_interleaved_warmup(pp, v, m, r) == warm
 
 
-def _megatron_rank_order(monkeypatch, pp: int, vpp: int, m: int, rank: int) -> list[tuple[str, int, int]]:
+def _megatron_rank_order(monkeypatch, pp: int, vpp: int, m: int, rank: int,
+                         group: int | None = None) -> list[tuple[str, int, int]]:
     """Run Megatron's real ``forward_backward_pipelining_with(out)_interleaving`` for one rank with
     its forward/backward steps and P2P replaced by recorders, and return the (kind, chunk, mb)
     order it executes."""
@@ -148,7 +149,8 @@ def _megatron_rank_order(monkeypatch, pp: int, vpp: int, m: int, rank: int) -> l
 
     cfg = TransformerConfig(num_layers=pp * vpp, hidden_size=8, num_attention_heads=1,
                             pipeline_model_parallel_size=pp, pipeline_dtype=torch.float32,
-                            virtual_pipeline_model_parallel_size=vpp if vpp > 1 else None)
+                            virtual_pipeline_model_parallel_size=vpp if vpp > 1 else None,
+                            microbatch_group_size_per_vp_stage=group)
 
     class Chunk(torch.nn.Module):
         def __init__(self):
@@ -200,6 +202,50 @@ def test_orders_equal_megatron_schedules(monkeypatch):
         for r in range(pp):
             ours = rank_actions(schedule_orders(schedule, pp, vpp, m), r)
             assert ours == _megatron_rank_order(monkeypatch, pp, vpp, m, r), (schedule, pp, vpp, m, r)
+
+
+# (pp, vpp, m, group): Megatron-LM's functional test gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap runs
+# pp=4, vpp=3, 5 micro-batches in a group of 5; the others cover a remainder group >= pp and g = m
+MB_GROUPS = [(4, 3, 5, 5), (2, 2, 5, 5), (4, 2, 10, 5), (2, 3, 8, 3), (4, 2, 8, 8), (3, 2, 7, 4)]
+
+
+@pytest.mark.parametrize("pp,vpp,m,group", MB_GROUPS)
+def test_microbatch_group_orders_equal_megatron(monkeypatch, pp, vpp, m, group):
+    """--microbatch-group-size-per-virtual-pipeline-stage: our interleaved order == the order
+    Megatron's own schedule executes, rank by rank."""
+    for r in range(pp):
+        ours = rank_actions(schedule_orders("interleaved_1f1b", pp, vpp, m, group), r)
+        assert ours == _megatron_rank_order(monkeypatch, pp, vpp, m, r, group), (pp, vpp, m, group, r)
+
+
+@pytest.mark.parametrize("pp,vpp,m,group", [(4, 2, 6, 4), (4, 2, 7, 5), (2, 2, 4, 6), (4, 2, 8, 3)])
+def test_microbatch_group_illegal_where_megatron_refuses(monkeypatch, pp, vpp, m, group):
+    """Group outside [pp, m] or a last group of fewer than pp micro-batches: Megatron raises, and so
+    do the orders and the plan's legality check (same field named)."""
+    from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, PlanError, Training
+
+    with pytest.raises((ValueError, RuntimeError)):  # range: ValueError; last group < pp: RuntimeError
+        _megatron_rank_order(monkeypatch, pp, vpp, m, 0, group)
+    with pytest.raises(PlanError):
+        schedule_orders("interleaved_1f1b", pp, vpp, m, group)
+    with pytest.raises(ValueError, match=r"parallel\.microbatch_group=|training\.global_batch_size="):
+        Plan(model=ModelArch(name="t", num_layers=pp * vpp, hidden_size=64, ffn_hidden_size=128,
+                             num_attention_heads=4, vocab_size=128, seq_length=32),
+             parallel=Parallelism(pp=pp, vpp=vpp, microbatch_group=group),
+             training=Training(micro_batch_size=1, global_batch_size=m, pipeline_schedule="interleaved_1f1b"),
+             cluster=Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=pp))
+
+
+@pytest.mark.parametrize("pp,vpp,m,group", MB_GROUPS)
+def test_microbatch_group_engine_equals_reference(pp, vpp, m, group):
+    rng = random.Random(pp * 1000 + vpp * 100 + m * 10 + group)
+    costs = [[ChunkCost(rng.uniform(0.5, 2), rng.uniform(0.5, 2), rng.uniform(0.2, 1.5))
+              for _ in range(vpp)] for _ in range(pp)]
+    p2p = [rng.uniform(0, 0.4) for _ in range(pp)]
+    got = simulate("interleaved_1f1b", pp, vpp, m, costs, p2p, group=group)
+    assert got.makespan_s == approx(_reference("interleaved_1f1b", pp, vpp, m, costs, p2p, group))
+    if group == pp:
+        assert got.makespan_s == approx(simulate("interleaved_1f1b", pp, vpp, m, costs, p2p).makespan_s)
 
 
 # ---------------------------------------------------------------- closed forms (uniform costs)
@@ -263,10 +309,10 @@ def test_single_microbatch_critical_path_with_p2p():
 
 # ---------------------------------------------------------------- independent reference simulation
 
-def _reference(schedule, pp, vpp, m, costs, p2p):
+def _reference(schedule, pp, vpp, m, costs, p2p, group=None):
     """A plain event-driven simulation written separately from the engine: repeatedly run the
     ready action with the earliest start time."""
-    o = schedule_orders(schedule, pp, vpp, m)
+    o = schedule_orders(schedule, pp, vpp, m, group)
     S = pp * vpp
     if o.v_shape:
         gs = lambda r, c: r if c == 0 else 2 * pp - 1 - r          # noqa: E731

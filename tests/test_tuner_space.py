@@ -223,3 +223,21 @@ def test_titan_space_has_only_what_its_adapter_expresses():
     assert {f[FLAGS.index("compile")] for f in flags} == {False, True}
     assert all(f[FLAGS.index("compile")] for f in flags if f[FLAGS.index("tp_comm_overlap")])  # async TP compiles
     assert {h[8] for h in sp.structs} == {"full"}
+
+
+def test_recipe_microbatch_group_kept_only_where_megatron_accepts_it():
+    """A recipe's --microbatch-group-size-per-virtual-pipeline-stage survives a candidate with the same
+    pipeline shape and a batch Megatron accepts with it; any other candidate runs Megatron's default."""
+    from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
+
+    plan = Plan(model=ModelArch(name="t", num_layers=12, hidden_size=512, ffn_hidden_size=2048,
+                                num_attention_heads=8, vocab_size=1024, seq_length=1024),
+                parallel=Parallelism(pp=4, vpp=3, microbatch_group=5),
+                training=Training(micro_batch_size=4, global_batch_size=40, pipeline_schedule="interleaved_1f1b"),
+                cluster=Cluster(num_nodes=1, gpus_per_node=8))
+    k = knobs_of(plan)
+    assert apply_knobs(plan, k).parallel.microbatch_group == 5
+    assert legality_problems(apply_knobs(plan, k)) == []
+    assert apply_knobs(plan, k._replace(pp=2, vpp=6)).parallel.microbatch_group is None  # another shape
+    assert apply_knobs(plan, k._replace(mbs=2)).parallel.microbatch_group == 5  # 10 micro-batches: 2 groups
+    assert apply_knobs(plan, k._replace(mbs=1)).parallel.microbatch_group == 5  # 20: 4 groups

@@ -109,6 +109,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--num-layers-per-virtual-pipeline-stage", group="parallel"),
     _f("--num-virtual-stages-per-pipeline-rank", group="parallel"),
     _f("--virtual-pipeline-model-parallel-size", group="parallel"),  # YAML (TransformerConfig) name
+    _f("--microbatch-group-size-per-virtual-pipeline-stage", group="parallel", dest="microbatch_group_size_per_vp_stage"),
     _f("--decoder-first-pipeline-num-layers", group="parallel"),
     _f("--decoder-last-pipeline-num-layers", group="parallel"),
     _f("--pipeline-model-parallel-layout", "str", group="parallel"),
@@ -191,6 +192,7 @@ FIELD_FLAGS = {
     "parallel.pipeline_layers_first_stage": "--decoder-first-pipeline-num-layers",
     "parallel.pipeline_layers_last_stage": "--decoder-last-pipeline-num-layers",
     "parallel.pipeline_layout": "--pipeline-model-parallel-layout",
+    "parallel.microbatch_group": "--microbatch-group-size-per-virtual-pipeline-stage",
     "parallel.account_for_embedding_in_pipeline_split": "--account-for-embedding-in-pipeline-split",
     "parallel": "--tensor-model-parallel-size x --context-parallel-size x --pipeline-model-parallel-size",
     "training.global_batch_size": "--global-batch-size", "training.micro_batch_size": "--micro-batch-size",
@@ -599,6 +601,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                     pipeline_layout=str(layout) if layout is not None else None,
                     pipeline_layers_first_stage=first if pp > 1 else None,
                     pipeline_layers_last_stage=last if pp > 1 else None,
+                    microbatch_group=a.get("microbatch_group_size_per_vp_stage") if pp > 1 and vpp > 1 else None,
                     account_for_embedding_in_pipeline_split=acc_e and pp > 1 and layout is None,
                     account_for_loss_in_pipeline_split=acc_l and pp > 1 and layout is None,
                     fsdp_reshard_after_forward="default" if get(a, "torch_fsdp2_reshard_after_forward") else "never")
@@ -871,6 +874,7 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     out["account_for_loss_in_pipeline_split"] = p.account_for_loss_in_pipeline_split and not p.pipeline_layout
     out["decoder_first_pipeline_num_layers"] = p.pipeline_layers_first_stage if p.pp > 1 else None
     out["decoder_last_pipeline_num_layers"] = p.pipeline_layers_last_stage if p.pp > 1 else None
+    out["microbatch_group_size_per_vp_stage"] = p.microbatch_group if p.pp > 1 and p.vpp > 1 else None
     uneven = out["decoder_first_pipeline_num_layers"] is not None or out["decoder_last_pipeline_num_layers"] is not None
     vpp_keys = ("num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank",
                 "virtual_pipeline_model_parallel_size")

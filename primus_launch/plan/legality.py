@@ -126,9 +126,17 @@ def legality_problems(plan: "Plan") -> list[Problem]:
                     f"must be divisible by micro_batch_size x dp = {t.micro_batch_size} x {dp}"))
     else:
         nmb = t.global_batch_size // (t.micro_batch_size * dp)
-        if p.pp > 1 and p.vpp > 1 and t.pipeline_schedule == "interleaved_1f1b" and nmb % p.pp:
-            out.append(("training.global_batch_size", t.global_batch_size,
-                        f"interleaved schedule needs micro-batches ({nmb}) divisible by pp={p.pp}"))
+        if p.pp > 1 and p.vpp > 1 and t.pipeline_schedule == "interleaved_1f1b":
+            # megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving:
+            # the group lies in [pp, m] and the last group is empty or holds at least pp micro-batches
+            g = p.microbatch_group or p.pp
+            if p.microbatch_group is not None and not p.pp <= g <= nmb:
+                out.append(("parallel.microbatch_group", g, f"between pp={p.pp} and the micro-batches ({nmb})"))
+            elif 0 < nmb % g < p.pp:
+                what = f"divisible by pp={p.pp}" if p.microbatch_group is None else \
+                    f"a multiple of the micro-batch group ({g}) or leaving a last group of at least pp={p.pp}"
+                out.append(("training.global_batch_size", t.global_batch_size,
+                            f"interleaved schedule needs micro-batches ({nmb}) {what}"))
     return out
 
 

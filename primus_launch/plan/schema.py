@@ -179,6 +179,10 @@ class Parallelism(_Strict):
     tp: int = Field(default=1, gt=0)
     pp: int = Field(default=1, gt=0)
     vpp: int = Field(default=1, gt=0, description="virtual pipeline stages per PP rank (model chunks)")
+    microbatch_group: Optional[int] = Field(
+        default=None, gt=0, description="Megatron --microbatch-group-size-per-virtual-pipeline-stage: consecutive "
+                                        "micro-batches each rank runs through one model chunk before the next "
+                                        "(interleaved schedule; None = pp)")
     cp: int = Field(default=1, gt=0)
     ep: int = Field(default=1, gt=0)
     etp: Optional[int] = Field(default=None, gt=0, description="expert TP; None = same as tp")

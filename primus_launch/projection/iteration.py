@@ -473,7 +473,8 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         act //= p.tp
     p2p_s = coll.p2p(float(act), lay.pp.nodes > 1, gpu) if pp > 1 else 0.0
     schedule = t.pipeline_schedule if pp > 1 else "1f1b"
-    res = simulate(schedule, pp, vpp, nmb, costs, p2p_s, record=record_timeline)
+    group = p.microbatch_group if plan.framework == "megatron" else None  # Megatron's interleaved groups
+    res = simulate(schedule, pp, vpp, nmb, costs, p2p_s, record=record_timeline, group=group)
     makespan = res.makespan_s
 
     # ----- after the pipeline: DP gradient reduction, param all-gather, optimizer -----

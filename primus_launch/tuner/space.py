@@ -169,7 +169,16 @@ def apply_knobs(plan: Plan, k: Knobs) -> Plan:
     The precision-aware optimizer is on when the recipe had it (kept) or when BF16 moments or
     optimizer offloading need it (Megatron's HybridDeviceOptimizer reuses its code path)."""
     t = plan.training
+    # the recipe's Megatron micro-batch group stays where its pipeline shape does and Megatron still
+    # accepts it (group in [pp, m], last group empty or >= pp); else Megatron's default (pp)
+    group = plan.parallel.microbatch_group
+    if group is not None:
+        dp = plan.cluster.world_size // (k.tp * k.pp * k.cp)
+        m = t.global_batch_size // max(1, k.mbs * dp)
+        if (k.pp, k.vpp) != (plan.parallel.pp, plan.parallel.vpp) or not (k.pp <= group <= m) or 0 < m % group < k.pp:
+            group = None
     par = plan.parallel.model_copy(update=dict(
+        microbatch_group=group,
         tp=k.tp, pp=k.pp, vpp=k.vpp, cp=k.cp, ep=k.ep, etp=k.etp, sequence_parallel=k.sp,
         dp_sharding=k.dp_sharding, dp_replicate=k.dp_replicate,
         pipeline_layers_first_stage=k.first_stage_layers, pipeline_layers_last_stage=k.last_stage_layers,

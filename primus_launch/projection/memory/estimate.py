@@ -104,12 +104,14 @@ class MeasuredActivations:
 
 
 @lru_cache(maxsize=4096)
-def _in_flight(schedule: str, pp: int, vpp: int, m: int) -> tuple[float, ...]:
+def _in_flight(schedule: str, pp: int, vpp: int, m: int, group: int | None = None) -> tuple[float, ...]:
     """Chunk-micro-batches of activations alive at each rank's peak.
 
     Closed forms equal to :func:`pipeline.activations_in_flight`'s walk of the schedule order
     (``tests/test_memory.py`` checks them): 1F1B ``min(pp - r, m)``; interleaved (Megatron)
-    ``min(2 (pp - r - 1) + (vpp - 1) pp + 1, m vpp)``; GPipe ``m vpp``.  Zero-bubble schedules
+    ``min(2 (pp - r - 1) + (vpp - 1) g + 1, m vpp)`` with Megatron's micro-batch group ``g``
+    (default pp: the warm-up of ``get_pp_rank_microbatches`` plus the one in its first 1F1B step);
+    GPipe ``m vpp``.  Zero-bubble schedules
     are walked with ``release="W"``: the weight-gradient pass still needs the linears' inputs,
     so a micro-batch counts until its ``W`` (an upper bound).
     """
@@ -122,7 +124,8 @@ def _in_flight(schedule: str, pp: int, vpp: int, m: int) -> tuple[float, ...]:
     if schedule == "1f1b":
         return tuple(float(min(pp - r, m)) for r in range(pp))
     if schedule == "interleaved_1f1b":
-        return tuple(float(min(2 * (pp - r - 1) + (vpp - 1) * pp + 1, m * vpp)) for r in range(pp))
+        g = pp if group is None else group
+        return tuple(float(min(2 * (pp - r - 1) + (vpp - 1) * g + 1, m * vpp)) for r in range(pp))
     if schedule == "gpipe":
         return tuple(float(m * vpp) for _ in range(pp))
     return tuple(activations_in_flight(schedule, pp, vpp, m, release="W"))
@@ -146,6 +149,7 @@ class McoreOpts:
     fp8: str | None = None  # TE fp8 recipe when training in fp8 (delayed|tensorwise|blockwise|mxfp8)
     fp8_param_gather: bool = False
     cp_comm: str = "p2p"
+    mb_group: int | None = None  # --microbatch-group-size-per-virtual-pipeline-stage (None = pp)
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -159,7 +163,8 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         main_grads=_DTYPE_BYTES[t.main_grads_dtype] if pa else (4 if (t.grad_reduce_in_fp32 or t.precision == "fp32") else 2),
         main_params=_DTYPE_BYTES[t.main_params_dtype] if pa else 4,
         exp_avg=_DTYPE_BYTES[t.exp_avg_dtype] if pa else 4, exp_avg_sq=_DTYPE_BYTES[t.exp_avg_sq_dtype] if pa else 4,
-        fp8=fp8, fp8_param_gather=t.fp8_param_gather and fp8 is not None, cp_comm=p.cp_comm_type)
+        fp8=fp8, fp8_param_gather=t.fp8_param_gather and fp8 is not None, cp_comm=p.cp_comm_type,
+        mb_group=p.microbatch_group)
 
 
 def _optimizer_bytes(precision: str, optimizer: str) -> int:
@@ -213,7 +218,7 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
         dense_act, moe_act, (out_kept, out_transient) = acts.dense, acts.moe or acts.dense, acts.output
     last_rank = next(r for r, row in enumerate(layout) if any(c.loss for c in row))
     first_rank = next(r for r, row in enumerate(layout) if any(c.embedding for c in row))
-    flight = _in_flight(schedule, pp, vpp, nmb)
+    flight = _in_flight(schedule, pp, vpp, nmb, opts.mb_group)
     sb = seq // cp * mbs
     rope_tbl = rope_table_bytes(m, seq=seq, cp=cp)
     shard = max(1, dp // max(1, dp_replicate))

@@ -8,12 +8,14 @@ frameworks' own schedules (tests compare them action by action):
 - ``1f1b``: Megatron ``forward_backward_pipelining_without_interleaving``
   (megatron/core/pipeline_parallel/schedules.py): ``min(pp - r - 1, m)`` warm-up forwards, then
   ``F, B`` pairs, then the cool-down backwards.  Same order as torch ``Schedule1F1B``.
-- ``interleaved_1f1b``: Megatron ``forward_backward_pipelining_with_interleaving`` with the
-  default ``microbatch_group_size_per_vp_stage = pp``: the virtual micro-batch table of
-  ``get_schedule_table`` and the warm-up count of ``get_pp_rank_microbatches``
-  (``(pp - r - 1) * 2 + (vpp - 1) * pp``, capped at ``m * vpp``); the steady state runs forward
-  ``k + warmup`` then backward ``k``; backward chunk = ``vpp - 1 - chunk(k)``.  For
-  ``m % pp == 0`` this equals torch ``ScheduleInterleaved1F1B``.
+- ``interleaved_1f1b``: Megatron ``forward_backward_pipelining_with_interleaving`` with
+  ``microbatch_group_size_per_vp_stage = g`` (``--microbatch-group-size-per-virtual-pipeline-stage``,
+  default ``pp``): the virtual micro-batch table of ``get_schedule_table`` (groups of ``g``
+  consecutive micro-batches through every chunk, the last group taking the remainder) and the
+  warm-up count of ``get_pp_rank_microbatches`` (``(pp - r - 1) * 2 + (vpp - 1) * g``, capped at
+  ``m * vpp``); the steady state runs forward ``k + warmup`` then backward ``k``; backward chunk =
+  ``vpp - 1 - chunk(k)``.  For ``g = pp`` and ``m % pp == 0`` this equals torch
+  ``ScheduleInterleaved1F1B``.
 - ``zb_h1``: ZB-H1 of Qi et al. 2023 (arXiv 2401.10241 sec. 3) as torch
   ``ScheduleInterleavedZeroBubble`` builds it for one chunk per rank: 1F1B warm-up, then
   ``F, B(input)`` pairs where rank ``r`` defers its weight-grads by ``r`` steps (``W(k - r)``
@@ -76,7 +78,7 @@ class ScheduleOrders:
         return g % self.pp, g // self.pp
 
 
-def _normalize(schedule: str, pp: int, vpp: int, m: int) -> str:
+def _normalize(schedule: str, pp: int, vpp: int, m: int, group: int | None = None) -> str:
     if schedule not in SCHEDULES:
         raise PlanError("training.pipeline_schedule", schedule, f"one of {', '.join(SCHEDULES)}")
     if pp < 1:
@@ -95,9 +97,12 @@ def _normalize(schedule: str, pp: int, vpp: int, m: int) -> str:
             raise PlanError("parallel.vpp", vpp, "must be >= 1")
         # megatron schedules.py: group size (default pp) must lie in [pp, m] and the final group
         # must be empty or >= pp; with the default group size that is m % pp == 0.
-        if m < pp or m % pp:
-            raise PlanError("num_microbatches", m,
-                            f"Megatron's interleaved schedule needs a multiple of pp={pp}")
+        g = pp if group is None else group
+        if not pp <= g <= m:
+            raise PlanError("parallel.microbatch_group", g, f"between pp={pp} and the micro-batches ({m})")
+        if 0 < m % g < pp:
+            raise PlanError("num_microbatches", m, f"Megatron's interleaved schedule needs a multiple of the "
+                                                   f"micro-batch group {g} or a last group of at least pp={pp}")
     return schedule
 
 
@@ -147,14 +152,14 @@ def megatron_interleaved_warmup(p: int, vpp: int, m: int, r: int, group: int | N
     return min((p - r - 1) * 2 + (vpp - 1) * group, m * vpp)
 
 
-def _interleaved(p: int, v: int, m: int, r: int) -> tuple[int, ...]:
-    table = megatron_schedule_table(m, v, p)
+def _interleaved(p: int, v: int, m: int, r: int, group: int) -> tuple[int, ...]:
+    table = megatron_schedule_table(m, v, group)
     ns = 3 * p * v + 1
     f0 = (F * p + r) * v
     b0 = (B * p + r) * v + v - 1
     fwd = [mb * ns + f0 + c for mb, c in table]
     bwd = [mb * ns + b0 - c for mb, c in table]     # backward chunk = v - 1 - forward chunk
-    return _steady(fwd, bwd, megatron_interleaved_warmup(p, v, m, r))
+    return _steady(fwd, bwd, megatron_interleaved_warmup(p, v, m, r, group))
 
 
 def _zb_h1(p: int, m: int, r: int) -> list[tuple[int, int, int]]:
@@ -207,14 +212,16 @@ def _zbv(p: int, m: int, r: int) -> list[tuple[int, int, int]]:
 
 
 @lru_cache(maxsize=64)
-def schedule_orders(schedule: str, pp: int, vpp: int, num_microbatches: int) -> ScheduleOrders:
-    """The per-rank orders of a schedule (cached per arguments)."""
+def schedule_orders(schedule: str, pp: int, vpp: int, num_microbatches: int,
+                    group: int | None = None) -> ScheduleOrders:
+    """The per-rank orders of a schedule (cached per arguments); ``group``: Megatron's micro-batch
+    group of the interleaved schedule (None = pp; ignored by the other schedules)."""
     m = num_microbatches
-    sched = _normalize(schedule, pp, vpp, m)
+    sched = _normalize(schedule, pp, vpp, m, group)
     gen = {
         "1f1b": lambda r: _one_f_one_b(pp, m, r),
         "gpipe": lambda r: _gpipe(pp, m, r),
-        "interleaved_1f1b": lambda r: _interleaved(pp, vpp, m, r),
+        "interleaved_1f1b": lambda r: _interleaved(pp, vpp, m, r, pp if group is None else group),
         "zb_h1": lambda r: _ids(pp, vpp, r, _zb_h1(pp, m, r)),
         "zbv": lambda r: _ids(pp, vpp, r, _zbv(pp, m, r)),
     }[sched]

@@ -210,8 +210,8 @@ def _build_plan(o: ScheduleOrders) -> _Plan:
 
 
 @lru_cache(maxsize=32)
-def _plan(schedule: str, pp: int, vpp: int, m: int) -> _Plan:
-    return _build_plan(schedule_orders(schedule, pp, vpp, m))
+def _plan(schedule: str, pp: int, vpp: int, m: int, group: int | None = None) -> _Plan:
+    return _build_plan(schedule_orders(schedule, pp, vpp, m, group))
 
 
 def _link_times(p2p_s: Union[float, Sequence[float]], pp: int) -> list[float]:
@@ -230,7 +230,7 @@ def _link_times(p2p_s: Union[float, Sequence[float]], pp: int) -> list[float]:
 def simulate(schedule: str, pp: int, vpp: int, num_microbatches: int,
              costs: Sequence[Sequence[ChunkCost]],
              p2p_s: Union[float, Sequence[float]] = 0.0,
-             record: bool = False) -> PipelineResult:
+             record: bool = False, group: int | None = None) -> PipelineResult:
     """Simulate one iteration's pipeline schedule.
 
     ``costs[r][c]`` is model chunk ``c`` on pipeline rank ``r`` (``len == pp``, each ``len == vpp``):
@@ -238,6 +238,7 @@ def simulate(schedule: str, pp: int, vpp: int, num_microbatches: int,
     ZB-V chunk 1 of rank r is the V's return leg, global stage ``2 * pp - 1 - r``.
     ``p2p_s``: time of one activation/gradient send between adjacent ranks, a float or per link
     (index r for ranks r <-> r+1, optional index pp-1 for the wrap-around pp-1 <-> 0).
+    ``group``: Megatron's micro-batch group of the interleaved schedule (None = pp).
     In fused schedules (1f1b, interleaved_1f1b, gpipe) one backward costs
     ``bwd_input_s + bwd_weight_s``.
 
@@ -249,7 +250,8 @@ def simulate(schedule: str, pp: int, vpp: int, num_microbatches: int,
     on the steady state's critical path) the full schedule is simulated.
     """
     m = num_microbatches
-    if not record and pp > 1 and m > 8 * pp and schedule in ("1f1b", "interleaved_1f1b", "zb_h1", "gpipe"):
+    if not record and pp > 1 and m > 8 * pp and schedule in ("1f1b", "interleaved_1f1b", "zb_h1", "gpipe") \
+            and group in (None, pp):
         m1, m2 = 4 * pp, 8 * pp
         r1 = _simulate_plan(_plan(schedule, pp, vpp, m1), costs, p2p_s, False)
         r2 = _simulate_plan(_plan(schedule, pp, vpp, m2), costs, p2p_s, False)
@@ -261,7 +263,7 @@ def simulate(schedule: str, pp: int, vpp: int, num_microbatches: int,
             return PipelineResult(makespan_s=makespan, stage_busy_s=busy,
                                   stage_bubble_s=[max(0.0, makespan - b) for b in busy],
                                   schedule=r2.schedule, num_microbatches=m)
-    return _simulate_plan(_plan(schedule, pp, vpp, num_microbatches), costs, p2p_s, record)
+    return _simulate_plan(_plan(schedule, pp, vpp, num_microbatches, group), costs, p2p_s, record)
 
 
 def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
@@ -355,7 +357,7 @@ def _events(pl: _Plan, end: list[float], dur: list[float], lat: list[float]) -> 
 
 def activations_in_flight(schedule: str, pp: int, vpp: int, num_microbatches: int,
                           chunk_weights: Optional[Sequence[Sequence[float]]] = None,
-                          release: str = "B") -> list[float]:
+                          release: str = "B", group: int | None = None) -> list[float]:
     """Peak stored forward activations per stage, from the schedule's own order.
 
     Walks each rank's order: a forward adds its chunk's activations, the backward that releases
@@ -368,7 +370,7 @@ def activations_in_flight(schedule: str, pp: int, vpp: int, num_microbatches: in
     """
     if release not in ("B", "W"):
         raise PlanError("release", release, "B or W")
-    o = schedule_orders(schedule, pp, vpp, num_microbatches)
+    o = schedule_orders(schedule, pp, vpp, num_microbatches, group)
     free_kind = W if (release == "W" and o.split_backward) else B
     out: list[float] = []
     for r, ordr in enumerate(o.orders):
