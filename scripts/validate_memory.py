@@ -1,7 +1,7 @@
 """Projected peak memory per GPU vs published peak-memory measurements (judge only: nothing here
 tunes the model).
 
-Rows: ``/work/shared/validation/published_runs.json`` (or ``--runs``) entries whose ``measured``
+Rows: ``shared/validation/published_runs.json`` next to the checkout (``build_runs.shared_source``, or ``--runs``) entries whose ``measured``
 has ``peak_memory_gb``.  TorchTitan rows report the max over GPUs of the *reserved* peak
 (``torch.cuda.max_memory_reserved``, torchtitan's ``DeviceMemoryMonitor``), so the comparison is
 with the projection's estimated reserved peak (allocated + allocator model); the allocated peak and
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from primus_launch.adapters.torchtitan import arch_from_flavor
@@ -30,7 +31,10 @@ from primus_launch.plan import Plan
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.projection.memory.estimate import estimate_memory
 
-RUNS = Path("/work/shared/validation/published_runs.json")
+sys.path.insert(0, str(Path(__file__).resolve().parent / "validation"))
+from build_runs import shared_source  # noqa: E402
+
+RUNS = shared_source()
 MLM = Path("/work/.mirror/NVIDIA+Megatron-LM/repo")
 # functional tests whose golden values log mem-max-allocated-bytes (chosen for coverage: dense PP/VPP, TP,
 # MLA, CP, MoE + MLA + MTP, fp8)
