@@ -367,3 +367,21 @@ def test_precision_aware_optimizer_and_offload():
     assert project_dry_run(off).time_breakdown["optimizer"] > project_dry_run(p).time_breakdown["optimizer"]
     act = p.with_changes(training={"offload": {"activation_layers": 2}})
     assert project_dry_run(act).iteration_time_s > project_dry_run(p).iteration_time_s   # PCIe slower than the layer
+
+
+def test_memory_terms_not_modelled_are_warnings():
+    """CUDA graphs' buffers and pools (Megatron) are not in the memory model: the result says so in
+    its warnings (once), besides the memory note; TorchTitan plans carry no such flag."""
+    from primus_launch.plan import Source
+    from primus_launch.projection.api import project
+
+    plan = Plan(model=ModelArch(num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8,
+                                vocab_size=32000, seq_length=2048),
+                training=Training(global_batch_size=8, cuda_graph_impl="transformer_engine"),
+                cluster=Cluster(gpus_per_node=8), source=Source(framework="megatron"))
+    res = project(plan)
+    graph = [w for w in res.warnings if w.flag == "training.cuda_graph_impl"]
+    assert len(graph) == 1 and graph[0].effect.startswith("memory:")
+    assert any("CUDA graphs" in n for n in res.memory.notes)
+    plain = plan.model_copy(update={"training": plan.training.model_copy(update={"cuda_graph_impl": "none"})})
+    assert not [w for w in project(plain).warnings if w.flag == "training.cuda_graph_impl"]

@@ -65,6 +65,12 @@ def project(
 
         result = result.model_copy(update={"memory": estimate_memory(plan, margin=memory_margin,
                                                                      memory_basis=memory_basis)})
+    from primus_launch.projection.cost.flags import unmodelled_memory_flags
+
+    have = {(w.flag, w.value) for w in result.warnings}
+    mem = [w for w in unmodelled_memory_flags(plan) if (w.flag, w.value) not in have]
+    if mem:
+        result = result.model_copy(update={"warnings": list(result.warnings) + mem})
     return with_reader_warnings(result)
 
 

@@ -34,3 +34,21 @@ def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
     if m.is_moe and not t.moe_router_force_load_balancing:
         pass  # balanced routing is the model's assumption (stated in moe_routing / dryrun docs)
     return out
+
+
+def unmodelled_memory_flags(plan: Plan) -> list[UnmodelledFlag]:
+    """The plan's settings the memory model (``projection/memory/estimate.py``) does not model, one
+    warning each, for the dry run and the measured path alike (the memory notes say the same)."""
+    t = plan.training
+    out: list[UnmodelledFlag] = []
+    if plan.framework != "torchtitan" and t.cuda_graph_impl != "none":
+        out.append(UnmodelledFlag(flag="training.cuda_graph_impl", value=t.cuda_graph_impl,
+                                  effect="memory: CUDA graphs' static input/output buffers and graph memory pools "
+                                         "not counted"))
+    if plan.framework != "torchtitan" and t.offload.weights:
+        out.append(UnmodelledFlag(flag="training.offload.weights", value="True",
+                                  effect="memory: offloaded weights still counted on the GPU"))
+    if t.precision == "fp4":
+        out.append(UnmodelledFlag(flag="training.precision", value="fp4",
+                                  effect="memory: NVFP4 weight / activation copies counted as bf16"))
+    return out
