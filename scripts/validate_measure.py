@@ -55,7 +55,9 @@ def _plan(tp: int = 1, pp: int = 1, ep: int = 1, cp: int = 1, world: int = 2, gp
     return Plan.model_validate({
         "model": dict(num_layers=layers, hidden_size=256, ffn_hidden_size=768, num_attention_heads=8,
                       num_query_groups=4, vocab_size=1024, seq_length=256, **(MOE if moe else {})),
-        "parallel": dict(tp=tp, pp=pp, ep=ep, cp=cp),
+        # CP=2: the real run all-gathers K and V (build_mcore's all-gather core attention, backward a
+        # reduce-scatter): the plan names it, so the projection prices the exchange the run makes
+        "parallel": dict(tp=tp, pp=pp, ep=ep, cp=cp, **(dict(cp_comm_type="allgather") if cp > 1 else {})),
         "training": dict(global_batch_size=8 * world // (tp * pp * cp), micro_batch_size=2, precision="bf16",
                          **(MOE_RUN if moe else {})),
         "cluster": dict(gpu=gpu, gpus_per_node=world),
