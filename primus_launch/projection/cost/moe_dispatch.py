@@ -20,7 +20,7 @@ dtype (2) -- megatron's ``--moe-router-dtype fp32`` would make it 4, but the pla
   backward (``_GatherFromSequenceParallelRegion`` / ``_ReduceScatterToSequenceParallelRegion``):
            reduce-scatter of the probs' and of the hidden states' gradients, all-gather of the
            combine's gradient (probs' dtype); the routing map has no gradient.
-``alltoall`` (``MoEAlltoAllTokenDispatcher``):
+``alltoall`` (Megatron ``MoEAlltoAllTokenDispatcher``):
   forward  ``preprocess``: all-gather of the per-expert token counts over ``tp_ep_group`` (int64,
            ``n E 8`` bytes, no gradient); ``token_dispatch``: all-to-all over the EP group of the
            permuted tokens (``T k h 2``) and of their probs (``T k pb``); with ``etp > 1``
@@ -30,6 +30,11 @@ dtype (2) -- megatron's ``--moe-router-dtype fp32`` would make it 4, but the pla
   backward ``mappings._AllToAll`` is its own mirror (an all-to-all of each forward all-to-all's
            gradient: tokens, probs, output), the expert-TP all-gathers become reduce-scatters and
            vice versa; the counts have no gradient.
+TorchTitan (0.3.0 ``models/common/token_dispatcher.py`` ``AllToAllTokenDispatcher``, EP group):
+  forward  an all-to-all of the per-expert token counts (int64, ``E 8`` bytes sent, under
+           ``no_grad``), of the reordered tokens (``T k h 2``) and the combine's (``T k h 2``); the
+           routing scores multiply the outputs locally (no probs exchange); backward: the two token
+           all-to-alls mirrored.
 ``deepep`` / ``hybridep`` (``MoEFlexTokenDispatcher``, ``fused_a2a.FusedDispatch`` /
   ``FusedCombine``, ``HybridEPDispatch`` / ``HybridEPCombine``): one fused dispatch and one fused
   combine in forward, whose backwards are a combine and a dispatch: priced by
@@ -86,6 +91,12 @@ def dispatcher_collectives(plan: Plan) -> tuple[tuple[Collective, ...], tuple[Co
         one = (C("flex_dispatch", T * etp, "ep", "dispatch"), C("flex_dispatch", T * etp, "ep", "combine"))
         return one, one
     Tk = T * k
+    if plan.framework == "torchtitan":
+        fwd = (C("all_to_all", E * 8, "ep", "tokens per expert (int64)"),
+               C("all_to_all", Tk * h * a, "ep", "reordered tokens"),
+               C("all_to_all", Tk * h * a, "ep", "expert output (combine)"))
+        bwd = (C("all_to_all", Tk * h * a, "ep", "combine grad"), C("all_to_all", Tk * h * a, "ep", "tokens grad"))
+        return fwd, bwd
     fwd = [C("all_gather", n * E * 8, "tp_ep", "tokens per expert (int64)"),
            C("all_to_all", Tk * h * a, "ep", "permuted tokens"),
            C("all_to_all", Tk * pb, "ep", "permuted probs")]
