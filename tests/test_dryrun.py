@@ -111,7 +111,11 @@ def test_deepep_dispatcher_field():
     assert base.training.moe_token_dispatcher == "alltoall"
     lay = layout(base)
     a2a = coll.all_to_all(float(4096 * 8 * 7168 * 2), lay.ep, "h100-sxm")
-    assert _ep_times(base, "h100-sxm", lay) == pytest.approx((2 * a2a, 2 * a2a), rel=1e-12)
+    # megatron's alltoall dispatcher: the token-count all-gather (forward), the tokens' and their
+    # probs' all-to-alls and the combine's (moe_dispatch module doc), each mirrored in backward
+    cnt = coll.all_gather(float(64 * 256 * 8), lay.ep, "h100-sxm")
+    pa2a = coll.all_to_all(float(4096 * 8 * 2), lay.ep, "h100-sxm")
+    assert _ep_times(base, "h100-sxm", lay) == pytest.approx((cnt + 2 * a2a + pa2a, 2 * a2a + pa2a), rel=1e-12)
     grouped = DSV3.model_copy(update={"moe_router_num_groups": 8, "moe_router_group_topk": 4})
     dee = base.with_changes(model=grouped.model_dump(), training={"moe_token_dispatcher": "deepep"})
     f, _ = _ep_times(dee, "h100-sxm", lay)

@@ -32,11 +32,13 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   TorchTitan (PyTorch ring attention, ``cost/context_parallel.py``): the K,V all-gather (rotate
   method ``allgather``) or per-step rotation (``p2p``) in forward and again in backward, plus the
   per-step rotation of the fp32 dK,dV in backward, overlapped with the attention core like ``p2p``;
-- EP: token dispatch + combine in forward, two more in backward (the backward of a dispatch is a
-  combine and vice versa; with ``full`` recompute the forward pair runs again), placed on the
-  scale-up domains by the layout. ``moe_token_dispatcher="alltoall"``: an all-to-all of T_e*k*h
-  bf16 per GPU (one copy per routed expert); ``"allgather"``: all-gather of the EP group's tokens
-  and reduce-scatter back; ``"deepep"`` / ``"hybridep"``: one copy per destination rank / RDMA
+- EP: every collective the plan's Megatron token dispatcher issues in forward and backward (with
+  ``full`` recompute the forward ones run again), placed on the scale-up domains by the layout
+  (:mod:`moe_dispatch`, read from megatron-core's ``token_dispatcher.py``):
+  ``moe_token_dispatcher="alltoall"``: all-to-alls of the T*k routed token copies and their probs
+  over EP and back (+ the token-count all-gather; + expert-TP all-gather / reduce-scatter);
+  ``"allgather"``: all-gathers of routing map, probs and tokens over TP x EP, reduce-scatter back,
+  mirrored in backward; ``"deepep"`` / ``"hybridep"``: one copy per destination rank / RDMA
   domain (:func:`collectives.deepep_dispatch`, efficiencies fitted to DeepEP's and HybridEP's
   figures, routing fan-out from :mod:`moe_routing`).  ``moe_shared_expert_overlap`` hides the
   dispatch behind the shared expert; ``overlap_moe_expert_parallel_comm`` (1F1B all-to-all overlap)
@@ -92,6 +94,7 @@ from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import contention as con
 from primus_launch.projection.cost.flops import model_flops_per_iteration
+from primus_launch.projection.cost.moe_dispatch import dispatcher_times
 from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.hardware.placement import layout
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
@@ -203,24 +206,9 @@ def _cp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
 
 
 def _ep_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
-    """Raw EP seconds of one MoE layer (forward: dispatch + combine; backward: the mirror pair)."""
-    p, m = plan.parallel, plan.model
-    if not m.is_moe or p.ep <= 1:
-        return 0.0, 0.0
-    T = _tokens(plan)
-    Te = max(1, T * p.expert_tp // p.tp)
-    d = plan.training.moe_token_dispatcher
-    if d in ("deepep", "hybridep"):
-        one = coll.deepep_dispatch(Te, float(m.hidden_size * 2), lay.ep, gpu, m.num_experts, m.moe_router_topk,
-                                   m.moe_router_num_groups or 1, m.moe_router_group_topk or 1, d)
-        return 2 * one, 2 * one
-    if d == "allgather":
-        nbytes = float(Te * p.ep * m.hidden_size * 2)
-        one = coll.all_gather(nbytes, lay.ep, gpu) + coll.reduce_scatter(nbytes, lay.ep, gpu)
-        return one, one
-    nbytes = float(Te * m.moe_router_topk * m.hidden_size * 2)
-    one = coll.all_to_all(nbytes, lay.ep, gpu)
-    return 2 * one, 2 * one
+    """Raw EP seconds of one MoE layer (forward, backward): every collective the plan's Megatron
+    token dispatcher issues (:mod:`primus_launch.projection.cost.moe_dispatch`)."""
+    return dispatcher_times(plan, gpu, lay.ep)
 
 
 def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[float, float]:
