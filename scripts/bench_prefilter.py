@@ -17,7 +17,7 @@ import itertools
 import time
 
 from primus_launch.plan import ModelArch, Plan
-from primus_launch.projection.memory.estimate import legality, estimate, params
+from primus_launch.projection.memory import estimate as memory, legality, params
 
 LLAMA70 = ModelArch(name="llama3.1-70b", num_layers=80, hidden_size=8192, ffn_hidden_size=28672,
                     num_attention_heads=64, num_query_groups=8, vocab_size=128256,
@@ -50,8 +50,8 @@ def candidates() -> list[Plan]:
 
 
 def _clear() -> None:
-    for f in (params._arch, params._layer, params._stage_split, params._stage_layer_ids, params._stage_chunks,
-              params._total, memory._stage_memory, memory._in_flight):
+    for f in (params._arch, params._layer, params._stage_split, params._total, memory._stage_memory,
+              memory._titan_stage_memory, memory._in_flight):
         f.cache_clear()
 
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, PlanError, Training  # noqa: E402
-from primus_launch.projection.pipeline.simulate import simulate  # noqa: E402
+from primus_launch.projection.pipeline import simulate as pipeline  # noqa: E402
 from primus_launch.projection.dryrun import project_dry_run  # noqa: E402
 from primus_launch.projection.cost.roofline import clear_caches
 
