@@ -592,7 +592,7 @@ def fit_collectives() -> dict:
             e, lat, rms, sized = fit_pair(nic_a2a, "e_nic_a2a", "l_nic", res)
             res["e_nic_a2a"], res["rms_nic_a2a"] = round(e, 4), round(rms, 4)
             ids += [r["id"] for r in nic_a2a]
-        out[f"{arch}/fabric"] = dict(res, records=ids, note="; ".join(notes))
+        out[f"{arch}/fabric"] = dict(res, records=list(dict.fromkeys(ids)), note="; ".join(notes))  # each id once
     # architectures without scale-out figures use the mean NIC efficiency of the others
     for key in ("e_nic", "e_nic_a2a"):
         have = [v for v in out.values() if key in v]
