@@ -241,7 +241,23 @@ def _fitting_cluster(f: Path, err: PlanError):
     raise err
 
 
+def env_gpus(text: str) -> int | None:
+    """GPUs per node a functional test states for its MODEL_ARGS run (``MODEL_ENV_VARS: MODEL_ARGS:
+    GPUS_PER_NODE: N``, checkpoint-consistency tests), or None."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    env = ((data or {}).get("MODEL_ENV_VARS") or {}).get("MODEL_ARGS") if isinstance(data, dict) else None
+    g = env.get("GPUS_PER_NODE") if isinstance(env, dict) else None
+    return g if isinstance(g, int) and g > 0 else None
+
+
 def classify_error(msg: str) -> str:
+    if "no Megatron arguments to read" in msg:
+        return "not a training recipe (an empty MODEL_ARGS block)"
     if "is not a training program" in msg:
         return "not a training program (inference / conversion / evaluation tool)"
     if "no training command" in msg:
@@ -265,7 +281,9 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
         case = f.parent.name
         family_dir = next((fam for d, fam in FAMILY_DIRS.items() if d in f.relative_to(root).parts[:-1]), None)
         cluster = None
-        if case in clusters:
+        if "functional" in name and env_gpus(text):  # the MODEL_ARGS run's own GPU count wins
+            cluster = Cluster(num_nodes=1, gpus_per_node=env_gpus(text))
+        elif case in clusters:
             n, g = clusters[case]
             cluster = Cluster(num_nodes=n, gpus_per_node=g)
         elif "functional" in name:
