@@ -255,7 +255,13 @@ def env_gpus(text: str) -> int | None:
     return g if isinstance(g, int) and g > 0 else None
 
 
+def _untemp(msg: str) -> str:
+    """The message without the temporary extraction folder (stable output)."""
+    return re.sub(r"\S*/survey-[^/\s]+/(?:main|dev)/", "", msg)
+
+
 def classify_error(msg: str) -> str:
+    msg = _untemp(msg)
     if "no Megatron arguments to read" in msg:
         return "not a training recipe (an empty MODEL_ARGS block)"
     if "is not a training program" in msg:
@@ -274,6 +280,7 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
     clusters = test_clusters(root) if "functional" in name else {}
     table = readme_table(root)
     right, wrong, refused = [], [], collections.Counter()
+    gpt_refused: list[tuple[str, str]] = []
     gpt_right = gpt_wrong = gpt_total = 0
     for f in files:
         text = f.read_text(errors="replace")
@@ -305,6 +312,8 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
             is_gpt = is_gpt and not any(d in f.relative_to(root).parts[:-1] for d in NOT_PRETRAINING) \
                 and "inference" not in f.parent.name
             gpt_total += is_gpt
+            if is_gpt:
+                gpt_refused.append((str(f.relative_to(root)), _untemp(one_line(e))))
             if verbose:
                 print(f"  refused  {f.relative_to(root)}: {one_line(e)[:160]}")
             continue
@@ -344,13 +353,16 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
     print(f"  GPT-family training recipes: {gpt_right}/{gpt_total} read right"
           + (f" ({100 * gpt_right / gpt_total:.0f}%)" if gpt_total else "") + f", {gpt_wrong} read wrong")
     return dict(files=n, right=len(right), refused=sum(refused.values()), wrong=len(wrong), gpt=gpt_total,
-                gpt_right=gpt_right)
+                gpt_right=gpt_right, reasons=dict(refused), gpt_refused=gpt_refused,
+                wrong_files=[f"{f.relative_to(root)}: {'; '.join(p)}" for f, p in wrong])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", action="append", default=[], help="NAME=DIR of recipe files (default: the mirror)")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--markdown", action="store_true",
+                    help="also write the tables into docs/recipe-survey.md (this script's section)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="survey-") as td:
         tmp = Path(td)
@@ -365,11 +377,49 @@ def main() -> None:
         work = tmp / "work"
         work.mkdir()
         total = collections.Counter()
+        results = []
         for nm, root, files in sources:
             r = survey(nm, root, files, args.verbose, work)
-            total.update(r)
+            results.append((nm, r))
+            total.update({k: v for k, v in r.items() if isinstance(v, int)})
         print(f"ALL: {total['files']} files: {total['right']} read right, {total['refused']} refused, "
               f"{total['wrong']} read wrong; GPT-family training recipes {total['gpt_right']}/{total['gpt']} read right")
+        if args.markdown:
+            print(f"wrote {write_markdown(results, total, bool(args.source))}")
+
+
+def write_markdown(results: list[tuple[str, dict]], total: collections.Counter, custom: bool) -> Path:
+    """This survey's section of docs/recipe-survey.md (scripts/survey_doc.py)."""
+    from survey_doc import reasons_table, table, write_section
+
+    def pct(a: int, b: int) -> str:
+        return f"{a}/{b} ({100 * a / b:.0f}%)" if b else "0/0"
+
+    rows = [dict(src=nm, files=r["files"], right=r["right"], refused=r["refused"], wrong=r["wrong"],
+                 gpt=pct(r["gpt_right"], r["gpt"])) for nm, r in results]
+    rows.append(dict(src="**all**", files=total["files"], right=total["right"], refused=total["refused"],
+                     wrong=total["wrong"], gpt=pct(total["gpt_right"], total["gpt"])))
+    def head(branch: str) -> str:
+        return subprocess.run(["git", "-C", str(MIRROR), "rev-parse", "--short=10", branch], capture_output=True,
+                              text=True).stdout.strip()
+
+    commits = "" if custom else ", ".join(f"`{b}` {head(b)}" for b in ("main", "dev"))
+    body = ["## Megatron-LM recipes (`scripts/survey_recipes.py`)", "",
+            "Command: `python scripts/survey_recipes.py --markdown`"
+            + (f" (mirror NVIDIA/Megatron-LM {commits})" if commits else ""), "",
+            table(rows, [("src", "source"), ("files", "files"), ("right", "read right"), ("refused", "refused"),
+                         ("wrong", "read wrong"), ("gpt", "GPT-family training recipes read right")])]
+    gref = [(nm, f, why) for nm, r in results for f, why in r["gpt_refused"]]
+    if gref:
+        body += ["GPT-family training recipes refused:", "",
+                 table([dict(src=nm, f=f"`{f}`", why=why[:220]) for nm, f, why in gref],
+                       [("src", "source"), ("f", "file"), ("why", "refusal")])]
+    wrong = [(nm, w) for nm, r in results for w in r["wrong_files"]]
+    if wrong:
+        body += ["Read wrong:", ""] + [f"- {nm}: {w}" for nm, w in wrong] + [""]
+    for nm, r in results:
+        body += [f"Refusal reasons, {nm}:", "", reasons_table(r["reasons"])]
+    return write_section("megatron", "\n".join(body))
 
 
 if __name__ == "__main__":

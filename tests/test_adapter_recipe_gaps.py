@@ -215,3 +215,21 @@ def test_microbatch_group_size_refused_only_where_it_matters(tmp_path):
     plan = load_megatron(f, Cluster(num_nodes=1, gpus_per_node=8))
     assert plan.parallel.vpp == 3 and "--microbatch-group-size-per-virtual-pipeline-stage" in {
         w.flag for w in plan.source.unmodelled}
+
+
+def test_uneven_pipeline_split_names_the_ways_out(tmp_path):
+    # megatron/training/arguments.py validate_args: with no uneven-stage flag and no virtual stages,
+    # (num_layers + account-for) % pp must be 0 (GPT-OSS example 02_train.sh: 12 layers on PP=8)
+    f = tmp_path / "model_config.yaml"
+    f.write_text(FUNCTIONAL.replace("  --global-batch-size: 32\n", "  --global-batch-size: 32\n"
+                                    "  --pipeline-model-parallel-size: 8\n"))
+    with pytest.raises(PlanError) as ei:
+        load_megatron(f, Cluster(num_nodes=1, gpus_per_node=8))
+    msg = str(ei.value)
+    assert msg.startswith("--pipeline-model-parallel-size=8: must divide --num-layers=12") and "\n" not in msg
+    assert "--decoder-first/last-pipeline-num-layers" in msg
+    f.write_text(FUNCTIONAL.replace("  --global-batch-size: 32\n", "  --global-batch-size: 32\n"
+                                    "  --pipeline-model-parallel-size: 8\n  --decoder-first-pipeline-num-layers: 5\n"
+                                    "  --decoder-last-pipeline-num-layers: 1\n"))
+    plan = load_megatron(f, Cluster(num_nodes=1, gpus_per_node=8))
+    assert [len([x for c in r for x in c.layers]) for r in plan.chunk_layout()] == [5, 1, 1, 1, 1, 1, 1, 1]

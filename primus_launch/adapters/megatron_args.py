@@ -579,6 +579,14 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             raise PlanError("--num-layers-per-virtual-pipeline-stage", n,
                             f"must divide layers per pipeline stage ({slots}/{pp})")
         vpp = (slots // pp) // n
+    elif validate and pp > 1 and first is None and last is None and (L + acc_e + acc_l) % pp and all(
+            a.get(k) is None for k in ("num_virtual_stages_per_pipeline_rank", "virtual_pipeline_model_parallel_size")):
+        # megatron/training/arguments.py validate_args (even split, no virtual stages) asserts this
+        raise PlanError("--pipeline-model-parallel-size", pp,
+                        f"must divide --num-layers={L}" + (f" + {acc_e + acc_l} (--account-for-*)" if acc_e or acc_l
+                                                          else "")
+                        + " (Megatron asserts); or set --decoder-first/last-pipeline-num-layers or "
+                          "--pipeline-model-parallel-layout")
     elif a.get("num_virtual_stages_per_pipeline_rank") is not None:
         vpp = a["num_virtual_stages_per_pipeline_rank"]
     elif a.get("virtual_pipeline_model_parallel_size") is not None:

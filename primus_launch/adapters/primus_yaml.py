@@ -402,6 +402,25 @@ def _megatron_status(key: str) -> str:
     return "unmodelled"
 
 
+def _table_flag(key: str) -> Any:
+    """The Megatron-LM flag a key names (megatron_flags table), or None (a Primus-only or unknown key)."""
+    from primus_launch.adapters.megatron_flags import lookup
+
+    return lookup(key) if not key.startswith("-") else None
+
+
+def _is_megatron_default(flag: Any, value: Any) -> bool:
+    from primus_launch.adapters.megatron_flags import is_default
+
+    if value is None:
+        return True
+    if flag.kind in ("true", "false", "boolopt", "const") and isinstance(value, bool):
+        return is_default(flag, value)
+    if isinstance(value, (list, dict)):
+        return False
+    return is_default(flag, value)
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -502,6 +521,12 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     settings = _settings(r)
     for k, v in settings.items():
         st = _megatron_status(k)
+        f = _table_flag(k) if st in ("neutral", "unmodelled") else None
+        if f is not None:  # a Megatron flag: the flag table's class decides, as for scripts (report_args)
+            dv = (not v) if f.kind == "false" and k != f.dest and isinstance(v, bool) else v  # `no_x: true`
+            if f.cls != "neutral" and not _is_megatron_default(f, dv):
+                unmod.append(UnmodelledFlag(flag=k, value=_fmt(v), effect=f.note))
+            continue
         if st == "unmodelled" and v not in (None, False, ""):
             unmod.append(UnmodelledFlag(flag=k, value=_fmt(v), effect="not read by the Megatron adapter: may change "
                                                                       "time or memory"))
