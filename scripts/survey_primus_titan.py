@@ -3,7 +3,9 @@ checkout and say, per source, how many are read right, refused (why) or read wro
 
     git -C /work/.mirror/AMD-AGI+Primus/repo archive HEAD examples primus/configs | tar -x -C /tmp/primus_x
     python scripts/survey_primus_titan.py --primus /tmp/primus_x --toml-dir v0.2.2=/tmp/tt_tags/v0.2.2 \\
-        --titan-registry [--list]
+        --titan-registry [--list] [--markdown]
+
+``--markdown`` also writes the tables into ``docs/recipe-survey.md`` (this script's section).
 
 The upstream files stay out of the repository.  Per file:
 

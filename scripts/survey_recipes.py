@@ -4,6 +4,7 @@
                                                          # main functional tests (from the local mirror)
     python scripts/survey_recipes.py --source NAME=DIR   # any directory of .sh / .yaml recipes
     python scripts/survey_recipes.py -v                  # one line per file
+    python scripts/survey_recipes.py --markdown          # also write docs/recipe-survey.md (its section)
 
 The upstream trees are extracted to a temporary directory (``git archive``), never into this
 repository.  Per source it prints ``N read right, M refused (reasons grouped), K read wrong`` and the
@@ -21,7 +22,8 @@ A file is *read wrong* when a real check fails:
 - **layout**: the parallel layout the file's name or the moe_recipes README table states
   (``TP2PP8EP64``, ``tp1_pp4_vp2``, ``TP/PP/EP/CP/ETP`` and ``MBS/GBS/SL`` columns) contradicts the plan.
 
-Functional tests take their cluster from ``tests/test_utils/recipes/**.yaml`` (``nodes`` x ``gpus``).
+Functional tests take their cluster from ``tests/test_utils/recipes/**.yaml`` (``nodes`` x ``gpus``), or
+from the test's own ``MODEL_ENV_VARS: MODEL_ARGS: GPUS_PER_NODE`` when it states one.
 """
 
 from __future__ import annotations

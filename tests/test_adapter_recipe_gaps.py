@@ -233,3 +233,28 @@ def test_uneven_pipeline_split_names_the_ways_out(tmp_path):
                                     "  --decoder-last-pipeline-num-layers: 1\n"))
     plan = load_megatron(f, Cluster(num_nodes=1, gpus_per_node=8))
     assert [len([x for c in r for x in c.layers]) for r in plan.chunk_layout()] == [5, 1, 1, 1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("extra,field", [
+    # Primus sft_trainer.yaml: stage sft; LoRA adapters freeze the base weights
+    ("      stage: sft\n      lora:\n        enabled: true\n        dim: 32\n", "lora.enabled=True: LoRA fine-tuning"),
+    ("      stage: sft\n      lora:\n        enabled: false\n", "stage='sft': supervised fine-tuning"),
+])
+def test_fine_tuning_refused_by_name(primus, extra, field):
+    with pytest.raises(PlanError) as ei:
+        load_primus_yaml(_exp(primus, extra), NODE, env={})
+    assert str(ei.value).startswith(field) and "\n" not in str(ei.value), str(ei.value)
+
+
+@pytest.mark.parametrize("layers,ok", [(32, True), (8, False)])
+def test_titan_preset_layer_count(primus, layers, ok):
+    # Primus torchtitan presets may write model.n_layers next to the flavor (llama3.1_405B.yaml: 126)
+    preset = primus / "primus/configs/models/torchtitan/llama3.1_8B-fp8.yaml"
+    preset.write_text(preset.read_text().replace('  flavor: "8B"\n', f'  flavor: "8B"\n  n_layers: {layers}\n'))
+    exp = primus / "examples/torchtitan/configs/MI300X/llama3.1_8B-FP8-pretrain.yaml"
+    if ok:  # torchtitan's own llama3 8B flavor has 32 layers
+        plan = load_primus_yaml(exp, env={})
+        assert plan.model.num_layers == 32 and "model.n_layers" not in {w.flag for w in plan.source.unmodelled}
+    else:
+        with pytest.raises(PlanError, match=r"model.n_layers=8: differs from llama3 8B's 32"):
+            load_primus_yaml(exp, env={})

@@ -498,15 +498,32 @@ def _refuse_families(cfg: dict) -> None:
                             f"{f.note}: not modelled (primus-launch models decoder-only GPT models)")
 
 
+def _refuse_fine_tuning(cfg: dict) -> None:
+    """Refuse Primus fine-tuning (``primus/configs/modules/megatron/sft_trainer.yaml``: ``stage: sft``,
+    optionally ``lora.enabled``): LoRA freezes the base weights (no weight gradients or optimizer state
+    for them) and SFT packs / masks sequences, neither of which the plan models; Megatron-LM's own
+    ``--sft`` loop is refused the same way (megatron_flags, group ``sft``)."""
+    lora = cfg.get("lora")
+    if (isinstance(lora, dict) and lora.get("enabled")) or lora is True:
+        dim = lora.get("dim") if isinstance(lora, dict) else None
+        raise PlanError("lora.enabled", True, f"LoRA fine-tuning (frozen base weights{f', rank {dim}' if dim else ''})"
+                        ": not modelled (primus-launch projects full-parameter pretraining)")
+    if cfg.get("stage") == "sft":
+        raise PlanError("stage", "sft", "supervised fine-tuning (Primus sft_trainer: packed, loss-masked "
+                        "sequences): not modelled (primus-launch projects pretraining)")
+
+
 def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES, convert, plan_from_args
 
     cfg = r.config
     mt = cfg.get("model_type") or "gpt"
     if mt != "gpt":  # Primus builds these with their own model providers (primus/backends/megatron)
-        why = _MODEL_TYPES.get(str(mt), f"a model_type={mt} model")
+        why = _MODEL_TYPES.get(str(mt)) or ("a diffusion model (Primus FLUX / diffusion builder)" if re.match(
+            r"flux|diffusion", str(mt)) else f"a model_type={mt} model")
         raise PlanError("model_type", mt, f"{why}: not modelled (primus-launch models decoder-only GPT models)")
     _refuse_families(cfg)
+    _refuse_fine_tuning(cfg)
     args: dict[str, Any] = {}
     for k, v in cfg.items():
         key = YAML_ALIASES.get(k, k)
