@@ -3,7 +3,9 @@ checkout and say, per source, how many are read right, refused (why) or read wro
 
     git -C /work/.mirror/AMD-AGI+Primus/repo archive HEAD examples primus/configs | tar -x -C /tmp/primus_x
     python scripts/survey_primus_titan.py --primus /tmp/primus_x --toml-dir v0.2.2=/tmp/tt_tags/v0.2.2 \\
-        --titan-registry [--list]
+        --titan-registry [--list] [--markdown]
+
+``--markdown`` also writes the tables into ``docs/recipe-survey.md`` (this script's section).
 
 The upstream files stay out of the repository.  Per file:
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import re
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -38,11 +41,18 @@ NON_GPT = re.compile(r"mamba|zebra|flux|diffusion|lfm|qwen3_5|kimi_k3|deepseek_v
                      r"muse_glimmer|kimi_k2_7|transformers_modeling_backend", re.I)
 
 
+STRIP: dict[str, str] = {}  # local folders -> their name in the output (stable across machines)
+
+
 def _reason(e: BaseException) -> str:
     msg = " ".join(str(e).split())
     if isinstance(e, PlanError):
-        return f"{e.field}: {str(e.allowed)[:90]}"
-    return re.sub(r"^\S+?: ", "", msg)[:110]
+        msg = f"{e.field}: {str(e.allowed)[:90]}"
+    else:
+        msg = re.sub(r"^\S+?: ", "", msg)
+    for local, shown in STRIP.items():
+        msg = msg.replace(local, shown)
+    return msg[:110]
 
 
 def _tuned(plan: Plan) -> list[Plan]:
@@ -190,11 +200,30 @@ def check_toml(path: Path) -> tuple[str, str]:
 
 
 def check_launch(module: str, config: str) -> tuple[str, str]:
+    """A one-node launch line of the config function: 8 GPUs, or the GPU count its fixed parallel
+    degrees need (a config pinning every degree to 1 is a one-GPU job, as torchtitan's ParallelDims
+    requires the degrees' product to equal the world size)."""
     from primus_launch.launch.command_recipe import plan_from_command, render_command
 
-    argv = ["torchrun", "--nnodes", "1", "--nproc-per-node", "8", "-m", "torchtitan.train", "--module", module,
-            "--config", config]
-    plan = plan_from_command(argv)
+    def line(n: int) -> list[str]:
+        return ["torchrun", "--nnodes", "1", "--nproc-per-node", str(n), "-m", "torchtitan.train", "--module",
+                module, "--config", config]
+
+    argv = line(8)
+    try:
+        plan = plan_from_command(argv)
+    except PlanError as e:
+        if e.field != "parallelism.data_parallel_shard_degree":
+            raise
+        for n in (1, 2, 4):
+            try:
+                argv = line(n)
+                plan = plan_from_command(argv)
+                break
+            except PlanError:
+                continue
+        else:
+            raise e from None
     _note_unknown(plan)
     if render_command(plan, argv) != argv:
         return "wrong", "unchanged plan does not render the line as it is"
@@ -213,6 +242,7 @@ def run(items: list[tuple[str, Callable[[], tuple[str, str]], bool]], title: str
     reasons: collections.Counter = collections.Counter()
     wrong: list[str] = []
     gpt = collections.Counter()
+    gpt_refused: list[tuple[str, str]] = []
     for name, fn, is_gpt in items:
         try:
             status, why = fn()
@@ -227,6 +257,8 @@ def run(items: list[tuple[str, Callable[[], tuple[str, str]], bool]], title: str
             gpt[status] += 1
         if status == "refused":
             reasons[why] += 1
+            if is_gpt:
+                gpt_refused.append((name, why))
         if status in ("wrong", "traceback"):
             wrong.append(f"{name}: {why}")
         if listing:
@@ -240,7 +272,8 @@ def run(items: list[tuple[str, Callable[[], tuple[str, str]], bool]], title: str
         print(f"    refused x{k}: {why}")
     for w in wrong:
         print(f"    WRONG {w}")
-    return {"counts": dict(counts), "gpt": dict(gpt), "reasons": dict(reasons)}
+    return {"title": title, "counts": dict(counts), "gpt": dict(gpt), "reasons": dict(reasons), "wrong": wrong,
+            "gpt_refused": gpt_refused}
 
 
 def main() -> int:
@@ -254,7 +287,10 @@ def main() -> int:
     ap.add_argument("--vocab-fallback", type=int, metavar="N",
                     help="estimate only: give tokenizers the Megatron adapter's table does not know N entries "
                          "(shows what else would refuse a file once the vocabulary is known)")
+    ap.add_argument("--markdown", action="store_true",
+                    help="also write the tables into docs/recipe-survey.md (this script's section)")
     a = ap.parse_args()
+    results: list[dict] = []
     if a.vocab_fallback:
         from primus_launch.adapters import megatron_args
 
@@ -263,17 +299,18 @@ def main() -> int:
         print(f"(estimate: unknown tokenizers given {a.vocab_fallback} entries)")
     if a.primus:
         root = Path(a.primus)
+        STRIP.update({str(root.resolve()): "PRIMUS", str(root): "PRIMUS"})
         for fw in ("megatron", "torchtitan"):
             files = sorted((root / "examples" / fw / "configs").rglob("*.yaml"))
             items = [(str(f.relative_to(root)), (lambda f=f: check_primus(f, root)),
                       "pretrain" in f.name and not NON_GPT.search(str(f))) for f in files]
-            run(items, f"Primus examples/{fw}/configs", a.list)
+            results.append(run(items, f"Primus examples/{fw}/configs", a.list))
     for spec in a.toml_dir:
         label, _, d = spec.partition("=")
         files = sorted(Path(d).rglob("*.toml"))
         items = [(str(f.relative_to(d)), (lambda f=f: check_toml(f)), not NON_GPT.search(str(f)))
                  for f in files]
-        run(items, f"TorchTitan {label} TOMLs", a.list)
+        results.append(run(items, f"TorchTitan {label} TOMLs", a.list))
     if a.titan_registry:
         from primus_launch.adapters.titan_snapshot import snapshot
 
@@ -285,11 +322,57 @@ def main() -> int:
         for module, fam in sorted(snapshot()["models"].items()):
             if module not in snapshot()["configs"]:
                 items.append((f"--module {module}", (lambda m=module: check_launch(m, "x")), False))
-        run(items, f"TorchTitan {snapshot()['torchtitan']} config registry (launch lines)", a.list)
+        results.append(run(items, f"TorchTitan {snapshot()['torchtitan']} config registry (launch lines)", a.list))
     if UNKNOWN:
         print(f"keys reported as not read (warning, not silently dropped): {sum(UNKNOWN.values())} in all; most "
               f"common: " + ", ".join(f"{k} x{n}" for k, n in UNKNOWN.most_common(8)))
+    if a.markdown and results:
+        print(f"wrote {write_markdown(results, a)}")
     return 0
+
+
+def write_markdown(results: list[dict], a: argparse.Namespace) -> Path:
+    """This survey's section of docs/recipe-survey.md (scripts/survey_doc.py)."""
+    from survey_doc import reasons_table, table, write_section
+
+    rows = []
+    for r in results:
+        c, g = r["counts"], r["gpt"]
+        n, ng = sum(c.values()), sum(g.values())
+        rows.append(dict(src=r["title"], files=n, right=c.get("right", 0), refused=c.get("refused", 0),
+                         wrong=c.get("wrong", 0), tb=c.get("traceback", 0),
+                         gpt=f"{g.get('right', 0)}/{ng} ({100 * g.get('right', 0) / ng:.0f}%)" if ng else "0/0"))
+    args = []
+    if a.primus:
+        args.append("--primus PRIMUS")
+    args += [f"--toml-dir {spec.partition('=')[0]}=DIR" for spec in a.toml_dir]
+    if a.titan_registry:
+        args.append("--titan-registry")
+    if a.vocab_fallback:
+        args.append(f"--vocab-fallback {a.vocab_fallback}")
+    body = ["## Primus experiments and TorchTitan jobs (`scripts/survey_primus_titan.py`)", "",
+            f"Command: `python scripts/survey_primus_titan.py {' '.join(args)} --markdown` (PRIMUS: `git archive "
+            "HEAD examples primus/configs` of AMD-AGI/Primus; DIR: `git archive <tag> torchtitan` of "
+            "pytorch/torchtitan; the registry is the installed torchtitan's).", ""]
+    if a.primus:
+        head = subprocess.run(["git", "-C", "/work/.mirror/AMD-AGI+Primus/repo", "rev-parse", "--short=10", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+        if head:
+            body += [f"Primus mirror HEAD: `{head}`.", ""]
+    body.append(table(rows, [("src", "source"), ("files", "files"), ("right", "read right"),
+                             ("refused", "refused"), ("wrong", "read wrong"), ("tb", "tracebacks"),
+                             ("gpt", "GPT-family pretraining read right")]))
+    gref = [(r["title"], f, why) for r in results for f, why in r["gpt_refused"]]
+    if gref:
+        body += ["GPT-family pretraining files refused:", "",
+                 table([dict(src=t, f=f"`{f}`", why=why) for t, f, why in gref],
+                       [("src", "source"), ("f", "file"), ("why", "refusal")])]
+    wrong = [w for r in results for w in r["wrong"]]
+    if wrong:
+        body += ["Read wrong / tracebacks:", ""] + [f"- {w}" for w in wrong] + [""]
+    for r in results:
+        body += [f"Refusal reasons, {r['title']}:", "", reasons_table(r["reasons"])]
+    return write_section("primus-titan", "\n".join(body))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
                                                          # main functional tests (from the local mirror)
     python scripts/survey_recipes.py --source NAME=DIR   # any directory of .sh / .yaml recipes
     python scripts/survey_recipes.py -v                  # one line per file
+    python scripts/survey_recipes.py --markdown          # also write docs/recipe-survey.md (its section)
 
 The upstream trees are extracted to a temporary directory (``git archive``), never into this
 repository.  Per source it prints ``N read right, M refused (reasons grouped), K read wrong`` and the
@@ -21,7 +22,8 @@ A file is *read wrong* when a real check fails:
 - **layout**: the parallel layout the file's name or the moe_recipes README table states
   (``TP2PP8EP64``, ``tp1_pp4_vp2``, ``TP/PP/EP/CP/ETP`` and ``MBS/GBS/SL`` columns) contradicts the plan.
 
-Functional tests take their cluster from ``tests/test_utils/recipes/**.yaml`` (``nodes`` x ``gpus``).
+Functional tests take their cluster from ``tests/test_utils/recipes/**.yaml`` (``nodes`` x ``gpus``), or
+from the test's own ``MODEL_ENV_VARS: MODEL_ARGS: GPUS_PER_NODE`` when it states one.
 """
 
 from __future__ import annotations
@@ -241,7 +243,29 @@ def _fitting_cluster(f: Path, err: PlanError):
     raise err
 
 
+def env_gpus(text: str) -> int | None:
+    """GPUs per node a functional test states for its MODEL_ARGS run (``MODEL_ENV_VARS: MODEL_ARGS:
+    GPUS_PER_NODE: N``, checkpoint-consistency tests), or None."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    env = ((data or {}).get("MODEL_ENV_VARS") or {}).get("MODEL_ARGS") if isinstance(data, dict) else None
+    g = env.get("GPUS_PER_NODE") if isinstance(env, dict) else None
+    return g if isinstance(g, int) and g > 0 else None
+
+
+def _untemp(msg: str) -> str:
+    """The message without the temporary extraction folder (stable output)."""
+    return re.sub(r"\S*/survey-[^/\s]+/(?:main|dev)/", "", msg)
+
+
 def classify_error(msg: str) -> str:
+    msg = _untemp(msg)
+    if "no Megatron arguments to read" in msg:
+        return "not a training recipe (an empty MODEL_ARGS block)"
     if "is not a training program" in msg:
         return "not a training program (inference / conversion / evaluation tool)"
     if "no training command" in msg:
@@ -258,6 +282,7 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
     clusters = test_clusters(root) if "functional" in name else {}
     table = readme_table(root)
     right, wrong, refused = [], [], collections.Counter()
+    gpt_refused: list[tuple[str, str]] = []
     gpt_right = gpt_wrong = gpt_total = 0
     for f in files:
         text = f.read_text(errors="replace")
@@ -265,7 +290,9 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
         case = f.parent.name
         family_dir = next((fam for d, fam in FAMILY_DIRS.items() if d in f.relative_to(root).parts[:-1]), None)
         cluster = None
-        if case in clusters:
+        if "functional" in name and env_gpus(text):  # the MODEL_ARGS run's own GPU count wins
+            cluster = Cluster(num_nodes=1, gpus_per_node=env_gpus(text))
+        elif case in clusters:
             n, g = clusters[case]
             cluster = Cluster(num_nodes=n, gpus_per_node=g)
         elif "functional" in name:
@@ -287,6 +314,8 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
             is_gpt = is_gpt and not any(d in f.relative_to(root).parts[:-1] for d in NOT_PRETRAINING) \
                 and "inference" not in f.parent.name
             gpt_total += is_gpt
+            if is_gpt:
+                gpt_refused.append((str(f.relative_to(root)), _untemp(one_line(e))))
             if verbose:
                 print(f"  refused  {f.relative_to(root)}: {one_line(e)[:160]}")
             continue
@@ -326,13 +355,16 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
     print(f"  GPT-family training recipes: {gpt_right}/{gpt_total} read right"
           + (f" ({100 * gpt_right / gpt_total:.0f}%)" if gpt_total else "") + f", {gpt_wrong} read wrong")
     return dict(files=n, right=len(right), refused=sum(refused.values()), wrong=len(wrong), gpt=gpt_total,
-                gpt_right=gpt_right)
+                gpt_right=gpt_right, reasons=dict(refused), gpt_refused=gpt_refused,
+                wrong_files=[f"{f.relative_to(root)}: {'; '.join(p)}" for f, p in wrong])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", action="append", default=[], help="NAME=DIR of recipe files (default: the mirror)")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--markdown", action="store_true",
+                    help="also write the tables into docs/recipe-survey.md (this script's section)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="survey-") as td:
         tmp = Path(td)
@@ -347,11 +379,49 @@ def main() -> None:
         work = tmp / "work"
         work.mkdir()
         total = collections.Counter()
+        results = []
         for nm, root, files in sources:
             r = survey(nm, root, files, args.verbose, work)
-            total.update(r)
+            results.append((nm, r))
+            total.update({k: v for k, v in r.items() if isinstance(v, int)})
         print(f"ALL: {total['files']} files: {total['right']} read right, {total['refused']} refused, "
               f"{total['wrong']} read wrong; GPT-family training recipes {total['gpt_right']}/{total['gpt']} read right")
+        if args.markdown:
+            print(f"wrote {write_markdown(results, total, bool(args.source))}")
+
+
+def write_markdown(results: list[tuple[str, dict]], total: collections.Counter, custom: bool) -> Path:
+    """This survey's section of docs/recipe-survey.md (scripts/survey_doc.py)."""
+    from survey_doc import reasons_table, table, write_section
+
+    def pct(a: int, b: int) -> str:
+        return f"{a}/{b} ({100 * a / b:.0f}%)" if b else "0/0"
+
+    rows = [dict(src=nm, files=r["files"], right=r["right"], refused=r["refused"], wrong=r["wrong"],
+                 gpt=pct(r["gpt_right"], r["gpt"])) for nm, r in results]
+    rows.append(dict(src="**all**", files=total["files"], right=total["right"], refused=total["refused"],
+                     wrong=total["wrong"], gpt=pct(total["gpt_right"], total["gpt"])))
+    def head(branch: str) -> str:
+        return subprocess.run(["git", "-C", str(MIRROR), "rev-parse", "--short=10", branch], capture_output=True,
+                              text=True).stdout.strip()
+
+    commits = "" if custom else ", ".join(f"`{b}` {head(b)}" for b in ("main", "dev"))
+    body = ["## Megatron-LM recipes (`scripts/survey_recipes.py`)", "",
+            "Command: `python scripts/survey_recipes.py --markdown`"
+            + (f" (mirror NVIDIA/Megatron-LM {commits})" if commits else ""), "",
+            table(rows, [("src", "source"), ("files", "files"), ("right", "read right"), ("refused", "refused"),
+                         ("wrong", "read wrong"), ("gpt", "GPT-family training recipes read right")])]
+    gref = [(nm, f, why) for nm, r in results for f, why in r["gpt_refused"]]
+    if gref:
+        body += ["GPT-family training recipes refused:", "",
+                 table([dict(src=nm, f=f"`{f}`", why=why[:220]) for nm, f, why in gref],
+                       [("src", "source"), ("f", "file"), ("why", "refusal")])]
+    wrong = [(nm, w) for nm, r in results for w in r["wrong_files"]]
+    if wrong:
+        body += ["Read wrong:", ""] + [f"- {nm}: {w}" for nm, w in wrong] + [""]
+    for nm, r in results:
+        body += [f"Refusal reasons, {nm}:", "", reasons_table(r["reasons"])]
+    return write_section("megatron", "\n".join(body))
 
 
 if __name__ == "__main__":

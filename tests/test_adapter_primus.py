@@ -312,8 +312,8 @@ def test_primus_knobs(primus):
     zbv = with_over("      pipeline_model_parallel_size: 2\n      patch_zero_bubble: true\n"
                     "      zero_bubble_v_schedule: true\n", {})
     assert (zbv.training.pipeline_schedule, zbv.parallel.vpp) == ("zbv", 2)
-    comp = with_over("      torch_compile:\n        enable: true\n      recompute_layer_ids: [0, 1]\n", {})
-    assert comp.training.compile and "recompute_layer_ids" in {w.flag for w in comp.source.unmodelled}
+    comp = with_over("      torch_compile:\n        enable: true\n      num_seq_splits: 2\n", {})
+    assert comp.training.compile and "num_seq_splits" in {w.flag for w in comp.source.unmodelled}
 
 
 def test_titan_plan_field_by_field(primus):

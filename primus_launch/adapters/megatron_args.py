@@ -182,6 +182,8 @@ BY_FLAG: dict[str, Flag] = {f.flag: f for f in FLAGS}
 BY_DEST: dict[str, Flag] = {f.dest: f for f in FLAGS}
 # TransformerConfig-style names found in Megatron's experimental YAML (examples/gpt3/gpt_config.yaml)
 YAML_ALIASES = {"num_moe_experts": "num_experts"}
+# --fp8-recipe values the plan names (others, e.g. "custom", are reported and priced as the default)
+FP8_RECIPES_READ = ("delayed", "tensorwise", "blockwise", "mxfp8")
 
 # plan field -> the flag that sets it, for error messages
 FIELD_FLAGS = {
@@ -262,6 +264,11 @@ def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
 
 
 # --------------------------------------------------------------------------- value conversion
+# str-typed flags whose value may be a YAML list: Megatron parses them with tuple_type (window size)
+# or moe_freq_type (per-layer 0/1 list) - megatron/training/arguments.py
+_LIST_VALUED = {"window_size": "tuple", "moe_layer_freq": "pattern", "window_attn_skip_freq": "pattern"}
+
+
 def convert(flag: Flag, raw: Any) -> Any:
     """A Megatron value from a command-line string, a YAML scalar, or a list (nargs '+' flags)."""
     if raw is None:
@@ -271,6 +278,10 @@ def convert(flag: Flag, raw: Any) -> Any:
             return [str(x) for x in raw]
         txt = str(raw).strip().strip("[]")
         return [x.strip("'\"") for x in re.split(r"[,\s]+", txt) if x.strip("'\"")]
+    if isinstance(raw, (list, tuple)) and flag.dest in _LIST_VALUED and not any(isinstance(x, str) for x in raw):
+        # a YAML list given to a tuple / per-layer-pattern flag (Primus passes it to Megatron as is):
+        # the text Megatron's own parser accepts (tuple_type "128,0"; moe_freq_type "[1, 0, 1]")
+        return ",".join(map(str, raw)) if _LIST_VALUED[flag.dest] == "tuple" else "[" + ", ".join(map(str, raw)) + "]"
     if isinstance(raw, (list, tuple)):
         raw = raw[0] if len(raw) == 1 else " ".join(str(x) for x in raw)
     if flag.kind in ("true", "false"):
@@ -570,6 +581,14 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             raise PlanError("--num-layers-per-virtual-pipeline-stage", n,
                             f"must divide layers per pipeline stage ({slots}/{pp})")
         vpp = (slots // pp) // n
+    elif validate and pp > 1 and first is None and last is None and (L + acc_e + acc_l) % pp and all(
+            a.get(k) is None for k in ("num_virtual_stages_per_pipeline_rank", "virtual_pipeline_model_parallel_size")):
+        # megatron/training/arguments.py validate_args (even split, no virtual stages) asserts this
+        raise PlanError("--pipeline-model-parallel-size", pp,
+                        f"must divide --num-layers={L}" + (f" + {acc_e + acc_l} (--account-for-*)" if acc_e or acc_l
+                                                          else "")
+                        + " (Megatron asserts); or set --decoder-first/last-pipeline-num-layers or "
+                          "--pipeline-model-parallel-layout")
     elif a.get("num_virtual_stages_per_pipeline_rank") is not None:
         vpp = a["num_virtual_stages_per_pipeline_rank"]
     elif a.get("virtual_pipeline_model_parallel_size") is not None:
@@ -621,7 +640,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     fp8_recipe = None
     if fp8:
         r = get(a, "fp8_recipe")
-        if r in ("delayed", "tensorwise", "blockwise", "mxfp8"):
+        if r in FP8_RECIPES_READ:
             fp8_recipe = r if a.get("fp8_recipe") is not None else None
         else:
             rep.flag("--fp8-recipe", r, "time: a custom FP8 recipe, priced as Megatron's default (delayed)")
@@ -929,9 +948,13 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     out["fp16"] = t.precision == "fp16" or (t.precision in ("fp8", "fp4") and bool(current.get("fp16")))
     out["fp8"] = (current.get("fp8") or "hybrid") if t.precision == "fp8" else None
     out["fp8_recipe"] = t.fp8_recipe if t.precision == "fp8" else None
+    if t.precision == "fp8" and t.fp8_recipe is None and current.get("fp8_recipe") not in FP8_RECIPES_READ:
+        out["fp8_recipe"] = current.get("fp8_recipe")  # a recipe the plan does not name (reported): kept as written
     out["fp8_param_gather"] = t.fp8_param_gather and t.precision == "fp8"
     out["fp4"] = "e2m1" if t.precision == "fp4" else None
     out["fp4_recipe"] = t.fp4_recipe if t.precision == "fp4" and (t.fp4_recipe != "nvfp4" or current.get("fp4_recipe")) else None
+    if t.precision == "fp4" and t.fp4_recipe is None and current.get("fp4_recipe") not in (None, "nvfp4"):
+        out["fp4_recipe"] = current.get("fp4_recipe")  # e.g. Primus mxfp4 (reported, priced as nvfp4): kept as written
     out["fp4_param"] = t.fp8_param_gather and t.precision == "fp4"
     out["use_precision_aware_optimizer"] = t.precision_aware_optimizer
     for dest in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):

@@ -39,6 +39,9 @@ PUBLIC_TOKENIZERS: tuple[tuple[str, int, str], ...] = (
     (r"mixtral-8x7b|mistral-7b", 32000, "mistralai/Mixtral-8x7B-v0.1 config.json vocab_size"),
     (r"nemotron_2_256k|nemotron-4", 256000, "nvidia/Nemotron-4-340B-Base config.json vocab_size (nemotron_2_256k)"),
     (r"(^|/)gpt2($|[-/])|openai-community/gpt2", 50257, "openai-community/gpt2 config.json vocab_size"),
+    (r"(^|/)glm-4-9b|(^|/)glm-4\.5", 151552, "THUDM/glm-4-9b config.json padded_vocab_size (zai-org/GLM-4.5 and "
+                                              "-Air vocab_size the same)"),
+    (r"minimax-m2", 200064, "MiniMaxAI/MiniMax-M2 config.json vocab_size (M2.5 / M2.7: the same MiniMaxM2ForCausalLM)"),
 )
 
 

@@ -180,9 +180,20 @@ def _resolve(key: str) -> tuple[str, Flag | None, bool]:
     return key, None, False
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], editable: bool) -> None:
+    # YAML merge keys first (`<<: *BASE_MODEL_ARGS`, as functional tests share arguments): the
+    # mapping's own keys win over merged ones (YAML 1.1 merge); merged entries are not edited in
+    # place (the anchor is shared): a tuned value is added to this mapping, where it wins.
     for k, v in _mapping_items(mapping):
-        if not isinstance(k, yaml.ScalarNode):
+        if isinstance(k, yaml.ScalarNode) and k.tag == _MERGE_TAG:
+            for src in (v.value if isinstance(v, yaml.SequenceNode) else [v])[::-1]:
+                if isinstance(src, yaml.MappingNode):
+                    _collect(rec, src, into, editable=False)
+    for k, v in _mapping_items(mapping):
+        if not isinstance(k, yaml.ScalarNode) or k.tag == _MERGE_TAG:
             continue
         key = YAML_ALIASES.get(k.value, k.value)
         if key == "activation_func" and isinstance(v, yaml.ScalarNode):
@@ -217,6 +228,10 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
     args: dict[str, Any] = {}
     if _child(root, "modules") is not None:
         raise UserError(f"{path}: a Primus experiment config (modules:); read it as a Primus recipe")
+    for block in ("ARGS", "MODEL_ARGS"):
+        node = _child(root, block)
+        if isinstance(node, yaml.ScalarNode) and _value(node) in (None, ""):
+            raise UserError(f"{path}: {block} is empty: no Megatron arguments to read (not a training recipe)")
     if isinstance(_child(root, "ARGS"), yaml.MappingNode) or isinstance(_child(root, "MODEL_ARGS"), yaml.MappingNode):
         # NVIDIA nested YAMLs: Megatron-LM examples/moe_recipes (ARGS: flag names with underscores) and
         # functional tests' model_config.yaml (MODEL_ARGS: --flag keys); DEPENDENCIES / ENV_VARS ignored

@@ -198,7 +198,8 @@ class Resolved:
 def _module_of(exp: dict, where: str) -> tuple[str, dict]:
     mods = exp.get("modules")
     if not isinstance(mods, dict) or not mods:
-        raise UserError(f"{where}: Primus config without modules")
+        raise UserError(f"{where}: not a Primus experiment: no modules mapping (expected modules.pre_trainer with "
+                        "framework, config and model)")
     for name in ("pre_trainer", "post_trainer", *mods):
         m = mods.get(name)
         if isinstance(m, dict) and "trainer" in name:
@@ -401,6 +402,25 @@ def _megatron_status(key: str) -> str:
     return "unmodelled"
 
 
+def _table_flag(key: str) -> Any:
+    """The Megatron-LM flag a key names (megatron_flags table), or None (a Primus-only or unknown key)."""
+    from primus_launch.adapters.megatron_flags import lookup
+
+    return lookup(key) if not key.startswith("-") else None
+
+
+def _is_megatron_default(flag: Any, value: Any) -> bool:
+    from primus_launch.adapters.megatron_flags import is_default
+
+    if value is None:
+        return True
+    if flag.kind in ("true", "false", "boolopt", "const") and isinstance(value, bool):
+        return is_default(flag, value)
+    if isinstance(value, (list, dict)):
+        return False
+    return is_default(flag, value)
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -439,14 +459,71 @@ _MODEL_TYPES = {"mamba": "a Mamba / hybrid Mamba-attention model (model_type: ma
                 "kimi_k3": "Kimi-K3 (its own Primus model builder)"}
 
 
+def _sync_free_stage(cfg: dict) -> int:
+    """Primus-Turbo sync-free MoE stage in effect (0 without ``enable_primus_turbo``)."""
+    return int(cfg.get("turbo_sync_free_moe_stage") or 0) if cfg.get("enable_primus_turbo") else 0
+
+
+def _stage_implied(stage: int) -> dict[str, Any]:
+    """Megatron arguments a sync-free MoE stage sets over the config (Primus
+    ``rocm_arg_validation._get_sync_free_moe_options``: stage >= 1 turns on ``moe_permute_fusion``)."""
+    return {"moe_permute_fusion": True} if stage >= 1 else {}
+
+
+def _refuse_families(cfg: dict) -> None:
+    """Refuse (one line) a merged configuration that sets a Megatron flag selecting a model family the
+    projection does not model (``experimental_attention_variant: gated_delta_net`` of Qwen3.5 / Qwen3-Next,
+    ``is_hybrid_model``, ``hybrid_override_pattern``, T5 encoder layers, ...): the Megatron flag table's
+    ``refused`` class, applied to the keys Primus passes to Megatron as it does to a script's flags."""
+    from primus_launch.adapters.megatron_flags import REFUSED, is_default, lookup
+
+    lfm = cfg.get("lfm_layer_types")
+    if isinstance(lfm, list) and any(t != "full_attention" for t in lfm):
+        kinds = {t: lfm.count(t) for t in dict.fromkeys(lfm)}
+        raise PlanError("lfm_layer_types", ", ".join(f"{t} x{n}" for t, n in kinds.items()),
+                        "an LFM2 hybrid (short-convolution and attention layers, Primus gpt_layer_specs): not modelled "
+                        "(primus-launch models decoder-only GPT models; all full_attention reads as one)")
+    ids = cfg.get("recompute_layer_ids")
+    if ids not in (None, "", []):  # Primus patches/recompute_layer_patches.py validate_specified_recompute_layers
+        if cfg.get("recompute_granularity") != "full" or cfg.get("recompute_method") is not None:
+            raise PlanError("recompute_layer_ids", _fmt(ids), "needs recompute_granularity full and recompute_method "
+                            "null (Primus raises otherwise)")
+        raise PlanError("recompute_layer_ids", _fmt(ids), "Primus's full recompute of chosen layers (global ids) is "
+                        "not modelled (the plan's full recompute is recompute_method uniform or block with "
+                        "recompute_num_layers)")
+    for k, v in cfg.items():
+        f = lookup(k) if isinstance(k, str) else None
+        if f is not None and f.cls == REFUSED and not is_default(f, v):
+            raise PlanError(k, v if not isinstance(v, list) else " ".join(map(str, v)),
+                            f"{f.note}: not modelled (primus-launch models decoder-only GPT models)")
+
+
+def _refuse_fine_tuning(cfg: dict) -> None:
+    """Refuse Primus fine-tuning (``primus/configs/modules/megatron/sft_trainer.yaml``: ``stage: sft``,
+    optionally ``lora.enabled``): LoRA freezes the base weights (no weight gradients or optimizer state
+    for them) and SFT packs / masks sequences, neither of which the plan models; Megatron-LM's own
+    ``--sft`` loop is refused the same way (megatron_flags, group ``sft``)."""
+    lora = cfg.get("lora")
+    if (isinstance(lora, dict) and lora.get("enabled")) or lora is True:
+        dim = lora.get("dim") if isinstance(lora, dict) else None
+        raise PlanError("lora.enabled", True, f"LoRA fine-tuning (frozen base weights{f', rank {dim}' if dim else ''})"
+                        ": not modelled (primus-launch projects full-parameter pretraining)")
+    if cfg.get("stage") == "sft":
+        raise PlanError("stage", "sft", "supervised fine-tuning (Primus sft_trainer: packed, loss-masked "
+                        "sequences): not modelled (primus-launch projects pretraining)")
+
+
 def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES, convert, plan_from_args
 
     cfg = r.config
     mt = cfg.get("model_type") or "gpt"
     if mt != "gpt":  # Primus builds these with their own model providers (primus/backends/megatron)
-        why = _MODEL_TYPES.get(str(mt), f"a model_type={mt} model")
+        why = _MODEL_TYPES.get(str(mt)) or ("a diffusion model (Primus FLUX / diffusion builder)" if re.match(
+            r"flux|diffusion", str(mt)) else f"a model_type={mt} model")
         raise PlanError("model_type", mt, f"{why}: not modelled (primus-launch models decoder-only GPT models)")
+    _refuse_families(cfg)
+    _refuse_fine_tuning(cfg)
     args: dict[str, Any] = {}
     for k, v in cfg.items():
         key = YAML_ALIASES.get(k, k)
@@ -461,6 +538,12 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     settings = _settings(r)
     for k, v in settings.items():
         st = _megatron_status(k)
+        f = _table_flag(k) if st in ("neutral", "unmodelled") else None
+        if f is not None:  # a Megatron flag: the flag table's class decides, as for scripts (report_args)
+            dv = (not v) if f.kind == "false" and k != f.dest and isinstance(v, bool) else v  # `no_x: true`
+            if f.cls != "neutral" and not _is_megatron_default(f, dv):
+                unmod.append(UnmodelledFlag(flag=k, value=_fmt(v), effect=f.note))
+            continue
         if st == "unmodelled" and v not in (None, False, ""):
             unmod.append(UnmodelledFlag(flag=k, value=_fmt(v), effect="not read by the Megatron adapter: may change "
                                                                       "time or memory"))
@@ -474,10 +557,9 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
                                                                       "turbo_gemm_backend", "turbo_grouped_gemm_backend",
                                                                       "use_turbo_autotune") or turbo):
             unmod.append(UnmodelledFlag(flag=k, value=_fmt(cfg[k]), effect=effect))
-    stage = int(cfg.get("turbo_sync_free_moe_stage") or 0) if turbo else 0
+    stage = _sync_free_stage(cfg)
     deepep = turbo and (bool(cfg.get("use_turbo_deepep")) or stage >= 2)
-    if stage >= 1:
-        args["moe_permute_fusion"] = True
+    args.update(_stage_implied(stage))
     if stage:
         unmod.append(UnmodelledFlag(flag="turbo_sync_free_moe_stage", value=str(stage),
                                     effect="time: sync-free MoE (no host synchronisation in dispatch)"))
@@ -687,6 +769,9 @@ class YamlText:
 
 
 # ----------------------------------------------------------------------------- writing
+_DISPATCHER_KEYS = ("moe_token_dispatcher_type", "moe_enable_deepep", "moe_flex_dispatcher_backend")
+
+
 def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
     from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args
 
@@ -695,6 +780,7 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
         spec = BY_DEST.get(k)
         if spec is not None:
             cur[k] = convert(spec, v)
+    cur.update(_stage_implied(_sync_free_stage(r.config)))  # as the reader sees them
     t = plan.training
     sched_plan = plan
     primus: dict[str, Any] = {}
@@ -724,6 +810,11 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
             raise PlanError("training.moe_token_dispatcher", t.moe_token_dispatcher, "Primus: alltoall or deepep")
     changes = {k: v for k, v in want.items() if cur.get(k) != v and not (
         cur.get(k) is None and (v is False or v == BY_DEST[k].default))}  # an unset key already means its default
+    if t.moe_token_dispatcher == old.training.moe_token_dispatcher:
+        # an unchanged dispatcher keeps its spelling: Turbo DeepEP (use_turbo_deepep / sync-free stage >= 2) is
+        # DeepEP without moe_token_dispatcher_type=flex in the file (Primus's moe_dispatcher patch sets it)
+        for k in _DISPATCHER_KEYS:
+            changes.pop(k, None)
     # a key the plan wants unset whose written value means the same (e.g. a virtual pipeline size of 1)
     from primus_launch.adapters.megatron_args import plan_from_args
 

@@ -131,12 +131,17 @@ NEUTRAL_SECTIONS = frozenset({
     "memory_estimation", "dataloader", "tokenizer", "hf_assets_path", "dump_folder", "override", "lora"})
 
 
+# architecture keys a Primus model preset may write next to name / flavor (Primus
+# patches/model_override_patches.py overrides torchtitan's registry with them): plan field of each
+_ARCH_OVERRIDES = {"n_layers": "num_layers", "dim": "hidden_size", "n_heads": "num_attention_heads"}
+
+
 def _u(default: Any, effect: str) -> Key:
     return Key("unmodelled", default, effect)
 
 
 KEYS: dict[str, Key] = {
-    **{f"model.{k}": _MAPPED for k in ("name", "flavor", "converters")},
+    **{f"model.{k}": _MAPPED for k in ("name", "flavor", "converters", *_ARCH_OVERRIDES)},
     **{f"model.{k}": _NEUTRAL for k in ("hf_assets_path", "tokenizer_path", "print_after_conversion")},
     **{f"training.{k}": _MAPPED for k in ("local_batch_size", "global_batch_size", "seq_len", "steps",
                                           "mixed_precision_param", "dtype", "enable_cpu_offload", "compile",
@@ -463,7 +468,13 @@ def _model_arch(job: dict, seq: int) -> Any:
                         name if not isinstance(name, str) else flavor, "a string")
     if fields is not None:
         return arch_from_fields(fields, seq)
-    return arch_from_flavor(name, flavor, seq_len=seq)
+    arch = arch_from_flavor(name, flavor, seq_len=seq)
+    for key, field in _ARCH_OVERRIDES.items():  # the flavor's own value reads; another is not modelled
+        v = mdl.get(key)
+        if v is not None and v != getattr(arch, field):
+            raise PlanError(f"model.{key}", v, f"differs from {name} {flavor}'s {getattr(arch, field)}: an override "
+                            "of the registry architecture (Primus model_overrides) is not modelled")
+    return arch
 
 
 def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optional[str] = None,
