@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from primus_launch.adapters import megatron_flags as mf  # noqa: E402
 from primus_launch.adapters.megatron import _parse, load_megatron, render_megatron  # noqa: E402
-from primus_launch.adapters.megatron_args import BY_DEST, program_family  # noqa: E402
+from primus_launch.adapters.megatron_args import BY_DEST  # noqa: E402
 from primus_launch.errors import UserError, one_line  # noqa: E402
 from primus_launch.plan import Cluster, PlanError  # noqa: E402
 

@@ -692,7 +692,6 @@ class _FlagOptions:
     def _build(self, tp, sp, ep, pp, vpp, shard, gran, mods, eg) -> Iterator[tuple]:
         own, plan, fw, cfg, can = self.own, self.plan, self.fw, self.cfg, self.can
         m, t = plan.model, plan.training
-        sel = gran == "selective"
         # grad-reduce / param-gather overlap, TP comm overlap
         if fw == "torchtitan":
             tpcos = [own.tp_comm_overlap and tp > 1 and sp]

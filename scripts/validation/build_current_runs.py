@@ -9,7 +9,6 @@ Facts are read from: Megatron-LM dev examples/moe_recipes (README table + YAMLs)
 docs/performance-summary-archive.md + scripts/performance + src recipes at v0.4.2 (26.04.01 table)
 and v0.2.1 (25.11 table), TorchAO mx_formats README + TorchTitan docs, Primus projection blog.
 """
-import glob
 import json
 import re
 import os

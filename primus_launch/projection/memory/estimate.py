@@ -603,7 +603,6 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                                w, int(dense_p + expert_p)), parts))
             continue
         # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
-        per_mb = sum(u[2] for u in units if u[0] == "layer") + (8.0 * sb if has_emb else 0.0)
         units_in_flight = flight[rank] / max(1, len(layout[rank])) if pp > 1 else 1.0
         scaled = [(k, U, kept * units_in_flight, rb) for (k, U, kept, rb, _) in units]
         emb_ids = 8.0 * sb * units_in_flight if has_emb else 0.0
