@@ -42,9 +42,10 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   domain (:func:`collectives.deepep_dispatch`, efficiencies fitted to DeepEP's and HybridEP's
   figures, routing fan-out from :mod:`moe_routing`).  ``moe_shared_expert_overlap`` hides the
   dispatch behind the shared expert; ``overlap_moe_expert_parallel_comm`` (1F1B all-to-all overlap)
-  hides a forward's dispatch / combine behind another micro-batch's backward of the layer and vice
-  versa: exposed = max(0, comm - that compute) on the passes the schedule can pair, the whole comm on
-  the warm-up / cool-down passes it cannot (:func:`ep_unpaired_fraction`);
+  runs a forward's and another micro-batch's backward of each MoE layer on two streams, node by node
+  as Megatron's combined 1F1B orders them (:mod:`cost.ep_overlap`: the exposed time of the walk) on
+  the passes the schedule can pair, the whole comm on the warm-up / cool-down passes it cannot
+  (:func:`ep_unpaired_fraction`); TorchTitan: exposed = max(0, comm - the other pass's compute);
 - activation offloading (``offload.activation_layers``, the first layers of each chunk): each
   offloaded layer's activations go to host memory in forward and come back in backward over
   ``GPUSpec.host_link_bw``, hidden behind the next layer's compute where it is long enough;
@@ -221,13 +222,56 @@ def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[f
         b = max(0.0, b - sh.bwd_input_s - sh.bwd_weight_s)
     if t.overlap_moe_expert_parallel_comm and lt.moe_layer is not None:
         mo = lt.moe_layer
-        # delay_wgrad_compute moves the weight gradients out of the backward, where they cover the
-        # backward's dispatch / combine as well (Megatron's 1F1B all-to-all overlap with split wgrad)
-        cover_b = mo.fwd_s + (mo.bwd_weight_s if t.delay_wgrad_compute else 0.0)
         u = ep_unpaired_fraction(plan)
+        if plan.framework == "megatron":
+            # the two streams of Megatron's combined 1F1B, node by node (cost/ep_overlap.py)
+            from primus_launch.projection.cost.ep_overlap import exposed_per_layer
+
+            pair = _moe_layer_pair(plan, lt, f, b)
+            paired = exposed_per_layer(pair)
+            share = f / (f + b) if f + b > 0 else 0.5
+            return u * f + (1 - u) * paired * share, u * b + (1 - u) * paired * (1 - share)
+        # delay_wgrad_compute moves the weight gradients out of the backward, where they cover the
+        # backward's dispatch / combine as well
+        cover_b = mo.fwd_s + (mo.bwd_weight_s if t.delay_wgrad_compute else 0.0)
         f = u * f + (1 - u) * max(0.0, f - (mo.bwd_input_s + mo.bwd_weight_s))
         b = u * b + (1 - u) * max(0.0, b - cover_b)
     return f, b
+
+
+# where megatron's fine-grained schedule cuts an MoE layer (models/gpt/fine_grained_callables.py): the
+# attn node runs attention, the pre-MLP norm, the router, the dispatch preprocess and the shared
+# experts (unless --moe-shared-expert-overlap); the mlp node the routed experts and the combine's
+# local part
+_ATTN_NODE = ("scope:attn", "scope:moe_router", "scope:moe_preprocess", "scope:mlp")
+
+
+def _moe_layer_pair(plan: Plan, lt: LayerTimes, f: float, b: float):
+    """One MoE layer as :class:`~primus_launch.projection.cost.ep_overlap.LayerPair`: its forward,
+    input-gradient and weight-gradient seconds split into the attn and mlp nodes by the roofline's
+    scopes (measured layers: the roofline's split scaled to the measured layer), the dispatcher's
+    forward (backward) seconds ``f`` (``b``) halved into dispatch and combine (the same tokens go
+    out and come back)."""
+    from primus_launch.projection.cost.ep_overlap import LayerPair
+
+    mo = lt.moe_layer
+    src = lt
+    if not lt.parts:
+        from primus_launch.projection.cost.roofline import layer_times_roofline
+
+        src = layer_times_roofline(plan)
+    tot = src.moe_layer
+    af = sum(src.part("moe", k).fwd_s for k in _ATTN_NODE)
+    ai = sum(src.part("moe", k).bwd_input_s for k in _ATTN_NODE)
+    aw = sum(src.part("moe", k).bwd_weight_s for k in _ATTN_NODE)
+    frac = (af / tot.fwd_s if tot.fwd_s > 0 else 0.5, ai / tot.bwd_input_s if tot.bwd_input_s > 0 else 0.5,
+            aw / tot.bwd_weight_s if tot.bwd_weight_s > 0 else 0.5)
+    af, ai, aw = mo.fwd_s * frac[0], mo.bwd_input_s * frac[1], mo.bwd_weight_s * frac[2]
+    mf, mi, mw = mo.fwd_s - af, mo.bwd_input_s - ai, mo.bwd_weight_s - aw
+    if not plan.training.delay_wgrad_compute:  # each node's backward computes its weight gradients
+        ai, mi, aw, mw = ai + aw, mi + mw, 0.0, 0.0
+    return LayerPair(attn_f=af, mlp_f=mf, attn_b=ai, mlp_b=mi, attn_w=aw, mlp_w=mw,
+                     dispatch_f=f / 2, combine_f=f / 2, dispatch_b=b / 2, combine_b=b / 2)
 
 
 def ep_unpaired_fraction(plan: Plan) -> float:

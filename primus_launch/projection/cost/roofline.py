@@ -121,16 +121,17 @@ class _Acc:
         self.sync = False          # a host-device sync splits the forward pass (MoE dispatch, :meth:`times`)
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
-        """Add to the totals and to the shares of the active modules (recompute, overlap) and of the
+        """Add to the totals and to the shares of the active modules (recompute, overlap), of the
         op category ``cat``: ``gemm``, ``attention`` (the core-attention kernels) or ``non_matmul``
-        (everything else: what TorchTitan's per-op SAC recomputes)."""
+        (everything else: what TorchTitan's per-op SAC recomputes), and of the scope (``scope:attn``,
+        ``scope:moe_router``, ...: where Megatron's fine-grained schedule cuts a layer)."""
         k = self.slow
         f, bi, bw = f * k, bi * k, bw * k
         self.f += f
         self.gf[self.scope] = self.gf.get(self.scope, 0.0) + f
         self.bi += bi
         self.bw += bw
-        for k in self.mods + extra + (cat,):
+        for k in self.mods + extra + (cat, "scope:" + self.scope):
             v = self.sums.setdefault(k, [0.0, 0.0, 0.0])
             v[0] += f
             v[1] += bi
