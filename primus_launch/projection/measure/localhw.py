@@ -10,7 +10,7 @@ to the CLI later); set ``plan.cluster.gpu = name``:
 
 - links (gloo on loopback, 2 processes, each bound to its own core): every operation the collectives
   model prices -- all-reduce, all-gather, reduce-scatter, all-to-all (the torch.distributed calls
-  megatron-core makes) and send/recv -- at five message sizes, interleaved, median of repeats, each
+  megatron-core makes) and send/recv -- at five message sizes, all interleaved, median of repeats, each
   fitted to its own ``t = b / B + c`` (``b``: the op's bus bytes, :func:`measure_links`).  Why per
   op: gloo's ops do not cost alike (``scripts/validate_measure.py`` prints each op's points and fit;
   an EP=2 run's all-gathers and reduce-scatters cost more than the all-reduce fit says).  Each fit
@@ -138,21 +138,18 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
         def work():
             for _ in range(n_iter):
                 a @ a
-    res: dict[str, list[tuple[float, float]]] = {op: [] for op in ops}
-    for nbytes in sizes:
-        calls = {op: _op_call(op, rank, nbytes) for op in ops}
-        ts: dict[str, list[float]] = {op: [] for op in ops}
-        for i in range(repeats + 2):
-            for op in ops:  # interleaved: a change of load on the machine hits every op alike
-                if work is None:
-                    dist.barrier()
-                else:
-                    work()
-                t0 = time.perf_counter()
-                calls[op]()
-                ts[op].append((time.perf_counter() - t0) / (2 if op == "p2p" else 1))  # p2p: one-way
-        for op in ops:
-            res[op].append((float(nbytes), statistics.median(ts[op][2:])))
+    calls = {(op, nbytes): _op_call(op, rank, nbytes) for nbytes in sizes for op in ops}
+    ts: dict[tuple[str, int], list[float]] = {key: [] for key in calls}
+    for i in range(repeats + 2):
+        for key, call in calls.items():  # interleaved: a change of load hits every op and size alike
+            if work is None:
+                dist.barrier()
+            else:
+                work()
+            t0 = time.perf_counter()
+            call()
+            ts[key].append((time.perf_counter() - t0) / (2 if key[0] == "p2p" else 1))  # p2p: one-way
+    res = {op: [(float(nbytes), statistics.median(ts[(op, nbytes)][2:])) for nbytes in sizes] for op in ops}
     if rank == 0:
         q.put(res)
     dist.barrier()
@@ -167,8 +164,8 @@ def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 
     ``b`` the op's NCCL-tests bus bytes (``collectives.bus_bytes``: S for an all-reduce of 2 ranks,
     S/2 for all-gather / reduce-scatter / all-to-all) and ``b = S`` for p2p, so ``B`` is the op's
     bus bandwidth and ``c`` its constant; ``fit["joint"]``: all-reduce and p2p together
-    (:func:`_joint_fit`, when both were timed).  Ops are interleaved within each repeat; median of
-    ``repeats`` after 2 warm-ups.
+    (:func:`_joint_fit`, when both were timed).  Every (op, size) is timed once per round, so a change
+    of load on the machine hits them alike; median of ``repeats`` rounds after 2 warm-ups.
 
     ``compute_s = 0``: each collective starts after a barrier (the isolated link cost).
     ``compute_s > 0``: "in situ" -- both ranks first run the same ``compute_s`` of GEMMs, as a TP
