@@ -150,6 +150,10 @@ def test_local_spec_registers_each_link_fit(tmp_path, monkeypatch):
     check()
     measure_local_spec("cpu-perop-test", links=False, out_file=tmp_path / "none.toml")
     assert coll.measured_fabric_fields("cpu-perop-test") is None
+    # only all-reduce and p2p timed (per_op=False's links): no partial per-op fabric
+    partial = {op: links[op] for op in ("all_reduce", "p2p")} | {"fit": {op: fit[op] for op in ("all_reduce", "p2p")}}
+    assert measure_local_spec("cpu-perop-test", links=partial, out_file=tmp_path / "p.toml")["fabric"] == {}
+    assert coll.measured_fabric_fields("cpu-perop-test") is None
 
 
 @pytest.fixture(scope="module")

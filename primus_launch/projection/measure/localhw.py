@@ -206,12 +206,16 @@ def fabric_fields(links: dict, up_bw: float) -> dict:
     """``collectives.Fabric`` fields of each op fitted in ``links`` (a :func:`measure_links` result)
     on a scale-up link of ``up_bw``: ``e_op = B_op / up_bw`` and ``l_op = c_op``, so the fitted
     fabric's ``busbytes / (e_op up_bw) + l_op`` (``collectives.collective_time``; p2p
-    ``S / (e_p2p up_bw) + a_up``) is each op's own fit exactly, for 2 ranks in one domain."""
+    ``S / (e_p2p up_bw) + a_up``) is each op's own fit exactly, for 2 ranks in one domain.  Empty
+    unless every op of :data:`OPS` was fitted (a partial fabric would leave the others' latency at
+    the calibration default 0): the spec's one fit then prices them all."""
+    fit = links.get("fit", {})
+    if any(op not in fit or not links.get(op) for op in FABRIC_FIELDS):
+        return {}
     out = {}
     for op, (e_key, l_key) in FABRIC_FIELDS.items():
-        if op in links.get("fit", {}) and links.get(op):
-            B, c = links["fit"][op]
-            out[e_key], out[l_key] = B / up_bw, c
+        B, c = fit[op]
+        out[e_key], out[l_key] = B / up_bw, c
     return out
 
 
