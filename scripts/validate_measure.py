@@ -1,9 +1,11 @@
 #!/usr/bin/env python
 """Check the hybrid (measure-and-upscale) projection against real 2-process runs on this CPU.
 
-1. Measure this machine as a "GPU" (``projection.measure.localhw``): gloo-on-loopback all-reduce
-   and send/recv between 2 processes (alpha-beta fit, ``--link-fit``: all_reduce | p2p | joint),
-   the Adam step per parameter, a bf16 GEMM rate; registered as ``cpu-gloo-loopback`` through
+1. Measure this machine as a "GPU" (``projection.measure.localhw``): gloo-on-loopback all-reduce,
+   all-gather, reduce-scatter, all-to-all and send/recv between 2 processes, each with its own
+   alpha-beta fit that the collectives model then prices that op with (``--single-link-fit``: only
+   all-reduce and send/recv, every op from the one ``--link-fit``: all_reduce | p2p | joint), the
+   Adam step per parameter, a bf16 GEMM rate; registered as ``cpu-gloo-loopback`` through
    ``hardware.load_gpu_file`` (the TOML it writes is printed; ``--gpu-file`` keeps it).
 2. For each case (8-layer GPT, h=256, s=256, micro-batch 2, bf16; ``ep2``: 4 experts top-2 of
    FFN 384 in every layer): ``project_measured`` at world size 1 -- the per-rank shard of the
@@ -18,7 +20,7 @@
    gradients over expert-DP), Adam step.
 3. Print projected vs real iteration time and the error.
 
-Links are timed "in situ" by default: both ranks first run the GEMM work a TP layer does between
+Links (every op) are timed "in situ" by default: both ranks first run the GEMM work a TP layer does between
 two all-reduces (half the measured TP=2 dense-layer forward), so the fitted latency includes the
 arrival skew of two ranks on this machine; ``--isolated-links`` times them after a barrier.
 
@@ -28,6 +30,7 @@ loaded machine the real side is inflated -- the script prints the load average n
 and ``--wall`` times the pieces in wall time instead.
 
     python scripts/validate_measure.py [--iters 8] [--wall] [--cases pp2,tp2,ep2,cp2,pp1] [--isolated-links]
+                                       [--single-link-fit]
 """
 
 from __future__ import annotations
@@ -73,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--isolated-links", action="store_true",
                     help="time collectives after a barrier (isolated) instead of in situ after the same "
                          "GEMM work a TP layer does between its all-reduces (half a measured layer forward)")
+    ap.add_argument("--single-link-fit", action="store_true",
+                    help="time only all-reduce and send/recv and price every collective from the one --link-fit "
+                         "(default: each op timed and priced by its own fit)")
     ap.add_argument("--no-pin", action="store_true", help="do not bind each real-run rank to its own core")
     ap.add_argument("--gpu-file", type=Path, default=None, help="keep the measured GPU TOML here")
     ap.add_argument("--json", type=Path, default=None, help="write the results as JSON")
@@ -104,20 +110,24 @@ def main(argv: list[str] | None = None) -> int:
     if not args.isolated_links:  # the compute between two TP all-reduces: half a layer's forward
         t_tp = measure_pieces(cases["tp2"], "cpu", cache=MeasureCache(cache), cpu_clock=clock).timings
         link_compute_s = t_tp["dense_layer#0"].fwd_s / 2
+    t_hw0 = time.perf_counter()
     hw = measure_local_spec("cpu-gloo-loopback", links=True, link_fit=args.link_fit,
-                            link_compute_s=link_compute_s,
+                            link_compute_s=link_compute_s, per_op=not args.single_link_fit,
                             out_file=args.gpu_file, clock=clock)
+    t_hw = time.perf_counter() - t_hw0
     lk = hw["links"]
-    print(f"local 'GPU' spec: {hw['toml']}")
+    print(f"local 'GPU' spec: {hw['toml']} (measured in {t_hw:.1f} s)")
     print(f"  collectives timed {'in situ after %.1f ms of GEMMs per rank' % (link_compute_s * 1e3) if link_compute_s else 'after a barrier (isolated)'}")
-    for kind in ("all_reduce", "p2p"):
+    for kind in [k for k in lk if k != "fit"]:
         pts = ", ".join(f"{s / 1024:.0f} KiB {t * 1e3:.3f} ms" for s, t in lk[kind])
-        print(f"  gloo {kind:10s}: {pts}")
+        print(f"  gloo {kind:14s}: {pts}")
     for k, (B, c) in lk["fit"].items():
-        print(f"  fit {k:10s}: B = {B / 1e9:.3f} GB/s, constant = {c * 1e6:.0f} us")
+        print(f"  fit {k:14s}: B = {B / 1e9:.3f} GB/s (bus), constant = {c * 1e6:.0f} us")
     spec = hw["spec"]
     print(f"  registered ({args.link_fit}): intra_node_bw {spec['intra_node_bw'] / 1e9:.3f} GB/s, latency "
           f"{spec['intra_node_latency_s'] * 1e6:.0f} us; Adam {hw['adam_s_per_param'] * 1e9:.2f} ns/param -> hbm_bw {hw['spec']['hbm_bw'] / 1e9:.1f} GB/s")
+    print("  per-op fabric: " + (", ".join(f"{k} {v:.4g}" for k, v in hw["fabric"].items()) if hw["fabric"]
+                                 else "none (every op from the one fit)"))
 
     rows = []
     for name in args.cases.split(","):
@@ -145,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\nsummary: " + "; ".join(f"{r['case']} {r['error']:+.1%}" for r in rows))
     if args.json:
         args.json.write_text(json.dumps({"hw": {k: v for k, v in hw.items() if k != "links"}, "links": lk,
-                                         "rows": rows, "clock": clock}, indent=1, default=str))
+                                         "rows": rows, "clock": clock, "measure_hw_s": t_hw}, indent=1,
+                                        default=str))
     return 0
 
 

@@ -41,6 +41,38 @@ def test_intra_domain_closed_forms():
     assert a2a == pytest.approx((n - 1) / n * S / (FAB.e_a2a * B_UP) + FAB.l_a2a, rel=1e-12)
 
 
+def test_registered_per_op_fabric_prices_each_op_by_its_own_fit(tmp_path):
+    """A GPU with per-op fits (``register_fabric``: what ``measure_local_spec`` registers) prices each
+    op exactly as its own alpha-beta pair says, reduce-scatter and p2p included; dropping the
+    registration restores the one-link calibration model."""
+    from primus_launch.projection.hardware.gpus import load_gpu_file
+
+    f = tmp_path / "g.toml"
+    f.write_text('[gpu.perop-test]\npeak_flops_bf16 = 1e12\nhbm_bytes = 1e10\nhbm_bw = 1e10\n'
+                 'intra_node_bw = 1e9\nintra_node_topology = "switch"\ninter_node_bw = 1e9\n')
+    load_gpu_file(f)
+    up = 1e9
+    pairs = {"all_reduce": (0.5, 1e-3), "all_gather": (0.3, 2e-3), "reduce_scatter": (0.2, 3e-3),
+             "all_to_all": (0.1, 4e-3)}
+    fields = dict(e_ar=0.5, l_ar=1e-3, e_g=0.3, l_g=2e-3, e_rs=0.2, l_rs=3e-3, e_a2a=0.1, l_a2a=4e-3,
+                  e_p2p=0.7, a_up=5e-4)
+    pl, S = place(2, 1, 2), float(1 << 20)
+    before = {op: getattr(coll, op)(S, pl, "perop-test") for op in pairs}
+    coll.register_fabric("perop-test", fields)
+    try:
+        for op, (e, lat) in pairs.items():
+            assert getattr(coll, op)(S, pl, "perop-test") == pytest.approx(coll.bus_bytes(op, S, 2) / (e * up) + lat,
+                                                                           rel=1e-12)
+        assert coll.all_gather(S, pl, "perop-test") != coll.reduce_scatter(S, pl, "perop-test")
+        assert coll.p2p(S, False, "perop-test") == pytest.approx(S / (0.7 * up) + 5e-4, rel=1e-12)
+        with pytest.raises(ValueError):
+            coll.register_fabric("perop-test", {"e_bogus": 1.0})
+    finally:
+        coll.register_fabric("perop-test", None)
+    assert {op: getattr(coll, op)(S, pl, "perop-test") for op in pairs} == before
+    assert coll.reduce_scatter(S, pl, "perop-test") == coll.all_gather(S, pl, "perop-test")
+
+
 def test_collectives_against_nccl_tests_records():
     """The fabric reproduces the nccl-tests / RCCL records it was fitted to: within 45% per record
     for messages of 16 MiB and more, within 2x at 1-4 MiB (where two A100 sweeps disagree by 2x);

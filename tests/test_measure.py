@@ -118,6 +118,44 @@ def test_bwd_input_fraction_identities():
     assert 0.5 < bwd_input_fraction(1000.0, 10, 5000.0) < 1.0
 
 
+def test_local_spec_registers_each_link_fit(tmp_path, monkeypatch):
+    """``measure_local_spec`` with a links result registers each op's own fit: the collectives model
+    then gives back every fitted ``t = b / B + c`` (b: bus bytes; p2p: S) exactly, for 2 ranks; the
+    TOML's ``[collectives.*]`` table re-registers the same fits; ``links=False`` drops them.  (The
+    Adam / GEMM probes are not under test here: fixed values keep it fast.)"""
+    from primus_launch.projection.cost import collectives as coll
+    from primus_launch.projection.hardware.placement import place
+    from primus_launch.projection.measure import localhw
+    from primus_launch.projection.measure.localhw import OPS, load_measured_fabric, measure_local_spec
+
+    monkeypatch.setattr(localhw, "adam_seconds_per_param", lambda **kw: 1e-9)
+    monkeypatch.setattr(localhw, "gemm_flops", lambda *a, **kw: 1e11)
+
+    fit = {"all_reduce": (2e9, 1e-3), "all_gather": (1e9, 2e-3), "reduce_scatter": (0.5e9, 3e-3),
+           "all_to_all": (0.25e9, 4e-3), "p2p": (4e9, 5e-4)}
+    links = {op: [(1.0, 1.0)] for op in OPS} | {"fit": dict(fit)}
+    toml = tmp_path / "hw.toml"
+    measure_local_spec("cpu-perop-test", links=links, out_file=toml)
+    pl, S = place(2, 1, 2), float(1 << 20)
+
+    def check():
+        for op in OPS[:-1]:
+            B, c = fit[op]
+            assert getattr(coll, op)(S, pl, "cpu-perop-test") == pytest.approx(coll.bus_bytes(op, S, 2) / B + c, rel=1e-9)
+        assert coll.p2p(S, False, "cpu-perop-test") == pytest.approx(S / fit["p2p"][0] + fit["p2p"][1], rel=1e-9)
+
+    check()
+    coll.register_fabric("cpu-perop-test", None)
+    assert load_measured_fabric(toml) == ["cpu-perop-test"]
+    check()
+    measure_local_spec("cpu-perop-test", links=False, out_file=tmp_path / "none.toml")
+    assert coll.measured_fabric_fields("cpu-perop-test") is None
+    # only all-reduce and p2p timed (per_op=False's links): no partial per-op fabric
+    partial = {op: links[op] for op in ("all_reduce", "p2p")} | {"fit": {op: fit[op] for op in ("all_reduce", "p2p")}}
+    assert measure_local_spec("cpu-perop-test", links=partial, out_file=tmp_path / "p.toml")["fabric"] == {}
+    assert coll.measured_fabric_fields("cpu-perop-test") is None
+
+
 @pytest.fixture(scope="module")
 def local_gpu():
     """This machine registered as a 'GPU' (Adam step and GEMM measured; links unused at world 1)."""

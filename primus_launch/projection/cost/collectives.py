@@ -30,15 +30,22 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
   expected distinct ranks / domains of a token's top-k (:mod:`primus_launch.projection.cost.moe_routing`):
   t = max(T D_dom (1 - 1/m) b / (e_rdma B_nic), T D_rank (1 - 1/k) b / (e_nvl B_up)) + 2 l;
   ``e_rdma`` / ``e_nvl`` per library fitted to DeepEP's and HybridEP's published bandwidths;
-- P2P: t = S / (e B) + a, with ``a`` the spec's one-hop latency (no collective launch).
+- P2P: t = S / (e B) + a, with ``a`` the spec's one-hop latency (no collective launch); ``e`` is
+  ``e_p2p`` where one was measured, else ``e_g``.
 
 ``all_reduce`` etc. return the fastest algorithm, as NCCL's tuner picks.  A GPU without an
-architecture (user files, the measured local spec) uses the link efficiencies of
+architecture (user files) uses the link efficiencies of
 :mod:`primus_launch.projection.cost.calibration` and ring latencies of its spec (the alpha-beta model).
+A GPU measured on this machine (:mod:`primus_launch.projection.measure.localhw`) registers its own
+per-operation alpha-beta fits with :func:`register_fabric`: each op inside the domain is then
+``t = busbytes(op, S, n) / (e_op B_up) + l_op`` with the op's own pair -- all-reduce (e_ar, l_ar),
+all-gather (e_g, l_g), reduce-scatter (e_rs, l_rs: its own pair only there, else the gather pair),
+all-to-all (e_a2a, l_a2a), p2p (e_p2p, a_up).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -69,6 +76,11 @@ class Fabric:
     e_rdma: dict
     e_nvl: dict
     fitted: bool            # False: the alpha-beta defaults of calibration.py
+    # reduce-scatter's own pair, only where it was fitted apart from all-gather (the measured local
+    # spec: gloo's reduce-scatter is not its all-gather); None = the gather pair (e_g, l_g)
+    e_rs: float | None = None
+    l_rs: float | None = None
+    e_p2p: float | None = None  # point-to-point efficiency inside a domain; None = e_g
 
     def up(self, k: int) -> float:
         """Scale-up bandwidth a group with ``k`` members in the domain can use."""
@@ -81,9 +93,38 @@ def _arch_key(arch: str) -> str:
     return {"blackwell_ultra": "blackwell", "cdna4": "cdna3"}.get(arch, arch)
 
 
+_MEASURED: dict[str, dict] = {}
+
+
+def register_fabric(gpu: str, fields: dict | None) -> None:
+    """Make ``fabric(gpu)`` the architecture / calibration fabric with ``fields`` (``Fabric`` field
+    names: per-op ``e_*`` / ``l_*``, ``a_up``, ...) measured on this machine replacing it, priced as a
+    fitted fabric (per-op alpha-beta, module doc); ``None`` drops a registration.  Clears the caches."""
+    if fields:
+        bad = set(fields) - {f.name for f in dataclasses.fields(Fabric)}
+        if bad:
+            raise ValueError(f"register_fabric: unknown Fabric field(s) {sorted(bad)}")
+        _MEASURED[gpu] = dict(fields, fitted=True)
+    else:
+        _MEASURED.pop(gpu, None)
+    clear_caches()
+
+
+def measured_fabric_fields(gpu: str) -> dict | None:
+    """The fields :func:`register_fabric` registered for ``gpu`` (None: none)."""
+    return dict(_MEASURED[gpu]) if gpu in _MEASURED else None
+
+
 @lru_cache(maxsize=256)
 def fabric(gpu: str) -> Fabric:
-    """The fitted fabric of ``gpu`` (its architecture's curves; module doc)."""
+    """The fitted fabric of ``gpu`` (its architecture's curves; module doc), with the fields
+    :func:`register_fabric` measured for it, if any."""
+    base = _fabric(gpu)
+    over = _MEASURED.get(gpu)
+    return dataclasses.replace(base, **over) if over else base
+
+
+def _fabric(gpu: str) -> Fabric:
     from primus_launch.projection.cost.fitted import FITTED
 
     g = get_gpu(gpu)
@@ -134,6 +175,9 @@ def collective_time(op: str, nbytes: float, size: int, nodes: int, per_node: int
     if m == 1:
         e = {"all_reduce": f.e_ar, "gather": f.e_g, "all_to_all": f.e_a2a}[kind]
         lat = {"all_reduce": f.l_ar, "gather": f.l_g, "all_to_all": f.l_a2a}[kind]
+        if op == "reduce_scatter":
+            e = f.e_rs if f.e_rs is not None else e
+            lat = f.l_rs if f.l_rs is not None else lat
         bb = bus_bytes(op, nbytes, n)
         if not f.fitted:
             ring = bb / (e * bw_up) + _steps_latency(f, n, False, int(c) * (n - 1))
@@ -226,7 +270,7 @@ def p2p(nbytes: float, inter_node: bool, gpu: str) -> float:
     f = fabric(gpu)
     if inter_node:
         return nbytes / (f.e_nic * f.nic_bw) + f.a_nic
-    return nbytes / (f.e_g * f.up(2)) + f.a_up
+    return nbytes / ((f.e_p2p if f.e_p2p is not None else f.e_g) * f.up(2)) + f.a_up
 
 
 def busbw_all_reduce(nbytes: float, seconds: float, n: int) -> float:

@@ -8,11 +8,19 @@ registers a :class:`~primus_launch.projection.hardware.gpus.GPUSpec` under ``nam
 DB's own mechanism (``hardware.load_gpu_file`` on a TOML it writes, so the same file can be given
 to the CLI later); set ``plan.cluster.gpu = name``:
 
-- links (gloo on loopback, 2 processes, each bound to its own core): all-reduce and send/recv of two message sizes, median of
-  repeats, fitted to ``t = S / B + c``.  The collectives model gives, for 2 ranks on one node,
-  ``all_reduce = S / (B_i * eff) + 2 a`` and ``p2p = S / (B_i * eff) + a`` (ring, n = 2), so
-  ``intra_node_bw = B / INTRA_NODE_BW_EFFICIENCY`` and ``intra_node_latency_s = c / 2`` (from the
-  all-reduce fit, ``link_fit="all_reduce"``) or ``c`` (from the p2p fit, ``link_fit="p2p"``);
+- links (gloo on loopback, 2 processes, each bound to its own core): every operation the collectives
+  model prices -- all-reduce, all-gather, reduce-scatter, all-to-all (the torch.distributed calls
+  megatron-core makes) and send/recv -- at five message sizes, all interleaved, median of repeats, each
+  fitted to its own ``t = b / B + c`` (``b``: the op's bus bytes, :func:`measure_links`).  Why per
+  op: gloo's ops do not cost alike (``scripts/validate_measure.py`` prints each op's points and fit;
+  an EP=2 run's all-gathers and reduce-scatters cost more than the all-reduce fit says).  Each fit
+  is registered as the op's pair in
+  ``collectives.Fabric`` (:func:`fabric_fields`, ``collectives.register_fabric``; reduce-scatter and
+  p2p get their own pair), so ``t = busbytes / (e_op B_up) + l_op`` is the op's fit.  The spec itself
+  keeps one fit for files read without the per-op table: the collectives model gives, for 2 ranks on
+  one node, ``all_reduce = S / (B_i * eff) + 2 a`` and ``p2p = S / (B_i * eff) + a`` (ring, n = 2),
+  so ``intra_node_bw = B / INTRA_NODE_BW_EFFICIENCY`` and ``intra_node_latency_s = c / 2`` (from
+  the all-reduce fit, ``link_fit="all_reduce"``) or ``c`` (from the p2p fit, ``link_fit="p2p"``);
   the inter-node figures are set equal (one node);
 - optimizer: ``torch.optim.Adam.step`` on ``adam_params`` parameters in the plan's dtype; the model
   charges ``ADAM_BYTES_PER_PARAM / (hbm_bw * HBM_BW_EFFICIENCY)`` per parameter, so
@@ -65,7 +73,49 @@ def _joint_fit(res: dict) -> tuple[float, float]:
     return 1.0 / max(x, 1e-15), a
 
 
-def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s: float, q) -> None:
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")
+# each op's alpha-beta pair in collectives.Fabric (p2p: efficiency e_p2p, latency a_up)
+FABRIC_FIELDS = {"all_reduce": ("e_ar", "l_ar"), "all_gather": ("e_g", "l_g"), "reduce_scatter": ("e_rs", "l_rs"),
+                 "all_to_all": ("e_a2a", "l_a2a"), "p2p": ("e_p2p", "a_up")}
+
+
+def _op_call(op: str, rank: int, nbytes: int):
+    """A no-argument call running ``op`` once on this rank, with ``nbytes`` the collectives model's
+    size ``S`` (all-reduce: the tensor; all-gather: the gathered output; reduce-scatter: the input;
+    all-to-all: what one rank sends; p2p: one message), bf16, through the torch.distributed calls
+    megatron-core makes (``tensor_parallel/mappings.py``: ``all_gather_into_tensor``,
+    ``reduce_scatter_tensor``; ``all_to_all_single``; ``send`` / ``recv``).  p2p is a ping-pong:
+    its time is two one-way messages."""
+    import torch.distributed as dist
+
+    n = max(2, nbytes // 2)
+    n -= n % 2
+    full, half = torch.ones(n, dtype=torch.bfloat16), torch.ones(n // 2, dtype=torch.bfloat16)
+    out_full, out_half = torch.empty_like(full), torch.empty_like(half)
+    if op == "all_reduce":
+        return lambda: dist.all_reduce(full)
+    if op == "all_gather":
+        return lambda: dist.all_gather_into_tensor(out_full, half)
+    if op == "reduce_scatter":
+        return lambda: dist.reduce_scatter_tensor(out_half, full)
+    if op == "all_to_all":
+        return lambda: dist.all_to_all_single(out_full, full)
+    if op == "p2p":
+        peer = 1 - rank
+
+        def pingpong():
+            if rank == 0:
+                dist.send(full, peer)
+                dist.recv(full, peer)
+            else:
+                dist.recv(full, peer)
+                dist.send(full, peer)
+        return pingpong
+    raise ValueError(f"op {op!r}: allowed {OPS}")
+
+
+def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s: float, q,
+                 ops: tuple[str, ...] = OPS) -> None:
     import torch.distributed as dist
 
     if hasattr(os, "sched_setaffinity"):  # one core per rank, as the real runs (realrun pin=True)
@@ -88,32 +138,18 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
         def work():
             for _ in range(n_iter):
                 a @ a
-    res: dict[str, list[tuple[float, float]]] = {"all_reduce": [], "p2p": []}
-    for nbytes in sizes:
-        x = torch.ones(nbytes // 2, dtype=torch.bfloat16)
-        ar, pt = [], []
-        for i in range(repeats + 2):
+    calls = {(op, nbytes): _op_call(op, rank, nbytes) for nbytes in sizes for op in ops}
+    ts: dict[tuple[str, int], list[float]] = {key: [] for key in calls}
+    for i in range(repeats + 2):
+        for key, call in calls.items():  # interleaved: a change of load hits every op and size alike
             if work is None:
                 dist.barrier()
             else:
                 work()
             t0 = time.perf_counter()
-            dist.all_reduce(x)
-            ar.append(time.perf_counter() - t0)
-            if work is None:
-                dist.barrier()
-            else:
-                work()
-            t0 = time.perf_counter()
-            if rank == 0:
-                dist.send(x, 1)
-                dist.recv(x, 1)
-            else:
-                dist.recv(x, 0)
-                dist.send(x, 0)
-            pt.append((time.perf_counter() - t0) / 2)  # one-way
-        res["all_reduce"].append((float(nbytes), statistics.median(ar[2:])))
-        res["p2p"].append((float(nbytes), statistics.median(pt[2:])))
+            call()
+            ts[key].append((time.perf_counter() - t0) / (2 if key[0] == "p2p" else 1))  # p2p: one-way
+    res = {op: [(float(nbytes), statistics.median(ts[(op, nbytes)][2:])) for nbytes in sizes] for op in ops}
     if rank == 0:
         q.put(res)
     dist.barrier()
@@ -121,9 +157,15 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
 
 
 def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 21),
-                  repeats: int = 15, compute_s: float = 0.0) -> dict:
-    """gloo loopback all-reduce and one-way send times, 2 processes: {"all_reduce": [(S, t)],
-    "p2p": [(S, t)], "fit": {...: (B, c)}}.
+                  repeats: int = 15, compute_s: float = 0.0, ops: tuple[str, ...] = OPS) -> dict:
+    """gloo loopback times of each collective the cost model prices, 2 processes:
+    ``{op: [(S, t)], "fit": {op: (B, c)}}`` for op in ``ops`` (:data:`OPS`; ``S`` as
+    :func:`_op_call` says; p2p one-way).  ``fit[op]`` is the least-squares ``t = b / B + c`` with
+    ``b`` the op's NCCL-tests bus bytes (``collectives.bus_bytes``: S for an all-reduce of 2 ranks,
+    S/2 for all-gather / reduce-scatter / all-to-all) and ``b = S`` for p2p, so ``B`` is the op's
+    bus bandwidth and ``c`` its constant; ``fit["joint"]``: all-reduce and p2p together
+    (:func:`_joint_fit`, when both were timed).  Every (op, size) is timed once per round, so a change
+    of load on the machine hits them alike; median of ``repeats`` rounds after 2 warm-ups.
 
     ``compute_s = 0``: each collective starts after a barrier (the isolated link cost).
     ``compute_s > 0``: "in situ" -- both ranks first run the same ``compute_s`` of GEMMs, as a TP
@@ -133,12 +175,17 @@ def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 
     isolated cost)."""
     import torch.multiprocessing as mp
 
+    from primus_launch.projection.cost.collectives import bus_bytes
     from primus_launch.projection.measure.realrun import _free_port, wait_result
 
+    bad = [op for op in ops if op not in OPS]
+    if bad:
+        raise ValueError(f"measure_links ops {bad}: allowed {OPS}")
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_link_worker, args=(r, port, list(sizes), repeats, compute_s, q), daemon=True)
+    procs = [ctx.Process(target=_link_worker, args=(r, port, list(sizes), repeats, compute_s, q, tuple(ops)),
+                         daemon=True)
              for r in range(2)]
     for p in procs:
         p.start()
@@ -149,9 +196,42 @@ def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 
             p.join(timeout=30)
             if p.is_alive():
                 p.terminate()
-    res["fit"] = {k: _fit(v) for k, v in res.items()}
-    res["fit"]["joint"] = _joint_fit(res)
+    res["fit"] = {op: _fit([(s if op == "p2p" else bus_bytes(op, s, 2), t) for s, t in v]) for op, v in res.items()}
+    if "all_reduce" in res and "p2p" in res:
+        res["fit"]["joint"] = _joint_fit(res)
     return res
+
+
+def fabric_fields(links: dict, up_bw: float) -> dict:
+    """``collectives.Fabric`` fields of each op fitted in ``links`` (a :func:`measure_links` result)
+    on a scale-up link of ``up_bw``: ``e_op = B_op / up_bw`` and ``l_op = c_op``, so the fitted
+    fabric's ``busbytes / (e_op up_bw) + l_op`` (``collectives.collective_time``; p2p
+    ``S / (e_p2p up_bw) + a_up``) is each op's own fit exactly, for 2 ranks in one domain.  Empty
+    unless every op of :data:`OPS` was fitted (a partial fabric would leave the others' latency at
+    the calibration default 0): the spec's one fit then prices them all."""
+    fit = links.get("fit", {})
+    if any(op not in fit or not links.get(op) for op in FABRIC_FIELDS):
+        return {}
+    out = {}
+    for op, (e_key, l_key) in FABRIC_FIELDS.items():
+        B, c = fit[op]
+        out[e_key], out[l_key] = B / up_bw, c
+    return out
+
+
+def load_measured_fabric(path: str | Path) -> list[str]:
+    """Register the ``[collectives.<gpu>]`` tables of a TOML :func:`measure_local_spec` wrote (its
+    per-op link fits) with ``collectives.register_fabric``; returns the GPU names.  The ``[gpu.*]``
+    table of the same file is the spec (``hardware.load_gpu_file``), which alone prices every op with
+    the one ``link_fit``."""
+    import tomllib
+
+    from primus_launch.projection.cost import collectives
+
+    data = tomllib.loads(Path(path).read_text())
+    for gpu, fields in data.get("collectives", {}).items():
+        collectives.register_fabric(gpu, dict(fields))
+    return list(data.get("collectives", {}))
 
 
 def adam_seconds_per_param(n_params: int = 4_000_000, dtype: torch.dtype = torch.bfloat16,
@@ -184,12 +264,21 @@ def gemm_flops(dtype: torch.dtype = torch.bfloat16, n: int = 1024, repeats: int 
 
 
 def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = True, link_fit: str = "all_reduce",
-                       link_compute_s: float = 0.0,
+                       link_compute_s: float = 0.0, per_op: bool = True,
                        dtype: torch.dtype = torch.bfloat16, out_file: Optional[Path] = None,
                        clock: str = "process") -> dict:
     """Measure this machine's costs, register them as GPU ``name`` and return what was measured
     (``"toml"``: the file loaded with ``hardware.load_gpu_file``).  ``links``: True = measure
-    them, False = placeholders (world size 1), or a :func:`measure_links` result to re-use."""
+    them, False = placeholders (world size 1), or a :func:`measure_links` result to re-use.
+
+    The spec's ``intra_node_bw`` / ``intra_node_latency_s`` come from the one ``link_fit`` (module
+    doc).  ``per_op`` (default): each op timed is also registered with its own fit
+    (:func:`fabric_fields` -> ``collectives.register_fabric``, and a ``[collectives.<name>]`` table
+    in the TOML, :func:`load_measured_fabric`), so the cost model prices all-reduce, all-gather,
+    reduce-scatter, all-to-all and p2p each by what gloo did for that op; ``measured["fabric"]``
+    holds those fields.  ``per_op=False``: every op from the one fit (the earlier model)."""
+    from primus_launch.projection.cost import collectives
+
     measured: dict = {}
     t_pp = adam_seconds_per_param(dtype=dtype, clock=clock)
     hbm_bw = cal.ADAM_BYTES_PER_PARAM / (t_pp * cal.HBM_BW_EFFICIENCY)
@@ -199,25 +288,33 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
               "hbm_bw": hbm_bw, "intra_node_topology": "switch", "num_sms": 1,
               "source": "measured on this machine by primus_launch.projection.measure.localhw"}
     measured["adam_s_per_param"] = t_pp
+    fab: dict = {}
     if links:
-        lk = links if isinstance(links, dict) else measure_links(compute_s=link_compute_s)
+        lk = links if isinstance(links, dict) else measure_links(compute_s=link_compute_s,
+                                                                 ops=OPS if per_op else ("all_reduce", "p2p"))
         B, c = lk["fit"][link_fit]
         lat = c / 2 if link_fit == "all_reduce" else c
         bw = B / cal.INTRA_NODE_BW_EFFICIENCY
         fields.update(intra_node_bw=bw, inter_node_bw=bw * cal.INTRA_NODE_BW_EFFICIENCY / cal.INTER_NODE_BW_EFFICIENCY,
                       intra_node_latency_s=lat, inter_node_latency_s=lat)
         measured["links"] = lk
+        if per_op:
+            fab = fabric_fields(lk, bw)
     else:
         fields.update(intra_node_bw=1e9, inter_node_bw=1e9)
     lines = [f"[gpu.{name}]"]
     for k, v in fields.items():
         lines.append(f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"')
+    if fab:
+        lines += ["", f"[collectives.{name}]"] + [f"{k} = {v!r}" for k, v in fab.items()]
     text = "\n".join(lines) + "\n"
     path = Path(out_file) if out_file else Path(tempfile.mkdtemp(prefix="primus-hw-")) / f"{name}.toml"
     atomic_write_text(path, text)
     load_gpu_file(path)
+    collectives.register_fabric(name, None)  # a re-measured name keeps no per-op fits of an earlier one
+    load_measured_fabric(path)
     _clear_model_caches()
-    measured.update(spec=get_gpu(name).model_dump(), toml=str(path))
+    measured.update(spec=get_gpu(name).model_dump(), toml=str(path), fabric=fab)
     return measured
 
 
