@@ -148,6 +148,12 @@ def test_local_spec_registers_each_link_fit(tmp_path, monkeypatch):
     coll.register_fabric("cpu-perop-test", None)
     assert load_measured_fabric(toml) == ["cpu-perop-test"]
     check()
+    # the file given to the CLI (--gpu-file -> hardware.load_gpu_file) carries the per-op fits too
+    from primus_launch.projection.hardware.gpus import load_gpu_file
+
+    coll.register_fabric("cpu-perop-test", None)
+    assert load_gpu_file(toml) == ["cpu-perop-test"]
+    check()
     measure_local_spec("cpu-perop-test", links=False, out_file=tmp_path / "none.toml")
     assert coll.measured_fabric_fields("cpu-perop-test") is None
     # only all-reduce and p2p timed (per_op=False's links): no partial per-op fabric

@@ -108,7 +108,12 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     gpu = plan.cluster.gpu
     lt = layer_times_roofline(plan)
     fab = coll.fabric(gpu)
-    arch_key = f"collectives {coll._arch_key(coll.get_gpu(gpu).arch)}/fabric" if fab.fitted else "calibration defaults"
+    if coll.measured_fabric_fields(gpu) is not None:
+        arch_key = f"per-op link fits measured for {gpu}"
+    elif fab.fitted:
+        arch_key = f"collectives {coll._arch_key(coll.get_gpu(gpu).arch)}/fabric"
+    else:
+        arch_key = "calibration defaults"
     rows = []
     tp = _tp_times(plan, gpu, lay)
     tpe = _tp_exposed(plan, tp, lt, gpu, lay)

@@ -199,7 +199,8 @@ def load_gpu_file(path: str | Path) -> list[str]:
     """Add or override GPUs from a TOML or YAML file with ``[gpu.<name>]`` tables.
 
     An override may give only the fields it changes; the rest come from the existing entry.
-    Returns the names loaded.
+    ``[collectives.<name>]`` tables (per-operation link fits, as ``measure.localhw.measure_local_spec``
+    writes them) are registered with ``collectives.register_fabric``.  Returns the GPU names loaded.
     """
     p = Path(path)
     text = p.read_text()
@@ -221,4 +222,9 @@ def load_gpu_file(path: str | Path) -> list[str]:
         base.setdefault("peak_flops_fp8", base.get("peak_flops_bf16"))
         _add(GPUSpec.model_validate(base))
         names.append(name)
+    if data.get("collectives"):
+        from primus_launch.projection.cost import collectives
+
+        for gpu, fields in data["collectives"].items():
+            collectives.register_fabric(gpu, dict(fields))
     return names
