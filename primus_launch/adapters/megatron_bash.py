@@ -4,7 +4,9 @@ It evaluates what a launch script does before it starts training, without runnin
 ``VAR=value`` / ``export VAR=value`` assignments, ``${VAR}``, ``$VAR``, ``${VAR:-default}`` (and the
 other ``-`` ``=`` ``+`` forms), ``$((arithmetic))``, bash arrays ``ARGS=( ... )`` / ``ARGS+=( ... )``
 and ``${ARGS[@]}``, quoted strings, ``\\`` line continuations, comments, ``if/elif/else/fi`` with
-``[ ]`` / ``[[ ]]`` tests and ``&&`` / ``||`` lists.  Loops, ``case`` and function bodies are skipped;
+``[ ]`` / ``[[ ]]`` tests and ``&&`` / ``||`` lists, ``case`` blocks, functions (defined and called),
+``source`` / ``.`` of fragments next to the script and positional parameters (``$1``, ``$@``, given
+after the recipe path).  Loops and process substitution are skipped with a warning;
 ``$(command)`` substitutions stay opaque.  Variables the script does not set are unset: the
 environment of this process is never read (topology comes from the plan, not from the machine).
 
