@@ -208,3 +208,11 @@ def test_tuner_keeps_ids_only_with_the_recipes_recompute_knobs():
     rc = apply_knobs(plan, other).training.recompute
     assert (rc.method, rc.num_layers, rc.layer_ids) == ("uniform", 1, ())
     Plan.model_validate(apply_knobs(plan, other).model_dump())  # legal
+
+
+def test_megatron_writer_refuses_primus_layer_ids():
+    """Megatron-LM has no recompute_layer_ids: its writer names the field instead of writing a bad flag."""
+    from primus_launch.adapters.megatron_args import desired_args
+
+    with pytest.raises(PlanError, match="training.recompute.method='layer_ids': uniform or block in Megatron-LM"):
+        desired_args(_plan(**_ids(layer_ids=(0,))), {}, frozenset())
