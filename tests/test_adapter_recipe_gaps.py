@@ -99,9 +99,8 @@ def test_mxfp4_recipe_reported_and_kept(primus):
     # LFM2 preset: short-convolution layers among the attention layers (Primus gpt_layer_specs)
     ("      lfm_layer_types: [conv, conv, full_attention" + ", conv" * 29 + "]\n", "lfm_layer_types="),
     ("      is_hybrid_model: true\n", "is_hybrid_model=True"),
-    # Primus recompute of chosen layers: full recompute of global ids is not expressible
-    ("      recompute_granularity: full\n      recompute_layer_ids: '0,3,4'\n", "recompute_layer_ids='0,3,4'"),
-    ("      recompute_layer_ids: [0, 1]\n", "needs recompute_granularity full"),
+    # Primus recompute of chosen layers without full granularity (Primus raises; read: test_recompute_layer_ids)
+    ("      recompute_layer_ids: [0, 1]\n", "full when using recompute_layer_ids"),
 ])
 def test_refused_by_name_in_one_line(primus, extra, field):
     with pytest.raises(PlanError) as ei:

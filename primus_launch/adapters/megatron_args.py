@@ -912,6 +912,9 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                         "Megatron-LM runs 1f1b, or interleaved 1f1b when vpp > 1")
     # recompute
     r = t.recompute
+    if r.method == "layer_ids":
+        raise PlanError("training.recompute.method", r.method, "uniform or block in Megatron-LM (recompute_layer_ids "
+                        "is AMD Primus's: write the plan as a Primus experiment)")
     out["recompute_activations"] = False if r.granularity != "selective" else bool(current.get("recompute_activations"))
     if r.granularity == "none":
         out.update(recompute_granularity=None, recompute_method=None, recompute_num_layers=None)

@@ -340,7 +340,6 @@ _PRIMUS_UNMODELLED = {
     "offload_chunk_num": (0, "memory and time: Primus pipeline offload chunks"),
     "num_seq_splits": (1, "memory and time: sequence split into chunks in the Primus pipeline"),
     "interleave_group_size": (0, "time: Primus interleave group size"),
-    "recompute_layer_ids": (None, "memory and time: recomputation of chosen layers"),
     "decoder_pipeline_manual_split_list": (None, "memory and time: a manual split of layers over pipeline stages"),
     "no_fp8_weight_transpose_cache": (False, "memory: FP8 weight transposes not cached"),
     "turbo_deepep_num_cu": (32, "time: CUs given to Turbo DeepEP"),
@@ -353,8 +352,8 @@ _PRIMUS_UNMODELLED = {
     "use_turbo_autotune": (False, "time: Primus-Turbo GEMM autotuning"),
     "pp_max_mem": (None, "memory: zero-bubble heuristic memory cap"),
 }
-_PRIMUS_MAPPED = {"enable_primus_turbo", "use_turbo_deepep", "turbo_sync_free_moe_stage", "patch_zero_bubble",
-                  "enable_zero_bubble", "zero_bubble_v_schedule", "enable_1f1b_v", "patch_primus_pipeline",
+_PRIMUS_MAPPED = {"recompute_layer_ids", "enable_primus_turbo", "use_turbo_deepep", "turbo_sync_free_moe_stage",
+                  "patch_zero_bubble", "enable_zero_bubble", "zero_bubble_v_schedule", "enable_1f1b_v", "patch_primus_pipeline",
                   "pp_algorithm", "torch_compile", "enable_zb_runtime"}
 # Megatron / Primus keys with no effect on step time or memory (numerics, logging, data, checkpoints)
 _NEUTRAL_RE = re.compile(
@@ -483,19 +482,53 @@ def _refuse_families(cfg: dict) -> None:
         raise PlanError("lfm_layer_types", ", ".join(f"{t} x{n}" for t, n in kinds.items()),
                         "an LFM2 hybrid (short-convolution and attention layers, Primus gpt_layer_specs): not modelled "
                         "(primus-launch models decoder-only GPT models; all full_attention reads as one)")
-    ids = cfg.get("recompute_layer_ids")
-    if ids not in (None, "", []):  # Primus patches/recompute_layer_patches.py validate_specified_recompute_layers
-        if cfg.get("recompute_granularity") != "full" or cfg.get("recompute_method") is not None:
-            raise PlanError("recompute_layer_ids", _fmt(ids), "needs recompute_granularity full and recompute_method "
-                            "null (Primus raises otherwise)")
-        raise PlanError("recompute_layer_ids", _fmt(ids), "Primus's full recompute of chosen layers (global ids) is "
-                        "not modelled (the plan's full recompute is recompute_method uniform or block with "
-                        "recompute_num_layers)")
     for k, v in cfg.items():
         f = lookup(k) if isinstance(k, str) else None
         if f is not None and f.cls == REFUSED and not is_default(f, v):
             raise PlanError(k, v if not isinstance(v, list) else " ".join(map(str, v)),
                             f"{f.note}: not modelled (primus-launch models decoder-only GPT models)")
+
+
+def recompute_layer_ids(cfg: dict) -> Optional[tuple[int, ...]]:
+    """Primus ``recompute_layer_ids`` of a merged Megatron configuration, normalised and validated as
+    Primus does (``primus/backends/megatron/patches/recompute_layer_patches.py``
+    ``validate_specified_recompute_layers``): a comma-separated string or a list of ints -> sorted
+    unique ids; not empty; each in ``0 .. num_layers + mtp_num_layers - 1`` (the MTP depths follow the
+    decoder layers); ``recompute_granularity: full`` and ``recompute_method: null``; not with
+    ``distribute_saved_activations`` and sequence parallelism.  None when unset (null)."""
+    raw = cfg.get("recompute_layer_ids")
+    if raw is None:
+        return None
+    try:
+        if isinstance(raw, str):
+            ids = [int(x.strip()) for x in raw.split(",") if x.strip()]
+        elif isinstance(raw, (list, tuple)):
+            ids = [int(x) for x in raw]
+        else:
+            ids = [int(raw)]
+    except (TypeError, ValueError):
+        raise PlanError("recompute_layer_ids", _fmt(raw), "a comma-separated string or a list of layer ids "
+                        "(integers)") from None
+    ids = sorted(set(ids))
+    if not ids:
+        raise PlanError("recompute_layer_ids", _fmt(raw), "must not be empty (Primus raises)")
+    L = int(cfg.get("num_layers") or 0)
+    mtp = int(cfg.get("mtp_num_layers") or 0)
+    top = L + mtp - 1
+    for i in ids:
+        if i < 0 or i > top:
+            raise PlanError("recompute_layer_ids", i, f"between 0 and {top} (0..{L - 1} are decoder layers"
+                            + (f", {L}..{top} are the {mtp} MTP depths)" if mtp else ")"))
+    if cfg.get("recompute_granularity") != "full":
+        raise PlanError("recompute_granularity", _fmt(cfg.get("recompute_granularity")),
+                        "full when using recompute_layer_ids (Primus raises)")
+    if cfg.get("recompute_method") is not None:
+        raise PlanError("recompute_method", _fmt(cfg.get("recompute_method")),
+                        "null when using recompute_layer_ids (Primus raises)")
+    if cfg.get("distribute_saved_activations") and cfg.get("sequence_parallel"):
+        raise PlanError("distribute_saved_activations", "true", "false when sequence_parallel is on with "
+                        "recompute_layer_ids (Primus raises)")
+    return tuple(ids)
 
 
 def _refuse_fine_tuning(cfg: dict) -> None:
@@ -524,6 +557,7 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
         raise PlanError("model_type", mt, f"{why}: not modelled (primus-launch models decoder-only GPT models)")
     _refuse_families(cfg)
     _refuse_fine_tuning(cfg)
+    layer_ids = recompute_layer_ids(cfg)
     args: dict[str, Any] = {}
     for k, v in cfg.items():
         key = YAML_ALIASES.get(k, k)
@@ -533,6 +567,8 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
         val = convert(spec, v)
         if val is not None:
             args[key] = val
+    if layer_ids is not None:  # Megatron alone refuses full without a method: read as uniform/1, then replaced
+        args.update(recompute_method="uniform", recompute_num_layers=1)
     notes = list(r.notes)
     unmod: list[UnmodelledFlag] = []
     settings = _settings(r)
@@ -578,6 +614,9 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     preset = cfg.get("model")
     plan = plan_from_args(args, cluster, name=Path(preset).stem if isinstance(preset, str) else r.path.stem)
     upd: dict[str, dict] = {"training": {}, "parallel": {}}
+    if layer_ids is not None:
+        upd["training"]["recompute"] = dict(granularity="full", method="layer_ids", num_layers=None,
+                                            modules=("core_attn",), layer_ids=layer_ids)
     if deepep and plan.model.is_moe:
         upd["training"]["moe_token_dispatcher"] = "deepep"
     tc = cfg.get("torch_compile")
@@ -724,6 +763,13 @@ class YamlText:
                 return
             self.edits.append(_Edit(a, b, _scalar(value, raw)))
             return
+        if hit is not None and isinstance(hit[1], yaml.SequenceNode) and isinstance(value, list):
+            # a list (Primus recompute_layer_ids): written back in flow style, in place of the old one
+            key, node = hit
+            a = self.text.index(":", key.end_mark.index) + 1 if not node.flow_style else node.start_mark.index
+            b = node.value[-1].end_mark.index if (node.value and not node.flow_style) else node.end_mark.index
+            self.edits.append(_Edit(a, b, (" " if not node.flow_style else "") + _scalar(value)))
+            return
         if hit is not None:  # a mapping / list where a scalar goes: replace the whole value
             raise UserError(f"{self.where}: {'.'.join(path)} holds a {type(hit[1]).__name__[:-4].lower()}; "
                             "cannot set a value there")
@@ -772,6 +818,16 @@ class YamlText:
 _DISPATCHER_KEYS = ("moe_token_dispatcher_type", "moe_enable_deepep", "moe_flex_dispatcher_backend")
 
 
+_RECOMPUTE_KEYS = ("recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_activations",
+                   "recompute_modules", "moe_layer_recompute")
+
+
+def _layer_ids_value(ids: tuple[int, ...], like: Any) -> Any:
+    """``recompute_layer_ids`` in the form the recipe wrote it: a comma-separated string (Primus's
+    DeepSeek-V3 configs) or a list."""
+    return list(ids) if isinstance(like, list) else ",".join(map(str, ids))
+
+
 def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
     from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args
 
@@ -796,6 +852,16 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
             for k in ("patch_zero_bubble", "patch_primus_pipeline"):
                 if r.config.get(k):
                     primus[k] = False
+    rec, old_rec = t.recompute, old.training.recompute
+    if rec.method == "layer_ids":  # Primus recompute_layer_ids: Megatron's own recompute keys written below
+        sched_plan = sched_plan.model_copy(update={"training": sched_plan.training.model_copy(update={
+            "recompute": rec.model_copy(update={"method": "uniform", "num_layers": 1, "layer_ids": ()})})})
+        if old_rec.method != "layer_ids":
+            primus.update(recompute_granularity="full", recompute_method=None, recompute_num_layers=None)
+        if rec.layer_ids != old_rec.layer_ids:
+            primus["recompute_layer_ids"] = _layer_ids_value(rec.layer_ids, r.config.get("recompute_layer_ids"))
+    elif old_rec.method == "layer_ids":
+        primus["recompute_layer_ids"] = None  # back to Megatron's own recompute (null: the patch is off)
     want = desired_args(sched_plan, {k: v for k, v in cur.items() if v is not None}, frozenset(r.overrides))
     if t.compile != old.training.compile:
         primus["torch_compile.enable"] = t.compile
@@ -819,6 +885,8 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
     from primus_launch.adapters.megatron_args import plan_from_args
 
     args = {k: v for k, v in cur.items() if v is not None}
+    if old_rec.method == "layer_ids":  # as the reader hands them to plan_from_args
+        args.update(recompute_method="uniform", recompute_num_layers=1)
     for k in [k for k, v in changes.items() if v is None and k in args]:
         try:
             same = plan_from_args({a: v for a, v in args.items() if a != k}, old.cluster, validate=False) == \
@@ -827,6 +895,9 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
             same = False
         if same:
             del changes[k]
+    if rec.method == "layer_ids":
+        for k in _RECOMPUTE_KEYS:
+            changes.pop(k, None)
     changes.update(primus)
     return changes
 

@@ -158,6 +158,30 @@ def chunk_layout(plan: "Plan") -> tuple[tuple[Chunk, ...], ...]:
     return _chunks(virtual_stages(plan), p.pp, p.vpp, _is_zbv(plan))
 
 
+def chunk_mtp_ids(plan: "Plan") -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """Per PP rank, per model chunk: the global ids ``num_layers + d`` of the MTP depths ``d`` it holds.
+
+    Megatron hands the MTP depths out in virtual-stage order, as it does decoder layers
+    (``multi_token_prediction.get_mtp_layer_offset``: the ``m`` of the earlier virtual stages);
+    AMD Primus's ``recompute_layer_ids`` addresses depth ``d`` as ``num_layers + d``
+    (``patches/recompute_layer_patches.py`` ``mtp_depth_to_layer_id``)."""
+    p = plan.parallel
+    return _mtp_ids(virtual_stages(plan), p.pp, p.vpp, _is_zbv(plan), plan.model.num_layers)
+
+
+@lru_cache(maxsize=1024)
+def _mtp_ids(stages: tuple[str, ...], pp: int, vpp: int, zbv: bool, num_layers: int
+             ) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    grid: list[list[tuple[int, ...]]] = [[()] * vpp for _ in range(pp)]
+    nxt = num_layers
+    for v, st in enumerate(stages):
+        n = st.count("m")
+        r, c = stage_position(v, pp, zbv)
+        grid[r][c] = tuple(range(nxt, nxt + n))
+        nxt += n
+    return tuple(tuple(row) for row in grid)
+
+
 @lru_cache(maxsize=8192)
 def _chunks(stages: tuple[str, ...], pp: int, vpp: int, zbv: bool) -> tuple[tuple[Chunk, ...], ...]:
     grid: list[list[Chunk | None]] = [[None] * vpp for _ in range(pp)]

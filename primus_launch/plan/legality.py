@@ -108,6 +108,26 @@ def legality_problems(plan: "Plan") -> list[Problem]:
         out.append(("training.recompute.modules", ",".join(bad), "of " + ", ".join(RECOMPUTE_MODULES)))
     if r.granularity == "full" and r.method == "every_n" and not r.num_layers:
         out.append(("training.recompute.num_layers", r.num_layers, "a period >= 1 with method every_n"))
+    # Primus recompute_layer_ids (patches/recompute_layer_patches.py validate_specified_recompute_layers)
+    if r.method == "layer_ids" or r.layer_ids:
+        top = m.num_layers + m.mtp_num_layers - 1
+        if plan.framework != "megatron":
+            out.append(("training.recompute.method", r.method, "uniform, every_n or block on TorchTitan (layer_ids is "
+                                                               "AMD Primus's Megatron recompute_layer_ids)"))
+        elif r.granularity != "full":
+            out.append(("training.recompute.granularity", r.granularity, "full with recompute_layer_ids (Primus "
+                                                                         "raises otherwise)"))
+        elif r.method != "layer_ids":
+            out.append(("training.recompute.method", r.method, "layer_ids (null in Primus) with recompute_layer_ids"))
+        elif not r.layer_ids:
+            out.append(("training.recompute.layer_ids", "[]", "must not be empty (Primus raises)"))
+        elif list(r.layer_ids) != sorted(set(r.layer_ids)):
+            out.append(("training.recompute.layer_ids", ",".join(map(str, r.layer_ids)), "sorted unique ids"))
+        elif r.layer_ids[0] < 0 or r.layer_ids[-1] > top:
+            bad_id = next(i for i in r.layer_ids if i < 0 or i > top)
+            out.append(("training.recompute.layer_ids", bad_id, f"between 0 and {top} (0..{m.num_layers - 1} are "
+                        "decoder layers" + (f", {m.num_layers}..{top} the {m.mtp_num_layers} MTP depths)"
+                                            if m.mtp_num_layers else ")")))
     bad = [x for x in t.cuda_graph_scope if x not in CUDA_GRAPH_SCOPES]
     if bad:
         out.append(("training.cuda_graph_scope", ",".join(bad), "of " + ", ".join(CUDA_GRAPH_SCOPES)))

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 Precision = Literal["bf16", "fp16", "fp8", "fp4", "fp32"]
 Fp8Recipe = Literal["delayed", "tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise", "mxfp8"]
 RecomputeGranularity = Literal["none", "selective", "full", "op"]
-RecomputeMethod = Literal["uniform", "block", "every_n"]
+RecomputeMethod = Literal["uniform", "block", "every_n", "layer_ids"]
 PipelineSchedule = Literal["1f1b", "interleaved_1f1b", "zb_h1", "zbv", "gpipe"]
 DPSharding = Literal["none", "optimizer", "optimizer_grads", "full"]
 Framework = Literal["megatron", "torchtitan"]
@@ -219,7 +219,10 @@ class Recompute(_Strict):
     - ``selective``: Megatron's selective recompute of ``modules`` (default core attention);
     - ``full``: whole layers, ``uniform`` (groups of ``num_layers``: every layer recomputed), ``block``
       (the first ``num_layers`` of each chunk; more than the chunk holds = all of it, as Megatron
-      accepts) or ``every_n`` (every ``num_layers``-th layer, TorchTitan ``selective_ac_option = "N"``);
+      accepts), ``every_n`` (every ``num_layers``-th layer, TorchTitan ``selective_ac_option = "N"``) or
+      ``layer_ids`` (AMD Primus ``recompute_layer_ids``: exactly the layers whose global 0-based id is in
+      ``layer_ids``, each its own checkpoint; ids ``num_layers .. num_layers + mtp_num_layers - 1`` are the
+      MTP depths; Primus ``primus/backends/megatron/patches/recompute_layer_patches.py``);
     - ``op``: TorchTitan's per-op selective checkpointing (``selective_ac_option = "op"``): saves the
       outputs on its save list (matmuls except every second one, attention, reductions) and
       recomputes the rest.
@@ -230,6 +233,9 @@ class Recompute(_Strict):
     num_layers: Optional[int] = Field(default=None, ge=0, description="full: group size (uniform), layers per chunk "
                                                                       "(block) or the period (every_n)")
     modules: tuple[str, ...] = Field(default=("core_attn",), description="selective: Megatron --recompute-modules")
+    layer_ids: tuple[int, ...] = Field(default=(), description="full with method layer_ids: the recomputed layers' "
+                                                               "global 0-based ids, sorted and unique (Primus "
+                                                               "recompute_layer_ids; MTP depth d = num_layers + d)")
 
 
 class Offload(_Strict):
@@ -391,6 +397,13 @@ class Plan(_Strict):
         from primus_launch.plan.layout import chunk_layout
 
         return chunk_layout(self)
+
+    def chunk_mtp_ids(self):
+        """Per PP rank, per model chunk: the global ids (``num_layers + depth``) of its MTP layers
+        (:func:`~primus_launch.plan.layout.chunk_mtp_ids`)."""
+        from primus_launch.plan.layout import chunk_mtp_ids
+
+        return chunk_mtp_ids(self)
 
     def layers_per_stage(self) -> list[int]:
         """Decoder layers on each PP rank (all virtual chunks of that rank summed)."""

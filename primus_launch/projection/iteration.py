@@ -410,6 +410,8 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
 
     r = t.recompute
     chunks = plan.chunk_layout()
+    rec_ids = set(r.layer_ids) if r.granularity == "full" and r.method == "layer_ids" else set()
+    mtp_ids = plan.chunk_mtp_ids() if rec_ids else None
     last_moe = m.is_moe_layer(m.num_layers - 1)
     last_win = m.is_window_layer(m.num_layers - 1)
     rec_dense_sel = _recompute_modules_fwd(plan, lt, "dense")
@@ -446,6 +448,11 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
             if r.granularity == "full":
                 if r.method == "every_n":
                     rec = [k for j, k in enumerate(kinds) if j % (r.num_layers or 1) == 0]
+                elif r.method == "layer_ids":
+                    # AMD Primus recompute_layer_ids: exactly the listed layers (global ids; MTP depth d
+                    # = num_layers + d), each its own checkpoint (patches/recompute_layer_patches.py)
+                    gids = chunk.layers + mtp_ids[rank][c]
+                    rec = [k for gid, k in zip(gids, kinds) if gid in rec_ids]
                 else:
                     n_rec = n if (r.method == "uniform" or r.num_layers is None) else min(r.num_layers, n)
                     rec = kinds[:n_rec]

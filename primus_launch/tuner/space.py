@@ -184,8 +184,12 @@ def apply_knobs(plan: Plan, k: Knobs) -> Plan:
         pipeline_layers_first_stage=k.first_stage_layers, pipeline_layers_last_stage=k.last_stage_layers,
         account_for_embedding_in_pipeline_split=k.acc_embedding, account_for_loss_in_pipeline_split=k.acc_loss,
         pipeline_layout=k.layout))
-    rc = t.recompute.model_copy(update=dict(granularity=k.rc_granularity, method=k.rc_method,
-                                            num_layers=k.rc_layers, modules=k.rc_modules))
+    # the recipe's Primus recompute_layer_ids (global ids, valid for any placement) stay with its own
+    # recompute knobs; any other recompute choice is one of Megatron's methods
+    own = t.recompute
+    keep_ids = (k.rc_granularity, k.rc_method, k.rc_layers) == (own.granularity, own.method, own.num_layers)
+    rc = own.model_copy(update=dict(granularity=k.rc_granularity, method=k.rc_method, num_layers=k.rc_layers,
+                                    modules=k.rc_modules, layer_ids=own.layer_ids if keep_ids else ()))
     off = t.offload.model_copy(update=dict(activation_layers=k.offload_layers, activation_modules=k.offload_modules,
                                            optimizer_fraction=k.optimizer_offload))
     pao = t.precision_aware_optimizer or k.moments != ("fp32", "fp32") or k.optimizer_offload > 0

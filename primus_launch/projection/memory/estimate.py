@@ -150,6 +150,8 @@ class McoreOpts:
     fp8_param_gather: bool = False
     cp_comm: str = "p2p"
     mb_group: int | None = None  # --microbatch-group-size-per-virtual-pipeline-stage (None = pp)
+    layer_ids: tuple[int, ...] = ()  # full recompute of exactly these global layer ids (Primus recompute_layer_ids)
+    mtp_ids: tuple = ()  # with layer_ids: [rank][chunk] -> global ids of the chunk's MTP depths
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -164,7 +166,9 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         main_params=_DTYPE_BYTES[t.main_params_dtype] if pa else 4,
         exp_avg=_DTYPE_BYTES[t.exp_avg_dtype] if pa else 4, exp_avg_sq=_DTYPE_BYTES[t.exp_avg_sq_dtype] if pa else 4,
         fp8=fp8, fp8_param_gather=t.fp8_param_gather and fp8 is not None, cp_comm=p.cp_comm_type,
-        mb_group=p.microbatch_group)
+        mb_group=p.microbatch_group,
+        **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
+           if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
 
 
 def _optimizer_bytes(precision: str, optimizer: str) -> int:
@@ -285,6 +289,21 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
                 if any(ck):
                     recompute_extra = max(recompute_extra, max(full_of[j] for j in range(n) if ck[j])
                                           + dense_act.layer_input)
+            elif gran == "full" and method == "layer_ids":
+                # AMD Primus recompute_layer_ids (patches/recompute_layer_patches.py): the listed layers
+                # (global ids) each checkpointed alone, keeping only their input; the others keep all.
+                # A checkpointed layer is recomputed in its backward, after the later layers'
+                # backward freed what the non-checkpointed ones kept (as the block branch below;
+                # = block when the first N of the chunk are listed, = uniform/1 when all are)
+                ids = set(opts.layer_ids)
+                ck = [i in ids for i in chunk.layers]
+                total = sum(dense_act.layer_input if ck[j] else full_of[j] for j in range(n))
+                after = 0.0  # full activations of the non-checkpointed layers after j
+                for j in reversed(range(n)):
+                    if ck[j]:
+                        recompute_extra = max(recompute_extra, max(0.0, full_of[j] - after) + dense_act.layer_input)
+                    else:
+                        after += full_of[j]
             elif gran == "full":
                 N = n if rnum is None and method == "block" else (rnum or 1)
                 if method == "uniform":
@@ -316,8 +335,14 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
                 total += 8.0 * sb  # token ids kept by the embedding backward
             if chunk.mtp:
                 # multi-token-prediction modules (their layer, norms, projection and loss softmax)
-                total += chunk.mtp * mtp_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a,
-                                                          impl=impl, recompute=gran if gran != "none" else "none")
+                if gran == "full" and method == "layer_ids":  # depth d recomputed iff num_layers + d listed
+                    n_ck = sum(1 for i in opts.mtp_ids[rank][c] if i in set(opts.layer_ids))
+                    mkw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl)
+                    total += (n_ck * mtp_activation_bytes(m, **mkw, recompute="full")
+                              + (chunk.mtp - n_ck) * mtp_activation_bytes(m, **mkw, recompute="none"))
+                else:
+                    total += chunk.mtp * mtp_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a,
+                                                              impl=impl, recompute=gran if gran != "none" else "none")
             chunk_bytes.append(total)
         per_mb = sum(chunk_bytes) / max(1, len(chunk_bytes))
         units = flight[rank]
