@@ -28,7 +28,14 @@ def measurement_summary(res: ProjectionResult) -> list[str]:
 def plan_line(r: ProjectionResult) -> str:
     """The layout plus the flags a reader compares between candidates."""
     p, t = r.plan.parallel, r.plan.training
-    return (f"{r.plan.parallel_summary()} recompute={t.recompute.granularity} schedule={t.pipeline_schedule} "
+    rc = t.recompute
+    how = ""
+    if rc.granularity == "full":
+        how = (f"({len(rc.layer_ids)} listed layers)" if rc.method == "layer_ids" else
+               f"({rc.method}" + (f" {rc.num_layers}" if rc.num_layers else "") + ")")
+    elif rc.granularity == "selective":
+        how = f"({','.join(rc.modules)})"
+    return (f"{r.plan.parallel_summary()} recompute={rc.granularity}{how} schedule={t.pipeline_schedule} "
             f"dp_sharding={p.dp_sharding} SP={'on' if p.sequence_parallel else 'off'}")
 
 
