@@ -7,7 +7,7 @@ from pathlib import Path
 
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.fileio import atomic_write_text
-from primus_launch.report.text import plan_line
+from primus_launch.report.text import summary_rows
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.report.svg import memory_svg, time_breakdown_svg, timeline_svg
 
@@ -31,22 +31,6 @@ def _table(rows: list[tuple], headers: list[str] | None = None) -> str:
     h = "<tr>" + "".join(f"<th>{escape(str(x))}</th>" for x in headers) + "</tr>" if headers else ""
     body = "".join("<tr>" + "".join(f"<td>{escape(str(x))}</td>" for x in r) + "</tr>" for r in rows)
     return f"<table>{h}{body}</table>"
-
-
-def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
-    p, c = r.plan, r.plan.cluster
-    return [
-        ("mode", r.mode),
-        ("model", f"{p.model.name}: {p.model.num_layers} layers, hidden {p.model.hidden_size}"),
-        ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} ({r.num_gpus} GPUs)"),
-        ("parallelism", plan_line(r)),
-        ("iteration time", f"{r.iteration_time_s:.3f} s"),
-        ("tokens/s/GPU", f"{r.tokens_per_sec_per_gpu:,.0f}"),
-        ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
-        ("MFU", f"{100 * r.mfu:.1f} %"),
-        ("peak memory", f"{r.memory.peak_bytes_per_gpu / GiB:.1f} GiB of {r.memory.capacity_bytes / GiB:.1f} GiB: "
-                        f"{'fits' if r.memory.fits else 'does not fit'}"),
-    ]
 
 
 def projection_sections(r: ProjectionResult) -> list[str]:

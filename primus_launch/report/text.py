@@ -39,10 +39,12 @@ def plan_line(r: ProjectionResult) -> str:
             f"dp_sharding={p.dp_sharding} SP={'on' if p.sequence_parallel else 'off'}")
 
 
-def render_text(r: ProjectionResult) -> str:
-    """Summary, time breakdown and memory breakdown as plain-text tables."""
-    c = r.plan.cluster
-    head = [
+def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
+    """The summary of one projection as (label, value) rows; the text table and the HTML report
+    render the same rows."""
+    c, m = r.plan.cluster, r.memory
+    verdict = "fits" if m.fits else "DOES NOT FIT"
+    return [
         ("mode", r.mode),
         ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
         ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPUs"),
@@ -51,11 +53,15 @@ def render_text(r: ProjectionResult) -> str:
         ("tokens/s/GPU", f"{r.tokens_per_sec_per_gpu:,.0f}"),
         ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
         ("MFU", f"{100 * r.mfu:.1f} %"),
+        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB "
+                   f"(margin {100 * m.margin_fraction:.0f} %): {verdict} (worst stage {m.worst_stage})"),
     ]
+
+
+def render_text(r: ProjectionResult) -> str:
+    """Summary, time breakdown and memory breakdown as plain-text tables."""
     m = r.memory
-    verdict = "fits" if m.fits else "DOES NOT FIT"
-    head.append(("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB "
-                           f"(margin {100 * m.margin_fraction:.0f} %): {verdict} (worst stage {m.worst_stage})"))
+    head = summary_rows(r)
     out = [tabulate(head, tablefmt="simple")]
     total = r.iteration_time_s or 1.0
     times = [(k, f"{v * 1e3:.1f}", f"{100 * v / total:.1f}") for k, v in r.time_breakdown.items()]
