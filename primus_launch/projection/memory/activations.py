@@ -255,6 +255,17 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
                             offloadable=tuple(off.items()))
 
 
+def _head_dims(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int,
+               impl: ActivationImpl) -> tuple[int, int, int, float, float]:
+    """(tokens ``sb`` per rank, SP divisor, hidden, vocab shard ``V/t``, norm-statistics bytes) shared by
+    the output layer's and the MTP module's activations: ``sb = s/cp * b``; the norm keeps fp32 mean and
+    rstd (layernorm, 8 B/token) or rstd (RMSNorm, 4 B/token) per token when the implementation does."""
+    sb = seq // cp * mbs
+    spd = tp if sp else 1
+    stats = (8 if arch.normalization == "layernorm" else 4) * sb / spd if impl.norm_stats else 0.0
+    return sb, spd, arch.hidden_size, arch.padded_vocab_size(tp) / tp, stats
+
+
 def output_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1,
                             abytes: int = 2, impl: ActivationImpl = TE) -> tuple[float, float]:
     """(kept, transient) bytes of the last stage's final norm, output layer and loss.
@@ -265,12 +276,7 @@ def output_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp:
     activation dtype, alive until the loss returns, and the output layer's input at full
     sequence length (measured, tests/test_memory.py).  ``V`` = padded vocabulary.
     """
-    s = seq // cp
-    sb = s * mbs
-    spd = tp if sp else 1
-    h = arch.hidden_size
-    v = arch.padded_vocab_size(tp) / tp
-    stats = (8 if arch.normalization == "layernorm" else 4) * sb / spd if impl.norm_stats else 0.0
+    sb, spd, h, v, stats = _head_dims(arch, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, impl=impl)
     kept = impl.norm_bytes * sb * h / spd + stats + abytes * sb * h / spd + 4.0 * sb * v
     # + a full-sequence hidden-size tensor (and under SP one more sequence shard), measured
     transient = abytes * sb * v + abytes * sb * h * (1 + (1 / spd if sp else 0))
@@ -296,12 +302,7 @@ def mtp_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bo
     and MTP hidden states along the sequence (both output-layer inputs become views of that copy), and
     the MTP loss's fp32 softmax ``4 sb V/t``.  ``recompute="full"``: the module is checkpointed
     (``_checkpointed_forward``) and keeps its two inputs; ``selective``: the layer's core attention."""
-    s = seq // cp
-    sb = s * mbs
-    spd = tp if sp else 1
-    h = arch.hidden_size
-    v = arch.padded_vocab_size(tp) / tp
-    stats = (8 if arch.normalization == "layernorm" else 4) * sb / spd if impl.norm_stats else 0.0
+    sb, spd, h, v, stats = _head_dims(arch, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, impl=impl)
     norm = impl.norm_bytes * sb * h / spd + stats
     last_moe = arch.is_moe_layer(arch.num_layers - 1)
     la = layer_activation_bytes(arch, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, moe=last_moe, abytes=abytes, impl=impl)
