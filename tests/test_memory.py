@@ -405,6 +405,36 @@ def test_mtp_module_measured(par):
     assert got[1]["static"] - got[0]["static"] == pytest.approx(4 * mtp.total, rel=1e-4)  # bf16 param + grad
 
 
+@pytest.mark.parametrize("method,n", [("block", 2), ("uniform", 1)])
+def test_mtp_module_under_full_recompute_measured(method, n):
+    """--recompute-granularity full with an MTP module on megatron-core 0.16.1 (local spec, Llama-8B sizes,
+    s 1024): ``uniform`` checkpoints the MTP module (MultiTokenPredictionLayer._checkpointed_forward keeps
+    its two inputs); ``block`` warns "not supported for MTP yet" and runs it without recompute.  The
+    model with one MTP module minus the model without, both under the same recompute, equals
+    mtp_activation_bytes(recompute="full" | "none"); the stage estimate and the time model follow."""
+    from primus_launch.projection.dryrun import project_dry_run
+    from primus_launch.projection.memory.activations import mtp_activation_bytes
+
+    base = ARCH.model_copy(update=dict(seq_length=1024))
+    rc = dict(granularity="full", method=method, num_layers=n)
+    got = {k: measure_step(_plan(base.model_copy(update=dict(mtp_num_layers=k)), rc, dict(tp=1)), 2,
+                           fused_swiglu=True) for k in (0, 1)}
+    arch = base.model_copy(update=dict(mtp_num_layers=1))
+    kept = "full" if method == "uniform" else "none"
+    want = mtp_activation_bytes(arch, seq=1024, mbs=1, tp=1, sp=False, impl=MCORE_LOCAL, recompute=kept)
+    assert got[1]["activations"] - got[0]["activations"] == pytest.approx(want, rel=0.01)
+    # the projection: block recomputes the decoder layers (time), never the MTP module (time and memory)
+    big = ARCH.model_copy(update=dict(num_layers=8, mtp_num_layers=1))
+    plans = {m_: _plan(big, dict(granularity="full", method=m_, num_layers=k), dict(tp=1))
+             for m_, k in (("block", 8), ("uniform", 1))}
+    t = {k: project_dry_run(v).iteration_time_s for k, v in plans.items()}
+    assert t["block"] < t["uniform"]  # uniform also re-runs the MTP module's forward
+    act = {k: stage_memory(v)[0].activations_bytes for k, v in plans.items()}
+    full = mtp_activation_bytes(big, seq=big.seq_length, mbs=1, tp=1, sp=False, recompute="full")
+    none_ = mtp_activation_bytes(big, seq=big.seq_length, mbs=1, tp=1, sp=False, recompute="none")
+    assert act["block"] - act["uniform"] == pytest.approx(none_ - full, rel=1e-6)
+
+
 RECOMPUTE_MODULES_DENSE = [("layernorm",), ("mlp",), ("core_attn", "layernorm", "mlp")]
 
 

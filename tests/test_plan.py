@@ -51,6 +51,10 @@ def test_uneven_pipeline_layout():
     (dict(ep=2), "parallel.ep", 2),                            # dense model
     (dict(sequence_parallel=True), "parallel.sequence_parallel", True),
     (dict(vpp=2), "parallel.vpp", 2),
+    # megatron's MultiTokenPredictionLayer asserts recompute_num_layers == 1 under uniform
+    (dict(model=dict(MOE, mtp_num_layers=1), nodes=1,
+          training={"recompute": {"granularity": "full", "method": "uniform", "num_layers": 2}}),
+     "training.recompute.num_layers", 2),
 ])
 def test_illegal_plans_name_field_and_value(kw, field, value):
     msg = err(**kw)

@@ -108,6 +108,12 @@ def legality_problems(plan: "Plan") -> list[Problem]:
         out.append(("training.recompute.modules", ",".join(bad), "of " + ", ".join(RECOMPUTE_MODULES)))
     if r.granularity == "full" and r.method == "every_n" and not r.num_layers:
         out.append(("training.recompute.num_layers", r.num_layers, "a period >= 1 with method every_n"))
+    # megatron transformer/multi_token_prediction.py MultiTokenPredictionLayer._checkpointed_forward:
+    # uniform recompute of an MTP layer asserts recompute_num_layers == 1
+    if (plan.framework == "megatron" and m.mtp_num_layers and r.granularity == "full" and r.method == "uniform"
+            and (r.num_layers or 1) != 1):
+        out.append(("training.recompute.num_layers", r.num_layers, "1 with method uniform and MTP layers "
+                                                                   "(megatron's MTP layer asserts it)"))
     # Primus recompute_layer_ids (patches/recompute_layer_patches.py validate_specified_recompute_layers)
     if r.method == "layer_ids" or r.layer_ids:
         top = m.num_layers + m.mtp_num_layers - 1

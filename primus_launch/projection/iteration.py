@@ -453,9 +453,13 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                     # = num_layers + d), each its own checkpoint (patches/recompute_layer_patches.py)
                     gids = chunk.layers + mtp_ids[rank][c]
                     rec = [k for gid, k in zip(gids, kinds) if gid in rec_ids]
+                elif r.method == "block":
+                    # megatron TransformerBlock._checkpointed_forward: the chunk's first N decoder layers;
+                    # its MTP layers are not recomputed under block (MultiTokenPredictionLayer warns)
+                    nd = len(chunk.layers)
+                    rec = kinds[:nd if r.num_layers is None else min(r.num_layers, nd)]
                 else:
-                    n_rec = n if (r.method == "uniform" or r.num_layers is None) else min(r.num_layers, n)
-                    rec = kinds[:n_rec]
+                    rec = kinds  # uniform: every decoder layer and every MTP layer (checkpointed with N = 1)
             else:
                 rec = []
             rec_moe = sum(1 for k_, _ in rec if k_)

@@ -341,8 +341,11 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
                     total += (n_ck * mtp_activation_bytes(m, **mkw, recompute="full")
                               + (chunk.mtp - n_ck) * mtp_activation_bytes(m, **mkw, recompute="none"))
                 else:
+                    # megatron MultiTokenPredictionLayer._checkpointed_forward: full/uniform checkpoints the
+                    # module; full/block warns "not supported for MTP yet" and runs it without recompute
+                    mtp_rc = "none" if (gran == "full" and method == "block") else gran
                     total += chunk.mtp * mtp_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a,
-                                                              impl=impl, recompute=gran if gran != "none" else "none")
+                                                              impl=impl, recompute=mtp_rc)
             chunk_bytes.append(total)
         per_mb = sum(chunk_bytes) / max(1, len(chunk_bytes))
         units = flight[rank]
