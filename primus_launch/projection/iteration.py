@@ -163,6 +163,8 @@ def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str
         return (max(f / tp, f - e * gemm.fwd_s), max(b / tp, b - e * (gemm.bwd_input_s + gemm.bwd_weight_s)))
     if plan.framework != "megatron" or not t.tp_async_backward or not lt.parts or gpu == "" or lay is None:
         return raw
+    if cdmc_unordered(plan, gpu):
+        return raw
     col = lt.part("dense", "tp_col")
     nbytes = float(_tokens(plan) * plan.model.hidden_size * 2)
     if p.sequence_parallel:
@@ -173,6 +175,24 @@ def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str
         exposed_b = max(0.0, b - col.bwd_weight_s)
     exposed_b += con.displaced(b - exposed_b, con.NCCL_SMS, get_gpu(gpu).num_sms)
     return f, min(b, exposed_b)
+
+
+def cdmc_unordered(plan: Plan, gpu: str) -> bool:
+    """Whether the column-parallel linears' async backward collectives lose their head start over
+    the GEMMs they should overlap: Megatron's 1F1B all-to-all overlap needs
+    ``CUDA_DEVICE_MAX_CONNECTIONS`` > 1 (``megatron/core/transformer/moe/README.md``, "Requirements for
+    EP A2A Overlap"), and before Blackwell that forfeits the launch-order guarantee TP's overlap
+    relies on: Megatron-LM ``megatron/training/arguments.py`` (dev @d48bd6be, ``validate_args``) asks
+    for ``CUDA_DEVICE_MAX_CONNECTIONS=1`` with TP/CP on devices of arch < 10 and, with
+    ``--overlap-moe-expert-parallel-comm``, only warns "try not to use tensor model parallelism ...";
+    with several hardware queues a GEMM launched after the NCCL kernel can take every SM first and
+    the collective then runs after it (Transformer Engine's maintainer on pytorch/pytorch#143890:
+    "GEMM might monopolize SMs and prevent a small NCCL kernel from starting").  The requirement
+    "no longer exists since the Blackwell architecture" (same ``arguments.py`` comment)."""
+    t = plan.training
+    if plan.framework != "megatron" or not t.overlap_moe_expert_parallel_comm or plan.parallel.tp <= 1:
+        return False
+    return get_gpu(gpu).arch in ("hopper", "ampere")
 
 
 def _cp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
@@ -227,8 +247,11 @@ def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[f
             # the two streams of Megatron's combined 1F1B, node by node (cost/ep_overlap.py)
             from primus_launch.projection.cost.ep_overlap import exposed_per_layer
 
+            from primus_launch.projection.cost.ep_overlap import exposed_per_step
+
             pair = _moe_layer_pair(plan, lt, f, b)
-            paired = exposed_per_layer(pair)
+            n = moe_layers_per_step(plan)
+            paired = max(exposed_per_layer(pair), exposed_per_step(pair, n) / n)
             share = f / (f + b) if f + b > 0 else 0.5
             return u * f + (1 - u) * paired * share, u * b + (1 - u) * paired * (1 - share)
         # delay_wgrad_compute moves the weight gradients out of the backward, where they cover the
@@ -272,6 +295,16 @@ def _moe_layer_pair(plan: Plan, lt: LayerTimes, f: float, b: float):
         ai, mi, aw, mw = ai + aw, mi + mw, 0.0, 0.0
     return LayerPair(attn_f=af, mlp_f=mf, attn_b=ai, mlp_b=mi, attn_w=aw, mlp_w=mw,
                      dispatch_f=f / 2, combine_f=f / 2, dispatch_b=b / 2, combine_b=b / 2)
+
+
+def moe_layers_per_step(plan: Plan) -> int:
+    """MoE layers one combined 1F1B step pairs (:func:`cost.ep_overlap.exposed_per_step`): those of
+    one model chunk, the mean over the busiest rank's chunks (at least 1)."""
+    m = plan.model
+    rows = plan.chunk_layout()
+    best = max(rows, key=lambda r: sum(len(c.layers) for c in r))
+    n = sum(sum(1 for i in c.layers if m.is_moe_layer(i)) for c in best)
+    return max(1, round(n / max(1, len(best))))
 
 
 def ep_unpaired_fraction(plan: Plan) -> float:

@@ -79,6 +79,19 @@ def _walk(x: LayerPair, n: int) -> float:
     return max(comp, comm)
 
 
+def exposed_per_step(x: LayerPair, n: int) -> float:
+    """Seconds one combined step of ``n`` layer pairs takes beyond its compute.  Megatron runs one
+    model chunk's forward and another's backward as one step
+    (``models/common/model_chunk_schedule_plan.py`` ``TransformerModelChunkSchedulePlan.run``: the
+    overlapped layers, then the P2P sends, then ``wait_current_stream`` joins the streams), so each
+    step starts with both streams empty and the first layer's ``combine_bwd`` has only ``attn_fwd``
+    beside it; with few layers per chunk (interleaved pipelines) that start-up is a share of every
+    layer, with the whole model in one chunk (no pipelining) it vanishes into the steady state."""
+    if n <= 0:
+        return 0.0
+    return max(0.0, _walk(x, n) - n * x.compute_s)
+
+
 def exposed_per_layer(x: LayerPair, pairs: int = 4) -> float:
     """Steady-state seconds per layer pair beyond its compute (module doc): the increment of the
     walk from ``pairs`` to ``2 * pairs`` layer pairs, per pair, minus the pair's compute.  The walk
