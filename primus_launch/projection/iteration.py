@@ -173,7 +173,7 @@ def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str
         exposed_b = 2 * ag + max(0.0, 2 * ag - col.bwd_input_s) + max(0.0, 2 * rs - col.bwd_weight_s)
     else:
         exposed_b = max(0.0, b - col.bwd_weight_s)
-    exposed_b += con.displaced(b - exposed_b, con.NCCL_SMS, get_gpu(gpu).num_sms)
+    exposed_b += con.displaced(b - exposed_b, con.NCCL_SMS, get_gpu(gpu).num_sms, get_gpu(gpu).arch)
     return f, min(b, exposed_b)
 
 
@@ -232,6 +232,13 @@ def _ep_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
     return dispatcher_times(plan, gpu, lay.ep)
 
 
+def _ep_walked(plan: Plan, lt: LayerTimes) -> bool:
+    """Whether the EP exposure comes from the combined-1F1B two-stream walk (Megatron's
+    ``--overlap-moe-expert-parallel-comm``), which prices SM contention inside it."""
+    return (plan.framework == "megatron" and plan.training.overlap_moe_expert_parallel_comm
+            and lt.moe_layer is not None)
+
+
 def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[float, float]:
     """EP seconds left after shared-expert and 1F1B all-to-all overlap (module doc)."""
     t = plan.training
@@ -243,15 +250,16 @@ def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[f
     if t.overlap_moe_expert_parallel_comm and lt.moe_layer is not None:
         mo = lt.moe_layer
         u = ep_unpaired_fraction(plan)
-        if plan.framework == "megatron":
-            # the two streams of Megatron's combined 1F1B, node by node (cost/ep_overlap.py)
-            from primus_launch.projection.cost.ep_overlap import exposed_per_layer
+        if _ep_walked(plan, lt):
+            # the two streams of Megatron's combined 1F1B, node by node (cost/ep_overlap.py); the
+            # dispatcher's SMs slow the compute nodes it overlaps (cost/contention.py)
+            from primus_launch.projection.cost.ep_overlap import exposed_per_layer, exposed_per_step
 
-            from primus_launch.projection.cost.ep_overlap import exposed_per_step
-
+            spec = get_gpu(plan.cluster.gpu)
+            c = con.lost_fraction(con.ep_sms(t.moe_token_dispatcher), spec.num_sms, spec.arch)
             pair = _moe_layer_pair(plan, lt, f, b)
             n = moe_layers_per_step(plan)
-            paired = max(exposed_per_layer(pair), exposed_per_step(pair, n) / n)
+            paired = max(exposed_per_layer(pair, c=c), exposed_per_step(pair, n, c) / n)
             share = f / (f + b) if f + b > 0 else 0.5
             return u * f + (1 - u) * paired * share, u * b + (1 - u) * paired * (1 - share)
         # delay_wgrad_compute moves the weight gradients out of the backward, where they cover the
@@ -392,20 +400,21 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     attn = attn or PassTimes(0.0, 0.0, 0.0)
 
     tp_f, tp_b = _tp_exposed(plan, _tp_times(plan, gpu, lay), lt, gpu, lay)
-    units = spec.num_sms
+    units, arch = spec.num_sms, spec.arch
     cp_f, cp_b = _cp_times(plan, gpu, lay)
     if p.cp_comm_type in ("p2p", "a2a+p2p") or (plan.framework == "torchtitan" and p.cp_comm_type == "allgather"):
         # ring P2P hidden behind the attention core; the hidden part holds NCCL's P2P channels
         # (cost/contention.py: NCCL_SMS inside a scale-up domain, one channel per NIC (2) across)
         n_p2p = con.NCCL_SMS if lay.cp.nodes <= 1 else 2
         hid_f, hid_b = min(cp_f, attn.fwd_s), min(cp_b, attn.bwd_input_s)
-        cp_f = cp_f - hid_f + con.displaced(hid_f, n_p2p, units)
-        cp_b = cp_b - hid_b + con.displaced(hid_b, n_p2p, units)
+        cp_f = cp_f - hid_f + con.displaced(hid_f, n_p2p, units, arch)
+        cp_b = cp_b - hid_b + con.displaced(hid_b, n_p2p, units, arch)
     ep_raw = _ep_times(plan, gpu, lay)
     ep_f, ep_b = _ep_exposed(plan, ep_raw, lt)
-    n_ep = con.ep_sms(t.moe_token_dispatcher)
-    ep_f += con.displaced(ep_raw[0] - ep_f, n_ep, units)
-    ep_b += con.displaced(ep_raw[1] - ep_b, n_ep, units)
+    if not _ep_walked(plan, lt):   # the combined-1F1B walk slows its compute nodes itself
+        n_ep = con.ep_sms(t.moe_token_dispatcher)
+        ep_f += con.displaced(ep_raw[0] - ep_f, n_ep, units, arch)
+        ep_b += con.displaced(ep_raw[1] - ep_b, n_ep, units, arch)
 
     fsdp = p.dp_sharding == "full" and lay.dp_shard.size > 1
     grad_elem = 4 if t.grad_reduce_in_fp32 else 2
@@ -432,11 +441,11 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 rs = 0.0
                 if not reshard:   # one all-gather per schedule, behind the first micro-batch's forward
                     hf = min(ag, pt.fwd_s)
-                    return (ag - hf + con.displaced(hf, con.NCCL_SMS, units)) / nmb, 0.0
+                    return (ag - hf + con.displaced(hf, con.NCCL_SMS, units, arch)) / nmb, 0.0
             bwd = regather * ag + rs
             hf, hb = min(ag, pt.fwd_s), min(bwd, pt.bwd_input_s + pt.bwd_weight_s)
-            return (ag - hf + con.displaced(hf, con.NCCL_SMS, units),
-                    bwd - hb + con.displaced(hb, con.NCCL_SMS, units))
+            return (ag - hf + con.displaced(hf, con.NCCL_SMS, units, arch),
+                    bwd - hb + con.displaced(hb, con.NCCL_SMS, units, arch))
         fsdp_dense = _fsdp(False, lt.dense_layer)
         if m.is_moe and lt.moe_layer is not None:
             fsdp_moe = _fsdp(True, lt.moe_layer)
@@ -584,11 +593,11 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         if t.overlap_grad_reduce and grad > 0:
             raw = grad
             grad = max(grad / buckets, grad - bwd_win / nmb)
-            grad += con.displaced(raw - grad, con.NCCL_SMS, units)
+            grad += con.displaced(raw - grad, con.NCCL_SMS, units, arch)
         if t.overlap_param_gather and ag > 0:
             raw = ag
             ag = max(ag / buckets, ag - fwd_win / nmb)
-            ag += con.displaced(raw - ag, con.NCCL_SMS, units)
+            ag += con.displaced(raw - ag, con.NCCL_SMS, units, arch)
         held = sp_.dense / shard_dense + sp_.expert / shard_expert
         opt = held * (1 - off) * opt_bytes / hbm
         if off > 0:   # host-side Adam on the offloaded share; grads down, params up the host link
