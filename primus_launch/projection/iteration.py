@@ -116,6 +116,7 @@ class _Parts:
     cp: float = 0.0
     ep: float = 0.0
     dp: float = 0.0
+    pp: float = 0.0
 
     def cost(self) -> ChunkCost:
         return ChunkCost(self.f, self.bi, self.bw)
@@ -315,6 +316,49 @@ def moe_layers_per_step(plan: Plan) -> int:
     return max(1, round(n / max(1, len(best))))
 
 
+def combined_step_p2p(plan: Plan, lt: LayerTimes, p2p_s: float) -> float:
+    """Pipeline send seconds each steady step of Megatron's combined 1F1B waits for, per model chunk
+    and micro-batch (``--overlap-moe-expert-parallel-comm`` with PP > 1).
+
+    A combined step runs one chunk's forward with another's backward and needs both inputs before it
+    starts: ``TransformerModelChunkSchedulePlan.run`` (megatron-core dev
+    ``models/common/model_chunk_schedule_plan.py``) calls ``pre_forward`` and ``pre_backward`` (the
+    P2P receive waits, ``pipeline_parallel/schedules.py``) before the first layer's nodes, and a stage
+    produces both outputs only at the end of its own step: the forward output after the last
+    ``combine_fwd`` (sent on the communication stream beside the last ``attn_bwd``), the input
+    gradient after the last ``attn_bwd`` (sent on the compute stream beside the delayed
+    ``attn.backward_dw`` of that layer).  With the forward inputs one step ahead (the extra warm-up
+    micro-batch of ``get_pp_rank_microbatches``) and the gradients a step behind, the pipeline's
+    period is the step plus half of each send's exposed part: ``(max(0, p - (attn_b + attn_w)) +
+    max(0, p - attn_w)) / 2`` (``p``: one activation send).  Separate forward and backward passes
+    (no overlap) hide the sends behind the other pass; warm-up / cool-down passes are unpaired
+    (:func:`ep_unpaired_fraction`)."""
+    t, p = plan.training, plan.parallel
+    if (plan.framework != "megatron" or not t.overlap_moe_expert_parallel_comm or p.pp <= 1 or p2p_s <= 0.0
+            or lt.moe_layer is None):
+        return 0.0
+    mo = lt.moe_layer
+    aw = mo.bwd_weight_s * _attn_share(plan, lt, "bwd_weight_s") if t.delay_wgrad_compute else 0.0
+    ab = mo.bwd_input_s * _attn_share(plan, lt, "bwd_input_s")
+    if not t.delay_wgrad_compute:
+        ab += mo.bwd_weight_s * _attn_share(plan, lt, "bwd_weight_s")
+    e = (max(0.0, p2p_s - (ab + aw)) + max(0.0, p2p_s - aw)) / 2
+    return (1.0 - ep_unpaired_fraction(plan)) * e
+
+
+def _attn_share(plan: Plan, lt: LayerTimes, field: str) -> float:
+    """Share of an MoE layer's ``field`` seconds in the combined schedule's ``attn`` node."""
+    src = lt
+    if not lt.parts:
+        from primus_launch.projection.cost.roofline import layer_times_roofline
+
+        src = layer_times_roofline(plan)
+    tot = getattr(src.moe_layer, field)
+    if tot <= 0:
+        return 0.5
+    return sum(getattr(src.part("moe", k), field) for k in _ATTN_NODE) / tot
+
+
 def ep_unpaired_fraction(plan: Plan) -> float:
     """Fraction of a stage's forward (and backward) passes that Megatron's 1F1B all-to-all overlap
     (``--overlap-moe-expert-parallel-comm``) cannot pair with a pass of another micro-batch, so their
@@ -475,6 +519,12 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
             return mw if win else mo0
         return dw if win else d0
 
+    act = _tokens(plan) * m.hidden_size * 2
+    if p.sequence_parallel:
+        act //= p.tp
+    p2p_s = coll.p2p(float(act), lay.pp.nodes > 1, gpu) if pp > 1 else 0.0
+    step_p2p = combined_step_p2p(plan, lt, p2p_s)
+
     parts: list[list[_Parts]] = []
     for rank in range(pp):
         row = []
@@ -544,15 +594,14 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 q.bw += heads * lt.head_loss.bwd_weight_s
                 comp += heads * lt.head_loss.total_s
                 q.tp += heads * 2 * head_tp
+            if step_p2p > 0.0 and n_moe:
+                q.pp = step_p2p
+                q.bi += step_p2p
             del comp
             row.append(q)
         parts.append(row)
 
     costs = [[q.cost() for q in row] for row in parts]
-    act = _tokens(plan) * m.hidden_size * 2
-    if p.sequence_parallel:
-        act //= p.tp
-    p2p_s = coll.p2p(float(act), lay.pp.nodes > 1, gpu) if pp > 1 else 0.0
     schedule = t.pipeline_schedule if pp > 1 else "1f1b"
     group = p.microbatch_group if plan.framework == "megatron" else None  # Megatron's interleaved groups
     res = simulate(schedule, pp, vpp, nmb, costs, p2p_s, record=record_timeline, group=group)
@@ -613,10 +662,12 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     cp_c = nmb * sum(q.cp for q in parts[c])
     ep_c = nmb * sum(q.ep for q in parts[c])
     dpin_c = nmb * sum(q.dp for q in parts[c])
-    compute_c = busy[c] - tp_c - cp_c - ep_c - dpin_c
+    ppin_c = nmb * sum(q.pp for q in parts[c])
+    compute_c = busy[c] - tp_c - cp_c - ep_c - dpin_c - ppin_c
     # the sends on the critical path: the first forward wave crosses pp-1 links per model chunk and
-    # the last backward wave crosses them back (the simulation hides the others behind compute)
-    pp_comm = min(max(0.0, makespan - busy[c]), 2 * (pp - 1) * vpp * p2p_s)
+    # the last backward wave crosses them back (the simulation hides the others behind compute);
+    # with the combined 1F1B each steady step also waits for its neighbours' sends (ppin_c)
+    pp_comm = ppin_c + min(max(0.0, makespan - busy[c]), 2 * (pp - 1) * vpp * p2p_s)
     bubble = max(0.0, makespan - busy[c] - pp_comm)
     breakdown = {"compute": compute_c, "tp_comm": tp_c, "cp_comm": cp_c, "ep_comm": ep_c,
                  "dp_comm": dpin_c + dp_post, "pp_comm": pp_comm, "bubble": bubble, "optimizer": opt_s}
