@@ -28,6 +28,7 @@ exposed.  Limits: no communication -> 0; no compute -> all of it (one stream).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -90,11 +91,13 @@ def _walk(x: LayerPair, n: int, c: float = 0.0) -> float:
             busy.append((start, start + dur))
         return start + dur
 
+    aw_left = 0.0           # the previous layer's attn backward_dw, placed after this layer's combine_bwd
     for _ in range(n):
         if len(busy) > 8:
             del busy[:-8]
         cb = com(max(comm, b_ready), x.combine_b)
         comm = cb
+        comp = _run(comp, aw_left, busy, c)
         af = _run(max(comp, f_ready), x.attn_f, busy, c)
         comp = af
         df = com(max(comm, af), x.dispatch_f)
@@ -109,11 +112,14 @@ def _walk(x: LayerPair, n: int, c: float = 0.0) -> float:
         cf = com(max(comm, mf), x.combine_f)
         comm = cf
         ab = _run(max(comp, db), x.attn_b, busy, c)
-        comp = _run(ab, x.attn_w, busy, c)               # attn backward_dw right after
+        comp = ab
+        aw_left = x.attn_w                               # attn backward_dw right after
         f_ready, b_ready = cf, ab
+    comp = _run(comp, aw_left, busy, c)
     return max(comp, comm)
 
 
+@lru_cache(maxsize=4096)
 def exposed_per_step(x: LayerPair, n: int, c: float = 0.0) -> float:
     """Seconds one combined step of ``n`` layer pairs takes beyond its compute.  Megatron runs one
     model chunk's forward and another's backward as one step
@@ -127,6 +133,7 @@ def exposed_per_step(x: LayerPair, n: int, c: float = 0.0) -> float:
     return max(0.0, _walk(x, n, c) - n * x.compute_s)
 
 
+@lru_cache(maxsize=4096)
 def exposed_per_layer(x: LayerPair, pairs: int = 4, c: float = 0.0) -> float:
     """Steady-state seconds per layer pair beyond its compute (module doc): the increment of the
     walk from ``pairs`` to ``2 * pairs`` layer pairs, per pair, minus the pair's compute.  The walk
