@@ -129,3 +129,14 @@ def test_torchtitan_grouped_experts_call_grouped_mm_with_one_local_expert():
     dense = gemm_time(T, 2 * 8192, 5120, "gb200", "bf16", 1, "bf16", "")
     assert grouped > dense
     assert fc1[0] == pytest.approx(grouped, rel=0.35)
+
+
+def test_static_tail_is_the_recorded_measurement():
+    """STATIC_TAIL['hopper'] is the loss the kernel-evidence record measured (47 % of 80 % MFU kept)."""
+    from primus_launch.projection.cost import evidence as ev
+
+    r = ev.record("contention-h100-gemm132cta-nccl-allgather24cta")
+    assert r is not None and r["gpu"] == "h100-sxm"
+    assert r["value"] == pytest.approx(r["shape"]["gemm_mfu_overlapped"] / r["shape"]["gemm_mfu_alone"])
+    assert con.STATIC_TAIL["hopper"] == pytest.approx(1 - r["value"])
+    assert "blackwell" not in con.STATIC_TAIL   # dynamic (CLC) scheduling: the SM share only
