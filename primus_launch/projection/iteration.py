@@ -43,9 +43,14 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   figures, routing fan-out from :mod:`moe_routing`).  ``moe_shared_expert_overlap`` hides the
   dispatch behind the shared expert; ``overlap_moe_expert_parallel_comm`` (1F1B all-to-all overlap)
   runs a forward's and another micro-batch's backward of each MoE layer on two streams, node by node
-  as Megatron's combined 1F1B orders them (:mod:`cost.ep_overlap`: the exposed time of the walk) on
+  as Megatron's combined 1F1B orders them (:mod:`cost.ep_overlap`: the exposed time of the walk, its
+  compute nodes slowed by the dispatcher's SMs while it runs beside them, :mod:`cost.contention`;
+  one walk per combined step of one model chunk's layers, :func:`moe_layers_per_step`) on
   the passes the schedule can pair, the whole comm on the warm-up / cool-down passes it cannot
-  (:func:`ep_unpaired_fraction`); TorchTitan: exposed = max(0, comm - the other pass's compute);
+  (:func:`ep_unpaired_fraction`); with PP each paired step also waits for half of its neighbours'
+  exposed activation sends (:func:`combined_step_p2p`), and on Hopper the CUDA_DEVICE_MAX_CONNECTIONS
+  > 1 the overlap needs costs TP its async backward overlap (:func:`cdmc_unordered`); TorchTitan:
+  exposed = max(0, comm - the other pass's compute);
 - activation offloading (``offload.activation_layers``, the first layers of each chunk): each
   offloaded layer's activations go to host memory in forward and come back in backward over
   ``GPUSpec.host_link_bw``, hidden behind the next layer's compute where it is long enough;

@@ -22,7 +22,12 @@ below) for this ``attn_bwd``.
 
 :func:`exposed_per_layer` walks that order over a run of layer pairs (streams FIFO, events as above)
 and returns the steady-state time per pair beyond its compute: the all-to-all time the overlap leaves
-exposed.  Limits: no communication -> 0; no compute -> all of it (one stream).
+exposed; :func:`exposed_per_step` the same for one combined step of ``n`` layers that starts with
+both streams empty (Megatron runs one model chunk per step and joins the streams at its end).  A
+compute node beside a running dispatch / combine keeps ``1 - c`` of its rate (``c``: the SMs the
+communication kernel holds, :func:`cost.contention.lost_fraction`), so a communication-bound pair is
+not slowed by it while a compute-bound one is.  Limits: no communication -> 0; no compute -> all of it
+(one stream).
 """
 
 from __future__ import annotations
