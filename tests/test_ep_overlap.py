@@ -89,12 +89,120 @@ def test_projection_uses_it():
                 training=Training(global_batch_size=256, micro_batch_size=1, moe_token_dispatcher="alltoall",
                                   moe_grouped_gemm=True, overlap_moe_expert_parallel_comm=True),
                 cluster=Cluster(num_nodes=2, gpus_per_node=8), source=Source(framework="megatron"))
+    from primus_launch.projection.cost import contention as con
+    from primus_launch.projection.cost.ep_overlap import exposed_per_step
+    from primus_launch.projection.hardware.gpus import get_gpu
+
     lt = layer_times_roofline(plan)
     raw = it._ep_times(plan, plan.cluster.gpu, layout(plan))
     f, b = it._ep_exposed(plan, raw, lt)
     assert 0.0 < f + b < sum(raw)
     u = it.ep_unpaired_fraction(plan)
-    paired = walk(it._moe_layer_pair(plan, lt, *raw))
+    spec = get_gpu(plan.cluster.gpu)
+    c = con.lost_fraction(con.ep_sms("alltoall"), spec.num_sms, spec.arch)
+    pair = it._moe_layer_pair(plan, lt, *raw)
+    n = it.moe_layers_per_step(plan)
+    assert n == 8   # no pipelining: the whole model is one combined step
+    paired = max(walk(pair, c=c), exposed_per_step(pair, n, c) / n)
     assert f + b == pytest.approx(u * sum(raw) + (1 - u) * paired)
     off = plan.model_copy(update={"training": plan.training.model_copy(update={"overlap_moe_expert_parallel_comm": False})})
     assert it._ep_exposed(off, raw, lt) == raw
+
+
+def _dag_makespan_shared(x: LayerPair, n: int, c: float) -> float:
+    """Fluid event simulation of the two streams where every compute node runs at ``1 - c`` of its
+    rate while any communication node runs (written separately from ``ep_overlap._walk``): at each
+    step advance both running nodes to the next start or finish."""
+    comp_q, comm_q = [], []
+    for i in range(n):
+        comp_q += [(f"af{i}", x.attn_f, [f"cf{i - 1}"] if i else []), (f"mb{i}", x.mlp_b, [f"cb{i}"]),
+                   (f"mw{i}", x.mlp_w, []), (f"mf{i}", x.mlp_f, [f"df{i}"]),
+                   (f"ab{i}", x.attn_b, [f"db{i}"]), (f"aw{i}", x.attn_w, [])]
+        comm_q += [(f"cb{i}", x.combine_b, [f"ab{i - 1}"] if i else []), (f"df{i}", x.dispatch_f, [f"af{i}"]),
+                   (f"db{i}", x.dispatch_b, [f"mb{i}"]), (f"cf{i}", x.combine_f, [f"mf{i}"])]
+    done: dict[str, float] = {}
+    t = 0.0
+    run = {"comp": None, "comm": None}   # [name, work left]
+    queues = {"comp": comp_q, "comm": comm_q}
+    while queues["comp"] or queues["comm"] or run["comp"] or run["comm"]:
+        for k in ("comp", "comm"):
+            while run[k] is None and queues[k] and all(d in done for d in queues[k][0][2]):
+                name, w, _ = queues[k].pop(0)
+                if w <= 0:
+                    done[name] = t
+                    continue
+                run[k] = [name, w]
+        rate = {"comp": (1 - c) if run["comm"] else 1.0, "comm": 1.0}
+        dts = [run[k][1] / rate[k] for k in run if run[k]]
+        if not dts:
+            raise AssertionError("deadlock")
+        dt = min(dts)
+        t += dt
+        for k in ("comp", "comm"):
+            if run[k]:
+                run[k][1] -= dt * rate[k]
+                if run[k][1] <= 1e-12:
+                    done[run[k][0]] = t
+                    run[k] = None
+    return t
+
+
+@pytest.mark.parametrize("c", [0.0, 0.15, 0.4125])
+def test_contention_walk_equals_fluid_simulation(c):
+    """The walk with SM contention (compute nodes at 1 - c beside a dispatch / combine) against a
+    separately written fluid simulation of the same DAG."""
+    from primus_launch.projection.cost.ep_overlap import _walk
+
+    rng = random.Random(7 + int(100 * c))
+    for _ in range(40):
+        x = _pair(rng, rng.choice([0.3, 1.0, 3.0]))
+        for n in (1, 3):
+            assert _walk(x, n, c) == pytest.approx(_dag_makespan_shared(x, n, c), rel=1e-9, abs=1e-9)
+
+
+def test_contention_closed_form():
+    """One layer pair with only combine_bwd (1 s) and attn_fwd (2 s): attn_fwd runs its first second
+    at half rate, then the remaining 1.5 s alone: 2.5 s."""
+    from primus_launch.projection.cost.ep_overlap import _walk
+
+    x = LayerPair(2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+    assert _walk(x, 1, 0.5) == pytest.approx(2.5)
+    assert _walk(x, 1, 0.0) == pytest.approx(2.0)
+    # a communication-bound pair is not slowed by the contention: its compute fits under the comm
+    y = LayerPair(0.1, 0.1, 0.1, 0.1, 0.0, 0.0, 5.0, 5.0, 5.0, 5.0)
+    assert _walk(y, 4, 0.4) == pytest.approx(_walk(y, 4, 0.0))
+
+
+def test_step_startup():
+    """A combined step starts with both streams empty (Megatron joins them at each chunk's end):
+    per layer, a step of few layers exposes at least the steady state, and one of many layers
+    approaches it."""
+    from primus_launch.projection.cost.ep_overlap import exposed_per_step
+
+    rng = random.Random(3)
+    for _ in range(30):
+        x = _pair(rng, 1.0)
+        ss = exposed_per_layer(x)
+        assert exposed_per_step(x, 2) / 2 >= ss - 1e-9
+        assert exposed_per_step(x, 64) / 64 == pytest.approx(ss, abs=0.1 * max(1.0, x.compute_s))
+    # closed form: one layer, comm only combine_bwd (1 s) before an mlp_bwd that waits for it
+    x = LayerPair(0.5, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+    assert exposed_per_step(x, 1) == pytest.approx(0.5)   # attn_fwd covers 0.5 of the 1 s combine
+
+
+def test_moe_layers_per_step_reads_the_layout():
+    """Layers per combined step = one model chunk: Qwen3-235B on PP8 x VPP4 with embedding and loss
+    as layer slots (Megatron's account-for-embedding/loss-in-pipeline-split): (94 + 2) / 32 = 3."""
+    from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
+    from primus_launch.projection import iteration as it
+
+    plan = Plan(model=ModelArch(num_layers=94, hidden_size=4096, ffn_hidden_size=12288, num_attention_heads=64,
+                                num_query_groups=4, vocab_size=151936, seq_length=4096, num_experts=128,
+                                moe_router_topk=8, moe_ffn_hidden_size=1536),
+                parallel=Parallelism(tp=2, etp=1, pp=8, vpp=4, ep=32, sequence_parallel=True,
+                                     account_for_embedding_in_pipeline_split=True,
+                                     account_for_loss_in_pipeline_split=True),
+                training=Training(global_batch_size=2048, micro_batch_size=1, moe_token_dispatcher="alltoall",
+                                  moe_grouped_gemm=True, overlap_moe_expert_parallel_comm=True),
+                cluster=Cluster(num_nodes=32, gpus_per_node=8), source=Source(framework="megatron"))
+    assert it.moe_layers_per_step(plan) == 3

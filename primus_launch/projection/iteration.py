@@ -43,9 +43,14 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   figures, routing fan-out from :mod:`moe_routing`).  ``moe_shared_expert_overlap`` hides the
   dispatch behind the shared expert; ``overlap_moe_expert_parallel_comm`` (1F1B all-to-all overlap)
   runs a forward's and another micro-batch's backward of each MoE layer on two streams, node by node
-  as Megatron's combined 1F1B orders them (:mod:`cost.ep_overlap`: the exposed time of the walk) on
+  as Megatron's combined 1F1B orders them (:mod:`cost.ep_overlap`: the exposed time of the walk, its
+  compute nodes slowed by the dispatcher's SMs while it runs beside them, :mod:`cost.contention`;
+  one walk per combined step of one model chunk's layers, :func:`moe_layers_per_step`) on
   the passes the schedule can pair, the whole comm on the warm-up / cool-down passes it cannot
-  (:func:`ep_unpaired_fraction`); TorchTitan: exposed = max(0, comm - the other pass's compute);
+  (:func:`ep_unpaired_fraction`); with PP each paired step also waits for half of its neighbours'
+  exposed activation sends (:func:`combined_step_p2p`), and on Hopper the CUDA_DEVICE_MAX_CONNECTIONS
+  > 1 the overlap needs costs TP its async backward overlap (:func:`cdmc_unordered`); TorchTitan:
+  exposed = max(0, comm - the other pass's compute);
 - activation offloading (``offload.activation_layers``, the first layers of each chunk): each
   offloaded layer's activations go to host memory in forward and come back in backward over
   ``GPUSpec.host_link_bw``, hidden behind the next layer's compute where it is long enough;
@@ -116,6 +121,7 @@ class _Parts:
     cp: float = 0.0
     ep: float = 0.0
     dp: float = 0.0
+    pp: float = 0.0
 
     def cost(self) -> ChunkCost:
         return ChunkCost(self.f, self.bi, self.bw)
@@ -163,6 +169,8 @@ def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str
         return (max(f / tp, f - e * gemm.fwd_s), max(b / tp, b - e * (gemm.bwd_input_s + gemm.bwd_weight_s)))
     if plan.framework != "megatron" or not t.tp_async_backward or not lt.parts or gpu == "" or lay is None:
         return raw
+    if cdmc_unordered(plan, gpu):
+        return raw
     col = lt.part("dense", "tp_col")
     nbytes = float(_tokens(plan) * plan.model.hidden_size * 2)
     if p.sequence_parallel:
@@ -171,8 +179,26 @@ def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str
         exposed_b = 2 * ag + max(0.0, 2 * ag - col.bwd_input_s) + max(0.0, 2 * rs - col.bwd_weight_s)
     else:
         exposed_b = max(0.0, b - col.bwd_weight_s)
-    exposed_b += con.displaced(b - exposed_b, con.NCCL_SMS, get_gpu(gpu).num_sms)
+    exposed_b += con.displaced(b - exposed_b, con.NCCL_SMS, get_gpu(gpu).num_sms, get_gpu(gpu).arch)
     return f, min(b, exposed_b)
+
+
+def cdmc_unordered(plan: Plan, gpu: str) -> bool:
+    """Whether the column-parallel linears' async backward collectives lose their head start over
+    the GEMMs they should overlap: Megatron's 1F1B all-to-all overlap needs
+    ``CUDA_DEVICE_MAX_CONNECTIONS`` > 1 (``megatron/core/transformer/moe/README.md``, "Requirements for
+    EP A2A Overlap"), and before Blackwell that forfeits the launch-order guarantee TP's overlap
+    relies on: Megatron-LM ``megatron/training/arguments.py`` (dev @d48bd6be, ``validate_args``) asks
+    for ``CUDA_DEVICE_MAX_CONNECTIONS=1`` with TP/CP on devices of arch < 10 and, with
+    ``--overlap-moe-expert-parallel-comm``, only warns "try not to use tensor model parallelism ...";
+    with several hardware queues a GEMM launched after the NCCL kernel can take every SM first and
+    the collective then runs after it (Transformer Engine's maintainer on pytorch/pytorch#143890:
+    "GEMM might monopolize SMs and prevent a small NCCL kernel from starting").  The requirement
+    "no longer exists since the Blackwell architecture" (same ``arguments.py`` comment)."""
+    t = plan.training
+    if plan.framework != "megatron" or not t.overlap_moe_expert_parallel_comm or plan.parallel.tp <= 1:
+        return False
+    return get_gpu(gpu).arch in ("hopper", "ampere")
 
 
 def _cp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
@@ -212,6 +238,13 @@ def _ep_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
     return dispatcher_times(plan, gpu, lay.ep)
 
 
+def _ep_walked(plan: Plan, lt: LayerTimes) -> bool:
+    """Whether the EP exposure comes from the combined-1F1B two-stream walk (Megatron's
+    ``--overlap-moe-expert-parallel-comm``), which prices SM contention inside it."""
+    return (plan.framework == "megatron" and plan.training.overlap_moe_expert_parallel_comm
+            and lt.moe_layer is not None)
+
+
 def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[float, float]:
     """EP seconds left after shared-expert and 1F1B all-to-all overlap (module doc)."""
     t = plan.training
@@ -223,12 +256,16 @@ def _ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes) -> tuple[f
     if t.overlap_moe_expert_parallel_comm and lt.moe_layer is not None:
         mo = lt.moe_layer
         u = ep_unpaired_fraction(plan)
-        if plan.framework == "megatron":
-            # the two streams of Megatron's combined 1F1B, node by node (cost/ep_overlap.py)
-            from primus_launch.projection.cost.ep_overlap import exposed_per_layer
+        if _ep_walked(plan, lt):
+            # the two streams of Megatron's combined 1F1B, node by node (cost/ep_overlap.py); the
+            # dispatcher's SMs slow the compute nodes it overlaps (cost/contention.py)
+            from primus_launch.projection.cost.ep_overlap import exposed_per_layer, exposed_per_step
 
+            spec = get_gpu(plan.cluster.gpu)
+            c = con.lost_fraction(con.ep_sms(t.moe_token_dispatcher), spec.num_sms, spec.arch)
             pair = _moe_layer_pair(plan, lt, f, b)
-            paired = exposed_per_layer(pair)
+            n = moe_layers_per_step(plan)
+            paired = max(exposed_per_layer(pair, c=c), exposed_per_step(pair, n, c) / n)
             share = f / (f + b) if f + b > 0 else 0.5
             return u * f + (1 - u) * paired * share, u * b + (1 - u) * paired * (1 - share)
         # delay_wgrad_compute moves the weight gradients out of the backward, where they cover the
@@ -272,6 +309,59 @@ def _moe_layer_pair(plan: Plan, lt: LayerTimes, f: float, b: float):
         ai, mi, aw, mw = ai + aw, mi + mw, 0.0, 0.0
     return LayerPair(attn_f=af, mlp_f=mf, attn_b=ai, mlp_b=mi, attn_w=aw, mlp_w=mw,
                      dispatch_f=f / 2, combine_f=f / 2, dispatch_b=b / 2, combine_b=b / 2)
+
+
+def moe_layers_per_step(plan: Plan) -> int:
+    """MoE layers one combined 1F1B step pairs (:func:`cost.ep_overlap.exposed_per_step`): those of
+    one model chunk, the mean over the busiest rank's chunks (at least 1)."""
+    m = plan.model
+    rows = plan.chunk_layout()
+    best = max(rows, key=lambda r: sum(len(c.layers) for c in r))
+    n = sum(sum(1 for i in c.layers if m.is_moe_layer(i)) for c in best)
+    return max(1, round(n / max(1, len(best))))
+
+
+def combined_step_p2p(plan: Plan, lt: LayerTimes, p2p_s: float) -> float:
+    """Pipeline send seconds each steady step of Megatron's combined 1F1B waits for, per model chunk
+    and micro-batch (``--overlap-moe-expert-parallel-comm`` with PP > 1).
+
+    A combined step runs one chunk's forward with another's backward and needs both inputs before it
+    starts: ``TransformerModelChunkSchedulePlan.run`` (megatron-core dev
+    ``models/common/model_chunk_schedule_plan.py``) calls ``pre_forward`` and ``pre_backward`` (the
+    P2P receive waits, ``pipeline_parallel/schedules.py``) before the first layer's nodes, and a stage
+    produces both outputs only at the end of its own step: the forward output after the last
+    ``combine_fwd`` (sent on the communication stream beside the last ``attn_bwd``), the input
+    gradient after the last ``attn_bwd`` (sent on the compute stream beside the delayed
+    ``attn.backward_dw`` of that layer).  With the forward inputs one step ahead (the extra warm-up
+    micro-batch of ``get_pp_rank_microbatches``) and the gradients a step behind, the pipeline's
+    period is the step plus half of each send's exposed part: ``(max(0, p - (attn_b + attn_w)) +
+    max(0, p - attn_w)) / 2`` (``p``: one activation send).  Separate forward and backward passes
+    (no overlap) hide the sends behind the other pass; warm-up / cool-down passes are unpaired
+    (:func:`ep_unpaired_fraction`)."""
+    t, p = plan.training, plan.parallel
+    if (plan.framework != "megatron" or not t.overlap_moe_expert_parallel_comm or p.pp <= 1 or p2p_s <= 0.0
+            or lt.moe_layer is None):
+        return 0.0
+    mo = lt.moe_layer
+    aw = mo.bwd_weight_s * _attn_share(plan, lt, "bwd_weight_s") if t.delay_wgrad_compute else 0.0
+    ab = mo.bwd_input_s * _attn_share(plan, lt, "bwd_input_s")
+    if not t.delay_wgrad_compute:
+        ab += mo.bwd_weight_s * _attn_share(plan, lt, "bwd_weight_s")
+    e = (max(0.0, p2p_s - (ab + aw)) + max(0.0, p2p_s - aw)) / 2
+    return (1.0 - ep_unpaired_fraction(plan)) * e
+
+
+def _attn_share(plan: Plan, lt: LayerTimes, field: str) -> float:
+    """Share of an MoE layer's ``field`` seconds in the combined schedule's ``attn`` node."""
+    src = lt
+    if not lt.parts:
+        from primus_launch.projection.cost.roofline import layer_times_roofline
+
+        src = layer_times_roofline(plan)
+    tot = getattr(src.moe_layer, field)
+    if tot <= 0:
+        return 0.5
+    return sum(getattr(src.part("moe", k), field) for k in _ATTN_NODE) / tot
 
 
 def ep_unpaired_fraction(plan: Plan) -> float:
@@ -359,20 +449,21 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     attn = attn or PassTimes(0.0, 0.0, 0.0)
 
     tp_f, tp_b = _tp_exposed(plan, _tp_times(plan, gpu, lay), lt, gpu, lay)
-    units = spec.num_sms
+    units, arch = spec.num_sms, spec.arch
     cp_f, cp_b = _cp_times(plan, gpu, lay)
     if p.cp_comm_type in ("p2p", "a2a+p2p") or (plan.framework == "torchtitan" and p.cp_comm_type == "allgather"):
         # ring P2P hidden behind the attention core; the hidden part holds NCCL's P2P channels
         # (cost/contention.py: NCCL_SMS inside a scale-up domain, one channel per NIC (2) across)
         n_p2p = con.NCCL_SMS if lay.cp.nodes <= 1 else 2
         hid_f, hid_b = min(cp_f, attn.fwd_s), min(cp_b, attn.bwd_input_s)
-        cp_f = cp_f - hid_f + con.displaced(hid_f, n_p2p, units)
-        cp_b = cp_b - hid_b + con.displaced(hid_b, n_p2p, units)
+        cp_f = cp_f - hid_f + con.displaced(hid_f, n_p2p, units, arch)
+        cp_b = cp_b - hid_b + con.displaced(hid_b, n_p2p, units, arch)
     ep_raw = _ep_times(plan, gpu, lay)
     ep_f, ep_b = _ep_exposed(plan, ep_raw, lt)
-    n_ep = con.ep_sms(t.moe_token_dispatcher)
-    ep_f += con.displaced(ep_raw[0] - ep_f, n_ep, units)
-    ep_b += con.displaced(ep_raw[1] - ep_b, n_ep, units)
+    if not _ep_walked(plan, lt):   # the combined-1F1B walk slows its compute nodes itself
+        n_ep = con.ep_sms(t.moe_token_dispatcher)
+        ep_f += con.displaced(ep_raw[0] - ep_f, n_ep, units, arch)
+        ep_b += con.displaced(ep_raw[1] - ep_b, n_ep, units, arch)
 
     fsdp = p.dp_sharding == "full" and lay.dp_shard.size > 1
     grad_elem = 4 if t.grad_reduce_in_fp32 else 2
@@ -399,11 +490,11 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 rs = 0.0
                 if not reshard:   # one all-gather per schedule, behind the first micro-batch's forward
                     hf = min(ag, pt.fwd_s)
-                    return (ag - hf + con.displaced(hf, con.NCCL_SMS, units)) / nmb, 0.0
+                    return (ag - hf + con.displaced(hf, con.NCCL_SMS, units, arch)) / nmb, 0.0
             bwd = regather * ag + rs
             hf, hb = min(ag, pt.fwd_s), min(bwd, pt.bwd_input_s + pt.bwd_weight_s)
-            return (ag - hf + con.displaced(hf, con.NCCL_SMS, units),
-                    bwd - hb + con.displaced(hb, con.NCCL_SMS, units))
+            return (ag - hf + con.displaced(hf, con.NCCL_SMS, units, arch),
+                    bwd - hb + con.displaced(hb, con.NCCL_SMS, units, arch))
         fsdp_dense = _fsdp(False, lt.dense_layer)
         if m.is_moe and lt.moe_layer is not None:
             fsdp_moe = _fsdp(True, lt.moe_layer)
@@ -432,6 +523,12 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         if moe:
             return mw if win else mo0
         return dw if win else d0
+
+    act = _tokens(plan) * m.hidden_size * 2
+    if p.sequence_parallel:
+        act //= p.tp
+    p2p_s = coll.p2p(float(act), lay.pp.nodes > 1, gpu) if pp > 1 else 0.0
+    step_p2p = combined_step_p2p(plan, lt, p2p_s)
 
     parts: list[list[_Parts]] = []
     for rank in range(pp):
@@ -506,15 +603,14 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 q.bw += heads * lt.head_loss.bwd_weight_s
                 comp += heads * lt.head_loss.total_s
                 q.tp += heads * 2 * head_tp
+            if step_p2p > 0.0 and n_moe:
+                q.pp = step_p2p
+                q.bi += step_p2p
             del comp
             row.append(q)
         parts.append(row)
 
     costs = [[q.cost() for q in row] for row in parts]
-    act = _tokens(plan) * m.hidden_size * 2
-    if p.sequence_parallel:
-        act //= p.tp
-    p2p_s = coll.p2p(float(act), lay.pp.nodes > 1, gpu) if pp > 1 else 0.0
     schedule = t.pipeline_schedule if pp > 1 else "1f1b"
     group = p.microbatch_group if plan.framework == "megatron" else None  # Megatron's interleaved groups
     res = simulate(schedule, pp, vpp, nmb, costs, p2p_s, record=record_timeline, group=group)
@@ -555,11 +651,11 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         if t.overlap_grad_reduce and grad > 0:
             raw = grad
             grad = max(grad / buckets, grad - bwd_win / nmb)
-            grad += con.displaced(raw - grad, con.NCCL_SMS, units)
+            grad += con.displaced(raw - grad, con.NCCL_SMS, units, arch)
         if t.overlap_param_gather and ag > 0:
             raw = ag
             ag = max(ag / buckets, ag - fwd_win / nmb)
-            ag += con.displaced(raw - ag, con.NCCL_SMS, units)
+            ag += con.displaced(raw - ag, con.NCCL_SMS, units, arch)
         held = sp_.dense / shard_dense + sp_.expert / shard_expert
         opt = held * (1 - off) * opt_bytes / hbm
         if off > 0:   # host-side Adam on the offloaded share; grads down, params up the host link
@@ -575,10 +671,12 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     cp_c = nmb * sum(q.cp for q in parts[c])
     ep_c = nmb * sum(q.ep for q in parts[c])
     dpin_c = nmb * sum(q.dp for q in parts[c])
-    compute_c = busy[c] - tp_c - cp_c - ep_c - dpin_c
+    ppin_c = nmb * sum(q.pp for q in parts[c])
+    compute_c = busy[c] - tp_c - cp_c - ep_c - dpin_c - ppin_c
     # the sends on the critical path: the first forward wave crosses pp-1 links per model chunk and
-    # the last backward wave crosses them back (the simulation hides the others behind compute)
-    pp_comm = min(max(0.0, makespan - busy[c]), 2 * (pp - 1) * vpp * p2p_s)
+    # the last backward wave crosses them back (the simulation hides the others behind compute);
+    # with the combined 1F1B each steady step also waits for its neighbours' sends (ppin_c)
+    pp_comm = ppin_c + min(max(0.0, makespan - busy[c]), 2 * (pp - 1) * vpp * p2p_s)
     bubble = max(0.0, makespan - busy[c] - pp_comm)
     breakdown = {"compute": compute_c, "tp_comm": tp_c, "cp_comm": cp_c, "ep_comm": ep_c,
                  "dp_comm": dpin_c + dp_post, "pp_comm": pp_comm, "bubble": bubble, "optimizer": opt_s}

@@ -4,13 +4,25 @@ Overlapping communication with compute hides its time but not its SMs: NCCL runs
 collective as one CTA resident on an SM for the whole operation, DeepEP / HybridEP run their
 dispatch and combine kernels on a fixed SM count, and Transformer Engine's userbuffers (Megatron
 ``--tp-comm-overlap``) either run their communication on copy engines with one SM of bookkeeping or on
-a fixed SM count while the GEMM is launched with an SM margin.  Two closed forms:
+a fixed SM count while the GEMM is launched with an SM margin.  Three closed forms:
 
 - a GEMM launched with an SM margin of ``n`` (TE userbuffers ``set_sm_margin``) runs on ``U - n`` of
   the ``U`` SMs for its whole duration: ``t' = t U / (U - n)`` (:func:`margin_factor`);
 - a communication kernel holding ``n`` SMs for the ``h`` seconds it overlaps saturated compute
   displaces ``n/U`` of the compute for that time, which the compute makes up afterwards:
-  ``extra = h n / U`` (:func:`displaced`).
+  ``extra = h n / U`` (:func:`displaced`), where the compute's kernels take work dynamically
+  (Blackwell's cluster launch control, non-persistent grids);
+- on Hopper the GEMMs are persistent kernels with a static tile schedule: each of the ``U`` resident
+  workers owns a fixed share of the tiles, and the workers whose SMs a communication kernel holds
+  start only when it leaves, so the GEMM's tail grows by the overlap instead of by ``n/U`` of it
+  (NVIDIA CUTLASS documentation, "Blackwell Cluster Launch Control": "static scheduler is
+  susceptible to workload imbalance if the resources of some SMs are unavailable", the limitation
+  Blackwell's dynamic scheduling removes).  Measured on H100: a 132-CTA GEMM overlapped by a 24-CTA
+  NCCL all-gather fell from ~80 % to ~47 % MFU, its time "nearly doubles"
+  (forums.developer.nvidia.com/t/compute-communication-overlap-causes-severe-gemm-performance-
+  degradation-because-of-tail-effect/337991): the compute keeps 47/80 of its rate while overlapped,
+  ``STATIC_TAIL["hopper"] = 1 - 47/80`` lost, whatever ``n`` (:func:`lost_fraction`; the lower bound
+  of the measurement: the all-gather's own length is not stated, a whole-GEMM overlap would lose 1/2).
 
 SM counts (each from the framework's code or the recipes that launch it):
 
@@ -41,6 +53,9 @@ UB_METHOD = {
     "fc2": ("pipeline", "ring_exchange", "external"),
 }
 UB_MARGIN = {"ring_exchange": False, "pipeline": True, "bulk": True, "external": False}
+# compute rate lost while a communication kernel overlaps it, per architecture whose GEMMs use a
+# static persistent schedule (module doc; measured H100 GEMM 80 % -> 47 % MFU under a 24-CTA NCCL kernel)
+STATIC_TAIL = {"hopper": 1.0 - 47.0 / 80.0}
 DEEPEP_SMS = 20
 HYBRIDEP_SMS = 16
 NCCL_SMS = 20
@@ -65,12 +80,21 @@ def ub_factors(gemm: str, units: int) -> tuple[float, float, float]:
     return out[0], out[1], out[2]
 
 
-def displaced(hidden_s: float, n: int, units: int) -> float:
+def lost_fraction(n: int, units: int, arch: str = "") -> float:
+    """Fraction of the compute rate lost while a communication kernel holding ``n`` of ``units`` SMs
+    overlaps it (module doc): ``n / units``, at least ``STATIC_TAIL[arch]`` on architectures whose
+    GEMMs keep a static persistent schedule."""
+    if n <= 0 or units <= 0:
+        return 0.0
+    return min(1.0, max(n / units, STATIC_TAIL.get(arch, 0.0)))
+
+
+def displaced(hidden_s: float, n: int, units: int, arch: str = "") -> float:
     """Compute seconds displaced by a communication kernel holding ``n`` of ``units`` SMs for the
     ``hidden_s`` seconds it overlaps compute (module doc)."""
     if hidden_s <= 0 or n <= 0:
         return 0.0
-    return hidden_s * n / units
+    return hidden_s * lost_fraction(n, units, arch)
 
 
 def ep_sms(dispatcher: str) -> int:

@@ -22,12 +22,18 @@ below) for this ``attn_bwd``.
 
 :func:`exposed_per_layer` walks that order over a run of layer pairs (streams FIFO, events as above)
 and returns the steady-state time per pair beyond its compute: the all-to-all time the overlap leaves
-exposed.  Limits: no communication -> 0; no compute -> all of it (one stream).
+exposed; :func:`exposed_per_step` the same for one combined step of ``n`` layers that starts with
+both streams empty (Megatron runs one model chunk per step and joins the streams at its end).  A
+compute node beside a running dispatch / combine keeps ``1 - c`` of its rate (``c``: the SMs the
+communication kernel holds, :func:`cost.contention.lost_fraction`), so a communication-bound pair is
+not slowed by it while a compute-bound one is.  Limits: no communication -> 0; no compute -> all of it
+(one stream).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -53,37 +59,91 @@ class LayerPair:
         return self.attn_f + self.mlp_f + self.attn_b + self.mlp_b + self.attn_w + self.mlp_w
 
 
-def _walk(x: LayerPair, n: int) -> float:
-    """Makespan of ``n`` consecutive layer pairs (module doc)."""
+def _run(start: float, work: float, busy: list[tuple[float, float]], c: float) -> float:
+    """End of a compute node of ``work`` seconds started at ``start`` that runs at ``1 - c`` of its
+    rate while the communication stream is busy (``busy``: its intervals, in time order)."""
+    if c <= 0.0 or work <= 0.0:
+        return start + work
+    t, w, keep = start, work, 1.0 - c
+    for s0, e0 in busy:
+        if e0 <= t:
+            continue
+        if s0 > t:
+            if w <= s0 - t:
+                return t + w
+            w -= s0 - t
+            t = s0
+        if keep <= 0.0:
+            t = e0
+            continue
+        if w <= (e0 - t) * keep:
+            return t + w / keep
+        w -= (e0 - t) * keep
+        t = e0
+    return t + w
+
+
+def _walk(x: LayerPair, n: int, c: float = 0.0) -> float:
+    """Makespan of ``n`` consecutive layer pairs (module doc); compute nodes lose ``c`` of their rate
+    while a dispatch / combine runs beside them (``cost/contention.py``: the SMs the communication
+    kernel holds).  Nodes are placed in dependency order (each stream stays FIFO in program order)."""
     comp = comm = 0.0       # when each stream is free
     f_ready = b_ready = 0.0  # the forward / backward micro-batch's last node (its event)
+    busy: list[tuple[float, float]] = []
+
+    def com(start: float, dur: float) -> float:
+        if dur > 0.0:
+            busy.append((start, start + dur))
+        return start + dur
+
+    aw_left = 0.0           # the previous layer's attn backward_dw, placed after this layer's combine_bwd
     for _ in range(n):
-        cb = max(comm, b_ready) + x.combine_b
+        if len(busy) > 8:
+            del busy[:-8]
+        cb = com(max(comm, b_ready), x.combine_b)
         comm = cb
-        af = max(comp, f_ready) + x.attn_f
+        comp = _run(comp, aw_left, busy, c)
+        af = _run(max(comp, f_ready), x.attn_f, busy, c)
         comp = af
-        mb = max(comp, cb) + x.mlp_b
-        comp = mb
-        df = max(comm, af) + x.dispatch_f
+        df = com(max(comm, af), x.dispatch_f)
         comm = df
-        comp += x.mlp_w                  # backward_dw: no event
-        db = max(comm, mb) + x.dispatch_b
+        mb = _run(max(comp, cb), x.mlp_b, busy, c)
+        comp = mb
+        db = com(max(comm, mb), x.dispatch_b)
         comm = db
-        mf = max(comp, df) + x.mlp_f
+        comp = _run(comp, x.mlp_w, busy, c)                # backward_dw: no event
+        mf = _run(max(comp, df), x.mlp_f, busy, c)
         comp = mf
-        cf = max(comm, mf) + x.combine_f
+        cf = com(max(comm, mf), x.combine_f)
         comm = cf
-        ab = max(comp, db) + x.attn_b
-        comp = ab + x.attn_w             # attn backward_dw right after (not for the layer a chunk ends on)
+        ab = _run(max(comp, db), x.attn_b, busy, c)
+        comp = ab
+        aw_left = x.attn_w                               # attn backward_dw right after
         f_ready, b_ready = cf, ab
+    comp = _run(comp, aw_left, busy, c)
     return max(comp, comm)
 
 
-def exposed_per_layer(x: LayerPair, pairs: int = 4) -> float:
+@lru_cache(maxsize=4096)
+def exposed_per_step(x: LayerPair, n: int, c: float = 0.0) -> float:
+    """Seconds one combined step of ``n`` layer pairs takes beyond its compute.  Megatron runs one
+    model chunk's forward and another's backward as one step
+    (``models/common/model_chunk_schedule_plan.py`` ``TransformerModelChunkSchedulePlan.run``: the
+    overlapped layers, then the P2P sends, then ``wait_current_stream`` joins the streams), so each
+    step starts with both streams empty and the first layer's ``combine_bwd`` has only ``attn_fwd``
+    beside it; with few layers per chunk (interleaved pipelines) that start-up is a share of every
+    layer, with the whole model in one chunk (no pipelining) it vanishes into the steady state."""
+    if n <= 0:
+        return 0.0
+    return max(0.0, _walk(x, n, c) - n * x.compute_s)
+
+
+@lru_cache(maxsize=4096)
+def exposed_per_layer(x: LayerPair, pairs: int = 4, c: float = 0.0) -> float:
     """Steady-state seconds per layer pair beyond its compute (module doc): the increment of the
     walk from ``pairs`` to ``2 * pairs`` layer pairs, per pair, minus the pair's compute.  The walk
     carries over only the two micro-batches' last nodes from pair to pair;
     on 20,000 random pairs 2, 3 and 4 gave the 32-pair figure to 1e-9 (tests/test_ep_overlap.py
     compares 16 -> 32 pairs of a separately written event simulation)."""
-    inc = (_walk(x, 2 * pairs) - _walk(x, pairs)) / pairs
+    inc = (_walk(x, 2 * pairs, c) - _walk(x, pairs, c)) / pairs
     return max(0.0, inc - x.compute_s)

@@ -101,7 +101,8 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     """(what, raw fwd ms, raw bwd ms, exposed fwd ms, exposed bwd ms, how it is priced) per layer."""
     from primus_launch.projection.cost import collectives as coll
     from primus_launch.projection.cost.roofline import layer_times_roofline
-    from primus_launch.projection.iteration import (_cp_times, _ep_exposed, _ep_times, _tp_exposed, _tp_times)
+    from primus_launch.projection.iteration import (_cp_times, _ep_exposed, _ep_times, _ep_walked, _tp_exposed,
+                                                    _tp_times, cdmc_unordered, moe_layers_per_step)
     from primus_launch.projection.hardware.placement import layout
 
     lay = layout(plan)
@@ -120,7 +121,9 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     rows.append(("TP (" + ("AG/RS, SP" if plan.parallel.sequence_parallel else "all-reduce") + f") {lay.tp.size} ranks, "
                  f"{lay.tp.nodes} domain(s)", *[1e3 * x for x in tp + tpe],
                  f"{arch_key}; overlap: " + ("TE userbuffers / async TP" if plan.training.tp_comm_overlap else
-                                                   ("column-parallel backward async" if plan.framework == "megatron"
+                                                   ("none: the EP overlap's CUDA_DEVICE_MAX_CONNECTIONS > 1 drops "
+                                                    "Hopper's launch order" if cdmc_unordered(plan, gpu) else
+                                                    "column-parallel backward async" if plan.framework == "megatron"
                                                     else "none"))))
     cp = _cp_times(plan, gpu, lay)
     attn = lt.attn_core
@@ -140,6 +143,13 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
         epe = _ep_exposed(plan, ep, lt)
         d = plan.training.moe_token_dispatcher
         src = (f"deepep: {_curve_source('deepep', d + '/rdma')}" if d in ("deepep", "hybridep") else arch_key)
+        if _ep_walked(plan, lt):
+            from primus_launch.projection.cost import contention as con
+
+            g = coll.get_gpu(gpu)
+            lost = con.lost_fraction(con.ep_sms(d), g.num_sms, g.arch)
+            src = (f"combined 1F1B walk, {moe_layers_per_step(plan)} layer(s) per step, compute at "
+                   f"{100 * (1 - lost):.0f}% beside the dispatcher; " + src)
         rows.append((f"EP {d} dispatch+combine, {lay.ep.size} ranks over {lay.ep.nodes} domain(s) (MoE layer)",
                      *[1e3 * x for x in ep + epe], src))
     return rows
@@ -193,6 +203,12 @@ def _contention_line(plan: Plan) -> str:
     if plan.model.is_moe and p.ep > 1:
         parts.append(f"EP {t.moe_token_dispatcher}: {con.ep_sms(t.moe_token_dispatcher)} SMs while overlapped")
     parts.append(f"overlapped NCCL collectives: {con.NCCL_SMS} SMs")
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    arch = get_gpu(plan.cluster.gpu).arch
+    if arch in con.STATIC_TAIL:
+        parts.append(f"{arch} static persistent GEMMs lose >= {100 * con.STATIC_TAIL[arch]:.0f}% of their rate "
+                     "while overlapped (tail effect)")
     return "; ".join(parts)
 
 

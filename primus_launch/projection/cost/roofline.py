@@ -146,11 +146,16 @@ class _Acc:
             self.ops.append((name, f, bi, bw, info))
 
     def gemm(self, m: int, n: int, k: int, batch: int = 1, lowp: bool = True, name: str = "gemm",
-             separate: bool = False, input_fused: bool = False, ub: str | None = None, col: bool = False) -> None:
+             separate: bool = False, input_fused: bool = False, ub: str | None = None, col: bool = False,
+             grouped_kernel: bool = False) -> None:
         """A GEMM [m,n,k] x ``batch`` (``separate``: ``batch`` independent kernels, not grouped) with
         its backward; ``lowp``: in the plan's FP8/FP4 recipe (else bf16); ``ub``: the layer GEMM it is
         for TE userbuffers (``qkv`` / ``proj`` / ``fc1`` / ``fc2``), slowed by the SMs its overlapped
-        communication holds when the plan overlaps TP communication (``cost/contention.py``)."""
+        communication holds when the plan overlaps TP communication (``cost/contention.py``);
+        ``grouped_kernel``: the framework runs it through its grouped-GEMM kernel even when
+        ``batch`` is 1 (TorchTitan's ``GroupedExperts`` calls ``torch._grouped_mm`` for any number of
+        local experts: torchtitan v0.2.1 ``models/moe/moe.py`` ``_run_experts_grouped_mm``, 0.3.0
+        ``models/common/moe.py`` ``GroupedExperts._grouped_mm``)."""
         g = self.gpu
         fmt = self.fmt if lowp and self.recipe else "bf16"
         if separate and batch > 1:
@@ -159,7 +164,7 @@ class _Acc:
             bw = batch * gemm_time(k, n, m, g, "bf16", 1, fmt)
             kern = batch
         else:
-            gr = ("torch" if self.prof.name.startswith("torchtitan") else "any") if batch > 1 else ""
+            gr = ("torch" if self.prof.name.startswith("torchtitan") else "any") if batch > 1 or grouped_kernel else ""
             f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
@@ -181,7 +186,8 @@ class _Acc:
             self.qw += k * n * batch
             self.nq += 1
         self._rec(f"{name} [{m}x{n}x{k}]" + (f" x{batch}" if batch > 1 else ""), f, bi, bw,
-                  ("grouped_gemm" if batch > 1 and not separate else "gemm", fmt, 2.0 * m * n * k * batch))
+                  ("grouped_gemm" if (batch > 1 or grouped_kernel) and not separate else "gemm", fmt,
+                   2.0 * m * n * k * batch))
 
     def elem(self, nbytes: float, name: str, bwd: float = 2.0, kernels: tuple[int, int] = (1, 1)) -> None:
         """A bandwidth-bound op; its backward moves ``bwd`` times the forward bytes."""
@@ -405,19 +411,20 @@ def _rope_fused(prof: Profile, m: ModelArch) -> bool:
 
 
 def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
-         separate: bool = False, input_fused: bool = False, ub: bool = False) -> None:
+         separate: bool = False, input_fused: bool = False, ub: bool = False, grouped_kernel: bool = False) -> None:
     h = m.hidden_size
     gated = m.swiglu
     mods = acc.mods
     acc.gemm(T, (2 if gated else 1) * ffn_local, h, batch, name=f"{name} FC1", separate=separate,
-             input_fused=input_fused, ub="fc1" if ub else None)
+             input_fused=input_fused, ub="fc1" if ub else None, grouped_kernel=grouped_kernel)
     nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
     if "moe" in mods:
         acc.mods = mods + ("moe_act",)
     acc.elem(nb * T * ffn_local * batch, f"{name} {'SwiGLU' if gated else m.activation}", 2.0,
              (kf * (batch if separate else 1), kb * (batch if separate else 1)))
     acc.mods = mods
-    acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate, ub="fc2" if ub else None)
+    acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate, ub="fc2" if ub else None,
+             grouped_kernel=grouped_kernel)
 
 
 def _titan_block_mms(m: ModelArch, T: int, t: int, moe: bool) -> list[tuple[str, int, int, int]]:
@@ -559,7 +566,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
                                    "half launched into an empty queue", 0.0, 0.0))
         m_e = max(1, -(-Te * ep * k // E))
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
-             name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped)
+             name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
+             grouped_kernel=grouped and prof.name.startswith("torchtitan"))
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
         acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
