@@ -189,7 +189,14 @@ def _contention_line(plan: Plan) -> str:
     t, p = plan.training, plan.parallel
     parts = []
     if t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron":
-        parts.append(f"TE userbuffers: proj/FC2 fprop, QKV/FC1 dgrad+wgrad with a {con.UB_SMS['pipeline']}-SM margin")
+        over = {c[0]: c[1:] for c in t.tp_comm_overlap_cfg}
+        cells = []
+        for name in con.UB_NAMES:
+            method, n, margin = over.get(name, con.ub_default(name))
+            if method != "external" and n > 1:
+                cells.append(f"{name} {method} {n} SMs{' margin' if margin else ''}")
+        parts.append("TE userbuffers (" + ("--tp-comm-overlap-cfg" if over else "TE defaults") + "): "
+                     + (", ".join(cells) or "copy-engine ring exchange only"))
     if plan.model.is_moe and p.ep > 1:
         parts.append(f"EP {t.moe_token_dispatcher}: {con.ep_sms(t.moe_token_dispatcher)} SMs while overlapped")
     parts.append(f"overlapped NCCL collectives: {con.NCCL_SMS} SMs")
