@@ -436,3 +436,33 @@ def test_userbuffers_cfg_from_megatron_yaml(tmp_path):
     bad.write_text("qkv_fprop_typo:\n  method: bulk\n")
     with pytest.raises(PlanError):
         plan_from_argv(argv + ["--tp-comm-overlap-cfg", str(bad)], Cluster(gpu="h100-sxm", num_nodes=1))
+
+
+def test_fp8_sequence_parallel_gathers_are_quantised():
+    """Megatron + TE with a per-tensor FP8 recipe all-gathers FP8 (1 B per element: the norm output
+    before QKV / FC1, the row-parallel output gradient, the backward re-gather; TE
+    ``grad_output_preprocess`` / ``_all_gather_fp8``); MXFP8 gathers the usages it needs (1, 2, 1 B
+    + 1/32 scales); reduce-scatters stay bf16; a bf16 plan is unchanged."""
+    from primus_launch.projection.cost import collectives as coll
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.iteration import _tp_times
+
+    m = ModelArch(num_layers=4, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
+                  num_query_groups=8, vocab_size=32000, seq_length=8192)
+
+    def plan(**t):
+        return Plan(model=m, parallel=Parallelism(tp=4, sequence_parallel=True),
+                    training=Training(global_batch_size=16, micro_batch_size=1, **t),
+                    cluster=Cluster(gpu="h100-sxm", num_nodes=1))
+
+    bf, cs, mx = plan(), plan(precision="fp8", fp8_recipe="tensorwise"), plan(precision="fp8", fp8_recipe="mxfp8")
+    lay = layout(bf)
+    nb = 8192 * 8192 * 2.0
+    ag2, ag1, rs = (coll.all_gather(nb, lay.tp, "h100-sxm"), coll.all_gather(nb / 2, lay.tp, "h100-sxm"),
+                    coll.reduce_scatter(nb, lay.tp, "h100-sxm"))
+    assert _tp_times(bf, "h100-sxm", lay) == pytest.approx((2 * (ag2 + rs), 2 * (2 * ag2 + rs)), rel=1e-12)
+    assert _tp_times(cs, "h100-sxm", lay) == pytest.approx((2 * (ag1 + rs), 2 * (2 * ag1 + rs)), rel=1e-12)
+    agm = coll.all_gather(nb / 2 * (1 + 1 / 32), lay.tp, "h100-sxm")
+    agm2 = coll.all_gather(nb * (1 + 1 / 32), lay.tp, "h100-sxm")
+    assert _tp_times(mx, "h100-sxm", lay) == pytest.approx((2 * (agm + rs), 2 * (agm2 + agm + rs)), rel=1e-12)
+    assert ag1 < ag2
