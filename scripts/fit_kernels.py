@@ -323,13 +323,23 @@ def fit_fp8_quant(gemm: dict, hbm: dict) -> dict:
             hbm_bw = get_gpu(gpu).hbm_bw * (0.6 / 0.6 if gpu != "h200" else 1.0)
             if extra <= 0:
                 continue
-            out.setdefault(recipe, []).append(dict(gpu=gpu, eff=round(nbytes / extra / hbm_bw, 3),
+            # a quantisation kernel streams no faster than the architecture's streaming kernels: the
+            # figure is capped at the HBM efficiency fitted above (the delayed-scaling pair, whose
+            # 'pre-quantized' time is an autocast one, comes out above it)
+            arch = get_gpu(gpu).arch
+            eta = hbm.get(arch, hbm["hopper"])["eta"]
+            raw = nbytes / extra / hbm_bw
+            out.setdefault(recipe, []).append(dict(gpu=gpu, arch=arch, eff=round(min(raw, eta), 3), raw=round(raw, 3),
                                                    records=[auto["id"], ref["id"]]))
     res = {}
     for recipe, rows in out.items():
+        per_arch = {r["arch"]: r["eff"] for r in rows}
+        if "blackwell_ultra" in per_arch:  # the same HBM3e (8 TB/s) and memory system as Blackwell
+            per_arch.setdefault("blackwell", per_arch["blackwell_ultra"])
         res[recipe] = dict(eff=round(statistics.mean(r["eff"] for r in rows), 3),
                            records=[i for r in rows for i in r["records"]],
-                           per_gpu={r["gpu"]: r["eff"] for r in rows})
+                           per_gpu={r["gpu"]: r["eff"] for r in rows}, per_arch=per_arch,
+                           uncapped={r["gpu"]: r["raw"] for r in rows})
     return res
 
 

@@ -231,3 +231,23 @@ def test_blackwell_ultra_shares_blackwell_tensor_core_curves():
     assert "blackwell/fp4" not in g or g["blackwell/fp4"]["records"] != g["blackwell_ultra/fp4"]["records"]
     for key, c in g.items():
         assert not any("pre-quantized-FP8DelayedScaling" in r for r in c["records"]), key
+
+
+def test_te_layer_benchmark_quantises_input_and_weight_of_each_of_its_12_calls():
+    """TE's benchmark_gemm.py (model-config mode) runs each of the 12 GEMM shapes as its own forward
+    te.Linear(K, N)(x[M, K]) under autocast: every call quantises x [M, K] and W [K, N], so the bytes
+    are twice (fprop inputs + output gradients + weights) of the layer; and no recipe's fitted
+    quantisation bandwidth exceeds its architecture's streaming efficiency."""
+    from primus_launch.projection.cost import fp8 as fp8m
+
+    t, h, f = 15872, 4096, 16384
+    x = t * (h + h + h + f)
+    dy = t * (3 * h + h + f + h)
+    w = h * 3 * h + h * h + h * f + f * h
+    for recipe in ("tensorwise", "delayed", "mxfp8"):
+        for bw in (False, True):
+            bpe = fp8m.bytes_per_element(recipe, "blackwell" if bw else "hopper")
+            assert fp8m.quant_bytes_te_layer(recipe, t, h, f, bw) == 2 * bpe * (x + dy + w)
+    for recipe, c in FITTED["fp8_quant"].items():
+        for arch, eff in c.get("per_arch", {}).items():
+            assert eff <= FITTED["hbm"][arch]["eta"] + 1e-9, (recipe, arch)
