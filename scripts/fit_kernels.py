@@ -335,7 +335,7 @@ def fit_fp8_quant(gemm: dict, hbm: dict) -> dict:
     for recipe, rows in out.items():
         per_arch = {r["arch"]: r["eff"] for r in rows}
         if "blackwell_ultra" in per_arch:  # the same HBM3e (8 TB/s) and memory system as Blackwell
-            per_arch.setdefault("blackwell", per_arch["blackwell_ultra"])
+            per_arch.setdefault("blackwell", min(per_arch["blackwell_ultra"], hbm["blackwell"]["eta"]))
         res[recipe] = dict(eff=round(statistics.mean(r["eff"] for r in rows), 3),
                            records=[i for r in rows for i in r["records"]],
                            per_gpu={r["gpu"]: r["eff"] for r in rows}, per_arch=per_arch,
