@@ -399,3 +399,70 @@ def test_moe_dispatch_host_sync_splits_the_forward():
     split = acc.times(t, frozenset()).fwd_s
     assert split == pytest.approx(max(g1 + max(g2, h2), h1 + h2) + 2 * t)
     assert split > unsplit + 0.9 * (h2 - g2)
+
+
+def test_userbuffers_cfg_from_megatron_yaml(tmp_path):
+    """``--tp-comm-overlap-cfg`` is read (not reported unmodelled) and merged over TE's defaults per
+    layer GEMM as TE's ``initialize_ub`` does; Megatron-Bridge's FP8 H100 70B config (transcribed in
+    scripts/validation/ub_cfgs from Bridge v0.4.2 comm_overlap.py) turns the proj/FC2 forward into
+    copy-engine ring exchange with a 1-SM margin (U/(U-1)) and the bulk QKV/FC1 overlaps into
+    no-margin kernels holding 4 / 24 / 2 / 4 SMs (1 + n/U); a layer TE does not know is refused."""
+    from pathlib import Path
+
+    from primus_launch.adapters.megatron import plan_from_argv
+    from primus_launch.plan import PlanError
+    from primus_launch.projection.cost.roofline import layer_op_times
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = root / "scripts/validation/ub_cfgs/userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192.yaml"
+    argv = ("pretrain_gpt.py --num-layers 4 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
+            "--group-query-attention --num-query-groups 8 --seq-length 8192 --max-position-embeddings 8192 "
+            "--swiglu --micro-batch-size 1 --global-batch-size 16 --vocab-size 128256 --bf16 "
+            "--tensor-model-parallel-size 4 --sequence-parallel --tp-comm-overlap").split()
+    te = plan_from_argv(argv, Cluster(gpu="h100-sxm", num_nodes=1))
+    br = plan_from_argv(argv + ["--tp-comm-overlap-cfg", str(cfg)], Cluster(gpu="h100-sxm", num_nodes=1))
+    assert te.training.tp_comm_overlap_cfg == ()
+    got = {c[0]: c[1:] for c in br.training.tp_comm_overlap_cfg}
+    assert got["proj_fprop"] == ("ring_exchange", 1, True) and got["fc2_fprop"] == ("ring_exchange", 1, True)
+    assert got["qkv_wgrad"] == ("bulk", 24, False) and got["fc1_dgrad"] == ("bulk", 2, False)
+    assert not any(u.flag.startswith("--tp-comm-overlap") for u in br.source.unmodelled)
+    U = get_gpu("h100-sxm").num_sms
+    a = {o[0].split(" [")[0]: o for o in layer_op_times(te)["dense"]}
+    b = {o[0].split(" [")[0]: o for o in layer_op_times(br)["dense"]}
+    assert b["MLP FC2"][1] / a["MLP FC2"][1] == pytest.approx((U / (U - 1)) / (U / (U - 16)), rel=1e-9)
+    assert b["QKV"][3] / a["QKV"][3] == pytest.approx((1 + 24 / U) / (U / (U - 16)), rel=1e-9)
+    assert b["MLP FC1"][2] / a["MLP FC1"][2] == pytest.approx((1 + 2 / U) / (U / (U - 16)), rel=1e-9)
+    bad = tmp_path / "ub.yaml"
+    bad.write_text("qkv_fprop_typo:\n  method: bulk\n")
+    with pytest.raises(PlanError):
+        plan_from_argv(argv + ["--tp-comm-overlap-cfg", str(bad)], Cluster(gpu="h100-sxm", num_nodes=1))
+
+
+def test_fp8_sequence_parallel_gathers_are_quantised():
+    """Megatron + TE with a per-tensor FP8 recipe all-gathers FP8 (1 B per element: the norm output
+    before QKV / FC1, the row-parallel output gradient, the backward re-gather; TE
+    ``grad_output_preprocess`` / ``_all_gather_fp8``); MXFP8 gathers the usages it needs (1, 2, 1 B
+    + 1/32 scales); reduce-scatters stay bf16; a bf16 plan is unchanged."""
+    from primus_launch.projection.cost import collectives as coll
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.iteration import _tp_times
+
+    m = ModelArch(num_layers=4, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
+                  num_query_groups=8, vocab_size=32000, seq_length=8192)
+
+    def plan(**t):
+        return Plan(model=m, parallel=Parallelism(tp=4, sequence_parallel=True),
+                    training=Training(global_batch_size=16, micro_batch_size=1, **t),
+                    cluster=Cluster(gpu="h100-sxm", num_nodes=1))
+
+    bf, cs, mx = plan(), plan(precision="fp8", fp8_recipe="tensorwise"), plan(precision="fp8", fp8_recipe="mxfp8")
+    lay = layout(bf)
+    nb = 8192 * 8192 * 2.0
+    ag2, ag1, rs = (coll.all_gather(nb, lay.tp, "h100-sxm"), coll.all_gather(nb / 2, lay.tp, "h100-sxm"),
+                    coll.reduce_scatter(nb, lay.tp, "h100-sxm"))
+    assert _tp_times(bf, "h100-sxm", lay) == pytest.approx((2 * (ag2 + rs), 2 * (2 * ag2 + rs)), rel=1e-12)
+    assert _tp_times(cs, "h100-sxm", lay) == pytest.approx((2 * (ag1 + rs), 2 * (2 * ag1 + rs)), rel=1e-12)
+    agm = coll.all_gather(nb / 2 * (1 + 1 / 32), lay.tp, "h100-sxm")
+    agm2 = coll.all_gather(nb * (1 + 1 / 32), lay.tp, "h100-sxm")
+    assert _tp_times(mx, "h100-sxm", lay) == pytest.approx((2 * (agm + rs), 2 * (agm2 + agm + rs)), rel=1e-12)
+    assert ag1 < ag2

@@ -214,3 +214,40 @@ def test_blackwell_attention_from_its_own_sweeps():
     full = attention_time(2, 64, 16384, 16384, 64, 64, True, "gb200")[0] / (16384 / 2)
     win = attention_time(2, 64, 16384, 16384, 64, 64, True, "gb200", window=128)[0] / 128
     assert win > 4 * full   # seconds per key of each query
+
+
+def test_blackwell_ultra_shares_blackwell_tensor_core_curves():
+    """Blackwell Ultra keeps Blackwell's BF16 / FP8 / MXFP8 tensor cores (same dense peaks per package;
+    NVFP4 is what changed): one curve per format over both parts' records (B200 / GB200 and B300 / GB300
+    records both in it), NVFP4 its own; and TE's 'pre-quantized' FP8 DelayedScaling layer figure,
+    which TE's benchmark runs in autocast mode (its gemm_profiling doc), is in no GEMM-only curve."""
+    g = FITTED["gemm"]
+    for fmt in ("bf16", "fp8", "mxfp8"):
+        bw, bu = g[f"blackwell/{fmt}"], g[f"blackwell_ultra/{fmt}"]
+        assert (bw["eff"], bw["k0"], bw["t0"], bw["records"]) == (bu["eff"], bu["k0"], bu["t0"], bu["records"])
+        gpus = {ev.by_id(r)["gpu"] for r in bw["records"]} if hasattr(ev, "by_id") else {
+            r["gpu"] for r in ev.all_records() if r["id"] in bw["records"]}
+        assert gpus & {"b200", "gb200"} and gpus & {"b300", "gb300"}
+    assert "blackwell/fp4" not in g or g["blackwell/fp4"]["records"] != g["blackwell_ultra/fp4"]["records"]
+    for key, c in g.items():
+        assert not any("pre-quantized-FP8DelayedScaling" in r for r in c["records"]), key
+
+
+def test_te_layer_benchmark_quantises_input_and_weight_of_each_of_its_12_calls():
+    """TE's benchmark_gemm.py (model-config mode) runs each of the 12 GEMM shapes as its own forward
+    te.Linear(K, N)(x[M, K]) under autocast: every call quantises x [M, K] and W [K, N], so the bytes
+    are twice (fprop inputs + output gradients + weights) of the layer; and no recipe's fitted
+    quantisation bandwidth exceeds its architecture's streaming efficiency."""
+    from primus_launch.projection.cost import fp8 as fp8m
+
+    t, h, f = 15872, 4096, 16384
+    x = t * (h + h + h + f)
+    dy = t * (3 * h + h + f + h)
+    w = h * 3 * h + h * h + h * f + f * h
+    for recipe in ("tensorwise", "delayed", "mxfp8"):
+        for bw in (False, True):
+            bpe = fp8m.bytes_per_element(recipe, "blackwell" if bw else "hopper")
+            assert fp8m.quant_bytes_te_layer(recipe, t, h, f, bw) == 2 * bpe * (x + dy + w)
+    for recipe, c in FITTED["fp8_quant"].items():
+        for arch, eff in c.get("per_arch", {}).items():
+            assert eff <= FITTED["hbm"][arch]["eta"] + 1e-9, (recipe, arch)

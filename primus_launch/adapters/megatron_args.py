@@ -121,6 +121,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--expert-tensor-parallel-size", group="parallel"),
     _f("--sequence-parallel", "true", group="parallel"),
     _f("--tp-comm-overlap", "true", group="parallel"),
+    _f("--tp-comm-overlap-cfg", "str", group="parallel"),
     _f("--no-async-tensor-model-parallel-allreduce", "false", group="parallel",
        dest="async_tensor_model_parallel_allreduce"),
     _f("--use-distributed-optimizer", "true", group="ddp"),
@@ -388,6 +389,38 @@ def _req(a: dict[str, Any], dest: str) -> Any:
     if v is None:
         raise PlanError(BY_DEST[dest].flag, None, "required (Megatron-LM has no default)")
     return v
+
+
+def _ub_cfg(path: Any) -> tuple[tuple[str, str, int, bool], ...]:
+    """``--tp-comm-overlap-cfg PATH``: the userbuffers YAML Megatron hands to TE's ``initialize_ub``
+    as ``ub_cfgs`` (``megatron/training/initialize.py`` ``_initialize_tp_communicators``: ``yaml.safe_load``),
+    merged over TE's defaults per layer name (``ub_cfg.update(ub_cfgs[name])``); kept: the method,
+    ``num_sm`` and ``set_sm_margin`` of each named layer GEMM (what sets the SMs its GEMM loses,
+    ``projection/cost/contention.py``)."""
+    if not path:
+        return ()
+    import yaml
+
+    from primus_launch.projection.cost.contention import UB_NAMES, ub_default
+
+    try:
+        with open(str(path)) as fh:
+            data = yaml.safe_load(fh) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise PlanError("--tp-comm-overlap-cfg", path, f"a readable userbuffers YAML ({type(e).__name__})")
+    if not isinstance(data, dict):
+        raise PlanError("--tp-comm-overlap-cfg", path, "a YAML mapping of layer names (qkv_fprop, ...) to settings")
+    out = []
+    for name in sorted(data):
+        if name not in UB_NAMES:
+            raise PlanError("--tp-comm-overlap-cfg", name, "one of " + ", ".join(sorted(UB_NAMES)))
+        v = data[name] or {}
+        method, n, margin = ub_default(name)
+        method = str(v.get("method", method))
+        if method not in ("ring_exchange", "pipeline", "bulk", "external"):
+            raise PlanError("--tp-comm-overlap-cfg", f"{name}.method={method}", "ring_exchange, pipeline, bulk, external")
+        out.append((name, method, int(v.get("num_sm", n)), bool(v.get("set_sm_margin", margin))))
+    return tuple(out)
 
 
 def get(a: dict[str, Any], dest: str) -> Any:
@@ -700,6 +733,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         overlap_grad_reduce=bool(get(a, "overlap_grad_reduce")),
         overlap_param_gather=bool(get(a, "overlap_param_gather")),
         tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer,
+        tp_comm_overlap_cfg=_ub_cfg(a.get("tp_comm_overlap_cfg")),
         # --no-async-tensor-model-parallel-allreduce (dest async_tensor_model_parallel_allreduce, default on)
         tp_async_backward=bool(get(a, "async_tensor_model_parallel_allreduce")),
         grad_reduce_in_fp32=grad_fp32, train_iters=a.get("train_iters"),

@@ -962,6 +962,7 @@ MODELLED_FLAGS: dict[str, str] = {
     "--data-parallel-sharding-strategy": "parallel.dp_sharding (no_shard, optim, optim_grads, optim_grads_params)",
     "--torch-fsdp2-no-reshard-after-forward": "parallel.fsdp_reshard_after_forward = never",
     "--tp-comm-overlap": "training.tp_comm_overlap",
+    "--tp-comm-overlap-cfg": "training.tp_comm_overlap_cfg (per-GEMM userbuffers method, num_sm, set_sm_margin)",
     "--no-async-tensor-model-parallel-allreduce": "training.tp_async_backward",
     "--overlap-grad-reduce": "training.overlap_grad_reduce", "--overlap-param-gather": "training.overlap_param_gather",
     # batch / schedule / optimizer
@@ -1092,7 +1093,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--gtp-remat-opt-in-modules": "time, memory: GTP weight rematerialisation", "--tensor-parallel-num-weight-shards": "time, memory: TP weight sharding rematerialised",
     "--expert-tensor-parallel-num-weight-shards": "time, memory: expert TP weight sharding rematerialised",
     "--pipeline-model-parallel-comm-backend": "time: pipeline p2p backend (nccl / ucc)",
-    "--use-ring-exchange-p2p": "time: ring-exchange p2p", "--tp-comm-overlap-cfg": "time: userbuffer overlap configuration",
+    "--use-ring-exchange-p2p": "time: ring-exchange p2p",
     "--tp-comm-overlap-rs-dgrad": "time: reduce-scatter overlapped with dgrad",
     "--no-tp-comm-overlap-ag": "time: TP all-gather overlap off", "--no-tp-comm-overlap-rs": "time: TP reduce-scatter overlap off",
     "--no-tp-comm-split-ag": "time: TP all-gather not split", "--no-tp-comm-split-rs": "time: TP reduce-scatter not split",

@@ -268,6 +268,11 @@ class Training(_Strict):
     overlap_param_gather: bool = False
     tp_comm_overlap: bool = Field(default=False, description="Megatron --tp-comm-overlap (TE userbuffers) / "
                                                              "TorchTitan async TP")
+    tp_comm_overlap_cfg: tuple[tuple[str, str, int, bool], ...] = Field(
+        default=(), description="TE userbuffers settings that differ from TE's defaults, per layer GEMM: "
+                                "(name e.g. qkv_dgrad / proj_fprop, method ring_exchange / pipeline / bulk, "
+                                "num_sm, set_sm_margin) (Megatron --tp-comm-overlap-cfg YAML; Megatron-Bridge "
+                                "CommOverlapConfig.tp_comm_overlap_cfg); () = TE's defaults")
     tp_async_backward: bool = Field(default=True, description="Megatron's column-parallel linears run their "
                                     "backward TP collectives asynchronously behind the dgrad / wgrad GEMMs (Megatron-LM "
                                     "since 2021-09, TE); False = --no-async-tensor-model-parallel-allreduce or an "

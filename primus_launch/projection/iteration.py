@@ -17,7 +17,9 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   second ``aten.mm`` of each block (attention outputs are saved; ``dryrun._op_sac_recompute_fwd``);
 - TP: with sequence parallel 2 all-gathers + 2 reduce-scatters of the [T, h] activations per layer
   in forward and as many in backward, + 2 all-gathers with Megatron (it saves the sharded
-  column-parallel input and all-gathers it again for the weight gradient), else 2 all-reduces each way (Megatron ``ColumnParallel`` / ``RowParallelLinear``).
+  column-parallel input and all-gathers it again for the weight gradient), else 2 all-reduces each way (Megatron ``ColumnParallel`` / ``RowParallelLinear``);
+  with an FP8 recipe Megatron + TE all-gathers quantised data (1 B per element per-tensor; MXFP8 the
+  usages it needs), reduce-scatters stay bf16 (:func:`_sp_collectives`).
   ``tp_comm_overlap`` pipelines them with the layer's GEMMs in chunks (Megatron: TE userbuffers;
   TorchTitan: async TP): exposed = max(comm / tp, comm - e * GEMM time), ``e`` = 1 for TE
   userbuffers (no figure of its overlap loss exists; the SMs its kernels hold slow the GEMMs,
@@ -99,6 +101,7 @@ from primus_launch.plan import Plan
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import contention as con
+from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost.flops import model_flops_per_iteration
 from primus_launch.projection.cost.moe_dispatch import dispatcher_times
 from primus_launch.projection.hardware.gpus import get_gpu
@@ -131,19 +134,45 @@ def _tokens(plan: Plan) -> int:
     return plan.training.micro_batch_size * plan.model.seq_length // plan.parallel.cp
 
 
+def _sp_collectives(plan: Plan, gpu: str, lay) -> tuple[float, float, float, float]:
+    """Seconds of one sequence-parallel all-gather of a layer GEMM's input (forward), of a
+    row-parallel output gradient (backward), of Megatron's backward re-gather of the input, and
+    of one reduce-scatter (always bf16).
+
+    Megatron + TE with an FP8 recipe gathers quantised data: per-tensor (delayed / tensorwise) 1 B
+    per element -- the norm output of QKV / FC1 is quantised before its gather (TE
+    ``LayerNormLinear``), the row-parallel output gradient too (``module/base.py``
+    ``grad_output_preprocess``: ``quantizer(grad_output)`` then ``gather_along_first_dim`` /
+    userbuffers with the quantizer), and ``distributed.py`` ``_all_gather_fp8`` gathers the row-wise
+    data and builds any transpose after the gather; MXFP8 (``_all_gather_mxfp8``) gathers each usage it
+    needs: row-wise for the forward GEMM, column-wise for the weight-gradient re-gather, both for the
+    output gradient (1, 1, 2 B per element, +1/32 for the E8M0 scales)."""
+    nbytes = float(_tokens(plan) * plan.model.hidden_size * 2)
+    ag, rs = coll.all_gather(nbytes, lay.tp, gpu), coll.reduce_scatter(nbytes, lay.tp, gpu)
+    regather = ag if plan.framework == "megatron" else 0.0
+    if plan.framework == "megatron" and plan.training.precision == "fp8":
+        rec = fp8m.recipe_of(plan)
+        if rec in ("delayed", "tensorwise"):
+            ag1 = coll.all_gather(nbytes / 2, lay.tp, gpu)
+            return ag1, ag1, ag1, rs
+        if rec == "mxfp8":
+            ag1 = coll.all_gather(nbytes / 2 * (1 + 1 / 32), lay.tp, gpu)
+            return ag1, coll.all_gather(nbytes * (1 + 1 / 32), lay.tp, gpu), ag1, rs
+    return ag, ag, regather, rs
+
+
 def _tp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
     """Raw TP seconds of one layer (forward, backward), before any overlap (module doc)."""
     p = plan.parallel
     if p.tp <= 1:
         return 0.0, 0.0
     m = plan.model
-    nbytes = float(_tokens(plan) * m.hidden_size * 2)
     if p.sequence_parallel:
-        ag, rs = coll.all_gather(nbytes, lay.tp, gpu), coll.reduce_scatter(nbytes, lay.tp, gpu)
         # Megatron saves the sequence-sharded input and all-gathers it again for the weight
-        # gradient; TorchTitan's DTensor SP saves the gathered input
-        regather = ag if plan.framework == "megatron" else 0.0
-        return 2 * (ag + rs), 2 * (ag + rs + regather)
+        # gradient; TorchTitan's DTensor SP saves the gathered input (_sp_collectives)
+        ag_f, ag_dy, regather, rs = _sp_collectives(plan, gpu, lay)
+        return 2 * (ag_f + rs), 2 * (ag_dy + rs + regather)
+    nbytes = float(_tokens(plan) * m.hidden_size * 2)
     one = 2 * coll.all_reduce(nbytes, lay.tp, gpu)
     return one, one
 
@@ -172,11 +201,9 @@ def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str
     if cdmc_unordered(plan, gpu):
         return raw
     col = lt.part("dense", "tp_col")
-    nbytes = float(_tokens(plan) * plan.model.hidden_size * 2)
     if p.sequence_parallel:
-        ag = coll.all_gather(nbytes, lay.tp, gpu)
-        rs = coll.reduce_scatter(nbytes, lay.tp, gpu)
-        exposed_b = 2 * ag + max(0.0, 2 * ag - col.bwd_input_s) + max(0.0, 2 * rs - col.bwd_weight_s)
+        _, ag_dy, regather, rs = _sp_collectives(plan, gpu, lay)
+        exposed_b = 2 * ag_dy + max(0.0, 2 * regather - col.bwd_input_s) + max(0.0, 2 * rs - col.bwd_weight_s)
     else:
         exposed_b = max(0.0, b - col.bwd_weight_s)
     exposed_b += con.displaced(b - exposed_b, con.NCCL_SMS, get_gpu(gpu).num_sms, get_gpu(gpu).arch)

@@ -27,6 +27,7 @@ Rows that cannot become a plan are listed with the reason. Run: ``python scripts
 from __future__ import annotations
 
 import json
+import re
 import os
 import sys
 import tempfile
@@ -373,6 +374,26 @@ NEMO_CONFIG_FLAGS: list[tuple[str, list[str], str]] = [
 ]
 
 
+# The Megatron-Bridge rows with ``--tp-comm-overlap`` run Bridge's per-model userbuffers configuration, which
+# their notes name and no Megatron-LM flag in their ``megatron_flags`` carries: each is transcribed from
+# Bridge's code (v0.4.2 src/megatron/bridge/training/comm_overlap.py; identical at v0.2.1) into the
+# Megatron-LM ``--tp-comm-overlap-cfg`` YAML of ``ub_cfgs/<name>.yaml`` (the file says so) and passed with it.
+UB_CFG_DIR = Path(__file__).resolve().parent / "ub_cfgs"
+
+
+def ub_cfg_flags(r: dict) -> tuple[list[str], list[str]]:
+    """``--tp-comm-overlap-cfg`` for a row whose notes name a Bridge userbuffers config (above)."""
+    flags = r.get("megatron_flags") or []
+    if "--tp-comm-overlap" not in flags or any(f.startswith("--tp-comm-overlap-cfg") for f in flags):
+        return [], []
+    m = re.search(r"(userbuffers_\w+)", r.get("notes") or "")
+    if not m or not (UB_CFG_DIR / f"{m.group(1)}.yaml").is_file():
+        return [], []
+    return (["--tp-comm-overlap-cfg", str(UB_CFG_DIR / f"{m.group(1)}.yaml")],
+            [f"userbuffers configuration {m.group(1)} (Megatron-Bridge comm_overlap.py, named in the row's notes) "
+             f"as --tp-comm-overlap-cfg scripts/validation/ub_cfgs/{m.group(1)}.yaml"])
+
+
 def config_flags(rid: str, flags: list[str]) -> tuple[list[str], list[str]]:
     """Flags of ``NEMO_CONFIG_FLAGS`` for row ``rid`` that its own flags do not set, and the
     assumption lines that say where they come from."""
@@ -397,7 +418,9 @@ def flag_row(r: dict, role: str, group: str):
     for f in r["megatron_flags"]:
         argv += f.split()
     extra, extra_notes = config_flags(r["id"], r["megatron_flags"])
-    argv += extra
+    ub, ub_notes = ub_cfg_flags(r)
+    argv += extra + ub
+    extra_notes = extra_notes + ub_notes
     try:
         plan = plan_from_argv(argv, cluster=_cluster_for(gpu, hw["num_gpus"], hw.get("gpus_per_node")))
     except Exception as e:  # the reader cannot express a flag yet: say which
@@ -417,6 +440,8 @@ def flag_row(r: dict, role: str, group: str):
     else:
         return None, "no tokens/s or TFLOP/s"
     pd = plan.model_dump(mode="json")
+    if ub:  # the machine's path of the YAML -> the repository's (the plan holds its settings, not the path)
+        pd = json.loads(json.dumps(pd).replace(str(UB_CFG_DIR), "scripts/validation/ub_cfgs"))
     unread = [f"{w.flag}={w.value}: {w.effect}" for w in (plan.source.unmodelled if plan.source else [])]
     row = dict(id=r["id"], source=r["source"], source_group=group, model_name=r.get("model_name"), plan=pd,
                gpus=r["hardware"]["num_gpus"], measured_tokens_per_sec_per_gpu=target, comparison=how,

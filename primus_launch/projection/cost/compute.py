@@ -202,12 +202,17 @@ def elementwise_time(nbytes: float, gpu: str) -> float:
 @lru_cache(maxsize=200_000)
 def quant_time(nbytes: float, gpu: str, recipe: str) -> float:
     """Seconds of a recipe's quantisation kernels moving ``nbytes`` (their fitted bandwidth
-    fraction ``FITTED['fp8_quant'][recipe]``; recipes without a figure use tensorwise's)."""
+    fraction ``FITTED['fp8_quant'][recipe]``: the architecture's own figure (``per_arch``, along the
+    architecture chain) where TE's benchmark was run on it, else the mean; recipes without a figure
+    use tensorwise's)."""
     if nbytes <= 0:
         return 0.0
     q = FITTED["fp8_quant"]
-    eff = q.get(recipe, q.get("tensorwise", {"eff": 0.4}))["eff"]
-    return nbytes / (get_gpu(gpu).hbm_bw * eff) + KERNEL_MIN_S
+    c = q.get(recipe, q.get("tensorwise", {"eff": 0.4}))
+    g = get_gpu(gpu)
+    per = c.get("per_arch", {})
+    eff = next((per[a] for a in _arch_chain(g.arch) if a in per), c["eff"])
+    return nbytes / (g.hbm_bw * eff) + KERNEL_MIN_S
 
 
 def clear_caches() -> None:

@@ -31,7 +31,11 @@ SM counts (each from the framework's code or the recipes that launch it):
   ``ring_exchange`` (all-gather overlap of qkv/fc1 forward and proj/fc2 input-grad) ``num_sm`` 1, on
   copy engines (``use_ce``), no margin; ``pipeline`` (reduce-scatter overlap of proj/fc2 forward) and
   ``bulk`` (qkv/fc1 input-grad and weight-grad) ``num_sm`` 16 with ``set_sm_margin``; proj/fc2 weight
-  gradients are ``external`` (no communication kernel of their own).  NeMo's tuned configurations use
+  gradients are ``external`` (no communication kernel of their own).  A plan's
+  ``training.tp_comm_overlap_cfg`` (Megatron ``--tp-comm-overlap-cfg`` YAML, Megatron-Bridge's per-model
+  ``userbuffers_*`` configs in ``src/megatron/bridge/training/comm_overlap.py``) overrides them per layer GEMM
+  as TE's ``initialize_ub`` does (e.g. Bridge's FP8 configs: proj/fc2 fprop ring_exchange with a 1-SM margin,
+  qkv/fc1 bulk with 2-32 SMs and no margin).  NeMo's tuned configurations use
   the same methods with 2-24 SMs (NeMo-Framework-Launcher ``conf/training/tp_overlap/ub_cfg_*.yaml``).
 - ``DEEPEP_SMS`` = 20, ``HYBRIDEP_SMS`` = 16: Megatron-Core's defaults ``moe_deepep_num_sms`` /
   ``moe_hybridep_num_sms`` (``megatron/core/transformer/transformer_config.py``, core_r0.16.0).
@@ -59,6 +63,20 @@ STATIC_TAIL = {"hopper": 1.0 - 47.0 / 80.0}
 DEEPEP_SMS = 20
 HYBRIDEP_SMS = 16
 NCCL_SMS = 20
+# TE's userbuffers layer names -> (layer GEMM, pass) (``initialize_ub``'s ``methods`` table)
+UB_NAMES = {f"{g}_{ps}": (g, i) for g in UB_METHOD for i, ps in enumerate(("fprop", "dgrad", "wgrad"))}
+
+
+def ub_default(name: str) -> tuple[str, int, bool]:
+    """(method, num_sm, set_sm_margin) TE's ``initialize_ub.get_default_config`` gives layer ``name``:
+    ``num_sm`` 1 for ring_exchange else 16, ``set_sm_margin`` = not ring_exchange."""
+    g, i = UB_NAMES[name]
+    method = UB_METHOD[g][i]
+    if method == "external":
+        return method, 0, False
+    return method, (1 if method == "ring_exchange" else 16), method != "ring_exchange"
+
+
 
 
 def margin_factor(n: int, units: int) -> float:
@@ -68,15 +86,23 @@ def margin_factor(n: int, units: int) -> float:
     return units / (units - n)
 
 
-def ub_factors(gemm: str, units: int) -> tuple[float, float, float]:
+def ub_factors(gemm: str, units: int, cfg: tuple = ()) -> tuple[float, float, float]:
     """(forward, input-grad, weight-grad) time factors of layer GEMM ``gemm`` (``qkv``, ``proj``,
-    ``fc1``, ``fc2``) under TE userbuffers' default configuration (module doc): a margin of
-    ``num_sm`` where the method sets one, else the ``num_sm`` SMs its communication kernel holds
-    for the GEMM's duration (at most)."""
+    ``fc1``, ``fc2``) under TE userbuffers: TE's default configuration (module doc) with the plan's
+    overrides ``cfg`` (``Training.tp_comm_overlap_cfg``: (name, method, num_sm, set_sm_margin), as
+    ``initialize_ub`` merges a user's ``ub_cfgs`` over its defaults): a margin of ``num_sm`` where
+    ``set_sm_margin`` holds (TE ``CommOverlapCore``: the GEMM gets ``sm_count - num_comm_sm`` SMs), else
+    the ``num_sm`` SMs its communication kernel holds for the GEMM's duration (at most); copy-engine
+    ring exchange without a margin takes ``num_sm`` (1) the same way."""
+    over = {c[0]: c[1:] for c in cfg}
     out = []
-    for method in UB_METHOD[gemm]:
-        n = UB_SMS[method]
-        out.append(margin_factor(n, units) if UB_MARGIN[method] else 1.0 + n / units)
+    for ps in ("fprop", "dgrad", "wgrad"):
+        name = f"{gemm}_{ps}"
+        method, n, margin = over.get(name, ub_default(name))
+        if method == "external":
+            out.append(1.0)
+            continue
+        out.append(margin_factor(n, units) if margin else 1.0 + n / units)
     return out[0], out[1], out[2]
 
 

@@ -19,6 +19,7 @@ from primus_launch.plan import Plan
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost import evidence as ev
 from primus_launch.projection.cost.fitted import FITTED
+from primus_launch.projection.cost.compute import _arch_chain
 
 KINDS = ("dense", "dense_window", "moe", "moe_window", "mtp", "embedding", "head")
 
@@ -84,7 +85,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
             elif what == "quant":
                 q = FITTED["fp8_quant"].get(info[1], {})
                 nbytes = info[3] if len(info) > 3 else 0.0
-                effs = f"{100 * q.get('eff', 0):.0f}% of HBM (recipe kernels)" if q else "streaming"
+                qe = next((q.get("per_arch", {})[a] for a in _arch_chain(g.arch) if a in q.get("per_arch", {})),
+                          q.get("eff", 0))
+                effs = f"{100 * qe:.0f}% of HBM (recipe kernels)" if q else "streaming"
                 src = (f"fp8_quant {info[1]}: {len(q.get('records', []))} records "
                        f"({', '.join(q.get('records', [])[:2])}); bytes per element cost/fp8.py; "
                        f"{nbytes / 1e9:.2f} GB per micro-batch") if q else "cost/fp8.py (fused casts at streaming speed)"
@@ -199,7 +202,14 @@ def _contention_line(plan: Plan) -> str:
     t, p = plan.training, plan.parallel
     parts = []
     if t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron":
-        parts.append(f"TE userbuffers: proj/FC2 fprop, QKV/FC1 dgrad+wgrad with a {con.UB_SMS['pipeline']}-SM margin")
+        over = {c[0]: c[1:] for c in t.tp_comm_overlap_cfg}
+        cells = []
+        for name in con.UB_NAMES:
+            method, n, margin = over.get(name, con.ub_default(name))
+            if method != "external" and n > 1:
+                cells.append(f"{name} {method} {n} SMs{' margin' if margin else ''}")
+        parts.append("TE userbuffers (" + ("--tp-comm-overlap-cfg" if over else "TE defaults") + "): "
+                     + (", ".join(cells) or "copy-engine ring exchange only"))
     if plan.model.is_moe and p.ep > 1:
         parts.append(f"EP {t.moe_token_dispatcher}: {con.ep_sms(t.moe_token_dispatcher)} SMs while overlapped")
     parts.append(f"overlapped NCCL collectives: {con.NCCL_SMS} SMs")

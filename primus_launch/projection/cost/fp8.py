@@ -23,7 +23,9 @@ nvfp4         amax pass + cast, row- and column-wise (FP4: 1/2 byte)    n/a     
 copy; block / MX scaling is along K and needs a separately quantised column-wise copy.)
 The achieved bandwidth of these kernels is fitted per recipe (``scripts/fit_kernels.py``,
 ``FITTED['fp8_quant']``) to Transformer Engine's own layer benchmark: autocast time minus the
-pre-quantized GEMM time of the same layer (records ``te-{b300,h200}-layer-*``).
+pre-quantized GEMM time of the same layer (records ``te-{b300,h200}-layer-*``), over the operands
+that benchmark quantises (each of its 12 GEMM shapes runs as its own forward ``te.Linear`` call that
+quantises its input and weight: :func:`quant_bytes_te_layer`).
 
 In a training step (Megatron-Core + TE): activations and output gradients are quantised for every
 GEMM of every micro-batch; the inputs of QKV and FC1 come out of TE's fused LayerNorm+Linear
@@ -84,10 +86,17 @@ def bytes_per_element(recipe: str, arch: str) -> float:
 
 
 def quant_bytes_te_layer(recipe: str, tokens: int, hidden: int, ffn: int, blackwell: bool) -> float:
-    """Quantisation bytes of TE's layer benchmark (12 GEMMs of QKV, out-proj, FC1, FC2; autocast
-    quantises every operand on every call): inputs, output gradients and weights of the 4 GEMMs."""
+    """Quantisation bytes of TE's layer benchmark in autocast mode.
+
+    ``benchmarks/gemm/benchmark_gemm.py`` (TE @d0067d0, model-config mode) times each of the layer's 12
+    GEMM shapes (fprop ``(M, K, N)``, dgrad ``(M, N, K)``, wgrad ``(K, M, N)`` of QKV, out-proj, FC1,
+    FC2; ``compute_gemm_shapes``) as its own forward ``te.Linear(K, N)(x[M, K])`` under ``te.autocast``
+    (``benchmark_fp8_current`` etc.): every call quantises its input ``[M, K]`` and its weight ``[K, N]``
+    (no weight caching: ``is_first_microbatch`` is None; both usages, grad enabled).  Summed over the 12
+    calls that is twice the fprop inputs + output gradients + weights of the layer."""
     t, h, f = tokens, hidden, ffn
-    x = t * (h + h + h + f)
-    dy = t * (3 * h + h + f + h)
-    w = h * 3 * h + h * h + h * f + f * h
-    return bytes_per_element(recipe, "blackwell" if blackwell else "hopper") * (x + dy + w)
+    fprop = [(t, h, 3 * h), (t, h, h), (t, h, f), (t, f, h)]          # (M, K, N)
+    calls = ([(m, k, n) for m, k, n in fprop] + [(m, n, k) for m, k, n in fprop]
+             + [(k, m, n) for m, k, n in fprop])
+    elems = sum(m * k + k * n for m, k, n in calls)
+    return bytes_per_element(recipe, "blackwell" if blackwell else "hopper") * elems

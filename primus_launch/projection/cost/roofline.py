@@ -102,7 +102,7 @@ class _Acc:
                  "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
-                 ops: list | None = None, insitu: float = 1.0, ub: bool = False):
+                 ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
         self.f = self.bi = self.bw = 0.0
         self.kf: dict[str, int] = {}
         self.kb: dict[str, int] = {}
@@ -116,7 +116,7 @@ class _Acc:
         self.mods: tuple[str, ...] = ()
         self.sums: dict[str, list[float]] = {}
         self.slow = 1.0 / insitu   # calibration.FRAMEWORK_EFF: kernels in a step vs the benchmarks
-        self.ub = ub               # TE userbuffers TP overlap: SM margins of the layer GEMMs (cost/contention.py)
+        self.ub = ub               # TE userbuffers TP overlap (None: off): its per-GEMM overrides (cost/contention.py)
         self.gf: dict[str, float] = {}   # forward GPU seconds per graph scope
         self.sync = False          # a host-device sync splits the forward pass (MoE dispatch, :meth:`times`)
 
@@ -169,8 +169,8 @@ class _Acc:
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
             kern = 1
-        if ub and self.ub:
-            cf, cb, cw = ub_factors(ub, get_gpu(g).num_sms)
+        if ub and self.ub is not None:
+            cf, cb, cw = ub_factors(ub, get_gpu(g).num_sms, self.ub)
             f, bi, bw = f * cf, bi * cb, bw * cw
         # column-parallel linears (their backward collectives overlap their dgrad / wgrad GEMMs)
         self._add(f, bi, bw, "gemm", ("tp_col",) if ub in ("qkv", "fc1") or col else ())
@@ -492,7 +492,7 @@ def _cfg(plan: Plan) -> tuple:
     else:
         wq_div = float(max(1, plan.num_microbatches))
     host = prof.host_per_kernel
-    ub = t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron"
+    ub = tuple(t.tp_comm_overlap_cfg) if t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron" else None
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub)
 
