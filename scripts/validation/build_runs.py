@@ -283,6 +283,21 @@ def extra_rows() -> list[dict]:
                        "fake_balanced_gate routing (config) = E/k groups of k consecutive experts, 1 group per token",
                        "no overlap of DeepEP dispatch/combine with compute (none configured)"]
         par = dict(e["parallel"], dp_sharding="full")
+        # FSDP2 as the table's code runs it (Automodel @89e3a9fdd, the commit that published the table;
+        # torch <= 2.8): components/moe/parallelizer.py apply_fsdp shards model.model, every block, the
+        # experts (own unit over the ep_shard mesh, Shard(1), no MixedPrecisionPolicy), embed_tokens and
+        # lm_head with reshard_after_forward = not pp_enabled and MixedPrecisionPolicy(param bf16, reduce
+        # fp32), but not the pipeline stage's module (DeepseekV3ForCausalLM), so torch pipelining's
+        # stage.backward_maybe_with_nosync takes its plain-backward branch and FSDP2's defaults run on
+        # every micro-batch (the MoE-aware patch, backend.enable_fsdp_optimizations, came with PR #574
+        # on 2025-10-08, after the table)
+        if e["parallel"].get("pp", 1) > 1:
+            par["fsdp_pp_grad_sync"] = "microbatch"
+            assumptions.append("FSDP2 syncs every micro-batch (parallel.fsdp_pp_grad_sync microbatch): the stage module "
+                               "is not an FSDP module, so torch pipelining's no-sync path does not apply (Automodel "
+                               "@89e3a9fdd moe/parallelizer.py apply_fsdp; enable_fsdp_optimizations came after the table)")
+        assumptions.append("FSDP reduce-scatter: blocks in fp32 (MixedPrecisionPolicy reduce_dtype float32), experts in "
+                           "bf16 (their fully_shard has no mp_policy; training.expert_grad_reduce_in_fp32 false)")
         gbs = e["gbs"]
         sched = "1f1b"
         pp = e["parallel"].get("pp", 1)
@@ -299,10 +314,12 @@ def extra_rows() -> list[dict]:
             if gbs // dp > local:
                 assumptions.append(f"GA {gbs // dp // local} x local batch {local}: torch pipelining runs one schedule "
                                    f"per accumulation step, so one step = global batch {local * dp} (a schedule of "
-                                   f"{local} micro-batches); its optimizer step is counted every accumulation step")
+                                   f"{local} micro-batches); the optimizer, which recipes/llm/benchmark.py runs once per "
+                                   f"{gbs // dp // local} schedules, is counted every schedule")
                 gbs = local * dp
         plan = dict(model=model, parallel=par, source=dict(framework="megatron"),
                     training=dict(global_batch_size=gbs, micro_batch_size=e["mbs"], precision="bf16",
+                                  grad_reduce_in_fp32=True, expert_grad_reduce_in_fp32=False,
                                   pipeline_schedule=sched, overlap_grad_reduce=True, overlap_param_gather=True,
                                   recompute=dict(granularity="full"), moe_token_dispatcher="deepep"),
                     cluster=dict(gpu="h100-sxm", num_nodes=max(1, e["gpus"] // 8), gpus_per_node=min(8, e["gpus"])))
