@@ -55,7 +55,13 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   max(0, comm - that layer's compute) per pass.  With PP (torch pipelining: TorchTitan, AutoModel)
   the parameters are gathered once per schedule (not resharded after forward by default) and the
   stage's gradients are reduce-scattered at once in the schedule's ``REDUCE_GRAD`` action, joined
-  to the compute stream: exposed after the pipeline.
+  to the compute stream: exposed after the pipeline -- where the stage module is the FSDP root
+  (``fsdp_pp_grad_sync = "schedule"``, TorchTitan).  Where it is not (``"microbatch"``: NeMo
+  AutoModel's MoE parallelizer), FSDP2's defaults run every micro-batch: per layer as above
+  (gathered in each forward after the previous backward resharded, reduce-scattered in each
+  backward), plus the chunk-end exposure of :func:`fsdp_microbatch_edges`.  Per MoE layer, the EP
+  dispatcher's inter-node phases share the NIC with the FSDP collectives crossing nodes
+  (:func:`fsdp_ep_nic_sharing`).
 
 Per (stage, chunk) the layers of that chunk (:mod:`primus_launch.plan.layout`: Megatron's layout
 string and offsets, account-for-embedding/loss, uneven first/last stage, ZB-V's "V") sum into a
@@ -357,6 +363,33 @@ def fsdp_unit_comm(plan: Plan, gpu: str, lay, moe: bool) -> tuple[float, float, 
             coll.reduce_scatter(gd * sp_.dense, lay.dp_shard, gpu), rs_e)
 
 
+def fsdp_layer_exposed(plan: Plan, lt: LayerTimes, gpu: str, lay, ep_raw: tuple[float, float], moe: bool,
+                       pt: PassTimes) -> tuple[float, float]:
+    """Exposed FSDP seconds of one layer per micro-batch (forward, backward), ``dp_sharding = "full"``
+    (module doc): the all-gather prefetched behind the layer's forward, the reduce-scatter (and the
+    re-gather when resharded after forward) behind its backward, their hidden part holding NCCL's SMs
+    (``cost/contention.py``), plus :func:`fsdp_ep_nic_sharing` for an MoE layer.  Under torch
+    pipelining with the stage module as FSDP root (``fsdp_pp_grad_sync = "schedule"``) the gather runs
+    once per schedule (its exposure spread over the micro-batches) and the reduce-scatter after the
+    pipeline (:func:`assemble`)."""
+    p = plan.parallel
+    pp, nmb = p.pp, plan.num_microbatches
+    units = get_gpu(gpu).num_sms
+    reshard = p.fsdp_reshard_after_forward == "always" or (p.fsdp_reshard_after_forward == "default" and pp == 1)
+    ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(plan, gpu, lay, moe)
+    ag, rs = ag_d + ag_e, rs_d + rs_e
+    if pp > 1 and p.fsdp_pp_grad_sync == "schedule":
+        rs = 0.0
+        if not reshard:   # one all-gather per schedule, behind the first micro-batch's forward
+            hf = min(ag, pt.fwd_s)
+            return (ag - hf + con.displaced(hf, con.NCCL_SMS, units)) / nmb, 0.0
+    bwd = (ag if reshard else 0.0) + rs
+    hf, hb = min(ag, pt.fwd_s), min(bwd, pt.bwd_input_s + pt.bwd_weight_s)
+    nf, nb = fsdp_ep_nic_sharing(plan, lt, gpu, lay, ep_raw) if moe else (0.0, 0.0)
+    return (ag - hf + con.displaced(hf, con.NCCL_SMS, units) + nf,
+            bwd - hb + con.displaced(hb, con.NCCL_SMS, units) + nb)
+
+
 def fsdp_ep_nic_sharing(plan: Plan, lt: LayerTimes, gpu: str, lay, ep_raw: tuple[float, float]) -> tuple[float, float]:
     """Seconds one MoE layer's EP dispatch / combine is slowed (forward, backward) by the FSDP
     collectives of the same micro-batch that cross the same NICs, when both leave the scale-up domain.
@@ -484,25 +517,9 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     fsdp_pp = fsdp and pp > 1
     sync_mb = fsdp_pp and p.fsdp_pp_grad_sync == "microbatch"
     if fsdp:
-        reshard = p.fsdp_reshard_after_forward == "always" or (p.fsdp_reshard_after_forward == "default" and pp == 1)
-        regather = 1.0 if reshard else 0.0
-
-        def _fsdp(moe: bool, pt: PassTimes) -> tuple[float, float]:
-            ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(plan, gpu, lay, moe)
-            ag, rs = ag_d + ag_e, rs_d + rs_e
-            if fsdp_pp and not sync_mb:
-                rs = 0.0
-                if not reshard:   # one all-gather per schedule, behind the first micro-batch's forward
-                    hf = min(ag, pt.fwd_s)
-                    return (ag - hf + con.displaced(hf, con.NCCL_SMS, units)) / nmb, 0.0
-            bwd = regather * ag + rs
-            hf, hb = min(ag, pt.fwd_s), min(bwd, pt.bwd_input_s + pt.bwd_weight_s)
-            nf, nb = fsdp_ep_nic_sharing(plan, lt, gpu, lay, ep_raw) if moe else (0.0, 0.0)
-            return (ag - hf + con.displaced(hf, con.NCCL_SMS, units) + nf,
-                    bwd - hb + con.displaced(hb, con.NCCL_SMS, units) + nb)
-        fsdp_dense = _fsdp(False, lt.dense_layer)
+        fsdp_dense = fsdp_layer_exposed(plan, lt, gpu, lay, ep_raw, False, lt.dense_layer)
         if m.is_moe and lt.moe_layer is not None:
-            fsdp_moe = _fsdp(True, lt.moe_layer)
+            fsdp_moe = fsdp_layer_exposed(plan, lt, gpu, lay, ep_raw, True, lt.moe_layer)
 
     r = t.recompute
     chunks = plan.chunk_layout()
