@@ -306,6 +306,9 @@ class Training(_Strict):
     delay_wgrad_compute: bool = Field(default=False, description="Megatron --delay-wgrad-compute")
     moe_shared_expert_overlap: bool = Field(default=False, description="Megatron --moe-shared-expert-overlap")
     cross_entropy_loss_fusion: bool = Field(default=False, description="Megatron --cross-entropy-loss-fusion")
+    rope_fusion: bool = Field(default=True, description="fused RoPE kernel in the Megatron / TE profile (Megatron "
+                                                        "apply_rope_fusion; --no-rope-fusion = False); False = the "
+                                                        "eager fp32 complex-multiply RoPE")
     optimizer: Literal["adam", "sgd"] = "adam"
     grad_reduce_in_fp32: bool = True
     expert_grad_reduce_in_fp32: Optional[bool] = Field(

@@ -256,10 +256,12 @@ _QWEN3_30B = dict(name="Qwen3 30B-A3B", num_layers=48, hidden_size=2048, ffn_hid
 EXTRA = [
     dict(id="automodel_h100_dsv3_671b_1024gpu", model=_DSV3, gpus=1024, gbs=8192, mbs=1,
          parallel=dict(tp=1, pp=4, ep=64, pipeline_layers_first_stage=14, pipeline_layers_last_stage=15),
-         tokens=865, time=37.87, table="TP1 PP4 CP1 EP64 VP8 FSDP256, step 37.87 s, 216 TFLOP/s/GPU, 865 tokens/s/GPU"),
+         tokens=865, time=37.87, table="TP1 PP4 CP1 EP64 VP8 FSDP256, step 37.87 s, 216 TFLOP/s/GPU, 865 tokens/s/GPU",
+         rope_fusion=False),
     dict(id="automodel_h100_dsv3_671b_256gpu", model=_DSV3, gpus=256, gbs=512, mbs=1,
          parallel=dict(tp=1, pp=4, ep=64, pipeline_layers_first_stage=14, pipeline_layers_last_stage=15),
-         tokens=1002, time=8.18, table="TP1 PP4 CP1 EP64 VP8 FSDP64, step 8.18 s, 250 TFLOP/s/GPU, 1,002 tokens/s/GPU"),
+         tokens=1002, time=8.18, table="TP1 PP4 CP1 EP64 VP8 FSDP64, step 8.18 s, 250 TFLOP/s/GPU, 1,002 tokens/s/GPU",
+         rope_fusion=False),
     dict(id="automodel_h100_qwen3_30b_a3b_8gpu", model=_QWEN3_30B, gpus=8, gbs=512, mbs=4,
          parallel=dict(tp=1, pp=1, ep=8), tokens=12040, time=21.77,
          table="TP1 PP1 CP1 EP8 FSDP8, step 21.77 s, 327 TFLOP/s/GPU, 12,040 tokens/s/GPU"),
@@ -298,6 +300,13 @@ def extra_rows() -> list[dict]:
                                "@89e3a9fdd moe/parallelizer.py apply_fsdp; enable_fsdp_optimizations came after the table)")
         assumptions.append("FSDP reduce-scatter: blocks in fp32 (MixedPrecisionPolicy reduce_dtype float32), experts in "
                            "bf16 (their fully_shard has no mp_policy; training.expert_grad_reduce_in_fp32 false)")
+        if e.get("rope_fusion") is False:
+            # the DeepSeek-V3 rows date from Automodel @89e3a9fdd (2025-10-06): components/moe/rope_utils.py
+            # apply_rotary_emb = view_as_complex(x.float()) * freqs_cis (eager, fp32); TE's fused RoPE came
+            # with PR #897 (2026-01-08, backend rope_fusion), after these rows (the Qwen3 row was re-measured
+            # 2026-02-26 with rope_fusion true in its config)
+            assumptions.append("RoPE eager (fp32 complex multiply, Automodel @89e3a9fdd rope_utils.apply_rotary_emb; "
+                               "TE fused RoPE came 2026-01, PR #897): training.rope_fusion false")
         gbs = e["gbs"]
         sched = "1f1b"
         pp = e["parallel"].get("pp", 1)
@@ -320,6 +329,7 @@ def extra_rows() -> list[dict]:
         plan = dict(model=model, parallel=par, source=dict(framework="megatron"),
                     training=dict(global_batch_size=gbs, micro_batch_size=e["mbs"], precision="bf16",
                                   grad_reduce_in_fp32=True, expert_grad_reduce_in_fp32=False,
+                                  rope_fusion=e.get("rope_fusion", True),
                                   pipeline_schedule=sched, overlap_grad_reduce=True, overlap_param_gather=True,
                                   recompute=dict(granularity="full"), moe_token_dispatcher="deepep"),
                     cluster=dict(gpu="h100-sxm", num_nodes=max(1, e["gpus"] // 8), gpus_per_node=min(8, e["gpus"])))
