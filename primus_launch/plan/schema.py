@@ -206,7 +206,8 @@ class Parallelism(_Strict):
                                         "shards model.model, blocks, experts, embedding, lm_head but not the stage "
                                         "module), so FSDP2's defaults run on every micro-batch: gradients "
                                         "reduce-scattered and parameters resharded in each backward, gathered again "
-                                        "in the next forward")
+                                        "in the next forward (priced in time; the memory estimate does not "
+                                        "distinguish the two)")
     # where layers sit in the pipeline (plan.layout resolves these; at most one way is used)
     pipeline_layout: Optional[str] = Field(
         default=None, description="Megatron --pipeline-model-parallel-layout: one entry per virtual stage "

@@ -423,7 +423,7 @@ def fsdp_ep_nic_sharing(plan: Plan, lt: LayerTimes, gpu: str, lay, ep_raw: tuple
 
 
 def fsdp_microbatch_edges(plan: Plan, lt: LayerTimes, gpu: str, lay, first_moe: bool,
-                          embedding: bool) -> tuple[float, float]:
+                          embedding: bool, head: bool = False) -> tuple[float, float]:
     """Seconds FSDP2 leaves exposed at the ends of one model chunk's forward and backward when it
     syncs every micro-batch (``parallel.fsdp_pp_grad_sync = "microbatch"``, pp > 1), on top of the
     per-layer prefetched exposure.
@@ -439,7 +439,10 @@ def fsdp_microbatch_edges(plan: Plan, lt: LayerTimes, gpu: str, lay, first_moe: 
       (``_root_post_backward_final_callback``, ``FSDPParamGroup.finalize_backward``): the first
       layer's non-expert gradients (reduced after its whole backward) and the embedding's, and what
       of the experts' reduce-scatter (issued after the experts' backward) the layer's attention
-      block and router backward do not cover.
+      block and router backward do not cover;
+    - an untied output layer (AutoModel shards ``lm_head`` outside ``model.model``, so it is an FSDP root
+      of its own) waits for its gather in its own root pre-forward: exposed on the chunk holding the
+      loss (its reduce-scatter, issued first in the backward, hides behind the chunk's backward).
 
     Returns (forward, backward) seconds, the first layer's per-layer exposure not subtracted."""
     m, p = plan.model, plan.parallel
@@ -455,6 +458,8 @@ def fsdp_microbatch_edges(plan: Plan, lt: LayerTimes, gpu: str, lay, first_moe: 
         emb = float(m.vocab_size * m.hidden_size // p.tp)
         f += coll.all_gather(pe * emb, lay.dp_shard, gpu)
         b += coll.reduce_scatter(gd * emb, lay.dp_shard, gpu)
+    if head and m.untie_embeddings_and_output_weights:
+        f += coll.all_gather(pe * float(m.vocab_size * m.hidden_size // p.tp), lay.dp_shard, gpu)
     return f, b
 
 
@@ -602,7 +607,7 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
             if sync_mb and kinds:
                 # the chunk's first FSDP units wait (fsdp_microbatch_edges); their per-layer share is in
                 first_moe = kinds[0][0]
-                ef, eb = fsdp_microbatch_edges(plan, lt, gpu, lay, first_moe, chunk.embedding)
+                ef, eb = fsdp_microbatch_edges(plan, lt, gpu, lay, first_moe, chunk.embedding, chunk.loss)
                 per = fsdp_moe if first_moe else fsdp_dense
                 ef, eb = max(0.0, ef - per[0]), max(0.0, eb - per[1])
                 q.f += ef
