@@ -283,7 +283,13 @@ def extra_rows() -> list[dict]:
         assumptions = ["full recompute (config: activation_checkpointing true -> checkpoint_wrapper per block)",
                        "DeepEP dispatcher (config: enable_deepep true)",
                        "fake_balanced_gate routing (config) = E/k groups of k consecutive experts, 1 group per token",
-                       "no overlap of DeepEP dispatch/combine with compute (none configured)"]
+                       "no overlap of DeepEP dispatch/combine with compute (none configured)",
+                       "kernels priced with the Megatron-Core + TE profile (framework megatron): AutoModel runs TE "
+                       "RMSNorm / Linear / DotProductAttention (cuDNN) and GroupedExpertsDeepEP's fused permute and "
+                       "SwiGLU; not priced: its unfused dense / shared-expert SwiGLU, the MLA torch.cat copies, the "
+                       "bf16 torch cross-entropy; in-situ efficiency is Megatron's (no AutoModel calibration row)",
+                       "optimizer: torch.optim.Adam on bf16 parameters (no fp32 master copy), priced with the plan's "
+                       "fp32-state Adam bytes"]
         par = dict(e["parallel"], dp_sharding="full")
         # FSDP2 as the table's code runs it (Automodel @89e3a9fdd, the commit that published the table;
         # torch <= 2.8): components/moe/parallelizer.py apply_fsdp shards model.model, every block, the

@@ -186,6 +186,11 @@ def _fsdp_rows(plan: Plan, lt, lay, arch_key: str) -> list[tuple[str, float, flo
                          1e3 * ef, 1e3 * eb, 1e3 * ef, 1e3 * eb,
                          "FSDP2 root pre-forward orders the gathers after compute; post-backward callback waits "
                          "for the reduce-scatters (iteration.fsdp_microbatch_edges)"))
+        head = (fsdp_microbatch_edges(plan, lt, gpu, lay, m.is_moe, False, True)[0]
+                - fsdp_microbatch_edges(plan, lt, gpu, lay, m.is_moe, False)[0])
+        if head > 0:
+            rows.append(("FSDP output-layer gather (its own FSDP root; loss chunk, per pass)", 1e3 * head, 0.0,
+                         1e3 * head, 0.0, "iteration.fsdp_microbatch_edges (head)"))
     return rows
 
 
