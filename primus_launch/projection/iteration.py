@@ -525,6 +525,7 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         fsdp_dense = fsdp_layer_exposed(plan, lt, gpu, lay, ep_raw, False, lt.dense_layer)
         if m.is_moe and lt.moe_layer is not None:
             fsdp_moe = fsdp_layer_exposed(plan, lt, gpu, lay, ep_raw, True, lt.moe_layer)
+    nic = fsdp_ep_nic_sharing(plan, lt, gpu, lay, ep_raw) if (sync_mb and m.is_moe) else (0.0, 0.0)
 
     r = t.recompute
     chunks = plan.chunk_layout()
@@ -605,11 +606,16 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
             q.ep = n_moe * (ep_f + ep_b) + rec_moe * ep_f
             q.dp = n_dense * sum(fsdp_dense) + n_moe * sum(fsdp_moe)
             if sync_mb and kinds:
-                # the chunk's first FSDP units wait (fsdp_microbatch_edges); their per-layer share is in
+                # the chunk's first FSDP units wait (fsdp_microbatch_edges) in place of the first layer's
+                # prefetched share (its NIC-sharing part stays: the next layer's gathers still meet its
+                # combine); the last MoE layer's combine meets no gather (the next chunk's root
+                # pre-forward orders its gathers after compute)
                 first_moe = kinds[0][0]
                 ef, eb = fsdp_microbatch_edges(plan, lt, gpu, lay, first_moe, chunk.embedding, chunk.loss)
                 per = fsdp_moe if first_moe else fsdp_dense
-                ef, eb = max(0.0, ef - per[0]), max(0.0, eb - per[1])
+                nf, nb = nic if first_moe else (0.0, 0.0)
+                ef = max(0.0, ef - (per[0] - nf)) - (nic[0] if kinds[-1][0] else 0.0)
+                eb = max(0.0, eb - (per[1] - nb))
                 q.f += ef
                 q.bi += eb
                 q.dp += ef + eb
