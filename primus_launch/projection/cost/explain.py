@@ -171,7 +171,9 @@ def _fsdp_rows(plan: Plan, lt, lay, arch_key: str) -> list[tuple[str, float, flo
         ex = fsdp_layer_exposed(plan, lt, gpu, lay, ep, moe, lt.moe_layer if moe else lt.dense_layer)
         who = (f"FSDP {'MoE' if moe else 'dense'} layer, {lay.dp_shard.size} ranks over {lay.dp_shard.nodes} domain(s)"
                + (f", experts over {lay.expert_dp.size} ranks / {lay.expert_dp.nodes} domain(s)" if ag_e else ""))
-        rows.append((who, 1e3 * (ag_d + ag_e), 1e3 * (rs_d + rs_e), 1e3 * ex[0], 1e3 * ex[1], f"{arch_key}; {how}{dt}"))
+        reshard = p.fsdp_reshard_after_forward == "always" or (p.fsdp_reshard_after_forward == "default" and p.pp == 1)
+        rows.append((who, 1e3 * (ag_d + ag_e), 1e3 * (rs_d + rs_e + (ag_d + ag_e if reshard else 0.0)), 1e3 * ex[0],
+                     1e3 * ex[1], f"{arch_key}; {how}{dt}" + ("; re-gathered in backward" if reshard else "")))
         if moe:
             nf, nb = fsdp_ep_nic_sharing(plan, lt, gpu, lay, ep)
             if nf or nb:
