@@ -673,3 +673,18 @@ def test_moe_dispatcher_and_group_routing_flags():
     ds = load_megatron(RECIPES / "deepseek_v3_671b.sh")
     assert (ds.model.moe_router_num_groups, ds.model.moe_router_group_topk) == (8, 4)
     assert render_megatron(ds, (RECIPES / "deepseek_v3_671b.sh").read_text()) == (RECIPES / "deepseek_v3_671b.sh").read_text()
+
+
+def test_no_rope_fusion_is_read_written_and_priced():
+    """--no-rope-fusion (Megatron dest apply_rope_fusion, default on) is read into
+    training.rope_fusion, written back by the argv writer, and prices RoPE with the eager kernels
+    (the roofline's ROPE_EAGER byte count instead of ROPE_FUSED)."""
+    from primus_launch.adapters.megatron import render_argv
+    from primus_launch.projection.cost.roofline import ROPE_EAGER, ROPE_FUSED, layer_times_roofline
+
+    argv = ARGV + ["--position-embedding-type", "rope"]
+    fused, eager = plan_from_argv(argv), plan_from_argv(argv + ["--no-rope-fusion"])
+    assert fused.training.rope_fusion and not eager.training.rope_fusion
+    assert "--no-rope-fusion" in render_argv(eager, argv) and "--no-rope-fusion" not in render_argv(fused, argv)
+    assert ROPE_EAGER[0] > ROPE_FUSED[0]
+    assert layer_times_roofline(eager).dense_layer.fwd_s > layer_times_roofline(fused).dense_layer.fwd_s

@@ -466,3 +466,115 @@ def test_fp8_sequence_parallel_gathers_are_quantised():
     agm2 = coll.all_gather(nb * (1 + 1 / 32), lay.tp, "h100-sxm")
     assert _tp_times(mx, "h100-sxm", lay) == pytest.approx((2 * (agm + rs), 2 * (agm2 + agm + rs)), rel=1e-12)
     assert ag1 < ag2
+
+
+def test_torch_pipelining_skips_no_sync_unless_the_stage_module_is_fsdp():
+    """Installed torch's own code: _PipelineStageBase.backward_maybe_with_nosync turns FSDP's gradient
+    sync / reshard-after-backward off only when the stage module itself is an FSDPModule; a stage
+    module that merely CONTAINS FSDP units (NeMo AutoModel's MoE parallelizer shards model.model,
+    blocks, experts, embedding, lm_head, not the stage's DeepseekV3ForCausalLM) keeps FSDP2's defaults:
+    every micro-batch's backward reduce-scatters (plan fsdp_pp_grad_sync = "microbatch")."""
+    import torch
+    from torch import nn
+    from torch.distributed.fsdp import FSDPModule
+    from torch.distributed.pipelining.stage import _PipelineStageBase
+
+    calls = []
+
+    class Unit(FSDPModule, nn.Module):       # records what the stage asks of an FSDP unit
+        def set_is_last_backward(self, v):
+            calls.append(("last", v))
+
+        def set_reshard_after_backward(self, v, **kw):
+            calls.append(("reshard", v))
+
+        def set_requires_gradient_sync(self, v, **kw):
+            calls.append(("sync", v))
+
+    def unit():   # as fully_shard does it: swap the class of a built module (FSDPModule.__new__ strips itself)
+        u = nn.Module()
+        u.__class__ = Unit
+        return u
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = unit()
+
+    class FakeStage:
+        pass
+
+    def run(submod):
+        calls.clear()
+        st = FakeStage()
+        st.submod = submod
+        x = torch.ones(3, requires_grad=True)
+        y = x * 2.0
+        _PipelineStageBase.backward_maybe_with_nosync(
+            st, "full", {"stage_output": (y,), "output_grads": (torch.ones(3),), "input_values": (x,)})
+        return list(calls)
+
+    assert ("sync", False) in run(unit())     # stage module is the FSDP root: no-sync (TorchTitan)
+    assert run(Outer()) == []                 # FSDP units inside a plain stage module: untouched
+
+
+def _moe_fsdp_plan(sync="microbatch", gbs=64, ep_nodes=2, expert_fp32=None):
+    m = ModelArch(num_layers=8, hidden_size=4096, ffn_hidden_size=12288, num_attention_heads=32,
+                  num_query_groups=8, vocab_size=32000, seq_length=4096, num_experts=64, moe_router_topk=4,
+                  moe_ffn_hidden_size=1536)
+    ep = 8 * ep_nodes
+    return Plan(model=m, parallel=Parallelism(pp=2, ep=ep, dp_sharding="full", fsdp_pp_grad_sync=sync),
+                training=Training(global_batch_size=gbs, micro_batch_size=1, moe_token_dispatcher="deepep",
+                                  expert_grad_reduce_in_fp32=expert_fp32),
+                cluster=Cluster(gpu="h100-sxm", num_nodes=8))
+
+
+def test_fsdp_per_microbatch_sync_under_pipelining():
+    """fsdp_pp_grad_sync = "microbatch": every micro-batch pays its layers' exposed FSDP time and the
+    chunk ends (no reduce-scatter after the pipeline), so dp_comm doubles exactly with the micro-batch
+    count (closed form), and it includes at least the chunk-end wait for the first layer's non-expert
+    reduce-scatter on every chunk pass (FSDP2 _root_post_backward_final_callback); 'schedule' keeps
+    one reduce-scatter per schedule."""
+    from primus_launch.projection.dryrun import project_dry_run
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.iteration import fsdp_unit_comm
+
+    d8, d16 = (project_dry_run(_moe_fsdp_plan(gbs=g)).time_breakdown["dp_comm"] for g in (64, 128))
+    assert d16 == pytest.approx(2 * d8, rel=1e-9)
+    p = _moe_fsdp_plan()
+    lay = layout(p)
+    rs_first = fsdp_unit_comm(p, "h100-sxm", lay, False)[2]      # layer 0 is dense here
+    assert d8 >= p.num_microbatches * rs_first
+    s8, s16 = (project_dry_run(_moe_fsdp_plan("schedule", gbs=g)).time_breakdown["dp_comm"] for g in (64, 128))
+    assert s16 == pytest.approx(s8, rel=0.1) and d8 > s8
+
+
+def test_fsdp_expert_reduce_dtype_and_nic_sharing():
+    """Expert gradients reduce-scattered in bf16 when expert_grad_reduce_in_fp32 is False (AutoModel:
+    the experts' fully_shard has no MixedPrecisionPolicy): the collective of 2 bytes per expert
+    parameter.  The EP phases share the NIC with the FSDP collectives crossing nodes (closed form of
+    iteration.fsdp_ep_nic_sharing): combine delayed by what of the next layer's gathers is left after
+    the experts' forward, dispatch-backward by the experts' reduce-scatter, each at most half the
+    layer's EP time; nothing when the EP group stays inside one node."""
+    from primus_launch.projection.cost import collectives as coll
+    from primus_launch.projection.cost.roofline import layer_times_roofline
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.iteration import _ep_times, fsdp_ep_nic_sharing, fsdp_unit_comm
+    from primus_launch.projection.memory.params import layer_parameter_counts
+
+    p = _moe_fsdp_plan(expert_fp32=False)
+    lay = layout(p)
+    assert lay.expert_dp.size == 2 and lay.expert_dp.nodes == 2 and lay.ep.nodes == 2
+    sp = layer_parameter_counts(p.model, 1, 1, p.parallel.ep, True)
+    ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(p, "h100-sxm", lay, True)
+    assert rs_e == pytest.approx(coll.reduce_scatter(2.0 * sp.expert, lay.expert_dp, "h100-sxm"))
+    assert fsdp_unit_comm(_moe_fsdp_plan(), "h100-sxm", lay, True)[3] > rs_e
+    lt = layer_times_roofline(p)
+    ep = _ep_times(p, "h100-sxm", lay)
+    nf, nb = fsdp_ep_nic_sharing(p, lt, "h100-sxm", lay, ep)
+    experts_f = lt.part("moe", "scope:moe").fwd_s
+    assert nf == pytest.approx(min(ep[0] / 2, max(0.0, ag_d + ag_e - experts_f)))
+    assert nb == pytest.approx(min(ep[1] / 2, rs_e)) and nb > 0
+    q = _moe_fsdp_plan(ep_nodes=1)
+    lq = layout(q)
+    assert fsdp_ep_nic_sharing(q, layer_times_roofline(q), "h100-sxm", lq, _ep_times(q, "h100-sxm", lq)) == (0.0, 0.0)

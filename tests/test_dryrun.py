@@ -214,9 +214,9 @@ def validation_results():
 
 def test_judge_rows_meet_issue_15_targets(validation_results):
     """Issue 15 on the shared set's judge rows (older papers / benchmarks, NeMo FP8 and long-sequence,
-    AutoModel): judge median <= 7%, dense BF16, dense FP8 and long-sequence / CP groups <= 10%.  Stated
-    gap the test bounds instead of hiding: single rows (AutoModel DeepSeek-V3 on 1,024 GPUs: <= 50%,
-    see scripts/validation/README.md)."""
+    AutoModel): judge median <= 7%, dense BF16, dense FP8 and long-sequence / CP groups <= 10%, no
+    judge row beyond 25% (the closest, AutoModel DeepSeek-V3 on 1,024 GPUs, reads about +25%: see
+    scripts/validation/README.md for what of it is still unexplained)."""
     judge = [r for r in validation_results if r["role"] == "judge" and not r["held_out"]]
     assert len(judge) >= 80
     assert statistics.median(abs(r["err"]) for r in judge) <= 0.07
@@ -225,7 +225,7 @@ def test_judge_rows_meet_issue_15_targets(validation_results):
         assert len(sel) >= 5 and statistics.median(sel) <= bound, (group, statistics.median(sel))
     nemo = [r for r in judge if r["group"].startswith("nemo")]
     assert len(nemo) == 19   # every NeMo FP8 and long-sequence row is a judge row
-    assert max(abs(r["err"]) for r in judge) <= 0.50
+    assert max(abs(r["err"]) for r in judge) <= 0.25
 
 
 def test_held_out_rows_never_calibrate(validation_results):

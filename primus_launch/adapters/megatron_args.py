@@ -162,6 +162,7 @@ FLAGS: tuple[Flag, ...] = (
     # kernels
     _f("--attention-backend", "str", "auto", group="kernels"),
     _f("--cross-entropy-loss-fusion", "true", group="kernels"),
+    _f("--no-rope-fusion", "false", group="kernels", dest="apply_rope_fusion"),
     _f("--cuda-graph-impl", "str", "none", group="kernels"),
     _f("--cuda-graph-scope", "list", group="kernels"),
     _f("--cuda-graph-modules", "list", group="kernels"),
@@ -745,6 +746,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         delay_wgrad_compute=bool(get(a, "delay_wgrad_compute")),
         moe_shared_expert_overlap=bool(get(a, "moe_shared_expert_overlap")),
         cross_entropy_loss_fusion=bool(get(a, "cross_entropy_loss_fusion")),
+        rope_fusion=bool(get(a, "apply_rope_fusion")),
         precision_aware_optimizer=pao, **state,
     )
     if validate:  # further megatron/training/arguments.py validate_args assertions
@@ -1000,6 +1002,7 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     # kernels, CUDA graphs
     out["attention_backend"] = t.attention_backend if (t.attention_backend != "auto" or current.get("attention_backend")) else None
     out["cross_entropy_loss_fusion"] = t.cross_entropy_loss_fusion
+    out["apply_rope_fusion"] = t.rope_fusion
     legacy = "enable_cuda_graph" if current.get("enable_cuda_graph") else "external_cuda_graph" if current.get("external_cuda_graph") else None
     legacy_impl = {"enable_cuda_graph": "local", "external_cuda_graph": "transformer_engine"}.get(legacy or "")
     if legacy and t.cuda_graph_impl == legacy_impl:

@@ -993,6 +993,7 @@ MODELLED_FLAGS: dict[str, str] = {
     "--exp-avg-dtype": "training.exp_avg_dtype", "--exp-avg-sq-dtype": "training.exp_avg_sq_dtype",
     # kernels
     "--attention-backend": "training.attention_backend", "--cross-entropy-loss-fusion": "training.cross_entropy_loss_fusion",
+    "--no-rope-fusion": "training.rope_fusion",
     "--cuda-graph-impl": "training.cuda_graph_impl", "--cuda-graph-scope": "training.cuda_graph_scope",
     "--cuda-graph-modules": "training.cuda_graph_scope", "--enable-cuda-graph": "training.cuda_graph_impl = local",
     "--external-cuda-graph": "training.cuda_graph_impl = transformer_engine",
@@ -1057,7 +1058,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
                                          "(extra add kernel and a temporary)",
     "--no-bias-dropout-fusion": "time: unfused bias+dropout+add", "--no-bias-gelu-fusion": "time: unfused bias+GeLU",
     "--no-bias-swiglu-fusion": "time: unfused bias+SwiGLU", "--no-masked-softmax-fusion": "time: unfused masked softmax",
-    "--no-rope-fusion": "time: unfused RoPE kernels", "--no-persist-layer-norm": "time: non-persistent LayerNorm kernel",
+    "--no-persist-layer-norm": "time: non-persistent LayerNorm kernel",
     "--no-gradient-reduce-div-fusion": "time: gradient scaling as a separate kernel",
     "--disable-jit-fuser": "time: torch JIT fusions off",
     "--no-overlap-p2p-communication": "time: pipeline send/recv not overlapped",

@@ -197,6 +197,17 @@ class Parallelism(_Strict):
     fsdp_reshard_after_forward: Literal["default", "always", "never"] = Field(
         default="default", description="FSDP2 reshard_after_forward policy (torchtitan parallelism."
                                        "fsdp_reshard_after_forward: default = reshard unless pipeline parallel)")
+    fsdp_pp_grad_sync: Literal["schedule", "microbatch"] = Field(
+        default="schedule", description="FSDP2 under torch pipelining (pp > 1, dp_sharding full): 'schedule' = the "
+                                        "stage module is the FSDP root, so torch.distributed.pipelining's "
+                                        "backward_maybe_with_nosync turns gradient sync and reshard-after-backward "
+                                        "off and the stage's gradients are reduce-scattered once per schedule "
+                                        "(TorchTitan); 'microbatch' = it is not (NeMo AutoModel's MoE parallelizer "
+                                        "shards model.model, blocks, experts, embedding, lm_head but not the stage "
+                                        "module), so FSDP2's defaults run on every micro-batch: gradients "
+                                        "reduce-scattered and parameters resharded in each backward, gathered again "
+                                        "in the next forward (priced in time; the memory estimate does not "
+                                        "distinguish the two)")
     # where layers sit in the pipeline (plan.layout resolves these; at most one way is used)
     pipeline_layout: Optional[str] = Field(
         default=None, description="Megatron --pipeline-model-parallel-layout: one entry per virtual stage "
@@ -301,8 +312,15 @@ class Training(_Strict):
     delay_wgrad_compute: bool = Field(default=False, description="Megatron --delay-wgrad-compute")
     moe_shared_expert_overlap: bool = Field(default=False, description="Megatron --moe-shared-expert-overlap")
     cross_entropy_loss_fusion: bool = Field(default=False, description="Megatron --cross-entropy-loss-fusion")
+    rope_fusion: bool = Field(default=True, description="fused RoPE kernel in the Megatron / TE profile (Megatron "
+                                                        "apply_rope_fusion; --no-rope-fusion = False); False = the "
+                                                        "eager fp32 complex-multiply RoPE")
     optimizer: Literal["adam", "sgd"] = "adam"
     grad_reduce_in_fp32: bool = True
+    expert_grad_reduce_in_fp32: Optional[bool] = Field(
+        default=None, description="FSDP reduce-scatter dtype of the expert gradients (None = as grad_reduce_in_fp32); "
+                                  "NeMo AutoModel's MoE parallelizer shards the experts with no MixedPrecisionPolicy, "
+                                  "so they reduce in their bf16 parameter dtype while the blocks reduce in fp32")
     precision_aware_optimizer: bool = Field(default=False, description="Megatron --use-precision-aware-optimizer")
     main_grads_dtype: StateDtype = "fp32"
     main_params_dtype: StateDtype = "fp32"

@@ -62,7 +62,13 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
   max(0, comm - that layer's compute) per pass.  With PP (torch pipelining: TorchTitan, AutoModel)
   the parameters are gathered once per schedule (not resharded after forward by default) and the
   stage's gradients are reduce-scattered at once in the schedule's ``REDUCE_GRAD`` action, joined
-  to the compute stream: exposed after the pipeline.
+  to the compute stream: exposed after the pipeline -- where the stage module is the FSDP root
+  (``fsdp_pp_grad_sync = "schedule"``, TorchTitan).  Where it is not (``"microbatch"``: NeMo
+  AutoModel's MoE parallelizer), FSDP2's defaults run every micro-batch: per layer as above
+  (gathered in each forward after the previous backward resharded, reduce-scattered in each
+  backward), plus the chunk-end exposure of :func:`fsdp_microbatch_edges`.  Per MoE layer, the EP
+  dispatcher's inter-node phases share the NIC with the FSDP collectives crossing nodes
+  (:func:`fsdp_ep_nic_sharing`).
 
 Per (stage, chunk) the layers of that chunk (:mod:`primus_launch.plan.layout`: Megatron's layout
 string and offsets, account-for-embedding/loss, uneven first/last stage, ZB-V's "V") sum into a
@@ -450,6 +456,130 @@ def _recompute_modules_fwd(plan: Plan, lt: LayerTimes, kind: str) -> float:
     return sum(lt.part(kind, mod).fwd_s for mod in r.modules)
 
 
+def _fsdp_elems(plan: Plan) -> tuple[float, float, float]:
+    """Bytes per element of the FSDP parameter all-gather (bf16; FP8 with ``fp8_param_gather``), of
+    the gradient reduce-scatter (fp32 with ``grad_reduce_in_fp32``, else bf16) and of the expert
+    gradients' reduce-scatter (``expert_grad_reduce_in_fp32``, None = as the others)."""
+    t = plan.training
+    param_elem = 1.0 if (t.fp8_param_gather and t.precision in ("fp8", "fp4")) else 2.0
+    g = 4.0 if t.grad_reduce_in_fp32 else 2.0
+    ge = g if t.expert_grad_reduce_in_fp32 is None else (4.0 if t.expert_grad_reduce_in_fp32 else 2.0)
+    return param_elem, g, ge
+
+
+def fsdp_unit_comm(plan: Plan, gpu: str, lay, moe: bool) -> tuple[float, float, float, float]:
+    """Raw seconds of one decoder layer's FSDP units on one GPU: (all-gather of the non-expert
+    parameters over the DP shard group, all-gather of the expert parameters over expert-DP,
+    reduce-scatter of the non-expert gradients, reduce-scatter of the expert gradients)."""
+    m, p = plan.model, plan.parallel
+    pe, gd, ge = _fsdp_elems(plan)
+    sp_ = layer_parameter_counts(m, p.tp, p.expert_tp, p.ep, moe)
+    ag_e = coll.all_gather(pe * sp_.expert, lay.expert_dp, gpu) if sp_.expert else 0.0
+    rs_e = coll.reduce_scatter(ge * sp_.expert, lay.expert_dp, gpu) if sp_.expert else 0.0
+    return (coll.all_gather(pe * sp_.dense, lay.dp_shard, gpu), ag_e,
+            coll.reduce_scatter(gd * sp_.dense, lay.dp_shard, gpu), rs_e)
+
+
+def fsdp_layer_exposed(plan: Plan, lt: LayerTimes, gpu: str, lay, ep_raw: tuple[float, float], moe: bool,
+                       pt: PassTimes) -> tuple[float, float]:
+    """Exposed FSDP seconds of one layer per micro-batch (forward, backward), ``dp_sharding = "full"``
+    (module doc): the all-gather prefetched behind the layer's forward, the reduce-scatter (and the
+    re-gather when resharded after forward) behind its backward, their hidden part holding NCCL's SMs
+    (``cost/contention.py``), plus :func:`fsdp_ep_nic_sharing` for an MoE layer.  Under torch
+    pipelining with the stage module as FSDP root (``fsdp_pp_grad_sync = "schedule"``) the gather runs
+    once per schedule (its exposure spread over the micro-batches) and the reduce-scatter after the
+    pipeline (:func:`assemble`)."""
+    p = plan.parallel
+    pp, nmb = p.pp, plan.num_microbatches
+    units, arch = get_gpu(gpu).num_sms, get_gpu(gpu).arch
+    reshard = p.fsdp_reshard_after_forward == "always" or (p.fsdp_reshard_after_forward == "default" and pp == 1)
+    ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(plan, gpu, lay, moe)
+    ag, rs = ag_d + ag_e, rs_d + rs_e
+    if pp > 1 and p.fsdp_pp_grad_sync == "schedule":
+        rs = 0.0
+        if not reshard:   # one all-gather per schedule, behind the first micro-batch's forward
+            hf = min(ag, pt.fwd_s)
+            return (ag - hf + con.displaced(hf, con.NCCL_SMS, units, arch)) / nmb, 0.0
+    bwd = (ag if reshard else 0.0) + rs
+    hf, hb = min(ag, pt.fwd_s), min(bwd, pt.bwd_input_s + pt.bwd_weight_s)
+    nf, nb = fsdp_ep_nic_sharing(plan, lt, gpu, lay, ep_raw) if moe else (0.0, 0.0)
+    return (ag - hf + con.displaced(hf, con.NCCL_SMS, units, arch) + nf,
+            bwd - hb + con.displaced(hb, con.NCCL_SMS, units, arch) + nb)
+
+
+def fsdp_ep_nic_sharing(plan: Plan, lt: LayerTimes, gpu: str, lay, ep_raw: tuple[float, float]) -> tuple[float, float]:
+    """Seconds one MoE layer's EP dispatch / combine is slowed (forward, backward) by the FSDP
+    collectives of the same micro-batch that cross the same NICs, when both leave the scale-up domain.
+
+    A GPU's NIC carries its EP dispatcher's inter-node traffic (DeepEP / HybridEP RDMA, or the
+    all-to-all) and its FSDP all-gathers / reduce-scatters whose group spans nodes (the expert-DP
+    group holds one GPU per node).  The EP phases are on the critical path (no EP overlap
+    configured) and the FSDP collectives are issued where FSDP2 issues them:
+
+    - forward: the next layer's all-gathers (its non-expert unit, then its experts' unit, serially on
+      the all-gather stream) are issued once the host passes this layer's dispatch (the dispatcher
+      waits on the host for the received-token counts), so they run during this layer's experts and
+      meet its combine: the combine is slowed by what of the inter-node gathers is left when it starts,
+      ``min(E_fwd / 2, max(0, ag_inter - experts forward))``;
+    - backward: the experts' reduce-scatter is issued as soon as their backward ends, right before
+      the dispatch's backward: ``min(E_bwd / 2, rs_experts)`` when the expert-DP group spans nodes.
+
+    While both run the NIC is shared evenly (each at half rate), so the EP phase is delayed by the
+    FSDP bytes that cross it.  DeepEP's README (Traffic isolation) recommends putting expert-parallel
+    and other traffic on separate InfiniBand virtual lanes "to prevent interference"; no public
+    figure of the interference exists, so the even share is the model's assumption."""
+    if lay.ep.nodes <= 1 or not plan.model.is_moe:
+        return 0.0, 0.0
+    ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(plan, gpu, lay, True)
+    d_inter, e_inter = lay.dp_shard.nodes > 1, lay.expert_dp.nodes > 1
+    ag_end = (ag_d + ag_e) if e_inter else (ag_d if d_inter else 0.0)
+    experts_f = lt.part("moe", "scope:moe").fwd_s
+    f = min(ep_raw[0] / 2, max(0.0, ag_end - experts_f))
+    b = min(ep_raw[1] / 2, rs_e) if e_inter else 0.0
+    return f, b
+
+
+def fsdp_microbatch_edges(plan: Plan, lt: LayerTimes, gpu: str, lay, first_moe: bool,
+                          embedding: bool, head: bool = False) -> tuple[float, float]:
+    """Seconds FSDP2 leaves exposed at the ends of one model chunk's forward and backward when it
+    syncs every micro-batch (``parallel.fsdp_pp_grad_sync = "microbatch"``, pp > 1), on top of the
+    per-layer prefetched exposure.
+
+    - forward: the chunk's FSDP root orders the all-gather streams after the compute stream in its
+      pre-forward (torch ``_fully_shard/_fsdp_state.py`` ``_root_pre_forward``:
+      ``all_gather_stream.wait_stream(current_stream)``) and FSDP2 has no forward prefetch across
+      units by default, so the first unit's gather waits: the embedding's (chunk holding it) and the
+      first layer's non-expert parameters; the experts (their own ``fully_shard`` unit, gathered in
+      their pre-forward) hide behind that layer's attention block and router;
+    - backward: the root's post-backward final callback (``is_last_backward`` stays True)
+      makes the compute stream wait for every reduce-scatter it issued
+      (``_root_post_backward_final_callback``, ``FSDPParamGroup.finalize_backward``): the first
+      layer's non-expert gradients (reduced after its whole backward) and the embedding's, and what
+      of the experts' reduce-scatter (issued after the experts' backward) the layer's attention
+      block and router backward do not cover;
+    - an untied output layer (AutoModel shards ``lm_head`` outside ``model.model``, so it is an FSDP root
+      of its own) waits for its gather in its own root pre-forward: exposed on the chunk holding the
+      loss (its reduce-scatter, issued first in the backward, hides behind the chunk's backward).
+
+    Returns (forward, backward) seconds, the first layer's per-layer exposure not subtracted."""
+    m, p = plan.model, plan.parallel
+    pe, gd, _ = _fsdp_elems(plan)
+    ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(plan, gpu, lay, first_moe)
+    kind = "moe" if first_moe else "dense"
+    win_f = lt.part(kind, "scope:attn").fwd_s + lt.part(kind, "scope:moe_router").fwd_s
+    a, r = lt.part(kind, "scope:attn"), lt.part(kind, "scope:moe_router")
+    win_b = a.bwd_input_s + a.bwd_weight_s + r.bwd_input_s + r.bwd_weight_s
+    f = ag_d + max(0.0, ag_e - win_f)
+    b = rs_d + max(0.0, rs_e - win_b)
+    if embedding:
+        emb = float(m.vocab_size * m.hidden_size // p.tp)
+        f += coll.all_gather(pe * emb, lay.dp_shard, gpu)
+        b += coll.reduce_scatter(gd * emb, lay.dp_shard, gpu)
+    if head and m.untie_embeddings_and_output_weights:
+        f += coll.all_gather(pe * float(m.vocab_size * m.hidden_size // p.tp), lay.dp_shard, gpu)
+    return f, b
+
+
 def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bool = False,
              memory_margin: float = 0.05) -> ProjectionResult:
     """One iteration of ``plan`` from ``layer_times`` (module doc for the model)."""
@@ -501,30 +631,19 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     # False under PP, torchtitan/distributed/fsdp.py get_fsdp_reshard_after_forward_policy), the
     # micro-batch backwards run with set_requires_gradient_sync(False), and the stage's whole gradient
     # reduce-scatter runs in the schedule's REDUCE_GRAD action after its last backward, joined to the
-    # compute stream (torch/distributed/pipelining/stage.py perform_reduce_grad): exposed, below
+    # compute stream (torch/distributed/pipelining/stage.py perform_reduce_grad): exposed, below.
+    # That holds where the stage module is the FSDP root (fsdp_pp_grad_sync "schedule"); where it is
+    # not ("microbatch": NeMo AutoModel's MoE parallelizer), torch's backward_maybe_with_nosync takes
+    # its plain-backward branch and FSDP2's defaults run every micro-batch: per layer as without PP
+    # (reduce-scatter in each backward; gathered again in the next forward after
+    # reshard_after_backward), plus the chunk-end exposure of fsdp_microbatch_edges
     fsdp_pp = fsdp and pp > 1
+    sync_mb = fsdp_pp and p.fsdp_pp_grad_sync == "microbatch"
     if fsdp:
-        reshard = p.fsdp_reshard_after_forward == "always" or (p.fsdp_reshard_after_forward == "default" and pp == 1)
-        regather = 1.0 if reshard else 0.0
-
-        def _fsdp(moe: bool, pt: PassTimes) -> tuple[float, float]:
-            sp_ = layer_parameter_counts(m, p.tp, p.expert_tp, p.ep, moe)
-            ag = coll.all_gather(param_elem * sp_.dense, lay.dp_shard, gpu) + (
-                coll.all_gather(param_elem * sp_.expert, lay.expert_dp, gpu) if sp_.expert else 0.0)
-            rs = coll.reduce_scatter(float(grad_elem * sp_.dense), lay.dp_shard, gpu) + (
-                coll.reduce_scatter(float(grad_elem * sp_.expert), lay.expert_dp, gpu) if sp_.expert else 0.0)
-            if fsdp_pp:
-                rs = 0.0
-                if not reshard:   # one all-gather per schedule, behind the first micro-batch's forward
-                    hf = min(ag, pt.fwd_s)
-                    return (ag - hf + con.displaced(hf, con.NCCL_SMS, units, arch)) / nmb, 0.0
-            bwd = regather * ag + rs
-            hf, hb = min(ag, pt.fwd_s), min(bwd, pt.bwd_input_s + pt.bwd_weight_s)
-            return (ag - hf + con.displaced(hf, con.NCCL_SMS, units, arch),
-                    bwd - hb + con.displaced(hb, con.NCCL_SMS, units, arch))
-        fsdp_dense = _fsdp(False, lt.dense_layer)
+        fsdp_dense = fsdp_layer_exposed(plan, lt, gpu, lay, ep_raw, False, lt.dense_layer)
         if m.is_moe and lt.moe_layer is not None:
-            fsdp_moe = _fsdp(True, lt.moe_layer)
+            fsdp_moe = fsdp_layer_exposed(plan, lt, gpu, lay, ep_raw, True, lt.moe_layer)
+    nic = fsdp_ep_nic_sharing(plan, lt, gpu, lay, ep_raw) if (sync_mb and m.is_moe) else (0.0, 0.0)
 
     r = t.recompute
     chunks = plan.chunk_layout()
@@ -614,6 +733,20 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
             q.cp = n * (cp_f + cp_b) + (rec_dense + rec_moe) * cp_f
             q.ep = n_moe * (ep_f + ep_b) + rec_moe * ep_f
             q.dp = n_dense * sum(fsdp_dense) + n_moe * sum(fsdp_moe)
+            if sync_mb and kinds:
+                # the chunk's first FSDP units wait (fsdp_microbatch_edges) in place of the first layer's
+                # prefetched share (its NIC-sharing part stays: the next layer's gathers still meet its
+                # combine); the last MoE layer's combine meets no gather (the next chunk's root
+                # pre-forward orders its gathers after compute)
+                first_moe = kinds[0][0]
+                ef, eb = fsdp_microbatch_edges(plan, lt, gpu, lay, first_moe, chunk.embedding, chunk.loss)
+                per = fsdp_moe if first_moe else fsdp_dense
+                nf, nb = nic if first_moe else (0.0, 0.0)
+                ef = max(0.0, ef - (per[0] - nf)) - (nic[0] if kinds[-1][0] else 0.0)
+                eb = max(0.0, eb - (per[1] - nb))
+                q.f += ef
+                q.bi += eb
+                q.dp += ef + eb
             q.f += n * (tp_f + cp_f) + n_moe * ep_f + n_dense * fsdp_dense[0] + n_moe * fsdp_moe[0]
             q.bi += (n * (tp_b + cp_b) + n_moe * ep_b + n_dense * fsdp_dense[1] + n_moe * fsdp_moe[1]
                      + (rec_dense + rec_moe) * (tp_f + cp_f) + rec_moe * ep_f)
@@ -663,9 +796,9 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         if p.dp_sharding == "full":
             if p.dp_replicate > 1:  # HSDP: all-reduce of the shard's grads over the replicas
                 grad = coll.all_reduce(float(grad_elem * sp_.total / max(1, lay.dp_shard.size)), lay.dp_replicate, gpu)
-            if fsdp_pp:   # torch pipelining's REDUCE_GRAD: the stage's gradients at once, exposed
+            if fsdp_pp and not sync_mb:   # torch pipelining's REDUCE_GRAD: the stage's gradients at once, exposed
                 grad += (coll.reduce_scatter(float(grad_elem * sp_.dense), lay.dp_shard, gpu)
-                         + coll.reduce_scatter(float(grad_elem * sp_.expert), lay.expert_dp, gpu))
+                         + coll.reduce_scatter(_fsdp_elems(plan)[2] * sp_.expert, lay.expert_dp, gpu))
         elif dp_size > 1 or lay.expert_dp.size > 1:
             gd, ge = float(grad_elem * sp_.dense), float(grad_elem * sp_.expert)
             if sharded:

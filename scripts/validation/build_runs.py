@@ -257,10 +257,12 @@ _QWEN3_30B = dict(name="Qwen3 30B-A3B", num_layers=48, hidden_size=2048, ffn_hid
 EXTRA = [
     dict(id="automodel_h100_dsv3_671b_1024gpu", model=_DSV3, gpus=1024, gbs=8192, mbs=1,
          parallel=dict(tp=1, pp=4, ep=64, pipeline_layers_first_stage=14, pipeline_layers_last_stage=15),
-         tokens=865, time=37.87, table="TP1 PP4 CP1 EP64 VP8 FSDP256, step 37.87 s, 216 TFLOP/s/GPU, 865 tokens/s/GPU"),
+         tokens=865, time=37.87, table="TP1 PP4 CP1 EP64 VP8 FSDP256, step 37.87 s, 216 TFLOP/s/GPU, 865 tokens/s/GPU",
+         rope_fusion=False),
     dict(id="automodel_h100_dsv3_671b_256gpu", model=_DSV3, gpus=256, gbs=512, mbs=1,
          parallel=dict(tp=1, pp=4, ep=64, pipeline_layers_first_stage=14, pipeline_layers_last_stage=15),
-         tokens=1002, time=8.18, table="TP1 PP4 CP1 EP64 VP8 FSDP64, step 8.18 s, 250 TFLOP/s/GPU, 1,002 tokens/s/GPU"),
+         tokens=1002, time=8.18, table="TP1 PP4 CP1 EP64 VP8 FSDP64, step 8.18 s, 250 TFLOP/s/GPU, 1,002 tokens/s/GPU",
+         rope_fusion=False),
     dict(id="automodel_h100_qwen3_30b_a3b_8gpu", model=_QWEN3_30B, gpus=8, gbs=512, mbs=4,
          parallel=dict(tp=1, pp=1, ep=8), tokens=12040, time=21.77,
          table="TP1 PP1 CP1 EP8 FSDP8, step 21.77 s, 327 TFLOP/s/GPU, 12,040 tokens/s/GPU"),
@@ -282,8 +284,36 @@ def extra_rows() -> list[dict]:
         assumptions = ["full recompute (config: activation_checkpointing true -> checkpoint_wrapper per block)",
                        "DeepEP dispatcher (config: enable_deepep true)",
                        "fake_balanced_gate routing (config) = E/k groups of k consecutive experts, 1 group per token",
-                       "no overlap of DeepEP dispatch/combine with compute (none configured)"]
+                       "no overlap of DeepEP dispatch/combine with compute (none configured)",
+                       "kernels priced with the Megatron-Core + TE profile (framework megatron): AutoModel runs TE "
+                       "RMSNorm / Linear / DotProductAttention (cuDNN) and GroupedExpertsDeepEP's fused permute and "
+                       "SwiGLU; not priced: its unfused dense / shared-expert SwiGLU, the MLA torch.cat copies, the "
+                       "bf16 torch cross-entropy; in-situ efficiency is Megatron's (no AutoModel calibration row)",
+                       "optimizer: torch.optim.Adam on bf16 parameters (no fp32 master copy), priced with the plan's "
+                       "fp32-state Adam bytes"]
         par = dict(e["parallel"], dp_sharding="full")
+        # FSDP2 as the table's code runs it (Automodel @89e3a9fdd, the commit that published the table;
+        # torch <= 2.8): components/moe/parallelizer.py apply_fsdp shards model.model, every block, the
+        # experts (own unit over the ep_shard mesh, Shard(1), no MixedPrecisionPolicy), embed_tokens and
+        # lm_head with reshard_after_forward = not pp_enabled and MixedPrecisionPolicy(param bf16, reduce
+        # fp32), but not the pipeline stage's module (DeepseekV3ForCausalLM), so torch pipelining's
+        # stage.backward_maybe_with_nosync takes its plain-backward branch and FSDP2's defaults run on
+        # every micro-batch (the MoE-aware patch, backend.enable_fsdp_optimizations, came with PR #574
+        # on 2025-10-08, after the table)
+        if e["parallel"].get("pp", 1) > 1:
+            par["fsdp_pp_grad_sync"] = "microbatch"
+            assumptions.append("FSDP2 syncs every micro-batch (parallel.fsdp_pp_grad_sync microbatch): the stage module "
+                               "is not an FSDP module, so torch pipelining's no-sync path does not apply (Automodel "
+                               "@89e3a9fdd moe/parallelizer.py apply_fsdp; enable_fsdp_optimizations came after the table)")
+        assumptions.append("FSDP reduce-scatter: blocks in fp32 (MixedPrecisionPolicy reduce_dtype float32), experts in "
+                           "bf16 (their fully_shard has no mp_policy; training.expert_grad_reduce_in_fp32 false)")
+        if e.get("rope_fusion") is False:
+            # the DeepSeek-V3 rows date from Automodel @89e3a9fdd (2025-10-06): components/moe/rope_utils.py
+            # apply_rotary_emb = view_as_complex(x.float()) * freqs_cis (eager, fp32); TE's fused RoPE came
+            # with PR #897 (2026-01-08, backend rope_fusion), after these rows (the Qwen3 row was re-measured
+            # 2026-02-26 with rope_fusion true in its config)
+            assumptions.append("RoPE eager (fp32 complex multiply, Automodel @89e3a9fdd rope_utils.apply_rotary_emb; "
+                               "TE fused RoPE came 2026-01, PR #897): training.rope_fusion false")
         gbs = e["gbs"]
         sched = "1f1b"
         pp = e["parallel"].get("pp", 1)
@@ -300,10 +330,13 @@ def extra_rows() -> list[dict]:
             if gbs // dp > local:
                 assumptions.append(f"GA {gbs // dp // local} x local batch {local}: torch pipelining runs one schedule "
                                    f"per accumulation step, so one step = global batch {local * dp} (a schedule of "
-                                   f"{local} micro-batches); its optimizer step is counted every accumulation step")
+                                   f"{local} micro-batches); the optimizer, which recipes/llm/benchmark.py runs once per "
+                                   f"{gbs // dp // local} schedules, is counted every schedule")
                 gbs = local * dp
         plan = dict(model=model, parallel=par, source=dict(framework="megatron"),
                     training=dict(global_batch_size=gbs, micro_batch_size=e["mbs"], precision="bf16",
+                                  grad_reduce_in_fp32=True, expert_grad_reduce_in_fp32=False,
+                                  rope_fusion=e.get("rope_fusion", True),
                                   pipeline_schedule=sched, overlap_grad_reduce=True, overlap_param_gather=True,
                                   recompute=dict(granularity="full"), moe_token_dispatcher="deepep"),
                     cluster=dict(gpu="h100-sxm", num_nodes=max(1, e["gpus"] // 8), gpus_per_node=min(8, e["gpus"])))

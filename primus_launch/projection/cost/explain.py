@@ -155,6 +155,57 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
                    f"{100 * (1 - lost):.0f}% beside the dispatcher; " + src)
         rows.append((f"EP {d} dispatch+combine, {lay.ep.size} ranks over {lay.ep.nodes} domain(s) (MoE layer)",
                      *[1e3 * x for x in ep + epe], src))
+    rows += _fsdp_rows(plan, lt, lay, arch_key)
+    return rows
+
+
+def _fsdp_rows(plan: Plan, lt, lay, arch_key: str) -> list[tuple[str, float, float, float, float, str]]:
+    """FSDP (``dp_sharding = "full"``) rows of :func:`comm_rows`: one layer's gathers and
+    reduce-scatters per micro-batch as :mod:`primus_launch.projection.iteration` prices them."""
+    from primus_launch.projection.iteration import (_ep_times, _fsdp_elems, fsdp_ep_nic_sharing, fsdp_layer_exposed,
+                                                    fsdp_microbatch_edges, fsdp_unit_comm)
+
+    p, m = plan.parallel, plan.model
+    if p.dp_sharding != "full" or lay.dp_shard.size <= 1:
+        return []
+    gpu = plan.cluster.gpu
+    pe, gd, ge = _fsdp_elems(plan)
+    ep = _ep_times(plan, gpu, lay) if m.is_moe else (0.0, 0.0)
+    if p.pp > 1 and p.fsdp_pp_grad_sync == "schedule":
+        how = "torch pipelining: gathered once per schedule, reduce-scattered after the stage's last backward (dp_comm)"
+    elif p.pp > 1:
+        how = "per micro-batch (the stage module is not the FSDP root): prefetched behind the layer"
+    else:
+        how = "per micro-batch, prefetched behind the layer"
+    dt = f"; gather {int(8 * pe)}-bit, grads {int(8 * gd)}-bit" + (f", expert grads {int(8 * ge)}-bit" if ge != gd else "")
+    rows = []
+    for moe in ((False, True) if m.is_moe and lt.moe_layer is not None else (False,)):
+        ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(plan, gpu, lay, moe)
+        ex = fsdp_layer_exposed(plan, lt, gpu, lay, ep, moe, lt.moe_layer if moe else lt.dense_layer)
+        who = (f"FSDP {'MoE' if moe else 'dense'} layer, {lay.dp_shard.size} ranks over {lay.dp_shard.nodes} domain(s)"
+               + (f", experts over {lay.expert_dp.size} ranks / {lay.expert_dp.nodes} domain(s)" if ag_e else ""))
+        reshard = p.fsdp_reshard_after_forward == "always" or (p.fsdp_reshard_after_forward == "default" and p.pp == 1)
+        rows.append((who, 1e3 * (ag_d + ag_e), 1e3 * (rs_d + rs_e + (ag_d + ag_e if reshard else 0.0)), 1e3 * ex[0],
+                     1e3 * ex[1], f"{arch_key}; {how}{dt}" + ("; re-gathered in backward" if reshard else "")))
+        if moe:
+            nf, nb = fsdp_ep_nic_sharing(plan, lt, gpu, lay, ep)
+            if nf or nb:
+                rows.append(("  of which: EP phases slowed by FSDP traffic on the same NIC", 1e3 * nf, 1e3 * nb,
+                             1e3 * nf, 1e3 * nb, "iteration.fsdp_ep_nic_sharing (even NIC share; DeepEP README: "
+                                                 "traffic isolation)"))
+    if p.pp > 1 and p.fsdp_pp_grad_sync == "microbatch":
+        first_moe = m.is_moe_layer(0) if hasattr(m, "is_moe_layer") else False
+        for moe in sorted({first_moe, m.is_moe}):
+            ef, eb = fsdp_microbatch_edges(plan, lt, gpu, lay, moe, False)
+            rows.append((f"FSDP chunk start / end, first layer {'MoE' if moe else 'dense'} (per chunk pass)",
+                         1e3 * ef, 1e3 * eb, 1e3 * ef, 1e3 * eb,
+                         "FSDP2 root pre-forward orders the gathers after compute; post-backward callback waits "
+                         "for the reduce-scatters (iteration.fsdp_microbatch_edges)"))
+        head = (fsdp_microbatch_edges(plan, lt, gpu, lay, m.is_moe, False, True)[0]
+                - fsdp_microbatch_edges(plan, lt, gpu, lay, m.is_moe, False)[0])
+        if head > 0:
+            rows.append(("FSDP output-layer gather (its own FSDP root; loss chunk, per pass)", 1e3 * head, 0.0,
+                         1e3 * head, 0.0, "iteration.fsdp_microbatch_edges (head)"))
     return rows
 
 

@@ -84,12 +84,12 @@ def profile_of(plan: Plan, arch: str) -> Profile:
     eager = host.get("eager", {}).get("t_launch", 20e-6)
     compiled = host.get("compile", {}).get("t_launch", eager)
     return _profile(plan.framework, t.compile, t.attention_backend, arch, t.cross_entropy_loss_fusion,
-                    t.moe_permute_fusion, eager, compiled)
+                    t.moe_permute_fusion, eager, compiled, t.rope_fusion)
 
 
 @lru_cache(maxsize=256)
 def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion: bool, permute_fusion: bool,
-             eager: float, compiled: float) -> Profile:
+             eager: float, compiled: float, rope_fusion: bool = True) -> Profile:
     amd = arch.startswith("cdna")
     if framework == "torchtitan":
         attn = "ck" if amd else "fa2"
@@ -109,7 +109,7 @@ def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion:
         attn = "fa2"   # TE prefers FlashAttention on sm80
     else:
         attn = "cudnn"
-    return Profile("megatron-te", True, True, True, True, "fused" if ce_fusion else "megatron", permute_fusion,
+    return Profile("megatron-te", True, True, True, rope_fusion, "fused" if ce_fusion else "megatron", permute_fusion,
                    False, eager, attn)
 
 
