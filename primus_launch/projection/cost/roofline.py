@@ -90,6 +90,26 @@ ACT_FUSED = {True: (6.0, 1, 1), False: (4.0, 1, 1)}     # gated (SwiGLU) / plain
 ACT_EAGER = {True: (10.0, 2, 4), False: (4.0, 1, 1)}
 ROPE_FUSED = (4.0, 1, 1)
 ROPE_EAGER = (20.0, 3, 3)
+# Megatron-Core's own unfused RoPE, per q or k tensor (bytes per element forward, backward; kernels forward,
+# backward), counted from megatron/core/models/common/embeddings/rope_utils.py ``_apply_rotary_pos_emb_bshd``
+# (Megatron-LM 2edffadb, the Megatron-Bridge 26.04 / v0.4.2 pin): forward ``cos(freqs) * mscale -> .to``,
+# the same for sin (6 kernels on the [s, 1, 1, d] freqs: no bytes per element), then ``t * cos_`` (4 B),
+# ``_rotate_half``: ``-x2`` on half the elements (2 B) and ``cat((-x2, x1))`` (4 B), ``* sin_`` (4 B),
+# ``+`` (6 B), ``cat((t, t_pass))`` (4 B): 24 B, 12 kernels; autograd backward: ``grad * sin_`` (4 B),
+# ``neg`` (2 B), the chunk's split-backward ``cat`` (4 B), ``grad * cos_`` (4 B), the two grads of ``t``
+# summed (6 B), the ``t[..., :rot_dim]`` slice-backward zero fill + copy (6 B): 26 B, 7 kernels.
+ROPE_MEGATRON_UNFUSED = (24.0, 26.0, 12, 7)
+# TEGroupedMLP's expert FC2 bias (Megatron-LM 2edffadb megatron/core/transformer/moe/experts.py
+# ``TEGroupedMLP._apply_bias``, FC2 built with ``skip_bias_add=True``): a Python loop over the local experts
+# of ``t + b * p`` (probs in the router's dtype, bf16 unless --moe-router-dtype) then ``torch.cat``.
+# Forward, per element of the [rows, h] expert output: ``b * p`` writes 2 B, ``t + .`` 6 B, the cat 4 B =
+# 12 B in 2 kernels per expert + 1.  Backward (autograd): per expert ``grad * p`` (4 B) + its sum over rows
+# (2 B) for b, ``grad * b`` (4 B) + its sum over h (2 B) for p; the split-backward cat of the output's
+# grad (4 B) = 16 B; kernels 4 per expert + 2 cats + the DDP hook ``main_grad.add_(grad)`` of each FC1 and
+# FC2 bias (megatron/core/distributed/distributed_data_parallel.py ``_make_backward_post_hook``: TE fuses
+# the FC1 bias grad into its wgrad GEMM, transformer_engine/pytorch/module/grouped_linear.py backward, but
+# neither bias grad goes to main_grad in place).
+EXPERT_BIAS_BYTES = (12.0, 16.0)
 CE_BYTES = {"megatron": (14.0, 6.0, 6, 4), "fused": (4.0, 4.0, 1, 1), "torch": (18.0, 22.0, 3, 3)}
 
 
@@ -327,7 +347,7 @@ class _Acc:
 
 
 def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T: int, Tn: int,
-                     window: int | None, cp_a2a: bool, cp_kind: str = "p2p") -> PassTimes:
+                     window: int | None, cp_a2a: bool, cp_kind: str = "p2p", bda_unfused: bool = False) -> PassTimes:
     h = m.hidden_size
     a = max(1, m.num_attention_heads // t)
     acc.scope = "attn"
@@ -375,8 +395,17 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
         if m.qk_layernorm:
             acc.norm(T * (a + g) * d, m, "q/k norm")
         if m.position_embedding in ("rope", "yarn"):
-            nb, kf, kb = ROPE_FUSED if _rope_fused(acc.prof, m) else ROPE_EAGER
-            acc.elem(nb * T * (a + g) * d, "RoPE", 2.0, (2 * kf, 2 * kb))
+            label = "RoPE"
+            if _rope_fused(acc.prof, m):
+                nb, kf, kb = ROPE_FUSED
+                bwd = 2.0
+            elif acc.prof.name == "megatron-te":
+                nb, nbb, kf, kb = ROPE_MEGATRON_UNFUSED
+                bwd, label = nbb / nb, "RoPE (Megatron unfused: YaRN mscale)"
+            else:
+                nb, kf, kb = ROPE_EAGER
+                bwd = 2.0
+            acc.elem(nb * T * (a + g) * d, label, bwd, (2 * kf, 2 * kb))
         acc.mods = ("core_attn",)
         if ring:
             core = acc.attn_ring(b, heads, g, s, cp, d, d, ring)
@@ -384,9 +413,32 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
             core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
         acc.mods = ()
         acc.gemm(T, h, a * d, name="attention out-proj", ub="proj")
-    drop = 1.0 if m.hidden_dropout else 0.0
-    acc.elem((6 + drop) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
+    _residual_bda(acc, m, Tn, bda_unfused)
     return core
+
+
+def _residual_bda(acc: _Acc, m: ModelArch, Tn: int, unfused: bool) -> None:
+    """The bias-dropout-add after a linear with ``add_bias_linear``: fused (one kernel, 6 B per element;
+    +1 B dropout mask) or, with ``bias_dropout_fusion`` off, Megatron's ``_bias_dropout_add_func``
+    (megatron/core/fusions/fused_bias_dropout.py): ``x + bias`` (4 B), dropout (no kernel at p = 0:
+    ATen ``dropout`` returns its input), ``residual + out`` (6 B); its backward reduces the bias grad over
+    the tokens (2 B) and adds it to main_grad (DDP hook): 2 kernels each way."""
+    drop = 1.0 if m.hidden_dropout else 0.0
+    if unfused:
+        acc.elem((10 + 2 * drop) * Tn * m.hidden_size, "residual add (unfused bias + dropout + add)", 2.0 / (10 + 2 * drop),
+                 (2 + (1 if drop else 0), 2))
+    else:
+        acc.elem((6 + drop) * Tn * m.hidden_size, "residual add (bias-dropout-add)", 1.0, (1, 0))
+
+
+def te_grouped_mlp_bias(m: ModelArch, prof: Profile, grouped: bool) -> bool:
+    """Whether the MoE experts are Megatron's ``TEGroupedMLP`` with biases (``add_bias_linear``): then
+    its FC2 bias runs the unfused per-expert ``_apply_bias`` (:data:`EXPERT_BIAS_BYTES`) and
+    ``bias_dropout_fusion`` must be off (experts.py ``TEGroupedMLP.__init__`` asserts "bias_dropout_fusion
+    is not supported in TEGroupedMLP when add_bias_linear=True"; Megatron-Bridge's GPT-OSS provider sets
+    ``bias_dropout_fusion = False``), so every bias-dropout-add of the model is unfused
+    (:func:`_residual_bda`)."""
+    return bool(m.is_moe and m.add_bias_linear and grouped and prof.name == "megatron-te")
 
 
 def _rope_fused(prof: Profile, m: ModelArch) -> bool:
@@ -414,7 +466,9 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
     nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
     if "moe" in mods:
         acc.mods = mods + ("moe_act",)
-    acc.elem(nb * T * ffn_local * batch, f"{name} {'SwiGLU' if gated else m.activation}", 2.0,
+    act = {"silu": "SwiGLU", "quick_gelu": "quick-GeGLU", "gelu": "GeGLU"}.get(m.activation, m.activation) \
+        if gated else m.activation
+    acc.elem(nb * T * ffn_local * batch, f"{name} {act}", 2.0,
              (kf * (batch if separate else 1), kb * (batch if separate else 1)))
     acc.mods = mods
     acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate, ub="fc2" if ub else None)
@@ -510,17 +564,18 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     T = b * s // cp
     Tn = T // tp if sp else T
     fused_in = prof.norm_linear
+    bda_unfused = te_grouped_mlp_bias(m, prof, grouped)
 
     def dense_layer(kind: str, window: int | None) -> tuple[PassTimes, PassTimes, int]:
         acc = new(kind)
-        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type)
+        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type, bda_unfused)
         acc.scope = "mlp"
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
         acc.mods = ("mlp",)
         _mlp(acc, m, T, m.ffn_hidden_size // tp, input_fused=fused_in, ub=True)
         acc.mods = ()
-        acc.elem((6 + (1.0 if m.hidden_dropout else 0.0)) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
+        _residual_bda(acc, m, Tn, bda_unfused)
         acc.quant_flush()
         if "_" not in kind:
             acc.shares(kind, shares)
@@ -530,7 +585,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
 
     def moe_layer(kind: str, window: int | None) -> tuple[PassTimes, int]:
         acc = new(kind)
-        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type)
+        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type, bda_unfused)
         acc.scope = "moe_router"
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
@@ -560,6 +615,10 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         m_e = max(1, -(-Te * ep * k // E))
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped)
+        if bda_unfused:
+            fb, bb = EXPERT_BIAS_BYTES
+            acc.elem(fb * m_e * local * h, f"experts FC2 bias x probs (TEGroupedMLP._apply_bias: {local} experts)",
+                     bb / fb, (2 * local + 1, 6 * local + 2))
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
         acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
