@@ -110,6 +110,16 @@ ROPE_MEGATRON_UNFUSED = (24.0, 26.0, 12, 7)
 # the FC1 bias grad into its wgrad GEMM, transformer_engine/pytorch/module/grouped_linear.py backward, but
 # neither bias grad goes to main_grad in place).
 EXPERT_BIAS_BYTES = (12.0, 16.0)
+# The clamp of a gated activation (--activation-func-clamp-value, GPT-OSS 7.0) in TEGroupedMLP's fused path
+# (Megatron-LM 2edffadb megatron/core/fusions/fused_bias_geglu.py ``weighted_bias_quick_geglu_impl``): before
+# the fused (torch.compile) weighted quick-GeGLU it runs, unfused, ``x_glu.clamp(max=c)`` and
+# ``x_linear.clamp(-c, c)`` (read + write 2 B of one half each: 4 B per output element f) and
+# ``torch.cat`` back to 2f (8 B per f), plus ``torch.tensor(linear_offset, device=...)`` (one host-to-device
+# copy): 16 B per f in 3 kernels + 1 copy.  Autograd backward: ATen ``clamp_backward`` =
+# ``where(x <= c, grad, 0)`` (compare 3 B + where 5 B per f) for the glu half, ``where((x >= -c) & (x <= c),
+# grad, 0)`` (3 + 3 + 3 + 5 B) for the linear half, the chunk's split-backward ``cat`` (8 B): 30 B per f
+# in 7 kernels.  Inside ``bias_act_func``, so --recompute-modules moe_act re-runs the forward.
+ACT_CLAMP = (16.0, 30.0, 4, 7)
 CE_BYTES = {"megatron": (14.0, 6.0, 6, 4), "fused": (4.0, 4.0, 1, 1), "torch": (18.0, 22.0, 3, 3)}
 
 
@@ -466,6 +476,9 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
     nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
     if "moe" in mods:
         acc.mods = mods + ("moe_act",)
+    if gated and m.activation_clamp and "moe" in mods and not separate and acc.prof.name == "megatron-te":
+        fb, bb, ckf, ckb = ACT_CLAMP
+        acc.elem(fb * T * ffn_local * batch, f"{name} activation clamp (unfused clamp, clamp, cat)", bb / fb, (ckf, ckb))
     act = {"silu": "SwiGLU", "quick_gelu": "quick-GeGLU", "gelu": "GeGLU"}.get(m.activation, m.activation) \
         if gated else m.activation
     acc.elem(nb * T * ffn_local * batch, f"{name} {act}", 2.0,
