@@ -96,9 +96,11 @@ ROPE_EAGER = (20.0, 3, 3)
 # the same for sin (6 kernels on the [s, 1, 1, d] freqs: no bytes per element), then ``t * cos_`` (4 B),
 # ``_rotate_half``: ``-x2`` on half the elements (2 B) and ``cat((-x2, x1))`` (4 B), ``* sin_`` (4 B),
 # ``+`` (6 B), ``cat((t, t_pass))`` (4 B): 24 B, 12 kernels; autograd backward: ``grad * sin_`` (4 B),
-# ``neg`` (2 B), the chunk's split-backward ``cat`` (4 B), ``grad * cos_`` (4 B), the two grads of ``t``
-# summed (6 B), the ``t[..., :rot_dim]`` slice-backward zero fill + copy (6 B): 26 B, 7 kernels.
-ROPE_MEGATRON_UNFUSED = (24.0, 26.0, 12, 7)
+# ``neg`` (2 B), the chunk's split-backward ``cat`` (4 B), ``grad * cos_`` (4 B), the two grads summed (6 B),
+# the empty ``t_pass`` slice's ``slice_backward`` (a zero gradient of t's size, 2 B) added to t's (6 B):
+# 28 B, 7 kernels (``t[..., :rot_dim]`` over the whole head is no slice).  Checked op by op against
+# megatron-core's own function traced under a dispatch mode (tests/test_cost_gpt_oss.py).
+ROPE_MEGATRON_UNFUSED = (24.0, 28.0, 12, 7)
 # TEGroupedMLP's expert FC2 bias (Megatron-LM 2edffadb megatron/core/transformer/moe/experts.py
 # ``TEGroupedMLP._apply_bias``, FC2 built with ``skip_bias_add=True``): a Python loop over the local experts
 # of ``t + b * p`` (probs in the router's dtype, bf16 unless --moe-router-dtype) then ``torch.cat``.
@@ -117,9 +119,11 @@ EXPERT_BIAS_BYTES = (12.0, 16.0)
 # ``torch.cat`` back to 2f (8 B per f), plus ``torch.tensor(linear_offset, device=...)`` (one host-to-device
 # copy): 16 B per f in 3 kernels + 1 copy.  Autograd backward: ATen ``clamp_backward`` =
 # ``where(x <= c, grad, 0)`` (compare 3 B + where 5 B per f) for the glu half, ``where((x >= -c) & (x <= c),
-# grad, 0)`` (3 + 3 + 3 + 5 B) for the linear half, the chunk's split-backward ``cat`` (8 B): 30 B per f
-# in 7 kernels.  Inside ``bias_act_func``, so --recompute-modules moe_act re-runs the forward.
-ACT_CLAMP = (16.0, 30.0, 4, 7)
+# grad, 0)`` (3 + 3 + 3 + 5 B) for the linear half, each with its ``scalar_tensor(0)``, the chunk's
+# split-backward ``cat`` (8 B): 30 B per f in 9 kernels.  Inside ``bias_act_func``, so --recompute-modules
+# moe_act re-runs the forward.  Both passes checked against megatron-core's function traced under a dispatch
+# mode (tests/test_cost_gpt_oss.py).
+ACT_CLAMP = (16.0, 30.0, 4, 9)
 CE_BYTES = {"megatron": (14.0, 6.0, 6, 4), "fused": (4.0, 4.0, 1, 1), "torch": (18.0, 22.0, 3, 3)}
 
 
