@@ -81,6 +81,23 @@ def test_te_grouped_mlp_apply_bias_matches_experts_py():
     assert sum(i + o for _, i, o in bwd) / elems == pytest.approx(bb)
 
 
+def test_apply_bias_with_fp32_probs_matches_experts_py():
+    """With DeepEP / HybridEP the probs arrive in fp32: the chain runs in fp32 and casts back (28 B forward
+    in 2E+2 kernels; 40 B backward in 6E+3, + the 2E DDP bias hooks) = EXPERT_BIAS_BYTES_FP32_PROBS."""
+    from megatron.core.transformer.moe.experts import TEGroupedMLP
+
+    E, n, h = 3, 8, 16
+    out = torch.randn(E * n, h, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    biases = [torch.randn(h, dtype=torch.bfloat16, device="meta", requires_grad=True) for _ in range(E)]
+    probs = torch.randn(E * n, 1, dtype=torch.float32, device="meta", requires_grad=True)
+    grad = torch.randn(E * n, h, dtype=torch.bfloat16, device="meta")
+    fwd, bwd = _traced(lambda: TEGroupedMLP._apply_bias(out, biases, [n] * E, probs), grad, n * h)
+    fb, bb = rl.EXPERT_BIAS_BYTES_FP32_PROBS
+    assert len(fwd) == 2 * E + 2 and len(bwd) == 6 * E + 3
+    assert sum(i + o for _, i, o in fwd) / (E * n * h) == pytest.approx(fb)
+    assert sum(i + o for _, i, o in bwd) / (E * n * h) == pytest.approx(bb)
+
+
 def test_activation_clamp_matches_fused_bias_geglu():
     """weighted_bias_quick_geglu_impl with clamp_value: before the fused kernel, clamp + clamp + cat
     (16 B per output element f); their backward 30 B per f in 9 kernels (ACT_CLAMP; the 4th forward

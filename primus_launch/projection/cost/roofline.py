@@ -112,6 +112,13 @@ ROPE_MEGATRON_UNFUSED = (24.0, 28.0, 12, 7)
 # the FC1 bias grad into its wgrad GEMM, transformer_engine/pytorch/module/grouped_linear.py backward, but
 # neither bias grad goes to main_grad in place).
 EXPERT_BIAS_BYTES = (12.0, 16.0)
+# The same with fp32 probs (DeepEP / HybridEP dispatch them in fp32: token_dispatcher.py "DeepEP only supports
+# float32 probs" / "HybridEP only supports float32 probs", ``token_probs.float()``): ``b * p`` and ``t + .`` are
+# fp32 (4 B, 10 B), the cat fp32 (8 B) and ``.to(bf16)`` (6 B) = 28 B in 2 per expert + 2 kernels; backward the
+# cast back to fp32 (6 B), per expert the bf16 cast of t's grad (6 B) and the fp32 ``grad * p`` / ``grad * b``
+# (8 B each) and sums (4 B each), the output's split-backward cat (4 B) = 40 B in 6 per expert + 3 kernels
+# (+ the 2 DDP bias hooks per expert).  Traced in tests/test_cost_gpt_oss.py.
+EXPERT_BIAS_BYTES_FP32_PROBS = (28.0, 40.0)
 # The clamp of a gated activation (--activation-func-clamp-value, GPT-OSS 7.0) in TEGroupedMLP's fused path
 # (Megatron-LM 2edffadb megatron/core/fusions/fused_bias_geglu.py ``weighted_bias_quick_geglu_impl``): before
 # the fused (torch.compile) weighted quick-GeGLU it runs, unfused, ``x_glu.clamp(max=c)`` and
@@ -633,9 +640,12 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped)
         if bda_unfused:
-            fb, bb = EXPERT_BIAS_BYTES
-            acc.elem(fb * m_e * local * h, f"experts FC2 bias x probs (TEGroupedMLP._apply_bias: {local} experts)",
-                     bb / fb, (2 * local + 1, 6 * local + 2))
+            if dispatcher in ("deepep", "hybridep"):   # fp32 probs (EXPERT_BIAS_BYTES_FP32_PROBS)
+                (fb, bb), kern, pd = EXPERT_BIAS_BYTES_FP32_PROBS, (2 * local + 2, 8 * local + 3), "fp32"
+            else:
+                (fb, bb), kern, pd = EXPERT_BIAS_BYTES, (2 * local + 1, 6 * local + 2), "bf16"
+            acc.elem(fb * m_e * local * h, f"experts FC2 bias x probs (TEGroupedMLP._apply_bias: {local} experts, "
+                     f"{pd} probs)", bb / fb, kern)
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
         acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
