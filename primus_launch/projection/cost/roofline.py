@@ -35,6 +35,12 @@ MoE layer: attention as above; router [Tn, E, h] (bf16) + softmax / top-k (fp32)
   architecture where one was fitted) or one GEMM per local expert (E/ep GEMMs of M = T_e*ep*k/E
   tokens, balanced routing): FC1 [M, (2)f_e/et, h], FC2 [M, h, f_e/et]; shared experts as a dense
   MLP of size f_s.
+Megatron paths a model's flags switch on (sources and traced byte / kernel counts at the constants):
+  YaRN with mscale != 1 runs Megatron's own unfused RoPE (:data:`ROPE_MEGATRON_UNFUSED`); experts with
+  biases (``add_bias_linear``, TEGroupedMLP) run the per-expert FC2 bias x probs chain
+  (:data:`EXPERT_BIAS_BYTES`, fp32 with DeepEP / HybridEP probs) and force every bias-dropout-add unfused;
+  a clamped gated activation (``activation_clamp``) runs an unfused clamp + cat before the fused
+  quick-GeGLU (:data:`ACT_CLAMP`, recomputed with ``moe_act``).
 Embedding (first stage): gather 4*T*h B forward; backward scatter-add into fp32 grads (weight-grad).
 Head + loss (last stage): final norm, output GEMM [T, V/t, h] in bf16, cross-entropy over the logits
   (bytes per logit by profile: Megatron's vocab-parallel fp32 14 / 6, fused 4 / 4, torch 18 / 22).
