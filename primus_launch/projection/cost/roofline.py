@@ -452,7 +452,8 @@ def _residual_bda(acc: _Acc, m: ModelArch, Tn: int, unfused: bool) -> None:
     the tokens (2 B) and adds it to main_grad (DDP hook): 2 kernels each way."""
     drop = 1.0 if m.hidden_dropout else 0.0
     if unfused:
-        acc.elem((10 + 2 * drop) * Tn * m.hidden_size, "residual add (unfused bias + dropout + add)", 2.0 / (10 + 2 * drop),
+        nb = 10 + 2 * drop
+        acc.elem(nb * Tn * m.hidden_size, "residual add (unfused bias + dropout + add)", 2.0 / nb,
                  (2 + (1 if drop else 0), 2))
     else:
         acc.elem((6 + drop) * Tn * m.hidden_size, "residual add (bias-dropout-add)", 1.0, (1, 0))
@@ -495,7 +496,8 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
         acc.mods = mods + ("moe_act",)
     if gated and m.activation_clamp and "moe" in mods and not separate and acc.prof.name == "megatron-te":
         fb, bb, ckf, ckb = ACT_CLAMP
-        acc.elem(fb * T * ffn_local * batch, f"{name} activation clamp (unfused clamp, clamp, cat)", bb / fb, (ckf, ckb))
+        acc.elem(fb * T * ffn_local * batch, f"{name} activation clamp (unfused clamp, clamp, cat)", bb / fb,
+                 (ckf, ckb))
     act = {"silu": "SwiGLU", "quick_gelu": "quick-GeGLU", "gelu": "GeGLU"}.get(m.activation, m.activation) \
         if gated else m.activation
     acc.elem(nb * T * ffn_local * batch, f"{name} {act}", 2.0,
