@@ -93,6 +93,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--mtp-num-layers", group="moe"),
     # architecture variants
     _f("--quick-geglu", "true", group="model"),
+    _f("--activation-func-clamp-value", "float", group="model"),
     _f("--squared-relu", "true", group="model"),
     _f("--openai-gelu", "true", group="model"),
     _f("--no-position-embedding", "false", group="model", dest="add_position_embedding"),
@@ -570,7 +571,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         num_query_groups=get(a, "num_query_groups") if get(a, "group_query_attention") else None,
         head_dim=a.get("kv_channels"), vocab_size=vocab, make_vocab_size_divisible_by=divisible,
         seq_length=seq, max_position_embeddings=a.get("max_position_embeddings"), swiglu=gated,
-        activation=activation, untie_embeddings_and_output_weights=bool(get(a, "untie_embeddings_and_output_weights")),
+        activation=activation, activation_clamp=a.get("activation_func_clamp_value") if gated else None,
+        untie_embeddings_and_output_weights=bool(get(a, "untie_embeddings_and_output_weights")),
         normalization=_NORM[norm], add_bias_linear=add_bias,
         add_qkv_bias=add_bias or bool(get(a, "add_qkv_bias")), qk_layernorm=bool(get(a, "qk_layernorm")),
         position_embedding=_POS[pos], softmax_type=softmax, window_size=window, window_layer_pattern=window_pat,

@@ -910,6 +910,8 @@ MODELLED_FLAGS: dict[str, str] = {
     "--make-vocab-size-divisible-by": "model.make_vocab_size_divisible_by",
     "--normalization": "model.normalization", "--swiglu": "model.swiglu + activation silu",
     "--quick-geglu": "model.swiglu (gated) + activation quick_gelu",
+    "--activation-func-clamp-value": "model.activation_clamp (gated activations: the unfused clamp + cat before the "
+                                     "fused weighted quick-GeGLU)",
     "--squared-relu": "model.activation squared_relu", "--openai-gelu": "model.activation gelu (same cost as gelu)",
     "--untie-embeddings-and-output-weights": "model.untie_embeddings_and_output_weights",
     "--disable-bias-linear": "model.add_bias_linear", "--add-qkv-bias": "model.add_qkv_bias",
@@ -1151,7 +1153,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--apply-residual-connection-post-layernorm": "time: residual after the norm (negligible)",
     "--attention-output-gate": "time, memory: a gate on the attention output (extra projection)",
     "--glu-linear-offset": "time: offset in the GLU (negligible)",
-    "--activation-func-clamp-value": "time: clamped activation (negligible)",
     "--qk-l2-norm": "time: L2 norm of Q and K (small)", "--qk-clip": "time: QK-clip weight updates in the optimizer",
     "--rotary-interleaved": "time: interleaved RoPE kernel", "--init-model-with-meta-device": "time: initialisation (start-up)",
     "--use-cpu-initialization": "time: initialisation on the CPU (start-up)",

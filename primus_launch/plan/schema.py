@@ -81,6 +81,9 @@ class ModelArch(_Strict):
     activation: Literal["silu", "gelu", "quick_gelu", "relu", "squared_relu"] = Field(
         default="silu", description="MLP activation (Megatron activation_func; --swiglu = gated silu, --quick-geglu = "
                                     "gated quick_gelu, --squared-relu)")
+    activation_clamp: Optional[float] = Field(
+        default=None, gt=0, description="clamp of the gated activation's inputs (Megatron --activation-func-clamp-value; "
+                                        "GPT-OSS 7.0): the glu half to <= c, the linear half to [-c, c]")
     untie_embeddings_and_output_weights: bool = True
     normalization: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     add_bias_linear: bool = False

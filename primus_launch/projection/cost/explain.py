@@ -225,10 +225,22 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
     host = FITTED.get("host", {})
     mode = "compile" if prof.name.endswith("compile") else "eager"
     t = plan.training
+    from primus_launch.projection.cost.roofline import _rope_fused, te_grouped_mlp_bias
+
+    m = plan.model
+    rope = "fused" if _rope_fused(prof, m) else ("Megatron unfused (YaRN mscale)" if prof.fused_rope else "eager")
+    extra = ""
+    if te_grouped_mlp_bias(m, prof, t.moe_grouped_gemm):
+        extra = ("; biases: TEGroupedMLP per-expert FC2 bias x probs, bias-dropout-add unfused (TEGroupedMLP asserts "
+                 "bias_dropout_fusion off)")
+    if m.activation_clamp and m.swiglu and m.is_moe and prof.name == "megatron-te":
+        extra += f"; activation clamp {m.activation_clamp:g} unfused (clamp, clamp, cat)"
+    if m.softmax_type != "vanilla" and prof.name == "megatron-te" and prof.attention == "cudnn":
+        extra += f"; softmax {m.softmax_type} (sinks): TE disables FlashAttention, cuDNN fused attention"
     rows = [
         ("profile", f"{prof.name}: norms {'fused' if prof.fused_norm else 'eager'}, activation "
-                    f"{'fused' if prof.fused_act else 'eager'}, RoPE {'fused' if prof.fused_rope else 'eager'}, "
-                    f"attention {prof.attention}, cross-entropy {prof.ce}"),
+                    f"{'fused' if prof.fused_act else 'eager'}, RoPE {rope}, "
+                    f"attention {prof.attention}, cross-entropy {prof.ce}{extra}"),
         ("host launch per kernel", f"{1e6 * prof.host_per_kernel:.1f} us ({mode}; fitted to "
                                    f"{', '.join(host.get(mode, {}).get('records', []))})"),
         ("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"

@@ -28,7 +28,10 @@ def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
         add("training.fp8_recipe", t.fp8_recipe, "time: rowwise-scaled GEMMs run on the per-tensor FP8 curve "
             "(no rowwise GEMM figures); only their extra quantisation traffic is priced")
     if m.softmax_type != "vanilla":
-        add("model.softmax_type", m.softmax_type, "time: attention sinks priced as vanilla softmax attention")
+        add("model.softmax_type", m.softmax_type,
+            "time: attention sinks run on TE's cuDNN fused attention (FlashAttention is disabled for them) and "
+            "are priced on its vanilla-softmax curve: no public cuDNN measurement with sinks (a fused Triton "
+            "kernel's backward with sinks is within 1% of without, ROCm/aiter PR 1576)")
     if t.recompute.granularity == "op" and plan.framework != "torchtitan":
         add("training.recompute.granularity", "op", "time: per-op SAC priced as re-running the non-matmul ops")
     if m.is_moe and not t.moe_router_force_load_balancing:

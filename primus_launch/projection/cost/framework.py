@@ -84,12 +84,12 @@ def profile_of(plan: Plan, arch: str) -> Profile:
     eager = host.get("eager", {}).get("t_launch", 20e-6)
     compiled = host.get("compile", {}).get("t_launch", eager)
     return _profile(plan.framework, t.compile, t.attention_backend, arch, t.cross_entropy_loss_fusion,
-                    t.moe_permute_fusion, eager, compiled, t.rope_fusion)
+                    t.moe_permute_fusion, eager, compiled, t.rope_fusion, plan.model.softmax_type != "vanilla")
 
 
 @lru_cache(maxsize=256)
 def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion: bool, permute_fusion: bool,
-             eager: float, compiled: float, rope_fusion: bool = True) -> Profile:
+             eager: float, compiled: float, rope_fusion: bool = True, sinks: bool = False) -> Profile:
     amd = arch.startswith("cdna")
     if framework == "torchtitan":
         attn = "ck" if amd else "fa2"
@@ -103,6 +103,13 @@ def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion:
         attn = "unfused"
     elif amd:
         attn = "ck"
+    elif sinks:
+        # softmax_type off-by-one / learnable (attention sinks): TE disables FlashAttention and keeps
+        # FusedAttention (cuDNN F16_arbitrary_seqlen, cuDNN >= 9.13.1) or the unfused path
+        # (TE 2.14.1 = Megatron-Bridge 26.04 pin: transformer_engine/pytorch/attention/dot_product_attention/
+        # utils.py get_attention_backend "Filter: Softmax type"; common/fused_attn/fused_attn.cpp
+        # nvte_get_fused_attn_backend "softmax type ... 9.13.1+: vanilla, off-by-one, learnable")
+        attn = "cudnn"
     elif backend == "flash":
         attn = "fa2" if arch == "ampere" else "fa3"
     elif arch == "ampere":

@@ -35,6 +35,12 @@ MoE layer: attention as above; router [Tn, E, h] (bf16) + softmax / top-k (fp32)
   architecture where one was fitted) or one GEMM per local expert (E/ep GEMMs of M = T_e*ep*k/E
   tokens, balanced routing): FC1 [M, (2)f_e/et, h], FC2 [M, h, f_e/et]; shared experts as a dense
   MLP of size f_s.
+Megatron paths a model's flags switch on (sources and traced byte / kernel counts at the constants):
+  YaRN with mscale != 1 runs Megatron's own unfused RoPE (:data:`ROPE_MEGATRON_UNFUSED`); experts with
+  biases (``add_bias_linear``, TEGroupedMLP) run the per-expert FC2 bias x probs chain
+  (:data:`EXPERT_BIAS_BYTES`, fp32 with DeepEP / HybridEP probs) and force every bias-dropout-add unfused;
+  a clamped gated activation (``activation_clamp``) runs an unfused clamp + cat before the fused
+  quick-GeGLU (:data:`ACT_CLAMP`, recomputed with ``moe_act``).
 Embedding (first stage): gather 4*T*h B forward; backward scatter-add into fp32 grads (weight-grad).
 Head + loss (last stage): final norm, output GEMM [T, V/t, h] in bf16, cross-entropy over the logits
   (bytes per logit by profile: Megatron's vocab-parallel fp32 14 / 6, fused 4 / 4, torch 18 / 22).
@@ -90,6 +96,47 @@ ACT_FUSED = {True: (6.0, 1, 1), False: (4.0, 1, 1)}     # gated (SwiGLU) / plain
 ACT_EAGER = {True: (10.0, 2, 4), False: (4.0, 1, 1)}
 ROPE_FUSED = (4.0, 1, 1)
 ROPE_EAGER = (20.0, 3, 3)
+# Megatron-Core's own unfused RoPE, per q or k tensor (bytes per element forward, backward; kernels forward,
+# backward), counted from megatron/core/models/common/embeddings/rope_utils.py ``_apply_rotary_pos_emb_bshd``
+# (Megatron-LM 2edffadb, the Megatron-Bridge 26.04 / v0.4.2 pin): forward ``cos(freqs) * mscale -> .to``,
+# the same for sin (6 kernels on the [s, 1, 1, d] freqs: no bytes per element), then ``t * cos_`` (4 B),
+# ``_rotate_half``: ``-x2`` on half the elements (2 B) and ``cat((-x2, x1))`` (4 B), ``* sin_`` (4 B),
+# ``+`` (6 B), ``cat((t, t_pass))`` (4 B): 24 B, 12 kernels; autograd backward: ``grad * sin_`` (4 B),
+# ``neg`` (2 B), the chunk's split-backward ``cat`` (4 B), ``grad * cos_`` (4 B), the two grads summed (6 B),
+# the empty ``t_pass`` slice's ``slice_backward`` (a zero gradient of t's size, 2 B) added to t's (6 B):
+# 28 B, 7 kernels (``t[..., :rot_dim]`` over the whole head is no slice).  Checked op by op against
+# megatron-core's own function traced under a dispatch mode (tests/test_cost_gpt_oss.py).
+ROPE_MEGATRON_UNFUSED = (24.0, 28.0, 12, 7)
+# TEGroupedMLP's expert FC2 bias (Megatron-LM 2edffadb megatron/core/transformer/moe/experts.py
+# ``TEGroupedMLP._apply_bias``, FC2 built with ``skip_bias_add=True``): a Python loop over the local experts
+# of ``t + b * p`` (probs in the router's dtype, bf16 unless --moe-router-dtype) then ``torch.cat``.
+# Forward, per element of the [rows, h] expert output: ``b * p`` writes 2 B, ``t + .`` 6 B, the cat 4 B =
+# 12 B in 2 kernels per expert + 1.  Backward (autograd): per expert ``grad * p`` (4 B) + its sum over rows
+# (2 B) for b, ``grad * b`` (4 B) + its sum over h (2 B) for p; the split-backward cat of the output's
+# grad (4 B) = 16 B; kernels 4 per expert + 2 cats + the DDP hook ``main_grad.add_(grad)`` of each FC1 and
+# FC2 bias (megatron/core/distributed/distributed_data_parallel.py ``_make_backward_post_hook``: TE fuses
+# the FC1 bias grad into its wgrad GEMM, transformer_engine/pytorch/module/grouped_linear.py backward, but
+# neither bias grad goes to main_grad in place).
+EXPERT_BIAS_BYTES = (12.0, 16.0)
+# The same with fp32 probs (DeepEP / HybridEP dispatch them in fp32: token_dispatcher.py "DeepEP only supports
+# float32 probs" / "HybridEP only supports float32 probs", ``token_probs.float()``): ``b * p`` and ``t + .`` are
+# fp32 (4 B, 10 B), the cat fp32 (8 B) and ``.to(bf16)`` (6 B) = 28 B in 2 per expert + 2 kernels; backward the
+# cast back to fp32 (6 B), per expert the bf16 cast of t's grad (6 B) and the fp32 ``grad * p`` / ``grad * b``
+# (8 B each) and sums (4 B each), the output's split-backward cat (4 B) = 40 B in 6 per expert + 3 kernels
+# (+ the 2 DDP bias hooks per expert).  Traced in tests/test_cost_gpt_oss.py.
+EXPERT_BIAS_BYTES_FP32_PROBS = (28.0, 40.0)
+# The clamp of a gated activation (--activation-func-clamp-value, GPT-OSS 7.0) in TEGroupedMLP's fused path
+# (Megatron-LM 2edffadb megatron/core/fusions/fused_bias_geglu.py ``weighted_bias_quick_geglu_impl``): before
+# the fused (torch.compile) weighted quick-GeGLU it runs, unfused, ``x_glu.clamp(max=c)`` and
+# ``x_linear.clamp(-c, c)`` (read + write 2 B of one half each: 4 B per output element f) and
+# ``torch.cat`` back to 2f (8 B per f), plus ``torch.tensor(linear_offset, device=...)`` (one host-to-device
+# copy): 16 B per f in 3 kernels + 1 copy.  Autograd backward: ATen ``clamp_backward`` =
+# ``where(x <= c, grad, 0)`` (compare 3 B + where 5 B per f) for the glu half, ``where((x >= -c) & (x <= c),
+# grad, 0)`` (3 + 3 + 3 + 5 B) for the linear half, each with its ``scalar_tensor(0)``, the chunk's
+# split-backward ``cat`` (8 B): 30 B per f in 9 kernels.  Inside ``bias_act_func``, so --recompute-modules
+# moe_act re-runs the forward.  Both passes checked against megatron-core's function traced under a dispatch
+# mode (tests/test_cost_gpt_oss.py).
+ACT_CLAMP = (16.0, 30.0, 4, 9)
 CE_BYTES = {"megatron": (14.0, 6.0, 6, 4), "fused": (4.0, 4.0, 1, 1), "torch": (18.0, 22.0, 3, 3)}
 
 
@@ -333,7 +380,7 @@ class _Acc:
 
 
 def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T: int, Tn: int,
-                     window: int | None, cp_a2a: bool, cp_kind: str = "p2p") -> PassTimes:
+                     window: int | None, cp_a2a: bool, cp_kind: str = "p2p", bda_unfused: bool = False) -> PassTimes:
     h = m.hidden_size
     a = max(1, m.num_attention_heads // t)
     acc.scope = "attn"
@@ -381,8 +428,17 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
         if m.qk_layernorm:
             acc.norm(T * (a + g) * d, m, "q/k norm")
         if m.position_embedding in ("rope", "yarn"):
-            nb, kf, kb = ROPE_FUSED if _rope_fused(acc.prof, m) else ROPE_EAGER
-            acc.elem(nb * T * (a + g) * d, "RoPE", 2.0, (2 * kf, 2 * kb))
+            label = "RoPE"
+            if _rope_fused(acc.prof, m):
+                nb, kf, kb = ROPE_FUSED
+                bwd = 2.0
+            elif acc.prof.name == "megatron-te":
+                nb, nbb, kf, kb = ROPE_MEGATRON_UNFUSED
+                bwd, label = nbb / nb, "RoPE (Megatron unfused: YaRN mscale)"
+            else:
+                nb, kf, kb = ROPE_EAGER
+                bwd = 2.0
+            acc.elem(nb * T * (a + g) * d, label, bwd, (2 * kf, 2 * kb))
         acc.mods = ("core_attn",)
         if ring:
             core = acc.attn_ring(b, heads, g, s, cp, d, d, ring)
@@ -390,9 +446,33 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
             core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
         acc.mods = ()
         acc.gemm(T, h, a * d, name="attention out-proj", ub="proj")
-    drop = 1.0 if m.hidden_dropout else 0.0
-    acc.elem((6 + drop) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
+    _residual_bda(acc, m, Tn, bda_unfused)
     return core
+
+
+def _residual_bda(acc: _Acc, m: ModelArch, Tn: int, unfused: bool) -> None:
+    """The bias-dropout-add after a linear with ``add_bias_linear``: fused (one kernel, 6 B per element;
+    +1 B dropout mask) or, with ``bias_dropout_fusion`` off, Megatron's ``_bias_dropout_add_func``
+    (megatron/core/fusions/fused_bias_dropout.py): ``x + bias`` (4 B), dropout (no kernel at p = 0:
+    ATen ``dropout`` returns its input), ``residual + out`` (6 B); its backward reduces the bias grad over
+    the tokens (2 B) and adds it to main_grad (DDP hook): 2 kernels each way."""
+    drop = 1.0 if m.hidden_dropout else 0.0
+    if unfused:
+        nb = 10 + 2 * drop
+        acc.elem(nb * Tn * m.hidden_size, "residual add (unfused bias + dropout + add)", 2.0 / nb,
+                 (2 + (1 if drop else 0), 2))
+    else:
+        acc.elem((6 + drop) * Tn * m.hidden_size, "residual add (bias-dropout-add)", 1.0, (1, 0))
+
+
+def te_grouped_mlp_bias(m: ModelArch, prof: Profile, grouped: bool) -> bool:
+    """Whether the MoE experts are Megatron's ``TEGroupedMLP`` with biases (``add_bias_linear``): then
+    its FC2 bias runs the unfused per-expert ``_apply_bias`` (:data:`EXPERT_BIAS_BYTES`) and
+    ``bias_dropout_fusion`` must be off (experts.py ``TEGroupedMLP.__init__`` asserts "bias_dropout_fusion
+    is not supported in TEGroupedMLP when add_bias_linear=True"; Megatron-Bridge's GPT-OSS provider sets
+    ``bias_dropout_fusion = False``), so every bias-dropout-add of the model is unfused
+    (:func:`_residual_bda`)."""
+    return bool(m.is_moe and m.add_bias_linear and grouped and prof.name == "megatron-te")
 
 
 def _rope_fused(prof: Profile, m: ModelArch) -> bool:
@@ -420,7 +500,13 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
     nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
     if "moe" in mods:
         acc.mods = mods + ("moe_act",)
-    acc.elem(nb * T * ffn_local * batch, f"{name} {'SwiGLU' if gated else m.activation}", 2.0,
+    if gated and m.activation_clamp and "moe" in mods and not separate and acc.prof.name == "megatron-te":
+        fb, bb, ckf, ckb = ACT_CLAMP
+        acc.elem(fb * T * ffn_local * batch, f"{name} activation clamp (unfused clamp, clamp, cat)", bb / fb,
+                 (ckf, ckb))
+    act = {"silu": "SwiGLU", "quick_gelu": "quick-GeGLU", "gelu": "GeGLU"}.get(m.activation, m.activation) \
+        if gated else m.activation
+    acc.elem(nb * T * ffn_local * batch, f"{name} {act}", 2.0,
              (kf * (batch if separate else 1), kb * (batch if separate else 1)))
     acc.mods = mods
     acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate, ub="fc2" if ub else None,
@@ -517,17 +603,18 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     T = b * s // cp
     Tn = T // tp if sp else T
     fused_in = prof.norm_linear
+    bda_unfused = te_grouped_mlp_bias(m, prof, grouped)
 
     def dense_layer(kind: str, window: int | None) -> tuple[PassTimes, PassTimes, int]:
         acc = new(kind)
-        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type)
+        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type, bda_unfused)
         acc.scope = "mlp"
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
         acc.mods = ("mlp",)
         _mlp(acc, m, T, m.ffn_hidden_size // tp, input_fused=fused_in, ub=True)
         acc.mods = ()
-        acc.elem((6 + (1.0 if m.hidden_dropout else 0.0)) * Tn * h, "residual add (bias-dropout-add)", 1.0, (1, 0))
+        _residual_bda(acc, m, Tn, bda_unfused)
         acc.quant_flush()
         if "_" not in kind:
             acc.shares(kind, shares)
@@ -537,7 +624,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
 
     def moe_layer(kind: str, window: int | None) -> tuple[PassTimes, int]:
         acc = new(kind)
-        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type)
+        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type, bda_unfused)
         acc.scope = "moe_router"
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
@@ -568,6 +655,13 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
              grouped_kernel=grouped and prof.name.startswith("torchtitan"))
+        if bda_unfused:
+            if dispatcher in ("deepep", "hybridep"):   # fp32 probs (EXPERT_BIAS_BYTES_FP32_PROBS)
+                (fb, bb), kern, pd = EXPERT_BIAS_BYTES_FP32_PROBS, (2 * local + 2, 8 * local + 3), "fp32"
+            else:
+                (fb, bb), kern, pd = EXPERT_BIAS_BYTES, (2 * local + 1, 6 * local + 2), "bf16"
+            acc.elem(fb * m_e * local * h, f"experts FC2 bias x probs (TEGroupedMLP._apply_bias: {local} experts, "
+                     f"{pd} probs)", bb / fb, kern)
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
         acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
