@@ -84,7 +84,7 @@ def fit(rows: list[dict], rounds: int = 6) -> tuple[list[float], float]:
 
 
 def write_block(x: list[float], score: float, ids: list[str]) -> None:
-    path = ROOT / "primus_launch" / "projection" / "calibration.py"
+    path = Path(cal.__file__)
     text = path.read_text()
     meg, tt, clk, atp = (round(v, 4) for v in x)
     block = (
