@@ -89,7 +89,8 @@ def main(argv=None) -> int:
     n_opt = sum(r[6] is not None and r[6] <= 1 + 1e-9 for r in rows)
     print(f"\nplanner found the full-space optimum in {n_opt} of {n_ex} recipes scored whole; "
           f"{sum(r[7] == 'exhaustive' for r in rows)} of {len(rows)} default tunes are exhaustive "
-          f"(certificate) at the {DEFAULT_TIME_LIMIT_S:.0f} s default time limit on {workers} workers")
+          f"(certificate) at the {DEFAULT_TIME_LIMIT_S:.0f} s default time limit on {workers} workers; "
+          f"full spaces scored when estimated within {a.exhaustive_limit:.0f} s")
     return 0
 
 

@@ -1,20 +1,27 @@
 """Fill RESULTS.md's @PLACEHOLDER@ blocks from the outputs of the scripts it cites.
 
-    python scripts/update_results.py          (runs every script; a few minutes)
+    python scripts/update_results.py                       (runs every script)
+    python scripts/update_results.py --only VALIDATE,RECIPES   (reruns these; the others from .results/)
+    python scripts/update_results.py --tuner-limit 60      (bench_tuner's --exhaustive-limit)
 
 Reads RESULTS.template.md and writes RESULTS.md atomically; each block is the tail of the command's
-own output, verbatim, in a code fence.
+own output, verbatim, in a code fence.  Every command's whole output is kept in ``.results/NAME.out``
+(not committed) with the commit and time it ran at, so a block can be rerun alone; RESULTS.md lists
+the commit each block was produced at.
 """
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from primus_launch.fileio import atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".results"
 
 BLOCKS = {
     "VALIDATE": (["scripts/validate.py"], lambda out: out[out.index("\ncalibration "):]),
@@ -35,14 +42,53 @@ BLOCKS = {
 }
 
 
-def main() -> int:
+def _commit() -> str:
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
+    return rev + ("+changes" if dirty else "")
+
+
+def _run(name: str, args: list[str]) -> tuple[str, str]:
+    """(output, provenance) of one block's command; the output is kept in .results/NAME.out."""
+    print(f"running {' '.join(args)}", file=sys.stderr)
+    t = time.time()
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    prov = f"{_commit()}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime(t))} UTC, {time.time() - t:.0f} s"
+    CACHE.mkdir(exist_ok=True)
+    atomic_write_text(CACHE / f"{name}.out", f"# {' '.join(args)} @ {prov}\n{out}")
+    return out, prov
+
+
+def _cached(name: str) -> tuple[str, str]:
+    f = CACHE / f"{name}.out"
+    if not f.exists():
+        raise SystemExit(f"update_results: --only leaves {name} to .results/{name}.out, which does not exist: "
+                         f"rerun it (add it to --only)")
+    head, _, out = f.read_text().partition("\n")
+    return out, head.split(" @ ", 1)[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma-separated block names to rerun (others from .results/)")
+    ap.add_argument("--tuner-limit", type=float, default=None, help="bench_tuner.py --exhaustive-limit (s)")
+    a = ap.parse_args(argv)
+    only = {x.strip() for x in a.only.split(",") if x.strip()}
+    bad = only - set(BLOCKS)
+    if bad:
+        raise SystemExit(f"update_results: --only={','.join(sorted(bad))}: not a block; blocks: {', '.join(BLOCKS)}")
     text = (ROOT / "RESULTS.template.md").read_text()
+    where = []
     for name, (args, pick) in BLOCKS.items():
-        print(f"running {' '.join(args)}", file=sys.stderr)
-        out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        if name == "BENCH_TUNER" and a.tuner_limit is not None:
+            args = [*args, "--exhaustive-limit", f"{a.tuner_limit:g}"]
+        out, prov = _run(name, args) if (not only or name in only) else _cached(name)
+        where.append(f"{name}: {prov}")
         body = pick(out).strip("\n")
         fence = "" if name in ("RECIPES", "CASE_STUDY") else "```"
         text = text.replace(f"@{name}@", f"{fence}\n{body}\n{fence}".strip("\n") if fence else body)
+    text = text.replace("@PROVENANCE@", "\n".join(f"- {w}" for w in where))
     atomic_write_text(ROOT / "RESULTS.md", text)
     return 0
 
