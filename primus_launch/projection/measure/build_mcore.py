@@ -103,6 +103,42 @@ def attention_mask(q_pos: list[int] | None, sk: int, window: Optional[int], devi
     return mask
 
 
+class _KVAllGather(torch.autograd.Function):
+    """All-gather of one of K / V over the context-parallel group along the sequence (first) dim,
+    exchanging what TransformerEngine's ``AttnFuncWithCPAndKVAllGather`` exchanges
+    (``pytorch/attention/dot_product_attention/context_parallel.py``): forward
+    ``all_gather_into_tensor`` (TE ``gather_along_first_dim``); backward the re-all-gather of the
+    local tensor (TE keeps only the local K, V and gathers them again for its backward; the SDPA
+    core here keeps the gathered ones through autograd, so the re-gather is issued for its cost
+    only) and the ``reduce_scatter_tensor`` of the gradient (TE ``reduce_scatter_along_first_dim``).
+    ``torch.distributed.nn.functional.all_gather`` would instead run gloo's backward as an
+    all-to-all by scatters plus a sum, which no GPU run does."""
+
+    @staticmethod
+    def forward(ctx, t, group):
+        import torch.distributed as dist
+
+        t = t.contiguous()
+        n = dist.get_world_size(group)
+        ctx.group, ctx.n = group, n
+        ctx.save_for_backward(t)
+        out = t.new_empty((n * t.size(0), *t.shape[1:]))
+        dist.all_gather_into_tensor(out, t, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        import torch.distributed as dist
+
+        (t,) = ctx.saved_tensors
+        regather = t.new_empty((ctx.n * t.size(0), *t.shape[1:]))
+        dist.all_gather_into_tensor(regather, t, group=ctx.group)
+        del regather
+        out = grad.new_empty(t.shape)
+        dist.reduce_scatter_tensor(out, grad.contiguous(), group=ctx.group)
+        return out, None
+
+
 def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
     """The core-attention class for ``cp`` context-parallel ranks (1: plain causal SDPA).
 
@@ -151,10 +187,10 @@ def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
             """[s, b, g, d] in global order from this rank's [s/cp, b, g, d] (load-balanced chunks)."""
             n = t.size(0) // 2
             if self.mode == "allgather":
-                import torch.distributed.nn.functional as dist_fn
                 from megatron.core import parallel_state as ps
 
-                parts = dist_fn.all_gather(t.contiguous(), group=ps.get_context_parallel_group())
+                group = ps.get_context_parallel_group()
+                parts = list(_KVAllGather.apply(t, group).chunk(self.cp_size, dim=0))
                 rank = ps.get_context_parallel_rank()
             else:
                 key = (name, tuple(t.shape), t.dtype, t.device)
