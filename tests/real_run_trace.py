@@ -104,8 +104,8 @@ def _worker(rank: int, port: int, plans_json: str, q) -> None:
         _install()
         orig = realrun._grad_reducer
 
-        def tagged(model):
-            red = orig(model)
+        def tagged(model, *a, **k):
+            red = orig(model, *a, **k)
 
             def run() -> None:
                 PHASE[0] = "dp"

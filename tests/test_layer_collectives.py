@@ -87,12 +87,20 @@ def test_tp_calls_include_the_loss_and_async_backward(traces):
 def test_cp_run_exchanges_what_te_does(traces):
     """The CPU CP run issues TE's exchange (K and V gathered apart, gathered again in backward,
     dK / dV reduce-scattered), not gloo's all-to-all-by-scatter backward of
-    ``torch.distributed.nn.functional.all_gather``; the data-parallel reduction runs over DP x CP."""
+    ``torch.distributed.nn.functional.all_gather``; the data-parallel reduction runs once over
+    DP x CP, in the dtype and size the cost model prices."""
     real = traces["cp2"]
     ops = Counter((r["phase"], r["op"]) for r in real if r["group"] == "cp")
     assert ops == Counter({("fwd", "all_gather"): 2 * LAYERS, ("bwd", "all_gather"): 2 * LAYERS,
                            ("bwd", "reduce_scatter"): 2 * LAYERS})
-    assert [r["op"] for r in real if r["phase"] == "dp"] == ["all_reduce"]
+    dp = [r for r in real if r["phase"] == "dp"]
+    assert [r["op"] for r in dp] == ["all_reduce"]
+    # the bytes the cost model prices for it: every dense gradient, fp32 with grad_reduce_in_fp32
+    from primus_launch.projection.memory.params import stage_parameter_split
+
+    plan = PLANS["cp2"]
+    assert plan.training.grad_reduce_in_fp32 and dp[0]["dtype"] == "float32"
+    assert dp[0]["nbytes"] == 4 * stage_parameter_split(plan)[0].dense
 
 
 def test_sequence_parallel_calls_follow_megatron_source():
