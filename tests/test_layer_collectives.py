@@ -133,3 +133,25 @@ def test_iteration_prices_the_listed_calls():
         layer = [c for c in lc.tp_calls(plan) if c.where == "layer"]
         assert _tp_times(plan, "h100-sxm", lay) == pytest.approx(lc.priced(layer, "h100-sxm", groups))
         assert _cp_times(plan, "h100-sxm", lay) == pytest.approx(lc.priced(lc.cp_calls(plan), "h100-sxm", groups))
+
+
+def test_force_load_balancing_reaches_megatrons_router():
+    """``training.moe_router_force_load_balancing`` (the balanced routing the cost model assumes;
+    ``scripts/validate_measure.py``'s EP case sets it) is built into megatron's config -- the
+    measured pieces and the real run alike -- and keys the MoE pieces' cache records."""
+    from primus_launch.projection.measure import build_mcore as b
+
+    def moe(force: bool) -> Plan:
+        return Plan.model_validate({
+            "model": dict(num_layers=1, hidden_size=64, ffn_hidden_size=128, num_attention_heads=4, vocab_size=256,
+                          seq_length=32, num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=64),
+            "parallel": dict(ep=2),
+            "training": dict(global_batch_size=4, micro_batch_size=2, moe_token_dispatcher="allgather",
+                             moe_router_force_load_balancing=force),
+            "cluster": dict(gpu="h100-sxm", gpus_per_node=2)})
+
+    with b.world_size_one("cpu"):
+        model = b.build_gpt(moe(True), num_dense=0, num_moe=1, per_rank=True, device="cpu")
+    assert model.config.moe_router_force_load_balancing is True
+    name = next(n for n in b.build_spec(moe(True)).piece_names if n.startswith("moe_layer"))
+    assert b.build_spec(moe(True)).material(name) != b.build_spec(moe(False)).material(name)

@@ -352,6 +352,10 @@ def mcore_config(plan: Plan, *, num_dense: int = 0, num_moe: int = 0, per_rank: 
                   moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=1e-3,
                   moe_token_dispatcher_type=measured_dispatcher(plan), moe_grouped_gemm=False,
                   moe_permute_fusion=False, add_bias_linear=False)
+        if plan.training.moe_router_force_load_balancing:
+            # megatron's --moe-router-force-load-balancing (router.py: random logits per token), the
+            # balanced routing the cost model assumes
+            kw["moe_router_force_load_balancing"] = True
         if m.moe_shared_expert_intermediate_size:
             kw["moe_shared_expert_intermediate_size"] = m.moe_shared_expert_intermediate_size // tp
     if mtp:
@@ -492,7 +496,8 @@ def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any
             out[layer_piece_name(i, moe, win)] = {
                 **layer, **extra, "experts_local": max(m.num_experts // p.ep, m.moe_router_topk),
                 "topk": m.moe_router_topk, "expert_ffn": m.expert_ffn // p.expert_tp,
-                "shared": m.moe_shared_expert_intermediate_size // p.tp}
+                "shared": m.moe_shared_expert_intermediate_size // p.tp,
+                **({"force_balance": True} if plan.training.moe_router_force_load_balancing else {})}
         else:
             out[layer_piece_name(i, moe, win)] = {**layer, **extra, "ffn": m.ffn_hidden_size // p.tp}
     out["attn_core"] = {**common, **attn}
