@@ -16,8 +16,10 @@
    ``ColumnParallelLinear``/``RowParallelLinear`` for TP=2; megatron's MoE layer with the allgather
    dispatcher over the EP group for EP=2 (the plan names it, with per-expert GEMMs and unfused
    permutation, so the projection prices the dispatcher the run uses); the all-gather context-parallel core attention of
-   ``build_mcore`` for CP=2), the data-parallel gradient all-reduce (over DP x CP; expert
-   gradients over expert-DP), Adam step.
+   ``build_mcore`` for CP=2, exchanging what TE's does), the data-parallel gradient all-reduce (over DP x CP; expert
+   gradients over expert-DP; fp32 as the plan's ``grad_reduce_in_fp32``), Adam step.  Every TP / CP
+   call the real run makes is the one the projection prices (``tests/test_layer_collectives.py``
+   checks them against a traced real run; EP: ``tests/test_moe_dispatch.py``).
 3. Print projected vs real iteration time and the error.
 
 Links (every op) are timed "in situ" by default: both ranks first run the GEMM work a TP layer does between
@@ -48,7 +50,11 @@ MOE = dict(num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=384)
 # what the real EP run executes (megatron-core's local spec on the CPU): the allgather token
 # dispatcher, one GEMM per local expert (SequentialMLP), unfused permutation -- the plan says so,
 # so the projection prices the run it is compared with
-MOE_RUN = dict(moe_token_dispatcher="allgather", moe_grouped_gemm=False, moe_permute_fusion=False)
+# routing forced balanced (megatron's --moe-router-force-load-balancing: random router logits per
+# token) as the cost model assumes: an untrained router sends one EP rank more tokens than the
+# other every step, and the run then waits on the busier rank
+MOE_RUN = dict(moe_token_dispatcher="allgather", moe_grouped_gemm=False, moe_permute_fusion=False,
+               moe_router_force_load_balancing=True)
 
 
 def _plan(tp: int = 1, pp: int = 1, ep: int = 1, cp: int = 1, world: int = 2, gpu: str = "cpu-gloo-loopback",
@@ -58,8 +64,9 @@ def _plan(tp: int = 1, pp: int = 1, ep: int = 1, cp: int = 1, world: int = 2, gp
     return Plan.model_validate({
         "model": dict(num_layers=layers, hidden_size=256, ffn_hidden_size=768, num_attention_heads=8,
                       num_query_groups=4, vocab_size=1024, seq_length=256, **(MOE if moe else {})),
-        # CP=2: the real run all-gathers K and V (build_mcore's all-gather core attention, backward a
-        # reduce-scatter): the plan names it, so the projection prices the exchange the run makes
+        # CP=2: the real run exchanges K and V as TE's all-gather CP does (build_mcore._KVAllGather:
+        # 2 all-gathers forward, 2 re-all-gathers + 2 reduce-scatters backward, per layer): the plan
+        # names it, so the projection prices the exchange the run makes (cost/layer_collectives.py)
         "parallel": dict(tp=tp, pp=pp, ep=ep, cp=cp, **(dict(cp_comm_type="allgather") if cp > 1 else {})),
         "training": dict(global_batch_size=8 * world // (tp * pp * cp), micro_batch_size=2, precision="bf16",
                          **(MOE_RUN if moe else {})),

@@ -18,6 +18,8 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
 - TP: with sequence parallel 2 all-gathers + 2 reduce-scatters of the [T, h] activations per layer
   in forward and as many in backward, + 2 all-gathers with Megatron (it saves the sharded
   column-parallel input and all-gathers it again for the weight gradient), else 2 all-reduces each way (Megatron ``ColumnParallel`` / ``RowParallelLinear``);
+  per micro-batch, with Megatron, the embedding's, the output layer's and the vocab-parallel
+  cross-entropy's three fp32 all-reduces (every call listed in :mod:`cost.layer_collectives`);
   with an FP8 recipe Megatron + TE all-gathers quantised data (1 B per element per-tensor; MXFP8 the
   usages it needs), reduce-scatters stay bf16 (:func:`_sp_collectives`).
   ``tp_comm_overlap`` pipelines them with the layer's GEMMs in chunks (Megatron: TE userbuffers;
@@ -29,8 +31,9 @@ plan's TP/CP/EP sharding applied and no communication. :func:`assemble` adds, pe
 - CP: ``p2p`` ring attention sends K,V around the CP ring, (cp-1) steps, in forward and K,V plus
   their gradients in backward, overlapped with the attention core: exposed = max(0, comm -
   attention); ``a2a`` (Ulysses): all-to-alls of Q, K, V before and O after the attention (and their
-  gradients), not overlapped; ``allgather``: the K,V all-gather in forward and the dK,dV
-  reduce-scatter in backward, not overlapped (TE); ``a2a+p2p`` priced as ``p2p`` (a warning says so);
+  gradients), not overlapped; ``allgather``: TE's all-gathers of K and V in forward, their
+  re-all-gather and the dK, dV reduce-scatters in backward, not overlapped (call by call in
+  :mod:`cost.layer_collectives`); ``a2a+p2p`` priced as ``p2p`` (a warning says so);
   TorchTitan (PyTorch ring attention, ``cost/context_parallel.py``): the K,V all-gather (rotate
   method ``allgather``) or per-step rotation (``p2p``) in forward and again in backward, plus the
   per-step rotation of the fp32 dK,dV in backward, overlapped with the attention core like ``p2p``;
@@ -107,7 +110,7 @@ from primus_launch.plan import Plan
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import contention as con
-from primus_launch.projection.cost import fp8 as fp8m
+from primus_launch.projection.cost import layer_collectives as lc
 from primus_launch.projection.cost.flops import model_flops_per_iteration
 from primus_launch.projection.cost.moe_dispatch import dispatcher_times
 from primus_launch.projection.hardware.gpus import get_gpu
@@ -142,29 +145,14 @@ def _tokens(plan: Plan) -> int:
 
 def _sp_collectives(plan: Plan, gpu: str, lay) -> tuple[float, float, float, float]:
     """Seconds of one sequence-parallel all-gather of a layer GEMM's input (forward), of a
-    row-parallel output gradient (backward), of Megatron's backward re-gather of the input, and
-    of one reduce-scatter (always bf16).
-
-    Megatron + TE with an FP8 recipe gathers quantised data: per-tensor (delayed / tensorwise) 1 B
-    per element -- the norm output of QKV / FC1 is quantised before its gather (TE
-    ``LayerNormLinear``), the row-parallel output gradient too (``module/base.py``
-    ``grad_output_preprocess``: ``quantizer(grad_output)`` then ``gather_along_first_dim`` /
-    userbuffers with the quantizer), and ``distributed.py`` ``_all_gather_fp8`` gathers the row-wise
-    data and builds any transpose after the gather; MXFP8 (``_all_gather_mxfp8``) gathers each usage it
-    needs: row-wise for the forward GEMM, column-wise for the weight-gradient re-gather, both for the
-    output gradient (1, 1, 2 B per element, +1/32 for the E8M0 scales)."""
-    nbytes = float(_tokens(plan) * plan.model.hidden_size * 2)
-    ag, rs = coll.all_gather(nbytes, lay.tp, gpu), coll.reduce_scatter(nbytes, lay.tp, gpu)
-    regather = ag if plan.framework == "megatron" else 0.0
-    if plan.framework == "megatron" and plan.training.precision == "fp8":
-        rec = fp8m.recipe_of(plan)
-        if rec in ("delayed", "tensorwise"):
-            ag1 = coll.all_gather(nbytes / 2, lay.tp, gpu)
-            return ag1, ag1, ag1, rs
-        if rec == "mxfp8":
-            ag1 = coll.all_gather(nbytes / 2 * (1 + 1 / 32), lay.tp, gpu)
-            return ag1, coll.all_gather(nbytes * (1 + 1 / 32), lay.tp, gpu), ag1, rs
-    return ag, ag, regather, rs
+    row-parallel output gradient (backward), of Megatron's backward re-gather of the input (0 with
+    TorchTitan, whose DTensor SP saves the gathered input), and of one reduce-scatter (always bf16);
+    the gathered sizes, quantised under Megatron + TE FP8 recipes, from
+    :func:`cost.layer_collectives.sp_gather_bytes`."""
+    g_in, g_dy, g_re = lc.sp_gather_bytes(plan)
+    rs = coll.reduce_scatter(float(_tokens(plan) * plan.model.hidden_size * 2), lay.tp, gpu)
+    regather = coll.all_gather(g_re, lay.tp, gpu) if plan.framework == "megatron" else 0.0
+    return coll.all_gather(g_in, lay.tp, gpu), coll.all_gather(g_dy, lay.tp, gpu), regather, rs
 
 
 def _tp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
@@ -172,15 +160,10 @@ def _tp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
     p = plan.parallel
     if p.tp <= 1:
         return 0.0, 0.0
-    m = plan.model
-    if p.sequence_parallel:
-        # Megatron saves the sequence-sharded input and all-gathers it again for the weight
-        # gradient; TorchTitan's DTensor SP saves the gathered input (_sp_collectives)
-        ag_f, ag_dy, regather, rs = _sp_collectives(plan, gpu, lay)
-        return 2 * (ag_f + rs), 2 * (ag_dy + rs + regather)
-    nbytes = float(_tokens(plan) * m.hidden_size * 2)
-    one = 2 * coll.all_reduce(nbytes, lay.tp, gpu)
-    return one, one
+    # the layer's calls (cost/layer_collectives.py): with SP 2 AG + 2 RS forward, backward 2 AG +
+    # 2 RS and, with Megatron, the column-parallel linears' 2 re-all-gathers of their saved
+    # sequence-sharded input (TorchTitan's DTensor SP saves the gathered input); else 2 + 2 AR
+    return lc.priced([c for c in lc.tp_calls(plan) if c.where == "layer"], gpu, {"tp": lay.tp})
 
 
 def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str = "", lay=None) -> tuple[float, float]:
@@ -260,8 +243,9 @@ def _cp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
               else (p.cp - 1) * step)
         return kv, kv + (p.cp - 1) * coll.p2p(float(T * kv_elems * 4), lay.cp.nodes > 1, gpu)
     if p.cp_comm_type == "allgather":
-        ag = coll.all_gather(float(T * p.cp * kv_elems * 2), lay.cp, gpu)
-        return ag, ag + coll.reduce_scatter(float(T * p.cp * kv_elems * 2), lay.cp, gpu)
+        # TE's AttnFuncWithCPAndKVAllGather: K and V all-gathered apart in forward, gathered again
+        # in backward, dK and dV reduce-scattered (cost/layer_collectives.py)
+        return lc.priced(lc.cp_calls(plan), gpu, {"cp": lay.cp})
     return (p.cp - 1) * step, (p.cp - 1) * 2 * step
 
 
@@ -654,11 +638,19 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     rec_dense_sel = _recompute_modules_fwd(plan, lt, "dense")
     rec_moe_sel = _recompute_modules_fwd(plan, lt, "moe") if m.is_moe else 0.0
 
-    # embedding / head TP communication (vocab-parallel embedding all-reduce or reduce-scatter,
-    # the all-gather before the output layer with SP); cross-entropy's small all-reduces ignored
-    tp_raw_f = _tp_times(plan, gpu, lay)[0]
-    emb_tp = tp_raw_f / 4 if p.sequence_parallel else tp_raw_f / 2   # one RS (SP) or one AR per pass
-    head_tp = tp_raw_f / 4 if p.sequence_parallel else 0.0           # the AG before the output layer (SP)
+    # embedding / head / loss TP communication, (forward, backward) per micro-batch
+    # (cost/layer_collectives.py: Megatron's vocab-parallel embedding all-reduce or reduce-scatter,
+    # the output layer's input-gradient all-reduce or its SP all-gathers and reduce-scatter, the
+    # vocab-parallel cross-entropy's three fp32 all-reduces)
+    if plan.framework == "megatron":
+        tpc = lc.tp_calls(plan)
+        emb_tp2 = lc.priced([c for c in tpc if c.where == "embedding"], gpu, {"tp": lay.tp})
+        head_tp2 = lc.priced([c for c in tpc if c.where in ("head", "loss")], gpu, {"tp": lay.tp})
+    else:
+        tp_raw_f = _tp_times(plan, gpu, lay)[0]
+        e_ = tp_raw_f / 4 if p.sequence_parallel else tp_raw_f / 2   # one RS (SP) or one AR per pass
+        h_ = tp_raw_f / 4 if p.sequence_parallel else 0.0           # the AG before the output layer (SP)
+        emb_tp2, head_tp2 = (e_, e_), (h_, h_)
 
     d0 = lt.dense_layer
     mo0 = lt.moe_layer or d0
@@ -751,18 +743,18 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
             q.bi += (n * (tp_b + cp_b) + n_moe * ep_b + n_dense * fsdp_dense[1] + n_moe * fsdp_moe[1]
                      + (rec_dense + rec_moe) * (tp_f + cp_f) + rec_moe * ep_f)
             if chunk.embedding:
-                q.f += lt.embedding.fwd_s + emb_tp
-                q.bi += lt.embedding.bwd_input_s + emb_tp
+                q.f += lt.embedding.fwd_s + emb_tp2[0]
+                q.bi += lt.embedding.bwd_input_s + emb_tp2[1]
                 q.bw += lt.embedding.bwd_weight_s
                 comp += lt.embedding.total_s
-                q.tp += 2 * emb_tp
+                q.tp += sum(emb_tp2)
             heads = int(chunk.loss) + chunk.mtp
             if heads:
-                q.f += heads * (lt.head_loss.fwd_s + head_tp)
-                q.bi += heads * (lt.head_loss.bwd_input_s + head_tp)
+                q.f += heads * (lt.head_loss.fwd_s + head_tp2[0])
+                q.bi += heads * (lt.head_loss.bwd_input_s + head_tp2[1])
                 q.bw += heads * lt.head_loss.bwd_weight_s
                 comp += heads * lt.head_loss.total_s
-                q.tp += heads * 2 * head_tp
+                q.tp += heads * sum(head_tp2)
             if step_p2p > 0.0 and n_moe:
                 q.pp = step_p2p
                 q.bi += step_p2p

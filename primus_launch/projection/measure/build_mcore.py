@@ -103,6 +103,42 @@ def attention_mask(q_pos: list[int] | None, sk: int, window: Optional[int], devi
     return mask
 
 
+class _KVAllGather(torch.autograd.Function):
+    """All-gather of one of K / V over the context-parallel group along the sequence (first) dim,
+    exchanging what TransformerEngine's ``AttnFuncWithCPAndKVAllGather`` exchanges
+    (``pytorch/attention/dot_product_attention/context_parallel.py``): forward
+    ``all_gather_into_tensor`` (TE ``gather_along_first_dim``); backward the re-all-gather of the
+    local tensor (TE keeps only the local K, V and gathers them again for its backward; the SDPA
+    core here keeps the gathered ones through autograd, so the re-gather is issued for its cost
+    only) and the ``reduce_scatter_tensor`` of the gradient (TE ``reduce_scatter_along_first_dim``).
+    ``torch.distributed.nn.functional.all_gather`` would instead run gloo's backward as an
+    all-to-all by scatters plus a sum, which no GPU run does."""
+
+    @staticmethod
+    def forward(ctx, t, group):
+        import torch.distributed as dist
+
+        t = t.contiguous()
+        n = dist.get_world_size(group)
+        ctx.group, ctx.n = group, n
+        ctx.save_for_backward(t)
+        out = t.new_empty((n * t.size(0), *t.shape[1:]))
+        dist.all_gather_into_tensor(out, t, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        import torch.distributed as dist
+
+        (t,) = ctx.saved_tensors
+        regather = t.new_empty((ctx.n * t.size(0), *t.shape[1:]))
+        dist.all_gather_into_tensor(regather, t, group=ctx.group)
+        del regather
+        out = grad.new_empty(t.shape)
+        dist.reduce_scatter_tensor(out, grad.contiguous(), group=ctx.group)
+        return out, None
+
+
 def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
     """The core-attention class for ``cp`` context-parallel ranks (1: plain causal SDPA).
 
@@ -151,10 +187,10 @@ def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
             """[s, b, g, d] in global order from this rank's [s/cp, b, g, d] (load-balanced chunks)."""
             n = t.size(0) // 2
             if self.mode == "allgather":
-                import torch.distributed.nn.functional as dist_fn
                 from megatron.core import parallel_state as ps
 
-                parts = dist_fn.all_gather(t.contiguous(), group=ps.get_context_parallel_group())
+                group = ps.get_context_parallel_group()
+                parts = list(_KVAllGather.apply(t, group).chunk(self.cp_size, dim=0))
                 rank = ps.get_context_parallel_rank()
             else:
                 key = (name, tuple(t.shape), t.dtype, t.device)
@@ -316,6 +352,10 @@ def mcore_config(plan: Plan, *, num_dense: int = 0, num_moe: int = 0, per_rank: 
                   moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=1e-3,
                   moe_token_dispatcher_type=measured_dispatcher(plan), moe_grouped_gemm=False,
                   moe_permute_fusion=False, add_bias_linear=False)
+        if plan.training.moe_router_force_load_balancing:
+            # megatron's --moe-router-force-load-balancing (router.py: random logits per token), the
+            # balanced routing the cost model assumes
+            kw["moe_router_force_load_balancing"] = True
         if m.moe_shared_expert_intermediate_size:
             kw["moe_shared_expert_intermediate_size"] = m.moe_shared_expert_intermediate_size // tp
     if mtp:
@@ -456,7 +496,8 @@ def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any
             out[layer_piece_name(i, moe, win)] = {
                 **layer, **extra, "experts_local": max(m.num_experts // p.ep, m.moe_router_topk),
                 "topk": m.moe_router_topk, "expert_ffn": m.expert_ffn // p.expert_tp,
-                "shared": m.moe_shared_expert_intermediate_size // p.tp}
+                "shared": m.moe_shared_expert_intermediate_size // p.tp,
+                **({"force_balance": True} if plan.training.moe_router_force_load_balancing else {})}
         else:
             out[layer_piece_name(i, moe, win)] = {**layer, **extra, "ffn": m.ffn_hidden_size // p.tp}
     out["attn_core"] = {**common, **attn}

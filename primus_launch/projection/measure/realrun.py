@@ -109,7 +109,7 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
 
         idx = torch.tensor(cp_positions(s, p.cp, ps.get_context_parallel_rank()), device=dev)
         ids, labels, pos = ids[:, idx], labels[:, idx], idx.unsqueeze(0).expand(b, -1)
-    reduce_grads = _grad_reducer(model)
+    reduce_grads = _grad_reducer(model, torch.float32 if t.grad_reduce_in_fp32 else None)
     fb = get_forward_backward_func()
     now = {"thread": time.thread_time, "process": time.process_time}.get(clock, time.perf_counter)
     times = []
@@ -131,11 +131,13 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
     return times
 
 
-def _grad_reducer(model):
+def _grad_reducer(model, reduce_dtype: Optional[torch.dtype] = None):
     """The data-parallel gradient reduction of one iteration, as megatron's DDP does it with one
     contiguous buffer per group: dense gradients summed over the data x context-parallel group,
     expert gradients (``param.allreduce is False``) over the expert data-parallel group; a no-op
-    for groups of one rank."""
+    for groups of one rank.  ``reduce_dtype``: the buffer's dtype (``torch.float32`` for the plan's
+    ``grad_reduce_in_fp32``, megatron DDP's fp32 ``main_grad`` buffer, so the all-reduce moves the
+    bytes the cost model prices); None: the gradients' own dtype."""
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
 
@@ -151,6 +153,8 @@ def _grad_reducer(model):
             if not grads:
                 continue
             flat = torch._utils._flatten_dense_tensors(grads)
+            if reduce_dtype is not None:
+                flat = flat.to(reduce_dtype)
             dist.all_reduce(flat, group=group)
             for g, r in zip(grads, torch._utils._unflatten_dense_tensors(flat, grads)):
                 g.copy_(r)

@@ -1,0 +1,154 @@
+"""The tensor- and context-parallel collectives one micro-batch issues, call by call.
+
+Each :class:`Call` is one collective a rank issues: pass (``fwd`` / ``bwd``), operation, its size
+by the NCCL-tests convention the collectives model prices (all-reduce: the tensor; all-gather: the
+gathered output; reduce-scatter: the input), the group (``tp`` / ``cp``) and where it sits
+(``layer``: each transformer layer; ``embedding``; ``head``: the output layer; ``loss``: the
+vocabulary-parallel cross-entropy).  :mod:`primus_launch.projection.iteration` prices exactly
+these lists, and ``tests/test_layer_collectives.py`` checks them against the calls megatron-core
+makes in a real 2-process gloo run.
+
+Megatron-core 0.16.1 (``tensor_parallel/layers.py``, ``mappings.py``, ``cross_entropy.py``):
+
+- layer, TP without sequence parallelism: forward all-reduce after the attention projection and
+  after fc2 (``RowParallelLinear``: ``reduce_from_tensor_model_parallel_region``); backward the
+  input-gradient all-reduce of the QKV and fc1 ``ColumnParallelLinear``
+  (``LinearWithGradAccumulationAndAsyncCommunication.backward``, ``allreduce_dgrad``): 2 + 2;
+- layer, with sequence parallelism: forward an all-gather before QKV and fc1 (the column-parallel
+  linear gathers its input) and a reduce-scatter after proj and fc2
+  (``reduce_scatter_to_sequence_parallel_region``); backward the all-gather of the row-parallel
+  linears' output gradient, the column-parallel linears' re-all-gather of their saved sequence-
+  sharded input (for the weight gradient) and their input-gradient reduce-scatter: 2 + 2 forward,
+  4 + 2 backward; the all-gathers move quantised data under Megatron + TE FP8 recipes
+  (:func:`sp_gather_bytes`).  TorchTitan's DTensor SP saves the gathered input: no re-gather (2 + 2 backward);
+- embedding (``VocabParallelEmbedding``): forward all-reduce (reduce-scatter with SP), backward
+  nothing (all-gather with SP: the reduce-scatter's backward);
+- head (the output ``ColumnParallelLinear``): backward input-gradient all-reduce; with SP forward
+  all-gather, backward re-all-gather and reduce-scatter;
+- loss (``_VocabParallelCrossEntropy.forward``): three fp32 all-reduces of one value per token
+  (the logits' max, the target logit, the sum of exponentials).
+
+Context parallelism, ``cp_comm_type="allgather"`` (TransformerEngine
+``pytorch/attention/dot_product_attention/context_parallel.py``, ``AttnFuncWithCPAndKVAllGather``,
+the same since v1.13): forward all-gathers K and V separately (``gather_along_first_dim``);
+backward all-gathers them again (only the local K, V are saved) and reduce-scatters dK and dV
+(``reduce_scatter_along_first_dim``): 2 forward, 2 + 2 backward per layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from primus_launch.plan import Plan
+
+
+@dataclass(frozen=True)
+class Call:
+    """One collective call of one rank (module doc)."""
+
+    phase: str    # "fwd" | "bwd"
+    op: str       # "all_reduce" | "all_gather" | "reduce_scatter"
+    nbytes: float  # all-reduce: the tensor; all-gather: the gathered output; reduce-scatter: the input
+    group: str    # "tp" | "cp"
+    where: str    # "layer" | "embedding" | "head" | "loss"
+
+
+def _tokens(plan: Plan) -> int:
+    return plan.training.micro_batch_size * plan.model.seq_length // plan.parallel.cp
+
+
+def sp_gather_bytes(plan: Plan) -> tuple[float, float, float]:
+    """Gathered bytes of one sequence-parallel all-gather of a layer GEMM's input (forward), of a
+    row-parallel linear's output gradient (backward) and of Megatron's backward re-gather of the
+    input; bf16 ``2 T h`` each, but under Megatron + TE with an FP8 recipe the gathers move quantised
+    data: per-tensor (delayed / tensorwise) 1 B per element -- the norm output of QKV / FC1 is
+    quantised before its gather (TE ``LayerNormLinear``), the output gradient too (``module/base.py``
+    ``grad_output_preprocess``: ``quantizer(grad_output)`` then ``gather_along_first_dim``), and
+    ``distributed.py`` ``_all_gather_fp8`` gathers the row-wise data, building any transpose after the
+    gather; MXFP8 (``_all_gather_mxfp8``) gathers each usage it needs: row-wise for the forward GEMM,
+    column-wise for the weight-gradient re-gather, both for the output gradient (1, 1, 2 B per
+    element, + 1/32 for the E8M0 scales).  Reduce-scatters stay bf16."""
+    act = float(_tokens(plan) * plan.model.hidden_size * 2)
+    if plan.framework == "megatron" and plan.training.precision == "fp8":
+        from primus_launch.projection.cost import fp8 as fp8m
+
+        rec = fp8m.recipe_of(plan)
+        if rec in ("delayed", "tensorwise"):
+            return act / 2, act / 2, act / 2
+        if rec == "mxfp8":
+            one = act / 2 * (1 + 1 / 32)
+            return one, 2 * one, one
+    return act, act, act
+
+
+def tp_calls(plan: Plan) -> list[Call]:
+    """The TP calls of one micro-batch: one layer's (``where="layer"``), the embedding's, the
+    head's and the loss's (module doc); empty for ``tp = 1``."""
+    p = plan.parallel
+    if p.tp <= 1:
+        return []
+    act = float(_tokens(plan) * plan.model.hidden_size * 2)   # [T, h] bf16 (gathered size)
+    megatron = plan.framework == "megatron"
+    out: list[Call] = []
+
+    def add(phase: str, op: str, where: str, n: int = 1, nbytes: float = act) -> None:
+        out.extend(Call(phase, op, nbytes, "tp", where) for _ in range(n))
+
+    if p.sequence_parallel:
+        g_in, g_dy, g_re = sp_gather_bytes(plan)
+        add("fwd", "all_gather", "layer", 2, g_in)
+        add("fwd", "reduce_scatter", "layer", 2)
+        add("bwd", "all_gather", "layer", 2, g_dy)
+        if megatron:
+            add("bwd", "all_gather", "layer", 2, g_re)
+        add("bwd", "reduce_scatter", "layer", 2)
+    else:
+        add("fwd", "all_reduce", "layer", 2)
+        add("bwd", "all_reduce", "layer", 2)
+    if megatron:
+        if p.sequence_parallel:
+            add("fwd", "reduce_scatter", "embedding")
+            add("bwd", "all_gather", "embedding")
+            add("fwd", "all_gather", "head")
+            add("bwd", "all_gather", "head")
+            add("bwd", "reduce_scatter", "head")
+        else:
+            add("fwd", "all_reduce", "embedding")
+            add("bwd", "all_reduce", "head")
+        add("fwd", "all_reduce", "loss", 3, float(_tokens(plan) * 4))
+    return out
+
+
+def cp_calls(plan: Plan) -> list[Call]:
+    """The CP calls of one layer and micro-batch for Megatron's ``cp_comm_type="allgather"``
+    (TransformerEngine's K/V all-gather attention, module doc); empty otherwise (the other
+    exchanges are priced per step in :func:`iteration._cp_times`)."""
+    p, m = plan.parallel, plan.model
+    if p.cp <= 1 or p.cp_comm_type != "allgather" or plan.framework != "megatron":
+        return []
+    T = _tokens(plan)
+    if m.multi_latent_attention:
+        k_elems = m.num_attention_heads // p.tp * (m.qk_head_dim + m.qk_pos_emb_head_dim)
+        v_elems = m.num_attention_heads // p.tp * m.v_head_dim
+    else:
+        k_elems = v_elems = max(1, m.kv_heads // p.tp) * m.kv_channels
+    k, v = float(T * p.cp * k_elems * 2), float(T * p.cp * v_elems * 2)
+    return [Call("fwd", "all_gather", k, "cp", "layer"), Call("fwd", "all_gather", v, "cp", "layer"),
+            Call("bwd", "all_gather", k, "cp", "layer"), Call("bwd", "all_gather", v, "cp", "layer"),
+            Call("bwd", "reduce_scatter", k, "cp", "layer"), Call("bwd", "reduce_scatter", v, "cp", "layer")]
+
+
+def priced(calls: list[Call], gpu: str, groups: dict) -> tuple[float, float]:
+    """(forward, backward) seconds of ``calls``, each priced by the collectives model on its
+    group's placement (``groups``: ``{"tp": layout.tp, "cp": layout.cp}``)."""
+    from primus_launch.projection.cost import collectives as coll
+
+    fn = {"all_reduce": coll.all_reduce, "all_gather": coll.all_gather, "reduce_scatter": coll.reduce_scatter}
+    f = b = 0.0
+    for c in calls:
+        t = fn[c.op](c.nbytes, groups[c.group], gpu)
+        if c.phase == "fwd":
+            f += t
+        else:
+            b += t
+    return f, b
