@@ -44,6 +44,10 @@ class GPUSpec(BaseModel):
         default=1.0, gt=0, le=1.0,
         description="fraction of the boost clock sustained under a power cap (1.0 = datasheet); "
                     "scales the achievable tensor FLOP/s in the compute model, not peak_flops()")
+    power_limit_w: Optional[float] = Field(
+        default=None, gt=0,
+        description="board power cap the GPU ran at (nvidia-smi --power-limit), W; None = its rated tdp_watts. "
+                    "Below tdp_watts it lowers the sustained clock (calibration.power_cap_factor)")
     arch: str = Field(default="", description="kernel family: ampere, hopper, blackwell, blackwell_ultra, cdna3, "
                                               "cdna4 ('' = unknown: the cost model uses its Hopper curves)")
     peak_flops_fp4: Optional[float] = Field(default=None, gt=0, description="dense FP4 (NVFP4 / MXFP4) FLOP/s; None = "
@@ -181,6 +185,40 @@ _add(GPUSpec(name="mi355x", vendor="amd", arch="cdna4", peak_flops_bf16=2516.6e1
              peak_flops_fp4=10066.3e12, hbm_bytes=288 * GB, hbm_bw=8e12, intra_node_bw=537.6e9,
              intra_node_topology="mesh", intra_node_link_bw=76.8e9, inter_node_bw=50e9, tdp_watts=1400, num_sms=256,
              source="AMD Instinct MI355X datasheet"))
+
+
+def power_capped(name: str, watts: float) -> str:
+    """The name of ``name``'s spec run at a board power cap of ``watts`` (registered on first use as
+    ``"<name>@<watts>W"``: the same silicon with ``power_limit_w`` set, so that every per-GPU cache of
+    the cost model keys on it).  A cap at or above the rated ``tdp_watts`` changes nothing and returns
+    ``name``; a GPU without a rated power cannot be capped (:class:`PlanError`)."""
+    spec = get_gpu(name)
+    if spec.power_limit_w is not None:
+        raise PlanError("cluster.power_limit_w", watts, f"unset: GPU {name} already states power_limit_w")
+    if not spec.tdp_watts:
+        raise PlanError("cluster.power_limit_w", watts, f"unset: GPU {name} has no rated tdp_watts to scale from")
+    if watts <= 0:
+        raise PlanError("cluster.power_limit_w", watts, "a positive power in W")
+    if watts >= spec.tdp_watts:
+        return name
+    capped = f"{name}@{watts:g}W"
+    if capped not in _DB:
+        _add(spec.model_copy(update={"name": capped, "power_limit_w": float(watts),
+                                     "source": spec.source + f"; power cap {watts:g} W stated by the user"}))
+    return capped
+
+
+def resolve_power_cap(plan):
+    """``plan`` with ``cluster.gpu`` replaced by its power-capped spec (:func:`power_capped`) when
+    ``cluster.power_limit_w`` is set below the GPU's rated power (and that field cleared, so the call is
+    idempotent); else ``plan`` itself."""
+    cap = plan.cluster.power_limit_w
+    if cap is None:
+        return plan
+    name = power_capped(plan.cluster.gpu, cap)
+    if name == plan.cluster.gpu:  # at or above the rated power: nothing changes
+        return plan
+    return plan.model_copy(update={"cluster": plan.cluster.model_copy(update={"gpu": name, "power_limit_w": None})})
 
 
 def known_gpus() -> list[str]:
