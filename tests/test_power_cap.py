@@ -98,3 +98,15 @@ def test_explain_names_the_cap():
     text = explain_text(_llama8b(750))
     assert "750 W of the rated 1000 W" in text
     assert "none (rated 1000 W)" in explain_text(_llama8b())
+
+
+def test_blackwell_specs_match_public_device_queries():
+    """B200 HBM from the driver's bus width and memory clock (pytorch/ao PR 4002: 7680 bits, 3996 MHz
+    DDR); SM counts from device queries (B200 148, same PR; GB200 / GB300 152: VeOmni PR 986,
+    facebookexperimental/triton PR 2768)."""
+    assert get_gpu("b200").hbm_bw == pytest.approx(7680 / 8 * 3996e6 * 2, rel=2e-3)
+    assert (get_gpu("b200").num_sms, get_gpu("gb200").num_sms, get_gpu("gb300").num_sms) == (148, 152, 152)
+    # the fitted Blackwell streaming efficiency stays below the best measured B200 cast (84% of 7.67 TB/s)
+    from primus_launch.projection.cost.compute import hbm_eta
+
+    assert hbm_eta("blackwell")[0] < 6462.0e9 / get_gpu("b200").hbm_bw
