@@ -110,3 +110,26 @@ def test_blackwell_specs_match_public_device_queries():
     from primus_launch.projection.cost.compute import hbm_eta
 
     assert hbm_eta("blackwell")[0] < 6462.0e9 / get_gpu("b200").hbm_bw
+
+
+def test_cli_power_limit_flag():
+    """``--power-limit-w`` reaches the plan, the result note and the projection; a bad value is one line."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    recipe = root / "recipes" / "megatron" / "llama3.1_8b.sh"
+
+    def cli(*extra):
+        return subprocess.run([sys.executable, "-m", "primus_launch", "--project", str(recipe), "--dry-run", "--gpu",
+                               "b200", *extra], capture_output=True, text=True, cwd=root, timeout=300)
+
+    capped = cli("--json", "--power-limit-w", "750")
+    assert capped.returncode == 0, capped.stderr
+    d = json.loads(capped.stdout)
+    assert d["plan"]["cluster"]["power_limit_w"] == 750 and d["plan"]["cluster"]["gpu"] == "b200"
+    assert any(n.startswith("power cap 750 W of the rated 1000 W") for n in d["notes"])
+    bad = cli("--power-limit-w", "-5")
+    assert bad.returncode == 2 and "--power-limit-w" in bad.stderr and "Traceback" not in bad.stderr
