@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--nodes", type=int, help="number of nodes")
     ap.add_argument("--gpus-per-node", type=int, help="GPUs per node")
     ap.add_argument("--gpu-file", help="TOML/YAML file adding or overriding GPU specs")
+    ap.add_argument("--power-limit-w", type=float, metavar="W",
+                    help="board power cap the GPUs run at (nvidia-smi --power-limit), W; below the GPU's rated power "
+                         "it slows compute-bound kernels by (W / rated) ** 0.94 (default: the rated power)")
     ap.add_argument("--primus-root", metavar="DIR",
                     help="Primus checkout (or its primus/configs) holding the presets of a Primus experiment YAML "
                          "(default: the checkout the YAML lives in)")
@@ -89,6 +92,15 @@ def _cluster_overrides(a: argparse.Namespace) -> dict:
 
 
 def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
+    plan = _load_recipe(a, recipe, command)
+    if getattr(a, "power_limit_w", None) is not None:
+        if a.power_limit_w <= 0:
+            raise PlanError("--power-limit-w", a.power_limit_w, "a positive power in W")
+        plan = plan.model_copy(update={"cluster": plan.cluster.model_copy(update={"power_limit_w": a.power_limit_w})})
+    return plan
+
+
+def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
     if recipe == _FROM_COMMAND:
         if not command:
             raise UserError("--project/--tune need a RECIPE file or a training command after --")

@@ -45,7 +45,7 @@ def test_cli_flags_override_recipe_cluster():
             "--gpu", "mi300x", "--nodes", "2", "--gpus-per-node", "8")
     assert p.returncode == 0, p.stderr
     c = json.loads(p.stdout)["plan"]["cluster"]
-    assert c == {"gpu": "mi300x", "num_nodes": 2, "gpus_per_node": 8, "nvlink_domain": None}
+    assert c == {"gpu": "mi300x", "num_nodes": 2, "gpus_per_node": 8, "nvlink_domain": None, "power_limit_w": None}
 
 
 def test_text_table():

@@ -339,6 +339,10 @@ class Cluster(_Strict):
     nvlink_domain: Optional[int] = Field(
         default=None, gt=0, description="GPUs in one scale-up (NVLink / xGMI) domain; None = gpus_per_node "
                                         "(GB200/GB300 NVL72: 72 with 4 GPUs per node)")
+    power_limit_w: Optional[float] = Field(
+        default=None, gt=0, description="board power cap the GPUs run at (nvidia-smi --power-limit), W; None = "
+                                        "the GPU's rated power. A cap below it lowers the sustained tensor clock "
+                                        "(projection.cost.calibration.power_cap_factor)")
 
     @property
     def world_size(self) -> int:

@@ -13,10 +13,25 @@ from primus_launch.projection.result import ProjectionResult
 def project_dry_run(plan: Plan, *, memory_margin: float = 0.05, record_timeline: bool = False) -> ProjectionResult:
     """Dry-run projection of ``plan``: kernel-level layer times assembled into an iteration."""
     from primus_launch.projection.cost.flags import unmodelled_flags
+    from primus_launch.projection.hardware.gpus import resolve_power_cap
 
-    res = assemble(plan, layer_times_roofline(plan), "dry-run", record_timeline=record_timeline,
+    run = resolve_power_cap(plan)
+    res = assemble(run, layer_times_roofline(run), "dry-run", record_timeline=record_timeline,
                    memory_margin=memory_margin)
+    if run is not plan:
+        res = res.model_copy(update={"plan": plan, "notes": list(res.notes) + [power_cap_note(run)]})
     warn = unmodelled_flags(plan)
     if warn:
         res = res.model_copy(update={"warnings": list(res.warnings) + warn})
     return res
+
+
+def power_cap_note(run: Plan) -> str:
+    """The result note of a power-capped run (``run`` = the plan after ``resolve_power_cap``)."""
+    from primus_launch.projection.cost.calibration import POWER_CAP_EXPONENT, power_cap_factor
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    g = get_gpu(run.cluster.gpu)
+    f = power_cap_factor(g.power_limit_w, g.tdp_watts)
+    return (f"power cap {g.power_limit_w:g} W of the rated {g.tdp_watts:g} W: compute-bound kernels run at "
+            f"x {f:.3f} ((cap / rated) ** {POWER_CAP_EXPONENT}, calibration.power_cap_factor)")

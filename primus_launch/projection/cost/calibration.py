@@ -16,6 +16,18 @@ kernel-level measurements (``projection/cost/fitted.py``, written by ``scripts/f
 - ``ADAM_BYTES_PER_PARAM`` = 34: the Adam step streams, per (sharded) parameter, fp32 grad 4,
   fp32 master 4+4, exp_avg 4+4, exp_avg_sq 4+4, bf16 model copy 2 (write), and the grad-norm read 4
   (``iteration.optimizer_bytes_per_param`` for precision-aware state dtypes).
+- ``POWER_CAP_EXPONENT`` = 0.94: tensor throughput of a GPU held below its rated power by a board
+  power cap (``Cluster.power_limit_w`` / ``GPUSpec.power_limit_w``) scales as ``(cap / tdp) **
+  0.94`` (:func:`power_cap_factor`): in the power-bound regime the clock falls until the power fits,
+  and energy per FLOP changes little, so throughput is close to proportional to power.  Two public
+  GEMM measurements at a known cap, both on the same library (cuBLAS), give the exponent: a GB300
+  capped at 500 W of its rated 1400 W ran cuBLAS GEMMs at ~617 TF/s against ~1600-2174 at 1400 W
+  (facebookexperimental/triton PR 2023; 617 / 1887 = 0.327 at 0.357 of the power: 1.09, range
+  0.93-1.22; records triton-gb300-gemm-*), and FBGEMM's FP8 GEMMs ran ~2.0x H100 on a B200 at 750 W
+  and ~2.8x on a GB200 at its rated 1200 W (pytorch/FBGEMM PR 4172): per datasheet peak (2.25 vs 2.5
+  PF) 0.889 / 1.12 = 0.794 at 0.75 of the B200's 1000 W: 0.80 (records fbgemm-*).  0.94 is their
+  mean.  The cap scales only compute-bound kernels (as ``SUSTAINED_CLOCK``), not HBM streaming:
+  a power cap lowers the SM clock and leaves the memory clock.
 - ``CPU_ADAM_BYTES_S`` = 100 GB/s: the host CPU's streaming rate for the offloaded share of the Adam
   step (``--optimizer-cpu-offload``); a stated guess (a two-socket DDR5 server or a Grace CPU streams
   200-500 GB/s at peak; CPU Adam kernels reach a fraction of it).  No public figure to fit.
@@ -62,6 +74,7 @@ KERNEL_LAUNCH_S = 4e-6
 GRAD_BUCKET_PARAMS = 40_000_000
 ADAM_BYTES_PER_PARAM = 34
 CPU_ADAM_BYTES_S = 100e9
+POWER_CAP_EXPONENT = 0.94
 
 # ----- calibrated (scripts/calibrate.py writes the block below) -----
 # BEGIN CALIBRATED
@@ -79,6 +92,14 @@ def framework_eff(framework: str) -> float:
 
 # architectures whose dense tensor throughput is bounded by the power limit (module doc)
 POWER_LIMITED_ARCHS = ("hopper", "blackwell", "blackwell_ultra", "cdna3", "cdna4")
+
+
+def power_cap_factor(power_limit_w: float | None, tdp_watts: float | None) -> float:
+    """Throughput factor of a board power cap below the rated power (module doc, ``POWER_CAP_EXPONENT``):
+    ``min(1, (power_limit_w / tdp_watts) ** POWER_CAP_EXPONENT)``; 1 without a cap or a rated power."""
+    if not power_limit_w or not tdp_watts or power_limit_w >= tdp_watts:
+        return 1.0
+    return (power_limit_w / tdp_watts) ** POWER_CAP_EXPONENT
 
 
 def sustained_clock(gpu: str, spec_value: float, arch: str = "") -> float:

@@ -250,12 +250,25 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
                                f"calibrated on calibration rows)"),
         ("sustained clock", f"{cal.sustained_clock(gpu, get_gpu(gpu).sustained_clock_fraction, arch):.3f} "
                             "(calibration.SUSTAINED_CLOCK, power-limited architectures)"),
+        ("power cap", _power_cap_line(gpu)),
         ("scale-up domain", f"{scaleup_domain(plan)} GPUs"),
         ("SM contention", _contention_line(plan)),
     ]
     if t.precision in ("fp8", "fp4"):
         rows.append(("low-precision recipe", f"{recipe_of(plan)}" + (", FP8 parameter all-gather" if t.fp8_param_gather else "")))
     return rows
+
+
+def _power_cap_line(gpu: str) -> str:
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    g = get_gpu(gpu)
+    f = cal.power_cap_factor(g.power_limit_w, g.tdp_watts)
+    if f >= 1.0:
+        return f"none (rated {g.tdp_watts:g} W)" if g.tdp_watts else "none"
+    return (f"{g.power_limit_w:g} W of the rated {g.tdp_watts:g} W: compute-bound kernels x {f:.3f} "
+            f"((cap / rated) ** {cal.POWER_CAP_EXPONENT}, calibration.power_cap_factor; records triton-gb300-gemm-*, "
+            f"fbgemm-*)")
 
 
 def _contention_line(plan: Plan) -> str:
@@ -287,6 +300,9 @@ def _contention_line(plan: Plan) -> str:
 
 def explain_text(plan: Plan, result=None) -> str:
     """The explanation as plain-text tables (module doc)."""
+    from primus_launch.projection.hardware.gpus import resolve_power_cap
+
+    plan = resolve_power_cap(plan)
     from tabulate import tabulate
 
     out = []
@@ -314,6 +330,9 @@ def explain_text(plan: Plan, result=None) -> str:
 
 def explain_html(plan: Plan) -> str:
     """The per-kernel and communication tables as HTML (for ``report_html``)."""
+    from primus_launch.projection.hardware.gpus import resolve_power_cap
+
+    plan = resolve_power_cap(plan)
     from html import escape
 
     def table(rows, headers):

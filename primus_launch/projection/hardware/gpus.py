@@ -44,6 +44,10 @@ class GPUSpec(BaseModel):
         default=1.0, gt=0, le=1.0,
         description="fraction of the boost clock sustained under a power cap (1.0 = datasheet); "
                     "scales the achievable tensor FLOP/s in the compute model, not peak_flops()")
+    power_limit_w: Optional[float] = Field(
+        default=None, gt=0,
+        description="board power cap the GPU ran at (nvidia-smi --power-limit), W; None = its rated tdp_watts. "
+                    "Below tdp_watts it lowers the sustained clock (calibration.power_cap_factor)")
     arch: str = Field(default="", description="kernel family: ampere, hopper, blackwell, blackwell_ultra, cdna3, "
                                               "cdna4 ('' = unknown: the cost model uses its Hopper curves)")
     peak_flops_fp4: Optional[float] = Field(default=None, gt=0, description="dense FP4 (NVFP4 / MXFP4) FLOP/s; None = "
@@ -123,37 +127,46 @@ _add(GPUSpec(name="h200", vendor="nvidia", arch="hopper", peak_flops_bf16=989.4e
 # NVIDIA B200 (HGX/DGX B200, 1000 W; 148 SMs): 2.25 PFLOP/s dense FP16/BF16, 4.5 PFLOP/s dense FP8,
 # 9 PFLOP/s dense FP4 (DGX B200 datasheet: 72 PF FP8 training for 8 GPUs = 9 sparse = 4.5 dense per
 # GPU; HGX B200 at 1,000 W: glennklockwood.com/garden/processors/B200); 180 GB HBM3e usable (192 GB
-# physical), 8 TB/s; NVLink 5: 1.8 TB/s bidirectional = 900 per direction; 8x 400 Gb/s ConnectX-7
+# physical), 7.67 TB/s: the driver reports a 7680-bit bus (not 8192) at 3996 MHz DDR, (7680 / 8) x 3996e6
+# x 2 = 7.67e12 (device query in github.com/pytorch/ao/pull/4002, which moved torchao's roofline from
+# 8.0 to 7.67 TB/s; Verda's per-GPU table lists 7.7 TB/s for B200, B300 and GB200, 8 for GB300);
+# 148 SMs (same device query); NVLink 5: 1.8 TB/s bidirectional = 900 per direction; 8x 400 Gb/s ConnectX-7
 # = 50 GB/s per GPU; PCIe Gen5 to the host.
 _add(GPUSpec(name="b200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
-             peak_flops_fp4=9e15, hbm_bytes=180 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
+             peak_flops_fp4=9e15, hbm_bytes=180 * GB, hbm_bw=7.67e12, intra_node_bw=900e9, intra_node_topology="switch",
              inter_node_bw=50e9, tdp_watts=1000, num_sms=148,
              source="NVIDIA DGX B200 datasheet; Blackwell architecture brief; glennklockwood.com B200 (HGX 1000 W)"))
 # NVIDIA B300 (HGX/DGX B300, Blackwell Ultra, 1,100 W): BF16 2.25 PF, FP8 4.5 PF dense as B200; dense
 # FP4 14 PF (Verda "GB300 NVL72 architecture" per-GPU table, dense column; glennklockwood.com B300:
-# HGX B300 dense FP4 13-14 PF); 288 GB HBM3e (270 GB usable per Verda's table), 8 TB/s; NVLink 5
+# HGX B300 dense FP4 13-14 PF); 288 GB HBM3e (270 GB usable per Verda's table), 7.7 TB/s (Verda's table); NVLink 5
 # 900 GB/s per direction; ConnectX-8 SuperNIC 800 Gb/s per GPU = 100 GB/s; PCIe Gen6 x16 128 GB/s.
 _add(GPUSpec(name="b300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
-             peak_flops_fp4=14e15, hbm_bytes=270 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
+             peak_flops_fp4=14e15, hbm_bytes=270 * GB, hbm_bw=7.7e12, intra_node_bw=900e9, intra_node_topology="switch",
              inter_node_bw=100e9, tdp_watts=1100, num_sms=148, host_link_bw=128e9,
              source="verda.com/blog/gb300-nvl72-architecture (per-GPU table); glennklockwood.com/garden/processors/B300; "
                     "NVIDIA DGX B300 datasheet (ConnectX-8 800 Gb/s per GPU)"))
 # NVIDIA GB200 NVL72 (Grace + Blackwell, 1,200 W per GPU): 2.5 PF dense BF16, 5 PF FP8, 10 PF FP4 per
 # GPU (NVL72 rack: 360 / 720 / 1,440 PF sparse over 72 GPUs; glennklockwood.com B200 "GB200 variant at
-# 1,200 W"); 186 GB HBM3e usable (13.4 TB per rack), 8 TB/s; NVLink 5 900 GB/s per direction to all
+# 1,200 W"); 186 GB HBM3e usable (13.4 TB per rack), 7.7 TB/s (Verda's per-GPU table; the same 7680-bit
+# HBM3e bus as B200); 152 SMs, not B200's 148 (github.com/ByteDance-Seed/VeOmni/pull/986: GB200 152 SM x
+# 8192 x 2.062 GHz; github.com/facebookexperimental/triton/pull/2768: cuBLASLt's occupancy cap on GB300
+# bisects to 152 x 2048 / 32, 'the same as GB200's'); NVLink 5 900 GB/s per direction to all
 # 72 GPUs of the rack (NVLink Switch trays); compute tray = 2 Grace + 4 GPUs with 4x ConnectX-7
 # 400 Gb/s (50 GB/s per GPU); NVLink-C2C 900 GB/s bidirectional to Grace (450 per direction).
 _add(GPUSpec(name="gb200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.5e15, peak_flops_fp8=5e15,
-             peak_flops_fp4=10e15, hbm_bytes=186 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
-             inter_node_bw=50e9, tdp_watts=1200, num_sms=148, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
+             peak_flops_fp4=10e15, hbm_bytes=186 * GB, hbm_bw=7.7e12, intra_node_bw=900e9, intra_node_topology="switch",
+             inter_node_bw=50e9, tdp_watts=1200, num_sms=152, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
              source="NVIDIA GB200 NVL72 datasheet (rack totals / 72); glennklockwood.com/garden/processors/B200"))
 # NVIDIA GB300 NVL72 (Grace + Blackwell Ultra, 1,400 W per GPU): 2.5 PF dense BF16, 5 PF FP8, 15 PF
 # FP4 per GPU (Verda per-GPU table; rack: 1.08 EF dense FP4, 360 PF FP8 dense); 279 GB HBM3e usable
-# (20 TB per rack), 8 TB/s; NVLink 5 domain of 72; 4 GPUs per compute tray with ConnectX-8 800 Gb/s
+# (20 TB per rack), 8 TB/s; 152 SMs enabled (the full Blackwell Ultra die has 160, NVIDIA blog 'Inside
+# NVIDIA Blackwell Ultra'; the GB300 product: facebookexperimental/triton PR 2768, cuBLASLt occupancy cap
+# = 152 x 2048 / 32 measured on GB300); max SM clock 2070 MHz and default = max power limit 1400 W
+# (facebookexperimental/triton PR 2023); NVLink 5 domain of 72; 4 GPUs per compute tray with ConnectX-8 800 Gb/s
 # per GPU (72 CX-8 per rack) = 100 GB/s; NVLink-C2C to Grace 450 GB/s per direction.
 _add(GPUSpec(name="gb300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf16=2.5e15, peak_flops_fp8=5e15,
              peak_flops_fp4=15e15, hbm_bytes=279 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
-             inter_node_bw=100e9, tdp_watts=1400, num_sms=160, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
+             inter_node_bw=100e9, tdp_watts=1400, num_sms=152, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
              source="verda.com/blog/gb300-nvl72-architecture; glennklockwood.com/garden/processors/B300 (GB300 NVL72)"))
 # AMD Instinct MI300X (304 CUs): 1,307.4 TFLOP/s dense BF16, 2,614.9 dense FP8 (AMD MI300X datasheet);
 # 192 GB HBM3, 5.3 TB/s; 7 xGMI links per GPU in a full mesh, 64 GB/s per link per direction
@@ -181,6 +194,40 @@ _add(GPUSpec(name="mi355x", vendor="amd", arch="cdna4", peak_flops_bf16=2516.6e1
              peak_flops_fp4=10066.3e12, hbm_bytes=288 * GB, hbm_bw=8e12, intra_node_bw=537.6e9,
              intra_node_topology="mesh", intra_node_link_bw=76.8e9, inter_node_bw=50e9, tdp_watts=1400, num_sms=256,
              source="AMD Instinct MI355X datasheet"))
+
+
+def power_capped(name: str, watts: float) -> str:
+    """The name of ``name``'s spec run at a board power cap of ``watts`` (registered on first use as
+    ``"<name>@<watts>W"``: the same silicon with ``power_limit_w`` set, so that every per-GPU cache of
+    the cost model keys on it).  A cap at or above the rated ``tdp_watts`` changes nothing and returns
+    ``name``; a GPU without a rated power cannot be capped (:class:`PlanError`)."""
+    spec = get_gpu(name)
+    if spec.power_limit_w is not None:
+        raise PlanError("cluster.power_limit_w", watts, f"unset: GPU {name} already states power_limit_w")
+    if not spec.tdp_watts:
+        raise PlanError("cluster.power_limit_w", watts, f"unset: GPU {name} has no rated tdp_watts to scale from")
+    if watts <= 0:
+        raise PlanError("cluster.power_limit_w", watts, "a positive power in W")
+    if watts >= spec.tdp_watts:
+        return name
+    capped = f"{name}@{watts:g}W"
+    if capped not in _DB:
+        _add(spec.model_copy(update={"name": capped, "power_limit_w": float(watts),
+                                     "source": spec.source + f"; power cap {watts:g} W stated by the user"}))
+    return capped
+
+
+def resolve_power_cap(plan):
+    """``plan`` with ``cluster.gpu`` replaced by its power-capped spec (:func:`power_capped`) when
+    ``cluster.power_limit_w`` is set below the GPU's rated power (and that field cleared, so the call is
+    idempotent); else ``plan`` itself."""
+    cap = plan.cluster.power_limit_w
+    if cap is None:
+        return plan
+    name = power_capped(plan.cluster.gpu, cap)
+    if name == plan.cluster.gpu:  # at or above the rated power: nothing changes
+        return plan
+    return plan.model_copy(update={"cluster": plan.cluster.model_copy(update={"gpu": name, "power_limit_w": None})})
 
 
 def known_gpus() -> list[str]:

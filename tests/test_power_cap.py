@@ -1,0 +1,135 @@
+"""A stated board power cap (Cluster.power_limit_w / GPUSpec.power_limit_w) against the public GEMM
+measurements at a known cap it stands on, and its path through the dry-run."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, PlanError, Training
+from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.cost import evidence as ev
+from primus_launch.projection.cost.compute import elementwise_time, gemm_time
+from primus_launch.projection.dryrun import project_dry_run
+from primus_launch.projection.hardware.gpus import get_gpu, load_gpu_file, power_capped, resolve_power_cap
+
+
+def _exponents() -> tuple[float, float, float, float]:
+    """(triton mid, triton low, triton high, fbgemm) exponents from the evidence records."""
+    lo = ev.record("triton-gb300-gemm-500w")
+    hi = ev.record("triton-gb300-gemm-1400w")
+    p = lo["shape"]["power_limit_w"] / lo["shape"]["rated_w"]
+    mid = math.log(lo["value"] / hi["value"]) / math.log(p)
+    a_lo = math.log(lo["value"] / hi["shape"]["range_low"]) / math.log(p)
+    a_hi = math.log(lo["value"] / hi["shape"]["range_high"]) / math.log(p)
+    b200, gb200 = ev.record("fbgemm-b200-vs-h100-fp8"), ev.record("fbgemm-gb200-vs-h100-fp8")
+    # per datasheet FP8 peak: B200 (capped at 750 of its 1000 W) against GB200 at its rated 1200 W
+    s = (b200["value"] / get_gpu("b200").peak_flops_fp8) / (gb200["value"] / get_gpu("gb200").peak_flops_fp8)
+    fb = math.log(s) / math.log(750 / get_gpu("b200").tdp_watts)
+    return mid, a_lo, a_hi, fb
+
+
+def test_exponent_is_the_mean_of_the_two_public_measurements():
+    mid, a_lo, a_hi, fb = _exponents()
+    assert a_lo < mid < a_hi
+    assert cal.POWER_CAP_EXPONENT == pytest.approx((mid + fb) / 2, abs=0.01)
+    # each measurement is reproduced by the one exponent within its own spread
+    lo, hi = ev.record("triton-gb300-gemm-500w"), ev.record("triton-gb300-gemm-1400w")
+    assert a_lo <= cal.POWER_CAP_EXPONENT <= a_hi         # inside the GB300 measurement's stated range
+    pred_500w = cal.power_cap_factor(500, 1400) * hi["value"]
+    assert pred_500w == pytest.approx(lo["value"], rel=0.2)  # 717 vs 617: the mean exponent sits between the two
+    assert cal.power_cap_factor(750, 1000) == pytest.approx(0.75 ** fb, rel=0.05)
+
+
+def test_power_cap_factor_identities():
+    assert cal.power_cap_factor(None, 1000) == 1.0
+    assert cal.power_cap_factor(750, None) == 1.0
+    assert cal.power_cap_factor(1000, 1000) == 1.0 and cal.power_cap_factor(1200, 1000) == 1.0
+    assert cal.power_cap_factor(500, 1000) == pytest.approx(0.5 ** cal.POWER_CAP_EXPONENT)
+    assert cal.power_cap_factor(500, 1000) < cal.power_cap_factor(750, 1000) < 1.0
+
+
+def test_capped_spec_scales_compute_not_hbm():
+    name = power_capped("b200", 750)
+    assert name == "b200@750W" and get_gpu(name).power_limit_w == 750
+    assert power_capped("b200", 1000) == "b200" and power_capped("b200", 1400) == "b200"
+    f = cal.power_cap_factor(750, 1000)
+    m = n = k = 16384  # compute-bound: time ~ 1 / clock
+    assert gemm_time(m, n, k, "b200") / gemm_time(m, n, k, name) == pytest.approx(f, rel=0.01)
+    assert elementwise_time(4e9, name) == elementwise_time(4e9, "b200")
+
+
+def test_gpu_without_rated_power_cannot_be_capped(tmp_path):
+    f = tmp_path / "g.toml"
+    f.write_text("[gpu.test-nopower]\npeak_flops_bf16 = 1.0e15\nhbm_bytes = 1.0e11\nhbm_bw = 1.0e12\n"
+                 "intra_node_bw = 1.0e11\nintra_node_topology = 'switch'\ninter_node_bw = 1.0e10\n")
+    load_gpu_file(f)
+    with pytest.raises(PlanError):
+        power_capped("test-nopower", 300)
+
+
+def _llama8b(cap=None) -> Plan:
+    m = ModelArch(num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                  num_query_groups=8, vocab_size=128256, seq_length=8192)
+    return Plan(model=m, parallel=Parallelism(tp=1), training=Training(global_batch_size=8, micro_batch_size=1),
+                cluster=Cluster(gpu="b200", num_nodes=1, power_limit_w=cap))
+
+
+def test_dry_run_at_a_stated_cap():
+    rated, capped = project_dry_run(_llama8b()), project_dry_run(_llama8b(750))
+    f = cal.power_cap_factor(750, 1000)
+    # compute-bound dense model: slower by at most 1/f (HBM-bound and communication terms do not scale)
+    assert 1.0 < capped.iteration_time_s / rated.iteration_time_s <= 1 / f + 1e-9
+    assert capped.iteration_time_s / rated.iteration_time_s > 1 + 0.5 * (1 / f - 1)  # GEMMs + attention dominate
+    # the result keeps the user's plan and says what was applied
+    assert capped.plan.cluster.gpu == "b200" and capped.plan.cluster.power_limit_w == 750
+    assert any("power cap 750 W" in n for n in capped.notes)
+    # a cap at the rated power is the rated projection
+    assert project_dry_run(_llama8b(1000)).iteration_time_s == rated.iteration_time_s
+    # idempotent resolution
+    run = resolve_power_cap(_llama8b(750))
+    assert run.cluster.gpu == "b200@750W" and resolve_power_cap(run) is run
+
+
+def test_explain_names_the_cap():
+    from primus_launch.projection.cost.explain import explain_text
+
+    text = explain_text(_llama8b(750))
+    assert "750 W of the rated 1000 W" in text
+    assert "none (rated 1000 W)" in explain_text(_llama8b())
+
+
+def test_blackwell_specs_match_public_device_queries():
+    """B200 HBM from the driver's bus width and memory clock (pytorch/ao PR 4002: 7680 bits, 3996 MHz
+    DDR); SM counts from device queries (B200 148, same PR; GB200 / GB300 152: VeOmni PR 986,
+    facebookexperimental/triton PR 2768)."""
+    assert get_gpu("b200").hbm_bw == pytest.approx(7680 / 8 * 3996e6 * 2, rel=2e-3)
+    assert (get_gpu("b200").num_sms, get_gpu("gb200").num_sms, get_gpu("gb300").num_sms) == (148, 152, 152)
+    # the fitted Blackwell streaming efficiency stays below the best measured B200 cast (84% of 7.67 TB/s)
+    from primus_launch.projection.cost.compute import hbm_eta
+
+    assert hbm_eta("blackwell")[0] < 6462.0e9 / get_gpu("b200").hbm_bw
+
+
+def test_cli_power_limit_flag():
+    """``--power-limit-w`` reaches the plan, the result note and the projection; a bad value is one line."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    recipe = root / "recipes" / "megatron" / "llama3.1_8b.sh"
+
+    def cli(*extra):
+        return subprocess.run([sys.executable, "-m", "primus_launch", "--project", str(recipe), "--dry-run", "--gpu",
+                               "b200", *extra], capture_output=True, text=True, cwd=root, timeout=300)
+
+    capped = cli("--json", "--power-limit-w", "750")
+    assert capped.returncode == 0, capped.stderr
+    d = json.loads(capped.stdout)
+    assert d["plan"]["cluster"]["power_limit_w"] == 750 and d["plan"]["cluster"]["gpu"] == "b200"
+    assert any(n.startswith("power cap 750 W of the rated 1000 W") for n in d["notes"])
+    bad = cli("--power-limit-w", "-5")
+    assert bad.returncode == 2 and "--power-limit-w" in bad.stderr and "Traceback" not in bad.stderr
