@@ -82,6 +82,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
             elif what == "host":
                 effs = "host (GPU idle)"
                 src = info[1]
+            elif what == "host_ops":
+                effs = "host launches (tiny kernels)"
+                src = info[1]
             elif what == "quant":
                 q = FITTED["fp8_quant"].get(info[1], {})
                 nbytes = info[3] if len(info) > 3 else 0.0
@@ -246,6 +249,7 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
         ("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"
          + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")),
         ("CUDA graphs", f"{t.cuda_graph_impl} scopes {sorted(graph_scopes(plan)) or '-'}"),
+        ("host vs GPU per layer (ms, fwd / bwd)", _host_line(plan)),
         ("in-situ efficiency", f"{cal.framework_eff(plan.framework):.3f} (calibration.FRAMEWORK_EFF[{plan.framework}], "
                                f"calibrated on calibration rows)"),
         ("sustained clock", f"{cal.sustained_clock(gpu, get_gpu(gpu).sustained_clock_fraction, arch):.3f} "
@@ -256,6 +260,23 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
     if t.precision in ("fp8", "fp4"):
         rows.append(("low-precision recipe", f"{recipe_of(plan)}" + (", FP8 parameter all-gather" if t.fp8_param_gather else "")))
     return rows
+
+
+def _host_line(plan: Plan) -> str:
+    """Per decoder-layer kind, host launch time vs GPU time of each pass (roofline ``_Acc.host_summary``):
+    a pass whose host time is longer is host-bound."""
+    from primus_launch.projection.cost.roofline import layer_op_times
+
+    hs = layer_op_times(plan).get("_host", {})
+    parts = []
+    for kind in ("dense", "moe"):
+        if kind not in hs:
+            continue
+        hf, hb, gf, gb = hs[kind]
+        bound = [p for p, h, g in (("fwd", hf, gf), ("bwd", hb, gb)) if h > g]
+        parts.append(f"{kind}: host {1e3 * hf:.2f} / {1e3 * hb:.2f} vs GPU {1e3 * gf:.2f} / {1e3 * gb:.2f}"
+                     + (f" (host-bound {', '.join(bound)})" if bound else ""))
+    return "; ".join(parts) or "-"
 
 
 def _contention_line(plan: Plan) -> str:
