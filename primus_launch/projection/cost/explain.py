@@ -245,7 +245,9 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
                     f"{'fused' if prof.fused_act else 'eager'}, RoPE {rope}, "
                     f"attention {prof.attention}, cross-entropy {prof.ce}{extra}"),
         ("host launch per kernel", f"{1e6 * prof.host_per_kernel:.1f} us ({mode}; fitted to "
-                                   f"{', '.join(host.get(mode, {}).get('records', []))})"),
+                                   f"{', '.join(host.get(mode, {}).get('records', []))}"
+                                   + (f"; x{prof.host_cpu_factor:.2f} on this GPU's {get_gpu(gpu).host_cpu} host, "
+                                      "records te2053-torch-linear-cpu-*" if prof.host_cpu_factor != 1.0 else "") + ")"),
         ("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"
          + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")),
         ("CUDA graphs", f"{t.cuda_graph_impl} scopes {sorted(graph_scopes(plan)) or '-'}"),

@@ -43,9 +43,13 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    ``cublasLtMatmulAlgoGetHeuristic`` (no cache): per linear ``E_local`` GEMMs forward, ``2 E_local``
    backward (dgrad, wgrad).  Host cost per such GEMM :data:`TE_GEMM_HOST_S` = 10 us (record
    ``raft1736-cublaslt-launch-host``: a cuBLASLt wrapper with per-call descriptors and heuristic query,
-   host entry to kernel launch).  With FP8 / MXFP8 recipes ``tex.split_quantize`` quantises each
-   expert's input (forward) and output gradient (backward) with one kernel per expert, launched from
-   C++ at :data:`calibration.KERNEL_LAUNCH_S` each.
+   host entry to kernel launch).  With FP8 / MXFP8 recipes ``tex.split_quantize``
+   (``pytorch/csrc/extensions/cast.cpp`` -> ``multi_tensor_quantize_impl``) quantises each expert's
+   input (forward) and output gradient (backward) one tensor at a time, except delayed scaling (one fused
+   ``nvte_multi_cast_transpose`` for all experts): :data:`QUANT_KERNELS_PER_TENSOR` kernels per expert
+   (current scaling, ``quantizer.cpp Float8CurrentScalingQuantizer::quantize_impl``: amax, scale from
+   amax, cast = 3; MXFP8 / blockwise / NVFP4: 1), launched from C++ at
+   :data:`calibration.KERNEL_LAUNCH_S` each.
 
 The Python-level calls (the GroupedLinear module, its activation) are already counted as kernels by
 the layer decomposition (``roofline.py``); these are the launches beneath them.
@@ -75,6 +79,9 @@ ROUTER_UNFUSED = (18, 5)
 
 # host seconds per cuBLASLt GEMM launched by TE's per-expert loop (record raft1736-cublaslt-launch-host)
 TE_GEMM_HOST_S = 10e-6
+# kernels TE's split_quantize launches per expert tensor, by recipe (module doc, item 2); delayed scaling: one
+# fused multi-tensor cast-transpose for all experts
+QUANT_KERNELS_PER_TENSOR = {"tensorwise": 3, "mxfp8": 1, "blockwise": 1, "nvfp4": 1, "delayed": 0}
 
 
 def framework_kernels(dispatcher: str, ep: int, fused: bool, aux_loss: bool, router_fp32: bool,
@@ -97,13 +104,16 @@ def framework_kernels(dispatcher: str, ep: int, fused: bool, aux_loss: bool, rou
     return out
 
 
-def grouped_linear_host(local_experts: int, lowp: bool) -> tuple[float, float]:
+def grouped_linear_host(local_experts: int, recipe: str | None) -> tuple[float, float]:
     """Host seconds (forward, backward) TE's ``GroupedLinear`` spends beneath its Python call for the
-    two expert linears (FC1, FC2) of one MoE layer (module doc, item 2)."""
+    two expert linears (FC1, FC2) of one MoE layer (module doc, item 2); ``recipe``: the low-precision
+    recipe (``fp8.recipe_of``) or None for BF16."""
     e = max(1, local_experts)
     f = 2 * e * TE_GEMM_HOST_S
     b = 4 * e * TE_GEMM_HOST_S
-    if lowp:
-        f += 2 * e * cal.KERNEL_LAUNCH_S
-        b += 2 * e * cal.KERNEL_LAUNCH_S
+    if recipe:
+        per = QUANT_KERNELS_PER_TENSOR.get(recipe, 1)
+        q = 2 * (e * per if per else 1) * cal.KERNEL_LAUNCH_S   # FC1 and FC2 inputs / output grads
+        f += q
+        b += q
     return f, b

@@ -699,7 +699,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
              grouped_kernel=grouped and prof.name.startswith("torchtitan"))
         if grouped and prof.name == "megatron-te" and not arch_of(gpu).startswith("cdna"):
-            hf_, hb_ = moe_host.grouped_linear_host(local, recipe is not None)
+            hf_, hb_ = (prof.host_cpu_factor * x for x in moe_host.grouped_linear_host(local, recipe))
             acc.host(hf_, hb_)
             acc._rec(f"TE GroupedLinear host: {1e3 * hf_:.3f} / {1e3 * hb_:.3f} ms ({local} cuBLASLt GEMMs per linear "
                      "and pass" + (", per-expert quantize" if recipe else "") + ")", 0.0, 0.0, 0.0,
