@@ -161,3 +161,17 @@ def test_small_moe_on_grace_is_host_bound_where_x86_is_not():
     tb = rl.layer_times_roofline(plan("b200")).moe_layer
     tg = rl.layer_times_roofline(plan("gb200")).moe_layer
     assert tg.fwd_s > tb.fwd_s
+
+
+def test_sync_splits_the_forward_without_cross_overlap():
+    """At the dispatcher's host-device sync the host waits for the GPU: the host time before it overlaps
+    only the GPU work before it, so fwd = max(g1, h1) + max(g2, h2) + 2 t_launch (closed form)."""
+    prof = fw.profile_of(_qwen3_30b(), "hopper")
+    acc = rl._Acc("h100-sxm", "bf16", prof, "bf16", None, 1.0)
+    t = 20e-6
+    acc.f, acc.gf, acc.kf, acc.kb, acc.sync = 3e-3, {"attn": 1e-3, "moe": 2e-3}, {"attn": 100, "moe": 10}, {}, True
+    g1, g2, h1, h2 = 1e-3, 2e-3, 100 * t, 10 * t            # host-bound before the sync, GPU-bound after
+    assert acc.times(t, frozenset()).fwd_s == pytest.approx(max(g1, h1) + max(g2, h2) + 2 * t)
+    assert acc.times(t, frozenset()).fwd_s > max(g1 + g2, h1 + h2) + 2 * t
+    acc.sync = False
+    assert acc.times(t, frozenset()).fwd_s == pytest.approx(max(g1 + g2, h1 + h2))

@@ -355,9 +355,10 @@ class _Acc:
 
         With ``sync`` (an MoE layer whose token dispatcher waits on the host for the routed-token
         counts, :data:`SYNC_BEFORE`) the forward pass is two segments: the GPU drains the first
-        (``g1``, launched in ``h1``) before the host launches the second (``g2`` in ``h2``) into an
-        empty queue, so ``fwd = max(g1 + max(g2, h2), h1 + h2) + 2 t_launch`` (the device-to-host
-        copy and the first launch after the wait) instead of ``max(g1 + g2, h1 + h2)``."""
+        (``g1``, launched in ``h1``; done at ``max(g1, h1)``) before the host, which waited for it, launches
+        the second (``g2`` in ``h2``) into an empty queue, so ``fwd = max(g1, h1) + max(g2, h2) + 2 t_launch``
+        (the device-to-host copy and the first launch after the wait) instead of ``max(g1 + g2, h1 + h2)``:
+        host time on either side of the sync overlaps only the GPU work on its own side."""
         if host_s <= 0:
             return PassTimes(self.f, self.bi, self.bw)
         hf = sum(n for sc, n in self.kf.items() if sc not in graphs) * host_s
@@ -376,7 +377,7 @@ class _Acc:
             h1 += sum(v for sc, v in self.hsf.items() if sc in SYNC_BEFORE and sc not in graphs)
             h1 += GRAPH_LAUNCH_S if any(sc in graphs for sc in SYNC_BEFORE if sc in self.kf) else 0.0
             h2 = hf - h1
-            f = max(g1 + max(g2, h2), h1 + h2) + 2.0 * host_s
+            f = max(g1, h1) + max(g2, h2) + 2.0 * host_s
         bi = self.bi
         if hb > self.bi + self.bw:
             bi = hb - self.bw
