@@ -175,3 +175,22 @@ def test_sync_splits_the_forward_without_cross_overlap():
     assert acc.times(t, frozenset()).fwd_s > max(g1 + g2, h1 + h2) + 2 * t
     acc.sync = False
     assert acc.times(t, frozenset()).fwd_s == pytest.approx(max(g1 + g2, h1 + h2))
+
+
+def test_megatron_adapter_reads_the_router_flags():
+    """--moe-router-fusion / --moe-router-load-balancing-type / --moe-router-dtype reach the plan (Megatron
+    defaults: unfused, aux_loss, router in the model dtype) and change the traced router launches."""
+    from primus_launch.adapters.megatron import plan_from_argv
+
+    base = ("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 2048 "
+            "--num-attention-heads 16 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+            "--global-batch-size 64 --tokenizer-type GPT2BPETokenizer --bf16 --num-experts 64 --moe-router-topk 8 "
+            "--expert-model-parallel-size 8 --moe-grouped-gemm --moe-permute-fusion").split()
+    t0 = plan_from_argv(base).training
+    assert (t0.moe_router_fusion, t0.moe_router_aux_loss, t0.moe_router_fp32) == (False, True, False)
+    t1 = plan_from_argv(base + "--moe-router-fusion --moe-router-load-balancing-type none --moe-router-dtype fp32"
+                        .split()).training
+    assert (t1.moe_router_fusion, t1.moe_router_aux_loss, t1.moe_router_fp32) == (True, False, True)
+    k0 = rl.layer_op_times(plan_from_argv(base))["_kernels"]["moe"]
+    k1 = rl.layer_op_times(plan_from_argv(base + ["--moe-router-fusion"]))["_kernels"]["moe"]
+    assert (k0[0] - k1[0], k0[1] - k1[1]) == moe_host.ROUTER_UNFUSED

@@ -85,14 +85,17 @@ QUANT_KERNELS_PER_TENSOR = {"tensorwise": 3, "mxfp8": 1, "blockwise": 1, "nvfp4"
 
 
 def framework_kernels(dispatcher: str, ep: int, fused: bool, aux_loss: bool, router_fp32: bool,
-                      force_balance: bool) -> dict[str, tuple[int, int]]:
+                      force_balance: bool, router_fused: bool | None = None) -> dict[str, tuple[int, int]]:
     """Kernels of one Megatron MoE layer outside its experts and its pre-MLP norm, per graph scope, as
-    (forward, backward) (module doc, item 1).  ``fused``: ``--moe-router-fusion`` and
-    ``--moe-permute-fusion`` (DeepEP / HybridEP: always fused)."""
+    (forward, backward) (module doc, item 1).  ``fused``: ``--moe-permute-fusion`` (DeepEP / HybridEP:
+    always fused); ``router_fused``: ``--moe-router-fusion`` (None: as ``fused``; the traces hold both
+    on or both off, mixed settings add the router's and the dispatcher's parts).  DeepEP / HybridEP
+    cast bf16 probs to fp32 in ``dispatch`` (``token_probs.float()``: +1 kernel each pass)."""
+    rfu = fused if router_fused is None else router_fused
     rf = ROUTER_BASE[0] + (ROUTER_AUX[0] if aux_loss else 0) + (ROUTER_FP32[0] if router_fp32 else 0) \
-        + (ROUTER_FORCE[0] if force_balance else 0) + (0 if fused else ROUTER_UNFUSED[0])
+        + (ROUTER_FORCE[0] if force_balance else 0) + (0 if rfu else ROUTER_UNFUSED[0])
     rb = ROUTER_BASE[1] + (ROUTER_AUX[1] if aux_loss else 0) + (ROUTER_FP32[1] if router_fp32 else 0) \
-        + (ROUTER_FORCE[1] if force_balance else 0) + (0 if fused else ROUTER_UNFUSED[1])
+        + (ROUTER_FORCE[1] if force_balance else 0) + (0 if rfu else ROUTER_UNFUSED[1])
     if dispatcher in ("deepep", "hybridep"):
         key = (dispatcher, True)
     elif dispatcher == "alltoall" and ep == 1:
@@ -101,6 +104,9 @@ def framework_kernels(dispatcher: str, ep: int, fused: bool, aux_loss: bool, rou
         key = (dispatcher if dispatcher in ("alltoall", "allgather") else "alltoall", fused)
     out = {"moe_router": (rf, rb)}
     out.update(DISPATCH_KERNELS[key])
+    if dispatcher in ("deepep", "hybridep") and not router_fp32:
+        f, b = out["moe"]
+        out["moe"] = (f + 1, b + 1)
     return out
 
 

@@ -616,7 +616,8 @@ def _cfg(plan: Plan) -> tuple:
     host = prof.host_per_kernel
     ub = tuple(t.tp_comm_overlap_cfg) if t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron" else None
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
-            p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub, t.moe_router_force_load_balancing)
+            p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
+            (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32))
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -625,7 +626,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = _arch(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, force_balance = cfg
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router = cfg
     cp_a2a = cp_type in ("a2a", "a2a+p2p")
 
     made: dict[str, _Acc] = {}
@@ -671,8 +672,9 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         # Megatron's traced launches beyond the priced rows, per scope (cost/moe_host.py): (kernels, already counted)
         mfk = {}
         if prof.name == "megatron-te":
-            mfk = moe_host.framework_kernels(dispatcher, ep, prof.fused_permute, True,
-                                             dispatcher in ("deepep", "hybridep"), force_balance)
+            force_balance, router_fused, aux_loss, router_fp32 = router
+            mfk = moe_host.framework_kernels(dispatcher, ep, prof.fused_permute, aux_loss, router_fp32, force_balance,
+                                             router_fused)
             _host_ops(acc, mfk["moe_router"], (5, 6), "router")
         acc.scope = "moe_preprocess"
         Te = max(1, T * etp // tp)
