@@ -102,7 +102,7 @@ def _qwen3_30b(gpu: str = "h100-sxm", graphs: tuple = (), impl: str = "none", di
                   moe_router_topk=8, moe_ffn_hidden_size=768)
     return Plan(model=m, parallel=Parallelism(ep=16),
                 training=Training(global_batch_size=64, micro_batch_size=1, moe_token_dispatcher=dispatcher,
-                                  cuda_graph_impl=impl, cuda_graph_scope=graphs),
+                                  cuda_graph_impl=impl, cuda_graph_scope=graphs, moe_router_fusion=True),
                 cluster=Cluster(gpu=gpu, num_nodes=2))
 
 
@@ -152,7 +152,8 @@ def test_small_moe_on_grace_is_host_bound_where_x86_is_not():
                   moe_ffn_hidden_size=2880)
 
     def plan(gpu):
-        return Plan(model=m, parallel=Parallelism(ep=64), training=Training(global_batch_size=1024, micro_batch_size=1),
+        return Plan(model=m, parallel=Parallelism(ep=64), training=Training(global_batch_size=1024, micro_batch_size=1,
+                                                                             moe_router_fusion=True),
                     cluster=Cluster(gpu=gpu, num_nodes=16, gpus_per_node=4))
     hb = rl.layer_op_times(plan("b200"))["_host"]["moe"]
     hg = rl.layer_op_times(plan("gb200"))["_host"]["moe"]
