@@ -57,8 +57,12 @@ or per micro-batch (torchao).  Element-wise kernels cost twice their forward byt
 (permutes: once); attention backward is the fused-attention backward curve.
 
 Host time: each op launches kernels (counts by profile); a pass of a layer takes
-``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``); an MoE
-layer's forward is split at its token dispatcher's host-device sync (:data:`SYNC_BEFORE`).
+``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``; ``t_launch``
+scaled by the host CPU, Grace vs x86); an MoE layer's forward is split at its token dispatcher's host-device
+sync (:data:`SYNC_BEFORE`): ``max(g1, h1) + max(g2, h2)``.  A Megatron MoE layer also launches its router's,
+dispatcher's and TE GroupedLinear's small kernels (``cost/moe_host.py``: counts traced from megatron-core's
+own MoELayer, one cuBLASLt GEMM per local expert): rows "small ops" (``KERNEL_MIN_S`` each on the GPU) and
+"TE GroupedLinear host" (host seconds only).
 """
 
 from __future__ import annotations
