@@ -672,14 +672,19 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.mods = ("moe",)
         E, k = m.num_experts, m.moe_router_topk
         acc.gemm(Tn, E, h, lowp=False, name="router")
-        acc.elem(Tn * E * 4 * 3, "router softmax / top-k / aux loss (fp32)", 2.0, (4, 4))
-        # Megatron's traced launches beyond the priced rows, per scope (cost/moe_host.py): (kernels, already counted)
+        # Megatron's traced launches per scope (cost/moe_host.py); the router's beyond its GEMM (1 fwd, 2 bwd)
+        # are the score / top-k / aux-loss row's
         mfk = {}
+        rk = (4, 4)
         if prof.name == "megatron-te":
             force_balance, router_fused, aux_loss, router_fp32 = router
             mfk = moe_host.framework_kernels(dispatcher, ep, prof.fused_permute, aux_loss, router_fp32, force_balance,
                                              router_fused)
-            _host_ops(acc, mfk["moe_router"], (5, 6), "router")
+            rk = (max(1, mfk["moe_router"][0] - 1), max(1, mfk["moe_router"][1] - 2))
+            what = ("fused " if router_fused else "") + "top-k" + (" / aux loss" if aux_loss else "")
+        else:
+            what = "softmax / top-k / aux loss"
+        acc.elem(Tn * E * 4 * 3, f"router {what} (fp32; {rk[0]} / {rk[1]} launches)", 2.0, rk)
         acc.scope = "moe_preprocess"
         Te = max(1, T * etp // tp)
         perm_k = (1, 1) if prof.fused_permute else (6, 6)
