@@ -283,8 +283,12 @@ def test_small_moe_is_host_bound_and_cuda_graphs_remove_it():
     t_launch = profile_of(eager, "blackwell").host_per_kernel
     lt = layer_times_roofline(eager)
     assert kf * t_launch > gpu_f                               # host-bound forward
+    # host = kernels x t_launch + TE GroupedLinear's per-expert cuBLASLt launches (cost/moe_host.py)
+    from primus_launch.projection.cost import moe_host
+    host_f = ops["_host"]["moe"][0]
+    assert host_f == pytest.approx(kf * t_launch + moe_host.grouped_linear_host(128 // 8, None)[0], rel=1e-12)
     # + the token dispatcher's host-device sync (dryrun.SYNC_BEFORE): 2 launches of idle GPU
-    assert lt.moe_layer.fwd_s == pytest.approx(kf * t_launch + 2 * t_launch, rel=1e-12)
+    assert lt.moe_layer.fwd_s == pytest.approx(host_f + 2 * t_launch, rel=1e-12)
     graphs = layer_times_roofline(_small_moe(cuda_graph_impl="transformer_engine"))
     assert graphs.moe_layer.fwd_s == pytest.approx(max(gpu_f, GRAPH_LAUNCH_S), rel=1e-12)
     r_e, r_g = project_dry_run(eager), project_dry_run(_small_moe(cuda_graph_impl="transformer_engine"))

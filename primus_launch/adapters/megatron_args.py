@@ -86,6 +86,9 @@ FLAGS: tuple[Flag, ...] = (
     _f("--moe-grouped-gemm", "true", group="moe"),
     _f("--moe-permute-fusion", "true", group="moe"),
     _f("--moe-router-force-load-balancing", "true", group="moe"),
+    _f("--moe-router-fusion", "true", group="moe"),
+    _f("--moe-router-load-balancing-type", "list", ["aux_loss"], group="moe"),
+    _f("--moe-router-dtype", "str", group="moe"),
     _f("--overlap-moe-expert-parallel-comm", "true", group="moe"),
     _f("--delay-wgrad-compute", "true", group="moe"),
     _f("--moe-shared-expert-overlap", "true", group="moe"),
@@ -744,6 +747,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         moe_token_dispatcher=dispatcher if num_experts_set else "alltoall",
         moe_grouped_gemm=bool(get(a, "moe_grouped_gemm")), moe_permute_fusion=bool(get(a, "moe_permute_fusion")),
         moe_router_force_load_balancing=bool(get(a, "moe_router_force_load_balancing")),
+        moe_router_fusion=bool(get(a, "moe_router_fusion")),
+        moe_router_aux_loss=any(str(x) != "none" for x in (get(a, "moe_router_load_balancing_type") or ["aux_loss"])),
+        moe_router_fp32=str(get(a, "moe_router_dtype") or "") in ("fp32", "fp64"),
         overlap_moe_expert_parallel_comm=bool(get(a, "overlap_moe_expert_parallel_comm")),
         delay_wgrad_compute=bool(get(a, "delay_wgrad_compute")),
         moe_shared_expert_overlap=bool(get(a, "moe_shared_expert_overlap")),
@@ -1030,6 +1036,17 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
             out["moe_flex_dispatcher_backend"] = None
             out["moe_token_dispatcher_type"] = disp if (disp != "allgather" or current.get("moe_token_dispatcher_type")) else None
         for dest in ("moe_grouped_gemm", "moe_permute_fusion", "moe_router_force_load_balancing",
-                     "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "moe_shared_expert_overlap"):
+                     "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "moe_shared_expert_overlap",
+                     "moe_router_fusion"):
             out[dest] = bool(getattr(t, dest))
+        lb = current.get("moe_router_load_balancing_type")
+        if not t.moe_router_aux_loss:
+            out["moe_router_load_balancing_type"] = ["none"]
+        elif lb and all(str(x) == "none" for x in (lb if isinstance(lb, list) else [lb])):
+            out["moe_router_load_balancing_type"] = ["aux_loss"]
+        if t.moe_router_fp32:
+            out["moe_router_dtype"] = current.get("moe_router_dtype") if current.get("moe_router_dtype") in ("fp32", "fp64") \
+                else "fp32"
+        elif current.get("moe_router_dtype"):
+            out["moe_router_dtype"] = None
     return out

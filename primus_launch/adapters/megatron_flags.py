@@ -942,6 +942,9 @@ MODELLED_FLAGS: dict[str, str] = {
     "--moe-grouped-gemm": "training.moe_grouped_gemm (Megatron default off)",
     "--moe-permute-fusion": "training.moe_permute_fusion (Megatron default off)",
     "--moe-router-force-load-balancing": "training.moe_router_force_load_balancing",
+    "--moe-router-fusion": "training.moe_router_fusion (Megatron default off)",
+    "--moe-router-load-balancing-type": "training.moe_router_aux_loss (none = no aux-loss kernels)",
+    "--moe-router-dtype": "training.moe_router_fp32",
     "--overlap-moe-expert-parallel-comm": "training.overlap_moe_expert_parallel_comm",
     "--delay-wgrad-compute": "training.delay_wgrad_compute",
     "--moe-shared-expert-overlap": "training.moe_shared_expert_overlap",
@@ -1003,9 +1006,6 @@ MODELLED_FLAGS: dict[str, str] = {
 
 # flag -> what it changes (time / memory) that the projection does not model
 NOT_MODELLED_FLAGS: dict[str, str] = {
-    "--moe-router-dtype": "time: router GEMM and softmax in fp32/fp64",
-    "--moe-router-fusion": "time: fused router top-k / score kernels",
-    "--moe-router-load-balancing-type": "time: aux/seq-aux loss kernels (small)",
     "--moe-expert-capacity-factor": "time, memory: tokens dropped / padded to a capacity per expert",
     "--moe-pad-expert-input-to-capacity": "time, memory: expert inputs padded to the capacity",
     "--moe-expert-rank-capacity-factor": "time, memory: tokens capped per EP rank",

@@ -309,6 +309,13 @@ class Training(_Strict):
     moe_permute_fusion: bool = Field(default=True, description="fused token permutation (Megatron --moe-permute-fusion)")
     moe_router_force_load_balancing: bool = Field(
         default=False, description="balanced routing forced (benchmarks); the projection assumes balanced routing")
+    moe_router_fusion: bool = Field(default=False, description="TE fused router top-k / score / aux-loss kernels "
+                                                               "(Megatron --moe-router-fusion, default off)")
+    moe_router_aux_loss: bool = Field(default=True, description="router adds a load-balancing loss (Megatron "
+                                                                "--moe-router-load-balancing-type other than none; "
+                                                                "default aux_loss)")
+    moe_router_fp32: bool = Field(default=False, description="router GEMM / scores in fp32 (Megatron "
+                                                             "--moe-router-dtype fp32 or fp64)")
     overlap_moe_expert_parallel_comm: bool = Field(
         default=False, description="EP all-to-all overlapped with another micro-batch's compute (Megatron "
                                    "--overlap-moe-expert-parallel-comm)")

@@ -82,6 +82,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
             elif what == "host":
                 effs = "host (GPU idle)"
                 src = info[1]
+            elif what == "host_ops":
+                effs = "host launches (tiny kernels)"
+                src = info[1]
             elif what == "quant":
                 q = FITTED["fp8_quant"].get(info[1], {})
                 nbytes = info[3] if len(info) > 3 else 0.0
@@ -242,10 +245,13 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
                     f"{'fused' if prof.fused_act else 'eager'}, RoPE {rope}, "
                     f"attention {prof.attention}, cross-entropy {prof.ce}{extra}"),
         ("host launch per kernel", f"{1e6 * prof.host_per_kernel:.1f} us ({mode}; fitted to "
-                                   f"{', '.join(host.get(mode, {}).get('records', []))})"),
+                                   f"{', '.join(host.get(mode, {}).get('records', []))}"
+                                   + (f"; x{prof.host_cpu_factor:.2f} on this GPU's {get_gpu(gpu).host_cpu} host, "
+                                      "records te2053-torch-linear-cpu-*" if prof.host_cpu_factor != 1.0 else "") + ")"),
         ("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"
          + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")),
         ("CUDA graphs", f"{t.cuda_graph_impl} scopes {sorted(graph_scopes(plan)) or '-'}"),
+        ("host vs GPU per layer (ms, fwd / bwd)", _host_line(plan)),
         ("in-situ efficiency", f"{cal.framework_eff(plan.framework):.3f} (calibration.FRAMEWORK_EFF[{plan.framework}], "
                                f"calibrated on calibration rows)"),
         ("sustained clock", f"{cal.sustained_clock(gpu, get_gpu(gpu).sustained_clock_fraction, arch):.3f} "
@@ -269,6 +275,23 @@ def _power_cap_line(gpu: str) -> str:
     return (f"{g.power_limit_w:g} W of the rated {g.tdp_watts:g} W: compute-bound kernels x {f:.3f} "
             f"((cap / rated) ** {cal.POWER_CAP_EXPONENT}, calibration.power_cap_factor; records triton-gb300-gemm-*, "
             f"fbgemm-*)")
+
+
+def _host_line(plan: Plan) -> str:
+    """Per decoder-layer kind, host launch time vs GPU time of each pass (roofline ``_Acc.host_summary``):
+    a pass whose host time is longer is host-bound."""
+    from primus_launch.projection.cost.roofline import layer_op_times
+
+    hs = layer_op_times(plan).get("_host", {})
+    parts = []
+    for kind in ("dense", "moe"):
+        if kind not in hs:
+            continue
+        hf, hb, gf, gb = hs[kind]
+        bound = [p for p, h, g in (("fwd", hf, gf), ("bwd", hb, gb)) if h > g]
+        parts.append(f"{kind}: host {1e3 * hf:.2f} / {1e3 * hb:.2f} vs GPU {1e3 * gf:.2f} / {1e3 * gb:.2f}"
+                     + (f" (host-bound {', '.join(bound)})" if bound else ""))
+    return "; ".join(parts) or "-"
 
 
 def _contention_line(plan: Plan) -> str:

@@ -42,6 +42,11 @@ eager PyTorch: they use the eager ``t_launch`` (no public Megatron per-kernel ho
 CUDA graphs (Megatron ``--cuda-graph-impl`` local / transformer_engine, ``--cuda-graph-scope``) replace
 the host time of the captured part of a layer by one graph launch per pass (record
 ``pt114860-cudagraph-single-op``: 27 us per replay through ``cudagraphify``).
+
+The host CPU sets ``t_launch`` too: the fit above ran on an x86 B200 server; a Grace host (GB200 / GB300
+NVL72 trays, ``GPUSpec.host_cpu = "grace"``) spends :data:`HOST_CPU_FACTOR` times as long per PyTorch
+call (records ``te2053-torch-linear-cpu-*``, TransformerEngine issue #2053: one ``torch.nn.Linear``
+forward takes 37.08 us of CPU on GB200, 33.17 us on GH200 and 13.48 us on a DGX H100's Xeon 8480C).
 """
 
 from __future__ import annotations
@@ -53,6 +58,9 @@ from primus_launch.plan import Plan
 
 # one CUDA-graph replay (record pt114860-cudagraph-single-op: 27.0 us through cudagraphify_impl)
 GRAPH_LAUNCH_S = 27e-6
+# host time per PyTorch call relative to the x86 server the launch cost was fitted on (module doc; records
+# te2053-torch-linear-cpu-gb200 / -h100-sxm: 37.08 us / 13.48 us per Linear forward)
+HOST_CPU_FACTOR = {"x86": 1.0, "grace": 37.08 / 13.48}
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ class Profile:
     weight_quant_per_microbatch: bool
     host_per_kernel: float
     attention: str           # implementation key of FITTED['attention'] or "unfused"
+    host_cpu_factor: float = 1.0   # HOST_CPU_FACTOR of the GPU's host (already in host_per_kernel)
 
 
 def _host_constants() -> dict:
@@ -83,21 +92,34 @@ def profile_of(plan: Plan, arch: str) -> Profile:
     host = _host_constants()
     eager = host.get("eager", {}).get("t_launch", 20e-6)
     compiled = host.get("compile", {}).get("t_launch", eager)
+    fac = host_cpu_factor(plan.cluster.gpu)
     return _profile(plan.framework, t.compile, t.attention_backend, arch, t.cross_entropy_loss_fusion,
-                    t.moe_permute_fusion, eager, compiled, t.rope_fusion, plan.model.softmax_type != "vanilla")
+                    t.moe_permute_fusion, eager * fac, compiled * fac, t.rope_fusion,
+                    plan.model.softmax_type != "vanilla", fac)
+
+
+def host_cpu_factor(gpu: str) -> float:
+    """:data:`HOST_CPU_FACTOR` of the host CPU of ``gpu``'s reference system (1 for unknown GPUs)."""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    try:
+        return HOST_CPU_FACTOR.get(get_gpu(gpu).host_cpu, 1.0)
+    except Exception:   # noqa: BLE001 - a GPU the database does not hold
+        return 1.0
 
 
 @lru_cache(maxsize=256)
 def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion: bool, permute_fusion: bool,
-             eager: float, compiled: float, rope_fusion: bool = True, sinks: bool = False) -> Profile:
+             eager: float, compiled: float, rope_fusion: bool = True, sinks: bool = False,
+             fac: float = 1.0) -> Profile:
     amd = arch.startswith("cdna")
     if framework == "torchtitan":
         attn = "ck" if amd else "fa2"
         if backend == "unfused":
             attn = "unfused"
         if compile_:
-            return Profile("torchtitan-compile", True, False, True, True, "torch", False, True, compiled, attn)
-        return Profile("torchtitan-eager", False, False, False, False, "torch", False, True, eager, attn)
+            return Profile("torchtitan-compile", True, False, True, True, "torch", False, True, compiled, attn, fac)
+        return Profile("torchtitan-eager", False, False, False, False, "torch", False, True, eager, attn, fac)
     # Megatron-Core (+ Transformer Engine on NVIDIA, TE-ROCm / Primus on AMD)
     if backend in ("unfused", "local"):
         attn = "unfused"
@@ -117,7 +139,7 @@ def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion:
     else:
         attn = "cudnn"
     return Profile("megatron-te", True, True, True, rope_fusion, "fused" if ce_fusion else "megatron", permute_fusion,
-                   False, eager, attn)
+                   False, eager, attn, fac)
 
 
 def graph_scopes(plan: Plan) -> frozenset[str]:

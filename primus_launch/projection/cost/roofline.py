@@ -57,8 +57,12 @@ or per micro-batch (torchao).  Element-wise kernels cost twice their forward byt
 (permutes: once); attention backward is the fused-attention backward curve.
 
 Host time: each op launches kernels (counts by profile); a pass of a layer takes
-``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``); an MoE
-layer's forward is split at its token dispatcher's host-device sync (:data:`SYNC_BEFORE`).
+``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``; ``t_launch``
+scaled by the host CPU, Grace vs x86); an MoE layer's forward is split at its token dispatcher's host-device
+sync (:data:`SYNC_BEFORE`): ``max(g1, h1) + max(g2, h2)``.  A Megatron MoE layer also launches its router's,
+dispatcher's and TE GroupedLinear's small kernels (``cost/moe_host.py``: counts traced from megatron-core's
+own MoELayer, one cuBLASLt GEMM per local expert): rows "small ops" (``KERNEL_MIN_S`` each on the GPU) and
+"TE GroupedLinear host" (host seconds only).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost.compute import (KERNEL_MIN_S, arch_of, attention_time, elementwise_time, gemm_time,
                                               quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
+from primus_launch.projection.cost import moe_host
 from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
 from primus_launch.projection.hardware.gpus import get_gpu
@@ -146,7 +151,7 @@ class _Acc:
     (``info``: kind, curve key, forward FLOPs) for :func:`layer_op_times` and the explanation."""
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
-                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync")
+                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf", "hsb")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -166,6 +171,8 @@ class _Acc:
         self.ub = ub               # TE userbuffers TP overlap (None: off): its per-GEMM overrides (cost/contention.py)
         self.gf: dict[str, float] = {}   # forward GPU seconds per graph scope
         self.sync = False          # a host-device sync splits the forward pass (MoE dispatch, :meth:`times`)
+        self.hsf: dict[str, float] = {}   # host seconds beyond the counted kernels, per graph scope (cost/moe_host.py)
+        self.hsb: dict[str, float] = {}
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap), of the
@@ -187,6 +194,11 @@ class _Acc:
     def _k(self, nf: int, nb: int) -> None:
         self.kf[self.scope] = self.kf.get(self.scope, 0) + nf
         self.kb[self.scope] = self.kb.get(self.scope, 0) + nb
+
+    def host(self, f: float, b: float) -> None:
+        """Host seconds beyond ``kernels x t_launch`` in the current scope (launches from C++ loops)."""
+        self.hsf[self.scope] = self.hsf.get(self.scope, 0.0) + f
+        self.hsb[self.scope] = self.hsb.get(self.scope, 0.0) + b
 
     def _rec(self, name: str, f: float, bi: float, bw: float, info: tuple) -> None:
         if self.ops is not None:
@@ -347,13 +359,16 @@ class _Acc:
 
         With ``sync`` (an MoE layer whose token dispatcher waits on the host for the routed-token
         counts, :data:`SYNC_BEFORE`) the forward pass is two segments: the GPU drains the first
-        (``g1``, launched in ``h1``) before the host launches the second (``g2`` in ``h2``) into an
-        empty queue, so ``fwd = max(g1 + max(g2, h2), h1 + h2) + 2 t_launch`` (the device-to-host
-        copy and the first launch after the wait) instead of ``max(g1 + g2, h1 + h2)``."""
+        (``g1``, launched in ``h1``; done at ``max(g1, h1)``) before the host, which waited for it, launches
+        the second (``g2`` in ``h2``) into an empty queue, so ``fwd = max(g1, h1) + max(g2, h2) + 2 t_launch``
+        (the device-to-host copy and the first launch after the wait) instead of ``max(g1 + g2, h1 + h2)``:
+        host time on either side of the sync overlaps only the GPU work on its own side."""
         if host_s <= 0:
             return PassTimes(self.f, self.bi, self.bw)
         hf = sum(n for sc, n in self.kf.items() if sc not in graphs) * host_s
         hb = sum(n for sc, n in self.kb.items() if sc not in graphs) * host_s
+        hf += sum(v for sc, v in self.hsf.items() if sc not in graphs)
+        hb += sum(v for sc, v in self.hsb.items() if sc not in graphs)
         if graphs:
             captured = {sc for sc in self.kf if sc in graphs}
             hf += GRAPH_LAUNCH_S * (1 if captured else 0)
@@ -363,9 +378,10 @@ class _Acc:
             g1 = sum(v for sc, v in self.gf.items() if sc in SYNC_BEFORE)
             g2 = self.f - g1
             h1 = sum(n for sc, n in self.kf.items() if sc in SYNC_BEFORE and sc not in graphs) * host_s
+            h1 += sum(v for sc, v in self.hsf.items() if sc in SYNC_BEFORE and sc not in graphs)
             h1 += GRAPH_LAUNCH_S if any(sc in graphs for sc in SYNC_BEFORE if sc in self.kf) else 0.0
             h2 = hf - h1
-            f = max(g1 + max(g2, h2), h1 + h2) + 2.0 * host_s
+            f = max(g1, h1) + max(g2, h2) + 2.0 * host_s
         bi = self.bi
         if hb > self.bi + self.bw:
             bi = hb - self.bw
@@ -373,6 +389,15 @@ class _Acc:
 
     def kernels(self) -> int:
         return sum(self.kf.values()) + sum(self.kb.values())
+
+    def host_summary(self, host_s: float, graphs: frozenset) -> tuple[float, float, float, float]:
+        """(host forward, host backward, GPU forward, GPU backward) seconds of one pass pair (:meth:`times`)."""
+        hf = sum(n for sc, n in self.kf.items() if sc not in graphs) * host_s \
+            + sum(v for sc, v in self.hsf.items() if sc not in graphs)
+        hb = sum(n for sc, n in self.kb.items() if sc not in graphs) * host_s \
+            + sum(v for sc, v in self.hsb.items() if sc not in graphs)
+        g = GRAPH_LAUNCH_S if any(sc in graphs for sc in self.kf) else 0.0
+        return hf + g, hb + g, self.f, self.bi + self.bw
 
     def shares(self, kind: str, out: dict) -> None:
         for k, v in self.sums.items():
@@ -463,6 +488,21 @@ def _residual_bda(acc: _Acc, m: ModelArch, Tn: int, unfused: bool) -> None:
                  (2 + (1 if drop else 0), 2))
     else:
         acc.elem((6 + drop) * Tn * m.hidden_size, "residual add (bias-dropout-add)", 1.0, (1, 0))
+
+
+def _host_ops(acc: _Acc, traced: tuple[int, int], counted: tuple[int, int], what: str) -> None:
+    """The launches Megatron's MoE code makes in the current scope beyond the ``counted`` ones of the priced
+    rows (``traced``: :func:`moe_host.framework_kernels`), each a tiny kernel of ``KERNEL_MIN_S`` on the GPU
+    (all-to-all launches included: their transfer is priced in the iteration)."""
+    nf, nb = max(0, traced[0] - counted[0]), max(0, traced[1] - counted[1])
+    if nf == 0 and nb == 0:
+        return
+    f, b = nf * KERNEL_MIN_S, nb * KERNEL_MIN_S
+    acc._add(f, b, 0.0, "non_matmul")
+    acc._k(nf, nb)
+    acc._rec(f"{what}: small ops ({nf} fwd / {nb} bwd launches beyond the rows above)", f * acc.slow, b * acc.slow,
+             0.0, ("host_ops", f"cost/moe_host.py: {traced[0]} / {traced[1]} launches in scope {acc.scope}, traced "
+                               "from megatron-core 0.16.1 MoELayer (tests/moe_host_trace.py)", 0.0, 0.0))
 
 
 def te_grouped_mlp_bias(m: ModelArch, prof: Profile, grouped: bool) -> bool:
@@ -580,7 +620,8 @@ def _cfg(plan: Plan) -> tuple:
     host = prof.host_per_kernel
     ub = tuple(t.tp_comm_overlap_cfg) if t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron" else None
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
-            p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub)
+            p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
+            (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32))
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -589,7 +630,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = _arch(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub = cfg
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router = cfg
     cp_a2a = cp_type in ("a2a", "a2a+p2p")
 
     made: dict[str, _Acc] = {}
@@ -631,13 +672,27 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.mods = ("moe",)
         E, k = m.num_experts, m.moe_router_topk
         acc.gemm(Tn, E, h, lowp=False, name="router")
-        acc.elem(Tn * E * 4 * 3, "router softmax / top-k / aux loss (fp32)", 2.0, (4, 4))
+        # Megatron's traced launches per scope (cost/moe_host.py); the router's beyond its GEMM (1 fwd, 2 bwd)
+        # are the score / top-k / aux-loss row's
+        mfk = {}
+        rk = (4, 4)
+        if prof.name == "megatron-te":
+            force_balance, router_fused, aux_loss, router_fp32 = router
+            mfk = moe_host.framework_kernels(dispatcher, ep, prof.fused_permute, aux_loss, router_fp32, force_balance,
+                                             router_fused)
+            rk = (max(1, mfk["moe_router"][0] - 1), max(1, mfk["moe_router"][1] - 2))
+            what = ("fused " if router_fused else "") + "top-k" + (" / aux loss" if aux_loss else "")
+        else:
+            what = "softmax / top-k / aux loss"
+        acc.elem(Tn * E * 4 * 3, f"router {what} (fp32; {rk[0]} / {rk[1]} launches)", 2.0, rk)
         acc.scope = "moe_preprocess"
         Te = max(1, T * etp // tp)
         perm_k = (1, 1) if prof.fused_permute else (6, 6)
         perm_x = 1.0 if prof.fused_permute else 3.0
         acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
                  1.0, perm_k)
+        if mfk:
+            _host_ops(acc, mfk.get("moe_preprocess", (0, 0)), perm_k, "dispatch preprocess")
         local = max(1, E // ep)
         acc.scope = "moe"   # after the dispatch (token_dispatcher dispatch_postprocess)
         if dispatcher == "alltoall" and ep > 1 and local > 1:
@@ -655,6 +710,14 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
              grouped_kernel=grouped and prof.name.startswith("torchtitan"))
+        if grouped and prof.name == "megatron-te" and not arch_of(gpu).startswith("cdna"):
+            hf_, hb_ = (prof.host_cpu_factor * x for x in moe_host.grouped_linear_host(local, recipe))
+            acc.host(hf_, hb_)
+            acc._rec(f"TE GroupedLinear host: {1e3 * hf_:.3f} / {1e3 * hb_:.3f} ms ({local} cuBLASLt GEMMs per linear "
+                     "and pass" + (", per-expert quantize" if recipe else "") + ")", 0.0, 0.0, 0.0,
+                     ("host_ops", f"cost/moe_host.py: {1e6 * moe_host.TE_GEMM_HOST_S:.0f} us per GEMM (record "
+                                  "raft1736-cublaslt-launch-host); host time only, hidden unless the layer is host-bound",
+                      0.0, 0.0))
         if bda_unfused:
             if dispatcher in ("deepep", "hybridep"):   # fp32 probs (EXPERT_BIAS_BYTES_FP32_PROBS)
                 (fb, bb), kern, pd = EXPERT_BIAS_BYTES_FP32_PROBS, (2 * local + 2, 8 * local + 3), "fp32"
@@ -665,6 +728,9 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
         acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
+        if mfk:
+            sorts = 4 if dispatcher == "alltoall" and ep > 1 and local > 1 else 0
+            _host_ops(acc, mfk["moe"], (perm_k[0] + sorts, perm_k[1] + sorts), "token dispatch / combine")
         if m.moe_shared_expert_intermediate_size:
             acc.scope = "mlp"
             acc.mods = ("shared_experts",)
@@ -720,6 +786,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         mtp = acc.times(host, graphs)
     if ops is not None:
         ops["_kernels"] = {k: (sum(a.kf.values()), sum(a.kb.values())) for k, a in made.items()}
+        ops["_host"] = {k: a.host_summary(host, graphs if k not in ("embedding", "head") else frozenset())
+                        for k, a in made.items()}
     return LayerTimes(dense_layer=dense, moe_layer=moe, embedding=emb, head_loss=head, attn_core=attn,
                       dense_window_layer=dense_w, moe_window_layer=moe_w, mtp_extra=mtp, parts=shares)
 

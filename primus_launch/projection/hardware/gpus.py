@@ -58,6 +58,9 @@ class GPUSpec(BaseModel):
                                                                          "of the reference system; None = gpus_per_node")
     host_link_bw: float = Field(default=64e9, gt=0, description="GPU <-> host memory per direction (PCIe Gen5 x16 "
                                                                 "64 GB/s; NVLink-C2C on Grace systems), bytes/s")
+    host_cpu: str = Field(default="x86", description="host CPU of the reference system: 'x86' (DGX / HGX servers) or "
+                                                      "'grace' (GB200 / GB300 NVL72 compute trays); scales the host "
+                                                      "launch time per kernel (cost/framework.py HOST_CPU_FACTOR)")
     source: str = ""
 
     @property
@@ -156,6 +159,7 @@ _add(GPUSpec(name="b300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf
 _add(GPUSpec(name="gb200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.5e15, peak_flops_fp8=5e15,
              peak_flops_fp4=10e15, hbm_bytes=186 * GB, hbm_bw=7.7e12, intra_node_bw=900e9, intra_node_topology="switch",
              inter_node_bw=50e9, tdp_watts=1200, num_sms=152, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
+             host_cpu="grace",
              source="NVIDIA GB200 NVL72 datasheet (rack totals / 72); glennklockwood.com/garden/processors/B200"))
 # NVIDIA GB300 NVL72 (Grace + Blackwell Ultra, 1,400 W per GPU): 2.5 PF dense BF16, 5 PF FP8, 15 PF
 # FP4 per GPU (Verda per-GPU table; rack: 1.08 EF dense FP4, 360 PF FP8 dense); 279 GB HBM3e usable
@@ -167,6 +171,7 @@ _add(GPUSpec(name="gb200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.
 _add(GPUSpec(name="gb300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf16=2.5e15, peak_flops_fp8=5e15,
              peak_flops_fp4=15e15, hbm_bytes=279 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
              inter_node_bw=100e9, tdp_watts=1400, num_sms=152, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
+             host_cpu="grace",
              source="verda.com/blog/gb300-nvl72-architecture; glennklockwood.com/garden/processors/B300 (GB300 NVL72)"))
 # AMD Instinct MI300X (304 CUs): 1,307.4 TFLOP/s dense BF16, 2,614.9 dense FP8 (AMD MI300X datasheet);
 # 192 GB HBM3, 5.3 TB/s; 7 xGMI links per GPU in a full mesh, 64 GB/s per link per direction

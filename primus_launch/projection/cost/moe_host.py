@@ -1,0 +1,125 @@
+"""Host (launch) work of a Megatron-Core MoE layer beyond its priced kernels: the router's, the token
+dispatcher's and TE GroupedLinear's.
+
+A Megatron MoE layer launches far more kernels than its few large ones: the router's score / top-k /
+aux-loss chain, the dispatcher's token counting, split sizes, permutations and collectives, each one
+op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` apiece), plus, inside TE's
+``GroupedLinear``, one cuBLASLt GEMM per local expert launched from a C++ loop.
+
+1. Kernels per MoE layer outside the experts, per graph scope (``moe_router``: ``router.forward``;
+   ``moe_preprocess``: ``token_dispatcher.dispatch_preprocess``; ``moe``: token dispatch,
+   post-process, combine), forward and backward, counted by running megatron-core 0.16.1's own
+   ``MoELayer`` under a ``TorchDispatchMode`` (``tests/moe_host_trace.py``; every non-view ATen op
+   that is not an allocation is one launch; the TE kernels Megatron calls under
+   ``--moe-router-fusion`` / ``--moe-permute-fusion`` are counted from TE 2.14.1's code: one ``tex``
+   kernel per pass for the router functions, 3 Triton ``make_row_id_map`` passes + the permute kernel
+   for ``moe_permute_with_probs``, one kernel for unpermute, two for the chunk sort).  The router
+   counts include the gating GEMM (1 forward, 2 backward).  Components (traced, fused path):
+
+   ==========================================  ==========  ===========
+   router                                      forward     backward
+   ==========================================  ==========  ===========
+   gating GEMM + fused top-k (``none``)        2           6 (incl. the sum of the input's two grads)
+   + aux loss (``aux_loss``: scores, sum,      +4          +6
+     fused aux loss, scale)
+   + fp32 router (``--moe-router-dtype``)      +2          +3
+   + ``--moe-router-force-load-balancing``     +2          0
+   unfused router (no ``--moe-router-fusion``) +18         +5
+   ==========================================  ==========  ===========
+
+   Dispatchers: :data:`DISPATCH_KERNELS`.  DeepEP and HybridEP run inside their libraries and cannot
+   run on a CPU: their Python side is counted from megatron-core 0.16.1
+   ``transformer/moe/token_dispatcher.py`` (``_HybridEPManager``: ``hybrid_ep_dispatch``,
+   ``tokens_per_expert.sum()``, ``hybrid_ep_combine``; ``_DeepepManager``: ``torch.topk`` +
+   ``masked_fill`` in ``setup_metadata``, ``fused_dispatch``, ``fused_indices_to_multihot``, the fused
+   permute / unpermute, ``fused_combine``), each library call as one launch (their internal kernels
+   are not counted).
+
+2. TE ``GroupedLinear`` (``TEGroupedMLP``, TE 2.14.1 ``pytorch/module/grouped_linear.py`` ->
+   ``cpp_extensions/gemm.py general_grouped_gemm`` -> ``nvte_multi_tensor_gemm`` ->
+   ``common/gemm/cublaslt_gemm.cu multi_stream_cublas_gemm``): unless ``NVTE_USE_CUTLASS_GROUPED_GEMM``
+   (Hopper only, opt-in) it launches ONE cuBLASLt GEMM PER LOCAL EXPERT over
+   ``nvte_get_num_compute_streams()`` streams, each call creating its descriptors and querying
+   ``cublasLtMatmulAlgoGetHeuristic`` (no cache): per linear ``E_local`` GEMMs forward, ``2 E_local``
+   backward (dgrad, wgrad).  Host cost per such GEMM :data:`TE_GEMM_HOST_S` = 10 us (record
+   ``raft1736-cublaslt-launch-host``: a cuBLASLt wrapper with per-call descriptors and heuristic query,
+   host entry to kernel launch).  With FP8 / MXFP8 recipes ``tex.split_quantize``
+   (``pytorch/csrc/extensions/cast.cpp`` -> ``multi_tensor_quantize_impl``) quantises each expert's
+   input (forward) and output gradient (backward) one tensor at a time, except delayed scaling (one fused
+   ``nvte_multi_cast_transpose`` for all experts): :data:`QUANT_KERNELS_PER_TENSOR` kernels per expert
+   (current scaling, ``quantizer.cpp Float8CurrentScalingQuantizer::quantize_impl``: amax, scale from
+   amax, cast = 3; MXFP8 / blockwise / NVFP4: 1), launched from C++ at
+   :data:`calibration.KERNEL_LAUNCH_S` each.
+
+The Python-level calls (the GroupedLinear module, its activation) are already counted as kernels by
+the layer decomposition (``roofline.py``); these are the launches beneath them.
+"""
+
+from __future__ import annotations
+
+from primus_launch.projection.cost import calibration as cal
+
+# per dispatcher: {scope: (forward, backward)} kernels outside the router and the experts (module doc);
+# "ep1": the all-to-all dispatcher at EP 1 (no cross-rank token counts or collectives)
+DISPATCH_KERNELS: dict[tuple[str, bool], dict[str, tuple[int, int]]] = {
+    # (dispatcher, fused permutation)
+    ("alltoall", True): {"moe_preprocess": (11, 2), "moe": (9, 6)},
+    ("alltoall", False): {"moe_preprocess": (13, 4), "moe": (9, 7)},
+    ("alltoall_ep1", True): {"moe_preprocess": (5, 2), "moe": (5, 3)},
+    ("allgather", True): {"moe": (16, 9)},
+    ("allgather", False): {"moe": (17, 9)},
+    ("hybridep", True): {"moe": (3, 2)},
+    ("deepep", True): {"moe_preprocess": (2, 3), "moe": (8, 5)},
+}
+ROUTER_BASE = (2, 6)
+ROUTER_AUX = (4, 6)
+ROUTER_FP32 = (2, 3)
+ROUTER_FORCE = (2, 0)
+ROUTER_UNFUSED = (18, 5)
+
+# host seconds per cuBLASLt GEMM launched by TE's per-expert loop (record raft1736-cublaslt-launch-host)
+TE_GEMM_HOST_S = 10e-6
+# kernels TE's split_quantize launches per expert tensor, by recipe (module doc, item 2); delayed scaling: one
+# fused multi-tensor cast-transpose for all experts
+QUANT_KERNELS_PER_TENSOR = {"tensorwise": 3, "mxfp8": 1, "blockwise": 1, "nvfp4": 1, "delayed": 0}
+
+
+def framework_kernels(dispatcher: str, ep: int, fused: bool, aux_loss: bool, router_fp32: bool,
+                      force_balance: bool, router_fused: bool | None = None) -> dict[str, tuple[int, int]]:
+    """Kernels of one Megatron MoE layer outside its experts and its pre-MLP norm, per graph scope, as
+    (forward, backward) (module doc, item 1).  ``fused``: ``--moe-permute-fusion`` (DeepEP / HybridEP:
+    always fused); ``router_fused``: ``--moe-router-fusion`` (None: as ``fused``; the traces hold both
+    on or both off, mixed settings add the router's and the dispatcher's parts).  DeepEP / HybridEP
+    cast bf16 probs to fp32 in ``dispatch`` (``token_probs.float()``: +1 kernel each pass)."""
+    rfu = fused if router_fused is None else router_fused
+    rf = ROUTER_BASE[0] + (ROUTER_AUX[0] if aux_loss else 0) + (ROUTER_FP32[0] if router_fp32 else 0) \
+        + (ROUTER_FORCE[0] if force_balance else 0) + (0 if rfu else ROUTER_UNFUSED[0])
+    rb = ROUTER_BASE[1] + (ROUTER_AUX[1] if aux_loss else 0) + (ROUTER_FP32[1] if router_fp32 else 0) \
+        + (ROUTER_FORCE[1] if force_balance else 0) + (0 if rfu else ROUTER_UNFUSED[1])
+    if dispatcher in ("deepep", "hybridep"):
+        key = (dispatcher, True)
+    elif dispatcher == "alltoall" and ep == 1:
+        key = ("alltoall_ep1", True) if fused else ("alltoall", False)
+    else:
+        key = (dispatcher if dispatcher in ("alltoall", "allgather") else "alltoall", fused)
+    out = {"moe_router": (rf, rb)}
+    out.update(DISPATCH_KERNELS[key])
+    if dispatcher in ("deepep", "hybridep") and not router_fp32:
+        f, b = out["moe"]
+        out["moe"] = (f + 1, b + 1)
+    return out
+
+
+def grouped_linear_host(local_experts: int, recipe: str | None) -> tuple[float, float]:
+    """Host seconds (forward, backward) TE's ``GroupedLinear`` spends beneath its Python call for the
+    two expert linears (FC1, FC2) of one MoE layer (module doc, item 2); ``recipe``: the low-precision
+    recipe (``fp8.recipe_of``) or None for BF16."""
+    e = max(1, local_experts)
+    f = 2 * e * TE_GEMM_HOST_S
+    b = 4 * e * TE_GEMM_HOST_S
+    if recipe:
+        per = QUANT_KERNELS_PER_TENSOR.get(recipe, 1)
+        q = 2 * (e * per if per else 1) * cal.KERNEL_LAUNCH_S   # FC1 and FC2 inputs / output grads
+        f += q
+        b += q
+    return f, b

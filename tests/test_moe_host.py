@@ -1,0 +1,197 @@
+"""Host launches of a Megatron MoE layer (cost/moe_host.py) against megatron-core 0.16.1's own MoELayer.
+
+One subprocess (tests/moe_host_trace.py, ~20 s: it owns a fake process group) runs the real ``MoELayer``
+forward + backward under a dispatch mode for several router / dispatcher settings; the model's
+per-scope kernel counts must equal the traced ones.  The TE GroupedLinear launches are checked against
+TE 2.14.1's code facts (one cuBLASLt GEMM per local expert per pass) and the cited host measurement.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.cost import evidence as ev
+from primus_launch.projection.cost import moe_host
+
+CASES = [
+    # (trace config, model arguments: dispatcher, ep, fused, aux_loss, router_fp32, force_balance)
+    (dict(dispatcher="alltoall", ep=2, num_experts=8, topk=2, lb="aux_loss", force_lb=True, fused=True,
+          router_dtype="fp32"), ("alltoall", 2, True, True, True, True)),
+    (dict(dispatcher="alltoall", ep=2, num_experts=4, topk=2, lb="aux_loss", force_lb=False, fused=True),
+     ("alltoall", 2, True, True, False, False)),
+    (dict(dispatcher="alltoall", ep=2, num_experts=8, topk=2, lb="none", force_lb=True, fused=True),
+     ("alltoall", 2, True, False, False, True)),
+    (dict(dispatcher="alltoall", ep=1, num_experts=8, topk=2, lb="aux_loss", force_lb=False, fused=True),
+     ("alltoall", 1, True, True, False, False)),
+    (dict(dispatcher="allgather", ep=2, num_experts=8, topk=2, lb="aux_loss", force_lb=False, fused=True),
+     ("allgather", 2, True, True, False, False)),
+    (dict(dispatcher="alltoall", ep=2, num_experts=8, topk=2, lb="aux_loss", force_lb=False, fused=False),
+     ("alltoall", 2, False, True, False, False)),
+    (dict(dispatcher="allgather", ep=2, num_experts=8, topk=2, lb="aux_loss", force_lb=False, fused=False),
+     ("allgather", 2, False, True, False, False)),
+    (dict(dispatcher="alltoall", ep=2, num_experts=16, topk=2, lb="aux_loss", force_lb=False, fused=True),
+     ("alltoall", 2, True, True, False, False)),
+]
+
+
+@pytest.fixture(scope="module")
+def traces() -> list[dict]:
+    script = Path(__file__).with_name("moe_host_trace.py")
+    out = subprocess.run([sys.executable, str(script), json.dumps([c for c, _ in CASES])], capture_output=True,
+                         text=True, timeout=600, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _scopes(tr: dict) -> dict[str, tuple[int, int]]:
+    """Traced (forward, backward) per scope; the backward's input-grad sum ('other': the router and the
+    dispatcher both read the pre-MLP norm's output) belongs to the router's count."""
+    f, b = dict(tr["fwd_by_scope"]), dict(tr["bwd_by_scope"])
+    b["moe_router"] = b.get("moe_router", 0) + b.pop("other", 0)
+    assert "other" not in f
+    return {sc: (f.get(sc, 0), b.get(sc, 0)) for sc in set(f) | set(b)}
+
+
+@pytest.mark.parametrize("i", range(len(CASES)))
+def test_model_counts_equal_megatron_trace(traces, i):
+    cfg, args = CASES[i]
+    got = moe_host.framework_kernels(*args)
+    want = _scopes(traces[i])
+    assert {k: v for k, v in got.items() if v != (0, 0)} == want, (cfg, got, want)
+
+
+def test_counts_do_not_depend_on_local_experts(traces):
+    """Fused permutation: 4 or 16 experts over EP 2 (2 or 8 local) launch the same kernels outside the experts."""
+    assert _scopes(traces[1]) == _scopes(traces[-1])
+    a = _scopes(traces[1])
+    assert a["moe_router"] == (moe_host.ROUTER_BASE[0] + moe_host.ROUTER_AUX[0],
+                               moe_host.ROUTER_BASE[1] + moe_host.ROUTER_AUX[1])
+
+
+def test_te_grouped_linear_host_is_per_expert_gemms():
+    """TE 2.14.1 multi_stream_cublas_gemm: one cuBLASLt GEMM per local expert; FC1 + FC2 forward = 2 E,
+    backward (dgrad + wgrad) = 4 E, each at the cited per-GEMM host cost."""
+    rec = ev.record("raft1736-cublaslt-launch-host")
+    assert rec is not None and rec["value"] * 1e-6 == pytest.approx(moe_host.TE_GEMM_HOST_S)
+    f, b = moe_host.grouped_linear_host(8, None)
+    assert f == pytest.approx(16 * moe_host.TE_GEMM_HOST_S) and b == pytest.approx(32 * moe_host.TE_GEMM_HOST_S)
+    # current scaling: amax + scale + cast per expert tensor, FC1 input and FC2 input (forward)
+    f8, b8 = moe_host.grouped_linear_host(8, "tensorwise")
+    assert f8 - f == pytest.approx(2 * 8 * 3 * cal.KERNEL_LAUNCH_S) and b8 - b == pytest.approx(f8 - f)
+    fm, _ = moe_host.grouped_linear_host(8, "mxfp8")
+    assert fm - f == pytest.approx(2 * 8 * cal.KERNEL_LAUNCH_S)
+    fd, _ = moe_host.grouped_linear_host(8, "delayed")   # one fused multi-tensor cast-transpose per linear
+    assert fd - f == pytest.approx(2 * cal.KERNEL_LAUNCH_S)
+
+
+# ----- the host model in the layer times -----
+
+from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training  # noqa: E402
+from primus_launch.projection.cost import framework as fw  # noqa: E402
+from primus_launch.projection.cost import roofline as rl  # noqa: E402
+
+
+def _qwen3_30b(gpu: str = "h100-sxm", graphs: tuple = (), impl: str = "none", dispatcher: str = "alltoall") -> Plan:
+    m = ModelArch(num_layers=4, hidden_size=2048, ffn_hidden_size=6144, num_attention_heads=32, num_query_groups=4,
+                  head_dim=128, vocab_size=151936, seq_length=4096, swiglu=True, qk_layernorm=True, num_experts=128,
+                  moe_router_topk=8, moe_ffn_hidden_size=768)
+    return Plan(model=m, parallel=Parallelism(ep=16),
+                training=Training(global_batch_size=64, micro_batch_size=1, moe_token_dispatcher=dispatcher,
+                                  cuda_graph_impl=impl, cuda_graph_scope=graphs, moe_router_fusion=True),
+                cluster=Cluster(gpu=gpu, num_nodes=2))
+
+
+def test_grace_host_factor_is_the_measured_ratio():
+    """GB200 / GB300 hosts are Grace: per-call host time x (37.08 / 13.48) (records te2053-*)."""
+    g, x = ev.record("te2053-torch-linear-cpu-gb200"), ev.record("te2053-torch-linear-cpu-h100-sxm")
+    assert fw.HOST_CPU_FACTOR["grace"] == pytest.approx(g["value"] / x["value"])
+    assert fw.host_cpu_factor("gb200") == fw.host_cpu_factor("gb300") == fw.HOST_CPU_FACTOR["grace"]
+    assert fw.host_cpu_factor("b200") == fw.host_cpu_factor("h100-sxm") == 1.0
+    pg = fw.profile_of(_qwen3_30b("gb200"), "blackwell")
+    pb = fw.profile_of(_qwen3_30b("b200"), "blackwell")
+    assert pg.host_per_kernel == pytest.approx(pb.host_per_kernel * fw.HOST_CPU_FACTOR["grace"])
+
+
+def test_moe_layer_kernels_include_the_traced_framework_ops():
+    """The MoE layer's launches per scope (router, preprocess, dispatch) are at least the traced counts, and
+    its host seconds carry TE's per-expert GEMM launches (8 local experts: 16 forward, 32 backward)."""
+    plan = _qwen3_30b()
+    ops = rl.layer_op_times(plan)
+    tr = moe_host.framework_kernels("alltoall", 16, True, True, False, False)
+    kf, kb = ops["_kernels"]["moe"]
+    dense_f, dense_b = ops["_kernels"]["dense"]
+    # attention half identical to the dense layer's; the MoE half holds the traced router / dispatcher counts
+    assert kf >= sum(v[0] for v in tr.values()) + 3 and kb >= sum(v[1] for v in tr.values())
+    hf, hb, gf, gb = ops["_host"]["moe"]
+    host = fw.profile_of(plan, "hopper").host_per_kernel
+    assert hf == pytest.approx(kf * host + 16 * moe_host.TE_GEMM_HOST_S)
+    assert hb == pytest.approx(kb * host + 32 * moe_host.TE_GEMM_HOST_S)
+
+
+def test_graph_scopes_remove_captured_host_time():
+    """CUDA graphs replace the host time of the captured scopes by one replay per pass; a whole-layer graph
+    (scope list empty) leaves only the replay."""
+    base = rl.layer_op_times(_qwen3_30b())["_host"]["moe"]
+    part = rl.layer_op_times(_qwen3_30b(graphs=("attn", "moe_router", "moe_preprocess"),
+                                        impl="transformer_engine"))["_host"]["moe"]
+    full = rl.layer_op_times(_qwen3_30b(impl="transformer_engine"))["_host"]["moe"]
+    assert full[0] == pytest.approx(fw.GRAPH_LAUNCH_S) and full[1] == pytest.approx(fw.GRAPH_LAUNCH_S)
+    assert full[0] < part[0] < base[0] and part[1] < base[1]
+
+
+def test_small_moe_on_grace_is_host_bound_where_x86_is_not():
+    """GPT-OSS-sized experts at EP 64 (2 local experts) on B200 vs GB200: same GPU, Grace host launches
+    x2.75 slower; the GB200 MoE forward becomes host-bound and its layer time grows."""
+    m = ModelArch(num_layers=4, hidden_size=2880, ffn_hidden_size=2880, num_attention_heads=64, num_query_groups=8,
+                  head_dim=64, vocab_size=201088, seq_length=4096, swiglu=True, num_experts=128, moe_router_topk=4,
+                  moe_ffn_hidden_size=2880)
+
+    def plan(gpu):
+        return Plan(model=m, parallel=Parallelism(ep=64), training=Training(global_batch_size=1024, micro_batch_size=1,
+                                                                             moe_router_fusion=True),
+                    cluster=Cluster(gpu=gpu, num_nodes=16, gpus_per_node=4))
+    hb = rl.layer_op_times(plan("b200"))["_host"]["moe"]
+    hg = rl.layer_op_times(plan("gb200"))["_host"]["moe"]
+    assert hg[0] == pytest.approx(hb[0] * fw.HOST_CPU_FACTOR["grace"])
+    assert hg[0] > hg[2] and hb[0] < hb[2]          # host-bound forward on Grace only
+    tb = rl.layer_times_roofline(plan("b200")).moe_layer
+    tg = rl.layer_times_roofline(plan("gb200")).moe_layer
+    assert tg.fwd_s > tb.fwd_s
+
+
+def test_sync_splits_the_forward_without_cross_overlap():
+    """At the dispatcher's host-device sync the host waits for the GPU: the host time before it overlaps
+    only the GPU work before it, so fwd = max(g1, h1) + max(g2, h2) + 2 t_launch (closed form)."""
+    prof = fw.profile_of(_qwen3_30b(), "hopper")
+    acc = rl._Acc("h100-sxm", "bf16", prof, "bf16", None, 1.0)
+    t = 20e-6
+    acc.f, acc.gf, acc.kf, acc.kb, acc.sync = 3e-3, {"attn": 1e-3, "moe": 2e-3}, {"attn": 100, "moe": 10}, {}, True
+    g1, g2, h1, h2 = 1e-3, 2e-3, 100 * t, 10 * t            # host-bound before the sync, GPU-bound after
+    assert acc.times(t, frozenset()).fwd_s == pytest.approx(max(g1, h1) + max(g2, h2) + 2 * t)
+    assert acc.times(t, frozenset()).fwd_s > max(g1 + g2, h1 + h2) + 2 * t
+    acc.sync = False
+    assert acc.times(t, frozenset()).fwd_s == pytest.approx(max(g1 + g2, h1 + h2))
+
+
+def test_megatron_adapter_reads_the_router_flags():
+    """--moe-router-fusion / --moe-router-load-balancing-type / --moe-router-dtype reach the plan (Megatron
+    defaults: unfused, aux_loss, router in the model dtype) and change the traced router launches."""
+    from primus_launch.adapters.megatron import plan_from_argv
+
+    base = ("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 2048 "
+            "--num-attention-heads 16 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+            "--global-batch-size 64 --tokenizer-type GPT2BPETokenizer --bf16 --num-experts 64 --moe-router-topk 8 "
+            "--expert-model-parallel-size 8 --moe-grouped-gemm --moe-permute-fusion").split()
+    t0 = plan_from_argv(base).training
+    assert (t0.moe_router_fusion, t0.moe_router_aux_loss, t0.moe_router_fp32) == (False, True, False)
+    t1 = plan_from_argv(base + "--moe-router-fusion --moe-router-load-balancing-type none --moe-router-dtype fp32"
+                        .split()).training
+    assert (t1.moe_router_fusion, t1.moe_router_aux_loss, t1.moe_router_fp32) == (True, False, True)
+    k0 = rl.layer_op_times(plan_from_argv(base))["_kernels"]["moe"]
+    k1 = rl.layer_op_times(plan_from_argv(base + ["--moe-router-fusion"]))["_kernels"]["moe"]
+    assert (k0[0] - k1[0], k0[1] - k1[1]) == moe_host.ROUTER_UNFUSED
