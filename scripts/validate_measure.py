@@ -28,7 +28,10 @@
 
 Links (every op) are timed "in situ" by default: both ranks first run the GEMM work a TP layer does between
 two all-reduces (half the measured TP=2 dense-layer forward), so the fitted latency includes the
-arrival skew of two ranks on this machine; ``--isolated-links`` times them after a barrier.
+arrival skew of two ranks on this machine; ``--isolated-links`` times them after a barrier.  The
+same calls are also fitted from the later rank's entry (both processes read one monotonic clock),
+printed with the median gap between the ranks' entries: how much of each in-situ figure is the wait
+for the peer (a diagnostic; nothing is priced from it).
 
 Clocks: pieces are timed in the measuring thread's CPU time (robust to other jobs on the cores); the real
 2-process iteration is wall time (its bubbles and communication waits are real time), so on a
@@ -129,11 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     lk = hw["links"]
     print(f"local 'GPU' spec: {hw['toml']} (measured in {t_hw:.1f} s)")
     print(f"  collectives timed {'in situ after %.1f ms of GEMMs per rank' % (link_compute_s * 1e3) if link_compute_s else 'after a barrier (isolated)'}")
-    for kind in [k for k in lk if k != "fit"]:
+    for kind in [k for k in lk if k not in ("fit", "arrival")]:
         pts = ", ".join(f"{s / 1024:.0f} KiB {t * 1e3:.3f} ms" for s, t in lk[kind])
         print(f"  gloo {kind:14s}: {pts}")
     for k, (B, c) in lk["fit"].items():
         print(f"  fit {k:14s}: B = {B / 1e9:.3f} GB/s (bus), constant = {c * 1e6:.0f} us")
+    arr = lk.get("arrival")
+    if arr:  # the same calls timed from the later rank's entry: the wait for the peer taken out
+        for k, (B, c) in arr["fit"].items():
+            print(f"  fit {k:14s} from the later rank's entry: B = {B / 1e9:.3f} GB/s, constant = {c * 1e6:.0f} us; "
+                  f"median entry gap {arr['entry_gap_s'][k] * 1e6:.0f} us (diagnostic, not priced)")
     spec = hw["spec"]
     print(f"  registered ({args.link_fit}): intra_node_bw {spec['intra_node_bw'] / 1e9:.3f} GB/s, latency "
           f"{spec['intra_node_latency_s'] * 1e6:.0f} us; Adam {hw['adam_s_per_param'] * 1e9:.2f} ns/param -> hbm_bw {hw['spec']['hbm_bw'] / 1e9:.1f} GB/s")

@@ -582,3 +582,19 @@ def test_two_concurrent_runs_measure_each_piece_once(tmp_path):
         assert sorted(o[name] for o in outs) == ["cached", "measured"], (name, outs)
     files = list(tmp_path.glob("megatron-*.json"))
     assert len(files) == len(outs[0]) and all("value" in json.loads(f.read_text()) for f in files)
+
+
+def test_link_arrival_accounting_takes_out_the_wait_for_the_peer():
+    """``measure_links``' arrival accounting (2 real gloo processes, in situ): each call timed from
+    the later rank's entry can only be shorter than the same call timed from rank 0's own entry
+    (both read one monotonic clock), so per op and size its median is at most the in-situ median,
+    and the entry gaps are non-negative; the diagnostic is never registered as a fit."""
+    from primus_launch.projection.measure.localhw import OPS, fabric_fields, measure_links
+
+    lk = measure_links(sizes=(1 << 15, 1 << 16), repeats=3, compute_s=0.001)
+    arr = lk["arrival"]
+    for op in OPS:
+        for (s, t), (s2, ta) in zip(lk[op], arr["aligned"][op]):
+            assert s == s2 and 0.0 <= ta <= t + 1e-9, (op, s, t, ta)
+        assert arr["entry_gap_s"][op] >= 0.0
+    assert set(fabric_fields(lk, 1e9)) and "arrival" not in lk["fit"]
