@@ -20,11 +20,18 @@
    gradients over expert-DP; fp32 as the plan's ``grad_reduce_in_fp32``), Adam step.  Every TP / CP
    call the real run makes is the one the projection prices (``tests/test_layer_collectives.py``
    checks them against a traced real run; EP: ``tests/test_moe_dispatch.py``).
-3. Print projected vs real iteration time and the error.
+3. Print projected vs real iteration time and the error, and the real run's per-region accounting
+   (``realrun.REGIONS``: main-thread CPU and wall per iteration, median, each rank) beside what the
+   projection prices for the same work: the forward-backward's CPU against the measured pieces'
+   ``compute``, ``Adam.step`` against ``optimizer``; forward-backward wall minus CPU is the time
+   that rank waited (collectives, the peer's skew, other jobs).
 
 Links (every op) are timed "in situ" by default: both ranks first run the GEMM work a TP layer does between
 two all-reduces (half the measured TP=2 dense-layer forward), so the fitted latency includes the
-arrival skew of two ranks on this machine; ``--isolated-links`` times them after a barrier.
+arrival skew of two ranks on this machine; ``--isolated-links`` times them after a barrier.  The
+same calls are also fitted from the later rank's entry (both processes read one monotonic clock),
+printed with the median gap between the ranks' entries: how much of each in-situ figure is the wait
+for the peer (a diagnostic; nothing is priced from it).
 
 Clocks: pieces are timed in the measuring thread's CPU time (robust to other jobs on the cores); the real
 2-process iteration is wall time (its bubbles and communication waits are real time), so on a
@@ -103,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     from primus_launch.projection.measure.localhw import measure_local_spec
-    from primus_launch.projection.measure.realrun import run_real
+    from primus_launch.projection.measure.realrun import REGIONS, region_medians, run_real
     from primus_launch.projection.measure.upscale import project_measured
 
     clock = "wall" if args.wall else "thread"
@@ -125,11 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     lk = hw["links"]
     print(f"local 'GPU' spec: {hw['toml']} (measured in {t_hw:.1f} s)")
     print(f"  collectives timed {'in situ after %.1f ms of GEMMs per rank' % (link_compute_s * 1e3) if link_compute_s else 'after a barrier (isolated)'}")
-    for kind in [k for k in lk if k != "fit"]:
+    for kind in [k for k in lk if k not in ("fit", "arrival")]:
         pts = ", ".join(f"{s / 1024:.0f} KiB {t * 1e3:.3f} ms" for s, t in lk[kind])
         print(f"  gloo {kind:14s}: {pts}")
     for k, (B, c) in lk["fit"].items():
         print(f"  fit {k:14s}: B = {B / 1e9:.3f} GB/s (bus), constant = {c * 1e6:.0f} us")
+    arr = lk.get("arrival")
+    if arr:  # the same calls timed from the later rank's entry: the wait for the peer taken out
+        for k, (B, c) in arr["fit"].items():
+            print(f"  fit {k:14s} from the later rank's entry: B = {B / 1e9:.3f} GB/s, constant = {c * 1e6:.0f} us; "
+                  f"median entry gap {arr['entry_gap_s'][k] * 1e6:.0f} us (diagnostic, not priced)")
     spec = hw["spec"]
     print(f"  registered ({args.link_fit}): intra_node_bw {spec['intra_node_bw'] / 1e9:.3f} GB/s, latency "
           f"{spec['intra_node_latency_s'] * 1e6:.0f} us; Adam {hw['adam_s_per_param'] * 1e9:.2f} ns/param -> hbm_bw {hw['spec']['hbm_bw'] / 1e9:.1f} GB/s")
@@ -143,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         proj = project_measured(plan, device="cpu", cache_dir=cache, cpu_clock=clock)
         t_meas = time.perf_counter() - t0
         load0 = os.getloadavg()[0]
-        real = run_real(plan, device="cpu", iters=args.iters, warmup=2, threads=1, pin=not args.no_pin)
+        regions: list = []
+        real = run_real(plan, device="cpu", iters=args.iters, warmup=2, threads=1, pin=not args.no_pin,
+                        regions=regions)
+        reg = [region_medians(r) for r in regions]
         load1 = os.getloadavg()[0]
         real_med = sorted(real)[len(real) // 2]
         err = proj.iteration_time_s / real_med - 1.0
@@ -152,13 +167,19 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(dict(case=name, tp=p.tp, pp=p.pp, world=plan.world_size, microbatches=plan.num_microbatches,
                          projected_s=proj.iteration_time_s, real_median_s=real_med, real_min_s=min(real),
                          real_s=real, error=err, error_vs_min=err_min, breakdown=proj.time_breakdown,
-                         load_avg=(load0, load1), measure_s=t_meas))
+                         load_avg=(load0, load1), measure_s=t_meas, regions=reg))
         bd = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in proj.time_breakdown.items() if v > 0)
         print(f"\n[{name}] tp={p.tp} pp={p.pp} world={plan.world_size} micro-batches={plan.num_microbatches}")
         print(f"  projected {proj.iteration_time_s * 1e3:8.1f} ms   ({bd} ms)")
         print(f"  real      {real_med * 1e3:8.1f} ms median, {min(real) * 1e3:.1f} min of {len(real)} "
               f"(load avg {load0:.1f} -> {load1:.1f})")
         print(f"  error     {err:+.1%} vs median, {err_min:+.1%} vs min")
+        bd_ms = {k: v * 1e3 for k, v in proj.time_breakdown.items()}
+        print("  real main-thread CPU (wall) ms/iter, median, " + " | ".join(f"rank {i}" for i in range(len(reg))) + ": "
+              + "; ".join(f"{k} " + " | ".join(f"{r[k][0] * 1e3:.1f} ({r[k][1] * 1e3:.1f})" for r in reg)
+                          for k in REGIONS if all(k in r for r in reg)))
+        print(f"  priced for that work: compute {bd_ms.get('compute', 0.0):.1f} (forward_backward's CPU), "
+              f"optimizer {bd_ms.get('optimizer', 0.0):.1f} (Adam), dp_comm {bd_ms.get('dp_comm', 0.0):.1f} (grad_reduce)")
     print("\nsummary: " + "; ".join(f"{r['case']} {r['error']:+.1%}" for r in rows))
     if args.json:
         args.json.write_text(json.dumps({"hw": {k: v for k, v in hw.items() if k != "links"}, "links": lk,

@@ -140,6 +140,7 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
                 a @ a
     calls = {(op, nbytes): _op_call(op, rank, nbytes) for nbytes in sizes for op in ops}
     ts: dict[tuple[str, int], list[float]] = {key: [] for key in calls}
+    stamps: dict[tuple[str, int], list[tuple[float, float]]] = {key: [] for key in calls}
     for i in range(repeats + 2):
         for key, call in calls.items():  # interleaved: a change of load hits every op and size alike
             if work is None:
@@ -148,9 +149,27 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
                 work()
             t0 = time.perf_counter()
             call()
-            ts[key].append((time.perf_counter() - t0) / (2 if key[0] == "p2p" else 1))  # p2p: one-way
+            t1 = time.perf_counter()
+            ts[key].append((t1 - t0) / (2 if key[0] == "p2p" else 1))  # p2p: one-way
+            stamps[key].append((t0, t1))
     res = {op: [(float(nbytes), statistics.median(ts[(op, nbytes)][2:])) for nbytes in sizes] for op in ops}
+    # arrival accounting (CLOCK_MONOTONIC, one clock for both processes): per call, the time from
+    # the later rank's entry to this rank's exit (the call without the wait for the peer) and the
+    # two ranks' entry gap
+    both = [None, None]
+    dist.all_gather_object(both, {f"{op}|{nb}": v for (op, nb), v in stamps.items()})
     if rank == 0:
+        peer = both[1]
+        aligned, skew = {}, {}
+        for op in ops:
+            aligned[op], gaps = [], []
+            for nbytes in sizes:
+                mine, theirs = stamps[(op, nbytes)][2:], peer[f"{op}|{nbytes}"][2:]
+                per = [(e - max(a, b)) / (2 if op == "p2p" else 1) for (a, e), (b, _) in zip(mine, theirs)]
+                aligned[op].append((float(nbytes), statistics.median(per)))
+                gaps += [abs(a - b) for (a, _), (b, _) in zip(mine, theirs)]
+            skew[op] = statistics.median(gaps)
+        res["arrival"] = {"aligned": aligned, "entry_gap_s": skew}
         q.put(res)
     dist.barrier()
     dist.destroy_process_group()
@@ -164,7 +183,11 @@ def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 
     ``b`` the op's NCCL-tests bus bytes (``collectives.bus_bytes``: S for an all-reduce of 2 ranks,
     S/2 for all-gather / reduce-scatter / all-to-all) and ``b = S`` for p2p, so ``B`` is the op's
     bus bandwidth and ``c`` its constant; ``fit["joint"]``: all-reduce and p2p together
-    (:func:`_joint_fit`, when both were timed).  Every (op, size) is timed once per round, so a change
+    (:func:`_joint_fit`, when both were timed).  ``"arrival"`` (diagnostic, priced by nothing):
+    ``aligned`` ``{op: [(S, t)]}`` with ``t`` timed from the later rank's entry (both processes
+    read one monotonic clock), its ``fit``, and ``entry_gap_s`` ``{op: median gap between the two
+    ranks' entries}``: how much of the in-situ figure is the wait for the peer.  Every (op, size)
+    is timed once per round, so a change
     of load on the machine hits them alike; median of ``repeats`` rounds after 2 warm-ups.
 
     ``compute_s = 0``: each collective starts after a barrier (the isolated link cost).
@@ -196,7 +219,12 @@ def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 
             p.join(timeout=30)
             if p.is_alive():
                 p.terminate()
+    arrival = res.pop("arrival", None)
     res["fit"] = {op: _fit([(s if op == "p2p" else bus_bytes(op, s, 2), t) for s, t in v]) for op, v in res.items()}
+    if arrival is not None:  # diagnostic only: not registered, nothing prices from it
+        arrival["fit"] = {op: _fit([(s if op == "p2p" else bus_bytes(op, s, 2), t) for s, t in v])
+                          for op, v in arrival["aligned"].items()}
+        res["arrival"] = arrival
     if "all_reduce" in res and "p2p" in res:
         res["fit"]["joint"] = _joint_fit(res)
     return res

@@ -11,6 +11,14 @@ with NCCL.  Used by ``tests/test_measure.py`` and ``scripts/validate_measure.py`
 Iteration time = wall clock between two barriers around (forward-backward of all micro-batches
 + optimizer step) for each of ``iters`` iterations after ``warmup``, taken on rank 0 (or the
 process's CPU time, ``clock="process"``, for a single process on a shared machine).
+
+Per-region accounting (``regions=``): each timed iteration's :data:`REGIONS` -- ``zero_grad``,
+``forward_backward`` (megatron's schedule: every micro-batch's forward and backward, TP / CP / EP
+collectives and pipeline sends included), ``grad_reduce`` (the data-parallel all-reduce with its
+flatten / cast / copy-back) and ``optimizer`` (``Adam.step``) -- as (main-thread CPU seconds,
+wall seconds) pairs.  The CPU time is the work this rank's Python thread did (what the measured
+pieces time); wall minus CPU is time spent waiting (collectives, a peer's skew, other jobs on the
+core).  On CUDA these are host-side times (kernels run asynchronously).
 """
 
 from __future__ import annotations
@@ -50,19 +58,40 @@ def _init(rank: int, world: int, port: int, device: str, threads: int, pin: bool
     dist.init_process_group(backend, rank=rank, world_size=world)
 
 
+REGIONS = ("zero_grad", "forward_backward", "grad_reduce", "optimizer")
+
+
 def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: int = 2,
-                     clock: str = "wall") -> list[float]:
+                     clock: str = "wall", regions: Optional[dict] = None) -> list[float]:
     """Seconds of each timed iteration (inside an initialized process group of
     ``plan.world_size`` ranks); every rank must call it.  ``clock="thread"`` / ``"process"``: CPU
     seconds of this thread / process instead of wall time (only meaningful for a single process, where nothing
-    waits on a peer).  megatron's fused kernels run eagerly on the CPU (``mcore_cpu.eager_fusions``)."""
+    waits on a peer).  megatron's fused kernels run eagerly on the CPU (``mcore_cpu.eager_fusions``).
+    ``regions``: a dict filled with ``{region: [(cpu_s, wall_s) per timed iteration]}`` for each
+    of :data:`REGIONS` (module doc)."""
     from primus_launch.frameworks import mcore_cpu
 
     with mcore_cpu.eager_fusions(device):
-        return _train_iterations(plan, device, iters, warmup, clock)
+        return _train_iterations(plan, device, iters, warmup, clock, regions)
 
 
-def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: str) -> list[float]:
+class _Regions:
+    """(main-thread CPU, wall) seconds per named region of one iteration."""
+
+    def __init__(self) -> None:
+        self.now: dict[str, tuple[float, float]] = {}
+
+    def mark(self) -> tuple[float, float]:
+        return time.thread_time(), time.perf_counter()
+
+    def add(self, name: str, t0: tuple[float, float]) -> tuple[float, float]:
+        t1 = self.mark()
+        self.now[name] = (t1[0] - t0[0], t1[1] - t0[1])
+        return t1
+
+
+def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: str,
+                      regions: Optional[dict] = None) -> list[float]:
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
     from megatron.core.pipeline_parallel import get_forward_backward_func
@@ -113,21 +142,34 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
     fb = get_forward_backward_func()
     now = {"thread": time.thread_time, "process": time.process_time}.get(clock, time.perf_counter)
     times = []
+    reg = _Regions()
+    if regions is not None:
+        for name in REGIONS:
+            regions.setdefault(name, [])
     for i in range(warmup + iters):
+        r0 = reg.mark()
         opt.zero_grad(set_to_none=True)
+        reg.add("zero_grad", r0)
         dist.barrier()
         if dev.type == "cuda":
             torch.cuda.synchronize()
         t0 = now()
+        r0 = reg.mark()
         fb(forward_step_func=forward_step, data_iterator=iter(range(10**6)), model=[model],
            num_microbatches=plan.num_microbatches, seq_length=s, micro_batch_size=b, forward_only=False)
+        r0 = reg.add("forward_backward", r0)
         reduce_grads()
+        r0 = reg.add("grad_reduce", r0)
         opt.step()
+        reg.add("optimizer", r0)
         if dev.type == "cuda":
             torch.cuda.synchronize()
         dist.barrier()
         if i >= warmup:
             times.append(now() - t0)
+            if regions is not None:
+                for name in REGIONS:
+                    regions[name].append(reg.now[name])
     return times
 
 
@@ -167,11 +209,14 @@ def _worker(rank: int, world: int, port: int, plan_json: str, device: str, iters
     try:
         _init(rank, world, port, device, threads, pin)
         plan = Plan.model_validate_json(plan_json)
-        times = train_iterations(plan, device, iters, warmup)
-        if rank == 0:
-            queue.put(("ok", times))
+        regions: dict = {}
+        times = train_iterations(plan, device, iters, warmup, regions=regions)
         import torch.distributed as dist
 
+        every = [None] * world
+        dist.all_gather_object(every, regions)
+        if rank == 0:
+            queue.put(("ok", times, every))
         dist.barrier()
         dist.destroy_process_group()
     except BaseException as exc:  # report, never hang the parent
@@ -180,10 +225,12 @@ def _worker(rank: int, world: int, port: int, plan_json: str, device: str, iters
 
 
 def run_real(plan: Plan, *, device: str = "cpu", iters: int = 5, warmup: int = 2, threads: int = 1,
-             timeout_s: float = 600.0, pin: bool = False) -> list[float]:
+             timeout_s: float = 600.0, pin: bool = False, regions: Optional[list] = None) -> list[float]:
     """Start ``plan.world_size`` processes (``torch.multiprocessing`` spawn), run
     :func:`train_iterations` and return rank 0's iteration times (seconds).  ``pin``: bind rank
-    r to its own core(s) (``os.sched_setaffinity``) so two ranks never time-share one core."""
+    r to its own core(s) (``os.sched_setaffinity``) so two ranks never time-share one core.
+    ``regions``: a list extended with each rank's per-region accounting (rank order;
+    :func:`train_iterations`'s ``regions``)."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -205,7 +252,15 @@ def run_real(plan: Plan, *, device: str = "cpu", iters: int = 5, warmup: int = 2
                 pr.join()
     if result[0] != "ok":
         raise RuntimeError(result[1])
+    if regions is not None:
+        regions.extend(result[2])
     return result[1]
+
+
+def region_medians(regions: dict) -> dict[str, tuple[float, float]]:
+    """``{region: (median CPU s, median wall s)}`` over the timed iterations of one rank's
+    :func:`train_iterations` ``regions``."""
+    return {k: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for k, v in regions.items() if v}
 
 
 def wait_result(q, procs, timeout_s: float):
