@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import pprint
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -504,7 +505,19 @@ def coll_records() -> list[dict]:
     gradient buckets; smaller ones sit on NCCL's latency floor, which ``lat`` stands for)."""
     return [r for r in ev.select("collective") if r["unit"].startswith("GB/s busbw")
             and r["shape"].get("op") in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
-            and r["value"] > 0 and (ev.number(r["shape"].get("bytes")) or 1 << 34) >= 1 << 20]
+            and r["value"] > 0 and (ev.number(r["shape"].get("bytes")) or 1 << 34) >= 1 << 20
+            and not r.get("excluded")]   # a record kept with the reason it is not fitted (its "excluded")
+
+
+# a latency is identified only by records of a size where it is a visible share of the time: two
+# sizes of 4 and 8 GiB pin a bandwidth, not a 20-200 us latency (their intercept is timing noise)
+LATENCY_SIZE = 1 << 28
+
+
+def coll_latency_records() -> list[dict]:
+    """Small-message all-to-all times across scale-up domains (unit 'us latency')."""
+    return [r for r in ev.select("collective") if r["unit"] == "us latency"
+            and r["shape"].get("op") == "all_to_all" and not r.get("excluded")]
 
 
 def _span(r: dict) -> str:
@@ -561,6 +574,9 @@ def fit_collectives() -> dict:
             m = int(nodes) if isinstance(nodes, int) else 1
             k = n // m
             bb = (S if op == "all_to_all" else 1.0) and (2.0 if op == "all_reduce" else 1.0) * (n - 1) / n * S
+            rg = get_gpu(r["gpu"])   # the record's own links (an architecture spans 400G and 800G NICs)
+            if (rg.intra_node_bw, rg.inter_node_bw) != (fab.up_bw, fab.nic_bw):
+                fab = dataclasses.replace(fab, up_bw=rg.intra_node_bw, nic_bw=rg.inter_node_bw)
             model = collective_time(op, S, n, m, k, fab)
             return model, bb / (r["value"] * 1e9)
 
@@ -573,11 +589,12 @@ def fit_collectives() -> dict:
         def fit_pair(sel, e_key, l_key, fixed: dict):
             def mk(x):
                 kw = dict(e_ar=0.8, e_g=0.8, e_a2a=0.8, l_ar=3e-5, l_g=3e-5, l_a2a=3e-5, e_nic=0.8, e_nic_a2a=0.8,
-                          l_nic=3e-5)
+                          l_nic=3e-5, l_nic_a2a=None)
                 kw.update({a: b for a, b in fixed.items() if a in kw})
                 kw[e_key], kw[l_key] = x[0], x[1] * 1e-6
                 return Fabric(**base, **kw)
-            sized = len({ev.number(r["shape"].get("bytes")) for r in sel}) > 1
+            sizes = {ev.number(r["shape"].get("bytes")) or float(1 << 34) for r in sel}
+            sized = len(sizes) > 1 and min(sizes) <= LATENCY_SIZE
             hi = 1.0 if e_key.startswith("e_nic") else 1.4   # NVLS can exceed the link rate; a NIC cannot
             lat0 = 20.0
             bounds = [(0.2, hi), (0.5, 2000.0)] if sized else [(0.2, hi), (lat0, lat0)]
@@ -616,8 +633,20 @@ def fit_collectives() -> dict:
                 ids += [r["id"] for r in nic]
                 if not sized:
                     notes.append("nic: large-message figures only, latency 20 us")
+        # an all-to-all across domains is one round of send/recv to every peer (NCCL's alltoall:
+        # ncclGroup of ncclSend/ncclRecv), not the ring / tree steps the all-reduce latency l_nic holds:
+        # its own latency from small-message all-to-all times, pooled over architectures (a NIC /
+        # proxy property) where an architecture has none
+        lat_recs = [r for r in coll_latency_records() if arch_of(r["gpu"]) in (arch, "blackwell_ultra" if arch == "blackwell" else arch)]
+        pooled = not lat_recs
+        lat_recs = lat_recs or coll_latency_records()
+        if lat_recs:
+            res["l_nic_a2a"] = round(statistics.median(r["value"] for r in lat_recs) * 1e-6, 7)
+            ids += [r["id"] for r in lat_recs]
+            if pooled:
+                notes.append("l_nic_a2a: the other architectures' small-message all-to-all")
         if nic_a2a:
-            e, lat, rms, sized = fit_pair(nic_a2a, "e_nic_a2a", "l_nic", res)
+            e, lat, rms, sized = fit_pair(nic_a2a, "e_nic_a2a", "l_nic_a2a" if lat_recs else "l_nic", res)
             res["e_nic_a2a"], res["rms_nic_a2a"] = round(e, 4), round(rms, 4)
             ids += [r["id"] for r in nic_a2a]
         out[f"{arch}/fabric"] = dict(res, records=list(dict.fromkeys(ids)), note="; ".join(notes))  # each id once

@@ -127,7 +127,7 @@ def test_deepep_dispatcher_field():
     tok = 4096 * 7168 * 2
     assert f / 2 == pytest.approx(tok * d_remote / (fab.e_rdma["deepep"] * g.inter_node_bw)
                                   + 2 * g.inter_node_latency_s + fab.l_a2a, rel=1e-9)
-    assert a2a == pytest.approx(tok * 7 / (fab.e_nic_a2a * g.inter_node_bw) + fab.l_nic, rel=1e-9)
+    assert a2a == pytest.approx(tok * 7 / (fab.e_nic_a2a * g.inter_node_bw) + fab.l_nic_a2a, rel=1e-9)
     r0, r1 = project_dry_run(base), project_dry_run(dee)
     _check_consistent(r1, dee)
     assert r1.time_breakdown["ep_comm"] < r0.time_breakdown["ep_comm"]

@@ -22,8 +22,15 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
   operation over each GPU's own NIC on S/k, all-gather in the domain):
   t = c (k-1)/k S / (e_g B_up) + c (m-1)/m (S/k) / (e_nic B_nic) + l_g + l_nic,  c = 2 (all-reduce) or 1
 - all-to-all across domains: the (k-1)/n share over the scale-up link and the (n-k)/n share over
-  the NIC at once: t = max(S (k-1)/n / (e_a2a B_up), S (n-k)/n / (e'_nic B_nic)) + l_nic, with
-  the NIC's all-to-all efficiency e'_nic
+  the NIC at once: t = max(S (k-1)/n / (e_a2a B_up), S (n-k)/n / (e'_nic B_nic)) + l'_nic, with
+  the NIC's all-to-all efficiency e'_nic and latency l'_nic.  NCCL's alltoall is one ncclGroup of
+  ncclSend / ncclRecv to every peer (S/n bytes each): each GPU's remote share leaves through its own
+  NIC (with PXN a peer on another rail is reached over NVLink first, which adds at most (k-1)/k of
+  the remote share to the scale-up term, a link 9-18x the NIC's), so it cannot aggregate the node's
+  NICs (NVIDIA/nccl-tests#267, #130: busbw -> m/(m-1) x one NIC on m nodes).  l'_nic is ONE round of
+  sends, not the all-reduce's ring / tree steps that l_nic holds: 30 us for 16 ranks over 400G IB
+  (DeepEP#3; record deepep3-h100-a2a-r16-latency).  Records: nccl-tests alltoall_perf on 4-192
+  GB200 / GB300 ranks (NVL72 and 2-3 racks), 8-16 B300, 4-32 H100 (docs/kernel-evidence.md)
 - DeepEP / HybridEP dispatch and combine (normal kernels; Megatron flex dispatcher): a token goes
   ONCE to each destination rank and, across domains, ONCE to each destination domain over RDMA
   (forwarded inside it over NVLink). With T tokens of b bytes per rank and D_rank / D_dom the
@@ -81,6 +88,8 @@ class Fabric:
     e_rs: float | None = None
     l_rs: float | None = None
     e_p2p: float | None = None  # point-to-point efficiency inside a domain; None = e_g
+    # latency of an all-to-all across domains (one round of send/recv to every peer); None = l_nic
+    l_nic_a2a: float | None = None
 
     def up(self, k: int) -> float:
         """Scale-up bandwidth a group with ``k`` members in the domain can use."""
@@ -142,7 +151,7 @@ def _fabric(gpu: str) -> Fabric:
     return Fabric(g.intra_node_bw, link, fab["e_ar"], fab["e_g"], fab["e_a2a"], fab["l_ar"], fab["l_g"], fab["l_a2a"],
                   g.inter_node_bw, fab["e_nic"], fab["e_nic_a2a"], fab["l_nic"], g.intra_node_latency_s,
                   g.inter_node_latency_s,
-                  e_rdma, e_nvl, True)
+                  e_rdma, e_nvl, True, l_nic_a2a=fab.get("l_nic_a2a"))
 
 
 def bus_bytes(op: str, nbytes: float, n: int) -> float:
@@ -189,7 +198,8 @@ def collective_time(op: str, nbytes: float, size: int, nodes: int, per_node: int
     if kind == "all_to_all":
         t_up = nbytes * (k - 1) / n / (f.e_a2a * bw_up) if k > 1 else 0.0
         t_out = nbytes * (n - k) / n / (f.e_nic_a2a * f.nic_bw)
-        return max(t_up, t_out) + (f.l_nic if f.fitted else (n - 1) * f.a_nic)
+        lat = (f.l_nic if f.l_nic_a2a is None else f.l_nic_a2a) if f.fitted else (n - 1) * f.a_nic
+        return max(t_up, t_out) + lat
     bb = bus_bytes(op, nbytes, n)
     ring_bw = min(f.e_g * bw_up, k * nic) if k > 1 else nic
     if f.fitted:
