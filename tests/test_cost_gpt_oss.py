@@ -62,38 +62,29 @@ def test_megatron_unfused_rope_matches_rope_utils():
     assert sum(i + o for _, i, o in bwd) / t.numel() == pytest.approx(nb_b)
 
 
-def test_te_grouped_mlp_apply_bias_matches_experts_py():
-    """TEGroupedMLP._apply_bias over E experts: 2E+1 forward kernels moving 12 B per output element;
-    backward 4E+2 autograd kernels moving 16 B, plus Megatron DDP's ``main_grad.add_`` of the FC1 and FC2
-    bias of each expert (2E) = EXPERT_BIAS_BYTES and the row's (2E+1, 6E+2) kernels."""
+@pytest.mark.parametrize("probs_dtype", ["bf16", "fp32"])
+def test_te_grouped_mlp_apply_bias_matches_experts_py(probs_dtype):
+    """TEGroupedMLP._apply_bias over E experts.  bf16 probs (alltoall / allgather dispatchers): 2E+1
+    forward kernels moving 12 B per output element; backward 4E+2 autograd kernels moving 16 B, plus
+    Megatron DDP's ``main_grad.add_`` of the FC1 and FC2 bias of each expert (2E) = EXPERT_BIAS_BYTES
+    and the row's (2E+1, 6E+2) kernels.  fp32 probs (DeepEP / HybridEP deliver them): the chain runs in
+    fp32 and casts back, 28 B forward in 2E+2 kernels, 40 B backward in 6E+3 (+ the 2E DDP bias hooks)
+    = EXPERT_BIAS_BYTES_FP32_PROBS."""
     from megatron.core.transformer.moe.experts import TEGroupedMLP
 
     E, n, h = 3, 8, 16
+    fp32 = probs_dtype == "fp32"
     out = torch.randn(E * n, h, dtype=torch.bfloat16, device="meta", requires_grad=True)
     biases = [torch.randn(h, dtype=torch.bfloat16, device="meta", requires_grad=True) for _ in range(E)]
-    probs = torch.randn(E * n, 1, dtype=torch.bfloat16, device="meta", requires_grad=True)
+    probs = torch.randn(E * n, 1, dtype=torch.float32 if fp32 else torch.bfloat16, device="meta",
+                        requires_grad=True)
     grad = torch.randn(E * n, h, dtype=torch.bfloat16, device="meta")
     fwd, bwd = _traced(lambda: TEGroupedMLP._apply_bias(out, biases, [n] * E, probs), grad, n * h)
-    elems = E * n * h
-    fb, bb = rl.EXPERT_BIAS_BYTES
-    assert len(fwd) == 2 * E + 1 and len(bwd) + 2 * E == 6 * E + 2
-    assert sum(i + o for _, i, o in fwd) / elems == pytest.approx(fb)
-    assert sum(i + o for _, i, o in bwd) / elems == pytest.approx(bb)
-
-
-def test_apply_bias_with_fp32_probs_matches_experts_py():
-    """With DeepEP / HybridEP the probs arrive in fp32: the chain runs in fp32 and casts back (28 B forward
-    in 2E+2 kernels; 40 B backward in 6E+3, + the 2E DDP bias hooks) = EXPERT_BIAS_BYTES_FP32_PROBS."""
-    from megatron.core.transformer.moe.experts import TEGroupedMLP
-
-    E, n, h = 3, 8, 16
-    out = torch.randn(E * n, h, dtype=torch.bfloat16, device="meta", requires_grad=True)
-    biases = [torch.randn(h, dtype=torch.bfloat16, device="meta", requires_grad=True) for _ in range(E)]
-    probs = torch.randn(E * n, 1, dtype=torch.float32, device="meta", requires_grad=True)
-    grad = torch.randn(E * n, h, dtype=torch.bfloat16, device="meta")
-    fwd, bwd = _traced(lambda: TEGroupedMLP._apply_bias(out, biases, [n] * E, probs), grad, n * h)
-    fb, bb = rl.EXPERT_BIAS_BYTES_FP32_PROBS
-    assert len(fwd) == 2 * E + 2 and len(bwd) == 6 * E + 3
+    fb, bb = rl.EXPERT_BIAS_BYTES_FP32_PROBS if fp32 else rl.EXPERT_BIAS_BYTES
+    if fp32:
+        assert len(fwd) == 2 * E + 2 and len(bwd) == 6 * E + 3
+    else:
+        assert len(fwd) == 2 * E + 1 and len(bwd) + 2 * E == 6 * E + 2
     assert sum(i + o for _, i, o in fwd) / (E * n * h) == pytest.approx(fb)
     assert sum(i + o for _, i, o in bwd) / (E * n * h) == pytest.approx(bb)
 
