@@ -309,18 +309,7 @@ def _moe_layer_pair(plan: Plan, lt: LayerTimes, f: float, b: float):
     from primus_launch.projection.cost.ep_overlap import LayerPair
 
     mo = lt.moe_layer
-    src = lt
-    if not lt.parts:
-        from primus_launch.projection.cost.roofline import layer_times_roofline
-
-        src = layer_times_roofline(plan)
-    tot = src.moe_layer
-    af = sum(src.part("moe", k).fwd_s for k in _ATTN_NODE)
-    ai = sum(src.part("moe", k).bwd_input_s for k in _ATTN_NODE)
-    aw = sum(src.part("moe", k).bwd_weight_s for k in _ATTN_NODE)
-    frac = (af / tot.fwd_s if tot.fwd_s > 0 else 0.5, ai / tot.bwd_input_s if tot.bwd_input_s > 0 else 0.5,
-            aw / tot.bwd_weight_s if tot.bwd_weight_s > 0 else 0.5)
-    af, ai, aw = mo.fwd_s * frac[0], mo.bwd_input_s * frac[1], mo.bwd_weight_s * frac[2]
+    af, ai, aw = (getattr(mo, k) * _attn_share(plan, lt, k) for k in ("fwd_s", "bwd_input_s", "bwd_weight_s"))
     mf, mi, mw = mo.fwd_s - af, mo.bwd_input_s - ai, mo.bwd_weight_s - aw
     if not plan.training.delay_wgrad_compute:  # each node's backward computes its weight gradients
         ai, mi, aw, mw = ai + aw, mi + mw, 0.0, 0.0
@@ -451,6 +440,14 @@ def _fsdp_elems(plan: Plan) -> tuple[float, float, float]:
     return param_elem, g, ge
 
 
+def fsdp_reshards_after_forward(plan: Plan) -> bool:
+    """Whether FSDP frees the gathered parameters after each forward (and gathers them again for the
+    backward): ``fsdp_reshard_after_forward`` "always", or "default" without PP (TorchTitan
+    ``get_fsdp_reshard_after_forward_policy``: False under PP)."""
+    p = plan.parallel
+    return p.fsdp_reshard_after_forward == "always" or (p.fsdp_reshard_after_forward == "default" and p.pp == 1)
+
+
 def fsdp_unit_comm(plan: Plan, gpu: str, lay, moe: bool) -> tuple[float, float, float, float]:
     """Raw seconds of one decoder layer's FSDP units on one GPU: (all-gather of the non-expert
     parameters over the DP shard group, all-gather of the expert parameters over expert-DP,
@@ -476,7 +473,7 @@ def fsdp_layer_exposed(plan: Plan, lt: LayerTimes, gpu: str, lay, ep_raw: tuple[
     p = plan.parallel
     pp, nmb = p.pp, plan.num_microbatches
     units, arch = get_gpu(gpu).num_sms, get_gpu(gpu).arch
-    reshard = p.fsdp_reshard_after_forward == "always" or (p.fsdp_reshard_after_forward == "default" and pp == 1)
+    reshard = fsdp_reshards_after_forward(plan)
     ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(plan, gpu, lay, moe)
     ag, rs = ag_d + ag_e, rs_d + rs_e
     if pp > 1 and p.fsdp_pp_grad_sync == "schedule":
@@ -550,17 +547,17 @@ def fsdp_microbatch_edges(plan: Plan, lt: LayerTimes, gpu: str, lay, first_moe: 
     pe, gd, _ = _fsdp_elems(plan)
     ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(plan, gpu, lay, first_moe)
     kind = "moe" if first_moe else "dense"
-    win_f = lt.part(kind, "scope:attn").fwd_s + lt.part(kind, "scope:moe_router").fwd_s
     a, r = lt.part(kind, "scope:attn"), lt.part(kind, "scope:moe_router")
+    win_f = a.fwd_s + r.fwd_s
     win_b = a.bwd_input_s + a.bwd_weight_s + r.bwd_input_s + r.bwd_weight_s
     f = ag_d + max(0.0, ag_e - win_f)
     b = rs_d + max(0.0, rs_e - win_b)
+    vocab = float(m.vocab_size * m.hidden_size // p.tp)   # the embedding's / output layer's shard
     if embedding:
-        emb = float(m.vocab_size * m.hidden_size // p.tp)
-        f += coll.all_gather(pe * emb, lay.dp_shard, gpu)
-        b += coll.reduce_scatter(gd * emb, lay.dp_shard, gpu)
+        f += coll.all_gather(pe * vocab, lay.dp_shard, gpu)
+        b += coll.reduce_scatter(gd * vocab, lay.dp_shard, gpu)
     if head and m.untie_embeddings_and_output_weights:
-        f += coll.all_gather(pe * float(m.vocab_size * m.hidden_size // p.tp), lay.dp_shard, gpu)
+        f += coll.all_gather(pe * vocab, lay.dp_shard, gpu)
     return f, b
 
 
@@ -607,8 +604,7 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
         ep_b += con.displaced(ep_raw[1] - ep_b, n_ep, units, arch)
 
     fsdp = p.dp_sharding == "full" and lay.dp_shard.size > 1
-    grad_elem = 4 if t.grad_reduce_in_fp32 else 2
-    param_elem = 1.0 if (t.fp8_param_gather and t.precision in ("fp8", "fp4")) else 2.0
+    param_elem, grad_elem, expert_grad_elem = _fsdp_elems(plan)
     fsdp_dense = fsdp_moe = (0.0, 0.0)
     # FSDP with pipeline parallelism exists only on torch pipelining (TorchTitan, NeMo AutoModel):
     # parameters stay unsharded across a schedule's micro-batches (reshard_after_forward "default" =
@@ -790,7 +786,7 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 grad = coll.all_reduce(float(grad_elem * sp_.total / max(1, lay.dp_shard.size)), lay.dp_replicate, gpu)
             if fsdp_pp and not sync_mb:   # torch pipelining's REDUCE_GRAD: the stage's gradients at once, exposed
                 grad += (coll.reduce_scatter(float(grad_elem * sp_.dense), lay.dp_shard, gpu)
-                         + coll.reduce_scatter(_fsdp_elems(plan)[2] * sp_.expert, lay.expert_dp, gpu))
+                         + coll.reduce_scatter(expert_grad_elem * sp_.expert, lay.expert_dp, gpu))
         elif dp_size > 1 or lay.expert_dp.size > 1:
             gd, ge = float(grad_elem * sp_.dense), float(grad_elem * sp_.expert)
             if sharded:

@@ -166,7 +166,7 @@ def _fsdp_rows(plan: Plan, lt, lay, arch_key: str) -> list[tuple[str, float, flo
     """FSDP (``dp_sharding = "full"``) rows of :func:`comm_rows`: one layer's gathers and
     reduce-scatters per micro-batch as :mod:`primus_launch.projection.iteration` prices them."""
     from primus_launch.projection.iteration import (_ep_times, _fsdp_elems, fsdp_ep_nic_sharing, fsdp_layer_exposed,
-                                                    fsdp_microbatch_edges, fsdp_unit_comm)
+                                                    fsdp_microbatch_edges, fsdp_reshards_after_forward, fsdp_unit_comm)
 
     p, m = plan.parallel, plan.model
     if p.dp_sharding != "full" or lay.dp_shard.size <= 1:
@@ -181,13 +181,13 @@ def _fsdp_rows(plan: Plan, lt, lay, arch_key: str) -> list[tuple[str, float, flo
     else:
         how = "per micro-batch, prefetched behind the layer"
     dt = f"; gather {int(8 * pe)}-bit, grads {int(8 * gd)}-bit" + (f", expert grads {int(8 * ge)}-bit" if ge != gd else "")
+    reshard = fsdp_reshards_after_forward(plan)
     rows = []
     for moe in ((False, True) if m.is_moe and lt.moe_layer is not None else (False,)):
         ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(plan, gpu, lay, moe)
         ex = fsdp_layer_exposed(plan, lt, gpu, lay, ep, moe, lt.moe_layer if moe else lt.dense_layer)
         who = (f"FSDP {'MoE' if moe else 'dense'} layer, {lay.dp_shard.size} ranks over {lay.dp_shard.nodes} domain(s)"
                + (f", experts over {lay.expert_dp.size} ranks / {lay.expert_dp.nodes} domain(s)" if ag_e else ""))
-        reshard = p.fsdp_reshard_after_forward == "always" or (p.fsdp_reshard_after_forward == "default" and p.pp == 1)
         rows.append((who, 1e3 * (ag_d + ag_e), 1e3 * (rs_d + rs_e + (ag_d + ag_e if reshard else 0.0)), 1e3 * ex[0],
                      1e3 * ex[1], f"{arch_key}; {how}{dt}" + ("; re-gathered in backward" if reshard else "")))
         if moe:
@@ -197,8 +197,7 @@ def _fsdp_rows(plan: Plan, lt, lay, arch_key: str) -> list[tuple[str, float, flo
                              1e3 * nf, 1e3 * nb, "iteration.fsdp_ep_nic_sharing (even NIC share; DeepEP README: "
                                                  "traffic isolation)"))
     if p.pp > 1 and p.fsdp_pp_grad_sync == "microbatch":
-        first_moe = m.is_moe_layer(0) if hasattr(m, "is_moe_layer") else False
-        for moe in sorted({first_moe, m.is_moe}):
+        for moe in sorted({m.is_moe_layer(0), m.is_moe}):
             ef, eb = fsdp_microbatch_edges(plan, lt, gpu, lay, moe, False)
             rows.append((f"FSDP chunk start / end, first layer {'MoE' if moe else 'dense'} (per chunk pass)",
                          1e3 * ef, 1e3 * eb, 1e3 * ef, 1e3 * eb,
