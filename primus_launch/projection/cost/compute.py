@@ -211,9 +211,15 @@ def quant_time(nbytes: float, gpu: str, recipe: str) -> float:
     q = FITTED["fp8_quant"]
     c = q.get(recipe, q.get("tensorwise", {"eff": 0.4}))
     g = get_gpu(gpu)
-    per = c.get("per_arch", {})
-    eff = next((per[a] for a in _arch_chain(g.arch) if a in per), c["eff"])
-    return nbytes / (g.hbm_bw * eff) + KERNEL_MIN_S
+    return nbytes / (g.hbm_bw * quant_efficiency(c, g.arch)) + KERNEL_MIN_S
+
+
+def quant_efficiency(fit: dict, arch: str) -> float:
+    """HBM fraction of one recipe's quantisation fit ``FITTED['fp8_quant'][recipe]`` on ``arch``: its
+    ``per_arch`` figure along the architecture chain where TE's benchmark ran there, else its mean
+    ``eff`` (0 for an empty fit)."""
+    per = fit.get("per_arch", {})
+    return next((per[a] for a in _arch_chain(arch) if a in per), fit.get("eff", 0.0))
 
 
 def clear_caches() -> None:

@@ -19,7 +19,7 @@ from primus_launch.plan import Plan
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost import evidence as ev
 from primus_launch.projection.cost.fitted import FITTED
-from primus_launch.projection.cost.compute import _arch_chain
+from primus_launch.projection.cost.compute import quant_efficiency
 
 KINDS = ("dense", "dense_window", "moe", "moe_window", "mtp", "embedding", "head")
 
@@ -88,9 +88,7 @@ def op_rows(plan: Plan) -> list[OpRow]:
             elif what == "quant":
                 q = FITTED["fp8_quant"].get(info[1], {})
                 nbytes = info[3] if len(info) > 3 else 0.0
-                qe = next((q.get("per_arch", {})[a] for a in _arch_chain(g.arch) if a in q.get("per_arch", {})),
-                          q.get("eff", 0))
-                effs = f"{100 * qe:.0f}% of HBM (recipe kernels)" if q else "streaming"
+                effs = f"{100 * quant_efficiency(q, g.arch):.0f}% of HBM (recipe kernels)" if q else "streaming"
                 src = (f"fp8_quant {info[1]}: {len(q.get('records', []))} records "
                        f"({', '.join(q.get('records', [])[:2])}); bytes per element cost/fp8.py; "
                        f"{nbytes / 1e9:.2f} GB per micro-batch") if q else "cost/fp8.py (fused casts at streaming speed)"

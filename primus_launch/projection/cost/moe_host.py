@@ -92,10 +92,9 @@ def framework_kernels(dispatcher: str, ep: int, fused: bool, aux_loss: bool, rou
     on or both off, mixed settings add the router's and the dispatcher's parts).  DeepEP / HybridEP
     cast bf16 probs to fp32 in ``dispatch`` (``token_probs.float()``: +1 kernel each pass)."""
     rfu = fused if router_fused is None else router_fused
-    rf = ROUTER_BASE[0] + (ROUTER_AUX[0] if aux_loss else 0) + (ROUTER_FP32[0] if router_fp32 else 0) \
-        + (ROUTER_FORCE[0] if force_balance else 0) + (0 if rfu else ROUTER_UNFUSED[0])
-    rb = ROUTER_BASE[1] + (ROUTER_AUX[1] if aux_loss else 0) + (ROUTER_FP32[1] if router_fp32 else 0) \
-        + (ROUTER_FORCE[1] if force_balance else 0) + (0 if rfu else ROUTER_UNFUSED[1])
+    parts = [ROUTER_BASE] + [c for c, on in ((ROUTER_AUX, aux_loss), (ROUTER_FP32, router_fp32),
+                                              (ROUTER_FORCE, force_balance), (ROUTER_UNFUSED, not rfu)) if on]
+    rf, rb = sum(c[0] for c in parts), sum(c[1] for c in parts)
     if dispatcher in ("deepep", "hybridep"):
         key = (dispatcher, True)
     elif dispatcher == "alltoall" and ep == 1:

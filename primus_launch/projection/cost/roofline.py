@@ -365,14 +365,7 @@ class _Acc:
         host time on either side of the sync overlaps only the GPU work on its own side."""
         if host_s <= 0:
             return PassTimes(self.f, self.bi, self.bw)
-        hf = sum(n for sc, n in self.kf.items() if sc not in graphs) * host_s
-        hb = sum(n for sc, n in self.kb.items() if sc not in graphs) * host_s
-        hf += sum(v for sc, v in self.hsf.items() if sc not in graphs)
-        hb += sum(v for sc, v in self.hsb.items() if sc not in graphs)
-        if graphs:
-            captured = {sc for sc in self.kf if sc in graphs}
-            hf += GRAPH_LAUNCH_S * (1 if captured else 0)
-            hb += GRAPH_LAUNCH_S * (1 if captured else 0)
+        hf, hb = self._host_seconds(host_s, graphs)
         f = max(self.f, hf)
         if self.sync:
             g1 = sum(v for sc, v in self.gf.items() if sc in SYNC_BEFORE)
@@ -390,14 +383,20 @@ class _Acc:
     def kernels(self) -> int:
         return sum(self.kf.values()) + sum(self.kb.values())
 
+    def _host_seconds(self, host_s: float, graphs: frozenset) -> tuple[float, float]:
+        """Host seconds of the forward and of the backward: the kernels launched outside the captured
+        ``graphs`` scopes at ``host_s`` each, the extra host time of :meth:`host`, and one graph replay
+        per pass when any scope is captured."""
+        hf = sum(n for sc, n in self.kf.items() if sc not in graphs) * host_s
+        hb = sum(n for sc, n in self.kb.items() if sc not in graphs) * host_s
+        hf += sum(v for sc, v in self.hsf.items() if sc not in graphs)
+        hb += sum(v for sc, v in self.hsb.items() if sc not in graphs)
+        g = GRAPH_LAUNCH_S if any(sc in graphs for sc in self.kf) else 0.0
+        return hf + g, hb + g
+
     def host_summary(self, host_s: float, graphs: frozenset) -> tuple[float, float, float, float]:
         """(host forward, host backward, GPU forward, GPU backward) seconds of one pass pair (:meth:`times`)."""
-        hf = sum(n for sc, n in self.kf.items() if sc not in graphs) * host_s \
-            + sum(v for sc, v in self.hsf.items() if sc not in graphs)
-        hb = sum(n for sc, n in self.kb.items() if sc not in graphs) * host_s \
-            + sum(v for sc, v in self.hsb.items() if sc not in graphs)
-        g = GRAPH_LAUNCH_S if any(sc in graphs for sc in self.kf) else 0.0
-        return hf + g, hb + g, self.f, self.bi + self.bw
+        return (*self._host_seconds(host_s, graphs), self.f, self.bi + self.bw)
 
     def shares(self, kind: str, out: dict) -> None:
         for k, v in self.sums.items():
