@@ -57,15 +57,14 @@ def project(
     else:
         from primus_launch.projection.measure.upscale import project_measured
 
-        from primus_launch.projection.dryrun import power_cap_note
+        from primus_launch.projection.dryrun import as_stated
         from primus_launch.projection.hardware.gpus import resolve_power_cap
 
         device = measure_device or default_measure_device()
         run = resolve_power_cap(plan)  # the target GPU at the stated power cap (Cluster.power_limit_w)
         result = project_measured(run, device=device, memory_margin=memory_margin,
                                   record_timeline=record_timeline, cache_dir=cache_dir, memory_basis=memory_basis)
-        if run is not plan:
-            result = result.model_copy(update={"plan": plan, "notes": list(result.notes) + [power_cap_note(run)]})
+        result = as_stated(plan, run, result)
     if memory_basis != result.memory.memory_basis:
         from primus_launch.projection.memory.estimate import estimate_memory
 

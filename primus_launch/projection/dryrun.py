@@ -18,12 +18,20 @@ def project_dry_run(plan: Plan, *, memory_margin: float = 0.05, record_timeline:
     run = resolve_power_cap(plan)
     res = assemble(run, layer_times_roofline(run), "dry-run", record_timeline=record_timeline,
                    memory_margin=memory_margin)
-    if run is not plan:
-        res = res.model_copy(update={"plan": plan, "notes": list(res.notes) + [power_cap_note(run)]})
+    res = as_stated(plan, run, res)
     warn = unmodelled_flags(plan)
     if warn:
         res = res.model_copy(update={"warnings": list(res.warnings) + warn})
     return res
+
+
+def as_stated(plan: Plan, run: Plan, res: ProjectionResult) -> ProjectionResult:
+    """``res``, the projection of ``run`` (``plan`` after ``resolve_power_cap``), reported for the plan
+    as the user stated it: ``plan`` kept in the result and the cap in its notes; ``res`` itself when no
+    cap applied."""
+    if run is plan:
+        return res
+    return res.model_copy(update={"plan": plan, "notes": list(res.notes) + [power_cap_note(run)]})
 
 
 def power_cap_note(run: Plan) -> str:
