@@ -119,6 +119,15 @@ def register_fabric(gpu: str, fields: dict | None) -> None:
     clear_caches()
 
 
+def register_fabric_tables(tables: dict) -> list[str]:
+    """Register every ``{gpu: fields}`` of a GPU file's ``[collectives.<gpu>]`` tables (per-operation
+    link fits, as ``measure.localhw.measure_local_spec`` writes them) with :func:`register_fabric`;
+    returns the GPU names."""
+    for gpu, fields in tables.items():
+        register_fabric(gpu, dict(fields))
+    return list(tables)
+
+
 def measured_fabric_fields(gpu: str) -> dict | None:
     """The fields :func:`register_fabric` registered for ``gpu`` (None: none)."""
     return dict(_MEASURED[gpu]) if gpu in _MEASURED else None

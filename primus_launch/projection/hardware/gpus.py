@@ -277,6 +277,5 @@ def load_gpu_file(path: str | Path) -> list[str]:
     if data.get("collectives"):
         from primus_launch.projection.cost import collectives
 
-        for gpu, fields in data["collectives"].items():
-            collectives.register_fabric(gpu, dict(fields))
+        collectives.register_fabric_tables(data["collectives"])
     return names

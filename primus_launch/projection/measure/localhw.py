@@ -256,10 +256,7 @@ def load_measured_fabric(path: str | Path) -> list[str]:
 
     from primus_launch.projection.cost import collectives
 
-    data = tomllib.loads(Path(path).read_text())
-    for gpu, fields in data.get("collectives", {}).items():
-        collectives.register_fabric(gpu, dict(fields))
-    return list(data.get("collectives", {}))
+    return collectives.register_fabric_tables(tomllib.loads(Path(path).read_text()).get("collectives", {}))
 
 
 def adam_seconds_per_param(n_params: int = 4_000_000, dtype: torch.dtype = torch.bfloat16,
@@ -338,9 +335,8 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
     text = "\n".join(lines) + "\n"
     path = Path(out_file) if out_file else Path(tempfile.mkdtemp(prefix="primus-hw-")) / f"{name}.toml"
     atomic_write_text(path, text)
-    load_gpu_file(path)
     collectives.register_fabric(name, None)  # a re-measured name keeps no per-op fits of an earlier one
-    load_measured_fabric(path)
+    load_gpu_file(path)   # the spec, and the per-op fits of its [collectives.<name>] table
     _clear_model_caches()
     measured.update(spec=get_gpu(name).model_dump(), toml=str(path), fabric=fab)
     return measured
