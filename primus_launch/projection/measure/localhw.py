@@ -220,10 +220,12 @@ def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 
             if p.is_alive():
                 p.terminate()
     arrival = res.pop("arrival", None)
-    res["fit"] = {op: _fit([(s if op == "p2p" else bus_bytes(op, s, 2), t) for s, t in v]) for op, v in res.items()}
+    def fits(points: dict) -> dict:   # each op against its bus bytes (p2p: the message)
+        return {op: _fit([(s if op == "p2p" else bus_bytes(op, s, 2), t) for s, t in v]) for op, v in points.items()}
+
+    res["fit"] = fits(res)
     if arrival is not None:  # diagnostic only: not registered, nothing prices from it
-        arrival["fit"] = {op: _fit([(s if op == "p2p" else bus_bytes(op, s, 2), t) for s, t in v])
-                          for op, v in arrival["aligned"].items()}
+        arrival["fit"] = fits(arrival["aligned"])
         res["arrival"] = arrival
     if "all_reduce" in res and "p2p" in res:
         res["fit"]["joint"] = _joint_fit(res)
