@@ -33,7 +33,9 @@ BLOCKS = {
     "BENCH_PREFILTER": (["scripts/bench_prefilter.py"], lambda out: "\n".join(out.splitlines()[-3:])),
     "BENCH_TUNER": (["scripts/bench_tuner.py"], lambda out: out[out.index("recipe    "):]),
     "CASE_STUDY": (["scripts/case_study.py"], lambda out: out),
-    "VALIDATE_MEASURE": (["scripts/validate_measure.py"], lambda out: out[out.index("  collectives timed"):]),
+    "VALIDATE_MEASURE": (["scripts/validate_measure.py"],
+                         lambda out: out[out.index("===== round 1") if "===== round 1" in out
+                                         else out.index("  collectives timed"):]),
     "VALIDATE_MEMORY": (["scripts/validate_memory.py"],
                         lambda out: "\n".join(ln for ln in out.splitlines() if ln.startswith(("rows compared", "Megatron-LM",
                                                                                       "gpt/", "moe/", "run ")) or

@@ -26,6 +26,13 @@
    ``compute``, ``Adam.step`` against ``optimizer``; forward-backward wall minus CPU is the time
    that rank waited (collectives, the peer's skew, other jobs).
 
+Rounds (``--rounds``, default 3): steps 1-3 are repeated, everything measured afresh each round
+-- the links, and each case's pieces in a cache of their own right before that case's real run (so
+the projection and the run it is compared with see the machine within seconds of each other);
+the summary gives every round's error and, per case, their median and range.  On this shared
+2-core VM one comparison moves by about +-10 % between rounds (the machine's speed drifts over
+tens of seconds), so one round alone can neither show nor refute a 15 % agreement.
+
 Links (every op) are timed "in situ" by default: both ranks first run the GEMM work a TP layer does between
 two all-reduces (half the measured TP=2 dense-layer forward), so the fitted latency includes the
 arrival skew of two ranks on this machine; ``--isolated-links`` times them after a barrier.  The
@@ -38,8 +45,8 @@ Clocks: pieces are timed in the measuring thread's CPU time (robust to other job
 loaded machine the real side is inflated -- the script prints the load average next to the result
 and ``--wall`` times the pieces in wall time instead.
 
-    python scripts/validate_measure.py [--iters 8] [--wall] [--cases pp2,tp2,ep2,cp2,pp1] [--isolated-links]
-                                       [--single-link-fit]
+    python scripts/validate_measure.py [--rounds 3] [--iters 8] [--wall] [--cases pp2,tp2,ep2,cp2,pp1]
+                                       [--isolated-links] [--single-link-fit]
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -83,7 +91,10 @@ def _plan(tp: int = 1, pp: int = 1, ep: int = 1, cp: int = 1, world: int = 2, gp
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="independent rounds (links, pieces and real runs each measured afresh); the summary gives each "
+                         "round's error and their median")
     ap.add_argument("--wall", action="store_true", help="time the measured pieces in wall time")
     ap.add_argument("--cases", default="pp2,tp2,ep2,cp2,pp1")
     ap.add_argument("--link-fit", default="all_reduce", choices=("all_reduce", "p2p", "joint"))
@@ -109,30 +120,66 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from primus_launch.projection.measure.localhw import measure_local_spec
-    from primus_launch.projection.measure.realrun import REGIONS, region_medians, run_real
-    from primus_launch.projection.measure.upscale import project_measured
-
     clock = "wall" if args.wall else "thread"
-    from primus_launch.projection.measure.cache import MeasureCache
-    from primus_launch.projection.measure.upscale import measure_pieces
-
     cases = {"pp2": _plan(pp=2), "tp2": _plan(tp=2), "ep2": _plan(ep=2, moe=True), "cp2": _plan(cp=2),
              "pp1": _plan(world=1)}
-    cache = Path(tempfile.mkdtemp(prefix="primus-measure-"))
+    names = args.cases.split(",")
+    bad = [n for n in names if n not in cases]
+    if bad:
+        print(f"--cases {args.cases}: {', '.join(bad)} not one of {', '.join(cases)}")
+        return 2
+    rows, hws = [], []
+    for rnd in range(args.rounds):
+        if args.rounds > 1:
+            print(f"\n===== round {rnd + 1} of {args.rounds} =====")
+        hws.append(_round(args, clock, cases, names, rnd, rows))
+    print("\n" + _summary(rows, names, args.rounds))
+    if args.json:
+        args.json.write_text(json.dumps({"rounds": [{"hw": {k: v for k, v in hw.items() if k != "links"},
+                                                     "links": hw["links"]} for hw in hws],
+                                         "rows": rows, "clock": clock}, indent=1, default=str))
+    return 0
+
+
+def _summary(rows: list[dict], names: list[str], rounds: int) -> str:
+    """One line per case: each round's error and, over several rounds, their median and range."""
+    out = []
+    for name in names:
+        errs = [r["error"] for r in rows if r["case"] == name]
+        if not errs:
+            continue
+        line = f"{name} " + ", ".join(f"{e:+.1%}" for e in errs)
+        if rounds > 1:
+            line += (f"  -> median {statistics.median(errs):+.1%} (range {min(errs):+.1%} .. {max(errs):+.1%})")
+        out.append(line)
+    head = "summary (projected / real - 1" + (", each round, median over rounds" if rounds > 1 else "") + "):"
+    return head + "\n  " + "\n  ".join(out)
+
+
+def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list[dict]) -> dict:
+    """One round: measure the links, then for each case measure its pieces afresh (a cache
+    directory of its own, right before its real run, so that the projection and the run see the
+    machine at nearly the same time) and run the real iterations; appends one row per case."""
+    from primus_launch.projection.measure.cache import MeasureCache
+    from primus_launch.projection.measure.localhw import measure_local_spec
+    from primus_launch.projection.measure.realrun import REGIONS, region_medians, run_real
+    from primus_launch.projection.measure.upscale import measure_pieces, project_measured
+
     link_compute_s = 0.0
     if not args.isolated_links:  # the compute between two TP all-reduces: half a layer's forward
-        t_tp = measure_pieces(cases["tp2"], "cpu", cache=MeasureCache(cache), cpu_clock=clock).timings
+        tmp = Path(tempfile.mkdtemp(prefix="primus-measure-"))
+        t_tp = measure_pieces(cases["tp2"], "cpu", cache=MeasureCache(tmp), cpu_clock=clock).timings
         link_compute_s = t_tp["dense_layer#0"].fwd_s / 2
     t_hw0 = time.perf_counter()
     hw = measure_local_spec("cpu-gloo-loopback", links=True, link_fit=args.link_fit,
                             link_compute_s=link_compute_s, per_op=not args.single_link_fit,
                             out_file=args.gpu_file, clock=clock)
     t_hw = time.perf_counter() - t_hw0
+    hw["measure_hw_s"] = t_hw
     lk = hw["links"]
     print(f"local 'GPU' spec: {hw['toml']} (measured in {t_hw:.1f} s)")
     print(f"  collectives timed {'in situ after %.1f ms of GEMMs per rank' % (link_compute_s * 1e3) if link_compute_s else 'after a barrier (isolated)'}")
-    for kind in [k for k in lk if k not in ("fit", "arrival")]:
+    for kind in [k for k in lk if k not in ("fit", "arrival", "samples")]:
         pts = ", ".join(f"{s / 1024:.0f} KiB {t * 1e3:.3f} ms" for s, t in lk[kind])
         print(f"  gloo {kind:14s}: {pts}")
     for k, (B, c) in lk["fit"].items():
@@ -148,10 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     print("  per-op fabric: " + (", ".join(f"{k} {v:.4g}" for k, v in hw["fabric"].items()) if hw["fabric"]
                                  else "none (every op from the one fit)"))
 
-    rows = []
-    for name in args.cases.split(","):
+    for name in names:
         plan = cases[name]
         t0 = time.perf_counter()
+        cache = Path(tempfile.mkdtemp(prefix="primus-measure-"))  # this case's pieces, measured now
         proj = project_measured(plan, device="cpu", cache_dir=cache, cpu_clock=clock)
         t_meas = time.perf_counter() - t0
         load0 = os.getloadavg()[0]
@@ -164,12 +211,12 @@ def main(argv: list[str] | None = None) -> int:
         err = proj.iteration_time_s / real_med - 1.0
         err_min = proj.iteration_time_s / min(real) - 1.0
         p = plan.parallel
-        rows.append(dict(case=name, tp=p.tp, pp=p.pp, world=plan.world_size, microbatches=plan.num_microbatches,
+        rows.append(dict(case=name, round=rnd + 1, tp=p.tp, pp=p.pp, world=plan.world_size, microbatches=plan.num_microbatches,
                          projected_s=proj.iteration_time_s, real_median_s=real_med, real_min_s=min(real),
                          real_s=real, error=err, error_vs_min=err_min, breakdown=proj.time_breakdown,
                          load_avg=(load0, load1), measure_s=t_meas, regions=reg))
         bd = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in proj.time_breakdown.items() if v > 0)
-        print(f"\n[{name}] tp={p.tp} pp={p.pp} world={plan.world_size} micro-batches={plan.num_microbatches}")
+        print(f"\n[{name}]{f' round {rnd + 1}' if args.rounds > 1 else ''} tp={p.tp} pp={p.pp} world={plan.world_size} micro-batches={plan.num_microbatches}")
         print(f"  projected {proj.iteration_time_s * 1e3:8.1f} ms   ({bd} ms)")
         print(f"  real      {real_med * 1e3:8.1f} ms median, {min(real) * 1e3:.1f} min of {len(real)} "
               f"(load avg {load0:.1f} -> {load1:.1f})")
@@ -180,12 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                           for k in REGIONS if all(k in r for r in reg)))
         print(f"  priced for that work: compute {bd_ms.get('compute', 0.0):.1f} (forward_backward's CPU), "
               f"optimizer {bd_ms.get('optimizer', 0.0):.1f} (Adam), dp_comm {bd_ms.get('dp_comm', 0.0):.1f} (grad_reduce)")
-    print("\nsummary: " + "; ".join(f"{r['case']} {r['error']:+.1%}" for r in rows))
-    if args.json:
-        args.json.write_text(json.dumps({"hw": {k: v for k, v in hw.items() if k != "links"}, "links": lk,
-                                         "rows": rows, "clock": clock, "measure_hw_s": t_hw}, indent=1,
-                                        default=str))
-    return 0
+    return hw
 
 
 if __name__ == "__main__":

@@ -432,6 +432,110 @@ def test_spread_bound_fails_for_a_piece_whose_work_varies():
     assert pt.bwd_input_s + pt.bwd_weight_s == pytest.approx(pt.bwd_s)
 
 
+def test_pieces_are_sampled_round_robin_over_the_window():
+    """``time_pieces`` interleaves the pieces' samples (one of each in turn, so that a change of the
+    machine's speed hits every piece alike) and goes on until ``min_window_s`` of wall time has
+    passed, each piece sampling past its spread target inside the window: the forward calls after
+    the warm-ups alternate a, b, a, b, ..., the rounds last at least the window, and both pieces
+    hold more samples than their target needed."""
+    import time
+
+    from primus_launch.projection.measure.timing import PieceSampler, TimingPolicy, time_pieces, torch_threads
+
+    order: list[str] = []
+    w = torch.randn(128, 128, requires_grad=True)
+
+    def piece(tag: str):
+        def fwd(x):
+            order.append(tag)
+            return (x @ w).tanh().sum()
+        return fwd, torch.randn(128, 128, requires_grad=True)
+
+    pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=10**6, min_sample_s=0.0, max_inner=1, target_spread=0.5,
+                       noise_probe=False, min_window_s=0.2)
+    cpu = torch.device("cpu")
+    with torch_threads(1):
+        (fa, xa), (fb, xb) = piece("a"), piece("b")
+        sa = PieceSampler(fa, [xa], [w], cpu, split="flop-ratio", flop_split=0.5, policy=pol)
+        sb = PieceSampler(fb, [xb], [w], cpu, split="flop-ratio", flop_split=0.5, policy=pol)
+        order.clear()
+        t0 = time.perf_counter()
+        time_pieces([sa, sb], pol)
+        took = time.perf_counter() - t0
+    assert took >= 0.2
+    assert sa.n > 10 and abs(sa.n - sb.n) <= 1, (sa.n, sb.n)
+    assert order == ["a", "b"] * sb.n + ["a"] * (sa.n - sb.n)
+    res = sa.result(measure_mem=False)
+    assert res.repeats == sa.n and res.converged and res.total_s > 0
+
+
+def test_keep_freed_memory_removes_the_layers_page_faults():
+    """``cpu_alloc.keep_freed_memory``: the validation's dense layer (megatron-core, built by the
+    measured path's builder) in a fresh process faults in fresh pages on every forward + backward
+    with glibc's defaults, and none with freed memory kept (``scripts/piece_conditions.py``'s
+    children, each its own process)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+
+    def child(mode: str) -> dict:
+        out = subprocess.run([sys.executable, str(root / "scripts" / "piece_conditions.py"), "--child", mode,
+                              "--iters", "5"], capture_output=True, text=True, env=env, cwd=root, check=True).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+    default, keep = child("default"), child("keep")
+    assert keep["applied"] is True
+    assert default["minflt"] > 100, default
+    assert keep["minflt"] <= 5, keep
+
+
+def test_cache_eviction_before_each_timed_pass():
+    """``flush_buffer`` holds twice the CPU's last-level cache; a piece of at least ``FLUSH_MIN_S``
+    per iteration is timed with it updated before each pass (forward, backward), a shorter one
+    warm, and ``flush_cache=False`` turns it off (the policy's cache key says which)."""
+    import time
+
+    from primus_launch.projection.measure.timing import (
+        FLUSH_MIN_S, PieceSampler, TimingPolicy, _cache_bytes, flush_buffer, torch_threads)
+
+    cpu = torch.device("cpu")
+    buf = flush_buffer(cpu)
+    assert buf.numel() * buf.element_size() == 2 * _cache_bytes(cpu) >= 2 << 20
+    w = torch.randn(384, 384, requires_grad=True)
+    x = torch.randn(384, 384, requires_grad=True)
+
+    def slow(x):
+        y = x
+        while True:
+            y = (y @ w).tanh()
+            if time.thread_time() - t0[0] >= 2 * FLUSH_MIN_S:
+                return y.sum()
+
+    t0 = [0.0]
+
+    def timed(x):
+        t0[0] = time.thread_time()
+        return slow(x)
+
+    def quick(x):
+        return (x[:8, :8] @ w[:8, :8]).sum()
+
+    pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=3, noise_probe=False)
+    with torch_threads(1):
+        long_piece = PieceSampler(timed, [x], [w], cpu, split="flop-ratio", flop_split=0.5, policy=pol)
+        short_piece = PieceSampler(quick, [x], [w], cpu, split="flop-ratio", flop_split=0.5, policy=pol)
+        off = PieceSampler(timed, [x], [w], cpu, split="flop-ratio", flop_split=0.5,
+                           policy=TimingPolicy(warmup=1, min_repeats=3, max_repeats=3, noise_probe=False,
+                                               flush_cache=False))
+    assert long_piece._flush is buf and short_piece._flush is None and off._flush is None
+    assert pol.key()["flush_cache"] is True and off.policy.key()["flush_cache"] is False
+
+
 def test_titan_memory_model_takes_the_measured_blocks():
     """The hook of TorchTitan's memory model: measured blocks equal to the model's own give the model's
     stages exactly; a measured block that keeps twice as much raises the stage's activations and peak

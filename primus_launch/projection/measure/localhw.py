@@ -10,7 +10,7 @@ to the CLI later); set ``plan.cluster.gpu = name``:
 
 - links (gloo on loopback, 2 processes, each bound to its own core): every operation the collectives
   model prices -- all-reduce, all-gather, reduce-scatter, all-to-all (the torch.distributed calls
-  megatron-core makes) and send/recv -- at five message sizes, all interleaved, median of repeats, each
+  megatron-core makes) and send/recv -- at five message sizes, all interleaved, trimmed mean of repeats, each
   fitted to its own ``t = b / B + c`` (``b``: the op's bus bytes, :func:`measure_links`).  Why per
   op: gloo's ops do not cost alike (``scripts/validate_measure.py`` prints each op's points and fit;
   an EP=2 run's all-gathers and reduce-scatters cost more than the all-reduce fit says).  Each fit
@@ -43,6 +43,25 @@ import torch
 from primus_launch.fileio import atomic_write_text
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.hardware.gpus import get_gpu, load_gpu_file
+
+
+#: share of the calls dropped at each end before a link time is averaged (:func:`trimmed_mean`)
+TRIM = 0.1
+
+
+def trimmed_mean(xs: list[float], trim: float = TRIM) -> float:
+    """Mean of ``xs`` without the lowest and highest ``trim`` share (at least one value kept).
+
+    Why a mean and not the median: a run's communication is the sum of many calls (the TP=2 case
+    makes ~150 per iteration), whose expectation is the per-call *mean*; on a shared VM a gloo
+    call's time is not one bump but several (whether a peer's or gloo's own I/O thread's wake-up
+    falls before or after a scheduler tick), and the median of 15 calls jumps between them from one
+    measurement to the next (``scripts/validate_measure.py`` prints the points per round).  The
+    trim drops the rare preemptions that a mean of 15 would otherwise carry."""
+    v = sorted(xs)
+    k = int(len(v) * trim)
+    v = v[k:len(v) - k] or v
+    return sum(v) / len(v)
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
@@ -118,6 +137,9 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
                  ops: tuple[str, ...] = OPS) -> None:
     import torch.distributed as dist
 
+    from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
+
+    keep_freed_memory()  # as the measuring process and the real runs' ranks (cpu_alloc)
     if hasattr(os, "sched_setaffinity"):  # one core per rank, as the real runs (realrun pin=True)
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
@@ -152,7 +174,8 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
             t1 = time.perf_counter()
             ts[key].append((t1 - t0) / (2 if key[0] == "p2p" else 1))  # p2p: one-way
             stamps[key].append((t0, t1))
-    res = {op: [(float(nbytes), statistics.median(ts[(op, nbytes)][2:])) for nbytes in sizes] for op in ops}
+    res = {op: [(float(nbytes), trimmed_mean(ts[(op, nbytes)][2:])) for nbytes in sizes] for op in ops}
+    res["samples"] = {f"{op}|{nb}": v[2:] for (op, nb), v in ts.items()}
     # arrival accounting (CLOCK_MONOTONIC, one clock for both processes): per call, the time from
     # the later rank's entry to this rank's exit (the call without the wait for the peer) and the
     # two ranks' entry gap
@@ -166,7 +189,7 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
             for nbytes in sizes:
                 mine, theirs = stamps[(op, nbytes)][2:], peer[f"{op}|{nbytes}"][2:]
                 per = [(e - max(a, b)) / (2 if op == "p2p" else 1) for (a, e), (b, _) in zip(mine, theirs)]
-                aligned[op].append((float(nbytes), statistics.median(per)))
+                aligned[op].append((float(nbytes), trimmed_mean(per)))
                 gaps += [abs(a - b) for (a, _), (b, _) in zip(mine, theirs)]
             skew[op] = statistics.median(gaps)
         res["arrival"] = {"aligned": aligned, "entry_gap_s": skew}
@@ -176,7 +199,7 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
 
 
 def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 21),
-                  repeats: int = 15, compute_s: float = 0.0, ops: tuple[str, ...] = OPS) -> dict:
+                  repeats: int = 30, compute_s: float = 0.0, ops: tuple[str, ...] = OPS) -> dict:
     """gloo loopback times of each collective the cost model prices, 2 processes:
     ``{op: [(S, t)], "fit": {op: (B, c)}}`` for op in ``ops`` (:data:`OPS`; ``S`` as
     :func:`_op_call` says; p2p one-way).  ``fit[op]`` is the least-squares ``t = b / B + c`` with
@@ -188,7 +211,8 @@ def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 
     read one monotonic clock), its ``fit``, and ``entry_gap_s`` ``{op: median gap between the two
     ranks' entries}``: how much of the in-situ figure is the wait for the peer.  Every (op, size)
     is timed once per round, so a change
-    of load on the machine hits them alike; median of ``repeats`` rounds after 2 warm-ups.
+    of load on the machine hits them alike; each point is the :func:`trimmed_mean` of ``repeats``
+    rounds after 2 warm-ups (``"samples"``: every call's time, ``{"op|S": [t]}``).
 
     ``compute_s = 0``: each collective starts after a barrier (the isolated link cost).
     ``compute_s > 0``: "in situ" -- both ranks first run the same ``compute_s`` of GEMMs, as a TP
@@ -220,6 +244,8 @@ def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 
             if p.is_alive():
                 p.terminate()
     arrival = res.pop("arrival", None)
+    samples = res.pop("samples", None)
+
     def fits(points: dict) -> dict:   # each op against its bus bytes (p2p: the message)
         return {op: _fit([(s if op == "p2p" else bus_bytes(op, s, 2), t) for s, t in v]) for op, v in points.items()}
 
@@ -229,6 +255,8 @@ def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 
         res["arrival"] = arrival
     if "all_reduce" in res and "p2p" in res:
         res["fit"]["joint"] = _joint_fit(res)
+    if samples is not None:
+        res["samples"] = samples
     return res
 
 
@@ -305,7 +333,9 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
     reduce-scatter, all-to-all and p2p each by what gloo did for that op; ``measured["fabric"]``
     holds those fields.  ``per_op=False``: every op from the one fit (the earlier model)."""
     from primus_launch.projection.cost import collectives
+    from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
 
+    keep_freed_memory()  # the Adam step timed as the real runs' ranks run it (cpu_alloc)
     measured: dict = {}
     t_pp = adam_seconds_per_param(dtype=dtype, clock=clock)
     hbm_bw = cal.ADAM_BYTES_PER_PARAM / (t_pp * cal.HBM_BW_EFFICIENCY)

@@ -44,7 +44,10 @@ def _init(rank: int, world: int, port: int, device: str, threads: int, pin: bool
     import torch.distributed as dist
 
     from primus_launch.frameworks import mcore_cpu
+    from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
 
+    if torch.device(device).type == "cpu":  # as the measuring process (cpu_alloc)
+        keep_freed_memory()
     if pin and hasattr(os, "sched_setaffinity"):  # one core per rank, as torchrun --bind does
         cpus = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cpus[(rank * threads + i) % len(cpus)] for i in range(threads)})

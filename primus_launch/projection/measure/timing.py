@@ -16,6 +16,19 @@ Protocol (:class:`TimingPolicy`; the same code on every device, only the clock d
   sample lasts at least ``min_sample_s`` (sub-millisecond pieces are otherwise timer and
   interpreter noise; up to ``max_inner`` iterations).  Each figure is the **median** over
   samples; the spread (relative IQR) of each is recorded;
+- pieces measured together (every piece of a plan) are sampled **round-robin**
+  (:func:`time_pieces`), one sample of each in turn, for at least ``min_window_s`` of wall time
+  and until each has reached its spread target or cap: a change of the machine's speed hits every
+  piece alike and every median spans the same window (on a shared 2-core VM the speed moves in
+  phases of seconds: the same layer timed 0.3 s at a time read 33 to 44 ms within minutes, while
+  the real run's iterations, a second each, held within 32-35 ms per layer);
+- caches (``flush_cache``): before each timed pass (forward, backward; with the split, B and W)
+  an untimed update of a buffer twice the last-level cache evicts what the previous pass left
+  (:func:`flush_buffer`, triton's ``do_bench`` L2 flush): in a step, a layer's weights and saved
+  activations are cold when its forward and backward run; CPU pieces shorter than
+  :data:`FLUSH_MIN_S` per iteration are timed warm.  On the CPU the measuring process also keeps
+  freed memory (:mod:`.cpu_alloc`), as the CUDA caching allocator does, so no pass pays page faults
+  that depend on the process's history;
 - the machine's **noise floor** (CPU, ``noise_probe``): after every sample a fixed reference
   workload (:class:`_Reference`, calibrated in the warm-up to last as long as one sample) is
   timed with the same clock; ``spread["reference"]`` is the relative IQR of those reference
@@ -89,6 +102,8 @@ class TimingPolicy:
     cpu_clock: CpuClock = "thread"
     noise_probe: bool = True  # CPU: time a fixed reference workload after every sample (noise floor)
     max_inner: int = 5000
+    flush_cache: bool = True  # evict the caches before each timed pass (pieces of >= FLUSH_MIN_S on the CPU)
+    min_window_s: float = 4.0  # pieces measured together are sampled round-robin over at least this
 
     def __post_init__(self) -> None:
         if self.cpu_clock not in CPU_CLOCKS:
@@ -99,7 +114,9 @@ class TimingPolicy:
     def describe(self) -> str:
         return (f"{self.warmup} warm-up, then samples until the relative IQR of fwd+bwd <= "
                 f"{self.target_spread:.0%} (min {self.min_repeats}, max {self.max_repeats} samples of >= "
-                f"{self.min_sample_s * 1e3:.0f} ms, time cap {self.max_piece_s:.0f} s per piece), median"
+                f"{self.min_sample_s * 1e3:.0f} ms, time cap {self.max_piece_s:.0f} s per piece), median; the "
+                f"pieces sampled round-robin over >= {self.min_window_s:g} s"
+                + ("; caches evicted before each timed pass" if self.flush_cache else "")
                 + (f"; noise floor: a reference workload (a small MLP's forward + backward) timed after every "
                    f"sample (CPU); a piece's own spread (of its samples, or of its samples relative to the "
                    f"reference) judged against max(target, {NOISE_FACTOR:g} x the reference's)"
@@ -109,7 +126,8 @@ class TimingPolicy:
         """What of the policy changes a measurement (the cache key's part)."""
         return {"warmup": self.warmup, "min_repeats": self.min_repeats, "max_repeats": self.max_repeats,
                 "target_spread": self.target_spread, "min_sample_s": self.min_sample_s,
-                "max_piece_s": self.max_piece_s, "noise_probe": self.noise_probe}
+                "max_piece_s": self.max_piece_s, "noise_probe": self.noise_probe,
+                "min_window_s": self.min_window_s, "flush_cache": self.flush_cache}
 
 
 #: a piece's spread is "at the machine's noise floor" up to this multiple of the reference
@@ -215,6 +233,47 @@ class Clock:
             ev.synchronize()
             return token.elapsed_time(ev) / 1e3
         return self._now() - token
+
+
+#: CPU pieces shorter than this per iteration are timed with warm caches: their working set is
+#: small, and an eviction (writing 2x the last-level cache, ~6 ms here) would cost more than they do
+FLUSH_MIN_S = 0.002
+
+
+def _cache_bytes(device: torch.device) -> int:
+    """The device's last-level cache: CUDA ``L2_cache_size``; CPU ``SC_LEVEL3_CACHE_SIZE`` (glibc's
+    sysconf; 32 MiB when unknown)."""
+    import os
+
+    if device.type == "cuda":
+        return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20))
+    try:
+        n = os.sysconf("SC_LEVEL3_CACHE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        n = 0
+    return int(n) if n and n > 0 else 32 << 20
+
+
+_FLUSH: dict[str, torch.Tensor] = {}
+
+
+def flush_buffer(device: torch.device) -> torch.Tensor:
+    """A buffer of ``max(2 x last-level cache, 256 MiB on CUDA)`` bytes (one per device per
+    process) whose in-place update, untimed, before every timed pass evicts what the previous pass
+    left in the caches -- ``triton.testing.do_bench``'s L2 flush (a 256 MB buffer zeroed before each
+    run).  In a training step a layer's forward finds its weights cold (the other layers ran since
+    its last use) and its backward finds its saved activations cold (every later layer's forward
+    and backward ran in between); a piece timed in a loop would find both hot
+    (``scripts/piece_conditions.py`` prints, per piece of the validation's 8-layer GPT, the
+    forward + backward with warm caches and with the eviction, interleaved pairs)."""
+    key = str(device)
+    buf = _FLUSH.get(key)
+    if buf is None:
+        n = 2 * _cache_bytes(device)
+        if device.type == "cuda":
+            n = max(n, 256 << 20)
+        buf = _FLUSH[key] = torch.zeros(n // 4, dtype=torch.int32, device=device)
+    return buf
 
 
 def _zero_grads(tensors: Sequence[torch.Tensor]) -> None:
@@ -381,142 +440,229 @@ class _Reference:
         return self.clock.stop(t0)
 
 
-def _sample_loop(plain, split_pass, inner: int, policy: TimingPolicy, fs: list, bs: list, bis: list,
-                 bws: list, tot: list, wall0: float, ref: Optional[_Reference] = None,
-                 refs: Optional[list] = None) -> None:
-    """Append samples until the spread target, ``max_repeats`` or ``max_piece_s`` (module docstring);
-    with ``ref``, the reference workload is timed after every sample into ``refs``."""
-    from primus_launch import interrupt
+class PieceSampler:
+    """One piece's timing state under a :class:`TimingPolicy` (module docstring), one sample at a
+    time: the constructor runs the warm-up, picks ``inner`` and calibrates the reference workload;
+    :meth:`sample` appends one sample (and the reference after it); :meth:`done` says when the
+    spread target, ``max_repeats`` or the piece's own time cap ``max_piece_s`` (the wall seconds
+    spent in its samples) is reached; :meth:`result` gives the :class:`PieceTiming` (medians,
+    spreads, the split, and the memory passes).  :func:`time_piece` samples one piece to the end;
+    :func:`time_pieces` samples several round-robin."""
 
-    while True:
-        interrupt.check()
+    def __init__(self, forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
+                 params: Sequence[torch.Tensor], device: torch.device, *, split: str,
+                 flop_split: Optional[float] = None, policy: TimingPolicy = TimingPolicy(),
+                 memory_forward: Optional[Callable[..., torch.Tensor]] = None):
+        if split not in SPLITS:
+            raise ValueError(f"split={split!r}: one of {SPLITS}")
+        if split == "flop-ratio" and flop_split is None:
+            raise ValueError("split='flop-ratio' needs flop_split")
+        self.forward, self.device, self.split, self.flop_split = forward, device, split, flop_split
+        self.policy, self.memory_forward = policy, memory_forward
+        self.clock = clock = Clock(device, policy.cpu_clock)
+        self.inputs, self.params = list(inputs), [p for p in params if p.requires_grad]
+        self.everything = self.inputs + self.params
+        self._grad: Optional[torch.Tensor] = None
+        self.autograd_split = split == "autograd" and bool(self.inputs) and bool(self.params)
+        self._flush: Optional[torch.Tensor] = None
+        last = 0.0
+        for _ in range(max(1, policy.warmup)):
+            f, b = self._plain()
+            last = f + b
+            if self.autograd_split:
+                f2, bi, bw = self._split_pass()
+                last += f2 + bi + bw
+        if policy.flush_cache and (clock.cuda or last >= FLUSH_MIN_S):
+            self._flush = flush_buffer(device)
+        self.inner = 1
+        if not clock.cuda and last < policy.min_sample_s:
+            self.inner = min(policy.max_inner, max(1, math.ceil(policy.min_sample_s / max(last, 1e-7))))
+        self.ref: Optional[_Reference] = None
+        self.refs: Optional[list[float]] = None
+        if not clock.cuda and policy.noise_probe:
+            self.ref, self.refs = _Reference(clock), []
+            self.ref.calibrate(self.inner * last)
+        self.fs: list[float] = []
+        self.bs: list[float] = []
+        self.bis: list[float] = []
+        self.bws: list[float] = []
+        self.tot: list[float] = []
+        self.spent_s = 0.0  # wall seconds in this piece's samples (its time cap)
+
+    def _cold(self) -> None:
+        """Evict the caches before a timed pass (untimed; :func:`flush_buffer`)."""
+        if self._flush is not None:
+            self._flush.add_(1)
+
+    def _plain(self) -> tuple[float, float]:
+        clock = self.clock
+        _zero_grads(self.everything)
+        self._cold()
+        t0 = clock.start()
+        out = self.forward(*self.inputs)
+        f = clock.stop(t0)
+        if self._grad is None:
+            self._grad = _grad_like(out)
+        self._cold()
+        t0 = clock.start()
+        torch.autograd.backward(out, self._grad)
+        b = clock.stop(t0)
+        del out
+        return f, b
+
+    def _split_pass(self) -> tuple[float, float, float]:
+        from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
+
+        clock = self.clock
+        _zero_grads(self.everything)
+        self._cold()
+        t0 = clock.start()
+        out = self.forward(*self.inputs)
+        f = clock.stop(t0)
+        self._cold()
+        t0 = clock.start()
+        _, groups = stage_backward_input([out], [self._grad], self.inputs, iter(self.params))
+        bi = clock.stop(t0)
+        self._cold()
+        t0 = clock.start()
+        stage_backward_weight(iter(self.params), groups)
+        bw = clock.stop(t0)
+        del out, groups
+        return f, bi, bw
+
+    @property
+    def n(self) -> int:
+        return len(self.tot)
+
+    def sample(self) -> None:
+        """One sample: ``inner`` iterations of forward + backward (and of the split pass), then
+        the reference workload when the noise probe is on."""
+        w0 = time.perf_counter()
+        inner = self.inner
         sf = sb = sbi = sbw = 0.0
         for _ in range(inner):
-            f, b = plain()
+            f, b = self._plain()
             sf, sb = sf + f, sb + b
-            if split_pass is not None:
-                f2, bi, bw = split_pass()
+            if self.autograd_split:
+                f2, bi, bw = self._split_pass()
                 sf, sbi, sbw = sf + f2, sbi + bi, sbw + bw
-        nf = inner * (2 if split_pass is not None else 1)
-        fs.append(sf / nf)
-        bs.append(sb / inner)
-        tot.append(sf / nf + sb / inner)
-        if split_pass is not None:
-            bis.append(sbi / inner)
-            bws.append(sbw / inner)
-        if ref is not None and refs is not None:
-            refs.append(ref())
-        n = len(tot)
-        if n >= policy.min_repeats and _own_spread(tot, refs) <= policy.target_spread:
-            return
-        if n >= policy.max_repeats or (n >= policy.min_repeats and time.perf_counter() - wall0 > policy.max_piece_s):
-            return
+        nf = inner * (2 if self.autograd_split else 1)
+        self.fs.append(sf / nf)
+        self.bs.append(sb / inner)
+        self.tot.append(sf / nf + sb / inner)
+        if self.autograd_split:
+            self.bis.append(sbi / inner)
+            self.bws.append(sbw / inner)
+        if self.ref is not None and self.refs is not None:
+            self.refs.append(self.ref())
+        self.spent_s += time.perf_counter() - w0
+
+    def converged(self) -> bool:
+        pol = self.policy
+        return self.n >= pol.min_repeats and _own_spread(self.tot, self.refs) <= pol.target_spread
+
+    def capped(self) -> bool:
+        pol = self.policy
+        return self.n >= pol.max_repeats or (self.n >= pol.min_repeats and self.spent_s > pol.max_piece_s)
+
+    def done(self) -> bool:
+        return self.converged() or self.capped()
+
+    def result(self, measure_mem: bool = True) -> PieceTiming:
+        fs, bs, bis, bws, tot, refs = self.fs, self.bs, self.bis, self.bws, self.tot, self.refs
+        converged = self.converged()
+        _zero_grads(self.everything)
+        fwd, bwd = statistics.median(fs), statistics.median(bs)
+        spread = {"fwd": rel_iqr(fs), "bwd": rel_iqr(bs), "total": rel_iqr(tot)}
+        if refs:
+            spread["reference"] = rel_iqr(refs)
+            spread["vs_reference"] = rel_iqr([a / b for a, b in zip(tot, refs) if b > 0])
+        bi_raw = bw_raw = None
+        split, params, inputs = self.split, self.params, self.inputs
+        if self.autograd_split:
+            bi_raw, bw_raw = statistics.median(bis), statistics.median(bws)
+            spread.update(bwd_input_raw=rel_iqr(bis), bwd_weight_raw=rel_iqr(bws))
+            ratio = bi_raw / (bi_raw + bw_raw) if bi_raw + bw_raw > 0 else 0.5
+            used_split = "autograd"
+        elif split == "no-weights" or not params:
+            ratio, used_split = 1.0, "no-weights"
+        elif split == "no-input" or not inputs:
+            ratio, used_split = 0.0, "no-input"
+        else:
+            ratio, used_split = float(self.flop_split if self.flop_split is not None else 0.5), "flop-ratio"
+        mem = measure_memory(self.memory_forward or self.forward, inputs, params, self.device) if measure_mem else \
+            {"activation_bytes": 0, "output_bytes": 0, "peak_bytes": 0, "reserved_bytes": 0}
+        return PieceTiming(
+            fwd_s=fwd, bwd_s=bwd, bwd_input_s=ratio * bwd, bwd_weight_s=(1.0 - ratio) * bwd, split=used_split,
+            split_ratio=ratio, spread=spread, repeats=len(tot), inner=self.inner, converged=converged,
+            param_count=int(sum(p.numel() for p in params)),
+            param_bytes=int(sum(p.numel() * p.element_size() for p in params)),
+            bwd_input_raw_s=bi_raw, bwd_weight_raw_s=bw_raw, clock=self.clock.name,
+            threads=torch.get_num_threads() if not self.clock.cuda else 0,
+            samples={"fwd": fs, "bwd": bs, "total": tot, **({"bwd_input_raw": bis, "bwd_weight_raw": bws}
+                                                              if self.autograd_split else {}),
+                     **({"reference": refs} if refs else {})},
+            **mem)
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The young generations collected, then the collector off for the block: a collection inside a
+    sample is an outlier of the interpreter, not of the piece (a full collection of a process
+    holding megatron + torchtitan takes 0.5 s)."""
+    gc_was = gc.isenabled()
+    gc.collect(1)
+    gc.disable()
+    try:
+        yield
+    finally:
+        if gc_was:
+            gc.enable()
 
 
 def time_piece(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
                params: Sequence[torch.Tensor], device: torch.device, *, split: str,
                flop_split: Optional[float] = None, policy: TimingPolicy = TimingPolicy(),
                measure_mem: bool = True, memory_forward: Optional[Callable[..., torch.Tensor]] = None) -> PieceTiming:
-    """Time ``forward(*inputs)`` and its backward under ``policy`` (module docstring).
+    """Time ``forward(*inputs)`` and its backward under ``policy`` (module docstring): samples
+    until :meth:`PieceSampler.done`.
 
     ``inputs``: leaf tensors that require grad (the hidden states entering the piece, whose
     gradient a pipeline sends upstream); ``params``: the piece's parameters; ``split``: one of
     :data:`SPLITS`; ``flop_split``: the input-grad share for ``split="flop-ratio"``;
     ``memory_forward``: what :func:`measure_memory` runs instead of ``forward`` (None: ``forward``).
     """
-    if split not in SPLITS:
-        raise ValueError(f"split={split!r}: one of {SPLITS}")
-    if split == "flop-ratio" and flop_split is None:
-        raise ValueError("split='flop-ratio' needs flop_split")
-    clock = Clock(device, policy.cpu_clock)
-    inputs, params = list(inputs), [p for p in params if p.requires_grad]
-    everything = inputs + params
-    grad: list[Optional[torch.Tensor]] = [None]
-    autograd_split = split == "autograd" and bool(inputs) and bool(params)
+    from primus_launch import interrupt
 
-    def plain() -> tuple[float, float]:
-        _zero_grads(everything)
-        t0 = clock.start()
-        out = forward(*inputs)
-        f = clock.stop(t0)
-        if grad[0] is None:
-            grad[0] = _grad_like(out)
-        t0 = clock.start()
-        torch.autograd.backward(out, grad[0])
-        b = clock.stop(t0)
-        del out
-        return f, b
+    sp = PieceSampler(forward, inputs, params, device, split=split, flop_split=flop_split, policy=policy,
+                      memory_forward=memory_forward)
+    with _no_gc():
+        while True:
+            interrupt.check()
+            sp.sample()
+            if sp.done():
+                break
+    return sp.result(measure_mem)
 
-    def split_pass() -> tuple[float, float, float]:
-        from torch.distributed.pipelining._backward import stage_backward_input, stage_backward_weight
 
-        _zero_grads(everything)
-        t0 = clock.start()
-        out = forward(*inputs)
-        f = clock.stop(t0)
-        t0 = clock.start()
-        _, groups = stage_backward_input([out], [grad[0]], inputs, iter(params))
-        bi = clock.stop(t0)
-        t0 = clock.start()
-        stage_backward_weight(iter(params), groups)
-        bw = clock.stop(t0)
-        del out, groups
-        return f, bi, bw
+def time_pieces(samplers: Sequence[PieceSampler], policy: TimingPolicy) -> None:
+    """Sample several pieces **round-robin** (one sample of each in turn, as the link measurement
+    interleaves its operations): a change of the machine's speed then hits every piece alike, and
+    each piece's median is taken over the same stretch of time.  Rounds go on until every piece is
+    :meth:`~PieceSampler.done` and at least ``policy.min_window_s`` of wall time has passed since
+    the first (within the window a piece samples on until ``max_repeats`` or its time cap, so the
+    medians span the window: on a shared 2-core VM the speed moves in phases of seconds -- the same
+    piece measured 0.3 s at a time read 33 and 44 ms minutes apart, while a real iteration of the
+    whole model averages over its second).  Call :meth:`PieceSampler.result` after."""
+    from primus_launch import interrupt
 
-    last = 0.0
-    for _ in range(max(1, policy.warmup)):
-        f, b = plain()
-        last = f + b
-        if autograd_split:
-            f2, bi, bw = split_pass()
-            last += f2 + bi + bw
-    inner = 1
-    if not clock.cuda and last < policy.min_sample_s:
-        inner = min(policy.max_inner, max(1, math.ceil(policy.min_sample_s / max(last, 1e-7))))
-    ref = refs = None
-    if not clock.cuda and policy.noise_probe:
-        ref, refs = _Reference(clock), []
-        ref.calibrate(inner * last)
-    fs, bs, bis, bws, tot = [], [], [], [], []
     wall0 = time.perf_counter()
-    gc_was = gc.isenabled()
-    gc.collect(1)  # the young generations: a full collection of a process holding megatron + torchtitan takes 0.5 s
-    gc.disable()  # a collection inside a sample is an outlier of the interpreter, not of the piece
-    try:
-        _sample_loop(plain, split_pass if autograd_split else None, inner, policy, fs, bs, bis, bws, tot, wall0,
-                     ref, refs)
-    finally:
-        if gc_was:
-            gc.enable()
-    converged = len(tot) >= policy.min_repeats and _own_spread(tot, refs) <= policy.target_spread
-    _zero_grads(everything)
-    fwd, bwd = statistics.median(fs), statistics.median(bs)
-    spread = {"fwd": rel_iqr(fs), "bwd": rel_iqr(bs), "total": rel_iqr(tot)}
-    if refs:
-        spread["reference"] = rel_iqr(refs)
-        spread["vs_reference"] = rel_iqr([a / b for a, b in zip(tot, refs) if b > 0])
-    bi_raw = bw_raw = None
-    if autograd_split:
-        bi_raw, bw_raw = statistics.median(bis), statistics.median(bws)
-        spread.update(bwd_input_raw=rel_iqr(bis), bwd_weight_raw=rel_iqr(bws))
-        ratio = bi_raw / (bi_raw + bw_raw) if bi_raw + bw_raw > 0 else 0.5
-        used_split = "autograd"
-    elif split == "no-weights" or not params:
-        ratio, used_split = 1.0, "no-weights"
-    elif split == "no-input" or not inputs:
-        ratio, used_split = 0.0, "no-input"
-    else:
-        ratio, used_split = float(flop_split if flop_split is not None else 0.5), "flop-ratio"
-    mem = measure_memory(memory_forward or forward, inputs, params, device) if measure_mem else \
-        {"activation_bytes": 0, "output_bytes": 0, "peak_bytes": 0, "reserved_bytes": 0}
-    return PieceTiming(
-        fwd_s=fwd, bwd_s=bwd, bwd_input_s=ratio * bwd, bwd_weight_s=(1.0 - ratio) * bwd, split=used_split,
-        split_ratio=ratio, spread=spread, repeats=len(tot), inner=inner, converged=converged,
-        param_count=int(sum(p.numel() for p in params)),
-        param_bytes=int(sum(p.numel() * p.element_size() for p in params)),
-        bwd_input_raw_s=bi_raw, bwd_weight_raw_s=bw_raw, clock=clock.name,
-        threads=torch.get_num_threads() if not clock.cuda else 0,
-        samples={"fwd": fs, "bwd": bs, "total": tot, **({"bwd_input_raw": bis, "bwd_weight_raw": bws}
-                                                          if autograd_split else {}),
-                 **({"reference": refs} if refs else {})},
-        **mem)
+    with _no_gc():
+        while True:
+            in_window = time.perf_counter() - wall0 < policy.min_window_s
+            todo = [sp for sp in samplers if not (sp.capped() if in_window else sp.done())]
+            if not todo:  # in the window: every piece capped; after it: every piece done
+                break
+            for sp in todo:
+                interrupt.check()
+                sp.sample()

@@ -10,8 +10,9 @@
    device is a :class:`~.spec.Substitution`, listed per piece in the result with its reason and
    the correction applied.
 2. Time each piece for one micro-batch (:mod:`.timing`: pinned torch threads, warm-up, samples
-   until the stated spread or the time cap, a reference workload after every sample for the
-   machine's noise floor, median; input-/weight-grad split in the same loop) and measure its
+   until the stated spread or the time cap, all pieces round-robin over a minimum window, a
+   reference workload after every sample for the machine's noise floor, median; input-/weight-grad
+   split in the same loop) and measure its
    memory (and, for a TorchTitan block, its memory under torchtitan's own FullAC / SelectiveAC);
    cache each piece's record on disk (:mod:`.cache`: keyed by what its build reads, one writer
    per key, atomic writes; an unusable cache directory degrades to uncached with one warning).
@@ -51,14 +52,16 @@ from primus_launch.plan import Plan
 from primus_launch.projection.iteration import assemble
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.measure.cache import MeasureCache, cache_key
+from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
 from primus_launch.projection.measure.spec import BuildSpec
 from primus_launch.projection.measure.timing import (
     NOISE_FACTOR,
+    PieceSampler,
     PieceTiming,
     TimingPolicy,
     judged_spread,
     measure_memory,
-    time_piece,
+    time_pieces,
     torch_threads,
     within_bound,
 )
@@ -71,7 +74,7 @@ from primus_launch.projection.result import (
     SubstitutionReport,
 )
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 DEFAULT_POLICY = TimingPolicy()
 CPU_NOTE = "measured on the CPU: CPU timings only check the path, not GPU performance"
 
@@ -181,6 +184,8 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
     b = _builder(fw)
     pol = make_policy(policy, repeats=repeats, cpu_clock=cpu_clock)
     cpu = torch.device(device).type == "cpu"
+    if cpu:  # freed memory kept, as the CUDA caching allocator keeps it (cpu_alloc)
+        keep_freed_memory()
     with torch_threads(pol.threads if cpu else None):
         spec = b.build_spec(plan, device, measure_layers)
         label = device_label(device)
@@ -224,12 +229,17 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
     with b.world_size_one(device):
         pieces, model = b.pieces(plan, device, measure_layers, spec=spec)
         try:
-            for pc in pieces:
+            todo = [pc for pc in pieces if pc.name in missing]
+            samplers = []
+            for pc in todo:  # warm-up, inner count and reference calibration, piece by piece
                 interrupt.check()
-                if pc.name not in missing:
-                    continue
-                out[pc.name] = time_piece(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
-                                          flop_split=pc.flop_split, policy=pol, memory_forward=pc.memory_forward)
+                samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
+                                             flop_split=pc.flop_split, policy=pol,
+                                             memory_forward=pc.memory_forward))
+            time_pieces(samplers, pol)  # then the samples, round-robin over the window
+            for pc, sp in zip(todo, samplers):
+                interrupt.check()
+                out[pc.name] = sp.result()
                 for vname, vfwd in pc.memory_variants.items():
                     out[pc.name].variant_bytes[vname] = measure_memory(vfwd, pc.inputs, pc.params,
                                                                        dev)["activation_bytes"]
@@ -269,14 +279,15 @@ def cpu_measurement_seconds(plan: Plan, measure_layers: int, policy: TimingPolic
     :func:`build_mcore.measurement_flops_estimate`) / :func:`cpu_gemm_rate` -- a lower bound, since
     whole layers reach a fraction of the GEMM rate.  Passes: warm-up + the minimum samples (twice
     for a measured autograd split, and twice again for the noise-floor reference) + two memory
-    passes."""
+    passes; plus the round-robin window ``min_window_s``."""
     from primus_launch.projection.measure.build_mcore import measurement_flops_estimate
 
     per = 2 if _framework(plan) == "torchtitan" else 1
     ref = 2 if policy.noise_probe else 1  # the reference workload lasts as long as each sample
     passes = policy.warmup * per + policy.min_repeats * per * ref + 2
     dtype = plan.training.precision
-    return measurement_flops_estimate(plan, measure_layers) * passes / cpu_gemm_rate(dtype, policy.threads)
+    return (measurement_flops_estimate(plan, measure_layers) * passes / cpu_gemm_rate(dtype, policy.threads)
+            + policy.min_window_s)
 
 
 def check_cpu_budget(plan: Plan, measure_layers: int, policy: TimingPolicy, max_s: float) -> None:
@@ -746,7 +757,8 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     mem, check = memory_check(plan, meas, device, memory_margin, memory_basis)
     p = plan.parallel
     fw = _framework(plan)
-    clock = "CUDA events" if not cpu else f"{pol.cpu_clock} time, {pol.threads} torch thread(s)"
+    clock = "CUDA events" if not cpu else (f"{pol.cpu_clock} time, {pol.threads} torch thread(s)"
+                                           + (", glibc malloc keeping freed memory" if keep_freed_memory() else ""))
     notes.append(f"measured {fw} pieces on {meas.device} at world size 1 with per-GPU shard shapes "
                  f"(tp={p.tp}: heads/ffn/vocab divided; cp={p.cp}: sequence divided; ep={p.ep}: local experts); "
                  f"TP/CP/EP/DP/PP communication and the optimizer step added analytically on {plan.cluster.gpu}")
