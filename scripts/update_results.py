@@ -36,6 +36,7 @@ BLOCKS = {
     "VALIDATE_MEASURE": (["scripts/validate_measure.py"],
                          lambda out: out[out.index("===== round 1") if "===== round 1" in out
                                          else out.index("  collectives timed"):]),
+    "PIECE_CONDITIONS": (["scripts/piece_conditions.py"], lambda out: out),
     "VALIDATE_MEMORY": (["scripts/validate_memory.py"],
                         lambda out: "\n".join(ln for ln in out.splitlines() if ln.startswith(("rows compared", "Megatron-LM",
                                                                                       "gpt/", "moe/", "run ")) or
