@@ -20,8 +20,8 @@ Protocol (:class:`TimingPolicy`; the same code on every device, only the clock d
   (:func:`time_pieces`), one sample of each in turn, for at least ``min_window_s`` of wall time
   and until each has reached its spread target or cap: a change of the machine's speed hits every
   piece alike and every median spans the same window (on a shared 2-core VM the speed moves in
-  phases of seconds: the same layer timed 0.3 s at a time read 33 to 44 ms within minutes, while
-  the real run's iterations, a second each, held within 32-35 ms per layer);
+  phases of seconds; a piece timed in a fraction of a second catches one phase, and two pieces of
+  the same kind timed one after the other could catch two);
 - caches (``flush_cache``): before each timed pass (forward, backward; with the split, B and W)
   an untimed update of a buffer twice the last-level cache evicts what the previous pass left
   (:func:`flush_buffer`, triton's ``do_bench`` L2 flush): in a step, a layer's weights and saved
@@ -651,9 +651,8 @@ def time_pieces(samplers: Sequence[PieceSampler], policy: TimingPolicy) -> None:
     each piece's median is taken over the same stretch of time.  Rounds go on until every piece is
     :meth:`~PieceSampler.done` and at least ``policy.min_window_s`` of wall time has passed since
     the first (within the window a piece samples on until ``max_repeats`` or its time cap, so the
-    medians span the window: on a shared 2-core VM the speed moves in phases of seconds -- the same
-    piece measured 0.3 s at a time read 33 and 44 ms minutes apart, while a real iteration of the
-    whole model averages over its second).  Call :meth:`PieceSampler.result` after."""
+    medians span the window, as a real iteration of the whole model spans its second: on a shared
+    2-core VM the speed moves in phases of seconds).  Call :meth:`PieceSampler.result` after."""
     from primus_launch import interrupt
 
     wall0 = time.perf_counter()
