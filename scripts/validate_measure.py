@@ -182,6 +182,15 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
     for kind in [k for k in lk if k not in ("fit", "arrival", "samples")]:
         pts = ", ".join(f"{s / 1024:.0f} KiB {t * 1e3:.3f} ms" for s, t in lk[kind])
         print(f"  gloo {kind:14s}: {pts}")
+    smp = lk.get("samples") or {}
+    for kind in [k for k in lk if k not in ("fit", "arrival", "samples")]:
+        size = int(lk[kind][0][0])
+        calls = sorted(smp.get(f"{kind}|{size}", []))
+        if len(calls) >= 10:  # the calls behind the smallest point: one bump or several
+            q = statistics.quantiles(calls, n=10)
+            print(f"  calls {kind:14s} at {size / 1024:.0f} KiB: 10th / 50th / 90th percentile "
+                  f"{q[0] * 1e3:.2f} / {statistics.median(calls) * 1e3:.2f} / {q[-1] * 1e3:.2f} ms "
+                  f"({len(calls)} calls; the point is their 10 %-trimmed mean)")
     for k, (B, c) in lk["fit"].items():
         print(f"  fit {k:14s}: B = {B / 1e9:.3f} GB/s (bus), constant = {c * 1e6:.0f} us")
     arr = lk.get("arrival")
