@@ -30,8 +30,8 @@ Rounds (``--rounds``, default 3): steps 1-3 are repeated, everything measured af
 -- the links, and each case's pieces in a cache of their own right before that case's real run (so
 the projection and the run it is compared with see the machine within seconds of each other);
 the summary gives every round's error and, per case, their median and range.  On this shared
-2-core VM one comparison moves by about +-10 % between rounds (the machine's speed drifts over
-tens of seconds), so one round alone can neither show nor refute a 15 % agreement.
+2-core VM one comparison moves by up to 20 points between rounds (RESULTS.md; the machine's speed
+drifts over tens of seconds), so one round alone can neither show nor refute a 15 % agreement.
 
 Links (every op) are timed "in situ" by default: both ranks first run the GEMM work a TP layer does between
 two all-reduces (half the measured TP=2 dense-layer forward), so the fitted latency includes the
