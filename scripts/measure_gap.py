@@ -7,8 +7,8 @@ For the TP=2 and EP=2 cases of ``scripts/validate_measure.py`` (8-layer GPT, hid
 256, micro-batch 2, 4 micro-batches): the pieces are measured in this process (``measure_pieces``,
 a cache of their own) and summed as the schedule runs them (4 x (embedding + 8 layers + head with
 its loss)); then 2 processes (gloo, one core each, freed memory kept as in the real runs) build the
-full model with ``build_gpt`` and time ``get_forward_backward_func`` with ``forward_only=True``
-and ``False``, alternating, ``--iters`` times after 2 warm-ups, in the main thread's CPU time
+full model and megatron's schedule as the real runs do (``realrun.build_schedule``) and time it
+with ``forward_only=True`` and ``False``, alternating, ``--iters`` times after 2 warm-ups, in the main thread's CPU time
 (``time.thread_time``: what the pieces are timed in; a wait inside a collective is not CPU time).
 Prints each rank's medians and their ratio to the pieces'.
 
@@ -29,44 +29,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def _worker(rank: int, port: int, plan_json: str, iters: int, q) -> None:
     import torch.distributed as dist
-    from megatron.core import parallel_state as ps
-    from megatron.core.pipeline_parallel import get_forward_backward_func
 
     from primus_launch.frameworks import mcore_cpu
     from primus_launch.plan import Plan
-    from primus_launch.projection.measure.build_mcore import build_gpt
-    from primus_launch.projection.measure.realrun import _init
-
-    import torch
+    from primus_launch.projection.measure.realrun import _init, build_schedule
 
     _init(rank, 2, port, "cpu", 1, pin=True)
     plan = Plan.model_validate_json(plan_json)
-    p, m, t = plan.parallel, plan.model, plan.training
     with mcore_cpu.eager_fusions("cpu"):
-        ps.initialize_model_parallel(tensor_model_parallel_size=p.tp, expert_model_parallel_size=p.ep)
-        mcore_cpu.seed_rng_tracker(1234)
-        n_moe = m.num_moe_layers
-        model = build_gpt(plan, num_dense=m.num_layers - n_moe, num_moe=n_moe, per_rank=False, device="cpu")
-        model.train()
-        model.config.finalize_model_grads_func = None
-        s, b = m.seq_length, t.micro_batch_size
-        gen = torch.Generator().manual_seed(0)
-        ids = torch.randint(0, m.vocab_size, (b, s), generator=gen)
-        labels = torch.randint(0, m.vocab_size, (b, s), generator=gen)
-        pos = torch.arange(s).unsqueeze(0).expand(b, -1)
-
-        def forward_step(_, model):
-            return model(ids, pos, None, labels=labels), lambda o: (o.float().mean(), {})
-
-        fb = get_forward_backward_func()
+        model, run = build_schedule(plan, "cpu")
         res: dict[str, list[float]] = {"fwd": [], "full": []}
         for i in range(2 + iters):
             for kind in ("fwd", "full"):
                 dist.barrier()
                 c0 = time.thread_time()
-                fb(forward_step_func=forward_step, data_iterator=iter(range(10 ** 6)), model=[model],
-                   num_microbatches=plan.num_microbatches, seq_length=s, micro_batch_size=b,
-                   forward_only=kind == "fwd")
+                run(kind == "fwd")
                 if i >= 2:
                     res[kind].append(time.thread_time() - c0)
                 for q_ in model.parameters():

@@ -11,9 +11,9 @@ builder, one torch thread, pinned to one core.
    ``--pairs`` times; median per forward + backward over ``--iters`` iterations of the thread's
    user time, system time and minor page faults (``getrusage(RUSAGE_THREAD)``).
 2. Caches (``projection.measure.timing.flush_buffer``): in one process (freed memory kept), each
-   piece's forward + backward timed ``--iters`` times as interleaved pairs -- warm caches, then
-   with the eviction buffer updated before the forward and before the backward (untimed) -- and
-   the median of the pairs' ratios.
+   piece's forward + backward timed ``--iters`` times as interleaved pairs by the measured path's
+   own sampler (``timing.PieceSampler``) -- warm caches, then with the eviction buffer updated
+   before the forward and before the backward (untimed) -- and the median of the pairs' ratios.
 
     python scripts/piece_conditions.py [--pairs 2] [--iters 30]
 """
@@ -26,7 +26,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,27 +45,17 @@ def _pieces():
     return build_mcore, _plan(world=1)
 
 
-def _pass(pc, grad_box: list, before=None):
-    """forward + backward of one piece; ``before()`` runs untimed before each pass."""
+def _sampler(pc, flush: bool):
+    """The measured path's own sampler (``timing.PieceSampler``) for one piece, one forward +
+    backward per sample (3 warm-ups, no reference workload), caches evicted before each pass or
+    not."""
     import torch
 
-    from primus_launch.projection.measure.timing import _grad_like
+    from primus_launch.projection.measure.timing import PieceSampler, TimingPolicy
 
-    if before:
-        before()
-    t0 = time.thread_time()
-    out = pc.forward(*pc.inputs)
-    f = time.thread_time() - t0
-    if grad_box[0] is None:
-        grad_box[0] = _grad_like(out)
-    if before:
-        before()
-    t0 = time.thread_time()
-    torch.autograd.backward(out, grad_box[0])
-    b = time.thread_time() - t0
-    for t in list(pc.inputs) + list(pc.params):
-        t.grad = None
-    return f + b
+    pol = TimingPolicy(warmup=3, min_sample_s=0.0, max_inner=1, noise_probe=False, flush_cache=flush)
+    return PieceSampler(pc.forward, pc.inputs, pc.params, torch.device("cpu"), split=pc.split,
+                        flop_split=pc.flop_split, policy=pol)
 
 
 def _allocator_child(keep: bool, iters: int) -> dict:
@@ -78,18 +67,13 @@ def _allocator_child(keep: bool, iters: int) -> dict:
     build_mcore, plan = _pieces()
     with build_mcore.world_size_one("cpu"):
         pieces, _ = build_mcore.pieces(plan, "cpu", 2)
-        pc = next(p for p in pieces if p.name.startswith("dense_layer"))
-        box: list = [None]
-
-        def one() -> tuple[float, float, int]:
+        sp = _sampler(next(p for p in pieces if p.name.startswith("dense_layer")), flush=False)
+        xs = []
+        for _ in range(iters):
             r0 = resource.getrusage(resource.RUSAGE_THREAD)
-            _pass(pc, box)
+            sp.sample()
             r1 = resource.getrusage(resource.RUSAGE_THREAD)
-            return r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, r1.ru_minflt - r0.ru_minflt
-
-        for _ in range(3):
-            one()
-        xs = [one() for _ in range(iters)]
+            xs.append((r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, r1.ru_minflt - r0.ru_minflt))
     return {"applied": applied, "user_ms": statistics.median(x[0] for x in xs) * 1e3,
             "sys_ms": statistics.median(x[1] for x in xs) * 1e3, "minflt": statistics.median(x[2] for x in xs)}
 
@@ -109,16 +93,12 @@ def _cache_child(iters: int) -> dict:
         for pc in pieces:
             if pc.name == "embedding" or pc.name.endswith("#1"):
                 continue
-            box: list = [None]
-            for _ in range(3):
-                _pass(pc, box)
-                _pass(pc, box, lambda: buf.add_(1))
-            warm, cold = [], []
-            for _ in range(iters):
-                warm.append(_pass(pc, box))
-                cold.append(_pass(pc, box, lambda: buf.add_(1)))
-            out[pc.name] = {"warm_ms": statistics.median(warm) * 1e3, "evicted_ms": statistics.median(cold) * 1e3,
-                            "ratio": statistics.median(c / w for w, c in zip(warm, cold)),
+            warm, cold = _sampler(pc, flush=False), _sampler(pc, flush=True)
+            for _ in range(iters):  # interleaved pairs
+                warm.sample()
+                cold.sample()
+            out[pc.name] = {"warm_ms": statistics.median(warm.tot) * 1e3, "evicted_ms": statistics.median(cold.tot) * 1e3,
+                            "ratio": statistics.median(c / w for w, c in zip(warm.tot, cold.tot)),
                             "buffer_mib": buf.numel() * buf.element_size() / 2 ** 20}
     return out
 

@@ -161,7 +161,7 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
     directory of its own, right before its real run, so that the projection and the run see the
     machine at nearly the same time) and run the real iterations; appends one row per case."""
     from primus_launch.projection.measure.cache import MeasureCache
-    from primus_launch.projection.measure.localhw import measure_local_spec
+    from primus_launch.projection.measure.localhw import OPS, measure_local_spec
     from primus_launch.projection.measure.realrun import REGIONS, region_medians, run_real
     from primus_launch.projection.measure.upscale import measure_pieces, project_measured
 
@@ -179,11 +179,12 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
     lk = hw["links"]
     print(f"local 'GPU' spec: {hw['toml']} (measured in {t_hw:.1f} s)")
     print(f"  collectives timed {'in situ after %.1f ms of GEMMs per rank' % (link_compute_s * 1e3) if link_compute_s else 'after a barrier (isolated)'}")
-    for kind in [k for k in lk if k not in ("fit", "arrival", "samples")]:
+    timed = [k for k in OPS if k in lk]  # the ops measure_links timed (the rest of lk: fits, samples, arrival)
+    for kind in timed:
         pts = ", ".join(f"{s / 1024:.0f} KiB {t * 1e3:.3f} ms" for s, t in lk[kind])
         print(f"  gloo {kind:14s}: {pts}")
     smp = lk.get("samples") or {}
-    for kind in [k for k in lk if k not in ("fit", "arrival", "samples")]:
+    for kind in timed:
         size = int(lk[kind][0][0])
         calls = sorted(smp.get(f"{kind}|{size}", []))
         if len(calls) >= 10:  # the calls behind the smallest point: one bump or several

@@ -27,7 +27,7 @@ import os
 import socket
 import statistics
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -93,9 +93,16 @@ class _Regions:
         return t1
 
 
-def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: str,
-                      regions: Optional[dict] = None) -> list[float]:
-    import torch.distributed as dist
+def build_schedule(plan: Plan, device: str = "cpu") -> tuple[torch.nn.Module, Callable[[bool], None]]:
+    """This rank's part of the plan's full model and one pass of megatron's schedule over it.
+
+    Initializes megatron's parallel state (when not yet) in the running process group, seeds it,
+    builds the model (``build_gpt``: all layers, this rank's TP / PP / EP / CP share) in training
+    mode, and returns ``(model, run)``: ``run(forward_only)`` calls ``get_forward_backward_func``
+    over ``plan.num_microbatches`` micro-batches of fixed random tokens (under CP this rank's
+    load-balanced chunks, megatron's ``get_batch_on_this_cp_rank``), loss = mean of the output.  On
+    the CPU call it inside ``mcore_cpu.eager_fusions``.  :func:`train_iterations` and
+    ``scripts/measure_gap.py`` run it."""
     from megatron.core import parallel_state as ps
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
@@ -117,15 +124,18 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
     model = build_gpt(plan, num_dense=m.num_layers - n_moe, num_moe=n_moe, per_rank=False, device=device,
                       pre_process=ps.is_pipeline_first_stage(), post_process=ps.is_pipeline_last_stage())
     model.train()
-    cfg = model.config
-    cfg.finalize_model_grads_func = None
-    opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+    model.config.finalize_model_grads_func = None
     dev = torch.device(device if device != "cuda" else f"cuda:{torch.cuda.current_device()}")
     s, b = m.seq_length, t.micro_batch_size
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(0, m.vocab_size, (b, s), generator=gen).to(dev)
     labels = torch.randint(0, m.vocab_size, (b, s), generator=gen).to(dev)
     pos = torch.arange(s, device=dev).unsqueeze(0).expand(b, -1)
+    if p.cp > 1:  # this rank's load-balanced chunks (megatron get_batch_on_this_cp_rank)
+        from primus_launch.projection.measure.build_mcore import cp_positions
+
+        idx = torch.tensor(cp_positions(s, p.cp, ps.get_context_parallel_rank()), device=dev)
+        ids, labels, pos = ids[:, idx], labels[:, idx], idx.unsqueeze(0).expand(b, -1)
 
     def forward_step(data_iterator, model):
         out = model(ids, pos, None, labels=labels)
@@ -136,13 +146,24 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
 
         return out, loss_func
 
-    if p.cp > 1:  # this rank's load-balanced chunks (megatron get_batch_on_this_cp_rank)
-        from primus_launch.projection.measure.build_mcore import cp_positions
-
-        idx = torch.tensor(cp_positions(s, p.cp, ps.get_context_parallel_rank()), device=dev)
-        ids, labels, pos = ids[:, idx], labels[:, idx], idx.unsqueeze(0).expand(b, -1)
-    reduce_grads = _grad_reducer(model, torch.float32 if t.grad_reduce_in_fp32 else None)
     fb = get_forward_backward_func()
+
+    def run(forward_only: bool = False) -> None:
+        fb(forward_step_func=forward_step, data_iterator=iter(range(10**6)), model=[model],
+           num_microbatches=plan.num_microbatches, seq_length=s, micro_batch_size=b, forward_only=forward_only)
+
+    return model, run
+
+
+def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: str,
+                      regions: Optional[dict] = None) -> list[float]:
+    import torch.distributed as dist
+
+    t = plan.training
+    model, run = build_schedule(plan, device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-5)
+    cuda = torch.device(device).type == "cuda"
+    reduce_grads = _grad_reducer(model, torch.float32 if t.grad_reduce_in_fp32 else None)
     now = {"thread": time.thread_time, "process": time.process_time}.get(clock, time.perf_counter)
     times = []
     reg = _Regions()
@@ -154,18 +175,17 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
         opt.zero_grad(set_to_none=True)
         reg.add("zero_grad", r0)
         dist.barrier()
-        if dev.type == "cuda":
+        if cuda:
             torch.cuda.synchronize()
         t0 = now()
         r0 = reg.mark()
-        fb(forward_step_func=forward_step, data_iterator=iter(range(10**6)), model=[model],
-           num_microbatches=plan.num_microbatches, seq_length=s, micro_batch_size=b, forward_only=False)
+        run(False)
         r0 = reg.add("forward_backward", r0)
         reduce_grads()
         r0 = reg.add("grad_reduce", r0)
         opt.step()
         reg.add("optimizer", r0)
-        if dev.type == "cuda":
+        if cuda:
             torch.cuda.synchronize()
         dist.barrier()
         if i >= warmup:

@@ -632,33 +632,29 @@ def time_piece(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tens
     :data:`SPLITS`; ``flop_split``: the input-grad share for ``split="flop-ratio"``;
     ``memory_forward``: what :func:`measure_memory` runs instead of ``forward`` (None: ``forward``).
     """
-    from primus_launch import interrupt
-
     sp = PieceSampler(forward, inputs, params, device, split=split, flop_split=flop_split, policy=policy,
                       memory_forward=memory_forward)
-    with _no_gc():
-        while True:
-            interrupt.check()
-            sp.sample()
-            if sp.done():
-                break
+    time_pieces([sp], policy, window_s=0.0)
     return sp.result(measure_mem)
 
 
-def time_pieces(samplers: Sequence[PieceSampler], policy: TimingPolicy) -> None:
+def time_pieces(samplers: Sequence[PieceSampler], policy: TimingPolicy, window_s: Optional[float] = None) -> None:
     """Sample several pieces **round-robin** (one sample of each in turn, as the link measurement
     interleaves its operations): a change of the machine's speed then hits every piece alike, and
     each piece's median is taken over the same stretch of time.  Rounds go on until every piece is
     :meth:`~PieceSampler.done` and at least ``policy.min_window_s`` of wall time has passed since
     the first (within the window a piece samples on until ``max_repeats`` or its time cap, so the
     medians span the window, as a real iteration of the whole model spans its second: on a shared
-    2-core VM the speed moves in phases of seconds).  Call :meth:`PieceSampler.result` after."""
+    2-core VM the speed moves in phases of seconds).  ``window_s``: the window instead of the
+    policy's (0: each piece only until it is done, as :func:`time_piece` samples one piece).  Call
+    :meth:`PieceSampler.result` after."""
     from primus_launch import interrupt
 
+    window = policy.min_window_s if window_s is None else window_s
     wall0 = time.perf_counter()
     with _no_gc():
         while True:
-            in_window = time.perf_counter() - wall0 < policy.min_window_s
+            in_window = time.perf_counter() - wall0 < window
             todo = [sp for sp in samplers if not (sp.capped() if in_window else sp.done())]
             if not todo:  # in the window: every piece capped; after it: every piece done
                 break
