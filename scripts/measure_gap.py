@@ -12,7 +12,15 @@ with ``forward_only=True`` and ``False``, alternating, ``--iters`` times after 2
 (``time.thread_time``: what the pieces are timed in; a wait inside a collective is not CPU time).
 Prints each rank's medians and their ratio to the pieces'.
 
-    python scripts/measure_gap.py [--cases tp2,ep2] [--iters 6]
+``--stand-ins``: no pieces; each real rank's forward + backward iterations alternate between
+gloo's collectives, local stand-ins (no call: an all-gather copies this rank's part into every
+slot, a reduce-scatter keeps its slice, an all-reduce leaves the tensor) and the same stand-ins
+after a sleep of ``--sleep`` seconds, in the same two processes, so the machine's drift hits the
+three alike; prints each rank's median main-thread CPU per mode.  What the collectives add to the
+compute around them (beyond their own calls) is what ``projection/measure/sync_points.py`` keeps in
+the measured pieces.
+
+    python scripts/measure_gap.py [--cases tp2,ep2] [--iters 6] [--stand-ins [--sleep 0.001]]
 """
 
 from __future__ import annotations
@@ -27,7 +35,52 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _worker(rank: int, port: int, plan_json: str, iters: int, q) -> None:
+class _Done:
+    """What a stand-in returns for ``async_op=True``."""
+
+    def wait(self) -> bool:
+        return True
+
+
+def _stand_ins(mode: list, sleep_s: float) -> None:
+    """Route megatron's collectives through stand-ins while ``mode[0]`` is "local" or "sleep"
+    (module docstring): ``torch.distributed.all_reduce`` and the all-gather / reduce-scatter
+    functions megatron's mappings and layers bound at import."""
+    import torch.distributed as dist
+    from megatron.core.tensor_parallel import layers, mappings
+
+    def standing_in() -> bool:
+        if mode[0] == "sleep":
+            time.sleep(sleep_s)
+        return mode[0] != "gloo"
+
+    all_reduce = dist.all_reduce
+
+    def ar(t, *a, **k):
+        if standing_in():
+            return _Done() if k.get("async_op") else None
+        return all_reduce(t, *a, **k)
+
+    dist.all_reduce = ar
+    for mod in (mappings, layers):
+        def ag(out, inp, *a, _f=mod.dist_all_gather_func, **k):
+            if standing_in():
+                flat, n = out.view(-1), inp.numel()
+                for i in range(out.numel() // n):
+                    flat[i * n:(i + 1) * n].copy_(inp.reshape(-1))
+                return _Done() if k.get("async_op") else None
+            return _f(out, inp, *a, **k)
+
+        def rs(out, inp, *a, _f=mod.dist_reduce_scatter_func, **k):
+            if standing_in():
+                out.view(-1).copy_(inp.reshape(-1)[:out.numel()])
+                return _Done() if k.get("async_op") else None
+            return _f(out, inp, *a, **k)
+
+        mod.dist_all_gather_func, mod.dist_reduce_scatter_func = ag, rs
+
+
+def _worker(rank: int, port: int, plan_json: str, iters: int, q, sleep_s: float | None = None) -> None:
     import torch.distributed as dist
 
     from primus_launch.frameworks import mcore_cpu
@@ -36,19 +89,25 @@ def _worker(rank: int, port: int, plan_json: str, iters: int, q) -> None:
 
     _init(rank, 2, port, "cpu", 1, pin=True)
     plan = Plan.model_validate_json(plan_json)
+    mode = ["gloo"]
+    kinds = ("fwd", "full") if sleep_s is None else ("gloo", "local", "sleep")
+    if sleep_s is not None:
+        _stand_ins(mode, sleep_s)
     with mcore_cpu.eager_fusions("cpu"):
         model, run = build_schedule(plan, "cpu")
-        res: dict[str, list[float]] = {"fwd": [], "full": []}
+        res: dict[str, list[float]] = {k: [] for k in kinds}
         for i in range(2 + iters):
-            for kind in ("fwd", "full"):
+            for kind in kinds:
                 dist.barrier()
+                mode[0] = kind if sleep_s is not None else "gloo"
                 c0 = time.thread_time()
                 run(kind == "fwd")
                 if i >= 2:
                     res[kind].append(time.thread_time() - c0)
+                mode[0] = "gloo"
                 for q_ in model.parameters():
                     q_.grad = None
-    q.put((rank, statistics.median(res["fwd"]), statistics.median(res["full"])))
+    q.put((rank, *(statistics.median(res[k]) for k in kinds)))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -57,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="tp2,ep2")
     ap.add_argument("--iters", type=int, default=6)
+    ap.add_argument("--stand-ins", action="store_true",
+                    help="alternate gloo's collectives with local stand-ins (and stand-ins after a sleep) instead")
+    ap.add_argument("--sleep", type=float, default=0.001, help="seconds each stand-in sleeps in the third mode")
     args = ap.parse_args(argv)
 
     import torch
@@ -75,25 +137,34 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--cases {args.cases}: {name} not one of {', '.join(cases)}")
             return 2
         plan = cases[name]
-        tm = measure_pieces(plan, "cpu", cache=MeasureCache(Path(tempfile.mkdtemp(prefix="primus-gap-"))),
-                            cpu_clock="thread").timings
-        layers = [k for k in tm if "layer" in k]
-        mb, n = plan.num_microbatches, plan.model.num_layers
-
-        def total(f) -> float:
-            return mb * (f(tm["embedding"]) + n * statistics.mean(f(tm[k]) for k in layers) + f(tm["head_loss"]))
-
-        fwd, full = total(lambda x: x.fwd_s), total(lambda x: x.total_s)
         ctx = mp.get_context("spawn")
         q = ctx.Queue()
         port = _free_port()
-        procs = [ctx.Process(target=_worker, args=(r, port, plan.model_dump_json(), args.iters, q), daemon=True)
-                 for r in range(2)]
+        sleep_s = args.sleep if args.stand_ins else None
+        if not args.stand_ins:
+            tm = measure_pieces(plan, "cpu", cache=MeasureCache(Path(tempfile.mkdtemp(prefix="primus-gap-"))),
+                                cpu_clock="thread").timings
+            layers = [k for k in tm if "layer" in k]
+            mb, n = plan.num_microbatches, plan.model.num_layers
+
+            def total(f) -> float:
+                return mb * (f(tm["embedding"]) + n * statistics.mean(f(tm[k]) for k in layers) + f(tm["head_loss"]))
+
+            fwd, full = total(lambda x: x.fwd_s), total(lambda x: x.total_s)
+        procs = [ctx.Process(target=_worker, args=(r, port, plan.model_dump_json(), args.iters, q, sleep_s),
+                             daemon=True) for r in range(2)]
         for pr in procs:
             pr.start()
         got = sorted(wait_result(q, procs, 600) for _ in range(2))
         for pr in procs:
             pr.join(timeout=30)
+        if args.stand_ins:
+            print(f"[{name}] forward + backward main-thread CPU per iteration, median of {args.iters}")
+            for rank, g, loc, slp in got:
+                print(f"  rank {rank}: gloo collectives {g * 1e3:.1f} ms, local stand-ins {loc * 1e3:.1f} ms "
+                      f"({g / loc - 1:+.1%} with gloo), stand-ins after a {args.sleep * 1e3:g} ms sleep {slp * 1e3:.1f} ms "
+                      f"({slp / loc - 1:+.1%})")
+            continue
         print(f"[{name}] pieces: forward {fwd * 1e3:.1f} ms, forward + backward {full * 1e3:.1f} ms per iteration")
         for rank, f, a in got:
             print(f"  rank {rank}: real forward-only CPU {f * 1e3:.1f} ms ({f / fwd - 1:+.1%}), "

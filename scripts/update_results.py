@@ -23,6 +23,11 @@ from primus_launch.fileio import atomic_write_text
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".results"
 
+def _keep_prefixed(out: str, prefixes: tuple[str, ...]) -> str:
+    """The lines of ``out`` starting with one of ``prefixes`` (drops the frameworks' warnings)."""
+    return "\n".join(ln for ln in out.splitlines() if ln.startswith(prefixes))
+
+
 BLOCKS = {
     "VALIDATE": (["scripts/validate.py"], lambda out: out[out.index("\ncalibration "):]),
     "VALIDATE_ROWS": (["scripts/validate.py"], lambda out: out[:out.index("\ncalibration ")]),
@@ -37,6 +42,8 @@ BLOCKS = {
                          lambda out: out[out.index("===== round 1") if "===== round 1" in out
                                          else out.index("  collectives timed"):]),
     "PIECE_CONDITIONS": (["scripts/piece_conditions.py"], lambda out: out),
+    "MEASURE_GAP_STANDINS": (["scripts/measure_gap.py", "--stand-ins"], lambda out: _keep_prefixed(out, ("[", "  rank "))),
+    "MEASURE_GAP": (["scripts/measure_gap.py"], lambda out: _keep_prefixed(out, ("[", "  rank "))),
     "VALIDATE_MEMORY": (["scripts/validate_memory.py"],
                         lambda out: "\n".join(ln for ln in out.splitlines() if ln.startswith(("rows compared", "Megatron-LM",
                                                                                       "gpt/", "moe/", "run ")) or

@@ -54,6 +54,7 @@ from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.measure.cache import MeasureCache, cache_key
 from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
 from primus_launch.projection.measure.spec import BuildSpec
+from primus_launch.projection.measure.sync_points import blocking_collectives, blocking_substitution
 from primus_launch.projection.measure.timing import (
     NOISE_FACTOR,
     PieceSampler,
@@ -188,6 +189,9 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
         keep_freed_memory()
     with torch_threads(pol.threads if cpu else None):
         spec = b.build_spec(plan, device, measure_layers)
+        sub = blocking_substitution(plan, device, pol.cpu_clock)
+        if sub is not None:  # keyed: the blocks change what the affected pieces measure
+            spec.substitutions.append(sub)
         label = device_label(device)
         extra = {"framework_version": _framework_version(fw), "protocol": PROTOCOL_VERSION, "policy": pol.key()}
         if cpu:
@@ -231,12 +235,14 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
         try:
             todo = [pc for pc in pieces if pc.name in missing]
             samplers = []
-            for pc in todo:  # warm-up, inner count and reference calibration, piece by piece
-                interrupt.check()
-                samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
-                                             flop_split=pc.flop_split, policy=pol,
-                                             memory_forward=pc.memory_forward))
-            time_pieces(samplers, pol)  # then the samples, round-robin over the window
+            # on the CPU the pieces block where the run's collectives do (sync_points)
+            with blocking_collectives(plan, device, model, pol.cpu_clock):
+                for pc in todo:  # warm-up, inner count and reference calibration, piece by piece
+                    interrupt.check()
+                    samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
+                                                 flop_split=pc.flop_split, policy=pol,
+                                                 memory_forward=pc.memory_forward))
+                time_pieces(samplers, pol)  # then the samples, round-robin over the window
             for pc, sp in zip(todo, samplers):
                 interrupt.check()
                 out[pc.name] = sp.result()

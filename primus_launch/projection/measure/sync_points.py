@@ -1,0 +1,162 @@
+"""The run's blocking collectives, kept inside a world-size-1 piece on the CPU.
+
+A piece measured at world size 1 makes none of the collective calls its layer makes in the run:
+megatron's mappings (``tensor_parallel/mappings.py``: ``_reduce``, ``_gather_along_*_dim``,
+``_reduce_scatter_along_*_dim``) return at once for a group of one rank, and the MoE token
+dispatchers skip their gathers and all-to-alls.  The collectives' own time is added analytically
+(:mod:`~primus_launch.projection.cost.layer_collectives`, :mod:`~primus_launch.projection.cost.moe_dispatch`),
+but on the CPU a blocking call also slows the compute that *follows* it: the rank's thread sleeps in
+the call, and resumes with cold caches on a core that ran other work meanwhile.  Measured
+(``scripts/measure_gap.py --stand-ins``: the real 2-rank runs' iterations alternate between
+gloo's collectives and local stand-ins, in the same processes): the TP=2 and EP=2 cases' main-thread
+CPU per iteration is about 0.6 ms per collective call higher with the real calls, and a 1 ms sleep
+in place of each call brings back most of it -- work the world-size-1 pieces, timed back to back,
+never did.
+
+So, on the CPU (the CPU-time clocks; the wall clock would count the block), :func:`blocking_collectives`
+blocks the measuring thread for :data:`BLOCK_S` at each point where the run blocks and the piece
+does not: each mapping call on a group that has more than one rank in the plan (TP, CP, expert-TP,
+TP x EP, EP) and, for MoE layers with EP (or expert-TP) > 1, once at the start of the token
+dispatch and of the combine, forward and backward (``_Block``; the run's dispatch makes up to three
+calls back to back there, whose later ones resume no compute).  The block is not CPU time, so the
+piece's time gains only the slower resumption.  On CUDA nothing changes (kernels are timed by
+events; the host thread's waits do not slow them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from typing import Iterator, Optional
+
+import torch
+
+from primus_launch.plan import Plan
+from primus_launch.projection.measure.spec import Substitution
+
+#: seconds a piece blocks at each of the run's blocking collectives: gloo's calls at the sizes of
+#: the validation cases take 0.4-4 ms on this machine (``scripts/validate_measure.py``); a 1 ms and
+#: a 3 ms sleep slowed the TP=2 layer alike within the noise (``scripts/measure_gap.py --stand-ins``)
+BLOCK_S = 0.002
+
+#: megatron ``tensor_parallel/mappings.py`` functions that run a collective on ``group``
+MAPPINGS = ("_reduce", "_gather_along_first_dim", "_gather_along_last_dim", "_reduce_scatter_along_first_dim",
+            "_reduce_scatter_along_last_dim")
+
+
+def blocked_groups(plan: Plan) -> tuple[str, ...]:
+    """The plan's groups with more than one rank whose collectives sit inside the layers:
+    ``tp``, ``cp``, ``etp`` (expert-TP), ``tp_ep``, ``ep`` (megatron parallel-state names)."""
+    p = plan.parallel
+    out = [name for name, n in (("tp", p.tp), ("cp", p.cp), ("etp", p.expert_tp), ("tp_ep", p.tp * p.ep),
+                                ("ep", p.ep)) if n > 1]
+    if not plan.model.num_experts:
+        out = [g for g in out if g in ("tp", "cp")]
+    return tuple(out)
+
+
+def applies(plan: Plan, device: str, clock: str = "thread") -> bool:
+    """Whether :func:`blocking_collectives` blocks anything: a megatron plan with
+    :func:`blocked_groups`, timed on the CPU in CPU time (``clock`` "thread" or "process")."""
+    from primus_launch.projection.measure.upscale import _framework
+
+    return (torch.device(device).type == "cpu" and clock != "wall" and _framework(plan) == "megatron"
+            and bool(blocked_groups(plan)))
+
+
+def blocking_substitution(plan: Plan, device: str, clock: str = "thread") -> Optional[Substitution]:
+    """The measured pieces' entry for the blocks (None when :func:`applies` is False): keyed, so a
+    piece timed with them is never read for one timed without."""
+    if not applies(plan, device, clock):
+        return None
+    groups = blocked_groups(plan)
+    moe = any(g in groups for g in ("ep", "etp")) and plan.parallel.ep * plan.parallel.expert_tp > 1
+    return Substitution(
+        ("layer", "embedding", "head_loss", "mtp"),
+        f"each of the run's blocking collectives inside the piece (megatron's mappings on the {', '.join(groups)} "
+        f"group(s)" + ("; the MoE token dispatch and combine, forward and backward" if moe else "")
+        + f") kept as a {BLOCK_S * 1e3:g} ms block of the measuring thread",
+        "world size 1 makes no collective call, but on the CPU the compute after a blocking call resumes slower "
+        "(scripts/measure_gap.py --stand-ins)",
+        "the block itself is not CPU time; the collectives' own time is added analytically")
+
+
+def _sleep(counts: Counter, where: str) -> None:
+    counts[where] += 1
+    time.sleep(BLOCK_S)
+
+
+class _Block(torch.autograd.Function):
+    """Identity that blocks :data:`BLOCK_S` in forward and in backward (a MoE dispatch / combine)."""
+
+    @staticmethod
+    def forward(ctx, x, counts, where):
+        ctx.counts, ctx.where = counts, where
+        _sleep(counts, where)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        _sleep(ctx.counts, ctx.where + ".backward")
+        return grad, None, None
+
+
+def _group_ids(names: tuple[str, ...]) -> set[int]:
+    from megatron.core import parallel_state as ps
+
+    get = {"tp": ps.get_tensor_model_parallel_group, "cp": ps.get_context_parallel_group,
+           "etp": ps.get_expert_tensor_parallel_group, "tp_ep": ps.get_expert_tensor_and_model_parallel_group,
+           "ep": ps.get_expert_model_parallel_group}
+    return {id(get[n]()) for n in names}
+
+
+@contextlib.contextmanager
+def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock: str = "thread") -> Iterator[Counter]:
+    """Within it, the pieces of ``model`` (built at world size 1 inside megatron's parallel state)
+    block at the plan's collectives (module docstring); yields a ``Counter`` of the blocks made per
+    kind (``"mapping"``, ``"dispatch"``, ``"combine"``, with ``.backward``).  A no-op when
+    :func:`applies` is False."""
+    counts: Counter = Counter()
+    if not applies(plan, device, clock):
+        yield counts
+        return
+    import megatron.core.tensor_parallel.mappings as mappings
+
+    groups = _group_ids(blocked_groups(plan))
+    saved = {name: getattr(mappings, name) for name in MAPPINGS}
+
+    def hook(fn):
+        def blocking(input_, group=None, *args, **kwargs):
+            if id(group) in groups:
+                _sleep(counts, "mapping")
+            return fn(input_, group, *args, **kwargs)
+        return blocking
+
+    dispatchers = []
+    p = plan.parallel
+    if p.ep > 1 or p.expert_tp > 1:
+        for mod in model.modules():
+            d = getattr(mod, "token_dispatcher", None)
+            if d is not None and "token_dispatch" not in vars(d):
+                dispatchers.append(d)
+    try:
+        for name, fn in saved.items():
+            setattr(mappings, name, hook(fn))
+        for d in dispatchers:
+            dispatch, combine = d.token_dispatch, d.token_combine
+
+            def token_dispatch(hidden_states, probs, *a, _f=dispatch, **k):
+                return _f(_Block.apply(hidden_states, counts, "dispatch"), probs, *a, **k)
+
+            def token_combine(hidden_states, *a, _f=combine, **k):
+                return _f(_Block.apply(hidden_states, counts, "combine"), *a, **k)
+
+            d.token_dispatch, d.token_combine = token_dispatch, token_combine
+        yield counts
+    finally:
+        for name, fn in saved.items():
+            setattr(mappings, name, fn)
+        for d in dispatchers:
+            vars(d).pop("token_dispatch", None)
+            vars(d).pop("token_combine", None)

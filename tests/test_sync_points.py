@@ -1,0 +1,99 @@
+"""The run's blocking collectives kept inside the world-size-1 pieces (projection/measure/sync_points.py):
+the pieces block exactly where the run's layers call a collective (independent truth: the TP calls
+of ``cost/layer_collectives.tp_calls``, checked against a traced real TP=2 run in
+tests/test_layer_collectives.py), only for the plan's groups of more than one rank, only on the CPU
+in CPU time, and megatron is left as it was."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+
+from primus_launch.plan import Plan
+
+
+def _plan(parallel: dict, moe: bool = False, **training) -> Plan:
+    model = dict(num_layers=2, hidden_size=64, ffn_hidden_size=128, num_attention_heads=4, num_query_groups=2,
+                 vocab_size=256, seq_length=32)
+    if moe:
+        model.update(num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=96)
+        training.update(moe_token_dispatcher="allgather", moe_grouped_gemm=False, moe_permute_fusion=False)
+    world = parallel.get("tp", 1) * parallel.get("pp", 1) * parallel.get("ep", 1)
+    return Plan.model_validate({"model": model, "parallel": parallel,
+                                "training": dict(global_batch_size=4, micro_batch_size=1, precision="bf16", **training),
+                                "cluster": {"gpus_per_node": world}})
+
+
+def _blocks(plan: Plan, clock: str = "thread") -> dict[str, Counter]:
+    """Blocks per piece over one forward + backward of each."""
+    from primus_launch.projection.measure.build_mcore import pieces, world_size_one
+    from primus_launch.projection.measure.sync_points import blocking_collectives
+
+    out = {}
+    with world_size_one("cpu"):
+        ps_, model = pieces(plan, "cpu", measure_layers=1)
+        with blocking_collectives(plan, "cpu", model, clock) as counts:
+            for pc in ps_:
+                counts.clear()
+                y = pc.forward(*pc.inputs)
+                y = y if isinstance(y, torch.Tensor) else y[0]
+                torch.autograd.backward(y, torch.ones_like(y))
+                out[pc.name] = Counter(counts)
+    return out
+
+
+def test_tp_pieces_block_at_each_tp_call_of_the_run():
+    from primus_launch.projection.cost.layer_collectives import tp_calls
+
+    plan = _plan({"tp": 2})
+    calls = Counter(c.where for c in tp_calls(plan))
+    got = _blocks(plan)
+    assert got["dense_layer#0"]["mapping"] == calls["layer"] == 4
+    assert got["embedding"]["mapping"] == calls["embedding"] == 1
+    assert got["head_loss"]["mapping"] == calls["head"] == 1  # the loss's own all-reduces are not mappings
+    assert sum(got["attn_core"].values()) == 0
+
+
+def test_moe_pieces_block_at_the_dispatch_and_the_combine():
+    got = _blocks(_plan({"ep": 2}, moe=True))
+    moe = next(v for k, v in got.items() if k.startswith("moe_layer"))
+    assert moe == Counter({"dispatch": 1, "combine": 1, "dispatch.backward": 1, "combine.backward": 1})
+    assert sum(got["embedding"].values()) == 0 and sum(got["head_loss"].values()) == 0  # tp = 1
+
+
+def test_no_blocks_without_a_group_or_off_the_cpu_clocks():
+    from primus_launch.projection.measure import sync_points
+
+    pp = _plan({"pp": 2})
+    assert sync_points.blocked_groups(pp) == () and sync_points.blocking_substitution(pp, "cpu") is None
+    assert all(sum(c.values()) == 0 for c in _blocks(pp).values())
+    tp = _plan({"tp": 2})
+    assert all(sum(c.values()) == 0 for c in _blocks(tp, clock="wall").values())
+    assert sync_points.blocking_substitution(tp, "cpu", "wall") is None
+    assert sync_points.blocking_substitution(tp, "cuda") is None
+    sub = sync_points.blocking_substitution(tp, "cpu")
+    assert sub.keyed and sub.applies("dense_layer#0") and not sub.applies("attn_core")
+
+
+def test_megatron_is_restored_after_the_blocks():
+    import megatron.core.tensor_parallel.mappings as mappings
+
+    from primus_launch.projection.measure.sync_points import MAPPINGS
+
+    before = {n: getattr(mappings, n) for n in MAPPINGS}
+    _blocks(_plan({"tp": 2}))
+    assert {n: getattr(mappings, n) for n in MAPPINGS} == before
+
+
+def test_the_blocks_are_in_the_piece_cache_key():
+    """A TP=2 piece timed with the blocks is never read for one timed without (wall clock)."""
+    from primus_launch.projection.measure import sync_points
+    from primus_launch.projection.measure.build_mcore import build_spec
+
+    plan = _plan({"tp": 2})
+    spec = build_spec(plan, "cpu", 1)
+    plain = spec.material("dense_layer#0")
+    spec.substitutions.append(sync_points.blocking_substitution(plan, "cpu"))
+    assert spec.material("dense_layer#0") != plain
+    assert spec.material("attn_core") == build_spec(plan, "cpu", 1).material("attn_core")
