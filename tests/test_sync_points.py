@@ -19,7 +19,7 @@ def _plan(parallel: dict, moe: bool = False, **training) -> Plan:
     if moe:
         model.update(num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=96)
         training.update(moe_token_dispatcher="allgather", moe_grouped_gemm=False, moe_permute_fusion=False)
-    world = parallel.get("tp", 1) * parallel.get("pp", 1) * parallel.get("ep", 1)
+    world = parallel.get("tp", 1) * parallel.get("pp", 1) * parallel.get("ep", 1) * parallel.get("cp", 1)
     return Plan.model_validate({"model": model, "parallel": parallel,
                                 "training": dict(global_batch_size=4, micro_batch_size=1, precision="bf16", **training),
                                 "cluster": {"gpus_per_node": world}})
@@ -97,3 +97,11 @@ def test_the_blocks_are_in_the_piece_cache_key():
     spec.substitutions.append(sync_points.blocking_substitution(plan, "cpu"))
     assert spec.material("dense_layer#0") != plain
     assert spec.material("attn_core") == build_spec(plan, "cpu", 1).material("attn_core")
+
+
+def test_cp_core_blocks_at_its_stand_in_keys_and_values():
+    """CP=2: the emulated core blocks once per K and V each way, where the run's all-gather core
+    (build_mcore._KVAllGather) calls its collectives; the layer holds that core."""
+    got = _blocks(_plan({"cp": 2}))
+    assert got["attn_core"] == Counter({"cp_gather": 2, "cp_gather.backward": 2})
+    assert got["dense_layer#0"]["cp_gather"] == 2 and got["dense_layer#0"]["cp_gather.backward"] == 2

@@ -199,7 +199,9 @@ def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
                     self._standin[key] = [
                         (torch.randn(t.shape, generator=g) * 0.5).to(t.device, t.dtype).requires_grad_(True)
                         for _ in range(self.cp_size - 1)]
-                parts = [t] + self._standin[key]
+                from primus_launch.projection.measure.sync_points import block_point
+
+                parts = [block_point(t, "cp_gather")] + self._standin[key]  # where the run blocks
                 rank = 0
             chunks: list = [None] * (2 * self.cp_size)
             for r, part in enumerate(parts):
@@ -275,6 +277,51 @@ def measured_dispatcher(plan: Plan) -> str:
     ``deepep`` / ``hybridep`` (they need the DeepEP / HybridEP libraries and a GPU fabric)."""
     d = plan.training.moe_token_dispatcher
     return d if d in ("alltoall", "allgather") else "alltoall"
+
+
+def gathered_ranks(plan: Plan) -> int:
+    """Ranks whose tokens megatron's allgather dispatcher gathers in the run (its ``tp_ep`` group:
+    expert-TP x EP, ``moe_dispatch.dispatcher_collectives``) when the plan runs that dispatcher,
+    else 1: the world-size-1 MoE layer then works on this many ranks' tokens
+    (:func:`emulate_token_gather`)."""
+    p = plan.parallel
+    n = p.expert_tp * p.ep
+    return n if plan.model.is_moe and plan.training.moe_token_dispatcher == "allgather" and n > 1 else 1
+
+
+def emulate_token_gather(dispatcher, n: int) -> None:
+    """Make a world-size-1 ``MoEAllGatherTokenDispatcher`` work on ``n`` ranks' tokens, as the run's does.
+
+    In the run (megatron-core 0.16.1 ``token_dispatcher.py``) ``token_dispatch`` all-gathers the
+    routing map, the probs and the hidden states over the ``tp_ep`` group (``T`` tokens -> ``n T``),
+    ``dispatch_postprocess`` slices the local experts' columns and permutes the ``n T`` tokens,
+    ``combine_preprocess`` unpermutes into ``n T`` rows and ``token_combine`` reduce-scatters them
+    back to ``T`` (cast to the probs' dtype and back).  At world size 1 the gathers and the
+    reduce-scatter return their input, so the permutation, the unpermutation and the casts see ``T``
+    tokens.  Here the gathered tensors are this rank's followed by ``n - 1`` stand-ins -- the same
+    hidden states (detached: their gradient goes to the other ranks in the run), probs of zero and
+    a routing map that sends them to none of this rank's experts -- so those steps handle ``n T``
+    rows while the experts get exactly this rank's routed tokens (with balanced routing the run's
+    local experts receive as many: ``n T k E_local / E = T k`` at ``E_local = E / n``); the
+    combine keeps this rank's ``T`` rows, cast as the run casts them.  The collectives themselves
+    are priced analytically."""
+    dispatch, combine = dispatcher.token_dispatch, dispatcher.token_combine
+
+    def token_dispatch(hidden_states, probs):
+        hidden_states, probs = dispatch(hidden_states, probs)
+        dispatcher._primus_local_tokens = hidden_states.shape[0]
+        with torch.no_grad():
+            rmap = dispatcher.routing_map
+            dispatcher.routing_map = torch.cat([rmap] + [torch.zeros_like(rmap)] * (n - 1))
+        probs = torch.cat([probs] + [torch.zeros_like(probs)] * (n - 1))
+        hidden_states = torch.cat([hidden_states] + [hidden_states.detach()] * (n - 1))
+        return hidden_states, probs
+
+    def token_combine(hidden_states):
+        t = dispatcher._primus_local_tokens
+        return combine(hidden_states.to(dispatcher.local_probs.dtype)[:t].to(hidden_states.dtype))
+
+    dispatcher.token_dispatch, dispatcher.token_combine = token_dispatch, token_combine
 
 
 def default_kinds(plan: Plan, num_dense: int, num_moe: int, per_rank: bool) -> list[tuple[bool, bool]]:
@@ -635,8 +682,12 @@ def _megatron_substitutions(plan: Plan, device: str, kinds: list[tuple[bool, boo
     if any(moe for moe, _ in kinds):
         d = t.moe_token_dispatcher
         md = measured_dispatcher(plan)
+        n = gathered_ranks(plan)
         subs.append(Substitution(("moe_layer", "moe_window_layer"), f"megatron's {md} token dispatcher at world size 1"
-                                 + (f" (plan: {d})" if d != md else ""),
+                                 + (f" (plan: {d})" if d != md else "")
+                                 + (f", the other {n - 1} rank(s)' gathered tokens as stand-ins (this rank's again, "
+                                    "routed to none of its experts: the permutation, unpermutation and casts handle "
+                                    f"{n} x the tokens, as in the run)" if n > 1 else ""),
                                  "no token leaves the rank at world size 1" + (
                                      f"; {d} needs its library and a GPU fabric" if d != md else ""),
                                  "EP dispatch / combine added analytically for the plan's dispatcher"
@@ -744,6 +795,12 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
         model = model.to(dev)
     model.to(dtype)
     model.train()
+    n_gather = gathered_ranks(plan)
+    if n_gather > 1:  # the run's gathered tokens, with stand-ins for the other ranks'
+        for layer in model.decoder.layers:
+            d = getattr(layer.mlp, "token_dispatcher", None)
+            if d is not None:
+                emulate_token_gather(d, n_gather)
     s, b = spec.inputs["seq"], spec.inputs["mbs"]
     T = s * b
     vocab = model.vocab_size

@@ -16,9 +16,11 @@ never did.
 So, on the CPU (the CPU-time clocks; the wall clock would count the block), :func:`blocking_collectives`
 blocks the measuring thread for :data:`BLOCK_S` at each point where the run blocks and the piece
 does not: each mapping call on a group that has more than one rank in the plan (TP, CP, expert-TP,
-TP x EP, EP) and, for MoE layers with EP (or expert-TP) > 1, once at the start of the token
+TP x EP, EP); for MoE layers with EP (or expert-TP) > 1, once at the start of the token
 dispatch and of the combine, forward and backward (``_Block``; the run's dispatch makes up to three
-calls back to back there, whose later ones resume no compute).  The block is not CPU time, so the
+calls back to back there, whose later ones resume no compute); with CP > 1, at each of the
+measured core's stand-in K and V (:func:`block_point`, forward and backward: the run's all-gather
+and its backward's re-gather and reduce-scatter).  The block is not CPU time, so the
 piece's time gains only the slower resumption.  On CUDA nothing changes (kernels are timed by
 events; the host thread's waits do not slow them).
 """
@@ -72,10 +74,12 @@ def blocking_substitution(plan: Plan, device: str, clock: str = "thread") -> Opt
         return None
     groups = blocked_groups(plan)
     moe = any(g in groups for g in ("ep", "etp")) and plan.parallel.ep * plan.parallel.expert_tp > 1
+    cp = "cp" in groups
     return Substitution(
-        ("layer", "embedding", "head_loss", "mtp"),
+        ("layer", "embedding", "head_loss", "mtp") + (("attn_core",) if cp else ()),
         f"each of the run's blocking collectives inside the piece (megatron's mappings on the {', '.join(groups)} "
         f"group(s)" + ("; the MoE token dispatch and combine, forward and backward" if moe else "")
+        + ("; the core's stand-in K and V, forward and backward" if cp else "")
         + f") kept as a {BLOCK_S * 1e3:g} ms block of the measuring thread",
         "world size 1 makes no collective call, but on the CPU the compute after a blocking call resumes slower "
         "(scripts/measure_gap.py --stand-ins)",
@@ -100,6 +104,17 @@ class _Block(torch.autograd.Function):
     def backward(ctx, grad):
         _sleep(ctx.counts, ctx.where + ".backward")
         return grad, None, None
+
+
+#: the blocks' counter while :func:`blocking_collectives` is active (None: no blocks)
+_ACTIVE: Optional[Counter] = None
+
+
+def block_point(t: torch.Tensor, where: str) -> torch.Tensor:
+    """``t``, through a block forward and backward while :func:`blocking_collectives` is active
+    (a builder's own emulated exchange calls it where the run's collective would be: the CP
+    stand-in K / V of ``build_mcore``); else ``t`` itself."""
+    return t if _ACTIVE is None else _Block.apply(t, _ACTIVE, where)
 
 
 def _group_ids(names: tuple[str, ...]) -> set[int]:
@@ -138,12 +153,14 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
     if p.ep > 1 or p.expert_tp > 1:
         for mod in model.modules():
             d = getattr(mod, "token_dispatcher", None)
-            if d is not None and "token_dispatch" not in vars(d):
-                dispatchers.append(d)
+            if d is not None:
+                dispatchers.append((d, {k: vars(d)[k] for k in ("token_dispatch", "token_combine") if k in vars(d)}))
+    global _ACTIVE
     try:
+        _ACTIVE = counts if "cp" in blocked_groups(plan) else None
         for name, fn in saved.items():
             setattr(mappings, name, hook(fn))
-        for d in dispatchers:
+        for d, _ in dispatchers:
             dispatch, combine = d.token_dispatch, d.token_combine
 
             def token_dispatch(hidden_states, probs, *a, _f=dispatch, **k):
@@ -155,8 +172,10 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
             d.token_dispatch, d.token_combine = token_dispatch, token_combine
         yield counts
     finally:
+        _ACTIVE = None
         for name, fn in saved.items():
             setattr(mappings, name, fn)
-        for d in dispatchers:
-            vars(d).pop("token_dispatch", None)
-            vars(d).pop("token_combine", None)
+        for d, own in dispatchers:  # back to the class's methods, or the builder's own wrappers
+            for k in ("token_dispatch", "token_combine"):
+                vars(d).pop(k, None)
+            vars(d).update(own)
