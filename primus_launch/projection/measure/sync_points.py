@@ -49,9 +49,10 @@ MAPPINGS = ("_reduce", "_gather_along_first_dim", "_gather_along_last_dim", "_re
 
 def blocked_groups(plan: Plan) -> tuple[str, ...]:
     """The plan's groups with more than one rank whose collectives sit inside the layers:
-    ``tp``, ``cp``, ``etp`` (expert-TP), ``tp_ep``, ``ep`` (megatron parallel-state names)."""
+    ``tp``, ``cp``, ``etp`` (expert-TP), ``tp_ep`` (expert-TP x EP, megatron's
+    ``expert_tensor_and_model_parallel_group``), ``ep`` (megatron parallel-state names)."""
     p = plan.parallel
-    out = [name for name, n in (("tp", p.tp), ("cp", p.cp), ("etp", p.expert_tp), ("tp_ep", p.tp * p.ep),
+    out = [name for name, n in (("tp", p.tp), ("cp", p.cp), ("etp", p.expert_tp), ("tp_ep", p.expert_tp * p.ep),
                                 ("ep", p.ep)) if n > 1]
     if not plan.model.num_experts:
         out = [g for g in out if g in ("tp", "cp")]
