@@ -44,6 +44,7 @@ import torch
 
 from primus_launch.plan import Plan
 from primus_launch.projection.measure.spec import BuildSpec, Substitution, fp8_support
+from primus_launch.projection.measure.sync_points import block_point
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.bfloat16,
           "fp4": torch.bfloat16}
@@ -199,8 +200,6 @@ def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
                     self._standin[key] = [
                         (torch.randn(t.shape, generator=g) * 0.5).to(t.device, t.dtype).requires_grad_(True)
                         for _ in range(self.cp_size - 1)]
-                from primus_launch.projection.measure.sync_points import block_point
-
                 parts = [block_point(t, "cp_gather")] + self._standin[key]  # where the run blocks
                 rank = 0
             chunks: list = [None] * (2 * self.cp_size)
@@ -309,7 +308,6 @@ def emulate_token_gather(dispatcher, n: int) -> None:
 
     def token_dispatch(hidden_states, probs):
         hidden_states, probs = dispatch(hidden_states, probs)
-        dispatcher._primus_local_tokens = hidden_states.shape[0]
         with torch.no_grad():
             rmap = dispatcher.routing_map
             dispatcher.routing_map = torch.cat([rmap] + [torch.zeros_like(rmap)] * (n - 1))
@@ -317,8 +315,8 @@ def emulate_token_gather(dispatcher, n: int) -> None:
         hidden_states = torch.cat([hidden_states] + [hidden_states.detach()] * (n - 1))
         return hidden_states, probs
 
-    def token_combine(hidden_states):
-        t = dispatcher._primus_local_tokens
+    def token_combine(hidden_states):  # the unpermuted n T rows: this rank's are the first T
+        t = hidden_states.shape[0] // n
         return combine(hidden_states.to(dispatcher.local_probs.dtype)[:t].to(hidden_states.dtype))
 
     dispatcher.token_dispatch, dispatcher.token_combine = token_dispatch, token_combine

@@ -62,10 +62,14 @@ def blocked_groups(plan: Plan) -> tuple[str, ...]:
 def applies(plan: Plan, device: str, clock: str = "thread") -> bool:
     """Whether :func:`blocking_collectives` blocks anything: a megatron plan with
     :func:`blocked_groups`, timed on the CPU in CPU time (``clock`` "thread" or "process")."""
-    from primus_launch.projection.measure.upscale import _framework
-
-    return (torch.device(device).type == "cpu" and clock != "wall" and _framework(plan) == "megatron"
+    return (torch.device(device).type == "cpu" and clock != "wall" and plan.framework == "megatron"
             and bool(blocked_groups(plan)))
+
+
+def _blocks_dispatch(plan: Plan) -> bool:
+    """Whether MoE token dispatch / combine block: the plan's dispatcher exchanges tokens
+    (EP or expert-TP > 1)."""
+    return any(g in blocked_groups(plan) for g in ("ep", "etp"))
 
 
 def blocking_substitution(plan: Plan, device: str, clock: str = "thread") -> Optional[Substitution]:
@@ -74,7 +78,7 @@ def blocking_substitution(plan: Plan, device: str, clock: str = "thread") -> Opt
     if not applies(plan, device, clock):
         return None
     groups = blocked_groups(plan)
-    moe = any(g in groups for g in ("ep", "etp")) and plan.parallel.ep * plan.parallel.expert_tp > 1
+    moe = _blocks_dispatch(plan)
     cp = "cp" in groups
     return Substitution(
         ("layer", "embedding", "head_loss", "mtp") + (("attn_core",) if cp else ()),
@@ -113,8 +117,8 @@ _ACTIVE: Optional[Counter] = None
 
 def block_point(t: torch.Tensor, where: str) -> torch.Tensor:
     """``t``, through a block forward and backward while :func:`blocking_collectives` is active
-    (a builder's own emulated exchange calls it where the run's collective would be: the CP
-    stand-in K / V of ``build_mcore``); else ``t`` itself."""
+    (where the run's collective would be: the MoE dispatch / combine wrapped here, the CP stand-in
+    K / V of ``build_mcore``); else ``t`` itself."""
     return t if _ACTIVE is None else _Block.apply(t, _ACTIVE, where)
 
 
@@ -150,25 +154,24 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
         return blocking
 
     dispatchers = []
-    p = plan.parallel
-    if p.ep > 1 or p.expert_tp > 1:
+    if _blocks_dispatch(plan):
         for mod in model.modules():
             d = getattr(mod, "token_dispatcher", None)
             if d is not None:
                 dispatchers.append((d, {k: vars(d)[k] for k in ("token_dispatch", "token_combine") if k in vars(d)}))
     global _ACTIVE
     try:
-        _ACTIVE = counts if "cp" in blocked_groups(plan) else None
+        _ACTIVE = counts
         for name, fn in saved.items():
             setattr(mappings, name, hook(fn))
         for d, _ in dispatchers:
             dispatch, combine = d.token_dispatch, d.token_combine
 
             def token_dispatch(hidden_states, probs, *a, _f=dispatch, **k):
-                return _f(_Block.apply(hidden_states, counts, "dispatch"), probs, *a, **k)
+                return _f(block_point(hidden_states, "dispatch"), probs, *a, **k)
 
             def token_combine(hidden_states, *a, _f=combine, **k):
-                return _f(_Block.apply(hidden_states, counts, "combine"), *a, **k)
+                return _f(block_point(hidden_states, "combine"), *a, **k)
 
             d.token_dispatch, d.token_combine = token_dispatch, token_combine
         yield counts
