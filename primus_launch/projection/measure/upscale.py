@@ -80,10 +80,6 @@ DEFAULT_POLICY = TimingPolicy()
 CPU_NOTE = "measured on the CPU: CPU timings only check the path, not GPU performance"
 
 
-def _framework(plan: Plan) -> str:
-    return plan.source.framework if plan.source is not None else "megatron"
-
-
 def device_label(device: str) -> str:
     """What identifies the measuring hardware in the cache key."""
     d = torch.device(device)
@@ -181,7 +177,7 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
     process holds its cache key's writer lock (a concurrent run waiting on it then reads the
     record).  On the CPU, refuses (one line) when the estimated measurement time exceeds
     ``max_cpu_seconds`` (None: no limit).  Torch runs ``policy.threads`` threads meanwhile."""
-    fw = _framework(plan)
+    fw = plan.framework
     b = _builder(fw)
     pol = make_policy(policy, repeats=repeats, cpu_clock=cpu_clock)
     cpu = torch.device(device).type == "cpu"
@@ -288,7 +284,7 @@ def cpu_measurement_seconds(plan: Plan, measure_layers: int, policy: TimingPolic
     passes; plus the round-robin window ``min_window_s``."""
     from primus_launch.projection.measure.build_mcore import measurement_flops_estimate
 
-    per = 2 if _framework(plan) == "torchtitan" else 1
+    per = 2 if plan.framework == "torchtitan" else 1
     ref = 2 if policy.noise_probe else 1  # the reference workload lasts as long as each sample
     passes = policy.warmup * per + policy.min_repeats * per * ref + 2
     dtype = plan.training.precision
@@ -762,7 +758,7 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     res = assemble(plan, lt, "measured", record_timeline=record_timeline, memory_margin=memory_margin)
     mem, check = memory_check(plan, meas, device, memory_margin, memory_basis)
     p = plan.parallel
-    fw = _framework(plan)
+    fw = plan.framework
     clock = "CUDA events" if not cpu else (f"{pol.cpu_clock} time, {pol.threads} torch thread(s)"
                                            + (", glibc malloc keeping freed memory" if keep_freed_memory() else ""))
     notes.append(f"measured {fw} pieces on {meas.device} at world size 1 with per-GPU shard shapes "
