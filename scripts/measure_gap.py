@@ -14,11 +14,14 @@ Prints each rank's medians and their ratio to the pieces'.
 
 ``--stand-ins``: no pieces; each real rank's forward + backward iterations alternate between
 gloo's collectives, local stand-ins (no call: an all-gather copies this rank's part into every
-slot, a reduce-scatter keeps its slice, an all-reduce leaves the tensor) and the same stand-ins
-after a sleep of ``--sleep`` seconds, in the same two processes, so the machine's drift hits the
-three alike; prints each rank's median main-thread CPU per mode.  What the collectives add to the
-compute around them (beyond their own calls) is what ``projection/measure/sync_points.py`` keeps in
-the measured pieces.
+slot, a reduce-scatter keeps its slice, an all-reduce leaves the tensor), the same stand-ins
+after a sleep of ``--sleep`` seconds, and the same stand-ins while two helper threads of the rank
+move the call's bytes (what this rank sends and receives) through a local socket pair on its core,
+as gloo's threads move them through loopback TCP, the caller waiting -- in the same two
+processes, so the machine's drift hits the four alike; prints each rank's median main-thread CPU
+per mode.  The gloo figure includes the calls' own main-thread CPU (``validate_measure.py`` prints
+it per call; the links' times include it); what the collectives add to the compute around them is
+what ``projection/measure/sync_points.py`` keeps in the measured pieces.
 
     python scripts/measure_gap.py [--cases tp2,ep2] [--iters 6] [--stand-ins [--sleep 0.001]]
 """
@@ -42,29 +45,71 @@ class _Done:
         return True
 
 
+class _Traffic:
+    """A loopback transfer on this process's core(s): two threads push ``n`` bytes through an
+    AF_UNIX socket pair (one writes, one reads, as gloo's TCP pair does for a peer's share)
+    while the caller waits; the caller's own thread does no work meanwhile."""
+
+    def __init__(self) -> None:
+        import queue
+        import socket
+        import threading
+
+        self.a, self.b = socket.socketpair()
+        self.todo_w, self.todo_r = queue.Queue(), queue.Queue()
+        self.done = threading.Event()
+        self.src, self.dst = bytearray(1 << 23), bytearray(1 << 23)
+        threading.Thread(target=self._write, daemon=True).start()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _write(self) -> None:
+        while True:
+            n = self.todo_w.get()
+            self.a.sendall(memoryview(self.src)[:n])
+
+    def _read(self) -> None:
+        while True:
+            n = self.todo_r.get()
+            view, got = memoryview(self.dst), 0
+            while got < n:
+                got += self.b.recv_into(view[got:n])
+            self.done.set()
+
+    def move(self, n: int) -> None:
+        n = max(1, min(int(n), len(self.src)))
+        self.done.clear()
+        self.todo_r.put(n)
+        self.todo_w.put(n)
+        self.done.wait()
+
+
 def _stand_ins(mode: list, sleep_s: float) -> None:
-    """Route megatron's collectives through stand-ins while ``mode[0]`` is "local" or "sleep"
-    (module docstring): ``torch.distributed.all_reduce`` and the all-gather / reduce-scatter
-    functions megatron's mappings and layers bound at import."""
+    """Route megatron's collectives through stand-ins while ``mode[0]`` is "local", "sleep" or
+    "traffic" (module docstring): ``torch.distributed.all_reduce`` and the all-gather /
+    reduce-scatter functions megatron's mappings and layers bound at import."""
     import torch.distributed as dist
     from megatron.core.tensor_parallel import layers, mappings
 
-    def standing_in() -> bool:
+    traffic = _Traffic()
+
+    def standing_in(nbytes: int = 0) -> bool:
         if mode[0] == "sleep":
             time.sleep(sleep_s)
+        elif mode[0] == "traffic":
+            traffic.move(nbytes)
         return mode[0] != "gloo"
 
     all_reduce = dist.all_reduce
 
     def ar(t, *a, **k):
-        if standing_in():
+        if standing_in(t.numel() * t.element_size()):
             return _Done() if k.get("async_op") else None
         return all_reduce(t, *a, **k)
 
     dist.all_reduce = ar
     for mod in (mappings, layers):
         def ag(out, inp, *a, _f=mod.dist_all_gather_func, **k):
-            if standing_in():
+            if standing_in(inp.numel() * inp.element_size()):  # the peer's share, as large as this rank's
                 flat, n = out.view(-1), inp.numel()
                 for i in range(out.numel() // n):
                     flat[i * n:(i + 1) * n].copy_(inp.reshape(-1))
@@ -72,7 +117,7 @@ def _stand_ins(mode: list, sleep_s: float) -> None:
             return _f(out, inp, *a, **k)
 
         def rs(out, inp, *a, _f=mod.dist_reduce_scatter_func, **k):
-            if standing_in():
+            if standing_in(out.numel() * out.element_size()):
                 out.view(-1).copy_(inp.reshape(-1)[:out.numel()])
                 return _Done() if k.get("async_op") else None
             return _f(out, inp, *a, **k)
@@ -90,7 +135,7 @@ def _worker(rank: int, port: int, plan_json: str, iters: int, q, sleep_s: float 
     _init(rank, 2, port, "cpu", 1, pin=True)
     plan = Plan.model_validate_json(plan_json)
     mode = ["gloo"]
-    kinds = ("fwd", "full") if sleep_s is None else ("gloo", "local", "sleep")
+    kinds = ("fwd", "full") if sleep_s is None else ("gloo", "local", "sleep", "traffic")
     if sleep_s is not None:
         _stand_ins(mode, sleep_s)
     with mcore_cpu.eager_fusions("cpu"):
@@ -160,10 +205,11 @@ def main(argv: list[str] | None = None) -> int:
             pr.join(timeout=30)
         if args.stand_ins:
             print(f"[{name}] forward + backward main-thread CPU per iteration, median of {args.iters}")
-            for rank, g, loc, slp in got:
+            for rank, g, loc, slp, trf in got:
                 print(f"  rank {rank}: gloo collectives {g * 1e3:.1f} ms, local stand-ins {loc * 1e3:.1f} ms "
                       f"({g / loc - 1:+.1%} with gloo), stand-ins after a {args.sleep * 1e3:g} ms sleep {slp * 1e3:.1f} ms "
-                      f"({slp / loc - 1:+.1%})")
+                      f"({slp / loc - 1:+.1%}), stand-ins moving the call's bytes through a local socket pair "
+                      f"{trf * 1e3:.1f} ms ({trf / loc - 1:+.1%})")
             continue
         print(f"[{name}] pieces: forward {fwd * 1e3:.1f} ms, forward + backward {full * 1e3:.1f} ms per iteration")
         for rank, f, a in got:

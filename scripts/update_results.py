@@ -3,6 +3,7 @@
     python scripts/update_results.py                       (runs every script)
     python scripts/update_results.py --only VALIDATE,RECIPES   (reruns these; the others from .results/)
     python scripts/update_results.py --tuner-limit 60      (bench_tuner's --exhaustive-limit)
+    python scripts/update_results.py --seed                 (a fresh checkout: .results/ from RESULTS.md)
 
 Reads RESULTS.template.md and writes RESULTS.md atomically; each block is the tail of the command's
 own output, verbatim, in a code fence.  Every command's whole output is kept in ``.results/NAME.out``
@@ -13,6 +14,7 @@ the commit each block was produced at.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import time
@@ -79,11 +81,55 @@ def _cached(name: str) -> tuple[str, str]:
     return out, head.split(" @ ", 1)[1]
 
 
+#: what each block's command printed around the part RESULTS.md shows, for :func:`seed` (the
+#: others' part is their whole output, or lines their pick keeps as they are)
+_AROUND = {"VALIDATE": ("\n", ""), "VALIDATE_ROWS": ("", "\ncalibration ")}
+
+
+def seed() -> list[str]:
+    """Write ``.results/NAME.out`` for every block from the committed RESULTS.md, with its
+    provenance line, so that ``--only`` works on a fresh checkout (``.results/`` is not committed):
+    the template's text between placeholders locates each block; a block is written only when the
+    block's own pick gives back exactly what RESULTS.md shows.  Returns the blocks written."""
+    template, shown = (ROOT / "RESULTS.template.md").read_text(), (ROOT / "RESULTS.md").read_text()
+    parts = re.split(r"@([A-Z_]+)@", template)  # literal, name, literal, name, ..., literal
+    bodies, pos = {}, 0
+    if not shown.startswith(parts[0]):
+        raise SystemExit("update_results --seed: RESULTS.md does not start as RESULTS.template.md does")
+    pos = len(parts[0])
+    for i in range(1, len(parts), 2):
+        end = shown.find(parts[i + 1], pos) if parts[i + 1] else len(shown)
+        if end < 0:
+            raise SystemExit(f"update_results --seed: the template's text after @{parts[i]}@ is not in RESULTS.md")
+        bodies[parts[i]] = shown[pos:end]
+        pos = end + len(parts[i + 1])
+    prov = dict(line[2:].split(": ", 1) for line in bodies.pop("PROVENANCE").splitlines() if line.startswith("- "))
+    written = []
+    for name, (args, pick) in BLOCKS.items():
+        body = bodies[name]
+        if body.startswith("```\n") and body.endswith("\n```"):
+            body = body[4:-4]
+        before, after = _AROUND.get(name, ("", ""))
+        out = before + body + after
+        if name not in prov or pick(out).strip("\n") != body.strip("\n"):
+            print(f"update_results --seed: {name} not recovered from RESULTS.md; rerun it", file=sys.stderr)
+            continue
+        CACHE.mkdir(exist_ok=True)
+        atomic_write_text(CACHE / f"{name}.out", f"# {' '.join(args)} @ {prov[name]}\n{out}")
+        written.append(name)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated block names to rerun (others from .results/)")
     ap.add_argument("--tuner-limit", type=float, default=None, help="bench_tuner.py --exhaustive-limit (s)")
+    ap.add_argument("--seed", action="store_true",
+                    help="write .results/ from the committed RESULTS.md (a fresh checkout) and stop")
     a = ap.parse_args(argv)
+    if a.seed:
+        print("seeded .results/ with " + ", ".join(seed()))
+        return 0
     only = {x.strip() for x in a.only.split(",") if x.strip()}
     bad = only - set(BLOCKS)
     if bad:

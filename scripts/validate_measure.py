@@ -21,21 +21,28 @@
    call the real run makes is the one the projection prices (``tests/test_layer_collectives.py``
    checks them against a traced real run; EP: ``tests/test_moe_dispatch.py``).
 3. Print projected vs real iteration time and the error, and the real run's per-region accounting
-   (``realrun.REGIONS``: main-thread CPU and wall per iteration, median, each rank) beside what the
-   projection prices for the same work: the forward-backward's CPU against the measured pieces'
-   ``compute``, ``Adam.step`` against ``optimizer``; forward-backward wall minus CPU is the time
-   that rank waited (collectives, the peer's skew, other jobs).
+   (``realrun.REGIONS``: main-thread CPU, wall and run-queue wait per iteration, median, each rank)
+   beside what the projection prices for the same work: the forward-backward's CPU against the
+   measured pieces' ``compute``, ``Adam.step`` against ``optimizer``; forward-backward wall minus
+   CPU is the time that rank waited (collectives, the peer's skew, other threads on its core).
+   Then each rank's collective calls inside the forward-backward (``realrun.timed_collectives``),
+   per op, size and group: calls per iteration, wall per call split into the wait for the later
+   rank's entry and the time after it, its CPU, and what the cost model prices one such call at
+   on the links just measured; with the totals per iteration.
 
-Rounds (``--rounds``, default 3): steps 1-3 are repeated, everything measured afresh each round
--- the links, and each case's pieces in a cache of their own right before that case's real run (so
-the projection and the run it is compared with see the machine within seconds of each other);
+Rounds (``--rounds``, default 3): steps 1-3 are repeated, everything measured afresh each round:
+each case's pieces in a cache of their own, then the links, then that case's real run (so the
+projection and the run it is compared with see the machine within seconds of each other: the link
+points printed per case move by 2-3x between the cases of one round; ``--links-per-round``
+measures the links once per round instead);
 the summary gives every round's error and, per case, their median and range.  On this shared
 2-core VM one comparison moves by up to 20 points between rounds (RESULTS.md; the machine's speed
 drifts over tens of seconds), so one round alone can neither show nor refute a 15 % agreement.
 
-Links (every op) are timed "in situ" by default: both ranks first run the GEMM work a TP layer does between
-two all-reduces (half the measured TP=2 dense-layer forward), so the fitted latency includes the
-arrival skew of two ranks on this machine; ``--isolated-links`` times them after a barrier.  The
+Links (every op) are timed "in situ" by default: both ranks first evict the caches and run the GEMM
+work a TP layer does between two all-reduces (half the measured TP=2 dense-layer forward), so the
+fitted latency includes the arrival skew of two ranks on this machine and the cold caches a
+training step's call meets (``localhw.measure_links``); ``--isolated-links`` times them after a barrier.  The
 same calls are also fitted from the later rank's entry (both processes read one monotonic clock),
 printed with the median gap between the ranks' entries: how much of each in-situ figure is the wait
 for the peer (a diagnostic; nothing is priced from it).
@@ -104,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--single-link-fit", action="store_true",
                     help="time only all-reduce and send/recv and price every collective from the one --link-fit "
                          "(default: each op timed and priced by its own fit)")
+    ap.add_argument("--links-per-round", action="store_true",
+                    help="measure the links once at the start of each round (default: right before each case's run)")
     ap.add_argument("--no-pin", action="store_true", help="do not bind each real-run rank to its own core")
     ap.add_argument("--gpu-file", type=Path, default=None, help="keep the measured GPU TOML here")
     ap.add_argument("--json", type=Path, default=None, help="write the results as JSON")
@@ -132,10 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     for rnd in range(args.rounds):
         if args.rounds > 1:
             print(f"\n===== round {rnd + 1} of {args.rounds} =====")
-        hws.append(_round(args, clock, cases, names, rnd, rows))
+        hws += _round(args, clock, cases, names, rnd, rows)
     print("\n" + _summary(rows, names, args.rounds))
     if args.json:
-        args.json.write_text(json.dumps({"rounds": [{"hw": {k: v for k, v in hw.items() if k != "links"},
+        args.json.write_text(json.dumps({"hardware": [{"hw": {k: v for k, v in hw.items() if k != "links"},
                                                      "links": hw["links"]} for hw in hws],
                                          "rows": rows, "clock": clock}, indent=1, default=str))
     return 0
@@ -156,20 +165,56 @@ def _summary(rows: list[dict], names: list[str], rounds: int) -> str:
     return head + "\n  " + "\n  ".join(out)
 
 
-def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list[dict]) -> dict:
-    """One round: measure the links, then for each case measure its pieces afresh (a cache
-    directory of its own, right before its real run, so that the projection and the run see the
-    machine at nearly the same time) and run the real iterations; appends one row per case."""
-    from primus_launch.projection.measure.cache import MeasureCache
-    from primus_launch.projection.measure.localhw import OPS, measure_local_spec
-    from primus_launch.projection.measure.realrun import REGIONS, region_medians, run_real
-    from primus_launch.projection.measure.upscale import measure_pieces, project_measured
+def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
+    """Each rank's timed collective calls (``realrun.timed_collectives``, rank order), per (op, S,
+    group size): calls per iteration, trimmed-mean wall and CPU seconds per call, what the
+    collectives model prices one such call at on the measured links (raw, before any overlap), and,
+    for groups of every rank (calls paired in issue order, one clock for both processes), the wall
+    split into the wait for the later rank's entry and the time from that entry to this rank's
+    exit."""
+    from primus_launch.projection.cost import collectives as coll
+    from primus_launch.projection.hardware.placement import place
+    from primus_launch.projection.measure.localhw import trimmed_mean
 
-    link_compute_s = 0.0
-    if not args.isolated_links:  # the compute between two TP all-reduces: half a layer's forward
-        tmp = Path(tempfile.mkdtemp(prefix="primus-measure-"))
-        t_tp = measure_pieces(cases["tp2"], "cpu", cache=MeasureCache(tmp), cpu_clock=clock).timings
-        link_compute_s = t_tp["dense_layer#0"].fwd_s / 2
+    tables = []
+    for rank, mine in enumerate(calls):
+        out = []
+        for key, v in sorted(mine.items()):
+            op, nbytes, n = key.split("|")
+            priced = getattr(coll, op)(float(nbytes), place(int(n), 1, plan.cluster.gpus_per_node), plan.cluster.gpu)
+            row = dict(op=op, nbytes=int(nbytes), n=int(n), per_iter=len(v) / iters, wall_s=trimmed_mean([c[0] for c in v]),
+                       cpu_s=trimmed_mean([c[1] for c in v]), priced_s=priced)
+            peers = [c.get(key, []) for c in calls]
+            if int(n) == len(calls) and all(len(q) == len(v) for q in peers):
+                later = [max(q[i][2] for q in peers) for i in range(len(v))]
+                row["wait_s"] = trimmed_mean([t - c[2] for c, t in zip(v, later)])
+                row["after_s"] = trimmed_mean([c[2] + c[0] - t for c, t in zip(v, later)])
+            out.append(row)
+        tables.append(out)
+    return tables
+
+
+def _call_lines(table: list[dict]) -> str:
+    """Each (op, size) of :func:`_call_tables`: count, real wall (CPU) per call and, where paired,
+    its wait for the later rank + the time after that entry, against priced; then the totals per
+    iteration."""
+    def one(r: dict) -> str:
+        split = f" = wait {r['wait_s'] * 1e3:.2f} + {r['after_s'] * 1e3:.2f}" if "wait_s" in r else ""
+        return (f"{r['op']} {r['nbytes'] / 1024:.0f} KiB x{r['per_iter']:.0f}: {r['wall_s'] * 1e3:.2f}{split} "
+                f"(CPU {r['cpu_s'] * 1e3:.2f}) ms, priced {r['priced_s'] * 1e3:.2f}")
+
+    def tot(k: str) -> float:
+        return sum(r["per_iter"] * r.get(k, 0.0) for r in table) * 1e3
+
+    return ("; ".join(one(r) for r in table) + f"; total wall {tot('wall_s'):.1f} = wait {tot('wait_s'):.1f} + "
+            f"{tot('after_s'):.1f} (CPU {tot('cpu_s'):.1f}) ms vs priced {tot('priced_s'):.1f} ms")
+
+
+def _links(args, clock: str, link_compute_s: float) -> dict:
+    """Measure the links (and the Adam / GEMM rates), register ``cpu-gloo-loopback`` and print the
+    points, the calls' percentiles and the fits."""
+    from primus_launch.projection.measure.localhw import OPS, measure_local_spec
+
     t_hw0 = time.perf_counter()
     hw = measure_local_spec("cpu-gloo-loopback", links=True, link_fit=args.link_fit,
                             link_compute_s=link_compute_s, per_op=not args.single_link_fit,
@@ -205,16 +250,40 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
     print("  per-op fabric: " + (", ".join(f"{k} {v:.4g}" for k, v in hw["fabric"].items()) if hw["fabric"]
                                  else "none (every op from the one fit)"))
 
+    return hw
+
+
+def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list[dict]) -> list[dict]:
+    """One round: for each case measure its pieces afresh (a cache directory of its own), then the
+    links, then project from the cached pieces on those links and run the real iterations -- the
+    projection and the run it is compared with see the machine within seconds of each other
+    (``--links-per-round``: the links once, first).  Appends one row per case; returns each link
+    measurement."""
+    from primus_launch.projection.measure.cache import MeasureCache
+    from primus_launch.projection.measure.realrun import REGIONS, region_medians, run_real
+    from primus_launch.projection.measure.upscale import measure_pieces, project_measured
+
+    link_compute_s = 0.0
+    if not args.isolated_links:  # the compute between two TP all-reduces: half a layer's forward
+        tmp = Path(tempfile.mkdtemp(prefix="primus-measure-"))
+        t_tp = measure_pieces(cases["tp2"], "cpu", cache=MeasureCache(tmp), cpu_clock=clock).timings
+        link_compute_s = t_tp["dense_layer#0"].fwd_s / 2
+    hws = [_links(args, clock, link_compute_s)] if args.links_per_round else []
     for name in names:
         plan = cases[name]
         t0 = time.perf_counter()
         cache = Path(tempfile.mkdtemp(prefix="primus-measure-"))  # this case's pieces, measured now
-        proj = project_measured(plan, device="cpu", cache_dir=cache, cpu_clock=clock)
+        measure_pieces(plan, "cpu", cache=MeasureCache(cache), cpu_clock=clock)
         t_meas = time.perf_counter() - t0
+        if not args.links_per_round:
+            print(f"\n[{name}] links measured right before its run")
+            hws.append(_links(args, clock, link_compute_s))
+        proj = project_measured(plan, device="cpu", cache_dir=cache, cpu_clock=clock)  # the pieces just cached
         load0 = os.getloadavg()[0]
         regions: list = []
+        calls: list = []
         real = run_real(plan, device="cpu", iters=args.iters, warmup=2, threads=1, pin=not args.no_pin,
-                        regions=regions)
+                        regions=regions, calls=calls)
         reg = [region_medians(r) for r in regions]
         load1 = os.getloadavg()[0]
         real_med = sorted(real)[len(real) // 2]
@@ -224,7 +293,8 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
         rows.append(dict(case=name, round=rnd + 1, tp=p.tp, pp=p.pp, world=plan.world_size, microbatches=plan.num_microbatches,
                          projected_s=proj.iteration_time_s, real_median_s=real_med, real_min_s=min(real),
                          real_s=real, error=err, error_vs_min=err_min, breakdown=proj.time_breakdown,
-                         load_avg=(load0, load1), measure_s=t_meas, regions=reg))
+                         load_avg=(load0, load1), measure_s=t_meas, regions=reg,
+                         calls=_call_tables(calls, plan, args.iters)))
         bd = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in proj.time_breakdown.items() if v > 0)
         print(f"\n[{name}]{f' round {rnd + 1}' if args.rounds > 1 else ''} tp={p.tp} pp={p.pp} world={plan.world_size} micro-batches={plan.num_microbatches}")
         print(f"  projected {proj.iteration_time_s * 1e3:8.1f} ms   ({bd} ms)")
@@ -232,12 +302,16 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
               f"(load avg {load0:.1f} -> {load1:.1f})")
         print(f"  error     {err:+.1%} vs median, {err_min:+.1%} vs min")
         bd_ms = {k: v * 1e3 for k, v in proj.time_breakdown.items()}
-        print("  real main-thread CPU (wall) ms/iter, median, " + " | ".join(f"rank {i}" for i in range(len(reg))) + ": "
-              + "; ".join(f"{k} " + " | ".join(f"{r[k][0] * 1e3:.1f} ({r[k][1] * 1e3:.1f})" for r in reg)
+        print("  real main-thread CPU (wall, run-queue wait) ms/iter, median, " + " | ".join(f"rank {i}" for i in range(len(reg)))
+              + ": " + "; ".join(f"{k} " + " | ".join(f"{r[k][0] * 1e3:.1f} ({r[k][1] * 1e3:.1f}, {r[k][2] * 1e3:.1f})"
+                                                      for r in reg)
                           for k in REGIONS if all(k in r for r in reg)))
         print(f"  priced for that work: compute {bd_ms.get('compute', 0.0):.1f} (forward_backward's CPU), "
               f"optimizer {bd_ms.get('optimizer', 0.0):.1f} (Adam), dp_comm {bd_ms.get('dp_comm', 0.0):.1f} (grad_reduce)")
-    return hw
+        for rank, table in enumerate(rows[-1]["calls"]):
+            if table:
+                print(f"  rank {rank} forward_backward collectives per iteration: " + _call_lines(table))
+    return hws
 
 
 if __name__ == "__main__":

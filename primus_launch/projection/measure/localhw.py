@@ -10,8 +10,8 @@ to the CLI later); set ``plan.cluster.gpu = name``:
 
 - links (gloo on loopback, 2 processes, each bound to its own core): every operation the collectives
   model prices -- all-reduce, all-gather, reduce-scatter, all-to-all (the torch.distributed calls
-  megatron-core makes) and send/recv -- at five message sizes, all interleaved, trimmed mean of repeats, each
-  fitted to its own ``t = b / B + c`` (``b``: the op's bus bytes, :func:`measure_links`).  Why per
+  megatron-core makes) and send/recv -- at six message sizes (:data:`LINK_SIZES`), all interleaved,
+  trimmed mean of :data:`LINK_REPEATS` calls, each fitted to its own ``t = b / B + c`` (``b``: the op's bus bytes, :func:`measure_links`).  Why per
   op: gloo's ops do not cost alike (``scripts/validate_measure.py`` prints each op's points and fit;
   an EP=2 run's all-gathers and reduce-scatters cost more than the all-reduce fit says).  Each fit
   is registered as the op's pair in
@@ -43,6 +43,7 @@ import torch
 from primus_launch.fileio import atomic_write_text
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.hardware.gpus import get_gpu, load_gpu_file
+from primus_launch.projection.measure.timing import flush_buffer
 
 
 #: share of the calls dropped at each end before a link time is averaged (:func:`trimmed_mean`)
@@ -157,7 +158,10 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
         dist.all_reduce(n, op=dist.ReduceOp.MAX)  # identical work on both ranks
         n_iter = int(n.item())
 
-        def work():
+        flush = flush_buffer(torch.device("cpu"))
+
+        def work():  # evict the caches, as a layer's compute does before its collective
+            flush.add_(1)
             for _ in range(n_iter):
                 a @ a
     calls = {(op, nbytes): _op_call(op, rank, nbytes) for nbytes in sizes for op in ops}
@@ -198,8 +202,19 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
     dist.destroy_process_group()
 
 
-def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 21),
-                  repeats: int = 30, compute_s: float = 0.0, ops: tuple[str, ...] = OPS) -> dict:
+#: message sizes the links are timed at: 4 KiB .. 4 MiB, log-spaced, so each fit's constant is pinned
+#: by the small calls a run makes (an MoE dispatcher's routing map and probs: 4-8 KiB) instead of
+#: extrapolated from 128 KiB up, and its slope by the gradient all-reduce's megabytes
+LINK_SIZES = (1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
+#: calls per (op, size): a gloo call's time on this VM is bimodal at every size (10th percentile
+#: ~0.1-0.3 ms, 90th ~3-5 ms; ``scripts/validate_measure.py`` prints them), a mixture whose standard
+#: deviation is ~1.5 ms: the mean of 30 calls moves by ~0.3 ms from one measurement to the next, of
+#: 100 by ~0.15 ms
+LINK_REPEATS = 100
+
+
+def measure_links(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = LINK_REPEATS, compute_s: float = 0.0,
+                  ops: tuple[str, ...] = OPS) -> dict:
     """gloo loopback times of each collective the cost model prices, 2 processes:
     ``{op: [(S, t)], "fit": {op: (B, c)}}`` for op in ``ops`` (:data:`OPS`; ``S`` as
     :func:`_op_call` says; p2p one-way).  ``fit[op]`` is the least-squares ``t = b / B + c`` with
@@ -215,11 +230,17 @@ def measure_links(sizes: tuple[int, ...] = (1 << 17, 1 << 18, 1 << 19, 1 << 20, 
     rounds after 2 warm-ups (``"samples"``: every call's time, ``{"op|S": [t]}``).
 
     ``compute_s = 0``: each collective starts after a barrier (the isolated link cost).
-    ``compute_s > 0``: "in situ" -- both ranks first run the same ``compute_s`` of GEMMs, as a TP
-    layer does between its all-reduces, and the collective's time then includes waiting for the
-    later rank: the effective cost of a synchronising collective on this node, whose OS / shared-
-    core jitter makes the two ranks arrive apart (on a shared 2-core machine this was 2-3x the
-    isolated cost)."""
+    ``compute_s > 0``: "in situ" -- both ranks first evict the caches (the update of
+    ``timing.flush_buffer`` the measured pieces get before each pass) and run the same ``compute_s``
+    of GEMMs, as a TP layer does between its all-reduces, and the collective's time then includes
+    waiting for the later rank: the effective cost of a synchronising collective on this node, whose
+    OS / shared-core jitter makes the two ranks arrive apart (on a shared 2-core machine this was
+    2-3x the isolated cost).  The eviction: in a training step a collective follows compute that
+    streamed the layer's weights and activations through the caches, so gloo's buffers and the
+    tensors are cold; timed after the GEMMs alone (a 128 KiB operand) they were warm, and the links
+    priced the real TP=2 / EP=2 runs' calls (``realrun.timed_collectives``) 33-46 % below what the
+    calls took, against -16 .. +8 % with the eviction.  Calls issued right after another call (an
+    MoE dispatch's three gathers, CP's K and V) find the caches warm and are priced high by it."""
     import torch.multiprocessing as mp
 
     from primus_launch.projection.cost.collectives import bus_bytes

@@ -16,18 +16,27 @@ Per-region accounting (``regions=``): each timed iteration's :data:`REGIONS` -- 
 ``forward_backward`` (megatron's schedule: every micro-batch's forward and backward, TP / CP / EP
 collectives and pipeline sends included), ``grad_reduce`` (the data-parallel all-reduce with its
 flatten / cast / copy-back) and ``optimizer`` (``Adam.step``) -- as (main-thread CPU seconds,
-wall seconds) pairs.  The CPU time is the work this rank's Python thread did (what the measured
-pieces time); wall minus CPU is time spent waiting (collectives, a peer's skew, other jobs on the
-core).  On CUDA these are host-side times (kernels run asynchronously).
+wall seconds, main-thread run-queue wait seconds) triples.  The CPU time is the work this rank's
+Python thread did (what the measured pieces time); wall minus CPU is time spent waiting
+(collectives, a peer's skew, other jobs on the core), of which the run-queue wait
+(:func:`run_queue_wait_s`) is the time the thread was runnable while another thread held its core.
+On CUDA these are host-side times (kernels run asynchronously).
+
+Per-call accounting (``calls=``, :func:`timed_collectives`): every torch.distributed collective the
+forward-backward issues (megatron's mappings and layers, the CP core's K / V exchange), its wall and
+main-thread CPU seconds keyed by op, the collectives model's size ``S`` and the group's size, so a
+comparison can set each call against what the cost model prices for it.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import socket
 import statistics
 import time
-from typing import Callable, Optional
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -61,35 +70,125 @@ def _init(rank: int, world: int, port: int, device: str, threads: int, pin: bool
     dist.init_process_group(backend, rank=rank, world_size=world)
 
 
+def run_queue_wait_s() -> float:
+    """Seconds the calling thread has spent runnable but waiting for a core: the second field of
+    Linux's ``/proc/thread-self/schedstat`` (nanoseconds; ``Documentation/scheduler/sched-stats``);
+    0.0 where the kernel does not expose it."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 REGIONS = ("zero_grad", "forward_backward", "grad_reduce", "optimizer")
 
 
+#: the torch.distributed functions timed by :func:`timed_collectives` -> (op name of the cost model,
+#: the parameter whose bytes are the model's size S: all-reduce its tensor, all-gather its gathered
+#: output, reduce-scatter its input, all-to-all what one rank sends)
+TIMED_CALLS = {"all_reduce": ("all_reduce", "tensor"), "all_gather_into_tensor": ("all_gather", "output_tensor"),
+               "reduce_scatter_tensor": ("reduce_scatter", "input"), "all_to_all_single": ("all_to_all", "input")}
+
+
+@contextmanager
+def timed_collectives(record: dict, on: list) -> Iterator[None]:
+    """Time every collective call while ``on[0]`` is true: ``record["op|S|n"]`` gets one
+    ``(wall_s, cpu_s, entry, run_queue_s)`` per call in issue order (``S``: bytes as
+    :data:`TIMED_CALLS` says, ``n``: the group's size; ``entry``: ``time.perf_counter()`` at the
+    call, CLOCK_MONOTONIC on Linux, one clock for every process of the machine, so the ranks'
+    entries into one call can be set side by side; ``run_queue_s``: the calling thread's run-queue
+    wait in the call, :func:`run_queue_wait_s`).  Patches ``torch.distributed``'s functions and the
+    aliases megatron-core's ``tensor_parallel.mappings`` / ``layers`` bound at import; an
+    ``async_op`` call's time is its issue plus its ``wait()`` (the compute the caller overlaps in
+    between is not the call's).  Restores them on exit."""
+    import torch.distributed as dist
+    from megatron.core.tensor_parallel import layers, mappings
+
+    def timed(op: str, arg: str, f: Callable) -> Callable:
+        sig = inspect.signature(f)
+
+        def call(*a, **k):
+            if not on[0]:
+                return f(*a, **k)
+            bound = sig.bind(*a, **k).arguments
+            t = bound[arg]
+            key = f"{op}|{t.numel() * t.element_size()}|{dist.get_world_size(bound.get('group'))}"
+            w0, c0, q0 = time.perf_counter(), time.thread_time(), run_queue_wait_s()
+            work = f(*a, **k)
+            spent = [time.perf_counter() - w0, time.thread_time() - c0, w0, run_queue_wait_s() - q0]
+            if work is None:
+                record.setdefault(key, []).append(tuple(spent))
+                return None
+            return _TimedWork(work, spent, record.setdefault(key, []))
+        return call
+
+    saved = [(dist, name, getattr(dist, name)) for name in TIMED_CALLS]
+    by_func = {getattr(dist, name): (name, *TIMED_CALLS[name]) for name in TIMED_CALLS}
+    for mod in (mappings, layers):
+        for name in ("dist_all_gather_func", "dist_reduce_scatter_func"):
+            if getattr(mod, name, None) in by_func:
+                saved.append((mod, name, getattr(mod, name)))
+    try:
+        for mod, name, f in saved:
+            _, op, arg = by_func[f]
+            setattr(mod, name, timed(op, arg, f))
+        yield
+    finally:
+        for mod, name, f in saved:
+            setattr(mod, name, f)
+
+
+class _TimedWork:
+    """An async collective's handle whose ``wait()`` adds to the call's time."""
+
+    def __init__(self, work, spent: list, out: list) -> None:
+        self._work, self._spent, self._out = work, spent, out
+
+    def wait(self, *a, **k):
+        w0, c0, q0 = time.perf_counter(), time.thread_time(), run_queue_wait_s()
+        r = self._work.wait(*a, **k)
+        self._out.append((self._spent[0] + time.perf_counter() - w0, self._spent[1] + time.thread_time() - c0,
+                          self._spent[2], self._spent[3] + run_queue_wait_s() - q0))
+        return r
+
+    def __getattr__(self, name):
+        return getattr(self._work, name)
+
+
 def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: int = 2,
-                     clock: str = "wall", regions: Optional[dict] = None) -> list[float]:
+                     clock: str = "wall", regions: Optional[dict] = None,
+                     calls: Optional[dict] = None) -> list[float]:
     """Seconds of each timed iteration (inside an initialized process group of
     ``plan.world_size`` ranks); every rank must call it.  ``clock="thread"`` / ``"process"``: CPU
     seconds of this thread / process instead of wall time (only meaningful for a single process, where nothing
     waits on a peer).  megatron's fused kernels run eagerly on the CPU (``mcore_cpu.eager_fusions``).
-    ``regions``: a dict filled with ``{region: [(cpu_s, wall_s) per timed iteration]}`` for each
-    of :data:`REGIONS` (module doc)."""
+    ``regions``: a dict filled with ``{region: [(cpu_s, wall_s, run_queue_s) per timed
+    iteration]}`` for each of :data:`REGIONS` (module doc).  ``calls``: a dict filled with the timed iterations' collective
+    calls inside the forward-backward (:func:`timed_collectives`)."""
     from primus_launch.frameworks import mcore_cpu
 
-    with mcore_cpu.eager_fusions(device):
-        return _train_iterations(plan, device, iters, warmup, clock, regions)
+    if calls is None:
+        with mcore_cpu.eager_fusions(device):
+            return _train_iterations(plan, device, iters, warmup, clock, regions)
+    on = [False]
+    with mcore_cpu.eager_fusions(device), timed_collectives(calls, on):
+        return _train_iterations(plan, device, iters, warmup, clock, regions, on)
 
 
 class _Regions:
-    """(main-thread CPU, wall) seconds per named region of one iteration."""
+    """(main-thread CPU, wall, main-thread run-queue wait) seconds per named region of one
+    iteration."""
 
     def __init__(self) -> None:
-        self.now: dict[str, tuple[float, float]] = {}
+        self.now: dict[str, tuple[float, float, float]] = {}
 
-    def mark(self) -> tuple[float, float]:
-        return time.thread_time(), time.perf_counter()
+    def mark(self) -> tuple[float, float, float]:
+        return time.thread_time(), time.perf_counter(), run_queue_wait_s()
 
-    def add(self, name: str, t0: tuple[float, float]) -> tuple[float, float]:
+    def add(self, name: str, t0: tuple[float, float, float]) -> tuple[float, float, float]:
         t1 = self.mark()
-        self.now[name] = (t1[0] - t0[0], t1[1] - t0[1])
+        self.now[name] = (t1[0] - t0[0], t1[1] - t0[1], t1[2] - t0[2])
         return t1
 
 
@@ -156,7 +255,7 @@ def build_schedule(plan: Plan, device: str = "cpu") -> tuple[torch.nn.Module, Ca
 
 
 def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: str,
-                      regions: Optional[dict] = None) -> list[float]:
+                      regions: Optional[dict] = None, timing: Optional[list] = None) -> list[float]:
     import torch.distributed as dist
 
     t = plan.training
@@ -179,7 +278,11 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
             torch.cuda.synchronize()
         t0 = now()
         r0 = reg.mark()
+        if timing is not None:
+            timing[0] = i >= warmup
         run(False)
+        if timing is not None:
+            timing[0] = False
         r0 = reg.add("forward_backward", r0)
         reduce_grads()
         r0 = reg.add("grad_reduce", r0)
@@ -228,16 +331,17 @@ def _grad_reducer(model, reduce_dtype: Optional[torch.dtype] = None):
 
 
 def _worker(rank: int, world: int, port: int, plan_json: str, device: str, iters: int, warmup: int,
-            threads: int, queue, pin: bool = False) -> None:
+            threads: int, queue, pin: bool = False, calls: bool = False) -> None:
     try:
         _init(rank, world, port, device, threads, pin)
         plan = Plan.model_validate_json(plan_json)
         regions: dict = {}
-        times = train_iterations(plan, device, iters, warmup, regions=regions)
+        record: Optional[dict] = {} if calls else None
+        times = train_iterations(plan, device, iters, warmup, regions=regions, calls=record)
         import torch.distributed as dist
 
         every = [None] * world
-        dist.all_gather_object(every, regions)
+        dist.all_gather_object(every, (regions, record))
         if rank == 0:
             queue.put(("ok", times, every))
         dist.barrier()
@@ -248,12 +352,14 @@ def _worker(rank: int, world: int, port: int, plan_json: str, device: str, iters
 
 
 def run_real(plan: Plan, *, device: str = "cpu", iters: int = 5, warmup: int = 2, threads: int = 1,
-             timeout_s: float = 600.0, pin: bool = False, regions: Optional[list] = None) -> list[float]:
+             timeout_s: float = 600.0, pin: bool = False, regions: Optional[list] = None,
+             calls: Optional[list] = None) -> list[float]:
     """Start ``plan.world_size`` processes (``torch.multiprocessing`` spawn), run
     :func:`train_iterations` and return rank 0's iteration times (seconds).  ``pin``: bind rank
     r to its own core(s) (``os.sched_setaffinity``) so two ranks never time-share one core.
     ``regions``: a list extended with each rank's per-region accounting (rank order;
-    :func:`train_iterations`'s ``regions``)."""
+    :func:`train_iterations`'s ``regions``); ``calls``: a list extended with each rank's timed
+    collective calls (rank order; :func:`train_iterations`'s ``calls``)."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -261,7 +367,8 @@ def run_real(plan: Plan, *, device: str = "cpu", iters: int = 5, warmup: int = 2
     port = _free_port()
     world = plan.world_size
     procs = [ctx.Process(target=_worker, args=(r, world, port, plan.model_dump_json(), device, iters,
-                                               warmup, threads, q, pin), daemon=True) for r in range(world)]
+                                               warmup, threads, q, pin, calls is not None), daemon=True)
+             for r in range(world)]
     for pr in procs:
         pr.start()
     result: Optional[tuple] = None
@@ -276,14 +383,16 @@ def run_real(plan: Plan, *, device: str = "cpu", iters: int = 5, warmup: int = 2
     if result[0] != "ok":
         raise RuntimeError(result[1])
     if regions is not None:
-        regions.extend(result[2])
+        regions.extend(r for r, _ in result[2])
+    if calls is not None:
+        calls.extend(c for _, c in result[2])
     return result[1]
 
 
-def region_medians(regions: dict) -> dict[str, tuple[float, float]]:
-    """``{region: (median CPU s, median wall s)}`` over the timed iterations of one rank's
-    :func:`train_iterations` ``regions``."""
-    return {k: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for k, v in regions.items() if v}
+def region_medians(regions: dict) -> dict[str, tuple[float, ...]]:
+    """``{region: (median CPU s, median wall s, median run-queue wait s)}`` over the timed
+    iterations of one rank's :func:`train_iterations` ``regions``."""
+    return {k: tuple(statistics.median(x) for x in zip(*v)) for k, v in regions.items() if v}
 
 
 def wait_result(q, procs, timeout_s: float):
