@@ -42,10 +42,11 @@ drifts over tens of seconds), so one round alone can neither show nor refute a 1
 Links (every op) are timed "in situ" by default: both ranks first evict the caches and run the GEMM
 work a TP layer does between two all-reduces (half the measured TP=2 dense-layer forward), so the
 fitted latency includes the arrival skew of two ranks on this machine and the cold caches a
-training step's call meets (``localhw.measure_links``); ``--isolated-links`` times them after a barrier.  The
-same calls are also fitted from the later rank's entry (both processes read one monotonic clock),
-printed with the median gap between the ranks' entries: how much of each in-situ figure is the wait
-for the peer (a diagnostic; nothing is priced from it).
+training step's call meets (``localhw.measure_links``; ``--links-warm``: without the eviction);
+``--isolated-links`` times them after a barrier.  The same calls are also fitted from the later
+rank's entry (both processes read one monotonic clock), printed with the median gap between the
+ranks' entries: how much of each in-situ figure is the wait for the peer (a diagnostic; nothing is
+priced from it).
 
 Clocks: pieces are timed in the measuring thread's CPU time (robust to other jobs on the cores); the real
 2-process iteration is wall time (its bubbles and communication waits are real time), so on a
@@ -111,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--single-link-fit", action="store_true",
                     help="time only all-reduce and send/recv and price every collective from the one --link-fit "
                          "(default: each op timed and priced by its own fit)")
+    ap.add_argument("--links-warm", action="store_true",
+                    help="in situ, time the links after the GEMM work alone, without evicting the caches first")
     ap.add_argument("--links-per-round", action="store_true",
                     help="measure the links once at the start of each round (default: right before each case's run)")
     ap.add_argument("--no-pin", action="store_true", help="do not bind each real-run rank to its own core")
@@ -210,6 +213,21 @@ def _call_lines(table: list[dict]) -> str:
             f"{tot('after_s'):.1f} (CPU {tot('cpu_s'):.1f}) ms vs priced {tot('priced_s'):.1f} ms")
 
 
+def _apart(fb: tuple, table: list[dict], bd_ms: dict) -> str:
+    """One rank's forward-backward against the projection's terms: its main-thread CPU less the
+    collective calls' own CPU against the pieces' ``compute``; the calls' wall against what they are
+    priced at (the plan's TP / CP / EP communication); and the wait outside the calls (wall - CPU -
+    (calls' wall - calls' CPU)), which nothing prices."""
+    cw = sum(r["per_iter"] * r["wall_s"] for r in table) * 1e3
+    cc = sum(r["per_iter"] * r["cpu_s"] for r in table) * 1e3
+    priced = sum(r["per_iter"] * r["priced_s"] for r in table) * 1e3
+    cpu, wall = fb[0] * 1e3, fb[1] * 1e3
+    comp = bd_ms.get("compute", 0.0)
+    return (f"CPU less the calls' {cpu - cc:.1f} vs compute {comp:.1f} ({(cpu - cc) / comp - 1:+.1%}); calls "
+            f"{cw:.1f} vs priced {priced:.1f} ({cw / priced - 1 if priced else 0.0:+.1%}); "
+            f"wait outside the calls {wall - cpu - (cw - cc):.1f}")
+
+
 def _links(args, clock: str, link_compute_s: float) -> dict:
     """Measure the links (and the Adam / GEMM rates), register ``cpu-gloo-loopback`` and print the
     points, the calls' percentiles and the fits."""
@@ -218,12 +236,14 @@ def _links(args, clock: str, link_compute_s: float) -> dict:
     t_hw0 = time.perf_counter()
     hw = measure_local_spec("cpu-gloo-loopback", links=True, link_fit=args.link_fit,
                             link_compute_s=link_compute_s, per_op=not args.single_link_fit,
+                            link_evict=not args.links_warm,
                             out_file=args.gpu_file, clock=clock)
     t_hw = time.perf_counter() - t_hw0
     hw["measure_hw_s"] = t_hw
     lk = hw["links"]
     print(f"local 'GPU' spec: {hw['toml']} (measured in {t_hw:.1f} s)")
-    print(f"  collectives timed {'in situ after %.1f ms of GEMMs per rank' % (link_compute_s * 1e3) if link_compute_s else 'after a barrier (isolated)'}")
+    situ = f"in situ after {'' if args.links_warm else 'a cache eviction and '}{link_compute_s * 1e3:.1f} ms of GEMMs per rank"
+    print(f"  collectives timed {situ if link_compute_s else 'after a barrier (isolated)'}")
     timed = [k for k in OPS if k in lk]  # the ops measure_links timed (the rest of lk: fits, samples, arrival)
     for kind in timed:
         pts = ", ".join(f"{s / 1024:.0f} KiB {t * 1e3:.3f} ms" for s, t in lk[kind])
@@ -311,6 +331,9 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
         for rank, table in enumerate(rows[-1]["calls"]):
             if table:
                 print(f"  rank {rank} forward_backward collectives per iteration: " + _call_lines(table))
+        if any(rows[-1]["calls"]):
+            print("  forward_backward taken apart, ms/iter, " + " | ".join(
+                _apart(r["forward_backward"], table, bd_ms) for r, table in zip(reg, rows[-1]["calls"])))
     return hws
 
 

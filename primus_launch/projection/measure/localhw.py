@@ -135,7 +135,7 @@ def _op_call(op: str, rank: int, nbytes: int):
 
 
 def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s: float, q,
-                 ops: tuple[str, ...] = OPS) -> None:
+                 ops: tuple[str, ...] = OPS, evict: bool = True) -> None:
     import torch.distributed as dist
 
     from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
@@ -158,10 +158,11 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
         dist.all_reduce(n, op=dist.ReduceOp.MAX)  # identical work on both ranks
         n_iter = int(n.item())
 
-        flush = flush_buffer(torch.device("cpu"))
+        flush = flush_buffer(torch.device("cpu")) if evict else None
 
         def work():  # evict the caches, as a layer's compute does before its collective
-            flush.add_(1)
+            if flush is not None:
+                flush.add_(1)
             for _ in range(n_iter):
                 a @ a
     calls = {(op, nbytes): _op_call(op, rank, nbytes) for nbytes in sizes for op in ops}
@@ -214,7 +215,7 @@ LINK_REPEATS = 100
 
 
 def measure_links(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = LINK_REPEATS, compute_s: float = 0.0,
-                  ops: tuple[str, ...] = OPS) -> dict:
+                  ops: tuple[str, ...] = OPS, evict: bool = True) -> dict:
     """gloo loopback times of each collective the cost model prices, 2 processes:
     ``{op: [(S, t)], "fit": {op: (B, c)}}`` for op in ``ops`` (:data:`OPS`; ``S`` as
     :func:`_op_call` says; p2p one-way).  ``fit[op]`` is the least-squares ``t = b / B + c`` with
@@ -235,12 +236,12 @@ def measure_links(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = LINK_REPEA
     of GEMMs, as a TP layer does between its all-reduces, and the collective's time then includes
     waiting for the later rank: the effective cost of a synchronising collective on this node, whose
     OS / shared-core jitter makes the two ranks arrive apart (on a shared 2-core machine this was
-    2-3x the isolated cost).  The eviction: in a training step a collective follows compute that
+    2-3x the isolated cost).  The eviction (``evict``, default; False: the GEMMs alone, whose
+    128 KiB operand leaves the caches warm): in a training step a collective follows compute that
     streamed the layer's weights and activations through the caches, so gloo's buffers and the
-    tensors are cold; timed after the GEMMs alone (a 128 KiB operand) they were warm, and the links
-    priced the real TP=2 / EP=2 runs' calls (``realrun.timed_collectives``) 33-46 % below what the
-    calls took, against -16 .. +8 % with the eviction.  Calls issued right after another call (an
-    MoE dispatch's three gathers, CP's K and V) find the caches warm and are priced high by it."""
+    tensors are cold (``scripts/validate_measure.py`` sets each real call against its price, and
+    ``--links-warm`` times the links without the eviction).  Calls issued right after another call
+    (an MoE dispatch's three gathers, CP's K and V) find the caches warm and are priced high by it."""
     import torch.multiprocessing as mp
 
     from primus_launch.projection.cost.collectives import bus_bytes
@@ -252,7 +253,7 @@ def measure_links(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = LINK_REPEA
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_link_worker, args=(r, port, list(sizes), repeats, compute_s, q, tuple(ops)),
+    procs = [ctx.Process(target=_link_worker, args=(r, port, list(sizes), repeats, compute_s, q, tuple(ops), evict),
                          daemon=True)
              for r in range(2)]
     for p in procs:
@@ -340,7 +341,7 @@ def gemm_flops(dtype: torch.dtype = torch.bfloat16, n: int = 1024, repeats: int 
 
 
 def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = True, link_fit: str = "all_reduce",
-                       link_compute_s: float = 0.0, per_op: bool = True,
+                       link_compute_s: float = 0.0, per_op: bool = True, link_evict: bool = True,
                        dtype: torch.dtype = torch.bfloat16, out_file: Optional[Path] = None,
                        clock: str = "process") -> dict:
     """Measure this machine's costs, register them as GPU ``name`` and return what was measured
@@ -368,7 +369,7 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
     measured["adam_s_per_param"] = t_pp
     fab: dict = {}
     if links:
-        lk = links if isinstance(links, dict) else measure_links(compute_s=link_compute_s,
+        lk = links if isinstance(links, dict) else measure_links(compute_s=link_compute_s, evict=link_evict,
                                                                  ops=OPS if per_op else ("all_reduce", "p2p"))
         B, c = lk["fit"][link_fit]
         lat = c / 2 if link_fit == "all_reduce" else c
