@@ -208,9 +208,9 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
 #: extrapolated from 128 KiB up, and its slope by the gradient all-reduce's megabytes
 LINK_SIZES = (1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
 #: calls per (op, size): a gloo call's time on this VM is bimodal at every size (10th percentile
-#: ~0.1-0.3 ms, 90th ~3-5 ms; ``scripts/validate_measure.py`` prints them), a mixture whose standard
-#: deviation is ~1.5 ms: the mean of 30 calls moves by ~0.3 ms from one measurement to the next, of
-#: 100 by ~0.15 ms
+#: ~0.1-0.3 ms, 90th ~3-5 ms; ``scripts/validate_measure.py`` prints them): with a share p of slow
+#: calls ~3.5 ms apart from the fast ones the standard deviation is 3.5 sqrt(p (1 - p)) ~ 1.5 ms at
+#: p ~ 0.25, so the mean of n calls moves by ~1.5 / sqrt(n) ms: 0.27 at 30, 0.15 at 100
 LINK_REPEATS = 100
 
 
