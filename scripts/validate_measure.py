@@ -170,7 +170,8 @@ def _summary(rows: list[dict], names: list[str], rounds: int) -> str:
 
 def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
     """Each rank's timed collective calls (``realrun.timed_collectives``, rank order), per (op, S,
-    group size): calls per iteration, trimmed-mean wall and CPU seconds per call, what the
+    group size): calls per iteration, trimmed-mean wall and CPU seconds per call, mean run-queue
+    wait per call, what the
     collectives model prices one such call at on the measured links (raw, before any overlap), and,
     for groups of every rank (calls paired in issue order, one clock for both processes), the wall
     split into the wait for the later rank's entry and the time from that entry to this rank's
@@ -186,7 +187,8 @@ def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
             op, nbytes, n = key.split("|")
             priced = getattr(coll, op)(float(nbytes), place(int(n), 1, plan.cluster.gpus_per_node), plan.cluster.gpu)
             row = dict(op=op, nbytes=int(nbytes), n=int(n), per_iter=len(v) / iters, wall_s=trimmed_mean([c[0] for c in v]),
-                       cpu_s=trimmed_mean([c[1] for c in v]), priced_s=priced)
+                       cpu_s=trimmed_mean([c[1] for c in v]), run_queue_s=statistics.mean(c[3] for c in v),
+                       priced_s=priced)
             peers = [c.get(key, []) for c in calls]
             if int(n) == len(calls) and all(len(q) == len(v) for q in peers):
                 later = [max(q[i][2] for q in peers) for i in range(len(v))]
@@ -217,15 +219,17 @@ def _apart(fb: tuple, table: list[dict], bd_ms: dict) -> str:
     """One rank's forward-backward against the projection's terms: its main-thread CPU less the
     collective calls' own CPU against the pieces' ``compute``; the calls' wall against what they are
     priced at (the plan's TP / CP / EP communication); and the wait outside the calls (wall - CPU -
-    (calls' wall - calls' CPU)), which nothing prices."""
-    cw = sum(r["per_iter"] * r["wall_s"] for r in table) * 1e3
-    cc = sum(r["per_iter"] * r["cpu_s"] for r in table) * 1e3
-    priced = sum(r["per_iter"] * r["priced_s"] for r in table) * 1e3
-    cpu, wall = fb[0] * 1e3, fb[1] * 1e3
+    (calls' wall - calls' CPU)), which nothing prices, with the part of it the main thread spent
+    on the run queue (the region's run-queue wait less the calls')."""
+    def tot(k: str) -> float:
+        return sum(r["per_iter"] * r[k] for r in table) * 1e3
+
+    cw, cc, cq, priced = tot("wall_s"), tot("cpu_s"), tot("run_queue_s"), tot("priced_s")
+    cpu, wall, runq = fb[0] * 1e3, fb[1] * 1e3, fb[2] * 1e3
     comp = bd_ms.get("compute", 0.0)
     return (f"CPU less the calls' {cpu - cc:.1f} vs compute {comp:.1f} ({(cpu - cc) / comp - 1:+.1%}); calls "
             f"{cw:.1f} vs priced {priced:.1f} ({cw / priced - 1 if priced else 0.0:+.1%}); "
-            f"wait outside the calls {wall - cpu - (cw - cc):.1f}")
+            f"wait outside the calls {wall - cpu - (cw - cc):.1f}, of which run-queue {runq - cq:.1f}")
 
 
 def _links(args, clock: str, link_compute_s: float) -> dict:
