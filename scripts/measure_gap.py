@@ -29,6 +29,7 @@ what ``projection/measure/sync_points.py`` keeps in the measured pieces.
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 import statistics
 import sys
 import tempfile
@@ -83,12 +84,12 @@ class _Traffic:
         self.done.wait()
 
 
-def _stand_ins(mode: list, sleep_s: float) -> None:
-    """Route megatron's collectives through stand-ins while ``mode[0]`` is "local", "sleep" or
-    "traffic" (module docstring): ``torch.distributed.all_reduce`` and the all-gather /
-    reduce-scatter functions megatron's mappings and layers bound at import."""
-    import torch.distributed as dist
-    from megatron.core.tensor_parallel import layers, mappings
+def _stand_ins(mode: list, sleep_s: float):
+    """A context in which megatron's collectives go through stand-ins while ``mode[0]`` is
+    "local", "sleep" or "traffic" (module docstring): ``torch.distributed``'s all-reduce, all-gather
+    and reduce-scatter and the aliases megatron's mappings and layers bound at import
+    (``realrun.patched_collectives``)."""
+    from primus_launch.projection.measure.realrun import patched_collectives
 
     traffic = _Traffic()
 
@@ -99,30 +100,33 @@ def _stand_ins(mode: list, sleep_s: float) -> None:
             traffic.move(nbytes)
         return mode[0] != "gloo"
 
-    all_reduce = dist.all_reduce
+    def ar(_f):
+        def call(t, *a, **k):
+            if standing_in(t.numel() * t.element_size()):
+                return _Done() if k.get("async_op") else None
+            return _f(t, *a, **k)
+        return call
 
-    def ar(t, *a, **k):
-        if standing_in(t.numel() * t.element_size()):
-            return _Done() if k.get("async_op") else None
-        return all_reduce(t, *a, **k)
-
-    dist.all_reduce = ar
-    for mod in (mappings, layers):
-        def ag(out, inp, *a, _f=mod.dist_all_gather_func, **k):
+    def ag(_f):
+        def call(out, inp, *a, **k):
             if standing_in(inp.numel() * inp.element_size()):  # the peer's share, as large as this rank's
                 flat, n = out.view(-1), inp.numel()
                 for i in range(out.numel() // n):
                     flat[i * n:(i + 1) * n].copy_(inp.reshape(-1))
                 return _Done() if k.get("async_op") else None
             return _f(out, inp, *a, **k)
+        return call
 
-        def rs(out, inp, *a, _f=mod.dist_reduce_scatter_func, **k):
+    def rs(_f):
+        def call(out, inp, *a, **k):
             if standing_in(out.numel() * out.element_size()):
                 out.view(-1).copy_(inp.reshape(-1)[:out.numel()])
                 return _Done() if k.get("async_op") else None
             return _f(out, inp, *a, **k)
+        return call
 
-        mod.dist_all_gather_func, mod.dist_reduce_scatter_func = ag, rs
+    stand_in = {"all_reduce": ar, "all_gather_into_tensor": ag, "reduce_scatter_tensor": rs}
+    return patched_collectives(lambda name, f: stand_in[name](f), tuple(stand_in))
 
 
 def _worker(rank: int, port: int, plan_json: str, iters: int, q, sleep_s: float | None = None) -> None:
@@ -136,9 +140,7 @@ def _worker(rank: int, port: int, plan_json: str, iters: int, q, sleep_s: float 
     plan = Plan.model_validate_json(plan_json)
     mode = ["gloo"]
     kinds = ("fwd", "full") if sleep_s is None else ("gloo", "local", "sleep", "traffic")
-    if sleep_s is not None:
-        _stand_ins(mode, sleep_s)
-    with mcore_cpu.eager_fusions("cpu"):
+    with mcore_cpu.eager_fusions("cpu"), (_stand_ins(mode, sleep_s) if sleep_s is not None else nullcontext()):
         model, run = build_schedule(plan, "cpu")
         res: dict[str, list[float]] = {k: [] for k in kinds}
         for i in range(2 + iters):

@@ -171,8 +171,8 @@ def _summary(rows: list[dict], names: list[str], rounds: int) -> str:
 def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
     """Each rank's timed collective calls (``realrun.timed_collectives``, rank order), per (op, S,
     group size): calls per iteration, trimmed-mean wall and CPU seconds per call, mean run-queue
-    wait per call, what the
-    collectives model prices one such call at on the measured links (raw, before any overlap), and,
+    wait per call, what the collectives model prices one such call at on the measured links (raw,
+    before any overlap), and,
     for groups of every rank (calls paired in issue order, one clock for both processes), the wall
     split into the wait for the later rank's entry and the time from that entry to this rank's
     exit."""
@@ -199,6 +199,12 @@ def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
     return tables
 
 
+def _per_iter_ms(table: list[dict], key: str) -> float:
+    """Milliseconds per iteration of one column of a :func:`_call_tables` table (calls per
+    iteration x seconds per call, summed; rows without the column count 0)."""
+    return sum(r["per_iter"] * r.get(key, 0.0) for r in table) * 1e3
+
+
 def _call_lines(table: list[dict]) -> str:
     """Each (op, size) of :func:`_call_tables`: count, real wall (CPU) per call and, where paired,
     its wait for the later rank + the time after that entry, against priced; then the totals per
@@ -209,7 +215,7 @@ def _call_lines(table: list[dict]) -> str:
                 f"(CPU {r['cpu_s'] * 1e3:.2f}) ms, priced {r['priced_s'] * 1e3:.2f}")
 
     def tot(k: str) -> float:
-        return sum(r["per_iter"] * r.get(k, 0.0) for r in table) * 1e3
+        return _per_iter_ms(table, k)
 
     return ("; ".join(one(r) for r in table) + f"; total wall {tot('wall_s'):.1f} = wait {tot('wait_s'):.1f} + "
             f"{tot('after_s'):.1f} (CPU {tot('cpu_s'):.1f}) ms vs priced {tot('priced_s'):.1f} ms")
@@ -221,10 +227,7 @@ def _apart(fb: tuple, table: list[dict], bd_ms: dict) -> str:
     priced at (the plan's TP / CP / EP communication); and the wait outside the calls (wall - CPU -
     (calls' wall - calls' CPU)), which nothing prices, with the part of it the main thread spent
     on the run queue (the region's run-queue wait less the calls')."""
-    def tot(k: str) -> float:
-        return sum(r["per_iter"] * r[k] for r in table) * 1e3
-
-    cw, cc, cq, priced = tot("wall_s"), tot("cpu_s"), tot("run_queue_s"), tot("priced_s")
+    cw, cc, cq, priced = (_per_iter_ms(table, k) for k in ("wall_s", "cpu_s", "run_queue_s", "priced_s"))
     cpu, wall, runq = fb[0] * 1e3, fb[1] * 1e3, fb[2] * 1e3
     comp = bd_ms.get("compute", 0.0)
     return (f"CPU less the calls' {cpu - cc:.1f} vs compute {comp:.1f} ({(cpu - cc) / comp - 1:+.1%}); calls "

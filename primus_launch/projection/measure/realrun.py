@@ -35,7 +35,7 @@ import os
 import socket
 import statistics
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -91,6 +91,34 @@ TIMED_CALLS = {"all_reduce": ("all_reduce", "tensor"), "all_gather_into_tensor":
                "reduce_scatter_tensor": ("reduce_scatter", "input"), "all_to_all_single": ("all_to_all", "input")}
 
 
+#: megatron-core's aliases of torch.distributed functions, bound at import in
+#: ``tensor_parallel/mappings.py`` and ``layers.py``: patching ``torch.distributed`` alone misses them
+MEGATRON_ALIASES = ("dist_all_gather_func", "dist_reduce_scatter_func")
+
+
+@contextmanager
+def patched_collectives(wrap: Callable[[str, Callable], Callable],
+                        names: tuple[str, ...] = tuple(TIMED_CALLS)) -> Iterator[None]:
+    """Within it, each ``torch.distributed`` function in ``names`` -- and each of megatron-core's
+    :data:`MEGATRON_ALIASES` bound to one of them -- is ``wrap(name, function)``; restored on exit."""
+    import torch.distributed as dist
+    from megatron.core.tensor_parallel import layers, mappings
+
+    saved = [(dist, name, getattr(dist, name)) for name in names]
+    name_of = {f: name for _, name, f in saved}
+    for mod in (mappings, layers):
+        for alias in MEGATRON_ALIASES:
+            if getattr(mod, alias, None) in name_of:
+                saved.append((mod, alias, getattr(mod, alias)))
+    try:
+        for mod, attr, f in saved:
+            setattr(mod, attr, wrap(name_of[f], f))
+        yield
+    finally:
+        for mod, attr, f in saved:
+            setattr(mod, attr, f)
+
+
 @contextmanager
 def timed_collectives(record: dict, on: list) -> Iterator[None]:
     """Time every collective call while ``on[0]`` is true: ``record["op|S|n"]`` gets one
@@ -99,13 +127,13 @@ def timed_collectives(record: dict, on: list) -> Iterator[None]:
     call, CLOCK_MONOTONIC on Linux, one clock for every process of the machine, so the ranks'
     entries into one call can be set side by side; ``run_queue_s``: the calling thread's run-queue
     wait in the call, :func:`run_queue_wait_s`).  Patches ``torch.distributed``'s functions and the
-    aliases megatron-core's ``tensor_parallel.mappings`` / ``layers`` bound at import; an
-    ``async_op`` call's time is its issue plus its ``wait()`` (the compute the caller overlaps in
-    between is not the call's).  Restores them on exit."""
+    aliases megatron-core's ``tensor_parallel.mappings`` / ``layers`` bound at import
+    (:func:`patched_collectives`); an ``async_op`` call's time is its issue plus its ``wait()`` (the
+    compute the caller overlaps in between is not the call's).  Restores them on exit."""
     import torch.distributed as dist
-    from megatron.core.tensor_parallel import layers, mappings
 
-    def timed(op: str, arg: str, f: Callable) -> Callable:
+    def timed(name: str, f: Callable) -> Callable:
+        op, arg = TIMED_CALLS[name]
         sig = inspect.signature(f)
 
         def call(*a, **k):
@@ -123,20 +151,8 @@ def timed_collectives(record: dict, on: list) -> Iterator[None]:
             return _TimedWork(work, spent, record.setdefault(key, []))
         return call
 
-    saved = [(dist, name, getattr(dist, name)) for name in TIMED_CALLS]
-    by_func = {getattr(dist, name): (name, *TIMED_CALLS[name]) for name in TIMED_CALLS}
-    for mod in (mappings, layers):
-        for name in ("dist_all_gather_func", "dist_reduce_scatter_func"):
-            if getattr(mod, name, None) in by_func:
-                saved.append((mod, name, getattr(mod, name)))
-    try:
-        for mod, name, f in saved:
-            _, op, arg = by_func[f]
-            setattr(mod, name, timed(op, arg, f))
+    with patched_collectives(timed):
         yield
-    finally:
-        for mod, name, f in saved:
-            setattr(mod, name, f)
 
 
 class _TimedWork:
@@ -164,15 +180,12 @@ def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: in
     seconds of this thread / process instead of wall time (only meaningful for a single process, where nothing
     waits on a peer).  megatron's fused kernels run eagerly on the CPU (``mcore_cpu.eager_fusions``).
     ``regions``: a dict filled with ``{region: [(cpu_s, wall_s, run_queue_s) per timed
-    iteration]}`` for each of :data:`REGIONS` (module doc).  ``calls``: a dict filled with the timed iterations' collective
-    calls inside the forward-backward (:func:`timed_collectives`)."""
+    iteration]}`` for each of :data:`REGIONS` (module doc).  ``calls``: a dict filled with the timed
+    iterations' collective calls inside the forward-backward (:func:`timed_collectives`)."""
     from primus_launch.frameworks import mcore_cpu
 
-    if calls is None:
-        with mcore_cpu.eager_fusions(device):
-            return _train_iterations(plan, device, iters, warmup, clock, regions)
-    on = [False]
-    with mcore_cpu.eager_fusions(device), timed_collectives(calls, on):
+    on = [False] if calls is not None else None  # set while a timed iteration's forward-backward runs
+    with mcore_cpu.eager_fusions(device), (timed_collectives(calls, on) if on is not None else nullcontext()):
         return _train_iterations(plan, device, iters, warmup, clock, regions, on)
 
 
@@ -255,7 +268,7 @@ def build_schedule(plan: Plan, device: str = "cpu") -> tuple[torch.nn.Module, Ca
 
 
 def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: str,
-                      regions: Optional[dict] = None, timing: Optional[list] = None) -> list[float]:
+                      regions: Optional[dict] = None, calls_on: Optional[list] = None) -> list[float]:
     import torch.distributed as dist
 
     t = plan.training
@@ -278,11 +291,11 @@ def _train_iterations(plan: Plan, device: str, iters: int, warmup: int, clock: s
             torch.cuda.synchronize()
         t0 = now()
         r0 = reg.mark()
-        if timing is not None:
-            timing[0] = i >= warmup
+        if calls_on is not None:
+            calls_on[0] = i >= warmup
         run(False)
-        if timing is not None:
-            timing[0] = False
+        if calls_on is not None:
+            calls_on[0] = False
         r0 = reg.add("forward_backward", r0)
         reduce_grads()
         r0 = reg.add("grad_reduce", r0)
