@@ -6,7 +6,9 @@
    alpha-beta fit that the collectives model then prices that op with (``--single-link-fit``: only
    all-reduce and send/recv, every op from the one ``--link-fit``: all_reduce | p2p | joint), the
    Adam step per parameter, a bf16 GEMM rate; registered as ``cpu-gloo-loopback`` through
-   ``hardware.load_gpu_file`` (the TOML it writes is printed; ``--gpu-file`` keeps it).
+   ``hardware.load_gpu_file`` (the TOML it writes is printed; ``--gpu-file`` keeps it); a call of
+   2 ranks is priced from the measured points themselves, linear in the size between two of them
+   (``collectives.measured_time``; ``--link-fits-only``: from the op's fit alone).
 2. For each case (8-layer GPT, h=256, s=256, micro-batch 2, bf16; ``ep2``: 4 experts top-2 of
    FFN 384 in every layer): ``project_measured`` at world size 1 -- the per-rank shard of the
    target (TP=2: half the heads and FFN; PP=2: the same layers, PP schedule simulated; EP=2: half
@@ -114,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
                          "(default: each op timed and priced by its own fit)")
     ap.add_argument("--links-warm", action="store_true",
                     help="in situ, time the links after the GEMM work alone, without evicting the caches first")
+    ap.add_argument("--link-fits-only", action="store_true",
+                    help="price each op from its alpha-beta fit alone (default: 2-rank calls from the measured points, "
+                         "linear between two measured sizes; collectives.measured_time)")
     ap.add_argument("--links-per-round", action="store_true",
                     help="measure the links once at the start of each round (default: right before each case's run)")
     ap.add_argument("--no-pin", action="store_true", help="do not bind each real-run rank to its own core")
@@ -243,7 +248,7 @@ def _links(args, clock: str, link_compute_s: float) -> dict:
     t_hw0 = time.perf_counter()
     hw = measure_local_spec("cpu-gloo-loopback", links=True, link_fit=args.link_fit,
                             link_compute_s=link_compute_s, per_op=not args.single_link_fit,
-                            link_evict=not args.links_warm,
+                            link_evict=not args.links_warm, link_points=not args.link_fits_only,
                             out_file=args.gpu_file, clock=clock)
     t_hw = time.perf_counter() - t_hw0
     hw["measure_hw_s"] = t_hw
@@ -274,8 +279,11 @@ def _links(args, clock: str, link_compute_s: float) -> dict:
     spec = hw["spec"]
     print(f"  registered ({args.link_fit}): intra_node_bw {spec['intra_node_bw'] / 1e9:.3f} GB/s, latency "
           f"{spec['intra_node_latency_s'] * 1e6:.0f} us; Adam {hw['adam_s_per_param'] * 1e9:.2f} ns/param -> hbm_bw {hw['spec']['hbm_bw'] / 1e9:.1f} GB/s")
-    print("  per-op fabric: " + (", ".join(f"{k} {v:.4g}" for k, v in hw["fabric"].items()) if hw["fabric"]
-                                 else "none (every op from the one fit)"))
+    fab = {k: v for k, v in hw["fabric"].items() if k not in ("points", "points_ranks")}
+    print("  per-op fabric: " + (", ".join(f"{k} {v:.4g}" for k, v in fab.items()) if fab
+                                 else "none (every op from the one fit)")
+          + ("; 2-rank calls priced from the points above (linear between two sizes)" if "points" in hw["fabric"]
+             else ""))
 
     return hw
 

@@ -47,7 +47,13 @@ A GPU measured on this machine (:mod:`primus_launch.projection.measure.localhw`)
 per-operation alpha-beta fits with :func:`register_fabric`: each op inside the domain is then
 ``t = busbytes(op, S, n) / (e_op B_up) + l_op`` with the op's own pair -- all-reduce (e_ar, l_ar),
 all-gather (e_g, l_g), reduce-scatter (e_rs, l_rs: its own pair only there, else the gather pair),
-all-to-all (e_a2a, l_a2a), p2p (e_p2p, a_up).
+all-to-all (e_a2a, l_a2a), p2p (e_p2p, a_up).  Where it also registered the measured points
+(``points``: ``{op: ((S, t), ...)}``, timed with ``points_ranks`` ranks), a group of that size in
+one domain is priced from them instead (:func:`measured_time`): piecewise linear in ``S`` between
+two measured sizes, the smallest size's time below it, and beyond the largest its time plus the
+remaining bus bytes at the op's fitted bandwidth.  Why: gloo's cost is not one line -- on this
+machine an all-gather of 512 KiB cost as much as the 1 MiB point, twice what the line through
+4 KiB .. 4 MiB gives (``scripts/validate_measure.py`` prints each real call against its price).
 """
 
 from __future__ import annotations
@@ -90,6 +96,10 @@ class Fabric:
     e_p2p: float | None = None  # point-to-point efficiency inside a domain; None = e_g
     # latency of an all-to-all across domains (one round of send/recv to every peer); None = l_nic
     l_nic_a2a: float | None = None
+    # measured (S, seconds) points per op (all_reduce, all_gather, reduce_scatter, all_to_all, p2p
+    # one-way) for a group of points_ranks ranks in one domain (the local spec); None = the fits alone
+    points: dict | None = None
+    points_ranks: int = 2
 
     def up(self, k: int) -> float:
         """Scale-up bandwidth a group with ``k`` members in the domain can use."""
@@ -171,6 +181,21 @@ def bus_bytes(op: str, nbytes: float, n: int) -> float:
     return (2.0 if op == "all_reduce" else 1.0) * (n - 1) / n * nbytes
 
 
+def measured_time(points, nbytes: float, tail_s_per_byte: float) -> float:
+    """Seconds of a call of ``nbytes`` from measured ``(S, t)`` points: linear in ``S`` between the
+    two measured sizes around it; the smallest size's time below it (a call that small is its
+    fixed cost); beyond the largest, its time plus ``(nbytes - S_max) x tail_s_per_byte`` (the
+    op's fitted bandwidth, per byte of ``S``)."""
+    pts = sorted((float(s), float(t)) for s, t in points)
+    if nbytes <= pts[0][0]:
+        return pts[0][1]
+    for (s0, t0), (s1, t1) in zip(pts, pts[1:]):
+        if nbytes <= s1:
+            return t0 + (t1 - t0) * (nbytes - s0) / (s1 - s0)
+    s_max, t_max = pts[-1]
+    return t_max + (nbytes - s_max) * tail_s_per_byte
+
+
 def _log2(n: int) -> int:
     return max(1, math.ceil(math.log2(n))) if n > 1 else 0
 
@@ -197,6 +222,8 @@ def collective_time(op: str, nbytes: float, size: int, nodes: int, per_node: int
             e = f.e_rs if f.e_rs is not None else e
             lat = f.l_rs if f.l_rs is not None else lat
         bb = bus_bytes(op, nbytes, n)
+        if f.points and op in f.points and n == f.points_ranks:
+            return measured_time(f.points[op], nbytes, bus_bytes(op, 1.0, n) / (e * bw_up))
         if not f.fitted:
             ring = bb / (e * bw_up) + _steps_latency(f, n, False, int(c) * (n - 1))
             if op == "all_reduce":
@@ -289,7 +316,10 @@ def p2p(nbytes: float, inter_node: bool, gpu: str) -> float:
     f = fabric(gpu)
     if inter_node:
         return nbytes / (f.e_nic * f.nic_bw) + f.a_nic
-    return nbytes / ((f.e_p2p if f.e_p2p is not None else f.e_g) * f.up(2)) + f.a_up
+    e = f.e_p2p if f.e_p2p is not None else f.e_g
+    if f.points and "p2p" in f.points:
+        return measured_time(f.points["p2p"], nbytes, 1.0 / (e * f.up(2)))
+    return nbytes / (e * f.up(2)) + f.a_up
 
 
 def busbw_all_reduce(nbytes: float, seconds: float, n: int) -> float:

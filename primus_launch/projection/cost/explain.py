@@ -113,7 +113,11 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     gpu = plan.cluster.gpu
     lt = layer_times_roofline(plan)
     fab = coll.fabric(gpu)
-    if coll.measured_fabric_fields(gpu) is not None:
+    measured = coll.measured_fabric_fields(gpu)
+    if measured is not None and measured.get("points"):
+        arch_key = (f"link times measured for {gpu} ({measured.get('points_ranks', 2)} ranks: between the measured "
+                    "sizes; per-op fits elsewhere)")
+    elif measured is not None:
         arch_key = f"per-op link fits measured for {gpu}"
     elif fab.fitted:
         arch_key = f"collectives {coll._arch_key(coll.get_gpu(gpu).arch)}/fabric"

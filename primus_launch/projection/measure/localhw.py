@@ -10,13 +10,15 @@ to the CLI later); set ``plan.cluster.gpu = name``:
 
 - links (gloo on loopback, 2 processes, each bound to its own core): every operation the collectives
   model prices -- all-reduce, all-gather, reduce-scatter, all-to-all (the torch.distributed calls
-  megatron-core makes) and send/recv -- at six message sizes (:data:`LINK_SIZES`), all interleaved,
+  megatron-core makes) and send/recv -- at eight message sizes (:data:`LINK_SIZES`), all interleaved,
   trimmed mean of :data:`LINK_REPEATS` calls, each fitted to its own ``t = b / B + c`` (``b``: the op's bus bytes, :func:`measure_links`).  Why per
   op: gloo's ops do not cost alike (``scripts/validate_measure.py`` prints each op's points and fit;
   an EP=2 run's all-gathers and reduce-scatters cost more than the all-reduce fit says).  Each fit
   is registered as the op's pair in
   ``collectives.Fabric`` (:func:`fabric_fields`, ``collectives.register_fabric``; reduce-scatter and
-  p2p get their own pair), so ``t = busbytes / (e_op B_up) + l_op`` is the op's fit.  The spec itself
+  p2p get their own pair), so ``t = busbytes / (e_op B_up) + l_op`` is the op's fit; the measured
+  points are registered with them and price a 2-rank group between the measured sizes (gloo's
+  cost bends between 256 KiB and 1 MiB, where no line through all sizes follows it).  The spec itself
   keeps one fit for files read without the per-op table: the collectives model gives, for 2 ranks on
   one node, ``all_reduce = S / (B_i * eff) + 2 a`` and ``p2p = S / (B_i * eff) + a`` (ring, n = 2),
   so ``intra_node_bw = B / INTRA_NODE_BW_EFFICIENCY`` and ``intra_node_latency_s = c / 2`` (from
@@ -203,10 +205,12 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
     dist.destroy_process_group()
 
 
-#: message sizes the links are timed at: 4 KiB .. 4 MiB, log-spaced, so each fit's constant is pinned
-#: by the small calls a run makes (an MoE dispatcher's routing map and probs: 4-8 KiB) instead of
-#: extrapolated from 128 KiB up, and its slope by the gradient all-reduce's megabytes
-LINK_SIZES = (1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22)
+#: message sizes the links are timed at: 4 KiB .. 4 MiB, so each fit's constant is pinned by the small
+#: calls a run makes (an MoE dispatcher's routing map and probs: 4-8 KiB) instead of extrapolated
+#: from 128 KiB up, and its slope by the gradient all-reduce's megabytes; every power of two from
+#: 64 KiB to 1 MiB, where gloo's cost bends (the measured points price the calls between them:
+#: :func:`fabric_fields`) and where the validation runs' TP / CP / EP calls are (128-512 KiB)
+LINK_SIZES = (1 << 12, 1 << 14, 1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 22)
 #: calls per (op, size): a gloo call's time on this VM is bimodal at every size (10th percentile
 #: ~0.1-0.3 ms, 90th ~3-5 ms; ``scripts/validate_measure.py`` prints them): with a share p of slow
 #: calls ~3.5 ms apart from the fast ones the standard deviation is 3.5 sqrt(p (1 - p)) ~ 1.5 ms at
@@ -282,20 +286,26 @@ def measure_links(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = LINK_REPEA
     return res
 
 
-def fabric_fields(links: dict, up_bw: float) -> dict:
+def fabric_fields(links: dict, up_bw: float, points: bool = True) -> dict:
     """``collectives.Fabric`` fields of each op fitted in ``links`` (a :func:`measure_links` result)
     on a scale-up link of ``up_bw``: ``e_op = B_op / up_bw`` and ``l_op = c_op``, so the fitted
     fabric's ``busbytes / (e_op up_bw) + l_op`` (``collectives.collective_time``; p2p
-    ``S / (e_p2p up_bw) + a_up``) is each op's own fit exactly, for 2 ranks in one domain.  Empty
+    ``S / (e_p2p up_bw) + a_up``) is each op's own fit exactly, for 2 ranks in one domain; with
+    ``points`` (default) also ``points`` ``{op: [[S, t], ...]}``, the measured times themselves,
+    which the collectives model then prices a 2-rank group from (``collectives.measured_time``:
+    between two measured sizes, linear in S; the fit's bandwidth only beyond the largest).  Empty
     unless every op of :data:`OPS` was fitted (a partial fabric would leave the others' latency at
     the calibration default 0): the spec's one fit then prices them all."""
     fit = links.get("fit", {})
     if any(op not in fit or not links.get(op) for op in FABRIC_FIELDS):
         return {}
-    out = {}
+    out: dict = {}
     for op, (e_key, l_key) in FABRIC_FIELDS.items():
         B, c = fit[op]
         out[e_key], out[l_key] = B / up_bw, c
+    if points:
+        out["points"] = {op: [[float(s), float(t)] for s, t in links[op]] for op in FABRIC_FIELDS}
+        out["points_ranks"] = 2
     return out
 
 
@@ -342,6 +352,7 @@ def gemm_flops(dtype: torch.dtype = torch.bfloat16, n: int = 1024, repeats: int 
 
 def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = True, link_fit: str = "all_reduce",
                        link_compute_s: float = 0.0, per_op: bool = True, link_evict: bool = True,
+                       link_points: bool = True,
                        dtype: torch.dtype = torch.bfloat16, out_file: Optional[Path] = None,
                        clock: str = "process") -> dict:
     """Measure this machine's costs, register them as GPU ``name`` and return what was measured
@@ -353,7 +364,9 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
     (:func:`fabric_fields` -> ``collectives.register_fabric``, and a ``[collectives.<name>]`` table
     in the TOML, :func:`load_measured_fabric`), so the cost model prices all-reduce, all-gather,
     reduce-scatter, all-to-all and p2p each by what gloo did for that op; ``measured["fabric"]``
-    holds those fields.  ``per_op=False``: every op from the one fit (the earlier model)."""
+    holds those fields, and with ``link_points`` (default) the measured points that price a 2-rank
+    group between the measured sizes (:func:`fabric_fields`; False: the fits alone).
+    ``per_op=False``: every op from the one fit (the earlier model)."""
     from primus_launch.projection.cost import collectives
     from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
 
@@ -378,14 +391,16 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
                       intra_node_latency_s=lat, inter_node_latency_s=lat)
         measured["links"] = lk
         if per_op:
-            fab = fabric_fields(lk, bw)
+            fab = fabric_fields(lk, bw, points=link_points)
     else:
         fields.update(intra_node_bw=1e9, inter_node_bw=1e9)
     lines = [f"[gpu.{name}]"]
     for k, v in fields.items():
         lines.append(f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"')
     if fab:
-        lines += ["", f"[collectives.{name}]"] + [f"{k} = {v!r}" for k, v in fab.items()]
+        lines += ["", f"[collectives.{name}]"] + [f"{k} = {v!r}" for k, v in fab.items() if k != "points"]
+        if "points" in fab:  # {op: [[S, t], ...]}: TOML arrays of arrays, one key per op
+            lines += ["", f"[collectives.{name}.points]"] + [f"{op} = {pts!r}" for op, pts in fab["points"].items()]
     text = "\n".join(lines) + "\n"
     path = Path(out_file) if out_file else Path(tempfile.mkdtemp(prefix="primus-hw-")) / f"{name}.toml"
     atomic_write_text(path, text)
