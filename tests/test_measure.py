@@ -192,7 +192,7 @@ def test_local_spec_prices_two_rank_calls_from_the_measured_points(tmp_path, mon
         for op in OPS:
             for s, t in pts[op]:
                 assert price(op, s) == pytest.approx(t, rel=1e-12)
-            (s1, t1), (s2, t2) = pts[op][1], pts[op][2]
+            t1, t2 = pts[op][1][1], pts[op][2][1]
             assert price(op, 393216.0) == pytest.approx((t1 + t2) / 2, rel=1e-12)   # halfway in S
             B, c = fit[op]
             line = (524288.0 if op == "p2p" else coll.bus_bytes(op, 524288.0, 2)) / B + c
