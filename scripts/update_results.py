@@ -46,6 +46,7 @@ BLOCKS = {
     "PIECE_CONDITIONS": (["scripts/piece_conditions.py"], lambda out: out),
     "MEASURE_GAP_STANDINS": (["scripts/measure_gap.py", "--stand-ins"], lambda out: _keep_prefixed(out, ("[", "  rank "))),
     "MEASURE_GAP": (["scripts/measure_gap.py"], lambda out: _keep_prefixed(out, ("[", "  rank "))),
+    "GLOO_IDLE_LOOPS": (["scripts/gloo_idle_loops.py"], lambda out: _keep_prefixed(out, ("[", "  "))),
     "VALIDATE_MEMORY": (["scripts/validate_memory.py"],
                         lambda out: "\n".join(ln for ln in out.splitlines() if ln.startswith(("rows compared", "Megatron-LM",
                                                                                       "gpt/", "moe/", "run ")) or

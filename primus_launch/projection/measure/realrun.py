@@ -205,6 +205,18 @@ class _Regions:
         return t1
 
 
+def init_model_parallel(plan: Plan) -> None:
+    """megatron-core's process groups for the plan's TP / PP / CP / EP / expert-TP sizes
+    (``parallel_state.initialize_model_parallel``, once per process), as the real runs make them."""
+    from megatron.core import parallel_state as ps
+
+    p = plan.parallel
+    if not ps.model_parallel_is_initialized():
+        ps.initialize_model_parallel(tensor_model_parallel_size=p.tp, pipeline_model_parallel_size=p.pp,
+                                     context_parallel_size=p.cp, expert_model_parallel_size=p.ep,
+                                     expert_tensor_parallel_size=p.expert_tp)
+
+
 def build_schedule(plan: Plan, device: str = "cpu") -> tuple[torch.nn.Module, Callable[[bool], None]]:
     """This rank's part of the plan's full model and one pass of megatron's schedule over it.
 
@@ -222,10 +234,7 @@ def build_schedule(plan: Plan, device: str = "cpu") -> tuple[torch.nn.Module, Ca
     from primus_launch.projection.measure.build_mcore import build_gpt
 
     p, m, t = plan.parallel, plan.model, plan.training
-    if not ps.model_parallel_is_initialized():
-        ps.initialize_model_parallel(tensor_model_parallel_size=p.tp, pipeline_model_parallel_size=p.pp,
-                                     context_parallel_size=p.cp, expert_model_parallel_size=p.ep,
-                                     expert_tensor_parallel_size=p.expert_tp)
+    init_model_parallel(plan)
     if torch.device(device).type == "cpu":
         mcore_cpu.seed_rng_tracker(1234)
     else:
