@@ -66,8 +66,9 @@ def _run(name: str, args: list[str]) -> tuple[str, str]:
     """(output, provenance) of one block's command; the output is kept in .results/NAME.out."""
     print(f"running {' '.join(args)}", file=sys.stderr)
     t = time.time()
+    rev = _commit()  # the code the command runs is the tree as it starts (an edit during a long run is not)
     out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    prov = f"{_commit()}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime(t))} UTC, {time.time() - t:.0f} s"
+    prov = f"{rev}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime(t))} UTC, {time.time() - t:.0f} s"
     CACHE.mkdir(exist_ok=True)
     atomic_write_text(CACHE / f"{name}.out", f"# {' '.join(args)} @ {prov}\n{out}")
     return out, prov
