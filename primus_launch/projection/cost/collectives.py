@@ -51,9 +51,13 @@ all-to-all (e_a2a, l_a2a), p2p (e_p2p, a_up).  Where it also registered the meas
 (``points``: ``{op: ((S, t), ...)}``, timed with ``points_ranks`` ranks), a group of that size in
 one domain is priced from them instead (:func:`measured_time`): piecewise linear in ``S`` between
 two measured sizes, the smallest size's time below it, and beyond the largest its time plus the
-remaining bus bytes at the op's fitted bandwidth.  Why: gloo's cost is not one line -- on this
-machine an all-gather of 512 KiB cost as much as the 1 MiB point, twice what the line through
-4 KiB .. 4 MiB gives (``scripts/validate_measure.py`` prints each real call against its price).
+remaining bus bytes at the op's fitted bandwidth.  Why: gloo's points do not lie on one line in
+``S`` (``scripts/validate_measure.py`` prints them), and a measured size is then priced by its own
+measurement.  The line through 4 KiB .. 4 MiB had priced the EP=2 validation's 512 KiB
+all-gathers at 1.0-1.5 ms where they took 1.9-2.1 (RESULTS.md at e25309d); their own 512 KiB
+points price them at 1.4-1.5 ms where they take 1.8-2.1 (RESULTS.md), so most of that gap is the
+calls', not the line's, and on this VM the two pricings gave validation errors within the
+run-to-run spread of each other.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ to the CLI later); set ``plan.cluster.gpu = name``:
   ``collectives.Fabric`` (:func:`fabric_fields`, ``collectives.register_fabric``; reduce-scatter and
   p2p get their own pair), so ``t = busbytes / (e_op B_up) + l_op`` is the op's fit; the measured
   points are registered with them and price a 2-rank group between the measured sizes (gloo's
-  cost bends between 256 KiB and 1 MiB, where no line through all sizes follows it).  The spec itself
+  points do not lie on one line; ``collectives.measured_time``).  The spec itself
   keeps one fit for files read without the per-op table: the collectives model gives, for 2 ranks on
   one node, ``all_reduce = S / (B_i * eff) + 2 a`` and ``p2p = S / (B_i * eff) + a`` (ring, n = 2),
   so ``intra_node_bw = B / INTRA_NODE_BW_EFFICIENCY`` and ``intra_node_latency_s = c / 2`` (from
@@ -208,8 +208,8 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
 #: message sizes the links are timed at: 4 KiB .. 4 MiB, so each fit's constant is pinned by the small
 #: calls a run makes (an MoE dispatcher's routing map and probs: 4-8 KiB) instead of extrapolated
 #: from 128 KiB up, and its slope by the gradient all-reduce's megabytes; every power of two from
-#: 64 KiB to 1 MiB, where gloo's cost bends (the measured points price the calls between them:
-#: :func:`fabric_fields`) and where the validation runs' TP / CP / EP calls are (128-512 KiB)
+#: 64 KiB to 1 MiB, where the validation runs' TP / CP / EP calls are (128-512 KiB): the measured
+#: points price the calls between them (:func:`fabric_fields`), and gloo's do not lie on one line
 LINK_SIZES = (1 << 12, 1 << 14, 1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 22)
 #: calls per (op, size): a gloo call's time on this VM is bimodal at every size (10th percentile
 #: ~0.1-0.3 ms, 90th ~3-5 ms; ``scripts/validate_measure.py`` prints them): with a share p of slow
