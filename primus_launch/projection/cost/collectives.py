@@ -55,9 +55,8 @@ remaining bus bytes at the op's fitted bandwidth.  Why: gloo's points do not lie
 ``S`` (``scripts/validate_measure.py`` prints them), and a measured size is then priced by its own
 measurement.  The line through 4 KiB .. 4 MiB had priced the EP=2 validation's 512 KiB
 all-gathers at 1.0-1.5 ms where they took 1.9-2.1 (RESULTS.md at e25309d); their own 512 KiB
-points price them at 1.4-1.5 ms where they take 1.8-2.1 (RESULTS.md), so most of that gap is the
-calls', not the line's, and on this VM the two pricings gave validation errors within the
-run-to-run spread of each other.
+points priced them at 1.4-1.8 ms where they took 1.6-2.1 (RESULTS.md at db62a00).  On this VM the
+two pricings gave validation errors within the run-to-run spread of each other.
 """
 
 from __future__ import annotations

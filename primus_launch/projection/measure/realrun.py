@@ -330,9 +330,9 @@ def _grad_reducer(model, reduce_dtype: Optional[torch.dtype] = None):
     bytes the cost model prices); None: the gradients' own dtype.  The buffer is allocated once,
     on the first reduction, and kept, as DDP's ``_ParamAndGradBuffer`` is (megatron-core
     ``distributed/param_and_grad_buffer.py``): each iteration copies the gradients into it and the
-    reduced sums back.  (A buffer allocated per iteration cost the EP=2 validation run 14-22 ms of
-    main-thread CPU per iteration for 2.1 M gradients, against 5-7 ms for the 3x larger CP=2 reduction:
-    fresh pages of a heap the MoE layers had fragmented, which megatron's run does not pay.)"""
+    reduced sums back.  (With a buffer allocated per iteration the EP=2 validation run's reduction
+    of its ~2 M dense gradients took 14-22 ms of main-thread CPU per iteration, against 5-7 ms for
+    the ~3x larger CP=2 one -- RESULTS.md at d53478a -- work megatron's run does not do.)"""
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
 
