@@ -83,21 +83,16 @@ def _call_loop(repeats: int) -> dict:
     """Trimmed-mean ms of a 4 KiB and a 512 KiB all-gather (the gathered size, bf16, the default
     group) in situ, as ``localhw.measure_links`` times them: after a cache eviction and 8 GEMMs of
     256^3, ``repeats`` calls each, interleaved."""
-    import torch
     import torch.distributed as dist
 
-    from primus_launch.projection.measure.localhw import _op_call, trimmed_mean
-    from primus_launch.projection.measure.timing import flush_buffer
+    from primus_launch.projection.measure.localhw import _op_call, in_situ_work, trimmed_mean
 
-    a = torch.randn(256, 256, dtype=torch.bfloat16)
-    flush = flush_buffer(torch.device("cpu"))
+    work = in_situ_work(8)
     calls = {nb: _op_call("all_gather", dist.get_rank(), nb) for nb in (4 << 10, 512 << 10)}
     ts: dict = {nb: [] for nb in calls}
     for _ in range(repeats + 2):
         for nb, call in calls.items():
-            flush.add_(1)
-            for _ in range(8):
-                a @ a
+            work()
             t0 = time.perf_counter()
             call()
             ts[nb].append(time.perf_counter() - t0)

@@ -136,6 +136,21 @@ def _op_call(op: str, rank: int, nbytes: int):
     raise ValueError(f"op {op!r}: allowed {OPS}")
 
 
+def in_situ_work(gemms: int, evict: bool = True):
+    """A no-argument call doing the work an in-situ link call follows: with ``evict`` an update of
+    ``timing.flush_buffer`` (the caches evicted, as a layer's compute evicts them before its
+    collective), then ``gemms`` bf16 GEMMs of 256^3 (:func:`measure_links`)."""
+    a = torch.randn(256, 256, dtype=torch.bfloat16)
+    flush = flush_buffer(torch.device("cpu")) if evict else None
+
+    def work() -> None:
+        if flush is not None:
+            flush.add_(1)
+        for _ in range(gemms):
+            a @ a
+    return work
+
+
 def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s: float, q,
                  ops: tuple[str, ...] = OPS, evict: bool = True) -> None:
     import torch.distributed as dist
@@ -158,15 +173,7 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
         per = (time.perf_counter() - t0) / 20
         n = torch.tensor([max(1, round(compute_s / per))])
         dist.all_reduce(n, op=dist.ReduceOp.MAX)  # identical work on both ranks
-        n_iter = int(n.item())
-
-        flush = flush_buffer(torch.device("cpu")) if evict else None
-
-        def work():  # evict the caches, as a layer's compute does before its collective
-            if flush is not None:
-                flush.add_(1)
-            for _ in range(n_iter):
-                a @ a
+        work = in_situ_work(int(n.item()), evict)
     calls = {(op, nbytes): _op_call(op, rank, nbytes) for nbytes in sizes for op in ops}
     ts: dict[tuple[str, int], list[float]] = {key: [] for key in calls}
     stamps: dict[tuple[str, int], list[tuple[float, float]]] = {key: [] for key in calls}

@@ -14,8 +14,8 @@ process's CPU time, ``clock="process"``, for a single process on a shared machin
 
 Per-region accounting (``regions=``): each timed iteration's :data:`REGIONS` -- ``zero_grad``,
 ``forward_backward`` (megatron's schedule: every micro-batch's forward and backward, TP / CP / EP
-collectives and pipeline sends included), ``grad_reduce`` (the data-parallel all-reduce with its
-flatten / cast / copy-back) and ``optimizer`` (``Adam.step``) -- as (main-thread CPU seconds,
+collectives and pipeline sends included), ``grad_reduce`` (the data-parallel all-reduce with the
+copies into and out of its kept buffer, :func:`_grad_reducer`) and ``optimizer`` (``Adam.step``) -- as (main-thread CPU seconds,
 wall seconds, main-thread run-queue wait seconds) triples.  The CPU time is the work this rank's
 Python thread did (what the measured pieces time); wall minus CPU is time spent waiting
 (collectives, a peer's skew, other jobs on the core), of which the run-queue wait
@@ -348,9 +348,9 @@ def _grad_reducer(model, reduce_dtype: Optional[torch.dtype] = None):
             grads = [q.grad for q in params if pick(q) and q.grad is not None]
             if not grads:
                 continue
-            if i not in buffers or sum(v.numel() for v in buffers[i][1]) != sum(g.numel() for g in grads):
-                flat = torch.empty(sum(g.numel() for g in grads), dtype=reduce_dtype or grads[0].dtype,
-                                   device=grads[0].device)
+            size = sum(g.numel() for g in grads)
+            if i not in buffers or buffers[i][0].numel() != size:
+                flat = torch.empty(size, dtype=reduce_dtype or grads[0].dtype, device=grads[0].device)
                 buffers[i] = (flat, list(torch._utils._unflatten_dense_tensors(flat, grads)))
             flat, views = buffers[i]
             for v, g in zip(views, grads):
