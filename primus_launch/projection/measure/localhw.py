@@ -156,11 +156,10 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
     import torch.distributed as dist
 
     from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
+    from primus_launch.projection.measure.cpu_pin import pin_rank
 
     keep_freed_memory()  # as the measuring process and the real runs' ranks (cpu_alloc)
-    if hasattr(os, "sched_setaffinity"):  # one core per rank, as the real runs (realrun pin=True)
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+    pin_rank(rank)  # one core per rank, as the real runs and the measuring process (cpu_pin)
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=2)

@@ -54,12 +54,12 @@ def _init(rank: int, world: int, port: int, device: str, threads: int, pin: bool
 
     from primus_launch.frameworks import mcore_cpu
     from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
+    from primus_launch.projection.measure.cpu_pin import pin_rank
 
     if torch.device(device).type == "cpu":  # as the measuring process (cpu_alloc)
         keep_freed_memory()
-    if pin and hasattr(os, "sched_setaffinity"):  # one core per rank, as torchrun --bind does
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[(rank * threads + i) % len(cpus)] for i in range(threads)})
+    if pin:  # one core per rank, as the measuring process (cpu_pin)
+        pin_rank(rank, threads)
     torch.set_num_threads(threads)
     mcore_cpu.install(device)
     os.environ["MASTER_ADDR"] = "127.0.0.1"

@@ -53,6 +53,7 @@ from primus_launch.projection.iteration import assemble
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.measure.cache import MeasureCache, cache_key
 from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
+from primus_launch.projection.measure.cpu_pin import pinned
 from primus_launch.projection.measure.spec import BuildSpec
 from primus_launch.projection.measure.sync_points import blocking_collectives, blocking_substitution
 from primus_launch.projection.measure.timing import (
@@ -75,7 +76,9 @@ from primus_launch.projection.result import (
     SubstitutionReport,
 )
 
-PROTOCOL_VERSION = 4
+#: part of every piece's cache key; raised when how a piece is timed changes (5: the measuring thread
+#: bound to rank 0's cores on the CPU, cpu_pin)
+PROTOCOL_VERSION = 5
 DEFAULT_POLICY = TimingPolicy()
 CPU_NOTE = "measured on the CPU: CPU timings only check the path, not GPU performance"
 
@@ -170,20 +173,25 @@ class Measured:
 def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = None,
                    measure_layers: int = 2, policy: Optional[TimingPolicy] = None,
                    repeats: Optional[int] = None, cpu_clock: Optional[str] = None,
-                   max_cpu_seconds: Optional[float] = 600.0) -> Measured:
+                   max_cpu_seconds: Optional[float] = 600.0, pin: bool = True) -> Measured:
     """Time every piece of the plan's per-rank model (or read it from ``cache``).
 
     The model is built only when some piece is missing; a missing piece is measured while this
     process holds its cache key's writer lock (a concurrent run waiting on it then reads the
     record).  On the CPU, refuses (one line) when the estimated measurement time exceeds
-    ``max_cpu_seconds`` (None: no limit).  Torch runs ``policy.threads`` threads meanwhile."""
+    ``max_cpu_seconds`` (None: no limit).  Torch runs ``policy.threads`` threads meanwhile; on the
+    CPU the measuring thread is bound to rank 0's core(s) (:func:`~.cpu_pin.pinned`), as the real
+    runs bind their ranks (``pin=False``: where the OS places it, keyed apart;
+    ``scripts/measure_noise.py --no-pin``)."""
     fw = plan.framework
     b = _builder(fw)
     pol = make_policy(policy, repeats=repeats, cpu_clock=cpu_clock)
     cpu = torch.device(device).type == "cpu"
     if cpu:  # freed memory kept, as the CUDA caching allocator keeps it (cpu_alloc)
         keep_freed_memory()
-    with torch_threads(pol.threads if cpu else None):
+    # on the CPU, rank 0's core(s), as the real runs bind their ranks (cpu_pin)
+    cores = pinned(pol.threads) if cpu and pin else contextlib.nullcontext()
+    with torch_threads(pol.threads if cpu else None), cores:
         spec = b.build_spec(plan, device, measure_layers)
         sub = blocking_substitution(plan, device, pol.cpu_clock)
         if sub is not None:  # keyed: the blocks change what the affected pieces measure
@@ -192,6 +200,8 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
         extra = {"framework_version": _framework_version(fw), "protocol": PROTOCOL_VERSION, "policy": pol.key()}
         if cpu:
             extra["cpu_clock"] = pol.cpu_clock
+            if not pin:
+                extra["unpinned"] = True
         keys = {n: cache_key(fw, n, spec.material(n), label, **extra) for n in spec.piece_names}
         out: dict[str, PieceTiming] = {}
         hit: dict[str, bool] = {}
