@@ -551,6 +551,38 @@ def test_keep_freed_memory_removes_the_layers_page_faults():
     assert keep["minflt"] <= default["minflt"] / 8, (keep, default)
 
 
+def test_pinned_binds_the_measuring_thread_to_rank_zeros_cores_and_restores_it():
+    """``cpu_pin``: rank r's cores are the ``threads`` allowed cores after the first r x threads
+    (cyclic), as the real runs' ranks and the link workers are bound; ``pinned`` binds the calling
+    thread to rank 0's for the block -- what a piece's forward sees from the OS -- and gives the
+    affinity back after; a sampler records the cores its thread could run on."""
+    import os
+
+    from primus_launch.projection.measure.cpu_pin import pinned, rank_cores
+    from primus_launch.projection.measure.timing import PieceSampler, TimingPolicy, torch_threads
+
+    allowed = sorted(os.sched_getaffinity(0))
+    assert rank_cores(0) == {allowed[0]} and rank_cores(1) == {allowed[1 % len(allowed)]}
+    assert rank_cores(0, threads=2) == set(allowed[:2])
+    seen = []
+    w = torch.randn(16, 16, requires_grad=True)
+
+    def fwd(x):
+        seen.append(os.sched_getaffinity(0))
+        return (x @ w).sum()
+
+    x = torch.randn(16, 16, requires_grad=True)
+    pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=3, max_inner=1, noise_probe=False)
+    with torch_threads(1), pinned(1):
+        sp = PieceSampler(fwd, [x], [w], torch.device("cpu"), split="flop-ratio", flop_split=0.5, policy=pol)
+        sp.sample()
+    assert seen and all(s == {allowed[0]} for s in seen)
+    assert sp.result(measure_mem=False).cores == 1
+    assert sorted(os.sched_getaffinity(0)) == allowed
+    free = PieceSampler(fwd, [x], [w], torch.device("cpu"), split="flop-ratio", flop_split=0.5, policy=pol)
+    assert free.cores == len(allowed)
+
+
 def test_cache_eviction_before_each_timed_pass():
     """``flush_buffer`` holds twice the CPU's last-level cache; a piece of at least ``FLUSH_MIN_S``
     per iteration is timed with it updated before each pass (forward, backward), a shorter one

@@ -225,7 +225,9 @@ def _check(res, plan, framework: str) -> None:
 
     ms = res.measurement
     assert res.mode == "measured" and ms is not None and ms.framework == framework
-    assert ms.threads == 1 and ms.clock == "thread"  # pinned: one torch thread, its CPU time
+    assert ms.threads == 1 and ms.clock == "thread"  # one torch thread, its CPU time
+    # every piece sampled with its thread bound to one core (cpu_pin), as a real run's rank
+    assert ms.cores == 1 and all(pc.cores == 1 for pc in ms.pieces.values()), ms.cores
     names = set(ms.pieces)
     m = plan.model
     want = {"embedding", "attn_core", "head_loss"}

@@ -91,6 +91,8 @@ class PieceReport(BaseModel):
     spread: dict[str, float] = Field(description="relative inter-quartile range per figure over the samples")
     repeats: int
     converged: bool = Field(description="the spread reached the policy's target before its sample limit")
+    cores: int = Field(0, description="CPU cores the measuring thread could run on while sampled "
+                                      "(1: bound to one core, as a real run's rank); 0 on CUDA")
     measured_dtype: str
     activation_bytes: int = Field(description="bytes the piece keeps for its backward")
     output_bytes: int
@@ -109,6 +111,8 @@ class MeasurementReport(BaseModel):
     policy: str
     clock: str
     threads: int
+    cores: int = Field(0, description="the most CPU cores any piece's measuring thread could run on "
+                                      "(1: every piece bound to one core); 0 on CUDA")
     cache_dir: str
     cache_hits: int
     cache_warning: Optional[str] = None

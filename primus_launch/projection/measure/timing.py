@@ -5,7 +5,7 @@ Protocol (:class:`TimingPolicy`; the same code on every device, only the clock d
 - clock: ``torch.cuda.Event`` pairs on CUDA; on the CPU ``time.thread_time`` (the default,
   ``cpu_clock="thread"``: CPU seconds of the measuring thread, which neither other jobs sharing
   the cores nor other threads of the same process inflate; measured with ONE torch thread, pinned
-  by the caller, so that the ops run inline on this thread and its CPU time is the compute time --
+  by the caller (``measure_pieces``: one torch thread bound to one core, ``cpu_pin``), so that the ops run inline on this thread and its CPU time is the compute time --
   with the default 2 threads on a loaded 2-core machine one recipe gave 2198 / 135 / 141 ms on
   three runs, with one thread 170 / 170 / 166), ``time.process_time`` (``"process"``: all threads
   of the process) or ``time.perf_counter`` (``"wall"``);
@@ -76,6 +76,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -179,6 +180,7 @@ class PieceTiming:
     bwd_weight_raw_s: Optional[float] = None
     clock: str = ""
     threads: int = 0
+    cores: int = 0  # CPU cores the measuring thread could run on while sampled (1: pinned, cpu_pin); 0 on CUDA
     samples: dict[str, list[float]] = field(default_factory=dict)
     # memory-only variants of the piece (untimed): e.g. ``kept_ac_full`` / ``kept_ac_op``, the bytes a
     # torchtitan block keeps under its framework's full / per-op activation checkpointing
@@ -488,6 +490,7 @@ class PieceSampler:
         self.bws: list[float] = []
         self.tot: list[float] = []
         self.spent_s = 0.0  # wall seconds in this piece's samples (its time cap)
+        self.cores = 0 if clock.cuda or not hasattr(os, "sched_getaffinity") else len(os.sched_getaffinity(0))
 
     def _cold(self) -> None:
         """Evict the caches before a timed pass (untimed; :func:`flush_buffer`)."""
@@ -598,7 +601,7 @@ class PieceSampler:
             param_count=int(sum(p.numel() for p in params)),
             param_bytes=int(sum(p.numel() * p.element_size() for p in params)),
             bwd_input_raw_s=bi_raw, bwd_weight_raw_s=bw_raw, clock=self.clock.name,
-            threads=torch.get_num_threads() if not self.clock.cuda else 0,
+            threads=torch.get_num_threads() if not self.clock.cuda else 0, cores=self.cores,
             samples={"fwd": fs, "bwd": bs, "total": tot, **({"bwd_input_raw": bis, "bwd_weight_raw": bws}
                                                               if self.autograd_split else {}),
                      **({"reference": refs} if refs else {})},

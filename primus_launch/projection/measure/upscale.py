@@ -811,13 +811,14 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
             source="cached" if hits.get(n) else "measured", fwd_s=t.fwd_s, bwd_s=t.bwd_s, bwd_input_s=t.bwd_input_s,
             bwd_weight_s=t.bwd_weight_s, split=t.split, split_ratio=t.split_ratio,
             bwd_input_raw_s=t.bwd_input_raw_s, bwd_weight_raw_s=t.bwd_weight_raw_s, spread=t.spread,
-            repeats=t.repeats, converged=t.converged, measured_dtype=spec.dtype,
+            repeats=t.repeats, converged=t.converged, cores=t.cores, measured_dtype=spec.dtype,
             activation_bytes=t.activation_bytes, output_bytes=t.output_bytes, peak_bytes=t.peak_bytes,
             reserved_bytes=t.reserved_bytes, param_count=t.param_count,
             substitutions=[SubstitutionReport(**s.to_dict()) for s in spec.substitutions_for(n)], adjustments=adj)
     report = MeasurementReport(
         device=meas.device, framework=fw, policy=pol.describe(), clock=pol.cpu_clock if cpu else "cuda-events",
-        threads=pol.threads if cpu else 0, cache_dir=cache_dir_s, cache_hits=n_hit,
+        threads=pol.threads if cpu else 0, cores=max((p.cores for p in pieces.values()), default=0),
+        cache_dir=cache_dir_s, cache_hits=n_hit,
         cache_warning=cache.warning if cache is not None else None, pieces=pieces,
         layer_times={k: (None if v is None else {"fwd_s": v.fwd_s, "bwd_input_s": v.bwd_input_s,
                                                  "bwd_weight_s": v.bwd_weight_s})
