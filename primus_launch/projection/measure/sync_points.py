@@ -21,7 +21,11 @@ dispatch and of the combine, forward and backward (``_Block``; the run's dispatc
 calls back to back there, whose later ones resume no compute); with CP > 1, at each of the
 measured core's stand-in K and V (:func:`block_point`, forward and backward: the run's all-gather
 and its backward's re-gather and reduce-scatter).  The block is not CPU time, so the
-piece's time gains only the slower resumption.  On CUDA nothing changes (kernels are timed by
+piece's time gains only the slower resumption.  That resumption varies with the machine's state
+(RESULTS.md, block MEASURE_PIN: the TP=2 embedding piece, ~55 us of work and one block per
+iteration, read 0.1-0.8 relative IQR in some runs while the plain reference workload read 0.02-0.1),
+so the noise floor timed after each sample blocks as often as the sample did
+(:data:`ACTIVE_BLOCKS`, ``timing.PieceSampler(blocks=)``).  On CUDA nothing changes (kernels are timed by
 events; the host thread's waits do not slow them).
 """
 
@@ -113,6 +117,23 @@ class _Block(torch.autograd.Function):
 
 #: the blocks' counter while :func:`blocking_collectives` is active (None: no blocks)
 _ACTIVE: Optional[Counter] = None
+
+
+class _ActiveBlocks:
+    """The blocks of the active :func:`blocking_collectives` as :class:`.timing.Blocks`: how many
+    were made so far, and one more (a reference workload's, counted apart as ``"reference"``)."""
+
+    def count(self) -> int:
+        return 0 if _ACTIVE is None else sum(n for k, n in _ACTIVE.items() if k != "reference")
+
+    def block(self) -> None:
+        if _ACTIVE is not None:
+            _sleep(_ACTIVE, "reference")
+
+
+#: :class:`.timing.Blocks` of whichever :func:`blocking_collectives` is active (a piece sampler's
+#: ``blocks`` while the pieces are timed inside it)
+ACTIVE_BLOCKS = _ActiveBlocks()
 
 
 def block_point(t: torch.Tensor, where: str) -> torch.Tensor:

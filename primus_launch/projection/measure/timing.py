@@ -36,7 +36,10 @@ Protocol (:class:`TimingPolicy`; the same code on every device, only the clock d
   2-core VM other jobs slow identical work by 10-30 % in phases of seconds, which neither thread
   CPU time nor more samples remove); ``spread["vs_reference"]`` is the relative IQR of the
   piece's samples each divided by the reference sample after it (that common-mode slow-down
-  removed).  The piece's own spread (:func:`judged_spread`) is the smaller of ``total`` and
+  removed); where the piece blocks as the run's collectives do (``blocks``: :mod:`.sync_points`;
+  ``probe_blocks``), the reference blocks as often as the sample just did, spread evenly through its work, so the
+  floor includes the resumptions after a block, which vary with the machine's state as much as
+  the work does (RESULTS.md, block MEASURE_PIN).  The piece's own spread (:func:`judged_spread`) is the smaller of ``total`` and
   ``vs_reference``; sampling stops when it reaches ``target_spread`` (``converged``), and
   :func:`within_bound` judges it against :func:`spread_bound` = ``max(target, NOISE_FACTOR x
   reference)``;
@@ -80,7 +83,7 @@ import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence
 
 import torch
 
@@ -102,6 +105,7 @@ class TimingPolicy:
     threads: int = 1  # torch intra-op threads of the measuring process (CPU)
     cpu_clock: CpuClock = "thread"
     noise_probe: bool = True  # CPU: time a fixed reference workload after every sample (noise floor)
+    probe_blocks: bool = True  # CPU: the reference blocks as often as the sample before it did (sync_points)
     max_inner: int = 5000
     flush_cache: bool = True  # evict the caches before each timed pass (pieces of >= FLUSH_MIN_S on the CPU)
     min_window_s: float = 4.0  # pieces measured together are sampled round-robin over at least this
@@ -119,7 +123,8 @@ class TimingPolicy:
                 f"pieces sampled round-robin over >= {self.min_window_s:g} s"
                 + ("; caches evicted before each timed pass" if self.flush_cache else "")
                 + (f"; noise floor: a reference workload (a small MLP's forward + backward) timed after every "
-                   f"sample (CPU); a piece's own spread (of its samples, or of its samples relative to the "
+                   f"sample (CPU){', blocking as often as the sample did' if self.probe_blocks else ''}; "
+                   f"a piece's own spread (of its samples, or of its samples relative to the "
                    f"reference) judged against max(target, {NOISE_FACTOR:g} x the reference's)"
                    if self.noise_probe else ""))
 
@@ -127,7 +132,7 @@ class TimingPolicy:
         """What of the policy changes a measurement (the cache key's part)."""
         return {"warmup": self.warmup, "min_repeats": self.min_repeats, "max_repeats": self.max_repeats,
                 "target_spread": self.target_spread, "min_sample_s": self.min_sample_s,
-                "max_piece_s": self.max_piece_s, "noise_probe": self.noise_probe,
+                "max_piece_s": self.max_piece_s, "noise_probe": self.noise_probe, "probe_blocks": self.probe_blocks,
                 "min_window_s": self.min_window_s, "flush_cache": self.flush_cache}
 
 
@@ -435,11 +440,31 @@ class _Reference:
             unit = min(unit, self.clock.stop(t0) / 5)
         self.reps = max(1, min(100_000, round(duration_s / max(unit, 1e-7))))
 
-    def __call__(self) -> float:
+    def __call__(self, blocks: int = 0, block: Optional[Callable[[], None]] = None) -> float:
+        """The workload's time; with ``blocks`` > 0 its repetitions split into ``blocks + 1`` near-equal
+        runs with ``block()`` between them (untimed in CPU time; the slower resumption after each
+        is timed, as it is in a blocked piece)."""
+        if block is None or blocks <= 0:
+            t0 = self.clock.start()
+            for _ in range(self.reps):
+                self._unit()
+            return self.clock.stop(t0)
         t0 = self.clock.start()
-        for _ in range(self.reps):
-            self._unit()
+        for i in range(blocks + 1):
+            for _ in range(self.reps * (i + 1) // (blocks + 1) - self.reps * i // (blocks + 1)):
+                self._unit()
+            if i < blocks:
+                block()
         return self.clock.stop(t0)
+
+
+class Blocks(Protocol):
+    """Where a piece's thread blocks as the run's collectives block (:mod:`.sync_points` on the
+    CPU): ``count()`` the blocks made so far, ``block()`` one more of the same kind."""
+
+    def count(self) -> int: ...
+
+    def block(self) -> None: ...
 
 
 class PieceSampler:
@@ -454,13 +479,14 @@ class PieceSampler:
     def __init__(self, forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
                  params: Sequence[torch.Tensor], device: torch.device, *, split: str,
                  flop_split: Optional[float] = None, policy: TimingPolicy = TimingPolicy(),
-                 memory_forward: Optional[Callable[..., torch.Tensor]] = None):
+                 memory_forward: Optional[Callable[..., torch.Tensor]] = None, blocks: Optional[Blocks] = None):
         if split not in SPLITS:
             raise ValueError(f"split={split!r}: one of {SPLITS}")
         if split == "flop-ratio" and flop_split is None:
             raise ValueError("split='flop-ratio' needs flop_split")
         self.forward, self.device, self.split, self.flop_split = forward, device, split, flop_split
         self.policy, self.memory_forward = policy, memory_forward
+        self.blocks = blocks if policy.probe_blocks else None
         self.clock = clock = Clock(device, policy.cpu_clock)
         self.inputs, self.params = list(inputs), [p for p in params if p.requires_grad]
         self.everything = self.inputs + self.params
@@ -542,6 +568,7 @@ class PieceSampler:
         the reference workload when the noise probe is on."""
         w0 = time.perf_counter()
         inner = self.inner
+        b0 = self.blocks.count() if self.blocks is not None else 0
         sf = sb = sbi = sbw = 0.0
         for _ in range(inner):
             f, b = self._plain()
@@ -557,7 +584,10 @@ class PieceSampler:
             self.bis.append(sbi / inner)
             self.bws.append(sbw / inner)
         if self.ref is not None and self.refs is not None:
-            self.refs.append(self.ref())
+            if self.blocks is not None:  # as many blocks as the sample made (its resumptions, probed)
+                self.refs.append(self.ref(self.blocks.count() - b0, self.blocks.block))
+            else:
+                self.refs.append(self.ref())
         self.spent_s += time.perf_counter() - w0
 
     def converged(self) -> bool:

@@ -55,7 +55,12 @@ from primus_launch.projection.measure.cache import MeasureCache, cache_key
 from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
 from primus_launch.projection.measure.cpu_pin import pinned
 from primus_launch.projection.measure.spec import BuildSpec
-from primus_launch.projection.measure.sync_points import blocking_collectives, blocking_substitution
+from primus_launch.projection.measure.sync_points import (
+    ACTIVE_BLOCKS,
+    applies,
+    blocking_collectives,
+    blocking_substitution,
+)
 from primus_launch.projection.measure.timing import (
     NOISE_FACTOR,
     PieceSampler,
@@ -242,12 +247,14 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
             todo = [pc for pc in pieces if pc.name in missing]
             samplers = []
             # on the CPU the pieces block where the run's collectives do (sync_points)
+            # the noise floor blocks as the sample it follows did (timing.PieceSampler(blocks=))
+            blocks = ACTIVE_BLOCKS if applies(plan, device, pol.cpu_clock) else None
             with blocking_collectives(plan, device, model, pol.cpu_clock):
                 for pc in todo:  # warm-up, inner count and reference calibration, piece by piece
                     interrupt.check()
                     samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
                                                  flop_split=pc.flop_split, policy=pol,
-                                                 memory_forward=pc.memory_forward))
+                                                 memory_forward=pc.memory_forward, blocks=blocks))
                 time_pieces(samplers, pol)  # then the samples, round-robin over the window
             for pc, sp in zip(todo, samplers):
                 interrupt.check()
