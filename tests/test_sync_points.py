@@ -105,3 +105,29 @@ def test_cp_core_blocks_at_its_stand_in_keys_and_values():
     got = _blocks(_plan({"cp": 2}))
     assert got["attn_core"] == Counter({"cp_gather": 2, "cp_gather.backward": 2})
     assert got["dense_layer#0"]["cp_gather"] == 2 and got["dense_layer#0"]["cp_gather.backward"] == 2
+
+
+def test_the_noise_floor_blocks_as_often_as_the_sample_before_it():
+    """``TimingPolicy.probe_blocks``: after each sample of a blocked piece (the TP=2 embedding, one
+    block per forward + backward), the reference workload blocks exactly as often as the sample
+    did -- counted apart (``"reference"``), so ``ACTIVE_BLOCKS.count()`` still counts the piece's
+    own -- and never with ``probe_blocks=False``."""
+    from primus_launch.projection.measure.build_mcore import pieces, world_size_one
+    from primus_launch.projection.measure.sync_points import ACTIVE_BLOCKS, blocking_collectives
+    from primus_launch.projection.measure.timing import PieceSampler, TimingPolicy, torch_threads
+
+    plan = _plan({"tp": 2})
+    with world_size_one("cpu"), torch_threads(1):
+        ps_, model = pieces(plan, "cpu", measure_layers=1)
+        emb = next(pc for pc in ps_ if pc.name == "embedding")
+        with blocking_collectives(plan, "cpu", model) as counts:
+            for probe, want_ref in ((True, True), (False, False)):
+                pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=3, min_sample_s=0.002, probe_blocks=probe)
+                sp = PieceSampler(emb.forward, emb.inputs, emb.params, torch.device("cpu"), split=emb.split,
+                                  policy=pol, blocks=ACTIVE_BLOCKS)
+                own0, ref0 = ACTIVE_BLOCKS.count(), counts["reference"]
+                sp.sample()
+                own, ref = ACTIVE_BLOCKS.count() - own0, counts["reference"] - ref0
+                assert own == sp.inner * 1 and sp.inner > 1
+                assert ref == (own if want_ref else 0), (probe, own, ref)
+    assert ACTIVE_BLOCKS.count() == 0  # outside blocking_collectives
