@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 import torch
 
 from primus_launch.plan import Plan
@@ -43,15 +44,21 @@ def _blocks(plan: Plan, clock: str = "thread") -> dict[str, Counter]:
     return out
 
 
-def test_tp_pieces_block_at_each_tp_call_of_the_run():
+@pytest.mark.parametrize("sp", [False, True], ids=["tp2", "tp2-sp"])
+def test_tp_pieces_block_at_each_tp_call_of_the_run(sp):
+    """Every TP call the run makes and the projection prices is a block of the piece that makes it:
+    without sequence parallelism the layer's four all-reduces (mappings), with it the layer's ten
+    all-gathers and reduce-scatters (four through megatron's mappings, six called by its linears
+    directly), and the vocab-parallel loss's three all-reduces (direct calls) in the head's piece."""
     from primus_launch.projection.cost.layer_collectives import tp_calls
 
-    plan = _plan({"tp": 2})
+    plan = _plan({"tp": 2, "sequence_parallel": sp})
     calls = Counter(c.where for c in tp_calls(plan))
     got = _blocks(plan)
-    assert got["dense_layer#0"]["mapping"] == calls["layer"] == 4
-    assert got["embedding"]["mapping"] == calls["embedding"] == 1
-    assert got["head_loss"]["mapping"] == calls["head"] == 1  # the loss's own all-reduces are not mappings
+    assert sum(got["dense_layer#0"].values()) == calls["layer"] == (10 if sp else 4), got["dense_layer#0"]
+    assert sum(got["embedding"].values()) == calls["embedding"] == (2 if sp else 1), got["embedding"]
+    assert sum(got["head_loss"].values()) == calls["head"] + calls["loss"] == (6 if sp else 4), got["head_loss"]
+    assert got["head_loss"]["call"] >= 3  # the loss's all-reduces
     assert sum(got["attn_core"].values()) == 0
 
 

@@ -16,7 +16,11 @@ never did.
 So, on the CPU (the CPU-time clocks; the wall clock would count the block), :func:`blocking_collectives`
 blocks the measuring thread for :data:`BLOCK_S` at each point where the run blocks and the piece
 does not: each mapping call on a group that has more than one rank in the plan (TP, CP, expert-TP,
-TP x EP, EP); for MoE layers with EP (or expert-TP) > 1, once at the start of the token
+TP x EP, EP), each collective megatron's loss calls on such a group directly (:data:`DIRECT_CALLS`),
+and with sequence parallelism the calls the world-size-1 pieces, built without it, do not make
+(:data:`SP_COLUMN` / :data:`SP_ROW` / :data:`SP_EMBEDDING`: 10 per TP=2 layer, as the run's and
+``tp_calls``; an asynchronous one blocks at its issue, where the run's thread waits for it after
+the overlapped GEMM); for MoE layers with EP (or expert-TP) > 1, once at the start of the token
 dispatch and of the combine, forward and backward (``_Block``; the run's dispatch makes up to three
 calls back to back there, whose later ones resume no compute); with CP > 1, at each of the
 measured core's stand-in K and V (:func:`block_point`, forward and backward: the run's all-gather
@@ -32,6 +36,7 @@ events; the host thread's waits do not slow them).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 from collections import Counter
 from typing import Iterator, Optional
@@ -46,9 +51,26 @@ from primus_launch.projection.measure.spec import Substitution
 #: a 3 ms sleep slowed the TP=2 layer alike within the noise (``scripts/measure_gap.py --stand-ins``)
 BLOCK_S = 0.002
 
-#: megatron ``tensor_parallel/mappings.py`` functions that run a collective on ``group``
+#: megatron ``tensor_parallel/mappings.py`` functions that run a collective on ``group`` (they return
+#: before calling ``torch.distributed`` for a group of one rank, so they are hooked themselves)
 MAPPINGS = ("_reduce", "_gather_along_first_dim", "_gather_along_last_dim", "_reduce_scatter_along_first_dim",
             "_reduce_scatter_along_last_dim")
+
+#: ``torch.distributed`` functions megatron calls directly on a piece's group, at any group size:
+#: the vocab-parallel cross entropy's three all-reduces (``tensor_parallel/cross_entropy.py``)
+DIRECT_CALLS = ("all_reduce",)
+
+#: with sequence parallelism, the modules around which the run makes the calls a world-size-1
+#: piece does not (megatron's ``ColumnParallelLinear`` turns SP off for a group of one rank, and
+#: the pieces run without SP: ``build_mcore``'s substitution): each column-parallel linear
+#: all-gathers its input (forward) and again for its weight gradient, and reduce-scatters its input
+#: gradient where the non-SP piece all-reduces it (backward); each row-parallel linear
+#: reduce-scatters its output where the non-SP piece all-reduces it, and all-gathers its output
+#: gradient (backward); the embedding all-gathers its output's gradient (backward)
+#: (``cost/layer_collectives.tp_calls``; ``tensor_parallel/layers.py``)
+SP_COLUMN = ("self_attention.linear_qkv", "mlp.linear_fc1", "output_layer")
+SP_ROW = ("self_attention.linear_proj", "mlp.linear_fc2")
+SP_EMBEDDING = ("embedding",)
 
 
 def blocked_groups(plan: Plan) -> tuple[str, ...]:
@@ -98,6 +120,20 @@ def blocking_substitution(plan: Plan, device: str, clock: str = "thread") -> Opt
 def _sleep(counts: Counter, where: str) -> None:
     counts[where] += 1
     time.sleep(BLOCK_S)
+
+
+class _BackwardBlock(torch.autograd.Function):
+    """Identity that blocks :data:`BLOCK_S` in backward only (a call the run makes on the gradient)."""
+
+    @staticmethod
+    def forward(ctx, x, counts, where):
+        ctx.counts, ctx.where = counts, where
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        _sleep(ctx.counts, ctx.where + ".backward")
+        return grad, None, None
 
 
 class _Block(torch.autograd.Function):
@@ -152,11 +188,34 @@ def _group_ids(names: tuple[str, ...]) -> set[int]:
     return {id(get[n]()) for n in names}
 
 
+def _sp_hooks(model: torch.nn.Module, counts: Counter) -> list:
+    """Forward hooks that add the sequence-parallel calls of :data:`SP_COLUMN` / :data:`SP_ROW` /
+    :data:`SP_EMBEDDING` modules (not the experts') as blocks; returns their handles."""
+
+    def column(mod, args):  # forward: the input's all-gather; backward: the re-gather for wgrad
+        return (_Block.apply(args[0], counts, "sp"),) + tuple(args[1:])
+
+    def grad_only(mod, args, out):  # backward: the output gradient's all-gather
+        if isinstance(out, tuple):
+            return (_BackwardBlock.apply(out[0], counts, "sp"),) + out[1:]
+        return _BackwardBlock.apply(out, counts, "sp")
+
+    handles = []
+    for name, mod in model.named_modules():
+        if ".experts." in f".{name}." or ".shared_experts." in f".{name}.":
+            continue
+        if any(name == n or name.endswith("." + n) for n in SP_COLUMN):
+            handles.append(mod.register_forward_pre_hook(column))
+        elif any(name == n or name.endswith("." + n) for n in SP_ROW + SP_EMBEDDING):
+            handles.append(mod.register_forward_hook(grad_only))
+    return handles
+
+
 @contextlib.contextmanager
 def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock: str = "thread") -> Iterator[Counter]:
     """Within it, the pieces of ``model`` (built at world size 1 inside megatron's parallel state)
     block at the plan's collectives (module docstring); yields a ``Counter`` of the blocks made per
-    kind (``"mapping"``, ``"dispatch"``, ``"combine"``, with ``.backward``).  A no-op when
+    kind (``"mapping"``, ``"call"``, ``"sp"``, ``"dispatch"``, ``"combine"``, with ``.backward``).  A no-op when
     :func:`applies` is False."""
     counts: Counter = Counter()
     if not applies(plan, device, clock):
@@ -164,14 +223,26 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
         return
     import megatron.core.tensor_parallel.mappings as mappings
 
+    from primus_launch.projection.measure.realrun import patched_collectives
+
     groups = _group_ids(blocked_groups(plan))
     saved = {name: getattr(mappings, name) for name in MAPPINGS}
+    stack = contextlib.ExitStack()
 
     def hook(fn):
         def blocking(input_, group=None, *args, **kwargs):
             if id(group) in groups:
                 _sleep(counts, "mapping")
             return fn(input_, group, *args, **kwargs)
+        return blocking
+
+    def direct(name: str, fn):  # a torch.distributed call on a blocked group (DIRECT_CALLS)
+        sig = inspect.signature(fn)
+
+        def blocking(*args, **kwargs):
+            if id(sig.bind_partial(*args, **kwargs).arguments.get("group")) in groups:
+                _sleep(counts, "call")
+            return fn(*args, **kwargs)
         return blocking
 
     dispatchers = []
@@ -182,6 +253,10 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
                 dispatchers.append((d, {k: vars(d)[k] for k in ("token_dispatch", "token_combine") if k in vars(d)}))
     global _ACTIVE
     try:
+        stack.enter_context(patched_collectives(direct, DIRECT_CALLS))
+        if plan.parallel.sequence_parallel and "tp" in blocked_groups(plan):
+            for h in _sp_hooks(model, counts):
+                stack.callback(h.remove)
         _ACTIVE = counts
         for name, fn in saved.items():
             setattr(mappings, name, hook(fn))
@@ -198,6 +273,7 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
         yield counts
     finally:
         _ACTIVE = None
+        stack.close()
         for name, fn in saved.items():
             setattr(mappings, name, fn)
         for d, own in dispatchers:  # back to the class's methods, or the builder's own wrappers
