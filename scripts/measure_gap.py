@@ -23,18 +23,29 @@ per mode.  The gloo figure includes the calls' own main-thread CPU (``validate_m
 it per call; the links' times include it); what the collectives add to the compute around them is
 what ``projection/measure/sync_points.py`` keeps in the measured pieces.
 
-    python scripts/measure_gap.py [--cases tp2,ep2] [--iters 6] [--stand-ins [--sleep 0.001]]
+``--modules``: where in the forward the CPU goes, module by module -- forward pre / post hooks
+accumulate the main thread's CPU time (``time.thread_time``, inclusive of the module's children)
+per decoder-layer module (the layer, its children and theirs: ``self_attention``, ``mlp``,
+``mlp.router``, ``mlp.experts``, ...) and per call, in the world-size-1 layer pieces run as the
+measurement runs them (this process, one core, freed memory kept, the caches evicted before each
+forward, blocking where the run's collectives do: ``sync_points``) and in the real ranks' forward-only schedule; prints each
+module's CPU and minor page faults per call and the real ranks' ratio to the piece's; then oneDNN's primitive creations
+(its kernels JIT-compiled for a GEMM shape not seen before) in one more forward-only iteration
+of each real rank and in as many layer forwards of the pieces.
+
+    python scripts/measure_gap.py [--cases tp2,ep2] [--iters 6] [--stand-ins [--sleep 0.001] | --modules]
 """
 
 from __future__ import annotations
 
 import argparse
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -129,7 +140,119 @@ def _stand_ins(mode: list, sleep_s: float):
     return patched_collectives(lambda name, f: stand_in[name](f), tuple(stand_in))
 
 
-def _worker(rank: int, port: int, plan_json: str, iters: int, q, sleep_s: float | None = None) -> None:
+@contextmanager
+def _onednn_creations(out: list) -> Iterator[None]:
+    """oneDNN's verbose mode (``torch.backends.mkldnn.verbose(2)``: a line per primitive creation and
+    execution) for the block, its lines captured from file descriptor 1; appends ``(creations that
+    missed oneDNN's primitive cache, their milliseconds)`` -- a primitive is created (its kernel
+    JIT-compiled) for each GEMM shape not seen before."""
+    import ctypes
+    import os
+
+    import torch
+
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    libc.fflush(None)
+    saved = os.dup(1)
+    with tempfile.TemporaryFile(mode="w+") as f:
+        os.dup2(f.fileno(), 1)
+        try:
+            with torch.backends.mkldnn.verbose(2):
+                yield
+        finally:
+            libc.fflush(None)
+            os.dup2(saved, 1)
+            os.close(saved)
+        f.seek(0)
+        n, ms = 0, 0.0
+        for line in f:
+            if line.startswith("onednn_verbose") and ",create:cache_miss," in line:
+                n, ms = n + 1, ms + float(line.rsplit(",", 1)[1])
+    out.append((n, ms))
+
+
+def _module_clock(model) -> tuple[dict[str, list[float]], list]:
+    """Forward hooks on ``model``'s decoder-layer modules (a layer, its children and grandchildren,
+    keyed ``"<path below the layer> (<class>)"``, the layer itself ``"layer (<class>)"``): the
+    returned dict gets ``[CPU seconds, calls, minor page faults]`` per key, inclusive of the
+    module's children (``time.thread_time``, ``getrusage(RUSAGE_THREAD)``); the second item is the
+    hooks' handles."""
+    import re
+
+    import resource
+
+    pat = re.compile(r"(?:^|\.)layers\.\d+(?:\.(.+))?$")
+    acc: dict[str, list[float]] = {}
+    handles = []
+
+    def faults() -> int:
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+    for name, mod in model.named_modules():
+        m = pat.search(name)
+        if m is None or (m.group(1) or "").count(".") > 1:
+            continue
+        key = f"{m.group(1) or 'layer'} ({type(mod).__name__})"
+        starts: list[tuple[float, int]] = []
+
+        def pre(mod, args, starts=starts):
+            starts.append((time.thread_time(), faults()))
+
+        def post(mod, args, out, key=key, starts=starts):
+            t0, f0 = starts.pop()
+            a = acc.setdefault(key, [0.0, 0, 0])
+            a[0] += time.thread_time() - t0
+            a[1] += 1
+            a[2] += faults() - f0
+
+        handles += [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post)]
+    return acc, handles
+
+
+def _piece_modules(plan, iters: int) -> tuple[dict[str, list[float]], tuple[int, float]]:
+    """:func:`_module_clock` over the world-size-1 layer pieces' forwards, ``iters`` x 10 calls of
+    each after 3 warm-ups, as the measurement runs them (one core, freed memory kept, the run's
+    blocks, the caches evicted before each forward: ``timing.flush_buffer``); and oneDNN's primitive
+    creations (:func:`_onednn_creations`) over as many layer forwards as one forward-only iteration
+    of the real run makes (micro-batches x layers), after them."""
+    import torch
+
+    from primus_launch.projection.measure.timing import flush_buffer
+
+    from primus_launch.projection.measure import build_mcore
+    from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
+    from primus_launch.projection.measure.cpu_pin import pinned
+    from primus_launch.projection.measure.sync_points import blocking_collectives
+
+    keep_freed_memory()
+    with pinned(1), build_mcore.world_size_one("cpu"):
+        pieces, model = build_mcore.pieces(plan, "cpu", measure_layers=1)
+        layers = [pc for pc in pieces if "layer" in pc.name]
+        with blocking_collectives(plan, "cpu", model, "thread"):
+            for pc in layers:
+                for _ in range(3):
+                    pc.forward(*pc.inputs)
+            flush = flush_buffer(torch.device("cpu"))
+            acc, handles = _module_clock(model)
+            with torch.enable_grad():
+                for _ in range(iters * 10):
+                    for pc in layers:
+                        flush.add_(1)
+                        pc.forward(*pc.inputs)
+            for h in handles:
+                h.remove()
+            created: list = []
+            calls = plan.num_microbatches * plan.model.num_layers
+            with torch.enable_grad(), _onednn_creations(created):
+                for i in range(calls):
+                    pc = layers[i % len(layers)]
+                    pc.forward(*pc.inputs)
+    return acc, created[0]
+
+
+def _worker(rank: int, port: int, plan_json: str, iters: int, q, sleep_s: float | None = None,
+            modules: bool = False) -> None:
     import torch.distributed as dist
 
     from primus_launch.frameworks import mcore_cpu
@@ -142,6 +265,23 @@ def _worker(rank: int, port: int, plan_json: str, iters: int, q, sleep_s: float 
     kinds = ("fwd", "full") if sleep_s is None else ("gloo", "local", "sleep", "traffic")
     with mcore_cpu.eager_fusions("cpu"), (_stand_ins(mode, sleep_s) if sleep_s is not None else nullcontext()):
         model, run = build_schedule(plan, "cpu")
+        if modules:  # forward-only, the modules' CPU after 2 warm-ups
+            for _ in range(2):
+                run(True)
+            acc, handles = _module_clock(model)
+            for _ in range(iters):
+                dist.barrier()
+                run(True)
+            for h in handles:
+                h.remove()
+            created: list = []
+            dist.barrier()
+            with _onednn_creations(created):  # one more iteration, its oneDNN primitive creations
+                run(True)
+            q.put((rank, acc, created[0]))
+            dist.barrier()
+            dist.destroy_process_group()
+            return
         res: dict[str, list[float]] = {k: [] for k in kinds}
         for i in range(2 + iters):
             for kind in kinds:
@@ -166,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stand-ins", action="store_true",
                     help="alternate gloo's collectives with local stand-ins (and stand-ins after a sleep) instead")
     ap.add_argument("--sleep", type=float, default=0.001, help="seconds each stand-in sleeps in the third mode")
+    ap.add_argument("--modules", action="store_true",
+                    help="the forward's CPU per decoder-layer module, world-size-1 pieces against the real ranks")
     args = ap.parse_args(argv)
 
     import torch
@@ -188,7 +330,9 @@ def main(argv: list[str] | None = None) -> int:
         q = ctx.Queue()
         port = _free_port()
         sleep_s = args.sleep if args.stand_ins else None
-        if not args.stand_ins:
+        if args.modules:
+            piece, piece_created = _piece_modules(plan, args.iters)
+        elif not args.stand_ins:
             tm = measure_pieces(plan, "cpu", cache=MeasureCache(Path(tempfile.mkdtemp(prefix="primus-gap-"))),
                                 cpu_clock="thread").timings
             layers = [k for k in tm if "layer" in k]
@@ -198,13 +342,31 @@ def main(argv: list[str] | None = None) -> int:
                 return mb * (f(tm["embedding"]) + n * statistics.mean(f(tm[k]) for k in layers) + f(tm["head_loss"]))
 
             fwd, full = total(lambda x: x.fwd_s), total(lambda x: x.total_s)
-        procs = [ctx.Process(target=_worker, args=(r, port, plan.model_dump_json(), args.iters, q, sleep_s),
-                             daemon=True) for r in range(2)]
+        procs = [ctx.Process(target=_worker, args=(r, port, plan.model_dump_json(), args.iters, q, sleep_s,
+                                                   args.modules), daemon=True) for r in range(2)]
         for pr in procs:
             pr.start()
         got = sorted(wait_result(q, procs, 600) for _ in range(2))
         for pr in procs:
             pr.join(timeout=30)
+        if args.modules:
+            print(f"[{name}] forward CPU per call, ms [minor page faults per call]: world-size-1 piece | rank 0 "
+                  f"(ratio) | rank 1 (ratio); calls per forward-only iteration")
+            real = {r: acc for r, acc, _ in got}
+            for key in sorted(set(piece) | set(real[0]) | set(real[1])):
+                def per_call(acc: dict, i: int) -> float:
+                    a = acc.get(key, (0.0, 0, 0))
+                    return a[i] / a[1] if a[1] else float("nan")
+                pc_ = per_call(piece, 0)
+                cells = " | ".join(f"{per_call(real[r], 0) * 1e3:7.3f} [{per_call(real[r], 2):5.1f}] "
+                                   f"({per_call(real[r], 0) / pc_:5.2f})" for r in (0, 1))
+                print(f"  {key:48s} {pc_ * 1e3:7.3f} [{per_call(piece, 2):5.1f}] | {cells}; "
+                      f"{real[0].get(key, (0, 0))[1] / args.iters:g}")
+            n, ms = piece_created
+            made = " | ".join(f"rank {r} {c[0]} ({c[1]:.1f} ms)" for r, _, c in got)
+            print(f"  oneDNN primitive creations (cache misses) per forward-only iteration: pieces {n} ({ms:.1f} ms) "
+                  f"| {made}")
+            continue
         if args.stand_ins:
             print(f"[{name}] forward + backward main-thread CPU per iteration, median of {args.iters}")
             for rank, g, loc, slp, trf in got:

@@ -50,6 +50,8 @@ BLOCKS = {
                              "megatron/untied-tp2-pp1,megatron/tied-tp2-pp1,megatron/moe-ep2",
                              "--samples", "8", "--runs", "6", "--reference", "both"],
                             lambda out: out[re.search(r"^case ", out, re.M).start():].strip("\n")),
+    "MEASURE_GAP_MODULES": (["scripts/measure_gap.py", "--cases", "tp2,ep2", "--modules", "--iters", "4"],
+                            lambda out: _keep_prefixed(out, ("[", "  "))),
     "GLOO_IDLE_LOOPS": (["scripts/gloo_idle_loops.py"], lambda out: _keep_prefixed(out, ("[", "  "))),
     "VALIDATE_MEMORY": (["scripts/validate_memory.py"],
                         lambda out: "\n".join(ln for ln in out.splitlines() if ln.startswith(("rows compared", "Megatron-LM",
