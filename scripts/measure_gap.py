@@ -29,11 +29,12 @@ per decoder-layer module (the layer, its children and theirs: ``self_attention``
 ``mlp.router``, ``mlp.experts``, ...) and per call, in the world-size-1 layer pieces run as the
 measurement runs them (this process, one core, freed memory kept, the caches evicted before each
 forward, blocking where the run's collectives do: ``sync_points``) and in the real ranks' forward-only schedule; prints each
-module's CPU and minor page faults per call and the real ranks' ratio to the piece's; then oneDNN's primitive creations
+module's CPU and minor page faults per call and the real ranks' ratio to the piece's (medians over
+``--rounds`` rounds of pieces and real ranks, with each rank's per-round ratios); then oneDNN's primitive creations
 (its kernels JIT-compiled for a GEMM shape not seen before) in one more forward-only iteration
 of each real rank and in as many layer forwards of the pieces.
 
-    python scripts/measure_gap.py [--cases tp2,ep2] [--iters 6] [--stand-ins [--sleep 0.001] | --modules]
+    python scripts/measure_gap.py [--cases tp2,ep2] [--iters 6] [--stand-ins [--sleep 0.001] | --modules [--rounds 3]]
 """
 
 from __future__ import annotations
@@ -299,6 +300,35 @@ def _worker(rank: int, port: int, plan_json: str, iters: int, q, sleep_s: float 
     dist.destroy_process_group()
 
 
+def _print_modules(name: str, rounds: list, iters: int) -> None:
+    """The ``--modules`` table: per module, the median over rounds of the CPU per call of the pieces
+    and of each real rank, the rank's ratio of medians and the range of its per-round ratios, and
+    the minor page faults per call (medians); then oneDNN's creations per iteration."""
+    def per_call(acc: dict, key: str, i: int) -> float:
+        a = acc.get(key, (0.0, 0, 0))
+        return a[i] / a[1] if a[1] else float("nan")
+
+    print(f"[{name}] forward CPU per call, ms, median of {len(rounds)} rounds [minor page faults per call]: "
+          f"world-size-1 piece | rank 0 (ratio, per-round range) | rank 1 (...); calls per forward-only iteration")
+    keys = sorted({k for (piece, _), real in rounds for acc in (piece, real[0][1], real[1][1]) for k in acc})
+    for key in keys:
+        pcs = [per_call(piece, key, 0) for (piece, _), _ in rounds]
+        pc = statistics.median(pcs)
+        cells = []
+        for r in (0, 1):
+            rs = [per_call(real[r][1], key, 0) for _, real in rounds]
+            ratios = [x / y for x, y in zip(rs, pcs)]
+            cells.append(f"{statistics.median(rs) * 1e3:7.3f} [{statistics.median(per_call(real[r][1], key, 2) for _, real in rounds):5.1f}] "
+                         f"({statistics.median(rs) / pc:4.2f}, {min(ratios):4.2f}-{max(ratios):4.2f})")
+        calls = rounds[0][1][0][1].get(key, (0, 0))[1] / iters
+        faults = statistics.median(per_call(piece, key, 2) for (piece, _), _ in rounds)
+        print(f"  {key:48s} {pc * 1e3:7.3f} [{faults:5.1f}] | {' | '.join(cells)}; {calls:g}")
+    made = " | ".join(f"rank {r} " + ", ".join(f"{real[r][2][0]} ({real[r][2][1]:.1f} ms)" for _, real in rounds)
+                      for r in (0, 1))
+    pieces = ", ".join(f"{c[0]} ({c[1]:.1f} ms)" for (_, c), _ in rounds)
+    print(f"  oneDNN primitive creations (cache misses) per forward-only iteration, each round: pieces {pieces} | {made}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="tp2,ep2")
@@ -308,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sleep", type=float, default=0.001, help="seconds each stand-in sleeps in the third mode")
     ap.add_argument("--modules", action="store_true",
                     help="the forward's CPU per decoder-layer module, world-size-1 pieces against the real ranks")
+    ap.add_argument("--rounds", type=int, default=3, help="--modules: rounds of pieces and real ranks (medians)")
     args = ap.parse_args(argv)
 
     import torch
@@ -326,13 +357,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--cases {args.cases}: {name} not one of {', '.join(cases)}")
             return 2
         plan = cases[name]
-        ctx = mp.get_context("spawn")
-        q = ctx.Queue()
-        port = _free_port()
         sleep_s = args.sleep if args.stand_ins else None
-        if args.modules:
-            piece, piece_created = _piece_modules(plan, args.iters)
-        elif not args.stand_ins:
+
+        def real_ranks() -> list:
+            ctx = mp.get_context("spawn")
+            q = ctx.Queue()
+            port = _free_port()
+            procs = [ctx.Process(target=_worker, args=(r, port, plan.model_dump_json(), args.iters, q, sleep_s,
+                                                       args.modules), daemon=True) for r in range(2)]
+            for pr in procs:
+                pr.start()
+            out = sorted((wait_result(q, procs, 600) for _ in range(2)), key=lambda g: g[0])
+            for pr in procs:
+                pr.join(timeout=30)
+            return out
+
+        if args.modules:  # rounds of (pieces, real ranks), medians over the rounds
+            rounds = [(_piece_modules(plan, args.iters), real_ranks()) for _ in range(args.rounds)]
+            _print_modules(name, rounds, args.iters)
+            continue
+        if not args.stand_ins:
             tm = measure_pieces(plan, "cpu", cache=MeasureCache(Path(tempfile.mkdtemp(prefix="primus-gap-"))),
                                 cpu_clock="thread").timings
             layers = [k for k in tm if "layer" in k]
@@ -342,31 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                 return mb * (f(tm["embedding"]) + n * statistics.mean(f(tm[k]) for k in layers) + f(tm["head_loss"]))
 
             fwd, full = total(lambda x: x.fwd_s), total(lambda x: x.total_s)
-        procs = [ctx.Process(target=_worker, args=(r, port, plan.model_dump_json(), args.iters, q, sleep_s,
-                                                   args.modules), daemon=True) for r in range(2)]
-        for pr in procs:
-            pr.start()
-        got = sorted(wait_result(q, procs, 600) for _ in range(2))
-        for pr in procs:
-            pr.join(timeout=30)
-        if args.modules:
-            print(f"[{name}] forward CPU per call, ms [minor page faults per call]: world-size-1 piece | rank 0 "
-                  f"(ratio) | rank 1 (ratio); calls per forward-only iteration")
-            real = {r: acc for r, acc, _ in got}
-            for key in sorted(set(piece) | set(real[0]) | set(real[1])):
-                def per_call(acc: dict, i: int) -> float:
-                    a = acc.get(key, (0.0, 0, 0))
-                    return a[i] / a[1] if a[1] else float("nan")
-                pc_ = per_call(piece, 0)
-                cells = " | ".join(f"{per_call(real[r], 0) * 1e3:7.3f} [{per_call(real[r], 2):5.1f}] "
-                                   f"({per_call(real[r], 0) / pc_:5.2f})" for r in (0, 1))
-                print(f"  {key:48s} {pc_ * 1e3:7.3f} [{per_call(piece, 2):5.1f}] | {cells}; "
-                      f"{real[0].get(key, (0, 0))[1] / args.iters:g}")
-            n, ms = piece_created
-            made = " | ".join(f"rank {r} {c[0]} ({c[1]:.1f} ms)" for r, _, c in got)
-            print(f"  oneDNN primitive creations (cache misses) per forward-only iteration: pieces {n} ({ms:.1f} ms) "
-                  f"| {made}")
-            continue
+        got = real_ranks()
         if args.stand_ins:
             print(f"[{name}] forward + backward main-thread CPU per iteration, median of {args.iters}")
             for rank, g, loc, slp, trf in got:
