@@ -39,9 +39,10 @@ def _pieces():
 
     from primus_launch.projection.measure import build_mcore
 
+    from primus_launch.projection.measure.cpu_pin import pin_rank
+
     torch.set_num_threads(1)
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    pin_rank(0)  # rank 0's core, as the measuring process (cpu_pin)
     return build_mcore, _plan(world=1)
 
 
