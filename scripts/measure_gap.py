@@ -32,9 +32,12 @@ forward, blocking where the run's collectives do: ``sync_points``) and in the re
 module's CPU and minor page faults per call and the real ranks' ratio to the piece's (medians over
 ``--rounds`` rounds of pieces and real ranks, with each rank's per-round ratios); then oneDNN's primitive creations
 (its kernels JIT-compiled for a GEMM shape not seen before) in one more forward-only iteration
-of each real rank and in as many layer forwards of the pieces.
+of each real rank and in as many layer forwards of the pieces.  ``--partner none,spin,stream``: the
+pieces again while another process on rank 1's core spins (no memory traffic) or streams a
+tensor twice the last-level cache from DRAM, as the real run's other rank shares the memory
+system; one table each against the same real ranks.
 
-    python scripts/measure_gap.py [--cases tp2,ep2] [--iters 6] [--stand-ins [--sleep 0.001] | --modules [--rounds 3]]
+    python scripts/measure_gap.py [--cases tp2,ep2] [--iters 6] [--stand-ins [--sleep 0.001] | --modules [--rounds 3] [--partner none,spin,stream]]
 """
 
 from __future__ import annotations
@@ -211,12 +214,53 @@ def _module_clock(model) -> tuple[dict[str, list[float]], list]:
     return acc, handles
 
 
-def _piece_modules(plan, iters: int) -> tuple[dict[str, list[float]], tuple[int, float]]:
+def _partner(kind: str, stop) -> None:
+    """What runs on rank 1's core beside the pieces (``--partner``): ``spin``, an integer loop that
+    touches no memory; ``stream``, in-place adds over a 64 MiB tensor (twice the last-level cache:
+    every pass streams it from DRAM), until ``stop`` is set."""
+    import torch
+
+    from primus_launch.projection.measure.cpu_pin import pin_rank
+
+    pin_rank(1)
+    torch.set_num_threads(1)
+    a = torch.ones(16 << 20) if kind == "stream" else None
+    x = 0
+    while not stop.is_set():
+        if a is not None:
+            a.add_(1.0)
+        else:
+            for i in range(100_000):
+                x += i
+
+
+@contextmanager
+def _partnered(kind: str) -> Iterator[None]:
+    """:func:`_partner` ``kind`` in a process of its own for the block (``none``: nothing)."""
+    import multiprocessing as mp
+
+    if kind == "none":
+        yield
+        return
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    proc = ctx.Process(target=_partner, args=(kind, stop), daemon=True)
+    proc.start()
+    time.sleep(1.0)  # its interpreter up and looping
+    try:
+        yield
+    finally:
+        stop.set()
+        proc.join(timeout=30)
+
+
+def _piece_modules(plan, iters: int, partner: str = "none") -> tuple[dict[str, list[float]], tuple[int, float]]:
     """:func:`_module_clock` over the world-size-1 layer pieces' forwards, ``iters`` x 10 calls of
     each after 3 warm-ups, as the measurement runs them (one core, freed memory kept, the run's
     blocks, the caches evicted before each forward: ``timing.flush_buffer``); and oneDNN's primitive
     creations (:func:`_onednn_creations`) over as many layer forwards as one forward-only iteration
-    of the real run makes (micro-batches x layers), after them."""
+    of the real run makes (micro-batches x layers), after them; with :func:`_partnered` ``partner``
+    running on rank 1's core meanwhile."""
     import torch
 
     from primus_launch.projection.measure.timing import flush_buffer
@@ -227,7 +271,7 @@ def _piece_modules(plan, iters: int) -> tuple[dict[str, list[float]], tuple[int,
     from primus_launch.projection.measure.sync_points import blocking_collectives
 
     keep_freed_memory()
-    with pinned(1), build_mcore.world_size_one("cpu"):
+    with pinned(1), build_mcore.world_size_one("cpu"), _partnered(partner):
         pieces, model = build_mcore.pieces(plan, "cpu", measure_layers=1)
         layers = [pc for pc in pieces if "layer" in pc.name]
         with blocking_collectives(plan, "cpu", model, "thread"):
@@ -339,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modules", action="store_true",
                     help="the forward's CPU per decoder-layer module, world-size-1 pieces against the real ranks")
     ap.add_argument("--rounds", type=int, default=3, help="--modules: rounds of pieces and real ranks (medians)")
+    ap.add_argument("--partner", default="none",
+                    help="--modules: what runs on the other core beside the pieces, one table each, comma-separated "
+                         "from none (the measurement's condition), spin (no memory traffic), stream (DRAM traffic)")
     args = ap.parse_args(argv)
 
     import torch
@@ -372,9 +419,15 @@ def main(argv: list[str] | None = None) -> int:
                 pr.join(timeout=30)
             return out
 
-        if args.modules:  # rounds of (pieces, real ranks), medians over the rounds
-            rounds = [(_piece_modules(plan, args.iters), real_ranks()) for _ in range(args.rounds)]
-            _print_modules(name, rounds, args.iters)
+        if args.modules:  # rounds of (pieces under each partner, real ranks), medians over the rounds
+            partners = args.partner.split(",")
+            rounds = []
+            for _ in range(args.rounds):
+                pcs = {k: _piece_modules(plan, args.iters, k) for k in partners}
+                rounds.append((pcs, real_ranks()))
+            for k in partners:
+                _print_modules(name if k == "none" else f"{name}, pieces beside a {k} partner",
+                               [(pcs[k], real) for pcs, real in rounds], args.iters)
             continue
         if not args.stand_ins:
             tm = measure_pieces(plan, "cpu", cache=MeasureCache(Path(tempfile.mkdtemp(prefix="primus-gap-"))),
