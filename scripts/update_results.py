@@ -54,7 +54,7 @@ BLOCKS = {
                              "--rounds", "3"],
                             lambda out: _keep_prefixed(out, ("[", "  "))),
     "MEASURE_GAP_PARTNER": (["scripts/measure_gap.py", "--cases", "tp2,ep2", "--modules", "--iters", "4",
-                             "--rounds", "2", "--partner", "spin,stream"],
+                             "--rounds", "2", "--partner", "none,spin,stream"],
                             lambda out: _keep_prefixed(out, ("[", "  "))),
     "GLOO_IDLE_LOOPS": (["scripts/gloo_idle_loops.py"], lambda out: _keep_prefixed(out, ("[", "  "))),
     "VALIDATE_MEMORY": (["scripts/validate_memory.py"],
