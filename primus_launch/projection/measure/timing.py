@@ -106,6 +106,7 @@ class TimingPolicy:
     cpu_clock: CpuClock = "thread"
     noise_probe: bool = True  # CPU: time a fixed reference workload after every sample (noise floor)
     probe_blocks: bool = True  # CPU: the reference blocks as often as the sample before it did (sync_points)
+    partner: bool = False  # CPU: the pieces timed beside a mirror of the run's other rank (partner.partnered)
     max_inner: int = 5000
     flush_cache: bool = True  # evict the caches before each timed pass (pieces of >= FLUSH_MIN_S on the CPU)
     min_window_s: float = 4.0  # pieces measured together are sampled round-robin over at least this
@@ -126,13 +127,15 @@ class TimingPolicy:
                    f"sample (CPU){', blocking as often as the sample did' if self.probe_blocks else ''}; "
                    f"a piece's own spread (of its samples, or of its samples relative to the "
                    f"reference) judged against max(target, {NOISE_FACTOR:g} x the reference's)"
-                   if self.noise_probe else ""))
+                   if self.noise_probe else "")
+                + ("; on the CPU beside a mirror of the run's other rank on the next core" if self.partner else ""))
 
     def key(self) -> dict[str, Any]:
         """What of the policy changes a measurement (the cache key's part)."""
         return {"warmup": self.warmup, "min_repeats": self.min_repeats, "max_repeats": self.max_repeats,
                 "target_spread": self.target_spread, "min_sample_s": self.min_sample_s,
                 "max_piece_s": self.max_piece_s, "noise_probe": self.noise_probe, "probe_blocks": self.probe_blocks,
+                "partner": self.partner,
                 "min_window_s": self.min_window_s, "flush_cache": self.flush_cache}
 
 
