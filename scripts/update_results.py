@@ -43,6 +43,8 @@ BLOCKS = {
     "VALIDATE_MEASURE": (["scripts/validate_measure.py"],
                          lambda out: out[out.index("===== round 1") if "===== round 1" in out
                                          else out.index("  collectives timed"):]),
+    "VALIDATE_MEASURE_PARTNER": (["scripts/validate_measure.py", "--partner", "--cases", "ep2,tp2,pp1"],
+                                 lambda out: out[out.index("\nsummary "):].strip("\n")),
     "PIECE_CONDITIONS": (["scripts/piece_conditions.py"], lambda out: out),
     "MEASURE_GAP_STANDINS": (["scripts/measure_gap.py", "--stand-ins"], lambda out: _keep_prefixed(out, ("[", "  rank "))),
     "MEASURE_GAP": (["scripts/measure_gap.py"], lambda out: _keep_prefixed(out, ("[", "  rank "))),

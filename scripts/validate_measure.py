@@ -106,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="independent rounds (links, pieces and real runs each measured afresh); the summary gives each "
                          "round's error and their median")
     ap.add_argument("--wall", action="store_true", help="time the measured pieces in wall time")
+    ap.add_argument("--partner", action="store_true",
+                    help="measure the pieces beside a mirror of the other rank on the next core "
+                         "(TimingPolicy.partner, through $PRIMUS_LAUNCH_MEASURE_POLICY)")
     ap.add_argument("--cases", default="pp2,tp2,ep2,cp2,pp1")
     ap.add_argument("--link-fit", default="all_reduce", choices=("all_reduce", "p2p", "joint"))
     ap.add_argument("--isolated-links", action="store_true",
@@ -138,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     clock = "wall" if args.wall else "thread"
+    if args.partner:  # the documented policy override, read by measure_pieces and project_measured alike
+        from primus_launch.projection.measure.upscale import POLICY_ENV
+
+        os.environ[POLICY_ENV] = ",".join(filter(None, [os.environ.get(POLICY_ENV, ""), "partner=1"]))
     cases = {"pp2": _plan(pp=2), "tp2": _plan(tp=2), "ep2": _plan(ep=2, moe=True), "cp2": _plan(cp=2),
              "pp1": _plan(world=1)}
     names = args.cases.split(",")

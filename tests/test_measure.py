@@ -791,3 +791,43 @@ def test_link_arrival_accounting_takes_out_the_wait_for_the_peer():
             assert s == s2 and 0.0 <= ta <= t + 1e-9, (op, s, t, ta)
         assert arr["entry_gap_s"][op] >= 0.0
     assert set(fabric_fields(lk, 1e9)) and "arrival" not in lk["fit"]
+
+
+def test_partner_mirror_runs_beside_the_measurement_on_rank_ones_core():
+    """``TimingPolicy.partner``: on the CPU, for a plan with more than one rank per node, a mirror
+    of the run's other rank -- a process bound to rank 1's core running the same pieces -- runs
+    for the block and is gone after it; never on CUDA, for one rank per node, or with it off."""
+    import multiprocessing
+    import os
+    import time
+
+    from primus_launch.plan import Plan
+    from primus_launch.projection.measure.cpu_pin import rank_cores
+    from primus_launch.projection.measure.partner import applies, partnered
+
+    def plan(gpus: int) -> Plan:
+        return Plan.model_validate({
+            "model": dict(num_layers=2, hidden_size=64, ffn_hidden_size=128, num_attention_heads=4,
+                          num_query_groups=2, vocab_size=256, seq_length=32),
+            "parallel": {"tp": gpus}, "training": {"global_batch_size": 4, "micro_batch_size": 2},
+            "cluster": {"gpus_per_node": gpus}})
+
+    two = plan(2)
+    assert applies(two, "cpu", True) and not applies(two, "cpu", False) and not applies(two, "cuda", True)
+    assert not applies(plan(1), "cpu", True)
+    before = set(multiprocessing.active_children())
+    with partnered(two, "cpu", 1, "thread", True) as up:
+        assert up
+        (kid,) = set(multiprocessing.active_children()) - before
+        assert os.sched_getaffinity(kid.pid) == rank_cores(1)
+
+        def cpu_ticks() -> int:
+            with open(f"/proc/{kid.pid}/stat") as f:
+                return sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])  # utime + stime
+
+        t0 = cpu_ticks()
+        time.sleep(0.5)
+        assert cpu_ticks() > t0  # it works meanwhile
+    assert not kid.is_alive()
+    with partnered(plan(1), "cpu", 1, "thread", True) as up:
+        assert not up and set(multiprocessing.active_children()) == before
