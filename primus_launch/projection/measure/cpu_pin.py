@@ -6,11 +6,12 @@ rank ``r`` to its own core(s), as ``torchrun``'s ``--local-ranks-filter`` / NUMA
 world-size-1 measurement (:func:`~.upscale.measure_pieces`) is rank 0 of such a run and is pinned
 the same way for the duration of the measurement (:func:`pinned`).
 
-Why it matters: on the CPU a piece blocks where its layer's collectives block (:mod:`.sync_points`,
-2 ms sleeps); unpinned, the thread wakes on whichever core is free and resumes with another
-core's caches.  Measured on this 2-vCPU machine (``scripts/measure_noise.py --pin`` /
-``--no-pin``, the TP=2 embedding piece, whose ~55 us of work per iteration gains a resumption
-after each of its two blocks): see RESULTS.md block MEASURE_PIN.
+Why: on the CPU a piece blocks where its layer's collectives block (:mod:`.sync_points`, 2 ms
+sleeps); unpinned, the thread wakes on whichever core is free and resumes with another core's
+caches, which a real run's bound rank never does.  Binding alone did not remove the spread of
+such pieces (``scripts/measure_noise.py --pin both``, RESULTS.md section of block
+MEASURE_NOISE_FLOOR: 5 of the 11 out-of-bound measurements at 629feed were bound); the noise floor
+that blocks as the piece does (``timing``, ``probe_blocks``) is what judges them.
 """
 
 from __future__ import annotations

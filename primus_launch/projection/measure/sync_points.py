@@ -26,9 +26,9 @@ calls back to back there, whose later ones resume no compute); with CP > 1, at e
 measured core's stand-in K and V (:func:`block_point`, forward and backward: the run's all-gather
 and its backward's re-gather and reduce-scatter).  The block is not CPU time, so the
 piece's time gains only the slower resumption.  That resumption varies with the machine's state
-(RESULTS.md, block MEASURE_PIN: the TP=2 embedding piece, ~55 us of work and one block per
-iteration, read 0.1-0.8 relative IQR in some runs while the plain reference workload read 0.02-0.1),
-so the noise floor timed after each sample blocks as often as the sample did
+(RESULTS.md, section of block MEASURE_NOISE_FLOOR: the TP=2 embedding piece, ~55 us of work and
+one block per iteration, read up to 0.77 relative IQR in runs where the plain reference workload
+read 0.02-0.13), so the noise floor timed after each sample blocks as often as the sample did
 (:data:`ACTIVE_BLOCKS`, ``timing.PieceSampler(blocks=)``).  On CUDA nothing changes (kernels are timed by
 events; the host thread's waits do not slow them).
 """

@@ -39,7 +39,7 @@ Protocol (:class:`TimingPolicy`; the same code on every device, only the clock d
   removed); where the piece blocks as the run's collectives do (``blocks``: :mod:`.sync_points`;
   ``probe_blocks``), the reference blocks as often as the sample just did, spread evenly through its work, so the
   floor includes the resumptions after a block, which vary with the machine's state as much as
-  the work does (RESULTS.md, block MEASURE_PIN).  The piece's own spread (:func:`judged_spread`) is the smaller of ``total`` and
+  the work does (RESULTS.md, block MEASURE_NOISE_FLOOR).  The piece's own spread (:func:`judged_spread`) is the smaller of ``total`` and
   ``vs_reference``; sampling stops when it reaches ``target_spread`` (``converged``), and
   :func:`within_bound` judges it against :func:`spread_bound` = ``max(target, NOISE_FACTOR x
   reference)``;

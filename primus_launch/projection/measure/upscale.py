@@ -189,7 +189,7 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
     ``max_cpu_seconds`` (None: no limit).  Torch runs ``policy.threads`` threads meanwhile; on the
     CPU the measuring thread is bound to rank 0's core(s) (:func:`~.cpu_pin.pinned`), as the real
     runs bind their ranks (``pin=False``: where the OS places it, keyed apart;
-    ``scripts/measure_noise.py --no-pin``)."""
+    ``scripts/measure_noise.py --pin off``)."""
     fw = plan.framework
     b = _builder(fw)
     pol = make_policy(policy, repeats=repeats, cpu_clock=cpu_clock)
