@@ -29,7 +29,7 @@ import torch
 
 from primus_launch.plan import Plan
 
-#: seconds the mirror may take to build its pieces before the measurement goes on without it
+#: seconds the mirror may take to build its pieces before :func:`partnered` gives up (and raises)
 READY_TIMEOUT_S = 300.0
 
 
@@ -68,8 +68,9 @@ def applies(plan: Plan, device: str, partner: bool) -> bool:
 @contextlib.contextmanager
 def partnered(plan: Plan, device: str, measure_layers: int, clock: str, partner: bool) -> Iterator[bool]:
     """The mirror (module docstring) running for the block when :func:`applies`; yields whether it
-    runs (False also when it exited or did not come up within :data:`READY_TIMEOUT_S`).  A spawned
-    process: the calling program's main module must be import-safe (``if __name__ == "__main__"``)."""
+    runs.  Raises ``RuntimeError`` (one line) when it exited or did not come up within
+    :data:`READY_TIMEOUT_S`.  A spawned process: the calling program's main module must be
+    import-safe (``if __name__ == "__main__"``)."""
     if not applies(plan, device, partner):
         yield False
         return
@@ -82,7 +83,10 @@ def partnered(plan: Plan, device: str, measure_layers: int, clock: str, partner:
         t0 = time.monotonic()
         while not ready.wait(0.5) and proc.is_alive() and time.monotonic() - t0 < READY_TIMEOUT_S:
             pass
-        yield ready.is_set() and proc.is_alive()
+        if not (ready.is_set() and proc.is_alive()):
+            raise RuntimeError("measurement: the mirror of the run's other rank (TimingPolicy.partner) "
+                               f"did not start within {READY_TIMEOUT_S:g} s")
+        yield True
     finally:
         stop.set()
         proc.join(timeout=60)

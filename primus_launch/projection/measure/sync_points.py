@@ -225,7 +225,8 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
 
     from primus_launch.projection.measure.realrun import patched_collectives
 
-    groups = _group_ids(blocked_groups(plan))
+    names = blocked_groups(plan)
+    groups = _group_ids(names)
     saved = {name: getattr(mappings, name) for name in MAPPINGS}
     stack = contextlib.ExitStack()
 
@@ -254,7 +255,7 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
     global _ACTIVE
     try:
         stack.enter_context(patched_collectives(direct, DIRECT_CALLS))
-        if plan.parallel.sequence_parallel and "tp" in blocked_groups(plan):
+        if plan.parallel.sequence_parallel and "tp" in names:
             for h in _sp_hooks(model, counts):
                 stack.callback(h.remove)
         _ACTIVE = counts

@@ -447,16 +447,12 @@ class _Reference:
         """The workload's time; with ``blocks`` > 0 its repetitions split into ``blocks + 1`` near-equal
         runs with ``block()`` between them (untimed in CPU time; the slower resumption after each
         is timed, as it is in a blocked piece)."""
-        if block is None or blocks <= 0:
-            t0 = self.clock.start()
-            for _ in range(self.reps):
-                self._unit()
-            return self.clock.stop(t0)
+        n = blocks if block is not None else 0
         t0 = self.clock.start()
-        for i in range(blocks + 1):
-            for _ in range(self.reps * (i + 1) // (blocks + 1) - self.reps * i // (blocks + 1)):
+        for i in range(n + 1):
+            for _ in range(self.reps * (i + 1) // (n + 1) - self.reps * i // (n + 1)):
                 self._unit()
-            if i < blocks:
+            if i < n:
                 block()
         return self.clock.stop(t0)
 

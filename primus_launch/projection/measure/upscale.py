@@ -54,8 +54,7 @@ from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.measure.cache import MeasureCache, cache_key
 from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
 from primus_launch.projection.measure.cpu_pin import pinned
-from primus_launch.projection.measure.partner import READY_TIMEOUT_S, partnered
-from primus_launch.projection.measure.partner import applies as partner_applies
+from primus_launch.projection.measure.partner import partnered
 from primus_launch.projection.measure.spec import BuildSpec
 from primus_launch.projection.measure.sync_points import (
     ACTIVE_BLOCKS,
@@ -252,10 +251,7 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
             # the noise floor blocks as the sample it follows did (timing.PieceSampler(blocks=))
             blocks = ACTIVE_BLOCKS if applies(plan, device, pol.cpu_clock) else None
             mirror = partnered(plan, device, measure_layers, pol.cpu_clock, pol.partner)
-            with mirror as up, blocking_collectives(plan, device, model, pol.cpu_clock):
-                if pol.partner and partner_applies(plan, device, True) and not up:
-                    raise RuntimeError("measurement: the mirror of the run's other rank (TimingPolicy.partner) "
-                                       f"did not start within {READY_TIMEOUT_S:g} s")
+            with mirror, blocking_collectives(plan, device, model, pol.cpu_clock):
                 for pc in todo:  # warm-up, inner count and reference calibration, piece by piece
                     interrupt.check()
                     samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
