@@ -49,14 +49,19 @@ What :func:`install` patches (``device="cpu"``; on ``"cuda"`` only the no-TE fix
    builds its chunk index with ``pin_memory=True`` and ``.cuda()``: replaced by
    :func:`cp_rank_pos_emb`, the same slicing on the table's device.
 
+9. The MoE ``alltoall`` token dispatcher hands its split sizes to ``all_to_all_single`` after
+   ``moe_utils.maybe_move_tensor_to_cpu(..., as_numpy=True)``, which makes host numpy arrays of CUDA
+   tensors only; a CPU tensor stays a tensor, and gloo's ``all_to_all_single`` binding refuses
+   tensors as split sizes (``incompatible function arguments``): the dispatcher's copy of the
+   function (:func:`_host_splits`) also makes host arrays of CPU tensors, so the dispatcher runs
+   over gloo with EP > 1 as it does over NCCL.
+
 7. Also without Transformer Engine: ``transformer.multi_latent_attention`` imports ``TELinear``
    from megatron's TE extension, which then is a ``MagicMock`` placeholder, yet sets ``HAVE_TE =
    True`` and calls ``isinstance(linear_proj, <mock>)`` (TypeError building any MLA layer):
    ``HAVE_TE`` is set False there.
 
-Configuration that must differ on CPU (:func:`config_overrides`): the MoE dispatcher defaults to
-``allgather`` (the ``alltoall`` one runs at world size 1 with shim 6; over gloo with EP > 1 its
-split sizes must be host lists, as the notes say); no fused kernels
+Configuration that must differ on CPU (:func:`config_overrides`): no fused kernels
 (``bias_activation_fusion``, ``masked_softmax_fusion``, ``gradient_accumulation_fusion``, rope
 fusion off); ``batch_p2p_sync=False``.  Sequence parallel requires a non-torch LayerNorm and is not
 supported by the local spec on CPU.
@@ -288,6 +293,16 @@ def cp_rank_pos_emb(pos_emb: torch.Tensor, seq_dim: int, cp_group: Any) -> torch
     return pos_emb.view(*pos_emb.shape[:seq_dim], -1, *pos_emb.shape[seq_dim + 2:])
 
 
+def _host_splits(tensor: Any, as_numpy: bool = False, record_stream: bool = False) -> Any:
+    """megatron's ``moe_utils.maybe_move_tensor_to_cpu`` (shim 9): a CUDA tensor as upstream; with
+    ``as_numpy`` a CPU tensor also becomes a host numpy array (what upstream returns for a CUDA one)."""
+    from megatron.core.transformer.moe.moe_utils import maybe_move_tensor_to_cpu
+
+    if as_numpy and torch.is_tensor(tensor) and tensor.device.type == "cpu":
+        return tensor.numpy()
+    return maybe_move_tensor_to_cpu(tensor, as_numpy=as_numpy, record_stream=record_stream)
+
+
 def install(device: str | torch.device = "cpu") -> None:
     """Apply the shims (idempotent).  On a CUDA device only the ``te_general_gemm`` fix applies."""
     dev = torch.device(device).type
@@ -319,6 +334,7 @@ def install(device: str | torch.device = "cpu") -> None:
         import megatron.core.models.common.embeddings.rope_utils as rope_utils
         import megatron.core.models.common.embeddings.rotary_pos_embedding as rotary
 
+        token_dispatcher.maybe_move_tensor_to_cpu = _host_splits
         rope_utils.get_pos_emb_on_this_cp_rank = cp_rank_pos_emb
         rotary.get_pos_emb_on_this_cp_rank = cp_rank_pos_emb
         for mod in (schedules, optimizer_mod, clip_grads, mcore_utils, token_dispatcher):

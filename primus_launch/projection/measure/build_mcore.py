@@ -14,11 +14,11 @@ Two shapes of model:
 - ``per_rank=True`` (measurement at world size 1): the *TP-shard equivalent* -- the compute one
   GPU of the target does for one micro-batch: ``num_attention_heads / tp``, ``num_query_groups /
   tp`` (``kv_channels`` kept), ``ffn_hidden_size / tp``, vocabulary ``padded_vocab(tp) / tp``,
-  sequence ``seq_length / cp``, ``max(num_experts / ep, topk)`` local experts of
-  ``moe_ffn_hidden_size / etp`` (each rank's experts receive ``tokens * topk`` assignments on
-  average: ep ranks x tokens x topk spread over num_experts experts, num_experts/ep of them local),
-  shared experts ``/ tp``.  Collectives (TP/SP all-gather/reduce-scatter, EP all-to-all, CP ring,
-  DP, PP) are not in it: the cost model adds them analytically.
+  sequence ``seq_length / cp``; MoE layers are rank 0's of the run's expert-parallel group
+  (:mod:`.mirror_ranks`: a router over all ``num_experts``, ``num_experts / ep`` local experts of
+  ``moe_ffn_hidden_size / etp``, the dispatcher's multi-rank path with the other ranks' tokens as
+  copies of this rank's), shared experts ``/ tp``.  Collectives (TP/SP all-gather/reduce-scatter,
+  EP all-to-all, CP ring, DP, PP) are not in it: the cost model adds them analytically.
 - ``per_rank=False``: the real parallel model of the plan for a real multi-process run (TP, PP,
   CP, EP sizes set; needs ``parallel_state.initialize_model_parallel`` with the same sizes).
 
@@ -43,6 +43,8 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 
 from primus_launch.plan import Plan
+from primus_launch.projection.measure.mirror_ranks import (expert_groups, expert_ranks, mirror_expert_tp,
+                                                          mirrored_collectives)
 from primus_launch.projection.measure.spec import BuildSpec, Substitution, fp8_support
 from primus_launch.projection.measure.sync_points import block_point
 
@@ -278,50 +280,6 @@ def measured_dispatcher(plan: Plan) -> str:
     return d if d in ("alltoall", "allgather") else "alltoall"
 
 
-def gathered_ranks(plan: Plan) -> int:
-    """Ranks whose tokens megatron's allgather dispatcher gathers in the run (its ``tp_ep`` group:
-    expert-TP x EP, ``moe_dispatch.dispatcher_collectives``) when the plan runs that dispatcher,
-    else 1: the world-size-1 MoE layer then works on this many ranks' tokens
-    (:func:`emulate_token_gather`)."""
-    p = plan.parallel
-    n = p.expert_tp * p.ep
-    return n if plan.model.is_moe and plan.training.moe_token_dispatcher == "allgather" and n > 1 else 1
-
-
-def emulate_token_gather(dispatcher, n: int) -> None:
-    """Make a world-size-1 ``MoEAllGatherTokenDispatcher`` work on ``n`` ranks' tokens, as the run's does.
-
-    In the run (megatron-core 0.16.1 ``token_dispatcher.py``) ``token_dispatch`` all-gathers the
-    routing map, the probs and the hidden states over the ``tp_ep`` group (``T`` tokens -> ``n T``),
-    ``dispatch_postprocess`` slices the local experts' columns and permutes the ``n T`` tokens,
-    ``combine_preprocess`` unpermutes into ``n T`` rows and ``token_combine`` reduce-scatters them
-    back to ``T`` (cast to the probs' dtype and back).  At world size 1 the gathers and the
-    reduce-scatter return their input, so the permutation, the unpermutation and the casts see ``T``
-    tokens.  Here the gathered tensors are this rank's followed by ``n - 1`` stand-ins -- the same
-    hidden states (detached: their gradient goes to the other ranks in the run), probs of zero and
-    a routing map that sends them to none of this rank's experts -- so those steps handle ``n T``
-    rows while the experts get exactly this rank's routed tokens (with balanced routing the run's
-    local experts receive as many: ``n T k E_local / E = T k`` at ``E_local = E / n``); the
-    combine keeps this rank's ``T`` rows, cast as the run casts them.  The collectives themselves
-    are priced analytically."""
-    dispatch, combine = dispatcher.token_dispatch, dispatcher.token_combine
-
-    def token_dispatch(hidden_states, probs):
-        hidden_states, probs = dispatch(hidden_states, probs)
-        with torch.no_grad():
-            rmap = dispatcher.routing_map
-            dispatcher.routing_map = torch.cat([rmap] + [torch.zeros_like(rmap)] * (n - 1))
-        probs = torch.cat([probs] + [torch.zeros_like(probs)] * (n - 1))
-        hidden_states = torch.cat([hidden_states] + [hidden_states.detach()] * (n - 1))
-        return hidden_states, probs
-
-    def token_combine(hidden_states):  # the unpermuted n T rows: this rank's are the first T
-        t = hidden_states.shape[0] // n
-        return combine(hidden_states.to(dispatcher.local_probs.dtype)[:t].to(hidden_states.dtype))
-
-    dispatcher.token_dispatch, dispatcher.token_combine = token_dispatch, token_combine
-
-
 def default_kinds(plan: Plan, num_dense: int, num_moe: int, per_rank: bool) -> list[tuple[bool, bool]]:
     """(MoE, sliding window) per built layer when the caller gives counts only: the plan's own
     pattern for a full model, else ``num_dense`` dense then ``num_moe`` MoE layers (windowed when
@@ -390,8 +348,7 @@ def mcore_config(plan: Plan, *, num_dense: int = 0, num_moe: int = 0, per_rank: 
                   context_parallel_size=p.cp, expert_model_parallel_size=p.ep,
                   expert_tensor_parallel_size=p.expert_tp, sequence_parallel=p.sequence_parallel)
     if any(moe for moe, _ in kinds):
-        experts = m.num_experts if not per_rank else max(m.num_experts // p.ep, m.moe_router_topk)
-        kw.update(num_moe_experts=experts, moe_router_topk=m.moe_router_topk,
+        kw.update(num_moe_experts=m.num_experts, moe_router_topk=m.moe_router_topk,
                   moe_ffn_hidden_size=m.expert_ffn // etp,
                   moe_layer_freq=[1 if moe else 0 for moe, _ in kinds],
                   moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=1e-3,
@@ -446,12 +403,25 @@ def build_gpt(plan: Plan, *, num_dense: int, num_moe: int, per_rank: bool, devic
     model = GPTModel(cfg, spec, vocab_size=vocab, max_sequence_length=m.seq_length,
                      pre_process=pre_process, post_process=post_process,
                      share_embeddings_and_output_weights=not m.untie_embeddings_and_output_weights,
-                     position_embedding_type=position_type(plan))
+                     position_embedding_type=position_type(plan),
+                     pg_collection=per_rank_groups(plan, cfg) if per_rank else None)
+    if per_rank:
+        mirror_expert_tp(model, p.ep, p.expert_tp)
     dev = torch.device(device)
     if dev.type == "cuda":
         model = model.to(dev)
     model.to(torch_dtype(plan))
     return model
+
+
+def per_rank_groups(plan: Plan, cfg) -> Any:
+    """The process groups of a per-rank build: megatron's world-size-1 groups, with the expert-
+    parallel ones mirrored (:func:`.mirror_ranks.expert_groups`) when ``cfg`` has MoE layers and the
+    plan's expert-TP x EP has more than one rank; None (megatron's own) otherwise."""
+    p = plan.parallel
+    if not cfg.num_moe_experts:
+        return None
+    return expert_groups(p.ep, p.expert_tp)
 
 
 @contextlib.contextmanager
@@ -482,7 +452,7 @@ def world_size_one(device: str) -> Iterator[None]:
 
         model_parallel_cuda_manual_seed(1234)
     try:
-        with mcore_cpu.eager_fusions(device):
+        with mcore_cpu.eager_fusions(device), mirrored_collectives():
             yield
     finally:
         if created_ps:
@@ -539,7 +509,8 @@ def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any
         extra = {"window": m.window_size} if win else {}
         if moe:
             out[layer_piece_name(i, moe, win)] = {
-                **layer, **extra, "experts_local": max(m.num_experts // p.ep, m.moe_router_topk),
+                **layer, **extra, "experts_local": m.num_experts // p.ep, "router_experts": m.num_experts,
+                "token_ranks": expert_ranks(p.ep, p.expert_tp),
                 "topk": m.moe_router_topk, "expert_ffn": m.expert_ffn // p.expert_tp,
                 "shared": m.moe_shared_expert_intermediate_size // p.tp,
                 **({"force_balance": True} if plan.training.moe_router_force_load_balancing else {})}
@@ -680,12 +651,12 @@ def _megatron_substitutions(plan: Plan, device: str, kinds: list[tuple[bool, boo
     if any(moe for moe, _ in kinds):
         d = t.moe_token_dispatcher
         md = measured_dispatcher(plan)
-        n = gathered_ranks(plan)
+        n = expert_ranks(p.ep, p.expert_tp)
         subs.append(Substitution(("moe_layer", "moe_window_layer"), f"megatron's {md} token dispatcher at world size 1"
                                  + (f" (plan: {d})" if d != md else "")
-                                 + (f", the other {n - 1} rank(s)' gathered tokens as stand-ins (this rank's again, "
-                                    "routed to none of its experts: the permutation, unpermutation and casts handle "
-                                    f"{n} x the tokens, as in the run)" if n > 1 else ""),
+                                 + (f", as rank 0 of its {n}-rank expert group whose other ranks hold this rank's "
+                                    f"tokens (the router scores all {m.num_experts} experts, {m.num_experts // p.ep} "
+                                    "are local; the exchanges copy this rank's data: mirror_ranks)" if n > 1 else ""),
                                  "no token leaves the rank at world size 1" + (
                                      f"; {d} needs its library and a GPU fabric" if d != md else ""),
                                  "EP dispatch / combine added analytically for the plan's dispatcher"
@@ -781,7 +752,9 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
     mtp_spec = get_gpt_mtp_block_spec(cfg, block, use_transformer_engine=False) if cfg.mtp_num_layers else None
     model = GPTModel(cfg, block, vocab_size=a["vocab_size"], max_sequence_length=a["max_sequence_length"],
                      share_embeddings_and_output_weights=a["share_embeddings_and_output_weights"],
-                     position_embedding_type=a["position_embedding_type"], mtp_block_spec=mtp_spec)
+                     position_embedding_type=a["position_embedding_type"], mtp_block_spec=mtp_spec,
+                     pg_collection=per_rank_groups(plan, cfg))
+    mirror_expert_tp(model, p.ep, p.expert_tp)
     mtp_layer = model.mtp.layers[0] if mtp_spec is not None else None
     if mtp_layer is not None and a["mtp_eh_proj_out"] != m.hidden_size:  # the TP shard of eh_proj
         e = mtp_layer.eh_proj
@@ -793,12 +766,6 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
         model = model.to(dev)
     model.to(dtype)
     model.train()
-    n_gather = gathered_ranks(plan)
-    if n_gather > 1:  # the run's gathered tokens, with stand-ins for the other ranks'
-        for layer in model.decoder.layers:
-            d = getattr(layer.mlp, "token_dispatcher", None)
-            if d is not None:
-                emulate_token_gather(d, n_gather)
     s, b = spec.inputs["seq"], spec.inputs["mbs"]
     T = s * b
     vocab = model.vocab_size
@@ -831,7 +798,9 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
             y, _ = layer(x, attention_mask=None, rotary_pos_emb=rope_pe)
             return y
 
-        active = m.moe_router_topk / layer.mlp.num_local_experts if moe else 1.0
+        # balanced routing: the local experts' GEMMs see topk x (token ranks) / num_experts of
+        # their weights per token of this rank (mirror_ranks)
+        active = m.moe_router_topk * expert_ranks(p.ep, p.expert_tp) / m.num_experts if moe else 1.0
         r = bwd_input_fraction(_linear_params(layer, active), T, attn_f)
         out.append(Piece(name, layer_forward, [x], list(layer.parameters()), shapes[name], flop_split=r,
                          split="flop-ratio"))
