@@ -3,7 +3,8 @@
 A piece measured at world size 1 makes none of the collective calls its layer makes in the run:
 megatron's mappings (``tensor_parallel/mappings.py``: ``_reduce``, ``_gather_along_*_dim``,
 ``_reduce_scatter_along_*_dim``) return at once for a group of one rank, and the MoE token
-dispatchers skip their gathers and all-to-alls.  The collectives' own time is added analytically
+dispatchers' gathers and all-to-alls, on the stand-in expert groups of :mod:`.mirror_ranks`, copy
+this rank's data without blocking.  The collectives' own time is added analytically
 (:mod:`~primus_launch.projection.cost.layer_collectives`, :mod:`~primus_launch.projection.cost.moe_dispatch`),
 but on the CPU a blocking call also slows the compute that *follows* it: the rank's thread sleeps in
 the call, and resumes with cold caches on a core that ran other work meanwhile.  Measured
