@@ -130,3 +130,20 @@ def test_mirrored_calls_leave_other_groups_to_torch():
         dist.all_gather_into_tensor(one, x)  # the real world-size-1 group
         assert torch.equal(one, x)
     assert dist.all_gather_into_tensor is before
+
+
+def test_mirrored_calls_on_empty_tensors():
+    """A rank that routed no token to another's experts sends empty blocks: the mirror copes."""
+    import torch.distributed as dist
+
+    from primus_launch.projection.measure.build_mcore import world_size_one
+    from primus_launch.projection.measure.mirror_ranks import MirrorGroup
+
+    with world_size_one("cpu"):
+        empty = torch.empty(0, 4)
+        dist.all_gather_into_tensor(torch.empty(0, 4), empty, group=MirrorGroup(2))
+        dist.reduce_scatter_tensor(torch.empty(0, 4), empty, group=MirrorGroup(2))
+        out = torch.full((3, 4), 7.0)
+        dist.all_to_all_single(out, torch.ones(2, 4), output_split_sizes=[2, 1], input_split_sizes=[0, 2],
+                               group=MirrorGroup(2))
+        assert torch.equal(out, torch.zeros(3, 4))  # nothing to rank 0 from a mirror that sends it nothing

@@ -98,7 +98,8 @@ def _blocks(t: torch.Tensor, sizes: Optional[list], n: int) -> list[torch.Tensor
 
 def _all_gather_into_tensor(n: int, a: dict) -> None:
     out, inp = a["output_tensor"], a["input_tensor"]
-    out.view(n, -1).copy_(inp.reshape(1, -1).expand(n, -1))
+    if inp.numel():
+        out.view(n, -1).copy_(inp.reshape(1, -1).expand(n, -1))
 
 
 def _all_gather(n: int, a: dict) -> None:
@@ -108,7 +109,8 @@ def _all_gather(n: int, a: dict) -> None:
 
 def _reduce_scatter_tensor(n: int, a: dict) -> None:
     out, inp = a["output"], a["input"]
-    out.copy_(inp.reshape(n, -1)[0].view_as(out))
+    if inp.numel():
+        out.copy_(inp.reshape(n, -1)[0].view_as(out))
 
 
 def _reduce_scatter(n: int, a: dict) -> None:
