@@ -58,7 +58,7 @@ def test_keys_sizes_async_and_restore(world1):
     assert {k: len(v) for k, v in rec.items()} == {"all_reduce|2000|1": 2, "all_reduce|40|1": 1,
                                                     "all_gather|2000|1": 1, "reduce_scatter|2000|1": 1}
     entries = [c[2] for v in rec.values() for c in v]
-    assert all(w >= 0 and c >= 0 and q >= 0 for v in rec.values() for w, c, _, q in v)
+    assert all(w >= 0 and c >= 0 and q >= 0 and s >= 0 for v in rec.values() for w, c, _, q, s in v)
     assert len(set(entries)) == len(entries)
     assert (dist.all_reduce, dist.all_gather_into_tensor, mappings.dist_all_gather_func,
             layers.dist_reduce_scatter_func) == before

@@ -15,11 +15,13 @@ process's CPU time, ``clock="process"``, for a single process on a shared machin
 Per-region accounting (``regions=``): each timed iteration's :data:`REGIONS` -- ``zero_grad``,
 ``forward_backward`` (megatron's schedule: every micro-batch's forward and backward, TP / CP / EP
 collectives and pipeline sends included), ``grad_reduce`` (the data-parallel all-reduce with the
-copies into and out of its kept buffer, :func:`_grad_reducer`) and ``optimizer`` (``Adam.step``) -- as (main-thread CPU seconds,
-wall seconds, main-thread run-queue wait seconds) triples.  The CPU time is the work this rank's
+copies into and out of its kept buffer, :func:`_grad_reducer`) and ``optimizer`` (``Adam.step``) -- as main-thread CPU seconds,
+wall seconds, main-thread run-queue wait seconds, then the main thread's voluntary and involuntary
+context switches and major page faults (:func:`thread_switches`).  The CPU time is the work this rank's
 Python thread did (what the measured pieces time); wall minus CPU is time spent waiting
 (collectives, a peer's skew, other jobs on the core), of which the run-queue wait
-(:func:`run_queue_wait_s`) is the time the thread was runnable while another thread held its core.
+(:func:`run_queue_wait_s`) is the time the thread was runnable while another thread held its core,
+and the rest time it was blocked (each block one voluntary switch).
 On CUDA these are host-side times (kernels run asynchronously).
 
 Per-call accounting (``calls=``, :func:`timed_collectives`): every torch.distributed collective the
@@ -81,6 +83,20 @@ def run_queue_wait_s() -> float:
         return 0.0
 
 
+def thread_switches() -> tuple[float, float, float]:
+    """(voluntary context switches, involuntary ones, major page faults) of the calling thread so
+    far: ``getrusage(RUSAGE_THREAD)`` (Linux ``getrusage(2)``: a voluntary switch is the thread
+    blocking -- on a lock, a futex, a socket, a page read from disk -- an involuntary one its
+    preemption); zeros where the OS has no per-thread usage."""
+    import resource
+
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    if who is None:
+        return 0.0, 0.0, 0.0
+    u = resource.getrusage(who)
+    return float(u.ru_nvcsw), float(u.ru_nivcsw), float(u.ru_majflt)
+
+
 REGIONS = ("zero_grad", "forward_backward", "grad_reduce", "optimizer")
 
 
@@ -122,7 +138,7 @@ def patched_collectives(wrap: Callable[[str, Callable], Callable],
 @contextmanager
 def timed_collectives(record: dict, on: list) -> Iterator[None]:
     """Time every collective call while ``on[0]`` is true: ``record["op|S|n"]`` gets one
-    ``(wall_s, cpu_s, entry, run_queue_s)`` per call in issue order (``S``: bytes as
+    ``(wall_s, cpu_s, entry, run_queue_s, voluntary_switches)`` per call in issue order (``S``: bytes as
     :data:`TIMED_CALLS` says, ``n``: the group's size; ``entry``: ``time.perf_counter()`` at the
     call, CLOCK_MONOTONIC on Linux, one clock for every process of the machine, so the ranks'
     entries into one call can be set side by side; ``run_queue_s``: the calling thread's run-queue
@@ -142,9 +158,10 @@ def timed_collectives(record: dict, on: list) -> Iterator[None]:
             bound = sig.bind(*a, **k).arguments
             t = bound[arg]
             key = f"{op}|{t.numel() * t.element_size()}|{dist.get_world_size(bound.get('group'))}"
-            w0, c0, q0 = time.perf_counter(), time.thread_time(), run_queue_wait_s()
+            w0, c0, q0, v0 = time.perf_counter(), time.thread_time(), run_queue_wait_s(), thread_switches()[0]
             work = f(*a, **k)
-            spent = [time.perf_counter() - w0, time.thread_time() - c0, w0, run_queue_wait_s() - q0]
+            spent = [time.perf_counter() - w0, time.thread_time() - c0, w0, run_queue_wait_s() - q0,
+                     thread_switches()[0] - v0]
             if work is None:
                 record.setdefault(key, []).append(tuple(spent))
                 return None
@@ -162,10 +179,11 @@ class _TimedWork:
         self._work, self._spent, self._out = work, spent, out
 
     def wait(self, *a, **k):
-        w0, c0, q0 = time.perf_counter(), time.thread_time(), run_queue_wait_s()
+        w0, c0, q0, v0 = time.perf_counter(), time.thread_time(), run_queue_wait_s(), thread_switches()[0]
         r = self._work.wait(*a, **k)
         self._out.append((self._spent[0] + time.perf_counter() - w0, self._spent[1] + time.thread_time() - c0,
-                          self._spent[2], self._spent[3] + run_queue_wait_s() - q0))
+                          self._spent[2], self._spent[3] + run_queue_wait_s() - q0,
+                          self._spent[4] + thread_switches()[0] - v0))
         return r
 
     def __getattr__(self, name):
@@ -179,8 +197,9 @@ def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: in
     ``plan.world_size`` ranks); every rank must call it.  ``clock="thread"`` / ``"process"``: CPU
     seconds of this thread / process instead of wall time (only meaningful for a single process, where nothing
     waits on a peer).  megatron's fused kernels run eagerly on the CPU (``mcore_cpu.eager_fusions``).
-    ``regions``: a dict filled with ``{region: [(cpu_s, wall_s, run_queue_s) per timed
-    iteration]}`` for each of :data:`REGIONS` (module doc).  ``calls``: a dict filled with the timed
+    ``regions``: a dict filled with ``{region: [(cpu_s, wall_s, run_queue_s, voluntary switches,
+    involuntary switches, major faults) per timed iteration]}`` for each of :data:`REGIONS` (module
+    doc, :func:`thread_switches`).  ``calls``: a dict filled with the timed
     iterations' collective calls inside the forward-backward (:func:`timed_collectives`)."""
     from primus_launch.frameworks import mcore_cpu
 
@@ -190,18 +209,19 @@ def train_iterations(plan: Plan, device: str = "cpu", iters: int = 5, warmup: in
 
 
 class _Regions:
-    """(main-thread CPU, wall, main-thread run-queue wait) seconds per named region of one
-    iteration."""
+    """(main-thread CPU, wall, main-thread run-queue wait) seconds and the main thread's
+    (voluntary, involuntary context switches, major faults) (:func:`thread_switches`) per named
+    region of one iteration."""
 
     def __init__(self) -> None:
-        self.now: dict[str, tuple[float, float, float]] = {}
+        self.now: dict[str, tuple[float, ...]] = {}
 
-    def mark(self) -> tuple[float, float, float]:
-        return time.thread_time(), time.perf_counter(), run_queue_wait_s()
+    def mark(self) -> tuple[float, ...]:
+        return (time.thread_time(), time.perf_counter(), run_queue_wait_s()) + thread_switches()
 
-    def add(self, name: str, t0: tuple[float, float, float]) -> tuple[float, float, float]:
+    def add(self, name: str, t0: tuple[float, ...]) -> tuple[float, ...]:
         t1 = self.mark()
-        self.now[name] = (t1[0] - t0[0], t1[1] - t0[1], t1[2] - t0[2])
+        self.now[name] = tuple(b - a for a, b in zip(t0, t1))
         return t1
 
 
