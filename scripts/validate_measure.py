@@ -200,6 +200,7 @@ def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
             priced = getattr(coll, op)(float(nbytes), place(int(n), 1, plan.cluster.gpus_per_node), plan.cluster.gpu)
             row = dict(op=op, nbytes=int(nbytes), n=int(n), per_iter=len(v) / iters, wall_s=trimmed_mean([c[0] for c in v]),
                        cpu_s=trimmed_mean([c[1] for c in v]), run_queue_s=statistics.mean(c[3] for c in v),
+                       wall_mean_s=statistics.mean(c[0] for c in v), cpu_mean_s=statistics.mean(c[1] for c in v),
                        priced_s=priced, switches=statistics.mean(c[4] for c in v) if len(v[0]) > 4 else 0.0)
             peers = [c.get(key, []) for c in calls]
             if int(n) == len(calls) and all(len(q) == len(v) for q in peers):
@@ -235,20 +236,23 @@ def _call_lines(table: list[dict]) -> str:
 
 def _apart(fb: tuple, table: list[dict], bd_ms: dict) -> str:
     """One rank's forward-backward against the projection's terms: its main-thread CPU less the
-    collective calls' own CPU against the pieces' ``compute``; the calls' wall against what they are
+    collective calls' own CPU against the pieces' ``compute`` (the calls' wall and CPU per iteration
+    are their plain means times their count: the sum the iteration pays, tails included; the
+    trimmed means of the per-call lines drop the slowest tenth); the calls' wall against what they are
     priced at (the plan's TP / CP / EP communication); and the wait outside the calls (wall - CPU -
     (calls' wall - calls' CPU)), which nothing prices, with the part of it the main thread spent
     on the run queue (the region's run-queue wait less the calls'), and the main thread's
     voluntary context switches outside the calls (the times it blocked: the rest of the wait),
     involuntary ones and major page faults (``realrun.thread_switches``), per iteration."""
-    cw, cc, cq, priced = (_per_iter_ms(table, k) for k in ("wall_s", "cpu_s", "run_queue_s", "priced_s"))
+    cw, cc, cq, priced = (_per_iter_ms(table, k) for k in ("wall_mean_s", "cpu_mean_s", "run_queue_s", "priced_s"))
+    trimmed = _per_iter_ms(table, "wall_s")
     cv = _per_iter_ms(table, "switches") / 1e3
     cpu, wall, runq = fb[0] * 1e3, fb[1] * 1e3, fb[2] * 1e3
     comp = bd_ms.get("compute", 0.0)
     counts = (f"; outside the calls {fb[3] - cv:.0f} voluntary switches, in all {fb[4]:.0f} involuntary, "
               f"{fb[5]:.0f} major faults" if len(fb) > 5 else "")
     return (f"CPU less the calls' {cpu - cc:.1f} vs compute {comp:.1f} ({(cpu - cc) / comp - 1:+.1%}); calls "
-            f"{cw:.1f} vs priced {priced:.1f} ({cw / priced - 1 if priced else 0.0:+.1%}); "
+            f"{cw:.1f} ({trimmed:.1f} by trimmed means) vs priced {priced:.1f} ({cw / priced - 1 if priced else 0.0:+.1%}); "
             f"wait outside the calls {wall - cpu - (cw - cc):.1f}, of which run-queue {runq - cq:.1f}" + counts)
 
 
@@ -280,7 +284,7 @@ def _links(args, clock: str, link_compute_s: float) -> dict:
             q = statistics.quantiles(calls, n=10)
             print(f"  calls {kind:14s} at {size / 1024:.0f} KiB: 10th / 50th / 90th percentile "
                   f"{q[0] * 1e3:.2f} / {statistics.median(calls) * 1e3:.2f} / {q[-1] * 1e3:.2f} ms "
-                  f"({len(calls)} calls; the point is their 10 %-trimmed mean)")
+                  f"({len(calls)} calls; the point is their mean)")
     for k, (B, c) in lk["fit"].items():
         print(f"  fit {k:14s}: B = {B / 1e9:.3f} GB/s (bus), constant = {c * 1e6:.0f} us")
     arr = lk.get("arrival")

@@ -11,7 +11,7 @@ to the CLI later); set ``plan.cluster.gpu = name``:
 - links (gloo on loopback, 2 processes, each bound to its own core): every operation the collectives
   model prices -- all-reduce, all-gather, reduce-scatter, all-to-all (the torch.distributed calls
   megatron-core makes) and send/recv -- at eight message sizes (:data:`LINK_SIZES`), all interleaved,
-  trimmed mean of :data:`LINK_REPEATS` calls, each fitted to its own ``t = b / B + c`` (``b``: the op's bus bytes, :func:`measure_links`).  Why per
+  mean of :data:`LINK_REPEATS` calls (:func:`link_time`), each fitted to its own ``t = b / B + c`` (``b``: the op's bus bytes, :func:`measure_links`).  Why per
   op: gloo's ops do not cost alike (``scripts/validate_measure.py`` prints each op's points and fit;
   an EP=2 run's all-gathers and reduce-scatters cost more than the all-reduce fit says).  Each fit
   is registered as the op's pair in
@@ -48,8 +48,26 @@ from primus_launch.projection.hardware.gpus import get_gpu, load_gpu_file
 from primus_launch.projection.measure.timing import flush_buffer
 
 
-#: share of the calls dropped at each end before a link time is averaged (:func:`trimmed_mean`)
+#: share of the calls dropped at each end by :func:`trimmed_mean` (diagnostic lines; a link's
+#: priced time is the plain mean, :func:`link_time`)
 TRIM = 0.1
+
+
+def link_time(xs: list[float]) -> float:
+    """A link point: the plain mean of its calls' times.
+
+    A run's communication is the sum of many calls (the TP=2 case makes ~150 per iteration, EP=2's
+    ~200), whose expectation is the count times the per-call *mean*, slow tail included: a gloo
+    call's time on this VM has a long right tail (the 90th percentile 3-5 ms where the median is
+    0.2-2 ms; ``scripts/validate_measure.py`` prints them), which the run pays in proportion.  A
+    10 %-trimmed mean (the points' statistic before) drops that tail: one in-situ measurement at
+    a7d389c (``measure_links(compute_s=0.0021)``, the validation's) read 0.97-1.95 x higher by the
+    mean (all-gather 64-128 KiB 1.57-1.61 x, 512 KiB 1.06 x; all-to-all 64-256 KiB 1.78-1.95 x;
+    all-reduce and reduce-scatter at 256 KiB-4 MiB 0.97-1.02 x).  The real runs pay the tail:
+    ``validate_measure.py``'s taken-apart lines set their calls' sum per iteration beside the
+    trimmed means times the count.  With :data:`LINK_REPEATS` calls the mean moves by ~0.15 ms
+    between measurements."""
+    return statistics.mean(xs)
 
 
 def trimmed_mean(xs: list[float], trim: float = TRIM) -> float:
@@ -187,7 +205,7 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
             t1 = time.perf_counter()
             ts[key].append((t1 - t0) / (2 if key[0] == "p2p" else 1))  # p2p: one-way
             stamps[key].append((t0, t1))
-    res = {op: [(float(nbytes), trimmed_mean(ts[(op, nbytes)][2:])) for nbytes in sizes] for op in ops}
+    res = {op: [(float(nbytes), link_time(ts[(op, nbytes)][2:])) for nbytes in sizes] for op in ops}
     res["samples"] = {f"{op}|{nb}": v[2:] for (op, nb), v in ts.items()}
     # arrival accounting (CLOCK_MONOTONIC, one clock for both processes): per call, the time from
     # the later rank's entry to this rank's exit (the call without the wait for the peer) and the
@@ -202,7 +220,7 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
             for nbytes in sizes:
                 mine, theirs = stamps[(op, nbytes)][2:], peer[f"{op}|{nbytes}"][2:]
                 per = [(e - max(a, b)) / (2 if op == "p2p" else 1) for (a, e), (b, _) in zip(mine, theirs)]
-                aligned[op].append((float(nbytes), trimmed_mean(per)))
+                aligned[op].append((float(nbytes), link_time(per)))
                 gaps += [abs(a - b) for (a, _), (b, _) in zip(mine, theirs)]
             skew[op] = statistics.median(gaps)
         res["arrival"] = {"aligned": aligned, "entry_gap_s": skew}
@@ -237,7 +255,7 @@ def measure_links(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = LINK_REPEA
     read one monotonic clock), its ``fit``, and ``entry_gap_s`` ``{op: median gap between the two
     ranks' entries}``: how much of the in-situ figure is the wait for the peer.  Every (op, size)
     is timed once per round, so a change
-    of load on the machine hits them alike; each point is the :func:`trimmed_mean` of ``repeats``
+    of load on the machine hits them alike; each point is the :func:`link_time` (mean) of ``repeats``
     rounds after 2 warm-ups (``"samples"``: every call's time, ``{"op|S": [t]}``).
 
     ``compute_s = 0``: each collective starts after a barrier (the isolated link cost).
