@@ -55,54 +55,33 @@ def observe(layer, x) -> dict:
     return seen
 
 
-def _worker(rank: int, port: int, plans_json: str, q) -> None:
-    try:
-        import torch.distributed as dist
-        from megatron.core import parallel_state as ps
+def _ranks(rank: int, port: int, plans_json: str) -> list:
+    from megatron.core import parallel_state as ps
 
-        from primus_launch.frameworks import mcore_cpu
-        from primus_launch.plan import Plan
-        from primus_launch.projection.measure import build_mcore, realrun
+    from primus_launch.frameworks import mcore_cpu
+    from primus_launch.plan import Plan
+    from primus_launch.projection.measure import build_mcore, realrun
 
-        realrun._init(rank, 2, port, "cpu", 1, pin=False)
-        out = []
-        for pj in json.loads(plans_json):
-            plan = Plan.model_validate(pj)
-            ps.initialize_model_parallel(1, 1, expert_model_parallel_size=plan.parallel.ep)
-            mcore_cpu.seed_rng_tracker(1234)
-            with mcore_cpu.eager_fusions("cpu"):
-                model = build_mcore.build_gpt(plan, num_dense=0, num_moe=1, per_rank=False, device="cpu")
-                layer = model.decoder.layers[0]
-                m = plan.model
-                x = same_on_every_rank(layer, m.seq_length, plan.training.micro_batch_size, m.hidden_size)
-                out.append(observe(layer, x))
-            ps.destroy_model_parallel()
-        if rank == 0:
-            q.put(("ok", out))
-        dist.barrier()
-        dist.destroy_process_group()
-    except BaseException as exc:  # report, never hang the parent
-        q.put(("error", f"rank {rank}: {type(exc).__name__}: {exc}"))
-        raise
+    realrun._init(rank, 2, port, "cpu", 1, pin=False)
+    out = []
+    for pj in json.loads(plans_json):
+        plan = Plan.model_validate(pj)
+        ps.initialize_model_parallel(1, 1, expert_model_parallel_size=plan.parallel.ep)
+        mcore_cpu.seed_rng_tracker(1234)
+        with mcore_cpu.eager_fusions("cpu"):
+            model = build_mcore.build_gpt(plan, num_dense=0, num_moe=1, per_rank=False, device="cpu")
+            layer = model.decoder.layers[0]
+            m = plan.model
+            out.append(observe(layer, same_on_every_rank(layer, m.seq_length, plan.training.micro_batch_size,
+                                                         m.hidden_size)))
+        ps.destroy_model_parallel()
+    return out
 
 
 def main(plans_json: str) -> list:
-    import torch.multiprocessing as mp
+    from real_run_trace import run_two
 
-    from primus_launch.projection.measure.realrun import _free_port
-
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, plans_json, q)) for r in range(2)]
-    for p in procs:
-        p.start()
-    status, payload = q.get(timeout=600)
-    for p in procs:
-        p.join(timeout=120)
-    if status != "ok":
-        raise SystemExit(payload)
-    return payload
+    return run_two(_ranks, plans_json, 600)
 
 
 if __name__ == "__main__":

@@ -93,49 +93,59 @@ def _install() -> None:
                 setattr(mod, n, getattr(dist, torch_name))
 
 
-def _worker(rank: int, port: int, plans_json: str, q) -> None:
+def _trace(rank: int, port: int, plans_json: str) -> list:
+    from megatron.core import parallel_state as ps
+
+    from primus_launch.plan import Plan
+    from primus_launch.projection.measure import realrun
+
+    realrun._init(rank, 2, port, "cpu", 1, pin=False)
+    _install()
+    orig = realrun._grad_reducer
+
+    def tagged(model, *a, **k):
+        red = orig(model, *a, **k)
+
+        def run() -> None:
+            PHASE[0] = "dp"
+            try:
+                red()
+            finally:
+                PHASE[0] = "fwd"
+        return run
+
+    realrun._grad_reducer = tagged
+    out = []
+    for pj in json.loads(plans_json):
+        plan = Plan.model_validate(pj)
+        if ps.model_parallel_is_initialized():
+            ps.destroy_model_parallel()
+        RECORDS.clear()
+        realrun.train_iterations(plan, "cpu", iters=1, warmup=0)
+        out.append([r for r in RECORDS if r["op"] != "barrier"])
+    return out
+
+
+def _entry(rank: int, port: int, payload: str, q, body) -> None:
+    """One spawned rank: ``body(rank, port, payload)``, rank 0's result to ``q``; an exception is
+    reported (never hangs the parent) and raised."""
     try:
-        from megatron.core import parallel_state as ps
-
-        from primus_launch.plan import Plan
-        from primus_launch.projection.measure import realrun
-
-        realrun._init(rank, 2, port, "cpu", 1, pin=False)
-        _install()
-        orig = realrun._grad_reducer
-
-        def tagged(model, *a, **k):
-            red = orig(model, *a, **k)
-
-            def run() -> None:
-                PHASE[0] = "dp"
-                try:
-                    red()
-                finally:
-                    PHASE[0] = "fwd"
-            return run
-
-        realrun._grad_reducer = tagged
-        out = []
-        for pj in json.loads(plans_json):
-            plan = Plan.model_validate(pj)
-            if ps.model_parallel_is_initialized():
-                ps.destroy_model_parallel()
-            RECORDS.clear()
-            realrun.train_iterations(plan, "cpu", iters=1, warmup=0)
-            out.append([r for r in RECORDS if r["op"] != "barrier"])
+        out = body(rank, port, payload)
         if rank == 0:
             q.put(("ok", out))
         import torch.distributed as dist
 
         dist.barrier()
         dist.destroy_process_group()
-    except BaseException as exc:  # report, never hang the parent
+    except BaseException as exc:
         q.put(("error", f"rank {rank}: {type(exc).__name__}: {exc}"))
         raise
 
 
-def main(plans_json: str) -> list:
+def run_two(body, payload: str, timeout_s: float = 300):
+    """``body(rank, port, payload)`` in 2 spawned processes (a free local port for their
+    rendezvous; ``body`` initialises the process group, :func:`_entry` tears it down): rank 0's
+    return value, or a rank's exception raised as ``RuntimeError``."""
     import torch.multiprocessing as mp
 
     from primus_launch.projection.measure.realrun import _free_port, wait_result
@@ -143,11 +153,11 @@ def main(plans_json: str) -> list:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, plans_json, q), daemon=True) for r in range(2)]
+    procs = [ctx.Process(target=_entry, args=(r, port, payload, q, body), daemon=True) for r in range(2)]
     for p in procs:
         p.start()
     try:
-        status, res = wait_result(q, procs, 300)
+        status, res = wait_result(q, procs, timeout_s)
     finally:
         for p in procs:
             p.join(timeout=30)
@@ -156,6 +166,10 @@ def main(plans_json: str) -> list:
     if status != "ok":
         raise RuntimeError(res)
     return res
+
+
+def main(plans_json: str) -> list:
+    return run_two(_trace, plans_json)
 
 
 if __name__ == "__main__":
