@@ -6,8 +6,8 @@ Starts 2 processes (``torch.multiprocessing`` spawn, gloo, ``realrun._init``), b
 megatron-core's real EP=2 model of one MoE layer (``build_mcore.build_gpt(per_rank=False)`` inside
 ``initialize_model_parallel(expert_model_parallel_size=2)``), gives both ranks the same router
 weights and the same input (:func:`same_on_every_rank`) and runs the layer forward and backward.
-Prints, as JSON, per plan rank 0's router weight shape, local expert count, the rows its experts
-received (``tokens_per_expert``) and the dispatcher's permuted rows -- the truth
+Prints, as JSON, per plan rank 0's router weight shape, local expert count, the rows each of its
+experts received (``tokens_per_expert``, ``expert_rows``) and the output shape -- the truth
 ``tests/test_mirror_ranks.py`` holds the world-size-1 piece to.
 """
 
