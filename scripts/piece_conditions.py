@@ -38,7 +38,6 @@ def _pieces():
     from validate_measure import _plan
 
     from primus_launch.projection.measure import build_mcore
-
     from primus_launch.projection.measure.cpu_pin import pin_rank
 
     torch.set_num_threads(1)

@@ -201,7 +201,7 @@ def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
             row = dict(op=op, nbytes=int(nbytes), n=int(n), per_iter=len(v) / iters, wall_s=trimmed_mean([c[0] for c in v]),
                        cpu_s=trimmed_mean([c[1] for c in v]), run_queue_s=statistics.mean(c[3] for c in v),
                        wall_mean_s=statistics.mean(c[0] for c in v), cpu_mean_s=statistics.mean(c[1] for c in v),
-                       priced_s=priced, switches=statistics.mean(c[4] for c in v) if len(v[0]) > 4 else 0.0)
+                       priced_s=priced, switches=statistics.mean(c[4] for c in v))
             peers = [c.get(key, []) for c in calls]
             if int(n) == len(calls) and all(len(q) == len(v) for q in peers):
                 later = [max(q[i][2] for q in peers) for i in range(len(v))]
@@ -249,11 +249,11 @@ def _apart(fb: tuple, table: list[dict], bd_ms: dict) -> str:
     cv = _per_iter_ms(table, "switches") / 1e3
     cpu, wall, runq = fb[0] * 1e3, fb[1] * 1e3, fb[2] * 1e3
     comp = bd_ms.get("compute", 0.0)
-    counts = (f"; outside the calls {fb[3] - cv:.0f} voluntary switches, in all {fb[4]:.0f} involuntary, "
-              f"{fb[5]:.0f} major faults" if len(fb) > 5 else "")
     return (f"CPU less the calls' {cpu - cc:.1f} vs compute {comp:.1f} ({(cpu - cc) / comp - 1:+.1%}); calls "
             f"{cw:.1f} ({trimmed:.1f} by trimmed means) vs priced {priced:.1f} ({cw / priced - 1 if priced else 0.0:+.1%}); "
-            f"wait outside the calls {wall - cpu - (cw - cc):.1f}, of which run-queue {runq - cq:.1f}" + counts)
+            f"wait outside the calls {wall - cpu - (cw - cc):.1f}, of which run-queue {runq - cq:.1f}; "
+            f"outside the calls {fb[3] - cv:.0f} voluntary switches, in all {fb[4]:.0f} involuntary, "
+            f"{fb[5]:.0f} major faults")
 
 
 def _links(args, clock: str, link_compute_s: float) -> dict:

@@ -73,12 +73,9 @@ def link_time(xs: list[float]) -> float:
 def trimmed_mean(xs: list[float], trim: float = TRIM) -> float:
     """Mean of ``xs`` without the lowest and highest ``trim`` share (at least one value kept).
 
-    Why a mean and not the median: a run's communication is the sum of many calls (the TP=2 case
-    makes ~150 per iteration), whose expectation is the per-call *mean*; on a shared VM a gloo
-    call's time is not one bump but several (whether a peer's or gloo's own I/O thread's wake-up
-    falls before or after a scheduler tick), and the median of 15 calls jumps between them from one
-    measurement to the next (``scripts/validate_measure.py`` prints the points per round).  The
-    trim drops the rare preemptions that a mean of 15 would otherwise carry."""
+    For diagnostic lines only (``scripts/validate_measure.py``'s per-call figures,
+    ``scripts/gloo_idle_loops.py``): a typical call without its preemptions.  A link point, which
+    prices the sum of a run's calls, is their plain mean (:func:`link_time`), slow tail included."""
     v = sorted(xs)
     k = int(len(v) * trim)
     v = v[k:len(v) - k] or v

@@ -194,12 +194,12 @@ def mirror_expert_tp(model: torch.nn.Module, ep: int, expert_tp: int) -> None:
     (``tp_size``, and the alltoall dispatcher's chunk-sort indices); a no-op for ``expert_tp`` 1."""
     if expert_tp < 2:
         return
+    groups = expert_groups(ep, expert_tp, dispatcher=True)
     for mod in model.modules():
         d = getattr(mod, "token_dispatcher", None)
         if d is None:
             continue
-        new = type(d)(d.num_local_experts, d.local_expert_indices, config=d.config,
-                      pg_collection=expert_groups(ep, expert_tp, dispatcher=True))
+        new = type(d)(d.num_local_experts, d.local_expert_indices, config=d.config, pg_collection=groups)
         if d.shared_experts is not None:
             new.set_shared_experts(d.shared_experts)
         mod.token_dispatcher = new

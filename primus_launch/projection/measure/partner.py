@@ -3,11 +3,12 @@
 The real 2-rank runs on the CPU put both ranks on one machine: while rank 0 runs a layer, rank 1
 runs the same layer on the other core, and the two share the last-level cache and the DRAM
 bandwidth.  The world-size-1 measurement runs alone.  Measured (RESULTS.md, block
-MEASURE_GAP_PARTNER, ``scripts/measure_gap.py --modules --partner none,spin,stream``): EP=2's real
-layer forward read 1.17-1.18 x its piece's alone, 1.06 x beside a process spinning on the other
-core and 0.88-0.89 x beside one streaming DRAM -- its norms, router and expert MLPs slowed, its
-attention core not; TP=2's read 0.90-0.99 x alone.  On GPUs each rank has its own memory and
-nothing of this applies.
+MEASURE_GAP_PARTNER, ``scripts/measure_gap.py --modules --partner none,spin,stream``): with the MoE
+piece as rank 0 of the run's EP layer (:mod:`.mirror_ranks`), EP=2's real layer forward reads
+1.05 x its piece's alone, 1.01 x beside a process spinning on the other core and 0.87 x beside one
+streaming DRAM, TP=2's 0.92 / 0.90 / 0.80 x: both ranks run as if alone (with the earlier MoE
+piece, which routed differently from the run, EP=2 had read 1.17-1.18 x alone).  On GPUs each rank
+has its own memory and nothing of this applies.
 
 With ``TimingPolicy.partner`` (CPU only, plans with more than one rank per node), :func:`partnered`
 runs a **mirror** of the measurement for its duration: a process bound to rank 1's core

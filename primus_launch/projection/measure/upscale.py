@@ -58,7 +58,6 @@ from primus_launch.projection.measure.partner import partnered
 from primus_launch.projection.measure.spec import BuildSpec
 from primus_launch.projection.measure.sync_points import (
     ACTIVE_BLOCKS,
-    applies,
     blocking_collectives,
     blocking_substitution,
 )
@@ -248,15 +247,16 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
             todo = [pc for pc in pieces if pc.name in missing]
             samplers = []
             # on the CPU the pieces block where the run's collectives do (sync_points)
-            # the noise floor blocks as the sample it follows did (timing.PieceSampler(blocks=))
-            blocks = ACTIVE_BLOCKS if applies(plan, device, pol.cpu_clock) else None
             mirror = partnered(plan, device, measure_layers, pol.cpu_clock, pol.partner)
             with mirror, blocking_collectives(plan, device, model, pol.cpu_clock):
                 for pc in todo:  # warm-up, inner count and reference calibration, piece by piece
                     interrupt.check()
                     samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
                                                  flop_split=pc.flop_split, policy=pol,
-                                                 memory_forward=pc.memory_forward, blocks=blocks))
+                                                 memory_forward=pc.memory_forward,
+                                                 # the noise floor blocks as the sample it follows did;
+                                                 # none where nothing blocks (ACTIVE_BLOCKS counts 0)
+                                                 blocks=ACTIVE_BLOCKS))
                 time_pieces(samplers, pol)  # then the samples, round-robin over the window
             for pc, sp in zip(todo, samplers):
                 interrupt.check()
