@@ -30,7 +30,8 @@
    Then each rank's collective calls inside the forward-backward (``realrun.timed_collectives``),
    per op, size and group: calls per iteration, wall per call split into the wait for the later
    rank's entry and the time after it, its CPU, and what the cost model prices one such call at
-   on the links just measured; with the totals per iteration.
+   on the links just measured (bracketed: the mean of its prices on the links measured before and
+   after the run); with the totals per iteration.
 
 Rounds (``--rounds``, default 3): steps 1-3 are repeated, everything measured afresh each round:
 each case's pieces in a cache of their own, then the links, then that case's real run (so the
@@ -40,6 +41,11 @@ measures the links once per round instead);
 the summary gives every round's error and, per case, their median and range.  On this shared
 2-core VM one comparison moves by up to 20 points between rounds (RESULTS.md; the machine's speed
 drifts over tens of seconds), so one round alone can neither show nor refute a 15 % agreement.
+Bracketing (default; ``--no-bracket``: off): after each case's run the links and its pieces are
+measured once more (in the reverse order, so both measurements lie symmetric about the run) and
+projected again; the case's projection is the mean of the two, and the
+summary gives beside it the error of the projection measured before the run alone and each round's
+drift (after / before - 1): how far the machine moved while the comparison was made.
 
 Links (every op) are timed "in situ" by default: both ranks first evict the caches and run the GEMM
 work a TP layer does between two all-reduces (half the measured TP=2 dense-layer forward), so the
@@ -56,7 +62,7 @@ loaded machine the real side is inflated -- the script prints the load average n
 and ``--wall`` times the pieces in wall time instead.
 
     python scripts/validate_measure.py [--rounds 3] [--iters 8] [--wall] [--cases pp2,tp2,ep2,cp2,pp1]
-                                       [--isolated-links] [--single-link-fit]
+                                       [--isolated-links] [--single-link-fit] [--no-bracket]
 """
 
 from __future__ import annotations
@@ -124,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                          "linear between two measured sizes; collectives.measured_time)")
     ap.add_argument("--links-per-round", action="store_true",
                     help="measure the links once at the start of each round (default: right before each case's run)")
+    ap.add_argument("--no-bracket", action="store_true",
+                    help="project each case from the pieces and links measured before its run only (default: "
+                         "measured again after it, the projection the mean of the two)")
     ap.add_argument("--no-pin", action="store_true", help="do not bind each real-run rank to its own core")
     ap.add_argument("--gpu-file", type=Path, default=None, help="keep the measured GPU TOML here")
     ap.add_argument("--json", type=Path, default=None, help="write the results as JSON")
@@ -166,16 +175,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _summary(rows: list[dict], names: list[str], rounds: int) -> str:
-    """One line per case: each round's error and, over several rounds, their median and range."""
+    """One line per case: each round's error and, over several rounds, their median and range; with
+    bracketing, the same for the projection measured before the run alone, and each round's drift
+    (the projection measured after the run against the one before it)."""
+    def stats(errs: list[float]) -> str:
+        line = ", ".join(f"{e:+.1%}" for e in errs)
+        if rounds > 1:
+            line += f"  -> median {statistics.median(errs):+.1%} (range {min(errs):+.1%} .. {max(errs):+.1%})"
+        return line
+
     out = []
     for name in names:
-        errs = [r["error"] for r in rows if r["case"] == name]
-        if not errs:
+        mine = [r for r in rows if r["case"] == name]
+        if not mine:
             continue
-        line = f"{name} " + ", ".join(f"{e:+.1%}" for e in errs)
-        if rounds > 1:
-            line += (f"  -> median {statistics.median(errs):+.1%} (range {min(errs):+.1%} .. {max(errs):+.1%})")
-        out.append(line)
+        out.append(f"{name} " + stats([r["error"] for r in mine]))
+        if all(r.get("drift") is not None for r in mine):
+            out.append(f"{' ' * len(name)}   before the run alone: " + stats([r["error_before"] for r in mine])
+                       + "; drift after / before " + ", ".join(f"{r['drift']:+.1%}" for r in mine))
     head = "summary (projected / real - 1" + (", each round, median over rounds" if rounds > 1 else "") + "):"
     return head + "\n  " + "\n  ".join(out)
 
@@ -304,15 +321,54 @@ def _links(args, clock: str, link_compute_s: float) -> dict:
     return hw
 
 
+def _measure_and_project(args, clock: str, plan, name: str, link_compute_s: float, hws: list, after: bool = False):
+    """Measure ``plan``'s pieces afresh (a cache directory of their own) and -- unless
+    ``--links-per-round`` -- the links, and project from those pieces on those links: before the
+    run the pieces first, after it the links first, so the two measurements lie symmetric about the
+    run (a drift linear in time cancels in their mean).  Returns ``(projection, seconds spent
+    measuring the pieces)``; appends the link measurement to ``hws``."""
+    from primus_launch.projection.measure.cache import MeasureCache
+    from primus_launch.projection.measure.upscale import measure_pieces, project_measured
+
+    def links() -> None:
+        if not args.links_per_round:
+            print(f"\n[{name}] links measured right {'after' if after else 'before'} its run")
+            hws.append(_links(args, clock, link_compute_s))
+
+    if after:
+        links()
+    t0 = time.perf_counter()
+    cache = Path(tempfile.mkdtemp(prefix="primus-measure-"))
+    measure_pieces(plan, "cpu", cache=MeasureCache(cache), cpu_clock=clock)
+    t_meas = time.perf_counter() - t0
+    if not after:
+        links()
+    return project_measured(plan, device="cpu", cache_dir=cache, cpu_clock=clock), t_meas
+
+
+def _bracketed(before, after) -> tuple[float, dict]:
+    """The projection of a case measured before and after its run: the mean of the two iteration
+    times and of each term (the machine's speed drifts over tens of seconds on this VM; the mean of
+    the measurements on either side of the run is the estimate of what the pieces and the links cost
+    while it ran)."""
+    if after is None:
+        return before.iteration_time_s, dict(before.time_breakdown)
+    keys = set(before.time_breakdown) | set(after.time_breakdown)
+    return ((before.iteration_time_s + after.iteration_time_s) / 2,
+            {k: (before.time_breakdown.get(k, 0.0) + after.time_breakdown.get(k, 0.0)) / 2 for k in keys})
+
+
 def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list[dict]) -> list[dict]:
     """One round: for each case measure its pieces afresh (a cache directory of its own), then the
     links, then project from the cached pieces on those links and run the real iterations -- the
     projection and the run it is compared with see the machine within seconds of each other
-    (``--links-per-round``: the links once, first).  Appends one row per case; returns each link
-    measurement."""
+    (``--links-per-round``: the links once, first) -- then, unless ``--no-bracket``, measure the
+    pieces and the links again and project once more: the case's projection is the mean of the two
+    (:func:`_bracketed`), and the one measured before the run alone is reported beside it.  Appends
+    one row per case; returns each link measurement."""
     from primus_launch.projection.measure.cache import MeasureCache
     from primus_launch.projection.measure.realrun import REGIONS, region_medians, run_real
-    from primus_launch.projection.measure.upscale import measure_pieces, project_measured
+    from primus_launch.projection.measure.upscale import measure_pieces
 
     link_compute_s = 0.0
     if not args.isolated_links:  # the compute between two TP all-reduces: half a layer's forward
@@ -322,37 +378,45 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
     hws = [_links(args, clock, link_compute_s)] if args.links_per_round else []
     for name in names:
         plan = cases[name]
-        t0 = time.perf_counter()
-        cache = Path(tempfile.mkdtemp(prefix="primus-measure-"))  # this case's pieces, measured now
-        measure_pieces(plan, "cpu", cache=MeasureCache(cache), cpu_clock=clock)
-        t_meas = time.perf_counter() - t0
-        if not args.links_per_round:
-            print(f"\n[{name}] links measured right before its run")
-            hws.append(_links(args, clock, link_compute_s))
-        proj = project_measured(plan, device="cpu", cache_dir=cache, cpu_clock=clock)  # the pieces just cached
+        before, t_meas = _measure_and_project(args, clock, plan, name, link_compute_s, hws)
         load0 = os.getloadavg()[0]
         regions: list = []
         calls: list = []
         real = run_real(plan, device="cpu", iters=args.iters, warmup=2, threads=1, pin=not args.no_pin,
                         regions=regions, calls=calls)
-        reg = [region_medians(r) for r in regions]
         load1 = os.getloadavg()[0]
+        tables = _call_tables(calls, plan, args.iters)  # priced on the links measured before the run
+        after = (None if args.no_bracket else
+                 _measure_and_project(args, clock, plan, name, link_compute_s, hws, after=True)[0])
+        if after is not None:  # each call priced on both link measurements, their mean
+            for table, later in zip(tables, _call_tables(calls, plan, args.iters)):
+                for row, row2 in zip(table, later):
+                    row["priced_s"] = (row["priced_s"] + row2["priced_s"]) / 2
+        proj_s, breakdown = _bracketed(before, after)
+        reg = [region_medians(r) for r in regions]
         real_med = sorted(real)[len(real) // 2]
-        err = proj.iteration_time_s / real_med - 1.0
-        err_min = proj.iteration_time_s / min(real) - 1.0
+        err = proj_s / real_med - 1.0
+        err_min = proj_s / min(real) - 1.0
+        err_before = before.iteration_time_s / real_med - 1.0
+        drift = after.iteration_time_s / before.iteration_time_s - 1.0 if after is not None else None
         p = plan.parallel
         rows.append(dict(case=name, round=rnd + 1, tp=p.tp, pp=p.pp, world=plan.world_size, microbatches=plan.num_microbatches,
-                         projected_s=proj.iteration_time_s, real_median_s=real_med, real_min_s=min(real),
-                         real_s=real, error=err, error_vs_min=err_min, breakdown=proj.time_breakdown,
-                         load_avg=(load0, load1), measure_s=t_meas, regions=reg,
-                         calls=_call_tables(calls, plan, args.iters)))
-        bd = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in proj.time_breakdown.items() if v > 0)
+                         projected_s=proj_s, projected_before_s=before.iteration_time_s,
+                         projected_after_s=after.iteration_time_s if after is not None else None,
+                         real_median_s=real_med, real_min_s=min(real),
+                         real_s=real, error=err, error_before=err_before, error_vs_min=err_min, drift=drift,
+                         breakdown=breakdown, load_avg=(load0, load1), measure_s=t_meas, regions=reg,
+                         calls=tables))
+        bd = ", ".join(f"{k} {breakdown[k] * 1e3:.1f}" for k in before.time_breakdown if breakdown[k] > 0)
         print(f"\n[{name}]{f' round {rnd + 1}' if args.rounds > 1 else ''} tp={p.tp} pp={p.pp} world={plan.world_size} micro-batches={plan.num_microbatches}")
-        print(f"  projected {proj.iteration_time_s * 1e3:8.1f} ms   ({bd} ms)")
+        print(f"  projected {proj_s * 1e3:8.1f} ms   ({bd} ms)" + (
+            "" if after is None else f"; measured before the run {before.iteration_time_s * 1e3:.1f}, after it "
+            f"{after.iteration_time_s * 1e3:.1f} ({drift:+.1%}), the mean of the two"))
         print(f"  real      {real_med * 1e3:8.1f} ms median, {min(real) * 1e3:.1f} min of {len(real)} "
               f"(load avg {load0:.1f} -> {load1:.1f})")
-        print(f"  error     {err:+.1%} vs median, {err_min:+.1%} vs min")
-        bd_ms = {k: v * 1e3 for k, v in proj.time_breakdown.items()}
+        print(f"  error     {err:+.1%} vs median, {err_min:+.1%} vs min"
+              + ("" if after is None else f"; from the measurement before the run alone {err_before:+.1%} vs median"))
+        bd_ms = {k: v * 1e3 for k, v in breakdown.items()}
         print("  real main-thread CPU (wall, run-queue wait) ms/iter, median, " + " | ".join(f"rank {i}" for i in range(len(reg)))
               + ": " + "; ".join(f"{k} " + " | ".join(f"{r[k][0] * 1e3:.1f} ({r[k][1] * 1e3:.1f}, {r[k][2] * 1e3:.1f})"
                                                       for r in reg)
