@@ -222,8 +222,9 @@ def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
             peers = [c.get(key, []) for c in calls]
             if int(n) == len(calls) and all(len(q) == len(v) for q in peers):
                 later = [max(q[i][2] for q in peers) for i in range(len(v))]
-                row["wait_s"] = trimmed_mean([t - c[2] for c, t in zip(v, later)])
-                row["after_s"] = trimmed_mean([c[2] + c[0] - t for c, t in zip(v, later)])
+                wait, after = [t - c[2] for c, t in zip(v, later)], [c[2] + c[0] - t for c, t in zip(v, later)]
+                row["wait_s"], row["after_s"] = trimmed_mean(wait), trimmed_mean(after)
+                row["wait_mean_s"], row["after_mean_s"] = statistics.mean(wait), statistics.mean(after)
             out.append(row)
         tables.append(out)
     return tables
@@ -255,19 +256,23 @@ def _apart(fb: tuple, table: list[dict], bd_ms: dict) -> str:
     """One rank's forward-backward against the projection's terms: its main-thread CPU less the
     collective calls' own CPU against the pieces' ``compute`` (the calls' wall and CPU per iteration
     are their plain means times their count: the sum the iteration pays, tails included; the
-    trimmed means of the per-call lines drop the slowest tenth); the calls' wall against what they are
+    trimmed means of the per-call lines drop the slowest tenth) and, of the calls on groups of every
+    rank, their wait for the later rank's entry (plain means: the peer's lateness at the call, compute
+    jitter that the pieces' CPU time does not see); the calls' wall against what they are
     priced at (the plan's TP / CP / EP communication); and the wait outside the calls (wall - CPU -
     (calls' wall - calls' CPU)), which nothing prices, with the part of it the main thread spent
     on the run queue (the region's run-queue wait less the calls'), and the main thread's
     voluntary context switches outside the calls (the times it blocked: the rest of the wait),
     involuntary ones and major page faults (``realrun.thread_switches``), per iteration."""
     cw, cc, cq, priced = (_per_iter_ms(table, k) for k in ("wall_mean_s", "cpu_mean_s", "run_queue_s", "priced_s"))
+    split = (f"; waiting in them for the later rank's entry {_per_iter_ms(table, 'wait_mean_s'):.1f}"
+             if any("wait_mean_s" in r for r in table) else "")  # the calls on groups of every rank
     trimmed = _per_iter_ms(table, "wall_s")
     cv = _per_iter_ms(table, "switches") / 1e3
     cpu, wall, runq = fb[0] * 1e3, fb[1] * 1e3, fb[2] * 1e3
     comp = bd_ms.get("compute", 0.0)
     return (f"CPU less the calls' {cpu - cc:.1f} vs compute {comp:.1f} ({(cpu - cc) / comp - 1:+.1%}); calls "
-            f"{cw:.1f} ({trimmed:.1f} by trimmed means) vs priced {priced:.1f} ({cw / priced - 1 if priced else 0.0:+.1%}); "
+            f"{cw:.1f} ({trimmed:.1f} by trimmed means{split}) vs priced {priced:.1f} ({cw / priced - 1 if priced else 0.0:+.1%}); "
             f"wait outside the calls {wall - cpu - (cw - cc):.1f}, of which run-queue {runq - cq:.1f}; "
             f"outside the calls {fb[3] - cv:.0f} voluntary switches, in all {fb[4]:.0f} involuntary, "
             f"{fb[5]:.0f} major faults")
