@@ -90,6 +90,8 @@ class PieceReport(BaseModel):
     bwd_weight_raw_s: Optional[float] = None
     spread: dict[str, float] = Field(description="relative inter-quartile range per figure over the samples")
     repeats: int
+    statistic: str = Field("median", description="how the samples are summarized: median, or mean for a piece whose "
+                                                 "work is drawn afresh each pass (an MoE layer routing at random)")
     converged: bool = Field(description="the spread reached the policy's target before its sample limit")
     cores: int = Field(0, description="CPU cores the measuring thread could run on while sampled "
                                       "(1: bound to one core, as a real run's rank); 0 on CUDA")

@@ -74,6 +74,9 @@ class Piece:
     # the forward whose memory is measured when it cannot be the timed one (a compiled module on
     # the CPU: MemTracker cannot run inside compiled code); None = ``forward``
     memory_forward: Optional[Callable[..., torch.Tensor]] = None
+    # the piece's work is drawn afresh each pass (an MoE layer routing at random, megatron's
+    # --moe-router-force-load-balancing): its samples are summarized by their mean (timing.STATISTICS)
+    routed: bool = False
 
 
 def cp_positions(seq: int, cp: int, rank: int) -> list[int]:
@@ -803,7 +806,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
         active = m.moe_router_topk * expert_ranks(p.ep, p.expert_tp) / m.num_experts if moe else 1.0
         r = bwd_input_fraction(_linear_params(layer, active), T, attn_f)
         out.append(Piece(name, layer_forward, [x], list(layer.parameters()), shapes[name], flop_split=r,
-                         split="flop-ratio"))
+                         split="flop-ratio", routed=moe and plan.training.moe_router_force_load_balancing))
 
     heads = m.num_attention_heads // p.tp
     if m.multi_latent_attention:

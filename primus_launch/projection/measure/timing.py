@@ -15,7 +15,14 @@ Protocol (:class:`TimingPolicy`; the same code on every device, only the clock d
   report says so).  A sample averages ``inner`` iterations, chosen in the warm-up so that one
   sample lasts at least ``min_sample_s`` (sub-millisecond pieces are otherwise timer and
   interpreter noise; up to ``max_inner`` iterations).  Each figure is the **median** over
-  samples; the spread (relative IQR) of each is recorded;
+  samples -- or, for a piece whose work is drawn afresh each pass (``statistic="mean"``: an MoE
+  layer whose router draws each token's experts at random each pass, megatron's
+  ``--moe-router-force-load-balancing``, so every pass has other per-expert row counts and GEMM
+  shapes, as every step of the run has), the **mean**: a run of many steps pays the mean over its
+  routings, tail included (the validation's EP=2 MoE layer piece, one pass per sample: mean 6-9 %
+  above the median, ``scripts/validate_measure.py``'s pieces; a dense piece's mean and median
+  agree within a few %, and there the median keeps the machine's noise out); the spread (relative
+  IQR) of each is recorded;
 - pieces measured together (every piece of a plan) are sampled **round-robin**
   (:func:`time_pieces`), one sample of each in turn, for at least ``min_window_s`` of wall time
   and until each has reached its spread target or cap: a change of the machine's speed hits every
@@ -90,6 +97,9 @@ import torch
 CpuClock = str  # "thread" | "process" | "wall"
 CPU_CLOCKS = {"thread": time.thread_time, "process": time.process_time, "wall": time.perf_counter}
 SPLITS = ("autograd", "flop-ratio", "no-weights", "no-input")
+#: how a piece's samples are summarized (module docstring): ``median`` for a piece whose work is
+#: the same every pass, ``mean`` for one whose work is drawn afresh each pass (random routing)
+STATISTICS = ("median", "mean")
 
 
 @dataclass(frozen=True)
@@ -120,7 +130,8 @@ class TimingPolicy:
     def describe(self) -> str:
         return (f"{self.warmup} warm-up, then samples until the relative IQR of fwd+bwd <= "
                 f"{self.target_spread:.0%} (min {self.min_repeats}, max {self.max_repeats} samples of >= "
-                f"{self.min_sample_s * 1e3:.0f} ms, time cap {self.max_piece_s:.0f} s per piece), median; the "
+                f"{self.min_sample_s * 1e3:.0f} ms, time cap {self.max_piece_s:.0f} s per piece), median (mean for a piece routed "
+                f"afresh each pass); the "
                 f"pieces sampled round-robin over >= {self.min_window_s:g} s"
                 + ("; caches evicted before each timed pass" if self.flush_cache else "")
                 + (f"; noise floor: a reference workload (a small MLP's forward + backward) timed after every "
@@ -166,7 +177,8 @@ def within_bound(spread: dict[str, float], target: float) -> bool:
 
 @dataclass
 class PieceTiming:
-    """Median seconds of one piece for one micro-batch, their spread, and its measured memory."""
+    """Seconds of one piece for one micro-batch (the median over samples, or their mean:
+    ``statistic``), their spread, and its measured memory."""
 
     fwd_s: float
     bwd_s: float
@@ -193,6 +205,7 @@ class PieceTiming:
     # memory-only variants of the piece (untimed): e.g. ``kept_ac_full`` / ``kept_ac_op``, the bytes a
     # torchtitan block keeps under its framework's full / per-op activation checkpointing
     variant_bytes: dict[str, int] = field(default_factory=dict)
+    statistic: str = "median"  # how the samples are summarized (STATISTICS)
 
     @property
     def total_s(self) -> float:
@@ -471,16 +484,21 @@ class PieceSampler:
     time: the constructor runs the warm-up, picks ``inner`` and calibrates the reference workload;
     :meth:`sample` appends one sample (and the reference after it); :meth:`done` says when the
     spread target, ``max_repeats`` or the piece's own time cap ``max_piece_s`` (the wall seconds
-    spent in its samples) is reached; :meth:`result` gives the :class:`PieceTiming` (medians,
+    spent in its samples) is reached; :meth:`result` gives the :class:`PieceTiming` (medians, or means
+    with ``statistic="mean"``,
     spreads, the split, and the memory passes).  :func:`time_piece` samples one piece to the end;
     :func:`time_pieces` samples several round-robin."""
 
     def __init__(self, forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
                  params: Sequence[torch.Tensor], device: torch.device, *, split: str,
                  flop_split: Optional[float] = None, policy: TimingPolicy = TimingPolicy(),
-                 memory_forward: Optional[Callable[..., torch.Tensor]] = None, blocks: Optional[Blocks] = None):
+                 memory_forward: Optional[Callable[..., torch.Tensor]] = None, blocks: Optional[Blocks] = None,
+                 statistic: str = "median"):
         if split not in SPLITS:
             raise ValueError(f"split={split!r}: one of {SPLITS}")
+        if statistic not in STATISTICS:
+            raise ValueError(f"statistic={statistic!r}: one of {STATISTICS}")
+        self.statistic = statistic
         if split == "flop-ratio" and flop_split is None:
             raise ValueError("split='flop-ratio' needs flop_split")
         self.forward, self.device, self.split, self.flop_split = forward, device, split, flop_split
@@ -604,7 +622,8 @@ class PieceSampler:
         fs, bs, bis, bws, tot, refs = self.fs, self.bs, self.bis, self.bws, self.tot, self.refs
         converged = self.converged()
         _zero_grads(self.everything)
-        fwd, bwd = statistics.median(fs), statistics.median(bs)
+        stat = statistics.mean if self.statistic == "mean" else statistics.median
+        fwd, bwd = stat(fs), stat(bs)
         spread = {"fwd": rel_iqr(fs), "bwd": rel_iqr(bs), "total": rel_iqr(tot)}
         if refs:
             spread["reference"] = rel_iqr(refs)
@@ -612,7 +631,7 @@ class PieceSampler:
         bi_raw = bw_raw = None
         split, params, inputs = self.split, self.params, self.inputs
         if self.autograd_split:
-            bi_raw, bw_raw = statistics.median(bis), statistics.median(bws)
+            bi_raw, bw_raw = stat(bis), stat(bws)
             spread.update(bwd_input_raw=rel_iqr(bis), bwd_weight_raw=rel_iqr(bws))
             ratio = bi_raw / (bi_raw + bw_raw) if bi_raw + bw_raw > 0 else 0.5
             used_split = "autograd"
@@ -634,7 +653,7 @@ class PieceSampler:
             samples={"fwd": fs, "bwd": bs, "total": tot, **({"bwd_input_raw": bis, "bwd_weight_raw": bws}
                                                               if self.autograd_split else {}),
                      **({"reference": refs} if refs else {})},
-            **mem)
+            statistic=self.statistic, **mem)
 
 
 @contextlib.contextmanager
@@ -655,17 +674,19 @@ def _no_gc() -> Iterator[None]:
 def time_piece(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
                params: Sequence[torch.Tensor], device: torch.device, *, split: str,
                flop_split: Optional[float] = None, policy: TimingPolicy = TimingPolicy(),
-               measure_mem: bool = True, memory_forward: Optional[Callable[..., torch.Tensor]] = None) -> PieceTiming:
+               measure_mem: bool = True, memory_forward: Optional[Callable[..., torch.Tensor]] = None,
+               statistic: str = "median") -> PieceTiming:
     """Time ``forward(*inputs)`` and its backward under ``policy`` (module docstring): samples
     until :meth:`PieceSampler.done`.
 
     ``inputs``: leaf tensors that require grad (the hidden states entering the piece, whose
     gradient a pipeline sends upstream); ``params``: the piece's parameters; ``split``: one of
     :data:`SPLITS`; ``flop_split``: the input-grad share for ``split="flop-ratio"``;
-    ``memory_forward``: what :func:`measure_memory` runs instead of ``forward`` (None: ``forward``).
+    ``memory_forward``: what :func:`measure_memory` runs instead of ``forward`` (None: ``forward``);
+    ``statistic``: how the samples are summarized (:data:`STATISTICS`).
     """
     sp = PieceSampler(forward, inputs, params, device, split=split, flop_split=flop_split, policy=policy,
-                      memory_forward=memory_forward)
+                      memory_forward=memory_forward, statistic=statistic)
     time_pieces([sp], policy, window_s=0.0)
     return sp.result(measure_mem)
 

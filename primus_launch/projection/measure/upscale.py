@@ -82,8 +82,9 @@ from primus_launch.projection.result import (
 )
 
 #: part of every piece's cache key; raised when how a piece is timed changes (5: the measuring thread
-#: bound to rank 0's cores on the CPU, cpu_pin)
-PROTOCOL_VERSION = 5
+#: bound to rank 0's cores on the CPU, cpu_pin; 6: a randomly routed MoE layer's figure is the mean
+#: of its samples, timing.STATISTICS)
+PROTOCOL_VERSION = 6
 DEFAULT_POLICY = TimingPolicy()
 CPU_NOTE = "measured on the CPU: CPU timings only check the path, not GPU performance"
 
@@ -256,7 +257,8 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
                                                  memory_forward=pc.memory_forward,
                                                  # the noise floor blocks as the sample it follows did;
                                                  # none where nothing blocks (ACTIVE_BLOCKS counts 0)
-                                                 blocks=ACTIVE_BLOCKS))
+                                                 blocks=ACTIVE_BLOCKS,
+                                                 statistic="mean" if pc.routed else "median"))
                 time_pieces(samplers, pol)  # then the samples, round-robin over the window
             for pc, sp in zip(todo, samplers):
                 interrupt.check()
@@ -820,7 +822,7 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
             source="cached" if hits.get(n) else "measured", fwd_s=t.fwd_s, bwd_s=t.bwd_s, bwd_input_s=t.bwd_input_s,
             bwd_weight_s=t.bwd_weight_s, split=t.split, split_ratio=t.split_ratio,
             bwd_input_raw_s=t.bwd_input_raw_s, bwd_weight_raw_s=t.bwd_weight_raw_s, spread=t.spread,
-            repeats=t.repeats, converged=t.converged, cores=t.cores, measured_dtype=spec.dtype,
+            repeats=t.repeats, statistic=t.statistic, converged=t.converged, cores=t.cores, measured_dtype=spec.dtype,
             activation_bytes=t.activation_bytes, output_bytes=t.output_bytes, peak_bytes=t.peak_bytes,
             reserved_bytes=t.reserved_bytes, param_count=t.param_count,
             substitutions=[SubstitutionReport(**s.to_dict()) for s in spec.substitutions_for(n)], adjustments=adj)
