@@ -326,12 +326,66 @@ def _links(args, clock: str, link_compute_s: float) -> dict:
     return hw
 
 
+def _expected_max_excess(xs: list[float], n: int, inner: int) -> float:
+    """E[max of n independent passes] - E[one pass] from one piece's samples: each sample's
+    deviation from their mean, times sqrt(``inner``) (a sample averages ``inner`` passes, taken as
+    independent), is one pass's; over the sorted deviations d_(1..m),
+    E[max_n] = sum_i d_(i) ((i / m)^n - ((i - 1) / m)^n) (the empirical distribution's order statistic)."""
+    if len(xs) < 2 or n < 2:
+        return 0.0
+    mean = statistics.mean(xs)
+    d = sorted((x - mean) * inner ** 0.5 for x in xs)
+    m = len(d)
+    return sum(v * (((i + 1) / m) ** n - (i / m) ** n) for i, v in enumerate(d))
+
+
+def _lockstep_ms(timings: dict, plan) -> tuple[float, float]:
+    """What the ranks' lockstep would cost per iteration if each rank's pass of every piece that
+    synchronizes inside a layer (the plan's TP / CP / EP groups, ``sync_points.blocked_groups``)
+    varied as the piece's own samples do, independently between ranks: per pass
+    :func:`_expected_max_excess` over the group's ranks, forward and backward, times the passes per
+    iteration (each layer kind's layers x micro-batches, split among its built pieces; the attention
+    core once per layer; embedding, head, MTP once per micro-batch).  Returns (from the raw samples,
+    from the samples each divided by the reference workload timed after it -- the machine's
+    common-mode speed, which slows both real ranks alike, taken out).  A diagnostic: nothing prices it."""
+    from primus_launch.projection.measure.sync_points import blocked_groups
+
+    if not blocked_groups(plan):
+        return 0.0, 0.0
+    p, m, mb = plan.parallel, plan.model, plan.num_microbatches
+    n = max(p.tp, p.cp, p.ep * p.expert_tp)
+    built: dict[str, list[str]] = {}
+    for name in timings:
+        if "_layer#" in name:
+            built.setdefault(name.split("#")[0], []).append(name)
+
+    def layers_of(kind: str) -> int:
+        moe, window = kind.startswith("moe"), "_window" in kind
+        return sum(1 for i in range(m.num_layers) if m.is_moe_layer(i) == moe and m.is_window_layer(i) == window)
+
+    raw = rel = 0.0
+    for name, t in timings.items():
+        if "_layer#" in name:
+            kind = name.split("#")[0]
+            passes = layers_of(kind) * mb / len(built[kind])
+        else:
+            passes = (m.num_layers if name == "attn_core" else 1) * mb
+        refs = t.samples.get("reference") or []
+        for fig in ("fwd", "bwd"):
+            xs = t.samples.get(fig) or []
+            raw += passes * _expected_max_excess(xs, n, t.inner)
+            if len(refs) == len(xs) and refs and all(r > 0 for r in refs):
+                scale = statistics.mean(refs)
+                rel += passes * _expected_max_excess([x / r * scale for x, r in zip(xs, refs)], n, t.inner)
+    return raw * 1e3, rel * 1e3
+
+
 def _measure_and_project(args, clock: str, plan, name: str, link_compute_s: float, hws: list, after: bool = False):
     """Measure ``plan``'s pieces afresh (a cache directory of their own) and -- unless
     ``--links-per-round`` -- the links, and project from those pieces on those links: before the
     run the pieces first, after it the links first, so the two measurements lie symmetric about the
     run (a drift linear in time cancels in their mean).  Returns ``(projection, seconds spent
-    measuring the pieces)``; appends the link measurement to ``hws``."""
+    measuring the pieces, their :func:`_lockstep_ms`)``; appends the link measurement to ``hws``."""
     from primus_launch.projection.measure.cache import MeasureCache
     from primus_launch.projection.measure.upscale import measure_pieces, project_measured
 
@@ -344,11 +398,11 @@ def _measure_and_project(args, clock: str, plan, name: str, link_compute_s: floa
         links()
     t0 = time.perf_counter()
     cache = Path(tempfile.mkdtemp(prefix="primus-measure-"))
-    measure_pieces(plan, "cpu", cache=MeasureCache(cache), cpu_clock=clock)
+    timings = measure_pieces(plan, "cpu", cache=MeasureCache(cache), cpu_clock=clock).timings
     t_meas = time.perf_counter() - t0
     if not after:
         links()
-    return project_measured(plan, device="cpu", cache_dir=cache, cpu_clock=clock), t_meas
+    return project_measured(plan, device="cpu", cache_dir=cache, cpu_clock=clock), t_meas, _lockstep_ms(timings, plan)
 
 
 def _bracketed(before, after) -> tuple[float, dict]:
@@ -383,7 +437,7 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
     hws = [_links(args, clock, link_compute_s)] if args.links_per_round else []
     for name in names:
         plan = cases[name]
-        before, t_meas = _measure_and_project(args, clock, plan, name, link_compute_s, hws)
+        before, t_meas, lockstep = _measure_and_project(args, clock, plan, name, link_compute_s, hws)
         load0 = os.getloadavg()[0]
         regions: list = []
         calls: list = []
@@ -434,6 +488,13 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
         if any(rows[-1]["calls"]):
             print("  forward_backward taken apart, ms/iter, " + " | ".join(
                 _apart(r["forward_backward"], table, bd_ms) for r, table in zip(reg, rows[-1]["calls"])))
+        waits = [_per_iter_ms(table, "wait_mean_s") for table in rows[-1]["calls"]]
+        rows[-1].update(lockstep_ms=lockstep, waits_ms=waits)
+        if any(lockstep):
+            print(f"  lockstep, ms/iter (not priced): the ranks waited in the calls for each other "
+                  f"{statistics.mean(waits):.1f} on average (the iteration's cost of it); the pieces' own samples, "
+                  f"as independent variation between the ranks, would make it {lockstep[0]:.1f} "
+                  f"({lockstep[1]:.1f} with the machine's common-mode speed taken out by the reference)")
     return hws
 
 
