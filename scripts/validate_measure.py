@@ -402,6 +402,14 @@ def _measure_and_project(args, clock: str, plan, name: str, link_compute_s: floa
     t_meas = time.perf_counter() - t0
     if not after:
         links()
+    for pname, t in timings.items():  # a piece summarized by its mean: how far its mean is from its median
+        if t.statistic == "mean":
+            print(f"  {pname} (routed afresh each pass, its samples' mean taken), {len(t.samples['fwd'])} samples of "
+                  f"{t.inner} pass(es): " + ", ".join(
+                      f"{fig} mean {statistics.mean(t.samples[fig]) * 1e3:.2f} ms, median "
+                      f"{statistics.median(t.samples[fig]) * 1e3:.2f} "
+                      f"({statistics.mean(t.samples[fig]) / statistics.median(t.samples[fig]) - 1:+.1%})"
+                      for fig in ("fwd", "bwd")))
     return project_measured(plan, device="cpu", cache_dir=cache, cpu_clock=clock), t_meas, _lockstep_ms(timings, plan)
 
 
