@@ -340,9 +340,10 @@ def _expected_max_excess(xs: list[float], n: int, inner: int) -> float:
 
 
 def _lockstep_ms(timings: dict, plan) -> tuple[float, float]:
-    """What the ranks' lockstep would cost per iteration if each rank's pass of every piece that
-    synchronizes inside a layer (the plan's TP / CP / EP groups, ``sync_points.blocked_groups``)
-    varied as the piece's own samples do, independently between ranks: per pass
+    """What the ranks' lockstep would cost per iteration where the plan's TP / CP / EP groups
+    synchronize the ranks inside the layers (``sync_points.blocked_groups``; each piece's pass then
+    ends at a synchronizing call, the head's and embedding's at the next layer's), if each rank's
+    pass of every piece varied as the piece's own samples do, independently between ranks: per pass
     :func:`_expected_max_excess` over the group's ranks, forward and backward, times the passes per
     iteration (each layer kind's layers x micro-batches, split among its built pieces; the attention
     core once per layer; embedding, head, MTP once per micro-batch).  Returns (from the raw samples,

@@ -19,10 +19,10 @@ Protocol (:class:`TimingPolicy`; the same code on every device, only the clock d
   layer whose router draws each token's experts at random each pass, megatron's
   ``--moe-router-force-load-balancing``, so every pass has other per-expert row counts and GEMM
   shapes, as every step of the run has), the **mean**: a run of many steps pays the mean over its
-  routings, tail included (the validation's EP=2 MoE layer piece, one pass per sample: mean 6-9 %
-  above the median, ``scripts/validate_measure.py``'s pieces; a dense piece's mean and median
-  agree within a few %, and there the median keeps the machine's noise out); the spread (relative
-  IQR) of each is recorded;
+  routings, tail included (the validation's EP=2 MoE layer pieces read their mean -0.2 .. +6.6 %
+  from their median, ``scripts/validate_measure.py``'s ``moe_layer`` lines, RESULTS.md block
+  VALIDATE_MEASURE; a dense piece's mean and median agree within a few %, and there the median
+  keeps the machine's noise out); the spread (relative IQR) of each is recorded;
 - pieces measured together (every piece of a plan) are sampled **round-robin**
   (:func:`time_pieces`), one sample of each in turn, for at least ``min_window_s`` of wall time
   and until each has reached its spread target or cap: a change of the machine's speed hits every
@@ -130,9 +130,8 @@ class TimingPolicy:
     def describe(self) -> str:
         return (f"{self.warmup} warm-up, then samples until the relative IQR of fwd+bwd <= "
                 f"{self.target_spread:.0%} (min {self.min_repeats}, max {self.max_repeats} samples of >= "
-                f"{self.min_sample_s * 1e3:.0f} ms, time cap {self.max_piece_s:.0f} s per piece), median (mean for a piece routed "
-                f"afresh each pass); the "
-                f"pieces sampled round-robin over >= {self.min_window_s:g} s"
+                f"{self.min_sample_s * 1e3:.0f} ms, time cap {self.max_piece_s:.0f} s per piece), median (mean "
+                f"for a piece routed afresh each pass); the pieces sampled round-robin over >= {self.min_window_s:g} s"
                 + ("; caches evicted before each timed pass" if self.flush_cache else "")
                 + (f"; noise floor: a reference workload (a small MLP's forward + backward) timed after every "
                    f"sample (CPU){', blocking as often as the sample did' if self.probe_blocks else ''}; "
