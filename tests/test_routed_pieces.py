@@ -18,9 +18,9 @@ from primus_launch.plan import Plan
 from primus_launch.projection.measure.timing import STATISTICS, PieceSampler, TimingPolicy, time_pieces
 
 
-def _plan(force: bool) -> Plan:
+def _plan(force: bool, layers: int = 2) -> Plan:
     return Plan.model_validate({
-        "model": dict(num_layers=2, hidden_size=64, ffn_hidden_size=128, num_attention_heads=4, num_query_groups=2,
+        "model": dict(num_layers=layers, hidden_size=64, ffn_hidden_size=128, num_attention_heads=4, num_query_groups=2,
                       vocab_size=256, seq_length=32, num_experts=4, moe_router_topk=2, moe_ffn_hidden_size=96),
         "parallel": dict(ep=2),
         "training": dict(global_batch_size=32, micro_batch_size=2, precision="fp32", moe_token_dispatcher="allgather",
@@ -109,3 +109,18 @@ def test_measured_path_takes_the_mean_of_a_randomly_routed_layer_only(tmp_path):
     assert {n for n, s in stats.items() if s == "mean"} == {n for n in t if n.startswith("moe_layer")}, stats
     moe = next(pt for n, pt in t.items() if n.startswith("moe_layer"))
     assert moe.fwd_s == pytest.approx(statistics.mean(moe.samples["fwd"]))
+
+
+def test_builds_of_more_layers_after_fewer_run_in_one_process():
+    """megatron's MoE aux-loss logging tracker is process-global, sized by the first model logging
+    into it; each measurement build starts with it empty (``build_mcore.world_size_one``), so a
+    2-layer MoE piece runs after a 1-layer one in the same process (a tuner's or a test suite's)."""
+    from primus_launch.projection.measure.build_mcore import pieces, world_size_one
+
+    for layers in (1, 2):
+        with world_size_one("cpu"):
+            out, _ = pieces(_plan(True, layers), "cpu", measure_layers=2)
+            moe = [pc for pc in out if pc.name.startswith("moe_layer")]
+            assert moe
+            for pc in moe:
+                pc.forward(*pc.inputs).sum().backward()

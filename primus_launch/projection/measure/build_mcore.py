@@ -454,10 +454,17 @@ def world_size_one(device: str) -> Iterator[None]:
         from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
 
         model_parallel_cuda_manual_seed(1234)
+    # megatron's MoE aux-loss logging tracker is process-global and sized by the first model that
+    # logs into it (moe_utils.save_to_aux_losses_tracker: a tensor of num_layers per loss); a later
+    # build with more layers would index past it, so each build here starts and ends with it empty
+    from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
+
+    get_moe_layer_wise_logging_tracker().clear()
     try:
         with mcore_cpu.eager_fusions(device), mirrored_collectives():
             yield
     finally:
+        get_moe_layer_wise_logging_tracker().clear()
         if created_ps:
             ps.destroy_model_parallel()
         if created_pg:
