@@ -103,12 +103,17 @@ def test_measured_path_takes_the_mean_of_a_randomly_routed_layer_only(tmp_path):
     from primus_launch.projection.measure.cache import MeasureCache
     from primus_launch.projection.measure.upscale import measure_pieces
 
-    pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=4, min_sample_s=0.005, min_window_s=0.0)
+    # samples of >= 50 ms: several passes of every fixed-work piece of this tiny model per sample
+    pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=4, min_sample_s=0.05, min_window_s=0.0)
     t = measure_pieces(_plan(True), "cpu", cache=MeasureCache(tmp_path), policy=pol).timings
     stats = {name: pt.statistic for name, pt in t.items()}
     assert {n for n, s in stats.items() if s == "mean"} == {n for n in t if n.startswith("moe_layer")}, stats
     moe = next(pt for n, pt in t.items() if n.startswith("moe_layer"))
     assert moe.fwd_s == pytest.approx(statistics.mean(moe.samples["fwd"]))
+    # one pass per sample (a pass of this tiny layer is below min_sample_s, which would average
+    # several): the samples' spread is the pass-to-pass routing's
+    assert moe.inner == 1 and all(pt.inner > 1 for n, pt in t.items() if not n.startswith("moe_layer")), \
+        {n: pt.inner for n, pt in t.items()}
 
 
 def test_builds_of_more_layers_after_fewer_run_in_one_process():

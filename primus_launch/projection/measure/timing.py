@@ -22,7 +22,8 @@ Protocol (:class:`TimingPolicy`; the same code on every device, only the clock d
   routings, tail included (the validation's EP=2 MoE layer pieces read their mean -0.2 .. +6.6 %
   from their median, ``scripts/validate_measure.py``'s ``moe_layer`` lines, RESULTS.md block
   VALIDATE_MEASURE; a dense piece's mean and median agree within a few %, and there the median
-  keeps the machine's noise out); the spread (relative IQR) of each is recorded;
+  keeps the machine's noise out); such a piece samples one pass at a time (``inner`` = 1), so
+  its spread is the pass-to-pass one; the spread (relative IQR) of each is recorded;
 - pieces measured together (every piece of a plan) are sampled **round-robin**
   (:func:`time_pieces`), one sample of each in turn, for at least ``min_window_s`` of wall time
   and until each has reached its spread target or cap: a change of the machine's speed hits every
@@ -519,7 +520,9 @@ class PieceSampler:
         if policy.flush_cache and (clock.cuda or last >= FLUSH_MIN_S):
             self._flush = flush_buffer(device)
         self.inner = 1
-        if not clock.cuda and last < policy.min_sample_s:
+        # a routed piece (statistic "mean") samples one pass at a time: its samples' spread is then
+        # the per-pass one the run's ranks see (the pass-to-pass routing), not an average's
+        if not clock.cuda and last < policy.min_sample_s and statistic != "mean":
             self.inner = min(policy.max_inner, max(1, math.ceil(policy.min_sample_s / max(last, 1e-7))))
         self.ref: Optional[_Reference] = None
         self.refs: Optional[list[float]] = None

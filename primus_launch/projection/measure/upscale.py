@@ -83,8 +83,8 @@ from primus_launch.projection.result import (
 
 #: part of every piece's cache key; raised when how a piece is timed changes (5: the measuring thread
 #: bound to rank 0's cores on the CPU, cpu_pin; 6: a randomly routed MoE layer's figure is the mean
-#: of its samples, timing.STATISTICS)
-PROTOCOL_VERSION = 6
+#: of its samples, timing.STATISTICS; 7: such a piece samples one pass at a time)
+PROTOCOL_VERSION = 7
 DEFAULT_POLICY = TimingPolicy()
 CPU_NOTE = "measured on the CPU: CPU timings only check the path, not GPU performance"
 
