@@ -205,8 +205,6 @@ def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
     for groups of every rank (calls paired in issue order, one clock for both processes), the wall
     split into the wait for the later rank's entry and the time from that entry to this rank's
     exit."""
-    from primus_launch.projection.cost import collectives as coll
-    from primus_launch.projection.hardware.placement import place
     from primus_launch.projection.measure.localhw import trimmed_mean
 
     tables = []
@@ -214,7 +212,7 @@ def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
         out = []
         for key, v in sorted(mine.items()):
             op, nbytes, n = key.split("|")
-            priced = getattr(coll, op)(float(nbytes), place(int(n), 1, plan.cluster.gpus_per_node), plan.cluster.gpu)
+            priced = _priced_s(op, int(nbytes), int(n), plan)
             row = dict(op=op, nbytes=int(nbytes), n=int(n), per_iter=len(v) / iters, wall_s=trimmed_mean([c[0] for c in v]),
                        cpu_s=trimmed_mean([c[1] for c in v]), run_queue_s=statistics.mean(c[3] for c in v),
                        wall_mean_s=statistics.mean(c[0] for c in v), cpu_mean_s=statistics.mean(c[1] for c in v),
@@ -228,6 +226,15 @@ def _call_tables(calls: list[dict], plan, iters: int) -> list[list[dict]]:
             out.append(row)
         tables.append(out)
     return tables
+
+
+def _priced_s(op: str, nbytes: int, n: int, plan) -> float:
+    """What the collectives model prices one ``op`` call of ``nbytes`` over ``n`` ranks of one node
+    at, on the links registered now (raw, before any overlap)."""
+    from primus_launch.projection.cost import collectives as coll
+    from primus_launch.projection.hardware.placement import place
+
+    return getattr(coll, op)(float(nbytes), place(n, 1, plan.cluster.gpus_per_node), plan.cluster.gpu)
 
 
 def _per_iter_ms(table: list[dict], key: str) -> float:
@@ -349,26 +356,24 @@ def _lockstep_ms(timings: dict, plan) -> tuple[float, float]:
     core once per layer; embedding, head, MTP once per micro-batch).  Returns (from the raw samples,
     from the samples each divided by the reference workload timed after it -- the machine's
     common-mode speed, which slows both real ranks alike, taken out).  A diagnostic: nothing prices it."""
+    from collections import Counter
+
+    from primus_launch.projection.measure.build_mcore import layer_piece_name
     from primus_launch.projection.measure.sync_points import blocked_groups
 
     if not blocked_groups(plan):
         return 0.0, 0.0
     p, m, mb = plan.parallel, plan.model, plan.num_microbatches
     n = max(p.tp, p.cp, p.ep * p.expert_tp)
-    built: dict[str, list[str]] = {}
-    for name in timings:
-        if "_layer#" in name:
-            built.setdefault(name.split("#")[0], []).append(name)
-
-    def layers_of(kind: str) -> int:
-        moe, window = kind.startswith("moe"), "_window" in kind
-        return sum(1 for i in range(m.num_layers) if m.is_moe_layer(i) == moe and m.is_window_layer(i) == window)
+    layers = Counter(layer_piece_name(i, m.is_moe_layer(i), m.is_window_layer(i)).split("#")[0]
+                     for i in range(m.num_layers))  # the model's layers per piece kind
+    built = Counter(name.split("#")[0] for name in timings if "_layer#" in name)
 
     raw = rel = 0.0
     for name, t in timings.items():
         if "_layer#" in name:
             kind = name.split("#")[0]
-            passes = layers_of(kind) * mb / len(built[kind])
+            passes = layers[kind] * mb / built[kind]
         else:
             passes = (m.num_layers if name == "attn_core" else 1) * mb
         refs = t.samples.get("reference") or []
@@ -421,7 +426,7 @@ def _bracketed(before, after) -> tuple[float, dict]:
     while it ran)."""
     if after is None:
         return before.iteration_time_s, dict(before.time_breakdown)
-    keys = set(before.time_breakdown) | set(after.time_breakdown)
+    keys = dict.fromkeys([*before.time_breakdown, *after.time_breakdown])  # the projection's order
     return ((before.iteration_time_s + after.iteration_time_s) / 2,
             {k: (before.time_breakdown.get(k, 0.0) + after.time_breakdown.get(k, 0.0)) / 2 for k in keys})
 
@@ -457,9 +462,8 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
         after = (None if args.no_bracket else
                  _measure_and_project(args, clock, plan, name, link_compute_s, hws, after=True)[0])
         if after is not None:  # each call priced on both link measurements, their mean
-            for table, later in zip(tables, _call_tables(calls, plan, args.iters)):
-                for row, row2 in zip(table, later):
-                    row["priced_s"] = (row["priced_s"] + row2["priced_s"]) / 2
+            for row in (r for table in tables for r in table):
+                row["priced_s"] = (row["priced_s"] + _priced_s(row["op"], row["nbytes"], row["n"], plan)) / 2
         proj_s, breakdown = _bracketed(before, after)
         reg = [region_medians(r) for r in regions]
         real_med = sorted(real)[len(real) // 2]
@@ -475,7 +479,7 @@ def _round(args, clock: str, cases: dict, names: list[str], rnd: int, rows: list
                          real_s=real, error=err, error_before=err_before, error_vs_min=err_min, drift=drift,
                          breakdown=breakdown, load_avg=(load0, load1), measure_s=t_meas, regions=reg,
                          calls=tables))
-        bd = ", ".join(f"{k} {breakdown[k] * 1e3:.1f}" for k in before.time_breakdown if breakdown[k] > 0)
+        bd = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in breakdown.items() if v > 0)
         print(f"\n[{name}]{f' round {rnd + 1}' if args.rounds > 1 else ''} tp={p.tp} pp={p.pp} world={plan.world_size} micro-batches={plan.num_microbatches}")
         print(f"  projected {proj_s * 1e3:8.1f} ms   ({bd} ms)" + (
             "" if after is None else f"; measured before the run {before.iteration_time_s * 1e3:.1f}, after it "

@@ -97,6 +97,19 @@ def thread_switches() -> tuple[float, float, float]:
     return float(u.ru_nvcsw), float(u.ru_nivcsw), float(u.ru_majflt)
 
 
+def _call_clock() -> tuple[float, float, float, float]:
+    """(wall, thread CPU, run-queue wait, voluntary switches) of the calling thread now: the
+    clocks a timed collective call reads on either side of it (:func:`timed_collectives`)."""
+    return time.perf_counter(), time.thread_time(), run_queue_wait_s(), thread_switches()[0]
+
+
+def _spent(t0: tuple[float, float, float, float], entry: float) -> list[float]:
+    """A timed call's record since :func:`_call_clock` ``t0``: ``[wall_s, cpu_s, entry, run_queue_s,
+    voluntary_switches]`` (:func:`timed_collectives`; ``entry`` given, not a difference)."""
+    t1 = _call_clock()
+    return [t1[0] - t0[0], t1[1] - t0[1], entry, t1[2] - t0[2], t1[3] - t0[3]]
+
+
 REGIONS = ("zero_grad", "forward_backward", "grad_reduce", "optimizer")
 
 
@@ -158,10 +171,9 @@ def timed_collectives(record: dict, on: list) -> Iterator[None]:
             bound = sig.bind(*a, **k).arguments
             t = bound[arg]
             key = f"{op}|{t.numel() * t.element_size()}|{dist.get_world_size(bound.get('group'))}"
-            w0, c0, q0, v0 = time.perf_counter(), time.thread_time(), run_queue_wait_s(), thread_switches()[0]
+            t0 = _call_clock()
             work = f(*a, **k)
-            spent = [time.perf_counter() - w0, time.thread_time() - c0, w0, run_queue_wait_s() - q0,
-                     thread_switches()[0] - v0]
+            spent = _spent(t0, entry=t0[0])
             if work is None:
                 record.setdefault(key, []).append(tuple(spent))
                 return None
@@ -179,11 +191,9 @@ class _TimedWork:
         self._work, self._spent, self._out = work, spent, out
 
     def wait(self, *a, **k):
-        w0, c0, q0, v0 = time.perf_counter(), time.thread_time(), run_queue_wait_s(), thread_switches()[0]
+        t0 = _call_clock()
         r = self._work.wait(*a, **k)
-        self._out.append((self._spent[0] + time.perf_counter() - w0, self._spent[1] + time.thread_time() - c0,
-                          self._spent[2], self._spent[3] + run_queue_wait_s() - q0,
-                          self._spent[4] + thread_switches()[0] - v0))
+        self._out.append(tuple(a + b for a, b in zip(self._spent, _spent(t0, entry=0.0))))
         return r
 
     def __getattr__(self, name):
