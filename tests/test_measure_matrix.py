@@ -10,9 +10,9 @@ against independent truth:
   a large share of a tiny piece);
 - the spread within its bound (:func:`_spread_violations`: the piece's own spread -- relative IQR
   of fwd+bwd, or of the samples relative to a reference workload timed after each -- within
-  max(:data:`SPREAD_BOUND`, 3 x the reference's spread); one re-measurement into a fresh cache
-  allowed, for a burst of load on a shared runner), and the ``converged`` flag consistent with
-  the policy's target;
+  max(:data:`SPREAD_BOUND`, 3 x the reference's spread); a case with a piece out of bound is
+  measured once more into a fresh cache, for a burst of load on a shared runner, and a piece out
+  of bound in both fails), and the ``converged`` flag consistent with the policy's target;
 - memory: the result's memory is the measured one, and each layer kind's measured kept bytes
   within a stated bound of the tensor-list model of the same implementation
   (``memory_activations.MCORE_LOCAL``: megatron-core's local modules on the CPU): megatron dense
@@ -32,7 +32,7 @@ against independent truth:
 
 Budget: one module-scoped cache shares the pieces of cases that differ only in what the cost model
 adds (PP, VPP, schedules, recompute, DP sharding); one layer of each kind; the test policy stops
-at 8 samples.  Runtime on the shared 2-core machine: see the final report of issue 14.
+at 10 samples.  Runtime on the shared 2-core machine: see the final report of issue 14.
 """
 
 from __future__ import annotations
@@ -206,17 +206,18 @@ def _spread_violations(res) -> list[tuple[str, float, float]]:
 
 
 def _measure(plan, cache, tmp_path):
-    """project_measured; once more into a fresh cache when a spread is out of bound (a burst of
-    load on the shared runner), then the bound must hold."""
+    """project_measured; once more into a fresh cache when a piece's spread is out of bound (a
+    burst of load on the shared runner), and a piece out of bound in both measurements fails."""
     from primus_launch.projection.measure.upscale import project_measured
 
     res = project_measured(plan, device="cpu", cache_dir=cache, measure_layers=1, policy=_policy())
     bad = _spread_violations(res)
     if bad:
         res = project_measured(plan, device="cpu", cache_dir=tmp_path / "retry", measure_layers=1, policy=_policy())
-        bad = _spread_violations(res)
-    if bad:
-        raise AssertionError(f"spread above the bound after one re-measurement: {bad}")
+        again = {v[0]: v for v in _spread_violations(res)}
+        both = [(b, again[b[0]]) for b in bad if b[0] in again]
+        if both:
+            raise AssertionError(f"spread above the bound in the measurement and its re-measurement: {both}")
     return res
 
 

@@ -118,9 +118,13 @@ def test_the_noise_floor_blocks_as_often_as_the_sample_before_it():
     """``TimingPolicy.probe_blocks``: after each sample of a blocked piece (the TP=2 embedding, one
     block per forward + backward), the reference workload blocks exactly as often as the sample
     did -- counted apart (``"reference"``), so ``ACTIVE_BLOCKS.count()`` still counts the piece's
-    own -- and never with ``probe_blocks=False``."""
+    own -- and never with ``probe_blocks=False``.  The sampler's time cap counts the sample's wall
+    less what every block slept (``ACTIVE_BLOCKS.slept_s()``, at least BLOCK_S per block), so a
+    piece that mostly sleeps is not ended at ``min_repeats`` by sleeping."""
+    import time
+
     from primus_launch.projection.measure.build_mcore import pieces, world_size_one
-    from primus_launch.projection.measure.sync_points import ACTIVE_BLOCKS, blocking_collectives
+    from primus_launch.projection.measure.sync_points import ACTIVE_BLOCKS, BLOCK_S, blocking_collectives
     from primus_launch.projection.measure.timing import PieceSampler, TimingPolicy, torch_threads
 
     plan = _plan({"tp": 2})
@@ -132,9 +136,14 @@ def test_the_noise_floor_blocks_as_often_as_the_sample_before_it():
                 pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=3, min_sample_s=0.002, probe_blocks=probe)
                 sp = PieceSampler(emb.forward, emb.inputs, emb.params, torch.device("cpu"), split=emb.split,
                                   policy=pol, blocks=ACTIVE_BLOCKS)
-                own0, ref0 = ACTIVE_BLOCKS.count(), counts["reference"]
+                own0, ref0, slept0 = ACTIVE_BLOCKS.count(), counts["reference"], ACTIVE_BLOCKS.slept_s()
+                w0 = time.perf_counter()
                 sp.sample()
+                wall = time.perf_counter() - w0
                 own, ref = ACTIVE_BLOCKS.count() - own0, counts["reference"] - ref0
+                slept = ACTIVE_BLOCKS.slept_s() - slept0
                 assert own == sp.inner * 1 and sp.inner > 1
                 assert ref == (own if want_ref else 0), (probe, own, ref)
+                assert slept >= (own + ref) * BLOCK_S
+                assert 0 < sp.spent_s <= wall - slept + 1e-3, (sp.spent_s, wall, slept)
     assert ACTIVE_BLOCKS.count() == 0  # outside blocking_collectives

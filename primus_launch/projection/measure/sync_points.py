@@ -118,9 +118,18 @@ def blocking_substitution(plan: Plan, device: str, clock: str = "thread") -> Opt
         "the block itself is not CPU time; the collectives' own time is added analytically")
 
 
+#: wall seconds the blocks have slept in this process (every kind, the reference's included): what a
+#: sampler's time cap leaves out (``timing.PieceSampler``; the sleep stands in for the run's wait, it
+#: is no measuring work)
+_SLEPT_S = 0.0
+
+
 def _sleep(counts: Counter, where: str) -> None:
+    global _SLEPT_S
     counts[where] += 1
+    t0 = time.perf_counter()
     time.sleep(BLOCK_S)
+    _SLEPT_S += time.perf_counter() - t0
 
 
 class _BackwardBlock(torch.autograd.Function):
@@ -158,7 +167,8 @@ _ACTIVE: Optional[Counter] = None
 
 class _ActiveBlocks:
     """The blocks of the active :func:`blocking_collectives` as :class:`.timing.Blocks`: how many
-    were made so far, and one more (a reference workload's, counted apart as ``"reference"``)."""
+    were made so far, one more (a reference workload's, counted apart as ``"reference"``), and the
+    wall seconds all blocks have slept."""
 
     def count(self) -> int:
         return 0 if _ACTIVE is None else sum(n for k, n in _ACTIVE.items() if k != "reference")
@@ -166,6 +176,9 @@ class _ActiveBlocks:
     def block(self) -> None:
         if _ACTIVE is not None:
             _sleep(_ACTIVE, "reference")
+
+    def slept_s(self) -> float:
+        return _SLEPT_S
 
 
 #: :class:`.timing.Blocks` of whichever :func:`blocking_collectives` is active (a piece sampler's
