@@ -155,3 +155,33 @@ def test_force_load_balancing_reaches_megatrons_router():
     assert model.config.moe_router_force_load_balancing is True
     name = next(n for n in b.build_spec(moe(True)).piece_names if n.startswith("moe_layer"))
     assert b.build_spec(moe(True)).material(name) != b.build_spec(moe(False)).material(name)
+
+
+@pytest.mark.parametrize("model,flavor", [("llama3", "debugmodel"), ("qwen3", "debugmodel"),
+                                          ("qwen3", "debugmodel_moe"), ("deepseek_v3", "debugmodel")])
+def test_torchtitan_tp_calls_equal_its_own_step(model, flavor):
+    """TorchTitan with TP = 2 and sequence parallelism: every collective of one micro-batch, call by
+    call with its size, as torchtitan's own model, sharding config and ``parallelize_fn`` issue them
+    in a forward, ``cross_entropy_loss`` and backward (``titan_trace.tp_collectives``: fake process
+    group of 2, ``FakeTensorMode``, recorded at torch's functional collective ops): llama3 (norms),
+    Qwen3 (q / k norms; MoE without shared experts), DeepSeek-V3 (MLA down-projections, a dense and
+    a MoE layer with shared experts and a router gate)."""
+    from titan_trace import tp_collectives
+
+    from primus_launch.adapters.torchtitan_arch import arch_from_flavor
+
+    layers, seq = 2, 64
+    arch = arch_from_flavor(model, flavor, seq_len=seq).model_dump()
+    arch["num_layers"] = layers
+    plan = Plan.model_validate({"model": arch, "parallel": {"tp": 2, "sequence_parallel": True},
+                                "training": {"global_batch_size": 1, "micro_batch_size": 1},
+                                "cluster": {"gpus_per_node": 2, "gpu": "h100-sxm"},
+                                "source": {"framework": "torchtitan"}})
+    calls = lc.tp_calls(plan)
+    want: Counter = Counter()
+    for i in range(layers):
+        where = "moe_layer" if plan.model.is_moe_layer(i) and any(c.where == "moe_layer" for c in calls) else "layer"
+        want.update((c.phase, c.op, int(c.nbytes)) for c in calls if c.where == where)
+    want.update((c.phase, c.op, int(c.nbytes)) for c in calls if c.where in ("embedding", "head", "loss"))
+    got = Counter(tp_collectives(model, flavor, layers=layers, seq=seq))
+    assert got == want, (sorted((got - want).items()), sorted((want - got).items()))

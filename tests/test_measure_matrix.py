@@ -368,3 +368,11 @@ def test_torchtitan_matrix(case, matrix):
         assert any(s.startswith("compiled with the aot_eager backend") for s in subs)
     else:
         assert all(pc.split == "autograd" for pc in layers)
+    # on the CPU a megatron piece blocks where the run's collectives do; a torchtitan piece cannot, and says so
+    groups = plan.parallel.tp > 1 or plan.parallel.cp > 1 or (plan.model.is_moe and plan.parallel.ep > 1)
+    without = [n for n, pc in res.measurement.pieces.items()
+               if any(s.what.startswith("timed without the run's blocking collectives") for s in pc.substitutions)]
+    assert bool(without) == groups, without
+    if groups:
+        assert {"embedding", "head_loss"} <= set(without) and all(n in without for n in res.measurement.pieces
+                                                                   if "_layer#" in n)

@@ -83,6 +83,27 @@ def test_no_blocks_without_a_group_or_off_the_cpu_clocks():
     assert sub.keyed and sub.applies("dense_layer#0") and not sub.applies("attn_core")
 
 
+def test_torchtitan_pieces_say_they_are_timed_without_the_blocks():
+    """A torchtitan plan's pieces make no megatron mapping call to block at: nothing blocks, and on
+    the CPU in CPU time the pieces of the blocking groups carry an unkeyed entry saying so (CP: the
+    core too); none off the CPU clocks, on CUDA or without a group."""
+    from primus_launch.projection.measure import sync_points
+
+    def titan(parallel: dict) -> Plan:
+        return _plan(parallel).with_changes(source={"framework": "torchtitan"})
+
+    tp, cp = titan({"tp": 2}), titan({"cp": 2})
+    assert tp.framework == "torchtitan" and not sync_points.applies(tp, "cpu")
+    sub = sync_points.blocking_substitution(tp, "cpu")
+    assert not sub.keyed and "timed without the run's blocking collectives on the tp group" in sub.what
+    assert all(sub.applies(n) for n in ("dense_layer#0", "moe_layer#1", "embedding", "head_loss"))
+    assert not sub.applies("attn_core")
+    assert sync_points.blocking_substitution(cp, "cpu").applies("attn_core")
+    assert sync_points.blocking_substitution(tp, "cpu", "wall") is None
+    assert sync_points.blocking_substitution(tp, "cuda") is None
+    assert sync_points.blocking_substitution(titan({"pp": 2}), "cpu") is None
+
+
 def test_megatron_is_restored_after_the_blocks():
     import megatron.core.tensor_parallel.mappings as mappings
 

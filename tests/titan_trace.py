@@ -557,3 +557,81 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
             continue
         seen[key] = max(seen.get(key, 0), v.untyped_storage().nbytes())
     return sum(seen.values())
+
+
+# ------------------------------------------------------------------ tensor-parallel collectives
+def _set_sharding(cfg, model: str, sp: bool) -> None:
+    """torchtitan's own TP / SP sharding config for ``model`` (what its ``update_from_config`` sets
+    from ``parallelism.enable_sequence_parallel``)."""
+    if model == "deepseek_v3":
+        from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
+
+        set_deepseek_v3_sharding_config(cfg, enable_sp=sp, enable_ep=False)
+    elif model == "qwen3":
+        from torchtitan.models.qwen3.sharding import set_qwen3_sharding_config
+
+        set_qwen3_sharding_config(cfg, enable_sp=sp, enable_ep=False)
+    else:
+        from torchtitan.models.llama3.sharding import set_llama3_sharding_config
+
+        set_llama3_sharding_config(cfg, enable_sp=sp)
+
+
+def tp_collectives(model: str, flavor: str, layers: int = 2, seq: int = 64, mbs: int = 1, tp: int = 2,
+                   sp: bool = True) -> list[tuple[str, str, int]]:
+    """The collectives rank 0 of torchtitan's own TP step issues: ``model`` / ``flavor`` from its
+    registry (``layers`` blocks, SDPA attention), its sharding config and ``parallelize_fn`` at
+    world size ``tp`` (fake process group, ``FakeTensorMode``, the ``partial_dtensor`` backend),
+    one forward, ``cross_entropy_loss`` and backward.  Returns ``(phase, op, nbytes)`` per call in
+    the convention of ``cost.layer_collectives.Call`` (all-reduce: the tensor; all-gather: the
+    gathered output; reduce-scatter: the input), recorded at torch's ``_c10d_functional`` ops."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torchtitan.components.loss import cross_entropy_loss
+    from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
+    from torchtitan.distributed import ParallelDims
+    from torchtitan.distributed import utils as dist_utils
+
+    from primus_launch.adapters.torchtitan_arch import model_spec
+
+    _init_world(tp)
+    use_flash_op(False)
+    backend = "partial_dtensor"
+    dist_utils.set_spmd_backend(backend)
+    pd = ParallelDims(dp_replicate=1, dp_shard=1, cp=1, tp=tp, pp=1, ep=1, world_size=tp, spmd_backend=backend)
+    pd.build_mesh()
+    spec = model_spec(model, flavor)
+    cfg = copy.deepcopy(spec.model)
+    cfg.layers = cfg.layers[:layers]
+    titan_cpu.use_sdpa(cfg)
+    titan_cpu.set_seq_len(cfg, seq)
+    _set_sharding(cfg, model, sp)
+    with torch.device("meta"):
+        net = cfg.build()
+    par = ParallelismConfig(data_parallel_shard_degree=1, tensor_parallel_degree=tp, enable_sequence_parallel=sp,
+                            spmd_backend=backend)
+    net = spec.parallelize_fn(net, parallel_dims=pd, training=TrainingConfig(local_batch_size=mbs, seq_len=seq),
+                              parallelism=par, compile_config=CompileConfig(), ac_config=None, dump_folder="/tmp")
+    calls: list[tuple[str, str, int]] = []
+    phase = ["fwd"]
+
+    class _Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func._schema.name
+            if name.split("::")[0] in ("_c10d_functional", "_c10d_functional_autograd", "c10d") and "wait" not in name:
+                op = name.split("::")[1]
+
+                x = args[0]
+                nbytes = x.numel() * x.element_size() * (tp if op == "all_gather_into_tensor" else 1)
+                calls.append((phase[0], {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor":
+                                         "reduce_scatter"}.get(op, op), int(nbytes)))
+            return func(*args, **(kwargs or {}))
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        net.to_empty(device="cpu")
+        ids = torch.zeros((mbs, seq), dtype=torch.long)
+        with _Record():
+            loss = cross_entropy_loss(net(ids), ids)
+            phase[0] = "bwd"
+            loss.backward()
+    dist.destroy_process_group()
+    return calls

@@ -155,15 +155,19 @@ def _sp_collectives(plan: Plan, gpu: str, lay) -> tuple[float, float, float, flo
     return coll.all_gather(g_in, lay.tp, gpu), coll.all_gather(g_dy, lay.tp, gpu), regather, rs
 
 
-def _tp_times(plan: Plan, gpu: str, lay) -> tuple[float, float]:
-    """Raw TP seconds of one layer (forward, backward), before any overlap (module doc)."""
+def _tp_times(plan: Plan, gpu: str, lay, moe: bool = False) -> tuple[float, float]:
+    """Raw TP seconds of one layer (forward, backward), before any overlap (module doc); ``moe``:
+    of a MoE layer (its own list where it has one, ``where="moe_layer"``)."""
     p = plan.parallel
     if p.tp <= 1:
         return 0.0, 0.0
     # the layer's calls (cost/layer_collectives.py): with SP 2 AG + 2 RS forward, backward 2 AG +
     # 2 RS and, with Megatron, the column-parallel linears' 2 re-all-gathers of their saved
-    # sequence-sharded input (TorchTitan's DTensor SP saves the gathered input); else 2 + 2 AR
-    return lc.priced([c for c in lc.tp_calls(plan) if c.where == "layer"], gpu, {"tp": lay.tp})
+    # sequence-sharded input (TorchTitan's DTensor SP saves the gathered input, and all-reduces its
+    # replicated parameters' partial gradients); else 2 + 2 AR
+    calls = lc.tp_calls(plan)
+    where = "moe_layer" if moe and any(c.where == "moe_layer" for c in calls) else "layer"
+    return lc.priced([c for c in calls if c.where == where], gpu, {"tp": lay.tp})
 
 
 def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str = "", lay=None) -> tuple[float, float]:
@@ -587,6 +591,8 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     attn = attn or PassTimes(0.0, 0.0, 0.0)
 
     tp_f, tp_b = _tp_exposed(plan, _tp_times(plan, gpu, lay), lt, gpu, lay)
+    # a MoE layer's TP calls: TorchTitan's differ from its dense layer's (layer_collectives)
+    tpm_f, tpm_b = _tp_exposed(plan, _tp_times(plan, gpu, lay, moe=True), lt, gpu, lay) if m.is_moe else (tp_f, tp_b)
     units, arch = spec.num_sms, spec.arch
     cp_f, cp_b = _cp_times(plan, gpu, lay)
     if p.cp_comm_type in ("p2p", "a2a+p2p") or (plan.framework == "torchtitan" and p.cp_comm_type == "allgather"):
@@ -635,18 +641,12 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     rec_moe_sel = _recompute_modules_fwd(plan, lt, "moe") if m.is_moe else 0.0
 
     # embedding / head / loss TP communication, (forward, backward) per micro-batch
-    # (cost/layer_collectives.py: Megatron's vocab-parallel embedding all-reduce or reduce-scatter,
-    # the output layer's input-gradient all-reduce or its SP all-gathers and reduce-scatter, the
-    # vocab-parallel cross-entropy's three fp32 all-reduces)
-    if plan.framework == "megatron":
-        tpc = lc.tp_calls(plan)
-        emb_tp2 = lc.priced([c for c in tpc if c.where == "embedding"], gpu, {"tp": lay.tp})
-        head_tp2 = lc.priced([c for c in tpc if c.where in ("head", "loss")], gpu, {"tp": lay.tp})
-    else:
-        tp_raw_f = _tp_times(plan, gpu, lay)[0]
-        e_ = tp_raw_f / 4 if p.sequence_parallel else tp_raw_f / 2   # one RS (SP) or one AR per pass
-        h_ = tp_raw_f / 4 if p.sequence_parallel else 0.0           # the AG before the output layer (SP)
-        emb_tp2, head_tp2 = (e_, e_), (h_, h_)
+    # (cost/layer_collectives.py: the vocab-parallel embedding's all-reduce or reduce-scatter, the
+    # output layer's input-gradient all-reduce or its SP all-gathers and reduce-scatter -- TorchTitan's
+    # final norm weight's all-reduce too --, the vocab-parallel cross-entropy's three fp32 all-reduces)
+    tpc = lc.tp_calls(plan)
+    emb_tp2 = lc.priced([c for c in tpc if c.where == "embedding"], gpu, {"tp": lay.tp})
+    head_tp2 = lc.priced([c for c in tpc if c.where in ("head", "loss")], gpu, {"tp": lay.tp})
 
     d0 = lt.dense_layer
     mo0 = lt.moe_layer or d0
@@ -717,7 +717,10 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 q.bw += chunk.mtp * lt.mtp_extra.bwd_weight_s
             comp = q.f + q.bi + q.bw
             # communication inside the layers
-            q.tp = n * (tp_f + tp_b) + (rec_dense + rec_moe) * tp_f
+            tpl_f = n_dense * tp_f + n_moe * tpm_f  # the chunk's layers' TP seconds, forward / backward
+            tpl_b = n_dense * tp_b + n_moe * tpm_b
+            tpl_r = rec_dense * tp_f + rec_moe * tpm_f  # recomputed forwards
+            q.tp = tpl_f + tpl_b + tpl_r
             q.cp = n * (cp_f + cp_b) + (rec_dense + rec_moe) * cp_f
             q.ep = n_moe * (ep_f + ep_b) + rec_moe * ep_f
             q.dp = n_dense * sum(fsdp_dense) + n_moe * sum(fsdp_moe)
@@ -735,9 +738,9 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
                 q.f += ef
                 q.bi += eb
                 q.dp += ef + eb
-            q.f += n * (tp_f + cp_f) + n_moe * ep_f + n_dense * fsdp_dense[0] + n_moe * fsdp_moe[0]
-            q.bi += (n * (tp_b + cp_b) + n_moe * ep_b + n_dense * fsdp_dense[1] + n_moe * fsdp_moe[1]
-                     + (rec_dense + rec_moe) * (tp_f + cp_f) + rec_moe * ep_f)
+            q.f += tpl_f + n * cp_f + n_moe * ep_f + n_dense * fsdp_dense[0] + n_moe * fsdp_moe[0]
+            q.bi += (tpl_b + n * cp_b + n_moe * ep_b + n_dense * fsdp_dense[1] + n_moe * fsdp_moe[1]
+                     + tpl_r + (rec_dense + rec_moe) * cp_f + rec_moe * ep_f)
             if chunk.embedding:
                 q.f += lt.embedding.fwd_s + emb_tp2[0]
                 q.bi += lt.embedding.bwd_input_s + emb_tp2[1]

@@ -28,6 +28,33 @@ Megatron-core 0.16.1 (``tensor_parallel/layers.py``, ``mappings.py``, ``cross_en
 - loss (``_VocabParallelCrossEntropy.forward``): three fp32 all-reduces of one value per token
   (the logits' max, the target logit, the sum of exponentials).
 
+TorchTitan 0.3.0 with sequence parallelism (its default, ``enable_sequence_parallel``), as its own
+step makes them -- ``tests/test_layer_collectives.py`` traces torchtitan's model, sharding config
+and ``parallelize`` at world size 2 (torch's fake process group, ``FakeTensorMode``, the
+``partial_dtensor`` SPMD backend) with torch's ``CommDebugMode``, for llama3, Qwen3 (dense and MoE)
+and DeepSeek-V3 (MLA, shared experts):
+
+- layer: forward an all-gather into the attention and into the FFN / MoE and a reduce-scatter of
+  their outputs (2 + 2); backward the reverse (2 + 2, no re-gather), and one all-reduce of the
+  partial gradient of each parameter the TP plan replicates (:func:`titan_replicated_grads`: the
+  two norms, Qwen3's q / k norms, MLA's down-projections and their norms, a MoE layer's router);
+- MoE layer (``where="moe_layer"``, its own list in place of the layer's): the all-gathers and
+  reduce-scatters around the attention and the MoE as above, the shared experts' output
+  reduce-scattered apart from the routed experts' (forward 3, backward 3 all-gathers); backward
+  one reduce-scatter only (the attention's input gradient: torchtitan's MoE sharding config lets
+  the router's and shared experts' gradients flow as ``Partial``), and without shared experts the
+  MoE input's gradient all-reduced instead; the replicated parameters' all-reduces, the router gate
+  among them where there are shared experts (Qwen3's MoE layer, without them, all-reduces no gate);
+- embedding: forward reduce-scatter, backward all-gather; head: forward all-gather of the final
+  norm's output, backward its reduce-scatter and the norm weight's all-reduce;
+- loss (``components/loss.py`` ``_LossParallelCrossEntropy``, both SPMD backends): three fp32
+  all-reduces of one value per token forward ("max, sumexp, gather"), none backward.
+
+Without sequence parallelism the layer keeps Megatron's 2 + 2 all-reduces (the traced
+``partial_dtensor`` step makes 2 forward but 3 all-gathers, 3 reduce-scatters and 3 all-reduces
+backward per llama3 layer there: not modelled), the embedding all-reduces its output and the head
+its input gradient.
+
 Context parallelism, ``cp_comm_type="allgather"`` (TransformerEngine
 ``pytorch/attention/dot_product_attention/context_parallel.py``, ``AttnFuncWithCPAndKVAllGather``,
 the same since v1.13): forward all-gathers K and V separately (``gather_along_first_dim``);
@@ -50,7 +77,7 @@ class Call:
     op: str       # "all_reduce" | "all_gather" | "reduce_scatter"
     nbytes: float  # all-reduce: the tensor; all-gather: the gathered output; reduce-scatter: the input
     group: str    # "tp" | "cp"
-    where: str    # "layer" | "embedding" | "head" | "loss"
+    where: str    # "layer" | "moe_layer" (a MoE layer's own list, where it has one) | "embedding" | "head" | "loss"
 
 
 def _tokens(plan: Plan) -> int:
@@ -81,14 +108,37 @@ def sp_gather_bytes(plan: Plan) -> tuple[float, float, float]:
     return act, act, act
 
 
+def titan_replicated_grads(plan: Plan, moe: bool = False) -> list[float]:
+    """Bytes (bf16) of each parameter of one layer that TorchTitan's TP plan with sequence
+    parallelism replicates over the TP group, whose gradient is partial and all-reduced in the
+    backward (module doc): the attention and FFN norms (``h``), Qwen3's q / k norms (``qk_layernorm``:
+    ``head_dim`` each), MLA's ``wkv_a`` (``h x (kv_lora_rank + rope dim)``) and ``kv_norm``, with a
+    query LoRA ``wq_a`` and ``q_norm``, and with ``moe`` a MoE layer's router gate (``h x E``) where
+    the layer has shared experts (without them the traced step all-reduces no gate gradient)."""
+    m = plan.model
+    h = m.hidden_size
+    out = [h, h]
+    if m.qk_layernorm and not m.multi_latent_attention:
+        out += [m.kv_channels, m.kv_channels]
+    if m.multi_latent_attention:
+        out += [h * (m.kv_lora_rank + m.qk_pos_emb_head_dim), m.kv_lora_rank]
+        if m.q_lora_rank:
+            out += [h * m.q_lora_rank, m.q_lora_rank]
+    if moe and m.moe_shared_expert_intermediate_size:
+        out.append(h * m.num_experts)
+    return [2.0 * n for n in out]
+
+
 def tp_calls(plan: Plan) -> list[Call]:
-    """The TP calls of one micro-batch: one layer's (``where="layer"``), the embedding's, the
-    head's and the loss's (module doc); empty for ``tp = 1``."""
-    p = plan.parallel
+    """The TP calls of one micro-batch: one layer's (``where="layer"``; where a MoE layer makes
+    others, its own list, ``"moe_layer"``), the embedding's, the head's and the loss's (module
+    doc); empty for ``tp = 1``."""
+    p, m = plan.parallel, plan.model
     if p.tp <= 1:
         return []
-    act = float(_tokens(plan) * plan.model.hidden_size * 2)   # [T, h] bf16 (gathered size)
+    act = float(_tokens(plan) * m.hidden_size * 2)   # [T, h] bf16 (gathered size)
     megatron = plan.framework == "megatron"
+    titan = plan.framework == "torchtitan"
     out: list[Call] = []
 
     def add(phase: str, op: str, where: str, n: int = 1, nbytes: float = act) -> None:
@@ -102,9 +152,33 @@ def tp_calls(plan: Plan) -> list[Call]:
         if megatron:
             add("bwd", "all_gather", "layer", 2, g_re)
         add("bwd", "reduce_scatter", "layer", 2)
+        if titan:
+            for nb in titan_replicated_grads(plan):
+                add("bwd", "all_reduce", "layer", 1, nb)
+            if m.is_moe:  # a MoE layer's own list (module doc)
+                shared = bool(m.moe_shared_expert_intermediate_size)
+                add("fwd", "all_gather", "moe_layer", 2, g_in)
+                add("fwd", "reduce_scatter", "moe_layer", 3 if shared else 2)
+                add("bwd", "all_gather", "moe_layer", 3 if shared else 2, g_dy)
+                add("bwd", "reduce_scatter", "moe_layer")
+                for nb in titan_replicated_grads(plan, moe=True):
+                    add("bwd", "all_reduce", "moe_layer", 1, nb)
+                if not shared:
+                    add("bwd", "all_reduce", "moe_layer")
     else:
         add("fwd", "all_reduce", "layer", 2)
         add("bwd", "all_reduce", "layer", 2)
+    if titan:
+        if p.sequence_parallel:
+            add("fwd", "reduce_scatter", "embedding")
+            add("bwd", "all_gather", "embedding")
+            add("fwd", "all_gather", "head")
+            add("bwd", "reduce_scatter", "head")
+            add("bwd", "all_reduce", "head", 1, 2.0 * m.hidden_size)
+        else:
+            add("fwd", "all_reduce", "embedding")
+            add("bwd", "all_reduce", "head")
+        add("fwd", "all_reduce", "loss", 3, float(_tokens(plan) * 4))
     if megatron:
         if p.sequence_parallel:
             add("fwd", "reduce_scatter", "embedding")
