@@ -11,8 +11,9 @@ against independent truth:
 - the spread within its bound (:func:`_spread_violations`: the piece's own spread -- relative IQR
   of fwd+bwd, or of the samples relative to a reference workload timed after each -- within
   max(:data:`SPREAD_BOUND`, 3 x the reference's spread); a case with a piece out of bound is
-  measured once more into a fresh cache, for a burst of load on a shared runner, and a piece out
-  of bound in both fails), and the ``converged`` flag consistent with the policy's target;
+  measured again into a fresh cache, for a burst of load on a shared runner, and a piece out of
+  bound in all :data:`MEASUREMENTS` fails), and the ``converged`` flag consistent with the
+  policy's target;
 - memory: the result's memory is the measured one, and each layer kind's measured kept bytes
   within a stated bound of the tensor-list model of the same implementation
   (``memory_activations.MCORE_LOCAL``: megatron-core's local modules on the CPU): megatron dense
@@ -129,6 +130,7 @@ TITAN = {
     "float8": dict(training=dict(precision="fp8")),
     "float8-rowwise": dict(training=dict(precision="fp8", fp8_recipe="rowwise")),
     "compile": dict(training=dict(compile=True)),
+    "compile-tp2-cp2": dict(parallel=dict(tp=2, sequence_parallel=True, cp=2), training=dict(compile=True), gpus=4),
     "ac-none": dict(training=dict(recompute=dict(granularity="none"))),
     "ac-selective": dict(training=dict(recompute=dict(granularity="selective"))),
     "ac-full": dict(training=dict(recompute=dict(granularity="full", method="uniform", num_layers=1))),
@@ -205,19 +207,28 @@ def _spread_violations(res) -> list[tuple[str, float, float]]:
     return out
 
 
+#: measurements of a case in all: a piece out of its spread bound in every one of them fails
+MEASUREMENTS = 3
+
+
 def _measure(plan, cache, tmp_path):
-    """project_measured; once more into a fresh cache when a piece's spread is out of bound (a
-    burst of load on the shared runner), and a piece out of bound in both measurements fails."""
+    """project_measured; again into a fresh cache while a piece's spread is out of bound (a burst
+    of load on the shared runner; most exposed, the TP=2 embedding and head pieces, whose little
+    work per pass follows two or more blocks, so their spread is much of it the resumptions'), up
+    to :data:`MEASUREMENTS` in all; a piece out of bound in every one fails."""
     from primus_launch.projection.measure.upscale import project_measured
 
     res = project_measured(plan, device="cpu", cache_dir=cache, measure_layers=1, policy=_policy())
-    bad = _spread_violations(res)
-    if bad:
-        res = project_measured(plan, device="cpu", cache_dir=tmp_path / "retry", measure_layers=1, policy=_policy())
+    bad = {v[0]: [v] for v in _spread_violations(res)}
+    for k in range(1, MEASUREMENTS):
+        if not bad:
+            break
+        res = project_measured(plan, device="cpu", cache_dir=tmp_path / f"retry{k}", measure_layers=1,
+                               policy=_policy())
         again = {v[0]: v for v in _spread_violations(res)}
-        both = [(b, again[b[0]]) for b in bad if b[0] in again]
-        if both:
-            raise AssertionError(f"spread above the bound in the measurement and its re-measurement: {both}")
+        bad = {n: vs + [again[n]] for n, vs in bad.items() if n in again}
+    if bad:
+        raise AssertionError(f"spread above the bound in all {MEASUREMENTS} measurements: {bad}")
     return res
 
 
@@ -368,11 +379,11 @@ def test_torchtitan_matrix(case, matrix):
         assert any(s.startswith("compiled with the aot_eager backend") for s in subs)
     else:
         assert all(pc.split == "autograd" for pc in layers)
-    # on the CPU a megatron piece blocks where the run's collectives do; a torchtitan piece cannot, and says so
+    # on the CPU a piece blocks where torchtitan's step calls a collective (sync_points), and says so
     groups = plan.parallel.tp > 1 or plan.parallel.cp > 1 or (plan.model.is_moe and plan.parallel.ep > 1)
-    without = [n for n, pc in res.measurement.pieces.items()
-               if any(s.what.startswith("timed without the run's blocking collectives") for s in pc.substitutions)]
-    assert bool(without) == groups, without
-    if groups:
-        assert {"embedding", "head_loss"} <= set(without) and all(n in without for n in res.measurement.pieces
-                                                                   if "_layer#" in n)
+    blocked = [n for n, pc in res.measurement.pieces.items()
+               if any("inside the piece (torchtitan's calls" in s.what for s in pc.substitutions)]
+    assert bool(blocked) == groups, blocked
+    if groups:  # a layer compiled whole cannot block inside its graph (sync_points._titan_hooks)
+        assert {"embedding", "head_loss"} <= set(blocked)
+        assert all((n in blocked) != plan.training.compile for n in res.measurement.pieces if "_layer#" in n)

@@ -83,25 +83,74 @@ def test_no_blocks_without_a_group_or_off_the_cpu_clocks():
     assert sub.keyed and sub.applies("dense_layer#0") and not sub.applies("attn_core")
 
 
-def test_torchtitan_pieces_say_they_are_timed_without_the_blocks():
-    """A torchtitan plan's pieces make no megatron mapping call to block at: nothing blocks, and on
-    the CPU in CPU time the pieces of the blocking groups carry an unkeyed entry saying so (CP: the
-    core too); none off the CPU clocks, on CUDA or without a group."""
-    from primus_launch.projection.measure import sync_points
+def _titan(name: str, flavor: str, parallel: dict, gpus: int = 2) -> Plan:
+    from primus_launch.adapters.torchtitan_arch import arch_from_flavor
 
-    def titan(parallel: dict) -> Plan:
-        return _plan(parallel).with_changes(source={"framework": "torchtitan"})
+    arch = arch_from_flavor(name, flavor, seq_len=32)
+    return Plan.model_validate({"model": arch.model_dump(), "parallel": {"dp_sharding": "full", **parallel},
+                                "training": {"global_batch_size": 2 * gpus, "micro_batch_size": 2},
+                                "cluster": {"gpus_per_node": gpus, "gpu": "h100-sxm"},
+                                "source": {"framework": "torchtitan"}})
 
-    tp, cp = titan({"tp": 2}), titan({"cp": 2})
-    assert tp.framework == "torchtitan" and not sync_points.applies(tp, "cpu")
-    sub = sync_points.blocking_substitution(tp, "cpu")
-    assert not sub.keyed and "timed without the run's blocking collectives on the tp group" in sub.what
-    assert all(sub.applies(n) for n in ("dense_layer#0", "moe_layer#1", "embedding", "head_loss"))
-    assert not sub.applies("attn_core")
-    assert sync_points.blocking_substitution(cp, "cpu").applies("attn_core")
-    assert sync_points.blocking_substitution(tp, "cpu", "wall") is None
-    assert sync_points.blocking_substitution(tp, "cuda") is None
-    assert sync_points.blocking_substitution(titan({"pp": 2}), "cpu") is None
+
+def _titan_blocks(plan: Plan) -> dict[str, Counter]:
+    """Blocks per torchtitan piece over one forward + backward of each."""
+    from primus_launch.projection.measure import build_titan
+    from primus_launch.projection.measure.sync_points import blocking_collectives
+
+    out = {}
+    with build_titan.world_size_one("cpu"):
+        ps_, model = build_titan.pieces(plan, "cpu", measure_layers=1)
+        with blocking_collectives(plan, "cpu", model) as counts:
+            for pc in ps_:
+                counts.clear()
+                y = pc.forward(*pc.inputs)
+                torch.autograd.backward(y, torch.ones_like(y))
+                out[pc.name] = Counter(counts)
+    return out
+
+
+TITAN_CASES = {
+    "llama3-tp2-sp": ("llama3", "debugmodel", {"tp": 2, "sequence_parallel": True}, 2),
+    "llama3-tp2": ("llama3", "debugmodel", {"tp": 2, "sequence_parallel": False}, 2),
+    "qwen3-moe-tp2-sp": ("qwen3", "debugmodel_moe", {"tp": 2, "sequence_parallel": True}, 2),
+    "dsv3-tp2-sp": ("deepseek_v3", "debugmodel", {"tp": 2, "sequence_parallel": True}, 2),
+    "dsv3-ep2": ("deepseek_v3", "debugmodel", {"ep": 2}, 2),
+    "llama3-cp2": ("llama3", "debugmodel", {"cp": 2}, 2),
+}
+
+
+@pytest.mark.parametrize("case", list(TITAN_CASES))
+def test_torchtitan_pieces_block_at_each_call_of_its_step(case):
+    """A torchtitan piece blocks once per collective call its layer makes in torchtitan's own step,
+    as the projection prices them (``layer_collectives.tp_calls``, held against torchtitan's traced
+    step in tests/test_layer_collectives.py): each layer kind's list, the embedding's, the head's
+    and loss's; with EP the routed experts' dispatch and combine, forward and backward; with CP
+    the core's stand-in K and V, forward and backward (in the core and in each layer)."""
+    from primus_launch.projection.cost.layer_collectives import tp_calls
+    from primus_launch.projection.measure.sync_points import blocking_substitution
+
+    name, flavor, par, gpus = TITAN_CASES[case]
+    plan = _titan(name, flavor, par, gpus)
+    calls = tp_calls(plan)
+    wheres = Counter(c.where for c in calls)
+    got = _titan_blocks(plan)
+    for piece, n in got.items():
+        want = 0
+        if "_layer#" in piece:
+            moe = piece.startswith("moe_layer")
+            want = wheres["moe_layer" if moe and wheres["moe_layer"] else "layer"]
+            want += 4 * (moe and plan.parallel.ep > 1) + 4 * (plan.parallel.cp > 1)
+        elif piece == "embedding":
+            want = wheres["embedding"]
+        elif piece == "head_loss":
+            want = wheres["head"] + wheres["loss"]
+        elif piece == "attn_core":
+            want = 4 * (plan.parallel.cp > 1)
+        assert sum(n.values()) == want, (piece, n, want)
+    assert sum(sum(n.values()) for n in got.values()) > 0
+    sub = blocking_substitution(plan, "cpu")
+    assert sub.keyed and "torchtitan's calls" in sub.what and sub.applies("dense_layer#0")
 
 
 def test_megatron_is_restored_after_the_blocks():

@@ -41,6 +41,7 @@ from primus_launch.projection.measure.build_mcore import (
 )
 from primus_launch.projection.measure.build_mcore import piece_shapes as _mcore_shapes
 from primus_launch.projection.measure.spec import BuildSpec, Substitution
+from primus_launch.projection.measure.sync_points import block_point
 
 
 def parse_name(plan: Plan) -> tuple[str, str]:
@@ -279,7 +280,8 @@ class CPEmulatedSDPA(torch.nn.Module):
                                   for _ in range(self.cp - 1)]
         n = t.size(1) // 2
         chunks: list = [None] * (2 * self.cp)
-        for r, part in enumerate([t] + self._standin[key]):
+        # the run's K / V exchange blocks there, forward and backward (sync_points, on the CPU)
+        for r, part in enumerate([block_point(t, "cp_gather")] + self._standin[key]):
             chunks[r], chunks[2 * self.cp - 1 - r] = part[:, :n], part[:, n:]
         return torch.cat(chunks, dim=1)
 
@@ -376,6 +378,9 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
             continue
         # torchtitan's apply_compile: each block compiled alone, fullgraph; its backward is one
         # compiled autograd node (input and weight gradients together), so the split is by FLOPs
+        if p.cp > 1:  # the CP core's stand-in K / V made eagerly (a seeded generator cannot be traced)
+            with torch.no_grad():
+                layer_forward(x)
         layer.compile(backend=backend, fullgraph=True)
         active = m.moe_router_topk / max(1, m.num_experts or 1) if kind == "moe_layer" else 1.0
         r = bwd_input_fraction(_linear_params(layer, active), s * b, attn_f)

@@ -31,10 +31,11 @@ piece's time gains only the slower resumption.  That resumption varies with the 
 one block per iteration, read up to 0.77 relative IQR in runs where the plain reference workload
 read 0.02-0.13), so the noise floor timed after each sample blocks as often as the sample did
 (:data:`ACTIVE_BLOCKS`, ``timing.PieceSampler(blocks=)``).  On CUDA nothing changes (kernels are timed by
-events; the host thread's waits do not slow them).  TorchTitan pieces are timed without the blocks
-(its DTensor redistributions make no call at world size 1 to hook; the calls its own TP step makes,
-``cost/layer_collectives.tp_calls``, are priced all the same), and their result says so
-(:func:`blocking_substitution`).
+events; the host thread's waits do not slow them).  TorchTitan's DTensor redistributions make no
+call at world size 1 to hook, so its pieces block through module hooks where torchtitan's own step
+calls (:func:`_titan_hooks`: the calls ``cost/layer_collectives.tp_calls`` prices, held against
+torchtitan's traced step; its routed experts' dispatch and combine with EP; the CP core's stand-in
+K and V, ``build_titan.CPEmulatedSDPA``).
 """
 
 from __future__ import annotations
@@ -90,10 +91,10 @@ def blocked_groups(plan: Plan) -> tuple[str, ...]:
 
 
 def applies(plan: Plan, device: str, clock: str = "thread") -> bool:
-    """Whether :func:`blocking_collectives` blocks anything: a megatron plan with
+    """Whether :func:`blocking_collectives` blocks anything: a megatron or torchtitan plan with
     :func:`blocked_groups`, timed on the CPU in CPU time (``clock`` "thread" or "process")."""
-    return (torch.device(device).type == "cpu" and clock != "wall" and plan.framework == "megatron"
-            and bool(blocked_groups(plan)))
+    return (torch.device(device).type == "cpu" and clock != "wall"
+            and plan.framework in ("megatron", "torchtitan") and bool(blocked_groups(plan)))
 
 
 def _blocks_dispatch(plan: Plan) -> bool:
@@ -103,29 +104,26 @@ def _blocks_dispatch(plan: Plan) -> bool:
 
 
 def blocking_substitution(plan: Plan, device: str, clock: str = "thread") -> Optional[Substitution]:
-    """The measured pieces' entry for the blocks: keyed where :func:`applies` (a piece timed with
-    them is never read for one timed without); for a plan of another framework timed on the CPU in
-    CPU time whose groups would block (torchtitan: its DTensor redistributions, which at world size
-    1 make no call to hook), an unkeyed entry saying the pieces were timed without them; else None."""
-    groups = blocked_groups(plan)
+    """The measured pieces' entry for the blocks (None when :func:`applies` is False): keyed, so a
+    piece timed with them is never read for one timed without."""
     if not applies(plan, device, clock):
-        if torch.device(device).type == "cpu" and clock != "wall" and groups:
-            return Substitution(
-                ("layer", "embedding", "head_loss", "mtp") + (("attn_core",) if "cp" in groups else ()),
-                f"timed without the run's blocking collectives on the {', '.join(groups)} group(s)",
-                f"{plan.framework}'s redistributions of a world-size-1 piece make no collective call at which to "
-                f"block the measuring thread",
-                "not corrected: on the CPU the compute after each blocking call resumes slower (about 0.6 ms per "
-                "call in the TP=2 and EP=2 validation layers, scripts/measure_gap.py --stand-ins), which these "
-                "pieces lack; the collectives' own time is added analytically; on CUDA nothing is missing",
-                keyed=False)
         return None
-    moe = _blocks_dispatch(plan)
+    groups = blocked_groups(plan)
+    moe = _blocks_dispatch(plan) if plan.framework == "megatron" else plan.parallel.ep > 1 and plan.model.is_moe
     cp = "cp" in groups
+    where = (f"megatron's mappings on the {', '.join(groups)} group(s)" if plan.framework == "megatron" else
+             f"torchtitan's calls on the {', '.join(groups)} group(s), at the modules that make them")
+    pieces: tuple[str, ...] = ("layer", "embedding", "head_loss", "mtp")
+    if plan.framework == "torchtitan" and plan.training.compile:
+        from primus_launch.projection.measure.build_titan import compile_available
+
+        if compile_available() is None:  # the blocks compiled whole (_titan_hooks): not in them
+            pieces = ("embedding", "head_loss")
+            where += ", the compiled layers' left out (a compiled graph cannot block)"
     return Substitution(
-        ("layer", "embedding", "head_loss", "mtp") + (("attn_core",) if cp else ()),
-        f"each of the run's blocking collectives inside the piece (megatron's mappings on the {', '.join(groups)} "
-        f"group(s)" + ("; the MoE token dispatch and combine, forward and backward" if moe else "")
+        pieces + (("attn_core",) if cp else ()),
+        f"each of the run's blocking collectives inside the piece ({where}"
+        + ("; the MoE token dispatch and combine, forward and backward" if moe else "")
         + ("; the core's stand-in K and V, forward and backward" if cp else "")
         + f") kept as a {BLOCK_S * 1e3:g} ms block of the measuring thread",
         "world size 1 makes no collective call, but on the CPU the compute after a blocking call resumes slower "
@@ -176,6 +174,20 @@ class _Block(torch.autograd.Function):
         return grad, None, None
 
 
+class _ForwardBlock(torch.autograd.Function):
+    """Identity that blocks :data:`BLOCK_S` in forward only (a call the run makes on the activation
+    whose backward makes none)."""
+
+    @staticmethod
+    def forward(ctx, x, counts, where):
+        _sleep(counts, where)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None, None
+
+
 #: the blocks' counter while :func:`blocking_collectives` is active (None: no blocks)
 _ACTIVE: Optional[Counter] = None
 
@@ -204,8 +216,9 @@ ACTIVE_BLOCKS = _ActiveBlocks()
 def block_point(t: torch.Tensor, where: str) -> torch.Tensor:
     """``t``, through a block forward and backward while :func:`blocking_collectives` is active
     (where the run's collective would be: the MoE dispatch / combine wrapped here, the CP stand-in
-    K / V of ``build_mcore``); else ``t`` itself."""
-    return t if _ACTIVE is None else _Block.apply(t, _ACTIVE, where)
+    K / V of ``build_mcore``); else -- and inside a graph being compiled, which cannot block -- ``t``
+    itself."""
+    return t if _ACTIVE is None or torch.compiler.is_compiling() else _Block.apply(t, _ACTIVE, where)
 
 
 def _group_ids(names: tuple[str, ...]) -> set[int]:
@@ -240,6 +253,84 @@ def _sp_hooks(model: torch.nn.Module, counts: Counter) -> list:
     return handles
 
 
+def _titan_hooks(plan: Plan, model: torch.nn.Module, counts: Counter) -> list:
+    """Hooks that block a torchtitan piece where torchtitan's own step makes its calls
+    (``cost/layer_collectives.tp_calls``, traced from torchtitan in ``tests/test_layer_collectives.py``):
+
+    - TP with sequence parallelism: around the attention and the FFN / MoE (the input's all-gather
+      forward, its reduce-scatter backward; the output's reduce-scatter forward, its all-gather
+      backward), the shared experts' output apart; a MoE layer's input blocks forward only where it
+      has shared experts (their gradient flows on as ``Partial``), its input gradient's all-reduce
+      where it has none; each replicated parameter's gradient all-reduce at the end of the layer's
+      backward; the embedding's output; the final norm's output and its weight's all-reduce; the
+      loss's three all-reduces forward;
+    - TP without it: the attention's and FFN's output all-reduce forward, their input-gradient
+      all-reduce backward; the embedding's output forward, the output layer's input gradient;
+      the loss's three;
+    - EP: the routed experts' input and output, forward and backward (dispatch and combine, as the
+      megatron dispatchers block; torchtitan's expert-TP without EP exchanges no tokens).
+
+    Returns the handles."""
+    from primus_launch.projection.cost.layer_collectives import titan_replicated_grads
+
+    groups = blocked_groups(plan)
+    tp, sp = "tp" in groups, plan.parallel.sequence_parallel
+    handles: list = []
+
+    def pre(mod: torch.nn.Module, fn, n: int = 1) -> None:
+        def hook(_mod, args):
+            x = args[0]
+            for _ in range(n):
+                x = fn.apply(x, counts, "tp")
+            return (x,) + tuple(args[1:])
+        handles.append(mod.register_forward_pre_hook(hook))
+
+    def post(mod: torch.nn.Module, fn, n: int = 1, where: str = "tp") -> None:
+        def hook(_mod, args, out):
+            first = out[0] if isinstance(out, tuple) else out
+            for _ in range(n):
+                first = fn.apply(first, counts, where)
+            return (first,) + tuple(out[1:]) if isinstance(out, tuple) else first
+        handles.append(mod.register_forward_hook(hook))
+
+    # a block compiled whole (torchtitan's apply_compile, fullgraph) cannot sleep inside its graph:
+    # its calls are not kept (blocking_substitution leaves the layers out)
+    layers = [x for x in getattr(model, "layers", {}).values() if getattr(x, "_compiled_call_impl", None) is None]
+    if tp:
+        for layer in layers:
+            moe = getattr(layer, "moe", None)
+            ffn = moe if moe is not None else getattr(layer, "feed_forward", None)
+            shared = getattr(moe, "shared_experts", None) if moe is not None else None
+            if sp:
+                pre(layer.attention, _Block)
+                post(layer.attention, _Block)
+                pre(ffn, _ForwardBlock if shared is not None else _Block)
+                post(ffn, _Block)
+                if shared is not None:
+                    post(shared, _Block)
+                pre(layer, _BackwardBlock, len(titan_replicated_grads(plan, moe=moe is not None)))
+            else:
+                for mod in (layer.attention, ffn):
+                    pre(mod, _BackwardBlock)
+                    post(mod, _ForwardBlock)
+        if sp:
+            post(model.tok_embeddings, _Block)
+            pre(model.norm, _BackwardBlock)
+            post(model.norm, _Block)
+        else:
+            post(model.tok_embeddings, _ForwardBlock)
+            pre(model.lm_head, _BackwardBlock)
+        post(model.lm_head, _ForwardBlock, 3)
+    if plan.parallel.ep > 1 and plan.model.is_moe:  # torchtitan's expert-TP without EP exchanges no tokens
+        for layer in layers:
+            experts = getattr(getattr(layer, "moe", None), "routed_experts", None)
+            if experts is not None:
+                handles.append(experts.register_forward_pre_hook(
+                    lambda _m, args: (_Block.apply(args[0], counts, "dispatch"),) + tuple(args[1:])))
+                post(experts, _Block, where="combine")
+    return handles
+
+
 @contextlib.contextmanager
 def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock: str = "thread") -> Iterator[Counter]:
     """Within it, the pieces of ``model`` (built at world size 1 inside megatron's parallel state)
@@ -249,6 +340,17 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
     counts: Counter = Counter()
     if not applies(plan, device, clock):
         yield counts
+        return
+    global _ACTIVE
+    if plan.framework == "torchtitan":
+        handles = _titan_hooks(plan, model, counts)
+        try:
+            _ACTIVE = counts
+            yield counts
+        finally:
+            _ACTIVE = None
+            for h in handles:
+                h.remove()
         return
     import megatron.core.tensor_parallel.mappings as mappings
 
@@ -281,7 +383,6 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
             d = getattr(mod, "token_dispatcher", None)
             if d is not None:
                 dispatchers.append((d, {k: vars(d)[k] for k in ("token_dispatch", "token_combine") if k in vars(d)}))
-    global _ACTIVE
     try:
         stack.enter_context(patched_collectives(direct, DIRECT_CALLS))
         if plan.parallel.sequence_parallel and "tp" in names:
