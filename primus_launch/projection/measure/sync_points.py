@@ -277,11 +277,11 @@ def _titan_hooks(plan: Plan, model: torch.nn.Module, counts: Counter) -> list:
     tp, sp = "tp" in groups, plan.parallel.sequence_parallel
     handles: list = []
 
-    def pre(mod: torch.nn.Module, fn, n: int = 1) -> None:
+    def pre(mod: torch.nn.Module, fn, n: int = 1, where: str = "tp") -> None:
         def hook(_mod, args):
             x = args[0]
             for _ in range(n):
-                x = fn.apply(x, counts, "tp")
+                x = fn.apply(x, counts, where)
             return (x,) + tuple(args[1:])
         handles.append(mod.register_forward_pre_hook(hook))
 
@@ -325,8 +325,7 @@ def _titan_hooks(plan: Plan, model: torch.nn.Module, counts: Counter) -> list:
         for layer in layers:
             experts = getattr(getattr(layer, "moe", None), "routed_experts", None)
             if experts is not None:
-                handles.append(experts.register_forward_pre_hook(
-                    lambda _m, args: (_Block.apply(args[0], counts, "dispatch"),) + tuple(args[1:])))
+                pre(experts, _Block, where="dispatch")
                 post(experts, _Block, where="combine")
     return handles
 
