@@ -487,9 +487,9 @@ class PieceSampler:
     time: the constructor runs the warm-up, picks ``inner`` and calibrates the reference workload;
     :meth:`sample` appends one sample (and the reference after it); :meth:`done` says when the
     spread target, ``max_repeats`` or the piece's own time cap ``max_piece_s`` (the wall seconds
-    spent in its samples, less what the blocks slept: a TP=2 embedding piece of ~0.1 ms of work
-    blocks twice per pass, so its samples are ~97 % sleep, and a wall cap ended it at
-    ``min_repeats`` where a piece of the same work without blocks samples on) is reached; :meth:`result` gives the :class:`PieceTiming` (medians, or means
+    spent in its samples, less what the blocks slept: a TP=2 embedding or head piece does little
+    work between its two or more blocks per pass, so its samples are mostly sleep, and a wall cap
+    ended it at ``min_repeats`` where a piece of the same work without blocks samples on) is reached; :meth:`result` gives the :class:`PieceTiming` (medians, or means
     with ``statistic="mean"``,
     spreads, the split, and the memory passes).  :func:`time_piece` samples one piece to the end;
     :func:`time_pieces` samples several round-robin."""
