@@ -168,24 +168,16 @@ def tp_calls(plan: Plan) -> list[Call]:
     else:
         add("fwd", "all_reduce", "layer", 2)
         add("bwd", "all_reduce", "layer", 2)
-    if titan:
+    if megatron or titan:
         if p.sequence_parallel:
             add("fwd", "reduce_scatter", "embedding")
             add("bwd", "all_gather", "embedding")
             add("fwd", "all_gather", "head")
+            if megatron:  # the output layer's re-gather of its saved input
+                add("bwd", "all_gather", "head")
             add("bwd", "reduce_scatter", "head")
-            add("bwd", "all_reduce", "head", 1, 2.0 * m.hidden_size)
-        else:
-            add("fwd", "all_reduce", "embedding")
-            add("bwd", "all_reduce", "head")
-        add("fwd", "all_reduce", "loss", 3, float(_tokens(plan) * 4))
-    if megatron:
-        if p.sequence_parallel:
-            add("fwd", "reduce_scatter", "embedding")
-            add("bwd", "all_gather", "embedding")
-            add("fwd", "all_gather", "head")
-            add("bwd", "all_gather", "head")
-            add("bwd", "reduce_scatter", "head")
+            if titan:  # the final norm weight's partial gradient
+                add("bwd", "all_reduce", "head", 1, 2.0 * m.hidden_size)
         else:
             add("fwd", "all_reduce", "embedding")
             add("bwd", "all_reduce", "head")
