@@ -30,9 +30,10 @@ Megatron-core 0.16.1 (``tensor_parallel/layers.py``, ``mappings.py``, ``cross_en
 
 TorchTitan 0.3.0 with sequence parallelism (its default, ``enable_sequence_parallel``), as its own
 step makes them -- ``tests/test_layer_collectives.py`` traces torchtitan's model, sharding config
-and ``parallelize`` at world size 2 (torch's fake process group, ``FakeTensorMode``, the
-``partial_dtensor`` SPMD backend) with torch's ``CommDebugMode``, for llama3, Qwen3 (dense and MoE)
-and DeepSeek-V3 (MLA, shared experts):
+and ``parallelize_fn`` at world size 2 (torch's fake process group, ``FakeTensorMode``, the
+``partial_dtensor`` SPMD backend), recording each functional collective op with its size
+(``tests/titan_trace.tp_collectives``), for llama3, Qwen3 (dense and MoE) and DeepSeek-V3 (MLA,
+shared experts), and holds this list equal to it call by call:
 
 - layer: forward an all-gather into the attention and into the FFN / MoE and a reduce-scatter of
   their outputs (2 + 2); backward the reverse (2 + 2, no re-gather), and one all-reduce of the
@@ -50,10 +51,9 @@ and DeepSeek-V3 (MLA, shared experts):
 - loss (``components/loss.py`` ``_LossParallelCrossEntropy``, both SPMD backends): three fp32
   all-reduces of one value per token forward ("max, sumexp, gather"), none backward.
 
-Without sequence parallelism the layer keeps Megatron's 2 + 2 all-reduces (the traced
-``partial_dtensor`` step makes 2 forward but 3 all-gathers, 3 reduce-scatters and 3 all-reduces
-backward per llama3 layer there: not modelled), the embedding all-reduces its output and the head
-its input gradient.
+Without sequence parallelism (not torchtitan's default) the layer is priced with Megatron's 2 + 2
+all-reduces, the embedding's output and the head's input gradient all-reduced: not checked against
+torchtitan's step, whose traced backward makes other calls there (``tp_collectives(sp=False)``).
 
 Context parallelism, ``cp_comm_type="allgather"`` (TransformerEngine
 ``pytorch/attention/dot_product_attention/context_parallel.py``, ``AttnFuncWithCPAndKVAllGather``,

@@ -119,7 +119,7 @@ def blocking_substitution(plan: Plan, device: str, clock: str = "thread") -> Opt
 
         if compile_available() is None:  # the blocks compiled whole (_titan_hooks): not in them
             pieces = ("embedding", "head_loss")
-            where += ", the compiled layers' left out (a compiled graph cannot block)"
+            where += "; none in the layers, compiled whole (a compiled graph cannot block)"
     return Substitution(
         pieces + (("attn_core",) if cp else ()),
         f"each of the run's blocking collectives inside the piece ({where}"
