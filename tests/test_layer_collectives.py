@@ -185,3 +185,32 @@ def test_torchtitan_tp_calls_equal_its_own_step(model, flavor):
     want.update((c.phase, c.op, int(c.nbytes)) for c in calls if c.where in ("embedding", "head", "loss"))
     got = Counter(tp_collectives(model, flavor, layers=layers, seq=seq))
     assert got == want, (sorted((got - want).items()), sorted((want - got).items()))
+
+
+def test_moe_layers_priced_by_their_own_list():
+    """TorchTitan's MoE layer makes other TP calls than its dense layer (``where="moe_layer"``):
+    ``iteration._tp_times(moe=True)`` prices that list, and ``explain``'s communication rows show
+    the dense and the MoE layer apart, each at the price of its list; a plan whose MoE layers have
+    no list of their own (megatron) keeps one row priced by the layer's."""
+    from primus_launch.adapters.torchtitan_arch import arch_from_flavor
+    from primus_launch.projection.cost.explain import comm_rows
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.iteration import _tp_times
+
+    arch = arch_from_flavor("deepseek_v3", "debugmodel", seq_len=64).model_dump()
+    plan = Plan.model_validate({"model": arch, "parallel": {"tp": 2, "sequence_parallel": True},
+                                "training": {"global_batch_size": 2, "micro_batch_size": 1},
+                                "cluster": {"gpus_per_node": 2, "gpu": "h100-sxm"},
+                                "source": {"framework": "torchtitan"}})
+    lay, calls = layout(plan), lc.tp_calls(plan)
+    price = {w: lc.priced([c for c in calls if c.where == w], "h100-sxm", {"tp": lay.tp}) for w in ("layer", "moe_layer")}
+    assert price["moe_layer"] != price["layer"]
+    assert _tp_times(plan, "h100-sxm", lay, moe=True) == pytest.approx(price["moe_layer"])
+    assert _tp_times(plan, "h100-sxm", lay) == pytest.approx(price["layer"])
+    rows = {r[0]: r for r in comm_rows(plan) if r[0].startswith("TP")}
+    moe = next(r for w, r in rows.items() if w.endswith("MoE layer"))
+    dense = next(r for w, r in rows.items() if w.endswith("dense layer"))
+    assert (moe[1], moe[2]) == pytest.approx(tuple(1e3 * x for x in price["moe_layer"]))
+    assert (dense[1], dense[2]) == pytest.approx(tuple(1e3 * x for x in price["layer"]))
+    mega = _plan(tp=2, sp=True)
+    assert [w for w, *_ in comm_rows(mega) if w.startswith("TP")] == ["TP (AG/RS, SP) 2 ranks, 1 domain(s)"]

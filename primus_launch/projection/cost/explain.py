@@ -107,6 +107,7 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     from primus_launch.projection.cost.roofline import layer_times_roofline
     from primus_launch.projection.iteration import (_cp_times, _ep_exposed, _ep_times, _ep_walked, _tp_exposed,
                                                     _tp_times, cdmc_unordered, moe_layers_per_step)
+    from primus_launch.projection.cost.layer_collectives import tp_calls
     from primus_launch.projection.hardware.placement import layout
 
     lay = layout(plan)
@@ -124,15 +125,20 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     else:
         arch_key = "calibration defaults"
     rows = []
-    tp = _tp_times(plan, gpu, lay)
-    tpe = _tp_exposed(plan, tp, lt, gpu, lay)
-    rows.append(("TP (" + ("AG/RS, SP" if plan.parallel.sequence_parallel else "all-reduce") + f") {lay.tp.size} ranks, "
-                 f"{lay.tp.nodes} domain(s)", *[1e3 * x for x in tp + tpe],
-                 f"{arch_key}; overlap: " + ("TE userbuffers / async TP" if plan.training.tp_comm_overlap else
-                                                   ("none: the EP overlap's CUDA_DEVICE_MAX_CONNECTIONS > 1 drops "
-                                                    "Hopper's launch order" if cdmc_unordered(plan, gpu) else
-                                                    "column-parallel backward async" if plan.framework == "megatron"
-                                                    else "none"))))
+    tp_how = (f"{arch_key}; overlap: " + ("TE userbuffers / async TP" if plan.training.tp_comm_overlap else
+                                          ("none: the EP overlap's CUDA_DEVICE_MAX_CONNECTIONS > 1 drops "
+                                           "Hopper's launch order" if cdmc_unordered(plan, gpu) else
+                                           "column-parallel backward async" if plan.framework == "megatron"
+                                           else "none")))
+    tp_what = ("TP (" + ("AG/RS, SP" if plan.parallel.sequence_parallel else "all-reduce") + f") {lay.tp.size} ranks, "
+               f"{lay.tp.nodes} domain(s)")
+    # a MoE layer with its own TP calls (TorchTitan's: cost/layer_collectives.tp_calls) gets its own row
+    moe_own = plan.model.is_moe and any(c.where == "moe_layer" for c in tp_calls(plan))
+    for moe in ((False, True) if moe_own else (False,)):
+        tp = _tp_times(plan, gpu, lay, moe=moe)
+        tpe = _tp_exposed(plan, tp, lt, gpu, lay)
+        what = tp_what + (", MoE layer" if moe else ", dense layer" if moe_own else "")
+        rows.append((what, *[1e3 * x for x in tp + tpe], tp_how))
     cp = _cp_times(plan, gpu, lay)
     attn = lt.attn_core
     ring = plan.parallel.cp_comm_type in ("p2p", "a2a+p2p") or (
