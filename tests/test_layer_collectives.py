@@ -157,6 +157,20 @@ def test_force_load_balancing_reaches_megatrons_router():
     assert b.build_spec(moe(True)).material(name) != b.build_spec(moe(False)).material(name)
 
 
+def _titan_tp2(model: str, flavor: str, seq: int, layers: int | None = None) -> Plan:
+    """TorchTitan's ``model`` / ``flavor`` (``layers`` of its blocks) at TP = 2 with sequence
+    parallelism, one micro-batch of ``seq`` tokens."""
+    from primus_launch.adapters.torchtitan_arch import arch_from_flavor
+
+    arch = arch_from_flavor(model, flavor, seq_len=seq).model_dump()
+    if layers is not None:
+        arch["num_layers"] = layers
+    return Plan.model_validate({"model": arch, "parallel": {"tp": 2, "sequence_parallel": True},
+                                "training": {"global_batch_size": 1, "micro_batch_size": 1},
+                                "cluster": {"gpus_per_node": 2, "gpu": "h100-sxm"},
+                                "source": {"framework": "torchtitan"}})
+
+
 @pytest.mark.parametrize("model,flavor", [("llama3", "debugmodel"), ("qwen3", "debugmodel"),
                                           ("qwen3", "debugmodel_moe"), ("deepseek_v3", "debugmodel")])
 def test_torchtitan_tp_calls_equal_its_own_step(model, flavor):
@@ -168,20 +182,12 @@ def test_torchtitan_tp_calls_equal_its_own_step(model, flavor):
     a MoE layer with shared experts and a router gate)."""
     from titan_trace import tp_collectives
 
-    from primus_launch.adapters.torchtitan_arch import arch_from_flavor
-
     layers, seq = 2, 64
-    arch = arch_from_flavor(model, flavor, seq_len=seq).model_dump()
-    arch["num_layers"] = layers
-    plan = Plan.model_validate({"model": arch, "parallel": {"tp": 2, "sequence_parallel": True},
-                                "training": {"global_batch_size": 1, "micro_batch_size": 1},
-                                "cluster": {"gpus_per_node": 2, "gpu": "h100-sxm"},
-                                "source": {"framework": "torchtitan"}})
+    plan = _titan_tp2(model, flavor, seq, layers)
     calls = lc.tp_calls(plan)
     want: Counter = Counter()
     for i in range(layers):
-        where = "moe_layer" if plan.model.is_moe_layer(i) and any(c.where == "moe_layer" for c in calls) else "layer"
-        want.update((c.phase, c.op, int(c.nbytes)) for c in calls if c.where == where)
+        want.update((c.phase, c.op, int(c.nbytes)) for c in lc.layer_calls(plan, plan.model.is_moe_layer(i)))
     want.update((c.phase, c.op, int(c.nbytes)) for c in calls if c.where in ("embedding", "head", "loss"))
     got = Counter(tp_collectives(model, flavor, layers=layers, seq=seq))
     assert got == want, (sorted((got - want).items()), sorted((want - got).items()))
@@ -192,16 +198,11 @@ def test_moe_layers_priced_by_their_own_list():
     ``iteration._tp_times(moe=True)`` prices that list, and ``explain``'s communication rows show
     the dense and the MoE layer apart, each at the price of its list; a plan whose MoE layers have
     no list of their own (megatron) keeps one row priced by the layer's."""
-    from primus_launch.adapters.torchtitan_arch import arch_from_flavor
     from primus_launch.projection.cost.explain import comm_rows
     from primus_launch.projection.hardware.placement import layout
     from primus_launch.projection.iteration import _tp_times
 
-    arch = arch_from_flavor("deepseek_v3", "debugmodel", seq_len=64).model_dump()
-    plan = Plan.model_validate({"model": arch, "parallel": {"tp": 2, "sequence_parallel": True},
-                                "training": {"global_batch_size": 2, "micro_batch_size": 1},
-                                "cluster": {"gpus_per_node": 2, "gpu": "h100-sxm"},
-                                "source": {"framework": "torchtitan"}})
+    plan = _titan_tp2("deepseek_v3", "debugmodel", 64)
     lay, calls = layout(plan), lc.tp_calls(plan)
     price = {w: lc.priced([c for c in calls if c.where == w], "h100-sxm", {"tp": lay.tp}) for w in ("layer", "moe_layer")}
     assert price["moe_layer"] != price["layer"]

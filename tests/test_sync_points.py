@@ -27,13 +27,14 @@ def _plan(parallel: dict, moe: bool = False, **training) -> Plan:
 
 
 def _blocks(plan: Plan, clock: str = "thread") -> dict[str, Counter]:
-    """Blocks per piece over one forward + backward of each."""
-    from primus_launch.projection.measure.build_mcore import pieces, world_size_one
+    """Blocks per piece (built by the plan's framework's builder) over one forward + backward of each."""
+    from primus_launch.projection.measure import build_mcore, build_titan
     from primus_launch.projection.measure.sync_points import blocking_collectives
 
+    b = build_titan if plan.framework == "torchtitan" else build_mcore
     out = {}
-    with world_size_one("cpu"):
-        ps_, model = pieces(plan, "cpu", measure_layers=1)
+    with b.world_size_one("cpu"):
+        ps_, model = b.pieces(plan, "cpu", measure_layers=1)
         with blocking_collectives(plan, "cpu", model, clock) as counts:
             for pc in ps_:
                 counts.clear()
@@ -93,23 +94,6 @@ def _titan(name: str, flavor: str, parallel: dict, gpus: int = 2) -> Plan:
                                 "source": {"framework": "torchtitan"}})
 
 
-def _titan_blocks(plan: Plan) -> dict[str, Counter]:
-    """Blocks per torchtitan piece over one forward + backward of each."""
-    from primus_launch.projection.measure import build_titan
-    from primus_launch.projection.measure.sync_points import blocking_collectives
-
-    out = {}
-    with build_titan.world_size_one("cpu"):
-        ps_, model = build_titan.pieces(plan, "cpu", measure_layers=1)
-        with blocking_collectives(plan, "cpu", model) as counts:
-            for pc in ps_:
-                counts.clear()
-                y = pc.forward(*pc.inputs)
-                torch.autograd.backward(y, torch.ones_like(y))
-                out[pc.name] = Counter(counts)
-    return out
-
-
 TITAN_CASES = {
     "llama3-tp2-sp": ("llama3", "debugmodel", {"tp": 2, "sequence_parallel": True}, 2),
     "llama3-tp2": ("llama3", "debugmodel", {"tp": 2, "sequence_parallel": False}, 2),
@@ -127,19 +111,19 @@ def test_torchtitan_pieces_block_at_each_call_of_its_step(case):
     step in tests/test_layer_collectives.py): each layer kind's list, the embedding's, the head's
     and loss's; with EP the routed experts' dispatch and combine, forward and backward; with CP
     the core's stand-in K and V, forward and backward (in the core and in each layer)."""
-    from primus_launch.projection.cost.layer_collectives import tp_calls
+    from primus_launch.projection.cost.layer_collectives import layer_calls, tp_calls
     from primus_launch.projection.measure.sync_points import blocking_substitution
 
     name, flavor, par, gpus = TITAN_CASES[case]
     plan = _titan(name, flavor, par, gpus)
     calls = tp_calls(plan)
     wheres = Counter(c.where for c in calls)
-    got = _titan_blocks(plan)
+    got = _blocks(plan)
     for piece, n in got.items():
         want = 0
         if "_layer#" in piece:
             moe = piece.startswith("moe_layer")
-            want = wheres["moe_layer" if moe and wheres["moe_layer"] else "layer"]
+            want = len(layer_calls(plan, moe))
             want += 4 * (moe and plan.parallel.ep > 1) + 4 * (plan.parallel.cp > 1)
         elif piece == "embedding":
             want = wheres["embedding"]

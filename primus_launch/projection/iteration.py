@@ -165,9 +165,7 @@ def _tp_times(plan: Plan, gpu: str, lay, moe: bool = False) -> tuple[float, floa
     # 2 RS and, with Megatron, the column-parallel linears' 2 re-all-gathers of their saved
     # sequence-sharded input (TorchTitan's DTensor SP saves the gathered input, and all-reduces its
     # replicated parameters' partial gradients); else 2 + 2 AR
-    calls = lc.tp_calls(plan)
-    where = "moe_layer" if moe and any(c.where == "moe_layer" for c in calls) else "layer"
-    return lc.priced([c for c in calls if c.where == where], gpu, {"tp": lay.tp})
+    return lc.priced(lc.layer_calls(plan, moe), gpu, {"tp": lay.tp})
 
 
 def _tp_exposed(plan: Plan, raw: tuple[float, float], lt: "LayerTimes", gpu: str = "", lay=None) -> tuple[float, float]:

@@ -107,7 +107,7 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     from primus_launch.projection.cost.roofline import layer_times_roofline
     from primus_launch.projection.iteration import (_cp_times, _ep_exposed, _ep_times, _ep_walked, _tp_exposed,
                                                     _tp_times, cdmc_unordered, moe_layers_per_step)
-    from primus_launch.projection.cost.layer_collectives import tp_calls
+    from primus_launch.projection.cost.layer_collectives import layer_calls
     from primus_launch.projection.hardware.placement import layout
 
     lay = layout(plan)
@@ -133,7 +133,7 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     tp_what = ("TP (" + ("AG/RS, SP" if plan.parallel.sequence_parallel else "all-reduce") + f") {lay.tp.size} ranks, "
                f"{lay.tp.nodes} domain(s)")
     # a MoE layer with its own TP calls (TorchTitan's: cost/layer_collectives.tp_calls) gets its own row
-    moe_own = plan.model.is_moe and any(c.where == "moe_layer" for c in tp_calls(plan))
+    moe_own = plan.model.is_moe and layer_calls(plan, moe=True) != layer_calls(plan)
     for moe in ((False, True) if moe_own else (False,)):
         tp = _tp_times(plan, gpu, lay, moe=moe)
         tpe = _tp_exposed(plan, tp, lt, gpu, lay)

@@ -185,6 +185,14 @@ def tp_calls(plan: Plan) -> list[Call]:
     return out
 
 
+def layer_calls(plan: Plan, moe: bool = False) -> list[Call]:
+    """The TP calls of one layer: with ``moe``, a MoE layer's own list where it has one
+    (``where="moe_layer"``, TorchTitan's), else the layer's (:func:`tp_calls`)."""
+    calls = tp_calls(plan)
+    mine = [c for c in calls if c.where == "moe_layer"] if moe else []
+    return mine or [c for c in calls if c.where == "layer"]
+
+
 def cp_calls(plan: Plan) -> list[Call]:
     """The CP calls of one layer and micro-batch for Megatron's ``cp_comm_type="allgather"``
     (TransformerEngine's K/V all-gather attention, module doc); empty otherwise (the other

@@ -99,8 +99,9 @@ def applies(plan: Plan, device: str, clock: str = "thread") -> bool:
 
 def _blocks_dispatch(plan: Plan) -> bool:
     """Whether MoE token dispatch / combine block: the plan's dispatcher exchanges tokens
-    (EP or expert-TP > 1)."""
-    return any(g in blocked_groups(plan) for g in ("ep", "etp"))
+    (megatron: EP or expert-TP > 1; torchtitan: EP > 1, its expert-TP without EP exchanges none)."""
+    groups = blocked_groups(plan)
+    return "ep" in groups if plan.framework == "torchtitan" else any(g in groups for g in ("ep", "etp"))
 
 
 def blocking_substitution(plan: Plan, device: str, clock: str = "thread") -> Optional[Substitution]:
@@ -109,7 +110,7 @@ def blocking_substitution(plan: Plan, device: str, clock: str = "thread") -> Opt
     if not applies(plan, device, clock):
         return None
     groups = blocked_groups(plan)
-    moe = _blocks_dispatch(plan) if plan.framework == "megatron" else plan.parallel.ep > 1 and plan.model.is_moe
+    moe = _blocks_dispatch(plan)
     cp = "cp" in groups
     where = (f"megatron's mappings on the {', '.join(groups)} group(s)" if plan.framework == "megatron" else
              f"torchtitan's calls on the {', '.join(groups)} group(s), at the modules that make them")
@@ -267,8 +268,8 @@ def _titan_hooks(plan: Plan, model: torch.nn.Module, counts: Counter) -> list:
     - TP without it: the attention's and FFN's output all-reduce forward, their input-gradient
       all-reduce backward; the embedding's output forward, the output layer's input gradient;
       the loss's three;
-    - EP: the routed experts' input and output, forward and backward (dispatch and combine, as the
-      megatron dispatchers block; torchtitan's expert-TP without EP exchanges no tokens).
+    - EP (:func:`_blocks_dispatch`): the routed experts' input and output, forward and backward
+      (dispatch and combine, as the megatron dispatchers block).
 
     Returns the handles."""
     from primus_launch.projection.cost.layer_collectives import titan_replicated_grads
@@ -321,7 +322,7 @@ def _titan_hooks(plan: Plan, model: torch.nn.Module, counts: Counter) -> list:
             post(model.tok_embeddings, _ForwardBlock)
             pre(model.lm_head, _BackwardBlock)
         post(model.lm_head, _ForwardBlock, 3)
-    if plan.parallel.ep > 1 and plan.model.is_moe:  # torchtitan's expert-TP without EP exchanges no tokens
+    if _blocks_dispatch(plan):
         for layer in layers:
             experts = getattr(getattr(layer, "moe", None), "routed_experts", None)
             if experts is not None:

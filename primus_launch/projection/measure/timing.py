@@ -489,9 +489,9 @@ class PieceSampler:
     spread target, ``max_repeats`` or the piece's own time cap ``max_piece_s`` (the wall seconds
     spent in its samples, less what the blocks slept: a TP=2 embedding or head piece does little
     work between its two or more blocks per pass, so its samples are mostly sleep, and a wall cap
-    ended it at ``min_repeats`` where a piece of the same work without blocks samples on) is reached; :meth:`result` gives the :class:`PieceTiming` (medians, or means
-    with ``statistic="mean"``,
-    spreads, the split, and the memory passes).  :func:`time_piece` samples one piece to the end;
+    ended it at ``min_repeats`` where a piece of the same work without blocks samples on) is
+    reached; :meth:`result` gives the :class:`PieceTiming` (medians, or means with
+    ``statistic="mean"``, spreads, the split, and the memory passes).  :func:`time_piece` samples one piece to the end;
     :func:`time_pieces` samples several round-robin."""
 
     def __init__(self, forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
