@@ -9,7 +9,10 @@ builder, one torch thread, pinned to one core.
 1. Allocator (``projection.measure.cpu_alloc``): the dense layer in a fresh process with glibc's
    defaults, then in another with freed memory kept (``keep_freed_memory``), alternating
    ``--pairs`` times; median per forward + backward over ``--iters`` iterations of the thread's
-   user time, system time and minor page faults (``getrusage(RUSAGE_THREAD)``).
+   user time, system time and minor page faults (``getrusage(RUSAGE_THREAD)``).  How many the
+   defaults fault depends on what the process freed before (glibc's dynamic thresholds), so a
+   third process fixes glibc's initial thresholds (128 KiB, ``GLIBC_INITIAL_BYTES``: the dynamic
+   rule off), where every activation above them is mmapped afresh: the faults without reuse.
 2. Caches (``projection.measure.timing.flush_buffer``): in one process (freed memory kept), each
    piece's forward + backward timed ``--iters`` times as interleaved pairs by the measured path's
    own sampler (``timing.PieceSampler``) -- warm caches, then with the eviction buffer updated
@@ -58,12 +61,15 @@ def _sampler(pc, flush: bool):
                         flop_split=pc.flop_split, policy=pol)
 
 
-def _allocator_child(keep: bool, iters: int) -> dict:
+def _allocator_child(mode: str, iters: int) -> dict:
+    """``mode``: "default" (glibc's defaults), "keep" (``keep_freed_memory``) or "fresh" (glibc's
+    initial thresholds fixed)."""
     import resource
 
-    from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
+    from primus_launch.projection.measure.cpu_alloc import GLIBC_INITIAL_BYTES, keep_freed_memory, set_thresholds
 
-    applied = keep_freed_memory() if keep else False
+    applied = {"default": lambda: False, "keep": keep_freed_memory,
+               "fresh": lambda: set_thresholds(GLIBC_INITIAL_BYTES, GLIBC_INITIAL_BYTES)}[mode]()
     build_mcore, plan = _pieces()
     with build_mcore.world_size_one("cpu"):
         pieces, _ = build_mcore.pieces(plan, "cpu", 2)
@@ -114,19 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--child", choices=("default", "keep", "cache"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=("default", "keep", "fresh", "cache"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        r = _cache_child(args.iters) if args.child == "cache" else _allocator_child(args.child == "keep", args.iters)
+        r = _cache_child(args.iters) if args.child == "cache" else _allocator_child(args.child, args.iters)
         print(json.dumps(r))
         return 0
     print(f"1. allocator: dense layer forward + backward, a fresh process each, median of {args.iters} "
           f"iterations (thread user ms, system ms, minor faults)")
     for i in range(args.pairs):
-        for mode in ("default", "keep"):
+        for mode in ("default", "keep", "fresh"):
             r = _run("--child", mode, "--iters", str(args.iters))
-            label = "glibc defaults   " if mode == "default" else \
-                ("freed memory kept" if r["applied"] else "keep NOT applied ")
+            label = {"default": "glibc defaults   ", "keep": "freed memory kept", "fresh": "initial, fixed   "}[mode]
+            if mode != "default" and not r["applied"]:
+                label = "mallopt refused  "
             print(f"  pair {i + 1} {label}: user {r['user_ms']:5.1f}  system {r['sys_ms']:4.1f}  "
                   f"faults {r['minflt']:6.0f}")
     r = _run("--child", "cache", "--iters", str(args.iters))

@@ -34,18 +34,28 @@ MMAP_THRESHOLD_BYTES = 32 << 20
 TRIM_THRESHOLD_BYTES = 1 << 30
 
 
-@lru_cache(maxsize=1)
-def keep_freed_memory() -> bool:
-    """Fix glibc's ``M_MMAP_THRESHOLD`` (:data:`MMAP_THRESHOLD_BYTES`) and ``M_TRIM_THRESHOLD``
-    (:data:`TRIM_THRESHOLD_BYTES`) for this process (module docstring); True when both were
-    accepted, False where the C library has no ``mallopt`` (not glibc) or refused them.  Once per
-    process."""
+#: glibc's initial thresholds (``DEFAULT_MMAP_THRESHOLD_MIN``, ``DEFAULT_TRIM_THRESHOLD``: 128 KiB)
+GLIBC_INITIAL_BYTES = 128 << 10
+
+
+def set_thresholds(mmap_bytes: int, trim_bytes: int) -> bool:
+    """``mallopt(M_MMAP_THRESHOLD, mmap_bytes)`` and ``mallopt(M_TRIM_THRESHOLD, trim_bytes)`` for this
+    process; either fixed value turns glibc's dynamic rule off (``mallopt(3)``).  True when both
+    were accepted, False where the C library has no ``mallopt`` (not glibc) or refused them."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    ok_mmap = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
-    ok_trim = mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1
+    ok_mmap = mallopt(M_MMAP_THRESHOLD, mmap_bytes) == 1
+    ok_trim = mallopt(M_TRIM_THRESHOLD, trim_bytes) == 1
     return ok_mmap and ok_trim
+
+
+@lru_cache(maxsize=1)
+def keep_freed_memory() -> bool:
+    """Fix glibc's ``M_MMAP_THRESHOLD`` (:data:`MMAP_THRESHOLD_BYTES`) and ``M_TRIM_THRESHOLD``
+    (:data:`TRIM_THRESHOLD_BYTES`) for this process (module docstring, :func:`set_thresholds`);
+    True when both were accepted.  Once per process."""
+    return set_thresholds(MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES)
