@@ -8,7 +8,7 @@ builder, one torch thread, pinned to one core.
 
 1. Allocator (``projection.measure.cpu_alloc``): the dense layer in a fresh process with glibc's
    defaults, then in another with freed memory kept (``keep_freed_memory``), alternating
-   ``--pairs`` times; median per forward + backward over ``--iters`` iterations of the thread's
+   ``--rounds`` times; median per forward + backward over ``--iters`` iterations of the thread's
    user time, system time and minor page faults (``getrusage(RUSAGE_THREAD)``).  How many the
    defaults fault depends on what the process freed before (glibc's dynamic thresholds), so a
    third process fixes glibc's initial thresholds (128 KiB, ``GLIBC_INITIAL_BYTES``: the dynamic
@@ -18,7 +18,7 @@ builder, one torch thread, pinned to one core.
    own sampler (``timing.PieceSampler``) -- warm caches, then with the eviction buffer updated
    before the forward and before the backward (untimed) -- and the median of the pairs' ratios.
 
-    python scripts/piece_conditions.py [--pairs 2] [--iters 30]
+    python scripts/piece_conditions.py [--rounds 2] [--iters 30]
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _run(*args: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pairs", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--child", choices=("default", "keep", "fresh", "cache"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -128,13 +128,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"1. allocator: dense layer forward + backward, a fresh process each, median of {args.iters} "
           f"iterations (thread user ms, system ms, minor faults)")
-    for i in range(args.pairs):
+    for i in range(args.rounds):
         for mode in ("default", "keep", "fresh"):
             r = _run("--child", mode, "--iters", str(args.iters))
             label = {"default": "glibc defaults   ", "keep": "freed memory kept", "fresh": "initial, fixed   "}[mode]
             if mode != "default" and not r["applied"]:
                 label = "mallopt refused  "
-            print(f"  pair {i + 1} {label}: user {r['user_ms']:5.1f}  system {r['sys_ms']:4.1f}  "
+            print(f"  round {i + 1} {label}: user {r['user_ms']:5.1f}  system {r['sys_ms']:4.1f}  "
                   f"faults {r['minflt']:6.0f}")
     r = _run("--child", "cache", "--iters", str(args.iters))
     mib = next(iter(r.values()))["buffer_mib"] if r else 0
