@@ -527,7 +527,7 @@ def test_keep_freed_memory_removes_the_layers_page_faults():
     (``scripts/piece_conditions.py``'s children, each its own process).  The control fixes glibc's
     initial thresholds (128 KiB, the dynamic rule off), where every activation above them is
     mmapped at each allocation: with the plain defaults how many fault depends on what the process
-    freed before (~700-1500 per iteration here in 20 runs, 0 in one CI run), so they cannot be the
+    freed before (352-1505 per iteration here in 20 runs, 0 in one CI run), so they cannot be the
     control.  Faults the layer does not cause -- the kernel's own memory management (page
     compaction, reclaim) on this VM -- now and then add some to a kept run (128 per iteration in one
     CI run, 0 otherwise): the kept child runs a second time when the first saw any, and the fewer
