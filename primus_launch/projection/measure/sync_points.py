@@ -331,35 +331,16 @@ def _titan_hooks(plan: Plan, model: torch.nn.Module, counts: Counter) -> list:
     return handles
 
 
-@contextlib.contextmanager
-def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock: str = "thread") -> Iterator[Counter]:
-    """Within it, the pieces of ``model`` (built at world size 1 inside megatron's parallel state)
-    block at the plan's collectives (module docstring); yields a ``Counter`` of the blocks made per
-    kind (``"mapping"``, ``"call"``, ``"sp"``, ``"dispatch"``, ``"combine"``, with ``.backward``).  A no-op when
-    :func:`applies` is False."""
-    counts: Counter = Counter()
-    if not applies(plan, device, clock):
-        yield counts
-        return
-    global _ACTIVE
-    if plan.framework == "torchtitan":
-        handles = _titan_hooks(plan, model, counts)
-        try:
-            _ACTIVE = counts
-            yield counts
-        finally:
-            _ACTIVE = None
-            for h in handles:
-                h.remove()
-        return
+def _megatron_blocks(plan: Plan, model: torch.nn.Module, counts: Counter, stack: contextlib.ExitStack) -> None:
+    """Make megatron's pieces block (module docstring): its mappings and direct calls on the
+    blocked groups, the SP hooks, the MoE dispatchers' dispatch and combine; each undone by
+    ``stack``."""
     import megatron.core.tensor_parallel.mappings as mappings
 
     from primus_launch.projection.measure.realrun import patched_collectives
 
     names = blocked_groups(plan)
     groups = _group_ids(names)
-    saved = {name: getattr(mappings, name) for name in MAPPINGS}
-    stack = contextlib.ExitStack()
 
     def hook(fn):
         def blocking(input_, group=None, *args, **kwargs):
@@ -377,37 +358,59 @@ def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock:
             return fn(*args, **kwargs)
         return blocking
 
-    dispatchers = []
-    if _blocks_dispatch(plan):
-        for mod in model.modules():
-            d = getattr(mod, "token_dispatcher", None)
-            if d is not None:
-                dispatchers.append((d, {k: vars(d)[k] for k in ("token_dispatch", "token_combine") if k in vars(d)}))
-    try:
-        stack.enter_context(patched_collectives(direct, DIRECT_CALLS))
-        if plan.parallel.sequence_parallel and "tp" in names:
-            for h in _sp_hooks(model, counts):
-                stack.callback(h.remove)
-        _ACTIVE = counts
-        for name, fn in saved.items():
-            setattr(mappings, name, hook(fn))
-        for d, _ in dispatchers:
-            dispatch, combine = d.token_dispatch, d.token_combine
+    stack.enter_context(patched_collectives(direct, DIRECT_CALLS))
+    if plan.parallel.sequence_parallel and "tp" in names:
+        for h in _sp_hooks(model, counts):
+            stack.callback(h.remove)
+    for name in MAPPINGS:
+        fn = getattr(mappings, name)
+        stack.callback(setattr, mappings, name, fn)
+        setattr(mappings, name, hook(fn))
+    if not _blocks_dispatch(plan):
+        return
+    for mod in model.modules():
+        d = getattr(mod, "token_dispatcher", None)
+        if d is None:
+            continue
+        own = {k: vars(d)[k] for k in ("token_dispatch", "token_combine") if k in vars(d)}
 
-            def token_dispatch(hidden_states, probs, *a, _f=dispatch, **k):
-                return _f(block_point(hidden_states, "dispatch"), probs, *a, **k)
-
-            def token_combine(hidden_states, *a, _f=combine, **k):
-                return _f(block_point(hidden_states, "combine"), *a, **k)
-
-            d.token_dispatch, d.token_combine = token_dispatch, token_combine
-        yield counts
-    finally:
-        _ACTIVE = None
-        stack.close()
-        for name, fn in saved.items():
-            setattr(mappings, name, fn)
-        for d, own in dispatchers:  # back to the class's methods, or the builder's own wrappers
+        def restore(d=d, own=own) -> None:  # back to the class's methods, or the builder's own wrappers
             for k in ("token_dispatch", "token_combine"):
                 vars(d).pop(k, None)
             vars(d).update(own)
+
+        stack.callback(restore)
+        dispatch, combine = d.token_dispatch, d.token_combine
+
+        def token_dispatch(hidden_states, probs, *a, _f=dispatch, **k):
+            return _f(block_point(hidden_states, "dispatch"), probs, *a, **k)
+
+        def token_combine(hidden_states, *a, _f=combine, **k):
+            return _f(block_point(hidden_states, "combine"), *a, **k)
+
+        d.token_dispatch, d.token_combine = token_dispatch, token_combine
+
+
+@contextlib.contextmanager
+def blocking_collectives(plan: Plan, device: str, model: torch.nn.Module, clock: str = "thread") -> Iterator[Counter]:
+    """Within it, the pieces of ``model`` (built at world size 1 inside megatron's parallel state)
+    block at the plan's collectives (module docstring): megatron's by :func:`_megatron_blocks`,
+    torchtitan's by :func:`_titan_hooks`; yields a ``Counter`` of the blocks made per kind
+    (``"mapping"``, ``"call"``, ``"sp"``, ``"tp"``, ``"dispatch"``, ``"combine"``, ``"cp_gather"``, with
+    ``.backward``).  A no-op when :func:`applies` is False."""
+    global _ACTIVE
+    counts: Counter = Counter()
+    if not applies(plan, device, clock):
+        yield counts
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            if plan.framework == "torchtitan":
+                for h in _titan_hooks(plan, model, counts):
+                    stack.callback(h.remove)
+            else:
+                _megatron_blocks(plan, model, counts, stack)
+            _ACTIVE = counts
+            yield counts
+        finally:
+            _ACTIVE = None
