@@ -135,6 +135,7 @@ def test_iteration_prices_the_listed_calls():
         assert _cp_times(plan, "h100-sxm", lay) == pytest.approx(lc.priced(lc.cp_calls(plan), "h100-sxm", groups))
 
 
+@pytest.mark.usefixtures("no_fake_world")
 def test_force_load_balancing_reaches_megatrons_router():
     """``training.moe_router_force_load_balancing`` (the balanced routing the cost model assumes;
     ``scripts/validate_measure.py``'s EP case sets it) is built into megatron's config -- the

@@ -36,17 +36,8 @@ def _plan(ep: int, dispatcher: str, etp: int = 1, experts: int = 4, topk: int = 
         "cluster": {"gpus_per_node": ep * etp}})
 
 
-@pytest.fixture(autouse=True)
-def no_fake_world():
-    """The memory tests' trace helpers (``mcore_meta``, ``titan_trace``) leave a fake multi-rank
-    default group behind and rebuild theirs when they need it; the pieces need world size 1."""
-    import torch.distributed as dist
-    from megatron.core import parallel_state as ps
-
-    if dist.is_initialized() and dist.get_world_size() != 1:
-        ps.destroy_model_parallel()
-        dist.destroy_process_group()
-    yield
+#: each test starts at world size 1 (conftest.no_fake_world)
+pytestmark = pytest.mark.usefixtures("no_fake_world")
 
 
 def _piece(plan: Plan) -> dict:

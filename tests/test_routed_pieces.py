@@ -28,16 +28,8 @@ def _plan(force: bool, layers: int = 2) -> Plan:
         "cluster": {"gpus_per_node": 2}})
 
 
-@pytest.fixture(autouse=True)
-def no_fake_world():
-    """Other tests' trace helpers leave a fake multi-rank default group; the pieces need world size 1."""
-    import torch.distributed as dist
-    from megatron.core import parallel_state as ps
-
-    if dist.is_initialized() and dist.get_world_size() != 1:
-        ps.destroy_model_parallel()
-        dist.destroy_process_group()
-    yield
+#: each test starts at world size 1 (conftest.no_fake_world)
+pytestmark = pytest.mark.usefixtures("no_fake_world")
 
 
 def _counts_per_pass(force: bool, passes: int = 5) -> tuple[bool, bool, list[tuple[int, ...]]]:

@@ -67,6 +67,7 @@ class TitanCase:
     float8: str | None = None  # torchtitan Float8LinearConverter recipe (rowwise | rowwise_with_gw_hp) or
     #                             "tensorwise" (torchao's recipe, which torchtitan <= 0.2 defaulted to)
     flash: bool = False  # SDPA dispatched to the flash-attention op a GPU runs (see :func:`use_flash_op`)
+    sp: bool = True  # with tp > 1: sequence parallelism (torchtitan's enable_sequence_parallel, its default)
 
     @property
     def world(self) -> int:
@@ -124,13 +125,29 @@ def _init_world(world: int, rank: int = 0) -> None:
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
 
 
+def _set_sharding(cfg, model: str, sp: bool) -> None:
+    """torchtitan's own TP / SP sharding config for ``model`` (what its ``update_from_config`` sets
+    from ``parallelism.enable_sequence_parallel``)."""
+    if model == "deepseek_v3":
+        from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
+
+        set_deepseek_v3_sharding_config(cfg, enable_sp=sp, enable_ep=False)
+    elif model == "qwen3":
+        from torchtitan.models.qwen3.sharding import set_qwen3_sharding_config
+
+        set_qwen3_sharding_config(cfg, enable_sp=sp, enable_ep=False)
+    else:
+        from torchtitan.models.llama3.sharding import set_llama3_sharding_config
+
+        set_llama3_sharding_config(cfg, enable_sp=sp)
+
+
 def build(case: TitanCase):
     """torchtitan's model (meta device) with its parallelisms applied; returns (model, parallel_dims)."""
     from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
     from torchtitan.distributed import ParallelDims
     from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
     from torchtitan.models.llama3.parallelize import parallelize_llama
-    from torchtitan.models.llama3.sharding import set_llama3_sharding_config
 
     from primus_launch.adapters.torchtitan_arch import model_spec
 
@@ -151,12 +168,12 @@ def build(case: TitanCase):
     if case.float8:
         cfg = float8_convert(cfg, case.float8)
     if case.tp > 1:
-        set_llama3_sharding_config(cfg, enable_sp=True)
+        _set_sharding(cfg, case.model, case.sp)
     with torch.device("meta"):
         model = cfg.build()
     par = ParallelismConfig(data_parallel_shard_degree=case.dp_shard,
                             data_parallel_replicate_degree=case.dp_replicate, context_parallel_degree=case.cp,
-                            tensor_parallel_degree=case.tp, spmd_backend=backend,
+                            tensor_parallel_degree=case.tp, enable_sequence_parallel=case.sp, spmd_backend=backend,
                             fsdp_reshard_after_forward=case.reshard_after_forward)
     ac: Any = None
     if case.ac == "full":
@@ -560,57 +577,18 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
 
 
 # ------------------------------------------------------------------ tensor-parallel collectives
-def _set_sharding(cfg, model: str, sp: bool) -> None:
-    """torchtitan's own TP / SP sharding config for ``model`` (what its ``update_from_config`` sets
-    from ``parallelism.enable_sequence_parallel``)."""
-    if model == "deepseek_v3":
-        from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
-
-        set_deepseek_v3_sharding_config(cfg, enable_sp=sp, enable_ep=False)
-    elif model == "qwen3":
-        from torchtitan.models.qwen3.sharding import set_qwen3_sharding_config
-
-        set_qwen3_sharding_config(cfg, enable_sp=sp, enable_ep=False)
-    else:
-        from torchtitan.models.llama3.sharding import set_llama3_sharding_config
-
-        set_llama3_sharding_config(cfg, enable_sp=sp)
-
-
 def tp_collectives(model: str, flavor: str, layers: int = 2, seq: int = 64, mbs: int = 1, tp: int = 2,
                    sp: bool = True) -> list[tuple[str, str, int]]:
     """The collectives rank 0 of torchtitan's own TP step issues: ``model`` / ``flavor`` from its
     registry (``layers`` blocks, SDPA attention), its sharding config and ``parallelize_fn`` at
-    world size ``tp`` (fake process group, ``FakeTensorMode``, the ``partial_dtensor`` backend),
+    world size ``tp`` (:func:`build`: fake process group, the ``partial_dtensor`` backend; ``FakeTensorMode``),
     one forward, ``cross_entropy_loss`` and backward.  Returns ``(phase, op, nbytes)`` per call in
     the convention of ``cost.layer_collectives.Call`` (all-reduce: the tensor; all-gather: the
     gathered output; reduce-scatter: the input), recorded at torch's ``_c10d_functional`` ops."""
     from torch.utils._python_dispatch import TorchDispatchMode
     from torchtitan.components.loss import cross_entropy_loss
-    from torchtitan.config import CompileConfig, ParallelismConfig, TrainingConfig
-    from torchtitan.distributed import ParallelDims
-    from torchtitan.distributed import utils as dist_utils
 
-    from primus_launch.adapters.torchtitan_arch import model_spec
-
-    _init_world(tp)
-    use_flash_op(False)
-    backend = "partial_dtensor"
-    dist_utils.set_spmd_backend(backend)
-    pd = ParallelDims(dp_replicate=1, dp_shard=1, cp=1, tp=tp, pp=1, ep=1, world_size=tp, spmd_backend=backend)
-    pd.build_mesh()
-    spec = model_spec(model, flavor)
-    cfg = copy.deepcopy(spec.model)
-    cfg.layers = cfg.layers[:layers]
-    titan_cpu.use_sdpa(cfg)
-    titan_cpu.set_seq_len(cfg, seq)
-    _set_sharding(cfg, model, sp)
-    with torch.device("meta"):
-        net = cfg.build()
-    par = ParallelismConfig(data_parallel_shard_degree=1, tensor_parallel_degree=tp, enable_sequence_parallel=sp,
-                            spmd_backend=backend)
-    net = spec.parallelize_fn(net, parallel_dims=pd, training=TrainingConfig(local_batch_size=mbs, seq_len=seq),
-                              parallelism=par, compile_config=CompileConfig(), ac_config=None, dump_folder="/tmp")
+    net, _ = build(TitanCase(model=model, flavor=flavor, layers=layers, seq=seq, mbs=mbs, dp_shard=1, tp=tp, sp=sp))
     calls: list[tuple[str, str, int]] = []
     phase = ["fwd"]
 
@@ -619,7 +597,6 @@ def tp_collectives(model: str, flavor: str, layers: int = 2, seq: int = 64, mbs:
             name = func._schema.name
             if name.split("::")[0] in ("_c10d_functional", "_c10d_functional_autograd", "c10d") and "wait" not in name:
                 op = name.split("::")[1]
-
                 x = args[0]
                 nbytes = x.numel() * x.element_size() * (tp if op == "all_gather_into_tensor" else 1)
                 calls.append((phase[0], {"all_gather_into_tensor": "all_gather", "reduce_scatter_tensor":
