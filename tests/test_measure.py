@@ -532,9 +532,9 @@ def test_keep_freed_memory_removes_the_layers_page_faults():
     compaction, reclaim) on this VM -- now and then add some to a kept run (128 per iteration in one
     CI run, 0 otherwise): the kept child runs a second time when the first saw any, and the fewer
     must be at most 1/64 of the control's (~9300-9500 here, so ~145: as strict as the former
-    bound, an eighth of the defaults', median 1120 in those 20 runs), which a ``keep_freed_memory`` that kept nothing
-    (the control) could not meet, nor one that left glibc's defaults (above it in 20 of 20 runs
-    here, not in every run anywhere)."""
+    bound, an eighth of the defaults', median 1120 in those 20 runs), which a
+    ``keep_freed_memory`` that kept nothing (the control) could not meet, nor one that left glibc's
+    defaults (above it in 20 of 20 runs here, not in every run anywhere)."""
     import json
     import os
     import subprocess
