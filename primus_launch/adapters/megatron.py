@@ -24,6 +24,7 @@ from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_fro
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan, PlanError, Source
+from primus_launch.plan.legality import megatron_env_fixes, megatron_env_problems
 
 DEFAULT_GPU = "h100-sxm"
 _YAML_SUFFIXES = (".yaml", ".yml")
@@ -251,6 +252,8 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
         if not edits:
             break
         out = ms.apply_edits(out, edits, path)
+    if out != text and not argv_mode:
+        out = _with_launch_env(plan, out, path)
     # verify: the rendering reads back as the requested plan
     rec, written = _parse_for_render(out, path, argv_mode, plan)
     back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
@@ -262,6 +265,41 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
         diffs.append("cluster")
     if diffs:
         raise UserError(f"{path}: cannot express {', '.join(diffs)} in this Megatron recipe")
+    return out
+
+
+def recipe_env(rec: Any) -> dict[str, str]:
+    """The launch environment a read recipe sets: a script's exports and ``VAR=value`` prefixes of the
+    training command, a YAML's ``ENV_VARS``."""
+    return dict(rec.env) if isinstance(rec, YamlRecipe) else rec.env_values()
+
+
+def gpu_arch(gpu: str) -> str:
+    """The kernel family (``GPUSpec.arch``) of a GPU of the hardware DB; '' when unknown."""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    try:
+        return get_gpu(gpu).arch
+    except (PlanError, KeyError, ValueError):
+        return ""
+
+
+def _with_launch_env(plan: Plan, text: str, path: str) -> str:
+    """``text`` with the environment variables the plan's knobs need at start-up written into it
+    (plan/legality.py megatron_env_fixes: e.g. Megatron-FSDP needs CUDA_DEVICE_MAX_CONNECTIONS other
+    than 1, fine-grained activation offloading NVTE_CPU_OFFLOAD_V1=1): the script's ``export``, the
+    YAML's ``ENV_VARS``."""
+    rec, _ = _parse_for_render(text, path, False, plan)
+    arch = gpu_arch(plan.cluster.gpu)
+    fixes = megatron_env_fixes(plan, recipe_env(rec), arch)
+    if not fixes:
+        return text
+    edits = rec.env_edits(fixes) if isinstance(rec, YamlRecipe) else ms.env_edits(rec, fixes)
+    out = ms.apply_edits(text, edits, path)
+    rec, _ = _parse_for_render(out, path, False, plan)
+    left = megatron_env_problems(plan, recipe_env(rec), arch)
+    if left:
+        raise UserError(f"{path}: cannot set the launch environment the plan needs: {str(PlanError(*left[0]))}")
     return out
 
 

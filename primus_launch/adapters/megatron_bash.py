@@ -726,6 +726,9 @@ class Command:
     args: list[Token]
     start: int
     end: int
+    # environment the command runs with, as far as the script sets it: exported variables and
+    # ``VAR=value cmd`` prefix assignments (characters keep their provenance, for editing)
+    env: dict[str, list[PC]] = field(default_factory=dict)
 
 
 class ShellState:
@@ -740,6 +743,7 @@ class ShellState:
         self.commands: list[Command] = []
         self.functions: dict[str, list[Node]] = {}
         self.warnings: list[str] = []
+        self.exported: set[str] = set()  # names exported (export / declare -x) so far
         # positional parameters: given by the caller (characters not in the script: SYNTH)
         self.positional: list[list[PC]] = [_synth(str(x)) for x in argv]
         self._depth = 0
@@ -996,8 +1000,15 @@ class ShellState:
             return True
         head = words[k].raw_literal
         if head in ("export", "declare", "local", "readonly", "typeset"):
+            opts = [w.raw_literal or "" for w in words[k + 1:] if (w.raw_literal or "").startswith("-")]
+            exporting = head == "export" or any("x" in o for o in opts)
             for w in words[k + 1:]:
                 self._assign(w)  # options (-a, -x) and bare names set nothing
+                first = w.parts[0] if w.parts else None
+                m = _NAME.match("".join(p.ch for p in first.pcs)) \
+                    if first is not None and first.kind == "lit" and not first.quoted else None
+                if exporting and m:
+                    self.exported.add(m.group(0))
             return True
         if head == "unset":
             for w in words[k + 1:]:
@@ -1044,7 +1055,14 @@ class ShellState:
         if inner is not None:
             self._run_string(inner)
             return True
-        self.commands.append(Command(args, cmd.start, cmd.end))
+        env = {n: self.scalars[n] for n in sorted(self.exported) if n in self.scalars}
+        for w in words[:k]:  # VAR=value cmd: for this command only
+            head_pc = w.parts[0] if w.parts else None
+            m = _ASSIGN.match("".join(p.ch for p in head_pc.pcs)) if head_pc is not None else None
+            if m and not m.group(2) and not m.group(3) and w.array is None:
+                rest = Part("lit", False, head_pc.pcs[m.end():])
+                env[m.group(1)] = self._expand_word_nosplit(Word([rest] + w.parts[1:], w.start, w.end))
+        self.commands.append(Command(args, cmd.start, cmd.end, env))
         return True
 
     @staticmethod
@@ -1066,7 +1084,7 @@ class ShellState:
         sub.text, sub.path = tok.text, self.path
         sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
         sub.refs, sub.commands, sub.warnings = [], [], self.warnings
-        sub.positional, sub._depth = self.positional, self._depth + 1
+        sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
         before = {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
         try:
             sub.run(parse_script(tok.text, self.path, self.warnings))
@@ -1088,7 +1106,8 @@ class ShellState:
             if before.get("[]" + k) != id(arr):
                 self.arrays[k] = [[remap(p) for p in v] for v in arr]
         for c in sub.commands:
-            self.commands.append(Command([Token([remap(p) for p in t.pcs]) for t in c.args], c.start, c.end))
+            self.commands.append(Command([Token([remap(p) for p in t.pcs]) for t in c.args], c.start, c.end,
+                                         {n: [remap(p) for p in v] for n, v in c.env.items()}))
 
     def _source(self, name: str) -> None:
         """``source FILE`` / ``. FILE``: a file next to the script is read and run in this state (its
@@ -1111,7 +1130,7 @@ class ShellState:
         sub.text, sub.path = text, str(hit)
         sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
         sub.refs, sub.commands, sub.warnings = [], [], self.warnings
-        sub.positional, sub._depth = self.positional, self._depth + 1
+        sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
         before = {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
         sub.run(nodes)
         self.warnings.append(f"source {name}: read ({hit})")
@@ -1127,7 +1146,7 @@ class ShellState:
                 self.arrays[k] = [[flat(p) for p in v] for v in arr]
         for c in sub.commands:
             self.commands.append(Command([Token([PC(p.ch, SYNTH if p.lit >= 0 else p.lit) for p in t.pcs])
-                                          for t in c.args], -1, -1))
+                                          for t in c.args], -1, -1, {n: [flat(p) for p in v] for n, v in c.env.items()}))
 
     @staticmethod
     def _is_assignment(word: Word) -> bool:

@@ -22,6 +22,7 @@ from primus_launch.plan import GPU_NAMES, PlanError
 
 _COMMENT = re.compile(r"^[ \t]*#[ \t]*primus-launch:[ \t]*(.*?)[ \t]*$", re.M)
 _NUMBER = re.compile(r"^-\d")
+_ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 _BLANKISH = re.compile(r'^(?:[ \t"\'=]|\\\n)*$')
 _LINE_TAIL = re.compile(r"^([ \t]*\\)?[ \t]*(#.*)?$")
 
@@ -194,6 +195,12 @@ class CommandRecipe:
     args: dict[str, Any] = field(default_factory=dict)
     joiner: str = " "  # between a new flag and its value
     notes: list[str] = field(default_factory=list)  # constructs skipped while reading
+    # environment of the training command as the script sets it (exports, VAR=value / env prefixes)
+    env: dict[str, list[PC]] = field(default_factory=dict)
+
+    def env_values(self) -> dict[str, str]:
+        """The launch environment the script sets for the training command, as text."""
+        return {k: "".join(p.ch for p in v) for k, v in self.env.items()}
 
     @property
     def program(self) -> str | None:
@@ -443,7 +450,7 @@ def program_index(tokens: list[Token]) -> int | None:
     return min(found) if found else None
 
 
-def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int]:
+def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int, dict[str, list[PC]]]:
     best = None
     for cmd in state.commands:
         idx = program_index(cmd.args)
@@ -452,10 +459,18 @@ def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int]:
         texts = [t.text for t in cmd.args[idx + 1:]]
         score = (("--num-layers" in texts) or any(t.startswith("--num-layers=") for t in texts), len(texts))
         if best is None or score >= best[0]:
-            best = (score, cmd.args, idx)
+            best = (score, cmd.args, idx, cmd.env)
     if best is None:
         raise UserError(f"{path}: no training command found (expected torchrun/python ... pretrain_gpt.py --num-layers ...)")
-    return best[1], best[2]
+    env = dict(best[3])
+    args = best[1]
+    if args and args[0].text.rsplit("/", 1)[-1] == "env":  # env VAR=value ... torchrun ...
+        for t in args[1:best[2]]:
+            m = _ENV_ASSIGN.match(t.text)
+            if not m:
+                break
+            env[m.group(1)] = t.pcs[m.end():]
+    return args, best[2], env
 
 
 def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> CommandRecipe:
@@ -463,8 +478,8 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> Comm
     ``script_args``; skipped constructs, and ``$(...)`` output reaching a Megatron argument, are
     stated in ``notes``."""
     state = ShellState(text, path, script_args)
-    tokens, idx = _pick_command(state, path)
-    rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]))
+    tokens, idx, env = _pick_command(state, path)
+    rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]), env=env)
     rng = rec.launcher_range()
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
@@ -570,3 +585,31 @@ def launcher_edits(rec: CommandRecipe, nnodes: int | None, nproc: int | None) ->
 
 __all__ = ["CommandRecipe", "Edit", "Occ", "apply_edits", "args_of", "comment_config", "comment_key_span",
            "from_argv", "from_script", "launcher_edits", "parse_occurrences", "plan_edits", "FLAGS"]
+
+
+def env_edits(rec: CommandRecipe, values: dict[str, str]) -> list[Edit]:
+    """Edits that make the training command run with each ``VAR=value`` of ``values``: the value is
+    replaced where the script writes it (``export VAR=1``, ``VAR=1 torchrun``, the default of
+    ``${VAR:-1}``); a variable the script does not set (or computes) gets an ``export VAR=value``
+    line after the script's last ``export`` before the command (else after its header comments)."""
+    edits: list[Edit] = []
+    new_lines: list[str] = []
+    for var, val in values.items():
+        span = Token(rec.env[var]).literal_span() if rec.env.get(var) else None
+        if span is not None:
+            edits.append(Edit(span[0], span[1], val))
+        else:
+            new_lines.append(f"export {var}={val}\n")
+    if new_lines:
+        cmd_at = next((p.lit for t in rec.tokens for p in t.pcs if p.lit >= 0), len(rec.text))
+        at = 0
+        for m in re.finditer(r"^export[ \t]+[A-Za-z_][A-Za-z0-9_]*=.*\n", rec.text[:cmd_at], re.M):
+            at = m.end()
+        if at == 0:  # after the shebang and the header comment block (and the blank lines after it)
+            for m in re.finditer(r"^(#.*|[ \t]*)\n", rec.text):
+                if m.start() != at:
+                    break
+                at = m.end()
+            new_lines.append("\n")
+        edits.append(Edit(at, at, "".join(new_lines)))
+    return edits

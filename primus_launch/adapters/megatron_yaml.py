@@ -48,6 +48,39 @@ class YamlRecipe:
     format: str = "megatron-yaml"
     key_style: str = "dest"  # how new keys are written: dest, underscore flag name, or --flag
     notes: list[str] = field(default_factory=list)
+    # launch environment: the top-level ENV_VARS mapping (NVIDIA recipes; the launcher exports it)
+    env: dict[str, str] = field(default_factory=dict)
+    env_node: yaml.MappingNode | None = None
+
+    def env_edits(self, values: dict[str, str]) -> list[Edit]:
+        """Edits that set each ``VAR: 'value'`` of ``values`` in the top-level ``ENV_VARS`` mapping
+        (added at the end of the file when the YAML has none)."""
+        edits: list[Edit] = []
+        missing: dict[str, str] = {}
+        for var, val in values.items():
+            node = _child(self.env_node, var) if self.env_node is not None else None
+            if isinstance(node, yaml.ScalarNode):
+                edits.append(Edit(node.start_mark.index, node.end_mark.index, f"'{val}'"))
+            else:
+                missing[var] = val
+        if not missing:
+            return edits
+        items = _mapping_items(self.env_node) if self.env_node is not None else []
+        if items and not self.env_node.flow_style:
+            k, v = items[-1]
+            col = k.start_mark.column
+            end = self.text.find("\n", v.end_mark.index - (1 if self.text[v.end_mark.index - 1:v.end_mark.index] == "\n"
+                                                            else 0))
+            end = len(self.text) if end < 0 else end
+            edits.append(Edit(end, end, "".join(f"\n{' ' * col}{var}: '{val}'" for var, val in missing.items())))
+        elif self.env_node is None:
+            lead = "" if self.text.endswith("\n") or not self.text else "\n"
+            edits.append(Edit(len(self.text), len(self.text), lead + "\n# launch environment (Megatron-LM reads it at start-"
+                              "up; NVIDIA recipes' ENV_VARS)\nENV_VARS:\n"
+                              + "".join(f"  {var}: '{val}'\n" for var, val in missing.items())))
+        else:
+            raise UserError(f"{self.path}: cannot add {', '.join(missing)} to its ENV_VARS (not a block mapping)")
+        return edits
 
     # ----- edits
     def _scalar_text(self, value: Any) -> str:
@@ -226,6 +259,11 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         raise UserError(f"{path}: expected a YAML mapping of Megatron arguments")
     rec = YamlRecipe(text, path)
     args: dict[str, Any] = {}
+    env_node = _child(root, "ENV_VARS")
+    if isinstance(env_node, yaml.MappingNode):
+        rec.env_node = env_node
+        rec.env = {str(k.value): str(_value(v)) for k, v in _mapping_items(env_node)
+                   if isinstance(k, yaml.ScalarNode) and _value(v) is not None}
     if _child(root, "modules") is not None:
         raise UserError(f"{path}: a Primus experiment config (modules:); read it as a Primus recipe")
     for block in ("ARGS", "MODEL_ARGS"):

@@ -169,3 +169,91 @@ def legality_problems(plan: "Plan") -> list[Problem]:
 def check_plan(plan: "Plan") -> list[str]:
     """Human-readable legality problems (empty when legal)."""
     return [str(PlanError(*p)) for p in legality_problems(plan)]
+
+
+# =============================================================================================
+# Launch environment a Megatron plan requires.  Megatron-LM's validate_args reads os.environ, so
+# these are start-up rules of the plan *with* its launch environment: the writers of tuned recipes
+# (adapters/megatron.py, megatron_yaml.py) use megatron_env_fixes to write what a knob needs.
+# Source: Megatron-LM megatron/training/arguments.py validate_args at core_v0.16.1 (tag of the
+# pinned megatron-core; the same asserts on main/dev at 2026-08).
+# =============================================================================================
+
+# torch.cuda.get_device_properties().major of each kernel family (GPUSpec.arch); ROCm reports 9 for
+# gfx942 (CDNA3) and gfx950 (CDNA4).  Unknown ('') counts as Hopper, as the cost model does.
+_ARCH_MAJOR = {"ampere": 8, "hopper": 9, "blackwell": 10, "blackwell_ultra": 10, "cdna3": 9, "cdna4": 9}
+# the value written where Megatron needs CUDA_DEVICE_MAX_CONNECTIONS other than 1: CUDA's default
+# (8), what AMD Primus sets for FSDP (primus/backends/megatron/patches/env_patches.py)
+FSDP_MAX_CONNECTIONS = "8"
+
+
+def arch_major(gpu_arch: str) -> int:
+    """Compute-capability major of a GPU kernel family (``GPUSpec.arch``): 8 Ampere, 9 Hopper and AMD
+    CDNA3/4 (as ROCm reports gfx9xx), 10 Blackwell; Hopper when unknown."""
+    return _ARCH_MAJOR.get(gpu_arch, 9)
+
+
+def _megatron_fsdp(plan: "Plan") -> bool:
+    # adapters/megatron_args.py desired_args: optimizer_grads / full -> --use-megatron-fsdp (or a
+    # script's --use-torch-fsdp2); both assert CUDA_DEVICE_MAX_CONNECTIONS != 1
+    return plan.parallel.dp_sharding in ("optimizer_grads", "full")
+
+
+def megatron_env_problems(plan: "Plan", env: dict[str, str], gpu_arch: str = "",
+                          te_version: tuple[int, int] | None = None) -> list[Problem]:
+    """Every start-up assert of Megatron-LM's ``validate_args`` that ``plan`` launched with ``env``
+    (the variables the recipe sets; absent = unset) breaks, as (``env VAR``, value, what is allowed).
+
+    Rules (megatron/training/arguments.py validate_args, core_v0.16.1):
+
+    - Megatron-FSDP (``--use-megatron-fsdp``, line 687) and torch FSDP2 (line 622): ``assert
+      CUDA_DEVICE_MAX_CONNECTIONS != "1"``;
+    - TP > 1 or CP > 1 on a GPU of compute capability < 10, without FSDP and without
+      ``--overlap-moe-expert-parallel-comm`` (line 951): ``assert CUDA_DEVICE_MAX_CONNECTIONS == "1"``;
+    - ``--fine-grained-activation-offloading`` with Transformer Engine >= 2.10 (line 1226):
+      ``assert NVTE_CPU_OFFLOAD_V1 == "1"`` (``te_version`` None: any TE, the rule applies);
+    - ``--cuda-graph-impl transformer_engine`` (line 1248): ``PYTORCH_CUDA_ALLOC_CONF`` without
+      ``expandable_segments:True`` or ``NCCL_GRAPH_REGISTER == "0"``.
+    """
+    if plan.framework != "megatron":
+        return []
+    p, t = plan.parallel, plan.training
+    out: list[Problem] = []
+    cmc = env.get("CUDA_DEVICE_MAX_CONNECTIONS")
+    if _megatron_fsdp(plan):
+        if cmc == "1":
+            out.append(("env CUDA_DEVICE_MAX_CONNECTIONS", cmc, "unset or > 1 with Megatron-FSDP / FSDP2 (dp_sharding "
+                        f"{p.dp_sharding}; megatron/training/arguments.py validate_args)"))
+    elif (p.tp > 1 or p.cp > 1) and arch_major(gpu_arch) < 10 and not t.overlap_moe_expert_parallel_comm:
+        if cmc != "1":
+            out.append(("env CUDA_DEVICE_MAX_CONNECTIONS", cmc if cmc is not None else "unset",
+                        f"1 with tp={p.tp} / cp={p.cp} > 1 on compute capability < 10 (megatron/training/"
+                        "arguments.py validate_args)"))
+    if t.offload.activation_modules and (te_version is None or te_version >= (2, 10)):
+        v = env.get("NVTE_CPU_OFFLOAD_V1")
+        if v != "1":
+            out.append(("env NVTE_CPU_OFFLOAD_V1", v if v is not None else "unset",
+                        "1 with fine-grained activation offloading under Transformer Engine >= 2.10 (megatron/"
+                        "training/arguments.py validate_args)"))
+    if t.cuda_graph_impl == "transformer_engine" and "expandable_segments:True" in env.get(
+            "PYTORCH_CUDA_ALLOC_CONF", "") and env.get("NCCL_GRAPH_REGISTER") != "0":
+        out.append(("env NCCL_GRAPH_REGISTER", env.get("NCCL_GRAPH_REGISTER", "unset"),
+                    "0 with TE CUDA graphs and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (megatron/training/"
+                    "arguments.py validate_args)"))
+    return out
+
+
+def megatron_env_fixes(plan: "Plan", env: dict[str, str], gpu_arch: str = "") -> dict[str, str]:
+    """The variables to set so that ``plan`` launched with ``env`` passes :func:`megatron_env_problems`
+    under any Transformer Engine: ``CUDA_DEVICE_MAX_CONNECTIONS`` 1 or :data:`FSDP_MAX_CONNECTIONS`,
+    ``NVTE_CPU_OFFLOAD_V1=1`` (ignored by TE < 2.10), ``NCCL_GRAPH_REGISTER=0``; empty when none."""
+    fixes: dict[str, str] = {}
+    for field_, _, _ in megatron_env_problems(plan, env, gpu_arch):
+        var = field_.split(" ", 1)[1]
+        if var == "CUDA_DEVICE_MAX_CONNECTIONS":
+            fixes[var] = FSDP_MAX_CONNECTIONS if _megatron_fsdp(plan) else "1"
+        elif var == "NVTE_CPU_OFFLOAD_V1":
+            fixes[var] = "1"
+        elif var == "NCCL_GRAPH_REGISTER":
+            fixes[var] = "0"
+    return fixes
