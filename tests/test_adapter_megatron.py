@@ -79,7 +79,9 @@ CHANGES = {
 ALLOWED_WORDS = re.compile(
     r"tensor.model.parallel|pipeline.model.parallel|virtual|\bTP(_SIZE)?=|\bPP(_SIZE)?=|\bMBS=|micro.batch|MICRO_BATCH_SIZE=|"
     r"recompute|sequence.parallel|"
-    r"distributed.optimizer|overlap.param.gather|decoder.(first|last)|expert.model.parallel|\bEP=|^[-+]\s*[\"']?\s*$")
+    r"distributed.optimizer|overlap.param.gather|decoder.(first|last)|expert.model.parallel|\bEP=|^[-+]\s*[\"']?\s*$|"
+    # the launch environment a changed knob needs (plan/legality.py megatron_env_fixes: TP 1 -> 2 on H100)
+    r"^\+export CUDA_DEVICE_MAX_CONNECTIONS=1$")
 
 
 def _recipes() -> list[str]:

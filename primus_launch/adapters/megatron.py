@@ -253,7 +253,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
             break
         out = ms.apply_edits(out, edits, path)
     if out != text and not argv_mode:
-        out = _with_launch_env(plan, out, path)
+        out = _with_launch_env(plan, text, out, path)
     # verify: the rendering reads back as the requested plan
     rec, written = _parse_for_render(out, path, argv_mode, plan)
     back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
@@ -284,20 +284,24 @@ def gpu_arch(gpu: str) -> str:
         return ""
 
 
-def _with_launch_env(plan: Plan, text: str, path: str) -> str:
-    """``text`` with the environment variables the plan's knobs need at start-up written into it
-    (plan/legality.py megatron_env_fixes: e.g. Megatron-FSDP needs CUDA_DEVICE_MAX_CONNECTIONS other
-    than 1, fine-grained activation offloading NVTE_CPU_OFFLOAD_V1=1): the script's ``export``, the
-    YAML's ``ENV_VARS``."""
-    rec, _ = _parse_for_render(text, path, False, plan)
+def _with_launch_env(plan: Plan, original: str, text: str, path: str) -> str:
+    """``text`` (the rendering of ``plan`` from ``original``) with the environment variables that the
+    changed knobs need at start-up written into it (plan/legality.py megatron_env_fixes: Megatron-FSDP
+    needs CUDA_DEVICE_MAX_CONNECTIONS other than 1, TP > 1 on Hopper needs it 1, fine-grained activation
+    offloading NVTE_CPU_OFFLOAD_V1=1): the script's ``export``, the YAML's ``ENV_VARS``.  A fix the
+    original recipe already needed (its own plan in its own environment) is left to its author."""
+    rec0, _ = _parse_for_render(original, path, False, plan)
+    old = plan_from_args(rec0.args, plan.cluster, validate=False)
     arch = gpu_arch(plan.cluster.gpu)
-    fixes = megatron_env_fixes(plan, recipe_env(rec), arch)
+    before = megatron_env_fixes(old, recipe_env(rec0), arch)
+    rec, _ = _parse_for_render(text, path, False, plan)
+    fixes = {k: v for k, v in megatron_env_fixes(plan, recipe_env(rec), arch).items() if before.get(k) != v}
     if not fixes:
         return text
     edits = rec.env_edits(fixes) if isinstance(rec, YamlRecipe) else ms.env_edits(rec, fixes)
     out = ms.apply_edits(text, edits, path)
     rec, _ = _parse_for_render(out, path, False, plan)
-    left = megatron_env_problems(plan, recipe_env(rec), arch)
+    left = [p for p in megatron_env_problems(plan, recipe_env(rec), arch) if p[0].split(" ", 1)[1] in fixes]
     if left:
         raise UserError(f"{path}: cannot set the launch environment the plan needs: {str(PlanError(*left[0]))}")
     return out
