@@ -189,7 +189,7 @@ def titan_case(item: Item, path: Path, name: str) -> tuple[TitanCase, bool]:
     from primus_launch.fileio import read_recipe_text
 
     argv = script_argv(read_recipe_text(path), str(path))
-    return TitanCase(name, argv[program_start(argv) + 1:], plan.cluster.world_size), False
+    return TitanCase(name, argv[program_start(argv):], plan.cluster.world_size), False
 
 
 def framework_of(path: Path, primus_root: Optional[Path]) -> str:

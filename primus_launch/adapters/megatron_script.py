@@ -606,7 +606,7 @@ def env_edits(rec: CommandRecipe, values: dict[str, str]) -> list[Edit]:
         for m in re.finditer(r"^export[ \t]+[A-Za-z_][A-Za-z0-9_]*=.*\n", rec.text[:cmd_at], re.M):
             at = m.end()
         if at == 0:  # after the shebang and the header comment block (and the blank lines after it)
-            for m in re.finditer(r"^(#.*|[ \t]*)\n", rec.text):
+            for m in re.finditer(r"^(#.*|[ \t]*)\n", rec.text, re.M):
                 if m.start() != at:
                     break
                 at = m.end()

@@ -96,38 +96,48 @@ def _model_config(cfg: object) -> None:
     spec2.model_args[m.flavor].update_from_config(cfg)
 
 
-def _run_one(case: dict) -> dict:
+def check_titan_case(case: TitanCase) -> Verdict:
+    """TorchTitan's validation of one case in this process (the torchtitan importable here; a default
+    process group left by someone else is replaced by the fake one and none is left behind)."""
     import torch
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     from torchtitan.config.manager import ConfigManager
 
-    res = {"name": case["name"], "ok": False, "stage": "", "error": "", "warnings": []}
+    _cpu_device()
+    res = Verdict(case.name, False)
     stage = "config"
     buf = io.StringIO()
     try:
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-            cfg = ConfigManager().parse_args(list(case["argv"]))
+            cfg = ConfigManager().parse_args(list(case.argv))
             stage = "parallel_dims"
-            dims = _parallel_dims(cfg, case["world_size"])
+            dims = _parallel_dims(cfg, case.world_size)
             stage = "mesh"
-            if torch.distributed.is_initialized():
-                torch.distributed.destroy_process_group()
-            torch.distributed.init_process_group("fake", store=FakeStore(), rank=0, world_size=case["world_size"])
+            _drop_default_group()
+            torch.distributed.init_process_group("fake", store=FakeStore(), rank=0, world_size=case.world_size)
             dims.build_mesh()  # type: ignore[attr-defined]
             stage = "model_config"
             _model_config(cfg)
-        res["ok"] = True
+        res.ok = True
     except BaseException as e:  # noqa: BLE001 - every rejection is the answer
         msg = " ".join(str(e).split())
         if isinstance(e, SystemExit):
             lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
             msg = " ".join(lines[-3:])[-400:] if lines else f"exit {e.code}"
-        res["stage"], res["error"] = stage, (f"{type(e).__name__}: {msg}" if msg else type(e).__name__)
+        res.stage, res.error = stage, (f"{type(e).__name__}: {msg}" if msg else type(e).__name__)
     finally:
-        if torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+        _drop_default_group()
     return res
+
+
+def _drop_default_group() -> None:
+    import torch
+
+    if torch.distributed.is_initialized():
+        if "megatron.core.parallel_state" in sys.modules:
+            sys.modules["megatron.core.parallel_state"].destroy_model_parallel()
+        torch.distributed.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         import torchtitan.config.manager  # noqa: F401
         import torchtitan.distributed.parallel_dims  # noqa: F401
 
-        _cpu_device()
-        out = [_run_one(c) for c in cases]
+        out = [asdict(check_titan_case(TitanCase(**c))) for c in cases]
     real_stdout.write(json.dumps(out) + "\n")
     return 0
 
