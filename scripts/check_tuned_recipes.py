@@ -106,7 +106,7 @@ def tuned_out(item: Item) -> Path:
     return item.path.with_name(f"{item.path.stem}.tuned{item.path.suffix}")
 
 
-def tune(item: Item, tool_root: Path, budget: int, time_limit: float) -> None:
+def tune(item: Item, tool_root: Path, budget: int, time_limit: float, timeout: float) -> None:
     """``primus-launch --tune`` of the copy, written to :func:`tuned_out`."""
     out = tuned_out(item)
     cmd = [sys.executable, "-m", "primus_launch.cli", "--tune", str(item.path), "--dry-run", "--budget", str(budget),
@@ -115,7 +115,12 @@ def tune(item: Item, tool_root: Path, budget: int, time_limit: float) -> None:
         cmd += ["--primus-root", str(item.primus_root)]
     env = {**os.environ, "PYTHONPATH": str(tool_root)}
     t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(item.path.parent))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(item.path.parent),
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        item.tune_note = f"tune did not finish in {timeout:.0f} s (--time-limit {time_limit:g})"
+        return
     changes = next((ln.split(":", 1)[1].strip() for ln in proc.stdout.splitlines() if ln.startswith("changes:")), "")
     if proc.returncode or not out.is_file():
         err = (proc.stderr.strip().splitlines() or ["?"])[-1]
@@ -140,7 +145,7 @@ def _cluster_of(item: Item, path: Path) -> Any:
     return load_recipe(item.path, over or None, primus_root=item.primus_root)
 
 
-def megatron_launch(item: Item, path: Path, name: str) -> Launch:
+def megatron_launch(item: Item, path: Path, name: str, te: str = DEFAULT_TE_VERSION) -> Launch:
     """The Megatron launch of ``path`` as the adapter reads it."""
     from primus_launch.adapters import megatron_script as ms
     from primus_launch.adapters.megatron_yaml import from_yaml
@@ -158,13 +163,13 @@ def megatron_launch(item: Item, path: Path, name: str) -> Launch:
         cfg = {k: v for k, v in r.config.items() if not isinstance(v, dict)}
         fsdp = any(cfg.get(k) for k in ("use_torch_fsdp2", "use_custom_fsdp", "use_megatron_fsdp"))
         env = {"CUDA_DEVICE_MAX_CONNECTIONS": "8" if fsdp else "1"}
-        return Launch(name, [], env, c.world_size, c.gpus_per_node, arch, dests=_megatron_dests(cfg))
+        return Launch(name, [], env, c.world_size, c.gpus_per_node, arch, te, dests=_megatron_dests(cfg))
     if path.suffix in (".yaml", ".yml"):
         rec = from_yaml(text, str(path))
-        return Launch(name, [], dict(rec.env), c.world_size, c.gpus_per_node, arch, dests=dict(rec.args))
+        return Launch(name, [], dict(rec.env), c.world_size, c.gpus_per_node, arch, te, dests=dict(rec.args))
     rec = ms.from_script(text, str(path), tuple(plan.source.script_args) if plan.source else ())
     argv = [t.text for t in rec.tokens[rec.script_index + 1:]]
-    return Launch(name, argv, rec.env_values(), c.world_size, c.gpus_per_node, arch)
+    return Launch(name, argv, rec.env_values(), c.world_size, c.gpus_per_node, arch, te)
 
 
 def _megatron_dests(cfg: dict) -> dict:
@@ -225,18 +230,18 @@ def break_titan(tuned: Path, out: Path) -> Path:
 # --------------------------------------------------------------------------- run
 def run_checks(items: list[Item], a: argparse.Namespace) -> None:
     mlm_items = [i for i in items if i.framework == "megatron"]
-    tag_cases = [megatron_launch(i, i.path, f"{i.label}::orig") for i in mlm_items]
+    tag_cases = [megatron_launch(i, i.path, f"{i.label}::orig", a.te_version) for i in mlm_items]
     tag_res = {v.name: v for v in validate_launches(a.mlm, tag_cases)} if tag_cases else {}
     dev_items = [i for i in mlm_items if not tag_res[f"{i.label}::orig"].ok
                  and tag_res[f"{i.label}::orig"].stage == "parse_args" and a.mlm_dev]
-    tuned_tag = [megatron_launch(i, i.tuned, f"{i.label}::tuned") for i in mlm_items
+    tuned_tag = [megatron_launch(i, i.tuned, f"{i.label}::tuned", a.te_version) for i in mlm_items
                  if i.tuned is not None and i not in dev_items]
     for v in validate_launches(a.mlm, tuned_tag) if tuned_tag else []:
         tag_res[v.name] = v
     dev_res: dict[str, Verdict] = {}
     if dev_items:
-        cases = [megatron_launch(i, i.path, f"{i.label}::orig") for i in dev_items]
-        cases += [megatron_launch(i, i.tuned, f"{i.label}::tuned") for i in dev_items if i.tuned is not None]
+        cases = [megatron_launch(i, i.path, f"{i.label}::orig", a.te_version) for i in dev_items]
+        cases += [megatron_launch(i, i.tuned, f"{i.label}::tuned", a.te_version) for i in dev_items if i.tuned is not None]
         dev_res = {v.name: v for v in validate_launches(a.mlm_dev, cases)}
     for i in mlm_items:
         res = dev_res if i in dev_items else tag_res
@@ -322,6 +327,7 @@ def main() -> int:
     ap.add_argument("--tool-root", default=str(REPO), help="primus-launch checkout that tunes (default: this one)")
     ap.add_argument("--budget", type=int, default=300)
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--tune-timeout", type=float, default=300.0, help="seconds before a tune is given up")
     ap.add_argument("--te-version", default=DEFAULT_TE_VERSION)
     ap.add_argument("--table", default=str(REPO / "scripts/validation/TUNED_RECIPES.md"))
     a = ap.parse_args()
@@ -341,7 +347,7 @@ def main() -> int:
         if a.reuse and tuned_out(i).is_file():
             i.tuned, i.tune_note = tuned_out(i), "reused"
         else:
-            tune(i, tool, a.budget, a.time_limit)
+            tune(i, tool, a.budget, a.time_limit, a.tune_timeout)
         print(f"[{time.time() - t0:5.0f}s] {i.label}: {i.tune_note}", flush=True)
     broken: list[Item] = []
     for i in items:
