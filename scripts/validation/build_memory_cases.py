@@ -83,6 +83,10 @@ def _current(row_id: str) -> list[str]:
 
 
 FP8_FLAGS = ("--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--reuse-grad-buf-for-mxfp8-param-ag")
+#: Megatron-Bridge's model providers default to no dropout (src/megatron/bridge/models/gpt_provider.py
+#: ``hidden_dropout: float = 0.0``, ``attention_dropout: float = 0.0``; llama_bridge.py sets 0.0), and Primus's
+#: language_model.yaml sets both to 0.0; Megatron-LM's own default is 0.1, so the cases say it
+NO_DROPOUT = {"--attention-dropout": 0.0, "--hidden-dropout": 0.0}
 
 # ----------------------------------------------------------------------------- hand-read cases
 # Megatron-Bridge Qwen3-235B-A22B, B200, 64 GPUs (Bridge 25.11 perf configs, scripts/performance at
@@ -91,7 +95,7 @@ FP8_FLAGS = ("--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--reuse-grad
 # delay_wgrad_compute, embedding and loss counted in the pipeline split (qwen3_235b_a22b_pretrain_config),
 # grad reduce in bf16.  Base: the 26.04 B200 row (same model flags, PP8 EP8, 256 GPUs).
 _Q235_B200 = dict(drop=FP8_FLAGS, set_={
-    "--tensor-model-parallel-size": 1, "--pipeline-model-parallel-size": 8,
+    **NO_DROPOUT, "--tensor-model-parallel-size": 1, "--pipeline-model-parallel-size": 8,
     "--num-virtual-stages-per-pipeline-rank": 2, "--expert-model-parallel-size": 8,
     "--micro-batch-size": 1, "--global-batch-size": 1024,
     "--moe-token-dispatcher-type": "alltoall", "--overlap-moe-expert-parallel-comm": None,
@@ -111,11 +115,12 @@ _Q235_READ = ("Flags = current_runs row mbridge2604_b200_fp8_mx_qwen3_235b_a22b_
               "(set_qwen3_common_configs), grad reduce in bf16; embedding and loss counted in the pipeline split "
               "(qwen3_235b_a22b_pretrain_config), so (94+2)/(8 x VP) layers per virtual stage. The commit fixes the OOM "
               "by VP 2 -> 4; the VP 4 configuration is the ran case. Bridge at 2f633397c ran NeMo 25.11 / mcore of "
-              "that date; the v0.4.2 flags of the base row are assumed unchanged for what they share.")
+              "that date; the v0.4.2 flags of the base row are assumed unchanged for what they share."
+              " Dropout 0.0 (Bridge's model providers, gpt_provider.py; the base row leaves Megatron's 0.1).")
 
 # Megatron-Bridge DeepSeek-V3, GB200, 256 GPUs (26.04 cycle, scripts/performance/configs/deepseek at
 # 02b574d28^): the V1 GB200 preset with recompute_modules=["mlp"] OOMed in BF16.
-_DSV3_GB200 = dict(drop=FP8_FLAGS, set_={"--global-batch-size": 2048})
+_DSV3_GB200 = dict(drop=FP8_FLAGS, set_={**NO_DROPOUT, "--global-batch-size": 2048})
 _DSV3_SRC = dict(ref="NVIDIA-NeMo/Megatron-Bridge PR #3067 (commit 02b574d28, 2026-03-31, 'restore bf16 mapping for "
                      "OOM'): scripts/performance/configs/deepseek/deepseek_workload_base_configs.py",
                  url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/3067", date="2026-03-31")
@@ -128,7 +133,8 @@ _DSV3_READ = ("Flags = current_runs row mbridge2604_gb200_fp8_mx_deepseek_v3_256
               "MXFP8, which ran with recompute mlp: PP4 VP4 via the layout Et*4|(t*4|)*14tmL, EP64, MBS 1, HybridEP, "
               "TE CUDA graphs attn/moe_router/moe_preprocess, precision-aware optimizer with bf16 moments and "
               "gradients) without the FP8 flags (BF16 compute) and with the V1 global batch 2048.  The OOM case "
-              "keeps --recompute-modules mlp; the ran case is the fix, --recompute-modules mla_up_proj.")
+              "keeps --recompute-modules mlp; the ran case is the fix, --recompute-modules mla_up_proj."
+              " Dropout 0.0 (Bridge's model providers, gpt_provider.py; the base row leaves Megatron's 0.1).")
 
 # Megatron-Bridge Llama 3 70B SFT, H100, 32 GPUs, FP8 current scaling (scripts/performance at 00919dcf1^).
 _L70_SFT = [
@@ -141,10 +147,11 @@ _L70_SFT = [
     "--untie-embeddings-and-output-weights", "--vocab-size 128256", "--use-mcore-models",
     "--transformer-impl transformer_engine", "--bf16", "--mock-data", "--use-distributed-optimizer",
     "--no-check-for-nan-in-loss-and-grad", "--grad-reduce-in-bf16", "--manual-gc", "--manual-gc-interval 100",
-    "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl native", "--fp8-format hybrid",
+    "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te", "--fp8-format hybrid",
     "--fp8-recipe tensorwise", "--fp8-param-gather", "--tp-comm-overlap",
     "--cuda-graph-impl transformer_engine", "--cuda-graph-scope mlp", "--te-rng-tracker",
-    "--recompute-granularity selective", "--recompute-modules core_attn"]
+    "--recompute-granularity selective", "--recompute-modules core_attn", "--attention-dropout 0.0",
+    "--hidden-dropout 0.0"]
 _L70_SRC = dict(ref="NVIDIA-NeMo/Megatron-Bridge PR #3107 (commits 9ad290858, 00919dcf1, 2026-04-01/02): "
                     "scripts/performance/configs/llama/llama3_workload_base_configs.py LLAMA3_70B_SFT_CONFIG_H100_FP8_CS_V1",
                 url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/3107", date="2026-04-02")
@@ -156,9 +163,9 @@ _L70_QUOTE = ("'The test was flaky OOMing ~30-60% of runs on H100 80GB. After bi
 _L70_READ = ("_LLAMA3_70B_SFT_CONFIG_H100 at 00919dcf1^: 32 GPUs, TP4 PP4 VP5 (DP 2), MBS 1, GBS 32, SP (tp>1); "
              "FP8_CS_V1 adds cuda_graph_impl transformer_engine scope mlp and recompute_modules [core_attn] "
              "(selective).  llama3_70b_sft_config_h100: seq 4096 packed sequences (THD, read as 4096-token "
-             "micro-batches), llama3_70b_sft_config (dist. optimizer, fp32 Adam, CE fusion native, no precision-aware "
-             "optimizer), set_llama3_common_peft_configs (grad reduce bf16, vocab 128256, "
-             "disable_parameter_transpose_cache), CommOverlapConfig(tp_comm_overlap) and FP8 current scaling with fp8 "
+             "micro-batches), llama3_70b_sft_config (dist. optimizer, fp32 Adam, CE loss fusion, no precision-aware "
+             "optimizer; the TE cross-entropy of utils/overrides.py _set_common_perf_overrides), "
+             "set_llama3_common_peft_configs (grad reduce bf16, vocab 128256, disable_parameter_transpose_cache), CommOverlapConfig(tp_comm_overlap) and FP8 current scaling with fp8 "
              "param gather (get_precision_config('fp8_cs')).  Architecture: Meta-Llama-3-70B config.")
 
 # TorchTitan DeepSeek-V3 16B (torchtitan models/deepseek_v3/train_configs/deepseek_v3_16b.toml at f2191557c^,
@@ -231,7 +238,7 @@ _R350_READ = ("MEGATRON_ARGS of the sbatch file at the parent of the fixing comm
 
 # Megatron-Bridge Qwen3-30B-A3B, H100, 16 GPUs, BF16 (Bridge docs commit da871ee81): the recompute sweep.
 _Q30_H100 = dict(drop=FP8_FLAGS + ("--moe-flex-dispatcher-backend", "--moe-hybridep-num-sms"),
-                 set_={"--moe-token-dispatcher-type": "alltoall"})
+                 set_={**NO_DROPOUT, "--moe-token-dispatcher-type": "alltoall"})
 _Q30_SRC = dict(ref="NVIDIA-NeMo/Megatron-Bridge PR #3880 (commit da871ee81, 2026-05-18, '[docs] Record parallelism and "
                     "recompute perf notes'): skills/perf-activation-recompute/SKILL.md, docs/training/"
                     "activation-recomputation.md, skills/perf-parallelism-strategies/SKILL.md",
@@ -244,7 +251,8 @@ _Q30_QUOTE = ("'Qwen3 30B A3B pretrain on 16x H100, BF16, all-to-all dispatch, C
 _Q30_READ = ("Flags = current_runs row mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu (the H100 preset: TP1 PP1 EP16, GBS 1024, "
              "MBS 1) in BF16 (FP8 flags dropped) with the all-to-all dispatcher instead of HybridEP, as the note states.  "
              "'Peak Mem (GB)' is Bridge's report_memory peak_allocated (torch max_memory_allocated / 1e9, "
-             "src/megatron/bridge/training/utils/train_utils.py), rank 0: converted to GiB.")
+             "src/megatron/bridge/training/utils/train_utils.py), rank 0: converted to GiB."
+             " Dropout 0.0 (Bridge's model providers, gpt_provider.py; the base row leaves Megatron's 0.1).")
 
 # AMD Primus MI325X Llama 3.3 70B FP8 (examples/megatron/configs/MI325X/llama3.3_70B-FP8-pretrain.yaml at
 # fd1eeabb + primus/configs/models/megatron/llama3.3_70B.yaml + modules/megatron/pre_trainer.yaml).
@@ -258,7 +266,7 @@ _P70 = [
     "--transformer-impl transformer_engine", "--bf16", "--mock-data", "--use-torch-fsdp2", "--overlap-grad-reduce",
     "--no-gradient-accumulation-fusion", "--recompute-granularity full", "--recompute-method block",
     "--recompute-num-layers 72", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
-    "--fp8-format hybrid", "--fp8-recipe delayed"]
+    "--fp8-format hybrid", "--fp8-recipe delayed", "--attention-dropout 0.0", "--hidden-dropout 0.0"]
 _P70_SRC = dict(ref="AMD-AGI/Primus examples/megatron/configs/MI325X/llama3.3_70B-FP8-pretrain.yaml (commit 27a162d2, "
                     "2026-07-23, 'update mi325x config files for primus-v26.5', #900)",
                 url="https://github.com/AMD-AGI/Primus/blob/main/examples/megatron/configs/MI325X/llama3.3_70B-FP8-pretrain.yaml",
@@ -285,7 +293,8 @@ _P_Q30 = [
     "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep", "--use-mcore-models",
     "--transformer-impl transformer_engine", "--bf16", "--mock-data", "--use-distributed-optimizer",
     "--overlap-grad-reduce", "--overlap-param-gather", "--use-precision-aware-optimizer", "--main-grads-dtype bf16",
-    "--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te"]
+    "--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
+    "--attention-dropout 0.0", "--hidden-dropout 0.0"]
 _P_Q30_READ = ("The experiment resolved as Primus does (pre_trainer.yaml + qwen3_30B_A3B.yaml + overrides; checked with "
                "primus-launch's Primus reader): one node of 8 GPUs, TP1 PP1 EP8, MBS 8, GBS 512, seq 4096, BF16, "
                "distributed optimizer with the precision-aware optimizer (bf16 gradients and moments), Primus-Turbo "
@@ -319,7 +328,7 @@ CASES: list[dict] = [
     dict(id="mbridge_dsv3_gb200_bf16_256gpu_recompute_mla_up_proj", outcome="ran", framework="megatron",
          hardware=dict(gpu="GB200 NVL72", plan_gpu="gb200", num_gpus=256, gpus_per_node=4),
          base="mbridge2604_gb200_fp8_mx_deepseek_v3_256gpu",
-         edits=dict(drop=FP8_FLAGS, set_={"--global-batch-size": 2048, "--recompute-modules": "mla_up_proj"}),
+         edits=dict(drop=FP8_FLAGS, set_={**_DSV3_GB200["set_"], "--recompute-modules": "mla_up_proj"}),
          source=_DSV3_SRC, quote=_DSV3_QUOTE, read=_DSV3_READ, pair="mbridge_dsv3_gb200_bf16_256gpu_recompute_mlp"),
     # ---------------------------------------------------------------- Megatron-Bridge Llama 3 70B SFT H100
     dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn", outcome="oom_borderline", framework="megatron",
@@ -347,7 +356,7 @@ CASES: list[dict] = [
          hardware=dict(gpu="B200 (DGX-B200)", plan_gpu="b200", num_gpus=8, gpus_per_node=8),
          base="mbridge2604_b200_fp8_mx_qwen3_30b_a3b_8gpu",
          edits=dict(drop=("--cuda-graph-scope",), set_={
-             "--cuda-graph-impl": "local", "--cuda-graph-scope": "full_iteration", "--moe-paged-stash": None,
+             **NO_DROPOUT, "--cuda-graph-impl": "local", "--cuda-graph-scope": "full_iteration", "--moe-paged-stash": None,
              "--moe-expert-rank-capacity-factor": 1.5, "--moe-paged-stash-buffer-size-factor-cuda": 1.2,
              "--moe-pad-experts-for-cuda-graph-inference": None, "--use-transformer-engine-op-fuser": None,
              "--moe-mlp-glu-interleave-size": 32, "--overlap-moe-expert-parallel-comm": None,
