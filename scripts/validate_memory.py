@@ -351,14 +351,18 @@ def report(results: list[dict], s: dict, quiet: bool = False) -> str:
             continue
         lines.append(f"{k:22s} {b['n']:3d} |      {_counts(b['ran'])} |      {_counts(b['oom'])} | {b['wrong']:5d} | "
                      f"{b['peak']['n']:5d} {_pct(b['peak']['median_abs']):>6s} {_pct(b['peak']['max_abs']):>6s}")
-    lines.append(f"skipped (no plan; reason listed above): {s['skipped']}")
+    skipped = [r for r in results if not r.get("verdict")]
+    if skipped:
+        lines.append(f"Not judged ({len(skipped)}: no plan):")
+        lines += [f"  {r['id'][:60]:60s} {r['skipped'][:150]}" for r in skipped]
     wrong = [r for r in results if r.get("verdict") and not r["right"]]
     if wrong:
         lines.append("")
-        lines.append(f"Wrong verdicts ({len(wrong)}): peak / capacity GiB, worst stage's terms GiB")
+        lines.append(f"Wrong verdicts ({len(wrong)}): peak / capacity GiB (peak over capacity), worst stage's terms GiB")
         for r in wrong:
-            lines.append(f"  {r['id'][:60]:60s} {r['expect']:8s} -> {r['verdict']:12s} {r['peak_gib']:6.1f}/"
-                         f"{r['capacity_gib']:6.1f}  stage {r['worst_stage']}: {_terms(r)}")
+            lines.append(f"  {r['id'][:60]:60s} {r['expect'][:8]:8s} -> {r['verdict']:12s} {r['peak_gib']:6.1f}/"
+                         f"{r['capacity_gib']:6.1f} ({100 * (r['peak_gib'] / r['capacity_gib'] - 1):+5.1f}%)  "
+                         f"stage {r['worst_stage']}: {_terms(r)}")
     peaks = [r for r in results if "peak_err" in r]
     if peaks:
         lines.append("")
