@@ -730,7 +730,8 @@ def main(argv: list[str] | None = None) -> int:
     old = json.loads(OUT.read_text())["cases"] if OUT.exists() else []
     cases = [resolve(c) for c in CASES]
     src = shared_source()
-    titan = titan_peak_cases(src) if src is not None else [c for c in old if c["id"].startswith("torchtitan_")]
+    titan = (titan_peak_cases(src) if src is not None and src.is_file()
+             else [c for c in old if c["id"].startswith("torchtitan_")])
     mlm = mlm_peak_cases(args.mlm) if args.mlm.exists() else [c for c in old if c["id"].startswith("mlm_functional_")]
     cases += titan + mlm
     ids = [c["id"] for c in cases]
