@@ -238,7 +238,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
                            measure_device=a.measure_device, record_timeline=True)
         write_tune_report(res.model_copy(update={"best": detailed}), a.report)
     tuned_cmd = None
-    if command:
+    if command and a.tune == _FROM_COMMAND:  # after a RECIPE file, the words after -- are its $1 $2 ...
         from primus_launch.launch.command_recipe import render_command
 
         tuned_cmd = render_command(best, command)

@@ -53,16 +53,19 @@ from primus_launch.frameworks.mlm_validate import (  # noqa: E402
     ARCH_MAJOR, DEFAULT_TE_VERSION, Launch, Verdict, validate_launches)
 from primus_launch.frameworks.titan_validate import TitanCase, validate_titan  # noqa: E402
 
-# upstream sample: (source tree option, path in it, primus-launch cluster flags)
+# upstream sample: (path in the tree, primus-launch cluster flags[, the script's positional parameters])
 MLM_TAG_SAMPLE = [
     ("examples/llama/train_llama3_8b_h100_fp8.sh", []),
-    ("examples/gpt3/train_gpt3_175b_distributed.sh", ["--gpu", "h100-sxm", "--nodes", "16", "--gpus-per-node", "8"]),
-    ("examples/mixtral/train_mixtral_8x7b_distributed.sh", ["--gpu", "h100-sxm", "--nodes", "4", "--gpus-per-node", "8"]),
+    ("examples/gpt3/train_gpt3_175b_distributed.sh", ["--gpu", "h100-sxm", "--nodes", "16", "--gpus-per-node", "8"],
+     ["checkpoints", "tensorboard", "gpt2-vocab.json", "gpt2-merges.txt", "data/text_document"]),
+    ("examples/mixtral/train_mixtral_8x7b_distributed.sh", ["--gpu", "h100-sxm", "--nodes", "4", "--gpus-per-node", "8"],
+     ["checkpoints", "mistralai/Mixtral-8x7B-v0.1", "data/text_document"]),
 ]
 MLM_DEV_SAMPLE = [
     ("examples/moe_recipes/qwen3_30b/h100/bf16_32GPU_TP1PP1EP8.yaml", []),
     ("examples/moe_recipes/qwen3_235b/h100/bf16_256GPU_TP2PP8EP32.yaml", []),
     ("examples/moe_recipes/deepseek_v3/h100/bf16_1024GPU_TP1PP16EP64.yaml", []),
+    ("examples/moe_recipes/deepseek_v3/b200/mxfp8_256GPU_TP1PP8EP32.yaml", []),
 ]
 TITAN_SAMPLE = [
     ("models_llama3__llama3_8b.toml", ["--gpu", "h100-sxm", "--nodes", "1", "--gpus-per-node", "8"]),
@@ -86,6 +89,7 @@ class Item:
     path: Path
     cluster_flags: list[str] = field(default_factory=list)
     primus_root: Optional[Path] = None
+    script_args: list[str] = field(default_factory=list)
     tuned: Optional[Path] = None
     tune_note: str = ""
     framework: str = ""
@@ -93,6 +97,7 @@ class Item:
     original: Optional[Verdict] = None
     result: Optional[Verdict] = None
     broken: bool = False
+    unread: str = ""  # why the adapter could not read the original (then nothing is checked)
 
 
 # --------------------------------------------------------------------------- tuning
@@ -113,6 +118,8 @@ def tune(item: Item, tool_root: Path, budget: int, time_limit: float, timeout: f
            "--time-limit", str(time_limit), "--workers", "1", "--out", str(out), *item.cluster_flags]
     if item.primus_root is not None:
         cmd += ["--primus-root", str(item.primus_root)]
+    if item.script_args:
+        cmd += ["--", *item.script_args]
     env = {**os.environ, "PYTHONPATH": str(tool_root)}
     t0 = time.time()
     try:
@@ -142,7 +149,7 @@ def _cluster_of(item: Item, path: Path) -> Any:
     if detect_kind(item.path) == "wrapper":
         c = load_recipe(item.path).cluster
         over = {"gpu": c.gpu, "num_nodes": c.num_nodes, "gpus_per_node": c.gpus_per_node}
-    return load_recipe(item.path, over or None, primus_root=item.primus_root)
+    return load_recipe(item.path, over or None, primus_root=item.primus_root, script_args=item.script_args)
 
 
 def megatron_launch(item: Item, path: Path, name: str, te: str = DEFAULT_TE_VERSION) -> Launch:
@@ -228,9 +235,26 @@ def break_titan(tuned: Path, out: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- run
+def _readable(i: Item) -> bool:
+    try:
+        _cluster_of(i, i.path)
+        return True
+    except Exception as e:  # noqa: BLE001 - the adapter's one-line refusal is the note
+        i.unread = " ".join(str(e).split())[:200]
+        return False
+
+
+def native(i: Item) -> Path:
+    """The recipe file a wrapper points at (the item's own file otherwise): the original launch."""
+    if detect_kind(i.path) == "wrapper":
+        return Path(load_recipe(i.path).source.path)
+    return i.path
+
+
 def run_checks(items: list[Item], a: argparse.Namespace) -> None:
+    items = [i for i in items if _readable(i)]
     mlm_items = [i for i in items if i.framework == "megatron"]
-    tag_cases = [megatron_launch(i, i.path, f"{i.label}::orig", a.te_version) for i in mlm_items]
+    tag_cases = [megatron_launch(i, native(i), f"{i.label}::orig", a.te_version) for i in mlm_items]
     tag_res = {v.name: v for v in validate_launches(a.mlm, tag_cases)} if tag_cases else {}
     dev_items = [i for i in mlm_items if not tag_res[f"{i.label}::orig"].ok
                  and tag_res[f"{i.label}::orig"].stage == "parse_args" and a.mlm_dev]
@@ -240,7 +264,7 @@ def run_checks(items: list[Item], a: argparse.Namespace) -> None:
         tag_res[v.name] = v
     dev_res: dict[str, Verdict] = {}
     if dev_items:
-        cases = [megatron_launch(i, i.path, f"{i.label}::orig", a.te_version) for i in dev_items]
+        cases = [megatron_launch(i, native(i), f"{i.label}::orig", a.te_version) for i in dev_items]
         cases += [megatron_launch(i, i.tuned, f"{i.label}::tuned", a.te_version) for i in dev_items if i.tuned is not None]
         dev_res = {v.name: v for v in validate_launches(a.mlm_dev, cases)}
     for i in mlm_items:
@@ -251,12 +275,12 @@ def run_checks(items: list[Item], a: argparse.Namespace) -> None:
     v03: list[TitanCase] = []
     v02: list[TitanCase] = []
     for i in titan_items:
-        for p, tag in ((i.path, "orig"), (i.tuned, "tuned")):
+        for p, tag in ((native(i), "orig"), (i.tuned, "tuned")):
             if p is None:
                 continue
             case, is_toml = titan_case(i, p, f"{i.label}::{tag}")
             (v02 if is_toml else v03).append(case)
-        i.checker = "torchtitan v0.2.2 (tree)" if i.path.suffix == ".toml" else "torchtitan 0.3.0 (installed)"
+        i.checker = "torchtitan v0.2.2 (tree)" if native(i).suffix == ".toml" else "torchtitan 0.3.0 (installed)"
     res: dict[str, Verdict] = {}
     if v03:
         res.update({v.name: v for v in validate_titan(v03)})
@@ -305,6 +329,8 @@ def table(items: list[Item], a: argparse.Namespace, elapsed: float) -> str:
             continue
         note = i.tune_note.replace("|", "\\|")
         orig = _cell(i.original) + (f": {_err(i.original)}" if i.original is not None and not i.original.ok else "")
+        if i.unread:
+            orig = f"not read by primus-launch: {i.unread}".replace("|", "\\|")
         lines.append(f"| {i.label} | {i.checker or i.framework} | {orig} | {_cell(i.result)} | {_err(i.result)} "
                      f"| {note} |")
     lines += ["", "Deliberately broken recipes (the check must reject them):", "",
@@ -324,6 +350,7 @@ def main() -> int:
     ap.add_argument("--only", help="regex: only recipes whose label matches")
     ap.add_argument("--work", help="work folder (default: a new temporary folder)")
     ap.add_argument("--reuse", action="store_true", help="keep tuned files already in --work")
+    ap.add_argument("--check-only", action="store_true", help="with --reuse: tune nothing, check what is there")
     ap.add_argument("--tool-root", default=str(REPO), help="primus-launch checkout that tunes (default: this one)")
     ap.add_argument("--budget", type=int, default=300)
     ap.add_argument("--time-limit", type=float, default=60.0)
@@ -343,9 +370,14 @@ def main() -> int:
     if a.only:
         items = [i for i in items if re.search(a.only, i.label)]
     for i in items:
-        i.framework = framework_of(i.path, i.primus_root)
+        try:
+            i.framework = framework_of(i.path, i.primus_root)
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            i.framework, i.unread = "?", " ".join(str(e).split())[:200]
         if a.reuse and tuned_out(i).is_file():
             i.tuned, i.tune_note = tuned_out(i), "reused"
+        elif a.check_only:
+            i.tune_note = "no tuned recipe (tune failed or not run)"
         else:
             tune(i, tool, a.budget, a.time_limit, a.tune_timeout)
         print(f"[{time.time() - t0:5.0f}s] {i.label}: {i.tune_note}", flush=True)
@@ -416,8 +448,9 @@ def collect(work: Path, a: argparse.Namespace) -> list[Item]:
             shutil.copy2(src, dst)
         return dst
 
-    for rel, flags in MLM_TAG_SAMPLE:
-        items.append(Item(f"Megatron-LM {Path(a.mlm).name}:{rel}", copy(Path(a.mlm) / rel, "mlm-tag/" + rel), flags))
+    for rel, flags, *args in MLM_TAG_SAMPLE:
+        items.append(Item(f"Megatron-LM {Path(a.mlm).name}:{rel}", copy(Path(a.mlm) / rel, "mlm-tag/" + rel), flags,
+                          script_args=args[0] if args else []))
     if a.mlm_dev:
         for rel, flags in MLM_DEV_SAMPLE:
             items.append(Item(f"Megatron-LM {Path(a.mlm_dev).name}:{rel}", copy(Path(a.mlm_dev) / rel, "mlm-dev/" + rel),

@@ -192,3 +192,18 @@ def test_megatron_lm_rejects_the_tuned_8b_script_without_its_environment():
     assert fixed.ok, fixed
     assert not before.ok and "CUDA_DEVICE_MAX_CONNECTIONS" in before.error
     assert not no_offload.ok and "NVTE_CPU_OFFLOAD_V1" in no_offload.error
+
+
+def test_tune_of_a_script_with_positional_parameters_writes_it(tmp_path, capsys):
+    """``--tune script.sh -- A B``: the words after ``--`` are the script's $1 $2 (Megatron-LM's example
+    scripts take the tokenizer and data paths so), not a training command to render."""
+    from primus_launch.cli import main
+
+    text = (RECIPES / "megatron/tiny_gpt_cpu.sh").read_text().replace("--num-layers 4", "--num-layers $1")
+    script = tmp_path / "tiny.sh"
+    script.write_text(text)
+    rc = main(["--tune", str(script), "--dry-run", "--budget", "3", "--workers", "1", "--", "4"])
+    assert rc == 0, capsys.readouterr().err
+    out = (tmp_path / "tiny.tuned.sh").read_text()
+    assert "--num-layers $1" in out
+    assert load_recipe(tmp_path / "tiny.tuned.sh", script_args=["4"]).model.num_layers == 4

@@ -206,8 +206,8 @@ def _argv_of_dests(parser: Any, dests: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for dest, val in dests.items():
         act = by_dest.get(dest)
-        if val is None:
-            continue
+        if val is None or (isinstance(val, (list, tuple)) and not val):
+            continue  # null / [] in a YAML: the argument's default
         if act is None:
             out += ["--" + dest.replace("_", "-"), str(val)]
             continue
