@@ -17,8 +17,8 @@ flags below), and the original and the tuned recipe are both checked at the plan
 The launch checked is the one the adapter reads: a script's training command after the program
 (argv) and the environment it exports; a YAML's arguments (destinations -> Megatron's own parser) and
 its ``ENV_VARS``; a Primus experiment's resolved module config (the destinations Megatron knows) with
-the environment Primus's launcher gives it (``examples/run_pretrain.sh``: CUDA_DEVICE_MAX_CONNECTIONS
-defaults to 1; ``env_patches.py``: 8 with FSDP).  A deliberately broken copy of a tuned recipe per
+the environment Primus gives it (``examples/run_pretrain.sh``: CUDA_DEVICE_MAX_CONNECTIONS defaults to
+1; the experiment's top-level ``env:``; ``env_patches.py``: 8 with FSDP).  A deliberately broken copy of a tuned recipe per
 framework must fail (the check can fail).  The table goes to ``--table`` (Markdown).
 
 Trees::
@@ -168,8 +168,12 @@ def megatron_launch(item: Item, path: Path, name: str, te: str = DEFAULT_TE_VERS
 
         r = resolve(path, text, item.primus_root)
         cfg = {k: v for k, v in r.config.items() if not isinstance(v, dict)}
+        from primus_launch.adapters.primus_yaml import experiment_env
+
         fsdp = any(cfg.get(k) for k in ("use_torch_fsdp2", "use_custom_fsdp", "use_megatron_fsdp"))
-        env = {"CUDA_DEVICE_MAX_CONNECTIONS": "8" if fsdp else "1"}
+        env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", **experiment_env(text)}  # run_pretrain.sh, then env:
+        if fsdp:  # primus/backends/megatron/patches/env_patches.py
+            env["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
         return Launch(name, [], env, c.world_size, c.gpus_per_node, arch, te, dests=_megatron_dests(cfg))
     if path.suffix in (".yaml", ".yml"):
         rec = from_yaml(text, str(path))

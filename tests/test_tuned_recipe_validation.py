@@ -207,3 +207,24 @@ def test_tune_of_a_script_with_positional_parameters_writes_it(tmp_path, capsys)
     out = (tmp_path / "tiny.tuned.sh").read_text()
     assert "--num-layers $1" in out
     assert load_recipe(tmp_path / "tiny.tuned.sh", script_args=["4"]).model.num_layers == 4
+
+
+def test_tuned_primus_experiment_gets_its_env():
+    """A Primus experiment's top-level ``env:`` (primus/core/runtime/train_runtime.py exports it) gets
+    NVTE_CPU_OFFLOAD_V1 when the tune turns fine-grained offloading on; Primus sets
+    CUDA_DEVICE_MAX_CONNECTIONS itself (8 under FSDP, env_patches.py), so FSDP adds nothing."""
+    from primus_launch.adapters.primus_yaml import experiment_env, megatron_launch_env
+
+    path = RECIPES / "primus/MI355X/llama3.1_8b.yaml"
+    text = path.read_text()
+    plan = load_recipe(path)
+    offload = plan.with_changes(training=dict(offload=dict(activation_modules=("core_attn",)))).model_copy(
+        update={"source": plan.source})
+    out = render_recipe(offload, text)
+    assert experiment_env(text) == {} and experiment_env(out) == {"NVTE_CPU_OFFLOAD_V1": "1"}
+    assert megatron_env_problems(offload, megatron_launch_env(offload, text), "cdna4")  # as Primus would start it
+    assert megatron_env_problems(offload, megatron_launch_env(offload, out), "cdna4") == []
+    fsdp = plan.with_changes(parallel=dict(tp=1, sequence_parallel=False, dp_sharding="optimizer_grads")).model_copy(
+        update={"source": plan.source})
+    out = render_recipe(fsdp, text)
+    assert experiment_env(out) == {} and megatron_launch_env(fsdp, out)["CUDA_DEVICE_MAX_CONNECTIONS"] == "8"

@@ -902,6 +902,40 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
     return changes
 
 
+def experiment_env(text: str) -> dict[str, str]:
+    """The experiment's top-level ``env:`` mapping, which Primus's runtime exports before the trainer
+    starts (primus/core/runtime/train_runtime.py: ``os.environ[k] = str(v)``)."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    block = raw.get("env") if isinstance(raw, dict) else None
+    return {str(k): str(v) for k, v in block.items()} if isinstance(block, dict) else {}
+
+
+def megatron_launch_env(plan: Plan, text: str) -> dict[str, str]:
+    """The environment Primus starts Megatron with for ``plan`` from the experiment ``text``:
+    ``examples/run_pretrain.sh`` exports CUDA_DEVICE_MAX_CONNECTIONS (default 1), the experiment's
+    ``env:`` is applied, and the megatron patch ``megatron.env.cuda_device_max_connections``
+    (primus/backends/megatron/patches/env_patches.py) sets it to 8 under FSDP."""
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", **experiment_env(text)}
+    if plan.parallel.dp_sharding in ("optimizer_grads", "full"):
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
+    return env
+
+
+def _env_fixes(plan: Plan, old: Plan, text: str) -> dict[str, str]:
+    """What the tuned plan newly needs in the experiment's ``env:`` (plan/legality.py
+    megatron_env_fixes; Primus sets CUDA_DEVICE_MAX_CONNECTIONS itself)."""
+    from primus_launch.adapters.megatron import gpu_arch
+    from primus_launch.plan.legality import megatron_env_fixes
+
+    arch = gpu_arch(plan.cluster.gpu)
+    before = megatron_env_fixes(old, megatron_launch_env(old, text), arch)
+    fixes = megatron_env_fixes(plan, megatron_launch_env(plan, text), arch)
+    return {k: v for k, v in fixes.items() if before.get(k) != v and k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+
+
 def render_primus_yaml(plan: Plan, original_text: str, path: str | Path, primus_root: Optional[str | Path] = None,
                        env: Optional[Mapping[str, str]] = None) -> str:
     """The experiment's text with only the overrides the tuned ``plan`` changes edited or added;
@@ -916,8 +950,11 @@ def render_primus_yaml(plan: Plan, original_text: str, path: str | Path, primus_
     doc = YamlText(original_text, str(p))
     base = ["modules", r.module, "overrides"]  # created in this file when it has none (Primus deep-merges it)
     if r.framework == "megatron":
-        for key, value in _megatron_changes(plan, r, old).items():
+        changes = _megatron_changes(plan, r, old)
+        for key, value in changes.items():
             doc.set(base + key.split("."), value, env)
+        for var, value in (_env_fixes(plan, old, original_text) if changes else {}).items():
+            doc.set(["env", var], value, env)  # the experiment's top-level env: (added when absent)
     else:
         from primus_launch.adapters.torchtitan import DELETE, _get, job_assignments
 
