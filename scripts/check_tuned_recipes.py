@@ -174,7 +174,7 @@ def megatron_launch(item: Item, path: Path, name: str, te: str = DEFAULT_TE_VERS
         env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", **experiment_env(text)}  # run_pretrain.sh, then env:
         if fsdp:  # primus/backends/megatron/patches/env_patches.py
             env["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
-        return Launch(name, [], env, c.world_size, c.gpus_per_node, arch, te, dests=_megatron_dests(cfg))
+        return Launch(name, [], env, c.world_size, c.gpus_per_node, arch, te, dests=_megatron_dests(cfg), primus=True)
     if path.suffix in (".yaml", ".yml"):
         rec = from_yaml(text, str(path))
         return Launch(name, [], dict(rec.env), c.world_size, c.gpus_per_node, arch, te, dests=dict(rec.args))

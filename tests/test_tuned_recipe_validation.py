@@ -228,3 +228,33 @@ def test_tuned_primus_experiment_gets_its_env():
         update={"source": plan.source})
     out = render_recipe(fsdp, text)
     assert experiment_env(out) == {} and megatron_launch_env(fsdp, out)["CUDA_DEVICE_MAX_CONNECTIONS"] == "8"
+
+
+def test_torch_fsdp2_rules_and_the_move_to_megatron_fsdp(tmp_path):
+    """arguments.py:598 (--overlap-param-gather needs the distributed optimizer or Megatron-FSDP) and
+    :608-620 (torch FSDP2: no PP, no EP, untied embeddings, no fp16): a recipe on --use-torch-fsdp2
+    whose tuned plan breaks one is written with Megatron-FSDP instead, and reads back the same plan."""
+    from primus_launch.plan.legality import torch_fsdp2_problems
+
+    text = (RECIPES / "megatron/llama3.1_8b.sh").read_text().replace(
+        "    --use-distributed-optimizer\n    --overlap-grad-reduce\n    --overlap-param-gather\n",
+        "    --use-torch-fsdp2\n    --overlap-grad-reduce\n    --no-gradient-accumulation-fusion\n").replace(
+        "CUDA_DEVICE_MAX_CONNECTIONS=1", "CUDA_DEVICE_MAX_CONNECTIONS=8")  # torch FSDP2 asserts != 1 (line 622)
+    path = tmp_path / "fsdp2.sh"
+    path.write_text(text)
+    plan = load_recipe(path)
+    assert plan.parallel.dp_sharding == "full" and not plan.training.overlap_param_gather
+    assert torch_fsdp2_problems(plan) == []
+    assert [f for f, _, _ in torch_fsdp2_problems(plan.with_changes(parallel=dict(pp=2), training=dict(
+        overlap_param_gather=True)))] == ["training.overlap_param_gather", "parallel.pp"]
+    # a change torch FSDP2 takes stays on it
+    mbs = plan.with_changes(training=dict(micro_batch_size=2)).model_copy(update={"source": plan.source})
+    assert "--use-torch-fsdp2" in render_recipe(mbs, text)
+    # overlap_param_gather: Megatron-FSDP (optim_grads_params) instead
+    opg = plan.with_changes(training=dict(overlap_param_gather=True)).model_copy(update={"source": plan.source})
+    out = render_recipe(opg, text)
+    assert "--use-torch-fsdp2" not in out and "--use-megatron-fsdp" in out and "optim_grads_params" in out
+    assert "--ckpt-format fsdp_dtensor" in out
+    (tmp_path / "opg.sh").write_text(out)
+    back = load_recipe(tmp_path / "opg.sh")
+    assert back.parallel.dp_sharding == "full" and back.training.overlap_param_gather

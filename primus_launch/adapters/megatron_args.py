@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from primus_launch.errors import UserError
+from primus_launch.plan.legality import torch_fsdp2_problems
 from primus_launch.plan import (Cluster, ModelArch, Offload, Parallelism, Plan, PlanError, Recompute, Source, Training,
                                 UnmodelledFlag)
 
@@ -912,12 +913,14 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     # data-parallel sharding: the distributed optimizer (ZeRO-1), or Megatron-FSDP for "full" with the
     # flags its user guide requires (--use-megatron-fsdp --data-parallel-sharding-strategy
     # optim_grads_params --no-gradient-accumulation-fusion --use-distributed-optimizer
-    # --ckpt-format fsdp_dtensor); a script already on torch FSDP2 stays on it.
+    # --ckpt-format fsdp_dtensor); a script already on torch FSDP2 stays on it where Megatron allows
+    # (plan/legality.py torch_fsdp2_problems: e.g. no --overlap-param-gather with torch FSDP2).
     strategies = {"full": "optim_grads_params", "optimizer_grads": "optim_grads", "optimizer": "optim",
                   "none": "no_shard"}
     if current.get("use_megatron_fsdp"):
         out["data_parallel_sharding_strategy"] = strategies[p.dp_sharding]
-    elif current.get("use_torch_fsdp2") and p.dp_sharding != "optimizer_grads":
+    elif current.get("use_torch_fsdp2") and p.dp_sharding != "optimizer_grads" and not (
+            p.dp_sharding == "full" and torch_fsdp2_problems(plan)):  # else: Megatron-FSDP (plan/legality.py)
         out["use_torch_fsdp2"] = p.dp_sharding == "full"
         out["use_distributed_optimizer"] = p.dp_sharding == "optimizer"
     else:

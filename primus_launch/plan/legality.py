@@ -257,3 +257,33 @@ def megatron_env_fixes(plan: "Plan", env: dict[str, str], gpu_arch: str = "") ->
         elif var == "NCCL_GRAPH_REGISTER":
             fixes[var] = "0"
     return fixes
+
+
+# =============================================================================================
+# Megatron-LM with torch FSDP2 (--use-torch-fsdp2) instead of Megatron-FSDP.  The plan says only
+# dp_sharding = "full"; a recipe already on torch FSDP2 stays on it when these hold (the writer,
+# adapters/megatron_args.py desired_args, moves it to Megatron-FSDP otherwise).
+# Source: Megatron-LM megatron/training/arguments.py validate_args at core_v0.16.1.
+# =============================================================================================
+def torch_fsdp2_problems(plan: "Plan") -> list[Problem]:
+    """What ``validate_args`` rejects in ``plan`` run with ``--use-torch-fsdp2``:
+
+    - ``--overlap-param-gather`` asserts the distributed optimizer or Megatron-FSDP (line 598), and
+      torch FSDP2 asserts no distributed optimizer (line 612): the two cannot meet;
+    - pipeline parallelism (line 608), expert parallelism (line 610), tied embeddings (line 618) and
+      fp16 (line 620) are asserted away.
+    """
+    p, t, m = plan.parallel, plan.training, plan.model
+    out: list[Problem] = []
+    if t.overlap_param_gather:
+        out.append(("training.overlap_param_gather", True, "off with torch FSDP2 (needs the distributed optimizer "
+                                                           "or Megatron-FSDP)"))
+    if p.pp > 1:
+        out.append(("parallel.pp", p.pp, "1 with torch FSDP2"))
+    if p.ep > 1:
+        out.append(("parallel.ep", p.ep, "1 with torch FSDP2"))
+    if not m.untie_embeddings_and_output_weights:
+        out.append(("model.untie_embeddings_and_output_weights", False, "True with torch FSDP2"))
+    if t.precision == "fp16":
+        out.append(("training.precision", "fp16", "not fp16 with torch FSDP2"))
+    return out
