@@ -36,7 +36,13 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
   (forwarded inside it over NVLink). With T tokens of b bytes per rank and D_rank / D_dom the
   expected distinct ranks / domains of a token's top-k (:mod:`primus_launch.projection.cost.moe_routing`):
   t = max(T D_dom (1 - 1/m) b / (e_rdma B_nic), T D_rank (1 - 1/k) b / (e_nvl B_up)) + 2 l;
-  ``e_rdma`` / ``e_nvl`` per library fitted to DeepEP's and HybridEP's published bandwidths;
+  ``e_rdma`` / ``e_nvl`` per library fitted to DeepEP's and HybridEP's published bandwidths; DeepEP's
+  ``e_rdma`` (fitted to its isolated benchmark, kernel time) times ``FITTED['deepep']['deepep/insitu']``
+  = 0.71: the same kernels inside DeepSeek-V3 pre-training, overlapped with compute, in DeepSeek's
+  public profile (``scripts/deepep_insitu.py``: 8 dispatch + 8 combine kernels at EP64 on H800 + CX7
+  against DeepEP's README of the same week).  HybridEP's RDMA figures are torch-API times (host and
+  launch included, 0.63 of the link, the level DeepEP reaches in situ: 0.90 x 0.71): no factor on top;
+  the NVLink figures have no in-situ measurement;
 - P2P: t = S / (e B) + a, with ``a`` the spec's one-hop latency (no collective launch); ``e`` is
   ``e_p2p`` where one was measured, else ``e_g``.
 
@@ -165,6 +171,8 @@ def _fabric(gpu: str) -> Fabric:
     fab = curves.get(f"{a}/fabric")
     dee = FITTED.get("deepep", {})
     e_rdma = {lib: dee.get(f"{lib}/rdma", {}).get("eff", cal.INTER_NODE_BW_EFFICIENCY) for lib in ("deepep", "hybridep")}
+    # DeepEP inside a training step runs at deepep/insitu of its isolated benchmark (module doc)
+    e_rdma["deepep"] *= dee.get("deepep/insitu", {}).get("eff", 1.0)
     e_nvl = {lib: dee.get(f"{lib}/nvlink", {}).get("eff", cal.INTRA_NODE_BW_EFFICIENCY) for lib in ("deepep", "hybridep")}
     if not g.arch or fab is None:
         ei, en = cal.INTRA_NODE_BW_EFFICIENCY, cal.INTER_NODE_BW_EFFICIENCY

@@ -75,6 +75,7 @@ from primus_launch.projection.cost.compute import (KERNEL_MIN_S, arch_of, attent
                                               quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost import moe_host
+from primus_launch.projection.cost import moe_imbalance as mib
 from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
 from primus_launch.projection.hardware.gpus import get_gpu
@@ -504,6 +505,25 @@ def _host_ops(acc: _Acc, traced: tuple[int, int], counted: tuple[int, int], what
                                "from megatron-core 0.16.1 MoELayer (tests/moe_host_trace.py)", 0.0, 0.0))
 
 
+def _routing_imbalance(acc: _Acc, start: tuple[float, float, float], imb) -> None:
+    """Charge the busiest EP rank's routed-token excess (``cost/moe_imbalance.py``, ``imb``) on the receiving
+    rank's expert work since ``start`` (the accumulator's totals where it began: sort, expert GEMMs,
+    activation, bias, unsort) as its own row."""
+    if imb.delta <= 0.0:
+        return
+    d = [imb.delta * (now - was) for now, was in zip((acc.f, acc.bi, acc.bw), start)]
+    if not any(d):
+        return
+    mods = acc.mods
+    acc.mods = mods + ("moe",) if "moe" not in mods else mods
+    acc._add(d[0] / acc.slow, d[1] / acc.slow, d[2] / acc.slow, "gemm")
+    acc.mods = mods
+    acc._rec(f"routing imbalance: {imb.text()}", d[0], d[1], d[2],
+             ("imbalance", "cost/moe_imbalance.py: busiest rank = mean x (1 + sigma g(ep)); "
+                           + ("sampling of forced-balance routing" if imb.mode == "forced" else
+                              "sampling + learned-router spread c from shawntan/scattermoe#10 counts"), 0.0, 0.0))
+
+
 def te_grouped_mlp_bias(m: ModelArch, prof: Profile, grouped: bool) -> bool:
     """Whether the MoE experts are Megatron's ``TEGroupedMLP`` with biases (``add_bias_linear``): then
     its FC2 bias runs the unfused per-expert ``_apply_bias`` (:data:`EXPERT_BIAS_BYTES`) and
@@ -630,6 +650,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     ``head`` / ``mtp``."""
     m = _arch(key)
     prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router = cfg
+    # router mode of the routing-imbalance term (cost/moe_imbalance.py): forced balance, aux loss, expert bias
+    router_mode = (router[0], router[2], bool(m.moe_router_bias) and prof.name == "megatron-te")
     cp_a2a = cp_type in ("a2a", "a2a+p2p")
 
     made: dict[str, _Acc] = {}
@@ -694,6 +716,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             _host_ops(acc, mfk.get("moe_preprocess", (0, 0)), perm_k, "dispatch preprocess")
         local = max(1, E // ep)
         acc.scope = "moe"   # after the dispatch (token_dispatcher dispatch_postprocess)
+        e0 = (acc.f, acc.bi, acc.bw)   # the receiving rank's expert work starts here (routing imbalance)
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "sort chunks by local expert", 1.0, (2, 2))
         # the dispatcher's host-device sync (SYNC_BEFORE): Megatron always (split sizes of the
@@ -726,6 +749,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
                      f"{pd} probs)", bb / fb, kern)
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
+        _routing_imbalance(acc, e0, mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)))
         acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
         if mfk:
             sorts = 4 if dispatcher == "alltoall" and ep > 1 and local > 1 else 0
