@@ -240,7 +240,7 @@ def grouped_records(arch: str, fmt: str, lib: str = "any") -> list[tuple[dict, l
     for r in ev.select("grouped_gemm"):
         if arch_of(r["gpu"]) != arch or gemm_format(r) != fmt or not r["unit"].startswith("TFLOP/s"):
             continue
-        if grouped_lib(r) != lib:
+        if grouped_lib(r) != lib or r.get("excluded"):
             continue
         if r["id"].startswith("ao-b200-gg-") and fmt == "mxfp8":
             continue  # end-to-end figures including the quantisation (priced separately, cost/fp8.py)

@@ -152,7 +152,8 @@ class _Acc:
     (``info``: kind, curve key, forward FLOPs) for :func:`layer_op_times` and the explanation."""
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
-                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf", "hsb")
+                 "qw", "nq", "nkf", "nkb", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf",
+                 "hsb")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -164,6 +165,7 @@ class _Acc:
         self.scope = "other"
         self.qf = self.qb = self.qw = 0.0   # quantisation bytes: forward inputs, backward dY, weights
         self.nq = 0
+        self.nkf = self.nkb = 0    # quantisation kernels on the GPU, forward / backward (quant_flush's floor)
         self.wq_div = wq_div
         self.fused_in = False
         self.mods: tuple[str, ...] = ()
@@ -239,12 +241,20 @@ class _Acc:
         if fmt != "bf16":
             # quantised operands (cost/fp8.py): X forward (unless the norm wrote it), dY backward,
             # W per step or per micro-batch
+            # kernels per quantised tensor (cost/moe_host.py QUANT_KERNELS_PER_TENSOR: TE current scaling
+            # amax + scale + cast = 3, MX / block 1, delayed one fused cast-transpose); TE GroupedLinear
+            # quantises each expert's split apart (split_quantize; delayed: one multi-tensor kernel)
+            per = moe_host.QUANT_KERNELS_PER_TENSOR.get(self.recipe or "", 1)
+            nk = (batch * per if per else 1) if (batch > 1 and not separate and self.prof.name == "megatron-te") \
+                else max(1, per) * (batch if separate else 1)
             if not input_fused:
                 self.qf += m * k * batch
                 self.nq += 1
+                self.nkf += nk
             self.qb += m * n * batch
             self.qw += k * n * batch
             self.nq += 1
+            self.nkb += nk
         self._rec(f"{name} [{m}x{n}x{k}]" + (f" x{batch}" if batch > 1 else ""), f, bi, bw,
                   ("grouped_gemm" if (batch > 1 or grouped_kernel) and not separate else "gemm", fmt,
                    2.0 * m * n * k * batch))
@@ -347,6 +357,11 @@ class _Acc:
         qt = (lambda nb: elementwise_time(nb, self.gpu)) if recipe is None else (lambda nb: quant_time(nb, self.gpu, recipe))
         f = qt(bpe * (self.qf + self.qw / self.wq_div)) if (self.qf or self.qw) else 0.0
         b = qt(bpe * self.qb) if self.qb else 0.0
+        if recipe is not None:
+            # each quantisation kernel takes at least KERNEL_MIN_S on the GPU (record ao-kernel-min-duration):
+            # n kernels sharing the bytes take max(bytes time, n t_min) -- small expert splits are floor-bound
+            f = max(f, self.nkf * KERNEL_MIN_S) if f else f
+            b = max(b, self.nkb * KERNEL_MIN_S) if b else b
         self._add(f, b, 0.0, "non_matmul")
         f, b = f * self.slow, b * self.slow
         self._k(self.nq, self.nq)
@@ -354,6 +369,7 @@ class _Acc:
                                                           bpe * (self.qf + self.qb + self.qw / self.wq_div)))
         self.qf = self.qb = self.qw = 0.0
         self.nq = 0
+        self.nkf = self.nkb = 0
 
     def times(self, host_s: float, graphs: frozenset) -> PassTimes:
         """GPU times, raised to the host time of the launched kernels where that is longer.
