@@ -21,6 +21,11 @@ bytes (FP8 + scales, the benchmark's ``fp8_factor``) or 2 * 7168 (BF16), ``BW`` 
 figure.  The notify kernels (``notify_dispatch``, ``cached_notify``: 0.75-3.8 ms here, mostly waiting
 for the other ranks) are left out, as the benchmark leaves them out.
 
+Also the trace's compute per MoE layer (:func:`layer_compute`: every kernel of the two compute streams,
+4 layers' forward + backward + weight gradients; DeepGEMM's kernels run on 112 of the 132 SMs, grid
+``[*, 112]`` / ``[112, *]``, leaving 20 to DeepEP), the record ``dsprofile-v3-train-h800-moe-layer-compute``
+that tests the dry-run's MoE layer on Hopper.
+
 Prints the per-kernel durations, the records ``kernel_evidence.json`` keeps (kind ``deepep_insitu``)
 and the in-situ fraction.  Needs the trace (3 MB, not in this repository):
 
@@ -60,6 +65,16 @@ def kernel_durations(trace: dict) -> dict[str, list[int]]:
     return out
 
 
+def layer_compute(trace: dict) -> dict[str, float]:
+    """Compute-stream kernel seconds of the trace per MoE layer (forward + backward + weight gradients):
+    ``total``, ``deepgemm`` (its GEMM kernels, on 112 SMs), ``flash`` (FlashAttention-3 forward / backward)."""
+    ks = [e for e in trace["traceEvents"] if e.get("cat") == "kernel" and e["args"]["stream"] != 27]
+    tot = sum(e["dur"] for e in ks)
+    dg = sum(e["dur"] for e in ks if "dpsk::grouped_gemm::cuda::" in e["name"] and "GemmKernel" in e["name"])
+    fa = sum(e["dur"] for e in ks if "flash::" in e["name"])
+    return {"total": tot * 1e-6 / 4, "deepgemm": dg * 1e-6 / 4, "flash": fa * 1e-6 / 4}
+
+
 def insitu_fraction(durations: dict[str, list[float]], release: dict[str, float] = RELEASE_GBPS) -> float:
     """Benchmark seconds of the trace's kernels over their measured seconds (module doc)."""
     sys.path.insert(0, str(ROOT))
@@ -76,7 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", help="path of train.json (default: the local mirror)")
     args = ap.parse_args(argv)
-    durs = kernel_durations(load_trace(args.trace))
+    trace = load_trace(args.trace)
+    durs = kernel_durations(trace)
+    lc = layer_compute(trace)
+    print("compute per MoE layer (fwd + bwd + wgrad), ms: " + ", ".join(f"{k} {1e3 * v:.2f}" for k, v in lc.items())
+          + f"; DeepGEMM on all 132 SMs: total {1e3 * (lc['total'] - lc['deepgemm'] * (1 - 112 / 132)):.2f}")
     for op, ts in durs.items():
         print(f"{op:8s} {len(ts)} kernels, us: {ts}  mean {sum(ts) / len(ts):.0f}")
     print(f"in-situ fraction of the release benchmark: {insitu_fraction(durs):.3f}")
