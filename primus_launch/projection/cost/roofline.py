@@ -226,7 +226,14 @@ class _Acc:
             bw = batch * gemm_time(k, n, m, g, "bf16", 1, fmt)
             kern = batch
         else:
-            gr = ("torch" if self.prof.name.startswith("torchtitan") else "any") if batch > 1 or grouped_kernel else ""
+            gr = ""
+            if batch > 1 or grouped_kernel:
+                if self.prof.name.startswith("torchtitan"):
+                    gr = "torch"
+                elif self.prof.name == "megatron-te" and not arch_of(g).startswith("cdna"):
+                    gr = "te"   # TE GroupedLinear: per-expert cuBLASLt GEMMs on 4 streams (cost/grouped_gemm.py)
+                else:
+                    gr = "any"  # a single grouped kernel (AMD: Primus-Turbo's CK / hipBLASLt)
             f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
