@@ -228,3 +228,28 @@ def test_te_grouped_linear_matches_one_grouped_kernel_at_large_experts_and_not_a
     assert _te_grouped(*small) > 1.5 * one_kernel
     # the roofline prices a Megatron TE plan's experts this way (a grouped-kernel plan would be faster)
     assert gemm_time(*small[:3], "h100-sxm", "bf16", small[3], "bf16", "te") == pytest.approx(_te_grouped(*small))
+
+
+# ----------------------------------------------------------------------------- the host on the critical path
+def test_host_bound_layer_names_its_host_time_and_cuda_graphs_remove_it():
+    """A launch-bound MoE layer (a small expert layer on a Grace host, no CUDA graphs) lists the seconds its
+    host adds beyond the GPU work as its own row, so the layer's rows sum to the layer's time; capturing the
+    layer's scopes in CUDA graphs removes the launches and the row."""
+    from primus_launch.plan import Plan
+    from primus_launch.projection.cost.roofline import layer_op_times, layer_times_roofline
+
+    base = _moe_plan(moe_router_force_load_balancing=True).model_dump()
+    base["cluster"].update(gpu="gb200", num_nodes=4, gpus_per_node=4)
+    base["model"]["seq_length"] = 1024
+    plan = Plan.model_validate(base)
+    lt, ops = layer_times_roofline(plan), layer_op_times(plan)
+    rows = [o for o in ops["moe"] if o[0].startswith("host launch-bound")]
+    assert len(rows) == 1 and rows[0][1] > 0.0
+    for j, pt in ((1, lt.moe_layer.fwd_s), (2, lt.moe_layer.bwd_input_s), (3, lt.moe_layer.bwd_weight_s)):
+        assert sum(o[j] for o in ops["moe"]) == pytest.approx(pt, rel=1e-9)
+    base["training"].update(cuda_graph_impl="transformer_engine",
+                            cuda_graph_scope=["attn", "moe_router", "moe_preprocess"])
+    graphed = Plan.model_validate(base)
+    after = [o for o in layer_op_times(graphed)["moe"] if o[0].startswith("host launch-bound")]
+    assert not after or after[0][1] < rows[0][1]
+    assert layer_times_roofline(graphed).moe_layer.fwd_s < lt.moe_layer.fwd_s

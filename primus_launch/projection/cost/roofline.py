@@ -402,7 +402,21 @@ class _Acc:
         bi = self.bi
         if hb > self.bi + self.bw:
             bi = hb - self.bw
+        self._rec_host_bound(f - self.f - (2.0 * host_s if self.sync else 0.0), bi - self.bi, hf, hb, graphs)
         return PassTimes(f, bi, self.bw)
+
+    def _rec_host_bound(self, ef: float, eb: float, hf: float, hb: float, graphs: frozenset) -> None:
+        """Name the host on the critical path in the op list: the seconds a pass takes beyond its GPU work
+        because the host launches its kernels more slowly than the GPU runs them (:meth:`times`), with the
+        host's own time and the CUDA-graph scopes that already remove launches."""
+        if self.ops is None or (ef <= 1e-9 and eb <= 1e-9):
+            return
+        cap = ", ".join(sorted(sc for sc in graphs if sc in self.kf)) or "none"
+        self._rec(f"host launch-bound: the CPU launches this layer in {1e3 * hf:.2f} / {1e3 * hb:.2f} ms "
+                  f"(fwd / bwd) against its GPU work (CUDA-graph scopes captured: {cap})",
+                  max(0.0, ef), max(0.0, eb), 0.0,
+                  ("host", "cost/framework.py host launch per kernel x the kernels outside CUDA graphs + "
+                           "cost/moe_host.py; on the critical path", 0.0, 0.0))
 
     def kernels(self) -> int:
         return sum(self.kf.values()) + sum(self.kb.values())
