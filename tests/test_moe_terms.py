@@ -253,3 +253,26 @@ def test_host_bound_layer_names_its_host_time_and_cuda_graphs_remove_it():
     after = [o for o in layer_op_times(graphed)["moe"] if o[0].startswith("host launch-bound")]
     assert not after or after[0][1] < rows[0][1]
     assert layer_times_roofline(graphed).moe_layer.fwd_s < lt.moe_layer.fwd_s
+
+
+def test_explanation_names_the_moe_terms():
+    """The explanation's communication table carries each EP term as its own "of which" row (the seconds it
+    adds to the raw EP time) and the framework table says which router mode the recipe uses."""
+    import json
+
+    from primus_launch.plan import Plan
+    from primus_launch.projection.cost.explain import comm_rows, framework_rows
+
+    rows = json.loads((ROOT / "scripts" / "validation" / "runs.json").read_text())["rows"]
+    plan = Plan.model_validate(next(r for r in rows if r["id"] == "mlm_moe_deepseek_v3_b200_mxfp8_256gpu_tp1pp8ep32")["plan"])
+    comm = comm_rows(plan)
+    ep = next(r for r in comm if r[0].startswith("EP deepep"))
+    imb = next(r for r in comm if "busiest EP rank" in r[0])
+    ins = next(r for r in comm if "DeepEP in situ" in r[0])
+    d = mi.plan_imbalance(plan).delta
+    assert imb[1] == pytest.approx(ep[1] * d / (1 + d), rel=1e-6)            # the busiest rank's share
+    f_in = FITTED["deepep"]["deepep/insitu"]["eff"]
+    assert 0.0 < ins[1] < ep[1] * (1 - f_in) + 1e-9                         # at most the RDMA-bound share
+    assert ins[3] <= ins[1] and imb[3] <= imb[1]
+    fw = dict(framework_rows(plan))
+    assert "router forced" in fw["MoE routing (busiest EP rank)"]

@@ -306,9 +306,10 @@ def dispatch_time(tokens: float, token_bytes: float, size: int, nodes: int, per_
 
 @lru_cache(maxsize=65536)
 def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: str, num_experts: int, topk: int,
-                    num_groups: int = 1, group_topk: int = 1, lib: str = "deepep") -> float:
+                    num_groups: int = 1, group_topk: int = 1, lib: str = "deepep", insitu: bool = True) -> float:
     """Seconds of one DeepEP (``lib="deepep"``) or HybridEP dispatch (or combine) of ``tokens``
-    tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc)."""
+    tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc); ``insitu=False``: DeepEP at
+    its isolated benchmark's RDMA rate (what the in-situ fraction adds, for the explanation)."""
     from primus_launch.projection.cost.moe_routing import expected_units_hit
 
     n = pl.size
@@ -318,7 +319,13 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
     d_rank = expected_units_hit(num_experts, topk, per_rank, num_groups, group_topk)
     d_dom = expected_units_hit(num_experts, topk, per_rank * pl.per_node, num_groups, group_topk) \
         if pl.nodes > 1 else 1.0
-    return dispatch_time(tokens, token_bytes, n, pl.nodes, pl.per_node, fabric(gpu), d_rank, d_dom, lib)
+    fab = fabric(gpu)
+    if not insitu and lib == "deepep":
+        from primus_launch.projection.cost.fitted import FITTED
+
+        f_in = FITTED.get("deepep", {}).get("deepep/insitu", {}).get("eff", 1.0)
+        fab = dataclasses.replace(fab, e_rdma={**fab.e_rdma, "deepep": fab.e_rdma["deepep"] / f_in})
+    return dispatch_time(tokens, token_bytes, n, pl.nodes, pl.per_node, fab, d_rank, d_dom, lib)
 
 
 @lru_cache(maxsize=65536)

@@ -125,16 +125,18 @@ def _group(name: str, plan: Plan, ep_pl: GroupPlacement) -> GroupPlacement:
     return place(etp * plan.parallel.ep, 1, g) if name == "tp_ep" else place(etp, 1, g)
 
 
-def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement) -> tuple[float, float]:
+def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: bool = True,
+                     insitu: bool = True) -> tuple[float, float]:
     """Raw (forward, backward) seconds of one MoE layer's token dispatcher per micro-batch: the sum
     of :func:`dispatcher_collectives` priced by :mod:`collectives` (``ep_pl``: the EP group), for the
     busiest EP rank: each all-to-all / flex dispatch ends when the rank that receives the most routed
     tokens has them, ``1 + delta`` times the balanced volume (:mod:`cost.moe_imbalance`, by the router's
-    mode)."""
+    mode).  ``busiest_rank=False`` / ``insitu=False``: without that factor / with DeepEP at its isolated
+    benchmark's rate (the explanation's shares of the two terms)."""
     from primus_launch.projection.cost.moe_imbalance import plan_imbalance
 
     fwd, bwd = dispatcher_collectives(plan)
-    busiest = 1.0 + plan_imbalance(plan).delta
+    busiest = 1.0 + (plan_imbalance(plan).delta if busiest_rank else 0.0)
     m = plan.model
     out = []
     for calls in (fwd, bwd):
@@ -144,7 +146,8 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement) -> tuple[float
             if c.op == "flex_dispatch":
                 s += coll.deepep_dispatch(max(1, int(c.nbytes)), float(m.hidden_size * ACT_BYTES), pl, gpu,
                                           m.num_experts, m.moe_router_topk, m.moe_router_num_groups or 1,
-                                          m.moe_router_group_topk or 1, plan.training.moe_token_dispatcher)
+                                          m.moe_router_group_topk or 1, plan.training.moe_token_dispatcher,
+                                          insitu)
             else:
                 s += getattr(coll, c.op)(c.nbytes, pl, gpu)
         out.append(s * busiest)
