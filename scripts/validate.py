@@ -94,7 +94,7 @@ def stats(sel: list[dict]) -> dict:
 
 def summary(results: list[dict]) -> dict:
     judge = [r for r in results if r["role"] == "judge" and not r["held_out"]]
-    held = [r for r in results if r["held_out"]]
+    held = [r for r in results if r["held_out"] and r["role"] == "judge"]
     out = {
         "calibration": stats([r for r in results if r["role"] == "calibration"]),
         "judge": stats(judge),
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quiet:
         print(f"{'row':58s} {'role':5s} {'group':11s} {'family':9s} {'measured':>9s} {'projected':>9s} {'err%':>7s}")
         for r in results:
-            role = "held" if r["held_out"] else r["role"][:5]
+            role = "held" if r["held_out"] and r["role"] == "judge" else r["role"][:5]
             print(f"{r['id'][:58]:58s} {role:5s} {r['primary']:11s} {r['family'][:9]:9s} {r['measured']:9.1f} "
                   f"{r['projected']:9.1f} {100 * r['err']:+7.1f}")
     s = summary(results)
