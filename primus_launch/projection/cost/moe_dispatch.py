@@ -40,7 +40,9 @@ TorchTitan (0.3.0 ``models/common/token_dispatcher.py`` ``AllToAllTokenDispatche
   ``FusedCombine``, ``HybridEPDispatch`` / ``HybridEPCombine``): one fused dispatch and one fused
   combine in forward, whose backwards are a combine and a dispatch: priced by
   :func:`collectives.deepep_dispatch` on ``h 2`` bytes per token (the top-k indices and fp32 weights
-  that ride along, ``12 k`` bytes, are below 1 % of a token at ``h >= 2048`` and not priced).
+  that ride along, ``12 k`` bytes, are below 1 % of a token at ``h >= 2048`` and not priced); HybridEP
+  adds its torch API's own time per call (:func:`collectives.hybridep_api_overhead`) unless CUDA graphs
+  capture the dispatcher.
 """
 
 from __future__ import annotations
@@ -126,17 +128,21 @@ def _group(name: str, plan: Plan, ep_pl: GroupPlacement) -> GroupPlacement:
 
 
 def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: bool = True,
-                     insitu: bool = True) -> tuple[float, float]:
+                     insitu: bool = True, api: bool = True) -> tuple[float, float]:
     """Raw (forward, backward) seconds of one MoE layer's token dispatcher per micro-batch: the sum
     of :func:`dispatcher_collectives` priced by :mod:`collectives` (``ep_pl``: the EP group), for the
     busiest EP rank: each all-to-all / flex dispatch ends when the rank that receives the most routed
     tokens has them, ``1 + delta`` times the balanced volume (:mod:`cost.moe_imbalance`, by the router's
-    mode).  ``busiest_rank=False`` / ``insitu=False``: without that factor / with DeepEP at its isolated
-    benchmark's rate (the explanation's shares of the two terms)."""
+    mode).  ``busiest_rank=False`` / ``insitu=False`` / ``api=False``: without that factor / with DeepEP and
+    HybridEP at their isolated benchmarks' RDMA rate / without HybridEP's per-call torch-API time (the
+    explanation's shares of the three terms).  HybridEP's API time is left out where CUDA graphs capture
+    the dispatcher (``framework.graph_scopes`` holds ``moe``: Megatron runs HybridEP sync-free there)."""
+    from primus_launch.projection.cost.framework import graph_scopes
     from primus_launch.projection.cost.moe_imbalance import plan_imbalance
 
     fwd, bwd = dispatcher_collectives(plan)
     busiest = 1.0 + (plan_imbalance(plan).delta if busiest_rank else 0.0)
+    api = api and "moe" not in graph_scopes(plan)
     m = plan.model
     out = []
     for calls in (fwd, bwd):
@@ -147,7 +153,7 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: 
                 s += coll.deepep_dispatch(max(1, int(c.nbytes)), float(m.hidden_size * ACT_BYTES), pl, gpu,
                                           m.num_experts, m.moe_router_topk, m.moe_router_num_groups or 1,
                                           m.moe_router_group_topk or 1, plan.training.moe_token_dispatcher,
-                                          insitu)
+                                          insitu, c.what, api)
             else:
                 s += getattr(coll, c.op)(c.nbytes, pl, gpu)
         out.append(s * busiest)
