@@ -167,10 +167,16 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
                           "cost/moe_imbalance.py" + (": sampling of forced-balance routing" if imb.mode == "forced"
                                                      else ": learned-router spread, shawntan/scattermoe#10")))
         insitu = FITTED.get("deepep", {}).get("deepep/insitu", {}).get("eff")
-        if d == "deepep" and lay.ep.nodes > 1 and insitu:
-            terms.append((f"  of which: DeepEP in situ (RDMA x {insitu:.2f} of its benchmark)",
+        lib = {"deepep": "DeepEP", "hybridep": "HybridEP"}.get(d)
+        if lib and lay.ep.nodes > 1 and insitu:
+            terms.append((f"  of which: {lib} in situ (RDMA x {insitu:.2f} of its benchmark)",
                           dispatcher_times(plan, gpu, lay.ep, insitu=False),
                           "deepep/insitu: DeepSeek's DeepSeek-V3 profile vs DeepEP's README of the same week"))
+        if d == "hybridep":
+            without = dispatcher_times(plan, gpu, lay.ep, api=False)
+            if any(r > w for r, w in zip(raw, without)):
+                terms.append(("  of which: HybridEP torch API per call (sync, flags)", without,
+                              "hybridep/api: DeepEP hybrid-ep README, torch API minus kernel-only time per call"))
         for what, without, how in terms:
             add = [max(0.0, r - w) for r, w in zip(raw, without)]
             shown = [a * (e / r if r > 0 else 0.0) for a, e, r in zip(add, lc.ep_overlapped, raw)]
