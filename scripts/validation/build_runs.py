@@ -485,7 +485,7 @@ def flag_row(r: dict, role: str, group: str):
     row = dict(id=r["id"], source=r["source"], source_group=group, model_name=r.get("model_name"), plan=pd,
                gpus=r["hardware"]["num_gpus"], measured_tokens_per_sec_per_gpu=target, comparison=how,
                measured=meas, flops_convention=r.get("flops_convention"),
-               assumptions=list(r.get("flags_unknown") or []) + extra_notes
+               assumptions=list(r.get("flags_unknown") or []) + extra_notes + _cap_note(hw)
                + [f"adapter: not modelled {u}" for u in unread],
                dense=not r["architecture"].get("num_experts"), role=role, from_flags=True)
     return row, ""
@@ -514,9 +514,20 @@ def titan_row(r: dict, role: str, group: str):
     row = dict(id=r["id"], source=r["source"], source_group=group, model_name=r.get("model_name"),
                plan=plan.model_dump(mode="json"), gpus=hw["num_gpus"], measured_tokens_per_sec_per_gpu=target,
                comparison="tokens/s/GPU as published", measured=r["measured"], flops_convention=r.get("flops_convention"),
-               assumptions=list(r.get("flags_unknown") or []), dense=not r["architecture"].get("num_experts"),
-               role=role, from_flags=True)
+               assumptions=list(r.get("flags_unknown") or []) + _cap_note(hw),
+               dense=not r["architecture"].get("num_experts"), role=role, from_flags=True)
     return row, ""
+
+
+def _cap_note(hw: dict) -> list[str]:
+    """The assumption line of a row whose machine's unstated power cap was calibrated (``_cluster_for``)."""
+    from primus_launch.projection.cost import calibration as cal
+
+    m = hw.get("power_limit_machine")
+    if not m or m not in cal.SOURCE_POWER_LIMIT_W:
+        return []
+    return [f"cluster.power_limit_w = {cal.SOURCE_POWER_LIMIT_W[m]} W: the source's unstated cap, calibrated on "
+            f"{cal.POWER_LIMIT_ROWS[m]} (calibration.SOURCE_POWER_LIMIT_W, scripts/calibrate.py)"]
 
 
 def main() -> int:
