@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="peak the fits verdict compares with the GPU's capacity: the caching allocator's "
                          "estimated reserved peak (default) or the allocated peak (both + CUDA context/NCCL)")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    ap.add_argument("--explain", action="store_true",
+                    help="print every table: the full time and memory breakdowns, the measured pieces, every note "
+                         "and the dry-run's per-op pricing (default: a one-screen answer)")
     ap.add_argument("--trace", help="write the simulated pipeline timeline as a Chrome/Perfetto trace")
     ap.add_argument("--report", help="write a self-contained HTML report")
     ap.add_argument("--measure-device", choices=["cpu", "cuda"], help="device for the measured path")
@@ -153,10 +156,11 @@ def _launch_recipe(plan: Plan) -> int:
 def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     plan = _load(a, a.project, command)
     result = _project(a, plan)
-    for w in result.warnings:
-        print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
-    for n in (plan.source.notes if plan.source else []):
-        print(f"primus-launch: note: {n}", file=sys.stderr)
+    if a.json:  # the text answer shows them itself
+        for w in result.warnings:
+            print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
+        for n in (plan.source.notes if plan.source else []):
+            print(f"primus-launch: note: {n}", file=sys.stderr)
     if result.measurement is not None and result.measurement.cache_warning:
         print(f"primus-launch: warning: {result.measurement.cache_warning}", file=sys.stderr)
     if result.mode == "measured" and a.measure_device is None:
@@ -176,7 +180,7 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     else:
         from primus_launch.report.text import render_text
 
-        print(render_text(result))
+        print(render_text(result, explain=a.explain, reader_notes=plan.source.notes if plan.source else []))
     if a.emit:
         _emit(a, plan, command)
     if a.launch:

@@ -8,7 +8,7 @@ kernel-level measurements (``projection/cost/fitted.py``, written by ``scripts/f
 
 - ``INTRA_NODE_BW_EFFICIENCY`` = 0.80, ``INTER_NODE_BW_EFFICIENCY`` = 0.90, ``HBM_BW_EFFICIENCY`` =
   0.85: link and HBM fractions for GPUs WITHOUT an architecture (user GPU files, the measured local
-  spec of ``projection/measure/localhw.py``); GPUs of the database use their architecture's fitted
+  spec of ``scripts/validation/gloo_lab/localhw.py``); GPUs of the database use their architecture's fitted
   curves.  nccl-tests busbw inside a DGX reaches ~80% of NVLink, 400 Gb/s NICs ~90%, STREAM ~85%.
 - ``KERNEL_LAUNCH_S`` = 4 us: kernel gap of the alpha-beta defaults (user GPUs) and tests.
 - ``GRAD_BUCKET_PARAMS`` = 40M: Megatron DDP default bucket size ``max(40M, 1M * dp)`` params

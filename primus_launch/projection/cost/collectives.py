@@ -43,7 +43,7 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
 ``all_reduce`` etc. return the fastest algorithm, as NCCL's tuner picks.  A GPU without an
 architecture (user files) uses the link efficiencies of
 :mod:`primus_launch.projection.cost.calibration` and ring latencies of its spec (the alpha-beta model).
-A GPU measured on this machine (:mod:`primus_launch.projection.measure.localhw`) registers its own
+A GPU measured on this machine (``scripts/validation/gloo_lab/localhw.py``) registers its own
 per-operation alpha-beta fits with :func:`register_fabric`: each op inside the domain is then
 ``t = busbytes(op, S, n) / (e_op B_up) + l_op`` with the op's own pair -- all-reduce (e_ar, l_ar),
 all-gather (e_g, l_g), reduce-scatter (e_rs, l_rs: its own pair only there, else the gather pair),
@@ -52,7 +52,7 @@ all-to-all (e_a2a, l_a2a), p2p (e_p2p, a_up).  Where it also registered the meas
 one domain is priced from them instead (:func:`measured_time`): piecewise linear in ``S`` between
 two measured sizes, the smallest size's time below it, and beyond the largest its time plus the
 remaining bus bytes at the op's fitted bandwidth.  Why: gloo's points do not lie on one line in
-``S`` (``scripts/validate_measure.py`` prints them), and a measured size is then priced by its own
+``S``, and a measured size is then priced by its own
 measurement.  The line through 4 KiB .. 4 MiB had priced the EP=2 validation's 512 KiB
 all-gathers at 1.0-1.5 ms where they took 1.9-2.1 (RESULTS.md at e25309d); their own 512 KiB
 points priced them at 1.4-1.8 ms where they took 1.6-2.1 (RESULTS.md at db62a00).  On this VM the
@@ -134,8 +134,8 @@ def register_fabric(gpu: str, fields: dict | None) -> None:
 
 def register_fabric_tables(tables: dict) -> list[str]:
     """Register every ``{gpu: fields}`` of a GPU file's ``[collectives.<gpu>]`` tables (per-operation
-    link fits, as ``measure.localhw.measure_local_spec`` writes them) with :func:`register_fabric`;
-    returns the GPU names."""
+    link fits, as ``measure_local_spec`` of ``scripts/validation/gloo_lab/localhw.py`` writes them) with
+    :func:`register_fabric`; returns the GPU names."""
     for gpu, fields in tables.items():
         register_fabric(gpu, dict(fields))
     return list(tables)

@@ -251,8 +251,9 @@ def load_gpu_file(path: str | Path) -> list[str]:
     """Add or override GPUs from a TOML or YAML file with ``[gpu.<name>]`` tables.
 
     An override may give only the fields it changes; the rest come from the existing entry.
-    ``[collectives.<name>]`` tables (per-operation link fits, as ``measure.localhw.measure_local_spec``
-    writes them) are registered with ``collectives.register_fabric``.  Returns the GPU names loaded.
+    ``[collectives.<name>]`` tables (per-operation link fits, as ``measure_local_spec`` of
+    ``scripts/validation/gloo_lab/localhw.py`` writes them) are registered with
+    ``collectives.register_fabric``.  Returns the GPU names loaded.
     """
     p = Path(path)
     text = p.read_text()
