@@ -396,6 +396,8 @@ def world_size_one(device: str) -> Iterator[None]:
     mcore_cpu.install(device)
     created_pg = False
     if not dist.is_initialized():
+        if ps.model_parallel_is_initialized():  # its groups belong to a process group destroyed since
+            ps.destroy_model_parallel()
         mcore_cpu.init_single_process()
         created_pg = True
     elif dist.get_world_size() != 1:
