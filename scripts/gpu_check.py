@@ -106,28 +106,27 @@ def main(argv: list[str] | None = None) -> int:
 
     from primus_launch.adapters import load_recipe
     from primus_launch.projection.api import project
-    from primus_launch.projection.measure.timing import TimingPolicy
-    from primus_launch.projection.measure.upscale import project_measured
+    from primus_launch.projection.measure.upscale import POLICY_ENV
 
     device = "cpu" if a.smoke else (a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     gpu = a.gpu or (device_gpu() if device.startswith("cuda") else None)
     plan = load_recipe(ROOT / a.recipe, {"gpu": gpu} if gpu else None)
-    policy = None
     if a.smoke:
+        import os
+
         from tiny_plans import tiny
 
         plan = tiny(plan)
-        policy = TimingPolicy(warmup=1, min_repeats=3, max_repeats=3, min_sample_s=0.0, max_piece_s=1.0,
-                              min_window_s=0.0)
+        # three one-pass samples per piece, no round-robin window (the measured path's policy override)
+        os.environ[POLICY_ENV] = "warmup=1,min_repeats=3,max_repeats=3,min_sample_s=0,max_piece_s=1,min_window_s=0"
     print(f"torch {torch.__version__}, cuda {torch.version.cuda}, measuring on "
           f"{torch.cuda.get_device_name() if device.startswith('cuda') else 'the CPU'}"
           + (" (--smoke: a tiny plan, the ratios say nothing about a GPU)" if a.smoke else ""))
     print(f"{a.recipe}: {plan.model.name}, {plan.parallel_summary()}, projected on {plan.cluster.gpu}")
     t0 = time.perf_counter()
     dry = project(plan, dry_run=True)
-    meas = project_measured(plan, device=device, policy=policy,
-                            cache_dir=Path(tempfile.mkdtemp(prefix="primus-gpu-check-")),
-                            measure_layers=1 if a.smoke else 2, max_cpu_seconds=None if a.smoke else 600.0)
+    meas = project(plan, dry_run=False, measure_device=device,
+                   cache_dir=Path(tempfile.mkdtemp(prefix="primus-gpu-check-")))  # as the CLI projects it
     took = time.perf_counter() - t0
     for line in report(meas, dry, plan):
         print(line)

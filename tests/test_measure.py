@@ -604,3 +604,26 @@ def test_two_concurrent_runs_measure_each_piece_once(tmp_path):
     assert len(files) == len(outs[0]) and all("value" in json.loads(f.read_text()) for f in files)
 
 
+
+
+@pytest.mark.usefixtures("no_fake_world")
+def test_gpu_check_runs_in_its_cpu_smoke_mode(capsys, monkeypatch):
+    """``scripts/gpu_check.py --smoke`` (the prepared GPU check on the CPU, the default recipe at
+    tiny size) runs and prints measured vs dry-run per piece kind, per layer kind and per stage,
+    with the iteration time's ratio, so the GPU check is known to work where no GPU is lent."""
+    import importlib.util
+    from pathlib import Path
+
+    from primus_launch.projection.measure.upscale import POLICY_ENV
+
+    monkeypatch.setenv(POLICY_ENV, "")  # the script sets its smoke policy; restored after the test
+    path = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--smoke"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    kinds = {ln.split()[0] for ln in out if ln[:1].isalpha()}
+    assert {"embedding", "dense_layer", "attn_core", "head_loss", "activations", "total"} <= kinds, out
+    it = next(ln for ln in out if ln.startswith("iteration time: measured"))
+    assert float(it.rsplit("ratio ", 1)[1]) > 0

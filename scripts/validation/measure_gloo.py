@@ -87,7 +87,7 @@ def one_round(plan, iters: int) -> dict:
     real = run_real(plan, device="cpu", iters=iters, warmup=2, threads=1)
     real_med = statistics.median(real)
     return {"projected_s": proj.iteration_time_s, "real_s": real_med, "error": proj.iteration_time_s / real_med - 1.0,
-            "pieces_s": t_pieces, "breakdown": {k: v for k, v in proj.time_breakdown.items() if v > 0}}
+            "pieces_s": t_pieces, "breakdown": {k: v for k, v in proj.time_breakdown.items() if v >= 5e-5}}
 
 
 def main(argv: list[str] | None = None) -> int:
