@@ -298,8 +298,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return rc
 
 
+#: the frameworks the measured path imports: their own warnings (missing Apex / Transformer Engine on
+#: a CPU, deprecations) are not the user's answer; ``python -W`` / ``PYTHONWARNINGS`` shows them
+FRAMEWORK_MODULES = r"(megatron|torch|torchtitan|torchao|triton|transformer_engine)(\.|$)"
+
+
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not sys.warnoptions:
+        import warnings
+
+        warnings.filterwarnings("ignore", module=FRAMEWORK_MODULES)
     ours, command = _split_command(argv)
     ap = _parser()
     a = ap.parse_args(ours)
