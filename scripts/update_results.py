@@ -28,7 +28,9 @@ CACHE = ROOT / ".results"
 BLOCKS = {
     "VALIDATE": (["scripts/validate.py"], lambda out: out[out.index("\ncalibration "):]),
     "CALIBRATION": (["scripts/calibrate.py", "--show"], lambda out: out),
-    "VALIDATE_MEMORY": (["scripts/validate_memory.py", "--quiet"], lambda out: out.strip("\n")),
+    # the verdicts per framework and group (its first table); the rows it lists after are the command's
+    "VALIDATE_MEMORY": (["scripts/validate_memory.py", "--quiet"],
+                        lambda out: re.split(r"\n\s*\n|\nNot judged", out.strip("\n"), maxsplit=1)[0]),
     "RECIPES": (["scripts/project_recipes.py"], lambda out: out),
     "BENCH_TUNER": (["scripts/bench_tuner.py"], lambda out: out[out.index("recipe    "):]),
     "CASE_STUDY": (["scripts/case_study.py"], lambda out: out),
