@@ -13,7 +13,7 @@ import pytest
 
 from mem_measure import measure_step
 from primus_launch.plan import ModelArch, Plan
-from primus_launch.projection.memory.estimate import FRAMEWORK_RESERVE_BYTES, estimate_memory, stage_memory
+from primus_launch.projection.memory.estimate import estimate_memory, stage_memory
 from primus_launch.projection.memory.activations import (
     KORTHIKANTI,
     MCORE_LOCAL,
@@ -159,28 +159,40 @@ def test_schedule_in_flight_and_recompute_order():
     # full recompute, uniform 1: per micro-batch only the layer inputs (2 sbh / t with SP)
     lpc = 20
     want = 4 * (lpc * 2 * 8192 * 8192 / 8 + 8 * 8192 + 4 * 8192 * 128)  # + token ids, fp32 RoPE table
-    want += 2 * 8192 * 8192  # + once the SP all-gather buffer a s b h
+    # (Transformer Engine gathers the SP input per GEMM: no persistent all-gather buffer)
     assert full.stages[0].activations_bytes == pytest.approx(want, rel=1e-6)
 
 
-def test_fits_margin_and_reserve():
-    r = estimate_memory(_p70(), margin=0.05)
-    assert r.capacity_bytes == 81559 * 1024**2
-    assert r.fits == (r.peak_bytes_per_gpu <= r.capacity_bytes * 0.95)
-    assert r.stages[0].reserve_bytes >= FRAMEWORK_RESERVE_BYTES
+def test_verdict_band_and_capacity():
+    """The verdict of :mod:`memory.verdict` against the device-reported capacity: fits when the band's top
+    fits, does not fit when even its bottom does not, tight between; ``fits`` true for fits and tight;
+    the margin is the only knob on top."""
+    r = estimate_memory(_p70())
+    assert r.capacity_bytes == 81089 * 1024**2  # torch total_memory of an H100 80GB HBM3
     assert sum(r.breakdown.values()) == pytest.approx(r.peak_bytes_per_gpu, abs=8)
-    tight = estimate_memory(_p70(), margin=1 - r.peak_bytes_per_gpu / r.capacity_bytes + 1e-6)
-    assert not tight.fits
+    out, b = r.outside_allocator_bytes, r.band
+    assert b.low < 0 < b.high and b.rows >= 5
+    assert b.high_bytes == int((r.peak_bytes_per_gpu - out) * (1 + b.high) + out)
+    assert r.verdict == "fits" and r.fits and b.high_bytes <= r.capacity_bytes
+    # margins at the band's edges: just inside the top -> tight, just above the bottom -> does not fit
+    m_top = 1 - b.high_bytes / r.capacity_bytes
+    m_bottom = 1 - b.low_bytes / r.capacity_bytes
+    tight = estimate_memory(_p70(), margin=m_top + 1e-4)
+    assert tight.verdict == "tight" and tight.fits
+    over = estimate_memory(_p70(), margin=m_bottom + 1e-4)
+    assert over.verdict == "does not fit" and not over.fits
     # tp=1 pp=1: 70B cannot fit one 80 GB GPU
     big = Plan(model=LLAMA70, training=dict(global_batch_size=8), cluster=dict(num_nodes=1))
-    assert not estimate_memory(big).fits
+    assert estimate_memory(big).verdict == "does not fit"
 
 
 def test_te_keeps_less_than_local():
     la_te = layer_activation_bytes(ARCH, seq=2048, mbs=1, tp=1, sp=False, impl=TE)
     la_local = layer_activation_bytes(ARCH, seq=2048, mbs=1, tp=1, sp=False, impl=MCORE_LOCAL)
-    # the torch norms keep 8 bytes per element instead of 2 (two norms), plus RoPE tables
-    assert la_local.full - la_te.full == 2 * 6 * 2048 * 4096 + 4 * 2 * 2048 * 128
+    # the torch norms keep 8 bytes per element instead of 2 (two norms), plus RoPE tables; and TE's fused
+    # attention copies v (get_qkv_layout) so the QKV output is freed, while the local spec keeps it beside
+    # the RoPE'd q, k: q and k held twice, (nq + nkv) d per token
+    assert la_local.full - la_te.full == 2 * 6 * 2048 * 4096 + 4 * 2 * 2048 * 128 + 2 * 2048 * (32 + 8) * 128
 
 
 def test_in_flight_closed_forms_equal_schedule_walk():
@@ -233,7 +245,7 @@ def test_stage_activations_equal_per_layer_sum(rc):
         else:
             per = dense.layer_input + sum(x.full for x in layers[1:])
         per += rope_table_bytes(DSV3, seq=4096) + (8 * 4096 if r == 0 else 0)
-        want = flight[r] * per + 2 * 4096 * 7168  # + the SP all-gather buffer
+        want = flight[r] * per  # TE gathers the SP input per GEMM: no persistent buffer
         if r == 3:
             want += output_activation_bytes(DSV3, seq=4096, mbs=1, tp=2, sp=True)[0]
         assert st[r].activations_bytes == pytest.approx(want, rel=1e-9, abs=2)
@@ -568,8 +580,9 @@ def test_tuner_prefilter_honours_memory_basis():
     plan = _p70()
     rep = estimate_memory(plan)
     cap = rep.capacity_bytes
-    mid = (rep.reserved_peak_bytes + rep.allocated_peak_bytes) / 2 + rep.outside_allocator_bytes
-    margin = 1 - mid / cap
+    low = rep.band.low
+    mid = (rep.reserved_peak_bytes + rep.allocated_peak_bytes) / 2 * (1 + low) + rep.outside_allocator_bytes
+    margin = 1 - mid / cap  # between the two bases' band bottoms
     assert default_prefilter(margin, "reserved")(plan) is not None
     assert default_prefilter(margin, "allocated")(plan) is None
     assert default_score(margin, "allocated")(plan).memory.fits and not default_score(margin, "reserved")(plan).memory.fits

@@ -564,7 +564,7 @@ def fsdp_microbatch_edges(plan: Plan, lt: LayerTimes, gpu: str, lay, first_moe: 
 
 
 def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bool = False,
-             memory_margin: float = 0.05) -> ProjectionResult:
+             memory_margin: float = 0.0) -> ProjectionResult:
     """One iteration of ``plan`` from ``layer_times`` (module doc for the model)."""
     m, p, t = plan.model, plan.parallel, plan.training
     gpu = plan.cluster.gpu

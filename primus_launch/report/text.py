@@ -43,7 +43,10 @@ def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
     """The summary of one projection as (label, value) rows; the text table and the HTML report
     render the same rows."""
     c, m = r.plan.cluster, r.memory
-    verdict = "fits" if m.fits else "DOES NOT FIT"
+    verdict = {"fits": "fits", "tight": "TIGHT", "does not fit": "DOES NOT FIT"}[m.verdict]
+    band = (f", band {m.band.low_bytes / GiB:.1f}-{m.band.high_bytes / GiB:.1f} GiB "
+            f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %)" if m.band else "")
+    margin = f", margin {100 * m.margin_fraction:.0f} %" if m.margin_fraction else ""
     return [
         ("mode", r.mode),
         ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
@@ -53,8 +56,8 @@ def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
         ("tokens/s/GPU", f"{r.tokens_per_sec_per_gpu:,.0f}"),
         ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
         ("MFU", f"{100 * r.mfu:.1f} %"),
-        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB "
-                   f"(margin {100 * m.margin_fraction:.0f} %): {verdict} (worst stage {m.worst_stage})"),
+        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB{margin}: "
+                   f"{verdict} (worst stage {m.worst_stage}{band})"),
     ]
 
 

@@ -745,7 +745,7 @@ def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_
 
 # ---------------------------------------------------------------- entry point
 
-def project_measured(plan: Plan, *, device: str | None = None, memory_margin: float = 0.05,
+def project_measured(plan: Plan, *, device: str | None = None, memory_margin: float = 0.0,
                      record_timeline: bool = False, cache_dir: Path | None = None,
                      measure_layers: int = 2, repeats: Optional[int] = None,
                      cpu_clock: Optional[str] = None, max_cpu_seconds: Optional[float] = 600.0,
