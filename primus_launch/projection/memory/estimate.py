@@ -17,6 +17,7 @@ from typing import Literal, Optional
 
 from primus_launch.plan import Plan
 from primus_launch.projection.hardware.gpus import GiB, get_gpu
+from primus_launch.projection.hardware.placement import scaleup_domain
 from primus_launch.projection.memory.activations import TE, ActivationImpl
 from primus_launch.projection.memory.mcore import (  # noqa: F401  (re-exported)
     McoreOpts,
@@ -64,8 +65,6 @@ def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: Tit
 
 def plan_outside_bytes(plan: Plan) -> dict[str, float]:
     """Bytes the plan's processes hold outside the caching allocator (:mod:`memory.outside`)."""
-    from primus_launch.projection.hardware.placement import scaleup_domain
-
     m, p, t = plan.model, plan.parallel, plan.training
     moe = m.is_moe and p.ep * p.expert_tp > 1
     return outside_allocator_bytes(

@@ -25,6 +25,35 @@ from typing import Sequence
 import numpy as np
 
 from primus_launch.projection.pipeline.orders import B, F, W, combined_1f1b_orders, schedule_orders
+from primus_launch.projection.pipeline.simulate import activations_in_flight
+
+
+@lru_cache(maxsize=4096)
+def _in_flight(schedule: str, pp: int, vpp: int, m: int, group: int | None = None) -> tuple[float, ...]:
+    """Chunk-micro-batches of activations alive at each rank's peak.
+
+    Closed forms equal to :func:`pipeline.activations_in_flight`'s walk of the schedule order
+    (``tests/test_memory.py`` checks them): 1F1B ``min(pp - r, m)``; interleaved (Megatron)
+    ``min(2 (pp - r - 1) + (vpp - 1) g + 1, m vpp)`` with Megatron's micro-batch group ``g``
+    (default pp: the warm-up of ``get_pp_rank_microbatches`` plus the one in its first 1F1B step);
+    GPipe ``m vpp``.  Zero-bubble schedules
+    are walked with ``release="W"``: the weight-gradient pass still needs the linears' inputs,
+    so a micro-batch counts until its ``W`` (an upper bound).
+    """
+    if pp == 1:
+        return (1.0,)
+    if schedule == "1f1b" and vpp > 1:
+        # Megatron runs its interleaved schedule whenever virtual stages are set
+        # (get_forward_backward_func: forward_backward_pipelining_with_interleaving)
+        schedule = "interleaved_1f1b"
+    if schedule == "1f1b":
+        return tuple(float(min(pp - r, m)) for r in range(pp))
+    if schedule == "interleaved_1f1b":
+        g = pp if group is None else group
+        return tuple(float(min(2 * (pp - r - 1) + (vpp - 1) * g + 1, m * vpp)) for r in range(pp))
+    if schedule == "gpipe":
+        return tuple(float(m * vpp) for _ in range(pp))
+    return tuple(activations_in_flight(schedule, pp, vpp, m, release="W"))
 
 
 @lru_cache(maxsize=8192)
@@ -36,6 +65,11 @@ def stage_activation_peaks(schedule: str, pp: int, vpp: int, m: int, group: int 
     ``chunk_bytes[r][c]``: bytes chunk ``c`` of rank ``r`` keeps per micro-batch; ``ep_overlap``: walk
     Megatron's combined 1F1B, ``layer_bytes[r][c]`` then being the largest single layer of that chunk.
     """
+    if not ep_overlap and schedule in ("1f1b", "interleaved_1f1b", "gpipe"):
+        if all(len(set(row)) <= 1 for row in chunk_bytes):
+            # every chunk of a rank weighs the same: the closed forms of the walk (tests check them)
+            return tuple(n * (row[0] if row else 0.0) for n, row in zip(_in_flight(schedule, pp, vpp, m, group),
+                                                                       chunk_bytes))
     if ep_overlap and (pp == 1 or vpp > 1):
         o = combined_1f1b_orders(pp, vpp, m, group)
         merged = True

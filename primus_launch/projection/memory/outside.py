@@ -29,6 +29,8 @@ The caching allocator's reserved peak runs above the allocated peak: :data:`RESE
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.projection.memory.band_data import RESERVED_OVER_ALLOCATED
 
@@ -108,6 +110,7 @@ def userbuffers_bytes(tokens: float, hidden: int, fp8: bool) -> float:
     return tokens * hidden * (ag * (1 if fp8 else 2) + rs * 2)
 
 
+@lru_cache(maxsize=4096)
 def outside_allocator_bytes(*, tp: int, cp: int, pp: int, dp: int, ep: int, etp: int, expert_dp: int,
                             dispatcher: str = "alltoall", moe: bool = False, hidden: int = 0,
                             tokens: float = 0.0, local_experts: int = 0, nvlink_domain: int = 8,
@@ -129,4 +132,4 @@ def outside_allocator_bytes(*, tp: int, cp: int, pp: int, dp: int, ep: int, etp:
         else:  # allgather: ring collectives over the tp x ep group
             nccl += NCCL_COMM_BYTES
     ub = userbuffers_bytes(ub_tokens, hidden, fp8) if ub_tokens and tp > 1 else 0.0
-    return {"context": CONTEXT_BYTES, "nccl": float(nccl), "dispatcher": float(disp), "userbuffers": ub}
+    return {"context": CONTEXT_BYTES, "nccl": float(nccl), "dispatcher": float(disp), "userbuffers": ub}  # shared: read only

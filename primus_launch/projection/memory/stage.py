@@ -12,12 +12,11 @@ bytes outside the allocator (:mod:`memory.outside`) are added per plan by
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Optional
 
 from primus_launch.projection.memory.activations import LayerActivations
 from primus_launch.projection.memory.band_data import RESERVED_OVER_ALLOCATED
-from primus_launch.projection.pipeline.simulate import activations_in_flight
+from primus_launch.projection.memory.inflight import _in_flight  # noqa: F401  (re-exported)
 from primus_launch.projection.result import StageMemory
 
 #: the caching allocator's reserved peak over its allocated peak, Megatron (fraction of the allocated peak)
@@ -37,34 +36,6 @@ class MeasuredActivations:
     moe: Optional[LayerActivations]
     output: tuple[float, float]  # (kept, transient) of the final norm + output layer + loss
     note: str
-
-
-@lru_cache(maxsize=4096)
-def _in_flight(schedule: str, pp: int, vpp: int, m: int, group: int | None = None) -> tuple[float, ...]:
-    """Chunk-micro-batches of activations alive at each rank's peak.
-
-    Closed forms equal to :func:`pipeline.activations_in_flight`'s walk of the schedule order
-    (``tests/test_memory.py`` checks them): 1F1B ``min(pp - r, m)``; interleaved (Megatron)
-    ``min(2 (pp - r - 1) + (vpp - 1) g + 1, m vpp)`` with Megatron's micro-batch group ``g``
-    (default pp: the warm-up of ``get_pp_rank_microbatches`` plus the one in its first 1F1B step);
-    GPipe ``m vpp``.  Zero-bubble schedules
-    are walked with ``release="W"``: the weight-gradient pass still needs the linears' inputs,
-    so a micro-batch counts until its ``W`` (an upper bound).
-    """
-    if pp == 1:
-        return (1.0,)
-    if schedule == "1f1b" and vpp > 1:
-        # Megatron runs its interleaved schedule whenever virtual stages are set
-        # (get_forward_backward_func: forward_backward_pipelining_with_interleaving)
-        schedule = "interleaved_1f1b"
-    if schedule == "1f1b":
-        return tuple(float(min(pp - r, m)) for r in range(pp))
-    if schedule == "interleaved_1f1b":
-        g = pp if group is None else group
-        return tuple(float(min(2 * (pp - r - 1) + (vpp - 1) * g + 1, m * vpp)) for r in range(pp))
-    if schedule == "gpipe":
-        return tuple(float(m * vpp) for _ in range(pp))
-    return tuple(activations_in_flight(schedule, pp, vpp, m, release="W"))
 
 
 def _stage(rank, weights, grads, optim, activations, transient, in_flight, nparams,
