@@ -1,18 +1,19 @@
 """The memory projection's error band from the published peaks ``scripts/validate_memory.py`` compares.
 
-For every published peak the validation compares (TorchTitan rows: max reserved vs the projected
-reserved peak; Megatron-LM functional tests: max allocated of the last rank vs the projected allocated
-peak of the last stage), ``published / projected - 1``; per framework its 10th and 90th percentiles
-(linear interpolation), count, median and extremes.  With ``--write`` the figures replace ``BANDS`` in
-``primus_launch/projection/memory/band_data.py`` (atomic write); without, they are printed.
+For every published peak the validation compares exactly (``scripts/validation/memory_cases.json``:
+pytorch/torchtitan benchmark reserved peaks, Megatron-LM functional-test allocated peaks of the last rank,
+Megatron-Bridge and TorchTitan reports; peaks a source states only roughly are left out, as the
+validation's statistics leave them out), ``published / projected - 1`` on the same basis and rank; per
+framework its 10th and 90th percentiles (linear interpolation), count, median and extremes.  With
+``--write`` the figures replace ``BANDS`` in ``primus_launch/projection/memory/band_data.py`` (atomic
+write); without, they are printed.
 
-    PYTHONPATH=. python scripts/memory_band.py [--write] [--runs PATH] [--mlm MEGATRON_LM_GIT_DIR]
+    PYTHONPATH=. python scripts/memory_band.py [--write]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import statistics
@@ -21,10 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from validate_memory import MLM, RUNS, megatron_rows, plan_of  # noqa: E402
-
-from primus_launch.projection.hardware.gpus import GiB  # noqa: E402
-from primus_launch.projection.memory.estimate import estimate_memory  # noqa: E402
+from validate_memory import collect, evaluate  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "primus_launch" / "projection" / "memory" / "band_data.py"
 
@@ -38,25 +36,13 @@ def quantile(xs: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def errors(runs: Path | None, mlm: Path) -> dict[str, list[tuple[str, float]]]:
-    """framework -> [(row, published / projected - 1)]."""
+def errors() -> dict[str, list[tuple[str, float]]]:
+    """framework -> [(row, published / projected - 1)] over the exactly published peaks."""
     out: dict[str, list[tuple[str, float]]] = {"megatron": [], "torchtitan": []}
-    if runs is not None and runs.is_file():
-        for r in json.loads(runs.read_text()):
-            pub = (r.get("measured") or {}).get("peak_memory_gb")
-            plan = plan_of(r) if pub else "no peak"
-            if isinstance(plan, str):
-                continue
-            unit = str(r["measured"].get("peak_memory_unit", ""))
-            pub_gib = float(pub) if unit.startswith("GiB") else float(pub) * 1e9 / GiB
-            rep = estimate_memory(plan)
-            out["torchtitan"].append((r["id"], pub_gib / (rep.reserved_peak_bytes / GiB) - 1))
-    if mlm.exists():
-        for test, pub, plan in megatron_rows(mlm):
-            if isinstance(plan, str):
-                continue
-            alloc = estimate_memory(plan, memory_basis="allocated").stages[-1].allocated_bytes / GiB
-            out["megatron"].append((test, pub / alloc - 1))
+    for it in collect(("case",)):
+        r = evaluate(it)
+        if r.get("measured_gib") and not r.get("peak_approx") and r.get("framework") in out:
+            out[r["framework"]].append((r["id"], r["measured_gib"] / r["projected_gib"] - 1))
     return out
 
 
@@ -83,10 +69,8 @@ def write(b: dict[str, tuple]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="rewrite BANDS in memory/band_data.py")
-    ap.add_argument("--runs", type=Path, default=RUNS)
-    ap.add_argument("--mlm", type=Path, default=MLM)
     a = ap.parse_args()
-    errs = errors(a.runs, a.mlm)
+    errs = errors()
     for fw, rows in errs.items():
         for rid, e in rows:
             print(f"{fw:10s} {rid[:64]:64s} published / projected - 1 = {e:+.3f}")

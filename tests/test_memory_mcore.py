@@ -36,25 +36,29 @@ def _functional_rows():
     return out
 
 
-def test_functional_test_peaks_and_the_band():
-    """Every published functional-test peak within 15 %, the median within 10 %; and the Megatron error
-    band of :mod:`memory.band_data` is these rows' 10th-90th percentiles (``scripts/memory_band.py``)."""
-    from primus_launch.projection.memory.band_data import BANDS
-
+def test_functional_test_peaks():
+    """Every published functional-test peak within 15 %, the median within 10 %."""
     rows = _functional_rows()
     errs = [e for _, e in rows]
     assert len(rows) >= 7
     assert max(abs(e) for e in errs) <= 0.15, rows
     assert abs(statistics.median(errs)) <= 0.10
-    s = sorted(errs)
 
-    def q(p):
-        pos = p * (len(s) - 1)
-        lo = int(pos)
-        return s[lo] + (s[min(lo + 1, len(s) - 1)] - s[lo]) * (pos - lo)
 
-    low, high, n = BANDS["megatron"][:3]
-    assert n == len(rows) and low == pytest.approx(q(0.1), abs=1e-3) and high == pytest.approx(q(0.9), abs=1e-3)
+def test_band_data_regenerates_from_the_validation():
+    """``memory/band_data.py``'s bands are what ``scripts/memory_band.py`` computes from the published
+    peaks ``scripts/validate_memory.py`` compares (so the data module can be regenerated, not edited)."""
+    import sys
+
+    from primus_launch.projection.memory.band_data import BANDS
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from memory_band import bands, errors
+
+    got = bands(errors())
+    for fw in ("megatron",):  # (the TorchTitan band follows its own model: regenerate after changing it)
+        assert got[fw][2] == BANDS[fw][2]
+        assert got[fw][:2] == pytest.approx(BANDS[fw][:2], abs=1e-3), fw
 
 
 def test_moe_pairs_with_expert_tp_1_under_tp_2_measured():
