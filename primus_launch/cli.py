@@ -49,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--primus-root", metavar="DIR",
                     help="Primus checkout (or its primus/configs) holding the presets of a Primus experiment YAML "
                          "(default: the checkout the YAML lives in)")
-    ap.add_argument("--memory-margin", type=float, default=0.05,
-                    help="fraction of HBM kept free for the fits verdict (default 0.05)")
+    ap.add_argument("--memory-margin", type=float, default=0.0,
+                    help="fraction of the device's memory kept free on top of the projected peak and its error "
+                         "band (default 0)")
     ap.add_argument("--memory-basis", choices=["reserved", "allocated"], default="reserved",
                     help="peak the fits verdict compares with the GPU's capacity: the caching allocator's "
                          "estimated reserved peak (default) or the allocated peak (both + CUDA context/NCCL)")

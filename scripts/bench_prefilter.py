@@ -51,7 +51,7 @@ def candidates() -> list[Plan]:
 
 def _clear() -> None:
     for f in (params.arch_from_key, params.layer_params_for_key, params.stage_split_for_key, params._total,
-              memory.mcore_stage_memory, memory.titan_stage_memory, memory._in_flight):
+              memory.mcore_stage_memory, memory.titan_stage_memory, memory.in_flight_closed_form):
         f.cache_clear()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from primus_launch.cli import main
-from primus_launch.report.text import MAX_LINES, WIDTH, band_text
+from primus_launch.report.text import MAX_LINES, WIDTH
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(p for p in (ROOT / "recipes").rglob("*") if p.is_file() and p.suffix in (".sh", ".yaml", ".toml"))
@@ -61,9 +61,9 @@ def test_explain_keeps_every_table(capsys):
     assert len(lines) > MAX_LINES
 
 
-def test_band_text_reads_fractions_and_bytes():
-    """The verdict's band, whichever form the memory result gives it."""
-    assert band_text(0.08) == "+-8 %"
-    assert band_text((-0.1, 0.05)) == "-10 .. +5 %"
-    assert band_text({"low": 70 * 2**30, "high": 80 * 2**30}) == "70.0 .. 80.0 GiB"
-    assert band_text("n/a") == "n/a"
+def test_verdict_line_names_the_band(capsys):
+    """The memory line carries the verdict and the band the peak is expected in (issue 27, item 3)."""
+    rc, lines = _run(capsys, str(ROOT / "recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml"))
+    assert rc == 0
+    mem = " ".join(ln for ln in lines if "GiB peak of" in ln or ln.startswith(" "))
+    assert "band" in mem and "GiB" in mem and ("fits" in mem or "TIGHT" in mem)

@@ -311,6 +311,9 @@ class Training(StrictModel):
     delay_wgrad_compute: bool = Field(default=False, description="Megatron --delay-wgrad-compute")
     moe_shared_expert_overlap: bool = Field(default=False, description="Megatron --moe-shared-expert-overlap")
     cross_entropy_loss_fusion: bool = Field(default=False, description="Megatron --cross-entropy-loss-fusion")
+    cross_entropy_fusion_impl: Literal["native", "te"] = Field(
+        default="native", description="Megatron --cross-entropy-fusion-impl: native (megatron's fused kernel keeps "
+                                      "the fp32 softmax) or te (TE's kernel writes the gradient into the logits)")
     rope_fusion: bool = Field(default=True, description="fused RoPE kernel in the Megatron / TE profile (Megatron "
                                                         "apply_rope_fusion; --no-rope-fusion = False); False = the "
                                                         "eager fp32 complex-multiply RoPE")

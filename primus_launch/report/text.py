@@ -58,42 +58,23 @@ def plan_line(r: ProjectionResult) -> str:
             f"dp_sharding={p.dp_sharding} SP={'on' if p.sequence_parallel else 'off'}")
 
 
-def band_text(band: Any) -> str:
-    """The memory verdict's error band as text: a fraction (``0.08`` -> ``+-8 %``), a (low, high)
-    pair of fractions or of bytes, or a mapping with ``low`` / ``high`` (or ``lower`` / ``upper``)
-    in the same units; anything else as ``str``."""
-    if isinstance(band, dict):
-        lo = band.get("low", band.get("lower"))
-        hi = band.get("high", band.get("upper"))
-        if lo is not None and hi is not None:
-            band = (lo, hi)
-        elif "fraction" in band:
-            band = band["fraction"]
-    if isinstance(band, (int, float)):
-        return f"+-{100 * abs(band):.0f} %" if abs(band) < 10 else f"+-{band / GiB:.1f} GiB"
-    if isinstance(band, (tuple, list)) and len(band) == 2 and all(isinstance(x, (int, float)) for x in band):
-        lo, hi = band
-        if max(abs(lo), abs(hi)) < 10:
-            return f"{100 * lo:+.0f} .. {100 * hi:+.0f} %"
-        return f"{lo / GiB:.1f} .. {hi / GiB:.1f} GiB"
-    return str(band)
-
-
 def verdict_text(r: ProjectionResult) -> str:
-    """``fits`` / ``DOES NOT FIT`` -- or the result's own ``memory.verdict`` (e.g. ``tight``) and
-    ``memory.band`` when it has them."""
+    """The memory verdict (``fits`` / ``TIGHT`` / ``DOES NOT FIT``) with the band the peak is expected
+    in (:mod:`projection.memory.verdict`: the validation spread of the peak), e.g.
+    ``fits, band 66.2-76.6 GiB (-2/+14 %)``."""
     m = r.memory
-    verdict = getattr(m, "verdict", None)
-    verdict = str(verdict) if verdict else ("fits" if m.fits else "does not fit")
-    verdict = verdict.upper() if verdict.lower() in ("does not fit", "does_not_fit") else verdict
-    band = getattr(m, "band", None)
-    return verdict + (f" (band {band_text(band)})" if band is not None else "")
+    verdict = {"fits": "fits", "tight": "TIGHT", "does not fit": "DOES NOT FIT"}[m.verdict]
+    if m.band is None:
+        return verdict
+    return (f"{verdict}, band {m.band.low_bytes / GiB:.1f}-{m.band.high_bytes / GiB:.1f} GiB "
+            f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %)")
 
 
 def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
     """The summary of one projection as (label, value) rows; the text answer and the HTML report
     render the same rows."""
     c, m = r.plan.cluster, r.memory
+    margin = f", margin {100 * m.margin_fraction:.0f} %" if m.margin_fraction else ""
     it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
     if r.band is not None:  # the dry-run's expected error (projection/band.py)
         lo, hi = r.band.iteration_range(r.iteration_time_s)
@@ -109,8 +90,8 @@ def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
         ("tokens/s/GPU", tps),
         ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
         ("MFU", f"{100 * r.mfu:.1f} %"),
-        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB "
-                   f"(margin {100 * m.margin_fraction:.0f} %): {verdict_text(r)} (worst stage {m.worst_stage})"),
+        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB{margin}: "
+                   f"{verdict_text(r)} (worst stage {m.worst_stage})"),
     ]
 
 

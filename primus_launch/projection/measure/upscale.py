@@ -545,7 +545,7 @@ def measured_activations(plan: Plan, meas: Measured, device: str):
 @dataclass(frozen=True)
 class MeasuredTitanActivations(MeasuredActivations):
     """Measured pieces of a TorchTitan plan for its own memory model (:mod:`memory_titan`, through
-    ``memory._titan_stage_memory``'s ``acts``): per block kind the bytes a block keeps without
+    ``memory.titan_stage_memory``'s ``acts``): per block kind the bytes a block keeps without
     activation checkpointing and under the plan's (torchtitan's ``FullAC`` / ``SelectiveAC`` wrapped
     around the real block, memory-only), and the head's kept bytes.  The base fields carry the same
     figures in the Megatron shape (unused by the TorchTitan model)."""
@@ -759,7 +759,7 @@ def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_
 
 # ---------------------------------------------------------------- entry point
 
-def project_measured(plan: Plan, *, device: str | None = None, memory_margin: float = 0.05,
+def project_measured(plan: Plan, *, device: str | None = None, memory_margin: float = 0.0,
                      record_timeline: bool = False, cache_dir: Path | None = None,
                      measure_layers: int = 2, repeats: Optional[int] = None,
                      cpu_clock: Optional[str] = None, max_cpu_seconds: Optional[float] = 600.0,
