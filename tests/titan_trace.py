@@ -37,9 +37,73 @@ from primus_launch.frameworks import titan_cpu
 titan_cpu.install()
 
 from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker as _FSDPMemTracker  # noqa: E402
+from torch.distributed.fsdp._fully_shard._fsdp_state import FSDPState as _FSDPState  # noqa: E402
 
 
-FSDPMemTracker = _FSDPMemTracker
+class _MergedGroups:
+    """What ``FSDPMemTracker`` reads of a module's param group (its ``fsdp_params``), for a module whose
+    parameters FSDP2 split into several groups (per-parameter meshes from ``shard_placement_fn``)."""
+
+    def __init__(self, groups):
+        self.fsdp_params = [fp for g in groups for fp in g.fsdp_params]
+
+
+def _merged_group(state):
+    groups = state._fsdp_param_groups
+    if not groups:
+        return None
+    return groups[0] if len(groups) == 1 else _MergedGroups(groups)
+
+
+class FSDPMemTracker(_FSDPMemTracker):
+    """torch's ``FSDPMemTracker`` for modules with several FSDP2 param groups: torchtitan 0.3.0 shards an
+    MoE block's routed experts over the ``efsdp`` mesh and its other parameters over the ``fsdp`` mesh
+    (``apply_fsdp_to_decoder``'s ``ShardPlacementResult``), which FSDP2 keeps as two param groups of one
+    module; the stock tracker reads the single-group ``FSDPState._fsdp_param_group`` (it raises for two).
+    Here that property answers the union of the groups' parameters while tracking, and each group's
+    ``pre_backward`` / ``post_backward`` is wrapped on its own.  Categories and snapshots are the stock
+    tracker's."""
+
+    def _instrument_fsdp_module(self) -> None:
+        from torch.distributed.fsdp import FSDPModule
+
+        groups_of = {}
+        for module in self._root_mod.modules():
+            if isinstance(module, FSDPModule):
+                st = module._get_fsdp_state()
+                if len(st._fsdp_param_groups) > 1:
+                    groups_of[module] = list(st._fsdp_param_groups)
+                    # the stock code wraps one group; hand it the first, wrap the others below
+                    st._fsdp_param_groups[:] = groups_of[module][:1]
+        try:
+            super()._instrument_fsdp_module()
+        finally:
+            for module, groups in groups_of.items():
+                module._get_fsdp_state()._fsdp_param_groups[:] = groups
+        self._extra_groups = []
+        for module, groups in groups_of.items():
+            for g in groups[1:]:
+                self._instrument_fsdp_sharded_params_grads(g)
+                self._extra_groups.append((g, g.pre_backward, g.post_backward))
+                g.pre_backward = self._fsdp_param_group_pre_backward(module, g.pre_backward)
+                g.post_backward = self._fsdp_param_group_post_backward(module, g.post_backward)
+
+    def _deregister_module_and_optimizer_hooks(self) -> None:
+        super()._deregister_module_and_optimizer_hooks()
+        for g, pre, post in getattr(self, "_extra_groups", []):
+            g.pre_backward, g.post_backward = pre, post
+        self._extra_groups = []
+
+    def __enter__(self):
+        if self._depth == 0:
+            self._saved_prop = _FSDPState.__dict__["_fsdp_param_group"]
+            _FSDPState._fsdp_param_group = property(_merged_group)
+        return super().__enter__()
+
+    def __exit__(self, *args):
+        super().__exit__(*args)
+        if self._depth == 0:
+            _FSDPState._fsdp_param_group = self._saved_prop
 
 CATS = ("Sharded Param", "Unsharded Param", "Buffer", "Sharded Grad", "Unsharded Grad", "Activation", "Temp",
         "All Gather", "Reduce Scatter", "OptState", "Inputs")
@@ -68,6 +132,8 @@ class TitanCase:
     #                             "tensorwise" (torchao's recipe, which torchtitan <= 0.2 defaulted to)
     flash: bool = False  # SDPA dispatched to the flash-attention op a GPU runs (see :func:`use_flash_op`)
     sp: bool = True  # with tp > 1: sequence parallelism (torchtitan's enable_sequence_parallel, its default)
+    ep: int = 1  # expert parallelism (MoE models): experts over ep ranks, FSDP over efsdp = dp_shard*cp*tp/ep
+    first_layer: int = 0  # the blocks traced are the flavor's layers[first_layer : first_layer + layers]
 
     @property
     def world(self) -> int:
@@ -125,17 +191,17 @@ def _init_world(world: int, rank: int = 0) -> None:
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
 
 
-def _set_sharding(cfg, model: str, sp: bool) -> None:
+def _set_sharding(cfg, model: str, sp: bool, ep: bool = False) -> None:
     """torchtitan's own TP / SP sharding config for ``model`` (what its ``update_from_config`` sets
     from ``parallelism.enable_sequence_parallel``)."""
     if model == "deepseek_v3":
         from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
 
-        set_deepseek_v3_sharding_config(cfg, enable_sp=sp, enable_ep=False)
+        set_deepseek_v3_sharding_config(cfg, enable_sp=sp, enable_ep=ep)
     elif model == "qwen3":
         from torchtitan.models.qwen3.sharding import set_qwen3_sharding_config
 
-        set_qwen3_sharding_config(cfg, enable_sp=sp, enable_ep=False)
+        set_qwen3_sharding_config(cfg, enable_sp=sp, enable_ep=ep)
     else:
         from torchtitan.models.llama3.sharding import set_llama3_sharding_config
 
@@ -157,23 +223,24 @@ def build(case: TitanCase):
     use_flash_op(case.flash)
     backend = "partial_dtensor"
     dist_utils.set_spmd_backend(backend)
-    pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=case.cp, tp=case.tp, pp=1, ep=1,
-                      world_size=case.world, spmd_backend=backend)
+    pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=case.cp, tp=case.tp, pp=case.pp,
+                      ep=case.ep, world_size=case.world, spmd_backend=backend)
     pd.build_mesh()
     cfg = copy.deepcopy(model_spec(case.model, case.flavor).model)
-    cfg.layers = cfg.layers[:case.layers]
+    cfg.layers = cfg.layers[case.first_layer:case.first_layer + case.layers]
     if case.attn == "sdpa":
         titan_cpu.use_sdpa(cfg)
     titan_cpu.set_seq_len(cfg, case.seq)
     if case.float8:
         cfg = float8_convert(cfg, case.float8)
-    if case.tp > 1:
-        _set_sharding(cfg, case.model, case.sp)
+    if case.tp > 1 or case.ep > 1:
+        _set_sharding(cfg, case.model, case.sp, case.ep > 1)
     with torch.device("meta"):
         model = cfg.build()
     par = ParallelismConfig(data_parallel_shard_degree=case.dp_shard,
                             data_parallel_replicate_degree=case.dp_replicate, context_parallel_degree=case.cp,
                             tensor_parallel_degree=case.tp, enable_sequence_parallel=case.sp, spmd_backend=backend,
+                            expert_parallel_degree=case.ep, pipeline_parallel_degree=case.pp,
                             fsdp_reshard_after_forward=case.reshard_after_forward)
     ac: Any = None
     if case.ac == "full":
@@ -226,6 +293,33 @@ def use_eager_flex() -> None:
         return out, AuxOutput(lse=lse if (return_aux is not None and return_aux.lse) else None)
 
     FlexAttention._compiled_flex_attn = staticmethod(flex)
+
+
+def use_balanced_all_to_all() -> None:
+    """torchtitan's ``AllToAllTokenDispatcher`` with balanced split sizes: its
+    ``_sync_token_count_exchange`` reads the all-to-all splits back to the host (``.tolist()``), which
+    fake tensors cannot answer; here every EP rank sends ``N / ep`` of its ``N = tokens x top_k``
+    routed rows to each EP rank and receives as many (the balanced routing the memory model assumes).
+    Everything else -- the count exchange, the data all-to-alls, ``_permute`` / ``_unpermute``, the
+    grouped GEMMs, the combine -- is torchtitan's and torch's own."""
+    from torchtitan.models.common.token_dispatcher import AllToAllTokenDispatcher
+
+    if getattr(AllToAllTokenDispatcher, "_balanced_shim", False):
+        return
+    reorder = AllToAllTokenDispatcher._local_reorder
+
+    def local_reorder(self, x_TD, scores_TK, ids_TK):
+        self._routed_rows = x_TD.shape[0] * ids_TK.shape[1]
+        return reorder(self, x_TD, scores_TK, ids_TK)
+
+    def sync(self, local_E, global_EP_e, ep_size):
+        glob = torch.ops._c10d_functional.wait_tensor(global_EP_e).reshape(-1)
+        split = [self._routed_rows // ep_size] * ep_size
+        return glob, split, list(split)
+
+    AllToAllTokenDispatcher._local_reorder = local_reorder
+    AllToAllTokenDispatcher._sync_token_count_exchange = sync
+    AllToAllTokenDispatcher._balanced_shim = True
 
 
 def float8_convert(cfg, recipe: str):
@@ -284,6 +378,8 @@ def trace(case: TitanCase) -> dict[str, Any]:
 
     model, pd = build(case)
     tp = case.tp
+    if case.ep > 1:
+        use_balanced_all_to_all()
     kwargs: dict[str, Any] = {}
     if case.attn == "flex":
         # torchtitan's own causal + document block mask (the trainer's get_attention_masks), built on real

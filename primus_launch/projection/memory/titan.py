@@ -57,9 +57,130 @@ its local fp32 ``log_probs``).  Transient levels walked through the step (the pe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from primus_launch.plan import ModelArch
+
+Shape = tuple[int, ...]
+
+
+# ------------------------------------------------------------------ parameters on one rank
+def titan_param_shapes(arch: ModelArch, part: str, *, tp: int, ep: int, etp: int = 1) -> tuple[tuple[Shape, bool], ...]:
+    """Local shapes of the parameters of one torchtitan 0.3.0 FSDP unit on one rank after tensor and
+    expert parallelism, before FSDP, each with whether it is a routed-expert weight.
+
+    ``part``: ``emb`` (``tok_embeddings`` ``[V/t, h]``, rowwise = vocab-sharded), ``head`` (final
+    ``norm`` ``[h]`` + ``lm_head`` ``[V/t, h]``, colwise), ``dense`` or ``moe`` (a decoder block).
+    Torchtitan's modules and TP plans (``models/common/{attention,feed_forward,moe}.py``,
+    ``models/{llama3,qwen3,deepseek_v3}/{model,sharding}.py``, ``models/common/{decoder,moe}_sharding.py``):
+
+    - GQA attention (llama3, qwen3): fused ``wqkv`` ``[(nq + 2 nkv) d / t, h]`` (colwise), ``wo``
+      ``[h, nq d / t]`` (rowwise), qwen3's per-head ``q_norm`` / ``k_norm`` ``[d]`` (replicated);
+    - MLA (deepseek_v3): ``wq_a`` ``[ql, h]``, ``q_norm`` ``[ql]``, ``wkv_a`` ``[kvl + dr, h]``, ``kv_norm``
+      ``[kvl]`` replicated over TP; ``wq_b`` ``[nq (dn + dr) / t, ql]`` (or ``wq`` ``[nq (dn + dr) / t, h]``
+      without a query LoRA), ``wkv_b`` ``[nq (dn + dv) / t, kvl]`` colwise, ``wo`` ``[h, nq dv / t]``;
+    - ``attention_norm``, ``ffn_norm`` ``[h]``; dense FFN ``w1``, ``w3`` ``[F / t, h]``, ``w2`` ``[h, F / t]``;
+    - MoE: ``router.gate`` ``[E, h]`` (replicated), shared experts as a dense FFN of ``Fs``, routed experts
+      ``w1_EFD``, ``w3_EFD`` ``[e, Fe', h]``, ``w2_EDF`` ``[e, h, Fe']``: with EP ``e = E / ep`` local experts at
+      full width (``expert_param_placement_sparse``: ``EP: Shard(0)``, no TP; torchtitan v0.2's
+      ``expert_tensor_parallel_degree`` ``etp`` = TP split them ``Fe' = Fe / etp``), without EP all ``E``
+      experts TP-sharded on their FFN dim (``Fe' = Fe / t``).
+    """
+    h, t = arch.hidden_size, tp
+    if part == "emb":
+        return (((arch.vocab_size // t, h), False),)
+    if part == "head":
+        return (((h,), False), ((arch.vocab_size // t, h), False))
+    nq = arch.num_attention_heads
+    out: list[tuple[Shape, bool]] = [((h,), False), ((h,), False)]  # attention_norm, ffn_norm
+    if arch.multi_latent_attention:
+        dn, dr, dv, kvl = arch.qk_head_dim, arch.qk_pos_emb_head_dim, arch.v_head_dim, arch.kv_lora_rank
+        if arch.q_lora_rank:
+            ql = arch.q_lora_rank
+            out += [((ql, h), False), ((ql,), False), ((nq * (dn + dr) // t, ql), False)]
+        else:
+            out.append(((nq * (dn + dr) // t, h), False))
+        out += [((kvl + dr, h), False), ((kvl,), False), ((nq * (dn + dv) // t, kvl), False), ((h, nq * dv // t), False)]
+    else:
+        d = arch.kv_channels
+        out += [(((nq + 2 * arch.kv_heads) * d // t, h), False), ((h, nq * d // t), False)]
+        if arch.qk_layernorm:
+            out += [((d,), False), ((d,), False)]
+
+    def ffn(f: int) -> list[tuple[Shape, bool]]:
+        return [((f // t, h), False), ((h, f // t), False), ((f // t, h), False)]
+
+    if part == "dense":
+        return tuple(out + ffn(arch.ffn_hidden_size))
+    E, fe = arch.num_experts or 1, arch.expert_ffn
+    out.append(((E, h), False))
+    if arch.moe_shared_expert_intermediate_size:
+        out += ffn(arch.moe_shared_expert_intermediate_size)
+    if ep > 1:
+        e, f = E // ep, fe // max(1, etp)
+        out += [((e, f, h), True), ((e, h, f), True), ((e, f, h), True)]
+    else:
+        out += [((E, fe // t, h), True), ((E, h, fe // t), True), ((E, fe // t, h), True)]
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class FsdpGroup:
+    """One FSDP2 parameter group of a unit on one rank (``torch/distributed/fsdp/_fully_shard``).
+
+    ``unsharded``: elements of the group's all-gather output on this rank (``S x`` the padded shard:
+    ``FSDPParam.init_all_gather_outputs``), what the unit holds unsharded in bf16 and reduce-scatters
+    from in fp32; ``sharded``: elements of the rank's padded shard (``_sharded_param_data``, the fp32
+    parameter, the reduce-scatter output its gradient views, each AdamW state of rank 0); ``shard``: the
+    group's shard-mesh size ``S``."""
+
+    unsharded: float
+    sharded: float
+    shard: int
+
+
+def fsdp_shard_elems(shape: Shape, shard: int, dim: int = 0) -> int:
+    """Elements of one rank's padded FSDP2 shard of a ``shape`` parameter sharded on ``dim`` over ``shard``
+    ranks: ``_fsdp_param.py`` ``_init_sharded_param`` chunks with ``torch.chunk`` (``_chunk_with_empty``)
+    and allocates every rank the first, largest chunk ``ceil(shape[dim] / shard)`` (``padded_sharded_size``)."""
+    rows = shape[dim] if shape else 1
+    return math.ceil(rows / shard) * math.prod(shape) // max(1, rows)
+
+
+def fsdp_groups(shapes: tuple[tuple[Shape, bool], ...], *, S: int, Se: int, ep: int,
+                num_experts: int) -> tuple[FsdpGroup, ...]:
+    """The FSDP2 parameter groups of one unit (torchtitan 0.3.0 ``distributed/fsdp.py``
+    ``apply_fsdp_to_decoder``): everything on the ``fsdp`` mesh (``S = dp_shard x cp``) sharded on dim 0;
+    in an MoE block with EP the routed experts on the ``efsdp`` mesh (``Se = dp_shard x cp x tp / ep``),
+    which FSDP2 keeps as a second group of the same module (``ShardPlacementResult`` per parameter,
+    ``_fsdp_init.py`` groups parameters by process group); the experts are sharded on dim 1 instead of
+    dim 0 when the expert mesh (``Se x ep``, or ``S`` without EP) is larger than ``E``."""
+    dense = [sh for sh, ex in shapes if not ex]
+    expert = [sh for sh, ex in shapes if ex]
+    e_mesh = Se if ep > 1 else S
+    e_dim = 1 if (Se * ep if ep > 1 else S) > num_experts else 0
+
+    def group(items: list[Shape], n: int, dim: int) -> FsdpGroup:
+        sh = sum(fsdp_shard_elems(x, n, dim if len(x) > dim else 0) for x in items)
+        return FsdpGroup(unsharded=float(n * sh), sharded=float(sh), shard=n)
+
+    if expert and ep > 1:
+        return (group(dense, S, 0), group(expert, e_mesh, e_dim))
+    if expert and e_dim == 1:  # one group, experts on dim 1 (shard_placement_fn Shard(1))
+        sh = sum(fsdp_shard_elems(x, S, 0) for x in dense) + sum(fsdp_shard_elems(x, S, 1) for x in expert)
+        return (FsdpGroup(unsharded=float(S * sh), sharded=float(sh), shard=S),)
+    return (group(dense + expert, S, 0),)
+
+
+def titan_buffer_bytes(arch: ModelArch, *, seq: int, moe: bool) -> float:
+    """Buffers of one torchtitan block on every rank (FSDP2 does not shard buffers): the RoPE cache
+    (``models/common/rope.py``: complex64 ``[seq, d_rope / 2]`` for llama3 / deepseek_v3, fp32 cos|sin
+    ``[seq, 2 d]`` for qwen3; sized to the training sequence as ``update_from_config`` does) and, in an MoE
+    block, ``expert_bias_E`` and ``tokens_per_expert_E`` fp32 ``[E]`` (``models/common/moe.py``)."""
+    d_rope = arch.qk_pos_emb_head_dim if arch.multi_latent_attention else arch.kv_channels
+    rope = (8.0 if arch.name.startswith("qwen3") else 4.0) * seq * d_rope
+    return rope + (8.0 * (arch.num_experts or 0) if moe else 0.0)
 
 
 @dataclass(frozen=True)
@@ -184,50 +305,75 @@ def head_kept_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1
     return nb * sb * h / tp + 4.0 * sb / tp, 2.0 * sb * h, 4.0 * sb * arch.vocab_size / tp
 
 
-def _unit_transient(U: float, S: int, held: bool) -> float:
-    """FSDP2 post-backward of one unit of ``U`` parameters (per TP rank), traced: bf16 unsharded
-    weight gradient ``2U``, fp32 reduce-scatter input ``4U`` (``foreach_reduce`` copies the grads in the
-    reduce dtype), with a shard group of one the divided copy ``4U``, the still-held bf16 parameters
-    ``2U`` of a unit not resharded after forward (shard group > 1)."""
-    return U * (2 + 4 + (4 if S == 1 else 0) + (2 if held and S > 1 else 0))
+Unit = tuple  # (kind "emb" | "layer" | "head", tuple[FsdpGroup, ...], kept bytes, rebuilt bytes)
 
 
-def stage_walk(*, static: float, units: list[tuple[str, float, float, float]], S: int, head: tuple | None,
-               emb_ids: float, loss_grads: float, held_head: float, pp_extra: float,
-               layer_bwd: float) -> tuple[float, dict[str, float]]:
+def unit_unsharded(groups: tuple[FsdpGroup, ...]) -> float:
+    """Elements a unit holds unsharded on this rank (all its groups' all-gather outputs)."""
+    return sum(g.unsharded for g in groups)
+
+
+def unit_sharded(groups: tuple[FsdpGroup, ...]) -> float:
+    """Elements of the unit's padded shards on this rank (fp32 parameter, gradient, each AdamW state)."""
+    return sum(g.sharded for g in groups)
+
+
+def _unit_transient(groups: tuple[FsdpGroup, ...], held: bool) -> float:
+    """FSDP2 post-backward of one unit, per parameter group of ``U`` unsharded elements over ``S`` ranks,
+    traced: bf16 unsharded weight gradient ``2U``, fp32 reduce-scatter input ``4U`` (``foreach_reduce``
+    copies the grads in the reduce dtype), with a shard group of one the divided copy ``4U``, the
+    still-held bf16 parameters ``2U`` of a unit not resharded after forward (shard group > 1)."""
+    return sum(g.unsharded * (2 + 4 + (4 if g.shard == 1 else 0) + (2 if held and g.shard > 1 else 0))
+               for g in groups)
+
+
+def _held_bf16(groups: tuple[FsdpGroup, ...]) -> float:
+    """bf16 unsharded parameters of the groups FSDP2 actually shards (a shard group of one keeps none)."""
+    return sum(2.0 * g.unsharded for g in groups if g.shard > 1)
+
+
+def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids: float, loss_grads: float,
+               held_head: float, pp_extra: float, layer_bwd: float) -> tuple[float, dict[str, float]]:
     """The peak of one stage's step and its breakdown (``gradients``, ``activations``, ``transient``).
 
-    ``units`` = the stage's blocks in forward order as (kind, U params per TP rank, kept bytes,
-    recompute bytes rebuilt in its backward); ``head`` = (final-norm kept, lm_head input, log-probs,
-    U_head) on the last stage; ``emb_ids`` the embedding's saved ids (and ``U_emb`` via units kind
-    "emb").  Levels: loss backward, head backward, each block's backward, the embedding's backward.
+    ``units`` = the stage's FSDP units in forward order as ``(kind, groups, kept bytes, recompute bytes
+    rebuilt in its backward)`` (:class:`FsdpGroup` per parameter group); ``head`` = (final-norm kept,
+    lm_head input, log-probs, head groups) on the last stage; ``emb_ids`` the embedding's saved ids.
+    Levels: loss backward, head backward, each block's backward (with the unit FSDP2 prefetches next
+    in backward, the one before it in forward order, unsharded), the embedding's backward.
     """
     levels: list[tuple[float, dict[str, float]]] = []
     acts = sum(u[2] for u in units if u[0] == "layer") + emb_ids
     if head is not None:
-        hn, hin, logp, Uh = head
+        hn, hin, logp, hg = head
         base_act = acts + hn + hin + logp
         levels.append((static + base_act + held_head + loss_grads + pp_extra,
                        {"gradients": 0.0, "activations": base_act, "transient": held_head + loss_grads + pp_extra}))
-        tr = _unit_transient(Uh, S, held_head > 0) + hin
-        levels.append((static + acts + hn + 4 * Uh / S + tr + pp_extra,
-                       {"gradients": 4 * Uh / S, "activations": acts + hn, "transient": tr + pp_extra}))
-        grads = 4 * Uh / S
+        tr = _unit_transient(hg, held_head > 0) + hin
+        gh = 4 * unit_sharded(hg)
+        levels.append((static + acts + hn + gh + tr + pp_extra,
+                       {"gradients": gh, "activations": acts + hn, "transient": tr + pp_extra}))
+        grads = gh
     else:
         grads = 0.0
-    for kind, U, kept, rebuilt in reversed(units):
+    for j in reversed(range(len(units))):
+        kind, groups, kept, rebuilt = units[j][:4]
+        U = unit_unsharded(groups)
+        g_out = 4 * unit_sharded(groups)
         if kind == "emb":
             # the embedding's reduce-scatter output is still a temporary at its level (traced)
-            tr = U * (2 + 4 + 4 / S + (4 if S == 1 else 0))
+            tr = sum(g.unsharded * (2 + 4 + (4 if g.shard == 1 else 0)) + 4 * g.sharded for g in groups)
             levels.append((static + grads + tr + pp_extra,
                            {"gradients": grads, "activations": 0.0, "transient": tr + pp_extra}))
-            grads += 4 * U / S
+            grads += g_out
             continue
         acts -= kept
-        tr = _unit_transient(U, S, False) + rebuilt + layer_bwd + (2 * U if S > 1 else 0.0)
-        levels.append((static + grads + acts + 4 * U / S + tr + pp_extra,
-                       {"gradients": grads + 4 * U / S, "activations": acts, "transient": tr + pp_extra}))
-        grads += 4 * U / S
+        prefetched = _held_bf16(units[j - 1][1]) if j > 0 else 0.0
+        tr = _unit_transient(groups, False) + rebuilt + layer_bwd + prefetched
+        levels.append((static + grads + acts + g_out + tr + pp_extra,
+                       {"gradients": grads + g_out, "activations": acts, "transient": tr + pp_extra}))
+        grads += g_out
+        del U
     return max(levels, key=lambda x: x[0])
 
 
@@ -235,15 +381,15 @@ def stage_walk(*, static: float, units: list[tuple[str, float, float, float]], S
 class PPStage:
     """One pipeline stage (a model part of torchtitan's splitter) as the PP walk sees it, per GPU.
 
-    ``units``: FSDP units in forward order, ``(kind, U, kept, rebuilt)`` with ``kind`` ``emb`` / ``layer``
-    / ``head``, ``U`` parameters per TP rank, ``kept`` bytes one micro-batch keeps for its backward,
+    ``units``: FSDP units in forward order, ``(kind, groups, kept, rebuilt)`` with ``kind`` ``emb`` / ``layer``
+    / ``head``, ``groups`` its :class:`FsdpGroup` s, ``kept`` bytes one micro-batch keeps for its backward,
     ``rebuilt`` what its recomputation rebuilds in backward.  ``extra_kept``: per micro-batch bytes kept
     outside the units (token ids, the stage output held in the schedule's ``fwd_cache``, on the last
     stage the final norm, lm_head input, fp32 log-probabilities and the bf16 logits).  ``boundary``: the
     bytes of one stage-boundary tensor ``a sb h`` (one receive buffer per micro-batch).
     """
 
-    units: tuple[tuple[str, float, float, float], ...]
+    units: tuple[Unit, ...]
     extra_kept: float
     first: bool
     last: bool
@@ -290,7 +436,7 @@ def torch_pp_ops(schedule: str, pp: int, vpp: int, nmb: int, rank: int) -> list[
     return ops
 
 
-def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, int, int]], S: int, nmb: int,
+def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, int, int]], nmb: int,
                  held: bool, layer_bwd: float) -> tuple[float, dict[str, float]]:
     """Peak of one GPU of a pipeline rank over torch.distributed.pipelining's step with FSDP2, and its
     breakdown (``gradients``, ``activations``, ``transient``, and inside those ``held`` unsharded
@@ -319,8 +465,8 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
       the head's still alive at the output ``4 U / S``); the last forward's output is still referenced.
     """
     n = len(stages)
-    hp = [2.0 * sum(u[1] for u in st.units) for st in stages]
-    acc_all = [4.0 * sum(u[1] for u in st.units) for st in stages]
+    hp = [2.0 * sum(unit_unsharded(u[1]) for u in st.units) for st in stages]
+    acc_all = [4.0 * sum(unit_unsharded(u[1]) for u in st.units) for st in stages]
     K = [sum(u[2] for u in st.units) + st.extra_kept for st in stages]
     recv = sum(nmb * st.boundary * ((not st.first) + (not st.last)) for st in stages)
     inflight = [0] * n
@@ -351,7 +497,8 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
         G = G_other + (acc_all[c] if acc_done[c] else 0.0)
         acts = K[c]
         unit_unsh = 0.0
-        for ukind, U, kept, rebuilt in reversed(st.units):
+        for ukind, groups, kept, rebuilt in reversed(st.units):
+            U = unit_unsharded(groups)
             first_acc = 0.0 if acc_done[c] else 4.0 * U
             Hc = hp[c] if unsh[c] else unit_unsh + 2.0 * U
             if ukind == "head":
@@ -386,15 +533,17 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
             done = 0.0
             rest_acc = acc_all[c]
             rest_held = hp[c]
-            for ukind, U, _, _ in st.units:
-                rest_acc -= 4.0 * U
-                rest_held -= 2.0 * U
-                # copy-in: the accumulated gradient beside the reduce-scatter input; the embedding's and
-                # the head's accumulated gradient is still alive when the output is allocated (traced), a
-                # block's is freed after the copy-in (``foreach_reduce``: ``unsharded_grads.clear()``)
-                rs = 8.0 * U + (4.0 * U / S if ukind in ("emb", "head") else 0.0)
-                add(acts_r, G_other + done + rest_acc, rs, H_other + rest_held, G_other + rest_acc)
-                done += 4.0 * U / S
+            for ukind, groups, _, _ in st.units:
+                for g in groups:  # one foreach_reduce per FSDP2 parameter group
+                    U = g.unsharded
+                    rest_acc -= 4.0 * U
+                    rest_held -= 2.0 * U
+                    # copy-in: the accumulated gradient beside the reduce-scatter input; the embedding's and
+                    # the head's accumulated gradient is still alive when the output is allocated (traced), a
+                    # block's is freed after the copy-in (``foreach_reduce``: ``unsharded_grads.clear()``)
+                    rs = 8.0 * U + (4.0 * g.sharded if ukind in ("emb", "head") else 0.0)
+                    add(acts_r, G_other + done + rest_acc, rs, H_other + rest_held, G_other + rest_acc)
+                    done += 4.0 * g.sharded
             sharded_grads += done
             reduced[c] = True
             unsh[c] = False
