@@ -708,3 +708,66 @@ def tp_collectives(model: str, flavor: str, layers: int = 2, seq: int = 64, mbs:
             loss.backward()
     dist.destroy_process_group()
     return calls
+
+
+# ------------------------------------------------------------------ MoE backward phases
+
+def moe_backward_phases(case: TitanCase) -> dict[str, int]:
+    """Net bytes the backward of the last block's MoE allocates in each of its phases, traced on rank 0 of
+    ``case``'s torchtitan step (second step, :func:`build`, ``FakeTensorMode``): every storage an ATen op
+    creates is followed (a ``TorchDispatchMode`` holding weak references; resized FSDP2 storages count at
+    their current size), and at the highest total of each phase -- ``combine`` (the MoE's backward before
+    its grouped experts), ``experts`` (``GroupedExperts``' backward) -- the net is the total minus the
+    total when the MoE's backward began."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    from torch.utils.weak import WeakIdKeyDictionary
+    from torchtitan.components.loss import cross_entropy_loss
+
+    model, _ = build(case)
+    if case.ep > 1:
+        use_balanced_all_to_all()
+    blk = list(model.layers.values())[-1]
+    state = {"phase": None, "start": 0, "peaks": {}}
+    live = WeakIdKeyDictionary()
+
+    class _Live(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and not hasattr(t, "_local_tensor"):
+                    st = t.untyped_storage()
+                    if st not in live:
+                        live[st] = (tuple(t.shape), t.dtype)
+            ph = state["phase"]
+            if ph in ("combine", "experts"):
+                net = sum(k.nbytes() for k in live.keys()) - state["start"]
+                if net > state["peaks"].get(ph, -float("inf")):
+                    state["peaks"][ph] = net
+            return out
+
+    def enter(phase):
+        def hook(*_):
+            if phase == "combine":
+                state["start"] = sum(k.nbytes() for k in live.keys())
+            state["phase"] = phase
+        return hook
+
+    blk.moe.register_full_backward_pre_hook(enter("combine"))
+    blk.moe.register_full_backward_hook(enter(None))
+    blk.moe.routed_experts.inner_experts.register_full_backward_pre_hook(enter("experts"))
+    blk.moe.routed_experts.inner_experts.register_full_backward_hook(enter("combine_after"))
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model.to_empty(device="cpu")
+        model.train()
+        ids = torch.zeros((case.mbs, case.seq // case.cp), dtype=torch.long)
+        with _Live():
+            for _ in range(2):
+                state["peaks"].clear()
+                loss = cross_entropy_loss(model(ids), ids)
+                loss.backward()
+                del loss
+                for p in model.parameters():
+                    p.grad = None
+    dist.destroy_process_group()
+    return dict(state["peaks"])

@@ -73,6 +73,7 @@ from primus_launch.projection.memory.titan import (
     PPStage,
     TitanImpl,
     fsdp_groups,
+    moe_backward_bytes,
     pp_rank_walk,
     stage_walk,
     titan_buffer_bytes,
@@ -584,6 +585,10 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
         return fsdp_groups(titan_param_shapes(m, part, tp=tp, ep=ep, etp=etp), S=S, Se=Se, ep=ep, num_experts=E)
 
     emb_g, head_g = groups_of("emb"), groups_of("head")
+    # a dense block's backward temporaries (measured, module docstring); an MoE block's (moe_backward_bytes)
+    g_ = 2 if m.swiglu else 1
+    layer_bwd = 2.0 * sb * ((g_ + 2) * m.ffn_hidden_size / tp + h)
+    moe_bwd = moe_backward_bytes(m, seq=seq, mbs=mbs, tp=tp, cp=cp, ep=ep) if m.is_moe else (0.0, 0.0)
     block_g = {moe: groups_of("moe" if moe else "dense") for moe in {False, m.is_moe}}
     out = []
     for rank in range(pp):
@@ -595,7 +600,7 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
         has_loss = any(c.loss for c in layout[rank])
         for chunk in layout[rank]:
             if chunk.embedding:
-                units.append(("emb", emb_g, 0.0, 0.0, id(chunk)))
+                units.append(("emb", emb_g, 0.0, 0.0, 0.0, id(chunk)))
                 dense_p += V / tp * h
             for j, i in enumerate(chunk.layers):
                 moe = m.is_moe_layer(i)
@@ -613,7 +618,8 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                     ck = ac == "op"
                 kept = ck_of[moe].kept if ck else full.full
                 rebuilt = full.full - kept if ck else 0.0
-                units.append(("layer", block_g[moe], kept, rebuilt, id(chunk)))
+                units.append(("moe" if moe else "layer", block_g[moe], kept, rebuilt,
+                              moe_bwd if moe else layer_bwd, id(chunk)))
         if has_loss:
             dense_p += V / tp * h + h
         shard_p = sum(unit_sharded(u[1]) for u in units) + (unit_sharded(head_g) if has_loss else 0.0)
@@ -621,20 +627,18 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
         weights = 4.0 * shard_p + buffers
         optim = 8.0 * shard_p  # AdamW exp_avg + exp_avg_sq, fp32, shaped like the (rank-0) shards
         static = weights + optim
-        g_ = 2 if m.swiglu else 1
-        layer_bwd = 2.0 * sb * ((g_ + 2) * m.ffn_hidden_size / tp + h)
         if pp > 1 and schedule in ("1f1b", "gpipe", "interleaved_1f1b"):
             # torch.distributed.pipelining + FSDP2, walked over the rank's schedule (memory_titan)
             a_sbh = 2.0 * sb * h / tp
             stages = []
             for chunk in layout[rank]:
-                cu = [u for u in units if u[4] == id(chunk)]
-                punits = [(k, U, 8.0 * sb if k == "emb" else kept, rb) for (k, U, kept, rb, _) in cu]
+                cu = [u for u in units if u[5] == id(chunk)]
+                punits = [(k, U, 8.0 * sb if k == "emb" else kept, rb, bw) for (k, U, kept, rb, bw, _) in cu]
                 extra = a_sbh
                 lg = lk = lp = 0.0
                 if chunk.loss:
                     hn, hin, lp = titan_head_bytes(m, seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl)
-                    punits.append(("head", head_g, hn + hin, 0.0))
+                    punits.append(("head", head_g, hn + hin, 0.0, 0.0))
                     lk = 2.0 * sb * V / tp
                     lg = (2 if tp == 1 else 3) * 4.0 * sb * V / tp
                     extra = lp + lk
@@ -642,7 +646,7 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                                       boundary=a_sbh, loss_grads=lg, logits_kept=lk, log_probs=lp))
             ops = torch_pp_ops(schedule, pp, vpp, nmb, rank)
             peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, nmb=nmb,
-                                       held=reshard != "always", layer_bwd=layer_bwd)
+                                       held=reshard != "always")
             w = max(sum(1 for o in ops[:i + 1] if o[0] == "F") - sum(1 for o in ops[:i + 1] if o[0] == "B")
                     for i in range(len(ops)))
             out.append((_stage(rank, weights, parts["gradients"], optim, parts["activations"], parts["transient"],
@@ -650,7 +654,7 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             continue
         # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
         units_in_flight = flight[rank] / max(1, len(layout[rank])) if pp > 1 else 1.0
-        scaled = [(k, U, kept * units_in_flight, rb) for (k, U, kept, rb, _) in units]
+        scaled = [(k, U, kept * units_in_flight, rb, bw) for (k, U, kept, rb, bw, _) in units]
         emb_ids = 8.0 * sb * units_in_flight if has_emb else 0.0
         head = None
         loss_grads = held = 0.0
@@ -669,7 +673,8 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             held_all = sum(unit_unsharded(u[1]) for u in units) + (unit_unsharded(head_g) if has_loss else 0.0)
             pp_extra = 6.0 * held_all - (held if has_loss else 0.0)
         peak, parts = stage_walk(static=static, units=scaled, head=head, emb_ids=emb_ids,
-                                 loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, layer_bwd=layer_bwd)
+                                 loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, in_grad=2.0 * sb * h / tp,
+                                 mb_scale=units_in_flight)
         acts = parts["activations"]
         out.append((_stage(rank, weights, parts["gradients"], optim, acts, parts["transient"],
                            int(math.ceil(units_in_flight)), int(dense_p + expert_p)), parts))

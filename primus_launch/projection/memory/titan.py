@@ -115,7 +115,7 @@ def titan_param_shapes(arch: ModelArch, part: str, *, tp: int, ep: int, etp: int
         return tuple(out + ffn(arch.ffn_hidden_size))
     E, fe = arch.num_experts or 1, arch.expert_ffn
     out.append(((E, h), False))
-    if arch.moe_shared_expert_intermediate_size:
+    if arch.moe_shared_expert_intermediate_size and tp == 1:
         out += ffn(arch.moe_shared_expert_intermediate_size)
     if ep > 1:
         e, f = E // ep, fe // max(1, etp)
@@ -269,12 +269,17 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         # indices (int64) and scores; the dispatcher's sorted token indices (int64, two) and scores per
         # (token, expert) pair; the combine multiplies the experts' output by the scores in fp32
         # (token_dispatcher.py ``combine``: the fp32 copy is kept for the scores' gradient)
+        # (token_dispatcher.py ``combine``: the fp32 copy is kept for the scores' gradient); with EP the
+        # all-to-all dispatcher's ``_permute`` index (int64 per received row)
         E = arch.num_experts or 1
-        mlp_norm += a * sb * E + sb * k * (8 + a) + sb * k * (16 + a) + 4.0 * sb * k * h
-        mlp = mlp_norm + sb * k * a * (h + (g + 1 if compiled else 2 * g) * fe)
-        if arch.moe_shared_expert_intermediate_size:
+        T, fe_ = moe_tokens(sb, tp=t, ep=ep), moe_expert_width(arch, tp=t, ep=ep)
+        mlp_norm += a * T * E + T * k * (8 + a) + T * k * (16 + a) + 4.0 * T * k * h
+        if ep > 1:
+            mlp_norm += 8.0 * T * k
+        mlp = mlp_norm + T * k * a * (h + (g + 1 if compiled else 2 * g) * fe_)
+        if arch.moe_shared_expert_intermediate_size and tp == 1:
             mlp += (g + 1 if compiled else 2 * g) * a * sb * arch.moe_shared_expert_intermediate_size / t
-        f_out = a * sb * k * fe
+        f_out = a * T * k * fe_
     else:
         f = arch.ffn_hidden_size
         mlp = mlp_norm + (g + 1 if compiled else 2 * g) * a * sb * f / t
@@ -295,6 +300,71 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     return TitanLayer(kept=kept, full=full, layer_input=layer_input)
 
 
+def moe_tokens(sb: int, *, tp: int, ep: int) -> float:
+    """Tokens one rank routes per micro-batch: with EP torchtitan 0.3.0 splits the sequence over the TP
+    ranks before the router (``models/common/moe_sharding.py``: the router's and routed experts' input
+    is ``dense_sequence_parallel_placement`` when ``enable_ep``); without EP every TP rank routes all
+    ``sb`` tokens (``Replicate``) through TP-sharded experts."""
+    return sb / tp if ep > 1 else float(sb)
+
+
+def moe_expert_width(arch: ModelArch, *, tp: int, ep: int) -> float:
+    """FFN width of one rank's routed experts: full with EP, ``Fe / tp`` without (module docstring of
+    :func:`titan_param_shapes`)."""
+    return float(arch.expert_ffn if ep > 1 else arch.expert_ffn / tp)
+
+
+def moe_backward_phases(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1,
+                        ep: int = 1) -> dict[str, tuple[float, float]]:
+    """(bytes allocated, kept bytes already freed) at the peak of each phase of the backward of one
+    torchtitan MoE layer, on top of what its forward kept
+    (per micro-batch and rank, balanced routing: ``R = N = T k`` rows, ``D = h``, ``F`` the rank's expert
+    width, ``a = 2``), the larger of its two phases walked in autograd's order through torchtitan 0.3.0's
+    ``models/common/{moe,token_dispatcher}.py`` and ``ops/scatter_add.py``:
+
+    - the combine's backward (first): ``deterministic_scatter_add``'s gather, ``.to(bf16)``'s fp32 grad,
+      the ``routed_output.float() * scores`` backward's fp32 grad of the routed output and its fp32
+      product for the scores' grad: three fp32 ``[N, D]`` alive at the ``sum`` (``12 N D``); without TP a
+      shared expert's backward runs before it (autograd runs the later-created branch first) and leaves
+      its input gradient ``a sb D`` while freeing what it kept (``2 g a sb Fs``); under TP the routed
+      branch's output redistribution is created last, so the shared expert's backward follows (traced);
+    - the grouped experts' backward (``GroupedExperts.forward``), after the combine freed its kept fp32
+      copy ``4 N D``, at the larger of two moments: the SwiGLU ``mul`` backward (the incoming bf16
+      ``[R, D]`` gradient -- ``_unpermute``'s ``index`` backward, alive through the experts' backward --,
+      ``w2``'s input gradient and the ``mul``'s two gradients ``3 a R F``, ``w2``'s bf16 weight gradient
+      ``a e D F`` with ``e`` local experts; ``w2``'s saved input ``a R F`` released) and the end of ``w1`` /
+      ``w3``'s backward (their two input gradients beside the incoming one ``3 a R D``, one ``a R F``
+      gradient, the three weight gradients ``3 a e D F``; the four kept ``[R, F]`` released).
+
+    The phase with the larger net (allocated minus freed) is the peak (:func:`moe_backward_bytes`).  The attention's backward that
+    follows runs after the MoE's kept tensors are freed; the other weight gradients are the FSDP unit's
+    (its post-backward).  Traced per phase (``tests/test_memory_titan_moe.py``)."""
+    a = 2.0
+    sb = seq // cp * mbs
+    T = moe_tokens(sb, tp=tp, ep=ep)
+    N = T * arch.moe_router_topk
+    D = arch.hidden_size
+    F = moe_expert_width(arch, tp=tp, ep=ep)
+    grad_in = freed = 0.0
+    if arch.moe_shared_expert_intermediate_size and tp == 1:
+        g, fs = (2 if arch.swiglu else 1), arch.moe_shared_expert_intermediate_size
+        # its input gradient and bf16 weight gradients (w1, w2, w3) in, its kept tensors out
+        grad_in, freed = a * sb * D + a * (g + 1) * D * fs, 2 * g * a * sb * fs
+    e = (arch.num_experts or 1) // ep if ep > 1 else (arch.num_experts or 1)
+    # SwiGLU backward: w2's bf16 weight gradient [e, D, F] came with its input gradient
+    swiglu = (a * N * D + 3 * a * N * F + a * e * D * F + grad_in, freed + 4.0 * N * D + a * N * F)
+    # w1 / w3 backward: their input gradients beside the incoming one, all three weight gradients
+    w13 = (3 * a * N * D + a * N * F + 3 * a * e * D * F + grad_in, freed + 4.0 * N * D + 4 * a * N * F)
+    return {"combine": (12.0 * N * D + grad_in, freed), "experts": max(swiglu, w13, key=lambda x: x[0] - x[1])}
+
+
+def moe_backward_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1,
+                       ep: int = 1) -> tuple[float, float]:
+    """(allocated, freed) of the phase of :func:`moe_backward_phases` with the larger net."""
+    ph = moe_backward_phases(arch, seq=seq, mbs=mbs, tp=tp, cp=cp, ep=ep)
+    return max(ph.values(), key=lambda x: x[0] - x[1])
+
+
 def head_kept_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1, compiled: bool = False,
                     impl: TitanImpl = TITAN) -> tuple[float, float, float]:
     """(final-norm kept, lm_head input, fp32 log-probabilities) of the last stage."""
@@ -305,7 +375,7 @@ def head_kept_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1
     return nb * sb * h / tp + 4.0 * sb / tp, 2.0 * sb * h, 4.0 * sb * arch.vocab_size / tp
 
 
-Unit = tuple  # (kind "emb" | "layer" | "head", tuple[FsdpGroup, ...], kept bytes, rebuilt bytes)
+Unit = tuple  # (kind "emb" | "layer" | "moe" | "head", tuple[FsdpGroup, ...], kept, rebuilt, backward bytes)
 
 
 def unit_unsharded(groups: tuple[FsdpGroup, ...]) -> float:
@@ -333,17 +403,23 @@ def _held_bf16(groups: tuple[FsdpGroup, ...]) -> float:
 
 
 def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids: float, loss_grads: float,
-               held_head: float, pp_extra: float, layer_bwd: float) -> tuple[float, dict[str, float]]:
+               held_head: float, pp_extra: float, in_grad: float = 0.0,
+               mb_scale: float = 1.0) -> tuple[float, dict[str, float]]:
     """The peak of one stage's step and its breakdown (``gradients``, ``activations``, ``transient``).
 
     ``units`` = the stage's FSDP units in forward order as ``(kind, groups, kept bytes, recompute bytes
-    rebuilt in its backward)`` (:class:`FsdpGroup` per parameter group); ``head`` = (final-norm kept,
-    lm_head input, log-probs, head groups) on the last stage; ``emb_ids`` the embedding's saved ids.
-    Levels: loss backward, head backward, each block's backward (with the unit FSDP2 prefetches next
-    in backward, the one before it in forward order, unsharded), the embedding's backward.
+    rebuilt in its backward, backward bytes)`` (:class:`FsdpGroup` per parameter group; the backward bytes
+    are what the block's backward holds beyond the activations without its kept ones: a dense block's
+    measured temporaries; for an MoE block :func:`moe_backward_bytes`' (allocated, freed)); ``head`` =
+    (final-norm kept, lm_head input, log-probs, head groups) on the last stage; ``emb_ids`` the
+    embedding's saved ids; ``in_grad`` one block's input gradient ``a sb h / t``; ``mb_scale`` the
+    micro-batches in flight the units' kept bytes are scaled by (one of them is in backward).  Levels: loss backward,
+    head backward, each block's backward (with the unit FSDP2 prefetches next in backward, the one before
+    it in forward order, unsharded; an MoE block in two moments: its backward, with its own unsharded
+    parameters, then its post-backward's reduce-scatter), the embedding's backward.
     """
     levels: list[tuple[float, dict[str, float]]] = []
-    acts = sum(u[2] for u in units if u[0] == "layer") + emb_ids
+    acts = sum(u[2] for u in units if u[0] in ("layer", "moe")) + emb_ids
     if head is not None:
         hn, hin, logp, hg = head
         base_act = acts + hn + hin + logp
@@ -357,7 +433,7 @@ def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids:
     else:
         grads = 0.0
     for j in reversed(range(len(units))):
-        kind, groups, kept, rebuilt = units[j][:4]
+        kind, groups, kept, rebuilt, bwd = units[j][:5]
         U = unit_unsharded(groups)
         g_out = 4 * unit_sharded(groups)
         if kind == "emb":
@@ -369,7 +445,16 @@ def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids:
             continue
         acts -= kept
         prefetched = _held_bf16(units[j - 1][1]) if j > 0 else 0.0
-        tr = _unit_transient(groups, False) + rebuilt + layer_bwd + prefetched
+        if kind == "moe":
+            # its backward: the activations it kept (or rebuilt) and what its backward allocates
+            alloc, freed = bwd
+            own = kept / max(1.0, mb_scale) + rebuilt - freed
+            tr = alloc + _held_bf16(groups) + prefetched
+            levels.append((static + grads + acts + own + tr + pp_extra,
+                           {"gradients": grads, "activations": acts + own, "transient": tr + pp_extra}))
+            tr = _unit_transient(groups, False) + prefetched + in_grad
+        else:
+            tr = _unit_transient(groups, False) + rebuilt + bwd + prefetched
         levels.append((static + grads + acts + g_out + tr + pp_extra,
                        {"gradients": grads + g_out, "activations": acts, "transient": tr + pp_extra}))
         grads += g_out
@@ -381,8 +466,9 @@ def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids:
 class PPStage:
     """One pipeline stage (a model part of torchtitan's splitter) as the PP walk sees it, per GPU.
 
-    ``units``: FSDP units in forward order, ``(kind, groups, kept, rebuilt)`` with ``kind`` ``emb`` / ``layer``
-    / ``head``, ``groups`` its :class:`FsdpGroup` s, ``kept`` bytes one micro-batch keeps for its backward,
+    ``units``: FSDP units in forward order, ``(kind, groups, kept, rebuilt, bwd)`` with ``kind`` ``emb`` /
+    ``layer`` / ``moe`` / ``head``, ``groups`` its :class:`FsdpGroup` s, ``kept`` bytes one micro-batch
+    keeps for its backward, ``bwd`` what its backward allocates (:func:`stage_walk`),
     ``rebuilt`` what its recomputation rebuilds in backward.  ``extra_kept``: per micro-batch bytes kept
     outside the units (token ids, the stage output held in the schedule's ``fwd_cache``, on the last
     stage the final norm, lm_head input, fp32 log-probabilities and the bf16 logits).  ``boundary``: the
@@ -437,7 +523,7 @@ def torch_pp_ops(schedule: str, pp: int, vpp: int, nmb: int, rank: int) -> list[
 
 
 def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, int, int]], nmb: int,
-                 held: bool, layer_bwd: float) -> tuple[float, dict[str, float]]:
+                 held: bool) -> tuple[float, dict[str, float]]:
     """Peak of one GPU of a pipeline rank over torch.distributed.pipelining's step with FSDP2, and its
     breakdown (``gradients``, ``activations``, ``transient``, and inside those ``held`` unsharded
     parameters, ``recv`` buffers, ``accumulated`` gradients).  ``stages``: the rank's model parts (one per
@@ -497,7 +583,7 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
         G = G_other + (acc_all[c] if acc_done[c] else 0.0)
         acts = K[c]
         unit_unsh = 0.0
-        for ukind, groups, kept, rebuilt in reversed(st.units):
+        for ukind, groups, kept, rebuilt, bwd in reversed(st.units):
             U = unit_unsharded(groups)
             first_acc = 0.0 if acc_done[c] else 4.0 * U
             Hc = hp[c] if unsh[c] else unit_unsh + 2.0 * U
@@ -515,7 +601,12 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
             else:
                 # the block's backward (its recomputed activations, gradient temporaries, bf16 weight
                 # gradients), then its post-backward (the first micro-batch upcasts to fp32)
-                add(base_acts + acts - kept, G, 2.0 * U + rebuilt + layer_bwd, H_other + Hc, G)
+                # an MoE block's peak comes before its weight gradients (moe_backward_bytes)
+                if ukind == "moe":
+                    alloc, freed = bwd
+                    add(base_acts + acts + rebuilt - freed, G, alloc, H_other + Hc, G)
+                else:
+                    add(base_acts + acts - kept, G, 2.0 * U + rebuilt + bwd, H_other + Hc, G)
                 acts -= kept
                 add(base_acts + acts, G + first_acc, 2.0 * U, H_other + Hc, G + first_acc)
             G += first_acc
@@ -533,7 +624,7 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
             done = 0.0
             rest_acc = acc_all[c]
             rest_held = hp[c]
-            for ukind, groups, _, _ in st.units:
+            for ukind, groups, *_ in st.units:
                 for g in groups:  # one foreach_reduce per FSDP2 parameter group
                     U = g.unsharded
                     rest_acc -= 4.0 * U
