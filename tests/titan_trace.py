@@ -447,12 +447,13 @@ class _PeakTracker(FSDPMemTracker):
     def _extras(self) -> dict[str, Any]:
         acc = unsh = sharded = sgrad = 0
         for fp in self._fsdp_params:
+            # an expert parameter under EP is a DTensor on the ep mesh: its local tensor is what the rank holds
             g = fp.unsharded_accumulated_grad
             if g is not None:
-                acc += g.numel() * g.element_size()
+                acc += _local_bytes(g)
             u = getattr(fp, "_unsharded_param", None)
             if u is not None:
-                unsh += u.untyped_storage().nbytes()
+                unsh += getattr(u, "_local_tensor", u).untyped_storage().nbytes()
             sp = fp.sharded_param
             sharded += sp._local_tensor.untyped_storage().nbytes()
             if sp.grad is not None:
@@ -522,20 +523,26 @@ def trace_pp(case: TitanCase, pp_rank: int) -> dict[str, Any]:
     use_flash_op(case.flash)
     backend = "partial_dtensor"
     dist_utils.set_spmd_backend(backend)
-    pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=1, tp=1, pp=case.pp, ep=1,
+    pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=1, tp=1, pp=case.pp, ep=case.ep,
                       world_size=world, spmd_backend=backend)
     pd.build_mesh()
     cfg = copy.deepcopy(model_spec(case.model, case.flavor).model)
-    cfg.layers = cfg.layers[:case.layers]
+    cfg.layers = cfg.layers[case.first_layer:case.first_layer + case.layers]
     titan_cpu.use_sdpa(cfg)
     titan_cpu.set_seq_len(cfg, case.seq)
+    if case.ep > 1:
+        _set_sharding(cfg, case.model, False, True)
     with torch.device("meta"):
         model = cfg.build()
     vocab, hidden = model.tok_embeddings.weight.shape
     par = ParallelismConfig(data_parallel_shard_degree=case.dp_shard,
                             data_parallel_replicate_degree=case.dp_replicate, pipeline_parallel_degree=case.pp,
                             pipeline_parallel_schedule=case.schedule, pipeline_parallel_microbatch_size=case.mbs,
-                            spmd_backend=backend, fsdp_reshard_after_forward=case.reshard_after_forward)
+                            spmd_backend=backend, fsdp_reshard_after_forward=case.reshard_after_forward,
+                            expert_parallel_degree=case.ep)
+    parallelize = parallelize_llama if case.model == "llama3" else model_spec(case.model, case.flavor).parallelize_fn
+    if case.ep > 1:
+        use_balanced_all_to_all()
     ac: Any = None
     if case.ac == "full":
         ac = FullAC.Config()
@@ -558,7 +565,7 @@ def trace_pp(case: TitanCase, pp_rank: int) -> dict[str, Any]:
         sched, parts, first, last = ppmod.pipeline_llm(
             model, parallel_dims=pd, training=TrainingConfig(local_batch_size=case.mbs * case.nmb, seq_len=case.seq),
             parallelism=par, compile_config=CompileConfig(), ac_config=ac, dump_folder="/tmp",
-            device=torch.device("cpu"), model_config=cfg, parallelize_fn=parallelize_llama, loss_fn=loss_fn)
+            device=torch.device("cpu"), model_config=cfg, parallelize_fn=parallelize, loss_fn=loss_fn)
     finally:
         ppmod.PipelineStage = orig
 
