@@ -778,3 +778,58 @@ def moe_backward_phases(case: TitanCase) -> dict[str, int]:
                     p.grad = None
     dist.destroy_process_group()
     return dict(state["peaks"])
+
+
+# ------------------------------------------------------------------ per-unit states of a rank
+def unit_states(case: TitanCase) -> dict[str, list[dict[str, int]]]:
+    """What torchtitan's ``parallelize`` leaves on rank 0 of ``case``'s mesh, per FSDP unit (module path)
+    and parameter group: the group's shard-mesh size, its fp32 sharded parameter storage, the fp32
+    gradient accumulated unsharded by a backward without gradient sync (what a pipeline stage holds
+    between micro-batches: ``set_requires_gradient_sync(False)``), the sharded gradient storage after a
+    second backward with sync (the reduce-scatter output the gradients view), the AdamW states after
+    ``optimizer.step()`` and (first group) the unit's buffers; bytes of the rank's local tensors (an EP expert weight is a DTensor on the ep
+    mesh).  The model is ``case``'s :func:`build` (the mesh includes ``pp``: with PP torchtitan keeps the
+    parameters unsharded after forward), run as one module under ``FakeTensorMode``."""
+    from torch.distributed.fsdp import FSDPModule
+    from torchtitan.components.loss import cross_entropy_loss
+
+    model, _ = build(case)
+    if case.ep > 1:
+        use_balanced_all_to_all()
+    units = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, FSDPModule) and name
+             and name != "norm"]  # [norm, lm_head] is one unit, reported under lm_head
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model.to_empty(device="cpu")
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        ids = torch.zeros((case.mbs, case.seq), dtype=torch.long)
+        model.set_requires_gradient_sync(False)
+        cross_entropy_loss(model(ids), ids).backward()
+        acc = {id(fp): _local_bytes(fp.unsharded_accumulated_grad) for _, m in units
+               for g in fully_shard_state(m)._fsdp_param_groups for fp in g.fsdp_params
+               if fp.unsharded_accumulated_grad is not None}
+        model.set_requires_gradient_sync(True)
+        cross_entropy_loss(model(ids), ids).backward()
+        opt.step()
+        out: dict[str, list[dict[str, int]]] = {}
+        for name, m in units:
+            rows = []
+            for g in fully_shard_state(m)._fsdp_param_groups:
+                grads = {}
+                for fp in g.fsdp_params:
+                    gr = fp.sharded_param.grad
+                    if gr is not None:
+                        st = gr._local_tensor.untyped_storage()
+                        grads[st._cdata] = st.nbytes()
+                rows.append({
+                    "shard": g.mesh_info.shard_mesh_size,
+                    "params": sum(fp._sharded_param_data.untyped_storage().nbytes() for fp in g.fsdp_params),
+                    "accumulated": sum(acc.get(id(fp), 0) for fp in g.fsdp_params),
+                    "grads": sum(grads.values()),
+                    "optimizer": sum(_local_bytes(v) for fp in g.fsdp_params
+                                     for v in opt.state[fp.sharded_param].values() if v.dim() > 0),
+                })
+            rows[0]["buffers"] = sum(_local_bytes(b) for b in m.buffers())
+            out[name] = rows
+    dist.destroy_process_group()
+    return out

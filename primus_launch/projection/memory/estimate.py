@@ -627,6 +627,10 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
         weights = 4.0 * shard_p + buffers
         optim = 8.0 * shard_p  # AdamW exp_avg + exp_avg_sq, fp32, shaped like the (rank-0) shards
         static = weights + optim
+        # the rank's gradients as FSDP2 leaves them: fp32 reduce-scatter outputs (after the step's reduce)
+        # and, under PP, the fp32 unsharded gradients accumulated across micro-batches
+        all_groups = [g for u in units for g in u[1]] + (list(head_g) if has_loss else [])
+        grad_terms = {"grads_sharded": 4.0 * shard_p, "grads_unsharded": 4.0 * sum(g.grad_elems for g in all_groups)}
         if pp > 1 and schedule in ("1f1b", "gpipe", "interleaved_1f1b"):
             # torch.distributed.pipelining + FSDP2, walked over the rank's schedule (memory_titan)
             a_sbh = 2.0 * sb * h / tp
@@ -650,7 +654,7 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             w = max(sum(1 for o in ops[:i + 1] if o[0] == "F") - sum(1 for o in ops[:i + 1] if o[0] == "B")
                     for i in range(len(ops)))
             out.append((_stage(rank, weights, parts["gradients"], optim, parts["activations"], parts["transient"],
-                               w, int(dense_p + expert_p)), parts))
+                               w, int(dense_p + expert_p)), {**parts, **grad_terms}))
             continue
         # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
         units_in_flight = flight[rank] / max(1, len(layout[rank])) if pp > 1 else 1.0
@@ -671,11 +675,11 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             # unsharded bf16 parameters kept from the first forward + fp32 unsharded gradients
             # accumulated across micro-batches (no gradient sync until the last)
             held_all = sum(unit_unsharded(u[1]) for u in units) + (unit_unsharded(head_g) if has_loss else 0.0)
-            pp_extra = 6.0 * held_all - (held if has_loss else 0.0)
+            pp_extra = 2.0 * held_all + grad_terms["grads_unsharded"] - (held if has_loss else 0.0)
         peak, parts = stage_walk(static=static, units=scaled, head=head, emb_ids=emb_ids,
                                  loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, in_grad=2.0 * sb * h / tp,
                                  mb_scale=units_in_flight)
         acts = parts["activations"]
         out.append((_stage(rank, weights, parts["gradients"], optim, acts, parts["transient"],
-                           int(math.ceil(units_in_flight)), int(dense_p + expert_p)), parts))
+                           int(math.ceil(units_in_flight)), int(dense_p + expert_p)), {**parts, **grad_terms}))
     return tuple(out)

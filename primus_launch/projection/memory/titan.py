@@ -133,11 +133,17 @@ class FsdpGroup:
     ``FSDPParam.init_all_gather_outputs``), what the unit holds unsharded in bf16 and reduce-scatters
     from in fp32; ``sharded``: elements of the rank's padded shard (``_sharded_param_data``, the fp32
     parameter, the reduce-scatter output its gradient views, each AdamW state of rank 0); ``shard``: the
-    group's shard-mesh size ``S``."""
+    group's shard-mesh size ``S``; ``orig``: elements of the parameters themselves (unpadded), the size of
+    their unsharded gradients."""
 
     unsharded: float
     sharded: float
     shard: int
+    orig: float = -1.0
+
+    @property
+    def grad_elems(self) -> float:
+        return self.orig if self.orig >= 0 else self.unsharded
 
 
 def fsdp_shard_elems(shape: Shape, shard: int, dim: int = 0) -> int:
@@ -163,13 +169,15 @@ def fsdp_groups(shapes: tuple[tuple[Shape, bool], ...], *, S: int, Se: int, ep: 
 
     def group(items: list[Shape], n: int, dim: int) -> FsdpGroup:
         sh = sum(fsdp_shard_elems(x, n, dim if len(x) > dim else 0) for x in items)
-        return FsdpGroup(unsharded=float(n * sh), sharded=float(sh), shard=n)
+        return FsdpGroup(unsharded=float(n * sh), sharded=float(sh), shard=n,
+                         orig=float(sum(math.prod(x) for x in items)))
 
     if expert and ep > 1:
         return (group(dense, S, 0), group(expert, e_mesh, e_dim))
     if expert and e_dim == 1:  # one group, experts on dim 1 (shard_placement_fn Shard(1))
         sh = sum(fsdp_shard_elems(x, S, 0) for x in dense) + sum(fsdp_shard_elems(x, S, 1) for x in expert)
-        return (FsdpGroup(unsharded=float(S * sh), sharded=float(sh), shard=S),)
+        return (FsdpGroup(unsharded=float(S * sh), sharded=float(sh), shard=S,
+                          orig=float(sum(math.prod(x) for x in dense + expert))),)
     return (group(dense + expert, S, 0),)
 
 
@@ -275,7 +283,11 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         T, fe_ = moe_tokens(sb, tp=t, ep=ep), moe_expert_width(arch, tp=t, ep=ep)
         mlp_norm += a * T * E + T * k * (8 + a) + T * k * (16 + a) + 4.0 * T * k * h
         if ep > 1:
-            mlp_norm += 8.0 * T * k
+            # the router and the dispatcher take the rank's sequence shard (no all-gather): its input is
+            # the MoE input's local ``a T h``; a TP-sharded shared expert still all-gathers its own copy
+            mlp_norm += 8.0 * T * k - a * (sb - T) * h
+            if arch.moe_shared_expert_intermediate_size and t > 1:
+                mlp_norm += a * sb * h
         mlp = mlp_norm + T * k * a * (h + (g + 1 if compiled else 2 * g) * fe_)
         if arch.moe_shared_expert_intermediate_size and tp == 1:
             mlp += (g + 1 if compiled else 2 * g) * a * sb * arch.moe_shared_expert_intermediate_size / t
@@ -552,7 +564,7 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
     """
     n = len(stages)
     hp = [2.0 * sum(unit_unsharded(u[1]) for u in st.units) for st in stages]
-    acc_all = [4.0 * sum(unit_unsharded(u[1]) for u in st.units) for st in stages]
+    acc_all = [4.0 * sum(g.grad_elems for u in st.units for g in u[1]) for st in stages]
     K = [sum(u[2] for u in st.units) + st.extra_kept for st in stages]
     recv = sum(nmb * st.boundary * ((not st.first) + (not st.last)) for st in stages)
     inflight = [0] * n
@@ -585,19 +597,20 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
         unit_unsh = 0.0
         for ukind, groups, kept, rebuilt, bwd in reversed(st.units):
             U = unit_unsharded(groups)
-            first_acc = 0.0 if acc_done[c] else 4.0 * U
+            Ug = sum(g.grad_elems for g in groups)  # unsharded gradients are the parameters' own size
+            first_acc = 0.0 if acc_done[c] else 4.0 * Ug
             Hc = hp[c] if unsh[c] else unit_unsh + 2.0 * U
             if ukind == "head":
                 # loss backward: fp32 gradients of the logits beside everything kept
                 add(base_acts + acts, G, st.loss_grads, H_other + (hp[c] if unsh[c] else unit_unsh), G)
                 acts -= st.log_probs
                 # lm_head backward: bf16 weight gradient beside the logits' gradient and its input's
-                add(base_acts + acts, G + first_acc, 2.0 * U + st.logits_kept + st.boundary, H_other + Hc,
+                add(base_acts + acts, G + first_acc, 2.0 * Ug + st.logits_kept + st.boundary, H_other + Hc,
                     G + first_acc)
                 acts -= kept
             elif ukind == "emb":
                 acts -= kept
-                add(base_acts + acts, G + first_acc, 2.0 * U, H_other + Hc, G + first_acc)
+                add(base_acts + acts, G + first_acc, 2.0 * Ug, H_other + Hc, G + first_acc)
             else:
                 # the block's backward (its recomputed activations, gradient temporaries, bf16 weight
                 # gradients), then its post-backward (the first micro-batch upcasts to fp32)
@@ -606,9 +619,9 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
                     alloc, freed = bwd
                     add(base_acts + acts + rebuilt - freed, G, alloc, H_other + Hc, G)
                 else:
-                    add(base_acts + acts - kept, G, 2.0 * U + rebuilt + bwd, H_other + Hc, G)
+                    add(base_acts + acts - kept, G, 2.0 * Ug + rebuilt + bwd, H_other + Hc, G)
                 acts -= kept
-                add(base_acts + acts, G + first_acc, 2.0 * U, H_other + Hc, G + first_acc)
+                add(base_acts + acts, G + first_acc, 2.0 * Ug, H_other + Hc, G + first_acc)
             G += first_acc
             unit_unsh += 2.0 * U
         inflight[c] -= 1
@@ -627,12 +640,12 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
             for ukind, groups, *_ in st.units:
                 for g in groups:  # one foreach_reduce per FSDP2 parameter group
                     U = g.unsharded
-                    rest_acc -= 4.0 * U
+                    rest_acc -= 4.0 * g.grad_elems
                     rest_held -= 2.0 * U
                     # copy-in: the accumulated gradient beside the reduce-scatter input; the embedding's and
                     # the head's accumulated gradient is still alive when the output is allocated (traced), a
                     # block's is freed after the copy-in (``foreach_reduce``: ``unsharded_grads.clear()``)
-                    rs = 8.0 * U + (4.0 * g.sharded if ukind in ("emb", "head") else 0.0)
+                    rs = 4.0 * g.grad_elems + 4.0 * U + (4.0 * g.sharded if ukind in ("emb", "head") else 0.0)
                     add(acts_r, G_other + done + rest_acc, rs, H_other + rest_held, G_other + rest_acc)
                     done += 4.0 * g.sharded
             sharded_grads += done
