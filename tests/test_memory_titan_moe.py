@@ -162,10 +162,13 @@ def test_moe_pp_stage_per_term_within_3pct(name):
 
 
 def test_moe_block_activations_with_ep_and_tp():
-    """One more MoE block's bytes after the forward with EP (tokens, the permute index) and with TP + EP
-    (the tokens split over the TP ranks before the router) equal the model's block; deepseek_v3 (MLA and a
-    shared expert) with EP."""
-    for c0 in (TitanCase(model="qwen3", flavor="debugmodel_moe", layers=1, seq=512, dp_shard=8, ep=4, flash=True),
+    """One more MoE block's bytes after the forward with EP (tokens, the permute index), with TP + EP
+    (the tokens split over the TP ranks before the router), with EP under SelectiveAC (the all-to-all
+    outputs and the router's top-k saved, the grouped GEMMs recomputed) equal the model's block;
+    deepseek_v3 (MLA and a shared expert) with EP."""
+    for c0 in (TitanCase(model="qwen3", flavor="debugmodel_moe", layers=1, seq=512, dp_shard=8, ep=4, flash=True,
+                         ac="op"),
+               TitanCase(model="qwen3", flavor="debugmodel_moe", layers=1, seq=512, dp_shard=8, ep=4, flash=True),
                TitanCase(model="qwen3", flavor="debugmodel_moe", layers=1, seq=512, dp_shard=4, tp=2, ep=2,
                          flash=True),
                TitanCase(model="deepseek_v3", flavor="debugmodel", layers=1, first_layer=1, seq=512, dp_shard=8,
@@ -173,8 +176,9 @@ def test_moe_block_activations_with_ep_and_tp():
         one, two = trace(c0), trace(TitanCase(**{**c0.__dict__, "layers": 2}))
         per = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
         arch = arch_from_flavor(c0.model, c0.flavor)
-        la = layer_activation_bytes(arch, seq=c0.seq, mbs=1, tp=c0.tp, impl=IMPL, moe=True, attn="sdpa", ep=c0.ep)
-        assert la.full == pytest.approx(per, rel=1e-3), (c0, la.full, per)
+        la = layer_activation_bytes(arch, seq=c0.seq, mbs=1, tp=c0.tp, impl=IMPL, moe=True, attn="sdpa", ep=c0.ep,
+                                    ac=c0.ac)
+        assert la.kept == pytest.approx(per, rel=1e-3), (c0, la.kept, per)
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))

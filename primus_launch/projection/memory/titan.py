@@ -221,12 +221,20 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     (``ScaledDotProductAttention``; under CP torch's ring attention, whose merged output is laid out
     ``[b, heads, s, d]``, so the output projection keeps its own contiguous copy).
 
-    ``ac``: ``none`` | ``op`` | ``full``.  MoE blocks (traced for qwen3 and deepseek_v3 without AC): the
-    attention plus the router's scores, top-k indices and scores, the dispatcher's sorted indices, the
-    routed tokens ``sb topk`` with their input ``h``, the grouped-GEMM w1/w3/silu/w2 tensors ``4 Fe``, the
-    combine's fp32 copy ``4 h`` per pair and a shared expert as a dense MLP (torchtitan
-    ``models/common/{moe,token_dispatcher}.py``; balanced routing); op-SAC on MoE / MLA blocks reuses the
-    dense save-list count (not traced).
+    ``ac``: ``none`` | ``op`` | ``full``.  MoE blocks (traced for qwen3 and deepseek_v3 without AC, with
+    EP and with TP + EP): the attention plus, per routed row (``T k`` with ``T`` = :func:`moe_tokens`), the
+    router's scores, top-k indices and scores, the dispatcher's sorted indices, the routed tokens with
+    their input ``h``, the grouped-GEMM w1/w3/silu/w2 tensors ``4 F`` (``F`` = :func:`moe_expert_width`),
+    the combine's fp32 copy ``4 h``, with EP the permute index, and a shared expert as a dense MLP
+    (torchtitan ``models/common/{moe,token_dispatcher}.py``; balanced routing).  op-SAC on an MoE block:
+    traced for GQA (qwen3); for MLA (deepseek_v3) it counts the same save list on MLA's projections and
+    is not traced (the CPU trace keeps about 2 MiB more per debug-model block than this count).
+
+    float8 / MXFP8 grouped GEMMs (``quantize.grouped_mm.*``, torchao ``moe_training/fp8_grouped_mm.py``
+    ``_Float8GroupedMM`` and ``mxfp8_grouped_mm.py`` ``_MXFP8GroupedMM``) save the high-precision input
+    and weight, as the bf16 ``torch._grouped_mm`` does; their fp8 casts are transient, and the
+    ``TorchAOTokenDispatcher`` pads each local expert's rows to 16 (32 for MXFP8) -- at most ``e x 16``
+    rows per layer, not counted here.
     """
     a = 2
     s = seq // cp
@@ -300,6 +308,17 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     layer_input = a * sb * h / t
     if ac == "full":
         kept = layer_input
+    elif ac == "op" and moe:
+        # SelectiveAC on an MoE block (distributed/activation_checkpoint.py ``_get_default_save_ops``): the
+        # grouped GEMMs are not on the save list (recomputed); the first matmul (wqkv), the attention, the
+        # router's ``topk`` (values + int64 indices) and every ``all_to_all_single`` output (EP: the
+        # dispatched rows ``a R D`` and the combined rows ``a N D``) are saved
+        Tk = moe_tokens(sb, tp=t, ep=ep) * arch.moe_router_topk
+        kept = layer_input + qkv_out + Tk * (a + 8) + (2 * a * Tk * h if ep > 1 else 0.0)
+        if impl.sdpa_on_save_list:
+            kept += o + lse
+        if t > 1:
+            kept += a * sb * h / t  # reduce-scatter output of wo (SP)
     elif ac == "op":
         # odd-numbered matmuls: wqkv (1), w1 (3), w2 (5); wo (2), w3 (4) recomputed
         kept = layer_input + qkv_out + f_out + a * sb * h
