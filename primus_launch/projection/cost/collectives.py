@@ -111,7 +111,9 @@ class Fabric:
         return self.up_bw
 
 
-def _arch_key(arch: str) -> str:
+def fabric_arch(arch: str) -> str:
+    """The architecture whose fitted fabric curves ``arch`` uses (Blackwell Ultra: Blackwell's;
+    CDNA4: CDNA3's)."""
     return {"blackwell_ultra": "blackwell", "cdna4": "cdna3"}.get(arch, arch)
 
 
@@ -161,7 +163,7 @@ def _fabric(gpu: str) -> Fabric:
     g = get_gpu(gpu)
     link = g.intra_node_link_bw if g.intra_node_topology == "mesh" and g.intra_node_link_bw else 0.0
     curves = FITTED.get("collectives", {})
-    a = _arch_key(g.arch)
+    a = fabric_arch(g.arch)
     fab = curves.get(f"{a}/fabric")
     dee = FITTED.get("deepep", {})
     e_rdma = {lib: dee.get(f"{lib}/rdma", {}).get("eff", cal.INTER_NODE_BW_EFFICIENCY) for lib in ("deepep", "hybridep")}

@@ -80,7 +80,8 @@ class Call:
     where: str    # "layer" | "moe_layer" (a MoE layer's own list, where it has one) | "embedding" | "head" | "loss"
 
 
-def _tokens(plan: Plan) -> int:
+def rank_tokens(plan: Plan) -> int:
+    """Tokens of one micro-batch on one rank of the context-parallel group: ``mbs * s / cp``."""
     return plan.training.micro_batch_size * plan.model.seq_length // plan.parallel.cp
 
 
@@ -95,7 +96,7 @@ def sp_gather_bytes(plan: Plan) -> tuple[float, float, float]:
     gather; MXFP8 (``_all_gather_mxfp8``) gathers each usage it needs: row-wise for the forward GEMM,
     column-wise for the weight-gradient re-gather, both for the output gradient (1, 1, 2 B per
     element, + 1/32 for the E8M0 scales).  Reduce-scatters stay bf16."""
-    act = float(_tokens(plan) * plan.model.hidden_size * 2)
+    act = float(rank_tokens(plan) * plan.model.hidden_size * 2)
     if plan.framework == "megatron" and plan.training.precision == "fp8":
         from primus_launch.projection.cost import fp8 as fp8m
 
@@ -136,7 +137,7 @@ def tp_calls(plan: Plan) -> list[Call]:
     p, m = plan.parallel, plan.model
     if p.tp <= 1:
         return []
-    act = float(_tokens(plan) * m.hidden_size * 2)   # [T, h] bf16 (gathered size)
+    act = float(rank_tokens(plan) * m.hidden_size * 2)   # [T, h] bf16 (gathered size)
     megatron = plan.framework == "megatron"
     titan = plan.framework == "torchtitan"
     out: list[Call] = []
@@ -181,7 +182,7 @@ def tp_calls(plan: Plan) -> list[Call]:
         else:
             add("fwd", "all_reduce", "embedding")
             add("bwd", "all_reduce", "head")
-        add("fwd", "all_reduce", "loss", 3, float(_tokens(plan) * 4))
+        add("fwd", "all_reduce", "loss", 3, float(rank_tokens(plan) * 4))
     return out
 
 
@@ -200,7 +201,7 @@ def cp_calls(plan: Plan) -> list[Call]:
     p, m = plan.parallel, plan.model
     if p.cp <= 1 or p.cp_comm_type != "allgather" or plan.framework != "megatron":
         return []
-    T = _tokens(plan)
+    T = rank_tokens(plan)
     if m.multi_latent_attention:
         k_elems = m.num_attention_heads // p.tp * (m.qk_head_dim + m.qk_pos_emb_head_dim)
         v_elems = m.num_attention_heads // p.tp * m.v_head_dim

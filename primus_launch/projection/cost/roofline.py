@@ -453,7 +453,7 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
             acc.norm(T * (a + g) * d, m, "q/k norm")
         if m.position_embedding in ("rope", "yarn"):
             label = "RoPE"
-            if _rope_fused(acc.prof, m):
+            if rope_fused(acc.prof, m):
                 nb, kf, kb = ROPE_FUSED
                 bwd = 2.0
             elif acc.prof.name == "megatron-te":
@@ -514,7 +514,7 @@ def te_grouped_mlp_bias(m: ModelArch, prof: Profile, grouped: bool) -> bool:
     return bool(m.is_moe and m.add_bias_linear and grouped and prof.name == "megatron-te")
 
 
-def _rope_fused(prof: Profile, m: ModelArch) -> bool:
+def rope_fused(prof: Profile, m: ModelArch) -> bool:
     """Whether RoPE runs as one fused kernel.  Megatron-Core falls back to its unfused RoPE
     (``models/common/embeddings/rope_utils.py`` ``apply_rotary_pos_emb``: "mscale=... is not supported by
     TE's fused RoPE. Using unfused implementation.") whenever the YaRN concentration factor is not 1:
