@@ -628,7 +628,8 @@ def fully_shard_state(module):
     return fully_shard.state(module)
 
 
-def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1, model: str = "llama3") -> int:
+def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1, model: str = "llama3",
+                               layer: int = 0) -> int:
     """Bytes the forward graph of one torch.compile'd torchtitan block hands to its backward (unique
     storages, parameters, buffers and the block output excluded), as inductor partitions it: the block is
     built on the meta device at real sizes and compiled with an ``aot_autograd`` backend using inductor's
@@ -644,7 +645,7 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
     from primus_launch.adapters.torchtitan_arch import model_spec
 
     cfg = copy.deepcopy(model_spec(model, flavor).model)
-    cfg.layers = cfg.layers[:1]
+    cfg.layers = cfg.layers[layer:layer + 1]
     titan_cpu.use_sdpa(cfg)
     titan_cpu.set_seq_len(cfg, seq)
     with torch.device("meta"):
@@ -661,11 +662,22 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
                            partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"))
     use_flash_op(True)
     torch._dynamo.reset()
+    autocast = torch.autocast
+    import contextlib
+
+    # the MoE router's fp32 autocast region has no meta-device autocast: run it as plain code (its gate then
+    # computes in the block's dtype: a [tokens, experts] tensor, bf16 instead of fp32)
+    torch.autocast = lambda device_type, *a, **k: (contextlib.nullcontext() if device_type == "meta"
+                                                    else autocast(device_type, *a, **k))
     try:
         x = torch.empty(mbs, seq, block.attention_norm.weight.shape[0] if hasattr(block, "attention_norm")
                         else cfg.dim, dtype=torch.bfloat16, device="meta", requires_grad=True)
-        torch.compile(block, backend=backend)(x, None)
+        # as torchtitan's apply_compile (distributed/compile.py): per block, fullgraph, data-dependent MoE
+        # dispatch shapes captured as unbacked symbols
+        with torch._dynamo.config.patch(capture_scalar_outputs=True):
+            torch.compile(block, backend=backend, fullgraph=True)(x, None)
     finally:
+        torch.autocast = autocast
         use_flash_op(False)
         torch._dynamo.reset()
     persistent = {t.untyped_storage()._cdata for t in list(block.parameters()) + list(block.buffers())}
@@ -676,7 +688,12 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
         if key in persistent or ((tuple(v.shape), v.dtype) in shapes and v.shape != x.shape):
             continue
         seen[key] = max(seen.get(key, 0), v.untyped_storage().nbytes())
+        if _DUMP:
+            print("saved", tuple(v.shape), v.dtype, v.untyped_storage().nbytes())
     return sum(seen.values())
+
+
+_DUMP = False
 
 
 # ------------------------------------------------------------------ tensor-parallel collectives

@@ -115,7 +115,7 @@ def titan_param_shapes(arch: ModelArch, part: str, *, tp: int, ep: int, etp: int
         return tuple(out + ffn(arch.ffn_hidden_size))
     E, fe = arch.num_experts or 1, arch.expert_ffn
     out.append(((E, h), False))
-    if arch.moe_shared_expert_intermediate_size and tp == 1:
+    if arch.moe_shared_expert_intermediate_size:
         out += ffn(arch.moe_shared_expert_intermediate_size)
     if ep > 1:
         e, f = E // ep, fe // max(1, etp)
@@ -277,6 +277,10 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     if arch.qk_layernorm and not arch.multi_latent_attention:
         # per-head q / k RMSNorm (qwen3): their inputs (the QKV output's q and k) + fp32 rstd per head
         attn_b += (nb * sb * arch.kv_channels + 4.0 * sb) * (nq + arch.kv_heads) / t
+        if compiled:
+            # compiled, the attention output and wo's contiguous input are two tensors (traced: qwen3
+            # 30B-A3B, compiled_block_saved_bytes)
+            attn_b += o
     g = 2 if arch.swiglu else 1
     mlp_norm = norm + a * sb * h
     if moe:
@@ -296,8 +300,17 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
             mlp_norm += 8.0 * T * k - a * (sb - T) * h
             if arch.moe_shared_expert_intermediate_size and t > 1:
                 mlp_norm += a * sb * h
-        mlp = mlp_norm + T * k * a * (h + (g + 1 if compiled else 2 * g) * fe_)
-        if arch.moe_shared_expert_intermediate_size and tp == 1:
+        if compiled:
+            # torch.compile of the block (fullgraph, as torchtitan's apply_compile): inductor's partitioner
+            # drops the sorted scores and the combine's fp32 copy and keeps the router's scores and top-k,
+            # the two sorted index tensors, three [N, F] expert tensors and at most two [N, h] (traced,
+            # tests/titan_trace.py compiled_block_saved_bytes: qwen3 30B-A3B keeps the two [N, h], qwen3
+            # debugmodel_moe and deepseek_v3 16B recompute them; counted, an upper bound)
+            mlp = (mlp_norm - (T * k * (16 + a) + 4.0 * T * k * h) + 16.0 * T * k + 3 * a * T * k * fe_
+                   + 2 * a * T * k * h)
+        else:
+            mlp = mlp_norm + T * k * a * (h + 2 * g * fe_)
+        if arch.moe_shared_expert_intermediate_size:
             mlp += (g + 1 if compiled else 2 * g) * a * sb * arch.moe_shared_expert_intermediate_size / t
         f_out = a * T * k * fe_
     else:
