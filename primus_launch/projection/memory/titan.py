@@ -1,20 +1,29 @@
 """Per-GPU memory of a TorchTitan training step (FSDP2 / HSDP / DDP-as-HSDP, TP/SP, CP, PP, AC modes).
 
 Checked tensor by tensor against torchtitan 0.3.0's own step traced on the CPU under
-``FakeTensorMode`` with a fake process group (``tests/titan_trace.py``, ``tests/test_memory_titan.py``).
+``FakeTensorMode`` with a fake process group (``tests/titan_trace.py``, ``tests/test_memory_titan.py``;
+MoE with EP: ``tests/test_memory_titan_moe.py``, the all-to-all with balanced split sizes).
 Per GPU (rank) of a pipeline stage, ``S = dp_shard x cp`` (torchtitan's FSDP mesh, ``parallel_dims.py``
 ``fsdp = dp_shard * cp``; HSDP replicates over ``dp_replicate``; ``dp_shard = 1`` is HSDP with a shard
 group of one: torchtitan 0.3.0 always applies ``fully_shard`` for its mixed-precision policy), ``t`` = TP
 (always with sequence parallel), ``a`` = 2 (bf16 compute), ``sb`` = local sequence x micro-batch:
 
-Static (exact):
+Static (exact, rank 0; ``tests/test_memory_titan_moe.py`` builds the presets' own meshes):
 
-- **parameters** fp32 shards ``4 N / S`` (FSDP2 keeps the fp32 sharded parameters as the master copy;
-  ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``), plus each block's RoPE buffer
-  ``freqs_cis`` complex64 ``[seq, d/2]`` (``4 seq d`` bytes per layer);
-- **optimizer** AdamW ``exp_avg`` + ``exp_avg_sq`` fp32 ``8 N / S`` (torchtitan AdamW, fused);
-- **gradients** fp32 shards ``4 N / S`` once the backward has reduce-scattered them (the breakdown is
-  the one of the peak moment, so only the units reduced before it count).
+- **units**: torchtitan 0.3.0 ``distributed/fsdp.py`` ``apply_fsdp_to_decoder`` wraps the embedding, each
+  block and ``[norm, lm_head]``; an MoE block with EP is one module with two FSDP2 parameter groups, the
+  routed experts (``E / ep`` local experts, ``expert_param_placement_sparse``) on the ``efsdp`` mesh
+  ``Se = dp_shard x cp x tp / ep`` and the rest on ``fsdp`` (:func:`fsdp_groups`,
+  :func:`titan_param_shapes`); without EP the experts are TP-sharded and share the ``fsdp`` mesh;
+  experts shard on dim 1 when the expert mesh exceeds ``E``.  Every parameter's shard is padded to
+  ``ceil(dim / S)`` rows (``_fsdp_param.py``);
+- **parameters** the fp32 padded shards (FSDP2 keeps them as the master copy;
+  ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``), plus each block's buffers
+  (:func:`titan_buffer_bytes`: the RoPE cache, an MoE block's expert bias and token counts);
+- **optimizer** AdamW ``exp_avg`` + ``exp_avg_sq`` fp32 shaped like the shards (torchtitan AdamW, fused);
+- **gradients** the fp32 reduce-scatter outputs (one padded shard per group) once the backward has
+  reduced them (the breakdown is the one of the peak moment, so only the units reduced before it count);
+  under PP the fp32 unsharded gradients of the parameters' own size accumulated across micro-batches.
 
 Activations per decoder layer and micro-batch (:func:`layer_activation_bytes`), what autograd keeps
 in torchtitan's modules (``models/common/{attention,feed_forward}.py``, ``nn.RMSNorm``):
@@ -46,7 +55,9 @@ its local fp32 ``log_probs``).  Transient levels walked through the step (the pe
   parameters ``2 U`` (when ``S > 1``), the bf16 weight gradient ``2 U``, the fp32 reduce-scatter input
   ``4 U``, its output ``4 U / S``, the world-size-one copy ``4 U`` (``S = 1``), lm_head's input gradient;
 - each block's backward (same per-unit terms, the block's own backward temporaries, the previous
-  block's prefetched parameters) and the embedding's (dense bf16 weight gradient);
+  block's prefetched parameters) and the embedding's (dense bf16 weight gradient); an MoE block's
+  backward at its own peak (:func:`moe_backward_phases`: the combine's fp32 gradients or the grouped
+  experts' gradients, traced per phase), then its post-backward;
 - PP (torch.distributed.pipelining with FSDP2, :func:`pp_rank_walk` over the rank's schedule order
   :func:`torch_pp_ops`): receive buffers per micro-batch, the stage's parameters unsharded in bf16
   (``reshard_after_forward=False`` by default under PP), fp32 unsharded gradients accumulated across
