@@ -252,7 +252,7 @@ def load_gpu_file(path: str | Path) -> list[str]:
 
     An override may give only the fields it changes; the rest come from the existing entry.
     ``[collectives.<name>]`` tables (per-operation link fits, as ``measure.localhw.measure_local_spec``
-    writes them) are registered with ``collectives.register_fabric``.  Returns the GPU names loaded.
+    writes them) are registered with ``hardware.fabric.register_fabric``.  Returns the GPU names loaded.
     """
     p = Path(path)
     text = p.read_text()
@@ -275,7 +275,7 @@ def load_gpu_file(path: str | Path) -> list[str]:
         _add(GPUSpec.model_validate(base))
         names.append(name)
     if data.get("collectives"):
-        from primus_launch.projection.cost import collectives
+        from primus_launch.projection.hardware.fabric import register_fabric_tables
 
-        collectives.register_fabric_tables(data["collectives"])
+        register_fabric_tables(data["collectives"])
     return names
