@@ -26,7 +26,7 @@ from titan_trace import TitanCase, moe_backward_phases, trace, trace_pp, unit_st
 from primus_launch.adapters import load_recipe
 from primus_launch.adapters.torchtitan import arch_from_flavor
 from primus_launch.plan import Plan
-from primus_launch.projection.memory.estimate import _titan_args, _titan_stage_memory, estimate_memory, titan_stage_parts
+from primus_launch.projection.memory.estimate import titan_args, titan_stage_memory, estimate_memory, titan_stage_parts
 from primus_launch.projection.memory.titan import (
     TitanImpl,
     fsdp_groups,
@@ -81,7 +81,7 @@ def test_preset_params_grads_optimizer_equal_parallelize(preset):
         unit[part] = {k: sum(g.get(k, 0) for g in got[name]) for k in ("params", "grads", "optimizer", "accumulated",
                                                                       "buffers")}
     # the projection's stages: the traced units over the layers each stage holds
-    parts = titan_stage_parts(*_titan_args(plan))
+    parts = titan_stage_parts(*titan_args(plan))
     for rank, row in enumerate(plan.chunk_layout()):
         st, terms = parts[rank]
         held = [("emb" if c.embedding else None) for c in row] + [("head" if c.loss else None) for c in row]
@@ -127,7 +127,7 @@ def test_moe_ep_step_within_3pct(case):
     """A step with EP (no PP): parameters and optimizer exact, the peak within 3 % (its moment: the last
     MoE block's backward, where the experts' gradients meet everything kept)."""
     got = trace(case)
-    st = _titan_stage_memory(*_titan_args(_moe_plan(case)), IMPL)[0]
+    st = titan_stage_memory(*titan_args(_moe_plan(case)), IMPL)[0]
     pk = got["peak_snapshot"]
     assert st.parameters_bytes == pytest.approx(_cat(pk, "Sharded Param") + _cat(pk, "Buffer"), rel=1e-6)
     assert st.optimizer_bytes == pytest.approx(_cat(pk, "OptState"), rel=1e-4)  # + AdamW's scalar steps
@@ -152,7 +152,7 @@ def test_moe_pp_stage_per_term_within_3pct(name):
     c = PP_CASES[name]
     p = pp_plan(c)
     p = p.model_copy(update={"parallel": p.parallel.model_copy(update={"ep": c.ep})})
-    model = titan_stage_parts(*_titan_args(p), IMPL)
+    model = titan_stage_parts(*titan_args(p), IMPL)
     for rank in range(c.pp):
         got = terms_of_trace(trace_pp(c, rank))
         want = terms_of_model(*model[rank])
