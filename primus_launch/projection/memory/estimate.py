@@ -40,7 +40,20 @@ from primus_launch.projection.memory.stage import (  # noqa: F401  (re-exported)
     stage_report,
     with_outside,
 )
-from primus_launch.projection.memory.titan import TITAN, PPStage, TitanImpl, pp_rank_walk, stage_walk, torch_pp_ops
+from primus_launch.projection.memory.titan import (
+    TITAN,
+    PPStage,
+    TitanImpl,
+    fsdp_groups,
+    moe_backward_bytes,
+    pp_rank_walk,
+    stage_walk,
+    titan_buffer_bytes,
+    titan_param_shapes,
+    torch_pp_ops,
+    unit_sharded,
+    unit_unsharded,
+)
 from primus_launch.projection.memory.titan import head_kept_bytes as titan_head_bytes
 from primus_launch.projection.memory.titan import layer_activation_bytes as titan_layer_bytes
 from primus_launch.projection.memory.verdict import band_for, verdict
@@ -211,38 +224,50 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
     ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients)."""
     m = arch_from_key(key)
     S = max(1, dp // max(1, dp_replicate)) * cp
-    Se = max(1, S * tp // max(1, ep))  # torchtitan efsdp = dp_shard * cp * tp / ep
+    # torchtitan 0.3.0 efsdp = dp_shard * cp * tp / ep (v0.2: / (etp * ep)); without EP the experts
+    # share the fsdp mesh and are TP-sharded
+    Se = max(1, S * tp // (max(1, ep) * (etp if ep > 1 and etp > 1 else 1)))
     seq = m.seq_length
     sb = seq // cp * mbs
     h = m.hidden_size
     flight = in_flight_closed_form(schedule, pp, vpp, nmb)
     ac = {"none": "none", "op": "op", "selective": "op", "full": "full"}[gran]
-    d_rope = m.qk_pos_emb_head_dim if m.multi_latent_attention else m.kv_channels
     kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep, attn=attn)
     layer_of = {moe: titan_layer_bytes(m, ac="none", moe=moe, **kw) for moe in {False, m.is_moe}}
     ck_of = {moe: titan_layer_bytes(m, ac="full" if ac == "full" else "op", moe=moe, **kw) for moe in {False, m.is_moe}}
     if measured is not None:  # measured blocks (projection.measure.upscale.MeasuredTitanActivations)
         layer_of, ck_of = measured.titan_layers(layer_of, ck_of)
     V = m.vocab_size
-    Ue = V / tp * h
-    Uh = V / tp * h + h
+    E = m.num_experts or 1
+
+    def groups_of(part: str) -> tuple:
+        return fsdp_groups(titan_param_shapes(m, part, tp=tp, ep=ep, etp=etp), S=S, Se=Se, ep=ep, num_experts=E)
+
+    emb_g, head_g = groups_of("emb"), groups_of("head")
+    # a dense block's backward temporaries (measured, module docstring); an MoE block's (moe_backward_bytes)
+    g_ = 2 if m.swiglu else 1
+    layer_bwd = 2.0 * sb * ((g_ + 2) * m.ffn_hidden_size / tp + h)
+    moe_bwd = moe_backward_bytes(m, seq=seq, mbs=mbs, tp=tp, cp=cp, ep=ep) if m.is_moe else (0.0, 0.0)
+    block_g = {moe: groups_of("moe" if moe else "dense") for moe in {False, m.is_moe}}
     out = []
     for rank in range(pp):
-        units: list[tuple[str, float, float, float]] = []
+        units: list[tuple] = []
         dense_p = expert_p = 0.0
         n_layers = 0
+        buffers = 0.0
         has_emb = any(c.embedding for c in layout[rank])
         has_loss = any(c.loss for c in layout[rank])
         for chunk in layout[rank]:
             if chunk.embedding:
-                units.append(("emb", Ue, 0.0, 0.0, id(chunk)))
-                dense_p += Ue
+                units.append(("emb", emb_g, 0.0, 0.0, 0.0, id(chunk)))
+                dense_p += V / tp * h
             for j, i in enumerate(chunk.layers):
                 moe = m.is_moe_layer(i)
-                lp = layer_params_for_key(key, tp, etp, ep, moe, "te")
+                lp = layer_params_for_key(key, tp, etp if ep > 1 else tp, ep, moe, "te")
                 dense_p += lp.dense
                 expert_p += lp.expert
                 n_layers += 1
+                buffers += titan_buffer_bytes(m, seq=seq, moe=moe)
                 full = layer_of[moe]
                 if ac == "full" and method == "every_n":
                     ck = (j + 1) % (rnum or 1) == 0
@@ -252,46 +277,47 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                     ck = ac == "op"
                 kept = ck_of[moe].kept if ck else full.full
                 rebuilt = full.full - kept if ck else 0.0
-                units.append(("layer", lp.dense + lp.expert * S / Se, kept, rebuilt, id(chunk)))
+                units.append(("moe" if moe else "layer", block_g[moe], kept, rebuilt,
+                              moe_bwd if moe else layer_bwd, id(chunk)))
         if has_loss:
-            dense_p += Uh
-        shard_p = dense_p / S + expert_p / Se
-        # fp32 shards + each block's RoPE buffer: complex64 [s, d/2] (llama3 / deepseek_v3 ComplexRoPE), fp32
-        # cos|sin [s, 2d] (qwen3 CosSinRoPE, models/common/rope.py)
-        rope_b = (8.0 if m.name.startswith("qwen3") else 4.0) * seq * d_rope
-        weights = 4.0 * shard_p + rope_b * n_layers
-        optim = 8.0 * shard_p  # AdamW exp_avg + exp_avg_sq, fp32, sharded like the parameters
+            dense_p += V / tp * h + h
+        shard_p = sum(unit_sharded(u[1]) for u in units) + (unit_sharded(head_g) if has_loss else 0.0)
+        # fp32 padded shards (FSDP2 keeps them as the master copy) + each block's buffers
+        weights = 4.0 * shard_p + buffers
+        optim = 8.0 * shard_p  # AdamW exp_avg + exp_avg_sq, fp32, shaped like the (rank-0) shards
         static = weights + optim
-        g_ = 2 if m.swiglu else 1
-        layer_bwd = 2.0 * sb * ((g_ + 2) * m.ffn_hidden_size / tp + h)
+        # the rank's gradients as FSDP2 leaves them: fp32 reduce-scatter outputs (after the step's reduce)
+        # and, under PP, the fp32 unsharded gradients accumulated across micro-batches
+        all_groups = [g for u in units for g in u[1]] + (list(head_g) if has_loss else [])
+        grad_terms = {"grads_sharded": 4.0 * shard_p, "grads_unsharded": 4.0 * sum(g.grad_elems for g in all_groups)}
         if pp > 1 and schedule in ("1f1b", "gpipe", "interleaved_1f1b"):
             # torch.distributed.pipelining + FSDP2, walked over the rank's schedule (memory_titan)
             a_sbh = 2.0 * sb * h / tp
             stages = []
             for chunk in layout[rank]:
-                cu = [u for u in units if u[4] == id(chunk)]
-                punits = [(k, U, 8.0 * sb if k == "emb" else kept, rb) for (k, U, kept, rb, _) in cu]
+                cu = [u for u in units if u[5] == id(chunk)]
+                punits = [(k, U, 8.0 * sb if k == "emb" else kept, rb, bw) for (k, U, kept, rb, bw, _) in cu]
                 extra = a_sbh
                 lg = lk = lp = 0.0
                 if chunk.loss:
                     hn, hin, lp = titan_head_bytes(m, seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl)
-                    punits.append(("head", Uh, hn + hin, 0.0))
+                    punits.append(("head", head_g, hn + hin, 0.0, 0.0))
                     lk = 2.0 * sb * V / tp
                     lg = (2 if tp == 1 else 3) * 4.0 * sb * V / tp
                     extra = lp + lk
                 stages.append(PPStage(units=tuple(punits), extra_kept=extra, first=chunk.embedding, last=chunk.loss,
                                       boundary=a_sbh, loss_grads=lg, logits_kept=lk, log_probs=lp))
             ops = torch_pp_ops(schedule, pp, vpp, nmb, rank)
-            peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, S=S, nmb=nmb,
-                                       held=reshard != "always", layer_bwd=layer_bwd)
+            peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, nmb=nmb,
+                                       held=reshard != "always")
             w = max(sum(1 for o in ops[:i + 1] if o[0] == "F") - sum(1 for o in ops[:i + 1] if o[0] == "B")
                     for i in range(len(ops)))
-            out.append((stage_report(rank, weights, parts["gradients"], optim, parts["activations"], parts["transient"],
-                               w, int(dense_p + expert_p)), parts))
+            out.append((stage_report(rank, weights, parts["gradients"], optim, parts["activations"],
+                                     parts["transient"], w, int(dense_p + expert_p)), {**parts, **grad_terms}))
             continue
         # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
         units_in_flight = flight[rank] / max(1, len(layout[rank])) if pp > 1 else 1.0
-        scaled = [(k, U, kept * units_in_flight, rb) for (k, U, kept, rb, _) in units]
+        scaled = [(k, U, kept * units_in_flight, rb, bw) for (k, U, kept, rb, bw, _) in units]
         emb_ids = 8.0 * sb * units_in_flight if has_emb else 0.0
         head = None
         loss_grads = held = 0.0
@@ -299,18 +325,20 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             hn, hin, logp = titan_head_bytes(m, seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl)
             if measured is not None:
                 hn, hin, logp = measured.titan_head(hn, hin, logp)
-            head = (hn, hin, logp, Uh)
+            head = (hn, hin, logp, head_g)
             loss_grads = (2 if tp == 1 else 3) * 4.0 * sb * V / tp
             if reshard != "always":
-                held = 2.0 * Uh if S > 1 else 0.0
+                held = 2.0 * unit_unsharded(head_g) if S > 1 else 0.0
         pp_extra = 0.0
         if pp > 1 and reshard != "always":
             # unsharded bf16 parameters kept from the first forward + fp32 unsharded gradients
             # accumulated across micro-batches (no gradient sync until the last)
-            pp_extra = 6.0 * (dense_p + expert_p) - (held if has_loss else 0.0)
-        peak, parts = stage_walk(static=static, units=scaled, S=S, head=head, emb_ids=emb_ids,
-                                 loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, layer_bwd=layer_bwd)
+            held_all = sum(unit_unsharded(u[1]) for u in units) + (unit_unsharded(head_g) if has_loss else 0.0)
+            pp_extra = 2.0 * held_all + grad_terms["grads_unsharded"] - (held if has_loss else 0.0)
+        peak, parts = stage_walk(static=static, units=scaled, head=head, emb_ids=emb_ids,
+                                 loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, in_grad=2.0 * sb * h / tp,
+                                 mb_scale=units_in_flight)
         acts = parts["activations"]
         out.append((stage_report(rank, weights, parts["gradients"], optim, acts, parts["transient"],
-                           int(math.ceil(units_in_flight)), int(dense_p + expert_p)), parts))
+                                 int(math.ceil(units_in_flight)), int(dense_p + expert_p)), {**parts, **grad_terms}))
     return tuple(out)
