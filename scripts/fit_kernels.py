@@ -805,7 +805,7 @@ def fit_deepep_insitu() -> dict:
 
 # ----------------------------------------------------------------------------- host
 def fit_host() -> dict:
-    from primus_launch.projection.cost.framework import host_fit_workload
+    from primus_launch.projection.cost.host_fit import host_fit_workload
 
     return host_fit_workload()
 

@@ -46,6 +46,7 @@ def test_registered_per_op_fabric_prices_each_op_by_its_own_fit(tmp_path):
     """A GPU with per-op fits (``register_fabric``: what ``measure_local_spec`` registers) prices each
     op exactly as its own alpha-beta pair says, reduce-scatter and p2p included; dropping the
     registration restores the one-link calibration model."""
+    from primus_launch.projection.hardware.fabric import register_fabric
     from primus_launch.projection.hardware.gpus import load_gpu_file
 
     f = tmp_path / "g.toml"
@@ -59,7 +60,7 @@ def test_registered_per_op_fabric_prices_each_op_by_its_own_fit(tmp_path):
                   e_p2p=0.7, a_up=5e-4)
     pl, S = place(2, 1, 2), float(1 << 20)
     before = {op: getattr(coll, op)(S, pl, "perop-test") for op in pairs}
-    coll.register_fabric("perop-test", fields)
+    register_fabric("perop-test", fields)
     try:
         for op, (e, lat) in pairs.items():
             assert getattr(coll, op)(S, pl, "perop-test") == pytest.approx(coll.bus_bytes(op, S, 2) / (e * up) + lat,
@@ -67,9 +68,9 @@ def test_registered_per_op_fabric_prices_each_op_by_its_own_fit(tmp_path):
         assert coll.all_gather(S, pl, "perop-test") != coll.reduce_scatter(S, pl, "perop-test")
         assert coll.p2p(S, False, "perop-test") == pytest.approx(S / (0.7 * up) + 5e-4, rel=1e-12)
         with pytest.raises(ValueError):
-            coll.register_fabric("perop-test", {"e_bogus": 1.0})
+            register_fabric("perop-test", {"e_bogus": 1.0})
     finally:
-        coll.register_fabric("perop-test", None)
+        register_fabric("perop-test", None)
     assert {op: getattr(coll, op)(S, pl, "perop-test") for op in pairs} == before
     assert coll.reduce_scatter(S, pl, "perop-test") == coll.all_gather(S, pl, "perop-test")
 

@@ -11,7 +11,7 @@ from primus_launch.projection.iteration import assemble
 from primus_launch.projection.result import ProjectionResult
 
 
-def project_dry_run(plan: Plan, *, memory_margin: float = 0.05, record_timeline: bool = False) -> ProjectionResult:
+def project_dry_run(plan: Plan, *, memory_margin: float = 0.0, record_timeline: bool = False) -> ProjectionResult:
     """Dry-run projection of ``plan``: kernel-level layer times assembled into an iteration."""
     from primus_launch.projection.band import band_for
     from primus_launch.projection.cost.flags import unmodelled_flags

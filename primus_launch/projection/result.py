@@ -35,10 +35,24 @@ class StageMemory(BaseModel):
     outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS workspaces, NCCL buffers")
 
 
+class MemoryBand(BaseModel):
+    """The projection's measured error band: the real peak of a run projected at ``P`` lay in
+    ``[P (1 + low), P (1 + high)]`` for the published runs of ``source`` (10th-90th percentile)."""
+
+    low: float = Field(description="10th percentile of published / projected - 1")
+    high: float = Field(description="90th percentile of published / projected - 1")
+    rows: int = Field(description="published peaks the band is taken from")
+    source: str = Field(description="which rows, and the command that regenerates the band")
+    low_bytes: int = Field(default=0, description="the worst stage's peak at the band's bottom")
+    high_bytes: int = Field(default=0, description="the worst stage's peak at the band's top")
+
+
 class MemoryReport(BaseModel):
-    """``fits`` = ``peak_bytes_per_gpu <= capacity_bytes * (1 - margin_fraction)`` where
-    ``peak_bytes_per_gpu`` is the ``memory_basis`` peak (``reserved``: the caching allocator's reserved
-    peak; ``allocated``: the allocated peak) plus the memory outside the allocator."""
+    """``verdict``: ``fits`` when the band's top (``band.high_bytes``) fits ``capacity_bytes * (1 -
+    margin_fraction)``, ``does not fit`` when even its bottom does not, ``tight`` between;
+    ``fits`` is true for ``fits`` and ``tight``.  ``peak_bytes_per_gpu`` is the point estimate of the
+    ``memory_basis`` peak (``reserved``: the caching allocator's reserved peak; ``allocated``: the
+    allocated peak) plus the memory outside the allocator."""
 
     peak_bytes_per_gpu: int
     capacity_bytes: int
@@ -53,6 +67,10 @@ class MemoryReport(BaseModel):
     reserved_peak_bytes: int = Field(default=0, description="worst stage's estimated reserved peak "
                                                             "(memory_reserved; allocator model stated in notes)")
     outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS workspaces, NCCL buffers")
+    verdict: Literal["fits", "tight", "does not fit"] = Field(
+        default="fits", description="fits: the band's top fits; tight: the capacity lies in the band; does not fit")
+    band: Optional[MemoryBand] = None
+    outside_allocator: dict[str, int] = Field(default_factory=dict, description="outside-allocator bytes by holder")
 
 
 class TimelineEvent(BaseModel):

@@ -59,8 +59,9 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
 ``all_reduce`` etc. return the fastest algorithm, as NCCL's tuner picks.  A GPU without an
 architecture (user files) uses the link efficiencies of
 :mod:`primus_launch.projection.cost.calibration` and ring latencies of its spec (the alpha-beta model).
-A GPU measured on this machine (:mod:`primus_launch.projection.measure.localhw`) registers its own
-per-operation alpha-beta fits with :func:`register_fabric`: each op inside the domain is then
+A GPU measured on this machine (``scripts/validation/gloo_lab/localhw.py``) registers its own
+per-operation alpha-beta fits with ``hardware.fabric.register_fabric`` (a GPU file's
+``[collectives.<gpu>]`` tables too): each op inside the domain is then
 ``t = busbytes(op, S, n) / (e_op B_up) + l_op`` with the op's own pair -- all-reduce (e_ar, l_ar),
 all-gather (e_g, l_g), reduce-scatter (e_rs, l_rs: its own pair only there, else the gather pair),
 all-to-all (e_a2a, l_a2a), p2p (e_p2p, a_up).  Where it also registered the measured points
@@ -68,7 +69,7 @@ all-to-all (e_a2a, l_a2a), p2p (e_p2p, a_up).  Where it also registered the meas
 one domain is priced from them instead (:func:`measured_time`): piecewise linear in ``S`` between
 two measured sizes, the smallest size's time below it, and beyond the largest its time plus the
 remaining bus bytes at the op's fitted bandwidth.  Why: gloo's points do not lie on one line in
-``S`` (``scripts/validate_measure.py`` prints them), and a measured size is then priced by its own
+``S``, and a measured size is then priced by its own
 measurement.  The line through 4 KiB .. 4 MiB had priced the EP=2 validation's 512 KiB
 all-gathers at 1.0-1.5 ms where they took 1.9-2.1 (RESULTS.md at e25309d); their own 512 KiB
 points priced them at 1.4-1.8 ms where they took 1.6-2.1 (RESULTS.md at db62a00).  On this VM the
@@ -79,52 +80,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.hardware.fabric import Fabric, measured_fabric_fields, on_change
+# the registry of measured fabrics lives with the hardware database; ``register_fabric`` and
+# ``register_fabric_tables`` stay importable from here for the measured path
+from primus_launch.projection.hardware.fabric import register_fabric, register_fabric_tables  # noqa: F401
 from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.hardware.placement import GroupPlacement
-
-
-@dataclass(frozen=True)
-class Fabric:
-    """Fitted link efficiencies and latencies of one GPU's fabric (module doc)."""
-
-    up_bw: float
-    link_bw: float          # one point-to-point link of a mesh (0: switch)
-    e_ar: float
-    e_g: float
-    e_a2a: float
-    l_ar: float
-    l_g: float
-    l_a2a: float
-    nic_bw: float
-    e_nic: float
-    e_nic_a2a: float        # the NIC's efficiency under all-to-all traffic (many peers, small messages)
-    l_nic: float
-    a_up: float             # per ring-step latency (spec)
-    a_nic: float
-    e_rdma: dict
-    e_nvl: dict
-    fitted: bool            # False: the alpha-beta defaults of calibration.py
-    # reduce-scatter's own pair, only where it was fitted apart from all-gather (the measured local
-    # spec: gloo's reduce-scatter is not its all-gather); None = the gather pair (e_g, l_g)
-    e_rs: float | None = None
-    l_rs: float | None = None
-    e_p2p: float | None = None  # point-to-point efficiency inside a domain; None = e_g
-    # latency of an all-to-all across domains (one round of send/recv to every peer); None = l_nic
-    l_nic_a2a: float | None = None
-    # measured (S, seconds) points per op (all_reduce, all_gather, reduce_scatter, all_to_all, p2p
-    # one-way) for a group of points_ranks ranks in one domain (the local spec); None = the fits alone
-    points: dict | None = None
-    points_ranks: int = 2
-
-    def up(self, k: int) -> float:
-        """Scale-up bandwidth a group with ``k`` members in the domain can use."""
-        if self.link_bw and k > 1:
-            return min(self.up_bw, (k - 1) * self.link_bw)
-        return self.up_bw
 
 
 def fabric_arch(arch: str) -> str:
@@ -133,43 +97,12 @@ def fabric_arch(arch: str) -> str:
     return {"blackwell_ultra": "blackwell", "cdna4": "cdna3"}.get(arch, arch)
 
 
-_MEASURED: dict[str, dict] = {}
-
-
-def register_fabric(gpu: str, fields: dict | None) -> None:
-    """Make ``fabric(gpu)`` the architecture / calibration fabric with ``fields`` (``Fabric`` field
-    names: per-op ``e_*`` / ``l_*``, ``a_up``, ...) measured on this machine replacing it, priced as a
-    fitted fabric (per-op alpha-beta, module doc); ``None`` drops a registration.  Clears the caches."""
-    if fields:
-        bad = set(fields) - {f.name for f in dataclasses.fields(Fabric)}
-        if bad:
-            raise ValueError(f"register_fabric: unknown Fabric field(s) {sorted(bad)}")
-        _MEASURED[gpu] = dict(fields, fitted=True)
-    else:
-        _MEASURED.pop(gpu, None)
-    clear_caches()
-
-
-def register_fabric_tables(tables: dict) -> list[str]:
-    """Register every ``{gpu: fields}`` of a GPU file's ``[collectives.<gpu>]`` tables (per-operation
-    link fits, as ``measure.localhw.measure_local_spec`` writes them) with :func:`register_fabric`;
-    returns the GPU names."""
-    for gpu, fields in tables.items():
-        register_fabric(gpu, dict(fields))
-    return list(tables)
-
-
-def measured_fabric_fields(gpu: str) -> dict | None:
-    """The fields :func:`register_fabric` registered for ``gpu`` (None: none)."""
-    return dict(_MEASURED[gpu]) if gpu in _MEASURED else None
-
-
 @lru_cache(maxsize=256)
 def fabric(gpu: str) -> Fabric:
     """The fitted fabric of ``gpu`` (its architecture's curves; module doc), with the fields
     :func:`register_fabric` measured for it, if any."""
     base = _fabric(gpu)
-    over = _MEASURED.get(gpu)
+    over = measured_fabric_fields(gpu)
     return dataclasses.replace(base, **over) if over else base
 
 
@@ -389,5 +322,9 @@ def busbw_all_gather(nbytes: float, seconds: float, n: int) -> float:
 
 
 def clear_caches() -> None:
+    """Forget every cached fabric and collective time (a fabric was registered or dropped)."""
     for fn in (fabric, all_reduce, all_gather, reduce_scatter, all_to_all, deepep_dispatch, p2p):
         fn.cache_clear()
+
+
+on_change(clear_caches)

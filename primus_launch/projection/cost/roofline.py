@@ -80,7 +80,7 @@ from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
 from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
-from primus_launch.projection.memory.params import _arch, arch_key
+from primus_launch.projection.memory.params import arch_from_key, arch_key
 
 A = 2  # bytes of a bf16 activation element
 
@@ -685,7 +685,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     """The kernels of each layer kind (module doc); with ``ops`` a dict, each kind's op list is
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
-    m = _arch(key)
+    m = arch_from_key(key)
     prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router = cfg
     # router mode of the routing-imbalance term (cost/moe_imbalance.py): forced balance, aux loss, expert bias
     router_mode = (router[0], router[2], bool(m.moe_router_bias) and prof.name == "megatron-te")
@@ -859,7 +859,7 @@ def clear_caches() -> None:
 
     compute.clear_caches()
     collectives.clear_caches()
-    framework._profile.cache_clear()
+    framework.clear_caches()
     _layer_times.cache_clear()
 
 
