@@ -49,12 +49,16 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--primus-root", metavar="DIR",
                     help="Primus checkout (or its primus/configs) holding the presets of a Primus experiment YAML "
                          "(default: the checkout the YAML lives in)")
-    ap.add_argument("--memory-margin", type=float, default=0.05,
-                    help="fraction of HBM kept free for the fits verdict (default 0.05)")
+    ap.add_argument("--memory-margin", type=float, default=0.0,
+                    help="fraction of the device's memory kept free on top of the projected peak and its error "
+                         "band (default 0)")
     ap.add_argument("--memory-basis", choices=["reserved", "allocated"], default="reserved",
                     help="peak the fits verdict compares with the GPU's capacity: the caching allocator's "
                          "estimated reserved peak (default) or the allocated peak (both + CUDA context/NCCL)")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    ap.add_argument("--explain", action="store_true",
+                    help="print every table: the full time and memory breakdowns, the measured pieces, every note "
+                         "and the dry-run's per-op pricing (default: a one-screen answer)")
     ap.add_argument("--trace", help="write the simulated pipeline timeline as a Chrome/Perfetto trace")
     ap.add_argument("--report", help="write a self-contained HTML report")
     ap.add_argument("--measure-device", choices=["cpu", "cuda"], help="device for the measured path")
@@ -104,7 +108,7 @@ def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan
     if recipe == _FROM_COMMAND:
         if not command:
             raise UserError("--project/--tune need a RECIPE file or a training command after --")
-        from primus_launch.launch.command_recipe import plan_from_command
+        from primus_launch.adapters.command_recipe import plan_from_command
 
         return plan_from_command(command, _cluster_overrides(a))
     from primus_launch.adapters import load_recipe
@@ -153,10 +157,11 @@ def _launch_recipe(plan: Plan) -> int:
 def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     plan = _load(a, a.project, command)
     result = _project(a, plan)
-    for w in result.warnings:
-        print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
-    for n in (plan.source.notes if plan.source else []):
-        print(f"primus-launch: note: {n}", file=sys.stderr)
+    if a.json:  # the text answer shows them itself
+        for w in result.warnings:
+            print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
+        for n in (plan.source.notes if plan.source else []):
+            print(f"primus-launch: note: {n}", file=sys.stderr)
     if result.measurement is not None and result.measurement.cache_warning:
         print(f"primus-launch: warning: {result.measurement.cache_warning}", file=sys.stderr)
     if result.mode == "measured" and a.measure_device is None:
@@ -176,7 +181,7 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     else:
         from primus_launch.report.text import render_text
 
-        print(render_text(result))
+        print(render_text(result, explain=a.explain, reader_notes=plan.source.notes if plan.source else []))
     if a.emit:
         _emit(a, plan, command)
     if a.launch:
@@ -239,7 +244,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         write_tune_report(res.model_copy(update={"best": detailed}), a.report)
     tuned_cmd = None
     if command and a.tune == _FROM_COMMAND:  # after a RECIPE file, the words after -- are its $1 $2 ...
-        from primus_launch.launch.command_recipe import render_command
+        from primus_launch.adapters.command_recipe import render_command
 
         tuned_cmd = render_command(best, command)
     if a.json:
@@ -294,8 +299,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return rc
 
 
+#: the frameworks the measured path imports: their own warnings (missing Apex / Transformer Engine on
+#: a CPU, deprecations) are not the user's answer; ``python -W`` / ``PYTHONWARNINGS`` shows them
+FRAMEWORK_MODULES = r"(megatron|torch|torchtitan|torchao|triton|transformer_engine)(\.|$)"
+
+
 def _main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not sys.warnoptions:
+        import warnings
+
+        warnings.filterwarnings("ignore", module=FRAMEWORK_MODULES)
     ours, command = _split_command(argv)
     ap = _parser()
     a = ap.parse_args(ours)

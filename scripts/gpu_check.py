@@ -1,11 +1,23 @@
-"""The prepared device check of the measured path (issue 5): measure the real megatron-core and
-torchtitan pieces of the Llama 3.1 8B recipes on the local GPU, project the run, and print the
-measured vs dry-run iteration time and per-piece times.
+#!/usr/bin/env python
+"""THE prepared GPU check of the measured path: measured vs dry-run, per piece, time and memory.
 
-    python scripts/gpu_check.py [--device cuda] [--out results.json]
+On a GPU (``--device cuda``, the default when one is visible) it measures the real framework
+pieces of a bundled recipe (default ``recipes/megatron/llama3.1_8b.sh``: Llama 3.1 8B, TP 2, 8192
+tokens) at world size 1 with CUDA events and the caching allocator's counters, projects the run on
+the GPU it runs on (``--gpu``: default from the device's name), prices the same plan in dry-run,
+and prints, per piece kind, the measured forward / backward milliseconds beside the dry-run's
+(``cost.roofline.layer_times_roofline``) and their ratio; per layer kind the bytes kept for the
+backward (measured vs the dry-run's tensor-list model) and, on a GPU, the pieces' allocated and
+reserved peaks; the worst stage's activations, allocated and reserved peak (measured pieces
+upscaled vs the dry-run's memory model); the iteration time.  Budget: under 10 minutes on one H100
+(one recipe: the build, a few seconds of samples per piece, two memory passes).
 
-On a lent H200/H100 this takes a couple of minutes; on the CPU (``--device cpu``) use the tiny
-recipe instead (``--recipe recipes/megatron/tiny_gpt_cpu.sh``) to check the path.
+``--smoke``: the same check on the CPU at tiny size (the recipe through
+``scripts/validation/tiny_plans.py``, three one-pass samples per piece), so that the script is
+known to run where no GPU is lent; its ratios say nothing about a GPU.
+
+    python scripts/gpu_check.py [--recipe R] [--gpu h100-sxm] [--out results.json]
+    python scripts/gpu_check.py --smoke
 """
 
 from __future__ import annotations
@@ -13,53 +25,120 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_RECIPES = ["recipes/megatron/llama3.1_8b.sh", "recipes/torchtitan/llama3.1_8b.toml"]
+sys.path.insert(0, str(ROOT / "scripts" / "validation"))
+DEFAULT_RECIPE = "recipes/megatron/llama3.1_8b.sh"
+#: the device's name (torch.cuda.get_device_name) -> the hardware database's GPU
+GPU_OF_DEVICE = (("GB300", "gb300"), ("GB200", "gb200"), ("B300", "b300"), ("B200", "b200"), ("H200", "h200"),
+                 ("H100", "h100-sxm"), ("MI355X", "mi355x"), ("MI350X", "mi350x"), ("MI325X", "mi325x"),
+                 ("MI300X", "mi300x"), ("A100", "a100-sxm-80gb"))
+KINDS = ("embedding", "dense_layer", "moe_layer", "dense_window_layer", "moe_window_layer", "attn_core",
+         "mtp_extra", "head_loss")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--recipe", action="append", help="recipe(s) to check (default: the two 8B recipes)")
-    ap.add_argument("--gpu", help="GPU kind of the projection (default: the recipe's; e.g. h200 on an H200)")
-    ap.add_argument("--out", help="write every result as JSON here")
-    a = ap.parse_args()
+def device_gpu() -> str | None:
+    """The hardware database's name of the visible CUDA device, if it has one."""
+    import torch
+
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    return next((g for key, g in GPU_OF_DEVICE if key in name.upper().replace(" ", "")), None)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:6.2f}" if b else "     -"
+
+
+def report(meas, dry, plan) -> list[str]:
+    """The per-piece, per-layer and per-stage comparison lines (module docstring)."""
+    from primus_launch.projection.cost.roofline import layer_times_roofline
+
+    out = [f"{'piece kind':20s} {'measured fwd':>12s} {'bwd':>9s} | {'dry-run fwd':>11s} {'bwd':>9s} | "
+           f"{'ratio fwd':>9s} {'bwd':>6s}   (ms, one micro-batch, one GPU)"]
+    roof = layer_times_roofline(plan)
+    lt = meas.measurement.layer_times
+    for kind in KINDS:
+        m, d = lt.get(kind), getattr(roof, kind, None)
+        if m is None or d is None:
+            continue
+        mb, db = m["bwd_input_s"] + m["bwd_weight_s"], d.bwd_input_s + d.bwd_weight_s
+        out.append(f"{kind:20s} {m['fwd_s'] * 1e3:12.3f} {mb * 1e3:9.3f} | {d.fwd_s * 1e3:11.3f} {db * 1e3:9.3f} | "
+                   f"{_ratio(m['fwd_s'], d.fwd_s):>9s} {_ratio(mb, db)}")
+    chk = meas.memory_check
+    mib = 2 ** 20
+    out.append("")
+    out.append(f"{'layer kind':20s} {'kept measured':>13s} {'dry-run':>9s} {'ratio':>6s} | "
+               f"{'peak alloc':>10s} {'reserved':>9s}   (MiB, one micro-batch; peak/reserved: forward + backward)")
+    for kind, v in chk.per_layer.items():
+        model = v.get("model_TE", v.get("model_TITAN", 0.0))
+        peak, res = v.get("measured_peak"), v.get("measured_reserved")
+        out.append(f"{kind:20s} {v['measured'] / mib:13.2f} {model / mib:9.2f} {_ratio(v['measured'], model):>6s} | "
+                   + (f"{peak / mib:10.1f} {res / mib:9.1f}" if peak is not None else f"{'-':>10s} {'-':>9s}"))
+    out.append("")
+    out.append(f"{'worst stage':20s} {'measured':>9s} {'dry-run':>9s} {'ratio':>6s}   (GiB per GPU)")
+    for comp in ("activations", "total", "reserved"):
+        c = chk.components.get(comp)
+        if c is not None:
+            out.append(f"{comp:20s} {c['measured'] / 2**30:9.2f} {c['analytic'] / 2**30:9.2f} "
+                       f"{_ratio(c['measured'], c['analytic']):>6s}")
+    out.append(f"{'peak (verdict basis)':20s} {meas.memory.peak_bytes_per_gpu / 2**30:9.2f} "
+               f"{dry.memory.peak_bytes_per_gpu / 2**30:9.2f} "
+               f"{_ratio(meas.memory.peak_bytes_per_gpu, dry.memory.peak_bytes_per_gpu):>6s}")
+    out.append("")
+    out.append(f"iteration time: measured {meas.iteration_time_s:.3f} s, dry-run {dry.iteration_time_s:.3f} s, "
+               f"ratio {meas.iteration_time_s / dry.iteration_time_s:.3f}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--recipe", default=DEFAULT_RECIPE, help=f"bundled recipe to check (default {DEFAULT_RECIPE})")
+    ap.add_argument("--device", default=None, help="cuda (default when visible) or cpu")
+    ap.add_argument("--gpu", help="GPU kind of both projections (default: the device's, else the recipe's)")
+    ap.add_argument("--smoke", action="store_true", help="tiny plan on the CPU: checks that the script runs")
+    ap.add_argument("--out", help="write both results as JSON here")
+    a = ap.parse_args(argv)
 
     import torch
 
     from primus_launch.adapters import load_recipe
     from primus_launch.projection.api import project
-    from primus_launch.report.text import measurement_summary
+    from primus_launch.projection.measure.upscale import POLICY_ENV
 
-    print(f"torch {torch.__version__}, cuda {torch.version.cuda}, device "
-          f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'}")
-    out = {}
-    for rel in a.recipe or DEFAULT_RECIPES:
-        plan = load_recipe(ROOT / rel, {"gpu": a.gpu})
-        dry = project(plan, dry_run=True)
-        t0 = time.perf_counter()
-        meas = project(plan, dry_run=False, measure_device=a.device, cache_dir=Path("/tmp/primus-gpu-check-cache"))
-        took = time.perf_counter() - t0
-        print(f"\n{rel} on {plan.cluster.gpu}: measured {meas.iteration_time_s:.3f} s/iter, dry-run "
-              f"{dry.iteration_time_s:.3f} s/iter, ratio measured/dry-run {meas.iteration_time_s / dry.iteration_time_s:.3f} "
-              f"(measurement took {took:.0f} s)")
-        for line in measurement_summary(meas):  # per piece: time, spread, memory, substitutions
-            print(f"  {line}")
-        chk = meas.memory_check
-        if chk is not None:
-            print(f"  memory: measured {chk.measured_peak_bytes_per_gpu / 2**30:.2f} GiB/GPU, analytic "
-                  f"{chk.analytic_peak_bytes_per_gpu / 2**30:.2f} GiB ({chk.relative_difference:+.1%}); per layer "
-                  f"{json.dumps(chk.per_layer)}")
-        for n in meas.notes:
-            print(f"  note: {n}")
-        out[rel] = {"measured": meas.to_json_dict(), "dry_run": dry.to_json_dict(), "seconds": took}
+    device = "cpu" if a.smoke else (a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    gpu = a.gpu or (device_gpu() if device.startswith("cuda") else None)
+    plan = load_recipe(ROOT / a.recipe, {"gpu": gpu} if gpu else None)
+    if a.smoke:
+        import os
+
+        from tiny_plans import tiny
+
+        plan = tiny(plan)
+        # three one-pass samples per piece, no round-robin window (the measured path's policy override)
+        os.environ[POLICY_ENV] = "warmup=1,min_repeats=3,max_repeats=3,min_sample_s=0,max_piece_s=1,min_window_s=0"
+    print(f"torch {torch.__version__}, cuda {torch.version.cuda}, measuring on "
+          f"{torch.cuda.get_device_name() if device.startswith('cuda') else 'the CPU'}"
+          + (" (--smoke: a tiny plan, the ratios say nothing about a GPU)" if a.smoke else ""))
+    print(f"{a.recipe}: {plan.model.name}, {plan.parallel_summary()}, projected on {plan.cluster.gpu}")
+    t0 = time.perf_counter()
+    dry = project(plan, dry_run=True)
+    meas = project(plan, dry_run=False, measure_device=device,
+                   cache_dir=Path(tempfile.mkdtemp(prefix="primus-gpu-check-")))  # as the CLI projects it
+    took = time.perf_counter() - t0
+    for line in report(meas, dry, plan):
+        print(line)
+    ms = meas.measurement
+    print(f"measured {len(ms.pieces)} pieces in {took:.0f} s ({ms.clock}); substitutions per piece: --out JSON")
+    for n in meas.memory_check.notes:
+        print(f"note: {n}")
     if a.out:
         from primus_launch.fileio import atomic_write_text
 
-        atomic_write_text(a.out, json.dumps(out, indent=1, default=str))
+        atomic_write_text(a.out, json.dumps({"measured": meas.to_json_dict(), "dry_run": dry.to_json_dict(),
+                                             "seconds": took}, indent=1, default=str))
     return 0
 
 

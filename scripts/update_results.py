@@ -25,42 +25,19 @@ from primus_launch.fileio import atomic_write_text
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".results"
 
-def _keep_prefixed(out: str, prefixes: tuple[str, ...]) -> str:
-    """The lines of ``out`` starting with one of ``prefixes`` (drops the frameworks' warnings)."""
-    return "\n".join(ln for ln in out.splitlines() if ln.startswith(prefixes))
-
-
 BLOCKS = {
     "VALIDATE": (["scripts/validate.py"], lambda out: out[out.index("\ncalibration "):]),
-    "VALIDATE_ROWS": (["scripts/validate.py"], lambda out: out[:out.index("\ncalibration ")]),
     "CALIBRATION": (["scripts/calibrate.py", "--show"], lambda out: out),
-    "FIT_KERNELS": (["scripts/fit_kernels.py"], lambda out: out),
+    # the verdicts per framework and group (its first table); the rows it lists after are the command's
+    "VALIDATE_MEMORY": (["scripts/validate_memory.py", "--quiet"],
+                        lambda out: re.split(r"\n\s*\n|\nNot judged", out.strip("\n"), maxsplit=1)[0]),
     "RECIPES": (["scripts/project_recipes.py"], lambda out: out),
-    "BENCH_PROJECTION": (["scripts/bench_projection.py"], lambda out: "\n".join(out.splitlines()[:2])),
-    "BENCH_PREFILTER": (["scripts/bench_prefilter.py"], lambda out: "\n".join(out.splitlines()[-3:])),
     "BENCH_TUNER": (["scripts/bench_tuner.py"], lambda out: out[out.index("recipe    "):]),
     "CASE_STUDY": (["scripts/case_study.py"], lambda out: out),
-    "VALIDATE_MEASURE": (["scripts/validate_measure.py"],
-                         lambda out: out[out.index("===== round 1") if "===== round 1" in out
-                                         else out.index("  collectives timed"):]),
-    "VALIDATE_MEASURE_PARTNER": (["scripts/validate_measure.py", "--partner", "--cases", "ep2,tp2,pp1"],
-                                 lambda out: out[out.index("\nsummary "):].strip("\n")),
-    "PIECE_CONDITIONS": (["scripts/piece_conditions.py"], lambda out: out),
-    "MEASURE_GAP_STANDINS": (["scripts/measure_gap.py", "--stand-ins"], lambda out: _keep_prefixed(out, ("[", "  rank "))),
-    "MEASURE_GAP": (["scripts/measure_gap.py"], lambda out: _keep_prefixed(out, ("[", "  rank "))),
-    "MEASURE_NOISE_FLOOR": (["scripts/measure_noise.py", "--cases",
-                             "megatron/untied-tp2-pp1,megatron/tied-tp2-pp1,megatron/moe-ep2",
-                             "--samples", "8", "--runs", "6", "--reference", "both"],
-                            lambda out: out[re.search(r"^case ", out, re.M).start():].strip("\n")),
-    "MEASURE_GAP_MODULES": (["scripts/measure_gap.py", "--cases", "tp2,ep2", "--modules", "--iters", "4",
-                             "--rounds", "3"],
-                            lambda out: _keep_prefixed(out, ("[", "  "))),
-    "MEASURE_GAP_PARTNER": (["scripts/measure_gap.py", "--cases", "tp2,ep2", "--modules", "--iters", "4",
-                             "--rounds", "2", "--partner", "none,spin,stream"],
-                            lambda out: _keep_prefixed(out, ("[", "  "))),
-    "GLOO_IDLE_LOOPS": (["scripts/gloo_idle_loops.py"], lambda out: _keep_prefixed(out, ("[", "  "))),
-    "VALIDATE_MEMORY": (["scripts/validate_memory.py", "--quiet"], lambda out: out.strip("\n")),
+    "BENCH_PROJECTION": (["scripts/bench_projection.py"], lambda out: "\n".join(out.splitlines()[:2])),
     "BENCH_CLI": (["scripts/bench_cli.py"], lambda out: out),
+    "BENCH_PREFILTER": (["scripts/bench_prefilter.py"], lambda out: "\n".join(out.splitlines()[-3:])),
+    "MEASURE_GLOO": (["scripts/validation/measure_gloo.py"], lambda out: out),
 }
 
 
@@ -94,7 +71,7 @@ def _cached(name: str) -> tuple[str, str]:
 
 #: what each block's command printed around the part RESULTS.md shows, for :func:`seed` (the
 #: others' part is their whole output, or lines their pick keeps as they are)
-_AROUND = {"VALIDATE": ("\n", ""), "VALIDATE_ROWS": ("", "\ncalibration ")}
+_AROUND = {"VALIDATE": ("\n", "")}
 
 
 def seed() -> list[str]:

@@ -18,3 +18,14 @@ def no_fake_world():
         ps.destroy_model_parallel()
         dist.destroy_process_group()
     yield
+
+
+def pytest_configure(config) -> None:
+    """The CPU validation harness (``scripts/validation/gloo_lab``) importable as ``gloo_lab``: the
+    gloo truth of the collectives and MoE tests and the machine spec of ``test_gloo_lab``."""
+    import sys
+    from pathlib import Path
+
+    harness = str(Path(__file__).resolve().parents[1] / "scripts" / "validation")
+    if harness not in sys.path:
+        sys.path.insert(0, harness)

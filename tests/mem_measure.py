@@ -65,7 +65,7 @@ def measure_step(plan: Plan, num_layers: int, *, pre_process: bool = True, post_
     p = plan.parallel
     mcore_cpu.install()
     _patch_checkpoint_rng()
-    init_fake_parallel(p.tp, 1, 1, None, 1, None, 0)
+    init_fake_parallel(p.tp, 1, 1, p.etp, 1, None, 0)
     mcore_cpu.seed_rng_tracker(1234)
     from megatron.core import parallel_state as ps
 

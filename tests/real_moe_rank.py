@@ -2,7 +2,7 @@
 
     python tests/real_moe_rank.py '[<plan json>, ...]'
 
-Starts 2 processes (``torch.multiprocessing`` spawn, gloo, ``realrun._init``), builds for each plan
+Starts 2 processes (``torch.multiprocessing`` spawn, gloo, ``gloo_lab.realrun.init_rank``), builds for each plan
 megatron-core's real EP=2 model of one MoE layer (``build_mcore.build_gpt(per_rank=False)`` inside
 ``initialize_model_parallel(expert_model_parallel_size=2)``), gives both ranks the same router
 weights and the same input (:func:`same_on_every_rank`) and runs the layer forward and backward.
@@ -16,8 +16,11 @@ from __future__ import annotations
 import json
 import sys
 import warnings
+from pathlib import Path
 
 warnings.filterwarnings("ignore")
+# the validation harness (gloo_lab) lives with the validation scripts
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "validation"))
 
 
 def same_on_every_rank(layer, seq: int, mbs: int, hidden: int):
@@ -60,9 +63,11 @@ def _ranks(rank: int, port: int, plans_json: str) -> list:
 
     from primus_launch.frameworks import mcore_cpu
     from primus_launch.plan import Plan
-    from primus_launch.projection.measure import build_mcore, realrun
+    from gloo_lab import realrun
 
-    realrun._init(rank, 2, port, "cpu", 1, pin=False)
+    from primus_launch.projection.measure import build_mcore
+
+    realrun.init_rank(rank, 2, port, "cpu", 1, pin=False)
     out = []
     for pj in json.loads(plans_json):
         plan = Plan.model_validate(pj)

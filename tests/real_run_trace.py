@@ -3,8 +3,9 @@
     python tests/real_run_trace.py '[<plan json>, ...]'
 
 Starts 2 processes (``torch.multiprocessing`` spawn, gloo), and for each plan runs one iteration of
-``projection.measure.realrun.train_iterations`` -- the run ``scripts/validate_measure.py`` compares
-the projection with: megatron-core's model and schedule, the data-parallel gradient reduction, Adam
+``gloo_lab.realrun.train_iterations`` (``scripts/validation/gloo_lab/``) -- the run
+``scripts/validation/measure_gloo.py`` compares the projection with: megatron-core's model and
+schedule, the data-parallel gradient reduction, Adam
 -- while ``torch.distributed``'s collectives (and megatron's ``dist_all_gather_func`` /
 ``dist_reduce_scatter_func`` aliases) are wrapped.  Prints, as JSON, per plan rank 0's calls: phase
 (``fwd``; ``bwd`` inside autograd's backward; ``dp`` inside the gradient reduction), op (megatron's
@@ -21,8 +22,11 @@ import json
 import os
 import sys
 import warnings
+from pathlib import Path
 
 warnings.filterwarnings("ignore")
+# the validation harness (gloo_lab) lives with the validation scripts
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "validation"))
 
 RECORDS: list[dict] = []
 PHASE = ["fwd"]
@@ -97,11 +101,11 @@ def _trace(rank: int, port: int, plans_json: str) -> list:
     from megatron.core import parallel_state as ps
 
     from primus_launch.plan import Plan
-    from primus_launch.projection.measure import realrun
+    from gloo_lab import realrun
 
-    realrun._init(rank, 2, port, "cpu", 1, pin=False)
+    realrun.init_rank(rank, 2, port, "cpu", 1, pin=False)
     _install()
-    orig = realrun._grad_reducer
+    orig = realrun.grad_reducer
 
     def tagged(model, *a, **k):
         red = orig(model, *a, **k)
@@ -114,7 +118,7 @@ def _trace(rank: int, port: int, plans_json: str) -> list:
                 PHASE[0] = "fwd"
         return run
 
-    realrun._grad_reducer = tagged
+    realrun.grad_reducer = tagged
     out = []
     for pj in json.loads(plans_json):
         plan = Plan.model_validate(pj)
@@ -148,11 +152,11 @@ def run_two(body, payload: str, timeout_s: float = 300):
     return value, or a rank's exception raised as ``RuntimeError``."""
     import torch.multiprocessing as mp
 
-    from primus_launch.projection.measure.realrun import _free_port, wait_result
+    from gloo_lab.realrun import free_port, wait_result
 
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_entry, args=(r, port, payload, q, body), daemon=True) for r in range(2)]
     for p in procs:
         p.start()

@@ -535,7 +535,9 @@ def test_microbatch_group_read_projected_and_written_back(tmp_path):
             .memory.stages[0].activations_bytes for g in (5, 4)}
     flight = {g: megatron_interleaved_warmup(4, 3, 20, 0, g) + 1 for g in (5, 4)}
     assert flight == {5: 17, 4: 15}
-    assert acts[5] / acts[4] == pytest.approx(17 / 15, rel=1e-9)  # rank 0: no loss, no SP buffer
+    # rank 0: no loss, no SP buffer; its first chunk also keeps the embedding's token ids, which the walk of
+    # the schedule weighs as they are (memory.inflight)
+    assert acts[5] / acts[4] == pytest.approx(17 / 15, rel=1e-3)
     # without the group the same batch is refused (5 micro-batches, pp 4), naming the field
     with pytest.raises(ValueError, match="training.global_batch_size"):
         plan.with_changes(parallel={"microbatch_group": None})

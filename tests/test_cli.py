@@ -51,8 +51,10 @@ def test_cli_flags_override_recipe_cluster():
 def test_text_table():
     p = cli("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run")
     assert p.returncode == 0, p.stderr
-    for word in ("iteration time", "tokens/s/GPU", "MFU", "memory", "bubble"):
+    for word in ("iteration time", "tokens/s/GPU", "MFU", "memory", "compute"):
         assert word in p.stdout
+    full = cli("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run", "--explain")
+    assert full.returncode == 0 and "bubble" in full.stdout  # every time component, zero ones included
 
 
 def test_missing_file():

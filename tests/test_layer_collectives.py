@@ -1,6 +1,6 @@
 """The projection prices exactly the TP / CP collectives the real 2-process run issues.
 
-Truth: ``tests/real_run_trace.py`` -- one iteration of ``realrun.train_iterations`` (megatron-core's
+Truth: ``tests/real_run_trace.py`` -- one iteration of ``gloo_lab.realrun.train_iterations`` (megatron-core's
 GPTModel with real ``ColumnParallelLinear`` / ``RowParallelLinear``, vocab-parallel embedding and
 cross-entropy, the pipeline schedule, the all-gather CP attention of ``build_mcore``) over 2 gloo
 processes with ``torch.distributed`` wrapped, both plans in one spawn (about 15-25 s on 2 cores).
@@ -141,7 +141,7 @@ def test_iteration_prices_the_listed_calls():
 @pytest.mark.usefixtures("no_fake_world")
 def test_force_load_balancing_reaches_megatrons_router():
     """``training.moe_router_force_load_balancing`` (the balanced routing the cost model assumes;
-    ``scripts/validate_measure.py``'s EP case sets it) is built into megatron's config -- the
+    ``scripts/validation/measure_gloo.py``'s EP case sets it) is built into megatron's config -- the
     measured pieces and the real run alike -- and keys the MoE pieces' cache records."""
     from primus_launch.projection.measure import build_mcore as b
 

@@ -1,4 +1,8 @@
-"""Tests of the framework CPU shims and the measure-and-upscale projection (issue 5)."""
+"""Tests of the framework CPU shims and the measure-and-upscale projection (issue 5).
+
+The measured path's product is the GPU; on the CPU these tests check that it builds, runs, caches
+and upscales, and hold its pieces to independent truth (parameter counts of megatron's layout,
+full causal attention, closed-form identities).  No assertion depends on the machine's speed."""
 
 from __future__ import annotations
 
@@ -101,7 +105,7 @@ def test_per_rank_shard_has_the_parameters_of_one_tp_rank(mcore_world1):
 
 
 def test_piece_shapes_key_changes_with_sharding():
-    from primus_launch.projection.measure.build_mcore import piece_shapes
+    from primus_launch.projection.measure.piece import piece_shapes
 
     a = piece_shapes(_tiny_plan())
     b = piece_shapes(_tiny_plan(parallel=dict(tp=2), cluster=dict(gpus_per_node=2)))
@@ -111,125 +115,20 @@ def test_piece_shapes_key_changes_with_sharding():
 
 
 def test_bwd_input_fraction_identities():
-    from primus_launch.projection.measure.build_mcore import bwd_input_fraction
+    from primus_launch.projection.measure.piece import bwd_input_fraction
 
     assert bwd_input_fraction(1000.0, 10, 0.0) == pytest.approx(0.5)  # pure GEMMs: dgrad == wgrad
     assert bwd_input_fraction(0.0, 10, 5.0) == pytest.approx(1.0)  # attention core only
     assert 0.5 < bwd_input_fraction(1000.0, 10, 5000.0) < 1.0
 
 
-def test_local_spec_registers_each_link_fit(tmp_path, monkeypatch):
-    """``measure_local_spec`` with a links result registers each op's own fit: the collectives model
-    then gives back every fitted ``t = b / B + c`` (b: bus bytes; p2p: S) exactly, for 2 ranks; the
-    TOML's ``[collectives.*]`` table re-registers the same fits; ``links=False`` drops them.  (The
-    Adam / GEMM probes are not under test here: fixed values keep it fast.)"""
-    from primus_launch.projection.cost import collectives as coll
-    from primus_launch.projection.hardware.placement import place
-    from primus_launch.projection.measure import localhw
-    from primus_launch.projection.measure.localhw import OPS, load_measured_fabric, measure_local_spec
-
-    monkeypatch.setattr(localhw, "adam_seconds_per_param", lambda **kw: 1e-9)
-    monkeypatch.setattr(localhw, "gemm_flops", lambda *a, **kw: 1e11)
-
-    fit = {"all_reduce": (2e9, 1e-3), "all_gather": (1e9, 2e-3), "reduce_scatter": (0.5e9, 3e-3),
-           "all_to_all": (0.25e9, 4e-3), "p2p": (4e9, 5e-4)}
-    links = {op: [(1.0, 1.0)] for op in OPS} | {"fit": dict(fit)}
-    toml = tmp_path / "hw.toml"
-    measure_local_spec("cpu-perop-test", links=links, out_file=toml, link_points=False)
-    pl, S = place(2, 1, 2), float(1 << 20)
-
-    def check():
-        for op in OPS[:-1]:
-            B, c = fit[op]
-            assert getattr(coll, op)(S, pl, "cpu-perop-test") == pytest.approx(coll.bus_bytes(op, S, 2) / B + c, rel=1e-9)
-        assert coll.p2p(S, False, "cpu-perop-test") == pytest.approx(S / fit["p2p"][0] + fit["p2p"][1], rel=1e-9)
-
-    check()
-    coll.register_fabric("cpu-perop-test", None)
-    assert load_measured_fabric(toml) == ["cpu-perop-test"]
-    check()
-    # the file given to the CLI (--gpu-file -> hardware.load_gpu_file) carries the per-op fits too
-    from primus_launch.projection.hardware.gpus import load_gpu_file
-
-    coll.register_fabric("cpu-perop-test", None)
-    assert load_gpu_file(toml) == ["cpu-perop-test"]
-    check()
-    measure_local_spec("cpu-perop-test", links=False, out_file=tmp_path / "none.toml")
-    assert coll.measured_fabric_fields("cpu-perop-test") is None
-    # only all-reduce and p2p timed (per_op=False's links): no partial per-op fabric
-    partial = {op: links[op] for op in ("all_reduce", "p2p")} | {"fit": {op: fit[op] for op in ("all_reduce", "p2p")}}
-    assert measure_local_spec("cpu-perop-test", links=partial, out_file=tmp_path / "p.toml")["fabric"] == {}
-    assert coll.measured_fabric_fields("cpu-perop-test") is None
-
-
-def test_local_spec_prices_two_rank_calls_from_the_measured_points(tmp_path, monkeypatch):
-    """With the points (``measure_local_spec``'s default) a 2-rank call is priced from gloo's
-    measured times: exactly the point at a measured size, linear in S between two of them (a point
-    above the fit's line stays above it: the bend the line cannot follow), the smallest point's
-    time below it, and beyond the largest the op's fitted bandwidth on top of the largest point;
-    the TOML's ``[collectives.<gpu>.points]`` table re-registers the same; a group of 4 ranks (the
-    points were timed with 2) is still priced by the fit."""
-    from primus_launch.projection.cost import collectives as coll
-    from primus_launch.projection.hardware.placement import place
-    from primus_launch.projection.measure import localhw
-    from primus_launch.projection.measure.localhw import OPS, load_measured_fabric, measure_local_spec
-
-    monkeypatch.setattr(localhw, "adam_seconds_per_param", lambda **kw: 1e-9)
-    monkeypatch.setattr(localhw, "gemm_flops", lambda *a, **kw: 1e11)
-    sizes = [4096.0, 262144.0, 524288.0, 1048576.0]
-    # a bend: the 512 KiB point costs what the 1 MiB one does
-    pts = {op: [(sizes[0], 1e-3 * k), (sizes[1], 1.2e-3 * k), (sizes[2], 2.0e-3 * k), (sizes[3], 2.1e-3 * k)]
-           for k, op in enumerate(OPS, start=1)}
-    fit = {op: localhw._fit([(s if op == "p2p" else coll.bus_bytes(op, s, 2), t) for s, t in pts[op]]) for op in OPS}
-    toml = tmp_path / "hw.toml"
-    measure_local_spec("cpu-points-test", links=dict(pts, fit=fit), out_file=toml)
-    pl2, pl4 = place(2, 1, 2), place(4, 1, 4)
-
-    def price(op, S, pl=pl2):
-        return coll.p2p(S, False, "cpu-points-test") if op == "p2p" else getattr(coll, op)(S, pl, "cpu-points-test")
-
-    def check():
-        for op in OPS:
-            for s, t in pts[op]:
-                assert price(op, s) == pytest.approx(t, rel=1e-12)
-            t1, t2 = pts[op][1][1], pts[op][2][1]
-            assert price(op, 393216.0) == pytest.approx((t1 + t2) / 2, rel=1e-12)   # halfway in S
-            B, c = fit[op]
-            line = (524288.0 if op == "p2p" else coll.bus_bytes(op, 524288.0, 2)) / B + c
-            assert price(op, 524288.0) > line   # the bend the fit's line does not follow
-            assert price(op, 1024.0) == pytest.approx(pts[op][0][1], rel=1e-12)
-            big = 4.0 * sizes[-1]
-            extra = (big - sizes[-1]) * (1.0 if op == "p2p" else coll.bus_bytes(op, 1.0, 2)) / B
-            assert price(op, big) == pytest.approx(pts[op][-1][1] + extra, rel=1e-9)
-        B, c = fit["all_gather"]
-        assert price("all_gather", 524288.0, pl4) == pytest.approx(coll.bus_bytes("all_gather", 524288.0, 4) / B + c,
-                                                                     rel=1e-9)
-
-    check()
-    assert "[collectives.cpu-points-test.points]" in toml.read_text()
-    coll.register_fabric("cpu-points-test", None)
-    assert load_measured_fabric(toml) == ["cpu-points-test"]
-    check()
-    coll.register_fabric("cpu-points-test", None)
-
-
-@pytest.fixture(scope="module")
-def local_gpu():
-    """This machine registered as a 'GPU' (Adam step and GEMM measured; links unused at world 1)."""
-    from primus_launch.projection.measure.localhw import measure_local_spec
-
-    torch.set_num_threads(1)
-    measure_local_spec("cpu-local-test", links=False)
-    return "cpu-local-test"
-
-
-def test_cache_hit_and_typed_result(mcore_world1, local_gpu, tmp_path, monkeypatch):
+def test_cache_hit_and_typed_result(mcore_world1, tmp_path, monkeypatch):
     from primus_launch.projection.measure import build_mcore
     from primus_launch.projection.measure.upscale import project_measured
     from primus_launch.projection.result import ProjectionResult
 
     plan = _tiny_plan(model=dict(num_layers=4, hidden_size=128, ffn_hidden_size=256, seq_length=64),
-                      cluster=dict(gpu=local_gpu))
+                      cluster=dict(gpu="h100-sxm"))
     r1 = project_measured(plan, device="cpu", cache_dir=tmp_path, repeats=2)
     assert isinstance(r1, ProjectionResult) and r1.mode == "measured"
     assert r1.measurement.cache_hits == 0
@@ -248,37 +147,6 @@ def test_cache_hit_and_typed_result(mcore_world1, local_gpu, tmp_path, monkeypat
     with pytest.raises(AssertionError, match="rebuilt"):
         project_measured(plan.with_changes(training={"micro_batch_size": 1}), device="cpu",
                          cache_dir=tmp_path, repeats=2)
-
-
-def test_two_measured_layers_project_eight_layer_iteration(mcore_world1, local_gpu, tmp_path):
-    """Measure 2 layers, project 8 (pp=1, 2 micro-batches), run the real 8-layer model (fwd+bwd
-    of all micro-batches through megatron's schedule + Adam step) and compare: within 15%.
-    Both sides use the thread's CPU time (the machine's cores are shared with other jobs); one retry
-    with a fresh measurement absorbs a transient disturbance.  The run's per-region accounting
-    partitions the timed iteration: forward-backward + gradient reduction + Adam CPU seconds make
-    up each iteration's CPU time (a single process: the barriers cost next to nothing)."""
-    from primus_launch.projection.measure.realrun import REGIONS, train_iterations
-    from primus_launch.projection.measure.upscale import project_measured
-
-    torch.set_num_threads(1)
-    plan = _tiny_plan(cluster=dict(gpu=local_gpu))
-    errs = []
-    for attempt in range(2):
-        proj = project_measured(plan, device="cpu", cache_dir=tmp_path / str(attempt), measure_layers=2)
-        regions: dict = {}
-        times = train_iterations(plan, "cpu", iters=5, warmup=2, clock="thread", regions=regions)
-        assert set(regions) == set(REGIONS) and all(len(v) == 5 for v in regions.values())
-        for i, t in enumerate(times):
-            inside = sum(regions[k][i][0] for k in ("forward_backward", "grad_reduce", "optimizer"))
-            assert 0.9 * t <= inside <= t * 1.001 + 1e-4, (i, t, {k: v[i] for k, v in regions.items()})
-            assert regions["optimizer"][i][0] > 0 and regions["forward_backward"][i][0] > 0.5 * t
-        real = sorted(times)[2]
-        err = proj.iteration_time_s / real - 1.0
-        errs.append(err)
-        print(f"projected {proj.iteration_time_s * 1e3:.1f} ms, real {real * 1e3:.1f} ms, error {err:+.1%}")
-        if abs(err) <= 0.15:
-            break
-    assert min(abs(e) for e in errs) <= 0.15, errs
 
 
 def test_torchtitan_pieces_are_the_tp_shard_and_split_is_measured(tmp_path):
@@ -309,17 +177,25 @@ def test_torchtitan_pieces_are_the_tp_shard_and_split_is_measured(tmp_path):
     assert not any("megatron" in n.lower() for n in r.notes + r.memory.notes)
 
 
-def test_cpu_measurement_of_a_huge_layer_is_refused_in_one_line(tmp_path):
-    """Llama-3-70B-shaped pieces on the CPU: a one-line UserError before any build."""
-    from primus_launch.errors import UserError
+def _llama70b_tp8():
     from primus_launch.plan import Plan
-    from primus_launch.projection.measure.upscale import project_measured
 
-    plan = Plan.model_validate({"model": dict(num_layers=80, hidden_size=8192, ffn_hidden_size=28672,
+    return Plan.model_validate({"model": dict(num_layers=80, hidden_size=8192, ffn_hidden_size=28672,
                                               num_attention_heads=64, num_query_groups=8, vocab_size=128256,
                                               seq_length=8192),
                                 "parallel": {"tp": 8}, "training": {"global_batch_size": 64},
                                 "cluster": {"gpus_per_node": 8, "num_nodes": 8}})
+
+
+def test_cpu_measurement_of_a_huge_layer_is_refused_in_one_line(tmp_path, monkeypatch):
+    """Llama-3-70B-shaped pieces on the CPU: a one-line UserError before any build (the CPU's GEMM
+    rate fixed at 1 TFLOP/s, above any CPU's bf16 rate, so the refusal does not hang on this one's)."""
+    from primus_launch.errors import UserError
+    from primus_launch.projection.measure import upscale
+    from primus_launch.projection.measure.upscale import project_measured
+
+    monkeypatch.setattr(upscale, "cpu_gemm_rate", lambda *a, **k: 1e12)
+    plan = _llama70b_tp8()
     with pytest.raises(UserError, match="--dry-run") as ei:
         project_measured(plan, device="cpu", cache_dir=tmp_path, max_cpu_seconds=60)
     assert "\n" not in str(ei.value)
@@ -435,75 +311,28 @@ def test_cache_lock_is_one_writer_per_key(tmp_path):
     assert (busy, free) == ("busy", "got")
 
 
-def test_refusal_estimate_holds_still():
-    """The too-large-model estimate: three fresh GEMM-rate probes agree within 2x (they swung 10x
-    with a wall-clock, 2-thread probe: 18 vs 181 min)."""
-    from primus_launch.plan import Plan
-    from primus_launch.projection.measure.timing import TimingPolicy
-    from primus_launch.projection.measure.upscale import cpu_gemm_rate, cpu_measurement_seconds
-
-    plan = Plan.model_validate({"model": dict(num_layers=80, hidden_size=8192, ffn_hidden_size=28672,
-                                              num_attention_heads=64, num_query_groups=8, vocab_size=128256,
-                                              seq_length=8192),
-                                "parallel": {"tp": 8}, "training": {"global_batch_size": 64},
-                                "cluster": {"gpus_per_node": 8, "num_nodes": 8}})
-    est = []
-    for _ in range(3):
-        cpu_gemm_rate.cache_clear()
-        est.append(cpu_measurement_seconds(plan, 2, TimingPolicy()))
-    assert max(est) / min(est) <= 2.0, est
-
-
-def test_spread_bound_fails_for_a_piece_whose_work_varies():
-    """The matrix's spread bound (the piece's own spread -- of its samples, or of its samples relative
-    to the reference workload timed after each -- within max(20 %, 3x the reference's spread)) can
-    fail: a piece whose work alternates between 1x and 10x from one sample to the next (one
-    iteration per sample) has a relative IQR near 1.6 and is reported unconverged and out of bound,
-    unless the reference workload itself spreads by more than half of that."""
-    from primus_launch.projection.measure.timing import TimingPolicy, time_piece, torch_threads, within_bound
-
-    x = torch.randn(256, 256, requires_grad=True)
-    w = torch.randn(256, 256, requires_grad=True)
-    calls = [0]
-
-    def uneven(x):
-        calls[0] += 1
-        y = x
-        for _ in range(10 if calls[0] % 2 else 1):
-            y = (y @ w).tanh()
-        return y.sum()
-
-    pol = TimingPolicy(min_repeats=8, max_repeats=8, min_sample_s=0.0, max_inner=1, max_piece_s=5.0)
-    with torch_threads(1):
-        pt = time_piece(uneven, [x], [w], torch.device("cpu"), split="flop-ratio", flop_split=0.5, policy=pol,
-                        measure_mem=False)
-    assert not pt.converged and pt.repeats == 8 and pt.inner == 1
-    assert pt.spread["total"] > 1.0, pt.spread
-    assert not within_bound(pt.spread, 0.2), pt.spread
-    assert pt.bwd_input_s + pt.bwd_weight_s == pytest.approx(pt.bwd_s)
-
-
 def test_pieces_are_sampled_round_robin_over_the_window():
     """``time_pieces`` interleaves the pieces' samples (one of each in turn, so that a change of the
-    machine's speed hits every piece alike) and goes on until ``min_window_s`` of wall time has
-    passed, each piece sampling past its spread target inside the window: the forward calls after
-    the warm-ups alternate a, b, a, b, ..., the rounds last at least the window, and both pieces
-    hold more samples than their target needed."""
+    device's speed hits every piece alike) and goes on until ``min_window_s`` of wall time has
+    passed: the forward calls after the warm-ups alternate a, b, a, b, ..., the rounds last at least
+    the window, and each piece holds as many samples as the rounds made (the counts depend on the
+    machine's speed, their order and the window do not)."""
     import time
 
     from primus_launch.projection.measure.timing import PieceSampler, TimingPolicy, time_pieces, torch_threads
 
     order: list[str] = []
-    w = torch.randn(128, 128, requires_grad=True)
+    w = torch.randn(64, 64, requires_grad=True)
 
     def piece(tag: str):
         def fwd(x):
             order.append(tag)
             return (x @ w).tanh().sum()
-        return fwd, torch.randn(128, 128, requires_grad=True)
+        return fwd, torch.randn(64, 64, requires_grad=True)
 
-    pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=10**6, min_sample_s=0.0, max_inner=1, target_spread=0.5,
-                       noise_probe=False, min_window_s=0.2)
+    # every spread meets the target, no cap: the samples go on exactly until the window has passed
+    pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=10**6, min_sample_s=0.0, max_inner=1,
+                       target_spread=1e9, min_window_s=0.2, max_piece_s=10**6)
     cpu = torch.device("cpu")
     with torch_threads(1):
         (fa, xa), (fb, xb) = piece("a"), piece("b")
@@ -514,121 +343,113 @@ def test_pieces_are_sampled_round_robin_over_the_window():
         time_pieces([sa, sb], pol)
         took = time.perf_counter() - t0
     assert took >= 0.2
-    assert sa.n > 10 and abs(sa.n - sb.n) <= 1, (sa.n, sb.n)
-    assert order == ["a", "b"] * sb.n + ["a"] * (sa.n - sb.n)
+    assert sa.n >= 3 and sa.n == sb.n, (sa.n, sb.n)  # the window ends a round, never inside one
+    assert order == ["a", "b"] * sa.n
     res = sa.result(measure_mem=False)
-    assert res.repeats == sa.n and res.converged and res.total_s > 0
+    assert res.repeats == sa.n and res.total_s > 0 and res.bwd_input_s == pytest.approx(0.5 * res.bwd_s)
 
 
-def test_keep_freed_memory_removes_the_layers_page_faults():
-    """``cpu_alloc.keep_freed_memory``: the validation's dense layer (megatron-core, built by the
-    measured path's builder) in a fresh process faults in fresh pages on every forward + backward
-    where glibc maps its activations afresh, and none with freed memory kept
-    (``scripts/piece_conditions.py``'s children, each its own process).  The control fixes glibc's
-    initial thresholds (128 KiB, the dynamic rule off), where every activation above them is
-    mmapped at each allocation: with the plain defaults how many fault depends on what the process
-    freed before (352-1505 per iteration here in 20 runs, 0 in one CI run), so they cannot be the
-    control.  Faults the layer does not cause -- the kernel's own memory management (page
-    compaction, reclaim) on this VM -- now and then add some to a kept run (128 per iteration in one
-    CI run, 0 otherwise): the kept child runs a second time when the first saw any, and the fewer
-    must be at most 1/64 of the control's (~9300-9500 here, so ~145: as strict as the former
-    bound, an eighth of the defaults', median 1120 in those 20 runs), which a
-    ``keep_freed_memory`` that kept nothing (the control) could not meet, nor one that left glibc's
-    defaults (above it in 20 of 20 runs here, not in every run anywhere)."""
-    import json
-    import os
-    import subprocess
-    import sys
+def test_refusal_estimate_is_passes_times_flops_over_the_gemm_rate():
+    """The too-large-model estimate on the CPU is the closed form its docstring states -- passes x
+    the pieces' FLOPs per pass / the GEMM rate + the round-robin window -- at a given rate (the
+    machine's own rate is the only measured input, so nothing here depends on its speed); the
+    refusal names --dry-run in one line exactly when the estimate exceeds the limit."""
+    from primus_launch.errors import UserError
+    from primus_launch.projection.measure.piece import measurement_flops_estimate
+    from primus_launch.projection.measure.timing import TimingPolicy
+    from primus_launch.projection.measure.upscale import check_cpu_budget, cpu_measurement_seconds, measurement_passes
+
+    plan, pol = _llama70b_tp8(), TimingPolicy()
+    assert plan.framework == "megatron" and measurement_passes(plan, pol) == pol.warmup + pol.min_repeats + 2
+    titan = plan.model_validate({**plan.model_dump(), "source": {"framework": "torchtitan"}})
+    assert measurement_passes(titan, pol) == 2 * (pol.warmup + pol.min_repeats) + 2  # the autograd split's pass
+    flops = measurement_flops_estimate(plan, 2)
+    est = cpu_measurement_seconds(plan, 2, pol, gemm_rate=1e11)
+    assert est == pytest.approx(flops * measurement_passes(plan, pol) / 1e11 + pol.min_window_s, rel=1e-12)
+    assert cpu_measurement_seconds(plan, 2, pol, gemm_rate=2e11) - pol.min_window_s == pytest.approx(
+        (est - pol.min_window_s) / 2, rel=1e-12)
+    check_cpu_budget(plan, 2, pol, est * 1.01, gemm_rate=1e11)  # under the limit: no error
+    with pytest.raises(UserError, match="--dry-run") as ei:
+        check_cpu_budget(plan, 2, pol, est * 0.99, gemm_rate=1e11)
+    assert "\n" not in str(ei.value)
+
+
+def test_l2_flush_is_for_cuda_and_sized_from_its_l2():
+    """The cache eviction before each timed pass is the GPU's L2 flush (triton's ``do_bench``: at
+    least 256 MB, here twice the L2): a sampler on the CPU times warm and never allocates it, and
+    ``flush_buffer`` refuses a CPU device; the policy's key says whether the flush is on."""
+    from primus_launch.projection.measure.timing import (
+        MIN_FLUSH_BYTES, PieceSampler, TimingPolicy, flush_buffer, flush_bytes, torch_threads)
+
+    assert flush_bytes(50 << 20) == MIN_FLUSH_BYTES == 256 << 20  # H100: 50 MiB L2 -> triton's 256 MB
+    assert flush_bytes(200 << 20) == 400 << 20  # a larger L2: twice it
+    with pytest.raises(ValueError, match="CUDA"):
+        flush_buffer(torch.device("cpu"))
+    w = torch.randn(32, 32, requires_grad=True)
+    x = torch.randn(32, 32, requires_grad=True)
+    pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=3)
+    with torch_threads(1):
+        sp = PieceSampler(lambda x: (x @ w).sum(), [x], [w], torch.device("cpu"), split="flop-ratio",
+                          flop_split=0.5, policy=pol)
+    assert sp._flush is None
+    assert pol.key()["flush_cache"] is True and TimingPolicy(flush_cache=False).key()["flush_cache"] is False
+
+
+def test_reserved_bytes_upscale_as_the_allocated_ones():
+    """The GPU's reserved bytes per piece are upscaled with the allocator's measured overhead:
+    (sum of the pieces' reserved growth) / (sum of their allocated peaks) - 1, applied to a stage's
+    dynamic bytes on top of its allocated peak; no overhead (None) where no piece has a reserved
+    figure (the CPU); never negative."""
+    from types import SimpleNamespace
+
+    from primus_launch.projection.measure.timing import PieceTiming
+    from primus_launch.projection.measure.upscale import allocator_overhead, measured_reserved
+
+    def piece(peak: int, reserved: int) -> PieceTiming:
+        return PieceTiming(fwd_s=1e-3, bwd_s=2e-3, bwd_input_s=1e-3, bwd_weight_s=1e-3, split="flop-ratio",
+                           split_ratio=0.5, spread={"total": 0.0}, repeats=3, inner=1, converged=True,
+                           activation_bytes=peak // 2, output_bytes=0, peak_bytes=peak, reserved_bytes=reserved,
+                           param_count=1, param_bytes=2)
+
+    gpu = {"a": piece(100 << 20, 120 << 20), "b": piece(300 << 20, 330 << 20)}
+    assert allocator_overhead(gpu) == pytest.approx(450 / 400 - 1)
+    assert allocator_overhead({"a": piece(100 << 20, 0)}) is None
+    assert allocator_overhead({"a": piece(100 << 20, 90 << 20)}) == 0.0
+    stage = SimpleNamespace(allocated_bytes=10 << 30, activations_bytes=4 << 30, transient_bytes=1 << 30)
+    assert measured_reserved(stage, 0.125) == (10 << 30) + int(0.125 * (5 << 30))
+
+
+def test_measure_package_has_no_import_circle():
+    """``projection/measure/`` imports form no circle between its files and no file imports another's
+    private name (the builders share ``piece`` / ``spec`` instead of importing each other)."""
+    import ast
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    pkg = Path(__file__).resolve().parents[1] / "primus_launch" / "projection" / "measure"
+    prefix = "primus_launch.projection.measure"
+    graph: dict[str, set[str]] = {}
+    for f in pkg.glob("*.py"):
+        mod = f.stem
+        deps = graph.setdefault(mod, set())
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [a.name for a in node.names]
+                if node.module == prefix:
+                    deps.update(names)
+                elif node.module.startswith(prefix + "."):
+                    deps.add(node.module[len(prefix) + 1:].split(".")[0])
+                    assert not any(n.startswith("_") for n in names), (mod, node.module, names)
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith(prefix + "."):
+                        deps.add(a.name[len(prefix) + 1:].split(".")[0])
+    assert {"piece", "spec", "build_mcore", "build_titan", "timing", "upscale"} <= set(graph)
 
-    def child(mode: str) -> dict:
-        out = subprocess.run([sys.executable, str(root / "scripts" / "piece_conditions.py"), "--child", mode,
-                              "--iters", "5"], capture_output=True, text=True, env=env, cwd=root, check=True).stdout
-        return json.loads(out.strip().splitlines()[-1])
+    def reaches(a: str, b: str, seen: set) -> bool:
+        return any(d == b or (d not in seen and not seen.add(d) and reaches(d, b, seen)) for d in graph.get(a, ()))
 
-    fresh, keep = child("fresh"), child("keep")
-    if keep["minflt"] > 0:
-        keep = min(keep, child("keep"), key=lambda r: r["minflt"])
-    assert keep["applied"] is True and fresh["applied"] is True
-    assert fresh["minflt"] > 100, fresh
-    assert keep["minflt"] <= fresh["minflt"] / 64, (keep, fresh)
-
-
-def test_pinned_binds_the_measuring_thread_to_rank_zeros_cores_and_restores_it():
-    """``cpu_pin``: rank r's cores are the ``threads`` allowed cores after the first r x threads
-    (cyclic), as the real runs' ranks and the link workers are bound; ``pinned`` binds the calling
-    thread to rank 0's for the block -- what a piece's forward sees from the OS -- and gives the
-    affinity back after; a sampler records the cores its thread could run on."""
-    import os
-
-    from primus_launch.projection.measure.cpu_pin import pinned, rank_cores
-    from primus_launch.projection.measure.timing import PieceSampler, TimingPolicy, torch_threads
-
-    allowed = sorted(os.sched_getaffinity(0))
-    assert rank_cores(0) == {allowed[0]} and rank_cores(1) == {allowed[1 % len(allowed)]}
-    assert rank_cores(0, threads=2) == set(allowed[:2])
-    seen = []
-    w = torch.randn(16, 16, requires_grad=True)
-
-    def fwd(x):
-        seen.append(os.sched_getaffinity(0))
-        return (x @ w).sum()
-
-    x = torch.randn(16, 16, requires_grad=True)
-    pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=3, max_inner=1, noise_probe=False)
-    with torch_threads(1), pinned(1):
-        sp = PieceSampler(fwd, [x], [w], torch.device("cpu"), split="flop-ratio", flop_split=0.5, policy=pol)
-        sp.sample()
-    assert seen and all(s == {allowed[0]} for s in seen)
-    assert sp.result(measure_mem=False).cores == 1
-    assert sorted(os.sched_getaffinity(0)) == allowed
-    free = PieceSampler(fwd, [x], [w], torch.device("cpu"), split="flop-ratio", flop_split=0.5, policy=pol)
-    assert free.cores == len(allowed)
-
-
-def test_cache_eviction_before_each_timed_pass():
-    """``flush_buffer`` holds twice the CPU's last-level cache; a piece of at least ``FLUSH_MIN_S``
-    per iteration is timed with it updated before each pass (forward, backward), a shorter one
-    warm, and ``flush_cache=False`` turns it off (the policy's cache key says which)."""
-    import time
-
-    from primus_launch.projection.measure.timing import (
-        FLUSH_MIN_S, PieceSampler, TimingPolicy, _cache_bytes, flush_buffer, torch_threads)
-
-    cpu = torch.device("cpu")
-    buf = flush_buffer(cpu)
-    assert buf.numel() * buf.element_size() == 2 * _cache_bytes(cpu) >= 2 << 20
-    w = torch.randn(384, 384, requires_grad=True)
-    x = torch.randn(384, 384, requires_grad=True)
-
-    def slow(x):
-        y = x
-        while True:
-            y = (y @ w).tanh()
-            if time.thread_time() - t0[0] >= 2 * FLUSH_MIN_S:
-                return y.sum()
-
-    t0 = [0.0]
-
-    def timed(x):
-        t0[0] = time.thread_time()
-        return slow(x)
-
-    def quick(x):
-        return (x[:8, :8] @ w[:8, :8]).sum()
-
-    pol = TimingPolicy(warmup=1, min_repeats=3, max_repeats=3, noise_probe=False)
-    with torch_threads(1):
-        long_piece = PieceSampler(timed, [x], [w], cpu, split="flop-ratio", flop_split=0.5, policy=pol)
-        short_piece = PieceSampler(quick, [x], [w], cpu, split="flop-ratio", flop_split=0.5, policy=pol)
-        off = PieceSampler(timed, [x], [w], cpu, split="flop-ratio", flop_split=0.5,
-                           policy=TimingPolicy(warmup=1, min_repeats=3, max_repeats=3, noise_probe=False,
-                                               flush_cache=False))
-    assert long_piece._flush is buf and short_piece._flush is None and off._flush is None
-    assert pol.key()["flush_cache"] is True and off.policy.key()["flush_cache"] is False
+    circles = sorted(m for m in graph if reaches(m, m, set()))
+    assert not circles, {m: sorted(graph[m]) for m in circles}
 
 
 def test_titan_memory_model_takes_the_measured_blocks():
@@ -783,57 +604,26 @@ def test_two_concurrent_runs_measure_each_piece_once(tmp_path):
     assert len(files) == len(outs[0]) and all("value" in json.loads(f.read_text()) for f in files)
 
 
-def test_link_arrival_accounting_takes_out_the_wait_for_the_peer():
-    """``measure_links``' arrival accounting (2 real gloo processes, in situ): each call timed from
-    the later rank's entry can only be shorter than the same call timed from rank 0's own entry
-    (both read one monotonic clock), so per op and size its median is at most the in-situ median,
-    and the entry gaps are non-negative; the diagnostic is never registered as a fit."""
-    from primus_launch.projection.measure.localhw import OPS, fabric_fields, measure_links
-
-    lk = measure_links(sizes=(1 << 15, 1 << 16), repeats=3, compute_s=0.001)
-    arr = lk["arrival"]
-    for op in OPS:
-        for (s, t), (s2, ta) in zip(lk[op], arr["aligned"][op]):
-            assert s == s2 and 0.0 <= ta <= t + 1e-9, (op, s, t, ta)
-        assert arr["entry_gap_s"][op] >= 0.0
-    assert set(fabric_fields(lk, 1e9)) and "arrival" not in lk["fit"]
 
 
-def test_partner_mirror_runs_beside_the_measurement_on_rank_ones_core():
-    """``TimingPolicy.partner``: on the CPU, for a plan with more than one rank per node, a mirror
-    of the run's other rank -- a process bound to rank 1's core running the same pieces -- runs
-    for the block and is gone after it; never on CUDA, for one rank per node, or with it off."""
-    import multiprocessing
-    import os
-    import time
+@pytest.mark.usefixtures("no_fake_world")
+def test_gpu_check_runs_in_its_cpu_smoke_mode(capsys, monkeypatch):
+    """``scripts/gpu_check.py --smoke`` (the prepared GPU check on the CPU, the default recipe at
+    tiny size) runs and prints measured vs dry-run per piece kind, per layer kind and per stage,
+    with the iteration time's ratio, so the GPU check is known to work where no GPU is lent."""
+    import importlib.util
+    from pathlib import Path
 
-    from primus_launch.plan import Plan
-    from primus_launch.projection.measure.cpu_pin import rank_cores
-    from primus_launch.projection.measure.partner import applies, partnered
+    from primus_launch.projection.measure.upscale import POLICY_ENV
 
-    def plan(gpus: int) -> Plan:
-        return Plan.model_validate({
-            "model": dict(num_layers=2, hidden_size=64, ffn_hidden_size=128, num_attention_heads=4,
-                          num_query_groups=2, vocab_size=256, seq_length=32),
-            "parallel": {"tp": gpus}, "training": {"global_batch_size": 4, "micro_batch_size": 2},
-            "cluster": {"gpus_per_node": gpus}})
-
-    two = plan(2)
-    assert applies(two, "cpu", True) and not applies(two, "cpu", False) and not applies(two, "cuda", True)
-    assert not applies(plan(1), "cpu", True)
-    before = set(multiprocessing.active_children())
-    with partnered(two, "cpu", 1, "thread", True) as up:
-        assert up
-        (kid,) = set(multiprocessing.active_children()) - before
-        assert os.sched_getaffinity(kid.pid) == rank_cores(1)
-
-        def cpu_ticks() -> int:
-            with open(f"/proc/{kid.pid}/stat") as f:
-                return sum(int(x) for x in f.read().rsplit(")", 1)[1].split()[11:13])  # utime + stime
-
-        t0 = cpu_ticks()
-        time.sleep(0.5)
-        assert cpu_ticks() > t0  # it works meanwhile
-    assert not kid.is_alive()
-    with partnered(plan(1), "cpu", 1, "thread", True) as up:
-        assert not up and set(multiprocessing.active_children()) == before
+    monkeypatch.setenv(POLICY_ENV, "")  # the script sets its smoke policy; restored after the test
+    path = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--smoke"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    kinds = {ln.split()[0] for ln in out if ln[:1].isalpha()}
+    assert {"embedding", "dense_layer", "attn_core", "head_loss", "activations", "total"} <= kinds, out
+    it = next(ln for ln in out if ln.startswith("iteration time: measured"))
+    assert float(it.rsplit("ratio ", 1)[1]) > 0

@@ -13,7 +13,7 @@ import pytest
 
 from mem_measure import measure_step
 from primus_launch.plan import ModelArch, Plan
-from primus_launch.projection.memory.estimate import FRAMEWORK_RESERVE_BYTES, estimate_memory, stage_memory
+from primus_launch.projection.memory.estimate import estimate_memory, stage_memory
 from primus_launch.projection.memory.activations import (
     KORTHIKANTI,
     MCORE_LOCAL,
@@ -159,43 +159,55 @@ def test_schedule_in_flight_and_recompute_order():
     # full recompute, uniform 1: per micro-batch only the layer inputs (2 sbh / t with SP)
     lpc = 20
     want = 4 * (lpc * 2 * 8192 * 8192 / 8 + 8 * 8192 + 4 * 8192 * 128)  # + token ids, fp32 RoPE table
-    want += 2 * 8192 * 8192  # + once the SP all-gather buffer a s b h
+    # (Transformer Engine gathers the SP input per GEMM: no persistent all-gather buffer)
     assert full.stages[0].activations_bytes == pytest.approx(want, rel=1e-6)
 
 
-def test_fits_margin_and_reserve():
-    r = estimate_memory(_p70(), margin=0.05)
-    assert r.capacity_bytes == 81559 * 1024**2
-    assert r.fits == (r.peak_bytes_per_gpu <= r.capacity_bytes * 0.95)
-    assert r.stages[0].reserve_bytes >= FRAMEWORK_RESERVE_BYTES
+def test_verdict_band_and_capacity():
+    """The verdict of :mod:`memory.verdict` against the device-reported capacity: fits when the band's top
+    fits, does not fit when even its bottom does not, tight between; ``fits`` true for fits and tight;
+    the margin is the only knob on top."""
+    r = estimate_memory(_p70())
+    assert r.capacity_bytes == 81089 * 1024**2  # torch total_memory of an H100 80GB HBM3
     assert sum(r.breakdown.values()) == pytest.approx(r.peak_bytes_per_gpu, abs=8)
-    tight = estimate_memory(_p70(), margin=1 - r.peak_bytes_per_gpu / r.capacity_bytes + 1e-6)
-    assert not tight.fits
+    out, b = r.outside_allocator_bytes, r.band
+    assert b.low < 0 < b.high and b.rows >= 5
+    assert b.high_bytes == int((r.peak_bytes_per_gpu - out) * (1 + b.high) + out)
+    assert r.verdict == "fits" and r.fits and b.high_bytes <= r.capacity_bytes
+    # margins at the band's edges: just inside the top -> tight, just above the bottom -> does not fit
+    m_top = 1 - b.high_bytes / r.capacity_bytes
+    m_bottom = 1 - b.low_bytes / r.capacity_bytes
+    tight = estimate_memory(_p70(), margin=m_top + 1e-4)
+    assert tight.verdict == "tight" and tight.fits
+    over = estimate_memory(_p70(), margin=m_bottom + 1e-4)
+    assert over.verdict == "does not fit" and not over.fits
     # tp=1 pp=1: 70B cannot fit one 80 GB GPU
     big = Plan(model=LLAMA70, training=dict(global_batch_size=8), cluster=dict(num_nodes=1))
-    assert not estimate_memory(big).fits
+    assert estimate_memory(big).verdict == "does not fit"
 
 
 def test_te_keeps_less_than_local():
     la_te = layer_activation_bytes(ARCH, seq=2048, mbs=1, tp=1, sp=False, impl=TE)
     la_local = layer_activation_bytes(ARCH, seq=2048, mbs=1, tp=1, sp=False, impl=MCORE_LOCAL)
-    # the torch norms keep 8 bytes per element instead of 2 (two norms), plus RoPE tables
-    assert la_local.full - la_te.full == 2 * 6 * 2048 * 4096 + 4 * 2 * 2048 * 128
+    # the torch norms keep 8 bytes per element instead of 2 (two norms), plus RoPE tables; and TE's fused
+    # attention copies v (get_qkv_layout) so the QKV output is freed, while the local spec keeps it beside
+    # the RoPE'd q, k: q and k held twice, (nq + nkv) d per token
+    assert la_local.full - la_te.full == 2 * 6 * 2048 * 4096 + 4 * 2 * 2048 * 128 + 2 * 2048 * (32 + 8) * 128
 
 
 def test_in_flight_closed_forms_equal_schedule_walk():
     """1F1B / interleaved / GPipe closed forms == pipeline.activations_in_flight's walk."""
-    from primus_launch.projection.memory.estimate import _in_flight
+    from primus_launch.projection.memory.estimate import in_flight_closed_form
     from primus_launch.projection.pipeline.simulate import activations_in_flight
 
     for pp, vpp, m in [(2, 1, 1), (4, 1, 2), (4, 1, 8), (8, 1, 64), (4, 2, 8), (4, 2, 64), (8, 4, 64),
                        (2, 5, 8), (4, 3, 4)]:
         sched = ["1f1b", "gpipe"] if vpp == 1 else ["interleaved_1f1b"]
         for sc in sched:
-            assert list(_in_flight(sc, pp, vpp, m)) == activations_in_flight(sc, pp, vpp, m), (sc, pp, vpp, m)
+            assert list(in_flight_closed_form(sc, pp, vpp, m)) == activations_in_flight(sc, pp, vpp, m), (sc, pp, vpp, m)
     # Megatron's micro-batch group of the interleaved schedule (warm-up (vpp - 1) g instead of (vpp - 1) pp)
     for pp, vpp, m, g in [(4, 3, 5, 5), (4, 2, 10, 5), (2, 3, 8, 3), (4, 2, 8, 8), (3, 2, 7, 4)]:
-        got = list(_in_flight("interleaved_1f1b", pp, vpp, m, g))
+        got = list(in_flight_closed_form("interleaved_1f1b", pp, vpp, m, g))
         assert got == activations_in_flight("interleaved_1f1b", pp, vpp, m, group=g), (pp, vpp, m, g)
 
 
@@ -210,7 +222,7 @@ DSV3 = ModelArch(name="deepseek-v3", num_layers=61, hidden_size=7168, ffn_hidden
 def test_stage_activations_equal_per_layer_sum(rc):
     """The stage arithmetic (dense-first + MoE layers, uneven first stage) equals a plain sum over
     the layers each rank holds, times the schedule's micro-batches in flight."""
-    from primus_launch.projection.memory.estimate import _in_flight
+    from primus_launch.projection.memory.estimate import in_flight_closed_form
     from primus_launch.projection.memory.activations import output_activation_bytes, rope_table_bytes
     from primus_launch.projection.memory.params import stage_layer_ids
 
@@ -220,7 +232,7 @@ def test_stage_activations_equal_per_layer_sum(rc):
     st = stage_memory(plan)
     kw = dict(seq=4096, mbs=1, tp=2, sp=True, ep=16)
     dense, moe = (layer_activation_bytes(DSV3, moe=x, **kw) for x in (False, True))
-    flight = _in_flight("1f1b", 4, 1, plan.num_microbatches)
+    flight = in_flight_closed_form("1f1b", 4, 1, plan.num_microbatches)
     for r, chunks in enumerate(stage_layer_ids(plan)):
         layers = [moe if i >= 3 else dense for i in chunks[0]]
         g = rc["granularity"]
@@ -233,7 +245,7 @@ def test_stage_activations_equal_per_layer_sum(rc):
         else:
             per = dense.layer_input + sum(x.full for x in layers[1:])
         per += rope_table_bytes(DSV3, seq=4096) + (8 * 4096 if r == 0 else 0)
-        want = flight[r] * per + 2 * 4096 * 7168  # + the SP all-gather buffer
+        want = flight[r] * per  # TE gathers the SP input per GEMM: no persistent buffer
         if r == 3:
             want += output_activation_bytes(DSV3, seq=4096, mbs=1, tp=2, sp=True)[0]
         assert st[r].activations_bytes == pytest.approx(want, rel=1e-9, abs=2)
@@ -376,9 +388,9 @@ def test_virtual_stages_run_megatrons_interleaved_schedule():
     MoE + MLA proxy of Megatron-LM's functional test gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed (TP2 PP2
     VPP4 EP4, 4 micro-batches of 4): rank 1 keeps 2 (pp - r - 1) + (vpp - 1) pp + 1 = 7 chunk-micro-batches,
     rank 0 9 -- not the 1F1B 1 and 2, which left the projection at a quarter of the measured peak."""
-    from primus_launch.projection.memory.estimate import _in_flight
+    from primus_launch.projection.memory.estimate import in_flight_closed_form
 
-    assert _in_flight("1f1b", 2, 4, 4) == _in_flight("interleaved_1f1b", 2, 4, 4) == (9.0, 7.0)
+    assert in_flight_closed_form("1f1b", 2, 4, 4) == in_flight_closed_form("interleaved_1f1b", 2, 4, 4) == (9.0, 7.0)
 
 
 @pytest.mark.parametrize("par", [dict(tp=1), dict(tp=2), dict(tp=2, sequence_parallel=True)], ids=["tp1", "tp2", "tp2-sp"])
@@ -512,7 +524,7 @@ def test_zero2_shards_gradients_and_fp8_weight_caches():
     unsharded gradients in flight; fp8 (TE): each linear caches its quantized weight, rowwise + columnwise
     (+2 bytes per linear parameter), with --fp8-param-gather the weight itself is fp8 (-1, and only the
     columnwise copy cached: +1), MXFP8 adds its e8m0 scales (1/32 each)."""
-    from primus_launch.projection.memory.estimate import _linear_params
+    from primus_launch.projection.memory.estimate import linear_params
 
     z1 = stage_memory(_p8())[0]
     z2p = _p8().with_changes(parallel=dict(dp_sharding="optimizer_grads"))
@@ -523,7 +535,7 @@ def test_zero2_shards_gradients_and_fp8_weight_caches():
     p8 = _p8(precision="fp8")
     from primus_launch.projection.memory.params import arch_key
 
-    lin = _linear_params(arch_key(p8.model), 1, 1, 1, p8.chunk_layout()[0], n)
+    lin = linear_params(arch_key(p8.model), 1, 1, 1, p8.chunk_layout()[0], n)
     assert lin == 8 * (4096 * 6144 + 4096 * 4096 + 3 * 4096 * 14336)
     fp8 = stage_memory(p8)[0]
     assert fp8.parameters_bytes - z1.parameters_bytes == pytest.approx(2 * lin, rel=1e-9)
@@ -551,13 +563,13 @@ def test_activation_offload_moves_layers_and_modules_to_host():
 def test_cp_comm_type_buffers_order():
     """Context-parallel attention buffers on top of the layer's backward: all-gathered K/V grow with the
     CP degree, the ring keeps two K/V chunks each way, Ulysses exchanges Q, K, V and the output."""
-    from primus_launch.projection.memory.estimate import _cp_comm_bytes
+    from primus_launch.projection.memory.estimate import cp_comm_bytes
 
     kw = dict(seq=32768, mbs=1, tp=8, cp=8, a=2)
     kv = 2 * 32768 / 8 * 2 * 8 * 128 / 8
-    assert _cp_comm_bytes(LLAMA70, "allgather", **kw) == pytest.approx(8 * kv)
-    assert _cp_comm_bytes(LLAMA70, "p2p", **kw) == pytest.approx(4 * kv)
-    assert _cp_comm_bytes(LLAMA70, "a2a", **kw) == pytest.approx(kv + 2 * 2 * 32768 / 8 * 64 * 128 / 8)
+    assert cp_comm_bytes(LLAMA70, "allgather", **kw) == pytest.approx(8 * kv)
+    assert cp_comm_bytes(LLAMA70, "p2p", **kw) == pytest.approx(4 * kv)
+    assert cp_comm_bytes(LLAMA70, "a2a", **kw) == pytest.approx(kv + 2 * 2 * 32768 / 8 * 64 * 128 / 8)
 
 
 def test_tuner_prefilter_honours_memory_basis():
@@ -568,8 +580,9 @@ def test_tuner_prefilter_honours_memory_basis():
     plan = _p70()
     rep = estimate_memory(plan)
     cap = rep.capacity_bytes
-    mid = (rep.reserved_peak_bytes + rep.allocated_peak_bytes) / 2 + rep.outside_allocator_bytes
-    margin = 1 - mid / cap
+    low = rep.band.low
+    mid = (rep.reserved_peak_bytes + rep.allocated_peak_bytes) / 2 * (1 + low) + rep.outside_allocator_bytes
+    margin = 1 - mid / cap  # between the two bases' band bottoms
     assert default_prefilter(margin, "reserved")(plan) is not None
     assert default_prefilter(margin, "allocated")(plan) is None
     assert default_score(margin, "allocated")(plan).memory.fits and not default_score(margin, "reserved")(plan).memory.fits

@@ -71,8 +71,7 @@ def test_learned_routing_of_fixed_tokens_repeats_each_pass():
 def test_sampler_summarizes_its_samples_by_its_statistic(statistic):
     lin = torch.nn.Linear(64, 64)
     x = torch.randn(32, 64, requires_grad=True)
-    pol = TimingPolicy(warmup=1, min_repeats=7, max_repeats=7, min_sample_s=0.0, max_inner=1, noise_probe=False,
-                       min_window_s=0.0)
+    pol = TimingPolicy(warmup=1, min_repeats=7, max_repeats=7, min_sample_s=0.0, max_inner=1, min_window_s=0.0)
     sp = PieceSampler(lin, [x], list(lin.parameters()), torch.device("cpu"), split="autograd", policy=pol,
                       statistic=statistic)
     time_pieces([sp], pol, window_s=0.0)
@@ -102,10 +101,9 @@ def test_measured_path_takes_the_mean_of_a_randomly_routed_layer_only(tmp_path):
     assert {n for n, s in stats.items() if s == "mean"} == {n for n in t if n.startswith("moe_layer")}, stats
     moe = next(pt for n, pt in t.items() if n.startswith("moe_layer"))
     assert moe.fwd_s == pytest.approx(statistics.mean(moe.samples["fwd"]))
-    # one pass per sample (a pass of this tiny layer is below min_sample_s, which would average
-    # several): the samples' spread is the pass-to-pass routing's
-    assert moe.inner == 1 and all(pt.inner > 1 for n, pt in t.items() if not n.startswith("moe_layer")), \
-        {n: pt.inner for n, pt in t.items()}
+    # one pass per sample whatever min_sample_s asks (how many passes a fixed-work piece averages
+    # depends on the machine's speed): the samples' spread is the pass-to-pass routing's
+    assert moe.inner == 1 and len(moe.samples["fwd"]) == moe.repeats
 
 
 def test_builds_of_more_layers_after_fewer_run_in_one_process():

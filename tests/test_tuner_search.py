@@ -21,7 +21,7 @@ RESTRICTED = SpaceConfig.restricted()
 
 
 def _score(plan):
-    return project_dry_run(plan, memory_margin=0.05)
+    return project_dry_run(plan, memory_margin=0.0)
 
 
 def _key(res):
@@ -58,14 +58,20 @@ def test_exhaustive_result_does_not_depend_on_the_worker_count():
 
 
 def test_memory_basis_reaches_the_prefilter_and_the_scores():
-    """The case-study reference fits on the allocated peak but not on the estimated reserved one."""
+    """With a margin that puts the usable capacity between the two bases' error-band bottoms, the
+    case-study reference fits on the allocated peak but not on the estimated reserved one."""
+    from primus_launch.projection.memory.estimate import estimate_memory
+
     plan = load_recipe(ROOT / "recipes/megatron/mixtral_8x22b_mi355x_32gpu.sh")
-    assert default_prefilter(0.05, "reserved")(plan) is not None
-    assert default_prefilter(0.05, "allocated")(plan) is None
-    res = tune(plan, score=None, space=RESTRICTED, memory_basis="allocated", budget=3)
+    rep = estimate_memory(plan)
+    mid = (rep.reserved_peak_bytes + rep.allocated_peak_bytes) / 2 * (1 + rep.band.low) + rep.outside_allocator_bytes
+    margin = 1 - mid / rep.capacity_bytes
+    assert default_prefilter(margin, "reserved")(plan) is not None
+    assert default_prefilter(margin, "allocated")(plan) is None
+    res = tune(plan, score=None, space=RESTRICTED, memory_basis="allocated", memory_margin=margin, budget=3)
     assert res.baseline.memory.memory_basis == "allocated" and res.baseline.memory.fits
     assert res.trials[0].source == "seed" and res.trials[0].status == "scored"
-    res = tune(plan, score=None, space=RESTRICTED, memory_basis="reserved", budget=3)
+    res = tune(plan, score=None, space=RESTRICTED, memory_basis="reserved", memory_margin=margin, budget=3)
     assert not res.baseline.memory.fits
 
 

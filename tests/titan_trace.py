@@ -37,9 +37,73 @@ from primus_launch.frameworks import titan_cpu
 titan_cpu.install()
 
 from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker as _FSDPMemTracker  # noqa: E402
+from torch.distributed.fsdp._fully_shard._fsdp_state import FSDPState as _FSDPState  # noqa: E402
 
 
-FSDPMemTracker = _FSDPMemTracker
+class _MergedGroups:
+    """What ``FSDPMemTracker`` reads of a module's param group (its ``fsdp_params``), for a module whose
+    parameters FSDP2 split into several groups (per-parameter meshes from ``shard_placement_fn``)."""
+
+    def __init__(self, groups):
+        self.fsdp_params = [fp for g in groups for fp in g.fsdp_params]
+
+
+def _merged_group(state):
+    groups = state._fsdp_param_groups
+    if not groups:
+        return None
+    return groups[0] if len(groups) == 1 else _MergedGroups(groups)
+
+
+class FSDPMemTracker(_FSDPMemTracker):
+    """torch's ``FSDPMemTracker`` for modules with several FSDP2 param groups: torchtitan 0.3.0 shards an
+    MoE block's routed experts over the ``efsdp`` mesh and its other parameters over the ``fsdp`` mesh
+    (``apply_fsdp_to_decoder``'s ``ShardPlacementResult``), which FSDP2 keeps as two param groups of one
+    module; the stock tracker reads the single-group ``FSDPState._fsdp_param_group`` (it raises for two).
+    Here that property answers the union of the groups' parameters while tracking, and each group's
+    ``pre_backward`` / ``post_backward`` is wrapped on its own.  Categories and snapshots are the stock
+    tracker's."""
+
+    def _instrument_fsdp_module(self) -> None:
+        from torch.distributed.fsdp import FSDPModule
+
+        groups_of = {}
+        for module in self._root_mod.modules():
+            if isinstance(module, FSDPModule):
+                st = module._get_fsdp_state()
+                if len(st._fsdp_param_groups) > 1:
+                    groups_of[module] = list(st._fsdp_param_groups)
+                    # the stock code wraps one group; hand it the first, wrap the others below
+                    st._fsdp_param_groups[:] = groups_of[module][:1]
+        try:
+            super()._instrument_fsdp_module()
+        finally:
+            for module, groups in groups_of.items():
+                module._get_fsdp_state()._fsdp_param_groups[:] = groups
+        self._extra_groups = []
+        for module, groups in groups_of.items():
+            for g in groups[1:]:
+                self._instrument_fsdp_sharded_params_grads(g)
+                self._extra_groups.append((g, g.pre_backward, g.post_backward))
+                g.pre_backward = self._fsdp_param_group_pre_backward(module, g.pre_backward)
+                g.post_backward = self._fsdp_param_group_post_backward(module, g.post_backward)
+
+    def _deregister_module_and_optimizer_hooks(self) -> None:
+        super()._deregister_module_and_optimizer_hooks()
+        for g, pre, post in getattr(self, "_extra_groups", []):
+            g.pre_backward, g.post_backward = pre, post
+        self._extra_groups = []
+
+    def __enter__(self):
+        if self._depth == 0:
+            self._saved_prop = _FSDPState.__dict__["_fsdp_param_group"]
+            _FSDPState._fsdp_param_group = property(_merged_group)
+        return super().__enter__()
+
+    def __exit__(self, *args):
+        super().__exit__(*args)
+        if self._depth == 0:
+            _FSDPState._fsdp_param_group = self._saved_prop
 
 CATS = ("Sharded Param", "Unsharded Param", "Buffer", "Sharded Grad", "Unsharded Grad", "Activation", "Temp",
         "All Gather", "Reduce Scatter", "OptState", "Inputs")
@@ -68,6 +132,8 @@ class TitanCase:
     #                             "tensorwise" (torchao's recipe, which torchtitan <= 0.2 defaulted to)
     flash: bool = False  # SDPA dispatched to the flash-attention op a GPU runs (see :func:`use_flash_op`)
     sp: bool = True  # with tp > 1: sequence parallelism (torchtitan's enable_sequence_parallel, its default)
+    ep: int = 1  # expert parallelism (MoE models): experts over ep ranks, FSDP over efsdp = dp_shard*cp*tp/ep
+    first_layer: int = 0  # the blocks traced are the flavor's layers[first_layer : first_layer + layers]
 
     @property
     def world(self) -> int:
@@ -125,17 +191,17 @@ def _init_world(world: int, rank: int = 0) -> None:
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
 
 
-def _set_sharding(cfg, model: str, sp: bool) -> None:
+def _set_sharding(cfg, model: str, sp: bool, ep: bool = False) -> None:
     """torchtitan's own TP / SP sharding config for ``model`` (what its ``update_from_config`` sets
     from ``parallelism.enable_sequence_parallel``)."""
     if model == "deepseek_v3":
         from torchtitan.models.deepseek_v3.sharding import set_deepseek_v3_sharding_config
 
-        set_deepseek_v3_sharding_config(cfg, enable_sp=sp, enable_ep=False)
+        set_deepseek_v3_sharding_config(cfg, enable_sp=sp, enable_ep=ep)
     elif model == "qwen3":
         from torchtitan.models.qwen3.sharding import set_qwen3_sharding_config
 
-        set_qwen3_sharding_config(cfg, enable_sp=sp, enable_ep=False)
+        set_qwen3_sharding_config(cfg, enable_sp=sp, enable_ep=ep)
     else:
         from torchtitan.models.llama3.sharding import set_llama3_sharding_config
 
@@ -157,23 +223,24 @@ def build(case: TitanCase):
     use_flash_op(case.flash)
     backend = "partial_dtensor"
     dist_utils.set_spmd_backend(backend)
-    pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=case.cp, tp=case.tp, pp=1, ep=1,
-                      world_size=case.world, spmd_backend=backend)
+    pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=case.cp, tp=case.tp, pp=case.pp,
+                      ep=case.ep, world_size=case.world, spmd_backend=backend)
     pd.build_mesh()
     cfg = copy.deepcopy(model_spec(case.model, case.flavor).model)
-    cfg.layers = cfg.layers[:case.layers]
+    cfg.layers = cfg.layers[case.first_layer:case.first_layer + case.layers]
     if case.attn == "sdpa":
         titan_cpu.use_sdpa(cfg)
     titan_cpu.set_seq_len(cfg, case.seq)
     if case.float8:
         cfg = float8_convert(cfg, case.float8)
-    if case.tp > 1:
-        _set_sharding(cfg, case.model, case.sp)
+    if case.tp > 1 or case.ep > 1:
+        _set_sharding(cfg, case.model, case.sp, case.ep > 1)
     with torch.device("meta"):
         model = cfg.build()
     par = ParallelismConfig(data_parallel_shard_degree=case.dp_shard,
                             data_parallel_replicate_degree=case.dp_replicate, context_parallel_degree=case.cp,
                             tensor_parallel_degree=case.tp, enable_sequence_parallel=case.sp, spmd_backend=backend,
+                            expert_parallel_degree=case.ep, pipeline_parallel_degree=case.pp,
                             fsdp_reshard_after_forward=case.reshard_after_forward)
     ac: Any = None
     if case.ac == "full":
@@ -226,6 +293,33 @@ def use_eager_flex() -> None:
         return out, AuxOutput(lse=lse if (return_aux is not None and return_aux.lse) else None)
 
     FlexAttention._compiled_flex_attn = staticmethod(flex)
+
+
+def use_balanced_all_to_all() -> None:
+    """torchtitan's ``AllToAllTokenDispatcher`` with balanced split sizes: its
+    ``_sync_token_count_exchange`` reads the all-to-all splits back to the host (``.tolist()``), which
+    fake tensors cannot answer; here every EP rank sends ``N / ep`` of its ``N = tokens x top_k``
+    routed rows to each EP rank and receives as many (the balanced routing the memory model assumes).
+    Everything else -- the count exchange, the data all-to-alls, ``_permute`` / ``_unpermute``, the
+    grouped GEMMs, the combine -- is torchtitan's and torch's own."""
+    from torchtitan.models.common.token_dispatcher import AllToAllTokenDispatcher
+
+    if getattr(AllToAllTokenDispatcher, "_balanced_shim", False):
+        return
+    reorder = AllToAllTokenDispatcher._local_reorder
+
+    def local_reorder(self, x_TD, scores_TK, ids_TK):
+        self._routed_rows = x_TD.shape[0] * ids_TK.shape[1]
+        return reorder(self, x_TD, scores_TK, ids_TK)
+
+    def sync(self, local_E, global_EP_e, ep_size):
+        glob = torch.ops._c10d_functional.wait_tensor(global_EP_e).reshape(-1)
+        split = [self._routed_rows // ep_size] * ep_size
+        return glob, split, list(split)
+
+    AllToAllTokenDispatcher._local_reorder = local_reorder
+    AllToAllTokenDispatcher._sync_token_count_exchange = sync
+    AllToAllTokenDispatcher._balanced_shim = True
 
 
 def float8_convert(cfg, recipe: str):
@@ -284,6 +378,8 @@ def trace(case: TitanCase) -> dict[str, Any]:
 
     model, pd = build(case)
     tp = case.tp
+    if case.ep > 1:
+        use_balanced_all_to_all()
     kwargs: dict[str, Any] = {}
     if case.attn == "flex":
         # torchtitan's own causal + document block mask (the trainer's get_attention_masks), built on real
@@ -351,12 +447,13 @@ class _PeakTracker(FSDPMemTracker):
     def _extras(self) -> dict[str, Any]:
         acc = unsh = sharded = sgrad = 0
         for fp in self._fsdp_params:
+            # an expert parameter under EP is a DTensor on the ep mesh: its local tensor is what the rank holds
             g = fp.unsharded_accumulated_grad
             if g is not None:
-                acc += g.numel() * g.element_size()
+                acc += _local_bytes(g)
             u = getattr(fp, "_unsharded_param", None)
             if u is not None:
-                unsh += u.untyped_storage().nbytes()
+                unsh += getattr(u, "_local_tensor", u).untyped_storage().nbytes()
             sp = fp.sharded_param
             sharded += sp._local_tensor.untyped_storage().nbytes()
             if sp.grad is not None:
@@ -426,20 +523,26 @@ def trace_pp(case: TitanCase, pp_rank: int) -> dict[str, Any]:
     use_flash_op(case.flash)
     backend = "partial_dtensor"
     dist_utils.set_spmd_backend(backend)
-    pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=1, tp=1, pp=case.pp, ep=1,
+    pd = ParallelDims(dp_replicate=case.dp_replicate, dp_shard=case.dp_shard, cp=1, tp=1, pp=case.pp, ep=case.ep,
                       world_size=world, spmd_backend=backend)
     pd.build_mesh()
     cfg = copy.deepcopy(model_spec(case.model, case.flavor).model)
-    cfg.layers = cfg.layers[:case.layers]
+    cfg.layers = cfg.layers[case.first_layer:case.first_layer + case.layers]
     titan_cpu.use_sdpa(cfg)
     titan_cpu.set_seq_len(cfg, case.seq)
+    if case.ep > 1:
+        _set_sharding(cfg, case.model, False, True)
     with torch.device("meta"):
         model = cfg.build()
     vocab, hidden = model.tok_embeddings.weight.shape
     par = ParallelismConfig(data_parallel_shard_degree=case.dp_shard,
                             data_parallel_replicate_degree=case.dp_replicate, pipeline_parallel_degree=case.pp,
                             pipeline_parallel_schedule=case.schedule, pipeline_parallel_microbatch_size=case.mbs,
-                            spmd_backend=backend, fsdp_reshard_after_forward=case.reshard_after_forward)
+                            spmd_backend=backend, fsdp_reshard_after_forward=case.reshard_after_forward,
+                            expert_parallel_degree=case.ep)
+    parallelize = parallelize_llama if case.model == "llama3" else model_spec(case.model, case.flavor).parallelize_fn
+    if case.ep > 1:
+        use_balanced_all_to_all()
     ac: Any = None
     if case.ac == "full":
         ac = FullAC.Config()
@@ -462,7 +565,7 @@ def trace_pp(case: TitanCase, pp_rank: int) -> dict[str, Any]:
         sched, parts, first, last = ppmod.pipeline_llm(
             model, parallel_dims=pd, training=TrainingConfig(local_batch_size=case.mbs * case.nmb, seq_len=case.seq),
             parallelism=par, compile_config=CompileConfig(), ac_config=ac, dump_folder="/tmp",
-            device=torch.device("cpu"), model_config=cfg, parallelize_fn=parallelize_llama, loss_fn=loss_fn)
+            device=torch.device("cpu"), model_config=cfg, parallelize_fn=parallelize, loss_fn=loss_fn)
     finally:
         ppmod.PipelineStage = orig
 
@@ -525,7 +628,8 @@ def fully_shard_state(module):
     return fully_shard.state(module)
 
 
-def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1, model: str = "llama3") -> int:
+def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1, model: str = "llama3",
+                               layer: int = 0) -> int:
     """Bytes the forward graph of one torch.compile'd torchtitan block hands to its backward (unique
     storages, parameters, buffers and the block output excluded), as inductor partitions it: the block is
     built on the meta device at real sizes and compiled with an ``aot_autograd`` backend using inductor's
@@ -541,7 +645,7 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
     from primus_launch.adapters.torchtitan_arch import model_spec
 
     cfg = copy.deepcopy(model_spec(model, flavor).model)
-    cfg.layers = cfg.layers[:1]
+    cfg.layers = cfg.layers[layer:layer + 1]
     titan_cpu.use_sdpa(cfg)
     titan_cpu.set_seq_len(cfg, seq)
     with torch.device("meta"):
@@ -558,11 +662,22 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
                            partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"))
     use_flash_op(True)
     torch._dynamo.reset()
+    autocast = torch.autocast
+    import contextlib
+
+    # the MoE router's fp32 autocast region has no meta-device autocast: run it as plain code (its gate then
+    # computes in the block's dtype: a [tokens, experts] tensor, bf16 instead of fp32)
+    torch.autocast = lambda device_type, *a, **k: (contextlib.nullcontext() if device_type == "meta"
+                                                    else autocast(device_type, *a, **k))
     try:
         x = torch.empty(mbs, seq, block.attention_norm.weight.shape[0] if hasattr(block, "attention_norm")
                         else cfg.dim, dtype=torch.bfloat16, device="meta", requires_grad=True)
-        torch.compile(block, backend=backend)(x, None)
+        # as torchtitan's apply_compile (distributed/compile.py): per block, fullgraph, data-dependent MoE
+        # dispatch shapes captured as unbacked symbols
+        with torch._dynamo.config.patch(capture_scalar_outputs=True):
+            torch.compile(block, backend=backend, fullgraph=True)(x, None)
     finally:
+        torch.autocast = autocast
         use_flash_op(False)
         torch._dynamo.reset()
     persistent = {t.untyped_storage()._cdata for t in list(block.parameters()) + list(block.buffers())}
@@ -573,7 +688,12 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
         if key in persistent or ((tuple(v.shape), v.dtype) in shapes and v.shape != x.shape):
             continue
         seen[key] = max(seen.get(key, 0), v.untyped_storage().nbytes())
+        if _DUMP:
+            print("saved", tuple(v.shape), v.dtype, v.untyped_storage().nbytes())
     return sum(seen.values())
+
+
+_DUMP = False
 
 
 # ------------------------------------------------------------------ tensor-parallel collectives
@@ -612,3 +732,121 @@ def tp_collectives(model: str, flavor: str, layers: int = 2, seq: int = 64, mbs:
             loss.backward()
     dist.destroy_process_group()
     return calls
+
+
+# ------------------------------------------------------------------ MoE backward phases
+
+def moe_backward_phases(case: TitanCase) -> dict[str, int]:
+    """Net bytes the backward of the last block's MoE allocates in each of its phases, traced on rank 0 of
+    ``case``'s torchtitan step (second step, :func:`build`, ``FakeTensorMode``): every storage an ATen op
+    creates is followed (a ``TorchDispatchMode`` holding weak references; resized FSDP2 storages count at
+    their current size), and at the highest total of each phase -- ``combine`` (the MoE's backward before
+    its grouped experts), ``experts`` (``GroupedExperts``' backward) -- the net is the total minus the
+    total when the MoE's backward began."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+    from torch.utils.weak import WeakIdKeyDictionary
+    from torchtitan.components.loss import cross_entropy_loss
+
+    model, _ = build(case)
+    if case.ep > 1:
+        use_balanced_all_to_all()
+    blk = list(model.layers.values())[-1]
+    state = {"phase": None, "start": 0, "peaks": {}}
+    live = WeakIdKeyDictionary()
+
+    class _Live(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_flatten(out)[0]:
+                if isinstance(t, torch.Tensor) and not hasattr(t, "_local_tensor"):
+                    st = t.untyped_storage()
+                    if st not in live:
+                        live[st] = (tuple(t.shape), t.dtype)
+            ph = state["phase"]
+            if ph in ("combine", "experts"):
+                net = sum(k.nbytes() for k in live.keys()) - state["start"]
+                if net > state["peaks"].get(ph, -float("inf")):
+                    state["peaks"][ph] = net
+            return out
+
+    def enter(phase):
+        def hook(*_):
+            if phase == "combine":
+                state["start"] = sum(k.nbytes() for k in live.keys())
+            state["phase"] = phase
+        return hook
+
+    blk.moe.register_full_backward_pre_hook(enter("combine"))
+    blk.moe.register_full_backward_hook(enter(None))
+    blk.moe.routed_experts.inner_experts.register_full_backward_pre_hook(enter("experts"))
+    blk.moe.routed_experts.inner_experts.register_full_backward_hook(enter("combine_after"))
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model.to_empty(device="cpu")
+        model.train()
+        ids = torch.zeros((case.mbs, case.seq // case.cp), dtype=torch.long)
+        with _Live():
+            for _ in range(2):
+                state["peaks"].clear()
+                loss = cross_entropy_loss(model(ids), ids)
+                loss.backward()
+                del loss
+                for p in model.parameters():
+                    p.grad = None
+    dist.destroy_process_group()
+    return dict(state["peaks"])
+
+
+# ------------------------------------------------------------------ per-unit states of a rank
+def unit_states(case: TitanCase) -> dict[str, list[dict[str, int]]]:
+    """What torchtitan's ``parallelize`` leaves on rank 0 of ``case``'s mesh, per FSDP unit (module path)
+    and parameter group: the group's shard-mesh size, its fp32 sharded parameter storage, the fp32
+    gradient accumulated unsharded by a backward without gradient sync (what a pipeline stage holds
+    between micro-batches: ``set_requires_gradient_sync(False)``), the sharded gradient storage after a
+    second backward with sync (the reduce-scatter output the gradients view), the AdamW states after
+    ``optimizer.step()`` and (first group) the unit's buffers; bytes of the rank's local tensors (an EP expert weight is a DTensor on the ep
+    mesh).  The model is ``case``'s :func:`build` (the mesh includes ``pp``: with PP torchtitan keeps the
+    parameters unsharded after forward), run as one module under ``FakeTensorMode``."""
+    from torch.distributed.fsdp import FSDPModule
+    from torchtitan.components.loss import cross_entropy_loss
+
+    model, _ = build(case)
+    if case.ep > 1:
+        use_balanced_all_to_all()
+    units = [(name, mod) for name, mod in model.named_modules() if isinstance(mod, FSDPModule) and name
+             and name != "norm"]  # [norm, lm_head] is one unit, reported under lm_head
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model.to_empty(device="cpu")
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        ids = torch.zeros((case.mbs, case.seq), dtype=torch.long)
+        model.set_requires_gradient_sync(False)
+        cross_entropy_loss(model(ids), ids).backward()
+        acc = {id(fp): _local_bytes(fp.unsharded_accumulated_grad) for _, m in units
+               for g in fully_shard_state(m)._fsdp_param_groups for fp in g.fsdp_params
+               if fp.unsharded_accumulated_grad is not None}
+        model.set_requires_gradient_sync(True)
+        cross_entropy_loss(model(ids), ids).backward()
+        opt.step()
+        out: dict[str, list[dict[str, int]]] = {}
+        for name, m in units:
+            rows = []
+            for g in fully_shard_state(m)._fsdp_param_groups:
+                grads = {}
+                for fp in g.fsdp_params:
+                    gr = fp.sharded_param.grad
+                    if gr is not None:
+                        st = gr._local_tensor.untyped_storage()
+                        grads[st._cdata] = st.nbytes()
+                rows.append({
+                    "shard": g.mesh_info.shard_mesh_size,
+                    "params": sum(fp._sharded_param_data.untyped_storage().nbytes() for fp in g.fsdp_params),
+                    "accumulated": sum(acc.get(id(fp), 0) for fp in g.fsdp_params),
+                    "grads": sum(grads.values()),
+                    "optimizer": sum(_local_bytes(v) for fp in g.fsdp_params
+                                     for v in opt.state[fp.sharded_param].values() if v.dim() > 0),
+                })
+            rows[0]["buffers"] = sum(_local_bytes(b) for b in m.buffers())
+            out[name] = rows
+    dist.destroy_process_group()
+    return out

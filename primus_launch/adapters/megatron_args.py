@@ -167,6 +167,7 @@ FLAGS: tuple[Flag, ...] = (
     # kernels
     _f("--attention-backend", "str", "auto", group="kernels"),
     _f("--cross-entropy-loss-fusion", "true", group="kernels"),
+    _f("--cross-entropy-fusion-impl", "str", "native", group="kernels"),
     _f("--no-rope-fusion", "false", group="kernels", dest="apply_rope_fusion"),
     _f("--cuda-graph-impl", "str", "none", group="kernels"),
     _f("--cuda-graph-scope", "list", group="kernels"),
@@ -755,6 +756,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         delay_wgrad_compute=bool(get(a, "delay_wgrad_compute")),
         moe_shared_expert_overlap=bool(get(a, "moe_shared_expert_overlap")),
         cross_entropy_loss_fusion=bool(get(a, "cross_entropy_loss_fusion")),
+        cross_entropy_fusion_impl="te" if str(get(a, "cross_entropy_fusion_impl")) == "te" else "native",
         rope_fusion=bool(get(a, "apply_rope_fusion")),
         precision_aware_optimizer=pao, **state,
     )
@@ -1013,6 +1015,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     # kernels, CUDA graphs
     out["attention_backend"] = t.attention_backend if (t.attention_backend != "auto" or current.get("attention_backend")) else None
     out["cross_entropy_loss_fusion"] = t.cross_entropy_loss_fusion
+    if t.cross_entropy_loss_fusion and (t.cross_entropy_fusion_impl != "native" or current.get("cross_entropy_fusion_impl")):
+        out["cross_entropy_fusion_impl"] = t.cross_entropy_fusion_impl
     out["apply_rope_fusion"] = t.rope_fusion
     legacy = "enable_cuda_graph" if current.get("enable_cuda_graph") else "external_cuda_graph" if current.get("external_cuda_graph") else None
     legacy_impl = {"enable_cuda_graph": "local", "external_cuda_graph": "transformer_engine"}.get(legacy or "")

@@ -998,6 +998,7 @@ MODELLED_FLAGS: dict[str, str] = {
     "--exp-avg-dtype": "training.exp_avg_dtype", "--exp-avg-sq-dtype": "training.exp_avg_sq_dtype",
     # kernels
     "--attention-backend": "training.attention_backend", "--cross-entropy-loss-fusion": "training.cross_entropy_loss_fusion",
+    "--cross-entropy-fusion-impl": "training.cross_entropy_fusion_impl",
     "--no-rope-fusion": "training.rope_fusion",
     "--cuda-graph-impl": "training.cuda_graph_impl", "--cuda-graph-scope": "training.cuda_graph_scope",
     "--cuda-graph-modules": "training.cuda_graph_scope", "--enable-cuda-graph": "training.cuda_graph_impl = local",
@@ -1120,7 +1121,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--apply-query-key-layer-scaling": "time: QK layer scaling (unfused softmax path)",
     "--fp32-residual-connection": "memory: residual stream in fp32",
     "--disable-bf16-reduced-precision-matmul": "time: BF16 GEMMs with full-precision reductions",
-    "--cross-entropy-fusion-impl": "time: fused cross-entropy implementation (native / te)",
     "--calculate-per-token-loss": "time: per-token loss normalisation (small)",
     "--manual-gc": "time: Python GC run on a schedule instead of automatically",
     "--manual-gc-interval": "time: manual GC interval", "--empty-unused-memory-level": "time: torch.cuda.empty_cache calls each iteration",

@@ -26,7 +26,7 @@ def project(
     plan: Plan,
     *,
     dry_run: bool = True,
-    memory_margin: float = 0.05,
+    memory_margin: float = 0.0,
     measure_device: Optional[MeasureDevice] = None,
     record_timeline: bool = False,
     cache_dir: Optional[Path] = None,

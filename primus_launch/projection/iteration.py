@@ -28,6 +28,6 @@ from primus_launch.projection.steps.flow import projection_result, run_steps
 
 
 def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bool = False,
-             memory_margin: float = 0.05) -> ProjectionResult:
+             memory_margin: float = 0.0) -> ProjectionResult:
     """One iteration of ``plan`` from ``layer_times`` (module doc for the model)."""
     return projection_result(run_steps(plan, layer_times, record_timeline), mode, record_timeline, memory_margin)

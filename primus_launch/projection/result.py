@@ -35,10 +35,24 @@ class StageMemory(BaseModel):
     outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS workspaces, NCCL buffers")
 
 
+class MemoryBand(BaseModel):
+    """The projection's measured error band: the real peak of a run projected at ``P`` lay in
+    ``[P (1 + low), P (1 + high)]`` for the published runs of ``source`` (10th-90th percentile)."""
+
+    low: float = Field(description="10th percentile of published / projected - 1")
+    high: float = Field(description="90th percentile of published / projected - 1")
+    rows: int = Field(description="published peaks the band is taken from")
+    source: str = Field(description="which rows, and the command that regenerates the band")
+    low_bytes: int = Field(default=0, description="the worst stage's peak at the band's bottom")
+    high_bytes: int = Field(default=0, description="the worst stage's peak at the band's top")
+
+
 class MemoryReport(BaseModel):
-    """``fits`` = ``peak_bytes_per_gpu <= capacity_bytes * (1 - margin_fraction)`` where
-    ``peak_bytes_per_gpu`` is the ``memory_basis`` peak (``reserved``: the caching allocator's reserved
-    peak; ``allocated``: the allocated peak) plus the memory outside the allocator."""
+    """``verdict``: ``fits`` when the band's top (``band.high_bytes``) fits ``capacity_bytes * (1 -
+    margin_fraction)``, ``does not fit`` when even its bottom does not, ``tight`` between;
+    ``fits`` is true for ``fits`` and ``tight``.  ``peak_bytes_per_gpu`` is the point estimate of the
+    ``memory_basis`` peak (``reserved``: the caching allocator's reserved peak; ``allocated``: the
+    allocated peak) plus the memory outside the allocator."""
 
     peak_bytes_per_gpu: int
     capacity_bytes: int
@@ -53,6 +67,10 @@ class MemoryReport(BaseModel):
     reserved_peak_bytes: int = Field(default=0, description="worst stage's estimated reserved peak "
                                                             "(memory_reserved; allocator model stated in notes)")
     outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS workspaces, NCCL buffers")
+    verdict: Literal["fits", "tight", "does not fit"] = Field(
+        default="fits", description="fits: the band's top fits; tight: the capacity lies in the band; does not fit")
+    band: Optional[MemoryBand] = None
+    outside_allocator: dict[str, int] = Field(default_factory=dict, description="outside-allocator bytes by holder")
 
 
 class TimelineEvent(BaseModel):
@@ -137,6 +155,31 @@ class MemoryCheck(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class ErrorBand(BaseModel):
+    """The expected error of a dry-run projection: the spread of the judged validation rows of its group
+    (``projection/band.py``, ``projection/data/error_bands.json`` written by ``scripts/validate.py
+    --write-bands``).  ``lo`` / ``median`` / ``hi`` are fractions of measured / projected iteration time
+    - 1 (= projected / measured tokens/s - 1): the run took ``(1 + lo) .. (1 + hi)`` times the projected
+    iteration time on those rows."""
+
+    lo: float
+    hi: float
+    median: float
+    n: int = Field(description="judged validation rows in the group")
+    group: str = Field(description="the rows the band was taken from, in words")
+    relaxed: list[str] = Field(default_factory=list, description="judging dimensions dropped to reach enough rows")
+    statistic: str = ""
+
+    def iteration_range(self, t: float) -> tuple[float, float]:
+        """Iteration seconds ``t`` projected -> the band's range of measured seconds."""
+        return t * (1 + self.lo), t * (1 + self.hi)
+
+    def text(self) -> str:
+        """``-6% .. +9% on 38 judged rows like it (megatron / hopper / ...)``."""
+        return (f"{100 * self.lo:+.0f}% .. {100 * self.hi:+.0f}% on {self.n} judged rows like it "
+                f"({self.group})")
+
+
 class ProjectionResult(BaseModel):
     mode: Literal["dry-run", "measured"]
     iteration_time_s: float
@@ -155,6 +198,8 @@ class ProjectionResult(BaseModel):
                                           "(from the reader and from the projection)")
     measurement: Optional[MeasurementReport] = None
     memory_check: Optional[MemoryCheck] = None
+    band: Optional[ErrorBand] = Field(default=None, description="expected error of the iteration time: the spread of "
+                                                                "the judged validation rows like this plan (dry-run)")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(mode="json")

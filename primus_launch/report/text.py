@@ -1,11 +1,28 @@
-"""Text rendering of a :class:`ProjectionResult` (the CLI's table)."""
+"""Text rendering of a :class:`ProjectionResult` (the CLI's answer).
+
+:func:`render_text` gives the short answer by default -- one screen of at most :data:`MAX_LINES`
+lines of at most :data:`WIDTH` columns: the summary (iteration time, tokens/s/GPU, TFLOP/s, MFU,
+the memory verdict with its band when the result has one), the largest time components beside the
+memory by term, and the warnings; ``explain=True`` gives every table: the full time and memory
+breakdowns, the measured pieces, every note and the dry-run's per-op pricing
+(``projection/cost/explain.py``).
+"""
 
 from __future__ import annotations
+
+import textwrap
+from typing import Any, Iterable, Optional
 
 from tabulate import tabulate
 
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.projection.result import ProjectionResult
+
+#: the short answer's width and height: an 80 x 40 terminal
+WIDTH = 80
+MAX_LINES = 40
+#: time components listed in the short answer (the rest summed as "other")
+TOP_TIME = 5
 
 
 def measurement_summary(res: ProjectionResult) -> list[str]:
@@ -19,7 +36,9 @@ def measurement_summary(res: ProjectionResult) -> list[str]:
         out.append(f"{n}: {pc.source} in {pc.measured_dtype}, fwd {pc.fwd_s * 1e3:.3f} ms, bwd input "
                    f"{pc.bwd_input_s * 1e3:.3f} / weight {pc.bwd_weight_s * 1e3:.3f} ms ({pc.split}), spread "
                    f"{sp:.1%} over {pc.repeats}{'' if pc.converged else ' (not converged)'}, kept "
-                   f"{pc.activation_bytes / 2 ** 20:.2f} MiB")
+                   f"{pc.activation_bytes / 2 ** 20:.2f} MiB"
+                   + (f", peak {pc.peak_bytes / 2 ** 20:.2f} / reserved {pc.reserved_bytes / 2 ** 20:.2f} MiB"
+                      if pc.reserved_bytes else ""))
         for s in pc.substitutions:
             out.append(f"  substituted: {s.what} -- {s.why}" + (f" [{s.model}]" if s.model else ""))
     return out
@@ -39,30 +58,136 @@ def plan_line(r: ProjectionResult) -> str:
             f"dp_sharding={p.dp_sharding} SP={'on' if p.sequence_parallel else 'off'}")
 
 
+def verdict_text(r: ProjectionResult) -> str:
+    """The memory verdict (``fits`` / ``TIGHT`` / ``DOES NOT FIT``) with the band the peak is expected
+    in (:mod:`projection.memory.verdict`: the validation spread of the peak), e.g.
+    ``fits, band 66.2-76.6 GiB (-2/+14 %)``."""
+    m = r.memory
+    verdict = {"fits": "fits", "tight": "TIGHT", "does not fit": "DOES NOT FIT"}[m.verdict]
+    if m.band is None:
+        return verdict
+    return (f"{verdict}, band {m.band.low_bytes / GiB:.1f}-{m.band.high_bytes / GiB:.1f} GiB "
+            f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %)")
+
+
 def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
-    """The summary of one projection as (label, value) rows; the text table and the HTML report
+    """The summary of one projection as (label, value) rows; the text answer and the HTML report
     render the same rows."""
     c, m = r.plan.cluster, r.memory
-    verdict = "fits" if m.fits else "DOES NOT FIT"
+    margin = f", margin {100 * m.margin_fraction:.0f} %" if m.margin_fraction else ""
+    it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
+    if r.band is not None:  # the dry-run's expected error (projection/band.py)
+        lo, hi = r.band.iteration_range(r.iteration_time_s)
+        it += f", expected {r.band.text()}"
+        tps += f" (expected {r.tokens_per_sec_per_gpu * r.iteration_time_s / hi:,.0f} .. " \
+               f"{r.tokens_per_sec_per_gpu * r.iteration_time_s / lo:,.0f})"
     return [
         ("mode", r.mode),
         ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
         ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPUs"),
         ("parallelism", plan_line(r)),
-        ("iteration time", f"{r.iteration_time_s:.3f} s"),
-        ("tokens/s/GPU", f"{r.tokens_per_sec_per_gpu:,.0f}"),
+        ("iteration time", it),
+        ("tokens/s/GPU", tps),
         ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
         ("MFU", f"{100 * r.mfu:.1f} %"),
-        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB "
-                   f"(margin {100 * m.margin_fraction:.0f} %): {verdict} (worst stage {m.worst_stage})"),
+        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB{margin}: "
+                   f"{verdict_text(r)} (worst stage {m.worst_stage})"),
     ]
 
 
-def render_text(r: ProjectionResult) -> str:
-    """Summary, time breakdown and memory breakdown as plain-text tables."""
+_NBSP = "\u00a0"
+
+
+def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
+    """``text`` wrapped to :data:`WIDTH` columns, the first line after ``first``, the rest after
+    ``indent``; a parenthesised group short enough for one line is kept on one line."""
+    depth, chars = 0, []
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")" and depth > 0
+        chars.append(_NBSP if ch == " " and depth else ch)
+    lines = textwrap.wrap("".join(chars), WIDTH, initial_indent=first, subsequent_indent=indent,
+                          break_long_words=False, break_on_hyphens=False)
+    if any(len(ln) > WIDTH for ln in lines):  # a group longer than a line: wrap it at its spaces too
+        lines = textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent,
+                              break_long_words=True, break_on_hyphens=False)
+    return [ln.replace(_NBSP, " ").rstrip() for ln in lines] or [first.rstrip()]
+
+
+def _summary_lines(r: ProjectionResult) -> list[str]:
+    rows = summary_rows(r)
+    w = max(len(k) for k, _ in rows) + 2
+    out: list[str] = []
+    for k, v in rows:
+        out += _wrap(v, indent=" " * w, first=f"{k:<{w}}")
+    return out
+
+
+def _time_memory_lines(r: ProjectionResult) -> list[str]:
+    """The largest :data:`TOP_TIME` time components (ms, %; the rest as ``other``) beside the memory
+    by term of the worst stage (GiB), as one two-column table."""
+    total = r.iteration_time_s or 1.0
+    items = sorted(((k, v) for k, v in r.time_breakdown.items() if v >= 5e-5), key=lambda kv: -kv[1])  # >= 0.1 ms
+    shown, rest = items[:TOP_TIME], items[TOP_TIME:]
+    if rest:
+        shown.append((f"other ({len(rest)})", sum(v for _, v in rest)))
+    times = [(k, f"{v * 1e3:,.1f}", f"{100 * v / total:.1f}") for k, v in shown]
     m = r.memory
-    head = summary_rows(r)
-    out = [tabulate(head, tablefmt="simple")]
+    mem = [(k, f"{v / GiB:.2f}") for k, v in m.breakdown.items() if v]
+    mem.append(("peak", f"{m.peak_bytes_per_gpu / GiB:.2f}"))
+    n = max(len(times), len(mem))
+    times += [("", "", "")] * (n - len(times))
+    mem += [("", "")] * (n - len(mem))
+    rows = [t + mm for t, mm in zip(times, mem)]
+    return tabulate(rows, headers=["time component", "ms", "%", f"memory (stage {m.worst_stage})", "GiB"],
+                    tablefmt="simple", colalign=("left", "right", "right", "left", "right"),
+                    disable_numparse=True).splitlines()
+
+
+def _warning_lines(r: ProjectionResult, reader_notes: Iterable[str]) -> list[list[str]]:
+    """One block of wrapped lines per warning (a setting not modelled) and per reader note."""
+    out = [_wrap(f"{w.flag}={w.value}: {w.effect}", indent="    ", first="  ") for w in r.warnings]
+    out += [_wrap(n, indent="    ", first="  note: ") for n in reader_notes]
+    return out
+
+
+def render_short(r: ProjectionResult, reader_notes: Iterable[str] = ()) -> str:
+    """The short answer: at most :data:`MAX_LINES` lines of at most :data:`WIDTH` columns (module
+    docstring); warnings and reader notes fill what is left, the rest counted on the last line."""
+    out = _summary_lines(r) + [""] + _time_memory_lines(r)
+    if r.measurement is not None:
+        ms = r.measurement
+        out += [""] + _wrap(f"measured: {len(ms.pieces)} pieces on {ms.device} ({ms.cache_hits} from the cache)",
+                            indent="  ")
+    blocks = _warning_lines(r, reader_notes)
+    tail = "details: --explain (every table and note), --json"
+    if blocks:
+        n_warn = len(r.warnings)
+        out += ["", f"warnings: {n_warn} setting(s) not modelled" if n_warn else "notes:"]
+        room = MAX_LINES - len(out) - 1  # the last line says what was left out
+        shown = 0
+        for b in blocks:
+            if len(b) > room:
+                break
+            out += b
+            room -= len(b)
+            shown += 1
+        if shown < len(blocks):
+            tail = f"... {len(blocks) - shown} more; " + tail
+    out.append(tail)
+    return "\n".join(out)
+
+
+def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Optional[Iterable[str]] = None) -> str:
+    """The short answer (:func:`render_short`), or with ``explain`` every table: summary, time
+    breakdown, memory breakdown, the measured pieces, the warnings and every note, and for a
+    dry-run the per-op pricing (:func:`render_explanation`).  ``reader_notes``: what the recipe
+    reader noted (default: the plan's ``source.notes``)."""
+    notes_in = list(reader_notes) if reader_notes is not None else list(r.plan.source.notes if r.plan.source else [])
+    if not explain:
+        return render_short(r, notes_in)
+    m = r.memory
+    out = [tabulate(summary_rows(r), tablefmt="simple")]
     total = r.iteration_time_s or 1.0
     times = [(k, f"{v * 1e3:.1f}", f"{100 * v / total:.1f}") for k, v in r.time_breakdown.items()]
     out.append(tabulate(times, headers=["time component", "ms", "%"], tablefmt="simple"))
@@ -70,9 +195,10 @@ def render_text(r: ProjectionResult) -> str:
     out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB"], tablefmt="simple"))
     if r.measurement is not None:
         out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))
-    notes = list(r.notes) + list(m.notes)
-    if notes:
-        out.append("\n".join(f"note: {n}" for n in notes))
+    warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings]
+    notes = [f"note: {n}" for n in notes_in + list(r.notes) + list(m.notes)]
+    if warn or notes:
+        out.append("\n".join(warn + notes))
     if r.mode == "dry-run":
         out.append(render_explanation(r))
     return "\n\n".join(out)

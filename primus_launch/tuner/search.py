@@ -142,7 +142,7 @@ def tune(
     time_limit_s: Optional[float] = None,
     exhaustive: Optional[bool] = None,
     llm_model: Optional[str] = None,
-    memory_margin: float = 0.05,
+    memory_margin: float = 0.0,
     memory_basis: str = "reserved",
     progress: bool = False,
     log_path: Optional[Path] = None,

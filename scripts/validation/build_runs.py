@@ -349,17 +349,22 @@ def extra_rows() -> list[dict]:
     return out
 
 
-def _cluster_for(gpu: str, gpus: int, gpn: int | None):
+def _cluster_for(gpu: str, gpus: int, gpn: int | None, machine: str | None = None):
     """The row's cluster: GB200 / GB300 NVL72 trays of 4 GPUs in a 72-GPU NVLink domain (the
-    hardware DB's defaults), else nodes of ``gpus_per_node``."""
+    hardware DB's defaults), else nodes of ``gpus_per_node``; ``machine``: a power-limited machine whose
+    cap the source does not state (``hardware.power_limit_machine``): its cap as ``scripts/calibrate.py``
+    fitted it (``calibration.SOURCE_POWER_LIMIT_W``; none until it is fitted)."""
     from primus_launch.plan import Cluster
+    from primus_launch.projection.cost import calibration as cal
     from primus_launch.projection.hardware.gpus import get_gpu
 
     spec = get_gpu(gpu)
     per = gpn or spec.gpus_per_node
     per = min(per, gpus)
+    cap = cal.SOURCE_POWER_LIMIT_W.get(machine) if machine else None
     return Cluster(gpu=gpu, num_nodes=max(1, gpus // per), gpus_per_node=per,
-                   nvlink_domain=spec.nvlink_domain if spec.nvlink_domain and spec.nvlink_domain != per else None)
+                   nvlink_domain=spec.nvlink_domain if spec.nvlink_domain and spec.nvlink_domain != per else None,
+                   power_limit_w=cap)
 
 
 def groups_of(plan: dict, row_id: str) -> dict:
@@ -455,7 +460,8 @@ def flag_row(r: dict, role: str, group: str):
     argv += extra + ub
     extra_notes = extra_notes + ub_notes
     try:
-        plan = plan_from_argv(argv, cluster=_cluster_for(gpu, hw["num_gpus"], hw.get("gpus_per_node")))
+        plan = plan_from_argv(argv, cluster=_cluster_for(gpu, hw["num_gpus"], hw.get("gpus_per_node"),
+                                                         hw.get("power_limit_machine")))
     except Exception as e:  # the reader cannot express a flag yet: say which
         return None, f"Megatron adapter: {' '.join(str(e).split())[:200]}"
     meas = r["measured"]
@@ -479,7 +485,7 @@ def flag_row(r: dict, role: str, group: str):
     row = dict(id=r["id"], source=r["source"], source_group=group, model_name=r.get("model_name"), plan=pd,
                gpus=r["hardware"]["num_gpus"], measured_tokens_per_sec_per_gpu=target, comparison=how,
                measured=meas, flops_convention=r.get("flops_convention"),
-               assumptions=list(r.get("flags_unknown") or []) + extra_notes
+               assumptions=list(r.get("flags_unknown") or []) + extra_notes + _cap_note(hw)
                + [f"adapter: not modelled {u}" for u in unread],
                dense=not r["architecture"].get("num_experts"), role=role, from_flags=True)
     return row, ""
@@ -500,16 +506,28 @@ def titan_row(r: dict, role: str, group: str):
         sec, _, key = k.partition(".")
         cfg.setdefault(sec, {})[key] = v
     try:
-        plan = plan_from_text(tomli_w.dumps(cfg), cluster=_cluster_for(gpu, hw["num_gpus"], hw.get("gpus_per_node")))
+        plan = plan_from_text(tomli_w.dumps(cfg), cluster=_cluster_for(gpu, hw["num_gpus"], hw.get("gpus_per_node"),
+                                                                       hw.get("power_limit_machine")))
     except Exception as e:
         return None, f"TorchTitan adapter: {' '.join(str(e).split())[:200]}"
     target = float(r.get("measured_tokens_per_sec_per_gpu_for_judging") or r["measured"]["tokens_per_sec_per_gpu"])
     row = dict(id=r["id"], source=r["source"], source_group=group, model_name=r.get("model_name"),
                plan=plan.model_dump(mode="json"), gpus=hw["num_gpus"], measured_tokens_per_sec_per_gpu=target,
                comparison="tokens/s/GPU as published", measured=r["measured"], flops_convention=r.get("flops_convention"),
-               assumptions=list(r.get("flags_unknown") or []), dense=not r["architecture"].get("num_experts"),
-               role=role, from_flags=True)
+               assumptions=list(r.get("flags_unknown") or []) + _cap_note(hw),
+               dense=not r["architecture"].get("num_experts"), role=role, from_flags=True)
     return row, ""
+
+
+def _cap_note(hw: dict) -> list[str]:
+    """The assumption line of a row whose machine's unstated power cap was calibrated (``_cluster_for``)."""
+    from primus_launch.projection.cost import calibration as cal
+
+    m = hw.get("power_limit_machine")
+    if not m or m not in cal.SOURCE_POWER_LIMIT_W:
+        return []
+    return [f"cluster.power_limit_w = {cal.SOURCE_POWER_LIMIT_W[m]} W: the source's unstated cap, calibrated on "
+            f"{cal.POWER_LIMIT_ROWS[m]} (calibration.SOURCE_POWER_LIMIT_W, scripts/calibrate.py)"]
 
 
 def main() -> int:
@@ -551,13 +569,16 @@ def main() -> int:
     for row in extra_rows():
         Plan.model_validate(row["plan"])
         out.append(row)
-    if CURRENT.exists():  # current production runs: judge only
+    if CURRENT.exists():  # current production runs: judge only (but the row an unstated power cap is fitted on)
+        from primus_launch.projection.cost import calibration as cal
+
         for r in json.loads(CURRENT.read_text()):
             group = "current_" + r["id"].split("_")[0]
+            role = "calibration" if r["id"] in cal.POWER_LIMIT_ROWS.values() else "judge"
             if r.get("megatron_flags"):
-                row, why = flag_row(r, "judge", group)
+                row, why = flag_row(r, role, group)
             elif r.get("torchtitan_config"):
-                row, why = titan_row(r, "judge", group)
+                row, why = titan_row(r, role, group)
             else:
                 row, why = None, "no flags or config published"
             if row is None:
@@ -570,7 +591,9 @@ def main() -> int:
     doc = {"generated_by": "scripts/validation/build_runs.py",
            "input": ["shared/validation/published_runs.json", "scripts/validation/current_runs.json"],
            "calibration_rule": ("every third of the older rows (Narayanan, Korthikanti, llm-foundry, TorchTitan) "
-                                "in file order, starting at the second; NeMo, AutoModel and current rows judge"),
+                                "in file order, starting at the second; NeMo, AutoModel and current rows judge, but "
+                                "the one row of each machine whose unstated power cap is fitted on it "
+                                "(calibration.POWER_LIMIT_ROWS)"),
            "rows": out, "skipped": skipped}
     fd, tmp = tempfile.mkstemp(dir=OUT.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as f:

@@ -85,6 +85,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
             elif what == "host_ops":
                 effs = "host launches (tiny kernels)"
                 src = info[1]
+            elif what == "imbalance":
+                effs = "busiest EP rank's extra"
+                src = info[1]
             elif what == "quant":
                 q = FITTED["fp8_quant"].get(info[1], {})
                 nbytes = info[3] if len(info) > 3 else 0.0
@@ -143,6 +146,8 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     rows.append((f"CP {plan.parallel.cp_comm_type} {lay.cp.size} ranks",
                  *[1e3 * x for x in lc.cp_raw + lc.cp_behind_attention], how if lc.cp_ring else arch_key))
     if plan.model.is_moe:
+        from primus_launch.projection.cost.moe_imbalance import plan_imbalance
+
         d = plan.training.moe_token_dispatcher
         src = (f"deepep: {_curve_source('deepep', d + '/rdma')}" if d in ("deepep", "hybridep") else arch_key)
         if lc.ep_walked:
@@ -150,6 +155,32 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
                    f"{100 * (1 - lc.ep_walk_contention):.0f}% beside the dispatcher; " + src)
         rows.append((f"EP {d} dispatch+combine, {lay.ep.size} ranks over {lay.ep.nodes} domain(s) (MoE layer)",
                      *[1e3 * x for x in lc.ep_raw + lc.ep_overlapped], src))
+        # the issue-28 terms inside the EP time, each as the raw share it adds (exposed: the same fraction)
+        from primus_launch.projection.cost.moe_dispatch import dispatcher_times
+
+        raw = lc.ep_raw
+        terms = []
+        imb = plan_imbalance(plan)
+        if imb.delta > 0:
+            terms.append((f"  of which: busiest EP rank +{100 * imb.delta:.1f}% routed tokens (router {imb.mode})",
+                          dispatcher_times(plan, gpu, lay.ep, busiest_rank=False),
+                          "cost/moe_imbalance.py" + (": sampling of forced-balance routing" if imb.mode == "forced"
+                                                     else ": learned-router spread, shawntan/scattermoe#10")))
+        insitu = FITTED.get("deepep", {}).get("deepep/insitu", {}).get("eff")
+        lib = {"deepep": "DeepEP", "hybridep": "HybridEP"}.get(d)
+        if lib and lay.ep.nodes > 1 and insitu:
+            terms.append((f"  of which: {lib} in situ (RDMA x {insitu:.2f} of its benchmark)",
+                          dispatcher_times(plan, gpu, lay.ep, insitu=False),
+                          "deepep/insitu: DeepSeek's DeepSeek-V3 profile vs DeepEP's README of the same week"))
+        if d == "hybridep":
+            without = dispatcher_times(plan, gpu, lay.ep, api=False)
+            if any(r > w for r, w in zip(raw, without)):
+                terms.append(("  of which: HybridEP torch API per call (sync, flags)", without,
+                              "hybridep/api: DeepEP hybrid-ep README, torch API minus kernel-only time per call"))
+        for what, without, how in terms:
+            add = [max(0.0, r - w) for r, w in zip(raw, without)]
+            shown = [a * (e / r if r > 0 else 0.0) for a, e, r in zip(add, lc.ep_overlapped, raw)]
+            rows.append((what, *[1e3 * x for x in add + shown], how))
     rows += _fsdp_rows(plan, s.lt, lay, lc, arch_key)
     return rows
 
@@ -237,6 +268,7 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
         ("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"
          + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")),
         ("CUDA graphs", f"{t.cuda_graph_impl} scopes {sorted(graph_scopes(plan)) or '-'}"),
+        *([("MoE routing (busiest EP rank)", _routing_line(plan))] if m.is_moe else []),
         ("host vs GPU per layer (ms, fwd / bwd)", _host_line(plan)),
         ("in-situ efficiency", f"{cal.framework_eff(plan.framework):.3f} (calibration.FRAMEWORK_EFF[{plan.framework}], "
                                f"calibrated on calibration rows)"),
@@ -307,6 +339,18 @@ def _contention_line(plan: Plan) -> str:
     return "; ".join(parts)
 
 
+def _routing_line(plan: Plan) -> str:
+    """The router's mode and the busiest EP rank's excess it implies (``cost/moe_imbalance.py``)."""
+    from primus_launch.projection.cost.moe_imbalance import plan_imbalance
+
+    imb = plan_imbalance(plan)
+    why = {"forced": "--moe-router-force-load-balancing: random logits, sampling spread only",
+           "aux_loss": "load-balancing loss: a trained router's spread (shawntan/scattermoe#10) + sampling",
+           "expert_bias": "expert-bias balancing: priced with the trained router's spread (no measurement of its own)",
+           "none": "no balancing: priced with the trained router's spread, a lower bound"}[imb.mode]
+    return f"{imb.text()}; {why}"
+
+
 def explain_text(plan: Plan, result=None) -> str:
     """The explanation as plain-text tables (module doc)."""
     from primus_launch.projection.hardware.gpus import resolve_power_cap
@@ -323,7 +367,7 @@ def explain_text(plan: Plan, result=None) -> str:
         body = [(r.name[:58], f"{r.fwd_ms:.3f}", f"{r.bwd_input_ms:.3f}", f"{r.bwd_weight_ms:.3f}", r.efficiency,
                  r.source[:110]) for r in sel]
         tot = [sum(getattr(r, a) for r in sel) for a in ("fwd_ms", "bwd_input_ms", "bwd_weight_ms")]
-        body.append(("sum (GPU time)", *(f"{x:.3f}" for x in tot), "", ""))
+        body.append(("sum (pass time: GPU + host rows)", *(f"{x:.3f}" for x in tot), "", ""))
         out.append(f"{kind} layer: one micro-batch on one GPU (ms)\n"
                    + tabulate(body, headers=["op", "fwd", "bwd_in", "bwd_w", "efficiency", "source"], tablefmt="simple"))
     comm = [(w[:70], f"{a:.3f}", f"{b:.3f}", f"{c:.3f}", f"{d:.3f}", src[:90]) for w, a, b, c, d, src in comm_rows(plan)]
@@ -334,6 +378,9 @@ def explain_text(plan: Plan, result=None) -> str:
     if result is not None:
         bd = [(k, f"{1e3 * v:.1f}", f"{100 * v / (result.iteration_time_s or 1):.1f}") for k, v in result.time_breakdown.items()]
         out.append("iteration breakdown\n" + tabulate(bd, headers=["component", "ms", "%"], tablefmt="simple"))
+        if getattr(result, "band", None) is not None:
+            out.append(f"expected error of the iteration time: {result.band.text()}; {result.band.statistic} "
+                       "(projection/band.py)")
     return "\n\n".join(out)
 
 

@@ -4,7 +4,7 @@ Each :class:`Call` is one collective a rank issues: pass (``fwd`` / ``bwd``), op
 by the NCCL-tests convention the collectives model prices (all-reduce: the tensor; all-gather: the
 gathered output; reduce-scatter: the input), the group (``tp`` / ``cp``) and where it sits
 (``layer``: each transformer layer; ``embedding``; ``head``: the output layer; ``loss``: the
-vocabulary-parallel cross-entropy).  :mod:`primus_launch.projection.iteration` prices exactly
+vocabulary-parallel cross-entropy).  :mod:`.tp_comm` and :mod:`.cp_comm` price exactly
 these lists, and ``tests/test_layer_collectives.py`` checks them against the calls megatron-core
 makes in a real 2-process gloo run.
 
@@ -197,7 +197,7 @@ def layer_calls(plan: Plan, moe: bool = False) -> list[Call]:
 def cp_calls(plan: Plan) -> list[Call]:
     """The CP calls of one layer and micro-batch for Megatron's ``cp_comm_type="allgather"``
     (TransformerEngine's K/V all-gather attention, module doc); empty otherwise (the other
-    exchanges are priced per step in :func:`iteration._cp_times`)."""
+    exchanges are priced per step in :func:`cost.cp_comm.cp_layer_comm`)."""
     p, m = plan.parallel, plan.model
     if p.cp <= 1 or p.cp_comm_type != "allgather" or plan.framework != "megatron":
         return []

@@ -62,6 +62,7 @@ class GPUSpec(BaseModel):
                                                       "'grace' (GB200 / GB300 NVL72 compute trays); scales the host "
                                                       "launch time per kernel (cost/framework.py HOST_CPU_FACTOR)")
     source: str = ""
+    hbm_source: str = Field(default="", description="where hbm_bytes comes from (the capacity the device reports)")
 
     @property
     def scaleup_domain(self) -> int:
@@ -92,21 +93,28 @@ def _add(spec: GPUSpec) -> None:
 # = 300 GB/s per direction through NVSwitch; DGX A100: 8x 200 Gb/s HDR IB HCAs = 25 GB/s per GPU;
 # PCIe Gen4 x16 = 32 GB/s per direction to the host.
 _add(GPUSpec(name="a100-sxm-80gb", vendor="nvidia", arch="ampere", peak_flops_bf16=312e12, peak_flops_fp8=312e12,
-             hbm_bytes=80 * GiB, hbm_bw=2039e9, intra_node_bw=300e9, intra_node_topology="switch",
+             hbm_bytes=79.25 * GiB, hbm_bw=2039e9, intra_node_bw=300e9, intra_node_topology="switch",
              inter_node_bw=25e9, tdp_watts=400, num_sms=108, host_link_bw=32e9,
-             source="NVIDIA A100 datasheet; DGX A100 user guide"))
+             source="NVIDIA A100 datasheet; DGX A100 user guide",
+             hbm_source="torch: 'CUDA out of memory ... (GPU 0; 79.25 GiB total capacity ...)' on an A100 80GB, "
+                        "github.com/levihsu/OOTDiffusion/issues/235"))
 # NVIDIA A100 SXM4 40GB: same GA100 compute (312 TF BF16 dense, 108 SMs) and NVLink 3; 40 GB HBM2
 # at 1,555 GB/s (NVIDIA A100 datasheet, 40GB column). Same DGX A100 8x HDR 200 Gb/s networking.
 _add(GPUSpec(name="a100-sxm-40gb", vendor="nvidia", arch="ampere", peak_flops_bf16=312e12, peak_flops_fp8=312e12,
-             hbm_bytes=40 * GiB, hbm_bw=1555e9, intra_node_bw=300e9, intra_node_topology="switch",
+             hbm_bytes=39.50 * GiB, hbm_bw=1555e9, intra_node_bw=300e9, intra_node_topology="switch",
              inter_node_bw=25e9, tdp_watts=400, num_sms=108, host_link_bw=32e9,
-             source="NVIDIA A100 datasheet (40GB SXM4)"))
+             source="NVIDIA A100 datasheet (40GB SXM4)",
+             hbm_source="torch: 'GPU 0 has a total capacity of 39.50 GiB' on an A100 40GB, "
+                        "github.com/TianheWu/CoSeR/issues/10"))
 # NVIDIA H100 SXM5 80GB (132 SMs): 989.4 TFLOP/s dense BF16, 1,978.9 dense FP8 (H100 datasheet);
 # 80 GB HBM3 (nvidia-smi 81559 MiB), 3.35 TB/s; NVLink 4: 900 GB/s bidirectional = 450 per
 # direction; DGX H100: 8x 400 Gb/s ConnectX-7 = 50 GB/s per GPU; PCIe Gen5 x16 64 GB/s.
 _add(GPUSpec(name="h100-sxm", vendor="nvidia", arch="hopper", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
-             hbm_bytes=81559 * 1024**2, hbm_bw=3.35e12, intra_node_bw=450e9, intra_node_topology="switch",
-             inter_node_bw=50e9, tdp_watts=700, num_sms=132, source="NVIDIA H100 datasheet; DGX H100 user guide"))
+             hbm_bytes=81089 * 1024**2, hbm_bw=3.35e12, intra_node_bw=450e9, intra_node_topology="switch",
+             inter_node_bw=50e9, tdp_watts=700, num_sms=132, source="NVIDIA H100 datasheet; DGX H100 user guide",
+             hbm_source="torch 2.7 / CUDA 12.8: _CudaDeviceProperties(name='NVIDIA H100 80GB HBM3', ..., "
+                        "total_memory=81089MB) in a published NCCL benchmark post (other prints 81082-81090 MiB; "
+                        "nvidia-smi's 81559 MiB counts memory the driver keeps)"))
 # NVIDIA H100 SXM5 96 GB, 500 W power limit (Meta Grand Teton; the H100 of pytorch/torchtitan's
 # docs/performance.md benchmarks): same GH100 die and 132 SMs, so the same datasheet peak, but six
 # HBM stacks (96 GB; the torchtitan file calls it HBM2e) and a 500 W cap instead of 700 W.  HBM
@@ -121,12 +129,15 @@ _add(GPUSpec(name="h100-sxm", vendor="nvidia", arch="hopper", peak_flops_bf16=98
 _add(GPUSpec(name="h100-sxm-96gb-500w", vendor="nvidia", arch="hopper", peak_flops_bf16=989.4e12,
              peak_flops_fp8=1978.9e12, hbm_bytes=95.0 * GiB, hbm_bw=2.46e12, intra_node_bw=450e9,
              intra_node_topology="switch", inter_node_bw=50e9, tdp_watts=500, num_sms=132, sustained_clock_fraction=1.0,
-             source="torchtitan docs/performance.md (96GB HBM2e, 500W); H100 datasheet for compute"))
+             source="torchtitan docs/performance.md (96GB HBM2e, 500W); H100 datasheet for compute",
+             hbm_source="torch total_memory via torchtitan's memory log 48.87GiB(51.44%)"))
 # NVIDIA H200 SXM 141GB: same Hopper compute as H100 (989.4 BF16 / 1,978.9 FP8 dense);
 # 141 GB HBM3e (nvidia-smi 143771 MiB), 4.8 TB/s; NVLink 4 450 GB/s per direction; 400 Gb/s NICs.
 _add(GPUSpec(name="h200", vendor="nvidia", arch="hopper", peak_flops_bf16=989.4e12, peak_flops_fp8=1978.9e12,
-             hbm_bytes=143771 * 1024**2, hbm_bw=4.8e12, intra_node_bw=450e9, intra_node_topology="switch",
-             inter_node_bw=50e9, tdp_watts=700, num_sms=132, source="NVIDIA H200 datasheet; DGX H200 user guide"))
+             hbm_bytes=143156 * 1024**2, hbm_bw=4.8e12, intra_node_bw=450e9, intra_node_topology="switch",
+             inter_node_bw=50e9, tdp_watts=700, num_sms=132, source="NVIDIA H200 datasheet; DGX H200 user guide",
+             hbm_source="torch: _CudaDeviceProperties(name='NVIDIA H200', ..., total_memory=143156MB) (= the "
+                        "'total capacity of 139.80 GiB' of H200 out-of-memory messages; nvidia-smi 143771 MiB)"))
 # NVIDIA B200 (HGX/DGX B200, 1000 W; 148 SMs): 2.25 PFLOP/s dense FP16/BF16, 4.5 PFLOP/s dense FP8,
 # 9 PFLOP/s dense FP4 (DGX B200 datasheet: 72 PF FP8 training for 8 GPUs = 9 sparse = 4.5 dense per
 # GPU; HGX B200 at 1,000 W: glennklockwood.com/garden/processors/B200); 180 GB HBM3e usable (192 GB
@@ -136,18 +147,22 @@ _add(GPUSpec(name="h200", vendor="nvidia", arch="hopper", peak_flops_bf16=989.4e
 # 148 SMs (same device query); NVLink 5: 1.8 TB/s bidirectional = 900 per direction; 8x 400 Gb/s ConnectX-7
 # = 50 GB/s per GPU; PCIe Gen5 to the host.
 _add(GPUSpec(name="b200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
-             peak_flops_fp4=9e15, hbm_bytes=180 * GB, hbm_bw=7.67e12, intra_node_bw=900e9, intra_node_topology="switch",
+             peak_flops_fp4=9e15, hbm_bytes=182631 * 1024**2, hbm_bw=7.67e12, intra_node_bw=900e9, intra_node_topology="switch",
              inter_node_bw=50e9, tdp_watts=1000, num_sms=148,
-             source="NVIDIA DGX B200 datasheet; Blackwell architecture brief; glennklockwood.com B200 (HGX 1000 W)"))
+             source="NVIDIA DGX B200 datasheet; Blackwell architecture brief; glennklockwood.com B200 (HGX 1000 W)",
+             hbm_source="torch: _CudaDeviceProperties(name='NVIDIA B200', ..., total_memory=182631MB) = 178.35 GiB "
+                        "(the device query of github.com/pytorch/ao/pull/4002: 'Total Global Memory: 178.35 GB')"))
 # NVIDIA B300 (HGX/DGX B300, Blackwell Ultra, 1,100 W): BF16 2.25 PF, FP8 4.5 PF dense as B200; dense
 # FP4 14 PF (Verda "GB300 NVL72 architecture" per-GPU table, dense column; glennklockwood.com B300:
 # HGX B300 dense FP4 13-14 PF); 288 GB HBM3e (270 GB usable per Verda's table), 7.7 TB/s (Verda's table); NVLink 5
 # 900 GB/s per direction; ConnectX-8 SuperNIC 800 Gb/s per GPU = 100 GB/s; PCIe Gen6 x16 128 GB/s.
 _add(GPUSpec(name="b300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
-             peak_flops_fp4=14e15, hbm_bytes=270 * GB, hbm_bw=7.7e12, intra_node_bw=900e9, intra_node_topology="switch",
+             peak_flops_fp4=14e15, hbm_bytes=287428771840, hbm_bw=7.7e12, intra_node_bw=900e9, intra_node_topology="switch",
              inter_node_bw=100e9, tdp_watts=1100, num_sms=148, host_link_bw=128e9,
              source="verda.com/blog/gb300-nvl72-architecture (per-GPU table); glennklockwood.com/garden/processors/B300; "
-                    "NVIDIA DGX B300 datasheet (ConnectX-8 800 Gb/s per GPU)"))
+                    "NVIDIA DGX B300 datasheet (ConnectX-8 800 Gb/s per GPU)",
+             hbm_source="a published Megatron trainer log on 8-GPU 288 GB Blackwell Ultra nodes: "
+                        "device_total_bytes=287428771840 (= the 'total capacity of 267.69 GiB' of its OOM messages)"))
 # NVIDIA GB200 NVL72 (Grace + Blackwell, 1,200 W per GPU): 2.5 PF dense BF16, 5 PF FP8, 10 PF FP4 per
 # GPU (NVL72 rack: 360 / 720 / 1,440 PF sparse over 72 GPUs; glennklockwood.com B200 "GB200 variant at
 # 1,200 W"); 186 GB HBM3e usable (13.4 TB per rack), 7.7 TB/s (Verda's per-GPU table; the same 7680-bit
@@ -157,10 +172,12 @@ _add(GPUSpec(name="b300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf
 # 72 GPUs of the rack (NVLink Switch trays); compute tray = 2 Grace + 4 GPUs with 4x ConnectX-7
 # 400 Gb/s (50 GB/s per GPU); NVLink-C2C 900 GB/s bidirectional to Grace (450 per direction).
 _add(GPUSpec(name="gb200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.5e15, peak_flops_fp8=5e15,
-             peak_flops_fp4=10e15, hbm_bytes=186 * GB, hbm_bw=7.7e12, intra_node_bw=900e9, intra_node_topology="switch",
+             peak_flops_fp4=10e15, hbm_bytes=184.31 * GiB, hbm_bw=7.7e12, intra_node_bw=900e9, intra_node_topology="switch",
              inter_node_bw=50e9, tdp_watts=1200, num_sms=152, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
              host_cpu="grace",
-             source="NVIDIA GB200 NVL72 datasheet (rack totals / 72); glennklockwood.com/garden/processors/B200"))
+             source="NVIDIA GB200 NVL72 datasheet (rack totals / 72); glennklockwood.com/garden/processors/B200",
+             hbm_source="torch: 'GPU 0 has a total capacity of 184.31 GiB' in out-of-memory messages on GB200 "
+                        "(vLLM DeepSeek decode on GB200, EP 8)"))
 # NVIDIA GB300 NVL72 (Grace + Blackwell Ultra, 1,400 W per GPU): 2.5 PF dense BF16, 5 PF FP8, 15 PF
 # FP4 per GPU (Verda per-GPU table; rack: 1.08 EF dense FP4, 360 PF FP8 dense); 279 GB HBM3e usable
 # (20 TB per rack), 8 TB/s; 152 SMs enabled (the full Blackwell Ultra die has 160, NVIDIA blog 'Inside
@@ -169,36 +186,46 @@ _add(GPUSpec(name="gb200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.
 # (facebookexperimental/triton PR 2023); NVLink 5 domain of 72; 4 GPUs per compute tray with ConnectX-8 800 Gb/s
 # per GPU (72 CX-8 per rack) = 100 GB/s; NVLink-C2C to Grace 450 GB/s per direction.
 _add(GPUSpec(name="gb300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf16=2.5e15, peak_flops_fp8=5e15,
-             peak_flops_fp4=15e15, hbm_bytes=279 * GB, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
+             peak_flops_fp4=15e15, hbm_bytes=287428771840, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
              inter_node_bw=100e9, tdp_watts=1400, num_sms=152, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
              host_cpu="grace",
-             source="verda.com/blog/gb300-nvl72-architecture; glennklockwood.com/garden/processors/B300 (GB300 NVL72)"))
+             source="verda.com/blog/gb300-nvl72-architecture; glennklockwood.com/garden/processors/B300 (GB300 NVL72)",
+             hbm_source="no published GB300 device report found: the B300's reported 267.69 GiB (same 288 GB of "
+                        "HBM3e); GB200 reports 6 GiB more than B200, so a GB300 may report somewhat more"))
 # AMD Instinct MI300X (304 CUs): 1,307.4 TFLOP/s dense BF16, 2,614.9 dense FP8 (AMD MI300X datasheet);
 # 192 GB HBM3, 5.3 TB/s; 7 xGMI links per GPU in a full mesh, 64 GB/s per link per direction
 # (128 GB/s bidirectional), 448 GB/s per GPU per direction; 400 Gb/s NIC per GPU.
 _add(GPUSpec(name="mi300x", vendor="amd", arch="cdna3", peak_flops_bf16=1307.4e12, peak_flops_fp8=2614.9e12,
-             hbm_bytes=192 * GB, hbm_bw=5.3e12, intra_node_bw=448e9, intra_node_topology="mesh",
+             hbm_bytes=196592 * 1024**2, hbm_bw=5.3e12, intra_node_bw=448e9, intra_node_topology="mesh",
              intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=750, num_sms=304,
-             source="AMD Instinct MI300X datasheet; AMD Instinct MI300X platform brief"))
+             source="AMD Instinct MI300X datasheet; AMD Instinct MI300X platform brief",
+             hbm_source="torch (ROCm): _CudaDeviceProperties(name='AMD Instinct MI300X', ..., total_memory=196592MB), "
+                        "github.com/ROCm/ROCm/issues/4203 (rocm-smi: VRAM Total Memory 206141652992 B = 192 GiB)"))
 # AMD Instinct MI325X: same CDNA3 compute as MI300X (304 CUs); 256 GB HBM3e, 6 TB/s; same xGMI mesh.
 _add(GPUSpec(name="mi325x", vendor="amd", arch="cdna3", peak_flops_bf16=1307.4e12, peak_flops_fp8=2614.9e12,
-             hbm_bytes=256 * GB, hbm_bw=6e12, intra_node_bw=448e9, intra_node_topology="mesh",
-             intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=1000, num_sms=304, source="AMD Instinct MI325X datasheet"))
+             hbm_bytes=255.98 * GiB, hbm_bw=6e12, intra_node_bw=448e9, intra_node_topology="mesh",
+             intra_node_link_bw=64e9, inter_node_bw=50e9, tdp_watts=1000, num_sms=304, source="AMD Instinct MI325X datasheet",
+             hbm_source="torch (ROCm): 'HIP out of memory ... GPU 0 has a total capacity of 255.98 GiB' (vLLM on "
+                        "MI325X)"))
 # AMD Instinct MI350X (CDNA4, 256 CUs, air-cooled 1,000 W, 2.2 GHz peak engine clock): the MI355X's
 # datasheet peaks scaled by 2.2 / 2.4 GHz (AMD Hot Chips 2025: MI350X 2.2 GHz / 1,000 W, MI355X 2.4 GHz /
 # 1,400 W; AMD's MI350X datasheet lists 2.3 PF BF16, 4.6 PF FP8, 9.2 PF MXFP4 dense); 288 GB HBM3e,
 # 8 TB/s; same 4th-gen Infinity Fabric mesh and 400 Gb/s NIC per GPU as MI355X.
 _add(GPUSpec(name="mi350x", vendor="amd", arch="cdna4", peak_flops_bf16=2306.9e12, peak_flops_fp8=4613.8e12,
-             peak_flops_fp4=9227.6e12, hbm_bytes=288 * GB, hbm_bw=8e12, intra_node_bw=537.6e9,
+             peak_flops_fp4=9227.6e12, hbm_bytes=287.98 * GiB, hbm_bw=8e12, intra_node_bw=537.6e9,
              intra_node_topology="mesh", intra_node_link_bw=76.8e9, inter_node_bw=50e9, tdp_watts=1000, num_sms=256,
-             source="AMD Instinct MI350X datasheet; AMD Hot Chips 2025 MI350 (wccftech.com report)"))
+             source="AMD Instinct MI350X datasheet; AMD Hot Chips 2025 MI350 (wccftech.com report)",
+             hbm_source="torch (ROCm): 'GPU 0 has a total capacity of 287.98 GiB' in HIP out-of-memory messages on "
+                        "288 GB CDNA4 parts (HBM3e stacks are binary: 8 x 36 GiB)"))
 # AMD Instinct MI355X (256 CUs): 2.5 PFLOP/s dense FP16/BF16 (2,516.6 TF), 5.0 dense FP8 (5,033.2 TF),
 # 10.1 dense MXFP4 (10,066 TF); 288 GB HBM3e, 8 TB/s; xGMI 4th gen: 7 links x 76.8 GB/s per direction
 # (1,075 GB/s bidirectional total); 400 Gb/s (Pollara) NIC per GPU.
 _add(GPUSpec(name="mi355x", vendor="amd", arch="cdna4", peak_flops_bf16=2516.6e12, peak_flops_fp8=5033.2e12,
-             peak_flops_fp4=10066.3e12, hbm_bytes=288 * GB, hbm_bw=8e12, intra_node_bw=537.6e9,
+             peak_flops_fp4=10066.3e12, hbm_bytes=287.98 * GiB, hbm_bw=8e12, intra_node_bw=537.6e9,
              intra_node_topology="mesh", intra_node_link_bw=76.8e9, inter_node_bw=50e9, tdp_watts=1400, num_sms=256,
-             source="AMD Instinct MI355X datasheet"))
+             source="AMD Instinct MI355X datasheet",
+             hbm_source="torch (ROCm): 'GPU 0 has a total capacity of 287.98 GiB' in HIP out-of-memory messages on "
+                        "MI355X (HBM3e stacks are binary: 8 x 36 GiB)"))
 
 
 def power_capped(name: str, watts: float) -> str:
@@ -251,8 +278,8 @@ def load_gpu_file(path: str | Path) -> list[str]:
     """Add or override GPUs from a TOML or YAML file with ``[gpu.<name>]`` tables.
 
     An override may give only the fields it changes; the rest come from the existing entry.
-    ``[collectives.<name>]`` tables (per-operation link fits, as ``measure.localhw.measure_local_spec``
-    writes them) are registered with ``collectives.register_fabric``.  Returns the GPU names loaded.
+    ``[collectives.<name>]`` tables (per-operation link fits, as ``scripts/validation/gloo_lab/localhw.py``
+    writes them) are registered with ``hardware.fabric.register_fabric``.  Returns the GPU names loaded.
     """
     p = Path(path)
     text = p.read_text()
@@ -275,7 +302,7 @@ def load_gpu_file(path: str | Path) -> list[str]:
         _add(GPUSpec.model_validate(base))
         names.append(name)
     if data.get("collectives"):
-        from primus_launch.projection.cost import collectives
+        from primus_launch.projection.hardware.fabric import register_fabric_tables
 
-        collectives.register_fabric_tables(data["collectives"])
+        register_fabric_tables(data["collectives"])
     return names

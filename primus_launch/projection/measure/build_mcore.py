@@ -37,76 +37,32 @@ building; :func:`pieces` builds from it only, so its canonical form is the cache
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
 from primus_launch.plan import Plan
-from primus_launch.projection.measure.mirror_ranks import (expert_groups, expert_ranks, mirror_expert_tp,
-                                                          mirrored_collectives)
-from primus_launch.projection.measure.spec import BuildSpec, Substitution, fp8_support
-from primus_launch.projection.measure.sync_points import block_point
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.bfloat16,
-          "fp4": torch.bfloat16}
-
-
-def torch_dtype(plan: Plan) -> torch.dtype:
-    """Parameter/activation dtype measured for the plan's precision (fp8 / fp4 measured as bf16)."""
-    return DTYPES[plan.training.precision]
-
-
-@dataclass
-class Piece:
-    """One measurable model piece for one micro-batch: ``forward(*inputs)`` returns its output."""
-
-    name: str  # "embedding" | "dense_layer#i" | "moe_layer#i" | "attn_core" | "head_loss"
-    forward: Callable[..., torch.Tensor]
-    inputs: list[torch.Tensor]
-    params: list[torch.Tensor]
-    shapes: dict[str, Any]
-    flop_split: Optional[float] = None  # input-grad share of backward by FLOPs (split="flop-ratio")
-    split: str = "autograd"  # how the backward is split: timing.SPLITS
-    # memory-only variants (name -> forward over the same inputs/params), e.g. the block under the
-    # framework's activation checkpointing: their kept bytes go to PieceTiming.variant_bytes
-    memory_variants: dict[str, Callable[..., torch.Tensor]] = field(default_factory=dict)
-    # the forward whose memory is measured when it cannot be the timed one (a compiled module on
-    # the CPU: MemTracker cannot run inside compiled code); None = ``forward``
-    memory_forward: Optional[Callable[..., torch.Tensor]] = None
-    # the piece's work is drawn afresh each pass (an MoE layer routing at random, megatron's
-    # --moe-router-force-load-balancing): its samples are summarized by their mean (timing.STATISTICS)
-    routed: bool = False
-
-
-def cp_positions(seq: int, cp: int, rank: int) -> list[int]:
-    """Global token positions held by CP rank ``rank`` in megatron's load-balanced layout: the
-    sequence in ``2 cp`` chunks, rank r holding chunks r and 2cp-1-r (``get_batch_on_this_cp_rank``,
-    ``rope_utils.get_pos_emb_on_this_cp_rank``), so every rank has the same causal work."""
-    n = seq // (2 * cp)
-    return list(range(rank * n, (rank + 1) * n)) + list(range((2 * cp - 1 - rank) * n, (2 * cp - rank) * n))
-
-
-def _cp_mask(seq: int, cp: int, rank: int, device) -> torch.Tensor:
-    """[s/cp, s] boolean mask (True = attend) of CP rank ``rank``'s queries over all keys in
-    global order: key position <= query position."""
-    q = torch.tensor(cp_positions(seq, cp, rank), device=device)
-    return torch.arange(seq, device=device).unsqueeze(0) <= q.unsqueeze(1)
-
-
-def attention_mask(q_pos: list[int] | None, sk: int, window: Optional[int], device) -> Optional[torch.Tensor]:
-    """[sq, sk] boolean mask (True = attend) of queries at global positions ``q_pos`` (None: 0..sk-1)
-    over keys 0..sk-1: causal (key <= query) and, with a sliding ``window``, query - key <= window
-    (Megatron ``window_size=(window, 0)``, ``transformer/utils.get_sliding_window_causal_mask``);
-    None for plain causal attention over the whole sequence (SDPA's ``is_causal``)."""
-    if q_pos is None and window is None:
-        return None
-    q = torch.tensor(q_pos, device=device) if q_pos is not None else torch.arange(sk, device=device)
-    k = torch.arange(sk, device=device).unsqueeze(0)
-    mask = k <= q.unsqueeze(1)
-    if window is not None:
-        mask = mask & (q.unsqueeze(1) - k <= window)
-    return mask
+from primus_launch.projection.measure.mirror_ranks import expert_groups, mirror_expert_tp, mirrored_collectives
+from primus_launch.projection.measure.piece import (
+    Piece,
+    attention_mask,
+    attn_fwd_flops,
+    bwd_input_fraction,
+    cp_positions,
+    expert_ranks,
+    layer_counts,
+    layer_kinds,
+    layer_piece_name,
+    linear_params,
+    piece_shapes,
+)
+from primus_launch.projection.measure.spec import (
+    BuildSpec,
+    Substitution,
+    common_substitutions,
+    torch_dtype,
+    torch_dtype_name,
+)
 
 
 class _KVAllGather(torch.autograd.Function):
@@ -149,7 +105,7 @@ def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
     """The core-attention class for ``cp`` context-parallel ranks (1: plain causal SDPA).
 
     With ``cp > 1`` a rank's queries (its two load-balanced chunks, :func:`cp_positions`) attend
-    to the keys and values of the WHOLE sequence under the causal mask (:func:`_cp_mask`), as each
+    to the keys and values of the WHOLE sequence under the causal mask (:func:`.piece.cp_mask`), as each
     rank of an all-gather context-parallel attention does (TE's ``cp_comm_type="all_gather"``; the
     ring variant computes the same blocks).  ``cp_mode="allgather"``: K and V are all-gathered over
     the context-parallel group (a real multi-process run); ``"emulate"`` (world size 1): the other
@@ -205,7 +161,7 @@ def _sdpa_core_attention_class(cp: int = 1, cp_mode: str = "emulate"):
                     self._standin[key] = [
                         (torch.randn(t.shape, generator=g) * 0.5).to(t.device, t.dtype).requires_grad_(True)
                         for _ in range(self.cp_size - 1)]
-                parts = [block_point(t, "cp_gather")] + self._standin[key]  # where the run blocks
+                parts = [t] + self._standin[key]
                 rank = 0
             chunks: list = [None] * (2 * self.cp_size)
             for r, part in enumerate(parts):
@@ -440,6 +396,8 @@ def world_size_one(device: str) -> Iterator[None]:
     mcore_cpu.install(device)
     created_pg = False
     if not dist.is_initialized():
+        if ps.model_parallel_is_initialized():  # its groups belong to a process group destroyed since
+            ps.destroy_model_parallel()
         mcore_cpu.init_single_process()
         created_pg = True
     elif dist.get_world_size() != 1:
@@ -469,159 +427,6 @@ def world_size_one(device: str) -> Iterator[None]:
             ps.destroy_model_parallel()
         if created_pg:
             dist.destroy_process_group()
-
-
-def layer_kinds(plan: Plan, measure_layers: int = 2) -> list[tuple[bool, bool]]:
-    """(MoE, sliding window) of each layer of the reduced model: up to ``measure_layers`` of every
-    kind the plan has (``is_moe_layer`` / ``is_window_layer``), dense before MoE, full attention
-    before windowed; the measured time of a kind is the median over its built layers."""
-    m = plan.model
-    have: dict[tuple[bool, bool], int] = {}
-    for i in range(m.num_layers):
-        k = (m.is_moe_layer(i), m.is_window_layer(i))
-        have[k] = have.get(k, 0) + 1
-    return [k for k in ((False, False), (False, True), (True, False), (True, True)) if k in have
-            for _ in range(min(have[k], measure_layers))]
-
-
-def layer_counts(plan: Plan, measure_layers: int = 2) -> tuple[int, int]:
-    """(dense, MoE) layers of the reduced model (:func:`layer_kinds`)."""
-    kinds = layer_kinds(plan, measure_layers)
-    n_moe = sum(1 for moe, _ in kinds if moe)
-    return len(kinds) - n_moe, n_moe
-
-
-def layer_piece_name(i: int, moe: bool, window: bool) -> str:
-    """``dense_layer#i`` / ``moe_layer#i``, ``dense_window_layer#i`` / ``moe_window_layer#i`` for
-    sliding-window layers (``i``: the layer's index in the reduced model)."""
-    return f"{'moe' if moe else 'dense'}{'_window' if window else ''}_layer#{i}"
-
-
-def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any]]:
-    """Name -> per-rank shapes of every piece :func:`pieces` builds, computed from the plan alone
-    (the piece names of the build spec; a cache hit needs no build)."""
-    m, p, t = plan.model, plan.parallel, plan.training
-    s, b = m.seq_length // p.cp, t.micro_batch_size
-    vocab = m.padded_vocab_size(p.tp) // p.tp
-    common = {"hidden": m.hidden_size, "seq": s, "mbs": b}
-    attn = {"heads": m.num_attention_heads // p.tp,
-            "kv_heads": (m.kv_heads // p.tp) if not m.multi_latent_attention else None,
-            "kv_channels": m.kv_channels, "qkv_bias": m.add_qkv_bias, "qk_norm": m.qk_layernorm,
-            "pos": m.position_embedding,
-            "mla": [m.q_lora_rank, m.kv_lora_rank, m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim]
-            if m.multi_latent_attention else None}
-    layer = {**common, **attn, "norm": m.normalization, "swiglu": m.swiglu, "bias": m.add_bias_linear}
-    out: dict[str, dict[str, Any]] = {
-        "embedding": {**common, "vocab_per_rank": vocab, "pos": m.position_embedding,
-                      "tied": not m.untie_embeddings_and_output_weights}}
-    kinds = layer_kinds(plan, measure_layers)
-    for i, (moe, win) in enumerate(kinds):
-        extra = {"window": m.window_size} if win else {}
-        if moe:
-            out[layer_piece_name(i, moe, win)] = {
-                **layer, **extra, "experts_local": m.num_experts // p.ep, "router_experts": m.num_experts,
-                "token_ranks": expert_ranks(p.ep, p.expert_tp),
-                "topk": m.moe_router_topk, "expert_ffn": m.expert_ffn // p.expert_tp,
-                "shared": m.moe_shared_expert_intermediate_size // p.tp,
-                **({"force_balance": True} if plan.training.moe_router_force_load_balancing else {})}
-        else:
-            out[layer_piece_name(i, moe, win)] = {**layer, **extra, "ffn": m.ffn_hidden_size // p.tp}
-    out["attn_core"] = {**common, **attn}
-    if any(w for _, w in kinds):
-        out["attn_core_window"] = {**common, **attn, "window": m.window_size}
-    if m.mtp_num_layers:
-        out["mtp"] = {**common, "vocab_per_rank": vocab, "norm": m.normalization}
-    out["head_loss"] = {**common, "vocab_per_rank": vocab, "norm": m.normalization}
-    return out
-
-
-def _linear_params(module: torch.nn.Module, experts_active: float) -> float:
-    """Weights of the GEMMs one token passes through: 2-D parameters, expert weights scaled by
-    the fraction of local experts a token visits (``experts_active``)."""
-    n = 0.0
-    for name, prm in module.named_parameters():
-        if prm.dim() != 2:
-            continue
-        n += prm.numel() * (experts_active if ".experts." in f".{name}" else 1.0)
-    return n
-
-
-def bwd_input_fraction(linear_params: float, tokens: int, attn_fwd_flops: float) -> float:
-    """Share of a piece's backward spent on input gradients, by FLOPs.
-
-    megatron's ``LinearWithGradAccumulationAndAsyncCommunication.backward`` always computes the
-    weight gradient together with the input gradient (tensor_parallel/layers.py), so autograd
-    cannot time the two apart; the split is attributed by FLOPs: per linear layer, the input-grad
-    GEMM and the weight-grad GEMM each cost ``2 * tokens * params``; the attention core's
-    backward (``2 x`` its forward) has no weights, so it counts as input-grad:
-
-        r = (2 T P + 2 A_f) / (4 T P + 2 A_f)
-    """
-    lin = 2.0 * tokens * linear_params
-    return (lin + 2.0 * attn_fwd_flops) / (2.0 * lin + 2.0 * attn_fwd_flops) if lin or attn_fwd_flops else 0.5
-
-
-def _attn_fwd_flops(plan: Plan) -> float:
-    """Causal attention core forward FLOPs per rank: 2 * b * heads * s^2/2 * (d_qk + d_v)."""
-    m, p, t = plan.model, plan.parallel, plan.training
-    s = m.seq_length // p.cp
-    if m.multi_latent_attention:
-        dqk, dv = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim
-    else:
-        dqk = dv = m.kv_channels
-    return 2.0 * t.micro_batch_size * (m.num_attention_heads // p.tp) * s * s / 2 * (dqk + dv)
-
-
-FP8_DEFAULT_RECIPE = {"megatron": "delayed", "torchtitan": "tensorwise"}
-
-
-def low_precision_label(plan: Plan) -> Optional[str]:
-    """``"fp8 (delayed recipe)"`` / ``"fp4 (nvfp4 recipe)"`` for a low-precision plan (the recipe the
-    framework uses when the plan names none), else None."""
-    t = plan.training
-    if t.precision == "fp8":
-        return f"fp8 ({t.fp8_recipe or FP8_DEFAULT_RECIPE[plan.framework]} recipe)"
-    if t.precision == "fp4":
-        return f"fp4 ({t.fp4_recipe or 'nvfp4'} recipe)"
-    return None
-
-
-def _substitutions(plan: Plan, device: str, framework: str = "megatron") -> list[Substitution]:
-    """How a world-size-1 build of the plan's per-rank model differs from its run (module
-    docstring of :mod:`.spec`); shared by both builders, each adds its own."""
-    m, p, t = plan.model, plan.parallel, plan.training
-    out: list[Substitution] = []
-    low = low_precision_label(plan)
-    if low:
-        ok, why = fp8_support(framework, device, t.fp8_recipe) if t.precision == "fp8" else (
-            False, "no measured path runs FP4 GEMMs (Transformer Engine NVFP4 needs a Blackwell GPU)")
-        if not ok:
-            out.append(Substitution(
-                ("*",), f"timed in bf16 instead of {low}", why or "",
-                f"forward / backward of each piece scaled by the dry-run roofline's {low} / bf16 time ratio of "
-                f"the same piece kind on {plan.cluster.gpu} (GEMM curves of the recipe, quantisation traffic)",
-                keyed=False, alt={"training": {"precision": "bf16", "fp8_recipe": None, "fp4_recipe": None,
-                                               "fp8_param_gather": False}}))
-    if p.sequence_parallel:
-        out.append(Substitution(("layer",), "norms and residuals on the full sequence (no sequence parallelism)",
-                                "world size 1 has no tensor-parallel group to shard the sequence over",
-                                "SP all-gather / reduce-scatter added analytically; the norms' compute is an upper bound"))
-    if p.cp > 1:
-        out.append(Substitution(("layer", "attn_core"), f"the other {p.cp - 1} context-parallel rank(s)' keys and "
-                                "values are stand-in tensors (this rank's 2 load-balanced chunks attend the whole "
-                                "sequence, causal)", "world size 1 has no context-parallel group to gather them from",
-                                "the K/V exchange added analytically, overlapped with the measured core"))
-    if t.cuda_graph_impl != "none":
-        on_cpu = torch.device(device).type == "cpu"
-        out.append(Substitution(
-            ("*",), f"no CUDA graph capture (plan: cuda_graph_impl={t.cuda_graph_impl}"
-                    + (f", scope {','.join(t.cuda_graph_scope)}" if t.cuda_graph_scope else "") + ")",
-            "CUDA graphs need a GPU" + (" (the CPU has no kernel-launch overhead for them to remove)" if on_cpu else
-                                        " and the framework's graph runner, which the piece-wise measurement does not use"),
-            "not corrected: the measured times carry this device's launch overhead" + (" (none on the CPU)" if on_cpu
-                                                                                       else " (an upper bound)"),
-            keyed=False))
-    return out
 
 
 def _megatron_substitutions(plan: Plan, device: str, kinds: list[tuple[bool, bool]]) -> list[Substitution]:
@@ -712,25 +517,13 @@ def build_spec(plan: Plan, device: str = "cpu", measure_layers: int = 2) -> Buil
     if mtp:
         model_args["mtp_block_spec"] = "get_gpt_mtp_block_spec(use_transformer_engine=False)"
         model_args["mtp_eh_proj_out"] = m.hidden_size // p.tp
-    subs = _substitutions(plan, device, "megatron") + _megatron_substitutions(plan, device, kinds)
+    subs = common_substitutions(plan, device, "megatron") + _megatron_substitutions(plan, device, kinds)
     shapes = piece_shapes(plan, measure_layers)
     return BuildSpec(framework="megatron", config=cfg, model_args=model_args,
                      inputs={"seq": m.seq_length // p.cp, "mbs": t.micro_batch_size, "hidden": m.hidden_size},
                      layers=(n_dense, n_moe), dtype=torch_dtype_name(plan, device, "megatron"),
                      piece_names=list(shapes), substitutions=subs, extra={"shapes": shapes, "kinds": kinds},
                      args_not_for=dict(ARGS_NOT_FOR))
-
-
-def torch_dtype_name(plan: Plan, device: str, framework: str) -> str:
-    """The dtype the pieces are timed in: the plan's, except fp8 where the device or the
-    framework's measured path has none (:func:`spec.fp8_support`) and fp4, then bf16."""
-    t = plan.training
-    if t.precision == "fp8":
-        ok, _ = fp8_support(framework, device, t.fp8_recipe)
-        return "fp8" if ok else "bf16"
-    if t.precision == "fp4":
-        return "bf16"
-    return t.precision
 
 
 def pieces(plan: Plan, device: str, measure_layers: int = 2,
@@ -798,7 +591,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
                      flop_split=0.0, split="no-input"))
 
     rope_pe = rope_table()
-    attn_f = _attn_fwd_flops(plan)
+    attn_f = attn_fwd_flops(plan)
     for i, layer in enumerate(model.decoder.layers):
         moe, win = kinds[i]
         name = layer_piece_name(i, moe, win)
@@ -811,7 +604,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
         # balanced routing: the local experts' GEMMs see topk x (token ranks) / num_experts of
         # their weights per token of this rank (mirror_ranks)
         active = m.moe_router_topk * expert_ranks(p.ep, p.expert_tp) / m.num_experts if moe else 1.0
-        r = bwd_input_fraction(_linear_params(layer, active), T, attn_f)
+        r = bwd_input_fraction(linear_params(layer, active), T, attn_f)
         out.append(Piece(name, layer_forward, [x], list(layer.parameters()), shapes[name], flop_split=r,
                          split="flop-ratio", routed=moe and plan.training.moe_router_force_load_balancing))
 
@@ -871,19 +664,3 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
     out.append(Piece("head_loss", head_forward, [head_x], head_params, shapes["head_loss"],
                      flop_split=bwd_input_fraction(float(m.hidden_size * vocab), T, 0.0), split="flop-ratio"))
     return out, model
-
-
-def measurement_flops_estimate(plan: Plan, measure_layers: int = 2) -> float:
-    """Rough FLOPs of one measurement pass (fwd+bwd, all pieces, per-rank shapes):
-    ``6 * tokens * params`` of the built layers plus ``12 * s^2 * h * b`` attention per layer
-    (Kaplan et al. 2020 / Narayanan et al. 2021 counting); used only to warn before a slow CPU run."""
-    m, p, t = plan.model, plan.parallel, plan.training
-    s, b = m.seq_length // p.cp, t.micro_batch_size
-    nd, nm = layer_counts(plan, measure_layers)
-    h = m.hidden_size
-    attn = 4 * h * h / p.tp
-    dense = attn + 3 * h * m.ffn_hidden_size / p.tp
-    moe = attn + 3 * h * m.expert_ffn * m.moe_router_topk / p.expert_tp if m.is_moe else 0
-    head = 2 * h * m.padded_vocab_size(p.tp) / p.tp
-    per_tok = nd * dense + nm * moe + head
-    return 6 * s * b * per_tok + (nd + nm) * 12 * s * s * h * b / p.tp

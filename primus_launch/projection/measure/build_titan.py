@@ -31,17 +31,22 @@ import torch
 
 from primus_launch.errors import UserError
 from primus_launch.plan import Plan
-from primus_launch.projection.measure.build_mcore import (
+from primus_launch.projection.measure.piece import (
     Piece,
-    _attn_fwd_flops,
-    _linear_params,
+    attn_fwd_flops,
     bwd_input_fraction,
+    cp_mask,
     layer_counts,
-    torch_dtype,
+    linear_params,
 )
-from primus_launch.projection.measure.build_mcore import piece_shapes as _mcore_shapes
-from primus_launch.projection.measure.spec import BuildSpec, Substitution
-from primus_launch.projection.measure.sync_points import block_point
+from primus_launch.projection.measure.piece import piece_shapes as all_piece_shapes
+from primus_launch.projection.measure.spec import (
+    BuildSpec,
+    Substitution,
+    common_substitutions,
+    torch_dtype,
+    torch_dtype_name,
+)
 
 
 def parse_name(plan: Plan) -> tuple[str, str]:
@@ -60,7 +65,7 @@ def piece_shapes(plan: Plan, measure_layers: int = 2) -> dict[str, dict[str, Any
     """Name -> per-rank shapes (the cache key): megatron's shape set plus the torchtitan flavor
     (torchtitan's flavors have no sliding-window or MTP modules: those pieces are not built)."""
     model, flavor = parse_name(plan)
-    out = {n: v for n, v in _mcore_shapes(plan, measure_layers).items()
+    out = {n: v for n, v in all_piece_shapes(plan, measure_layers).items()
            if n.split("#")[0] in ("embedding", "dense_layer", "moe_layer", "attn_core", "head_loss")}
     for v in out.values():
         v["titan_model"] = f"{model}:{flavor}"
@@ -183,12 +188,10 @@ def world_size_one(device: str) -> Iterator[None]:
 def build_spec(plan: Plan, device: str = "cpu", measure_layers: int = 2) -> BuildSpec:
     """Everything :func:`pieces` builds from (the sliced, per-rank ``Decoder.Config``, input shapes,
     measured dtype) and the substitutions, without building."""
-    from primus_launch.projection.measure.build_mcore import _substitutions, torch_dtype_name
-
     m, p, t = plan.model, plan.parallel, plan.training
     cfg, nd, nm = titan_config(plan, measure_layers, per_rank=True)
     model, flavor = parse_name(plan)
-    subs = _substitutions(plan, device, "torchtitan")
+    subs = common_substitutions(plan, device, "torchtitan")
     subs.append(Substitution(("layer", "attn_core"), "torchtitan ScaledDotProductAttention (causal) as the inner "
                              "attention", "FlexAttention has no CPU backward; one document per sequence needs no "
                              "block mask"))
@@ -262,7 +265,7 @@ def _float8(model: Any, recipe: str = "tensorwise") -> None:
 
 class CPEmulatedSDPA(torch.nn.Module):
     """The inner attention of one context-parallel rank at world size 1: this rank's two
-    load-balanced chunks (``build_mcore.cp_positions``; torchtitan's CP load balancer splits the
+    load-balanced chunks (``piece.cp_positions``; torchtitan's CP load balancer splits the
     sequence the same way) attend the whole sequence under the causal mask, the other ranks' keys
     and values being stand-in tensors that take part in backward -- what one rank of torch's ring
     attention computes, without the K/V exchange (the cost model adds it)."""
@@ -280,16 +283,13 @@ class CPEmulatedSDPA(torch.nn.Module):
                                   for _ in range(self.cp - 1)]
         n = t.size(1) // 2
         chunks: list = [None] * (2 * self.cp)
-        # the run's K / V exchange blocks there, forward and backward (sync_points, on the CPU)
-        for r, part in enumerate([block_point(t, "cp_gather")] + self._standin[key]):
+        for r, part in enumerate([t] + self._standin[key]):
             chunks[r], chunks[2 * self.cp - 1 - r] = part[:, :n], part[:, n:]
         return torch.cat(chunks, dim=1)
 
     def forward(self, q, k, v, *, scale=None, enable_gqa: bool = False, **kwargs):
-        from primus_launch.projection.measure.build_mcore import _cp_mask
-
         k, v = self._full(k, "k"), self._full(v, "v")
-        mask = _cp_mask(k.size(1), self.cp, 0, q.device)
+        mask = cp_mask(k.size(1), self.cp, 0, q.device)
         out = torch.nn.functional.scaled_dot_product_attention(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, scale=scale,
             enable_gqa=enable_gqa)
@@ -364,7 +364,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
     if compiled:
         # as torchtitan's apply_compile: data-dependent shapes of token-choice MoE dispatch
         torch._dynamo.config.capture_scalar_outputs = True
-    attn_f = _attn_fwd_flops(plan)
+    attn_f = attn_fwd_flops(plan)
     for i, layer in enumerate(model.layers.values()):
         kind = "dense_layer" if i < n_dense else "moe_layer"
         x = (torch.randn(b, s, h, generator=gen) * 0.5).to(dev, dtype).requires_grad_(True)
@@ -383,7 +383,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
                 layer_forward(x)
         layer.compile(backend=backend, fullgraph=True)
         active = m.moe_router_topk / max(1, m.num_experts or 1) if kind == "moe_layer" else 1.0
-        r = bwd_input_fraction(_linear_params(layer, active), s * b, attn_f)
+        r = bwd_input_fraction(linear_params(layer, active), s * b, attn_f)
         out.append(Piece(f"{kind}#{i}", layer_forward, [x], list(layer.parameters()), shapes[f"{kind}#{i}"],
                          split="flop-ratio", flop_split=r,
                          memory_forward=(lambda x, layer=layer: layer.forward(x, None, None)) if eager_mem else None))

@@ -135,13 +135,38 @@ MIRRORED: dict[str, Callable[[int, dict], None]] = {
     "all_reduce": _all_reduce, "all_to_all_single": _all_to_all_single}
 
 
+#: megatron-core's aliases of torch.distributed functions, bound at import in
+#: ``tensor_parallel/mappings.py`` and ``layers.py``: patching ``torch.distributed`` alone misses them
+MEGATRON_ALIASES = ("dist_all_gather_func", "dist_reduce_scatter_func")
+
+
+@contextlib.contextmanager
+def patched_collectives(wrap: Callable[[str, Callable], Callable], names: tuple[str, ...]) -> Iterator[None]:
+    """Within it, each ``torch.distributed`` function in ``names`` -- and each of megatron-core's
+    :data:`MEGATRON_ALIASES` bound to one of them -- is ``wrap(name, function)``; restored on exit."""
+    import torch.distributed as dist
+    from megatron.core.tensor_parallel import layers, mappings
+
+    saved = [(dist, name, getattr(dist, name)) for name in names]
+    name_of = {f: name for _, name, f in saved}
+    for mod in (mappings, layers):
+        for alias in MEGATRON_ALIASES:
+            if getattr(mod, alias, None) in name_of:
+                saved.append((mod, alias, getattr(mod, alias)))
+    try:
+        for mod, attr, f in saved:
+            setattr(mod, attr, wrap(name_of[f], f))
+        yield
+    finally:
+        for mod, attr, f in saved:
+            setattr(mod, attr, f)
+
+
 @contextlib.contextmanager
 def mirrored_collectives() -> Iterator[None]:
     """Within it, each ``torch.distributed`` function of :data:`MIRRORED` (and megatron-core's
-    aliases of them, ``realrun.patched_collectives``) called on a :class:`MirrorGroup` does what the
+    aliases of them, :func:`patched_collectives`) called on a :class:`MirrorGroup` does what the
     mirrored group would (module docstring); on any other group it is the function itself."""
-    from primus_launch.projection.measure.realrun import patched_collectives
-
     def wrap(name: str, f: Callable) -> Callable:
         sig = inspect.signature(f)
         mirror = MIRRORED[name]
@@ -158,13 +183,6 @@ def mirrored_collectives() -> Iterator[None]:
 
     with patched_collectives(wrap, tuple(MIRRORED)):
         yield
-
-
-def expert_ranks(ep: int, expert_tp: int) -> int:
-    """Ranks whose tokens reach one rank's experts in the run: expert-TP x EP (megatron's ``tp_ep``
-    group), both dispatchers (the allgather one gathers over it; the alltoall one exchanges over EP,
-    then gathers over expert-TP)."""
-    return ep * expert_tp
 
 
 def expert_groups(ep: int, expert_tp: int, dispatcher: bool = False):

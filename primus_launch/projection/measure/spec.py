@@ -9,12 +9,17 @@ the spec, hence the key, with no hand-kept list.
 :class:`Substitution` records one way the measured piece differs from the plan's run, and why
 (FP8 timed in BF16 because the device or the framework's local path has none, the MoE dispatcher
 the CPU can run, the attention core, ...); the result lists them per piece.
+:func:`common_substitutions` are those both builders make; each adds its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Optional
+
+import torch
+
+from primus_launch.plan import Plan
 
 # pieces a substitution applies to: "*" every piece, or a kind: embedding, layer (every decoder
 # layer kind), dense_layer, moe_layer, dense_window_layer, moe_window_layer, attn_core,
@@ -101,8 +106,6 @@ def fp8_support(framework: str, device: str, recipe: Optional[str] = None) -> tu
     """
     import importlib.util
 
-    import torch
-
     dev = torch.device(device)
     if framework != "torchtitan":
         return False, ("megatron-core's FP8 runs only in its Transformer Engine modules and the measured path "
@@ -119,3 +122,75 @@ def fp8_support(framework: str, device: str, recipe: Optional[str] = None) -> tu
     if importlib.util.find_spec("torchao") is None:
         return False, "torchao (torchtitan's float8 converter) is not installed"
     return True, None
+
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.bfloat16,
+          "fp4": torch.bfloat16}
+FP8_DEFAULT_RECIPE = {"megatron": "delayed", "torchtitan": "tensorwise"}
+
+
+def torch_dtype(plan: Plan) -> torch.dtype:
+    """Parameter/activation dtype measured for the plan's precision (fp8 / fp4 measured as bf16)."""
+    return DTYPES[plan.training.precision]
+
+
+def torch_dtype_name(plan: Plan, device: str, framework: str) -> str:
+    """The dtype the pieces are timed in: the plan's, except fp8 where the device or the
+    framework's measured path has none (:func:`fp8_support`) and fp4, then bf16."""
+    t = plan.training
+    if t.precision == "fp8":
+        ok, _ = fp8_support(framework, device, t.fp8_recipe)
+        return "fp8" if ok else "bf16"
+    if t.precision == "fp4":
+        return "bf16"
+    return t.precision
+
+
+def low_precision_label(plan: Plan) -> Optional[str]:
+    """``"fp8 (delayed recipe)"`` / ``"fp4 (nvfp4 recipe)"`` for a low-precision plan (the recipe the
+    framework uses when the plan names none), else None."""
+    t = plan.training
+    if t.precision == "fp8":
+        return f"fp8 ({t.fp8_recipe or FP8_DEFAULT_RECIPE[plan.framework]} recipe)"
+    if t.precision == "fp4":
+        return f"fp4 ({t.fp4_recipe or 'nvfp4'} recipe)"
+    return None
+
+
+def common_substitutions(plan: Plan, device: str, framework: str = "megatron") -> list[Substitution]:
+    """How a world-size-1 build of the plan's per-rank model differs from its run, for either
+    framework (module docstring): low precision timed in bf16, sequence parallelism, the other CP
+    ranks' K / V, CUDA graphs; each builder adds its own."""
+    p, t = plan.parallel, plan.training
+    out: list[Substitution] = []
+    low = low_precision_label(plan)
+    if low:
+        ok, why = fp8_support(framework, device, t.fp8_recipe) if t.precision == "fp8" else (
+            False, "no measured path runs FP4 GEMMs (Transformer Engine NVFP4 needs a Blackwell GPU)")
+        if not ok:
+            out.append(Substitution(
+                ("*",), f"timed in bf16 instead of {low}", why or "",
+                f"forward / backward of each piece scaled by the dry-run roofline's {low} / bf16 time ratio of "
+                f"the same piece kind on {plan.cluster.gpu} (GEMM curves of the recipe, quantisation traffic)",
+                keyed=False, alt={"training": {"precision": "bf16", "fp8_recipe": None, "fp4_recipe": None,
+                                               "fp8_param_gather": False}}))
+    if p.sequence_parallel:
+        out.append(Substitution(("layer",), "norms and residuals on the full sequence (no sequence parallelism)",
+                                "world size 1 has no tensor-parallel group to shard the sequence over",
+                                "SP all-gather / reduce-scatter added analytically; the norms' compute is an upper bound"))
+    if p.cp > 1:
+        out.append(Substitution(("layer", "attn_core"), f"the other {p.cp - 1} context-parallel rank(s)' keys and "
+                                "values are stand-in tensors (this rank's 2 load-balanced chunks attend the whole "
+                                "sequence, causal)", "world size 1 has no context-parallel group to gather them from",
+                                "the K/V exchange added analytically, overlapped with the measured core"))
+    if t.cuda_graph_impl != "none":
+        on_cpu = torch.device(device).type == "cpu"
+        out.append(Substitution(
+            ("*",), f"no CUDA graph capture (plan: cuda_graph_impl={t.cuda_graph_impl}"
+                    + (f", scope {','.join(t.cuda_graph_scope)}" if t.cuda_graph_scope else "") + ")",
+            "CUDA graphs need a GPU" + (" (the CPU has no kernel-launch overhead for them to remove)" if on_cpu else
+                                        " and the framework's graph runner, which the piece-wise measurement does not use"),
+            "not corrected: the measured times carry this device's launch overhead" + (" (none on the CPU)" if on_cpu
+                                                                                       else " (an upper bound)"),
+            keyed=False))
+    return out

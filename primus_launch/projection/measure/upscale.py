@@ -9,11 +9,12 @@
    attention backend, compile, ...).  What the build cannot reproduce at world size 1 on this
    device is a :class:`~.spec.Substitution`, listed per piece in the result with its reason and
    the correction applied.
-2. Time each piece for one micro-batch (:mod:`.timing`: pinned torch threads, warm-up, samples
-   until the stated spread or the time cap, all pieces round-robin over a minimum window, a
-   reference workload after every sample for the machine's noise floor, median; input-/weight-grad
-   split in the same loop) and measure its
-   memory (and, for a TorchTitan block, its memory under torchtitan's own FullAC / SelectiveAC);
+2. Time each piece for one micro-batch (:mod:`.timing`: CUDA events on a GPU, the thread's CPU
+   time on the CPU; warm-up, samples until the stated spread or the time cap, all pieces
+   round-robin over a minimum window, median; input-/weight-grad split in the same loop) and
+   measure its memory -- on a GPU the caching allocator's allocated and reserved peaks, on the CPU
+   torch's MemTracker (and, for a TorchTitan block, its memory under torchtitan's own FullAC /
+   SelectiveAC);
    cache each piece's record on disk (:mod:`.cache`: keyed by what its build reads, one writer
    per key, atomic writes; an unusable cache directory degrades to uncached with one warning).
 3. ``LayerTimes`` = median over the built layers of each kind, corrected for the substitutions
@@ -29,10 +30,15 @@
    :class:`memory.MeasuredActivations` in the tensor-list model's stage structure; TorchTitan:
    :class:`MeasuredTitanActivations` in :mod:`memory_titan`'s FSDP2 walk); weights, gradients and
    optimizer state from the exact parameter counts.  The analytic model is the check: the result's
-   ``memory_check`` holds both and their difference.
+   ``memory_check`` holds both and their difference.  On a GPU the pieces' reserved bytes are
+   upscaled too (:func:`measured_reserved`): the allocator's measured overhead on the pieces'
+   dynamic bytes applied to the stage's dynamic bytes, beside the model's reserved estimate.
 
 The compute times are those of the *measuring* device; projecting a target GPU other than the
 local one needs a measurement on that GPU kind (the result's notes say which device measured).
+On the CPU the path is a functional check (every plan builds, runs and upscales), not a figure of
+GPU performance; ``scripts/validation/measure_gloo.py`` sets one CPU projection beside a real
+2-process gloo run with a stated band.
 """
 
 from __future__ import annotations
@@ -52,25 +58,15 @@ from primus_launch.plan import Plan
 from primus_launch.projection.iteration import assemble
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.measure.cache import MeasureCache, cache_key
-from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
-from primus_launch.projection.measure.cpu_pin import pinned
-from primus_launch.projection.measure.partner import partnered
+from primus_launch.projection.measure.piece import measurement_flops_estimate
 from primus_launch.projection.measure.spec import BuildSpec
-from primus_launch.projection.measure.sync_points import (
-    ACTIVE_BLOCKS,
-    blocking_collectives,
-    blocking_substitution,
-)
 from primus_launch.projection.measure.timing import (
-    NOISE_FACTOR,
     PieceSampler,
     PieceTiming,
     TimingPolicy,
-    judged_spread,
     measure_memory,
     time_pieces,
     torch_threads,
-    within_bound,
 )
 from primus_launch.projection.memory.estimate import MeasuredActivations
 from primus_launch.projection.result import (
@@ -81,10 +77,11 @@ from primus_launch.projection.result import (
     SubstitutionReport,
 )
 
-#: part of every piece's cache key; raised when how a piece is timed changes (5: the measuring thread
-#: bound to rank 0's cores on the CPU, cpu_pin; 6: a randomly routed MoE layer's figure is the mean
-#: of its samples, timing.STATISTICS; 7: such a piece samples one pass at a time)
-PROTOCOL_VERSION = 7
+#: part of every piece's cache key; raised when how a piece is timed changes (6: a randomly routed MoE
+#: layer's figure is the mean of its samples, timing.STATISTICS; 7: such a piece samples one pass at a
+#: time; 8: the CPU path without the gloo lab's conditions -- no core binding, no glibc thresholds, no
+#: blocks at the collectives, no cache eviction, no noise floor -- and the reserved bytes per piece on CUDA)
+PROTOCOL_VERSION = 8
 DEFAULT_POLICY = TimingPolicy()
 CPU_NOTE = "measured on the CPU: CPU timings only check the path, not GPU performance"
 
@@ -179,35 +176,23 @@ class Measured:
 def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = None,
                    measure_layers: int = 2, policy: Optional[TimingPolicy] = None,
                    repeats: Optional[int] = None, cpu_clock: Optional[str] = None,
-                   max_cpu_seconds: Optional[float] = 600.0, pin: bool = True) -> Measured:
+                   max_cpu_seconds: Optional[float] = 600.0) -> Measured:
     """Time every piece of the plan's per-rank model (or read it from ``cache``).
 
     The model is built only when some piece is missing; a missing piece is measured while this
     process holds its cache key's writer lock (a concurrent run waiting on it then reads the
     record).  On the CPU, refuses (one line) when the estimated measurement time exceeds
-    ``max_cpu_seconds`` (None: no limit).  Torch runs ``policy.threads`` threads meanwhile; on the
-    CPU the measuring thread is bound to rank 0's core(s) (:func:`~.cpu_pin.pinned`), as the real
-    runs bind their ranks (``pin=False``: where the OS places it, keyed apart;
-    ``scripts/measure_noise.py --pin off``)."""
+    ``max_cpu_seconds`` (None: no limit); torch runs ``policy.threads`` threads meanwhile."""
     fw = plan.framework
     b = _builder(fw)
     pol = make_policy(policy, repeats=repeats, cpu_clock=cpu_clock)
     cpu = torch.device(device).type == "cpu"
-    if cpu:  # freed memory kept, as the CUDA caching allocator keeps it (cpu_alloc)
-        keep_freed_memory()
-    # on the CPU, rank 0's core(s), as the real runs bind their ranks (cpu_pin)
-    cores = pinned(pol.threads) if cpu and pin else contextlib.nullcontext()
-    with torch_threads(pol.threads if cpu else None), cores:
+    with torch_threads(pol.threads if cpu else None):
         spec = b.build_spec(plan, device, measure_layers)
-        sub = blocking_substitution(plan, device, pol.cpu_clock)
-        if sub is not None:  # keyed: the blocks change what the affected pieces measure
-            spec.substitutions.append(sub)
         label = device_label(device)
         extra = {"framework_version": _framework_version(fw), "protocol": PROTOCOL_VERSION, "policy": pol.key()}
         if cpu:
             extra["cpu_clock"] = pol.cpu_clock
-            if not pin:
-                extra["unpinned"] = True
         keys = {n: cache_key(fw, n, spec.material(n), label, **extra) for n in spec.piece_names}
         out: dict[str, PieceTiming] = {}
         hit: dict[str, bool] = {}
@@ -247,19 +232,13 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
         try:
             todo = [pc for pc in pieces if pc.name in missing]
             samplers = []
-            # on the CPU the pieces block where the run's collectives do (sync_points)
-            mirror = partnered(plan, device, measure_layers, pol.cpu_clock, pol.partner)
-            with mirror, blocking_collectives(plan, device, model, pol.cpu_clock):
-                for pc in todo:  # warm-up, inner count and reference calibration, piece by piece
-                    interrupt.check()
-                    samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
-                                                 flop_split=pc.flop_split, policy=pol,
-                                                 memory_forward=pc.memory_forward,
-                                                 # the noise floor blocks as the sample it follows did;
-                                                 # none where nothing blocks (ACTIVE_BLOCKS counts 0)
-                                                 blocks=ACTIVE_BLOCKS,
-                                                 statistic="mean" if pc.routed else "median"))
-                time_pieces(samplers, pol)  # then the samples, round-robin over the window
+            for pc in todo:  # warm-up and inner count, piece by piece
+                interrupt.check()
+                samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
+                                             flop_split=pc.flop_split, policy=pol,
+                                             memory_forward=pc.memory_forward,
+                                             statistic="mean" if pc.routed else "median"))
+            time_pieces(samplers, pol)  # then the samples, round-robin over the window
             for pc, sp in zip(todo, samplers):
                 interrupt.check()
                 out[pc.name] = sp.result()
@@ -297,27 +276,29 @@ def cpu_gemm_rate(dtype: str = "bf16", threads: int = 1, n: int = 384, repeats: 
     return 2.0 * n ** 3 / max(best, 1e-9)
 
 
-def cpu_measurement_seconds(plan: Plan, measure_layers: int, policy: TimingPolicy) -> float:
-    """Estimated CPU seconds to measure the plan's pieces: passes x (fwd+bwd FLOPs of the pieces,
-    :func:`build_mcore.measurement_flops_estimate`) / :func:`cpu_gemm_rate` -- a lower bound, since
-    whole layers reach a fraction of the GEMM rate.  Passes: warm-up + the minimum samples (twice
-    for a measured autograd split, and twice again for the noise-floor reference) + two memory
-    passes; plus the round-robin window ``min_window_s``."""
-    from primus_launch.projection.measure.build_mcore import measurement_flops_estimate
-
+def measurement_passes(plan: Plan, policy: TimingPolicy) -> int:
+    """Forward + backward passes of every piece in a measurement at the policy's minimum: warm-up
+    and the minimum samples (twice for TorchTitan, whose autograd split runs a second pass per
+    iteration) and two memory passes."""
     per = 2 if plan.framework == "torchtitan" else 1
-    ref = 2 if policy.noise_probe else 1  # the reference workload lasts as long as each sample
-    passes = policy.warmup * per + policy.min_repeats * per * ref + 2
-    dtype = plan.training.precision
-    return (measurement_flops_estimate(plan, measure_layers) * passes / cpu_gemm_rate(dtype, policy.threads)
+    return policy.warmup * per + policy.min_repeats * per + 2
+
+
+def cpu_measurement_seconds(plan: Plan, measure_layers: int, policy: TimingPolicy,
+                            gemm_rate: Optional[float] = None) -> float:
+    """Estimated CPU seconds to measure the plan's pieces: :func:`measurement_passes` x (fwd+bwd
+    FLOPs of the pieces, :func:`.piece.measurement_flops_estimate`) / ``gemm_rate`` (default
+    :func:`cpu_gemm_rate` in the plan's dtype) -- a lower bound, since whole layers reach a fraction
+    of the GEMM rate; plus the round-robin window ``min_window_s``."""
+    rate = gemm_rate if gemm_rate is not None else cpu_gemm_rate(plan.training.precision, policy.threads)
+    return (measurement_flops_estimate(plan, measure_layers) * measurement_passes(plan, policy) / rate
             + policy.min_window_s)
 
 
-def check_cpu_budget(plan: Plan, measure_layers: int, policy: TimingPolicy, max_s: float) -> None:
+def check_cpu_budget(plan: Plan, measure_layers: int, policy: TimingPolicy, max_s: float,
+                     gemm_rate: Optional[float] = None) -> None:
     """UserError (one line) when :func:`cpu_measurement_seconds` exceeds ``max_s``."""
-    from primus_launch.projection.measure.build_mcore import measurement_flops_estimate
-
-    est = cpu_measurement_seconds(plan, measure_layers, policy)
+    est = cpu_measurement_seconds(plan, measure_layers, policy, gemm_rate)
     if est > max_s:
         flops = measurement_flops_estimate(plan, measure_layers)
         mins = est / 60
@@ -564,7 +545,7 @@ def measured_activations(plan: Plan, meas: Measured, device: str):
 @dataclass(frozen=True)
 class MeasuredTitanActivations(MeasuredActivations):
     """Measured pieces of a TorchTitan plan for its own memory model (:mod:`memory_titan`, through
-    ``memory._titan_stage_memory``'s ``acts``): per block kind the bytes a block keeps without
+    ``memory.titan_stage_memory``'s ``acts``): per block kind the bytes a block keeps without
     activation checkpointing and under the plan's (torchtitan's ``FullAC`` / ``SelectiveAC`` wrapped
     around the real block, memory-only), and the head's kept bytes.  The base fields carry the same
     figures in the Megatron shape (unused by the TorchTitan model)."""
@@ -689,6 +670,27 @@ def measured_titan_activations(plan: Plan, meas: Measured, device: str) -> Measu
                                     blocks=tuple(blocks), head_kept=head_kept)
 
 
+def allocator_overhead(timings: dict[str, PieceTiming]) -> Optional[float]:
+    """The caching allocator's measured cost on the pieces' dynamic memory: over the pieces measured
+    on CUDA, (sum of the reserved bytes each forward + backward added) / (sum of their allocated
+    peaks above the start) - 1, at least 0 -- the segments' rounding (2 MiB and up) and the blocks
+    cached but not reusable for a request (``c10/cuda/CUDACachingAllocator.cpp``).  None when no
+    piece has a reserved figure (the CPU has no caching allocator)."""
+    pairs = [(t.reserved_bytes, t.peak_bytes) for t in timings.values() if t.reserved_bytes > 0 and t.peak_bytes > 0]
+    if not pairs:
+        return None
+    return max(0.0, sum(r for r, _ in pairs) / sum(p for _, p in pairs) - 1.0)
+
+
+def measured_reserved(stage, overhead: float) -> int:
+    """A stage's reserved peak upscaled from the pieces: its allocated peak plus ``overhead``
+    (:func:`allocator_overhead`) times its dynamic bytes (activations + transient), the part the
+    allocator caches and splits; parameters, gradients and optimizer state are allocated once, in
+    large blocks (the same structure as the memory model's allocator term, with the measured
+    fraction in place of the assumed one)."""
+    return int(stage.allocated_bytes + overhead * max(0.0, stage.activations_bytes + stage.transient_bytes))
+
+
 def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_basis: str = "reserved"):
     """(measured MemoryReport, MemoryCheck against the analytic model)."""
     from primus_launch.projection.memory.estimate import estimate_memory
@@ -730,6 +732,18 @@ def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_
     comps = {}
     for c in ("parameters", "gradients", "optimizer", "activations", "transient", "reserve", "total"):
         comps[c] = {"measured": int(getattr(w_m, f"{c}_bytes")), "analytic": int(getattr(w_a, f"{c}_bytes"))}
+    notes = []
+    overhead = allocator_overhead(meas.timings)
+    if overhead is not None:  # a GPU measurement: the reserved bytes upscaled like the allocated ones
+        comps["reserved"] = {"measured": measured_reserved(w_m, overhead), "analytic": int(analytic.reserved_peak_bytes)}
+        for kind, v in per_layer.items():
+            ts = [tm for n, tm in meas.timings.items() if n.split("#")[0].replace("_window", "") == kind]
+            if ts:
+                v["measured_peak"] = float(statistics.median(tm.peak_bytes for tm in ts))
+                v["measured_reserved"] = float(statistics.median(tm.reserved_bytes for tm in ts))
+        notes.append(f"reserved memory from the measured pieces: the caching allocator added {overhead:.1%} over their "
+                     f"allocated peaks; worst stage reserved {comps['reserved']['measured'] / 2**30:.2f} GiB "
+                     f"(model {comps['reserved']['analytic'] / 2**30:.2f} GiB)")
     diff = measured.peak_bytes_per_gpu / analytic.peak_bytes_per_gpu - 1.0 if analytic.peak_bytes_per_gpu else 0.0
     check = MemoryCheck(
         measured_peak_bytes_per_gpu=measured.peak_bytes_per_gpu,
@@ -739,13 +753,13 @@ def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_
                         "projection.memory.estimate.estimate_memory (the dry-run's tensor-list model, TE implementation)"),
         components=comps, per_layer=per_layer, analytic=analytic,
         notes=[f"measured activations / analytic: worst stage {comps['activations']['measured'] / max(1, comps['activations']['analytic']):.2f}x; "
-               f"peak per GPU {diff:+.1%}"])
+               f"peak per GPU {diff:+.1%}"] + notes)
     return measured, check
 
 
 # ---------------------------------------------------------------- entry point
 
-def project_measured(plan: Plan, *, device: str | None = None, memory_margin: float = 0.05,
+def project_measured(plan: Plan, *, device: str | None = None, memory_margin: float = 0.0,
                      record_timeline: bool = False, cache_dir: Path | None = None,
                      measure_layers: int = 2, repeats: Optional[int] = None,
                      cpu_clock: Optional[str] = None, max_cpu_seconds: Optional[float] = 600.0,
@@ -780,23 +794,16 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     mem, check = memory_check(plan, meas, device, memory_margin, memory_basis)
     p = plan.parallel
     fw = plan.framework
-    clock = "CUDA events" if not cpu else (f"{pol.cpu_clock} time, {pol.threads} torch thread(s)"
-                                           + (", glibc malloc keeping freed memory" if keep_freed_memory() else ""))
+    clock = "CUDA events" if not cpu else f"{pol.cpu_clock} time, {pol.threads} torch thread(s)"
     notes.append(f"measured {fw} pieces on {meas.device} at world size 1 with per-GPU shard shapes "
                  f"(tp={p.tp}: heads/ffn/vocab divided; cp={p.cp}: sequence divided; ep={p.ep}: local experts); "
                  f"TP/CP/EP/DP/PP communication and the optimizer step added analytically on {plan.cluster.gpu}")
     notes.append(f"timing: {clock}; {pol.describe()}")
     unconverged = [n for n, t in timings.items() if not t.converged]
     if unconverged:
-        noisy = [f"{n} {judged_spread(timings[n].spread):.0%}" for n in unconverged
-                 if not within_bound(timings[n].spread, pol.target_spread)]
-        floor = [t.spread["reference"] for t in timings.values() if "reference" in t.spread]
         notes.append(f"{len(unconverged)} piece(s) did not reach the {pol.target_spread:.0%} spread target within "
-                     f"{pol.max_repeats} samples / {pol.max_piece_s:.0f} s: {', '.join(unconverged)}"
-                     + (f"; the machine's own noise floor meanwhile (reference workload): up to {max(floor):.0%}"
-                        if floor else "")
-                     + (f"; above {NOISE_FACTOR:g}x that floor: {', '.join(noisy)}" if noisy else
-                        ("; all within the noise floor's bound" if floor else ""))
+                     f"{pol.max_repeats} samples / {pol.max_piece_s:.0f} s: "
+                     + ", ".join(f"{n} {timings[n].spread['total']:.0%}" for n in unconverged)
                      + " (spreads per piece in measurement.pieces)")
     if fw == "megatron":
         notes.append("backward split into input-grad / weight-grad by the FLOP ratio (megatron's linear computes "
@@ -815,6 +822,7 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     notes.append(f"measurement cache: {n_hit}/{len(hits)} pieces from {cache_dir_s}")
     notes.append(f"memory from the measured pieces: peak {mem.peak_bytes_per_gpu / 2**30:.2f} GiB per GPU, analytic "
                  f"model {check.analytic_peak_bytes_per_gpu / 2**30:.2f} GiB ({check.relative_difference:+.1%})")
+    notes += [n for n in check.notes[1:]]  # the reserved bytes' upscale (a GPU measurement)
     pieces: dict[str, PieceReport] = {}
     for n, t in timings.items():
         adj = list(adjustments.get(n.split("#")[0], []))
@@ -822,13 +830,13 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
             source="cached" if hits.get(n) else "measured", fwd_s=t.fwd_s, bwd_s=t.bwd_s, bwd_input_s=t.bwd_input_s,
             bwd_weight_s=t.bwd_weight_s, split=t.split, split_ratio=t.split_ratio,
             bwd_input_raw_s=t.bwd_input_raw_s, bwd_weight_raw_s=t.bwd_weight_raw_s, spread=t.spread,
-            repeats=t.repeats, statistic=t.statistic, converged=t.converged, cores=t.cores, measured_dtype=spec.dtype,
+            repeats=t.repeats, statistic=t.statistic, converged=t.converged, measured_dtype=spec.dtype,
             activation_bytes=t.activation_bytes, output_bytes=t.output_bytes, peak_bytes=t.peak_bytes,
             reserved_bytes=t.reserved_bytes, param_count=t.param_count,
             substitutions=[SubstitutionReport(**s.to_dict()) for s in spec.substitutions_for(n)], adjustments=adj)
     report = MeasurementReport(
         device=meas.device, framework=fw, policy=pol.describe(), clock=pol.cpu_clock if cpu else "cuda-events",
-        threads=pol.threads if cpu else 0, cores=max((p.cores for p in pieces.values()), default=0),
+        threads=pol.threads if cpu else 0,
         cache_dir=cache_dir_s, cache_hits=n_hit,
         cache_warning=cache.warning if cache is not None else None, pieces=pieces,
         layer_times={k: (None if v is None else {"fwd_s": v.fwd_s, "bwd_input_s": v.bwd_input_s,

@@ -68,26 +68,35 @@ class ActivationImpl:
     fused_norm_linear: bool = True  # TE fuses the dense layers' norms into their first linear
     #                                 (TELayerNormColumnParallelLinear / LayerNormMLP); MLA's input norm and
     #                                 MoE's pre-MLP norm stay separate modules
+    te_qkv_layout: bool = True  # TE's DotProductAttention (attention/dot_product_attention/utils.py
+    #                             get_qkv_layout) finds no supported layout for the RoPE'd q, k beside v, a
+    #                             strided view of the fused QKV output, and makes v contiguous: the QKV
+    #                             output is then freed unless a q/k norm keeps a view of it (local: SDPA
+    #                             saves the views, the QKV output stays)
 
 
 TE = ActivationImpl()
 MCORE_LOCAL = ActivationImpl(norm_bytes=8, rope_tables=True, mask_bytes=2, softmax_bytes=6, dropped_copy=False,
-                             fused_norm_linear=False)
+                             fused_norm_linear=False, te_qkv_layout=False)
 KORTHIKANTI = ActivationImpl(flash_attention=False, dropout=True, attention_dropout=True, rope_copies=False,
-                             norm_stats=False)
+                             norm_stats=False, te_qkv_layout=False)
 
 
-def impl_for(arch: ModelArch, attention_backend: str = "auto", base: ActivationImpl = TE) -> ActivationImpl:
+def impl_for(arch: ModelArch, attention_backend: str = "auto", base: ActivationImpl = TE,
+             rope_fusion: bool = True) -> ActivationImpl:
     """``base`` with the plan's dropout and attention backend: hidden dropout > 0 keeps two bool masks
     ``sbh/spd`` per layer (Megatron ``bias_dropout_add``); ``attention_backend`` unfused / local keeps
     the ``s x s`` softmax output ``a b (nq/t) s^2`` (megatron ``DotProductAttention``), and with
     attention dropout > 0 its bool mask and dropped copy; flash / fused attention drop in-kernel from
-    the RNG state (nothing kept)."""
+    the RNG state (nothing kept).  ``rope_fusion=False`` (``--no-rope-fusion``): megatron's eager
+    ``_apply_rotary_pos_emb_bshd`` multiplies by ``cos`` / ``sin`` tables in the activation dtype, which
+    autograd keeps for q and k in every layer (``4 a s d_rot``)."""
     import dataclasses
 
     return dataclasses.replace(base, dropout=arch.hidden_dropout > 0,
                                flash_attention=base.flash_attention and attention_backend not in ("unfused", "local"),
-                               attention_dropout=arch.attention_dropout > 0)
+                               attention_dropout=arch.attention_dropout > 0,
+                               rope_tables=base.rope_tables or not rope_fusion)
 
 
 @dataclass(frozen=True)
@@ -128,6 +137,7 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     etp = etp or tp
     nq = arch.num_attention_heads
     stats = (8 if arch.normalization == "layernorm" else 4) * sb / spd if impl.norm_stats else 0.0
+    rope = arch.position_embedding in ("rope", "yarn")
 
     def norm(n: int, shard: int = spd) -> float:
         return impl.norm_bytes * sb * n / shard + (stats if shard == spd else 0.0)
@@ -135,30 +145,47 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     def mask(n: float) -> float:
         return impl.mask_bytes * n if impl.dropout else 0.0
 
+    # bytes per element of a linear's saved input: TE keeps it quantized under fp8 (columnwise, + the
+    # scales: MXFP8 one e8m0 per 32, blockwise one fp32 per 128) in place of the bf16 tensor
+    qb = a if not fp8 else 1.0 + {"mxfp8": 1 / 32, "blockwise": 4 / 128}.get(fp8, 0.0)
+    # megatron (attention.py, moe/shared_experts.py) has the linears that take a tensor kept anyway save
+    # the original instead of a second, quantized copy, except under the delayed recipe
+    extra_q = qb if fp8 == "delayed" else 0.0
+    T = sb / spd  # tokens of this rank's sequence-parallel shard
+
     # ---- attention ----
-    attn = norm(h) + a * sb * h / spd  # input norm, QKV (or q/kv down) input
-    if arch.multi_latent_attention:
+    mla = arch.multi_latent_attention
+    n_down = (2 if arch.q_lora_rank else 1) if mla else 1
+    # input norm + QKV (or q/kv down) input: TE's LayerNormLinear keeps its input and its normalised
+    # output (ln_out, quantized under fp8); MLA's separate input norm feeds the down projections, each of
+    # which quantizes and keeps its own copy under fp8
+    attn = norm(h) + (a * T * h if not fp8 else n_down * qb * T * h if mla else qb * T * h)
+    if mla:
         dn, dr, dv = arch.qk_head_dim, arch.qk_pos_emb_head_dim, arch.v_head_dim
         kvl = arch.kv_lora_rank
         # the down projections run on the (sequence-parallel) hidden states, so under SP the latents
         # are sequence-sharded: their norms and the up projections' saved inputs divide by t (measured)
         if arch.q_lora_rank:
             ql = arch.q_lora_rank
-            attn += norm(ql) + a * sb * ql / spd  # q_layernorm input, q_up input
-        attn += norm(kvl) + a * sb * kvl / spd  # kv_layernorm input, kv_up input
+            attn += norm(ql) + qb * T * ql  # q_layernorm input, q_up input
+        attn += norm(kvl) + qb * T * kvl  # kv_layernorm input, kv_up input
         attn += a * sb * nq * (dn + dr) / t * 2  # query and key after RoPE concat
         attn += a * sb * nq * dv / t  # V (a contiguous copy: kv_up's output is freed)
         attn += 4.0 * s * dr  # MLA computes its fp32 RoPE frequencies in every layer
         o = a * sb * nq * dv / t
     else:
         d, nkv = arch.kv_channels, arch.kv_heads
-        attn += a * sb * (nq + 2 * nkv) * d / t  # fused QKV output (V view; Q, K views w/o RoPE)
-        if arch.position_embedding == "rope" and impl.rope_copies:
-            attn += a * sb * (nq + nkv) * d / t
+        qkv = a * sb * (nq + 2 * nkv) * d / t  # the fused QKV output
+        if impl.te_qkv_layout:
+            attn += _te_qkv_kept(arch, sb=sb, tp=t, a=a, qkv=qkv)
+        else:
+            attn += qkv  # fused QKV output (V view; Q, K views w/o RoPE)
+            if rope and impl.rope_copies:
+                attn += a * sb * (nq + nkv) * d / t
         o = a * sb * nq * d / t
-    if arch.position_embedding == "rope" and impl.rope_tables:
-        attn += 4 * a * s * (arch.qk_pos_emb_head_dim if arch.multi_latent_attention else arch.kv_channels)
-    attn += o  # core-attention output = projection input
+    if rope and impl.rope_tables:
+        attn += 4 * a * s * (arch.qk_pos_emb_head_dim if mla else arch.kv_channels)
+    attn += o + extra_q * o / a  # core-attention output = projection input (+ its fp8 copy, delayed)
     if impl.flash_attention:
         core = 4.0 * mbs * nq / t * s  # fp32 log-sum-exp
     else:
@@ -166,6 +193,10 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         if impl.attention_dropout:
             core += (impl.mask_bytes + (a if impl.dropped_copy else 0)) * mbs * nq / t * s * s  # mask + dropped probs
     attn += core + mask(sb * h / spd)
+    # unfused attention's backward (megatron / TE ``bmm -> scale-mask-softmax -> bmm``): the gradients of
+    # the probabilities and of the scores, two ``s x s`` tensors per head at once; flash / fused
+    # attention recompute the scores in tiles
+    attn_bwd = 0.0 if impl.flash_attention else 2.0 * a * mbs * nq / t * s * s
 
     # ---- MLP ----
     g = 2 if arch.swiglu else 1
@@ -174,27 +205,33 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     # fc1's output (gF), of fc2's input (F) and one more F-sized gradient, plus the layer's
     # output gradient: a sb ((g + 2) F / t + h / spd)
     largest = 0.0
+    shared = 0.0
     if moe:
         E, k, fe = arch.num_experts or 1, arch.moe_router_topk, arch.expert_ffn
-        # router/dispatch input; routing state: top-k indices (int64), probs (fp32), sorted
-        # indices (int64) per (token, expert) pair, routing map (bool) and probs (bf16) per expert
-        mlp += a * sb * h / spd + sb * (20 * k + 3 * E)
-        pairs = sb * k  # tokens gathered over TP (SP) then routed: sb * topk per rank on average
-        mlp += pairs * (a * h + a * (g + 1) * fe / etp)  # permuted input, fc1 out, fc2 in
+        # router / dispatcher input (the pre-MLP norm's output, kept by the router's gating GEMM); routing
+        # state per routed token: top-k indices (int64), probs (fp32), sorted indices (int64) per
+        # (token, expert) pair, routing map (bool) and probs (bf16) per expert
+        routing = T * (20 * k + 3 * E)
+        mlp += a * T * h + routing
+        pairs = moe_pairs(arch, sb=sb, tp=t, sp=sp, etp=etp)
+        experts = pairs * (qb * h + a * g * fe / etp + qb * fe / etp)  # fc1 input, fc1 out (act input), fc2 input
+        mlp += experts
         largest = pairs * a * (g + 2) * fe / etp
         if arch.moe_shared_expert_intermediate_size:
             fs = arch.moe_shared_expert_intermediate_size
-            mlp += a * sb * (g + 1) * fs / t
+            shared = a * sb * g * fs / t + qb * sb * fs / t + extra_q * T * h
+            mlp += shared
     else:
         f = arch.ffn_hidden_size
-        mlp += a * sb * h / spd + a * sb * (g + 1) * f / t
+        mlp += qb * T * h + a * sb * g * f / t + qb * sb * f / t  # fc1 ln_out, fc1 out, fc2 input
         largest = a * sb * (g + 2) * f / t
     mlp += mask(sb * h / spd)
     full = attn + mlp
     # --recompute-modules (megatron transformer_layer.py, attention.py, mlp.py, moe/{moe_layer,experts,
     # shared_experts}.py, multi_latent_attention.py): what each drops from ``full``
     # - layernorm (output-discarding CheckpointWithoutOutput on each separate norm): the norm's saved
-    #   internals beyond its input (stats; torch's fp32 copies) and its output, the next linear's input;
+    #   internals beyond its input (stats; torch's fp32 copies) and its output, the next linear's input
+    #   (under fp8 megatron has those linears save the original, so their quantized copies go too);
     # - mlp (dense layers, a checkpoint of the MLP): fc1's output and fc2's input, and with TE's fused
     #   LayerNormMLP the norm's stats and output too (the checkpoint keeps the residual input);
     # - moe (a checkpoint of the MoE layer, which keeps its input): routing state, permuted tokens,
@@ -202,57 +239,76 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     # - moe_act (grouped GEMM, output-discarding): the experts' activation output (fc2's input);
     # - mla_up_proj (output-discarding): the up projections' outputs, query / key after RoPE and V.
     norm_internal = (impl.norm_bytes * sb * h / spd if impl.norm_bytes != a else 0.0) + stats
-    sep_in = not impl.fused_norm_linear or arch.multi_latent_attention
+    sep_in = not impl.fused_norm_linear or mla
     sep_mlp = not impl.fused_norm_linear or moe
+    in_out = (n_down * qb if (fp8 and mla) else a) * T * h  # what the input norm's output costs when kept
+    mlp_out = (a + extra_q) * T * h if moe else a * T * h
     drops = {"core_attn": core,
-             "layernorm": (sep_in + sep_mlp) * (norm_internal + a * sb * h / spd)}
+             "layernorm": sep_in * (norm_internal + in_out) + sep_mlp * (norm_internal + mlp_out)}
     if not moe:
-        fused_ln = 0.0 if sep_mlp else norm_internal + a * sb * h / spd
-        drops["mlp"] = a * sb * g * arch.ffn_hidden_size / t + a * sb * arch.ffn_hidden_size / t + fused_ln
+        fused_ln = 0.0 if sep_mlp else norm_internal + qb * T * h
+        drops["mlp"] = a * sb * g * arch.ffn_hidden_size / t + qb * sb * arch.ffn_hidden_size / t + fused_ln
     else:
-        E, k, fe = arch.num_experts or 1, arch.moe_router_topk, arch.expert_ffn
-        pairs = sb * k
-        shared = a * sb * (g + 1) * arch.moe_shared_expert_intermediate_size / t
-        drops["moe"] = sb * (20 * k + 3 * E) + pairs * (a * h + a * (g + 1) * fe / etp) + shared
+        drops["moe"] = routing + experts + shared
         drops["shared_experts"] = shared
-        drops["moe_act"] = pairs * a * fe / etp
-    if arch.multi_latent_attention:
+        drops["moe_act"] = pairs * qb * fe / etp
+    if mla:
         drops["mla_up_proj"] = (a * sb * arch.num_attention_heads * (2 * (arch.qk_head_dim + arch.qk_pos_emb_head_dim)
                                                                       + arch.v_head_dim) / t)
     # --offload-modules (fine-grained activation offloading, megatron transformer_config.offload_modules:
     # "offload the input of the specified modules"): the bytes each moves to host
-    d_att = arch.kv_channels if not arch.multi_latent_attention else arch.qk_head_dim + arch.qk_pos_emb_head_dim
-    n_kv = arch.kv_heads if not arch.multi_latent_attention else nq
-    off = {"attn_norm": norm(h), "qkv_linear": a * sb * h / spd,
-           "core_attn": a * sb * (nq + n_kv) * d_att / t + a * sb * n_kv * (arch.v_head_dim if arch.multi_latent_attention
+    d_att = arch.kv_channels if not mla else arch.qk_head_dim + arch.qk_pos_emb_head_dim
+    n_kv = arch.kv_heads if not mla else nq
+    off = {"attn_norm": norm(h), "qkv_linear": a * T * h,
+           "core_attn": a * sb * (nq + n_kv) * d_att / t + a * sb * n_kv * (arch.v_head_dim if mla
                                                                               else arch.kv_channels) / t,
            "attn_proj": o, "mlp_norm": norm(h)}
     if moe:
-        pairs = sb * arch.moe_router_topk
-        off["expert_fc1"] = pairs * a * h
+        off["expert_fc1"] = pairs * qb * h
         off["moe_act"] = pairs * a * g * arch.expert_ffn / etp
-    if fp8:
-        # Transformer Engine saves its linears' inputs quantized for the weight-gradient GEMM
-        # (transformer_engine/pytorch/module/{layernorm_linear,linear,layernorm_mlp,grouped_linear}.py:
-        # ``ln_out`` / ``inputmat`` / ``act_out`` kept as fp8, columnwise usage): 1 byte (+ scales: MXFP8
-        # one e8m0 per 32, blockwise one fp32 per 128) instead of the bf16 tensor where only the linear
-        # kept it (the norms' outputs, the activation output, the permuted tokens), in addition to it where
-        # it is kept anyway (the attention output, kept by the attention backward; the shared expert's
-        # input, kept by the router)
-        q = 1.0 + {"mxfp8": 1 / 32, "blockwise": 4 / 128}.get(fp8, 0.0)
-        f_in = arch.expert_ffn if moe else arch.ffn_hidden_size
-        delta = -(a - q) * sb * h / spd * (2 if not arch.multi_latent_attention else 1)  # QKV / fc1 inputs
-        delta += q * sb * nq * (arch.v_head_dim if arch.multi_latent_attention else arch.kv_channels) / t  # proj
-        if moe:
-            delta += -(a - q) * sb * arch.moe_router_topk * (h + f_in / etp)  # expert fc1 / fc2 inputs
-            if arch.moe_shared_expert_intermediate_size:
-                delta += q * sb * h / spd - (a - q) * sb * arch.moe_shared_expert_intermediate_size / t
-        else:
-            delta += -(a - q) * sb * f_in / t  # fc2 input
-        full += delta
     return LayerActivations(full=full, core_attention=core, layer_input=a * sb * h / spd,
-                            backward_temp=largest + a * sb * h / spd, drops=tuple(drops.items()),
+                            backward_temp=max(largest, attn_bwd) + a * sb * h / spd, drops=tuple(drops.items()),
                             offloadable=tuple(off.items()))
+
+
+def moe_pairs(arch: ModelArch, *, sb: float, tp: int, sp: bool, etp: int) -> float:
+    """(token, expert) pairs one GPU's experts process per micro-batch, balanced routing.
+
+    megatron-core 0.16.1 ``transformer/moe/token_dispatcher.py``: every dispatcher routes the tokens of
+    the rank's sequence-parallel shard (``sb / tp`` under SP; MoE with TP > 1 requires SP in training,
+    ``moe_layer.py``) and hands each local expert all tokens routed to it from the ``etp x ep``
+    dispatch group, each expert-TP rank holding ``Fe / etp`` of it (the dispatchers' ``tp_size`` is the
+    expert-TP size, ``pg_collection.expt_tp``): ``sb / tp * topk * etp`` on average, ``sb * topk``
+    when ``etp = tp`` (Megatron's default)."""
+    return sb / (tp if sp else 1) * arch.moe_router_topk * etp
+
+
+def _te_qkv_kept(arch: ModelArch, *, sb: float, tp: int, a: int, qkv: float) -> float:
+    """Bytes megatron-core 0.16.1's ``SelfAttention`` keeps between its QKV linear and the core attention
+    with Transformer Engine (``transformer/attention.py`` ``get_query_key_value_tensors``, TE 2.13
+    ``attention/dot_product_attention/utils.py`` ``get_qkv_layout``):
+
+    - the query is a view of the QKV output when one query group sits on the rank or the attention is
+      multi-head, else ``reshape`` copies it (``[sq, b, ng, np/ng*hn] -> [sq, b, np, hn]``);
+    - with RoPE (fused or not, neither saves its input) the attention gets new ``q``, ``k`` beside ``v``,
+      a strided view of the QKV output: ``get_qkv_layout`` finds no supported layout and makes all
+      three contiguous, so the fused attention saves ``q``, ``k``, a copy of ``v`` (``(nq + 2 nkv) d``)
+      and the QKV output is freed;
+    - ``--qk-layernorm`` (TENorm on q and k) saves its inputs: the query copy (or the QKV output when
+      the query is a view) and the key view, which keeps the QKV output alive, plus fp32 ``rsigma`` per
+      head row;
+    - without RoPE the views form a supported layout (``sbh3d`` / ``sbhd_sbh2d``): the QKV output (and
+      a query copy) is what the attention keeps."""
+    nq, nkv, d, t = arch.num_attention_heads, arch.kv_heads, arch.kv_channels, tp
+    ng_local = max(1, nkv // t)
+    q_copy = a * sb * nq * d / t if (ng_local > 1 and nq != nkv) else 0.0
+    rope = arch.position_embedding in ("rope", "yarn")
+    if not rope and not arch.qk_layernorm:
+        return qkv + q_copy
+    kept = a * sb * (nq + 2 * nkv) * d / t  # q, k (RoPE or norm outputs) and v's contiguous copy
+    if arch.qk_layernorm:
+        kept += qkv + q_copy + 4.0 * sb * (nq + nkv) / t
+    return kept
 
 
 def _head_dims(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int,
@@ -266,20 +322,37 @@ def _head_dims(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: in
     return sb, spd, arch.hidden_size, arch.padded_vocab_size(tp) / tp, stats
 
 
+CrossEntropy = str  # "unfused" | "native" | "te"
+
+
 def output_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1,
-                            abytes: int = 2, impl: ActivationImpl = TE) -> tuple[float, float]:
+                            abytes: int = 2, impl: ActivationImpl = TE,
+                            ce: CrossEntropy = "unfused") -> tuple[float, float]:
     """(kept, transient) bytes of the last stage's final norm, output layer and loss.
 
-    Kept until backward: final-norm input, output-layer input and megatron's
-    ``vocab_parallel_cross_entropy`` fp32 softmax ``4 sb V/t`` (computed in place of the logits'
-    fp32 copy).  Transient on top of that in the loss forward: the logits ``a sb V/t`` in the
-    activation dtype, alive until the loss returns, and the output layer's input at full
-    sequence length (measured, tests/test_memory.py).  ``V`` = padded vocabulary.
+    Kept until backward: final-norm input, output-layer input and the loss's saved tensor:
+
+    - ``unfused`` (megatron ``tensor_parallel/cross_entropy.py``) and ``native``
+      (``--cross-entropy-loss-fusion``, ``fusions/fused_cross_entropy.py``, torch.compile'd: the
+      compiled subtraction and exp write into their input, checked in tests/test_memory.py): the fp32
+      softmax ``4 sb V/t``, computed in place of the logits' fp32 copy; transient on top of it: in the
+      loss forward the logits ``a sb V/t`` in the activation dtype, alive until the loss returns; in
+      its backward, unfused: the gradient computed in place in the softmax, cast to the logits' dtype
+      (``a sb V/t``); native: the compiled ``calculate_gradients`` cannot write into the saved softmax
+      and computes into a new fp32 buffer before the cast (``(4 + a) sb V/t``, traced in
+      tests/test_memory.py);
+    - ``te`` (``--cross-entropy-fusion-impl te``, TE 2.13 ``pytorch/cross_entropy.py``
+      ``CrossEntropyFunction``: the Triton forward writes the gradient into the logits and saves them,
+      the backward scales them in place): the logits ``a sb V/t``, nothing more.
+
+    Also transient: the output layer's input at full sequence length (and under SP one more sequence
+    shard), measured in tests/test_memory.py.  ``V`` = padded vocabulary.
     """
     sb, spd, h, v, stats = _head_dims(arch, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, impl=impl)
-    kept = impl.norm_bytes * sb * h / spd + stats + abytes * sb * h / spd + 4.0 * sb * v
-    # + a full-sequence hidden-size tensor (and under SP one more sequence shard), measured
-    transient = abytes * sb * v + abytes * sb * h * (1 + (1 / spd if sp else 0))
+    kept = impl.norm_bytes * sb * h / spd + stats + abytes * sb * h / spd
+    kept += abytes * sb * v if ce == "te" else 4.0 * sb * v
+    loss = {"te": 0.0, "native": 4.0 + abytes}.get(ce, abytes) * sb * v
+    transient = loss + abytes * sb * h * (1 + (1 / spd if sp else 0))
     return kept, transient
 
 

@@ -1,20 +1,29 @@
 """Per-GPU memory of a TorchTitan training step (FSDP2 / HSDP / DDP-as-HSDP, TP/SP, CP, PP, AC modes).
 
 Checked tensor by tensor against torchtitan 0.3.0's own step traced on the CPU under
-``FakeTensorMode`` with a fake process group (``tests/titan_trace.py``, ``tests/test_memory_titan.py``).
+``FakeTensorMode`` with a fake process group (``tests/titan_trace.py``, ``tests/test_memory_titan.py``;
+MoE with EP: ``tests/test_memory_titan_moe.py``, the all-to-all with balanced split sizes).
 Per GPU (rank) of a pipeline stage, ``S = dp_shard x cp`` (torchtitan's FSDP mesh, ``parallel_dims.py``
 ``fsdp = dp_shard * cp``; HSDP replicates over ``dp_replicate``; ``dp_shard = 1`` is HSDP with a shard
 group of one: torchtitan 0.3.0 always applies ``fully_shard`` for its mixed-precision policy), ``t`` = TP
 (always with sequence parallel), ``a`` = 2 (bf16 compute), ``sb`` = local sequence x micro-batch:
 
-Static (exact):
+Static (exact, rank 0; ``tests/test_memory_titan_moe.py`` builds the presets' own meshes):
 
-- **parameters** fp32 shards ``4 N / S`` (FSDP2 keeps the fp32 sharded parameters as the master copy;
-  ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``), plus each block's RoPE buffer
-  ``freqs_cis`` complex64 ``[seq, d/2]`` (``4 seq d`` bytes per layer);
-- **optimizer** AdamW ``exp_avg`` + ``exp_avg_sq`` fp32 ``8 N / S`` (torchtitan AdamW, fused);
-- **gradients** fp32 shards ``4 N / S`` once the backward has reduce-scattered them (the breakdown is
-  the one of the peak moment, so only the units reduced before it count).
+- **units**: torchtitan 0.3.0 ``distributed/fsdp.py`` ``apply_fsdp_to_decoder`` wraps the embedding, each
+  block and ``[norm, lm_head]``; an MoE block with EP is one module with two FSDP2 parameter groups, the
+  routed experts (``E / ep`` local experts, ``expert_param_placement_sparse``) on the ``efsdp`` mesh
+  ``Se = dp_shard x cp x tp / ep`` and the rest on ``fsdp`` (:func:`fsdp_groups`,
+  :func:`titan_param_shapes`); without EP the experts are TP-sharded and share the ``fsdp`` mesh;
+  experts shard on dim 1 when the expert mesh exceeds ``E``.  Every parameter's shard is padded to
+  ``ceil(dim / S)`` rows (``_fsdp_param.py``);
+- **parameters** the fp32 padded shards (FSDP2 keeps them as the master copy;
+  ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``), plus each block's buffers
+  (:func:`titan_buffer_bytes`: the RoPE cache, an MoE block's expert bias and token counts);
+- **optimizer** AdamW ``exp_avg`` + ``exp_avg_sq`` fp32 shaped like the shards (torchtitan AdamW, fused);
+- **gradients** the fp32 reduce-scatter outputs (one padded shard per group) once the backward has
+  reduced them (the breakdown is the one of the peak moment, so only the units reduced before it count);
+  under PP the fp32 unsharded gradients of the parameters' own size accumulated across micro-batches.
 
 Activations per decoder layer and micro-batch (:func:`layer_activation_bytes`), what autograd keeps
 in torchtitan's modules (``models/common/{attention,feed_forward}.py``, ``nn.RMSNorm``):
@@ -46,7 +55,9 @@ its local fp32 ``log_probs``).  Transient levels walked through the step (the pe
   parameters ``2 U`` (when ``S > 1``), the bf16 weight gradient ``2 U``, the fp32 reduce-scatter input
   ``4 U``, its output ``4 U / S``, the world-size-one copy ``4 U`` (``S = 1``), lm_head's input gradient;
 - each block's backward (same per-unit terms, the block's own backward temporaries, the previous
-  block's prefetched parameters) and the embedding's (dense bf16 weight gradient);
+  block's prefetched parameters) and the embedding's (dense bf16 weight gradient); an MoE block's
+  backward at its own peak (:func:`moe_backward_phases`: the combine's fp32 gradients or the grouped
+  experts' gradients, traced per phase), then its post-backward;
 - PP (torch.distributed.pipelining with FSDP2, :func:`pp_rank_walk` over the rank's schedule order
   :func:`torch_pp_ops`): receive buffers per micro-batch, the stage's parameters unsharded in bf16
   (``reshard_after_forward=False`` by default under PP), fp32 unsharded gradients accumulated across
@@ -57,9 +68,138 @@ its local fp32 ``log_probs``).  Transient levels walked through the step (the pe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from primus_launch.plan import ModelArch
+
+Shape = tuple[int, ...]
+
+
+# ------------------------------------------------------------------ parameters on one rank
+def titan_param_shapes(arch: ModelArch, part: str, *, tp: int, ep: int, etp: int = 1) -> tuple[tuple[Shape, bool], ...]:
+    """Local shapes of the parameters of one torchtitan 0.3.0 FSDP unit on one rank after tensor and
+    expert parallelism, before FSDP, each with whether it is a routed-expert weight.
+
+    ``part``: ``emb`` (``tok_embeddings`` ``[V/t, h]``, rowwise = vocab-sharded), ``head`` (final
+    ``norm`` ``[h]`` + ``lm_head`` ``[V/t, h]``, colwise), ``dense`` or ``moe`` (a decoder block).
+    Torchtitan's modules and TP plans (``models/common/{attention,feed_forward,moe}.py``,
+    ``models/{llama3,qwen3,deepseek_v3}/{model,sharding}.py``, ``models/common/{decoder,moe}_sharding.py``):
+
+    - GQA attention (llama3, qwen3): fused ``wqkv`` ``[(nq + 2 nkv) d / t, h]`` (colwise), ``wo``
+      ``[h, nq d / t]`` (rowwise), qwen3's per-head ``q_norm`` / ``k_norm`` ``[d]`` (replicated);
+    - MLA (deepseek_v3): ``wq_a`` ``[ql, h]``, ``q_norm`` ``[ql]``, ``wkv_a`` ``[kvl + dr, h]``, ``kv_norm``
+      ``[kvl]`` replicated over TP; ``wq_b`` ``[nq (dn + dr) / t, ql]`` (or ``wq`` ``[nq (dn + dr) / t, h]``
+      without a query LoRA), ``wkv_b`` ``[nq (dn + dv) / t, kvl]`` colwise, ``wo`` ``[h, nq dv / t]``;
+    - ``attention_norm``, ``ffn_norm`` ``[h]``; dense FFN ``w1``, ``w3`` ``[F / t, h]``, ``w2`` ``[h, F / t]``;
+    - MoE: ``router.gate`` ``[E, h]`` (replicated), shared experts as a dense FFN of ``Fs``, routed experts
+      ``w1_EFD``, ``w3_EFD`` ``[e, Fe', h]``, ``w2_EDF`` ``[e, h, Fe']``: with EP ``e = E / ep`` local experts at
+      full width (``expert_param_placement_sparse``: ``EP: Shard(0)``, no TP; torchtitan v0.2's
+      ``expert_tensor_parallel_degree`` ``etp`` = TP split them ``Fe' = Fe / etp``), without EP all ``E``
+      experts TP-sharded on their FFN dim (``Fe' = Fe / t``).
+    """
+    h, t = arch.hidden_size, tp
+    if part == "emb":
+        return (((arch.vocab_size // t, h), False),)
+    if part == "head":
+        return (((h,), False), ((arch.vocab_size // t, h), False))
+    nq = arch.num_attention_heads
+    out: list[tuple[Shape, bool]] = [((h,), False), ((h,), False)]  # attention_norm, ffn_norm
+    if arch.multi_latent_attention:
+        dn, dr, dv, kvl = arch.qk_head_dim, arch.qk_pos_emb_head_dim, arch.v_head_dim, arch.kv_lora_rank
+        if arch.q_lora_rank:
+            ql = arch.q_lora_rank
+            out += [((ql, h), False), ((ql,), False), ((nq * (dn + dr) // t, ql), False)]
+        else:
+            out.append(((nq * (dn + dr) // t, h), False))
+        out += [((kvl + dr, h), False), ((kvl,), False), ((nq * (dn + dv) // t, kvl), False), ((h, nq * dv // t), False)]
+    else:
+        d = arch.kv_channels
+        out += [(((nq + 2 * arch.kv_heads) * d // t, h), False), ((h, nq * d // t), False)]
+        if arch.qk_layernorm:
+            out += [((d,), False), ((d,), False)]
+
+    def ffn(f: int) -> list[tuple[Shape, bool]]:
+        return [((f // t, h), False), ((h, f // t), False), ((f // t, h), False)]
+
+    if part == "dense":
+        return tuple(out + ffn(arch.ffn_hidden_size))
+    E, fe = arch.num_experts or 1, arch.expert_ffn
+    out.append(((E, h), False))
+    if arch.moe_shared_expert_intermediate_size:
+        out += ffn(arch.moe_shared_expert_intermediate_size)
+    if ep > 1:
+        e, f = E // ep, fe // max(1, etp)
+        out += [((e, f, h), True), ((e, h, f), True), ((e, f, h), True)]
+    else:
+        out += [((E, fe // t, h), True), ((E, h, fe // t), True), ((E, fe // t, h), True)]
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class FsdpGroup:
+    """One FSDP2 parameter group of a unit on one rank (``torch/distributed/fsdp/_fully_shard``).
+
+    ``unsharded``: elements of the group's all-gather output on this rank (``S x`` the padded shard:
+    ``FSDPParam.init_all_gather_outputs``), what the unit holds unsharded in bf16 and reduce-scatters
+    from in fp32; ``sharded``: elements of the rank's padded shard (``_sharded_param_data``, the fp32
+    parameter, the reduce-scatter output its gradient views, each AdamW state of rank 0); ``shard``: the
+    group's shard-mesh size ``S``; ``orig``: elements of the parameters themselves (unpadded), the size of
+    their unsharded gradients."""
+
+    unsharded: float
+    sharded: float
+    shard: int
+    orig: float = -1.0
+
+    @property
+    def grad_elems(self) -> float:
+        return self.orig if self.orig >= 0 else self.unsharded
+
+
+def fsdp_shard_elems(shape: Shape, shard: int, dim: int = 0) -> int:
+    """Elements of one rank's padded FSDP2 shard of a ``shape`` parameter sharded on ``dim`` over ``shard``
+    ranks: ``_fsdp_param.py`` ``_init_sharded_param`` chunks with ``torch.chunk`` (``_chunk_with_empty``)
+    and allocates every rank the first, largest chunk ``ceil(shape[dim] / shard)`` (``padded_sharded_size``)."""
+    rows = shape[dim] if shape else 1
+    return math.ceil(rows / shard) * math.prod(shape) // max(1, rows)
+
+
+def fsdp_groups(shapes: tuple[tuple[Shape, bool], ...], *, S: int, Se: int, ep: int,
+                num_experts: int) -> tuple[FsdpGroup, ...]:
+    """The FSDP2 parameter groups of one unit (torchtitan 0.3.0 ``distributed/fsdp.py``
+    ``apply_fsdp_to_decoder``): everything on the ``fsdp`` mesh (``S = dp_shard x cp``) sharded on dim 0;
+    in an MoE block with EP the routed experts on the ``efsdp`` mesh (``Se = dp_shard x cp x tp / ep``),
+    which FSDP2 keeps as a second group of the same module (``ShardPlacementResult`` per parameter,
+    ``_fsdp_init.py`` groups parameters by process group); the experts are sharded on dim 1 instead of
+    dim 0 when the expert mesh (``Se x ep``, or ``S`` without EP) is larger than ``E``."""
+    dense = [sh for sh, ex in shapes if not ex]
+    expert = [sh for sh, ex in shapes if ex]
+    e_mesh = Se if ep > 1 else S
+    e_dim = 1 if (Se * ep if ep > 1 else S) > num_experts else 0
+
+    def group(items: list[Shape], n: int, dim: int) -> FsdpGroup:
+        sh = sum(fsdp_shard_elems(x, n, dim if len(x) > dim else 0) for x in items)
+        return FsdpGroup(unsharded=float(n * sh), sharded=float(sh), shard=n,
+                         orig=float(sum(math.prod(x) for x in items)))
+
+    if expert and ep > 1:
+        return (group(dense, S, 0), group(expert, e_mesh, e_dim))
+    if expert and e_dim == 1:  # one group, experts on dim 1 (shard_placement_fn Shard(1))
+        sh = sum(fsdp_shard_elems(x, S, 0) for x in dense) + sum(fsdp_shard_elems(x, S, 1) for x in expert)
+        return (FsdpGroup(unsharded=float(S * sh), sharded=float(sh), shard=S,
+                          orig=float(sum(math.prod(x) for x in dense + expert))),)
+    return (group(dense + expert, S, 0),)
+
+
+def titan_buffer_bytes(arch: ModelArch, *, seq: int, moe: bool) -> float:
+    """Buffers of one torchtitan block on every rank (FSDP2 does not shard buffers): the RoPE cache
+    (``models/common/rope.py``: complex64 ``[seq, d_rope / 2]`` for llama3 / deepseek_v3, fp32 cos|sin
+    ``[seq, 2 d]`` for qwen3; sized to the training sequence as ``update_from_config`` does) and, in an MoE
+    block, ``expert_bias_E`` and ``tokens_per_expert_E`` fp32 ``[E]`` (``models/common/moe.py``)."""
+    d_rope = arch.qk_pos_emb_head_dim if arch.multi_latent_attention else arch.kv_channels
+    rope = (8.0 if arch.name.startswith("qwen3") else 4.0) * seq * d_rope
+    return rope + (8.0 * (arch.num_experts or 0) if moe else 0.0)
 
 
 @dataclass(frozen=True)
@@ -92,12 +232,20 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     (``ScaledDotProductAttention``; under CP torch's ring attention, whose merged output is laid out
     ``[b, heads, s, d]``, so the output projection keeps its own contiguous copy).
 
-    ``ac``: ``none`` | ``op`` | ``full``.  MoE blocks (traced for qwen3 and deepseek_v3 without AC): the
-    attention plus the router's scores, top-k indices and scores, the dispatcher's sorted indices, the
-    routed tokens ``sb topk`` with their input ``h``, the grouped-GEMM w1/w3/silu/w2 tensors ``4 Fe``, the
-    combine's fp32 copy ``4 h`` per pair and a shared expert as a dense MLP (torchtitan
-    ``models/common/{moe,token_dispatcher}.py``; balanced routing); op-SAC on MoE / MLA blocks reuses the
-    dense save-list count (not traced).
+    ``ac``: ``none`` | ``op`` | ``full``.  MoE blocks (traced for qwen3 and deepseek_v3 without AC, with
+    EP and with TP + EP): the attention plus, per routed row (``T k`` with ``T`` = :func:`moe_tokens`), the
+    router's scores, top-k indices and scores, the dispatcher's sorted indices, the routed tokens with
+    their input ``h``, the grouped-GEMM w1/w3/silu/w2 tensors ``4 F`` (``F`` = :func:`moe_expert_width`),
+    the combine's fp32 copy ``4 h``, with EP the permute index, and a shared expert as a dense MLP
+    (torchtitan ``models/common/{moe,token_dispatcher}.py``; balanced routing).  op-SAC on an MoE block:
+    traced for GQA (qwen3); for MLA (deepseek_v3) it counts the same save list on MLA's projections and
+    is not traced (the CPU trace keeps about 2 MiB more per debug-model block than this count).
+
+    float8 / MXFP8 grouped GEMMs (``quantize.grouped_mm.*``, torchao ``moe_training/fp8_grouped_mm.py``
+    ``_Float8GroupedMM`` and ``mxfp8_grouped_mm.py`` ``_MXFP8GroupedMM``) save the high-precision input
+    and weight, as the bf16 ``torch._grouped_mm`` does; their fp8 casts are transient, and the
+    ``TorchAOTokenDispatcher`` pads each local expert's rows to 16 (32 for MXFP8) -- at most ``e x 16``
+    rows per layer, not counted here.
     """
     a = 2
     s = seq // cp
@@ -140,6 +288,10 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     if arch.qk_layernorm and not arch.multi_latent_attention:
         # per-head q / k RMSNorm (qwen3): their inputs (the QKV output's q and k) + fp32 rstd per head
         attn_b += (nb * sb * arch.kv_channels + 4.0 * sb) * (nq + arch.kv_heads) / t
+        if compiled:
+            # compiled, the attention output and wo's contiguous input are two tensors (traced: qwen3
+            # 30B-A3B, compiled_block_saved_bytes)
+            attn_b += o
     g = 2 if arch.swiglu else 1
     mlp_norm = norm + a * sb * h
     if moe:
@@ -148,12 +300,30 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         # indices (int64) and scores; the dispatcher's sorted token indices (int64, two) and scores per
         # (token, expert) pair; the combine multiplies the experts' output by the scores in fp32
         # (token_dispatcher.py ``combine``: the fp32 copy is kept for the scores' gradient)
+        # (token_dispatcher.py ``combine``: the fp32 copy is kept for the scores' gradient); with EP the
+        # all-to-all dispatcher's ``_permute`` index (int64 per received row)
         E = arch.num_experts or 1
-        mlp_norm += a * sb * E + sb * k * (8 + a) + sb * k * (16 + a) + 4.0 * sb * k * h
-        mlp = mlp_norm + sb * k * a * (h + (g + 1 if compiled else 2 * g) * fe)
+        T, fe_ = moe_tokens(sb, tp=t, ep=ep), moe_expert_width(arch, tp=t, ep=ep)
+        mlp_norm += a * T * E + T * k * (8 + a) + T * k * (16 + a) + 4.0 * T * k * h
+        if ep > 1:
+            # the router and the dispatcher take the rank's sequence shard (no all-gather): its input is
+            # the MoE input's local ``a T h``; a TP-sharded shared expert still all-gathers its own copy
+            mlp_norm += 8.0 * T * k - a * (sb - T) * h
+            if arch.moe_shared_expert_intermediate_size and t > 1:
+                mlp_norm += a * sb * h
+        if compiled:
+            # torch.compile of the block (fullgraph, as torchtitan's apply_compile): inductor's partitioner
+            # drops the sorted scores and the combine's fp32 copy and keeps the router's scores and top-k,
+            # the two sorted index tensors, three [N, F] expert tensors and at most two [N, h] (traced,
+            # tests/titan_trace.py compiled_block_saved_bytes: qwen3 30B-A3B keeps the two [N, h], qwen3
+            # debugmodel_moe and deepseek_v3 16B recompute them; counted, an upper bound)
+            mlp = (mlp_norm - (T * k * (16 + a) + 4.0 * T * k * h) + 16.0 * T * k + 3 * a * T * k * fe_
+                   + 2 * a * T * k * h)
+        else:
+            mlp = mlp_norm + T * k * a * (h + 2 * g * fe_)
         if arch.moe_shared_expert_intermediate_size:
             mlp += (g + 1 if compiled else 2 * g) * a * sb * arch.moe_shared_expert_intermediate_size / t
-        f_out = a * sb * k * fe
+        f_out = a * T * k * fe_
     else:
         f = arch.ffn_hidden_size
         mlp = mlp_norm + (g + 1 if compiled else 2 * g) * a * sb * f / t
@@ -162,6 +332,17 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     layer_input = a * sb * h / t
     if ac == "full":
         kept = layer_input
+    elif ac == "op" and moe:
+        # SelectiveAC on an MoE block (distributed/activation_checkpoint.py ``_get_default_save_ops``): the
+        # grouped GEMMs are not on the save list (recomputed); the first matmul (wqkv), the attention, the
+        # router's ``topk`` (values + int64 indices) and every ``all_to_all_single`` output (EP: the
+        # dispatched rows ``a R D`` and the combined rows ``a N D``) are saved
+        Tk = moe_tokens(sb, tp=t, ep=ep) * arch.moe_router_topk
+        kept = layer_input + qkv_out + Tk * (a + 8) + (2 * a * Tk * h if ep > 1 else 0.0)
+        if impl.sdpa_on_save_list:
+            kept += o + lse
+        if t > 1:
+            kept += a * sb * h / t  # reduce-scatter output of wo (SP)
     elif ac == "op":
         # odd-numbered matmuls: wqkv (1), w1 (3), w2 (5); wo (2), w3 (4) recomputed
         kept = layer_input + qkv_out + f_out + a * sb * h
@@ -174,6 +355,71 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     return TitanLayer(kept=kept, full=full, layer_input=layer_input)
 
 
+def moe_tokens(sb: int, *, tp: int, ep: int) -> float:
+    """Tokens one rank routes per micro-batch: with EP torchtitan 0.3.0 splits the sequence over the TP
+    ranks before the router (``models/common/moe_sharding.py``: the router's and routed experts' input
+    is ``dense_sequence_parallel_placement`` when ``enable_ep``); without EP every TP rank routes all
+    ``sb`` tokens (``Replicate``) through TP-sharded experts."""
+    return sb / tp if ep > 1 else float(sb)
+
+
+def moe_expert_width(arch: ModelArch, *, tp: int, ep: int) -> float:
+    """FFN width of one rank's routed experts: full with EP, ``Fe / tp`` without (module docstring of
+    :func:`titan_param_shapes`)."""
+    return float(arch.expert_ffn if ep > 1 else arch.expert_ffn / tp)
+
+
+def moe_backward_phases(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1,
+                        ep: int = 1) -> dict[str, tuple[float, float]]:
+    """(bytes allocated, kept bytes already freed) at the peak of each phase of the backward of one
+    torchtitan MoE layer, on top of what its forward kept
+    (per micro-batch and rank, balanced routing: ``R = N = T k`` rows, ``D = h``, ``F`` the rank's expert
+    width, ``a = 2``), the larger of its two phases walked in autograd's order through torchtitan 0.3.0's
+    ``models/common/{moe,token_dispatcher}.py`` and ``ops/scatter_add.py``:
+
+    - the combine's backward (first): ``deterministic_scatter_add``'s gather, ``.to(bf16)``'s fp32 grad,
+      the ``routed_output.float() * scores`` backward's fp32 grad of the routed output and its fp32
+      product for the scores' grad: three fp32 ``[N, D]`` alive at the ``sum`` (``12 N D``); without TP a
+      shared expert's backward runs before it (autograd runs the later-created branch first) and leaves
+      its input gradient ``a sb D`` while freeing what it kept (``2 g a sb Fs``); under TP the routed
+      branch's output redistribution is created last, so the shared expert's backward follows (traced);
+    - the grouped experts' backward (``GroupedExperts.forward``), after the combine freed its kept fp32
+      copy ``4 N D``, at the larger of two moments: the SwiGLU ``mul`` backward (the incoming bf16
+      ``[R, D]`` gradient -- ``_unpermute``'s ``index`` backward, alive through the experts' backward --,
+      ``w2``'s input gradient and the ``mul``'s two gradients ``3 a R F``, ``w2``'s bf16 weight gradient
+      ``a e D F`` with ``e`` local experts; ``w2``'s saved input ``a R F`` released) and the end of ``w1`` /
+      ``w3``'s backward (their two input gradients beside the incoming one ``3 a R D``, one ``a R F``
+      gradient, the three weight gradients ``3 a e D F``; the four kept ``[R, F]`` released).
+
+    The phase with the larger net (allocated minus freed) is the peak (:func:`moe_backward_bytes`).  The attention's backward that
+    follows runs after the MoE's kept tensors are freed; the other weight gradients are the FSDP unit's
+    (its post-backward).  Traced per phase (``tests/test_memory_titan_moe.py``)."""
+    a = 2.0
+    sb = seq // cp * mbs
+    T = moe_tokens(sb, tp=tp, ep=ep)
+    N = T * arch.moe_router_topk
+    D = arch.hidden_size
+    F = moe_expert_width(arch, tp=tp, ep=ep)
+    grad_in = freed = 0.0
+    if arch.moe_shared_expert_intermediate_size and tp == 1:
+        g, fs = (2 if arch.swiglu else 1), arch.moe_shared_expert_intermediate_size
+        # its input gradient and bf16 weight gradients (w1, w2, w3) in, its kept tensors out
+        grad_in, freed = a * sb * D + a * (g + 1) * D * fs, 2 * g * a * sb * fs
+    e = (arch.num_experts or 1) // ep if ep > 1 else (arch.num_experts or 1)
+    # SwiGLU backward: w2's bf16 weight gradient [e, D, F] came with its input gradient
+    swiglu = (a * N * D + 3 * a * N * F + a * e * D * F + grad_in, freed + 4.0 * N * D + a * N * F)
+    # w1 / w3 backward: their input gradients beside the incoming one, all three weight gradients
+    w13 = (3 * a * N * D + a * N * F + 3 * a * e * D * F + grad_in, freed + 4.0 * N * D + 4 * a * N * F)
+    return {"combine": (12.0 * N * D + grad_in, freed), "experts": max(swiglu, w13, key=lambda x: x[0] - x[1])}
+
+
+def moe_backward_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1,
+                       ep: int = 1) -> tuple[float, float]:
+    """(allocated, freed) of the phase of :func:`moe_backward_phases` with the larger net."""
+    ph = moe_backward_phases(arch, seq=seq, mbs=mbs, tp=tp, cp=cp, ep=ep)
+    return max(ph.values(), key=lambda x: x[0] - x[1])
+
+
 def head_kept_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1, compiled: bool = False,
                     impl: TitanImpl = TITAN) -> tuple[float, float, float]:
     """(final-norm kept, lm_head input, fp32 log-probabilities) of the last stage."""
@@ -184,50 +430,90 @@ def head_kept_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1
     return nb * sb * h / tp + 4.0 * sb / tp, 2.0 * sb * h, 4.0 * sb * arch.vocab_size / tp
 
 
-def _unit_transient(U: float, S: int, held: bool) -> float:
-    """FSDP2 post-backward of one unit of ``U`` parameters (per TP rank), traced: bf16 unsharded
-    weight gradient ``2U``, fp32 reduce-scatter input ``4U`` (``foreach_reduce`` copies the grads in the
-    reduce dtype), with a shard group of one the divided copy ``4U``, the still-held bf16 parameters
-    ``2U`` of a unit not resharded after forward (shard group > 1)."""
-    return U * (2 + 4 + (4 if S == 1 else 0) + (2 if held and S > 1 else 0))
+Unit = tuple  # (kind "emb" | "layer" | "moe" | "head", tuple[FsdpGroup, ...], kept, rebuilt, backward bytes)
 
 
-def stage_walk(*, static: float, units: list[tuple[str, float, float, float]], S: int, head: tuple | None,
-               emb_ids: float, loss_grads: float, held_head: float, pp_extra: float,
-               layer_bwd: float) -> tuple[float, dict[str, float]]:
+def unit_unsharded(groups: tuple[FsdpGroup, ...]) -> float:
+    """Elements a unit holds unsharded on this rank (all its groups' all-gather outputs)."""
+    return sum(g.unsharded for g in groups)
+
+
+def unit_sharded(groups: tuple[FsdpGroup, ...]) -> float:
+    """Elements of the unit's padded shards on this rank (fp32 parameter, gradient, each AdamW state)."""
+    return sum(g.sharded for g in groups)
+
+
+def _unit_transient(groups: tuple[FsdpGroup, ...], held: bool) -> float:
+    """FSDP2 post-backward of one unit, per parameter group of ``U`` unsharded elements over ``S`` ranks,
+    traced: bf16 unsharded weight gradient ``2U``, fp32 reduce-scatter input ``4U`` (``foreach_reduce``
+    copies the grads in the reduce dtype), with a shard group of one the divided copy ``4U``, the
+    still-held bf16 parameters ``2U`` of a unit not resharded after forward (shard group > 1)."""
+    return sum(g.unsharded * (2 + 4 + (4 if g.shard == 1 else 0) + (2 if held and g.shard > 1 else 0))
+               for g in groups)
+
+
+def _held_bf16(groups: tuple[FsdpGroup, ...]) -> float:
+    """bf16 unsharded parameters of the groups FSDP2 actually shards (a shard group of one keeps none)."""
+    return sum(2.0 * g.unsharded for g in groups if g.shard > 1)
+
+
+def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids: float, loss_grads: float,
+               held_head: float, pp_extra: float, in_grad: float = 0.0,
+               mb_scale: float = 1.0) -> tuple[float, dict[str, float]]:
     """The peak of one stage's step and its breakdown (``gradients``, ``activations``, ``transient``).
 
-    ``units`` = the stage's blocks in forward order as (kind, U params per TP rank, kept bytes,
-    recompute bytes rebuilt in its backward); ``head`` = (final-norm kept, lm_head input, log-probs,
-    U_head) on the last stage; ``emb_ids`` the embedding's saved ids (and ``U_emb`` via units kind
-    "emb").  Levels: loss backward, head backward, each block's backward, the embedding's backward.
+    ``units`` = the stage's FSDP units in forward order as ``(kind, groups, kept bytes, recompute bytes
+    rebuilt in its backward, backward bytes)`` (:class:`FsdpGroup` per parameter group; the backward bytes
+    are what the block's backward holds beyond the activations without its kept ones: a dense block's
+    measured temporaries; for an MoE block :func:`moe_backward_bytes`' (allocated, freed)); ``head`` =
+    (final-norm kept, lm_head input, log-probs, head groups) on the last stage; ``emb_ids`` the
+    embedding's saved ids; ``in_grad`` one block's input gradient ``a sb h / t``; ``mb_scale`` the
+    micro-batches in flight the units' kept bytes are scaled by (one of them is in backward).  Levels: loss backward,
+    head backward, each block's backward (with the unit FSDP2 prefetches next in backward, the one before
+    it in forward order, unsharded; an MoE block in two moments: its backward, with its own unsharded
+    parameters, then its post-backward's reduce-scatter), the embedding's backward.
     """
     levels: list[tuple[float, dict[str, float]]] = []
-    acts = sum(u[2] for u in units if u[0] == "layer") + emb_ids
+    acts = sum(u[2] for u in units if u[0] in ("layer", "moe")) + emb_ids
     if head is not None:
-        hn, hin, logp, Uh = head
+        hn, hin, logp, hg = head
         base_act = acts + hn + hin + logp
         levels.append((static + base_act + held_head + loss_grads + pp_extra,
                        {"gradients": 0.0, "activations": base_act, "transient": held_head + loss_grads + pp_extra}))
-        tr = _unit_transient(Uh, S, held_head > 0) + hin
-        levels.append((static + acts + hn + 4 * Uh / S + tr + pp_extra,
-                       {"gradients": 4 * Uh / S, "activations": acts + hn, "transient": tr + pp_extra}))
-        grads = 4 * Uh / S
+        tr = _unit_transient(hg, held_head > 0) + hin
+        gh = 4 * unit_sharded(hg)
+        levels.append((static + acts + hn + gh + tr + pp_extra,
+                       {"gradients": gh, "activations": acts + hn, "transient": tr + pp_extra}))
+        grads = gh
     else:
         grads = 0.0
-    for kind, U, kept, rebuilt in reversed(units):
+    for j in reversed(range(len(units))):
+        kind, groups, kept, rebuilt, bwd = units[j][:5]
+        U = unit_unsharded(groups)
+        g_out = 4 * unit_sharded(groups)
         if kind == "emb":
             # the embedding's reduce-scatter output is still a temporary at its level (traced)
-            tr = U * (2 + 4 + 4 / S + (4 if S == 1 else 0))
+            tr = sum(g.unsharded * (2 + 4 + (4 if g.shard == 1 else 0)) + 4 * g.sharded for g in groups)
             levels.append((static + grads + tr + pp_extra,
                            {"gradients": grads, "activations": 0.0, "transient": tr + pp_extra}))
-            grads += 4 * U / S
+            grads += g_out
             continue
         acts -= kept
-        tr = _unit_transient(U, S, False) + rebuilt + layer_bwd + (2 * U if S > 1 else 0.0)
-        levels.append((static + grads + acts + 4 * U / S + tr + pp_extra,
-                       {"gradients": grads + 4 * U / S, "activations": acts, "transient": tr + pp_extra}))
-        grads += 4 * U / S
+        prefetched = _held_bf16(units[j - 1][1]) if j > 0 else 0.0
+        if kind == "moe":
+            # its backward: the activations it kept (or rebuilt) and what its backward allocates
+            alloc, freed = bwd
+            own = kept / max(1.0, mb_scale) + rebuilt - freed
+            tr = alloc + _held_bf16(groups) + prefetched
+            levels.append((static + grads + acts + own + tr + pp_extra,
+                           {"gradients": grads, "activations": acts + own, "transient": tr + pp_extra}))
+            tr = _unit_transient(groups, False) + prefetched + in_grad
+        else:
+            tr = _unit_transient(groups, False) + rebuilt + bwd + prefetched
+        levels.append((static + grads + acts + g_out + tr + pp_extra,
+                       {"gradients": grads + g_out, "activations": acts, "transient": tr + pp_extra}))
+        grads += g_out
+        del U
     return max(levels, key=lambda x: x[0])
 
 
@@ -235,15 +521,16 @@ def stage_walk(*, static: float, units: list[tuple[str, float, float, float]], S
 class PPStage:
     """One pipeline stage (a model part of torchtitan's splitter) as the PP walk sees it, per GPU.
 
-    ``units``: FSDP units in forward order, ``(kind, U, kept, rebuilt)`` with ``kind`` ``emb`` / ``layer``
-    / ``head``, ``U`` parameters per TP rank, ``kept`` bytes one micro-batch keeps for its backward,
+    ``units``: FSDP units in forward order, ``(kind, groups, kept, rebuilt, bwd)`` with ``kind`` ``emb`` /
+    ``layer`` / ``moe`` / ``head``, ``groups`` its :class:`FsdpGroup` s, ``kept`` bytes one micro-batch
+    keeps for its backward, ``bwd`` what its backward allocates (:func:`stage_walk`),
     ``rebuilt`` what its recomputation rebuilds in backward.  ``extra_kept``: per micro-batch bytes kept
     outside the units (token ids, the stage output held in the schedule's ``fwd_cache``, on the last
     stage the final norm, lm_head input, fp32 log-probabilities and the bf16 logits).  ``boundary``: the
     bytes of one stage-boundary tensor ``a sb h`` (one receive buffer per micro-batch).
     """
 
-    units: tuple[tuple[str, float, float, float], ...]
+    units: tuple[Unit, ...]
     extra_kept: float
     first: bool
     last: bool
@@ -290,8 +577,8 @@ def torch_pp_ops(schedule: str, pp: int, vpp: int, nmb: int, rank: int) -> list[
     return ops
 
 
-def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, int, int]], S: int, nmb: int,
-                 held: bool, layer_bwd: float) -> tuple[float, dict[str, float]]:
+def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, int, int]], nmb: int,
+                 held: bool) -> tuple[float, dict[str, float]]:
     """Peak of one GPU of a pipeline rank over torch.distributed.pipelining's step with FSDP2, and its
     breakdown (``gradients``, ``activations``, ``transient``, and inside those ``held`` unsharded
     parameters, ``recv`` buffers, ``accumulated`` gradients).  ``stages``: the rank's model parts (one per
@@ -319,8 +606,8 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
       the head's still alive at the output ``4 U / S``); the last forward's output is still referenced.
     """
     n = len(stages)
-    hp = [2.0 * sum(u[1] for u in st.units) for st in stages]
-    acc_all = [4.0 * sum(u[1] for u in st.units) for st in stages]
+    hp = [2.0 * sum(unit_unsharded(u[1]) for u in st.units) for st in stages]
+    acc_all = [4.0 * sum(g.grad_elems for u in st.units for g in u[1]) for st in stages]
     K = [sum(u[2] for u in st.units) + st.extra_kept for st in stages]
     recv = sum(nmb * st.boundary * ((not st.first) + (not st.last)) for st in stages)
     inflight = [0] * n
@@ -351,26 +638,33 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
         G = G_other + (acc_all[c] if acc_done[c] else 0.0)
         acts = K[c]
         unit_unsh = 0.0
-        for ukind, U, kept, rebuilt in reversed(st.units):
-            first_acc = 0.0 if acc_done[c] else 4.0 * U
+        for ukind, groups, kept, rebuilt, bwd in reversed(st.units):
+            U = unit_unsharded(groups)
+            Ug = sum(g.grad_elems for g in groups)  # unsharded gradients are the parameters' own size
+            first_acc = 0.0 if acc_done[c] else 4.0 * Ug
             Hc = hp[c] if unsh[c] else unit_unsh + 2.0 * U
             if ukind == "head":
                 # loss backward: fp32 gradients of the logits beside everything kept
                 add(base_acts + acts, G, st.loss_grads, H_other + (hp[c] if unsh[c] else unit_unsh), G)
                 acts -= st.log_probs
                 # lm_head backward: bf16 weight gradient beside the logits' gradient and its input's
-                add(base_acts + acts, G + first_acc, 2.0 * U + st.logits_kept + st.boundary, H_other + Hc,
+                add(base_acts + acts, G + first_acc, 2.0 * Ug + st.logits_kept + st.boundary, H_other + Hc,
                     G + first_acc)
                 acts -= kept
             elif ukind == "emb":
                 acts -= kept
-                add(base_acts + acts, G + first_acc, 2.0 * U, H_other + Hc, G + first_acc)
+                add(base_acts + acts, G + first_acc, 2.0 * Ug, H_other + Hc, G + first_acc)
             else:
                 # the block's backward (its recomputed activations, gradient temporaries, bf16 weight
                 # gradients), then its post-backward (the first micro-batch upcasts to fp32)
-                add(base_acts + acts - kept, G, 2.0 * U + rebuilt + layer_bwd, H_other + Hc, G)
+                # an MoE block's peak comes before its weight gradients (moe_backward_bytes)
+                if ukind == "moe":
+                    alloc, freed = bwd
+                    add(base_acts + acts + rebuilt - freed, G, alloc, H_other + Hc, G)
+                else:
+                    add(base_acts + acts - kept, G, 2.0 * Ug + rebuilt + bwd, H_other + Hc, G)
                 acts -= kept
-                add(base_acts + acts, G + first_acc, 2.0 * U, H_other + Hc, G + first_acc)
+                add(base_acts + acts, G + first_acc, 2.0 * Ug, H_other + Hc, G + first_acc)
             G += first_acc
             unit_unsh += 2.0 * U
         inflight[c] -= 1
@@ -386,15 +680,17 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
             done = 0.0
             rest_acc = acc_all[c]
             rest_held = hp[c]
-            for ukind, U, _, _ in st.units:
-                rest_acc -= 4.0 * U
-                rest_held -= 2.0 * U
-                # copy-in: the accumulated gradient beside the reduce-scatter input; the embedding's and
-                # the head's accumulated gradient is still alive when the output is allocated (traced), a
-                # block's is freed after the copy-in (``foreach_reduce``: ``unsharded_grads.clear()``)
-                rs = 8.0 * U + (4.0 * U / S if ukind in ("emb", "head") else 0.0)
-                add(acts_r, G_other + done + rest_acc, rs, H_other + rest_held, G_other + rest_acc)
-                done += 4.0 * U / S
+            for ukind, groups, *_ in st.units:
+                for g in groups:  # one foreach_reduce per FSDP2 parameter group
+                    U = g.unsharded
+                    rest_acc -= 4.0 * g.grad_elems
+                    rest_held -= 2.0 * U
+                    # copy-in: the accumulated gradient beside the reduce-scatter input; the embedding's and
+                    # the head's accumulated gradient is still alive when the output is allocated (traced), a
+                    # block's is freed after the copy-in (``foreach_reduce``: ``unsharded_grads.clear()``)
+                    rs = 4.0 * g.grad_elems + 4.0 * U + (4.0 * g.sharded if ukind in ("emb", "head") else 0.0)
+                    add(acts_r, G_other + done + rest_acc, rs, H_other + rest_held, G_other + rest_acc)
+                    done += 4.0 * g.sharded
             sharded_grads += done
             reduced[c] = True
             unsh[c] = False

@@ -239,3 +239,33 @@ def rank_actions(o: ScheduleOrders, rank: int) -> list[tuple[str, int, int]]:
         k, _, c, mb = o.decode(a)
         out.append((KIND_NAMES[k], c, mb))
     return out
+
+
+@lru_cache(maxsize=64)
+def combined_1f1b_orders(pp: int, vpp: int, num_microbatches: int, group: int | None = None) -> ScheduleOrders:
+    """Megatron's combined 1F1B (``--overlap-moe-expert-parallel-comm``, megatron-core 0.16.1
+    ``pipeline_parallel/combined_1f1b.py``): the interleaved order with one more warm-up forward
+    (``get_pp_rank_microbatches``: "we schedule one extra micro-batch forward step before the 1f1b
+    stages"; megatron requires virtual stages with PP > 1), or without a pipeline one forward ahead
+    of the backwards; each steady-state (F, B) pair then runs as one merged step, the forward's layers
+    interleaved with the backward's (``model_chunk_schedule_plan.py``).  Same encoding as
+    :func:`schedule_orders`; the pairs are the actions at the odd positions after the warm-up."""
+    m = num_microbatches
+    if pp == 1:
+        ns = 3 * vpp + 1
+        fwd = [mb * ns + F * vpp + c for mb in range(m) for c in range(vpp)]
+        bwd = [mb * ns + B * vpp + vpp - 1 - c for mb in range(m) for c in range(vpp)]
+        orders: tuple[tuple[int, ...], ...] = (_steady(fwd, bwd, min(vpp, m * vpp)),)
+    else:
+        sched = _normalize("interleaved_1f1b", pp, vpp, m, group)
+        if sched != "interleaved_1f1b":
+            raise PlanError("parallel.vpp", vpp, "the combined 1F1B schedule needs virtual stages with pp > 1")
+        g = pp if group is None else group
+        table = megatron_schedule_table(m, vpp, g)
+        orders = tuple(
+            _steady([mb * (3 * pp * vpp + 1) + (F * pp + r) * vpp + c for mb, c in table],
+                    [mb * (3 * pp * vpp + 1) + (B * pp + r) * vpp + vpp - 1 - c for mb, c in table],
+                    min(megatron_interleaved_warmup(pp, vpp, m, r, g) + 1, m * vpp))
+            for r in range(pp))
+    return ScheduleOrders(schedule="combined_1f1b", pp=pp, vpp=vpp, m=m, split_backward=False, v_shape=False,
+                          orders=orders)

@@ -40,7 +40,7 @@ def run_steps(plan: Plan, layer_times: LayerTimes, record_timeline: bool = False
 
 
 def projection_result(st: Steps, mode: str, record_timeline: bool = False,
-                      memory_margin: float = 0.05) -> ProjectionResult:
+                      memory_margin: float = 0.0) -> ProjectionResult:
     """The :class:`ProjectionResult` of ``st``: the iteration's time, throughput, FLOPs (Megatron's
     ``num_floating_point_operations``, ``cost/flops.py``), MFU on the GPU's peak of the plan's precision,
     memory (``memory/estimate.py``), breakdown, timeline and notes."""

@@ -1,5 +1,5 @@
 """A "GPU" spec for the local machine, from measured costs, so the projection can be checked
-against real runs on it (e.g. CPU + gloo on loopback).
+against real runs on it (CPU + gloo on loopback; ``scripts/validation/measure_gloo.py``).
 
 The cost model (:mod:`primus_launch.projection.iteration`, :mod:`~primus_launch.projection.cost.collectives`)
 reads the plan's ``cluster.gpu`` spec for everything it adds analytically.  To compare a projection
@@ -11,9 +11,8 @@ to the CLI later); set ``plan.cluster.gpu = name``:
 - links (gloo on loopback, 2 processes, each bound to its own core): every operation the collectives
   model prices -- all-reduce, all-gather, reduce-scatter, all-to-all (the torch.distributed calls
   megatron-core makes) and send/recv -- at eight message sizes (:data:`LINK_SIZES`), all interleaved,
-  mean of :data:`LINK_REPEATS` calls (:func:`link_time`), each fitted to its own ``t = b / B + c`` (``b``: the op's bus bytes, :func:`measure_links`).  Why per
-  op: gloo's ops do not cost alike (``scripts/validate_measure.py`` prints each op's points and fit;
-  an EP=2 run's all-gathers and reduce-scatters cost more than the all-reduce fit says).  Each fit
+  mean of :data:`LINK_REPEATS` calls (:func:`link_time`), each fitted to its own ``t = b / B + c``
+  (``b``: the op's bus bytes, :func:`measure_links`; gloo's ops do not cost alike).  Each fit
   is registered as the op's pair in
   ``collectives.Fabric`` (:func:`fabric_fields`, ``collectives.register_fabric``; reduce-scatter and
   p2p get their own pair), so ``t = busbytes / (e_op B_up) + l_op`` is the op's fit; the measured
@@ -45,44 +44,18 @@ import torch
 from primus_launch.fileio import atomic_write_text
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.hardware.gpus import get_gpu, load_gpu_file
-from primus_launch.projection.measure.timing import flush_buffer
 
-
-#: share of the calls dropped at each end by :func:`trimmed_mean` (diagnostic lines; a link's
-#: priced time is the plain mean, :func:`link_time`)
-TRIM = 0.1
+from .realrun import free_port, pin_rank, wait_result
 
 
 def link_time(xs: list[float]) -> float:
-    """A link point: the plain mean of its calls' times.
-
-    A run's communication is the sum of many calls (the TP=2 case makes ~150 per iteration, EP=2's
-    ~200), whose expectation is the count times the per-call *mean*, slow tail included: a gloo
-    call's time on this VM has a long right tail (the 90th percentile 3-5 ms where the median is
-    0.2-2 ms; ``scripts/validate_measure.py`` prints them), which the run pays in proportion.  A
-    10 %-trimmed mean (the points' statistic before) drops that tail: one in-situ measurement at
-    a7d389c (``measure_links(compute_s=0.0021)``, the validation's) read 0.97-1.95 x higher by the
-    mean (all-gather 64-128 KiB 1.57-1.61 x, 512 KiB 1.06 x; all-to-all 64-256 KiB 1.78-1.95 x;
-    all-reduce and reduce-scatter at 256 KiB-4 MiB 0.97-1.02 x).  The real runs pay the tail:
-    ``validate_measure.py``'s taken-apart lines set their calls' sum per iteration beside the
-    trimmed means times the count.  With :data:`LINK_REPEATS` calls the mean moves by ~0.15 ms
-    between measurements."""
+    """A link point: the plain mean of its calls' times.  A run's communication is the sum of many
+    calls, whose expectation is the count times the per-call *mean*, slow tail included (a gloo
+    call's time on a shared VM has a long right tail, which the run pays in proportion)."""
     return statistics.mean(xs)
 
 
-def trimmed_mean(xs: list[float], trim: float = TRIM) -> float:
-    """Mean of ``xs`` without the lowest and highest ``trim`` share (at least one value kept).
-
-    For diagnostic lines only (``scripts/validate_measure.py``'s per-call figures,
-    ``scripts/gloo_idle_loops.py``): a typical call without its preemptions.  A link point, which
-    prices the sum of a run's calls, is their plain mean (:func:`link_time`), slow tail included."""
-    v = sorted(xs)
-    k = int(len(v) * trim)
-    v = v[k:len(v) - k] or v
-    return sum(v) / len(v)
-
-
-def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
     """Least-squares ``t = S / B + c`` -> (B bytes/s, c seconds); B inf-safe, c >= 0."""
     n = len(points)
     mx = sum(s for s, _ in points) / n
@@ -151,30 +124,22 @@ def _op_call(op: str, rank: int, nbytes: int):
     raise ValueError(f"op {op!r}: allowed {OPS}")
 
 
-def in_situ_work(gemms: int, evict: bool = True):
-    """A no-argument call doing the work an in-situ link call follows: with ``evict`` an update of
-    ``timing.flush_buffer`` (the caches evicted, as a layer's compute evicts them before its
-    collective), then ``gemms`` bf16 GEMMs of 256^3 (:func:`measure_links`)."""
+def in_situ_work(gemms: int):
+    """A no-argument call doing the work an in-situ link call follows: ``gemms`` bf16 GEMMs of
+    256^3 (:func:`measure_links`)."""
     a = torch.randn(256, 256, dtype=torch.bfloat16)
-    flush = flush_buffer(torch.device("cpu")) if evict else None
 
     def work() -> None:
-        if flush is not None:
-            flush.add_(1)
         for _ in range(gemms):
             a @ a
     return work
 
 
 def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s: float, q,
-                 ops: tuple[str, ...] = OPS, evict: bool = True) -> None:
+                 ops: tuple[str, ...] = OPS) -> None:
     import torch.distributed as dist
 
-    from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
-    from primus_launch.projection.measure.cpu_pin import pin_rank
-
-    keep_freed_memory()  # as the measuring process and the real runs' ranks (cpu_alloc)
-    pin_rank(rank)  # one core per rank, as the real runs and the measuring process (cpu_pin)
+    pin_rank(rank)  # one core per rank, as the real runs' ranks
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=2)
@@ -187,10 +152,9 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
         per = (time.perf_counter() - t0) / 20
         n = torch.tensor([max(1, round(compute_s / per))])
         dist.all_reduce(n, op=dist.ReduceOp.MAX)  # identical work on both ranks
-        work = in_situ_work(int(n.item()), evict)
+        work = in_situ_work(int(n.item()))
     calls = {(op, nbytes): _op_call(op, rank, nbytes) for nbytes in sizes for op in ops}
     ts: dict[tuple[str, int], list[float]] = {key: [] for key in calls}
-    stamps: dict[tuple[str, int], list[tuple[float, float]]] = {key: [] for key in calls}
     for i in range(repeats + 2):
         for key, call in calls.items():  # interleaved: a change of load hits every op and size alike
             if work is None:
@@ -201,26 +165,9 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
             call()
             t1 = time.perf_counter()
             ts[key].append((t1 - t0) / (2 if key[0] == "p2p" else 1))  # p2p: one-way
-            stamps[key].append((t0, t1))
     res = {op: [(float(nbytes), link_time(ts[(op, nbytes)][2:])) for nbytes in sizes] for op in ops}
     res["samples"] = {f"{op}|{nb}": v[2:] for (op, nb), v in ts.items()}
-    # arrival accounting (CLOCK_MONOTONIC, one clock for both processes): per call, the time from
-    # the later rank's entry to this rank's exit (the call without the wait for the peer) and the
-    # two ranks' entry gap
-    both = [None, None]
-    dist.all_gather_object(both, {f"{op}|{nb}": v for (op, nb), v in stamps.items()})
     if rank == 0:
-        peer = both[1]
-        aligned, skew = {}, {}
-        for op in ops:
-            aligned[op], gaps = [], []
-            for nbytes in sizes:
-                mine, theirs = stamps[(op, nbytes)][2:], peer[f"{op}|{nbytes}"][2:]
-                per = [(e - max(a, b)) / (2 if op == "p2p" else 1) for (a, e), (b, _) in zip(mine, theirs)]
-                aligned[op].append((float(nbytes), link_time(per)))
-                gaps += [abs(a - b) for (a, _), (b, _) in zip(mine, theirs)]
-            skew[op] = statistics.median(gaps)
-        res["arrival"] = {"aligned": aligned, "entry_gap_s": skew}
         q.put(res)
     dist.barrier()
     dist.destroy_process_group()
@@ -232,53 +179,38 @@ def _link_worker(rank: int, port: int, sizes: list[int], repeats: int, compute_s
 #: 64 KiB to 1 MiB, where the validation runs' TP / CP / EP calls are (128-512 KiB): the measured
 #: points price the calls between them (:func:`fabric_fields`), and gloo's do not lie on one line
 LINK_SIZES = (1 << 12, 1 << 14, 1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20, 1 << 22)
-#: calls per (op, size): a gloo call's time on this VM is bimodal at every size (10th percentile
-#: ~0.1-0.3 ms, 90th ~3-5 ms; ``scripts/validate_measure.py`` prints them): with a share p of slow
-#: calls ~3.5 ms apart from the fast ones the standard deviation is 3.5 sqrt(p (1 - p)) ~ 1.5 ms at
-#: p ~ 0.25, so the mean of n calls moves by ~1.5 / sqrt(n) ms: 0.27 at 30, 0.15 at 100
+#: calls per (op, size): a gloo call's time on a shared VM is bimodal at every size, so the mean of
+#: n calls moves by ~1.5 / sqrt(n) ms: 0.15 ms at 100
 LINK_REPEATS = 100
 
 
 def measure_links(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = LINK_REPEATS, compute_s: float = 0.0,
-                  ops: tuple[str, ...] = OPS, evict: bool = True) -> dict:
+                  ops: tuple[str, ...] = OPS) -> dict:
     """gloo loopback times of each collective the cost model prices, 2 processes:
     ``{op: [(S, t)], "fit": {op: (B, c)}}`` for op in ``ops`` (:data:`OPS`; ``S`` as
     :func:`_op_call` says; p2p one-way).  ``fit[op]`` is the least-squares ``t = b / B + c`` with
     ``b`` the op's NCCL-tests bus bytes (``collectives.bus_bytes``: S for an all-reduce of 2 ranks,
     S/2 for all-gather / reduce-scatter / all-to-all) and ``b = S`` for p2p, so ``B`` is the op's
     bus bandwidth and ``c`` its constant; ``fit["joint"]``: all-reduce and p2p together
-    (:func:`_joint_fit`, when both were timed).  ``"arrival"`` (diagnostic, priced by nothing):
-    ``aligned`` ``{op: [(S, t)]}`` with ``t`` timed from the later rank's entry (both processes
-    read one monotonic clock), its ``fit``, and ``entry_gap_s`` ``{op: median gap between the two
-    ranks' entries}``: how much of the in-situ figure is the wait for the peer.  Every (op, size)
-    is timed once per round, so a change
-    of load on the machine hits them alike; each point is the :func:`link_time` (mean) of ``repeats``
-    rounds after 2 warm-ups (``"samples"``: every call's time, ``{"op|S": [t]}``).
+    (:func:`_joint_fit`, when both were timed).  Every (op, size) is timed once per round, so a
+    change of load on the machine hits them alike; each point is the :func:`link_time` (mean) of
+    ``repeats`` rounds after 2 warm-ups (``"samples"``: every call's time, ``{"op|S": [t]}``).
 
     ``compute_s = 0``: each collective starts after a barrier (the isolated link cost).
-    ``compute_s > 0``: "in situ" -- both ranks first evict the caches (the update of
-    ``timing.flush_buffer`` the measured pieces get before each pass) and run the same ``compute_s``
-    of GEMMs, as a TP layer does between its all-reduces, and the collective's time then includes
-    waiting for the later rank: the effective cost of a synchronising collective on this node, whose
-    OS / shared-core jitter makes the two ranks arrive apart (on a shared 2-core machine this was
-    2-3x the isolated cost).  The eviction (``evict``, default; False: the GEMMs alone, whose
-    128 KiB operand leaves the caches warm): in a training step a collective follows compute that
-    streamed the layer's weights and activations through the caches, so gloo's buffers and the
-    tensors are cold (``scripts/validate_measure.py`` sets each real call against its price, and
-    ``--links-warm`` times the links without the eviction).  Calls issued right after another call
-    (an MoE dispatch's three gathers, CP's K and V) find the caches warm and are priced high by it."""
+    ``compute_s > 0``: "in situ" -- both ranks run the same ``compute_s`` of GEMMs before each call,
+    as a TP layer does between its all-reduces, and the collective's time then includes waiting for
+    the later rank."""
     import torch.multiprocessing as mp
 
     from primus_launch.projection.cost.collectives import bus_bytes
-    from primus_launch.projection.measure.realrun import _free_port, wait_result
 
     bad = [op for op in ops if op not in OPS]
     if bad:
         raise ValueError(f"measure_links ops {bad}: allowed {OPS}")
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    port = _free_port()
-    procs = [ctx.Process(target=_link_worker, args=(r, port, list(sizes), repeats, compute_s, q, tuple(ops), evict),
+    port = free_port()
+    procs = [ctx.Process(target=_link_worker, args=(r, port, list(sizes), repeats, compute_s, q, tuple(ops)),
                          daemon=True)
              for r in range(2)]
     for p in procs:
@@ -290,16 +222,9 @@ def measure_links(sizes: tuple[int, ...] = LINK_SIZES, repeats: int = LINK_REPEA
             p.join(timeout=30)
             if p.is_alive():
                 p.terminate()
-    arrival = res.pop("arrival", None)
     samples = res.pop("samples", None)
-
-    def fits(points: dict) -> dict:   # each op against its bus bytes (p2p: the message)
-        return {op: _fit([(s if op == "p2p" else bus_bytes(op, s, 2), t) for s, t in v]) for op, v in points.items()}
-
-    res["fit"] = fits(res)
-    if arrival is not None:  # diagnostic only: not registered, nothing prices from it
-        arrival["fit"] = fits(arrival["aligned"])
-        res["arrival"] = arrival
+    res["fit"] = {op: fit_line([(s if op == "p2p" else bus_bytes(op, s, 2), t) for s, t in v])
+                  for op, v in res.items()}
     if "all_reduce" in res and "p2p" in res:
         res["fit"]["joint"] = _joint_fit(res)
     if samples is not None:
@@ -372,7 +297,7 @@ def gemm_flops(dtype: torch.dtype = torch.bfloat16, n: int = 1024, repeats: int 
 
 
 def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = True, link_fit: str = "all_reduce",
-                       link_compute_s: float = 0.0, per_op: bool = True, link_evict: bool = True,
+                       link_compute_s: float = 0.0, per_op: bool = True,
                        link_points: bool = True,
                        dtype: torch.dtype = torch.bfloat16, out_file: Optional[Path] = None,
                        clock: str = "process") -> dict:
@@ -389,9 +314,7 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
     group between the measured sizes (:func:`fabric_fields`; False: the fits alone).
     ``per_op=False``: every op from the one fit (the earlier model)."""
     from primus_launch.projection.cost import collectives
-    from primus_launch.projection.measure.cpu_alloc import keep_freed_memory
 
-    keep_freed_memory()  # the Adam step timed as the real runs' ranks run it (cpu_alloc)
     measured: dict = {}
     t_pp = adam_seconds_per_param(dtype=dtype, clock=clock)
     hbm_bw = cal.ADAM_BYTES_PER_PARAM / (t_pp * cal.HBM_BW_EFFICIENCY)
@@ -399,11 +322,11 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
     fields = {"vendor": "local", "peak_flops_bf16": peak, "peak_flops_fp8": peak,
               "hbm_bytes": float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
               "hbm_bw": hbm_bw, "intra_node_topology": "switch", "num_sms": 1,
-              "source": "measured on this machine by primus_launch.projection.measure.localhw"}
+              "source": "measured on this machine by scripts/validation/gloo_lab/localhw.py"}
     measured["adam_s_per_param"] = t_pp
     fab: dict = {}
     if links:
-        lk = links if isinstance(links, dict) else measure_links(compute_s=link_compute_s, evict=link_evict,
+        lk = links if isinstance(links, dict) else measure_links(compute_s=link_compute_s,
                                                                  ops=OPS if per_op else ("all_reduce", "p2p"))
         B, c = lk["fit"][link_fit]
         lat = c / 2 if link_fit == "all_reduce" else c

@@ -1,0 +1,119 @@
+"""Activations a pipeline rank holds at its peak, walked over the schedule's own order.
+
+A forward adds the bytes its chunk keeps for one micro-batch, the backward that releases them subtracts
+them (Megatron frees a micro-batch's activations after its backward); the peak of the running sum per
+rank is the answer (:func:`stage_activation_peaks`).  The weights are per (rank, chunk), so pipeline
+layouts whose chunks differ (the embedding or the loss counted as a layer, uneven first / last stages,
+MTP on the last chunk) are walked as they are, not as an average chunk.
+
+Orders (:mod:`primus_launch.projection.pipeline.orders`): Megatron's 1F1B and interleaved schedules
+(``microbatch_group_size_per_vp_stage``), torch's GPipe, the zero-bubble schedules (released at their
+weight-grad, an upper bound) and Megatron's combined 1F1B of ``--overlap-moe-expert-parallel-comm``
+(``combined_1f1b_orders``: one more warm-up forward, then each steady (F, B) pair as one merged step
+whose forward layers run interleaved with the backward's, megatron-core 0.16.1
+``models/common/model_chunk_schedule_plan.py``: per layer, the forward's attention and MoE run while
+the backward's MoE and attention are released).  During a merged step the rank holds what it held
+before, plus the forward's chunk minus the backward's once both are through, plus at most one layer
+of the forward beyond that: ``before + max(0, w_F - w_B) + layer_F``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from primus_launch.projection.pipeline.orders import B, F, W, combined_1f1b_orders, schedule_orders
+from primus_launch.projection.pipeline.simulate import activations_in_flight
+
+
+@lru_cache(maxsize=4096)
+def in_flight_closed_form(schedule: str, pp: int, vpp: int, m: int, group: int | None = None) -> tuple[float, ...]:
+    """Chunk-micro-batches of activations alive at each rank's peak.
+
+    Closed forms equal to :func:`pipeline.activations_in_flight`'s walk of the schedule order
+    (``tests/test_memory.py`` checks them): 1F1B ``min(pp - r, m)``; interleaved (Megatron)
+    ``min(2 (pp - r - 1) + (vpp - 1) g + 1, m vpp)`` with Megatron's micro-batch group ``g``
+    (default pp: the warm-up of ``get_pp_rank_microbatches`` plus the one in its first 1F1B step);
+    GPipe ``m vpp``.  Zero-bubble schedules
+    are walked with ``release="W"``: the weight-gradient pass still needs the linears' inputs,
+    so a micro-batch counts until its ``W`` (an upper bound).
+    """
+    if pp == 1:
+        return (1.0,)
+    if schedule == "1f1b" and vpp > 1:
+        # Megatron runs its interleaved schedule whenever virtual stages are set
+        # (get_forward_backward_func: forward_backward_pipelining_with_interleaving)
+        schedule = "interleaved_1f1b"
+    if schedule == "1f1b":
+        return tuple(float(min(pp - r, m)) for r in range(pp))
+    if schedule == "interleaved_1f1b":
+        g = pp if group is None else group
+        return tuple(float(min(2 * (pp - r - 1) + (vpp - 1) * g + 1, m * vpp)) for r in range(pp))
+    if schedule == "gpipe":
+        return tuple(float(m * vpp) for _ in range(pp))
+    return tuple(activations_in_flight(schedule, pp, vpp, m, release="W"))
+
+
+@lru_cache(maxsize=8192)
+def stage_activation_peaks(schedule: str, pp: int, vpp: int, m: int, group: int | None,
+                           chunk_bytes: tuple[tuple[float, ...], ...], ep_overlap: bool = False,
+                           layer_bytes: tuple[tuple[float, ...], ...] = ()) -> tuple[float, ...]:
+    """Per PP rank, the largest sum of kept activation bytes alive at once.
+
+    ``chunk_bytes[r][c]``: bytes chunk ``c`` of rank ``r`` keeps per micro-batch; ``ep_overlap``: walk
+    Megatron's combined 1F1B, ``layer_bytes[r][c]`` then being the largest single layer of that chunk.
+    """
+    if not ep_overlap and schedule in ("1f1b", "interleaved_1f1b", "gpipe"):
+        if all(len(set(row)) <= 1 for row in chunk_bytes):
+            # every chunk of a rank weighs the same: the closed forms of the walk (tests check them)
+            return tuple(n * (row[0] if row else 0.0) for n, row in zip(in_flight_closed_form(schedule, pp, vpp, m, group),
+                                                                       chunk_bytes))
+    if ep_overlap and (pp == 1 or vpp > 1):
+        o = combined_1f1b_orders(pp, vpp, m, group)
+        merged = True
+    else:
+        if schedule == "1f1b" and vpp > 1:
+            schedule = "interleaved_1f1b"  # Megatron runs the interleaved schedule with virtual stages
+        o = schedule_orders(schedule, pp, vpp, m, group)
+        merged = False
+    free_kind = W if o.split_backward else B
+    out = []
+    for r, order in enumerate(o.orders):
+        a = np.asarray(order, dtype=np.int64)
+        if not len(a):
+            out.append(0.0)
+            continue
+        ci = a % o.stride
+        kind = (ci // o.vpp) // o.pp
+        c = ci % o.vpp
+        w = np.asarray(chunk_bytes[r], dtype=float)[c]
+        delta = np.where(kind == F, w, np.where(kind == free_kind, -w, 0.0))
+        run = np.cumsum(delta)
+        if not merged:
+            out.append(float(max(0.0, run.max())))
+            continue
+        # steady (F, B) pairs: a forward directly followed by a backward (warm-up forwards are followed
+        # by forwards, cool-down backwards by backwards)
+        pair = (kind[:-1] == F) & (kind[1:] == B)
+        layer = (np.asarray(layer_bytes[r], dtype=float)[c] if layer_bytes else w)[:-1]
+        before = run[:-1] - delta[:-1]
+        merged_peak = np.where(pair, before + np.maximum(0.0, delta[:-1] + delta[1:]) + layer, -np.inf)
+        plain = run.copy()
+        plain[:-1][pair] = -np.inf  # the pair's forward is not alone: its merged peak stands for it
+        out.append(float(max(0.0, plain.max(), merged_peak.max() if len(merged_peak) else 0.0)))
+    return tuple(out)
+
+
+def chunk_micro_batches(schedule: str, pp: int, vpp: int, m: int, group: int | None = None,
+                        ep_overlap: bool = False) -> tuple[float, ...]:
+    """Per rank, the chunk-micro-batches alive at the peak (every chunk weighing one)."""
+    ones = tuple(tuple(1.0 for _ in range(vpp)) for _ in range(pp))
+    return stage_activation_peaks(schedule, pp, vpp, m, group, ones, ep_overlap,
+                                  tuple(tuple(0.0 for _ in range(vpp)) for _ in range(pp)) if ep_overlap else ())
+
+
+def as_weights(rows: Sequence[Sequence[float]]) -> tuple[tuple[float, ...], ...]:
+    """Hashable per (rank, chunk) weights for :func:`stage_activation_peaks`."""
+    return tuple(tuple(float(x) for x in row) for row in rows)

@@ -1,0 +1,385 @@
+"""Per-GPU memory of a Megatron-Core plan, per pipeline stage (megatron-core 0.16.1 with Transformer
+Engine 2.13 unless stated).
+
+Per pipeline stage (one GPU of that stage), in bytes:
+
+- **weights** ``N * w`` with ``N`` from :func:`params.stage_parameter_split` and ``w = 2`` for
+  bf16/fp16/fp8 (Megatron/TE keep bf16 weights under fp8 unless ``--fp8-param-gather``) and ``4`` for
+  fp32; under fp8 TE caches each linear's quantized weight across micro-batches (rowwise + columnwise
+  copies, minus the rowwise one an fp8 parameter already is);
+- **gradients** Megatron DDP's contiguous grad buffer, full size even with the distributed optimizer
+  (``distributed/param_and_grad_buffer.py``): fp32 iff Megatron accumulates in fp32
+  (``training/arguments.py``: ``accumulate_allreduce_grads_in_fp32`` = not ``--grad-reduce-in-bf16``
+  and ``--main-grads-dtype fp32``), else the parameters' 2 bytes;
+- **optimizer** Adam keeps an fp32 master copy and two fp32 moments (``--main-params-dtype`` /
+  ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` with ``--use-precision-aware-optimizer``).  The
+  distributed optimizer shards the dense parameters' state over the data-parallel x context-parallel
+  ranks (``optimizer/__init__.py`` builds it on ``intra_dp_cp_group``; the grad buffer's
+  ``data_parallel_group`` is the dp x cp group, ``distributed/distributed_data_parallel.py``) and the
+  experts' over expert-DP; ``--optimizer-cpu-offload`` keeps its fraction on the host; Megatron-FSDP
+  shards weights, gradients and state over dp x cp;
+- **activations** per (rank, chunk) the bytes one micro-batch keeps (:mod:`memory.activations`, with
+  recompute / offloading as below), walked over the schedule's own order
+  (:func:`memory.inflight.stage_activation_peaks`: interleaving with
+  ``--microbatch-group-size-per-virtual-pipeline-stage``, the combined 1F1B of
+  ``--overlap-moe-expert-parallel-comm``), the loss chunk's kept tensors included;
+  recompute: ``selective`` drops what each ``--recompute-modules`` entry recomputes;
+  ``full``/``uniform`` with ``N`` keeps the input of every group of ``N`` layers; ``full``/``block``
+  with ``N`` keeps only the input of the first ``N`` layers of each chunk and everything of the rest;
+- **transient** on top of the activations in flight, the largest of: a layer's backward temporaries
+  plus, with full recompute, the rebuilt group; on the last stage the loss forward's logits; on the
+  first stage the embedding weight-gradient; Megatron-FSDP's unsharded layer; MoE dispatch buffers
+  (permuted tokens and combine output of the rank's ``(token, expert)`` pairs); CP communication
+  buffers; a reloaded offloaded layer.
+
+``--delay-wgrad-compute`` runs each layer's weight gradient right after its input gradient inside the
+combined step (``model_chunk_schedule_plan.py``), so it keeps nothing across micro-batches; TE CUDA
+graphs (``--cuda-graph-impl transformer_engine``, TE >= 2.7 ``_reuse_graph_input_output_buffers``,
+megatron ``transformer/cuda_graphs.py``) free each graph's static outputs after its backward, so their
+pool holds what the eager schedule holds; a ``full_iteration`` graph (``full_cuda_graph.py``) also
+keeps every micro-batch's input data (tokens, labels, position ids, loss mask: 28 bytes per token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
+
+from primus_launch.plan import Plan
+from primus_launch.projection.memory.activations import (
+    TE,
+    ActivationImpl,
+    impl_for,
+    layer_activation_bytes,
+    moe_pairs,
+    mtp_activation_bytes,
+    output_activation_bytes,
+    rope_table_bytes,
+)
+from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
+from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
+from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
+from primus_launch.projection.result import StageMemory
+
+_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class McoreOpts:
+    """The Megatron settings beyond the layout that change memory (hashable, for the caches)."""
+
+    modules: tuple[str, ...] = ("core_attn",)  # --recompute-modules (granularity selective)
+    offload_layers: int = 0  # --cpu-offloading-num-layers (activations)
+    offload_modules: tuple[str, ...] = ()  # --offload-modules (fine-grained activation offloading)
+    optimizer_offload: float = 0.0  # --optimizer-cpu-offload --optimizer-offload-fraction
+    main_grads: int = 4  # bytes per gradient-buffer element
+    main_params: int = 4  # bytes of the optimizer's master copy (--main-params-dtype)
+    exp_avg: int = 4
+    exp_avg_sq: int = 4
+    fp8: str | None = None  # TE fp8 recipe when training in fp8 (delayed|tensorwise|blockwise|mxfp8)
+    fp8_param_gather: bool = False
+    cp_comm: str = "p2p"
+    mb_group: int | None = None  # --microbatch-group-size-per-virtual-pipeline-stage (None = pp)
+    layer_ids: tuple[int, ...] = ()  # full recompute of exactly these global layer ids (Primus recompute_layer_ids)
+    mtp_ids: tuple = ()  # with layer_ids: [rank][chunk] -> global ids of the chunk's MTP depths
+    ce: str = "unfused"  # the loss: unfused | native (--cross-entropy-loss-fusion) | te (its TE impl)
+    ep_overlap: bool = False  # --overlap-moe-expert-parallel-comm: the combined 1F1B schedule
+    full_graph: bool = False  # --cuda-graph-scope full_iteration (local CUDA graph of the whole step)
+
+
+def mcore_opts(plan: Plan) -> McoreOpts:
+    t, p = plan.training, plan.parallel
+    pa = t.precision_aware_optimizer
+    fp8 = (t.fp8_recipe or "delayed") if t.precision == "fp8" else None
+    fp32_grads = t.precision == "fp32" or (t.grad_reduce_in_fp32 and (not pa or t.main_grads_dtype == "fp32"))
+    ce = ("te" if t.cross_entropy_fusion_impl == "te" else "native") if t.cross_entropy_loss_fusion else "unfused"
+    return McoreOpts(
+        modules=tuple(sorted(set(t.recompute.modules))), offload_layers=t.offload.activation_layers,
+        offload_modules=tuple(sorted(set(t.offload.activation_modules))),
+        optimizer_offload=t.offload.optimizer_fraction,
+        main_grads=4 if fp32_grads else 2,
+        main_params=_DTYPE_BYTES[t.main_params_dtype] if pa else 4,
+        exp_avg=_DTYPE_BYTES[t.exp_avg_dtype] if pa else 4, exp_avg_sq=_DTYPE_BYTES[t.exp_avg_sq_dtype] if pa else 4,
+        fp8=fp8, fp8_param_gather=t.fp8_param_gather and fp8 is not None, cp_comm=p.cp_comm_type,
+        mb_group=p.microbatch_group, ce=ce,
+        ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
+        full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
+        **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
+           if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
+
+
+def _optimizer_bytes(precision: str, optimizer: str) -> int:
+    mixed = precision != "fp32"
+    states = 8 if optimizer == "adam" else 4
+    return states + (4 if mixed else 0)
+
+
+def mcore_args(plan: Plan, impl: ActivationImpl | None = None) -> tuple:
+    """The cached arguments of :func:`mcore_stage_memory` for a Megatron plan."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    r = t.recompute
+    src = plan.source.framework if plan.source else "megatron"
+    return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding,
+            p.dp_replicate, plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
+            t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
+            plan.dp, plan.expert_dp, src, impl_for(m, t.attention_backend, impl or TE, t.rope_fusion),
+            mcore_opts(plan))
+
+
+@lru_cache(maxsize=65536)
+def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, layout, schedule, mbs, nmb,
+                  precision, optimizer, grad_fp32, gran, method, rnum, dp, edp, framework,
+                  impl: ActivationImpl, opts: McoreOpts = McoreOpts(),
+                  acts: Optional[MeasuredActivations] = None) -> tuple[StageMemory, ...]:
+    m = arch_from_key(key)
+    split = stage_split_for_key(key, tp, etp, ep, layout, "te")
+    a = 4 if precision == "fp32" else 2
+    w = 4 if precision == "fp32" else 2
+    g = opts.main_grads  # the gradient buffer's element
+    if precision == "fp32":
+        opt = _optimizer_bytes(precision, optimizer)
+    else:
+        # master copy + moments (--main-params-dtype / --exp-avg-dtype / --exp-avg-sq-dtype)
+        opt = opts.main_params + opts.exp_avg + (opts.exp_avg_sq if optimizer == "adam" else 0)
+    opt *= 1.0 - opts.optimizer_offload  # HybridDeviceOptimizer keeps the offloaded fraction on the host
+    seq = m.seq_length
+    kw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, ep=ep, etp=etp, abytes=a, impl=impl, fp8=opts.fp8)
+    dense_act = layer_activation_bytes(m, moe=False, **kw)
+    moe_act = layer_activation_bytes(m, moe=True, **kw) if m.is_moe else dense_act
+    out_kept, out_transient = output_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl,
+                                                      ce=opts.ce)
+    if acts is not None:  # measured pieces (projection.measure)
+        dense_act, moe_act, (out_kept, out_transient) = acts.dense, acts.moe or acts.dense, acts.output
+    last_rank = next(r for r, row in enumerate(layout) if any(c.loss for c in row))
+    first_rank = next(r for r, row in enumerate(layout) if any(c.embedding for c in row))
+    sb = seq // cp * mbs
+    rope_tbl = rope_table_bytes(m, seq=seq, cp=cp)
+    # dense parameters' gradients reduce and their optimizer state shards over dp x cp (intra_dp_cp_group)
+    dpcp = max(1, dp * cp)
+    shard = max(1, dpcp // max(1, dp_replicate))
+
+    def kept(la) -> float:
+        """Per layer and micro-batch without full recompute: selective (--recompute-modules) and
+        fine-grained offloading (--offload-modules) applied."""
+        k = la.selective(opts.modules) if gran == "selective" else la.full
+        off = dict(la.offloadable)
+        return k - sum(off.get(mod, 0.0) for mod in opts.offload_modules)
+
+    def offloaded(la) -> float:
+        off = dict(la.offloadable)
+        return sum(off.get(mod, 0.0) for mod in opts.offload_modules)
+
+    statics, chunk_rows, layer_rows, extras = [], [], [], []
+    for rank in range(pp):
+        sp_ = split[rank]
+        # ---- static ----
+        if dp_sharding == "full":
+            if framework == "torchtitan":
+                weights = 4 * (sp_.dense / shard + sp_.expert / edp)
+                grads = 4 * (sp_.dense / shard + sp_.expert / edp)
+                optim = (opt - (4 if precision != "fp32" else 0)) * (sp_.dense / shard + sp_.expert / edp)
+            else:
+                weights = w * (sp_.dense / shard + sp_.expert / edp)
+                grads = g * (sp_.dense / shard + sp_.expert / edp)
+                optim = opt * (sp_.dense / shard + sp_.expert / edp)
+        else:
+            weights = w * sp_.total
+            grads = g * sp_.total
+            if dp_sharding in ("optimizer", "optimizer_grads"):
+                optim = opt * (sp_.dense / dpcp + sp_.expert / edp)
+            else:
+                optim = opt * sp_.total
+            if dp_sharding == "optimizer_grads":
+                # Megatron-FSDP optim_grads (ZeRO-2): gradients reduce-scattered into DP shards
+                grads = g * (sp_.dense / dpcp + sp_.expert / edp)
+        if opts.fp8:
+            lin = linear_params(key, tp, etp, ep, layout[rank], sp_.total)
+            if opts.fp8_param_gather:
+                weights -= (w - 1) * lin  # the linears' weights kept in fp8 (--fp8-param-gather)
+            # Transformer Engine caches each linear's quantized weight across micro-batches
+            # (megatron extensions/transformer_engine.py passes is_first_microbatch; TE module/base.py
+            # get_weight_workspace): rowwise + columnwise (transposed) copies, minus the rowwise one the
+            # fp8 parameter already is; MXFP8 / blockwise add their scales
+            qb = 1.0 + {"mxfp8": 1 / 32, "blockwise": 4 / 128}.get(opts.fp8, 0.0)
+            weights += qb * lin * (1 if opts.fp8_param_gather else 2)
+        statics.append((weights, grads, optim))
+        # ---- activations per micro-batch, per chunk ----
+        chunk_bytes, chunk_layer = _chunk_activations(m, layout[rank], rank, opts, gran, method, rnum, dense_act,
+                                                      moe_act, kept, a, sb, rope_tbl, seq, mbs, tp, sp, cp, impl)
+        if rank == last_rank:
+            # the loss's kept tensors, walked with the chunk that holds the loss
+            for c, chunk in enumerate(layout[rank]):
+                if chunk.loss:
+                    chunk_bytes[c] += out_kept
+        chunk_rows.append(chunk_bytes)
+        layer_rows.append(chunk_layer)
+        extras.append(_recompute_extra(m, layout[rank], opts, gran, method, rnum, dense_act, moe_act))
+    peaks = stage_activation_peaks(schedule, pp, vpp, nmb, opts.mb_group, as_weights(chunk_rows), opts.ep_overlap,
+                                   as_weights(layer_rows) if opts.ep_overlap else ())
+    counts = chunk_micro_batches(schedule, pp, vpp, nmb, opts.mb_group, opts.ep_overlap)
+    out = []
+    for rank in range(pp):
+        weights, grads, optim = statics[rank]
+        sp_ = split[rank]
+        chunk_bytes = chunk_rows[rank]
+        activations = peaks[rank]
+        if sp and not impl.te_qkv_layout:
+            # megatron's global memory buffer holding the all-gathered (full-sequence) input of the local
+            # spec's column-parallel linears under SP: allocated once, kept (TE gathers per GEMM)
+            activations += a * sb * m.hidden_size
+        if opts.full_graph:
+            activations += 28.0 * sb * nmb  # a full-iteration graph's static inputs of every micro-batch
+        # ---- transients (on top of the activations in flight) ----
+        bwd = max((moe_act if m.is_moe_layer(i) else dense_act).backward_temp
+                  for ch in layout[rank] for i in ch.layers) if any(ch.layers for ch in layout[rank]) else 0.0
+        layer_bwd = bwd + extras[rank]
+        trans = [layer_bwd]
+        if rank == last_rank:
+            # loss forward: the logits beside the kept loss tensors; the layers' backward comes after the
+            # output layer's backward has freed what it kept
+            trans = [out_transient, layer_bwd - out_kept]
+        if rank == first_rank:
+            # dense embedding weight-gradient, after one micro-batch's backward freed its chunk
+            freed = chunk_bytes[0]
+            trans.append(w * m.padded_vocab_size(tp) / tp * m.hidden_size - freed)
+        if dp_sharding == "full":
+            layer = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")
+            trans.append(2 * 2 * layer.total + (4 if grad_fp32 else 2) * layer.total + layer_bwd)
+        if any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers):
+            pairs = moe_pairs(m, sb=sb, tp=tp, sp=sp, etp=etp)
+            trans.append(2.0 * a * pairs * m.hidden_size + layer_bwd)  # permuted tokens + combine output
+        big = moe_act if m.is_moe else dense_act
+        if opts.offload_layers:
+            trans.append(kept(big) + layer_bwd)  # one offloaded layer reloaded for its backward
+        elif opts.offload_modules:
+            trans.append(offloaded(big) + layer_bwd)
+        if cp > 1:
+            trans.append(cp_comm_bytes(m, opts.cp_comm, seq=seq, mbs=mbs, tp=tp, cp=cp, a=a) + layer_bwd)
+        if dp_sharding == "optimizer_grads":
+            layer = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")
+            trans.append(g * layer.total + layer_bwd)  # a layer's unsharded gradients before reduce-scatter
+        transient = max(0.0, max(trans))
+        in_flight = counts[rank] / max(1, len(layout[rank]))  # micro-batches' worth of chunks at the peak
+        out.append(stage_report(rank, weights, grads, optim, activations, transient, int(-(-in_flight // 1)), sp_.total,
+                          framework="megatron"))
+    return tuple(out)
+
+
+def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, a, sb,
+                       rope_tbl, seq, mbs, tp, sp, cp, impl) -> tuple[list[float], list[float]]:
+    """Per chunk of one rank: (bytes one micro-batch keeps, bytes of its largest layer)."""
+    out, biggest = [], []
+    for c, chunk in enumerate(chunks):
+        kinds = [m.is_moe_layer(i) for i in chunk.layers]  # True = MoE layer
+        n = len(kinds)
+        full_of = [moe_act.full if k else dense_act.full for k in kinds]
+        if gran == "full" and method == "every_n":
+            # every N-th layer checkpointed (TorchTitan layer SAC: layer ids counted per chunk)
+            N = rnum or 1
+            kept_of = [dense_act.layer_input if j % N == 0 else full_of[j] for j in range(n)]
+        elif gran == "full" and method == "layer_ids":
+            # AMD Primus recompute_layer_ids (patches/recompute_layer_patches.py): the listed layers
+            # (global ids) each checkpointed alone, keeping only their input; the others keep all
+            ids = set(opts.layer_ids)
+            kept_of = [dense_act.layer_input if i in ids else full_of[j] for j, i in enumerate(chunk.layers)]
+        elif gran == "full":
+            N = n if rnum is None and method == "block" else (rnum or 1)
+            if method == "uniform":
+                kept_of = [dense_act.layer_input if j % N == 0 else 0.0 for j in range(n)]
+            else:
+                N = min(N, n)
+                kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
+        else:
+            kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]
+            # --cpu-offloading-num-layers: those layers' activations go to host (TE cpu_offload; the
+            # reload of one layer is a transient)
+            kept_of = [0.0 if j < min(n, opts.offload_layers) else kept_of[j] for j in range(n)]
+        total = sum(kept_of) + rope_tbl
+        if chunk.embedding:
+            total += 8.0 * sb  # token ids kept by the embedding backward
+        if chunk.mtp:
+            # multi-token-prediction modules (their layer, norms, projection and loss softmax)
+            mkw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl)
+            if gran == "full" and method == "layer_ids":  # depth d recomputed iff num_layers + d listed
+                n_ck = sum(1 for i in opts.mtp_ids[rank][c] if i in set(opts.layer_ids))
+                total += (n_ck * mtp_activation_bytes(m, **mkw, recompute="full")
+                          + (chunk.mtp - n_ck) * mtp_activation_bytes(m, **mkw, recompute="none"))
+            else:
+                # megatron MultiTokenPredictionLayer._checkpointed_forward: full/uniform checkpoints the
+                # module; full/block warns "not supported for MTP yet" and runs it without recompute
+                mtp_rc = "none" if (gran == "full" and method == "block") else gran
+                total += chunk.mtp * mtp_activation_bytes(m, **mkw, recompute=mtp_rc)
+        out.append(total)
+        biggest.append(max(kept_of, default=0.0))
+    return out, biggest
+
+
+def _recompute_extra(m, chunks, opts: McoreOpts, gran, method, rnum, dense_act, moe_act) -> float:
+    """Full recompute: the activations a checkpointed group rebuilds during its backward (and the group's
+    input gradient), the largest over the rank's chunks; 0 otherwise."""
+    if gran != "full":
+        return 0.0
+    extra = 0.0
+    for chunk in chunks:
+        full_of = [moe_act.full if m.is_moe_layer(i) else dense_act.full for i in chunk.layers]
+        n = len(full_of)
+        if not n:
+            continue
+        if method == "every_n":
+            N = rnum or 1
+            ck = [j % N == 0 for j in range(n)]
+            if any(ck):
+                extra = max(extra, max(full_of[j] for j in range(n) if ck[j]) + dense_act.layer_input)
+        elif method == "layer_ids":
+            # a checkpointed layer is recomputed in its backward, after the later layers' backward freed
+            # what the non-checkpointed ones kept
+            ids = set(opts.layer_ids)
+            after = 0.0
+            for j in reversed(range(n)):
+                if chunk.layers[j] in ids:
+                    extra = max(extra, max(0.0, full_of[j] - after) + dense_act.layer_input)
+                else:
+                    after += full_of[j]
+        elif method == "uniform":
+            N = rnum or 1
+            grp = max(sum(full_of[g0:g0 + N]) for g0 in range(0, n, N))
+            extra = max(extra, grp + dense_act.layer_input)
+        else:
+            N = min(n if rnum is None else rnum, n)
+            if N:
+                # the block is recomputed after the later layers' backward freed theirs
+                extra = max(extra, max(0.0, max(full_of[:N]) - sum(full_of[N:])) + dense_act.layer_input)
+    return extra
+
+
+def linear_params(key, tp, etp, ep, chunks, total: int) -> float:
+    """Parameters of one GPU's Transformer Engine linears (what fp8 quantizes): everything but the
+    embedding / output head, the norms and the routers."""
+    m = arch_from_key(key)
+    h = m.hidden_size
+    other = 0.0
+    for c in chunks:
+        for i in c.layers:
+            other += 2 * h + ((m.num_experts or 0) * h if m.is_moe_layer(i) else 0)
+            if m.multi_latent_attention:
+                other += (m.q_lora_rank or 0) + m.kv_lora_rank
+        if c.embedding or c.mtp:
+            other += m.padded_vocab_size(tp) / tp * h
+        if c.loss:
+            other += m.padded_vocab_size(tp) / tp * h + h
+    return max(0.0, total - other)
+
+
+def cp_comm_bytes(m, comm: str, *, seq: int, mbs: int, tp: int, cp: int, a: int) -> float:
+    """Context-parallel attention buffers on top of a layer's activations (Transformer Engine
+    ``attention/dot_product_attention/context_parallel.py``): ``p2p`` ring: the K/V chunk in flight
+    beside the one in use (send/receive double buffer; in backward their gradients too: ``2 x 2``
+    K/V chunks); ``allgather``: K and V gathered to the full sequence; ``a2a`` (Ulysses): Q, K, V and
+    the output exchanged to head-sharded full-sequence copies; ``a2a+p2p``: both.  A stated model."""
+    sb = seq // cp * mbs
+    d = m.kv_channels if not m.multi_latent_attention else m.qk_head_dim + m.qk_pos_emb_head_dim
+    nkv = m.kv_heads if not m.multi_latent_attention else m.num_attention_heads
+    kv = a * sb * 2 * nkv * d / tp
+    qkvo = kv + 2 * a * sb * m.num_attention_heads * d / tp
+    return {"p2p": 4 * kv, "allgather": cp * kv, "a2a": qkvo, "a2a+p2p": qkvo + 4 * kv}.get(comm, 4 * kv)

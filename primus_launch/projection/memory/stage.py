@@ -1,0 +1,62 @@
+"""One pipeline stage's memory assembled from its parts (shared by the Megatron and TorchTitan models).
+
+``allocated = parameters + gradients + optimizer + activations + transient`` (what
+``torch.cuda.memory_allocated`` shows at the peak); the caching allocator's reserved peak runs above it
+by :data:`~primus_launch.projection.memory.band_data.RESERVED_OVER_ALLOCATED` of the allocated peak (the
+median ``max reserved / max allocated - 1`` of published Megatron logs, :mod:`memory.band_data`); the
+bytes outside the allocator (:mod:`memory.outside`) are added per plan by
+:func:`estimate.estimate_memory`.  No margin is stacked on top: the error band
+(:mod:`memory.verdict`) says how far the point estimate may be off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from primus_launch.projection.memory.activations import LayerActivations
+from primus_launch.projection.memory.band_data import RESERVED_OVER_ALLOCATED
+from primus_launch.projection.memory.inflight import in_flight_closed_form  # noqa: F401  (re-exported)
+from primus_launch.projection.result import StageMemory
+
+#: the caching allocator's reserved peak over its allocated peak, Megatron (fraction of the allocated peak)
+ALLOCATOR_FRAGMENTATION = RESERVED_OVER_ALLOCATED
+#: TorchTitan's model (memory.titan): reserved minus allocated = 10 % of the dynamic (activation +
+#: transient) memory, FSDP2's all-gather / reduce-scatter buffers allocated on their own streams
+TITAN_DYNAMIC_FRAGMENTATION = 0.10
+
+
+@dataclass(frozen=True)
+class MeasuredActivations:
+    """Per-GPU activation bytes of one micro-batch measured on real pieces
+    (:mod:`primus_launch.projection.measure`), used in place of the tensor-list model's per-layer
+    and output figures; stages, recompute, in-flight micro-batches and the rest as modelled."""
+
+    dense: LayerActivations
+    moe: Optional[LayerActivations]
+    output: tuple[float, float]  # (kept, transient) of the final norm + output layer + loss
+    note: str
+
+
+def stage_report(rank, weights, grads, optim, activations, transient, in_flight, nparams,
+           framework: str = "torchtitan") -> StageMemory:
+    """A stage's :class:`StageMemory`: allocated = the parts; reserved = allocated x (1 +
+    :data:`ALLOCATOR_FRAGMENTATION`) for Megatron, allocated + :data:`TITAN_DYNAMIC_FRAGMENTATION` of the
+    dynamic part for TorchTitan; the memory outside the allocator is added per plan (:func:`with_outside`)."""
+    allocated = weights + grads + optim + activations + transient
+    if framework == "megatron":
+        frag = ALLOCATOR_FRAGMENTATION * max(0.0, allocated)
+    else:
+        frag = TITAN_DYNAMIC_FRAGMENTATION * max(0.0, activations + transient)
+    return StageMemory(
+        stage=rank, parameters_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(optim),
+        activations_bytes=int(activations), transient_bytes=int(transient), reserve_bytes=int(frag),
+        total_bytes=int(allocated + frag), microbatches_in_flight=in_flight, num_parameters=nparams,
+        allocated_bytes=int(allocated), allocator_reserve_bytes=int(frag), outside_allocator_bytes=0)
+
+
+def with_outside(st: StageMemory, outside: float) -> StageMemory:
+    """``st`` with ``outside`` bytes held outside the caching allocator added to its reserve and total."""
+    return st.model_copy(update=dict(outside_allocator_bytes=int(outside),
+                                     reserve_bytes=st.allocator_reserve_bytes + int(outside),
+                                     total_bytes=st.allocated_bytes + st.allocator_reserve_bytes + int(outside)))

@@ -1,0 +1,229 @@
+"""Megatron-Core memory terms against their sources: real megatron-core 0.16.1 modules traced on CPU,
+the published Megatron-LM functional-test peaks, and the framework code's own constants.
+
+- published peaks: ``tests/data/megatron_functional_memory.json`` (the ``mem-max-allocated-bytes`` the
+  Megatron-LM functional tests log for the last rank, with the flags they ran; TE fused / unfused
+  attention, MLA, CP, MoE with ETP 1 and MTP, fused cross-entropy);
+- the MoE (token, expert) pairs per rank with expert-TP 1 under TP 2 (``token_dispatcher.py``);
+- the fused cross-entropy's buffers (``fusions/fused_cross_entropy.py`` compiled by torch.compile);
+- the combined 1F1B schedule's warm-up (``schedules.get_pp_rank_microbatches``);
+- DeepEP / HybridEP / TE userbuffers sizes from their configurations; device capacities.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from primus_launch.plan import Cluster, ModelArch, Plan
+
+DATA = Path(__file__).parent / "data" / "megatron_functional_memory.json"
+
+
+def _functional_rows():
+    from primus_launch.adapters.megatron import plan_from_argv
+    from primus_launch.projection.memory.estimate import estimate_memory
+
+    out = []
+    for r in json.loads(DATA.read_text())["rows"]:
+        plan = plan_from_argv(r["argv"], Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8))
+        got = estimate_memory(plan, memory_basis="allocated").stages[-1].allocated_bytes
+        out.append((r["test"], r["published_bytes"] / got - 1))
+    return out
+
+
+def test_functional_test_peaks():
+    """Every published functional-test peak within 15 %, the median within 10 %."""
+    rows = _functional_rows()
+    errs = [e for _, e in rows]
+    assert len(rows) >= 7
+    assert max(abs(e) for e in errs) <= 0.15, rows
+    assert abs(statistics.median(errs)) <= 0.10
+
+
+def test_band_data_regenerates_from_the_validation():
+    """``memory/band_data.py``'s bands are what ``scripts/memory_band.py`` computes from the published
+    peaks ``scripts/validate_memory.py`` compares (so the data module can be regenerated, not edited)."""
+    import sys
+
+    from primus_launch.projection.memory.band_data import BANDS
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from memory_band import bands, errors
+
+    got = bands(errors())
+    for fw in ("megatron",):  # (the TorchTitan band follows its own model: regenerate after changing it)
+        assert got[fw][2] == BANDS[fw][2]
+        assert got[fw][:2] == pytest.approx(BANDS[fw][:2], abs=1e-3), fw
+
+
+def test_moe_pairs_with_expert_tp_1_under_tp_2_measured():
+    """megatron's dispatchers route the rank's sequence-parallel shard: with TP 2 + SP and expert-TP 1 a
+    rank's experts see ``sb / 2 * topk`` (token, expert) pairs, not ``sb * topk`` (measured: one MoE layer
+    of megatron-core 0.16.1 on real CPU tensors, allgather dispatcher)."""
+    from mem_measure import measure_step
+    from primus_launch.projection.memory.activations import MCORE_LOCAL, layer_activation_bytes, moe_pairs
+
+    arch = ModelArch(num_layers=2, hidden_size=256, ffn_hidden_size=512, num_attention_heads=4, num_query_groups=2,
+                     vocab_size=1024, seq_length=128, num_experts=8, moe_router_topk=2, moe_ffn_hidden_size=256)
+    plan = Plan(model=arch, parallel=dict(tp=2, sequence_parallel=True, etp=1),
+                training=dict(global_batch_size=1), cluster=dict(gpus_per_node=2))
+    one = measure_step(plan, 1, post_process=False, fused_swiglu=True, fake=False)
+    two = measure_step(plan, 2, post_process=False, fused_swiglu=True, fake=False)
+    la = layer_activation_bytes(arch, seq=128, mbs=1, tp=2, sp=True, moe=True, etp=1, impl=MCORE_LOCAL)
+    assert moe_pairs(arch, sb=128, tp=2, sp=True, etp=1) == 128 / 2 * 2
+    assert la.full == pytest.approx(two["activations"] - one["activations"], rel=0.03)
+
+
+def test_native_fused_cross_entropy_buffers_traced():
+    """megatron's ``--cross-entropy-loss-fusion`` (native) compiled by torch.compile (inductor, CPU): the
+    forward's subtraction and exp write into the fp32 copy of the logits (the softmax kept for backward
+    aliases it); the backward cannot write into the saved softmax and computes into a new fp32 buffer
+    before the bf16 cast: the model's ``(4 + 2) sb V/t`` transient on top of the kept ``4 sb V/t``."""
+    import torch
+    from torch._inductor.utils import run_and_get_code
+
+    from megatron.core.fusions import fused_cross_entropy as f
+    from primus_launch.projection.memory.activations import output_activation_bytes
+
+    s, b, v = 16, 2, 64
+    x = torch.randn(s, b, v, dtype=torch.bfloat16)
+    t = torch.randint(0, v, (s, b))
+    with torch.no_grad():
+        xf, mx = f.calculate_logits_max(x)
+        *_, exp = f.calculate_predicted_logits(xf, t, mx, 0, v)
+        assert exp.data_ptr() == xf.data_ptr() and exp.dtype == torch.float32
+        tm, mt = (t < 0) | (t >= v), t.view(-1)
+        g, codes = run_and_get_code(f.calculate_gradients, exp, torch.ones(s, b), tm, mt)
+    allocs = re.findall(r"empty_strided_cpu\(\((.*?)\), \(.*?\), (torch\.\w+)\)", "\n".join(codes))
+    full = [dt for shape, dt in allocs if eval("(" + shape + ")") in ((s * b, v), (s, b, v))]
+    assert sorted(full) == ["torch.bfloat16", "torch.float32"] and g.dtype == torch.bfloat16
+    arch = ModelArch(num_layers=1, hidden_size=64, ffn_hidden_size=128, num_attention_heads=2, vocab_size=v,
+                     seq_length=s)
+    kept_n, tr_n = output_activation_bytes(arch, seq=s, mbs=b, tp=1, sp=False, ce="native")
+    kept_u, tr_u = output_activation_bytes(arch, seq=s, mbs=b, tp=1, sp=False, ce="unfused")
+    assert kept_n == kept_u and tr_n - tr_u == 4 * s * b * v  # the fp32 buffer beside the bf16 gradient
+
+
+def test_combined_1f1b_warmup_is_megatrons():
+    """``--overlap-moe-expert-parallel-comm``: megatron's ``get_pp_rank_microbatches`` schedules one more
+    warm-up forward; :func:`orders.combined_1f1b_orders` has exactly that many forwards before its first
+    merged (forward, backward) step, and the walk holds the same chunk-micro-batches as the interleaved schedule plus one layer."""
+    from types import SimpleNamespace
+
+    from megatron.core.pipeline_parallel.schedules import get_pp_rank_microbatches
+    from primus_launch.projection.memory.inflight import stage_activation_peaks
+    from primus_launch.projection.pipeline.orders import F, combined_1f1b_orders
+
+    pp, vpp, m = 4, 2, 8
+    o = combined_1f1b_orders(pp, vpp, m)
+    for r in range(pp):
+        comm = SimpleNamespace(pp_group=SimpleNamespace(size=lambda: pp, rank=lambda r=r: r),
+                               virtual_pipeline_model_parallel_size=vpp)
+        _, _, warm, _ = get_pp_rank_microbatches(m, vpp, pp, overlap_moe_expert_parallel_comm=True,
+                                                 p2p_communicator=comm)
+        kinds = [o.decode(a)[0] for a in o.orders[r]]
+        assert kinds.index(next(k for k in kinds if k != F)) == warm + 1  # the first step's forward, then B
+    ones = tuple((1.0,) * vpp for _ in range(pp))
+    plain = stage_activation_peaks("interleaved_1f1b", pp, vpp, m, None, ones)
+    layer = tuple((0.25,) * vpp for _ in range(pp))
+    merged = stage_activation_peaks("interleaved_1f1b", pp, vpp, m, None, ones, True, layer)
+    assert merged == tuple(x + 0.25 for x in plain)
+
+
+def test_walk_weights_chunks_of_a_layout():
+    """Chunks that differ (embedding / loss counted as a layer) are walked as they are: 1F1B on 2 ranks
+    with one chunk each holds 2 micro-batches of rank 0's chunk; the walk equals the count x bytes."""
+    from primus_launch.projection.memory.inflight import stage_activation_peaks
+
+    assert stage_activation_peaks("1f1b", 2, 1, 4, None, ((3.0,), (5.0,))) == (6.0, 5.0)
+    # interleaved: the first chunk of rank 0 is light (embedding + 1 layer), the others hold 2 layers
+    light = stage_activation_peaks("interleaved_1f1b", 2, 2, 4, None, ((1.0, 2.0), (2.0, 2.0)))
+    even = stage_activation_peaks("interleaved_1f1b", 2, 2, 4, None, ((2.0, 2.0), (2.0, 2.0)))
+    assert light[0] < even[0] and light[1] == even[1]
+
+
+def test_distributed_optimizer_shards_over_dp_times_cp():
+    """megatron-core 0.16.1 builds the distributed optimizer on ``intra_dp_cp_group`` (dp x cp ranks):
+    its dense state per GPU halves when CP 2 doubles the group (Llama 3 8B FP8, 8 H100, CP 2)."""
+    import inspect
+
+    import megatron.core.optimizer as mopt
+    from primus_launch.projection.memory.estimate import stage_memory
+
+    assert "intra_dp_cp_group" in inspect.getsource(mopt)
+    arch = ModelArch(num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                     num_query_groups=8, vocab_size=128256, seq_length=8192)
+    kw = dict(training=dict(global_batch_size=8, precision="fp8"), cluster=dict(gpus_per_node=8))
+    cp1 = stage_memory(Plan(model=arch, parallel=dict(dp_sharding="optimizer"), **kw))[0]
+    cp2 = stage_memory(Plan(model=arch, parallel=dict(cp=2, dp_sharding="optimizer"), **kw))[0]
+    assert cp2.optimizer_bytes == pytest.approx(cp1.optimizer_bytes, rel=1e-9)  # dp 4 x cp 2 = dp 8
+    assert cp1.optimizer_bytes == pytest.approx(12 * cp1.num_parameters / 8, rel=1e-9)
+
+
+def test_grad_buffer_dtype_follows_megatron_arguments():
+    """megatron/training/arguments.py: the grad buffer accumulates in fp32 unless --grad-reduce-in-bf16, or
+    --main-grads-dtype bf16 with the precision-aware optimizer."""
+    from primus_launch.projection.memory.mcore import mcore_opts
+
+    arch = ModelArch(num_layers=2, hidden_size=256, ffn_hidden_size=512, num_attention_heads=4, vocab_size=1024,
+                     seq_length=128)
+
+    def g(**tr):
+        return mcore_opts(Plan(model=arch, training=dict(global_batch_size=1, **tr),
+                               cluster=dict(gpus_per_node=1))).main_grads
+
+    assert g() == 4 and g(grad_reduce_in_fp32=False) == 2
+    assert g(precision_aware_optimizer=True, main_grads_dtype="bf16") == 2
+    assert g(precision_aware_optimizer=True, main_grads_dtype="fp32", grad_reduce_in_fp32=False) == 2
+
+
+def test_deepep_hybridep_userbuffers_from_their_configs():
+    """DeepEP v1.2.1 ``Config::get_nvl_buffer_size_hint`` / ``get_rdma_buffer_size_hint`` with its 64-rank
+    dispatch (288 NVL recv tokens, 128 RDMA) and combine configs, 20 SMs, hidden 7168 (written out from
+    csrc/config.hpp); HybridEP's shared intra-node buffer; TE's 10 userbuffers."""
+    from primus_launch.projection.memory.outside import deepep_buffer_bytes, hybridep_buffer_bytes, userbuffers_bytes
+
+    h, ch, nvl, rdma = 7168, 10, 8, 8
+    slot = 2 * h + 8 + 128 * 8 + 128 * 4 + 128 * 4
+    want_nvl = ch * nvl * (2 * rdma + 3) * 4 + ch * nvl * 288 * slot
+    want_rdma = ch * rdma * (8 * 2 + 2) * 2 * 4 + ch * rdma * 128 * (slot + 16) * 2
+    assert deepep_buffer_bytes(64, h) == want_nvl + want_rdma
+    assert deepep_buffer_bytes(1, h) == 0
+    # 32 ranks in one NVLink domain: every token of the group, bf16 token + fp32 probs of the domain's experts
+    assert hybridep_buffer_bytes(32, 2048, 4096, 4, 72) == 2048 * 32 * (2 * 4096 + 4 * 4 * 32)
+    assert userbuffers_bytes(8192, 16384, fp8=False) == 10 * 8192 * 16384 * 2
+
+
+def test_capacities_are_what_the_devices_report():
+    """Every capacity names its source; the figures are torch's ``total_memory`` / HIP's total capacity."""
+    from primus_launch.projection.hardware.gpus import GiB, get_gpu, known_gpus
+
+    for name in ("a100-sxm-80gb", "a100-sxm-40gb", "h100-sxm", "h100-sxm-96gb-500w", "h200", "b200", "b300", "gb200",
+                 "gb300", "mi300x", "mi325x", "mi350x", "mi355x"):  # the bundled database (gpu files add others)
+        assert name in known_gpus() and get_gpu(name).hbm_source, name
+    assert get_gpu("h100-sxm").hbm_bytes == 81089 * 1024**2
+    assert get_gpu("b200").hbm_bytes / GiB == pytest.approx(178.35, abs=0.01)
+    assert get_gpu("gb200").hbm_bytes / GiB == pytest.approx(184.31, abs=0.01)
+    assert get_gpu("mi355x").hbm_bytes / GiB == pytest.approx(287.98, abs=0.01)
+    assert get_gpu("mi300x").hbm_bytes == 196592 * 1024**2
+
+
+def test_published_recipes_fit_and_an_oversized_one_does_not():
+    """The bundled references NVIDIA and AMD publish as running come out fits or tight; the 70B recipe
+    without the distributed optimizer on one 8-GPU node does not fit."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.memory.estimate import estimate_memory
+
+    root = Path(__file__).resolve().parents[1] / "recipes" / "megatron"
+    for name in ("qwen3_235b_a22b_h100_256gpu.yaml", "deepseek_v3_h100_1024gpu_fp8.yaml",
+                 "mixtral_8x22b_mi355x_32gpu.sh"):
+        assert estimate_memory(load_recipe(root / name)).verdict in ("fits", "tight"), name
+    p70 = load_recipe(root / "llama3.1_70b.sh")
+    one_node = p70.with_changes(parallel=dict(tp=8, pp=1, vpp=1, dp_sharding="none"),
+                                training=dict(overlap_param_gather=False), cluster=dict(num_nodes=1, gpus_per_node=8))
+    assert estimate_memory(one_node).verdict == "does not fit"

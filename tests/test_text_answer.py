@@ -1,0 +1,69 @@
+"""The CLI's default text answer is one screen; ``--explain`` keeps every table (issue 31, item 4).
+
+Truth: the bundled recipes themselves, each projected in dry-run through the CLI's own ``main``:
+its whole answer (stdout and stderr) fits an 80 x 40 terminal and leads with the verdict, while
+``--explain`` still prints the per-op pricing tables and the full breakdowns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from primus_launch.cli import main
+from primus_launch.report.text import MAX_LINES, WIDTH
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted(p for p in (ROOT / "recipes").rglob("*") if p.is_file() and p.suffix in (".sh", ".yaml", ".toml"))
+
+
+def _run(capsys, *args: str) -> tuple[int, list[str]]:
+    rc = main(["--project", *args, "--dry-run"])
+    cap = capsys.readouterr()
+    return rc, cap.out.splitlines() + cap.err.splitlines()
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[str(p.relative_to(ROOT / "recipes")) for p in RECIPES])
+def test_default_answer_is_one_screen(recipe, capsys):
+    rc, lines = _run(capsys, str(recipe))
+    assert rc == 0, lines[-5:]
+    assert len(lines) <= MAX_LINES, "\n".join(lines)
+    assert all(len(ln) <= WIDTH for ln in lines), [ln for ln in lines if len(ln) > WIDTH]
+    text = "\n".join(lines)
+    for word in ("iteration time", "tokens/s/GPU", "model TFLOP/s/GPU", "MFU", "memory", "time component",
+                 "parameters", "activations"):
+        assert word in text, word
+    assert any(("fits" in ln or "FIT" in ln) for ln in lines[:14])  # the verdict in the summary, on top
+    assert "how the dry-run priced it" not in text and lines[-1].startswith(("details:", "..."))
+
+
+def test_warnings_are_in_the_answer_and_the_rest_is_counted(capsys):
+    """A recipe with not-modelled settings lists them in the answer (not only on stderr); what does
+    not fit the screen is counted on the last line."""
+    rc, lines = _run(capsys, str(ROOT / "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml"))
+    assert rc == 0
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("warnings: "))
+    n = int(lines[i].split()[1])
+    assert n > 0 and any("--manual-gc" in ln for ln in lines[i:]) or lines[-1].startswith("... ")
+
+
+def test_explain_keeps_every_table(capsys):
+    rc, lines = _run(capsys, str(ROOT / "recipes/megatron/llama3.1_8b.sh"), "--explain")
+    assert rc == 0
+    text = "\n".join(lines)
+    assert "how the dry-run priced it" in text and "dense layer: one micro-batch on one GPU (ms)" in text
+    header = next(ln for ln in lines if ln.startswith("op ") and "efficiency" in ln)
+    assert "fwd" in header and "source" in header
+    for comp in ("cp_comm", "pp_comm", "optimizer"):  # the full time breakdown, zero terms included
+        assert any(ln.startswith(comp) for ln in lines), comp
+    assert any(ln.startswith("note: ") for ln in lines)
+    assert len(lines) > MAX_LINES
+
+
+def test_verdict_line_names_the_band(capsys):
+    """The memory line carries the verdict and the band the peak is expected in (issue 27, item 3)."""
+    rc, lines = _run(capsys, str(ROOT / "recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml"))
+    assert rc == 0
+    mem = " ".join(ln for ln in lines if "GiB peak of" in ln or ln.startswith(" "))
+    assert "band" in mem and "GiB" in mem and ("fits" in mem or "TIGHT" in mem)
