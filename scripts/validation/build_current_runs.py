@@ -339,8 +339,31 @@ COMMON_UNKNOWN_MB = [
 ]
 
 
+# Bridge's dropout (Megatron's defaults are 0.1): every model these rows train sets both to 0.0
+DROPOUT_SRC = {
+    "26.04.01": {
+        "llama3_70b": "llama/llama_bridge.py:64", "llama31_405b": "llama/llama_bridge.py:64",
+        "llama3_8b": "llama/llama_bridge.py:64", "dsv3": "deepseek/deepseek_v3_bridge.py:80",
+        "qwen3_30b": "qwen/qwen3_moe_bridge.py:51", "qwen3_235b": "qwen/qwen3_moe_bridge.py:51",
+        "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76"},
+    "25.11": {"llama3_70b": "llama/llama_provider.py:48-49", "llama31_405b": "llama/llama_provider.py:48-49",
+              "llama3_8b": "llama/llama_provider.py:48-49"},
+}
+
+
+def dropout_note(mk, release):
+    """Where Megatron-Bridge sets the row's model's dropout to 0 (the flags carry it: Megatron's default is 0.1)."""
+    if release == "26.04.01":
+        return (f"Dropout 0: Bridge @{MB_TAG} src/megatron/bridge/models/{DROPOUT_SRC[release][mk]} sets "
+                "provider.hidden_dropout = 0.0; attention_dropout comes from the HF config (0.0) through "
+                "conversion/model_bridge.py:353 CONFIG_MAPPING.")
+    return (f"Dropout 0: Bridge @{MB_TAG_2511} src/megatron/bridge/models/{DROPOUT_SRC[release][mk]} "
+            "(attention_dropout = hidden_dropout = 0.0).")
+
+
 def mb_common(mk, prec, dp, pp, vp, tp, extra_gc=100, ce=True):
     f = ["--use-mcore-models", "--transformer-impl transformer_engine", "--bf16", "--mock-data",
+         "--attention-dropout 0.0", "--hidden-dropout 0.0",
          "--use-distributed-optimizer", "--no-check-for-nan-in-loss-and-grad", "--grad-reduce-in-bf16",
          f"--manual-gc", f"--manual-gc-interval {extra_gc}"]
     if dp > 1:
@@ -399,7 +422,7 @@ def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, e
             "hardware.gpus_per_node from the system type (table gives only the GPU count)",
         ],
         source_reliability="primary (official repo doc table; flags read from the perf configs at the release tag)",
-        notes=notes,
+        notes=(notes + " " + dropout_note(mk, release)).strip(),
         megatron_flags=flags,
         flags_source=fsrc,
         flags_unknown=COMMON_UNKNOWN_MB + unknown,
@@ -421,6 +444,10 @@ def pipeline_flags(tp, pp, cp, vp, ep, mbs, gbs, gpus):
     if tp > 1:
         f += ["--sequence-parallel"]
     return f
+
+
+# llama3_workload_base_configs.py @v0.4.2: the line of cpu_offloading_num_layers in the *_FP8_CS_V2 config
+OFFLOAD_LINE = {"GB300": 215, "GB200": 245}
 
 
 def bridge_rows():
@@ -450,12 +477,16 @@ def bridge_rows():
             off = 20 if sysname == "GB300" else 40
             f = [x for x in f if x not in ("--use-distributed-optimizer", "--overlap-param-gather-with-optimizer-step")]
             f += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--fsdp-double-buffer",
-                  "--no-gradient-accumulation-fusion", "--init-model-with-meta-device", "--use-distributed-optimizer"]
-            unknown += [f"activation CPU offloading of {off} layers (Bridge model.cpu_offloading=True, cpu_offloading_weights=False, "
-                        f"cpu_offloading_num_layers={off}): Megatron-LM core_r0.16 has no CLI flag for it and the plan does not model it",
-                        "Megatron-FSDP suggested_communication_unit_size=8e8 and keep_fp8_transpose_cache=False (no Megatron-LM flag)"]
+                  "--no-gradient-accumulation-fusion", "--init-model-with-meta-device", "--use-distributed-optimizer",
+                  f"--cpu-offloading-num-layers {off}"]
+            unknown += ["Megatron-FSDP suggested_communication_unit_size=8e8 and keep_fp8_transpose_cache=False (no Megatron-LM flag)"]
             rec = f"none (activation CPU offload of {off} layers instead)"
             notes += "Megatron-FSDP (ZeRO-3-like, optim_grads_params) over all 64 GPUs. "
+            notes += (f"Activation CPU offloading of {off} of 80 layers: Bridge @{MB_TAG} scripts/performance/configs/llama/"
+                      f"llama3_workload_base_configs.py:{OFFLOAD_LINE[sysname]} (cpu_offloading_num_layers={off}), applied by "
+                      "scripts/performance/utils/overrides.py:140-143 (model.cpu_offloading=True, cpu_offloading_weights="
+                      "False); Megatron-LM's --cpu-offloading-num-layers (a TransformerConfig field; megatron/training/"
+                      "arguments.py sets cpu_offloading when it is > 0) is the same setting. ")
         rows.append(mb_row(f"mbridge2604_{sysname.lower()}_{prec}_llama3_70b_{gpus}gpu", "llama3_70b", sysname, gpus, prec, tp_,
                            gbs, mbs, tp, pp, cp, vp, None, tok, tf, f, cfg, "llama", "llama3_workload_base_configs.py",
                            "llama3_llm_pretrain.py", f"llama3_70b_pretrain_config_{sysname.lower()}", "llama/llama3.py (llama3_70b_pretrain_config)",

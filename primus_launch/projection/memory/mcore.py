@@ -30,7 +30,18 @@ Per pipeline stage (one GPU of that stage), in bytes:
   plus, with full recompute, the rebuilt group; on the last stage the loss forward's logits; on the
   first stage the embedding weight-gradient; Megatron-FSDP's unsharded layer; MoE dispatch buffers
   (permuted tokens and combine output of the rank's ``(token, expert)`` pairs); CP communication
-  buffers; a reloaded offloaded layer.
+  buffers; the layer a fine-grained offloaded module (``--offload-modules``) reloads.
+
+``--cpu-offloading-num-layers K`` (Transformer Engine 2.13 / 2.14 ``pytorch/cpu_offload.py``
+``DefaultOffloadSynchronizer``, the path megatron's ``TransformerBlock`` takes unless
+``NVTE_CPU_OFFLOAD_V1=1``): layers ``0..K-1`` of the block (``model_layers = num_layers``; Megatron allows
+it only without PP and without recompute) push their saved tensors to pinned host memory; layer ``i``'s
+GPU copy is released when layer ``L - K + i`` starts its forward and reloaded when layer ``L - 1 - K + i``
+starts its backward, so at every point of the step at most ``L - K`` layers' activations are on the GPU,
+the layer running included (:mod:`memory.offload` walks it).  What stays resident of an offloaded
+layer: parameters and the quantized weights (``mark_not_offload``) and tensors under 256 Ki elements
+(``_check_if_offload``: the norms' fp32 ``rstd`` at ``s b / t < 262144`` tokens, under 1 MiB per layer,
+not counted).  No double buffer: the V2 path has none (``double_buffering`` is deprecated there).
 
 ``--delay-wgrad-compute`` runs each layer's weight gradient right after its input gradient inside the
 combined step (``model_chunk_schedule_plan.py``), so it keeps nothing across micro-batches; TE CUDA
@@ -57,6 +68,7 @@ from primus_launch.projection.memory.activations import (
     output_activation_bytes,
     rope_table_bytes,
 )
+from primus_launch.projection.memory.offload import te_offload_peak
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
 from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
@@ -250,9 +262,9 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             pairs = moe_pairs(m, sb=sb, tp=tp, sp=sp, etp=etp)
             trans.append(2.0 * a * pairs * m.hidden_size + layer_bwd)  # permuted tokens + combine output
         big = moe_act if m.is_moe else dense_act
-        if opts.offload_layers:
-            trans.append(kept(big) + layer_bwd)  # one offloaded layer reloaded for its backward
-        elif opts.offload_modules:
+        # --cpu-offloading-num-layers: a reloaded layer takes the place of one released (memory.offload:
+        # never more than L - K layers on the GPU), so nothing on top of the layer's backward
+        if opts.offload_modules and not opts.offload_layers:
             trans.append(offloaded(big) + layer_bwd)
         if cp > 1:
             trans.append(cp_comm_bytes(m, opts.cp_comm, seq=seq, mbs=mbs, tp=tp, cp=cp, a=a) + layer_bwd)
@@ -292,10 +304,12 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
                 kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
         else:
             kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]
-            # --cpu-offloading-num-layers: those layers' activations go to host (TE cpu_offload; the
-            # reload of one layer is a transient)
-            kept_of = [0.0 if j < min(n, opts.offload_layers) else kept_of[j] for j in range(n)]
-        total = sum(kept_of) + rope_tbl
+        if opts.offload_layers and kept_of and not gran == "full":
+            # --cpu-offloading-num-layers: the first K layers' activations go to host; the most the GPU
+            # holds at once, walked over TE's offload / reload order (memory.offload)
+            total = te_offload_peak(kept_of, opts.offload_layers) + rope_tbl
+        else:
+            total = sum(kept_of) + rope_tbl
         if chunk.embedding:
             total += 8.0 * sb  # token ids kept by the embedding backward
         if chunk.mtp:
