@@ -214,7 +214,12 @@ def plan_of_case(case: dict) -> Any:
         from primus_launch.adapters.megatron import plan_from_argv
 
         argv = ["pretrain_gpt.py"] + [t for f in case["megatron_flags"] for t in f.split()]
-        return plan_from_argv(argv, cluster=cluster)
+        plan = plan_from_argv(argv, cluster=cluster)
+        if case.get("primus_settings"):  # Primus-only keys of a Primus experiment, as the Primus reader reads them
+            from primus_launch.adapters.primus_yaml import primus_training_changes
+
+            plan = plan.with_changes(training=primus_training_changes(case["primus_settings"]))
+        return plan
     if case.get("torchtitan_config"):
         import tomli_w
 

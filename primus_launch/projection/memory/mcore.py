@@ -6,11 +6,20 @@ Per pipeline stage (one GPU of that stage), in bytes:
 - **weights** ``N * w`` with ``N`` from :func:`params.stage_parameter_split` and ``w = 2`` for
   bf16/fp16/fp8 (Megatron/TE keep bf16 weights under fp8 unless ``--fp8-param-gather``) and ``4`` for
   fp32; under fp8 TE caches each linear's quantized weight across micro-batches (rowwise + columnwise
-  copies, minus the rowwise one an fp8 parameter already is);
+  copies, minus the rowwise one an fp8 parameter already is; of the weight it runs on, i.e. the
+  all-gathered one under FSDP: TE ``module/base.py`` ``get_weight_workspace`` with ``cache_name="weight"``
+  whenever megatron passes ``is_first_microbatch``, which ``MegatronModule.set_is_first_microbatch`` does
+  through the FSDP wrappers too); ROCm TE's ``keep_fp8_weight_transpose_cache=False`` (Primus
+  ``no_fp8_weight_transpose_cache``) keeps the rowwise copy only and makes one layer's columnwise copy
+  in its backward;
 - **gradients** Megatron DDP's contiguous grad buffer, full size even with the distributed optimizer
   (``distributed/param_and_grad_buffer.py``): fp32 iff Megatron accumulates in fp32
   (``training/arguments.py``: ``accumulate_allreduce_grads_in_fp32`` = not ``--grad-reduce-in-bf16``
-  and ``--main-grads-dtype fp32``), else the parameters' 2 bytes;
+  and ``--main-grads-dtype fp32``), else the parameters' 2 bytes; torch FSDP2 (``--use-torch-fsdp2``,
+  ``distributed/torch_fully_sharded_data_parallel.py``: ``fully_shard`` of the bf16 ``Float16Module`` with
+  no mixed-precision policy) has no grad buffer: gradients are reduce-scattered into the parameters'
+  sharded dtype, and the optimizer step's fp32 copies (``Float16OptimizerWithFloat16Params
+  ._copy_model_grads_to_main_grads``, the bf16 ones freed as it goes) are a transient without activations;
 - **optimizer** Adam keeps an fp32 master copy and two fp32 moments (``--main-params-dtype`` /
   ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` with ``--use-precision-aware-optimizer``).  The
   distributed optimizer shards the dense parameters' state over the data-parallel x context-parallel
@@ -98,6 +107,8 @@ class McoreOpts:
     ce: str = "unfused"  # the loss: unfused | native (--cross-entropy-loss-fusion) | te (its TE impl)
     ep_overlap: bool = False  # --overlap-moe-expert-parallel-comm: the combined 1F1B schedule
     full_graph: bool = False  # --cuda-graph-scope full_iteration (local CUDA graph of the whole step)
+    fp8_transpose_cache: bool = True  # TE keeps the columnwise fp8 weight across micro-batches (ROCm TE: optional)
+    torch_fsdp2: bool = False  # --use-torch-fsdp2 (gradients in the parameters' dtype, fp32 copies at the step)
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -117,6 +128,8 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         mb_group=p.microbatch_group, ce=ce,
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
         full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
+        fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
+        torch_fsdp2=p.dp_sharding == "full" and p.fsdp_impl == "torch_fsdp2",
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
            if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
 
@@ -193,7 +206,9 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
                 optim = (opt - (4 if precision != "fp32" else 0)) * (sp_.dense / shard + sp_.expert / edp)
             else:
                 weights = w * (sp_.dense / shard + sp_.expert / edp)
-                grads = g * (sp_.dense / shard + sp_.expert / edp)
+                # torch FSDP2 (no mixed-precision policy): gradients reduce-scattered in the parameters' dtype;
+                # Megatron-FSDP: its main-grad buffers
+                grads = (w if opts.torch_fsdp2 else g) * (sp_.dense / shard + sp_.expert / edp)
                 optim = opt * (sp_.dense / shard + sp_.expert / edp)
         else:
             weights = w * sp_.total
@@ -214,7 +229,9 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             # get_weight_workspace): rowwise + columnwise (transposed) copies, minus the rowwise one the
             # fp8 parameter already is; MXFP8 / blockwise add their scales
             qb = 1.0 + {"mxfp8": 1 / 32, "blockwise": 4 / 128}.get(opts.fp8, 0.0)
-            weights += qb * lin * (1 if opts.fp8_param_gather else 2)
+            # (ROCm TE keep_fp8_weight_transpose_cache=False: the columnwise copy is made in each backward
+            # and freed, rocm_utils.clear_fp8_weight_transpose_cache)
+            weights += qb * lin * ((0 if opts.fp8_param_gather else 1) + (1 if opts.fp8_transpose_cache else 0))
         statics.append((weights, grads, optim))
         # ---- activations per micro-batch, per chunk ----
         chunk_bytes, chunk_layer = _chunk_activations(m, layout[rank], rank, opts, gran, method, rnum, dense_act,
@@ -246,6 +263,11 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         bwd = max((moe_act if m.is_moe_layer(i) else dense_act).backward_temp
                   for ch in layout[rank] for i in ch.layers) if any(ch.layers for ch in layout[rank]) else 0.0
         layer_bwd = bwd + extras[rank]
+        if opts.fp8 and not opts.fp8_transpose_cache:
+            # the layer's columnwise fp8 weights, made for its backward and freed after it
+            one = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")
+            layer_bwd += max(0.0, one.total - 2 * m.hidden_size - ((m.num_experts or 0) * m.hidden_size
+                                                                  if m.is_moe else 0))
         trans = [layer_bwd]
         if rank == last_rank:
             # loss forward: the logits beside the kept loss tensors; the layers' backward comes after the
@@ -257,7 +279,12 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             trans.append(w * m.padded_vocab_size(tp) / tp * m.hidden_size - freed)
         if dp_sharding == "full":
             layer = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")
-            trans.append(2 * 2 * layer.total + (4 if grad_fp32 else 2) * layer.total + layer_bwd)
+            gb = w if opts.torch_fsdp2 else (4 if grad_fp32 else 2)
+            trans.append(2 * 2 * layer.total + gb * layer.total + layer_bwd)
+            if opts.torch_fsdp2 and precision != "fp32":
+                # the optimizer step (megatron Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads):
+                # fp32 copies of the sharded gradients, the bf16 ones freed as it goes; no activations then
+                trans.append((4 - w) * (sp_.dense / shard + sp_.expert / edp) - activations)
         if any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers):
             pairs = moe_pairs(m, sb=sb, tp=tp, sp=sp, etp=etp)
             trans.append(2.0 * a * pairs * m.hidden_size + layer_bwd)  # permuted tokens + combine output
