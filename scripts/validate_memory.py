@@ -157,6 +157,10 @@ def current_items(path: Path = CURRENT) -> list[Item]:
         fw = "torchtitan" if r.get("torchtitan_config") else "megatron"
         it = Item(id=r["id"], kind="current", expect="ran", framework=fw, source=r.get("source", ""))
         notes: list[str] = []
+        if r.get("memory_not_judged"):  # the row's own data says why its memory cannot be judged
+            it.skip = r["memory_not_judged"]
+            out.append(it)
+            continue
         if r.get("megatron_flags"):
             row, why = flag_row(r, "judge", "current")
             if row is None and "global-batch-size" in why and r["training"].get("global_batch_size") is None:

@@ -827,9 +827,21 @@ def titan_rows():
     scout = dict(num_layers=48, hidden_size=5120, ffn_hidden_size=16384, num_attention_heads=40, num_query_groups=8,
                  vocab_size=202048, seq_length=8192, num_experts=16, moe_topk=1, moe_ffn_hidden_size=8192,
                  moe_shared_expert_intermediate_size=8192, moe_layer_freq=1, moe_router_score_function="sigmoid")
+    # the SwiGLU inputs autograd must keep without AC (w1 and w3 outputs, for silu(a) * b's backward): the top-1 routed
+    # expert's and the shared expert's, hidden 8192 each (torchtitan v0.2.1 llama4/model/model.py TransformerBlock,
+    # moe/moe.py MoE: shared FeedForward(hidden_dim * num_shared_experts)), per token of the local batch, per layer
+    tokens = 10 * 8192
+    swiglu = 48 * tokens * (1 + 1) * 2 * 8192 * 2
+    scout_mem = (f"memory not judged: the stated configuration cannot be what ran. Local batch 10 x seq 8192 = {tokens} "
+                 f"tokens per GPU with no activation checkpointing keeps, in the 48 layers, at least the two SwiGLU "
+                 f"inputs (w1 and w3 outputs, hidden 8192) of the top-1 routed expert and of the shared expert per "
+                 f"token: 48 x {tokens} x 4 x 8192 x 2 B = {swiglu / 2**30:.0f} GiB, more than a GB200's 184 GiB before "
+                 "anything else; the blog's run of the same model on the same cluster states local batch 1 with full AC "
+                 "(a different speedup, +30.2% vs the table's +20.3%), so which settings produced the table is unknown")
     for key, tok, prec in (("bf16", 6169, "bf16"), ("mxfp8", 7401, "mxfp8 (torchao) on routed-expert grouped GEMMs and all "
                                                                   "linears except output, router.gate, attention.wk, attention.wv")):
         rows.append(dict(
+            memory_not_judged=scout_mem,
             id=f"torchtitan_gb200_llama4_scout_{key}",
             source=("pytorch/torchtitan torchtitan/components/quantization/mxfp8.md (HEAD b5bcd76c) 'Performance / MoE "
                     f"models' table, row '{'None (bfloat16)' if key == 'bf16' else 'mxfp8'}'; run described in the "
