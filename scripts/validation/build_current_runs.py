@@ -949,7 +949,29 @@ def amd_rows():
              "--moe-router-force-load-balancing", "--bf16", "--use-distributed-optimizer", "--overlap-grad-reduce",
              "--overlap-param-gather", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion",
              "--cross-entropy-fusion-impl te", "--mock-data", "--vocab-size 32000"]
+    # What the backward needs on PP rank 0 without recompute, per token of a micro-batch, per layer (bf16 elements): each
+    # of the top-2 routed copies' grouped-GEMM fc1 input (h), fc1 output (2F, the SwiGLU's input) and fc2 input (F);
+    # flash attention's q, k, v, o; the two norms' inputs (2h).  Interleaved 1F1B (PP 4, VP 2) keeps
+    # min(2(pp-1) + (vp-1) pp + 1, m vp) chunk-micro-batches of 7 layers: 8 at the smallest legal global batch
+    # (m = pp = 4 micro-batches per DP rank).  Weights (bf16), fp32 gradients and the distributed optimizer's 12 B of rank
+    # 0's 14 layers + embedding (1 of 8 experts per layer at EP 8; DP 16, expert-DP 2).
+    h, F, nq, nkv, d = 6144, 16384, 48, 8, 128
+    per_tok = 2 * (h + 2 * F + F) + (2 * nq + 2 * nkv) * d + 2 * h
+    acts = 2 * per_tok * 2 * 8192 * 7 * 8
+    dense = 14 * (h * (nq + 2 * nkv) * d + nq * d * h + 2 * h + 8 * h) + 32000 * h
+    expert = 14 * 3 * h * F
+    static = (2 + 4) * (dense + expert) + 12 * (dense / 16 + expert / 2)
+    mix_mem = (f"memory not judged: nothing states the recompute and global batch of the measured 8-node run. The blog's "
+               f"'Batch 2' with the example config's recompute (block, 0 layers = none) needs on PP rank 0, even at the "
+               f"smallest legal global batch (8 chunk-micro-batches of 7 layers in flight), {per_tok} bf16 values per "
+               f"token and layer that the backward reads (top-2 routed copies' fc1 input, fc1 output and fc2 input; "
+               f"flash attention's q, k, v, o; the norms' inputs) = {acts / 2**30:.0f} GiB, plus {static / 2**30:.0f} GiB "
+               f"of weights, fp32 gradients and optimizer state = {(acts + static) / 2**30:.0f} GiB, over the MI355X's "
+               "288 GiB; Primus's own docs run this config (4 nodes) at MBS 1 with recompute_num_layers 1 "
+               "(docs/02-user-guide/megatron-lm-training.md), which the bundled recipe "
+               "recipes/megatron/mixtral_8x22b_mi355x_32gpu.sh reproduces")
     rows.append(dict(
+        memory_not_judged=mix_mem,
         id="primus_blog_mi355x_mixtral_8x22b_bf16_64gpu",
         source=f"{SRC}; table 'MI355X - MoE Models (Mixtral 8x22B)', row 'Mixtral 8x22B | BF16 | 2 | 8192 | 1 | 4 | 2 | 1 | 8 | 3,534'",
         model_name="Mixtral 8x22B v0.1", architecture=mix,
