@@ -299,6 +299,8 @@ class Training(StrictModel):
     cuda_graph_scope: tuple[str, ...] = Field(default=(), description="Megatron --cuda-graph-scope / --cuda-graph-"
                                                                       "modules; () = whole layers")
     compile: bool = Field(default=False, description="torch.compile of the model (TorchTitan compile.enable)")
+    compile_loss: bool = Field(default=False, description="TorchTitan: the loss torch.compile'd too (0.3 compile.components "
+                                                          "'loss'; v0.2 training.compile; memory only)")
     moe_token_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep"] = Field(
         default="alltoall", description="EP token dispatcher: alltoall (one copy per routed expert), allgather, "
                                         "deepep / hybridep (Megatron flex dispatcher backends: one copy per "
