@@ -157,6 +157,10 @@ def current_items(path: Path = CURRENT) -> list[Item]:
         fw = "torchtitan" if r.get("torchtitan_config") else "megatron"
         it = Item(id=r["id"], kind="current", expect="ran", framework=fw, source=r.get("source", ""))
         notes: list[str] = []
+        if r.get("memory_not_judged"):  # the row's own data says why its memory cannot be judged
+            it.skip = r["memory_not_judged"]
+            out.append(it)
+            continue
         if r.get("megatron_flags"):
             row, why = flag_row(r, "judge", "current")
             if row is None and "global-batch-size" in why and r["training"].get("global_batch_size") is None:
@@ -214,7 +218,12 @@ def plan_of_case(case: dict) -> Any:
         from primus_launch.adapters.megatron import plan_from_argv
 
         argv = ["pretrain_gpt.py"] + [t for f in case["megatron_flags"] for t in f.split()]
-        return plan_from_argv(argv, cluster=cluster)
+        plan = plan_from_argv(argv, cluster=cluster)
+        if case.get("primus_settings"):  # Primus-only keys of a Primus experiment, as the Primus reader reads them
+            from primus_launch.adapters.primus_yaml import primus_training_changes
+
+            plan = plan.with_changes(training=primus_training_changes(case["primus_settings"]))
+        return plan
     if case.get("torchtitan_config"):
         import tomli_w
 

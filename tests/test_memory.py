@@ -560,6 +560,31 @@ def test_activation_offload_moves_layers_and_modules_to_host():
         4 * 20 * (d["core_attn"] + d["attn_proj"]), rel=1e-9)
 
 
+def test_cpu_offloading_layers_follow_te_offload_order():
+    """--cpu-offloading-num-layers K (TE 2.13/2.14 cpu_offload.py DefaultOffloadSynchronizer, the source's
+    own statement): with equal layers of T bytes the saved activations on the GPU peak at (L - K) T, at
+    every step of the forward and the backward; a reloaded layer takes a released one's place, so a
+    PP-1 plan's allocated peak drops by exactly K layers' activations (no reload transient on top)."""
+    from primus_launch.projection.memory.offload import te_offload_alive, te_offload_peak
+
+    for L, K in ((80, 40), (80, 20), (12, 1), (12, 11), (5, 3)):
+        steps = te_offload_alive(L, K)
+        assert max(len(a) for _, _, a in steps) == L - K
+        assert all(j in a for _, j, a in steps)  # a layer's tensors are on the GPU when it runs
+        assert te_offload_peak([3.0] * L, K) == (L - K) * 3.0
+    # offloaded layers larger than the rest: the forward's first window of L - K layers is the peak, before
+    # layer 0's release at layer L - K = 2 (finish_offload_map)
+    assert te_offload_peak([8.0, 4.0, 2.0, 1.0], 2) == 12.0
+    assert te_offload_peak([1.0, 2.0, 4.0, 8.0], 2) == 12.0
+    p = _p70(parallel=dict(pp=1, tp=8), training=dict(recompute=dict(granularity="none")))
+    base = stage_memory(p)[0]
+    la = layer_activation_bytes(LLAMA70, seq=8192, mbs=1, tp=8, sp=True)
+    for K in (20, 40):
+        off = stage_memory(p.with_changes(training=dict(offload=dict(activation_layers=K))))[0]
+        assert base.allocated_bytes - off.allocated_bytes == pytest.approx(K * la.full, rel=1e-9)
+        assert off.transient_bytes == base.transient_bytes
+
+
 def test_cp_comm_type_buffers_order():
     """Context-parallel attention buffers on top of the layer's backward: all-gathered K/V grow with the
     CP degree, the ring keeps two K/V chunks each way, Ulysses exchanges Q, K, V and the output."""

@@ -227,3 +227,80 @@ def test_published_recipes_fit_and_an_oversized_one_does_not():
     one_node = p70.with_changes(parallel=dict(tp=8, pp=1, vpp=1, dp_sharding="none"),
                                 training=dict(overlap_param_gather=False), cluster=dict(num_nodes=1, gpus_per_node=8))
     assert estimate_memory(one_node).verdict == "does not fit"
+
+
+def test_torch_fsdp2_states_as_megatron_shards_them():
+    """``--use-torch-fsdp2`` (megatron-core 0.16.1 ``distributed/torch_fully_sharded_data_parallel.py``, built
+    on the meta device under a fake 8-rank data-parallel group): ``fully_shard`` on the bf16 model
+    (``Float16Module``) with no mixed-precision policy, so each rank holds 1/8 of the bf16 weights and its
+    gradients are reduce-scattered into that shard in the same dtype -- 2 bytes per sharded parameter, not
+    the main-grad buffer's fp32 (Megatron-FSDP with fp32 gradient reduction keeps 4); the optimizer step's
+    fp32 copies (``_copy_model_grads_to_main_grads``) stay under the backward's peak here."""
+    import sys
+    import warnings
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    warnings.filterwarnings("ignore")
+    from mcore_meta import build_stage, init_fake_parallel
+    import megatron.core.distributed.torch_fully_sharded_data_parallel as tfsdp
+    import torch
+    from megatron.core.distributed.distributed_data_parallel_config import DistributedDataParallelConfig
+    from megatron.core.transformer.module import Float16Module
+    from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy
+
+    from primus_launch.projection.memory.estimate import stage_memory
+
+    arch = ModelArch(name="t", num_layers=2, hidden_size=256, ffn_hidden_size=688, num_attention_heads=8,
+                     num_query_groups=2, vocab_size=1024, seq_length=128)
+    plan = Plan(model=arch, parallel=dict(tp=1, dp_sharding="full", fsdp_impl="torch_fsdp2"),
+                cluster=dict(gpus_per_node=8), training=dict(global_batch_size=8, grad_reduce_in_fp32=True))
+    chunk = build_stage(plan, 0)[0]
+    init_fake_parallel(1, 1, dp=8)
+    real = tfsdp.DeviceMesh.from_group
+
+    class _CpuMesh:  # megatron asks for a "cuda" mesh; the fake group lives on the CPU
+        @staticmethod
+        def from_group(group, _device, *a, **k):
+            return real(group, "cpu", *a, **k)
+
+    saved = tfsdp.DeviceMesh
+    tfsdp.DeviceMesh = _CpuMesh
+    try:
+        cfg = chunk.config
+        cfg.transformer_impl = "local"  # megatron then leaves the local spec's ColumnParallelLinear unwrapped
+        wrapped = tfsdp.TorchFullyShardedDataParallel(cfg, DistributedDataParallelConfig(), Float16Module(cfg, chunk))
+    finally:
+        tfsdp.DeviceMesh = saved
+    local = [p.to_local() for p in wrapped.parameters()]
+    assert {t.dtype for t in local} == {torch.bfloat16}
+    shard_bytes = sum(t.numel() * t.element_size() for t in local)
+    groups = [m._get_fsdp_state()._fsdp_param_group for m in wrapped.modules() if isinstance(m, FSDPModule)]
+    assert all(g.mp_policy == MixedPrecisionPolicy() for g in groups if g is not None)  # grads in bf16
+    st = stage_memory(plan)[0]
+    assert st.parameters_bytes == pytest.approx(shard_bytes, rel=2e-3)
+    assert st.gradients_bytes == pytest.approx(shard_bytes, rel=2e-3)
+    mfsdp = stage_memory(plan.with_changes(parallel=dict(fsdp_impl="megatron_fsdp")))[0]
+    assert mfsdp.gradients_bytes == pytest.approx(2 * shard_bytes, rel=2e-3)
+
+
+def test_rocm_te_without_weight_transpose_cache():
+    """Primus ``no_fp8_weight_transpose_cache`` (``te_patches/linear_fp8_cache_patches.py``: ROCm TE's
+    ``keep_fp8_weight_transpose_cache=False``, ``rocm_utils.clear_fp8_weight_transpose_cache``): of the fp8
+    weight workspace TE keeps across micro-batches only the rowwise copy stays (1 byte per linear
+    parameter, unsharded under torch FSDP2, whose all-gathered weight TE quantizes), the columnwise one is
+    made for one layer's backward at a time."""
+    from primus_launch.adapters.primus_yaml import primus_training_changes
+    from primus_launch.projection.memory.estimate import linear_params, stage_memory
+    from primus_launch.projection.memory.params import arch_key
+
+    assert primus_training_changes({"no_fp8_weight_transpose_cache": True}) == {"fp8_weight_transpose_cache": False}
+    arch = ModelArch(name="l70", num_layers=8, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
+                     num_query_groups=8, vocab_size=128256, seq_length=8192)
+    plan = Plan(model=arch, parallel=dict(tp=1, dp_sharding="full", fsdp_impl="torch_fsdp2"),
+                cluster=dict(gpus_per_node=8), training=dict(global_batch_size=8, precision="fp8",
+                                                             fp8_recipe="delayed"))
+    keep = stage_memory(plan)[0]
+    drop = stage_memory(plan.with_changes(training=primus_training_changes({"no_fp8_weight_transpose_cache": True})))[0]
+    lin = linear_params(arch_key(arch), 1, 1, 1, plan.chunk_layout()[0], keep.num_parameters)
+    assert keep.parameters_bytes - drop.parameters_bytes == pytest.approx(lin, rel=1e-9)
+    assert keep.parameters_bytes - 2 * keep.num_parameters / 8 == pytest.approx(2 * lin, rel=1e-9)

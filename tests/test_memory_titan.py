@@ -207,3 +207,42 @@ def test_titan_moe_step_qwen3():
     assert st.gradients_bytes == pytest.approx(_cat(pk, "Sharded Grad"), rel=0.03)
     assert st.activations_bytes == pytest.approx(_cat(pk, "Activation"), rel=0.03)
     assert st.allocated_bytes == pytest.approx(got["peak"], rel=0.03)
+
+
+def test_compiled_loss_keeps_the_logits_and_writes_a_bf16_gradient():
+    """torchtitan's ``cross_entropy_loss`` torch.compile'd (``components/loss.py`` ``build_cross_entropy_loss``;
+    inductor on the CPU): the forward allocates only two fp32 values per token beside the scalar loss (it keeps
+    the bf16 logits it was given), the backward one bf16 logits-sized gradient -- what
+    :func:`titan_loss_bytes` states; eager, the loss keeps fp32 log-probabilities and its backward two fp32
+    logits-sized tensors.  A plan with ``compile_loss`` differs from one without by exactly that."""
+    import re
+
+    import torch
+    from torch._inductor.utils import run_and_get_code
+    from torchtitan.components.loss import cross_entropy_loss
+
+    from primus_launch.projection.memory.estimate import titan_loss_bytes
+
+    b, n, v = 2, 16, 512
+    x = torch.randn(b, n, v, dtype=torch.bfloat16, requires_grad=True)
+    t = torch.randint(0, v, (b, n))
+    torch._dynamo.reset()
+    f = torch.compile(cross_entropy_loss)
+    _, codes = run_and_get_code(lambda: f(x, t).backward())
+    torch._dynamo.reset()
+    fw, bw = ([(tuple(int(d) for d in s.split(",") if d.strip()), dt)
+               for s, dt in re.findall(r"empty_strided_cpu\(\((.*?)\), \(.*?\), (torch\.\w+)\)", c)] for c in codes)
+    big = [(s, dt) for s, dt in fw + bw if len(s) > 1 and s[1] == v]
+    assert big == [((b * n, v), "torch.bfloat16")]  # the backward's gradient, nothing logits-sized in the forward
+    assert sum(s[0] * 4 for s, dt in fw if dt == "torch.float32" and len(s) == 2) == 8 * b * n
+    kept, grad = titan_loss_bytes(sb=b * n, vocab=v)
+    assert (kept, grad) == (2 * b * n * v + 8 * b * n, 2 * b * n * v)
+    arch = arch_from_flavor("llama3", "8B").model_copy(update=dict(num_layers=2, seq_length=8192))
+    p = Plan(model=arch, parallel=dict(dp_sharding="full"), cluster=dict(gpus_per_node=8),
+             training=dict(global_batch_size=16, micro_batch_size=2, compile=True), source=dict(framework="torchtitan"))
+    eager = titan_stage_memory(*titan_args(p), TITAN)[0]
+    comp = titan_stage_memory(*titan_args(p.with_changes(training=dict(compile_loss=True))), TITAN)[0]
+    sb, V = 2 * 8192, arch.vocab_size
+    # the loss backward's level: fp32 log-probs + two fp32 gradients eager, bf16 logits + stats + a bf16 gradient
+    assert eager.allocated_bytes - comp.allocated_bytes == pytest.approx((4 + 8) * sb * V - (2 * sb * V + 8 * sb + 2 * sb * V),
+                                                                         rel=1e-6)

@@ -664,7 +664,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                     microbatch_group=a.get("microbatch_group_size_per_vp_stage") if pp > 1 and vpp > 1 else None,
                     account_for_embedding_in_pipeline_split=acc_e and pp > 1 and layout is None,
                     account_for_loss_in_pipeline_split=acc_l and pp > 1 and layout is None,
-                    fsdp_reshard_after_forward="default" if get(a, "torch_fsdp2_reshard_after_forward") else "never")
+                    fsdp_reshard_after_forward="default" if get(a, "torch_fsdp2_reshard_after_forward") else "never",
+                    fsdp_impl="torch_fsdp2" if get(a, "use_torch_fsdp2") else "megatron_fsdp")
 
     recompute = _recompute(a, rep)
     bf16, fp16 = bool(get(a, "bf16")), bool(get(a, "fp16"))
@@ -921,7 +922,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                   "none": "no_shard"}
     if current.get("use_megatron_fsdp"):
         out["data_parallel_sharding_strategy"] = strategies[p.dp_sharding]
-    elif current.get("use_torch_fsdp2") and p.dp_sharding != "optimizer_grads" and not (
+    elif (current.get("use_torch_fsdp2") or (p.dp_sharding == "full" and p.fsdp_impl == "torch_fsdp2")) \
+            and p.dp_sharding != "optimizer_grads" and not (
             p.dp_sharding == "full" and torch_fsdp2_problems(plan)):  # else: Megatron-FSDP (plan/legality.py)
         out["use_torch_fsdp2"] = p.dp_sharding == "full"
         out["use_distributed_optimizer"] = p.dp_sharding == "optimizer"

@@ -963,7 +963,7 @@ MODELLED_FLAGS: dict[str, str] = {
     "--expert-model-parallel-size": "parallel.ep", "--expert-tensor-parallel-size": "parallel.etp",
     "--sequence-parallel": "parallel.sequence_parallel (off at TP=1)",
     "--use-distributed-optimizer": "parallel.dp_sharding = optimizer",
-    "--use-torch-fsdp2": "parallel.dp_sharding = full", "--use-megatron-fsdp": "parallel.dp_sharding",
+    "--use-torch-fsdp2": "parallel.dp_sharding = full, parallel.fsdp_impl = torch_fsdp2", "--use-megatron-fsdp": "parallel.dp_sharding",
     "--data-parallel-sharding-strategy": "parallel.dp_sharding (no_shard, optim, optim_grads, optim_grads_params)",
     "--torch-fsdp2-no-reshard-after-forward": "parallel.fsdp_reshard_after_forward = never",
     "--tp-comm-overlap": "training.tp_comm_overlap",

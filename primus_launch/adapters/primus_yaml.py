@@ -341,7 +341,6 @@ _PRIMUS_UNMODELLED = {
     "num_seq_splits": (1, "memory and time: sequence split into chunks in the Primus pipeline"),
     "interleave_group_size": (0, "time: Primus interleave group size"),
     "decoder_pipeline_manual_split_list": (None, "memory and time: a manual split of layers over pipeline stages"),
-    "no_fp8_weight_transpose_cache": (False, "memory: FP8 weight transposes not cached"),
     "turbo_deepep_num_cu": (32, "time: CUs given to Turbo DeepEP"),
     "turbo_deepep_use_comm_stream": (False, "time: Turbo DeepEP on its own stream"),
     "patch_moe_overlap": (False, "time: Primus MoE communication/computation overlap"),
@@ -352,8 +351,8 @@ _PRIMUS_UNMODELLED = {
     "use_turbo_autotune": (False, "time: Primus-Turbo GEMM autotuning"),
     "pp_max_mem": (None, "memory: zero-bubble heuristic memory cap"),
 }
-_PRIMUS_MAPPED = {"recompute_layer_ids", "enable_primus_turbo", "use_turbo_deepep", "turbo_sync_free_moe_stage",
-                  "patch_zero_bubble", "enable_zero_bubble", "zero_bubble_v_schedule", "enable_1f1b_v", "patch_primus_pipeline",
+_PRIMUS_MAPPED = {"recompute_layer_ids", "no_fp8_weight_transpose_cache", "enable_primus_turbo", "use_turbo_deepep",
+                  "turbo_sync_free_moe_stage", "patch_zero_bubble", "enable_zero_bubble", "zero_bubble_v_schedule", "enable_1f1b_v", "patch_primus_pipeline",
                   "pp_algorithm", "torch_compile", "enable_zb_runtime"}
 # Megatron / Primus keys with no effect on step time or memory (numerics, logging, data, checkpoints)
 _NEUTRAL_RE = re.compile(
@@ -531,6 +530,17 @@ def recompute_layer_ids(cfg: dict) -> Optional[tuple[int, ...]]:
     return tuple(ids)
 
 
+def primus_training_changes(cfg: dict) -> dict[str, Any]:
+    """Plan ``training`` fields of Primus-only Megatron settings (a merged configuration, or just those keys):
+    ``no_fp8_weight_transpose_cache: true`` -> ``fp8_weight_transpose_cache`` False (Primus
+    ``patches/te_patches/{linear,layernorm_linear}_fp8_cache_patches.py`` build TELinear /
+    TELayerNormColumnParallelLinear with ROCm TE's ``keep_fp8_weight_transpose_cache=False``)."""
+    out: dict[str, Any] = {}
+    if cfg.get("no_fp8_weight_transpose_cache"):
+        out["fp8_weight_transpose_cache"] = False
+    return out
+
+
 def _refuse_fine_tuning(cfg: dict) -> None:
     """Refuse Primus fine-tuning (``primus/configs/modules/megatron/sft_trainer.yaml``: ``stage: sft``,
     optionally ``lora.enabled``): LoRA freezes the base weights (no weight gradients or optimizer state
@@ -619,6 +629,7 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
                                             modules=("core_attn",), layer_ids=layer_ids)
     if deepep and plan.model.is_moe:
         upd["training"]["moe_token_dispatcher"] = "deepep"
+    upd["training"].update(primus_training_changes(cfg))
     tc = cfg.get("torch_compile")
     if isinstance(tc, dict) and tc.get("enable"):
         upd["training"]["compile"] = True
@@ -865,6 +876,8 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
     want = desired_args(sched_plan, {k: v for k, v in cur.items() if v is not None}, frozenset(r.overrides))
     if t.compile != old.training.compile:
         primus["torch_compile.enable"] = t.compile
+    if t.fp8_weight_transpose_cache != old.training.fp8_weight_transpose_cache:
+        primus["no_fp8_weight_transpose_cache"] = not t.fp8_weight_transpose_cache
     if t.moe_token_dispatcher != old.training.moe_token_dispatcher:
         if t.moe_token_dispatcher == "deepep":
             primus.update({"enable_primus_turbo": True, "use_turbo_deepep": True, "moe_router_dtype": "fp32"})

@@ -186,6 +186,11 @@ class Parallelism(StrictModel):
         default="none", description="none | optimizer (Megatron distributed optimizer, ZeRO-1) | optimizer_grads "
                                     "(Megatron-FSDP optim_grads, ZeRO-2) | full (FSDP / ZeRO-3)")
     dp_replicate: int = Field(default=1, gt=0, description="HSDP replicate groups (torchtitan); shard group = dp / dp_replicate")
+    fsdp_impl: Literal["megatron_fsdp", "torch_fsdp2"] = Field(
+        default="megatron_fsdp", description="Megatron plans with dp_sharding full: Megatron-FSDP (--use-megatron-fsdp, "
+                                             "gradients in its main-grad buffers) or torch FSDP2 (--use-torch-fsdp2: "
+                                             "gradients in the parameters' dtype, fp32 copies made at the optimizer "
+                                             "step); TorchTitan plans always run torch FSDP2 (memory only)")
     fsdp_reshard_after_forward: Literal["default", "always", "never"] = Field(
         default="default", description="FSDP2 reshard_after_forward policy (torchtitan parallelism."
                                        "fsdp_reshard_after_forward: default = reshard unless pipeline parallel)")
@@ -263,6 +268,11 @@ class Training(StrictModel):
                                   "mxfp8 (TE, Megatron --fp8-recipe), rowwise (torchao); None = the framework's "
                                   "default (Megatron delayed, TorchTitan tensorwise)")
     fp8_param_gather: bool = Field(default=False, description="FP8 weights all-gathered / kept (Megatron --fp8-param-gather)")
+    fp8_weight_transpose_cache: bool = Field(
+        default=True, description="Transformer Engine keeps each linear's transposed (columnwise) fp8 weight in its "
+                                  "workspace across micro-batches; False = ROCm TE keep_fp8_weight_transpose_cache="
+                                  "False (Primus no_fp8_weight_transpose_cache): the transpose is made in each "
+                                  "backward and freed (memory only)")
     fp4_recipe: Optional[Literal["nvfp4"]] = Field(default=None, description="with precision fp4 (Megatron --fp4-recipe)")
     recompute: Recompute = Field(default_factory=Recompute)
     offload: Offload = Field(default_factory=Offload)
@@ -289,6 +299,8 @@ class Training(StrictModel):
     cuda_graph_scope: tuple[str, ...] = Field(default=(), description="Megatron --cuda-graph-scope / --cuda-graph-"
                                                                       "modules; () = whole layers")
     compile: bool = Field(default=False, description="torch.compile of the model (TorchTitan compile.enable)")
+    compile_loss: bool = Field(default=False, description="TorchTitan: the loss torch.compile'd too (0.3 compile.components "
+                                                          "'loss'; v0.2 training.compile; memory only)")
     moe_token_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep"] = Field(
         default="alltoall", description="EP token dispatcher: alltoall (one copy per routed expert), allgather, "
                                         "deepep / hybridep (Megatron flex dispatcher backends: one copy per "

@@ -339,8 +339,31 @@ COMMON_UNKNOWN_MB = [
 ]
 
 
+# Bridge's dropout (Megatron's defaults are 0.1): every model these rows train sets both to 0.0
+DROPOUT_SRC = {
+    "26.04.01": {
+        "llama3_70b": "llama/llama_bridge.py:64", "llama31_405b": "llama/llama_bridge.py:64",
+        "llama3_8b": "llama/llama_bridge.py:64", "dsv3": "deepseek/deepseek_v3_bridge.py:80",
+        "qwen3_30b": "qwen/qwen3_moe_bridge.py:51", "qwen3_235b": "qwen/qwen3_moe_bridge.py:51",
+        "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76"},
+    "25.11": {"llama3_70b": "llama/llama_provider.py:48-49", "llama31_405b": "llama/llama_provider.py:48-49",
+              "llama3_8b": "llama/llama_provider.py:48-49"},
+}
+
+
+def dropout_note(mk, release):
+    """Where Megatron-Bridge sets the row's model's dropout to 0 (the flags carry it: Megatron's default is 0.1)."""
+    if release == "26.04.01":
+        return (f"Dropout 0: Bridge @{MB_TAG} src/megatron/bridge/models/{DROPOUT_SRC[release][mk]} sets "
+                "provider.hidden_dropout = 0.0; attention_dropout comes from the HF config (0.0) through "
+                "conversion/model_bridge.py:353 CONFIG_MAPPING.")
+    return (f"Dropout 0: Bridge @{MB_TAG_2511} src/megatron/bridge/models/{DROPOUT_SRC[release][mk]} "
+            "(attention_dropout = hidden_dropout = 0.0).")
+
+
 def mb_common(mk, prec, dp, pp, vp, tp, extra_gc=100, ce=True):
     f = ["--use-mcore-models", "--transformer-impl transformer_engine", "--bf16", "--mock-data",
+         "--attention-dropout 0.0", "--hidden-dropout 0.0",
          "--use-distributed-optimizer", "--no-check-for-nan-in-loss-and-grad", "--grad-reduce-in-bf16",
          f"--manual-gc", f"--manual-gc-interval {extra_gc}"]
     if dp > 1:
@@ -399,7 +422,7 @@ def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, e
             "hardware.gpus_per_node from the system type (table gives only the GPU count)",
         ],
         source_reliability="primary (official repo doc table; flags read from the perf configs at the release tag)",
-        notes=notes,
+        notes=(notes + " " + dropout_note(mk, release)).strip(),
         megatron_flags=flags,
         flags_source=fsrc,
         flags_unknown=COMMON_UNKNOWN_MB + unknown,
@@ -421,6 +444,10 @@ def pipeline_flags(tp, pp, cp, vp, ep, mbs, gbs, gpus):
     if tp > 1:
         f += ["--sequence-parallel"]
     return f
+
+
+# llama3_workload_base_configs.py @v0.4.2: the line of cpu_offloading_num_layers in the *_FP8_CS_V2 config
+OFFLOAD_LINE = {"GB300": 215, "GB200": 245}
 
 
 def bridge_rows():
@@ -450,12 +477,16 @@ def bridge_rows():
             off = 20 if sysname == "GB300" else 40
             f = [x for x in f if x not in ("--use-distributed-optimizer", "--overlap-param-gather-with-optimizer-step")]
             f += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params", "--fsdp-double-buffer",
-                  "--no-gradient-accumulation-fusion", "--init-model-with-meta-device", "--use-distributed-optimizer"]
-            unknown += [f"activation CPU offloading of {off} layers (Bridge model.cpu_offloading=True, cpu_offloading_weights=False, "
-                        f"cpu_offloading_num_layers={off}): Megatron-LM core_r0.16 has no CLI flag for it and the plan does not model it",
-                        "Megatron-FSDP suggested_communication_unit_size=8e8 and keep_fp8_transpose_cache=False (no Megatron-LM flag)"]
+                  "--no-gradient-accumulation-fusion", "--init-model-with-meta-device", "--use-distributed-optimizer",
+                  f"--cpu-offloading-num-layers {off}"]
+            unknown += ["Megatron-FSDP suggested_communication_unit_size=8e8 and keep_fp8_transpose_cache=False (no Megatron-LM flag)"]
             rec = f"none (activation CPU offload of {off} layers instead)"
             notes += "Megatron-FSDP (ZeRO-3-like, optim_grads_params) over all 64 GPUs. "
+            notes += (f"Activation CPU offloading of {off} of 80 layers: Bridge @{MB_TAG} scripts/performance/configs/llama/"
+                      f"llama3_workload_base_configs.py:{OFFLOAD_LINE[sysname]} (cpu_offloading_num_layers={off}), applied by "
+                      "scripts/performance/utils/overrides.py:140-143 (model.cpu_offloading=True, cpu_offloading_weights="
+                      "False); Megatron-LM's --cpu-offloading-num-layers (a TransformerConfig field; megatron/training/"
+                      "arguments.py sets cpu_offloading when it is > 0) is the same setting. ")
         rows.append(mb_row(f"mbridge2604_{sysname.lower()}_{prec}_llama3_70b_{gpus}gpu", "llama3_70b", sysname, gpus, prec, tp_,
                            gbs, mbs, tp, pp, cp, vp, None, tok, tf, f, cfg, "llama", "llama3_workload_base_configs.py",
                            "llama3_llm_pretrain.py", f"llama3_70b_pretrain_config_{sysname.lower()}", "llama/llama3.py (llama3_70b_pretrain_config)",
@@ -798,9 +829,21 @@ def titan_rows():
     scout = dict(num_layers=48, hidden_size=5120, ffn_hidden_size=16384, num_attention_heads=40, num_query_groups=8,
                  vocab_size=202048, seq_length=8192, num_experts=16, moe_topk=1, moe_ffn_hidden_size=8192,
                  moe_shared_expert_intermediate_size=8192, moe_layer_freq=1, moe_router_score_function="sigmoid")
+    # the SwiGLU inputs autograd must keep without AC (w1 and w3 outputs, for silu(a) * b's backward): the top-1 routed
+    # expert's and the shared expert's, hidden 8192 each (torchtitan v0.2.1 llama4/model/model.py TransformerBlock,
+    # moe/moe.py MoE: shared FeedForward(hidden_dim * num_shared_experts)), per token of the local batch, per layer
+    tokens = 10 * 8192
+    swiglu = 48 * tokens * (1 + 1) * 2 * 8192 * 2
+    scout_mem = (f"memory not judged: the stated configuration cannot be what ran. Local batch 10 x seq 8192 = {tokens} "
+                 f"tokens per GPU with no activation checkpointing keeps, in the 48 layers, at least the two SwiGLU "
+                 f"inputs (w1 and w3 outputs, hidden 8192) of the top-1 routed expert and of the shared expert per "
+                 f"token: 48 x {tokens} x 4 x 8192 x 2 B = {swiglu / 2**30:.0f} GiB, more than a GB200's 184 GiB before "
+                 "anything else; the blog's run of the same model on the same cluster states local batch 1 with full AC "
+                 "(a different speedup, +30.2% vs the table's +20.3%), so which settings produced the table is unknown")
     for key, tok, prec in (("bf16", 6169, "bf16"), ("mxfp8", 7401, "mxfp8 (torchao) on routed-expert grouped GEMMs and all "
                                                                   "linears except output, router.gate, attention.wk, attention.wv")):
         rows.append(dict(
+            memory_not_judged=scout_mem,
             id=f"torchtitan_gb200_llama4_scout_{key}",
             source=("pytorch/torchtitan torchtitan/components/quantization/mxfp8.md (HEAD b5bcd76c) 'Performance / MoE "
                     f"models' table, row '{'None (bfloat16)' if key == 'bf16' else 'mxfp8'}'; run described in the "
@@ -908,7 +951,29 @@ def amd_rows():
              "--moe-router-force-load-balancing", "--bf16", "--use-distributed-optimizer", "--overlap-grad-reduce",
              "--overlap-param-gather", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion",
              "--cross-entropy-fusion-impl te", "--mock-data", "--vocab-size 32000"]
+    # What the backward needs on PP rank 0 without recompute, per token of a micro-batch, per layer (bf16 elements): each
+    # of the top-2 routed copies' grouped-GEMM fc1 input (h), fc1 output (2F, the SwiGLU's input) and fc2 input (F);
+    # flash attention's q, k, v, o; the two norms' inputs (2h).  Interleaved 1F1B (PP 4, VP 2) keeps
+    # min(2(pp-1) + (vp-1) pp + 1, m vp) chunk-micro-batches of 7 layers: 8 at the smallest legal global batch
+    # (m = pp = 4 micro-batches per DP rank).  Weights (bf16), fp32 gradients and the distributed optimizer's 12 B of rank
+    # 0's 14 layers + embedding (1 of 8 experts per layer at EP 8; DP 16, expert-DP 2).
+    h, F, nq, nkv, d = 6144, 16384, 48, 8, 128
+    per_tok = 2 * (h + 2 * F + F) + (2 * nq + 2 * nkv) * d + 2 * h
+    acts = 2 * per_tok * 2 * 8192 * 7 * 8
+    dense = 14 * (h * (nq + 2 * nkv) * d + nq * d * h + 2 * h + 8 * h) + 32000 * h
+    expert = 14 * 3 * h * F
+    static = (2 + 4) * (dense + expert) + 12 * (dense / 16 + expert / 2)
+    mix_mem = (f"memory not judged: nothing states the recompute and global batch of the measured 8-node run. The blog's "
+               f"'Batch 2' with the example config's recompute (block, 0 layers = none) needs on PP rank 0, even at the "
+               f"smallest legal global batch (8 chunk-micro-batches of 7 layers in flight), {per_tok} bf16 values per "
+               f"token and layer that the backward reads (top-2 routed copies' fc1 input, fc1 output and fc2 input; "
+               f"flash attention's q, k, v, o; the norms' inputs) = {acts / 2**30:.0f} GiB, plus {static / 2**30:.0f} GiB "
+               f"of weights, fp32 gradients and optimizer state = {(acts + static) / 2**30:.0f} GiB, over the MI355X's "
+               "288 GiB; Primus's own docs run this config (4 nodes) at MBS 1 with recompute_num_layers 1 "
+               "(docs/02-user-guide/megatron-lm-training.md), which the bundled recipe "
+               "recipes/megatron/mixtral_8x22b_mi355x_32gpu.sh reproduces")
     rows.append(dict(
+        memory_not_judged=mix_mem,
         id="primus_blog_mi355x_mixtral_8x22b_bf16_64gpu",
         source=f"{SRC}; table 'MI355X - MoE Models (Mixtral 8x22B)', row 'Mixtral 8x22B | BF16 | 2 | 8192 | 1 | 4 | 2 | 1 | 8 | 3,534'",
         model_name="Mixtral 8x22B v0.1", architecture=mix,

@@ -2,7 +2,8 @@
 measured peak where one was published) of real training configurations, for ``scripts/validate_memory.py``.
 
 Three kinds of case, each with its full configuration as the framework's own arguments (Megatron-LM
-flags, or a TorchTitan job TOML as a table), its device, its source and a quote of what was reported:
+flags, or a TorchTitan job TOML as a table; ``primus_settings``: Primus-only keys of a Primus experiment, read by
+the Primus reader), its device, its source and a quote of what was reported:
 
 - ``oom``: a configuration reported to run out of device memory (an issue, a PR, or a commit that fixes
   an OOM by a config change: the configuration before the fix);
@@ -267,6 +268,10 @@ _P70 = [
     "--no-gradient-accumulation-fusion", "--recompute-granularity full", "--recompute-method block",
     "--recompute-num-layers 72", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
     "--fp8-format hybrid", "--fp8-recipe delayed", "--attention-dropout 0.0", "--hidden-dropout 0.0"]
+# Primus-only settings of the experiment (no Megatron-LM flag says them): the case's plan reads them through the
+# Primus reader (primus_yaml.primus_training_changes); llama3.3_70B-FP8-pretrain.yaml at 27a162d2 sets
+# no_fp8_weight_transpose_cache: true
+_P70_PRIMUS = {"no_fp8_weight_transpose_cache": True}
 _P70_SRC = dict(ref="AMD-AGI/Primus examples/megatron/configs/MI325X/llama3.3_70B-FP8-pretrain.yaml (commit 27a162d2, "
                     "2026-07-23, 'update mi325x config files for primus-v26.5', #900)",
                 url="https://github.com/AMD-AGI/Primus/blob/main/examples/megatron/configs/MI325X/llama3.3_70B-FP8-pretrain.yaml",
@@ -520,10 +525,12 @@ CASES += [
     dict(id="primus_mi325x_llama33_70b_fp8_fsdp2_8gpu_mbs3", outcome="oom", framework="megatron",
          hardware=dict(gpu="MI325X 256GB", plan_gpu="mi325x", num_gpus=8, gpus_per_node=8),
          megatron_flags=derive(_P70, {"--micro-batch-size": 3}), source=_P70_SRC, quote=_P70_QUOTE, read=_P70_READ,
+         primus_settings=_P70_PRIMUS,
          pair="primus_mi325x_llama33_70b_fp8_fsdp2_8gpu_mbs1"),
     dict(id="primus_mi325x_llama33_70b_fp8_fsdp2_8gpu_mbs1", outcome="ran", framework="megatron",
          hardware=dict(gpu="MI325X 256GB", plan_gpu="mi325x", num_gpus=8, gpus_per_node=8),
          megatron_flags=_P70, source=_P70_SRC, quote=_P70_QUOTE, read=_P70_READ,
+         primus_settings=_P70_PRIMUS,
          pair="primus_mi325x_llama33_70b_fp8_fsdp2_8gpu_mbs3"),
     dict(id="primus_mi355x_qwen3_30b_bf16_8gpu_mbs8_norecompute", outcome="ran", framework="megatron",
          hardware=dict(gpu="MI355X 288GB", plan_gpu="mi355x", num_gpus=8, gpus_per_node=8),
@@ -605,7 +612,10 @@ def titan_peak_cases(published: Path) -> list[dict]:
                             "enable_async_tensor_parallel": bool(p.get("async_tp"))},
             "activation_checkpoint": ({"mode": "full"} if t["recompute"] == "full"
                                       else {"mode": "selective", "selective_ac_option": "op"}),
-            "compile": {"enable": bool(p.get("torch_compile")), "components": ["model", "loss"]},
+            # torchtitan 9dec370 (the Dec 2024 benchmarks) compiled the model only: train.py:137-138 leaves
+            # `loss_fn = torch.compile(loss_fn)` commented out; e7c0cae compiles both (components/loss.py:27-29)
+            "compile": {"enable": bool(p.get("torch_compile")),
+                        "components": ["model"] if "torchtitan 9dec370" in r["source"] else ["model", "loss"]},
             "optimizer": {"name": "AdamW"},
         }
         read = [f"pytorch/torchtitan benchmark row {r['id']} (shared/validation/published_runs.json): {r['source']}"]

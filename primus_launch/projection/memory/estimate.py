@@ -189,6 +189,14 @@ def basis_peak(st: StageMemory, basis: str) -> int:
 
 
 # ---------------------------------------------------------------- TorchTitan
+def titan_loss_bytes(*, sb: float, vocab: int) -> tuple[float, float]:
+    """(kept, backward transient) of torchtitan's ``cross_entropy_loss`` torch.compile'd (inductor), traced
+    in ``tests/test_memory_titan.py``: the forward reads the bf16 logits once and writes two fp32 values per
+    token (the row max and log-sum-exp), so it keeps the logits it was given (``2 sb V``) and ``8 sb``; the
+    backward writes the bf16 gradient of the logits (``2 sb V``), the upcast recomputed in the kernel."""
+    return 2.0 * sb * vocab + 8.0 * sb, 2.0 * sb * vocab
+
+
 def titan_args(plan: Plan) -> tuple:
     m, p, t = plan.model, plan.parallel, plan.training
     r = t.recompute
@@ -197,7 +205,7 @@ def titan_args(plan: Plan) -> tuple:
     shard = plan.dp // max(1, p.dp_replicate) if p.dp_sharding == "full" else 1
     return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, shard, 1, plan.chunk_layout(),
             t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches, t.precision, r.granularity, r.method,
-            r.num_layers, t.compile, p.fsdp_reshard_after_forward, titan_attention(plan))
+            r.num_layers, t.compile, p.fsdp_reshard_after_forward, titan_attention(plan), t.compile_loss)
 
 
 def titan_attention(plan: Plan) -> str:
@@ -218,10 +226,15 @@ def titan_stage_memory(*args, measured=None) -> tuple[StageMemory, ...]:
 
 @lru_cache(maxsize=4096)
 def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
-                      gran, method, rnum, compiled, reshard, attn="flex",
+                      gran, method, rnum, compiled, reshard, attn="flex", loss_compiled=False,
                       impl: TitanImpl = TITAN, measured=None) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
     """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
-    ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients)."""
+    ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients).
+
+    The loss (torchtitan ``components/loss.py`` ``cross_entropy_loss``: ``F.cross_entropy(pred.float(), ...)``)
+    eager keeps its fp32 log-probabilities ``4 sb V`` and its backward holds two fp32 logits-sized tensors
+    (three with loss-parallel TP); compiled (``loss_compiled``, TP 1: :func:`titan_loss_bytes`) it keeps the
+    bf16 logits it was given and two fp32 values per token, and its backward writes the bf16 gradient."""
     m = arch_from_key(key)
     S = max(1, dp // max(1, dp_replicate)) * cp
     # torchtitan 0.3.0 efsdp = dp_shard * cp * tp / ep (v0.2: / (etp * ep)); without EP the experts
@@ -304,6 +317,9 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                     punits.append(("head", head_g, hn + hin, 0.0, 0.0))
                     lk = 2.0 * sb * V / tp
                     lg = (2 if tp == 1 else 3) * 4.0 * sb * V / tp
+                    if loss_compiled and tp == 1:  # the logits (lk) are what it keeps, beside 8 bytes per token
+                        kept_l, lg = titan_loss_bytes(sb=sb, vocab=V)
+                        lp = kept_l - lk
                     extra = lp + lk
                 stages.append(PPStage(units=tuple(punits), extra_kept=extra, first=chunk.embedding, last=chunk.loss,
                                       boundary=a_sbh, loss_grads=lg, logits_kept=lk, log_probs=lp))
@@ -325,8 +341,10 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             hn, hin, logp = titan_head_bytes(m, seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl)
             if measured is not None:
                 hn, hin, logp = measured.titan_head(hn, hin, logp)
-            head = (hn, hin, logp, head_g)
             loss_grads = (2 if tp == 1 else 3) * 4.0 * sb * V / tp
+            if loss_compiled and tp == 1 and measured is None:
+                logp, loss_grads = titan_loss_bytes(sb=sb, vocab=V)
+            head = (hn, hin, logp, head_g)
             if reshard != "always":
                 held = 2.0 * unit_unsharded(head_g) if S > 1 else 0.0
         pp_extra = 0.0

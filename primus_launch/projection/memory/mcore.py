@@ -6,11 +6,20 @@ Per pipeline stage (one GPU of that stage), in bytes:
 - **weights** ``N * w`` with ``N`` from :func:`params.stage_parameter_split` and ``w = 2`` for
   bf16/fp16/fp8 (Megatron/TE keep bf16 weights under fp8 unless ``--fp8-param-gather``) and ``4`` for
   fp32; under fp8 TE caches each linear's quantized weight across micro-batches (rowwise + columnwise
-  copies, minus the rowwise one an fp8 parameter already is);
+  copies, minus the rowwise one an fp8 parameter already is; of the weight it runs on, i.e. the
+  all-gathered one under FSDP: TE ``module/base.py`` ``get_weight_workspace`` with ``cache_name="weight"``
+  whenever megatron passes ``is_first_microbatch``, which ``MegatronModule.set_is_first_microbatch`` does
+  through the FSDP wrappers too); ROCm TE's ``keep_fp8_weight_transpose_cache=False`` (Primus
+  ``no_fp8_weight_transpose_cache``) keeps the rowwise copy only and makes one layer's columnwise copy
+  in its backward;
 - **gradients** Megatron DDP's contiguous grad buffer, full size even with the distributed optimizer
   (``distributed/param_and_grad_buffer.py``): fp32 iff Megatron accumulates in fp32
   (``training/arguments.py``: ``accumulate_allreduce_grads_in_fp32`` = not ``--grad-reduce-in-bf16``
-  and ``--main-grads-dtype fp32``), else the parameters' 2 bytes;
+  and ``--main-grads-dtype fp32``), else the parameters' 2 bytes; torch FSDP2 (``--use-torch-fsdp2``,
+  ``distributed/torch_fully_sharded_data_parallel.py``: ``fully_shard`` of the bf16 ``Float16Module`` with
+  no mixed-precision policy) has no grad buffer: gradients are reduce-scattered into the parameters'
+  sharded dtype, and the optimizer step's fp32 copies (``Float16OptimizerWithFloat16Params
+  ._copy_model_grads_to_main_grads``, the bf16 ones freed as it goes) are a transient without activations;
 - **optimizer** Adam keeps an fp32 master copy and two fp32 moments (``--main-params-dtype`` /
   ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` with ``--use-precision-aware-optimizer``).  The
   distributed optimizer shards the dense parameters' state over the data-parallel x context-parallel
@@ -30,7 +39,18 @@ Per pipeline stage (one GPU of that stage), in bytes:
   plus, with full recompute, the rebuilt group; on the last stage the loss forward's logits; on the
   first stage the embedding weight-gradient; Megatron-FSDP's unsharded layer; MoE dispatch buffers
   (permuted tokens and combine output of the rank's ``(token, expert)`` pairs); CP communication
-  buffers; a reloaded offloaded layer.
+  buffers; the layer a fine-grained offloaded module (``--offload-modules``) reloads.
+
+``--cpu-offloading-num-layers K`` (Transformer Engine 2.13 / 2.14 ``pytorch/cpu_offload.py``
+``DefaultOffloadSynchronizer``, the path megatron's ``TransformerBlock`` takes unless
+``NVTE_CPU_OFFLOAD_V1=1``): layers ``0..K-1`` of the block (``model_layers = num_layers``; Megatron allows
+it only without PP and without recompute) push their saved tensors to pinned host memory; layer ``i``'s
+GPU copy is released when layer ``L - K + i`` starts its forward and reloaded when layer ``L - 1 - K + i``
+starts its backward, so at every point of the step at most ``L - K`` layers' activations are on the GPU,
+the layer running included (:mod:`memory.offload` walks it).  What stays resident of an offloaded
+layer: parameters and the quantized weights (``mark_not_offload``) and tensors under 256 Ki elements
+(``_check_if_offload``: the norms' fp32 ``rstd`` at ``s b / t < 262144`` tokens, under 1 MiB per layer,
+not counted).  No double buffer: the V2 path has none (``double_buffering`` is deprecated there).
 
 ``--delay-wgrad-compute`` runs each layer's weight gradient right after its input gradient inside the
 combined step (``model_chunk_schedule_plan.py``), so it keeps nothing across micro-batches; TE CUDA
@@ -57,6 +77,7 @@ from primus_launch.projection.memory.activations import (
     output_activation_bytes,
     rope_table_bytes,
 )
+from primus_launch.projection.memory.offload import te_offload_peak
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
 from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
@@ -86,6 +107,8 @@ class McoreOpts:
     ce: str = "unfused"  # the loss: unfused | native (--cross-entropy-loss-fusion) | te (its TE impl)
     ep_overlap: bool = False  # --overlap-moe-expert-parallel-comm: the combined 1F1B schedule
     full_graph: bool = False  # --cuda-graph-scope full_iteration (local CUDA graph of the whole step)
+    fp8_transpose_cache: bool = True  # TE keeps the columnwise fp8 weight across micro-batches (ROCm TE: optional)
+    torch_fsdp2: bool = False  # --use-torch-fsdp2 (gradients in the parameters' dtype, fp32 copies at the step)
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -105,6 +128,8 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         mb_group=p.microbatch_group, ce=ce,
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
         full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
+        fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
+        torch_fsdp2=p.dp_sharding == "full" and p.fsdp_impl == "torch_fsdp2",
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
            if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
 
@@ -181,7 +206,9 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
                 optim = (opt - (4 if precision != "fp32" else 0)) * (sp_.dense / shard + sp_.expert / edp)
             else:
                 weights = w * (sp_.dense / shard + sp_.expert / edp)
-                grads = g * (sp_.dense / shard + sp_.expert / edp)
+                # torch FSDP2 (no mixed-precision policy): gradients reduce-scattered in the parameters' dtype;
+                # Megatron-FSDP: its main-grad buffers
+                grads = (w if opts.torch_fsdp2 else g) * (sp_.dense / shard + sp_.expert / edp)
                 optim = opt * (sp_.dense / shard + sp_.expert / edp)
         else:
             weights = w * sp_.total
@@ -202,7 +229,9 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             # get_weight_workspace): rowwise + columnwise (transposed) copies, minus the rowwise one the
             # fp8 parameter already is; MXFP8 / blockwise add their scales
             qb = 1.0 + {"mxfp8": 1 / 32, "blockwise": 4 / 128}.get(opts.fp8, 0.0)
-            weights += qb * lin * (1 if opts.fp8_param_gather else 2)
+            # (ROCm TE keep_fp8_weight_transpose_cache=False: the columnwise copy is made in each backward
+            # and freed, rocm_utils.clear_fp8_weight_transpose_cache)
+            weights += qb * lin * ((0 if opts.fp8_param_gather else 1) + (1 if opts.fp8_transpose_cache else 0))
         statics.append((weights, grads, optim))
         # ---- activations per micro-batch, per chunk ----
         chunk_bytes, chunk_layer = _chunk_activations(m, layout[rank], rank, opts, gran, method, rnum, dense_act,
@@ -234,6 +263,11 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         bwd = max((moe_act if m.is_moe_layer(i) else dense_act).backward_temp
                   for ch in layout[rank] for i in ch.layers) if any(ch.layers for ch in layout[rank]) else 0.0
         layer_bwd = bwd + extras[rank]
+        if opts.fp8 and not opts.fp8_transpose_cache:
+            # the layer's columnwise fp8 weights, made for its backward and freed after it
+            one = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")
+            layer_bwd += max(0.0, one.total - 2 * m.hidden_size - ((m.num_experts or 0) * m.hidden_size
+                                                                  if m.is_moe else 0))
         trans = [layer_bwd]
         if rank == last_rank:
             # loss forward: the logits beside the kept loss tensors; the layers' backward comes after the
@@ -245,14 +279,19 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             trans.append(w * m.padded_vocab_size(tp) / tp * m.hidden_size - freed)
         if dp_sharding == "full":
             layer = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")
-            trans.append(2 * 2 * layer.total + (4 if grad_fp32 else 2) * layer.total + layer_bwd)
+            gb = w if opts.torch_fsdp2 else (4 if grad_fp32 else 2)
+            trans.append(2 * 2 * layer.total + gb * layer.total + layer_bwd)
+            if opts.torch_fsdp2 and precision != "fp32":
+                # the optimizer step (megatron Float16OptimizerWithFloat16Params._copy_model_grads_to_main_grads):
+                # fp32 copies of the sharded gradients, the bf16 ones freed as it goes; no activations then
+                trans.append((4 - w) * (sp_.dense / shard + sp_.expert / edp) - activations)
         if any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers):
             pairs = moe_pairs(m, sb=sb, tp=tp, sp=sp, etp=etp)
             trans.append(2.0 * a * pairs * m.hidden_size + layer_bwd)  # permuted tokens + combine output
         big = moe_act if m.is_moe else dense_act
-        if opts.offload_layers:
-            trans.append(kept(big) + layer_bwd)  # one offloaded layer reloaded for its backward
-        elif opts.offload_modules:
+        # --cpu-offloading-num-layers: a reloaded layer takes the place of one released (memory.offload:
+        # never more than L - K layers on the GPU), so nothing on top of the layer's backward
+        if opts.offload_modules and not opts.offload_layers:
             trans.append(offloaded(big) + layer_bwd)
         if cp > 1:
             trans.append(cp_comm_bytes(m, opts.cp_comm, seq=seq, mbs=mbs, tp=tp, cp=cp, a=a) + layer_bwd)
@@ -292,10 +331,12 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
                 kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
         else:
             kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]
-            # --cpu-offloading-num-layers: those layers' activations go to host (TE cpu_offload; the
-            # reload of one layer is a transient)
-            kept_of = [0.0 if j < min(n, opts.offload_layers) else kept_of[j] for j in range(n)]
-        total = sum(kept_of) + rope_tbl
+        if opts.offload_layers and kept_of and not gran == "full":
+            # --cpu-offloading-num-layers: the first K layers' activations go to host; the most the GPU
+            # holds at once, walked over TE's offload / reload order (memory.offload)
+            total = te_offload_peak(kept_of, opts.offload_layers) + rope_tbl
+        else:
+            total = sum(kept_of) + rope_tbl
         if chunk.embedding:
             total += 8.0 * sb  # token ids kept by the embedding backward
         if chunk.mtp:
