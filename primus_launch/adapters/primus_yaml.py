@@ -474,6 +474,16 @@ def _stage_implied(stage: int) -> dict[str, Any]:
     return {"moe_permute_fusion": True} if stage >= 1 else {}
 
 
+def _implied_args(cfg: dict) -> dict[str, Any]:
+    """Megatron arguments the Primus knobs imply (reader and writer alike): the sync-free stage's
+    (:func:`_stage_implied`) and the fused router (:func:`_turbo_moe`) as ``moe_router_fusion``."""
+    stage = _sync_free_stage(cfg)
+    out = _stage_implied(stage)
+    if _turbo_moe(cfg, stage).get("moe_router_fusion"):
+        out["moe_router_fusion"] = True
+    return out
+
+
 def _turbo_moe(cfg: dict, stage: int) -> dict[str, Any]:
     """Plan fields of Primus-Turbo's MoE knobs (``_TURBO_MOE``) and sync-free stage (with ``enable_primus_turbo``):
     ``use_turbo_grouped_gemm`` or stage >= 2 -> ``moe_expert_gemm = turbo``; the fused router with aux score or
@@ -619,7 +629,7 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
             unmod.append(UnmodelledFlag(flag=k, value=_fmt(cfg[k]), effect=effect))
     stage = _sync_free_stage(cfg)
     deepep = turbo and (bool(cfg.get("use_turbo_deepep")) or stage >= 2)
-    args.update(_stage_implied(stage))
+    args.update(_implied_args(cfg))
     if stage >= 3:
         unmod.append(UnmodelledFlag(flag="turbo_sync_free_moe_stage", value=str(stage),
                                     effect="time: Primus-Turbo fused MoE activation with probs (stage 3; stages 1-2 "
@@ -864,7 +874,7 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
         spec = BY_DEST.get(k)
         if spec is not None:
             cur[k] = convert(spec, v)
-    cur.update(_stage_implied(_sync_free_stage(r.config)))  # as the reader sees them
+    cur.update(_implied_args(r.config))  # as the reader sees them
     t = plan.training
     sched_plan = plan
     primus: dict[str, Any] = {}
