@@ -301,10 +301,28 @@ def test_primus_knobs(primus):
                        "      use_turbo_deepep: true\n      use_turbo_attention: true\n", moe)
     assert deepep.training.moe_token_dispatcher == "deepep"
     assert {w.flag for w in deepep.source.unmodelled} >= {"use_turbo_attention"}
+    # sync-free stages as Primus's rocm_arg_validation._get_sync_free_moe_options sets them: stage 2 = Turbo DeepEP
+    # without the host sync (PrimusTurboDeepEPTokenDispatcher: num_worst_tokens, device token counts) + Turbo
+    # grouped GEMM; stage 1 = fused router + permutation only (the dispatcher still synchronises)
     sync = with_over("      expert_model_parallel_size: 4\n      enable_primus_turbo: true\n"
                      "      turbo_sync_free_moe_stage: 2\n", moe)
-    assert sync.training.moe_token_dispatcher == "deepep" and "turbo_sync_free_moe_stage" in {
-        w.flag for w in sync.source.unmodelled}
+    st = sync.training
+    assert (st.moe_token_dispatcher, st.moe_sync_free, st.moe_expert_gemm, st.moe_router_fusion,
+            st.moe_permute_fusion) == ("deepep", True, "turbo", True, True)
+    assert "turbo_sync_free_moe_stage" not in {w.flag for w in sync.source.unmodelled}
+    s1 = with_over("      expert_model_parallel_size: 4\n      enable_primus_turbo: true\n      moe_permute_fusion: false\n"
+                   "      turbo_sync_free_moe_stage: 1\n      moe_use_legacy_grouped_gemm: true\n", moe).training
+    assert (s1.moe_sync_free, s1.moe_expert_gemm, s1.moe_router_fusion, s1.moe_permute_fusion,
+            s1.moe_token_dispatcher) == (False, "legacy", True, True, "alltoall")
+    gg = with_over("      expert_model_parallel_size: 4\n      enable_primus_turbo: true\n"
+                   "      use_turbo_grouped_gemm: true\n", moe)
+    assert gg.training.moe_expert_gemm == "turbo" and not gg.training.moe_sync_free
+    assert "use_turbo_grouped_gemm" not in {w.flag for w in gg.source.unmodelled}
+    assert with_over("      expert_model_parallel_size: 4\n      use_turbo_grouped_gemm: true\n",
+                     moe).training.moe_expert_gemm == "te"   # Primus-Turbo off: the knob does nothing
+    s3 = with_over("      expert_model_parallel_size: 4\n      enable_primus_turbo: true\n"
+                   "      turbo_sync_free_moe_stage: 3\n", moe)
+    assert s3.training.moe_sync_free and "turbo_sync_free_moe_stage" in {w.flag for w in s3.source.unmodelled}
     off = with_over("      expert_model_parallel_size: 4\n      use_turbo_deepep: true\n", moe)  # turbo disabled
     assert off.training.moe_token_dispatcher == "alltoall"
     zb = with_over("      pipeline_model_parallel_size: 2\n      patch_zero_bubble: true\n", {})

@@ -164,18 +164,23 @@ def test_small_moe_on_grace_is_host_bound_where_x86_is_not():
     assert tg.fwd_s > tb.fwd_s
 
 
-def test_sync_splits_the_forward_without_cross_overlap():
-    """At the dispatcher's host-device sync the host waits for the GPU: the host time before it overlaps
-    only the GPU work before it, so fwd = max(g1, h1) + max(g2, h2) + 2 t_launch (closed form)."""
+def test_sync_period_walked_from_an_idle_gpu():
+    """At the dispatcher's host-device sync the host waits for the GPU; until the next layer's sync it launches
+    the ops after it, then the next layer's ops up to it, into an idle GPU: fwd = t_launch (wake-up) + the walk
+    of [after-sync ops, before-sync ops] (closed form: a GPU-bound 2 ms op of 10 launches, then a host-bound
+    1 ms op of 100 launches)."""
     prof = fw.profile_of(_qwen3_30b(), "hopper")
     acc = rl._Acc("h100-sxm", "bf16", prof, "bf16", None, 1.0)
     t = 20e-6
     acc.f, acc.gf, acc.kf, acc.kb, acc.sync = 3e-3, {"attn": 1e-3, "moe": 2e-3}, {"attn": 100, "moe": 10}, {}, True
-    g1, g2, h1, h2 = 1e-3, 2e-3, 100 * t, 10 * t            # host-bound before the sync, GPU-bound after
-    assert acc.times(t, frozenset()).fwd_s == pytest.approx(max(g1, h1) + max(g2, h2) + 2 * t)
-    assert acc.times(t, frozenset()).fwd_s > max(g1 + g2, h1 + h2) + 2 * t
+    acc.seq = [["attn", 1e-3, 100, 0.0, 0], ["moe", 2e-3, 10, 0.0, 0]]
+    # walk [moe, attn]: moe: E = max(0 + t + 2 ms, 10 t + 0.2 ms) = 2.02 ms, H = 0.2 ms;
+    # attn: E = max(max(2.02, 0.2 + 0.02) + 1, 0.2 + 2 + 0.01) = 3.02 ms
+    assert acc.times(t, frozenset()).fwd_s == pytest.approx(t + 3.02e-3)
+    # the host launching the next layer's attention overlaps the experts' GPU work: less than the segments apart
+    assert acc.times(t, frozenset()).fwd_s < max(1e-3, 100 * t) + max(2e-3, 10 * t) + t
     acc.sync = False
-    assert acc.times(t, frozenset()).fwd_s == pytest.approx(max(g1 + g2, h1 + h2))
+    assert acc.times(t, frozenset()).fwd_s == pytest.approx(max(1e-3 + 2e-3, 110 * t))
 
 
 def test_megatron_adapter_reads_the_router_flags():

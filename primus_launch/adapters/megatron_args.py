@@ -86,6 +86,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--moe-flex-dispatcher-backend", "str", group="moe"),
     _f("--moe-grouped-gemm", "true", group="moe"),
     _f("--moe-permute-fusion", "true", group="moe"),
+    _f("--moe-use-legacy-grouped-gemm", "true", group="moe"),
     _f("--moe-router-force-load-balancing", "true", group="moe"),
     _f("--moe-router-fusion", "true", group="moe"),
     _f("--moe-router-load-balancing-type", "list", ["aux_loss"], group="moe"),
@@ -749,6 +750,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         attention_backend=_attention_backend(a), **_cuda_graph(a, rep),
         moe_token_dispatcher=dispatcher if num_experts_set else "alltoall",
         moe_grouped_gemm=bool(get(a, "moe_grouped_gemm")), moe_permute_fusion=bool(get(a, "moe_permute_fusion")),
+        moe_expert_gemm="legacy" if get(a, "moe_use_legacy_grouped_gemm") else "te",
         moe_router_force_load_balancing=bool(get(a, "moe_router_force_load_balancing")),
         moe_router_fusion=bool(get(a, "moe_router_fusion")),
         moe_router_aux_loss=any(str(x) != "none" for x in (get(a, "moe_router_load_balancing_type") or ["aux_loss"])),
@@ -1048,6 +1050,7 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                      "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "moe_shared_expert_overlap",
                      "moe_router_fusion"):
             out[dest] = bool(getattr(t, dest))
+        out["moe_use_legacy_grouped_gemm"] = t.moe_expert_gemm == "legacy"
         lb = current.get("moe_router_load_balancing_type")
         if not t.moe_router_aux_loss:
             out["moe_router_load_balancing_type"] = ["none"]

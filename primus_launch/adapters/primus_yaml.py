@@ -328,11 +328,15 @@ def default_cluster(path: Path, degrees: tuple[int, int, int, int, int], mbs: Op
 # ----------------------------------------------------------------------------- Megatron trainers
 # Primus-only knobs of the Megatron trainer (primus/configs/modules/megatron/*.yaml): how each is read
 _TURBO_KERNELS = {
-    "use_turbo_attention": "attention", "use_turbo_gemm": "GEMM", "use_turbo_grouped_gemm": "grouped GEMM",
+    "use_turbo_attention": "attention", "use_turbo_gemm": "GEMM",
     "use_turbo_rms_norm": "RMSNorm", "use_turbo_fused_act_with_probs": "fused MoE activation",
     "use_turbo_mega_moe": "fused MegaMoE layer", "enable_turbo_attention_float8": "FP8 attention",
-    "use_turbo_norm_te_linear": "RMSNorm + TE linear", "moe_use_fused_router_with_aux_score": "fused router",
+    "use_turbo_norm_te_linear": "RMSNorm + TE linear",
     "turbo_grouped_gemm_without_padding": "unpadded grouped GEMM"}
+# Primus-Turbo MoE knobs read into the plan (with enable_primus_turbo): the grouped GEMM (training.moe_expert_gemm =
+# turbo: one kernel over the experts, priced on the Primus-Turbo grouped-GEMM records), the fused router with aux
+# score (training.moe_router_fusion: one fused top-k / score / aux-loss kernel per pass)
+_TURBO_MOE = ("use_turbo_grouped_gemm", "moe_use_fused_router_with_aux_score")
 _PRIMUS_UNMODELLED = {
     "cpu_offload": (False, "memory and time: Primus pipeline CPU offload"),
     "offload": (False, "memory and time: Primus pipeline activation offload"),
@@ -393,7 +397,7 @@ def _megatron_status(key: str) -> str:
 
     if key in BY_DEST or key in YAML_ALIASES:
         return "modelled"
-    if key in _PRIMUS_MAPPED or key in _TURBO_KERNELS or key in _PRIMUS_UNMODELLED:
+    if key in _PRIMUS_MAPPED or key in _TURBO_KERNELS or key in _TURBO_MOE or key in _PRIMUS_UNMODELLED:
         return "primus"
     if _NEUTRAL_RE.match(key):
         return "neutral"
@@ -464,8 +468,38 @@ def _sync_free_stage(cfg: dict) -> int:
 
 def _stage_implied(stage: int) -> dict[str, Any]:
     """Megatron arguments a sync-free MoE stage sets over the config (Primus
-    ``rocm_arg_validation._get_sync_free_moe_options``: stage >= 1 turns on ``moe_permute_fusion``)."""
+    ``rocm_arg_validation._get_sync_free_moe_options``: stage >= 1 turns on ``moe_permute_fusion`` and
+    ``moe_use_fused_router_with_aux_score``; stage >= 2 adds ``use_turbo_deepep`` and ``use_turbo_grouped_gemm``)."""
     return {"moe_permute_fusion": True} if stage >= 1 else {}
+
+
+def _implied_args(cfg: dict) -> dict[str, Any]:
+    """Megatron arguments the Primus knobs imply (reader and writer alike): the sync-free stage's
+    (:func:`_stage_implied`) and the fused router (:func:`_turbo_moe`) as ``moe_router_fusion``."""
+    stage = _sync_free_stage(cfg)
+    out = _stage_implied(stage)
+    if _turbo_moe(cfg, stage).get("moe_router_fusion"):
+        out["moe_router_fusion"] = True
+    return out
+
+
+def _turbo_moe(cfg: dict, stage: int) -> dict[str, Any]:
+    """Plan fields of Primus-Turbo's MoE knobs (``_TURBO_MOE``) and sync-free stage (with ``enable_primus_turbo``):
+    ``use_turbo_grouped_gemm`` or stage >= 2 -> ``moe_expert_gemm = turbo``; the fused router with aux score or
+    stage >= 1 -> ``moe_router_fusion``; stage >= 2 -> ``moe_sync_free`` (Primus
+    ``core/extensions/primus_turbo.py`` ``PrimusTurboDeepEPTokenDispatcher``: "enable sync-free moe to eliminate
+    deepep cpu busy-wait": ``deepep_num_worst_tokens`` set and the per-expert token counts left on the device for
+    the Turbo grouped GEMM, ``deepep_use_cuda_num_tokens_per_expert``)."""
+    if not cfg.get("enable_primus_turbo"):
+        return {}
+    out: dict[str, Any] = {}
+    if cfg.get("use_turbo_grouped_gemm") or stage >= 2:
+        out["moe_expert_gemm"] = "turbo"
+    if cfg.get("moe_use_fused_router_with_aux_score") or stage >= 1:
+        out["moe_router_fusion"] = True
+    if stage >= 2:
+        out["moe_sync_free"] = True
+    return out
 
 
 def _refuse_families(cfg: dict) -> None:
@@ -605,10 +639,12 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
             unmod.append(UnmodelledFlag(flag=k, value=_fmt(cfg[k]), effect=effect))
     stage = _sync_free_stage(cfg)
     deepep = turbo and (bool(cfg.get("use_turbo_deepep")) or stage >= 2)
-    args.update(_stage_implied(stage))
-    if stage:
+    args.update(_implied_args(cfg))
+    if stage >= 3:
         unmod.append(UnmodelledFlag(flag="turbo_sync_free_moe_stage", value=str(stage),
-                                    effect="time: sync-free MoE (no host synchronisation in dispatch)"))
+                                    effect="time: Primus-Turbo fused MoE activation with probs (stage 3; stages 1-2 "
+                                           "are modelled: fused router / permutation, Turbo DeepEP and grouped GEMM "
+                                           "without host synchronisation)"))
 
     def num(key: str, default: int) -> int:
         v = args.get(key, default)
@@ -630,6 +666,8 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     if deepep and plan.model.is_moe:
         upd["training"]["moe_token_dispatcher"] = "deepep"
     upd["training"].update(primus_training_changes(cfg))
+    if plan.model.is_moe:
+        upd["training"].update(_turbo_moe(cfg, stage))
     tc = cfg.get("torch_compile")
     if isinstance(tc, dict) and tc.get("enable"):
         upd["training"]["compile"] = True
@@ -847,7 +885,7 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
         spec = BY_DEST.get(k)
         if spec is not None:
             cur[k] = convert(spec, v)
-    cur.update(_stage_implied(_sync_free_stage(r.config)))  # as the reader sees them
+    cur.update(_implied_args(r.config))  # as the reader sees them
     t = plan.training
     sched_plan = plan
     primus: dict[str, Any] = {}

@@ -307,6 +307,18 @@ class Training(StrictModel):
                                         "destination rank, one RDMA copy per destination node)")
     moe_grouped_gemm: bool = Field(default=True, description="experts as one grouped GEMM (Megatron --moe-grouped-gemm; "
                                                              "off = one GEMM per local expert)")
+    moe_expert_gemm: Literal["te", "legacy", "turbo"] = Field(
+        default="te", description="how the grouped experts' GEMMs run (with moe_grouped_gemm): te = Transformer "
+                                  "Engine GroupedLinear (TE / TE-ROCm: one BLAS GEMM per local expert on four "
+                                  "streams); legacy = the grouped_gemm library of Megatron's GroupedMLP "
+                                  "(--moe-use-legacy-grouped-gemm: one cuBLAS / hipBLAS GEMM per local expert on four "
+                                  "streams, BF16 only); turbo = Primus-Turbo's grouped GEMM (use_turbo_grouped_gemm: "
+                                  "one CK / hipBLASLt kernel over all experts, group sizes on the device)")
+    moe_sync_free: bool = Field(
+        default=False, description="the MoE token dispatcher never waits on the host for routed-token counts "
+                                   "(Primus-Turbo sync-free MoE stage >= 2: DeepEP with device token counts and a "
+                                   "worst-case token budget, grouped GEMM with device group sizes); False = "
+                                   "Megatron's dispatchers, which synchronise once per MoE layer forward")
     moe_permute_fusion: bool = Field(default=True, description="fused token permutation (Megatron --moe-permute-fusion)")
     moe_router_force_load_balancing: bool = Field(
         default=False, description="balanced routing forced (benchmarks); the projection assumes balanced routing")

@@ -141,10 +141,14 @@ def gemm_time(m: int, n: int, k: int, gpu: str, precision: str = "bf16", batch: 
     f = fmt or _fmt(precision)
     clk, hbm, sms, _, arch = _gpu(gpu)
     if grouped == "te":   # TE GroupedLinear: one cuBLASLt GEMM per expert on four streams (cost/grouped_gemm.py)
-        from primus_launch.projection.cost.grouped_gemm import te_multistream_seconds
+        from primus_launch.projection.cost.grouped_gemm import multistream_floor, te_multistream_seconds
 
         c, _ = gemm_curve(arch, f)
-        return te_multistream_seconds(m, n, k, batch, fmt_peak(gpu, f) * clk, sms, hbm, ELEM.get(f, 2.0), c)
+        t = te_multistream_seconds(m, n, k, batch, fmt_peak(gpu, f) * clk, sms, hbm, ELEM.get(f, 2.0), c)
+        if multistream_floor(arch):   # never faster than one Primus-Turbo grouped kernel (cost/grouped_gemm.py)
+            cg, _ = grouped_curve(arch, f, False)
+            t = max(t, gemm_seconds(m, n, k, batch, fmt_peak(gpu, f) * clk, sms, hbm, ELEM.get(f, 2.0), cg))
+        return t
     c, _ = grouped_curve(arch, f, grouped == "torch") if grouped else gemm_curve(arch, f)
     peak = fmt_peak(gpu, f) * clk
     if precision == "fp32" and fmt is None:

@@ -269,6 +269,7 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
          + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")),
         ("CUDA graphs", f"{t.cuda_graph_impl} scopes {sorted(graph_scopes(plan)) or '-'}"),
         *([("MoE routing (busiest EP rank)", _routing_line(plan))] if m.is_moe else []),
+        *([("MoE expert GEMMs / dispatcher sync", _moe_host_path_line(plan, prof))] if m.is_moe else []),
         ("host vs GPU per layer (ms, fwd / bwd)", _host_line(plan)),
         ("in-situ efficiency", f"{cal.framework_eff(plan.framework):.3f} (calibration.FRAMEWORK_EFF[{plan.framework}], "
                                f"calibrated on calibration rows)"),
@@ -293,6 +294,32 @@ def _power_cap_line(gpu: str) -> str:
     return (f"{g.power_limit_w:g} W of the rated {g.tdp_watts:g} W: compute-bound kernels x {f:.3f} "
             f"((cap / rated) ** {cal.POWER_CAP_EXPONENT}, calibration.power_cap_factor; records triton-gb300-gemm-*, "
             f"fbgemm-*)")
+
+
+def _moe_host_path_line(plan: Plan, prof) -> str:
+    """How the MoE layer's experts are launched and whether its dispatcher synchronises with the host
+    (``cost/roofline.py``: ``training.moe_expert_gemm``, ``training.moe_sync_free``, CUDA-graph scopes)."""
+    from primus_launch.projection.cost.framework import graph_scopes
+
+    t = plan.training
+    if prof.name != "megatron-te":
+        gem = "torch._grouped_mm, one kernel" if t.moe_grouped_gemm else "one GEMM per expert"
+    elif not t.moe_grouped_gemm:
+        gem = "one GEMM per expert (SequentialMLP)"
+    else:
+        gem = {"te": "TE GroupedLinear: one BLAS GEMM per local expert on 4 streams",
+               "legacy": "legacy grouped_gemm: one BLAS GEMM per local expert on 4 streams, BF16 experts",
+               "turbo": "Primus-Turbo grouped GEMM: one kernel, group sizes on the device"}[t.moe_expert_gemm]
+    if t.moe_sync_free:
+        sync = "no host sync (Primus-Turbo sync-free MoE: device token counts, worst-case token budget)"
+    elif "moe" in graph_scopes(plan):
+        sync = "no host sync (the MoE layer is inside a CUDA graph: static shapes)"
+    elif prof.name == "megatron-te" or plan.parallel.ep > 1:
+        sync = ("one host sync per MoE forward: the ops after it and the next layer's up to it launch into an idle "
+                "GPU, walked kernel by kernel (roofline.launch_bound_seconds)")
+    else:
+        sync = "none"
+    return f"{gem}; {sync}"
 
 
 def _host_line(plan: Plan) -> str:

@@ -1,4 +1,5 @@
-"""Transformer Engine's ``GroupedLinear`` on NVIDIA GPUs: one cuBLASLt GEMM per local expert over four streams.
+"""Transformer Engine's ``GroupedLinear`` (and the legacy ``grouped_gemm`` library): one BLAS GEMM per local expert
+over four streams.
 
 Source: TE @d0067d0 ``common/gemm/cublaslt_gemm.cu`` ``multi_stream_cublas_gemm`` (GEMM ``i`` on compute
 stream ``i % num_streams``) and ``common/util/multi_stream.cpp`` (``num_compute_streams = 4``): every
@@ -16,6 +17,17 @@ curve's per-kernel fixed time, overlapped across the streams.  Experts of a few 
 ones (a few hundred tokens: ``tiles < U / S``) leave SMs idle -- at most four kernels share the GPU --
 where a single grouped kernel (DeepGEMM, CUTLASS, torch ``_grouped_mm``) would fill it.  The host's
 launches (one cuBLASLt call per expert) are :mod:`cost.moe_host`'s.
+
+The same loop runs (1) Megatron's legacy ``GroupedMLP`` (``--moe-use-legacy-grouped-gemm``): the ``grouped_gemm``
+library Megatron names (fanshiqing/grouped_gemm ``csrc/grouped_gemm.cu`` ``CublasGroupedGemm`` /
+``CublasGroupedGemmVariableK``: ``cublasGemmEx`` per expert on ``NUM_STREAM = 4`` streams, every build but SM80's
+CUTLASS path) and (2) TE-ROCm's ``GroupedLinear`` (ROCm/TransformerEngine ``common/gemm/cublaslt_gemm.cu``
+``nvte_multi_stream_cublas_gemm``: hipBLASLt per expert over the compute streams) on AMD GPUs.  On CDNA the
+per-expert time is floored at one Primus-Turbo grouped kernel's (the architecture's grouped curve, fitted to
+Primus-Turbo's own records): AMD's MoE blog (Primus ``examples/moe_package/README.md`` Figure 1, MI325X, 36
+DeepSeek grouped-GEMM cases, record ``primus-moe-blog-fig1-turbo-vs-hipblas-multistream``) measures Turbo's
+autotuned grouped GEMM at 0.99-1.94x the speed of the hipBLAS multi-stream loop forward and 0.95-1.47x
+backward: the loop is never faster than the grouped kernel, which the dense hipBLASLt curve alone would make it.
 """
 
 from __future__ import annotations
@@ -23,6 +35,11 @@ from __future__ import annotations
 from primus_launch.projection.cost.kernels import TILE, GemmCurve
 
 TE_STREAMS = 4
+
+
+def multistream_floor(arch: str) -> bool:
+    """Whether the per-expert loop is floored at one grouped kernel's time on ``arch`` (module doc: CDNA)."""
+    return arch.startswith("cdna")
 
 
 def te_multistream_seconds(m: int, n: int, k: int, experts: int, peak: float, units: int, hbm_Bps: float,

@@ -51,6 +51,23 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    amax, cast = 3; MXFP8 / blockwise / NVFP4: 1), launched from C++ at
    :data:`calibration.KERNEL_LAUNCH_S` each.
 
+   The same per-expert launch loop runs under TE-ROCm's ``GroupedLinear`` (hipBLASLt per expert,
+   ROCm/TransformerEngine ``nvte_multi_stream_cublas_gemm``) and Megatron's legacy ``GroupedMLP``
+   (``--moe-use-legacy-grouped-gemm``: the ``grouped_gemm`` library's ``cublasGemmEx`` / ``hipblasGemmEx`` per
+   expert, fanshiqing/grouped_gemm ``CublasGroupedGemm``; BF16 only, so no quantize kernels), priced at the same
+   :data:`TE_GEMM_HOST_S` per GEMM; Primus-Turbo's grouped GEMM (``training.moe_expert_gemm = turbo``) is one
+   launch and adds nothing here.
+
+3. Where the host is on the critical path (``roofline.launch_bound_seconds``): Megatron's token dispatchers
+   wait once per MoE layer forward for the routed-token counts (``token_dispatcher.py`` ``cuda_sync_point``;
+   DeepEP's received-token counter; HybridEP's ``torch.cuda.current_stream().synchronize()`` in
+   ``hybrid_ep_buffer.py`` dispatch without ``num_dispatched_tokens``).  From that sync to the next, the host
+   launches the rest of the layer and the next layer up to its sync into an idle GPU; the forward is that
+   period walked op by op (each op's GPU work starts when its first kernel is launched, ends no earlier than
+   its last launch), so ``N`` small kernels after the sync cost ``N x t_launch`` of GPU idle where their GPU time
+   is shorter.  CUDA graphs remove the captured scopes' launches (one replay per captured run); a whole-layer
+   graph or Primus-Turbo's sync-free MoE (``training.moe_sync_free``) remove the sync.
+
 The Python-level calls (the GroupedLinear module, its activation) are already counted as kernels by
 the layer decomposition (``roofline.py``); these are the launches beneath them.
 """

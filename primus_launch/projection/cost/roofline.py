@@ -58,11 +58,13 @@ or per micro-batch (torchao).  Element-wise kernels cost twice their forward byt
 
 Host time: each op launches kernels (counts by profile); a pass of a layer takes
 ``max(GPU time, kernels x t_launch)``, minus what CUDA graphs capture (``cost/framework.py``; ``t_launch``
-scaled by the host CPU, Grace vs x86); an MoE layer's forward is split at its token dispatcher's host-device
-sync (:data:`SYNC_BEFORE`): ``max(g1, h1) + max(g2, h2)``.  A Megatron MoE layer also launches its router's,
-dispatcher's and TE GroupedLinear's small kernels (``cost/moe_host.py``: counts traced from megatron-core's
-own MoELayer, one cuBLASLt GEMM per local expert): rows "small ops" (``KERNEL_MIN_S`` each on the GPU) and
-"TE GroupedLinear host" (host seconds only).
+scaled by the host CPU, Grace vs x86); an MoE layer's forward between two token-dispatcher host-device syncs
+(:data:`SYNC_BEFORE`) is walked op by op from an idle GPU (:func:`launch_bound_seconds`: the ops after the sync,
+then the next layer's up to its sync), plus the host's wake-up after the wait.  A Megatron MoE layer also
+launches its router's, dispatcher's and the grouped experts' small kernels (``cost/moe_host.py``: counts traced
+from megatron-core's own MoELayer; TE / TE-ROCm GroupedLinear and the legacy grouped_gemm library launch one BLAS
+GEMM per local expert, ``training.moe_expert_gemm``, Primus-Turbo's grouped GEMM one kernel): rows "small ops"
+(``KERNEL_MIN_S`` each on the GPU) and "... host" (host seconds only, before each linear's GEMMs).
 """
 
 from __future__ import annotations
@@ -146,6 +148,41 @@ ACT_CLAMP = (16.0, 30.0, 4, 9)
 CE_BYTES = {"megatron": (14.0, 6.0, 6, 4), "fused": (4.0, 4.0, 1, 1), "torch": (18.0, 22.0, 3, 3)}
 
 
+def launch_bound_seconds(seq: list, host_s: float, graphs: frozenset = frozenset()) -> float:
+    """When the GPU finishes ``seq`` -- ops ``[scope, GPU s, kernels, extra host s, extra launches]`` in launch
+    order -- launched by one host thread into an idle GPU (the period of an MoE forward between two token-dispatcher
+    syncs, :meth:`_Acc.times`).  Op ``i`` costs the host ``h_i = kernels x t_launch + extra host`` (``t_launch`` =
+    ``host_s``; scopes in ``graphs`` launch nothing but one graph replay, ``framework.GRAPH_LAUNCH_S``, per run of
+    captured ops) spread over its ``L_i = kernels + extra launches`` launches, and the GPU ``g_i`` spread over the
+    same kernels.  With ``H`` the host clock and ``E`` the GPU's:
+
+        E <- max(max(E, H + h_i / L_i) + g_i,  H + h_i + g_i / L_i);   H <- H + h_i
+
+    (the op's first kernel starts once launched and the GPU is free; its last cannot start before it is
+    launched): ``max(sum g, sum h)`` when one side dominates throughout, more when a host-bound run of small ops
+    leaves the GPU idle and a GPU-bound run then makes the host wait -- what ``max(G, H)`` per pass hides.  A
+    kernel of ``g / L < h / L`` (GPU faster than the launch) leaves the GPU idle ``h / L - g / L`` per launch."""
+    E = H = 0.0
+    captured = False
+    for scope, g, n, hx, extra in seq:
+        if scope in graphs:
+            if not captured:
+                H += GRAPH_LAUNCH_S
+            captured = True
+            E = max(E, H) + g
+            continue
+        captured = False
+        h = n * host_s + hx
+        L = n + extra
+        if L <= 0:
+            E = max(E, H) + g
+            H += h
+            continue
+        E = max(max(E, H + h / L) + g, H + h + g / L)
+        H += h
+    return E
+
+
 class _Acc:
     """Accumulates forward / input-grad / weight-grad GPU seconds and launched kernels per graph
     scope; with ``ops`` a list, also records each op as ``(name, fwd, bwd_input, bwd_weight, info)``
@@ -153,7 +190,7 @@ class _Acc:
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
                  "qw", "nq", "nkf", "nkb", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf",
-                 "hsb")
+                 "hsb", "seq", "pend", "expert_gemm")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -176,6 +213,10 @@ class _Acc:
         self.sync = False          # a host-device sync splits the forward pass (MoE dispatch, :meth:`times`)
         self.hsf: dict[str, float] = {}   # host seconds beyond the counted kernels, per graph scope (cost/moe_host.py)
         self.hsb: dict[str, float] = {}
+        # the forward in launch order, one entry per op: [scope, GPU s, kernels, extra host s] (:meth:`times`)
+        self.seq: list[list] = []
+        self.pend: list | None = None
+        self.expert_gemm = "te"   # plan.training.moe_expert_gemm (the grouped experts' GEMM backend)
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap), of the
@@ -186,6 +227,7 @@ class _Acc:
         f, bi, bw = f * k, bi * k, bw * k
         self.f += f
         self.gf[self.scope] = self.gf.get(self.scope, 0.0) + f
+        self._op()[1] += f
         self.bi += bi
         self.bw += bw
         for k in self.mods + extra + (cat, "scope:" + self.scope):
@@ -194,16 +236,35 @@ class _Acc:
             v[1] += bi
             v[2] += bw
 
+    def _op(self) -> list:
+        """The forward entry of the op being priced (closed by :meth:`_rec`): [scope, GPU s, kernels, host s]."""
+        if self.pend is None or self.pend[0] != self.scope:
+            self._close()
+            self.pend = [self.scope, 0.0, 0, 0.0, 0]
+        return self.pend
+
+    def _close(self) -> None:
+        if self.pend is not None and (self.pend[1] > 0 or self.pend[2] or self.pend[3] > 0):
+            self.seq.append(self.pend)
+        self.pend = None
+
     def _k(self, nf: int, nb: int) -> None:
         self.kf[self.scope] = self.kf.get(self.scope, 0) + nf
         self.kb[self.scope] = self.kb.get(self.scope, 0) + nb
+        self._op()[2] += nf
 
-    def host(self, f: float, b: float) -> None:
-        """Host seconds beyond ``kernels x t_launch`` in the current scope (launches from C++ loops)."""
+    def host(self, f: float, b: float, launches: int = 0) -> None:
+        """Host seconds beyond ``kernels x t_launch`` in the current scope (``launches`` kernels launched from a
+        C++ loop, e.g. TE GroupedLinear's per-expert GEMMs), part of the next op's launches (:meth:`times`)."""
         self.hsf[self.scope] = self.hsf.get(self.scope, 0.0) + f
         self.hsb[self.scope] = self.hsb.get(self.scope, 0.0) + b
+        e = self._op()
+        e[3] += f
+        e[4] += launches
 
-    def _rec(self, name: str, f: float, bi: float, bw: float, info: tuple) -> None:
+    def _rec(self, name: str, f: float, bi: float, bw: float, info: tuple, close: bool = True) -> None:
+        if close:
+            self._close()
         if self.ops is not None:
             self.ops.append((name, f, bi, bw, info))
 
@@ -230,10 +291,12 @@ class _Acc:
             if batch > 1 or grouped_kernel:
                 if self.prof.name.startswith("torchtitan"):
                     gr = "torch"
-                elif self.prof.name == "megatron-te" and not arch_of(g).startswith("cdna"):
-                    gr = "te"   # TE GroupedLinear: per-expert cuBLASLt GEMMs on 4 streams (cost/grouped_gemm.py)
+                elif self.prof.name == "megatron-te" and self.expert_gemm != "turbo":
+                    # TE / TE-ROCm GroupedLinear or the legacy grouped_gemm library: one BLAS GEMM per expert on
+                    # four streams (cost/grouped_gemm.py)
+                    gr = "te"
                 else:
-                    gr = "any"  # a single grouped kernel (AMD: Primus-Turbo's CK / hipBLASLt)
+                    gr = "any"  # a single grouped kernel (Primus-Turbo's CK / hipBLASLt grouped GEMM)
             f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
@@ -381,28 +444,24 @@ class _Acc:
     def times(self, host_s: float, graphs: frozenset) -> PassTimes:
         """GPU times, raised to the host time of the launched kernels where that is longer.
 
-        With ``sync`` (an MoE layer whose token dispatcher waits on the host for the routed-token
-        counts, :data:`SYNC_BEFORE`) the forward pass is two segments: the GPU drains the first
-        (``g1``, launched in ``h1``; done at ``max(g1, h1)``) before the host, which waited for it, launches
-        the second (``g2`` in ``h2``) into an empty queue, so ``fwd = max(g1, h1) + max(g2, h2) + 2 t_launch``
-        (the device-to-host copy and the first launch after the wait) instead of ``max(g1 + g2, h1 + h2)``:
-        host time on either side of the sync overlaps only the GPU work on its own side."""
+        Without a host-device sync a pass repeats layer after layer with the host running ahead as far as it
+        can: ``max(GPU, host)``.  With ``sync`` (an MoE layer whose token dispatcher waits on the host for the
+        routed-token counts, :data:`SYNC_BEFORE`) the forward is periodic between two syncs: the host wakes
+        (``t_launch``), launches the layer's part after its sync and the next layer's part up to the sync into an
+        idle GPU, then waits for the GPU to drain; :func:`launch_bound_seconds` walks those ops kernel by kernel
+        (each op's GPU work starts when its first kernel is launched and cannot end before its last one is)."""
+        self._close()
         if host_s <= 0:
             return PassTimes(self.f, self.bi, self.bw)
         hf, hb = self._host_seconds(host_s, graphs)
         f = max(self.f, hf)
         if self.sync:
-            g1 = sum(v for sc, v in self.gf.items() if sc in SYNC_BEFORE)
-            g2 = self.f - g1
-            h1 = sum(n for sc, n in self.kf.items() if sc in SYNC_BEFORE and sc not in graphs) * host_s
-            h1 += sum(v for sc, v in self.hsf.items() if sc in SYNC_BEFORE and sc not in graphs)
-            h1 += GRAPH_LAUNCH_S if any(sc in graphs for sc in SYNC_BEFORE if sc in self.kf) else 0.0
-            h2 = hf - h1
-            f = max(g1, h1) + max(g2, h2) + 2.0 * host_s
+            i1 = next((i for i, e in enumerate(self.seq) if e[0] not in SYNC_BEFORE), len(self.seq))
+            f = host_s + launch_bound_seconds(self.seq[i1:] + self.seq[:i1], host_s, graphs)
         bi = self.bi
         if hb > self.bi + self.bw:
             bi = hb - self.bw
-        self._rec_host_bound(f - self.f - (2.0 * host_s if self.sync else 0.0), bi - self.bi, hf, hb, graphs)
+        self._rec_host_bound(f - self.f - (host_s if self.sync else 0.0), bi - self.bi, hf, hb, graphs)
         return PassTimes(f, bi, self.bw)
 
     def _rec_host_bound(self, ef: float, eb: float, hf: float, hb: float, graphs: frozenset) -> None:
@@ -416,7 +475,9 @@ class _Acc:
                   f"(fwd / bwd) against its GPU work (CUDA-graph scopes captured: {cap})",
                   max(0.0, ef), max(0.0, eb), 0.0,
                   ("host", "cost/framework.py host launch per kernel x the kernels outside CUDA graphs + "
-                           "cost/moe_host.py; on the critical path", 0.0, 0.0))
+                           "cost/moe_host.py" + ("; forward walked launch by launch from the dispatcher's sync "
+                                                 "(roofline.launch_bound_seconds)" if self.sync else "")
+                           + "; on the critical path", 0.0, 0.0))
 
     def kernels(self) -> int:
         return sum(self.kf.values()) + sum(self.kb.values())
@@ -587,12 +648,17 @@ def rope_fused(prof: Profile, m: ModelArch) -> bool:
 
 
 def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
-         separate: bool = False, input_fused: bool = False, ub: bool = False, grouped_kernel: bool = False) -> None:
+         separate: bool = False, input_fused: bool = False, ub: bool = False, grouped_kernel: bool = False,
+         lowp: bool = True, host_each: tuple[float, float, int] | None = None) -> None:
+    """FC1, activation, FC2 (``batch`` experts); ``host_each``: (forward, backward host seconds, launches) each
+    linear's C++ launch loop adds before its GEMMs (TE GroupedLinear's per-expert GEMMs, cost/moe_host.py)."""
     h = m.hidden_size
     gated = m.swiglu
     mods = acc.mods
+    if host_each:
+        acc.host(*host_each)
     acc.gemm(T, (2 if gated else 1) * ffn_local, h, batch, name=f"{name} FC1", separate=separate,
-             input_fused=input_fused, ub="fc1" if ub else None, grouped_kernel=grouped_kernel)
+             input_fused=input_fused, ub="fc1" if ub else None, grouped_kernel=grouped_kernel, lowp=lowp)
     nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
     if "moe" in mods:
         acc.mods = mods + ("moe_act",)
@@ -605,8 +671,10 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
     acc.elem(nb * T * ffn_local * batch, f"{name} {act}", 2.0,
              (kf * (batch if separate else 1), kb * (batch if separate else 1)))
     acc.mods = mods
+    if host_each:
+        acc.host(*host_each)
     acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2", separate=separate, ub="fc2" if ub else None,
-             grouped_kernel=grouped_kernel)
+             grouped_kernel=grouped_kernel, lowp=lowp)
 
 
 def _titan_block_mms(m: ModelArch, T: int, t: int, moe: bool) -> list[tuple[str, int, int, int]]:
@@ -677,7 +745,8 @@ def _cfg(plan: Plan) -> tuple:
     ub = tuple(t.tp_comm_overlap_cfg) if t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron" else None
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
-            (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32))
+            (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32),
+            (t.moe_expert_gemm, t.moe_sync_free))
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -686,7 +755,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = arch_from_key(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router = cfg
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl = cfg
+    expert_gemm, sync_free = moe_impl
     # router mode of the routing-imbalance term (cost/moe_imbalance.py): forced balance, aux loss, expert bias
     router_mode = (router[0], router[2], bool(m.moe_router_bias) and prof.name == "megatron-te")
     cp_a2a = cp_type in ("a2a", "a2a+p2p")
@@ -696,6 +766,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     def new(kind: str) -> _Acc:
         lst = ops.setdefault(kind, []) if ops is not None else None
         made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu, ub)
+        made[kind].expert_gemm = expert_gemm
         return made[kind]
 
     s, h = m.seq_length, m.hidden_size
@@ -760,23 +831,33 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         # grouped GEMM / all-to-all, or DeepEP / HybridEP counts); TorchTitan only with EP
         # (torch._grouped_mm takes device offsets)
         # (a whole-layer CUDA graph needs static expert shapes: no sync to split it)
-        acc.sync = (prof.name == "megatron-te" or ep > 1) and host > 0 and "moe" not in graphs
+        # (a whole-layer CUDA graph needs static expert shapes: no sync to split it; Primus-Turbo's sync-free
+        # MoE keeps the token counts on the device)
+        acc.sync = (prof.name == "megatron-te" or ep > 1) and host > 0 and "moe" not in graphs and not sync_free
         if acc.sync:
-            acc._rec("token dispatcher host-device sync (D2H copy + first launch after the wait)", 2.0 * host, 0.0,
-                     0.0, ("host", f"dryrun.SYNC_BEFORE: 2 x host launch {1e6 * host:.1f} us; the forward's second "
-                                   "half launched into an empty queue", 0.0, 0.0))
+            acc._rec("token dispatcher host-device sync (host wakes after the D2H wait)", host, 0.0,
+                     0.0, ("host", f"roofline.launch_bound_seconds: 1 x host launch {1e6 * host:.1f} us; the ops "
+                                   "after the sync and the next layer's up to it launched into an idle GPU", 0.0, 0.0))
         m_e = max(1, -(-Te * ep * k // E))
+        # legacy GroupedMLP (grouped_gemm's gmm) runs its experts in BF16 whatever the recipe (experts.py
+        # GroupedMLP.forward: "Currently GroupedMLP for MoE only supports bf16"; gmm takes bf16 only)
+        legacy = grouped and prof.name == "megatron-te" and expert_gemm == "legacy"
+        per_expert = grouped and prof.name == "megatron-te" and expert_gemm != "turbo"
+        host_each = None
+        if per_expert:
+            hf_, hb_ = (prof.host_cpu_factor * x for x in
+                        moe_host.grouped_linear_host(local, None if legacy else recipe))
+            host_each = (hf_ / 2, hb_ / 2, local)
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
-             grouped_kernel=grouped and prof.name.startswith("torchtitan"))
-        if grouped and prof.name == "megatron-te" and not arch_of(gpu).startswith("cdna"):
-            hf_, hb_ = (prof.host_cpu_factor * x for x in moe_host.grouped_linear_host(local, recipe))
-            acc.host(hf_, hb_)
-            acc._rec(f"TE GroupedLinear host: {1e3 * hf_:.3f} / {1e3 * hb_:.3f} ms ({local} cuBLASLt GEMMs per linear "
-                     "and pass" + (", per-expert quantize" if recipe else "") + ")", 0.0, 0.0, 0.0,
+             grouped_kernel=grouped and prof.name.startswith("torchtitan"), lowp=not legacy, host_each=host_each)
+        if per_expert:
+            what = "legacy grouped_gemm (BF16)" if legacy else "TE GroupedLinear"
+            acc._rec(f"{what} host: {1e3 * hf_:.3f} / {1e3 * hb_:.3f} ms ({local} BLAS GEMMs per linear "
+                     "and pass" + (", per-expert quantize" if recipe and not legacy else "") + ")", 0.0, 0.0, 0.0,
                      ("host_ops", f"cost/moe_host.py: {1e6 * moe_host.TE_GEMM_HOST_S:.0f} us per GEMM (record "
-                                  "raft1736-cublaslt-launch-host); host time only, hidden unless the layer is host-bound",
-                      0.0, 0.0))
+                                  "raft1736-cublaslt-launch-host); on the critical path where the layer is "
+                                  "host-bound (host launch-bound row)", 0.0, 0.0), close=False)
         if bda_unfused:
             if dispatcher in ("deepep", "hybridep"):   # fp32 probs (EXPERT_BIAS_BYTES_FP32_PROBS)
                 (fb, bb), kern, pd = EXPERT_BIAS_BYTES_FP32_PROBS, (2 * local + 2, 8 * local + 3), "fp32"
