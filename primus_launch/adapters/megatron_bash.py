@@ -1102,7 +1102,9 @@ class ShellState:
             self.warnings.append(f"source {name}: not found next to the script; skipped")
             return
         try:
-            text = hit.read_text()
+            from primus_launch.inputs import read_text  # the input boundary: size and encoding
+
+            text = read_text(hit, f"source {name}")
             nodes = parse_script(text, str(hit), self.warnings)
         except (OSError, UnicodeDecodeError, UserError) as e:
             self.warnings.append(f"source {name}: not read ({e})")

@@ -117,10 +117,9 @@ def deep_merge(base: dict, override: dict) -> dict:
 
 
 def _load_yaml_text(text: str, where: str) -> Any:
-    try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as e:
-        raise UserError(f"{where}: not valid YAML: {' '.join(str(e).split())}") from None
+    from primus_launch.inputs import parse_yaml as parse_yaml_text
+
+    return parse_yaml_text(text, "recipe", where)
 
 
 def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _seen: tuple = ()) -> dict:
@@ -129,9 +128,7 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
     if path in _seen:
         raise UserError(f"{where}: extends itself (through {' -> '.join(map(str, _seen))})")
     if text is None:
-        if not path.is_file():
-            raise UserError(f"{where}: no such file")
-        text = path.read_text()
+        text = read_recipe_text(path, "extends" if _seen else "recipe")
     cfg = _load_yaml_text(text, where)
     if cfg is None:
         raise UserError(f"{where}: empty YAML file")
@@ -172,9 +169,11 @@ def is_primus_text(text: str) -> bool:
     """Whether ``text`` is a Primus experiment: a ``modules`` mapping whose entries name a framework."""
     if "modules" not in text:
         return False
+    from primus_launch.inputs import parse_yaml as parse_yaml_text
+
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
+        data = parse_yaml_text(text)
+    except UserError:
         return False
     mods = data.get("modules") if isinstance(data, dict) else None
     return isinstance(mods, dict) and any(isinstance(v, dict) and "framework" in v for v in mods.values())
