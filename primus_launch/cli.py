@@ -18,12 +18,12 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-from pydantic import ValidationError
+from primus_launch.errors import UserError, one_line  # light: the heavy imports follow the signal handlers
 
-from primus_launch.errors import UserError, one_line
-from primus_launch.plan import GPU_NAMES, Plan, PlanError
+if TYPE_CHECKING:
+    from primus_launch.plan import Plan
 
 _FROM_COMMAND = "<command>"
 
@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     from primus_launch.inputs import bounded_int, finite_float
-    from primus_launch.plan.schema import LIMITS
+    from primus_launch.plan.schema import GPU_NAMES, LIMITS
 
     nodes, per_node = LIMITS["cluster.num_nodes"], LIMITS["cluster.gpus_per_node"]
     ap = _Parser(
@@ -223,6 +223,22 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     return 0
 
 
+def _size(path: str | Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _human(n: Optional[int]) -> str:
+    """A file size for a person: ``3.0 KB``, ``1.2 MB``."""
+    n = n or 0
+    for unit, scale in (("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
 def _wrapper_primus_root(plan: Plan) -> Optional[Path]:
     """``[recipe] primus_root`` of the wrapper TOML a plan was read through, if any."""
     if plan.source is None or plan.source.wrapper_path is None:
@@ -277,19 +293,23 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.launch.command_recipe import render_command
 
         tuned_cmd = render_command(best, command)
-    if a.json:
-        d = res.to_json_dict() if hasattr(res, "to_json_dict") else res.model_dump(mode="json")
+    files = {str(p): _size(p) for p in (written, log_path, a.report) if p is not None and Path(p).is_file()}
+    if a.json:  # the trial log's form: the top trials in full, every trial as compact columns
+        d = res.to_log_dict(plan)
         d["tuned_recipe"] = str(written) if written else None
         d["tuned_command"] = tuned_cmd
+        d["files"] = files
         print(json.dumps(d))
     else:
         from primus_launch.tuner.search import render_tune_text
 
         print(render_tune_text(res))
         if written:
-            print(f"\ntuned recipe written to {written}")
+            print(f"\ntuned recipe written to {written} ({_human(files.get(str(written)))})")
         if log_path:
-            print(f"trial log written to {log_path}")
+            print(f"trial log written to {log_path} ({_human(files.get(str(log_path)))})")
+        if a.report:
+            print(f"report written to {a.report} ({_human(files.get(str(a.report)))})")
         if tuned_cmd and not a.launch:
             print("\ntuned command:\n" + shlex.join(tuned_cmd))
     if a.emit:
@@ -307,35 +327,25 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the CLI; SIGINT ends with one line and exit 130, SIGTERM with one line and exit 143
-    (:mod:`primus_launch.interrupt`); a user's mistake with one line and exit 2; a fault of the
-    tool itself with one line and exit 70 (``PRIMUS_LAUNCH_TRACEBACK=1`` shows its traceback)."""
-    from primus_launch import inputs, interrupt
+    (:mod:`primus_launch.interrupt`: handlers installed before anything heavy is imported); a
+    user's mistake with one line and exit 2; a fault of the tool itself with one line and exit 70
+    (``PRIMUS_LAUNCH_TRACEBACK=1`` shows its traceback).  Called as the process's entry point
+    (``argv`` None), the signals stay ignored after the run, until the interpreter exits."""
+    from primus_launch import interrupt
 
     names = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM")}
 
     def stopped(signum: int) -> int:
+        from primus_launch.tuner.progress import end_lines
+
+        end_lines()
         word, name = names.get(signum, ("stopped", str(signum)))
         _say(f"primus-launch: {word} ({name})")
         return interrupt.exit_code(signum)
 
-    with interrupt.handling(), inputs.run():
+    with interrupt.handling(keep=argv is None):
         try:
-            try:
-                rc = _main(argv)
-            except (UserError, PlanError, ValidationError) as e:
-                _say(f"primus-launch: error: {one_line(e)}")
-                return 2
-            except (RecursionError, MemoryError) as e:  # input the boundary let through: still one line
-                _say(f"primus-launch: error: input too large or too deeply nested to process ({type(e).__name__})")
-                return 2
-            except (KeyboardInterrupt, interrupt.Terminated, SystemExit):
-                raise
-            except Exception as e:  # a fault of the tool, not of the input: one line, a distinct code
-                if os.environ.get("PRIMUS_LAUNCH_TRACEBACK"):
-                    raise
-                _say(f"primus-launch: internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]} "
-                     "(set PRIMUS_LAUNCH_TRACEBACK=1 for the traceback)")
-                return 70
+            rc = _guarded(argv)
         except KeyboardInterrupt:
             return stopped(signal.SIGINT)
         except interrupt.Terminated:
@@ -343,6 +353,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if interrupt.received() is not None:  # a framework swallowed it; the run still ends here
             return stopped(interrupt.received())
         return rc
+
+
+def _guarded(argv: Optional[Sequence[str]]) -> int:
+    """:func:`_main` with every failure as one line: exit 2 for the user's mistakes, 70 for the tool's."""
+    from pydantic import ValidationError
+
+    from primus_launch import inputs, interrupt
+    from primus_launch.plan import PlanError
+
+    with inputs.run():
+        try:
+            return _main(argv)
+        except (UserError, PlanError, ValidationError) as e:
+            _say(f"primus-launch: error: {one_line(e)}")
+            return 2
+        except (RecursionError, MemoryError) as e:  # input the boundary let through: still one line
+            _say(f"primus-launch: error: input too large or too deeply nested to process ({type(e).__name__})")
+            return 2
+        except (KeyboardInterrupt, interrupt.Terminated, SystemExit):
+            raise
+        except Exception as e:  # a fault of the tool, not of the input: one line, a distinct code
+            if os.environ.get("PRIMUS_LAUNCH_TRACEBACK"):
+                raise
+            _say(f"primus-launch: internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]} "
+                 "(set PRIMUS_LAUNCH_TRACEBACK=1 for the traceback)")
+            return 70
 
 
 def _say(line: str) -> None:

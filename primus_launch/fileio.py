@@ -28,22 +28,24 @@ def atomic_write_text(path: str | Path, text: str, *, protect: Optional[str | Pa
     ``0o666`` less the umask, as ``open()`` would create it (``mkstemp`` makes 0600).
     A signal during the write leaves no temp file and no partial output.
     """
-    from primus_launch import inputs
+    from primus_launch import inputs, interrupt
 
     out = Path(path)
     extra = [("the original recipe", protect)] if protect is not None else []
     inputs.refuse_input(out, "output", extra)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    data = text.encode("utf-8")
+    with interrupt.deferred():  # a signal here is raised once the file is whole (or gone)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+            os.replace(tmp, out)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     return out
 
 

@@ -441,11 +441,33 @@ def _reap_group(pgid: int) -> list[int]:
     return left
 
 
-def _run_signal(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str, list[str]]:
+def handles_signals(pid: int) -> bool:
+    """Whether process ``pid`` catches SIGTERM (``SigCgt`` in /proc): primus-launch's entry point
+    installs its handlers on its first line, so this marks the moment its own code runs (before it,
+    the interpreter is still starting and a signal gets Python's defaults)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
+def start_cli(argv: list[str], cwd: Path) -> subprocess.Popen:
+    """``python -m primus_launch ARGV`` in its own session, returned once its code runs."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "primus_launch", *case.argv], cwd=d, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "primus_launch", *argv], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    t0 = time.monotonic()
+    while not handles_signals(proc.pid) and proc.poll() is None and time.monotonic() - t0 < 30:
+        time.sleep(0.002)
+    return proc
+
+
+def _run_signal(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str, list[str]]:
+    t0 = time.monotonic()
+    proc = start_cli(case.argv, d)
     problems = []
     time.sleep(case.signal_at)
     sent = None
@@ -505,8 +527,9 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
         if rc not in (want, 0):
             o.problems.append(f"exit {rc} after {case.signum.name} (want {want}, or 0 when it finished first)")
         if rc == want:
-            stop = [ln for ln in lines if ln.startswith("primus-launch: interrupted") or ln.startswith("primus-launch: terminated")]
-            if len(stop) != 1 or lines[-1] not in stop:
+            last = [ln.split("\r")[-1] for ln in lines]
+            stop = [ln for ln in last if ln.startswith(("primus-launch: interrupted", "primus-launch: terminated"))]
+            if len(stop) != 1 or last[-1] not in stop or any("Traceback" in ln for ln in lines):
                 o.problems.append(f"not one stop line: {lines[-3:]}")
             new = [k for k in after if k not in before]
             for k in new:  # an output written before the signal must be whole
@@ -553,7 +576,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         cases = [c for c in cases if a.only in c.name]
     base = Path(tempfile.mkdtemp(prefix="bad-input-campaign-"))
     counts = {"cases": 0, "exit 0": 0, "exit 2": 0, "signal": 0, "tracebacks": 0, "hangs": 0,
-              "inputs changed": 0, "non-finite figures": 0, "other problems": 0}
+              "inputs changed": 0, "non-finite figures": 0, "slow (> 10 s)": 0, "other problems": 0}
     by_kind: dict[str, int] = {}
     bad: list[Outcome] = []
     slowest: tuple[float, str] = (0.0, "")
@@ -574,7 +597,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             for p in o.problems:
                 key = ("tracebacks" if p == "traceback" else "hangs" if p.startswith("hang") else
                        "inputs changed" if p.startswith("input changed") else
-                       "non-finite figures" if p == "non-finite figure" else "other problems")
+                       "non-finite figures" if p == "non-finite figure" else
+                       "slow (> 10 s)" if p.startswith("slow") else "other problems")
                 counts[key] += 1
             if o.problems:
                 bad.append(o)

@@ -834,14 +834,19 @@ def assemble(plan: Plan, layer_times: LayerTimes, mode: str, record_timeline: bo
     flops = model_flops_per_iteration(plan)
     tflops = flops / (iteration * world) / 1e12
     timeline: list[TimelineEvent] = []
+    notes = [f"critical stage {c} of {pp}; {nmb} micro-batches; schedule {res.schedule or schedule}"]
     if record_timeline:
         timeline = list(res.events)
+        drawn_end = makespan
+        if res.timeline_microbatches < nmb:  # a long schedule: drawn shortened (pipeline.simulate)
+            drawn_end = max((e.end_s for e in timeline), default=0.0)
+            notes.append(f"timeline: drawn for {res.timeline_microbatches:,} of the {nmb:,} micro-batches (the same "
+                         f"steady state; the figures are the whole iteration's)")
         for rank in range(pp):
             g, o = post[rank]
             if g > 0:
-                timeline.append(TimelineEvent(stage=rank, kind="dp_comm", start_s=makespan, end_s=makespan + g))
-            timeline.append(TimelineEvent(stage=rank, kind="optimizer", start_s=makespan + g, end_s=makespan + g + o))
-    notes = [f"critical stage {c} of {pp}; {nmb} micro-batches; schedule {res.schedule or schedule}"]
+                timeline.append(TimelineEvent(stage=rank, kind="dp_comm", start_s=drawn_end, end_s=drawn_end + g))
+            timeline.append(TimelineEvent(stage=rank, kind="optimizer", start_s=drawn_end + g, end_s=drawn_end + g + o))
     return ProjectionResult(
         mode=mode, iteration_time_s=iteration,
         tokens_per_sec_per_gpu=plan.tokens_per_iteration / (iteration * world),

@@ -77,10 +77,6 @@ def default_prefilter(memory_margin: float, memory_basis: str = "reserved") -> P
     return pf
 
 
-def _write_json_atomic(path: Path, data: dict) -> None:
-    atomic_write_text(path, json.dumps(data, indent=1))
-
-
 def check_allow(allow: Iterable[str]) -> frozenset[str]:
     out = frozenset(a.strip() for a in allow if a.strip())
     bad = sorted(out - set(rules.ALLOWABLE))
@@ -286,9 +282,9 @@ def tune(
         certificate=certificate, allowed=sorted(cfg.allow), searched_knobs=searched_knobs(plan, cfg),
         workers=n_workers if exhaustive else 1, exhaustive_estimate_s=est_s, search_note=why_not)
     if log_path is not None:
-        d = res.to_json_dict()
-        d["original_plan"] = plan.model_dump(mode="json")
-        _write_json_atomic(Path(log_path), d)
+        from primus_launch.tuner.result import log_text
+
+        atomic_write_text(Path(log_path), log_text(res.to_log_dict(plan)))
     return res
 
 
