@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from primus_launch.errors import UserError
 
 
 def _umask() -> int:

@@ -61,8 +61,12 @@ def decode(data: bytes, field: str, value: object) -> str:
     nul = data.find(b"\x00")
     if nul >= 0:
         head = data[:64]
-        if len(head) >= 4 and (head[1::2].count(0) >= len(head[1::2]) * 3 // 4
-                               or head[0::2].count(0) >= len(head[0::2]) * 3 // 4):
+        even, odd = head[0::2], head[1::2]
+
+        def text_and_nul(a: bytes, z: bytes) -> bool:  # one byte of each pair ASCII text, the other NUL
+            return z.count(0) >= len(z) * 3 // 4 and sum(9 <= c < 127 for c in a) >= len(a) * 3 // 4
+
+        if len(head) >= 4 and (text_and_nul(even, odd) or text_and_nul(odd, even)):
             raise UserError(f"{field}={value!r}: UTF-16 text (no byte-order mark); save it as UTF-8")
         raise UserError(f"{field}={value!r}: a binary file (NUL byte at {_where(data, nul)}); expected UTF-8 text")
     try:

@@ -42,6 +42,8 @@ from typing import Callable, Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
+sys.path.insert(0, str(ROOT / "tests"))
+from signal_helpers import group_members, start_cli  # noqa: E402 - the interrupt test's own tools
 
 BAD_NUMBERS = ["0", "-1", "1.5", "1000000000", "1" + "0" * 30, "1e30", "nan", "inf", "abc"]
 
@@ -416,53 +418,15 @@ def _run_forked(case: Case, d: Path, timeout: float) -> tuple[Optional[int], flo
     return rc, secs, out.read_text(errors="replace"), err.read_text(errors="replace")
 
 
-def _group_members(pgid: int) -> list[int]:
-    out = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            out.append(int(p.name))
-    return out
-
-
 def _reap_group(pgid: int) -> list[int]:
     """Processes left in the case's group (then killed)."""
-    left = _group_members(pgid)
+    left = group_members(pgid)
     if left:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     return left
-
-
-def handles_signals(pid: int) -> bool:
-    """Whether process ``pid`` catches SIGTERM (``SigCgt`` in /proc): primus-launch's entry point
-    installs its handlers on its first line, so this marks the moment its own code runs (before it,
-    the interpreter is still starting and a signal gets Python's defaults)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("SigCgt:"):
-                return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
-    except OSError:
-        pass
-    return False
-
-
-def start_cli(argv: list[str], cwd: Path) -> subprocess.Popen:
-    """``python -m primus_launch ARGV`` in its own session, returned once its code runs."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "primus_launch", *argv], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    t0 = time.monotonic()
-    while not handles_signals(proc.pid) and proc.poll() is None and time.monotonic() - t0 < 30:
-        time.sleep(0.002)
-    return proc
 
 
 def _run_signal(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str, list[str]]:

@@ -17,7 +17,6 @@ default, any ``Callable[[Plan], ProjectionResult]`` otherwise), and one of two s
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import sys
