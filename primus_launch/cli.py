@@ -356,24 +356,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _guarded(argv: Optional[Sequence[str]]) -> int:
-    """:func:`_main` with every failure as one line: exit 2 for the user's mistakes, 70 for the tool's."""
-    from pydantic import ValidationError
-
+    """:func:`_main` with every failure as one line: exit 2 for the user's mistakes, 70 for the
+    tool's.  An exception while a signal is pending is the signal's (a library may have wrapped the
+    ``KeyboardInterrupt`` its code was in -- pydantic-core turns one into a ``SchemaError``)."""
     from primus_launch import inputs, interrupt
-    from primus_launch.plan import PlanError
 
     with inputs.run():
         try:
             return _main(argv)
-        except (UserError, PlanError, ValidationError) as e:
-            _say(f"primus-launch: error: {one_line(e)}")
-            return 2
-        except (RecursionError, MemoryError) as e:  # input the boundary let through: still one line
-            _say(f"primus-launch: error: input too large or too deeply nested to process ({type(e).__name__})")
-            return 2
         except (KeyboardInterrupt, interrupt.Terminated, SystemExit):
             raise
-        except Exception as e:  # a fault of the tool, not of the input: one line, a distinct code
+        except Exception as e:
+            interrupt.check()
+            from pydantic import ValidationError
+
+            from primus_launch.plan import PlanError
+
+            if isinstance(e, (UserError, PlanError, ValidationError)):
+                _say(f"primus-launch: error: {one_line(e)}")
+                return 2
+            if isinstance(e, (RecursionError, MemoryError)):  # input the boundary let through: still one line
+                _say(f"primus-launch: error: input too large or too deeply nested to process ({type(e).__name__})")
+                return 2
             if os.environ.get("PRIMUS_LAUNCH_TRACEBACK"):
                 raise
             _say(f"primus-launch: internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]} "
@@ -409,6 +413,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             return run_command(command)
         return _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
     except OSError as e:
+        from primus_launch import interrupt
+
+        interrupt.check()
         print(f"primus-launch: error: {one_line(e)}", file=sys.stderr)
         return 2
 

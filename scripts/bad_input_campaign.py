@@ -77,6 +77,7 @@ def _read(rel: str) -> bytes:
 
 BASH = _read("megatron/llama3.1_8b.sh")
 BASH_TITAN = _read("torchtitan/llama3_8b_launch.sh")
+TINY = _read("megatron/tiny_gpt_cpu.sh")
 YAML = _read("megatron/llama3.1_8b.yaml")
 NESTED = _read("megatron/qwen3_235b_a22b_h100_256gpu.yaml")
 PRIMUS = _read("primus/MI355X/llama3.1_8b.yaml")
@@ -312,6 +313,10 @@ def signal_cases(quick: bool) -> list[Case]:
         cases.append(Case(f"signal:{sig.name}@1.0s:planner", "signal", {"r.sh": BASH},
                           ["--tune", "r.sh", "--dry-run", "--out", "t.sh", "--planner", "--budget", "400"],
                           signal_at=1.0, signum=sig))
+        for t in (1.0, 4.0, 8.0):  # the measured path on this machine (megatron-core layers built and timed)
+            cases.append(Case(f"signal:{sig.name}@{t}s:measured", "signal", {"r.sh": TINY},
+                              ["--project", "r.sh", "--measure-device", "cpu", "--report", "p.html"],
+                              signal_at=t, signum=sig))
     return cases
 
 
