@@ -18,12 +18,22 @@ def _early(signum: int, _frame: object) -> None:
 
 
 def run() -> int:
-    """The CLI as a process's entry point."""
+    """The CLI as a process's entry point.  Ended by a signal, the process exits at once after its
+    line (``os._exit``: the clean-up is done; the interpreter's finalisation would turn a
+    ``KeyboardInterrupt`` a C extension once saw into a death by SIGINT, and waits on nothing)."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _early)
     from primus_launch.cli import main
 
-    return main()
+    rc = main()
+    if rc in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(rc)
+    return rc
 
 
 if __name__ == "__main__":

@@ -345,11 +345,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     with interrupt.handling(keep=argv is None):
         try:
+            with interrupt.deferred():
+                # pydantic-core's import initialises pyo3's datetime C API: a KeyboardInterrupt inside it
+                # makes Rust panic (a message on stderr); a signal meanwhile is raised once it is done
+                import pydantic  # noqa: F401
             rc = _guarded(argv)
-        except KeyboardInterrupt:
-            return stopped(signal.SIGINT)
-        except interrupt.Terminated:
-            return stopped(signal.SIGTERM)
+        except SystemExit:
+            raise
+        except BaseException:  # the signal's KeyboardInterrupt / Terminated, or what a library made of it
+            if interrupt.received() is None:
+                raise
+            return stopped(interrupt.received())
         if interrupt.received() is not None:  # a framework swallowed it; the run still ends here
             return stopped(interrupt.received())
         return rc
@@ -366,8 +372,10 @@ def _guarded(argv: Optional[Sequence[str]]) -> int:
             return _main(argv)
         except (KeyboardInterrupt, interrupt.Terminated, SystemExit):
             raise
-        except Exception as e:
+        except BaseException as e:  # pyo3's PanicException is a BaseException
             interrupt.check()
+            if not isinstance(e, Exception):
+                raise
             from pydantic import ValidationError
 
             from primus_launch.plan import PlanError

@@ -243,3 +243,45 @@ def test_outputs_are_atomic_and_follow_the_umask(tmp_path):
     for name in ("p.html", "p.json"):
         assert (tmp_path / name).stat().st_mode & 0o777 == 0o644, name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.html", "p.json", "r.sh"]
+
+
+# ----- outputs of a sensible size -----------------------------------------------------------------
+
+def test_tune_outputs_stay_small_for_a_large_search(tmp_path):
+    """A search of 60,000 candidates (a real tune's trials, repeated with their figures spread, as
+    an exhaustive sweep of the 8B recipe records them): the report stays under 2 MB and draws at
+    most 1,500 candidates, saying so; the trial log holds every trial as columns in a few MB."""
+    import random
+
+    from primus_launch.adapters import load_recipe
+    from primus_launch.report.charts import SCATTER_MAX_POINTS
+    from primus_launch.report.html import write_tune_report
+    from primus_launch.tuner.result import log_text
+    from primus_launch.tuner.search import tune
+
+    plan = load_recipe(RECIPE)
+    res = tune(plan, budget=25, exhaustive=False)
+    rng = random.Random(29)
+    real = [t for t in res.trials]
+    trials = []
+    for i in range(60_000):
+        t = real[i % len(real)]
+        f = 1 + 0.2 * (rng.random() - 0.5)
+        upd = {"index": i, "source": "exhaustive"}
+        if t.status == "scored":
+            upd.update(iteration_time_s=t.iteration_time_s * f, tokens_per_sec_per_gpu=t.tokens_per_sec_per_gpu / f,
+                       peak_memory_bytes=int(t.peak_memory_bytes * (2 - f)))
+        trials.append(t.model_copy(update=upd))
+    big = res.model_copy(update={"trials": trials})
+    report = write_tune_report(big, tmp_path / "tune.html")
+    html = report.read_text()
+    assert report.stat().st_size < 2_000_000, report.stat().st_size
+    n_scored = sum(t.status == "scored" for t in trials)
+    assert f"{SCATTER_MAX_POINTS:,} of {n_scored:,} scored candidates" in html
+    assert html.count("<circle") <= SCATTER_MAX_POINTS
+    log = log_text(big.to_log_dict(plan))
+    assert len(log) < 8_000_000, len(log)
+    d = json.loads(log)
+    assert d["trials"]["count"] == 60_000 and len(d["trials"]["columns"]["iteration_time_s"]) == 60_000
+    assert all(len(col) == 60_000 for col in d["trials"]["knobs"].values())
+    assert len(d["top"]) == len(res.top)  # the top trials in full

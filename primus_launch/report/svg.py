@@ -65,7 +65,7 @@ def time_unit(span_s: float) -> tuple[float, str]:
     return (1.0, "s") if span_s >= 2.0 else (1e3, "ms")
 
 
-TIMELINE_MAX_EVENTS = 3000   # more events are drawn as pixel columns (a picture of bounded size)
+TIMELINE_MAX_EVENTS = 8000   # more events are drawn as pixel columns (a picture of bounded size)
 TIMELINE_COLUMN_PX = 2.0
 
 

@@ -61,7 +61,7 @@ __all__ = [
     "chrome_trace", "write_chrome_trace", "schedule_orders",
 ]
 
-FULL_SIMULATION_ACTIONS = 400_000   # above this many actions a schedule is extrapolated (module doc)
+FULL_SIMULATION_ACTIONS = 50_000    # above this many actions a schedule is extrapolated (module doc)
 TIMELINE_MAX_ACTIONS = 20_000       # a recorded timeline draws at most about this many actions
 
 
@@ -316,11 +316,37 @@ def _same_class(m: int, d: int, at_least: int) -> int:
     return lo + (m - lo) % d
 
 
+def _cyclicity(schedule: str, pp: int, vpp: int, costs: Sequence[Sequence[ChunkCost]],
+               p2p_s: Union[float, Sequence[float]], group: int | None) -> Optional[int]:
+    """The period ``c`` (in micro-batches) after which the steady state repeats shifted in time:
+    from one run long enough to hold the transient and several periods, the smallest ``c`` for
+    which rank 0's forward end times step by the same amount every ``c`` micro-batches over the
+    run's second half (a forward's end depends only on what precedes it, so the run's own cool-down
+    does not touch them); None when none up to ``2 pp vpp + 2`` does."""
+    cmax = 2 * pp * vpp + 2
+    d = _period(schedule, pp, group)
+    m = d * math.ceil(max(8 * pp, 6 * cmax) / d)
+    pl = _plan(schedule, pp, vpp, m, group)
+    end, _, _, _ = _run(pl, costs, p2p_s, True)
+    NS = pl.orders.stride
+    x = [end[k * NS + F * pp * vpp] for k in range(m)]    # rank 0, chunk 0, forward
+    k0 = m // 2
+    for c in range(1, cmax + 1):
+        ref = x[k0 + c] - x[k0]
+        tol = 1e-9 * max(abs(x[-1]), 1e-300)
+        if all(abs(x[k + c] - x[k] - ref) <= tol for k in range(k0, m - c)):
+            return c
+    return None
+
+
 def _extrapolated(schedule: str, pp: int, vpp: int, m: int, costs: Sequence[Sequence[ChunkCost]],
                   p2p_s: Union[float, Sequence[float]], group: int | None) -> PipelineResult:
-    """The makespan of a long schedule from three shorter runs of ``m``'s residue class (module doc)."""
+    """The makespan of a long schedule from three shorter runs of ``m``'s residue class modulo a
+    step that is a multiple of the orders' period and of the steady state's cyclicity (module doc)."""
     d = _period(schedule, pp, group)
-    step = d * max(1, math.ceil(4 * pp / d))
+    c = _cyclicity(schedule, pp, vpp, costs, p2p_s, group) or 1
+    unit = math.lcm(d, c)
+    step = unit * max(1, math.ceil(4 * pp / unit))
     start = 8 * pp
     budget = 4 * FULL_SIMULATION_ACTIONS
     res = None
@@ -345,6 +371,24 @@ def _extrapolated(schedule: str, pp: int, vpp: int, m: int, costs: Sequence[Sequ
 
 def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
                    p2p_s: Union[float, Sequence[float]], record: bool) -> PipelineResult:
+    o = pl.orders
+    pp, vpp, m = o.pp, o.vpp, o.m
+    end, free, dur, lat = _run(pl, costs, p2p_s, record)
+    makespan = max(free) if free else 0.0
+    busy = _busy(costs, pp, vpp, m)
+    res = PipelineResult(makespan_s=makespan, stage_busy_s=busy,
+                         stage_bubble_s=[max(0.0, makespan - b) for b in busy],
+                         schedule=o.schedule, num_microbatches=m)
+    if record:
+        res.events = _events(pl, end, dur, lat)
+    return res
+
+
+def _run(pl: _Plan, costs: Sequence[Sequence[ChunkCost]], p2p_s: Union[float, Sequence[float]],
+         all_rows: bool) -> tuple[list[float], list[float], list[float], list[float]]:
+    """One pass over the schedule: (end time per action id -- every micro-batch's row with
+    ``all_rows``, else the ring of live rows --, each rank's last end, duration and P2P latency per
+    slot)."""
     o = pl.orders
     pp, vpp, m = o.pp, o.vpp, o.m
     if len(costs) != pp or any(len(row) != vpp for row in costs):
@@ -373,7 +417,7 @@ def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
     # start = max(rank free, dependency end + p2p); end = start + duration.  ``seq`` is
     # topological, so every dependency's end is final when read; reserved slots stay 0.0.
     # Without a timeline only the ring of live rows is kept (same arithmetic, smaller table).
-    seq, rows = (pl.seq, m) if record else (pl.ring_seq, pl.ring)
+    seq, rows = (pl.seq, m) if all_rows else (pl.ring_seq, pl.ring)
     end = [0.0] * (NS * rows)
     free = [0.0] * pp
     delta, rank = pl.delta, pl.rank
@@ -387,15 +431,7 @@ def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
         t += dur[ci]
         end[a] = t
         free[r] = t
-
-    makespan = max(free) if free else 0.0
-    busy = _busy(costs, pp, vpp, m)
-    res = PipelineResult(makespan_s=makespan, stage_busy_s=busy,
-                         stage_bubble_s=[max(0.0, makespan - b) for b in busy],
-                         schedule=o.schedule, num_microbatches=m)
-    if record:
-        res.events = _events(pl, end, dur, lat)
-    return res
+    return end, free, dur, lat
 
 
 def _busy(costs: Sequence[Sequence[ChunkCost]], pp: int, vpp: int, m: int) -> list[float]:
