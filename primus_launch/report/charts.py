@@ -28,20 +28,20 @@ def _even(items: list, n: int) -> list:
 
 def drawn_candidates(scored: list[Trial], limit: int = SCATTER_MAX_POINTS) -> list[Trial]:
     """The scored trials the scatter draws: all when at most ``limit``; else the 100 fastest that
-    fit, the front (no other candidate both faster and smaller), the incumbent path and an even
-    sample of the rest, ``limit`` in all, in search order."""
+    fit, the incumbent path, the front (no other candidate both faster and smaller; evenly thinned
+    to a third of ``limit``) and an even sample of the rest, ``limit`` in all, in search order."""
     if len(scored) <= limit:
         return scored
     keep: dict[int, Trial] = {}
     fast = sorted((t for t in scored if t.fits), key=lambda t: (-t.tokens_per_sec_per_gpu, t.index))
-    for t in fast[:100]:
+    for t in fast[:100] + _even(incumbent_path(scored), limit // 6):
         keep[t.index] = t
-    best = None
+    best, front = None, []
     for t in sorted(scored, key=lambda t: (t.peak_memory_bytes or 0, -t.tokens_per_sec_per_gpu)):
         if best is None or t.tokens_per_sec_per_gpu > best:
             best = t.tokens_per_sec_per_gpu
-            keep[t.index] = t
-    for t in incumbent_path(scored):
+            front.append(t)
+    for t in _even(front, limit // 3):
         keep[t.index] = t
     rest = [t for t in scored if t.index not in keep]
     for t in _even(rest, max(0, limit - len(keep))):

@@ -97,12 +97,29 @@ def _short(x: Optional[float], digits: int = 7) -> Optional[float]:
     return None if x is None else float(f"{x:.{digits}g}")
 
 
+def _categorical(values: list) -> Any:
+    """A column of few distinct non-numeric values as ``{"levels": [...], "codes": [...]}`` (value
+    ``levels[codes[i]]``), a dictionary encoding; numbers and booleans stay a plain list."""
+    if all(isinstance(v, (int, float)) and v is not None for v in values):
+        return values
+    levels: dict[str, int] = {}
+    out: list[Any] = []
+    import json
+
+    for v in values:
+        key = json.dumps(v, sort_keys=True)
+        out.append(levels.setdefault(key, len(levels)))
+    return {"levels": [json.loads(k) for k in levels], "codes": out}
+
+
 def trial_columns(trials: list[Trial], original: Plan) -> dict:
     """Trials as columns, one list per field, in search order: ``index``, ``source``, ``status``,
     the figures (7 significant digits; the top trials are in full in ``top``), ``reason`` (an index
     into ``reasons``, the distinct reasons, or null) and, under ``knobs``, one column per plan field
     any trial changed holding each trial's value of it (the original's where it kept it), so a
-    script reads a candidate's configuration without a null meaning two things."""
+    script reads a candidate's configuration without a null meaning two things.  Columns of
+    non-numeric values (``source``, ``status``, most knobs) are dictionary-encoded
+    (:func:`_categorical`: ``levels`` and ``codes``)."""
     reasons: dict[str, int] = {}
     knob_names = sorted({k for t in trials for k in t.changes})
     base = {k: _dotted(original, k) for k in knob_names}
@@ -122,6 +139,9 @@ def trial_columns(trials: list[Trial], original: Plan) -> dict:
         for k in knob_names:
             v = t.changes.get(k, base[k])
             knobs[k].append(list(v) if isinstance(v, tuple) else v)
+    for k in ("source", "status"):
+        cols[k] = _categorical(cols[k])
+    knobs = {k: _categorical(v) for k, v in knobs.items()}
     return {"count": len(trials), "columns": cols, "reasons": list(reasons), "knobs": knobs}
 
 
