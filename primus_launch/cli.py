@@ -121,7 +121,7 @@ def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan
     if recipe == _FROM_COMMAND:
         if not command:
             raise UserError("--project/--tune need a RECIPE file or a training command after --")
-        from primus_launch.launch.command_recipe import plan_from_command
+        from primus_launch.adapters.command_recipe import plan_from_command
 
         return plan_from_command(command, _cluster_overrides(a))
     from primus_launch.adapters import load_recipe
@@ -290,7 +290,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         write_tune_report(res.model_copy(update={"best": detailed}), a.report)
     tuned_cmd = None
     if command:
-        from primus_launch.launch.command_recipe import render_command
+        from primus_launch.adapters.command_recipe import render_command
 
         tuned_cmd = render_command(best, command)
     files = {str(p): _size(p) for p in (written, log_path, a.report) if p is not None and Path(p).is_file()}

@@ -50,8 +50,8 @@ def candidates() -> list[Plan]:
 
 
 def _clear() -> None:
-    for f in (params._arch, params._layer, params._stage_split, params._total, memory._stage_memory,
-              memory._titan_stage_memory, memory._in_flight):
+    for f in (params.arch_from_key, params.layer_params_for_key, params.stage_split_for_key, params._total,
+              memory.mcore_stage_memory, memory.titan_stage_memory, memory._in_flight):
         f.cache_clear()
 
 

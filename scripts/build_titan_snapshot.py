@@ -25,7 +25,7 @@ def main() -> int:
     snap = build_snapshot()
     out = DATA_DIR / f"torchtitan-{snap['torchtitan']}.json"
     atomic_write_text(out, json.dumps(snap, indent=1, sort_keys=True) + "\n", mode=0o644)
-    from primus_launch.launch.torchrun_argv import BUNDLED_TORCH, TABLE_FILE, live_option_table
+    from primus_launch.adapters.torchrun_argv import BUNDLED_TORCH, TABLE_FILE, live_option_table
 
     table = DATA_DIR / TABLE_FILE.format(BUNDLED_TORCH)
     atomic_write_text(table, json.dumps(live_option_table(), indent=1, sort_keys=True) + "\n", mode=0o644)

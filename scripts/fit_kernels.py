@@ -240,7 +240,7 @@ def grouped_records(arch: str, fmt: str, lib: str = "any") -> list[tuple[dict, l
     for r in ev.select("grouped_gemm"):
         if arch_of(r["gpu"]) != arch or gemm_format(r) != fmt or not r["unit"].startswith("TFLOP/s"):
             continue
-        if grouped_lib(r) != lib:
+        if grouped_lib(r) != lib or r.get("excluded"):
             continue
         if r["id"].startswith("ao-b200-gg-") and fmt == "mxfp8":
             continue  # end-to-end figures including the quantisation (priced separately, cost/fp8.py)
@@ -719,12 +719,44 @@ def fit_deepep() -> dict:
         x, rms = descend([0.8, 1.0], [(0.1, 2.0), (1.0, 1.0)],
                          lambda x: log_rms(pred(x, r, n, nodes) for r, n, nodes in rows))
         out[key] = dict(eff=round(x[0], 4), rms=round(rms, 4), records=[r["id"] for r, _, _ in rows])
+    insitu = fit_deepep_insitu()
+    if insitu:
+        out["deepep/insitu"] = insitu
     return out
+
+
+def fit_deepep_insitu() -> dict:
+    """DeepEP's RDMA kernels inside a training step as a fraction of their isolated benchmark
+    (``scripts/deepep_insitu.py``): the benchmark seconds of the in-situ kernels' bytes (records
+    ``deepep-v1-release-internode-*``, the same code's README figures) over their measured seconds
+    (records ``dsprofile-*``, DeepSeek's public profile of DeepSeek-V3 pre-training), summed over the
+    trace's kernels: ``sum T D b / BW / sum t``."""
+    from primus_launch.projection.cost.moe_routing import expected_units_hit
+
+    recs = ev.select("deepep_insitu")
+    bench = {r["shape"]["op"]: r for r in recs if r["unit"].startswith("GB/s")}
+    trace = [r for r in recs if r["unit"].startswith("us")]
+    if not bench or not trace:
+        return {}
+    num = den = 0.0
+    for r in trace:
+        sh = r["shape"]
+        E, k, n, nodes = int(sh["num_experts"]), int(sh["topk"]), int(sh["ep"]), int(sh["nodes"])
+        d = expected_units_hit(E, k, E // nodes, 8, int(sh["topk_groups"]))
+        h = int(sh["hidden"])
+        b = h * (1 + 4 / 128) if sh["op"] == "dispatch" else 2.0 * h
+        ts = [float(t) for t in sh["kernels_us"]]
+        num += len(ts) * int(sh["tokens"]) * d * b / (bench[sh["op"]]["value"] * 1e9)
+        den += sum(ts) * 1e-6
+    ids = [r["id"] for r in trace] + [bench[op]["id"] for op in sorted(bench)]
+    return dict(eff=round(num / den, 4), records=ids,
+                note="in-situ fraction of DeepEP's isolated RDMA throughput (DeepSeek-V3 pre-training trace vs "
+                     "DeepEP's README of the same week); multiplies the deepep/rdma efficiency")
 
 
 # ----------------------------------------------------------------------------- host
 def fit_host() -> dict:
-    from primus_launch.projection.cost.framework import host_fit_workload
+    from primus_launch.projection.cost.host_fit import host_fit_workload
 
     return host_fit_workload()
 

@@ -29,14 +29,14 @@ def _row(name: str, terms: list[tuple[str, float, float]]) -> str:
 def titan() -> None:
     import test_memory_titan as t
 
-    from primus_launch.projection.memory.estimate import _titan_args, _titan_stage_memory
+    from primus_launch.projection.memory.estimate import titan_args, titan_stage_memory
     from primus_launch.projection.memory.titan import TITAN_CPU
     from titan_trace import trace
 
     print("torchtitan step (rank 0): term model/trace MiB (ratio)")
     for name, c in t.CASES.items():
         got = trace(c)
-        st = _titan_stage_memory(*_titan_args(t.plan_of(c)), t.IMPL.get(name, TITAN_CPU))[0]
+        st = titan_stage_memory(*titan_args(t.plan_of(c)), t.IMPL.get(name, TITAN_CPU))[0]
         pk = got["peak_snapshot"]
         params = t._cat(pk, "Sharded Param") + t._cat(pk, "Buffer")
         opt, grads, acts = t._cat(pk, "OptState"), t._cat(pk, "Sharded Grad"), t._cat(pk, "Activation")
@@ -49,13 +49,13 @@ def titan() -> None:
 def pp() -> None:
     import test_memory_titan_pp as t
 
-    from primus_launch.projection.memory.estimate import _titan_args, titan_stage_parts
+    from primus_launch.projection.memory.estimate import titan_args, titan_stage_parts
     from primus_launch.projection.memory.titan import TITAN_CPU
     from titan_trace import trace_pp
 
     print("torchtitan pipeline stages: term model/trace MiB (ratio)")
     for name, c in t.CASES.items():
-        model = titan_stage_parts(*_titan_args(t.pp_plan(c)), TITAN_CPU)
+        model = titan_stage_parts(*titan_args(t.pp_plan(c)), TITAN_CPU)
         for rank in range(c.pp):
             got = t.terms_of_trace(trace_pp(c, rank))
             want = t.terms_of_model(*model[rank])

@@ -57,7 +57,7 @@ def _reason(e: BaseException) -> str:
 
 def _tuned(plan: Plan) -> list[Plan]:
     """Legal tuned variants of ``plan``: micro-batch, then TP (the framework's own rules applied)."""
-    from primus_launch.adapters.torchtitan import torchtitan_problems
+    from primus_launch.plan import torchtitan_problems
 
     return [q for q in _variants(plan) if plan.framework != "torchtitan" or not torchtitan_problems(q)]
 
@@ -203,7 +203,7 @@ def check_launch(module: str, config: str) -> tuple[str, str]:
     """A one-node launch line of the config function: 8 GPUs, or the GPU count its fixed parallel
     degrees need (a config pinning every degree to 1 is a one-GPU job, as torchtitan's ParallelDims
     requires the degrees' product to equal the world size)."""
-    from primus_launch.launch.command_recipe import plan_from_command, render_command
+    from primus_launch.adapters.command_recipe import plan_from_command, render_command
 
     def line(n: int) -> list[str]:
         return ["torchrun", "--nnodes", "1", "--nproc-per-node", str(n), "-m", "torchtitan.train", "--module",

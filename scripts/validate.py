@@ -14,7 +14,18 @@ percentage error of:
 
 Issue-15 targets: judge median |err| <= 7%, <= 10% in every group with >= 5 rows, no row beyond 25%.
 
-    python scripts/validate.py [--json out.json] [--quiet]
+Issue-28 groups (every JUDGED row: the published judge rows and the held-out current rows; a row can
+sit in a kind group and a family group): dense BF16, dense FP8, MoE coarse (< 64 experts), MoE
+fine-grained (>= 64 experts), long sequence (CP > 1 or >= 32k), B200/GB200 (Blackwell), B300/GB300
+(Blackwell Ultra), AMD; targets: every group median |err| <= 8 %, no row beyond 25 %; and the Qwen3-235B
+H100 reference recipe (``recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml``, NVIDIA's measured 1,448
+tokens/s/GPU) within 10 %.
+
+``--write-bands`` writes ``primus_launch/projection/data/error_bands.json`` (every judged row's judging
+dimensions and error), from which each dry-run projection states its expected error
+(``primus_launch/projection/band.py``).
+
+    python scripts/validate.py [--json out.json] [--quiet] [--write-bands]
 """
 
 from __future__ import annotations
@@ -28,6 +39,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "scripts" / "validation" / "runs.json"
 GROUPS = ("dense_bf16", "dense_fp8", "moe", "long_seq_cp")
+BANDS = ROOT / "primus_launch" / "projection" / "data" / "error_bands.json"
+REFERENCE = ("recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml", 1447.6,
+             "Megatron-LM moe_recipes Qwen3-235B-A22B H100 256 GPUs: 214.3 TFLOP/s/GPU = 1,447.6 tokens/s/GPU")
+# issue-28 judging groups: name -> (words, row predicate on the band dimensions)
+ISSUE28_GROUPS = {
+    "dense_bf16": ("dense BF16", lambda d: d["kind"] == "dense" and d["precision"] == "bf16" and d["long_seq"] == "short"),
+    "dense_fp8": ("dense FP8 / FP4", lambda d: d["kind"] == "dense" and d["precision"] != "bf16"
+                  and d["long_seq"] == "short"),
+    "moe_coarse": ("MoE coarse (< 64 experts)", lambda d: d["kind"] == "moe_coarse"),
+    "moe_fine": ("MoE fine-grained (>= 64 experts)", lambda d: d["kind"] == "moe_fine"),
+    "long_seq": ("long sequence (CP > 1 or >= 32k)", lambda d: d["long_seq"] == "long"),
+    "b200_gb200": ("B200 / GB200 (Blackwell)", lambda d: d["family"] == "blackwell"),
+    "b300_gb300": ("B300 / GB300 (Blackwell Ultra)", lambda d: d["family"] == "blackwell_ultra"),
+    "amd": ("AMD (CDNA)", lambda d: d["vendor"] == "amd"),
+}
+MEDIAN_TARGET, ROW_TARGET, REFERENCE_TARGET = 0.08, 0.25, 0.10
 
 
 def load_rows(path: Path = RUNS) -> list[dict]:
@@ -38,6 +65,7 @@ def evaluate(rows: list[dict]) -> list[dict]:
     """Project every row; returns dicts with id, role, groups, measured, projected, err (fraction)."""
     sys.path.insert(0, str(ROOT))
     from primus_launch.plan import Plan
+    from primus_launch.projection.band import band_dims
     from primus_launch.projection.dryrun import project_dry_run
 
     out = []
@@ -51,7 +79,7 @@ def evaluate(rows: list[dict]) -> list[dict]:
                         primary=g.get("primary", "?"), family=g.get("gpu_family", "?"),
                         held_out=bool(row.get("held_out")), measured=meas, projected=proj,
                         err=(proj - meas) / meas, mfu=res.mfu, convention=row.get("flops_convention") or "",
-                        comparison=row.get("comparison", "")))
+                        comparison=row.get("comparison", ""), dims=band_dims(plan)))
     return out
 
 
@@ -82,6 +110,58 @@ def summary(results: list[dict]) -> dict:
     return out
 
 
+def judged(results: list[dict]) -> list[dict]:
+    """The rows that judge the model (published judge rows and held-out current rows; not calibration)."""
+    return [r for r in results if r["role"] == "judge"]
+
+
+def issue28(results: list[dict]) -> dict:
+    """Per issue-28 group over the judged rows: n, median / worst |err|, the 10th / 90th percentile of the
+    signed error, and whether the group meets the targets (median <= 8 %, no row beyond 25 %)."""
+    from primus_launch.projection.band import quantile
+
+    out = {}
+    for key, (words, pred) in ISSUE28_GROUPS.items():
+        sel = [r for r in judged(results) if pred(r["dims"])]
+        st = stats(sel)
+        st["words"] = words
+        if sel:
+            errs = [r["err"] for r in sel]
+            st["p10_pct"] = 100 * quantile(errs, 0.1)
+            st["p90_pct"] = 100 * quantile(errs, 0.9)
+            st["meets"] = st["median_abs_pct"] <= 100 * MEDIAN_TARGET and st["worst_abs_pct"] <= 100 * ROW_TARGET
+        out[key] = st
+    return out
+
+
+def reference() -> dict:
+    """The Qwen3-235B H100 reference recipe projected against its measured tokens/s/GPU."""
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.dryrun import project_dry_run
+
+    path, meas, what = REFERENCE
+    res = project_dry_run(load_recipe(str(ROOT / path)))
+    err = (res.tokens_per_sec_per_gpu - meas) / meas
+    return {"recipe": path, "measured": meas, "projected": res.tokens_per_sec_per_gpu, "err": err, "what": what,
+            "meets": abs(err) <= REFERENCE_TARGET}
+
+
+def write_bands(results: list[dict], path: Path = BANDS) -> Path:
+    """Write every judged row's judging dimensions and error (``projection/band.py``) atomically."""
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.fileio import atomic_write_text
+
+    rows = [{"id": r["id"], "dims": r["dims"], "err": round(r["err"], 5), "source": r["group"]}
+            for r in judged(results)]
+    doc = {"generated_by": "python scripts/validate.py --write-bands",
+           "what": "judged validation rows (role judge: published judge rows + held-out current rows) of "
+                   "scripts/validation/runs.json: their judging dimensions (projection/band.py band_dims) and "
+                   "err = projected / measured tokens/s - 1 of the dry-run",
+           "rows": rows}
+    return atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
+
+
 def _line(name: str, v: dict) -> str:
     return (f"{name:26s} n={v['n']:3d}  median |err| {v['median_abs_pct']:5.1f}%  worst |err| {v['worst_abs_pct']:5.1f}%"
             f"  within 25%: {v['within_25pct']}/{v['n']}  mean {v['mean_signed_pct']:+5.1f}%")
@@ -91,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write per-row results and the summary here")
     ap.add_argument("--quiet", action="store_true", help="summary only")
+    ap.add_argument("--write-bands", action="store_true",
+                    help="write primus_launch/projection/data/error_bands.json (the projection's error bands)")
     args = ap.parse_args(argv)
     results = evaluate(load_rows())
     if not args.quiet:
@@ -113,8 +195,26 @@ def main(argv: list[str] | None = None) -> int:
         conv = sel[0]["convention"].split(":")[0].split(";")[0][:70] or sel[0]["comparison"][:70]
         st = stats(sel)
         print(f"  {g:22s} n={st['n']:3d}  median {st['median_abs_pct']:5.1f}%  worst {st['worst_abs_pct']:5.1f}%  [{conv}]")
+    g28 = issue28(results)
+    ref = reference()
+    print()
+    print("issue-28 groups (judged rows: published judge + held-out current; targets: median |err| <= "
+          f"{100 * MEDIAN_TARGET:.0f}%, no row beyond {100 * ROW_TARGET:.0f}%)")
+    for key, v in g28.items():
+        if not v["n"]:
+            print(f"  {v['words']:34s} n=  0  (no judged rows)")
+            continue
+        print(f"  {v['words']:34s} n={v['n']:3d}  median |err| {v['median_abs_pct']:5.1f}%  worst |err| "
+              f"{v['worst_abs_pct']:5.1f}%  10th..90th {v['p10_pct']:+6.1f}% .. {v['p90_pct']:+6.1f}%  "
+              f"{'meets' if v['meets'] else 'MISSES'}")
+    print(f"  reference {ref['recipe']}: projected {ref['projected']:.1f} tokens/s/GPU, measured "
+          f"{ref['measured']:.1f} ({100 * ref['err']:+.1f}%; target within {100 * REFERENCE_TARGET:.0f}%: "
+          f"{'meets' if ref['meets'] else 'MISSES'})")
+    if args.write_bands:
+        print(f"wrote {write_bands(results).relative_to(ROOT)}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": results, "summary": s}, indent=1))
+        Path(args.json).write_text(json.dumps({"rows": results, "summary": s, "issue28": g28, "reference": ref},
+                                              indent=1, default=str))
     return 0
 
 

@@ -1,21 +1,31 @@
-"""Projected peak memory per GPU vs published peak-memory measurements (judge only: nothing here
-tunes the model).
+"""Memory verdicts and peaks against what published runs did: ran, ran out of memory, or measured a peak.
 
-Rows: ``shared/validation/published_runs.json`` next to the checkout (``build_runs.shared_source``, or ``--runs``) entries whose ``measured``
-has ``peak_memory_gb``.  TorchTitan rows report the max over GPUs of the *reserved* peak
-(``torch.cuda.max_memory_reserved``, torchtitan's ``DeviceMemoryMonitor``), so the comparison is
-with the projection's estimated reserved peak (allocated + allocator model); the allocated peak and
-the memory outside the allocator (not in ``memory_reserved``) are printed beside it.  Rows whose
-configuration the file does not state completely (micro-batch, sequence) are skipped with the reason.
+Judges (nothing here tunes the model) three sets, each plan built as a user's would be, through the
+project's adapters:
 
-Megatron rows: Megatron-LM's functional tests (``tests/functional_tests/test_cases/*/model_config.yaml``) log
-``torch.cuda.max_memory_allocated`` of the last rank (the TensorBoard writer, ``--log-memory-to-tensorboard``:
-the last pipeline stage) into their golden values (``golden_values_dev_dgx_h100.json``,
-``mem-max-allocated-bytes``, last logged iteration); the comparison is with the projected *allocated* peak
-of the last stage (no reserve).  The arguments are read by primus-launch's Megatron reader from the YAML's
-``MODEL_ARGS`` (flags with ``${...}`` placeholders dropped) on one 8-GPU H100 node.
+- every row of ``scripts/validation/current_runs.json`` (current production runs, all of which ran):
+  Megatron flags through ``build_runs.flag_row``, TorchTitan jobs through ``build_runs.titan_row`` (the
+  builders of ``runs.json``, imported);
+- every bundled recipe that reproduces a published run (``recipes/megatron/*gpu*.{sh,yaml}``,
+  ``recipes/torchtitan/*.toml`` and its launch script): ran;
+- ``scripts/validation/memory_cases.json`` (``build_memory_cases.py``): published out-of-memory reports
+  (``oom``: must be ``does not fit``; ``oom_borderline``, OOM in part of the runs: ``tight`` or ``does not
+  fit``), runs reported to run near the limit, and published peaks (pytorch/torchtitan benchmark reserved
+  peaks, Megatron-LM functional-test allocated peaks, Megatron-Bridge and TorchTitan reports).
 
-    python scripts/validate_memory.py [--runs PATH] [--mlm MEGATRON_LM_GIT_DIR]
+A run that ran must come out ``fits`` or ``tight``.  The verdict is the memory report's ``verdict`` where
+the projection gives one (``fits`` / ``tight`` / ``does not fit``), else ``fits`` -> fits and not ->
+does not fit.  A published peak is compared with the projected peak of the same basis (allocated =
+``torch.cuda.max_memory_allocated``; reserved = allocated + the allocator model) on the same rank (the
+last stage for Megatron's tensorboard writer, rank 0, or the max over stages); peaks a source states only
+roughly ("almost 96%") are listed but left out of the error statistics.  GPUs the hardware DB lacks come
+from ``scripts/validation/memory_gpus.toml`` (the ``--gpu-file`` way).
+
+Prints one table per framework and group (dense BF16, dense FP8, MoE, MLA, long sequence: CP > 1 or
+sequence >= 32k) with fits / tight / does-not-fit counts of the runs that ran and of the OOMs, the wrong
+verdicts with the terms of the worst stage, and the peak error median / max.
+
+    python scripts/validate_memory.py [--json OUT] [--only current|recipe|case] [--quiet]
 """
 
 from __future__ import annotations
@@ -24,168 +34,364 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Optional
 
-from primus_launch.adapters.torchtitan import arch_from_flavor
-from primus_launch.plan import Plan
-from primus_launch.projection.hardware.gpus import GiB
-from primus_launch.projection.memory.estimate import estimate_memory
+ROOT = Path(__file__).resolve().parents[1]
+VALIDATION = ROOT / "scripts" / "validation"
+CASES = VALIDATION / "memory_cases.json"
+CURRENT = VALIDATION / "current_runs.json"
+GPU_FILE = VALIDATION / "memory_gpus.toml"
+GiB = 1024**3
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "validation"))
-from build_runs import shared_source  # noqa: E402
+FITS, TIGHT, DNF = "fits", "tight", "does not fit"
+VERDICTS = (FITS, TIGHT, DNF)
+#: what each reported outcome allows
+ALLOWED = {"ran": (FITS, TIGHT), "oom": (DNF,), "oom_borderline": (TIGHT, DNF)}
+GROUPS = ("dense_bf16", "dense_fp8", "moe", "mla", "long_seq")
+TERMS = ("parameters", "gradients", "optimizer", "activations", "transient", "reserve")
 
-RUNS = shared_source()
-MLM = Path("/work/.mirror/NVIDIA+Megatron-LM/repo")
-# functional tests whose golden values log mem-max-allocated-bytes (chosen for coverage: dense PP/VPP, TP,
-# MLA, CP, MoE + MLA + MTP, fp8)
-MLM_TESTS = (
-    "gpt/gpt3_7b_tp1_pp4_memory_speed",
-    "gpt/gpt3_7b_tp4_pp1_memory_speed",
-    "gpt/gpt3_mcore_te_tp2_pp2_mla",
-    "gpt/gpt3_mcore_te_tp2_pp2_cp2",
-    "gpt/gpt3_mcore_te_tp1_pp4_vp1",
-    "gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion",
-    "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed",
-    "gpt/gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap",
-)
-FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+if str(VALIDATION) not in sys.path:
+    sys.path.insert(0, str(VALIDATION))
 
 
-def plan_of(row: dict) -> Plan | str:
-    a, p, t, hw = row["architecture"], row["parallelism"], row["training"], row["hardware"]
-    if not row["id"].startswith("torchtitan") or a["num_layers"] not in FLAVOR:
-        return "not a torchtitan llama3 row"
-    arch = arch_from_flavor("llama3", FLAVOR[a["num_layers"]]).model_copy(update=dict(seq_length=a["seq_length"]))
-    prec = str(t.get("precision") or "bf16")
-    rec = str(t.get("recompute") or "")
-    rc = dict(granularity="op") if "selective" in rec else dict(granularity="full", method="uniform", num_layers=1)
-    tp, pp, cp = p.get("tp") or 1, p.get("pp") or 1, p.get("cp") or 1
-    world = hw["num_gpus"]
-    dp = world // (tp * pp * cp)
-    mbs = t.get("micro_batch_size") or (1 if pp > 1 else None)
-    if mbs is None:
-        return "micro-batch size not stated"
-    gbs = t.get("global_batch_size") or mbs * dp * (2 * pp if pp > 1 else 1)
-    gpu = "h200" if "H200" in hw["gpu"] else "h100-sxm-96gb-500w"
-    sched = "interleaved_1f1b" if "interleaved" in row["id"] else "1f1b"
-    par = dict(tp=tp, pp=pp, cp=cp, sequence_parallel=tp > 1, dp_sharding="full",
-               vpp=2 if sched == "interleaved_1f1b" else 1)
-    if pp > 1:
-        # torchtitan's split: embedding and norm+head weigh one layer each
-        par.update(account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
-    try:
-        return Plan(model=arch, parallel=par,
-                    training=dict(global_batch_size=gbs, micro_batch_size=mbs, recompute=rc,
-                                  precision="fp8" if "float8" in prec else "bf16", pipeline_schedule=sched,
-                                  compile=bool(p.get("torch_compile"))),
-                    cluster=dict(gpu=gpu, num_nodes=max(1, world // 8), gpus_per_node=min(8, world)),
-                    source=dict(framework="torchtitan"))
-    except Exception as e:  # a row the plan cannot express
-        return f"plan: {str(e).splitlines()[1][:100] if len(str(e).splitlines()) > 1 else e}"
+@dataclass
+class Item:
+    """One configuration to judge: its plan (or why there is none), what happened, what was measured."""
+
+    id: str
+    kind: str  # current | recipe | case
+    expect: str  # ran | oom | oom_borderline
+    framework: str
+    source: str
+    plan: Any = None
+    skip: Optional[str] = None
+    measured: Optional[dict] = None
+    notes: list[str] = field(default_factory=list)
 
 
-def _git_show(repo: Path, path: str) -> str:
-    import subprocess
-
-    return subprocess.run(["git", "-C", str(repo), "show", f"main:{path}"], check=True, capture_output=True,
-                          text=True).stdout
-
-
-def _fill_reader_gaps(plan: Plan, margs: dict) -> Plan:
-    """Memory-relevant flags the Megatron reader of this tree may not carry yet, set from the YAML."""
-    from primus_launch.adapters.megatron_args import _eval_list_pattern
-
-    model, training = {}, {}
-    if margs.get("--attention-backend") and plan.training.attention_backend == "auto":
-        training["attention_backend"] = margs["--attention-backend"]
-    if margs.get("--mtp-num-layers") and not plan.model.mtp_num_layers:
-        model["mtp_num_layers"] = int(margs["--mtp-num-layers"])
-    freq = margs.get("--moe-layer-freq")
-    if isinstance(freq, str) and freq.startswith("(") and plan.model.moe_layer_pattern is None:
-        model.update(moe_layer_pattern=tuple(_eval_list_pattern(freq)), moe_dense_first_layers=0)
-    if model or training:
-        print(f"  (filled from the YAML: {', '.join(list(model) + list(training))})")
-        plan = plan.with_changes(**({"model": model} if model else {}), **({"training": training} if training else {}))
-    return plan
+# ----------------------------------------------------------------------------- verdict logic
+def verdict_of(report: Any) -> str:
+    """``fits`` / ``tight`` / ``does not fit`` of a memory report: its ``verdict`` where it has one
+    (any spelling: ``does_not_fit``, ``DOES NOT FIT``), else its boolean ``fits``."""
+    v = getattr(report, "verdict", None)
+    if v is not None:
+        s = str(getattr(v, "value", v)).strip().lower().replace("_", " ").replace("-", " ")
+        s = " ".join(s.split())
+        if s in VERDICTS:
+            return s
+        if s in ("no fit", "oom", "not fit", "doesn't fit"):
+            return DNF
+        raise ValueError(f"memory verdict {v!r}: expected one of {', '.join(VERDICTS)}")
+    return FITS if report.fits else DNF
 
 
-def megatron_rows(repo: Path) -> list[tuple[str, float, Plan | str]]:
-    """(test, published max allocated GiB, plan or why not) of the Megatron-LM functional tests."""
-    import yaml
+def is_right(expect: str, verdict: str) -> bool:
+    """Whether ``verdict`` agrees with what the source reports (:data:`ALLOWED`)."""
+    return verdict in ALLOWED[expect]
 
-    from primus_launch.adapters.megatron import plan_from_argv
-    from primus_launch.plan import Cluster
+
+def stage_peak_bytes(stages: list[Any], basis: str, rank: str) -> int:
+    """Projected peak of ``basis`` (allocated | reserved) on ``rank`` (first | last | max over stages)."""
+    def one(st: Any) -> int:
+        alloc = int(st.allocated_bytes)
+        return alloc if basis == "allocated" else alloc + int(getattr(st, "allocator_reserve_bytes", 0) or 0)
+
+    if rank == "first":
+        return one(stages[0])
+    if rank == "last":
+        return one(stages[-1])
+    return max(one(s) for s in stages)
+
+
+def peak_error(projected_gib: float, measured_gib: float) -> float:
+    """Signed relative error of the projected peak, ``(projected - measured) / measured``."""
+    return (projected_gib - measured_gib) / measured_gib
+
+
+def group_of(plan: Any) -> str:
+    """dense_bf16 | dense_fp8 | moe | mla | long_seq (CP > 1 or sequence >= 32k first, then MLA, MoE, FP8)."""
+    if plan.parallel.cp > 1 or plan.model.seq_length >= 32768:
+        return "long_seq"
+    if plan.model.multi_latent_attention:
+        return "mla"
+    if plan.model.is_moe:
+        return "moe"
+    return "dense_fp8" if plan.training.precision in ("fp8", "fp4") else "dense_bf16"
+
+
+# ----------------------------------------------------------------------------- loading
+_GPUS_LOADED = False
+
+
+def load_gpus() -> None:
+    """Register the GPUs of ``memory_gpus.toml`` (as ``--gpu-file`` does), once."""
+    global _GPUS_LOADED
+    if not _GPUS_LOADED:
+        from primus_launch.projection.hardware.gpus import load_gpu_file
+
+        load_gpu_file(GPU_FILE)
+        _GPUS_LOADED = True
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:220]
+
+
+def current_items(path: Path = CURRENT) -> list[Item]:
+    """The rows of ``current_runs.json`` as plans, through ``build_runs``'s flag / TorchTitan readers.
+
+    A row whose flags leave the global batch out (the published table gives none) gets ``2 x PP``
+    micro-batches per data-parallel rank: enough for the schedule's steady state, which is all the
+    memory peak depends on (stated in the item's notes).
+    """
+    from build_runs import flag_row, titan_row
+
+    from primus_launch.plan import Plan
 
     out = []
-    for test in MLM_TESTS:
-        base = f"tests/functional_tests/test_cases/{test}"
-        try:
-            cfg = yaml.safe_load(_git_show(repo, f"{base}/model_config.yaml"))
-            gold = json.loads(_git_show(repo, f"{base}/golden_values_dev_dgx_h100.json"))
-        except Exception as e:  # the test or its golden values are not in this checkout
-            out.append((test, float("nan"), f"not found: {str(e).splitlines()[0][:60]}"))
-            continue
-        vals = gold["mem-max-allocated-bytes"]["values"]
-        pub = float(vals[max(vals, key=int)]) / GiB
-        argv: list[str] = []
-        margs = cfg["MODEL_ARGS"]
-        if "--vocab-file" in margs and "--tokenizer-type" not in margs:
-            argv += ["--tokenizer-type", "GPT2BPETokenizer"]  # Megatron's default with --vocab/--merge-file
-        for k, v in margs.items():
-            if isinstance(v, str) and "${" in v or v is False:
-                continue
-            argv += [k] if v is True else [k, str(v)]
-        try:
-            plan = plan_from_argv(argv, Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8))
-            plan = _fill_reader_gaps(plan, margs)
-        except Exception as e:
-            plan = f"reader: {str(e).splitlines()[0][:90]}"
-        out.append((test, pub, plan))
+    for r in json.loads(path.read_text()):
+        fw = "torchtitan" if r.get("torchtitan_config") else "megatron"
+        it = Item(id=r["id"], kind="current", expect="ran", framework=fw, source=r.get("source", ""))
+        notes: list[str] = []
+        if r.get("megatron_flags"):
+            row, why = flag_row(r, "judge", "current")
+            if row is None and "global-batch-size" in why and r["training"].get("global_batch_size") is None:
+                p = r["parallelism"]
+                dp = r["hardware"]["num_gpus"] // ((p.get("tp") or 1) * (p.get("pp") or 1) * (p.get("cp") or 1))
+                gbs = (r["training"].get("micro_batch_size") or 1) * dp * 2 * (p.get("pp") or 1)
+                r2 = dict(r, megatron_flags=list(r["megatron_flags"]) + [f"--global-batch-size {gbs}"])
+                row, why = flag_row(r2, "judge", "current")
+                notes.append(f"global batch not published: --global-batch-size {gbs} (2 x PP micro-batches per DP "
+                             "rank) assumed; the memory peak does not depend on it beyond the schedule's warm-up")
+        elif r.get("torchtitan_config"):
+            row, why = titan_row(r, "judge", "current")
+        else:
+            unknown = "; ".join(str(u) for u in (r.get("flags_unknown") or [])[:3])
+            row, why = None, f"no flags or job published ({unknown})"
+        if row is None:
+            it.skip = why
+        else:
+            it.plan = Plan.model_validate(row["plan"])
+            notes += [a for a in row.get("assumptions", []) if a.startswith("adapter: not modelled")][:4]
+        it.notes = notes
+        out.append(it)
     return out
 
 
-def main() -> None:
+RECIPE_GLOBS = ("megatron/*gpu*.sh", "megatron/*gpu*.yaml", "torchtitan/*.toml", "torchtitan/*_launch.sh")
+
+
+def recipe_items(root: Path = ROOT) -> list[Item]:
+    """Bundled recipes that reproduce a published run (all ran), read by ``adapters.load_recipe``."""
+    from primus_launch.adapters import load_recipe
+
+    out = []
+    for pat in RECIPE_GLOBS:
+        for f in sorted((root / "recipes").glob(pat)):
+            rel = str(f.relative_to(root))
+            fw = "torchtitan" if rel.startswith("recipes/torchtitan") else "megatron"
+            head = " ".join(line.lstrip("# ").strip() for line in f.read_text().splitlines()[:4] if line.startswith("#"))
+            it = Item(id=rel, kind="recipe", expect="ran", framework=fw, source=head[:200])
+            try:
+                it.plan = load_recipe(f)
+            except Exception as e:  # a recipe the reader refuses is reported, not hidden
+                it.skip = f"reader: {_one_line(e)}"
+            out.append(it)
+    return out
+
+
+def plan_of_case(case: dict) -> Any:
+    """A case's plan through the Megatron or TorchTitan adapter on its stated cluster."""
+    from build_runs import _cluster_for
+
+    hw = case["hardware"]
+    cluster = _cluster_for(hw["plan_gpu"], hw["num_gpus"], hw.get("gpus_per_node"))
+    if case.get("megatron_flags"):
+        from primus_launch.adapters.megatron import plan_from_argv
+
+        argv = ["pretrain_gpt.py"] + [t for f in case["megatron_flags"] for t in f.split()]
+        return plan_from_argv(argv, cluster=cluster)
+    if case.get("torchtitan_config"):
+        import tomli_w
+
+        from primus_launch.adapters.torchtitan import plan_from_text
+
+        return plan_from_text(tomli_w.dumps(case["torchtitan_config"]), cluster=cluster)
+    raise ValueError(f"case {case['id']}: neither megatron_flags nor torchtitan_config")
+
+
+def case_items(path: Path = CASES) -> list[Item]:
+    """The cases of ``memory_cases.json``; a case with a ``skip_reason`` is kept and not judged."""
+    out = []
+    for c in json.loads(path.read_text())["cases"]:
+        src = c.get("source") or {}
+        it = Item(id=c["id"], kind="case", expect=c["outcome"], framework=c["framework"],
+                  source=src.get("url") or src.get("ref", ""), measured=c.get("measured_peak"))
+        if c.get("skip_reason"):
+            it.skip = c["skip_reason"]
+        else:
+            try:
+                it.plan = plan_of_case(c)
+            except Exception as e:
+                it.skip = f"adapter: {_one_line(e)}"
+        out.append(it)
+    return out
+
+
+def collect(kinds: tuple[str, ...] = ("current", "recipe", "case")) -> list[Item]:
+    load_gpus()
+    items: list[Item] = []
+    if "current" in kinds:
+        items += current_items()
+    if "recipe" in kinds:
+        items += recipe_items()
+    if "case" in kinds:
+        items += case_items()
+    return items
+
+
+# ----------------------------------------------------------------------------- judging
+def evaluate(it: Item) -> dict:
+    """Project one item's memory; its verdict, whether that is right, peak error, the worst stage's terms."""
+    out: dict[str, Any] = dict(id=it.id, kind=it.kind, expect=it.expect, framework=it.framework, source=it.source,
+                               notes=it.notes)
+    if it.plan is None:
+        out.update(skipped=it.skip, group=None)
+        return out
+    from primus_launch.projection.memory.estimate import estimate_memory
+
+    rep = estimate_memory(it.plan)
+    v = verdict_of(rep)
+    cap = rep.capacity_bytes / GiB
+    out.update(group=group_of(it.plan), framework=it.plan.framework if it.framework in ("megatron", "torchtitan")
+               else it.framework, parallel=it.plan.parallel_summary(), gpu=it.plan.cluster.gpu,
+               verdict=v, right=is_right(it.expect, v), peak_gib=rep.peak_bytes_per_gpu / GiB, capacity_gib=cap,
+               margin=getattr(rep, "margin_fraction", None), band=getattr(rep, "band", None),
+               worst_stage=rep.worst_stage, terms_gib={k: rep.breakdown.get(k, 0) / GiB for k in TERMS},
+               allocated_gib=(getattr(rep, "allocated_peak_bytes", 0) or 0) / GiB,
+               reserved_gib=(getattr(rep, "reserved_peak_bytes", 0) or 0) / GiB)
+    m = it.measured
+    if m:
+        basis, rank = m.get("basis", "reserved"), m.get("rank", "max")
+        meas = m.get("gib")
+        if meas is None and m.get("fraction_of_device") is not None:
+            meas = float(m["fraction_of_device"]) * cap  # of the device's capacity as the projection knows it
+        proj = stage_peak_bytes(rep.stages, basis, rank) / GiB
+        out.update(measured_gib=meas, measured_basis=basis, measured_rank=rank, projected_gib=proj,
+                   peak_err=peak_error(proj, meas), peak_approx=bool(m.get("approx")))
+    return out
+
+
+def _stats(errs: list[float]) -> dict:
+    a = [abs(e) for e in errs]
+    return {"n": len(a), "median_abs": statistics.median(a) if a else None, "max_abs": max(a) if a else None}
+
+
+def summarize(results: list[dict]) -> dict:
+    """Counts per framework x group and overall; wrong verdicts; peak errors (exact peaks only)."""
+    judged = [r for r in results if r.get("verdict")]
+
+    def block(sel: list[dict]) -> dict:
+        ran = [r for r in sel if r["expect"] == "ran"]
+        oom = [r for r in sel if r["expect"] != "ran"]
+        peaks = [r["peak_err"] for r in sel if "peak_err" in r and not r["peak_approx"]]
+        return {"ran": {v: sum(r["verdict"] == v for r in ran) for v in VERDICTS},
+                "oom": {v: sum(r["verdict"] == v for r in oom) for v in VERDICTS},
+                "wrong": sum(not r["right"] for r in sel), "n": len(sel), "peak": _stats(peaks)}
+
+    out: dict[str, Any] = {"all": block(judged), "skipped": sum(1 for r in results if not r.get("verdict"))}
+    for kind in ("current", "recipe", "case"):
+        out[f"kind:{kind}"] = block([r for r in judged if r["kind"] == kind])
+    for fw in sorted({r["framework"] for r in judged}):
+        for g in GROUPS:
+            sel = [r for r in judged if r["framework"] == fw and r["group"] == g]
+            if sel:
+                out[f"{fw}:{g}"] = block(sel)
+    out["wrong"] = [r["id"] for r in judged if not r["right"]]
+    return out
+
+
+# ----------------------------------------------------------------------------- printing
+def _counts(d: dict) -> str:
+    return f"{d[FITS]:3d} {d[TIGHT]:3d} {d[DNF]:3d}"
+
+
+def _pct(x: Optional[float]) -> str:
+    return "    -" if x is None else f"{100 * x:5.1f}"
+
+
+def _terms(r: dict) -> str:
+    t = r["terms_gib"]
+    return " ".join(f"{k[:5]} {t[k]:.1f}" for k in TERMS)
+
+
+def report(results: list[dict], s: dict, quiet: bool = False) -> str:
+    lines = []
+    if not quiet:
+        lines.append(f"{'id':62s} {'kind':7s} {'expect':8s} {'verdict':12s} {'peak':>6s} {'cap':>6s}  group       parallel")
+        for r in results:
+            if not r.get("verdict"):
+                lines.append(f"{r['id'][:62]:62s} {r['kind']:7s} {r['expect']:8s} {'(skipped)':12s}  {r['skipped'][:110]}")
+                continue
+            mark = "" if r["right"] else "  <- WRONG"
+            lines.append(f"{r['id'][:62]:62s} {r['kind']:7s} {r['expect']:8s} {r['verdict']:12s} {r['peak_gib']:6.1f} "
+                         f"{r['capacity_gib']:6.1f}  {r['group']:11s} {r['parallel'][:64]}{mark}")
+        lines.append("")
+    lines.append("Verdicts per framework and group (ran: must be fits/tight; OOM: must be does-not-fit; borderline "
+                 "OOM: tight/does-not-fit); peak |err| over exactly published peaks")
+    lines.append(f"{'':22s} {'n':>3s} | {'ran: fits tight dnf':>19s} | {'OOM: fits tight dnf':>19s} | {'wrong':>5s} | "
+                 f"{'peaks':>5s} {'med %':>6s} {'max %':>6s}")
+    keys = [k for k in s if ":" in k and not k.startswith("kind:")] + ["kind:current", "kind:recipe", "kind:case", "all"]
+    for k in keys:
+        b = s[k]
+        if not b["n"]:
+            continue
+        lines.append(f"{k:22s} {b['n']:3d} |      {_counts(b['ran'])} |      {_counts(b['oom'])} | {b['wrong']:5d} | "
+                     f"{b['peak']['n']:5d} {_pct(b['peak']['median_abs']):>6s} {_pct(b['peak']['max_abs']):>6s}")
+    skipped = [r for r in results if not r.get("verdict")]
+    if skipped:
+        lines.append(f"Not judged ({len(skipped)}: no plan):")
+        lines += [f"  {r['id'][:60]:60s} {r['skipped'][:150]}" for r in skipped]
+    wrong = [r for r in results if r.get("verdict") and not r["right"]]
+    if wrong:
+        lines.append("")
+        lines.append(f"Wrong verdicts ({len(wrong)}): peak / capacity GiB (peak over capacity), worst stage's terms GiB")
+        for r in wrong:
+            lines.append(f"  {r['id'][:60]:60s} {r['expect'][:8]:8s} -> {r['verdict']:12s} {r['peak_gib']:6.1f}/"
+                         f"{r['capacity_gib']:6.1f} ({100 * (r['peak_gib'] / r['capacity_gib'] - 1):+5.1f}%)  "
+                         f"stage {r['worst_stage']}: {_terms(r)}")
+    peaks = [r for r in results if "peak_err" in r]
+    if peaks:
+        lines.append("")
+        lines.append("Published peaks: measured vs projected (same basis and rank); ~ = stated roughly, not in the stats")
+        for r in peaks:
+            lines.append(f"  {r['id'][:60]:60s} {r['measured_basis'][:5]:5s} {r['measured_rank']:5s} measured "
+                         f"{r['measured_gib']:6.1f}  projected {r['projected_gib']:6.1f}  {100 * r['peak_err']:+6.1f}%"
+                         f"{' ~' if r['peak_approx'] else ''}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=Path, default=RUNS)
-    ap.add_argument("--mlm", type=Path, default=MLM, help="Megatron-LM git directory (functional-test golden values)")
-    args = ap.parse_args()
-    rows = [r for r in json.loads(args.runs.read_text()) if (r.get("measured") or {}).get("peak_memory_gb")]
-    ratios = []
-    print(f"{'run':52s} {'published':>9s} {'reserved':>9s} {'alloc':>7s} {'outside':>7s} {'res/pub':>7s}  basis")
-    for r in rows:
-        pub = float(r["measured"]["peak_memory_gb"])
-        unit = str(r["measured"].get("peak_memory_unit", ""))
-        plan = plan_of(r)
-        if isinstance(plan, str):
-            print(f"{r['id'][:52]:52s} {pub:9.1f}  skipped: {plan}")
-            continue
-        rep = estimate_memory(plan)
-        res, alloc = rep.reserved_peak_bytes / GiB, rep.allocated_peak_bytes / GiB
-        pub_gib = pub if unit.startswith("GiB") else pub * 1e9 / GiB
-        ratios.append(res / pub_gib)
-        print(f"{r['id'][:52]:52s} {pub_gib:9.1f} {res:9.1f} {alloc:7.1f} {rep.outside_allocator_bytes / GiB:7.1f} "
-              f"{res / pub_gib:7.2f}  published: max reserved (torchtitan); projected: reserved")
-    if ratios:
-        print(f"\nrows compared: {len(ratios)}; projected reserved / published reserved: median "
-              f"{statistics.median(ratios):.2f}, min {min(ratios):.2f}, max {max(ratios):.2f}")
-    if not args.mlm.exists():
-        return
-    print(f"\n{'Megatron-LM functional test (last rank)':60s} {'published':>9s} {'alloc':>7s} {'al/pub':>7s}  basis")
-    mr = []
-    for test, pub, plan in megatron_rows(args.mlm):
-        if isinstance(plan, str):
-            print(f"{test[:60]:60s} {pub:9.1f}  skipped: {plan}")
-            continue
-        rep = estimate_memory(plan, memory_basis="allocated")
-        last = rep.stages[-1]
-        alloc = last.allocated_bytes / GiB
-        mr.append(alloc / pub)
-        print(f"{test[:60]:60s} {pub:9.1f} {alloc:7.1f} {alloc / pub:7.2f}  published: max allocated (last rank); "
-              f"projected: allocated, last stage ({plan.parallel_summary()})")
-    if mr:
-        print(f"\nrows compared: {len(mr)}; projected allocated / published allocated: median "
-              f"{statistics.median(mr):.2f}, min {min(mr):.2f}, max {max(mr):.2f}")
+    ap.add_argument("--json", help="write every item's result and the summary to this file")
+    ap.add_argument("--only", choices=("current", "recipe", "case"), action="append",
+                    help="judge only this set (repeatable)")
+    ap.add_argument("--quiet", action="store_true", help="tables only, no per-item lines")
+    args = ap.parse_args(argv)
+    items = collect(tuple(args.only) if args.only else ("current", "recipe", "case"))
+    results = [evaluate(it) for it in items]
+    s = summarize(results)
+    print(report(results, s, quiet=args.quiet))
+    if args.json:
+        from primus_launch.fileio import atomic_write_text
+
+        atomic_write_text(Path(args.json), json.dumps({"results": results, "summary": s}, indent=1, default=str))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

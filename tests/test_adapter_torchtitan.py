@@ -121,12 +121,11 @@ from primus_launch.adapters.torchtitan import (  # noqa: E402
     load_torchtitan,
     plan_from_text,
     render_torchtitan,
-    torchtitan_problems,
     write_torchtitan,
 )
-from primus_launch.adapters.torchtitan_layout import plan_placement, rank_layers, stage_layers  # noqa: E402
 from primus_launch.errors import UserError  # noqa: E402
-from primus_launch.plan import Cluster, Plan, legality_problems  # noqa: E402
+from primus_launch.plan import Cluster, Plan, legality_problems, torchtitan_problems  # noqa: E402
+from primus_launch.plan.torchtitan_split import plan_placement, rank_layers, stage_layers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM = sorted(str(p) for p in (ROOT / "tests" / "data" / "torchtitan-v0.2.2").glob("*.toml"))
@@ -385,7 +384,7 @@ def test_pipeline_layouts():
     text = (BASE.replace('"8B"', '"debugmodel"').replace("tensor_parallel_degree = 2",
             'pipeline_parallel_degree = 2\npipeline_parallel_schedule = "Interleaved1F1B"\n'
             f"module_fqns_per_model_part = {parts!r}".replace("'", '"')))
-    from primus_launch.adapters.torchtitan_layout import explicit_rank_layers
+    from primus_launch.plan.torchtitan_split import explicit_rank_layers
 
     assert explicit_rank_layers(2, "Interleaved1F1B", parts) == (2, (3, 3))
     p = plan_from_text(text)

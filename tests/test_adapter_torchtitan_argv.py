@@ -13,7 +13,7 @@ import pytest
 
 from primus_launch.adapters.titan_snapshot import _ConverterRecorder, config_entry_of, model_arch_fields
 from primus_launch.adapters.torchtitan_argv import job_of, launch_job, parse_launch, plan_from_launch, render_launch
-from primus_launch.launch.command_recipe import framework_of, plan_from_command, render_command
+from primus_launch.adapters.command_recipe import framework_of, plan_from_command, render_command
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, PlanError
 
@@ -131,7 +131,7 @@ def test_render_round_trip_touches_only_tuned_tokens(name):
 def test_pp_needs_cuda_graphs_off_and_cluster_follows():
     argv = [*TORCHRUN, "--module", "llama3", "--config", "llama3_8b", "--training.global_batch_size", "16"]
     plan = plan_from_command(argv)
-    from primus_launch.adapters.torchtitan_layout import plan_placement, stage_layers
+    from primus_launch.plan.torchtitan_split import plan_placement, stage_layers
 
     tuned = plan.with_changes(parallel={"pp": 2, **plan_placement(32, 2, "1F1B", stage_layers(32, 2, "1F1B", None, 1, 1))},
                               training={"cuda_graph_impl": "none", "cuda_graph_scope": ()},

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from primus_launch.adapters import titan_snapshot as ts
-from primus_launch.adapters.torchtitan_layout import generate_split, stage_ranks
+from primus_launch.plan.torchtitan_split import SINGLE_STAGE, generate_split, stage_ranks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,10 +58,13 @@ def test_split_and_rank_mapping_equal_torchtitans_own():
 
 
 def test_snapshot_schedules_match_torch():
+    """The snapshot's single-stage schedules are torch's ``PipelineScheduleSingle`` subclasses, and the
+    plan's own table (``plan.torchtitan_split.SINGLE_STAGE``, read by the legality rules) is the same."""
     from torch.distributed.pipelining.schedules import PipelineScheduleSingle, get_schedule_class
 
     for name, single in ts.schedules().items():
         assert issubclass(get_schedule_class(name), PipelineScheduleSingle) == single
+    assert SINGLE_STAGE == ts.schedules()
 
 
 def test_other_version_is_built_once_into_the_cache(tmp_path, monkeypatch):
@@ -111,7 +114,7 @@ def test_dry_run_imports_no_framework(args):
 
 
 def test_bundled_torchrun_option_table_equals_torchs_parser():
-    from primus_launch.launch.torchrun_argv import BUNDLED_TORCH, TABLE_FILE, live_option_table
+    from primus_launch.adapters.torchrun_argv import BUNDLED_TORCH, TABLE_FILE, live_option_table
 
     bundled = json.loads((ts.DATA_DIR / TABLE_FILE.format(BUNDLED_TORCH)).read_text())
     assert {k: (v[0], v[1]) for k, v in bundled.items()} == live_option_table()

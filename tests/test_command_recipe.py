@@ -19,7 +19,7 @@ from torch.distributed.run import get_args_parser
 
 from primus_launch.adapters import load_recipe
 from primus_launch.adapters.torchtitan import load_torchtitan
-from primus_launch.launch.command_recipe import framework_of, plan_from_command, render_command
+from primus_launch.adapters.command_recipe import framework_of, plan_from_command, render_command
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster
 

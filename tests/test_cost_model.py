@@ -272,7 +272,9 @@ def test_megatron_async_backward_tp_and_ep_warmup():
     without it (pre-2021-09 Megatron, TorchTitan) the backward TP time is the raw one.  The 1F1B
     all-to-all overlap leaves 1 / micro-batches of the EP comm exposed with PP = 1."""
     from primus_launch.projection.cost.roofline import layer_times_roofline
-    from primus_launch.projection.iteration import _tp_exposed, _tp_times, ep_unpaired_fraction
+    from primus_launch.projection.cost.ep_comm import ep_unpaired_fraction
+    from primus_launch.projection.cost.tp_comm import tp_exposed, tp_layer_comm
+    from primus_launch.projection.hardware.gpus import get_gpu
     from primus_launch.projection.hardware.placement import layout
 
     m = ModelArch(num_layers=4, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
@@ -280,9 +282,10 @@ def test_megatron_async_backward_tp_and_ep_warmup():
     base = Plan(model=m, parallel=Parallelism(tp=4, sequence_parallel=True),
                 training=Training(global_batch_size=64, micro_batch_size=1), cluster=Cluster(gpu="h100-sxm", num_nodes=2))
     sync = base.model_copy(update={"training": base.training.model_copy(update={"tp_async_backward": False})})
-    raw = _tp_times(base, "h100-sxm", layout(base))
-    f, b = _tp_exposed(base, raw, layer_times_roofline(base), "h100-sxm", layout(base))
-    fs, bs = _tp_exposed(sync, raw, layer_times_roofline(sync), "h100-sxm", layout(sync))
+    h100 = get_gpu("h100-sxm")
+    raw = tp_layer_comm(base, h100, layout(base))
+    f, b = tp_exposed(base, raw, layer_times_roofline(base), h100, layout(base))
+    fs, bs = tp_exposed(sync, raw, layer_times_roofline(sync), h100, layout(sync))
     assert f == raw[0] and b < raw[1] and (fs, bs) == raw
     assert ep_unpaired_fraction(base) == pytest.approx(1 / base.num_microbatches)
 
@@ -328,7 +331,8 @@ def test_ring_cp_in_the_layer_and_titan_fp32_dkv():
     """A CP layer lists its ring kernels and helpers; TorchTitan's backward CP traffic carries the fp32
     dK,dV rotation (twice the bytes of the bf16 K,V it rotates in forward)."""
     from primus_launch.projection.cost.roofline import layer_op_times
-    from primus_launch.projection.iteration import _cp_times
+    from primus_launch.projection.cost.cp_comm import cp_layer_comm
+    from primus_launch.projection.hardware.gpus import get_gpu
     from primus_launch.projection.hardware.placement import layout
 
     m = ModelArch(num_layers=2, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
@@ -340,8 +344,8 @@ def test_ring_cp_in_the_layer_and_titan_fp32_dkv():
         names = [o[0] for o in layer_op_times(mk(fw))["dense"]]
         assert any("ring: 4 steps" in n for n in names) and any(n.startswith("CP ring helpers") for n in names)
     te, pt = mk("megatron"), mk("torchtitan")
-    f_te, b_te = _cp_times(te, "h100-sxm", layout(te))
-    f_pt, b_pt = _cp_times(pt, "h100-sxm", layout(pt))
+    f_te, b_te = cp_layer_comm(te, get_gpu("h100-sxm"), layout(te))
+    f_pt, b_pt = cp_layer_comm(pt, get_gpu("h100-sxm"), layout(pt))
     assert f_pt == pytest.approx(f_te, rel=1e-9)
     assert b_pt - f_pt == pytest.approx(2 * f_te, rel=0.05) and b_te == pytest.approx(2 * f_te, rel=1e-9)
 
@@ -446,7 +450,8 @@ def test_fp8_sequence_parallel_gathers_are_quantised():
     + 1/32 scales); reduce-scatters stay bf16; a bf16 plan is unchanged."""
     from primus_launch.projection.cost import collectives as coll
     from primus_launch.projection.hardware.placement import layout
-    from primus_launch.projection.iteration import _tp_times
+    from primus_launch.projection.cost.tp_comm import tp_layer_comm
+    from primus_launch.projection.hardware.gpus import get_gpu
 
     m = ModelArch(num_layers=4, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
                   num_query_groups=8, vocab_size=32000, seq_length=8192)
@@ -461,11 +466,12 @@ def test_fp8_sequence_parallel_gathers_are_quantised():
     nb = 8192 * 8192 * 2.0
     ag2, ag1, rs = (coll.all_gather(nb, lay.tp, "h100-sxm"), coll.all_gather(nb / 2, lay.tp, "h100-sxm"),
                     coll.reduce_scatter(nb, lay.tp, "h100-sxm"))
-    assert _tp_times(bf, "h100-sxm", lay) == pytest.approx((2 * (ag2 + rs), 2 * (2 * ag2 + rs)), rel=1e-12)
-    assert _tp_times(cs, "h100-sxm", lay) == pytest.approx((2 * (ag1 + rs), 2 * (2 * ag1 + rs)), rel=1e-12)
+    h100 = get_gpu("h100-sxm")
+    assert tp_layer_comm(bf, h100, lay) == pytest.approx((2 * (ag2 + rs), 2 * (2 * ag2 + rs)), rel=1e-12)
+    assert tp_layer_comm(cs, h100, lay) == pytest.approx((2 * (ag1 + rs), 2 * (2 * ag1 + rs)), rel=1e-12)
     agm = coll.all_gather(nb / 2 * (1 + 1 / 32), lay.tp, "h100-sxm")
     agm2 = coll.all_gather(nb * (1 + 1 / 32), lay.tp, "h100-sxm")
-    assert _tp_times(mx, "h100-sxm", lay) == pytest.approx((2 * (agm + rs), 2 * (agm2 + agm + rs)), rel=1e-12)
+    assert tp_layer_comm(mx, h100, lay) == pytest.approx((2 * (agm + rs), 2 * (agm2 + agm + rs)), rel=1e-12)
     assert ag1 < ag2
 
 
@@ -538,13 +544,14 @@ def test_fsdp_per_microbatch_sync_under_pipelining():
     one reduce-scatter per schedule."""
     from primus_launch.projection.dryrun import project_dry_run
     from primus_launch.projection.hardware.placement import layout
-    from primus_launch.projection.iteration import fsdp_unit_comm
+    from primus_launch.projection.cost.fsdp import fsdp_unit_comm
+    from primus_launch.projection.hardware.gpus import get_gpu
 
     d8, d16 = (project_dry_run(_moe_fsdp_plan(gbs=g)).time_breakdown["dp_comm"] for g in (64, 128))
     assert d16 == pytest.approx(2 * d8, rel=1e-9)
     p = _moe_fsdp_plan()
     lay = layout(p)
-    rs_first = fsdp_unit_comm(p, "h100-sxm", lay, False)[2]      # layer 0 is dense here
+    rs_first = fsdp_unit_comm(p, get_gpu("h100-sxm"), lay, False)[2]      # layer 0 is dense here
     assert d8 >= p.num_microbatches * rs_first
     s8, s16 = (project_dry_run(_moe_fsdp_plan("schedule", gbs=g)).time_breakdown["dp_comm"] for g in (64, 128))
     assert s16 == pytest.approx(s8, rel=0.1) and d8 > s8
@@ -554,28 +561,31 @@ def test_fsdp_expert_reduce_dtype_and_nic_sharing():
     """Expert gradients reduce-scattered in bf16 when expert_grad_reduce_in_fp32 is False (AutoModel:
     the experts' fully_shard has no MixedPrecisionPolicy): the collective of 2 bytes per expert
     parameter.  The EP phases share the NIC with the FSDP collectives crossing nodes (closed form of
-    iteration.fsdp_ep_nic_sharing): combine delayed by what of the next layer's gathers is left after
+    cost.fsdp.fsdp_ep_nic_sharing): combine delayed by what of the next layer's gathers is left after
     the experts' forward, dispatch-backward by the experts' reduce-scatter, each at most half the
     layer's EP time; nothing when the EP group stays inside one node."""
     from primus_launch.projection.cost import collectives as coll
     from primus_launch.projection.cost.roofline import layer_times_roofline
     from primus_launch.projection.hardware.placement import layout
-    from primus_launch.projection.iteration import _ep_times, fsdp_ep_nic_sharing, fsdp_unit_comm
+    from primus_launch.projection.cost.ep_comm import ep_layer_comm
+    from primus_launch.projection.cost.fsdp import fsdp_ep_nic_sharing, fsdp_unit_comm
+    from primus_launch.projection.hardware.gpus import get_gpu
     from primus_launch.projection.memory.params import layer_parameter_counts
 
     p = _moe_fsdp_plan(expert_fp32=False)
     lay = layout(p)
     assert lay.expert_dp.size == 2 and lay.expert_dp.nodes == 2 and lay.ep.nodes == 2
     sp = layer_parameter_counts(p.model, 1, 1, p.parallel.ep, True)
-    ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(p, "h100-sxm", lay, True)
+    h100 = get_gpu("h100-sxm")
+    ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(p, h100, lay, True)
     assert rs_e == pytest.approx(coll.reduce_scatter(2.0 * sp.expert, lay.expert_dp, "h100-sxm"))
-    assert fsdp_unit_comm(_moe_fsdp_plan(), "h100-sxm", lay, True)[3] > rs_e
+    assert fsdp_unit_comm(_moe_fsdp_plan(), h100, lay, True)[3] > rs_e
     lt = layer_times_roofline(p)
-    ep = _ep_times(p, "h100-sxm", lay)
-    nf, nb = fsdp_ep_nic_sharing(p, lt, "h100-sxm", lay, ep)
+    ep = ep_layer_comm(p, h100, lay)
+    nf, nb = fsdp_ep_nic_sharing(p, lt, h100, lay, ep)
     experts_f = lt.part("moe", "scope:moe").fwd_s
     assert nf == pytest.approx(min(ep[0] / 2, max(0.0, ag_d + ag_e - experts_f)))
     assert nb == pytest.approx(min(ep[1] / 2, rs_e)) and nb > 0
     q = _moe_fsdp_plan(ep_nodes=1)
     lq = layout(q)
-    assert fsdp_ep_nic_sharing(q, layer_times_roofline(q), "h100-sxm", lq, _ep_times(q, "h100-sxm", lq)) == (0.0, 0.0)
+    assert fsdp_ep_nic_sharing(q, layer_times_roofline(q), h100, lq, ep_layer_comm(q, h100, lq)) == (0.0, 0.0)

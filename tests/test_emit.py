@@ -21,7 +21,7 @@ from torch.distributed.run import get_args_parser
 from primus_launch.launch.emit import shell_join, slurm_script, torchrun_command
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
-from primus_launch.launch.torchrun_argv import split_torchrun
+from primus_launch.adapters.torchrun_argv import split_torchrun
 
 
 def _plan(nodes: int, gpus: int, tp: int = 2, pp: int = 2) -> Plan:

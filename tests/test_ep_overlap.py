@@ -77,7 +77,7 @@ def test_projection_uses_it():
     """A Megatron MoE plan: the overlap leaves at most the raw dispatcher time exposed, and the
     exposed time of the paired passes is the walk's."""
     from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
-    from primus_launch.projection import iteration as it
+    from primus_launch.projection.cost import ep_comm as it
     from primus_launch.projection.cost.ep_overlap import exposed_per_layer as walk
     from primus_launch.projection.cost.roofline import layer_times_roofline
     from primus_launch.projection.hardware.placement import layout
@@ -94,19 +94,19 @@ def test_projection_uses_it():
     from primus_launch.projection.hardware.gpus import get_gpu
 
     lt = layer_times_roofline(plan)
-    raw = it._ep_times(plan, plan.cluster.gpu, layout(plan))
-    f, b = it._ep_exposed(plan, raw, lt)
+    spec = get_gpu(plan.cluster.gpu)
+    raw = it.ep_layer_comm(plan, spec, layout(plan))
+    f, b = it.ep_exposed(plan, raw, lt, spec)
     assert 0.0 < f + b < sum(raw)
     u = it.ep_unpaired_fraction(plan)
-    spec = get_gpu(plan.cluster.gpu)
     c = con.lost_fraction(con.ep_sms("alltoall"), spec.num_sms, spec.arch)
-    pair = it._moe_layer_pair(plan, lt, *raw)
+    pair = it.moe_layer_pair(plan, lt, *raw)
     n = it.moe_layers_per_step(plan)
     assert n == 8   # no pipelining: the whole model is one combined step
     paired = max(walk(pair, c=c), exposed_per_step(pair, n, c) / n)
     assert f + b == pytest.approx(u * sum(raw) + (1 - u) * paired)
     off = plan.model_copy(update={"training": plan.training.model_copy(update={"overlap_moe_expert_parallel_comm": False})})
-    assert it._ep_exposed(off, raw, lt) == raw
+    assert it.ep_exposed(off, raw, lt, spec) == raw
 
 
 def _dag_makespan_shared(x: LayerPair, n: int, c: float) -> float:
@@ -194,7 +194,7 @@ def test_moe_layers_per_step_reads_the_layout():
     """Layers per combined step = one model chunk: Qwen3-235B on PP8 x VPP4 with embedding and loss
     as layer slots (Megatron's account-for-embedding/loss-in-pipeline-split): (94 + 2) / 32 = 3."""
     from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
-    from primus_launch.projection import iteration as it
+    from primus_launch.projection.cost import ep_comm as it
 
     plan = Plan(model=ModelArch(num_layers=94, hidden_size=4096, ffn_hidden_size=12288, num_attention_heads=64,
                                 num_query_groups=4, vocab_size=151936, seq_length=4096, num_experts=128,

@@ -123,16 +123,19 @@ def test_sequence_parallel_calls_follow_megatron_source():
 
 
 def test_iteration_prices_the_listed_calls():
-    """``iteration._tp_times`` / ``_cp_times`` are the sums of the listed layer calls' prices."""
+    """``cost.tp_comm.tp_layer_comm`` / ``cost.cp_comm.cp_layer_comm`` are the sums of the listed layer
+    calls' prices."""
+    from primus_launch.projection.cost.cp_comm import cp_layer_comm
+    from primus_launch.projection.cost.tp_comm import tp_layer_comm
+    from primus_launch.projection.hardware.gpus import get_gpu
     from primus_launch.projection.hardware.placement import layout
-    from primus_launch.projection.iteration import _cp_times, _tp_times
 
     for plan in (PLANS["tp2"], _plan(tp=2, sp=True), PLANS["cp2"]):
         lay = layout(plan)
         groups = {"tp": lay.tp, "cp": lay.cp}
         layer = [c for c in lc.tp_calls(plan) if c.where == "layer"]
-        assert _tp_times(plan, "h100-sxm", lay) == pytest.approx(lc.priced(layer, "h100-sxm", groups))
-        assert _cp_times(plan, "h100-sxm", lay) == pytest.approx(lc.priced(lc.cp_calls(plan), "h100-sxm", groups))
+        assert tp_layer_comm(plan, get_gpu("h100-sxm"), lay) == pytest.approx(lc.priced(layer, "h100-sxm", groups))
+        assert cp_layer_comm(plan, get_gpu("h100-sxm"), lay) == pytest.approx(lc.priced(lc.cp_calls(plan), "h100-sxm", groups))
 
 
 @pytest.mark.usefixtures("no_fake_world")
@@ -196,19 +199,20 @@ def test_torchtitan_tp_calls_equal_its_own_step(model, flavor):
 
 def test_moe_layers_priced_by_their_own_list():
     """TorchTitan's MoE layer makes other TP calls than its dense layer (``where="moe_layer"``):
-    ``iteration._tp_times(moe=True)`` prices that list, and ``explain``'s communication rows show
+    ``cost.tp_comm.tp_layer_comm(moe=True)`` prices that list, and ``explain``'s communication rows show
     the dense and the MoE layer apart, each at the price of its list; a plan whose MoE layers have
     no list of their own (megatron) keeps one row priced by the layer's."""
     from primus_launch.projection.cost.explain import comm_rows
     from primus_launch.projection.hardware.placement import layout
-    from primus_launch.projection.iteration import _tp_times
+    from primus_launch.projection.cost.tp_comm import tp_layer_comm
+    from primus_launch.projection.hardware.gpus import get_gpu
 
     plan = _titan_tp2("deepseek_v3", "debugmodel", 64)
     lay, calls = layout(plan), lc.tp_calls(plan)
     price = {w: lc.priced([c for c in calls if c.where == w], "h100-sxm", {"tp": lay.tp}) for w in ("layer", "moe_layer")}
     assert price["moe_layer"] != price["layer"]
-    assert _tp_times(plan, "h100-sxm", lay, moe=True) == pytest.approx(price["moe_layer"])
-    assert _tp_times(plan, "h100-sxm", lay) == pytest.approx(price["layer"])
+    assert tp_layer_comm(plan, get_gpu("h100-sxm"), lay, moe=True) == pytest.approx(price["moe_layer"])
+    assert tp_layer_comm(plan, get_gpu("h100-sxm"), lay) == pytest.approx(price["layer"])
     rows = {r[0]: r for r in comm_rows(plan) if r[0].startswith("TP")}
     moe = next(r for w, r in rows.items() if w.endswith("MoE layer"))
     dense = next(r for w, r in rows.items() if w.endswith("dense layer"))

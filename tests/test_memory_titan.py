@@ -20,7 +20,7 @@ import pytest
 from titan_trace import TitanCase, trace
 from primus_launch.adapters.torchtitan import arch_from_flavor
 from primus_launch.plan import Plan
-from primus_launch.projection.memory.estimate import _titan_args, _titan_stage_memory, estimate_memory
+from primus_launch.projection.memory.estimate import titan_args, titan_stage_memory, estimate_memory
 from primus_launch.projection.memory.titan import TITAN, TITAN_CPU, TitanImpl, layer_activation_bytes
 
 
@@ -78,7 +78,7 @@ def _cat(snap: dict, name: str) -> int:
 def test_titan_step_per_term_within_3pct(name):
     c = CASES[name]
     got = trace(c)
-    st = _titan_stage_memory(*_titan_args(plan_of(c)), IMPL.get(name, TITAN_CPU))[0]
+    st = titan_stage_memory(*titan_args(plan_of(c)), IMPL.get(name, TITAN_CPU))[0]
     pk = got["peak_snapshot"]
     params = _cat(pk, "Sharded Param") + _cat(pk, "Buffer")
     opt, grads, acts = _cat(pk, "OptState"), _cat(pk, "Sharded Grad"), _cat(pk, "Activation")
@@ -200,7 +200,7 @@ def test_titan_moe_step_qwen3():
     optimizer, gradients and activations at the traced peak within 3 %, the total too."""
     c = TitanCase(model="qwen3", flavor="debugmodel_moe", layers=2, seq=512, dp_shard=8, flash=True)
     got = trace(c)
-    st = _titan_stage_memory(*_titan_args(plan_of(c)), TitanImpl(norm_bytes=8, sdpa_on_save_list=True))[0]
+    st = titan_stage_memory(*titan_args(plan_of(c)), TitanImpl(norm_bytes=8, sdpa_on_save_list=True))[0]
     pk = got["peak_snapshot"]
     assert st.parameters_bytes == pytest.approx(_cat(pk, "Sharded Param") + _cat(pk, "Buffer"), rel=1e-4)
     assert st.optimizer_bytes == pytest.approx(_cat(pk, "OptState"), rel=1e-4)

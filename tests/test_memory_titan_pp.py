@@ -19,7 +19,7 @@ import pytest
 from titan_trace import TitanCase, trace_pp
 from primus_launch.adapters.torchtitan import arch_from_flavor
 from primus_launch.plan import Plan
-from primus_launch.projection.memory.estimate import _titan_args, titan_stage_parts
+from primus_launch.projection.memory.estimate import titan_args, titan_stage_parts
 from primus_launch.projection.memory.titan import TITAN_CPU, torch_pp_ops
 
 SCHED = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved_1f1b"}
@@ -73,7 +73,7 @@ def terms_of_model(st, parts: dict) -> dict[str, float]:
 @pytest.mark.parametrize("name", list(CASES))
 def test_pp_stage_per_term_within_3pct(name):
     c = CASES[name]
-    model = titan_stage_parts(*_titan_args(pp_plan(c)), TITAN_CPU)
+    model = titan_stage_parts(*titan_args(pp_plan(c)), TITAN_CPU)
     assert len(model) == c.pp
     for rank in range(c.pp):
         got = terms_of_trace(trace_pp(c, rank))

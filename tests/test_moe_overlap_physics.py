@@ -1,6 +1,6 @@
 """MoE overlap physics of the dry-run against their sources: SM contention per architecture
 (cost/contention.py), the Hopper TP launch-order loss under the 1F1B all-to-all overlap, the combined
-1F1B's pipeline sends (projection/iteration.py) and TorchTitan's grouped-mm experts
+1F1B's pipeline sends (cost/ep_comm.py) and TorchTitan's grouped-mm experts
 (cost/roofline.py), checked on the frameworks' own modules where they exist."""
 
 from __future__ import annotations
@@ -8,8 +8,10 @@ from __future__ import annotations
 import pytest
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
-from primus_launch.projection import iteration as it
 from primus_launch.projection.cost import contention as con
+from primus_launch.projection.cost import ep_comm
+from primus_launch.projection.cost.tp_comm import cdmc_unordered, tp_exposed, tp_layer_comm
+from primus_launch.projection.hardware.gpus import get_gpu
 
 
 def _qwen3_235b(gpu: str = "h100-sxm", tp: int = 2, pp: int = 8, vpp: int = 4, overlap: bool = True,
@@ -43,11 +45,12 @@ def test_lost_fraction_per_architecture():
 def test_hopper_tp_order_lost_only_with_the_overlap():
     """Megatron-LM validate_args: TP on arch < 10 wants CUDA_DEVICE_MAX_CONNECTIONS=1, the 1F1B
     all-to-all overlap needs more; Blackwell lifted the requirement."""
-    assert it.cdmc_unordered(_qwen3_235b("h100-sxm"), "h100-sxm")
-    assert not it.cdmc_unordered(_qwen3_235b("b200"), "b200")
-    assert not it.cdmc_unordered(_qwen3_235b("h100-sxm", overlap=False), "h100-sxm")
+    h100, b200 = get_gpu("h100-sxm"), get_gpu("b200")
+    assert cdmc_unordered(_qwen3_235b("h100-sxm"), h100)
+    assert not cdmc_unordered(_qwen3_235b("b200"), b200)
+    assert not cdmc_unordered(_qwen3_235b("h100-sxm", overlap=False), h100)
     tp1 = _qwen3_235b("h100-sxm", tp=1, pp=8)
-    assert not it.cdmc_unordered(tp1, "h100-sxm")
+    assert not cdmc_unordered(tp1, h100)
 
 
 def test_hopper_tp_backward_exposed_in_full_under_overlap():
@@ -59,8 +62,9 @@ def test_hopper_tp_backward_exposed_in_full_under_overlap():
     off = _qwen3_235b("h100-sxm", overlap=False)
     for plan, want_raw in ((on, True), (off, False)):
         lay = layout(plan)
-        raw = it._tp_times(plan, plan.cluster.gpu, lay)
-        exp = it._tp_exposed(plan, raw, layer_times_roofline(plan), plan.cluster.gpu, lay)
+        spec = get_gpu(plan.cluster.gpu)
+        raw = tp_layer_comm(plan, spec, lay)
+        exp = tp_exposed(plan, raw, layer_times_roofline(plan), spec, lay)
         assert (exp == raw) is want_raw
         assert exp[1] <= raw[1]
 
@@ -74,15 +78,15 @@ def test_combined_step_p2p_closed_form():
     plan = _qwen3_235b("h100-sxm")
     lt = layer_times_roofline(plan)
     mo = lt.moe_layer
-    ab = mo.bwd_input_s * it._attn_share(plan, lt, "bwd_input_s")
-    aw = mo.bwd_weight_s * it._attn_share(plan, lt, "bwd_weight_s")
+    ab = mo.bwd_input_s * ep_comm.attn_share(plan, lt, "bwd_input_s")
+    aw = mo.bwd_weight_s * ep_comm.attn_share(plan, lt, "bwd_weight_s")
     p = 10 * (ab + aw)
-    u = it.ep_unpaired_fraction(plan)
-    assert it.combined_step_p2p(plan, lt, p) == pytest.approx((1 - u) * ((p - ab - aw) + (p - aw)) / 2)
-    assert it.combined_step_p2p(plan, lt, 0.5 * aw) == 0.0
-    assert it.combined_step_p2p(_qwen3_235b("h100-sxm", overlap=False), lt, p) == 0.0
+    u = ep_comm.ep_unpaired_fraction(plan)
+    assert ep_comm.combined_step_p2p(plan, lt, p) == pytest.approx((1 - u) * ((p - ab - aw) + (p - aw)) / 2)
+    assert ep_comm.combined_step_p2p(plan, lt, 0.5 * aw) == 0.0
+    assert ep_comm.combined_step_p2p(_qwen3_235b("h100-sxm", overlap=False), lt, p) == 0.0
     pp1 = _qwen3_235b("h100-sxm", pp=1, vpp=1)
-    assert it.combined_step_p2p(pp1, layer_times_roofline(pp1), p) == 0.0
+    assert ep_comm.combined_step_p2p(pp1, layer_times_roofline(pp1), p) == 0.0
 
 
 def test_torchtitan_grouped_experts_call_grouped_mm_with_one_local_expert():

@@ -35,7 +35,7 @@ def _score(plan):
 # ----- search space -----
 
 def test_torchtitan_space_obeys_the_adapter_rules():
-    from primus_launch.adapters.torchtitan import torchtitan_problems
+    from primus_launch.plan import torchtitan_problems
 
     plan = small_dense_plan("torchtitan")
     cands = list(enumerate_space(plan, SpaceConfig()))

@@ -63,8 +63,6 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
     # a complete cluster goes to the reader, so a recipe is validated against its target cluster only
     full = Cluster(**overrides) if set(overrides) >= {"gpu", "num_nodes", "gpus_per_node"} else None
     if kind == "wrapper":
-        from primus_launch.adapters.primus_toml import load_wrapper
-
         return load_wrapper(p, overrides, primus_root)
     if kind == "megatron":
         from primus_launch.adapters.megatron import load_megatron
@@ -88,6 +86,22 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
         merged = Cluster(**{**plan.cluster.model_dump(), **overrides})
         return load_recipe(p, merged.model_dump(), primus_root, script_args)
     return plan
+
+
+def load_wrapper(path: Path, overrides: Optional[dict] = None, primus_root: Optional[str | Path] = None) -> Plan:
+    """The plan of the native recipe a primus-launch wrapper TOML points at
+    (:func:`primus_launch.adapters.primus_toml.read_wrapper`), on the wrapper's cluster; ``overrides``
+    win.  ``[recipe] primus_root`` (relative to the wrapper) locates the Primus checkout of a Primus
+    experiment; the ``primus_root`` argument (``--primus-root``) wins over it."""
+    from primus_launch.adapters.primus_toml import read_wrapper
+
+    w = read_wrapper(path)
+    cluster = {**w.cluster, **(overrides or {})}
+    if detect_kind(w.target) == "wrapper":
+        raise UserError(f"recipe.path={w.written!r}: must point at a native recipe, not another wrapper")
+    plan = load_recipe(w.target, cluster, primus_root if primus_root is not None else w.primus_root)
+    src = plan.source.model_copy(update={"wrapper_path": str(path)})
+    return plan.model_copy(update={"source": src})
 
 
 def native_path(plan: Plan) -> Path:

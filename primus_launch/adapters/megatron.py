@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from primus_launch.fileio import atomic_write_text, read_recipe_text
-from primus_launch.adapters import megatron_script as ms
+import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args, program_family
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
 from primus_launch.errors import UserError

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from primus_launch.adapters import megatron_flags
+import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
 from primus_launch.adapters.megatron_bash import PC, Ref, ShellState, Token
 from primus_launch.errors import UserError

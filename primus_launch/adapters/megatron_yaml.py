@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from primus_launch.adapters import megatron_flags
+import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, YAML_ALIASES, Flag, convert
 from primus_launch.adapters.megatron_script import Edit
 from primus_launch.errors import UserError

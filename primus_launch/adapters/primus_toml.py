@@ -18,10 +18,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from primus_launch.errors import UserError
-from primus_launch.plan import Plan
 
 _CLUSTER_KEYS = {"gpu": "gpu", "nodes": "num_nodes", "num_nodes": "num_nodes", "gpus_per_node": "gpus_per_node"}
 
@@ -56,10 +56,25 @@ def wrapper_primus_root(path: Path) -> Path | None:
     return None if root is None else path.parent / str(root)
 
 
-def load_wrapper(path: Path, overrides: dict | None = None, primus_root: str | Path | None = None) -> Plan:
-    """The plan of the wrapped native recipe on the wrapper's cluster; ``overrides`` win.
-    ``[recipe] primus_root`` (relative to the wrapper) locates the Primus checkout of a Primus
-    experiment; the ``primus_root`` argument (``--primus-root``) wins over it."""
+@dataclass(frozen=True)
+class Wrapper:
+    """What a wrapper states: the native recipe it points at (``target``, resolved; ``written``: as the
+    wrapper spells it), the cluster fields it names (plan field names), the framework it insists on
+    (None: detected) and the Primus checkout (``primus_root``, relative to the wrapper; None when
+    absent)."""
+
+    path: Path
+    target: Path
+    written: str
+    cluster: dict
+    framework: str | None
+    primus_root: Path | None
+
+
+def read_wrapper(path: Path) -> Wrapper:
+    """Read and check the wrapper at ``path``; its ``[hardware] file`` is loaded into the GPU database
+    (``projection.hardware.gpus.load_gpu_file``).  The dispatcher (``adapters.load_recipe``) reads the
+    target recipe on the wrapper's cluster."""
     from primus_launch.inputs import expect, read_text
 
     data = _read(path)
@@ -87,17 +102,9 @@ def load_wrapper(path: Path, overrides: dict | None = None, primus_root: str | P
             raise UserError(f"cluster.{k}={v!r}: unknown key; allowed: gpu, nodes, gpus_per_node")
         expect(v, str if k == "gpu" else int, f"cluster.{k}", "a GPU name" if k == "gpu" else "an integer")
         cluster[_CLUSTER_KEYS[k]] = v
-    cluster.update(overrides or {})
-    from primus_launch.adapters import detect_kind, load_recipe
-
     fw = data["recipe"].get("framework")
     if fw is not None and fw not in ("megatron", "torchtitan"):
         raise UserError(f"recipe.framework={fw!r}: one of megatron, torchtitan")
-    if detect_kind(target) == "wrapper":
-        raise UserError(f"recipe.path={data['recipe']['path']!r}: must point at a native recipe, not another wrapper")
-    root = primus_root
-    if root is None and data["recipe"].get("primus_root") is not None:
-        root = path.parent / str(data["recipe"]["primus_root"])
-    plan = load_recipe(target, cluster, root)
-    src = plan.source.model_copy(update={"wrapper_path": str(path)})
-    return plan.model_copy(update={"source": src})
+    root = data["recipe"].get("primus_root")
+    return Wrapper(path=path, target=target, written=str(data["recipe"]["path"]), cluster=cluster, framework=fw,
+                   primus_root=None if root is None else path.parent / str(root))

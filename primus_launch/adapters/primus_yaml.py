@@ -921,9 +921,9 @@ def render_primus_yaml(plan: Plan, original_text: str, path: str | Path, primus_
         for key, value in _megatron_changes(plan, r, old).items():
             doc.set(base + key.split("."), value, env)
     else:
-        from primus_launch.adapters.torchtitan import DELETE, _get, job_assignments
+        from primus_launch.adapters.torchtitan import DELETE, job_assignments, job_get
 
-        for key, value in job_assignments(plan, lambda k, d=None: _get(r.config, k, d), old):
+        for key, value in job_assignments(plan, lambda k, d=None: job_get(r.config, k, d), old):
             if value is DELETE:
                 value = None
             doc.set(base + key.split("."), value, env)

@@ -6,7 +6,7 @@ snapshot:
 
 - ``models``: every family of ``torchtitan.models._supported_models``, its flavors
   (``<family>_configs``) and, per flavor, the :class:`~primus_launch.plan.ModelArch` fields read from
-  ``model_registry(flavor).model`` (:func:`~primus_launch.adapters.torchtitan_arch.arch_fields_of_model_config`)
+  ``model_registry(flavor).model`` (:func:`~primus_launch.adapters.titan_model_config.arch_fields_of_model_config`)
   or the reason it is refused;
 - ``configs``: every config function of ``torchtitan.models.<family>.config_registry`` (what
   ``--module <family> --config <function>`` loads through ``ConfigManager``), with the sections that
@@ -110,7 +110,7 @@ def snapshot() -> dict:
 
 # ----------------------------------------------------------------------------- queries
 def _family(name: str) -> dict:
-    from primus_launch.adapters.torchtitan_arch import REFUSED_FAMILIES, SUPPORTED_MODELS, refuse
+    from primus_launch.adapters.titan_model_config import REFUSED_FAMILIES, SUPPORTED_MODELS, refuse
 
     fam = snapshot()["models"].get(name)
     if fam is None or name in REFUSED_FAMILIES or fam.get("refused"):
@@ -143,7 +143,7 @@ def config_functions(module: str) -> list[str]:
 
 def config_entry(module: str, config: str) -> dict[str, Any]:
     """What ``--module <module> --config <config>`` loads (see the module docstring)."""
-    from primus_launch.adapters.torchtitan_arch import REFUSED_FAMILIES, refuse
+    from primus_launch.adapters.titan_model_config import REFUSED_FAMILIES, refuse
 
     snap = snapshot()
     if module in REFUSED_FAMILIES:
@@ -250,7 +250,7 @@ def _class_types(cls: Any) -> dict[str, str]:
 
 
 def _model_entry(spec: Any, converters: list, registry_arch: dict) -> dict[str, Any]:
-    from primus_launch.adapters.torchtitan_arch import arch_fields_of_model_config
+    from primus_launch.adapters.titan_model_config import arch_fields_of_model_config
 
     cfg = spec.model
     out: dict[str, Any] = {"name": spec.name, "flavor": spec.flavor,
@@ -377,7 +377,7 @@ def build_snapshot() -> dict:
     import inspect
     import logging
 
-    from primus_launch.adapters.torchtitan_arch import REFUSED_FAMILIES, arch_fields_of_model_config
+    from primus_launch.adapters.titan_model_config import REFUSED_FAMILIES, arch_fields_of_model_config
 
     logging.getLogger("torchtitan").setLevel(logging.ERROR)
     from torch.distributed.pipelining.schedules import PipelineScheduleSingle, get_schedule_class

@@ -21,7 +21,7 @@ torchtitan 0.3 launch line (``--module M --config C --section.key value``) is co
   ranks left after replicate x cp x tp x pp), ``tensor_parallel_degree`` (1; sequence parallel unless
   0.3's ``enable_sequence_parallel = false``), ``pipeline_parallel_degree`` (1),
   ``pipeline_parallel_schedule`` ("1F1B"), ``pipeline_parallel_microbatch_size`` (1), the stage split
-  keys (:mod:`torchtitan_layout`), ``context_parallel_degree`` (1) with
+  keys (:mod:`primus_launch.plan.torchtitan_split`), ``context_parallel_degree`` (1) with
   ``context_parallel_rotate_method`` (allgather | alltoall = ring), ``expert_parallel_degree`` (1),
   ``expert_tensor_parallel_degree`` (1; only with EP; 1 or tp), ``expert_parallel_comm_backend``
   (standard | deepep; 0.3 also hybridep), ``enable_async_tensor_parallel`` (0.3:
@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from pydantic import ValidationError
 
 from primus_launch.adapters.torchtitan_arch import arch_from_fields, arch_from_flavor
-from primus_launch.adapters.torchtitan_layout import (
+from primus_launch.plan.torchtitan_split import (
     explicit_stage_layers,
     generate_split,
     is_single_stage,
@@ -68,11 +68,11 @@ from primus_launch.adapters.torchtitan_layout import (
 )
 from primus_launch.errors import UserError, one_line
 from primus_launch.fileio import atomic_write_text, read_recipe_text
-from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
+from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag, torchtitan_problems
 from primus_launch.plan.layout import virtual_stages
 
 __all__ = ["arch_from_flavor", "load_torchtitan", "plan_from_text", "plan_from_job", "render_torchtitan",
-           "write_torchtitan", "torchtitan_problems", "cluster_from_header", "job_assignments", "DELETE"]
+           "write_torchtitan", "cluster_from_header", "job_assignments", "DELETE"]
 
 # ---------------------------------------------------------------- cluster header
 _GPU_TOKENS = {"A100": "a100-sxm-80gb", "H100": "h100-sxm", "H200": "h200", "B200": "b200",
@@ -242,7 +242,7 @@ def unmodelled_of(job: dict, paths: Iterable[str], flag: Callable[[str], str] = 
         st = key_status(path)
         if st.status not in ("unmodelled", "unknown"):
             continue
-        v = _get(job, path)
+        v = job_get(job, path)
         if st.status == "unmodelled" and (v == st.default or v is None):
             continue
         out.append(UnmodelledFlag(flag=flag(path), value=_fmt(v), effect=st.effect))
@@ -253,7 +253,8 @@ def unmodelled_of(job: dict, paths: Iterable[str], flag: Callable[[str], str] = 
 _MISSING = object()
 
 
-def _get(job: dict, path: str, default: Any = None) -> Any:
+def job_get(job: dict, path: str, default: Any = None) -> Any:
+    """The value at the dotted ``path`` of a TorchTitan job (nested tables), ``default`` when absent."""
     cur: Any = job
     for part in path.split("."):
         if not isinstance(cur, dict) or part not in cur:
@@ -263,7 +264,7 @@ def _get(job: dict, path: str, default: Any = None) -> Any:
 
 
 def _tbl(data: dict, name: str) -> dict:
-    v = _get(data, name, {})
+    v = job_get(data, name, {})
     if v is None:
         return {}
     if not isinstance(v, dict):
@@ -321,7 +322,7 @@ def _ac_option(v: Any) -> Optional[int]:
 
 
 def converters_of(job: dict) -> list[str]:
-    conv = _get(job, "model.converters", [])
+    conv = job_get(job, "model.converters", [])
     if conv is None:
         return []
     if isinstance(conv, str):
@@ -389,17 +390,17 @@ def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) ->
         out.update(precision="bf16", main_params_dtype="bf16", main_grads_dtype="bf16", exp_avg_dtype="bf16",
                    exp_avg_sq_dtype="bf16", grad_reduce_in_fp32=False)
     conv = converters_of(job)
-    conv03 = _get(job, "model._converters03") or []
-    fp8_linear = any(_is_linear_fp8(c) for c in conv) or bool(_get(job, "float8.enable_float8_linear"))
+    conv03 = job_get(job, "model._converters03") or []
+    fp8_linear = any(_is_linear_fp8(c) for c in conv) or bool(job_get(job, "float8.enable_float8_linear"))
     mx_linear = any(_is_linear_mx(c) for c in conv)
     recipe = None
     if fp8_linear:
-        recipe = _get(job, "quantize.linear.float8.recipe_name", _get(job, "float8.recipe_name")) or "tensorwise"
+        recipe = job_get(job, "quantize.linear.float8.recipe_name", job_get(job, "float8.recipe_name")) or "tensorwise"
         if recipe not in ("tensorwise", "rowwise", "rowwise_with_gw_hp"):
             raise PlanError("quantize.linear.float8.recipe_name", recipe, "one of tensorwise, rowwise, rowwise_with_gw_hp")
         out.update(precision="fp8", fp8_recipe=recipe)
-        gather = _get(job, "quantize.linear.float8.enable_fsdp_float8_all_gather",
-                      _get(job, "float8.enable_fsdp_float8_all_gather", False))
+        gather = job_get(job, "quantize.linear.float8.enable_fsdp_float8_all_gather",
+                      job_get(job, "float8.enable_fsdp_float8_all_gather", False))
         if gather:
             out["fp8_param_gather"] = True
     if mx_linear:
@@ -425,7 +426,7 @@ def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) ->
         elif kind:
             unmodelled.append(UnmodelledFlag(flag=kind, value="on", effect="model converter not known to primus-launch"))
     grouped = [c for c in conv if _is_grouped(c)]
-    grouped += [f"quantize.grouped_mm.{k}" for k in ("float8", "mx") if _get(job, f"quantize.grouped_mm.{k}.fqns")
+    grouped += [f"quantize.grouped_mm.{k}" for k in ("float8", "mx") if job_get(job, f"quantize.grouped_mm.{k}.fqns")
                 and f"quantize.grouped_mm.{k}" not in grouped]
     if grouped and out["precision"] not in ("fp8", "fp4"):
         unmodelled.append(UnmodelledFlag(flag="model.converters", value=",".join(grouped),
@@ -499,8 +500,8 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     model = _model_arch(job, seq)
     from primus_launch.adapters.torchtitan_arch import LEGACY_NOTE
 
-    if _get(job, "model.name") in LEGACY_NOTE and not _get(job, "model._arch"):
-        notes.append(LEGACY_NOTE[_get(job, "model.name")])
+    if job_get(job, "model.name") in LEGACY_NOTE and not job_get(job, "model._arch"):
+        notes.append(LEGACY_NOTE[job_get(job, "model.name")])
 
     rep = _int(par, "parallelism", "data_parallel_replicate_degree", 1)
     shard_raw = _int(par, "parallelism", "data_parallel_shard_degree", -1, allow_minus_one=True)
@@ -582,7 +583,7 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     rotate = _choice(par, "parallelism", "context_parallel_rotate_method", "allgather", ("allgather", "alltoall"))
     reshard = _choice(par, "parallelism", "fsdp_reshard_after_forward", "default", ("default", "always", "never"))
     backend = _choice(par, "parallelism", "expert_parallel_comm_backend",
-                      _get(job, "model._moe_comm_backend") or "standard",
+                      job_get(job, "model._moe_comm_backend") or "standard",
                       ("standard", "deepep", "hybridep", "minimal_async_ep", "none"))
     dispatcher = {"deepep": "deepep", "hybridep": "hybridep"}.get(backend, "alltoall")
     if backend == "minimal_async_ep" and model.is_moe and ep > 1:
@@ -657,47 +658,6 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
 def load_torchtitan(path: str | Path, cluster: Optional[Cluster] = None) -> Plan:
     """Read a v0.1/v0.2-format TorchTitan job TOML into a :class:`Plan` (``plan.source`` = the file)."""
     return plan_from_text(read_recipe_text(path), cluster, path=str(path))
-
-
-def torchtitan_problems(plan: Plan) -> list[tuple[str, object, str]]:
-    """Rules torchtitan adds to :func:`~primus_launch.plan.legality_problems`, as (field, value, allowed).
-
-    Sources: ``ParallelDims`` (v0.2.2: EP is carved out of dp_shard x cp, x tp when etp = 1, so ep
-    must divide ``dp_shard*cp*tp/etp``; etp is 1 or tp), ``Decoder.Config.update_from_config`` (no
-    weight tying with PP), ``pipeline_parallel.py`` (single-stage schedules run one stage per rank,
-    looped ones >= 2, V schedules exactly 2).
-    """
-    p, t, m = plan.parallel, plan.training, plan.model
-    out: list[tuple[str, object, str]] = []
-    if p.dp_sharding in ("optimizer", "optimizer_grads"):
-        out.append(("parallel.dp_sharding", p.dp_sharding, "torchtitan has none (DDP) or full (FSDP/HSDP)"))
-    r = t.recompute
-    if r.granularity == "selective" or (r.granularity == "full" and r.method == "block"):
-        what = "selective" if r.granularity == "selective" else "full block"
-        out.append(("training.recompute", what, "torchtitan's activation checkpointing: none, full, op "
-                                                "(per-op SAC) or full every N layers"))
-    dp = plan.dp
-    shard = dp // p.dp_replicate if dp % p.dp_replicate == 0 else 0
-    if p.ep > 1 and m.is_moe:
-        etp = p.expert_tp
-        if etp != 1 and plan.source is not None and plan.source.format in ("torchtitan-argv", "torchtitan-script"):
-            out.append(("parallel.etp", etp, "torchtitan 0.3 has no expert TP: EP borrows the TP ranks (etp 1)"))
-        if etp not in (1, p.tp):
-            out.append(("parallel.etp", etp, f"torchtitan supports expert TP 1 or tp={p.tp}"))
-        pool = shard * p.cp * (p.tp if etp == 1 else 1)
-        if pool % p.ep:
-            out.append(("parallel.ep", p.ep, f"torchtitan needs ep to divide dp_shard*cp{'*tp' if etp == 1 else ''}"
-                        f"={pool}"))
-    if p.pp > 1:
-        if not m.untie_embeddings_and_output_weights:
-            out.append(("parallel.pp", p.pp, "torchtitan does not support weight tying with pipeline parallel"))
-        name = titan_schedule(t.pipeline_schedule, p.vpp)
-        single = is_single_stage(name)
-        if single and p.vpp != 1:
-            out.append(("parallel.vpp", p.vpp, f"torchtitan's {name} runs one stage per rank (vpp=1)"))
-        if not single and p.vpp < 2:
-            out.append(("parallel.vpp", p.vpp, f"torchtitan's {name} needs >= 2 stages per rank"))
-    return out
 
 
 # ---------------------------------------------------------------- Plan -> job assignments

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from primus_launch.adapters.titan_snapshot import cli_types, config_entry, load_user_config, snapshot
-from primus_launch.adapters.torchtitan import DELETE, _get, job_assignments, plan_from_job
+from primus_launch.adapters.torchtitan import DELETE, job_assignments, job_get, plan_from_job
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan, PlanError
 
@@ -226,7 +226,7 @@ def _resolve_entry(module: str, config: str) -> tuple[dict, str]:
         if name.startswith(prefix):
             name = name[len(prefix):]
     name = re.sub(r"\.config_registry$", "", name)
-    from primus_launch.adapters.torchtitan_arch import REFUSED_FAMILIES
+    from primus_launch.adapters.titan_model_config import REFUSED_FAMILIES
 
     if name in snap["configs"] or name in REFUSED_FAMILIES or name in snap["models"]:
         return config_entry(name, config), name
@@ -317,11 +317,11 @@ def render_launch(plan: Plan, argv: list[str]) -> list[str]:
     try:
         old = plan_from_job(job, plan.cluster, fmt="torchtitan-argv", version="0.3")
     except PlanError:  # the line's values may not fit the plan's (new) cluster: read it on its own
-        from primus_launch.launch.command_recipe import _launch_cluster
+        from primus_launch.adapters.torchrun_argv import launch_cluster
 
-        old = plan_from_job(job, _launch_cluster(argv, {"gpu": plan.cluster.gpu}), fmt="torchtitan-argv",
+        old = plan_from_job(job, launch_cluster(argv, {"gpu": plan.cluster.gpu}), fmt="torchtitan-argv",
                             version="0.3")
-    assigns = job_assignments(plan, lambda path, default=None: _get(job, path, default), old, allow_fqns=False,
+    assigns = job_assignments(plan, lambda path, default=None: job_get(job, path, default), old, allow_fqns=False,
                               version="0.3")
     out = list(argv)
     inserts: list[str] = []
@@ -366,6 +366,6 @@ def render_launch(plan: Plan, argv: list[str]) -> list[str]:
             ac_tok = [f"activation-checkpoint:{kind}"]
     out = out[:at] + inserts + ac_tok + out[at:]
     out = [t for t in out if t != ""]
-    from primus_launch.launch.command_recipe import _with_torchrun_cluster
+    from primus_launch.adapters.torchrun_argv import with_torchrun_cluster
 
-    return _with_torchrun_cluster(out, plan.cluster)
+    return with_torchrun_cluster(out, plan.cluster)

@@ -181,14 +181,14 @@ def script_argv(text: str, path: str) -> list[str]:
 
 def load_titan_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
     """Read the torchtitan launch line of a script (cluster from its torchrun options, ``overrides`` win)."""
-    from primus_launch.launch.command_recipe import _cluster_overrides, _launch_cluster
+    from primus_launch.adapters.torchrun_argv import cluster_overrides, launch_cluster
     from primus_launch.adapters.torchtitan_argv import plan_from_launch
     from primus_launch.plan import Source
 
     p = Path(path)
     text = read_recipe_text(p)
     argv = script_argv(text, str(p))
-    plan = plan_from_launch(argv, _launch_cluster(argv, _cluster_overrides(overrides)))
+    plan = plan_from_launch(argv, launch_cluster(argv, cluster_overrides(overrides)))
     src = plan.source.model_copy(update={"path": str(p), "format": "torchtitan-script"}) if plan.source else \
         Source(framework="torchtitan", path=str(p), format="torchtitan-script")
     return plan.model_copy(update={"source": src})

@@ -191,9 +191,7 @@ def _optimizer_on_cpu() -> None:
 
     from primus_launch.frameworks import mcore_cpu
 
-    for mod in (optimizer_mod, clip_grads, mcore_utils):
-        if not isinstance(mod.torch, mcore_cpu._CpuFactoryTorch):
-            mod.torch = mcore_cpu._CpuFactoryTorch()
+    mcore_cpu.route_factories_to_cpu((optimizer_mod, clip_grads, mcore_utils))
 
 
 def _init_distributed() -> tuple[int, int]:

@@ -337,10 +337,17 @@ def install(device: str | torch.device = "cpu") -> None:
         token_dispatcher.maybe_move_tensor_to_cpu = _host_splits
         rope_utils.get_pos_emb_on_this_cp_rank = cp_rank_pos_emb
         rotary.get_pos_emb_on_this_cp_rank = cp_rank_pos_emb
-        for mod in (schedules, optimizer_mod, clip_grads, mcore_utils, token_dispatcher):
-            if not isinstance(mod.torch, _CpuFactoryTorch):
-                mod.torch = _CpuFactoryTorch()
+        route_factories_to_cpu((schedules, optimizer_mod, clip_grads, mcore_utils, token_dispatcher))
     _INSTALLED.add(dev)
+
+
+def route_factories_to_cpu(modules) -> None:
+    """Give each of ``modules`` (megatron modules that call ``torch.*(device="cuda")`` factories) the
+    ``torch`` proxy of :class:`_CpuFactoryTorch`: while the shim is active their CUDA tensor factories
+    allocate on the CPU; otherwise they are torch's own."""
+    for mod in modules:
+        if not isinstance(mod.torch, _CpuFactoryTorch):
+            mod.torch = _CpuFactoryTorch()
 
 
 def uninstall() -> None:

@@ -20,7 +20,7 @@ import shlex
 
 from primus_launch.errors import UserError
 from primus_launch.plan import Plan
-from primus_launch.launch.torchrun_argv import TOPOLOGY_DESTS, Option, TorchrunCommand, split_torchrun
+from primus_launch.adapters.torchrun_argv import TOPOLOGY_DESTS, Option, TorchrunCommand, split_torchrun
 
 #: the rendezvous endpoint written when the command did not name one: expanded by the shell
 DEFAULT_RDZV_ENDPOINT = "${MASTER_ADDR}:${MASTER_PORT:-29500}"

@@ -1,9 +1,11 @@
-"""The framework-neutral plan (:mod:`.schema`), where its layers sit in the pipeline
-(:mod:`.layout`) and its legality rules (:mod:`.legality`)."""
+"""The framework-neutral plan (:mod:`.schema`), its sections (:mod:`.sections`), where its layers sit
+in the pipeline (:mod:`.layout`; TorchTitan's own split: :mod:`.torchtitan_split`) and its legality rules
+(:mod:`.legality`)."""
 
 from primus_launch.plan.layout import Chunk, chunk_layout, format_layout, parse_layout, virtual_stages
-from primus_launch.plan.legality import check_plan, legality_problems
-from primus_launch.plan.schema import (
+from primus_launch.plan.legality import check_plan, framework_problems, legality_problems, torchtitan_problems
+from primus_launch.plan.schema import Plan
+from primus_launch.plan.sections import (
     CUDA_GRAPH_SCOPES,
     GPU_NAMES,
     OFFLOAD_MODULES,
@@ -16,7 +18,6 @@ from primus_launch.plan.schema import (
     Offload,
     Parallelism,
     PipelineSchedule,
-    Plan,
     PlanError,
     Precision,
     Recompute,
@@ -31,5 +32,6 @@ __all__ = [
     "CUDA_GRAPH_SCOPES", "GPU_NAMES", "OFFLOAD_MODULES", "RECOMPUTE_MODULES", "Chunk", "Cluster", "DPSharding",
     "Fp8Recipe", "Framework", "ModelArch", "Offload", "Parallelism", "PipelineSchedule", "Plan", "PlanError",
     "Precision", "Recompute", "RecomputeGranularity", "RecomputeMethod", "Source", "Training", "UnmodelledFlag",
-    "check_plan", "chunk_layout", "format_layout", "legality_problems", "parse_layout", "virtual_stages",
+    "check_plan", "chunk_layout", "format_layout", "framework_problems", "legality_problems", "parse_layout",
+    "torchtitan_problems", "virtual_stages",
 ]

@@ -29,12 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
-
-from primus_launch.plan.schema import PlanError
-
-if TYPE_CHECKING:
-    from primus_launch.plan.schema import Plan
+from primus_launch.plan.sections import PlanError, PlanSections
 
 LAYOUT_CHARS = "EtmL"
 
@@ -76,23 +71,26 @@ def stage_position(v: int, pp: int, zbv: bool) -> tuple[int, int]:
     return v % pp, v // pp
 
 
-def virtual_stages(plan: "Plan") -> tuple[str, ...]:
+def virtual_stages(plan: PlanSections) -> tuple[str, ...]:
     """The plan's virtual stages in Megatron order (module doc); a :class:`PlanError` when the
     plan's placement cannot be realised."""
     m, p = plan.model, plan.parallel
-    return _virtual_stages(m.num_layers, m.mtp_num_layers, p.pp, p.vpp, _is_zbv(plan), p.pipeline_layout,
+    return virtual_stages_for(m.num_layers, m.mtp_num_layers, p.pp, p.vpp, _is_zbv(plan), p.pipeline_layout,
                            p.pipeline_layers_first_stage, p.pipeline_layers_last_stage,
                            p.account_for_embedding_in_pipeline_split, p.account_for_loss_in_pipeline_split)
 
 
-def _is_zbv(plan: "Plan") -> bool:
+def _is_zbv(plan: PlanSections) -> bool:
     p = plan.parallel
     return plan.training.pipeline_schedule == "zbv" and p.pp > 1 and p.vpp == 2
 
 
 @lru_cache(maxsize=8192)
-def _virtual_stages(L: int, mtp: int, pp: int, vpp: int, zbv: bool, layout: str | None, first: int | None,
-                    last: int | None, acc_e: bool, acc_l: bool) -> tuple[str, ...]:
+def virtual_stages_for(L: int, mtp: int, pp: int, vpp: int, zbv: bool, layout: str | None, first: int | None,
+                       last: int | None, acc_e: bool, acc_l: bool) -> tuple[str, ...]:
+    """The virtual stages of a placement given by the plan's fields (:func:`virtual_stages`, module doc):
+    ``L`` decoder layers, ``mtp`` MTP layers, ``pp`` x ``vpp`` stages, ZB-V's "V", Megatron's layout
+    string, uneven first / last stages, the embedding / loss counted as layer slots."""
     n_v = pp * vpp
     if layout is not None:
         stages = parse_layout(layout)
@@ -152,13 +150,13 @@ def _virtual_stages(L: int, mtp: int, pp: int, vpp: int, zbv: bool, layout: str 
     return tuple(stages)
 
 
-def chunk_layout(plan: "Plan") -> tuple[tuple[Chunk, ...], ...]:
+def chunk_layout(plan: PlanSections) -> tuple[tuple[Chunk, ...], ...]:
     """Per PP rank, per model chunk, the :class:`Chunk` it holds: ``[rank][chunk]``."""
     p = plan.parallel
     return _chunks(virtual_stages(plan), p.pp, p.vpp, _is_zbv(plan))
 
 
-def chunk_mtp_ids(plan: "Plan") -> tuple[tuple[tuple[int, ...], ...], ...]:
+def chunk_mtp_ids(plan: PlanSections) -> tuple[tuple[tuple[int, ...], ...], ...]:
     """Per PP rank, per model chunk: the global ids ``num_layers + d`` of the MTP depths ``d`` it holds.
 
     Megatron hands the MTP depths out in virtual-stage order, as it does decoder layers

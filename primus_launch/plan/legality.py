@@ -3,16 +3,18 @@
 Sources: megatron/training/arguments.py ``validate_args``, megatron/core/parallel_state.py,
 megatron/core/transformer/transformer_config.py ``__post_init__``, torchtitan
 ``distributed/parallel_dims.py``.  Each problem is ``(field, value, what is allowed)``.
+
+:func:`legality_problems` holds every plan (a :class:`~primus_launch.plan.schema.Plan` is validated by
+it); :func:`framework_problems` adds the rules of the framework that runs the recipe (TorchTitan's
+``ParallelDims`` and pipelining rules, :func:`torchtitan_problems`), which the adapters and the tuner
+apply.  Both are pure functions of the plan's sections.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from primus_launch.plan.schema import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, RECOMPUTE_MODULES, PlanError
-
-if TYPE_CHECKING:
-    from primus_launch.plan.schema import Plan
+from primus_launch.plan.layout import chunk_layout
+from primus_launch.plan.sections import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, RECOMPUTE_MODULES, PlanError, PlanSections
+from primus_launch.plan.torchtitan_split import is_single_stage, titan_schedule
 
 Problem = tuple[str, object, str]
 
@@ -26,7 +28,7 @@ def max_virtual_stages(layers: int) -> int:
     return 4 * layers + 8
 
 
-def legality_problems(plan: "Plan") -> list[Problem]:
+def legality_problems(plan: PlanSections) -> list[Problem]:
     """Every rule ``plan`` breaks, as (field, value, what is allowed); empty when legal."""
     m, p, t, c = plan.model, plan.parallel, plan.training, plan.cluster
     out: list[Problem] = []
@@ -96,7 +98,7 @@ def legality_problems(plan: "Plan") -> list[Problem]:
     if p.vpp > 1 and p.pp == 1:
         out.append(("parallel.vpp", p.vpp, "requires pp > 1"))
     try:
-        plan.chunk_layout()
+        chunk_layout(plan)
     except PlanError as e:
         out.append((e.field, e.value, e.allowed))
     if t.pipeline_schedule == "interleaved_1f1b" and p.vpp == 1 and p.pp > 1:
@@ -184,6 +186,54 @@ def legality_problems(plan: "Plan") -> list[Problem]:
     return out
 
 
-def check_plan(plan: "Plan") -> list[str]:
+def torchtitan_problems(plan: PlanSections) -> list[Problem]:
+    """Rules torchtitan adds to :func:`legality_problems`, as (field, value, allowed): the adapters
+    refuse a TorchTitan recipe that breaks them and the tuner never proposes one.
+
+    Sources: ``ParallelDims`` (v0.2.2: EP is carved out of dp_shard x cp, x tp when etp = 1, so ep
+    must divide ``dp_shard*cp*tp/etp``; etp is 1 or tp), ``Decoder.Config.update_from_config`` (no
+    weight tying with PP), ``pipeline_parallel.py`` (single-stage schedules run one stage per rank,
+    looped ones >= 2, V schedules exactly 2).
+    """
+    p, t, m = plan.parallel, plan.training, plan.model
+    out: list[Problem] = []
+    if p.dp_sharding in ("optimizer", "optimizer_grads"):
+        out.append(("parallel.dp_sharding", p.dp_sharding, "torchtitan has none (DDP) or full (FSDP/HSDP)"))
+    r = t.recompute
+    if r.granularity == "selective" or (r.granularity == "full" and r.method == "block"):
+        what = "selective" if r.granularity == "selective" else "full block"
+        out.append(("training.recompute", what, "torchtitan's activation checkpointing: none, full, op "
+                                                "(per-op SAC) or full every N layers"))
+    dp = plan.cluster.world_size // (p.tp * p.cp * p.pp)
+    shard = dp // p.dp_replicate if dp % p.dp_replicate == 0 else 0
+    if p.ep > 1 and m.is_moe:
+        etp = p.expert_tp
+        if etp != 1 and plan.source is not None and plan.source.format in ("torchtitan-argv", "torchtitan-script"):
+            out.append(("parallel.etp", etp, "torchtitan 0.3 has no expert TP: EP borrows the TP ranks (etp 1)"))
+        if etp not in (1, p.tp):
+            out.append(("parallel.etp", etp, f"torchtitan supports expert TP 1 or tp={p.tp}"))
+        pool = shard * p.cp * (p.tp if etp == 1 else 1)
+        if pool % p.ep:
+            out.append(("parallel.ep", p.ep, f"torchtitan needs ep to divide dp_shard*cp{'*tp' if etp == 1 else ''}"
+                        f"={pool}"))
+    if p.pp > 1:
+        if not m.untie_embeddings_and_output_weights:
+            out.append(("parallel.pp", p.pp, "torchtitan does not support weight tying with pipeline parallel"))
+        name = titan_schedule(t.pipeline_schedule, p.vpp)
+        single = is_single_stage(name)
+        if single and p.vpp != 1:
+            out.append(("parallel.vpp", p.vpp, f"torchtitan's {name} runs one stage per rank (vpp=1)"))
+        if not single and p.vpp < 2:
+            out.append(("parallel.vpp", p.vpp, f"torchtitan's {name} needs >= 2 stages per rank"))
+    return out
+
+
+def framework_problems(plan: PlanSections) -> list[Problem]:
+    """The rules of the framework that runs ``plan`` beyond :func:`legality_problems` (TorchTitan's,
+    :func:`torchtitan_problems`; Megatron's are all in :func:`legality_problems`)."""
+    return torchtitan_problems(plan) if plan.framework == "torchtitan" else []
+
+
+def check_plan(plan: PlanSections) -> list[str]:
     """Human-readable legality problems (empty when legal)."""
     return [str(PlanError(*p)) for p in legality_problems(plan)]

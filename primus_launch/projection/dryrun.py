@@ -1,6 +1,7 @@
 """Dry-run projection: the roofline layer times (:mod:`primus_launch.projection.cost.roofline`) assembled
 into an iteration (:func:`primus_launch.projection.iteration.assemble`), with the flags the model does
-not price reported as warnings (:mod:`primus_launch.projection.cost.flags`). No torch, no GPU."""
+not price reported as warnings (:mod:`primus_launch.projection.cost.flags`) and its expected error, the
+spread of the judged validation rows like it (:mod:`primus_launch.projection.band`). No torch, no GPU."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from primus_launch.projection.result import ProjectionResult
 
 def project_dry_run(plan: Plan, *, memory_margin: float = 0.05, record_timeline: bool = False) -> ProjectionResult:
     """Dry-run projection of ``plan``: kernel-level layer times assembled into an iteration."""
+    from primus_launch.projection.band import band_for
     from primus_launch.projection.cost.flags import unmodelled_flags
     from primus_launch.projection.hardware.gpus import resolve_power_cap
 
@@ -19,6 +21,7 @@ def project_dry_run(plan: Plan, *, memory_margin: float = 0.05, record_timeline:
     res = assemble(run, layer_times_roofline(run), "dry-run", record_timeline=record_timeline,
                    memory_margin=memory_margin)
     res = as_stated(plan, run, res)
+    res = res.model_copy(update={"band": band_for(plan)})
     warn = unmodelled_flags(plan)
     if warn:
         res = res.model_copy(update={"warnings": list(res.warnings) + warn})

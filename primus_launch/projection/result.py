@@ -137,6 +137,31 @@ class MemoryCheck(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class ErrorBand(BaseModel):
+    """The expected error of a dry-run projection: the spread of the judged validation rows of its group
+    (``projection/band.py``, ``projection/data/error_bands.json`` written by ``scripts/validate.py
+    --write-bands``).  ``lo`` / ``median`` / ``hi`` are fractions of measured / projected iteration time
+    - 1 (= projected / measured tokens/s - 1): the run took ``(1 + lo) .. (1 + hi)`` times the projected
+    iteration time on those rows."""
+
+    lo: float
+    hi: float
+    median: float
+    n: int = Field(description="judged validation rows in the group")
+    group: str = Field(description="the rows the band was taken from, in words")
+    relaxed: list[str] = Field(default_factory=list, description="judging dimensions dropped to reach enough rows")
+    statistic: str = ""
+
+    def iteration_range(self, t: float) -> tuple[float, float]:
+        """Iteration seconds ``t`` projected -> the band's range of measured seconds."""
+        return t * (1 + self.lo), t * (1 + self.hi)
+
+    def text(self) -> str:
+        """``-6% .. +9% on 38 judged rows like it (megatron / hopper / ...)``."""
+        return (f"{100 * self.lo:+.0f}% .. {100 * self.hi:+.0f}% on {self.n} judged rows like it "
+                f"({self.group})")
+
+
 class ProjectionResult(BaseModel):
     mode: Literal["dry-run", "measured"]
     iteration_time_s: float
@@ -155,6 +180,8 @@ class ProjectionResult(BaseModel):
                                           "(from the reader and from the projection)")
     measurement: Optional[MeasurementReport] = None
     memory_check: Optional[MemoryCheck] = None
+    band: Optional[ErrorBand] = Field(default=None, description="expected error of the iteration time: the spread of "
+                                                                "the judged validation rows like this plan (dry-run)")
 
     def to_json_dict(self) -> dict:
         return self.model_dump(mode="json")

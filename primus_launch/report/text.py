@@ -44,13 +44,19 @@ def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
     render the same rows."""
     c, m = r.plan.cluster, r.memory
     verdict = "fits" if m.fits else "DOES NOT FIT"
+    it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
+    if r.band is not None:
+        lo, hi = r.band.iteration_range(r.iteration_time_s)
+        it += f", expected {r.band.text()}"
+        tps += f" (expected {r.tokens_per_sec_per_gpu * r.iteration_time_s / hi:,.0f} .. " \
+               f"{r.tokens_per_sec_per_gpu * r.iteration_time_s / lo:,.0f})"
     return [
         ("mode", r.mode),
         ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
         ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPUs"),
         ("parallelism", plan_line(r)),
-        ("iteration time", f"{r.iteration_time_s:.3f} s"),
-        ("tokens/s/GPU", f"{r.tokens_per_sec_per_gpu:,.0f}"),
+        ("iteration time", it),
+        ("tokens/s/GPU", tps),
         ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
         ("MFU", f"{100 * r.mfu:.1f} %"),
         ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB "

@@ -125,7 +125,7 @@ def fp8_recipes(gpu: str, framework: str) -> tuple:
 
 def knob_problems(plan: "Plan") -> list[Problem]:
     """Megatron-LM rules of the tuner's execution knobs that ``plan`` breaks (module docstring);
-    for TorchTitan (whose adapter's ``torchtitan_problems`` has the parallel rules): async TP needs
+    for TorchTitan (whose parallel rules are ``plan.torchtitan_problems``): async TP needs
     the compiled model (``CompileConfig.__post_init__`` in 0.3, ``parallelize`` in v0.2), the FSDP
     float8 all-gather needs FSDP and tensorwise scaling (torchao ``Float8LinearConverter``)."""
     if plan.framework == "torchtitan":

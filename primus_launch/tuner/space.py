@@ -43,9 +43,9 @@ precision (allowed)  fp8 with the GPU's recipes, FP8 param   fp8 (float8 convert
 
 Every enumerated candidate applied to the plan has no problem in
 :func:`primus_launch.plan.legality_problems`, :func:`primus_launch.tuner.rules.knob_problems` and
-:func:`~primus_launch.tuner.rules.gpu_problems` (and, for TorchTitan, the adapter's
-``torchtitan_problems``): ``tests/test_tuner_space.py`` checks it against a brute force over the raw
-product.  Memory legality is the pre-filter's job (``search.py``).  The user's own value of every
+:func:`~primus_launch.tuner.rules.gpu_problems` (and, for TorchTitan,
+:func:`primus_launch.plan.torchtitan_problems`): ``tests/test_tuner_space.py`` checks it against a brute
+force over the raw product.  Memory legality is the pre-filter's job (``search.py``).  The user's own value of every
 axis is always in the space (first among the values of its axis, so that ties keep it).
 """
 
@@ -54,7 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Optional
 
-from primus_launch.plan import RECOMPUTE_MODULES, Plan, legality_problems
+from primus_launch.plan import RECOMPUTE_MODULES, Plan, framework_problems, legality_problems, torchtitan_problems
 from primus_launch.tuner import rules
 
 
@@ -211,14 +211,9 @@ def validated(plan: Plan) -> Plan:
 
 def problems_of(plan: Plan, k: Knobs) -> list[tuple[str, object, str]]:
     """Every rule ``plan`` with knobs ``k`` breaks: the plan module's, the tuner's knob and GPU
-    rules, and (TorchTitan) the adapter's."""
+    rules, and the framework's (``plan.framework_problems``: TorchTitan's)."""
     p = apply_knobs(plan, k)
-    out = legality_problems(p) + rules.knob_problems(p) + rules.gpu_problems(p)
-    if p.framework == "torchtitan":
-        from primus_launch.adapters.torchtitan import torchtitan_problems
-
-        out += torchtitan_problems(p)
-    return out
+    return legality_problems(p) + rules.knob_problems(p) + rules.gpu_problems(p) + framework_problems(p)
 
 
 def searched_knobs(plan: Plan, cfg: "SpaceConfig") -> dict[str, bool]:
@@ -331,10 +326,10 @@ def _splits(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, pp: int, vpp: int
 def _titan_layouts(L: int, pp: int, vpp: int, schedule: str) -> list[tuple[Optional[int], Optional[int]]]:
     """The plan layout of torchtitan's own split for ``pp`` x ``vpp`` stages under ``schedule``
     (``pipeline_parallel_layers_per_stage`` chosen to give pp*vpp stages, default first/last-stage
-    "less layers" of 1 for the embedding and the output head), via the adapter's exact model of
+    "less layers" of 1 for the embedding and the output head), via the exact model of
     torchtitan's ``_generate_llm_fqn_per_model_part``."""
-    from primus_launch.adapters.torchtitan_layout import plan_layout, rank_layers, titan_schedule
     from primus_launch.plan import PlanError
+    from primus_launch.plan.torchtitan_split import plan_layout, rank_layers, titan_schedule
 
     name = titan_schedule(schedule, vpp)
     out: list[tuple[Optional[int], Optional[int]]] = []
@@ -552,11 +547,11 @@ def _structures(plan: Plan, cfg: SpaceConfig, flags: "_FlagOptions") -> Iterator
 
 
 def _max_per_chunk(plan: Plan, pp: int, vpp: int, split: tuple, sched: Optional[str]) -> int:
-    from primus_launch.plan.layout import _virtual_stages
+    from primus_launch.plan.layout import virtual_stages_for
 
     first, last, acc_e, acc_l, layout = split
     m = plan.model
-    stages = _virtual_stages(m.num_layers, m.mtp_num_layers, pp, vpp, sched == "zbv" and vpp == 2, layout,
+    stages = virtual_stages_for(m.num_layers, m.mtp_num_layers, pp, vpp, sched == "zbv" and vpp == 2, layout,
                              first, last, acc_e, acc_l)
     return max(st.count("t") for st in stages)
 
@@ -632,13 +627,11 @@ def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, flags: "_FlagOptio
 
 def _titan_problem(plan: Plan, tp: int, cp: int, pp: int, vpp: int, ep: int, etp: Optional[int], shard: str,
                    rep: int, sched: str) -> bool:
-    """Whether the torchtitan adapter's own rules (``torchtitan_problems``: EP carved out of
+    """Whether TorchTitan's rules (``plan.torchtitan_problems``: EP carved out of
     dp_shard x cp (x tp), expert TP 1 or tp, stages per rank of the schedule) refuse this."""
     key = (id(plan), tp, cp, pp, vpp, ep, etp, shard, rep, sched)
     hit = _TITAN_CACHE.get(key)
     if hit is None:
-        from primus_launch.adapters.torchtitan import torchtitan_problems
-
         par = plan.parallel.model_copy(update=dict(tp=tp, cp=cp, pp=pp, vpp=vpp, ep=ep, etp=etp, dp_sharding=shard,
                                                    dp_replicate=rep))
         tr = plan.training.model_copy(update=dict(pipeline_schedule=sched))

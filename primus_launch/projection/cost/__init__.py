@@ -5,6 +5,11 @@
 - :mod:`.fitted`: their constants, fitted to the evidence by ``scripts/fit_kernels.py`` (generated);
 - :mod:`.fp8`: FP8 / FP4 recipes (GEMM format, quantisation traffic);
 - :mod:`.framework`: the framework profile (fusions, attention kernel, host launch time, CUDA graphs);
+- :mod:`.collectives` (NCCL / RCCL times on the hardware's fabric), :mod:`.layer_collectives` (the calls of
+  one layer), :mod:`.tp_comm`, :mod:`.cp_comm`, :mod:`.ep_comm` (+ :mod:`.ep_overlap`, :mod:`.moe_dispatch`),
+  :mod:`.fsdp`, :mod:`.dp_comm`: each parallelism's communication, raw and left exposed;
+- :mod:`.recompute`, :mod:`.offload`, :mod:`.optimizer`: the other per-iteration terms the projection's
+  steps (:mod:`primus_launch.projection.steps`) add;
 - :mod:`.flags`: plan settings not (fully) modelled, returned as warnings;
 - :mod:`.explain`: the term-by-term explanation of a projection.
 """

@@ -15,7 +15,7 @@ kernel-level measurements (``projection/cost/fitted.py``, written by ``scripts/f
   (``megatron/core/distributed/distributed_data_parallel_config.py``).
 - ``ADAM_BYTES_PER_PARAM`` = 34: the Adam step streams, per (sharded) parameter, fp32 grad 4,
   fp32 master 4+4, exp_avg 4+4, exp_avg_sq 4+4, bf16 model copy 2 (write), and the grad-norm read 4
-  (``iteration.optimizer_bytes_per_param`` for precision-aware state dtypes).
+  (``cost/optimizer.py`` ``optimizer_bytes_per_param`` for precision-aware state dtypes).
 - ``POWER_CAP_EXPONENT`` = 0.94: tensor throughput of a GPU held below its rated power by a board
   power cap (``Cluster.power_limit_w`` / ``GPUSpec.power_limit_w``) scales as ``(cap / tdp) **
   0.94`` (:func:`power_cap_factor`): in the power-bound regime the clock falls until the power fits,
@@ -60,7 +60,7 @@ judges; rows found elsewhere (``scripts/validation/current_runs.json``) never tu
   at the same fraction of their benchmarks instead of at 1.0.  A GPU file's
   ``sustained_clock_fraction`` below 1 (a user's power cap) replaces it;
 - ``ASYNC_TP_OVERLAP``: fraction of the GEMM time behind which TorchTitan's async TP hides its
-  all-gather / reduce-scatter (``iteration._tp_exposed``); the calibration rows hold TorchTitan's
+  all-gather / reduce-scatter (``cost/tp_comm.py`` ``tp_exposed``); the calibration rows hold TorchTitan's
   vanilla vs async-TP pairs.
 """
 

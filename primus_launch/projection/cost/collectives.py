@@ -36,7 +36,13 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
   (forwarded inside it over NVLink). With T tokens of b bytes per rank and D_rank / D_dom the
   expected distinct ranks / domains of a token's top-k (:mod:`primus_launch.projection.cost.moe_routing`):
   t = max(T D_dom (1 - 1/m) b / (e_rdma B_nic), T D_rank (1 - 1/k) b / (e_nvl B_up)) + 2 l;
-  ``e_rdma`` / ``e_nvl`` per library fitted to DeepEP's and HybridEP's published bandwidths;
+  ``e_rdma`` / ``e_nvl`` per library fitted to DeepEP's and HybridEP's published bandwidths; DeepEP's
+  ``e_rdma`` (fitted to its isolated benchmark, kernel time) times ``FITTED['deepep']['deepep/insitu']``
+  = 0.71: the same kernels inside DeepSeek-V3 pre-training, overlapped with compute, in DeepSeek's
+  public profile (``scripts/deepep_insitu.py``: 8 dispatch + 8 combine kernels at EP64 on H800 + CX7
+  against DeepEP's README of the same week).  HybridEP's RDMA figures are torch-API times (host and
+  launch included, 0.63 of the link, the level DeepEP reaches in situ: 0.90 x 0.71): no factor on top;
+  the NVLink figures have no in-situ measurement;
 - P2P: t = S / (e B) + a, with ``a`` the spec's one-hop latency (no collective launch); ``e`` is
   ``e_p2p`` where one was measured, else ``e_g``.
 
@@ -44,7 +50,8 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
 architecture (user files) uses the link efficiencies of
 :mod:`primus_launch.projection.cost.calibration` and ring latencies of its spec (the alpha-beta model).
 A GPU measured on this machine (:mod:`primus_launch.projection.measure.localhw`) registers its own
-per-operation alpha-beta fits with :func:`register_fabric`: each op inside the domain is then
+per-operation alpha-beta fits with ``hardware.fabric.register_fabric`` (a GPU file's
+``[collectives.<gpu>]`` tables too): each op inside the domain is then
 ``t = busbytes(op, S, n) / (e_op B_up) + l_op`` with the op's own pair -- all-reduce (e_ar, l_ar),
 all-gather (e_g, l_g), reduce-scatter (e_rs, l_rs: its own pair only there, else the gather pair),
 all-to-all (e_a2a, l_a2a), p2p (e_p2p, a_up).  Where it also registered the measured points
@@ -63,87 +70,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from functools import lru_cache
 
 from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.hardware.fabric import Fabric, measured_fabric_fields, on_change
+# the registry of measured fabrics lives with the hardware database; ``register_fabric`` and
+# ``register_fabric_tables`` stay importable from here for the measured path
+from primus_launch.projection.hardware.fabric import register_fabric, register_fabric_tables  # noqa: F401
 from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.hardware.placement import GroupPlacement
 
 
-@dataclass(frozen=True)
-class Fabric:
-    """Fitted link efficiencies and latencies of one GPU's fabric (module doc)."""
-
-    up_bw: float
-    link_bw: float          # one point-to-point link of a mesh (0: switch)
-    e_ar: float
-    e_g: float
-    e_a2a: float
-    l_ar: float
-    l_g: float
-    l_a2a: float
-    nic_bw: float
-    e_nic: float
-    e_nic_a2a: float        # the NIC's efficiency under all-to-all traffic (many peers, small messages)
-    l_nic: float
-    a_up: float             # per ring-step latency (spec)
-    a_nic: float
-    e_rdma: dict
-    e_nvl: dict
-    fitted: bool            # False: the alpha-beta defaults of calibration.py
-    # reduce-scatter's own pair, only where it was fitted apart from all-gather (the measured local
-    # spec: gloo's reduce-scatter is not its all-gather); None = the gather pair (e_g, l_g)
-    e_rs: float | None = None
-    l_rs: float | None = None
-    e_p2p: float | None = None  # point-to-point efficiency inside a domain; None = e_g
-    # latency of an all-to-all across domains (one round of send/recv to every peer); None = l_nic
-    l_nic_a2a: float | None = None
-    # measured (S, seconds) points per op (all_reduce, all_gather, reduce_scatter, all_to_all, p2p
-    # one-way) for a group of points_ranks ranks in one domain (the local spec); None = the fits alone
-    points: dict | None = None
-    points_ranks: int = 2
-
-    def up(self, k: int) -> float:
-        """Scale-up bandwidth a group with ``k`` members in the domain can use."""
-        if self.link_bw and k > 1:
-            return min(self.up_bw, (k - 1) * self.link_bw)
-        return self.up_bw
-
-
-def _arch_key(arch: str) -> str:
+def fabric_arch(arch: str) -> str:
+    """The architecture whose fitted fabric curves ``arch`` uses (Blackwell Ultra: Blackwell's;
+    CDNA4: CDNA3's)."""
     return {"blackwell_ultra": "blackwell", "cdna4": "cdna3"}.get(arch, arch)
-
-
-_MEASURED: dict[str, dict] = {}
-
-
-def register_fabric(gpu: str, fields: dict | None) -> None:
-    """Make ``fabric(gpu)`` the architecture / calibration fabric with ``fields`` (``Fabric`` field
-    names: per-op ``e_*`` / ``l_*``, ``a_up``, ...) measured on this machine replacing it, priced as a
-    fitted fabric (per-op alpha-beta, module doc); ``None`` drops a registration.  Clears the caches."""
-    if fields:
-        bad = set(fields) - {f.name for f in dataclasses.fields(Fabric)}
-        if bad:
-            raise ValueError(f"register_fabric: unknown Fabric field(s) {sorted(bad)}")
-        _MEASURED[gpu] = dict(fields, fitted=True)
-    else:
-        _MEASURED.pop(gpu, None)
-    clear_caches()
-
-
-def register_fabric_tables(tables: dict) -> list[str]:
-    """Register every ``{gpu: fields}`` of a GPU file's ``[collectives.<gpu>]`` tables (per-operation
-    link fits, as ``measure.localhw.measure_local_spec`` writes them) with :func:`register_fabric`;
-    returns the GPU names."""
-    for gpu, fields in tables.items():
-        register_fabric(gpu, dict(fields))
-    return list(tables)
-
-
-def measured_fabric_fields(gpu: str) -> dict | None:
-    """The fields :func:`register_fabric` registered for ``gpu`` (None: none)."""
-    return dict(_MEASURED[gpu]) if gpu in _MEASURED else None
 
 
 @lru_cache(maxsize=256)
@@ -151,7 +92,7 @@ def fabric(gpu: str) -> Fabric:
     """The fitted fabric of ``gpu`` (its architecture's curves; module doc), with the fields
     :func:`register_fabric` measured for it, if any."""
     base = _fabric(gpu)
-    over = _MEASURED.get(gpu)
+    over = measured_fabric_fields(gpu)
     return dataclasses.replace(base, **over) if over else base
 
 
@@ -161,10 +102,12 @@ def _fabric(gpu: str) -> Fabric:
     g = get_gpu(gpu)
     link = g.intra_node_link_bw if g.intra_node_topology == "mesh" and g.intra_node_link_bw else 0.0
     curves = FITTED.get("collectives", {})
-    a = _arch_key(g.arch)
+    a = fabric_arch(g.arch)
     fab = curves.get(f"{a}/fabric")
     dee = FITTED.get("deepep", {})
     e_rdma = {lib: dee.get(f"{lib}/rdma", {}).get("eff", cal.INTER_NODE_BW_EFFICIENCY) for lib in ("deepep", "hybridep")}
+    # DeepEP inside a training step runs at deepep/insitu of its isolated benchmark (module doc)
+    e_rdma["deepep"] *= dee.get("deepep/insitu", {}).get("eff", 1.0)
     e_nvl = {lib: dee.get(f"{lib}/nvlink", {}).get("eff", cal.INTRA_NODE_BW_EFFICIENCY) for lib in ("deepep", "hybridep")}
     if not g.arch or fab is None:
         ei, en = cal.INTRA_NODE_BW_EFFICIENCY, cal.INTER_NODE_BW_EFFICIENCY
@@ -296,9 +239,10 @@ def dispatch_time(tokens: float, token_bytes: float, size: int, nodes: int, per_
 
 @lru_cache(maxsize=65536)
 def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: str, num_experts: int, topk: int,
-                    num_groups: int = 1, group_topk: int = 1, lib: str = "deepep") -> float:
+                    num_groups: int = 1, group_topk: int = 1, lib: str = "deepep", insitu: bool = True) -> float:
     """Seconds of one DeepEP (``lib="deepep"``) or HybridEP dispatch (or combine) of ``tokens``
-    tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc)."""
+    tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc); ``insitu=False``: DeepEP at
+    its isolated benchmark's RDMA rate (what the in-situ fraction adds, for the explanation)."""
     from primus_launch.projection.cost.moe_routing import expected_units_hit
 
     n = pl.size
@@ -308,7 +252,13 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
     d_rank = expected_units_hit(num_experts, topk, per_rank, num_groups, group_topk)
     d_dom = expected_units_hit(num_experts, topk, per_rank * pl.per_node, num_groups, group_topk) \
         if pl.nodes > 1 else 1.0
-    return dispatch_time(tokens, token_bytes, n, pl.nodes, pl.per_node, fabric(gpu), d_rank, d_dom, lib)
+    fab = fabric(gpu)
+    if not insitu and lib == "deepep":
+        from primus_launch.projection.cost.fitted import FITTED
+
+        f_in = FITTED.get("deepep", {}).get("deepep/insitu", {}).get("eff", 1.0)
+        fab = dataclasses.replace(fab, e_rdma={**fab.e_rdma, "deepep": fab.e_rdma["deepep"] / f_in})
+    return dispatch_time(tokens, token_bytes, n, pl.nodes, pl.per_node, fab, d_rank, d_dom, lib)
 
 
 @lru_cache(maxsize=65536)
@@ -336,5 +286,9 @@ def busbw_all_gather(nbytes: float, seconds: float, n: int) -> float:
 
 
 def clear_caches() -> None:
+    """Forget every cached fabric and collective time (a fabric was registered or dropped)."""
     for fn in (fabric, all_reduce, all_gather, reduce_scatter, all_to_all, deepep_dispatch, p2p):
         fn.cache_clear()
+
+
+on_change(clear_caches)

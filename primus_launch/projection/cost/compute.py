@@ -136,9 +136,15 @@ def gemm_time(m: int, n: int, k: int, gpu: str, precision: str = "bf16", batch: 
               fmt: str | None = None, grouped: str = "") -> float:
     """Seconds for ``batch`` GEMMs of [m,k]x[k,n] on ``gpu``: ``fmt`` a GEMM format (module doc) or
     from ``precision`` (bf16 / fp16 / fp32 -> bf16 curve; fp8 -> per-tensor FP8; fp4); ``grouped``
-    ("any" / "torch"): one grouped-GEMM kernel over the ``batch`` problems (:func:`grouped_curve`)."""
+    ("any" / "torch"): one grouped-GEMM kernel over the ``batch`` problems (:func:`grouped_curve`);
+    "te": Transformer Engine's per-expert cuBLASLt GEMMs on four streams (:mod:`cost.grouped_gemm`)."""
     f = fmt or _fmt(precision)
     clk, hbm, sms, _, arch = _gpu(gpu)
+    if grouped == "te":   # TE GroupedLinear: one cuBLASLt GEMM per expert on four streams (cost/grouped_gemm.py)
+        from primus_launch.projection.cost.grouped_gemm import te_multistream_seconds
+
+        c, _ = gemm_curve(arch, f)
+        return te_multistream_seconds(m, n, k, batch, fmt_peak(gpu, f) * clk, sms, hbm, ELEM.get(f, 2.0), c)
     c, _ = grouped_curve(arch, f, grouped == "torch") if grouped else gemm_curve(arch, f)
     peak = fmt_peak(gpu, f) * clk
     if precision == "fp32" and fmt is None:

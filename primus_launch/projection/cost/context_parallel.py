@@ -41,7 +41,7 @@ PyTorch (``_cp_options.convert_to_f32 = True``, load balance on, the defaults):
   ``torch.cat`` (4 Ekv), ``grad_key/value +=`` a bf16 step gradient into fp32 (10 B per element;
   half steps through ``_partial_update``: 5 + 8 = 13; mean 11.5 Ekv), ``torch.cat`` of the fp32
   dK,dV for the rotation (8 Ekv), ``grad_query +=`` (mean 11.5 Eq); the end casts (6 Eq + 6 Ekv).
-  The dK,dV travel the ring in fp32 (``_RotateMethod.ALL_TO_ALL``): ``iteration._cp_times``.
+  The dK,dV travel the ring in fp32 (``_RotateMethod.ALL_TO_ALL``): ``cost/cp_comm.py`` ``cp_layer_comm``.
 
 Kernel counts per step (host launch time): TE forward 4 (attention, copy, LSE and output
 corrections), backward 5; PyTorch forward 7 (cat, attention, cast, sub, sigmoid, mul, sub),

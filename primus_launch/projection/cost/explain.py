@@ -85,6 +85,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
             elif what == "host_ops":
                 effs = "host launches (tiny kernels)"
                 src = info[1]
+            elif what == "imbalance":
+                effs = "busiest EP rank's extra"
+                src = info[1]
             elif what == "quant":
                 q = FITTED["fp8_quant"].get(info[1], {})
                 nbytes = info[3] if len(info) > 3 else 0.0
@@ -102,17 +105,17 @@ def op_rows(plan: Plan) -> list[OpRow]:
 
 
 def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
-    """(what, raw fwd ms, raw bwd ms, exposed fwd ms, exposed bwd ms, how it is priced) per layer."""
+    """(what, raw fwd ms, raw bwd ms, exposed fwd ms, exposed bwd ms, how it is priced) per layer: the
+    terms of the projection's layer step (:class:`~primus_launch.projection.steps.layer.LayerCosts`)
+    on the dry-run's layer times."""
     from primus_launch.projection.cost import collectives as coll
     from primus_launch.projection.cost.roofline import layer_times_roofline
-    from primus_launch.projection.iteration import (_cp_times, _ep_exposed, _ep_times, _ep_walked, _tp_exposed,
-                                                    _tp_times, cdmc_unordered, moe_layers_per_step)
-    from primus_launch.projection.cost.layer_collectives import layer_calls
-    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.steps.layer import layer_costs
+    from primus_launch.projection.steps.setup import setup
 
-    lay = layout(plan)
-    gpu = plan.cluster.gpu
-    lt = layer_times_roofline(plan)
+    s = setup(plan, layer_times_roofline(plan))
+    lc = layer_costs(s)
+    lay, gpu = s.lay, s.spec.name
     fab = coll.fabric(gpu)
     measured = coll.measured_fabric_fields(gpu)
     if measured is not None and measured.get("points"):
@@ -121,67 +124,69 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
     elif measured is not None:
         arch_key = f"per-op link fits measured for {gpu}"
     elif fab.fitted:
-        arch_key = f"collectives {coll._arch_key(coll.get_gpu(gpu).arch)}/fabric"
+        arch_key = f"collectives {coll.fabric_arch(s.spec.arch)}/fabric"
     else:
         arch_key = "calibration defaults"
     rows = []
     tp_how = (f"{arch_key}; overlap: " + ("TE userbuffers / async TP" if plan.training.tp_comm_overlap else
                                           ("none: the EP overlap's CUDA_DEVICE_MAX_CONNECTIONS > 1 drops "
-                                           "Hopper's launch order" if cdmc_unordered(plan, gpu) else
+                                           "Hopper's launch order" if lc.tp_async_lost else
                                            "column-parallel backward async" if plan.framework == "megatron"
                                            else "none")))
     tp_what = ("TP (" + ("AG/RS, SP" if plan.parallel.sequence_parallel else "all-reduce") + f") {lay.tp.size} ranks, "
                f"{lay.tp.nodes} domain(s)")
     # a MoE layer with its own TP calls (TorchTitan's: cost/layer_collectives.tp_calls) gets its own row
-    moe_own = plan.model.is_moe and layer_calls(plan, moe=True) != layer_calls(plan)
-    for moe in ((False, True) if moe_own else (False,)):
-        tp = _tp_times(plan, gpu, lay, moe=moe)
-        tpe = _tp_exposed(plan, tp, lt, gpu, lay)
-        what = tp_what + (", MoE layer" if moe else ", dense layer" if moe_own else "")
+    for moe in ((False, True) if lc.tp_moe_own else (False,)):
+        tp, tpe = (lc.tp_moe_raw, lc.tp_moe) if moe else (lc.tp_raw, lc.tp)
+        what = tp_what + (", MoE layer" if moe else ", dense layer" if lc.tp_moe_own else "")
         rows.append((what, *[1e3 * x for x in tp + tpe], tp_how))
-    cp = _cp_times(plan, gpu, lay)
-    attn = lt.attn_core
-    ring = plan.parallel.cp_comm_type in ("p2p", "a2a+p2p") or (
-        plan.framework == "torchtitan" and plan.parallel.cp_comm_type == "allgather")
-    if ring and attn is not None:
-        cpe = (max(0.0, cp[0] - attn.fwd_s), max(0.0, cp[1] - attn.bwd_input_s))
-    else:
-        cpe = cp
     how = ("PyTorch ring attention: K,V " + ("all-gather" if plan.parallel.cp_comm_type == "allgather" else "rotation")
            + " + fp32 dK,dV rotation, hidden behind the attention core" if plan.framework == "torchtitan"
            else "ring P2P hidden behind the attention core")
-    rows.append((f"CP {plan.parallel.cp_comm_type} {lay.cp.size} ranks", *[1e3 * x for x in cp + cpe],
-                 how if ring else arch_key))
+    rows.append((f"CP {plan.parallel.cp_comm_type} {lay.cp.size} ranks",
+                 *[1e3 * x for x in lc.cp_raw + lc.cp_behind_attention], how if lc.cp_ring else arch_key))
     if plan.model.is_moe:
-        ep = _ep_times(plan, gpu, lay)
-        epe = _ep_exposed(plan, ep, lt)
+        from primus_launch.projection.cost.moe_imbalance import plan_imbalance
+
         d = plan.training.moe_token_dispatcher
         src = (f"deepep: {_curve_source('deepep', d + '/rdma')}" if d in ("deepep", "hybridep") else arch_key)
-        if _ep_walked(plan, lt):
-            from primus_launch.projection.cost import contention as con
-
-            g = coll.get_gpu(gpu)
-            lost = con.lost_fraction(con.ep_sms(d), g.num_sms, g.arch)
-            src = (f"combined 1F1B walk, {moe_layers_per_step(plan)} layer(s) per step, compute at "
-                   f"{100 * (1 - lost):.0f}% beside the dispatcher; " + src)
+        if lc.ep_walked:
+            src = (f"combined 1F1B walk, {lc.ep_layers_per_step} layer(s) per step, compute at "
+                   f"{100 * (1 - lc.ep_walk_contention):.0f}% beside the dispatcher; " + src)
         rows.append((f"EP {d} dispatch+combine, {lay.ep.size} ranks over {lay.ep.nodes} domain(s) (MoE layer)",
-                     *[1e3 * x for x in ep + epe], src))
-    rows += _fsdp_rows(plan, lt, lay, arch_key)
+                     *[1e3 * x for x in lc.ep_raw + lc.ep_overlapped], src))
+        # the issue-28 terms inside the EP time, each as the raw share it adds (exposed: the same fraction)
+        from primus_launch.projection.cost.moe_dispatch import dispatcher_times
+
+        raw = lc.ep_raw
+        terms = []
+        imb = plan_imbalance(plan)
+        if imb.delta > 0:
+            terms.append((f"  of which: busiest EP rank +{100 * imb.delta:.1f}% routed tokens (router {imb.mode})",
+                          dispatcher_times(plan, gpu, lay.ep, busiest_rank=False),
+                          "cost/moe_imbalance.py" + (": sampling of forced-balance routing" if imb.mode == "forced"
+                                                     else ": learned-router spread, shawntan/scattermoe#10")))
+        insitu = FITTED.get("deepep", {}).get("deepep/insitu", {}).get("eff")
+        if d == "deepep" and lay.ep.nodes > 1 and insitu:
+            terms.append((f"  of which: DeepEP in situ (RDMA x {insitu:.2f} of its benchmark)",
+                          dispatcher_times(plan, gpu, lay.ep, insitu=False),
+                          "deepep/insitu: DeepSeek's DeepSeek-V3 profile vs DeepEP's README of the same week"))
+        for what, without, how in terms:
+            add = [max(0.0, r - w) for r, w in zip(raw, without)]
+            shown = [a * (e / r if r > 0 else 0.0) for a, e, r in zip(add, lc.ep_overlapped, raw)]
+            rows.append((what, *[1e3 * x for x in add + shown], how))
+    rows += _fsdp_rows(plan, s.lt, lay, lc, arch_key)
     return rows
 
 
-def _fsdp_rows(plan: Plan, lt, lay, arch_key: str) -> list[tuple[str, float, float, float, float, str]]:
+def _fsdp_rows(plan: Plan, lt, lay, lc, arch_key: str) -> list[tuple[str, float, float, float, float, str]]:
     """FSDP (``dp_sharding = "full"``) rows of :func:`comm_rows`: one layer's gathers and
-    reduce-scatters per micro-batch as :mod:`primus_launch.projection.iteration` prices them."""
-    from primus_launch.projection.iteration import (_ep_times, _fsdp_elems, fsdp_ep_nic_sharing, fsdp_layer_exposed,
-                                                    fsdp_microbatch_edges, fsdp_reshards_after_forward, fsdp_unit_comm)
-
+    reduce-scatters per micro-batch as the layer step (``cost/fsdp.py``) prices them."""
     p, m = plan.parallel, plan.model
-    if p.dp_sharding != "full" or lay.dp_shard.size <= 1:
+    if not lc.fsdp:
         return []
-    gpu = plan.cluster.gpu
-    pe, gd, ge = _fsdp_elems(plan)
-    ep = _ep_times(plan, gpu, lay) if m.is_moe else (0.0, 0.0)
+    eb = lc.fsdp_bytes
+    pe, gd, ge = eb.param, eb.grad, eb.expert_grad
     if p.pp > 1 and p.fsdp_pp_grad_sync == "schedule":
         how = "torch pipelining: gathered once per schedule, reduce-scattered after the stage's last backward (dp_comm)"
     elif p.pp > 1:
@@ -189,33 +194,32 @@ def _fsdp_rows(plan: Plan, lt, lay, arch_key: str) -> list[tuple[str, float, flo
     else:
         how = "per micro-batch, prefetched behind the layer"
     dt = f"; gather {int(8 * pe)}-bit, grads {int(8 * gd)}-bit" + (f", expert grads {int(8 * ge)}-bit" if ge != gd else "")
-    reshard = fsdp_reshards_after_forward(plan)
+    reshard = lc.fsdp_reshard
     rows = []
     for moe in ((False, True) if m.is_moe and lt.moe_layer is not None else (False,)):
-        ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(plan, gpu, lay, moe)
-        ex = fsdp_layer_exposed(plan, lt, gpu, lay, ep, moe, lt.moe_layer if moe else lt.dense_layer)
+        ag_d, ag_e, rs_d, rs_e = lc.fsdp_units[moe]
+        ex = lc.fsdp_moe if moe else lc.fsdp_dense
         who = (f"FSDP {'MoE' if moe else 'dense'} layer, {lay.dp_shard.size} ranks over {lay.dp_shard.nodes} domain(s)"
                + (f", experts over {lay.expert_dp.size} ranks / {lay.expert_dp.nodes} domain(s)" if ag_e else ""))
         rows.append((who, 1e3 * (ag_d + ag_e), 1e3 * (rs_d + rs_e + (ag_d + ag_e if reshard else 0.0)), 1e3 * ex[0],
                      1e3 * ex[1], f"{arch_key}; {how}{dt}" + ("; re-gathered in backward" if reshard else "")))
         if moe:
-            nf, nb = fsdp_ep_nic_sharing(plan, lt, gpu, lay, ep)
+            nf, nb = lc.fsdp_ep_nic
             if nf or nb:
                 rows.append(("  of which: EP phases slowed by FSDP traffic on the same NIC", 1e3 * nf, 1e3 * nb,
-                             1e3 * nf, 1e3 * nb, "iteration.fsdp_ep_nic_sharing (even NIC share; DeepEP README: "
+                             1e3 * nf, 1e3 * nb, "fsdp.fsdp_ep_nic_sharing (even NIC share; DeepEP README: "
                                                  "traffic isolation)"))
     if p.pp > 1 and p.fsdp_pp_grad_sync == "microbatch":
         for moe in sorted({m.is_moe_layer(0), m.is_moe}):
-            ef, eb = fsdp_microbatch_edges(plan, lt, gpu, lay, moe, False)
+            ef, eb_ = lc.fsdp_edges[(moe, False, False)]
             rows.append((f"FSDP chunk start / end, first layer {'MoE' if moe else 'dense'} (per chunk pass)",
-                         1e3 * ef, 1e3 * eb, 1e3 * ef, 1e3 * eb,
+                         1e3 * ef, 1e3 * eb_, 1e3 * ef, 1e3 * eb_,
                          "FSDP2 root pre-forward orders the gathers after compute; post-backward callback waits "
-                         "for the reduce-scatters (iteration.fsdp_microbatch_edges)"))
-        head = (fsdp_microbatch_edges(plan, lt, gpu, lay, m.is_moe, False, True)[0]
-                - fsdp_microbatch_edges(plan, lt, gpu, lay, m.is_moe, False)[0])
+                         "for the reduce-scatters (fsdp.fsdp_microbatch_edges)"))
+        head = lc.fsdp_edges[(m.is_moe, False, True)][0] - lc.fsdp_edges[(m.is_moe, False, False)][0]
         if head > 0:
             rows.append(("FSDP output-layer gather (its own FSDP root; loss chunk, per pass)", 1e3 * head, 0.0,
-                         1e3 * head, 0.0, "iteration.fsdp_microbatch_edges (head)"))
+                         1e3 * head, 0.0, "fsdp.fsdp_microbatch_edges (head)"))
     return rows
 
 
@@ -235,10 +239,10 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
     host = FITTED.get("host", {})
     mode = "compile" if prof.name.endswith("compile") else "eager"
     t = plan.training
-    from primus_launch.projection.cost.roofline import _rope_fused, te_grouped_mlp_bias
+    from primus_launch.projection.cost.roofline import rope_fused, te_grouped_mlp_bias
 
     m = plan.model
-    rope = "fused" if _rope_fused(prof, m) else ("Megatron unfused (YaRN mscale)" if prof.fused_rope else "eager")
+    rope = "fused" if rope_fused(prof, m) else ("Megatron unfused (YaRN mscale)" if prof.fused_rope else "eager")
     extra = ""
     if te_grouped_mlp_bias(m, prof, t.moe_grouped_gemm):
         extra = ("; biases: TEGroupedMLP per-expert FC2 bias x probs, bias-dropout-add unfused (TEGroupedMLP asserts "
@@ -258,6 +262,7 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
         ("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"
          + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")),
         ("CUDA graphs", f"{t.cuda_graph_impl} scopes {sorted(graph_scopes(plan)) or '-'}"),
+        *([("MoE routing (busiest EP rank)", _routing_line(plan))] if m.is_moe else []),
         ("host vs GPU per layer (ms, fwd / bwd)", _host_line(plan)),
         ("in-situ efficiency", f"{cal.framework_eff(plan.framework):.3f} (calibration.FRAMEWORK_EFF[{plan.framework}], "
                                f"calibrated on calibration rows)"),
@@ -328,6 +333,18 @@ def _contention_line(plan: Plan) -> str:
     return "; ".join(parts)
 
 
+def _routing_line(plan: Plan) -> str:
+    """The router's mode and the busiest EP rank's excess it implies (``cost/moe_imbalance.py``)."""
+    from primus_launch.projection.cost.moe_imbalance import plan_imbalance
+
+    imb = plan_imbalance(plan)
+    why = {"forced": "--moe-router-force-load-balancing: random logits, sampling spread only",
+           "aux_loss": "load-balancing loss: a trained router's spread (shawntan/scattermoe#10) + sampling",
+           "expert_bias": "expert-bias balancing: priced with the trained router's spread (no measurement of its own)",
+           "none": "no balancing: priced with the trained router's spread, a lower bound"}[imb.mode]
+    return f"{imb.text()}; {why}"
+
+
 def explain_text(plan: Plan, result=None) -> str:
     """The explanation as plain-text tables (module doc)."""
     from primus_launch.projection.hardware.gpus import resolve_power_cap
@@ -344,7 +361,7 @@ def explain_text(plan: Plan, result=None) -> str:
         body = [(r.name[:58], f"{r.fwd_ms:.3f}", f"{r.bwd_input_ms:.3f}", f"{r.bwd_weight_ms:.3f}", r.efficiency,
                  r.source[:110]) for r in sel]
         tot = [sum(getattr(r, a) for r in sel) for a in ("fwd_ms", "bwd_input_ms", "bwd_weight_ms")]
-        body.append(("sum (GPU time)", *(f"{x:.3f}" for x in tot), "", ""))
+        body.append(("sum (pass time: GPU + host rows)", *(f"{x:.3f}" for x in tot), "", ""))
         out.append(f"{kind} layer: one micro-batch on one GPU (ms)\n"
                    + tabulate(body, headers=["op", "fwd", "bwd_in", "bwd_w", "efficiency", "source"], tablefmt="simple"))
     comm = [(w[:70], f"{a:.3f}", f"{b:.3f}", f"{c:.3f}", f"{d:.3f}", src[:90]) for w, a, b, c, d, src in comm_rows(plan)]
@@ -355,6 +372,9 @@ def explain_text(plan: Plan, result=None) -> str:
     if result is not None:
         bd = [(k, f"{1e3 * v:.1f}", f"{100 * v / (result.iteration_time_s or 1):.1f}") for k, v in result.time_breakdown.items()]
         out.append("iteration breakdown\n" + tabulate(bd, headers=["component", "ms", "%"], tablefmt="simple"))
+        if getattr(result, "band", None) is not None:
+            out.append(f"expected error of the iteration time: {result.band.text()}; {result.band.statistic} "
+                       "(projection/band.py)")
     return "\n\n".join(out)
 
 

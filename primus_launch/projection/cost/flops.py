@@ -27,7 +27,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from primus_launch.plan import ModelArch, Plan
-from primus_launch.projection.memory.params import _arch, arch_key
+from primus_launch.projection.memory.params import arch_from_key, arch_key
 
 
 def _attn_term(m: ModelArch, causal: bool = True) -> float:
@@ -50,7 +50,7 @@ def _attn_term(m: ModelArch, causal: bool = True) -> float:
 
 @lru_cache(maxsize=4096)
 def _flops_per_sequence_key(key: tuple, padded_vocab: int, causal: bool) -> float:
-    return _flops_per_sequence(_arch(key), padded_vocab, causal)
+    return _flops_per_sequence(arch_from_key(key), padded_vocab, causal)
 
 
 def _flops_per_sequence(m: ModelArch, padded_vocab: int, causal: bool = True) -> float:

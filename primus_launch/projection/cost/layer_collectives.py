@@ -4,7 +4,7 @@ Each :class:`Call` is one collective a rank issues: pass (``fwd`` / ``bwd``), op
 by the NCCL-tests convention the collectives model prices (all-reduce: the tensor; all-gather: the
 gathered output; reduce-scatter: the input), the group (``tp`` / ``cp``) and where it sits
 (``layer``: each transformer layer; ``embedding``; ``head``: the output layer; ``loss``: the
-vocabulary-parallel cross-entropy).  :mod:`primus_launch.projection.iteration` prices exactly
+vocabulary-parallel cross-entropy).  :mod:`.tp_comm` and :mod:`.cp_comm` price exactly
 these lists, and ``tests/test_layer_collectives.py`` checks them against the calls megatron-core
 makes in a real 2-process gloo run.
 
@@ -80,7 +80,8 @@ class Call:
     where: str    # "layer" | "moe_layer" (a MoE layer's own list, where it has one) | "embedding" | "head" | "loss"
 
 
-def _tokens(plan: Plan) -> int:
+def rank_tokens(plan: Plan) -> int:
+    """Tokens of one micro-batch on one rank of the context-parallel group: ``mbs * s / cp``."""
     return plan.training.micro_batch_size * plan.model.seq_length // plan.parallel.cp
 
 
@@ -95,7 +96,7 @@ def sp_gather_bytes(plan: Plan) -> tuple[float, float, float]:
     gather; MXFP8 (``_all_gather_mxfp8``) gathers each usage it needs: row-wise for the forward GEMM,
     column-wise for the weight-gradient re-gather, both for the output gradient (1, 1, 2 B per
     element, + 1/32 for the E8M0 scales).  Reduce-scatters stay bf16."""
-    act = float(_tokens(plan) * plan.model.hidden_size * 2)
+    act = float(rank_tokens(plan) * plan.model.hidden_size * 2)
     if plan.framework == "megatron" and plan.training.precision == "fp8":
         from primus_launch.projection.cost import fp8 as fp8m
 
@@ -136,7 +137,7 @@ def tp_calls(plan: Plan) -> list[Call]:
     p, m = plan.parallel, plan.model
     if p.tp <= 1:
         return []
-    act = float(_tokens(plan) * m.hidden_size * 2)   # [T, h] bf16 (gathered size)
+    act = float(rank_tokens(plan) * m.hidden_size * 2)   # [T, h] bf16 (gathered size)
     megatron = plan.framework == "megatron"
     titan = plan.framework == "torchtitan"
     out: list[Call] = []
@@ -181,7 +182,7 @@ def tp_calls(plan: Plan) -> list[Call]:
         else:
             add("fwd", "all_reduce", "embedding")
             add("bwd", "all_reduce", "head")
-        add("fwd", "all_reduce", "loss", 3, float(_tokens(plan) * 4))
+        add("fwd", "all_reduce", "loss", 3, float(rank_tokens(plan) * 4))
     return out
 
 
@@ -196,11 +197,11 @@ def layer_calls(plan: Plan, moe: bool = False) -> list[Call]:
 def cp_calls(plan: Plan) -> list[Call]:
     """The CP calls of one layer and micro-batch for Megatron's ``cp_comm_type="allgather"``
     (TransformerEngine's K/V all-gather attention, module doc); empty otherwise (the other
-    exchanges are priced per step in :func:`iteration._cp_times`)."""
+    exchanges are priced per step in :func:`cost.cp_comm.cp_layer_comm`)."""
     p, m = plan.parallel, plan.model
     if p.cp <= 1 or p.cp_comm_type != "allgather" or plan.framework != "megatron":
         return []
-    T = _tokens(plan)
+    T = rank_tokens(plan)
     if m.multi_latent_attention:
         k_elems = m.num_attention_heads // p.tp * (m.qk_head_dim + m.qk_pos_emb_head_dim)
         v_elems = m.num_attention_heads // p.tp * m.v_head_dim

@@ -9,8 +9,9 @@ sequence parallelism for MoE with TP), hidden size ``h``, ``E`` experts, top-``k
 ``ep``, expert-TP size ``etp`` and the ``TP x EP`` group ``n = etp * ep`` (``pg_collection.tp_ep``).
 ``pb`` is the bytes of the router's probabilities: the router's logits dtype, i.e. the activation
 dtype (2) -- megatron's ``--moe-router-dtype fp32`` would make it 4, but the plan has no field for it
-(``--moe-router-dtype`` is reported as not modelled by the Megatron reader).  Routing is balanced
-(every rank receives as many routed tokens as it sends).
+(``--moe-router-dtype`` is reported as not modelled by the Megatron reader).  Sizes are the balanced
+ones (every rank receives as many routed tokens as it sends); :func:`dispatcher_times` prices the
+busiest rank's (``cost/moe_imbalance.py``).
 
 ``allgather`` (``MoEAllGatherTokenDispatcher``), over ``tp_ep_group``:
   forward  ``token_dispatch``: all-gather of the routing map (bool, ``n T E`` bytes, under
@@ -124,10 +125,18 @@ def _group(name: str, plan: Plan, ep_pl: GroupPlacement) -> GroupPlacement:
     return place(etp * plan.parallel.ep, 1, g) if name == "tp_ep" else place(etp, 1, g)
 
 
-def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement) -> tuple[float, float]:
+def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: bool = True,
+                     insitu: bool = True) -> tuple[float, float]:
     """Raw (forward, backward) seconds of one MoE layer's token dispatcher per micro-batch: the sum
-    of :func:`dispatcher_collectives` priced by :mod:`collectives` (``ep_pl``: the EP group)."""
+    of :func:`dispatcher_collectives` priced by :mod:`collectives` (``ep_pl``: the EP group), for the
+    busiest EP rank: each all-to-all / flex dispatch ends when the rank that receives the most routed
+    tokens has them, ``1 + delta`` times the balanced volume (:mod:`cost.moe_imbalance`, by the router's
+    mode).  ``busiest_rank=False`` / ``insitu=False``: without that factor / with DeepEP at its isolated
+    benchmark's rate (the explanation's shares of the two terms)."""
+    from primus_launch.projection.cost.moe_imbalance import plan_imbalance
+
     fwd, bwd = dispatcher_collectives(plan)
+    busiest = 1.0 + (plan_imbalance(plan).delta if busiest_rank else 0.0)
     m = plan.model
     out = []
     for calls in (fwd, bwd):
@@ -137,8 +146,9 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement) -> tuple[float
             if c.op == "flex_dispatch":
                 s += coll.deepep_dispatch(max(1, int(c.nbytes)), float(m.hidden_size * ACT_BYTES), pl, gpu,
                                           m.num_experts, m.moe_router_topk, m.moe_router_num_groups or 1,
-                                          m.moe_router_group_topk or 1, plan.training.moe_token_dispatcher)
+                                          m.moe_router_group_topk or 1, plan.training.moe_token_dispatcher,
+                                          insitu)
             else:
                 s += getattr(coll, c.op)(c.nbytes, pl, gpu)
-        out.append(s)
+        out.append(s * busiest)
     return out[0], out[1]

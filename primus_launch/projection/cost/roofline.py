@@ -75,11 +75,12 @@ from primus_launch.projection.cost.compute import (KERNEL_MIN_S, arch_of, attent
                                               quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost import moe_host
+from primus_launch.projection.cost import moe_imbalance as mib
 from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
 from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
-from primus_launch.projection.memory.params import _arch, arch_key
+from primus_launch.projection.memory.params import arch_from_key, arch_key
 
 A = 2  # bytes of a bf16 activation element
 
@@ -151,7 +152,8 @@ class _Acc:
     (``info``: kind, curve key, forward FLOPs) for :func:`layer_op_times` and the explanation."""
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
-                 "qw", "nq", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf", "hsb")
+                 "qw", "nq", "nkf", "nkb", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf",
+                 "hsb")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -163,6 +165,7 @@ class _Acc:
         self.scope = "other"
         self.qf = self.qb = self.qw = 0.0   # quantisation bytes: forward inputs, backward dY, weights
         self.nq = 0
+        self.nkf = self.nkb = 0    # quantisation kernels on the GPU, forward / backward (quant_flush's floor)
         self.wq_div = wq_div
         self.fused_in = False
         self.mods: tuple[str, ...] = ()
@@ -223,7 +226,14 @@ class _Acc:
             bw = batch * gemm_time(k, n, m, g, "bf16", 1, fmt)
             kern = batch
         else:
-            gr = ("torch" if self.prof.name.startswith("torchtitan") else "any") if batch > 1 or grouped_kernel else ""
+            gr = ""
+            if batch > 1 or grouped_kernel:
+                if self.prof.name.startswith("torchtitan"):
+                    gr = "torch"
+                elif self.prof.name == "megatron-te" and not arch_of(g).startswith("cdna"):
+                    gr = "te"   # TE GroupedLinear: per-expert cuBLASLt GEMMs on 4 streams (cost/grouped_gemm.py)
+                else:
+                    gr = "any"  # a single grouped kernel (AMD: Primus-Turbo's CK / hipBLASLt)
             f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
@@ -238,12 +248,20 @@ class _Acc:
         if fmt != "bf16":
             # quantised operands (cost/fp8.py): X forward (unless the norm wrote it), dY backward,
             # W per step or per micro-batch
+            # kernels per quantised tensor (cost/moe_host.py QUANT_KERNELS_PER_TENSOR: TE current scaling
+            # amax + scale + cast = 3, MX / block 1, delayed one fused cast-transpose); TE GroupedLinear
+            # quantises each expert's split apart (split_quantize; delayed: one multi-tensor kernel)
+            per = moe_host.QUANT_KERNELS_PER_TENSOR.get(self.recipe or "", 1)
+            nk = (batch * per if per else 1) if (batch > 1 and not separate and self.prof.name == "megatron-te") \
+                else max(1, per) * (batch if separate else 1)
             if not input_fused:
                 self.qf += m * k * batch
                 self.nq += 1
+                self.nkf += nk
             self.qb += m * n * batch
             self.qw += k * n * batch
             self.nq += 1
+            self.nkb += nk
         self._rec(f"{name} [{m}x{n}x{k}]" + (f" x{batch}" if batch > 1 else ""), f, bi, bw,
                   ("grouped_gemm" if (batch > 1 or grouped_kernel) and not separate else "gemm", fmt,
                    2.0 * m * n * k * batch))
@@ -346,6 +364,11 @@ class _Acc:
         qt = (lambda nb: elementwise_time(nb, self.gpu)) if recipe is None else (lambda nb: quant_time(nb, self.gpu, recipe))
         f = qt(bpe * (self.qf + self.qw / self.wq_div)) if (self.qf or self.qw) else 0.0
         b = qt(bpe * self.qb) if self.qb else 0.0
+        if recipe is not None:
+            # each quantisation kernel takes at least KERNEL_MIN_S on the GPU (record ao-kernel-min-duration):
+            # n kernels sharing the bytes take max(bytes time, n t_min) -- small expert splits are floor-bound
+            f = max(f, self.nkf * KERNEL_MIN_S) if f else f
+            b = max(b, self.nkb * KERNEL_MIN_S) if b else b
         self._add(f, b, 0.0, "non_matmul")
         f, b = f * self.slow, b * self.slow
         self._k(self.nq, self.nq)
@@ -353,6 +376,7 @@ class _Acc:
                                                           bpe * (self.qf + self.qb + self.qw / self.wq_div)))
         self.qf = self.qb = self.qw = 0.0
         self.nq = 0
+        self.nkf = self.nkb = 0
 
     def times(self, host_s: float, graphs: frozenset) -> PassTimes:
         """GPU times, raised to the host time of the launched kernels where that is longer.
@@ -378,7 +402,21 @@ class _Acc:
         bi = self.bi
         if hb > self.bi + self.bw:
             bi = hb - self.bw
+        self._rec_host_bound(f - self.f - (2.0 * host_s if self.sync else 0.0), bi - self.bi, hf, hb, graphs)
         return PassTimes(f, bi, self.bw)
+
+    def _rec_host_bound(self, ef: float, eb: float, hf: float, hb: float, graphs: frozenset) -> None:
+        """Name the host on the critical path in the op list: the seconds a pass takes beyond its GPU work
+        because the host launches its kernels more slowly than the GPU runs them (:meth:`times`), with the
+        host's own time and the CUDA-graph scopes that already remove launches."""
+        if self.ops is None or (ef <= 1e-9 and eb <= 1e-9):
+            return
+        cap = ", ".join(sorted(sc for sc in graphs if sc in self.kf)) or "none"
+        self._rec(f"host launch-bound: the CPU launches this layer in {1e3 * hf:.2f} / {1e3 * hb:.2f} ms "
+                  f"(fwd / bwd) against its GPU work (CUDA-graph scopes captured: {cap})",
+                  max(0.0, ef), max(0.0, eb), 0.0,
+                  ("host", "cost/framework.py host launch per kernel x the kernels outside CUDA graphs + "
+                           "cost/moe_host.py; on the critical path", 0.0, 0.0))
 
     def kernels(self) -> int:
         return sum(self.kf.values()) + sum(self.kb.values())
@@ -453,7 +491,7 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
             acc.norm(T * (a + g) * d, m, "q/k norm")
         if m.position_embedding in ("rope", "yarn"):
             label = "RoPE"
-            if _rope_fused(acc.prof, m):
+            if rope_fused(acc.prof, m):
                 nb, kf, kb = ROPE_FUSED
                 bwd = 2.0
             elif acc.prof.name == "megatron-te":
@@ -504,6 +542,25 @@ def _host_ops(acc: _Acc, traced: tuple[int, int], counted: tuple[int, int], what
                                "from megatron-core 0.16.1 MoELayer (tests/moe_host_trace.py)", 0.0, 0.0))
 
 
+def _routing_imbalance(acc: _Acc, start: tuple[float, float, float], imb) -> None:
+    """Charge the busiest EP rank's routed-token excess (``cost/moe_imbalance.py``, ``imb``) on the receiving
+    rank's expert work since ``start`` (the accumulator's totals where it began: sort, expert GEMMs,
+    activation, bias, unsort) as its own row."""
+    if imb.delta <= 0.0:
+        return
+    d = [imb.delta * (now - was) for now, was in zip((acc.f, acc.bi, acc.bw), start)]
+    if not any(d):
+        return
+    mods = acc.mods
+    acc.mods = mods + ("moe",) if "moe" not in mods else mods
+    acc._add(d[0] / acc.slow, d[1] / acc.slow, d[2] / acc.slow, "gemm")
+    acc.mods = mods
+    acc._rec(f"routing imbalance: {imb.text()}", d[0], d[1], d[2],
+             ("imbalance", "cost/moe_imbalance.py: busiest rank = mean x (1 + sigma g(ep)); "
+                           + ("sampling of forced-balance routing" if imb.mode == "forced" else
+                              "sampling + learned-router spread c from shawntan/scattermoe#10 counts"), 0.0, 0.0))
+
+
 def te_grouped_mlp_bias(m: ModelArch, prof: Profile, grouped: bool) -> bool:
     """Whether the MoE experts are Megatron's ``TEGroupedMLP`` with biases (``add_bias_linear``): then
     its FC2 bias runs the unfused per-expert ``_apply_bias`` (:data:`EXPERT_BIAS_BYTES`) and
@@ -514,7 +571,7 @@ def te_grouped_mlp_bias(m: ModelArch, prof: Profile, grouped: bool) -> bool:
     return bool(m.is_moe and m.add_bias_linear and grouped and prof.name == "megatron-te")
 
 
-def _rope_fused(prof: Profile, m: ModelArch) -> bool:
+def rope_fused(prof: Profile, m: ModelArch) -> bool:
     """Whether RoPE runs as one fused kernel.  Megatron-Core falls back to its unfused RoPE
     (``models/common/embeddings/rope_utils.py`` ``apply_rotary_pos_emb``: "mscale=... is not supported by
     TE's fused RoPE. Using unfused implementation.") whenever the YaRN concentration factor is not 1:
@@ -628,8 +685,10 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     """The kernels of each layer kind (module doc); with ``ops`` a dict, each kind's op list is
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
-    m = _arch(key)
+    m = arch_from_key(key)
     prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router = cfg
+    # router mode of the routing-imbalance term (cost/moe_imbalance.py): forced balance, aux loss, expert bias
+    router_mode = (router[0], router[2], bool(m.moe_router_bias) and prof.name == "megatron-te")
     cp_a2a = cp_type in ("a2a", "a2a+p2p")
 
     made: dict[str, _Acc] = {}
@@ -694,6 +753,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             _host_ops(acc, mfk.get("moe_preprocess", (0, 0)), perm_k, "dispatch preprocess")
         local = max(1, E // ep)
         acc.scope = "moe"   # after the dispatch (token_dispatcher dispatch_postprocess)
+        e0 = (acc.f, acc.bi, acc.bw)   # the receiving rank's expert work starts here (routing imbalance)
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "sort chunks by local expert", 1.0, (2, 2))
         # the dispatcher's host-device sync (SYNC_BEFORE): Megatron always (split sizes of the
@@ -726,6 +786,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
                      f"{pd} probs)", bb / fb, kern)
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
+        _routing_imbalance(acc, e0, mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)))
         acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
         if mfk:
             sorts = 4 if dispatcher == "alltoall" and ep > 1 and local > 1 else 0
@@ -798,7 +859,7 @@ def clear_caches() -> None:
 
     compute.clear_caches()
     collectives.clear_caches()
-    framework._profile.cache_clear()
+    framework.clear_caches()
     _layer_times.cache_clear()
 
 

@@ -277,7 +277,7 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
 
     An override may give only the fields it changes; the rest come from the existing entry.
     ``[collectives.<name>]`` tables (per-operation link fits, as ``measure.localhw.measure_local_spec``
-    writes them) are registered with ``collectives.register_fabric``.  Returns the GPU names loaded.
+    writes them) are registered with ``hardware.fabric.register_fabric``.  Returns the GPU names loaded.
     The file is read through :mod:`primus_launch.inputs` (size, encoding, structure, types: one-line
     errors naming ``field``); nothing is registered unless every entry is valid.
     """
@@ -309,9 +309,9 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     for spec in specs:
         _add(spec)
     if coll:
-        from primus_launch.projection.cost import collectives
+        from primus_launch.projection.hardware.fabric import register_fabric_tables
 
-        collectives.register_fabric_tables(coll)
+        register_fabric_tables(coll)
     return [s.name for s in specs]
 
 
@@ -321,7 +321,7 @@ def _check_fabric(gpu: str, fields: dict) -> None:
     import dataclasses
     import math
 
-    from primus_launch.projection.cost.collectives import Fabric
+    from primus_launch.projection.hardware.fabric import Fabric
 
     names = {f.name for f in dataclasses.fields(Fabric)}
     for k, v in fields.items():

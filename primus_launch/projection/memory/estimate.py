@@ -63,10 +63,10 @@ from primus_launch.projection.memory.activations import (
     rope_table_bytes,
 )
 from primus_launch.projection.memory.params import (
-    _arch,
-    _layer,
-    _stage_split,
+    arch_from_key,
     arch_key,
+    layer_params_for_key,
+    stage_split_for_key,
 )
 from primus_launch.projection.memory.titan import TITAN, PPStage, TitanImpl, pp_rank_walk, stage_walk, torch_pp_ops
 from primus_launch.projection.memory.titan import head_kept_bytes as titan_head_bytes
@@ -182,12 +182,12 @@ def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: Tit
     """Per PP rank, bytes on one GPU of that rank (see the module docstring; TorchTitan plans:
     :mod:`memory_titan`)."""
     if plan.framework == "torchtitan":
-        return [st.model_copy() for st in _titan_stage_memory(*_titan_args(plan), titan_impl, measured=acts)]
-    return [st.model_copy() for st in _stage_memory(*mcore_args(plan, impl), acts=acts)]
+        return [st.model_copy() for st in titan_stage_memory(*titan_args(plan), titan_impl, measured=acts)]
+    return [st.model_copy() for st in mcore_stage_memory(*mcore_args(plan, impl), acts=acts)]
 
 
 def mcore_args(plan: Plan, impl: ActivationImpl | None = None) -> tuple:
-    """The cached arguments of :func:`_stage_memory` for a Megatron plan."""
+    """The cached arguments of :func:`mcore_stage_memory` for a Megatron plan."""
     m, p, t = plan.model, plan.parallel, plan.training
     r = t.recompute
     src = plan.source.framework if plan.source else "megatron"
@@ -198,12 +198,12 @@ def mcore_args(plan: Plan, impl: ActivationImpl | None = None) -> tuple:
 
 
 @lru_cache(maxsize=65536)
-def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, layout, schedule, mbs, nmb,
+def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, layout, schedule, mbs, nmb,
                   precision, optimizer, grad_fp32, gran, method, rnum, dp, edp, framework,
                   impl: ActivationImpl, opts: McoreOpts = McoreOpts(),
                   acts: Optional[MeasuredActivations] = None) -> tuple[StageMemory, ...]:
-    m = _arch(key)
-    split = _stage_split(key, tp, etp, ep, layout, "te")
+    m = arch_from_key(key)
+    split = stage_split_for_key(key, tp, etp, ep, layout, "te")
     a = 4 if precision == "fp32" else 2
     w = 4 if precision == "fp32" else 2
     g = opts.main_grads  # the gradient buffer (--main-grads-dtype with the precision-aware optimizer)
@@ -370,7 +370,7 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
             freed = chunk_bytes[0] + (out_kept if rank == last_rank else 0.0)
             trans.append(w * m.padded_vocab_size(tp) / tp * m.hidden_size - freed)
         if dp_sharding == "full":
-            layer = _layer(key, tp, etp, ep, m.is_moe, "te")
+            layer = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")
             trans.append(2 * 2 * layer.total + (4 if grad_fp32 else 2) * layer.total + layer_bwd)
         if any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers):
             trans.append(2.0 * a * sb * m.moe_router_topk * m.hidden_size + layer_bwd)
@@ -382,7 +382,7 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
         if cp > 1:
             trans.append(_cp_comm_bytes(m, opts.cp_comm, seq=seq, mbs=mbs, tp=tp, cp=cp, a=a) + layer_bwd)
         if dp_sharding == "optimizer_grads":
-            layer = _layer(key, tp, etp, ep, m.is_moe, "te")
+            layer = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")
             trans.append(g * layer.total + layer_bwd)  # a layer's unsharded gradients before reduce-scatter
         transient = max(0.0, max(trans))
         out.append(_stage(rank, weights, grads, optim, activations, transient,
@@ -393,7 +393,7 @@ def _stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, 
 def _linear_params(key, tp, etp, ep, chunks, total: int) -> float:
     """Parameters of one GPU's Transformer Engine linears (what fp8 quantizes): everything but the
     embedding / output head, the norms and the routers."""
-    m = _arch(key)
+    m = arch_from_key(key)
     h = m.hidden_size
     other = 0.0
     for c in chunks:
@@ -454,8 +454,8 @@ def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl | Non
 
         raise PlanError("memory_basis", memory_basis, "reserved or allocated")
     stages = stage_memory(plan, impl, acts=acts)
-    worst = max(stages, key=lambda s: _basis_peak(s, memory_basis))
-    peak = _basis_peak(worst, memory_basis)
+    worst = max(stages, key=lambda s: basis_peak(s, memory_basis))
+    peak = basis_peak(worst, memory_basis)
     cap = int(get_gpu(plan.cluster.gpu).hbm_bytes)
     titan = plan.framework == "torchtitan"
     notes = [
@@ -509,7 +509,19 @@ def estimate_memory(plan: Plan, margin: float = 0.05, impl: ActivationImpl | Non
         outside_allocator_bytes=worst.outside_allocator_bytes)
 
 
-def _basis_peak(st: StageMemory, basis: str) -> int:
+def memory_peak(plan: Plan, memory_basis: str = "reserved") -> tuple[int, int]:
+    """(peak bytes per GPU, worst stage) of :func:`estimate_memory`, without the report (the tuner's
+    pre-filter, ``memory/legality.py``: cached on plain values, no pydantic work per call)."""
+    if plan.framework == "torchtitan":
+        stages = titan_stage_memory(*titan_args(plan))
+        worst = max(stages, key=lambda s: basis_peak(s, memory_basis))
+        return basis_peak(worst, memory_basis), worst.stage
+    stages = mcore_stage_memory(*mcore_args(plan))
+    worst = max(stages, key=lambda s: basis_peak(s, memory_basis))
+    return basis_peak(worst, memory_basis), worst.stage
+
+
+def basis_peak(st: StageMemory, basis: str) -> int:
     """Bytes compared with the capacity: the basis peak plus the memory outside the allocator."""
     if basis == "allocated":
         return st.allocated_bytes + st.outside_allocator_bytes
@@ -517,7 +529,7 @@ def _basis_peak(st: StageMemory, basis: str) -> int:
 
 
 # ---------------------------------------------------------------- TorchTitan
-def _titan_args(plan: Plan) -> tuple:
+def titan_args(plan: Plan) -> tuple:
     m, p, t = plan.model, plan.parallel, plan.training
     r = t.recompute
     # FSDP shard group dp_shard = dp / dp_replicate; DDP (dp_sharding "none"): torchtitan 0.3.0's
@@ -539,7 +551,7 @@ def titan_attention(plan: Plan) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _titan_stage_memory(*args, measured=None) -> tuple[StageMemory, ...]:
+def titan_stage_memory(*args, measured=None) -> tuple[StageMemory, ...]:
     """TorchTitan stages (:mod:`memory_titan`): FSDP2 over ``S = dp_shard x cp``, the backward walk."""
     return tuple(st for st, _ in titan_stage_parts(*args, measured=measured))
 
@@ -550,7 +562,7 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                       impl: TitanImpl = TITAN, measured=None) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
     """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
     ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients)."""
-    m = _arch(key)
+    m = arch_from_key(key)
     S = max(1, dp // max(1, dp_replicate)) * cp
     Se = max(1, S * tp // max(1, ep))  # torchtitan efsdp = dp_shard * cp * tp / ep
     seq = m.seq_length
@@ -580,7 +592,7 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                 dense_p += Ue
             for j, i in enumerate(chunk.layers):
                 moe = m.is_moe_layer(i)
-                lp = _layer(key, tp, etp, ep, moe, "te")
+                lp = layer_params_for_key(key, tp, etp, ep, moe, "te")
                 dense_p += lp.dense
                 expert_p += lp.expert
                 n_layers += 1

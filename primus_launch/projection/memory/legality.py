@@ -4,7 +4,7 @@
 what is allowed, or the memory verdict), or ``None`` when it can.  It is called for every
 candidate of a search space, so it avoids pydantic work per call: the divisibility rules are
 :func:`primus_launch.plan.legality_problems` (plain attribute reads on the candidate), and the
-memory model is :func:`memory._stage_memory`, cached on plain ints/strings (parameter counts and
+memory model is ``memory.estimate.memory_peak`` (``mcore_stage_memory`` / ``titan_stage_memory``), cached on plain ints/strings (parameter counts and
 per-layer activation bytes are cached per architecture and degrees in :mod:`params` /
 :mod:`memory`), with only the peak compared here (no :class:`MemoryReport` is built).
 ``scripts/bench_prefilter.py`` prints the candidates checked per second on one core.
@@ -17,24 +17,12 @@ from typing import Optional
 
 from primus_launch.plan import Plan, PlanError, legality_problems
 from primus_launch.projection.hardware.gpus import GiB, get_gpu
-from primus_launch.projection.memory.estimate import _basis_peak, _stage_memory, _titan_args, _titan_stage_memory, mcore_args
-
+from primus_launch.projection.memory.estimate import memory_peak
 
 
 @lru_cache(maxsize=64)
 def _capacity(gpu: str) -> float:
     return float(get_gpu(gpu).hbm_bytes)
-
-
-def memory_peak(plan: Plan, memory_basis: str = "reserved") -> tuple[int, int]:
-    """(peak bytes per GPU, worst stage) of :func:`memory.estimate_memory`, without the report."""
-    if plan.framework == "torchtitan":
-        stages = _titan_stage_memory(*_titan_args(plan))
-        worst = max(stages, key=lambda s: _basis_peak(s, memory_basis))
-        return _basis_peak(worst, memory_basis), worst.stage
-    stages = _stage_memory(*mcore_args(plan))
-    worst = max(stages, key=lambda s: _basis_peak(s, memory_basis))
-    return _basis_peak(worst, memory_basis), worst.stage
 
 
 def prefilter(plan: Plan, margin: float = 0.05, memory_basis: str = "reserved") -> Optional[str]:

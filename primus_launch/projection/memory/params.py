@@ -66,7 +66,8 @@ _FIELDS = tuple(ModelArch.model_fields)
 
 
 @lru_cache(maxsize=1024)
-def _arch(key: ArchKey) -> ModelArch:
+def arch_from_key(key: ArchKey) -> ModelArch:
+    """The architecture of a key of :func:`arch_key` (cached: one object per key)."""
     return ModelArch.model_construct(**dict(zip(_FIELDS, key)))
 
 
@@ -118,12 +119,13 @@ def _mlp_params(arch: ModelArch, ffn: int, tp: int, bias: bool) -> int:
 def layer_parameter_counts(arch: ModelArch, tp: int, etp: int, ep: int, moe: bool,
                            spec: Spec = "te") -> StageParams:
     """Parameters of one decoder layer on one GPU (dense part, expert part)."""
-    return _layer(arch_key(arch), tp, etp, ep, moe, spec)
+    return layer_params_for_key(arch_key(arch), tp, etp, ep, moe, spec)
 
 
 @lru_cache(maxsize=4096)
-def _layer(key: ArchKey, tp: int, etp: int, ep: int, moe: bool, spec: Spec) -> StageParams:
-    arch = _arch(key)
+def layer_params_for_key(key: ArchKey, tp: int, etp: int, ep: int, moe: bool, spec: Spec) -> StageParams:
+    """:func:`layer_parameter_counts` of the architecture keyed ``key`` (cached)."""
+    arch = arch_from_key(key)
     h = arch.hidden_size
     dense = _attention_params(arch, tp, spec) + _norm(arch, h)  # + pre_mlp_layernorm
     if not moe:
@@ -152,7 +154,7 @@ def _embedding_params(arch: ModelArch, tp: int) -> int:
 def stage_parameter_split(plan: Plan, spec: Spec = "te") -> list[StageParams]:
     """Per PP rank, the (dense, expert) parameters held by ONE GPU of that rank."""
     m, p = plan.model, plan.parallel
-    return list(_stage_split(arch_key(m), p.tp, p.expert_tp, p.ep, plan.chunk_layout(), spec))
+    return list(stage_split_for_key(arch_key(m), p.tp, p.expert_tp, p.ep, plan.chunk_layout(), spec))
 
 
 def mtp_layer_parameters(arch: ModelArch, tp: int, etp: int, ep: int, spec: Spec = "te") -> StageParams:
@@ -161,16 +163,18 @@ def mtp_layer_parameters(arch: ModelArch, tp: int, etp: int, ep: int, spec: Spec
     (column-parallel), a transformer layer of the decoder's last-layer kind and its
     ``final_layernorm`` ``n(h)``; the output head is the model's own."""
     last_moe = arch.is_moe_layer(arch.num_layers - 1)
-    layer = _layer(arch_key(arch), tp, etp, ep, last_moe, spec)
+    layer = layer_params_for_key(arch_key(arch), tp, etp, ep, last_moe, spec)
     h = arch.hidden_size
     return StageParams(layer.dense + 3 * _norm(arch, h) + 2 * h * h // tp, layer.expert)
 
 
 @lru_cache(maxsize=65536)
-def _stage_split(key: ArchKey, tp: int, etp: int, ep: int, layout: tuple, spec: Spec) -> tuple[StageParams, ...]:
-    m = _arch(key)
-    dense_layer = _layer(key, tp, etp, ep, False, spec)
-    moe_layer = _layer(key, tp, etp, ep, True, spec) if m.is_moe else dense_layer
+def stage_split_for_key(key: ArchKey, tp: int, etp: int, ep: int, layout: tuple,
+                        spec: Spec) -> tuple[StageParams, ...]:
+    """:func:`stage_parameter_split` of the architecture keyed ``key`` on the chunk ``layout`` (cached)."""
+    m = arch_from_key(key)
+    dense_layer = layer_params_for_key(key, tp, etp, ep, False, spec)
+    moe_layer = layer_params_for_key(key, tp, etp, ep, True, spec) if m.is_moe else dense_layer
     emb_rank = next(r for r, row in enumerate(layout) if any(c.embedding for c in row))
     out = []
     for r, row in enumerate(layout):
@@ -214,12 +218,12 @@ def total_parameters(arch: ModelArch) -> int:
 
 @lru_cache(maxsize=1024)
 def _total(key: ArchKey) -> int:
-    arch = _arch(key)
-    dense_layer = _layer(key, 1, 1, 1, False, "te")
+    arch = arch_from_key(key)
+    dense_layer = layer_params_for_key(key, 1, 1, 1, False, "te")
     n_moe = arch.num_moe_layers
     out = (arch.num_layers - n_moe) * dense_layer.total
     if n_moe:
-        out += n_moe * _layer(key, 1, 1, 1, True, "te").total
+        out += n_moe * layer_params_for_key(key, 1, 1, 1, True, "te").total
     out += _embedding_params(arch, 1) + _norm(arch, arch.hidden_size)
     out += arch.mtp_num_layers * mtp_layer_parameters(arch, 1, 1, 1).total
     if arch.untie_embeddings_and_output_weights:

@@ -31,54 +31,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from primus_launch.errors import UserError
-from primus_launch.plan import Cluster, Plan
-from primus_launch.launch.torchrun_argv import parse_nnodes, parse_nproc, split_torchrun
+from primus_launch.plan import Plan
+from primus_launch.adapters.torchrun_argv import (cluster_overrides, command_cluster, launch_cluster,
+                                                  split_torchrun, with_torchrun_cluster)
 
 _CONFIG_FLAGS = ("--job.config_file", "--job.config-file")
 _SHELLS = ("bash", "sh")
 _SCRIPT_SUFFIXES = (".sh", ".bash")
-
-
-# ----------------------------------------------------------------------------- cluster
-def _cluster_overrides(overrides: Optional[dict]) -> dict[str, Any]:
-    """Accepts the CLI's flat dict (gpu, num_nodes|nodes, gpus_per_node) or ``{"cluster": {...}}``;
-    ``None`` values mean "not given"."""
-    ov = dict(overrides or {})
-    if isinstance(ov.get("cluster"), dict):
-        ov = {**{k: v for k, v in ov.items() if k != "cluster"}, **ov["cluster"]}
-    if "nodes" in ov and ov.get("num_nodes") is None:
-        ov["num_nodes"] = ov.pop("nodes")
-    ov.pop("nodes", None)
-    unknown = set(ov) - {"gpu", "num_nodes", "gpus_per_node"}
-    if unknown:
-        raise UserError(f"overrides={sorted(unknown)!r}: only gpu, num_nodes (nodes), gpus_per_node may be overridden")
-    return {k: v for k, v in ov.items() if v is not None}
-
-
-def _command_cluster(argv: list[str], overrides: dict[str, Any], gpu_default: Optional[str]) -> Optional[Cluster]:
-    """The cluster from torchrun's options and ``overrides``; ``None`` when the command has no
-    launcher and the overrides are incomplete (the recipe's own statement then applies)."""
-    tr = split_torchrun(argv)
-    if tr is None:
-        if {"gpu", "num_nodes", "gpus_per_node"} <= set(overrides):
-            return Cluster(**overrides)
-        return None
-    nodes = parse_nnodes(tr.get("nnodes")) if tr.get("nnodes") else 1
-    nproc = parse_nproc(tr.get("nproc_per_node")) if tr.get("nproc_per_node") else 1
-    if nproc is None and "gpus_per_node" not in overrides:
-        raise UserError(f"torchrun --nproc-per-node={tr.get('nproc_per_node')!r}: the GPU count is decided on "
-                        "the node; give --gpus-per-node")
-    merged = {"gpu": gpu_default or "h100-sxm", "num_nodes": nodes, "gpus_per_node": nproc}
-    merged.update(overrides)
-    return Cluster(**merged)
-
-
-def _launch_cluster(argv: list[str], overrides: dict[str, Any]) -> Cluster:
-    """torchrun's options (or one process without a launcher) completed by ``overrides``."""
-    cl = _command_cluster(argv, overrides, None)
-    if cl is None:
-        cl = Cluster(**{"gpu": "h100-sxm", "num_nodes": 1, "gpus_per_node": 1, **overrides})
-    return cl
 
 
 # ----------------------------------------------------------------------------- kinds
@@ -213,7 +172,7 @@ def plan_from_command(argv: list[str], overrides: dict | None = None) -> Plan:
     argv = [str(a) for a in argv]
     if not argv:
         raise UserError("command: empty; give the training command after '--'")
-    ov = _cluster_overrides(overrides)
+    ov = cluster_overrides(overrides)
     kind = framework_of(argv)
     if kind == "torchtitan":
         from primus_launch.adapters.torchtitan import cluster_from_header, plan_from_text
@@ -226,7 +185,7 @@ def plan_from_command(argv: list[str], overrides: dict | None = None) -> Plan:
 
         text = _titan_text_with_overrides(read_recipe_text(path, "--job.config_file"), _titan_overrides(argv), cfg)
         header = cluster_from_header(text)
-        cluster = _command_cluster(argv, ov, header.gpu if header else None)
+        cluster = command_cluster(argv, ov, header.gpu if header else None)
         plan = plan_from_text(text, cluster, str(path))
         if cluster is None and ov:
             plan = plan.with_changes(cluster=ov)
@@ -234,7 +193,7 @@ def plan_from_command(argv: list[str], overrides: dict | None = None) -> Plan:
     if kind == "torchtitan-launch":
         from primus_launch.adapters.torchtitan_argv import plan_from_launch
 
-        return plan_from_launch(argv, _launch_cluster(argv, ov))
+        return plan_from_launch(argv, launch_cluster(argv, ov))
     if kind == "script":
         from primus_launch.adapters import load_recipe
 
@@ -242,7 +201,7 @@ def plan_from_command(argv: list[str], overrides: dict | None = None) -> Plan:
         return load_recipe(script, ov)
     from primus_launch.adapters.megatron import plan_from_argv
 
-    cluster = _command_cluster(argv, ov, None)
+    cluster = command_cluster(argv, ov, None)
     if cluster is None:
         plan = plan_from_argv(argv)
         return plan.with_changes(cluster=ov) if ov else plan
@@ -250,22 +209,6 @@ def plan_from_command(argv: list[str], overrides: dict | None = None) -> Plan:
 
 
 # ----------------------------------------------------------------------------- writing
-def _with_torchrun_cluster(argv: list[str], cluster: Cluster) -> list[str]:
-    """``argv`` with torchrun's ``--nnodes``/``--nproc-per-node`` set to ``cluster`` where they differ
-    from what is written (torchrun defaults 1 and 1); a command without torchrun is returned as is."""
-    tr = split_torchrun(argv)
-    if tr is None:
-        return argv
-    want: dict[str, Optional[str]] = {}
-    nnodes = tr.get("nnodes")
-    if (parse_nnodes(nnodes) if nnodes else 1) != cluster.num_nodes:
-        want["nnodes"] = str(cluster.num_nodes)
-    nproc = tr.get("nproc_per_node")
-    if (parse_nproc(nproc) if nproc else 1) != cluster.gpus_per_node:
-        want["nproc_per_node"] = str(cluster.gpus_per_node)
-    return tr.replaced(want) if want else argv
-
-
 def _tuned_path(original: Path) -> Path:
     return original.with_name(f"{original.stem}.tuned{original.suffix}")
 
@@ -354,4 +297,4 @@ def _render_titan(plan: Plan, argv: list[str]) -> list[str]:
             new[first] = f"{argv[first]}={text_val}"
         else:
             new[last] = text_val
-    return _with_torchrun_cluster(new, plan.cluster)
+    return with_torchrun_cluster(new, plan.cluster)

@@ -14,8 +14,11 @@ checks it against torchtitan's functions for every small case:
 - ``_get_pp_rank_to_stage_indices_mapping``: stage ``s`` runs on rank ``s mod pp`` ("loop"), or in a V
   (rank r holds stages r and 2pp-1-r) for ZBVZeroBubble / DualPipeV.
 
-Which schedules run a single stage per rank (``PipelineScheduleSingle``) is read from torch into the
-registry snapshot (:func:`primus_launch.adapters.titan_snapshot.schedules`).
+Which schedules run a single stage per rank (``PipelineScheduleSingle``): :data:`SINGLE_STAGE`, as torch
+defines them (the registry snapshot, :func:`primus_launch.adapters.titan_snapshot.schedules`, reads them
+from torch; a test holds the two equal).  TorchTitan's rules on a plan are
+:func:`primus_launch.plan.legality.torchtitan_problems`; this module is the pipeline split they and
+the tuner read, the adapters translate with it.
 
 In the plan, torchtitan's split is stated exactly: the even split, uneven first/last stages, or
 Megatron's account-for-embedding/loss split when one of those is the same placement, else a
@@ -29,8 +32,8 @@ import math
 from functools import lru_cache
 from typing import Optional
 
-from primus_launch.plan import PipelineSchedule, PlanError
-from primus_launch.plan.layout import _virtual_stages, format_layout
+from primus_launch.plan.layout import format_layout, virtual_stages_for
+from primus_launch.plan.sections import PipelineSchedule, PlanError
 
 # torch.distributed.pipelining schedule names (get_schedule_class) usable for LLM training in titan
 TITAN_SCHEDULES = ("1F1B", "Interleaved1F1B", "GPipe", "LoopedBFS", "InterleavedZeroBubble",
@@ -40,6 +43,11 @@ _TO_PLAN: dict[str, PipelineSchedule] = {
     "interleavedzerobubble": "zb_h1", "zbvzerobubble": "zbv", "dualpipev": "zbv",
 }
 _V_SCHEDULES = ("zbvzerobubble", "dualpipev")
+# which schedule classes run a single stage per rank (torch.distributed.pipelining
+# ``PipelineScheduleSingle`` subclasses): read from torch into the adapters' registry snapshot, which
+# tests/test_adapter_torchtitan_snapshot.py holds equal to this table
+SINGLE_STAGE: dict[str, bool] = {"1F1B": True, "GPipe": True, "Interleaved1F1B": False, "LoopedBFS": False,
+                                 "InterleavedZeroBubble": False, "ZBVZeroBubble": False, "DualPipeV": False}
 
 
 def _canonical(name: str) -> str:
@@ -70,14 +78,9 @@ def titan_schedule(schedule: PipelineSchedule, vpp: int) -> str:
 
 
 def is_single_stage(name: str) -> bool:
-    """Whether torch's schedule ``name`` is a ``PipelineScheduleSingle`` (one stage per rank)."""
-    from primus_launch.adapters.titan_snapshot import schedules
-
-    canon = _canonical(name)
-    table = schedules()
-    if canon not in table:
-        raise PlanError("parallelism.pipeline_parallel_schedule", name, f"one of {', '.join(table)}")
-    return table[canon]
+    """Whether torch's schedule ``name`` is a ``PipelineScheduleSingle`` (one stage per rank,
+    :data:`SINGLE_STAGE`)."""
+    return SINGLE_STAGE[_canonical(name)]
 
 
 def is_v_schedule(name: str) -> bool:
@@ -214,7 +217,7 @@ def plan_placement(num_layers: int, pp: int, schedule: str, per_stage: tuple[int
         (None, counts[-1], False, False), (None, None, True, True), (None, None, True, False), (None, None, False, True)]
     for first, last, acc_e, acc_l in cands:
         try:
-            got = _virtual_stages(num_layers, mtp, pp, vpp, zbv, None, first, last, acc_e, acc_l)
+            got = virtual_stages_for(num_layers, mtp, pp, vpp, zbv, None, first, last, acc_e, acc_l)
         except PlanError:
             continue
         if got == want:

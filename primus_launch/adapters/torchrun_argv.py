@@ -1,4 +1,5 @@
-"""Split a ``torchrun`` command line into launcher, launcher options and training program.
+"""Split a ``torchrun`` command line into launcher, launcher options and training program, and read
+the cluster a command states (``--nnodes`` x ``--nproc-per-node``) or write a plan's cluster into it.
 
 The option table (which options exist, which take a value, their aliases) is read from torchrun's
 own parser, ``torch.distributed.run.get_args_parser()``, so the split follows torchrun exactly:
@@ -15,9 +16,10 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from primus_launch.errors import UserError
+from primus_launch.plan import Cluster
 
 #: torchrun options that describe the job's topology / rendezvous; a launch writer replaces them.
 TOPOLOGY_DESTS = frozenset({
@@ -200,3 +202,61 @@ def parse_nproc(value: str) -> Optional[int]:
     if value in ("gpu", "cpu", "auto", "xpu"):
         return None
     raise UserError(f"torchrun --nproc-per-node={value!r}: expected an integer (at most 9 digits) or gpu/cpu/auto")
+
+
+# ----------------------------------------------------------------------------- the cluster of a command
+def cluster_overrides(overrides: Optional[dict]) -> dict[str, Any]:
+    """Accepts the CLI's flat dict (gpu, num_nodes|nodes, gpus_per_node) or ``{"cluster": {...}}``;
+    ``None`` values mean "not given"."""
+    ov = dict(overrides or {})
+    if isinstance(ov.get("cluster"), dict):
+        ov = {**{k: v for k, v in ov.items() if k != "cluster"}, **ov["cluster"]}
+    if "nodes" in ov and ov.get("num_nodes") is None:
+        ov["num_nodes"] = ov.pop("nodes")
+    ov.pop("nodes", None)
+    unknown = set(ov) - {"gpu", "num_nodes", "gpus_per_node"}
+    if unknown:
+        raise UserError(f"overrides={sorted(unknown)!r}: only gpu, num_nodes (nodes), gpus_per_node may be overridden")
+    return {k: v for k, v in ov.items() if v is not None}
+
+
+def command_cluster(argv: list[str], overrides: dict[str, Any], gpu_default: Optional[str]) -> Optional[Cluster]:
+    """The cluster from torchrun's options and ``overrides``; ``None`` when the command has no
+    launcher and the overrides are incomplete (the recipe's own statement then applies)."""
+    tr = split_torchrun(argv)
+    if tr is None:
+        if {"gpu", "num_nodes", "gpus_per_node"} <= set(overrides):
+            return Cluster(**overrides)
+        return None
+    nodes = parse_nnodes(tr.get("nnodes")) if tr.get("nnodes") else 1
+    nproc = parse_nproc(tr.get("nproc_per_node")) if tr.get("nproc_per_node") else 1
+    if nproc is None and "gpus_per_node" not in overrides:
+        raise UserError(f"torchrun --nproc-per-node={tr.get('nproc_per_node')!r}: the GPU count is decided on "
+                        "the node; give --gpus-per-node")
+    merged = {"gpu": gpu_default or "h100-sxm", "num_nodes": nodes, "gpus_per_node": nproc}
+    merged.update(overrides)
+    return Cluster(**merged)
+
+
+def launch_cluster(argv: list[str], overrides: dict[str, Any]) -> Cluster:
+    """torchrun's options (or one process without a launcher) completed by ``overrides``."""
+    cl = command_cluster(argv, overrides, None)
+    if cl is None:
+        cl = Cluster(**{"gpu": "h100-sxm", "num_nodes": 1, "gpus_per_node": 1, **overrides})
+    return cl
+
+
+def with_torchrun_cluster(argv: list[str], cluster: Cluster) -> list[str]:
+    """``argv`` with torchrun's ``--nnodes``/``--nproc-per-node`` set to ``cluster`` where they differ
+    from what is written (torchrun defaults 1 and 1); a command without torchrun is returned as is."""
+    tr = split_torchrun(argv)
+    if tr is None:
+        return argv
+    want: dict[str, Optional[str]] = {}
+    nnodes = tr.get("nnodes")
+    if (parse_nnodes(nnodes) if nnodes else 1) != cluster.num_nodes:
+        want["nnodes"] = str(cluster.num_nodes)
+    nproc = tr.get("nproc_per_node")
+    if (parse_nproc(nproc) if nproc else 1) != cluster.gpus_per_node:
+        want["nproc_per_node"] = str(cluster.gpus_per_node)
+    return tr.replaced(want) if want else argv

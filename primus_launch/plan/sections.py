@@ -1,0 +1,396 @@
+"""The sections of a :class:`~primus_launch.plan.schema.Plan`: the model architecture, the parallel
+layout, the training settings, the target cluster and where the plan was read from, with the named
+choices they allow and the one-line :class:`PlanError`.  Field semantics follow Megatron-LM's argument
+names where one exists (``megatron/training/arguments.py`` and
+``megatron/core/transformer/transformer_config.py``); fields that only one framework has say so.
+
+:class:`PlanSections` is what the layout (:mod:`.layout`) and the legality rules (:mod:`.legality`)
+read of a plan, so that they depend on the sections and the plan on them, never the reverse.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Precision = Literal["bf16", "fp16", "fp8", "fp4", "fp32"]
+Fp8Recipe = Literal["delayed", "tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise", "mxfp8"]
+RecomputeGranularity = Literal["none", "selective", "full", "op"]
+RecomputeMethod = Literal["uniform", "block", "every_n", "layer_ids"]
+PipelineSchedule = Literal["1f1b", "interleaved_1f1b", "zb_h1", "zbv", "gpipe"]
+DPSharding = Literal["none", "optimizer", "optimizer_grads", "full"]
+Framework = Literal["megatron", "torchtitan"]
+StateDtype = Literal["fp32", "bf16", "fp16", "fp8"]
+
+# Megatron --recompute-modules choices (megatron/core/transformer/transformer_config.py)
+RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+# Megatron --cuda-graph-scope / --cuda-graph-modules choices (megatron/training/arguments.py)
+CUDA_GRAPH_SCOPES = ("full_iteration", "attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
+                     "full_iteration_inference")
+# Megatron --offload-modules choices of fine-grained activation offloading
+OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
+
+GPU_NAMES = (  # the CLI contract's names; projection.hardware.gpus holds their specs
+    "a100-sxm-80gb", "a100-sxm-40gb", "h100-sxm", "h100-sxm-96gb-500w", "h200", "b200", "b300", "gb200",
+    "gb300", "mi300x", "mi325x", "mi350x", "mi355x")
+
+
+class PlanError(ValueError):
+    """A user-facing error naming the field, its value and what is allowed (one line)."""
+
+    def __init__(self, field: str, value: object, allowed: str):
+        self.field = field
+        self.value = value
+        self.allowed = allowed
+        super().__init__(f"{field}={value!r}: {allowed}")
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+class ModelArch(StrictModel):
+    """Transformer architecture (decoder-only GPT family, optionally MoE, MLA, MTP, sliding window)."""
+
+    name: str = "gpt"
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    ffn_hidden_size: int = Field(gt=0, description="dense MLP intermediate size")
+    num_attention_heads: int = Field(gt=0)
+    num_query_groups: Optional[int] = Field(default=None, gt=0, description="KV heads (GQA); None = MHA")
+    head_dim: Optional[int] = Field(default=None, gt=0, description="kv_channels; None = hidden/heads")
+    vocab_size: int = Field(gt=0, description="tokenizer vocabulary (before framework padding)")
+    make_vocab_size_divisible_by: int = Field(default=1, gt=0, description="Megatron pads vocab to a multiple of this x TP")
+    seq_length: int = Field(gt=0)
+    max_position_embeddings: Optional[int] = None
+    swiglu: bool = Field(default=True, description="gated linear unit (Megatron gated_linear_unit: SwiGLU, GeGLU, "
+                                                   "quick-GeGLU): FC1 is twice as wide; the gate's function is "
+                                                   "`activation`")
+    activation: Literal["silu", "gelu", "quick_gelu", "relu", "squared_relu"] = Field(
+        default="silu", description="MLP activation (Megatron activation_func; --swiglu = gated silu, --quick-geglu = "
+                                    "gated quick_gelu, --squared-relu)")
+    activation_clamp: Optional[float] = Field(
+        default=None, gt=0, description="clamp of the gated activation's inputs (Megatron --activation-func-clamp-value; "
+                                        "GPT-OSS 7.0): the glu half to <= c, the linear half to [-c, c]")
+    untie_embeddings_and_output_weights: bool = True
+    normalization: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    add_bias_linear: bool = False
+    add_qkv_bias: bool = False
+    qk_layernorm: bool = False
+    position_embedding: Literal["rope", "yarn", "learned", "none"] = "rope"
+    softmax_type: Literal["vanilla", "off-by-one", "learnable"] = Field(
+        default="vanilla", description="attention softmax (Megatron --softmax-type; learnable = per-head sinks, GPT-OSS)")
+    window_size: Optional[int] = Field(
+        default=None, gt=0, description="sliding-window attention: keys attended to the left of each query "
+                                        "(Megatron --window-size L,0); None = full causal attention")
+    window_layer_pattern: Optional[tuple[int, ...]] = Field(
+        default=None, description="1 = sliding-window layer, 0 = full attention, one per decoder layer "
+                                  "(Megatron --window-attn-skip-freq); None = every layer windowed when window_size")
+    attention_dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Megatron default 0.1; the mask is memory")
+    hidden_dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Megatron default 0.1; the masks are memory")
+    # --- MoE ---
+    num_experts: Optional[int] = Field(default=None, gt=0)
+    moe_router_topk: int = Field(default=2, gt=0)
+    moe_ffn_hidden_size: Optional[int] = Field(default=None, gt=0)
+    moe_shared_expert_intermediate_size: int = Field(default=0, ge=0, description="total FFN size of shared experts")
+    moe_dense_first_layers: int = Field(default=0, ge=0, description="leading dense layers (DeepSeek first_k_dense)")
+    moe_layer_pattern: Optional[tuple[int, ...]] = Field(
+        default=None, description="1 = MoE layer, 0 = dense, one per decoder layer (Megatron --moe-layer-freq as a "
+                                  "list or every-N); None = MoE after moe_dense_first_layers")
+    moe_router_bias: bool = False
+    moe_router_num_groups: Optional[int] = Field(
+        default=None, gt=0, description="expert groups of group-limited routing (Megatron --moe-router-num-groups; "
+                                        "DeepSeek-V3 n_group); None = no group limit")
+    moe_router_group_topk: Optional[int] = Field(
+        default=None, gt=0, description="groups one token may route to (Megatron --moe-router-group-topk; "
+                                        "DeepSeek-V3 topk_group)")
+    # --- MLA (DeepSeek-V2/V3) ---
+    multi_latent_attention: bool = False
+    q_lora_rank: Optional[int] = None
+    kv_lora_rank: int = 512
+    qk_head_dim: int = 128
+    qk_pos_emb_head_dim: int = 64
+    v_head_dim: int = 128
+    # --- multi-token prediction (DeepSeek-V3; Megatron --mtp-num-layers) ---
+    mtp_num_layers: int = Field(default=0, ge=0, description="MTP modules after the decoder (each: a transformer "
+                                                            "layer, its projection, and its own output head + loss)")
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.num_experts)
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_query_groups or self.num_attention_heads
+
+    @property
+    def kv_channels(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether decoder layer ``layer`` (0-based) has routed experts (Megatron ``moe_layer_freq``)."""
+        if not self.is_moe:
+            return False
+        if self.moe_layer_pattern is not None:
+            return bool(self.moe_layer_pattern[layer])
+        return layer >= self.moe_dense_first_layers
+
+    def is_window_layer(self, layer: int) -> bool:
+        """Whether decoder layer ``layer`` (0-based) uses sliding-window attention (Megatron
+        ``transformer/utils.py is_layer_window_attention``)."""
+        if self.window_size is None:
+            return False
+        return True if self.window_layer_pattern is None else bool(self.window_layer_pattern[layer])
+
+    @property
+    def num_moe_layers(self) -> int:
+        if not self.is_moe:
+            return 0
+        if self.moe_layer_pattern is not None:
+            return sum(1 for x in self.moe_layer_pattern if x)
+        return self.num_layers - self.moe_dense_first_layers
+
+    @property
+    def num_window_layers(self) -> int:
+        return sum(1 for i in range(self.num_layers) if self.is_window_layer(i))
+
+    @property
+    def expert_ffn(self) -> int:
+        return self.moe_ffn_hidden_size or self.ffn_hidden_size
+
+    def padded_vocab_size(self, tp: int) -> int:
+        """Megatron ``_vocab_size_with_padding``: round up to ``divisible_by * tp``."""
+        m = self.make_vocab_size_divisible_by * tp
+        return -(-self.vocab_size // m) * m if self.make_vocab_size_divisible_by > 1 else self.vocab_size
+
+
+class Parallelism(StrictModel):
+    """Parallel degrees; DP is derived from the cluster's world size."""
+
+    tp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    vpp: int = Field(default=1, gt=0, description="virtual pipeline stages per PP rank (model chunks)")
+    microbatch_group: Optional[int] = Field(
+        default=None, gt=0, description="Megatron --microbatch-group-size-per-virtual-pipeline-stage: consecutive "
+                                        "micro-batches each rank runs through one model chunk before the next "
+                                        "(interleaved schedule; None = pp)")
+    cp: int = Field(default=1, gt=0)
+    ep: int = Field(default=1, gt=0)
+    etp: Optional[int] = Field(default=None, gt=0, description="expert TP; None = same as tp")
+    sequence_parallel: bool = False
+    cp_comm_type: Literal["p2p", "a2a", "allgather", "a2a+p2p"] = Field(
+        default="p2p", description="context-parallel attention: p2p ring (Megatron default), a2a (Ulysses), "
+                                   "allgather of K/V (TorchTitan / Megatron allgather), hierarchical a2a+p2p")
+    dp_sharding: DPSharding = Field(
+        default="none", description="none | optimizer (Megatron distributed optimizer, ZeRO-1) | optimizer_grads "
+                                    "(Megatron-FSDP optim_grads, ZeRO-2) | full (FSDP / ZeRO-3)")
+    dp_replicate: int = Field(default=1, gt=0, description="HSDP replicate groups (torchtitan); shard group = dp / dp_replicate")
+    fsdp_reshard_after_forward: Literal["default", "always", "never"] = Field(
+        default="default", description="FSDP2 reshard_after_forward policy (torchtitan parallelism."
+                                       "fsdp_reshard_after_forward: default = reshard unless pipeline parallel)")
+    fsdp_pp_grad_sync: Literal["schedule", "microbatch"] = Field(
+        default="schedule", description="FSDP2 under torch pipelining (pp > 1, dp_sharding full): 'schedule' = the "
+                                        "stage module is the FSDP root, so torch.distributed.pipelining's "
+                                        "backward_maybe_with_nosync turns gradient sync and reshard-after-backward "
+                                        "off and the stage's gradients are reduce-scattered once per schedule "
+                                        "(TorchTitan); 'microbatch' = it is not (NeMo AutoModel's MoE parallelizer "
+                                        "shards model.model, blocks, experts, embedding, lm_head but not the stage "
+                                        "module), so FSDP2's defaults run on every micro-batch: gradients "
+                                        "reduce-scattered and parameters resharded in each backward, gathered again "
+                                        "in the next forward (priced in time; the memory estimate does not "
+                                        "distinguish the two)")
+    # where layers sit in the pipeline (plan.layout resolves these; at most one way is used)
+    pipeline_layout: Optional[str] = Field(
+        default=None, description="Megatron --pipeline-model-parallel-layout: one entry per virtual stage "
+                                  "(pp*vpp, '|'-separated) of E (embedding), t (decoder layer), m (MTP layer), "
+                                  "L (loss); '*N' repeats, parentheses group. Also how uneven TorchTitan splits "
+                                  "are stated.")
+    pipeline_layers_first_stage: Optional[int] = Field(default=None, description="--decoder-first-pipeline-num-layers")
+    pipeline_layers_last_stage: Optional[int] = Field(default=None, description="--decoder-last-pipeline-num-layers")
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp if self.etp is not None else self.tp
+
+
+class Recompute(StrictModel):
+    """Activation recomputation (Megatron ``--recompute-*``; TorchTitan ``activation_checkpoint``).
+
+    - ``selective``: Megatron's selective recompute of ``modules`` (default core attention);
+    - ``full``: whole layers, ``uniform`` (groups of ``num_layers``: every layer recomputed), ``block``
+      (the first ``num_layers`` of each chunk; more than the chunk holds = all of it, as Megatron
+      accepts), ``every_n`` (every ``num_layers``-th layer, TorchTitan ``selective_ac_option = "N"``) or
+      ``layer_ids`` (AMD Primus ``recompute_layer_ids``: exactly the layers whose global 0-based id is in
+      ``layer_ids``, each its own checkpoint; ids ``num_layers .. num_layers + mtp_num_layers - 1`` are the
+      MTP depths; Primus ``primus/backends/megatron/patches/recompute_layer_patches.py``);
+    - ``op``: TorchTitan's per-op selective checkpointing (``selective_ac_option = "op"``): saves the
+      outputs on its save list (matmuls except every second one, attention, reductions) and
+      recomputes the rest.
+    """
+
+    granularity: RecomputeGranularity = "none"
+    method: RecomputeMethod = "uniform"
+    num_layers: Optional[int] = Field(default=None, ge=0, description="full: group size (uniform), layers per chunk "
+                                                                      "(block) or the period (every_n)")
+    modules: tuple[str, ...] = Field(default=("core_attn",), description="selective: Megatron --recompute-modules")
+    layer_ids: tuple[int, ...] = Field(default=(), description="full with method layer_ids: the recomputed layers' "
+                                                               "global 0-based ids, sorted and unique (Primus "
+                                                               "recompute_layer_ids; MTP depth d = num_layers + d)")
+
+
+class Offload(StrictModel):
+    """Host offloading (Megatron ``--cpu-offloading*``, ``--fine-grained-activation-offloading``,
+    ``--optimizer-cpu-offload``)."""
+
+    activation_layers: int = Field(default=0, ge=0, description="--cpu-offloading-num-layers: layers whose "
+                                                                "activations go to host memory")
+    weights: bool = Field(default=False, description="--cpu-offloading-weights")
+    activation_modules: tuple[str, ...] = Field(default=(), description="--offload-modules of fine-grained "
+                                                                        "activation offloading")
+    optimizer_fraction: float = Field(default=0.0, ge=0.0, le=1.0, description="--optimizer-cpu-offload with "
+                                                                              "--optimizer-offload-fraction")
+
+
+class Training(StrictModel):
+    global_batch_size: int = Field(gt=0)
+    micro_batch_size: int = Field(default=1, gt=0)
+    precision: Precision = "bf16"
+    fp8_recipe: Optional[Fp8Recipe] = Field(
+        default=None, description="with precision fp8: delayed / tensorwise (current scaling) / blockwise / "
+                                  "mxfp8 (TE, Megatron --fp8-recipe), rowwise (torchao); None = the framework's "
+                                  "default (Megatron delayed, TorchTitan tensorwise)")
+    fp8_param_gather: bool = Field(default=False, description="FP8 weights all-gathered / kept (Megatron --fp8-param-gather)")
+    fp4_recipe: Optional[Literal["nvfp4"]] = Field(default=None, description="with precision fp4 (Megatron --fp4-recipe)")
+    recompute: Recompute = Field(default_factory=Recompute)
+    offload: Offload = Field(default_factory=Offload)
+    pipeline_schedule: PipelineSchedule = "1f1b"
+    overlap_grad_reduce: bool = False
+    overlap_param_gather: bool = False
+    tp_comm_overlap: bool = Field(default=False, description="Megatron --tp-comm-overlap (TE userbuffers) / "
+                                                             "TorchTitan async TP")
+    tp_comm_overlap_cfg: tuple[tuple[str, str, int, bool], ...] = Field(
+        default=(), description="TE userbuffers settings that differ from TE's defaults, per layer GEMM: "
+                                "(name e.g. qkv_dgrad / proj_fprop, method ring_exchange / pipeline / bulk, "
+                                "num_sm, set_sm_margin) (Megatron --tp-comm-overlap-cfg YAML; Megatron-Bridge "
+                                "CommOverlapConfig.tp_comm_overlap_cfg); () = TE's defaults")
+    tp_async_backward: bool = Field(default=True, description="Megatron's column-parallel linears run their "
+                                    "backward TP collectives asynchronously behind the dgrad / wgrad GEMMs (Megatron-LM "
+                                    "since 2021-09, TE); False = --no-async-tensor-model-parallel-allreduce or an "
+                                    "older Megatron")
+    attention_backend: Literal["auto", "flash", "fused", "unfused", "local"] = Field(
+        default="auto", description="Megatron --attention-backend: flash (FlashAttention), fused (cuDNN via TE), "
+                                    "unfused (materialised s x s scores), local (megatron-core local spec)")
+    cuda_graph_impl: Literal["none", "local", "transformer_engine"] = Field(
+        default="none", description="Megatron --cuda-graph-impl (--enable-cuda-graph = local; "
+                                    "--external-cuda-graph = transformer_engine)")
+    cuda_graph_scope: tuple[str, ...] = Field(default=(), description="Megatron --cuda-graph-scope / --cuda-graph-"
+                                                                      "modules; () = whole layers")
+    compile: bool = Field(default=False, description="torch.compile of the model (TorchTitan compile.enable)")
+    moe_token_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep"] = Field(
+        default="alltoall", description="EP token dispatcher: alltoall (one copy per routed expert), allgather, "
+                                        "deepep / hybridep (Megatron flex dispatcher backends: one copy per "
+                                        "destination rank, one RDMA copy per destination node)")
+    moe_grouped_gemm: bool = Field(default=True, description="experts as one grouped GEMM (Megatron --moe-grouped-gemm; "
+                                                             "off = one GEMM per local expert)")
+    moe_permute_fusion: bool = Field(default=True, description="fused token permutation (Megatron --moe-permute-fusion)")
+    moe_router_force_load_balancing: bool = Field(
+        default=False, description="balanced routing forced (benchmarks); the projection assumes balanced routing")
+    moe_router_fusion: bool = Field(default=False, description="TE fused router top-k / score / aux-loss kernels "
+                                                               "(Megatron --moe-router-fusion, default off)")
+    moe_router_aux_loss: bool = Field(default=True, description="router adds a load-balancing loss (Megatron "
+                                                                "--moe-router-load-balancing-type other than none; "
+                                                                "default aux_loss)")
+    moe_router_fp32: bool = Field(default=False, description="router GEMM / scores in fp32 (Megatron "
+                                                             "--moe-router-dtype fp32 or fp64)")
+    overlap_moe_expert_parallel_comm: bool = Field(
+        default=False, description="EP all-to-all overlapped with another micro-batch's compute (Megatron "
+                                   "--overlap-moe-expert-parallel-comm)")
+    delay_wgrad_compute: bool = Field(default=False, description="Megatron --delay-wgrad-compute")
+    moe_shared_expert_overlap: bool = Field(default=False, description="Megatron --moe-shared-expert-overlap")
+    cross_entropy_loss_fusion: bool = Field(default=False, description="Megatron --cross-entropy-loss-fusion")
+    rope_fusion: bool = Field(default=True, description="fused RoPE kernel in the Megatron / TE profile (Megatron "
+                                                        "apply_rope_fusion; --no-rope-fusion = False); False = the "
+                                                        "eager fp32 complex-multiply RoPE")
+    optimizer: Literal["adam", "sgd"] = "adam"
+    grad_reduce_in_fp32: bool = True
+    expert_grad_reduce_in_fp32: Optional[bool] = Field(
+        default=None, description="FSDP reduce-scatter dtype of the expert gradients (None = as grad_reduce_in_fp32); "
+                                  "NeMo AutoModel's MoE parallelizer shards the experts with no MixedPrecisionPolicy, "
+                                  "so they reduce in their bf16 parameter dtype while the blocks reduce in fp32")
+    precision_aware_optimizer: bool = Field(default=False, description="Megatron --use-precision-aware-optimizer")
+    main_grads_dtype: StateDtype = "fp32"
+    main_params_dtype: StateDtype = "fp32"
+    exp_avg_dtype: StateDtype = "fp32"
+    exp_avg_sq_dtype: StateDtype = "fp32"
+    train_iters: Optional[int] = None
+
+
+class Cluster(StrictModel):
+    gpu: str = "h100-sxm"
+    num_nodes: int = Field(default=1, gt=0)
+    gpus_per_node: int = Field(default=8, gt=0)
+    nvlink_domain: Optional[int] = Field(
+        default=None, gt=0, description="GPUs in one scale-up (NVLink / xGMI) domain; None = gpus_per_node "
+                                        "(GB200/GB300 NVL72: 72 with 4 GPUs per node)")
+    power_limit_w: Optional[float] = Field(
+        default=None, gt=0, description="board power cap the GPUs run at (nvidia-smi --power-limit), W; None = "
+                                        "the GPU's rated power. A cap below it lowers the sustained tensor clock "
+                                        "(projection.cost.calibration.power_cap_factor)")
+
+    @property
+    def world_size(self) -> int:
+        return self.num_nodes * self.gpus_per_node
+
+    @property
+    def scaleup_domain(self) -> int:
+        """GPUs reachable over the scale-up fabric from one GPU (capped by the world size)."""
+        return min(self.nvlink_domain or self.gpus_per_node, self.world_size)
+
+
+class UnmodelledFlag(StrictModel):
+    """A recipe setting that changes time or memory but that the projection does not model."""
+
+    flag: str
+    value: str
+    effect: str = Field(description="what it changes, e.g. 'time: ...'")
+
+
+class Source(StrictModel):
+    """Where the plan came from, so that writers can edit the native file in place, and what the
+    reader could not express."""
+
+    framework: Framework
+    path: Optional[str] = None
+    wrapper_path: Optional[str] = None
+    format: Optional[str] = Field(default=None, description="reader used: megatron-bash, megatron-yaml, "
+                                                            "megatron-argv, primus-yaml, torchtitan-toml, "
+                                                            "torchtitan-argv, ...")
+    script_args: list[str] = Field(default_factory=list, description="positional parameters ($1..$N) the recipe "
+                                                                      "script was read with")
+    unmodelled: list[UnmodelledFlag] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="stated guesses and substitutions of the reader")
+
+
+class PlanSections(Protocol):
+    """What the layout and the legality rules read of a plan (a :class:`~primus_launch.plan.schema.Plan`)."""
+
+    @property
+    def model(self) -> ModelArch: ...
+
+    @property
+    def parallel(self) -> Parallelism: ...
+
+    @property
+    def training(self) -> Training: ...
+
+    @property
+    def cluster(self) -> Cluster: ...
+
+    @property
+    def source(self) -> Optional[Source]: ...
+
+    @property
+    def framework(self) -> Framework: ...

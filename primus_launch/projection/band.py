@@ -1,0 +1,155 @@
+"""Expected error of a dry-run projection: the spread of the judged validation rows like it.
+
+``projection/data/error_bands.json`` is written by ``python scripts/validate.py --write-bands`` from
+the dry-run's own validation: for every JUDGED row of ``scripts/validation/runs.json`` (the judge
+rows of the published set and the held-out current production rows; the calibration rows are left
+out: the constants were fitted to them) its :func:`band_dims` and its error ``err`` =
+projected / measured tokens/s - 1.  For one plan of the same shape, projected / measured tokens/s =
+measured / projected iteration time, so ``err`` is also how much longer the run took than projected
+(-0.06 = it ran 6 % faster than projected).
+
+:func:`band_for` picks the rows "like" a plan: those with all of its :func:`band_dims` (framework,
+GPU family, dense / MoE with fewer than 64 experts ("coarse") / MoE with 64 or more ("fine-grained"),
+precision, long sequence), and where fewer than :data:`MIN_ROWS` rows match, drops the dimensions
+one at a time in :data:`RELAX` order (framework, precision, GPU family to its vendor, long sequence,
+MoE granularity, dense / MoE, vendor) until enough match.  The band is the
+:data:`LOW_Q` .. :data:`HIGH_Q` quantile (linear interpolation) of those rows' ``err``, with their
+median and count, and the group it used.  Quantiles of a handful of rows are themselves uncertain:
+the count is part of the answer.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from primus_launch.plan import Plan
+from primus_launch.projection.result import ErrorBand
+
+BANDS = Path(__file__).resolve().parent / "data" / "error_bands.json"
+
+MIN_ROWS = 8
+LOW_Q, HIGH_Q = 0.10, 0.90
+FINE_GRAINED_EXPERTS = 64      # the issue-28 judging groups: MoE with >= 64 experts is "fine-grained"
+LONG_SEQUENCE = 32768          # scripts/validation/build_runs.py groups_of: cp > 1 or seq >= 32k
+
+# the dimensions dropped, in order, while fewer than MIN_ROWS rows match (each step keeps the earlier
+# drops); dropping "family" keeps the vendor, dropping "moe" pools coarse and fine-grained MoE
+RELAX: tuple[str, ...] = ("framework", "precision", "family", "long_seq", "moe", "kind", "vendor")
+
+KIND_NAMES = {"dense": "dense", "moe_coarse": "MoE < 64 experts", "moe_fine": "MoE >= 64 experts"}
+
+
+def band_dims(plan: Plan) -> dict[str, str]:
+    """The plan's judging dimensions: framework, GPU family (architecture), vendor, kind (``dense`` /
+    ``moe_coarse`` / ``moe_fine``), precision (``bf16`` / ``fp8`` / ``fp4``; fp16 and fp32 as bf16) and
+    long sequence (``long`` for CP > 1 or a sequence of 32k or more, else ``short``)."""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    arch = get_gpu(plan.cluster.gpu).arch or "custom"
+    if not m.is_moe:
+        kind = "dense"
+    else:
+        kind = "moe_fine" if (m.num_experts or 0) >= FINE_GRAINED_EXPERTS else "moe_coarse"
+    prec = t.precision if t.precision in ("fp8", "fp4") else "bf16"
+    long_seq = "long" if (p.cp > 1 or m.seq_length >= LONG_SEQUENCE) else "short"
+    return {"framework": plan.framework, "family": arch, "vendor": "amd" if arch.startswith("cdna") else "nvidia",
+            "kind": kind, "precision": prec, "long_seq": long_seq}
+
+
+def _matches(dims: dict[str, str], row: dict[str, str], dropped: tuple[str, ...]) -> bool:
+    for key in ("framework", "precision", "family", "long_seq", "kind", "vendor"):
+        if key in dropped:
+            continue
+        if key == "kind" and "moe" in dropped:
+            # MoE granularity dropped: dense stays dense, coarse and fine-grained MoE pool
+            if (dims["kind"] == "dense") != (row["kind"] == "dense"):
+                return False
+            continue
+        if dims[key] != row[key]:
+            return False
+    return True
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` by linear interpolation between order statistics."""
+    v = sorted(values)
+    if not v:
+        raise ValueError("quantile of no values")
+    x = q * (len(v) - 1)
+    i = int(x)
+    j = min(i + 1, len(v) - 1)
+    return v[i] + (v[j] - v[i]) * (x - i)
+
+
+def describe(dims: dict[str, str], dropped: tuple[str, ...]) -> str:
+    """The group a band was taken from, in words (the dimensions kept)."""
+    parts = []
+    if "framework" not in dropped:
+        parts.append(dims["framework"])
+    if "family" not in dropped:
+        parts.append(dims["family"])
+    elif "vendor" not in dropped:
+        parts.append(dims["vendor"].upper() if dims["vendor"] == "amd" else "NVIDIA")
+    if "kind" not in dropped:
+        parts.append("MoE" if ("moe" in dropped and dims["kind"] != "dense") else KIND_NAMES[dims["kind"]])
+    if "precision" not in dropped:
+        parts.append(dims["precision"].upper())
+    if "long_seq" not in dropped:
+        parts.append("long sequence" if dims["long_seq"] == "long" else "sequence < 32k")
+    return " / ".join(parts) or "all judged rows"
+
+
+def band_from_rows(dims: dict[str, str], rows: list[dict]) -> Optional[ErrorBand]:
+    """The band of a plan with :func:`band_dims` ``dims`` from judged ``rows`` (each ``{"dims", "err"}``;
+    module doc); None when there are no rows at all."""
+    dropped: tuple[str, ...] = ()
+    steps = [()] + [RELAX[:i + 1] for i in range(len(RELAX))]
+    for dropped in steps:
+        sel = [r["err"] for r in rows if _matches(dims, r["dims"], dropped)]
+        if len(sel) >= MIN_ROWS:
+            break
+    else:
+        sel = [r["err"] for r in rows]
+    if not sel:
+        return None
+    return ErrorBand(lo=quantile(sel, LOW_Q), hi=quantile(sel, HIGH_Q), median=quantile(sel, 0.5), n=len(sel),
+                     group=describe(dims, dropped), relaxed=list(dropped),
+                     statistic=f"{round(100 * LOW_Q)}th .. {round(100 * HIGH_Q)}th percentile of measured / projected "
+                               "iteration time - 1 over the judged validation rows of the group")
+
+
+@lru_cache(maxsize=1)
+def _rows(path: str = str(BANDS)) -> tuple[dict, ...]:
+    p = Path(path)
+    if not p.exists():
+        return ()
+    return tuple(json.loads(p.read_text())["rows"])
+
+
+def band_for(plan: Plan) -> Optional[ErrorBand]:
+    """The expected error of ``plan``'s dry-run projection (module doc); None without a bands file."""
+    rows = list(_rows())
+    if not rows:
+        return None
+    return band_from_rows(band_dims(plan), rows)
+
+
+def bands_overlap(a: ErrorBand | None, ta: float, b: ErrorBand | None, tb: float) -> bool:
+    """Whether two projected iteration times ``ta`` and ``tb`` lie inside one another's bands: each
+    plan's range ``t (1 + lo) .. t (1 + hi)`` contains the other's point estimate (the projections
+    cannot be told apart by the model's demonstrated accuracy).  A plan without a band has the
+    point estimate alone."""
+    def inside(t: float, band: ErrorBand | None, other: float) -> bool:
+        if band is None:
+            return other == t
+        return t * (1 + band.lo) <= other <= t * (1 + band.hi)
+
+    return inside(ta, a, tb) and inside(tb, b, ta)
+
+
+def clear_cache() -> None:
+    _rows.cache_clear()

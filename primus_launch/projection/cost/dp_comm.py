@@ -1,0 +1,77 @@
+"""Data-parallel gradient reduction and parameter all-gather of one pipeline stage, after the pipeline.
+
+Per stage: the gradient reduction (all-reduce, or reduce-scatter with the distributed optimizer;
+fp32 when ``grad_reduce_in_fp32``) over the DP x CP group and, for experts, over expert-DP; the
+distributed optimizer's bf16 parameter all-gather (1 byte per parameter with ``fp8_param_gather``,
+:func:`cost.fsdp.fsdp_bytes`); with FSDP (``dp_sharding = "full"``) the HSDP replicas' all-reduce and,
+under torch pipelining with the stage module as the FSDP root, the stage's whole reduce-scatter
+(``REDUCE_GRAD``, exposed).  Overlap model: with ``overlap_grad_reduce`` the buckets
+(``GRAD_BUCKET_PARAMS``, Megatron DDP's ``max(40M, 1M * dp)``) reduce during the backward of the LAST
+micro-batch on that stage (all its chunks), so exposed = max(one bucket, comm - that window); with
+``overlap_param_gather`` the all-gather hides behind the first micro-batch's forward likewise; the
+hidden part holds NCCL's SMs (``cost/contention.py``).  With PP only that one micro-batch's window is
+used (the earlier micro-batches' backward happen before the gradients are final).
+"""
+
+from __future__ import annotations
+
+from primus_launch.plan import Plan
+from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.cost import collectives as coll
+from primus_launch.projection.cost import contention as con
+from primus_launch.projection.cost.fsdp import fsdp_bytes
+from primus_launch.projection.hardware.gpus import GPUSpec
+from primus_launch.projection.hardware.placement import Layout
+from primus_launch.projection.memory.params import StageParams
+
+
+def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_win: float,
+                 bwd_win: float) -> float:
+    """Exposed seconds of one stage's gradient reduction plus parameter all-gather after the pipeline
+    (module doc); ``sp_``: the parameters one GPU of the stage holds, ``fwd_win`` / ``bwd_win``: one
+    micro-batch's forward / backward seconds summed over the stage's chunks."""
+    gpu = spec.name
+    p, t = plan.parallel, plan.training
+    nmb = plan.num_microbatches
+    eb = fsdp_bytes(plan)
+    param_elem, grad_elem, expert_grad_elem = eb.param, eb.grad, eb.expert_grad
+    dp_size = lay.dp.size
+    sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
+    fsdp_pp = p.dp_sharding == "full" and lay.dp_shard.size > 1 and p.pp > 1
+    sync_mb = fsdp_pp and p.fsdp_pp_grad_sync == "microbatch"
+    grad = ag = 0.0
+    if p.dp_sharding == "full":
+        if p.dp_replicate > 1:  # HSDP: all-reduce of the shard's grads over the replicas
+            grad = coll.all_reduce(float(grad_elem * sp_.total / max(1, lay.dp_shard.size)), lay.dp_replicate, gpu)
+        if fsdp_pp and not sync_mb:   # torch pipelining's REDUCE_GRAD: the stage's gradients at once, exposed
+            grad += (coll.reduce_scatter(float(grad_elem * sp_.dense), lay.dp_shard, gpu)
+                     + coll.reduce_scatter(expert_grad_elem * sp_.expert, lay.expert_dp, gpu))
+    elif dp_size > 1 or lay.expert_dp.size > 1:
+        gd, ge = float(grad_elem * sp_.dense), float(grad_elem * sp_.expert)
+        if sharded:
+            grad = coll.reduce_scatter(gd, lay.dp, gpu) + coll.reduce_scatter(ge, lay.expert_dp, gpu)
+            ag = (coll.all_gather(param_elem * sp_.dense, lay.dp, gpu)
+                  + coll.all_gather(param_elem * sp_.expert, lay.expert_dp, gpu))
+        else:
+            grad = coll.all_reduce(gd, lay.dp, gpu) + coll.all_reduce(ge, lay.expert_dp, gpu)
+    buckets = max(1, -(-sp_.total // max(cal.GRAD_BUCKET_PARAMS, 1_000_000 * dp_size)))
+    units, arch = spec.num_sms, spec.arch
+    if t.overlap_grad_reduce and grad > 0:
+        raw = grad
+        grad = max(grad / buckets, grad - bwd_win / nmb)
+        grad += con.displaced(raw - grad, con.NCCL_SMS, units, arch)
+    if t.overlap_param_gather and ag > 0:
+        raw = ag
+        ag = max(ag / buckets, ag - fwd_win / nmb)
+        ag += con.displaced(raw - ag, con.NCCL_SMS, units, arch)
+    return grad + ag
+
+
+def held_parameters(plan: Plan, lay: Layout, sp_: StageParams) -> float:
+    """Parameters the optimizer of one GPU of the stage updates: the dense ones over the FSDP shard
+    group (the DP group with the distributed optimizer), the experts' over expert-DP (module doc)."""
+    p = plan.parallel
+    sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
+    shard_dense = lay.dp_shard.size if p.dp_sharding == "full" else (lay.dp.size if sharded else 1)  # HSDP: shard group
+    shard_expert = lay.expert_dp.size if p.dp_sharding != "none" else 1
+    return sp_.dense / shard_dense + sp_.expert / shard_expert

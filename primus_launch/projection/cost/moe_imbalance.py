@@ -1,0 +1,152 @@
+"""Routing as it happens: how many more routed tokens the busiest EP rank gets than the mean, by router mode.
+
+Every MoE layer's dispatch / combine all-to-all joins the EP group, so each layer waits for the rank
+that received the most routed token copies: its experts' GEMMs, activation and permutations, and its
+share of the all-to-all, take ``1 + delta`` times the balanced figure.  Per micro-batch and layer,
+with ``E`` experts, top-``k``, ``u = E / ep`` experts per rank and ``N`` tokens routed in the EP group
+(``T`` per rank x ``ep``):
+
+- sampling: a token's ``k`` distinct experts fall on a rank's ``u`` experts hypergeometrically, so the
+  rank's count over ``N`` independent tokens has mean ``N k u / E`` and variance
+  ``N k (u/E)(1 - u/E)(E - k)/(E - 1)``: relative variance ``s2 = (1 - u/E)(E - k) / (N k u/E (E - 1))``;
+- a learned router adds content-driven spread the tokens of one micro-batch do not average out (they
+  come from a few documents): each expert's share moves by a relative ``c`` (independent across
+  experts), the rank's by ``c / sqrt(u)``;
+
+    sigma = sqrt(s2 + c^2 / u),   delta = sigma * g(ep),   g(n) = E[max of n standard normals]
+
+Router modes (``router_mode``) and their ``c``:
+
+- ``forced`` (Megatron ``--moe-router-force-load-balancing``, benchmark runs): the router's logits are
+  replaced by fresh N(0, 1) draws per token (megatron-core ``moe/router.py`` ``TopKRouter.forward``,
+  ``moe_utils.RandomSTE``), so sampling alone: ``c = 0`` (``scripts/validation/forced_balance_imbalance.py``
+  samples the same: 0.3-1.5 % at the judged rows' shapes);
+- ``aux_loss`` (a load-balancing loss: Megatron ``aux_loss`` / ``seq_aux_loss`` / ``global_aux_loss``),
+  ``expert_bias`` (auxiliary-loss-free bias updates, Megatron ``--moe-router-enable-expert-bias``) and
+  ``none``: ``c`` = :data:`LEARNED_C` from the one public per-expert count of a trained router found:
+  16 layers x 8 experts of a model trained with a balancing loss (shawntan/scattermoe#10, "Model-A",
+  iteration 38350, 640 routed tokens per expert): the counts' variance is 2.42x the sampling variance
+  (:func:`overdispersion`), ``c^2 = (2.42 - 1)(1 - 1/8) / 640``, c = 4.4 %.  No measurement of the
+  bias-update or unbalanced routers at training shapes was found: they take the same ``c`` (stated in
+  the explanation; ``none`` is a lower bound).
+
+``g(n)`` by numerical integration of ``n x phi(x) Phi(x)^(n-1)`` (g(2) = 1/sqrt(pi), g(8) = 1.4236).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from primus_launch.plan import Plan
+
+# the scattermoe#10 counts (module doc): 16 layers x 8 experts, 5120 routed copies per layer
+SCATTERMOE_COUNTS: tuple[tuple[int, ...], ...] = (
+    (628, 649, 658, 630, 668, 652, 634, 601), (654, 627, 632, 676, 586, 646, 647, 652),
+    (643, 633, 660, 604, 634, 664, 647, 635), (613, 640, 656, 606, 659, 641, 648, 657),
+    (609, 624, 627, 658, 587, 705, 624, 686), (653, 615, 679, 646, 605, 615, 641, 666),
+    (702, 680, 599, 675, 622, 620, 605, 617), (711, 658, 672, 623, 590, 688, 609, 569),
+    (644, 629, 632, 627, 652, 639, 645, 652), (644, 659, 585, 701, 595, 648, 618, 670),
+    (781, 548, 647, 600, 636, 566, 713, 629), (601, 617, 667, 674, 602, 675, 596, 688),
+    (642, 692, 647, 603, 690, 621, 614, 611), (684, 613, 667, 696, 580, 632, 634, 614),
+    (622, 632, 593, 620, 607, 718, 726, 602), (595, 682, 652, 702, 613, 640, 668, 568),
+)
+
+
+def overdispersion(counts: tuple[tuple[int, ...], ...] = SCATTERMOE_COUNTS) -> float:
+    """Mean over layers of the variance of the per-expert counts over the multinomial (sampling)
+    variance ``mean (1 - 1/E)``."""
+    out = []
+    for row in counts:
+        e = len(row)
+        mean = sum(row) / e
+        var = sum((x - mean) ** 2 for x in row) / e
+        out.append(var / (mean * (1 - 1 / e)))
+    return sum(out) / len(out)
+
+
+def learned_spread(counts: tuple[tuple[int, ...], ...] = SCATTERMOE_COUNTS) -> float:
+    """``c``: an expert's relative load spread beyond sampling (module doc)."""
+    e = len(counts[0])
+    mean = sum(sum(r) for r in counts) / (len(counts) * e)
+    return math.sqrt(max(0.0, (overdispersion(counts) - 1.0) * (1 - 1 / e) / mean))
+
+
+LEARNED_C = round(learned_spread(), 4)
+
+
+@lru_cache(maxsize=512)
+def expected_max_normal(n: int) -> float:
+    """``E[max of n independent standard normals]`` (0 for n <= 1), by the trapezoid rule over
+    [-8, 8]: ``int x n phi(x) Phi(x)^(n-1) dx``."""
+    if n <= 1:
+        return 0.0
+    steps, lo, hi = 4000, -8.0, 8.0
+    dx = (hi - lo) / steps
+    tot = 0.0
+    for i in range(steps + 1):
+        x = lo + i * dx
+        w = 0.5 if i in (0, steps) else 1.0
+        phi = math.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+        cdf = 0.5 * (1 + math.erf(x / math.sqrt(2)))
+        tot += w * x * n * phi * cdf ** (n - 1)
+    return tot * dx
+
+
+def mode_of(force_balance: bool, aux_loss: bool, expert_bias: bool) -> str:
+    """``forced`` | ``aux_loss`` | ``expert_bias`` | ``none`` from the router's flags (module doc)."""
+    if force_balance:
+        return "forced"
+    if aux_loss:
+        return "aux_loss"
+    return "expert_bias" if expert_bias else "none"
+
+
+def router_mode(plan: Plan) -> str:
+    """The plan's router mode (:func:`mode_of`).  TorchTitan's gate bias (``moe_router_bias`` read from a
+    TorchTitan model) is a router parameter, not a balancing bias."""
+    t, m = plan.training, plan.model
+    return mode_of(t.moe_router_force_load_balancing, t.moe_router_aux_loss,
+                   m.moe_router_bias and plan.framework == "megatron")
+
+
+@dataclass(frozen=True)
+class Imbalance:
+    """The busiest EP rank's routed-token excess over the mean (module doc)."""
+
+    mode: str
+    delta: float          # busiest rank / mean - 1
+    sigma: float          # relative spread of one rank's count
+    ranks: int
+    tokens: float         # tokens routed in the EP group per micro-batch and layer
+    learned: float        # c
+
+    def text(self) -> str:
+        return (f"router {self.mode}: busiest of {self.ranks} EP ranks gets +{100 * self.delta:.1f}% routed tokens "
+                f"(spread {100 * self.sigma:.2f}% per rank" + (f", learned-router c {100 * self.learned:.1f}%"
+                                                              if self.learned else ", sampling only") + ")")
+
+
+def rank_imbalance(num_experts: int, topk: int, ep: int, tokens: float, mode: str) -> Imbalance:
+    """The busiest of ``ep`` ranks' excess for ``tokens`` routed in the EP group (module doc)."""
+    E, k = int(num_experts), int(topk)
+    if ep <= 1 or E <= 0 or tokens <= 0:
+        return Imbalance(mode, 0.0, 0.0, ep, tokens, 0.0)
+    u = max(1, E // ep)
+    f = u / E
+    k = min(k, E)
+    s2 = (1 - f) * (E - k) / (tokens * k * f * max(1, E - 1)) if E > 1 else 0.0
+    c = 0.0 if mode == "forced" else LEARNED_C
+    sigma = math.sqrt(s2 + c * c / u)
+    return Imbalance(mode, sigma * expected_max_normal(ep), sigma, ep, tokens, c)
+
+
+def plan_imbalance(plan: Plan) -> Imbalance:
+    """:func:`rank_imbalance` of a plan's MoE layers: ``T`` tokens per rank (micro-batch x sequence /
+    CP / TP x expert-TP: what one rank routes) x EP."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    if not m.is_moe:
+        return Imbalance("dense", 0.0, 0.0, 1, 0.0, 0.0)
+    T = t.micro_batch_size * m.seq_length / p.cp / p.tp * p.expert_tp
+    return rank_imbalance(m.num_experts, m.moe_router_topk, p.ep, T * p.ep, router_mode(plan))

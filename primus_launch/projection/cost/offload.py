@@ -1,0 +1,25 @@
+"""Activation offloading (``training.offload.activation_layers``: the first layers of each chunk).
+
+Each offloaded layer's kept activations (:func:`memory.activations.layer_activation_bytes`, ``full``)
+go to host memory in forward and come back in backward over ``GPUSpec.host_link_bw`` (PCIe /
+NVLink-C2C), hidden behind the layer's compute where it is long enough:
+exposed = max(0, bytes / host_link_bw - the layer's pass time), per pass.
+"""
+
+from __future__ import annotations
+
+from primus_launch.plan import Plan
+from primus_launch.projection.hardware.gpus import GPUSpec
+from primus_launch.projection.layer_times import LayerTimes
+
+
+def offload_exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool) -> tuple[float, float]:
+    """Host-link seconds left exposed per offloaded layer (forward D2H, backward H2D) (module doc)."""
+    from primus_launch.projection.memory.activations import layer_activation_bytes
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    la = layer_activation_bytes(m, seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel,
+                                cp=p.cp, moe=moe, ep=p.ep, etp=p.expert_tp)
+    secs = la.full / spec.host_link_bw
+    pt = (lt.moe_layer if moe else None) or lt.dense_layer
+    return max(0.0, secs - pt.fwd_s), max(0.0, secs - pt.bwd_input_s - pt.bwd_weight_s)

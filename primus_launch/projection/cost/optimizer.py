@@ -1,0 +1,43 @@
+"""The optimizer step of one GPU, after the pipeline.
+
+Memory-bound Adam streaming :func:`optimizer_bytes_per_param` bytes per parameter held (after
+distributed-optimizer / FSDP sharding) at ``hbm_bw`` times the fitted HBM efficiency of the GPU's
+architecture (``calibration.HBM_BW_EFFICIENCY`` without one): per parameter the gradient read twice,
+the master weights and both moments read and written, the bf16 model weights written, in the state
+dtypes of a precision-aware optimizer (34 B with fp32 states, ``calibration.ADAM_BYTES_PER_PARAM``).
+A fraction ``offload.optimizer_fraction`` runs on the host CPU at ``CPU_ADAM_BYTES_S``, with its
+gradients down and parameters up the host link (6 B per parameter), whichever is slower.
+"""
+
+from __future__ import annotations
+
+from primus_launch.plan import Plan
+from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.hardware.gpus import GPUSpec
+
+
+def optimizer_bytes_per_param(plan: Plan) -> float:
+    """Bytes the Adam step streams per (sharded) parameter (module doc; 34 with fp32 states)."""
+    t = plan.training
+    if t.optimizer != "adam":
+        return 14.0
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+    g = size[t.main_grads_dtype] if t.precision_aware_optimizer else 4
+    mp = size[t.main_params_dtype] if t.precision_aware_optimizer else 4
+    m1 = size[t.exp_avg_dtype] if t.precision_aware_optimizer else 4
+    m2 = size[t.exp_avg_sq_dtype] if t.precision_aware_optimizer else 4
+    return 2 * g + 2 * mp + 2 * m1 + 2 * m2 + 2
+
+
+def optimizer_step_s(plan: Plan, spec: GPUSpec, held: float) -> float:
+    """Seconds of the optimizer step on ``held`` parameters of one GPU (module doc)."""
+    from primus_launch.projection.cost.compute import hbm_eta
+
+    t = plan.training
+    opt_bytes = optimizer_bytes_per_param(plan) if t.optimizer == "adam" else 14
+    hbm = spec.hbm_bw * (hbm_eta(spec.arch)[0] if spec.arch else cal.HBM_BW_EFFICIENCY)
+    off = t.offload.optimizer_fraction
+    opt = held * (1 - off) * opt_bytes / hbm
+    if off > 0:   # host-side Adam on the offloaded share; grads down, params up the host link
+        opt += held * off * max(opt_bytes / cal.CPU_ADAM_BYTES_S, 6.0 / spec.host_link_bw)
+    return opt

@@ -1,0 +1,184 @@
+"""Step 3: per pipeline stage and model chunk, one micro-batch's forward / backward seconds split by
+kind.
+
+Per (stage, chunk) the layers of that chunk (:mod:`primus_launch.plan.layout`: Megatron's layout
+string and offsets, account-for-embedding/loss, uneven first/last stage, ZB-V's "V") sum their
+compute times (:class:`~primus_launch.projection.layer_times.LayerTimes`) and the exposed
+communication of :class:`~.layer.LayerCosts`; full recompute (``cost/recompute.py``) re-runs the
+recomputed layers' forward, their TP / CP / EP communication included, in the backward; selective
+recompute adds its modules' forward per layer; offloaded layers their exposed host-link time.  MTP
+layers (with the loss unless the layout string places them) are priced as decoder layers of the last
+layer's kind plus their norms / eh_proj and their own output head + loss.  The chunk holding the
+embedding adds it and its TP calls, the one holding the loss (and each MTP layer) the final norm,
+output layer and loss.  FSDP synced every micro-batch adds the chunk-end exposure
+(``cost/fsdp.py`` ``fsdp_microbatch_edges``); Megatron's combined 1F1B with PP adds the activation
+sends each paired step waits for (``cost/ep_comm.py`` ``combined_step_p2p``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from primus_launch.projection.cost import collectives as coll
+from primus_launch.projection.cost import layer_collectives as lc
+from primus_launch.projection.cost.ep_comm import combined_step_p2p
+from primus_launch.projection.cost.recompute import recomputed_layers
+from primus_launch.projection.layer_times import PassTimes
+from primus_launch.projection.pipeline.simulate import ChunkCost
+from primus_launch.projection.steps.layer import LayerCosts
+from primus_launch.projection.steps.setup import Setup
+
+
+@dataclass(frozen=True)
+class ChunkCosts:
+    """Seconds of one micro-batch through one model chunk on one stage: ``fwd`` / ``bwd_input`` /
+    ``bwd_weight`` as the pipeline runs them (communication included), and the exposed communication
+    inside them by kind (``tp``, ``cp``, ``ep``, ``dp``: FSDP, ``pp``: the combined-1F1B step's wait
+    for its neighbours' sends) for the breakdown."""
+
+    fwd: float
+    bwd_input: float
+    bwd_weight: float
+    tp: float
+    cp: float
+    ep: float
+    dp: float
+    pp: float
+
+    def cost(self) -> ChunkCost:
+        """The pipeline simulator's view of the chunk."""
+        return ChunkCost(self.fwd, self.bwd_input, self.bwd_weight)
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    """``chunks[stage][chunk]``; ``p2p_s``: one activation send between adjacent stages;
+    ``step_p2p_s``: what each combined-1F1B step waits for its neighbours' sends (0 without it)."""
+
+    chunks: tuple[tuple[ChunkCosts, ...], ...]
+    p2p_s: float
+    step_p2p_s: float
+
+
+class _Acc:
+    """Per-micro-batch seconds of one chunk being summed (same order of additions as the model)."""
+
+    __slots__ = ("f", "bi", "bw", "tp", "cp", "ep", "dp", "pp")
+
+    def __init__(self) -> None:
+        self.f = self.bi = self.bw = self.tp = self.cp = self.ep = self.dp = self.pp = 0.0
+
+    def freeze(self) -> ChunkCosts:
+        return ChunkCosts(self.f, self.bi, self.bw, self.tp, self.cp, self.ep, self.dp, self.pp)
+
+
+def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
+    """The :class:`StageCosts` of ``s`` with the per-layer terms ``layer`` (module doc)."""
+    plan, lay, lt = s.plan, s.lay, s.lt
+    m, p, t = plan.model, plan.parallel, plan.training
+    pp, vpp = p.pp, p.vpp
+    r = t.recompute
+    chunks = plan.chunk_layout()
+    mtp_ids = plan.chunk_mtp_ids() if (r.granularity == "full" and r.method == "layer_ids") else None
+    last_moe = m.is_moe_layer(m.num_layers - 1)
+    last_win = m.is_window_layer(m.num_layers - 1)
+    tp_f, tp_b = layer.tp
+    tpm_f, tpm_b = layer.tp_moe
+    cp_f, cp_b = layer.cp
+    ep_f, ep_b = layer.ep
+    fsdp_dense, fsdp_moe = layer.fsdp_dense, layer.fsdp_moe
+    sync_mb = layer.fsdp and pp > 1 and p.fsdp_pp_grad_sync == "microbatch"
+    nic = layer.fsdp_ep_nic if (sync_mb and m.is_moe) else (0.0, 0.0)
+    rec_dense_sel, rec_moe_sel = layer.recompute_fwd[False], layer.recompute_fwd[True]
+    emb_tp2, head_tp2 = layer.embedding_tp, layer.head_tp
+
+    d0 = lt.dense_layer
+    mo0 = lt.moe_layer or d0
+    dw = lt.dense_window_layer or d0
+    mw = lt.moe_window_layer or mo0
+
+    def layer_pt(moe: bool, win: bool) -> PassTimes:
+        if moe:
+            return mw if win else mo0
+        return dw if win else d0
+
+    act = lc.rank_tokens(plan) * m.hidden_size * 2
+    if p.sequence_parallel:
+        act //= p.tp
+    p2p_s = coll.p2p(float(act), lay.pp.nodes > 1, s.spec.name) if pp > 1 else 0.0
+    step_p2p = combined_step_p2p(plan, lt, p2p_s)
+
+    rows = []
+    for rank in range(pp):
+        row = []
+        for c in range(vpp):
+            chunk = chunks[rank][c]
+            kinds = [(m.is_moe_layer(i), m.is_window_layer(i)) for i in chunk.layers] + [(last_moe, last_win)] * chunk.mtp
+            n = len(kinds)
+            n_moe = sum(1 for k_, _ in kinds if k_)
+            n_dense = n - n_moe
+            rec = recomputed_layers(plan, kinds, chunk, mtp_ids[rank][c] if mtp_ids is not None else ())
+            rec_moe = sum(1 for k_, _ in rec if k_)
+            rec_dense = len(rec) - rec_moe
+            q = _Acc()
+            for kk in kinds:
+                pt = layer_pt(*kk)
+                q.f += pt.fwd_s
+                q.bi += pt.bwd_input_s
+                q.bw += pt.bwd_weight_s
+            # recompute (compute part)
+            for kk in rec:
+                q.bi += layer_pt(*kk).fwd_s
+            q.bi += n_dense * rec_dense_sel + n_moe * rec_moe_sel
+            n_off = min(t.offload.activation_layers, n)
+            if n_off:
+                for kk in kinds[:n_off]:
+                    of, ob = layer.offload[kk[0]]
+                    q.f += of
+                    q.bi += ob
+            if chunk.mtp and lt.mtp_extra is not None:
+                q.f += chunk.mtp * lt.mtp_extra.fwd_s
+                q.bi += chunk.mtp * lt.mtp_extra.bwd_input_s
+                q.bw += chunk.mtp * lt.mtp_extra.bwd_weight_s
+            # communication inside the layers
+            tpl_f = n_dense * tp_f + n_moe * tpm_f  # the chunk's layers' TP seconds, forward / backward
+            tpl_b = n_dense * tp_b + n_moe * tpm_b
+            tpl_r = rec_dense * tp_f + rec_moe * tpm_f  # recomputed forwards
+            q.tp = tpl_f + tpl_b + tpl_r
+            q.cp = n * (cp_f + cp_b) + (rec_dense + rec_moe) * cp_f
+            q.ep = n_moe * (ep_f + ep_b) + rec_moe * ep_f
+            q.dp = n_dense * sum(fsdp_dense) + n_moe * sum(fsdp_moe)
+            if sync_mb and kinds:
+                # the chunk's first FSDP units wait (fsdp_microbatch_edges) in place of the first layer's
+                # prefetched share (its NIC-sharing part stays: the next layer's gathers still meet its
+                # combine); the last MoE layer's combine meets no gather (the next chunk's root
+                # pre-forward orders its gathers after compute)
+                first_moe = kinds[0][0]
+                ef, eb = layer.fsdp_edges[(bool(first_moe), bool(chunk.embedding), bool(chunk.loss))]
+                per = fsdp_moe if first_moe else fsdp_dense
+                nf, nb = nic if first_moe else (0.0, 0.0)
+                ef = max(0.0, ef - (per[0] - nf)) - (nic[0] if kinds[-1][0] else 0.0)
+                eb = max(0.0, eb - (per[1] - nb))
+                q.f += ef
+                q.bi += eb
+                q.dp += ef + eb
+            q.f += tpl_f + n * cp_f + n_moe * ep_f + n_dense * fsdp_dense[0] + n_moe * fsdp_moe[0]
+            q.bi += (tpl_b + n * cp_b + n_moe * ep_b + n_dense * fsdp_dense[1] + n_moe * fsdp_moe[1]
+                     + tpl_r + (rec_dense + rec_moe) * cp_f + rec_moe * ep_f)
+            if chunk.embedding:
+                q.f += lt.embedding.fwd_s + emb_tp2[0]
+                q.bi += lt.embedding.bwd_input_s + emb_tp2[1]
+                q.bw += lt.embedding.bwd_weight_s
+                q.tp += sum(emb_tp2)
+            heads = int(chunk.loss) + chunk.mtp
+            if heads:
+                q.f += heads * (lt.head_loss.fwd_s + head_tp2[0])
+                q.bi += heads * (lt.head_loss.bwd_input_s + head_tp2[1])
+                q.bw += heads * lt.head_loss.bwd_weight_s
+                q.tp += heads * sum(head_tp2)
+            if step_p2p > 0.0 and n_moe:
+                q.pp = step_p2p
+                q.bi += step_p2p
+            row.append(q.freeze())
+        rows.append(tuple(row))
+    return StageCosts(chunks=tuple(rows), p2p_s=p2p_s, step_p2p_s=step_p2p)

@@ -1,0 +1,757 @@
+"""Build ``scripts/validation/memory_cases.json``: published memory outcomes (OOM or ran, with the
+measured peak where one was published) of real training configurations, for ``scripts/validate_memory.py``.
+
+Three kinds of case, each with its full configuration as the framework's own arguments (Megatron-LM
+flags, or a TorchTitan job TOML as a table), its device, its source and a quote of what was reported:
+
+- ``oom``: a configuration reported to run out of device memory (an issue, a PR, or a commit that fixes
+  an OOM by a config change: the configuration before the fix);
+- ``oom_borderline``: reported to OOM in part of its runs ("flaky OOM ~30-60% of runs"): inside any honest
+  error band, so ``tight`` or ``does not fit`` are both right;
+- ``ran``: reported to run (the configuration after such a fix, a run near the limit, or a run with a
+  published peak).
+
+The hand-read cases are :data:`CASES` below (how each was read is in its ``read`` field and in
+``README.md``).  Two generated families of published peaks join them:
+
+- the pytorch/torchtitan benchmark rows of ``shared/validation/published_runs.json`` (max over GPUs of
+  the reserved peak, GiB), written as the TorchTitan job table of the run;
+- Megatron-LM functional tests whose golden values log ``mem-max-allocated-bytes`` (the last rank's
+  ``torch.cuda.max_memory_allocated``), their ``model_config.yaml`` ``MODEL_ARGS`` as flags
+  (``--mlm GITDIR``, default the mirror ``/work/.mirror/NVIDIA+Megatron-LM/repo``).
+
+Where the shared file or the mirror is absent (CI) the committed rows of that family are kept as they
+are.  Flags of the Megatron-Bridge cases are derived from the matching row of ``current_runs.json``
+(read from Bridge's perf configs at v0.4.2 by ``build_current_runs.py``) with the edits each case lists,
+so the data says what differs from a configuration that ran.
+
+    python scripts/validation/build_memory_cases.py [--mlm GITDIR]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "memory_cases.json"
+CURRENT = HERE / "current_runs.json"
+MLM_MIRROR = Path("/work/.mirror/NVIDIA+Megatron-LM/repo")
+
+# ----------------------------------------------------------------------------- flag editing
+
+
+def _split(flags: list[str]) -> list[tuple[str, list[str]]]:
+    """``["--a 1", "--b", "--c x y"]`` (or one token per item) -> ``[("--a", ["1"]), ("--b", []), ...]``."""
+    toks = [t for f in flags for t in f.split()]
+    out: list[tuple[str, list[str]]] = []
+    for t in toks:
+        if t.startswith("--"):
+            out.append((t, []))
+        elif out:
+            out[-1][1].append(t)
+        else:
+            raise ValueError(f"value {t!r} before any flag")
+    return out
+
+
+def derive(base: list[str], set_: Optional[dict[str, Any]] = None, drop: tuple[str, ...] = ()) -> list[str]:
+    """``base`` flags with ``set_`` applied (value ``None`` = bare flag, a list = several values; an
+    existing flag is replaced in place, a new one appended) and the ``drop`` flags removed."""
+    set_ = dict(set_ or {})
+    items = [(f, v) for f, v in _split(base) if f not in drop]
+    out = []
+    for f, v in items:
+        if f in set_:
+            nv = set_.pop(f)
+            v = [] if nv is None else [str(x) for x in nv] if isinstance(nv, (list, tuple)) else [str(nv)]
+        out.append(" ".join([f, *v]))
+    for f, nv in set_.items():
+        v = [] if nv is None else [str(x) for x in nv] if isinstance(nv, (list, tuple)) else [str(nv)]
+        out.append(" ".join([f, *v]))
+    return out
+
+
+def _current(row_id: str) -> list[str]:
+    rows = {r["id"]: r for r in json.loads(CURRENT.read_text())}
+    return list(rows[row_id]["megatron_flags"])
+
+
+FP8_FLAGS = ("--fp8-format", "--fp8-recipe", "--fp8-param-gather", "--reuse-grad-buf-for-mxfp8-param-ag")
+#: Megatron-Bridge's model providers default to no dropout (src/megatron/bridge/models/gpt_provider.py
+#: ``hidden_dropout: float = 0.0``, ``attention_dropout: float = 0.0``; llama_bridge.py sets 0.0), and Primus's
+#: language_model.yaml sets both to 0.0; Megatron-LM's own default is 0.1, so the cases say it
+NO_DROPOUT = {"--attention-dropout": 0.0, "--hidden-dropout": 0.0}
+
+# ----------------------------------------------------------------------------- hand-read cases
+# Megatron-Bridge Qwen3-235B-A22B, B200, 64 GPUs (Bridge 25.11 perf configs, scripts/performance at
+# 2f633397c^): TP1 PP8 VP2 EP8 ETP1, MBS 1, GBS 1024, no recompute (set_qwen3_common_configs), all-to-all
+# dispatcher (no flex backend for B200), moe_a2a_overlap -> overlap_moe_expert_parallel_comm +
+# delay_wgrad_compute, embedding and loss counted in the pipeline split (qwen3_235b_a22b_pretrain_config),
+# grad reduce in bf16.  Base: the 26.04 B200 row (same model flags, PP8 EP8, 256 GPUs).
+_Q235_B200 = dict(drop=FP8_FLAGS, set_={
+    **NO_DROPOUT, "--tensor-model-parallel-size": 1, "--pipeline-model-parallel-size": 8,
+    "--num-virtual-stages-per-pipeline-rank": 2, "--expert-model-parallel-size": 8,
+    "--micro-batch-size": 1, "--global-batch-size": 1024,
+    "--moe-token-dispatcher-type": "alltoall", "--overlap-moe-expert-parallel-comm": None,
+    "--delay-wgrad-compute": None})
+_Q235_SRC = dict(
+    ref="NVIDIA-NeMo/Megatron-Bridge commit 2f633397c (2025-11-21, '235b, 405b OOM resolve'): "
+        "scripts/performance/configs/qwen3/workload_base_configs.py",
+    url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/commit/2f633397c",
+    date="2025-11-21")
+_Q235_QUOTE = ("QWEN3_235B_A22B_B200_BF16_BASE_CONFIG (and _FP8_CS_): num_gpus=64, pipeline_model_parallel_size=8, "
+               "-    virtual_pipeline_model_parallel_size=2, +    virtual_pipeline_model_parallel_size=4, "
+               "expert_model_parallel_size=8, global_batch_size=1024, moe_a2a_overlap=True  [commit: '235b, 405b OOM resolve']")
+_Q235_READ = ("Flags = current_runs row mbridge2604_b200_fp8_mx_qwen3_235b_a22b_256gpu (same model and recipe flags) "
+              "with the 25.11 B200 workload: TP1 PP8 EP8 on 64 GPUs (DP 8, expert-DP 1), MBS 1, GBS 1024, "
+              "all-to-all dispatcher (the B200 preset sets no flex backend), moe_a2a_overlap (helpers.py "
+              "set_moe_a2a_overlap_overrides: overlap_moe_expert_parallel_comm, delay_wgrad_compute), no recompute "
+              "(set_qwen3_common_configs), grad reduce in bf16; embedding and loss counted in the pipeline split "
+              "(qwen3_235b_a22b_pretrain_config), so (94+2)/(8 x VP) layers per virtual stage. The commit fixes the OOM "
+              "by VP 2 -> 4; the VP 4 configuration is the ran case. Bridge at 2f633397c ran NeMo 25.11 / mcore of "
+              "that date; the v0.4.2 flags of the base row are assumed unchanged for what they share."
+              " Dropout 0.0 (Bridge's model providers, gpt_provider.py; the base row leaves Megatron's 0.1).")
+
+# Megatron-Bridge DeepSeek-V3, GB200, 256 GPUs (26.04 cycle, scripts/performance/configs/deepseek at
+# 02b574d28^): the V1 GB200 preset with recompute_modules=["mlp"] OOMed in BF16.
+_DSV3_GB200 = dict(drop=FP8_FLAGS, set_={**NO_DROPOUT, "--global-batch-size": 2048})
+_DSV3_SRC = dict(ref="NVIDIA-NeMo/Megatron-Bridge PR #3067 (commit 02b574d28, 2026-03-31, 'restore bf16 mapping for "
+                     "OOM'): scripts/performance/configs/deepseek/deepseek_workload_base_configs.py",
+                 url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/3067", date="2026-03-31")
+_DSV3_QUOTE = ("'recompute mlp OOM for bf16, revert back to recompute mla_up_proj'; diff: "
+               "-DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_BF16_V1 = DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_V1 "
+               "+DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_BF16_V1 = replace(DEEPSEEK_V3_PRETRAIN_CONFIG_GB200_V1, "
+               "recompute_modules=[\"mla_up_proj\"]) (GB200_V1: num_gpus=256, global_batch_size=2048, PP 4, VP 4, EP 64, "
+               "hybridep, recompute_modules=[\"mlp\"], cuda_graph transformer_engine attn/moe_router/moe_preprocess)")
+_DSV3_READ = ("Flags = current_runs row mbridge2604_gb200_fp8_mx_deepseek_v3_256gpu (the same GB200 V1 preset in "
+              "MXFP8, which ran with recompute mlp: PP4 VP4 via the layout Et*4|(t*4|)*14tmL, EP64, MBS 1, HybridEP, "
+              "TE CUDA graphs attn/moe_router/moe_preprocess, precision-aware optimizer with bf16 moments and "
+              "gradients) without the FP8 flags (BF16 compute) and with the V1 global batch 2048.  The OOM case "
+              "keeps --recompute-modules mlp; the ran case is the fix, --recompute-modules mla_up_proj."
+              " Dropout 0.0 (Bridge's model providers, gpt_provider.py; the base row leaves Megatron's 0.1).")
+
+# Megatron-Bridge Llama 3 70B SFT, H100, 32 GPUs, FP8 current scaling (scripts/performance at 00919dcf1^).
+_L70_SFT = [
+    "--tensor-model-parallel-size 4", "--pipeline-model-parallel-size 4", "--num-virtual-stages-per-pipeline-rank 5",
+    "--context-parallel-size 1", "--sequence-parallel", "--micro-batch-size 1", "--global-batch-size 32",
+    "--num-layers 80", "--hidden-size 8192", "--ffn-hidden-size 28672", "--num-attention-heads 64",
+    "--group-query-attention", "--num-query-groups 8", "--kv-channels 128", "--seq-length 4096",
+    "--max-position-embeddings 8192", "--swiglu", "--normalization RMSNorm", "--norm-epsilon 1e-5",
+    "--disable-bias-linear", "--position-embedding-type rope", "--rotary-base 500000",
+    "--untie-embeddings-and-output-weights", "--vocab-size 128256", "--use-mcore-models",
+    "--transformer-impl transformer_engine", "--bf16", "--mock-data", "--use-distributed-optimizer",
+    "--no-check-for-nan-in-loss-and-grad", "--grad-reduce-in-bf16", "--manual-gc", "--manual-gc-interval 100",
+    "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te", "--fp8-format hybrid",
+    "--fp8-recipe tensorwise", "--fp8-param-gather", "--tp-comm-overlap",
+    "--cuda-graph-impl transformer_engine", "--cuda-graph-scope mlp", "--te-rng-tracker",
+    "--recompute-granularity selective", "--recompute-modules core_attn", "--attention-dropout 0.0",
+    "--hidden-dropout 0.0"]
+_L70_SRC = dict(ref="NVIDIA-NeMo/Megatron-Bridge PR #3107 (commits 9ad290858, 00919dcf1, 2026-04-01/02): "
+                    "scripts/performance/configs/llama/llama3_workload_base_configs.py LLAMA3_70B_SFT_CONFIG_H100_FP8_CS_V1",
+                url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/3107", date="2026-04-02")
+_L70_QUOTE = ("'The test was flaky OOMing ~30-60% of runs on H100 80GB. After bisecting ~50 CI pipelines, confirmed this "
+              "is a pre-existing borderline memory issue ... VPP=10 reduces peak activation memory through more virtual "
+              "pipeline chunks (2 layers/chunk instead of 4) while keeping TP=4, PP=4, DP=2 unchanged'; table: "
+              "'recompute_modules: [core_attn] (baseline) | OOM', '[mlp] | -16% GPU util regression', "
+              "'[core_attn, layernorm] | OOM', 'TP=4 PP=4 VPP=10 (DP=2) | Passed'")
+_L70_READ = ("_LLAMA3_70B_SFT_CONFIG_H100 at 00919dcf1^: 32 GPUs, TP4 PP4 VP5 (DP 2), MBS 1, GBS 32, SP (tp>1); "
+             "FP8_CS_V1 adds cuda_graph_impl transformer_engine scope mlp and recompute_modules [core_attn] "
+             "(selective).  llama3_70b_sft_config_h100: seq 4096 packed sequences (THD, read as 4096-token "
+             "micro-batches), llama3_70b_sft_config (dist. optimizer, fp32 Adam, CE loss fusion, no precision-aware "
+             "optimizer; the TE cross-entropy of utils/overrides.py _set_common_perf_overrides), "
+             "set_llama3_common_peft_configs (grad reduce bf16, vocab 128256, disable_parameter_transpose_cache), CommOverlapConfig(tp_comm_overlap) and FP8 current scaling with fp8 "
+             "param gather (get_precision_config('fp8_cs')).  Architecture: Meta-Llama-3-70B config.")
+
+# TorchTitan DeepSeek-V3 16B (torchtitan models/deepseek_v3/train_configs/deepseek_v3_16b.toml at f2191557c^,
+# 2025-10-02): FSDP over 8 GPUs, EP 8, per-op SAC, compile of the loss only.
+_DS16 = {
+    "model": {"name": "deepseek_v3", "flavor": "16B"},
+    "optimizer": {"name": "AdamW", "lr": 2.2e-4, "eps": 1e-8},
+    "training": {"local_batch_size": 8, "seq_len": 4096, "max_norm": 1.0, "steps": 1000, "dataset": "c4"},
+    "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                    "fsdp_reshard_after_forward": "default", "tensor_parallel_degree": 1,
+                    "enable_async_tensor_parallel": False, "pipeline_parallel_degree": 1,
+                    "pipeline_parallel_schedule": "Interleaved1F1B", "expert_parallel_degree": 8,
+                    "expert_tensor_parallel_degree": 1},
+    "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
+    "compile": {"enable": True, "components": ["loss"]},
+}
+
+
+def _titan(base: dict, **sections: dict) -> dict:
+    out = json.loads(json.dumps(base))
+    for sec, kv in sections.items():
+        out.setdefault(sec, {}).update(kv)
+    return out
+
+
+_DS16_SRC = dict(ref="pytorch/torchtitan issue #1789 (2025-10-02) and the fix PR #1792 (commit f2191557c, 'Set proper "
+                     "deepseek-v3 16b parameters')",
+                 url="https://github.com/pytorch/torchtitan/issues/1789", date="2025-10-02")
+_DS16_READ = ("Job table = torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml at f2191557c^ (the default the "
+              "issue ran: local_batch_size 8, seq_len 4096, FSDP over the 8 GPUs, expert_parallel_degree 8, selective "
+              "per-op AC, compile of the loss only), 8 x H100 80GB HBM3.  PR #1792 sets local_batch_size 4 'to make the "
+              "16B default toml config safe for 80GB H100' (the ran case).  The issue's logged run after 'lowering "
+              "local_batch_size' shows 'memory: 73.32GiB(92.70%)' (torchtitan's max reserved): read as the batch-4 run "
+              "(the issue does not say which value it lowered to; the fix chose 4).  Routing is not forced balanced "
+              "here (real router on c4).")
+_DS16B200_SRC = dict(ref="pytorch/torchtitan PR #1993 ('PR for deepseek v3 16B moe notes', 2025-11-05)",
+                     url="https://github.com/pytorch/torchtitan/pull/1993", date="2025-11-05")
+_DS16B200_QUOTE = ("'Disabling activation checkpointing ... included model in compiling ... since the 16B model can fit on "
+                   "8xB200s without EP, removed EP=8 and set it to 1 ... bumped up local batch size from 4 to 6 ... local "
+                   "batch size of 8 creates OOM, and doubling seq len to 8192 also creates OOM with local batch size of 4 "
+                   "... I tried re-enabling EP=8 to achieve local batch size of 8, however we still OOMed ... bump up to "
+                   "seq len = 6144 and local batch size of 4, which created 88% mem ut'")
+_DS16B200_READ = ("Job table = the 16B default of that date (deepseek_v3_16b.toml after #1792: local_batch_size 4, seq 4096, "
+                  "FSDP 8, EP 8) with the PR's stated changes: activation_checkpoint none, compile of model and loss, "
+                  "expert_parallel_degree 1 (8 in the EP 8 variant), and the stated batch / sequence.  8 x B200 (the "
+                  "PR's '8xB200'); '88% mem ut' read as torchtitan's logged reserved % of the device's total memory.")
+
+# Megatron-LM research branch (_research/launch, 350M-active ablations on 4 x GH200 96GB, Alps): MoE sbatch
+# files at the commits that halved their micro-batch after an OOM.
+_R350_COMMON = [
+    "--transformer-impl transformer_engine", "--main-grads-dtype fp32", "--num-layers 24", "--hidden-size 1024",
+    "--ffn-hidden-size 2560", "--num-attention-heads 16", "--group-query-attention", "--num-query-groups 4",
+    "--max-position-embeddings 4096", "--position-embedding-type rope", "--rotary-base 500000",
+    "--make-vocab-size-divisible-by 128", "--normalization RMSNorm", "--swiglu", "--untie-embeddings-and-output-weights",
+    "--attention-backend auto", "--seq-length 4096", "--global-batch-size 128", "--dataloader-type single",
+    "--manual-gc", "--manual-gc-interval 50", "--cross-entropy-loss-fusion", "--disable-bias-linear",
+    "--no-check-for-nan-in-loss-and-grad", "--attention-dropout 0.0", "--hidden-dropout 0.0", "--bf16",
+    "--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1", "--context-parallel-size 1",
+    "--sequence-parallel", "--use-distributed-optimizer", "--overlap-grad-reduce",
+    "--tokenizer-type GPT2BPETokenizer", "--vocab-size 50257"]
+_R350_MOE = ["--qk-layernorm", "--moe-router-topk 2", "--moe-ffn-hidden-size 1280",
+             "--moe-router-load-balancing-type aux_loss", "--moe-aux-loss-coeff 1e-2", "--moe-z-loss-coeff 1e-3",
+             "--moe-grouped-gemm", "--moe-permute-fusion", "--moe-token-dispatcher-type alltoall",
+             "--expert-model-parallel-size 1", "--optimizer aurora"]
+_R350_READ = ("MEGATRON_ARGS of the sbatch file at the parent of the fixing commit (I/O, logging, schedule and "
+              "optimizer-hyper-parameter flags left out; GPT-2 BPE vocabulary 50,257 from --tokenizer-type "
+              "GPT2BPETokenizer with the GPT-2 vocab file), one node of 4 GH200 96GB (#SBATCH --gpus-per-node=4): "
+              "DP 4, EP 1.  --optimizer aurora (Newton-Schulz momentum on 2-D matrices; the 3-D grouped-GEMM expert "
+              "weights, most of the parameters, fall through to AdamW): the adapter prices Adam and says so.")
+
+# Megatron-Bridge Qwen3-30B-A3B, H100, 16 GPUs, BF16 (Bridge docs commit da871ee81): the recompute sweep.
+_Q30_H100 = dict(drop=FP8_FLAGS + ("--moe-flex-dispatcher-backend", "--moe-hybridep-num-sms"),
+                 set_={**NO_DROPOUT, "--moe-token-dispatcher-type": "alltoall"})
+_Q30_SRC = dict(ref="NVIDIA-NeMo/Megatron-Bridge PR #3880 (commit da871ee81, 2026-05-18, '[docs] Record parallelism and "
+                    "recompute perf notes'): skills/perf-activation-recompute/SKILL.md, docs/training/"
+                    "activation-recomputation.md, skills/perf-parallelism-strategies/SKILL.md",
+                url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/3880", date="2026-05-18")
+_Q30_QUOTE = ("'Qwen3 30B A3B pretrain on 16x H100, BF16, all-to-all dispatch, CUDA graphs off, EP overlap off, MBS=1: "
+              "| None | 42.21 s | 61.35 | Baseline | [core_attn] | 42.92 s | 63.14 | [moe_act] | 41.79 s | 58.93 | [mlp] | "
+              "41.09 s | 61.35 | ... MBS=2 stress rows with [moe_act] and [mlp] both OOMed after one iteration with about "
+              "73.4 GiB already allocated by PyTorch.'  Parallelism note of the same commit: '16 H100 GPUs with BF16, "
+              "all-to-all dispatch, EP overlap on, CUDA graphs off, GBS=1024, and MBS=1, TP=1, PP=1, EP=16'")
+_Q30_READ = ("Flags = current_runs row mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu (the H100 preset: TP1 PP1 EP16, GBS 1024, "
+             "MBS 1) in BF16 (FP8 flags dropped) with the all-to-all dispatcher instead of HybridEP, as the note states.  "
+             "'Peak Mem (GB)' is Bridge's report_memory peak_allocated (torch max_memory_allocated / 1e9, "
+             "src/megatron/bridge/training/utils/train_utils.py), rank 0: converted to GiB."
+             " Dropout 0.0 (Bridge's model providers, gpt_provider.py; the base row leaves Megatron's 0.1).")
+
+# AMD Primus MI325X Llama 3.3 70B FP8 (examples/megatron/configs/MI325X/llama3.3_70B-FP8-pretrain.yaml at
+# fd1eeabb + primus/configs/models/megatron/llama3.3_70B.yaml + modules/megatron/pre_trainer.yaml).
+_P70 = [
+    "--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1", "--expert-model-parallel-size 1",
+    "--context-parallel-size 1", "--micro-batch-size 1", "--global-batch-size 24", "--num-layers 80",
+    "--hidden-size 8192", "--ffn-hidden-size 28672", "--num-attention-heads 64", "--group-query-attention",
+    "--num-query-groups 8", "--kv-channels 128", "--seq-length 8192", "--max-position-embeddings 8192", "--swiglu",
+    "--normalization RMSNorm", "--norm-epsilon 1e-6", "--disable-bias-linear", "--position-embedding-type rope",
+    "--rotary-base 500000", "--untie-embeddings-and-output-weights", "--vocab-size 128256", "--use-mcore-models",
+    "--transformer-impl transformer_engine", "--bf16", "--mock-data", "--use-torch-fsdp2", "--overlap-grad-reduce",
+    "--no-gradient-accumulation-fusion", "--recompute-granularity full", "--recompute-method block",
+    "--recompute-num-layers 72", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
+    "--fp8-format hybrid", "--fp8-recipe delayed", "--attention-dropout 0.0", "--hidden-dropout 0.0"]
+_P70_SRC = dict(ref="AMD-AGI/Primus examples/megatron/configs/MI325X/llama3.3_70B-FP8-pretrain.yaml (commit 27a162d2, "
+                    "2026-07-23, 'update mi325x config files for primus-v26.5', #900)",
+                url="https://github.com/AMD-AGI/Primus/blob/main/examples/megatron/configs/MI325X/llama3.3_70B-FP8-pretrain.yaml",
+                date="2026-07-23")
+_P70_QUOTE = ("'# NOTE: reduced from micro_batch_size=3 to 1. At MBS=3 this config both OOMs and, once memory is freed, hits "
+              "a deterministic FP8 NaN loss at iter 2 (reproducible with both delayed and tensorwise scaling). MBS=1 trains "
+              "stably (matches the working llama3.1_70B FP8 config).'")
+_P70_READ = ("The experiment resolved as Primus does (pre_trainer.yaml + llama3.3_70B.yaml + overrides; checked with "
+             "primus-launch's Primus reader on an export of the Primus tree): 8 x MI325X (one node), TP1 PP1, torch FSDP2 "
+             "(use_torch_fsdp2, use_distributed_optimizer false), full recompute block of 72 of the 80 layers, seq 8192, "
+             "GBS 24, FP8 hybrid delayed scaling (TE) with no fp8 weight transpose cache, TE cross-entropy fusion.  "
+             "MBS 3 is the OOM case, MBS 1 the ran case.")
+
+_P_Q30 = [
+    "--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1", "--expert-model-parallel-size 8",
+    "--expert-tensor-parallel-size 1", "--context-parallel-size 1", "--micro-batch-size 8", "--global-batch-size 512",
+    "--num-layers 48", "--hidden-size 2048", "--ffn-hidden-size 6144", "--num-attention-heads 32",
+    "--group-query-attention", "--num-query-groups 4", "--kv-channels 128", "--qk-layernorm", "--seq-length 4096",
+    "--max-position-embeddings 4096", "--swiglu", "--normalization RMSNorm", "--norm-epsilon 1e-6",
+    "--disable-bias-linear", "--position-embedding-type rope", "--rotary-base 1000000",
+    "--untie-embeddings-and-output-weights", "--vocab-size 151936", "--num-experts 128", "--moe-ffn-hidden-size 768",
+    "--moe-router-topk 8", "--moe-router-load-balancing-type aux_loss", "--moe-aux-loss-coeff 1e-3",
+    "--moe-router-force-load-balancing", "--moe-router-dtype fp32", "--moe-grouped-gemm", "--moe-permute-fusion",
+    "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep", "--use-mcore-models",
+    "--transformer-impl transformer_engine", "--bf16", "--mock-data", "--use-distributed-optimizer",
+    "--overlap-grad-reduce", "--overlap-param-gather", "--use-precision-aware-optimizer", "--main-grads-dtype bf16",
+    "--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
+    "--attention-dropout 0.0", "--hidden-dropout 0.0"]
+_P_Q30_READ = ("The experiment resolved as Primus does (pre_trainer.yaml + qwen3_30B_A3B.yaml + overrides; checked with "
+               "primus-launch's Primus reader): one node of 8 GPUs, TP1 PP1 EP8, MBS 8, GBS 512, seq 4096, BF16, "
+               "distributed optimizer with the precision-aware optimizer (bf16 gradients and moments), Primus-Turbo "
+               "DeepEP (read as the DeepEP flex dispatcher), forced balanced routing, legacy grouped GEMM.")
+
+CASES: list[dict] = [
+    # ---------------------------------------------------------------- Megatron-Bridge Qwen3-235B B200 64 GPUs
+    dict(id="mbridge_qwen3_235b_b200_bf16_64gpu_pp8vp2ep8", outcome="oom", framework="megatron",
+         hardware=dict(gpu="B200 (DGX-B200)", plan_gpu="b200", num_gpus=64, gpus_per_node=8),
+         base="mbridge2604_b200_fp8_mx_qwen3_235b_a22b_256gpu", edits=_Q235_B200, source=_Q235_SRC, quote=_Q235_QUOTE,
+         read=_Q235_READ, pair="mbridge_qwen3_235b_b200_bf16_64gpu_pp8vp4ep8"),
+    dict(id="mbridge_qwen3_235b_b200_bf16_64gpu_pp8vp4ep8", outcome="ran", framework="megatron",
+         hardware=dict(gpu="B200 (DGX-B200)", plan_gpu="b200", num_gpus=64, gpus_per_node=8),
+         base="mbridge2604_b200_fp8_mx_qwen3_235b_a22b_256gpu",
+         edits=dict(drop=_Q235_B200["drop"], set_={**_Q235_B200["set_"], "--num-virtual-stages-per-pipeline-rank": 4}),
+         source=_Q235_SRC, quote=_Q235_QUOTE, read=_Q235_READ + " (Ran: the fix's configuration; no peak published.)",
+         pair="mbridge_qwen3_235b_b200_bf16_64gpu_pp8vp2ep8"),
+    dict(id="mbridge_qwen3_235b_b200_fp8cs_64gpu_pp8vp2ep8", outcome="oom", framework="megatron",
+         hardware=dict(gpu="B200 (DGX-B200)", plan_gpu="b200", num_gpus=64, gpus_per_node=8),
+         base="mbridge2604_b200_fp8_mx_qwen3_235b_a22b_256gpu",
+         edits=dict(drop=_Q235_B200["drop"], set_={**_Q235_B200["set_"], "--fp8-format": "hybrid",
+                                                   "--fp8-recipe": "tensorwise", "--fp8-param-gather": None}),
+         source=_Q235_SRC, quote=_Q235_QUOTE,
+         read=_Q235_READ + " FP8 current scaling (get_precision_config('fp8_cs'): hybrid tensorwise, fp8 param gather).",
+         pair=None),
+    # ---------------------------------------------------------------- Megatron-Bridge DeepSeek-V3 GB200 BF16
+    dict(id="mbridge_dsv3_gb200_bf16_256gpu_recompute_mlp", outcome="oom", framework="megatron",
+         hardware=dict(gpu="GB200 NVL72", plan_gpu="gb200", num_gpus=256, gpus_per_node=4),
+         base="mbridge2604_gb200_fp8_mx_deepseek_v3_256gpu", edits=_DSV3_GB200, source=_DSV3_SRC, quote=_DSV3_QUOTE,
+         read=_DSV3_READ, pair="mbridge_dsv3_gb200_bf16_256gpu_recompute_mla_up_proj"),
+    dict(id="mbridge_dsv3_gb200_bf16_256gpu_recompute_mla_up_proj", outcome="ran", framework="megatron",
+         hardware=dict(gpu="GB200 NVL72", plan_gpu="gb200", num_gpus=256, gpus_per_node=4),
+         base="mbridge2604_gb200_fp8_mx_deepseek_v3_256gpu",
+         edits=dict(drop=FP8_FLAGS, set_={**_DSV3_GB200["set_"], "--recompute-modules": "mla_up_proj"}),
+         source=_DSV3_SRC, quote=_DSV3_QUOTE, read=_DSV3_READ, pair="mbridge_dsv3_gb200_bf16_256gpu_recompute_mlp"),
+    # ---------------------------------------------------------------- Megatron-Bridge Llama 3 70B SFT H100
+    dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn", outcome="oom_borderline", framework="megatron",
+         hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
+         megatron_flags=_L70_SFT, source=_L70_SRC, quote=_L70_QUOTE, read=_L70_READ,
+         pair="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp10_core_attn"),
+    dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn_layernorm", outcome="oom_borderline",
+         framework="megatron",
+         hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
+         megatron_flags=derive(_L70_SFT, {"--recompute-modules": ["core_attn", "layernorm"]}), source=_L70_SRC,
+         quote=_L70_QUOTE, read=_L70_READ + " Variant of the PR's table: recompute_modules [core_attn, layernorm] -> OOM.",
+         pair=None),
+    dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_mlp", outcome="ran", framework="megatron",
+         hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
+         megatron_flags=derive(_L70_SFT, {"--recompute-modules": "mlp"}), source=_L70_SRC, quote=_L70_QUOTE,
+         read=_L70_READ + " Variant of the PR's table: recompute_modules [mlp] ran ('-16% GPU util regression').",
+         pair=None),
+    dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp10_core_attn", outcome="ran", framework="megatron",
+         hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
+         megatron_flags=derive(_L70_SFT, {"--num-virtual-stages-per-pipeline-rank": 10}), source=_L70_SRC,
+         quote=_L70_QUOTE, read=_L70_READ + " The fix: VP 10 ('Passed'; 'Stability Validation' comment follows).",
+         pair="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn"),
+    # ---------------------------------------------------------------- Megatron-Bridge Qwen3-30B B200 full-iteration CUDA graph
+    dict(id="mbridge_qwen3_30b_b200_fp8mx_8gpu_full_iteration_cg_mbs4", outcome="oom", framework="megatron",
+         hardware=dict(gpu="B200 (DGX-B200)", plan_gpu="b200", num_gpus=8, gpus_per_node=8),
+         base="mbridge2604_b200_fp8_mx_qwen3_30b_a3b_8gpu",
+         edits=dict(drop=("--cuda-graph-scope",), set_={
+             **NO_DROPOUT, "--cuda-graph-impl": "local", "--cuda-graph-scope": "full_iteration", "--moe-paged-stash": None,
+             "--moe-expert-rank-capacity-factor": 1.5, "--moe-paged-stash-buffer-size-factor-cuda": 1.2,
+             "--moe-pad-experts-for-cuda-graph-inference": None, "--use-transformer-engine-op-fuser": None,
+             "--moe-mlp-glu-interleave-size": 32, "--overlap-moe-expert-parallel-comm": None,
+             "--delay-wgrad-compute": None}),
+         source=dict(ref="NVIDIA-NeMo/Megatron-Bridge PR #5356 (commit 9c0cd2575, 2026-08-06, 'fix(recipe): Qwen3-30B "
+                         "B200 fp8mx OOMs with full-iteration — use partial CG'): src/megatron/bridge/perf_recipes/qwen/b200/"
+                         "qwen3_moe.py qwen3_30b_a3b_pretrain_8gpu_b200_fp8mx_config",
+                     url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/5356", date="2026-08-06"),
+         quote=("'Partial (TE-scoped) CUDA graph, not full-iteration: B200's 180 GB cannot hold the full-iteration graph for "
+                "this model — it OOMs at every workable config (TP1/EP8 and TP2/EP8, mbs4 and mbs2, even with "
+                "defragmentation). Full-iteration is a B300/GB200 feature (279/186 GB); B200 ships the partial-CG design.'"),
+         read=("Flags = current_runs row mbridge2604_b200_fp8_mx_qwen3_30b_a3b_8gpu (the same 8-GPU B200 MXFP8 recipe, TP1 "
+               "EP8 MBS 4 GBS 512, partial TE CUDA graphs, which ran) with _enable_hybridep_full_iteration_mxfp8 of the "
+               "recipe before the fix (qwen/common.py at 9c0cd2575^): cuda_graph_impl full_iteration (Megatron "
+               "--cuda-graph-impl local --cuda-graph-scope full_iteration), paged stash with expert-rank capacity factor "
+               "1.5 and CUDA buffer factor 1.2, padded experts, TE op fuser, GLU interleave 32, EP overlap with delayed "
+               "wgrad.  The ran counterpart is the current_runs row itself."),
+         pair="mbridge2604_b200_fp8_mx_qwen3_30b_a3b_8gpu"),
+]
+CASES.append(dict(CASES[-1], id="mbridge_qwen3_30b_b200_fp8mx_8gpu_full_iteration_cg_mbs2",
+                  edits=dict(drop=CASES[-1]["edits"]["drop"],
+                             set_={**CASES[-1]["edits"]["set_"], "--micro-batch-size": 2}),
+                  read=CASES[-1]["read"] + " Variant: MBS 2 (the comment's 'mbs2'), GBS 512.", pair=None))
+CASES += [
+    # ---------------------------------------------------------------- Megatron-Bridge Qwen3-30B H100 BF16 recompute sweep
+    dict(id="mbridge_qwen3_30b_h100_bf16_16gpu_ep16_mbs1_norecompute", outcome="ran", framework="megatron",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=16, gpus_per_node=8),
+         base="mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu", edits=_Q30_H100, source=_Q30_SRC, quote=_Q30_QUOTE,
+         read=_Q30_READ, measured_peak=dict(gib=round(61.35e9 / 2**30, 2), basis="allocated", rank="first",
+                                           how="61.35 GB (1e9 B) peak allocated, rank 0")),
+    dict(id="mbridge_qwen3_30b_h100_bf16_16gpu_ep16_mbs1_moe_act", outcome="ran", framework="megatron",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=16, gpus_per_node=8),
+         base="mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu",
+         edits=dict(drop=_Q30_H100["drop"], set_={**_Q30_H100["set_"], "--recompute-granularity": "selective",
+                                                  "--recompute-modules": "moe_act"}),
+         source=_Q30_SRC, quote=_Q30_QUOTE, read=_Q30_READ,
+         measured_peak=dict(gib=round(58.93e9 / 2**30, 2), basis="allocated", rank="first",
+                            how="58.93 GB (1e9 B) peak allocated, rank 0")),
+    dict(id="mbridge_qwen3_30b_h100_bf16_16gpu_ep16_mbs1_core_attn", outcome="ran", framework="megatron",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=16, gpus_per_node=8),
+         base="mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu",
+         edits=dict(drop=_Q30_H100["drop"], set_={**_Q30_H100["set_"], "--recompute-granularity": "selective",
+                                                  "--recompute-modules": "core_attn"}),
+         source=_Q30_SRC, quote=_Q30_QUOTE, read=_Q30_READ,
+         measured_peak=dict(gib=round(63.14e9 / 2**30, 2), basis="allocated", rank="first",
+                            how="63.14 GB (1e9 B) peak allocated, rank 0")),
+    dict(id="mbridge_qwen3_30b_h100_bf16_16gpu_ep16_mbs2_moe_act", outcome="oom", framework="megatron",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=16, gpus_per_node=8),
+         base="mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu",
+         edits=dict(drop=_Q30_H100["drop"], set_={**_Q30_H100["set_"], "--micro-batch-size": 2,
+                                                  "--recompute-granularity": "selective", "--recompute-modules": "moe_act"}),
+         source=_Q30_SRC, quote=_Q30_QUOTE, read=_Q30_READ, pair="mbridge_qwen3_30b_h100_bf16_16gpu_ep16_mbs1_moe_act"),
+    dict(id="mbridge_qwen3_30b_h100_bf16_16gpu_ep16_mbs2_mlp", outcome="oom", framework="megatron",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=16, gpus_per_node=8),
+         base="mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu",
+         edits=dict(drop=_Q30_H100["drop"], set_={**_Q30_H100["set_"], "--micro-batch-size": 2,
+                                                  "--recompute-granularity": "selective", "--recompute-modules": "mlp"}),
+         source=_Q30_SRC, quote=_Q30_QUOTE, read=_Q30_READ, pair=None),
+    # ---------------------------------------------------------------- TorchTitan DeepSeek-V3 16B, 8 x H100
+    dict(id="titan_dsv3_16b_h100_8gpu_lbs8_ep8", outcome="oom", framework="torchtitan",
+         hardware=dict(gpu="H100 80GB HBM3", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_DS16, source=_DS16_SRC,
+         quote=("'With the current configuration of DeepSeek-V3-16B, we run into OOM with the default command: "
+                "CONFIG_FILE=\"./torchtitan/models/deepseek_v3/train_configs/deepseek_v3_16b.toml\" ./run_train.sh, on 8 x "
+                "H100 80GB HBM3.'"), read=_DS16_READ, pair="titan_dsv3_16b_h100_8gpu_lbs4_ep8"),
+    dict(id="titan_dsv3_16b_h100_8gpu_lbs4_ep8", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="H100 80GB HBM3", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_DS16, training={"local_batch_size": 4}), source=_DS16_SRC,
+         quote=("'step: 10 ... memory: 73.32GiB(92.70%) tps: 11,636' (the issue's run after lowering local_batch_size); "
+                "PR #1792: '-local_batch_size = 8 +local_batch_size = 4'"),
+         read=_DS16_READ, measured_peak=dict(gib=73.32, basis="reserved", rank="first", approx=True,
+                                             how="torchtitan memory log (max reserved, rank 0); batch 4 assumed")),
+    dict(id="titan_dsv3_16b_h100_8gpu_lbs8_ep1", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="H100 80GB HBM3", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_DS16, parallelism={"expert_parallel_degree": 1}), source=_DS16_SRC,
+         quote=("'If we set the expert_parallel_degree to 1, instead of lowering local_batch_size, the workload runs as well, "
+                "but at almost 96% memory usage'"),
+         read=_DS16_READ + " '96%' of the device's total memory (73.32 GiB / 0.9270 = 79.1 GiB): about 75.9 GiB reserved.",
+         measured_peak=dict(gib=round(0.96 * 73.32 / 0.9270, 1), basis="reserved", rank="first", approx=True,
+                            how="'almost 96%' of torch total_memory (79.1 GiB from the issue's 73.32GiB(92.70%))")),
+    # ---------------------------------------------------------------- TorchTitan DeepSeek-V3 16B, 8 x B200, no AC
+    dict(id="titan_dsv3_16b_b200_8gpu_noac_lbs8_ep1", outcome="oom", framework="torchtitan",
+         hardware=dict(gpu="B200", plan_gpu="b200", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_DS16, activation_checkpoint={"mode": "none"}, compile={"components": ["model", "loss"]},
+                                  parallelism={"expert_parallel_degree": 1}, training={"local_batch_size": 8}),
+         source=_DS16B200_SRC, quote=_DS16B200_QUOTE, read=_DS16B200_READ, pair="titan_dsv3_16b_b200_8gpu_noac_lbs6_ep1"),
+    dict(id="titan_dsv3_16b_b200_8gpu_noac_lbs8_ep8", outcome="oom", framework="torchtitan",
+         hardware=dict(gpu="B200", plan_gpu="b200", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_DS16, activation_checkpoint={"mode": "none"}, compile={"components": ["model", "loss"]},
+                                  parallelism={"expert_parallel_degree": 8}, training={"local_batch_size": 8}),
+         source=_DS16B200_SRC, quote=_DS16B200_QUOTE, read=_DS16B200_READ, pair=None),
+    dict(id="titan_dsv3_16b_b200_8gpu_noac_seq8192_lbs4_ep1", outcome="oom", framework="torchtitan",
+         hardware=dict(gpu="B200", plan_gpu="b200", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_DS16, activation_checkpoint={"mode": "none"}, compile={"components": ["model", "loss"]},
+                                  parallelism={"expert_parallel_degree": 1},
+                                  training={"local_batch_size": 4, "seq_len": 8192}),
+         source=_DS16B200_SRC, quote=_DS16B200_QUOTE, read=_DS16B200_READ,
+         pair="titan_dsv3_16b_b200_8gpu_noac_seq6144_lbs4_ep1"),
+    dict(id="titan_dsv3_16b_b200_8gpu_noac_lbs6_ep1", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="B200", plan_gpu="b200", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_DS16, activation_checkpoint={"mode": "none"}, compile={"components": ["model", "loss"]},
+                                  parallelism={"expert_parallel_degree": 1}, training={"local_batch_size": 6}),
+         source=_DS16B200_SRC, quote=_DS16B200_QUOTE, read=_DS16B200_READ, pair="titan_dsv3_16b_b200_8gpu_noac_lbs8_ep1"),
+    dict(id="titan_dsv3_16b_b200_8gpu_noac_seq6144_lbs4_ep1", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="B200", plan_gpu="b200", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_DS16, activation_checkpoint={"mode": "none"}, compile={"components": ["model", "loss"]},
+                                  parallelism={"expert_parallel_degree": 1},
+                                  training={"local_batch_size": 4, "seq_len": 6144}),
+         source=_DS16B200_SRC, quote=_DS16B200_QUOTE, read=_DS16B200_READ,
+         measured_peak=dict(fraction_of_device=0.88, basis="reserved", rank="first", approx=True,
+                            how="'88% mem ut' (torchtitan's logged % of torch total_memory)"),
+         pair="titan_dsv3_16b_b200_8gpu_noac_seq8192_lbs4_ep1"),
+    # ---------------------------------------------------------------- Megatron-LM research 350M on 4 x GH200
+    dict(id="mlm_research_350m_moe8e_gh200_4gpu_mbs16", outcome="oom", framework="megatron",
+         hardware=dict(gpu="GH200 96GB (Alps)", plan_gpu="gh200-96gb", num_gpus=4, gpus_per_node=4),
+         megatron_flags=_R350_COMMON + _R350_MOE + ["--num-experts 8", "--micro-batch-size 16"],
+         source=dict(ref="NVIDIA/Megatron-LM commit cb9904992d (2026-05-10, 'MoE configs: MBS 16 -> 8 to fit MoE activation "
+                         "overhead'): _research/launch/transformer-pp-350m-ablation-aurora-qkn-moe.sbatch",
+                     url="https://github.com/NVIDIA/Megatron-LM/commit/cb9904992d", date="2026-05-10"),
+         quote=("'First run (job 2079994) OOM'd in fused cross-entropy at MBS=16: MoE permuted activations (top-k=2 doubles "
+                "per-token activation count) + grouped-GEMM workspace + replicated expert weights pushed past 96GB. Halving "
+                "MBS to 8 (4 grad-accum steps instead of 2 at GBS=128, DP=4) restores headroom.'"),
+         read=_R350_READ, pair="mlm_research_350m_moe8e_gh200_4gpu_mbs8"),
+    dict(id="mlm_research_350m_moe8e_gh200_4gpu_mbs8", outcome="ran", framework="megatron",
+         hardware=dict(gpu="GH200 96GB (Alps)", plan_gpu="gh200-96gb", num_gpus=4, gpus_per_node=4),
+         megatron_flags=_R350_COMMON + _R350_MOE + ["--num-experts 8", "--micro-batch-size 8"],
+         source=dict(ref="NVIDIA/Megatron-LM commits cb9904992d and bec254e7cf (2026-05-10: the 8E top-2 rows of the sweep, "
+                         "'full results in PR description')",
+                     url="https://github.com/NVIDIA/Megatron-LM/commit/bec254e7cf", date="2026-05-10"),
+         quote="'Halving MBS to 8 ... restores headroom'; 'Promoted from a sweep across num_experts in {8, 16, 32, 64} x topk in {2, 4}'",
+         read=_R350_READ, pair="mlm_research_350m_moe8e_gh200_4gpu_mbs16"),
+    dict(id="mlm_research_350m_moe64e_gh200_4gpu_mbs8", outcome="oom", framework="megatron",
+         hardware=dict(gpu="GH200 96GB (Alps)", plan_gpu="gh200-96gb", num_gpus=4, gpus_per_node=4),
+         megatron_flags=_R350_COMMON + _R350_MOE + ["--num-experts 64", "--micro-batch-size 8"],
+         source=dict(ref="NVIDIA/Megatron-LM commit 1bbce36f16 (2026-05-10, 'MoE 64E: MBS 8 -> 4 to fit 96GB'): "
+                         "_research/launch/transformer-pp-350m-ablation-aurora-qkn-moe-64e.sbatch",
+                     url="https://github.com/NVIDIA/Megatron-LM/commit/1bbce36f16", date="2026-05-10"),
+         quote=("'64E job 2081806 OOM'd at the fused-CE step: ~12 GB bf16 weights + ~12 GB bf16 grads replicated on each "
+                "GPU under DP=4 EP=1, plus MoE permute activations and the 6 GB fp32 logits buffer pushed past 96 GB. "
+                "Halving MBS to 4 (8 grad-accum steps at GBS=128) cuts activation memory enough to make room.'"),
+         read=_R350_READ, pair="mlm_research_350m_moe64e_gh200_4gpu_mbs4"),
+    dict(id="mlm_research_350m_moe64e_gh200_4gpu_mbs4", outcome="ran", framework="megatron",
+         hardware=dict(gpu="GH200 96GB (Alps)", plan_gpu="gh200-96gb", num_gpus=4, gpus_per_node=4),
+         megatron_flags=_R350_COMMON + _R350_MOE + ["--num-experts 64", "--micro-batch-size 4"],
+         source=dict(ref="NVIDIA/Megatron-LM commit b3f152d79b (2026-05-10, 'MoE 64E: bump SLURM time 2.5h->4.5h')",
+                     url="https://github.com/NVIDIA/Megatron-LM/commit/b3f152d79b", date="2026-05-10"),
+         quote="'64E at MBS=4 runs ~6.6s/iter (vs ~3.3s at 32E MBS=8)'",
+         read=_R350_READ, pair="mlm_research_350m_moe64e_gh200_4gpu_mbs8"),
+    dict(id="mlm_research_350m_dense_adamw_gh200_4gpu_mbs16", outcome="ran", framework="megatron",
+         hardware=dict(gpu="GH200 96GB (Alps)", plan_gpu="gh200-96gb", num_gpus=4, gpus_per_node=4),
+         megatron_flags=_R350_COMMON + ["--micro-batch-size 16", "--optimizer adam", "--overlap-param-gather"],
+         source=dict(ref="NVIDIA/Megatron-LM _research/leaderboards/350m-ablation/runs/05-adamw-lr1e-3.sbatch (at bec254e7cf) "
+                         "and commit bcaed50b69 (2026-05-09)",
+                     url="https://github.com/NVIDIA/Megatron-LM/commit/bcaed50b69", date="2026-05-09"),
+         quote=("bcaed50b69: 'Standard transformer at hidden=1024, MBS=16, seq=4096 fits comfortably on GH200 (95 GiB)'; the "
+                "AdamW dense run is a leaderboard row"),
+         read=("MEGATRON_ARGS of the leaderboard's AdamW dense run (same 24-layer, 1024-wide Transformer++ without experts "
+               "and without QK norm, AdamW), 4 x GH200, DP 4, MBS 16."),
+         pair=None),
+    # ---------------------------------------------------------------- AMD Primus MI325X
+    dict(id="primus_mi325x_llama33_70b_fp8_fsdp2_8gpu_mbs3", outcome="oom", framework="megatron",
+         hardware=dict(gpu="MI325X 256GB", plan_gpu="mi325x", num_gpus=8, gpus_per_node=8),
+         megatron_flags=derive(_P70, {"--micro-batch-size": 3}), source=_P70_SRC, quote=_P70_QUOTE, read=_P70_READ,
+         pair="primus_mi325x_llama33_70b_fp8_fsdp2_8gpu_mbs1"),
+    dict(id="primus_mi325x_llama33_70b_fp8_fsdp2_8gpu_mbs1", outcome="ran", framework="megatron",
+         hardware=dict(gpu="MI325X 256GB", plan_gpu="mi325x", num_gpus=8, gpus_per_node=8),
+         megatron_flags=_P70, source=_P70_SRC, quote=_P70_QUOTE, read=_P70_READ,
+         pair="primus_mi325x_llama33_70b_fp8_fsdp2_8gpu_mbs3"),
+    dict(id="primus_mi355x_qwen3_30b_bf16_8gpu_mbs8_norecompute", outcome="ran", framework="megatron",
+         hardware=dict(gpu="MI355X 288GB", plan_gpu="mi355x", num_gpus=8, gpus_per_node=8),
+         megatron_flags=_P_Q30,
+         source=dict(ref="AMD-AGI/Primus PR #1011 (commit b0a0e4da, 2026-08-21, 'Qwen3-30B MI355X: adopt tuned defaults "
+                         "(recompute/batch)'): examples/megatron/configs/MI355X/qwen3_30B_A3B-BF16-pretrain.yaml",
+                     url="https://github.com/AMD-AGI/Primus/pull/1011", date="2026-08-21"),
+         quote=("'Qwen3-30B BF16 | recompute_num_layers 5 -> 0 | 24,623 (published ref) | 29,209 | +19% ... At "
+                "recompute_num_layers: 0 these configs run at ~82-84% peak HBM with this flag [expandable_segments]; "
+                "without it, allocator fragmentation may push them to OOM.'"),
+         read=_P_Q30_READ + " Measured on one MI355X node; '~82-84% peak HBM' read as 83% of the device, reserved basis.",
+         measured_peak=dict(fraction_of_device=0.83, basis="reserved", rank="max", approx=True,
+                            how="'~82-84% peak HBM' (expandable_segments on)")),
+    dict(id="primus_mi325x_qwen3_30b_bf16_8gpu_mbs8_recompute5", outcome="ran", framework="megatron",
+         hardware=dict(gpu="MI325X 256GB", plan_gpu="mi325x", num_gpus=8, gpus_per_node=8),
+         megatron_flags=_P_Q30 + ["--recompute-granularity full", "--recompute-method block", "--recompute-num-layers 5"],
+         source=dict(ref="AMD-AGI/Primus examples/megatron/configs/MI325X/qwen3_30B_A3B-BF16-pretrain.yaml (commit 27a162d2, "
+                         "2026-07-23, #900)",
+                     url="https://github.com/AMD-AGI/Primus/blob/main/examples/megatron/configs/MI325X/qwen3_30B_A3B-BF16-pretrain.yaml",
+                     date="2026-07-23"),
+         quote=("'use_turbo_grouped_gemm ... was tested but uses more device memory than the legacy grouped GEMM here and "
+                "OOMs at MBS=8 (only 5 recompute layers), so this model stays on the legacy grouped-GEMM path.'"),
+         read=_P_Q30_READ + " The shipped MI325X config (legacy grouped GEMM, full recompute of 5 layers): ran.",
+         pair=None),
+    dict(id="primus_mi325x_qwen3_30b_bf16_8gpu_mbs8_recompute5_turbo_gemm", outcome="oom", framework="megatron",
+         hardware=dict(gpu="MI325X 256GB", plan_gpu="mi325x", num_gpus=8, gpus_per_node=8),
+         megatron_flags=_P_Q30 + ["--recompute-granularity full", "--recompute-method block", "--recompute-num-layers 5"],
+         source=dict(ref="AMD-AGI/Primus examples/megatron/configs/MI325X/qwen3_30B_A3B-BF16-pretrain.yaml (27a162d2)",
+                     url="https://github.com/AMD-AGI/Primus/blob/main/examples/megatron/configs/MI325X/qwen3_30B_A3B-BF16-pretrain.yaml",
+                     date="2026-07-23"),
+         quote="'use_turbo_grouped_gemm ... uses more device memory than the legacy grouped GEMM here and OOMs at MBS=8'",
+         read="Same as the shipped config with Primus-Turbo's grouped GEMM instead of the legacy one.",
+         skip_reason=("differs from a configuration that ran only by the grouped-GEMM kernel (Primus-Turbo vs legacy): "
+                      "its workspace is not a plan field, so the plan would equal the ran case's"), pair=None),
+    # ---------------------------------------------------------------- reports kept, not judged
+    dict(id="automodel_llama33_70b_sft_h100_32gpu_pp8", outcome="oom", framework="automodel",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
+         source=dict(ref="NVIDIA-NeMo/Automodel PR #2673 (2026-06-20, 'fix(llama3_3): reduce pp_microbatch_size to fit 70b "
+                         "squad on h100')", url="https://github.com/NVIDIA-NeMo/Automodel/pull/2673", date="2026-06-20"),
+         quote=("'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.96 GiB. GPU 4 has a total capacity of "
+                "79.11 GiB of which 1.07 GiB is free. ... 73.15 GiB is allocated by PyTorch ... The recipe is configured for "
+                "PP=8 / dp=4 (32 GPUs), packed_sequence_size=1024, pp_microbatch_size=4'"),
+         read="NeMo AutoModel (FSDP2 + torch pipelining on the HF model): not a framework primus-launch reads.",
+         skip_reason="NeMo AutoModel recipe: no primus-launch adapter reads it", pair=None),
+    dict(id="nemo2_qwen3_30b_h100_16gpu_pp2vp24ep8", outcome="oom", framework="nemo",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=16, gpus_per_node=8),
+         source=dict(ref="NVIDIA-NeMo/NeMo issue #14850 (2025-09-30)", url="https://github.com/NVIDIA-NeMo/NeMo/issues/14850",
+                     date="2025-09-30"),
+         quote=("'pre_train,qwen3,30b_a3b,h100,bf16,16.0,4096.0,1.0,2.0,1.0,8.0,24.0,1.0,512.0,1.0 ... tp_size: 1 pp_size: 2 "
+                "cp_size: 1 ep_size: 8 vp_size: 24 mbs: 1 gbs: 512 ... I got OOM error'; later: 'I changed VP from 24 to 2, "
+                "and still got the OOM error'"),
+         read="NeMo 2 performance script (25.07 container) with the user's own data and checkpointing added.",
+         skip_reason=("the NeMo 25.07 recipe defaults (recompute, dispatcher, fusions, grad dtype) are not stated in the "
+                      "report, and the user changed data and checkpointing"), pair=None),
+]
+
+# ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
+_TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
+
+
+def titan_peak_cases(published: Path) -> list[dict]:
+    """pytorch/torchtitan benchmark rows with a published peak, as job tables (reserved peak, max over GPUs)."""
+    out = []
+    for r in json.loads(published.read_text()):
+        m = r.get("measured") or {}
+        if not m.get("peak_memory_gb") or not r["id"].startswith("torchtitan"):
+            continue
+        a, p, t, hw = r["architecture"], r["parallelism"], r["training"], r["hardware"]
+        flavor = _TITAN_FLAVOR.get(a["num_layers"])
+        lbs = t.get("local_batch_size_per_dp_rank") or t.get("micro_batch_size")
+        pp = p.get("pp") or 1
+        sched = "Interleaved1F1B" if "interleaved" in r["id"] else "1F1B"
+        job: dict[str, Any] = {
+            "model": {"name": "llama3", "flavor": flavor},
+            "training": {"local_batch_size": lbs, "seq_len": a["seq_length"]},
+            "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                            "tensor_parallel_degree": p.get("tp") or 1, "pipeline_parallel_degree": pp,
+                            "context_parallel_degree": p.get("cp") or 1,
+                            "enable_async_tensor_parallel": bool(p.get("async_tp"))},
+            "activation_checkpoint": ({"mode": "full"} if t["recompute"] == "full"
+                                      else {"mode": "selective", "selective_ac_option": "op"}),
+            "compile": {"enable": bool(p.get("torch_compile")), "components": ["model", "loss"]},
+            "optimizer": {"name": "AdamW"},
+        }
+        read = [f"pytorch/torchtitan benchmark row {r['id']} (shared/validation/published_runs.json): {r['source']}"]
+        if pp > 1:
+            job["parallelism"]["pipeline_parallel_schedule"] = sched
+            job["parallelism"]["pipeline_parallel_microbatch_size"] = max(1, lbs // pp)
+            read.append(f"local batch {lbs} split into {pp} micro-batches of {max(1, lbs // pp)} (torchtitan 9dec370's "
+                        "default: as many micro-batches as PP stages)")
+            if sched == "Interleaved1F1B":
+                read.append("interleaved: two stages per rank (torchtitan's default for multi-stage schedules), assumed")
+        if "float8" in str(t.get("precision")):
+            job["model"]["converters"] = ["float8"]
+            job["float8"] = {"enable_fsdp_float8_all_gather": bool(p.get("fsdp_float8_all_gather"))}
+        if not flavor:
+            continue
+        gpu = "h200" if "H200" in hw["gpu"] else "h100-sxm-96gb-500w"
+        out.append(dict(
+            id=r["id"], outcome="ran", framework="torchtitan",
+            hardware=dict(gpu=hw["gpu"], plan_gpu=gpu, num_gpus=hw["num_gpus"], gpus_per_node=hw.get("gpus_per_node") or 8),
+            torchtitan_config=job, source=dict(ref=r["source"], url="https://github.com/pytorch/torchtitan", date=None),
+            quote=f"peak memory {m['peak_memory_gb']} {m.get('peak_memory_unit', '')} ({r.get('flops_convention', '')})",
+            read="; ".join(read),
+            measured_peak=dict(gib=float(m["peak_memory_gb"]), basis="reserved", rank="max",
+                               how="torchtitan DeviceMemoryMonitor max reserved, max over GPUs"),
+            family="published_peak", pair=None))
+    return out
+
+
+# ----------------------------------------------------------------------------- published peaks: Megatron-LM functional tests
+MLM_TESTS = (
+    "gpt/gpt3_7b_tp1_pp4_memory_speed",
+    "gpt/gpt3_7b_tp4_pp1_memory_speed",
+    "gpt/gpt3_mcore_te_tp2_pp2_mla",
+    "gpt/gpt3_mcore_te_tp2_pp2_cp2",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1",
+    "gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion",
+    "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed",
+    "gpt/gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap",
+)
+# flags of a functional test that only move files or logs; dropped from the stored argv
+_IO_FLAGS = {"--save", "--load", "--tensorboard-dir", "--data-path", "--data-cache-path", "--vocab-file", "--merge-file",
+             "--tokenizer-model", "--log-throughput", "--log-params-norm", "--log-num-zeros-in-grad",
+             "--log-validation-ppl-to-tensorboard", "--log-timers-to-tensorboard", "--log-memory-to-tensorboard",
+             "--timing-log-level", "--save-interval", "--eval-interval", "--eval-iters", "--log-interval", "--exit-interval",
+             "--async-save", "--use-persistent-ckpt-worker", "--ckpt-format", "--dist-ckpt-strictness", "--split",
+             "--distributed-backend", "--train-iters", "--lr-decay-iters", "--exit-duration-in-mins",
+             "--distributed-timeout-minutes", "--ckpt-fully-parallel-load", "--ckpt-assume-constant-structure",
+             "--tp-comm-overlap-cfg"}
+
+
+def _git_show(repo: Path, rev: str, path: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{path}"], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def mlm_peak_cases(repo: Path) -> list[dict]:
+    """Megatron-LM functional tests: MODEL_ARGS as flags, last rank's max allocated (golden values, last iteration)."""
+    import yaml
+
+    rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "main"], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    out = []
+    for test in MLM_TESTS:
+        base = f"tests/functional_tests/test_cases/{test}"
+        try:
+            cfg = yaml.safe_load(_git_show(repo, rev, f"{base}/model_config.yaml"))
+            gold = json.loads(_git_show(repo, rev, f"{base}/golden_values_dev_dgx_h100.json"))
+        except subprocess.CalledProcessError:
+            continue
+        vals = gold["mem-max-allocated-bytes"]["values"]
+        last = max(vals, key=int)
+        peak = float(vals[last]) / 2**30
+        margs = cfg["MODEL_ARGS"]
+        flags: list[str] = []
+        if "--vocab-file" in margs and "--tokenizer-type" not in margs:
+            flags += ["--tokenizer-type GPT2BPETokenizer", "--vocab-size 50257"]  # Megatron's GPT-2 BPE default
+        for k, v in margs.items():
+            if k in _IO_FLAGS or v is False or isinstance(v, str) and "${" in v:
+                continue
+            flags.append(k if v is True else f"{k} {v}")
+        out.append(dict(
+            id="mlm_functional_" + test.replace("/", "_"), outcome="ran", framework="megatron",
+            hardware=dict(gpu="DGX-H100 (H100 80GB)", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
+            megatron_flags=flags,
+            source=dict(ref=f"NVIDIA/Megatron-LM @{rev[:10]} {base}/model_config.yaml + golden_values_dev_dgx_h100.json",
+                        url=f"https://github.com/NVIDIA/Megatron-LM/tree/{rev[:10]}/{base}", date=None),
+            quote=f"mem-max-allocated-bytes at iteration {last}: {int(float(vals[last]))}",
+            read=("MODEL_ARGS of the test (placeholders ${...}, I/O / logging flags and a --tp-comm-overlap-cfg YAML of the "
+                  "test folder dropped; GPT-2 BPE vocabulary "
+                  "50,257 where a vocab file is given) on one 8-GPU DGX-H100 node; the golden value is the last rank's "
+                  "torch.cuda.max_memory_allocated (--log-memory-to-tensorboard writes from the last rank)."),
+            measured_peak=dict(gib=round(peak, 3), basis="allocated", rank="last",
+                               how="mem-max-allocated-bytes, last logged iteration, last rank"),
+            family="published_peak", pair=None))
+    return out
+
+
+# ----------------------------------------------------------------------------- assembly
+def resolve(case: dict) -> dict:
+    """The case as stored: ``base`` + ``edits`` turned into ``megatron_flags`` (the base is named in ``derived_from``)."""
+    c = {k: v for k, v in case.items() if k not in ("base", "edits")}
+    if case.get("base"):
+        e = case.get("edits") or {}
+        c["megatron_flags"] = derive(_current(case["base"]), e.get("set_"), tuple(e.get("drop", ())))
+        c["derived_from"] = {"current_runs_row": case["base"],
+                             "set": {k: v for k, v in (e.get("set_") or {}).items()},
+                             "drop": list(e.get("drop", ()))}
+    c.setdefault("family", "report")
+    c.setdefault("pair", None)
+    return c
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    sys.path.insert(0, str(HERE))
+    from build_runs import shared_source
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mlm", type=Path, default=MLM_MIRROR, help="Megatron-LM git directory (functional tests)")
+    args = ap.parse_args(argv)
+    old = json.loads(OUT.read_text())["cases"] if OUT.exists() else []
+    cases = [resolve(c) for c in CASES]
+    src = shared_source()
+    titan = (titan_peak_cases(src) if src is not None and src.is_file()
+             else [c for c in old if c["id"].startswith("torchtitan_")])
+    mlm = mlm_peak_cases(args.mlm) if args.mlm.exists() else [c for c in old if c["id"].startswith("mlm_functional_")]
+    cases += titan + mlm
+    ids = [c["id"] for c in cases]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise SystemExit(f"duplicate case ids: {sorted(dup)}")
+    doc = {"generated_by": "scripts/validation/build_memory_cases.py",
+           "outcomes": {"oom": "reported out of memory: the projection must say 'does not fit'",
+                        "oom_borderline": "reported to OOM in part of its runs: 'tight' or 'does not fit'",
+                        "ran": "reported to run: 'fits' or 'tight'"},
+           "cases": cases}
+    fd, tmp = tempfile.mkstemp(dir=OUT.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, OUT)
+    n = {k: sum(c["outcome"] == k for c in cases) for k in ("oom", "oom_borderline", "ran")}
+    print(f"{len(cases)} cases ({n}) -> {OUT}; torchtitan peaks {len(titan)}, Megatron-LM functional tests {len(mlm)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

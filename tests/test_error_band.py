@@ -1,0 +1,113 @@
+"""Every dry-run projection states its expected error: the spread of the judged validation rows like it
+(issue 28; ``projection/band.py``, ``projection/data/error_bands.json`` written by ``scripts/validate.py
+--write-bands``)."""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from primus_launch.plan import Plan
+from primus_launch.projection import band as bm
+from primus_launch.projection.result import ErrorBand
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _plan(experts=None, precision="bf16", cp=1, seq=4096, gpu="h100-sxm", framework=None) -> Plan:
+    model = dict(num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8, vocab_size=32000,
+                 seq_length=seq)
+    if experts:
+        model.update(num_experts=experts, moe_router_topk=2, moe_ffn_hidden_size=512)
+    d = {"model": model, "parallel": {"cp": cp, "ep": 1}, "training": {"precision": precision, "global_batch_size": 8,
+                                                                     "micro_batch_size": 1},
+         "cluster": {"gpu": gpu, "num_nodes": 1, "gpus_per_node": 8}}
+    if framework:
+        d["source"] = {"framework": framework, "path": "x"}
+    return Plan.model_validate(d)
+
+
+def test_band_dims_follow_the_issue_28_groups():
+    assert bm.band_dims(_plan())["kind"] == "dense"
+    assert bm.band_dims(_plan(experts=16))["kind"] == "moe_coarse"
+    assert bm.band_dims(_plan(experts=64))["kind"] == "moe_fine"          # >= 64 experts: fine-grained
+    assert bm.band_dims(_plan(precision="fp8"))["precision"] == "fp8"
+    assert bm.band_dims(_plan(cp=2))["long_seq"] == "long"
+    assert bm.band_dims(_plan(seq=32768))["long_seq"] == "long"
+    assert bm.band_dims(_plan(seq=16384))["long_seq"] == "short"
+    d = bm.band_dims(_plan(gpu="mi355x"))
+    assert (d["family"], d["vendor"]) == ("cdna4", "amd")
+
+
+def test_quantile_is_linear_between_order_statistics():
+    v = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    assert bm.quantile(v, 0.1) == pytest.approx(0.1)
+    assert bm.quantile(v, 0.5) == pytest.approx(statistics.median(v))
+    assert bm.quantile([3.0, 1.0], 0.25) == pytest.approx(1.5)
+
+
+def _rows(dims: dict, errs: list[float]) -> list[dict]:
+    return [{"dims": dict(dims), "err": e} for e in errs]
+
+
+def test_band_uses_the_exact_group_when_it_has_enough_rows_and_relaxes_in_order():
+    d = bm.band_dims(_plan(experts=128, precision="fp8"))
+    exact = _rows(d, [0.01 * i for i in range(bm.MIN_ROWS)])
+    other_fw = _rows(dict(d, framework="torchtitan"), [0.5] * 20)
+    b = bm.band_from_rows(d, exact + other_fw)
+    assert b.n == bm.MIN_ROWS and b.relaxed == [] and b.hi < 0.1
+    # too few exact rows: the framework is dropped first, the kind is kept
+    b = bm.band_from_rows(d, exact[:3] + other_fw + _rows(dict(d, kind="dense"), [-0.9] * 50))
+    assert b.relaxed == ["framework"] and b.n == 23 and b.lo >= 0.0
+    assert "MoE >= 64 experts" in b.group and "megatron" not in b.group
+    # coarse and fine-grained MoE pool only after framework, precision, family and sequence are dropped
+    coarse = _rows(dict(d, kind="moe_coarse"), [0.2] * 10)
+    b = bm.band_from_rows(d, exact[:3] + coarse)
+    assert b.relaxed == ["framework", "precision", "family", "long_seq", "moe"] and b.n == 13
+
+
+def test_overlapping_bands():
+    b = ErrorBand(lo=-0.05, hi=0.10, median=0.02, n=10, group="g")
+    assert bm.bands_overlap(b, 1.00, b, 1.04)       # each point inside the other's range
+    assert not bm.bands_overlap(b, 1.00, b, 1.20)
+    assert not bm.bands_overlap(None, 1.0, b, 1.04)
+
+
+@pytest.fixture(scope="module")
+def fresh_validation():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from validate import evaluate, judged, load_rows
+
+    return judged(evaluate(load_rows()))
+
+
+def test_bands_file_is_the_current_validation(fresh_validation):
+    """The committed bands are the judged rows' errors as the model projects them now: a change to the
+    cost model must regenerate them (``python scripts/validate.py --write-bands``)."""
+    stored = {r["id"]: r for r in json.loads(bm.BANDS.read_text())["rows"]}
+    fresh = {r["id"]: r for r in fresh_validation}
+    assert set(stored) == set(fresh), "rerun python scripts/validate.py --write-bands"
+    stale = [i for i in fresh if abs(stored[i]["err"] - fresh[i]["err"]) > 0.015 or stored[i]["dims"] != fresh[i]["dims"]]
+    assert not stale, f"error bands out of date for {stale[:5]}: rerun python scripts/validate.py --write-bands"
+
+
+def test_dry_run_result_states_its_band(fresh_validation):
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.dryrun import project_dry_run
+    from primus_launch.report.text import summary_rows
+
+    plan = load_recipe(str(ROOT / "recipes" / "megatron" / "qwen3_235b_a22b_h100_256gpu.yaml"))
+    res = project_dry_run(plan)
+    b = res.band
+    assert b is not None and b.n >= bm.MIN_ROWS and b.lo <= b.median <= b.hi
+    # the band is the spread of the judged rows it names: recomputed from the validation directly
+    d = bm.band_dims(plan)
+    sel = [r["err"] for r in fresh_validation if bm._matches(d, r["dims"], tuple(b.relaxed))]
+    assert len(sel) == b.n
+    assert b.lo == pytest.approx(bm.quantile(sel, 0.1), abs=0.02)
+    assert b.hi == pytest.approx(bm.quantile(sel, 0.9), abs=0.02)
+    assert res.to_json_dict()["band"]["n"] == b.n
+    rows = dict(summary_rows(res))
+    assert f"on {b.n} judged rows like it" in rows["iteration time"]
