@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     from primus_launch.inputs import bounded_int, finite_float
-    from primus_launch.plan.schema import GPU_NAMES, LIMITS
+    from primus_launch.plan.sections import GPU_NAMES, LIMITS
 
     nodes, per_node = LIMITS["cluster.num_nodes"], LIMITS["cluster.gpus_per_node"]
     ap = _Parser(

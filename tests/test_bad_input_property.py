@@ -202,7 +202,7 @@ def test_plan_bounds_are_named_before_any_allocation(field, value):
     layers, no schedule of 10^30 micro-batches)."""
     from primus_launch.adapters import load_recipe
     from primus_launch.errors import one_line
-    from primus_launch.plan.schema import LIMITS
+    from primus_launch.plan.sections import LIMITS
 
     plan = load_recipe(RECIPE)
     section = {"num_layers": "model", "seq_length": "model", "global_batch_size": "training"}.get(field, "cluster")

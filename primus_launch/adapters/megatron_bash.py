@@ -499,6 +499,8 @@ class _Parser:
                 self.i += 1
                 return nodes, ")"
             nodes.append(self.parse_and_or())
+            if self.i == save:  # nothing consumed (a stray ')', ...): bash's syntax error, not a loop
+                raise self.err(f"syntax error near unexpected token {self.s[self.i:self.i + 1]!r}")
 
     def parse_and_or(self) -> Node:
         items: list[tuple[str, Node]] = []

@@ -33,7 +33,7 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
     m, p, t, c = plan.model, plan.parallel, plan.training, plan.cluster
     out: list[Problem] = []
     W = c.world_size
-    # bounds first (schema.LIMITS bounds each field): nothing below allocates more than these allow
+    # bounds first (sections.LIMITS bounds each field): nothing below allocates more than these allow
     if W > MAX_WORLD_SIZE:
         return [("cluster", f"{c.num_nodes} nodes x {c.gpus_per_node} GPUs = {W:,}",
                  f"at most {MAX_WORLD_SIZE:,} GPUs (the projection's bound)")]
