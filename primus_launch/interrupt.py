@@ -18,6 +18,7 @@ sets its own handling (:func:`worker_init`) raises nothing there.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from typing import Iterator, Optional
 
@@ -71,10 +72,13 @@ def deferred() -> Iterator[None]:
 def worker_init() -> None:
     """In a worker process forked under :func:`handling` (a pool's initializer): SIGINT ignored (a
     terminal's Ctrl-C reaches the whole process group; the parent decides and ends the pool),
-    SIGTERM kills (how the parent ends it), no deferral or signal inherited from the parent."""
+    SIGTERM kills (how the parent ends it); a worker forked while a signal was pending, or signalled
+    before this ran, exits at once (the parent is ending the pool).  No deferral is inherited."""
     global _deferring, _received
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _received is not None:  # a signal reached the parent as it forked, or this worker before now:
+        os._exit(exit_code(signal.SIGTERM))  # the pool is being ended (its SIGTERM may have been swallowed)
     _deferring = 0
     _received = None
 
