@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from primus_launch import interrupt
 from primus_launch.tuner.engine import Memo, plan_changes
 from primus_launch.tuner.result import Trial
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
@@ -54,8 +55,6 @@ def _start_pool(workers: int):
     """A fork pool whose workers ignore SIGINT (the parent decides) and die on SIGTERM; started
     whole or not at all (a signal while forking is raised once every worker exists, so that the
     clean-up knows them all)."""
-    from primus_launch import interrupt
-
     pool = None
     try:
         with interrupt.deferred():
@@ -131,6 +130,7 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optio
             pool = _start_pool(workers)
             batches = pool.imap(_work, ranges)
         for rows in batches:
+            interrupt.check()  # a signal a library swallowed still ends the sweep here
             for i, status, reason, changes, fig in rows:
                 done += 1
                 if status != "rejected":

@@ -76,6 +76,18 @@ def default_prefilter(memory_margin: float, memory_basis: str = "reserved") -> P
     return pf
 
 
+def _stoppable(fn: Callable) -> Callable:
+    """``fn`` behind :func:`primus_launch.interrupt.check`: a signal whose exception a library swallowed
+    (an import's lock callback, a C extension) still stops the search at the next candidate."""
+    from primus_launch import interrupt
+
+    def call(plan: Plan):
+        interrupt.check()
+        return fn(plan)
+
+    return call
+
+
 def check_allow(allow: Iterable[str]) -> frozenset[str]:
     out = frozenset(a.strip() for a in allow if a.strip())
     bad = sorted(out - set(rules.ALLOWABLE))
@@ -175,8 +187,8 @@ def tune(
     if allowed:
         cfg = dataclasses.replace(cfg, allow=cfg.allow | allowed)
     warnings: list[str] = []
-    score_fn = score or default_score(memory_margin, memory_basis)
-    pf = prefilter or default_prefilter(memory_margin, memory_basis)
+    score_fn = _stoppable(score or default_score(memory_margin, memory_basis))
+    pf = _stoppable(prefilter or default_prefilter(memory_margin, memory_basis))
     sp = Space(plan, cfg)
     n_workers = workers or default_workers()
     memo = Memo(plan, score=score_fn, prefilter=pf, budget=None, time_limit_s=time_limit_s)
