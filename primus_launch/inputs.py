@@ -4,20 +4,22 @@ allowed; the CLI exits 2) -- never a traceback, never an unbounded parse.
 
 - :func:`read_text`: a file as UTF-8 text: at most :data:`MAX_INPUT_BYTES`; a UTF-8 byte-order
   mark is dropped; UTF-16 / UTF-32 (by their byte-order marks or their NUL pattern), binary content
-  (NUL bytes) and invalid UTF-8 are refused with the offending byte's line and column.  Every file
-  read is remembered (:func:`inputs_read`), so that no output of the run can name it
-  (:func:`check_output`).
+  (NUL bytes) and invalid UTF-8 are refused with the offending byte's line and column.  Inside a
+  :func:`run` (the CLI's), every file read is remembered (:func:`inputs_read`), so that no output of
+  the run can name it (:func:`refuse_input`, :func:`check_output`).
 - :func:`parse_yaml` / :func:`parse_toml`: the parsers of the formats, with their errors,
   nesting beyond what the parser can take and structures beyond :data:`MAX_DEPTH` levels or
   :data:`MAX_VALUES` values (YAML aliases counted where they are used: an alias "bomb" is refused,
   not expanded) turned into one line.
 - :func:`expect`: a parsed value of the wrong type (``path = 42``, a list where a table belongs).
 - :func:`check_output`: an output path that is an input of the run (same real path, or the same
-  file through a hard link: ``st_dev`` / ``st_ino``), a folder, or in a folder the user cannot write.
+  file through a hard link: ``st_dev`` / ``st_ino``), a folder, or in a folder the user cannot write
+  (the CLI checks every output before any work; :func:`primus_launch.fileio.atomic_write_text`
+  refuses an input again at the write).
 - argparse types (:func:`finite_float`, :func:`bounded_int`) for the command line's numbers.
 
 The limits are far above any real recipe: the largest launch script or config in Megatron-LM's,
-Primus's and TorchTitan's trees is 31 KB (a Primus YAML), and they nest at most 6 levels.
+Primus's and TorchTitan's trees is 31 KB (a Primus YAML), and configs nest a few levels.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from primus_launch.errors import UserError
 
 MAX_INPUT_BYTES = 256 * 1024   # per file read: 8x the largest recipe in the frameworks' trees (31 KB)
-MAX_DEPTH = 64                 # nesting of YAML / TOML values (recipes nest <= 6)
+MAX_DEPTH = 64                 # nesting of YAML / TOML values (recipes nest a few levels)
 MAX_VALUES = 200_000           # values in one parsed file, YAML aliases counted at every use
 
 _READ: dict[str, tuple[str, Optional[tuple[int, int]]]] = {}   # realpath -> (field, (st_dev, st_ino))
@@ -230,9 +232,7 @@ def check_structure(obj: Any, field: str, value: object) -> Any:
             if d >= MAX_DEPTH:
                 raise UserError(f"{field}={value!r}: nested deeper than {MAX_DEPTH} levels; recipes nest a few")
             stack.extend((v, d + 1) for v in o)
-        elif isinstance(o, float) and not math.isfinite(o):
-            pass  # a field that takes a number refuses it where it is read (nan / inf have no meaning there)
-    return obj
+    return obj  # nan / inf are refused by the field that takes a number (the Plan, GPUSpec, expect())
 
 
 def _yaml_loader():
