@@ -13,22 +13,35 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-from pydantic import ValidationError
+from primus_launch.errors import UserError, one_line  # light: the heavy imports follow the signal handlers
 
-from primus_launch.errors import UserError, one_line
-from primus_launch.plan import GPU_NAMES, Plan, PlanError
+if TYPE_CHECKING:
+    from primus_launch.plan import Plan
 
 _FROM_COMMAND = "<command>"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's one-line errors (no usage block): exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"primus-launch: error: {' '.join(message.split())}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    from primus_launch.inputs import bounded_int, finite_float
+    from primus_launch.plan.sections import GPU_NAMES, LIMITS
+
+    nodes, per_node = LIMITS["cluster.num_nodes"], LIMITS["cluster.gpus_per_node"]
+    ap = _Parser(
         prog="primus-launch",
         description="Plan, project and tune large LLM training runs before spending GPU-hours.",
         epilog="Everything after `--` is a training command: run unchanged, or read as the recipe "
@@ -40,16 +53,18 @@ def _parser() -> argparse.ArgumentParser:
                      help="search parallel configurations and write the tuned recipe next to RECIPE")
     ap.add_argument("--dry-run", action="store_true", help="pure CPU simulation (no measurement)")
     ap.add_argument("--gpu", help=f"target GPU: {', '.join(GPU_NAMES)} (or one from --gpu-file)")
-    ap.add_argument("--nodes", type=int, help="number of nodes")
-    ap.add_argument("--gpus-per-node", type=int, help="GPUs per node")
+    ap.add_argument("--nodes", type=bounded_int(1, nodes, f"an integer from 1 to {nodes:,}"), help="number of nodes")
+    ap.add_argument("--gpus-per-node", type=bounded_int(1, per_node, f"an integer from 1 to {per_node:,}"),
+                    help="GPUs per node")
     ap.add_argument("--gpu-file", help="TOML/YAML file adding or overriding GPU specs")
-    ap.add_argument("--power-limit-w", type=float, metavar="W",
+    ap.add_argument("--power-limit-w", type=finite_float(0.0, 1e5, lo_open=True, what="a power in W, > 0 and <= 100000"),
+                    metavar="W",
                     help="board power cap the GPUs run at (nvidia-smi --power-limit), W; below the GPU's rated power "
                          "it slows compute-bound kernels by (W / rated) ** 0.94 (default: the rated power)")
     ap.add_argument("--primus-root", metavar="DIR",
                     help="Primus checkout (or its primus/configs) holding the presets of a Primus experiment YAML "
                          "(default: the checkout the YAML lives in)")
-    ap.add_argument("--memory-margin", type=float, default=0.0,
+    ap.add_argument("--memory-margin", type=finite_float(0.0, 0.99, what="a fraction from 0 to 0.99"), default=0.0,
                     help="fraction of the device's memory kept free on top of the projected peak and its error "
                          "band (default 0)")
     ap.add_argument("--memory-basis", choices=["reserved", "allocated"], default="reserved",
@@ -62,19 +77,23 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--trace", help="write the simulated pipeline timeline as a Chrome/Perfetto trace")
     ap.add_argument("--report", help="write a self-contained HTML report")
     ap.add_argument("--measure-device", choices=["cpu", "cuda"], help="device for the measured path")
-    ap.add_argument("--budget", type=int, help="tune: at most this many scored candidates")
-    ap.add_argument("--time-limit", type=float, help="tune: stop after this many seconds")
+    ap.add_argument("--budget", type=bounded_int(1, 10**9, "an integer from 1 to 1,000,000,000"),
+                    help="tune: at most this many scored candidates")
+    ap.add_argument("--time-limit", type=finite_float(0.0, 1e7, lo_open=True, what="seconds, > 0 and <= 1e7"),
+                    help="tune: stop after this many seconds")
     ap.add_argument("--llm", metavar="MODEL", help="tune: also ask this model (OPENAI_BASE_URL/OPENAI_API_KEY)")
     search = ap.add_mutually_exclusive_group()
     search.add_argument("--exhaustive", action="store_true", default=None,
                         help="tune: score every legal candidate (default: whenever that fits the time limit)")
     search.add_argument("--planner", dest="exhaustive", action="store_false",
                         help="tune: run the planner even when an exhaustive search would fit")
-    ap.add_argument("--workers", type=int, help="tune: processes of the exhaustive search (default: every core)")
+    ap.add_argument("--workers", type=bounded_int(1, 4096, "an integer from 1 to 4096"),
+                    help="tune: processes of the exhaustive search (default: every core)")
     ap.add_argument("--allow", action="append", default=[], metavar="LIST",
                     help="tune: also search knobs that change numerics, comma-separated: fp8 (FP8 precision, "
                          "scaling recipe, FP8 param gather), optimizer-dtypes (BF16 Adam moments)")
-    ap.add_argument("--top", type=int, default=10, help="tune: rows in the top-N table")
+    ap.add_argument("--top", type=bounded_int(0, 10_000, "an integer from 0 to 10000"), default=10,
+                    help="tune: rows in the top-N table")
     ap.add_argument("--log", help="tune: JSON log of every trial (default: next to the tuned recipe)")
     ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT)")
     ap.add_argument("--launch", action="store_true", help="run the (tuned) command or recipe afterwards")
@@ -98,9 +117,7 @@ def _cluster_overrides(a: argparse.Namespace) -> dict:
 def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
     plan = _load_recipe(a, recipe, command)
     if getattr(a, "power_limit_w", None) is not None:
-        if a.power_limit_w <= 0:
-            raise PlanError("--power-limit-w", a.power_limit_w, "a positive power in W")
-        plan = plan.model_copy(update={"cluster": plan.cluster.model_copy(update={"power_limit_w": a.power_limit_w})})
+        plan = plan.with_changes(cluster={"power_limit_w": a.power_limit_w})  # validated, as every plan
     return plan
 
 
@@ -115,6 +132,23 @@ def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan
 
     # `--project script.sh -- A B`: the words after -- are the script's positional parameters ($1, $2)
     return load_recipe(recipe, _cluster_overrides(a), a.primus_root, script_args=command)
+
+
+def _check_outputs(outputs: Sequence[tuple[str, Optional[str | Path]]]) -> None:
+    """Before any work: no output may name an input the run read (recipe, wrapper, sourced
+    fragment, --gpu-file, extends chain; real path or hard link), a folder, a folder that cannot be
+    written, or another output."""
+    from primus_launch.inputs import check_output
+
+    seen: dict[str, str] = {}
+    for flag, path in outputs:
+        if path is None:
+            continue
+        check_output(path, flag)
+        real = os.path.realpath(os.fspath(path))
+        if real in seen:
+            raise UserError(f"{flag}={str(path)!r}: the same file as {seen[real]}; give each output its own path")
+        seen[real] = flag
 
 
 def _project(a: argparse.Namespace, plan: Plan):
@@ -156,6 +190,7 @@ def _launch_recipe(plan: Plan) -> int:
 
 def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     plan = _load(a, a.project, command)
+    _check_outputs([("--trace", a.trace), ("--report", a.report)])
     result = _project(a, plan)
     if a.json:  # the text answer shows them itself
         for w in result.warnings:
@@ -193,6 +228,22 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     return 0
 
 
+def _size(path: str | Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _human(n: Optional[int]) -> str:
+    """A file size for a person: ``3.0 KB``, ``1.2 MB``."""
+    n = n or 0
+    for unit, scale in (("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
 def _wrapper_primus_root(plan: Plan) -> Optional[Path]:
     """``[recipe] primus_root`` of the wrapper TOML a plan was read through, if any."""
     if plan.source is None or plan.source.wrapper_path is None:
@@ -220,10 +271,10 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.adapters import native_path, tuned_path
 
         out_recipe = Path(a.out) if a.out else tuned_path(native_path(plan))
-        if out_recipe.resolve() == native_path(plan).resolve():
-            raise UserError(f"--out={a.out!r}: refusing to overwrite the original recipe; choose another path")
         if log_path is None:
             log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
+    _check_outputs([("--out" if a.out else "tuned recipe", out_recipe), ("--log" if a.log else "trial log", log_path),
+                    ("--report", a.report)])
     allow = [x for item in a.allow for x in item.split(",") if x.strip()]
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
                llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
@@ -247,19 +298,23 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.adapters.command_recipe import render_command
 
         tuned_cmd = render_command(best, command)
-    if a.json:
-        d = res.to_json_dict() if hasattr(res, "to_json_dict") else res.model_dump(mode="json")
+    files = {str(p): _size(p) for p in (written, log_path, a.report) if p is not None and Path(p).is_file()}
+    if a.json:  # the trial log's form: the top trials in full, every trial as compact columns
+        d = res.to_log_dict(plan)
         d["tuned_recipe"] = str(written) if written else None
         d["tuned_command"] = tuned_cmd
+        d["files"] = files
         print(json.dumps(d))
     else:
         from primus_launch.tuner.search import render_tune_text
 
         print(render_tune_text(res))
         if written:
-            print(f"\ntuned recipe written to {written}")
+            print(f"\ntuned recipe written to {written} ({_human(files.get(str(written)))})")
         if log_path:
-            print(f"trial log written to {log_path}")
+            print(f"trial log written to {log_path} ({_human(files.get(str(log_path)))})")
+        if a.report:
+            print(f"report written to {a.report} ({_human(files.get(str(a.report)))})")
         if tuned_cmd and not a.launch:
             print("\ntuned command:\n" + shlex.join(tuned_cmd))
     if a.emit:
@@ -277,23 +332,35 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the CLI; SIGINT ends with one line and exit 130, SIGTERM with one line and exit 143
-    (:mod:`primus_launch.interrupt`)."""
+    (:mod:`primus_launch.interrupt`: handlers installed before anything heavy is imported); a
+    user's mistake with one line and exit 2; a fault of the tool itself with one line and exit 70
+    (``PRIMUS_LAUNCH_TRACEBACK=1`` shows its traceback).  Called as the process's entry point
+    (``argv`` None), the signals stay ignored after the run, until the interpreter exits."""
     from primus_launch import interrupt
 
     names = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM")}
 
     def stopped(signum: int) -> int:
+        from primus_launch.tuner.progress import end_lines
+
+        end_lines()
         word, name = names.get(signum, ("stopped", str(signum)))
-        print(f"primus-launch: {word} ({name})", file=sys.stderr)
+        _say(f"primus-launch: {word} ({name})")
         return interrupt.exit_code(signum)
 
-    with interrupt.handling():
+    with interrupt.handling(keep=argv is None):
         try:
-            rc = _main(argv)
-        except KeyboardInterrupt:
-            return stopped(signal.SIGINT)
-        except interrupt.Terminated:
-            return stopped(signal.SIGTERM)
+            with interrupt.deferred():
+                # pydantic-core's import initialises pyo3's datetime C API: a KeyboardInterrupt inside it
+                # makes Rust panic (a message on stderr); a signal meanwhile is raised once it is done
+                import pydantic  # noqa: F401
+            rc = _guarded(argv)
+        except SystemExit:
+            raise
+        except BaseException:  # the signal's KeyboardInterrupt / Terminated, or what a library made of it
+            if interrupt.received() is None:
+                raise
+            return stopped(interrupt.received())
         if interrupt.received() is not None:  # a framework swallowed it; the run still ends here
             return stopped(interrupt.received())
         return rc
@@ -302,6 +369,46 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 #: the frameworks the measured path imports: their own warnings (missing Apex / Transformer Engine on
 #: a CPU, deprecations) are not the user's answer; ``python -W`` / ``PYTHONWARNINGS`` shows them
 FRAMEWORK_MODULES = r"(megatron|torch|torchtitan|torchao|triton|transformer_engine)(\.|$)"
+
+
+def _guarded(argv: Optional[Sequence[str]]) -> int:
+    """:func:`_main` with every failure as one line: exit 2 for the user's mistakes, 70 for the
+    tool's.  An exception while a signal is pending is the signal's (a library may have wrapped the
+    ``KeyboardInterrupt`` its code was in -- pydantic-core turns one into a ``SchemaError``)."""
+    from primus_launch import inputs, interrupt
+
+    with inputs.run():
+        try:
+            return _main(argv)
+        except (KeyboardInterrupt, interrupt.Terminated, SystemExit):
+            raise
+        except BaseException as e:  # pyo3's PanicException is a BaseException
+            interrupt.check()
+            if not isinstance(e, Exception):
+                raise
+            from pydantic import ValidationError
+
+            from primus_launch.plan import PlanError
+
+            if isinstance(e, (UserError, PlanError, ValidationError)):
+                _say(f"primus-launch: error: {one_line(e)}")
+                return 2
+            if isinstance(e, (RecursionError, MemoryError)):  # input the boundary let through: still one line
+                _say(f"primus-launch: error: input too large or too deeply nested to process ({type(e).__name__})")
+                return 2
+            if os.environ.get("PRIMUS_LAUNCH_TRACEBACK"):
+                raise
+            _say(f"primus-launch: internal error: {type(e).__name__}: {' '.join(str(e).split())[:300]} "
+                 "(set PRIMUS_LAUNCH_TRACEBACK=1 for the traceback)")
+            return 70
+
+
+def _say(line: str) -> None:
+    """One line on stderr; a closed stderr (a pipe the reader left) is not an error of its own."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def _main(argv: Optional[Sequence[str]] = None) -> int:
@@ -320,7 +427,6 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             load_gpu_file(a.gpu_file)
         if a.project is None and a.tune is None:
             if not command:
-                ap.print_usage(sys.stderr)
                 print("primus-launch: error: give --project RECIPE, --tune RECIPE or a command after --",
                       file=sys.stderr)
                 return 2
@@ -328,7 +434,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
 
             return run_command(command)
         return _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
-    except (UserError, PlanError, ValidationError, OSError) as e:
+    except OSError as e:
+        from primus_launch import interrupt
+
+        interrupt.check()
         print(f"primus-launch: error: {one_line(e)}", file=sys.stderr)
         return 2
 

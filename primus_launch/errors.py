@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
-from primus_launch.plan import PlanError
-
 
 class UserError(Exception):
     """Bad input from the user (file, flag, value). The CLI prints ``str(e)`` and exits 2."""
@@ -13,6 +9,10 @@ class UserError(Exception):
 
 def one_line(exc: BaseException) -> str:
     """Render an exception as the single line the CLI prints (no traceback)."""
+    from pydantic import ValidationError
+
+    from primus_launch.plan import PlanError
+
     if isinstance(exc, ValidationError):
         parts = []
         for err in exc.errors():

@@ -1,4 +1,5 @@
-"""Atomic file output: never a partly written file, never over the user's recipe."""
+"""Atomic file output: never a partly written file, never over an input of the run, created with
+the user's umask."""
 
 from __future__ import annotations
 
@@ -7,40 +8,49 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from primus_launch.errors import UserError
+
+
+def _umask() -> int:
+    """The process's umask (read by setting and restoring it: :func:`os.umask` has no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | Path, text: str, *, protect: Optional[str | Path] = None,
                       mode: Optional[int] = None) -> Path:
     """Write ``text`` to ``path`` through a temp file in the same folder and ``os.replace``.
 
-    ``protect``: a path that must not be written (the user's original recipe).
-    ``mode``: permission bits for the new file (e.g. keep a script's executable bit).
+    ``protect``: a path that must not be written (the user's original recipe); any file the run
+    read through :mod:`primus_launch.inputs` is refused too (real path or hard link).
+    ``mode``: permission bits for the new file (e.g. keep a script's executable bit); by default
+    ``0o666`` less the umask, as ``open()`` would create it (``mkstemp`` makes 0600).
+    A signal during the write leaves no temp file and no partial output.
     """
+    from primus_launch import inputs, interrupt
+
     out = Path(path)
-    if protect is not None and out.resolve() == Path(protect).resolve():
-        raise UserError(f"output={str(out)!r}: refusing to overwrite the original recipe; choose another path")
+    extra = [("the original recipe", protect)] if protect is not None else []
+    inputs.refuse_input(out, "output", extra)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    data = text.encode("utf-8")
+    with interrupt.deferred():  # a signal here is raised once the file is whole (or gone)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+            os.replace(tmp, out)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     return out
 
 
-def read_recipe_text(path: str | Path) -> str:
-    """The text of a user's recipe file, or a one-line :class:`UserError` naming it."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"recipe={str(p)!r}: no such file")
-    try:
-        return p.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"recipe={str(p)!r}: cannot read: {e}") from None
+def read_recipe_text(path: str | Path, field: str = "recipe") -> str:
+    """The text of a user's recipe file through the input boundary (:func:`primus_launch.inputs.read_text`:
+    size, encoding, one-line errors; remembered as an input of the run)."""
+    from primus_launch import inputs
+
+    return inputs.read_text(path, field)

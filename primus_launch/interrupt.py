@@ -1,20 +1,29 @@
 """SIGINT / SIGTERM during long library calls (the measured projection, tuning).
 
-The CLI installs :func:`handling`: a signal raises ``KeyboardInterrupt`` (SIGINT) or
+The CLI installs :func:`handling`: the first signal raises ``KeyboardInterrupt`` (SIGINT) or
 :class:`Terminated` (SIGTERM) at once -- ``finally`` blocks run, child processes are reaped, cache
 writes stay atomic -- and is also remembered, because framework code can swallow the exception
 (megatron-core and torch guard optional imports with bare ``except:``).  Long loops call
 :func:`check` at safe points, so a swallowed signal still stops the run there; the CLI then ends
-with one line and exit 130 (SIGINT) / 143 (SIGTERM).
+with one line and exit 130 (SIGINT) / 143 (SIGTERM).  Further signals while the run unwinds are
+remembered, not raised, so that the clean-up they would interrupt (a worker pool's termination, a
+temp file's removal) completes.
+
+:func:`deferred` marks a section a signal must not cut in two (an atomic write's temp file and
+rename, forking a worker pool): a signal inside it is raised when the section ends.  A process
+forked inside it inherits the deferral, so a signal that reaches a new worker before the worker
+sets its own handling (:func:`worker_init`) raises nothing there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from typing import Iterator, Optional
 
 _received: Optional[int] = None
+_deferring = 0
 
 
 class Terminated(BaseException):
@@ -29,8 +38,11 @@ def _raise(signum: int) -> None:
 
 def _handler(signum: int, _frame: object) -> None:
     global _received
+    if _received is not None:   # already unwinding: let the clean-up finish
+        return
     _received = signum
-    _raise(signum)
+    if not _deferring:
+        _raise(signum)
 
 
 def received() -> Optional[int]:
@@ -45,10 +57,42 @@ def check() -> None:
 
 
 @contextlib.contextmanager
-def handling() -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as above for the block (main thread only; elsewhere a no-op)."""
-    global _received
+def deferred() -> Iterator[None]:
+    """A section a signal does not cut: a signal inside it is raised when it ends (outermost)."""
+    global _deferring
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if not _deferring:
+        check()
+
+
+def worker_init() -> None:
+    """In a worker process forked under :func:`handling` (a pool's initializer): SIGINT ignored (a
+    terminal's Ctrl-C reaches the whole process group; the parent decides and ends the pool),
+    SIGTERM kills (how the parent ends it); a worker forked while a signal was pending, or signalled
+    before this ran, exits at once (the parent is ending the pool).  No deferral is inherited."""
+    global _deferring, _received
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _received is not None:  # a signal reached the parent as it forked, or this worker before now:
+        os._exit(exit_code(signal.SIGTERM))  # the pool is being ended (its SIGTERM may have been swallowed)
+    _deferring = 0
     _received = None
+
+
+@contextlib.contextmanager
+def handling(keep: bool = False) -> Iterator[None]:
+    """Handle SIGINT and SIGTERM as above for the block (main thread only; elsewhere a no-op).
+
+    ``keep``: when the block ends, ignore both signals instead of restoring the previous handlers
+    (the CLI process's entry point: the run is over, and a signal between its end and the
+    interpreter's exit must not raise a traceback there)."""
+    global _received, _deferring
+    _received = None
+    _deferring = 0
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -59,7 +103,7 @@ def handling() -> Iterator[None]:
         yield
     finally:
         for sig, h in previous.items():
-            signal.signal(sig, h)
+            signal.signal(sig, signal.SIG_IGN if keep else h)
 
 
 def exit_code(signum: int) -> int:

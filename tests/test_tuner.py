@@ -177,7 +177,7 @@ def test_budget_log_and_counts(tmp_path):
     assert res.scored <= 15
     assert any("budget" in w for w in res.warnings)
     d = json.loads(log.read_text())
-    assert len(d["trials"]) == len(res.trials) and d["scored"] == res.scored
+    assert d["trials"]["count"] == len(res.trials) == len(d["trials"]["columns"]["index"]) and d["scored"] == res.scored
     assert d["original_plan"]["parallel"]["tp"] == plan.parallel.tp
     assert len(res.top) <= 5
     assert [t.iteration_time_s for t in res.top] == sorted(t.iteration_time_s for t in res.top)

@@ -57,8 +57,7 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
     checkout of a Primus experiment that does not live in one; ``script_args`` are a launch
     script's positional parameters ($1..$N)."""
     p = Path(path)
-    if not p.is_file():
-        raise UserError(f"recipe={str(p)!r}: no such file")
+    _text(p)  # the input boundary: a folder, a missing, unreadable, oversized or non-UTF-8 file ends here
     kind = detect_kind(p)
     overrides = {k: v for k, v in (cluster_overrides or {}).items() if v is not None}
     # a complete cluster goes to the reader, so a recipe is validated against its target cluster only

@@ -150,6 +150,9 @@ def _titan_text_with_overrides(text: str, overrides: list[tuple[int, int, str, s
         return text
     import tomlkit
 
+    from primus_launch.inputs import parse_toml
+
+    parse_toml(text, "recipe", path)  # the input boundary: syntax and nesting as one line
     try:
         doc = tomlkit.parse(text)
     except Exception as e:  # tomlkit raises its own ParseError subclasses
@@ -178,7 +181,9 @@ def plan_from_command(argv: list[str], overrides: dict | None = None) -> Plan:
         path = Path(cfg)
         if not path.is_file():
             raise UserError(f"--job.config_file={cfg!r}: no such file")
-        text = _titan_text_with_overrides(path.read_text(), _titan_overrides(argv), cfg)
+        from primus_launch.fileio import read_recipe_text
+
+        text = _titan_text_with_overrides(read_recipe_text(path, "--job.config_file"), _titan_overrides(argv), cfg)
         header = cluster_from_header(text)
         cluster = command_cluster(argv, ov, header.gpu if header else None)
         plan = plan_from_text(text, cluster, str(path))
@@ -269,7 +274,9 @@ def _render_titan(plan: Plan, argv: list[str]) -> list[str]:
     if not original.is_file():
         raise UserError(f"--job.config_file={cfg!r}: no such file")
     ovs = _titan_overrides(argv)
-    base = _titan_text_with_overrides(original.read_text(), ovs, cfg)
+    from primus_launch.fileio import read_recipe_text
+
+    base = _titan_text_with_overrides(read_recipe_text(original, "--job.config_file"), ovs, cfg)
     tuned_text = render_torchtitan(plan, base)
     out = _tuned_path(original)
     atomic_write_text(out, tuned_text, protect=original)

@@ -407,27 +407,27 @@ def _ub_cfg(path: Any) -> tuple[tuple[str, str, int, bool], ...]:
     ``projection/cost/contention.py``)."""
     if not path:
         return ()
-    import yaml
-
+    from primus_launch.inputs import parse_yaml, read_text
     from primus_launch.projection.cost.contention import UB_NAMES, ub_default
 
-    try:
-        with open(str(path)) as fh:
-            data = yaml.safe_load(fh) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise PlanError("--tp-comm-overlap-cfg", path, f"a readable userbuffers YAML ({type(e).__name__})")
+    data = parse_yaml(read_text(str(path), "--tp-comm-overlap-cfg"), "--tp-comm-overlap-cfg", str(path)) or {}
     if not isinstance(data, dict):
         raise PlanError("--tp-comm-overlap-cfg", path, "a YAML mapping of layer names (qkv_fprop, ...) to settings")
     out = []
-    for name in sorted(data):
+    for name in sorted(data, key=str):
         if name not in UB_NAMES:
             raise PlanError("--tp-comm-overlap-cfg", name, "one of " + ", ".join(sorted(UB_NAMES)))
         v = data[name] or {}
+        if not isinstance(v, dict):
+            raise PlanError(f"--tp-comm-overlap-cfg {name}", v, "a mapping of method, num_sm, set_sm_margin")
         method, n, margin = ub_default(name)
         method = str(v.get("method", method))
         if method not in ("ring_exchange", "pipeline", "bulk", "external"):
             raise PlanError("--tp-comm-overlap-cfg", f"{name}.method={method}", "ring_exchange, pipeline, bulk, external")
-        out.append((name, method, int(v.get("num_sm", n)), bool(v.get("set_sm_margin", margin))))
+        n = v.get("num_sm", n)
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 100_000:
+            raise PlanError(f"--tp-comm-overlap-cfg {name}.num_sm", n, "an integer between 0 and 100000")
+        out.append((name, method, n, bool(v.get("set_sm_margin", margin))))
     return tuple(out)
 
 

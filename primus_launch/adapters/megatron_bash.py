@@ -499,6 +499,8 @@ class _Parser:
                 self.i += 1
                 return nodes, ")"
             nodes.append(self.parse_and_or())
+            if self.i == save:  # nothing consumed (a stray ')', ...): bash's syntax error, not a loop
+                raise self.err(f"syntax error near unexpected token {self.s[self.i:self.i + 1]!r}")
 
     def parse_and_or(self) -> Node:
         items: list[tuple[str, Node]] = []
@@ -1121,7 +1123,9 @@ class ShellState:
             self.warnings.append(f"source {name}: not found next to the script; skipped")
             return
         try:
-            text = hit.read_text()
+            from primus_launch.inputs import read_text  # the input boundary: size and encoding
+
+            text = read_text(hit, f"source {name}")
             nodes = parse_script(text, str(hit), self.warnings)
         except (OSError, UnicodeDecodeError, UserError) as e:
             self.warnings.append(f"source {name}: not read ({e})")

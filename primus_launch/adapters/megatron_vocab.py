@@ -67,11 +67,13 @@ def local_vocab(path: str | None) -> tuple[int, str] | None:
     if not path:
         return None
     p = Path(path).expanduser()
+    from primus_launch.errors import UserError
+
     try:
         if p.is_dir():
             cfg = p / "config.json"
             if cfg.is_file():
-                size = json.loads(cfg.read_text()).get("vocab_size")
+                size = _json(cfg).get("vocab_size")
                 if isinstance(size, int) and size > 0:
                     return size, f"{cfg} vocab_size"
             tok = p / "tokenizer.json"
@@ -79,21 +81,34 @@ def local_vocab(path: str | None) -> tuple[int, str] | None:
         if not p.is_file():
             return None
         if p.name.endswith(".json"):
-            data = json.loads(p.read_text())
+            data = _json(p)
             if isinstance(data, dict) and "model" in data:
                 return _tokenizer_json(p)
             if isinstance(data, dict) and data:
                 return len(data), f"{p} entries"
             return None
         if p.suffix == ".txt":
-            return sum(1 for ln in p.read_text().splitlines() if ln.strip()), f"{p} lines"
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
+            return sum(1 for ln in _text(p).splitlines() if ln.strip()), f"{p} lines"
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError, AttributeError, TypeError, UserError):
+        return None  # not a tokenizer this reader understands: the vocabulary comes from elsewhere (a note says)
     return None
 
 
+TOKENIZER_MAX_BYTES = 64 * 1024 * 1024   # tokenizer.json files are up to ~35 MB (Gemma 3)
+
+
+def _text(p: Path) -> str:
+    from primus_launch.inputs import read_text
+
+    return read_text(p, "tokenizer", TOKENIZER_MAX_BYTES)
+
+
+def _json(p: Path):
+    return json.loads(_text(p))
+
+
 def _tokenizer_json(p: Path) -> tuple[int, str] | None:
-    data = json.loads(p.read_text())
+    data = _json(p)
     vocab = (data.get("model") or {}).get("vocab")
     ids = list(vocab.values()) if isinstance(vocab, dict) else list(range(len(vocab or [])))
     ids += [t.get("id", -1) for t in data.get("added_tokens") or [] if isinstance(t, dict)]

@@ -251,6 +251,9 @@ def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], e
 
 
 def from_yaml(text: str, path: str) -> YamlRecipe:
+    from primus_launch.inputs import parse_yaml
+
+    parse_yaml(text, "recipe", path)  # the input boundary: syntax, nesting and size as one line
     try:
         root = yaml.compose(text)
     except yaml.YAMLError as e:
@@ -299,9 +302,11 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
 
 def is_yaml_text(text: str) -> bool:
     """Whether ``text`` looks like a YAML mapping of Megatron arguments (not a bash script)."""
+    from primus_launch.inputs import parse_yaml
+
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
+        data = parse_yaml(text)
+    except UserError:
         return False
     if not isinstance(data, dict):
         return False

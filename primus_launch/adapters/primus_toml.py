@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,10 +27,21 @@ _CLUSTER_KEYS = {"gpu": "gpu", "nodes": "num_nodes", "num_nodes": "num_nodes", "
 
 
 def _read(path: Path) -> dict:
-    try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"recipe={str(path)!r}: malformed TOML: {e}") from None
+    """The wrapper's tables, through the input boundary, with their types checked."""
+    from primus_launch.inputs import expect, parse_toml, read_text
+
+    data = parse_toml(read_text(path, "recipe"), "recipe", str(path))
+    for table in ("recipe", "cluster", "hardware"):
+        if table in data:
+            expect(data[table], dict, table, f"a table ([{table}])")
+    rec = data.get("recipe", {})
+    for key in ("path", "framework", "primus_root"):
+        if key in rec:
+            expect(rec[key], str, f"recipe.{key}", "a string" + (" (a file name relative to this file)"
+                                                                  if key == "path" else ""))
+    if "file" in data.get("hardware", {}):
+        expect(data["hardware"]["file"], str, "hardware.file", "a string (a TOML/YAML file relative to this file)")
+    return data
 
 
 def is_wrapper(path: Path) -> bool:
@@ -65,6 +75,8 @@ def read_wrapper(path: Path) -> Wrapper:
     """Read and check the wrapper at ``path``; its ``[hardware] file`` is loaded into the GPU database
     (``projection.hardware.gpus.load_gpu_file``).  The dispatcher (``adapters.load_recipe``) reads the
     target recipe on the wrapper's cluster."""
+    from primus_launch.inputs import expect, read_text
+
     data = _read(path)
     unknown = set(data) - {"recipe", "cluster", "hardware"}
     bad = set(data.get("recipe", {})) - {"path", "framework", "primus_root"}
@@ -72,18 +84,23 @@ def read_wrapper(path: Path) -> Wrapper:
         raise UserError(f"{path}: unknown [recipe] key(s) {sorted(bad)}; allowed: path, framework, primus_root")
     if unknown:
         raise UserError(f"{path}: unknown table(s) {sorted(unknown)}; allowed: recipe, cluster, hardware")
+    bad_hw = set(data.get("hardware", {})) - {"file"}
+    if bad_hw:
+        raise UserError(f"{path}: unknown [hardware] key(s) {sorted(bad_hw)}; allowed: file")
     target = (path.parent / data["recipe"]["path"]).resolve()
-    if not target.is_file():
+    if not data["recipe"]["path"] or not target.is_file():
         raise UserError(f"recipe.path={data['recipe']['path']!r}: no such file (relative to {path.parent})")
+    read_text(target, "recipe.path")  # size and encoding, before anything sniffs its kind
     hw = data.get("hardware", {})
     if "file" in hw:
         from primus_launch.projection.hardware.gpus import load_gpu_file
 
-        load_gpu_file(path.parent / hw["file"])
+        load_gpu_file(path.parent / hw["file"], "hardware.file")
     cluster = {}
     for k, v in data.get("cluster", {}).items():
         if k not in _CLUSTER_KEYS:
             raise UserError(f"cluster.{k}={v!r}: unknown key; allowed: gpu, nodes, gpus_per_node")
+        expect(v, str if k == "gpu" else int, f"cluster.{k}", "a GPU name" if k == "gpu" else "an integer")
         cluster[_CLUSTER_KEYS[k]] = v
     fw = data["recipe"].get("framework")
     if fw is not None and fw not in ("megatron", "torchtitan"):

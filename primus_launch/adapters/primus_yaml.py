@@ -117,21 +117,21 @@ def deep_merge(base: dict, override: dict) -> dict:
 
 
 def _load_yaml_text(text: str, where: str) -> Any:
-    try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as e:
-        raise UserError(f"{where}: not valid YAML: {' '.join(str(e).split())}") from None
+    from primus_launch.inputs import parse_yaml as parse_yaml_text
+
+    return parse_yaml_text(text, "recipe", where)
 
 
-def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _seen: tuple = ()) -> dict:
-    """Primus ``parse_yaml``: load, resolve ``${...}``, then apply ``extends:`` (relative to the file)."""
+def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _seen: tuple = (),
+               field: str = "recipe") -> dict:
+    """Primus ``parse_yaml``: load, resolve ``${...}``, then apply ``extends:`` (relative to the file).
+    Files are read through the input boundary (``field`` names the file in its errors: the recipe,
+    a preset, an ``extends`` file)."""
     where = str(path)
     if path in _seen:
         raise UserError(f"{where}: extends itself (through {' -> '.join(map(str, _seen))})")
     if text is None:
-        if not path.is_file():
-            raise UserError(f"{where}: no such file")
-        text = path.read_text()
+        text = read_recipe_text(path, "extends" if _seen else field)
     cfg = _load_yaml_text(text, where)
     if cfg is None:
         raise UserError(f"{where}: empty YAML file")
@@ -172,9 +172,11 @@ def is_primus_text(text: str) -> bool:
     """Whether ``text`` is a Primus experiment: a ``modules`` mapping whose entries name a framework."""
     if "modules" not in text:
         return False
+    from primus_launch.inputs import parse_yaml as parse_yaml_text
+
     try:
-        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError:
+        data = parse_yaml_text(text)
+    except UserError:
         return False
     mods = data.get("modules") if isinstance(data, dict) else None
     return isinstance(mods, dict) and any(isinstance(v, dict) and "framework" in v for v in mods.values())
@@ -217,7 +219,7 @@ def _preset(root: Path, kind: str, fw: str, name: Any, env: Mapping[str, str], w
     if not p.is_file():
         raise UserError(f"{where}: modules.*.{'config' if kind == 'modules' else 'model'}={name!r}: no such preset "
                         f"{p}")
-    return parse_yaml(p, env)
+    return parse_yaml(p, env, field=f"{kind} preset")
 
 
 _BASE_MODEL = {"megatron": "language_model.yaml"}
@@ -260,7 +262,7 @@ def resolve(path: Path, text: Optional[str] = None, primus_root: Optional[str | 
     baseline = dict(cfg)
     base_name = _BASE_MODEL.get(fw)
     if base_name and (root / "models" / fw / base_name).is_file():
-        base = parse_yaml(root / "models" / fw / base_name, env)
+        base = parse_yaml(root / "models" / fw / base_name, env, field="models preset")
         baseline = deep_merge(_preset(root, "modules", fw, mod["config"], env, where),
                               {k: v for k, v in base.items() if k != "name"})
     else:

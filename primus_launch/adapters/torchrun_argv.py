@@ -187,18 +187,21 @@ def split_torchrun(argv: list[str]) -> Optional[TorchrunCommand]:
 def parse_nnodes(value: str) -> int:
     """torchrun ``--nnodes`` is ``N`` or ``MIN:MAX`` (elastic); a plan takes the largest size."""
     try:
-        return int(value.split(":")[-1])
+        last = value.split(":")[-1]
+        if len(last) > 9:
+            raise ValueError(last)
+        return int(last)
     except ValueError:
-        raise UserError(f"torchrun --nnodes={value!r}: expected N or MIN:MAX") from None
+        raise UserError(f"torchrun --nnodes={value!r}: expected N or MIN:MAX (integers of at most 9 digits)") from None
 
 
 def parse_nproc(value: str) -> Optional[int]:
     """torchrun ``--nproc-per-node``: an integer, or gpu/cpu/auto/xpu (decided on the node: None)."""
-    if value.isdigit():
+    if value.isdigit() and len(value) <= 9:
         return int(value)
     if value in ("gpu", "cpu", "auto", "xpu"):
         return None
-    raise UserError(f"torchrun --nproc-per-node={value!r}: expected an integer or gpu/cpu/auto")
+    raise UserError(f"torchrun --nproc-per-node={value!r}: expected an integer (at most 9 digits) or gpu/cpu/auto")
 
 
 # ----------------------------------------------------------------------------- the cluster of a command

@@ -48,7 +48,6 @@ else 1 node x 8 h100-sxm.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional
@@ -347,10 +346,9 @@ def _is_grouped(c: str) -> bool:
 
 # ---------------------------------------------------------------- job -> Plan
 def _parse(text: str, where: str) -> dict:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"recipe={where!r}: malformed TOML: {e}") from None
+    from primus_launch.inputs import parse_toml
+
+    return parse_toml(text, "recipe", where)
 
 
 def job_cluster(text: str, job: dict, cluster: Optional[Cluster]) -> Cluster:

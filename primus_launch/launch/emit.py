@@ -176,7 +176,9 @@ def program_of_recipe(plan: Plan, recipe_path: str | os.PathLike | None = None) 
         from primus_launch.adapters.megatron import render_argv
         from primus_launch.adapters.megatron_script import from_script
 
-        rec = from_script(Path(path).read_text(), path)
+        from primus_launch.fileio import read_recipe_text
+
+        rec = from_script(read_recipe_text(Path(path)), path)
         argv = [t.text for t in rec.tokens]
         start = rec.launcher_start()
         launcher = max(0, (start or rec.script_index) - 1) if start is not None else rec.script_index

@@ -18,12 +18,30 @@ from primus_launch.plan.torchtitan_split import is_single_stage, titan_schedule
 
 Problem = tuple[str, object, str]
 
+MAX_WORLD_SIZE = 2**20   # GPUs (the largest clusters hold ~10^5)
+
+
+def max_virtual_stages(layers: int) -> int:
+    """The most pipeline stages x virtual stages a plan of ``layers`` transformer layers may have: a
+    generous multiple (a stage may hold only the embedding, the loss or nothing, as Megatron's
+    layouts allow) that keeps the per-stage tables of the layout and the schedule small."""
+    return 4 * layers + 8
+
 
 def legality_problems(plan: PlanSections) -> list[Problem]:
     """Every rule ``plan`` breaks, as (field, value, what is allowed); empty when legal."""
     m, p, t, c = plan.model, plan.parallel, plan.training, plan.cluster
     out: list[Problem] = []
     W = c.world_size
+    # bounds first (sections.LIMITS bounds each field): nothing below allocates more than these allow
+    if W > MAX_WORLD_SIZE:
+        return [("cluster", f"{c.num_nodes} nodes x {c.gpus_per_node} GPUs = {W:,}",
+                 f"at most {MAX_WORLD_SIZE:,} GPUs (the projection's bound)")]
+    stages = p.pp * p.vpp
+    if stages > max_virtual_stages(m.num_layers + m.mtp_num_layers):
+        return [("parallel.vpp", p.vpp, f"pp x vpp = {stages:,} virtual stages: at most "
+                                        f"{max_virtual_stages(m.num_layers + m.mtp_num_layers):,} for "
+                                        f"{m.num_layers + m.mtp_num_layers} layers")]
     mp = p.tp * p.cp * p.pp
     if W % mp:
         out.append(("parallel", f"tp*cp*pp={mp}", f"must divide world size {W} (nodes x gpus_per_node)"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Precision = Literal["bf16", "fp16", "fp8", "fp4", "fp32"]
 Fp8Recipe = Literal["delayed", "tensorwise", "rowwise", "rowwise_with_gw_hp", "blockwise", "mxfp8"]
@@ -46,8 +46,55 @@ class PlanError(ValueError):
         super().__init__(f"{field}={value!r}: {allowed}")
 
 
+# Upper bounds of the sizes and counts a plan may hold: each far above any run trained or planned
+# (the largest published models have ~130 layers, hidden 25,600, 262k vocabularies, 10M-token
+# contexts, 384 experts; clusters ~100k GPUs), low enough that every per-layer, per-stage and
+# per-micro-batch table of the projection stays small.  A value above its bound is refused by
+# name when its section is built, before anything allocates in proportion to it; nan / inf are
+# refused in every float field.
+LIMITS: dict[str, int] = {
+    "model.num_layers": 10_000, "model.hidden_size": 2**20, "model.ffn_hidden_size": 2**22,
+    "model.num_attention_heads": 2**16, "model.num_query_groups": 2**16, "model.head_dim": 2**16,
+    "model.vocab_size": 2**24, "model.make_vocab_size_divisible_by": 2**16, "model.seq_length": 2**24,
+    "model.max_position_embeddings": 2**31, "model.window_size": 2**24, "model.num_experts": 2**16,
+    "model.moe_router_topk": 2**16, "model.moe_ffn_hidden_size": 2**22,
+    "model.moe_shared_expert_intermediate_size": 2**24, "model.moe_dense_first_layers": 10_000,
+    "model.moe_router_num_groups": 2**16, "model.moe_router_group_topk": 2**16, "model.q_lora_rank": 2**16,
+    "model.kv_lora_rank": 2**16, "model.qk_head_dim": 2**16, "model.qk_pos_emb_head_dim": 2**16,
+    "model.v_head_dim": 2**16, "model.mtp_num_layers": 64,
+    "parallel.tp": 2**20, "parallel.pp": 2**20, "parallel.vpp": 10_000, "parallel.microbatch_group": 2**31,
+    "parallel.cp": 2**20, "parallel.ep": 2**20, "parallel.etp": 2**20, "parallel.dp_replicate": 2**20,
+    "parallel.pipeline_layers_first_stage": 10_000, "parallel.pipeline_layers_last_stage": 10_000,
+    "training.global_batch_size": 2**31, "training.micro_batch_size": 2**20, "training.train_iters": 2**62,
+    "training.recompute.num_layers": 10_000, "training.offload.activation_layers": 10_000,
+    "cluster.num_nodes": 2**17, "cluster.gpus_per_node": 2**10, "cluster.nvlink_domain": 2**20,
+    "cluster.power_limit_w": 100_000,
+}
+LIMIT_PATTERN_CHARS = 200_000   # a string field (a Megatron layout string before it is expanded)
+LIMIT_ENTRIES = 10_064          # a tuple field (per-layer patterns, recompute ids: layers + MTP depths)
+
+
+def _check_limits(obj: BaseModel, section: str) -> None:
+    """Refuse a field of ``obj`` above its :data:`LIMITS` bound (or a negative count), a tuple
+    longer than :data:`LIMIT_ENTRIES` or a layout string longer than :data:`LIMIT_PATTERN_CHARS`."""
+    for name in type(obj).model_fields:
+        key = f"{section}.{name}"
+        v = getattr(obj, name)
+        if isinstance(v, tuple) and len(v) > LIMIT_ENTRIES:
+            raise PlanError(key, f"{len(v):,} entries", f"at most {LIMIT_ENTRIES:,}")
+        if isinstance(v, str) and len(v) > LIMIT_PATTERN_CHARS:
+            raise PlanError(key, f"{len(v):,} characters", f"at most {LIMIT_PATTERN_CHARS:,}")
+        hi = LIMITS.get(key)
+        if hi is None or v is None or isinstance(v, bool):
+            continue
+        if v > hi:
+            raise PlanError(key, v, f"at most {hi:,} (the projection's bound; far above any real run)")
+        if v < 0:
+            raise PlanError(key, v, "must be >= 0")
+
+
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+    model_config = ConfigDict(extra="forbid", validate_assignment=False, allow_inf_nan=False)
 
 
 class ModelArch(StrictModel):
@@ -164,6 +211,11 @@ class ModelArch(StrictModel):
         m = self.make_vocab_size_divisible_by * tp
         return -(-self.vocab_size // m) * m if self.make_vocab_size_divisible_by > 1 else self.vocab_size
 
+    @model_validator(mode="after")
+    def _bounded(self) -> "ModelArch":
+        _check_limits(self, "model")
+        return self
+
 
 class Parallelism(StrictModel):
     """Parallel degrees; DP is derived from the cluster's world size."""
@@ -220,6 +272,11 @@ class Parallelism(StrictModel):
     def expert_tp(self) -> int:
         return self.etp if self.etp is not None else self.tp
 
+    @model_validator(mode="after")
+    def _bounded(self) -> "Parallelism":
+        _check_limits(self, "parallel")
+        return self
+
 
 class Recompute(StrictModel):
     """Activation recomputation (Megatron ``--recompute-*``; TorchTitan ``activation_checkpoint``).
@@ -245,6 +302,11 @@ class Recompute(StrictModel):
                                                                "global 0-based ids, sorted and unique (Primus "
                                                                "recompute_layer_ids; MTP depth d = num_layers + d)")
 
+    @model_validator(mode="after")
+    def _bounded(self) -> "Recompute":
+        _check_limits(self, "training.recompute")
+        return self
+
 
 class Offload(StrictModel):
     """Host offloading (Megatron ``--cpu-offloading*``, ``--fine-grained-activation-offloading``,
@@ -257,6 +319,11 @@ class Offload(StrictModel):
                                                                         "activation offloading")
     optimizer_fraction: float = Field(default=0.0, ge=0.0, le=1.0, description="--optimizer-cpu-offload with "
                                                                               "--optimizer-offload-fraction")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "Offload":
+        _check_limits(self, "training.offload")
+        return self
 
 
 class Training(StrictModel):
@@ -354,6 +421,11 @@ class Training(StrictModel):
     exp_avg_sq_dtype: StateDtype = "fp32"
     train_iters: Optional[int] = None
 
+    @model_validator(mode="after")
+    def _bounded(self) -> "Training":
+        _check_limits(self, "training")
+        return self
+
 
 class Cluster(StrictModel):
     gpu: str = "h100-sxm"
@@ -375,6 +447,11 @@ class Cluster(StrictModel):
     def scaleup_domain(self) -> int:
         """GPUs reachable over the scale-up fabric from one GPU (capped by the world size)."""
         return min(self.nvlink_domain or self.gpus_per_node, self.world_size)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "Cluster":
+        _check_limits(self, "cluster")
+        return self
 
 
 class UnmodelledFlag(StrictModel):

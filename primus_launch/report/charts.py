@@ -1,5 +1,10 @@
 """Inline-SVG pictures of a tune: every candidate as throughput against peak memory, the illegal
-ones with their reason, and the incumbent (best so far) path over the search."""
+ones with their reason, and the incumbent (best so far) path over the search.
+
+A search of tens of thousands of candidates is drawn with at most :data:`SCATTER_MAX_POINTS`
+points (the fastest that fit, the memory / throughput front, the incumbent path, then an even
+sample of the rest) and :data:`REJECTED_MAX_MARKS` rejection marks; the pictures say how many of
+how many they draw, and the trial log holds them all."""
 
 from __future__ import annotations
 
@@ -10,6 +15,38 @@ from primus_launch.report.svg import legend, rect, svg_doc, text
 from primus_launch.tuner.result import Trial, TuneResult
 
 _SOURCE_COLORS = {"seed": "#000000", "planner": "#4e79a7", "llm": "#f28e2b", "exhaustive": "#9c755f"}
+SCATTER_MAX_POINTS = 1500
+REJECTED_MAX_MARKS = 200
+
+
+def _even(items: list, n: int) -> list:
+    """``n`` items spread evenly over ``items`` (all of them when there are at most ``n``)."""
+    if len(items) <= n:
+        return list(items)
+    return [items[int(i * len(items) / n)] for i in range(n)]
+
+
+def drawn_candidates(scored: list[Trial], limit: int = SCATTER_MAX_POINTS) -> list[Trial]:
+    """The scored trials the scatter draws: all when at most ``limit``; else the 100 fastest that
+    fit, the incumbent path, the front (no other candidate both faster and smaller; evenly thinned
+    to a third of ``limit``) and an even sample of the rest, ``limit`` in all, in search order."""
+    if len(scored) <= limit:
+        return scored
+    keep: dict[int, Trial] = {}
+    fast = sorted((t for t in scored if t.fits), key=lambda t: (-t.tokens_per_sec_per_gpu, t.index))
+    for t in fast[:100] + _even(incumbent_path(scored), limit // 6):
+        keep[t.index] = t
+    best, front = None, []
+    for t in sorted(scored, key=lambda t: (t.peak_memory_bytes or 0, -t.tokens_per_sec_per_gpu)):
+        if best is None or t.tokens_per_sec_per_gpu > best:
+            best = t.tokens_per_sec_per_gpu
+            front.append(t)
+    for t in _even(front, limit // 3):
+        keep[t.index] = t
+    rest = [t for t in scored if t.index not in keep]
+    for t in _even(rest, max(0, limit - len(keep))):
+        keep[t.index] = t
+    return sorted(keep.values(), key=lambda t: t.index)
 
 
 def _changes(t: Trial) -> str:
@@ -39,7 +76,10 @@ def scatter_svg(res: TuneResult, width: int = 1100, height: int = 460) -> str:
     xmax = max(mems) * 1.05
     ymax = max([t.tokens_per_sec_per_gpu for t in scored] + [1.0]) * 1.1
     sx, sy = pw / xmax, ph / ymax
-    body = [text(left, 16, "Scored candidates: throughput against peak memory (hover for the configuration)", 13)]
+    shown = drawn_candidates(scored)
+    what = "Scored candidates" if len(shown) == len(scored) else \
+        f"{len(shown):,} of {len(scored):,} scored candidates (the fastest, the front and an even sample)"
+    body = [text(left, 16, f"{what}: throughput against peak memory (hover for the configuration)", 13)]
     body += legend(left, 32, [("seed", _SOURCE_COLORS["seed"]), ("planner", _SOURCE_COLORS["planner"]),
                               ("LLM", _SOURCE_COLORS["llm"]), ("exhaustive", _SOURCE_COLORS["exhaustive"]),
                               ("does not fit (hollow)", "#cccccc"), ("incumbent path", "#2ca02c"),
@@ -59,7 +99,7 @@ def scatter_svg(res: TuneResult, width: int = 1100, height: int = 460) -> str:
         x = left + val * sx
         body += [f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="{color}" stroke-dasharray="5,3"/>',
                  text(x - 3, top + dy, label, 10, "end", color)]
-    for t in scored:
+    for t in shown:
         x = left + (t.peak_memory_bytes or 0) * sx
         y = top + ph - t.tokens_per_sec_per_gpu * sy
         color = _SOURCE_COLORS.get(t.source, "#4e79a7")
@@ -71,9 +111,11 @@ def scatter_svg(res: TuneResult, width: int = 1100, height: int = 460) -> str:
         pts = " ".join(f"{left + (t.peak_memory_bytes or 0) * sx:.1f},{top + ph - t.tokens_per_sec_per_gpu * sy:.1f}" for t in path)
         body.append(f'<polyline points="{pts}" fill="none" stroke="#2ca02c" stroke-width="2"/>')
     strip_y = top + ph + 50
-    body.append(text(left, strip_y - 8, f"rejected before scoring: {len(rejected)} (hover for the reason)", 11))
-    n = max(len(rejected), 1)
-    for i, t in enumerate(rejected):
+    marks = _even(rejected, REJECTED_MAX_MARKS)
+    body.append(text(left, strip_y - 8, f"rejected before scoring: {len(rejected):,}"
+                     + (f" ({len(marks)} drawn)" if len(marks) < len(rejected) else "") + " (hover for the reason)", 11))
+    n = max(len(marks), 1)
+    for i, t in enumerate(marks):
         x = left + pw * (i + 0.5) / n
         body.append(f'<path d="M{x - 4:.1f},{strip_y - 4} l8,8 m0,-8 l-8,8" stroke="#d62728" stroke-width="1.5">'
                     f'<title>{escape(f"#{t.index} {_changes(t)}: {t.reason}")}</title></path>')
@@ -86,11 +128,15 @@ def incumbent_svg(res: TuneResult, width: int = 1100, height: int = 220) -> str:
     trials = sorted(res.trials, key=lambda t: t.index)
     n = max(len(trials), 1)
     best, pts = None, []
-    for i, t in enumerate(trials):
+    for i, t in enumerate(trials):  # the steps of the best-so-far line (and its end)
         if t.status == "scored" and t.fits and t.tokens_per_sec_per_gpu is not None:
-            best = max(best or 0.0, t.tokens_per_sec_per_gpu)
-        if best is not None:
-            pts.append((i, best))
+            if best is None or t.tokens_per_sec_per_gpu > best:
+                if best is not None:
+                    pts.append((i, best))
+                best = t.tokens_per_sec_per_gpu
+                pts.append((i, best))
+    if best is not None:
+        pts.append((len(trials) - 1, best))
     ymax = (max(b for _, b in pts) if pts else 1.0) * 1.1
     body = [text(left, 16, "Incumbent over the search (best fitting tokens/s/GPU so far)", 13)]
     body.append(rect(left, top, pw, ph, "#fafafa", stroke="#ccc"))

@@ -65,8 +65,43 @@ def time_unit(span_s: float) -> tuple[float, str]:
     return (1.0, "s") if span_s >= 2.0 else (1e3, "ms")
 
 
+TIMELINE_MAX_EVENTS = 8000   # more events are drawn as pixel columns (a picture of bounded size)
+TIMELINE_COLUMN_PX = 2.0
+
+
+def _binned(events: Sequence[TimelineEvent], num_stages: int, span: float, plot_w: float) -> list[tuple]:
+    """Per stage, runs of :data:`TIMELINE_COLUMN_PX`-wide columns coloured by the kind that fills
+    most of each column (compute kinds on the main row, sends on the thin row below): (stage, row,
+    x0, x1, kind).  At most stages x 2 x columns rectangles, whatever the event count."""
+    ncol = max(1, int(plot_w / TIMELINE_COLUMN_PX))
+    col_s = span / ncol
+    fill: dict[tuple[int, int], dict[str, list[float]]] = {}
+    for e in events:
+        if e.kind == "bubble" or e.end_s <= e.start_s:
+            continue
+        row = 1 if e.kind in ("send", "recv") else 0
+        per = fill.setdefault((e.stage, row), {}).setdefault(e.kind, [0.0] * ncol)
+        c0, c1 = int(e.start_s / col_s), min(ncol - 1, int(e.end_s / col_s))
+        for c in range(max(0, c0), c1 + 1):
+            per[c] += min(e.end_s, (c + 1) * col_s) - max(e.start_s, c * col_s)
+    runs = []
+    for (stage, row), kinds in sorted(fill.items()):
+        cur, start = None, 0
+        for c in range(ncol + 1):
+            k = None
+            if c < ncol:
+                best = max(kinds, key=lambda kk: kinds[kk][c])
+                k = best if kinds[best][c] > 0.25 * col_s else None
+            if k != cur:
+                if cur is not None:
+                    runs.append((stage, row, start, c, cur))
+                cur, start = k, c
+    return [(s, r, a * plot_w / ncol, b * plot_w / ncol, k) for s, r, a, b, k in runs]
+
+
 def timeline_svg(events: Sequence[TimelineEvent], num_stages: int, width: int = 1100) -> str:
-    """The simulated iteration per pipeline stage: F / B / W / communication, gaps as bubbles."""
+    """The simulated iteration per pipeline stage: F / B / W / communication, gaps as bubbles.
+    More than :data:`TIMELINE_MAX_EVENTS` events are drawn as columns of the kind filling them."""
     if not events:
         return svg_doc(width, 40, [text(10, 24, "no timeline recorded")], "pipeline timeline")
     left, row_h, top = 70, 26, 28
@@ -78,6 +113,17 @@ def timeline_svg(events: Sequence[TimelineEvent], num_stages: int, width: int = 
         y = top + s * row_h
         body.append(rect(left, y, plot_w, row_h - 4, KIND_COLORS["bubble"]))
         body.append(text(left - 8, y + row_h / 2 + 2, f"stage {s}", 11, "end"))
+    if len(events) > TIMELINE_MAX_EVENTS:
+        for stage, row, x0, x1, kind in _binned(events, num_stages, span, plot_w):
+            y, h = top + stage * row_h, row_h - 4
+            if row:
+                y, h = y + h - 5, 5
+            body.append(rect(left + x0, y, x1 - x0, h, KIND_COLORS.get(kind, "#999"), KIND_LABELS.get(kind, kind)))
+        axis_y = top + num_stages * row_h + 2
+        body += ticks(left, plot_w, axis_y, span, *time_unit(span))
+        body.append(text(left, axis_y + 30, f"{len(events):,} events drawn as {TIMELINE_COLUMN_PX:g}-px columns of the "
+                                            "kind that fills most of each (the trace file holds every event)", 10))
+        return svg_doc(width, axis_y + 40, body, "pipeline timeline")
     for e in sorted(events, key=lambda e: (e.kind in ("send", "recv"), e.start_s)):
         if e.kind == "bubble":
             continue

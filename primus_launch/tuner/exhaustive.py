@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional
 
+from primus_launch import interrupt
 from primus_launch.tuner.engine import Memo, plan_changes
 from primus_launch.tuner.result import Trial
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
@@ -48,6 +49,31 @@ def _row(plan, score, pf, i: int, k: Knobs) -> tuple:
     fig = (r.iteration_time_s, r.tokens_per_sec_per_gpu, r.model_tflops_per_gpu, r.mfu,
            r.memory.peak_bytes_per_gpu, r.memory.fits, dict(r.time_breakdown), dict(r.memory.breakdown))
     return (i, "scored", None, changes, fig)
+
+
+def _start_pool(workers: int):
+    """A fork pool whose workers ignore SIGINT (the parent decides) and die on SIGTERM; started
+    whole or not at all (a signal while forking is raised once every worker exists, so that the
+    clean-up knows them all)."""
+    pool = None
+    try:
+        with interrupt.deferred():
+            pool = mp.get_context("fork").Pool(workers, initializer=interrupt.worker_init)
+    except BaseException:  # the signal deferred while forking: end the pool before it unwinds further
+        if pool is not None:
+            _end_pool(pool, False)
+        raise
+    return pool
+
+
+def _end_pool(pool, finished: bool) -> None:
+    """Close a finished pool; terminate (SIGTERM, then join) one left by an exception or a signal, so
+    that no worker outlives the search and none is waited for."""
+    if finished:
+        pool.close()
+    else:
+        pool.terminate()
+    pool.join()
 
 
 def _work(rng: tuple[int, int]) -> list[tuple]:
@@ -95,14 +121,16 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optio
     best: Optional[tuple[float, int]] = None
     if own in memo.results and memo.results[own].memory.fits:
         best = (memo.results[own].iteration_time_s, own_i)
+    pool = None
+    finished = False
     try:
         if workers == 1:
             batches = map(_work, ranges)
-            pool = None
         else:
-            pool = mp.get_context("fork").Pool(workers)
+            pool = _start_pool(workers)
             batches = pool.imap(_work, ranges)
         for rows in batches:
+            interrupt.check()  # a signal a library swallowed still ends the sweep here
             for i, status, reason, changes, fig in rows:
                 done += 1
                 if status != "rejected":
@@ -126,10 +154,10 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optio
                 view.scored = done
                 view.best_t = best[0] if best is not None else None
                 progress.update(view)
+        finished = True
     finally:
         if pool is not None:
-            pool.close()
-            pool.join()
+            _end_pool(pool, finished)
         _JOB = None
     memo.scored += scored
     if best is not None and best[1] != own_i:

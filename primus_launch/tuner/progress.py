@@ -7,6 +7,15 @@ import time
 from typing import Optional, TextIO
 
 
+_OPEN: list["Progress"] = []   # bars shown and not closed (an interrupt ends their line)
+
+
+def end_lines() -> None:
+    """End the line of every bar still shown (before a one-line message, e.g. an interrupt's)."""
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 class Progress:
     def __init__(self, total: Optional[int], baseline_s: Optional[float] = None, stream: TextIO | None = None,
                  min_interval_s: float = 0.1):
@@ -40,6 +49,8 @@ class Progress:
                 tail += f" ({100 * (self.baseline_s / best_s - 1):+.1f}%)"
         self.stream.write(f"\rtune {head}{tail} {now - self.t0:.0f}s ")
         self.stream.flush()
+        if not self._shown:
+            _OPEN.append(self)
         self._shown = True
 
     def close(self, engine=None) -> None:
@@ -48,3 +59,6 @@ class Progress:
         if self._shown:
             self.stream.write("\n")
             self.stream.flush()
+            self._shown = False
+        if self in _OPEN:
+            _OPEN.remove(self)

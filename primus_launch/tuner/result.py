@@ -69,3 +69,95 @@ class TuneResult(BaseModel):
         d = self.model_dump(mode="json")
         d["scored_fraction"] = self.scored_fraction
         return d
+
+    def to_log_dict(self, original: Optional[Plan] = None) -> dict:
+        """The trial log: everything :meth:`to_json_dict` holds, the top trials in full, and every
+        trial as compact columns (:func:`trial_columns`) instead of one object per trial -- a
+        search of 50,000 candidates writes a few MB, not 50."""
+        d = self.model_dump(mode="json", exclude={"trials"})
+        d["scored_fraction"] = self.scored_fraction
+        d["log_format"] = LOG_FORMAT
+        if original is not None:
+            d["original_plan"] = original.model_dump(mode="json")
+        d["trials"] = trial_columns(self.trials, original or self.baseline.plan)
+        return d
+
+
+LOG_FORMAT = 2   # 1: one object per trial; 2: the trials as columns (TuneResult.to_log_dict)
+
+
+def _dotted(plan: Plan, key: str) -> Any:
+    obj: Any = plan
+    for part in key.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _short(x: Optional[float], digits: int = 7) -> Optional[float]:
+    return None if x is None else float(f"{x:.{digits}g}")
+
+
+def _categorical(values: list) -> Any:
+    """A column of few distinct non-numeric values as ``{"levels": [...], "codes": [...]}`` (value
+    ``levels[codes[i]]``), a dictionary encoding; numbers and booleans stay a plain list."""
+    if all(isinstance(v, (int, float)) and v is not None for v in values):
+        return values
+    levels: dict[str, int] = {}
+    out: list[Any] = []
+    import json
+
+    for v in values:
+        key = json.dumps(v, sort_keys=True)
+        out.append(levels.setdefault(key, len(levels)))
+    return {"levels": [json.loads(k) for k in levels], "codes": out}
+
+
+def trial_columns(trials: list[Trial], original: Plan) -> dict:
+    """Trials as columns, one list per field, in search order: ``index``, ``source``, ``status``,
+    the figures (7 significant digits; the top trials are in full in ``top``), ``reason`` (an index
+    into ``reasons``, the distinct reasons, or null) and, under ``knobs``, one column per plan field
+    any trial changed holding each trial's value of it (the original's where it kept it), so a
+    script reads a candidate's configuration without a null meaning two things.  Columns of
+    non-numeric values (``source``, ``status``, most knobs) are dictionary-encoded
+    (:func:`_categorical`: ``levels`` and ``codes``)."""
+    reasons: dict[str, int] = {}
+    knob_names = sorted({k for t in trials for k in t.changes})
+    base = {k: _dotted(original, k) for k in knob_names}
+    cols: dict[str, list] = {k: [] for k in ("index", "source", "status", "iteration_time_s",
+                                             "tokens_per_sec_per_gpu", "mfu", "peak_memory_bytes", "fits", "reason")}
+    knobs: dict[str, list] = {k: [] for k in knob_names}
+    for t in trials:
+        cols["index"].append(t.index)
+        cols["source"].append(t.source)
+        cols["status"].append(t.status)
+        cols["iteration_time_s"].append(_short(t.iteration_time_s))
+        cols["tokens_per_sec_per_gpu"].append(_short(t.tokens_per_sec_per_gpu))
+        cols["mfu"].append(_short(t.mfu, 5))
+        cols["peak_memory_bytes"].append(t.peak_memory_bytes)
+        cols["fits"].append(t.fits)
+        cols["reason"].append(None if t.reason is None else reasons.setdefault(t.reason, len(reasons)))
+        for k in knob_names:
+            v = t.changes.get(k, base[k])
+            knobs[k].append(list(v) if isinstance(v, tuple) else v)
+    for k in ("source", "status"):
+        cols[k] = _categorical(cols[k])
+    knobs = {k: _categorical(v) for k, v in knobs.items()}
+    return {"count": len(trials), "columns": cols, "reasons": list(reasons), "knobs": knobs}
+
+
+def log_text(d: dict) -> str:
+    """JSON text of a :meth:`TuneResult.to_log_dict`: indented, each trial column on one line."""
+    import json
+
+    head = json.dumps({k: v for k, v in d.items() if k != "trials"}, indent=1)
+    tr = d.get("trials")
+    if tr is None:
+        return head
+
+    def block(cols: dict) -> str:
+        return "{\n" + ",\n".join(f"   {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))}"
+                                   for k, v in cols.items()) + "\n  }"
+
+    body = (f'{{\n  "count": {tr["count"]},\n  "columns": {block(tr["columns"])},\n'
+            f'  "reasons": {json.dumps(tr["reasons"], indent=None)},\n  "knobs": {block(tr["knobs"])}\n }}')
+    return head[:-2] + ',\n "trials": ' + body + "\n}" if head.endswith("\n}") else head

@@ -17,7 +17,6 @@ default, any ``Callable[[Plan], ProjectionResult]`` otherwise), and one of two s
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -77,8 +76,16 @@ def default_prefilter(memory_margin: float, memory_basis: str = "reserved") -> P
     return pf
 
 
-def _write_json_atomic(path: Path, data: dict) -> None:
-    atomic_write_text(path, json.dumps(data, indent=1))
+def _stoppable(fn: Callable) -> Callable:
+    """``fn`` behind :func:`primus_launch.interrupt.check`: a signal whose exception a library swallowed
+    (an import's lock callback, a C extension) still stops the search at the next candidate."""
+    from primus_launch import interrupt
+
+    def call(plan: Plan):
+        interrupt.check()
+        return fn(plan)
+
+    return call
 
 
 def check_allow(allow: Iterable[str]) -> frozenset[str]:
@@ -180,8 +187,8 @@ def tune(
     if allowed:
         cfg = dataclasses.replace(cfg, allow=cfg.allow | allowed)
     warnings: list[str] = []
-    score_fn = score or default_score(memory_margin, memory_basis)
-    pf = prefilter or default_prefilter(memory_margin, memory_basis)
+    score_fn = _stoppable(score or default_score(memory_margin, memory_basis))
+    pf = _stoppable(prefilter or default_prefilter(memory_margin, memory_basis))
     sp = Space(plan, cfg)
     n_workers = workers or default_workers()
     memo = Memo(plan, score=score_fn, prefilter=pf, budget=None, time_limit_s=time_limit_s)
@@ -286,9 +293,9 @@ def tune(
         certificate=certificate, allowed=sorted(cfg.allow), searched_knobs=searched_knobs(plan, cfg),
         workers=n_workers if exhaustive else 1, exhaustive_estimate_s=est_s, search_note=why_not)
     if log_path is not None:
-        d = res.to_json_dict()
-        d["original_plan"] = plan.model_dump(mode="json")
-        _write_json_atomic(Path(log_path), d)
+        from primus_launch.tuner.result import log_text
+
+        atomic_write_text(Path(log_path), log_text(res.to_log_dict(plan)))
     return res
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from primus_launch.plan import PlanError
 
@@ -23,8 +23,21 @@ GiB = 1024**3
 GB = 1e9
 
 
+# plausible ranges of a GPU file's figures (far outside any GPU made: a typo's 1e30 or 0.001 is
+# refused by name instead of projecting an infinite or zero time); nan / inf are refused by the config
+_RANGES = {
+    "peak_flops_bf16": (1e9, 1e18, "FLOP/s"), "peak_flops_fp8": (1e9, 1e18, "FLOP/s"),
+    "peak_flops_fp4": (1e9, 1e18, "FLOP/s"), "hbm_bytes": (2.0**20, 2.0**50, "bytes"),
+    "hbm_bw": (1e6, 1e15, "bytes/s"), "intra_node_bw": (1e6, 1e15, "bytes/s"),
+    "intra_node_link_bw": (1e6, 1e15, "bytes/s"), "inter_node_bw": (1e6, 1e15, "bytes/s"),
+    "host_link_bw": (1e6, 1e15, "bytes/s"), "intra_node_latency_s": (0.0, 1.0, "s"),
+    "inter_node_latency_s": (0.0, 1.0, "s"), "tdp_watts": (1.0, 1e5, "W"), "power_limit_w": (1.0, 1e5, "W"),
+    "num_sms": (1, 100_000, "SMs"), "gpus_per_node": (1, 4096, "GPUs"), "nvlink_domain": (1, 2**20, "GPUs"),
+}
+
+
 class GPUSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str
     vendor: str
@@ -63,6 +76,18 @@ class GPUSpec(BaseModel):
                                                       "launch time per kernel (cost/framework.py HOST_CPU_FACTOR)")
     source: str = ""
     hbm_source: str = Field(default="", description="where hbm_bytes comes from (the capacity the device reports)")
+
+    @model_validator(mode="after")
+    def _in_range(self) -> "GPUSpec":
+        for name, (lo, hi, unit) in _RANGES.items():
+            v = getattr(self, name)
+            if v is not None and not lo <= v <= hi:
+                raise PlanError(f"gpu.{self.name}.{name}", v, f"between {lo:g} and {hi:g} {unit}")
+        if self.intra_node_topology not in ("switch", "mesh"):
+            raise PlanError(f"gpu.{self.name}.intra_node_topology", self.intra_node_topology, "switch or mesh")
+        if self.host_cpu not in ("x86", "grace"):
+            raise PlanError(f"gpu.{self.name}.host_cpu", self.host_cpu, "x86 or grace")
+        return self
 
     @property
     def scaleup_domain(self) -> int:
@@ -274,35 +299,74 @@ def get_gpu(name: str) -> GPUSpec:
         raise PlanError("cluster.gpu", name, f"one of {', '.join(known_gpus())}") from None
 
 
-def load_gpu_file(path: str | Path) -> list[str]:
+def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     """Add or override GPUs from a TOML or YAML file with ``[gpu.<name>]`` tables.
 
     An override may give only the fields it changes; the rest come from the existing entry.
     ``[collectives.<name>]`` tables (per-operation link fits, as ``scripts/validation/gloo_lab/localhw.py``
     writes them) are registered with ``hardware.fabric.register_fabric``.  Returns the GPU names loaded.
+    The file is read through :mod:`primus_launch.inputs` (size, encoding, structure, types: one-line
+    errors naming ``field``); nothing is registered unless every entry is valid.
     """
+    from primus_launch.inputs import expect, parse_toml, parse_yaml, read_text
+
     p = Path(path)
-    text = p.read_text()
-    if p.suffix in (".yaml", ".yml"):
-        import yaml
-
-        data = yaml.safe_load(text) or {}
-    else:
-        import tomllib
-
-        data = tomllib.loads(text)
-    table = data.get("gpu", data)
-    names = []
+    text = read_text(p, field)
+    data = parse_yaml(text, field, str(p)) if p.suffix in (".yaml", ".yml") else parse_toml(text, field, str(p))
+    if data is None:
+        data = {}
+    expect(data, dict, field, "a file of [gpu.<name>] tables")
+    table = expect(data.get("gpu", data), dict, f"{field} gpu", "[gpu.<name>] tables")
+    specs = []
     for name, fields in table.items():
+        if name == "collectives" and "gpu" not in data:
+            continue
+        expect(fields, dict, f"gpu.{name}", "a table of GPUSpec fields")
         base = _DB[name].model_dump() if name in _DB else {}
         base.update(fields)
-        base["name"] = name
+        base["name"] = str(name)
         base.setdefault("vendor", "custom")
         base.setdefault("peak_flops_fp8", base.get("peak_flops_bf16"))
-        _add(GPUSpec.model_validate(base))
-        names.append(name)
-    if data.get("collectives"):
+        specs.append(GPUSpec.model_validate(base))
+    coll = data.get("collectives")
+    if coll:
+        expect(coll, dict, "collectives", "[collectives.<gpu>] tables")
+        for gpu, fields in coll.items():
+            _check_fabric(str(gpu), expect(fields, dict, f"collectives.{gpu}", "a table of fabric fields"))
+    for spec in specs:
+        _add(spec)
+    if coll:
         from primus_launch.projection.hardware.fabric import register_fabric_tables
 
-        register_fabric_tables(data["collectives"])
-    return names
+        register_fabric_tables(coll)
+    return [s.name for s in specs]
+
+
+def _check_fabric(gpu: str, fields: dict) -> None:
+    """A ``[collectives.<gpu>]`` table's fields: known ``Fabric`` names, every number in them finite
+    and >= 0 (efficiencies and bandwidths > 0)."""
+    import dataclasses
+    import math
+
+    from primus_launch.projection.hardware.fabric import Fabric
+
+    names = {f.name for f in dataclasses.fields(Fabric)}
+    for k, v in fields.items():
+        where = f"collectives.{gpu}.{k}"
+        if k not in names:
+            raise PlanError(where, v, "a Fabric field: " + ", ".join(sorted(names)))
+        stack = [v]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, dict):
+                stack.extend(x.values())
+            elif isinstance(x, list):
+                stack.extend(x)
+            elif isinstance(x, bool) or x is None:
+                continue
+            elif isinstance(x, (int, float)):
+                positive = k.startswith("e_") or k.endswith("_bw")
+                if not math.isfinite(x) or x < 0 or (positive and x == 0) or x > 1e15:
+                    raise PlanError(where, x, "a finite number " + ("> 0" if positive else ">= 0") + " and <= 1e15")
+            else:
+                raise PlanError(where, x, "numbers (or tables / lists of numbers)")

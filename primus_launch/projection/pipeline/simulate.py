@@ -22,11 +22,26 @@ Speed: per (schedule, pp, vpp, m), cached: the orders, one topological order of 
 rows whose end times are alive at once.  Each call is then one pass of plain float arithmetic
 over that order with a table of those rows only, no per-event objects unless ``record=True``:
 O(pp * vpp * m) time, flat per action in m (``scripts/bench_pipeline.py``).
+
+Work that does not grow with the micro-batch count: a schedule of more than
+:data:`FULL_SIMULATION_ACTIONS` actions is not simulated whole.  Its action orders repeat with a
+period of ``d`` micro-batches (``pp``; ``lcm(pp, g)`` with Megatron's micro-batch group ``g``), so
+the simulation is a max-plus linear system driven periodically, whose makespan becomes affine in
+``m`` along each residue class mod ``d`` once the transient has passed (Baccelli et al.,
+*Synchronization and Linearity*, 1992, ch. 3: cyclicity theorem).  :func:`simulate` simulates three
+counts ``m1 < m2 < m3`` of ``m``'s residue class, ``s`` apart, and when the makespans step by the
+same amount (to 1e-9) extrapolates ``T(m) = T(m3) + (m - m3) / s * (T(m3) - T(m2))``; otherwise it
+moves the points further out (the transient lasts longer) and, past a budget of simulated actions,
+extrapolates with the last step.  The busy time is exact (``m`` times the per-micro-batch work).
+A timeline (``record=True``) of such a schedule is drawn for :data:`TIMELINE_MAX_ACTIONS` actions'
+worth of micro-batches of the same residue class (``PipelineResult.timeline_microbatches``), the
+makespan and busy times being those of the whole schedule.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from array import array
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -46,6 +61,9 @@ __all__ = [
     "chrome_trace", "write_chrome_trace", "schedule_orders",
 ]
 
+FULL_SIMULATION_ACTIONS = 50_000    # above this many actions a schedule is extrapolated (module doc)
+TIMELINE_MAX_ACTIONS = 20_000       # a recorded timeline draws at most about this many actions
+
 
 @dataclass(frozen=True)
 class ChunkCost:
@@ -64,6 +82,7 @@ class PipelineResult:
     events: list[TimelineEvent] = field(default_factory=list)   # only when record=True
     schedule: str = ""
     num_microbatches: int = 0
+    timeline_microbatches: int = 0    # micro-batches the events draw (< num_microbatches: a shortened run)
 
     @property
     def bubble_fraction(self) -> float:
@@ -250,6 +269,13 @@ def simulate(schedule: str, pp: int, vpp: int, num_microbatches: int,
     on the steady state's critical path) the full schedule is simulated.
     """
     m = num_microbatches
+    if record and _actions(schedule, pp, vpp, m) > TIMELINE_MAX_ACTIONS:
+        # the numbers of the whole schedule; the events of a shorter run of the same residue class
+        res = simulate(schedule, pp, vpp, m, costs, p2p_s, False, group)
+        m_draw = _same_class(m, _period(schedule, pp, group), max(1, TIMELINE_MAX_ACTIONS // _actions(schedule, pp, vpp, 1)))
+        drawn = _simulate_plan(_plan(schedule, pp, vpp, m_draw, group), costs, p2p_s, True)
+        res.events, res.timeline_microbatches = drawn.events, m_draw
+        return res
     if not record and pp > 1 and m > 8 * pp and schedule in ("1f1b", "interleaved_1f1b", "zb_h1", "gpipe") \
             and group in (None, pp):
         m1, m2 = 4 * pp, 8 * pp
@@ -263,11 +289,106 @@ def simulate(schedule: str, pp: int, vpp: int, num_microbatches: int,
             return PipelineResult(makespan_s=makespan, stage_busy_s=busy,
                                   stage_bubble_s=[max(0.0, makespan - b) for b in busy],
                                   schedule=r2.schedule, num_microbatches=m)
-    return _simulate_plan(_plan(schedule, pp, vpp, num_microbatches, group), costs, p2p_s, record)
+    if not record and _actions(schedule, pp, vpp, m) > FULL_SIMULATION_ACTIONS:
+        return _extrapolated(schedule, pp, vpp, m, costs, p2p_s, group)
+    res = _simulate_plan(_plan(schedule, pp, vpp, num_microbatches, group), costs, p2p_s, record)
+    if record:
+        res.timeline_microbatches = m
+    return res
+
+
+def _actions(schedule: str, pp: int, vpp: int, m: int) -> int:
+    """Actions of a schedule: F and B (and W in the zero-bubble ones) per micro-batch and chunk."""
+    return (3 if schedule in ("zb_h1", "zbv") else 2) * pp * vpp * m
+
+
+def _period(schedule: str, pp: int, group: int | None) -> int:
+    """Micro-batches after which the schedule's orders repeat (module doc)."""
+    return math.lcm(pp, group) if schedule == "interleaved_1f1b" and group else pp
+
+
+def _same_class(m: int, d: int, at_least: int) -> int:
+    """The smallest count >= ``at_least`` (and >= 2 d) congruent to ``m`` mod ``d``, at most ``m``:
+    it keeps Megatron's last micro-batch group (``m mod g``) and the schedule's phase."""
+    lo = max(at_least, 2 * d)
+    if m <= lo:
+        return m
+    return lo + (m - lo) % d
+
+
+def _cyclicity(schedule: str, pp: int, vpp: int, costs: Sequence[Sequence[ChunkCost]],
+               p2p_s: Union[float, Sequence[float]], group: int | None) -> Optional[int]:
+    """The period ``c`` (in micro-batches) after which the steady state repeats shifted in time:
+    from one run long enough to hold the transient and several periods, the smallest ``c`` for
+    which rank 0's forward end times step by the same amount every ``c`` micro-batches over the
+    run's second half (a forward's end depends only on what precedes it, so the run's own cool-down
+    does not touch them); None when none up to ``2 pp vpp + 2`` does."""
+    cmax = 2 * pp * vpp + 2
+    d = _period(schedule, pp, group)
+    m = d * math.ceil(max(8 * pp, 6 * cmax) / d)
+    pl = _plan(schedule, pp, vpp, m, group)
+    end, _, _, _ = _run(pl, costs, p2p_s, True)
+    NS = pl.orders.stride
+    x = [end[k * NS + F * pp * vpp] for k in range(m)]    # rank 0, chunk 0, forward
+    k0 = m // 2
+    for c in range(1, cmax + 1):
+        ref = x[k0 + c] - x[k0]
+        tol = 1e-9 * max(abs(x[-1]), 1e-300)
+        if all(abs(x[k + c] - x[k] - ref) <= tol for k in range(k0, m - c)):
+            return c
+    return None
+
+
+def _extrapolated(schedule: str, pp: int, vpp: int, m: int, costs: Sequence[Sequence[ChunkCost]],
+                  p2p_s: Union[float, Sequence[float]], group: int | None) -> PipelineResult:
+    """The makespan of a long schedule from three shorter runs of ``m``'s residue class modulo a
+    step that is a multiple of the orders' period and of the steady state's cyclicity (module doc)."""
+    d = _period(schedule, pp, group)
+    c = _cyclicity(schedule, pp, vpp, costs, p2p_s, group) or 1
+    unit = math.lcm(d, c)
+    step = unit * max(1, math.ceil(4 * pp / unit))
+    start = 8 * pp
+    budget = 4 * FULL_SIMULATION_ACTIONS
+    res = None
+    while True:
+        m1 = _same_class(m, step, start)
+        m3 = m1 + 2 * step
+        if m3 >= m:
+            return _simulate_plan(_plan(schedule, pp, vpp, m, group), costs, p2p_s, False)
+        t = [_simulate_plan(_plan(schedule, pp, vpp, k, group), costs, p2p_s, False) for k in (m1, m1 + step, m3)]
+        a, b = t[1].makespan_s - t[0].makespan_s, t[2].makespan_s - t[1].makespan_s
+        res = t[2]
+        settled = abs(b - a) <= 1e-9 * max(abs(b), 1e-300)
+        if settled or _actions(schedule, pp, vpp, 2 * (m3 + 2 * step)) > budget:
+            break
+        start, step = 4 * m1, 2 * step
+    makespan = res.makespan_s + (m - m3) / step * b
+    busy = _busy(costs, pp, vpp, m)
+    return PipelineResult(makespan_s=makespan, stage_busy_s=busy,
+                          stage_bubble_s=[max(0.0, makespan - x) for x in busy],
+                          schedule=res.schedule, num_microbatches=m)
 
 
 def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
                    p2p_s: Union[float, Sequence[float]], record: bool) -> PipelineResult:
+    o = pl.orders
+    pp, vpp, m = o.pp, o.vpp, o.m
+    end, free, dur, lat = _run(pl, costs, p2p_s, record)
+    makespan = max(free) if free else 0.0
+    busy = _busy(costs, pp, vpp, m)
+    res = PipelineResult(makespan_s=makespan, stage_busy_s=busy,
+                         stage_bubble_s=[max(0.0, makespan - b) for b in busy],
+                         schedule=o.schedule, num_microbatches=m)
+    if record:
+        res.events = _events(pl, end, dur, lat)
+    return res
+
+
+def _run(pl: _Plan, costs: Sequence[Sequence[ChunkCost]], p2p_s: Union[float, Sequence[float]],
+         all_rows: bool) -> tuple[list[float], list[float], list[float], list[float]]:
+    """One pass over the schedule: (end time per action id -- every micro-batch's row with
+    ``all_rows``, else the ring of live rows --, each rank's last end, duration and P2P latency per
+    slot)."""
     o = pl.orders
     pp, vpp, m = o.pp, o.vpp, o.m
     if len(costs) != pp or any(len(row) != vpp for row in costs):
@@ -296,7 +417,7 @@ def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
     # start = max(rank free, dependency end + p2p); end = start + duration.  ``seq`` is
     # topological, so every dependency's end is final when read; reserved slots stay 0.0.
     # Without a timeline only the ring of live rows is kept (same arithmetic, smaller table).
-    seq, rows = (pl.seq, m) if record else (pl.ring_seq, pl.ring)
+    seq, rows = (pl.seq, m) if all_rows else (pl.ring_seq, pl.ring)
     end = [0.0] * (NS * rows)
     free = [0.0] * pp
     delta, rank = pl.delta, pl.rank
@@ -310,8 +431,11 @@ def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
         t += dur[ci]
         end[a] = t
         free[r] = t
+    return end, free, dur, lat
 
-    makespan = max(free) if free else 0.0
+
+def _busy(costs: Sequence[Sequence[ChunkCost]], pp: int, vpp: int, m: int) -> list[float]:
+    """Compute time per stage: every chunk's forward and backward, ``m`` times."""
     busy = []
     for r in range(pp):
         s = 0.0
@@ -319,12 +443,7 @@ def _simulate_plan(pl: _Plan, costs: Sequence[Sequence[ChunkCost]],
             cc = costs[r][c]
             s += cc.fwd_s + cc.bwd_input_s + cc.bwd_weight_s
         busy.append(s * m)
-    res = PipelineResult(makespan_s=makespan, stage_busy_s=busy,
-                         stage_bubble_s=[max(0.0, makespan - b) for b in busy],
-                         schedule=o.schedule, num_microbatches=m)
-    if record:
-        res.events = _events(pl, end, dur, lat)
-    return res
+    return busy
 
 
 def _events(pl: _Plan, end: list[float], dur: list[float], lat: list[float]) -> list[TimelineEvent]:
@@ -367,10 +486,26 @@ def activations_in_flight(schedule: str, pp: int, vpp: int, num_microbatches: in
     activations after its backward; in the zero-bubble schedules the inputs of the weight GEMMs
     stay until ``W``: ``release="W"`` counts a micro-batch until its weight-grad (upper bound).
     1F1B: stage s -> ``min(pp - s, m)``; interleaved: Megatron warm-up + 1 (capped at ``m*vpp``).
+
+    Work that does not grow with ``m``: GPipe's peak is every forward, ``m`` times the chunks'
+    weights; every other schedule's running sum repeats with the orders' period once past the
+    warm-up (the peak is reached by ``2 pp - 1`` micro-batches, ZB-V's warm-up being the longest),
+    so a long schedule is walked at the smallest count of ``m``'s residue class above ``4 pp``
+    (``tests/test_pipeline.py`` checks the peaks equal the full walk's).
     """
     if release not in ("B", "W"):
         raise PlanError("release", release, "B or W")
-    o = schedule_orders(schedule, pp, vpp, num_microbatches, group)
+    sched = "1f1b" if schedule == "interleaved_1f1b" and vpp == 1 else schedule
+    if sched == "gpipe" and chunk_weights is None:
+        schedule_orders(schedule, pp, vpp, min(num_microbatches, 1), group)  # the same errors
+        return [float(num_microbatches * vpp)] * pp
+    if sched == "gpipe":
+        schedule_orders(schedule, pp, vpp, min(num_microbatches, 1), group)
+        return [float(num_microbatches * sum(float(w) for w in chunk_weights[r])) for r in range(pp)]
+    m = num_microbatches
+    if m > 8 * pp and sched in SCHEDULES:
+        m = _same_class(m, _period(sched, pp, group), 4 * pp)
+    o = schedule_orders(schedule, pp, vpp, m, group)
     free_kind = W if (release == "W" and o.split_backward) else B
     out: list[float] = []
     for r, ordr in enumerate(o.orders):

@@ -54,15 +54,20 @@ def projection_result(st: Steps, mode: str, record_timeline: bool = False,
     flops = model_flops_per_iteration(plan)
     tflops = flops / (iteration * world) / 1e12
     timeline: list[TimelineEvent] = []
+    notes = [f"critical stage {it.critical_stage} of {pp}; {nmb} micro-batches; "
+             f"schedule {pipe.schedule or schedule_name(plan)}"]
     if record_timeline:
         timeline = list(pipe.events)
+        end = makespan
+        if pipe.timeline_microbatches < nmb:  # a long schedule, drawn for fewer micro-batches (pipeline.simulate)
+            end = max((e.end_s for e in timeline), default=0.0)
+            notes.append(f"timeline: drawn for {pipe.timeline_microbatches:,} of the {nmb:,} micro-batches (the same "
+                         f"steady state; the figures are the whole iteration's)")
         for rank in range(pp):
             g, o = it.tails[rank].dp_s, it.tails[rank].optimizer_s
             if g > 0:
-                timeline.append(TimelineEvent(stage=rank, kind="dp_comm", start_s=makespan, end_s=makespan + g))
-            timeline.append(TimelineEvent(stage=rank, kind="optimizer", start_s=makespan + g, end_s=makespan + g + o))
-    notes = [f"critical stage {it.critical_stage} of {pp}; {nmb} micro-batches; "
-             f"schedule {pipe.schedule or schedule_name(plan)}"]
+                timeline.append(TimelineEvent(stage=rank, kind="dp_comm", start_s=end, end_s=end + g))
+            timeline.append(TimelineEvent(stage=rank, kind="optimizer", start_s=end + g, end_s=end + g + o))
     return ProjectionResult(
         mode=mode, iteration_time_s=iteration,
         tokens_per_sec_per_gpu=plan.tokens_per_iteration / (iteration * world),

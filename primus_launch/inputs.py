@@ -1,0 +1,334 @@
+"""The input boundary: every file and value the user hands primus-launch is read, decoded, parsed
+and size-checked here, and any failure becomes the project's one line (field, value, what is
+allowed; the CLI exits 2) -- never a traceback, never an unbounded parse.
+
+- :func:`read_text`: a file as UTF-8 text: at most :data:`MAX_INPUT_BYTES`; a UTF-8 byte-order
+  mark is dropped; UTF-16 / UTF-32 (by their byte-order marks or their NUL pattern), binary content
+  (NUL bytes) and invalid UTF-8 are refused with the offending byte's line and column.  Inside a
+  :func:`run` (the CLI's), every file read is remembered (:func:`inputs_read`), so that no output of
+  the run can name it (:func:`refuse_input`, :func:`check_output`).
+- :func:`parse_yaml` / :func:`parse_toml`: the parsers of the formats, with their errors,
+  nesting beyond what the parser can take and structures beyond :data:`MAX_DEPTH` levels or
+  :data:`MAX_VALUES` values (YAML aliases counted where they are used: an alias "bomb" is refused,
+  not expanded) turned into one line.
+- :func:`expect`: a parsed value of the wrong type (``path = 42``, a list where a table belongs).
+- :func:`check_output`: an output path that is an input of the run (same real path, or the same
+  file through a hard link: ``st_dev`` / ``st_ino``), a folder, or in a folder the user cannot write
+  (the CLI checks every output before any work; :func:`primus_launch.fileio.atomic_write_text`
+  refuses an input again at the write).
+- argparse types (:func:`finite_float`, :func:`bounded_int`) for the command line's numbers.
+
+The limits are far above any real recipe: the largest launch script or config in Megatron-LM's,
+Primus's and TorchTitan's trees is 31 KB (a Primus YAML), and configs nest a few levels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+from primus_launch.errors import UserError
+
+MAX_INPUT_BYTES = 256 * 1024   # per file read: 8x the largest recipe in the frameworks' trees (31 KB)
+MAX_DEPTH = 64                 # nesting of YAML / TOML values (recipes nest a few levels)
+MAX_VALUES = 200_000           # values in one parsed file, YAML aliases counted at every use
+
+_READ: dict[str, tuple[str, Optional[tuple[int, int]]]] = {}   # realpath -> (field, (st_dev, st_ino))
+_TRACKING = False   # inputs are remembered inside :func:`run` (the CLI's run) only
+
+
+# ---------------------------------------------------------------------------------------- reading
+def _limit_text(n: int) -> str:
+    return f"{n:,} bytes ({n // 1024} KiB)"
+
+
+def _where(data: bytes, offset: int) -> str:
+    line = data.count(b"\n", 0, offset) + 1
+    col = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return f"line {line}, column {col}"
+
+
+def decode(data: bytes, field: str, value: object) -> str:
+    """``data`` as UTF-8 text, or a :class:`UserError` saying what the bytes are instead."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        raise UserError(f"{field}={value!r}: UTF-32 text; save it as UTF-8")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UserError(f"{field}={value!r}: UTF-16 text; save it as UTF-8")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        head = data[:64]
+        even, odd = head[0::2], head[1::2]
+
+        def text_and_nul(a: bytes, z: bytes) -> bool:  # one byte of each pair ASCII text, the other NUL
+            return z.count(0) >= len(z) * 3 // 4 and sum(9 <= c < 127 for c in a) >= len(a) * 3 // 4
+
+        if len(head) >= 4 and (text_and_nul(even, odd) or text_and_nul(odd, even)):
+            raise UserError(f"{field}={value!r}: UTF-16 text (no byte-order mark); save it as UTF-8")
+        raise UserError(f"{field}={value!r}: a binary file (NUL byte at {_where(data, nul)}); expected UTF-8 text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{field}={value!r}: not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                        f"{_where(data, e.start)}); save it as UTF-8") from None
+
+
+def read_bytes(path: str | Path, field: str = "recipe", limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a user's file (at most ``limit``), remembered as an input of the run."""
+    p = Path(path)
+    shown = str(p)
+    try:
+        if p.is_dir():
+            raise UserError(f"{field}={shown!r}: a folder; expected a file")
+        if not p.is_file():
+            raise UserError(f"{field}={shown!r}: no such file")
+        with open(p, "rb") as f:
+            st = os.fstat(f.fileno())
+            data = f.read(limit + 1)
+    except UserError:
+        raise
+    except (OSError, ValueError) as e:
+        raise UserError(f"{field}={shown!r}: cannot read: {e.strerror or e}" if isinstance(e, OSError)
+                        else f"{field}={shown!r}: cannot read: {e}") from None
+    remember(p, field, (st.st_dev, st.st_ino))
+    if len(data) > limit:
+        size = max(st.st_size, len(data))
+        raise UserError(f"{field}={shown!r}: {size:,} bytes; at most {_limit_text(limit)} are read "
+                        f"(recipes are a few KB)")
+    return data
+
+
+def read_text(path: str | Path, field: str = "recipe", limit: int = MAX_INPUT_BYTES) -> str:
+    """A user's file as text: size-checked, decoded as UTF-8 (see the module docstring)."""
+    return decode(read_bytes(path, field, limit), field, str(path))
+
+
+# ----------------------------------------------------------------------------- inputs of the run
+def _real(p: Path) -> str:
+    return os.path.realpath(os.path.abspath(os.fspath(p)))
+
+
+def remember(path: str | Path, field: str, ident: Optional[tuple[int, int]] = None) -> None:
+    """Note ``path`` as an input of this run (``field``: what it was, for the refusal's line);
+    a no-op outside :func:`run`."""
+    if not _TRACKING:
+        return
+    p = Path(path)
+    if ident is None:
+        try:
+            st = os.stat(p)
+            ident = (st.st_dev, st.st_ino)
+        except OSError:
+            ident = None
+    _READ.setdefault(_real(p), (field, ident))
+
+
+def inputs_read() -> dict[str, str]:
+    """Real path -> field of every file read through this module in the current :func:`run`."""
+    return {k: v[0] for k, v in _READ.items()}
+
+
+@contextlib.contextmanager
+def run() -> Iterator[None]:
+    """One run of the tool (the CLI's): the files read inside it are its inputs, which no output
+    of the run may name; forgotten when it ends.  Library calls outside a run track nothing."""
+    global _TRACKING
+    _READ.clear()
+    _TRACKING = True
+    try:
+        yield
+    finally:
+        _TRACKING = False
+        _READ.clear()
+
+
+def input_named_by(path: str | Path) -> Optional[str]:
+    """The field of the input ``path`` resolves to (real path or hard link), None when none."""
+    real = _real(Path(path))
+    if real in _READ:
+        return _READ[real][0]
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    for field, ident in _READ.values():
+        if ident == (st.st_dev, st.st_ino):
+            return field
+    return None
+
+
+def refuse_input(path: str | Path, field: str, extra_inputs: Iterable[tuple[str, str | Path | None]] = ()) -> None:
+    """A :class:`UserError` when ``path`` resolves to an input of the run (or to one of
+    ``extra_inputs``: (what, path)): same real path, or the same file through a hard link."""
+    p = Path(path)
+    hit = input_named_by(p)
+    if hit is None:
+        try:
+            st = os.stat(p)
+        except OSError:
+            st = None
+        for what, other in extra_inputs:
+            if other is None:
+                continue
+            if _real(p) == _real(Path(other)):
+                hit = what
+                break
+            try:
+                so = os.stat(other)
+            except OSError:
+                continue
+            if st is not None and (so.st_dev, so.st_ino) == (st.st_dev, st.st_ino):
+                hit = what
+                break
+    if hit is not None:
+        raise UserError(f"{field}={str(path)!r}: is an input of this run ({hit}); refusing to overwrite an input "
+                        "(choose another path)")
+
+
+def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str, str | Path | None]] = ()) -> Path:
+    """Refuse, before any work, an output path that is an input of the run (:func:`refuse_input`),
+    a folder, or in a folder that cannot be written; returns the path."""
+    shown = str(path)
+    if not shown or shown.endswith(os.sep):
+        raise UserError(f"{field}={shown!r}: a file name; not a folder")
+    p = Path(path)
+    refuse_input(p, field, extra_inputs)
+    if p.is_dir():
+        raise UserError(f"{field}={shown!r}: a folder; give a file name")
+    probe = Path(os.path.abspath(p)).parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UserError(f"{field}={shown!r}: {str(probe)!r} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError(f"{field}={shown!r}: folder {str(probe)!r} is not writable")
+    return p
+
+
+# ---------------------------------------------------------------------------------------- parsing
+def check_structure(obj: Any, field: str, value: object) -> Any:
+    """Refuse a parsed value nested deeper than :data:`MAX_DEPTH` or holding more than
+    :data:`MAX_VALUES` values (shared YAML nodes counted at every use: an alias bomb, or a
+    recursive alias, ends here instead of in whatever walks it next)."""
+    stack = [(obj, 0)]
+    n = 0
+    while stack:
+        o, d = stack.pop()
+        n += 1
+        if n > MAX_VALUES:
+            raise UserError(f"{field}={value!r}: more than {MAX_VALUES:,} values (YAML aliases counted where used); "
+                            "recipes hold a few hundred")
+        if isinstance(o, dict):
+            if d >= MAX_DEPTH:
+                raise UserError(f"{field}={value!r}: nested deeper than {MAX_DEPTH} levels; recipes nest a few")
+            stack.extend((v, d + 1) for v in o.values())
+            stack.extend((k, d + 1) for k in o if isinstance(k, (tuple, frozenset)))
+        elif isinstance(o, (list, tuple)):
+            if d >= MAX_DEPTH:
+                raise UserError(f"{field}={value!r}: nested deeper than {MAX_DEPTH} levels; recipes nest a few")
+            stack.extend((v, d + 1) for v in o)
+    return obj  # nan / inf are refused by the field that takes a number (the Plan, GPUSpec, expect())
+
+
+def _yaml_loader():
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def parse_yaml(text: str, field: str = "recipe", value: object = None) -> Any:
+    """``text`` parsed as YAML (PyYAML's safe loader, libyaml when present), its structure checked;
+    errors as one line."""
+    import yaml
+
+    shown = field if value is None else value
+    try:
+        data = yaml.load(text, Loader=_yaml_loader())
+    except yaml.YAMLError as e:
+        raise UserError(f"{field}={shown!r}: not valid YAML: {' '.join(str(e).split())}") from None
+    except RecursionError:
+        raise UserError(f"{field}={shown!r}: nested deeper than {MAX_DEPTH} levels; recipes nest a few") from None
+    except (ValueError, OverflowError, TypeError) as e:  # e.g. a timestamp or int the constructor cannot build
+        raise UserError(f"{field}={shown!r}: not valid YAML: {type(e).__name__}: {e}") from None
+    return check_structure(data, field, shown)
+
+
+def yaml_structure_ok(text: str) -> bool:
+    """Whether ``text`` is YAML within the limits (for readers that sniff a format)."""
+    try:
+        parse_yaml(text)
+    except UserError:
+        return False
+    return True
+
+
+def parse_toml(text: str, field: str = "recipe", value: object = None) -> dict:
+    """``text`` parsed as TOML (``tomllib``), its structure checked; errors as one line."""
+    import tomllib
+
+    shown = field if value is None else value
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{field}={shown!r}: malformed TOML: {' '.join(str(e).split())}") from None
+    except RecursionError:
+        raise UserError(f"{field}={shown!r}: nested deeper than {MAX_DEPTH} levels; recipes nest a few") from None
+    except (ValueError, OverflowError) as e:
+        raise UserError(f"{field}={shown!r}: malformed TOML: {e}") from None
+    return check_structure(data, field, shown)
+
+
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false", dict: "a table",
+               list: "a list"}
+
+
+def expect(obj: Any, types: type | tuple[type, ...], field: str, allowed: Optional[str] = None) -> Any:
+    """``obj`` if it is one of ``types`` (a bool is no int here), else a :class:`UserError` naming
+    ``field``, the value and ``allowed`` (default: the types in words)."""
+    ts = types if isinstance(types, tuple) else (types,)
+    ok = isinstance(obj, ts) and not (isinstance(obj, bool) and bool not in ts)
+    if isinstance(obj, float) and float in ts and not math.isfinite(obj):
+        ok = False
+    if not ok:
+        words = allowed or " or ".join(_TYPE_WORDS.get(t, t.__name__) for t in ts)
+        shown = "<a table>" if isinstance(obj, dict) else "<a list>" if isinstance(obj, list) else repr(obj)
+        raise UserError(f"{field}={shown}: {words}")
+    return obj
+
+
+# ------------------------------------------------------------------------------ command-line values
+def finite_float(lo: Optional[float] = None, hi: Optional[float] = None, *, lo_open: bool = False,
+                 what: str = "a number") -> Callable[[str], float]:
+    """An argparse type: a finite float in ``[lo, hi]`` (``lo_open``: ``lo`` excluded)."""
+
+    def conv(s: str) -> float:
+        try:
+            v = float(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{s!r}: {what}") from None
+        if not math.isfinite(v) or (lo is not None and (v <= lo if lo_open else v < lo)) \
+                or (hi is not None and v > hi):
+            raise argparse.ArgumentTypeError(f"{s!r}: {what}")
+        return v
+
+    return conv
+
+
+def bounded_int(lo: int, hi: int, what: str) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[lo, hi]``."""
+
+    def conv(s: str) -> int:
+        try:
+            v = int(s.strip().replace("_", ""), 10) if len(s) <= 40 else None
+        except ValueError:
+            v = None
+        if v is None or not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{s!r}: {what}")
+        return v
+
+    return conv

@@ -1,0 +1,589 @@
+"""Bad-input campaign: the CLI under broken, huge, hostile and interrupted input, over every format
+it reads.  Counts what must never happen: a traceback, a hang, a changed input, a non-finite figure,
+an exit other than 0 (finite figures) / 2 (one ``primus-launch: error:`` line) / 130 / 143 (a signal).
+
+Formats: Megatron bash script (and a TorchTitan launch script), Megatron argument YAML, NVIDIA's
+nested YAML, Primus experiment YAML (and its ``extends:`` chain), TorchTitan TOML, the wrapper TOML,
+a bash fragment a script ``source``s, ``--gpu-file`` (TOML and YAML) and a command line after ``--``.
+Kinds of input: flipped bytes, truncation, invalid UTF-8, UTF-16 (with and without BOM), binary
+files, 8 MiB files, empty files; every number of a recipe set to 0, -1, 1.5, 10^9, 10^30, 1e30,
+nan, inf, a word; 5,000-deep nesting, alias bombs, wrong types (a list, a table, a string where a
+number belongs); outputs (``--report``, ``--trace``, ``--log``, ``--out``) naming an input (the
+recipe, the wrapper, the fragment, the GPU file, an extended file, a hard link, a symbolic link), a
+folder, a path under a file, another output; SIGINT / SIGTERM at chosen moments of ``--project``
+and ``--tune``.
+
+Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
+process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
+(``python -m primus_launch``) and send the signal at the chosen moment.
+
+    python scripts/bad_input_campaign.py [--quick] [--timeout 60] [--jobs 2] [--keep DIR] [-v]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "recipes"
+sys.path.insert(0, str(ROOT / "tests"))
+from signal_helpers import group_members, start_cli  # noqa: E402 - the interrupt test's own tools
+
+BAD_NUMBERS = ["0", "-1", "1.5", "1000000000", "1" + "0" * 30, "1e30", "nan", "inf", "abc"]
+
+
+@dataclass
+class Case:
+    name: str
+    kind: str                       # byte / value / structure / output / argv / signal
+    files: dict[str, bytes]         # relative path -> content, written into the case folder
+    argv: list[str]                 # CLI arguments (relative paths resolve in the case folder)
+    setup: Optional[Callable[[Path], None]] = None   # extra setup in the folder (links, folders)
+    signal_at: Optional[float] = None
+    signum: int = signal.SIGINT
+    expect_refusal: bool = False    # the case must be refused (exit 2), e.g. an output naming an input
+
+
+@dataclass
+class Outcome:
+    case: Case
+    rc: Optional[int]
+    seconds: float
+    stdout: str
+    stderr: str
+    problems: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------ the formats
+def _read(rel: str) -> bytes:
+    return (RECIPES / rel).read_bytes()
+
+
+BASH = _read("megatron/llama3.1_8b.sh")
+BASH_TITAN = _read("torchtitan/llama3_8b_launch.sh")
+TINY = _read("megatron/tiny_gpt_cpu.sh")
+YAML = _read("megatron/llama3.1_8b.yaml")
+NESTED = _read("megatron/qwen3_235b_a22b_h100_256gpu.yaml")
+PRIMUS = _read("primus/MI355X/llama3.1_8b.yaml")
+TOML = _read("torchtitan/llama3.1_8b.toml")
+WRAPPER = b'[recipe]\npath = "r.sh"\n[cluster]\ngpu = "h100-sxm"\nnodes = 2\ngpus_per_node = 8\n'
+GPU_TOML = (b'[gpu.mygpu]\nvendor = "custom"\npeak_flops_bf16 = 989e12\nhbm_bytes = 85899345920\n'
+            b'hbm_bw = 3.35e12\nintra_node_bw = 450e9\nintra_node_topology = "switch"\ninter_node_bw = 50e9\n')
+GPU_YAML = (b'gpu:\n  mygpu:\n    vendor: custom\n    peak_flops_bf16: 989.0e+12\n    hbm_bytes: 85899345920\n'
+            b'    hbm_bw: 3.35e+12\n    intra_node_bw: 450.0e+9\n    intra_node_topology: switch\n    inter_node_bw: 50.0e+9\n')
+FRAGMENT = b"NUM_LAYERS=32\nHIDDEN=4096\nGBS=128\nTP=2\n"
+SOURCING = BASH.replace(b"# Parallelism and batch\n", b"source ./frag.sh\n# Parallelism and batch\n") \
+    .replace(b"--num-layers 32", b"--num-layers $NUM_LAYERS").replace(b"--hidden-size 4096", b"--hidden-size $HIDDEN") \
+    .replace(b"GLOBAL_BATCH_SIZE=128", b"GLOBAL_BATCH_SIZE=$GBS").replace(b"TP_SIZE=2", b"TP_SIZE=$TP")
+EXTENDS_BASE = PRIMUS.replace(b"work_group:", b"work_group_base:")  # the chain's base: a full experiment
+EXTENDS_TOP = b"extends:\n  - base.yaml\nexp_name: chained\n"
+ARGV = ["torchrun", "--nproc-per-node", "8", "pretrain_gpt.py", "--num-layers", "32", "--hidden-size", "4096",
+        "--ffn-hidden-size", "14336", "--num-attention-heads", "32", "--seq-length", "4096",
+        "--max-position-embeddings", "4096", "--micro-batch-size", "1", "--global-batch-size", "64",
+        "--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--bf16",
+        "--vocab-size", "128256", "--swiglu"]
+
+# format -> (the file the case mutates, its name, the other files, the CLI arguments)
+FORMATS: dict[str, tuple[bytes, str, dict[str, bytes], list[str]]] = {
+    "bash": (BASH, "r.sh", {}, ["--project", "r.sh"]),
+    "bash-titan": (BASH_TITAN, "r.sh", {}, ["--project", "r.sh"]),
+    "yaml": (YAML, "r.yaml", {}, ["--project", "r.yaml"]),
+    "nested-yaml": (NESTED, "r.yaml", {}, ["--project", "r.yaml"]),
+    "primus-yaml": (PRIMUS, "r.yaml", {}, ["--project", "r.yaml"]),
+    "extends": (EXTENDS_BASE, "base.yaml", {"r.yaml": EXTENDS_TOP}, ["--project", "r.yaml"]),
+    "toml": (TOML, "r.toml", {}, ["--project", "r.toml"]),
+    "wrapper": (WRAPPER, "w.primus.toml", {"r.sh": BASH}, ["--project", "w.primus.toml"]),
+    "fragment": (FRAGMENT, "frag.sh", {"r.sh": SOURCING}, ["--project", "r.sh"]),
+    "gpu-toml": (GPU_TOML, "g.toml", {"r.sh": BASH}, ["--project", "r.sh", "--gpu-file", "g.toml", "--gpu", "mygpu"]),
+    "gpu-yaml": (GPU_YAML, "g.yaml", {"r.sh": BASH}, ["--project", "r.sh", "--gpu-file", "g.yaml", "--gpu", "mygpu"]),
+}
+TAIL = ["--dry-run", "--json"]
+
+
+# ------------------------------------------------------------------------------------ the mutations
+_NUM = re.compile(rb"(?<![\w.$-])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
+
+
+def number_spans(data: bytes) -> list[tuple[int, int]]:
+    """Numbers outside comments (a ``#`` to the end of the line)."""
+    out = []
+    for m in _NUM.finditer(data):
+        line_start = data.rfind(b"\n", 0, m.start()) + 1
+        if b"#" in data[line_start:m.start()]:
+            continue
+        out.append(m.span())
+    return out
+
+
+def byte_cases(fmt: str, rng: random.Random, n_flip: int) -> list[tuple[str, bytes]]:
+    data = FORMATS[fmt][0]
+    out = []
+    for i in range(n_flip):
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 8)):
+            j = rng.randrange(len(b))
+            b[j] ^= 1 << rng.randrange(8)
+        out.append((f"flip{i}", bytes(b)))
+    cut = rng.randrange(1, len(data))
+    out += [
+        (f"truncated@{cut}", data[:cut]),
+        ("invalid-utf8", data[: len(data) // 2] + b"\xff\xfe\xc3(" + data[len(data) // 2:]),
+        ("utf16-bom", data.decode("utf-8").encode("utf-16")),
+        ("utf16-le", data.decode("utf-8").encode("utf-16-le")),
+        ("utf8-bom", b"\xef\xbb\xbf" + data),
+        ("binary", bytes(rng.randrange(256) for _ in range(4096))),
+        ("png", b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4),
+        ("nul", data[:100] + b"\x00" + data[100:]),
+        ("empty", b""),
+        ("blank", b"\n \n\t\n"),
+        ("8MiB", (data + b"\n") * (8 * 2**20 // (len(data) + 1) + 1)),
+        ("255KiB-comment", data + b"\n#" + b"x" * (255 * 1024 - len(data)) + b"\n"),
+        ("crlf", data.replace(b"\n", b"\r\n")),
+        ("long-line", data + b"\n" + b"# " + b"y" * 200_000 + b"\n"),
+    ]
+    return out
+
+
+def value_cases(fmt: str, rng: random.Random, per_number: int) -> list[tuple[str, bytes]]:
+    data = FORMATS[fmt][0]
+    out = []
+    for s, e in number_spans(data):
+        for v in rng.sample(BAD_NUMBERS, min(per_number, len(BAD_NUMBERS))):
+            out.append((f"num@{s}={data[s:e].decode()}->{v[:12]}", data[:s] + v.encode() + data[e:]))
+    return out
+
+
+def structure_cases(fmt: str) -> list[tuple[str, bytes]]:
+    data = FORMATS[fmt][0]
+    deep_list, deep_map = b"[" * 5000 + b"]" * 5000, b"{a: " * 5000 + b"1" + b"}" * 5000
+    out: list[tuple[str, bytes]] = []
+    if fmt.endswith("yaml") or fmt in ("extends",):
+        out += [("deep-flow", data + b"\ndeep: " + deep_list + b"\n"),
+                ("deep-map", data + b"\ndeep: " + deep_map + b"\n"),
+                ("deep-block", data + b"\n" + b"".join(b" " * i + b"k:\n" for i in range(400)) + b" " * 400 + b"k: 1\n"),
+                ("alias-bomb", data + b"\nbomb0: &a0 [1,1,1,1,1,1,1,1,1,1]\n" + b"".join(
+                    f"bomb{i}: &a{i} [{', '.join(['*a%d' % (i - 1)] * 10)}]\n".encode() for i in range(1, 9))),
+                ("recursive-alias", data + b"\nloop: &l [*l]\n"),
+                ("list-root", b"- 1\n- 2\n"), ("scalar-root", b"42\n"),
+                ("dup-keys", data + b"\n" + data)]
+        for key in (b"num_layers", b"hidden_size", b"global_batch_size", b"tensor_model_parallel_size",
+                    b"pipeline_model_parallel_size", b"peak_flops_bf16", b"hbm_bytes", b"micro_batch_size"):
+            for v, tag in ((b"[1, 2]", "list"), (b"{a: 1}", "map"), (b"'32'", "string"), (b"true", "bool"),
+                           (b"null", "null"), (b"", "empty")):
+                if key + b":" in data:
+                    out.append((f"type:{key.decode()}={tag}", re.sub(key + rb":[^\n]*", key + b": " + v, data, count=1)))
+    if fmt in ("toml", "wrapper", "gpu-toml"):
+        out += [("deep-array", data + b"\ndeep = " + deep_list + b"\n"),
+                ("deep-table", data + b"\ndeep = " + b"{a=" * 5000 + b"1" + b"}" * 5000 + b"\n"),
+                ("dup-table", data + b"\n" + data), ("inf", data.replace(b"= 8\n", b"= inf\n", 1)),
+                ("nan", data.replace(b"= 1\n", b"= nan\n", 1))]
+        for key in (b"local_batch_size", b"seq_len", b"tensor_parallel_degree", b"pipeline_parallel_degree",
+                    b"path", b"gpu", b"nodes", b"gpus_per_node", b"peak_flops_bf16", b"hbm_bytes", b"flavor",
+                    b"data_parallel_shard_degree"):
+            for v, tag in ((b"[1, 2]", "list"), (b"{a = 1}", "table"), (b'"32"', "string"), (b"true", "bool"),
+                           (b"42", "int"), (b"1e30", "huge"), (b"-5", "negative")):
+                if re.search(rb"(?m)^" + key + rb" = ", data):
+                    out.append((f"type:{key.decode()}={tag}", re.sub(rb"(?m)^" + key + rb" = [^\n]*", key + b" = " + v,
+                                                                     data, count=1)))
+        out += [("table-is-value", b"recipe = 3\n" if fmt == "wrapper" else b"gpu = [1, 2]\n" if fmt == "gpu-toml"
+                 else b"parallelism = 3\n" + data),
+                ("unknown-table", data + b"\n[zzz]\na = 1\n")]
+    if fmt in ("bash", "bash-titan", "fragment"):
+        out += [("deep-subshell", data + b"\nX=" + b"$(" * 3000 + b"echo 1" + b")" * 3000 + b"\n"),
+                ("deep-braces", data + b"\nY=" + b"${A:-" * 3000 + b"1" + b"}" * 3000 + b"\n"),
+                ("huge-loop", data + b"\nfor i in $(seq 1 100000000); do X=$i; done\n"),
+                ("brace-expansion", data + b"\nZ=({1..100000000})\n"),
+                ("recursive-fn", data + b"\nf() { f; }\nf\n"),
+                ("self-source", data + b"\nsource ./r.sh\n" if fmt == "bash" else data + b"\nsource ./frag.sh\n"),
+                ("unterminated", data + b"\nX=\"abc\n"), ("heredoc", data + b"\ncat <<EOF\nunterminated\n"),
+                ("many-args", data.replace(b"--bf16", b"--bf16 " + b"--x 1 " * 20000))]
+    return out
+
+
+def argv_cases() -> list[tuple[str, list[str]]]:
+    base = ["--project", "--dry-run", "--json", "--"] + ARGV
+    out = []
+    for i, a in enumerate(ARGV):
+        if a.lstrip("-").isdigit():
+            for v in BAD_NUMBERS + ["", "1" * 5000]:
+                cmd = list(ARGV)
+                cmd[i] = v
+                out.append((f"argv:{ARGV[i - 1]}={v[:12]}", ["--project", "--dry-run", "--json", "--"] + cmd))
+    flags = [("--nodes", BAD_NUMBERS), ("--gpus-per-node", BAD_NUMBERS), ("--power-limit-w", BAD_NUMBERS),
+             ("--memory-margin", BAD_NUMBERS + ["1", "0.999"]), ("--gpu", ["", "nope", "h100-sxm\x00"]),
+             ("--time-limit", ["0", "-1", "nan", "inf", "1e30"]), ("--budget", ["0", "-1", "1e30", "nan"]),
+             ("--workers", ["0", "-1", "100000"]), ("--top", ["-1", "1e30"])]
+    for flag, vals in flags:
+        for v in vals:
+            tune = flag in ("--time-limit", "--budget", "--workers", "--top")
+            out.append((f"flag:{flag}={v[:12]}", (["--tune", "r.sh", "--dry-run", "--json", "--out", "t.sh"] if tune
+                                                  else ["--project", "r.sh", "--dry-run", "--json"]) + [flag, v]))
+    out += [("argv:empty-command", ["--project", "--dry-run", "--"]),
+            ("argv:no-action", []), ("argv:unknown-flag", ["--project", "r.sh", "--frobnicate"]),
+            ("argv:binary-arg", ["--project", "r.sh\udcff", "--dry-run"]),
+            ("argv:recipe-is-folder", ["--project", ".", "--dry-run"]),
+            ("argv:recipe-missing", ["--project", "missing.sh", "--dry-run"]),
+            ("argv:many-args", base + ["--x", "1"] * 20000)]
+    return out
+
+
+def output_cases() -> list[Case]:
+    cases = []
+    proj = ["--dry-run", "--json"]
+    sets = {
+        "bash": ({"r.sh": BASH}, "r.sh"), "toml": ({"r.toml": TOML}, "r.toml"),
+        "wrapper": ({"w.primus.toml": WRAPPER, "r.sh": BASH}, "w.primus.toml"),
+        "fragment": ({"r.sh": SOURCING, "frag.sh": FRAGMENT}, "r.sh"),
+        "extends": ({"r.yaml": EXTENDS_TOP, "base.yaml": EXTENDS_BASE}, "r.yaml"),
+    }
+    for fmt, (files, recipe) in sets.items():
+        for victim in files:
+            for flag in ("--report", "--trace"):
+                cases.append(Case(f"out:{fmt}:{flag}={victim}", "output", files,
+                                  ["--project", recipe, *proj, flag, victim], expect_refusal=True))
+            for flag in ("--log", "--out"):
+                if fmt in ("bash", "wrapper", "fragment"):
+                    cases.append(Case(f"out:{fmt}:tune{flag}={victim}", "output", files,
+                                      ["--tune", recipe, "--dry-run", "--json", "--time-limit", "20", flag, victim]
+                                      + (["--out", "t.sh"] if flag == "--log" else []), expect_refusal=True))
+    gfiles = {"r.sh": BASH, "g.toml": GPU_TOML}
+    for flag in ("--report", "--trace"):
+        cases.append(Case(f"out:gpu-file:{flag}", "output", gfiles, ["--project", "r.sh", *proj, "--gpu-file", "g.toml",
+                                                                     flag, "g.toml"], expect_refusal=True))
+
+    def hard(d: Path) -> None:
+        os.link(d / "r.sh", d / "hard.sh")
+
+    def soft(d: Path) -> None:
+        os.symlink("r.sh", d / "soft.html")
+
+    def folder(d: Path) -> None:
+        (d / "outdir").mkdir()
+
+    for flag in ("--report", "--trace"):
+        cases += [Case(f"out:hardlink{flag}", "output", {"r.sh": BASH}, ["--project", "r.sh", *proj, flag, "hard.sh"],
+                       setup=hard, expect_refusal=True),
+                  Case(f"out:symlink{flag}", "output", {"r.sh": BASH}, ["--project", "r.sh", *proj, flag, "soft.html"],
+                       setup=soft, expect_refusal=True),
+                  Case(f"out:folder{flag}", "output", {"r.sh": BASH}, ["--project", "r.sh", *proj, flag, "outdir"],
+                       setup=folder, expect_refusal=True),
+                  Case(f"out:under-file{flag}", "output", {"r.sh": BASH}, ["--project", "r.sh", *proj, flag, "r.sh/x"],
+                       expect_refusal=True),
+                  Case(f"out:proc{flag}", "output", {"r.sh": BASH}, ["--project", "r.sh", *proj, flag, "/proc/x.json"],
+                       expect_refusal=True)]
+    cases += [Case("out:tune-out=folder", "output", {"r.sh": BASH}, ["--tune", "r.sh", "--dry-run", "--json",
+                                                                     "--out", "outdir"], setup=folder, expect_refusal=True),
+              Case("out:tune-out=hardlink", "output", {"r.sh": BASH}, ["--tune", "r.sh", "--dry-run", "--json",
+                                                                       "--out", "hard.sh"], setup=hard, expect_refusal=True),
+              Case("out:report=trace", "output", {"r.sh": BASH}, ["--project", "r.sh", *proj, "--report", "o.x",
+                                                                  "--trace", "o.x"], expect_refusal=True),
+              Case("out:tune-log=out", "output", {"r.sh": BASH}, ["--tune", "r.sh", "--dry-run", "--json",
+                                                                  "--out", "o.sh", "--log", "o.sh"], expect_refusal=True)]
+    return cases
+
+
+def signal_cases(quick: bool) -> list[Case]:
+    cases = []
+    times = [0.05, 0.3, 0.8, 1.5] if quick else [0.05, 0.3, 0.8, 1.5, 2.0, 2.5, 3.5]
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        for t in times:
+            cases.append(Case(f"signal:{sig.name}@{t}s:tune", "signal", {"r.sh": BASH},
+                              ["--tune", "r.sh", "--dry-run", "--out", "t.sh", "--report", "t.html",
+                               "--workers", "2", "--time-limit", "30"], signal_at=t, signum=sig))
+        for t in times[:4]:
+            cases.append(Case(f"signal:{sig.name}@{t}s:project", "signal", {"r.sh": BASH},
+                              ["--project", "r.sh", "--dry-run", "--report", "p.html", "--trace", "p.json"],
+                              signal_at=t, signum=sig))
+        cases.append(Case(f"signal:{sig.name}@1.0s:planner", "signal", {"r.sh": BASH},
+                          ["--tune", "r.sh", "--dry-run", "--out", "t.sh", "--planner", "--budget", "400"],
+                          signal_at=1.0, signum=sig))
+        for t in (1.0, 4.0, 8.0):  # the measured path on this machine (megatron-core layers built and timed)
+            cases.append(Case(f"signal:{sig.name}@{t}s:measured", "signal", {"r.sh": TINY},
+                              ["--project", "r.sh", "--measure-device", "cpu", "--report", "p.html"],
+                              signal_at=t, signum=sig))
+    return cases
+
+
+def build_cases(quick: bool, seed: int) -> list[Case]:
+    rng = random.Random(seed)
+    cases: list[Case] = []
+    for fmt, (data, name, others, args) in FORMATS.items():
+        muts = byte_cases(fmt, rng, 3 if quick else 8)
+        vals = value_cases(fmt, rng, 2 if quick else 4)
+        if quick:
+            vals = rng.sample(vals, min(len(vals), 12))
+        muts += vals + structure_cases(fmt)
+        for tag, content in muts:
+            kind = "byte" if not tag.startswith(("num@", "type:", "deep", "alias", "recursive", "list-root",
+                                                 "scalar-root", "dup", "inf", "nan", "table-is", "unknown",
+                                                 "huge", "brace", "self", "unterm", "heredoc", "many")) else \
+                ("value" if tag.startswith(("num@", "type:", "inf", "nan")) else "structure")
+            cases.append(Case(f"{fmt}:{tag}", kind, {**others, name: content}, args + TAIL))
+    for tag, argv in argv_cases():
+        cases.append(Case(tag, "argv", {"r.sh": BASH}, argv))
+    cases += output_cases()
+    cases += signal_cases(quick)
+    return cases
+
+
+# ------------------------------------------------------------------------------------ running
+def _snapshot(d: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(d.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            out[str(p.relative_to(d))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _finite(obj) -> bool:
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, float) and not math.isfinite(o):
+            return False
+        if isinstance(o, dict):
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+    return True
+
+
+def _json_finite(text: str) -> Optional[bool]:
+    """True / False for a JSON document's numbers; None when ``text`` is not one JSON document."""
+    bad = []
+    try:
+        d = json.loads(text, parse_constant=lambda c: bad.append(c) or float("nan"))
+    except ValueError:
+        return None
+    return not bad and _finite(d)
+
+
+def _run_forked(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str]:
+    out, err = d / ".stdout", d / ".stderr"
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # the child: the CLI's main, as the entry point calls it
+        rc = 1
+        try:
+            os.setpgid(0, 0)
+            os.chdir(d)
+            fo = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            fe = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fo, 1)
+            os.dup2(fe, 2)
+            sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", buffering=0), write_through=True)
+            sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", buffering=0), write_through=True)
+            from primus_launch.cli import main
+
+            rc = main(case.argv)
+        except SystemExit as e:
+            rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:  # noqa: BLE001 - a traceback is what the campaign counts
+            import traceback
+
+            traceback.print_exc()
+            rc = 1
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(rc if isinstance(rc, int) else 1)
+    rc = None
+    while time.monotonic() - t0 < timeout:
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            rc = os.waitstatus_to_exitcode(status)
+            break
+        time.sleep(0.01)
+    secs = time.monotonic() - t0
+    if rc is None:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(pid, 0)
+    _reap_group(pid)
+    return rc, secs, out.read_text(errors="replace"), err.read_text(errors="replace")
+
+
+def _reap_group(pgid: int) -> list[int]:
+    """Processes left in the case's group (then killed)."""
+    left = group_members(pgid)
+    if left:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
+def _run_signal(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str, list[str]]:
+    t0 = time.monotonic()
+    proc = start_cli(case.argv, d)
+    problems = []
+    time.sleep(case.signal_at)
+    sent = None
+    if proc.poll() is None:
+        proc.send_signal(case.signum)
+        sent = time.monotonic()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        rc = None
+    secs = time.monotonic() - t0
+    if sent is not None and rc is not None:
+        took = time.monotonic() - sent
+        if took > 2.0:
+            problems.append(f"ended {took:.1f} s after the signal (> 2 s)")
+    time.sleep(0.2)
+    left = _reap_group(proc.pid)
+    if left:
+        problems.append(f"{len(left)} process(es) left behind")
+    return rc, secs, out.decode(errors="replace"), err.decode(errors="replace"), problems
+
+
+def run_case(case: Case, base: Path, timeout: float) -> Outcome:
+    d = Path(tempfile.mkdtemp(prefix="case-", dir=base))
+    for rel, content in case.files.items():
+        (d / rel).parent.mkdir(parents=True, exist_ok=True)
+        (d / rel).write_bytes(content)
+    if case.setup:
+        case.setup(d)
+    before = _snapshot(d)
+    extra: list[str] = []
+    if case.kind == "signal":
+        rc, secs, out, err, extra = _run_signal(case, d, timeout)
+    else:
+        rc, secs, out, err = _run_forked(case, d, timeout)
+    for p in (d / ".stdout", d / ".stderr"):
+        p.unlink(missing_ok=True)
+    after = _snapshot(d)
+    o = Outcome(case, rc, secs, out, err, extra)
+    changed = [k for k, h in before.items() if after.get(k) != h]
+    if changed:
+        o.problems.append(f"input changed: {changed}")
+    leftovers = [k for k in after if k not in before and (k.endswith(".tmp") or "/." in "/" + k)]
+    if leftovers:
+        o.problems.append(f"partial / temp files left: {leftovers}")
+    if rc is None:
+        o.problems.append(f"hang: still running after {timeout:.0f} s")
+    if "Traceback" in err:
+        o.problems.append("traceback")
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("primus-launch: error:") or "internal error" in ln]
+    if case.kind == "signal":
+        want = 128 + int(case.signum)
+        if rc not in (want, 0):
+            o.problems.append(f"exit {rc} after {case.signum.name} (want {want}, or 0 when it finished first)")
+        if rc == want:
+            last = [ln.split("\r")[-1] for ln in lines]
+            stop = [ln for ln in last if ln.startswith(("primus-launch: interrupted", "primus-launch: terminated"))]
+            if len(stop) != 1 or last[-1] not in stop or any("Traceback" in ln for ln in lines):
+                o.problems.append(f"not one stop line: {lines[-3:]}")
+            new = [k for k in after if k not in before]
+            for k in new:  # an output written before the signal must be whole
+                if k.endswith((".json",)) and _json_finite((d / k).read_text()) is None:
+                    o.problems.append(f"partial output {k}")
+                if k.endswith(".html") and not (d / k).read_text().rstrip().endswith("</html>"):
+                    o.problems.append(f"partial output {k}")
+    elif rc == 0:
+        if case.expect_refusal:
+            o.problems.append("accepted an output that names an input / a folder")
+        if "--json" in case.argv:
+            ok = _json_finite(out)
+            if ok is None:
+                o.problems.append("exit 0 without one JSON object on stdout")
+            elif not ok:
+                o.problems.append("non-finite figure")
+    elif rc == 2:
+        if len(errors) != 1 or lines[-1] != errors[0]:
+            o.problems.append(f"exit 2 without exactly one error line last: {lines[-3:]}")
+    else:
+        o.problems.append(f"exit {rc}: {lines[-2:]}")
+    if case.kind != "signal" and secs > 10:
+        o.problems.append(f"slow: {secs:.1f} s (> 10 s)")
+    shutil.rmtree(d, ignore_errors=True)
+    return o
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer flipped bytes and values per format")
+    ap.add_argument("--seed", type=int, default=29)
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds before a case counts as a hang")
+    ap.add_argument("--only", help="run the cases whose name contains this")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    a = ap.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    import primus_launch.cli  # noqa: F401 - warm the imports the forked children share
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.api import project
+
+    project(load_recipe(RECIPES / "megatron" / "llama3.1_8b.sh"), dry_run=True)  # warm the caches too
+    cases = build_cases(a.quick, a.seed)
+    if a.only:
+        cases = [c for c in cases if a.only in c.name]
+    base = Path(tempfile.mkdtemp(prefix="bad-input-campaign-"))
+    counts = {"cases": 0, "exit 0": 0, "exit 2": 0, "signal": 0, "tracebacks": 0, "hangs": 0,
+              "inputs changed": 0, "non-finite figures": 0, "slow (> 10 s)": 0, "other problems": 0}
+    by_kind: dict[str, int] = {}
+    bad: list[Outcome] = []
+    slowest: tuple[float, str] = (0.0, "")
+    t0 = time.monotonic()
+    try:
+        for c in cases:
+            o = run_case(c, base, a.timeout)
+            counts["cases"] += 1
+            by_kind[c.kind] = by_kind.get(c.kind, 0) + 1
+            if c.kind == "signal":
+                counts["signal"] += 1
+            elif o.rc == 0:
+                counts["exit 0"] += 1
+            elif o.rc == 2:
+                counts["exit 2"] += 1
+            if c.kind != "signal" and o.seconds > slowest[0]:
+                slowest = (o.seconds, c.name)
+            for p in o.problems:
+                key = ("tracebacks" if p == "traceback" else "hangs" if p.startswith("hang") else
+                       "inputs changed" if p.startswith("input changed") else
+                       "non-finite figures" if p == "non-finite figure" else
+                       "slow (> 10 s)" if p.startswith("slow") else "other problems")
+                counts[key] += 1
+            if o.problems:
+                bad.append(o)
+            if a.verbose or o.problems:
+                tail = [ln for ln in o.stderr.splitlines() if ln.strip()][-1:] or [""]
+                print(f"{'FAIL' if o.problems else 'ok  '} {c.name[:70]:70s} rc={o.rc} {o.seconds:5.1f}s "
+                      f"{'; '.join(o.problems)[:200]} | {tail[0][:160]}", flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"\n{counts['cases']} cases ({', '.join(f'{k} {v}' for k, v in sorted(by_kind.items()))}) in "
+          f"{time.monotonic() - t0:.0f} s; slowest non-signal case {slowest[0]:.1f} s ({slowest[1]})")
+    for k, v in counts.items():
+        if k != "cases":
+            print(f"  {k:20s} {v}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""Property (issue 29): any mutation of a bundled recipe -- a value, a type, bytes, the structure
+-- ends as ``exit 0`` with finite figures or ``exit 2`` with one ``primus-launch: error:`` line; never
+a traceback, never longer than 10 s, never a changed input.  Runs the CLI's ``main`` in-process
+(argv in, stdout / stderr captured) on a copy of ``recipes/`` whose one mutated file is restored
+after each example.  Also: the input boundary's refusals by kind, and outputs that name an input."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from primus_launch.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = sorted(str(p.relative_to(ROOT / "recipes")) for p in (ROOT / "recipes").rglob("*")
+                 if p.is_file() and p.suffix in (".sh", ".yaml", ".toml"))
+_NUM = re.compile(rb"(?<![\w.$-])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
+BAD_WORDS = [b"0", b"-1", b"1.5", b"1000000000", b"1" + b"0" * 30, b"1e30", b"-1e30", b"nan", b"inf", b".inf",
+             b"abc", b"", b"1" * 60, b"0x10", b"1_000"]
+TYPES = [b"[1, 2]", b"{a: 1}", b"{a = 1}", b'"32"', b"true", b"null", b"[]", b"{}", b"- 1"]
+
+
+def run_cli(argv: list[str], cwd: Path) -> tuple[int, str, str, float]:
+    out, err = io.StringIO(), io.StringIO()
+    old = os.getcwd()
+    t0 = time.monotonic()
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(argv)
+            except SystemExit as e:  # argparse
+                rc = e.code if isinstance(e.code, int) else 2
+    finally:
+        os.chdir(old)
+    return rc, out.getvalue(), err.getvalue(), time.monotonic() - t0
+
+
+def assert_outcome(rc: int, out: str, err: str, secs: float, what: str) -> None:
+    assert "Traceback" not in err, (what, err[-2000:])
+    assert secs < 10.0, f"{what}: {secs:.1f} s"
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    if rc == 0:
+        bad: list[str] = []
+        d = json.loads(out, parse_constant=lambda c: bad.append(c) or 0.0)
+        assert not bad, f"{what}: non-finite figures {bad}"
+        for k in ("iteration_time_s", "tokens_per_sec_per_gpu", "mfu"):
+            assert math.isfinite(d[k]) and d[k] > 0, (what, k, d[k])
+    else:
+        assert rc == 2, (what, rc, lines[-3:])
+        errors = [ln for ln in lines if ln.startswith("primus-launch: error:")]
+        assert len(errors) == 1 and lines[-1] == errors[0], (what, lines[-3:])
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("recipes")
+    shutil.copytree(ROOT / "recipes", d, dirs_exist_ok=True)
+    return d
+
+
+def _snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in d.rglob("*") if p.is_file()}
+
+
+@st.composite
+def mutation(draw, data: bytes) -> tuple[str, bytes]:
+    kind = draw(st.sampled_from(["value", "type", "bytes", "structure"]))
+    spans = [m.span() for m in _NUM.finditer(data)]
+    if kind in ("value", "type") and spans:
+        s, e = draw(st.sampled_from(spans))
+        if kind == "value":
+            new = draw(st.one_of(st.sampled_from(BAD_WORDS), st.integers(-10, 10**12).map(lambda i: str(i).encode()),
+                                 st.floats(allow_nan=True, allow_infinity=True).map(lambda f: repr(f).encode())))
+        else:
+            new = draw(st.sampled_from(TYPES))
+        return f"{kind}@{s}:{data[s:e]!r}->{new[:20]!r}", data[:s] + new + data[e:]
+    if kind in ("value", "type", "bytes"):
+        b = bytearray(data)
+        how = draw(st.sampled_from(["flip", "insert", "truncate"]))
+        if how == "flip":
+            for _ in range(draw(st.integers(1, 6))):
+                i = draw(st.integers(0, len(b) - 1))
+                b[i] ^= 1 << draw(st.integers(0, 7))
+        elif how == "insert":
+            i = draw(st.integers(0, len(b)))
+            b[i:i] = draw(st.binary(min_size=1, max_size=8))
+        else:
+            del b[draw(st.integers(0, len(b))):]
+        return f"bytes:{how}", bytes(b)
+    lines = data.split(b"\n")
+    how = draw(st.sampled_from(["delete", "duplicate", "swap", "indent", "dedent"]))
+    i = draw(st.integers(0, len(lines) - 1))
+    if how == "delete":
+        del lines[i]
+    elif how == "duplicate":
+        lines.insert(i, lines[i])
+    elif how == "swap":
+        j = draw(st.integers(0, len(lines) - 1))
+        lines[i], lines[j] = lines[j], lines[i]
+    elif how == "indent":
+        lines[i] = b"    " + lines[i]
+    else:
+        lines[i] = lines[i].lstrip()
+    return f"structure:{how}@{i}", b"\n".join(lines)
+
+
+@settings(max_examples=60, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_recipes_end_in_a_result_or_one_error_line(tree, data):
+    rel = data.draw(st.sampled_from(RECIPES), label="recipe")
+    path = tree / rel
+    original = path.read_bytes()
+    tag, mutated = data.draw(mutation(original), label="mutation")
+    path.write_bytes(mutated)
+    before = _snapshot(tree)
+    try:
+        rc, out, err, secs = run_cli(["--project", str(path), "--dry-run", "--json"], tree)
+        assert_outcome(rc, out, err, secs, f"{rel} {tag}")
+        assert _snapshot(tree) == before, f"{rel} {tag}: an input changed"
+    finally:
+        path.write_bytes(original)
+
+
+# ----- the boundary's refusals, one per kind ----------------------------------------------------
+
+RECIPE = ROOT / "recipes" / "megatron" / "llama3.1_8b.sh"
+
+
+@pytest.mark.parametrize("name,content,words", [
+    ("r.sh", b"X=1\n\xff\xfe\n", "not UTF-8 text (byte 0xff at line 2, column 1)"),
+    ("r.yaml", "num_layers: 2\n".encode("utf-16"), "UTF-16"),
+    ("r.toml", "a = 1\n".encode("utf-16-le"), "UTF-16"),
+    ("r.sh", b"\x7fELF\x02\x01\x01\x00" + bytes(64), "a binary file"),
+    ("r.sh", b"#" * (256 * 1024 + 1), "at most 262,144 bytes"),
+    ("r.yaml", b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n", "not valid YAML"),
+    ("r.yaml", b"a: " + b"[" * 100 + b"]" * 100 + b"\n", "nested deeper than 64 levels"),
+    ("r.toml", b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested deeper than 64 levels"),
+    ("r.yaml", b"a0: &a0 [1,1,1,1,1,1,1,1,1,1]\n" + b"".join(
+        f"a{i}: &a{i} [{', '.join(['*a%d' % (i - 1)] * 10)}]\n".encode() for i in range(1, 8)), "more than 200,000 values"),
+    ("w.primus.toml", b"[recipe]\npath = 42\n", "recipe.path=42: a string"),
+    ("w.primus.toml", b"recipe = 3\n", "recipe=3: a table"),
+    ("w.primus.toml", b'[recipe]\npath = "r.sh"\n[cluster]\nnodes = "two"\n', "cluster.nodes='two': an integer"),
+])
+def test_boundary_refusals(tmp_path, name, content, words):
+    (tmp_path / "r.sh").write_bytes(RECIPE.read_bytes())
+    (tmp_path / name).write_bytes(content)
+    rc, out, err, secs = run_cli(["--project", name, "--dry-run", "--json"], tmp_path)
+    assert_outcome(rc, out, err, secs, name)
+    assert rc == 2 and words in err, err
+
+
+@pytest.mark.parametrize("content,words", [
+    (b"gpu = [1, 2]\n", "--gpu-file gpu=<a list>"),
+    (b"[gpu.x]\npeak_flops_bf16 = nan\n", "Input should be a finite number"),
+    (b"[gpu.h100-sxm]\nhbm_bw = 1e30\n", "gpu.h100-sxm.hbm_bw=1e+30: between"),
+    (b"[gpu.h100-sxm]\nhbm_bytes = 0.5\n", "gpu.h100-sxm.hbm_bytes=0.5: between"),
+])
+def test_gpu_file_refusals(tmp_path, content, words):
+    (tmp_path / "r.sh").write_bytes(RECIPE.read_bytes())
+    (tmp_path / "g.toml").write_bytes(content)
+    from primus_launch.projection.hardware import gpus
+
+    db = dict(gpus._DB)
+    try:
+        rc, out, err, secs = run_cli(["--project", "r.sh", "--dry-run", "--json", "--gpu-file", "g.toml"], tmp_path)
+    finally:
+        gpus._DB.clear()
+        gpus._DB.update(db)
+    assert_outcome(rc, out, err, secs, "gpu-file")
+    assert rc == 2 and words in err, err
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--power-limit-w", "nan"], "argument --power-limit-w: 'nan'"),
+    (["--nodes", "1" + "0" * 30], "argument --nodes"),
+    (["--memory-margin", "inf"], "argument --memory-margin"),
+])
+def test_non_finite_and_huge_flags_are_refused(tmp_path, argv, words):
+    (tmp_path / "r.sh").write_bytes(RECIPE.read_bytes())
+    rc, out, err, secs = run_cli(["--project", "r.sh", "--dry-run", "--json", *argv], tmp_path)
+    assert_outcome(rc, out, err, secs, " ".join(argv))
+    assert rc == 2 and words in err, err
+
+
+@pytest.mark.parametrize("field,value", [("num_layers", 10**9), ("global_batch_size", 10**30),
+                                         ("seq_length", 10**12), ("num_nodes", 10**9)])
+def test_plan_bounds_are_named_before_any_allocation(field, value):
+    """A count far beyond any run is refused by name when the plan is built (no layout of 10^9
+    layers, no schedule of 10^30 micro-batches)."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.errors import one_line
+    from primus_launch.plan.sections import LIMITS
+
+    plan = load_recipe(RECIPE)
+    section = {"num_layers": "model", "seq_length": "model", "global_batch_size": "training"}.get(field, "cluster")
+    t0 = time.monotonic()
+    with pytest.raises(Exception) as e:
+        plan.with_changes(**{section: {field: value}})
+    assert time.monotonic() - t0 < 1.0
+    msg = one_line(e.value)
+    assert f"{section}.{field}={value}" in msg and f"at most {LIMITS[f'{section}.{field}']:,}" in msg, msg
+
+
+@pytest.mark.parametrize("flag", ["--report", "--trace"])
+@pytest.mark.parametrize("victim", ["w.primus.toml", "r.sh", "frag.sh", "hard.sh", "link.sh"])
+def test_an_output_naming_an_input_is_refused_before_work(tmp_path, flag, victim):
+    """The recipe, the wrapper, a sourced fragment, a hard link and a symbolic link to the recipe."""
+    text = RECIPE.read_bytes().replace(b"# Parallelism and batch\n", b"source ./frag.sh\n# Parallelism and batch\n")
+    (tmp_path / "r.sh").write_bytes(text)
+    (tmp_path / "frag.sh").write_bytes(b"TP_SIZE=2\n")
+    (tmp_path / "w.primus.toml").write_bytes(b'[recipe]\npath = "r.sh"\n')
+    os.link(tmp_path / "r.sh", tmp_path / "hard.sh")
+    os.symlink("r.sh", tmp_path / "link.sh")
+    before = _snapshot(tmp_path)
+    rc, out, err, secs = run_cli(["--project", "w.primus.toml", "--dry-run", "--json", flag, victim], tmp_path)
+    assert_outcome(rc, out, err, secs, victim)
+    assert rc == 2 and "is an input of this run" in err and out == "", err
+    assert _snapshot(tmp_path) == before
+
+
+def test_outputs_are_atomic_and_follow_the_umask(tmp_path):
+    (tmp_path / "r.sh").write_bytes(RECIPE.read_bytes())
+    old = os.umask(0o022)
+    try:
+        rc, out, err, secs = run_cli(["--project", "r.sh", "--dry-run", "--json", "--report", "p.html",
+                                      "--trace", "p.json"], tmp_path)
+    finally:
+        os.umask(old)
+    assert rc == 0, err
+    for name in ("p.html", "p.json"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o644, name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.html", "p.json", "r.sh"]
+
+
+# ----- outputs of a sensible size -----------------------------------------------------------------
+
+def test_tune_outputs_stay_small_for_a_large_search(tmp_path):
+    """A search of 60,000 candidates (a real tune's trials, repeated with their figures spread, as
+    an exhaustive sweep of the 8B recipe records them): the report stays under 2 MB and draws at
+    most 1,500 candidates, saying so; the trial log holds every trial as columns in a few MB."""
+    import random
+
+    from primus_launch.adapters import load_recipe
+    from primus_launch.report.charts import SCATTER_MAX_POINTS
+    from primus_launch.report.html import write_tune_report
+    from primus_launch.tuner.result import log_text
+    from primus_launch.tuner.search import tune
+
+    plan = load_recipe(RECIPE)
+    res = tune(plan, budget=25, exhaustive=False)
+    rng = random.Random(29)
+    real = [t for t in res.trials]
+    trials = []
+    for i in range(60_000):
+        t = real[i % len(real)]
+        f = 1 + 0.2 * (rng.random() - 0.5)
+        upd = {"index": i, "source": "exhaustive"}
+        if t.status == "scored":
+            upd.update(iteration_time_s=t.iteration_time_s * f, tokens_per_sec_per_gpu=t.tokens_per_sec_per_gpu / f,
+                       peak_memory_bytes=int(t.peak_memory_bytes * (2 - f)))
+        trials.append(t.model_copy(update=upd))
+    big = res.model_copy(update={"trials": trials})
+    report = write_tune_report(big, tmp_path / "tune.html")
+    html = report.read_text()
+    assert report.stat().st_size < 2_000_000, report.stat().st_size
+    n_scored = sum(t.status == "scored" for t in trials)
+    assert f"{SCATTER_MAX_POINTS:,} of {n_scored:,} scored candidates" in html
+    assert html.count("<circle") <= SCATTER_MAX_POINTS
+    log = log_text(big.to_log_dict(plan))
+    assert len(log) < 6_000_000, len(log)
+    d = json.loads(log)
+    assert d["trials"]["count"] == 60_000 and len(d["trials"]["columns"]["iteration_time_s"]) == 60_000
+    assert all(len(col["codes"] if isinstance(col, dict) else col) == 60_000 for col in d["trials"]["knobs"].values())
+    assert len(d["top"]) == len(res.top)  # the top trials in full

@@ -1,0 +1,112 @@
+"""SIGINT / SIGTERM at any moment of ``--tune`` and ``--project`` (issue 29): the run ends within
+2 s with one line (``primus-launch: interrupted (SIGINT)`` / ``terminated (SIGTERM)``) and exit
+130 / 143, no traceback, no process of its group left behind, no partial or temporary file and
+the recipe untouched.
+
+The moments are taken relative to the run itself, measured by a probe run on this machine (the
+moment the exhaustive search's scoring workers appear): before it, across the workers' start-up
+(where a Ctrl-C once left the process hanging forever) and inside the sweep; the planner and the
+LLM loop (a language model that does not answer) are signalled inside their loops.  A moment is
+counted from when primus-launch's own code runs (``signal_helpers.handles_signals``), not from the
+interpreter's start.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from signal_helpers import children, complete_or_absent, signal_at, start_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = ROOT / "recipes" / "megatron" / "llama3.1_8b.sh"
+TINY = ROOT / "recipes" / "megatron" / "tiny_gpt_cpu.sh"
+TUNE = ["--tune", "r.sh", "--dry-run", "--exhaustive", "--workers", "2", "--time-limit", "60",
+        "--out", "t.sh", "--log", "t.json", "--report", "t.html"]
+STOP_LINE = {signal.SIGINT: "primus-launch: interrupted (SIGINT)", signal.SIGTERM: "primus-launch: terminated (SIGTERM)"}
+WITHIN_S = 2.0
+
+
+def _folder(tmp_path: Path, name: str) -> Path:
+    d = tmp_path / name
+    d.mkdir()
+    (d / "r.sh").write_bytes(RECIPE.read_bytes())
+    return d
+
+
+def _check(d: Path, stopped, signum: int, where: str, recipe: Path = RECIPE) -> None:
+    assert stopped.rc is not None, f"{where}: still running {30} s after the signal"
+    if stopped.after_signal_s is None:  # it ended before the signal: nothing to judge but the outputs
+        assert stopped.rc == 0, (where, stopped.stderr[-1500:])
+    else:
+        assert "Traceback" not in stopped.stderr, (where, stopped.stderr[-3000:])
+        assert stopped.rc == 128 + signum, (where, stopped.rc, stopped.stderr[-1500:])
+        assert stopped.lines and stopped.lines[-1] == STOP_LINE[signum], (where, stopped.lines[-3:])
+        assert sum(ln.startswith(("primus-launch: interrupted", "primus-launch: terminated"))
+                   for ln in stopped.lines) == 1, (where, stopped.lines[-3:])
+        assert stopped.after_signal_s <= WITHIN_S, f"{where}: ended {stopped.after_signal_s:.2f} s after the signal"
+    assert not stopped.left, f"{where}: {len(stopped.left)} process(es) of its group left behind"
+    assert (d / "r.sh").read_bytes() == recipe.read_bytes(), f"{where}: the recipe changed"
+    temps = [p.name for p in d.iterdir() if p.name.startswith(".") or p.name.endswith(".tmp")]
+    assert not temps, f"{where}: temporary files left: {temps}"
+    for name in ("t.sh", "t.json", "t.html"):
+        why = complete_or_absent(d / name)
+        assert why is None, f"{where}: {why}"
+
+
+def _worker_start_s(d: Path) -> float:
+    """Seconds from the CLI's first line to the exhaustive sweep's first worker process (a probe
+    run, then ended with SIGINT and checked like the others)."""
+    proc = start_cli(TUNE, d)
+    t0 = time.monotonic()
+    while not children(proc.pid) and proc.poll() is None and time.monotonic() - t0 < 120:
+        time.sleep(0.005)
+    t = time.monotonic() - t0
+    _check(d, signal_at(proc, 0.0, signal.SIGINT), signal.SIGINT, f"probe at the workers' start ({t:.2f} s)")
+    return t
+
+
+def test_signal_at_any_moment_of_a_tune(tmp_path):
+    tw = _worker_start_s(_folder(tmp_path, "probe"))
+    # before the search, across the workers' start-up (dense), inside the sweep
+    moments = [0.05, tw * 0.5, tw - 0.05, tw, tw + 0.05, tw + 0.5]
+    for i, t in enumerate(moments):
+        signum = (signal.SIGINT, signal.SIGTERM)[i % 2]
+        d = _folder(tmp_path, f"run{i}")
+        stopped = signal_at(start_cli(TUNE, d), max(0.0, t), signum)
+        _check(d, stopped, signum, f"{signal.Signals(signum).name} at {t:.2f} s (workers start at {tw:.2f} s)")
+
+
+def test_sigterm_in_the_planner(tmp_path):
+    d = _folder(tmp_path, "planner")
+    argv = ["--tune", "r.sh", "--dry-run", "--planner", "--budget", "1000", "--out", "t.sh", "--log", "t.json"]
+    # inside the planner's loop: after the estimate, once it scores
+    _check(d, signal_at(start_cli(argv, d), 2.5, signal.SIGTERM), signal.SIGTERM, "planner")
+
+
+def test_signal_while_the_language_model_does_not_answer(tmp_path):
+    from fake_openai_server import FakeOpenAI
+
+    with FakeOpenAI([("sleep", 30.0)]) as server:
+        d = _folder(tmp_path, "llm")
+        (d / "r.sh").write_bytes(TINY.read_bytes())
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test-key"}
+        argv = ["--tune", "r.sh", "--dry-run", "--llm", "fake-model", "--budget", "40", "--out", "t.sh"]
+        proc = start_cli(argv, d, env)
+        t0 = time.monotonic()
+        while not server.requests and proc.poll() is None and time.monotonic() - t0 < 60:
+            time.sleep(0.01)  # until the tuner waits on the model
+        assert server.requests, "the tuner never asked the model"
+        _check(d, signal_at(proc, 0.2, signal.SIGINT), signal.SIGINT, "LLM request in flight", TINY)
+
+
+@pytest.mark.parametrize("t", [0.0, 0.3], ids=lambda t: f"{t}s")
+def test_signal_during_a_projection(tmp_path, t):
+    d = _folder(tmp_path, "project")
+    argv = ["--project", "r.sh", "--dry-run", "--report", "t.html", "--trace", "t.json"]
+    stopped = signal_at(start_cli(argv, d), t, signal.SIGINT)
+    _check(d, stopped, signal.SIGINT, f"project at {t} s")
