@@ -85,7 +85,7 @@ def main(argv=None) -> int:
                          f"{o.tokens_per_sec_per_gpu:,.0f}" + ("" if o.memory.fits else " (does not fit)"),
                          f"{b.tokens_per_sec_per_gpu:,.0f}", f"{100 * res.gain:+.1f} %",
                          f"{res.scored:,} of {'' if res.legal_exact else '~'}{res.legal_candidates:,}",
-                         res.search + (" (certificate)" if res.certificate else ""), f"{wall:.0f} s",
+                         res.search + (" (certificate)" if res.certificate and res.certificate.certified else ""), f"{wall:.0f} s",
                          meas + (f" ({where})" if where else ""), paper))
             diffs.append((name, plan.parallel_summary(), res.best_plan.parallel_summary(), diff))
             print(f"# {name}: {100 * res.gain:+.1f} %, {wall:.0f} s", file=sys.stderr)

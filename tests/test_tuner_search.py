@@ -1,4 +1,4 @@
-"""The tuner's search choice: exhaustive by default when it fits the time limit (with a certificate),
+"""The tuner's search choice: the certified branch and bound by default (the brute force's best),
 the same result for any number of worker processes, the memory basis in the pre-filter, and the
 numerics-changing knobs only when allowed (and said so)."""
 
@@ -28,23 +28,41 @@ def _key(res):
     return [(t.source, t.status, t.changes, t.iteration_time_s, t.reason) for t in res.trials]
 
 
-def test_exhaustive_is_the_default_when_it_fits_and_certifies_the_best():
+def test_branch_and_bound_is_the_default_and_certifies_the_brute_force_best():
     plan = small_dense_plan()
-    res = tune(plan, score=_score, space=RESTRICTED)
-    assert res.search == "exhaustive" and res.exhaustive and res.legal_exact
-    assert res.certificate and res.certificate.startswith(f"best of all {res.legal_candidates:,} legal plans")
+    bb = tune(plan, score=_score, space=RESTRICTED)
+    assert bb.search == "branch-and-bound" and bb.certificate.certified
+    c = bb.certificate
+    assert c.text.startswith(f"best of all {c.plans:,} legal plans ({c.scored:,} scored, the rest bounded out")
+    assert c.plans == bb.space_size and c.scored + c.bounded_time + c.bounded_memory == c.plans
+    assert "best of all" in render_tune_text(bb)
+    assert bb.to_log_dict()["certificate"]["certified"] is True
+    ex = tune(plan, score=_score, space=RESTRICTED, exhaustive=True)
+    assert ex.search == "exhaustive" and ex.certificate.certified and ex.legal_exact
     sp = Space(plan, RESTRICTED)
     n, own_in = len(sp), sp.index(knobs_of(plan)) is not None
     # every candidate looked at once; the recipe (the seed trial) scored apart when it is not in the space
-    assert res.space_size == n and len(res.trials) == n + (not own_in) and res.trials[0].source == "seed"
-    assert res.scored == res.legal_candidates + (not own_in)
-    fits = [t.iteration_time_s for t in res.trials if t.status == "scored" and t.fits]
-    assert res.best.iteration_time_s == pytest.approx(min(fits), rel=1e-12)
-    assert "best of all" in render_tune_text(res)
-    # a time limit the estimate cannot meet: the planner runs, and says why
-    res = tune(plan, score=_score, space=RESTRICTED, time_limit_s=1e-3)
-    assert res.search == "planner" and res.certificate is None and "would take" in res.search_note
+    assert ex.space_size == n and len(ex.trials) == n + (not own_in) and ex.trials[0].source == "seed"
+    assert ex.scored == ex.legal_candidates + (not own_in)
+    fits = [t.iteration_time_s for t in ex.trials if t.status == "scored" and t.fits]
+    assert ex.best.iteration_time_s == pytest.approx(min(fits), rel=1e-12)
+    # the same best as the brute force, with fewer plans scored
+    assert bb.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
+    assert bb.scored < ex.scored
+    # the planner, asked for: no certificate
+    res = tune(plan, score=_score, space=RESTRICTED, exhaustive=False)
+    assert res.search == "planner" and res.certificate is None
     assert "no certificate" in render_tune_text(res)
+
+
+def test_branch_and_bound_work_limit_is_a_count_not_a_time():
+    """A tiny work limit stops the search at the same place on any machine: no certificate, the
+    same trials and the same gap twice."""
+    plan = small_dense_plan()
+    a = tune(plan, score=_score, space=RESTRICTED, max_work=30)
+    b = tune(plan, score=_score, space=RESTRICTED, max_work=30)
+    assert not a.certificate.certified and a.certificate.open > 0 and "work limit" in a.certificate.text
+    assert _key(a) == _key(b) and a.certificate == b.certificate and a.best_plan == b.best_plan
 
 
 def test_exhaustive_result_does_not_depend_on_the_worker_count():

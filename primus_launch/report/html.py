@@ -77,7 +77,7 @@ def write_tune_report(res, path: str | Path) -> Path:
             ("projected gain", f"{100 * res.gain:+.1f} %"),
             ("candidates", f"{res.scored} scored of {res.legal_candidates} legal "
                            f"({100 * res.scored_fraction:.1f} %), {res.rejected} rejected, {res.elapsed_s:.1f} s"),
-            ("search", f"{res.search}: " + (res.certificate or f"no certificate of optimality"
+            ("search", f"{res.search}: " + (res.certificate.text if res.certificate else f"no certificate of optimality"
                                                                 f"{' (' + res.search_note + ')' if res.search_note else ''}")),
             ("numerics-changing knobs allowed", ", ".join(res.allowed) or "none")]
     sections = [f"<h2>Search</h2>{_table(head)}",

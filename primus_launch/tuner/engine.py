@@ -264,6 +264,9 @@ class Engine:
             t.mfu = result.mfu
             t.peak_memory_bytes = result.memory.peak_bytes_per_gpu
             t.fits = result.memory.fits
+            t.verdict = result.memory.verdict
+            if result.memory.band is not None:
+                t.peak_band_bytes = (result.memory.band.low_bytes, result.memory.band.high_bytes)
             t.time_breakdown = dict(result.time_breakdown)
             t.memory_breakdown = dict(result.memory.breakdown)
             if not result.memory.fits:

@@ -17,9 +17,14 @@ def end_lines() -> None:
 
 
 class Progress:
+    """``total``: the bar's end (the plans of the space for the branch-and-bound and brute-force
+    searches, the scoring budget for the planner); ``unit``: what it counts; ``baseline_s``: the
+    recipe's iteration time (the gain's reference)."""
+
     def __init__(self, total: Optional[int], baseline_s: Optional[float] = None, stream: TextIO | None = None,
-                 min_interval_s: float = 0.1):
+                 min_interval_s: float = 0.1, unit: str = ""):
         self.total = total
+        self.unit = unit
         self.baseline_s = baseline_s
         self.stream = stream or sys.stderr
         self.min_interval_s = min_interval_s
@@ -39,7 +44,7 @@ class Progress:
         if self.total:
             frac = min(1.0, n / self.total)
             bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
-            head = f"[{bar}] {n}/{self.total}"
+            head = f"[{bar}] {n}/{self.total}{' ' + self.unit if self.unit else ''}"
         else:
             head = f"scored {n}"
         tail = ""
@@ -53,6 +58,10 @@ class Progress:
             _OPEN.append(self)
         self._shown = True
 
+    def advance_to(self, completed: int, best_s: Optional[float] = None, force: bool = False) -> None:
+        """Show ``completed`` of the total (plans resolved by the branch and bound) and ``best_s``."""
+        self.update(_Count(completed, best_s), force=force)
+
     def close(self, engine=None) -> None:
         if engine is not None:
             self.update(engine, force=True)
@@ -62,3 +71,17 @@ class Progress:
             self._shown = False
         if self in _OPEN:
             _OPEN.remove(self)
+
+
+class _Count:
+    """A count and a best time in the shape :meth:`Progress.update` reads."""
+
+    def __init__(self, n: int, best_s: Optional[float]):
+        self.scored = n
+        self.best_s = best_s if best_s is not None and best_s != float("inf") else None
+
+    def best(self):
+        return None if self.best_s is None else 0
+
+    def time_of(self, _):
+        return self.best_s

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 
-TrialSource = Literal["seed", "planner", "llm", "exhaustive"]
+TrialSource = Literal["seed", "planner", "llm", "exhaustive", "branch-and-bound"]
 
 
 class Trial(BaseModel):
@@ -27,8 +27,32 @@ class Trial(BaseModel):
     mfu: Optional[float] = None
     peak_memory_bytes: Optional[int] = None
     fits: Optional[bool] = None
+    verdict: Optional[str] = Field(default=None, description="memory verdict: fits, tight (the capacity lies in "
+                                                             "the projection's error band) or does not fit")
+    peak_band_bytes: Optional[tuple[int, int]] = Field(default=None, description="the peak's error band "
+                                                                                 "(bottom, top) bytes per GPU")
     time_breakdown: dict[str, float] = Field(default_factory=dict)
     memory_breakdown: dict[str, int] = Field(default_factory=dict)
+
+
+class Certificate(BaseModel):
+    """What a search proved about its answer (``tuner/branch_bound.py``; a complete brute force is
+    certified with every legal plan scored)."""
+
+    certified: bool = Field(description="every plan of the space was scored or bounded out")
+    plans: int = Field(description="plans in the space (legal by the frameworks' rules)")
+    scored: int = Field(description="plans scored with the projection")
+    bounded_time: int = Field(0, description="plans whose lower bound on the iteration time reached the best's")
+    bounded_memory: int = Field(0, description="plans whose memory floor or pre-filter verdict is 'does not fit'")
+    open: int = Field(0, description="plans left unexamined when the work limit stopped the search")
+    best_s: Optional[float] = Field(None, description="iteration time of the best plan (None: none fits)")
+    lower_bound_s: Optional[float] = Field(None, description="the lowest bound left open when the search "
+                                                             "stopped (None: none open)")
+    gap: float = Field(0.0, description="best / lowest open bound - 1 (0 when certified)")
+    work: int = Field(0, description="work units the search spent (branch_bound.WORK_*)")
+    structs_expanded: int = Field(0, description="structural candidates whose flag tables were examined")
+    bound_violations: int = Field(0, description="scored plans below their own bound (voids the certificate)")
+    text: str = ""
 
 
 class TuneResult(BaseModel):
@@ -48,9 +72,10 @@ class TuneResult(BaseModel):
     llm_model: Optional[str] = None
     space: dict[str, Any] = Field(default_factory=dict, description="the SpaceConfig the search ran over")
     warnings: list[str] = Field(default_factory=list)
-    search: Literal["exhaustive", "planner"] = "planner"
-    certificate: Optional[str] = Field(default=None, description="exhaustive and complete: 'best of all N legal "
-                                                                 "plans ...'; None after a planner search")
+    search: Literal["exhaustive", "planner", "branch-and-bound"] = "planner"
+    certificate: Optional[Certificate] = Field(default=None, description="what the search proved (branch and bound, "
+                                                                       "or a complete brute force); None after a "
+                                                                       "planner search")
     allowed: list[str] = Field(default_factory=list, description="numerics-changing knob families the user "
                                                                  "allowed (--allow)")
     searched_knobs: dict[str, bool] = Field(default_factory=dict, description="knob families beyond the parallel "

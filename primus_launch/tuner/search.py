@@ -2,16 +2,18 @@
 
 Search space (``space.py``), pre-filter (``primus_launch.projection.memory.legality.prefilter``:
 divisibility + memory; never scored when it rejects), scoring oracle (the dry-run projection by
-default, any ``Callable[[Plan], ProjectionResult]`` otherwise), and one of two searches:
+default, any ``Callable[[Plan], ProjectionResult]`` otherwise), and one of three searches:
 
-- **exhaustive** (``exhaustive.py``): every candidate pre-filtered and every legal one scored, over
-  all cores, with a certificate "best of all N legal plans".  The default whenever the space's
-  estimated exhaustive wall time (its size, the legal fraction and the pre-filter / scoring cost
-  measured on a stride sample, divided by the workers) is within the time limit
-  (``--time-limit``, else :data:`DEFAULT_TIME_LIMIT_S`);
-- **planner** (``planner.py``), with optional LLM rounds (``llm.py``), otherwise: the whole space
-  indexed when it has at most :data:`INDEX_LIMIT` candidates, else block-coordinate rounds over
-  sub-spaces around the incumbent (:func:`planner.hierarchical`).
+- **branch and bound** (``branch_bound.py``, the default): every plan of the space scored or bounded
+  out by a true lower bound on its time or memory (``bounds.py``), with a certificate "best of all N
+  legal plans (M scored, the rest bounded out)".  No wall clock enters it: it stops only at the
+  work limit ``max_work`` (a count of bound and scoring steps, :data:`branch_bound.DEFAULT_MAX_WORK`),
+  so the answer is the same under any load; stopped early it says how far from the optimum it may be;
+- **exhaustive** (``exhaustive.py``, ``exhaustive=True``): every candidate pre-filtered and every legal
+  one scored over all cores (a brute force: the check of the branch and bound);
+- **planner** (``planner.py``, ``exhaustive=False``, a ``budget`` or an LLM), with optional LLM rounds
+  (``llm.py``): the whole space indexed when it has at most :data:`INDEX_LIMIT` candidates, else
+  block-coordinate rounds over sub-spaces around the incumbent (:func:`planner.hierarchical`).
 """
 
 from __future__ import annotations
@@ -30,14 +32,14 @@ from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner import rules
 from primus_launch.tuner.engine import Engine, Exhausted, Memo, Prefilter, plan_changes
 from primus_launch.tuner.planner import Planner, hierarchical
-from primus_launch.tuner.result import TuneResult
+from primus_launch.tuner.result import Certificate, TuneResult
 from primus_launch.tuner.space import Knobs, Space, SpaceConfig, apply_knobs, knobs_of, searched_knobs, validated
 
 EXACT_COUNT_LIMIT = 40_000   # planner: pre-filter the whole space up to this many candidates, else sample
 SAMPLE_SIZE = 2_000          # stride sample of larger spaces (legal fraction, pre-filter cost)
 DEFAULT_MAX_BUDGET = 1_000   # planner's default budget: 10% of the legal space, at most this many
 INDEX_LIMIT = 400_000        # the planner indexes spaces up to this size whole; larger: sub-space rounds
-DEFAULT_TIME_LIMIT_S = 120.0  # exhaustive is the default when it is estimated to finish within this
+DEFAULT_TIME_LIMIT_S = 120.0  # the exhaustive sweep's safety net when no time limit is given (3x this)
 
 
 def default_workers() -> int:
@@ -160,17 +162,20 @@ def tune(
     llm_rounds: int = 3,
     llm_timeout_s: float = 5.0,
     workers: Optional[int] = None,
+    max_work: Optional[int] = None,
 ) -> TuneResult:
     """Search configurations of ``plan`` (same model, cluster and global batch) for the shortest
     projected iteration time among those that fit in memory.
 
-    ``exhaustive``: True scores every legal candidate, False runs the planner, None (default)
-    chooses exhaustive when its estimated wall time fits ``time_limit_s`` (default
-    :data:`DEFAULT_TIME_LIMIT_S`) and neither ``budget`` nor ``llm_model`` asks for the planner.
+    ``exhaustive``: True scores every legal candidate (brute force), False runs the planner, None
+    (default) runs the certified branch and bound (``branch_bound.py``) unless ``budget`` or
+    ``llm_model`` asks for the planner; ``max_work`` is its work limit (default
+    :data:`branch_bound.DEFAULT_MAX_WORK`; a count, not a time: the answer does not depend on load).
     ``space`` defaults to :class:`SpaceConfig` (the full space); ``allow`` names the
     numerics-changing knob families to search (``fp8``, ``optimizer-dtypes``).  ``budget`` caps
     the planner's scored candidates (default: 10% of the legal space, at most
-    ``DEFAULT_MAX_BUDGET``); ``time_limit_s`` stops either search.  ``workers``: processes of the
+    ``DEFAULT_MAX_BUDGET``); ``time_limit_s`` stops the planner or the brute force (never the branch
+    and bound).  ``workers``: processes of the
     exhaustive sweep (default: every core; the result does not depend on it).
     """
     t0 = time.monotonic()
@@ -182,6 +187,8 @@ def tune(
         raise PlanError("budget", budget, "at least 1 scored candidate")
     if workers is not None and workers < 1:
         raise PlanError("workers", workers, "at least 1 process")
+    if max_work is not None and max_work < 1:
+        raise PlanError("max_work", max_work, "at least 1 work unit")
     allowed = check_allow(allow)
     cfg = space or SpaceConfig()
     if allowed:
@@ -194,31 +201,40 @@ def tune(
     memo = Memo(plan, score=score_fn, prefilter=pf, budget=None, time_limit_s=time_limit_s)
     own = knobs_of(plan)
 
-    # size and cost first: a stride sample of the space (exact when the space is small)
-    est = _Estimate(sp, memo, EXACT_COUNT_LIMIT if exhaustive is False and len(sp) <= EXACT_COUNT_LIMIT
-                    else SAMPLE_SIZE)
-    tb = time.perf_counter()
-    baseline = _score_baseline(plan, sp, memo, own)
-    est.time_scoring(sp, memo, time.perf_counter() - tb)
-    limit = time_limit_s if time_limit_s is not None else DEFAULT_TIME_LIMIT_S
-    est_s = est.exhaustive_s(n_workers)
-    if exhaustive is None:
-        exhaustive = budget is None and llm_model is None and est_s <= limit
-        if exhaustive and time_limit_s is None:  # a safety net should the estimate be far off
-            memo.deadline = time.monotonic() + 3 * limit
-        why_not = None if exhaustive else (
-            f"the planner searched: scoring all {len(sp):,} candidates ({'' if est.exact else '~'}{est.legal:,} legal) "
-            f"would take ~{est_s:,.0f} s on {n_workers} worker(s), over the limit of {limit:g} s"
-            if est_s > limit else "the planner searched: a scoring budget or a language model was given")
+    bnb = exhaustive is None and budget is None and llm_model is None
+    if bnb:
+        est = None
+        baseline = _score_baseline(plan, sp, memo, own)
+        est_s = None
+        why_not = None
+        exhaustive = False
     else:
-        why_not = None if exhaustive else "the planner searched, as asked"
+        # size and cost first: a stride sample of the space (exact when the space is small)
+        est = _Estimate(sp, memo, EXACT_COUNT_LIMIT if exhaustive is False and len(sp) <= EXACT_COUNT_LIMIT
+                        else SAMPLE_SIZE)
+        tb = time.perf_counter()
+        baseline = _score_baseline(plan, sp, memo, own)
+        est.time_scoring(sp, memo, time.perf_counter() - tb)
+        limit = time_limit_s if time_limit_s is not None else DEFAULT_TIME_LIMIT_S
+        est_s = est.exhaustive_s(n_workers)
+        if exhaustive is None:
+            exhaustive = False
+            why_not = "the planner searched: a scoring budget or a language model was given"
+        else:
+            if exhaustive and time_limit_s is None:  # a safety net should the sweep run far too long
+                memo.deadline = time.monotonic() + 3 * limit
+            why_not = None if exhaustive else "the planner searched, as asked"
     if baseline is not None and not baseline.memory.fits:
         warnings.append("the original plan does not fit in memory by the projection; gain is relative to it anyway")
 
     certificate = None
-    legal, exact = est.legal, est.exact
+    legal, exact = (len(sp), False) if est is None else (est.legal, est.exact)
     prog = None
-    if exhaustive:
+    if bnb:
+        certificate = _branch_and_bound(plan, sp, memo, own, baseline, memory_margin, max_work, progress)
+        if not certificate.certified:
+            warnings.append(certificate.text)
+    elif exhaustive:
         from primus_launch.tuner.exhaustive import sweep
 
         if progress:
@@ -228,9 +244,11 @@ def tune(
         out = sweep(sp, memo, n_workers, progress=prog)
         legal, exact = out.legal, out.complete
         if out.complete:
-            certificate = (f"best of all {out.scored_ok:,} legal plans (every one of the {len(sp):,} candidates "
-                           f"pre-filtered, {out.scored_ok:,} scored")
-            certificate += f", {out.failed:,} the projection could not score)" if out.failed else ")"
+            text = (f"best of all {out.scored_ok:,} legal plans (every one of the {len(sp):,} candidates "
+                    f"pre-filtered, {out.scored_ok:,} scored")
+            text += f", {out.failed:,} the projection could not score)" if out.failed else ")"
+            certificate = Certificate(certified=True, plans=len(sp), scored=out.scored_ok,
+                                      bounded_memory=len(sp) - out.scored_ok, text=text)
         else:
             warnings.append(f"stopped at the time limit of {time_limit_s} s after {out.done:,} of {len(sp):,} "
                             "candidates: best of those, not of the whole space")
@@ -289,7 +307,8 @@ def tune(
         top=top, trials=memo.trials, space_size=len(sp), legal_candidates=legal, legal_exact=exact,
         scored=memo.scored, rejected=sum(1 for t in memo.trials if t.status == "rejected"),
         elapsed_s=time.monotonic() - t0, exhaustive=bool(exhaustive), llm_model=llm_model,
-        space=cfg.describe(), warnings=warnings, search="exhaustive" if exhaustive else "planner",
+        space=cfg.describe(), warnings=warnings,
+        search="branch-and-bound" if bnb else "exhaustive" if exhaustive else "planner",
         certificate=certificate, allowed=sorted(cfg.allow), searched_knobs=searched_knobs(plan, cfg),
         workers=n_workers if exhaustive else 1, exhaustive_estimate_s=est_s, search_note=why_not)
     if log_path is not None:
@@ -297,6 +316,48 @@ def tune(
 
         atomic_write_text(Path(log_path), log_text(res.to_log_dict(plan)))
     return res
+
+
+def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: ProjectionResult,
+                      memory_margin: float, max_work: Optional[int], progress: bool) -> Certificate:
+    """Run the certified search (``branch_bound.py``) from the recipe's own plan as the incumbent
+    (when it fits); its scored plans go into ``memo`` as trials (source ``branch-and-bound``)."""
+    from primus_launch.tuner.branch_bound import DEFAULT_MAX_WORK, BranchBound, Incumbent
+
+    own_i = sp.index(own)
+    inc = Incumbent()
+    if baseline.memory.fits:
+        inc = Incumbent(baseline.iteration_time_s, own_i if own_i is not None else -1)
+    bar = None
+    if progress:
+        from primus_launch.tuner.progress import Progress
+
+        bar = Progress(total=len(sp), baseline_s=baseline.iteration_time_s, unit="plans")
+
+    def tick(done: int, total: int, best_s: float) -> None:
+        if bar is not None:
+            bar.advance_to(done, best_s, force=done >= total)
+
+    bb = BranchBound(plan, sp, score=memo.score_fn, prefilter=memo.prefilter_fn, memory_margin=memory_margin)
+    try:
+        out = bb.run(inc, max_work=DEFAULT_MAX_WORK if max_work is None else max_work, progress=tick)
+    finally:
+        if bar is not None:
+            bar.close()
+    rec = Engine(plan, [], memo=memo)
+    for i, why in out.rejected:
+        k = sp[i]
+        memo.reasons[k] = why
+        memo.rejected_seen.add(k)
+        rec.record(apply_knobs(plan, k), "branch-and-bound", reason=why)
+    for i, r in sorted(out.scored, key=lambda x: x[0]):
+        k = sp[i]
+        if k in memo.results:
+            continue
+        memo.results[k] = r
+        memo.scored += 1
+        rec.record(apply_knobs(plan, k), "branch-and-bound", result=r)
+    return out.certificate
 
 
 def _score_baseline(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> ProjectionResult:
@@ -332,6 +393,28 @@ def knob_line(res: TuneResult) -> str:
     return out
 
 
+def _memory_cell(t) -> str:
+    """A top-N row's memory: the peak, its error band and the verdict (``tight``: the capacity lies in
+    the band; the plan is kept and marked)."""
+    out = f"{(t.peak_memory_bytes or 0) / 2**30:.1f}"
+    if t.peak_band_bytes is not None:
+        lo, hi = t.peak_band_bytes
+        out += f" ({lo / 2**30:.0f}-{hi / 2**30:.0f})"
+    if t.verdict:
+        out += " TIGHT" if t.verdict == "tight" else f" {t.verdict}"
+    return out
+
+
+def _searched_line(res: TuneResult) -> str:
+    if res.search == "branch-and-bound" and res.certificate is not None:
+        c = res.certificate
+        return (f"searched: {c.plans:,} plans: {c.scored:,} scored, {c.bounded_time:,} bounded out by time, "
+                f"{c.bounded_memory:,} by memory{f', {c.open:,} open' if c.open else ''}, {res.elapsed_s:.1f} s")
+    return (f"searched: {res.scored} scored of {res.legal_candidates:,} legal candidates"
+            f"{'' if res.legal_exact else ' (estimated)'} ({100 * res.scored_fraction:.1f} %), "
+            f"{res.rejected} rejected by the pre-filter, {res.elapsed_s:.1f} s")
+
+
 def render_tune_text(res: TuneResult) -> str:
     """The CLI's text for a tune: verdict, counts and the top-N table."""
     from tabulate import tabulate
@@ -345,11 +428,10 @@ def render_tune_text(res: TuneResult) -> str:
         f"MFU {100 * b.mfu:.1f} %, {b.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
         f"({'fits' if b.memory.fits else 'DOES NOT FIT'})",
         f"gain:     {100 * res.gain:+.1f} %",
-        f"searched: {res.scored} scored of {res.legal_candidates:,} legal candidates"
-        f"{'' if res.legal_exact else ' (estimated)'} ({100 * res.scored_fraction:.1f} %), "
-        f"{res.rejected} rejected by the pre-filter, {res.elapsed_s:.1f} s",
-        f"search:   {res.search}" + (f" on {res.workers} workers: {res.certificate}" if res.certificate else
-                                     f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),
+        _searched_line(res),
+        f"search:   {res.search}" + (f" on {res.workers} workers" if res.search == "exhaustive" else "")
+        + (f": {res.certificate.text}" if res.certificate and res.certificate.certified else
+           f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),
         knob_line(res),
     ]
     from primus_launch.tuner.engine import plan_changes
@@ -361,11 +443,11 @@ def render_tune_text(res: TuneResult) -> str:
     for rank, t in enumerate(res.top, 1):
         ch = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in t.changes.items()) or "(original)"
         rows.append((rank, f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", f"{100 * (t.mfu or 0):.1f}",
-                     f"{(t.peak_memory_bytes or 0) / 2**30:.1f}", t.source, ch))
+                     _memory_cell(t), t.source, ch))
     out = "\n".join(lines)
     if rows:
-        out += "\n\n" + tabulate(rows, headers=["#", "s/iter", "tok/s/GPU", "MFU %", "GiB", "source", "changes"],
-                                 tablefmt="simple")
+        out += "\n\n" + tabulate(rows, headers=["#", "s/iter", "tok/s/GPU", "MFU %", "GiB (band) verdict", "source",
+                                                "changes"], tablefmt="simple")
     for w in res.warnings:
         out += f"\nwarning: {w}"
     return out

@@ -951,6 +951,30 @@ def layer_times_roofline(plan: Plan) -> LayerTimes:
                         t.micro_batch_size, plan.cluster.gpu, _cfg(plan))
 
 
+def floor_cfg(plan: Plan) -> tuple:
+    """:func:`_cfg` of ``plan`` at the floor of the settings that only add time: no host launch time
+    (``host_per_kernel`` 0, so no CUDA-graph scope matters: :meth:`_Acc.times` returns the GPU work),
+    no TE userbuffers slowdown (its factors are >= 1, ``cost/contention.py``) and the FP8 weights
+    quantised zero times per micro-batch (``wq_div`` = inf, as with FP8 parameter all-gather).  Plans
+    that differ only in ``tp_comm_overlap``, ``fp8_param_gather``, CUDA graphs and the micro-batch count
+    share it (the tuner's bound key)."""
+    c = list(_cfg(plan))
+    c[3], c[4], c[5], c[11] = float("inf"), 0.0, frozenset(), None   # wq_div, host, graphs, ub
+    return tuple(c)
+
+
+def layer_times_floor(plan: Plan) -> LayerTimes:
+    """A floor of :func:`layer_times_roofline` over the plans that differ from ``plan`` only in TP
+    communication overlap, FP8 parameter all-gather, CUDA graphs and the number of micro-batches:
+    the same kernels' GPU seconds at :func:`floor_cfg` (a pass is ``max(GPU, host)``, the userbuffers
+    factors are >= 1, the per-step weight casts >= 0).  The lower bounds of the tuner's
+    branch-and-bound search (``tuner/bounds.py``) stand on it; ``tests/test_tuner_bounds.py`` checks
+    every pass time below the roofline's on sampled plans of the bundled recipes."""
+    p, t = plan.parallel, plan.training
+    return _layer_times(arch_key(plan.model), p.tp, p.cp, p.ep, p.expert_tp, p.sequence_parallel,
+                        t.micro_batch_size, plan.cluster.gpu, floor_cfg(plan))
+
+
 def layer_op_times(plan: Plan) -> dict[str, list[tuple[str, float, float, float, tuple]]]:
     """Per layer kind (``dense``, ``moe``, ``dense_window``, ``moe_window``, ``embedding``, ``head``,
     ``mtp``), the ops of one micro-batch on one GPU as ``(name, forward s, input-grad s, weight-grad

@@ -57,7 +57,7 @@ from primus_launch.projection.pipeline.orders import (
 from primus_launch.projection.result import TimelineEvent
 
 __all__ = [
-    "ChunkCost", "PipelineResult", "SCHEDULES", "simulate", "activations_in_flight",
+    "ChunkCost", "PipelineResult", "SCHEDULES", "SPLIT_BACKWARD", "makespan_lower_bound", "simulate", "activations_in_flight",
     "chrome_trace", "write_chrome_trace", "schedule_orders",
 ]
 
@@ -244,6 +244,41 @@ def _link_times(p2p_s: Union[float, Sequence[float]], pp: int) -> list[float]:
         # no wrap-around time given: assume the slowest given link (only interleaved uses it)
         return vals + [max(vals) if vals else 0.0]
     raise PlanError("p2p_s", len(vals), f"a float or a sequence of pp-1={pp - 1} or pp={pp} link times")
+
+
+#: schedules whose backward is split into input-gradient and weight-gradient actions (``orders.py``)
+SPLIT_BACKWARD = ("zb_h1", "zbv")
+
+
+def makespan_lower_bound(schedule: str, pp: int, vpp: int, num_microbatches: int,
+                         costs: Sequence[Sequence[ChunkCost]], p2p_s: float = 0.0) -> float:
+    """A lower bound of :func:`simulate`'s makespan that needs no simulation (the tuner's bound).
+
+    Every rank runs its actions one after another, so rank ``r`` is busy for ``busy_r = m *
+    sum_c (f + b + w)_{r,c}``.  Its first action is a forward of one of its stages, the lowest of which
+    is global stage ``r`` (chunk 0: stage ``c * pp + r`` interleaved, ``r`` and ``2 pp - 1 - r`` in
+    ZB-V), and a forward needs the forward of every earlier stage of its micro-batch, each a send
+    ``p2p_s`` away: rank ``r`` starts no earlier than ``head_r = sum_{r' < r} (f_{r',0} + p2p_s)``.
+    In the fused-backward schedules (1F1B, interleaved, GPipe) its last action is the backward of a
+    stage ``g >= r``, after which the backwards of the chunks 0 of ranks ``r - 1 .. 0`` still run:
+    ``tail_r = sum_{r' < r} (b_{r',0} + w_{r',0} + p2p_s)`` (zero-bubble schedules may end on a
+    weight-gradient, which nothing waits for: no tail).  So
+
+        makespan >= max_r (head_r + busy_r + tail_r),
+
+    equal to the closed forms on uniform costs (1F1B ``(m + p - 1)(f + b)``); ``tests/test_tuner_bounds.py``
+    checks it below :func:`simulate` on the sampled plans of the bundled recipes.  (After the previous
+    tuner branch's ``makespan_lower_bound``, re-derived here.)"""
+    fused = pp <= 1 or schedule not in SPLIT_BACKWARD
+    m = num_microbatches
+    best = head = tail = 0.0
+    for r in range(pp):
+        busy = m * sum(c.fwd_s + c.bwd_input_s + c.bwd_weight_s for c in costs[r])
+        best = max(best, head + busy + (tail if fused else 0.0))
+        c0 = costs[r][0]
+        head += c0.fwd_s + p2p_s
+        tail += c0.bwd_input_s + c0.bwd_weight_s + p2p_s
+    return best
 
 
 def simulate(schedule: str, pp: int, vpp: int, num_microbatches: int,

@@ -45,21 +45,30 @@ class IterationCosts:
     breakdown: dict[str, float]
 
 
-def iteration_costs(s: Setup, stages: StageCosts, pipe: PipelineResult) -> IterationCosts:
-    """The :class:`IterationCosts` of ``s`` from its chunk costs and simulated schedule (module doc)."""
+def stage_tails(s: Setup, stages: StageCosts) -> list[StageTail]:
+    """Per pipeline stage, what it runs after the pipeline (:class:`StageTail`): the exposed DP
+    gradient sync behind its forward / backward windows (``cost/dp_comm.py``) and its optimizer step
+    (``cost/optimizer.py``).  The iteration is the makespan plus the longest of them."""
     plan, spec, lay = s.plan, s.spec, s.lay
-    pp, vpp = plan.parallel.pp, plan.parallel.vpp
-    nmb = plan.num_microbatches
-    makespan = pipe.makespan_s
     stage_params = stage_parameter_split(plan)
     post = []
-    for rank in range(pp):
+    for rank in range(plan.parallel.pp):
         sp_ = stage_params[rank]
         row = stages.chunks[rank]
         fwd_win = sum(q.fwd for q in row)
         bwd_win = sum(q.bwd_input + q.bwd_weight for q in row)
         post.append(StageTail(dp_grad_sync(plan, spec, lay, sp_, fwd_win, bwd_win),
                               optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_))))
+    return post
+
+
+def iteration_costs(s: Setup, stages: StageCosts, pipe: PipelineResult) -> IterationCosts:
+    """The :class:`IterationCosts` of ``s`` from its chunk costs and simulated schedule (module doc)."""
+    plan, spec, lay = s.plan, s.spec, s.lay
+    pp, vpp = plan.parallel.pp, plan.parallel.vpp
+    nmb = plan.num_microbatches
+    makespan = pipe.makespan_s
+    post = stage_tails(s, stages)
     crit_post = max(range(pp), key=lambda i: post[i].dp_s + post[i].optimizer_s)
     dp_post, opt_s = post[crit_post].dp_s, post[crit_post].optimizer_s
     iteration = makespan + dp_post + opt_s
