@@ -1,7 +1,7 @@
 """``primus-launch``: project, tune or launch a Megatron-LM / TorchTitan training run.
 
     primus-launch --project RECIPE [--dry-run] [--gpu G --nodes N --gpus-per-node K] [--json]
-    primus-launch --tune RECIPE [--dry-run] [--budget N | --time-limit S] [--llm MODEL] [--allow fp8,...]
+    primus-launch --tune RECIPE [--dry-run] [--max-work N] [--budget N | --time-limit S] [--llm MODEL] [--allow fp8,...]
     primus-launch [--project | --tune] [--launch [--force]] [--emit torchrun|slurm] -- COMMAND...
     primus-launch -- torchrun ... pretrain_gpt.py ...       (run the command unchanged)
 
@@ -80,13 +80,18 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--budget", type=bounded_int(1, 10**9, "an integer from 1 to 1,000,000,000"),
                     help="tune: at most this many scored candidates")
     ap.add_argument("--time-limit", type=finite_float(0.0, 1e7, lo_open=True, what="seconds, > 0 and <= 1e7"),
-                    help="tune: stop after this many seconds")
+                    help="tune: stop the planner or the exhaustive search after this many seconds (the default "
+                         "branch and bound is bounded by --max-work, never by time)")
+    ap.add_argument("--max-work", type=bounded_int(1, 10**12, "an integer from 1 to 1,000,000,000,000"),
+                    help="tune: work limit of the branch-and-bound search, in units of one plan's bound "
+                         "(default 40,000; a count, so the answer does not depend on the machine's load)")
     ap.add_argument("--llm", metavar="MODEL", help="tune: also ask this model (OPENAI_BASE_URL/OPENAI_API_KEY)")
     search = ap.add_mutually_exclusive_group()
     search.add_argument("--exhaustive", action="store_true", default=None,
-                        help="tune: score every legal candidate (default: whenever that fits the time limit)")
+                        help="tune: score every legal candidate (brute force; default: the certified branch and "
+                             "bound)")
     search.add_argument("--planner", dest="exhaustive", action="store_false",
-                        help="tune: run the planner even when an exhaustive search would fit")
+                        help="tune: run the planner instead of the certified branch and bound")
     ap.add_argument("--workers", type=bounded_int(1, 4096, "an integer from 1 to 4096"),
                     help="tune: processes of the exhaustive search (default: every core)")
     ap.add_argument("--allow", action="append", default=[], metavar="LIST",
@@ -279,7 +284,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
                llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
                log_path=log_path, top_n=a.top, allow=allow,
-               workers=a.workers if a.dry_run else 1)  # the measured path holds the device: one process
+               workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run)  # the measured path holds the device: one process
     best = res.best_plan
     written = None
     if out_recipe is not None:

@@ -1,20 +1,19 @@
-"""Benchmark of the tuner on every bundled recipe and the case studies: the planner against the
-optimum of the FULL space (``SpaceConfig()``, every knob the recipe's format can express).
+"""Benchmark of the tuner's certified branch and bound against a brute force, on every bundled
+recipe and the case studies.
 
-For each recipe:
+For each recipe, on the structural space (``SpaceConfig.restricted()``: the parallel degrees,
+micro-batch, sharding, recompute, schedule, pipeline split; the execution flags kept as written),
+which a brute force can finish in minutes:
 
-1. planner: ``tune(plan, exhaustive=False)`` with its default budget (10% of the legal space, at
-   most 1,000 scored);
-2. full-space optimum: ``tune(plan, exhaustive=True)`` on every core, when its estimated wall time
-   (the planner run's estimate: candidates x pre-filter cost + legal x scoring cost, over the
-   workers) is within ``--exhaustive-limit`` seconds; else the estimate is printed and the ratio is
-   left out (the space is too large to score whole on this machine);
-3. the default search ``tune(plan)`` would choose: exhaustive (a certificate) when the estimate fits
-   the 120 s default time limit, else the planner.
+1. bound-and-prune: ``tune(plan, space=restricted)`` (the default search: ``tuner/branch_bound.py``);
+2. brute force: ``tune(plan, space=restricted, exhaustive=True)`` (every legal plan scored on every
+   core), when its estimate (the space's size x the pre-filter and scoring cost of a sample, over the
+   workers) is within ``--brute-limit`` seconds;
 
-Prints planner best / full-space best iteration time (1.0000 = the planner found the optimum; it
-cannot be below 1), scored / legal, and wall seconds.  Usage:
-``python scripts/bench_tuner.py [--only NAME] [--exhaustive-limit S] [--skip-exhaustive]``.
+and prints both bests (they must be equal: the brute force is the optimum), the plans each scored
+and the wall seconds of each.  With ``--full``, also the default tune of the FULL space (every knob
+the recipe's format can express): its certificate (or the gap where the work limit stopped it) and
+its wall seconds.  Usage: ``python scripts/bench_tuner.py [--only NAME] [--brute-limit S] [--full]``.
 """
 
 from __future__ import annotations
@@ -40,18 +39,41 @@ def recipes() -> list[str]:
     return out + list(CASE_STUDIES)
 
 
+def brute_estimate_s(plan, cfg, workers: int, sample: int = 40) -> tuple[int, float]:
+    """(plans, estimated seconds) of a brute force of ``plan``'s space ``cfg``: a stride sample's
+    pre-filter + scoring cost per plan, times the plans, over the workers."""
+    from primus_launch.projection.dryrun import project_dry_run
+    from primus_launch.projection.memory.legality import prefilter
+    from primus_launch.tuner.space import Space, apply_knobs
+
+    sp = Space(plan, cfg)
+    n = len(sp)
+    if n == 0:
+        return 0, 0.0
+    idx = sorted({int(k * n / sample) for k in range(min(sample, n))})
+    t = time.perf_counter()
+    for i in idx:
+        p = apply_knobs(plan, sp[i])
+        if prefilter(p) is None:
+            project_dry_run(p)
+    return n, (time.perf_counter() - t) / len(idx) * n / workers
+
+
 def main(argv=None) -> int:
     from primus_launch.adapters import load_recipe
-    from primus_launch.tuner.search import DEFAULT_TIME_LIMIT_S, default_workers, tune
+    from primus_launch.tuner.search import default_workers, tune
+    from primus_launch.tuner.space import SpaceConfig
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--only")
-    ap.add_argument("--exhaustive-limit", type=float, default=600.0,
-                    help="score the full space when its estimated wall time is within this (s)")
-    ap.add_argument("--skip-exhaustive", action="store_true")
+    ap.add_argument("--brute-limit", type=float, default=180.0,
+                    help="run the brute force when its estimated wall time is within this (s)")
+    ap.add_argument("--full", action="store_true", help="also tune each recipe's full space (branch and bound)")
     a = ap.parse_args(argv)
     workers = default_workers()
+    cfg = SpaceConfig.restricted()
     rows = []
+    t_all = time.perf_counter()
     for rel in recipes():
         if a.only and a.only not in rel:
             continue
@@ -61,37 +83,48 @@ def main(argv=None) -> int:
             print(f"# {rel}: {type(e).__name__}: {e}", file=sys.stderr)
             continue
         t = time.perf_counter()
-        pl = tune(plan, exhaustive=False)
-        t_pl = time.perf_counter() - t
-        est = pl.exhaustive_estimate_s or 0.0
+        bb = tune(plan, space=cfg)
+        t_bb = time.perf_counter() - t
+        n, est = brute_estimate_s(plan, cfg, workers)
         ex = t_ex = None
-        if not a.skip_exhaustive and est <= a.exhaustive_limit:
+        if est <= a.brute_limit:
             t = time.perf_counter()
-            ex = tune(plan, exhaustive=True, time_limit_s=4 * a.exhaustive_limit)
+            ex = tune(plan, space=cfg, exhaustive=True, workers=workers)
             t_ex = time.perf_counter() - t
-        default = "exhaustive" if est <= DEFAULT_TIME_LIMIT_S else "planner"
-        ratio = pl.best.iteration_time_s / ex.best.iteration_time_s if ex is not None and ex.certificate else None
-        rows.append((rel, pl, t_pl, ex, t_ex, est, ratio, default))
-        print(f"{rel}: {pl.space_size:,} candidates, {'' if pl.legal_exact else '~'}{pl.legal_candidates:,} legal; "
-              f"baseline {pl.baseline.iteration_time_s:.4f} s/iter; planner {pl.best.iteration_time_s:.4f} "
-              f"({pl.scored} scored, {t_pl:.0f} s); full space "
-              + (f"{ex.best.iteration_time_s:.4f} ({ex.scored:,} scored, {t_ex:.0f} s)" if ex is not None
-                 else f"not scored (estimated {est:,.0f} s on {workers} workers)"), flush=True)
+        full = t_full = None
+        if a.full:
+            t = time.perf_counter()
+            full = tune(plan)
+            t_full = time.perf_counter() - t
+        rows.append((rel, n, bb, t_bb, ex, t_ex, est, full, t_full))
+        print(f"{rel}: {n:,} plans; bound-and-prune {bb.best.iteration_time_s:.4f} s/iter "
+              f"({bb.certificate.scored:,} scored, {t_bb:.1f} s, {'certified' if bb.certificate.certified else 'NOT certified'})"
+              f"; brute force " + (f"{ex.best.iteration_time_s:.4f} ({ex.scored:,} scored, {t_ex:.1f} s)" if ex is not None
+                                   else f"not run (estimated {est:,.0f} s on {workers} workers)"), flush=True)
     print()
-    print(f"{'recipe':55s} {'candidates':>13s} {'legal':>12s} {'planner/optimum':>15s} {'scored':>7s} "
-          f"{'planner s':>9s} {'full s':>9s} {'default':>10s}")
-    for rel, pl, t_pl, ex, t_ex, est, ratio, default in rows:
-        full = f"{t_ex:.0f}" if t_ex is not None else f"~{est:,.0f}"
-        print(f"{rel:55s} {pl.space_size:13,d} {('' if pl.legal_exact else '~') + f'{pl.legal_candidates:,}':>12s} "
-              f"{(f'{ratio:.4f}' if ratio is not None else '-'):>15s} {pl.scored:7d} {t_pl:9.0f} {full:>9s} "
-              f"{default:>10s}")
-    n_ex = sum(r[6] is not None for r in rows)
-    n_opt = sum(r[6] is not None and r[6] <= 1 + 1e-9 for r in rows)
-    print(f"\nplanner found the full-space optimum in {n_opt} of {n_ex} recipes scored whole; "
-          f"{sum(r[7] == 'exhaustive' for r in rows)} of {len(rows)} default tunes are exhaustive "
-          f"(certificate) at the {DEFAULT_TIME_LIMIT_S:.0f} s default time limit on {workers} workers; "
-          f"full spaces scored when estimated within {a.exhaustive_limit:.0f} s")
-    return 0
+    print(f"{'recipe':55s} {'plans':>9s} {'B&B s/iter':>10s} {'brute s/iter':>12s} {'equal':>5s} "
+          f"{'B&B scored':>10s} {'brute scored':>12s} {'B&B s':>6s} {'brute s':>7s}"
+          + (f" {'full plans':>12s} {'full cert':>14s} {'full s':>6s}" if a.full else ""))
+    agree = ran = 0
+    for rel, n, bb, t_bb, ex, t_ex, est, full, t_full in rows:
+        eq = "-"
+        if ex is not None:
+            ran += 1
+            same = abs(bb.best.iteration_time_s - ex.best.iteration_time_s) <= 1e-9 * ex.best.iteration_time_s
+            agree += same
+            eq = "yes" if same else "NO"
+        line = (f"{rel:55s} {n:9,d} {bb.best.iteration_time_s:10.4f} "
+                f"{(f'{ex.best.iteration_time_s:.4f}' if ex is not None else '-'):>12s} {eq:>5s} "
+                f"{bb.certificate.scored:10,d} {(f'{ex.scored:,}' if ex is not None else '-'):>12s} {t_bb:6.1f} "
+                f"{(f'{t_ex:.1f}' if t_ex is not None else f'~{est:,.0f}'):>7s}")
+        if full is not None:
+            c = full.certificate
+            line += (f" {c.plans:12,d} {('certified' if c.certified else f'gap {100 * c.gap:.1f} %'):>14s} "
+                     f"{t_full:6.1f}")
+        print(line)
+    print(f"\nbound-and-prune equals the brute force on {agree} of {ran} spaces the brute force finished "
+          f"(within {a.brute_limit:.0f} s estimated on {workers} workers); {time.perf_counter() - t_all:.0f} s in all")
+    return 0 if agree == ran else 1
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """The branch-and-bound's bounds are true lower bounds (``tuner/bounds.py``): on a seeded sample of
 plans of every bundled recipe's space, the level-1 bound of the plan's structural candidate and
-compute variant <= its level-2 (exact chunk costs) bound <= the dry-run's iteration time; the floor
-layer times <= the roofline's; the makespan bound <= the simulated schedule; a plan whose memory floor
-says 'does not fit' is rejected by the pre-filter; and the grouped level-1 computation equals the
-per-candidate one.  The independent truth is the projection itself (the bounds must never exceed it)."""
+compute variant plus its post-pipeline floor <= its exact-chunk-cost bound <= the dry-run's
+iteration time; the floor layer times <= the roofline's; the post-pipeline floor <= the plan's tail;
+the cached features equal the plan's own; the makespan bound <= the simulated schedule; a plan whose
+memory floor says 'does not fit' is rejected by the pre-filter; and the grouped level-1 computation
+equals the per-candidate one.  The independent truth is the projection itself (the bounds must never exceed it)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.projection.hardware.gpus import resolve_power_cap
 from primus_launch.projection.memory.legality import memory_peak, prefilter
 from primus_launch.projection.pipeline.simulate import makespan_lower_bound, simulate
-from primus_launch.tuner.bounds import F, VARIANT_FLAGS, BoundModel, _pick, exact_bound, pass_features
+from primus_launch.tuner.bounds import (F, VARIANT_FLAGS, BoundModel, _pick, exact_bound, pass_features,
+                                       plan_floor_features, tail_floor)
 from primus_launch.tuner.space import Knobs, Space, SpaceConfig, apply_knobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +32,12 @@ RECIPES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "recipes").rglob("*")
                  if p.suffix in (".sh", ".yaml", ".toml") and p.is_file() and "MI355X" not in p.parts)
 TOL = 1e-9
 N_SAMPLE = 6   # plans per recipe (seeded by the recipe's path)
+
+
+def _steps(run):
+    from primus_launch.projection.steps.flow import run_steps
+
+    return run_steps(run, layer_times_roofline(run))
 
 
 def _sample(sp: Space, n: int, seed: int) -> list[tuple[int, int]]:
@@ -59,9 +67,17 @@ def test_bounds_below_the_projection_on_sampled_plans(recipe):
         r = project_dry_run(p)
         e = exact_bound(p)
         assert e <= r.iteration_time_s * (1 + TOL), (recipe, e, r.iteration_time_s)
+        # the cached features are the plan's own (every cache key holds what its part reads)
+        assert np.allclose(bm.floor_features(h, f), plan_floor_features(run), rtol=1e-12, atol=0)
+        # the post-pipeline floor is below the plan's exact tail
+        st = _steps(run)
+        tail = max(t.dp_s + t.optimizer_s for t in st.iteration.tails)
+        assert tail_floor(run) <= tail * (1 + TOL) + 1e-12
+        assert bm.tail(s) <= tail_floor(run)
         vlb = dict(zip(bm.variants[sp.ctx[s]], bm.level1_variants(s).tolist()))
         l1 = vlb[_pick(f, VARIANT_FLAGS, F)]
-        assert l1 <= e * (1 + TOL), (recipe, l1, e)
+        # level 1 (the makespan part) + the tail floor <= the exact bound <= the projection
+        assert l1 + bm.tail(s) <= e * (1 + TOL), (recipe, l1, bm.tail(s), e)
         assert bm.level1(s) <= l1
         # memory: a floor over the verdict's edge is a pre-filter rejection; the floor is below the peak
         inside = memory_peak(p)[0] - memory_peak(p)[2]

@@ -9,17 +9,21 @@ DP sync and optimizer after it (``steps/iteration.py``).  Every chunk second is 
 kind's pass time, times a count fixed by the plan's *shape* (pipeline split, schedule, recompute),
 plus communication, selective-recompute and offload terms that are never negative.  The bounds:
 
-- **time, level 1** (per structural candidate, over its whole flag table): the chunk costs with only
-  the compute of the layers at the floor of the flags (:func:`~primus_launch.projection.cost.roofline.layer_times_floor`:
-  no host launch time, no userbuffers slowdown, no per-micro-batch FP8 weight casts) for each of the
-  table's compute variants (precision, FP8 recipe, token dispatcher, compile: what the floor reads),
-  every communication and recompute-of-modules term at zero, the full recompute's re-run forwards
-  counted; the pipeline's makespan at least ``max_r (head_r + m busy_r + tail_r)``
-  (:func:`~primus_launch.projection.pipeline.simulate.makespan_lower_bound`) with sends at zero; the
-  post-pipeline DP and optimizer at zero.  Each term is linear in the feature vector ``x`` (the pass
-  times of each layer kind, :data:`FEATURES`) with non-negative coefficients of the shape
-  (:class:`Shape`), so the bound of a candidate is ``min_v max_r (H_r + m B_r) . x_v``; a bound of
-  every plan below it because the makespan bound is non-decreasing in every chunk cost;
+- **time, level 1** (per structural candidate, over its whole flag table): the chunk costs with the
+  compute of the layers at the floor of the flags (:func:`~primus_launch.projection.cost.roofline.layer_times_floor`:
+  no host launch time, no userbuffers slowdown, no per-micro-batch FP8 weight casts), the
+  communication no flag can hide (:func:`tp_floor`: a layer's TP forward collectives, or ``1 / tp`` of
+  them under TP overlap; the embedding's and output layer's TP calls; :func:`ep_floor`: a MoE layer's
+  dispatch + combine where nothing overlaps them), for each of the table's variants (precision, FP8
+  recipe, dispatcher, compile, TP / EP overlap: what those read), every other communication,
+  selective-recompute and offload term at zero, the full recompute's re-run forwards counted; the
+  pipeline's makespan at least ``max_r (head_r + m busy_r + tail_r)``
+  (:func:`~primus_launch.projection.pipeline.simulate.makespan_lower_bound`) with sends at zero.  Each
+  term is linear in the feature vector ``x`` (:data:`FEATURES`) with non-negative coefficients of the
+  shape (:class:`Shape`), so the bound is ``min_v max_r (H_r + m B_r) . x_v``, a bound of every plan
+  below it because the makespan bound is non-decreasing in every chunk cost.  To it the search adds
+  the floor of what follows the pipeline (:func:`tail_floor`: the DP sync with its whole window free
+  to hide it, at least one bucket exposed, and the optimizer step), least over the table;
 - **time, level 2** (per plan): the plan's exact chunk costs (the projection's own steps) under the
   makespan bound, plus its exact post-pipeline tail (``steps/iteration.py`` ``stage_tails``); only the
   simulation of the schedule is bounded;
@@ -39,6 +43,7 @@ plans of every bundled recipe.  The ideas (features, shapes, the makespan bound)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 import numpy as np
 
 from primus_launch.plan import Plan
@@ -47,9 +52,15 @@ from primus_launch.projection.pipeline.simulate import SPLIT_BACKWARD, makespan_
 from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, apply_knobs
 
 #: the feature vector: forward / input-gradient / weight-gradient seconds of a dense, MoE,
-#: dense-window and MoE-window layer, the embedding, the output layer + loss and an MTP block's extra
+#: dense-window and MoE-window layer, the embedding, the output layer + loss and an MTP block's extra;
+#: then the floor of one dense and one MoE layer's exposed TP seconds (forward, backward) and the
+#: embedding's and output layer + loss's TP calls (exact: nothing hides them); a MoE layer's EP
+#: dispatch + combine where nothing overlaps them (0 where something may); ``epx``: under Megatron's
+#: 1F1B all-to-all overlap, what a MoE layer's dispatch + combine add beyond its compute at least
+#: (counted in the stages' busy time only)
 FEATURES = ("d_f", "d_bi", "d_bw", "m_f", "m_bi", "m_bw", "dw_f", "dw_bi", "dw_bw", "mw_f", "mw_bi", "mw_bw",
-            "emb_f", "emb_bi", "emb_bw", "head_f", "head_bi", "head_bw", "mtp_f", "mtp_bi", "mtp_bw")
+            "emb_f", "emb_bi", "emb_bw", "head_f", "head_bi", "head_bw", "mtp_f", "mtp_bi", "mtp_bw",
+            "tp_f", "tp_b", "tpm_f", "tpm_b", "embtp_f", "embtp_b", "headtp_f", "headtp_b", "ep_f", "ep_b", "epx")
 X = {name: i for i, name in enumerate(FEATURES)}
 K = len(FEATURES)
 KIND = {(False, False): X["d_f"], (True, False): X["m_f"], (False, True): X["dw_f"], (True, True): X["mw_f"]}
@@ -57,10 +68,13 @@ KIND = {(False, False): X["d_f"], (True, False): X["m_f"], (False, True): X["dw_
 S = {a: i for i, a in enumerate(AXES[:N_STRUCT])}
 F = {a: i for i, a in enumerate(AXES[N_STRUCT:])}
 #: the execution flags :func:`~primus_launch.projection.cost.roofline.floor_cfg` reads (the others it
-#: sets at their floor): a table's compute variants
-VARIANT_FLAGS = ("precision", "fp8_recipe", "dispatcher", "compile")
+#: sets at their floor) and TP / EP communication overlap (the communication floors' form): a table's
+#: variants
+VARIANT_FLAGS = ("precision", "fp8_recipe", "dispatcher", "compile", "tp_comm_overlap", "ep_overlap")
 #: the execution flags the static memory (weights, gradients, optimizer state) reads
 STATIC_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments")
+#: the execution flags the post-pipeline floor (DP sync, optimizer step) reads
+TAIL_FLAGS = STATIC_FLAGS + ("overlap_grad_reduce", "overlap_param_gather")
 #: the structural axes the layer times read (with the variant)
 LAYER_AXES = ("tp", "cp", "ep", "etp", "sp", "mbs")
 #: the structural axes the shape reads (layers per chunk, schedule, full recompute)
@@ -68,6 +82,8 @@ SHAPE_AXES = ("pp", "vpp", "first_stage_layers", "last_stage_layers", "acc_embed
               "schedule", "rc_granularity", "rc_method", "rc_layers")
 #: the structural axes the static memory reads (the data-parallel size through tp, cp and pp)
 MEMORY_AXES = ("tp", "etp", "ep", "pp", "cp", "dp_sharding", "dp_replicate")
+#: the structural axes the post-pipeline floor reads (the stages' parameters: the split too)
+TAIL_AXES = MEMORY_AXES + ("vpp", "first_stage_layers", "last_stage_layers", "acc_embedding", "acc_loss", "layout")
 
 
 def _pick(values: tuple, axes: tuple[str, ...], index: dict[str, int]) -> tuple:
@@ -126,8 +142,16 @@ def build_shape(plan: Plan) -> Shape:
                 f[at] += 1
                 b[at + 1] += 1
                 b[at + 2] += 1
+                f[X["tpm_f" if kk[0] else "tp_f"]] += 1
+                b[X["tpm_b" if kk[0] else "tp_b"]] += 1
+                if kk[0]:
+                    f[X["ep_f"]] += 1
+                    b[X["ep_b"]] += 1
             for kk in rec:
                 b[KIND[kk]] += 1
+                b[X["tpm_f" if kk[0] else "tp_f"]] += 1
+                if kk[0]:
+                    b[X["ep_f"]] += 1
             if ch.mtp:
                 f[X["mtp_f"]] += ch.mtp
                 b[X["mtp_bi"]] += ch.mtp
@@ -136,12 +160,19 @@ def build_shape(plan: Plan) -> Shape:
                 f[X["emb_f"]] += 1
                 b[X["emb_bi"]] += 1
                 b[X["emb_bw"]] += 1
+                f[X["embtp_f"]] += 1
+                b[X["embtp_b"]] += 1
             heads = int(ch.loss) + ch.mtp
             if heads:
                 f[X["head_f"]] += heads
                 b[X["head_bi"]] += heads
                 b[X["head_bw"]] += heads
+                f[X["headtp_f"]] += heads
+                b[X["headtp_b"]] += heads
     busy = (fw + bk).sum(axis=1)
+    for r in range(pp):
+        for c in range(vpp):
+            busy[r, X["epx"]] += sum(1 for i in chunks[r][c].layers if m.is_moe_layer(i)) + (chunks[r][c].mtp if last[0] else 0)
     ends = np.zeros((pp, K))
     fused = pp <= 1 or plan.training.pipeline_schedule not in SPLIT_BACKWARD
     head = np.zeros(K)
@@ -173,6 +204,94 @@ def exact_bound(plan: Plan) -> float:
     return ms + max(t.dp_s + t.optimizer_s for t in stage_tails(s, st))
 
 
+def _lt_part(plan: Plan, x: np.ndarray) -> None:
+    from primus_launch.projection.cost.roofline import layer_times_floor
+
+    x += pass_features(layer_times_floor(plan))
+
+
+def plan_floor_features(plan: Plan) -> np.ndarray:
+    """The level-1 features of one plan (after ``resolve_power_cap``): the pass times at
+    :func:`~primus_launch.projection.cost.roofline.layer_times_floor`, :func:`tp_floor`, :func:`ep_floor`."""
+    x = np.zeros(K)
+    _lt_part(plan, x)
+    tp_floor(plan, x)
+    ep_floor(plan, x)
+    return x
+
+
+def tp_floor(plan: Plan, x: np.ndarray) -> None:
+    """The TP features of ``plan`` into ``x``: a layer's exposed TP seconds are at least ``(f / tp,
+    b / tp)`` of its raw ``(f, b)`` with TP communication overlap (``cost/tp_comm.py`` ``tp_exposed``:
+    ``max(c / tp, c - gemm)``) and at least ``(f, 0)`` without (every forward collective stays exposed;
+    the backward's asynchronous part may hide); the embedding's and the output layer + loss's TP calls
+    exactly (``steps/layer.py``)."""
+    from primus_launch.projection.cost import layer_collectives as lc
+    from primus_launch.projection.cost.tp_comm import tp_layer_comm
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    tp = plan.parallel.tp
+    if tp <= 1:
+        return
+    spec, lay = get_gpu(plan.cluster.gpu), layout(plan)
+    over = plan.training.tp_comm_overlap
+    for name, moe in (("tp", False), ("tpm", True)):
+        f, b = tp_layer_comm(plan, spec, lay, moe=moe) if (moe and plan.model.is_moe) else tp_layer_comm(plan, spec, lay)
+        x[X[name + "_f"]], x[X[name + "_b"]] = (f / tp, b / tp) if over else (f, 0.0)
+    tpc = lc.tp_calls(plan)
+    x[X["embtp_f"]], x[X["embtp_b"]] = lc.priced([c for c in tpc if c.where == "embedding"], spec.name, {"tp": lay.tp})
+    x[X["headtp_f"]], x[X["headtp_b"]] = lc.priced([c for c in tpc if c.where in ("head", "loss")], spec.name,
+                                                   {"tp": lay.tp})
+
+
+def ep_floor(plan: Plan, x: np.ndarray) -> None:
+    """The EP features of ``plan`` into ``x``: without shared-expert or 1F1B all-to-all overlap a MoE
+    layer's dispatch + combine are all exposed (``cost/ep_comm.py`` ``ep_exposed`` returns them raw;
+    ``steps/layer.py`` adds the SMs of the hidden part, 0 here): exactly the raw seconds; with either
+    overlap 0 (a floor)."""
+    if not plan.model.is_moe:
+        return
+    t = plan.training
+    if t.moe_shared_expert_overlap:
+        return
+    from primus_launch.projection.cost.ep_comm import ep_layer_comm
+    from primus_launch.projection.cost.roofline import layer_times_floor
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    raw = ep_layer_comm(plan, get_gpu(plan.cluster.gpu), layout(plan))
+    if not t.overlap_moe_expert_parallel_comm:
+        x[X["ep_f"]], x[X["ep_b"]] = raw
+        return
+    lt = layer_times_floor(plan)
+    if plan.framework != "megatron" or lt.moe_layer is None:
+        return
+    # the combined-1F1B walk (cost/ep_overlap.py): the communication stream runs a layer pair's
+    # dispatch and combine one after another, so a pair takes at least their sum and a layer's pass
+    # plus its exposed EP is at least max(compute, dispatch + combine) (the unpaired share: compute +
+    # all of them); that beyond the floor compute of the longer MoE kind (a floor of either kind's)
+    longest = max(lt.moe_layer.total_s, (lt.moe_window_layer or lt.moe_layer).total_s)
+    x[X["epx"]] = max(0.0, raw[0] + raw[1] - longest)
+
+
+def tail_floor(plan: Plan) -> float:
+    """A floor of the part after the pipeline (``steps/iteration.py`` ``stage_tails``): per stage the
+    DP sync with the whole backward / forward windows free to hide it (``cost/dp_comm.py``: with overlap
+    at least one bucket stays exposed, ``max(c / buckets, c - window)``, and the hidden part's SM share
+    only adds) plus the optimizer step; the longest stage's."""
+    from primus_launch.projection.cost.dp_comm import dp_grad_sync, held_parameters
+    from primus_launch.projection.cost.optimizer import optimizer_step_s
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.memory.params import stage_parameter_split
+
+    spec, lay = get_gpu(plan.cluster.gpu), layout(plan)
+    inf = float("inf")
+    return max(dp_grad_sync(plan, spec, lay, sp_, inf, inf) + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_))
+               for sp_ in stage_parameter_split(plan))
+
+
 class BoundModel:
     """The level-1 time bounds and the memory floors of ``space`` (module doc), with their caches.
     ``memory_margin`` / ``memory_basis``: those of the pre-filter whose verdict the floor anticipates."""
@@ -184,22 +303,22 @@ class BoundModel:
         self._shape: dict[tuple, Shape] = {}
         self._mem: dict[tuple, float] = {}
         self._nmb: dict[tuple, int] = {}
-        self.variants = [self._variants(t) for t in space.tables]
-        self.statics = [self._statics(t) for t in space.tables]
+        self._tail: dict[tuple, float] = {}
+        self._rows: dict[tuple, np.ndarray] = {}
+        self._p_lt: dict[tuple, np.ndarray] = {}
+        self._p_tp: dict[tuple, np.ndarray] = {}
+        self._p_ep: dict[tuple, np.ndarray] = {}
+        self.variants = [self._group(t, VARIANT_FLAGS) for t in space.tables]
+        self.statics = [self._group(t, STATIC_FLAGS) for t in space.tables]
+        self.tails = [self._group(t, TAIL_FLAGS) for t in space.tables]
 
     # --- keys
     @staticmethod
-    def _variants(table: tuple) -> dict[tuple, tuple]:
+    def _group(table: tuple, flags: tuple[str, ...]) -> dict[tuple, tuple]:
+        """The distinct values of ``flags`` in ``table``, each with the first flag tuple holding it."""
         out: dict[tuple, tuple] = {}
         for f in table:
-            out.setdefault(_pick(f, VARIANT_FLAGS, F), f)
-        return out
-
-    @staticmethod
-    def _statics(table: tuple) -> dict[tuple, tuple]:
-        out: dict[tuple, tuple] = {}
-        for f in table:
-            out.setdefault(_pick(f, STATIC_FLAGS, F), f)
+            out.setdefault(_pick(f, flags, F), f)
         return out
 
     def probe(self, h: tuple, f: tuple) -> Plan:
@@ -207,16 +326,33 @@ class BoundModel:
         return apply_knobs(self.plan, Knobs(*h, *f))
 
     def floor_features(self, h: tuple, f: tuple) -> np.ndarray:
-        """The features at :func:`~primus_launch.projection.cost.roofline.layer_times_floor` of the
-        layer key of ``h`` and the compute variant of ``f`` (cached)."""
-        key = _pick(h, LAYER_AXES, S) + _pick(f, VARIANT_FLAGS, F)
+        """:func:`plan_floor_features` of the plan of ``h`` and ``f``, from three caches keyed by what
+        each part reads: the floor layer times (layer key, precision, FP8 recipe, dispatcher, compile),
+        the TP floor (layer key, precision, FP8 recipe, TP overlap), the EP floor (layer key,
+        precision, FP8 recipe, dispatcher, EP overlap); ``tests/test_tuner_bounds.py`` checks the sum
+        equals :func:`plan_floor_features` on sampled plans."""
+        lk = _pick(h, LAYER_AXES, S)
+        key = lk + _pick(f, VARIANT_FLAGS, F)
         x = self._lt.get(key)
         if x is None:
-            from primus_launch.projection.cost.roofline import layer_times_floor
-            from primus_launch.projection.hardware.gpus import resolve_power_cap
-
-            x = self._lt[key] = pass_features(layer_times_floor(resolve_power_cap(self.probe(h, f))))
+            x = np.zeros(K)
+            for part, flags, fn in ((self._p_lt, ("precision", "fp8_recipe", "dispatcher", "compile"), _lt_part),
+                                    (self._p_tp, ("precision", "fp8_recipe", "tp_comm_overlap"), tp_floor),
+                                    (self._p_ep, ("precision", "fp8_recipe", "dispatcher", "ep_overlap"), ep_floor)):
+                pk = lk + _pick(f, flags, F)
+                v = part.get(pk)
+                if v is None:
+                    v = np.zeros(K)
+                    fn(self._run(h, f), v)
+                    part[pk] = v
+                x += v
+            self._lt[key] = x
         return x
+
+    def _run(self, h: tuple, f: tuple) -> Plan:
+        from primus_launch.projection.hardware.gpus import resolve_power_cap
+
+        return resolve_power_cap(self.probe(h, f))
 
     def shape(self, h: tuple, f: tuple) -> Shape:
         key = _pick(h, SHAPE_AXES, S)
@@ -248,45 +384,73 @@ class BoundModel:
         vs = self.variants[self.space.ctx[s]]
         if self.unsupported(h):
             return np.zeros(len(vs))
-        xs = np.stack([self.floor_features(h, f) for f in vs.values()])
+        xs = self.variant_rows(h, self.space.ctx[s])
         sh = self.shape(h, next(iter(vs.values())))
         return sh.makespan_lb(xs, np.full(len(xs), self.nmb(h)))
 
+    def variant_rows(self, h: tuple, c: int) -> np.ndarray:
+        """(variants, K): the floor features of each compute variant of table ``c`` at ``h``'s layer key."""
+        key = (_pick(h, LAYER_AXES, S), c)
+        m = self._rows.get(key)
+        if m is None:
+            m = self._rows[key] = np.stack([self.floor_features(h, f) for f in self.variants[c].values()])
+        return m
+
     def level1_all(self) -> np.ndarray:
         """:meth:`level1` of every structural candidate, grouped: the bound of each distinct (layer
-        key, variant set, shape, micro-batches) once, per shape for all its groups at once."""
+        key, flag table, shape, micro-batches) once, per shape for all its groups at once."""
         sp = self.space
+        lk_of = itemgetter(*(S[a] for a in LAYER_AXES))
+        sk_of = itemgetter(*(S[a] for a in SHAPE_AXES))
+        nk_of = itemgetter(S["tp"], S["cp"], S["pp"], S["mbs"])
         groups: dict[tuple, list[int]] = {}
+        nmb_of: dict[tuple, int] = {}
         for s, h in enumerate(sp.structs):
             if self.unsupported(h):
                 key = ("unsupported",)
             else:
-                key = (_pick(h, LAYER_AXES, S), sp.ctx[s], _pick(h, SHAPE_AXES, S), self.nmb(h))
+                nk = nk_of(h)
+                n = nmb_of.get(nk)
+                if n is None:
+                    n = nmb_of[nk] = self.nmb(h)
+                key = (lk_of(h), sp.ctx[s], sk_of(h), n)
             groups.setdefault(key, []).append(s)
         lb = np.zeros(len(sp.structs))
         by_shape: dict[tuple, list[tuple]] = {}
         for key in groups:
             if key != ("unsupported",):
                 by_shape.setdefault(key[2], []).append(key)
-        for skey, keys in by_shape.items():
-            rows, owner, nm = [], [], []
+        for keys in by_shape.values():
+            mats, owner, nm = [], [], []
             sh = None
             for gi, key in enumerate(keys):
-                s0 = groups[key][0]
-                h = sp.structs[s0]
-                vs = self.variants[sp.ctx[s0]]
+                h = sp.structs[groups[key][0]]
                 if sh is None:
-                    sh = self.shape(h, next(iter(vs.values())))
-                for f in vs.values():
-                    rows.append(self.floor_features(h, f))
-                    owner.append(gi)
-                    nm.append(key[3])
-            v = sh.makespan_lb(np.stack(rows), np.array(nm))
+                    sh = self.shape(h, sp.tables[key[1]][0])
+                m = self.variant_rows(h, key[1])
+                mats.append(m)
+                owner.append(np.full(len(m), gi))
+                nm.append(np.full(len(m), float(key[3])))
+            v = sh.makespan_lb(np.concatenate(mats), np.concatenate(nm))
             best = np.full(len(keys), np.inf)
-            np.minimum.at(best, np.array(owner), v)
+            np.minimum.at(best, np.concatenate(owner), v)
             for gi, key in enumerate(keys):
                 lb[groups[key]] = best[gi]
         return lb
+
+    def tail(self, s: int) -> float:
+        """The least :func:`tail_floor` over structural candidate ``s``'s table (cached by what it reads)."""
+        h = self.space.structs[s]
+        out = float("inf")
+        for f in self.tails[self.space.ctx[s]].values():
+            key = _pick(h, TAIL_AXES, S) + _pick(f, TAIL_FLAGS, F)
+            v = self._tail.get(key)
+            if v is None:
+                from primus_launch.projection.hardware.gpus import resolve_power_cap
+
+                v = self._tail[key] = tail_floor(resolve_power_cap(self.probe(h, f)))
+            out = min(out, v)
+        return out
 
     # --- memory
     def static_floor(self, h: tuple, f: tuple) -> float:

@@ -12,8 +12,9 @@ at three levels of nodes:
    that variant alone;
 3. a plan: its exact chunk costs and post-pipeline tail, only the schedule's makespan bounded.
 
-Structural candidates are expanded best first (the lowest level-1 bound next, ties in the space's
-order).  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
+Structural candidates are taken best first (the lowest level-1 bound next, ties in the space's
+order); a candidate's bound is first refined with the floor of what follows the pipeline
+(``bounds.tail_floor``) and put back in line, then expanded when it is again the lowest.  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
 candidate whose memory floor does not fit is bounded out by memory.  Inside a candidate, the plans
 left are taken by their level-3 bound (ties in the space's order): each is pre-filtered
 (divisibility, memory verdict ``does not fit``) and scored with the projection; a scored plan that
@@ -29,6 +30,7 @@ be from the optimum (``gap``: best / lowest open bound - 1).
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -48,7 +50,7 @@ EPS = 1e-9
 #: costs take ~1 ms, the memory pre-filter ~10 ms, a scoring ~6 ms): the work limit counts these
 WORK_BOUND, WORK_PREFILTER, WORK_SCORE = 1, 10, 8
 #: the default work limit of a tune: about a minute on one core of this project's CI machine
-DEFAULT_MAX_WORK = 80_000
+DEFAULT_MAX_WORK = 40_000
 
 
 @dataclass
@@ -95,26 +97,41 @@ class BranchBound:
         order = np.lexsort((np.arange(len(lb)), lb))
         res = SearchResult(inc=inc)
         c = dict(bounded_time=0, bounded_memory=0, work=0, expanded=0, violations=0)
+        pending: list[tuple[float, int]] = []   # structural candidates with their refined bound (+ tail floor)
         done = 0
         at = 0
         stopped = False
-        while at < len(order):
-            s = int(order[at])
-            if inc.reached(float(lb[s])):
-                break
-            if max_work is not None and c["work"] >= max_work:
-                stopped = True
-                break
-            at += 1
-            if bm.memory_out(s):
-                c["bounded_memory"] += int(sizes[s])
+        while at < len(order) or pending:
+            nxt = (float(lb[order[at]]), int(order[at])) if at < len(order) else (float("inf"), -1)
+            if pending and pending[0] <= nxt:
+                r, s = heapq.heappop(pending)
+                if inc.reached(r):
+                    heapq.heappush(pending, (r, s))
+                    break
+                if max_work is not None and c["work"] >= max_work:
+                    heapq.heappush(pending, (r, s))
+                    stopped = True
+                    break
+                self._expand(s, inc, res, c, bm.tail(s))
             else:
-                self._expand(s, inc, res, c)
+                s = nxt[1]
+                if inc.reached(nxt[0]):
+                    break
+                at += 1
+                if bm.memory_out(s):
+                    c["bounded_memory"] += int(sizes[s])
+                else:   # refine: the floor of what follows the pipeline, then back in line
+                    heapq.heappush(pending, (nxt[0] + bm.tail(s), s))
+                    continue
             done += int(sizes[s])
             if progress is not None:
                 progress(done, n_total, inc.t)
-        left = int(sizes[order[at:]].sum())
-        open_lb = float(lb[order[at]]) if stopped and at < len(order) else None
+        rest = [int(x) for x in order[at:]] + [s for _, s in pending]
+        left = int(sizes[rest].sum()) if rest else 0
+        open_lb = None
+        if stopped:
+            open_lb = min(float(lb[order[at]]) if at < len(order) else float("inf"),
+                          pending[0][0] if pending else float("inf"))
         if not stopped:
             c["bounded_time"] += left
         best = inc.t if inc.t != float("inf") else None
@@ -130,7 +147,7 @@ class BranchBound:
             progress(n_total if not stopped else done, n_total, inc.t)
         return res
 
-    def _expand(self, s: int, inc: Incumbent, res: SearchResult, c: dict) -> None:
+    def _expand(self, s: int, inc: Incumbent, res: SearchResult, c: dict, tail: float = 0.0) -> None:
         """Levels 2 and 3 of structural candidate ``s`` against the incumbent, which it improves."""
         sp, bm = self.space, self.bm
         h = sp.structs[s]
@@ -138,7 +155,7 @@ class BranchBound:
         off = int(sp.offsets[s])
         c["expanded"] += 1
         vnames = list(bm.variants[sp.ctx[s]])
-        vlb = dict(zip(vnames, bm.level1_variants(s).tolist()))
+        vlb = dict(zip(vnames, (bm.level1_variants(s) + tail).tolist()))
         cands: list[tuple[float, int]] = []
         for j, f in enumerate(table):
             if inc.reached(vlb[_pick(f, VARIANT_FLAGS, F)]):
@@ -179,4 +196,4 @@ def certificate_text(cert: Certificate) -> str:
         return (f"no certificate: {cert.bound_violations} scored plan(s) fell below their own lower bound "
                 f"(a bound is wrong; report it)")
     return (f"no certificate: the work limit ({cert.work:,} units of bounding and scoring) stopped the search with "
-            f"{cert.open:,} of {cert.plans:,} plans open; the best is within {100 * cert.gap:.1f} % of the optimum")
+            f"{cert.open:,} of {cert.plans:,} plans open; the best is at most {100 * cert.gap:.1f} % slower than the optimum")

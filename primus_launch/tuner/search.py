@@ -163,6 +163,7 @@ def tune(
     llm_timeout_s: float = 5.0,
     workers: Optional[int] = None,
     max_work: Optional[int] = None,
+    score_is_dry_run: bool = True,
 ) -> TuneResult:
     """Search configurations of ``plan`` (same model, cluster and global batch) for the shortest
     projected iteration time among those that fit in memory.
@@ -171,6 +172,8 @@ def tune(
     (default) runs the certified branch and bound (``branch_bound.py``) unless ``budget`` or
     ``llm_model`` asks for the planner; ``max_work`` is its work limit (default
     :data:`branch_bound.DEFAULT_MAX_WORK`; a count, not a time: the answer does not depend on load).
+    The bounds are of the dry-run projection: with a ``score`` that is not it (the measured path),
+    pass ``score_is_dry_run=False`` and the default search is the planner.
     ``space`` defaults to :class:`SpaceConfig` (the full space); ``allow`` names the
     numerics-changing knob families to search (``fp8``, ``optimizer-dtypes``).  ``budget`` caps
     the planner's scored candidates (default: 10% of the legal space, at most
@@ -201,7 +204,7 @@ def tune(
     memo = Memo(plan, score=score_fn, prefilter=pf, budget=None, time_limit_s=time_limit_s)
     own = knobs_of(plan)
 
-    bnb = exhaustive is None and budget is None and llm_model is None
+    bnb = exhaustive is None and budget is None and llm_model is None and score_is_dry_run
     if bnb:
         est = None
         baseline = _score_baseline(plan, sp, memo, own)
@@ -219,7 +222,8 @@ def tune(
         est_s = est.exhaustive_s(n_workers)
         if exhaustive is None:
             exhaustive = False
-            why_not = "the planner searched: a scoring budget or a language model was given"
+            why_not = ("the planner searched: a scoring budget or a language model was given" if score_is_dry_run
+                       else "the planner searched: the branch and bound's bounds are of the dry-run projection")
         else:
             if exhaustive and time_limit_s is None:  # a safety net should the sweep run far too long
                 memo.deadline = time.monotonic() + 3 * limit
@@ -399,7 +403,7 @@ def _memory_cell(t) -> str:
     out = f"{(t.peak_memory_bytes or 0) / 2**30:.1f}"
     if t.peak_band_bytes is not None:
         lo, hi = t.peak_band_bytes
-        out += f" ({lo / 2**30:.0f}-{hi / 2**30:.0f})"
+        out += f" ({lo / 2**30:.1f}-{hi / 2**30:.1f})"
     if t.verdict:
         out += " TIGHT" if t.verdict == "tight" else f" {t.verdict}"
     return out
