@@ -23,7 +23,7 @@ from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.projection.hardware.gpus import resolve_power_cap
 from primus_launch.projection.memory.legality import memory_peak, prefilter
 from primus_launch.projection.pipeline.simulate import makespan_lower_bound, simulate
-from primus_launch.tuner.bounds import (F, VARIANT_FLAGS, BoundModel, _pick, exact_bound, pass_features,
+from primus_launch.tuner.bounds import (F, VARIANT_FLAGS, BoundModel, pick, exact_bound, pass_features,
                                        plan_floor_features, tail_floor)
 from primus_launch.tuner.space import Knobs, Space, SpaceConfig, apply_knobs
 
@@ -75,7 +75,7 @@ def test_bounds_below_the_projection_on_sampled_plans(recipe):
         assert tail_floor(run) <= tail * (1 + TOL) + 1e-12
         assert bm.tail(s) <= tail_floor(run)
         vlb = dict(zip(bm.variants[sp.ctx[s]], bm.level1_variants(s).tolist()))
-        l1 = vlb[_pick(f, VARIANT_FLAGS, F)]
+        l1 = vlb[pick(f, VARIANT_FLAGS, F)]
         # level 1 (the makespan part) + the tail floor <= the exact bound <= the projection
         assert l1 + bm.tail(s) <= e * (1 + TOL), (recipe, l1, bm.tail(s), e)
         assert bm.level1(s) <= l1

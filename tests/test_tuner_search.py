@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner_helpers import small_dense_plan
+from tuner_helpers import small_dense_plan, small_moe_plan
 
 from primus_launch.adapters import load_recipe
 from primus_launch.projection.dryrun import project_dry_run
@@ -30,7 +30,7 @@ def _key(res):
 
 def test_branch_and_bound_is_the_default_and_certifies_the_brute_force_best():
     plan = small_dense_plan()
-    bb = tune(plan, score=_score, space=RESTRICTED)
+    bb = tune(plan, space=RESTRICTED)
     assert bb.search == "branch-and-bound" and bb.certificate.certified
     c = bb.certificate
     assert c.text.startswith(f"best of all {c.plans:,} legal plans ({c.scored:,} scored, the rest bounded out")
@@ -58,10 +58,11 @@ def test_branch_and_bound_is_the_default_and_certifies_the_brute_force_best():
 def test_branch_and_bound_work_limit_is_a_count_not_a_time():
     """A tiny work limit stops the search at the same place on any machine: no certificate, the
     same trials and the same gap twice."""
-    plan = small_dense_plan()
-    a = tune(plan, score=_score, space=RESTRICTED, max_work=30)
-    b = tune(plan, score=_score, space=RESTRICTED, max_work=30)
+    plan = small_moe_plan()
+    a = tune(plan, space=RESTRICTED, max_work=30)
+    b = tune(plan, space=RESTRICTED, max_work=30)
     assert not a.certificate.certified and a.certificate.open > 0 and "work limit" in a.certificate.text
+    assert a.certificate.lower_bound_s <= a.best.iteration_time_s and a.certificate.gap >= 0
     assert _key(a) == _key(b) and a.certificate == b.certificate and a.best_plan == b.best_plan
 
 

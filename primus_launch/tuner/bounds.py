@@ -86,7 +86,8 @@ MEMORY_AXES = ("tp", "etp", "ep", "pp", "cp", "dp_sharding", "dp_replicate")
 TAIL_AXES = MEMORY_AXES + ("vpp", "first_stage_layers", "last_stage_layers", "acc_embedding", "acc_loss", "layout")
 
 
-def _pick(values: tuple, axes: tuple[str, ...], index: dict[str, int]) -> tuple:
+def pick(values: tuple, axes: tuple[str, ...], index: dict[str, int]) -> tuple:
+    """The values of ``axes`` in ``values`` (a structural tuple with ``S``, a flag tuple with ``F``)."""
     return tuple(values[index[a]] for a in axes)
 
 
@@ -318,7 +319,7 @@ class BoundModel:
         """The distinct values of ``flags`` in ``table``, each with the first flag tuple holding it."""
         out: dict[tuple, tuple] = {}
         for f in table:
-            out.setdefault(_pick(f, flags, F), f)
+            out.setdefault(pick(f, flags, F), f)
         return out
 
     def probe(self, h: tuple, f: tuple) -> Plan:
@@ -331,15 +332,15 @@ class BoundModel:
         the TP floor (layer key, precision, FP8 recipe, TP overlap), the EP floor (layer key,
         precision, FP8 recipe, dispatcher, EP overlap); ``tests/test_tuner_bounds.py`` checks the sum
         equals :func:`plan_floor_features` on sampled plans."""
-        lk = _pick(h, LAYER_AXES, S)
-        key = lk + _pick(f, VARIANT_FLAGS, F)
+        lk = pick(h, LAYER_AXES, S)
+        key = lk + pick(f, VARIANT_FLAGS, F)
         x = self._lt.get(key)
         if x is None:
             x = np.zeros(K)
             for part, flags, fn in ((self._p_lt, ("precision", "fp8_recipe", "dispatcher", "compile"), _lt_part),
                                     (self._p_tp, ("precision", "fp8_recipe", "tp_comm_overlap"), tp_floor),
                                     (self._p_ep, ("precision", "fp8_recipe", "dispatcher", "ep_overlap"), ep_floor)):
-                pk = lk + _pick(f, flags, F)
+                pk = lk + pick(f, flags, F)
                 v = part.get(pk)
                 if v is None:
                     v = np.zeros(K)
@@ -355,7 +356,7 @@ class BoundModel:
         return resolve_power_cap(self.probe(h, f))
 
     def shape(self, h: tuple, f: tuple) -> Shape:
-        key = _pick(h, SHAPE_AXES, S)
+        key = pick(h, SHAPE_AXES, S)
         sh = self._shape.get(key)
         if sh is None:
             sh = self._shape[key] = build_shape(self.probe(h, f))
@@ -390,7 +391,7 @@ class BoundModel:
 
     def variant_rows(self, h: tuple, c: int) -> np.ndarray:
         """(variants, K): the floor features of each compute variant of table ``c`` at ``h``'s layer key."""
-        key = (_pick(h, LAYER_AXES, S), c)
+        key = (pick(h, LAYER_AXES, S), c)
         m = self._rows.get(key)
         if m is None:
             m = self._rows[key] = np.stack([self.floor_features(h, f) for f in self.variants[c].values()])
@@ -443,7 +444,7 @@ class BoundModel:
         h = self.space.structs[s]
         out = float("inf")
         for f in self.tails[self.space.ctx[s]].values():
-            key = _pick(h, TAIL_AXES, S) + _pick(f, TAIL_FLAGS, F)
+            key = pick(h, TAIL_AXES, S) + pick(f, TAIL_FLAGS, F)
             v = self._tail.get(key)
             if v is None:
                 from primus_launch.projection.hardware.gpus import resolve_power_cap
@@ -456,7 +457,7 @@ class BoundModel:
     def static_floor(self, h: tuple, f: tuple) -> float:
         """Bytes of weights, gradients and optimizer state per GPU averaged over the stages of the
         plan of ``h`` and ``f`` (``memory/estimate.py`` ``stage_memory``), cached by what they read."""
-        key = _pick(h, MEMORY_AXES, S) + _pick(f, STATIC_FLAGS, F)
+        key = pick(h, MEMORY_AXES, S) + pick(f, STATIC_FLAGS, F)
         v = self._mem.get(key)
         if v is None:
             from primus_launch.projection.memory.estimate import stage_memory
@@ -468,13 +469,13 @@ class BoundModel:
     def memory_out(self, s: int) -> bool:
         """True when every plan of structural candidate ``s`` is ``does not fit`` by its static floor
         (module doc), whatever its flags."""
-        from primus_launch.projection.memory.legality import _capacity
+        from primus_launch.projection.hardware.gpus import get_gpu
         from primus_launch.projection.memory.verdict import band_for
 
         h = self.space.structs[s]
         floor = min(self.static_floor(h, f) for f in self.statics[self.space.ctx[s]].values())
         low = band_for(self.plan.framework)[0]
-        usable = _capacity(self.plan.cluster.gpu) * (1.0 - self.memory_margin)
+        usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
         return floor * (1.0 + low) > usable
 
     def knob_floor(self, k: Knobs) -> float:

@@ -38,7 +38,7 @@ import numpy as np
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.result import Certificate
-from primus_launch.tuner.bounds import F, VARIANT_FLAGS, BoundModel, _pick, exact_bound
+from primus_launch.tuner.bounds import F, VARIANT_FLAGS, BoundModel, pick, exact_bound
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
 
 Score = Callable[[Plan], ProjectionResult]
@@ -158,7 +158,7 @@ class BranchBound:
         vlb = dict(zip(vnames, (bm.level1_variants(s) + tail).tolist()))
         cands: list[tuple[float, int]] = []
         for j, f in enumerate(table):
-            if inc.reached(vlb[_pick(f, VARIANT_FLAGS, F)]):
+            if inc.reached(vlb[pick(f, VARIANT_FLAGS, F)]):
                 c["bounded_time"] += 1
                 continue
             c["work"] += WORK_BOUND
