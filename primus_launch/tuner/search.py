@@ -236,8 +236,6 @@ def tune(
     prog = None
     if bnb:
         certificate = _branch_and_bound(plan, sp, memo, own, baseline, memory_margin, max_work, progress)
-        if not certificate.certified:
-            warnings.append(certificate.text)
     elif exhaustive:
         from primus_launch.tuner.exhaustive import sweep
 
@@ -435,6 +433,7 @@ def render_tune_text(res: TuneResult) -> str:
         _searched_line(res),
         f"search:   {res.search}" + (f" on {res.workers} workers" if res.search == "exhaustive" else "")
         + (f": {res.certificate.text}" if res.certificate and res.certificate.certified else
+           f" ({res.certificate.text})" if res.certificate else
            f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),
         knob_line(res),
     ]
