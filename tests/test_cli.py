@@ -109,3 +109,22 @@ def test_partial_cluster_override_rereads_torchtitan_semantics():
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["num_gpus"] == 6 and d["plan"]["training"]["global_batch_size"] == 6
+
+
+def test_tune_ends_with_a_certificate_in_text_json_and_log(tmp_path):
+    """The default tune (branch and bound) says "best of all N legal plans (M scored, the rest bounded
+    out)" in the text answer and carries the same certificate in --json and the trial log; a bad
+    --max-work is one line, exit 2."""
+    recipe = RECIPES / "megatron" / "tiny_gpt_cpu.sh"
+    out = tmp_path / "t.sh"
+    p = cli("--tune", recipe, "--dry-run", "--out", out)
+    assert p.returncode == 0, p.stderr
+    assert "best of all" in p.stdout and "scored, the rest bounded out" in p.stdout
+    log = json.loads(out.with_name(out.name + ".trials.json").read_text())
+    c = log["certificate"]
+    assert c["certified"] and c["scored"] + c["bounded_time"] + c["bounded_memory"] == c["plans"]
+    assert c["text"].startswith(f"best of all {c['plans']:,} legal plans ({c['scored']:,} scored")
+    p = cli("--tune", recipe, "--dry-run", "--json", "--out", tmp_path / "u.sh")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["certificate"] == c
+    assert "--max-work" in one_error_line(cli("--tune", recipe, "--dry-run", "--max-work", "0"))
