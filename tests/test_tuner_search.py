@@ -121,3 +121,27 @@ def test_cli_allow_and_search_flags(tmp_path, capsys):
                "--out", str(out), "--json"])
     d = json.loads(capsys.readouterr().out)
     assert rc == 0 and d["search"] == "planner" and d["allowed"] == ["fp8"] and out.exists()
+
+
+def test_tight_plans_are_kept_marked_and_the_band_shown():
+    """With a margin that puts the recipe's own peak inside its error band (verdict ``tight``), the
+    tight plans stay candidates (the pre-filter rejects only 'does not fit'), the branch and bound's
+    best equals the brute force's under the same margin, and the top-N table marks them with their band."""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    plan = small_dense_plan()
+    band = project_dry_run(plan).memory.band
+    cap = get_gpu(plan.cluster.gpu).hbm_bytes
+    margin = 1.0 - (band.low_bytes + band.high_bytes) / 2 / cap
+    own = project_dry_run(plan, memory_margin=margin)
+    assert own.memory.verdict == "tight" and own.memory.fits
+    bb = tune(plan, space=RESTRICTED, memory_margin=margin)
+    ex = tune(plan, space=RESTRICTED, memory_margin=margin, exhaustive=True)
+    assert bb.certificate.certified
+    assert bb.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
+    tight = [t for t in ex.trials if t.verdict == "tight"]
+    assert tight and all(t.fits and t.peak_band_bytes[0] <= t.peak_memory_bytes <= t.peak_band_bytes[1]
+                         for t in tight)
+    assert bb.trials[0].source == "seed" and bb.trials[0].verdict == "tight"
+    text = render_tune_text(bb)
+    assert "GiB (band) verdict" in text and ("TIGHT" in text) == any(t.verdict == "tight" for t in bb.top)

@@ -39,7 +39,6 @@ EXACT_COUNT_LIMIT = 40_000   # planner: pre-filter the whole space up to this ma
 SAMPLE_SIZE = 2_000          # stride sample of larger spaces (legal fraction, pre-filter cost)
 DEFAULT_MAX_BUDGET = 1_000   # planner's default budget: 10% of the legal space, at most this many
 INDEX_LIMIT = 400_000        # the planner indexes spaces up to this size whole; larger: sub-space rounds
-DEFAULT_TIME_LIMIT_S = 120.0  # the exhaustive sweep's safety net when no time limit is given (3x this)
 
 
 def default_workers() -> int:
@@ -218,15 +217,12 @@ def tune(
         tb = time.perf_counter()
         baseline = _score_baseline(plan, sp, memo, own)
         est.time_scoring(sp, memo, time.perf_counter() - tb)
-        limit = time_limit_s if time_limit_s is not None else DEFAULT_TIME_LIMIT_S
         est_s = est.exhaustive_s(n_workers)
         if exhaustive is None:
             exhaustive = False
             why_not = ("the planner searched: a scoring budget or a language model was given" if score_is_dry_run
                        else "the planner searched: the branch and bound's bounds are of the dry-run projection")
-        else:
-            if exhaustive and time_limit_s is None:  # a safety net should the sweep run far too long
-                memo.deadline = time.monotonic() + 3 * limit
+        else:   # the brute force runs to its end unless --time-limit stops it (no load-dependent cut-off)
             why_not = None if exhaustive else "the planner searched, as asked"
     if baseline is not None and not baseline.memory.fits:
         warnings.append("the original plan does not fit in memory by the projection; gain is relative to it anyway")
@@ -395,6 +391,11 @@ def knob_line(res: TuneResult) -> str:
     return out
 
 
+def _verdict(r: ProjectionResult) -> str:
+    return {"fits": "fits", "tight": "TIGHT: the capacity lies in the peak's error band"}.get(r.memory.verdict,
+                                                                                           "DOES NOT FIT")
+
+
 def _memory_cell(t) -> str:
     """A top-N row's memory: the peak, its error band and the verdict (``tight``: the capacity lies in
     the band; the plan is kept and marked)."""
@@ -425,10 +426,10 @@ def render_tune_text(res: TuneResult) -> str:
     lines = [
         f"original: {o.iteration_time_s:.3f} s/iter, {o.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
         f"MFU {100 * o.mfu:.1f} %, {o.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
-        f"({'fits' if o.memory.fits else 'DOES NOT FIT'})",
+        f"({_verdict(o)})",
         f"best:     {b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
         f"MFU {100 * b.mfu:.1f} %, {b.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
-        f"({'fits' if b.memory.fits else 'DOES NOT FIT'})",
+        f"({_verdict(b)})",
         f"gain:     {100 * res.gain:+.1f} %",
         _searched_line(res),
         f"search:   {res.search}" + (f" on {res.workers} workers" if res.search == "exhaustive" else "")
