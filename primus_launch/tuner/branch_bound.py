@@ -178,7 +178,11 @@ class BranchBound:
                 res.rejected.append((off + j, why))
                 continue
             c["work"] += WORK_SCORE
-            r = self.score(cand)
+            try:
+                r = self.score(cand)
+            except Exception as ex:  # the projection refusing a plan is a rejection, not a crash
+                res.rejected.append((off + j, f"projection failed: {type(ex).__name__}: {ex}"))
+                continue
             res.scored.append((off + j, r))
             if r.iteration_time_s < e * (1 - 1e-6):
                 c["violations"] += 1
