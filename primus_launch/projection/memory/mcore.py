@@ -76,6 +76,7 @@ from functools import lru_cache
 from typing import Optional
 
 from primus_launch.plan import Plan
+from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
@@ -142,7 +143,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
         full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
         fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
-        torch_fsdp2=p.dp_sharding == "full" and p.fsdp_impl == "torch_fsdp2",
+        torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
         capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
         stash_factor=t.moe_paged_stash_buffer_factor,
