@@ -976,7 +976,7 @@ class ShellState:
         had in the string (a literal in ``CMD="..."`` stays editable where it is written)."""
         if self._depth >= MAX_DEPTH:
             return
-        before = {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
+        before = self._snapshot()
         try:
             sc = parse_script(tok.text, self.path, self.warnings)
             sub = self._child(tok.text, self.path, sc)
@@ -992,22 +992,14 @@ class ShellState:
                 return PC(p.ch, o.lit, o.refs)
             return PC(p.ch, SYNTH if p.lit != OPAQUE else OPAQUE)
 
-        for k, v in list(self.scalars.items()):
-            if before.get(k) != id(v):
-                self.scalars[k] = [remap(p) for p in v]
-        for k, arr in list(self.arrays.items()):
-            if before.get("[]" + k) != id(arr):
-                self.arrays[k] = [[remap(p) for p in v] for v in arr]
-        for c in sub.commands:
-            self.commands.append(Command([Token([remap(p) for p in t.pcs]) for t in c.args], c.start, c.end))
+        self._adopt(sub, before, remap, remap, keep_spans=True)
 
     def _source(self, name: str) -> None:
         """``source FILE`` / ``. FILE``: a file next to the script is read and run in this state (its
         characters are not in the script: values from it are edited at the use site)."""
         base = Path(self.path).parent if self.path not in ("<script>", "argv") else Path(".")
-        cands = [Path(name)] if Path(name).is_absolute() else [base / name]
-        hit = next((c for c in cands if c.is_file()), None)
-        if hit is None or self._depth >= MAX_DEPTH:
+        hit = Path(name) if Path(name).is_absolute() else base / name
+        if not hit.is_file() or self._depth >= MAX_DEPTH:
             self.warnings.append(f"source {name}: not found next to the script; skipped")
             return
         try:
@@ -1017,22 +1009,27 @@ class ShellState:
             self.warnings.append(f"source {name}: not read ({e})")
             return
         sub = self._child(text, str(hit), sc)
-        before = {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
+        before = self._snapshot()
         sub.run(_statements(sc.root))
         self.warnings.append(f"source {name}: read ({hit})")
+        self._adopt(sub, before, lambda p: PC(p.ch, SYNTH) if p.lit >= 0 or p.refs else p,
+                    lambda p: PC(p.ch, SYNTH if p.lit >= 0 else p.lit), keep_spans=False)
 
-        def flat(p: PC) -> PC:
-            return PC(p.ch, SYNTH) if p.lit >= 0 or p.refs else p
+    def _snapshot(self) -> dict[str, int]:
+        return {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
 
+    def _adopt(self, sub: "ShellState", before: dict[str, int], fix, fix_args, keep_spans: bool) -> None:
+        """Give what ``sub`` (run on another text) set, and the commands it ran, provenance in this
+        script: ``fix`` for variables changed since ``before``, ``fix_args`` for arguments."""
         for k, v in list(self.scalars.items()):
             if before.get(k) != id(v):
-                self.scalars[k] = [flat(p) for p in v]
+                self.scalars[k] = [fix(p) for p in v]
         for k, arr in list(self.arrays.items()):
             if before.get("[]" + k) != id(arr):
-                self.arrays[k] = [[flat(p) for p in v] for v in arr]
+                self.arrays[k] = [[fix(p) for p in v] for v in arr]
         for c in sub.commands:
-            self.commands.append(Command([Token([PC(p.ch, SYNTH if p.lit >= 0 else p.lit) for p in t.pcs])
-                                          for t in c.args], -1, -1))
+            self.commands.append(Command([Token([fix_args(p) for p in t.pcs]) for t in c.args],
+                                         c.start if keep_spans else -1, c.end if keep_spans else -1))
 
     # --- [ ] / [[ ]] tests
     def exec_test(self, node: tree_sitter.Node) -> bool:
