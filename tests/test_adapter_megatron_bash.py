@@ -60,6 +60,8 @@ SNIPPETS = {
     "positional $10 is $1 then 0": 'set -- p q\npython x.py $10 "$2"0\n',
     "strings and escapes": 'V="a b"\npython x.py "$V" \'$V\' a\\ b "x\\"y" $V ""\n',
     "arrays and lengths": 'A=(p "q r")\nA+=(s)\npython x.py "${A[@]}" ${#A[@]} ${A[1]} "${A[*]}"\n',
+    "regex match and BASH_REMATCH": (': "${D:=MI355X_1x8x1}"\nif [[ -z "${P:-}" && "$D" =~ ^(MI[0-9]+)([A-Z]*) ]]; then\n'
+                                     '  P="${BASH_REMATCH[1]}"\nfi\npython x.py "$P" "${BASH_REMATCH[@]}"\n'),
     "case and functions": ('f() { J=$1; K=$2; }\ncase "$M" in\n  big|large) L=80 ;;\n  *) L=8 ;;\nesac\n'
                            'f one two\npython x.py $L $K $J\n'),
 }
@@ -94,7 +96,8 @@ def test_values_edit_where_they_are_written():
 
 @pytest.mark.parametrize("text,line,construct", [
     ('A="--num-layers 2\n', 1, "unterminated double quote"),
-    ("X=1\nDATA=<PATH_TO_DATA> \\\n  (e.g. /data)\npython x.py\n", 2, "'<PATH_TO_DATA> \\\\'"),
+    # bash: "line 2: syntax error near unexpected token `('"
+    ("X=1\nDATA=<PATH_TO_DATA> (e.g. /data)\npython x.py\n", 2, "'DATA=<PATH_TO_DATA>'"),
     ("if true; then\n  X=1\n", 3, "missing 'fi'"),
     ("echo ${ x}\n", 1, "bad substitution ${ x}"),
 ])

@@ -1144,7 +1144,11 @@ class ShellState:
             elif op == "!=":
                 r = not (fnmatch.fnmatchcase(x, y) if kind == "[[" else x == y)
             elif op == "=~":
-                r = re.search(y, x) is not None
+                m = re.search(y, x)
+                r = m is not None
+                if m is not None:  # bash sets BASH_REMATCH: the match, then each group
+                    self.arrays["BASH_REMATCH"] = [_synth(g or "") for g in (m.group(0),) + m.groups()]
+                    self.scalars.pop("BASH_REMATCH", None)
             elif op in ("<", ">"):
                 r = (x < y) if op == "<" else (x > y)
             else:
