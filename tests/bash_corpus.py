@@ -5,12 +5,14 @@ reader (their texts, script arguments and sourced fragments, one entry per disti
 the bundled recipes (by path), each with the reading the hand-written reader gave before the
 reader moved to tree-sitter-bash: the commands the script runs with the provenance of every
 character, the variables it leaves, the warnings, the training command the adapter picks and its
-arguments, or the error line.  ``tests/test_bash_corpus.py`` checks the current reader against it.
+arguments, or the error line.  ``tests/test_adapter_megatron_bash.py`` checks the current reader
+against it.
 
     PYTHONPATH=OLD_CHECKOUT python tests/bash_corpus.py --write   # rewrite the expectations
 
-(the expectations were written with ``OLD_CHECKOUT`` = commit ae58d46, whose
-``primus_launch/adapters/megatron_bash.py`` is the hand-written lexer/interpreter).
+(the expectations were written with ``OLD_CHECKOUT`` = commit 29164c4 of ``integ``, whose
+``primus_launch/adapters/megatron_bash.py`` is the hand-written lexer/interpreter; the scripts are
+those the adapter tests gave the reader at commit ae58d46).
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ def reading(path: Path, argv: list[str], shell_only: bool, where: Path) -> dict[
     try:
         st = ShellState(text, name, tuple(argv))
         out["commands"] = [[_token(t, st.refs) for t in c.args] for c in st.commands]
+        # the environment each command runs with (exports, VAR=value prefixes), with provenance
+        out["env"] = [{k: [_runs([p.lit for p in v], True), "".join(p.ch for p in v)] for k, v in sorted(c.env.items())}
+                      for c in st.commands]
         out["scalars"] = {k: "".join(p.ch for p in v) for k, v in sorted(st.scalars.items())}
         out["arrays"] = {k: ["".join(p.ch for p in x) for x in v] for k, v in sorted(st.arrays.items())}
         out["warnings"] = [norm(w) for w in st.warnings]
@@ -87,7 +92,7 @@ def reading(path: Path, argv: list[str], shell_only: bool, where: Path) -> dict[
         return out
     try:
         rec = ms.from_script(text, name, tuple(argv))
-        out["recipe"] = {"program": rec.program, "launcher": [o.flag for o in rec.launcher],
+        out["recipe"] = {"program": rec.program, "launcher": [o.flag for o in rec.launcher], "env": rec.env_values(),
                          "args": {k: repr(v) for k, v in sorted(rec.args.items())},
                          "notes": [norm(n) for n in rec.notes]}
     except (UserError, PlanError) as e:
