@@ -12,7 +12,8 @@ against it.
 
 (the expectations were written with ``OLD_CHECKOUT`` = commit 29164c4 of ``integ``, whose
 ``primus_launch/adapters/megatron_bash.py`` is the hand-written lexer/interpreter; the scripts are
-those the adapter tests gave the reader at commit ae58d46).
+those the Megatron adapter, command-recipe, CLI and tuned-recipe tests gave the reader at commits
+ae58d46 and 29164c4, recorded by wrapping ``ShellState`` while those tests ran).
 """
 
 from __future__ import annotations
