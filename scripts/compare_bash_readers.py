@@ -194,7 +194,17 @@ def _lines(r: dict[str, Any]) -> list[str]:
     return out
 
 
+def _bash_n(path: str) -> str:
+    """What ``bash -n`` (parse only) says of a script: "ok" or its first error line."""
+    try:
+        r = subprocess.run(["bash", "-n", path], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bash -n not run ({e})"
+    return "ok" if r.returncode == 0 else r.stderr.strip().split("\n")[0].replace(path, "")
+
+
 def compare(old: Path, new: Path, verbose: bool) -> int:
+    paths = {m["id"].replace("/", "__") + ".json": m["path"] for m in json.loads((old.parent / "manifest.json").read_text())}
     files = sorted(os.listdir(old))
     same, classes, bad = 0, defaultdict(list), []
     for f in files:
@@ -213,6 +223,8 @@ def compare(old: Path, new: Path, verbose: bool) -> int:
         for f, a, b in items:
             print(f"        {f[:-5].replace('__', '/')}")
             if verbose:
+                if "error" in a.get("shell", {}) or "error" in b.get("shell", {}):
+                    print(f"            bash -n: {_bash_n(paths[f])}")
                 d = list(difflib.unified_diff(_lines(a), _lines(b), lineterm="", n=0))[2:]
                 for line in d[:12]:
                     print(f"            {line[:200]}")

@@ -57,6 +57,10 @@ SNIPPETS = {
     "continuation at the end": 'python x.py --a 1 \\\n',
     # c-style for with base-10 numbers: skipped, not an error
     "c-style loop with 10#": 'a=1; b=3\nfor (( n=10#$a; n<=10#$b; n++ )); do :; done\npython x.py ok\n',
+    # a blank after the continuation backslash: "\\ " is an argument and the line ends
+    "escaped blank at the end of a line": 'true --a 1 \\ \npython x.py --b \\  y \\ \n',
+    # `NAME=<file`: bash's empty assignment and a redirection (tree-sitter-bash cannot parse it)
+    "empty assignment before a redirection": 'P=9\nD=</dev/null\npython x.py "$D" $P\n',
     "positional $10 is $1 then 0": 'set -- p q\npython x.py $10 "$2"0\n',
     "strings and escapes": 'V="a b"\npython x.py "$V" \'$V\' a\\ b "x\\"y" $V ""\n',
     "arrays and lengths": 'A=(p "q r")\nA+=(s)\npython x.py "${A[@]}" ${#A[@]} ${A[1]} "${A[*]}"\n',
@@ -95,6 +99,9 @@ def test_values_edit_where_they_are_written():
 
 
 @pytest.mark.parametrize("text,line,construct", [
+    # bash: "line 1: syntax error near unexpected token `newline'" (tree-sitter-bash reads on)
+    ("echo a >\npython x.py\n", 1, "unexpected newline after '>'"),
+    ("X=1\nexport P=<slurm partition>\n", 2, "unexpected newline after '>'"),
     ('A="--num-layers 2\n', 1, "unterminated double quote"),
     # bash: "line 2: syntax error near unexpected token `('"
     ("X=1\nDATA=<PATH_TO_DATA> (e.g. /data)\npython x.py\n", 2, "'DATA=<PATH_TO_DATA>'"),

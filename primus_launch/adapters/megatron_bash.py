@@ -137,9 +137,12 @@ class Script:
     """A script's text and its tree-sitter-bash syntax tree (offsets: bytes in the tree, characters
     everywhere else)."""
 
-    def __init__(self, text: str, path: str, data: bytes, root: tree_sitter.Node, masked: dict[int, int]):
+    def __init__(self, text: str, path: str, data: bytes, root: tree_sitter.Node, masked: dict[int, int],
+                 empty_assign: dict[int, int] | None = None):
         self.text, self.path, self.data, self.root = text, path, data, root
         self.masked = masked  # byte offset of a "${" whose body the parser could not read -> its "}"
+        # byte offset of the NAME of a `NAME=<file` / `NAME=>file` parsed as `NAME <file` -> its "="
+        self.empty_assign = empty_assign or {}
         self._b2c: list[int] | None = None
         if not text.isascii():
             self._b2c = []
@@ -216,8 +219,25 @@ def _unreadable(data: bytearray, bad: tree_sitter.Node, masked: dict[int, int]) 
     return max(inside) if inside else (min(spans) if spans else None)
 
 
+_EMPTY_ASSIGN = re.compile(rb"(?:^|(?<=[ \t;&|(]))([A-Za-z_][A-Za-z0-9_]*)=(?=[<>])", re.M)
+
+
+def _empty_assignment(data: bytearray, bad: tree_sitter.Node, done: dict[int, int]) -> tuple[int, int] | None:
+    """A ``NAME=<file`` / ``NAME=>file`` on the lines of a parse error: (start of NAME, offset of
+    its ``=``).  Bash reads it as the assignment ``NAME=`` (empty) and a redirection; tree-sitter-bash
+    0.25 cannot parse it, and parses ``NAME <file`` once the ``=`` is blanked."""
+    a = data.rfind(b"\n", 0, bad.start_byte) + 1
+    for m in _EMPTY_ASSIGN.finditer(bytes(data), a, max(bad.end_byte, bad.start_byte + 1) + 1):
+        if m.start() not in done:
+            return m.start(), m.end(1)
+    return None
+
+
 def _syntax_error(sc: Script, bad: tree_sitter.Node) -> UserError:
     hint = " (not bash syntax: the reader follows bash's grammar)"
+    if bad.is_missing and bad.parent is not None and bad.parent.type == "file_redirect":
+        op = next((c for c in bad.parent.children if not c.is_named), bad)
+        return sc.err(f"unexpected newline after {sc.src(op)!r} (a redirection needs a file on its line)", op.start_byte)
     if bad.is_missing:
         kind = bad.type
         opener = {'"': "double quote", "'": "single quote", "`": "backquote"}.get(kind)
@@ -241,6 +261,7 @@ def parse_script(text: str, path: str = "<script>", warnings: list[str] | None =
     data = bytearray(text.encode("utf-8", "surrogatepass") + b"\n")  # a last "\" continues onto it
     original = bytes(data)
     masked: dict[int, int] = {}
+    empty: dict[int, int] = {}
     for _ in range(256):
         root = _PARSER.parse(bytes(data)).root_node
         bad = _first_error(root)
@@ -248,13 +269,18 @@ def parse_script(text: str, path: str = "<script>", warnings: list[str] | None =
             break
         span = _unreadable(data, bad, masked)
         if span is None:
-            raise _syntax_error(Script(text, path, original, root, masked), bad)
+            hit = _empty_assignment(data, bad, empty)
+            if hit is not None:  # NAME=<file -> NAME <file (the evaluator reads NAME= and the redirection)
+                data[hit[1]] = 0x20
+                empty[hit[0]] = hit[1]
+                continue
+            raise _syntax_error(Script(text, path, original, root, masked, empty), bad)
         p, q, fill = span  # the body is read from the text (${...}) or not needed (arithmetic)
         data[p + 2:q] = b"_" * (q - p - 2) if fill == b"_" else fill[:q - p - 2].ljust(q - p - 2)
         masked[p] = q
     else:  # pragma: no cover - 256 unreadable expansions
         raise UserError(f"{path}: cannot parse launch script: too many unreadable ${{...}} / ((...)) constructs")
-    sc = Script(text, path, original, root, masked)
+    sc = Script(text, path, original, root, masked, empty)
     notes: list[str] = []
     _check(sc, root, notes)
     if warnings is not None:
@@ -277,10 +303,24 @@ def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
         return
     if t == "expansion":
         _brace_body(sc, node)
+    if t == "file_redirect":
+        _dangling_redirect(sc, node)
     for c in node.children:
         _check(sc, c, notes)
     if t in _LOOPS:
         notes.append(f"line {sc.line(node.start_byte)}: '{sc.src(node.children[0])}' loop not evaluated")
+
+
+def _dangling_redirect(sc: Script, node: tree_sitter.Node) -> None:
+    """A redirection operator at the end of a line is bash's syntax error ("unexpected token
+    `newline'"); tree-sitter-bash 0.25 takes the next line's first word as its destination."""
+    op = next((c for c in node.children if not c.is_named), None)
+    dest = node.child_by_field_name("destination")
+    if op is None or dest is None:
+        return
+    gap = sc.data[op.end_byte:_start(sc, dest)].replace(b"\\\n", b"")
+    if b"\n" in gap:
+        raise sc.err(f"unexpected newline after {sc.src(op)!r} (a redirection needs a file on its line)", op.start_byte)
 
 
 # --------------------------------------------------------------------------- words
@@ -957,6 +997,19 @@ class ShellState:
         any other command is recorded with its expanded arguments (``VAR=x cmd`` prefixes and
         redirections are dropped)."""
         groups = word_groups(self.sc, _command_words(self.sc, node, True, redirects))
+        k = next((i for i, g in enumerate(groups) if g[0].type != "variable_assignment"), -1)
+        empty_name = None
+        if k >= 0 and _start(self.sc, groups[k][0]) in self.sc.empty_assign:  # NAME=<file: NAME= and
+            name = empty_name = self.sc.src(groups[k][0])  # the redirection (and a command after it)
+            groups = groups[:k] + groups[k + 1:]
+            if all(g[0].type == "variable_assignment" for g in groups):
+                if name in self.arrays:
+                    self.arrays[name] = [[]]
+                else:
+                    self.scalars[name] = []
+                for g in groups:
+                    self._assign(g[0], g[1:])
+                return True
         if all(g[0].type == "variable_assignment" for g in groups):
             for g in groups:
                 self._assign(g[0], g[1:])
@@ -1000,7 +1053,7 @@ class ShellState:
             self._run_string(inner)
             return True
         self.commands.append(Command(args, self.sc.pos(node.start_byte), self.sc.pos(_command_end(self.sc, node, redirects)),
-                                     self._prefix_env(groups)))
+                                     self._prefix_env(groups) | ({empty_name: []} if empty_name else {})))
         return True
 
     @staticmethod
@@ -1185,7 +1238,7 @@ def _command_words(sc: Script, node: tree_sitter.Node, assignments: bool = False
     kids = list(node.children) + list(redirects)
     for prev, c in zip([None] + kids, kids):
         if prev is not None:
-            for m in re.finditer(rb"[^\s\\]+", sc.data[prev.end_byte:c.start_byte]):
+            for m in _LOST_WORD.finditer(sc.data[prev.end_byte:c.start_byte]):
                 out.append(_Lost(prev.end_byte + m.start(), prev.end_byte + m.end()))
         if not c.is_named:
             continue
@@ -1195,7 +1248,15 @@ def _command_words(sc: Script, node: tree_sitter.Node, assignments: bool = False
             continue
         else:
             out.append(c.named_children[0] if c.type == "command_name" and c.named_child_count else c)
+    end = max((k.end_byte for k in kids), default=node.end_byte)
+    m = _TRAILING_ESCAPED_BLANK.match(sc.data, end)
+    if m:  # `cmd a \ ` + newline: bash passes " " (tree-sitter-bash drops it)
+        out.append(_Lost(m.start(1), m.end(1)))
     return out
+
+
+_LOST_WORD = re.compile(rb"(?:\\[^\n]|[^\s\\])+")
+_TRAILING_ESCAPED_BLANK = re.compile(rb"(?:[ \t]|\\\n)*((?:\\[ \t])+)(?=[\s;&|)]|$)")
 
 
 def _command_end(sc: Script, node: tree_sitter.Node, redirects: tuple[tree_sitter.Node, ...]) -> int:
@@ -1207,7 +1268,7 @@ def _command_end(sc: Script, node: tree_sitter.Node, redirects: tuple[tree_sitte
             end = max([end] + [c.end_byte for c in r.children if c.type in ("heredoc_start", "file_redirect")])
         else:
             end = max(end, r.end_byte)
-    while end < len(sc.data) and (sc.data[end] in b" \t\r" or sc.data[end:end + 2] == b"\\\n"):
+    while end < len(sc.data) and (sc.data[end] in b" \t\r" or sc.data[end:end + 2] in (b"\\\n", b"\\ ", b"\\\t")):
         end += 2 if sc.data[end] == 0x5C else 1
     return end
 
