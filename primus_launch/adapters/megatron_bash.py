@@ -219,6 +219,12 @@ def _unreadable(data: bytearray, bad: tree_sitter.Node, masked: dict[int, int]) 
     return max(inside) if inside else (min(spans) if spans else None)
 
 
+def _line_end(data: bytearray, bad: tree_sitter.Node) -> int:
+    """Offset of the end of the line where a parse error ends."""
+    e = data.find(b"\n", max(bad.end_byte, bad.start_byte + 1))
+    return len(data) if e < 0 else e + 1
+
+
 _EMPTY_ASSIGN = re.compile(rb"(?:^|(?<=[ \t;&|(]))([A-Za-z_][A-Za-z0-9_]*)=(?=[<>])", re.M)
 
 
@@ -227,10 +233,25 @@ def _empty_assignment(data: bytearray, bad: tree_sitter.Node, done: dict[int, in
     its ``=``).  Bash reads it as the assignment ``NAME=`` (empty) and a redirection; tree-sitter-bash
     0.25 cannot parse it, and parses ``NAME <file`` once the ``=`` is blanked."""
     a = data.rfind(b"\n", 0, bad.start_byte) + 1
-    for m in _EMPTY_ASSIGN.finditer(bytes(data), a, max(bad.end_byte, bad.start_byte + 1) + 1):
+    for m in _EMPTY_ASSIGN.finditer(bytes(data), a, _line_end(data, bad)):
         if m.start() not in done:
             return m.start(), m.end(1)
     return None
+
+
+_BLANK_DEST = re.compile(rb"[<>][ \t]*(\\)[ \t]")
+
+
+def _escaped_blank_destination(data: bytearray, bad: tree_sitter.Node) -> int | None:
+    """Offset of the backslash of a redirection to an escaped blank (``> \\ ``, a file named " ")
+    on the lines before a parse error, which tree-sitter-bash 0.25 cannot parse."""
+    p = data.rfind(b"\n", 0, bad.start_byte)
+    a = data.rfind(b"\n", 0, p) + 1 if p > 0 else 0  # the line before the error's, too
+    m = _BLANK_DEST.search(bytes(data), a, _line_end(data, bad))
+    return m.start(1) if m else None
+
+
+_REDIRECT_OPS = (">", "<", ">>", "&>", "&>>", "<&", ">&", ">|", "<>", "<&-", ">&-")
 
 
 def _syntax_error(sc: Script, bad: tree_sitter.Node) -> UserError:
@@ -238,6 +259,15 @@ def _syntax_error(sc: Script, bad: tree_sitter.Node) -> UserError:
     if bad.is_missing and bad.parent is not None and bad.parent.type == "file_redirect":
         op = next((c for c in bad.parent.children if not c.is_named), bad)
         return sc.err(f"unexpected newline after {sc.src(op)!r} (a redirection needs a file on its line)", op.start_byte)
+    last = bad.children[-1] if bad.is_error and bad.child_count else None
+    if last is not None and not last.is_named and last.type in _REDIRECT_OPS:  # `> (`: no file after it
+        i = last.end_byte
+        while i < len(sc.data) and (sc.data[i] in b" \t" or sc.data[i:i + 2] == b"\\\n"):
+            i += 2 if sc.data[i] == 0x5C else 1
+        if i >= len(sc.data) or sc.data[i] in b"\r\n":
+            return sc.err(f"unexpected newline after {last.type!r} (a redirection needs a file on its line)", last.start_byte)
+        nxt = sc.text[sc.pos(i):sc.pos(i) + 40].split("\n")[0]
+        return sc.err(f"unexpected {nxt[:1] if nxt[:1] in '();&|<>' else nxt.split()[0]!r} after {last.type!r}{hint}", i)
     if bad.is_missing:
         kind = bad.type
         opener = {'"': "double quote", "'": "single quote", "`": "backquote"}.get(kind)
@@ -273,6 +303,10 @@ def parse_script(text: str, path: str = "<script>", warnings: list[str] | None =
             if hit is not None:  # NAME=<file -> NAME <file (the evaluator reads NAME= and the redirection)
                 data[hit[1]] = 0x20
                 empty[hit[0]] = hit[1]
+                continue
+            blank = _escaped_blank_destination(data, bad)
+            if blank is not None:  # `> \ `: the file " " (redirections are not evaluated)
+                data[blank] = 0x5F
                 continue
             raise _syntax_error(Script(text, path, original, root, masked, empty), bad)
         p, q, fill = span  # the body is read from the text (${...}) or not needed (arithmetic)
