@@ -136,3 +136,25 @@ def test_syntax_error_names_the_line_bash_names(text, tmp_path):
     with pytest.raises(UserError) as e:
         ShellState(text, "run.sh")
     assert one_line(e.value).startswith(f"run.sh:{line}: cannot parse launch script:")
+
+
+DEEP = {  # shapes a mutated or hostile script can nest without end
+    "braces": lambda n: "{ " * n + "python x.py" + "; }" * n + "\n",
+    "subshells": lambda n: "(" * n + "python x.py" + ")" * n + "\n",
+    "defaults": lambda n: 'X="' + "${a:-" * n + "b" + "}" * n + '"\npython x.py "$X"\n',
+    "ifs": lambda n: "if true; then\n" * n + "python x.py\n" + "fi\n" * n,
+    "and-lists": lambda n: "true && " * n + "python x.py\n",
+    "arithmetic": lambda n: "X=$((" + "(" * n + "1" + ")" * n + "))\npython x.py $X\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP))
+def test_nesting_reads_to_a_depth_and_is_one_line_beyond(shape):
+    """40 levels read (launch scripts reach ~20 syntax-tree levels); 5000 levels give one line, not a
+    RecursionError."""
+    st = ShellState(DEEP[shape](40))
+    if shape != "subshells":  # ( ... ) is not evaluated
+        assert [t.text for t in st.commands[-1].args[:2]] == ["python", "x.py"]
+    with pytest.raises(UserError) as e:
+        ShellState(DEEP[shape](5000), "run.sh")
+    assert "nested more than" in one_line(e.value) and "\n" not in one_line(e.value)

@@ -50,6 +50,8 @@ _EXPANDING = ("string", "raw_string", "ansi_c_string", "translated_string", "exp
 _WORDISH = _EXPANDING + ("simple_expansion", "word", "number", "concatenation", "brace_expression", "extglob_pattern", "regex",
                          "test_operator", "variable_name", "special_variable_name")
 MAX_DEPTH = 20  # nested function calls, sourced files and bash -c strings
+# syntax-tree depth a script may reach (launch scripts reach ~25; the evaluator recurses per level)
+MAX_TREE_DEPTH = 150
 
 OPAQUE = -2  # lit value of characters produced by $(...) / `...`
 SYNTH = -1  # lit value of characters computed (arithmetic, joins)
@@ -162,6 +164,21 @@ class Script:
 
     def err(self, msg: str, byte: int) -> UserError:
         return UserError(f"{self.path}:{self.line(byte)}: cannot parse launch script: {msg}")
+
+
+def _too_deep(root: tree_sitter.Node) -> tree_sitter.Node | None:
+    """The first node deeper than :data:`MAX_TREE_DEPTH` (walked without recursion), or None."""
+    cursor, depth = root.walk(), 0
+    while True:
+        if cursor.goto_first_child():
+            depth += 1
+            if depth > MAX_TREE_DEPTH:
+                return cursor.node
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return None
+            depth -= 1
 
 
 def _first_error(node: tree_sitter.Node) -> tree_sitter.Node | None:
@@ -294,6 +311,10 @@ def parse_script(text: str, path: str = "<script>", warnings: list[str] | None =
     empty: dict[int, int] = {}
     for _ in range(256):
         root = _PARSER.parse(bytes(data)).root_node
+        deep = _too_deep(root)
+        if deep is not None:
+            sc = Script(text, path, original, root, masked, empty)
+            raise sc.err(f"nested more than {MAX_TREE_DEPTH} levels deep (launch scripts nest a few)", deep.start_byte)
         bad = _first_error(root)
         if bad is None:
             break
@@ -585,7 +606,7 @@ def _stretch(sc: Script, a: int, b: int, mode: str) -> list[Part] | None:
     if ba < len(head):
         return None
     root = _PARSER.parse(b" " * (ba - len(head)) + head + sc.data[ba:bb] + b"\nZ\n").root_node
-    if root.has_error:
+    if root.has_error or _too_deep(root) is not None:
         return None
     sub = Script(sc.text, sc.path, sc.data, root, {})
     return _spliced(sub, ba, bb, list(_expanding_children(root, ba, bb)), mode, mode == "dq")
