@@ -24,6 +24,7 @@ import argparse
 import difflib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -203,10 +204,61 @@ def _bash_n(path: str) -> str:
     return "ok" if r.returncode == 0 else r.stderr.strip().split("\n")[0].replace(path, "")
 
 
+def _texts(r: dict[str, Any]) -> list[str]:
+    return [" ".join(t[0] for t in c["args"]) for c in r.get("shell", {}).get("commands", [])]
+
+
+def _no_spans(r: dict[str, Any]) -> dict[str, Any]:
+    r = json.loads(json.dumps(r))
+    for c in r.get("shell", {}).get("commands", []):
+        c.pop("start", None)
+        c.pop("end", None)
+    return r
+
+
+def causes(a: dict[str, Any], b: dict[str, Any], path: str) -> set[str]:
+    """Why a script reads differently (old ``a``, new ``b``), as far as these checks tell; ``bash -n``
+    judges syntax."""
+    out: set[str] = set()
+    ea, eb = a.get("shell", {}).get("error"), b.get("shell", {}).get("error")
+    if ea or eb:
+        said = _bash_n(path)
+        m = re.search(r"line (\d+)", said)
+        bash_line = m.group(1) if said != "ok" and m else None
+
+        def line(e: str | None) -> str | None:
+            m = re.search(r":(\d+): cannot parse", e or "")
+            return m.group(1) if m else None
+        if ea and not eb:
+            out.add(f"old refused, new reads; bash -n: {'ok' if said == 'ok' else 'refuses'}")
+        elif eb and not ea:
+            out.add(f"old read, new refuses; bash -n {'refuses on the same line' if line(eb) == bash_line else ': ' + said}")
+        else:
+            out.add(f"both refuse; new on bash's line: {line(eb) == bash_line}, old on bash's line: {line(ea) == bash_line}")
+        return out
+    if _no_spans(a) == _no_spans(b):
+        return {"command spans only"}
+    ta, tb = _texts(a), _texts(b)
+    gone, new = [x for x in ta if x not in tb], [x for x in tb if x not in ta]
+    if any("<(" in x or ">(" in x for x in gone):
+        out.add("process substitution after a redirection (< <(cmd), > >(cmd)) is not arguments")
+    at = {c["start"]: " ".join(t[0] for t in c["args"]) for c in a["shell"].get("commands", []) if c["start"] >= 0}
+    for c in b["shell"].get("commands", []):  # the same command (by where it starts), other words
+        x = " ".join(t[0] for t in c["args"])
+        if c["start"] in at and at[c["start"]] != x and re.search(r"\$\([^)]*'", x):
+            out.add("quotes inside $(...) inside double quotes")
+    wa, wb = a["shell"].get("warnings", []), b["shell"].get("warnings", [])
+    if any(w.startswith("source") and "not read" in w for w in wb if w not in wa):
+        out.add("a sourced file bash cannot parse is skipped")
+    if "BASH_REMATCH" in b["shell"].get("arrays", {}) and "BASH_REMATCH" not in a["shell"].get("arrays", {}):
+        out.add("[[ x =~ re ]] (branch, BASH_REMATCH)")
+    return out or {"other"}
+
+
 def compare(old: Path, new: Path, verbose: bool) -> int:
     paths = {m["id"].replace("/", "__") + ".json": m["path"] for m in json.loads((old.parent / "manifest.json").read_text())}
     files = sorted(os.listdir(old))
-    same, classes, bad = 0, defaultdict(list), []
+    same, classes, bad, why = 0, defaultdict(list), [], defaultdict(list)
     for f in files:
         a, b = json.loads((old / f).read_text()), json.loads((new / f).read_text())
         text = json.dumps(b)
@@ -216,6 +268,8 @@ def compare(old: Path, new: Path, verbose: bool) -> int:
             same += 1
             continue
         classes[" ".join(_sections(a, b))].append((f, a, b))
+        for c in causes(a, b, paths[f]):
+            why[c].append(f[:-5].replace("__", "/"))
     print(f"{len(files)} scripts: {same} read identically, {len(files) - same} differ; "
           f"new reader tracebacks/timeouts: {len(bad)} {bad[:5]}")
     for key, items in sorted(classes.items(), key=lambda kv: -len(kv[1])):
@@ -228,6 +282,12 @@ def compare(old: Path, new: Path, verbose: bool) -> int:
                 d = list(difflib.unified_diff(_lines(a), _lines(b), lineterm="", n=0))[2:]
                 for line in d[:12]:
                     print(f"            {line[:200]}")
+    print("by cause (a script may have several):")
+    for c, fs in sorted(why.items(), key=lambda kv: -len(kv[1])):
+        print(f"{len(fs):4d}  {c}")
+        if verbose:
+            for f in fs:
+                print(f"        {f}")
     return 0
 
 
