@@ -129,7 +129,7 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
                            else ", no dropout")),
         f"memory basis {memory_basis}: allocated peak {worst.allocated_bytes / GiB:.1f} GiB, estimated reserved "
         f"{(worst.allocated_bytes + worst.allocator_reserve_bytes) / GiB:.1f} GiB (+{ALLOCATOR_FRAGMENTATION:.1%}: "
-        f"published Megatron max reserved / max allocated), + {out_b / GiB:.1f} GiB outside the allocator ("
+        f"the caching allocator's published max reserved / max allocated), + {out_b / GiB:.1f} GiB outside the allocator ("
         + ", ".join(f"{k} {v / GiB:.2f}" for k, v in outside.items() if v) + " GiB)",
         f"verdict {vd}: band {low:+.0%} / {high:+.0%} ({source})",
     ]

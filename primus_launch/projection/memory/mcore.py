@@ -67,6 +67,7 @@ from functools import lru_cache
 from typing import Optional
 
 from primus_launch.plan import Plan
+from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
@@ -129,7 +130,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
         full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
         fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
-        torch_fsdp2=p.dp_sharding == "full" and p.fsdp_impl == "torch_fsdp2",
+        torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
            if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
 
