@@ -43,7 +43,7 @@ from typing import Callable, Optional
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 sys.path.insert(0, str(ROOT / "tests"))
-from signal_helpers import group_members, start_cli  # noqa: E402 - the interrupt test's own tools
+from signal_helpers import group_members, signal_at, start_cli  # noqa: E402 - the interrupt test's own tools
 
 BAD_NUMBERS = ["0", "-1", "1.5", "1000000000", "1" + "0" * 30, "1e30", "nan", "inf", "abc"]
 
@@ -436,30 +436,14 @@ def _reap_group(pgid: int) -> list[int]:
 
 def _run_signal(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str, list[str]]:
     t0 = time.monotonic()
-    proc = start_cli(case.argv, d)
-    problems = []
-    time.sleep(case.signal_at)
-    sent = None
-    if proc.poll() is None:
-        proc.send_signal(case.signum)
-        sent = time.monotonic()
-    try:
-        out, err = proc.communicate(timeout=timeout)
-        rc = proc.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        rc = None
+    stopped = signal_at(start_cli(case.argv, d), case.signal_at, case.signum, grace_s=timeout)
     secs = time.monotonic() - t0
-    if sent is not None and rc is not None:
-        took = time.monotonic() - sent
-        if took > 2.0:
-            problems.append(f"ended {took:.1f} s after the signal (> 2 s)")
-    time.sleep(0.2)
-    left = _reap_group(proc.pid)
-    if left:
-        problems.append(f"{len(left)} process(es) left behind")
-    return rc, secs, out.decode(errors="replace"), err.decode(errors="replace"), problems
+    problems = []
+    if stopped.after_signal_s is not None and stopped.rc is not None and stopped.after_signal_s > 2.0:
+        problems.append(f"ended {stopped.after_signal_s:.1f} s after the signal (> 2 s)")
+    if stopped.left:
+        problems.append(f"{len(stopped.left)} process(es) left behind")
+    return stopped.rc, secs, stopped.stdout, stopped.stderr, problems
 
 
 def run_case(case: Case, base: Path, timeout: float) -> Outcome:

@@ -313,6 +313,8 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
             is_gpt = not family_dir and not reason.startswith(("not a training", "model family"))
             is_gpt = is_gpt and not any(d in f.relative_to(root).parts[:-1] for d in NOT_PRETRAINING) \
                 and "inference" not in f.parent.name
+            # a file bash cannot parse is a training recipe only if it names a training program
+            is_gpt = is_gpt and not ("cannot parse launch script" in reason and "pretrain_" not in text)
             gpt_total += is_gpt
             if is_gpt:
                 gpt_refused.append((str(f.relative_to(root)), _untemp(one_line(e))))

@@ -33,8 +33,9 @@ def handles_signals(pid: int) -> bool:
     return bool(cgt) and bool(int(cgt.strip(), 16) >> (signal.SIGTERM - 1) & 1)
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group ``pgid``."""
+def _live(field_index: int, value: int) -> list[int]:
+    """Live (not zombie) processes whose ``/proc/PID/stat`` field ``field_index`` (after the state;
+    1: parent pid, 2: process group) is ``value``."""
     out = []
     for p in Path("/proc").iterdir():
         if not p.name.isdigit():
@@ -43,24 +44,19 @@ def group_members(pgid: int) -> list[int]:
             fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
+        if int(fields[field_index]) == value and fields[0] != "Z":
             out.append(int(p.name))
     return out
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group ``pgid``."""
+    return _live(2, pgid)
 
 
 def children(pid: int) -> list[int]:
     """Live child processes of ``pid``."""
-    out = []
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            fields = (p / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(p.name))
-    return out
+    return _live(1, pid)
 
 
 def start_cli(argv: list[str], cwd: Path, env: Optional[dict] = None) -> subprocess.Popen:

@@ -67,7 +67,7 @@ def test_mixed_list_activations_are_the_per_layer_sum():
     """Dense and MoE layers, some listed: each listed layer keeps its input, the others everything."""
     from primus_launch.projection.memory.activations import (layer_activation_bytes, output_activation_bytes,
                                                              rope_table_bytes)
-    from primus_launch.projection.memory.estimate import _in_flight
+    from primus_launch.projection.memory.inflight import in_flight_closed_form as _in_flight
 
     ids = (0, 2, 5, 6, 11)
     plan = _plan(**_ids(layer_ids=ids))

@@ -24,7 +24,7 @@ from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_fro
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan, PlanError, Source
-from primus_launch.plan.legality import megatron_env_fixes, megatron_env_problems
+from primus_launch.plan.legality import effective_fsdp_impl, megatron_env_fixes, megatron_env_problems
 
 DEFAULT_GPU = "h100-sxm"
 _YAML_SUFFIXES = (".yaml", ".yml")
@@ -169,6 +169,7 @@ def _normalized(plan: Plan) -> dict:
         t["fp8_param_gather"] = False
     if t["cuda_graph_impl"] == "none":
         t["cuda_graph_scope"] = ()
+    p["fsdp_impl"] = effective_fsdp_impl(plan)  # torch FSDP2 only where validate_args takes the plan
     if not t["precision_aware_optimizer"]:
         for k in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
             t[k] = "fp32"

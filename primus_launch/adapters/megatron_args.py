@@ -94,6 +94,9 @@ FLAGS: tuple[Flag, ...] = (
     _f("--overlap-moe-expert-parallel-comm", "true", group="moe"),
     _f("--delay-wgrad-compute", "true", group="moe"),
     _f("--moe-shared-expert-overlap", "true", group="moe"),
+    _f("--moe-expert-rank-capacity-factor", "float", group="moe"),
+    _f("--moe-paged-stash", "true", group="moe"),
+    _f("--moe-paged-stash-buffer-size-factor-cuda", "float", 1.10, group="moe"),
     _f("--moe-layer-recompute", "true", group="recompute"),
     _f("--mtp-num-layers", group="moe"),
     # architecture variants
@@ -758,6 +761,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         overlap_moe_expert_parallel_comm=bool(get(a, "overlap_moe_expert_parallel_comm")),
         delay_wgrad_compute=bool(get(a, "delay_wgrad_compute")),
         moe_shared_expert_overlap=bool(get(a, "moe_shared_expert_overlap")),
+        **_static_moe(a),
         cross_entropy_loss_fusion=bool(get(a, "cross_entropy_loss_fusion")),
         cross_entropy_fusion_impl="te" if str(get(a, "cross_entropy_fusion_impl")) == "te" else "native",
         rope_fusion=bool(get(a, "apply_rope_fusion")),
@@ -837,6 +841,20 @@ def _attention_backend(a: dict[str, Any]) -> str:
     if v not in ("auto", "flash", "fused", "unfused", "local"):
         raise PlanError("--attention-backend", v, "one of auto, flash, fused, unfused, local")
     return v
+
+
+def _static_moe(a: dict[str, Any]) -> dict:
+    """Static-shape MoE of megatron main / dev (memory.paged_stash): --moe-expert-rank-capacity-factor,
+    --moe-paged-stash (Megatron's TransformerConfig asserts the capacity factor is set with it) and
+    --moe-paged-stash-buffer-size-factor-cuda."""
+    cap = get(a, "moe_expert_rank_capacity_factor")
+    paged = bool(get(a, "moe_paged_stash"))
+    if cap is not None and float(cap) <= 0:
+        raise PlanError("--moe-expert-rank-capacity-factor", cap, "a positive factor")
+    if paged and cap is None:
+        raise PlanError("--moe-paged-stash", True, "requires --moe-expert-rank-capacity-factor (Megatron asserts)")
+    return dict(moe_expert_rank_capacity_factor=None if cap is None else float(cap), moe_paged_stash=paged,
+                moe_paged_stash_buffer_factor=float(get(a, "moe_paged_stash_buffer_size_factor_cuda")))
 
 
 def _cuda_graph(a: dict[str, Any], rep: _Report) -> dict:
@@ -1051,6 +1069,10 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                      "moe_router_fusion"):
             out[dest] = bool(getattr(t, dest))
         out["moe_use_legacy_grouped_gemm"] = t.moe_expert_gemm == "legacy"
+        out["moe_expert_rank_capacity_factor"] = t.moe_expert_rank_capacity_factor
+        out["moe_paged_stash"] = t.moe_paged_stash
+        if t.moe_paged_stash_buffer_factor != 1.10 or current.get("moe_paged_stash_buffer_size_factor_cuda") is not None:
+            out["moe_paged_stash_buffer_size_factor_cuda"] = t.moe_paged_stash_buffer_factor
         lb = current.get("moe_router_load_balancing_type")
         if not t.moe_router_aux_loss:
             out["moe_router_load_balancing_type"] = ["none"]

@@ -1,20 +1,30 @@
-"""A small static interpreter for Megatron-LM launch scripts (bash), with source provenance.
+"""A small static evaluator of Megatron-LM launch scripts (bash), with source provenance.
 
-It evaluates what a launch script does before it starts training, without running anything:
-``VAR=value`` / ``export VAR=value`` assignments, ``${VAR}``, ``$VAR``, ``${VAR:-default}`` (and the
-other ``-`` ``=`` ``+`` forms), ``$((arithmetic))``, bash arrays ``ARGS=( ... )`` / ``ARGS+=( ... )``
-and ``${ARGS[@]}``, quoted strings, ``\\`` line continuations, comments, ``if/elif/else/fi`` with
-``[ ]`` / ``[[ ]]`` tests and ``&&`` / ``||`` lists, ``case`` blocks, functions (defined and called),
-``source`` / ``.`` of fragments next to the script and positional parameters (``$1``, ``$@``, given
-after the recipe path).  Loops and process substitution are skipped with a warning;
-``$(command)`` substitutions stay opaque.  Variables the script does not set are unset: the
-environment of this process is never read (topology comes from the plan, not from the machine).
+The script is parsed by tree-sitter-bash (the grammar of ``bash``); this module only evaluates the
+syntax tree, without running anything: ``VAR=value`` / ``export VAR=value`` assignments, ``${VAR}``,
+``$VAR``, ``${VAR:-default}`` (and the other ``-`` ``=`` ``+`` ``?`` forms, ``#`` ``%`` pattern
+removal, ``${#VAR}``), ``$((arithmetic))``, bash arrays ``ARGS=( ... )`` / ``ARGS+=( ... )`` and
+``${ARGS[@]}``, quoting, ``if/elif/else`` with ``[ ]`` / ``[[ ]]`` / ``test`` and ``&&`` / ``||``
+lists, ``case`` blocks, functions (defined and called), ``source`` / ``.`` of fragments next to the
+script, positional parameters (``$1``, ``$@``, given after the recipe path, ``shift``, ``set --``)
+and ``[srun ...] bash -c "$CMD"`` strings.  Loops and process substitution are skipped with a
+warning; subshells ``( ... )`` and ``(( ... ))`` are skipped; ``$(command)`` substitutions stay
+opaque; file tests (``[ -f x ]``) are taken as true.  Variables the script does not set are unset:
+the environment of this process is never read (topology comes from the plan, not from the machine).
 
 Every character of every expanded word remembers where it came from: ``lit`` is the offset of the
 literal character in the script (``-1`` for synthesised text, ``-2`` for opaque command output) and
 ``refs`` lists the ``$...`` expansions it flowed through, innermost first.  The Megatron adapter uses
 this to edit a value exactly where it is written: in place, or in the assignment of the variable it
 came from.
+
+tree-sitter-bash 0.25 cannot parse some valid ``${...}`` forms (``"${X:-a|b}"``, ``${X:-a;b}``,
+``${X:---flag}``, ``${S%%[*}``, ``${A:$N+1}``): such an expansion's body is blanked for the parse
+and read from the script's text here (name, operator and a literal or ``$``-expanding argument).
+``NAME=<file`` (bash: ``NAME=`` and a redirection) is parsed as ``NAME <file``, a redirection to an
+escaped blank (``> \\ ``) with the blank masked.  What bash itself cannot parse is an error naming the
+line and the construct, as ``bash -n`` does: also a redirection whose file is on the next line, which
+tree-sitter-bash accepts.
 """
 
 from __future__ import annotations
@@ -24,13 +34,27 @@ import fnmatch
 import operator
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import tree_sitter
+import tree_sitter_bash
 
 from primus_launch.errors import UserError
 
+_PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?(\+?)=")
-_WORD_END = set(" \t\n;&|<>()")
-_KEYWORD_END = {"then", "fi", "elif", "else", "do", "done", "esac", "}"}
+_SPECIAL = re.compile(r"\d+|[@*#?$!]")
+_OPS = (":-", ":=", ":+", ":?", "##", "%%", "-", "=", "+", "?", "#", "%")
+_LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
+# nodes of a word that expand (everything else in a word is literal text)
+_EXPANDING = ("string", "raw_string", "ansi_c_string", "translated_string", "expansion", "command_substitution",
+              "arithmetic_expansion", "process_substitution")
+_WORDISH = _EXPANDING + ("simple_expansion", "word", "number", "concatenation", "brace_expression", "extglob_pattern", "regex",
+                         "test_operator", "variable_name", "special_variable_name")
+MAX_DEPTH = 20  # nested function calls, sourced files and bash -c strings
+# syntax-tree depth a script may reach (the deepest of 649 public launch scripts: 20; the evaluator recurses per level)
+MAX_TREE_DEPTH = 150
 
 OPAQUE = -2  # lit value of characters produced by $(...) / `...`
 SYNTH = -1  # lit value of characters computed (arithmetic, joins)
@@ -97,15 +121,267 @@ class Token:
         return f"Token({self.text!r})"
 
 
-def _lit(text: str, start: int) -> list[PC]:
-    return [PC(c, start + i) for i, c in enumerate(text)]
-
-
 def _synth(text: str, lit: int = SYNTH) -> list[PC]:
     return [PC(c, lit) for c in text]
 
 
-# --------------------------------------------------------------------------- syntax tree
+@dataclass
+class Command:
+    """A simple command the script runs, with its arguments expanded."""
+
+    args: list[Token]
+    start: int
+    end: int
+    # environment the command runs with, as far as the script sets it: exported variables and
+    # ``VAR=value cmd`` prefix assignments (characters keep their provenance, for editing)
+    env: dict[str, list[PC]] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- parsing
+class Script:
+    """A script's text and its tree-sitter-bash syntax tree (offsets: bytes in the tree, characters
+    everywhere else)."""
+
+    def __init__(self, text: str, path: str, data: bytes, root: tree_sitter.Node, masked: dict[int, int],
+                 empty_assign: dict[int, int] | None = None):
+        self.text, self.path, self.data, self.root = text, path, data, root
+        self.masked = masked  # byte offset of a "${" whose body the parser could not read -> its "}"
+        # byte offset of the NAME of a `NAME=<file` / `NAME=>file` parsed as `NAME <file` -> its "="
+        self.empty_assign = empty_assign or {}
+        self._b2c: list[int] | None = None
+        if not text.isascii():
+            self._b2c = []
+            for i, ch in enumerate(text):
+                self._b2c.extend([i] * len(ch.encode("utf-8", "surrogatepass")))
+            self._b2c.extend(range(len(text), len(text) + 2))
+
+    def pos(self, byte: int) -> int:
+        """Character offset of a byte offset."""
+        return byte if self._b2c is None else self._b2c[byte]
+
+    def src(self, node: tree_sitter.Node) -> str:
+        return self.text[self.pos(node.start_byte):self.pos(node.end_byte)]
+
+    def line(self, byte: int) -> int:
+        return self.text.count("\n", 0, self.pos(byte)) + 1
+
+    def err(self, msg: str, byte: int) -> UserError:
+        return UserError(f"{self.path}:{self.line(byte)}: cannot parse launch script: {msg}")
+
+
+def _too_deep(root: tree_sitter.Node) -> tree_sitter.Node | None:
+    """The first node deeper than :data:`MAX_TREE_DEPTH` (walked without recursion), or None."""
+    cursor, depth = root.walk(), 0
+    while True:
+        if cursor.goto_first_child():
+            depth += 1
+            if depth > MAX_TREE_DEPTH:
+                return cursor.node
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return None
+            depth -= 1
+
+
+def _first_error(node: tree_sitter.Node) -> tree_sitter.Node | None:
+    if node.is_missing or node.is_error:
+        return node
+    for c in node.children:
+        if c.has_error or c.is_missing:
+            hit = _first_error(c)
+            if hit is not None:
+                return hit
+    return None
+
+
+def _closing(data: bytes | bytearray, i: int, depth: int, open_: int, close: int) -> int | None:
+    """Offset of the ``close`` byte that brings ``depth`` open brackets before ``i`` to zero (double
+    quotes and backslashes respected)."""
+    while i < len(data):
+        c = data[i]
+        if c == 0x5C:  # backslash
+            i += 2
+            continue
+        if c == 0x22:  # "
+            i += 1
+            while i < len(data) and data[i] != 0x22:
+                i += 2 if data[i] == 0x5C else 1
+        elif c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return None
+
+
+def _unreadable(data: bytearray, bad: tree_sitter.Node, masked: dict[int, int]) -> tuple[int, int, bytes] | None:
+    """The ``${...}`` or ``((...))`` around a parse error: (start, end of its body, what replaces the
+    body for the parser), when there is one."""
+    a, b = bad.start_byte, max(bad.end_byte, bad.start_byte + 1)
+    spans = []
+    for opener in (b"${", b"(("):
+        p = data.find(opener)
+        while 0 <= p < b:
+            if opener == b"${":
+                q = _closing(data, p + 2, 1, 0x7B, 0x7D)
+            else:
+                q = _closing(data, p + 2, 2, 0x28, 0x29)
+                q = q - 1 if q is not None and data[q - 1] == 0x29 else None
+            if q is not None and p not in masked and q > p + 2 and (p <= a <= q or a <= p < b):
+                for_header = opener == b"((" and re.search(rb"\bfor\s*$", bytes(data[max(0, p - 8):p]))
+                fill = b"_" if opener == b"${" else b";;" if for_header else b"0"
+                spans.append((p, q, fill))
+            p = data.find(opener, p + 2)
+    inside = [s for s in spans if s[0] <= a]
+    return max(inside) if inside else (min(spans) if spans else None)
+
+
+def _line_end(data: bytearray, bad: tree_sitter.Node) -> int:
+    """Offset of the end of the line where a parse error ends."""
+    e = data.find(b"\n", max(bad.end_byte, bad.start_byte + 1))
+    return len(data) if e < 0 else e + 1
+
+
+_EMPTY_ASSIGN = re.compile(rb"(?:^|(?<=[ \t;&|(]))([A-Za-z_][A-Za-z0-9_]*)=(?=[<>])", re.M)
+
+
+def _empty_assignment(data: bytearray, bad: tree_sitter.Node, done: dict[int, int]) -> tuple[int, int] | None:
+    """A ``NAME=<file`` / ``NAME=>file`` on the lines of a parse error: (start of NAME, offset of
+    its ``=``).  Bash reads it as the assignment ``NAME=`` (empty) and a redirection; tree-sitter-bash
+    0.25 cannot parse it, and parses ``NAME <file`` once the ``=`` is blanked."""
+    a = data.rfind(b"\n", 0, bad.start_byte) + 1
+    for m in _EMPTY_ASSIGN.finditer(bytes(data), a, _line_end(data, bad)):
+        if m.start() not in done:
+            return m.start(), m.end(1)
+    return None
+
+
+_BLANK_DEST = re.compile(rb"[<>][ \t]*(\\)[ \t]")
+
+
+def _escaped_blank_destination(data: bytearray, bad: tree_sitter.Node) -> int | None:
+    """Offset of the backslash of a redirection to an escaped blank (``> \\ ``, a file named " ")
+    on the lines before a parse error, which tree-sitter-bash 0.25 cannot parse."""
+    p = data.rfind(b"\n", 0, bad.start_byte)
+    a = data.rfind(b"\n", 0, p) + 1 if p > 0 else 0  # the line before the error's, too
+    m = _BLANK_DEST.search(bytes(data), a, _line_end(data, bad))
+    return m.start(1) if m else None
+
+
+_REDIRECT_OPS = (">", "<", ">>", "&>", "&>>", "<&", ">&", ">|", "<>", "<&-", ">&-")
+
+
+def _syntax_error(sc: Script, bad: tree_sitter.Node) -> UserError:
+    hint = " (not bash syntax: the reader follows bash's grammar)"
+    if bad.is_missing and bad.parent is not None and bad.parent.type == "file_redirect":
+        op = next((c for c in bad.parent.children if not c.is_named), bad)
+        return sc.err(f"unexpected newline after {sc.src(op)!r} (a redirection needs a file on its line)", op.start_byte)
+    last = bad.children[-1] if bad.is_error and bad.child_count else None
+    if last is not None and not last.is_named and last.type in _REDIRECT_OPS:  # `> (`: no file after it
+        i = last.end_byte
+        while i < len(sc.data) and (sc.data[i] in b" \t" or sc.data[i:i + 2] == b"\\\n"):
+            i += 2 if sc.data[i] == 0x5C else 1
+        if i >= len(sc.data) or sc.data[i] in b"\r\n":
+            return sc.err(f"unexpected newline after {last.type!r} (a redirection needs a file on its line)", last.start_byte)
+        nxt = sc.text[sc.pos(i):sc.pos(i) + 40].split("\n")[0]
+        return sc.err(f"unexpected {nxt[:1] if nxt[:1] in '();&|<>' else nxt.split()[0]!r} after {last.type!r}{hint}", i)
+    if bad.is_missing:
+        kind = bad.type
+        opener = {'"': "double quote", "'": "single quote", "`": "backquote"}.get(kind)
+        if opener:
+            node = bad.parent
+            while node is not None and not sc.src(node).startswith(("\"", "'", "`", "$\"", "$'")):
+                node = node.parent
+            return sc.err(f"unterminated {opener}", node.start_byte if node is not None else bad.start_byte)
+        return sc.err(f"missing {kind!r}{hint}", bad.start_byte)
+    start = sc.pos(bad.start_byte)
+    text = sc.text[start:sc.pos(bad.end_byte)] or sc.text[start:start + 40]
+    lead = len(text) - len(text.lstrip())
+    snippet = (text.strip().split("\n")[0] or text.strip())[:40]
+    return sc.err(f"unexpected {snippet!r}{hint}", bad.start_byte + lead)
+
+
+def parse_script(text: str, path: str = "<script>", warnings: list[str] | None = None) -> Script:
+    """Parse a bash launch script; constructs the evaluator skips (loops, process substitution) are
+    appended to ``warnings``.  A syntax error, or a ``${...}`` bash would reject, raises
+    :class:`UserError` with the line."""
+    data = bytearray(text.encode("utf-8", "surrogatepass") + b"\n")  # a last "\" continues onto it
+    original = bytes(data)
+    masked: dict[int, int] = {}
+    empty: dict[int, int] = {}
+    for _ in range(256):
+        root = _PARSER.parse(bytes(data)).root_node
+        deep = _too_deep(root)
+        if deep is not None:
+            sc = Script(text, path, original, root, masked, empty)
+            raise sc.err(f"nested more than {MAX_TREE_DEPTH} levels deep (launch scripts nest a few)", deep.start_byte)
+        bad = _first_error(root)
+        if bad is None:
+            break
+        span = _unreadable(data, bad, masked)
+        if span is None:
+            hit = _empty_assignment(data, bad, empty)
+            if hit is not None:  # NAME=<file -> NAME <file (the evaluator reads NAME= and the redirection)
+                data[hit[1]] = 0x20
+                empty[hit[0]] = hit[1]
+                continue
+            blank = _escaped_blank_destination(data, bad)
+            if blank is not None:  # `> \ `: the file " " (redirections are not evaluated)
+                data[blank] = 0x5F
+                continue
+            raise _syntax_error(Script(text, path, original, root, masked, empty), bad)
+        p, q, fill = span  # the body is read from the text (${...}) or not needed (arithmetic)
+        data[p + 2:q] = b"_" * (q - p - 2) if fill == b"_" else fill[:q - p - 2].ljust(q - p - 2)
+        masked[p] = q
+    else:  # pragma: no cover - 256 unreadable expansions
+        raise UserError(f"{path}: cannot parse launch script: too many unreadable ${{...}} / ((...)) constructs")
+    sc = Script(text, path, original, root, masked, empty)
+    notes: list[str] = []
+    _check(sc, root, notes)
+    if warnings is not None:
+        warnings.extend(notes)
+    return sc
+
+
+def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
+    """Walk the tree as the evaluator would see it: refuse ``${...}`` bash rejects, note loops (after
+    their bodies) and process substitutions.  Command substitutions, heredoc bodies and arithmetic
+    are not entered (they are opaque or evaluated as a whole)."""
+    t = node.type
+    if t == "process_substitution":
+        text = sc.text[sc.pos(_start(sc, node)):sc.pos(node.end_byte)]
+        notes.append(f"line {sc.line(_start(sc, node))}: process substitution {text[:40]!r} not evaluated")
+        return
+    if t in ("command_substitution", "heredoc_body", "arithmetic_expansion", "comment"):
+        return
+    if t == "compound_statement" and node.child_count and node.children[0].type == "((":
+        return
+    if t == "expansion":
+        _brace_body(sc, node)
+    if t == "file_redirect":
+        _dangling_redirect(sc, node)
+    for c in node.children:
+        _check(sc, c, notes)
+    if t in _LOOPS:
+        notes.append(f"line {sc.line(node.start_byte)}: '{sc.src(node.children[0])}' loop not evaluated")
+
+
+def _dangling_redirect(sc: Script, node: tree_sitter.Node) -> None:
+    """A redirection operator at the end of a line is bash's syntax error ("unexpected token
+    `newline'"); tree-sitter-bash 0.25 takes the next line's first word as its destination."""
+    op = next((c for c in node.children if not c.is_named), None)
+    dest = node.child_by_field_name("destination")
+    if op is None or dest is None:
+        return
+    gap = sc.data[op.end_byte:_start(sc, dest)].replace(b"\\\n", b"")
+    if b"\n" in gap:
+        raise sc.err(f"unexpected newline after {sc.src(op)!r} (a redirection needs a file on its line)", op.start_byte)
+
+
+# --------------------------------------------------------------------------- words
 @dataclass
 class Part:
     kind: str  # lit | param | arith | cmdsub
@@ -113,589 +389,236 @@ class Part:
     pcs: list[PC] = field(default_factory=list)  # lit
     name: str = ""  # param
     index: str | None = None  # param: "@", "*", or an index expression
-    op: str = ""  # param: "", ":-", "-", ":=", "=", ":+", "+", "#", "##", "%", "%%", "len"
-    arg: "Word | None" = None  # param operator argument
-    text: str = ""  # arith / cmdsub source
+    op: str = ""  # param: "", ":-", "-", ":=", "=", ":+", "+", "#", "##", "%", "%%", "len", "opaque"
+    arg: list["Part"] | None = None  # param operator argument
+    text: str = ""  # cmdsub / opaque: the source; arith: the expression
     start: int = 0
     end: int = 0
+    source: str = ""  # arith: the source
 
 
-@dataclass
-class Word:
-    parts: list[Part]
-    start: int
-    end: int
-    array: list["Word"] | None = None  # NAME=( ... ) elements (parts hold "NAME=")
+def _literal(sc: Script, a: int, b: int, mode: str) -> list[Part]:
+    """Parts of script text between expanding nodes (character offsets ``a``..``b``), quotes removed:
+    ``mode`` is ``word`` (unquoted: ``\\c`` is ``c``), ``dq`` (inside double quotes: only
+    ``\\$ \\` \\" \\\\`` lose the backslash) or ``brace`` (a ``${x:-word}`` argument); ``\\``-newline
+    is removed.  ``$NAME`` / ``$1`` / ``$@`` ... are read here, not from the tree: tree-sitter-bash
+    0.25 splits ``$A/$B/c`` into ``$A/$`` and ``B/c`` (tree-sitter-bash issues #180, #315) and reads
+    ``${X:-$_Y}``'s argument as a word (#280)."""
+    s, out, lit = sc.text, [], []
+    quoted = mode == "dq"
 
-    @property
-    def raw_literal(self) -> str | None:
-        """The word's text when it is a plain unquoted literal (keywords, operators)."""
-        if self.array is not None or any(p.kind != "lit" or p.quoted for p in self.parts):
-            return None
-        return "".join(pc.ch for p in self.parts for pc in p.pcs)
+    def flush() -> None:
+        nonlocal lit
+        if lit:
+            out.append(Part("lit", quoted, lit))
+            lit = []
 
-
-@dataclass
-class Simple:
-    words: list[Word]
-    start: int
-    end: int
-
-
-@dataclass
-class AndOr:
-    items: list[tuple[str, "Node"]]  # (op joining it to the previous one: "", "&&", "||"), node
-
-
-@dataclass
-class If:
-    branches: list[tuple[list["Node"], list["Node"]]]
-    orelse: list["Node"]
-
-
-@dataclass
-class Skipped:
-    what: str
-    start: int
-
-
-@dataclass
-class Case:
-    word: Word
-    arms: list[tuple[list[Word], list["Node"]]]  # (patterns, body)
-
-
-@dataclass
-class FuncDef:
-    name: str
-    body: list["Node"]
-    start: int
-
-
-Node = Simple | AndOr | If | Skipped | Case | FuncDef
-
-
-# --------------------------------------------------------------------------- parser
-class _Parser:
-    def __init__(self, src: str, path: str):
-        self.s = src
-        self.i = 0
-        self.path = path
-        self.heredocs: list[tuple[str, bool]] = []  # (delimiter, strip leading tabs) awaiting a newline
-        self.warnings: list[str] = []  # constructs skipped (loops, process substitution)
-
-    # --- low level
-    def err(self, msg: str, at: int | None = None) -> UserError:
-        at = self.i if at is None else at
-        line = self.s.count("\n", 0, at) + 1
-        return UserError(f"{self.path}:{line}: cannot parse launch script: {msg}")
-
-    def peek(self, k: int = 0) -> str:
-        j = self.i + k
-        return self.s[j] if j < len(self.s) else ""
-
-    def skip_blanks(self) -> None:
-        while self.i < len(self.s):
-            c = self.s[self.i]
-            if c in " \t\r":
-                self.i += 1
-            elif c == "\\" and self.peek(1) == "\n":
-                self.i += 2
-            else:
-                break
-
-    def skip_comment(self) -> None:
-        if self.peek() == "#":
-            while self.i < len(self.s) and self.s[self.i] != "\n":
-                self.i += 1
-
-    def skip_separators(self) -> None:
-        while True:
-            self.skip_blanks()
-            self.skip_comment()
-            if self.peek() == "\n" and self.heredocs:
-                self.i += 1
-                self.skip_heredoc_bodies()
-                continue
-            if self.peek() in ("\n", ";") and not self.s.startswith((";;", ";&"), self.i):
-                self.i += 1
-                continue
-            break
-
-    def skip_heredoc_bodies(self) -> None:
-        """Skip the bodies of ``<<WORD`` here-documents opened on the line just ended."""
-        for delim, strip in self.heredocs:
-            while self.i < len(self.s):
-                j = self.s.find("\n", self.i)
-                line = self.s[self.i:(len(self.s) if j < 0 else j)]
-                self.i = len(self.s) if j < 0 else j + 1
-                if (line.lstrip("\t") if strip else line) == delim:
-                    break
-        self.heredocs = []
-
-    # --- words
-    def read_word(self) -> Word | None:
-        start = self.i
-        parts: list[Part] = []
-        lit: list[PC] = []
-
-        def flush() -> None:
-            if lit:
-                parts.append(Part("lit", False, list(lit)))
-                lit.clear()
-
-        while self.i < len(self.s):
-            c = self.s[self.i]
-            if c in _WORD_END:
-                if c == "(" and lit and not parts and _ASSIGN.match("".join(p.ch for p in lit)):
-                    # NAME=( ... ) array assignment
-                    flush()
-                    self.i += 1
-                    elems = self.read_array_elems()
-                    return Word(parts, start, self.i, array=elems)
-                break
-            if c == "\\":
-                if self.peek(1) == "\n":
-                    self.i += 2
-                    continue
-                if self.peek(1):
-                    flush()
-                    parts.append(Part("lit", True, [PC(self.s[self.i + 1], self.i + 1)]))
-                    self.i += 2
-                    continue
-                self.i += 1
-                continue
-            if c == "'":
+    i = a
+    while i < b:
+        c = s[i]
+        if c == "$" and i + 1 < b:
+            m = _NAME.match(s, i + 1, b)
+            end = m.end() if m else (i + 2 if s[i + 1] in "0123456789@*#?$!-" else -1)
+            if end > 0:
                 flush()
-                j = self.s.find("'", self.i + 1)
-                if j < 0:
-                    raise self.err("unterminated single quote", self.i)
-                parts.append(Part("lit", True, _lit(self.s[self.i + 1:j], self.i + 1)))
-                self.i = j + 1
+                out.append(Part("param", quoted, name=s[i + 1:end], start=i, end=end))
+                i = end
                 continue
-            if c == '"':
-                flush()
-                self.i += 1
-                parts.extend(self.read_dquoted())
-                continue
-            if c == "$" or c == "`":
-                p = self.read_dollar(quoted=False)
-                if p is not None:
-                    flush()
-                    parts.append(p)
-                    continue
-            lit.append(PC(c, self.i))
-            self.i += 1
-        flush()
-        if self.i == start:
-            return None
-        return Word(parts, start, self.i)
-
-    def read_array_elems(self) -> list[Word]:
-        elems: list[Word] = []
-        while True:
-            self.skip_separators()
-            if self.i >= len(self.s):
-                raise self.err("unterminated array ( ... )")
-            if self.peek() == ")":
-                self.i += 1
-                return elems
-            w = self.read_word()
-            if w is None:
-                raise self.err(f"unexpected {self.peek()!r} in array")
-            elems.append(w)
-
-    def read_dquoted(self) -> list[Part]:
-        parts: list[Part] = []
-        lit: list[PC] = []
-        opened = self.i - 1
-        while True:
-            if self.i >= len(self.s):
-                raise self.err("unterminated double quote", opened)
-            c = self.s[self.i]
-            if c == '"':
-                self.i += 1
-                break
-            if c == "\\" and self.peek(1) in ('$', '`', '"', '\\', '\n'):
-                if self.peek(1) != "\n":
-                    lit.append(PC(self.s[self.i + 1], self.i + 1))
-                self.i += 2
-                continue
-            if c in "$`":
-                p = self.read_dollar(quoted=True)
-                if p is not None:
-                    if lit:
-                        parts.append(Part("lit", True, list(lit)))
-                        lit.clear()
-                    parts.append(p)
-                    continue
-            lit.append(PC(c, self.i))
-            self.i += 1
-        # an empty "" still makes a (quoted, empty) part so that it yields an empty argument
-        parts.append(Part("lit", True, list(lit)))
-        return parts
-
-    def _matching(self, i: int, open_: str, close: str) -> int:
-        """Index of the ``close`` matching an already-consumed ``open_`` (quotes respected)."""
-        depth = 1
-        while i < len(self.s):
-            c = self.s[i]
-            if c == "\\":
+        if c == "\\" and i + 1 < b:
+            n = s[i + 1]
+            if n == "\n" and mode != "brace":
                 i += 2
                 continue
-            if c == "'" and open_ != "{":
-                j = self.s.find("'", i + 1)
-                i = (j + 1) if j >= 0 else len(self.s)
+            if mode == "word":
+                flush()
+                out.append(Part("lit", True, [PC(n, i + 1)]))
+                i += 2
                 continue
-            if c == '"':
-                j = i + 1
-                while j < len(self.s) and self.s[j] != '"':
-                    j += 2 if self.s[j] == "\\" else 1
-                i = j + 1
+            if mode == "brace" or n in '$`"\\':
+                lit.append(PC(n, i + 1))
+                i += 2
                 continue
-            if c == open_:
-                depth += 1
-            elif c == close:
-                depth -= 1
-                if depth == 0:
-                    return i
+        elif c == "\\" and mode == "word":  # a lone trailing backslash
             i += 1
-        raise self.err(f"unterminated {open_}...{close}")
+            continue
+        lit.append(PC(c, i))
+        i += 1
+    flush()
+    return out
 
-    def read_dollar(self, quoted: bool) -> Part | None:
-        s, i = self.s, self.i
-        if s[i] == "`":
-            j = s.find("`", i + 1)
-            if j < 0:
-                raise self.err("unterminated backquote")
-            self.i = j + 1
-            return Part("cmdsub", quoted, text=s[i + 1:j], start=i, end=j + 1)
-        nxt = self.peek(1)
-        if s.startswith("$((", i):
-            j = self._matching(i + 3, "(", ")")
-            if j + 1 < len(s) and s[j + 1] == ")":
-                self.i = j + 2
-                return Part("arith", quoted, text=s[i + 3:j], start=i, end=j + 2)
-        if nxt == "(":
-            j = self._matching(i + 2, "(", ")")
-            self.i = j + 1
-            return Part("cmdsub", quoted, text=s[i + 2:j], start=i, end=j + 1)
-        if nxt == "{":
-            j = self._matching(i + 2, "{", "}")
-            self.i = j + 1
-            return self.parse_braced(i, j, quoted)
-        m = _NAME.match(s, i + 1)
-        if m:
-            self.i = m.end()
-            return Part("param", quoted, name=m.group(0), start=i, end=m.end())
-        if nxt and (nxt.isdigit() or nxt in "@*#?$!-"):
-            self.i = i + 2
-            return Part("param", quoted, name=nxt, start=i, end=i + 2)
-        return None  # a lone "$" is literal
 
-    def parse_braced(self, start: int, close: int, quoted: bool) -> Part:
-        body_start = start + 2
-        body = self.s[body_start:close]
-        part = Part("param", quoted, start=start, end=close + 1)
-        k = 0
-        if body.startswith("#") and len(body) > 1:
-            part.op = "len"
-            k = 1
-        m = _NAME.match(body, k) or re.compile(r"\d+|[@*#?$!]").match(body, k)
-        if not m:
-            raise self.err(f"bad substitution ${{{body}}}", start)
-        part.name = m.group(0)
-        k = m.end()
-        if k < len(body) and body[k] == "[":
-            j = body.find("]", k)
-            if j < 0:
-                raise self.err(f"bad substitution ${{{body}}}", start)
-            part.index = body[k + 1:j]
-            k = j + 1
-        if part.op == "len":
-            return part
-        rest = body[k:]
-        for op in (":-", ":=", ":+", ":?", "##", "%%", "-", "=", "+", "?", "#", "%"):
-            if rest.startswith(op):
-                part.op = op
-                sub = _Parser(self.s, self.path)
-                sub.i = body_start + k + len(op)
-                sub_end = close
-                sub.s = self.s[:sub_end]  # the argument word ends at the closing brace
-                w_parts: list[Part] = []
-                while sub.i < sub_end:
-                    w = sub.read_word_in_braces(sub_end)
-                    w_parts.extend(w)
-                part.arg = Word(w_parts, body_start + k + len(op), sub_end)
-                return part
-        if rest:
-            part.op = "opaque"
-            part.text = self.s[start:close + 1]
+def _expanding_children(node: tree_sitter.Node, a: int, b: int) -> Iterator[tree_sitter.Node]:
+    """The expanding nodes under ``node`` within bytes ``a``..``b``, in order (not inside each other)."""
+    for c in node.children:
+        if c.end_byte <= a or c.start_byte >= b:
+            continue
+        if c.type in _EXPANDING:
+            yield c
+        elif c.child_count:
+            yield from _expanding_children(c, a, b)
+
+
+def _start(sc: Script, node: tree_sitter.Node) -> int:
+    """Byte offset where a node's own text begins (tree-sitter-bash lets an expansion inside a string
+    start at the blanks before it)."""
+    i, data = node.start_byte, sc.data
+    while i < node.end_byte and (data[i] in b" \t\n" or data[i:i + 2] == b"\\\n"):
+        i += 2 if data[i] == 0x5C else 1
+    return i
+
+
+def _spliced(sc: Script, a: int, b: int, kids: list[tree_sitter.Node], mode: str, quoted: bool) -> list[Part]:
+    """Parts of bytes ``a``..``b``: the expanding ``kids`` and the literal text between them."""
+    out: list[Part] = []
+    at = a
+    for k in kids:
+        out.extend(_literal(sc, sc.pos(at), sc.pos(_start(sc, k)), mode))
+        out.extend(word_parts(sc, [k], quoted))
+        at = k.end_byte
+    out.extend(_literal(sc, sc.pos(at), sc.pos(b), mode))
+    return out
+
+
+def word_groups(sc: Script, nodes: list[tree_sitter.Node]) -> list[list[tree_sitter.Node]]:
+    """Nodes grouped into shell words: nodes with nothing between them are one word (tree-sitter-bash
+    may split one word into two arguments, see :func:`_literal`)."""
+    groups: list[list[tree_sitter.Node]] = []
+    for n in nodes:
+        if groups and _start(sc, n) == groups[-1][-1].end_byte:
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    return groups
+
+
+def word_parts(sc: Script, nodes: list[tree_sitter.Node], quoted: bool = False) -> list[Part]:
+    """The parts of one shell word made of adjacent syntax-tree nodes (``quoted``: inside double
+    quotes)."""
+    node, t = nodes[0], nodes[0].type
+    a, b = sc.pos(_start(sc, node)), sc.pos(nodes[-1].end_byte)
+    if len(nodes) > 1 or t not in _EXPANDING:
+        ba = _start(sc, node)
+        kids = [k for n in nodes for k in ([n] if n.type in _EXPANDING else _expanding_children(n, ba, n.end_byte))]
+        return _spliced(sc, ba, nodes[-1].end_byte, kids, "dq" if quoted else "word", quoted)
+    if t == "raw_string":
+        return [Part("lit", True, [PC(sc.text[i], i) for i in range(a + 1, b - 1)])]
+    if t == "ansi_c_string":  # $'...': read as "$" and a single-quoted string (escapes are not decoded)
+        return [Part("lit", quoted, [PC("$", a)]), Part("lit", True, [PC(sc.text[i], i) for i in range(a + 2, b - 1)])]
+    if t in ("string", "translated_string"):  # $"...": "$" and a double-quoted string
+        lead = _start(sc, node) + (1 if t == "string" else 2)
+        kids = list(_expanding_children(node, lead, node.end_byte - 1))
+        kids = [k for k in kids if k.type != "string"]
+        out = [] if t == "string" else [Part("lit", quoted, [PC("$", a)])]
+        inner = _spliced(sc, lead, node.end_byte - 1, kids, "dq", True)
+        tail = inner.pop().pcs if inner and inner[-1].kind == "lit" else []
+        # an empty "" still makes a (quoted, empty) part so that it yields an empty argument
+        return out + inner + [Part("lit", True, tail)]
+    if t == "expansion":
+        return [_brace_part(sc, node, quoted)]
+    text = sc.text[a:b]
+    if t == "arithmetic_expansion" or (text.startswith("$((") and text.endswith("))")):
+        # tree-sitter-bash reads $((...)) inside ${x:-...} as $( (subshell) ): arithmetic is read from text
+        inner = text[3:-2] if text.startswith("$((") else text[2:-1]
+        return [Part("arith", quoted, text=inner, start=a, end=b, source=text)]
+    return [Part("cmdsub", quoted, text=text, start=a, end=b)]  # $(...), `...`, <(...), >(...)
+
+
+def _brace_body(sc: Script, node: tree_sitter.Node) -> tuple[Part, int, int]:
+    """(part without its argument, argument start, end) of a ``${...}`` (character offsets)."""
+    start, close = sc.pos(_start(sc, node)), sc.pos(node.end_byte) - 1
+    body = sc.text[start + 2:close]
+    part = Part("param", False, start=start, end=close + 1)
+    k = 0
+    if body.startswith("#") and len(body) > 1:
+        part.op = "len"
+        k = 1
+    m = _NAME.match(body, k) or _SPECIAL.match(body, k)
+    if not m:
+        raise sc.err(f"bad substitution ${{{body}}}", _start(sc, node))
+    part.name = m.group(0)
+    k = m.end()
+    if k < len(body) and body[k] == "[":
+        j = body.find("]", k)
+        if j < 0:
+            raise sc.err(f"bad substitution ${{{body}}}", _start(sc, node))
+        part.index = body[k + 1:j]
+        k = j + 1
+    if part.op == "len":
+        return part, close, close
+    rest = body[k:]
+    for op in _OPS:
+        if rest.startswith(op):
+            part.op = op
+            return part, start + 2 + k + len(op), close
+    if rest:
+        part.op = "opaque"
+        part.text = sc.text[start:close + 1]
+    return part, close, close
+
+
+def _brace_part(sc: Script, node: tree_sitter.Node, quoted: bool) -> Part:
+    part, a, b = _brace_body(sc, node)
+    part.quoted = quoted
+    if part.op in ("", "len", "opaque"):
         return part
-
-    def read_word_in_braces(self, end: int) -> list[Part]:
-        """Parts of a ``${x:-word}`` argument (blanks are literal here)."""
-        parts: list[Part] = []
-        lit: list[PC] = []
-        while self.i < end:
-            c = self.s[self.i]
-            if c == "'":
-                if lit:
-                    parts.append(Part("lit", False, list(lit)))
-                    lit.clear()
-                j = self.s.find("'", self.i + 1)
-                j = end if j < 0 else j
-                parts.append(Part("lit", True, _lit(self.s[self.i + 1:j], self.i + 1)))
-                self.i = j + 1
-                continue
-            if c == '"':
-                if lit:
-                    parts.append(Part("lit", False, list(lit)))
-                    lit.clear()
-                self.i += 1
-                parts.extend(self.read_dquoted())
-                continue
-            if c in "$`":
-                p = self.read_dollar(quoted=False)
-                if p is not None:
-                    if lit:
-                        parts.append(Part("lit", False, list(lit)))
-                        lit.clear()
-                    parts.append(p)
-                    continue
-            if c == "\\" and self.i + 1 < end:
-                lit.append(PC(self.s[self.i + 1], self.i + 1))
-                self.i += 2
-                continue
-            lit.append(PC(c, self.i))
-            self.i += 1
-        if lit:
-            parts.append(Part("lit", False, list(lit)))
-        return parts
-
-    # --- commands
-    def parse_list(self, terminators: set[str]) -> tuple[list[Node], str]:
-        """Commands up to one of ``terminators`` (a keyword at command position) or EOF."""
-        nodes: list[Node] = []
-        while True:
-            self.skip_separators()
-            if self.i >= len(self.s):
-                if terminators:
-                    raise self.err(f"missing {' / '.join(sorted(terminators))}")
-                return nodes, ""
-            if ";;" in terminators and self.s.startswith(";;", self.i):
-                self.i += 3 if self.s.startswith((";;&",), self.i) else 2
-                return nodes, ";;"
-            if ";;" in terminators and self.s.startswith(";&", self.i):
-                self.i += 2
-                return nodes, ";;"
-            save = self.i
-            w = self.read_word()
-            kw = w.raw_literal if w is not None else None
-            if kw in terminators:
-                return nodes, kw
-            self.i = save
-            if self.peek() == ")" and ")" in terminators:
-                self.i += 1
-                return nodes, ")"
-            nodes.append(self.parse_and_or())
-            if self.i == save:  # nothing consumed (a stray ')', ...): bash's syntax error, not a loop
-                raise self.err(f"syntax error near unexpected token {self.s[self.i:self.i + 1]!r}")
-
-    def parse_and_or(self) -> Node:
-        items: list[tuple[str, Node]] = []
-        op = ""
-        while True:
-            node = self.parse_command()
-            items.append((op, node))
-            self.skip_blanks()
-            if self.s.startswith("&&", self.i) or self.s.startswith("||", self.i):
-                op = self.s[self.i:self.i + 2]
-                self.i += 2
-                self.skip_separators()
-                continue
-            if self.peek() == "|" or (self.peek() == "&" and not self.s.startswith("&&", self.i)):
-                self.i += 1  # pipelines / background: keep the left side, read on
-                self.skip_separators()
-                op = "&&"
-                continue
-            break
-        return items[0][1] if len(items) == 1 else AndOr(items)
-
-    def parse_command(self) -> Node:
-        self.skip_blanks()
-        start = self.i
-        save = self.i
-        first = self.read_word()
-        kw = first.raw_literal if first is not None else None
-        if first is None and self.peek() == "(":
-            self.i += 1
-            if self.peek() == "(":  # (( arithmetic command ))
-                j = self._matching(self.i + 1, "(", ")")
-                self.i = j + 2 if self.s.startswith("))", j) else j + 1
-                return Skipped("((", start)
-            self.parse_list({")"})
-            return Skipped("subshell", start)
-        if kw == "if":
-            return self.parse_if()
-        if kw in ("for", "while", "until", "select"):
-            self.parse_list({"do"})
-            self.parse_list({"done"})
-            self.warnings.append(f"line {self.s.count(chr(10), 0, start) + 1}: '{kw}' loop not evaluated")
-            return Skipped(kw, start)
-        if kw == "case":
-            return self.parse_case(start)
-        if kw == "{":
-            body, _ = self.parse_list({"}"})
-            return AndOr([("", n) for n in body]) if body else Skipped("{}", start)
-        if kw == "function":
-            self.skip_blanks()
-            w = self.read_word()
-            self.skip_blanks()
-            if self.s.startswith("()", self.i):
-                self.i += 2
-            return FuncDef((w.raw_literal if w else "") or "", self._function_body(), start)
-        if first is not None and kw and _NAME.fullmatch(kw) and re.match(r"[ \t]*\(\)", self.s[self.i:]):
-            self.i = self.s.index("()", self.i) + 2
-            return FuncDef(kw, self._function_body(), start)
-        self.i = save
-        words: list[Word] = []
-        test_mode = False
-        while True:
-            self.skip_blanks()
-            c = self.peek()
-            if not c or c in "\n;" or (c == "#" and (not words or self.s[self.i - 1] in " \t")):
-                break
-            if c in "&|" and not test_mode:
-                break
-            if c in "&|" and test_mode:  # && / || inside [[ ]]
-                op = self.s[self.i:self.i + 2]
-                words.append(Word([Part("lit", False, _lit(op, self.i))], self.i, self.i + 2))
-                self.i += 2
-                continue
-            if c == ")" and not test_mode:
-                break
-            if c in "<>" and self.peek(1) == "(":  # process substitution <(...) / >(...)
-                j = self._matching(self.i + 2, "(", ")")
-                self.warnings.append(f"line {self.s.count(chr(10), 0, self.i) + 1}: process substitution "
-                                     f"{self.s[self.i:j + 1][:40]!r} not evaluated")
-                words.append(Word([Part("cmdsub", False, text=self.s[self.i + 2:j], start=self.i, end=j + 1)],
-                                  self.i, j + 1))
-                self.i = j + 1
-                continue
-            if c in "<>" or (c.isdigit() and self.s[self.i + 1:self.i + 2] in ("<", ">")):
-                if test_mode and c in "<>":
-                    words.append(Word([Part("lit", False, _lit(c, self.i))], self.i, self.i + 1))
-                    self.i += 1
-                    continue
-                self._skip_redirect()
-                continue
-            if c in "()" and test_mode:
-                words.append(Word([Part("lit", False, _lit(c, self.i))], self.i, self.i + 1))
-                self.i += 1
-                continue
-            w = self.read_word()
-            if w is None:
-                raise self.err(f"unexpected {c!r}")
-            words.append(w)
-            if len(words) == 1 and w.raw_literal == "[[":
-                test_mode = True
-            if test_mode and w.raw_literal == "]]":
-                test_mode = False
-        return Simple(words, start, self.i)
-
-    def _skip_redirect(self) -> None:
-        while self.peek().isdigit():
-            self.i += 1
-        op_start = self.i
-        while self.peek() in ("<", ">", "&") or (self.peek() == "-" and self.s[op_start:self.i] == "<<"):
-            self.i += 1
-        op = self.s[op_start:self.i]
-        self.skip_blanks()
-        if op in ("<<", "<<-"):
-            w = self.read_word()
-            delim = "".join(pc.ch for p in (w.parts if w else []) for pc in p.pcs)
-            self.heredocs.append((delim, op == "<<-"))
-            return
-        if self.peek() == "-" or self.peek().isdigit():
-            self.i += 1
-            return
-        self.read_word()
-
-    def _function_body(self) -> list[Node]:
-        self.skip_separators()
-        if self.peek() == "{":
-            self.i += 1
-            return self.parse_list({"}"})[0]
-        if self.peek() == "(":
-            self.i += 1
-            return self.parse_list({")"})[0]
-        return [self.parse_command()]
-
-    def parse_case(self, start: int) -> Case:
-        """``case WORD in PAT|PAT) body ;; ... esac`` (``;&`` / ``;;&`` end an arm like ``;;``)."""
-        self.skip_blanks()
-        word = self.read_word()
-        if word is None:
-            raise self.err("case without a word", start)
-        self.skip_separators()
-        w = self.read_word()
-        if w is None or w.raw_literal != "in":
-            raise self.err("case without 'in'", start)
-        arms: list[tuple[list[Word], list[Node]]] = []
-        while True:
-            self.skip_separators()
-            if self.i >= len(self.s):
-                raise self.err("missing esac", start)
-            save = self.i
-            w = self.read_word()
-            if w is not None and w.raw_literal == "esac":
-                return Case(word, arms)
-            self.i = save
-            if self.peek() == "(":
-                self.i += 1
-            pats: list[Word] = []
-            while True:
-                self.skip_blanks()
-                p = self.read_word()
-                if p is not None:
-                    pats.append(p)
-                self.skip_blanks()
-                c = self.peek()
-                if c == "|":
-                    self.i += 1
-                    continue
-                if c == ")":
-                    self.i += 1
-                    break
-                raise self.err(f"unexpected {c!r} in a case pattern")
-            body, _ = self.parse_list({";;", "esac"})
-            arms.append((pats, body))
-            if _ == "esac":
-                return Case(word, arms)
-
-    def parse_if(self) -> If:
-        branches: list[tuple[list[Node], list[Node]]] = []
-        orelse: list[Node] = []
-        while True:
-            cond, _ = self.parse_list({"then"})
-            body, kw = self.parse_list({"elif", "else", "fi"})
-            branches.append((cond, body))
-            if kw == "elif":
-                continue
-            if kw == "else":
-                orelse, _ = self.parse_list({"fi"})
-            return If(branches, orelse)
+    ba, bb = _byte(sc, a), _byte(sc, b)
+    if _start(sc, node) not in sc.masked:
+        part.arg = _spliced(sc, ba, bb, list(_expanding_children(node, ba, bb)), "brace", False)
+        return part
+    # the parser could not read this body: its argument is read here
+    part.arg = _unparsed_arg(sc, a, b)
+    if part.arg is None:
+        return Part("param", quoted, op="opaque", text=sc.text[part.start:part.end], start=part.start, end=part.end)
+    return part
 
 
-def parse_script(text: str, path: str = "<script>", warnings: list[str] | None = None) -> list[Node]:
-    """Parse a bash launch script into the small tree :class:`ShellState` executes (constructs it
-    skips are appended to ``warnings``)."""
-    p = _Parser(text, path)
-    nodes, _ = p.parse_list(set())
-    if warnings is not None:
-        warnings.extend(p.warnings)
-    return nodes
+def _unparsed_arg(sc: Script, a: int, b: int) -> list[Part] | None:
+    """Parts of a ``${x:-word}`` argument the parser could not read (characters ``a``..``b``):
+    quotes are removed here, ``$``-expansions come from a parse of each quoted or unquoted stretch
+    alone (None: not readable)."""
+    s, out, i = sc.text, [], a
+    while i < b:
+        if s[i] == "'":
+            j = s.find("'", i + 1, b)
+            j = b if j < 0 else j
+            out.append(Part("lit", True, [PC(s[k], k) for k in range(i + 1, j)]))
+            i = j + 1
+            continue
+        j = i + 1 if s[i] == '"' else i
+        while j < b and (s[j] != '"' if s[i] == '"' else s[j] not in "'\""):
+            j += 2 if s[j] == "\\" else 1
+        j = min(j, b)
+        seg = _stretch(sc, i + 1 if s[i] == '"' else i, j, "dq" if s[i] == '"' else "brace")
+        if seg is None:
+            return None
+        if s[i] == '"':
+            tail = seg.pop().pcs if seg and seg[-1].kind == "lit" else []
+            seg.append(Part("lit", True, tail))
+            j += 1
+        out.extend(seg)
+        i = j
+    return out
+
+
+def _stretch(sc: Script, a: int, b: int, mode: str) -> list[Part] | None:
+    text = sc.text[a:b]
+    if "${" not in text and "$(" not in text and "`" not in text:
+        return _literal(sc, a, b, mode)
+    ba, bb = _byte(sc, a), _byte(sc, b)
+    head = b"cat <<Z\n"  # the stretch as a here-document body: its expansions, at their own offsets
+    if ba < len(head):
+        return None
+    root = _PARSER.parse(b" " * (ba - len(head)) + head + sc.data[ba:bb] + b"\nZ\n").root_node
+    if root.has_error or _too_deep(root) is not None:
+        return None
+    sub = Script(sc.text, sc.path, sc.data, root, {})
+    return _spliced(sub, ba, bb, list(_expanding_children(root, ba, bb)), mode, mode == "dq")
+
+
+def _byte(sc: Script, char: int) -> int:
+    if sc._b2c is None:
+        return char
+    return len(sc.text[:char].encode("utf-8", "surrogatepass"))
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -705,6 +628,9 @@ _ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.m
 
 
 def _arith(expr: str) -> int:
+    """Value of integer arithmetic ``+ - * / % **`` with parentheses (bash's ``/`` and ``%`` truncate
+    toward zero); anything else raises ``ValueError`` / ``SyntaxError``.  tree-sitter-bash 0.25's
+    arithmetic trees are not used: it reads ``-3 + x`` as ``-(3 + x)``."""
     expr = expr.replace("/", "//").replace("////", "//")
     node = ast.parse(expr.strip() or "0", mode="eval").body
 
@@ -721,20 +647,8 @@ def _arith(expr: str) -> int:
     return ev(node)
 
 
-@dataclass
-class Command:
-    """A simple command the script runs, with its arguments expanded."""
-
-    args: list[Token]
-    start: int
-    end: int
-    # environment the command runs with, as far as the script sets it: exported variables and
-    # ``VAR=value cmd`` prefix assignments (characters keep their provenance, for editing)
-    env: dict[str, list[PC]] = field(default_factory=dict)
-
-
 class ShellState:
-    """Runs the parsed script statically, collecting variables and the commands it would run."""
+    """Runs a parsed script statically, collecting variables and the commands it would run."""
 
     def __init__(self, text: str, path: str = "<script>", argv: tuple[str, ...] | list[str] = ()):
         self.text = text
@@ -743,13 +657,24 @@ class ShellState:
         self.arrays: dict[str, list[list[PC]]] = {}
         self.refs: list[Ref] = []
         self.commands: list[Command] = []
-        self.functions: dict[str, list[Node]] = {}
+        self.functions: dict[str, tuple[Script, list[tree_sitter.Node]]] = {}
         self.warnings: list[str] = []
         self.exported: set[str] = set()  # names exported (export / declare -x) so far
         # positional parameters: given by the caller (characters not in the script: SYNTH)
         self.positional: list[list[PC]] = [_synth(str(x)) for x in argv]
         self._depth = 0
-        self.run(parse_script(text, path, self.warnings))
+        self.sc = parse_script(text, path, self.warnings)
+        self.run(_statements(self.sc.root))
+
+    def _child(self, text: str, path: str, sc: Script) -> "ShellState":
+        """A state sharing this one's variables, functions and positional parameters, for another
+        text (a sourced file, a ``bash -c`` string)."""
+        sub = ShellState.__new__(ShellState)
+        sub.text, sub.path, sub.sc = text, path, sc
+        sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
+        sub.refs, sub.commands, sub.warnings = [], [], self.warnings
+        sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
+        return sub
 
     # --- expansion
     def _ref(self, start: int, end: int, pcs: list[PC]) -> list[PC]:
@@ -776,7 +701,7 @@ class ShellState:
             arr = self.arrays[name]
             try:
                 k = _arith(index or "0")
-            except (ValueError, SyntaxError):
+            except (ValueError, SyntaxError, ZeroDivisionError):
                 k = 0
             return ([arr[k]] if -len(arr) <= k < len(arr) else None), False
         if name in self.scalars:
@@ -788,9 +713,8 @@ class ShellState:
         if part.kind == "lit":
             return [(part.pcs, False, False)]
         if part.kind == "cmdsub":
-            return [(self._ref(part.start, part.end, _synth(self.text[part.start:part.end], OPAQUE)),
-                     not part.quoted, False)]
-        if part.kind == "arith":
+            return [(self._ref(part.start, part.end, _synth(part.text, OPAQUE)), not part.quoted, False)]
+        if part.kind == "arith":  # variables: their integer value, else 0
             inner = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", part.text)
 
             def var(m: re.Match) -> str:
@@ -799,10 +723,9 @@ class ShellState:
                 return txt if re.fullmatch(r"-?\d+", txt.strip()) else "0"
 
             try:
-                val = str(_arith(_NAME.sub(var, inner)))
-                pcs = _synth(val)
-            except (ValueError, SyntaxError, ZeroDivisionError):
-                pcs = _synth(self.text[part.start:part.end], OPAQUE)
+                pcs = _synth(str(_arith(_NAME.sub(var, inner))))
+            except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
+                pcs = _synth(part.source, OPAQUE)
             return [(self._ref(part.start, part.end, pcs), not part.quoted, False)]
         # parameter
         if part.op == "opaque":
@@ -815,18 +738,18 @@ class ShellState:
         if part.op in (":-", "-", ":=", "=", ":?", "?"):
             use_default = is_null if part.op.startswith(":") else (vals is None)
             if use_default:
-                dflt = self._expand_word_nosplit(part.arg) if part.arg else []
+                dflt = self._expand_word_nosplit(part.arg)
                 if part.op in (":=", "="):
                     self.scalars[part.name] = dflt
                 return [(self._ref(part.start, part.end, dflt), not part.quoted, False)] if dflt or part.quoted else []
         elif part.op in (":+", "+"):
             use_alt = (not is_null) if part.op == ":+" else (vals is not None)
-            alt = self._expand_word_nosplit(part.arg) if (use_alt and part.arg) else []
+            alt = self._expand_word_nosplit(part.arg) if use_alt else []
             return [(self._ref(part.start, part.end, alt), not part.quoted, False)]
         if vals is None:
             return [([], not part.quoted, False)]
         if part.op in ("#", "##", "%", "%%"):
-            pat = "".join(p.ch for p in self._expand_word_nosplit(part.arg)) if part.arg else ""
+            pat = "".join(p.ch for p in self._expand_word_nosplit(part.arg))
             out = []
             for v in vals:
                 txt = "".join(p.ch for p in v)
@@ -850,38 +773,33 @@ class ShellState:
                 joined.extend(v)
             return [(joined, False, False)]
         if multi:
-            segs = []
-            for k, v in enumerate(vals):
-                segs.append((v, not part.quoted, k < len(vals) - 1))
-            return segs
+            return [(v, not part.quoted, k < len(vals) - 1) for k, v in enumerate(vals)]
         return [(self._ref(part.start, part.end, vals[0]), not part.quoted, False)]
 
-    def _expand_word_nosplit(self, word: Word | None) -> list[PC]:
-        if word is None:
-            return []
+    def _expand_word_nosplit(self, parts: list[Part] | None) -> list[PC]:
         out: list[PC] = []
-        for part in word.parts:
+        for part in parts or []:
             for pcs, _, _ in self._expand_part(part):
                 out.extend(pcs)
         return out
 
-    def _is_empty_quoted_list(self, word: Word) -> bool:
+    def _is_empty_quoted_list(self, parts: list[Part]) -> bool:
         """``"$@"`` / ``"${A[@]}"`` with no elements (and nothing else in the word): bash gives no
         argument at all, not an empty one."""
-        multi = [p for p in word.parts if p.kind == "param" and p.quoted and not p.op
+        multi = [p for p in parts if p.kind == "param" and p.quoted and not p.op
                  and (p.name in ("@", "*") or p.index in ("@", "*"))]
-        rest = [p for p in word.parts if p not in multi]
+        rest = [p for p in parts if p not in multi]
         return bool(multi) and all(p.kind == "lit" and not p.pcs for p in rest) and all(
             not (self._value(p.name, p.index)[0] or []) for p in multi)
 
-    def expand_word(self, word: Word) -> list[Token]:
+    def expand_word(self, parts: list[Part]) -> list[Token]:
         """Expand one word into argument tokens (parameter expansion + field splitting)."""
-        if self._is_empty_quoted_list(word):
+        if self._is_empty_quoted_list(parts):
             return []
         fields: list[list[PC]] = []
         cur: list[PC] = []
         have = False  # whether the current field exists (quoted empties count)
-        for part in word.parts:
+        for part in parts:
             segs = self._expand_part(part)
             if part.quoted and part.kind == "lit":
                 have = True
@@ -909,118 +827,252 @@ class ShellState:
             fields.append(cur)
         return [Token(f) for f in fields]
 
+    def _words(self, nodes: list[tree_sitter.Node]) -> list[Token]:
+        out: list[Token] = []
+        for group in word_groups(self.sc, nodes):
+            out.extend(self.expand_word(word_parts(self.sc, group)))
+        return out
+
+    def _text(self, nodes: list[tree_sitter.Node]) -> str:
+        """A word's text, expanded without field splitting (``case`` words and patterns)."""
+        return "".join(p.ch for p in self._expand_word_nosplit(word_parts(self.sc, nodes)))
+
     # --- execution
-    def run(self, nodes: list[Node]) -> None:
+    def run(self, nodes: list[tree_sitter.Node]) -> bool:
+        ok = True
         for n in nodes:
-            self.exec(n)
+            ok = self.exec(n)
+        return ok
 
-    def exec(self, node: Node) -> bool:
-        if isinstance(node, Skipped):
-            return True
-        if isinstance(node, FuncDef):
-            self.functions[node.name] = node.body
-            return True
-        if isinstance(node, Case):
-            word = "".join(p.ch for p in self._expand_word_nosplit(node.word))
-            for pats, body in node.arms:
-                for pat in pats:
-                    ptxt = "".join(p.ch for p in self._expand_word_nosplit(pat))
-                    if fnmatch.fnmatchcase(word, ptxt):
-                        self.run(body)
-                        return True
-            return True
-        if isinstance(node, If):
-            for cond, body in node.branches:
-                ok = True
-                for c in cond:
-                    ok = self.exec(c)
-                if ok:
-                    self.run(body)
-                    return True
-            self.run(node.orelse)
-            return True
-        if isinstance(node, AndOr):
-            ok = True
-            for op, n in node.items:
-                if op == "&&" and not ok:
-                    continue
-                if op == "||" and ok:
-                    continue
-                ok = self.exec(n)
-            return ok
-        return self.exec_simple(node)
-
-    def _assign(self, word: Word, exported: bool = False) -> bool:
-        head = word.parts[0] if word.parts else None
-        if head is None or head.kind != "lit" or head.quoted:
-            return False
-        head_txt = "".join(p.ch for p in head.pcs)
-        m = _ASSIGN.match(head_txt)
-        if not m:
-            return False
-        name, idx, plus = m.group(1), m.group(2), m.group(3)
-        if word.array is not None:
-            elems: list[list[PC]] = []
-            for w in word.array:
-                elems.extend(t.pcs for t in self.expand_word(w))
-            if plus:
-                self.arrays[name] = self.arrays.get(name, []) + elems
-            else:
-                self.arrays[name] = elems
-            self.scalars.pop(name, None)
-            return True
-        rest = Part("lit", False, head.pcs[m.end():])
-        value = self._expand_word_nosplit(Word([rest] + word.parts[1:], word.start, word.end))
-        if idx is not None and name in self.arrays:
-            try:
-                k = _arith(idx[1:-1])
-                arr = self.arrays[name]
-                while len(arr) <= k:
-                    arr.append([])
-                arr[k] = (arr[k] + value) if plus else value
-            except (ValueError, SyntaxError):
-                pass
-            return True
-        if name in self.arrays and not plus:
-            self.arrays[name] = [value]
-            return True
-        if name in self.arrays and plus:
-            arr = self.arrays[name]
-            arr[0] = (arr[0] if arr else []) + value
-            return True
-        self.scalars[name] = (self.scalars.get(name, []) + value) if plus else value
-        return True
-
-    def exec_simple(self, cmd: Simple) -> bool:
-        words = list(cmd.words)
-        k = 0
-        while k < len(words) and self._is_assignment(words[k]):
-            k += 1
-        if k == len(words):
-            for w in words:
-                self._assign(w)
-            return True
-        head = words[k].raw_literal
-        if head in ("export", "declare", "local", "readonly", "typeset"):
-            opts = [w.raw_literal or "" for w in words[k + 1:] if (w.raw_literal or "").startswith("-")]
-            exporting = head == "export" or any("x" in o for o in opts)
-            for w in words[k + 1:]:
-                self._assign(w)  # options (-a, -x) and bare names set nothing
-                first = w.parts[0] if w.parts else None
-                m = _NAME.match("".join(p.ch for p in first.pcs)) \
-                    if first is not None and first.kind == "lit" and not first.quoted else None
-                if exporting and m:
-                    self.exported.add(m.group(0))
-            return True
-        if head == "unset":
-            for w in words[k + 1:]:
-                nm = w.raw_literal or ""
+    def exec(self, node: tree_sitter.Node, redirects: tuple[tree_sitter.Node, ...] = ()) -> bool:
+        """Run one statement; ``redirects``: redirections tree-sitter-bash hangs on a statement around
+        this one (``a && b >f``, ``x | y >f``, ``! c >f``): in bash they belong to its last command."""
+        t = node.type
+        if t == "command":
+            return self.exec_command(node, redirects)
+        if t == "variable_assignment":
+            self._assign(node)
+        elif t in ("variable_assignments", "declaration_command"):  # A=1 B=2; export / declare / local ...
+            kids = [c for c in node.named_children if c.type != "comment"]
+            self._assign_all(kids)
+            if t == "declaration_command":
+                self._note_exports(node, kids)
+        elif t == "unset_command":
+            for c in node.named_children:
+                nm = self.sc.src(c)
                 self.scalars.pop(nm, None)
                 self.arrays.pop(nm, None)
+        elif t == "redirected_statement":  # redirections (and here-documents) are skipped
+            body = node.child_by_field_name("body")
+            own = tuple(node.children_by_field_name("redirect"))
+            ok = True
+            if body is not None:
+                ok = self.exec(body, tuple(sorted(own + redirects, key=lambda r: r.start_byte)))
+            for r in own:  # cat <<EOF | tee x: tree-sitter-bash puts "| tee x" in the here-document
+                if r.type == "heredoc_redirect":
+                    ok = self._chain(r.children, ok)
+            return ok
+        elif t in ("list", "pipeline"):
+            return self._chain(node.children, True, redirects)
+        elif t == "negated_command":
+            # "! cmd" is recorded as the command "!" (never a function or builtin), and succeeds
+            inner = next((c for c in node.named_children if c.type != "comment"), None)
+            if inner is not None and inner.type == "redirected_statement":
+                redirects = tuple(sorted(tuple(inner.children_by_field_name("redirect")) + redirects,
+                                         key=lambda r: r.start_byte))
+                inner = inner.child_by_field_name("body")
+            if inner is None or inner.type != "command":
+                return True if inner is None else (self.exec(inner, redirects) or True)
+            words = [Token([PC("!", self.sc.pos(node.start_byte))])]
+            words += self._words(_command_words(self.sc, inner, redirects=redirects))
+            end = _command_end(self.sc, inner, redirects)
+            self.commands.append(Command(words, self.sc.pos(node.start_byte), self.sc.pos(end), self._prefix_env([])))
+        elif t == "compound_statement":  # { ...; } (and (( ... )), skipped)
+            if node.child_count and node.children[0].type == "((":
+                return True
+            return self.run(_statements(node))
+        elif t == "if_statement":
+            return self.exec_if(node)
+        elif t == "case_statement":
+            return self.exec_case(node)
+        elif t == "function_definition":
+            name = node.child_by_field_name("name")
+            body = node.child_by_field_name("body")
+            if name is not None and body is not None:
+                stmts = _statements(body) if body.type in ("compound_statement", "subshell") else [body]
+                self.functions[self.sc.src(name)] = (self.sc, stmts)
+        elif t == "test_command":
+            return self.exec_test(node)
+        # loops (noted when parsed), subshells, comments: not evaluated
+        return True
+
+    def _chain(self, nodes: list[tree_sitter.Node], ok: bool, redirects: tuple[tree_sitter.Node, ...] = ()) -> bool:
+        """``a && b || c``; a pipeline ``a | b`` runs on like ``a && b``; ``redirects`` belong to the
+        last statement."""
+        op = "&&"
+        stmts = [c for c in nodes if c.is_named and c.type not in ("comment", "heredoc_start", "heredoc_body",
+                                                                   "heredoc_end") and not c.type.endswith("_redirect")]
+        for c in nodes:
+            if not c.is_named:
+                op = c.type if c.type in ("&&", "||") else "&&"
+            elif c in stmts and not ((op == "&&" and not ok) or (op == "||" and ok)):
+                ok = self.exec(c, redirects if c == stmts[-1] else ())
+        return ok
+
+    def exec_if(self, node: tree_sitter.Node) -> bool:
+        """``if`` / ``elif`` / ``else``: a branch runs when its condition list's last command succeeds."""
+        branches: list[tuple[list[tree_sitter.Node], list[tree_sitter.Node]]] = []
+        orelse: list[tree_sitter.Node] = []
+
+        def split(n: tree_sitter.Node) -> tuple[list[tree_sitter.Node], list[tree_sitter.Node]]:
+            cond: list[tree_sitter.Node] = []
+            body: list[tree_sitter.Node] = []
+            seen_then = False
+            for c in n.children:
+                if not c.is_named:
+                    seen_then = seen_then or c.type == "then"
+                elif c.type not in ("comment", "elif_clause", "else_clause"):
+                    (body if seen_then else cond).append(c)
+            return cond, body
+
+        branches.append(split(node))
+        for c in node.named_children:
+            if c.type == "elif_clause":
+                branches.append(split(c))
+            elif c.type == "else_clause":
+                orelse = _statements(c)
+        for cond, body in branches:
+            if self.run(cond):
+                self.run(body)
+                return True
+        self.run(orelse)
+        return True
+
+    def exec_case(self, node: tree_sitter.Node) -> bool:
+        """``case WORD in PAT|PAT) ... ;; esac``: the first arm whose pattern matches (``;&`` / ``;;&`` end
+        an arm like ``;;``)."""
+        value = node.child_by_field_name("value")
+        word = self._text([value]) if value is not None else ""
+        for item in node.named_children:
+            if item.type != "case_item":
+                continue
+            pats, body, in_body = [], [], False
+            for i, c in enumerate(item.children):
+                if not c.is_named:
+                    in_body = in_body or c.type == ")"
+                    continue
+                if item.field_name_for_child(i) == "value" and not in_body:
+                    pats.append(c)
+                elif c.type != "comment" and in_body:
+                    body.append(c)
+            for pat in word_groups(self.sc, pats):
+                if fnmatch.fnmatchcase(word, self._text(pat)):
+                    self.run(body)
+                    return True
+        return True
+
+    def _assign(self, node: tree_sitter.Node, more: list[tree_sitter.Node] = ()) -> None:
+        """``NAME=value`` / ``NAME+=value`` / ``NAME[i]=value`` / ``NAME=( ... )``; ``more``: the nodes
+        tree-sitter split off the end of the value (see :func:`word_groups`)."""
+        sc = self.sc
+        target = node.child_by_field_name("name")
+        value = node.child_by_field_name("value")
+        if target is None:
+            return
+        plus = any(not c.is_named and c.type == "+=" for c in node.children)
+        index: tree_sitter.Node | None = None
+        if target.type == "subscript":
+            index = target.child_by_field_name("index")
+            target = target.child_by_field_name("name") or target
+        name = sc.src(target)
+        if value is not None and value.type == "array":
+            elems: list[list[PC]] = []
+            items = [w for w in value.named_children if w.type != "comment"]
+            elems = [t.pcs for t in self._words(items)]
+            self.arrays[name] = (self.arrays.get(name, []) + elems) if plus else elems
+            self.scalars.pop(name, None)
+            return
+        nodes = ([value] if value is not None else []) + list(more)
+        val = self._expand_word_nosplit(word_parts(sc, nodes)) if nodes else []
+        if index is not None and name in self.arrays:
+            try:
+                k = _arith(sc.src(index))
+            except (ValueError, SyntaxError, ZeroDivisionError):
+                return
+            arr = self.arrays[name]
+            while len(arr) <= k:
+                arr.append([])
+            arr[k] = (arr[k] + val) if plus else val
+            return
+        if name in self.arrays:
+            arr = self.arrays[name]
+            if plus:
+                arr[0] = (arr[0] if arr else []) + val
+            else:
+                self.arrays[name] = [val]
+            return
+        self.scalars[name] = (self.scalars.get(name, []) + val) if plus else val
+
+    def _note_exports(self, node: tree_sitter.Node, kids: list[tree_sitter.Node]) -> None:
+        """``export NAME[=v]`` / ``declare -x NAME[=v]`` (also ``local`` / ``readonly`` / ``typeset``
+        with ``-x``): the names join the environment of the commands that follow."""
+        head = node.children[0].type if node.child_count else ""
+        opts = [self.sc.src(c) for c in kids if c.type == "word" and self.sc.src(c).startswith("-")]
+        if head != "export" and not any("x" in o for o in opts):
+            return
+        for c in kids:
+            if c.type == "variable_assignment":
+                c = c.child_by_field_name("name")
+                if c is not None and c.type == "subscript":
+                    c = c.child_by_field_name("name")
+            if c is not None and c.type == "variable_name":
+                self.exported.add(self.sc.src(c))
+
+    def _prefix_env(self, groups: list[list[tree_sitter.Node]]) -> dict[str, list[PC]]:
+        """The environment of a command: the exported variables, and its ``VAR=value`` prefixes (for
+        this command only; ``VAR+=``, ``VAR[i]=`` and arrays are not environment)."""
+        env = {n: self.scalars[n] for n in sorted(self.exported) if n in self.scalars}
+        for g in groups:
+            if g[0].type != "variable_assignment":
+                break
+            target, value = g[0].child_by_field_name("name"), g[0].child_by_field_name("value")
+            plus = any(not c.is_named and c.type == "+=" for c in g[0].children)
+            if target is None or target.type != "variable_name" or plus or (value is not None and value.type == "array"):
+                continue
+            nodes = ([value] if value is not None else []) + g[1:]
+            env[self.sc.src(target)] = self._expand_word_nosplit(word_parts(self.sc, nodes)) if nodes else []
+        return env
+
+    def _assign_all(self, nodes: list[tree_sitter.Node]) -> None:
+        """The assignments among ``nodes`` (of ``export`` / ``local`` / ...: options and bare names set
+        nothing)."""
+        for group in word_groups(self.sc, nodes):
+            if group[0].type == "variable_assignment":
+                self._assign(group[0], group[1:])
+
+    def exec_command(self, node: tree_sitter.Node, redirects: tuple[tree_sitter.Node, ...] = ()) -> bool:
+        """A simple command: builtins that change the state, function calls, ``source``, ``bash -c``;
+        any other command is recorded with its expanded arguments (``VAR=x cmd`` prefixes and
+        redirections are dropped)."""
+        groups = word_groups(self.sc, _command_words(self.sc, node, True, redirects))
+        k = next((i for i, g in enumerate(groups) if g[0].type != "variable_assignment"), -1)
+        empty_name = None
+        if k >= 0 and _start(self.sc, groups[k][0]) in self.sc.empty_assign:  # NAME=<file: NAME= and
+            name = empty_name = self.sc.src(groups[k][0])  # the redirection (and a command after it)
+            groups = groups[:k] + groups[k + 1:]
+            if all(g[0].type == "variable_assignment" for g in groups):
+                if name in self.arrays:
+                    self.arrays[name] = [[]]
+                else:
+                    self.scalars[name] = []
+                for g in groups:
+                    self._assign(g[0], g[1:])
+                return True
+        if all(g[0].type == "variable_assignment" for g in groups):
+            for g in groups:
+                self._assign(g[0], g[1:])
             return True
-        args: list[Token] = []
-        for w in words[k:]:
-            args.extend(self.expand_word(w))
+        args = self._words([n for g in groups if g[0].type != "variable_assignment" for n in g])
         if not args:
             return True
         name = args[0].text
@@ -1037,15 +1089,16 @@ class ShellState:
         if name == "set" and len(args) > 1 and args[1].text == "--":
             self.positional = [a.pcs for a in args[2:]]
             return True
-        if name in self.functions and self._depth < 20:
-            saved = self.positional
-            self.positional = [a.pcs for a in args[1:]]
+        if name in self.functions and self._depth < MAX_DEPTH:
+            saved, saved_sc = self.positional, self.sc
+            fsc, body = self.functions[name]
+            self.positional, self.sc = [a.pcs for a in args[1:]], fsc
             self._depth += 1
             try:
-                self.run(self.functions[name])
+                self.run(body)
             finally:
                 self._depth -= 1
-                self.positional = saved
+                self.positional, self.sc = saved, saved_sc
             return True
         if name in ("source", ".") and len(args) > 1:
             tok = args[1]
@@ -1057,14 +1110,8 @@ class ShellState:
         if inner is not None:
             self._run_string(inner)
             return True
-        env = {n: self.scalars[n] for n in sorted(self.exported) if n in self.scalars}
-        for w in words[:k]:  # VAR=value cmd: for this command only
-            head_pc = w.parts[0] if w.parts else None
-            m = _ASSIGN.match("".join(p.ch for p in head_pc.pcs)) if head_pc is not None else None
-            if m and not m.group(2) and not m.group(3) and w.array is None:
-                rest = Part("lit", False, head_pc.pcs[m.end():])
-                env[m.group(1)] = self._expand_word_nosplit(Word([rest] + w.parts[1:], w.start, w.end))
-        self.commands.append(Command(args, cmd.start, cmd.end, env))
+        self.commands.append(Command(args, self.sc.pos(node.start_byte), self.sc.pos(_command_end(self.sc, node, redirects)),
+                                     self._prefix_env(groups) | ({empty_name: []} if empty_name else {})))
         return True
 
     @staticmethod
@@ -1080,86 +1127,92 @@ class ShellState:
     def _run_string(self, tok: Token) -> None:
         """Run the text of a ``bash -c`` string in this state; characters keep the provenance they
         had in the string (a literal in ``CMD="..."`` stays editable where it is written)."""
-        if self._depth >= 20:
+        if self._depth >= MAX_DEPTH:
             return
-        sub = ShellState.__new__(ShellState)
-        sub.text, sub.path = tok.text, self.path
-        sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
-        sub.refs, sub.commands, sub.warnings = [], [], self.warnings
-        sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
-        before = {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
+        before = self._snapshot()
         try:
-            sub.run(parse_script(tok.text, self.path, self.warnings))
+            sc = parse_script(tok.text, self.path, self.warnings)
+            sub = self._child(tok.text, self.path, sc)
+            sub.run(_statements(sc.root))
         except UserError as e:
             self.warnings.append(f"bash -c string not evaluated: {e}")
             return
         src = tok.pcs
 
         def remap(p: PC) -> PC:
-            if p.lit >= 0 and p.lit < len(src):
+            if 0 <= p.lit < len(src):
                 o = src[p.lit]
                 return PC(p.ch, o.lit, o.refs)
             return PC(p.ch, SYNTH if p.lit != OPAQUE else OPAQUE)
 
-        for k, v in list(self.scalars.items()):
-            if before.get(k) != id(v):
-                self.scalars[k] = [remap(p) for p in v]
-        for k, arr in list(self.arrays.items()):
-            if before.get("[]" + k) != id(arr):
-                self.arrays[k] = [[remap(p) for p in v] for v in arr]
-        for c in sub.commands:
-            self.commands.append(Command([Token([remap(p) for p in t.pcs]) for t in c.args], c.start, c.end,
-                                         {n: [remap(p) for p in v] for n, v in c.env.items()}))
+        self._adopt(sub, before, remap, remap, keep_spans=True)
 
     def _source(self, name: str) -> None:
         """``source FILE`` / ``. FILE``: a file next to the script is read and run in this state (its
         characters are not in the script: values from it are edited at the use site)."""
-        from pathlib import Path
-
         base = Path(self.path).parent if self.path not in ("<script>", "argv") else Path(".")
-        cands = [Path(name)] if Path(name).is_absolute() else [base / name]
-        hit = next((c for c in cands if c.is_file()), None)
-        if hit is None or self._depth >= 20:
+        hit = Path(name) if Path(name).is_absolute() else base / name
+        if not hit.is_file() or self._depth >= MAX_DEPTH:
             self.warnings.append(f"source {name}: not found next to the script; skipped")
             return
         try:
             from primus_launch.inputs import read_text  # the input boundary: size and encoding
 
             text = read_text(hit, f"source {name}")
-            nodes = parse_script(text, str(hit), self.warnings)
+            sc = parse_script(text, str(hit), self.warnings)
         except (OSError, UnicodeDecodeError, UserError) as e:
             self.warnings.append(f"source {name}: not read ({e})")
             return
-        sub = ShellState.__new__(ShellState)
-        sub.text, sub.path = text, str(hit)
-        sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
-        sub.refs, sub.commands, sub.warnings = [], [], self.warnings
-        sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
-        before = {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
-        sub.run(nodes)
+        sub = self._child(text, str(hit), sc)
+        before = self._snapshot()
+        sub.run(_statements(sc.root))
         self.warnings.append(f"source {name}: read ({hit})")
+        self._adopt(sub, before, lambda p: PC(p.ch, SYNTH) if p.lit >= 0 or p.refs else p,
+                    lambda p: PC(p.ch, SYNTH if p.lit >= 0 else p.lit), keep_spans=False)
 
-        def flat(p: PC) -> PC:
-            return PC(p.ch, SYNTH) if p.lit >= 0 or p.refs else p
+    def _snapshot(self) -> dict[str, int]:
+        return {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
 
+    def _adopt(self, sub: "ShellState", before: dict[str, int], fix, fix_args, keep_spans: bool) -> None:
+        """Give what ``sub`` (run on another text) set, and the commands it ran, provenance in this
+        script: ``fix`` for variables changed since ``before``, ``fix_args`` for arguments."""
         for k, v in list(self.scalars.items()):
             if before.get(k) != id(v):
-                self.scalars[k] = [flat(p) for p in v]
+                self.scalars[k] = [fix(p) for p in v]
         for k, arr in list(self.arrays.items()):
             if before.get("[]" + k) != id(arr):
-                self.arrays[k] = [[flat(p) for p in v] for v in arr]
+                self.arrays[k] = [[fix(p) for p in v] for v in arr]
         for c in sub.commands:
-            self.commands.append(Command([Token([PC(p.ch, SYNTH if p.lit >= 0 else p.lit) for p in t.pcs])
-                                          for t in c.args], -1, -1, {n: [flat(p) for p in v] for n, v in c.env.items()}))
-
-    @staticmethod
-    def _is_assignment(word: Word) -> bool:
-        head = word.parts[0] if word.parts else None
-        if head is None or head.kind != "lit" or head.quoted:
-            return False
-        return bool(_ASSIGN.match("".join(p.ch for p in head.pcs)))
+            self.commands.append(Command([Token([fix_args(p) for p in t.pcs]) for t in c.args],
+                                         c.start if keep_spans else -1, c.end if keep_spans else -1,
+                                         {n: [fix(p) for p in v] for n, v in c.env.items()}))
 
     # --- [ ] / [[ ]] tests
+    def exec_test(self, node: tree_sitter.Node) -> bool:
+        """``[ ... ]`` / ``[[ ... ]]``: the expanded words and operators, read as ``test`` reads them."""
+        items: list[str | tree_sitter.Node] = []
+
+        def flat(n: tree_sitter.Node) -> None:
+            for c in n.children:
+                if not c.is_named:
+                    if c.type not in ("[", "]", "[[", "]]"):
+                        items.append(self.sc.src(c))
+                elif c.type in _WORDISH:
+                    items.append(c)
+                elif c.type != "comment":
+                    flat(c)
+
+        flat(node)
+        words: list[str] = []
+        for k, it in enumerate(items):
+            if isinstance(it, str):
+                words.append(it)
+            elif k == 0 or isinstance(items[k - 1], str):
+                run = [x for x in items[k:k + next((j for j, x in enumerate(items[k:]) if isinstance(x, str)),
+                                                       len(items) - k)]]
+                words.extend(t.text for t in self._words(run))
+        return self.test(words, "[[" if node.children and node.children[0].type == "[[" else "[")
+
     def test(self, argv: list[str], kind: str) -> bool:
         if kind == "[" and argv and argv[-1] == "]":
             argv = argv[:-1]
@@ -1168,7 +1221,7 @@ class ShellState:
         try:
             val, rest = self._t_or(argv, kind)
             return val if not rest else False
-        except (IndexError, ValueError):
+        except (IndexError, ValueError, re.error):
             return False
 
     def _t_or(self, a: list[str], kind: str) -> tuple[bool, list[str]]:
@@ -1202,7 +1255,11 @@ class ShellState:
             elif op == "!=":
                 r = not (fnmatch.fnmatchcase(x, y) if kind == "[[" else x == y)
             elif op == "=~":
-                r = re.search(y, x) is not None
+                m = re.search(y, x)
+                r = m is not None
+                if m is not None:  # bash sets BASH_REMATCH: the match, then each group
+                    self.arrays["BASH_REMATCH"] = [_synth(g or "") for g in (m.group(0),) + m.groups()]
+                    self.scalars.pop("BASH_REMATCH", None)
             elif op in ("<", ">"):
                 r = (x < y) if op == "<" else (x > y)
             else:
@@ -1217,3 +1274,63 @@ class ShellState:
         if len(a) >= 1:
             return a[0] != "", a[1:]
         return False, a
+
+
+@dataclass
+class _Lost:
+    """A word in no node: tree-sitter-bash drops the ``-`` of ``python - <<EOF``."""
+
+    start_byte: int
+    end_byte: int
+    type: str = "word"
+    children: tuple = ()
+    child_count: int = 0
+
+
+def _command_words(sc: Script, node: tree_sitter.Node, assignments: bool = False,
+                   redirects: tuple[tree_sitter.Node, ...] = ()) -> list[tree_sitter.Node | _Lost]:
+    """The word nodes of a simple command (its ``VAR=x`` prefixes with ``assignments``), without
+    redirections.  tree-sitter-bash gives ``cmd > out a b`` the destinations ``out a b``: the
+    words after the first are the command's arguments."""
+    out: list[tree_sitter.Node | _Lost] = []
+    kids = list(node.children) + list(redirects)
+    for prev, c in zip([None] + kids, kids):
+        if prev is not None:
+            for m in _LOST_WORD.finditer(sc.data[prev.end_byte:c.start_byte]):
+                out.append(_Lost(prev.end_byte + m.start(), prev.end_byte + m.end()))
+        if not c.is_named:
+            continue
+        if c.type == "file_redirect":
+            out.extend(c.children_by_field_name("destination")[1:])
+        elif c.type == "comment" or c.type.endswith("_redirect") or (c.type == "variable_assignment" and not assignments):
+            continue
+        else:
+            out.append(c.named_children[0] if c.type == "command_name" and c.named_child_count else c)
+    end = max((k.end_byte for k in kids), default=node.end_byte)
+    m = _TRAILING_ESCAPED_BLANK.match(sc.data, end)
+    if m:  # `cmd a \ ` + newline: bash passes " " (tree-sitter-bash drops it)
+        out.append(_Lost(m.start(1), m.end(1)))
+    return out
+
+
+_LOST_WORD = re.compile(rb"(?:\\[^\n]|[^\s\\])+")
+_TRAILING_ESCAPED_BLANK = re.compile(rb"(?:[ \t]|\\\n)*((?:\\[ \t])+)(?=[\s;&|)]|$)")
+
+
+def _command_end(sc: Script, node: tree_sitter.Node, redirects: tuple[tree_sitter.Node, ...]) -> int:
+    """Where a command's text ends: after its redirections (not a here-document's body) and the
+    blanks that follow."""
+    end = node.end_byte
+    for r in redirects:
+        if r.type == "heredoc_redirect":
+            end = max([end] + [c.end_byte for c in r.children if c.type in ("heredoc_start", "file_redirect")])
+        else:
+            end = max(end, r.end_byte)
+    while end < len(sc.data) and (sc.data[end] in b" \t\r" or sc.data[end:end + 2] in (b"\\\n", b"\\ ", b"\\\t")):
+        end += 2 if sc.data[end] == 0x5C else 1
+    return end
+
+
+def _statements(node: tree_sitter.Node) -> list[tree_sitter.Node]:
+    """The statements directly inside a program, ``{ ... }``, ``( ... )`` or ``else`` clause."""
+    return [c for c in node.named_children if c.type != "comment"]

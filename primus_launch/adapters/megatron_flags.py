@@ -1004,13 +1004,16 @@ MODELLED_FLAGS: dict[str, str] = {
     "--cuda-graph-impl": "training.cuda_graph_impl", "--cuda-graph-scope": "training.cuda_graph_scope",
     "--cuda-graph-modules": "training.cuda_graph_scope", "--enable-cuda-graph": "training.cuda_graph_impl = local",
     "--external-cuda-graph": "training.cuda_graph_impl = transformer_engine",
+    # static-shape MoE (main / dev): memory.paged_stash
+    "--moe-expert-rank-capacity-factor": "training.moe_expert_rank_capacity_factor",
+    "--moe-paged-stash": "training.moe_paged_stash",
+    "--moe-paged-stash-buffer-size-factor-cuda": "training.moe_paged_stash_buffer_factor",
 }
 
 # flag -> what it changes (time / memory) that the projection does not model
 NOT_MODELLED_FLAGS: dict[str, str] = {
     "--moe-expert-capacity-factor": "time, memory: tokens dropped / padded to a capacity per expert",
     "--moe-pad-expert-input-to-capacity": "time, memory: expert inputs padded to the capacity",
-    "--moe-expert-rank-capacity-factor": "time, memory: tokens capped per EP rank",
     "--moe-token-drop-policy": "time: which tokens are dropped at capacity",
     "--moe-router-padding-for-fp8": "time, memory: routing map padded to FP8 GEMM alignment",
     "--moe-router-padding-for-quantization": "time, memory: routing map padded to quantized GEMM alignment",
@@ -1018,9 +1021,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--moe-deepep-num-sms": "time: SMs given to DeepEP kernels (compute/comm overlap)",
     "--moe-hybridep-num-sms": "time: SMs given to HybridEP kernels",
     "--moe-flex-dispatcher-num-sms": "time: SMs given to the flex dispatcher",
-    "--moe-paged-stash": "memory: MoE activations stashed in paged buffers (CPU/GPU)",
     "--moe-paged-stash-buffer-size-factor-cpu": "memory: paged stash host buffer",
-    "--moe-paged-stash-buffer-size-factor-cuda": "memory: paged stash device buffer",
     "--moe-latent-size": "time, memory: MoE in a latent space (Nemotron-H style)",
     "--moe-shared-expert-gate": "time: a gate on the shared expert output (small)",
     "--moe-apply-probs-on-input": "time: router probabilities applied before the experts",

@@ -61,16 +61,9 @@ def validate_titan(cases: list[TitanCase], torchtitan: str | Path | None = None,
 
 # --------------------------------------------------------------------------- the child process
 def _cpu_device() -> None:
-    import torch
+    from primus_launch.frameworks.titan_cpu import install
 
-    import torchtitan.tools.utils as tutils
-
-    tutils.device_type, tutils.device_module = "cpu", torch.cpu
-    for name, mod in list(sys.modules.items()):
-        if name.startswith("torchtitan.") and getattr(mod, "device_type", None) == "cuda":
-            mod.device_type = "cpu"
-            if hasattr(mod, "device_module"):
-                mod.device_module = torch.cpu
+    install("cpu")
 
 
 def _parallel_dims(cfg: object, world_size: int) -> object:

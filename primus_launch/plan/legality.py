@@ -355,3 +355,13 @@ def torch_fsdp2_problems(plan: "Plan") -> list[Problem]:
     if t.precision == "fp16":
         out.append(("training.precision", "fp16", "not fp16 with torch FSDP2"))
     return out
+
+
+def effective_fsdp_impl(plan: "Plan") -> str:
+    """The implementation a Megatron plan with ``dp_sharding = full`` runs on: ``torch_fsdp2`` where the
+    plan asks for it and :func:`torch_fsdp2_problems` finds nothing ``validate_args`` would reject,
+    else Megatron-FSDP (``megatron_fsdp``: what the Megatron writer writes for such a plan)."""
+    p = plan.parallel
+    if p.dp_sharding == "full" and p.fsdp_impl == "torch_fsdp2" and not torch_fsdp2_problems(plan):
+        return "torch_fsdp2"
+    return "megatron_fsdp"

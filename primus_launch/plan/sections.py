@@ -400,6 +400,15 @@ class Training(StrictModel):
         default=False, description="EP all-to-all overlapped with another micro-batch's compute (Megatron "
                                    "--overlap-moe-expert-parallel-comm)")
     delay_wgrad_compute: bool = Field(default=False, description="Megatron --delay-wgrad-compute")
+    moe_expert_rank_capacity_factor: Optional[float] = Field(
+        default=None, gt=0, description="Megatron --moe-expert-rank-capacity-factor (main / dev): static-shape MoE "
+                                        "dispatch, each EP rank receives at most this factor x the balanced count of "
+                                        "routed tokens (HybridEP budget); None = dropless, routed-token-sized buffers")
+    moe_paged_stash: bool = Field(default=False, description="Megatron --moe-paged-stash (main / dev): the fused "
+                                                             "grouped experts' saved tensors kept in paged CUDA buffers")
+    moe_paged_stash_buffer_factor: float = Field(
+        default=1.10, description="Megatron --moe-paged-stash-buffer-size-factor-cuda: the paged stash's CUDA "
+                                  "buffer over the balanced in-flight tokens (negative: over the measured maximum)")
     moe_shared_expert_overlap: bool = Field(default=False, description="Megatron --moe-shared-expert-overlap")
     cross_entropy_loss_fusion: bool = Field(default=False, description="Megatron --cross-entropy-loss-fusion")
     cross_entropy_fusion_impl: Literal["native", "te"] = Field(

@@ -34,6 +34,11 @@ def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
             "kernel's backward with sinks is within 1% of without, ROCm/aiter PR 1576)")
     if t.recompute.granularity == "op" and plan.framework != "torchtitan":
         add("training.recompute.granularity", "op", "time: per-op SAC priced as re-running the non-matmul ops")
+    if m.is_moe and t.moe_expert_rank_capacity_factor is not None:
+        add("training.moe_expert_rank_capacity_factor", t.moe_expert_rank_capacity_factor,
+            "time: the static-budget HybridEP path (no per-layer device sync, grouped GEMMs over capacity-padded "
+            "buffers) priced as the dropless dispatcher unless CUDA graphs capture it; the paged stash's copies "
+            "not priced")
     if m.is_moe and not t.moe_router_force_load_balancing:
         pass  # balanced routing is the model's assumption (stated in moe_routing / dryrun docs)
     return out
@@ -44,7 +49,12 @@ def unmodelled_memory_flags(plan: Plan) -> list[UnmodelledFlag]:
     warning each, for the dry run and the measured path alike (the memory notes say the same)."""
     t = plan.training
     out: list[UnmodelledFlag] = []
-    if plan.framework != "torchtitan" and t.cuda_graph_impl != "none":
+    if plan.framework != "torchtitan" and t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope:
+        out.append(UnmodelledFlag(flag="training.cuda_graph_scope", value="full_iteration",
+                                  effect="memory: blocks the caching allocator cannot reuse inside the capture "
+                                         "(freed with another stream's use pending) not counted "
+                                         "(memory.paged_stash)"))
+    elif plan.framework != "torchtitan" and t.cuda_graph_impl != "none":
         out.append(UnmodelledFlag(flag="training.cuda_graph_impl", value=t.cuda_graph_impl,
                                   effect="memory: CUDA graphs' static input/output buffers and graph memory pools "
                                          "not counted"))

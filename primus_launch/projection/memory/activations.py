@@ -109,6 +109,8 @@ class LayerActivations:
     backward_temp: float  # activation-gradient temporaries of the layer's backward (MLP dominated)
     drops: tuple[tuple[str, float], ...] = ()  # bytes each --recompute-modules entry drops (selective)
     offloadable: tuple[tuple[str, float], ...] = ()  # bytes each --offload-modules entry moves to host
+    experts: float = 0.0  # the routed experts' saved tensors (fc1 input, fc1 output, fc2 input) at the
+    #                       balanced routed-token count: what --moe-paged-stash pages (memory.paged_stash)
 
     def selective(self, modules: tuple[str, ...] = ("core_attn",)) -> float:
         """Bytes kept under ``--recompute-granularity selective --recompute-modules modules``."""
@@ -206,6 +208,7 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     # output gradient: a sb ((g + 2) F / t + h / spd)
     largest = 0.0
     shared = 0.0
+    experts = 0.0
     if moe:
         E, k, fe = arch.num_experts or 1, arch.moe_router_topk, arch.expert_ffn
         # router / dispatcher input (the pre-MLP norm's output, kept by the router's gating GEMM); routing
@@ -268,7 +271,7 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         off["moe_act"] = pairs * a * g * arch.expert_ffn / etp
     return LayerActivations(full=full, core_attention=core, layer_input=a * sb * h / spd,
                             backward_temp=max(largest, attn_bwd) + a * sb * h / spd, drops=tuple(drops.items()),
-                            offloadable=tuple(off.items()))
+                            offloadable=tuple(off.items()), experts=experts)
 
 
 def moe_pairs(arch: ModelArch, *, sb: float, tp: int, sp: bool, etp: int) -> float:

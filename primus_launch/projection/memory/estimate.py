@@ -28,6 +28,7 @@ from primus_launch.projection.memory.mcore import (  # noqa: F401  (re-exported)
     mcore_opts,
 )
 from primus_launch.projection.memory.outside import outside_allocator_bytes
+from primus_launch.projection.memory.paged_stash import full_graph_note
 from primus_launch.projection.memory.params import (
     arch_from_key,
     layer_params_for_key,
@@ -129,7 +130,7 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
                            else ", no dropout")),
         f"memory basis {memory_basis}: allocated peak {worst.allocated_bytes / GiB:.1f} GiB, estimated reserved "
         f"{(worst.allocated_bytes + worst.allocator_reserve_bytes) / GiB:.1f} GiB (+{ALLOCATOR_FRAGMENTATION:.1%}: "
-        f"published Megatron max reserved / max allocated), + {out_b / GiB:.1f} GiB outside the allocator ("
+        f"the caching allocator's published max reserved / max allocated), + {out_b / GiB:.1f} GiB outside the allocator ("
         + ", ".join(f"{k} {v / GiB:.2f}" for k, v in outside.items() if v) + " GiB)",
         f"verdict {vd}: band {low:+.0%} / {high:+.0%} ({source})",
     ]
@@ -145,10 +146,19 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
         if t.cuda_graph_impl == "transformer_engine":
             notes.append("CUDA graphs (transformer_engine): the graphs' pool holds what the eager schedule holds (TE "
                          ">= 2.7 reuses static inputs / outputs by the schedule order, megatron cuda_graphs.py)")
+        elif t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope:
+            notes.append(full_graph_note(bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
+                                         bool(t.moe_paged_stash and plan.model.is_moe)))
         elif t.cuda_graph_impl == "local":
-            notes.append("CUDA graphs (local): counted as the eager schedule" +
-                         (" plus every micro-batch's static input data (full_iteration)"
-                          if "full_iteration" in t.cuda_graph_scope else ""))
+            notes.append("CUDA graphs (local): counted as the eager schedule")
+        if plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None:
+            c = t.moe_expert_rank_capacity_factor
+            notes.append(f"static-shape MoE (capacity factor {c:g}): dispatch buffers and the experts' gradients at "
+                         f"{c:g} x the balanced routed tokens; "
+                         + (f"paged stash buffer {abs(t.moe_paged_stash_buffer_factor):g} x the experts' saved tensors "
+                            "in flight, one layer reloaded at the padded shape" if t.moe_paged_stash else
+                            f"the experts' saved tensors at the padded shape")
+                         + " (megatron main token_dispatcher.py / paged_stash.py)")
         if t.overlap_moe_expert_parallel_comm and plan.model.is_moe:
             notes.append("EP overlap: megatron's combined 1F1B walked (one more warm-up forward, merged F/B steps "
                          "hold one more layer)")

@@ -57,7 +57,16 @@ combined step (``model_chunk_schedule_plan.py``), so it keeps nothing across mic
 graphs (``--cuda-graph-impl transformer_engine``, TE >= 2.7 ``_reuse_graph_input_output_buffers``,
 megatron ``transformer/cuda_graphs.py``) free each graph's static outputs after its backward, so their
 pool holds what the eager schedule holds; a ``full_iteration`` graph (``full_cuda_graph.py``) also
-keeps every micro-batch's input data (tokens, labels, position ids, loss mask: 28 bytes per token).
+keeps every micro-batch's input data (tokens, labels, position ids, loss mask: 28 bytes per token), and
+its pool is not a second copy of the eager warm-up's (``torch.cuda.graph`` empties the cache before
+capture; what the allocator cannot reuse inside a capture is not modelled: :mod:`memory.paged_stash`).
+
+Static-shape MoE of megatron main / dev (:mod:`memory.paged_stash`): ``--moe-expert-rank-capacity-factor c``
+sizes the dispatch buffers and the experts' gradients at ``c`` x the balanced routed tokens (the MoE
+transient) and, without ``--moe-paged-stash``, the experts' saved tensors too (``+ (c - 1) E``, ``E`` the
+experts' saved tensors in flight at the peak, walked over the schedule like the activations); with the
+stash those live in a buffer of ``|f| E`` (``f`` = ``--moe-paged-stash-buffer-size-factor-cuda``) and one
+layer's come back at the padded shape for its backward (``c e``, in the MoE transient).
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ from functools import lru_cache
 from typing import Optional
 
 from primus_launch.plan import Plan
+from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
@@ -78,6 +88,7 @@ from primus_launch.projection.memory.activations import (
     rope_table_bytes,
 )
 from primus_launch.projection.memory.offload import te_offload_peak
+from primus_launch.projection.memory.paged_stash import static_moe_extra
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
 from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
@@ -109,6 +120,9 @@ class McoreOpts:
     full_graph: bool = False  # --cuda-graph-scope full_iteration (local CUDA graph of the whole step)
     fp8_transpose_cache: bool = True  # TE keeps the columnwise fp8 weight across micro-batches (ROCm TE: optional)
     torch_fsdp2: bool = False  # --use-torch-fsdp2 (gradients in the parameters' dtype, fp32 copies at the step)
+    capacity: float | None = None  # --moe-expert-rank-capacity-factor (static-shape MoE, memory.paged_stash)
+    paged_stash: bool = False  # --moe-paged-stash
+    stash_factor: float = 1.10  # --moe-paged-stash-buffer-size-factor-cuda
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -129,7 +143,10 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
         full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
         fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
-        torch_fsdp2=p.dp_sharding == "full" and p.fsdp_impl == "torch_fsdp2",
+        torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
+        capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
+        paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
+        stash_factor=t.moe_paged_stash_buffer_factor,
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
            if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
 
@@ -247,6 +264,18 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
     peaks = stage_activation_peaks(schedule, pp, vpp, nmb, opts.mb_group, as_weights(chunk_rows), opts.ep_overlap,
                                    as_weights(layer_rows) if opts.ep_overlap else ())
     counts = chunk_micro_batches(schedule, pp, vpp, nmb, opts.mb_group, opts.ep_overlap)
+    static_moe = [(0.0, 0.0)] * pp
+    if opts.capacity is not None and m.is_moe:
+        # the experts' saved tensors in flight at each rank's peak, walked like the activations
+        # (memory.paged_stash: the stash buffer is sized on this walk)
+        e_layer = _experts_kept(moe_act, opts, gran)
+        e_rows = [[e_layer * sum(1 for i in ch.layers if m.is_moe_layer(i)) for ch in layout[r]] for r in range(pp)]
+        e_big = [[e_layer if any(m.is_moe_layer(i) for i in ch.layers) else 0.0 for ch in layout[r]]
+                 for r in range(pp)]
+        e_peaks = stage_activation_peaks(schedule, pp, vpp, nmb, opts.mb_group, as_weights(e_rows), opts.ep_overlap,
+                                         as_weights(e_big) if opts.ep_overlap else ())
+        static_moe = [static_moe_extra(e_peaks[r], max(e_big[r], default=0.0), opts.capacity, opts.paged_stash,
+                                       opts.stash_factor) for r in range(pp)]
     out = []
     for rank in range(pp):
         weights, grads, optim = statics[rank]
@@ -259,6 +288,8 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             activations += a * sb * m.hidden_size
         if opts.full_graph:
             activations += 28.0 * sb * nmb  # a full-iteration graph's static inputs of every micro-batch
+        stash_kept, stash_layer = static_moe[rank]
+        activations += stash_kept  # paged stash buffer / capacity-padded saved tensors (memory.paged_stash)
         # ---- transients (on top of the activations in flight) ----
         bwd = max((moe_act if m.is_moe_layer(i) else dense_act).backward_temp
                   for ch in layout[rank] for i in ch.layers) if any(ch.layers for ch in layout[rank]) else 0.0
@@ -287,7 +318,11 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
                 trans.append((4 - w) * (sp_.dense / shard + sp_.expert / edp) - activations)
         if any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers):
             pairs = moe_pairs(m, sb=sb, tp=tp, sp=sp, etp=etp)
-            trans.append(2.0 * a * pairs * m.hidden_size + layer_bwd)  # permuted tokens + combine output
+            cap = opts.capacity or 1.0  # static-shape dispatch: buffers sized capacity x balanced
+            # the experts' backward gradients at the padded shape (activations.layer_activation_bytes'
+            # ``largest`` over the balanced count)
+            pad_bwd = (cap - 1.0) * pairs * a * ((2 if m.swiglu else 1) + 2) * m.expert_ffn / etp
+            trans.append(2.0 * a * cap * pairs * m.hidden_size + layer_bwd + pad_bwd + stash_layer)
         big = moe_act if m.is_moe else dense_act
         # --cpu-offloading-num-layers: a reloaded layer takes the place of one released (memory.offload:
         # never more than L - K layers on the GPU), so nothing on top of the layer's backward
@@ -354,6 +389,16 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
         out.append(total)
         biggest.append(max(kept_of, default=0.0))
     return out, biggest
+
+
+def _experts_kept(moe_act, opts: McoreOpts, gran) -> float:
+    """One MoE layer's routed experts' saved tensors per micro-batch that stay after recompute
+    (memory.paged_stash): ``moe`` recomputes them all, ``moe_act`` fc2's input; full recompute: none."""
+    if gran == "full" or (gran == "selective" and "moe" in opts.modules):
+        return 0.0
+    drops = dict(moe_act.drops)
+    return max(0.0, moe_act.experts - (drops.get("moe_act", 0.0) if gran == "selective" and "moe_act" in opts.modules
+                                        else 0.0))
 
 
 def _recompute_extra(m, chunks, opts: McoreOpts, gran, method, rnum, dense_act, moe_act) -> float:
