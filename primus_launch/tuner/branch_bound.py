@@ -46,9 +46,10 @@ Prefilter = Callable[[Plan], Optional[str]]
 #: a bound counts as reaching the incumbent when ``bound * (1 - EPS) >= incumbent``: the bounds are
 #: sums of the projection's own numbers in another order, equal to it up to rounding
 EPS = 1e-9
-#: work units of one step (about its cost on one core, in units of a plan bound: a plan's exact chunk
-#: costs take ~1 ms, the memory pre-filter ~10 ms, a scoring ~6 ms): the work limit counts these
-WORK_BOUND, WORK_PREFILTER, WORK_SCORE = 1, 10, 8
+#: work units of one step, roughly its cost in plan bounds (a plan's exact chunk costs take ~1 ms on
+#: this project's 2-core machine, the memory pre-filter 1-10 ms, a scoring 3-18 ms): the work limit
+#: counts these, never seconds
+WORK_BOUND, WORK_PREFILTER, WORK_SCORE = 1, 2, 8
 #: the default work limit of a tune: about a minute on one core of this project's CI machine
 DEFAULT_MAX_WORK = 40_000
 
