@@ -49,7 +49,7 @@ EPS = 1e-9
 #: work units of one step, roughly its cost in plan bounds (a plan's exact chunk costs take ~1 ms on
 #: this project's 2-core machine, the memory pre-filter 1-10 ms, a scoring 3-18 ms): the work limit
 #: counts these, never seconds
-WORK_BOUND, WORK_PREFILTER, WORK_SCORE = 1, 2, 8
+WORK_BOUND, WORK_PREFILTER, WORK_SCORE = 1, 5, 8
 #: the default work limit of a tune: about a minute on one core of this project's CI machine
 DEFAULT_MAX_WORK = 40_000
 
