@@ -1,4 +1,13 @@
-"""A one-line live progress bar on stderr while the tuner searches (throttled, no dependencies)."""
+"""The tuner's live progress bar on stderr: rich's ``Progress`` (a bar, done / total, the best
+iteration time and its gain over the recipe, elapsed time), refreshed by the search itself.
+
+No refresh thread (``auto_refresh=False``): the exhaustive search forks its scoring workers, and a
+thread holding rich's lock across a fork would leave the child's copy locked; the search calls
+:meth:`Progress.update` / :meth:`Progress.advance_to`, throttled to ``min_interval_s``.  On a
+terminal the bar redraws in place; elsewhere (a log file, a pipe) rich writes it once, at the end.
+The total of a bar never changes while it is shown (the plans of the space for the branch and
+bound and the brute force, the scoring budget for the planner), so the bar never moves backwards.
+"""
 
 from __future__ import annotations
 
@@ -6,82 +15,77 @@ import sys
 import time
 from typing import Optional, TextIO
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
 
 _OPEN: list["Progress"] = []   # bars shown and not closed (an interrupt ends their line)
 
 
 def end_lines() -> None:
-    """End the line of every bar still shown (before a one-line message, e.g. an interrupt's)."""
+    """End every bar still shown (before a one-line message, e.g. an interrupt's)."""
     while _OPEN:
         _OPEN.pop().close()
 
 
 class Progress:
-    """``total``: the bar's end (the plans of the space for the branch-and-bound and brute-force
-    searches, the scoring budget for the planner); ``unit``: what it counts; ``baseline_s``: the
-    recipe's iteration time (the gain's reference)."""
+    """``total``: the bar's end (None: a count without a bar); ``unit``: what it counts;
+    ``baseline_s``: the recipe's iteration time (the gain's reference)."""
 
     def __init__(self, total: Optional[int], baseline_s: Optional[float] = None, stream: TextIO | None = None,
                  min_interval_s: float = 0.1, unit: str = ""):
         self.total = total
         self.unit = unit
         self.baseline_s = baseline_s
-        self.stream = stream or sys.stderr
         self.min_interval_s = min_interval_s
-        self.t0 = time.monotonic()
         self._last = 0.0
+        console = Console(file=stream or sys.stderr, highlight=False)
+        columns = [TextColumn("tune")]
+        if total:
+            columns += [BarColumn(bar_width=24), MofNCompleteColumn()]
+        else:
+            columns += [TextColumn("scored {task.completed}")]
+        columns += [TextColumn("{task.fields[unit]}{task.fields[best]}"), TimeElapsedColumn()]
+        self._bar = RichProgress(*columns, console=console, auto_refresh=False, transient=False)
+        self._task = self._bar.add_task("tune", total=total or None, unit=f"{unit} " if unit else "", best="")
         self._shown = False
+        self._closed = False
 
-    def update(self, engine, force: bool = False) -> None:
+    def _show(self, n: int, best_s: Optional[float], force: bool) -> None:
+        if self._closed:
+            return
         now = time.monotonic()
         if not force and now - self._last < self.min_interval_s:
             return
         self._last = now
-        n = engine.scored
-        best = engine.best()
-        best_s = engine.time_of(best) if best is not None else None
-        width = 24
-        if self.total:
-            frac = min(1.0, n / self.total)
-            bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
-            head = f"[{bar}] {n}/{self.total}{' ' + self.unit if self.unit else ''}"
-        else:
-            head = f"scored {n}"
-        tail = ""
+        best = ""
         if best_s is not None:
-            tail = f" best {best_s:.3f} s/iter"
+            best = f"best {best_s:.3f} s/iter"
             if self.baseline_s:
-                tail += f" ({100 * (self.baseline_s / best_s - 1):+.1f}%)"
-        self.stream.write(f"\rtune {head}{tail} {now - self.t0:.0f}s ")
-        self.stream.flush()
+                best += f" ({100 * (self.baseline_s / best_s - 1):+.1f}%)"
+        self._bar.update(self._task, completed=n, best=best)
         if not self._shown:
+            self._bar.start()
+            self._shown = True
             _OPEN.append(self)
-        self._shown = True
+        self._bar.refresh()
+
+    def update(self, engine, force: bool = False) -> None:
+        """Show ``engine.scored`` done and the time of ``engine.best()`` (an engine, a memo or a sweep's view)."""
+        best = engine.best()
+        self._show(engine.scored, engine.time_of(best) if best is not None else None, force)
 
     def advance_to(self, completed: int, best_s: Optional[float] = None, force: bool = False) -> None:
         """Show ``completed`` of the total (plans resolved by the branch and bound) and ``best_s``."""
-        self.update(_Count(completed, best_s), force=force)
+        finite = best_s is not None and best_s != float("inf")
+        self._show(completed, best_s if finite else None, force)
 
     def close(self, engine=None) -> None:
+        """Draw the last state (``engine``'s, where given) and end the bar's line."""
         if engine is not None:
             self.update(engine, force=True)
-        if self._shown:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._shown = False
+        if self._shown and not self._closed:
+            self._bar.stop()
+        self._closed = True
         if self in _OPEN:
             _OPEN.remove(self)
-
-
-class _Count:
-    """A count and a best time in the shape :meth:`Progress.update` reads."""
-
-    def __init__(self, n: int, best_s: Optional[float]):
-        self.scored = n
-        self.best_s = best_s if best_s is not None and best_s != float("inf") else None
-
-    def best(self):
-        return None if self.best_s is None else 0
-
-    def time_of(self, _):
-        return self.best_s
