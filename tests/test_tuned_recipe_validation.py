@@ -22,6 +22,7 @@ from primus_launch.adapters import load_recipe, render_recipe
 from primus_launch.adapters import megatron_script as ms
 from primus_launch.adapters.megatron import recipe_env
 from primus_launch.adapters.megatron_yaml import from_yaml
+from primus_launch.plan import PlanError
 from primus_launch.plan.legality import arch_major, megatron_env_fixes, megatron_env_problems
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
@@ -245,6 +246,10 @@ def test_torch_fsdp2_rules_and_the_move_to_megatron_fsdp(tmp_path):
     plan = load_recipe(path)
     assert plan.parallel.dp_sharding == "full" and not plan.training.overlap_param_gather
     assert torch_fsdp2_problems(plan) == []
+    # a recipe of its own on torch FSDP2 with PP is refused, as validate_args refuses it (line 608)
+    (tmp_path / "pp2.sh").write_text(text.replace("PP_SIZE=1", "PP_SIZE=2"))
+    with pytest.raises(PlanError, match=r"--use-torch-fsdp2.*parallel\.pp 1 with torch FSDP2 \(here 2\)"):
+        load_recipe(tmp_path / "pp2.sh")
     assert [f for f, _, _ in torch_fsdp2_problems(plan.with_changes(parallel=dict(pp=2), training=dict(
         overlap_param_gather=True)))] == ["training.overlap_param_gather", "parallel.pp"]
     # a change torch FSDP2 takes stays on it

@@ -782,6 +782,11 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         world = cluster.world_size
         training["global_batch_size"] = mbs * max(1, world // (tp * pp * parallel["cp"]))
     plan = build_plan(model, parallel, training, cluster, validate)
+    if validate and get(a, "use_torch_fsdp2"):  # validate_args' torch FSDP2 assertions (plan/legality.py)
+        problems = torch_fsdp2_problems(plan)
+        if problems:
+            field, value, allowed = problems[0]
+            raise PlanError("--use-torch-fsdp2", True, f"Megatron's validate_args requires {field} {allowed} (here {value})")
     src = Source(framework="megatron", unmodelled=rep.unmodelled, notes=rep.notes)
     return plan.model_copy(update={"source": src})
 
