@@ -54,6 +54,15 @@ def published(run_id: str | None) -> tuple[str, str]:
     return f"{tok:,.0f}", what
 
 
+def _proof(cert) -> str:
+    """What the search proved: the optimum, or how far from it the answer may be (work limit)."""
+    if cert is None:
+        return ""
+    if cert.certified:
+        return " (certificate)"
+    return f" (work limit: at most {100 * cert.gap:.0f} % from the optimum)"
+
+
 def main(argv=None) -> int:
     from primus_launch.adapters import load_recipe, write_recipe
     from primus_launch.tuner.search import tune
@@ -85,7 +94,7 @@ def main(argv=None) -> int:
                          f"{o.tokens_per_sec_per_gpu:,.0f}" + ("" if o.memory.fits else " (does not fit)"),
                          f"{b.tokens_per_sec_per_gpu:,.0f}", f"{100 * res.gain:+.1f} %",
                          f"{res.scored:,} of {'' if res.legal_exact else '~'}{res.legal_candidates:,}",
-                         res.search + (" (certificate)" if res.certificate and res.certificate.certified else ""), f"{wall:.0f} s",
+                         res.search + _proof(res.certificate), f"{wall:.0f} s",
                          meas + (f" ({where})" if where else ""), paper))
             diffs.append((name, plan.parallel_summary(), res.best_plan.parallel_summary(), diff))
             print(f"# {name}: {100 * res.gain:+.1f} %, {wall:.0f} s", file=sys.stderr)
