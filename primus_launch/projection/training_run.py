@@ -94,13 +94,13 @@ def training_run(result: ProjectionResult, tokens: int, gpu_hour_price: Optional
 
 
 def compact(x: float) -> str:
-    """A large figure for a person, three significant digits from a million: ``987``, ``12,345``,
-    ``1.00M``, ``12.3M``, ``456B``, ``7.89T``."""
+    """A figure for a person, three significant digits below 100 and from a million: ``2.47``,
+    ``987``, ``12,345``, ``1.00M``, ``12.3M``, ``456B``, ``7.89T``."""
     for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6)):
         if abs(x) >= scale:
             q = x / scale
             return f"{q:.2f}{unit}" if q < 10 else f"{q:.1f}{unit}" if q < 100 else f"{q:,.0f}{unit}"
-    return f"{x:,.0f}"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
 def tokens_text(n: int) -> str:
