@@ -1,6 +1,7 @@
 """``primus-launch``: project, tune or launch a Megatron-LM / TorchTitan training run.
 
     primus-launch --project RECIPE [--dry-run] [--gpu G --nodes N --gpus-per-node K] [--json]
+                  [--train-tokens 15T [--gpu-hour-price USD]]
     primus-launch --tune RECIPE [--dry-run] [--max-work N] [--budget N | --time-limit S] [--llm MODEL] [--allow fp8,...]
     primus-launch [--project | --tune] [--launch [--force]] [--emit torchrun|slurm] -- COMMAND...
     primus-launch -- torchrun ... pretrain_gpt.py ...       (run the command unchanged)
@@ -37,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from primus_launch.inputs import bounded_int, finite_float
+    from primus_launch.inputs import bounded_int, finite_float, token_count
     from primus_launch.plan.sections import GPU_NAMES, LIMITS
 
     nodes, per_node = LIMITS["cluster.num_nodes"], LIMITS["cluster.gpus_per_node"]
@@ -70,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--memory-basis", choices=["reserved", "allocated"], default="reserved",
                     help="peak the fits verdict compares with the GPU's capacity: the caching allocator's "
                          "estimated reserved peak (default) or the allocated peak (both + CUDA context/NCCL)")
+    ap.add_argument("--train-tokens", type=token_count(), metavar="N",
+                    help="tokens of the whole training run (15T, 1.5e12, 300B): adds its iterations, days and "
+                         "GPU-hours (steady state: no checkpointing, evaluation, restarts or failures) to the "
+                         "projection, and to the tune's original and best plans")
+    ap.add_argument("--gpu-hour-price", type=finite_float(0.0, 1e9, lo_open=True, what="USD per GPU-hour, > 0"),
+                    metavar="USD", help="with --train-tokens: price of one GPU-hour, adds the run's cost")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     ap.add_argument("--explain", action="store_true",
                     help="print every table: the full time and memory breakdowns, the measured pieces, every note "
@@ -197,6 +204,11 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     plan = _load(a, a.project, command)
     _check_outputs([("--trace", a.trace), ("--report", a.report)])
     result = _project(a, plan)
+    run = None
+    if a.train_tokens is not None:
+        from primus_launch.projection.training_run import training_run
+
+        run = training_run(result, a.train_tokens, a.gpu_hour_price)
     if a.json:  # the text answer shows them itself
         for w in result.warnings:
             print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
@@ -215,13 +227,17 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     if a.report:
         from primus_launch.report.html import write_projection_report
 
-        write_projection_report(result, a.report)
+        write_projection_report(result, a.report, run)
     if a.json:
-        print(json.dumps(result.to_json_dict()))
+        d = result.to_json_dict()
+        if run is not None:
+            d["training_run"] = run.model_dump(mode="json")
+        print(json.dumps(d))
     else:
         from primus_launch.report.text import render_text
 
-        print(render_text(result, explain=a.explain, reader_notes=plan.source.notes if plan.source else []))
+        print(render_text(result, explain=a.explain, reader_notes=plan.source.notes if plan.source else [],
+                          run=run))
     if a.emit:
         _emit(a, plan, command)
     if a.launch:
@@ -284,7 +300,8 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
                llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
                log_path=log_path, top_n=a.top, allow=allow,
-               workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run)  # the measured path holds the device: one process
+               workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
+               training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price)  # the measured path holds the device: one process
     best = res.best_plan
     written = None
     if out_recipe is not None:
@@ -425,6 +442,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     ours, command = _split_command(argv)
     ap = _parser()
     a = ap.parse_args(ours)
+    if a.gpu_hour_price is not None and a.train_tokens is None:
+        print(f"primus-launch: error: --gpu-hour-price={a.gpu_hour_price:g}: needs --train-tokens N (the cost is "
+              "of a whole run of N tokens)", file=sys.stderr)
+        return 2
     try:
         if a.gpu_file:
             from primus_launch.projection.hardware.gpus import load_gpu_file
@@ -433,6 +454,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         if a.project is None and a.tune is None:
             if not command:
                 print("primus-launch: error: give --project RECIPE, --tune RECIPE or a command after --",
+                      file=sys.stderr)
+                return 2
+            if a.train_tokens is not None:
+                print(f"primus-launch: error: --train-tokens={a.train_tokens}: only with --project or --tune",
                       file=sys.stderr)
                 return 2
             from primus_launch.launch.launcher import run_command

@@ -16,7 +16,8 @@ allowed; the CLI exits 2) -- never a traceback, never an unbounded parse.
   file through a hard link: ``st_dev`` / ``st_ino``), a folder, or in a folder the user cannot write
   (the CLI checks every output before any work; :func:`primus_launch.fileio.atomic_write_text`
   refuses an input again at the write).
-- argparse types (:func:`finite_float`, :func:`bounded_int`) for the command line's numbers.
+- argparse types (:func:`finite_float`, :func:`bounded_int`, :func:`token_count`) for the command line's
+  numbers.
 
 The limits are far above any real recipe: the largest launch script or config in Megatron-LM's,
 Primus's and TorchTitan's trees is 31 KB (a Primus YAML), and configs nest a few levels.
@@ -330,5 +331,34 @@ def bounded_int(lo: int, hi: int, what: str) -> Callable[[str], int]:
         if v is None or not lo <= v <= hi:
             raise argparse.ArgumentTypeError(f"{s!r}: {what}")
         return v
+
+    return conv
+
+
+#: the suffixes a token count may carry (case-insensitive): thousand, million, billion (10**9), trillion
+TOKEN_SUFFIXES = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+MAX_TOKENS = 10**18   # a million times the largest published pre-training runs (~15-36T tokens)
+
+
+def token_count(what: str = "a whole number of tokens from 1 to 10**18: digits, a number with a suffix K, M, B "
+                            "or T (15T, 1.5T, 300B) or in e-notation (1.5e12)") -> Callable[[str], int]:
+    """An argparse type: a whole token count in ``[1, MAX_TOKENS]``, written as digits
+    (``15000000000000``, ``15_000_000``), with a suffix of :data:`TOKEN_SUFFIXES` (``15T``, ``1.5T``,
+    ``300b``) or in e-notation (``1.5e12``); read exactly (decimal, no binary rounding), so
+    ``1.5T`` is 1,500,000,000,000.  A value that is not a whole number of tokens is refused."""
+    from decimal import Decimal
+
+    def conv(s: str) -> int:
+        t = s.strip().replace("_", "").replace(",", "")
+        scale = 1
+        if t and t[-1].upper() in TOKEN_SUFFIXES:
+            scale, t = TOKEN_SUFFIXES[t[-1].upper()], t[:-1]
+        try:
+            d = Decimal(t) * scale if 0 < len(t) <= 40 else None
+        except ArithmeticError:  # InvalidOperation, Overflow (1e999999999999)
+            d = None
+        if d is None or not d.is_finite() or d != d.to_integral_value() or not 1 <= d <= MAX_TOKENS:
+            raise argparse.ArgumentTypeError(f"{s!r}: {what}")
+        return int(d)
 
     return conv

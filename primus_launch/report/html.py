@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import Path
+from typing import Optional
 
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.fileio import atomic_write_text
 from primus_launch.report.text import summary_rows
 from primus_launch.projection.result import ProjectionResult
+from primus_launch.projection.training_run import TrainingRun, days_text, gpu_text, tokens_text
 from primus_launch.report.svg import memory_svg, time_breakdown_svg, timeline_svg
 
 
@@ -33,9 +35,12 @@ def _table(rows: list[tuple], headers: list[str] | None = None) -> str:
     return f"<table>{h}{body}</table>"
 
 
-def projection_sections(r: ProjectionResult) -> list[str]:
-    """The summary, timeline, time breakdown and memory sections of one projection."""
-    out = [f"<h2>Summary</h2>{_table(summary_rows(r))}"]
+def projection_sections(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list[str]:
+    """The summary, timeline, time breakdown and memory sections of one projection (``run``: a whole
+    training run at it, two more summary rows and what it leaves out)."""
+    out = [f"<h2>Summary</h2>{_table(summary_rows(r, run))}"]
+    if run is not None:
+        out.append(f"<p class=\"note\">Training run: {escape(run.excludes)}.</p>")
     out.append("<h2>Pipeline timeline of one iteration</h2><div class=\"figure\">"
                + timeline_svg(r.timeline, r.plan.parallel.pp) + "</div>"
                + "<p class=\"note\">One row per pipeline stage, as the schedule simulator ordered it; "
@@ -58,9 +63,9 @@ def projection_sections(r: ProjectionResult) -> list[str]:
     return out
 
 
-def write_projection_report(r: ProjectionResult, path: str | Path) -> Path:
+def write_projection_report(r: ProjectionResult, path: str | Path, run: Optional[TrainingRun] = None) -> Path:
     title = f"primus-launch projection: {r.plan.model.name} on {r.num_gpus} x {r.plan.cluster.gpu}"
-    return atomic_write_text(path, _page(title, projection_sections(r)))
+    return atomic_write_text(path, _page(title, projection_sections(r, run)))
 
 
 def write_tune_report(res, path: str | Path) -> Path:
@@ -80,9 +85,15 @@ def write_tune_report(res, path: str | Path) -> Path:
             ("search", f"{res.search}: " + (res.certificate.text if res.certificate else f"no certificate of optimality"
                                                                 f"{' (' + res.search_note + ')' if res.search_note else ''}")),
             ("numerics-changing knobs allowed", ", ".join(res.allowed) or "none")]
-    sections = [f"<h2>Search</h2>{_table(head)}",
-                "<div class=\"figure\">" + scatter_svg(res) + "</div>",
-                "<div class=\"figure\">" + incumbent_svg(res) + "</div>"]
+    if res.training_run:  # --train-tokens: the whole run of the original and the best plan
+        for key, label in (("original", "baseline (user's recipe)"), ("best", "best")):
+            tr = res.training_run[key]
+            head.append((f"{label}: {tokens_text(tr.tokens)} tokens", f"{days_text(tr)}; {gpu_text(tr)}"))
+    sections = [f"<h2>Search</h2>{_table(head)}"]
+    if res.training_run:
+        sections.append(f"<p class=\"note\">Training run: {escape(res.training_run['best'].excludes)}.</p>")
+    sections += ["<div class=\"figure\">" + scatter_svg(res) + "</div>",
+                 "<div class=\"figure\">" + incumbent_svg(res) + "</div>"]
     rows = [(i + 1, ", ".join(f"{k}={v}" for k, v in sorted(t.changes.items())) or "(user's recipe)",
              f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", f"{100 * (t.mfu or 0):.1f}",
              f"{(t.peak_memory_bytes or 0) / GiB:.1f}", t.source) for i, t in enumerate(res.top)]

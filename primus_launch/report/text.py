@@ -17,6 +17,8 @@ from tabulate import tabulate
 
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.projection.result import ProjectionResult
+from primus_launch.projection.training_run import TrainingRun
+from primus_launch.projection.training_run import summary_rows as run_rows
 
 #: the short answer's width and height: an 80 x 40 terminal
 WIDTH = 80
@@ -70,9 +72,10 @@ def verdict_text(r: ProjectionResult) -> str:
             f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %)")
 
 
-def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
+def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list[tuple[str, str]]:
     """The summary of one projection as (label, value) rows; the text answer and the HTML report
-    render the same rows."""
+    render the same rows.  ``run``: a whole training run at this projection (``--train-tokens``):
+    its days, GPU-hours and cost as two more rows."""
     c, m = r.plan.cluster, r.memory
     margin = f", margin {100 * m.margin_fraction:.0f} %" if m.margin_fraction else ""
     it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
@@ -92,7 +95,7 @@ def summary_rows(r: ProjectionResult) -> list[tuple[str, str]]:
         ("MFU", f"{100 * r.mfu:.1f} %"),
         ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB{margin}: "
                    f"{verdict_text(r)} (worst stage {m.worst_stage})"),
-    ]
+    ] + (run_rows(run) if run is not None else [])
 
 
 _NBSP = "\u00a0"
@@ -114,8 +117,8 @@ def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
     return [ln.replace(_NBSP, " ").rstrip() for ln in lines] or [first.rstrip()]
 
 
-def _summary_lines(r: ProjectionResult) -> list[str]:
-    rows = summary_rows(r)
+def _summary_lines(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list[str]:
+    rows = summary_rows(r, run)
     w = max(len(k) for k, _ in rows) + 2
     out: list[str] = []
     for k, v in rows:
@@ -151,10 +154,10 @@ def _warning_lines(r: ProjectionResult, reader_notes: Iterable[str]) -> list[lis
     return out
 
 
-def render_short(r: ProjectionResult, reader_notes: Iterable[str] = ()) -> str:
+def render_short(r: ProjectionResult, reader_notes: Iterable[str] = (), run: Optional[TrainingRun] = None) -> str:
     """The short answer: at most :data:`MAX_LINES` lines of at most :data:`WIDTH` columns (module
     docstring); warnings and reader notes fill what is left, the rest counted on the last line."""
-    out = _summary_lines(r) + [""] + _time_memory_lines(r)
+    out = _summary_lines(r, run) + [""] + _time_memory_lines(r)
     if r.measurement is not None:
         ms = r.measurement
         out += [""] + _wrap(f"measured: {len(ms.pieces)} pieces on {ms.device} ({ms.cache_hits} from the cache)",
@@ -178,16 +181,18 @@ def render_short(r: ProjectionResult, reader_notes: Iterable[str] = ()) -> str:
     return "\n".join(out)
 
 
-def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Optional[Iterable[str]] = None) -> str:
+def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Optional[Iterable[str]] = None,
+                run: Optional[TrainingRun] = None) -> str:
     """The short answer (:func:`render_short`), or with ``explain`` every table: summary, time
     breakdown, memory breakdown, the measured pieces, the warnings and every note, and for a
     dry-run the per-op pricing (:func:`render_explanation`).  ``reader_notes``: what the recipe
-    reader noted (default: the plan's ``source.notes``)."""
+    reader noted (default: the plan's ``source.notes``); ``run``: a whole training run at this
+    projection (two more summary rows, and with ``explain`` what it leaves out)."""
     notes_in = list(reader_notes) if reader_notes is not None else list(r.plan.source.notes if r.plan.source else [])
     if not explain:
-        return render_short(r, notes_in)
+        return render_short(r, notes_in, run)
     m = r.memory
-    out = [tabulate(summary_rows(r), tablefmt="simple")]
+    out = [tabulate(summary_rows(r, run), tablefmt="simple")]
     total = r.iteration_time_s or 1.0
     times = [(k, f"{v * 1e3:.1f}", f"{100 * v / total:.1f}") for k, v in r.time_breakdown.items()]
     out.append(tabulate(times, headers=["time component", "ms", "%"], tablefmt="simple"))
@@ -197,6 +202,8 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
         out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))
     warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings]
     notes = [f"note: {n}" for n in notes_in + list(r.notes) + list(m.notes)]
+    if run is not None:
+        notes.append(f"note: training run: {run.excludes}")
     if warn or notes:
         out.append("\n".join(warn + notes))
     if r.mode == "dry-run":

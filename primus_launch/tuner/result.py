@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
+from primus_launch.projection.training_run import TrainingRun
 
 TrialSource = Literal["seed", "planner", "llm", "exhaustive", "branch-and-bound"]
 
@@ -85,6 +86,9 @@ class TuneResult(BaseModel):
     workers: int = Field(default=1, description="processes that scored candidates")
     exhaustive_estimate_s: Optional[float] = Field(default=None, description="estimated wall time of scoring the "
                                                                              "whole space on the workers")
+    training_run: Optional[dict[str, TrainingRun]] = Field(
+        default=None, description="with a token count (tune's training_tokens): the whole run of the original "
+                                  "(\"original\") and the best (\"best\") plan: iterations, days, GPU-hours, cost")
 
     @property
     def scored_fraction(self) -> float:

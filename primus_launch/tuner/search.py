@@ -163,6 +163,8 @@ def tune(
     workers: Optional[int] = None,
     max_work: Optional[int] = None,
     score_is_dry_run: bool = True,
+    training_tokens: Optional[int] = None,
+    gpu_hour_price: Optional[float] = None,
 ) -> TuneResult:
     """Search configurations of ``plan`` (same model, cluster and global batch) for the shortest
     projected iteration time among those that fit in memory.
@@ -179,6 +181,9 @@ def tune(
     ``DEFAULT_MAX_BUDGET``); ``time_limit_s`` stops the planner or the brute force (never the branch
     and bound).  ``workers``: processes of the
     exhaustive sweep (default: every core; the result does not depend on it).
+    ``training_tokens`` (and ``gpu_hour_price``, USD per GPU-hour): the result's ``training_run``
+    holds the whole run of that many tokens for the original and the best plan
+    (:func:`primus_launch.projection.training_run.training_run`), in the trial log too.
     """
     t0 = time.monotonic()
     if not 0.0 <= memory_margin < 1.0:
@@ -309,6 +314,11 @@ def tune(
         search="branch-and-bound" if bnb else "exhaustive" if exhaustive else "planner",
         certificate=certificate, allowed=sorted(cfg.allow), searched_knobs=searched_knobs(plan, cfg),
         workers=n_workers if exhaustive else 1, exhaustive_estimate_s=est_s, search_note=why_not)
+    if training_tokens is not None:
+        from primus_launch.projection.training_run import training_run
+
+        res.training_run = {"original": training_run(baseline, training_tokens, gpu_hour_price),
+                            "best": training_run(best, training_tokens, gpu_hour_price)}
     if log_path is not None:
         from primus_launch.tuner.result import log_text
 
@@ -418,6 +428,19 @@ def _searched_line(res: TuneResult) -> str:
             f"{res.rejected} rejected by the pre-filter, {res.elapsed_s:.1f} s")
 
 
+def _run_lines(res: TuneResult) -> list[str]:
+    """With a token count (``training_tokens``): the whole run of the original and the best plan,
+    side by side (days, GPU-hours, cost, with the time band where there is one)."""
+    if not res.training_run:
+        return []
+    from primus_launch.projection.training_run import days_text, gpu_text, tokens_text
+
+    o, b = res.training_run["original"], res.training_run["best"]
+    return [f"run of {tokens_text(o.tokens)} tokens ({o.excludes}):",
+            f"  original: {days_text(o)}, {gpu_text(o)}",
+            f"  best:     {days_text(b)}, {gpu_text(b)}"]
+
+
 def render_tune_text(res: TuneResult) -> str:
     """The CLI's text for a tune: verdict, counts and the top-N table."""
     from tabulate import tabulate
@@ -431,6 +454,7 @@ def render_tune_text(res: TuneResult) -> str:
         f"MFU {100 * b.mfu:.1f} %, {b.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
         f"({_verdict(b)})",
         f"gain:     {100 * res.gain:+.1f} %",
+    ] + _run_lines(res) + [
         _searched_line(res),
         f"search:   {res.search}" + (f" on {res.workers} workers" if res.search == "exhaustive" else "")
         + (f": {res.certificate.text}" if res.certificate and res.certificate.certified else
