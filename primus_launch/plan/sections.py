@@ -10,7 +10,7 @@ read of a plan, so that they depend on the sections and the plan on them, never 
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Protocol
+from typing import ClassVar, Literal, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -97,8 +97,22 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False, allow_inf_nan=False)
 
 
-class ModelArch(StrictModel):
+class BoundedSection(StrictModel):
+    """A plan section whose fields are held to :data:`LIMITS` (:func:`_check_limits`) once validated;
+    ``limits_section`` is the section its fields' keys start with (``"training.recompute"``)."""
+
+    limits_section: ClassVar[str]
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "BoundedSection":
+        _check_limits(self, self.limits_section)
+        return self
+
+
+class ModelArch(BoundedSection):
     """Transformer architecture (decoder-only GPT family, optionally MoE, MLA, MTP, sliding window)."""
+
+    limits_section: ClassVar[str] = "model"
 
     name: str = "gpt"
     num_layers: int = Field(gt=0)
@@ -211,14 +225,11 @@ class ModelArch(StrictModel):
         m = self.make_vocab_size_divisible_by * tp
         return -(-self.vocab_size // m) * m if self.make_vocab_size_divisible_by > 1 else self.vocab_size
 
-    @model_validator(mode="after")
-    def _bounded(self) -> "ModelArch":
-        _check_limits(self, "model")
-        return self
 
-
-class Parallelism(StrictModel):
+class Parallelism(BoundedSection):
     """Parallel degrees; DP is derived from the cluster's world size."""
+
+    limits_section: ClassVar[str] = "parallel"
 
     tp: int = Field(default=1, gt=0)
     pp: int = Field(default=1, gt=0)
@@ -272,13 +283,8 @@ class Parallelism(StrictModel):
     def expert_tp(self) -> int:
         return self.etp if self.etp is not None else self.tp
 
-    @model_validator(mode="after")
-    def _bounded(self) -> "Parallelism":
-        _check_limits(self, "parallel")
-        return self
 
-
-class Recompute(StrictModel):
+class Recompute(BoundedSection):
     """Activation recomputation (Megatron ``--recompute-*``; TorchTitan ``activation_checkpoint``).
 
     - ``selective``: Megatron's selective recompute of ``modules`` (default core attention);
@@ -293,6 +299,8 @@ class Recompute(StrictModel):
       recomputes the rest.
     """
 
+    limits_section: ClassVar[str] = "training.recompute"
+
     granularity: RecomputeGranularity = "none"
     method: RecomputeMethod = "uniform"
     num_layers: Optional[int] = Field(default=None, ge=0, description="full: group size (uniform), layers per chunk "
@@ -302,15 +310,12 @@ class Recompute(StrictModel):
                                                                "global 0-based ids, sorted and unique (Primus "
                                                                "recompute_layer_ids; MTP depth d = num_layers + d)")
 
-    @model_validator(mode="after")
-    def _bounded(self) -> "Recompute":
-        _check_limits(self, "training.recompute")
-        return self
 
-
-class Offload(StrictModel):
+class Offload(BoundedSection):
     """Host offloading (Megatron ``--cpu-offloading*``, ``--fine-grained-activation-offloading``,
     ``--optimizer-cpu-offload``)."""
+
+    limits_section: ClassVar[str] = "training.offload"
 
     activation_layers: int = Field(default=0, ge=0, description="--cpu-offloading-num-layers: layers whose "
                                                                 "activations go to host memory")
@@ -320,13 +325,10 @@ class Offload(StrictModel):
     optimizer_fraction: float = Field(default=0.0, ge=0.0, le=1.0, description="--optimizer-cpu-offload with "
                                                                               "--optimizer-offload-fraction")
 
-    @model_validator(mode="after")
-    def _bounded(self) -> "Offload":
-        _check_limits(self, "training.offload")
-        return self
 
+class Training(BoundedSection):
+    limits_section: ClassVar[str] = "training"
 
-class Training(StrictModel):
     global_batch_size: int = Field(gt=0)
     micro_batch_size: int = Field(default=1, gt=0)
     precision: Precision = "bf16"
@@ -430,13 +432,10 @@ class Training(StrictModel):
     exp_avg_sq_dtype: StateDtype = "fp32"
     train_iters: Optional[int] = None
 
-    @model_validator(mode="after")
-    def _bounded(self) -> "Training":
-        _check_limits(self, "training")
-        return self
 
+class Cluster(BoundedSection):
+    limits_section: ClassVar[str] = "cluster"
 
-class Cluster(StrictModel):
     gpu: str = "h100-sxm"
     num_nodes: int = Field(default=1, gt=0)
     gpus_per_node: int = Field(default=8, gt=0)
@@ -456,11 +455,6 @@ class Cluster(StrictModel):
     def scaleup_domain(self) -> int:
         """GPUs reachable over the scale-up fabric from one GPU (capped by the world size)."""
         return min(self.nvlink_domain or self.gpus_per_node, self.world_size)
-
-    @model_validator(mode="after")
-    def _bounded(self) -> "Cluster":
-        _check_limits(self, "cluster")
-        return self
 
 
 class UnmodelledFlag(StrictModel):
