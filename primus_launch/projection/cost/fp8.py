@@ -33,8 +33,9 @@ already quantised (the norm kernel writes the FP8 copies: no separate pass); wei
 once per optimizer step (TE caches them across micro-batches, Megatron's ``is_first_microbatch``),
 and not at all with ``fp8_param_gather`` (FP8 primary weights; the cast moves into the optimizer
 step).  TorchTitan / torchao quantises weights on every micro-batch (unless the FSDP all-gather is in
-FP8) and has no norm fusion; under ``torch.compile`` inductor fuses the amax / cast into the
-producing kernels, leaving ``COMPILED_BYTES`` per element at streaming speed.
+FP8) and has no norm fusion; under ``torch.compile`` inductor fuses the first read of an activation's
+or output gradient's quantisation into its producer, and the bytes left per element and role are
+torchao's own roofline figures (:func:`torchao_compiled_bytes`), at streaming speed.
 """
 
 from __future__ import annotations

@@ -441,7 +441,7 @@ class _Acc:
         self._k(self.nq, self.nq)
         self._rec(f"{name} [{self.recipe}]", f, b, 0.0, ("quant", self.recipe, 0.0,
                                                           ba * (self.qf + self.qb) + bwt * self.qw / self.wq_div
-                                                          + bpost * self.qw))
+                                                          + bpost * self.qw, "te" if recipe else "torchao"))
         self.qf = self.qb = self.qw = 0.0
         self.nq = 0
         self.nkf = self.nkb = 0
