@@ -85,3 +85,22 @@ def test_torchao_h100_speedups_over_bf16(h100_llama3_8b):
     assert tw / bf16 == pytest.approx(7689.5 / 6150, abs=0.06)   # projected 1.19 (the flat 2 B/element model: 1.23)
     assert rw / bf16 == pytest.approx(6768 / 6150, abs=0.05)   # projected 1.06 (the flat 2 B/element model: 1.21)
     assert rw < tw
+
+
+def test_float8_tensorwise_tp_gathers_move_one_byte():
+    """torchao's Float8ColwiseParallel / Float8RowwiseParallel (torchtitan's TP plan with float8 tensorwise)
+    cast the input before its sequence-parallel all-gather and the output gradient before the backward
+    all-gather: half the bf16 bytes; rowwise keeps torch's plain TP styles (bf16 gathers)."""
+    from primus_launch.projection.cost.layer_collectives import rank_tokens, sp_gather_bytes
+
+    rows = json.loads((ROOT / "scripts/validation/runs.json").read_text())["rows"]
+    row = next(r for r in rows if r["id"] == "torchtitan_asynctp_h100_70b_256gpu_float8_tensorwise_asynctp")
+    plan = Plan.model_validate(row["plan"])
+    assert plan.framework == "torchtitan" and plan.parallel.tp == 8 and plan.parallel.sequence_parallel
+    act = rank_tokens(plan) * plan.model.hidden_size * 2.0
+    g_in, g_dy, _ = sp_gather_bytes(plan)
+    assert (g_in, g_dy) == (act / 2, act / 2)
+    g_in, g_dy, _ = sp_gather_bytes(plan.with_changes(training={"fp8_recipe": "rowwise"}))
+    assert (g_in, g_dy) == (act, act)
+    g_in, g_dy, _ = sp_gather_bytes(plan.with_changes(training={"precision": "bf16", "fp8_recipe": None}))
+    assert (g_in, g_dy) == (act, act)
