@@ -966,6 +966,7 @@ def floor_cfg(plan: Plan) -> tuple:
     share it (the tuner's bound key)."""
     c = list(_cfg(plan))
     c[3], c[4], c[5], c[11] = float("inf"), 0.0, frozenset(), None   # wq_div, host, graphs, ub
+    c[14] = False   # fp8_param_gather only changes the per-step weight casts, zero at wq_div = inf
     return tuple(c)
 
 
