@@ -104,3 +104,19 @@ def test_float8_tensorwise_tp_gathers_move_one_byte():
     assert (g_in, g_dy) == (act, act)
     g_in, g_dy, _ = sp_gather_bytes(plan.with_changes(training={"precision": "bf16", "fp8_recipe": None}))
     assert (g_in, g_dy) == (act, act)
+
+
+def test_rowwise_with_gw_hp_keeps_the_weight_gradient_gemm_in_bf16(h100_llama3_8b):
+    """torchao ROWWISE_WITH_GW_HP (torchao/float8/config.py): ``grad_weight_hp = input_t_hp @ grad_output_hp``,
+    the forward and data-gradient GEMMs in float8."""
+    from primus_launch.projection.cost.roofline import layer_op_times
+
+    def fc1(training):
+        ops = layer_op_times(h100_llama3_8b.with_changes(training=training))["dense"]
+        return next(o for o in ops if o[0].startswith("MLP FC1"))
+
+    hp = fc1({"precision": "fp8", "fp8_recipe": "rowwise_with_gw_hp"})
+    bf = fc1({"precision": "bf16"})
+    rw = fc1({"precision": "fp8", "fp8_recipe": "rowwise"})
+    assert hp[3] == pytest.approx(bf[3], rel=1e-12)          # wgrad: the bf16 GEMM
+    assert hp[1] == pytest.approx(rw[1], rel=1e-12) and hp[1] < 0.7 * bf[1]   # fprop: float8

@@ -282,10 +282,13 @@ class _Acc:
         ``models/common/moe.py`` ``GroupedExperts._grouped_mm``)."""
         g = self.gpu
         fmt = self.fmt if lowp and self.recipe else "bf16"
+        # torchao rowwise_with_gw_hp keeps the weight-gradient GEMM in bf16 (torchao/float8/config.py
+        # ROWWISE_WITH_GW_HP: cast_config_input_for_grad_weight / cast_config_grad_output_for_grad_weight disabled)
+        fmt_w = "bf16" if self.recipe == "rowwise_with_gw_hp" else fmt
         if separate and batch > 1:
             f = batch * gemm_time(m, n, k, g, "bf16", 1, fmt)
             bi = batch * gemm_time(m, k, n, g, "bf16", 1, fmt)
-            bw = batch * gemm_time(k, n, m, g, "bf16", 1, fmt)
+            bw = batch * gemm_time(k, n, m, g, "bf16", 1, fmt_w)
             kern = batch
         else:
             gr = ""
@@ -300,7 +303,7 @@ class _Acc:
                     gr = "any"  # a single grouped kernel (Primus-Turbo's CK / hipBLASLt grouped GEMM)
             f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
-            bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
+            bw = gemm_time(k, n, m, g, "bf16", batch, fmt_w, gr)
             kern = 1
         if ub and self.ub is not None:
             cf, cb, cw = ub_factors(ub, get_gpu(g).num_sms, self.ub)
