@@ -365,3 +365,25 @@ def test_optimizer_step_grad_copies_are_megatrons(grad_dtype, pa, monkeypatch):
     assert new == optimizer_step_grad_bytes(main_grads=opts.main_grads, precision="bf16", decoupled=opts.decoupled_grads,
                                             dp_sharding="optimizer", local_params=hi - lo)
     assert new == (4 * (hi - lo) if grad_dtype == "bf16" and not cfg.use_precision_aware_optimizer_no_fp8_or_ds_fp8 else 0)
+
+
+def test_full_iteration_graph_keeps_its_pool_through_the_optimizer_step():
+    """Eager, the optimizer step's fp32 gradient copies come after the activations are freed (a phase of its
+    own, under the activation peak here); a full-iteration graph's pool stays reserved through the eager step,
+    so the copies add to the captured peak, beside every micro-batch's static inputs (28 bytes per token)."""
+    from primus_launch.projection.memory.estimate import stage_memory
+    from primus_launch.projection.memory.mcore import optimizer_step_grad_bytes
+
+    arch = ModelArch(num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8, vocab_size=32000,
+                     seq_length=2048)
+    kw = dict(model=arch, parallel=dict(dp_sharding="optimizer"), cluster=dict(gpus_per_node=2))
+    tr = dict(global_batch_size=8, micro_batch_size=1, grad_reduce_in_fp32=False)
+    eager = stage_memory(Plan(training=tr, **kw))[0]
+    graph = stage_memory(Plan(training=dict(tr, cuda_graph_impl="local", cuda_graph_scope=("full_iteration",)),
+                              **kw))[0]
+    step = optimizer_step_grad_bytes(main_grads=2, precision="bf16", decoupled=False, dp_sharding="optimizer",
+                                     local_params=eager.num_parameters / 2)
+    assert step == pytest.approx(2 * eager.num_parameters)  # 4 bytes x the dp-2 shard
+    assert eager.activations_bytes + eager.transient_bytes > step  # eager: the step is not the peak
+    nmb = 8 // 2
+    assert graph.allocated_bytes - eager.allocated_bytes == pytest.approx(step + 28 * 2048 * nmb, abs=8)
