@@ -89,6 +89,7 @@ def full_graph_note(ep_overlap: bool, paged: bool) -> str:
                             ("the paged stash's pack stream", paged)) if on]
     return ("CUDA graph (full_iteration): the captured step's pool counted as the eager step (torch.cuda.graph "
             "empties the warm-up's cache before capture) plus every micro-batch's static input data, and the optimizer "
-            "step's fp32 gradient copies beside the pool it keeps; not modelled: "
-            "blocks the caching allocator cannot reuse inside a capture (freed with another stream's use pending"
+            "step's fp32 gradient copies beside the pool it keeps; not modelled: the pool's fragmentation (its "
+            "segments are not expandable) and blocks the caching allocator cannot reuse inside a capture (freed "
+            "with another stream's use pending"
             + (": " + ", ".join(side) if side else "") + "; allocator settings and environment are not in the plan)")
