@@ -14,10 +14,17 @@ Diagnostics only: nothing here changes the model or the validation rows.
    compute-stream kernels (every stream but DeepEP's, 27) and the gaps longer than 50 us between them --
    how much of the step a best-case two-chunk overlap leaves the compute idle.  Reads the trace from the
    local mirror (``/work/.mirror/deepseek-ai+profile-data/repo``) or ``--trace PATH``.
+3. ``--bridge3868``: Megatron-Bridge PR #3868's A/B (records ``mbridge3868-*``: Qwen3-30B-A3B on 16 H100, EP 16, MBS
+   1, all-to-all, eager vs TE-scoped graphs attn / moe_router / moe_preprocess) projected from the Bridge H100
+   Qwen3-30B row switched to what the PR ran (the plan ``tests/test_moe_host.py`` checks).
+4. ``--torch-grouped``: the dry-run's ``torch._grouped_mm`` BF16 and MXFP8 times (forward + dgrad + wgrad, GEMMs
+   only) at the shapes of torchao's autograd-function table (records ``ao-b200-gg-*``, whose MXFP8 time includes
+   the quantisation kernels) beside that table's BF16 / MXFP8 ratio.
 
     python scripts/moe_probe.py --row mlm_moe_qwen3_235b_h100_bf16_256gpu_tp2pp8ep32
     python scripts/moe_probe.py --row torchtitan_gb200_llama4_scout_mxfp8 --as-mxfp8
     python scripts/moe_probe.py --dualpipe
+    python scripts/moe_probe.py --bridge3868 --torch-grouped
 """
 
 from __future__ import annotations
@@ -111,19 +118,71 @@ def probe_dualpipe(trace_path: str | None) -> int:
     return 0
 
 
+def bridge3868_plans() -> tuple:
+    """(eager, TE-scoped graphs) plans of Megatron-Bridge PR #3868's A/B (module doc, item 3)."""
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.plan import Plan
+
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    d = copy.deepcopy(rows["mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu"]["plan"])
+    d["training"].update(precision="bf16", fp8_recipe=None, fp8_param_gather=False, moe_token_dispatcher="alltoall",
+                         overlap_moe_expert_parallel_comm=False, delay_wgrad_compute=False, global_batch_size=1024,
+                         micro_batch_size=1)
+    base = Plan.model_validate(d)
+    cg = base.model_copy(deep=True)
+    cg.training.cuda_graph_impl, cg.training.cuda_graph_scope = "transformer_engine", ["attn", "moe_router",
+                                                                                    "moe_preprocess"]
+    return base, cg
+
+
+def probe_bridge3868() -> int:
+    from primus_launch.projection.cost import evidence as ev
+    from primus_launch.projection.dryrun import project_dry_run
+
+    for name, plan in zip(("eager", "te-graphs"), bridge3868_plans()):
+        rec = ev.record(f"mbridge3868-h100-qwen3-30b-a3b-{name}-step")
+        t = project_dry_run(plan).iteration_time_s
+        print(f"Bridge PR #3868 {name:9s}: measured {rec['value']:.2f} s/iter, projected {t:.2f} s/iter "
+              f"({100 * (rec['value'] - t) / rec['value']:+.1f}% faster)")
+    return 0
+
+
+def probe_torch_grouped() -> int:
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.projection.cost import evidence as ev
+    from primus_launch.projection.cost.compute import gemm_time
+
+    for model, n, k in (("Llama4", 8192, 5120), ("DeepSeek-V3", 2048, 7168)):
+        for g in (1, 8):
+            recs = {dt: ev.record(f"ao-b200-gg-{model}-G{g}-{dt}") for dt in ("bf16", "mxfp8")}
+            m = recs["bf16"]["shape"]["total_m"] // g
+            t = {f: sum(gemm_time(*s, "b200", "bf16", g, f, "torch") for s in ((m, n, k), (m, k, n), (k, n, m)))
+                 for f in ("bf16", "mxfp8")}
+            print(f"torch grouped {model:11s} G{g}: dry-run BF16 / MXFP8 GEMMs {t['bf16'] / t['mxfp8']:.2f}x; "
+                  f"torchao table BF16 / MXFP8 (quantisation included) "
+                  f"{recs['mxfp8']['value'] / recs['bf16']['value']:.2f}x")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--row", help="a row id of scripts/validation/runs.json")
     ap.add_argument("--as-mxfp8", action="store_true", help="also project the row's plan as MXFP8")
     ap.add_argument("--dualpipe", action="store_true", help="compute-stream occupancy of DeepSeek's DualPipe profile")
     ap.add_argument("--trace", help="path of train.json (default: the local mirror)")
+    ap.add_argument("--bridge3868", action="store_true", help="Megatron-Bridge PR #3868's graph A/B projected")
+    ap.add_argument("--torch-grouped", action="store_true", help="torch grouped-GEMM BF16 / MXFP8 ratios")
     a = ap.parse_args(argv)
-    if not a.row and not a.dualpipe:
+    if not (a.row or a.dualpipe or a.bridge3868 or a.torch_grouped):
         ap.print_help()
         return 2
     rc = probe_row(a.row, a.as_mxfp8) if a.row else 0
     if a.dualpipe and rc == 0:
         rc = probe_dualpipe(a.trace)
+    if a.bridge3868 and rc == 0:
+        rc = probe_bridge3868()
+    if a.torch_grouped and rc == 0:
+        rc = probe_torch_grouped()
     return rc
 
 

@@ -211,18 +211,17 @@ def test_te_scoped_graphs_neutral_where_bridge_measured_them_neutral():
     within 3 % of the measured ratio, and the eager iteration within 15 % of the measured one."""
     from primus_launch.projection.dryrun import project_dry_run
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from moe_probe import bridge3868_plans   # the plan: Bridge's H100 Qwen3-30B recipe switched to what the PR ran
+
     eager, graphs = (ev.record(f"mbridge3868-h100-qwen3-30b-a3b-{k}-step") for k in ("eager", "te-graphs"))
-    rows = json.loads((Path(__file__).resolve().parents[1] / "scripts" / "validation" / "runs.json").read_text())
-    d = next(r for r in rows["rows"] if r["id"] == "mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu")["plan"]
+    base, cg = bridge3868_plans()
     sh = eager["shape"]
-    d["training"].update(precision="bf16", fp8_recipe=None, fp8_param_gather=False, moe_token_dispatcher="alltoall",
-                         overlap_moe_expert_parallel_comm=False, delay_wgrad_compute=False,
-                         global_batch_size=sh["global_batch_size"], micro_batch_size=sh["micro_batch_size"])
-    base = Plan.model_validate(d)
     assert (base.world_size, base.parallel.ep, base.model.num_experts, base.model.hidden_size) == (16, 16, 128, 2048)
-    cg = base.model_copy(deep=True)
-    cg.training.cuda_graph_impl, cg.training.cuda_graph_scope = "transformer_engine", ["attn", "moe_router",
-                                                                                    "moe_preprocess"]
+    assert (base.training.global_batch_size, base.training.micro_batch_size) == (sh["global_batch_size"],
+                                                                                 sh["micro_batch_size"])
+    assert (base.training.moe_token_dispatcher, base.training.precision, cg.training.cuda_graph_scope) == (
+        "alltoall", "bf16", ["attn", "moe_router", "moe_preprocess"])
     hf, hb, gf, gb = rl.layer_op_times(base)["_host"]["moe"]
     assert hf < gf and hb < gb                     # eager MoE layer: the GPU, not the host, sets its time
     t0, t1 = project_dry_run(base).iteration_time_s, project_dry_run(cg).iteration_time_s
