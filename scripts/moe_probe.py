@@ -17,6 +17,8 @@ Diagnostics only: nothing here changes the model or the validation rows.
 3. ``--bridge3868``: Megatron-Bridge PR #3868's A/B (records ``mbridge3868-*``: Qwen3-30B-A3B on 16 H100, EP 16, MBS
    1, all-to-all, eager vs TE-scoped graphs attn / moe_router / moe_preprocess) projected from the Bridge H100
    Qwen3-30B row switched to what the PR ran (the plan ``tests/test_moe_host.py`` checks).
+   With ``--row``, ``--walk`` also prints the row's MoE layer pair as ``cost/ep_overlap.py`` walks it (Megatron's
+   1F1B all-to-all overlap): its compute and dispatcher seconds and what the walk leaves exposed per pair.
 4. ``--torch-grouped``: the dry-run's ``torch._grouped_mm`` BF16 and MXFP8 times (forward + dgrad + wgrad, GEMMs
    only) at the shapes of torchao's autograd-function table (records ``ao-b200-gg-*``, whose MXFP8 time includes
    the quantisation kernels) beside that table's BF16 / MXFP8 ratio.
@@ -51,7 +53,25 @@ def _project(plan: dict) -> tuple[float, float]:
     return res.tokens_per_sec_per_gpu, res.iteration_time_s
 
 
-def probe_row(row_id: str, as_mxfp8: bool) -> int:
+def walk_row(plan) -> None:
+    """The row's MoE layer pair under Megatron's 1F1B all-to-all overlap (``cost/ep_overlap.py``)."""
+    from primus_launch.projection.cost import ep_comm as ec
+    from primus_launch.projection.cost.ep_overlap import exposed_per_layer, exposed_per_step
+    from primus_launch.projection.cost.roofline import layer_times_roofline
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    lt, spec = layer_times_roofline(plan), get_gpu(plan.cluster.gpu)
+    f, b = ec.ep_layer_comm(plan, spec, layout(plan))
+    pair = ec.moe_layer_pair(plan, lt, f, b)
+    c, n = ec.walk_contention(plan, spec), ec.moe_layers_per_step(plan)
+    exp = max(exposed_per_layer(pair, c=c), exposed_per_step(pair, n, c) / n)
+    print(f"  1F1B overlap walk per MoE layer pair: compute {1e3 * pair.compute_s:.2f} ms, dispatcher "
+          f"{1e3 * (f + b):.2f} ms, exposed {1e3 * exp:.2f} ms ({n} layer(s) per step, compute at "
+          f"{100 * (1 - c):.0f} % beside the dispatcher)")
+
+
+def probe_row(row_id: str, as_mxfp8: bool, walk: bool = False) -> int:
     rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
     if row_id not in rows:
         print(f"--row: {row_id!r} is not a row of {RUNS.relative_to(ROOT)}", file=sys.stderr)
@@ -78,6 +98,10 @@ def probe_row(row_id: str, as_mxfp8: bool) -> int:
     for name, plan in cases:
         tok, it = _project(plan)
         print(f"  {name:40s} {tok:9.1f} tokens/s/GPU  {it:8.3f} s/iter  {100 * (tok - meas) / meas:+6.1f}%")
+    if walk:
+        from primus_launch.plan import Plan
+
+        walk_row(Plan.model_validate(row["plan"]))
     return 0
 
 
@@ -168,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--row", help="a row id of scripts/validation/runs.json")
     ap.add_argument("--as-mxfp8", action="store_true", help="also project the row's plan as MXFP8")
+    ap.add_argument("--walk", action="store_true", help="the row's MoE layer pair under the 1F1B all-to-all overlap")
     ap.add_argument("--dualpipe", action="store_true", help="compute-stream occupancy of DeepSeek's DualPipe profile")
     ap.add_argument("--trace", help="path of train.json (default: the local mirror)")
     ap.add_argument("--bridge3868", action="store_true", help="Megatron-Bridge PR #3868's graph A/B projected")
@@ -176,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.row or a.dualpipe or a.bridge3868 or a.torch_grouped):
         ap.print_help()
         return 2
-    rc = probe_row(a.row, a.as_mxfp8) if a.row else 0
+    rc = probe_row(a.row, a.as_mxfp8, a.walk) if a.row else 0
     if a.dualpipe and rc == 0:
         rc = probe_dualpipe(a.trace)
     if a.bridge3868 and rc == 0:
