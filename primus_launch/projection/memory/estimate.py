@@ -228,6 +228,16 @@ def titan_attention(plan: Plan) -> str:
     return "sdpa"
 
 
+def _most_in_flight(ops: list[tuple[str, int, int]]) -> int:
+    """The most chunk-micro-batches a rank holds at once over its schedule's ops (forwards done minus
+    backwards done, at every prefix)."""
+    level = most = 0
+    for kind, _, _ in ops:
+        level += 1 if kind == "F" else -1
+        most = max(most, level)
+    return most
+
+
 @lru_cache(maxsize=65536)
 def titan_stage_memory(*args, measured=None) -> tuple[StageMemory, ...]:
     """TorchTitan stages (:mod:`memory_titan`): FSDP2 over ``S = dp_shard x cp``, the backward walk."""
@@ -336,8 +346,7 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             ops = torch_pp_ops(schedule, pp, vpp, nmb, rank)
             peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, nmb=nmb,
                                        held=reshard != "always")
-            w = max(sum(1 for o in ops[:i + 1] if o[0] == "F") - sum(1 for o in ops[:i + 1] if o[0] == "B")
-                    for i in range(len(ops)))
+            w = _most_in_flight(ops)
             out.append((stage_report(rank, weights, parts["gradients"], optim, parts["activations"],
                                      parts["transient"], w, int(dense_p + expert_p)), {**parts, **grad_terms}))
             continue
