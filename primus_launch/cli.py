@@ -101,7 +101,9 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--planner", dest="exhaustive", action="store_false",
                         help="tune: run the planner instead of the certified branch and bound")
     ap.add_argument("--workers", type=bounded_int(1, 4096, "an integer from 1 to 4096"),
-                    help="tune: processes of the exhaustive search (default: every core)")
+                    help="tune: processes of the exhaustive search (default: every core); with the branch and "
+                         "bound, N > 1 local processes expand its candidates ahead (default: this process; the "
+                         "same plan and certificate)")
     ap.add_argument("--ray-address", metavar="ADDR",
                     help="tune: run the search's shards (and, measured on cuda, the distinct pieces, one per GPU) "
                          "on a Ray cluster: HOST:PORT of its head (ray start --head), ray://HOST:PORT, auto or local "
@@ -284,6 +286,16 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     from primus_launch.tuner.search import tune
 
     plan = _load(a, a.tune, command)
+    log_path = Path(a.log) if a.log else None
+    out_recipe = None
+    if a.tune != _FROM_COMMAND:
+        from primus_launch.adapters import native_path, tuned_path
+
+        out_recipe = Path(a.out) if a.out else tuned_path(native_path(plan))
+        if log_path is None:
+            log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
+    _check_outputs([("--out" if a.out else "tuned recipe", out_recipe), ("--log" if a.log else "trial log", log_path),
+                    ("--report", a.report)])
     executor = None
     if a.ray_address is not None:
         from primus_launch.ray_cluster import connect
@@ -302,16 +314,6 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
             from primus_launch.projection.measure.fanout import FannedOut
 
             score = FannedOut(score, executor, a.measure_device or default_measure_device())
-    log_path = Path(a.log) if a.log else None
-    out_recipe = None
-    if a.tune != _FROM_COMMAND:
-        from primus_launch.adapters import native_path, tuned_path
-
-        out_recipe = Path(a.out) if a.out else tuned_path(native_path(plan))
-        if log_path is None:
-            log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
-    _check_outputs([("--out" if a.out else "tuned recipe", out_recipe), ("--log" if a.log else "trial log", log_path),
-                    ("--report", a.report)])
     allow = [x for item in a.allow for x in item.split(",") if x.strip()]
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
                llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
@@ -319,6 +321,10 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
                workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
                training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
                executor=executor if a.dry_run else None)
+    if executor is not None and not a.dry_run and score.fanned:
+        print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
+              + (f", {score.foreign} of them on another device than this machine's (measured again here)"
+                 if score.foreign else ""), file=sys.stderr)
     best = res.best_plan
     written = None
     if out_recipe is not None:

@@ -184,7 +184,8 @@ def tune(
     the planner's scored candidates (default: 10% of the legal space, at most
     ``DEFAULT_MAX_BUDGET``); ``time_limit_s`` stops the planner or the brute force (never the branch
     and bound).  ``workers``: processes of the
-    exhaustive sweep (default: every core; the result does not depend on it).
+    exhaustive sweep (default: every core; the result does not depend on it); given and above 1 with
+    the branch and bound, its expansions are computed ahead on that many local processes.
     ``executor`` (:class:`primus_launch.executor.Executor`, e.g. a Ray cluster's): where the search's
     shards run -- the branch and bound's expansions, computed ahead and replayed in its order, or the
     exhaustive sweep's index ranges (default: this process for the branch and bound, ``workers``
@@ -243,6 +244,10 @@ def tune(
     certificate = None
     legal, exact = (len(sp), False) if est is None else (est.legal, est.exact)
     prog = None
+    if bnb and executor is None and workers is not None and workers > 1:
+        from primus_launch.executor import LocalProcesses
+
+        executor = LocalProcesses(workers)
     if bnb:
         certificate = _branch_and_bound(plan, sp, memo, own, baseline, memory_margin, max_work, progress, executor)
     elif exhaustive:
