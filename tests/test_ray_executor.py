@@ -69,6 +69,25 @@ def test_ray_workers_answer_every_plan_the_replay_asks(local_ray):
     assert par.rejected == seq.rejected
 
 
+def test_ray_exhaustive_sweep_merges_in_index_order(local_ray):
+    """``--exhaustive``'s index ranges on the Ray workers (3 ranges of 16 plans): the trials, counts and
+    best of the sweep in this process."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.ray_cluster import connect
+    from primus_launch.tuner.search import tune
+    from primus_launch.tuner.space import SpaceConfig
+
+    plan = load_recipe(RECIPE)
+    cfg = SpaceConfig(max_cp=1, max_vpp=1, max_mbs=2, block_recompute_layers=(), max_dp_replicate_choices=1,
+                      execution=False)
+    one = tune(plan, space=cfg, exhaustive=True, workers=1)
+    far = tune(plan, space=cfg, exhaustive=True, executor=connect("local"))
+    assert far.workers == 2 and far.certificate == one.certificate and far.certificate.certified
+    key = [(t.changes, t.status, t.iteration_time_s, t.reason) for t in one.trials]
+    assert [(t.changes, t.status, t.iteration_time_s, t.reason) for t in far.trials] == key
+    assert far.best_plan == one.best_plan and (far.scored, far.legal_candidates) == (one.scored, one.legal_candidates)
+
+
 def test_measured_pieces_fan_out_one_task_per_piece_into_the_cache(tmp_path):
     """Each piece missing from the cache is one task (asking for one GPU on CUDA, none on the CPU); its
     record goes into the cache under the key the measured projection looks up, so that projection
