@@ -26,6 +26,16 @@ Determinism: no wall clock enters the search.  The order depends only on the bou
 order; the optional ``max_work`` stops it after that many plan bounds + scorings, at a candidate's
 end (a count, the same on any machine under any load), and the result then says how far the best may
 be from the optimum (``gap``: best / lowest open bound - 1).
+
+Parallel (``run(executor=...)``: local processes, ``--workers N``, or a Ray cluster,
+``--ray-address``): the order of expansions (:class:`Order`) does not depend on the incumbent, only
+where the search stops does; so the structural candidates the search will expand next are sent to
+the executor's workers ahead of time, each expanded there against the incumbent known when it was
+sent (:func:`expand_ahead`), and the search replays them here in its own order with the workers'
+bounds, verdicts and scores (:class:`Oracle`).  An incumbent known earlier is never better than the
+one at replay, so a worker computes a superset of what the replay asks: the replay computes nothing
+(``SearchResult.recomputed`` counts what it had to), and the plans, trials and certificate are the
+sequential search's, whatever order the workers finish in.
 """
 
 from __future__ import annotations
