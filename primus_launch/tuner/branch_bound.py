@@ -106,11 +106,17 @@ class Order:
         self.at = 0
         self.pending: list[tuple[float, int]] = []
         self.tails: dict[int, float] = {} if tails is None else tails
+        self.memory: dict[int, bool] = {}
 
     def tail(self, s: int) -> float:
         if s not in self.tails:
             self.tails[s] = self.bm.tail(s)
         return self.tails[s]
+
+    def memory_out(self, s: int) -> bool:
+        if s not in self.memory:
+            self.memory[s] = self.bm.memory_out(s)
+        return self.memory[s]
 
     def head(self) -> Optional[tuple[bool, float, int]]:
         """``(expand, bound, s)``: an expansion of a refined candidate (True), or the next unrefined
@@ -129,14 +135,15 @@ class Order:
             heapq.heappop(self.pending)
             return None
         self.at += 1
-        if self.bm.memory_out(s):
+        if self.memory_out(s):
             return True
         heapq.heappush(self.pending, (float(self.lb[s]) + self.tail(s), s))
         return False
 
     def ahead(self) -> "Order":
         o = Order.__new__(Order)
-        o.lb, o.bm, o.order, o.at, o.pending, o.tails = self.lb, self.bm, self.order, self.at, list(self.pending), self.tails
+        o.lb, o.bm, o.order, o.at, o.pending = self.lb, self.bm, self.order, self.at, list(self.pending)
+        o.tails, o.memory = self.tails, self.memory   # shared: each computed once
         return o
 
     def next_expansion(self) -> Optional[int]:
