@@ -461,7 +461,14 @@ def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelle
     parameters run by ``torch._grouped_mm``) stay BF16 unless ``quantize.grouped_mm.{float8,mx}.fqns`` (or the
     older ``*.moe_fqns_prototype``) names them; a filtered linear stays BF16 and an unfiltered ``output`` runs
     in FP8.  Each mismatch is reported (time), never silently projected."""
-    if prec.get("precision") not in ("fp8", "fp4") or job_get(job, "model._converters03"):
+    if prec.get("precision") not in ("fp8", "fp4"):
+        return
+    conv03 = [c.get("type") for c in (job_get(job, "model._converters03") or []) if isinstance(c, dict)]
+    if conv03:  # torchtitan 0.3: the converter classes (components/quantization)
+        if is_moe and not any(k in ("Float8GroupedExpertsConverter", "MXFP8GroupedExpertsConverter") for k in conv03):
+            unmodelled.append(UnmodelledFlag(flag="model.converters", value=",".join(map(str, conv03)),
+                                             effect="time: the routed experts' grouped GEMMs stay BF16 (no grouped-"
+                                                    "experts converter; projected in the low precision)"))
         return
     conv = converters_of(job)
     for kind, is_kind, default in (("float8", _is_linear_fp8, []), ("mx", _is_linear_mx, ["output"])):
