@@ -275,3 +275,25 @@ def test_te_layer_benchmark_quantises_input_and_weight_of_each_of_its_12_calls()
     for recipe, c in FITTED["fp8_quant"].items():
         for arch, eff in c.get("per_arch", {}).items():
             assert eff <= FITTED["hbm"][arch]["eta"] + 1e-9, (recipe, arch)
+
+
+def test_sliding_window_priced_no_cheaper_than_cudnn_ran_it():
+    """cuDNN's SDPA backward with a causal sliding window (cudnn-frontend PR 505, SM120; records
+    cudnnfe505-*): the window's time over the full causal time of the same shape.  The cost model's cuDNN
+    curves (H100, B200) must not price a window cheaper than that (their key-span penalty makes them
+    dearer): a window is no source of over-projection."""
+    from primus_launch.projection.cost.compute import attention_time
+
+    recs = {r["id"]: r for r in ev.all_records() if r["id"].startswith("cudnnfe505-")}
+    assert len(recs) == 6
+    for rid, r in recs.items():
+        w = r["shape"]["window_left"]
+        if w is None:
+            continue
+        s = r["shape"]["seq_q"]
+        full = recs[rid.rsplit("-w", 1)[0]]
+        measured = r["value"] / full["value"]
+        for gpu in ("h100-sxm", "b200"):
+            model = (attention_time(1, 16, s, s, 64, 64, True, gpu, "cudnn", w)[1]
+                     / attention_time(1, 16, s, s, 64, 64, True, gpu, "cudnn", None)[1])
+            assert model >= 0.9 * measured, (rid, gpu, model, measured)
