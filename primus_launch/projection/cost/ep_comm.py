@@ -28,7 +28,7 @@ from primus_launch.projection.cost import contention as con
 from primus_launch.projection.cost.ep_overlap import LayerPair, exposed_per_layer, exposed_per_step
 from primus_launch.projection.cost.moe_dispatch import dispatcher_times
 from primus_launch.projection.hardware.gpus import GPUSpec
-from primus_launch.projection.hardware.placement import Layout
+from primus_launch.projection.hardware.placement import Layout, layout
 from primus_launch.projection.layer_times import LayerTimes
 
 # where megatron's fine-grained schedule cuts an MoE layer (models/gpt/fine_grained_callables.py): the
@@ -97,7 +97,25 @@ def moe_layer_pair(plan: Plan, lt: LayerTimes, f: float, b: float) -> LayerPair:
     if not plan.training.delay_wgrad_compute:  # each node's backward computes its weight gradients
         ai, mi, aw, mw = ai + aw, mi + mw, 0.0, 0.0
     return LayerPair(attn_f=af, mlp_f=mf, attn_b=ai, mlp_b=mi, attn_w=aw, mlp_w=mw,
-                     dispatch_f=f / 2, combine_f=f / 2, dispatch_b=b / 2, combine_b=b / 2)
+                     dispatch_f=f / 2, combine_f=f / 2, dispatch_b=b / 2, combine_b=b / 2,
+                     full_gpu=whole_gpu_share(plan))
+
+
+def whole_gpu_share(plan: Plan) -> float:
+    """Share of the dispatcher's seconds that hold the whole GPU on the communication stream
+    (:class:`~primus_launch.projection.cost.ep_overlap.LayerPair` ``full_gpu``, module doc of
+    :mod:`cost.ep_overlap`): HybridEP's per-call torch-API time (:func:`collectives.hybridep_api_overhead`:
+    metadata preprocessing on 108 blocks, the comm-stream synchronize, the output copy) over its whole
+    dispatch / combine time; 0 for the other dispatchers (DeepEP permutes on the compute stream inside
+    the mlp node, ``_DeepepManager.get_permuted_hidden_states_by_experts``; NCCL all-to-all is SM-light)
+    and where CUDA graphs capture the dispatcher (no API time)."""
+    if plan.training.moe_token_dispatcher != "hybridep":
+        return 0.0
+    ep_pl = layout(plan).ep
+    with_api = sum(dispatcher_times(plan, plan.cluster.gpu, ep_pl))
+    if with_api <= 0.0:
+        return 0.0
+    return max(0.0, with_api - sum(dispatcher_times(plan, plan.cluster.gpu, ep_pl, api=False))) / with_api
 
 
 def moe_layers_per_step(plan: Plan) -> int:

@@ -28,6 +28,20 @@ compute node beside a running dispatch / combine keeps ``1 - c`` of its rate (``
 communication kernel holds, :func:`cost.contention.lost_fraction`), so a communication-bound pair is
 not slowed by it while a compute-bound one is.  Limits: no communication -> 0; no compute -> all of it
 (one stream).
+
+Not every second of a dispatch / combine node is SM-light communication.  HybridEP (DeepEP branch
+``hybrid-ep`` @cf78085, the build Megatron-LM's MoE recipes pin; Megatron-LM dev @d48bd6be
+``token_dispatcher._HybridEPManager`` / ``fused_a2a.HybridEPDispatch``) runs on the communication
+stream, per forward dispatch, a metadata-preprocessing kernel of ``num_sms_preprocessing_api`` = 108
+blocks followed by ``cudaStreamSynchronize`` (``executor.cu``: no token budget, so the host reads the
+received counts), and around each transfer the permute / unpermute kernels gridded ``sm_count * 16``
+blocks (``config.cuh`` ``Configurer::get_default_config``, unfused: Megatron's
+``moe_permute_fusion_into_hybridep`` defaults to False); only the transfer kernel itself keeps to its
+8 (across NVLink domains) or 24 (inside one) SMs.  ``LayerPair.full_gpu`` is the share of each
+dispatch / combine's seconds spent in such whole-GPU work: a compute node beside it keeps none of its
+rate (``c = 1``) while beside the rest it keeps ``1 - c``; the whole-GPU part is placed first in each
+node (preprocessing / unpermute precede the transfer).  ``full_gpu = 1`` serialises the two streams:
+exposed = the four communication nodes' seconds.
 """
 
 from __future__ import annotations
@@ -41,7 +55,8 @@ class LayerPair:
     """Seconds of one MoE layer's nodes: forward ``attn_f`` / ``mlp_f``; backward input-gradient
     ``attn_b`` / ``mlp_b`` and the weight gradients ``attn_w`` / ``mlp_w`` run by ``backward_dw``
     (zero without ``--delay-wgrad-compute``: then they are inside ``attn_b`` / ``mlp_b``);
-    communication ``dispatch_f``, ``combine_f``, ``dispatch_b``, ``combine_b``."""
+    communication ``dispatch_f``, ``combine_f``, ``dispatch_b``, ``combine_b``; ``full_gpu``: the share
+    of each communication node's seconds that holds the whole GPU (module doc; 0..1)."""
 
     attn_f: float
     mlp_f: float
@@ -53,21 +68,24 @@ class LayerPair:
     combine_f: float
     dispatch_b: float
     combine_b: float
+    full_gpu: float = 0.0
 
     @property
     def compute_s(self) -> float:
         return self.attn_f + self.mlp_f + self.attn_b + self.mlp_b + self.attn_w + self.mlp_w
 
 
-def _run(start: float, work: float, busy: list[tuple[float, float]], c: float) -> float:
-    """End of a compute node of ``work`` seconds started at ``start`` that runs at ``1 - c`` of its
-    rate while the communication stream is busy (``busy``: its intervals, in time order)."""
-    if c <= 0.0 or work <= 0.0:
+def _run(start: float, work: float, busy: list[tuple[float, float, float]], c: float) -> float:
+    """End of a compute node of ``work`` seconds started at ``start`` that runs at ``1 - c_i`` of its
+    rate while the communication stream is busy (``busy``: its intervals ``(start, end, c_i)``, in
+    time order; ``c_i`` = ``c`` or 1 for whole-GPU work, module doc)."""
+    if work <= 0.0:
         return start + work
-    t, w, keep = start, work, 1.0 - c
-    for s0, e0 in busy:
-        if e0 <= t:
+    t, w = start, work
+    for s0, e0, ci in busy:
+        if e0 <= t or ci <= 0.0:
             continue
+        keep = 1.0 - ci
         if s0 > t:
             if w <= s0 - t:
                 return t + w
@@ -89,17 +107,22 @@ def _walk(x: LayerPair, n: int, c: float = 0.0) -> float:
     kernel holds).  Nodes are placed in dependency order (each stream stays FIFO in program order)."""
     comp = comm = 0.0       # when each stream is free
     f_ready = b_ready = 0.0  # the forward / backward micro-batch's last node (its event)
-    busy: list[tuple[float, float]] = []
+    busy: list[tuple[float, float, float]] = []
+    g = min(1.0, max(0.0, x.full_gpu))
 
     def com(start: float, dur: float) -> float:
         if dur > 0.0:
-            busy.append((start, start + dur))
+            mid = start + g * dur
+            if g > 0.0:
+                busy.append((start, mid, 1.0))
+            if g < 1.0:
+                busy.append((mid, start + dur, c))
         return start + dur
 
     aw_left = 0.0           # the previous layer's attn backward_dw, placed after this layer's combine_bwd
     for _ in range(n):
-        if len(busy) > 8:
-            del busy[:-8]
+        if len(busy) > 16:
+            del busy[:-16]
         cb = com(max(comm, b_ready), x.combine_b)
         comm = cb
         comp = _run(comp, aw_left, busy, c)
