@@ -3,6 +3,7 @@ separately from the issue order of megatron-core 0.16.1 ``TransformerLayerSchedu
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -118,8 +119,11 @@ def _dag_makespan_shared(x: LayerPair, n: int, c: float) -> float:
         comp_q += [(f"af{i}", x.attn_f, [f"cf{i - 1}"] if i else []), (f"mb{i}", x.mlp_b, [f"cb{i}"]),
                    (f"mw{i}", x.mlp_w, []), (f"mf{i}", x.mlp_f, [f"df{i}"]),
                    (f"ab{i}", x.attn_b, [f"db{i}"]), (f"aw{i}", x.attn_w, [])]
-        comm_q += [(f"cb{i}", x.combine_b, [f"ab{i - 1}"] if i else []), (f"df{i}", x.dispatch_f, [f"af{i}"]),
-                   (f"db{i}", x.dispatch_b, [f"mb{i}"]), (f"cf{i}", x.combine_f, [f"mf{i}"])]
+        for name, dur, deps in ((f"cb{i}", x.combine_b, [f"ab{i - 1}"] if i else []),
+                                (f"df{i}", x.dispatch_f, [f"af{i}"]), (f"db{i}", x.dispatch_b, [f"mb{i}"]),
+                                (f"cf{i}", x.combine_f, [f"mf{i}"])):
+            # the whole-GPU share of the node first (compute stalls beside it), then the SM-light rest
+            comm_q += [(name + "_gpu", dur * x.full_gpu, deps), (name, dur * (1 - x.full_gpu), [])]
     done: dict[str, float] = {}
     t = 0.0
     run = {"comp": None, "comm": None}   # [name, work left]
@@ -132,8 +136,9 @@ def _dag_makespan_shared(x: LayerPair, n: int, c: float) -> float:
                     done[name] = t
                     continue
                 run[k] = [name, w]
-        rate = {"comp": (1 - c) if run["comm"] else 1.0, "comm": 1.0}
-        dts = [run[k][1] / rate[k] for k in run if run[k]]
+        lost = (1.0 if run["comm"][0].endswith("_gpu") else c) if run["comm"] else 0.0
+        rate = {"comp": 1.0 - lost, "comm": 1.0}
+        dts = [run[k][1] / rate[k] for k in run if run[k] and rate[k] > 0]
         if not dts:
             raise AssertionError("deadlock")
         dt = min(dts)
@@ -154,8 +159,10 @@ def test_contention_walk_equals_fluid_simulation(c):
     from primus_launch.projection.cost.ep_overlap import _walk
 
     rng = random.Random(7 + int(100 * c))
-    for _ in range(40):
+    for i in range(40):
         x = _pair(rng, rng.choice([0.3, 1.0, 3.0]))
+        if i % 2:   # half of the pairs with a whole-GPU share of their dispatch / combine (HybridEP)
+            x = dataclasses.replace(x, full_gpu=rng.uniform(0.05, 0.6))
         for n in (1, 3):
             assert _walk(x, n, c) == pytest.approx(_dag_makespan_shared(x, n, c), rel=1e-9, abs=1e-9)
 
@@ -206,3 +213,43 @@ def test_moe_layers_per_step_reads_the_layout():
                                   moe_grouped_gemm=True, overlap_moe_expert_parallel_comm=True),
                 cluster=Cluster(num_nodes=32, gpus_per_node=8), source=Source(framework="megatron"))
     assert it.moe_layers_per_step(plan) == 3
+
+
+def test_whole_gpu_communication_serialises_the_streams():
+    """A dispatch / combine that holds the whole GPU for all its seconds (``full_gpu = 1``: HybridEP's
+    108-block preprocessing and ``sm_count * 16``-block permutes, cost/ep_overlap.py) leaves a compute
+    node beside it no progress: every communication second is exposed, whatever ``c``; a share ``g``
+    of it exposes at least ``g`` of each node."""
+    x = LayerPair(1.0, 1.2, 1.5, 1.1, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0, full_gpu=1.0)
+    comm = x.dispatch_f + x.combine_f + x.dispatch_b + x.combine_b
+    for c in (0.0, 0.14, 0.41):
+        assert exposed_per_layer(x, c=c) == pytest.approx(comm)
+    half = dataclasses.replace(x, full_gpu=0.5)
+    assert 0.5 * comm - 1e-9 <= exposed_per_layer(half, c=0.14) < comm
+    assert exposed_per_layer(dataclasses.replace(x, full_gpu=0.0), c=0.14) < exposed_per_layer(half, c=0.14)
+
+
+def test_overlap_gain_matches_bridge_5094_ab():
+    """Megatron-Bridge PR #5094 switched only ``overlap_moe_expert_parallel_comm`` on Qwen3-30B-A3B, 16 H100
+    (EP 16 over 2 nodes, HybridEP, MBS 1, GBS 1024, TE graphs moe_router / moe_preprocess, no delayed
+    wgrad): 24.714 -> 20.992 s per iteration (records mbridge5094-*).  The dry-run's on / off ratio of the
+    same plan must be within 0.03 of the measured 0.849 (the walk without HybridEP's whole-GPU share gave
+    0.745: it hid the preprocessing / sync as if it were SM-light communication)."""
+    import sys
+    from pathlib import Path
+
+    from primus_launch.projection.cost import evidence as ev
+    from primus_launch.projection.dryrun import project_dry_run
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from moe_probe import bridge5094_plans
+
+    off_rec, on_rec = (ev.record(f"mbridge5094-h100-qwen3-30b-a3b-hybridep-overlap-{k}-step") for k in ("off", "on"))
+    off, on = bridge5094_plans()
+    sh = on_rec["shape"]
+    assert (on.world_size, on.parallel.ep, on.parallel.tp, on.model.num_experts) == (sh["gpus"], sh["ep"], 1, 128)
+    assert (on.training.moe_token_dispatcher, on.training.overlap_moe_expert_parallel_comm,
+            off.training.overlap_moe_expert_parallel_comm, on.training.delay_wgrad_compute) == ("hybridep", True,
+                                                                                               False, False)
+    ratio = project_dry_run(on).iteration_time_s / project_dry_run(off).iteration_time_s
+    assert ratio == pytest.approx(on_rec["value"] / off_rec["value"], abs=0.03)
