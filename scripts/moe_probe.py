@@ -64,9 +64,12 @@ def walk_row(plan) -> None:
     from primus_launch.projection.hardware.gpus import get_gpu
     from primus_launch.projection.hardware.placement import layout
 
-    lt, spec = layer_times_roofline(plan), get_gpu(plan.cluster.gpu)
-    f, b = ec.ep_layer_comm(plan, spec, layout(plan))
-    pair = ec.moe_layer_pair(plan, lt, f, b)
+    from primus_launch.projection.cost.tp_comm import tp_exposed, tp_layer_comm
+
+    lt, spec, lay = layer_times_roofline(plan), get_gpu(plan.cluster.gpu), layout(plan)
+    f, b = ec.ep_layer_comm(plan, spec, lay)
+    tp = tp_exposed(plan, tp_layer_comm(plan, spec, lay, moe=True), lt, spec, lay)
+    pair = ec.moe_layer_pair(plan, lt, f, b, tp)
     c, n = ec.walk_contention(plan, spec), ec.moe_layers_per_step(plan)
     exp = max(exposed_per_layer(pair, c=c), exposed_per_step(pair, n, c) / n)
     print(f"  1F1B overlap walk per MoE layer pair: compute {1e3 * pair.compute_s:.2f} ms, dispatcher "

@@ -253,3 +253,26 @@ def test_overlap_gain_matches_bridge_5094_ab():
                                                                                                False, False)
     ratio = project_dry_run(on).iteration_time_s / project_dry_run(off).iteration_time_s
     assert ratio == pytest.approx(on_rec["value"] / off_rec["value"], abs=0.03)
+
+
+def test_tp_collectives_sit_in_the_attn_node():
+    """Megatron's attn node runs ``layer._forward_attention`` (``fine_grained_callables.submodule_attn_forward``),
+    sequence-parallel all-gather / reduce-scatter included, on the compute stream: the layer pair carries the
+    exposed TP seconds in ``attn_f`` / ``attn_b`` and nowhere else."""
+    from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
+    from primus_launch.projection.cost import ep_comm as it
+    from primus_launch.projection.cost.roofline import layer_times_roofline
+
+    plan = Plan(model=ModelArch(num_layers=8, hidden_size=4096, ffn_hidden_size=12288, num_attention_heads=32,
+                                num_query_groups=8, vocab_size=32000, seq_length=4096, num_experts=64,
+                                moe_router_topk=8, moe_ffn_hidden_size=1536),
+                parallel=Parallelism(tp=2, ep=8, sequence_parallel=True),
+                training=Training(global_batch_size=256, micro_batch_size=1, moe_token_dispatcher="alltoall",
+                                  moe_grouped_gemm=True, overlap_moe_expert_parallel_comm=True),
+                cluster=Cluster(num_nodes=2, gpus_per_node=8), source=Source(framework="megatron"))
+    lt = layer_times_roofline(plan)
+    a = it.moe_layer_pair(plan, lt, 1e-3, 1e-3)
+    b = it.moe_layer_pair(plan, lt, 1e-3, 1e-3, (2e-4, 3e-4))
+    assert (b.attn_f - a.attn_f, b.attn_b - a.attn_b) == pytest.approx((2e-4, 3e-4))
+    assert (b.mlp_f, b.mlp_b, b.attn_w, b.mlp_w, b.dispatch_f, b.combine_b) == (a.mlp_f, a.mlp_b, a.attn_w, a.mlp_w,
+                                                                               a.dispatch_f, a.combine_b)

@@ -14,7 +14,9 @@ Exposed (:func:`ep_exposed`): ``moe_shared_expert_overlap`` hides the dispatch b
 expert; ``overlap_moe_expert_parallel_comm`` (1F1B all-to-all overlap) runs a forward's and another
 micro-batch's backward of each MoE layer on two streams, node by node as Megatron's combined 1F1B
 orders them (:mod:`cost.ep_overlap`: the exposed time of the walk, its compute nodes slowed by the
-dispatcher's SMs while it runs beside them, :mod:`cost.contention`; one walk per combined step of one
+dispatcher's SMs while it runs beside them, :mod:`cost.contention`, or all of them beside HybridEP's
+whole-GPU preprocessing / permutes, :func:`whole_gpu_share`; the attention's exposed TP collectives inside
+the attn node, :func:`moe_layer_pair`; one walk per combined step of one
 model chunk's layers, :func:`moe_layers_per_step`) on the passes the schedule can pair, the whole
 comm on the warm-up / cool-down passes it cannot (:func:`ep_unpaired_fraction`); with PP each paired
 step also waits for half of its neighbours' exposed activation sends (:func:`combined_step_p2p`);
@@ -57,8 +59,10 @@ def walk_contention(plan: Plan, spec: GPUSpec) -> float:
     return con.lost_fraction(con.ep_sms(plan.training.moe_token_dispatcher), spec.num_sms, spec.arch)
 
 
-def ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSpec) -> tuple[float, float]:
-    """EP seconds left after shared-expert and 1F1B all-to-all overlap (module doc)."""
+def ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSpec,
+               tp: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """EP seconds left after shared-expert and 1F1B all-to-all overlap (module doc); ``tp``: the MoE
+    layer's exposed TP seconds (forward, backward), on the compute stream inside the attn node."""
     t = plan.training
     f, b = raw
     if t.moe_shared_expert_overlap:
@@ -72,7 +76,7 @@ def ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSp
             # the two streams of Megatron's combined 1F1B, node by node (cost/ep_overlap.py); the
             # dispatcher's SMs slow the compute nodes it overlaps (cost/contention.py)
             c = walk_contention(plan, spec)
-            pair = moe_layer_pair(plan, lt, f, b)
+            pair = moe_layer_pair(plan, lt, f, b, tp)
             n = moe_layers_per_step(plan)
             paired = max(exposed_per_layer(pair, c=c), exposed_per_step(pair, n, c) / n)
             share = f / (f + b) if f + b > 0 else 0.5
@@ -85,17 +89,22 @@ def ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSp
     return f, b
 
 
-def moe_layer_pair(plan: Plan, lt: LayerTimes, f: float, b: float) -> LayerPair:
+def moe_layer_pair(plan: Plan, lt: LayerTimes, f: float, b: float,
+                   tp: tuple[float, float] = (0.0, 0.0)) -> LayerPair:
     """One MoE layer as :class:`~primus_launch.projection.cost.ep_overlap.LayerPair`: its forward,
     input-gradient and weight-gradient seconds split into the attn and mlp nodes by the roofline's
     scopes (measured layers: the roofline's split scaled to the measured layer), the dispatcher's
     forward (backward) seconds ``f`` (``b``) halved into dispatch and combine (the same tokens go
-    out and come back)."""
+    out and come back).  ``tp``: the layer's exposed TP seconds (forward, backward): attention's
+    sequence-parallel all-gather / reduce-scatter run on the compute stream inside the attn node
+    (``fine_grained_callables.submodule_attn_forward`` calls ``layer._forward_attention``), so they
+    join ``attn_f`` / ``attn_b`` (the dispatch / combine beside them hide behind them as behind compute)."""
     mo = lt.moe_layer
     af, ai, aw = (getattr(mo, k) * attn_share(plan, lt, k) for k in ("fwd_s", "bwd_input_s", "bwd_weight_s"))
     mf, mi, mw = mo.fwd_s - af, mo.bwd_input_s - ai, mo.bwd_weight_s - aw
     if not plan.training.delay_wgrad_compute:  # each node's backward computes its weight gradients
         ai, mi, aw, mw = ai + aw, mi + mw, 0.0, 0.0
+    af, ai = af + tp[0], ai + tp[1]
     return LayerPair(attn_f=af, mlp_f=mf, attn_b=ai, mlp_b=mi, attn_w=aw, mlp_w=mw,
                      dispatch_f=f / 2, combine_f=f / 2, dispatch_b=b / 2, combine_b=b / 2,
                      full_gpu=whole_gpu_share(plan))

@@ -108,7 +108,7 @@ def layer_costs(s: Setup) -> LayerCosts:
         cp_b = cp_b - hid_b + con.displaced(hid_b, n_p2p, units, arch)
 
     ep_raw = ep_layer_comm(plan, spec, lay)
-    ep_over = ep_exposed(plan, ep_raw, lt, spec)
+    ep_over = ep_exposed(plan, ep_raw, lt, spec, tp_moe)
     ep_f, ep_b = ep_over
     walked = ep_walked(plan, lt)
     if not walked:   # the combined-1F1B walk slows its compute nodes itself
