@@ -276,3 +276,14 @@ def test_tp_collectives_sit_in_the_attn_node():
     assert (b.attn_f - a.attn_f, b.attn_b - a.attn_b) == pytest.approx((2e-4, 3e-4))
     assert (b.mlp_f, b.mlp_b, b.attn_w, b.mlp_w, b.dispatch_f, b.combine_b) == (a.mlp_f, a.mlp_b, a.attn_w, a.mlp_w,
                                                                                a.dispatch_f, a.combine_b)
+
+
+def test_hybridep_sms_follow_its_configurer_defaults():
+    """HybridEP's dispatch / combine kernels take 24 SMs inside one NVLink domain and 8 across domains
+    (DeepEP hybrid-ep @cf78085 ``config.cuh`` ``Configurer``; Megatron-LM dev @d48bd6be passes None):
+    the walk's contention of a B200 plan reads them by the EP group's domain count."""
+    from primus_launch.projection.cost import contention as con
+
+    assert (con.ep_sms("hybridep", 1), con.ep_sms("hybridep", 2), con.ep_sms("hybridep", 8)) == (24, 8, 8)
+    assert con.ep_sms("deepep", 4) == con.DEEPEP_SMS == 20
+    assert con.lost_fraction(con.ep_sms("hybridep", 1), 148, "blackwell") == pytest.approx(24 / 148)

@@ -359,7 +359,10 @@ def _contention_line(plan: Plan) -> str:
         parts.append("TE userbuffers (" + ("--tp-comm-overlap-cfg" if over else "TE defaults") + "): "
                      + (", ".join(cells) or "copy-engine ring exchange only"))
     if plan.model.is_moe and p.ep > 1:
-        parts.append(f"EP {t.moe_token_dispatcher}: {con.ep_sms(t.moe_token_dispatcher)} SMs while overlapped")
+        from primus_launch.projection.hardware.placement import layout
+
+        n_ep = con.ep_sms(t.moe_token_dispatcher, layout(plan).ep.nodes)
+        parts.append(f"EP {t.moe_token_dispatcher}: {n_ep} SMs while overlapped")
     parts.append(f"overlapped NCCL collectives: {con.NCCL_SMS} SMs")
     from primus_launch.projection.hardware.gpus import get_gpu
 
