@@ -104,7 +104,11 @@ def test_projection_uses_it():
     pair = it.moe_layer_pair(plan, lt, *raw)
     n = it.moe_layers_per_step(plan)
     assert n == 8   # no pipelining: the whole model is one combined step
-    paired = max(walk(pair, c=c), exposed_per_step(pair, n, c) / n)
+    paired = max(walk(pair, c=c), exposed_per_step(pair, n, c) / n) - it.permutes_on_comm(plan, lt)
+    # the all-to-all dispatcher's unpermute runs in the combine node (communication stream, whole GPU)
+    uf, ub = lt.part("moe", "moe_unpermute").fwd_s, lt.part("moe", "moe_unpermute").bwd_input_s
+    assert it.permutes_on_comm(plan, lt) == pytest.approx(uf + ub) and uf > 0
+    assert (pair.whole[1], pair.whole[3]) == pytest.approx((uf, ub))
     assert f + b == pytest.approx(u * sum(raw) + (1 - u) * paired)
     off = plan.model_copy(update={"training": plan.training.model_copy(update={"overlap_moe_expert_parallel_comm": False})})
     assert it.ep_exposed(off, raw, lt, spec) == raw
@@ -122,8 +126,9 @@ def _dag_makespan_shared(x: LayerPair, n: int, c: float) -> float:
         for name, dur, deps in ((f"cb{i}", x.combine_b, [f"ab{i - 1}"] if i else []),
                                 (f"df{i}", x.dispatch_f, [f"af{i}"]), (f"db{i}", x.dispatch_b, [f"mb{i}"]),
                                 (f"cf{i}", x.combine_f, [f"mf{i}"])):
-            # the whole-GPU share of the node first (compute stalls beside it), then the SM-light rest
-            comm_q += [(name + "_gpu", dur * x.full_gpu, deps), (name, dur * (1 - x.full_gpu), [])]
+            # the node's whole-GPU seconds first (compute stalls beside them), then the SM-light rest
+            w = dict(zip(("df", "cf", "db", "cb"), x.whole))[name[:2]]
+            comm_q += [(name + "_gpu", w, deps), (name, dur - w, [])]
     done: dict[str, float] = {}
     t = 0.0
     run = {"comp": None, "comm": None}   # [name, work left]
@@ -161,8 +166,9 @@ def test_contention_walk_equals_fluid_simulation(c):
     rng = random.Random(7 + int(100 * c))
     for i in range(40):
         x = _pair(rng, rng.choice([0.3, 1.0, 3.0]))
-        if i % 2:   # half of the pairs with a whole-GPU share of their dispatch / combine (HybridEP)
-            x = dataclasses.replace(x, full_gpu=rng.uniform(0.05, 0.6))
+        if i % 2:   # half of the pairs with whole-GPU seconds in their dispatch / combine (HybridEP, permutes)
+            x = dataclasses.replace(x, whole=tuple(rng.uniform(0.0, 0.8) * d for d in
+                                                   (x.dispatch_f, x.combine_f, x.dispatch_b, x.combine_b)))
         for n in (1, 3):
             assert _walk(x, n, c) == pytest.approx(_dag_makespan_shared(x, n, c), rel=1e-9, abs=1e-9)
 
@@ -216,17 +222,17 @@ def test_moe_layers_per_step_reads_the_layout():
 
 
 def test_whole_gpu_communication_serialises_the_streams():
-    """A dispatch / combine that holds the whole GPU for all its seconds (``full_gpu = 1``: HybridEP's
+    """A dispatch / combine that holds the whole GPU for all its seconds (``whole`` = its seconds: HybridEP's
     108-block preprocessing and ``sm_count * 16``-block permutes, cost/ep_overlap.py) leaves a compute
     node beside it no progress: every communication second is exposed, whatever ``c``; a share ``g``
     of it exposes at least ``g`` of each node."""
-    x = LayerPair(1.0, 1.2, 1.5, 1.1, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0, full_gpu=1.0)
+    x = LayerPair(1.0, 1.2, 1.5, 1.1, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0, whole=(0.7, 0.8, 0.9, 1.0))
     comm = x.dispatch_f + x.combine_f + x.dispatch_b + x.combine_b
     for c in (0.0, 0.14, 0.41):
         assert exposed_per_layer(x, c=c) == pytest.approx(comm)
-    half = dataclasses.replace(x, full_gpu=0.5)
+    half = dataclasses.replace(x, whole=(0.35, 0.4, 0.45, 0.5))
     assert 0.5 * comm - 1e-9 <= exposed_per_layer(half, c=0.14) < comm
-    assert exposed_per_layer(dataclasses.replace(x, full_gpu=0.0), c=0.14) < exposed_per_layer(half, c=0.14)
+    assert exposed_per_layer(dataclasses.replace(x, whole=(0.0,) * 4), c=0.14) < exposed_per_layer(half, c=0.14)
 
 
 def test_overlap_gain_matches_bridge_5094_ab():

@@ -37,11 +37,14 @@ blocks followed by ``cudaStreamSynchronize`` (``executor.cu``: no token budget, 
 received counts), and around each transfer the permute / unpermute kernels gridded ``sm_count * 16``
 blocks (``config.cuh`` ``Configurer::get_default_config``, unfused: Megatron's
 ``moe_permute_fusion_into_hybridep`` defaults to False); only the transfer kernel itself keeps to its
-8 (across NVLink domains) or 24 (inside one) SMs.  ``LayerPair.full_gpu`` is the share of each
-dispatch / combine's seconds spent in such whole-GPU work: a compute node beside it keeps none of its
-rate (``c = 1``) while beside the rest it keeps ``1 - c``; the whole-GPU part is placed first in each
-node (preprocessing / unpermute precede the transfer).  ``full_gpu = 1`` serialises the two streams:
-exposed = the four communication nodes' seconds.
+8 (across NVLink domains) or 24 (inside one) SMs.  The all-to-all dispatcher's combine node runs
+the unpermute of the expert output (``MoEAlltoAllTokenDispatcher.combine_postprocess``, called from
+``submodule_combine_forward`` -> ``MoELayer.postprocess``) on the communication stream as well, and its
+autograd backward with it.  ``LayerPair.whole`` holds those seconds of each dispatch / combine node
+(``dispatch_f``, ``combine_f``, ``dispatch_b``, ``combine_b``): a compute node beside them keeps none of
+its rate (``c = 1``), beside the rest of the node ``1 - c``; the whole-GPU part is placed first in each
+node (preprocessing / unpermute precede the transfer).  ``whole`` = the nodes' seconds serialises the
+two streams: exposed = the four communication nodes' seconds.
 """
 
 from __future__ import annotations
@@ -55,8 +58,8 @@ class LayerPair:
     """Seconds of one MoE layer's nodes: forward ``attn_f`` / ``mlp_f``; backward input-gradient
     ``attn_b`` / ``mlp_b`` and the weight gradients ``attn_w`` / ``mlp_w`` run by ``backward_dw``
     (zero without ``--delay-wgrad-compute``: then they are inside ``attn_b`` / ``mlp_b``);
-    communication ``dispatch_f``, ``combine_f``, ``dispatch_b``, ``combine_b``; ``full_gpu``: the share
-    of each communication node's seconds that holds the whole GPU (module doc; 0..1)."""
+    communication ``dispatch_f``, ``combine_f``, ``dispatch_b``, ``combine_b``; ``whole``: the seconds of
+    each of those four nodes (same order) that hold the whole GPU (module doc; at most the node's)."""
 
     attn_f: float
     mlp_f: float
@@ -68,7 +71,7 @@ class LayerPair:
     combine_f: float
     dispatch_b: float
     combine_b: float
-    full_gpu: float = 0.0
+    whole: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
     @property
     def compute_s(self) -> float:
@@ -108,14 +111,14 @@ def _walk(x: LayerPair, n: int, c: float = 0.0) -> float:
     comp = comm = 0.0       # when each stream is free
     f_ready = b_ready = 0.0  # the forward / backward micro-batch's last node (its event)
     busy: list[tuple[float, float, float]] = []
-    g = min(1.0, max(0.0, x.full_gpu))
+    w_df, w_cf, w_db, w_cb = x.whole
 
-    def com(start: float, dur: float) -> float:
+    def com(start: float, dur: float, w: float = 0.0) -> float:
         if dur > 0.0:
-            mid = start + g * dur
-            if g > 0.0:
+            mid = start + min(dur, max(0.0, w))
+            if mid > start:
                 busy.append((start, mid, 1.0))
-            if g < 1.0:
+            if mid < start + dur:
                 busy.append((mid, start + dur, c))
         return start + dur
 
@@ -123,21 +126,21 @@ def _walk(x: LayerPair, n: int, c: float = 0.0) -> float:
     for _ in range(n):
         if len(busy) > 16:
             del busy[:-16]
-        cb = com(max(comm, b_ready), x.combine_b)
+        cb = com(max(comm, b_ready), x.combine_b, w_cb)
         comm = cb
         comp = _run(comp, aw_left, busy, c)
         af = _run(max(comp, f_ready), x.attn_f, busy, c)
         comp = af
-        df = com(max(comm, af), x.dispatch_f)
+        df = com(max(comm, af), x.dispatch_f, w_df)
         comm = df
         mb = _run(max(comp, cb), x.mlp_b, busy, c)
         comp = mb
-        db = com(max(comm, mb), x.dispatch_b)
+        db = com(max(comm, mb), x.dispatch_b, w_db)
         comm = db
         comp = _run(comp, x.mlp_w, busy, c)                # backward_dw: no event
         mf = _run(max(comp, df), x.mlp_f, busy, c)
         comp = mf
-        cf = com(max(comm, mf), x.combine_f)
+        cf = com(max(comm, mf), x.combine_f, w_cf)
         comm = cf
         ab = _run(max(comp, db), x.attn_b, busy, c)
         comp = ab
