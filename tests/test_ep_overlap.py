@@ -293,3 +293,27 @@ def test_hybridep_sms_follow_its_configurer_defaults():
     assert (con.ep_sms("hybridep", 1), con.ep_sms("hybridep", 2), con.ep_sms("hybridep", 8)) == (24, 8, 8)
     assert con.ep_sms("deepep", 4) == con.DEEPEP_SMS == 20
     assert con.lost_fraction(con.ep_sms("hybridep", 1), 148, "blackwell") == pytest.approx(24 / 148)
+
+
+def test_dispatcher_sms_reach_the_walk():
+    """--moe-deepep-num-sms / --moe-flex-dispatcher-num-sms reach ``training.moe_dispatcher_num_sms`` (an explicit
+    flex count wins over the deprecated per-backend one, as megatron's ``TransformerConfig.__post_init__`` routes
+    them) and set the SMs the walk's compute loses beside DeepEP on Blackwell (n / 148)."""
+    from primus_launch.adapters.megatron import plan_from_argv
+    from primus_launch.projection.cost import ep_comm as it
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    base = ("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 2048 "
+            "--num-attention-heads 16 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+            "--global-batch-size 64 --tokenizer-type GPT2BPETokenizer --bf16 --num-experts 64 --moe-router-topk 8 "
+            "--expert-model-parallel-size 16 --moe-grouped-gemm --moe-token-dispatcher-type flex "
+            "--moe-flex-dispatcher-backend deepep --overlap-moe-expert-parallel-comm").split()
+    p0 = plan_from_argv(base)
+    p1 = plan_from_argv(base + ["--moe-deepep-num-sms", "32"])
+    p2 = plan_from_argv(base + ["--moe-deepep-num-sms", "32", "--moe-flex-dispatcher-num-sms", "12"])
+    assert (p0.training.moe_dispatcher_num_sms, p1.training.moe_dispatcher_num_sms,
+            p2.training.moe_dispatcher_num_sms) == (None, 32, 12)
+    b200 = get_gpu("b200")
+    for p in (p0, p1, p2):
+        p.cluster.gpu = "b200"
+    assert [it.walk_contention(p, b200) for p in (p0, p1, p2)] == pytest.approx([20 / 148, 32 / 148, 12 / 148])

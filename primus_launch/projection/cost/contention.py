@@ -127,9 +127,12 @@ def displaced(hidden_s: float, n: int, units: int, arch: str = "") -> float:
     return hidden_s * lost_fraction(n, units, arch)
 
 
-def ep_sms(dispatcher: str, domains: int = 1) -> int:
+def ep_sms(dispatcher: str, domains: int = 1, num_sms: int | None = None) -> int:
     """SMs one EP dispatch / combine holds: DeepEP, HybridEP (by the EP group's NVLink-domain count
-    ``domains``), else NCCL's all-to-all / all-gather."""
+    ``domains``), else NCCL's all-to-all / all-gather; ``num_sms``: the recipe's own count for DeepEP /
+    HybridEP (``training.moe_dispatcher_num_sms``)."""
+    if num_sms and dispatcher in ("deepep", "hybridep"):
+        return num_sms
     if dispatcher == "hybridep":
         return HYBRIDEP_SMS[0] if domains <= 1 else HYBRIDEP_SMS[1]
     return DEEPEP_SMS if dispatcher == "deepep" else NCCL_SMS

@@ -56,8 +56,9 @@ def ep_walked(plan: Plan, lt: LayerTimes) -> bool:
 def walk_contention(plan: Plan, spec: GPUSpec) -> float:
     """Fraction of a compute node's rate the dispatcher's SMs take while the combined-1F1B walk runs
     it beside a dispatch / combine (:func:`cost.contention.lost_fraction`)."""
-    return con.lost_fraction(con.ep_sms(plan.training.moe_token_dispatcher, layout(plan).ep.nodes), spec.num_sms,
-                             spec.arch)
+    t = plan.training
+    return con.lost_fraction(con.ep_sms(t.moe_token_dispatcher, layout(plan).ep.nodes, t.moe_dispatcher_num_sms),
+                             spec.num_sms, spec.arch)
 
 
 def ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSpec,

@@ -361,7 +361,7 @@ def _contention_line(plan: Plan) -> str:
     if plan.model.is_moe and p.ep > 1:
         from primus_launch.projection.hardware.placement import layout
 
-        n_ep = con.ep_sms(t.moe_token_dispatcher, layout(plan).ep.nodes)
+        n_ep = con.ep_sms(t.moe_token_dispatcher, layout(plan).ep.nodes, t.moe_dispatcher_num_sms)
         parts.append(f"EP {t.moe_token_dispatcher}: {n_ep} SMs while overlapped")
     parts.append(f"overlapped NCCL collectives: {con.NCCL_SMS} SMs")
     from primus_launch.projection.hardware.gpus import get_gpu

@@ -112,7 +112,7 @@ def layer_costs(s: Setup) -> LayerCosts:
     ep_f, ep_b = ep_over
     walked = ep_walked(plan, lt)
     if not walked:   # the combined-1F1B walk slows its compute nodes itself
-        n_ep = con.ep_sms(t.moe_token_dispatcher, lay.ep.nodes)
+        n_ep = con.ep_sms(t.moe_token_dispatcher, lay.ep.nodes, t.moe_dispatcher_num_sms)
         ep_f += con.displaced(ep_raw[0] - ep_f, n_ep, units, arch)
         ep_b += con.displaced(ep_raw[1] - ep_b, n_ep, units, arch)
 
