@@ -2,7 +2,9 @@
 
 Source: megatron-core 0.16.1 ``models/common/model_chunk_schedule_plan.py``
 (``TransformerLayerSchedulePlan.run``), ``pipeline_parallel/utils.py`` (``ScheduleNode``,
-``stream_acquire_context``) and ``models/gpt/fine_grained_callables.py``.  In the steady state of
+``stream_acquire_context``) and ``models/gpt/fine_grained_callables.py``; the same order, events and
+node contents at Megatron-LM dev @d48bd6be (the MoE recipes' version; ``mhc_post`` / MTP nodes aside,
+empty for these models).  In the steady state of
 the pipeline schedule the forward of one micro-batch and the backward of another go through the MoE
 layers together, one layer pair at a time.  Each layer is split into nodes: ``attn`` (attention,
 pre-MLP norm, router, dispatch preprocess) and ``mlp`` (experts, shared experts) on the compute
