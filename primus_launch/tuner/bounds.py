@@ -271,9 +271,15 @@ def ep_floor(plan: Plan, x: np.ndarray) -> None:
     # the combined-1F1B walk (cost/ep_overlap.py): the communication stream runs a layer pair's
     # dispatch and combine one after another, so a pair takes at least their sum and a layer's pass
     # plus its exposed EP is at least max(compute, dispatch + combine) (the unpaired share: compute +
-    # all of them); that beyond the floor compute of the longer MoE kind (a floor of either kind's)
+    # all of them); that beyond the floor compute of the longer MoE kind (a floor of either kind's) and
+    # beyond the layer's TP collectives, which run inside the walk's attn node and can hide under the
+    # communication stream (cost/ep_comm.py moe_layer_pair) while the bound counts them on their own
+    from primus_launch.projection.cost.tp_comm import tp_layer_comm
+
+    spec = get_gpu(plan.cluster.gpu)
+    tp = sum(tp_layer_comm(plan, spec, layout(plan), moe=True)) if plan.parallel.tp > 1 else 0.0
     longest = max(lt.moe_layer.total_s, (lt.moe_window_layer or lt.moe_layer).total_s)
-    x[X["epx"]] = max(0.0, raw[0] + raw[1] - longest)
+    x[X["epx"]] = max(0.0, raw[0] + raw[1] - longest - tp)
 
 
 def tail_floor(plan: Plan) -> float:
