@@ -20,7 +20,7 @@ DENSE = ModelArch(name="dense", num_layers=4, hidden_size=1024, ffn_hidden_size=
                   num_query_groups=4, vocab_size=32000, seq_length=2048)
 MOE = ModelArch(name="moe", num_layers=2, hidden_size=1024, ffn_hidden_size=3584, num_attention_heads=16,
                 num_query_groups=4, vocab_size=32000, seq_length=2048, num_experts=16, moe_router_topk=4,
-                moe_ffn_hidden_size=512, qk_layernorm=True)
+                moe_ffn_hidden_size=512, moe_shared_expert_intermediate_size=768, qk_layernorm=True)
 
 
 def test_non_tn_fp8_gemm_devices_are_tes():
@@ -69,9 +69,10 @@ def test_fp8_weight_copies_follow_te(gpu, recipe, gather, extra):
 def test_fp8_saved_inputs_follow_te_save_lists(recipe, tp, sp):
     """bf16 minus fp8 bytes of one layer = the linears' saved inputs TE keeps as one quantized copy
     (``layernorm_linear.py`` 418-427: ``ln_out`` of QKV and dense fc1; ``linear.py`` 385-399: dense fc2's
-    input; ``grouped_linear.py`` 236-243: each routed expert's fc1 and fc2 inputs), ``2 - q`` bytes less per
-    element; under ``delayed`` megatron leaves the attention projection saving its quantized input beside
-    the core attention's bf16 output (+q per element), under the other recipes it saves the original.
+    input and the shared experts' fc2 input; ``grouped_linear.py`` 236-243: each routed expert's fc1 and fc2
+    inputs), ``2 - q`` bytes less per element; under ``delayed`` megatron leaves the attention projection and
+    the shared experts' fc1 saving a quantized copy beside the bf16 tensor kept anyway (the core attention's
+    output, the router's input: +q per element), under the other recipes they save the original.
     Everything else (norm inputs, fc1 outputs kept by the fused SwiGLU, router input, q/k/v/o) stays bf16."""
     seq, q = 2048, quantized_bytes(recipe)
     T = seq / (tp if sp else 1)  # tokens of the rank's sequence shard
@@ -82,7 +83,8 @@ def test_fp8_saved_inputs_follow_te_save_lists(recipe, tp, sp):
     assert dense[0] - dense[1] == pytest.approx((2 - q) * saved - delayed, rel=1e-12)
     moe = [layer_activation_bytes(MOE, seq=seq, mbs=1, tp=tp, sp=sp, moe=True, fp8=f).full for f in (None, recipe)]
     pairs = T * 4 * tp  # (token, expert) pairs of the rank's experts, etp = tp
-    saved = T * 1024 + pairs * (1024 + 512 / tp)  # QKV ln_out; experts' fc1 and fc2 inputs
+    saved = T * 1024 + pairs * (1024 + 512 / tp) + seq * 768 / tp  # QKV ln_out; experts' and shared fc2 inputs
+    delayed += q * T * 1024 if recipe == "delayed" else 0.0  # shared fc1's quantized copy of the router input
     assert moe[0] - moe[1] == pytest.approx((2 - q) * saved - delayed, rel=1e-12)
 
 
@@ -109,9 +111,12 @@ def test_megatron_saves_original_inputs_where_the_model_says():
     """megatron-core 0.16.1 (installed; its source parsed): the attention projection saves its original
     input unless the recipe is ``delayed`` (``transformer/attention.py``); routed experts' fc2 only under
     ``moe_act`` recompute and fc1 only under ``expert_fc1`` offloading (``transformer/moe/experts.py``): by
-    default both keep TE's quantized copies, which :func:`layer_activation_bytes` charges."""
+    default both keep TE's quantized copies, which :func:`layer_activation_bytes` charges; the shared
+    experts' fc1 saves the original (the router's input) unless the recipe is ``delayed``."""
     proj = _guards("transformer/attention.py", "Attention", "linear_proj")
     assert proj and all("self.config.fp8_recipe != 'delayed'" in g for g in proj)
     fc2 = _guards("transformer/moe/experts.py", "TEGroupedMLP", "linear_fc2")
     assert fc2 == ["self.activation_recompute and (self.config.fp8 or self.config.fp4)"]
     assert _guards("transformer/moe/experts.py", "TEGroupedMLP", "linear_fc1") == ["self.offload_expert_fc1"]
+    shared = _guards("transformer/moe/shared_experts.py", "SharedExpertMLP", "linear_fc1")
+    assert any("self.config.fp8_recipe != 'delayed'" in g for g in shared)
