@@ -120,3 +120,18 @@ def test_megatron_saves_original_inputs_where_the_model_says():
     assert _guards("transformer/moe/experts.py", "TEGroupedMLP", "linear_fc1") == ["self.offload_expert_fc1"]
     shared = _guards("transformer/moe/shared_experts.py", "SharedExpertMLP", "linear_fc1")
     assert any("self.config.fp8_recipe != 'delayed'" in g for g in shared)
+
+
+@pytest.mark.parametrize("gpu,transpose", [("b200", 0), ("h100-sxm", 1)])
+def test_fp8_parameters_under_full_sharding(gpu, transpose):
+    """Megatron-FSDP with --fp8-param-gather: each rank stores its shard of the fp8 parameters (1 byte per
+    linear parameter, the rest bf16); the weight TE runs on is the all-gathered one, whose transpose Hopper
+    keeps (``update_usage`` adds it to the parameter in place), Blackwell needs none."""
+    kw = dict(model=DENSE, parallel=dict(dp_sharding="full", fsdp_impl="megatron_fsdp"),
+              cluster=dict(gpu=gpu, gpus_per_node=8))
+    plan = Plan(training=dict(global_batch_size=8, precision="fp8", fp8_recipe="tensorwise",
+                              fp8_param_gather=True), **kw)
+    st = stage_memory(plan)[0]
+    n = st.num_parameters
+    lin = linear_params(arch_key(DENSE), 1, 1, 1, plan.chunk_layout()[0], n)
+    assert st.parameters_bytes == pytest.approx((2 * (n - lin) + lin) / 8 + transpose * lin, rel=1e-9)

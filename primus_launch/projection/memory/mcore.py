@@ -97,7 +97,8 @@ from primus_launch.projection.memory.activations import (
 from primus_launch.projection.memory.offload import te_offload_peak
 from primus_launch.projection.memory.paged_stash import static_moe_extra
 from primus_launch.projection.hardware.gpus import get_gpu
-from primus_launch.projection.memory.fp8 import columnwise_copy, non_tn_fp8_gemm, weight_bytes_per_param
+from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes,
+                                                weight_bytes_per_param)
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
 from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
@@ -261,14 +262,18 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
                 grads = g * (sp_.dense / dpcp + sp_.expert / edp)
         if opts.fp8:
             lin = linear_params(key, tp, etp, ep, layout[rank], sp_.total)
-            # the linears' bytes under fp8 (memory.fp8.weight_bytes_per_param): the bf16 weight (an fp8
-            # parameter with --fp8-param-gather), TE's cached rowwise copy and its columnwise one (MXFP8 /
-            # blockwise always; the tensorwise transpose off Blackwell only; ROCm TE
+            # the linears' bytes under fp8 (memory.fp8.weight_bytes_per_param): the stored weight (bf16, or an
+            # fp8 parameter with --fp8-param-gather: the rowwise copy), sharded like the other weights under
+            # full sharding (the experts are all linear), and TE's copies of the weight it runs on, the
+            # all-gathered one under FSDP: the rowwise workspace (bf16 weights only) and the columnwise one
+            # (MXFP8 / blockwise always; the tensorwise transpose off Blackwell only; ROCm TE
             # keep_fp8_weight_transpose_cache=False: made in each backward and freed,
             # rocm_utils.clear_fp8_weight_transpose_cache)
-            weights += lin * (weight_bytes_per_param(opts.fp8, non_tn=opts.fp8_non_tn,
-                                                     param_gather=opts.fp8_param_gather,
-                                                     cache_columnwise=opts.fp8_transpose_cache, weight_bytes=w) - w)
+            stored = quantized_bytes(opts.fp8) if opts.fp8_param_gather else w
+            lin_stored = ((lin - sp_.expert) / shard + sp_.expert / edp) if dp_sharding == "full" else lin
+            copies = weight_bytes_per_param(opts.fp8, non_tn=opts.fp8_non_tn, param_gather=opts.fp8_param_gather,
+                                            cache_columnwise=opts.fp8_transpose_cache, weight_bytes=w) - stored
+            weights += lin_stored * (stored - w) + lin * copies
         statics.append((weights, grads, optim))
         # ---- activations per micro-batch, per chunk ----
         chunk_bytes, chunk_layer = _chunk_activations(m, layout[rank], rank, opts, gran, method, rnum, dense_act,
