@@ -82,7 +82,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
-from primus_launch.plan import Plan
+from primus_launch.plan import Plan, PlanError
 from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.memory.activations import (
     TE,
@@ -141,7 +141,7 @@ def _gpu_arch(name: str) -> str:
     """The kernel family of GPU ``name`` ('' where the hardware DB lacks it: Hopper rules then)."""
     try:
         return get_gpu(name).arch
-    except Exception:
+    except PlanError:
         return ""
 
 
