@@ -28,6 +28,19 @@ kernel-level measurements (``projection/cost/fitted.py``, written by ``scripts/f
   PF) 0.889 / 1.12 = 0.794 at 0.75 of the B200's 1000 W: 0.80 (records fbgemm-*).  0.94 is their
   mean.  The cap scales only compute-bound kernels (as ``SUSTAINED_CLOCK``), not HBM streaming:
   a power cap lowers the SM clock and leaves the memory clock.
+- Power headroom (:func:`power_headroom`, no new constant): a power-limited GPU whose rated board
+  power ``tdp_watts`` exceeds the power ``peak_power_w`` at which its datasheet dense BF16 / FP8 peaks are
+  stated sustains ``min(1 / SUSTAINED_CLOCK, (tdp_watts / peak_power_w) ** POWER_CAP_EXPONENT)`` times
+  the throughput of a GPU at ``peak_power_w`` in a power-bound training step: the same law as a cap
+  below the rated power, read the other way (throughput ~ power in the power-bound regime), and never
+  above the clock the kernel benchmarks ran at (the ceiling: ``SUSTAINED_CLOCK x headroom <= 1``).
+  Blackwell Ultra keeps Blackwell's dense BF16 / FP8 peaks (B300 2.25 / 4.5 PF as B200 at 1,000 W,
+  GB300 2.5 / 5 PF as GB200 at 1,200 W: NVIDIA DGX B300 / GB300 NVL72 datasheets; the 1.5x is NVFP4)
+  but is rated 1,100 W (HGX B300) and 1,400 W (GB300): x 1.094 and x 1.156.  Short kernel benchmarks
+  do not see it (MAMF BF16 B300 1769 vs B200 1745 TF/s: they run at the clock ceiling, not the power
+  bound); a sustained GB300 cuBLAS GEMM at 1,400 W reached 1600-2174 TF/s (facebookexperimental/triton
+  PR 2023, record triton-gb300-gemm-1400w) against GB200's best MAMF 1822 TF/s (mamf-bf16-gb200): 0.88 to
+  1.19 x, and Megatron-Bridge 26.04 measures GB300 / GB200 ~1.2x on its dense FP8 pairs.
 - ``CPU_ADAM_BYTES_S`` = 100 GB/s: the host CPU's streaming rate for the offloaded share of the Adam
   step (``--optimizer-cpu-offload``); a stated guess (a two-socket DDR5 server or a Grace CPU streams
   200-500 GB/s at peak; CPU Adam kernels reach a fraction of it).  No public figure to fit.
@@ -112,6 +125,27 @@ def power_cap_factor(power_limit_w: float | None, tdp_watts: float | None) -> fl
     if not power_limit_w or not tdp_watts or power_limit_w >= tdp_watts:
         return 1.0
     return (power_limit_w / tdp_watts) ** POWER_CAP_EXPONENT
+
+
+def power_headroom(tdp_watts: float | None, peak_power_w: float | None, arch: str = "") -> float:
+    """Throughput factor of a power-limited GPU rated above the power its datasheet peaks are stated at
+    (module doc, "Power headroom"): ``(tdp_watts / peak_power_w) ** POWER_CAP_EXPONENT`` for
+    ``POWER_LIMITED_ARCHS`` when ``tdp_watts > peak_power_w``; else 1.  The ceiling is applied by
+    :func:`compute_clock`."""
+    if arch not in POWER_LIMITED_ARCHS or not tdp_watts or not peak_power_w or tdp_watts <= peak_power_w:
+        return 1.0
+    return (tdp_watts / peak_power_w) ** POWER_CAP_EXPONENT
+
+
+def compute_clock(spec_value: float, arch: str, tdp_watts: float | None, peak_power_w: float | None,
+                  power_limit_w: float | None) -> float:
+    """Fraction of the kernel benchmarks' throughput compute-bound kernels reach in a training step:
+    ``min(1, sustained_clock x power_headroom) x power_cap_factor`` (a user-set
+    ``sustained_clock_fraction`` < 1 is taken as it stands, without headroom)."""
+    clk = sustained_clock("", spec_value, arch)
+    if spec_value >= 1.0:
+        clk = min(1.0, clk * power_headroom(tdp_watts, peak_power_w, arch))
+    return clk * power_cap_factor(power_limit_w, tdp_watts)
 
 
 def sustained_clock(gpu: str, spec_value: float, arch: str = "") -> float:
