@@ -129,14 +129,48 @@ def start_pool(workers: int):
     return pool
 
 
+TERMINATE_WAIT_S = 0.5  # how long an ended pool's own terminate may take before its workers are killed
+
+
 def end_pool(pool, finished: bool) -> None:
     """Close a finished pool; terminate (SIGTERM, then join) one left by an exception or a signal, so
-    that no worker outlives the search and none is waited for."""
+    that no worker outlives the search and none is waited for.
+
+    ``Pool.terminate`` first takes the task queue's read lock (``_help_stuff_finish``), which an idle
+    worker holds while it waits for a task and gives up only when the task handler's end-of-work
+    sentinel reaches it; a worker cut at the wrong moment of its start-up (a signal during the fork)
+    can leave that lock held for good, and the terminate then waits forever.  So it runs in a daemon
+    thread: past :data:`TERMINATE_WAIT_S` the workers are killed (SIGKILL) and the pool is left to
+    that thread."""
+    import threading
+
     if finished:
         pool.close()
-    else:
+        pool.join()
+        return
+    workers = list(getattr(pool, "_pool", ()))
+
+    def terminate() -> None:
         pool.terminate()
-    pool.join()
+        pool.join()
+
+    ender = threading.Thread(target=terminate, name="primus-launch-pool-end", daemon=True)
+    ender.start()
+    ender.join(TERMINATE_WAIT_S)
+    if ender.is_alive():
+        import os
+        import signal
+
+        for w in workers:
+            try:
+                os.kill(w.pid, signal.SIGKILL)
+            except (ProcessLookupError, TypeError):
+                pass
+        import time
+
+        deadline = time.monotonic() + TERMINATE_WAIT_S
+        for w in workers:
+            w.join(max(0.0, deadline - time.monotonic()))
 
 
 def in_order(ex: Executor, fn: Callable[..., Any], items: list[tuple], window: Optional[int] = None):

@@ -110,3 +110,26 @@ def test_signal_during_a_projection(tmp_path, t):
     argv = ["--project", "r.sh", "--dry-run", "--report", "t.html", "--trace", "t.json"]
     stopped = signal_at(start_cli(argv, d), t, signal.SIGINT)
     _check(d, stopped, signal.SIGINT, f"project at {t} s")
+
+
+def test_an_ended_pool_whose_terminate_blocks_still_loses_its_workers(monkeypatch):
+    """``Pool.terminate`` can wait for good on the task queue's read lock in ``_help_stuff_finish``
+    (module doc of ``executor.end_pool``); with that step made to wait forever (as on a lock a worker
+    cut during its start-up left held), ending the pool still returns within its bound and no worker
+    is left alive (nor started again: the pool's worker handler is already told to stop)."""
+    import multiprocessing.pool
+    import threading
+
+    from primus_launch.executor import TERMINATE_WAIT_S, end_pool, start_pool
+
+    pool = start_pool(2)
+    workers = list(pool._pool)
+    assert workers and all(w.is_alive() for w in workers)
+    stuck = threading.Event()
+    monkeypatch.setattr(multiprocessing.pool.Pool, "_help_stuff_finish",
+                        staticmethod(lambda *a: stuck.wait()))
+    t0 = time.monotonic()
+    end_pool(pool, finished=False)
+    assert time.monotonic() - t0 <= 3 * TERMINATE_WAIT_S + 1.0
+    time.sleep(0.3)  # a worker handler that were still running would have started new workers by now
+    assert not any(w.is_alive() for w in workers) and not [w for w in pool._pool if w.is_alive()]
