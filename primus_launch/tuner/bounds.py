@@ -57,10 +57,18 @@ from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, apply_knobs
 #: embedding's and output layer + loss's TP calls (exact: nothing hides them); a MoE layer's EP
 #: dispatch + combine where nothing overlaps them (0 where something may); ``epx``: under Megatron's
 #: 1F1B all-to-all overlap, what a MoE layer's dispatch + combine add beyond its compute at least
-#: (counted in the stages' busy time only)
+#: (counted in the stages' busy time only); ``fsdp_*``: what FSDP's parameter gathers / gradient
+#: reduce-scatters of a dense (``d``) and a MoE (``m``) full-attention layer take beyond that layer's
+#: floor compute, forward / backward (:func:`fsdp_floor`); ``epu_*``: under 1F1B all-to-all overlap a
+#: MoE layer's raw dispatch + combine, of which the passes the schedule cannot pair leave
+#: :func:`~primus_launch.projection.cost.ep_comm.unpaired_fraction` exposed (scaled per structural
+#: group by :meth:`BoundModel.scale`); ``fsdp_*w*``: a window layer's FSDP floor (its exposure is
+#: priced beside its full-attention kind's pass); ``cp_*``: a layer's CP exchange that stays exposed
 FEATURES = ("d_f", "d_bi", "d_bw", "m_f", "m_bi", "m_bw", "dw_f", "dw_bi", "dw_bw", "mw_f", "mw_bi", "mw_bw",
             "emb_f", "emb_bi", "emb_bw", "head_f", "head_bi", "head_bw", "mtp_f", "mtp_bi", "mtp_bw",
-            "tp_f", "tp_b", "tpm_f", "tpm_b", "embtp_f", "embtp_b", "headtp_f", "headtp_b", "ep_f", "ep_b", "epx")
+            "tp_f", "tp_b", "tpm_f", "tpm_b", "embtp_f", "embtp_b", "headtp_f", "headtp_b", "ep_f", "ep_b", "epx",
+            "fsdp_df", "fsdp_db", "fsdp_mf", "fsdp_mb", "epu_f", "epu_b",
+            "fsdp_dwf", "fsdp_dwb", "fsdp_mwf", "fsdp_mwb", "cp_f", "cp_b")
 X = {name: i for i, name in enumerate(FEATURES)}
 K = len(FEATURES)
 KIND = {(False, False): X["d_f"], (True, False): X["m_f"], (False, True): X["dw_f"], (True, True): X["mw_f"]}
@@ -71,6 +79,10 @@ F = {a: i for i, a in enumerate(AXES[N_STRUCT:])}
 #: sets at their floor) and TP / EP communication overlap (the communication floors' form): a table's
 #: variants
 VARIANT_FLAGS = ("precision", "fp8_recipe", "dispatcher", "compile", "tp_comm_overlap", "ep_overlap")
+#: the flags each part of the floor features reads (:meth:`BoundModel.floor_features`)
+LT_FLAGS = ("precision", "fp8_recipe", "dispatcher", "compile")
+TP_FLAGS = ("precision", "fp8_recipe", "tp_comm_overlap")
+EP_FLAGS = ("precision", "fp8_recipe", "dispatcher", "ep_overlap")
 #: the execution flags the static memory (weights, gradients, optimizer state) reads
 STATIC_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments")
 #: the execution flags the post-pipeline floor (DP sync, optimizer step) reads
@@ -148,11 +160,20 @@ def build_shape(plan: Plan) -> Shape:
                 if kk[0]:
                     f[X["ep_f"]] += 1
                     b[X["ep_b"]] += 1
+                    f[X["epu_f"]] += 1
+                    b[X["epu_b"]] += 1
+                fk = "fsdp_" + ("m" if kk[0] else "d") + ("w" if kk[1] else "")
+                f[X[fk + "f"]] += 1
+                b[X[fk + "b"]] += 1
+                f[X["cp_f"]] += 1
+                b[X["cp_b"]] += 1
             for kk in rec:
                 b[KIND[kk]] += 1
                 b[X["tpm_f" if kk[0] else "tp_f"]] += 1
+                b[X["cp_f"]] += 1
                 if kk[0]:
                     b[X["ep_f"]] += 1
+                    b[X["epu_f"]] += 1
             if ch.mtp:
                 f[X["mtp_f"]] += ch.mtp
                 b[X["mtp_bi"]] += ch.mtp
@@ -217,8 +238,71 @@ def plan_floor_features(plan: Plan) -> np.ndarray:
     x = np.zeros(K)
     _lt_part(plan, x)
     tp_floor(plan, x)
+    cp_floor(plan, x)
     ep_floor(plan, x)
+    fsdp_floor(plan, x)
     return x
+
+
+def fsdp_floor(plan: Plan, x: np.ndarray) -> None:
+    """The FSDP features of ``plan`` into ``x`` (``dp_sharding = "full"`` over more than one rank).
+
+    ``cost/fsdp.py`` ``fsdp_layer_exposed`` leaves ``c - min(c, pass)`` of a layer's gathers ``c``
+    exposed beside that layer's own pass time (``pass``: the forward for the all-gather; the
+    input- plus weight-gradient for the backward's re-gather and reduce-scatter), plus SM and NIC
+    terms that are never negative.  So the layer's pass plus its exposed FSDP is at least
+    ``g(pass) = max(pass, c) + lam min(pass, c)`` (``lam``: the compute rate NCCL's SMs take from the
+    pass while the hidden part runs, ``cost/contention.py`` ``displaced``), non-decreasing in
+    ``pass``, so at least ``g(pass_floor)``: the features hold its excess over the floor layer times
+    (:func:`~primus_launch.projection.cost.roofline.layer_times_floor`) for a full-attention layer.  A
+    window layer is charged its full-attention kind's exposure ``c - min(c, P) + lam min(c, P)``
+    beside a pass of its own, at least ``lam c`` whatever ``P`` (``fsdp_*w*``).  The gathers at their least over the variant: FP8 parameter
+    gather on and off (``fsdp_bytes``).  Under torch pipelining with the stage as FSDP root
+    (``fsdp_pp_grad_sync = "schedule"``) the reduce-scatter is after the pipeline (in
+    :func:`tail_floor`'s sync) and a gather not resharded after forward is spread over the
+    micro-batches: 0 there; synced every micro-batch, the candidate is not bounded at level 1
+    (:meth:`BoundModel.unsupported`)."""
+    p = plan.parallel
+    if p.dp_sharding != "full":
+        return
+    from primus_launch.projection.cost.fsdp import fsdp_reshards_after_forward, fsdp_unit_comm
+    from primus_launch.projection.cost.roofline import layer_times_floor
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    lay = layout(plan)
+    if lay.dp_shard.size <= 1:
+        return
+    if p.pp > 1 and p.fsdp_pp_grad_sync == "microbatch":
+        return
+    spec = get_gpu(plan.cluster.gpu)
+    reshard = fsdp_reshards_after_forward(plan)
+    schedule_sync = p.pp > 1 and p.fsdp_pp_grad_sync == "schedule"
+    if schedule_sync and not reshard:
+        return
+    t = plan.training
+    plans = [plan]
+    if t.precision in ("fp8", "fp4"):   # the gathers' element: FP8 with fp8_param_gather, else BF16
+        plans.append(plan.model_copy(update={"training": t.model_copy(update={"fp8_param_gather": not t.fp8_param_gather})}))
+    from primus_launch.projection.cost import contention as con
+
+    lam = con.lost_fraction(con.NCCL_SMS, spec.num_sms, spec.arch)
+    lt = layer_times_floor(plan)
+    for moe, pt, nf, nb in ((False, lt.dense_layer, "fsdp_df", "fsdp_db"), (True, lt.moe_layer, "fsdp_mf", "fsdp_mb")):
+        if pt is None or (moe and not plan.model.is_moe):
+            continue
+        ag = rs = float("inf")
+        for q in plans:
+            ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(q, spec, lay, moe)
+            ag, rs = min(ag, ag_d + ag_e), min(rs, rs_d + rs_e)
+        if schedule_sync:
+            rs = 0.0
+        bwd = (ag if reshard else 0.0) + rs
+        pf, pb = pt.fwd_s, pt.bwd_input_s + pt.bwd_weight_s
+        x[X[nf]] = max(0.0, ag - pf) + lam * min(ag, pf)
+        x[X[nb]] = max(0.0, bwd - pb) + lam * min(bwd, pb)
+        x[X[nf[:-1] + "wf"]] = lam * ag
+        x[X[nb[:-1] + "wb"]] = lam * bwd
 
 
 def tp_floor(plan: Plan, x: np.ndarray) -> None:
@@ -246,25 +330,66 @@ def tp_floor(plan: Plan, x: np.ndarray) -> None:
                                                    {"tp": lay.tp})
 
 
+def cp_floor(plan: Plan, x: np.ndarray) -> None:
+    """The CP features of ``plan`` into ``x``: a layer's CP exchange (``cost/cp_comm.py``
+    ``cp_layer_comm``) is all exposed off a ring; on a ring ``steps/layer.py`` leaves
+    ``c - h + lam h`` with ``h = min(c, attention core)`` (``lam``: the compute rate the ring's P2P
+    channels take, ``cost/contention.py``), at least ``lam c`` whatever the core's time."""
+    if plan.parallel.cp <= 1:
+        return
+    from primus_launch.projection.cost import contention as con
+    from primus_launch.projection.cost.cp_comm import cp_layer_comm, cp_ring
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    spec, lay = get_gpu(plan.cluster.gpu), layout(plan)
+    f, b = cp_layer_comm(plan, spec, lay)
+    if cp_ring(plan):
+        lam = con.lost_fraction(con.NCCL_SMS if lay.cp.nodes <= 1 else 2, spec.num_sms, spec.arch)
+        f, b = lam * f, lam * b
+    x[X["cp_f"]], x[X["cp_b"]] = f, b
+
+
+def _tp_cp_part(plan: Plan, x: np.ndarray) -> None:
+    tp_floor(plan, x)
+    cp_floor(plan, x)
+
+
 def ep_floor(plan: Plan, x: np.ndarray) -> None:
     """The EP features of ``plan`` into ``x``: without shared-expert or 1F1B all-to-all overlap a MoE
     layer's dispatch + combine are all exposed (``cost/ep_comm.py`` ``ep_exposed`` returns them raw;
-    ``steps/layer.py`` adds the SMs of the hidden part, 0 here): exactly the raw seconds; with either
-    overlap 0 (a floor)."""
+    ``steps/layer.py`` adds the SMs of the hidden part, 0 here): exactly the raw seconds; with
+    shared-expert overlap alone ``c - h + lam h`` (``h``: the part the shared expert hides, ``lam``: the
+    compute rate the dispatcher's SMs take), at least ``lam c``; with both overlaps 0 (a floor); with 1F1B all-to-all overlap ``ep_exposed`` charges
+    ``u raw + (1 - u) paired`` (``u``: ``unpaired_fraction``), so a layer's pass plus its exposed EP is
+    at least ``compute_floor + u raw + (1 - u) epx``: the raw seconds in ``epu_*`` and ``epx`` below,
+    scaled by ``u`` and ``1 - u`` where the group's pipeline and micro-batches are known
+    (:meth:`BoundModel.scale`)."""
     if not plan.model.is_moe:
         return
     t = plan.training
-    if t.moe_shared_expert_overlap:
-        return
     from primus_launch.projection.cost.ep_comm import ep_layer_comm
     from primus_launch.projection.cost.roofline import layer_times_floor
     from primus_launch.projection.hardware.gpus import get_gpu
     from primus_launch.projection.hardware.placement import layout
 
-    raw = ep_layer_comm(plan, get_gpu(plan.cluster.gpu), layout(plan))
+    spec = get_gpu(plan.cluster.gpu)
+    if t.moe_shared_expert_overlap:
+        if not t.overlap_moe_expert_parallel_comm:
+            # behind the shared expert: c - h + lam h with h = min(c, shared expert), at least lam c
+            from primus_launch.projection.cost import contention as con
+
+            lam = con.lost_fraction(con.ep_sms(t.moe_token_dispatcher), spec.num_sms, spec.arch)
+            f, b = ep_layer_comm(plan, spec, layout(plan))
+            x[X["ep_f"]], x[X["ep_b"]] = lam * f, lam * b
+        return
+    raw = ep_layer_comm(plan, spec, layout(plan))
     if not t.overlap_moe_expert_parallel_comm:
         x[X["ep_f"]], x[X["ep_b"]] = raw
         return
+    # the passes the schedule cannot pair keep all of it (ep_exposed: u f + (1 - u) paired), scaled
+    # by u per structural group (BoundModel.scale); the paired share below by 1 - u
+    x[X["epu_f"]], x[X["epu_b"]] = raw
     lt = layer_times_floor(plan)
     if plan.framework != "megatron" or lt.moe_layer is None:
         return
@@ -309,6 +434,8 @@ class BoundModel:
         self._p_lt: dict[tuple, np.ndarray] = {}
         self._p_tp: dict[tuple, np.ndarray] = {}
         self._p_ep: dict[tuple, np.ndarray] = {}
+        self._p_fsdp: dict[tuple, np.ndarray] = {}
+        self._vparts: dict[int, list] = {}
         self.variants = [self._group(t, VARIANT_FLAGS) for t in space.tables]
         self.statics = [self._group(t, STATIC_FLAGS) for t in space.tables]
         self.tails = [self._group(t, TAIL_FLAGS) for t in space.tables]
@@ -326,21 +453,46 @@ class BoundModel:
         """The plan of structural values ``h`` and flags ``f``."""
         return apply_knobs(self.plan, Knobs(*h, *f))
 
+    @staticmethod
+    def row_key(h: tuple) -> tuple:
+        """What the floor features of structural values ``h`` read besides the flags: the layer axes,
+        and under FSDP (``dp_sharding = "full"``) the pipeline and replicate degrees (its shard group
+        and resharding)."""
+        lk = pick(h, LAYER_AXES, S)
+        if h[S["dp_sharding"]] == "full":
+            return lk + (h[S["pp"]], h[S["dp_replicate"]])
+        return lk + (None, None)
+
+    def _parts(self, c: int) -> list[tuple[tuple, tuple, tuple, tuple, tuple]]:
+        """Per compute variant of table ``c``: its key and the keys of its four parts' flags, and a
+        flag tuple holding it (cached)."""
+        v = self._vparts.get(c)
+        if v is None:
+            v = self._vparts[c] = [(vk, pick(f, LT_FLAGS, F), pick(f, TP_FLAGS, F), pick(f, EP_FLAGS, F), f)
+                                   for vk, f in self.variants[c].items()]
+        return v
+
     def floor_features(self, h: tuple, f: tuple) -> np.ndarray:
-        """:func:`plan_floor_features` of the plan of ``h`` and ``f``, from three caches keyed by what
+        """:func:`plan_floor_features` of the plan of ``h`` and ``f``, from four caches keyed by what
         each part reads: the floor layer times (layer key, precision, FP8 recipe, dispatcher, compile),
         the TP floor (layer key, precision, FP8 recipe, TP overlap), the EP floor (layer key,
-        precision, FP8 recipe, dispatcher, EP overlap); ``tests/test_tuner_bounds.py`` checks the sum
-        equals :func:`plan_floor_features` on sampled plans."""
-        lk = pick(h, LAYER_AXES, S)
-        key = lk + pick(f, VARIANT_FLAGS, F)
+        precision, FP8 recipe, dispatcher, EP overlap), the FSDP floor (:meth:`row_key`, the layer
+        times' flags); ``tests/test_tuner_bounds.py`` checks the sum equals :func:`plan_floor_features`
+        on sampled plans."""
+        return self._features(h, self.row_key(h), pick(f, VARIANT_FLAGS, F), pick(f, LT_FLAGS, F),
+                              pick(f, TP_FLAGS, F), pick(f, EP_FLAGS, F), f)
+
+    def _features(self, h: tuple, rk: tuple, vk: tuple, lk_f: tuple, tp_f: tuple, ep_f: tuple, f: tuple) -> np.ndarray:
+        key = (rk, vk)
         x = self._lt.get(key)
         if x is None:
+            lk = rk[:-2]
             x = np.zeros(K)
-            for part, flags, fn in ((self._p_lt, ("precision", "fp8_recipe", "dispatcher", "compile"), _lt_part),
-                                    (self._p_tp, ("precision", "fp8_recipe", "tp_comm_overlap"), tp_floor),
-                                    (self._p_ep, ("precision", "fp8_recipe", "dispatcher", "ep_overlap"), ep_floor)):
-                pk = lk + pick(f, flags, F)
+            for part, pk, fn in ((self._p_lt, (lk, lk_f), _lt_part), (self._p_tp, (lk, tp_f), _tp_cp_part),
+                                 (self._p_ep, (lk, ep_f), ep_floor),
+                                 (self._p_fsdp, (rk, lk_f) if rk[-2] is not None else None, fsdp_floor)):
+                if pk is None:
+                    continue
                 v = part.get(pk)
                 if v is None:
                     v = np.zeros(K)
@@ -369,6 +521,19 @@ class BoundModel:
             n = self._nmb[key] = self.probe(h, self.space.tables[0][0]).num_microbatches
         return n
 
+    @staticmethod
+    def scale(pp: int, vpp: int, nmb: int) -> np.ndarray:
+        """Per feature, its factor at a pipeline of ``pp`` x ``vpp`` chunks and ``nmb`` micro-batches:
+        ``epu_*`` by the unpaired fraction ``u`` of 1F1B all-to-all overlap, ``epx`` by ``1 - u``
+        (:func:`ep_floor`), the others 1."""
+        from primus_launch.projection.cost.ep_comm import unpaired_fraction
+
+        u = unpaired_fraction(pp, vpp, nmb)
+        v = np.ones(K)
+        v[X["epu_f"]] = v[X["epu_b"]] = u
+        v[X["epx"]] = 1.0 - u
+        return v
+
     def unsupported(self, h: tuple) -> bool:
         """True where a chunk cost may hold a negative term (module doc): never bounded at level 1."""
         p = self.plan.parallel
@@ -385,58 +550,93 @@ class BoundModel:
         vs = self.variants[self.space.ctx[s]]
         if self.unsupported(h):
             return np.zeros(len(vs))
-        xs = self.variant_rows(h, self.space.ctx[s])
+        n = self.nmb(h)
+        xs = self.variant_rows(h, self.space.ctx[s]) * self.scale(h[S["pp"]], h[S["vpp"]], n)
         sh = self.shape(h, next(iter(vs.values())))
-        return sh.makespan_lb(xs, np.full(len(xs), self.nmb(h)))
+        return sh.makespan_lb(xs, np.full(len(xs), n))
 
-    def variant_rows(self, h: tuple, c: int) -> np.ndarray:
-        """(variants, K): the floor features of each compute variant of table ``c`` at ``h``'s layer key."""
-        key = (pick(h, LAYER_AXES, S), c)
+    def variant_rows(self, h: tuple, c: int, rk: tuple | None = None) -> np.ndarray:
+        """(variants, K): the floor features of each compute variant of table ``c`` at ``h``'s
+        :meth:`row_key` (unscaled)."""
+        rk = self.row_key(h) if rk is None else rk
+        key = (rk, c)
         m = self._rows.get(key)
         if m is None:
-            m = self._rows[key] = np.stack([self.floor_features(h, f) for f in self.variants[c].values()])
+            m = self._rows[key] = np.stack([self._features(h, rk, *pk) for pk in self._parts(c)])
         return m
 
     def level1_all(self) -> np.ndarray:
-        """:meth:`level1` of every structural candidate, grouped: the bound of each distinct (layer
+        """:meth:`level1` of every structural candidate, grouped: the bound of each distinct (row
         key, flag table, shape, micro-batches) once, per shape for all its groups at once."""
         sp = self.space
         lk_of = itemgetter(*(S[a] for a in LAYER_AXES))
         sk_of = itemgetter(*(S[a] for a in SHAPE_AXES))
         nk_of = itemgetter(S["tp"], S["cp"], S["pp"], S["mbs"])
-        groups: dict[tuple, list[int]] = {}
+        i_full, i_pp, i_rep = S["dp_sharding"], S["pp"], S["dp_replicate"]
+        unsup = self.plan.parallel.fsdp_pp_grad_sync == "microbatch"
         nmb_of: dict[tuple, int] = {}
+        gid: dict[tuple, int] = {}          # group key -> group
+        g_block, g_shape, g_n = [], [], []  # per group: its row block, shape, micro-batches
+        blocks: dict[tuple, int] = {}       # (row key, table) -> block
+        b_start, b_len, mats = [], [], []
+        shapes: dict[tuple, int] = {}
+        shape_h: list[tuple] = []
+        of = np.full(len(sp.structs), -1, dtype=np.int64)
+        at = 0
         for s, h in enumerate(sp.structs):
-            if self.unsupported(h):
-                key = ("unsupported",)
-            else:
-                nk = nk_of(h)
-                n = nmb_of.get(nk)
-                if n is None:
-                    n = nmb_of[nk] = self.nmb(h)
-                key = (lk_of(h), sp.ctx[s], sk_of(h), n)
-            groups.setdefault(key, []).append(s)
+            full = h[i_full] == "full"
+            if unsup and full and h[i_pp] > 1:
+                continue
+            nk = nk_of(h)
+            n = nmb_of.get(nk)
+            if n is None:
+                n = nmb_of[nk] = self.nmb(h)
+            rk = lk_of(h) + ((h[i_pp], h[i_rep]) if full else (None, None))
+            c = sp.ctx[s]
+            sk = sk_of(h)
+            key = (rk, c, sk, n)
+            g = gid.get(key)
+            if g is None:
+                g = gid[key] = len(g_block)
+                bk = blocks.get((rk, c))
+                if bk is None:
+                    bk = blocks[(rk, c)] = len(b_start)
+                    m = self.variant_rows(h, c, rk)
+                    b_start.append(at)
+                    b_len.append(len(m))
+                    mats.append(m)
+                    at += len(m)
+                si = shapes.get(sk)
+                if si is None:
+                    si = shapes[sk] = len(shape_h)
+                    shape_h.append((h, c))
+                g_block.append(bk)
+                g_shape.append(si)
+                g_n.append(n)
+            of[s] = g
         lb = np.zeros(len(sp.structs))
-        by_shape: dict[tuple, list[tuple]] = {}
-        for key in groups:
-            if key != ("unsupported",):
-                by_shape.setdefault(key[2], []).append(key)
-        for keys in by_shape.values():
-            mats, owner, nm = [], [], []
-            sh = None
-            for gi, key in enumerate(keys):
-                h = sp.structs[groups[key][0]]
-                if sh is None:
-                    sh = self.shape(h, sp.tables[key[1]][0])
-                m = self.variant_rows(h, key[1])
-                mats.append(m)
-                owner.append(np.full(len(m), gi))
-                nm.append(np.full(len(m), float(key[3])))
-            v = sh.makespan_lb(np.concatenate(mats), np.concatenate(nm))
-            best = np.full(len(keys), np.inf)
-            np.minimum.at(best, np.concatenate(owner), v)
-            for gi, key in enumerate(keys):
-                lb[groups[key]] = best[gi]
+        if not g_block:
+            return lb
+        rows = np.concatenate(mats)
+        g_block_a, g_shape_a, g_n_a = np.asarray(g_block), np.asarray(g_shape), np.asarray(g_n)
+        b_start_a, b_len_a = np.asarray(b_start), np.asarray(b_len)
+        best = np.full(len(g_block), np.inf)
+        for si, (h, c) in enumerate(shape_h):
+            gs = np.nonzero(g_shape_a == si)[0]
+            sh = self.shape(h, sp.tables[c][0])
+            lens = b_len_a[g_block_a[gs]]
+            starts = b_start_a[g_block_a[gs]]
+            off = np.concatenate(([0], np.cumsum(lens)[:-1]))
+            idx = np.repeat(starts - off, lens) + np.arange(int(lens.sum()))
+            ns = np.repeat(g_n_a[gs], lens)
+            x = rows[idx]
+            for n in np.unique(g_n_a[gs]):
+                sel = ns == n
+                x[sel] *= self.scale(h[i_pp], h[S["vpp"]], int(n))
+            v = sh.makespan_lb(x, ns)
+            best[gs] = np.minimum.reduceat(v, off)
+        ok = of >= 0
+        lb[ok] = best[of[ok]]
         return lb
 
     def tail(self, s: int) -> float:
