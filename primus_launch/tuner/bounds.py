@@ -85,6 +85,11 @@ TP_FLAGS = ("precision", "fp8_recipe", "tp_comm_overlap")
 EP_FLAGS = ("precision", "fp8_recipe", "dispatcher", "ep_overlap")
 #: the execution flags the static memory (weights, gradients, optimizer state) reads
 STATIC_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments")
+#: the execution flags the memory inside the caching allocator reads (``memory/mcore.py`` ``mcore_args``,
+#: ``memory/estimate.py`` ``titan_args``) and those the memory outside it reads (``plan_outside_bytes``)
+MEMORY_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments", "offload_layers",
+                "offload_modules", "ep_overlap", "cuda_graph_impl", "cuda_graph_scope", "compile")
+OUTSIDE_FLAGS = ("precision", "dispatcher", "tp_comm_overlap")
 #: the execution flags the post-pipeline floor (DP sync, optimizer step) reads
 TAIL_FLAGS = STATIC_FLAGS + ("overlap_grad_reduce", "overlap_param_gather")
 #: the structural axes the layer times read (with the variant)
@@ -401,6 +406,20 @@ def ep_floor(plan: Plan, x: np.ndarray) -> None:
     x[X["epx"]] = max(0.0, raw[0] + raw[1] - longest)
 
 
+def tail_stages(plan: Plan, window: float) -> list[float]:
+    """Per stage the DP sync after the pipeline with ``window`` seconds of forward and of backward
+    free to hide it (``cost/dp_comm.py`` ``dp_grad_sync``) plus the optimizer step."""
+    from primus_launch.projection.cost.dp_comm import dp_grad_sync, held_parameters
+    from primus_launch.projection.cost.optimizer import optimizer_step_s
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.memory.params import stage_parameter_split
+
+    spec, lay = get_gpu(plan.cluster.gpu), layout(plan)
+    return [dp_grad_sync(plan, spec, lay, sp_, window, window) + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_))
+            for sp_ in stage_parameter_split(plan)]
+
+
 def tail_floor(plan: Plan) -> float:
     """A floor of the part after the pipeline (``steps/iteration.py`` ``stage_tails``): per stage the
     DP sync with the whole backward / forward windows free to hide it (``cost/dp_comm.py``: with overlap
@@ -412,10 +431,7 @@ def tail_floor(plan: Plan) -> float:
     from primus_launch.projection.hardware.placement import layout
     from primus_launch.projection.memory.params import stage_parameter_split
 
-    spec, lay = get_gpu(plan.cluster.gpu), layout(plan)
-    inf = float("inf")
-    return max(dp_grad_sync(plan, spec, lay, sp_, inf, inf) + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_))
-               for sp_ in stage_parameter_split(plan))
+    return max(tail_stages(plan, float("inf")))
 
 
 class BoundModel:
@@ -430,6 +446,11 @@ class BoundModel:
         self._mem: dict[tuple, float] = {}
         self._nmb: dict[tuple, int] = {}
         self._tail: dict[tuple, float] = {}
+        self._tail0: dict[tuple, np.ndarray] = {}
+        self._inside: dict[tuple, float] = {}
+        self._outside: dict[tuple, float] = {}
+        self._outg: dict[int, list] = {}
+        self._memg: dict[int, dict] = {}
         self._rows: dict[tuple, np.ndarray] = {}
         self._p_lt: dict[tuple, np.ndarray] = {}
         self._p_tp: dict[tuple, np.ndarray] = {}
@@ -639,6 +660,40 @@ class BoundModel:
         lb[ok] = best[of[ok]]
         return lb
 
+    def tail_rows(self, s: int) -> np.ndarray:
+        """(tail groups of ``s``'s table, pp): per stage its DP sync with no window to hide it plus its
+        optimizer step (:func:`tail_stages` at window 0; cached by what it reads)."""
+        h = self.space.structs[s]
+        rows = []
+        for f in self.tails[self.space.ctx[s]].values():
+            key = pick(h, TAIL_AXES, S) + pick(f, TAIL_FLAGS, F)
+            v = self._tail0.get(key)
+            if v is None:
+                from primus_launch.projection.hardware.gpus import resolve_power_cap
+
+                v = self._tail0[key] = np.asarray(tail_stages(resolve_power_cap(self.probe(h, f)), 0.0))
+            rows.append(v)
+        return np.stack(rows)
+
+    def refined_variants(self, s: int) -> np.ndarray:
+        """Per compute variant of ``s``'s table, the bound the search expands it by: the level-1 bound
+        plus :meth:`tail`, and the sync paired with the stage it follows.  ``dp_grad_sync`` hides a
+        stage's sync behind one micro-batch's forward + backward of that stage over the micro-batches
+        (``max(c / buckets, c - window / m)``), so the iteration, at least ``head_r + m busy_r + tail_r``
+        + stage r's sync and optimizer, is at least ``(ends_r + (m - 1 / m) busy_r) . x`` + stage r's
+        sync with no window (:meth:`tail_rows`); least over the table's DP-sync flags."""
+        h = self.space.structs[s]
+        out = self.level1_variants(s) + self.tail(s)
+        if self.unsupported(h):
+            return out
+        n = self.nmb(h)
+        xs = self.variant_rows(h, self.space.ctx[s]) * self.scale(h[S["pp"]], h[S["vpp"]], n)
+        sh = self.shape(h, next(iter(self.variants[self.space.ctx[s]].values())))
+        base = xs @ sh.ends.T + (n - 1.0 / n) * (xs @ sh.busy.T)          # (variants, pp)
+        d = self.tail_rows(s)                                              # (tail groups, pp)
+        b2 = (base[:, None, :] + d[None, :, :]).max(axis=2).min(axis=1)
+        return np.maximum(out, b2)
+
     def tail(self, s: int) -> float:
         """The least :func:`tail_floor` over structural candidate ``s``'s table (cached by what it reads)."""
         h = self.space.structs[s]
@@ -677,6 +732,71 @@ class BoundModel:
         low = band_for(self.plan.framework)[0]
         usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
         return floor * (1.0 + low) > usable
+
+    def inside_floor(self, h: tuple, f: tuple) -> float:
+        """Bytes inside the caching allocator of the plan of ``h`` and ``f`` on its worst stage, the
+        least of the allocated and the reserved basis (``memory/legality.py`` ``memory_peak``: the
+        pre-filter's own model), cached by the structural values and :data:`MEMORY_FLAGS`: the same for
+        every plan of ``h`` with those flags."""
+        key = (h, pick(f, MEMORY_FLAGS, F))
+        v = self._inside.get(key)
+        if v is None:
+            from primus_launch.projection.memory.estimate import (mcore_args, mcore_stage_memory, titan_args,
+                                                                  titan_stage_memory)
+
+            p = self.probe(h, f)
+            st = titan_stage_memory(*titan_args(p)) if p.framework == "torchtitan" else mcore_stage_memory(*mcore_args(p))
+            v = self._inside[key] = float(max(min(x.allocated_bytes, x.total_bytes) for x in st))
+        return v
+
+    def outside_floor(self, s: int) -> float:
+        """The least bytes outside the allocator over ``s``'s table (``memory/estimate.py``
+        ``plan_outside_bytes``), cached by what they read."""
+        h = self.space.structs[s]
+        out = float("inf")
+        for f in self._out_groups(self.space.ctx[s]):
+            key = (pick(h, MEMORY_AXES + ("mbs", "sp"), S), pick(f, OUTSIDE_FLAGS, F))
+            v = self._outside.get(key)
+            if v is None:
+                from primus_launch.projection.memory.estimate import plan_outside_bytes
+
+                v = self._outside[key] = float(sum(plan_outside_bytes(self.probe(h, f)).values()))
+            out = min(out, v)
+        return out
+
+    def _out_groups(self, c: int) -> list[tuple]:
+        g = self._outg.get(c)
+        if g is None:
+            g = self._outg[c] = list(self._group(self.space.tables[c], OUTSIDE_FLAGS).values())
+        return g
+
+    def memory_groups(self, c: int) -> dict[tuple, tuple]:
+        """The distinct :data:`MEMORY_FLAGS` values of table ``c``, each with a flag tuple holding it."""
+        g = self._memg.get(c)
+        if g is None:
+            g = self._memg[c] = self._group(self.space.tables[c], MEMORY_FLAGS)
+        return g
+
+    def group_out(self, s: int, f: tuple) -> bool:
+        """True when every plan of ``s`` with ``f``'s memory flags is ``does not fit``: its bytes inside
+        the allocator (:meth:`inside_floor`) at the verdict's lower edge plus the least outside it exceed
+        the usable capacity (``memory/verdict.py``: ``inside (1 + low) + outside > usable``)."""
+        from primus_launch.projection.hardware.gpus import get_gpu
+        from primus_launch.projection.memory.verdict import band_for
+
+        low = band_for(self.plan.framework)[0]
+        usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
+        return self.inside_floor(self.space.structs[s], f) * (1.0 + low) + self.outside_floor(s) > usable
+
+    def memory_scan(self, s: int) -> tuple[bool, int]:
+        """Whether every plan of ``s`` is ``does not fit`` by :meth:`group_out` (its memory groups in the
+        table's order, stopping at the first that may fit), and how many groups it priced."""
+        n = 0
+        for f in self.memory_groups(self.space.ctx[s]).values():
+            n += 1
+            if not self.group_out(s, f):
+                return False, n
+        return True, n
 
     def knob_floor(self, k: Knobs) -> float:
         """:meth:`static_floor` of candidate ``k`` (the tests compare it with its projected peak)."""

@@ -38,7 +38,7 @@ import numpy as np
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.result import Certificate
-from primus_launch.tuner.bounds import F, VARIANT_FLAGS, BoundModel, pick, exact_bound
+from primus_launch.tuner.bounds import F, MEMORY_FLAGS, VARIANT_FLAGS, BoundModel, pick, exact_bound
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
 
 Score = Callable[[Plan], ProjectionResult]
@@ -113,7 +113,12 @@ class BranchBound:
                     heapq.heappush(pending, (r, s))
                     stopped = True
                     break
-                self._expand(s, inc, res, c, bm.tail(s))
+                out, n = bm.memory_scan(s)
+                c["work"] += n * WORK_PREFILTER
+                if out:
+                    c["bounded_memory"] += int(sizes[s])
+                else:
+                    self._expand(s, inc, res, c)
             else:
                 s = nxt[1]
                 if inc.reached(nxt[0]):
@@ -121,8 +126,8 @@ class BranchBound:
                 at += 1
                 if bm.memory_out(s):
                     c["bounded_memory"] += int(sizes[s])
-                else:   # refine: the floor of what follows the pipeline, then back in line
-                    heapq.heappush(pending, (nxt[0] + bm.tail(s), s))
+                else:   # refine: with the floor of what follows the pipeline, then back in line
+                    heapq.heappush(pending, (max(nxt[0], float(bm.refined_variants(s).min())), s))
                     continue
             done += int(sizes[s])
             if progress is not None:
@@ -148,7 +153,7 @@ class BranchBound:
             progress(n_total if not stopped else done, n_total, inc.t)
         return res
 
-    def _expand(self, s: int, inc: Incumbent, res: SearchResult, c: dict, tail: float = 0.0) -> None:
+    def _expand(self, s: int, inc: Incumbent, res: SearchResult, c: dict) -> None:
         """Levels 2 and 3 of structural candidate ``s`` against the incumbent, which it improves."""
         sp, bm = self.space, self.bm
         h = sp.structs[s]
@@ -156,14 +161,23 @@ class BranchBound:
         off = int(sp.offsets[s])
         c["expanded"] += 1
         vnames = list(bm.variants[sp.ctx[s]])
-        vlb = dict(zip(vnames, (bm.level1_variants(s) + tail).tolist()))
+        vlb = dict(zip(vnames, bm.refined_variants(s).tolist()))
         cands: list[tuple[float, int]] = []
+        priced: set[tuple] = set()
         for j, f in enumerate(table):
-            if inc.reached(vlb[pick(f, VARIANT_FLAGS, F)]):
+            v = vlb[pick(f, VARIANT_FLAGS, F)]
+            if inc.reached(v):
                 c["bounded_time"] += 1
                 continue
+            mk = pick(f, MEMORY_FLAGS, F)
+            if mk not in priced:
+                priced.add(mk)
+                c["work"] += WORK_PREFILTER
+            if bm.group_out(s, f):
+                c["bounded_memory"] += 1
+                continue
             c["work"] += WORK_BOUND
-            cands.append((self.bound(apply_knobs(self.plan, Knobs(*h, *f))), j))
+            cands.append((max(v, self.bound(apply_knobs(self.plan, Knobs(*h, *f)))), j))
         cands.sort()
         for n, (e, j) in enumerate(cands):
             if inc.reached(e):
