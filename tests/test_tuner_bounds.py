@@ -92,7 +92,7 @@ def test_bounds_below_the_projection_on_sampled_plans(recipe):
         peak, _, outside = memory_peak(p)
         assert bm.inside_floor(h, f) <= (peak - outside) * (1 + TOL)
         assert bm.outside_floor(s) <= outside * (1 + TOL)
-        if bm.group_out(s, f) or bm.memory_scan(s)[0]:
+        if bm.group_out(s, f) or bm.memory_scan(s):
             assert (prefilter(p) or "").startswith("memory"), recipe
         checked += 1
     assert checked == N_SAMPLE
@@ -170,3 +170,22 @@ def test_fsdp_cp_ep_terms_below_the_projection(variant):
         want["epo"] += bool(p.training.overlap_moe_expert_parallel_comm or p.training.moe_shared_expert_overlap)
     assert min(want.values()) > 0, want
     assert min(seen.values()) > 0, seen
+
+
+@pytest.mark.parametrize("recipe", ["recipes/megatron/deepseek_v3_671b.sh", "recipes/torchtitan/llama3.1_8b.toml"])
+def test_memory_groups_hold_the_prefilters_own_bytes(recipe):
+    """Every plan of a structural candidate's table has the bytes inside the allocator of its memory
+    group (``memory_key``: the flags the memory model reads), so one pricing per group is the
+    pre-filter's own answer for each of its plans."""
+    plan = load_recipe(ROOT / recipe)
+    sp = Space(plan)
+    bm = BoundModel(plan, sp)
+    rng = random.Random(3)
+    for s in rng.sample(range(len(sp.structs)), 2):
+        h = sp.structs[s]
+        table = sp.tables[sp.ctx[s]]
+        for f in rng.sample(list(table), min(len(table), 48)):
+            p = apply_knobs(plan, Knobs(*h, *f))
+            peak, _, outside = memory_peak(p, "allocated")
+            rpeak, _, _ = memory_peak(p, "reserved")
+            assert bm.inside_floor(h, f) == pytest.approx(min(peak, rpeak) - outside, rel=1e-12, abs=1.0)

@@ -85,10 +85,12 @@ TP_FLAGS = ("precision", "fp8_recipe", "tp_comm_overlap")
 EP_FLAGS = ("precision", "fp8_recipe", "dispatcher", "ep_overlap")
 #: the execution flags the static memory (weights, gradients, optimizer state) reads
 STATIC_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments")
-#: the execution flags the memory inside the caching allocator reads (``memory/mcore.py`` ``mcore_args``,
-#: ``memory/estimate.py`` ``titan_args``) and those the memory outside it reads (``plan_outside_bytes``)
+#: the execution flags the memory inside the caching allocator reads (``memory/mcore.py`` ``mcore_args``
+#: of a Megatron plan: CUDA graphs only as a full-iteration graph; ``memory/estimate.py`` ``titan_args``
+#: of a TorchTitan plan: precision and compile) and those the memory outside it reads (``plan_outside_bytes``)
 MEMORY_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments", "offload_layers",
                 "offload_modules", "ep_overlap", "cuda_graph_impl", "cuda_graph_scope", "compile")
+TITAN_MEMORY_FLAGS = ("precision", "compile")
 OUTSIDE_FLAGS = ("precision", "dispatcher", "tp_comm_overlap")
 #: the execution flags the post-pipeline floor (DP sync, optimizer step) reads
 TAIL_FLAGS = STATIC_FLAGS + ("overlap_grad_reduce", "overlap_param_gather")
@@ -434,6 +436,24 @@ def tail_floor(plan: Plan) -> float:
     return max(tail_stages(plan, float("inf")))
 
 
+def memory_key(framework: str, f: tuple) -> tuple:
+    """What of flag tuple ``f`` the memory inside the allocator reads (:data:`MEMORY_FLAGS`)."""
+    if framework == "torchtitan":
+        return pick(f, TITAN_MEMORY_FLAGS, F)
+    k = pick(f, MEMORY_FLAGS[:8], F)
+    return k + (f[F["cuda_graph_impl"]] == "local" and "full_iteration" in f[F["cuda_graph_scope"]],)
+
+
+def _memory_saving_first(k: tuple) -> tuple:
+    """Sort key of a :data:`MEMORY_FLAGS` value: the most offloading, FP8 and fewest CUDA graphs first
+    (only an order of trial: :meth:`BoundModel.memory_scan`'s answer does not depend on it)."""
+    if len(k) == len(TITAN_MEMORY_FLAGS):
+        return (k[0] != "fp8", repr(k))
+    d = dict(zip(MEMORY_FLAGS[:8] + ("full_graph",), k))
+    return (-(d["offload_layers"] or 0), -(d["optimizer_offload"] or 0.0), -len(d["offload_modules"] or ()),
+            d["precision"] != "fp8", bool(d["ep_overlap"]), bool(d["full_graph"]), repr(k))
+
+
 class BoundModel:
     """The level-1 time bounds and the memory floors of ``space`` (module doc), with their caches.
     ``memory_margin`` / ``memory_basis``: those of the pre-filter whose verdict the floor anticipates."""
@@ -451,6 +471,9 @@ class BoundModel:
         self._outside: dict[tuple, float] = {}
         self._outg: dict[int, list] = {}
         self._memg: dict[int, dict] = {}
+        self._fit_recent: list[tuple] = []
+        #: memory groups priced so far (each one pre-filter's memory model): the search's work counts them
+        self.priced = 0
         self._rows: dict[tuple, np.ndarray] = {}
         self._p_lt: dict[tuple, np.ndarray] = {}
         self._p_tp: dict[tuple, np.ndarray] = {}
@@ -738,12 +761,13 @@ class BoundModel:
         least of the allocated and the reserved basis (``memory/legality.py`` ``memory_peak``: the
         pre-filter's own model), cached by the structural values and :data:`MEMORY_FLAGS`: the same for
         every plan of ``h`` with those flags."""
-        key = (h, pick(f, MEMORY_FLAGS, F))
+        key = (h, memory_key(self.plan.framework, f))
         v = self._inside.get(key)
         if v is None:
             from primus_launch.projection.memory.estimate import (mcore_args, mcore_stage_memory, titan_args,
                                                                   titan_stage_memory)
 
+            self.priced += 1
             p = self.probe(h, f)
             st = titan_stage_memory(*titan_args(p)) if p.framework == "torchtitan" else mcore_stage_memory(*mcore_args(p))
             v = self._inside[key] = float(max(min(x.allocated_bytes, x.total_bytes) for x in st))
@@ -771,10 +795,12 @@ class BoundModel:
         return g
 
     def memory_groups(self, c: int) -> dict[tuple, tuple]:
-        """The distinct :data:`MEMORY_FLAGS` values of table ``c``, each with a flag tuple holding it."""
+        """The distinct :func:`memory_key` values of table ``c``, each with a flag tuple holding it."""
         g = self._memg.get(c)
         if g is None:
-            g = self._memg[c] = self._group(self.space.tables[c], MEMORY_FLAGS)
+            g = self._memg[c] = {}
+            for f in self.space.tables[c]:
+                g.setdefault(memory_key(self.plan.framework, f), f)
         return g
 
     def group_out(self, s: int, f: tuple) -> bool:
@@ -788,15 +814,21 @@ class BoundModel:
         usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
         return self.inside_floor(self.space.structs[s], f) * (1.0 + low) + self.outside_floor(s) > usable
 
-    def memory_scan(self, s: int) -> tuple[bool, int]:
-        """Whether every plan of ``s`` is ``does not fit`` by :meth:`group_out` (its memory groups in the
-        table's order, stopping at the first that may fit), and how many groups it priced."""
-        n = 0
-        for f in self.memory_groups(self.space.ctx[s]).values():
-            n += 1
-            if not self.group_out(s, f):
-                return False, n
-        return True, n
+    def memory_scan(self, s: int) -> bool:
+        """Whether every plan of ``s`` is ``does not fit`` by :meth:`group_out`, stopping at the first
+        group that may fit: the memory flags that may have fit most recently first, then those that
+        save the most memory by their look (:func:`_memory_saving_first`); the order depends only on
+        the search's, never on time."""
+        groups = self.memory_groups(self.space.ctx[s])
+        keys = [k for k in self._fit_recent if k in groups] + sorted(
+            (k for k in groups if k not in self._fit_recent), key=_memory_saving_first)
+        for k in keys:
+            if not self.group_out(s, groups[k]):
+                if k in self._fit_recent:
+                    self._fit_recent.remove(k)
+                self._fit_recent.insert(0, k)
+                return False
+        return True
 
     def knob_floor(self, k: Knobs) -> float:
         """:meth:`static_floor` of candidate ``k`` (the tests compare it with its projected peak)."""

@@ -38,7 +38,7 @@ import numpy as np
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.result import Certificate
-from primus_launch.tuner.bounds import F, MEMORY_FLAGS, VARIANT_FLAGS, BoundModel, pick, exact_bound
+from primus_launch.tuner.bounds import F, VARIANT_FLAGS, BoundModel, pick, exact_bound
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
 
 Score = Callable[[Plan], ProjectionResult]
@@ -113,8 +113,9 @@ class BranchBound:
                     heapq.heappush(pending, (r, s))
                     stopped = True
                     break
-                out, n = bm.memory_scan(s)
-                c["work"] += n * WORK_PREFILTER
+                before = bm.priced
+                out = bm.memory_scan(s)
+                c["work"] += (bm.priced - before) * WORK_PREFILTER
                 if out:
                     c["bounded_memory"] += int(sizes[s])
                 else:
@@ -163,18 +164,11 @@ class BranchBound:
         vnames = list(bm.variants[sp.ctx[s]])
         vlb = dict(zip(vnames, bm.refined_variants(s).tolist()))
         cands: list[tuple[float, int]] = []
-        priced: set[tuple] = set()
+        before = bm.priced
         for j, f in enumerate(table):
             v = vlb[pick(f, VARIANT_FLAGS, F)]
             if inc.reached(v):
                 c["bounded_time"] += 1
-                continue
-            mk = pick(f, MEMORY_FLAGS, F)
-            if mk not in priced:
-                priced.add(mk)
-                c["work"] += WORK_PREFILTER
-            if bm.group_out(s, f):
-                c["bounded_memory"] += 1
                 continue
             c["work"] += WORK_BOUND
             cands.append((max(v, self.bound(apply_knobs(self.plan, Knobs(*h, *f)))), j))
@@ -183,6 +177,9 @@ class BranchBound:
             if inc.reached(e):
                 c["bounded_time"] += len(cands) - n
                 break
+            if bm.group_out(s, table[j]):   # the memory group's floor: a pre-filter's memory model, once per group
+                c["bounded_memory"] += 1
+                continue
             cand = apply_knobs(self.plan, Knobs(*h, *table[j]))
             c["work"] += WORK_PREFILTER
             try:
@@ -203,6 +200,7 @@ class BranchBound:
                 c["violations"] += 1
             if self.usable(r) and inc.beaten_by(r.iteration_time_s, off + j):
                 inc.t, inc.idx = r.iteration_time_s, off + j
+        c["work"] += (bm.priced - before) * WORK_PREFILTER
 
 
 def certificate_text(cert: Certificate) -> str:
