@@ -480,6 +480,8 @@ class BoundModel:
         self._p_ep: dict[tuple, np.ndarray] = {}
         self._p_fsdp: dict[tuple, np.ndarray] = {}
         self._vparts: dict[int, list] = {}
+        self._vsets: dict[tuple, int] = {}
+        self._vset_of: dict[int, int] = {}
         self.variants = [self._group(t, VARIANT_FLAGS) for t in space.tables]
         self.statics = [self._group(t, STATIC_FLAGS) for t in space.tables]
         self.tails = [self._group(t, TAIL_FLAGS) for t in space.tables]
@@ -506,6 +508,13 @@ class BoundModel:
         if h[S["dp_sharding"]] == "full":
             return lk + (h[S["pp"]], h[S["dp_replicate"]])
         return lk + (None, None)
+
+    def _vset(self, c: int) -> int:
+        """The id of table ``c``'s compute variants (tables with the same variants share their rows)."""
+        v = self._vset_of.get(c)
+        if v is None:
+            v = self._vset_of[c] = self._vsets.setdefault(tuple(self.variants[c]), len(self._vsets))
+        return v
 
     def _parts(self, c: int) -> list[tuple[tuple, tuple, tuple, tuple, tuple]]:
         """Per compute variant of table ``c``: its key and the keys of its four parts' flags, and a
@@ -603,7 +612,7 @@ class BoundModel:
         """(variants, K): the floor features of each compute variant of table ``c`` at ``h``'s
         :meth:`row_key` (unscaled)."""
         rk = self.row_key(h) if rk is None else rk
-        key = (rk, c)
+        key = (rk, self._vset(c))
         m = self._rows.get(key)
         if m is None:
             m = self._rows[key] = np.stack([self._features(h, rk, *pk) for pk in self._parts(c)])
@@ -642,9 +651,10 @@ class BoundModel:
             g = gid.get(key)
             if g is None:
                 g = gid[key] = len(g_block)
-                bk = blocks.get((rk, c))
+                bkey = (rk, self._vset(c))
+                bk = blocks.get(bkey)
                 if bk is None:
-                    bk = blocks[(rk, c)] = len(b_start)
+                    bk = blocks[bkey] = len(b_start)
                     m = self.variant_rows(h, c, rk)
                     b_start.append(at)
                     b_len.append(len(m))
