@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 import numpy as np
 
-from primus_launch.plan import Plan
+from primus_launch.plan import RECOMPUTE_MODULES, Plan
 from primus_launch.projection.layer_times import LayerTimes
 from primus_launch.projection.pipeline.simulate import SPLIT_BACKWARD, makespan_lower_bound
 from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, apply_knobs
@@ -63,12 +63,16 @@ from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, apply_knobs
 #: MoE layer's raw dispatch + combine, of which the passes the schedule cannot pair leave
 #: :func:`~primus_launch.projection.cost.ep_comm.unpaired_fraction` exposed (scaled per structural
 #: group by :meth:`BoundModel.scale`); ``fsdp_*w*``: a window layer's FSDP floor (its exposure is
-#: priced beside its full-attention kind's pass); ``cp_*``: a layer's CP exchange that stays exposed
+#: priced beside its full-attention kind's pass); ``cp_*``: a layer's CP exchange that stays exposed;
+#: ``sel_{d,m}_<module>``: the forward seconds selective recompute re-runs of that module of a dense / MoE
+#: layer (``cost/recompute.py`` ``recompute_modules_fwd``: a sum of the layer's parts), ``_op`` TorchTitan's
+#: per-op recompute (the non-matmul ops and every second mm)
 FEATURES = ("d_f", "d_bi", "d_bw", "m_f", "m_bi", "m_bw", "dw_f", "dw_bi", "dw_bw", "mw_f", "mw_bi", "mw_bw",
             "emb_f", "emb_bi", "emb_bw", "head_f", "head_bi", "head_bw", "mtp_f", "mtp_bi", "mtp_bw",
             "tp_f", "tp_b", "tpm_f", "tpm_b", "embtp_f", "embtp_b", "headtp_f", "headtp_b", "ep_f", "ep_b", "epx",
             "fsdp_df", "fsdp_db", "fsdp_mf", "fsdp_mb", "epu_f", "epu_b",
-            "fsdp_dwf", "fsdp_dwb", "fsdp_mwf", "fsdp_mwb", "cp_f", "cp_b")
+            "fsdp_dwf", "fsdp_dwb", "fsdp_mwf", "fsdp_mwb", "cp_f", "cp_b") + tuple(
+    f"sel_{k}_{mod}" for k in ("d", "m") for mod in RECOMPUTE_MODULES + ("op",))
 X = {name: i for i, name in enumerate(FEATURES)}
 K = len(FEATURES)
 KIND = {(False, False): X["d_f"], (True, False): X["m_f"], (False, True): X["dw_f"], (True, True): X["mw_f"]}
@@ -98,7 +102,7 @@ TAIL_FLAGS = STATIC_FLAGS + ("overlap_grad_reduce", "overlap_param_gather")
 LAYER_AXES = ("tp", "cp", "ep", "etp", "sp", "mbs")
 #: the structural axes the shape reads (layers per chunk, schedule, full recompute)
 SHAPE_AXES = ("pp", "vpp", "first_stage_layers", "last_stage_layers", "acc_embedding", "acc_loss", "layout",
-              "schedule", "rc_granularity", "rc_method", "rc_layers")
+              "schedule", "rc_granularity", "rc_method", "rc_layers", "rc_modules")
 #: the structural axes the static memory reads (the data-parallel size through tp, cp and pp)
 MEMORY_AXES = ("tp", "etp", "ep", "pp", "cp", "dp_sharding", "dp_replicate")
 #: the structural axes the post-pipeline floor reads (the stages' parameters: the split too)
@@ -114,6 +118,11 @@ def pass_features(lt: LayerTimes) -> np.ndarray:
     """The feature vector of ``lt``, with ``steps/stage.py``'s fallbacks (a MoE layer without its own
     times is priced as a dense one, a window layer as its full-attention kind; no MTP extra: 0)."""
     x = np.zeros(K)
+    if lt.parts:
+        for k, kind in (("d", "dense"), ("m", "moe")):
+            for mod in RECOMPUTE_MODULES:
+                x[X[f"sel_{k}_{mod}"]] = lt.part(kind, mod).fwd_s
+            x[X[f"sel_{k}_op"]] = lt.part(kind, "non_matmul").fwd_s + lt.part(kind, "op_sac_mm").fwd_s
     d0 = lt.dense_layer
     mo0 = lt.moe_layer or d0
     for name, pt in (("d", d0), ("m", mo0), ("dw", lt.dense_window_layer or d0), ("mw", lt.moe_window_layer or mo0),
@@ -146,6 +155,8 @@ def build_shape(plan: Plan) -> Shape:
     m, p = plan.model, plan.parallel
     pp, vpp = p.pp, p.vpp
     r_ = plan.training.recompute
+    sel = ([f"_{mod}" for mod in r_.modules] if r_.granularity == "selective" else
+           ["_op"] if r_.granularity == "op" else [])
     chunks = plan.chunk_layout()
     mtp_ids = plan.chunk_mtp_ids() if (r_.granularity == "full" and r_.method == "layer_ids") else None
     last = (m.is_moe_layer(m.num_layers - 1), m.is_window_layer(m.num_layers - 1))
@@ -169,6 +180,8 @@ def build_shape(plan: Plan) -> Shape:
                     b[X["ep_b"]] += 1
                     f[X["epu_f"]] += 1
                     b[X["epu_b"]] += 1
+                for mod in sel:
+                    b[X["sel_" + ("m" if kk[0] else "d") + mod]] += 1
                 fk = "fsdp_" + ("m" if kk[0] else "d") + ("w" if kk[1] else "")
                 f[X[fk + "f"]] += 1
                 b[X[fk + "b"]] += 1

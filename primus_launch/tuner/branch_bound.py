@@ -170,6 +170,9 @@ class BranchBound:
             if inc.reached(v):
                 c["bounded_time"] += 1
                 continue
+            if bm.group_out(s, f):   # the memory group's floor: a pre-filter's memory model, once per group
+                c["bounded_memory"] += 1
+                continue
             c["work"] += WORK_BOUND
             cands.append((max(v, self.bound(apply_knobs(self.plan, Knobs(*h, *f)))), j))
         cands.sort()
@@ -177,9 +180,6 @@ class BranchBound:
             if inc.reached(e):
                 c["bounded_time"] += len(cands) - n
                 break
-            if bm.group_out(s, table[j]):   # the memory group's floor: a pre-filter's memory model, once per group
-                c["bounded_memory"] += 1
-                continue
             cand = apply_knobs(self.plan, Knobs(*h, *table[j]))
             c["work"] += WORK_PREFILTER
             try:
