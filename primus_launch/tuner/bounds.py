@@ -71,7 +71,7 @@ FEATURES = ("d_f", "d_bi", "d_bw", "m_f", "m_bi", "m_bw", "dw_f", "dw_bi", "dw_b
             "emb_f", "emb_bi", "emb_bw", "head_f", "head_bi", "head_bw", "mtp_f", "mtp_bi", "mtp_bw",
             "tp_f", "tp_b", "tpm_f", "tpm_b", "embtp_f", "embtp_b", "headtp_f", "headtp_b", "ep_f", "ep_b", "epx",
             "fsdp_df", "fsdp_db", "fsdp_mf", "fsdp_mb", "epu_f", "epu_b",
-            "fsdp_dwf", "fsdp_dwb", "fsdp_mwf", "fsdp_mwb", "cp_f", "cp_b") + tuple(
+            "fsdp_dwf", "fsdp_dwb", "fsdp_mwf", "fsdp_mwb", "cp_f", "cp_b", "epxw") + tuple(
     f"sel_{k}_{mod}" for k in ("d", "m") for mod in RECOMPUTE_MODULES + ("op",))
 X = {name: i for i, name in enumerate(FEATURES)}
 K = len(FEATURES)
@@ -214,7 +214,10 @@ def build_shape(plan: Plan) -> Shape:
     busy = (fw + bk).sum(axis=1)
     for r in range(pp):
         for c in range(vpp):
-            busy[r, X["epx"]] += sum(1 for i in chunks[r][c].layers if m.is_moe_layer(i)) + (chunks[r][c].mtp if last[0] else 0)
+            ch = chunks[r][c]
+            for kk in [(m.is_moe_layer(i), m.is_window_layer(i)) for i in ch.layers] + [last] * ch.mtp:
+                if kk[0]:
+                    busy[r, X["epxw" if kk[1] else "epx"]] += 1
     ends = np.zeros((pp, K))
     fused = pp <= 1 or plan.training.pipeline_schedule not in SPLIT_BACKWARD
     head = np.zeros(K)
@@ -413,12 +416,20 @@ def ep_floor(plan: Plan, x: np.ndarray) -> None:
     lt = layer_times_floor(plan)
     if plan.framework != "megatron" or lt.moe_layer is None:
         return
-    # the combined-1F1B walk (cost/ep_overlap.py): the communication stream runs a layer pair's
-    # dispatch and combine one after another, so a pair takes at least their sum and a layer's pass
-    # plus its exposed EP is at least max(compute, dispatch + combine) (the unpaired share: compute +
-    # all of them); that beyond the floor compute of the longer MoE kind (a floor of either kind's)
-    longest = max(lt.moe_layer.total_s, (lt.moe_window_layer or lt.moe_layer).total_s)
-    x[X["epx"]] = max(0.0, raw[0] + raw[1] - longest)
+    # the combined-1F1B walk (cost/ep_overlap.py ``exposed_per_step``, of which the paired exposure is
+    # at least the per-layer share): n layer pairs from empty streams, the communication stream running
+    # their dispatches and combines (D each) one after another, the compute stream their passes (W
+    # each) at 1 - c of its rate while a dispatch / combine runs beside it (c: walk_contention), take
+    # T >= max(n W + c n D, n D) (T = n W + n D - (1 - c) overlap, the overlap at most n D and at most
+    # n W / (1 - c)); so a MoE layer's pass plus its paired exposure is at least
+    # max(W + c D, D) >= W_floor + max(c D, D - W_floor) (non-decreasing in W), and a window MoE
+    # layer, charged the MoE kind's exposure beside a pass of its own, at least W_floor + c D
+    from primus_launch.projection.cost.ep_comm import walk_contention
+
+    c = walk_contention(plan, spec)
+    d = raw[0] + raw[1]
+    x[X["epx"]] = max(c * d, d - lt.moe_layer.total_s)
+    x[X["epxw"]] = c * d
 
 
 def tail_stages(plan: Plan, window: float) -> list[float]:
@@ -590,14 +601,14 @@ class BoundModel:
     @staticmethod
     def scale(pp: int, vpp: int, nmb: int) -> np.ndarray:
         """Per feature, its factor at a pipeline of ``pp`` x ``vpp`` chunks and ``nmb`` micro-batches:
-        ``epu_*`` by the unpaired fraction ``u`` of 1F1B all-to-all overlap, ``epx`` by ``1 - u``
+        ``epu_*`` by the unpaired fraction ``u`` of 1F1B all-to-all overlap, ``epx*`` by ``1 - u``
         (:func:`ep_floor`), the others 1."""
         from primus_launch.projection.cost.ep_comm import unpaired_fraction
 
         u = unpaired_fraction(pp, vpp, nmb)
         v = np.ones(K)
         v[X["epu_f"]] = v[X["epu_b"]] = u
-        v[X["epx"]] = 1.0 - u
+        v[X["epx"]] = v[X["epxw"]] = 1.0 - u
         return v
 
     def unsupported(self, h: tuple) -> bool:
