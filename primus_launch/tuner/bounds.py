@@ -13,17 +13,23 @@ plus communication, selective-recompute and offload terms that are never negativ
   compute of the layers at the floor of the flags (:func:`~primus_launch.projection.cost.roofline.layer_times_floor`:
   no host launch time, no userbuffers slowdown, no per-micro-batch FP8 weight casts), the
   communication no flag can hide (:func:`tp_floor`: a layer's TP forward collectives, or ``1 / tp`` of
-  them under TP overlap; the embedding's and output layer's TP calls; :func:`ep_floor`: a MoE layer's
-  dispatch + combine where nothing overlaps them), for each of the table's variants (precision, FP8
-  recipe, dispatcher, compile, TP / EP overlap: what those read), every other communication,
-  selective-recompute and offload term at zero, the full recompute's re-run forwards counted; the
-  pipeline's makespan at least ``max_r (head_r + m busy_r + tail_r)``
+  them under TP overlap; the embedding's and output layer's TP calls; :func:`cp_floor`: the CP
+  exchange, off a ring all of it, on a ring the compute its P2P channels displace; :func:`ep_floor`: a
+  MoE layer's dispatch + combine where nothing overlaps them, behind the shared expert the compute its
+  SMs displace, under 1F1B all-to-all overlap the unpaired passes' share and the combined walk's
+  floor ``max(c D, D - W)``; :func:`fsdp_floor`: FSDP's gathers and reduce-scatters beyond the layer's
+  floor pass, plus the compute NCCL's SMs displace while the rest hides), for each of the table's
+  variants (precision, FP8 recipe, dispatcher, compile, TP / EP overlap: what those read), the
+  selective / per-op recompute's re-run module forwards (the structural ``rc_modules``) and the full
+  recompute's re-run forwards counted, offload terms at zero; the pipeline's makespan at least ``max_r (head_r + m busy_r + tail_r)``
   (:func:`~primus_launch.projection.pipeline.simulate.makespan_lower_bound`) with sends at zero.  Each
   term is linear in the feature vector ``x`` (:data:`FEATURES`) with non-negative coefficients of the
   shape (:class:`Shape`), so the bound is ``min_v max_r (H_r + m B_r) . x_v``, a bound of every plan
-  below it because the makespan bound is non-decreasing in every chunk cost.  To it the search adds
-  the floor of what follows the pipeline (:func:`tail_floor`: the DP sync with its whole window free
-  to hide it, at least one bucket exposed, and the optimizer step), least over the table;
+  below it because the makespan bound is non-decreasing in every chunk cost.  A structural candidate
+  taken from the queue is refined (:meth:`BoundModel.refined_variants`) with the floor of what
+  follows the pipeline (:func:`tail_floor`: the DP sync with its whole window free to hide it, at
+  least one bucket exposed, and the optimizer step), and with each stage's sync paired with that
+  stage's own makespan term (``dp_comm.py`` hides it behind ``window / m`` only), least over the table;
 - **time, level 2** (per plan): the plan's exact chunk costs (the projection's own steps) under the
   makespan bound, plus its exact post-pipeline tail (``steps/iteration.py`` ``stage_tails``); only the
   simulation of the schedule is bounded;
@@ -31,7 +37,10 @@ plus communication, selective-recompute and offload terms that are never negativ
   state of the model at the assignment's sharding, averaged over the stages (their sum does not
   depend on the pipeline split; the worst stage holds at least the average), activations, reserve and
   the memory outside the allocator at zero: a plan whose floor fails the verdict's lower edge
-  (``memory/verdict.py``: ``inside (1 + low) > usable``) is ``does not fit`` whatever else it sets.
+  (``memory/verdict.py``: ``inside (1 + low) > usable``) is ``does not fit`` whatever else it sets;
+  then, for a candidate the search takes, per memory group (:func:`memory_key`: the flags the memory
+  model reads) the pre-filter's own bytes inside the allocator plus the least outside it
+  (:meth:`BoundModel.group_out`): one pricing per group instead of one per plan.
 
 Structural candidates whose chunk costs hold a term that may be negative (FSDP synchronised every
 micro-batch under pipelining: ``steps/stage.py``'s chunk-end edge) are never bounded at level 1
