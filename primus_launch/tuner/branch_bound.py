@@ -14,9 +14,12 @@ at three levels of nodes:
 
 Structural candidates are taken best first (the lowest level-1 bound next, ties in the space's
 order); a candidate's bound is first refined with the floor of what follows the pipeline
-(``bounds.tail_floor``) and put back in line, then expanded when it is again the lowest.  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
+(``bounds.tail_floor``) and put back in line, then expanded when it is again the lowest, unless every one of its memory groups (the flags the memory
+model reads, ``bounds.memory_key``) is ``does not fit`` by the pre-filter's own bytes (one pricing per
+group, counted as a pre-filter in the work).  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
 candidate whose memory floor does not fit is bounded out by memory.  Inside a candidate, the plans
-left are taken by their level-3 bound (ties in the space's order): each is pre-filtered
+left (their memory group not bounded out) are taken by their level-3 bound, at least their variant's
+refined bound (ties in the space's order): each is pre-filtered
 (divisibility, memory verdict ``does not fit``) and scored with the projection; a scored plan that
 fits (verdict ``fits`` or ``tight``) becomes the incumbent when it is faster (ties: earlier in the
 space's order).  The search ends when the lowest open bound reaches the incumbent, which is then the
