@@ -29,7 +29,8 @@ plus communication, selective-recompute and offload terms that are never negativ
   taken from the queue is refined (:meth:`BoundModel.refined_variants`) with the floor of what
   follows the pipeline (:func:`tail_floor`: the DP sync with its whole window free to hide it, at
   least one bucket exposed, and the optimizer step), and with each stage's sync paired with that
-  stage's own makespan term (``dp_comm.py`` hides it behind ``window / m`` only), least over the table;
+  stage's own makespan term (``dp_comm.py`` hides it behind one micro-batch's window), least over the
+  table;
 - **time, level 2** (per plan): the plan's exact chunk costs (the projection's own steps) under the
   makespan bound, plus its exact post-pipeline tail (``steps/iteration.py`` ``stage_tails``); only the
   simulation of the schedule is bounded;
@@ -744,10 +745,11 @@ class BoundModel:
     def refined_variants(self, s: int) -> np.ndarray:
         """Per compute variant of ``s``'s table, the bound the search expands it by: the level-1 bound
         plus :meth:`tail`, and the sync paired with the stage it follows.  ``dp_grad_sync`` hides a
-        stage's sync behind one micro-batch's forward + backward of that stage over the micro-batches
-        (``max(c / buckets, c - window / m)``), so the iteration, at least ``head_r + m busy_r + tail_r``
-        + stage r's sync and optimizer, is at least ``(ends_r + (m - 1 / m) busy_r) . x`` + stage r's
-        sync with no window (:meth:`tail_rows`); least over the table's DP-sync flags."""
+        stage's sync behind at most one micro-batch's forward + backward of that stage
+        (``max(c / buckets, c - window)``, the window at most ``busy_r``), so the iteration, at least
+        ``head_r + m busy_r + tail_r`` + stage r's sync and optimizer, is at least
+        ``(ends_r + (m - 1) busy_r) . x`` + stage r's sync with no window (:meth:`tail_rows`); least over
+        the table's DP-sync flags."""
         h = self.space.structs[s]
         out = self.level1_variants(s) + self.tail(s)
         if self.unsupported(h):
@@ -755,7 +757,7 @@ class BoundModel:
         n = self.nmb(h)
         xs = self.variant_rows(h, self.space.ctx[s]) * self.scale(h[S["pp"]], h[S["vpp"]], n)
         sh = self.shape(h, next(iter(self.variants[self.space.ctx[s]].values())))
-        base = xs @ sh.ends.T + (n - 1.0 / n) * (xs @ sh.busy.T)          # (variants, pp)
+        base = xs @ sh.ends.T + (n - 1.0) * (xs @ sh.busy.T)              # (variants, pp)
         d = self.tail_rows(s)                                              # (tail groups, pp)
         b2 = (base[:, None, :] + d[None, :, :]).max(axis=2).min(axis=1)
         return np.maximum(out, b2)
