@@ -282,7 +282,8 @@ def evaluate(it: Item) -> dict:
                margin=getattr(rep, "margin_fraction", None), band=getattr(rep, "band", None),
                worst_stage=rep.worst_stage, terms_gib={k: rep.breakdown.get(k, 0) / GiB for k in TERMS},
                allocated_gib=(getattr(rep, "allocated_peak_bytes", 0) or 0) / GiB,
-               reserved_gib=(getattr(rep, "reserved_peak_bytes", 0) or 0) / GiB)
+               reserved_gib=(getattr(rep, "reserved_peak_bytes", 0) or 0) / GiB,
+               tokens_per_gpu=tokens_per_gpu(it.plan))
     m = it.measured
     if m:
         basis, rank = m.get("basis", "reserved"), m.get("rank", "max")
@@ -293,6 +294,37 @@ def evaluate(it: Item) -> dict:
         out.update(measured_gib=meas, measured_basis=basis, measured_rank=rank, projected_gib=proj,
                    peak_err=peak_error(proj, meas), peak_approx=bool(m.get("approx")))
     return out
+
+
+def tokens_per_gpu(plan: Any) -> float:
+    """Tokens of one micro-batch on one GPU: ``seq x mbs / cp`` (``/ tp`` under sequence parallelism)."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    return m.seq_length * t.micro_batch_size / max(1, p.cp) / (p.tp if p.sequence_parallel else 1)
+
+
+def rank_correlation(xs: list[float], ys: list[float]) -> Optional[float]:
+    """Spearman's rank correlation (average ranks for ties); None under three points."""
+    if len(xs) < 3:
+        return None
+
+    def ranks(v: list[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2.0
+            i = j + 1
+        return r
+
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+    return cov / den if den else None
 
 
 def _stats(errs: list[float]) -> dict:
@@ -381,6 +413,19 @@ def report(results: list[dict], s: dict, quiet: bool = False) -> str:
             lines.append(f"  {r['id'][:60]:60s} {r['measured_basis'][:5]:5s} {r['measured_rank']:5s} measured "
                          f"{r['measured_gib']:6.1f}  projected {r['projected_gib']:6.1f}  {100 * r['peak_err']:+6.1f}%"
                          f"{' ~' if r['peak_approx'] else ''}")
+        exact = sorted((r for r in peaks if not r["peak_approx"]), key=lambda r: r["tokens_per_gpu"])
+        lines.append("")
+        lines.append("Published peak error against tokens per GPU (one micro-batch: seq x mbs / cp, / tp under SP), "
+                     "exact peaks")
+        for fw in ("megatron", "torchtitan", "all"):
+            rows = [r for r in exact if fw == "all" or r["framework"] == fw]
+            rho = rank_correlation([r["tokens_per_gpu"] for r in rows], [r["peak_err"] for r in rows])
+            buckets: dict[float, list[float]] = {}
+            for r in rows:
+                buckets.setdefault(r["tokens_per_gpu"], []).append(r["peak_err"])
+            cells = "  ".join(f"{int(k)}: {100 * statistics.median(v):+.1f}% (n={len(v)})" for k, v in sorted(buckets.items()))
+            lines.append(f"  {fw:10s} Spearman rho {('%+.2f' % rho) if rho is not None else '-':>5s}  median error by "
+                         f"tokens: {cells}")
     return "\n".join(lines)
 
 

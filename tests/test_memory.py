@@ -38,12 +38,14 @@ PARALLEL = [dict(tp=1), dict(tp=2), dict(tp=2, sequence_parallel=True)]
 def _plan(arch: ModelArch, recompute: dict, par: dict, mbs: int = 1) -> Plan:
     return Plan(model=arch, parallel=par, cluster=dict(gpus_per_node=par.get("tp", 1)),
                 training=dict(global_batch_size=mbs, micro_batch_size=mbs, recompute=recompute,
-                              grad_reduce_in_fp32=False))
+                              grad_reduce_in_fp32=False, precision_aware_optimizer=True,
+                              main_grads_dtype="bf16"))
 
 
 def _model_step(plan: Plan) -> tuple[float, float]:
     """(activations, peak) the model predicts for the harness: one micro-batch, bf16 params and
-    grads, no optimizer, no reserve."""
+    grads, no optimizer, no reserve (the plan's precision-aware optimizer reads the bf16 grad buffer, so
+    its step makes no fp32 gradient copies: the step is not a phase of its own, as in the harness)."""
     st = stage_memory(plan, MCORE_LOCAL)[0]
     return st.activations_bytes, st.parameters_bytes + st.gradients_bytes + st.activations_bytes + st.transient_bytes
 

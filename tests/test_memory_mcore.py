@@ -304,3 +304,86 @@ def test_rocm_te_without_weight_transpose_cache():
     lin = linear_params(arch_key(arch), 1, 1, 1, plan.chunk_layout()[0], keep.num_parameters)
     assert keep.parameters_bytes - drop.parameters_bytes == pytest.approx(lin, rel=1e-9)
     assert keep.parameters_bytes - 2 * keep.num_parameters / 8 == pytest.approx(2 * lin, rel=1e-9)
+
+
+@pytest.mark.parametrize("grad_dtype,pa", [("bf16", {}), ("fp32", {}),
+                                           ("bf16", dict(precision_aware_optimizer=True, main_grads_dtype="bf16",
+                                                         exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16")),
+                                           ("bf16", dict(precision_aware_optimizer=True, main_grads_dtype="bf16",
+                                                         fp8_recipe="mxfp8", precision="fp8"))])
+def test_optimizer_step_grad_copies_are_megatrons(grad_dtype, pa, monkeypatch):
+    """megatron-core 0.16.1 ``DistributedOptimizer._copy_model_grads_to_main_grads`` run on CPU tensors (one
+    bf16 parameter of 4096 elements, this rank's shard 1024:3072, its grad buffer in ``grad_dtype``) with
+    the ``OptimizerConfig`` the plan's flags make: the bytes of new gradient storage it leaves on the shard
+    equal :func:`optimizer_step_grad_bytes` (fp32 copies of a bf16 buffer; none for an fp32 buffer or the
+    precision-aware optimizer's ``decoupled_grad``; the copies again under an MXFP8 recipe with fp32 main
+    params, where megatron turns the decoupled path off).  ``OptimizerConfig`` checks that Transformer
+    Engine's FusedAdam takes the precision-aware arguments; TE is not installed on CPU, so that check is
+    handed a module with that signature (restored after the test)."""
+    import sys
+    import types
+
+    import torch
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+    from megatron.core.optimizer.optimizer_config import OptimizerConfig
+
+    from primus_launch.projection.memory.mcore import mcore_opts, optimizer_step_grad_bytes
+
+    arch = ModelArch(num_layers=2, hidden_size=256, ffn_hidden_size=512, num_attention_heads=4, vocab_size=1024,
+                     seq_length=128)
+    tr = dict(global_batch_size=1, grad_reduce_in_fp32=grad_dtype == "fp32", **pa)
+    opts = mcore_opts(Plan(model=arch, training=tr, parallel=dict(dp_sharding="optimizer"),
+                           cluster=dict(gpus_per_node=1)))
+    dt = {"bf16": torch.bfloat16, "fp32": torch.float32}
+    import megatron.core.optimizer.optimizer_config as oc
+
+    monkeypatch.setattr(oc, "is_te_min_version", lambda *a, **k: True)
+    te_opt = types.ModuleType("transformer_engine.pytorch.optimizers")
+    te_opt.FusedAdam = lambda master_weight_dtype=None, exp_avg_dtype=None, exp_avg_sq_dtype=None, use_decoupled_grad=None: None
+    for name in ("transformer_engine", "transformer_engine.pytorch"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "transformer_engine.pytorch.optimizers", te_opt)
+    cfg = OptimizerConfig(use_distributed_optimizer=True, bf16=True,
+                          use_precision_aware_optimizer=bool(pa.get("precision_aware_optimizer")),
+                          main_grads_dtype=dt[pa.get("main_grads_dtype", "fp32")],
+                          exp_avg_dtype=dt[pa.get("exp_avg_dtype", "fp32")],
+                          exp_avg_sq_dtype=dt[pa.get("exp_avg_sq_dtype", "fp32")],
+                          fp8_recipe=pa.get("fp8_recipe"))
+    assert opts.decoupled_grads == cfg.use_precision_aware_optimizer_no_fp8_or_ds_fp8
+    n, (lo, hi) = 4096, (1024, 3072)
+    param = torch.nn.Parameter(torch.zeros(n, dtype=torch.bfloat16))
+    param.main_grad = torch.zeros(n, dtype=dt[grad_dtype])
+    shard = torch.nn.Parameter(torch.zeros(hi - lo, dtype=torch.float32))
+    rng = types.SimpleNamespace(start=lo, end=hi, size=hi - lo)
+    fake_self = types.SimpleNamespace(  # the attributes the method reads, as DistributedOptimizer builds them
+        is_stub_optimizer=False, ddp_config=types.SimpleNamespace(use_megatron_fsdp=False), config=cfg,
+        model_float16_groups=[[param]], shard_fp32_from_float16_groups=[[shard]], shard_float16_groups=[[shard]],
+        model_fp32_groups=[[]], shard_fp32_groups=[[]], _get_model_param_range_map=lambda p: {"param": rng})
+    DistributedOptimizer._copy_model_grads_to_main_grads(fake_self)
+    g = shard.grad if shard.grad is not None else shard.decoupled_grad
+    new = 0 if g.untyped_storage().data_ptr() == param.main_grad.untyped_storage().data_ptr() else g.nbytes
+    assert new == optimizer_step_grad_bytes(main_grads=opts.main_grads, precision="bf16", decoupled=opts.decoupled_grads,
+                                            dp_sharding="optimizer", local_params=hi - lo)
+    assert new == (4 * (hi - lo) if grad_dtype == "bf16" and not cfg.use_precision_aware_optimizer_no_fp8_or_ds_fp8 else 0)
+
+
+def test_full_iteration_graph_keeps_its_pool_through_the_optimizer_step():
+    """Eager, the optimizer step's fp32 gradient copies come after the activations are freed (a phase of its
+    own, under the activation peak here); a full-iteration graph's pool stays reserved through the eager step,
+    so the copies add to the captured peak, beside every micro-batch's static inputs (28 bytes per token)."""
+    from primus_launch.projection.memory.estimate import stage_memory
+    from primus_launch.projection.memory.mcore import optimizer_step_grad_bytes
+
+    arch = ModelArch(num_layers=4, hidden_size=1024, ffn_hidden_size=4096, num_attention_heads=8, vocab_size=32000,
+                     seq_length=2048)
+    kw = dict(model=arch, parallel=dict(dp_sharding="optimizer"), cluster=dict(gpus_per_node=2))
+    tr = dict(global_batch_size=8, micro_batch_size=1, grad_reduce_in_fp32=False)
+    eager = stage_memory(Plan(training=tr, **kw))[0]
+    graph = stage_memory(Plan(training=dict(tr, cuda_graph_impl="local", cuda_graph_scope=("full_iteration",)),
+                              **kw))[0]
+    step = optimizer_step_grad_bytes(main_grads=2, precision="bf16", decoupled=False, dp_sharding="optimizer",
+                                     local_params=eager.num_parameters / 2)
+    assert step == pytest.approx(2 * eager.num_parameters)  # 4 bytes x the dp-2 shard
+    assert eager.activations_bytes + eager.transient_bytes > step  # eager: the step is not the peak
+    nmb = 8 // 2
+    assert graph.allocated_bytes - eager.allocated_bytes == pytest.approx(step + 28 * 2048 * nmb, abs=8)

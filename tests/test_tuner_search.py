@@ -145,3 +145,4 @@ def test_tight_plans_are_kept_marked_and_the_band_shown():
     assert bb.trials[0].source == "seed" and bb.trials[0].verdict == "tight"
     text = render_tune_text(bb)
     assert "GiB (band) verdict" in text and ("TIGHT" in text) == any(t.verdict == "tight" for t in bb.top)
+    assert max(len(line) for line in text.splitlines()) <= 80  # the text answer's width

@@ -441,10 +441,80 @@ def _run_lines(res: TuneResult) -> list[str]:
             f"  best:     {days_text(b)}, {gpu_text(b)}"]
 
 
-def render_tune_text(res: TuneResult) -> str:
-    """The CLI's text for a tune: verdict, counts and the top-N table."""
+WIDTH = 80  # the text answer's width (the brief: a person reads the default answer in one screen)
+
+
+def _wrapped(line: str, indent: int = 10) -> list[str]:
+    """``line`` wrapped at :data:`WIDTH` columns, continuation lines indented under its label."""
+    import textwrap
+
+    return textwrap.wrap(line, WIDTH, subsequent_indent=" " * indent, break_on_hyphens=False) or [line]
+
+
+def _changes_text(changes: dict) -> str:
+    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in changes.items())
+
+
+def _top_changes(rank: int, t, first) -> str:
+    """A top-N row's changes: the first row's against the original; each later row's as the first
+    row plus what it sets differently (``vpp=original`` where it keeps the original's value), so that
+    ties read as what they are: the same plan with one knob that does not move the time."""
+    if not t.changes:
+        return "(original)"
+    if rank == 1 or first is None:
+        return _changes_text(t.changes)
+    diff = {k: v for k, v in t.changes.items() if first.changes.get(k) != v}
+    diff.update({k: "original" for k in first.changes if k not in t.changes})
+    return "#1" + (" with " + _changes_text(diff) if diff else "")
+
+
+def _pack(text: str, room: int) -> str:
+    """``[#1 with ]a=1, b=2, ...`` packed into lines of at most ``room`` columns, broken between
+    settings; a setting longer than the room is broken after its ``=`` (and cut into pieces of
+    ``room`` columns only where a part is still longer)."""
+    head, sep, rest = text.partition("#1 with ")
+    items = (["#1 with"] if sep else []) + (rest if sep else head).split(", ")
+    lines: list[str] = []
+    for n, item in enumerate(items):
+        glue = " " if n == 1 and sep else ", "
+        if lines and len(lines[-1]) + len(glue) + len(item) <= room:
+            lines[-1] += glue + item
+            continue
+        if lines and glue == ", ":
+            lines[-1] += ","
+        key, eq, value = item.partition("=")
+        parts = [key + eq, value] if eq and len(item) > room else [item]
+        lines += [p[i:i + room] for p in parts for i in range(0, len(p), room)]
+    return "\n".join(lines)
+
+
+def _top_table(res: TuneResult) -> str:
+    """The top-N table within :data:`WIDTH` columns (MFU, proportional to tokens/s within one tune, is
+    in the original and best lines above it): the ``source`` column only where the rows came
+    from more than one search (the original, ``seed``, aside), the changes column wrapped between
+    settings."""
     from tabulate import tabulate
 
+    first = res.top[0] if res.top else None
+    sources = {t.source for t in res.top if t.changes}
+    rows = []
+    for rank, t in enumerate(res.top, 1):
+        row = [rank, f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", _memory_cell(t)]
+        if len(sources) > 1:
+            row.append(t.source)
+        rows.append(row + [_top_changes(rank, t, first)])
+    headers = ["#", "s/iter", "tok/s/GPU", "GiB (band) verdict"] + (["source"] if len(sources) > 1 else [])
+    align = ("right", "right", "right") + ("left",) * (len(headers) - 2)
+    fixed = tabulate([r[:-1] for r in rows], headers=headers, tablefmt="simple", disable_numparse=True,
+                     colalign=align[:-1])
+    room = max(WIDTH - max(len(line) for line in fixed.splitlines()) - 2, 24)
+    for r in rows:
+        r[-1] = _pack(r[-1], room)
+    return tabulate(rows, headers=headers + ["changes"], tablefmt="simple", disable_numparse=True, colalign=align)
+
+
+def render_tune_text(res: TuneResult) -> str:
+    """The CLI's text for a tune: verdict, counts and the top-N table, within :data:`WIDTH` columns."""
     b, o = res.best, res.baseline
     lines = [
         f"original: {o.iteration_time_s:.3f} s/iter, {o.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
@@ -462,20 +532,12 @@ def render_tune_text(res: TuneResult) -> str:
            f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),
         knob_line(res),
     ]
-    from primus_launch.tuner.engine import plan_changes
-
     changes = plan_changes(res.baseline.plan, res.best_plan)
     if changes:
         lines.append("changes:  " + ", ".join(f"{k}={v}" for k, v in changes.items()))
-    rows = []
-    for rank, t in enumerate(res.top, 1):
-        ch = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in t.changes.items()) or "(original)"
-        rows.append((rank, f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", f"{100 * (t.mfu or 0):.1f}",
-                     _memory_cell(t), t.source, ch))
-    out = "\n".join(lines)
-    if rows:
-        out += "\n\n" + tabulate(rows, headers=["#", "s/iter", "tok/s/GPU", "MFU %", "GiB (band) verdict", "source",
-                                                "changes"], tablefmt="simple")
+    out = "\n".join(w for line in lines for w in _wrapped(line))
+    if res.top:
+        out += "\n\n" + _top_table(res)
     for w in res.warnings:
-        out += f"\nwarning: {w}"
+        out += "\n" + "\n".join(_wrapped(f"warning: {w}", indent=9))
     return out

@@ -161,6 +161,8 @@ def convert(r: dict) -> tuple[dict | None, str]:
         if training["precision"] == "fp8":
             training["fp8_recipe"] = "tensorwise"
             assumptions.append("float8 = torchao tensorwise scaling (the benchmark files' default)")
+            if par.get("fsdp_float8_all_gather"):   # the row states the run's enable_fsdp_float8_all_gather
+                training["fp8_param_gather"] = True
         training["compile"] = "compile" in rid.lower() or bool(tr.get("compile")) or "float8" in prec
         if "compile" not in rid.lower() and not tr.get("compile"):
             assumptions.append("torch.compile " + ("on (float8 runs require it)" if training["compile"]

@@ -10,7 +10,11 @@ under torch pipelining with the stage module as the FSDP root, the stage's whole
 micro-batch on that stage (all its chunks), so exposed = max(one bucket, comm - that window); with
 ``overlap_param_gather`` the all-gather hides behind the first micro-batch's forward likewise; the
 hidden part holds NCCL's SMs (``cost/contention.py``).  With PP only that one micro-batch's window is
-used (the earlier micro-batches' backward happen before the gradients are final).
+used (the earlier micro-batches' backward happen before the gradients are final).  The window is that
+one micro-batch's backward whatever the number of micro-batches: Megatron runs micro-batches
+``0 .. n-2`` under DDP's ``no_sync`` and only the last one's backward launches the bucket reductions
+(``megatron/core/pipeline_parallel/schedules.py`` ``forward_backward_no_pipelining``; the pipelined
+schedules' ``enable_grad_sync`` before the last backward of each chunk).
 """
 
 from __future__ import annotations
@@ -58,11 +62,11 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
     units, arch = spec.num_sms, spec.arch
     if t.overlap_grad_reduce and grad > 0:
         raw = grad
-        grad = max(grad / buckets, grad - bwd_win / nmb)
+        grad = max(grad / buckets, grad - bwd_win)
         grad += con.displaced(raw - grad, con.NCCL_SMS, units, arch)
     if t.overlap_param_gather and ag > 0:
         raw = ag
-        ag = max(ag / buckets, ag - fwd_win / nmb)
+        ag = max(ag / buckets, ag - fwd_win)
         ag += con.displaced(raw - ag, con.NCCL_SMS, units, arch)
     return grad + ag
 

@@ -89,12 +89,16 @@ def op_rows(plan: Plan) -> list[OpRow]:
                 effs = "busiest EP rank's extra"
                 src = info[1]
             elif what == "quant":
-                q = FITTED["fp8_quant"].get(info[1], {})
+                torchao = len(info) > 4 and info[4] == "torchao"   # inductor-fused casts (roofline.quant_flush)
+                q = {} if torchao else FITTED["fp8_quant"].get(info[1], {})
                 nbytes = info[3] if len(info) > 3 else 0.0
-                effs = f"{100 * quant_efficiency(q, g.arch):.0f}% of HBM (recipe kernels)" if q else "streaming"
+                effs = (f"{100 * quant_efficiency(q, g.arch):.0f}% of HBM (recipe kernels)" if q
+                        else f"{100 * eta:.0f}% of HBM (streaming)")
                 src = (f"fp8_quant {info[1]}: {len(q.get('records', []))} records "
                        f"({', '.join(q.get('records', [])[:2])}); bytes per element cost/fp8.py; "
-                       f"{nbytes / 1e9:.2f} GB per micro-batch") if q else "cost/fp8.py (fused casts at streaming speed)"
+                       f"{nbytes / 1e9:.2f} GB per micro-batch") if q else (
+                    f"torchao roofline bytes per role under torch.compile (cost/fp8.py torchao_compiled_bytes): "
+                    f"{nbytes / 1e9:.2f} GB per micro-batch" if torchao else "cost/fp8.py (casts at streaming speed)")
             else:
                 nbytes = info[3] if len(info) > 3 else 0.0
                 effs = f"{100 * eta:.0f}% of HBM" + (f", {nbytes / 1e6:.0f} MB" if nbytes else "")

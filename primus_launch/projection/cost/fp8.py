@@ -33,17 +33,59 @@ already quantised (the norm kernel writes the FP8 copies: no separate pass); wei
 once per optimizer step (TE caches them across micro-batches, Megatron's ``is_first_microbatch``),
 and not at all with ``fp8_param_gather`` (FP8 primary weights; the cast moves into the optimizer
 step).  TorchTitan / torchao quantises weights on every micro-batch (unless the FSDP all-gather is in
-FP8) and has no norm fusion; under ``torch.compile`` inductor fuses the amax / cast into the
-producing kernels, leaving ``COMPILED_BYTES`` per element at streaming speed.
+FP8) and has no norm fusion; under ``torch.compile`` inductor fuses the first read of an activation's
+or output gradient's quantisation into its producer, and the bytes left per element and role are
+torchao's own roofline figures (:func:`torchao_compiled_bytes`), at streaming speed.
 """
 
 from __future__ import annotations
 
 from primus_launch.plan import Plan
 
-# torch.compile (TorchTitan float8): amax and cast fuse into the producing kernels, leaving the
-# writes of the row- and column-wise FP8 copies (1 + 1 B per element) at streaming speed
+# torch.compile (TorchTitan float8), recipes without a torchao roofline entry: amax and cast fuse into the
+# producing kernels, leaving the writes of the row- and column-wise FP8 copies (1 + 1 B per element)
 COMPILED_BYTES = 2.0
+
+# torchao under torch.compile: bytes per quantised element, (activation or output gradient, weight), from
+# torchao's roofline (torchao/testing/training/roofline_utils.py @36027d82
+# ``get_tensor_memory_traffic_ovhd_s``): activations and output gradients have a producer in the compiled
+# graph, so their first read fuses into it (``fuse_with_prev=True``); weights are parameters (no producer):
+# - tensorwise: act [amax fused 0] + [read 2, write dim0 1 + dim1 1] = 4; weight amax 2 + (2+1) + (2+1) = 8
+# - rowwise: act [write fp8 dim0 1 + bf16 dim1 2] + [read 2, write 1] = 6 (the column-wise copy needs the
+#   transposed bf16 tensor first); weight (2+1) + (2+2) + (2+1) = 10
+# - rowwise_with_gw_hp: act [write dim0 1] = 1 (the weight-gradient GEMM stays bf16); weight (2+1) + (2+1) = 6
+# - mxfp8 (dim0 and dim1 casts, not fused with each other): act 1 + (2+1) = 4; weight (2+1) + (2+1) = 6
+# - nvfp4 (as torchao's mxfp4_cutlass: 0.5 B per element written): act 0.5 + 2.5 = 3; weight 2.5 + 2.5 = 5
+TORCHAO_COMPILED_BYTES: dict[str, tuple[float, float]] = {
+    "tensorwise": (4.0, 8.0),
+    "rowwise": (6.0, 10.0),
+    "rowwise_with_gw_hp": (1.0, 6.0),
+    "mxfp8": (4.0, 6.0),
+    "blockwise": (4.0, 6.0),
+    "nvfp4": (3.0, 5.0),
+}
+# tensorwise with FSDP float8 all-gather (``enable_fsdp_float8_all_gather`` +
+# ``precompute_float8_dynamic_scale_for_fsdp``): each rank casts its own shard before the all-gather
+# (torchao/float8/fsdp_utils.py ``fsdp_pre_all_gather``), so the per-micro-batch weight work is the
+# column-wise copy of the gathered FP8 weight for the backward GEMMs: read 1 + write 1 = 2 B per element
+TORCHAO_FP8_GATHER_WEIGHT_BYTES = 2.0
+# torchao rowwise backward (torchao/float8/float8_ops.py ``addmm_float8_unwrapped``): the dgrad / wgrad GEMMs
+# run without fast accumulation, where torchao calls the tensorwise cuBLAS kernel with unit scales and
+# multiplies the output by the outer product of the row / column scales afterwards ("hoping Inductor will be
+# able to fuse it").  The dgrad output's consumer is in the compiled backward graph (fused); the wgrad
+# output goes to FSDP's reduce-scatter outside it: one pointwise pass, read 2 + write 2 B per weight element
+ROWWISE_WGRAD_POSTSCALE_BYTES = 4.0
+
+
+def torchao_compiled_bytes(recipe: str, fp8_gather: bool = False) -> tuple[float, float, float]:
+    """(activation / output-gradient bytes, weight bytes, weight-gradient post-scale bytes) per element
+    that torchao's quantisation moves through HBM under ``torch.compile`` (``TORCHAO_COMPILED_BYTES``;
+    ``fp8_gather``: tensorwise weights arrive FP8 from the FSDP all-gather); recipes torchao's roofline does
+    not list fall back to ``COMPILED_BYTES`` for both roles."""
+    act, w = TORCHAO_COMPILED_BYTES.get(recipe, (COMPILED_BYTES, COMPILED_BYTES))
+    if fp8_gather and recipe == "tensorwise":
+        w = TORCHAO_FP8_GATHER_WEIGHT_BYTES
+    return act, w, ROWWISE_WGRAD_POSTSCALE_BYTES if recipe == "rowwise" else 0.0
 
 # bytes per quantised element, (hopper-like, blackwell)
 RECIPE_BYTES: dict[str, tuple[float, float]] = {

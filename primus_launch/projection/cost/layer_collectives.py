@@ -95,8 +95,19 @@ def sp_gather_bytes(plan: Plan) -> tuple[float, float, float]:
     ``distributed.py`` ``_all_gather_fp8`` gathers the row-wise data, building any transpose after the
     gather; MXFP8 (``_all_gather_mxfp8``) gathers each usage it needs: row-wise for the forward GEMM,
     column-wise for the weight-gradient re-gather, both for the output gradient (1, 1, 2 B per
-    element, + 1/32 for the E8M0 scales).  Reduce-scatters stay bf16."""
+    element, + 1/32 for the E8M0 scales).  Reduce-scatters stay bf16.  TorchTitan with torchao float8
+    tensorwise applies ``Float8ColwiseParallel`` / ``Float8RowwiseParallel`` / ``PrepareFloat8ModuleInput``
+    (torchtitan @9dec370 ``parallelisms/parallelize_llama.py`` ``apply_tp`` with ``enable_float8``; later
+    versions only for tensorwise): the input is cast to float8 before its sequence-parallel all-gather and the
+    output gradient before the all-gather that is the backward of the row-parallel reduce-scatter
+    (torchao ``float8/float8_tensor_parallel.py``: ``hp_tensor_to_float8_dynamic`` then ``redistribute``;
+    ``NoopFwToFloat8BwDynamic`` after it): 1 B per element; its reduce-scatters stay bf16."""
     act = float(rank_tokens(plan) * plan.model.hidden_size * 2)
+    if plan.framework == "torchtitan" and plan.training.precision == "fp8":
+        from primus_launch.projection.cost import fp8 as fp8m
+
+        if fp8m.recipe_of(plan) == "tensorwise":
+            return act / 2, act / 2, act
     if plan.framework == "megatron" and plan.training.precision == "fp8":
         from primus_launch.projection.cost import fp8 as fp8m
 

@@ -49,7 +49,12 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    ``nvte_multi_cast_transpose`` for all experts): :data:`QUANT_KERNELS_PER_TENSOR` kernels per expert
    (current scaling, ``quantizer.cpp Float8CurrentScalingQuantizer::quantize_impl``: amax, scale from
    amax, cast = 3; MXFP8 / blockwise / NVFP4: 1), launched from C++ at
-   :data:`calibration.KERNEL_LAUNCH_S` each.
+   :data:`calibration.KERNEL_LAUNCH_S` each.  No scale-swizzle kernels per expert GEMM: MXFP8 / NVFP4 GEMMs need
+   their E8M0 scales in cuBLAS's swizzled layout, but TE 2.14.1's ``GroupedLinear`` sets ``optimize_for_gemm`` on
+   its input and output-gradient quantizers (``module/grouped_linear.py`` lines 1229 / 1239), so the quantize
+   kernel writes them swizzled (``tensor/mxfp8_tensor.py`` ``with_gemm_swizzled_scales``), and the grouped GEMM
+   swizzles what is left (cached weights) in one ``multi_tensor_swizzle_scales_for_gemm`` launch per operand
+   list (``csrc/extensions/gemm.cpp`` / ``swizzle.cpp``), not per expert.
 
    The same per-expert launch loop runs under TE-ROCm's ``GroupedLinear`` (hipBLASLt per expert,
    ROCm/TransformerEngine ``nvte_multi_stream_cublas_gemm``) and Megatron's legacy ``GroupedMLP``

@@ -190,7 +190,7 @@ class _Acc:
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
                  "qw", "nq", "nkf", "nkb", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf",
-                 "hsb", "seq", "pend", "expert_gemm")
+                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -217,6 +217,7 @@ class _Acc:
         self.seq: list[list] = []
         self.pend: list | None = None
         self.expert_gemm = "te"   # plan.training.moe_expert_gemm (the grouped experts' GEMM backend)
+        self.fp8_gather = False   # plan.training.fp8_param_gather (torchao: FSDP float8 all-gather)
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap), of the
@@ -281,10 +282,13 @@ class _Acc:
         ``models/common/moe.py`` ``GroupedExperts._grouped_mm``)."""
         g = self.gpu
         fmt = self.fmt if lowp and self.recipe else "bf16"
+        # torchao rowwise_with_gw_hp keeps the weight-gradient GEMM in bf16 (torchao/float8/config.py
+        # ROWWISE_WITH_GW_HP: cast_config_input_for_grad_weight / cast_config_grad_output_for_grad_weight disabled)
+        fmt_w = "bf16" if self.recipe == "rowwise_with_gw_hp" else fmt
         if separate and batch > 1:
             f = batch * gemm_time(m, n, k, g, "bf16", 1, fmt)
             bi = batch * gemm_time(m, k, n, g, "bf16", 1, fmt)
-            bw = batch * gemm_time(k, n, m, g, "bf16", 1, fmt)
+            bw = batch * gemm_time(k, n, m, g, "bf16", 1, fmt_w)
             kern = batch
         else:
             gr = ""
@@ -299,7 +303,7 @@ class _Acc:
                     gr = "any"  # a single grouped kernel (Primus-Turbo's CK / hipBLASLt grouped GEMM)
             f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
-            bw = gemm_time(k, n, m, g, "bf16", batch, fmt, gr)
+            bw = gemm_time(k, n, m, g, "bf16", batch, fmt_w, gr)
             kern = 1
         if ub and self.ub is not None:
             cf, cb, cw = ub_factors(ub, get_gpu(g).num_sms, self.ub)
@@ -419,14 +423,17 @@ class _Acc:
         if not self.recipe or (self.qf == 0 and self.qb == 0 and self.qw == 0):
             return
         if self.prof.name == "torchtitan-compile":
-            # inductor fuses amax + cast into the producing kernels: the FP8 copies are extra writes
-            # (row- and column-wise, 2 B per element) at streaming speed (cost/fp8.py)
-            bpe, recipe = fp8m.COMPILED_BYTES, None
+            # torchao under inductor: per-role bytes of torchao's roofline (activations / output gradients fuse
+            # their first read into the producer, weights do not; rowwise adds the wgrad post-scale pass) at
+            # streaming speed (cost/fp8.py torchao_compiled_bytes)
+            ba, bwt, bpost = fp8m.torchao_compiled_bytes(self.recipe, self.fp8_gather)
+            recipe = None
         else:
-            bpe, recipe = fp8m.bytes_per_element(self.recipe, arch_of(self.gpu)), self.recipe
+            ba = bwt = fp8m.bytes_per_element(self.recipe, arch_of(self.gpu))
+            bpost, recipe = 0.0, self.recipe
         qt = (lambda nb: elementwise_time(nb, self.gpu)) if recipe is None else (lambda nb: quant_time(nb, self.gpu, recipe))
-        f = qt(bpe * (self.qf + self.qw / self.wq_div)) if (self.qf or self.qw) else 0.0
-        b = qt(bpe * self.qb) if self.qb else 0.0
+        f = qt(ba * self.qf + bwt * self.qw / self.wq_div) if (self.qf or self.qw) else 0.0
+        b = qt(ba * self.qb + bpost * self.qw) if (self.qb or bpost * self.qw) else 0.0
         if recipe is not None:
             # each quantisation kernel takes at least KERNEL_MIN_S on the GPU (record ao-kernel-min-duration):
             # n kernels sharing the bytes take max(bytes time, n t_min) -- small expert splits are floor-bound
@@ -436,7 +443,8 @@ class _Acc:
         f, b = f * self.slow, b * self.slow
         self._k(self.nq, self.nq)
         self._rec(f"{name} [{self.recipe}]", f, b, 0.0, ("quant", self.recipe, 0.0,
-                                                          bpe * (self.qf + self.qb + self.qw / self.wq_div)))
+                                                          ba * (self.qf + self.qb) + bwt * self.qw / self.wq_div
+                                                          + bpost * self.qw, "te" if recipe else "torchao"))
         self.qf = self.qb = self.qw = 0.0
         self.nq = 0
         self.nkf = self.nkb = 0
@@ -746,7 +754,7 @@ def _cfg(plan: Plan) -> tuple:
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
             (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32),
-            (t.moe_expert_gemm, t.moe_sync_free))
+            (t.moe_expert_gemm, t.moe_sync_free), bool(t.fp8_param_gather))
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -755,7 +763,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = arch_from_key(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl = cfg
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g = cfg
     expert_gemm, sync_free = moe_impl
     # router mode of the routing-imbalance term (cost/moe_imbalance.py): forced balance, aux loss, expert bias
     router_mode = (router[0], router[2], bool(m.moe_router_bias) and prof.name == "megatron-te")
@@ -767,6 +775,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         lst = ops.setdefault(kind, []) if ops is not None else None
         made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu, ub)
         made[kind].expert_gemm = expert_gemm
+        made[kind].fp8_gather = f8g
         return made[kind]
 
     s, h = m.seq_length, m.hidden_size
@@ -960,6 +969,7 @@ def floor_cfg(plan: Plan) -> tuple:
     share it (the tuner's bound key)."""
     c = list(_cfg(plan))
     c[3], c[4], c[5], c[11] = float("inf"), 0.0, frozenset(), None   # wq_div, host, graphs, ub
+    c[14] = False   # fp8_param_gather only changes the per-step weight casts, zero at wq_div = inf
     return tuple(c)
 
 

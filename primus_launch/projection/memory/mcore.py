@@ -60,6 +60,12 @@ pool holds what the eager schedule holds; a ``full_iteration`` graph (``full_cud
 keeps every micro-batch's input data (tokens, labels, position ids, loss mask: 28 bytes per token), and
 its pool is not a second copy of the eager warm-up's (``torch.cuda.graph`` empties the cache before
 capture; what the allocator cannot reuse inside a capture is not modelled: :mod:`memory.paged_stash`).
+The optimizer step (:func:`optimizer_step_grad_bytes`: fp32 copies of a bf16 grad buffer's local shard)
+runs after the last backward freed the activations, so eager it is a peak of its own
+(``statics + copies``); under a ``full_iteration`` graph the graph's private pool stays reserved through
+the eager step (``torch.cuda.graph`` pools are released only with the graph), so the copies add to the
+captured step's peak.  (TE-scoped graphs keep their pools too; the graphed modules' part of the
+activations beside the step is not counted.)
 
 Static-shape MoE of megatron main / dev (:mod:`memory.paged_stash`): ``--moe-expert-rank-capacity-factor c``
 sizes the dispatch buffers and the experts' gradients at ``c`` x the balanced routed tokens (the MoE
@@ -123,6 +129,7 @@ class McoreOpts:
     capacity: float | None = None  # --moe-expert-rank-capacity-factor (static-shape MoE, memory.paged_stash)
     paged_stash: bool = False  # --moe-paged-stash
     stash_factor: float = 1.10  # --moe-paged-stash-buffer-size-factor-cuda
+    decoupled_grads: bool = False  # precision-aware optimizer reading the grad buffer (no fp32 grad copies)
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -147,6 +154,8 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
         stash_factor=t.moe_paged_stash_buffer_factor,
+        decoupled_grads=bool(pa and (t.main_params_dtype != "fp32" or fp8 in (None, "delayed")
+                                     or t.offload.optimizer_fraction > 0)),
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
            if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
 
@@ -333,11 +342,40 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         if dp_sharding == "optimizer_grads":
             layer = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")
             trans.append(g * layer.total + layer_bwd)  # a layer's unsharded gradients before reduce-scatter
-        transient = max(0.0, max(trans))
+        step = optimizer_step_grad_bytes(
+            main_grads=g, precision=precision, decoupled=opts.decoupled_grads, dp_sharding=dp_sharding,
+            local_params=(sp_.dense / dpcp + sp_.expert / edp) if dp_sharding in ("optimizer", "optimizer_grads")
+            else sp_.total)
+        if opts.full_graph:
+            # the graph's private pool keeps the captured step's peak (activations and in-graph transients)
+            # reserved while the eager optimizer step runs beside it
+            transient = max(0.0, max(trans)) + step
+        else:
+            # eager: the step runs after the last backward freed the activations
+            trans.append(step - activations)
+            transient = max(0.0, max(trans))
         in_flight = counts[rank] / max(1, len(layout[rank]))  # micro-batches' worth of chunks at the peak
         out.append(stage_report(rank, weights, grads, optim, activations, transient, int(-(-in_flight // 1)), sp_.total,
                           framework="megatron"))
     return tuple(out)
+
+
+def optimizer_step_grad_bytes(*, main_grads: int, precision: str, decoupled: bool, dp_sharding: str,
+                              local_params: float) -> float:
+    """Bytes of the fp32 gradient copies Megatron's optimizer step makes, beside the grad buffer.
+
+    megatron-core 0.16.1 ``optimizer/distrib_optimizer.py`` ``_copy_model_grads_to_main_grads``: each
+    local shard's gradient becomes ``shard_main_param.grad = shard_model_grad.float()``: a new fp32
+    tensor of the shard when the grad buffer is bf16 (``--grad-reduce-in-bf16`` / ``--main-grads-dtype
+    bf16``), a view when it is fp32; the precision-aware optimizer's ``decoupled_grad`` path
+    (``use_precision_aware_optimizer_no_fp8_or_ds_fp8``, ``optimizer_config.py``: main params not fp32,
+    or no fp8 / delayed scaling, or CPU offload) reads the buffer and copies nothing.  The copies live
+    until the next iteration's ``zero_grad(set_to_none=True)``: ``4 x local_params`` (the dense shard over
+    dp x cp plus the experts' over expert-DP with the distributed optimizer, every parameter without
+    it).  Megatron-FSDP (``dp_sharding="full"``) keeps its own main-grad buffers: 0 here."""
+    if precision == "fp32" or main_grads >= 4 or decoupled or dp_sharding == "full":
+        return 0.0
+    return 4.0 * local_params
 
 
 def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, a, sb,

@@ -32,7 +32,12 @@ and torch 2.13 ``torch/cuda/graphs.py``.
   ``torch.cuda.graph.__enter__`` calls ``torch.cuda.empty_cache()``, so the warm-up's cached blocks go
   back to the device before capture: the pool holds what the captured step holds, not a second copy of
   the activations.  The graph also keeps every micro-batch's input data (``StaticBufferLoader``; counted
-  in :mod:`memory.mcore`).  **Not modelled** (reported by :func:`full_graph_note`): inside a capture the
+  in :mod:`memory.mcore`).  The pool stays reserved while the eager optimizer step runs after the replay,
+  so the step's fp32 gradient copies (``mcore.optimizer_step_grad_bytes``) come on top of it.  PyTorch's
+  caching allocator does not use expandable segments inside a graph's private pool
+  (``c10/cuda/CUDACachingAllocator.cpp`` ``alloc_block``: "our checkpointing logic for private pools
+  doesn't support the expandable_segments_ structure yet"), so ``expandable_segments:True`` does not
+  apply to the captured step.  **Not modelled** (reported by :func:`full_graph_note`): inside a capture the
   caching allocator neither reuses a block freed while another stream's use of it is pending
   (``record_stream``; PyTorch's ``graph_capture_record_stream_reuse`` option relaxes it) nor hands one
   stream's freed blocks to another, so side-stream work inside the graph (the EP-overlap communication
@@ -83,6 +88,8 @@ def full_graph_note(ep_overlap: bool, paged: bool) -> str:
     side = [s for s, on in (("the EP-overlap communication stream", ep_overlap),
                             ("the paged stash's pack stream", paged)) if on]
     return ("CUDA graph (full_iteration): the captured step's pool counted as the eager step (torch.cuda.graph "
-            "empties the warm-up's cache before capture) plus every micro-batch's static input data; not modelled: "
-            "blocks the caching allocator cannot reuse inside a capture (freed with another stream's use pending"
+            "empties the warm-up's cache before capture) plus every micro-batch's static input data, and the optimizer "
+            "step's fp32 gradient copies beside the pool it keeps; not modelled: the pool's fragmentation (its "
+            "segments are not expandable) and blocks the caching allocator cannot reuse inside a capture (freed "
+            "with another stream's use pending"
             + (": " + ", ".join(side) if side else "") + "; allocator settings and environment are not in the plan)")

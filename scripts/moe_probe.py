@@ -1,0 +1,215 @@
+"""Probe the held-out MoE rows (issue 28): what one switch of a row's plan does to its dry-run projection, and
+how busy DeepSeek's public DualPipe training profile keeps its compute streams.
+
+Diagnostics only: nothing here changes the model or the validation rows.
+
+1. ``--row ID``: the row's projection as built, then with one plan field switched at a time
+   (``overlap_moe_expert_parallel_comm`` off, recompute off, forced-balance routing off); with
+   ``--as-mxfp8`` the row projected with ``training.precision = fp8`` and ``fp8_recipe = mxfp8`` (e.g. the
+   TorchTitan Llama 4 Scout MXFP8 row, whose plan the builder leaves in BF16: its ``quantization`` entry is a
+   note, not a config key the TorchTitan adapter reads).  Each line: tokens/s/GPU, iteration seconds and the
+   error against the row's measured tokens/s/GPU.
+2. ``--dualpipe``: DeepSeek's ``train.json`` (github.com/deepseek-ai/profile-data, a pair of DualPipe
+   forward / backward chunks of 4 DeepSeek-V3 MoE layers, EP64, H800): the trace's span, the union of its
+   compute-stream kernels (every stream but DeepEP's, 27) and the gaps longer than 50 us between them --
+   how much of the step a best-case two-chunk overlap leaves the compute idle.  Reads the trace from the
+   local mirror (``/work/.mirror/deepseek-ai+profile-data/repo``) or ``--trace PATH``.
+3. ``--bridge3868``: Megatron-Bridge PR #3868's A/B (records ``mbridge3868-*``: Qwen3-30B-A3B on 16 H100, EP 16, MBS
+   1, all-to-all, eager vs TE-scoped graphs attn / moe_router / moe_preprocess) projected from the Bridge H100
+   Qwen3-30B row switched to what the PR ran (the plan ``tests/test_moe_host.py`` checks).
+   With ``--row``, ``--walk`` also prints the row's MoE layer pair as ``cost/ep_overlap.py`` walks it (Megatron's
+   1F1B all-to-all overlap): its compute and dispatcher seconds and what the walk leaves exposed per pair.
+4. ``--torch-grouped``: the dry-run's ``torch._grouped_mm`` BF16 and MXFP8 times (forward + dgrad + wgrad, GEMMs
+   only) at the shapes of torchao's autograd-function table (records ``ao-b200-gg-*``, whose MXFP8 time includes
+   the quantisation kernels) beside that table's BF16 / MXFP8 ratio.
+
+    python scripts/moe_probe.py --row mlm_moe_qwen3_235b_h100_bf16_256gpu_tp2pp8ep32
+    python scripts/moe_probe.py --row torchtitan_gb200_llama4_scout_mxfp8 --as-mxfp8
+    python scripts/moe_probe.py --dualpipe
+    python scripts/moe_probe.py --bridge3868 --torch-grouped
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "scripts" / "validation" / "runs.json"
+MIRROR = Path("/work/.mirror/deepseek-ai+profile-data/repo")
+DEEPEP_STREAM = 27
+
+
+def _project(plan: dict) -> tuple[float, float]:
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.plan import Plan
+    from primus_launch.projection.dryrun import project_dry_run
+
+    res = project_dry_run(Plan.model_validate(plan))
+    return res.tokens_per_sec_per_gpu, res.iteration_time_s
+
+
+def walk_row(plan) -> None:
+    """The row's MoE layer pair under Megatron's 1F1B all-to-all overlap (``cost/ep_overlap.py``)."""
+    from primus_launch.projection.cost import ep_comm as ec
+    from primus_launch.projection.cost.ep_overlap import exposed_per_layer, exposed_per_step
+    from primus_launch.projection.cost.roofline import layer_times_roofline
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    lt, spec = layer_times_roofline(plan), get_gpu(plan.cluster.gpu)
+    f, b = ec.ep_layer_comm(plan, spec, layout(plan))
+    pair = ec.moe_layer_pair(plan, lt, f, b)
+    c, n = ec.walk_contention(plan, spec), ec.moe_layers_per_step(plan)
+    exp = max(exposed_per_layer(pair, c=c), exposed_per_step(pair, n, c) / n)
+    print(f"  1F1B overlap walk per MoE layer pair: compute {1e3 * pair.compute_s:.2f} ms, dispatcher "
+          f"{1e3 * (f + b):.2f} ms, exposed {1e3 * exp:.2f} ms ({n} layer(s) per step, compute at "
+          f"{100 * (1 - c):.0f} % beside the dispatcher)")
+
+
+def probe_row(row_id: str, as_mxfp8: bool, walk: bool = False) -> int:
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    if row_id not in rows:
+        print(f"--row: {row_id!r} is not a row of {RUNS.relative_to(ROOT)}", file=sys.stderr)
+        return 2
+    row = rows[row_id]
+    meas = row["measured_tokens_per_sec_per_gpu"]
+
+    def switched(**fields) -> dict:
+        p = copy.deepcopy(row["plan"])
+        for k, v in fields.items():
+            if k == "recompute":
+                p["training"]["recompute"]["granularity"] = v
+            else:
+                p["training"][k] = v
+        return p
+
+    cases = [("as built", row["plan"]),
+             ("EP overlap off", switched(overlap_moe_expert_parallel_comm=False)),
+             ("recompute off", switched(recompute="none")),
+             ("forced balance off", switched(moe_router_force_load_balancing=False))]
+    if as_mxfp8:
+        cases.append(("as MXFP8 (precision fp8, recipe mxfp8)", switched(precision="fp8", fp8_recipe="mxfp8")))
+    print(f"{row_id}: measured {meas:.1f} tokens/s/GPU")
+    for name, plan in cases:
+        tok, it = _project(plan)
+        print(f"  {name:40s} {tok:9.1f} tokens/s/GPU  {it:8.3f} s/iter  {100 * (tok - meas) / meas:+6.1f}%")
+    if walk:
+        from primus_launch.plan import Plan
+
+        walk_row(Plan.model_validate(row["plan"]))
+    return 0
+
+
+def _union(intervals: list[tuple[int, int]]) -> tuple[int, list[tuple[int, int]]]:
+    """Total covered length of ``intervals`` and the gaps between them (start, length)."""
+    iv = sorted(intervals)
+    total, gaps = 0, []
+    s, e = iv[0]
+    for a, b in iv[1:]:
+        if a > e:
+            total += e - s
+            gaps.append((e, a - e))
+            s, e = a, b
+        else:
+            e = max(e, b)
+    return total + e - s, gaps
+
+
+def probe_dualpipe(trace_path: str | None) -> int:
+    if trace_path:
+        trace = json.loads(Path(trace_path).read_text())
+    else:
+        out = subprocess.run(["git", "-C", str(MIRROR), "show", "HEAD:train.json"], capture_output=True, check=True)
+        trace = json.loads(out.stdout)
+    ks = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    t0 = min(e["ts"] for e in ks)
+    t1 = max(e["ts"] + e["dur"] for e in ks)
+    comp = [(e["ts"], e["ts"] + e["dur"]) for e in ks if e["args"]["stream"] != DEEPEP_STREAM]
+    comm = [(e["ts"], e["ts"] + e["dur"]) for e in ks if e["args"]["stream"] == DEEPEP_STREAM]
+    busy, gaps = _union(comp)
+    cbusy, _ = _union(comm)
+    long_gaps = [g for g in gaps if g[1] > 50]
+    span = t1 - t0
+    print(f"DualPipe chunk pair (4 MoE layers forward + 4 backward): span {span / 1e3:.2f} ms")
+    print(f"  compute streams busy {busy / 1e3:.2f} ms ({100 * busy / span:.1f}% of the span); DeepEP stream busy "
+          f"{cbusy / 1e3:.2f} ms (notify waits included)")
+    print(f"  compute idle gaps > 50 us: {len(long_gaps)}, {sum(g[1] for g in long_gaps) / 1e3:.2f} ms in all")
+    return 0
+
+
+def bridge3868_plans() -> tuple:
+    """(eager, TE-scoped graphs) plans of Megatron-Bridge PR #3868's A/B (module doc, item 3)."""
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.plan import Plan
+
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    d = copy.deepcopy(rows["mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu"]["plan"])
+    d["training"].update(precision="bf16", fp8_recipe=None, fp8_param_gather=False, moe_token_dispatcher="alltoall",
+                         overlap_moe_expert_parallel_comm=False, delay_wgrad_compute=False, global_batch_size=1024,
+                         micro_batch_size=1)
+    base = Plan.model_validate(d)
+    cg = base.model_copy(deep=True)
+    cg.training.cuda_graph_impl, cg.training.cuda_graph_scope = "transformer_engine", ["attn", "moe_router",
+                                                                                    "moe_preprocess"]
+    return base, cg
+
+
+def probe_bridge3868() -> int:
+    from primus_launch.projection.cost import evidence as ev
+    from primus_launch.projection.dryrun import project_dry_run
+
+    for name, plan in zip(("eager", "te-graphs"), bridge3868_plans()):
+        rec = ev.record(f"mbridge3868-h100-qwen3-30b-a3b-{name}-step")
+        t = project_dry_run(plan).iteration_time_s
+        print(f"Bridge PR #3868 {name:9s}: measured {rec['value']:.2f} s/iter, projected {t:.2f} s/iter "
+              f"({100 * (rec['value'] - t) / rec['value']:+.1f}% faster)")
+    return 0
+
+
+def probe_torch_grouped() -> int:
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.projection.cost import evidence as ev
+    from primus_launch.projection.cost.compute import gemm_time
+
+    for model, n, k in (("Llama4", 8192, 5120), ("DeepSeek-V3", 2048, 7168)):
+        for g in (1, 8):
+            recs = {dt: ev.record(f"ao-b200-gg-{model}-G{g}-{dt}") for dt in ("bf16", "mxfp8")}
+            m = recs["bf16"]["shape"]["total_m"] // g
+            t = {f: sum(gemm_time(*s, "b200", "bf16", g, f, "torch") for s in ((m, n, k), (m, k, n), (k, n, m)))
+                 for f in ("bf16", "mxfp8")}
+            print(f"torch grouped {model:11s} G{g}: dry-run BF16 / MXFP8 GEMMs {t['bf16'] / t['mxfp8']:.2f}x; "
+                  f"torchao table BF16 / MXFP8 (quantisation included) "
+                  f"{recs['mxfp8']['value'] / recs['bf16']['value']:.2f}x")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--row", help="a row id of scripts/validation/runs.json")
+    ap.add_argument("--as-mxfp8", action="store_true", help="also project the row's plan as MXFP8")
+    ap.add_argument("--walk", action="store_true", help="the row's MoE layer pair under the 1F1B all-to-all overlap")
+    ap.add_argument("--dualpipe", action="store_true", help="compute-stream occupancy of DeepSeek's DualPipe profile")
+    ap.add_argument("--trace", help="path of train.json (default: the local mirror)")
+    ap.add_argument("--bridge3868", action="store_true", help="Megatron-Bridge PR #3868's graph A/B projected")
+    ap.add_argument("--torch-grouped", action="store_true", help="torch grouped-GEMM BF16 / MXFP8 ratios")
+    a = ap.parse_args(argv)
+    if not (a.row or a.dualpipe or a.bridge3868 or a.torch_grouped):
+        ap.print_help()
+        return 2
+    rc = probe_row(a.row, a.as_mxfp8, a.walk) if a.row else 0
+    if a.dualpipe and rc == 0:
+        rc = probe_dualpipe(a.trace)
+    if a.bridge3868 and rc == 0:
+        rc = probe_bridge3868()
+    if a.torch_grouped and rc == 0:
+        rc = probe_torch_grouped()
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
