@@ -189,3 +189,27 @@ def test_memory_groups_hold_the_prefilters_own_bytes(recipe):
             peak, _, outside = memory_peak(p, "allocated")
             rpeak, _, _ = memory_peak(p, "reserved")
             assert bm.inside_floor(h, f) == pytest.approx(min(peak, rpeak) - outside, rel=1e-12, abs=1.0)
+
+
+def test_plans_with_equal_bound_keys_have_equal_times():
+    """The search's dominance (``branch_bound.py``: a plan whose ``exact_bound_key`` equals that of a
+    scored plan of the same structural candidate that fits is not scored): on the small MoE plan's
+    candidates, plans with equal keys project the same iteration time, and such plans exist."""
+    from primus_launch.tuner.bounds import exact_bound_key
+
+    plan = small_moe_plan()
+    sp = Space(plan)
+    rng = random.Random(5)
+    dup = 0
+    for s in rng.sample(range(len(sp.structs)), 6):
+        h = sp.structs[s]
+        by_key: dict = {}
+        for f in sp.tables[sp.ctx[s]][:60]:
+            p = apply_knobs(plan, Knobs(*h, *f))
+            by_key.setdefault(exact_bound_key(p)[1], []).append(p)
+        for ps in by_key.values():
+            if len(ps) > 1:
+                dup += 1
+                times = {project_dry_run(p).iteration_time_s for p in ps[:3]}
+                assert len(times) == 1, times
+    assert dup > 0

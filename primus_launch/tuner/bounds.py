@@ -242,6 +242,14 @@ def build_shape(plan: Plan) -> Shape:
 def exact_bound(plan: Plan) -> float:
     """Level 2 (module doc): the makespan bound on ``plan``'s exact chunk costs plus its exact
     post-pipeline tail; at most the dry-run's iteration time of ``plan``."""
+    return exact_bound_key(plan)[0]
+
+
+def exact_bound_key(plan: Plan) -> tuple[float, tuple]:
+    """:func:`exact_bound` and everything the dry-run's iteration time of ``plan`` reads after its chunk
+    costs: the schedule, its degrees, micro-batches and groups, the chunk costs, the send and the
+    post-pipeline tails (``steps/schedule.py``, ``steps/iteration.py``).  Two plans of one structural
+    candidate with equal keys have equal iteration times (``tests/test_tuner_bounds.py``)."""
     from primus_launch.projection.cost.roofline import layer_times_roofline
     from primus_launch.projection.hardware.gpus import resolve_power_cap
     from primus_launch.projection.steps.iteration import stage_tails
@@ -254,9 +262,12 @@ def exact_bound(plan: Plan) -> float:
     s = setup(run, layer_times_roofline(run))
     st = stage_costs(s, layer_costs(s))
     p = run.parallel
-    ms = makespan_lower_bound(schedule_name(run), p.pp, p.vpp, run.num_microbatches,
-                              [[q.cost() for q in row] for row in st.chunks], st.p2p_s)
-    return ms + max(t.dp_s + t.optimizer_s for t in stage_tails(s, st))
+    costs = [[q.cost() for q in row] for row in st.chunks]
+    ms = makespan_lower_bound(schedule_name(run), p.pp, p.vpp, run.num_microbatches, costs, st.p2p_s)
+    tails = tuple((t.dp_s, t.optimizer_s) for t in stage_tails(s, st))
+    key = (schedule_name(run), p.pp, p.vpp, run.num_microbatches, p.microbatch_group if run.framework == "megatron" else None,
+           tuple(tuple((c.fwd_s, c.bwd_input_s, c.bwd_weight_s) for c in row) for row in costs), st.p2p_s, tails)
+    return ms + max(a + b for a, b in tails), key
 
 
 def _lt_part(plan: Plan, x: np.ndarray) -> None:
@@ -880,4 +891,4 @@ class BoundModel:
         return self.static_floor(tuple(k[:N_STRUCT]), tuple(k[N_STRUCT:]))
 
 
-__all__ = ["FEATURES", "BoundModel", "Shape", "build_shape", "exact_bound", "pass_features"]
+__all__ = ["FEATURES", "BoundModel", "Shape", "build_shape", "exact_bound", "exact_bound_key", "pass_features"]

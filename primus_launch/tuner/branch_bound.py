@@ -19,7 +19,9 @@ model reads, ``bounds.memory_key``) is ``does not fit`` by the pre-filter's own 
 group, counted as a pre-filter in the work).  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
 candidate whose memory floor does not fit is bounded out by memory.  Inside a candidate, the plans
 left (their memory group not bounded out) are taken by their level-3 bound, at least their variant's
-refined bound (ties in the space's order): each is pre-filtered
+refined bound (ties in the space's order); one whose ``bounds.exact_bound_key`` (what the iteration
+time reads after the chunk costs) equals that of a plan of the candidate already scored that fits has
+that plan's time and a later index, so it cannot win: it is bounded out (dominance); each other is pre-filtered
 (divisibility, memory verdict ``does not fit``) and scored with the projection; a scored plan that
 fits (verdict ``fits`` or ``tight``) becomes the incumbent when it is faster (ties: earlier in the
 space's order).  The search ends when the lowest open bound reaches the incumbent, which is then the
@@ -41,7 +43,7 @@ import numpy as np
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.result import Certificate
-from primus_launch.tuner.bounds import F, VARIANT_FLAGS, BoundModel, pick, exact_bound
+from primus_launch.tuner.bounds import F, VARIANT_FLAGS, BoundModel, pick, exact_bound_key
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
 
 Score = Callable[[Plan], ProjectionResult]
@@ -85,7 +87,7 @@ class BranchBound:
 
     def __init__(self, plan: Plan, space: Space, *, score: Score, prefilter: Prefilter,
                  usable: Callable[[ProjectionResult], bool] = lambda r: r.memory.fits, memory_margin: float = 0.0,
-                 bound: Callable[[Plan], float] = exact_bound):
+                 bound: Callable[[Plan], tuple[float, tuple]] = exact_bound_key):
         self.plan, self.space = plan, space
         self.score, self.prefilter, self.usable, self.bound = score, prefilter, usable, bound
         self.bm = BoundModel(plan, space, memory_margin)
@@ -166,7 +168,7 @@ class BranchBound:
         c["expanded"] += 1
         vnames = list(bm.variants[sp.ctx[s]])
         vlb = dict(zip(vnames, bm.refined_variants(s).tolist()))
-        cands: list[tuple[float, int]] = []
+        cands: list[tuple[float, int, tuple]] = []
         before = bm.priced
         for j, f in enumerate(table):
             v = vlb[pick(f, VARIANT_FLAGS, F)]
@@ -177,14 +179,21 @@ class BranchBound:
                 c["bounded_memory"] += 1
                 continue
             c["work"] += WORK_BOUND
-            cands.append((max(v, self.bound(apply_knobs(self.plan, Knobs(*h, *f)))), j))
-        cands.sort()
-        for n, (e, j) in enumerate(cands):
+            e, key = self.bound(apply_knobs(self.plan, Knobs(*h, *f)))
+            cands.append((max(v, e), j, key))
+        cands.sort(key=lambda t: t[:2])
+        usable_keys: set[tuple] = set()
+        for n, (e, j, key) in enumerate(cands):
             if inc.reached(e):
                 c["bounded_time"] += len(cands) - n
                 break
+            if key in usable_keys:   # the time of a plan of this candidate already scored, that fits, earlier in order
+                c["bounded_time"] += 1
+                continue
             cand = apply_knobs(self.plan, Knobs(*h, *table[j]))
-            c["work"] += WORK_PREFILTER
+            # the plan's memory group is priced (group_out above): its pre-filter finds the memory model
+            # in its cache (~0.1 ms); the divisibility checks cost about a bound
+            c["work"] += WORK_BOUND
             try:
                 why = self.prefilter(cand)
             except Exception as ex:  # a pre-filter bug must not kill the search
@@ -201,6 +210,8 @@ class BranchBound:
             res.scored.append((off + j, r))
             if r.iteration_time_s < e * (1 - 1e-6):
                 c["violations"] += 1
+            if self.usable(r):
+                usable_keys.add(key)
             if self.usable(r) and inc.beaten_by(r.iteration_time_s, off + j):
                 inc.t, inc.idx = r.iteration_time_s, off + j
         c["work"] += (bm.priced - before) * WORK_PREFILTER
