@@ -3,6 +3,7 @@
     primus-launch --project RECIPE [--dry-run] [--gpu G --nodes N --gpus-per-node K] [--json]
                   [--train-tokens 15T [--gpu-hour-price USD]]
     primus-launch --tune RECIPE [--dry-run] [--max-work N] [--budget N | --time-limit S] [--llm MODEL] [--allow fp8,...]
+                  [--ray-address HOST:PORT | local]
     primus-launch [--project | --tune] [--launch [--force]] [--emit torchrun|slurm] -- COMMAND...
     primus-launch -- torchrun ... pretrain_gpt.py ...       (run the command unchanged)
 
@@ -100,7 +101,14 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--planner", dest="exhaustive", action="store_false",
                         help="tune: run the planner instead of the certified branch and bound")
     ap.add_argument("--workers", type=bounded_int(1, 4096, "an integer from 1 to 4096"),
-                    help="tune: processes of the exhaustive search (default: every core)")
+                    help="tune: processes of the exhaustive search (default: every core); with the branch and "
+                         "bound, N > 1 local processes expand its candidates ahead (default: this process; the "
+                         "same plan and certificate)")
+    ap.add_argument("--ray-address", metavar="ADDR",
+                    help="tune: run the search's shards (and, measured on cuda, the distinct pieces, one per GPU) "
+                         "on a Ray cluster: HOST:PORT of its head (ray start --head), ray://HOST:PORT, auto or local "
+                         "(a local Ray instance); needs pip install 'primus-launch[ray]'; the same plan and "
+                         "certificate as without it")
     ap.add_argument("--allow", action="append", default=[], metavar="LIST",
                     help="tune: also search knobs that change numerics, comma-separated: fp8 (FP8 precision, "
                          "scaling recipe, FP8 param gather), optimizer-dtypes (BF16 Adam moments)")
@@ -278,14 +286,6 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     from primus_launch.tuner.search import tune
 
     plan = _load(a, a.tune, command)
-    score = None
-    if not a.dry_run:
-        from functools import partial
-
-        from primus_launch.projection.api import project
-
-        score = partial(project, dry_run=False, memory_margin=a.memory_margin, measure_device=a.measure_device,
-                        memory_basis=a.memory_basis)
     log_path = Path(a.log) if a.log else None
     out_recipe = None
     if a.tune != _FROM_COMMAND:
@@ -296,12 +296,35 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
             log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
     _check_outputs([("--out" if a.out else "tuned recipe", out_recipe), ("--log" if a.log else "trial log", log_path),
                     ("--report", a.report)])
+    executor = None
+    if a.ray_address is not None:
+        from primus_launch.ray_cluster import connect
+
+        executor = connect(a.ray_address)
+    score = None
+    if not a.dry_run:
+        from functools import partial
+
+        from primus_launch.projection.api import project
+
+        score = partial(project, dry_run=False, memory_margin=a.memory_margin, measure_device=a.measure_device,
+                        memory_basis=a.memory_basis)
+        if executor is not None:   # the distinct pieces measured on the cluster, one per GPU, into the cache
+            from primus_launch.projection.api import default_measure_device
+            from primus_launch.projection.measure.fanout import FannedOut
+
+            score = FannedOut(score, executor, a.measure_device or default_measure_device())
     allow = [x for item in a.allow for x in item.split(",") if x.strip()]
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
                llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
                log_path=log_path, top_n=a.top, allow=allow,
                workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
-               training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price)  # the measured path holds the device: one process
+               training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
+               executor=executor if a.dry_run else None)
+    if executor is not None and not a.dry_run and score.fanned:
+        print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
+              + (f", {score.foreign} of them on another device than this machine's (measured again here)"
+                 if score.foreign else ""), file=sys.stderr)
     best = res.best_plan
     written = None
     if out_recipe is not None:
@@ -445,6 +468,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     if a.gpu_hour_price is not None and a.train_tokens is None:
         print(f"primus-launch: error: --gpu-hour-price={a.gpu_hour_price:g}: needs --train-tokens N (the cost is "
               "of a whole run of N tokens)", file=sys.stderr)
+        return 2
+    if a.ray_address is not None and a.tune is None:
+        print(f"primus-launch: error: --ray-address={a.ray_address}: only with --tune (it runs the search's shards "
+              "on a Ray cluster)", file=sys.stderr)
         return 2
     try:
         if a.gpu_file:

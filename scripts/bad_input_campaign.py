@@ -228,10 +228,11 @@ def argv_cases() -> list[tuple[str, list[str]]]:
     flags = [("--nodes", BAD_NUMBERS), ("--gpus-per-node", BAD_NUMBERS), ("--power-limit-w", BAD_NUMBERS),
              ("--memory-margin", BAD_NUMBERS + ["1", "0.999"]), ("--gpu", ["", "nope", "h100-sxm\x00"]),
              ("--time-limit", ["0", "-1", "nan", "inf", "1e30"]), ("--budget", ["0", "-1", "1e30", "nan"]),
-             ("--workers", ["0", "-1", "100000"]), ("--top", ["-1", "1e30"])]
+             ("--workers", ["0", "-1", "100000"]), ("--top", ["-1", "1e30"]),
+             ("--ray-address", ["", "nope", "127.0.0.1:1", "h:99999", "ray://", "h:6379\x00"])]
     for flag, vals in flags:
         for v in vals:
-            tune = flag in ("--time-limit", "--budget", "--workers", "--top")
+            tune = flag in ("--time-limit", "--budget", "--workers", "--top", "--ray-address")
             out.append((f"flag:{flag}={v[:12]}", (["--tune", "r.sh", "--dry-run", "--json", "--out", "t.sh"] if tune
                                                   else ["--project", "r.sh", "--dry-run", "--json"]) + [flag, v]))
     out += [("argv:empty-command", ["--project", "--dry-run", "--"]),

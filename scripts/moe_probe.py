@@ -19,7 +19,10 @@ Diagnostics only: nothing here changes the model or the validation rows.
    Qwen3-30B row switched to what the PR ran (the plan ``tests/test_moe_host.py`` checks).
    With ``--row``, ``--walk`` also prints the row's MoE layer pair as ``cost/ep_overlap.py`` walks it (Megatron's
    1F1B all-to-all overlap): its compute and dispatcher seconds and what the walk leaves exposed per pair.
-4. ``--torch-grouped``: the dry-run's ``torch._grouped_mm`` BF16 and MXFP8 times (forward + dgrad + wgrad, GEMMs
+4. ``--bridge5094``: Megatron-Bridge PR #5094's A/B of the 1F1B all-to-all overlap alone (records ``mbridge5094-*``:
+   Qwen3-30B-A3B on 16 H100, EP 16, HybridEP, overlap off 24.71 / on 20.99 s per iteration) projected, and the
+   on / off ratio beside the measured one (the plan ``tests/test_ep_overlap.py`` checks).
+5. ``--torch-grouped``: the dry-run's ``torch._grouped_mm`` BF16 and MXFP8 times (forward + dgrad + wgrad, GEMMs
    only) at the shapes of torchao's autograd-function table (records ``ao-b200-gg-*``, whose MXFP8 time includes
    the quantisation kernels) beside that table's BF16 / MXFP8 ratio.
 
@@ -61,12 +64,16 @@ def walk_row(plan) -> None:
     from primus_launch.projection.hardware.gpus import get_gpu
     from primus_launch.projection.hardware.placement import layout
 
-    lt, spec = layer_times_roofline(plan), get_gpu(plan.cluster.gpu)
-    f, b = ec.ep_layer_comm(plan, spec, layout(plan))
-    pair = ec.moe_layer_pair(plan, lt, f, b)
+    from primus_launch.projection.cost.tp_comm import tp_exposed, tp_layer_comm
+
+    lt, spec, lay = layer_times_roofline(plan), get_gpu(plan.cluster.gpu), layout(plan)
+    f, b = ec.ep_layer_comm(plan, spec, lay)
+    tp = tp_exposed(plan, tp_layer_comm(plan, spec, lay, moe=True), lt, spec, lay)
+    pair = ec.moe_layer_pair(plan, lt, f, b, tp)
     c, n = ec.walk_contention(plan, spec), ec.moe_layers_per_step(plan)
-    exp = max(exposed_per_layer(pair, c=c), exposed_per_step(pair, n, c) / n)
-    print(f"  1F1B overlap walk per MoE layer pair: compute {1e3 * pair.compute_s:.2f} ms, dispatcher "
+    moved = ec.permutes_on_comm(plan, lt)   # permutes the walk runs on the communication stream
+    exp = max(0.0, max(exposed_per_layer(pair, c=c), exposed_per_step(pair, n, c) / n) - moved)
+    print(f"  1F1B overlap walk per MoE layer pair: compute {1e3 * (pair.compute_s + moved):.2f} ms, dispatcher "
           f"{1e3 * (f + b):.2f} ms, exposed {1e3 * exp:.2f} ms ({n} layer(s) per step, compute at "
           f"{100 * (1 - c):.0f} % beside the dispatcher)")
 
@@ -159,6 +166,39 @@ def bridge3868_plans() -> tuple:
     return base, cg
 
 
+def bridge5094_plans() -> tuple:
+    """(overlap off, overlap on) plans of Megatron-Bridge PR #5094's A/B (records ``mbridge5094-*``): the
+    Bridge H100 Qwen3-30B row in BF16 with HybridEP, MBS 1, GBS 1024, TE graphs moe_router / moe_preprocess,
+    no delayed wgrad; only ``overlap_moe_expert_parallel_comm`` differs."""
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.plan import Plan
+
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    d = copy.deepcopy(rows["mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu"]["plan"])
+    d["training"].update(precision="bf16", fp8_recipe=None, fp8_param_gather=False, moe_token_dispatcher="hybridep",
+                         overlap_moe_expert_parallel_comm=False, delay_wgrad_compute=False, global_batch_size=1024,
+                         micro_batch_size=1, cuda_graph_impl="transformer_engine",
+                         cuda_graph_scope=["moe_router", "moe_preprocess"])
+    off = Plan.model_validate(d)
+    on = off.model_copy(deep=True)
+    on.training.overlap_moe_expert_parallel_comm = True
+    return off, on
+
+
+def probe_bridge5094() -> int:
+    from primus_launch.projection.cost import evidence as ev
+    from primus_launch.projection.dryrun import project_dry_run
+
+    times = []
+    for name, plan in zip(("off", "on"), bridge5094_plans()):
+        rec = ev.record(f"mbridge5094-h100-qwen3-30b-a3b-hybridep-overlap-{name}-step")
+        t = project_dry_run(plan).iteration_time_s
+        times.append((rec["value"], t))
+        print(f"Bridge PR #5094 overlap {name:3s}: measured {rec['value']:.2f} s/iter, projected {t:.2f} s/iter")
+    print(f"  on / off: measured {times[1][0] / times[0][0]:.3f}, projected {times[1][1] / times[0][1]:.3f}")
+    return 0
+
+
 def probe_bridge3868() -> int:
     from primus_launch.projection.cost import evidence as ev
     from primus_launch.projection.dryrun import project_dry_run
@@ -196,9 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dualpipe", action="store_true", help="compute-stream occupancy of DeepSeek's DualPipe profile")
     ap.add_argument("--trace", help="path of train.json (default: the local mirror)")
     ap.add_argument("--bridge3868", action="store_true", help="Megatron-Bridge PR #3868's graph A/B projected")
+    ap.add_argument("--bridge5094", action="store_true", help="Megatron-Bridge PR #5094's EP-overlap A/B projected")
     ap.add_argument("--torch-grouped", action="store_true", help="torch grouped-GEMM BF16 / MXFP8 ratios")
     a = ap.parse_args(argv)
-    if not (a.row or a.dualpipe or a.bridge3868 or a.torch_grouped):
+    if not (a.row or a.dualpipe or a.bridge3868 or a.bridge5094 or a.torch_grouped):
         ap.print_help()
         return 2
     rc = probe_row(a.row, a.as_mxfp8, a.walk) if a.row else 0
@@ -206,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = probe_dualpipe(a.trace)
     if a.bridge3868 and rc == 0:
         rc = probe_bridge3868()
+    if a.bridge5094 and rc == 0:
+        rc = probe_bridge5094()
     if a.torch_grouped and rc == 0:
         rc = probe_torch_grouped()
     return rc

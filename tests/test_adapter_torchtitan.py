@@ -459,3 +459,38 @@ def test_ddp_and_pure_tp_plans_project(par, want):
         other = plan.with_changes(parallel={"dp_sharding": "full" if p.dp_sharding == "none" else "none",
                                             "dp_replicate": 1}, training={"overlap_param_gather": p.dp_sharding == "none"})
         assert plan_from_text(render_torchtitan(other, text)) .model_copy(update={"source": other.source}) == other
+
+
+# ---------------------------------------------------------------- converter coverage (torchtitan v0.2.1 keys)
+def _titan_unmodelled(extra: str) -> dict[str, str]:
+    from primus_launch.adapters.torchtitan import plan_from_text
+    from primus_launch.plan import Cluster
+
+    text = ('[model]\nname = "llama4"\nflavor = "17bx16e"\n' + extra +
+            '\n[training]\nseq_len = 8192\nlocal_batch_size = 1\n[parallelism]\nexpert_parallel_degree = 8\n')
+    plan = plan_from_text(text, cluster=Cluster(gpu="b200", num_nodes=1, gpus_per_node=8))
+    return {u.flag + "=" + u.value: u.effect for u in plan.source.unmodelled}, plan
+
+
+def test_titan_mx_linear_only_leaves_experts_bf16_reported():
+    """torchtitan v0.2.1 quantize.linear.mx swaps nn.Linear only (components/quantization/mx.py
+    MXLinearConverter); the routed experts are 3-D parameters of torch._grouped_mm and stay BF16 without
+    quantize.grouped_mm.mx (MXGroupedMMConverter)."""
+    un, plan = _titan_unmodelled('converters = ["quantize.linear.mx"]')
+    assert plan.training.fp8_recipe == "mxfp8"
+    assert any(k.startswith("model.converters=") and "experts" in v for k, v in un.items())
+    un2, plan2 = _titan_unmodelled('converters = ["quantize.linear.mx", "quantize.grouped_mm.mx"]\n'
+                                   '[quantize.grouped_mm.mx]\nfqns = ["experts"]\nrecipe_name = "mxfp8"')
+    assert plan2.training.fp8_recipe == "mxfp8" and not un2  # MXLinear's default filter_fqns is ["output"]
+
+
+def test_titan_filter_fqns_reported_against_the_bf16_linears_the_projection_keeps():
+    """float8's filter_fqns defaults to [] (job_config.py Float8Linear @v0.2.1): the output layer then runs
+    in FP8, which the projection prices in BF16; extra filtered linears stay BF16 (priced FP8)."""
+    un, _ = _titan_unmodelled('converters = ["float8", "quantize.grouped_mm.float8"]\n'
+                              '[quantize.grouped_mm.float8]\nfqns = ["experts"]')
+    assert any(k.startswith("quantize.linear.float8.filter_fqns=") and "output layer" in v for k, v in un.items())
+    un2, _ = _titan_unmodelled('converters = ["quantize.linear.mx", "quantize.grouped_mm.mx"]\n'
+                               '[quantize.linear.mx]\nfilter_fqns = ["output", "router.gate", "attention.wk", '
+                               '"attention.wv"]\n[quantize.grouped_mm.mx]\nfqns = ["experts"]')
+    assert list(un2) == ["quantize.linear.mx.filter_fqns=attention.wk,attention.wv"]

@@ -222,3 +222,27 @@ def test_user_config_module_read_through_torchtitan_once(tmp_path, monkeypatch):
     sys.modules.pop("my_cfgs.config_registry", None)
     monkeypatch.setattr(titan_snapshot, "_ConverterRecorder", None)  # a second read must not load the module
     assert plan_from_command(argv).model_dump() == plan.model_dump()
+
+
+def test_03_linear_only_converter_on_moe_reports_bf16_experts():
+    """torchtitan 0.3's MXFP8LinearConverter converts Linear modules only; without
+    MXFP8GroupedExpertsConverter the experts' grouped GEMMs stay BF16, which is reported."""
+    import copy
+
+    from primus_launch.adapters.titan_snapshot import config_entry
+    from primus_launch.adapters.torchtitan import plan_from_job
+
+    job = job_of(config_entry("deepseek_v3", "deepseek_v3_debugmodel_mxfp8"))
+    cl = Cluster(gpu="b200", num_nodes=1, gpus_per_node=8)
+    job["training"]["disable_cuda_graphs"] = True
+
+    def expert_warnings(j):
+        plan = plan_from_job(j, cl, version="0.3")
+        assert plan.training.fp8_recipe == "mxfp8"
+        return [u for u in plan.source.unmodelled if u.flag == "model.converters" and "experts" in u.effect]
+
+    assert [c["type"] for c in job["model"]["_converters03"]] == ["MXFP8LinearConverter", "MXFP8GroupedExpertsConverter"]
+    assert expert_warnings(job) == []
+    linear_only = copy.deepcopy(job)
+    linear_only["model"]["_converters03"] = linear_only["model"]["_converters03"][:1]
+    assert len(expert_warnings(linear_only)) == 1

@@ -167,3 +167,21 @@ def test_megatron_adapter_reads_the_activation_clamp():
     plan = plan_from_argv(argv)
     assert plan.model.activation_clamp == 7.0 and plan.model.activation == "quick_gelu"
     assert "--activation-func-clamp-value" not in [u.flag for u in plan.source.unmodelled]
+
+
+def test_sinks_are_reported_not_modelled_per_framework():
+    """Attention sinks have no public training-kernel measurement: every projection of a model with them
+    carries a 'not modelled' warning naming how its framework runs them (TE cuDNN; torchtitan's post-kernel
+    rescale), and the sliding window when the model has one; vanilla softmax carries none."""
+    from primus_launch.plan import Source
+    from primus_launch.projection.cost.flags import unmodelled_flags
+
+    def sink_warnings(plan: Plan) -> list[str]:
+        return [u.effect for u in unmodelled_flags(plan) if u.flag == "model.softmax_type"]
+
+    (te,) = sink_warnings(_oss())
+    assert "not modelled" in te and "cuDNN" in te and "sliding window" in te
+    titan = _oss().model_copy(update={"source": Source(framework="torchtitan")})
+    (tt,) = sink_warnings(titan)
+    assert "not modelled" in tt and "apply_attention_sink_rescale" in tt
+    assert sink_warnings(_oss(softmax="vanilla")) == []

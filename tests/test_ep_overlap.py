@@ -3,6 +3,7 @@ separately from the issue order of megatron-core 0.16.1 ``TransformerLayerSchedu
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -103,7 +104,11 @@ def test_projection_uses_it():
     pair = it.moe_layer_pair(plan, lt, *raw)
     n = it.moe_layers_per_step(plan)
     assert n == 8   # no pipelining: the whole model is one combined step
-    paired = max(walk(pair, c=c), exposed_per_step(pair, n, c) / n)
+    paired = max(walk(pair, c=c), exposed_per_step(pair, n, c) / n) - it.permutes_on_comm(plan, lt)
+    # the all-to-all dispatcher's unpermute runs in the combine node (communication stream, whole GPU)
+    uf, ub = lt.part("moe", "moe_unpermute").fwd_s, lt.part("moe", "moe_unpermute").bwd_input_s
+    assert it.permutes_on_comm(plan, lt) == pytest.approx(uf + ub) and uf > 0
+    assert (pair.whole[1], pair.whole[3]) == pytest.approx((uf, ub))
     assert f + b == pytest.approx(u * sum(raw) + (1 - u) * paired)
     off = plan.model_copy(update={"training": plan.training.model_copy(update={"overlap_moe_expert_parallel_comm": False})})
     assert it.ep_exposed(off, raw, lt, spec) == raw
@@ -118,8 +123,12 @@ def _dag_makespan_shared(x: LayerPair, n: int, c: float) -> float:
         comp_q += [(f"af{i}", x.attn_f, [f"cf{i - 1}"] if i else []), (f"mb{i}", x.mlp_b, [f"cb{i}"]),
                    (f"mw{i}", x.mlp_w, []), (f"mf{i}", x.mlp_f, [f"df{i}"]),
                    (f"ab{i}", x.attn_b, [f"db{i}"]), (f"aw{i}", x.attn_w, [])]
-        comm_q += [(f"cb{i}", x.combine_b, [f"ab{i - 1}"] if i else []), (f"df{i}", x.dispatch_f, [f"af{i}"]),
-                   (f"db{i}", x.dispatch_b, [f"mb{i}"]), (f"cf{i}", x.combine_f, [f"mf{i}"])]
+        for name, dur, deps in ((f"cb{i}", x.combine_b, [f"ab{i - 1}"] if i else []),
+                                (f"df{i}", x.dispatch_f, [f"af{i}"]), (f"db{i}", x.dispatch_b, [f"mb{i}"]),
+                                (f"cf{i}", x.combine_f, [f"mf{i}"])):
+            # the node's whole-GPU seconds first (compute stalls beside them), then the SM-light rest
+            w = dict(zip(("df", "cf", "db", "cb"), x.whole))[name[:2]]
+            comm_q += [(name + "_gpu", w, deps), (name, dur - w, [])]
     done: dict[str, float] = {}
     t = 0.0
     run = {"comp": None, "comm": None}   # [name, work left]
@@ -132,8 +141,9 @@ def _dag_makespan_shared(x: LayerPair, n: int, c: float) -> float:
                     done[name] = t
                     continue
                 run[k] = [name, w]
-        rate = {"comp": (1 - c) if run["comm"] else 1.0, "comm": 1.0}
-        dts = [run[k][1] / rate[k] for k in run if run[k]]
+        lost = (1.0 if run["comm"][0].endswith("_gpu") else c) if run["comm"] else 0.0
+        rate = {"comp": 1.0 - lost, "comm": 1.0}
+        dts = [run[k][1] / rate[k] for k in run if run[k] and rate[k] > 0]
         if not dts:
             raise AssertionError("deadlock")
         dt = min(dts)
@@ -154,8 +164,11 @@ def test_contention_walk_equals_fluid_simulation(c):
     from primus_launch.projection.cost.ep_overlap import _walk
 
     rng = random.Random(7 + int(100 * c))
-    for _ in range(40):
+    for i in range(40):
         x = _pair(rng, rng.choice([0.3, 1.0, 3.0]))
+        if i % 2:   # half of the pairs with whole-GPU seconds in their dispatch / combine (HybridEP, permutes)
+            x = dataclasses.replace(x, whole=tuple(rng.uniform(0.0, 0.8) * d for d in
+                                                   (x.dispatch_f, x.combine_f, x.dispatch_b, x.combine_b)))
         for n in (1, 3):
             assert _walk(x, n, c) == pytest.approx(_dag_makespan_shared(x, n, c), rel=1e-9, abs=1e-9)
 
@@ -206,3 +219,101 @@ def test_moe_layers_per_step_reads_the_layout():
                                   moe_grouped_gemm=True, overlap_moe_expert_parallel_comm=True),
                 cluster=Cluster(num_nodes=32, gpus_per_node=8), source=Source(framework="megatron"))
     assert it.moe_layers_per_step(plan) == 3
+
+
+def test_whole_gpu_communication_serialises_the_streams():
+    """A dispatch / combine that holds the whole GPU for all its seconds (``whole`` = its seconds: HybridEP's
+    108-block preprocessing and ``sm_count * 16``-block permutes, cost/ep_overlap.py) leaves a compute
+    node beside it no progress: every communication second is exposed, whatever ``c``; a share ``g``
+    of it exposes at least ``g`` of each node."""
+    x = LayerPair(1.0, 1.2, 1.5, 1.1, 0.4, 0.6, 0.7, 0.8, 0.9, 1.0, whole=(0.7, 0.8, 0.9, 1.0))
+    comm = x.dispatch_f + x.combine_f + x.dispatch_b + x.combine_b
+    for c in (0.0, 0.14, 0.41):
+        assert exposed_per_layer(x, c=c) == pytest.approx(comm)
+    half = dataclasses.replace(x, whole=(0.35, 0.4, 0.45, 0.5))
+    assert 0.5 * comm - 1e-9 <= exposed_per_layer(half, c=0.14) < comm
+    assert exposed_per_layer(dataclasses.replace(x, whole=(0.0,) * 4), c=0.14) < exposed_per_layer(half, c=0.14)
+
+
+def test_overlap_gain_matches_bridge_5094_ab():
+    """Megatron-Bridge PR #5094 switched only ``overlap_moe_expert_parallel_comm`` on Qwen3-30B-A3B, 16 H100
+    (EP 16 over 2 nodes, HybridEP, MBS 1, GBS 1024, TE graphs moe_router / moe_preprocess, no delayed
+    wgrad): 24.714 -> 20.992 s per iteration (records mbridge5094-*).  The dry-run's on / off ratio of the
+    same plan must be within 0.03 of the measured 0.849 (the walk without HybridEP's whole-GPU share gave
+    0.745: it hid the preprocessing / sync as if it were SM-light communication)."""
+    import sys
+    from pathlib import Path
+
+    from primus_launch.projection.cost import evidence as ev
+    from primus_launch.projection.dryrun import project_dry_run
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from moe_probe import bridge5094_plans
+
+    off_rec, on_rec = (ev.record(f"mbridge5094-h100-qwen3-30b-a3b-hybridep-overlap-{k}-step") for k in ("off", "on"))
+    off, on = bridge5094_plans()
+    sh = on_rec["shape"]
+    assert (on.world_size, on.parallel.ep, on.parallel.tp, on.model.num_experts) == (sh["gpus"], sh["ep"], 1, 128)
+    assert (on.training.moe_token_dispatcher, on.training.overlap_moe_expert_parallel_comm,
+            off.training.overlap_moe_expert_parallel_comm, on.training.delay_wgrad_compute) == ("hybridep", True,
+                                                                                               False, False)
+    ratio = project_dry_run(on).iteration_time_s / project_dry_run(off).iteration_time_s
+    assert ratio == pytest.approx(on_rec["value"] / off_rec["value"], abs=0.03)
+
+
+def test_tp_collectives_sit_in_the_attn_node():
+    """Megatron's attn node runs ``layer._forward_attention`` (``fine_grained_callables.submodule_attn_forward``),
+    sequence-parallel all-gather / reduce-scatter included, on the compute stream: the layer pair carries the
+    exposed TP seconds in ``attn_f`` / ``attn_b`` and nowhere else."""
+    from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
+    from primus_launch.projection.cost import ep_comm as it
+    from primus_launch.projection.cost.roofline import layer_times_roofline
+
+    plan = Plan(model=ModelArch(num_layers=8, hidden_size=4096, ffn_hidden_size=12288, num_attention_heads=32,
+                                num_query_groups=8, vocab_size=32000, seq_length=4096, num_experts=64,
+                                moe_router_topk=8, moe_ffn_hidden_size=1536),
+                parallel=Parallelism(tp=2, ep=8, sequence_parallel=True),
+                training=Training(global_batch_size=256, micro_batch_size=1, moe_token_dispatcher="alltoall",
+                                  moe_grouped_gemm=True, overlap_moe_expert_parallel_comm=True),
+                cluster=Cluster(num_nodes=2, gpus_per_node=8), source=Source(framework="megatron"))
+    lt = layer_times_roofline(plan)
+    a = it.moe_layer_pair(plan, lt, 1e-3, 1e-3)
+    b = it.moe_layer_pair(plan, lt, 1e-3, 1e-3, (2e-4, 3e-4))
+    assert (b.attn_f - a.attn_f, b.attn_b - a.attn_b) == pytest.approx((2e-4, 3e-4))
+    assert (b.mlp_f, b.mlp_b, b.attn_w, b.mlp_w, b.dispatch_f, b.combine_b) == (a.mlp_f, a.mlp_b, a.attn_w, a.mlp_w,
+                                                                               a.dispatch_f, a.combine_b)
+
+
+def test_hybridep_sms_follow_its_configurer_defaults():
+    """HybridEP's dispatch / combine kernels take 24 SMs inside one NVLink domain and 8 across domains
+    (DeepEP hybrid-ep @cf78085 ``config.cuh`` ``Configurer``; Megatron-LM dev @d48bd6be passes None):
+    the walk's contention of a B200 plan reads them by the EP group's domain count."""
+    from primus_launch.projection.cost import contention as con
+
+    assert (con.ep_sms("hybridep", 1), con.ep_sms("hybridep", 2), con.ep_sms("hybridep", 8)) == (24, 8, 8)
+    assert con.ep_sms("deepep", 4) == con.DEEPEP_SMS == 20
+    assert con.lost_fraction(con.ep_sms("hybridep", 1), 148, "blackwell") == pytest.approx(24 / 148)
+
+
+def test_dispatcher_sms_reach_the_walk():
+    """--moe-deepep-num-sms / --moe-flex-dispatcher-num-sms reach ``training.moe_dispatcher_num_sms`` (an explicit
+    flex count wins over the deprecated per-backend one, as megatron's ``TransformerConfig.__post_init__`` routes
+    them) and set the SMs the walk's compute loses beside DeepEP on Blackwell (n / 148)."""
+    from primus_launch.adapters.megatron import plan_from_argv
+    from primus_launch.projection.cost import ep_comm as it
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    base = ("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 4 --hidden-size 2048 "
+            "--num-attention-heads 16 --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+            "--global-batch-size 64 --tokenizer-type GPT2BPETokenizer --bf16 --num-experts 64 --moe-router-topk 8 "
+            "--expert-model-parallel-size 16 --moe-grouped-gemm --moe-token-dispatcher-type flex "
+            "--moe-flex-dispatcher-backend deepep --overlap-moe-expert-parallel-comm").split()
+    p0 = plan_from_argv(base)
+    p1 = plan_from_argv(base + ["--moe-deepep-num-sms", "32"])
+    p2 = plan_from_argv(base + ["--moe-deepep-num-sms", "32", "--moe-flex-dispatcher-num-sms", "12"])
+    assert (p0.training.moe_dispatcher_num_sms, p1.training.moe_dispatcher_num_sms,
+            p2.training.moe_dispatcher_num_sms) == (None, 32, 12)
+    b200 = get_gpu("b200")
+    for p in (p0, p1, p2):
+        p.cluster.gpu = "b200"
+    assert [it.walk_contention(p, b200) for p in (p0, p1, p2)] == pytest.approx([20 / 148, 32 / 148, 12 / 148])

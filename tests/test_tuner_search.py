@@ -64,6 +64,10 @@ def test_branch_and_bound_work_limit_is_a_count_not_a_time():
     assert not a.certificate.certified and a.certificate.open > 0 and "work limit" in a.certificate.text
     assert a.certificate.lower_bound_s <= a.best.iteration_time_s and a.certificate.gap >= 0
     assert _key(a) == _key(b) and a.certificate == b.certificate and a.best_plan == b.best_plan
+    # expanded ahead on 2 local processes (primus_launch.executor) and replayed: the same stop, trials, gap
+    c = tune(plan, space=RESTRICTED, max_work=30, workers=2)
+    assert c.executor == "local processes (2 workers)"
+    assert _key(c) == _key(a) and c.certificate == a.certificate and c.best_plan == a.best_plan
 
 
 def test_exhaustive_result_does_not_depend_on_the_worker_count():

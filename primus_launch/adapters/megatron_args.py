@@ -86,6 +86,9 @@ FLAGS: tuple[Flag, ...] = (
     _f("--moe-flex-dispatcher-backend", "str", group="moe"),
     _f("--moe-grouped-gemm", "true", group="moe"),
     _f("--moe-permute-fusion", "true", group="moe"),
+    _f("--moe-flex-dispatcher-num-sms", group="moe"),
+    _f("--moe-deepep-num-sms", group="moe"),
+    _f("--moe-hybridep-num-sms", group="moe"),
     _f("--moe-use-legacy-grouped-gemm", "true", group="moe"),
     _f("--moe-router-force-load-balancing", "true", group="moe"),
     _f("--moe-router-fusion", "true", group="moe"),
@@ -753,6 +756,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         attention_backend=_attention_backend(a), **_cuda_graph(a, rep),
         moe_token_dispatcher=dispatcher if num_experts_set else "alltoall",
         moe_grouped_gemm=bool(get(a, "moe_grouped_gemm")), moe_permute_fusion=bool(get(a, "moe_permute_fusion")),
+        # transformer_config.__post_init__ (dev @d48bd6be): an explicit --moe-flex-dispatcher-num-sms wins, else the
+        # deprecated per-backend knobs are routed to it
+        moe_dispatcher_num_sms=(get(a, "moe_flex_dispatcher_num_sms") or get(a, "moe_deepep_num_sms")
+                                or get(a, "moe_hybridep_num_sms") or None),
         moe_expert_gemm="legacy" if get(a, "moe_use_legacy_grouped_gemm") else "te",
         moe_router_force_load_balancing=bool(get(a, "moe_router_force_load_balancing")),
         moe_router_fusion=bool(get(a, "moe_router_fusion")),

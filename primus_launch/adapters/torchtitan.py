@@ -438,6 +438,65 @@ def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) ->
     return out
 
 
+# linears the projection keeps in BF16 under an FP8 / MX recipe: the output layer (cost/roofline.py "output layer
+# (bf16)") and the MoE router gate (its "router" GEMM)
+_BF16_LINEARS = frozenset({"output", "router.gate"})
+
+
+def _fqn_list(v: Any) -> list[str]:
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [s.strip() for s in v.split(",") if s.strip()]
+    return [str(s) for s in v] if isinstance(v, (list, tuple)) else [str(v)]
+
+
+def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelled: list[UnmodelledFlag]) -> None:
+    """Report what torchtitan v0.2's float8 / MX converters leave in another precision than the plan prices.
+
+    The plan's ``precision`` covers every layer GEMM, with the output layer and the router in BF16.  From
+    torchtitan v0.2.1 ``config/job_config.py`` and ``components/quantization/{float8,mx}.py``:
+    ``quantize.linear.float8`` / ``quantize.linear.mx`` swap ``nn.Linear`` modules only (filtered by
+    ``filter_fqns``: default ``[]`` for float8, ``["output"]`` for MX), so a MoE's routed experts (3-D
+    parameters run by ``torch._grouped_mm``) stay BF16 unless ``quantize.grouped_mm.{float8,mx}.fqns`` (or the
+    older ``*.moe_fqns_prototype``) names them; a filtered linear stays BF16 and an unfiltered ``output`` runs
+    in FP8.  Each mismatch is reported (time), never silently projected."""
+    if prec.get("precision") not in ("fp8", "fp4"):
+        return
+    conv03 = [c.get("type") for c in (job_get(job, "model._converters03") or []) if isinstance(c, dict)]
+    if conv03:  # torchtitan 0.3: the converter classes (components/quantization)
+        if is_moe and not any(k in ("Float8GroupedExpertsConverter", "MXFP8GroupedExpertsConverter") for k in conv03):
+            unmodelled.append(UnmodelledFlag(flag="model.converters", value=",".join(map(str, conv03)),
+                                             effect="time: the routed experts' grouped GEMMs stay BF16 (no grouped-"
+                                                    "experts converter; projected in the low precision)"))
+        return
+    conv = converters_of(job)
+    for kind, is_kind, default in (("float8", _is_linear_fp8, []), ("mx", _is_linear_mx, ["output"])):
+        if not (any(is_kind(c) for c in conv) or (kind == "float8" and job_get(job, "float8.enable_float8_linear"))):
+            continue
+        key = f"quantize.linear.{kind}.filter_fqns"
+        raw = job_get(job, key, job_get(job, f"{kind}.filter_fqns"))
+        filt = default if raw is None else _fqn_list(raw)
+        extra = [f for f in filt if f not in _BF16_LINEARS]
+        if extra:
+            unmodelled.append(UnmodelledFlag(flag=key, value=",".join(extra)[:80],
+                                             effect="time: these linears stay BF16 (projected in the recipe's "
+                                                    "low precision)"))
+        if "output" not in filt:
+            unmodelled.append(UnmodelledFlag(flag=key, value=",".join(filt) or "[]",
+                                             effect="time: the output layer's GEMM runs in the low precision "
+                                                    "(projected in BF16)"))
+    if is_moe:
+        grouped = any(_is_grouped(c) for c in conv) or any(
+            job_get(job, k) for k in ("quantize.grouped_mm.float8.fqns", "quantize.grouped_mm.mx.fqns",
+                                      "float8.moe_fqns_prototype", "mx.moe_fqns_prototype"))
+        if not grouped:
+            unmodelled.append(UnmodelledFlag(flag="model.converters", value=",".join(conv) or "float8",
+                                             effect="time: the routed experts' grouped GEMMs stay BF16 (no "
+                                                    "quantize.grouped_mm converter; projected in the low "
+                                                    "precision)"))
+
+
 def _recompute(job: dict, unmodelled: list[UnmodelledFlag]) -> dict[str, Any]:
     ac = _tbl(job, "activation_checkpoint")
     mode = _choice(ac, "activation_checkpoint", "mode", "selective", ("none", "selective", "full", "memory_budget"))
@@ -561,6 +620,7 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
 
     recompute = _recompute(job, unmod)
     prec = _precision(job, notes, unmod)
+    _converter_coverage(job, model.is_moe, prec, unmod)
     opt = _tbl(job, "optimizer").get("name", "AdamW")
     steps = _int(trn, "training", "steps", 10000)
 

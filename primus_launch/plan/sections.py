@@ -389,6 +389,11 @@ class Training(BoundedSection):
                                    "worst-case token budget, grouped GEMM with device group sizes); False = "
                                    "Megatron's dispatchers, which synchronise once per MoE layer forward")
     moe_permute_fusion: bool = Field(default=True, description="fused token permutation (Megatron --moe-permute-fusion)")
+    moe_dispatcher_num_sms: Optional[int] = Field(
+        default=None, ge=1, description="SMs the DeepEP / HybridEP dispatch and combine kernels take (Megatron "
+                                        "--moe-flex-dispatcher-num-sms, or the deprecated --moe-deepep-num-sms / "
+                                        "--moe-hybridep-num-sms it routes); None: the library default (DeepEP 20; "
+                                        "HybridEP 24 inside one NVLink domain, 8 across)")
     moe_router_force_load_balancing: bool = Field(
         default=False, description="balanced routing forced (benchmarks); the projection assumes balanced routing")
     moe_router_fusion: bool = Field(default=False, description="TE fused router top-k / score / aux-loss kernels "

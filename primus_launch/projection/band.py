@@ -130,12 +130,20 @@ def _rows(path: str = str(BANDS)) -> tuple[dict, ...]:
     return tuple(json.loads(p.read_text())["rows"])
 
 
-def band_for(plan: Plan) -> Optional[ErrorBand]:
-    """The expected error of ``plan``'s dry-run projection (module doc); None without a bands file."""
+@lru_cache(maxsize=256)
+def _band_of(dims: tuple[tuple[str, str], ...]) -> Optional[ErrorBand]:
+    """:func:`band_from_rows` over the bands file, once per group (a tune asks for the same few groups
+    for every plan it scores)."""
     rows = list(_rows())
     if not rows:
         return None
-    return band_from_rows(band_dims(plan), rows)
+    return band_from_rows(dict(dims), rows)
+
+
+def band_for(plan: Plan) -> Optional[ErrorBand]:
+    """The expected error of ``plan``'s dry-run projection (module doc); None without a bands file."""
+    band = _band_of(tuple(sorted(band_dims(plan).items())))
+    return None if band is None else band.model_copy(deep=True)
 
 
 def bands_overlap(a: ErrorBand | None, ta: float, b: ErrorBand | None, tb: float) -> bool:
@@ -153,3 +161,4 @@ def bands_overlap(a: ErrorBand | None, ta: float, b: ErrorBand | None, tb: float
 
 def clear_cache() -> None:
     _rows.cache_clear()
+    _band_of.cache_clear()

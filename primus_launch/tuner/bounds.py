@@ -17,7 +17,7 @@ plus communication, selective-recompute and offload terms that are never negativ
   exchange, off a ring all of it, on a ring the compute its P2P channels displace; :func:`ep_floor`: a
   MoE layer's dispatch + combine where nothing overlaps them, behind the shared expert the compute its
   SMs displace, under 1F1B all-to-all overlap the unpaired passes' share and the combined walk's
-  floor ``max(c D, D - W)``; :func:`fsdp_floor`: FSDP's gathers and reduce-scatters beyond the layer's
+  floor ``D - W - TP`` (dispatch + combine beyond the layer's compute and TP collectives); :func:`fsdp_floor`: FSDP's gathers and reduce-scatters beyond the layer's
   floor pass, plus the compute NCCL's SMs displace while the rest hides), for each of the table's
   variants (precision, FP8 recipe, dispatcher, compile, TP / EP overlap: what those read), the
   selective / per-op recompute's re-run module forwards (the structural ``rc_modules``) and the full
@@ -437,20 +437,19 @@ def ep_floor(plan: Plan, x: np.ndarray) -> None:
     lt = layer_times_floor(plan)
     if plan.framework != "megatron" or lt.moe_layer is None:
         return
-    # the combined-1F1B walk (cost/ep_overlap.py ``exposed_per_step``, of which the paired exposure is
-    # at least the per-layer share): n layer pairs from empty streams, the communication stream running
-    # their dispatches and combines (D each) one after another, the compute stream their passes (W
-    # each) at 1 - c of its rate while a dispatch / combine runs beside it (c: walk_contention), take
-    # T >= max(n W + c n D, n D) (T = n W + n D - (1 - c) overlap, the overlap at most n D and at most
-    # n W / (1 - c)); so a MoE layer's pass plus its paired exposure is at least
-    # max(W + c D, D) >= W_floor + max(c D, D - W_floor) (non-decreasing in W), and a window MoE
-    # layer, charged the MoE kind's exposure beside a pass of its own, at least W_floor + c D
-    from primus_launch.projection.cost.ep_comm import walk_contention
+    # the combined-1F1B walk (cost/ep_overlap.py): the communication stream runs a layer pair's
+    # dispatch and combine one after another, so a pair takes at least their sum and a layer's pass
+    # plus its exposed EP is at least max(compute, dispatch + combine) (the unpaired share: compute +
+    # all of them); that beyond the floor compute of the longer MoE kind (a floor of either kind's) and
+    # beyond the layer's TP collectives, which run inside the walk's attn node and can hide under the
+    # communication stream (cost/ep_comm.py moe_layer_pair) while the bound counts them on their own
+    from primus_launch.projection.cost.tp_comm import tp_layer_comm
 
-    c = walk_contention(plan, spec)
-    d = raw[0] + raw[1]
-    x[X["epx"]] = max(c * d, d - lt.moe_layer.total_s)
-    x[X["epxw"]] = c * d
+    tp = sum(tp_layer_comm(plan, spec, layout(plan), moe=True)) if plan.parallel.tp > 1 else 0.0
+    longest = max(lt.moe_layer.total_s, (lt.moe_window_layer or lt.moe_layer).total_s)
+    x[X["epx"]] = max(0.0, raw[0] + raw[1] - longest - tp)
+    # a window MoE layer is charged the MoE kind's paired exposure beside a pass of its own: no floor
+    # of it follows from its own pass (epxw stays 0)
 
 
 def tail_stages(plan: Plan, window: float) -> list[float]:

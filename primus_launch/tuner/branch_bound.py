@@ -14,14 +14,16 @@ at three levels of nodes:
 
 Structural candidates are taken best first (the lowest level-1 bound next, ties in the space's
 order); a candidate's bound is first refined with the floor of what follows the pipeline
-(``bounds.tail_floor``) and put back in line, then expanded when it is again the lowest, unless every one of its memory groups (the flags the memory
-model reads, ``bounds.memory_key``) is ``does not fit`` by the pre-filter's own bytes (one pricing per
-group, counted as a pre-filter in the work).  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
+(``bounds.tail_floor``, the DP sync paired with its stage: ``BoundModel.refined_variants``) and put
+back in line, then expanded when it is again the lowest, unless every one of its memory groups (the
+flags the memory model reads, ``bounds.memory_key``) is ``does not fit`` by the pre-filter's own bytes
+(one pricing per group, counted as a pre-filter in the work).  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
 candidate whose memory floor does not fit is bounded out by memory.  Inside a candidate, the plans
 left (their memory group not bounded out) are taken by their level-3 bound, at least their variant's
 refined bound (ties in the space's order); one whose ``bounds.exact_bound_key`` (what the iteration
 time reads after the chunk costs) equals that of a plan of the candidate already scored that fits has
-that plan's time and a later index, so it cannot win: it is bounded out (dominance); each other is pre-filtered
+that plan's time and a later index, so it cannot win: it is bounded out (dominance); each other is
+pre-filtered
 (divisibility, memory verdict ``does not fit``) and scored with the projection; a scored plan that
 fits (verdict ``fits`` or ``tight``) becomes the incumbent when it is faster (ties: earlier in the
 space's order).  The search ends when the lowest open bound reaches the incumbent, which is then the
@@ -31,6 +33,16 @@ Determinism: no wall clock enters the search.  The order depends only on the bou
 order; the optional ``max_work`` stops it after that many plan bounds + scorings, at a candidate's
 end (a count, the same on any machine under any load), and the result then says how far the best may
 be from the optimum (``gap``: best / lowest open bound - 1).
+
+Parallel (``run(executor=...)``: local processes, ``--workers N``, or a Ray cluster,
+``--ray-address``): the order of expansions (:class:`Order`) does not depend on the incumbent, only
+where the search stops does; so the structural candidates the search will expand next are sent to
+the executor's workers ahead of time, each expanded there against the incumbent known when it was
+sent (:func:`expand_ahead`), and the search replays them here in its own order with the workers'
+bounds, verdicts and scores (:class:`Oracle`).  An incumbent known earlier is never better than the
+one at replay, so a worker computes a superset of what the replay asks: the replay computes nothing
+(``SearchResult.recomputed`` counts what it had to), and the plans, trials and certificate are the
+sequential search's, whatever order the workers finish in.
 """
 
 from __future__ import annotations
@@ -79,6 +91,192 @@ class SearchResult:
     scored: list[tuple[int, ProjectionResult]] = field(default_factory=list)
     rejected: list[tuple[int, str]] = field(default_factory=list)
     certificate: Optional[Certificate] = None
+    #: plans whose bound, verdict or score a replay of a worker's expansion computed itself
+    recomputed: int = 0
+
+
+def fits(r: ProjectionResult) -> bool:
+    """The default ``usable``: the memory verdict lets the plan be the answer."""
+    return r.memory.fits
+
+
+class Order:
+    """The order in which the search meets structural candidates, which does not depend on the
+    incumbent (only where it stops does): the unrefined ones by level-1 bound (ties in the space's
+    order), each refined with its tail floor into ``pending`` and expanded when its refined bound is
+    the lowest of both lines.  :meth:`head` is the next event, :meth:`take` consumes it; a copy
+    (:meth:`ahead`) runs forward to name the candidates the search will expand next."""
+
+    def __init__(self, lb: np.ndarray, bm: BoundModel, tails: Optional[dict[int, float]] = None):
+        self.lb, self.bm = lb, bm
+        self.order = np.lexsort((np.arange(len(lb)), lb))
+        self.at = 0
+        self.pending: list[tuple[float, int]] = []
+        self.tails: dict[int, float] = {} if tails is None else tails
+        self.refs: dict[int, np.ndarray] = {}
+        self.memory: dict[int, bool] = {}
+
+    def tail(self, s: int) -> float:
+        if s not in self.tails:
+            self.tails[s] = self.bm.tail(s)
+        return self.tails[s]
+
+    def refined(self, s: int) -> np.ndarray:
+        """``BoundModel.refined_variants`` of ``s`` (computed once, shared with :meth:`ahead` copies)."""
+        if s not in self.refs:
+            self.refs[s] = self.bm.refined_variants(s)
+        return self.refs[s]
+
+    def memory_out(self, s: int) -> bool:
+        if s not in self.memory:
+            self.memory[s] = self.bm.memory_out(s)
+        return self.memory[s]
+
+    def head(self) -> Optional[tuple[bool, float, int]]:
+        """``(expand, bound, s)``: an expansion of a refined candidate (True), or the next unrefined
+        one (False); None at the end."""
+        nxt = (float(self.lb[self.order[self.at]]), int(self.order[self.at])) if self.at < len(self.order) \
+            else (float("inf"), -1)
+        if self.pending and self.pending[0] <= nxt:
+            return True, self.pending[0][0], self.pending[0][1]
+        return (False, nxt[0], nxt[1]) if self.at < len(self.order) else None
+
+    def take(self) -> Optional[bool]:
+        """Consume the head: an expansion (None), or an unrefined candidate, bounded out by memory
+        (True) or refined and put back in line (False)."""
+        expand, _, s = self.head()
+        if expand:
+            heapq.heappop(self.pending)
+            return None
+        self.at += 1
+        if self.memory_out(s):
+            return True
+        heapq.heappush(self.pending, (max(float(self.lb[s]), float(self.refined(s).min())), s))
+        return False
+
+    def ahead(self) -> "Order":
+        o = Order.__new__(Order)
+        o.lb, o.bm, o.order, o.at, o.pending = self.lb, self.bm, self.order, self.at, list(self.pending)
+        o.tails, o.memory, o.refs = self.tails, self.memory, self.refs   # shared: each computed once
+        return o
+
+    def next_expansion(self) -> Optional[int]:
+        """Run forward to the next expansion and consume it: its candidate (None at the end)."""
+        while (h := self.head()) is not None:
+            if self.take() is None:
+                return h[2]
+        return None
+
+    def rest(self) -> list[int]:
+        return [int(x) for x in self.order[self.at:]] + [s for _, s in self.pending]
+
+
+class Oracle:
+    """What the expansion of structural candidate ``s`` asks of plan ``j`` of its table: its level-3
+    bound, its pre-filter verdict, its scoring -- computed here (the plan built once), or taken from
+    ``known`` (a worker's answers for the same candidate, :func:`expand_ahead`), which this oracle
+    also fills."""
+
+    def __init__(self, bb: "BranchBound", s: int, known: Optional["Expansion"] = None):
+        self.bb, self.s = bb, s
+        self.h = bb.space.structs[s]
+        self.table = bb.space.tables[bb.space.ctx[s]]
+        self.replay = known is not None
+        self.known = known if known is not None else Expansion(s)
+        self._plans: dict[int, Plan] = {}
+        self.computed = 0  # answers a replay had to compute (0: the worker's superset held)
+
+    def plan(self, j: int) -> Plan:
+        self.computed += self.replay
+        if j not in self._plans:
+            self._plans[j] = apply_knobs(self.bb.plan, Knobs(*self.h, *self.table[j]))
+        return self._plans[j]
+
+    def bound(self, j: int) -> tuple[float, tuple]:
+        k = self.known.bounds
+        if j not in k:
+            k[j] = self.bb.bound(self.plan(j))
+        return k[j]
+
+    def prefilter(self, j: int) -> Optional[str]:
+        k = self.known.why
+        if j not in k:
+            try:
+                k[j] = self.bb.prefilter(self.plan(j))
+            except Exception as ex:  # a pre-filter bug must not kill the search
+                k[j] = f"pre-filter error: {type(ex).__name__}: {ex}"
+        return k[j]
+
+    def score(self, j: int) -> tuple[Optional[ProjectionResult], Optional[str]]:
+        k = self.known.scores
+        if j not in k:
+            try:
+                k[j] = (self.bb.score(self.plan(j)), None)
+            except Exception as ex:  # the projection refusing a plan is a rejection, not a crash
+                k[j] = (None, f"projection failed: {type(ex).__name__}: {ex}")
+        return k[j]
+
+
+@dataclass
+class Expansion:
+    """A worker's answers for structural candidate ``s`` (plan index in its table -> level-3 bound,
+    pre-filter verdict, scoring or its failure)."""
+
+    s: int
+    bounds: dict[int, tuple[float, tuple]] = field(default_factory=dict)
+    why: dict[int, Optional[str]] = field(default_factory=dict)
+    scores: dict[int, tuple[Optional[ProjectionResult], Optional[str]]] = field(default_factory=dict)
+
+
+def expand_ahead(bb: "BranchBound", s: int, vref: np.ndarray, inc_t: float, inc_idx: int) -> Expansion:
+    """An executor's task: expand candidate ``s`` against the incumbent known when it was sent.  That
+    incumbent is never better than the one the search holds when it replays ``s`` (it only improves,
+    and the replay's includes every result before ``s``), and a bound reached by a worse incumbent is
+    reached by a better one: so the worker bounds, pre-filters and scores every plan the replay will
+    ask for (a superset), and the replay (:meth:`BranchBound.run`) takes its answers without
+    computing; the search's result is the sequential one, whatever the order workers finish in."""
+    o = Oracle(bb, s)
+    bb.expand(o, Incumbent(inc_t, inc_idx), SearchResult(inc=Incumbent()), dict(bounded_time=0, work=0, expanded=0,
+                                                                                violations=0), vref)
+    return o.known
+
+
+class _Ahead:
+    """Sends the expansions the search will ask for next to an executor's workers, ``window`` at a
+    time, each with the incumbent known when it is sent (:func:`expand_ahead`)."""
+
+    def __init__(self, bb: "BranchBound", order: Order, executor, inc: Incumbent):
+        self.bb, self.ex, self.inc = bb, executor, inc
+        self.order = order.ahead()
+        self.window = 2 * executor.workers
+        self.sent: dict[int, object] = {}
+        self.queue: list[int] = []
+        self.done = False
+
+    def fill(self) -> None:
+        while not self.done and len(self.queue) < self.window:
+            s = self.order.next_expansion()
+            if s is None:
+                self.done = True
+                break
+            self.queue.append(s)
+            self.sent[s] = self.ex.submit(expand_ahead, s, self.order.refined(s), self.inc.t, self.inc.idx)
+
+    def get(self, s: int) -> Optional[Expansion]:
+        """The worker's expansion of ``s`` (None when ``s`` was not sent: the search computes it)."""
+        self.fill()
+        if s not in self.sent:
+            return None
+        while self.queue and self.queue[0] != s:  # never the case: both orders are the same
+            self.queue.pop(0)
+        self.queue.pop(0)
+        out = self.ex.result(self.sent.pop(s))
+        self.fill()
+        return out
+
+    def close(self) -> None:
+        self.ex.cancel(list(self.sent.values()))
+        self.sent.clear()
 
 
 class BranchBound:
@@ -86,64 +284,71 @@ class BranchBound:
     may be the answer (its memory verdict)."""
 
     def __init__(self, plan: Plan, space: Space, *, score: Score, prefilter: Prefilter,
-                 usable: Callable[[ProjectionResult], bool] = lambda r: r.memory.fits, memory_margin: float = 0.0,
+                 usable: Callable[[ProjectionResult], bool] = fits, memory_margin: float = 0.0,
                  bound: Callable[[Plan], tuple[float, tuple]] = exact_bound_key):
         self.plan, self.space = plan, space
         self.score, self.prefilter, self.usable, self.bound = score, prefilter, usable, bound
         self.bm = BoundModel(plan, space, memory_margin)
 
     def run(self, inc: Incumbent, *, max_work: Optional[int] = None,
-            progress: Optional[Callable[[int, int, float], None]] = None) -> SearchResult:
+            progress: Optional[Callable[[int, int, float], None]] = None, executor=None) -> SearchResult:
         """Branch and bound from the incumbent ``inc`` (the recipe's own plan when it may be the
-        answer); ``progress(done, total, best_s)`` after each structural candidate."""
+        answer); ``progress(done, total, best_s)`` after each structural candidate.  ``executor``
+        (:class:`primus_launch.executor.Executor`): expansions are computed ahead on its workers
+        (:func:`expand_ahead`) and replayed here in the search's order: the same result, plans and
+        certificate as without it."""
         sp, bm = self.space, self.bm
         sizes = np.diff(sp.offsets)
         n_total = int(sizes.sum())
         lb = bm.level1_all()
-        order = np.lexsort((np.arange(len(lb)), lb))
+        od = Order(lb, bm)
         res = SearchResult(inc=inc)
         c = dict(bounded_time=0, bounded_memory=0, work=0, expanded=0, violations=0)
-        pending: list[tuple[float, int]] = []   # structural candidates with their refined bound (+ tail floor)
         done = 0
-        at = 0
         stopped = False
-        while at < len(order) or pending:
-            nxt = (float(lb[order[at]]), int(order[at])) if at < len(order) else (float("inf"), -1)
-            if pending and pending[0] <= nxt:
-                r, s = heapq.heappop(pending)
-                if inc.reached(r):
-                    heapq.heappush(pending, (r, s))
+        ahead = None
+        finished = False
+        if executor is not None:
+            executor.start(self)
+            ahead = _Ahead(self, od, executor, inc)
+        try:
+            while (h := od.head()) is not None:
+                expand, bnd, s = h
+                if inc.reached(bnd):
                     break
-                if max_work is not None and c["work"] >= max_work:
-                    heapq.heappush(pending, (r, s))
-                    stopped = True
-                    break
-                before = bm.priced
-                out = bm.memory_scan(s)
-                c["work"] += (bm.priced - before) * WORK_PREFILTER
-                if out:
+                if expand:
+                    if max_work is not None and c["work"] >= max_work:
+                        stopped = True
+                        break
+                    od.take()
+                    known = ahead.get(s) if ahead is not None else None
+                    before = bm.priced
+                    out = bm.memory_scan(s)
+                    c["work"] += (bm.priced - before) * WORK_PREFILTER
+                    if out:
+                        c["bounded_memory"] += int(sizes[s])
+                    else:
+                        o = Oracle(self, s, known)
+                        self.expand(o, inc, res, c, od.refined(s))
+                        res.recomputed += o.computed
+                elif od.take():
                     c["bounded_memory"] += int(sizes[s])
-                else:
-                    self._expand(s, inc, res, c)
-            else:
-                s = nxt[1]
-                if inc.reached(nxt[0]):
-                    break
-                at += 1
-                if bm.memory_out(s):
-                    c["bounded_memory"] += int(sizes[s])
-                else:   # refine: with the floor of what follows the pipeline, then back in line
-                    heapq.heappush(pending, (max(nxt[0], float(bm.refined_variants(s).min())), s))
+                else:   # refined: the floor of what follows the pipeline, then back in line
                     continue
-            done += int(sizes[s])
-            if progress is not None:
-                progress(done, n_total, inc.t)
-        rest = [int(x) for x in order[at:]] + [s for _, s in pending]
+                done += int(sizes[s])
+                if progress is not None:
+                    progress(done, n_total, inc.t)
+            finished = True
+        finally:
+            if ahead is not None:
+                ahead.close()
+                executor.stop(finished)
+        rest = od.rest()
         left = int(sizes[rest].sum()) if rest else 0
         open_lb = None
         if stopped:
-            open_lb = min(float(lb[order[at]]) if at < len(order) else float("inf"),
-                          pending[0][0] if pending else float("inf"))
+            open_lb = min(float(lb[od.order[od.at]]) if od.at < len(od.order) else float("inf"),
+                          od.pending[0][0] if od.pending else float("inf"))
         if not stopped:
             c["bounded_time"] += left
         best = inc.t if inc.t != float("inf") else None
@@ -159,17 +364,17 @@ class BranchBound:
             progress(n_total if not stopped else done, n_total, inc.t)
         return res
 
-    def _expand(self, s: int, inc: Incumbent, res: SearchResult, c: dict) -> None:
-        """Levels 2 and 3 of structural candidate ``s`` against the incumbent, which it improves."""
-        sp, bm = self.space, self.bm
-        h = sp.structs[s]
-        table = sp.tables[sp.ctx[s]]
-        off = int(sp.offsets[s])
+    def expand(self, o: Oracle, inc: Incumbent, res: SearchResult, c: dict, vref: np.ndarray) -> None:
+        """Levels 2 and 3 of structural candidate ``o.s`` against the incumbent, which it improves;
+        ``vref``: its variants' refined bounds (``BoundModel.refined_variants``)."""
+        bm = self.bm
+        s, table = o.s, o.table
+        off = int(self.space.offsets[s])
         c["expanded"] += 1
-        vnames = list(bm.variants[sp.ctx[s]])
-        vlb = dict(zip(vnames, bm.refined_variants(s).tolist()))
-        cands: list[tuple[float, int, tuple]] = []
+        vnames = list(bm.variants[self.space.ctx[s]])
+        vlb = dict(zip(vnames, np.asarray(vref).tolist()))
         before = bm.priced
+        cands: list[tuple[float, int, tuple]] = []
         for j, f in enumerate(table):
             v = vlb[pick(f, VARIANT_FLAGS, F)]
             if inc.reached(v):
@@ -179,7 +384,7 @@ class BranchBound:
                 c["bounded_memory"] += 1
                 continue
             c["work"] += WORK_BOUND
-            e, key = self.bound(apply_knobs(self.plan, Knobs(*h, *f)))
+            e, key = o.bound(j)
             cands.append((max(v, e), j, key))
         cands.sort(key=lambda t: t[:2])
         usable_keys: set[tuple] = set()
@@ -190,22 +395,17 @@ class BranchBound:
             if key in usable_keys:   # the time of a plan of this candidate already scored, that fits, earlier in order
                 c["bounded_time"] += 1
                 continue
-            cand = apply_knobs(self.plan, Knobs(*h, *table[j]))
             # the plan's memory group is priced (group_out above): its pre-filter finds the memory model
             # in its cache (~0.1 ms); the divisibility checks cost about a bound
             c["work"] += WORK_BOUND
-            try:
-                why = self.prefilter(cand)
-            except Exception as ex:  # a pre-filter bug must not kill the search
-                why = f"pre-filter error: {type(ex).__name__}: {ex}"
+            why = o.prefilter(j)
             if why is not None:
                 res.rejected.append((off + j, why))
                 continue
             c["work"] += WORK_SCORE
-            try:
-                r = self.score(cand)
-            except Exception as ex:  # the projection refusing a plan is a rejection, not a crash
-                res.rejected.append((off + j, f"projection failed: {type(ex).__name__}: {ex}"))
+            r, failed = o.score(j)
+            if r is None:
+                res.rejected.append((off + j, failed))
                 continue
             res.scored.append((off + j, r))
             if r.iteration_time_s < e * (1 - 1e-6):

@@ -1,9 +1,10 @@
 """The exhaustive sweep: every candidate of a space pre-filtered and every legal one scored, over
 several processes, with a result that does not depend on how many.
 
-The space is cut into contiguous index ranges that worker processes (``fork``: they inherit the
-plan, the space and the scoring function) pre-filter and score independently; the parent merges
-their rows in index order, so the trial record, the counts and the best (fastest that fits, ties
+The space is cut into contiguous index ranges that the workers of an
+:class:`~primus_launch.executor.Executor` (default: a ``fork`` pool of local processes, which inherit
+the plan, the space and the scoring function; or a Ray cluster, ``--ray-address``, to which they are
+shipped once) pre-filter and score independently; the parent merges their rows in index order, so the trial record, the counts and the best (fastest that fits, ties
 by index) are the same for any number of workers.  Rows carry the figures a trial records; the
 best candidate is scored again in the parent for its full :class:`ProjectionResult` (the
 projection is deterministic).
@@ -11,18 +12,15 @@ projection is deterministic).
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from dataclasses import dataclass
 from typing import Optional
 
 from primus_launch import interrupt
+from primus_launch.executor import Executor, InProcess, LocalProcesses, in_order
 from primus_launch.tuner.engine import Memo, plan_changes
 from primus_launch.tuner.result import Trial
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
-
-_JOB: Optional[tuple] = None  # (space, memo pieces) for forked workers
-
 
 @dataclass
 class SweepResult:
@@ -51,36 +49,14 @@ def _row(plan, score, pf, i: int, k: Knobs) -> tuple:
     return (i, "scored", None, changes, fig)
 
 
-def _start_pool(workers: int):
-    """A fork pool whose workers ignore SIGINT (the parent decides) and die on SIGTERM; started
-    whole or not at all (a signal while forking is raised once every worker exists, so that the
-    clean-up knows them all)."""
-    pool = None
-    try:
-        with interrupt.deferred():
-            pool = mp.get_context("fork").Pool(workers, initializer=interrupt.worker_init)
-    except BaseException:  # the signal deferred while forking: end the pool before it unwinds further
-        if pool is not None:
-            _end_pool(pool, False)
-        raise
-    return pool
-
-
-def _end_pool(pool, finished: bool) -> None:
-    """Close a finished pool; terminate (SIGTERM, then join) one left by an exception or a signal, so
-    that no worker outlives the search and none is waited for."""
-    if finished:
-        pool.close()
-    else:
-        pool.terminate()
-    pool.join()
-
-
-def _work(rng: tuple[int, int]) -> list[tuple]:
-    space, plan, score, pf, deadline = _JOB
+def sweep_range(job: tuple, a: int, b: int) -> list[tuple]:
+    """The rows of candidates ``a .. b-1`` (an executor's task: ``job`` is the sweep's shared
+    ``(space, plan, score, prefilter, deadline)``, the deadline in ``time.time()`` seconds: a worker
+    on another machine has its own monotonic clock)."""
+    space, plan, score, pf, deadline = job
     rows = []
-    for i, k in space.iter_range(*rng):
-        if deadline is not None and time.monotonic() >= deadline:
+    for i, k in space.iter_range(a, b):
+        if deadline is not None and time.time() >= deadline:
             break
         rows.append(_row(plan, score, pf, i, k))
     return rows
@@ -100,36 +76,35 @@ class _View:
         return self.best_t
 
 
-def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optional[int] = None) -> SweepResult:
+def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optional[int] = None,
+          executor: Optional[Executor] = None) -> SweepResult:
     """Pre-filter and score every candidate of ``space`` (the memo's plan, oracle, pre-filter and
     deadline); trials are appended to ``memo.trials`` in index order (the baseline already
     recorded is not repeated), and the best fitting candidate's full result is put in
-    ``memo.results``."""
-    global _JOB
+    ``memo.results``.  ``executor``: where the ranges run (default: ``workers`` local processes, this
+    process alone for one)."""
     n = len(space)
     plan = memo.plan
     from primus_launch.tuner.space import knobs_of
 
     own = knobs_of(plan)
     own_i = space.index(own) if own in memo.results or own in memo.failed else None
-    workers = max(1, min(workers, n or 1))
+    if executor is None:
+        workers = max(1, min(workers, n or 1))
+        executor = InProcess() if workers == 1 else LocalProcesses(workers)
+    workers = executor.workers
     size = chunk or max(16, min(2_000, n // (workers * 8) or 1))
     ranges = [(a, min(n, a + size)) for a in range(0, n, size)]
-    _JOB = (space, plan, memo.score_fn, memo.prefilter_fn, memo.deadline)
+    deadline = None if memo.deadline is None else time.time() + (memo.deadline - time.monotonic())
     view = _View()
     done = legal = scored = failed = 0
     best: Optional[tuple[float, int]] = None
     if own in memo.results and memo.results[own].memory.fits:
         best = (memo.results[own].iteration_time_s, own_i)
-    pool = None
     finished = False
+    executor.start((space, plan, memo.score_fn, memo.prefilter_fn, deadline))
     try:
-        if workers == 1:
-            batches = map(_work, ranges)
-        else:
-            pool = _start_pool(workers)
-            batches = pool.imap(_work, ranges)
-        for rows in batches:
+        for rows in in_order(executor, sweep_range, ranges):
             interrupt.check()  # a signal a library swallowed still ends the sweep here
             for i, status, reason, changes, fig in rows:
                 done += 1
@@ -156,9 +131,7 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optio
                 progress.update(view)
         finished = True
     finally:
-        if pool is not None:
-            _end_pool(pool, finished)
-        _JOB = None
+        executor.stop(finished)
     memo.scored += scored
     if best is not None and best[1] != own_i:
         k = space[best[1]]

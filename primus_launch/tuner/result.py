@@ -84,6 +84,9 @@ class TuneResult(BaseModel):
     search_note: Optional[str] = Field(default=None, description="why the planner searched instead of the "
                                                                  "exhaustive sweep")
     workers: int = Field(default=1, description="processes that scored candidates")
+    executor: Optional[str] = Field(default=None, description="where the search's shards ran when not on this "
+                                                              "machine's default (e.g. ``Ray cluster at ADDR (N "
+                                                              "workers)``)")
     exhaustive_estimate_s: Optional[float] = Field(default=None, description="estimated wall time of scoring the "
                                                                              "whole space on the workers")
     training_run: Optional[dict[str, TrainingRun]] = Field(

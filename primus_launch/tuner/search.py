@@ -24,7 +24,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 from primus_launch.fileio import atomic_write_text
 from primus_launch.plan import Plan, PlanError
@@ -34,6 +34,9 @@ from primus_launch.tuner.engine import Engine, Exhausted, Memo, Prefilter, plan_
 from primus_launch.tuner.planner import Planner, hierarchical
 from primus_launch.tuner.result import Certificate, TuneResult
 from primus_launch.tuner.space import Knobs, Space, SpaceConfig, apply_knobs, knobs_of, searched_knobs, validated
+
+if TYPE_CHECKING:
+    from primus_launch.executor import Executor
 
 EXACT_COUNT_LIMIT = 40_000   # planner: pre-filter the whole space up to this many candidates, else sample
 SAMPLE_SIZE = 2_000          # stride sample of larger spaces (legal fraction, pre-filter cost)
@@ -165,6 +168,7 @@ def tune(
     score_is_dry_run: bool = True,
     training_tokens: Optional[int] = None,
     gpu_hour_price: Optional[float] = None,
+    executor: Optional["Executor"] = None,
 ) -> TuneResult:
     """Search configurations of ``plan`` (same model, cluster and global batch) for the shortest
     projected iteration time among those that fit in memory.
@@ -180,7 +184,12 @@ def tune(
     the planner's scored candidates (default: 10% of the legal space, at most
     ``DEFAULT_MAX_BUDGET``); ``time_limit_s`` stops the planner or the brute force (never the branch
     and bound).  ``workers``: processes of the
-    exhaustive sweep (default: every core; the result does not depend on it).
+    exhaustive sweep (default: every core; the result does not depend on it); given and above 1 with
+    the branch and bound, its expansions are computed ahead on that many local processes.
+    ``executor`` (:class:`primus_launch.executor.Executor`, e.g. a Ray cluster's): where the search's
+    shards run -- the branch and bound's expansions, computed ahead and replayed in its order, or the
+    exhaustive sweep's index ranges (default: this process for the branch and bound, ``workers``
+    local processes for the sweep); the plan and certificate do not depend on it.
     ``training_tokens`` (and ``gpu_hour_price``, USD per GPU-hour): the result's ``training_run``
     holds the whole run of that many tokens for the original and the best plan
     (:func:`primus_launch.projection.training_run.training_run`), in the trial log too.
@@ -235,8 +244,12 @@ def tune(
     certificate = None
     legal, exact = (len(sp), False) if est is None else (est.legal, est.exact)
     prog = None
+    if bnb and executor is None and workers is not None and workers > 1:
+        from primus_launch.executor import LocalProcesses
+
+        executor = LocalProcesses(workers)
     if bnb:
-        certificate = _branch_and_bound(plan, sp, memo, own, baseline, memory_margin, max_work, progress)
+        certificate = _branch_and_bound(plan, sp, memo, own, baseline, memory_margin, max_work, progress, executor)
     elif exhaustive:
         from primus_launch.tuner.exhaustive import sweep
 
@@ -244,7 +257,7 @@ def tune(
             from primus_launch.tuner.progress import Progress
 
             prog = Progress(total=len(sp), baseline_s=baseline.iteration_time_s)
-        out = sweep(sp, memo, n_workers, progress=prog)
+        out = sweep(sp, memo, n_workers, progress=prog, executor=executor)
         legal, exact = out.legal, out.complete
         if out.complete:
             text = (f"best of all {out.scored_ok:,} legal plans (every one of the {len(sp):,} candidates "
@@ -313,7 +326,9 @@ def tune(
         space=cfg.describe(), warnings=warnings,
         search="branch-and-bound" if bnb else "exhaustive" if exhaustive else "planner",
         certificate=certificate, allowed=sorted(cfg.allow), searched_knobs=searched_knobs(plan, cfg),
-        workers=n_workers if exhaustive else 1, exhaustive_estimate_s=est_s, search_note=why_not)
+        workers=executor.workers if executor is not None else n_workers if exhaustive else 1,
+        executor=executor.describe() if executor is not None else None,
+        exhaustive_estimate_s=est_s, search_note=why_not)
     if training_tokens is not None:
         from primus_launch.projection.training_run import training_run
 
@@ -327,9 +342,11 @@ def tune(
 
 
 def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: ProjectionResult,
-                      memory_margin: float, max_work: Optional[int], progress: bool) -> Certificate:
+                      memory_margin: float, max_work: Optional[int], progress: bool,
+                      executor: Optional["Executor"] = None) -> Certificate:
     """Run the certified search (``branch_bound.py``) from the recipe's own plan as the incumbent
-    (when it fits); its scored plans go into ``memo`` as trials (source ``branch-and-bound``)."""
+    (when it fits), its expansions computed ahead on ``executor``'s workers when one is given; its
+    scored plans go into ``memo`` as trials (source ``branch-and-bound``)."""
     from primus_launch.tuner.branch_bound import DEFAULT_MAX_WORK, BranchBound, Incumbent
 
     own_i = sp.index(own)
@@ -348,7 +365,8 @@ def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: P
 
     bb = BranchBound(plan, sp, score=memo.score_fn, prefilter=memo.prefilter_fn, memory_margin=memory_margin)
     try:
-        out = bb.run(inc, max_work=DEFAULT_MAX_WORK if max_work is None else max_work, progress=tick)
+        out = bb.run(inc, max_work=DEFAULT_MAX_WORK if max_work is None else max_work, progress=tick,
+                     executor=executor)
     finally:
         if bar is not None:
             bar.close()
@@ -526,7 +544,8 @@ def render_tune_text(res: TuneResult) -> str:
         f"gain:     {100 * res.gain:+.1f} %",
     ] + _run_lines(res) + [
         _searched_line(res),
-        f"search:   {res.search}" + (f" on {res.workers} workers" if res.search == "exhaustive" else "")
+        f"search:   {res.search}" + (f" on {res.executor}" if res.executor else
+                                     f" on {res.workers} workers" if res.search == "exhaustive" else "")
         + (f": {res.certificate.text}" if res.certificate and res.certificate.certified else
            f" ({res.certificate.text})" if res.certificate else
            f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),

@@ -37,8 +37,12 @@ SM counts (each from the framework's code or the recipes that launch it):
   as TE's ``initialize_ub`` does (e.g. Bridge's FP8 configs: proj/fc2 fprop ring_exchange with a 1-SM margin,
   qkv/fc1 bulk with 2-32 SMs and no margin).  NeMo's tuned configurations use
   the same methods with 2-24 SMs (NeMo-Framework-Launcher ``conf/training/tp_overlap/ub_cfg_*.yaml``).
-- ``DEEPEP_SMS`` = 20, ``HYBRIDEP_SMS`` = 16: Megatron-Core's defaults ``moe_deepep_num_sms`` /
-  ``moe_hybridep_num_sms`` (``megatron/core/transformer/transformer_config.py``, core_r0.16.0).
+- ``DEEPEP_SMS`` = 20: Megatron-Core's default ``moe_deepep_num_sms`` (``transformer_config.py``,
+  core_r0.16.0; at dev @d48bd6be ``moe_flex_dispatcher_num_sms`` None -> 20 in ``_DeepepManager``).
+  ``HYBRIDEP_SMS`` = (24, 8): HybridEP's own default for its dispatch / combine kernels, 24 inside one
+  NVLink domain and 8 across domains (DeepEP ``hybrid-ep`` @cf78085 ``csrc/hybrid_ep/config.cuh``
+  ``Configurer``: ``num_sms_dispatch_api.value_or(num_of_nodes == 1 ? 24 : 8)``), which Megatron-LM dev
+  @d48bd6be leaves in force (``moe_flex_dispatcher_num_sms`` None, ``moe_hybridep_num_sms`` deprecated).
 - ``NCCL_SMS`` = 20: NCCL's channel count is a runtime topology-search result (``src/graph/search.cc``,
   up to ``MAXCHANNELS`` = 64 CTAs); we take the SMs NVIDIA's own Megatron-LM recipes leave free for
   the communication that runs next to compute: ``NVTE_FWD_LAYERNORM_SM_MARGIN`` /
@@ -61,7 +65,7 @@ UB_MARGIN = {"ring_exchange": False, "pipeline": True, "bulk": True, "external":
 # static persistent schedule (module doc; measured H100 GEMM 80 % -> 47 % MFU under a 24-CTA NCCL kernel)
 STATIC_TAIL = {"hopper": 1.0 - 47.0 / 80.0}
 DEEPEP_SMS = 20
-HYBRIDEP_SMS = 16
+HYBRIDEP_SMS = (24, 8)   # (inside one NVLink domain, across domains)
 NCCL_SMS = 20
 # TE's userbuffers layer names -> (layer GEMM, pass) (``initialize_ub``'s ``methods`` table)
 UB_NAMES = {f"{g}_{ps}": (g, i) for g in UB_METHOD for i, ps in enumerate(("fprop", "dgrad", "wgrad"))}
@@ -123,6 +127,12 @@ def displaced(hidden_s: float, n: int, units: int, arch: str = "") -> float:
     return hidden_s * lost_fraction(n, units, arch)
 
 
-def ep_sms(dispatcher: str) -> int:
-    """SMs one EP dispatch / combine holds: DeepEP, HybridEP, else NCCL's all-to-all / all-gather."""
-    return {"deepep": DEEPEP_SMS, "hybridep": HYBRIDEP_SMS}.get(dispatcher, NCCL_SMS)
+def ep_sms(dispatcher: str, domains: int = 1, num_sms: int | None = None) -> int:
+    """SMs one EP dispatch / combine holds: DeepEP, HybridEP (by the EP group's NVLink-domain count
+    ``domains``), else NCCL's all-to-all / all-gather; ``num_sms``: the recipe's own count for DeepEP /
+    HybridEP (``training.moe_dispatcher_num_sms``)."""
+    if num_sms and dispatcher in ("deepep", "hybridep"):
+        return num_sms
+    if dispatcher == "hybridep":
+        return HYBRIDEP_SMS[0] if domains <= 1 else HYBRIDEP_SMS[1]
+    return DEEPEP_SMS if dispatcher == "deepep" else NCCL_SMS

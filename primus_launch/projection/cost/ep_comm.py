@@ -14,7 +14,9 @@ Exposed (:func:`ep_exposed`): ``moe_shared_expert_overlap`` hides the dispatch b
 expert; ``overlap_moe_expert_parallel_comm`` (1F1B all-to-all overlap) runs a forward's and another
 micro-batch's backward of each MoE layer on two streams, node by node as Megatron's combined 1F1B
 orders them (:mod:`cost.ep_overlap`: the exposed time of the walk, its compute nodes slowed by the
-dispatcher's SMs while it runs beside them, :mod:`cost.contention`; one walk per combined step of one
+dispatcher's SMs while it runs beside them, :mod:`cost.contention`, or all of them beside HybridEP's
+whole-GPU preprocessing / permutes, :func:`whole_gpu_share`; the attention's exposed TP collectives inside
+the attn node, :func:`moe_layer_pair`; one walk per combined step of one
 model chunk's layers, :func:`moe_layers_per_step`) on the passes the schedule can pair, the whole
 comm on the warm-up / cool-down passes it cannot (:func:`ep_unpaired_fraction`); with PP each paired
 step also waits for half of its neighbours' exposed activation sends (:func:`combined_step_p2p`);
@@ -28,7 +30,7 @@ from primus_launch.projection.cost import contention as con
 from primus_launch.projection.cost.ep_overlap import LayerPair, exposed_per_layer, exposed_per_step
 from primus_launch.projection.cost.moe_dispatch import dispatcher_times
 from primus_launch.projection.hardware.gpus import GPUSpec
-from primus_launch.projection.hardware.placement import Layout
+from primus_launch.projection.hardware.placement import Layout, layout
 from primus_launch.projection.layer_times import LayerTimes
 
 # where megatron's fine-grained schedule cuts an MoE layer (models/gpt/fine_grained_callables.py): the
@@ -54,11 +56,15 @@ def ep_walked(plan: Plan, lt: LayerTimes) -> bool:
 def walk_contention(plan: Plan, spec: GPUSpec) -> float:
     """Fraction of a compute node's rate the dispatcher's SMs take while the combined-1F1B walk runs
     it beside a dispatch / combine (:func:`cost.contention.lost_fraction`)."""
-    return con.lost_fraction(con.ep_sms(plan.training.moe_token_dispatcher), spec.num_sms, spec.arch)
+    t = plan.training
+    return con.lost_fraction(con.ep_sms(t.moe_token_dispatcher, layout(plan).ep.nodes, t.moe_dispatcher_num_sms),
+                             spec.num_sms, spec.arch)
 
 
-def ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSpec) -> tuple[float, float]:
-    """EP seconds left after shared-expert and 1F1B all-to-all overlap (module doc)."""
+def ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSpec,
+               tp: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """EP seconds left after shared-expert and 1F1B all-to-all overlap (module doc); ``tp``: the MoE
+    layer's exposed TP seconds (forward, backward), on the compute stream inside the attn node."""
     t = plan.training
     f, b = raw
     if t.moe_shared_expert_overlap:
@@ -72,9 +78,11 @@ def ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSp
             # the two streams of Megatron's combined 1F1B, node by node (cost/ep_overlap.py); the
             # dispatcher's SMs slow the compute nodes it overlaps (cost/contention.py)
             c = walk_contention(plan, spec)
-            pair = moe_layer_pair(plan, lt, f, b)
+            pair = moe_layer_pair(plan, lt, f, b, tp)
             n = moe_layers_per_step(plan)
-            paired = max(exposed_per_layer(pair, c=c), exposed_per_step(pair, n, c) / n)
+            # the permutes the walk moved onto the communication stream are already in the layer's compute
+            paired = max(0.0, max(exposed_per_layer(pair, c=c), exposed_per_step(pair, n, c) / n)
+                         - permutes_on_comm(plan, lt))
             share = f / (f + b) if f + b > 0 else 0.5
             return u * f + (1 - u) * paired * share, u * b + (1 - u) * paired * (1 - share)
         # delay_wgrad_compute moves the weight gradients out of the backward, where they cover the
@@ -85,19 +93,95 @@ def ep_exposed(plan: Plan, raw: tuple[float, float], lt: LayerTimes, spec: GPUSp
     return f, b
 
 
-def moe_layer_pair(plan: Plan, lt: LayerTimes, f: float, b: float) -> LayerPair:
+def moe_layer_pair(plan: Plan, lt: LayerTimes, f: float, b: float,
+                   tp: tuple[float, float] = (0.0, 0.0)) -> LayerPair:
     """One MoE layer as :class:`~primus_launch.projection.cost.ep_overlap.LayerPair`: its forward,
     input-gradient and weight-gradient seconds split into the attn and mlp nodes by the roofline's
     scopes (measured layers: the roofline's split scaled to the measured layer), the dispatcher's
     forward (backward) seconds ``f`` (``b``) halved into dispatch and combine (the same tokens go
-    out and come back)."""
+    out and come back).  ``tp``: the layer's exposed TP seconds (forward, backward): attention's
+    sequence-parallel all-gather / reduce-scatter run on the compute stream inside the attn node
+    (``fine_grained_callables.submodule_attn_forward`` calls ``layer._forward_attention``), so they
+    join ``attn_f`` / ``attn_b`` (the dispatch / combine beside them hide behind them as behind compute).
+
+    The token permutes sit where Megatron-LM dev @d48bd6be runs them (the roofline prices the permute in
+    scope ``moe_preprocess``, the attn node, and the unpermute in scope ``moe``, the mlp node):
+    ``alltoall``: permute in ``dispatch_preprocess`` (attn node), unpermute in ``combine_postprocess``
+    (the combine node, communication stream, whole GPU; its backward in the combine's backward);
+    ``deepep``: both in ``dispatch_postprocess`` / ``combine_preprocess`` inside
+    ``routed_experts_compute`` (mlp node); ``hybridep``: both inside HybridEP's dispatch / combine
+    (communication stream, whole GPU; the permute's backward in the dispatch's backward, the
+    unpermute's in the combine's).  ``whole`` adds HybridEP's API share (:func:`whole_gpu_share`) of
+    each node; the seconds moved onto the communication stream are :func:`permutes_on_comm`."""
     mo = lt.moe_layer
     af, ai, aw = (getattr(mo, k) * attn_share(plan, lt, k) for k in ("fwd_s", "bwd_input_s", "bwd_weight_s"))
     mf, mi, mw = mo.fwd_s - af, mo.bwd_input_s - ai, mo.bwd_weight_s - aw
+    pf, pb = _moe_part(plan, lt, "moe_permute")
+    uf, ub = _moe_part(plan, lt, "moe_unpermute")
+    d = plan.training.moe_token_dispatcher
+    on_f = on_b = (0.0, 0.0)   # (dispatch, combine) whole-GPU seconds moved onto the comm stream
+    if d == "deepep":
+        af, ai, mf, mi = af - pf, ai - pb, mf + pf, mi + pb
+    elif d == "hybridep":
+        af, ai, mf, mi = af - pf, ai - pb, mf - uf, mi - ub
+        on_f, on_b = (pf, uf), (pb, ub)
+    elif d == "alltoall":
+        mf, mi = mf - uf, mi - ub
+        on_f, on_b = (0.0, uf), (0.0, ub)
     if not plan.training.delay_wgrad_compute:  # each node's backward computes its weight gradients
         ai, mi, aw, mw = ai + aw, mi + mw, 0.0, 0.0
-    return LayerPair(attn_f=af, mlp_f=mf, attn_b=ai, mlp_b=mi, attn_w=aw, mlp_w=mw,
-                     dispatch_f=f / 2, combine_f=f / 2, dispatch_b=b / 2, combine_b=b / 2)
+    af, ai = af + tp[0], ai + tp[1]
+    g = whole_gpu_share(plan)
+    df, cf, db, cb = f / 2, f / 2, b / 2, b / 2
+    return LayerPair(attn_f=max(0.0, af), mlp_f=max(0.0, mf), attn_b=max(0.0, ai), mlp_b=max(0.0, mi),
+                     attn_w=aw, mlp_w=mw,
+                     dispatch_f=df + on_f[0], combine_f=cf + on_f[1], dispatch_b=db + on_b[0],
+                     combine_b=cb + on_b[1],
+                     whole=(g * df + on_f[0], g * cf + on_f[1], g * db + on_b[0], g * cb + on_b[1]))
+
+
+def permutes_on_comm(plan: Plan, lt: LayerTimes) -> float:
+    """Seconds of one MoE layer's permute / unpermute (forward + backward) that Megatron runs on the
+    communication stream under the 1F1B overlap (:func:`moe_layer_pair`): already in the layer's
+    compute time, so :func:`ep_exposed` takes them off the walk's exposure."""
+    d = plan.training.moe_token_dispatcher
+    uf, ub = _moe_part(plan, lt, "moe_unpermute")
+    if d == "alltoall":
+        return uf + ub
+    if d == "hybridep":
+        pf, pb = _moe_part(plan, lt, "moe_permute")
+        return pf + pb + uf + ub
+    return 0.0
+
+
+def _moe_part(plan: Plan, lt: LayerTimes, key: str) -> tuple[float, float]:
+    """(forward, backward) seconds of the MoE layer's roofline part ``key`` (measured layers: its share
+    of the roofline's layer applied to the measured one)."""
+    src = lt
+    if not lt.parts:
+        from primus_launch.projection.cost.roofline import layer_times_roofline
+
+        src = layer_times_roofline(plan)
+    mo, sm = lt.moe_layer, src.moe_layer
+    p = src.part("moe", key)
+    fwd = p.fwd_s * (mo.fwd_s / sm.fwd_s) if sm.fwd_s > 0 else 0.0
+    bwd = p.bwd_input_s * (mo.bwd_input_s / sm.bwd_input_s) if sm.bwd_input_s > 0 else 0.0
+    return fwd, bwd
+
+
+def whole_gpu_share(plan: Plan) -> float:
+    """Share of the dispatcher's seconds that hold the whole GPU on the communication stream (module doc
+    of :mod:`cost.ep_overlap`): HybridEP's per-call torch-API time (:func:`collectives.hybridep_api_overhead`:
+    metadata preprocessing on 108 blocks, the comm-stream synchronize, the output copy) over its whole
+    dispatch / combine time; 0 for the other dispatchers (DeepEP and NCCL keep to their SMs) and where
+    CUDA graphs capture the dispatcher (no API time)."""
+    if plan.training.moe_token_dispatcher != "hybridep":
+        return 0.0
+    ep_pl = layout(plan).ep
+    with_api = sum(dispatcher_times(plan, plan.cluster.gpu, ep_pl))
+    if with_api <= 0.0:
+        return 0.0
+    return max(0.0, with_api - sum(dispatcher_times(plan, plan.cluster.gpu, ep_pl, api=False))) / with_api
 
 
 def moe_layers_per_step(plan: Plan) -> int:

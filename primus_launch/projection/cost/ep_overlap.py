@@ -2,7 +2,9 @@
 
 Source: megatron-core 0.16.1 ``models/common/model_chunk_schedule_plan.py``
 (``TransformerLayerSchedulePlan.run``), ``pipeline_parallel/utils.py`` (``ScheduleNode``,
-``stream_acquire_context``) and ``models/gpt/fine_grained_callables.py``.  In the steady state of
+``stream_acquire_context``) and ``models/gpt/fine_grained_callables.py``; the same order, events and
+node contents at Megatron-LM dev @d48bd6be (the MoE recipes' version; ``mhc_post`` / MTP nodes aside,
+empty for these models).  In the steady state of
 the pipeline schedule the forward of one micro-batch and the backward of another go through the MoE
 layers together, one layer pair at a time.  Each layer is split into nodes: ``attn`` (attention,
 pre-MLP norm, router, dispatch preprocess) and ``mlp`` (experts, shared experts) on the compute
@@ -28,6 +30,23 @@ compute node beside a running dispatch / combine keeps ``1 - c`` of its rate (``
 communication kernel holds, :func:`cost.contention.lost_fraction`), so a communication-bound pair is
 not slowed by it while a compute-bound one is.  Limits: no communication -> 0; no compute -> all of it
 (one stream).
+
+Not every second of a dispatch / combine node is SM-light communication.  HybridEP (DeepEP branch
+``hybrid-ep`` @cf78085, the build Megatron-LM's MoE recipes pin; Megatron-LM dev @d48bd6be
+``token_dispatcher._HybridEPManager`` / ``fused_a2a.HybridEPDispatch``) runs on the communication
+stream, per forward dispatch, a metadata-preprocessing kernel of ``num_sms_preprocessing_api`` = 108
+blocks followed by ``cudaStreamSynchronize`` (``executor.cu``: no token budget, so the host reads the
+received counts), and around each transfer the permute / unpermute kernels gridded ``sm_count * 16``
+blocks (``config.cuh`` ``Configurer::get_default_config``, unfused: Megatron's
+``moe_permute_fusion_into_hybridep`` defaults to False); only the transfer kernel itself keeps to its
+8 (across NVLink domains) or 24 (inside one) SMs.  The all-to-all dispatcher's combine node runs
+the unpermute of the expert output (``MoEAlltoAllTokenDispatcher.combine_postprocess``, called from
+``submodule_combine_forward`` -> ``MoELayer.postprocess``) on the communication stream as well, and its
+autograd backward with it.  ``LayerPair.whole`` holds those seconds of each dispatch / combine node
+(``dispatch_f``, ``combine_f``, ``dispatch_b``, ``combine_b``): a compute node beside them keeps none of
+its rate (``c = 1``), beside the rest of the node ``1 - c``; the whole-GPU part is placed first in each
+node (preprocessing / unpermute precede the transfer).  ``whole`` = the nodes' seconds serialises the
+two streams: exposed = the four communication nodes' seconds.
 """
 
 from __future__ import annotations
@@ -41,7 +60,8 @@ class LayerPair:
     """Seconds of one MoE layer's nodes: forward ``attn_f`` / ``mlp_f``; backward input-gradient
     ``attn_b`` / ``mlp_b`` and the weight gradients ``attn_w`` / ``mlp_w`` run by ``backward_dw``
     (zero without ``--delay-wgrad-compute``: then they are inside ``attn_b`` / ``mlp_b``);
-    communication ``dispatch_f``, ``combine_f``, ``dispatch_b``, ``combine_b``."""
+    communication ``dispatch_f``, ``combine_f``, ``dispatch_b``, ``combine_b``; ``whole``: the seconds of
+    each of those four nodes (same order) that hold the whole GPU (module doc; at most the node's)."""
 
     attn_f: float
     mlp_f: float
@@ -53,21 +73,24 @@ class LayerPair:
     combine_f: float
     dispatch_b: float
     combine_b: float
+    whole: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
     @property
     def compute_s(self) -> float:
         return self.attn_f + self.mlp_f + self.attn_b + self.mlp_b + self.attn_w + self.mlp_w
 
 
-def _run(start: float, work: float, busy: list[tuple[float, float]], c: float) -> float:
-    """End of a compute node of ``work`` seconds started at ``start`` that runs at ``1 - c`` of its
-    rate while the communication stream is busy (``busy``: its intervals, in time order)."""
-    if c <= 0.0 or work <= 0.0:
+def _run(start: float, work: float, busy: list[tuple[float, float, float]], c: float) -> float:
+    """End of a compute node of ``work`` seconds started at ``start`` that runs at ``1 - c_i`` of its
+    rate while the communication stream is busy (``busy``: its intervals ``(start, end, c_i)``, in
+    time order; ``c_i`` = ``c`` or 1 for whole-GPU work, module doc)."""
+    if work <= 0.0:
         return start + work
-    t, w, keep = start, work, 1.0 - c
-    for s0, e0 in busy:
-        if e0 <= t:
+    t, w = start, work
+    for s0, e0, ci in busy:
+        if e0 <= t or ci <= 0.0:
             continue
+        keep = 1.0 - ci
         if s0 > t:
             if w <= s0 - t:
                 return t + w
@@ -89,32 +112,37 @@ def _walk(x: LayerPair, n: int, c: float = 0.0) -> float:
     kernel holds).  Nodes are placed in dependency order (each stream stays FIFO in program order)."""
     comp = comm = 0.0       # when each stream is free
     f_ready = b_ready = 0.0  # the forward / backward micro-batch's last node (its event)
-    busy: list[tuple[float, float]] = []
+    busy: list[tuple[float, float, float]] = []
+    w_df, w_cf, w_db, w_cb = x.whole
 
-    def com(start: float, dur: float) -> float:
+    def com(start: float, dur: float, w: float = 0.0) -> float:
         if dur > 0.0:
-            busy.append((start, start + dur))
+            mid = start + min(dur, max(0.0, w))
+            if mid > start:
+                busy.append((start, mid, 1.0))
+            if mid < start + dur:
+                busy.append((mid, start + dur, c))
         return start + dur
 
     aw_left = 0.0           # the previous layer's attn backward_dw, placed after this layer's combine_bwd
     for _ in range(n):
-        if len(busy) > 8:
-            del busy[:-8]
-        cb = com(max(comm, b_ready), x.combine_b)
+        if len(busy) > 16:
+            del busy[:-16]
+        cb = com(max(comm, b_ready), x.combine_b, w_cb)
         comm = cb
         comp = _run(comp, aw_left, busy, c)
         af = _run(max(comp, f_ready), x.attn_f, busy, c)
         comp = af
-        df = com(max(comm, af), x.dispatch_f)
+        df = com(max(comm, af), x.dispatch_f, w_df)
         comm = df
         mb = _run(max(comp, cb), x.mlp_b, busy, c)
         comp = mb
-        db = com(max(comm, mb), x.dispatch_b)
+        db = com(max(comm, mb), x.dispatch_b, w_db)
         comm = db
         comp = _run(comp, x.mlp_w, busy, c)                # backward_dw: no event
         mf = _run(max(comp, df), x.mlp_f, busy, c)
         comp = mf
-        cf = com(max(comm, mf), x.combine_f)
+        cf = com(max(comm, mf), x.combine_f, w_cf)
         comm = cf
         ab = _run(max(comp, db), x.attn_b, busy, c)
         comp = ab

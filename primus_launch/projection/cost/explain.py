@@ -155,8 +155,14 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
         d = plan.training.moe_token_dispatcher
         src = (f"deepep: {_curve_source('deepep', d + '/rdma')}" if d in ("deepep", "hybridep") else arch_key)
         if lc.ep_walked:
+            from primus_launch.projection.cost.ep_comm import moe_layer_pair
+
+            whole = sum(moe_layer_pair(plan, s.lt, *lc.ep_raw, lc.tp_moe).whole)
             src = (f"combined 1F1B walk, {lc.ep_layers_per_step} layer(s) per step, compute at "
-                   f"{100 * (1 - lc.ep_walk_contention):.0f}% beside the dispatcher; " + src)
+                   f"{100 * (1 - lc.ep_walk_contention):.0f}% beside the dispatcher"
+                   + (f", stalled beside {1e3 * whole:.2f} ms per layer pair of whole-GPU work on the comm stream "
+                      "(HybridEP preprocessing / sync / permutes, the all-to-all's unpermute)" if whole > 0 else "")
+                   + "; " + src)
         rows.append((f"EP {d} dispatch+combine, {lay.ep.size} ranks over {lay.ep.nodes} domain(s) (MoE layer)",
                      *[1e3 * x for x in lc.ep_raw + lc.ep_overlapped], src))
         # the issue-28 terms inside the EP time, each as the raw share it adds (exposed: the same fraction)
@@ -359,7 +365,10 @@ def _contention_line(plan: Plan) -> str:
         parts.append("TE userbuffers (" + ("--tp-comm-overlap-cfg" if over else "TE defaults") + "): "
                      + (", ".join(cells) or "copy-engine ring exchange only"))
     if plan.model.is_moe and p.ep > 1:
-        parts.append(f"EP {t.moe_token_dispatcher}: {con.ep_sms(t.moe_token_dispatcher)} SMs while overlapped")
+        from primus_launch.projection.hardware.placement import layout
+
+        n_ep = con.ep_sms(t.moe_token_dispatcher, layout(plan).ep.nodes, t.moe_dispatcher_num_sms)
+        parts.append(f"EP {t.moe_token_dispatcher}: {n_ep} SMs while overlapped")
     parts.append(f"overlapped NCCL collectives: {con.NCCL_SMS} SMs")
     from primus_launch.projection.hardware.gpus import get_gpu
 

@@ -28,10 +28,19 @@ def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
         add("training.fp8_recipe", t.fp8_recipe, "time: rowwise-scaled GEMMs run on the per-tensor FP8 curve "
             "(no rowwise GEMM figures); only their extra quantisation traffic is priced")
     if m.softmax_type != "vanilla":
-        add("model.softmax_type", m.softmax_type,
-            "time: attention sinks run on TE's cuDNN fused attention (FlashAttention is disabled for them) and "
-            "are priced on its vanilla-softmax curve: no public cuDNN measurement with sinks (a fused Triton "
-            "kernel's backward with sinks is within 1% of without, ROCm/aiter PR 1576)")
+        window = " and sliding window" if m.window_size is not None and m.num_window_layers > 0 else ""
+        if plan.framework == "torchtitan":
+            add("model.softmax_type", m.softmax_type,
+                f"time: attention sinks{window} not modelled: torchtitan rescales the attention output by "
+                "sigmoid(lse - sinks) after the kernel (0.3 models/gpt_oss/model.py apply_attention_sink_rescale); "
+                "that pass and the sinks' gradient are not priced, the kernel is priced on its vanilla-softmax "
+                "curve (no public measurement of it with sinks)")
+        else:
+            add("model.softmax_type", m.softmax_type,
+                f"time: attention sinks{window} not modelled: they run on TE's cuDNN fused attention "
+                "(FlashAttention is disabled for them), priced on its vanilla-softmax curve with the window's key "
+                "span; no public cuDNN training measurement with sinks (a fused Triton kernel's backward with sinks "
+                "is within 1% of without, ROCm/aiter PR 1576)")
     if t.recompute.granularity == "op" and plan.framework != "torchtitan":
         add("training.recompute.granularity", "op", "time: per-op SAC priced as re-running the non-matmul ops")
     if m.is_moe and t.moe_expert_rank_capacity_factor is not None:

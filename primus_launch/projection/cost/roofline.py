@@ -827,8 +827,11 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         Te = max(1, T * etp // tp)
         perm_k = (1, 1) if prof.fused_permute else (6, 6)
         perm_x = 1.0 if prof.fused_permute else 3.0
+        held = acc.mods   # the permutes' own shares (cost/ep_comm.py: which stream runs them under the EP overlap)
+        acc.mods = held + ("moe_permute",)
         acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
                  1.0, perm_k)
+        acc.mods = held
         if mfk:
             _host_ops(acc, mfk.get("moe_preprocess", (0, 0)), perm_k, "dispatch preprocess")
         local = max(1, E // ep)
@@ -877,7 +880,10 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
         _routing_imbalance(acc, e0, mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)))
+        held = acc.mods
+        acc.mods = held + ("moe_unpermute",)
         acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
+        acc.mods = held
         if mfk:
             sorts = 4 if dispatcher == "alltoall" and ep > 1 and local > 1 else 0
             _host_ops(acc, mfk["moe"], (perm_k[0] + sorts, perm_k[1] + sorts), "token dispatch / combine")

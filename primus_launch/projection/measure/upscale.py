@@ -188,12 +188,7 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
     pol = make_policy(policy, repeats=repeats, cpu_clock=cpu_clock)
     cpu = torch.device(device).type == "cpu"
     with torch_threads(pol.threads if cpu else None):
-        spec = b.build_spec(plan, device, measure_layers)
-        label = device_label(device)
-        extra = {"framework_version": _framework_version(fw), "protocol": PROTOCOL_VERSION, "policy": pol.key()}
-        if cpu:
-            extra["cpu_clock"] = pol.cpu_clock
-        keys = {n: cache_key(fw, n, spec.material(n), label, **extra) for n in spec.piece_names}
+        spec, label, keys = _spec_keys(b, plan, device, measure_layers, pol)
         out: dict[str, PieceTiming] = {}
         hit: dict[str, bool] = {}
         if cache is not None:
@@ -220,6 +215,48 @@ def measure_pieces(plan: Plan, device: str, *, cache: Optional[MeasureCache] = N
                              cache if held else None, keys)
     return Measured(timings={n: out[n] for n in spec.piece_names}, hits=hit, spec=spec, policy=pol,
                     device=label, cache=cache)
+
+
+def _spec_keys(b, plan: Plan, device: str, measure_layers: int, pol: TimingPolicy) -> tuple[BuildSpec, str, dict]:
+    """The build spec, the device label and every piece's cache key (under the policy's torch threads:
+    the CPU label counts them)."""
+    fw = plan.framework
+    spec = b.build_spec(plan, device, measure_layers)
+    label = device_label(device)
+    extra = {"framework_version": _framework_version(fw), "protocol": PROTOCOL_VERSION, "policy": pol.key()}
+    if torch.device(device).type == "cpu":
+        extra["cpu_clock"] = pol.cpu_clock
+    keys = {n: cache_key(fw, n, spec.material(n), label, **extra) for n in spec.piece_names}
+    return spec, label, keys
+
+
+def piece_keys(plan: Plan, device: str, *, measure_layers: int = 2,
+               policy: Optional[TimingPolicy] = None) -> dict[str, dict]:
+    """Every piece of the plan's per-rank model by name -> its cache key on ``device`` (what
+    :func:`measure_pieces` looks up; nothing is built or timed)."""
+    pol = make_policy(policy)
+    cpu = torch.device(device).type == "cpu"
+    with torch_threads(pol.threads if cpu else None):
+        return _spec_keys(_builder(plan.framework), plan, device, measure_layers, pol)[2]
+
+
+def measure_piece_records(plan: Plan, device: str, names: list[str], *, measure_layers: int = 2,
+                          policy: Optional[TimingPolicy] = None) -> dict[str, tuple[dict, dict]]:
+    """Measure only the pieces ``names`` of the plan's per-rank model on ``device``, uncached: name ->
+    (cache key, record), the record :meth:`MeasureCache.put` stores (a worker's part of a fan-out,
+    :mod:`.fanout`: the caller puts them in its cache).  The same build, protocol and policy as
+    :func:`measure_pieces`; the pieces are timed round-robin among themselves only."""
+    b = _builder(plan.framework)
+    pol = make_policy(policy)
+    cpu = torch.device(device).type == "cpu"
+    out: dict[str, PieceTiming] = {}
+    with torch_threads(pol.threads if cpu else None):
+        spec, _, keys = _spec_keys(b, plan, device, measure_layers, pol)
+        unknown = [n for n in names if n not in keys]
+        if unknown:
+            raise ValueError(f"pieces {unknown} are not pieces of this plan ({', '.join(keys)})")
+        _measure(b, plan, device, measure_layers, spec, pol, list(names), out, {}, None, keys)
+    return {n: (keys[n], out[n].to_dict()) for n in names}
 
 
 def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, pol: TimingPolicy,

@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from primus_launch.plan import ModelArch
+from primus_launch.projection.memory.fp8 import quantized_bytes
 
 
 @dataclass(frozen=True)
@@ -147,9 +148,9 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     def mask(n: float) -> float:
         return impl.mask_bytes * n if impl.dropout else 0.0
 
-    # bytes per element of a linear's saved input: TE keeps it quantized under fp8 (columnwise, + the
-    # scales: MXFP8 one e8m0 per 32, blockwise one fp32 per 128) in place of the bf16 tensor
-    qb = a if not fp8 else 1.0 + {"mxfp8": 1 / 32, "blockwise": 4 / 128}.get(fp8, 0.0)
+    # bytes per element of a linear's saved input: TE keeps one quantized copy under fp8 in place of the bf16
+    # tensor (the columnwise one; memory.fp8: data + scales, MXFP8 one e8m0 per 32, blockwise one fp32 per 128)
+    qb = a if not fp8 else quantized_bytes(fp8)
     # megatron (attention.py, moe/shared_experts.py) has the linears that take a tensor kept anyway save
     # the original instead of a second, quantized copy, except under the delayed recipe
     extra_q = qb if fp8 == "delayed" else 0.0

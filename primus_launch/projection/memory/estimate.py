@@ -19,6 +19,7 @@ from primus_launch.plan import Plan
 from primus_launch.projection.hardware.gpus import GiB, get_gpu
 from primus_launch.projection.hardware.placement import scaleup_domain
 from primus_launch.projection.memory.activations import TE, ActivationImpl
+from primus_launch.projection.memory.fp8 import non_tn_fp8_gemm
 from primus_launch.projection.memory.mcore import (  # noqa: F401  (re-exported)
     McoreOpts,
     cp_comm_bytes,
@@ -169,8 +170,11 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
         notes.append("float8 (torchao Float8Linear, rowwise / tensorwise): bf16 weights and high-precision linear "
                      "inputs saved for backward, fp8 casts transient (traced: equal to bf16 at the peak)")
     elif plan.training.precision == "fp8":
-        notes.append(f"fp8 ({t.fp8_recipe or 'delayed'}, Transformer Engine 2.13 save lists): linears save fp8 "
-                     "inputs, each keeps its quantized weight (rowwise + columnwise) across micro-batches"
+        recipe = t.fp8_recipe or "delayed"
+        one_copy = recipe in ("delayed", "tensorwise") and non_tn_fp8_gemm(get_gpu(plan.cluster.gpu).arch)
+        notes.append(f"fp8 ({recipe}, Transformer Engine 2.13 save lists): linears save one quantized copy of "
+                     "their inputs, each keeps its quantized weight across micro-batches "
+                     + ("(one copy: non-TN FP8 GEMMs on this GPU)" if one_copy else "(rowwise + columnwise)")
                      + (", fp8 parameters (--fp8-param-gather)" if t.fp8_param_gather else ""))
     elif plan.training.precision == "fp4":
         notes.append("fp4: counted as bf16 (NVFP4 weight/activation copies not modelled)")
@@ -226,6 +230,16 @@ def titan_attention(plan: Plan) -> str:
     if t.attention_backend == "auto" and not (plan.source and plan.source.format == "torchtitan-toml"):
         return "flex"
     return "sdpa"
+
+
+def _most_in_flight(ops: list[tuple[str, int, int]]) -> int:
+    """The most chunk-micro-batches a rank holds at once over its schedule's ops (forwards done minus
+    backwards done, at every prefix)."""
+    level = most = 0
+    for kind, _, _ in ops:
+        level += 1 if kind == "F" else -1
+        most = max(most, level)
+    return most
 
 
 @lru_cache(maxsize=65536)
@@ -336,8 +350,7 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             ops = torch_pp_ops(schedule, pp, vpp, nmb, rank)
             peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, nmb=nmb,
                                        held=reshard != "always")
-            w = max(sum(1 for o in ops[:i + 1] if o[0] == "F") - sum(1 for o in ops[:i + 1] if o[0] == "B")
-                    for i in range(len(ops)))
+            w = _most_in_flight(ops)
             out.append((stage_report(rank, weights, parts["gradients"], optim, parts["activations"],
                                      parts["transient"], w, int(dense_p + expert_p)), {**parts, **grad_terms}))
             continue

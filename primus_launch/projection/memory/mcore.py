@@ -6,7 +6,8 @@ Per pipeline stage (one GPU of that stage), in bytes:
 - **weights** ``N * w`` with ``N`` from :func:`params.stage_parameter_split` and ``w = 2`` for
   bf16/fp16/fp8 (Megatron/TE keep bf16 weights under fp8 unless ``--fp8-param-gather``) and ``4`` for
   fp32; under fp8 TE caches each linear's quantized weight across micro-batches (rowwise + columnwise
-  copies, minus the rowwise one an fp8 parameter already is; of the weight it runs on, i.e. the
+  copies, minus the rowwise one an fp8 parameter already is; no columnwise copy of a tensorwise weight
+  on Blackwell, which runs non-TN FP8 GEMMs on the one copy: :mod:`memory.fp8`; of the weight it runs on, i.e. the
   all-gathered one under FSDP: TE ``module/base.py`` ``get_weight_workspace`` with ``cache_name="weight"``
   whenever megatron passes ``is_first_microbatch``, which ``MegatronModule.set_is_first_microbatch`` does
   through the FSDP wrappers too); ROCm TE's ``keep_fp8_weight_transpose_cache=False`` (Primus
@@ -81,7 +82,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
-from primus_launch.plan import Plan
+from primus_launch.plan import Plan, PlanError
 from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.memory.activations import (
     TE,
@@ -95,6 +96,9 @@ from primus_launch.projection.memory.activations import (
 )
 from primus_launch.projection.memory.offload import te_offload_peak
 from primus_launch.projection.memory.paged_stash import static_moe_extra
+from primus_launch.projection.hardware.gpus import get_gpu
+from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes,
+                                                weight_bytes_per_param)
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
 from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
@@ -125,11 +129,20 @@ class McoreOpts:
     ep_overlap: bool = False  # --overlap-moe-expert-parallel-comm: the combined 1F1B schedule
     full_graph: bool = False  # --cuda-graph-scope full_iteration (local CUDA graph of the whole step)
     fp8_transpose_cache: bool = True  # TE keeps the columnwise fp8 weight across micro-batches (ROCm TE: optional)
+    fp8_non_tn: bool = False  # the GPU runs non-TN FP8 GEMMs: tensorwise tensors need no transpose (memory.fp8)
     torch_fsdp2: bool = False  # --use-torch-fsdp2 (gradients in the parameters' dtype, fp32 copies at the step)
     capacity: float | None = None  # --moe-expert-rank-capacity-factor (static-shape MoE, memory.paged_stash)
     paged_stash: bool = False  # --moe-paged-stash
     stash_factor: float = 1.10  # --moe-paged-stash-buffer-size-factor-cuda
     decoupled_grads: bool = False  # precision-aware optimizer reading the grad buffer (no fp32 grad copies)
+
+
+def _gpu_arch(name: str) -> str:
+    """The kernel family of GPU ``name`` ('' where the hardware DB lacks it: Hopper rules then)."""
+    try:
+        return get_gpu(name).arch
+    except PlanError:
+        return ""
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -150,6 +163,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
         full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
         fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
+        fp8_non_tn=fp8 is not None and non_tn_fp8_gemm(_gpu_arch(plan.cluster.gpu)),
         torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
         capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
@@ -248,16 +262,18 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
                 grads = g * (sp_.dense / dpcp + sp_.expert / edp)
         if opts.fp8:
             lin = linear_params(key, tp, etp, ep, layout[rank], sp_.total)
-            if opts.fp8_param_gather:
-                weights -= (w - 1) * lin  # the linears' weights kept in fp8 (--fp8-param-gather)
-            # Transformer Engine caches each linear's quantized weight across micro-batches
-            # (megatron extensions/transformer_engine.py passes is_first_microbatch; TE module/base.py
-            # get_weight_workspace): rowwise + columnwise (transposed) copies, minus the rowwise one the
-            # fp8 parameter already is; MXFP8 / blockwise add their scales
-            qb = 1.0 + {"mxfp8": 1 / 32, "blockwise": 4 / 128}.get(opts.fp8, 0.0)
-            # (ROCm TE keep_fp8_weight_transpose_cache=False: the columnwise copy is made in each backward
-            # and freed, rocm_utils.clear_fp8_weight_transpose_cache)
-            weights += qb * lin * ((0 if opts.fp8_param_gather else 1) + (1 if opts.fp8_transpose_cache else 0))
+            # the linears' bytes under fp8 (memory.fp8.weight_bytes_per_param): the stored weight (bf16, or an
+            # fp8 parameter with --fp8-param-gather: the rowwise copy), sharded like the other weights under
+            # full sharding (the experts are all linear), and TE's copies of the weight it runs on, the
+            # all-gathered one under FSDP: the rowwise workspace (bf16 weights only) and the columnwise one
+            # (MXFP8 / blockwise always; the tensorwise transpose off Blackwell only; ROCm TE
+            # keep_fp8_weight_transpose_cache=False: made in each backward and freed,
+            # rocm_utils.clear_fp8_weight_transpose_cache)
+            stored = quantized_bytes(opts.fp8) if opts.fp8_param_gather else w
+            lin_stored = ((lin - sp_.expert) / shard + sp_.expert / edp) if dp_sharding == "full" else lin
+            copies = weight_bytes_per_param(opts.fp8, non_tn=opts.fp8_non_tn, param_gather=opts.fp8_param_gather,
+                                            cache_columnwise=opts.fp8_transpose_cache, weight_bytes=w) - stored
+            weights += lin_stored * (stored - w) + lin * copies
         statics.append((weights, grads, optim))
         # ---- activations per micro-batch, per chunk ----
         chunk_bytes, chunk_layer = _chunk_activations(m, layout[rank], rank, opts, gran, method, rnum, dense_act,
@@ -303,7 +319,7 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         bwd = max((moe_act if m.is_moe_layer(i) else dense_act).backward_temp
                   for ch in layout[rank] for i in ch.layers) if any(ch.layers for ch in layout[rank]) else 0.0
         layer_bwd = bwd + extras[rank]
-        if opts.fp8 and not opts.fp8_transpose_cache:
+        if opts.fp8 and not opts.fp8_transpose_cache and columnwise_copy(opts.fp8, non_tn=opts.fp8_non_tn):
             # the layer's columnwise fp8 weights, made for its backward and freed after it
             one = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")
             layer_bwd += max(0.0, one.total - 2 * m.hidden_size - ((m.num_experts or 0) * m.hidden_size

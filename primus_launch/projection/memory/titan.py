@@ -610,6 +610,10 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
     acc_all = [4.0 * sum(g.grad_elems for u in st.units for g in u[1]) for st in stages]
     K = [sum(u[2] for u in st.units) + st.extra_kept for st in stages]
     recv = sum(nmb * st.boundary * ((not st.first) + (not st.last)) for st in stages)
+    # per stage, its units in backward order with their unsharded elements and unsharded gradients (the
+    # parameters' own size)
+    units_rev = [[(k, unit_unsharded(g), sum(x.grad_elems for x in g), kept, rebuilt, bwd)
+                  for k, g, kept, rebuilt, bwd in reversed(st.units)] for st in stages]
     inflight = [0] * n
     acc_done = [False] * n
     unsh = [False] * n
@@ -617,12 +621,14 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
     sharded_grads = 0.0
     pending_in_grad = 0.0
     last_out = 0.0
-    levels: list[tuple[float, dict[str, float]]] = []
+    best: list = [None, None]  # the first highest level and its breakdown
 
     def add(acts: float, grads: float, trans: float, held_now: float, acc: float) -> None:
-        levels.append((static + acts + grads + trans + held_now,
-                       {"activations": acts, "gradients": grads, "transient": trans + held_now,
-                        "held": held_now, "recv": recv, "accumulated": acc}))
+        level = static + acts + grads + trans + held_now
+        if best[0] is None or level > best[0]:
+            best[0] = level
+            best[1] = {"activations": acts, "gradients": grads, "transient": trans + held_now,
+                       "held": held_now, "recv": recv, "accumulated": acc}
 
     for kind, c, mb in ops:
         st = stages[c]
@@ -638,9 +644,7 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
         G = G_other + (acc_all[c] if acc_done[c] else 0.0)
         acts = K[c]
         unit_unsh = 0.0
-        for ukind, groups, kept, rebuilt, bwd in reversed(st.units):
-            U = unit_unsharded(groups)
-            Ug = sum(g.grad_elems for g in groups)  # unsharded gradients are the parameters' own size
+        for ukind, U, Ug, kept, rebuilt, bwd in units_rev[c]:
             first_acc = 0.0 if acc_done[c] else 4.0 * Ug
             Hc = hp[c] if unsh[c] else unit_unsh + 2.0 * U
             if ukind == "head":
@@ -695,4 +699,4 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
             reduced[c] = True
             unsh[c] = False
             acc_done[c] = False
-    return max(levels, key=lambda x: x[0])
+    return best[0], best[1]

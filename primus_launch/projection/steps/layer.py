@@ -108,11 +108,11 @@ def layer_costs(s: Setup) -> LayerCosts:
         cp_b = cp_b - hid_b + con.displaced(hid_b, n_p2p, units, arch)
 
     ep_raw = ep_layer_comm(plan, spec, lay)
-    ep_over = ep_exposed(plan, ep_raw, lt, spec)
+    ep_over = ep_exposed(plan, ep_raw, lt, spec, tp_moe)
     ep_f, ep_b = ep_over
     walked = ep_walked(plan, lt)
     if not walked:   # the combined-1F1B walk slows its compute nodes itself
-        n_ep = con.ep_sms(t.moe_token_dispatcher)
+        n_ep = con.ep_sms(t.moe_token_dispatcher, lay.ep.nodes, t.moe_dispatcher_num_sms)
         ep_f += con.displaced(ep_raw[0] - ep_f, n_ep, units, arch)
         ep_b += con.displaced(ep_raw[1] - ep_b, n_ep, units, arch)
 
