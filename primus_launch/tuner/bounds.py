@@ -448,8 +448,19 @@ def ep_floor(plan: Plan, x: np.ndarray) -> None:
     tp = sum(tp_layer_comm(plan, spec, layout(plan), moe=True)) if plan.parallel.tp > 1 else 0.0
     longest = max(lt.moe_layer.total_s, (lt.moe_window_layer or lt.moe_layer).total_s)
     x[X["epx"]] = max(0.0, raw[0] + raw[1] - longest - tp)
-    # a window MoE layer is charged the MoE kind's paired exposure beside a pass of its own: no floor
-    # of it follows from its own pass (epxw stays 0)
+    if t.moe_token_dispatcher == "deepep":
+        # DeepEP's permutes stay in the mlp node (ep_comm.moe_layer_pair: nothing moved onto the
+        # communication stream, permutes_on_comm 0): n layer pairs of the walk from empty streams
+        # (exposed_per_step, of which the paired exposure is at least the per-layer share) run their
+        # dispatches and combines (D = the raw seconds each) one after another on the communication
+        # stream while every compute node beside them keeps at most 1 - c of its rate (c:
+        # walk_contention; whole-GPU parts 0), so T >= n W + c n D: the paired exposure is at least
+        # c D, for a MoE layer and for a window MoE layer charged the MoE kind's exposure
+        from primus_launch.projection.cost.ep_comm import walk_contention
+
+        cd = walk_contention(plan, spec) * (raw[0] + raw[1])
+        x[X["epx"]] = max(x[X["epx"]], cd)
+        x[X["epxw"]] = cd
 
 
 def tail_stages(plan: Plan, window: float) -> list[float]:
@@ -516,8 +527,6 @@ class BoundModel:
         self._outg: dict[int, list] = {}
         self._memg: dict[int, dict] = {}
         self._fit_recent: list[tuple] = []
-        #: memory groups priced so far (each one pre-filter's memory model): the search's work counts them
-        self.priced = 0
         self._rows: dict[tuple, np.ndarray] = {}
         self._p_lt: dict[tuple, np.ndarray] = {}
         self._p_tp: dict[tuple, np.ndarray] = {}
@@ -822,7 +831,6 @@ class BoundModel:
             from primus_launch.projection.memory.estimate import (mcore_args, mcore_stage_memory, titan_args,
                                                                   titan_stage_memory)
 
-            self.priced += 1
             p = self.probe(h, f)
             st = titan_stage_memory(*titan_args(p)) if p.framework == "torchtitan" else mcore_stage_memory(*mcore_args(p))
             v = self._inside[key] = float(max(min(x.allocated_bytes, x.total_bytes) for x in st))
@@ -869,15 +877,25 @@ class BoundModel:
         usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
         return self.inside_floor(self.space.structs[s], f) * (1.0 + low) + self.outside_floor(s) > usable
 
-    def memory_scan(self, s: int) -> bool:
+    def reset_order(self) -> None:
+        """Forget the memory groups' order of trial (:meth:`memory_scan`): each search starts afresh."""
+        self._fit_recent = []
+
+    def group_key(self, s: int, f: tuple) -> tuple:
+        """The memory group of plan ``f`` of candidate ``s`` (what :meth:`group_out` prices once)."""
+        return s, memory_key(self.plan.framework, f)
+
+    def memory_scan(self, s: int, tried: set | None = None) -> bool:
         """Whether every plan of ``s`` is ``does not fit`` by :meth:`group_out`, stopping at the first
         group that may fit: the memory flags that may have fit most recently first, then those that
         save the most memory by their look (:func:`_memory_saving_first`); the order depends only on
-        the search's, never on time."""
+        the search's, never on time.  ``tried`` collects the groups priced (:meth:`group_key`)."""
         groups = self.memory_groups(self.space.ctx[s])
         keys = [k for k in self._fit_recent if k in groups] + sorted(
             (k for k in groups if k not in self._fit_recent), key=_memory_saving_first)
         for k in keys:
+            if tried is not None:
+                tried.add((s, k))
             if not self.group_out(s, groups[k]):
                 if k in self._fit_recent:
                     self._fit_recent.remove(k)

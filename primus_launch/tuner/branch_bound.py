@@ -304,6 +304,10 @@ class BranchBound:
         od = Order(lb, bm)
         res = SearchResult(inc=inc)
         c = dict(bounded_time=0, bounded_memory=0, work=0, expanded=0, violations=0)
+        # the memory groups this search priced (the work counts each once, whatever the caches hold)
+        priced: set[tuple] = set()
+        c["priced"] = priced
+        bm.reset_order()
         done = 0
         stopped = False
         ahead = None
@@ -322,9 +326,9 @@ class BranchBound:
                         break
                     od.take()
                     known = ahead.get(s) if ahead is not None else None
-                    before = bm.priced
-                    out = bm.memory_scan(s)
-                    c["work"] += (bm.priced - before) * WORK_PREFILTER
+                    n0 = len(priced)
+                    out = bm.memory_scan(s, priced)
+                    c["work"] += (len(priced) - n0) * WORK_PREFILTER
                     if out:
                         c["bounded_memory"] += int(sizes[s])
                     else:
@@ -373,13 +377,15 @@ class BranchBound:
         c["expanded"] += 1
         vnames = list(bm.variants[self.space.ctx[s]])
         vlb = dict(zip(vnames, np.asarray(vref).tolist()))
-        before = bm.priced
+        priced = c.setdefault("priced", set())
+        n0 = len(priced)
         cands: list[tuple[float, int, tuple]] = []
         for j, f in enumerate(table):
             v = vlb[pick(f, VARIANT_FLAGS, F)]
             if inc.reached(v):
                 c["bounded_time"] += 1
                 continue
+            priced.add(bm.group_key(s, f))
             if bm.group_out(s, f):   # the memory group's floor: a pre-filter's memory model, once per group
                 c["bounded_memory"] += 1
                 continue
@@ -414,7 +420,7 @@ class BranchBound:
                 usable_keys.add(key)
             if self.usable(r) and inc.beaten_by(r.iteration_time_s, off + j):
                 inc.t, inc.idx = r.iteration_time_s, off + j
-        c["work"] += (bm.priced - before) * WORK_PREFILTER
+        c["work"] += (len(priced) - n0) * WORK_PREFILTER
 
 
 def certificate_text(cert: Certificate) -> str:
