@@ -76,12 +76,14 @@ from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, apply_knobs
 #: priced beside its full-attention kind's pass); ``cp_*``: a layer's CP exchange that stays exposed;
 #: ``sel_{d,m}_<module>``: the forward seconds selective recompute re-runs of that module of a dense / MoE
 #: layer (``cost/recompute.py`` ``recompute_modules_fwd``: a sum of the layer's parts), ``_op`` TorchTitan's
-#: per-op recompute (the non-matmul ops and every second mm)
+#: per-op recompute (the non-matmul ops and every second mm); ``perm_m`` / ``unperm_m``: a MoE layer's
+#: token permute / unpermute forward + input-gradient seconds (no coefficient: read by :func:`ep_floor`,
+#: checked below the roofline's with the others)
 FEATURES = ("d_f", "d_bi", "d_bw", "m_f", "m_bi", "m_bw", "dw_f", "dw_bi", "dw_bw", "mw_f", "mw_bi", "mw_bw",
             "emb_f", "emb_bi", "emb_bw", "head_f", "head_bi", "head_bw", "mtp_f", "mtp_bi", "mtp_bw",
             "tp_f", "tp_b", "tpm_f", "tpm_b", "embtp_f", "embtp_b", "headtp_f", "headtp_b", "ep_f", "ep_b", "epx",
             "fsdp_df", "fsdp_db", "fsdp_mf", "fsdp_mb", "epu_f", "epu_b",
-            "fsdp_dwf", "fsdp_dwb", "fsdp_mwf", "fsdp_mwb", "cp_f", "cp_b", "epxw") + tuple(
+            "fsdp_dwf", "fsdp_dwb", "fsdp_mwf", "fsdp_mwb", "cp_f", "cp_b", "epxw", "perm_m", "unperm_m") + tuple(
     f"sel_{k}_{mod}" for k in ("d", "m") for mod in RECOMPUTE_MODULES + ("op",))
 X = {name: i for i, name in enumerate(FEATURES)}
 K = len(FEATURES)
@@ -133,6 +135,8 @@ def pass_features(lt: LayerTimes) -> np.ndarray:
             for mod in RECOMPUTE_MODULES:
                 x[X[f"sel_{k}_{mod}"]] = lt.part(kind, mod).fwd_s
             x[X[f"sel_{k}_op"]] = lt.part(kind, "non_matmul").fwd_s + lt.part(kind, "op_sac_mm").fwd_s
+        for name, key in (("perm_m", "moe_permute"), ("unperm_m", "moe_unpermute")):
+            x[X[name]] = lt.part("moe", key).fwd_s + lt.part("moe", key).bwd_input_s
     d0 = lt.dense_layer
     mo0 = lt.moe_layer or d0
     for name, pt in (("d", d0), ("m", mo0), ("dw", lt.dense_window_layer or d0), ("mw", lt.moe_window_layer or mo0),
@@ -461,6 +465,18 @@ def ep_floor(plan: Plan, x: np.ndarray) -> None:
         cd = walk_contention(plan, spec) * (raw[0] + raw[1])
         x[X["epx"]] = max(x[X["epx"]], cd)
         x[X["epxw"]] = cd
+    elif t.moe_token_dispatcher in ("alltoall", "hybridep") and lt.parts:
+        # the permutes P the walk moves onto the communication stream (ep_comm.permutes_on_comm:
+        # the unpermute, HybridEP also the permute) make its comm D + P and come off its exposure:
+        # paired >= c (D + P) - P, so a MoE layer's pass plus its paired exposure is at least
+        # W + c D - (1 - c) P >= W_floor + c D - (1 - c) P_floor (the layer's other parts and its
+        # permutes each at least their floor, 1 - c <= 1)
+        from primus_launch.projection.cost.ep_comm import walk_contention
+
+        pf = pass_features(lt)
+        perm = pf[X["unperm_m"]] + (pf[X["perm_m"]] if t.moe_token_dispatcher == "hybridep" else 0.0)
+        c = walk_contention(plan, spec)
+        x[X["epx"]] = max(x[X["epx"]], c * (raw[0] + raw[1]) - (1.0 - c) * perm)
 
 
 def tail_stages(plan: Plan, window: float) -> list[float]:
