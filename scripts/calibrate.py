@@ -7,10 +7,11 @@ rows, in file order; see ``scripts/validation/build_runs.py``). Loss: root-mean-
 log(projected / measured) tokens/s/GPU. Search: coordinate descent with shrinking multiplicative
 steps inside bounds (deterministic). Free constants (``primus_launch/projection/cost/calibration.py``):
 FRAMEWORK_EFF[megatron|torchtitan], SUSTAINED_CLOCK[power_limited] (one value for every power-limited
-architecture), ASYNC_TP_OVERLAP.  Then, with those fixed, SOURCE_POWER_LIMIT_W[machine]: the unstated
-board power cap of a validation source's machines, bisected on that source's one calibration row
-(``calibration.POWER_LIMIT_ROWS``; the row is left out of the framework fit); ``build_runs.py`` writes the
-fitted cap into every row of that source (rerun it after ``--write``).
+architecture), ASYNC_TP_OVERLAP.  Then, with those fixed, SOURCE_STEP_OVERHEAD_S[machine]: the per-step
+time a validation source's machine spent outside what the model prices, in closed form on that source's one
+calibration row (``calibration.POWER_LIMIT_ROWS``; the row is left out of the framework fit) at the
+machine's stated cap (``calibration.SOURCE_POWER_LIMIT_W``, fixed; ``build_runs.py`` writes it into every row
+of that source); ``validate.py`` adds it to every row of that source.
 ``--write`` rewrites the CALIBRATED block of calibration.py atomically; judge rows (and the held-out
 current production rows) are never looked at.
 
@@ -86,13 +87,13 @@ def fit(rows: list[dict], rounds: int = 6) -> tuple[list[float], float]:
     return x, best
 
 
-def fit_power_limits(rows: list[dict]) -> dict[str, float]:
-    """Each machine's unstated power cap (``calibration.POWER_LIMIT_ROWS``), bisected on its calibration row
-    so that the row projects its measured tokens/s/GPU (the framework constants as they stand); a machine
-    whose row is missing, or already projects below its measurement at the rated power, gets none."""
+def fit_step_overheads(rows: list[dict]) -> dict[str, float]:
+    """Each machine's unpriced per-step time (``calibration.SOURCE_STEP_OVERHEAD_S``), in closed form on its
+    calibration row (``calibration.POWER_LIMIT_ROWS``) at the machine's stated cap: ``t x (projected /
+    measured - 1)`` seconds, ``t`` the projected iteration time, so that the row projects its measured
+    tokens/s/GPU; a machine whose row is missing, or projects at or below its measurement, gets none."""
     from primus_launch.plan import Plan
     from primus_launch.projection.dryrun import project_dry_run
-    from primus_launch.projection.hardware.gpus import get_gpu
 
     by_id = {r["id"]: r for r in rows}
     out: dict[str, float] = {}
@@ -100,26 +101,15 @@ def fit_power_limits(rows: list[dict]) -> dict[str, float]:
         row = by_id.get(rid)
         if row is None:
             continue
-        plan = Plan.model_validate(row["plan"])
-        rated = get_gpu(plan.cluster.gpu).tdp_watts
+        res = project_dry_run(Plan.model_validate(row["plan"]))
         meas = row["measured_tokens_per_sec_per_gpu"]
-
-        def proj(w: float) -> float:
-            p = plan.model_copy(deep=True)
-            p.cluster.power_limit_w = w
-            return project_dry_run(p).tokens_per_sec_per_gpu
-
-        if proj(rated) <= meas:
+        if res.tokens_per_sec_per_gpu <= meas:
             continue
-        lo, hi = 0.05 * rated, rated
-        for _ in range(40):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (lo, mid) if proj(mid) > meas else (mid, hi)
-        out[machine] = round(0.5 * (lo + hi), 1)
+        out[machine] = round(res.iteration_time_s * (res.tokens_per_sec_per_gpu / meas - 1.0), 4)
     return out
 
 
-def write_block(x: list[float], score: float, ids: list[str], caps: dict[str, float]) -> None:
+def write_block(x: list[float], score: float, ids: list[str], overheads: dict[str, float]) -> None:
     path = Path(cal.__file__)
     text = path.read_text()
     meg, tt, clk, atp = (round(v, 4) for v in x)
@@ -130,7 +120,7 @@ def write_block(x: list[float], score: float, ids: list[str], caps: dict[str, fl
         f"ASYNC_TP_OVERLAP = {atp}\n"
         f"CALIBRATION_ROWS: list[str] = {ids!r}\n"
         f"CALIBRATION_SCORE = {round(score, 5)}  # rms of log(projected/measured) on CALIBRATION_ROWS\n"
-        f"SOURCE_POWER_LIMIT_W: dict[str, float] = {caps!r}\n"
+        f"SOURCE_STEP_OVERHEAD_S: dict[str, float] = {overheads!r}\n"
         "# END CALIBRATED"
     )
     new = re.sub(r"# BEGIN CALIBRATED.*?# END CALIBRATED", lambda _m: block, text, flags=re.S)
@@ -158,18 +148,20 @@ def main(argv: list[str] | None = None) -> int:
             groups[r["source_group"]] = groups.get(r["source_group"], 0) + 1
         print(f"fitted on {len(cal.CALIBRATION_ROWS)} calibration rows (rms log err {cal.CALIBRATION_SCORE}): "
               + ", ".join(f"{g} {n}" for g, n in sorted(groups.items())))
-        for machine, w in cal.SOURCE_POWER_LIMIT_W.items():
-            print(f"SOURCE_POWER_LIMIT_W.{machine:27s} {w:.1f} W (on {cal.POWER_LIMIT_ROWS[machine]})")
+        for machine, d in cal.SOURCE_STEP_OVERHEAD_S.items():
+            print(f"SOURCE_STEP_OVERHEAD_S.{machine:25s} {d:.4f} s at {cal.SOURCE_POWER_LIMIT_W.get(machine)} W "
+                  f"(on {cal.POWER_LIMIT_ROWS[machine]})")
         return 0
     x, score = fit(rows)
     for (name, *_), v in zip(PARAMS, x):
         print(f"{name:40s} {v:.4f}")
     print(f"calibration rows: {len(rows)}; rms log err {score:.4f}")
-    caps = fit_power_limits(cap_rows)
-    for machine, w in caps.items():
-        print(f"SOURCE_POWER_LIMIT_W.{machine:27s} {w:.1f} W (on {cal.POWER_LIMIT_ROWS[machine]})")
+    overheads = fit_step_overheads(cap_rows)
+    for machine, d in overheads.items():
+        print(f"SOURCE_STEP_OVERHEAD_S.{machine:25s} {d:.4f} s at {cal.SOURCE_POWER_LIMIT_W.get(machine)} W "
+              f"(on {cal.POWER_LIMIT_ROWS[machine]})")
     if args.write:
-        write_block(x, score, [r["id"] for r in rows], caps)
+        write_block(x, score, [r["id"] for r in rows], overheads)
         print("wrote primus_launch/projection/cost/calibration.py")
     return 0
 

@@ -25,11 +25,17 @@ Diagnostics only: nothing here changes the model or the validation rows.
 5. ``--torch-grouped``: the dry-run's ``torch._grouped_mm`` BF16 and MXFP8 times (forward + dgrad + wgrad, GEMMs
    only) at the shapes of torchao's autograd-function table (records ``ao-b200-gg-*``, whose MXFP8 time includes
    the quantisation kernels) beside that table's BF16 / MXFP8 ratio.
+6. ``--per-layer``: seconds per (layer x micro-batch) on one pipeline stage, measured and projected, of the public
+   Qwen3-235B-A22B runs on x86 DGX Blackwell (``PER_LAYER_CASES``: the B200 rows of both frameworks, Bridge's B300
+   preset with the NCCL all-to-all (26.04) and with HybridEP (26.04.01)), the model's host / GPU / dispatcher
+   seconds of one MoE layer and micro-batch, and ``a + b x tokens`` fitted to the all-to-all cases (MBS 1 and 2).
+   ``--row ID --set section.field=JSON [--measured TOK]`` switches the row's plan first.
 
     python scripts/moe_probe.py --row mlm_moe_qwen3_235b_h100_bf16_256gpu_tp2pp8ep32
     python scripts/moe_probe.py --row torchtitan_gb200_llama4_scout_mxfp8 --as-mxfp8
     python scripts/moe_probe.py --dualpipe
     python scripts/moe_probe.py --bridge3868 --torch-grouped
+    python scripts/moe_probe.py --per-layer
 """
 
 from __future__ import annotations
@@ -78,13 +84,22 @@ def walk_row(plan) -> None:
           f"{100 * (1 - c):.0f} % beside the dispatcher)")
 
 
-def probe_row(row_id: str, as_mxfp8: bool, walk: bool = False) -> int:
+def probe_row(row_id: str, as_mxfp8: bool, walk: bool = False, sets: list[str] | None = None,
+              measured: float | None = None) -> int:
     rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
     if row_id not in rows:
         print(f"--row: {row_id!r} is not a row of {RUNS.relative_to(ROOT)}", file=sys.stderr)
         return 2
-    row = rows[row_id]
-    meas = row["measured_tokens_per_sec_per_gpu"]
+    row = copy.deepcopy(rows[row_id])
+    for item in sets or []:   # --set section.field=JSON: the row's plan switched before every case
+        key, _, val = item.partition("=")
+        sec, _, field = key.partition(".")
+        if sec not in row["plan"] or not field or not val:
+            print(f"--set: {item!r} is not section.field=JSON over the plan's sections "
+                  f"({', '.join(row['plan'])})", file=sys.stderr)
+            return 2
+        row["plan"][sec][field] = json.loads(val)
+    meas = measured if measured is not None else row["measured_tokens_per_sec_per_gpu"]
 
     def switched(**fields) -> dict:
         p = copy.deepcopy(row["plan"])
@@ -228,21 +243,100 @@ def probe_torch_grouped() -> int:
     return 0
 
 
+# --per-layer: public throughputs of Qwen3-235B-A22B on x86 DGX Blackwell (EP inside or across 8-GPU nodes),
+# each (label, runs.json row, plan fields switched, measured tokens/s/GPU, where the figure and the config come from)
+PER_LAYER_CASES = (
+    ("Bridge B200 MBS1 all-to-all (26.04.01)", "mbridge2604_b200_fp8_mx_qwen3_235b_a22b_256gpu", {}, 3776.0,
+     "Bridge docs/performance-summary-archive.md 26.04.01, config v0.4.2 (the row)"),
+    ("Bridge B200 MBS1 all-to-all (26.02.01)", "mbridge2604_b200_fp8_mx_qwen3_235b_a22b_256gpu", {}, 3805.0,
+     "same archive, 26.02.01 table: same GPUs / GBS / MBS / TP / PP / EP, no VP"),
+    ("Bridge B300 MBS2 all-to-all (26.04)", "mbridge2604_b300_fp8_mx_qwen3_235b_a22b_256gpu",
+     {"training.moe_token_dispatcher": "alltoall"}, 4865.0,
+     "same archive, 26.04 table; config v0.4.1: B300 preset without a flex backend, dispatcher alltoall"),
+    ("Bridge B300 MBS2 HybridEP (26.04.01)", "mbridge2604_b300_fp8_mx_qwen3_235b_a22b_256gpu", {}, 5936.0,
+     "same archive, 26.04.01 (the row); config v0.4.2 adds moe_flex_dispatcher_backend=hybridep (PR #3490)"),
+    ("Megatron-LM B200 MBS3 TP2 DeepEP + overlap", "mlm_moe_qwen3_235b_b200_mxfp8_128gpu_tp2pp4ep16", {}, 4282.1,
+     "Megatron-LM dev @d48bd6be examples/moe_recipes README (the row)"),
+)
+
+
+def per_layer_mb_seconds(plan, tokens_per_gpu_s: float) -> tuple[float, float]:
+    """(seconds per layer and micro-batch on one pipeline stage, tokens one GPU's layer sees per micro-batch) of a
+    run at ``tokens_per_gpu_s``: iteration = GBS x seq / (tokens/s/GPU x GPUs); per stage m micro-batches of
+    L / PP layers with the interleaved bubble (1 + (PP - 1) / (VPP m)); a GPU's layer sees MBS x seq / TP tokens
+    (sequence parallel; the experts the same count of routed copies per GPU at ETP 1)."""
+    t, p = plan.training, plan.parallel
+    gpus = plan.cluster.num_nodes * plan.cluster.gpus_per_node
+    it = t.global_batch_size * plan.model.seq_length / (tokens_per_gpu_s * gpus)
+    m = plan.num_microbatches
+    per_stage = plan.model.num_layers / p.pp * m * (1 + (p.pp - 1) / (p.vpp * m))
+    return it / per_stage, t.micro_batch_size * plan.model.seq_length / p.tp
+
+
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares a + b x over (x, y) points."""
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx
+    return my - b * mx, b
+
+
+def probe_per_layer() -> int:
+    """Measured and projected seconds per (layer x micro-batch) of PER_LAYER_CASES, and a + b x tokens fitted to each."""
+    from primus_launch.plan import Plan
+    from primus_launch.projection.cost.ep_comm import ep_layer_comm
+    from primus_launch.projection.cost.roofline import layer_op_times
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    meas_pts, proj_pts = [], []
+    print(f"{'case':46s} {'tok/GPU/MB':>10s} {'measured':>9s} {'projected':>9s}  ms per layer x micro-batch")
+    for label, rid, sw, meas, _src in PER_LAYER_CASES:
+        d = copy.deepcopy(rows[rid]["plan"])
+        for k, v in sw.items():
+            sec, f = k.split(".")
+            d[sec][f] = v
+        tok, _ = _project(d)
+        plan = Plan.model_validate(d)
+        sm, x = per_layer_mb_seconds(plan, meas)
+        sp, _ = per_layer_mb_seconds(plan, tok)
+        meas_pts.append((x, sm))
+        proj_pts.append((x, sp))
+        hf, hb, gf, gb = layer_op_times(plan).get("_host", {})["moe"]
+        ef, eb = ep_layer_comm(plan, get_gpu(plan.cluster.gpu), layout(plan))
+        print(f"{label:46s} {x:10.0f} {1e3 * sm:9.2f} {1e3 * sp:9.2f}  ({meas:.0f} vs {tok:.0f} tokens/s/GPU, "
+              f"{100 * (tok - meas) / meas:+.1f}%); MoE layer: host {1e3 * (hf + hb):.2f} + GPU {1e3 * (gf + gb):.2f}"
+              f" + dispatcher {1e3 * (ef + eb):.2f} = {1e3 * (hf + hb + gf + gb + ef + eb):.2f} ms serialised")
+    a2a = [i for i, c in enumerate(PER_LAYER_CASES) if "all-to-all" in c[0]]   # one dispatcher, MBS 1 and 2
+    for name, pts in (("measured", meas_pts), ("projected", proj_pts)):
+        a, b = _fit([pts[i] for i in a2a])
+        print(f"  NCCL all-to-all cases, {name:9s}: {1e3 * a:5.2f} ms per layer x micro-batch + {1e6 * b:.3f} us per "
+              "token (least squares)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--row", help="a row id of scripts/validation/runs.json")
     ap.add_argument("--as-mxfp8", action="store_true", help="also project the row's plan as MXFP8")
     ap.add_argument("--walk", action="store_true", help="the row's MoE layer pair under the 1F1B all-to-all overlap")
+    ap.add_argument("--set", action="append", metavar="SECTION.FIELD=JSON",
+                    help="switch the row's plan first (repeatable), e.g. training.micro_batch_size=1")
+    ap.add_argument("--measured", type=float, help="tokens/s/GPU to compare against instead of the row's")
     ap.add_argument("--dualpipe", action="store_true", help="compute-stream occupancy of DeepSeek's DualPipe profile")
     ap.add_argument("--trace", help="path of train.json (default: the local mirror)")
     ap.add_argument("--bridge3868", action="store_true", help="Megatron-Bridge PR #3868's graph A/B projected")
     ap.add_argument("--bridge5094", action="store_true", help="Megatron-Bridge PR #5094's EP-overlap A/B projected")
     ap.add_argument("--torch-grouped", action="store_true", help="torch grouped-GEMM BF16 / MXFP8 ratios")
+    ap.add_argument("--per-layer", action="store_true",
+                    help="seconds per layer x micro-batch of the x86 DGX Blackwell Qwen3-235B runs, measured vs projected")
     a = ap.parse_args(argv)
-    if not (a.row or a.dualpipe or a.bridge3868 or a.bridge5094 or a.torch_grouped):
+    if not (a.row or a.dualpipe or a.bridge3868 or a.bridge5094 or a.torch_grouped or a.per_layer):
         ap.print_help()
         return 2
-    rc = probe_row(a.row, a.as_mxfp8, a.walk) if a.row else 0
+    rc = probe_row(a.row, a.as_mxfp8, a.walk, a.set, a.measured) if a.row else 0
     if a.dualpipe and rc == 0:
         rc = probe_dualpipe(a.trace)
     if a.bridge3868 and rc == 0:
@@ -251,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = probe_bridge5094()
     if a.torch_grouped and rc == 0:
         rc = probe_torch_grouped()
+    if a.per_layer and rc == 0:
+        rc = probe_per_layer()
     return rc
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -66,6 +67,7 @@ def evaluate(rows: list[dict]) -> list[dict]:
     sys.path.insert(0, str(ROOT))
     from primus_launch.plan import Plan
     from primus_launch.projection.band import band_dims
+    from primus_launch.projection.cost import calibration as cal
     from primus_launch.projection.dryrun import project_dry_run
 
     out = []
@@ -73,6 +75,9 @@ def evaluate(rows: list[dict]) -> list[dict]:
         plan = Plan.model_validate(row["plan"])
         res = project_dry_run(plan)
         proj = res.tokens_per_sec_per_gpu
+        extra = cal.SOURCE_STEP_OVERHEAD_S.get(row.get("power_limit_machine") or "", 0.0)
+        if extra:  # the source machine's per-step time outside the model (calibration.SOURCE_STEP_OVERHEAD_S)
+            proj *= res.iteration_time_s / (res.iteration_time_s + extra)
         meas = row["measured_tokens_per_sec_per_gpu"]
         g = row.get("groups") or {}
         out.append(dict(id=row["id"], role=row["role"], dense=row["dense"], group=row["source_group"],
@@ -80,6 +85,29 @@ def evaluate(rows: list[dict]) -> list[dict]:
                         held_out=bool(row.get("held_out")), measured=meas, projected=proj,
                         err=(proj - meas) / meas, mfu=res.mfu, convention=row.get("flops_convention") or "",
                         comparison=row.get("comparison", ""), dims=band_dims(plan)))
+    return out
+
+
+SKU_PAIRS = (("gb300", "gb200"), ("b300", "b200"))
+
+
+def sku_pairs(results: list[dict]) -> dict[tuple[str, str], list[tuple[str, float, float]]]:
+    """Rows of one source that differ only in the GPU named in their id (``<src>_<gpu>_<rest>``, e.g. the
+    Megatron-Bridge tables' GB300 and GB200 rows of one model and precision): per (numerator, denominator)
+    GPU pair, (id rest, measured ratio, modelled ratio).  The recipes of a pair may differ (each GPU's
+    published config): the ratio checks the per-SKU terms together with the recipe terms."""
+    by_id = {r["id"]: r for r in results}
+    out: dict[tuple[str, str], list[tuple[str, float, float]]] = {}
+    for num, den in SKU_PAIRS:
+        for rid, r in by_id.items():
+            parts = rid.split("_", 2)
+            if len(parts) < 3 or parts[1] != num:
+                continue
+            o = by_id.get(f"{parts[0]}_{den}_{parts[2]}")
+            if o is None:
+                continue
+            out.setdefault((num, den), []).append((f"{parts[0]}_{parts[2]}", r["measured"] / o["measured"],
+                                                   r["projected"] / o["projected"]))
     return out
 
 
@@ -210,6 +238,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  reference {ref['recipe']}: projected {ref['projected']:.1f} tokens/s/GPU, measured "
           f"{ref['measured']:.1f} ({100 * ref['err']:+.1f}%; target within {100 * REFERENCE_TARGET:.0f}%: "
           f"{'meets' if ref['meets'] else 'MISSES'})")
+    pairs = sku_pairs(results)
+    if pairs:
+        print()
+        print("SKU pairs (same source, model and precision; measured vs modelled throughput ratio)")
+        for (num, den), ps in pairs.items():
+            for rid, m, p in ps:
+                print(f"  {num}/{den} {rid:44s} measured {m:5.3f}  modelled {p:5.3f}  modelled/measured {p / m:5.3f}")
+            g = math.exp(statistics.mean(math.log(p / m) for _, m, p in ps))
+            print(f"  {num}/{den} geometric mean of modelled/measured over {len(ps)} pairs: {g:5.3f}")
     if args.write_bands:
         print(f"wrote {write_bands(results).relative_to(ROOT)}")
     if args.json:

@@ -157,7 +157,8 @@ def test_user_gpu_file_feeds_the_compute_model(tmp_path):
     from primus_launch.projection.hardware.gpus import load_gpu_file
 
     base = get_gpu("h100-sxm").model_dump(exclude={"name", "source", "vendor", "intra_node_link_bw", "tdp_watts",
-                                                   "peak_flops_fp4", "nvlink_domain", "power_limit_w"})
+                                                   "peak_flops_fp4", "nvlink_domain", "power_limit_w",
+                                                   "peak_power_w"})
     lines = []
     for name, clock in (("test-full-clock", 0.9), ("test-half-clock", 0.45)):
         lines.append(f"[gpu.{name}]")

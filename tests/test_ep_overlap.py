@@ -317,3 +317,44 @@ def test_dispatcher_sms_reach_the_walk():
     for p in (p0, p1, p2):
         p.cluster.gpu = "b200"
     assert [it.walk_contention(p, b200) for p in (p0, p1, p2)] == pytest.approx([20 / 148, 32 / 148, 12 / 148])
+
+
+def test_per_layer_probe_inverts_the_iteration_time():
+    """``moe_probe --per-layer`` (the x86 DGX Blackwell Qwen3-235B cases of issue 28): seconds per (layer x micro-batch)
+    times m x L / PP x the interleaved bubble (1 + (PP - 1) / (VPP m)) gives back the iteration time of GBS x seq
+    tokens at the given tokens/s/GPU (closed form), and the line fit is exact on two points.  The cases read the
+    configurations of their sources: Bridge's B200 preset (v0.4.2: TP 1 / PP 8 / EP 8, MBS 1, NCCL all-to-all, no
+    1F1B overlap) and its B300 preset at MBS 2, with the all-to-all at 26.04 and HybridEP at 26.04.01."""
+    import copy
+    import json
+    import sys
+    from pathlib import Path
+
+    from primus_launch.plan import Plan
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from moe_probe import PER_LAYER_CASES, RUNS, _fit, per_layer_mb_seconds
+
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    plans = []
+    for _label, rid, sw, meas, _src in PER_LAYER_CASES:
+        d = copy.deepcopy(rows[rid]["plan"])
+        for k, v in sw.items():
+            sec, f = k.split(".")
+            d[sec][f] = v
+        plan = Plan.model_validate(d)
+        plans.append(plan)
+        s, tokens = per_layer_mb_seconds(plan, meas)
+        t, p = plan.training, plan.parallel
+        m = plan.num_microbatches
+        it = t.global_batch_size * plan.model.seq_length / (meas * plan.world_size)
+        assert s * m * plan.model.num_layers / p.pp * (1 + (p.pp - 1) / (p.vpp * m)) == pytest.approx(it)
+        assert tokens == t.micro_batch_size * plan.model.seq_length / p.tp
+    b200, _, b300_a2a, b300_hep = plans[:4]
+    assert (b200.parallel.tp, b200.parallel.pp, b200.parallel.vpp, b200.parallel.ep, b200.training.micro_batch_size,
+            b200.training.moe_token_dispatcher, b200.training.overlap_moe_expert_parallel_comm) == (
+        1, 8, 1, 8, 1, "alltoall", False)
+    assert (b300_a2a.training.micro_batch_size, b300_a2a.training.moe_token_dispatcher,
+            b300_hep.training.moe_token_dispatcher) == (2, "alltoall", "hybridep")
+    a, b = _fit([(4096.0, 11.0e-3), (8192.0, 17.0e-3)])
+    assert (a, b) == (pytest.approx(5.0e-3), pytest.approx(6.0e-3 / 4096))

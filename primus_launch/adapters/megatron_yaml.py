@@ -171,6 +171,10 @@ class YamlRecipe:
 
 
 def _value(node: yaml.Node) -> Any:
+    """The Python value of a composed node, as ``yaml.safe_load`` gives it.  A scalar is constructed
+    from its resolved tag directly (the safe constructor; a re-serialise and re-load per scalar cost a
+    millisecond each, most of a recipe's read); a collection is re-loaded from its own text, so that
+    the safe constructor's merge-key flattening never edits the composed tree the writer edits."""
     try:
         if not isinstance(node, yaml.ScalarNode):
             return yaml.safe_load(yaml.serialize(node))
@@ -179,7 +183,7 @@ def _value(node: yaml.Node) -> Any:
         if m:
             raw = m.group(2)
             return yaml.safe_load(raw) if raw.strip() else None
-        return yaml.safe_load(yaml.serialize(node))
+        return yaml.constructor.SafeConstructor().construct_document(node)
     except yaml.YAMLError:
         return node.value if isinstance(node, yaml.ScalarNode) else None
 

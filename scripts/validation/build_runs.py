@@ -354,8 +354,8 @@ def extra_rows() -> list[dict]:
 def _cluster_for(gpu: str, gpus: int, gpn: int | None, machine: str | None = None):
     """The row's cluster: GB200 / GB300 NVL72 trays of 4 GPUs in a 72-GPU NVLink domain (the
     hardware DB's defaults), else nodes of ``gpus_per_node``; ``machine``: a power-limited machine whose
-    cap the source does not state (``hardware.power_limit_machine``): its cap as ``scripts/calibrate.py``
-    fitted it (``calibration.SOURCE_POWER_LIMIT_W``; none until it is fitted)."""
+    cap the source does not state (``hardware.power_limit_machine``): the cap its organisation states as its
+    convention (``calibration.SOURCE_POWER_LIMIT_W``)."""
     from primus_launch.plan import Cluster
     from primus_launch.projection.cost import calibration as cal
     from primus_launch.projection.hardware.gpus import get_gpu
@@ -518,18 +518,22 @@ def titan_row(r: dict, role: str, group: str):
                comparison="tokens/s/GPU as published", measured=r["measured"], flops_convention=r.get("flops_convention"),
                assumptions=list(r.get("flags_unknown") or []) + _cap_note(hw),
                dense=not r["architecture"].get("num_experts"), role=role, from_flags=True)
+    if hw.get("power_limit_machine"):
+        row["power_limit_machine"] = hw["power_limit_machine"]   # validate.py: calibration.SOURCE_STEP_OVERHEAD_S
     return row, ""
 
 
 def _cap_note(hw: dict) -> list[str]:
-    """The assumption line of a row whose machine's unstated power cap was calibrated (``_cluster_for``)."""
+    """The assumption line of a row whose machine's power cap the source does not state (``_cluster_for``)."""
     from primus_launch.projection.cost import calibration as cal
 
     m = hw.get("power_limit_machine")
     if not m or m not in cal.SOURCE_POWER_LIMIT_W:
         return []
-    return [f"cluster.power_limit_w = {cal.SOURCE_POWER_LIMIT_W[m]} W: the source's unstated cap, calibrated on "
-            f"{cal.POWER_LIMIT_ROWS[m]} (calibration.SOURCE_POWER_LIMIT_W, scripts/calibrate.py)"]
+    return [f"cluster.power_limit_w = {cal.SOURCE_POWER_LIMIT_W[m]} W: the source's unstated cap, its organisation's "
+            f"stated convention (calibration.SOURCE_POWER_LIMIT_W); plus the machine's per-step time outside the "
+            f"model, calibrated on {cal.POWER_LIMIT_ROWS[m]} (calibration.SOURCE_STEP_OVERHEAD_S, scripts/calibrate.py, "
+            f"added by scripts/validate.py)"]
 
 
 def main() -> int:
@@ -594,7 +598,7 @@ def main() -> int:
            "input": ["shared/validation/published_runs.json", "scripts/validation/current_runs.json"],
            "calibration_rule": ("every third of the older rows (Narayanan, Korthikanti, llm-foundry, TorchTitan) "
                                 "in file order, starting at the second; NeMo, AutoModel and current rows judge, but "
-                                "the one row of each machine whose unstated power cap is fitted on it "
+                                "the one row of each machine whose unpriced per-step time is fitted on it "
                                 "(calibration.POWER_LIMIT_ROWS)"),
            "rows": out, "skipped": skipped}
     fd, tmp = tempfile.mkstemp(dir=OUT.parent, suffix=".tmp")

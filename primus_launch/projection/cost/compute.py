@@ -112,8 +112,7 @@ def hbm_eta(arch: str) -> tuple[float, str]:
 def _gpu(gpu: str) -> tuple[float, float, int, float, str]:
     """(sustained clock, HBM B/s at the streaming efficiency, SMs, bf16 peak, arch)."""
     g = get_gpu(gpu)
-    clk = cal.sustained_clock(gpu, g.sustained_clock_fraction, g.arch) * cal.power_cap_factor(g.power_limit_w,
-                                                                                              g.tdp_watts)
+    clk = cal.compute_clock(g.sustained_clock_fraction, g.arch, g.tdp_watts, g.peak_power_w, g.power_limit_w)
     eta, _ = hbm_eta(g.arch)
     return clk, g.hbm_bw * eta, g.num_sms, g.peak_flops_bf16, g.arch
 

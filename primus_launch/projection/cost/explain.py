@@ -285,6 +285,7 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
                                f"calibrated on calibration rows)"),
         ("sustained clock", f"{cal.sustained_clock(gpu, get_gpu(gpu).sustained_clock_fraction, arch):.3f} "
                             "(calibration.SUSTAINED_CLOCK, power-limited architectures)"),
+        ("power headroom", _power_headroom_line(gpu)),
         ("power cap", _power_cap_line(gpu)),
         ("scale-up domain", f"{scaleup_domain(plan)} GPUs"),
         ("SM contention", _contention_line(plan)),
@@ -292,6 +293,20 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
     if t.precision in ("fp8", "fp4"):
         rows.append(("low-precision recipe", f"{recipe_of(plan)}" + (", FP8 parameter all-gather" if t.fp8_param_gather else "")))
     return rows
+
+
+def _power_headroom_line(gpu: str) -> str:
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    g = get_gpu(gpu)
+    h = cal.power_headroom(g.tdp_watts, g.peak_power_w, g.arch)
+    if h == 1.0:
+        return "none (datasheet peaks stated at the rated power)"
+    clk = cal.sustained_clock(gpu, g.sustained_clock_fraction, g.arch)
+    return (f"rated {g.tdp_watts:g} W, peaks stated at {g.peak_power_w:g} W: compute-bound kernels x {h:.3f} "
+            f"((rated / stated) ** {cal.POWER_CAP_EXPONENT}, calibration.power_headroom), sustained "
+            f"{min(1.0, clk * h):.3f} of the kernel benchmarks (ceiling 1); records triton-gb300-gemm-1400w, "
+            f"mamf-bf16-gb200")
 
 
 def _power_cap_line(gpu: str) -> str:

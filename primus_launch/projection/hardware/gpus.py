@@ -32,6 +32,7 @@ _RANGES = {
     "intra_node_link_bw": (1e6, 1e15, "bytes/s"), "inter_node_bw": (1e6, 1e15, "bytes/s"),
     "host_link_bw": (1e6, 1e15, "bytes/s"), "intra_node_latency_s": (0.0, 1.0, "s"),
     "inter_node_latency_s": (0.0, 1.0, "s"), "tdp_watts": (1.0, 1e5, "W"), "power_limit_w": (1.0, 1e5, "W"),
+    "peak_power_w": (1.0, 1e5, "W"),
     "num_sms": (1, 100_000, "SMs"), "gpus_per_node": (1, 4096, "GPUs"), "nvlink_domain": (1, 2**20, "GPUs"),
 }
 
@@ -61,6 +62,11 @@ class GPUSpec(BaseModel):
         default=None, gt=0,
         description="board power cap the GPU ran at (nvidia-smi --power-limit), W; None = its rated tdp_watts. "
                     "Below tdp_watts it lowers the sustained clock (calibration.power_cap_factor)")
+    peak_power_w: Optional[float] = Field(
+        default=None, gt=0,
+        description="board power at which the datasheet dense BF16 / FP8 peaks are stated, W; None = tdp_watts. "
+                    "A power-limited GPU rated above it (Blackwell Ultra: B200's / GB200's dense peaks at +100 / "
+                    "+200 W) sustains more of its peak in training (calibration.power_headroom)")
     arch: str = Field(default="", description="kernel family: ampere, hopper, blackwell, blackwell_ultra, cdna3, "
                                               "cdna4 ('' = unknown: the cost model uses its Hopper curves)")
     peak_flops_fp4: Optional[float] = Field(default=None, gt=0, description="dense FP4 (NVFP4 / MXFP4) FLOP/s; None = "
@@ -181,9 +187,11 @@ _add(GPUSpec(name="b200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.2
 # FP4 14 PF (Verda "GB300 NVL72 architecture" per-GPU table, dense column; glennklockwood.com B300:
 # HGX B300 dense FP4 13-14 PF); 288 GB HBM3e (270 GB usable per Verda's table), 7.7 TB/s (Verda's table); NVLink 5
 # 900 GB/s per direction; ConnectX-8 SuperNIC 800 Gb/s per GPU = 100 GB/s; PCIe Gen6 x16 128 GB/s.
+# peak_power_w = 1000: the dense BF16 / FP8 peaks are B200's, stated at B200's 1,000 W (the 1.5x of
+# Blackwell Ultra is NVFP4 only); the extra 100 W is power headroom for a power-bound step.
 _add(GPUSpec(name="b300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
              peak_flops_fp4=14e15, hbm_bytes=287428771840, hbm_bw=7.7e12, intra_node_bw=900e9, intra_node_topology="switch",
-             inter_node_bw=100e9, tdp_watts=1100, num_sms=148, host_link_bw=128e9,
+             inter_node_bw=100e9, tdp_watts=1100, peak_power_w=1000, num_sms=148, host_link_bw=128e9,
              source="verda.com/blog/gb300-nvl72-architecture (per-GPU table); glennklockwood.com/garden/processors/B300; "
                     "NVIDIA DGX B300 datasheet (ConnectX-8 800 Gb/s per GPU)",
              hbm_source="a published Megatron trainer log on 8-GPU 288 GB Blackwell Ultra nodes: "
@@ -210,9 +218,12 @@ _add(GPUSpec(name="gb200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.
 # = 152 x 2048 / 32 measured on GB300); max SM clock 2070 MHz and default = max power limit 1400 W
 # (facebookexperimental/triton PR 2023); NVLink 5 domain of 72; 4 GPUs per compute tray with ConnectX-8 800 Gb/s
 # per GPU (72 CX-8 per rack) = 100 GB/s; NVLink-C2C to Grace 450 GB/s per direction.
+# peak_power_w = 1200: the dense BF16 / FP8 peaks (2.5 / 5 PF) are GB200's, stated at GB200's 1,200 W
+# (NVL72 rack 360 PF FP8 dense for both); the extra 200 W is power headroom for a power-bound step.
 _add(GPUSpec(name="gb300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf16=2.5e15, peak_flops_fp8=5e15,
              peak_flops_fp4=15e15, hbm_bytes=287428771840, hbm_bw=8e12, intra_node_bw=900e9, intra_node_topology="switch",
-             inter_node_bw=100e9, tdp_watts=1400, num_sms=152, gpus_per_node=4, nvlink_domain=72, host_link_bw=450e9,
+             inter_node_bw=100e9, tdp_watts=1400, peak_power_w=1200, num_sms=152, gpus_per_node=4, nvlink_domain=72,
+             host_link_bw=450e9,
              host_cpu="grace",
              source="verda.com/blog/gb300-nvl72-architecture; glennklockwood.com/garden/processors/B300 (GB300 NVL72)",
              hbm_source="no published GB300 device report found: the B300's reported 267.69 GiB (same 288 GB of "
