@@ -13,17 +13,24 @@ plus communication, selective-recompute and offload terms that are never negativ
   compute of the layers at the floor of the flags (:func:`~primus_launch.projection.cost.roofline.layer_times_floor`:
   no host launch time, no userbuffers slowdown, no per-micro-batch FP8 weight casts), the
   communication no flag can hide (:func:`tp_floor`: a layer's TP forward collectives, or ``1 / tp`` of
-  them under TP overlap; the embedding's and output layer's TP calls; :func:`ep_floor`: a MoE layer's
-  dispatch + combine where nothing overlaps them), for each of the table's variants (precision, FP8
-  recipe, dispatcher, compile, TP / EP overlap: what those read), every other communication,
-  selective-recompute and offload term at zero, the full recompute's re-run forwards counted; the
-  pipeline's makespan at least ``max_r (head_r + m busy_r + tail_r)``
+  them under TP overlap; the embedding's and output layer's TP calls; :func:`cp_floor`: the CP
+  exchange, off a ring all of it, on a ring the compute its P2P channels displace; :func:`ep_floor`: a
+  MoE layer's dispatch + combine where nothing overlaps them, behind the shared expert the compute its
+  SMs displace, under 1F1B all-to-all overlap the unpaired passes' share and the combined walk's
+  floor ``D - W - TP`` (dispatch + combine beyond the layer's compute and TP collectives); :func:`fsdp_floor`: FSDP's gathers and reduce-scatters beyond the layer's
+  floor pass, plus the compute NCCL's SMs displace while the rest hides), for each of the table's
+  variants (precision, FP8 recipe, dispatcher, compile, TP / EP overlap: what those read), the
+  selective / per-op recompute's re-run module forwards (the structural ``rc_modules``) and the full
+  recompute's re-run forwards counted, offload terms at zero; the pipeline's makespan at least ``max_r (head_r + m busy_r + tail_r)``
   (:func:`~primus_launch.projection.pipeline.simulate.makespan_lower_bound`) with sends at zero.  Each
   term is linear in the feature vector ``x`` (:data:`FEATURES`) with non-negative coefficients of the
   shape (:class:`Shape`), so the bound is ``min_v max_r (H_r + m B_r) . x_v``, a bound of every plan
-  below it because the makespan bound is non-decreasing in every chunk cost.  To it the search adds
-  the floor of what follows the pipeline (:func:`tail_floor`: the DP sync with its whole window free
-  to hide it, at least one bucket exposed, and the optimizer step), least over the table;
+  below it because the makespan bound is non-decreasing in every chunk cost.  A structural candidate
+  taken from the queue is refined (:meth:`BoundModel.refined_variants`) with the floor of what
+  follows the pipeline (:func:`tail_floor`: the DP sync with its whole window free to hide it, at
+  least one bucket exposed, and the optimizer step), and with each stage's sync paired with that
+  stage's own makespan term (``dp_comm.py`` hides it behind one micro-batch's window), least over the
+  table;
 - **time, level 2** (per plan): the plan's exact chunk costs (the projection's own steps) under the
   makespan bound, plus its exact post-pipeline tail (``steps/iteration.py`` ``stage_tails``); only the
   simulation of the schedule is bounded;
@@ -31,7 +38,10 @@ plus communication, selective-recompute and offload terms that are never negativ
   state of the model at the assignment's sharding, averaged over the stages (their sum does not
   depend on the pipeline split; the worst stage holds at least the average), activations, reserve and
   the memory outside the allocator at zero: a plan whose floor fails the verdict's lower edge
-  (``memory/verdict.py``: ``inside (1 + low) > usable``) is ``does not fit`` whatever else it sets.
+  (``memory/verdict.py``: ``inside (1 + low) > usable``) is ``does not fit`` whatever else it sets;
+  then, for a candidate the search takes, per memory group (:func:`memory_key`: the flags the memory
+  model reads) the pre-filter's own bytes inside the allocator plus the least outside it
+  (:meth:`BoundModel.group_out`): one pricing per group instead of one per plan.
 
 Structural candidates whose chunk costs hold a term that may be negative (FSDP synchronised every
 micro-batch under pipelining: ``steps/stage.py``'s chunk-end edge) are never bounded at level 1
@@ -46,7 +56,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 import numpy as np
 
-from primus_launch.plan import Plan
+from primus_launch.plan import RECOMPUTE_MODULES, Plan
 from primus_launch.projection.layer_times import LayerTimes
 from primus_launch.projection.pipeline.simulate import SPLIT_BACKWARD, makespan_lower_bound
 from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, apply_knobs
@@ -57,10 +67,24 @@ from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, apply_knobs
 #: embedding's and output layer + loss's TP calls (exact: nothing hides them); a MoE layer's EP
 #: dispatch + combine where nothing overlaps them (0 where something may); ``epx``: under Megatron's
 #: 1F1B all-to-all overlap, what a MoE layer's dispatch + combine add beyond its compute at least
-#: (counted in the stages' busy time only)
+#: (counted in the stages' busy time only); ``fsdp_*``: what FSDP's parameter gathers / gradient
+#: reduce-scatters of a dense (``d``) and a MoE (``m``) full-attention layer take beyond that layer's
+#: floor compute, forward / backward (:func:`fsdp_floor`); ``epu_*``: under 1F1B all-to-all overlap a
+#: MoE layer's raw dispatch + combine, of which the passes the schedule cannot pair leave
+#: :func:`~primus_launch.projection.cost.ep_comm.unpaired_fraction` exposed (scaled per structural
+#: group by :meth:`BoundModel.scale`); ``fsdp_*w*``: a window layer's FSDP floor (its exposure is
+#: priced beside its full-attention kind's pass); ``cp_*``: a layer's CP exchange that stays exposed;
+#: ``sel_{d,m}_<module>``: the forward seconds selective recompute re-runs of that module of a dense / MoE
+#: layer (``cost/recompute.py`` ``recompute_modules_fwd``: a sum of the layer's parts), ``_op`` TorchTitan's
+#: per-op recompute (the non-matmul ops and every second mm); ``perm_m`` / ``unperm_m``: a MoE layer's
+#: token permute / unpermute forward + input-gradient seconds (no coefficient: read by :func:`ep_floor`,
+#: checked below the roofline's with the others)
 FEATURES = ("d_f", "d_bi", "d_bw", "m_f", "m_bi", "m_bw", "dw_f", "dw_bi", "dw_bw", "mw_f", "mw_bi", "mw_bw",
             "emb_f", "emb_bi", "emb_bw", "head_f", "head_bi", "head_bw", "mtp_f", "mtp_bi", "mtp_bw",
-            "tp_f", "tp_b", "tpm_f", "tpm_b", "embtp_f", "embtp_b", "headtp_f", "headtp_b", "ep_f", "ep_b", "epx")
+            "tp_f", "tp_b", "tpm_f", "tpm_b", "embtp_f", "embtp_b", "headtp_f", "headtp_b", "ep_f", "ep_b", "epx",
+            "fsdp_df", "fsdp_db", "fsdp_mf", "fsdp_mb", "epu_f", "epu_b",
+            "fsdp_dwf", "fsdp_dwb", "fsdp_mwf", "fsdp_mwb", "cp_f", "cp_b", "epxw", "perm_m", "unperm_m") + tuple(
+    f"sel_{k}_{mod}" for k in ("d", "m") for mod in RECOMPUTE_MODULES + ("op",))
 X = {name: i for i, name in enumerate(FEATURES)}
 K = len(FEATURES)
 KIND = {(False, False): X["d_f"], (True, False): X["m_f"], (False, True): X["dw_f"], (True, True): X["mw_f"]}
@@ -71,15 +95,26 @@ F = {a: i for i, a in enumerate(AXES[N_STRUCT:])}
 #: sets at their floor) and TP / EP communication overlap (the communication floors' form): a table's
 #: variants
 VARIANT_FLAGS = ("precision", "fp8_recipe", "dispatcher", "compile", "tp_comm_overlap", "ep_overlap")
+#: the flags each part of the floor features reads (:meth:`BoundModel.floor_features`)
+LT_FLAGS = ("precision", "fp8_recipe", "dispatcher", "compile")
+TP_FLAGS = ("precision", "fp8_recipe", "tp_comm_overlap")
+EP_FLAGS = ("precision", "fp8_recipe", "dispatcher", "ep_overlap")
 #: the execution flags the static memory (weights, gradients, optimizer state) reads
 STATIC_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments")
+#: the execution flags the memory inside the caching allocator reads (``memory/mcore.py`` ``mcore_args``
+#: of a Megatron plan: CUDA graphs only as a full-iteration graph; ``memory/estimate.py`` ``titan_args``
+#: of a TorchTitan plan: precision and compile) and those the memory outside it reads (``plan_outside_bytes``)
+MEMORY_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments", "offload_layers",
+                "offload_modules", "ep_overlap", "cuda_graph_impl", "cuda_graph_scope", "compile")
+TITAN_MEMORY_FLAGS = ("precision", "compile")
+OUTSIDE_FLAGS = ("precision", "dispatcher", "tp_comm_overlap")
 #: the execution flags the post-pipeline floor (DP sync, optimizer step) reads
 TAIL_FLAGS = STATIC_FLAGS + ("overlap_grad_reduce", "overlap_param_gather")
 #: the structural axes the layer times read (with the variant)
 LAYER_AXES = ("tp", "cp", "ep", "etp", "sp", "mbs")
 #: the structural axes the shape reads (layers per chunk, schedule, full recompute)
 SHAPE_AXES = ("pp", "vpp", "first_stage_layers", "last_stage_layers", "acc_embedding", "acc_loss", "layout",
-              "schedule", "rc_granularity", "rc_method", "rc_layers")
+              "schedule", "rc_granularity", "rc_method", "rc_layers", "rc_modules")
 #: the structural axes the static memory reads (the data-parallel size through tp, cp and pp)
 MEMORY_AXES = ("tp", "etp", "ep", "pp", "cp", "dp_sharding", "dp_replicate")
 #: the structural axes the post-pipeline floor reads (the stages' parameters: the split too)
@@ -95,6 +130,13 @@ def pass_features(lt: LayerTimes) -> np.ndarray:
     """The feature vector of ``lt``, with ``steps/stage.py``'s fallbacks (a MoE layer without its own
     times is priced as a dense one, a window layer as its full-attention kind; no MTP extra: 0)."""
     x = np.zeros(K)
+    if lt.parts:
+        for k, kind in (("d", "dense"), ("m", "moe")):
+            for mod in RECOMPUTE_MODULES:
+                x[X[f"sel_{k}_{mod}"]] = lt.part(kind, mod).fwd_s
+            x[X[f"sel_{k}_op"]] = lt.part(kind, "non_matmul").fwd_s + lt.part(kind, "op_sac_mm").fwd_s
+        for name, key in (("perm_m", "moe_permute"), ("unperm_m", "moe_unpermute")):
+            x[X[name]] = lt.part("moe", key).fwd_s + lt.part("moe", key).bwd_input_s
     d0 = lt.dense_layer
     mo0 = lt.moe_layer or d0
     for name, pt in (("d", d0), ("m", mo0), ("dw", lt.dense_window_layer or d0), ("mw", lt.moe_window_layer or mo0),
@@ -127,6 +169,8 @@ def build_shape(plan: Plan) -> Shape:
     m, p = plan.model, plan.parallel
     pp, vpp = p.pp, p.vpp
     r_ = plan.training.recompute
+    sel = ([f"_{mod}" for mod in r_.modules] if r_.granularity == "selective" else
+           ["_op"] if r_.granularity == "op" else [])
     chunks = plan.chunk_layout()
     mtp_ids = plan.chunk_mtp_ids() if (r_.granularity == "full" and r_.method == "layer_ids") else None
     last = (m.is_moe_layer(m.num_layers - 1), m.is_window_layer(m.num_layers - 1))
@@ -148,11 +192,22 @@ def build_shape(plan: Plan) -> Shape:
                 if kk[0]:
                     f[X["ep_f"]] += 1
                     b[X["ep_b"]] += 1
+                    f[X["epu_f"]] += 1
+                    b[X["epu_b"]] += 1
+                for mod in sel:
+                    b[X["sel_" + ("m" if kk[0] else "d") + mod]] += 1
+                fk = "fsdp_" + ("m" if kk[0] else "d") + ("w" if kk[1] else "")
+                f[X[fk + "f"]] += 1
+                b[X[fk + "b"]] += 1
+                f[X["cp_f"]] += 1
+                b[X["cp_b"]] += 1
             for kk in rec:
                 b[KIND[kk]] += 1
                 b[X["tpm_f" if kk[0] else "tp_f"]] += 1
+                b[X["cp_f"]] += 1
                 if kk[0]:
                     b[X["ep_f"]] += 1
+                    b[X["epu_f"]] += 1
             if ch.mtp:
                 f[X["mtp_f"]] += ch.mtp
                 b[X["mtp_bi"]] += ch.mtp
@@ -173,7 +228,10 @@ def build_shape(plan: Plan) -> Shape:
     busy = (fw + bk).sum(axis=1)
     for r in range(pp):
         for c in range(vpp):
-            busy[r, X["epx"]] += sum(1 for i in chunks[r][c].layers if m.is_moe_layer(i)) + (chunks[r][c].mtp if last[0] else 0)
+            ch = chunks[r][c]
+            for kk in [(m.is_moe_layer(i), m.is_window_layer(i)) for i in ch.layers] + [last] * ch.mtp:
+                if kk[0]:
+                    busy[r, X["epxw" if kk[1] else "epx"]] += 1
     ends = np.zeros((pp, K))
     fused = pp <= 1 or plan.training.pipeline_schedule not in SPLIT_BACKWARD
     head = np.zeros(K)
@@ -188,6 +246,14 @@ def build_shape(plan: Plan) -> Shape:
 def exact_bound(plan: Plan) -> float:
     """Level 2 (module doc): the makespan bound on ``plan``'s exact chunk costs plus its exact
     post-pipeline tail; at most the dry-run's iteration time of ``plan``."""
+    return exact_bound_key(plan)[0]
+
+
+def exact_bound_key(plan: Plan) -> tuple[float, tuple]:
+    """:func:`exact_bound` and everything the dry-run's iteration time of ``plan`` reads after its chunk
+    costs: the schedule, its degrees, micro-batches and groups, the chunk costs, the send and the
+    post-pipeline tails (``steps/schedule.py``, ``steps/iteration.py``).  Two plans of one structural
+    candidate with equal keys have equal iteration times (``tests/test_tuner_bounds.py``)."""
     from primus_launch.projection.cost.roofline import layer_times_roofline
     from primus_launch.projection.hardware.gpus import resolve_power_cap
     from primus_launch.projection.steps.iteration import stage_tails
@@ -200,9 +266,12 @@ def exact_bound(plan: Plan) -> float:
     s = setup(run, layer_times_roofline(run))
     st = stage_costs(s, layer_costs(s))
     p = run.parallel
-    ms = makespan_lower_bound(schedule_name(run), p.pp, p.vpp, run.num_microbatches,
-                              [[q.cost() for q in row] for row in st.chunks], st.p2p_s)
-    return ms + max(t.dp_s + t.optimizer_s for t in stage_tails(s, st))
+    costs = [[q.cost() for q in row] for row in st.chunks]
+    ms = makespan_lower_bound(schedule_name(run), p.pp, p.vpp, run.num_microbatches, costs, st.p2p_s)
+    tails = tuple((t.dp_s, t.optimizer_s) for t in stage_tails(s, st))
+    key = (schedule_name(run), p.pp, p.vpp, run.num_microbatches, p.microbatch_group if run.framework == "megatron" else None,
+           tuple(tuple((c.fwd_s, c.bwd_input_s, c.bwd_weight_s) for c in row) for row in costs), st.p2p_s, tails)
+    return ms + max(a + b for a, b in tails), key
 
 
 def _lt_part(plan: Plan, x: np.ndarray) -> None:
@@ -217,8 +286,71 @@ def plan_floor_features(plan: Plan) -> np.ndarray:
     x = np.zeros(K)
     _lt_part(plan, x)
     tp_floor(plan, x)
+    cp_floor(plan, x)
     ep_floor(plan, x)
+    fsdp_floor(plan, x)
     return x
+
+
+def fsdp_floor(plan: Plan, x: np.ndarray) -> None:
+    """The FSDP features of ``plan`` into ``x`` (``dp_sharding = "full"`` over more than one rank).
+
+    ``cost/fsdp.py`` ``fsdp_layer_exposed`` leaves ``c - min(c, pass)`` of a layer's gathers ``c``
+    exposed beside that layer's own pass time (``pass``: the forward for the all-gather; the
+    input- plus weight-gradient for the backward's re-gather and reduce-scatter), plus SM and NIC
+    terms that are never negative.  So the layer's pass plus its exposed FSDP is at least
+    ``g(pass) = max(pass, c) + lam min(pass, c)`` (``lam``: the compute rate NCCL's SMs take from the
+    pass while the hidden part runs, ``cost/contention.py`` ``displaced``), non-decreasing in
+    ``pass``, so at least ``g(pass_floor)``: the features hold its excess over the floor layer times
+    (:func:`~primus_launch.projection.cost.roofline.layer_times_floor`) for a full-attention layer.  A
+    window layer is charged its full-attention kind's exposure ``c - min(c, P) + lam min(c, P)``
+    beside a pass of its own, at least ``lam c`` whatever ``P`` (``fsdp_*w*``).  The gathers at their least over the variant: FP8 parameter
+    gather on and off (``fsdp_bytes``).  Under torch pipelining with the stage as FSDP root
+    (``fsdp_pp_grad_sync = "schedule"``) the reduce-scatter is after the pipeline (in
+    :func:`tail_floor`'s sync) and a gather not resharded after forward is spread over the
+    micro-batches: 0 there; synced every micro-batch, the candidate is not bounded at level 1
+    (:meth:`BoundModel.unsupported`)."""
+    p = plan.parallel
+    if p.dp_sharding != "full":
+        return
+    from primus_launch.projection.cost.fsdp import fsdp_reshards_after_forward, fsdp_unit_comm
+    from primus_launch.projection.cost.roofline import layer_times_floor
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    lay = layout(plan)
+    if lay.dp_shard.size <= 1:
+        return
+    if p.pp > 1 and p.fsdp_pp_grad_sync == "microbatch":
+        return
+    spec = get_gpu(plan.cluster.gpu)
+    reshard = fsdp_reshards_after_forward(plan)
+    schedule_sync = p.pp > 1 and p.fsdp_pp_grad_sync == "schedule"
+    if schedule_sync and not reshard:
+        return
+    t = plan.training
+    plans = [plan]
+    if t.precision in ("fp8", "fp4"):   # the gathers' element: FP8 with fp8_param_gather, else BF16
+        plans.append(plan.model_copy(update={"training": t.model_copy(update={"fp8_param_gather": not t.fp8_param_gather})}))
+    from primus_launch.projection.cost import contention as con
+
+    lam = con.lost_fraction(con.NCCL_SMS, spec.num_sms, spec.arch)
+    lt = layer_times_floor(plan)
+    for moe, pt, nf, nb in ((False, lt.dense_layer, "fsdp_df", "fsdp_db"), (True, lt.moe_layer, "fsdp_mf", "fsdp_mb")):
+        if pt is None or (moe and not plan.model.is_moe):
+            continue
+        ag = rs = float("inf")
+        for q in plans:
+            ag_d, ag_e, rs_d, rs_e = fsdp_unit_comm(q, spec, lay, moe)
+            ag, rs = min(ag, ag_d + ag_e), min(rs, rs_d + rs_e)
+        if schedule_sync:
+            rs = 0.0
+        bwd = (ag if reshard else 0.0) + rs
+        pf, pb = pt.fwd_s, pt.bwd_input_s + pt.bwd_weight_s
+        x[X[nf]] = max(0.0, ag - pf) + lam * min(ag, pf)
+        x[X[nb]] = max(0.0, bwd - pb) + lam * min(bwd, pb)
+        x[X[nf[:-1] + "wf"]] = lam * ag
+        x[X[nb[:-1] + "wb"]] = lam * bwd
 
 
 def tp_floor(plan: Plan, x: np.ndarray) -> None:
@@ -246,25 +378,66 @@ def tp_floor(plan: Plan, x: np.ndarray) -> None:
                                                    {"tp": lay.tp})
 
 
+def cp_floor(plan: Plan, x: np.ndarray) -> None:
+    """The CP features of ``plan`` into ``x``: a layer's CP exchange (``cost/cp_comm.py``
+    ``cp_layer_comm``) is all exposed off a ring; on a ring ``steps/layer.py`` leaves
+    ``c - h + lam h`` with ``h = min(c, attention core)`` (``lam``: the compute rate the ring's P2P
+    channels take, ``cost/contention.py``), at least ``lam c`` whatever the core's time."""
+    if plan.parallel.cp <= 1:
+        return
+    from primus_launch.projection.cost import contention as con
+    from primus_launch.projection.cost.cp_comm import cp_layer_comm, cp_ring
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    spec, lay = get_gpu(plan.cluster.gpu), layout(plan)
+    f, b = cp_layer_comm(plan, spec, lay)
+    if cp_ring(plan):
+        lam = con.lost_fraction(con.NCCL_SMS if lay.cp.nodes <= 1 else 2, spec.num_sms, spec.arch)
+        f, b = lam * f, lam * b
+    x[X["cp_f"]], x[X["cp_b"]] = f, b
+
+
+def _tp_cp_part(plan: Plan, x: np.ndarray) -> None:
+    tp_floor(plan, x)
+    cp_floor(plan, x)
+
+
 def ep_floor(plan: Plan, x: np.ndarray) -> None:
     """The EP features of ``plan`` into ``x``: without shared-expert or 1F1B all-to-all overlap a MoE
     layer's dispatch + combine are all exposed (``cost/ep_comm.py`` ``ep_exposed`` returns them raw;
-    ``steps/layer.py`` adds the SMs of the hidden part, 0 here): exactly the raw seconds; with either
-    overlap 0 (a floor)."""
+    ``steps/layer.py`` adds the SMs of the hidden part, 0 here): exactly the raw seconds; with
+    shared-expert overlap alone ``c - h + lam h`` (``h``: the part the shared expert hides, ``lam``: the
+    compute rate the dispatcher's SMs take), at least ``lam c``; with both overlaps 0 (a floor); with 1F1B all-to-all overlap ``ep_exposed`` charges
+    ``u raw + (1 - u) paired`` (``u``: ``unpaired_fraction``), so a layer's pass plus its exposed EP is
+    at least ``compute_floor + u raw + (1 - u) epx``: the raw seconds in ``epu_*`` and ``epx`` below,
+    scaled by ``u`` and ``1 - u`` where the group's pipeline and micro-batches are known
+    (:meth:`BoundModel.scale`)."""
     if not plan.model.is_moe:
         return
     t = plan.training
-    if t.moe_shared_expert_overlap:
-        return
     from primus_launch.projection.cost.ep_comm import ep_layer_comm
     from primus_launch.projection.cost.roofline import layer_times_floor
     from primus_launch.projection.hardware.gpus import get_gpu
     from primus_launch.projection.hardware.placement import layout
 
-    raw = ep_layer_comm(plan, get_gpu(plan.cluster.gpu), layout(plan))
+    spec = get_gpu(plan.cluster.gpu)
+    if t.moe_shared_expert_overlap:
+        if not t.overlap_moe_expert_parallel_comm:
+            # behind the shared expert: c - h + lam h with h = min(c, shared expert), at least lam c
+            from primus_launch.projection.cost import contention as con
+
+            lam = con.lost_fraction(con.ep_sms(t.moe_token_dispatcher), spec.num_sms, spec.arch)
+            f, b = ep_layer_comm(plan, spec, layout(plan))
+            x[X["ep_f"]], x[X["ep_b"]] = lam * f, lam * b
+        return
+    raw = ep_layer_comm(plan, spec, layout(plan))
     if not t.overlap_moe_expert_parallel_comm:
         x[X["ep_f"]], x[X["ep_b"]] = raw
         return
+    # the passes the schedule cannot pair keep all of it (ep_exposed: u f + (1 - u) paired), scaled
+    # by u per structural group (BoundModel.scale); the paired share below by 1 - u
+    x[X["epu_f"]], x[X["epu_b"]] = raw
     lt = layer_times_floor(plan)
     if plan.framework != "megatron" or lt.moe_layer is None:
         return
@@ -276,10 +449,48 @@ def ep_floor(plan: Plan, x: np.ndarray) -> None:
     # communication stream (cost/ep_comm.py moe_layer_pair) while the bound counts them on their own
     from primus_launch.projection.cost.tp_comm import tp_layer_comm
 
-    spec = get_gpu(plan.cluster.gpu)
     tp = sum(tp_layer_comm(plan, spec, layout(plan), moe=True)) if plan.parallel.tp > 1 else 0.0
     longest = max(lt.moe_layer.total_s, (lt.moe_window_layer or lt.moe_layer).total_s)
     x[X["epx"]] = max(0.0, raw[0] + raw[1] - longest - tp)
+    if t.moe_token_dispatcher == "deepep":
+        # DeepEP's permutes stay in the mlp node (ep_comm.moe_layer_pair: nothing moved onto the
+        # communication stream, permutes_on_comm 0): n layer pairs of the walk from empty streams
+        # (exposed_per_step, of which the paired exposure is at least the per-layer share) run their
+        # dispatches and combines (D = the raw seconds each) one after another on the communication
+        # stream while every compute node beside them keeps at most 1 - c of its rate (c:
+        # walk_contention; whole-GPU parts 0), so T >= n W + c n D: the paired exposure is at least
+        # c D, for a MoE layer and for a window MoE layer charged the MoE kind's exposure
+        from primus_launch.projection.cost.ep_comm import walk_contention
+
+        cd = walk_contention(plan, spec) * (raw[0] + raw[1])
+        x[X["epx"]] = max(x[X["epx"]], cd)
+        x[X["epxw"]] = cd
+    elif t.moe_token_dispatcher in ("alltoall", "hybridep") and lt.parts:
+        # the permutes P the walk moves onto the communication stream (ep_comm.permutes_on_comm:
+        # the unpermute, HybridEP also the permute) make its comm D + P and come off its exposure:
+        # paired >= c (D + P) - P, so a MoE layer's pass plus its paired exposure is at least
+        # W + c D - (1 - c) P >= W_floor + c D - (1 - c) P_floor (the layer's other parts and its
+        # permutes each at least their floor, 1 - c <= 1)
+        from primus_launch.projection.cost.ep_comm import walk_contention
+
+        pf = pass_features(lt)
+        perm = pf[X["unperm_m"]] + (pf[X["perm_m"]] if t.moe_token_dispatcher == "hybridep" else 0.0)
+        c = walk_contention(plan, spec)
+        x[X["epx"]] = max(x[X["epx"]], c * (raw[0] + raw[1]) - (1.0 - c) * perm)
+
+
+def tail_stages(plan: Plan, window: float) -> list[float]:
+    """Per stage the DP sync after the pipeline with ``window`` seconds of forward and of backward
+    free to hide it (``cost/dp_comm.py`` ``dp_grad_sync``) plus the optimizer step."""
+    from primus_launch.projection.cost.dp_comm import dp_grad_sync, held_parameters
+    from primus_launch.projection.cost.optimizer import optimizer_step_s
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.memory.params import stage_parameter_split
+
+    spec, lay = get_gpu(plan.cluster.gpu), layout(plan)
+    return [dp_grad_sync(plan, spec, lay, sp_, window, window) + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_))
+            for sp_ in stage_parameter_split(plan)]
 
 
 def tail_floor(plan: Plan) -> float:
@@ -293,10 +504,25 @@ def tail_floor(plan: Plan) -> float:
     from primus_launch.projection.hardware.placement import layout
     from primus_launch.projection.memory.params import stage_parameter_split
 
-    spec, lay = get_gpu(plan.cluster.gpu), layout(plan)
-    inf = float("inf")
-    return max(dp_grad_sync(plan, spec, lay, sp_, inf, inf) + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_))
-               for sp_ in stage_parameter_split(plan))
+    return max(tail_stages(plan, float("inf")))
+
+
+def memory_key(framework: str, f: tuple) -> tuple:
+    """What of flag tuple ``f`` the memory inside the allocator reads (:data:`MEMORY_FLAGS`)."""
+    if framework == "torchtitan":
+        return pick(f, TITAN_MEMORY_FLAGS, F)
+    k = pick(f, MEMORY_FLAGS[:8], F)
+    return k + (f[F["cuda_graph_impl"]] == "local" and "full_iteration" in f[F["cuda_graph_scope"]],)
+
+
+def _memory_saving_first(k: tuple) -> tuple:
+    """Sort key of a :data:`MEMORY_FLAGS` value: the most offloading, FP8 and fewest CUDA graphs first
+    (only an order of trial: :meth:`BoundModel.memory_scan`'s answer does not depend on it)."""
+    if len(k) == len(TITAN_MEMORY_FLAGS):
+        return (k[0] != "fp8", repr(k))
+    d = dict(zip(MEMORY_FLAGS[:8] + ("full_graph",), k))
+    return (-(d["offload_layers"] or 0), -(d["optimizer_offload"] or 0.0), -len(d["offload_modules"] or ()),
+            d["precision"] != "fp8", bool(d["ep_overlap"]), bool(d["full_graph"]), repr(k))
 
 
 class BoundModel:
@@ -311,10 +537,20 @@ class BoundModel:
         self._mem: dict[tuple, float] = {}
         self._nmb: dict[tuple, int] = {}
         self._tail: dict[tuple, float] = {}
+        self._tail0: dict[tuple, np.ndarray] = {}
+        self._inside: dict[tuple, float] = {}
+        self._outside: dict[tuple, float] = {}
+        self._outg: dict[int, list] = {}
+        self._memg: dict[int, dict] = {}
+        self._fit_recent: list[tuple] = []
         self._rows: dict[tuple, np.ndarray] = {}
         self._p_lt: dict[tuple, np.ndarray] = {}
         self._p_tp: dict[tuple, np.ndarray] = {}
         self._p_ep: dict[tuple, np.ndarray] = {}
+        self._p_fsdp: dict[tuple, np.ndarray] = {}
+        self._vparts: dict[int, list] = {}
+        self._vsets: dict[tuple, int] = {}
+        self._vset_of: dict[int, int] = {}
         self.variants = [self._group(t, VARIANT_FLAGS) for t in space.tables]
         self.statics = [self._group(t, STATIC_FLAGS) for t in space.tables]
         self.tails = [self._group(t, TAIL_FLAGS) for t in space.tables]
@@ -332,21 +568,53 @@ class BoundModel:
         """The plan of structural values ``h`` and flags ``f``."""
         return apply_knobs(self.plan, Knobs(*h, *f))
 
+    @staticmethod
+    def row_key(h: tuple) -> tuple:
+        """What the floor features of structural values ``h`` read besides the flags: the layer axes,
+        and under FSDP (``dp_sharding = "full"``) the pipeline and replicate degrees (its shard group
+        and resharding)."""
+        lk = pick(h, LAYER_AXES, S)
+        if h[S["dp_sharding"]] == "full":
+            return lk + (h[S["pp"]], h[S["dp_replicate"]])
+        return lk + (None, None)
+
+    def _vset(self, c: int) -> int:
+        """The id of table ``c``'s compute variants (tables with the same variants share their rows)."""
+        v = self._vset_of.get(c)
+        if v is None:
+            v = self._vset_of[c] = self._vsets.setdefault(tuple(self.variants[c]), len(self._vsets))
+        return v
+
+    def _parts(self, c: int) -> list[tuple[tuple, tuple, tuple, tuple, tuple]]:
+        """Per compute variant of table ``c``: its key and the keys of its four parts' flags, and a
+        flag tuple holding it (cached)."""
+        v = self._vparts.get(c)
+        if v is None:
+            v = self._vparts[c] = [(vk, pick(f, LT_FLAGS, F), pick(f, TP_FLAGS, F), pick(f, EP_FLAGS, F), f)
+                                   for vk, f in self.variants[c].items()]
+        return v
+
     def floor_features(self, h: tuple, f: tuple) -> np.ndarray:
-        """:func:`plan_floor_features` of the plan of ``h`` and ``f``, from three caches keyed by what
+        """:func:`plan_floor_features` of the plan of ``h`` and ``f``, from four caches keyed by what
         each part reads: the floor layer times (layer key, precision, FP8 recipe, dispatcher, compile),
         the TP floor (layer key, precision, FP8 recipe, TP overlap), the EP floor (layer key,
-        precision, FP8 recipe, dispatcher, EP overlap); ``tests/test_tuner_bounds.py`` checks the sum
-        equals :func:`plan_floor_features` on sampled plans."""
-        lk = pick(h, LAYER_AXES, S)
-        key = lk + pick(f, VARIANT_FLAGS, F)
+        precision, FP8 recipe, dispatcher, EP overlap), the FSDP floor (:meth:`row_key`, the layer
+        times' flags); ``tests/test_tuner_bounds.py`` checks the sum equals :func:`plan_floor_features`
+        on sampled plans."""
+        return self._features(h, self.row_key(h), pick(f, VARIANT_FLAGS, F), pick(f, LT_FLAGS, F),
+                              pick(f, TP_FLAGS, F), pick(f, EP_FLAGS, F), f)
+
+    def _features(self, h: tuple, rk: tuple, vk: tuple, lk_f: tuple, tp_f: tuple, ep_f: tuple, f: tuple) -> np.ndarray:
+        key = (rk, vk)
         x = self._lt.get(key)
         if x is None:
+            lk = rk[:-2]
             x = np.zeros(K)
-            for part, flags, fn in ((self._p_lt, ("precision", "fp8_recipe", "dispatcher", "compile"), _lt_part),
-                                    (self._p_tp, ("precision", "fp8_recipe", "tp_comm_overlap"), tp_floor),
-                                    (self._p_ep, ("precision", "fp8_recipe", "dispatcher", "ep_overlap"), ep_floor)):
-                pk = lk + pick(f, flags, F)
+            for part, pk, fn in ((self._p_lt, (lk, lk_f), _lt_part), (self._p_tp, (lk, tp_f), _tp_cp_part),
+                                 (self._p_ep, (lk, ep_f), ep_floor),
+                                 (self._p_fsdp, (rk, lk_f) if rk[-2] is not None else None, fsdp_floor)):
+                if pk is None:
+                    continue
                 v = part.get(pk)
                 if v is None:
                     v = np.zeros(K)
@@ -375,6 +643,19 @@ class BoundModel:
             n = self._nmb[key] = self.probe(h, self.space.tables[0][0]).num_microbatches
         return n
 
+    @staticmethod
+    def scale(pp: int, vpp: int, nmb: int) -> np.ndarray:
+        """Per feature, its factor at a pipeline of ``pp`` x ``vpp`` chunks and ``nmb`` micro-batches:
+        ``epu_*`` by the unpaired fraction ``u`` of 1F1B all-to-all overlap, ``epx*`` by ``1 - u``
+        (:func:`ep_floor`), the others 1."""
+        from primus_launch.projection.cost.ep_comm import unpaired_fraction
+
+        u = unpaired_fraction(pp, vpp, nmb)
+        v = np.ones(K)
+        v[X["epu_f"]] = v[X["epu_b"]] = u
+        v[X["epx"]] = v[X["epxw"]] = 1.0 - u
+        return v
+
     def unsupported(self, h: tuple) -> bool:
         """True where a chunk cost may hold a negative term (module doc): never bounded at level 1."""
         p = self.plan.parallel
@@ -391,59 +672,130 @@ class BoundModel:
         vs = self.variants[self.space.ctx[s]]
         if self.unsupported(h):
             return np.zeros(len(vs))
-        xs = self.variant_rows(h, self.space.ctx[s])
+        n = self.nmb(h)
+        xs = self.variant_rows(h, self.space.ctx[s]) * self.scale(h[S["pp"]], h[S["vpp"]], n)
         sh = self.shape(h, next(iter(vs.values())))
-        return sh.makespan_lb(xs, np.full(len(xs), self.nmb(h)))
+        return sh.makespan_lb(xs, np.full(len(xs), n))
 
-    def variant_rows(self, h: tuple, c: int) -> np.ndarray:
-        """(variants, K): the floor features of each compute variant of table ``c`` at ``h``'s layer key."""
-        key = (pick(h, LAYER_AXES, S), c)
+    def variant_rows(self, h: tuple, c: int, rk: tuple | None = None) -> np.ndarray:
+        """(variants, K): the floor features of each compute variant of table ``c`` at ``h``'s
+        :meth:`row_key` (unscaled)."""
+        rk = self.row_key(h) if rk is None else rk
+        key = (rk, self._vset(c))
         m = self._rows.get(key)
         if m is None:
-            m = self._rows[key] = np.stack([self.floor_features(h, f) for f in self.variants[c].values()])
+            m = self._rows[key] = np.stack([self._features(h, rk, *pk) for pk in self._parts(c)])
         return m
 
     def level1_all(self) -> np.ndarray:
-        """:meth:`level1` of every structural candidate, grouped: the bound of each distinct (layer
+        """:meth:`level1` of every structural candidate, grouped: the bound of each distinct (row
         key, flag table, shape, micro-batches) once, per shape for all its groups at once."""
         sp = self.space
         lk_of = itemgetter(*(S[a] for a in LAYER_AXES))
         sk_of = itemgetter(*(S[a] for a in SHAPE_AXES))
         nk_of = itemgetter(S["tp"], S["cp"], S["pp"], S["mbs"])
-        groups: dict[tuple, list[int]] = {}
+        i_full, i_pp, i_rep = S["dp_sharding"], S["pp"], S["dp_replicate"]
+        unsup = self.plan.parallel.fsdp_pp_grad_sync == "microbatch"
         nmb_of: dict[tuple, int] = {}
+        gid: dict[tuple, int] = {}          # group key -> group
+        g_block, g_shape, g_n = [], [], []  # per group: its row block, shape, micro-batches
+        blocks: dict[tuple, int] = {}       # (row key, table) -> block
+        b_start, b_len, mats = [], [], []
+        shapes: dict[tuple, int] = {}
+        shape_h: list[tuple] = []
+        of = np.full(len(sp.structs), -1, dtype=np.int64)
+        at = 0
         for s, h in enumerate(sp.structs):
-            if self.unsupported(h):
-                key = ("unsupported",)
-            else:
-                nk = nk_of(h)
-                n = nmb_of.get(nk)
-                if n is None:
-                    n = nmb_of[nk] = self.nmb(h)
-                key = (lk_of(h), sp.ctx[s], sk_of(h), n)
-            groups.setdefault(key, []).append(s)
+            full = h[i_full] == "full"
+            if unsup and full and h[i_pp] > 1:
+                continue
+            nk = nk_of(h)
+            n = nmb_of.get(nk)
+            if n is None:
+                n = nmb_of[nk] = self.nmb(h)
+            rk = lk_of(h) + ((h[i_pp], h[i_rep]) if full else (None, None))
+            c = sp.ctx[s]
+            sk = sk_of(h)
+            key = (rk, c, sk, n)
+            g = gid.get(key)
+            if g is None:
+                g = gid[key] = len(g_block)
+                bkey = (rk, self._vset(c))
+                bk = blocks.get(bkey)
+                if bk is None:
+                    bk = blocks[bkey] = len(b_start)
+                    m = self.variant_rows(h, c, rk)
+                    b_start.append(at)
+                    b_len.append(len(m))
+                    mats.append(m)
+                    at += len(m)
+                si = shapes.get(sk)
+                if si is None:
+                    si = shapes[sk] = len(shape_h)
+                    shape_h.append((h, c))
+                g_block.append(bk)
+                g_shape.append(si)
+                g_n.append(n)
+            of[s] = g
         lb = np.zeros(len(sp.structs))
-        by_shape: dict[tuple, list[tuple]] = {}
-        for key in groups:
-            if key != ("unsupported",):
-                by_shape.setdefault(key[2], []).append(key)
-        for keys in by_shape.values():
-            mats, owner, nm = [], [], []
-            sh = None
-            for gi, key in enumerate(keys):
-                h = sp.structs[groups[key][0]]
-                if sh is None:
-                    sh = self.shape(h, sp.tables[key[1]][0])
-                m = self.variant_rows(h, key[1])
-                mats.append(m)
-                owner.append(np.full(len(m), gi))
-                nm.append(np.full(len(m), float(key[3])))
-            v = sh.makespan_lb(np.concatenate(mats), np.concatenate(nm))
-            best = np.full(len(keys), np.inf)
-            np.minimum.at(best, np.concatenate(owner), v)
-            for gi, key in enumerate(keys):
-                lb[groups[key]] = best[gi]
+        if not g_block:
+            return lb
+        rows = np.concatenate(mats)
+        g_block_a, g_shape_a, g_n_a = np.asarray(g_block), np.asarray(g_shape), np.asarray(g_n)
+        b_start_a, b_len_a = np.asarray(b_start), np.asarray(b_len)
+        best = np.full(len(g_block), np.inf)
+        for si, (h, c) in enumerate(shape_h):
+            gs = np.nonzero(g_shape_a == si)[0]
+            sh = self.shape(h, sp.tables[c][0])
+            lens = b_len_a[g_block_a[gs]]
+            starts = b_start_a[g_block_a[gs]]
+            off = np.concatenate(([0], np.cumsum(lens)[:-1]))
+            idx = np.repeat(starts - off, lens) + np.arange(int(lens.sum()))
+            ns = np.repeat(g_n_a[gs], lens)
+            x = rows[idx]
+            for n in np.unique(g_n_a[gs]):
+                sel = ns == n
+                x[sel] *= self.scale(h[i_pp], h[S["vpp"]], int(n))
+            v = sh.makespan_lb(x, ns)
+            best[gs] = np.minimum.reduceat(v, off)
+        ok = of >= 0
+        lb[ok] = best[of[ok]]
         return lb
+
+    def tail_rows(self, s: int) -> np.ndarray:
+        """(tail groups of ``s``'s table, pp): per stage its DP sync with no window to hide it plus its
+        optimizer step (:func:`tail_stages` at window 0; cached by what it reads)."""
+        h = self.space.structs[s]
+        rows = []
+        for f in self.tails[self.space.ctx[s]].values():
+            key = pick(h, TAIL_AXES, S) + pick(f, TAIL_FLAGS, F)
+            v = self._tail0.get(key)
+            if v is None:
+                from primus_launch.projection.hardware.gpus import resolve_power_cap
+
+                v = self._tail0[key] = np.asarray(tail_stages(resolve_power_cap(self.probe(h, f)), 0.0))
+            rows.append(v)
+        return np.stack(rows)
+
+    def refined_variants(self, s: int) -> np.ndarray:
+        """Per compute variant of ``s``'s table, the bound the search expands it by: the level-1 bound
+        plus :meth:`tail`, and the sync paired with the stage it follows.  ``dp_grad_sync`` hides a
+        stage's sync behind at most one micro-batch's forward + backward of that stage
+        (``max(c / buckets, c - window)``, the window at most ``busy_r``), so the iteration, at least
+        ``head_r + m busy_r + tail_r`` + stage r's sync and optimizer, is at least
+        ``(ends_r + (m - 1) busy_r) . x`` + stage r's sync with no window (:meth:`tail_rows`); least over
+        the table's DP-sync flags."""
+        h = self.space.structs[s]
+        out = self.level1_variants(s) + self.tail(s)
+        if self.unsupported(h):
+            return out
+        n = self.nmb(h)
+        xs = self.variant_rows(h, self.space.ctx[s]) * self.scale(h[S["pp"]], h[S["vpp"]], n)
+        sh = self.shape(h, next(iter(self.variants[self.space.ctx[s]].values())))
+        base = xs @ sh.ends.T + (n - 1.0) * (xs @ sh.busy.T)              # (variants, pp)
+        d = self.tail_rows(s)                                              # (tail groups, pp)
+        b2 = (base[:, None, :] + d[None, :, :]).max(axis=2).min(axis=1)
+        return np.maximum(out, b2)
 
     def tail(self, s: int) -> float:
         """The least :func:`tail_floor` over structural candidate ``s``'s table (cached by what it reads)."""
@@ -484,9 +836,92 @@ class BoundModel:
         usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
         return floor * (1.0 + low) > usable
 
+    def inside_floor(self, h: tuple, f: tuple) -> float:
+        """Bytes inside the caching allocator of the plan of ``h`` and ``f`` on its worst stage, the
+        least of the allocated and the reserved basis (``memory/legality.py`` ``memory_peak``: the
+        pre-filter's own model), cached by the structural values and :data:`MEMORY_FLAGS`: the same for
+        every plan of ``h`` with those flags."""
+        key = (h, memory_key(self.plan.framework, f))
+        v = self._inside.get(key)
+        if v is None:
+            from primus_launch.projection.memory.estimate import (mcore_args, mcore_stage_memory, titan_args,
+                                                                  titan_stage_memory)
+
+            p = self.probe(h, f)
+            st = titan_stage_memory(*titan_args(p)) if p.framework == "torchtitan" else mcore_stage_memory(*mcore_args(p))
+            v = self._inside[key] = float(max(min(x.allocated_bytes, x.total_bytes) for x in st))
+        return v
+
+    def outside_floor(self, s: int) -> float:
+        """The least bytes outside the allocator over ``s``'s table (``memory/estimate.py``
+        ``plan_outside_bytes``), cached by what they read."""
+        h = self.space.structs[s]
+        out = float("inf")
+        for f in self._out_groups(self.space.ctx[s]):
+            key = (pick(h, MEMORY_AXES + ("mbs", "sp"), S), pick(f, OUTSIDE_FLAGS, F))
+            v = self._outside.get(key)
+            if v is None:
+                from primus_launch.projection.memory.estimate import plan_outside_bytes
+
+                v = self._outside[key] = float(sum(plan_outside_bytes(self.probe(h, f)).values()))
+            out = min(out, v)
+        return out
+
+    def _out_groups(self, c: int) -> list[tuple]:
+        g = self._outg.get(c)
+        if g is None:
+            g = self._outg[c] = list(self._group(self.space.tables[c], OUTSIDE_FLAGS).values())
+        return g
+
+    def memory_groups(self, c: int) -> dict[tuple, tuple]:
+        """The distinct :func:`memory_key` values of table ``c``, each with a flag tuple holding it."""
+        g = self._memg.get(c)
+        if g is None:
+            g = self._memg[c] = {}
+            for f in self.space.tables[c]:
+                g.setdefault(memory_key(self.plan.framework, f), f)
+        return g
+
+    def group_out(self, s: int, f: tuple) -> bool:
+        """True when every plan of ``s`` with ``f``'s memory flags is ``does not fit``: its bytes inside
+        the allocator (:meth:`inside_floor`) at the verdict's lower edge plus the least outside it exceed
+        the usable capacity (``memory/verdict.py``: ``inside (1 + low) + outside > usable``)."""
+        from primus_launch.projection.hardware.gpus import get_gpu
+        from primus_launch.projection.memory.verdict import band_for
+
+        low = band_for(self.plan.framework)[0]
+        usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
+        return self.inside_floor(self.space.structs[s], f) * (1.0 + low) + self.outside_floor(s) > usable
+
+    def reset_order(self) -> None:
+        """Forget the memory groups' order of trial (:meth:`memory_scan`): each search starts afresh."""
+        self._fit_recent = []
+
+    def group_key(self, s: int, f: tuple) -> tuple:
+        """The memory group of plan ``f`` of candidate ``s`` (what :meth:`group_out` prices once)."""
+        return s, memory_key(self.plan.framework, f)
+
+    def memory_scan(self, s: int, tried: set | None = None) -> bool:
+        """Whether every plan of ``s`` is ``does not fit`` by :meth:`group_out`, stopping at the first
+        group that may fit: the memory flags that may have fit most recently first, then those that
+        save the most memory by their look (:func:`_memory_saving_first`); the order depends only on
+        the search's, never on time.  ``tried`` collects the groups priced (:meth:`group_key`)."""
+        groups = self.memory_groups(self.space.ctx[s])
+        keys = [k for k in self._fit_recent if k in groups] + sorted(
+            (k for k in groups if k not in self._fit_recent), key=_memory_saving_first)
+        for k in keys:
+            if tried is not None:
+                tried.add((s, k))
+            if not self.group_out(s, groups[k]):
+                if k in self._fit_recent:
+                    self._fit_recent.remove(k)
+                self._fit_recent.insert(0, k)
+                return False
+        return True
+
     def knob_floor(self, k: Knobs) -> float:
         """:meth:`static_floor` of candidate ``k`` (the tests compare it with its projected peak)."""
         return self.static_floor(tuple(k[:N_STRUCT]), tuple(k[N_STRUCT:]))
 
 
-__all__ = ["FEATURES", "BoundModel", "Shape", "build_shape", "exact_bound", "pass_features"]
+__all__ = ["FEATURES", "BoundModel", "Shape", "build_shape", "exact_bound", "exact_bound_key", "pass_features"]

@@ -14,9 +14,16 @@ at three levels of nodes:
 
 Structural candidates are taken best first (the lowest level-1 bound next, ties in the space's
 order); a candidate's bound is first refined with the floor of what follows the pipeline
-(``bounds.tail_floor``) and put back in line, then expanded when it is again the lowest.  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
+(``bounds.tail_floor``, the DP sync paired with its stage: ``BoundModel.refined_variants``) and put
+back in line, then expanded when it is again the lowest, unless every one of its memory groups (the
+flags the memory model reads, ``bounds.memory_key``) is ``does not fit`` by the pre-filter's own bytes
+(one pricing per group, counted as a pre-filter in the work).  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
 candidate whose memory floor does not fit is bounded out by memory.  Inside a candidate, the plans
-left are taken by their level-3 bound (ties in the space's order): each is pre-filtered
+left (their memory group not bounded out) are taken by their level-3 bound, at least their variant's
+refined bound (ties in the space's order); one whose ``bounds.exact_bound_key`` (what the iteration
+time reads after the chunk costs) equals that of a plan of the candidate already scored that fits has
+that plan's time and a later index, so it cannot win: it is bounded out (dominance); each other is
+pre-filtered
 (divisibility, memory verdict ``does not fit``) and scored with the projection; a scored plan that
 fits (verdict ``fits`` or ``tight``) becomes the incumbent when it is faster (ties: earlier in the
 space's order).  The search ends when the lowest open bound reaches the incumbent, which is then the
@@ -48,7 +55,7 @@ import numpy as np
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.result import Certificate
-from primus_launch.tuner.bounds import F, VARIANT_FLAGS, BoundModel, pick, exact_bound
+from primus_launch.tuner.bounds import F, VARIANT_FLAGS, BoundModel, pick, exact_bound_key
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
 
 Score = Callable[[Plan], ProjectionResult]
@@ -106,12 +113,19 @@ class Order:
         self.at = 0
         self.pending: list[tuple[float, int]] = []
         self.tails: dict[int, float] = {} if tails is None else tails
+        self.refs: dict[int, np.ndarray] = {}
         self.memory: dict[int, bool] = {}
 
     def tail(self, s: int) -> float:
         if s not in self.tails:
             self.tails[s] = self.bm.tail(s)
         return self.tails[s]
+
+    def refined(self, s: int) -> np.ndarray:
+        """``BoundModel.refined_variants`` of ``s`` (computed once, shared with :meth:`ahead` copies)."""
+        if s not in self.refs:
+            self.refs[s] = self.bm.refined_variants(s)
+        return self.refs[s]
 
     def memory_out(self, s: int) -> bool:
         if s not in self.memory:
@@ -137,13 +151,13 @@ class Order:
         self.at += 1
         if self.memory_out(s):
             return True
-        heapq.heappush(self.pending, (float(self.lb[s]) + self.tail(s), s))
+        heapq.heappush(self.pending, (max(float(self.lb[s]), float(self.refined(s).min())), s))
         return False
 
     def ahead(self) -> "Order":
         o = Order.__new__(Order)
         o.lb, o.bm, o.order, o.at, o.pending = self.lb, self.bm, self.order, self.at, list(self.pending)
-        o.tails, o.memory = self.tails, self.memory   # shared: each computed once
+        o.tails, o.memory, o.refs = self.tails, self.memory, self.refs   # shared: each computed once
         return o
 
     def next_expansion(self) -> Optional[int]:
@@ -178,7 +192,7 @@ class Oracle:
             self._plans[j] = apply_knobs(self.bb.plan, Knobs(*self.h, *self.table[j]))
         return self._plans[j]
 
-    def bound(self, j: int) -> float:
+    def bound(self, j: int) -> tuple[float, tuple]:
         k = self.known.bounds
         if j not in k:
             k[j] = self.bb.bound(self.plan(j))
@@ -209,12 +223,12 @@ class Expansion:
     pre-filter verdict, scoring or its failure)."""
 
     s: int
-    bounds: dict[int, float] = field(default_factory=dict)
+    bounds: dict[int, tuple[float, tuple]] = field(default_factory=dict)
     why: dict[int, Optional[str]] = field(default_factory=dict)
     scores: dict[int, tuple[Optional[ProjectionResult], Optional[str]]] = field(default_factory=dict)
 
 
-def expand_ahead(bb: "BranchBound", s: int, tail: float, inc_t: float, inc_idx: int) -> Expansion:
+def expand_ahead(bb: "BranchBound", s: int, vref: np.ndarray, inc_t: float, inc_idx: int) -> Expansion:
     """An executor's task: expand candidate ``s`` against the incumbent known when it was sent.  That
     incumbent is never better than the one the search holds when it replays ``s`` (it only improves,
     and the replay's includes every result before ``s``), and a bound reached by a worse incumbent is
@@ -223,7 +237,7 @@ def expand_ahead(bb: "BranchBound", s: int, tail: float, inc_t: float, inc_idx: 
     computing; the search's result is the sequential one, whatever the order workers finish in."""
     o = Oracle(bb, s)
     bb.expand(o, Incumbent(inc_t, inc_idx), SearchResult(inc=Incumbent()), dict(bounded_time=0, work=0, expanded=0,
-                                                                                violations=0), tail)
+                                                                                violations=0), vref)
     return o.known
 
 
@@ -246,7 +260,7 @@ class _Ahead:
                 self.done = True
                 break
             self.queue.append(s)
-            self.sent[s] = self.ex.submit(expand_ahead, s, self.order.tail(s), self.inc.t, self.inc.idx)
+            self.sent[s] = self.ex.submit(expand_ahead, s, self.order.refined(s), self.inc.t, self.inc.idx)
 
     def get(self, s: int) -> Optional[Expansion]:
         """The worker's expansion of ``s`` (None when ``s`` was not sent: the search computes it)."""
@@ -271,7 +285,7 @@ class BranchBound:
 
     def __init__(self, plan: Plan, space: Space, *, score: Score, prefilter: Prefilter,
                  usable: Callable[[ProjectionResult], bool] = fits, memory_margin: float = 0.0,
-                 bound: Callable[[Plan], float] = exact_bound):
+                 bound: Callable[[Plan], tuple[float, tuple]] = exact_bound_key):
         self.plan, self.space = plan, space
         self.score, self.prefilter, self.usable, self.bound = score, prefilter, usable, bound
         self.bm = BoundModel(plan, space, memory_margin)
@@ -290,6 +304,10 @@ class BranchBound:
         od = Order(lb, bm)
         res = SearchResult(inc=inc)
         c = dict(bounded_time=0, bounded_memory=0, work=0, expanded=0, violations=0)
+        # the memory groups this search priced (the work counts each once, whatever the caches hold)
+        priced: set[tuple] = set()
+        c["priced"] = priced
+        bm.reset_order()
         done = 0
         stopped = False
         ahead = None
@@ -308,9 +326,15 @@ class BranchBound:
                         break
                     od.take()
                     known = ahead.get(s) if ahead is not None else None
-                    o = Oracle(self, s, known)
-                    self.expand(o, inc, res, c, od.tail(s))
-                    res.recomputed += o.computed
+                    n0 = len(priced)
+                    out = bm.memory_scan(s, priced)
+                    c["work"] += (len(priced) - n0) * WORK_PREFILTER
+                    if out:
+                        c["bounded_memory"] += int(sizes[s])
+                    else:
+                        o = Oracle(self, s, known)
+                        self.expand(o, inc, res, c, od.refined(s))
+                        res.recomputed += o.computed
                 elif od.take():
                     c["bounded_memory"] += int(sizes[s])
                 else:   # refined: the floor of what follows the pipeline, then back in line
@@ -344,27 +368,42 @@ class BranchBound:
             progress(n_total if not stopped else done, n_total, inc.t)
         return res
 
-    def expand(self, o: Oracle, inc: Incumbent, res: SearchResult, c: dict, tail: float = 0.0) -> None:
-        """Levels 2 and 3 of structural candidate ``o.s`` against the incumbent, which it improves."""
+    def expand(self, o: Oracle, inc: Incumbent, res: SearchResult, c: dict, vref: np.ndarray) -> None:
+        """Levels 2 and 3 of structural candidate ``o.s`` against the incumbent, which it improves;
+        ``vref``: its variants' refined bounds (``BoundModel.refined_variants``)."""
         bm = self.bm
         s, table = o.s, o.table
         off = int(self.space.offsets[s])
         c["expanded"] += 1
         vnames = list(bm.variants[self.space.ctx[s]])
-        vlb = dict(zip(vnames, (bm.level1_variants(s) + tail).tolist()))
-        cands: list[tuple[float, int]] = []
+        vlb = dict(zip(vnames, np.asarray(vref).tolist()))
+        priced = c.setdefault("priced", set())
+        n0 = len(priced)
+        cands: list[tuple[float, int, tuple]] = []
         for j, f in enumerate(table):
-            if inc.reached(vlb[pick(f, VARIANT_FLAGS, F)]):
+            v = vlb[pick(f, VARIANT_FLAGS, F)]
+            if inc.reached(v):
                 c["bounded_time"] += 1
                 continue
+            priced.add(bm.group_key(s, f))
+            if bm.group_out(s, f):   # the memory group's floor: a pre-filter's memory model, once per group
+                c["bounded_memory"] += 1
+                continue
             c["work"] += WORK_BOUND
-            cands.append((o.bound(j), j))
-        cands.sort()
-        for n, (e, j) in enumerate(cands):
+            e, key = o.bound(j)
+            cands.append((max(v, e), j, key))
+        cands.sort(key=lambda t: t[:2])
+        usable_keys: set[tuple] = set()
+        for n, (e, j, key) in enumerate(cands):
             if inc.reached(e):
                 c["bounded_time"] += len(cands) - n
                 break
-            c["work"] += WORK_PREFILTER
+            if key in usable_keys:   # the time of a plan of this candidate already scored, that fits, earlier in order
+                c["bounded_time"] += 1
+                continue
+            # the plan's memory group is priced (group_out above): its pre-filter finds the memory model
+            # in its cache (~0.1 ms); the divisibility checks cost about a bound
+            c["work"] += WORK_BOUND
             why = o.prefilter(j)
             if why is not None:
                 res.rejected.append((off + j, why))
@@ -377,8 +416,11 @@ class BranchBound:
             res.scored.append((off + j, r))
             if r.iteration_time_s < e * (1 - 1e-6):
                 c["violations"] += 1
+            if self.usable(r):
+                usable_keys.add(key)
             if self.usable(r) and inc.beaten_by(r.iteration_time_s, off + j):
                 inc.t, inc.idx = r.iteration_time_s, off + j
+        c["work"] += (len(priced) - n0) * WORK_PREFILTER
 
 
 def certificate_text(cert: Certificate) -> str:

@@ -248,11 +248,16 @@ def ep_unpaired_fraction(plan: Plan) -> float:
     without interleaving, ``(pp - 1) * 2 + (vpp - 1) * pp`` with it), and at least 1 (with PP = 1 the
     combined schedule still starts with a lone forward and ends with a lone backward)."""
     p = plan.parallel
-    n = max(1, plan.num_microbatches * p.vpp)
-    if p.pp <= 1:
+    return unpaired_fraction(p.pp, p.vpp, plan.num_microbatches)
+
+
+def unpaired_fraction(pp: int, vpp: int, num_microbatches: int) -> float:
+    """:func:`ep_unpaired_fraction` from the pipeline degrees and the micro-batch count."""
+    n = max(1, num_microbatches * vpp)
+    if pp <= 1:
         w = 1
-    elif p.vpp > 1:
-        w = (p.pp - 1) * 2 + (p.vpp - 1) * p.pp
+    elif vpp > 1:
+        w = (pp - 1) * 2 + (vpp - 1) * pp
     else:
-        w = p.pp - 1
+        w = pp - 1
     return min(1.0, max(1, w) / n)
