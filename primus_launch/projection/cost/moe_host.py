@@ -71,7 +71,13 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    period walked op by op (each op's GPU work starts when its first kernel is launched, ends no earlier than
    its last launch), so ``N`` small kernels after the sync cost ``N x t_launch`` of GPU idle where their GPU time
    is shorter.  CUDA graphs remove the captured scopes' launches (one replay per captured run); a whole-layer
-   graph or Primus-Turbo's sync-free MoE (``training.moe_sync_free``) remove the sync.
+   graph or Primus-Turbo's sync-free MoE (``training.moe_sync_free``) remove the sync.  The backward makes no
+   such wait: ``_AllToAll.backward`` (``tensor_parallel/mappings.py``), the permutations and TE's GroupedLinear
+   reuse the forward's host split sizes, DeepEP's backward dispatch runs on the cached handle (megatron-core
+   0.16.1 / Megatron-LM 2edffadb ``moe/fused_a2a.py``); traced for the all-to-all (EP 1 and 2, fused and unfused)
+   and all-gather dispatchers (``tests/moe_host_trace.py`` ``syncs``: 1 forward, 0 backward), so the backward
+   is ``max(GPU, host)``.  HybridEP's combine backward calls ``dispatch_with_permute`` on the handle with the
+   token count as a GPU tensor; whether its C++ runtime then waits is not read here.
 
 The Python-level calls (the GroupedLinear module, its activation) are already counted as kernels by
 the layer decomposition (``roofline.py``); these are the launches beneath them.
