@@ -314,6 +314,14 @@ def probe_per_layer() -> int:
         a, b = _fit([pts[i] for i in a2a])
         print(f"  NCCL all-to-all cases, {name:9s}: {1e3 * a:5.2f} ms per layer x micro-batch + {1e6 * b:.3f} us per "
               "token (least squares)")
+    # the same B300 MBS 2 preset with either dispatcher: what the NCCL all-to-all path costs beyond HybridEP's
+    b3 = {c[0]: i for i, c in enumerate(PER_LAYER_CASES)}
+    ia, ih = b3.get("Bridge B300 MBS2 all-to-all (26.04)"), b3.get("Bridge B300 MBS2 HybridEP (26.04.01)")
+    if ia is not None and ih is not None:
+        dm, dp = meas_pts[ia][1] - meas_pts[ih][1], proj_pts[ia][1] - proj_pts[ih][1]
+        print(f"  B300 MBS2, all-to-all minus HybridEP: measured {1e3 * dm:.2f} ms, projected {1e3 * dp:.2f} ms per layer x "
+              f"micro-batch (all-to-all / HybridEP: measured {meas_pts[ia][1] / meas_pts[ih][1]:.3f}, projected "
+              f"{proj_pts[ia][1] / proj_pts[ih][1]:.3f})")
     return 0
 
 

@@ -9,7 +9,10 @@ builds megatron's ``MoELayer`` (local spec) on torch's fake process group and ru
 backward of bf16 tokens under a ``TorchDispatchMode`` that records every non-view ATen op (on the GPU each
 is one kernel launched by the host through PyTorch's dispatcher).  Per configuration it prints, as JSON,
 the kernels of the forward per graph scope (``moe_router``: ``router.forward``; ``moe_preprocess``:
-``dispatch_preprocess``; ``moe``: token dispatch, post-process, combine) and of the backward (total).
+``dispatch_preprocess``; ``moe``: token dispatch, post-process, combine) and of the backward (total), and
+the host-blocking waits of each pass (``syncs``: calls of ``torch.cuda.Event.synchronize`` /
+``Stream.synchronize`` / ``torch.cuda.synchronize`` and blocking ``Tensor.cpu()`` copies, which the CPU shim ``frameworks/mcore_cpu.py`` stands in
+for; on the GPU each blocks the host until the GPU queue up to that point has drained).
 
 What is not megatron's own Python is replaced, so the count is the framework's:
 - the experts (``self.experts``): an autograd function that passes the tokens through and records
@@ -259,6 +262,18 @@ def trace(cfg: dict) -> dict:
                 SPANS.append((lo, _seq(), scope))
         object.__setattr__(obj, name, g)
 
+    syncs = {"fwd": 0, "bwd": 0}
+
+    def counted(f):
+        def g(*a, **k):
+            syncs["bwd" if mode.scope == "bwd" else "fwd"] += 1
+            return f(*a, **k)
+        g.__wrapped__ = f
+        return g
+    mcore_cpu._CpuEvent.synchronize = counted(mcore_cpu._CpuEvent.synchronize)
+    mcore_cpu._CpuStream.synchronize = counted(mcore_cpu._CpuStream.synchronize)
+    torch.cuda.synchronize = counted(torch.cuda.synchronize)
+    torch.Tensor.cpu = counted(torch.Tensor.cpu)   # a GPU tensor's blocking copy to the host
     td = layer.token_dispatcher
     scoped(layer.router, "forward", "moe_router")
     scoped(td, "dispatch_preprocess", "moe_preprocess")
@@ -285,7 +300,12 @@ def trace(cfg: dict) -> dict:
         for sc, _ in ops:
             d[sc] = d.get(sc, 0) + 1
         return d
-    return dict(fwd=len(fwd), bwd=len(bwd), fwd_by_scope=by(fwd), bwd_by_scope=by(bwd), fwd_ops=fwd, bwd_ops=bwd)
+    for cls in (mcore_cpu._CpuEvent, mcore_cpu._CpuStream):   # unwrap: the next configuration counts afresh
+        cls.synchronize = cls.synchronize.__wrapped__
+    torch.cuda.synchronize = torch.cuda.synchronize.__wrapped__
+    torch.Tensor.cpu = torch.Tensor.cpu.__wrapped__
+    return dict(fwd=len(fwd), bwd=len(bwd), fwd_by_scope=by(fwd), bwd_by_scope=by(bwd), fwd_ops=fwd, bwd_ops=bwd,
+                syncs=syncs)
 
 
 if __name__ == "__main__":

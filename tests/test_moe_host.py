@@ -183,6 +183,22 @@ def test_sync_period_walked_from_an_idle_gpu():
     assert acc.times(t, frozenset()).fwd_s == pytest.approx(max(1e-3 + 2e-3, 110 * t))
 
 
+@pytest.mark.parametrize("i", range(len(CASES)))
+def test_host_syncs_per_pass_equal_megatron_trace(traces, i):
+    """megatron-core 0.16.1's all-to-all and all-gather dispatchers block the host once per MoE layer forward
+    (``d2h_event.synchronize()`` at ``cuda_sync_point`` / ``tokens_per_expert.cpu()``) and never in the backward
+    (``_AllToAll.backward`` and the permutations reuse the forward's host split sizes): the model walks the forward
+    from its sync (``roofline.SYNC_BEFORE``) and takes ``max(GPU, host)`` for the backward.  A fixed host-serial
+    cost per backward has no such sync to stand on."""
+    assert traces[i]["syncs"] == {"fwd": 1, "bwd": 0}, CASES[i][0]
+    acc = rl._Acc("h100-sxm", "bf16", fw.profile_of(_qwen3_30b(), "hopper"), "bf16", None, 1.0)
+    t = 20e-6
+    acc.f, acc.bi, acc.gf, acc.kf, acc.kb, acc.sync = 1e-3, 2e-3, {"moe": 1e-3}, {"moe": 10}, {"moe": 50}, True
+    acc.seq = [["moe", 1e-3, 10, 0.0, 0]]
+    # backward: 50 launches x 20 us = 1 ms of host under 2 ms of GPU: the GPU's time, no host time added
+    assert acc.times(t, frozenset()).bwd_input_s == pytest.approx(2e-3)
+
+
 def test_megatron_adapter_reads_the_router_flags():
     """--moe-router-fusion / --moe-router-load-balancing-type / --moe-router-dtype reach the plan (Megatron
     defaults: unfused, aux_loss, router in the model dtype) and change the traced router launches."""

@@ -71,7 +71,15 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    period walked op by op (each op's GPU work starts when its first kernel is launched, ends no earlier than
    its last launch), so ``N`` small kernels after the sync cost ``N x t_launch`` of GPU idle where their GPU time
    is shorter.  CUDA graphs remove the captured scopes' launches (one replay per captured run); a whole-layer
-   graph or Primus-Turbo's sync-free MoE (``training.moe_sync_free``) remove the sync.
+   graph or Primus-Turbo's sync-free MoE (``training.moe_sync_free``) remove the sync.  The backward makes no
+   such wait: ``_AllToAll.backward`` (``tensor_parallel/mappings.py``), the permutations and TE's GroupedLinear
+   reuse the forward's host split sizes; traced for the all-to-all (EP 1 and 2, fused and unfused) and all-gather
+   dispatchers (``tests/moe_host_trace.py`` ``syncs``: 1 forward, 0 backward).  DeepEP's and HybridEP's backward
+   dispatch (the combine's backward) runs on the forward's handle (Megatron-LM 2edffadb ``moe/fused_a2a.py``):
+   DeepEP busy-waits for its received-token counter only outside ``cached_mode`` (DeepEP cf78085
+   ``csrc/deep_ep.cpp`` ``intranode_dispatch``), HybridEP synchronises only in ``metadata_preprocessing``, run when
+   no handle is given (DeepEP hybrid-ep 94a9f8f ``csrc/hybrid_ep/executor/executor.cu``).  So the backward is
+   ``max(GPU, host)``.
 
 The Python-level calls (the GroupedLinear module, its activation) are already counted as kernels by
 the layer decomposition (``roofline.py``); these are the launches beneath them.
