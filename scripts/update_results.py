@@ -32,6 +32,7 @@ BLOCKS = {
     "VALIDATE_MEMORY": (["scripts/validate_memory.py", "--quiet"],
                         lambda out: re.split(r"\n\s*\n|\nNot judged", out.strip("\n"), maxsplit=1)[0]),
     "RECIPES": (["scripts/project_recipes.py"], lambda out: out),
+    "TUNE_RECIPES": (["scripts/tune_recipes.py"], lambda out: out),
     "BENCH_TUNER": (["scripts/bench_tuner.py"], lambda out: out[out.index("recipe    "):]),
     "CASE_STUDY": (["scripts/case_study.py"], lambda out: out),
     "BENCH_PROJECTION": (["scripts/bench_projection.py"], lambda out: "\n".join(out.splitlines()[:2])),
