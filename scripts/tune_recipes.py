@@ -26,9 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def recipes() -> list[Path]:
-    """The bundled recipes (the list of ``scripts/project_recipes.py``)."""
+    """The bundled recipes: the list of ``scripts/project_recipes.py`` and the Primus experiments."""
     return sorted((ROOT / "recipes").glob("*/*.sh")) + sorted((ROOT / "recipes").glob("*/*.yaml")) \
-        + sorted((ROOT / "recipes").glob("*/*.toml")) + sorted((ROOT / "recipes").glob("*.primus.toml"))
+        + sorted((ROOT / "recipes").glob("*/*.toml")) + sorted((ROOT / "recipes").glob("*.primus.toml")) \
+        + sorted((ROOT / "recipes").glob("primus/*/*.yaml"))
 
 
 def tune_row(recipe: Path, out_dir: Path) -> tuple:
