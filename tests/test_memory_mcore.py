@@ -135,6 +135,23 @@ def test_combined_1f1b_warmup_is_megatrons():
     assert merged == tuple(x + 0.25 for x in plain)
 
 
+def test_combined_1f1b_never_merges_a_chunk_with_its_own_backward():
+    """With one micro-batch (or a chunk whose backward comes right after its own forward) megatron's
+    combined 1F1B has no step to merge: the forward runs whole, then its backward, so the whole
+    forward's activations are alive at the backward's start, as without the overlap.  (A walk that
+    merged them held one layer: a Qwen3-235B plan at PP 1, MBS 8 showed 7.4 GiB of activations where
+    it keeps 706 GiB, and the tuner took it.)"""
+    from primus_launch.projection.memory.inflight import stage_activation_peaks
+
+    for pp, vpp in ((1, 1), (2, 1)):
+        ones = tuple((1.0,) * vpp for _ in range(pp))
+        plain = stage_activation_peaks("interleaved_1f1b" if vpp > 1 else "1f1b", pp, vpp, 1, None, ones)
+        layer = tuple((0.25,) * vpp for _ in range(pp))
+        merged = stage_activation_peaks("interleaved_1f1b" if vpp > 1 else "1f1b", pp, vpp, 1, None, ones, True,
+                                        layer)
+        assert merged == plain and plain[0] >= 1.0, (pp, vpp)
+
+
 def test_walk_weights_chunks_of_a_layout():
     """Chunks that differ (embedding / loss counted as a layer) are walked as they are: 1F1B on 2 ranks
     with one chunk each holds 2 micro-batches of rank 0's chunk; the walk equals the count x bytes."""

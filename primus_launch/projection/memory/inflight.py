@@ -94,9 +94,12 @@ def stage_activation_peaks(schedule: str, pp: int, vpp: int, m: int, group: int 
         if not merged:
             out.append(float(max(0.0, run.max())))
             continue
-        # steady (F, B) pairs: a forward directly followed by a backward (warm-up forwards are followed
-        # by forwards, cool-down backwards by backwards)
-        pair = (kind[:-1] == F) & (kind[1:] == B)
+        # steady (F, B) pairs: a forward directly followed by the backward of another micro-batch or
+        # chunk (warm-up forwards are followed by forwards, cool-down backwards by backwards; a chunk's
+        # backward right after its own forward -- one micro-batch, or the last of them -- runs after
+        # it, not beside it: nothing is merged and the whole forward is alive at the backward's start)
+        mb = a // o.stride
+        pair = (kind[:-1] == F) & (kind[1:] == B) & ((mb[:-1] != mb[1:]) | (c[:-1] != c[1:]))
         layer = (np.asarray(layer_bytes[r], dtype=float)[c] if layer_bytes else w)[:-1]
         before = run[:-1] - delta[:-1]
         merged_peak = np.where(pair, before + np.maximum(0.0, delta[:-1] + delta[1:]) + layer, -np.inf)
