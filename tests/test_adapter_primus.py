@@ -405,6 +405,34 @@ def test_megatron_writer_edits_overrides_in_place(primus):
     assert back.model.model_copy(update={"name": q.model.name}) == q.model
 
 
+def test_megatron_writer_keeps_what_a_dispatcher_switch_can_keep(primus):
+    """A tuned switch from Turbo DeepEP on sync-free stage 1 to the all-to-all keeps stage 1 (permute
+    fusion and the fused router need no Turbo DeepEP), so the fused router reads back; a plan whose
+    FSDP implementation Megatron would not run (torch FSDP2 off full sharding) compares as the
+    implementation the run gets, as the Megatron writer renders it."""
+    exp = _meg(primus)
+    moe = {"PRIMUS_MODEL": "moe_tiny", "PRIMUS_TP": "1"}
+    exp.write_text(MEGATRON_EXP.replace("      lr: 1.0e-5\n", "      lr: 1.0e-5\n      expert_model_parallel_size: 4\n"
+                                        "      enable_primus_turbo: true\n      use_turbo_deepep: true\n"
+                                        "      turbo_sync_free_moe_stage: 1\n"))
+    cl = Cluster(gpu="mi355x", num_nodes=1, gpus_per_node=8)
+    plan = load_primus_yaml(exp, cl, env=moe)
+    assert plan.training.moe_token_dispatcher == "deepep" and plan.training.moe_router_fusion
+    q = plan.with_changes(training={"moe_token_dispatcher": "alltoall"})
+    out = render_primus_yaml(q, exp.read_text(), exp, env=moe)
+    assert "      turbo_sync_free_moe_stage: 0" not in out.splitlines()
+    exp.write_text(out)
+    back = load_primus_yaml(exp, cl, env=moe)
+    assert back.training.moe_token_dispatcher == "alltoall" and back.training.moe_router_fusion
+    exp.write_text(MEGATRON_EXP.replace("      lr: 1.0e-5\n", "      lr: 1.0e-5\n      use_torch_fsdp2: true\n"
+                                        "      use_distributed_optimizer: false\n      overlap_param_gather: false\n"))
+    fsdp2 = load_primus_yaml(exp, cl, env={})
+    assert (fsdp2.parallel.dp_sharding, fsdp2.parallel.fsdp_impl) == ("full", "torch_fsdp2")
+    q = fsdp2.with_changes(parallel={"dp_sharding": "optimizer"})
+    exp.write_text(render_primus_yaml(q, exp.read_text(), exp, env={}))  # was: cannot express parallel.fsdp_impl
+    assert load_primus_yaml(exp, cl, env={}).parallel.dp_sharding == "optimizer"
+
+
 def test_titan_writer_adds_missing_sections(primus):
     exp = _tt(primus)
     text = exp.read_text()

@@ -922,8 +922,11 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
         if t.moe_token_dispatcher == "deepep":
             primus.update({"enable_primus_turbo": True, "use_turbo_deepep": True, "moe_router_dtype": "fp32"})
         elif t.moe_token_dispatcher == "alltoall":
-            primus.update({"use_turbo_deepep": False, "turbo_sync_free_moe_stage": 0} if r.config.get("use_turbo_deepep")
-                          or (r.config.get("turbo_sync_free_moe_stage") or 0) >= 2 else {})
+            # stage 2 and above need Turbo DeepEP; stage 1 (permute fusion, fused router) does not, so a
+            # recipe on stage >= 2 keeps stage 1's kernels (Primus rocm_arg_validation)
+            stage = r.config.get("turbo_sync_free_moe_stage") or 0
+            primus.update({"use_turbo_deepep": False, "turbo_sync_free_moe_stage": min(stage, 1)}
+                          if r.config.get("use_turbo_deepep") or stage >= 2 else {})
             primus["moe_token_dispatcher_type"] = "alltoall"
         else:
             raise PlanError("training.moe_token_dispatcher", t.moe_token_dispatcher, "Primus: alltoall or deepep")
@@ -1024,8 +1027,15 @@ def render_primus_yaml(plan: Plan, original_text: str, path: str | Path, primus_
 
 
 def _comparable(plan: Plan) -> dict:
+    """The plan as a re-read of its rendering gives it back: the model's name aside, and the FSDP
+    implementation the one the run gets (``legality.effective_fsdp_impl``: torch FSDP2 only where
+    Megatron's ``validate_args`` takes the plan, as the Megatron writer renders it)."""
+    from primus_launch.plan.legality import effective_fsdp_impl
+
     d = plan.model_dump(exclude={"source"})
     d["model"].pop("name", None)
+    if plan.framework == "megatron":
+        d["parallel"]["fsdp_impl"] = effective_fsdp_impl(plan)
     return d
 
 
