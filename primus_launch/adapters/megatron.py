@@ -275,16 +275,6 @@ def recipe_env(rec: Any) -> dict[str, str]:
     return dict(rec.env) if isinstance(rec, YamlRecipe) else rec.env_values()
 
 
-def gpu_arch(gpu: str) -> str:
-    """The kernel family (``GPUSpec.arch``) of a GPU of the hardware DB; '' when unknown."""
-    from primus_launch.projection.hardware.gpus import get_gpu
-
-    try:
-        return get_gpu(gpu).arch
-    except (PlanError, KeyError, ValueError):
-        return ""
-
-
 def _with_launch_env(plan: Plan, original: str, text: str, path: str) -> str:
     """``text`` (the rendering of ``plan`` from ``original``) with the environment variables that the
     changed knobs need at start-up written into it (plan/legality.py megatron_env_fixes: Megatron-FSDP
@@ -293,6 +283,8 @@ def _with_launch_env(plan: Plan, original: str, text: str, path: str) -> str:
     original recipe already needed (its own plan in its own environment) is left to its author."""
     rec0, _ = _parse_for_render(original, path, False, plan)
     old = plan_from_args(rec0.args, plan.cluster, validate=False)
+    from primus_launch.projection.hardware.gpus import gpu_arch
+
     arch = gpu_arch(plan.cluster.gpu)
     before = megatron_env_fixes(old, recipe_env(rec0), arch)
     rec, _ = _parse_for_render(text, path, False, plan)

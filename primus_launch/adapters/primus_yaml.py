@@ -983,7 +983,7 @@ def megatron_launch_env(plan: Plan, text: str) -> dict[str, str]:
 def _env_fixes(plan: Plan, old: Plan, text: str) -> dict[str, str]:
     """What the tuned plan newly needs in the experiment's ``env:`` (plan/legality.py
     megatron_env_fixes; Primus sets CUDA_DEVICE_MAX_CONNECTIONS itself)."""
-    from primus_launch.adapters.megatron import gpu_arch
+    from primus_launch.projection.hardware.gpus import gpu_arch
     from primus_launch.plan.legality import megatron_env_fixes
 
     arch = gpu_arch(plan.cluster.gpu)

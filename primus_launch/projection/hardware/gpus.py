@@ -310,6 +310,14 @@ def get_gpu(name: str) -> GPUSpec:
         raise PlanError("cluster.gpu", name, f"one of {', '.join(known_gpus())}") from None
 
 
+def gpu_arch(name: str) -> str:
+    """The kernel family (``GPUSpec.arch``) of GPU ``name``; '' when the hardware DB lacks it."""
+    try:
+        return get_gpu(name).arch
+    except PlanError:
+        return ""
+
+
 def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     """Add or override GPUs from a TOML or YAML file with ``[gpu.<name>]`` tables.
 

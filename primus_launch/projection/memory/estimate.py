@@ -16,10 +16,10 @@ from functools import lru_cache
 from typing import Literal, Optional
 
 from primus_launch.plan import Plan
-from primus_launch.projection.hardware.gpus import GiB, get_gpu
+from primus_launch.projection.hardware.gpus import GiB, get_gpu, gpu_arch
 from primus_launch.projection.hardware.placement import scaleup_domain
 from primus_launch.projection.memory.activations import TE, ActivationImpl
-from primus_launch.projection.memory.fp8 import non_tn_fp8_gemm
+from primus_launch.projection.memory.fp8 import columnwise_copy, non_tn_fp8_gemm
 from primus_launch.projection.memory.mcore import (  # noqa: F401  (re-exported)
     McoreOpts,
     cp_comm_bytes,
@@ -171,7 +171,7 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
                      "inputs saved for backward, fp8 casts transient (traced: equal to bf16 at the peak)")
     elif plan.training.precision == "fp8":
         recipe = t.fp8_recipe or "delayed"
-        one_copy = recipe in ("delayed", "tensorwise") and non_tn_fp8_gemm(get_gpu(plan.cluster.gpu).arch)
+        one_copy = not columnwise_copy(recipe, non_tn=non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)))  # as mcore charges
         notes.append(f"fp8 ({recipe}, Transformer Engine 2.13 save lists): linears save one quantized copy of "
                      "their inputs, each keeps its quantized weight across micro-batches "
                      + ("(one copy: non-TN FP8 GEMMs on this GPU)" if one_copy else "(rowwise + columnwise)")

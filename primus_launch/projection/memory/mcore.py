@@ -82,7 +82,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
-from primus_launch.plan import Plan, PlanError
+from primus_launch.plan import Plan
 from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.memory.activations import (
     TE,
@@ -96,7 +96,7 @@ from primus_launch.projection.memory.activations import (
 )
 from primus_launch.projection.memory.offload import te_offload_peak
 from primus_launch.projection.memory.paged_stash import static_moe_extra
-from primus_launch.projection.hardware.gpus import get_gpu
+from primus_launch.projection.hardware.gpus import gpu_arch
 from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes,
                                                 weight_bytes_per_param)
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
@@ -137,14 +137,6 @@ class McoreOpts:
     decoupled_grads: bool = False  # precision-aware optimizer reading the grad buffer (no fp32 grad copies)
 
 
-def _gpu_arch(name: str) -> str:
-    """The kernel family of GPU ``name`` ('' where the hardware DB lacks it: Hopper rules then)."""
-    try:
-        return get_gpu(name).arch
-    except PlanError:
-        return ""
-
-
 def mcore_opts(plan: Plan) -> McoreOpts:
     t, p = plan.training, plan.parallel
     pa = t.precision_aware_optimizer
@@ -163,7 +155,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
         full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
         fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
-        fp8_non_tn=fp8 is not None and non_tn_fp8_gemm(_gpu_arch(plan.cluster.gpu)),
+        fp8_non_tn=fp8 is not None and non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)),  # '' (not in the DB): Hopper rules
         torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
         capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
