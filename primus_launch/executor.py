@@ -22,6 +22,10 @@ for that many GPUs while it runs (Ray's ``num_gpus``; the local backends run it 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import signal
+import threading
+import time
 from typing import Any, Callable, Optional
 
 _SHARED: Any = None  # the job's shared state, for forked workers (inherited, never pickled)
@@ -142,8 +146,6 @@ def end_pool(pool, finished: bool) -> None:
     can leave that lock held for good, and the terminate then waits forever.  So it runs in a daemon
     thread: past :data:`TERMINATE_WAIT_S` the workers are killed (SIGKILL) and the pool is left to
     that thread."""
-    import threading
-
     if finished:
         pool.close()
         pool.join()
@@ -158,16 +160,11 @@ def end_pool(pool, finished: bool) -> None:
     ender.start()
     ender.join(TERMINATE_WAIT_S)
     if ender.is_alive():
-        import os
-        import signal
-
         for w in workers:
             try:
                 os.kill(w.pid, signal.SIGKILL)
             except (ProcessLookupError, TypeError):
                 pass
-        import time
-
         deadline = time.monotonic() + TERMINATE_WAIT_S
         for w in workers:
             w.join(max(0.0, deadline - time.monotonic()))
