@@ -20,6 +20,22 @@ def no_fake_world():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _torchtitan_attention_restored():
+    """``titan_trace.use_flash_op`` points torchtitan's attention module at the GPU flash-attention op for
+    the traces that build a case (it stays on while the case's model runs); after each test the module's
+    own ``torch.nn.functional`` comes back, so a test that runs real CPU attention later in the same process
+    (as under pytest-xdist, whatever file ran before it) never meets the GPU op."""
+    yield
+    import sys
+
+    attn = sys.modules.get("torchtitan.models.common.attention")
+    if attn is not None:
+        import torch
+
+        attn.F = torch.nn.functional
+
+
 def pytest_configure(config) -> None:
     """The CPU validation harness (``scripts/validation/gloo_lab``) importable as ``gloo_lab``: the
     gloo truth of the collectives and MoE tests and the machine spec of ``test_gloo_lab``."""
