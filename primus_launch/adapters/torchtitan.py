@@ -637,6 +637,10 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     # (components/loss.py build_cross_entropy_loss: torch.compile(loss_fn) when training.compile)
     compile_loss = (_bool(cmp_, "compile", "enable", False) and "loss" in (cmp_.get("components") or ["model", "loss"])) \
         or _bool(trn, "training", "compile", False)
+    # v0.2 compiles an MoE block submodule by submodule (models/llama4/infra/parallelize.py apply_compile, PR
+    # #1895): MoE.forward's glue and the EP permute / unpermute run eager with or without compile.enable
+    # (cost/titan_moe.py); 0.3 compiles the whole block and routes through its token_dispatcher
+    glue_eager = model.is_moe and version != "0.3"
     if async_tp and tp > 1 and not compile_on:  # CompileConfig.__post_init__ (0.3) / parallelize (v0.2)
         key = "compile.enable_async_tensor_parallel" if version == "0.3" else "parallelism.enable_async_tensor_parallel"
         raise PlanError(key, True, "async TP requires torch.compile of the model (compile.enable with 'model' in "
@@ -686,6 +690,7 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
                 pipeline_schedule=schedule, overlap_grad_reduce=True, overlap_param_gather=fsdp,
                 tp_comm_overlap=async_tp and sp, optimizer="sgd" if "sgd" in str(opt).lower() else "adam",
                 train_iters=steps, compile=compile_on, compile_loss=compile_loss, moe_token_dispatcher=dispatcher,
+                moe_glue_eager=glue_eager,
                 overlap_moe_expert_parallel_comm=ep_overlap, moe_router_force_load_balancing=force_balance,
                 offload=offload, **{"grad_reduce_in_fp32": True, **prec}, **cuda_graphs),
             cluster=cl,

@@ -160,6 +160,10 @@ class ModelArch(BoundedSection):
         default=None, description="1 = MoE layer, 0 = dense, one per decoder layer (Megatron --moe-layer-freq as a "
                                   "list or every-N); None = MoE after moe_dense_first_layers")
     moe_router_bias: bool = False
+    moe_score_before_experts: bool = Field(
+        default=False, description="TorchTitan MoEArgs.score_before_experts: the routing scores multiply the "
+                                   "routed tokens before the experts (torchtitan v0.2 llama4 flavors) instead of "
+                                   "weighting the experts' outputs (DeepSeek-V3, Qwen3, Megatron)")
     moe_router_num_groups: Optional[int] = Field(
         default=None, gt=0, description="expert groups of group-limited routing (Megatron --moe-router-num-groups; "
                                         "DeepSeek-V3 n_group); None = no group limit")
@@ -370,6 +374,11 @@ class Training(BoundedSection):
     compile: bool = Field(default=False, description="torch.compile of the model (TorchTitan compile.enable)")
     compile_loss: bool = Field(default=False, description="TorchTitan: the loss torch.compile'd too (0.3 compile.components "
                                                           "'loss'; v0.2 training.compile; memory only)")
+    moe_glue_eager: bool = Field(
+        default=False, description="TorchTitan v0.2's MoE: MoE.forward's routing glue and the expert-parallel "
+                                   "permute / unpermute run eager, with compile.enable too (an MoE block is "
+                                   "compiled submodule by submodule, torchtitan PR #1895; cost/titan_moe.py); "
+                                   "torchtitan 0.3 compiles the whole block")
     moe_token_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep"] = Field(
         default="alltoall", description="EP token dispatcher: alltoall (one copy per routed expert), allgather, "
                                         "deepep / hybridep (Megatron flex dispatcher backends: one copy per "

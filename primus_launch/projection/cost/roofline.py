@@ -78,6 +78,7 @@ from primus_launch.projection.cost.compute import (KERNEL_MIN_S, arch_of, attent
 from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost import moe_host
 from primus_launch.projection.cost import moe_imbalance as mib
+from primus_launch.projection.cost import titan_moe
 from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
 from primus_launch.projection.hardware.gpus import get_gpu
@@ -630,6 +631,20 @@ def _routing_imbalance(acc: _Acc, start: tuple[float, float, float], imb) -> Non
                               "sampling + learned-router spread c from shawntan/scattermoe#10 counts"), 0.0, 0.0))
 
 
+def _titan_glue(acc: _Acc, m: ModelArch, Te: int, stage: str) -> None:
+    """TorchTitan v0.2's eager MoE glue at one point of the layer (``stage`` "pre": routing gather and score
+    multiply, before the dispatch; "permute": ``_permute`` after the all-to-all; "combine": ``_unpermute``,
+    unsort, top-k combine, shared + routed add), one row per
+    op group at the bytes and launches ``cost/titan_moe.py`` counts from torchtitan v0.2.1's code."""
+    k, h = m.moe_router_topk, m.hidden_size
+    for o in titan_moe.glue_ops(bool(m.moe_score_before_experts)):
+        if o.stage != stage:
+            continue
+        f = (o.fwd_routed * Te * k + o.fwd_token * Te) * h
+        b = (o.bwd_routed * Te * k + o.bwd_token * Te) * h
+        acc.elem(f, f"{o.name} (eager)", b / f if f else 0.0, o.kernels)
+
+
 def te_grouped_mlp_bias(m: ModelArch, prof: Profile, grouped: bool) -> bool:
     """Whether the MoE experts are Megatron's ``TEGroupedMLP`` with biases (``add_bias_linear``): then
     its FC2 bias runs the unfused per-expert ``_apply_bias`` (:data:`EXPERT_BIAS_BYTES`) and
@@ -754,7 +769,7 @@ def _cfg(plan: Plan) -> tuple:
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
             (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32),
-            (t.moe_expert_gemm, t.moe_sync_free), bool(t.fp8_param_gather))
+            (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager)), bool(t.fp8_param_gather))
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -764,7 +779,9 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     ``head`` / ``mtp``."""
     m = arch_from_key(key)
     prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g = cfg
-    expert_gemm, sync_free = moe_impl
+    expert_gemm, sync_free, glue_eager = moe_impl
+    # TorchTitan v0.2's MoE glue as its eager ATen kernels (cost/titan_moe.py) instead of the generic permutes
+    titan_glue = glue_eager and prof.name.startswith("torchtitan")
     # router mode of the routing-imbalance term (cost/moe_imbalance.py): forced balance, aux loss, expert bias
     router_mode = (router[0], router[2], bool(m.moe_router_bias) and prof.name == "megatron-te")
     cp_a2a = cp_type in ("a2a", "a2a+p2p")
@@ -829,8 +846,11 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         perm_x = 1.0 if prof.fused_permute else 3.0
         held = acc.mods   # the permutes' own shares (cost/ep_comm.py: which stream runs them under the EP overlap)
         acc.mods = held + ("moe_permute",)
-        acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
-                 1.0, perm_k)
+        if titan_glue:
+            _titan_glue(acc, m, Te, "pre")
+        else:
+            acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
+                     1.0, perm_k)
         acc.mods = held
         if mfk:
             _host_ops(acc, mfk.get("moe_preprocess", (0, 0)), perm_k, "dispatch preprocess")
@@ -850,6 +870,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             acc._rec("token dispatcher host-device sync (host wakes after the D2H wait)", host, 0.0,
                      0.0, ("host", f"roofline.launch_bound_seconds: 1 x host launch {1e6 * host:.1f} us; the ops "
                                    "after the sync and the next layer's up to it launched into an idle GPU", 0.0, 0.0))
+        if titan_glue:   # ExpertParallel._token_dispatch: _permute after the all-to-all (and its host sync)
+            _titan_glue(acc, m, Te, "permute")
         m_e = max(1, -(-Te * ep * k // E))
         # legacy GroupedMLP (grouped_gemm's gmm) runs its experts in BF16 whatever the recipe (experts.py
         # GroupedMLP.forward: "Currently GroupedMLP for MoE only supports bf16"; gmm takes bf16 only)
@@ -882,7 +904,10 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         _routing_imbalance(acc, e0, mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)))
         held = acc.mods
         acc.mods = held + ("moe_unpermute",)
-        acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
+        if titan_glue:
+            _titan_glue(acc, m, Te, "combine")
+        else:
+            acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
         acc.mods = held
         if mfk:
             sorts = 4 if dispatcher == "alltoall" and ep > 1 and local > 1 else 0
