@@ -98,6 +98,12 @@ def profile_of(plan: Plan, arch: str) -> Profile:
                     plan.model.softmax_type != "vanilla", fac)
 
 
+def eager_host_per_kernel(prof: Profile) -> float:
+    """Host seconds per kernel of eager PyTorch on ``prof``'s host CPU (the eager ``t_launch`` fit of the module
+    doc times the host factor): what an op left outside ``torch.compile`` costs the CPU under a compiled profile."""
+    return _host_constants().get("eager", {}).get("t_launch", 20e-6) * prof.host_cpu_factor
+
+
 def host_cpu_factor(gpu: str) -> float:
     """:data:`HOST_CPU_FACTOR` of the host CPU of ``gpu``'s reference system (1 for unknown GPUs)."""
     from primus_launch.projection.hardware.gpus import get_gpu

@@ -80,7 +80,8 @@ from primus_launch.projection.cost import moe_host
 from primus_launch.projection.cost import moe_imbalance as mib
 from primus_launch.projection.cost import titan_moe
 from primus_launch.projection.cost.contention import ub_factors
-from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
+from primus_launch.projection.cost.framework import (GRAPH_LAUNCH_S, Profile, eager_host_per_kernel, graph_scopes,
+                                                   profile_of)
 from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.memory.params import arch_from_key, arch_key
@@ -635,13 +636,18 @@ def _titan_glue(acc: _Acc, m: ModelArch, Te: int, stage: str) -> None:
     """TorchTitan v0.2's eager MoE glue at one point of the layer (``stage`` "pre": routing gather and score
     multiply, before the dispatch; "permute": ``_permute`` after the all-to-all; "combine": ``_unpermute``,
     unsort, top-k combine, shared + routed add), one row per
-    op group at the bytes and launches ``cost/titan_moe.py`` counts from torchtitan v0.2.1's code."""
+    op group at the bytes and launches ``cost/titan_moe.py`` counts from torchtitan v0.2.1's code; each launch
+    costs the host eager PyTorch's ``t_launch`` (the ops are outside the compiled submodules)."""
     k, h = m.moe_router_topk, m.hidden_size
-    for o in titan_moe.glue_ops(bool(m.moe_score_before_experts)):
+    for o in titan_moe.glue_ops(bool(m.moe_score_before_experts), k):
         if o.stage != stage:
             continue
         f = (o.fwd_routed * Te * k + o.fwd_token * Te) * h
         b = (o.bwd_routed * Te * k + o.bwd_token * Te) * h
+        # eager ATen dispatch on the host, not the compiled graph's launch cost (cost/framework.py)
+        extra = eager_host_per_kernel(acc.prof) - acc.prof.host_per_kernel
+        if extra > 0:
+            acc.host(o.kernels[0] * extra, o.kernels[1] * extra)
         acc.elem(f, f"{o.name} (eager)", b / f if f else 0.0, o.kernels)
 
 
