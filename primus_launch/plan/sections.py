@@ -341,6 +341,9 @@ class Training(BoundedSection):
                                   "mxfp8 (TE, Megatron --fp8-recipe), rowwise (torchao); None = the framework's "
                                   "default (Megatron delayed, TorchTitan tensorwise)")
     fp8_param_gather: bool = Field(default=False, description="FP8 weights all-gathered / kept (Megatron --fp8-param-gather)")
+    bf16_linears: tuple[Literal["wq", "wk", "wv", "wo"], ...] = Field(
+        default=(), description="attention linears the low-precision recipe leaves in BF16 (TorchTitan float8 / MX "
+                                "converters' filter_fqns, e.g. attention.wk / attention.wv)")
     fp8_weight_transpose_cache: bool = Field(
         default=True, description="Transformer Engine keeps each linear's transposed (columnwise) fp8 weight in its "
                                   "workspace across micro-batches; False = ROCm TE keep_fp8_weight_transpose_cache="

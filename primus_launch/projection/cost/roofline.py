@@ -192,7 +192,7 @@ class _Acc:
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
                  "qw", "nq", "nkf", "nkb", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf",
-                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather")
+                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather", "bf16")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -220,6 +220,7 @@ class _Acc:
         self.pend: list | None = None
         self.expert_gemm = "te"   # plan.training.moe_expert_gemm (the grouped experts' GEMM backend)
         self.fp8_gather = False   # plan.training.fp8_param_gather (torchao: FSDP float8 all-gather)
+        self.bf16: frozenset[str] = frozenset()   # plan.training.bf16_linears (attention linears left in BF16)
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap), of the
@@ -557,7 +558,19 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
     else:
         d = m.kv_channels
         g = max(1, m.kv_heads // t)
-        acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in, ub="qkv")
+        keep = {"wq": a * d, "wk": g * d, "wv": g * d}
+        hp = sum(n for r, n in keep.items() if r in acc.bf16) if acc.recipe else 0
+        if hp:
+            # linears a torchao converter's filter_fqns leaves in BF16 (torchtitan v0.2's separate wq / wk / wv):
+            # the low-precision ones as one GEMM, the BF16 ones as another (training.bf16_linears)
+            lo = (a + 2 * g) * d - hp
+            if lo:
+                acc.gemm(T, lo, h, name="QKV (" + ", ".join(r for r in keep if r not in acc.bf16) + ")",
+                         input_fused=fused_in, ub="qkv")
+            acc.gemm(T, hp, h, lowp=False, name="QKV (" + ", ".join(r for r in keep if r in acc.bf16) + ", bf16)",
+                     input_fused=fused_in, ub="qkv")
+        else:
+            acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in, ub="qkv")
         if m.qk_layernorm:
             acc.norm(T * (a + g) * d, m, "q/k norm")
         if m.position_embedding in ("rope", "yarn"):
@@ -578,7 +591,8 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
         else:
             core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
         acc.mods = ()
-        acc.gemm(T, h, a * d, name="attention out-proj", ub="proj")
+        acc.gemm(T, h, a * d, name="attention out-proj" + (" (bf16)" if "wo" in acc.bf16 else ""), ub="proj",
+                 lowp="wo" not in acc.bf16)
     _residual_bda(acc, m, Tn, bda_unfused)
     return core
 
@@ -775,7 +789,8 @@ def _cfg(plan: Plan) -> tuple:
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
             (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32),
-            (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager)), bool(t.fp8_param_gather))
+            (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager)), bool(t.fp8_param_gather),
+            frozenset(t.bf16_linears))
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -784,7 +799,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = arch_from_key(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g = cfg
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g, \
+        bf16_lin = cfg
     expert_gemm, sync_free, glue_eager = moe_impl
     # TorchTitan v0.2's MoE glue as its eager ATen kernels (cost/titan_moe.py) instead of the generic permutes
     titan_glue = glue_eager and prof.name.startswith("torchtitan")
@@ -799,6 +815,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu, ub)
         made[kind].expert_gemm = expert_gemm
         made[kind].fp8_gather = f8g
+        made[kind].bf16 = bf16_lin
         return made[kind]
 
     s, h = m.seq_length, m.hidden_size
