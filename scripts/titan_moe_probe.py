@@ -14,6 +14,15 @@ permutes, as before ``cost/titan_moe.py``), tokens/s/GPU and the error against t
    11,254 at steps 10-40 (the memory case ``titan_dsv3_16b_h100_8gpu_lbs4_ep8`` of
    ``scripts/validation/memory_cases.json``, whose torchtitan job this reads).
 
+3. torchao's single-MoE-layer benchmark (``benchmarks/prototype/moe_training/bench_moe_layer.py``: torchtitan's
+   ``MoE``, 8 local experts, top-1 forced balance, one shared expert, 131072 tokens, compiled, forward + backward,
+   B200; only the routed experts in MXFP8) at Llama 4 dims (torchao moe_training README @c7d0b5814: BF16 275.270 /
+   MXFP8 192.420 ms) and at DeepSeek-V3 16B dims (torchtitan#2086: 16.882 / 17.710 ms) beside the roofline's own
+   curves for the layer's GEMMs: the routed experts' three grouped GEMMs (forward, dgrad, wgrad) on the torch
+   grouped curves, torchao's unfused casts (3 B per element and orientation: A, grad_out, weights) at streaming
+   speed, and the BF16 shared expert.  The router, permutes and element-wise ops, the same in both precisions, are
+   left out, so the projected ratio is an upper bound of what the layer's kernels would give.
+
     python scripts/titan_moe_probe.py
 """
 
@@ -29,6 +38,23 @@ VAL = ROOT / "scripts" / "validation"
 # torchtitan#1789's log, steps 10, 20, 30, 40 (tps per rank)
 DSV3_16B_TPS = (11636.0, 11758.0, 11533.0, 11254.0)
 BLOG_SPEEDUP = 1.302
+# bench_moe_layer.py, (name, dim, hidden_dim, BF16 ms, MXFP8 ms, source)
+LAYER_BENCH = (("Llama 4 dims (5120 / 8192)", 5120, 8192, 275.270, 192.420, "torchao moe_training README @c7d0b5814"),
+               ("DeepSeek-V3 16B dims (2048 / 1408)", 2048, 1408, 16.882, 17.710, "torchtitan#2086"))
+
+
+def _layer_gemms(dim: int, hidden: int, groups: int, tokens: int, mx: bool) -> float:
+    """Seconds of the benchmark layer's GEMMs (+ torchao's casts with ``mx``) on the roofline's curves (B200)."""
+    from primus_launch.projection.cost.compute import elementwise_time, gemm_time
+
+    fmt, m, t = ("mxfp8" if mx else "bf16"), tokens // groups, 0.0
+    for n, k in ((hidden, dim), (hidden, dim), (dim, hidden)):   # w1, w3, w2
+        t += sum(gemm_time(a, b, c, "b200", "bf16", groups, fmt, "torch")
+                 for a, b, c in ((m, n, k), (m, k, n), (k, n, m)))
+        if mx:
+            t += elementwise_time(6.0 * (tokens * k + tokens * n + groups * n * k), "b200")
+        t += sum(gemm_time(a, b, c, "b200") for a, b, c in ((tokens, n, k), (tokens, k, n), (k, n, tokens)))
+    return t
 
 
 def _tok(plan) -> float:
@@ -78,6 +104,11 @@ def main() -> int:
     meas = statistics.median(DSV3_16B_TPS)
     print(f"DeepSeek-V3 16B, 8 H100 (torchtitan#1789): measured {meas:.0f} (median of steps 10-40); projected "
           f"{on:.0f} ({100 * (on / meas - 1):+.1f} %) / generic permutes {off:.0f} ({100 * (off / meas - 1):+.1f} %)")
+    print("torchao bench_moe_layer (B200, 131072 tokens, 8 local experts): BF16 / MXFP8 time")
+    for name, dim, hid, bf, mx, src in LAYER_BENCH:
+        pb, pm = _layer_gemms(dim, hid, 8, 131072, False), _layer_gemms(dim, hid, 8, 131072, True)
+        print(f"  {name}: measured {bf / mx:.3f} ({src}); the roofline's GEMMs + casts {pb / pm:.3f} "
+              f"({1e3 * pb:.1f} / {1e3 * pm:.1f} ms)")
     return 0
 
 
