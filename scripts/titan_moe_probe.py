@@ -20,7 +20,7 @@ permutes, as before ``cost/titan_moe.py``), tokens/s/GPU and the error against t
    MXFP8 192.420 ms) and at DeepSeek-V3 16B dims (torchtitan#2086: 16.882 / 17.710 ms) beside the roofline's own
    curves for the layer's GEMMs: the routed experts' three grouped GEMMs (forward, dgrad, wgrad) on the torch
    grouped curves, torchao's unfused casts (3 B per element and orientation: A, grad_out, weights) at streaming
-   speed, and the BF16 shared expert.  The router, permutes and element-wise ops, the same in both precisions, are
+   speed and its weight-gradient scale rearranges (``cost/titan_moe.py``), and the BF16 shared expert.  The router, permutes and element-wise ops, the same in both precisions, are
    left out, so the projected ratio is an upper bound of what the layer's kernels would give.
 
     python scripts/titan_moe_probe.py
@@ -46,6 +46,7 @@ LAYER_BENCH = (("Llama 4 dims (5120 / 8192)", 5120, 8192, 275.270, 192.420, "tor
 def _layer_gemms(dim: int, hidden: int, groups: int, tokens: int, mx: bool) -> float:
     """Seconds of the benchmark layer's GEMMs (+ torchao's casts with ``mx``) on the roofline's curves (B200)."""
     from primus_launch.projection.cost.compute import elementwise_time, gemm_time
+    from primus_launch.projection.cost.titan_moe import k_groups_rearrange_seconds
 
     fmt, m, t = ("mxfp8" if mx else "bf16"), tokens // groups, 0.0
     for n, k in ((hidden, dim), (hidden, dim), (dim, hidden)):   # w1, w3, w2
@@ -53,6 +54,7 @@ def _layer_gemms(dim: int, hidden: int, groups: int, tokens: int, mx: bool) -> f
                  for a, b, c in ((m, n, k), (m, k, n), (k, n, m)))
         if mx:
             t += elementwise_time(6.0 * (tokens * k + tokens * n + groups * n * k), "b200")
+            t += k_groups_rearrange_seconds(m)
         t += sum(gemm_time(a, b, c, "b200") for a, b, c in ((tokens, n, k), (tokens, k, n), (k, n, tokens)))
     return t
 

@@ -203,3 +203,40 @@ def test_roofline_prices_the_counted_glue():
     assert sum(o.fwd_routed + o.fwd_token for o in titan_moe.glue_ops(True, 1)) == 52.0
     q = p.model_copy(update={"training": p.training.model_copy(update={"moe_glue_eager": False})})
     assert not [r for r in layer_op_times(q)["moe"] if r[0].endswith("(eager)")]
+
+
+def test_k_groups_rearrange_reproduces_torchaos_kernel_breakdown():
+    """One ``triton_mx_block_rearrange_2d_K_groups`` call at torchao's kernel-breakdown shapes (DeepSeek-V3: 131072
+    tokens over 8 groups = 128 serial iterations of 128 tokens) against its two records, and the loop's length
+    scaling: a group twice as long takes twice as long, a partial block one more iteration."""
+    from primus_launch.projection.cost import evidence as ev
+
+    one = titan_moe.k_groups_rearrange_seconds(131072 // 8) / titan_moe.K_GROUPS_PER_GEMM
+    for rid in ("ao-b200-moe-wgrad-triton_mx_block_rearrange_2d_K_groups-(2048,4096)",
+                "ao-b200-moe-wgrad-triton_mx_block_rearrange_2d_K_groups-(7168,4096)"):
+        rec = ev.record(rid)
+        assert rec is not None and rec["unit"] == "us"
+        assert one == pytest.approx(rec["value"] * 1e-6, rel=0.03)
+    assert titan_moe.k_groups_rearrange_seconds(32768) == pytest.approx(2 * titan_moe.k_groups_rearrange_seconds(16384))
+    assert titan_moe.k_groups_rearrange_seconds(129) == 2 * titan_moe.k_groups_rearrange_seconds(128)
+
+
+def test_roofline_charges_the_rearranges_to_torchtitan_mxfp8_experts_only():
+    """TorchTitan's experts run three grouped GEMMs (w1, w3, w2), each with two K-groups rearranges in its weight
+    gradient, over the tokens of one local expert; BF16 experts have none."""
+    from primus_launch.adapters.torchtitan import plan_from_text
+    from primus_launch.plan import Cluster
+    from primus_launch.projection.cost.calibration import framework_eff
+    from primus_launch.projection.cost.roofline import layer_op_times
+
+    cl = Cluster(gpu="b200", num_nodes=2, gpus_per_node=8)
+    mx = SCOUT.replace('flavor = "17bx16e"\n', 'flavor = "17bx16e"\nconverters = ["quantize.linear.mx", '
+                       '"quantize.grouped_mm.mx"]\n') + '[quantize.grouped_mm.mx]\nfqns = ["experts"]\n'
+    p = plan_from_text(mx, cl)
+    assert p.training.fp8_recipe == "mxfp8"
+    rows = [r for r in layer_op_times(p)["moe"] if "rearrange" in r[0]]
+    assert len(rows) == 1 and rows[0][1] == rows[0][2] == 0.0
+    tokens = p.model.seq_length   # local batch 1, top-1, 16 experts over EP 16: one expert of all routed tokens
+    want = titan_moe.k_groups_rearrange_seconds(tokens, 3) / framework_eff("torchtitan")
+    assert rows[0][3] == pytest.approx(want, rel=1e-9)
+    assert not [r for r in layer_op_times(plan_from_text(SCOUT, cl))["moe"] if "rearrange" in r[0]]

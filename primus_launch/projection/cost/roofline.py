@@ -908,6 +908,18 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
              grouped_kernel=grouped and prof.name.startswith("torchtitan"), lowp=not legacy, host_each=host_each)
+        if grouped and prof.name.startswith("torchtitan") and recipe == "mxfp8" and fmt == "mxfp8":
+            # torchao's MXFP8 grouped GEMM: the weight gradient's two K-groups scale rearranges per grouped GEMM, a
+            # serial loop of one iteration per 128 tokens of a group (cost/titan_moe.py); TorchTitan's experts
+            # run w1, w3 and w2 as three grouped GEMMs (models/moe/moe.py _run_experts_grouped_mm)
+            calls = 3 if m.swiglu else 2
+            tb = titan_moe.k_groups_rearrange_seconds(m_e, calls)
+            acc._add(0.0, 0.0, tb, "non_matmul")
+            acc._k(0, calls * titan_moe.K_GROUPS_PER_GEMM)
+            acc._rec(f"torchao MXFP8 wgrad scale rearrange ({calls * titan_moe.K_GROUPS_PER_GEMM} x 2d K-groups, "
+                     f"{-(-m_e // titan_moe.TOKENS_PER_ITER)} serial iterations each)", 0.0, 0.0, tb * acc.slow,
+                     ("serial", "cost/titan_moe.py k_groups_rearrange_seconds: records "
+                                     "ao-b200-moe-wgrad-triton_mx_block_rearrange_2d_K_groups-*", 0.0, 0.0))
         if per_expert:
             what = "legacy grouped_gemm (BF16)" if legacy else "TE GroupedLinear"
             acc._rec(f"{what} host: {1e3 * hf_:.3f} / {1e3 * hb_:.3f} ms ({local} BLAS GEMMs per linear "

@@ -103,3 +103,26 @@ def glue_bytes(score_before_experts: bool, routed: float, tokens: float, h: int)
     f = sum(o.fwd_routed * routed + o.fwd_token * tokens for o in ops) * h
     b = sum(o.bwd_routed * routed + o.bwd_token * tokens for o in ops) * h
     return f, b
+
+
+# ----------------------------------------------------------------------------- torchao MXFP8 grouped GEMM
+# torchao's MXFP8 grouped GEMM (prototype/moe_training/scaled_grouped_mm.py ``_MXFP8GroupedMM.backward``, the same
+# from 2025-09 #2977 to torchao HEAD 36027d82) converts the weight-gradient GEMM's two scale tensors (grad_out^T and
+# A^T, scales along the tokens) to the per-group blocked layout with ``triton_mx_block_rearrange_2d_K_groups``
+# (kernels/mxfp8/quant.py, unchanged since #2956 of 2025-09-11): one Triton program per (group, 128-row block) that
+# walks its group's scale columns in a serial ``while`` loop, 4 columns = 128 tokens per iteration.  Its time is
+# therefore the loop's length, not its bytes: ``ceil(tokens per group / 128)`` iterations while the programs fit in
+# one wave (the records' 8 x 16 and 8 x 56 programs on 148 SMs).  The per-iteration time is torchao's own kernel
+# breakdown (records ``ao-b200-moe-wgrad-triton_mx_block_rearrange_2d_K_groups-(2048,4096)`` 199.8 us and
+# ``-(7168,4096)`` 207.9 us: 16384 tokens per group, 128 iterations, B200): their mean over 128.
+K_GROUPS_REARRANGE_ITER_S = (199.8e-6 + 207.9e-6) / 2 / 128
+TOKENS_PER_ITER = 128
+K_GROUPS_PER_GEMM = 2   # grad_out^T and A^T scales, per grouped GEMM's backward
+
+
+def k_groups_rearrange_seconds(tokens_per_group: int, gemms: int = 1) -> float:
+    """Seconds of torchao's K-groups scale rearranges in the backward of ``gemms`` MXFP8 grouped GEMMs whose
+    groups hold ``tokens_per_group`` tokens (the busiest group's when they differ): ``gemms x 2 x
+    ceil(tokens / 128) x K_GROUPS_REARRANGE_ITER_S`` (section doc)."""
+    it = -(-max(1, int(tokens_per_group)) // TOKENS_PER_ITER)
+    return gemms * K_GROUPS_PER_GEMM * it * K_GROUPS_REARRANGE_ITER_S
