@@ -778,6 +778,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         rope_fusion=bool(get(a, "apply_rope_fusion")),
         precision_aware_optimizer=pao, **state,
     )
+    if training["defer_embedding_wgrad"] and pp > 1:
+        # memory modelled (memory.mcore.deferred_wgrad_bytes); the step time is not
+        rep.flag("--defer-embedding-wgrad-compute", True, "time: the output layer's weight-gradient GEMMs run in the "
+                 "pipeline flush, hiding part of it (not modelled; the memory it keeps is)")
     if validate:  # further megatron/training/arguments.py validate_args assertions
         if training["tp_comm_overlap"] and not sp:
             raise PlanError("--tp-comm-overlap", True, "requires --sequence-parallel with TP > 1")

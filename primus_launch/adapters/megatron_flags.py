@@ -971,7 +971,9 @@ MODELLED_FLAGS: dict[str, str] = {
     "--data-parallel-sharding-strategy": "parallel.dp_sharding (no_shard, optim, optim_grads, optim_grads_params)",
     "--torch-fsdp2-no-reshard-after-forward": "parallel.fsdp_reshard_after_forward = never",
     "--tp-comm-overlap": "training.tp_comm_overlap",
-    "--defer-embedding-wgrad-compute": "training.defer_embedding_wgrad (the last stage keeps each deferred micro-batch's logits gradient and output-layer input until the flush)",
+    "--defer-embedding-wgrad-compute": "training.defer_embedding_wgrad (memory: the last stage keeps each deferred "
+                                       "micro-batch's logits gradient and output-layer input until the flush; "
+                                       "time: reported as not modelled)",
     "--wgrad-deferral-limit": "training.wgrad_deferral_limit",
     "--tp-comm-overlap-cfg": "training.tp_comm_overlap_cfg (per-GEMM userbuffers method, num_sm, set_sm_margin)",
     "--no-async-tensor-model-parallel-allreduce": "training.tp_async_backward",
