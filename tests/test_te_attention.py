@@ -82,12 +82,12 @@ def test_plans_no_backend_can_run_are_errors_naming_the_field():
 
 
 def test_megatron_argv_with_sinks_and_ring_cp_exits_with_the_field():
-    """Through the Megatron adapter, as a user's recipe is read: one PlanError naming the field."""
+    """Through the Megatron adapter, as a user's recipe is read: one PlanError naming the flag."""
     from primus_launch.adapters.megatron import plan_from_argv
 
     argv = ("--num-layers 2 --hidden-size 256 --ffn-hidden-size 256 --num-attention-heads 4 --seq-length 128 "
             "--vocab-size 1000 --micro-batch-size 1 --global-batch-size 8 --softmax-type learnable "
             "--context-parallel-size 2").split()
-    with pytest.raises(PlanError, match="parallel.cp_comm_type"):
+    with pytest.raises(PlanError, match="--cp-comm-type"):
         plan_from_argv(argv)
     assert plan_from_argv(argv + ["--cp-comm-type", "a2a"]).parallel.cp_comm_type == "a2a"
