@@ -66,6 +66,7 @@ LIMITS: dict[str, int] = {
     "parallel.cp": 2**20, "parallel.ep": 2**20, "parallel.etp": 2**20, "parallel.dp_replicate": 2**20,
     "parallel.pipeline_layers_first_stage": 10_000, "parallel.pipeline_layers_last_stage": 10_000,
     "training.global_batch_size": 2**31, "training.micro_batch_size": 2**20, "training.train_iters": 2**62,
+    "training.wgrad_deferral_limit": 2**31,
     "training.recompute.num_layers": 10_000, "training.offload.activation_layers": 10_000,
     "cluster.num_nodes": 2**17, "cluster.gpus_per_node": 2**10, "cluster.nvlink_domain": 2**20,
     "cluster.power_limit_w": 100_000,
@@ -407,6 +408,13 @@ class Training(BoundedSection):
         default=False, description="EP all-to-all overlapped with another micro-batch's compute (Megatron "
                                    "--overlap-moe-expert-parallel-comm)")
     delay_wgrad_compute: bool = Field(default=False, description="Megatron --delay-wgrad-compute")
+    defer_embedding_wgrad: bool = Field(
+        default=False, description="Megatron --defer-embedding-wgrad-compute (PP > 1): the output layer's weight-"
+                                   "gradient GEMMs wait for the pipeline flush, so the last stage keeps each "
+                                   "deferred micro-batch's logits gradient and output-layer input until then")
+    wgrad_deferral_limit: int = Field(default=0, ge=0, description="Megatron --wgrad-deferral-limit: micro-batches "
+                                                                  "per iteration whose output-layer wgrad is "
+                                                                  "deferred (0 = all)")
     moe_expert_rank_capacity_factor: Optional[float] = Field(
         default=None, gt=0, description="Megatron --moe-expert-rank-capacity-factor (main / dev): static-shape MoE "
                                         "dispatch, each EP rank receives at most this factor x the balanced count of "
