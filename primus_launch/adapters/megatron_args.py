@@ -213,6 +213,7 @@ FIELD_FLAGS = {
     "parallel.pipeline_layout": "--pipeline-model-parallel-layout",
     "parallel.microbatch_group": "--microbatch-group-size-per-virtual-pipeline-stage",
     "parallel.account_for_embedding_in_pipeline_split": "--account-for-embedding-in-pipeline-split",
+    "parallel.cp_comm_type": "--cp-comm-type", "training.attention_backend": "--attention-backend",
     "parallel": "--tensor-model-parallel-size x --context-parallel-size x --pipeline-model-parallel-size",
     "training.global_batch_size": "--global-batch-size", "training.micro_batch_size": "--micro-batch-size",
     "training.recompute.num_layers": "--recompute-num-layers",

@@ -136,7 +136,8 @@ def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion:
         # FusedAttention (cuDNN F16_arbitrary_seqlen, cuDNN >= 9.13.1) or the unfused path
         # (TE 2.14.1 = Megatron-Bridge 26.04 pin: transformer_engine/pytorch/attention/dot_product_attention/
         # utils.py get_attention_backend "Filter: Softmax type"; common/fused_attn/fused_attn.cpp
-        # nvte_get_fused_attn_backend "softmax type ... 9.13.1+: vanilla, off-by-one, learnable")
+        # nvte_get_fused_attn_backend "softmax type ... 9.13.1+: vanilla, off-by-one, learnable"); auto and
+        # fused leave FusedAttention, flash leaves no backend (a plan error: plan/te_attention.py te_backends)
         attn = "cudnn"
     elif backend == "flash":
         attn = "fa2" if arch == "ampere" else "fa3"
