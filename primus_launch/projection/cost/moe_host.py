@@ -76,15 +76,19 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    ``initialize`` and ``run``, no cache in rocBLAS.  (b) TE-ROCm ``GroupedLinear``: ``nvte_multi_stream_cublas_gemm``
    -> ``cublas_gemm`` -> ``hipblaslt_gemm`` (``common/gemm/rocm_gemm.cu``), whose ``GemmAlgoCache`` (since
    ROCm/TransformerEngine PR #39, 2024-05) is keyed on (device, types, m, n, k, ld, transposes, epilogue): a
-   per-expert token count M never seen before misses once, then hits.  (c) PyTorch's hipBLASLt GEMM queries
-   the heuristic per call as on CUDA.  Beneath all three, hipBLASLt's TensileLite and rocBLAS's Tensile wrap
+   per-expert token count M never seen before misses once, then hits.  (c) PyTorch's Lt GEMM (``at::cuda::blas``,
+   hipified on ROCm) queries the heuristic on every call and relies on the library's own cache (pytorch PR
+   #191700, WIP 2026-07, proposes a PyTorch-side cache on CUDA: 'cuBLASLt has an internal heuristic cache').
+   Beneath all three, hipBLASLt's TensileLite and rocBLAS's Tensile wrap
    every loaded solution library in a ``CachingLibrary`` (``Serialization/SolutionLibrary.hpp``; the cache of
    ``CachingLibrary.hpp`` keyed on the whole problem and the device), so a repeated expert shape re-selects from
    the cache: the same hipBLASLt api-overhead client reads 7.8 us per ``hipblaslt_ext::algoGetHeuristic``
    (15.1 us C API) on a cached problem (record ``rocmlibs3103-api-overhead-hot``), while its 109.6 / 114.7 us of
    March 2025 (record ``hipblaslt1754-api-overhead-hot``) equal that build's ``getAllAlgos`` (114.3 us), the
-   uncached enumeration.  With ``ext::run`` at 8.6 us (same record) a cached per-GEMM host path is ~16 us plus
-   rocBLAS / hipBLAS, the size of :data:`TE_GEMM_HOST_S`, so ROCm keeps that price; the ~0.7-0.9 ms per local
+   uncached enumeration.  A per-expert token count takes a bounded set of values over a run (each missed once,
+   then cached at every layer and micro-batch after).  With ``ext::run`` at 8.6 us (same record) a cached
+   per-GEMM host path is ~16 us plus rocBLAS / hipBLAS (not measured), within 2x of :data:`TE_GEMM_HOST_S`,
+   so ROCm keeps that price (``tests/test_moe_host.py`` holds the sum to the records); the ~0.7-0.9 ms per local
    expert, layer and micro-batch the MI355X micro-batch-1 rows lack (``scripts/validation/README.md``) is not
    the heuristic query (6 GEMMs x ~110 us would be, were it paid per call; the code caches it).
 
