@@ -79,10 +79,11 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    per-expert token count M never seen before misses once, then hits.  (c) PyTorch's Lt GEMM (``at::cuda::blas``,
    hipified on ROCm) queries the heuristic on every call and relies on the library's own cache (pytorch PR
    #191700, WIP 2026-07, proposes a PyTorch-side cache on CUDA: 'cuBLASLt has an internal heuristic cache').
-   Beneath all three, hipBLASLt's TensileLite and rocBLAS's Tensile wrap
-   every loaded solution library in a ``CachingLibrary`` (``Serialization/SolutionLibrary.hpp``; the cache of
-   ``CachingLibrary.hpp`` keyed on the whole problem and the device), so a repeated expert shape re-selects from
-   the cache: the same hipBLASLt api-overhead client reads 7.8 us per ``hipblaslt_ext::algoGetHeuristic``
+   Beneath all three, hipBLASLt's TensileLite and rocBLAS's Tensile wrap every loaded solution library in a
+   ``CachingLibrary`` (``Serialization/SolutionLibrary.hpp``; the cache of ``CachingLibrary.hpp`` keyed on the
+   device and the problem: operation, tensor descriptors' sizes / strides / types, workspace size, not the data
+   pointers, ``ContractionProblem_Detail.hpp``), so a repeated expert shape re-selects from the cache: the same
+   hipBLASLt api-overhead client reads 7.8 us per ``hipblaslt_ext::algoGetHeuristic``
    (15.1 us C API) on a cached problem (record ``rocmlibs3103-api-overhead-hot``), while its 109.6 / 114.7 us of
    March 2025 (record ``hipblaslt1754-api-overhead-hot``) equal that build's ``getAllAlgos`` (114.3 us), the
    uncached enumeration.  A per-expert token count takes a bounded set of values over a run (each missed once,
