@@ -382,7 +382,7 @@ def test_sliding_window_priced_no_cheaper_than_cudnn_ran_it():
 def test_torch_mxfp8_net_speedup_falls_with_groups_at_fixed_tokens():
     """torchao PR 3271's benchmark (B200, Llama 4 shapes, 16384 tokens split over G = 1-8 groups, quantisation
     included): the MXFP8 / BF16 speed-up drops from 1.337x at G = 2 to 1.115x at G = 8 (x0.83).  The fitted pair with
-    the projection's own casts drops by at least 8 % over the same groups (the flat curve: 3.5 %)."""
+    the projection's own casts drops by at least 8 % over the same groups (the flat curve: 3.4 %)."""
     from primus_launch.projection.cost.titan_moe import k_groups_rearrange_seconds
     from primus_launch.projection.hardware.gpus import get_gpu
 
