@@ -17,11 +17,17 @@ ROOT = Path(__file__).resolve().parents[1]
 GiB = 1024**3
 
 
+def recipe_files() -> list[Path]:
+    """Every bundled recipe: the Megatron and TorchTitan files, the wrappers and the Primus experiments
+    (``recipes/primus/GPU/*.yaml``, one level deeper than the others)."""
+    return sorted((ROOT / "recipes").glob("*/*.sh")) + sorted((ROOT / "recipes").glob("*/*.yaml")) \
+        + sorted((ROOT / "recipes").glob("*/*.toml")) + sorted((ROOT / "recipes").glob("*.primus.toml")) \
+        + sorted((ROOT / "recipes").glob("primus/*/*.yaml"))
+
+
 def main() -> int:
-    files = sorted((ROOT / "recipes").glob("*/*.sh")) + sorted((ROOT / "recipes").glob("*/*.yaml")) \
-        + sorted((ROOT / "recipes").glob("*/*.toml")) + sorted((ROOT / "recipes").glob("*.primus.toml"))
     rows = []
-    for f in files:
+    for f in recipe_files():
         r = project(load_recipe(f), dry_run=True)
         p = r.plan
         rows.append((str(f.relative_to(ROOT)), f"{r.num_gpus} x {p.cluster.gpu}", p.parallel_summary(),
