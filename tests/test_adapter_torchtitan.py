@@ -496,3 +496,21 @@ def test_titan_filter_fqns_reported_against_the_bf16_linears_the_projection_keep
                                 '[quantize.linear.mx]\nfilter_fqns = ["output", "router.gate", "attention.wk", '
                                 '"attention.wv", "shared_experts"]\n[quantize.grouped_mm.mx]\nfqns = ["experts"]')
     assert list(un2) == ["quantize.linear.mx.filter_fqns=shared_experts"] and p2.training.bf16_linears == ("wk", "wv")
+
+
+def test_titan_grouped_fqns_without_their_converter_do_nothing():
+    """torchtitan v0.2.x builds only the converters model.converters names (protocols/model_converter.py
+    ModelConvertersContainer; Float8GroupedMMConverter is registered as "quantize.grouped_mm.float8" and is
+    the only reader of quantize.grouped_mm.float8.fqns): the upstream DeepSeek-V3 / Qwen3 TOMLs set the fqns
+    with the converters commented out, so they run all-BF16 -- a note, no "experts in FP8" warning."""
+    un, plan = _titan_unmodelled('[quantize.grouped_mm.float8]\nfqns = ["experts"]')
+    assert plan.training.precision == "bf16" and not un, un
+    assert any("grouped_mm.float8.fqns ignored" in n for n in plan.source.notes)
+    # with the linear FP8 converter but not the grouped one, the experts stay BF16 under an FP8 plan: warned
+    un2, plan2 = _titan_unmodelled('converters = ["float8"]\n[quantize.grouped_mm.float8]\nfqns = ["experts"]')
+    assert plan2.training.precision == "fp8"
+    assert any(k.startswith("model.converters=") and "experts" in v for k, v in un2.items()), un2
+    # named in the converters, the grouped FP8 of a BF16 plan is the unmodelled mix, as before
+    un3, _ = _titan_unmodelled('converters = ["quantize.grouped_mm.float8"]\n[quantize.grouped_mm.float8]\n'
+                               'fqns = ["experts"]')
+    assert un3.get("model.converters=quantize.grouped_mm.float8", "").startswith("time: MoE expert GEMMs in FP8")

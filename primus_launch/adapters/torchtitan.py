@@ -425,9 +425,15 @@ def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) ->
                                              "LoRA adapters on frozen base weights (projected as full training)"))
         elif kind:
             unmodelled.append(UnmodelledFlag(flag=kind, value="on", effect="model converter not known to primus-launch"))
+    # torchtitan v0.2.x builds only the converters ``model.converters`` names (protocols/model_converter.py
+    # ModelConvertersContainer); ``[quantize.grouped_mm.*] fqns`` is the config of the grouped converter and
+    # does nothing without it (the upstream DeepSeek-V3 / Qwen3 TOMLs set it with the converters commented out)
     grouped = [c for c in conv if _is_grouped(c)]
-    grouped += [f"quantize.grouped_mm.{k}" for k in ("float8", "mx") if job_get(job, f"quantize.grouped_mm.{k}.fqns")
-                and f"quantize.grouped_mm.{k}" not in grouped]
+    idle = [f"quantize.grouped_mm.{k}" for k in ("float8", "mx") if job_get(job, f"quantize.grouped_mm.{k}.fqns")
+            and f"quantize.grouped_mm.{k}" not in grouped]
+    if idle and not conv03 and out["precision"] not in ("fp8", "fp4"):  # else _converter_coverage warns
+        notes.append(f"{', '.join(k + '.fqns' for k in idle)} ignored: the converter is not in "
+                     "model.converters (experts in BF16)")
     if grouped and out["precision"] not in ("fp8", "fp4"):
         unmodelled.append(UnmodelledFlag(flag="model.converters", value=",".join(grouped),
                                          effect="time: MoE expert GEMMs in FP8 while the other GEMMs stay BF16"))
@@ -465,8 +471,8 @@ def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelle
     torchtitan v0.2.1 ``config/job_config.py`` and ``components/quantization/{float8,mx}.py``:
     ``quantize.linear.float8`` / ``quantize.linear.mx`` swap ``nn.Linear`` modules only (filtered by
     ``filter_fqns``: default ``[]`` for float8, ``["output"]`` for MX), so a MoE's routed experts (3-D
-    parameters run by ``torch._grouped_mm``) stay BF16 unless ``quantize.grouped_mm.{float8,mx}.fqns`` (or the
-    older ``*.moe_fqns_prototype``) names them; a filtered linear stays BF16 and an unfiltered ``output`` runs
+    parameters run by ``torch._grouped_mm``) stay BF16 unless the ``quantize.grouped_mm.{float8,mx}`` converter
+    is in ``model.converters`` (its ``fqns`` alone do nothing; before v0.2.0 ``*.moe_fqns_prototype``); a filtered linear stays BF16 and an unfiltered ``output`` runs
     in FP8.  Each mismatch is reported (time), never silently projected, except filtered attention linears of a
     non-MLA model (``wq`` / ``wk`` / ``wv`` / ``wo``), which ``training.bf16_linears`` prices in BF16."""
     if prec.get("precision") not in ("fp8", "fp4"):
@@ -501,9 +507,10 @@ def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelle
                                              effect="time: the output layer's GEMM runs in the low precision "
                                                     "(projected in BF16)"))
     if is_moe:
+        # the grouped converter must be in model.converters (its fqns alone do nothing); before v0.2.0 the
+        # float8 / mx linear converter itself read ``moe_fqns_prototype``
         grouped = any(_is_grouped(c) for c in conv) or any(
-            job_get(job, k) for k in ("quantize.grouped_mm.float8.fqns", "quantize.grouped_mm.mx.fqns",
-                                      "float8.moe_fqns_prototype", "mx.moe_fqns_prototype"))
+            job_get(job, k) for k in ("float8.moe_fqns_prototype", "mx.moe_fqns_prototype"))
         if not grouped:
             unmodelled.append(UnmodelledFlag(flag="model.converters", value=",".join(conv) or "float8",
                                              effect="time: the routed experts' grouped GEMMs stay BF16 (no "
