@@ -486,6 +486,14 @@ def _top_changes(rank: int, t, first) -> str:
     return "#1" + (" with " + _changes_text(diff) if diff else "")
 
 
+ROW_ONE_LINES = 3   # the first row's changes longer than this many lines refer to the "changes:" line instead
+
+
+def _same_changes(top: dict, full: dict) -> bool:
+    """Whether a top-N row's changes (keys by their last dotted part) are the ``changes:`` line's."""
+    return {k.split(".")[-1]: str(v) for k, v in top.items()} == {k.split(".")[-1]: str(v) for k, v in full.items()}
+
+
 def _pack(text: str, room: int) -> str:
     """``[#1 with ]a=1, b=2, ...`` packed into lines of at most ``room`` columns, broken between
     settings; a setting longer than the room is broken after its ``=`` (and cut into pieces of
@@ -526,8 +534,12 @@ def _top_table(res: TuneResult) -> str:
     fixed = tabulate([r[:-1] for r in rows], headers=headers, tablefmt="simple", disable_numparse=True,
                      colalign=align[:-1])
     room = max(WIDTH - max(len(line) for line in fixed.splitlines()) - 2, 24)
-    for r in rows:
+    best = plan_changes(res.baseline.plan, res.best_plan) if res.top else {}
+    for rank, r in enumerate(rows, 1):
         r[-1] = _pack(r[-1], room)
+        if rank == 1 and first is not None and first.changes and _same_changes(first.changes, best) \
+                and r[-1].count("\n") >= ROW_ONE_LINES:
+            r[-1] = "(the changes: line above)"  # listed in full above the table, not cut into pieces here
     return tabulate(rows, headers=headers + ["changes"], tablefmt="simple", disable_numparse=True, colalign=align)
 
 

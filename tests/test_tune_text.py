@@ -1,0 +1,45 @@
+"""The tune's top-N table stays readable: the first row's changes, when they would take several lines,
+refer to the ``changes:`` line above (which lists them in full) instead of being cut mid-name into the
+narrow column ("account_for_embedding_in_pip / eline_split=" on a Qwen3-235B tune); later rows keep
+their short "#1 with ..." differences."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from primus_launch.plan import Cluster, ModelArch, Plan, Training
+from primus_launch.report.text import WIDTH
+from primus_launch.tuner.engine import plan_changes
+from primus_launch.tuner.search import _top_table
+
+
+def _trial(orig: Plan, plan: Plan, t: float):
+    return SimpleNamespace(changes=plan_changes(orig, plan), iteration_time_s=t, tokens_per_sec_per_gpu=1e3 / t,
+                           peak_memory_bytes=70 * 2**30, peak_band_bytes=(69 * 2**30, 80 * 2**30), verdict="tight",
+                           source="branch-and-bound")
+
+
+def test_long_first_row_refers_to_the_changes_line():
+    orig = Plan(model=ModelArch(num_layers=94, hidden_size=4096, ffn_hidden_size=12288, num_attention_heads=64,
+                                vocab_size=151936, seq_length=4096),
+                parallel={"tp": 2, "pp": 8, "account_for_embedding_in_pipeline_split": True,
+                          "account_for_loss_in_pipeline_split": True},
+                training=Training(global_batch_size=2048), cluster=Cluster(num_nodes=32, gpus_per_node=8))
+    best = orig.model_copy(update={"parallel": orig.parallel.model_copy(update={
+        "tp": 1, "pp": 16, "account_for_embedding_in_pipeline_split": False,
+        "account_for_loss_in_pipeline_split": False, "pipeline_layers_first_stage": 6,
+        "pipeline_layers_last_stage": 4})})
+    second = best.model_copy(update={"parallel": best.parallel.model_copy(update={"pipeline_layers_last_stage": 5})})
+    res = SimpleNamespace(top=[_trial(orig, best, 13.5), _trial(orig, second, 13.6)],
+                          baseline=SimpleNamespace(plan=orig), best_plan=best)
+    text = _top_table(res)
+    lines = text.splitlines()
+    assert all(len(ln) <= WIDTH for ln in lines)
+    row1 = next(ln for ln in lines if ln.lstrip().startswith("1 "))
+    assert "(the changes: line above)" in row1
+    assert "eline_split" not in text and "pip\n" not in text        # no name cut into pieces
+    assert "#1 with" in text and "pipeline_layers_last_stage" in text   # the second row: its one difference
+    # a short first row stays in the table
+    short = best.model_copy(update={"parallel": orig.parallel.model_copy(update={"tp": 1})})
+    res2 = SimpleNamespace(top=[_trial(orig, short, 13.5)], baseline=SimpleNamespace(plan=orig), best_plan=short)
+    assert "tp=1" in _top_table(res2) and "changes: line above" not in _top_table(res2)
