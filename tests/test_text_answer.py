@@ -67,3 +67,21 @@ def test_verdict_line_names_the_band(capsys):
     assert rc == 0
     mem = " ".join(ln for ln in lines if "GiB peak of" in ln or ln.startswith(" "))
     assert "band" in mem and "GiB" in mem and ("fits" in mem or "TIGHT" in mem)
+
+
+def test_mfu_line_names_the_peak_it_is_taken_against(capsys):
+    """MFU = model TFLOP/s / the GPU's dense datasheet peak at the plan's precision (GPUSpec.peak_flops):
+    the line names that peak, and the printed figures agree with one another (an FP8 recipe: the FP8 peak,
+    not the BF16 one)."""
+    import re
+
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    rc, lines = _run(capsys, str(ROOT / "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml"))
+    text = "\n".join(lines)
+    tflops = float(re.search(r"model TFLOP/s/GPU\s+([\d.]+)", text).group(1))
+    mfu, prec, peak = re.search(r"MFU\s+([\d.]+) % of the (\w+) dense peak \(([\d,]+) TFLOP/s\)", text).groups()
+    peak_tf = float(peak.replace(",", ""))
+    assert rc == 0 and prec == "FP8"
+    assert peak_tf == pytest.approx(get_gpu("h100-sxm").peak_flops("fp8") / 1e12, abs=0.5)
+    assert float(mfu) / 100 * peak_tf == pytest.approx(tflops, abs=0.0005 * peak_tf + 0.05)  # MFU's rounding

@@ -72,6 +72,20 @@ def verdict_text(r: ProjectionResult) -> str:
             f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %)")
 
 
+PEAK_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp8": "FP8", "fp4": "FP4", "fp32": "TF32"}
+
+
+def mfu_text(r: ProjectionResult) -> str:
+    """MFU with the peak it is taken against (``projection/steps/flow.py``: model TFLOP/s over the GPU's
+    datasheet dense peak at the plan's precision, ``GPUSpec.peak_flops``), so that a reader can check
+    it: e.g. ``18.7 % of the FP8 dense peak (1,979 TFLOP/s)``."""
+    out = f"{100 * r.mfu:.1f} %"
+    if r.mfu > 0:
+        prec = PEAK_NAMES.get(r.plan.training.precision, r.plan.training.precision.upper())
+        out += f" of the {prec} dense peak ({r.model_tflops_per_gpu / r.mfu:,.0f} TFLOP/s)"
+    return out
+
+
 def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list[tuple[str, str]]:
     """The summary of one projection as (label, value) rows; the text answer and the HTML report
     render the same rows.  ``run``: a whole training run at this projection (``--train-tokens``):
@@ -92,7 +106,7 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         ("iteration time", it),
         ("tokens/s/GPU", tps),
         ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
-        ("MFU", f"{100 * r.mfu:.1f} %"),
+        ("MFU", mfu_text(r)),
         ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB{margin}: "
                    f"{verdict_text(r)} (worst stage {m.worst_stage})"),
     ] + (run_rows(run) if run is not None else [])
