@@ -133,7 +133,8 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
         f"{(worst.allocated_bytes + worst.allocator_reserve_bytes) / GiB:.1f} GiB (+{ALLOCATOR_FRAGMENTATION:.1%}: "
         f"the caching allocator's published max reserved / max allocated), + {out_b / GiB:.1f} GiB outside the allocator ("
         + ", ".join(f"{k} {v / GiB:.2f}" for k, v in outside.items() if v) + " GiB)",
-        f"verdict {vd}: band {low:+.0%} / {high:+.0%} ({source})",
+        f"verdict {vd}: band {low:+.0%} / {high:+.0%} on the allocator's part, the {out_b / GiB:.1f} GiB outside it "
+        f"as estimated: {band.low_bytes / GiB:.1f}-{band.high_bytes / GiB:.1f} GiB ({source})",
     ]
     t = plan.training
     if not titan:
