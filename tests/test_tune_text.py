@@ -43,3 +43,21 @@ def test_long_first_row_refers_to_the_changes_line():
     short = best.model_copy(update={"parallel": orig.parallel.model_copy(update={"tp": 1})})
     res2 = SimpleNamespace(top=[_trial(orig, short, 13.5)], baseline=SimpleNamespace(plan=orig), best_plan=short)
     assert "tp=1" in _top_table(res2) and "changes: line above" not in _top_table(res2)
+
+
+def test_progress_line_fits_80_columns_with_a_large_space():
+    """The bar's done / total of a 64M-plan space (the Qwen3-235B reference) in short numbers: rich cut
+    the full "997222/64111104" to "997222/641111…" on an 80-column line, reading as more done than the
+    total."""
+    import io
+
+    from primus_launch.tuner.progress import Progress, count_text
+
+    assert [count_text(n) for n in (52088, 997222, 999999, 64111104)] == ["52.1K", "997K", "1M", "64.1M"]
+    out = io.StringIO()
+    bar = Progress(64_111_104, baseline_s=19.899, stream=out, min_interval_s=0.0, unit="plans")
+    bar.advance_to(997_222, best_s=13.577, force=True)
+    bar.close()
+    lines = [ln for ln in out.getvalue().splitlines() if ln.strip()]
+    assert lines and all(len(ln) <= 80 for ln in lines)
+    assert "997K/64.1M plans best 13.577 s/iter (+46.6%)" in lines[-1] and "…" not in lines[-1]

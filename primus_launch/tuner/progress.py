@@ -16,7 +16,7 @@ import time
 from typing import Optional, TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 
 _OPEN: list["Progress"] = []   # bars shown and not closed (an interrupt ends their line)
@@ -26,6 +26,17 @@ def end_lines() -> None:
     """End every bar still shown (before a one-line message, e.g. an interrupt's)."""
     while _OPEN:
         _OPEN.pop().close()
+
+
+def count_text(n: int) -> str:
+    """A count in at most 6 columns: ``9,999``, then three significant digits with K / M / G
+    (``997K``, ``64.1M``)."""
+    if n < 10_000:
+        return f"{n:,}"
+    for div, suffix in ((1e3, "K"), (1e6, "M"), (1e9, "G")):
+        if n / div < 999.5 or suffix == "G":
+            return f"{float(f'{n / div:.3g}'):g}" + suffix
+    return str(n)
 
 
 class Progress:
@@ -41,13 +52,14 @@ class Progress:
         self._last = 0.0
         console = Console(file=stream or sys.stderr, highlight=False)
         columns = [TextColumn("tune")]
-        if total:
-            columns += [BarColumn(bar_width=24), MofNCompleteColumn()]
+        if total:  # done / total in short numbers: a full 64111104 does not fit an 80-column line (rich cut it)
+            columns += [BarColumn(bar_width=24), TextColumn("{task.fields[done]}/" + count_text(total))]
         else:
             columns += [TextColumn("scored {task.completed}")]
         columns += [TextColumn("{task.fields[unit]}{task.fields[best]}"), TimeElapsedColumn()]
         self._bar = RichProgress(*columns, console=console, auto_refresh=False, transient=False)
-        self._task = self._bar.add_task("tune", total=total or None, unit=f"{unit} " if unit else "", best="")
+        self._task = self._bar.add_task("tune", total=total or None, unit=f"{unit} " if unit else "", best="",
+                                        done="0")
         self._shown = False
         self._closed = False
 
@@ -63,7 +75,7 @@ class Progress:
             best = f"best {best_s:.3f} s/iter"
             if self.baseline_s:
                 best += f" ({100 * (self.baseline_s / best_s - 1):+.1f}%)"
-        self._bar.update(self._task, completed=n, best=best)
+        self._bar.update(self._task, completed=n, best=best, done=count_text(n))
         if not self._shown:
             self._bar.start()
             self._shown = True
