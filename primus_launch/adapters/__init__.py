@@ -39,9 +39,9 @@ def detect_kind(path: Path) -> RecipeKind:
 
         return "torchtitan-launch" if is_titan_script(_text(path)) else "megatron"
     if suffix in _YAML_SUFFIXES:
-        from primus_launch.adapters.primus_yaml import is_primus_text
+        from primus_launch.adapters.primus_yaml import is_primus_file
 
-        return "primus" if is_primus_text(_text(path)) else "megatron"
+        return "primus" if is_primus_file(path, _text(path)) else "megatron"
     if suffix == ".toml":
         from primus_launch.adapters.primus_toml import is_wrapper
 
