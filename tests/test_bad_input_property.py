@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import time
 from pathlib import Path
 
@@ -285,3 +286,77 @@ def test_tune_outputs_stay_small_for_a_large_search(tmp_path):
     assert d["trials"]["count"] == 60_000 and len(d["trials"]["columns"]["iteration_time_s"]) == 60_000
     assert all(len(col["codes"] if isinstance(col, dict) else col) == 60_000 for col in d["trials"]["knobs"].values())
     assert len(d["top"]) == len(res.top)  # the top trials in full
+
+
+# ----- special files: what the reader must never open, and names an atomic write must not replace -----
+
+def _special(tmp_path: Path, name: str, kind: str) -> None:
+    p = tmp_path / name
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "loop":
+        os.symlink(name + ".b", p)
+        os.symlink(name, tmp_path / (name + ".b"))
+    elif kind == "dangling":
+        os.symlink("nowhere.sh", p)
+    elif kind == "device":
+        os.symlink("/dev/zero", p)
+
+
+SPECIAL_WORDS = {"fifo": "a named pipe; expected a regular file", "loop": "a loop of symbolic links",
+                 "dangling": "a symbolic link to 'nowhere.sh', which does not exist",
+                 "device": "a character device; expected a regular file"}
+
+
+@pytest.mark.parametrize("kind", sorted(SPECIAL_WORDS))
+@pytest.mark.parametrize("role", ["recipe", "gpu-file", "wrapper-target"])
+def test_special_files_are_named_not_opened(tmp_path, kind, role):
+    """Regression: a named pipe, a device, a loop of links were all "no such file", and a wrapper
+    whose recipe.path was a link loop ended in RuntimeError (exit 70).  A named pipe is never
+    opened (it would block), a device never read (/dev/zero is endless)."""
+    argv = {"recipe": ["--project", "r.sh"], "gpu-file": ["--project", "ok.sh", "--gpu-file", "r.sh"],
+            "wrapper-target": ["--project", "w.primus.toml"]}[role]
+    (tmp_path / "ok.sh").write_bytes(RECIPE.read_bytes())
+    (tmp_path / "w.primus.toml").write_bytes(b'[recipe]\npath = "r.sh"\n')
+    _special(tmp_path, "r.sh", kind)
+    rc, out, err, secs = run_cli(argv + ["--dry-run", "--json"], tmp_path)
+    assert_outcome(rc, out, err, secs, f"{role} {kind}")
+    assert rc == 2 and (SPECIAL_WORDS[kind] in err or role == "wrapper-target" and "no such file" in err), err
+
+
+@pytest.mark.parametrize("content,words", [
+    (b'[recipe]\npath = "r.sh\\u0000"\n', "recipe.path='r.sh\\x00': a file name without NUL characters"),
+    (b'[recipe]\npath = "r.sh"\n[cluster]\nnodes = 2\nnum_nodes = 3\n', "cluster.num_nodes=3: the node count is "
+                                                                       "already given"),
+    (b'[recipe]\npath = "r.sh"\nframework = "torchtitan"\n', "recipe.framework='torchtitan': r.sh is a megatron "
+                                                             "recipe"),
+])
+def test_wrapper_refusals(tmp_path, content, words):
+    """Regression: a NUL in recipe.path was ValueError (exit 70); nodes and num_nodes together took
+    the last silently; a framework the wrapper insists on was not checked against the recipe."""
+    (tmp_path / "r.sh").write_bytes(RECIPE.read_bytes())
+    (tmp_path / "w.primus.toml").write_bytes(content)
+    rc, out, err, secs = run_cli(["--project", "w.primus.toml", "--dry-run", "--json"], tmp_path)
+    assert_outcome(rc, out, err, secs, words)
+    assert rc == 2 and words in err, err
+
+
+@pytest.mark.parametrize("target,words", [("fifo", "a named pipe"), ("null", "a character device"),
+                                          ("link-to-dev-null", "a character device"),
+                                          ("x" * 300 + ".html", "not a usable output path: File name too long")])
+def test_outputs_that_an_atomic_write_would_replace_are_refused(tmp_path, target, words):
+    """Regression: ``--report /dev/null`` (as root) renamed a regular file over the device node, and a
+    named pipe was replaced the same way; a name too long was an OSError line without the flag."""
+    (tmp_path / "r.sh").write_bytes(RECIPE.read_bytes())
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink("/dev/null", tmp_path / "link-to-dev-null")  # a broken check replaces the link, not /dev/null
+    if target == "null":  # /dev/null's twin in the test's folder (never the system's own: as root a broken
+        try:              # check would rename a file over it)
+            os.mknod(tmp_path / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("mknod needs root")
+    rc, out, err, secs = run_cli(["--project", "r.sh", "--dry-run", "--json", "--report", target], tmp_path)
+    assert_outcome(rc, out, err, secs, target)
+    assert rc == 2 and f"--report='{target}'" in err and words in err, err
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode) and os.path.islink(tmp_path / "link-to-dev-null")
+    assert target != "null" or stat.S_ISCHR(os.lstat(tmp_path / "null").st_mode)

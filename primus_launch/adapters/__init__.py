@@ -100,6 +100,9 @@ def load_wrapper(path: Path, overrides: Optional[dict] = None, primus_root: Opti
     if detect_kind(w.target) == "wrapper":
         raise UserError(f"recipe.path={w.written!r}: must point at a native recipe, not another wrapper")
     plan = load_recipe(w.target, cluster, primus_root if primus_root is not None else w.primus_root)
+    if w.framework is not None and plan.framework != w.framework:  # the wrapper insists on a framework
+        raise UserError(f"recipe.framework={w.framework!r}: {w.written} is a {plan.framework} recipe; name its "
+                        "framework or leave the key out (detected from the file)")
     src = plan.source.model_copy(update={"wrapper_path": str(path)})
     return plan.model_copy(update={"source": src})
 
