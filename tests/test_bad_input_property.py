@@ -360,3 +360,48 @@ def test_outputs_that_an_atomic_write_would_replace_are_refused(tmp_path, target
     assert rc == 2 and f"--report='{target}'" in err and words in err, err
     assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode) and os.path.islink(tmp_path / "link-to-dev-null")
     assert target != "null" or stat.S_ISCHR(os.lstat(tmp_path / "null").st_mode)
+
+
+# ----- flags the chosen mode would not read: refused, never ignored silently -------------------------
+
+@pytest.mark.parametrize("argv,words", [
+    (["--dry-run", "--", "touch", "ran"], "--dry-run: only with --project or --tune (without them the command"),
+    (["--emit", "slurm", "--", "touch", "ran"], "--emit=slurm: only with --project or --tune"),
+    (["--gpu", "h100-sxm", "--", "touch", "ran"], "--gpu=h100-sxm: only with --project or --tune"),
+    (["--project", "r.sh", "--dry-run", "--budget", "3"], "--budget=3: only with --tune"),
+    (["--project", "r.sh", "--dry-run", "--out", "x.sh"], "--out=x.sh: only with --tune"),
+    (["--project", "r.sh", "--dry-run", "--top", "3"], "--top=3: only with --tune"),
+    (["--project", "r.sh", "--dry-run", "--exhaustive"], "--exhaustive/--planner: only with --tune"),
+    (["--project", "r.sh", "--dry-run", "--force"], "--force: only with --launch"),
+    (["--project", "r.sh", "--dry-run", "--measure-device", "cpu"], "--measure-device=cpu: not with --dry-run"),
+    (["--tune", "r.sh", "--dry-run", "--budget", "1", "--exhaustive"], "--budget=1: not with --exhaustive"),
+    (["--tune", "r.sh", "--dry-run", "--max-work", "5", "--planner"], "--max-work=5: bounds the default branch"),
+    (["--tune", "r.sh", "--dry-run", "--max-work", "5", "--budget", "9"], "which --budget=9 replaces"),
+    (["--tune", "r.sh", "--max-work", "5"], "which a measured search (no --dry-run) replaces"),
+    (["--tune", "r.sh", "--workers", "2"], "--workers=2: only with --dry-run"),
+])
+def test_flags_the_mode_would_not_read_are_refused(tmp_path, argv, words):
+    """Regression: each of these ran with the flag ignored -- ``--dry-run -- CMD`` even ran the
+    command for real, ``--budget 1 --exhaustive`` scored all 52,088 candidates (a minute)."""
+    (tmp_path / "r.sh").write_bytes(RECIPE.read_bytes())
+    rc, out, err, secs = run_cli(argv, tmp_path)
+    assert_outcome(rc, out, err, secs, " ".join(argv))
+    assert rc == 2 and words in err and secs < 2.0, err
+    assert not (tmp_path / "ran").exists()
+
+
+def test_tune_writes_the_best_plans_trace(tmp_path):
+    """Regression: ``--tune --trace`` was accepted and wrote nothing; the trace is the best plan's
+    timeline (the report's), checked as an output like the others; a --time-limit the branch and bound
+    does not read is said on stderr."""
+    (tmp_path / "r.sh").write_bytes(RECIPE.read_bytes())
+    rc, out, err, secs = run_cli(["--tune", "r.sh", "--dry-run", "--json", "--out", "t.sh", "--trace", "t.json",
+                                  "--time-limit", "5"], tmp_path)
+    assert rc == 0, err
+    d = json.loads(out)
+    assert str(tmp_path / "t.json") in {str(tmp_path / k) for k in d["files"]}
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    assert any(e.get("ph") == "X" for e in events)
+    assert "--time-limit=5: not applied" in err
+    rc, out, err, secs = run_cli(["--tune", "r.sh", "--dry-run", "--json", "--trace", "r.sh"], tmp_path)
+    assert rc == 2 and "--trace='r.sh': is an input of this run" in err, err
