@@ -405,3 +405,94 @@ def test_tune_writes_the_best_plans_trace(tmp_path):
     assert "--time-limit=5: not applied" in err
     rc, out, err, secs = run_cli(["--tune", "r.sh", "--dry-run", "--json", "--trace", "r.sh"], tmp_path)
     assert rc == 2 and "--trace='r.sh': is an input of this run" in err, err
+
+
+# ----- the plan's fields at their boundaries, through the projection --------------------------------
+
+_SIZES = st.sampled_from([1, 2, 3, 4, 7, 8, 64, 1000, 4096, 2**20])
+_PLAN_FIELDS = {
+    ("model", "num_layers"): _SIZES, ("model", "hidden_size"): _SIZES, ("model", "ffn_hidden_size"): _SIZES,
+    ("model", "num_attention_heads"): _SIZES, ("model", "num_query_groups"): st.one_of(st.none(), _SIZES),
+    ("model", "head_dim"): st.one_of(st.none(), _SIZES), ("model", "vocab_size"): st.sampled_from([1, 2, 2**24]),
+    ("model", "seq_length"): st.sampled_from([1, 2, 3, 4096, 2**24]), ("model", "num_experts"): st.one_of(st.none(), _SIZES),
+    ("model", "moe_router_topk"): _SIZES, ("model", "moe_dense_first_layers"): st.sampled_from([0, 1, 100]),
+    ("model", "mtp_num_layers"): st.sampled_from([0, 1, 2]), ("model", "multi_latent_attention"): st.booleans(),
+    ("model", "make_vocab_size_divisible_by"): st.sampled_from([1, 3, 2**16]),
+    ("parallel", "tp"): _SIZES, ("parallel", "pp"): _SIZES, ("parallel", "vpp"): _SIZES, ("parallel", "cp"): _SIZES,
+    ("parallel", "ep"): _SIZES, ("parallel", "etp"): st.one_of(st.none(), _SIZES),
+    ("parallel", "sequence_parallel"): st.booleans(), ("parallel", "dp_replicate"): _SIZES,
+    ("parallel", "dp_sharding"): st.sampled_from(["none", "optimizer", "optimizer_grads", "full"]),
+    ("parallel", "pipeline_layers_first_stage"): st.one_of(st.none(), st.sampled_from([0, 1, 100])),
+    ("parallel", "pipeline_layout"): st.one_of(st.none(), st.sampled_from(["Et|tL", "", "x", "E|(tt|)*2L"])),
+    ("training", "global_batch_size"): _SIZES, ("training", "micro_batch_size"): _SIZES,
+    ("training", "precision"): st.sampled_from(["bf16", "fp16", "fp8", "fp4", "fp32"]),
+    ("training", "pipeline_schedule"): st.sampled_from(["1f1b", "interleaved_1f1b", "zb_h1", "zbv", "gpipe"]),
+    ("training", "moe_token_dispatcher"): st.sampled_from(["alltoall", "allgather", "deepep", "hybridep"]),
+    ("training", "recompute"): st.fixed_dictionaries({
+        "granularity": st.sampled_from(["none", "selective", "full", "op"]),
+        "method": st.sampled_from(["uniform", "block", "every_n", "layer_ids"]),
+        "num_layers": st.one_of(st.none(), st.sampled_from([0, 1, 7, 1000])),
+        "layer_ids": st.sampled_from([(), (0, 1), (5, 3), (99999,), (-1,)])}),
+    ("cluster", "num_nodes"): st.sampled_from([1, 3, 1024, 100_000]),
+    ("cluster", "gpus_per_node"): st.sampled_from([1, 3, 8, 72]),
+    ("cluster", "gpu"): st.sampled_from(["h100-sxm", "a100-sxm-40gb", "mi300x", "gb200"]),
+    ("cluster", "power_limit_w"): st.one_of(st.none(), st.sampled_from([1.0, 5000.0])),
+}
+
+
+@pytest.fixture(scope="module")
+def base_plans() -> dict:
+    from primus_launch.adapters import load_recipe
+
+    return {n: load_recipe(ROOT / "recipes" / n).model_dump()
+            for n in ("megatron/llama3.1_8b.sh", "torchtitan/llama3.1_8b.toml", "megatron/qwen3_235b_a22b.sh",
+                      "megatron/deepseek_v3_671b.sh")}
+
+
+@settings(max_examples=120, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_plan_fields_at_their_boundaries_end_in_a_projection_or_one_line(base_plans, data):
+    """0-ish / 1 / huge sizes, topk above the experts, EP not dividing them, GBS not a multiple of MBS x DP,
+    TP not dividing the heads, PP above the layers, ...: a :class:`PlanError` / validation error of one
+    line, or a projection whose every figure is finite (time, throughput and MFU positive).  Found: a
+    hidden size not a multiple of the heads (no head_dim) gave head_dim 0 and ZeroDivisionError."""
+    from pydantic import ValidationError
+
+    from primus_launch.errors import UserError, one_line
+    from primus_launch.plan import Plan, PlanError
+    from primus_launch.projection.api import project
+
+    d = json.loads(json.dumps(base_plans[data.draw(st.sampled_from(sorted(base_plans)), label="base")]))
+    for sec, key in data.draw(st.lists(st.sampled_from(sorted(_PLAN_FIELDS)), min_size=1, max_size=6, unique=True),
+                              label="fields"):
+        d[sec][key] = data.draw(_PLAN_FIELDS[(sec, key)], label=f"{sec}.{key}")
+    try:
+        j = project(Plan.model_validate(d), dry_run=True).to_json_dict()
+    except (PlanError, ValidationError, UserError) as e:
+        line = one_line(e)
+        assert line and "\n" not in line
+        return
+    bad: list[str] = []
+    json.loads(json.dumps(j), parse_constant=lambda c: bad.append(c))
+    assert not bad, bad
+    assert j["iteration_time_s"] > 0 and j["tokens_per_sec_per_gpu"] > 0 and 0 < j["mfu"] < 1.5, j["mfu"]
+
+
+def test_hidden_size_must_be_a_multiple_of_the_heads_without_head_dim(base_plans):
+    from pydantic import ValidationError
+
+    from primus_launch.errors import one_line
+    from primus_launch.plan import Plan
+
+    d = json.loads(json.dumps(base_plans["megatron/llama3.1_8b.sh"]))
+    for upd, words in (({"hidden_size": 4100, "head_dim": None}, "model.hidden_size=4100: a multiple of "
+                                                                  "num_attention_heads=32"),
+                       ({"hidden_size": 4096, "num_query_groups": 12}, "model.num_query_groups=12: must divide "
+                                                                       "num_attention_heads=32")):
+        d["model"].update(upd)
+        with pytest.raises(ValidationError) as e:
+            Plan.model_validate(d)
+        assert words in one_line(e.value)
+    d["model"].update(num_query_groups=8, head_dim=100, hidden_size=4100)  # kv_channels given: Megatron takes it
+    assert Plan.model_validate(d).model.kv_channels == 100
