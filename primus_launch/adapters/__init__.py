@@ -6,7 +6,8 @@ primus-launch wrapper TOML (``primus_toml``) that points at a native recipe and 
 cluster.  This module only dispatches on the file kind; it never interprets framework flags itself.
 
 Kinds, by suffix and content: ``.sh``/``.bash`` holding a ``torchtitan.train --module`` launch line ->
-``torchtitan-launch``, other scripts -> ``megatron``; ``.yaml``/``.yml`` with a ``modules:`` mapping of
+``torchtitan-launch``, scripts whose command names a TorchTitan job TOML (``--job.config_file``:
+torchtitan <= 0.2's ``run_train.sh``) -> ``torchtitan-config-script``, other scripts -> ``megatron``; ``.yaml``/``.yml`` with a ``modules:`` mapping of
 trainers -> ``primus``, other YAMLs -> ``megatron``; ``.toml`` with ``[recipe] path`` -> ``wrapper``,
 other TOMLs -> ``torchtitan``.
 """
@@ -19,7 +20,7 @@ from typing import Literal, Optional
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan
 
-RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "primus", "wrapper"]
+RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "torchtitan-config-script", "primus", "wrapper"]
 
 _SCRIPT_SUFFIXES = {".sh", ".bash"}
 _YAML_SUFFIXES = {".yaml", ".yml"}
@@ -35,9 +36,11 @@ def detect_kind(path: Path) -> RecipeKind:
     """Which reader a recipe file needs, from its suffix and its content."""
     suffix = path.suffix.lower()
     if suffix in _SCRIPT_SUFFIXES:
-        from primus_launch.adapters.torchtitan_script import is_titan_script
+        from primus_launch.adapters.torchtitan_script import is_titan_config_script, is_titan_script
 
-        return "torchtitan-launch" if is_titan_script(_text(path)) else "megatron"
+        text = _text(path)
+        return "torchtitan-launch" if is_titan_script(text) else \
+            "torchtitan-config-script" if is_titan_config_script(text) else "megatron"
     if suffix in _YAML_SUFFIXES:
         from primus_launch.adapters.primus_yaml import is_primus_file
 
@@ -76,6 +79,10 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
         from primus_launch.adapters.torchtitan_script import load_titan_script
 
         return load_titan_script(p, overrides)
+    elif kind == "torchtitan-config-script":
+        from primus_launch.adapters.torchtitan_script import load_titan_config_script
+
+        return load_titan_config_script(p, overrides)
     else:
         from primus_launch.adapters.torchtitan import load_torchtitan
 

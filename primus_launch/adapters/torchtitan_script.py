@@ -157,7 +157,8 @@ def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
             env[m.group(1)] = Assign(val, val_start + q, val_start + len(raw) - q)
             continue
         toks = _tokens(text, a, b, env)
-        if any(t.text in ("torchtitan.train",) or t.text.endswith("torchtitan/train.py") for t in toks):
+        if any(t.text in ("torchtitan.train",) or t.text.endswith("torchtitan/train.py")
+               or t.text.split("=", 1)[0] in _CONFIG_FLAGS for t in toks):
             # drop leading NAME=value prefixes and anything before the launcher
             cmd = [t for t in toks if t.text not in (";", "|", "&")]
             while cmd and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", cmd[0].text):
@@ -171,6 +172,42 @@ def is_titan_script(text: str) -> bool:
     """A script whose command runs torchtitan 0.3's trainer with ``--module``."""
     return ("torchtitan.train" in text or "torchtitan/train.py" in text) and "--module" in text \
         and "--job.config_file" not in text and "--job.config-file" not in text
+
+
+_CONFIG_FLAGS = ("--job.config_file", "--job.config-file")
+
+
+def is_titan_config_script(text: str) -> bool:
+    """A launch script whose command names a TorchTitan job TOML (``--job.config_file``): torchtitan
+    <= 0.2's ``run_train.sh`` and its experiments' scripts (``-m torchtitan.models.flux.train``,
+    ``train_ds_real.py``).  Megatron-LM has no such flag."""
+    return any(f in text for f in _CONFIG_FLAGS)
+
+
+def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
+    """The plan of the job TOML a launch script's command names, with the command's ``--section.key``
+    overrides and torchrun's cluster (:func:`primus_launch.adapters.command_recipe.plan_from_command`).
+    A relative TOML path is relative to where the script runs (torchtitan's scripts run from the
+    repository's root: ``./torchtitan/models/flux/train_configs/...``): it is looked for next to the
+    script, then in each folder above it."""
+    from primus_launch.adapters.command_recipe import _titan_config_index, _titan_config_path, plan_from_command
+
+    p = Path(path)
+    argv = script_argv(read_recipe_text(p), str(p))
+    i = _titan_config_index(argv)
+    if i is None:
+        raise UserError(f"{p}: no command with --job.config_file found (expected torchrun ... --job.config_file "
+                        "TOML)")
+    cfg, j = _titan_config_path(argv, i)
+    if not cfg.strip():
+        raise UserError(f"{p}: --job.config_file has no value (an unset variable?)")
+    c = Path(cfg)
+    hit = c if c.is_absolute() else next((d / c for d in (p.parent, *p.parent.parents) if (d / c).is_file()), None)
+    if hit is None or not hit.is_file():
+        raise UserError(f"--job.config_file={cfg!r}: no such file next to {p} or in a folder above it (the path is "
+                        "relative to where the script runs)")
+    argv[j] = f"{argv[j].split('=', 1)[0]}={hit}" if j == i else str(hit)
+    return plan_from_command(argv, overrides)
 
 
 def script_argv(text: str, path: str) -> list[str]:
