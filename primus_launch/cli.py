@@ -168,6 +168,9 @@ def _flag_conflict(a: argparse.Namespace, command: list[str]) -> Optional[str]:
         return (f"--measure-device={a.measure_device}: not with --dry-run (the dry run simulates the target GPU and "
                 "measures nothing)")
     if a.tune is not None:
+        if a.tune == _FROM_COMMAND and a.out is not None:
+            return (f"--out={a.out}: only with --tune RECIPE; a tuned command is printed, and the script or TOML it "
+                    "runs is written next to the original (NAME.tuned.EXT)")
         if a.budget is not None and a.exhaustive:
             return (f"--budget={a.budget}: not with --exhaustive (the brute force scores every legal candidate; "
                     "stop it with --time-limit, or give --planner)")
