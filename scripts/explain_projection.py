@@ -34,13 +34,19 @@ def _load(arg: str):
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    if len(argv) != 1 or argv[0] in ("-h", "--help"):
         print(__doc__)
-        return 2
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     from primus_launch.projection.cost.explain import explain_text
     from primus_launch.projection.dryrun import project_dry_run
 
-    plan, row = _load(argv[0])
+    from primus_launch.errors import UserError
+
+    try:
+        plan, row = _load(argv[0])
+    except UserError as e:  # neither a row id of runs.json nor a readable recipe: one line, exit 2
+        print(f"error: {e} (nor a row id of scripts/validation/runs.json)", file=sys.stderr)
+        return 2
     res = project_dry_run(plan)
     print(f"{plan.model.name}: {plan.parallel_summary()} on {plan.world_size} x {plan.cluster.gpu} "
           f"({plan.framework}, {plan.training.precision})\n")

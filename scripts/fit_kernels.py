@@ -279,10 +279,16 @@ def mxfp8_autograd_quant_bytes(r: dict) -> float:
 def grouped_measured_seconds(r: dict, probs: list[tuple[int, int, int, int]], fmt: str, eta: float) -> float:
     """Measured seconds of a grouped-GEMM record's GEMMs: its FLOPs over its TFLOP/s, and for torchao's
     MXFP8 autograd figures less their quantisation at the architecture's streaming bandwidth ``eta``
-    (:func:`mxfp8_autograd_quant_bytes`)."""
+    (:func:`mxfp8_autograd_quant_bytes`) and less the weight gradient's two K-groups scale rearranges, a serial
+    loop of one iteration per 128 tokens of a group (``cost/titan_moe.py`` ``k_groups_rearrange_seconds``; the
+    projection charges both itself)."""
+    from primus_launch.projection.cost.titan_moe import k_groups_rearrange_seconds
+
     t = sum(2.0 * m * n * k * b for m, n, k, b in probs) / (r["value"] * 1e12)
     if r["id"].startswith("ao-b200-gg-") and fmt == "mxfp8":
         t -= mxfp8_autograd_quant_bytes(r) / (get_gpu(r["gpu"]).hbm_bw * eta)
+        sh = r["shape"]
+        t -= k_groups_rearrange_seconds(int(ev.number(sh["total_m"])) // int(ev.number(sh["groups"])))
     return t
 
 

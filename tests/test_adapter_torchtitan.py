@@ -486,11 +486,13 @@ def test_titan_mx_linear_only_leaves_experts_bf16_reported():
 
 def test_titan_filter_fqns_reported_against_the_bf16_linears_the_projection_keeps():
     """float8's filter_fqns defaults to [] (job_config.py Float8Linear @v0.2.1): the output layer then runs
-    in FP8, which the projection prices in BF16; extra filtered linears stay BF16 (priced FP8)."""
+    in FP8, which the projection prices in BF16; extra filtered linears stay BF16 (priced FP8), except the
+    attention linears, which the plan keeps in BF16."""
     un, _ = _titan_unmodelled('converters = ["float8", "quantize.grouped_mm.float8"]\n'
                               '[quantize.grouped_mm.float8]\nfqns = ["experts"]')
     assert any(k.startswith("quantize.linear.float8.filter_fqns=") and "output layer" in v for k, v in un.items())
-    un2, _ = _titan_unmodelled('converters = ["quantize.linear.mx", "quantize.grouped_mm.mx"]\n'
-                               '[quantize.linear.mx]\nfilter_fqns = ["output", "router.gate", "attention.wk", '
-                               '"attention.wv"]\n[quantize.grouped_mm.mx]\nfqns = ["experts"]')
-    assert list(un2) == ["quantize.linear.mx.filter_fqns=attention.wk,attention.wv"]
+    # attention linears are priced in BF16 (training.bf16_linears); other filtered linears stay reported
+    un2, p2 = _titan_unmodelled('converters = ["quantize.linear.mx", "quantize.grouped_mm.mx"]\n'
+                                '[quantize.linear.mx]\nfilter_fqns = ["output", "router.gate", "attention.wk", '
+                                '"attention.wv", "shared_experts"]\n[quantize.grouped_mm.mx]\nfqns = ["experts"]')
+    assert list(un2) == ["quantize.linear.mx.filter_fqns=shared_experts"] and p2.training.bf16_linears == ("wk", "wv")

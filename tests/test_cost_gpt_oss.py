@@ -149,12 +149,18 @@ def test_gpt_oss_layer_lists_the_bias_clamp_and_unfused_bda():
 
 
 def test_sinks_keep_te_on_cudnn_fused_attention():
-    """TE disables FlashAttention for softmax_type off-by-one / learnable: even --attention-backend flash
-    runs cuDNN fused attention; vanilla softmax with flash stays on FlashAttention-3 (Hopper)."""
+    """TE disables FlashAttention for softmax_type off-by-one / learnable: auto and fused run cuDNN fused
+    attention, unfused the unfused path; --attention-backend flash leaves TE no backend (Megatron turns the
+    other two off), a plan error naming the field; vanilla softmax with flash stays on FlashAttention-3."""
+    from primus_launch.plan import PlanError
     from primus_launch.projection.cost.framework import profile_of
 
-    assert profile_of(_oss(backend="flash"), "hopper").attention == "cudnn"
+    assert profile_of(_oss(), "hopper").attention == "cudnn"
+    assert profile_of(_oss(backend="fused"), "hopper").attention == "cudnn"
+    assert profile_of(_oss(backend="unfused"), "hopper").attention == "unfused"
     assert profile_of(_oss(softmax="vanilla", backend="flash"), "hopper").attention == "fa3"
+    with pytest.raises((PlanError, ValueError), match="training.attention_backend"):
+        _oss(backend="flash")
 
 
 def test_megatron_adapter_reads_the_activation_clamp():

@@ -404,3 +404,54 @@ def test_full_iteration_graph_keeps_its_pool_through_the_optimizer_step():
     assert eager.activations_bytes + eager.transient_bytes > step  # eager: the step is not the peak
     nmb = 8 // 2
     assert graph.allocated_bytes - eager.allocated_bytes == pytest.approx(step + 28 * 2048 * nmb, abs=8)
+
+
+def test_deferred_output_layer_wgrad_buffers_are_megatrons():
+    """``--defer-embedding-wgrad-compute``: megatron-core 0.16.1's output ``ColumnParallelLinear`` (real
+    module, CPU, fake process group) appends each micro-batch's input in its forward and the logits' gradient
+    in its backward to the buffers it drains at the flush, up to ``--wgrad-deferral-limit`` (0 = all): the
+    bytes they hold per micro-batch are :func:`memory.mcore.deferred_wgrad_bytes`'s; the walk keeps them on
+    the last stage from each backward of the loss chunk to the flush (1F1B identity below)."""
+    import torch
+
+    from mcore_meta import cpu_current_device, init_fake_parallel
+    from megatron.core.model_parallel_config import ModelParallelConfig
+    from megatron.core.tensor_parallel.layers import ColumnParallelLinear
+    from primus_launch.projection.memory.inflight import stage_activation_peaks
+    from primus_launch.projection.memory.mcore import deferred_wgrad_bytes
+
+    init_fake_parallel(tp=1, pp=2, pp_rank=1)
+    # built without the fusion (its CUDA extension is absent here), then set as a run with it has it
+    cfg = ModelParallelConfig(pipeline_model_parallel_size=2, pipeline_dtype=torch.bfloat16,
+                              params_dtype=torch.bfloat16, use_cpu_initialization=True,
+                              perform_initialization=False)
+    s, b, h, v = 16, 2, 64, 256
+    acts: list = []
+    grads: list = []
+    with cpu_current_device():
+        lin = ColumnParallelLinear(h, v, config=cfg, init_method=lambda w: None, bias=False, gather_output=False,
+                                   embedding_activation_buffer=acts, grad_output_buffer=grads)
+    cfg.defer_embedding_wgrad_compute, cfg.wgrad_deferral_limit = True, 0
+    lin.gradient_accumulation_fusion, lin.weight.main_grad = True, torch.zeros(lin.weight.shape)
+    for _ in range(3):
+        x = torch.randn(s, b, h, dtype=torch.bfloat16, requires_grad=True)
+        out, _ = lin(x)
+        out.backward(torch.randn_like(out))
+    assert len(acts) == len(grads) == 3 and lin.weight.grad is None  # no wgrad GEMM ran
+    held = sum(t.numel() * t.element_size() for t in acts + grads) / 3
+    arch = ModelArch(num_layers=2, hidden_size=h, ffn_hidden_size=128, num_attention_heads=2, vocab_size=v,
+                     seq_length=s)
+    assert held == deferred_wgrad_bytes(arch, seq=s, mbs=b, tp=1, sp=False)[0]
+    cfg.wgrad_deferral_limit = 2  # the forward stops appending at the limit
+    acts.clear()
+    with torch.no_grad():
+        for _ in range(3):
+            lin(torch.randn(s, b, h, dtype=torch.bfloat16))
+    assert len(acts) == 2
+    # 1F1B, 2 stages, 4 micro-batches: the last rank runs F B F B F B F B, one chunk of w at a time; each
+    # backward leaves r until the flush, which adds f: peak max(w + 3 r, 4 r + f) (limit 0), 2 r + f (limit 2)
+    w, r, f = 10.0, 3.0, 1.0
+    peaks = stage_activation_peaks("1f1b", 2, 1, 4, None, ((w,), (w,)), False, (), ((0.0,), (r,)), 0, (0.0, f))
+    assert peaks == (2 * w, max(w + 3 * r, 4 * r + f))
+    peaks = stage_activation_peaks("1f1b", 2, 1, 4, None, ((w,), (w,)), False, (), ((0.0,), (30.0,)), 2, (0.0, f))
+    assert peaks[1] == max(w + 2 * 30.0, 2 * 30.0 + f)

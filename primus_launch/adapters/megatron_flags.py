@@ -971,6 +971,10 @@ MODELLED_FLAGS: dict[str, str] = {
     "--data-parallel-sharding-strategy": "parallel.dp_sharding (no_shard, optim, optim_grads, optim_grads_params)",
     "--torch-fsdp2-no-reshard-after-forward": "parallel.fsdp_reshard_after_forward = never",
     "--tp-comm-overlap": "training.tp_comm_overlap",
+    "--defer-embedding-wgrad-compute": "training.defer_embedding_wgrad (memory: the last stage keeps each deferred "
+                                       "micro-batch's logits gradient and output-layer input until the flush; "
+                                       "time: reported as not modelled)",
+    "--wgrad-deferral-limit": "training.wgrad_deferral_limit",
     "--tp-comm-overlap-cfg": "training.tp_comm_overlap_cfg (per-GEMM userbuffers method, num_sm, set_sm_margin)",
     "--no-async-tensor-model-parallel-allreduce": "training.tp_async_backward",
     "--overlap-grad-reduce": "training.overlap_grad_reduce", "--overlap-param-gather": "training.overlap_param_gather",
@@ -1105,8 +1109,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--no-tp-comm-bulk-dgrad": "time: bulk dgrad overlap off", "--no-tp-comm-bulk-wgrad": "time: bulk wgrad overlap off",
     "--tp-comm-bootstrap-backend": "time: userbuffer bootstrap (start-up only)",
     "--symmetric-ar-type": "time: symmetric-memory all-reduce kernels",
-    "--defer-embedding-wgrad-compute": "time: embedding wgrad deferred into the pipeline flush",
-    "--wgrad-deferral-limit": "time: deferred embedding wgrad micro-batches",
     "--distribute-saved-activations": "memory: saved activations split over TP with full recompute",
     "--fp8-amax-history-len": "time, memory: delayed-scaling amax history",
     "--fp8-amax-compute-algo": "time: delayed-scaling amax reduction", "--fp8-margin": "none on time/memory (scale margin)",

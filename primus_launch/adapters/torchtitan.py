@@ -451,7 +451,14 @@ def _fqn_list(v: Any) -> list[str]:
     return [str(s) for s in v] if isinstance(v, (list, tuple)) else [str(v)]
 
 
-def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelled: list[UnmodelledFlag]) -> None:
+# the attention linears of torchtitan v0.2's llama-style blocks (models/llama3|llama4|qwen3 model.py Attention: wq,
+# wk, wv, wo nn.Linear modules under "layers.<i>.attention."), which a filter_fqns entry matches by substring
+# (components/quantization/utils.py module_filter_fn: ``any(filter_fqn in fqn for filter_fqn in filter_fqns)``)
+_ATTN_LINEARS = ("wq", "wk", "wv", "wo")
+
+
+def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelled: list[UnmodelledFlag],
+                        mla: bool = False) -> None:
     """Report what torchtitan v0.2's float8 / MX converters leave in another precision than the plan prices.
 
     The plan's ``precision`` covers every layer GEMM, with the output layer and the router in BF16.  From
@@ -460,7 +467,8 @@ def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelle
     ``filter_fqns``: default ``[]`` for float8, ``["output"]`` for MX), so a MoE's routed experts (3-D
     parameters run by ``torch._grouped_mm``) stay BF16 unless ``quantize.grouped_mm.{float8,mx}.fqns`` (or the
     older ``*.moe_fqns_prototype``) names them; a filtered linear stays BF16 and an unfiltered ``output`` runs
-    in FP8.  Each mismatch is reported (time), never silently projected."""
+    in FP8.  Each mismatch is reported (time), never silently projected, except filtered attention linears of a
+    non-MLA model (``wq`` / ``wk`` / ``wv`` / ``wo``), which ``training.bf16_linears`` prices in BF16."""
     if prec.get("precision") not in ("fp8", "fp4"):
         return
     conv03 = [c.get("type") for c in (job_get(job, "model._converters03") or []) if isinstance(c, dict)]
@@ -478,6 +486,12 @@ def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelle
         raw = job_get(job, key, job_get(job, f"{kind}.filter_fqns"))
         filt = default if raw is None else _fqn_list(raw)
         extra = [f for f in filt if f not in _BF16_LINEARS]
+        if not mla:   # attention linears kept in BF16 are priced so (training.bf16_linears); MLA's differ
+            hit = tuple(r for r in _ATTN_LINEARS if any(f in f"layers.0.attention.{r}" for f in filt))
+            if hit:
+                prec["bf16_linears"] = tuple(sorted(set(prec.get("bf16_linears", ())) | set(hit),
+                                                    key=_ATTN_LINEARS.index))
+            extra = [f for f in extra if not any(f in f"layers.0.attention.{r}" for r in hit)]
         if extra:
             unmodelled.append(UnmodelledFlag(flag=key, value=",".join(extra)[:80],
                                              effect="time: these linears stay BF16 (projected in the recipe's "
@@ -620,7 +634,7 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
 
     recompute = _recompute(job, unmod)
     prec = _precision(job, notes, unmod)
-    _converter_coverage(job, model.is_moe, prec, unmod)
+    _converter_coverage(job, model.is_moe, prec, unmod, mla=model.multi_latent_attention)
     opt = _tbl(job, "optimizer").get("name", "AdamW")
     steps = _int(trn, "training", "steps", 10000)
 
@@ -637,6 +651,10 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     # (components/loss.py build_cross_entropy_loss: torch.compile(loss_fn) when training.compile)
     compile_loss = (_bool(cmp_, "compile", "enable", False) and "loss" in (cmp_.get("components") or ["model", "loss"])) \
         or _bool(trn, "training", "compile", False)
+    # v0.2 compiles an MoE block submodule by submodule (models/llama4/infra/parallelize.py apply_compile, PR
+    # #1895): MoE.forward's glue and the EP permute / unpermute run eager with or without compile.enable
+    # (cost/titan_moe.py); 0.3 compiles the whole block and routes through its token_dispatcher
+    glue_eager = model.is_moe and version != "0.3"
     if async_tp and tp > 1 and not compile_on:  # CompileConfig.__post_init__ (0.3) / parallelize (v0.2)
         key = "compile.enable_async_tensor_parallel" if version == "0.3" else "parallelism.enable_async_tensor_parallel"
         raise PlanError(key, True, "async TP requires torch.compile of the model (compile.enable with 'model' in "
@@ -686,6 +704,7 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
                 pipeline_schedule=schedule, overlap_grad_reduce=True, overlap_param_gather=fsdp,
                 tp_comm_overlap=async_tp and sp, optimizer="sgd" if "sgd" in str(opt).lower() else "adam",
                 train_iters=steps, compile=compile_on, compile_loss=compile_loss, moe_token_dispatcher=dispatcher,
+                moe_glue_eager=glue_eager,
                 overlap_moe_expert_parallel_comm=ep_overlap, moe_router_force_load_balancing=force_balance,
                 offload=offload, **{"grad_reduce_in_fp32": True, **prec}, **cuda_graphs),
             cluster=cl,

@@ -41,7 +41,7 @@ def _llama4(dim: int, n_layers: int, n_heads: int, n_kv: Optional[int], vocab: i
             ffn_mult: Optional[float], experts: int, step: int) -> dict[str, Any]:
     """ModelArch fields of torchtitan v0.2.2 ``models/llama4`` (``model/args.py`` TransformerModelArgs,
     ``model/model.py`` TransformerBlock; ``models/moe/moe.py`` MoEArgs: top_k 1, one shared expert,
-    router gate without bias): layer ``i`` is MoE when ``(i + 1) % interleave_moe_layer_step == 0``;
+    router gate without bias, ``score_before_experts`` True): layer ``i`` is MoE when ``(i + 1) % interleave_moe_layer_step == 0``;
     dense FFN = ``multiple_of``-rounded ``ffn_mult * int(8 dim / 3)``; expert FFN = the same before
     rounding, divided by top_k + shared experts (``auto_scale_hidden_dim``), then rounded up; the shared
     expert has the expert FFN size.  Llama 4 Scout (17bx16e) and Maverick (17bx128e) give 8192 / 16384,
@@ -58,7 +58,7 @@ def _llama4(dim: int, n_layers: int, n_heads: int, n_kv: Optional[int], vocab: i
         num_attention_heads=n_heads, num_query_groups=n_kv if n_kv and n_kv != n_heads else None,
         head_dim=dim // n_heads, max_position_embeddings=1048576 if experts != 16 else 10485760,
         num_experts=experts, moe_router_topk=1, moe_ffn_hidden_size=moe, moe_shared_expert_intermediate_size=moe,
-        ffn_hidden_size=dense if 0 in pattern else moe)
+        moe_score_before_experts=True, ffn_hidden_size=dense if 0 in pattern else moe)
     if 0 in pattern:
         f["moe_layer_pattern"] = pattern
     return f

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from primus_launch.plan.layout import chunk_layout
 from primus_launch.plan.sections import CUDA_GRAPH_SCOPES, OFFLOAD_MODULES, RECOMPUTE_MODULES, PlanError, PlanSections
+from primus_launch.plan.te_attention import te_backends
 from primus_launch.plan.torchtitan_split import is_single_stage, titan_schedule
 
 Problem = tuple[str, object, str]
@@ -73,6 +74,7 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                                          f"({m.num_attention_heads // p.tp})"))
     if p.sequence_parallel and (m.seq_length // p.cp) % p.tp:
         out.append(("parallel.tp", p.tp, f"with sequence parallel must divide seq_length/cp={m.seq_length // p.cp}"))
+    out += _attention_backend_problems(plan)
     # --- per-layer patterns
     for name, pat in (("model.moe_layer_pattern", m.moe_layer_pattern),
                       ("model.window_layer_pattern", m.window_layer_pattern)):
@@ -234,6 +236,30 @@ def torchtitan_problems(plan: PlanSections) -> list[Problem]:
         if not single and p.vpp < 2:
             out.append(("parallel.vpp", p.vpp, f"torchtitan's {name} needs >= 2 stages per rank"))
     return out
+
+
+def _attention_backend_problems(plan: PlanSections) -> list[Problem]:
+    """A Megatron plan on NVIDIA GPUs whose attention no backend can run (:mod:`primus_launch.plan.te_attention`:
+    Megatron's ``--attention-backend`` and TE 2.14.1's ``get_attention_backend`` filters); AMD (TE-ROCm) and
+    TorchTitan (its own attention) are not judged."""
+    m, p, t = plan.model, plan.parallel, plan.training
+    if plan.framework != "megatron" or plan.cluster.gpu.startswith("mi"):
+        return []
+    if te_backends(t.attention_backend, m.softmax_type, p.cp, p.cp_comm_type):
+        return []
+    sinks = m.softmax_type != "vanilla"
+    if t.attention_backend == "flash" and sinks:
+        return [("training.attention_backend", "flash",
+                 f"auto, fused, unfused or local with model.softmax_type={m.softmax_type}: Transformer Engine "
+                 "disables FlashAttention for attention sinks and --attention-backend flash turns the others off")]
+    if t.attention_backend in ("unfused", "local"):
+        return [("training.attention_backend", t.attention_backend,
+                 f"auto, fused or flash with parallel.cp={p.cp}: "
+                 + ("Megatron's local attention asserts context_parallel_size == 1" if t.attention_backend == "local"
+                    else "Transformer Engine's unfused attention does not support context parallelism"))]
+    return [("parallel.cp_comm_type", p.cp_comm_type,
+             f"a2a with model.softmax_type={m.softmax_type} and parallel.cp={p.cp}: Transformer Engine runs attention "
+             "sinks under context parallelism only in FusedAttention with cp_comm_type a2a")]
 
 
 def framework_problems(plan: PlanSections) -> list[Problem]:

@@ -66,6 +66,7 @@ LIMITS: dict[str, int] = {
     "parallel.cp": 2**20, "parallel.ep": 2**20, "parallel.etp": 2**20, "parallel.dp_replicate": 2**20,
     "parallel.pipeline_layers_first_stage": 10_000, "parallel.pipeline_layers_last_stage": 10_000,
     "training.global_batch_size": 2**31, "training.micro_batch_size": 2**20, "training.train_iters": 2**62,
+    "training.wgrad_deferral_limit": 2**31,
     "training.recompute.num_layers": 10_000, "training.offload.activation_layers": 10_000,
     "cluster.num_nodes": 2**17, "cluster.gpus_per_node": 2**10, "cluster.nvlink_domain": 2**20,
     "cluster.power_limit_w": 100_000,
@@ -160,6 +161,10 @@ class ModelArch(BoundedSection):
         default=None, description="1 = MoE layer, 0 = dense, one per decoder layer (Megatron --moe-layer-freq as a "
                                   "list or every-N); None = MoE after moe_dense_first_layers")
     moe_router_bias: bool = False
+    moe_score_before_experts: bool = Field(
+        default=False, description="TorchTitan MoEArgs.score_before_experts: the routing scores multiply the "
+                                   "routed tokens before the experts (torchtitan v0.2 llama4 flavors) instead of "
+                                   "weighting the experts' outputs (DeepSeek-V3, Qwen3, Megatron)")
     moe_router_num_groups: Optional[int] = Field(
         default=None, gt=0, description="expert groups of group-limited routing (Megatron --moe-router-num-groups; "
                                         "DeepSeek-V3 n_group); None = no group limit")
@@ -337,6 +342,9 @@ class Training(BoundedSection):
                                   "mxfp8 (TE, Megatron --fp8-recipe), rowwise (torchao); None = the framework's "
                                   "default (Megatron delayed, TorchTitan tensorwise)")
     fp8_param_gather: bool = Field(default=False, description="FP8 weights all-gathered / kept (Megatron --fp8-param-gather)")
+    bf16_linears: tuple[Literal["wq", "wk", "wv", "wo"], ...] = Field(
+        default=(), description="attention linears the low-precision recipe leaves in BF16 (TorchTitan float8 / MX "
+                                "converters' filter_fqns, e.g. attention.wk / attention.wv)")
     fp8_weight_transpose_cache: bool = Field(
         default=True, description="Transformer Engine keeps each linear's transposed (columnwise) fp8 weight in its "
                                   "workspace across micro-batches; False = ROCm TE keep_fp8_weight_transpose_cache="
@@ -370,6 +378,11 @@ class Training(BoundedSection):
     compile: bool = Field(default=False, description="torch.compile of the model (TorchTitan compile.enable)")
     compile_loss: bool = Field(default=False, description="TorchTitan: the loss torch.compile'd too (0.3 compile.components "
                                                           "'loss'; v0.2 training.compile; memory only)")
+    moe_glue_eager: bool = Field(
+        default=False, description="TorchTitan v0.2's MoE: MoE.forward's routing glue and the expert-parallel "
+                                   "permute / unpermute run eager, with compile.enable too (an MoE block is "
+                                   "compiled submodule by submodule, torchtitan PR #1895; cost/titan_moe.py); "
+                                   "torchtitan 0.3 compiles the whole block")
     moe_token_dispatcher: Literal["alltoall", "allgather", "deepep", "hybridep"] = Field(
         default="alltoall", description="EP token dispatcher: alltoall (one copy per routed expert), allgather, "
                                         "deepep / hybridep (Megatron flex dispatcher backends: one copy per "
@@ -407,6 +420,13 @@ class Training(BoundedSection):
         default=False, description="EP all-to-all overlapped with another micro-batch's compute (Megatron "
                                    "--overlap-moe-expert-parallel-comm)")
     delay_wgrad_compute: bool = Field(default=False, description="Megatron --delay-wgrad-compute")
+    defer_embedding_wgrad: bool = Field(
+        default=False, description="Megatron --defer-embedding-wgrad-compute (PP > 1): the output layer's weight-"
+                                   "gradient GEMMs wait for the pipeline flush, so the last stage keeps each "
+                                   "deferred micro-batch's logits gradient and output-layer input until then")
+    wgrad_deferral_limit: int = Field(default=0, ge=0, description="Megatron --wgrad-deferral-limit: micro-batches "
+                                                                  "per iteration whose output-layer wgrad is "
+                                                                  "deferred (0 = all)")
     moe_expert_rank_capacity_factor: Optional[float] = Field(
         default=None, gt=0, description="Megatron --moe-expert-rank-capacity-factor (main / dev): static-shape MoE "
                                         "dispatch, each EP rank receives at most this factor x the balanced count of "

@@ -152,7 +152,8 @@ _L70_SFT = [
     "--fp8-recipe tensorwise", "--fp8-param-gather", "--tp-comm-overlap",
     "--cuda-graph-impl transformer_engine", "--cuda-graph-scope mlp", "--te-rng-tracker",
     "--recompute-granularity selective", "--recompute-modules core_attn", "--attention-dropout 0.0",
-    "--hidden-dropout 0.0"]
+    "--hidden-dropout 0.0", "--overlap-grad-reduce", "--overlap-param-gather",
+    "--overlap-param-gather-with-optimizer-step", "--defer-embedding-wgrad-compute", "--wgrad-deferral-limit 22"]
 _L70_SRC = dict(ref="NVIDIA-NeMo/Megatron-Bridge PR #3107 (commits 9ad290858, 00919dcf1, 2026-04-01/02): "
                     "scripts/performance/configs/llama/llama3_workload_base_configs.py LLAMA3_70B_SFT_CONFIG_H100_FP8_CS_V1",
                 url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/3107", date="2026-04-02")
@@ -166,8 +167,42 @@ _L70_READ = ("_LLAMA3_70B_SFT_CONFIG_H100 at 00919dcf1^: 32 GPUs, TP4 PP4 VP5 (D
              "(selective).  llama3_70b_sft_config_h100: seq 4096 packed sequences (THD, read as 4096-token "
              "micro-batches), llama3_70b_sft_config (dist. optimizer, fp32 Adam, CE loss fusion, no precision-aware "
              "optimizer; the TE cross-entropy of utils/overrides.py _set_common_perf_overrides), "
-             "set_llama3_common_peft_configs (grad reduce bf16, vocab 128256, disable_parameter_transpose_cache), CommOverlapConfig(tp_comm_overlap) and FP8 current scaling with fp8 "
-             "param gather (get_precision_config('fp8_cs')).  Architecture: Meta-Llama-3-70B config.")
+             "set_llama3_common_peft_configs (grad reduce bf16, vocab 128256, disable_parameter_transpose_cache), CommOverlapConfig(tp_comm_overlap, "
+             "defer_embedding_wgrad_compute=True, wgrad_deferral_limit=22; training/comm_overlap.py with DP 2 and VP > 1: "
+             "overlap grad reduce / param gather with aligned param gather, 128 MiB buckets; utils/overrides.py "
+             "set_post_overrides: overlap_param_gather_with_optimizer_step for fp8_cs with DP, PP and VP > 1) and FP8 "
+             "current scaling with fp8 param gather and first_last_layers_bf16=False (utils/precision.py "
+             "get_precision_config('fp8_cs')).  Architecture: Meta-Llama-3-70B config.")
+# The same experiment measured (Megatron-Bridge skills, 'measured' from PR #3107; mirror HEAD c335a9954):
+# skills/nemo-mbridge-perf-memory-tuning/SKILL.md "Strategy comparison" and
+# skills/nemo-mbridge-perf-activation-recompute/SKILL.md "Historical Measurement".  "Peak Mem (GB)" is Bridge's
+# mem-max-allocated-gigabytes (training/utils/train_utils.py report_memory: torch max allocated bytes / 1e9),
+# the first such line in the logs (scripts/performance/utils/evaluate.py 'max_alloc'), printed by every
+# data-parallel-rank-0 process of the first logged iteration: which pipeline stage it is is not stated, so the
+# peaks are listed as approximate (not in the statistics).
+_L70_SKILLS = dict(ref="NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-memory-tuning/SKILL.md and "
+                       "skills/nemo-mbridge-perf-activation-recompute/SKILL.md (measured in PR #3107; validated_on "
+                       "2026-06-29)",
+                   url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/skills/nemo-mbridge-perf-memory-tuning/SKILL.md",
+                   date="2026-06-29")
+_L70_FRAG = ("'In earlier experiments we incorrectly attributed an OOM fix to VPP tuning (VPP 5->10). The actual fix was "
+             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True which eliminated memory fragmentation. The VPP=10 run "
+             "actually used slightly more peak memory (60.2 GB vs 58.8 GB)'; table: 'Baseline | 4 | 4 | 5 | 2 | ... | 58.8 | "
+             "OOM (fragmentation)', 'More PP | 4 | 8 | 5 | 1 | ... | 53.2', 'More TP | 8 | 4 | 5 | 1 | ... | 50.2', "
+             "'Baseline + expandable_segments | 4 | 4 | 5 | 2 | ... | ~59 | Passed'; recompute: 'core_attn baseline ... 58.8 GB "
+             "(OOM on rank 0)', 'mlp | 593.6 | 55.6 GB', 'core_attn + layernorm | ~702 | 59.6 GB (OOM on rank 0)'")
+
+
+def _l70_peak(gb: float) -> dict:
+    return dict(gib=round(gb * 1e9 / 2**30, 2), basis="allocated", rank="first", approx=True,
+                how=f"{gb} GB (1e9 B) mem-max-allocated, first logged line; the stage is not stated")
+
+
+_L70_SKIP = ("out of memory by fragmentation, not by allocated bytes: the same flags passed with "
+             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True at ~59 GB allocated (Megatron-Bridge "
+             "skills/nemo-mbridge-perf-memory-tuning, measured in PR #3107; case "
+             "mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn_expandable_segments); the allocator setting is "
+             "not a plan field, so the plan would equal the ran case's")
 
 # TorchTitan DeepSeek-V3 16B (torchtitan models/deepseek_v3/train_configs/deepseek_v3_16b.toml at f2191557c^,
 # 2025-10-02): FSDP over 8 GPUs, EP 8, per-op SAC, compile of the loss only.
@@ -338,24 +373,57 @@ CASES: list[dict] = [
     # ---------------------------------------------------------------- Megatron-Bridge Llama 3 70B SFT H100
     dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn", outcome="oom_borderline", framework="megatron",
          hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
-         megatron_flags=_L70_SFT, source=_L70_SRC, quote=_L70_QUOTE, read=_L70_READ,
-         pair="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp10_core_attn"),
+         megatron_flags=_L70_SFT, source=_L70_SRC, quote=_L70_QUOTE + "; " + _L70_FRAG, read=_L70_READ,
+         measured_peak=_l70_peak(58.8), skip_reason=_L70_SKIP,
+         pair="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp10"),
+    dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn_expandable_segments", outcome="ran",
+         framework="megatron",
+         hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
+         megatron_flags=_L70_SFT, source=_L70_SKILLS, quote=_L70_FRAG,
+         read=_L70_READ + " The OOM baseline's flags run with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+                          "(the skill's 'Baseline + expandable_segments ... ~59 ... Passed').",
+         measured_peak=_l70_peak(59.0), pair="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn"),
     dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn_layernorm", outcome="oom_borderline",
          framework="megatron",
          hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
          megatron_flags=derive(_L70_SFT, {"--recompute-modules": ["core_attn", "layernorm"]}), source=_L70_SRC,
-         quote=_L70_QUOTE, read=_L70_READ + " Variant of the PR's table: recompute_modules [core_attn, layernorm] -> OOM.",
+         quote=_L70_QUOTE + "; " + _L70_FRAG,
+         read=_L70_READ + " Variant of the PR's table: recompute_modules [core_attn, layernorm] -> OOM.",
+         measured_peak=_l70_peak(59.6), skip_reason=_L70_SKIP.replace("at ~59 GB allocated", "(core_attn) at ~59 GB "
+                                                                      "allocated; this variant measured 59.6 GB"),
          pair=None),
     dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_mlp", outcome="ran", framework="megatron",
          hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
-         megatron_flags=derive(_L70_SFT, {"--recompute-modules": "mlp"}), source=_L70_SRC, quote=_L70_QUOTE,
+         megatron_flags=derive(_L70_SFT, {"--recompute-modules": "mlp"}), source=_L70_SRC,
+         quote=_L70_QUOTE + "; " + _L70_FRAG,
          read=_L70_READ + " Variant of the PR's table: recompute_modules [mlp] ran ('-16% GPU util regression').",
-         pair=None),
-    dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp10_core_attn", outcome="ran", framework="megatron",
+         measured_peak=_l70_peak(55.6), pair=None),
+    dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp10", outcome="ran", framework="megatron",
          hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
-         megatron_flags=derive(_L70_SFT, {"--num-virtual-stages-per-pipeline-rank": 10}), source=_L70_SRC,
-         quote=_L70_QUOTE, read=_L70_READ + " The fix: VP 10 ('Passed'; 'Stability Validation' comment follows).",
-         pair="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn"),
+         megatron_flags=derive(_L70_SFT, {"--num-virtual-stages-per-pipeline-rank": 10},
+                               drop=("--recompute-granularity", "--recompute-modules")),
+         source=_L70_SRC, quote=_L70_QUOTE + "; " + _L70_FRAG,
+         read=_L70_READ + " The fix, as committed (00919dcf1): virtual_pipeline_model_parallel_size=10 replaces "
+                          "the recompute_modules=[\"core_attn\"] line, so the recipe's recompute_granularity=None "
+                          "(llama3.py llama3_70b_sft_config) stands: no recompute.",
+         measured_peak=_l70_peak(60.2), pair="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_vp5_core_attn"),
+    dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_pp8_vp5_dp1", outcome="ran", framework="megatron",
+         hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
+         megatron_flags=derive(_L70_SFT, {"--pipeline-model-parallel-size": 8},
+                               drop=("--overlap-grad-reduce", "--overlap-param-gather",
+                                     "--overlap-param-gather-with-optimizer-step")),
+         source=_L70_SKILLS, quote=_L70_FRAG,
+         read=_L70_READ + " The skill's 'More PP' row: PP 8 (DP 1), the rest as the baseline (comm_overlap.py turns "
+                          "the DP overlaps on only with DP > 1).",
+         measured_peak=_l70_peak(53.2), pair=None),
+    dict(id="mbridge_llama3_70b_sft_h100_fp8cs_32gpu_tp8_vp5_dp1", outcome="ran", framework="megatron",
+         hardware=dict(gpu="H100 80GB (DGX-H100)", plan_gpu="h100-sxm", num_gpus=32, gpus_per_node=8),
+         megatron_flags=derive(_L70_SFT, {"--tensor-model-parallel-size": 8},
+                               drop=("--overlap-grad-reduce", "--overlap-param-gather",
+                                     "--overlap-param-gather-with-optimizer-step")),
+         source=_L70_SKILLS, quote=_L70_FRAG,
+         read=_L70_READ + " The skill's 'More TP' row: TP 8 (DP 1), the rest as the baseline.",
+         measured_peak=_l70_peak(50.2), pair=None),
     # ---------------------------------------------------------------- Megatron-Bridge Qwen3-30B B200 full-iteration CUDA graph
     dict(id="mbridge_qwen3_30b_b200_fp8mx_8gpu_full_iteration_cg_mbs4", outcome="oom", framework="megatron",
          hardware=dict(gpu="B200 (DGX-B200)", plan_gpu="b200", num_gpus=8, gpus_per_node=8),

@@ -88,6 +88,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
             elif what == "imbalance":
                 effs = "busiest EP rank's extra"
                 src = info[1]
+            elif what == "serial":
+                effs = "serial loop (latency)"
+                src = info[1]
             elif what == "quant":
                 torchao = len(info) > 4 and info[4] == "torchao"   # inductor-fused casts (roofline.quant_flush)
                 q = {} if torchao else FITTED["fp8_quant"].get(info[1], {})

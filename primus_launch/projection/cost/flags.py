@@ -39,8 +39,10 @@ def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
             add("model.softmax_type", m.softmax_type,
                 f"time: attention sinks{window} not modelled: they run on TE's cuDNN fused attention "
                 "(FlashAttention is disabled for them), priced on its vanilla-softmax curve with the window's key "
-                "span; no public cuDNN training measurement with sinks (a fused Triton kernel's backward with sinks "
-                "is within 1% of without, ROCm/aiter PR 1576)")
+                "span (the sink adds one logit per query row and, for dSink, one pointwise + row reduction beside "
+                "the backward's dO.O row sum: cudnn-frontend scaled_dot_product_flash_attention.h); no public cuDNN "
+                "training measurement with sinks (a fused Triton kernel's backward with sinks is within 1% of "
+                "without, ROCm/aiter PR 1576)")
     if t.recompute.granularity == "op" and plan.framework != "torchtitan":
         add("training.recompute.granularity", "op", "time: per-op SAC priced as re-running the non-matmul ops")
     if m.is_moe and t.moe_expert_rank_capacity_factor is not None:

@@ -98,6 +98,12 @@ def profile_of(plan: Plan, arch: str) -> Profile:
                     plan.model.softmax_type != "vanilla", fac)
 
 
+def eager_host_per_kernel(prof: Profile) -> float:
+    """Host seconds per kernel of eager PyTorch on ``prof``'s host CPU (the eager ``t_launch`` fit of the module
+    doc times the host factor): what an op left outside ``torch.compile`` costs the CPU under a compiled profile."""
+    return _host_constants().get("eager", {}).get("t_launch", 20e-6) * prof.host_cpu_factor
+
+
 def host_cpu_factor(gpu: str) -> float:
     """:data:`HOST_CPU_FACTOR` of the host CPU of ``gpu``'s reference system (1 for unknown GPUs)."""
     from primus_launch.projection.hardware.gpus import get_gpu
@@ -130,7 +136,8 @@ def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion:
         # FusedAttention (cuDNN F16_arbitrary_seqlen, cuDNN >= 9.13.1) or the unfused path
         # (TE 2.14.1 = Megatron-Bridge 26.04 pin: transformer_engine/pytorch/attention/dot_product_attention/
         # utils.py get_attention_backend "Filter: Softmax type"; common/fused_attn/fused_attn.cpp
-        # nvte_get_fused_attn_backend "softmax type ... 9.13.1+: vanilla, off-by-one, learnable")
+        # nvte_get_fused_attn_backend "softmax type ... 9.13.1+: vanilla, off-by-one, learnable"); auto and
+        # fused leave FusedAttention, flash leaves no backend (a plan error: plan/te_attention.py te_backends)
         attn = "cudnn"
     elif backend == "flash":
         attn = "fa2" if arch == "ampere" else "fa3"

@@ -78,8 +78,10 @@ from primus_launch.projection.cost.compute import (KERNEL_MIN_S, arch_of, attent
 from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost import moe_host
 from primus_launch.projection.cost import moe_imbalance as mib
+from primus_launch.projection.cost import titan_moe
 from primus_launch.projection.cost.contention import ub_factors
-from primus_launch.projection.cost.framework import GRAPH_LAUNCH_S, Profile, graph_scopes, profile_of
+from primus_launch.projection.cost.framework import (GRAPH_LAUNCH_S, Profile, eager_host_per_kernel, graph_scopes,
+                                                   profile_of)
 from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.memory.params import arch_from_key, arch_key
@@ -190,7 +192,7 @@ class _Acc:
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
                  "qw", "nq", "nkf", "nkb", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf",
-                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather")
+                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather", "bf16")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -218,6 +220,7 @@ class _Acc:
         self.pend: list | None = None
         self.expert_gemm = "te"   # plan.training.moe_expert_gemm (the grouped experts' GEMM backend)
         self.fp8_gather = False   # plan.training.fp8_param_gather (torchao: FSDP float8 all-gather)
+        self.bf16: frozenset[str] = frozenset()   # plan.training.bf16_linears (attention linears left in BF16)
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap), of the
@@ -555,7 +558,19 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
     else:
         d = m.kv_channels
         g = max(1, m.kv_heads // t)
-        acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in, ub="qkv")
+        keep = {"wq": a * d, "wk": g * d, "wv": g * d}
+        hp = sum(n for r, n in keep.items() if r in acc.bf16) if acc.recipe else 0
+        if hp:
+            # linears a torchao converter's filter_fqns leaves in BF16 (torchtitan v0.2's separate wq / wk / wv):
+            # the low-precision ones as one GEMM, the BF16 ones as another (training.bf16_linears)
+            lo = (a + 2 * g) * d - hp
+            if lo:
+                acc.gemm(T, lo, h, name="QKV (" + ", ".join(r for r in keep if r not in acc.bf16) + ")",
+                         input_fused=fused_in, ub="qkv")
+            acc.gemm(T, hp, h, lowp=False, name="QKV (" + ", ".join(r for r in keep if r in acc.bf16) + ", bf16)",
+                     input_fused=fused_in, ub="qkv")
+        else:
+            acc.gemm(T, (a + 2 * g) * d, h, name="QKV", input_fused=fused_in, ub="qkv")
         if m.qk_layernorm:
             acc.norm(T * (a + g) * d, m, "q/k norm")
         if m.position_embedding in ("rope", "yarn"):
@@ -576,7 +591,8 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
         else:
             core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
         acc.mods = ()
-        acc.gemm(T, h, a * d, name="attention out-proj", ub="proj")
+        acc.gemm(T, h, a * d, name="attention out-proj" + (" (bf16)" if "wo" in acc.bf16 else ""), ub="proj",
+                 lowp="wo" not in acc.bf16)
     _residual_bda(acc, m, Tn, bda_unfused)
     return core
 
@@ -628,6 +644,25 @@ def _routing_imbalance(acc: _Acc, start: tuple[float, float, float], imb) -> Non
              ("imbalance", "cost/moe_imbalance.py: busiest rank = mean x (1 + sigma g(ep)); "
                            + ("sampling of forced-balance routing" if imb.mode == "forced" else
                               "sampling + learned-router spread c from shawntan/scattermoe#10 counts"), 0.0, 0.0))
+
+
+def _titan_glue(acc: _Acc, m: ModelArch, Te: int, stage: str) -> None:
+    """TorchTitan v0.2's eager MoE glue at one point of the layer (``stage`` "pre": routing gather and score
+    multiply, before the dispatch; "permute": ``_permute`` after the all-to-all; "combine": ``_unpermute``,
+    unsort, top-k combine, shared + routed add), one row per
+    op group at the bytes and launches ``cost/titan_moe.py`` counts from torchtitan v0.2.1's code; each launch
+    costs the host eager PyTorch's ``t_launch`` (the ops are outside the compiled submodules)."""
+    k, h = m.moe_router_topk, m.hidden_size
+    for o in titan_moe.glue_ops(bool(m.moe_score_before_experts), k):
+        if o.stage != stage:
+            continue
+        f = (o.fwd_routed * Te * k + o.fwd_token * Te) * h
+        b = (o.bwd_routed * Te * k + o.bwd_token * Te) * h
+        # eager ATen dispatch on the host, not the compiled graph's launch cost (cost/framework.py)
+        extra = eager_host_per_kernel(acc.prof) - acc.prof.host_per_kernel
+        if extra > 0:
+            acc.host(o.kernels[0] * extra, o.kernels[1] * extra)
+        acc.elem(f, f"{o.name} (eager)", b / f if f else 0.0, o.kernels)
 
 
 def te_grouped_mlp_bias(m: ModelArch, prof: Profile, grouped: bool) -> bool:
@@ -754,7 +789,8 @@ def _cfg(plan: Plan) -> tuple:
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
             (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32),
-            (t.moe_expert_gemm, t.moe_sync_free), bool(t.fp8_param_gather))
+            (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager)), bool(t.fp8_param_gather),
+            frozenset(t.bf16_linears))
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -763,8 +799,11 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     stored in it under ``dense`` / ``moe`` / ``dense_window`` / ``moe_window`` / ``embedding`` /
     ``head`` / ``mtp``."""
     m = arch_from_key(key)
-    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g = cfg
-    expert_gemm, sync_free = moe_impl
+    prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g, \
+        bf16_lin = cfg
+    expert_gemm, sync_free, glue_eager = moe_impl
+    # TorchTitan v0.2's MoE glue as its eager ATen kernels (cost/titan_moe.py) instead of the generic permutes
+    titan_glue = glue_eager and prof.name.startswith("torchtitan")
     # router mode of the routing-imbalance term (cost/moe_imbalance.py): forced balance, aux loss, expert bias
     router_mode = (router[0], router[2], bool(m.moe_router_bias) and prof.name == "megatron-te")
     cp_a2a = cp_type in ("a2a", "a2a+p2p")
@@ -776,6 +815,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         made[kind] = _Acc(gpu, prec, prof, fmt, recipe, wq_div, lst, insitu, ub)
         made[kind].expert_gemm = expert_gemm
         made[kind].fp8_gather = f8g
+        made[kind].bf16 = bf16_lin
         return made[kind]
 
     s, h = m.seq_length, m.hidden_size
@@ -829,8 +869,11 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         perm_x = 1.0 if prof.fused_permute else 3.0
         held = acc.mods   # the permutes' own shares (cost/ep_comm.py: which stream runs them under the EP overlap)
         acc.mods = held + ("moe_permute",)
-        acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
-                 1.0, perm_k)
+        if titan_glue:
+            _titan_glue(acc, m, Te, "pre")
+        else:
+            acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
+                     1.0, perm_k)
         acc.mods = held
         if mfk:
             _host_ops(acc, mfk.get("moe_preprocess", (0, 0)), perm_k, "dispatch preprocess")
@@ -850,6 +893,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             acc._rec("token dispatcher host-device sync (host wakes after the D2H wait)", host, 0.0,
                      0.0, ("host", f"roofline.launch_bound_seconds: 1 x host launch {1e6 * host:.1f} us; the ops "
                                    "after the sync and the next layer's up to it launched into an idle GPU", 0.0, 0.0))
+        if titan_glue:   # ExpertParallel._token_dispatch: _permute after the all-to-all (and its host sync)
+            _titan_glue(acc, m, Te, "permute")
         m_e = max(1, -(-Te * ep * k // E))
         # legacy GroupedMLP (grouped_gemm's gmm) runs its experts in BF16 whatever the recipe (experts.py
         # GroupedMLP.forward: "Currently GroupedMLP for MoE only supports bf16"; gmm takes bf16 only)
@@ -863,6 +908,18 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
              grouped_kernel=grouped and prof.name.startswith("torchtitan"), lowp=not legacy, host_each=host_each)
+        if grouped and prof.name.startswith("torchtitan") and recipe == "mxfp8" and fmt == "mxfp8":
+            # torchao's MXFP8 grouped GEMM: the weight gradient's two K-groups scale rearranges per grouped GEMM, a
+            # serial loop of one iteration per 128 tokens of a group (cost/titan_moe.py); TorchTitan's experts
+            # run w1, w3 and w2 as three grouped GEMMs (models/moe/moe.py _run_experts_grouped_mm)
+            calls = 3 if m.swiglu else 2
+            tb = titan_moe.k_groups_rearrange_seconds(m_e, calls)
+            acc._add(0.0, 0.0, tb, "non_matmul")
+            acc._k(0, calls * titan_moe.K_GROUPS_PER_GEMM)
+            acc._rec(f"torchao MXFP8 wgrad scale rearrange ({calls * titan_moe.K_GROUPS_PER_GEMM} x 2d K-groups, "
+                     f"{-(-m_e // titan_moe.TOKENS_PER_ITER)} serial iterations each)", 0.0, 0.0, tb * acc.slow,
+                     ("serial", "cost/titan_moe.py k_groups_rearrange_seconds: records "
+                                     "ao-b200-moe-wgrad-triton_mx_block_rearrange_2d_K_groups-*", 0.0, 0.0))
         if per_expert:
             what = "legacy grouped_gemm (BF16)" if legacy else "TE GroupedLinear"
             acc._rec(f"{what} host: {1e3 * hf_:.3f} / {1e3 * hb_:.3f} ms ({local} BLAS GEMMs per linear "
@@ -882,7 +939,10 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         _routing_imbalance(acc, e0, mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)))
         held = acc.mods
         acc.mods = held + ("moe_unpermute",)
-        acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
+        if titan_glue:
+            _titan_glue(acc, m, Te, "combine")
+        else:
+            acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
         acc.mods = held
         if mfk:
             sorts = 4 if dispatcher == "alltoall" and ep > 1 and local > 1 else 0

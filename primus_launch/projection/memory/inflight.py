@@ -59,12 +59,21 @@ def in_flight_closed_form(schedule: str, pp: int, vpp: int, m: int, group: int |
 @lru_cache(maxsize=8192)
 def stage_activation_peaks(schedule: str, pp: int, vpp: int, m: int, group: int | None,
                            chunk_bytes: tuple[tuple[float, ...], ...], ep_overlap: bool = False,
-                           layer_bytes: tuple[tuple[float, ...], ...] = ()) -> tuple[float, ...]:
+                           layer_bytes: tuple[tuple[float, ...], ...] = (),
+                           retained: tuple[tuple[float, ...], ...] = (), retain_limit: int = 0,
+                           flush: tuple[float, ...] = ()) -> tuple[float, ...]:
     """Per PP rank, the largest sum of kept activation bytes alive at once.
 
     ``chunk_bytes[r][c]``: bytes chunk ``c`` of rank ``r`` keeps per micro-batch; ``ep_overlap``: walk
     Megatron's combined 1F1B, ``layer_bytes[r][c]`` then being the largest single layer of that chunk.
+    ``retained[r][c]``: bytes of those a backward of chunk ``c`` leaves allocated until the iteration's
+    pipeline flush (the first ``retain_limit`` backwards of the chunk; 0 = all), and ``flush[r]`` more bytes
+    allocated at the flush on top of everything retained (megatron's ``--defer-embedding-wgrad-compute``:
+    :func:`memory.mcore.deferred_wgrad_bytes`).
     """
+    if retained and any(any(row) for row in retained):
+        return _walk_retained(schedule, pp, vpp, m, group, chunk_bytes, ep_overlap, layer_bytes, retained,
+                              retain_limit, flush)
     if not ep_overlap and schedule in ("1f1b", "interleaved_1f1b", "gpipe"):
         if all(len(set(row)) <= 1 for row in chunk_bytes):
             # every chunk of a rank weighs the same: the closed forms of the walk (tests check them)
@@ -106,6 +115,45 @@ def stage_activation_peaks(schedule: str, pp: int, vpp: int, m: int, group: int 
         plain = run.copy()
         plain[:-1][pair] = -np.inf  # the pair's forward is not alone: its merged peak stands for it
         out.append(float(max(0.0, plain.max(), merged_peak.max() if len(merged_peak) else 0.0)))
+    return tuple(out)
+
+
+def _walk_retained(schedule, pp, vpp, m, group, chunk_bytes, ep_overlap, layer_bytes, retained, retain_limit,
+                   flush) -> tuple[float, ...]:
+    """:func:`stage_activation_peaks` with bytes left behind by backwards until the flush: each rank's
+    running sum over its schedule order, a backward of chunk ``c`` releasing ``chunk_bytes - retained`` for
+    its first ``retain_limit`` micro-batches (0: all), then ``flush`` on top of the sum at the end."""
+    if ep_overlap and (pp == 1 or vpp > 1):
+        o = combined_1f1b_orders(pp, vpp, m, group)
+    else:
+        if schedule == "1f1b" and vpp > 1:
+            schedule = "interleaved_1f1b"
+        o = schedule_orders(schedule, pp, vpp, m, group)
+    free_kind = W if o.split_backward else B
+    base = stage_activation_peaks(schedule, pp, vpp, m, group, chunk_bytes, ep_overlap, layer_bytes)
+    out = []
+    for r, order in enumerate(o.orders):
+        keep_row = np.asarray(retained[r] if r < len(retained) else (), dtype=float)
+        if not len(order) or not keep_row.any():
+            out.append(base[r])
+            continue
+        a = np.asarray(order, dtype=np.int64)
+        ci = a % o.stride
+        kind = (ci // o.vpp) // o.pp
+        c = ci % o.vpp
+        freed = kind == free_kind
+        # k-th backward of each chunk (0-based): retained only while k < retain_limit (0 = every one)
+        nth = np.zeros(len(a), dtype=np.int64)
+        for ch in np.unique(c[freed]):
+            sel = freed & (c == ch)
+            nth[sel] = np.arange(int(sel.sum()))
+        keep = np.where(freed & ((retain_limit == 0) | (nth < retain_limit)), keep_row[c], 0.0)
+        run = np.cumsum(keep)
+        # the walk without retention peaks at base[r]; retention only adds what backwards before a point left
+        w = np.asarray(chunk_bytes[r], dtype=float)[c]
+        plain = np.cumsum(np.where(kind == F, w, np.where(freed, -w, 0.0)))
+        end = float(run[-1]) + (flush[r] if r < len(flush) else 0.0)
+        out.append(float(max(base[r], (plain + run).max(), plain[-1] + end)))
     return tuple(out)
 
 

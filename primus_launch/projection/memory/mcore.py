@@ -135,6 +135,7 @@ class McoreOpts:
     paged_stash: bool = False  # --moe-paged-stash
     stash_factor: float = 1.10  # --moe-paged-stash-buffer-size-factor-cuda
     decoupled_grads: bool = False  # precision-aware optimizer reading the grad buffer (no fp32 grad copies)
+    defer_wgrad: int = -1  # --defer-embedding-wgrad-compute: -1 off, else --wgrad-deferral-limit (0 = all)
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -162,6 +163,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         stash_factor=t.moe_paged_stash_buffer_factor,
         decoupled_grads=bool(pa and (t.main_params_dtype != "fp32" or fp8 in (None, "delayed")
                                      or t.offload.optimizer_fraction > 0)),
+        defer_wgrad=t.wgrad_deferral_limit if (t.defer_embedding_wgrad and p.pp > 1) else -1,
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
            if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
 
@@ -278,8 +280,16 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         chunk_rows.append(chunk_bytes)
         layer_rows.append(chunk_layer)
         extras.append(_recompute_extra(m, layout[rank], opts, gran, method, rnum, dense_act, moe_act))
+    retained, flush = (), ()
+    if opts.defer_wgrad >= 0 and pp > 1:
+        # --defer-embedding-wgrad-compute: what the loss chunk's backward leaves on the last stage until the flush
+        per_mb, at_flush = deferred_wgrad_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, a=a)
+        retained = as_weights([[per_mb if (r == last_rank and ch.loss) else 0.0 for ch in layout[r]]
+                               for r in range(pp)])
+        flush = tuple(at_flush if r == last_rank else 0.0 for r in range(pp))
     peaks = stage_activation_peaks(schedule, pp, vpp, nmb, opts.mb_group, as_weights(chunk_rows), opts.ep_overlap,
-                                   as_weights(layer_rows) if opts.ep_overlap else ())
+                                   as_weights(layer_rows) if opts.ep_overlap else (), retained,
+                                   max(0, opts.defer_wgrad), flush)
     counts = chunk_micro_batches(schedule, pp, vpp, nmb, opts.mb_group, opts.ep_overlap)
     static_moe = [(0.0, 0.0)] * pp
     if opts.capacity is not None and m.is_moe:
@@ -366,6 +376,26 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         out.append(stage_report(rank, weights, grads, optim, activations, transient, int(-(-in_flight // 1)), sp_.total,
                           framework="megatron"))
     return tuple(out)
+
+
+def deferred_wgrad_bytes(m, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1, a: int = 2) -> tuple[float, float]:
+    """(bytes kept per deferred micro-batch, bytes added at the flush) of ``--defer-embedding-wgrad-compute``.
+
+    megatron-core 0.16.1 ``tensor_parallel/layers.py``: the output layer's ``ColumnParallelLinear.forward``
+    appends its input (``input_parallel``: the sequence-parallel shard ``[s/t, b, h]`` under SP) to
+    ``embedding_activation_buffer`` and ``LinearWithGradAccumulationAndAsyncCommunication.backward``
+    appends the logits' gradient (``grad_output``, ``[s, b, V/t]`` in the activation dtype; under the TE
+    cross-entropy the logits buffer the loss wrote it into) to ``grad_output_buffer`` instead of running the
+    weight-gradient GEMM, for the first ``--wgrad-deferral-limit`` micro-batches (0: all);
+    ``pipeline_parallel/schedules.py`` clears the buffers when a step starts and drains them in
+    ``finish_embedding_wgrad_compute`` after the last backward (``utils.py`` ``drain_embedding_wgrad_compute``:
+    the GEMMs pipelined with all-gathers of the inputs into two full-sequence global buffers ``[s, b, h]``
+    under SP).  Per micro-batch ``a s b V/t + a s b h / t_sp``; at the flush ``2 a s b h`` (SP) on top.
+    ``V`` = padded vocabulary, ``s`` the sequence over CP."""
+    sb = seq // cp * mbs
+    h = m.hidden_size
+    per_mb = a * sb * m.padded_vocab_size(tp) / tp + a * sb * h / (tp if sp else 1)
+    return float(per_mb), float(2 * a * sb * h if sp and tp > 1 else 0.0)
 
 
 def optimizer_step_grad_bytes(*, main_grads: int, precision: str, decoupled: bool, dp_sharding: str,
