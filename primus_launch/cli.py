@@ -38,6 +38,18 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _StoreOnce(argparse._StoreAction):
+    """argparse's ``store`` that refuses a flag given twice (argparse keeps the last silently:
+    ``--gpu h100-sxm ... --gpu b200`` would project on the B200 without a word)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault("_given_once", {})
+        if self.dest in seen and option_string is not None:
+            parser.error(f"{option_string}={values}: given twice (first {seen[self.dest]}); give it once")
+        seen[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
 def _parser() -> argparse.ArgumentParser:
     from primus_launch.inputs import bounded_int, finite_float, token_count
     from primus_launch.plan.sections import GPU_NAMES, LIMITS
@@ -48,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Plan, project and tune large LLM training runs before spending GPU-hours.",
         epilog="Everything after `--` is a training command: run unchanged, or read as the recipe "
                "when --project/--tune are given without a file.")
+    ap.register("action", None, _StoreOnce)
+    ap.register("action", "store", _StoreOnce)
     act = ap.add_mutually_exclusive_group()
     act.add_argument("--project", nargs="?", const=_FROM_COMMAND, metavar="RECIPE",
                      help="project the run of RECIPE (or of the command after --) at its target scale")
@@ -569,6 +583,13 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
 
             return run_command(command)
         return _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
+    except BrokenPipeError:  # the reader of stdout left (`| head`): end as a shell tool does, without a word
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush has nowhere to fail
+        except (OSError, ValueError):
+            pass
+        return 128 + int(signal.SIGPIPE)
     except OSError as e:
         from primus_launch import interrupt
 

@@ -497,3 +497,34 @@ def test_hidden_size_must_be_a_multiple_of_the_heads_without_head_dim(base_plans
         assert words in one_line(e.value)
     d["model"].update(num_query_groups=8, head_dim=100, hidden_size=4100)  # kv_channels given: Megatron takes it
     assert Plan.model_validate(d).model.kv_channels == 100
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--project", "r.sh", "--dry-run", "--gpu", "h100-sxm", "--gpu", "b200"], "--gpu=b200: given twice (first h100-sxm)"),
+    (["--project", "r.sh", "--project", "other.sh", "--dry-run"], "--project=other.sh: given twice (first r.sh)"),
+    (["--project", "r.sh", "--dry-run", "--nodes", "2", "--nodes=4"], "--nodes=4: given twice (first 2)"),
+])
+def test_a_flag_given_twice_is_refused(tmp_path, argv, words):
+    """Regression: argparse kept the last value silently (``--gpu h100-sxm ... --gpu b200`` projected
+    on the B200)."""
+    (tmp_path / "r.sh").write_bytes(RECIPE.read_bytes())
+    rc, out, err, secs = run_cli(argv, tmp_path)
+    assert_outcome(rc, out, err, secs, " ".join(argv))
+    assert rc == 2 and words in err, err
+
+
+def test_a_reader_that_leaves_ends_the_run_quietly(tmp_path):
+    """Regression: ``primus-launch ... --json | head -c 10`` ended with ``error: [Errno 32] Broken pipe``
+    and exit 2 (a user error); it ends as a shell tool does: no line, exit 141 (128 + SIGPIPE)."""
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "r.sh").write_bytes(RECIPE.read_bytes())
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "primus_launch", "--project", "r.sh", "--dry-run", "--json"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader is gone before the first byte
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 128 + signal.SIGPIPE, err
+    assert "error" not in err and "Traceback" not in err and "Exception ignored" not in err, err
