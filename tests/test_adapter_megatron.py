@@ -690,3 +690,16 @@ def test_no_rope_fusion_is_read_written_and_priced():
     assert "--no-rope-fusion" in render_argv(eager, argv) and "--no-rope-fusion" not in render_argv(fused, argv)
     assert ROPE_EAGER[0] > ROPE_FUSED[0]
     assert layer_times_roofline(eager).dense_layer.fwd_s > layer_times_roofline(fused).dense_layer.fwd_s
+
+
+@pytest.mark.parametrize("program,tool", [
+    ("examples.inference.offline_inference", True),   # Megatron-LM examples/inference/run_offline_inference.sh
+    ("tools/run_text_generation_server.py", True), ("pretrain_gpt.py", False),
+    ("megatron.training.pretrain_gpt", False), ("torchtitan.train", False)])
+def test_a_module_run_with_python_m_is_classified_like_its_file(program, tool):
+    """Regression: ``torchrun -m examples.inference.offline_inference`` (an inference script with every
+    model flag) was projected as a training run; a module's last component is its file."""
+    from primus_launch.adapters.megatron_args import program_family
+
+    fam = program_family(program)
+    assert (fam is not None and fam.startswith("tool:")) == tool, fam

@@ -247,6 +247,8 @@ def program_family(program: str | None) -> str | None:
     if not program:
         return None
     base = program.rsplit("/", 1)[-1]
+    if not base.endswith(".py") and re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)+", base):
+        base = base.rsplit(".", 1)[-1] + ".py"  # `python -m examples.inference.offline_inference`: its module
     if base.endswith(".py") and _TOOL_PROGRAM.search(base) and not base.startswith("pretrain"):
         return f"tool: {base} is not a training program (inference, conversion or evaluation)"
     fam = FAMILY_PROGRAMS.get(base)
