@@ -703,3 +703,14 @@ def test_a_module_run_with_python_m_is_classified_like_its_file(program, tool):
 
     fam = program_family(program)
     assert (fam is not None and fam.startswith("tool:")) == tool, fam
+
+
+def test_a_command_without_megatron_model_flags_says_so(tmp_path):
+    """Regression: a Megatron-Bridge launch (the model built in Python, Hydra-style overrides) ended in
+    ``--num-layers=None: required (Megatron-LM has no default)`` as if one flag were missing."""
+    text = ("#!/bin/bash\ntorchrun --nproc_per_node=8 00_quickstart_pretrain.py --config-file conf/llama3_8b.yaml "
+            "model.num_layers=2 train.global_batch_size=8\n")
+    with pytest.raises(PlanError) as e:
+        load_megatron(_script(tmp_path, text))
+    line = _err_line(e.value)
+    assert line.startswith("--num-layers=None: required") and "names none of Megatron-LM's model flags" in line

@@ -403,6 +403,9 @@ def steady_batch(schedule: str) -> int:
 
 
 # --------------------------------------------------------------------------- args -> plan
+_SHAPE_DESTS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "encoder_seq_length")
+
+
 def _req(a: dict[str, Any], dest: str) -> Any:
     v = a.get(dest)
     if v is None:
@@ -515,6 +518,11 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     the returned plan's ``source`` is ``Source(framework="megatron")`` carrying them.
     """
     rep = report_args(a)
+    if all(a.get(d) is None for d in _SHAPE_DESTS):
+        raise PlanError("--num-layers", None, "required (Megatron-LM has no default); the command names none of "
+                        "Megatron-LM's model flags (--num-layers, --hidden-size, --num-attention-heads, --seq-length): "
+                        "not a Megatron-LM flag recipe (Megatron-Bridge / NeMo recipes build the model in Python; "
+                        "give the run's Megatron-LM flags after --)")
     L = _req(a, "num_layers")
     h = _req(a, "hidden_size")
     heads = _req(a, "num_attention_heads")
