@@ -364,6 +364,15 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     from primus_launch.tuner.search import tune
 
     plan = _load(a, a.tune, command)
+    config_script = False
+    if a.tune != _FROM_COMMAND:
+        from primus_launch.adapters import detect_kind
+
+        config_script = detect_kind(Path(a.tune)) == "torchtitan-config-script"
+        if config_script:  # its tuned recipe is the job TOML it runs
+            from primus_launch.adapters.torchtitan_script import check_config_script_tunable
+
+            check_config_script_tunable(a.tune, a.out)
     log_path = Path(a.log) if a.log else None
     out_recipe = None
     if a.tune != _FROM_COMMAND:
@@ -405,6 +414,8 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
                  if score.foreign else ""), file=sys.stderr)
     best = res.best_plan
     written = None
+    if config_script:  # a key the script's command passes would not run as tuned
+        check_config_script_tunable(a.tune, a.out, best, plan)
     if out_recipe is not None:
         from primus_launch.adapters import write_recipe
 

@@ -208,6 +208,15 @@ def test_launch_script_naming_a_job_toml_reads_the_toml(tmp_path, where):
     own = load_torchtitan(toml)
     assert plan.training.micro_batch_size == 3 != own.training.micro_batch_size  # the command's override
     assert plan.cluster.world_size == 4 and plan.model.num_layers == own.model.num_layers == 32
+    # a tune's recipe is the TOML: --out must be one; a key the command passes would win over its tuned value
+    from primus_launch.adapters.torchtitan_script import check_config_script_tunable
+
+    with pytest.raises(UserError, match=r"--out='t.sh': the tuned recipe of run_train.sh is its job TOML"):
+        check_config_script_tunable(script, "t.sh")
+    check_config_script_tunable(script, "t.toml", plan.with_changes(training={"train_iters": 7}), plan)
+    with pytest.raises(UserError, match=r"its command passes --training.local_batch_size 3, which wins"):
+        check_config_script_tunable(script, None, plan.with_changes(training={"micro_batch_size": 2,
+                                                                              "global_batch_size": 64}), plan)
     script.write_text(RUN_TRAIN.replace("llama3_8b.toml", "missing.toml"))
     with pytest.raises(UserError, match=r"--job.config_file='./torchtitan/models/llama3/train_configs/missing.toml'"
                                         r": no such file next to"):

@@ -190,9 +190,17 @@ def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None)
     A relative TOML path is relative to where the script runs (torchtitan's scripts run from the
     repository's root: ``./torchtitan/models/flux/train_configs/...``): it is looked for next to the
     script, then in each folder above it."""
-    from primus_launch.adapters.command_recipe import _titan_config_index, _titan_config_path, plan_from_command
+    from primus_launch.adapters.command_recipe import plan_from_command
 
-    p = Path(path)
+    argv, _ = _config_script_argv(Path(path))
+    return plan_from_command(argv, overrides)
+
+
+def _config_script_argv(p: Path) -> tuple[list[str], Path]:
+    """The script's command with its job TOML's path resolved (:func:`load_titan_config_script`), and
+    that path."""
+    from primus_launch.adapters.command_recipe import _titan_config_index, _titan_config_path
+
     argv = script_argv(read_recipe_text(p), str(p))
     i = _titan_config_index(argv)
     if i is None:
@@ -207,7 +215,39 @@ def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None)
         raise UserError(f"--job.config_file={cfg!r}: no such file next to {p} or in a folder above it (the path is "
                         "relative to where the script runs)")
     argv[j] = f"{argv[j].split('=', 1)[0]}={hit}" if j == i else str(hit)
-    return plan_from_command(argv, overrides)
+    return argv, hit
+
+
+def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tuned: Optional[Plan] = None,
+                                original: Optional[Plan] = None) -> None:
+    """For a tune of a script that runs a job TOML (:func:`load_titan_config_script`): its tuned recipe
+    is that TOML (``NAME.tuned.toml``, run with the script's ``CONFIG_FILE`` pointed at it), so ``--out``
+    must name a ``.toml``; and a ``--section.key`` the script's own command passes wins over the TOML in
+    torchtitan, so a tuned value for such a key would not be run: with ``tuned`` (and the ``original``
+    plan) such keys are refused by name (tune the command itself: ``--tune -- torchrun ...``)."""
+    import tomllib
+
+    from primus_launch.adapters.command_recipe import _titan_overrides, _titan_text_with_overrides
+    from primus_launch.adapters.torchtitan import job_assignments, job_get
+
+    p = Path(path)
+    if out is not None and Path(out).suffix.lower() != ".toml":
+        raise UserError(f"--out={str(out)!r}: the tuned recipe of {p.name} is its job TOML; give a .toml path (and "
+                        "run the script with CONFIG_FILE pointed at it)")
+    if tuned is None or original is None:
+        return
+    argv, toml = _config_script_argv(p)
+    passed = {f"{sec}.{key.replace('-', '_')}": " ".join(argv[a:b + 1])
+              for a, b, sec, key, _ in _titan_overrides(argv)}
+    if not passed:
+        return
+    ovs = _titan_overrides(argv)  # the job as the script runs it: the TOML under its command's overrides
+    job = tomllib.loads(_titan_text_with_overrides(read_recipe_text(toml, "--job.config_file"), ovs, str(toml)))
+    changed = [k for k, _ in job_assignments(tuned, lambda k, d=None: job_get(job, k, d), original)]
+    hit = [passed[k] for k in changed if k in passed]
+    if hit:
+        raise UserError(f"{p}: its command passes {', '.join(hit)}, which wins over the tuned TOML's value; tune the "
+                        "command instead (primus-launch --tune -- torchrun ...) or drop it from the script")
 
 
 def script_argv(text: str, path: str) -> list[str]:
