@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from primus_launch.adapters.titan_job_argv import CONFIG_FLAGS
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import Cluster, Plan
@@ -158,7 +159,7 @@ def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
             continue
         toks = _tokens(text, a, b, env)
         if any(t.text in ("torchtitan.train",) or t.text.endswith("torchtitan/train.py")
-               or t.text.split("=", 1)[0] in _CONFIG_FLAGS for t in toks):
+               or t.text.split("=", 1)[0] in CONFIG_FLAGS for t in toks):
             # drop leading NAME=value prefixes and anything before the launcher
             cmd = [t for t in toks if t.text not in (";", "|", "&")]
             while cmd and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", cmd[0].text):
@@ -174,39 +175,36 @@ def is_titan_script(text: str) -> bool:
         and "--job.config_file" not in text and "--job.config-file" not in text
 
 
-_CONFIG_FLAGS = ("--job.config_file", "--job.config-file")
-
-
 def is_titan_config_script(text: str) -> bool:
     """A launch script whose command names a TorchTitan job TOML (``--job.config_file``): torchtitan
     <= 0.2's ``run_train.sh`` and its experiments' scripts (``-m torchtitan.models.flux.train``,
     ``train_ds_real.py``).  Megatron-LM has no such flag."""
-    return any(f in text for f in _CONFIG_FLAGS)
+    return any(f in text for f in CONFIG_FLAGS)
 
 
 def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
     """The plan of the job TOML a launch script's command names, with the command's ``--section.key``
-    overrides and torchrun's cluster (:func:`primus_launch.adapters.command_recipe.plan_from_command`).
+    overrides and torchrun's cluster (:func:`primus_launch.adapters.titan_job_argv.plan_from_job_command`).
     A relative TOML path is relative to where the script runs (torchtitan's scripts run from the
     repository's root: ``./torchtitan/models/flux/train_configs/...``): it is looked for next to the
     script, then in each folder above it."""
-    from primus_launch.adapters.command_recipe import plan_from_command
+    from primus_launch.adapters.titan_job_argv import plan_from_job_command
 
     argv, _ = _config_script_argv(Path(path))
-    return plan_from_command(argv, overrides)
+    return plan_from_job_command(argv, overrides)
 
 
 def _config_script_argv(p: Path) -> tuple[list[str], Path]:
     """The script's command with its job TOML's path resolved (:func:`load_titan_config_script`), and
     that path."""
-    from primus_launch.adapters.command_recipe import _titan_config_index, _titan_config_path
+    from primus_launch.adapters.titan_job_argv import config_index, config_path
 
     argv = script_argv(read_recipe_text(p), str(p))
-    i = _titan_config_index(argv)
+    i = config_index(argv)
     if i is None:
         raise UserError(f"{p}: no command with --job.config_file found (expected torchrun ... --job.config_file "
                         "TOML)")
-    cfg, j = _titan_config_path(argv, i)
+    cfg, j = config_path(argv, i)
     if not cfg.strip():
         raise UserError(f"{p}: --job.config_file has no value (an unset variable?)")
     c = Path(cfg)
@@ -227,7 +225,7 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
     plan) such keys are refused by name (tune the command itself: ``--tune -- torchrun ...``)."""
     import tomllib
 
-    from primus_launch.adapters.command_recipe import _titan_overrides, _titan_text_with_overrides
+    from primus_launch.adapters.titan_job_argv import job_overrides, text_with_overrides
     from primus_launch.adapters.torchtitan import job_assignments, job_get
 
     p = Path(path)
@@ -238,11 +236,11 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
         return
     argv, toml = _config_script_argv(p)
     passed = {f"{sec}.{key.replace('-', '_')}": " ".join(argv[a:b + 1])
-              for a, b, sec, key, _ in _titan_overrides(argv)}
+              for a, b, sec, key, _ in job_overrides(argv)}
     if not passed:
         return
-    ovs = _titan_overrides(argv)  # the job as the script runs it: the TOML under its command's overrides
-    job = tomllib.loads(_titan_text_with_overrides(read_recipe_text(toml, "--job.config_file"), ovs, str(toml)))
+    ovs = job_overrides(argv)  # the job as the script runs it: the TOML under its command's overrides
+    job = tomllib.loads(text_with_overrides(read_recipe_text(toml, "--job.config_file"), ovs, str(toml)))
     changed = [k for k, _ in job_assignments(tuned, lambda k, d=None: job_get(job, k, d), original)]
     hit = [passed[k] for k in changed if k in passed]
     if hit:
