@@ -235,7 +235,8 @@ def probe_torch_grouped() -> int:
         for g in (1, 8):
             recs = {dt: ev.record(f"ao-b200-gg-{model}-G{g}-{dt}") for dt in ("bf16", "mxfp8")}
             m = recs["bf16"]["shape"]["total_m"] // g
-            t = {f: sum(gemm_time(*s, "b200", "bf16", g, f, "torch") for s in ((m, n, k), (m, k, n), (k, n, m)))
+            t = {f: sum(gemm_time(*s, "b200", "bf16", g, f, "torch", wgrad=w)
+                        for *s, w in ((m, n, k, False), (m, k, n, False), (k, n, m, True)))
                  for f in ("bf16", "mxfp8")}
             print(f"torch grouped {model:11s} G{g}: dry-run BF16 / MXFP8 GEMMs {t['bf16'] / t['mxfp8']:.2f}x; "
                   f"torchao table BF16 / MXFP8 (quantisation included) "

@@ -50,8 +50,8 @@ def _layer_gemms(dim: int, hidden: int, groups: int, tokens: int, mx: bool) -> f
 
     fmt, m, t = ("mxfp8" if mx else "bf16"), tokens // groups, 0.0
     for n, k in ((hidden, dim), (hidden, dim), (dim, hidden)):   # w1, w3, w2
-        t += sum(gemm_time(a, b, c, "b200", "bf16", groups, fmt, "torch")
-                 for a, b, c in ((m, n, k), (m, k, n), (k, n, m)))
+        t += sum(gemm_time(a, b, c, "b200", "bf16", groups, fmt, "torch", wgrad=w)
+                 for a, b, c, w in ((m, n, k, False), (m, k, n, False), (k, n, m, True)))
         if mx:
             t += elementwise_time(6.0 * (tokens * k + tokens * n + groups * n * k), "b200")
             t += k_groups_rearrange_seconds(m)

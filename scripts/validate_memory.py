@@ -4,7 +4,7 @@ Judges (nothing here tunes the model) three sets, each plan built as a user's wo
 project's adapters:
 
 - every row of ``scripts/validation/current_runs.json`` (current production runs, all of which ran):
-  Megatron flags through ``build_runs.flag_row``, TorchTitan jobs through ``build_runs.titan_row`` (the
+  Megatron flags through ``build_runs.flag_row``, TorchTitan jobs through ``build_runs.titan_row``, flattened Primus modules through ``build_runs.primus_row`` (the
   builders of ``runs.json``, imported);
 - every bundled recipe that reproduces a published run (``recipes/megatron/*gpu*.{sh,yaml}``,
   ``recipes/torchtitan/*.toml`` and its launch script): ran;
@@ -148,7 +148,7 @@ def current_items(path: Path = CURRENT) -> list[Item]:
     micro-batches per data-parallel rank: enough for the schedule's steady state, which is all the
     memory peak depends on (stated in the item's notes).
     """
-    from build_runs import flag_row, titan_row
+    from build_runs import flag_row, primus_row, titan_row
 
     from primus_launch.plan import Plan
 
@@ -173,6 +173,8 @@ def current_items(path: Path = CURRENT) -> list[Item]:
                              "rank) assumed; the memory peak does not depend on it beyond the schedule's warm-up")
         elif r.get("torchtitan_config"):
             row, why = titan_row(r, "judge", "current")
+        elif r.get("primus_config"):
+            row, why = primus_row(r, "judge", "current")
         else:
             unknown = "; ".join(str(u) for u in (r.get("flags_unknown") or [])[:3])
             row, why = None, f"no flags or job published ({unknown})"

@@ -89,6 +89,22 @@ def test_te_grouped_linear_host_is_per_expert_gemms():
     assert fd - f == pytest.approx(2 * cal.KERNEL_LAUNCH_S)
 
 
+def test_rocm_per_gemm_host_stands_on_the_cached_hipblaslt_path():
+    """moe_host item 2 (ROCm): the libraries cache the solution per problem, so a repeated expert GEMM costs the
+    cached heuristic (rocm-libraries PR #3103: ext::algoGetHeuristic on a cached problem) plus the launch (hipBLASLt
+    PR #1754: ext::run) -- within 2x of the per-GEMM price the model uses on every backend; the 110 us hot heuristic
+    of PR #1754 equals that build's getAllAlgos (the uncached enumeration), >10x the cached query, and priced per
+    call would make the GEMM ~12x dearer than the model's."""
+    hot, cached = ev.record("hipblaslt1754-api-overhead-hot"), ev.record("rocmlibs3103-api-overhead-hot")
+    assert hot is not None and cached is not None
+    run_us = hot["shape"]["hipblaslt_ext::run"][0]
+    cached_path_s = (cached["value"] + run_us) * 1e-6
+    assert moe_host.TE_GEMM_HOST_S / 2 <= cached_path_s <= 2 * moe_host.TE_GEMM_HOST_S
+    assert hot["value"] == pytest.approx(hot["shape"]["hipblaslt_ext::getAllAlgos"][0], rel=0.05)
+    assert hot["value"] > 10 * cached["value"]
+    assert (hot["value"] + run_us) * 1e-6 > 10 * moe_host.TE_GEMM_HOST_S
+
+
 # ----- the host model in the layer times -----
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training  # noqa: E402

@@ -104,9 +104,14 @@ def test_amd_expert_loop_host_and_turbo_single_kernel():
         return [r for r in _rows(plan) if r[4][0] == "host_ops" and "host:" in r[0]]
 
     local = 128 // 8
+    fac = fw.host_cpu_factor("mi355x")
     for gemm in ("te", "legacy"):
         rows = host_rows(_plan("mi355x", moe_expert_gemm=gemm))
         assert len(rows) == 1 and f"({local} BLAS GEMMs" in rows[0][0]
+        # both ROCm paths at the per-GEMM price of moe_host item 2 (the libraries cache the heuristic), BF16
+        hf, hb = (float(x) for x in rows[0][0].split("host: ")[1].split(" ms")[0].split(" / "))
+        assert (hf, hb) == pytest.approx(tuple(1e3 * fac * x for x in moe_host.grouped_linear_host(local, None)),
+                                         abs=1e-3)
     assert host_rows(_plan("mi355x", moe_expert_gemm="turbo")) == []
     f_te, b_te = moe_host.grouped_linear_host(local, None)
     assert f_te == pytest.approx(2 * local * moe_host.TE_GEMM_HOST_S)

@@ -523,6 +523,35 @@ def titan_row(r: dict, role: str, group: str):
     return row, ""
 
 
+def primus_row(r: dict, role: str, group: str):
+    """A row with a ``primus_config`` (a flattened Primus module: the experiment, its presets and the run script's
+    arguments as resolved at the row's commit, ``build_current_runs.primus_flatten``) through the Primus reader
+    (``adapters.primus_yaml.plan_from_text``)."""
+    import yaml
+
+    from primus_launch.adapters.primus_yaml import plan_from_text
+
+    hw = r["hardware"]
+    gpu = hw.get("plan_gpu") or _gpu(hw["gpu"])
+    if gpu is None:
+        return None, f"GPU {hw['gpu']!r} not in the hardware DB"
+    text = yaml.safe_dump({"modules": {"pre_trainer": r["primus_config"]}}, sort_keys=False)
+    try:
+        plan = plan_from_text(text, f"{r.get('primus_model_preset') or r['id']}.yaml", env={},
+                              cluster=_cluster_for(gpu, hw["num_gpus"], hw.get("gpus_per_node")))
+    except Exception as e:
+        return None, f"Primus adapter: {' '.join(str(e).split())[:200]}"
+    target = float(r.get("measured_tokens_per_sec_per_gpu_for_judging") or r["measured"]["tokens_per_sec_per_gpu"])
+    unread = [f"{w.flag}={w.value}: {w.effect}" for w in (plan.source.unmodelled if plan.source else [])]
+    pd = plan.model_dump(mode="json")
+    row = dict(id=r["id"], source=r["source"], source_group=group, model_name=r.get("model_name"), plan=pd,
+               gpus=hw["num_gpus"], measured_tokens_per_sec_per_gpu=target, comparison="tokens/s/GPU as published",
+               measured=r["measured"], flops_convention=r.get("flops_convention"),
+               assumptions=list(r.get("flags_unknown") or []) + [f"adapter: not modelled {u}" for u in unread],
+               dense=not r["architecture"].get("num_experts"), role=role, from_flags=True)
+    return row, ""
+
+
 def _cap_note(hw: dict) -> list[str]:
     """The assumption line of a row whose machine's power cap the source does not state (``_cluster_for``)."""
     from primus_launch.projection.cost import calibration as cal
@@ -585,6 +614,8 @@ def main() -> int:
                 row, why = flag_row(r, role, group)
             elif r.get("torchtitan_config"):
                 row, why = titan_row(r, role, group)
+            elif r.get("primus_config"):
+                row, why = primus_row(r, role, group)
             else:
                 row, why = None, "no flags or config published"
             if row is None:

@@ -94,7 +94,8 @@ def grouped_curve(arch: str, fmt: str, torch_lib: bool = False) -> tuple[GemmCur
     for key in keys:
         if key in table:
             c = table[key]
-            return GemmCurve(c["eff"], c["k0"], c["t0"], tuple(c["records"]), c["rms"]), f"grouped/{key}"
+            return (GemmCurve(c["eff"], c["k0"], c["t0"], tuple(c["records"]), c["rms"], k0_wgrad=c.get("k0_wgrad")),
+                    f"grouped/{key}")
     return gemm_curve(arch, fmt)
 
 
@@ -132,11 +133,13 @@ def _fmt(precision: str) -> str:
 
 @lru_cache(maxsize=200_000)
 def gemm_time(m: int, n: int, k: int, gpu: str, precision: str = "bf16", batch: int = 1,
-              fmt: str | None = None, grouped: str = "") -> float:
+              fmt: str | None = None, grouped: str = "", wgrad: bool = False) -> float:
     """Seconds for ``batch`` GEMMs of [m,k]x[k,n] on ``gpu``: ``fmt`` a GEMM format (module doc) or
     from ``precision`` (bf16 / fp16 / fp32 -> bf16 curve; fp8 -> per-tensor FP8; fp4); ``grouped``
     ("any" / "torch"): one grouped-GEMM kernel over the ``batch`` problems (:func:`grouped_curve`);
-    "te": Transformer Engine's per-expert cuBLASLt GEMMs on four streams (:mod:`cost.grouped_gemm`)."""
+    "te": Transformer Engine's per-expert cuBLASLt GEMMs on four streams (:mod:`cost.grouped_gemm`).
+    ``wgrad``: the grouped weight gradient (``k`` = tokens of a group), priced on the grouped curve's
+    K-grouped kernel (``GemmCurve.for_wgrad``; dense curves are unchanged)."""
     f = fmt or _fmt(precision)
     clk, hbm, sms, _, arch = _gpu(gpu)
     if grouped == "te":   # TE GroupedLinear: one cuBLASLt GEMM per expert on four streams (cost/grouped_gemm.py)
@@ -149,6 +152,8 @@ def gemm_time(m: int, n: int, k: int, gpu: str, precision: str = "bf16", batch: 
             t = max(t, gemm_seconds(m, n, k, batch, fmt_peak(gpu, f) * clk, sms, hbm, ELEM.get(f, 2.0), cg))
         return t
     c, _ = grouped_curve(arch, f, grouped == "torch") if grouped else gemm_curve(arch, f)
+    if grouped and wgrad:
+        c = c.for_wgrad()
     peak = fmt_peak(gpu, f) * clk
     if precision == "fp32" and fmt is None:
         peak /= 2

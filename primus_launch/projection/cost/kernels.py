@@ -12,7 +12,11 @@ of dense peak ``P`` (for the GEMM's input format), ``U`` SMs / CUs, HBM rate ``B
     t     = max( 2MNK batch / (P E w) (1 + K0/K),  bytes / B_hbm ) + t0
 
 ``E`` (large-shape fraction of peak), ``K0`` (main-loop prologue/epilogue: small K runs below E) and
-``t0`` (per-kernel fixed time) are one curve per (GPU architecture, library, input format).
+``t0`` (per-kernel fixed time) are one curve per (GPU architecture, library, input format).  A grouped
+curve may carry ``K0_wgrad``: the ``K0`` of the library's K-grouped weight-gradient kernel (2D x 2D
+grouped GEMM, ``dW[g] = dY[g]^T X[g]``, reducing over the ``K`` = tokens of each group), a different
+kernel from the M-grouped forward / data-gradient one (2D x 3D); the caller names the weight gradient
+(``compute.gemm_time(..., wgrad=True)``) and ``K0_wgrad`` replaces ``K0`` there (absent: ``K0``).
 
 Fused attention (flash-style; no S x S matrix in HBM), FLOPs as FlashAttention's benchmarks count
 them: forward ``2 b h_q s_q L (d_qk + d_v)`` with ``L`` keys per query (``s_kv`` non-causal;
@@ -32,7 +36,7 @@ kernels; ``t_min`` the GPU-side floor of a tiny kernel).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 TILE = 128
 
@@ -47,6 +51,11 @@ class GemmCurve:
     records: tuple[str, ...] = ()
     rms: float = 0.0
     note: str = ""
+    k0_wgrad: float | None = None   # K-grouped weight-gradient kernel's K0 (grouped curves; None: k0)
+
+    def for_wgrad(self) -> "GemmCurve":
+        """The curve of the K-grouped weight-gradient kernel (``k0_wgrad`` in place of ``k0``)."""
+        return self if self.k0_wgrad is None else replace(self, k0=self.k0_wgrad)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,36 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    :data:`TE_GEMM_HOST_S` per GEMM; Primus-Turbo's grouped GEMM (``training.moe_expert_gemm = turbo``) is one
    launch and adds nothing here.
 
+   ROCm host path per expert GEMM, read at the versions of AMD's MoE-package rows (Primus 3aaf2d5f, image
+   ``rocm/megatron-lm:v25.10``; Primus' and ROCm Megatron's Dockerfiles build ``caaatch22/grouped_gemm`` branch
+   ``rocm``): (a) legacy ``grouped_gemm`` (@8a9b438 ``csrc/grouped_gemm.cu``, hipified): ``CublasGroupedGemm``
+   calls ``hipblasGemmEx`` once per expert on 4 streams (``NUM_STREAM``), handles made once, no algorithm cache
+   of its own; hipBLAS hands it to rocBLAS ``rocblas_gemm_ex`` -> ``runContractionProblem``
+   (``library/src/tensile_host.cpp``), which runs either Tensile (``findBestSolution``) or, where
+   ``useHipBLASLt`` holds (``ROCBLAS_USE_HIPBLASLT``, else the handle's default architectures: gfx1200/1201 in
+   rocBLAS develop 2024-10, gfx950 among them in a later rocm-libraries ``handle.hpp``; which one the image's
+   ROCm 7 build had was not read), ``runContractionProblemHipBlasLT`` (``hipblaslt_host.cpp``): a
+   ``hipblaslt_ext::Gemm`` built and ``algoGetHeuristic`` (1 solution) called on every GEMM, then
+   ``initialize`` and ``run``, no cache in rocBLAS.  (b) TE-ROCm ``GroupedLinear``: ``nvte_multi_stream_cublas_gemm``
+   -> ``cublas_gemm`` -> ``hipblaslt_gemm`` (``common/gemm/rocm_gemm.cu``), whose ``GemmAlgoCache`` (since
+   ROCm/TransformerEngine PR #39, 2024-05) is keyed on (device, types, m, n, k, ld, transposes, epilogue): a
+   per-expert token count M never seen before misses once, then hits.  (c) PyTorch's Lt GEMM (``at::cuda::blas``,
+   hipified on ROCm) queries the heuristic on every call and relies on the library's own cache (pytorch PR
+   #191700, WIP 2026-07, proposes a PyTorch-side cache on CUDA: 'cuBLASLt has an internal heuristic cache').
+   Beneath all three, hipBLASLt's TensileLite and rocBLAS's Tensile wrap every loaded solution library in a
+   ``CachingLibrary`` (``Serialization/SolutionLibrary.hpp``; the cache of ``CachingLibrary.hpp`` keyed on the
+   device and the problem: operation, tensor descriptors' sizes / strides / types, workspace size, not the data
+   pointers, ``ContractionProblem_Detail.hpp``), so a repeated expert shape re-selects from the cache: the same
+   hipBLASLt api-overhead client reads 7.8 us per ``hipblaslt_ext::algoGetHeuristic``
+   (15.1 us C API) on a cached problem (record ``rocmlibs3103-api-overhead-hot``), while its 109.6 / 114.7 us of
+   March 2025 (record ``hipblaslt1754-api-overhead-hot``) equal that build's ``getAllAlgos`` (114.3 us), the
+   uncached enumeration.  A per-expert token count takes a bounded set of values over a run (each missed once,
+   then cached at every layer and micro-batch after).  With ``ext::run`` at 8.6 us (same record) a cached
+   per-GEMM host path is ~16 us plus rocBLAS / hipBLAS (not measured), within 2x of :data:`TE_GEMM_HOST_S`,
+   so ROCm keeps that price (``tests/test_moe_host.py`` holds the sum to the records); the ~0.7-0.9 ms per local
+   expert, layer and micro-batch the MI355X micro-batch-1 rows lack (``scripts/validation/README.md``) is not
+   the heuristic query (6 GEMMs x ~110 us would be, were it paid per call; the code caches it).
+
 3. Where the host is on the critical path (``roofline.launch_bound_seconds``): Megatron's token dispatchers
    wait once per MoE layer forward for the routed-token counts (``token_dispatcher.py`` ``cuda_sync_point``;
    DeepEP's received-token counter; HybridEP's ``torch.cuda.current_stream().synchronize()`` in

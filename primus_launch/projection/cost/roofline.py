@@ -306,7 +306,7 @@ class _Acc:
                     gr = "any"  # a single grouped kernel (Primus-Turbo's CK / hipBLASLt grouped GEMM)
             f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
-            bw = gemm_time(k, n, m, g, "bf16", batch, fmt_w, gr)
+            bw = gemm_time(k, n, m, g, "bf16", batch, fmt_w, gr, wgrad=True)
             kern = 1
         if ub and self.ub is not None:
             cf, cb, cw = ub_factors(ub, get_gpu(g).num_sms, self.ub)
