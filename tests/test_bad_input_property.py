@@ -50,7 +50,9 @@ def run_cli(argv: list[str], cwd: Path) -> tuple[int, str, str, float]:
 
 def assert_outcome(rc: int, out: str, err: str, secs: float, what: str) -> None:
     assert "Traceback" not in err, (what, err[-2000:])
-    assert secs < 10.0, f"{what}: {secs:.1f} s"
+    # a hang guard, not a speed check: a dry-run takes well under a second; a loop that never ends
+    # (the bash arithmetic and array bombs this file feeds in) runs past any bound
+    assert secs < 60.0, f"{what}: {secs:.1f} s"
     lines = [ln for ln in err.splitlines() if ln.strip()]
     if rc == 0:
         bad: list[str] = []
