@@ -38,6 +38,18 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _StoreOnce(argparse._StoreAction):
+    """argparse's ``store`` that refuses a flag given twice (argparse keeps the last silently:
+    ``--gpu h100-sxm ... --gpu b200`` would project on the B200 without a word)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault("_given_once", {})
+        if self.dest in seen and option_string is not None:
+            parser.error(f"{option_string}={values}: given twice (first {seen[self.dest]}); give it once")
+        seen[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
 def _parser() -> argparse.ArgumentParser:
     from primus_launch.inputs import bounded_int, finite_float, token_count
     from primus_launch.plan.sections import GPU_NAMES, LIMITS
@@ -48,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Plan, project and tune large LLM training runs before spending GPU-hours.",
         epilog="Everything after `--` is a training command: run unchanged, or read as the recipe "
                "when --project/--tune are given without a file.")
+    ap.register("action", None, _StoreOnce)
+    ap.register("action", "store", _StoreOnce)
     act = ap.add_mutually_exclusive_group()
     act.add_argument("--project", nargs="?", const=_FROM_COMMAND, metavar="RECIPE",
                      help="project the run of RECIPE (or of the command after --) at its target scale")
@@ -82,7 +96,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--explain", action="store_true",
                     help="print every table: the full time and memory breakdowns, the measured pieces, every note "
                          "and the dry-run's per-op pricing (default: a one-screen answer)")
-    ap.add_argument("--trace", help="write the simulated pipeline timeline as a Chrome/Perfetto trace")
+    ap.add_argument("--trace", help="write the simulated pipeline timeline as a Chrome/Perfetto trace (tune: the "
+                                    "best plan's)")
     ap.add_argument("--report", help="write a self-contained HTML report")
     ap.add_argument("--measure-device", choices=["cpu", "cuda"], help="device for the measured path")
     ap.add_argument("--budget", type=bounded_int(1, 10**9, "an integer from 1 to 1,000,000,000"),
@@ -120,6 +135,69 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--force", action="store_true", help="launch even if the plan does not fit in memory")
     ap.add_argument("--emit", choices=["torchrun", "slurm"], help="print the launch for the plan")
     return ap
+
+
+#: flags that only the search reads (dest -> how it is spelled)
+_TUNE_ONLY = {"budget": "--budget", "time_limit": "--time-limit", "max_work": "--max-work", "llm": "--llm",
+              "workers": "--workers", "log": "--log", "out": "--out", "allow": "--allow", "top": "--top"}
+#: flags that only a projection or a search reads: without --project / --tune the command after -- runs as is
+_PLAN_ONLY = {"dry_run": "--dry-run", "gpu": "--gpu", "nodes": "--nodes", "gpus_per_node": "--gpus-per-node",
+              "gpu_file": "--gpu-file", "power_limit_w": "--power-limit-w", "primus_root": "--primus-root",
+              "memory_margin": "--memory-margin", "memory_basis": "--memory-basis", "json": "--json",
+              "explain": "--explain", "trace": "--trace", "report": "--report", "measure_device": "--measure-device",
+              "emit": "--emit", "force": "--force"}
+
+
+def _given(a: argparse.Namespace, dest: str) -> bool:
+    """Whether a flag was given (its value is not the parser's default)."""
+    v = getattr(a, dest)
+    default = {"memory_margin": 0.0, "memory_basis": "reserved", "top": 10, "allow": []}.get(dest)
+    return v not in (None, False) and v != default
+
+
+def _branch_and_bound(a: argparse.Namespace) -> bool:
+    """Whether ``--tune`` runs the default certified branch and bound (``tuner.search.tune``'s rule)."""
+    return a.exhaustive is None and a.budget is None and a.llm is None and a.dry_run
+
+
+def _flag_conflict(a: argparse.Namespace, command: list[str]) -> Optional[str]:
+    """A flag the chosen mode would not read (never ignored silently), or two that contradict: the
+    one-line error, None when the flags go together."""
+    def shown(dest: str, spelled: str) -> str:
+        v = getattr(a, dest)
+        return spelled if isinstance(v, bool) else f"{spelled}={','.join(v) if isinstance(v, list) else v}"
+
+    if a.project is None and a.tune is None:
+        for dest, spelled in _PLAN_ONLY.items():
+            if _given(a, dest):
+                return (f"{shown(dest, spelled)}: only with --project or --tune (without them the command after -- "
+                        "is run as it is)")
+    if a.tune is None:
+        for dest, spelled in [*_TUNE_ONLY.items(), ("exhaustive", "--exhaustive/--planner")]:
+            if _given(a, dest) or (dest == "exhaustive" and a.exhaustive is not None):
+                return f"{shown(dest, spelled) if dest != 'exhaustive' else spelled}: only with --tune"
+    if a.force and not a.launch:
+        return "--force: only with --launch (it launches a plan that does not fit)"
+    if a.measure_device is not None and a.dry_run:
+        return (f"--measure-device={a.measure_device}: not with --dry-run (the dry run simulates the target GPU and "
+                "measures nothing)")
+    if a.tune is not None:
+        if a.tune == _FROM_COMMAND and a.out is not None:
+            return (f"--out={a.out}: only with --tune RECIPE; a tuned command is printed, and the script or TOML it "
+                    "runs is written next to the original (NAME.tuned.EXT)")
+        if a.budget is not None and a.exhaustive:
+            return (f"--budget={a.budget}: not with --exhaustive (the brute force scores every legal candidate; "
+                    "stop it with --time-limit, or give --planner)")
+        if a.max_work is not None and not _branch_and_bound(a):
+            why = ("--exhaustive" if a.exhaustive else "--planner" if a.exhaustive is False else
+                   f"--budget={a.budget}" if a.budget is not None else f"--llm={a.llm}" if a.llm else
+                   "a measured search (no --dry-run)")
+            return (f"--max-work={a.max_work}: bounds the default branch and bound only, which {why} replaces "
+                    "(stop the others with --budget / --time-limit)")
+        if a.workers is not None and a.workers > 1 and not a.dry_run:
+            return (f"--workers={a.workers}: only with --dry-run (the measured search holds the device: one "
+                    "process; --ray-address spreads its measurements)")
+    return None
 
 
 def _split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -286,6 +364,15 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     from primus_launch.tuner.search import tune
 
     plan = _load(a, a.tune, command)
+    config_script = False
+    if a.tune != _FROM_COMMAND:
+        from primus_launch.adapters import detect_kind
+
+        config_script = detect_kind(Path(a.tune)) == "torchtitan-config-script"
+        if config_script:  # its tuned recipe is the job TOML it runs
+            from primus_launch.adapters.torchtitan_script import check_config_script_tunable
+
+            check_config_script_tunable(a.tune, a.out)
     log_path = Path(a.log) if a.log else None
     out_recipe = None
     if a.tune != _FROM_COMMAND:
@@ -295,7 +382,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         if log_path is None:
             log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
     _check_outputs([("--out" if a.out else "tuned recipe", out_recipe), ("--log" if a.log else "trial log", log_path),
-                    ("--report", a.report)])
+                    ("--report", a.report), ("--trace", a.trace)])
     executor = None
     if a.ray_address is not None:
         from primus_launch.ray_cluster import connect
@@ -327,23 +414,29 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
                  if score.foreign else ""), file=sys.stderr)
     best = res.best_plan
     written = None
+    if config_script:  # a key the script's command passes would not run as tuned
+        check_config_script_tunable(a.tune, a.out, best, plan)
     if out_recipe is not None:
         from primus_launch.adapters import write_recipe
 
         written = write_recipe(best, out_recipe, a.primus_root or _wrapper_primus_root(plan))
-    if a.report:
+    if a.report or a.trace:  # the best plan's timeline: the report's and the trace's
         from primus_launch.projection.api import project
-        from primus_launch.report.html import write_tune_report
 
         detailed = project(best, dry_run=a.dry_run, memory_margin=a.memory_margin, memory_basis=a.memory_basis,
                            measure_device=a.measure_device, record_timeline=True)
-        write_tune_report(res.model_copy(update={"best": detailed}), a.report)
+        if a.trace:
+            _write_trace(a.trace, detailed)
+        if a.report:
+            from primus_launch.report.html import write_tune_report
+
+            write_tune_report(res.model_copy(update={"best": detailed}), a.report)
     tuned_cmd = None
     if command and a.tune == _FROM_COMMAND:  # after a RECIPE file, the words after -- are its $1 $2 ...
         from primus_launch.adapters.command_recipe import render_command
 
         tuned_cmd = render_command(best, command)
-    files = {str(p): _size(p) for p in (written, log_path, a.report) if p is not None and Path(p).is_file()}
+    files = {str(p): _size(p) for p in (written, log_path, a.report, a.trace) if p is not None and Path(p).is_file()}
     if a.json:  # the trial log's form: the top trials in full, every trial as compact columns
         d = res.to_log_dict(plan)
         d["tuned_recipe"] = str(written) if written else None
@@ -360,6 +453,8 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
             print(f"trial log written to {log_path} ({_human(files.get(str(log_path)))})")
         if a.report:
             print(f"report written to {a.report} ({_human(files.get(str(a.report)))})")
+        if a.trace:
+            print(f"best plan's trace written to {a.trace} ({_human(files.get(str(a.trace)))})")
         if tuned_cmd and not a.launch:
             print("\ntuned command:\n" + shlex.join(tuned_cmd))
     if a.emit:
@@ -473,6 +568,14 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"primus-launch: error: --ray-address={a.ray_address}: only with --tune (it runs the search's shards "
               "on a Ray cluster)", file=sys.stderr)
         return 2
+    conflict = _flag_conflict(a, command)
+    if conflict:
+        print(f"primus-launch: error: {conflict}", file=sys.stderr)
+        return 2
+    if a.tune is not None and a.time_limit is not None and _branch_and_bound(a):
+        print(f"primus-launch: warning: --time-limit={a.time_limit:g}: not applied: the default branch and bound is "
+              "bounded by --max-work (a count, the same answer on any machine); add --planner or --exhaustive to "
+              "stop the search by time", file=sys.stderr)
     try:
         if a.gpu_file:
             from primus_launch.projection.hardware.gpus import load_gpu_file
@@ -491,6 +594,13 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
 
             return run_command(command)
         return _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
+    except BrokenPipeError:  # the reader of stdout left (`| head`): end as a shell tool does, without a word
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush has nowhere to fail
+        except (OSError, ValueError):
+            pass
+        return 128 + int(signal.SIGPIPE)
     except OSError as e:
         from primus_launch import interrupt
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import math
 import os
 from pathlib import Path
@@ -87,7 +88,9 @@ def read_bytes(path: str | Path, field: str = "recipe", limit: int = MAX_INPUT_B
         if p.is_dir():
             raise UserError(f"{field}={shown!r}: a folder; expected a file")
         if not p.is_file():
-            raise UserError(f"{field}={shown!r}: no such file")
+            what = _not_a_file(p)
+            raise UserError(f"{field}={shown!r}: {what}" + ("; expected a regular file" if what != "no such file"
+                                                             else ""))
         with open(p, "rb") as f:
             st = os.fstat(f.fileno())
             data = f.read(limit + 1)
@@ -102,6 +105,29 @@ def read_bytes(path: str | Path, field: str = "recipe", limit: int = MAX_INPUT_B
         raise UserError(f"{field}={shown!r}: {size:,} bytes; at most {_limit_text(limit)} are read "
                         f"(recipes are a few KB)")
     return data
+
+
+def _not_a_file(p: Path) -> str:
+    """What a path that is neither a folder nor a regular file is, in words (never opened: a named
+    pipe would block, a device could be endless)."""
+    import stat
+
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a loop of symbolic links"
+        if isinstance(e, FileNotFoundError) and os.path.islink(p):
+            return f"a symbolic link to {os.readlink(p)!r}, which does not exist"
+        return "no such file" if isinstance(e, (FileNotFoundError, NotADirectoryError)) else \
+            f"cannot read: {e.strerror or e}"
+    except ValueError as e:  # an embedded NUL character
+        return f"not a file name ({e})"
+    for test, words in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return words
+    return "not a regular file"
 
 
 def read_text(path: str | Path, field: str = "recipe", limit: int = MAX_INPUT_BYTES) -> str:
@@ -193,17 +219,26 @@ def refuse_input(path: str | Path, field: str, extra_inputs: Iterable[tuple[str,
 
 def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str, str | Path | None]] = ()) -> Path:
     """Refuse, before any work, an output path that is an input of the run (:func:`refuse_input`),
-    a folder, or in a folder that cannot be written; returns the path."""
+    a folder, an existing name that is no regular file (a device, a named pipe: the atomic write
+    would replace it, not write to it), or in a folder that cannot be written; returns the path."""
     shown = str(path)
     if not shown or shown.endswith(os.sep):
         raise UserError(f"{field}={shown!r}: a file name; not a folder")
     p = Path(path)
-    refuse_input(p, field, extra_inputs)
-    if p.is_dir():
-        raise UserError(f"{field}={shown!r}: a folder; give a file name")
-    probe = Path(os.path.abspath(p)).parent
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
+    try:
+        refuse_input(p, field, extra_inputs)
+        if p.is_dir():
+            raise UserError(f"{field}={shown!r}: a folder; give a file name")
+        if p.exists() and not p.is_file():  # through a symbolic link too (/dev/stdout)
+            raise UserError(f"{field}={shown!r}: {_not_a_file(p)}; the output is written atomically (a new file "
+                            "renamed over the name): give a regular file's path")
+        probe = Path(os.path.abspath(p)).parent
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+    except OSError as e:  # a name too long, ...
+        raise UserError(f"{field}={shown!r}: not a usable output path: {e.strerror or e}") from None
+    except ValueError as e:  # an embedded NUL character
+        raise UserError(f"{field}={shown!r}: not a usable output path: {e}") from None
     if not probe.is_dir():
         raise UserError(f"{field}={shown!r}: {str(probe)!r} is not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):

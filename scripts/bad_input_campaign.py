@@ -10,8 +10,10 @@ files, 8 MiB files, empty files; every number of a recipe set to 0, -1, 1.5, 10^
 nan, inf, a word; 5,000-deep nesting, alias bombs, wrong types (a list, a table, a string where a
 number belongs); outputs (``--report``, ``--trace``, ``--log``, ``--out``) naming an input (the
 recipe, the wrapper, the fragment, the GPU file, an extended file, a hard link, a symbolic link), a
-folder, a path under a file, another output; SIGINT / SIGTERM at chosen moments of ``--project``
-and ``--tune``.
+folder, a path under a file, another output, a named pipe or a device; special files (named pipe,
+link loop, dangling link, /dev/zero, folder) wherever a reader reads a file; broken ``extends`` chains;
+bash arithmetic / array / loop bombs; flags the chosen mode does not read; SIGINT / SIGTERM at chosen
+moments of ``--project`` and ``--tune``.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -32,6 +34,7 @@ import random
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -321,6 +324,75 @@ def signal_cases(quick: bool) -> list[Case]:
     return cases
 
 
+def _special(name: str, kind: str) -> Callable[[Path], None]:
+    """A setup that makes ``name`` a special file: a named pipe, a loop of links, a dangling link, a link to
+    an endless device, a folder, or /dev/null's twin (a character device made in the case's folder, as
+    root only: never the system's own)."""
+    def setup(d: Path) -> None:
+        p = d / name
+        if kind == "fifo":
+            os.mkfifo(p)
+        elif kind == "link-loop":
+            os.symlink(name + ".b", p)
+            os.symlink(name, d / (name + ".b"))
+        elif kind == "dangling":
+            os.symlink("nowhere", p)
+        elif kind == "dev-zero":
+            os.symlink("/dev/zero", p)
+        elif kind == "folder":
+            p.mkdir()
+        elif kind == "chardev" and os.geteuid() == 0:
+            os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    return setup
+
+
+SPECIAL_KINDS = ("fifo", "link-loop", "dangling", "dev-zero", "folder")
+BASH_BOMBS = {"arith-pow-tower": b"X=$((10**10**10))\n", "arith-div0": b"X=$((1/0))\n",
+              "array-far-index": b"X=(a)\nX[99999999]=b\n", "array-before-start": b"X=(a)\nX[-5]=b\n",
+              "while-true": b"while true; do :; done\n", "brace-product": b"X=(" + b"{a,b}" * 40 + b")\n",
+              "mutual-source": b"source ./frag.sh\n"}
+# flags the mode does not read: refused (one line), never ignored; the command after -- never runs
+FLAG_CONFLICTS = [["--dry-run", "--", "touch", "ran"], ["--emit", "slurm", "--", "touch", "ran"],
+                  ["--project", "r.sh", "--dry-run", "--budget", "3"], ["--project", "r.sh", "--dry-run", "--out", "x"],
+                  ["--project", "r.sh", "--dry-run", "--force"],
+                  ["--project", "r.sh", "--dry-run", "--measure-device", "cpu"],
+                  ["--tune", "r.sh", "--dry-run", "--budget", "1", "--exhaustive"],
+                  ["--tune", "r.sh", "--dry-run", "--max-work", "5", "--planner"],
+                  ["--tune", "r.sh", "--workers", "2"]]
+
+
+def reference_cases() -> list[Case]:
+    """Special files where each reader reads a file (the recipe, --gpu-file, a wrapper's recipe.path, an
+    ``extends`` base, a sourced fragment), broken ``extends`` chains, bash constructs that would run
+    without end if evaluated literally, flags the mode does not read, and outputs an atomic write
+    would replace instead of writing to (a named pipe, a character device)."""
+    cases = []
+    for kind in SPECIAL_KINDS:
+        for role, files, argv, victim in (
+                ("recipe", {}, ["--project", "r.sh"], "r.sh"),
+                ("gpu-file", {"r.sh": BASH}, ["--project", "r.sh", "--gpu-file", "g.toml"], "g.toml"),
+                ("wrapper-target", {"w.primus.toml": WRAPPER}, ["--project", "w.primus.toml"], "r.sh"),
+                ("extends", {"r.yaml": EXTENDS_TOP}, ["--project", "r.yaml"], "base.yaml"),
+                ("source", {"r.sh": SOURCING}, ["--project", "r.sh"], "frag.sh")):
+            cases.append(Case(f"special:{role}:{kind}", "reference", files, argv + TAIL, setup=_special(victim, kind)))
+    for tag, top in (("loop", b"extends: [a.yaml]\n"), ("self", b"extends: r.yaml\n"), ("int", b"extends: 42\n"),
+                     ("no-trainer", b"extends: [a.yaml]\nnum_layers: 2\n"), ("empty-list", b"extends: []\n")):
+        cases.append(Case(f"extends:{tag}", "reference", {"r.yaml": top, "a.yaml": b"extends: [r.yaml]\n"
+                                                          if tag == "loop" else b"hidden_size: 8\n"},
+                          ["--project", "r.yaml"] + TAIL))
+    for tag, text in BASH_BOMBS.items():
+        files = {"r.sh": BASH.replace(b"# Parallelism and batch\n", text + b"# Parallelism and batch\n")}
+        if tag == "mutual-source":
+            files["frag.sh"] = b"source ./r.sh\nX=1\n"
+        cases.append(Case(f"bash:{tag}", "reference", files, ["--project", "r.sh"] + TAIL))
+    for argv in FLAG_CONFLICTS:
+        cases.append(Case(f"flags:{' '.join(argv)[:60]}", "reference", {"r.sh": BASH}, argv, expect_refusal=True))
+    for kind in ("fifo", "chardev"):
+        cases.append(Case(f"out:report={kind}", "output", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, "--report", "o"],
+                          setup=_special("o", kind), expect_refusal=kind == "fifo" or os.geteuid() == 0))
+    return cases
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -339,6 +411,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     for tag, argv in argv_cases():
         cases.append(Case(tag, "argv", {"r.sh": BASH}, argv))
     cases += output_cases()
+    cases += reference_cases()
     cases += signal_cases(quick)
     return cases
 

@@ -270,6 +270,9 @@ def classify_error(msg: str) -> str:
         return "not a training program (inference / conversion / evaluation tool)"
     if "no training command" in msg:
         return "not a training script (no torchrun/python ... pretrain_*.py command)"
+    m = re.search(r"a Megatron-LM functional test of (\w+)", msg)
+    if m:  # MODE: inference / rl (run_ci_test.sh runs generation / RL loops, not pretraining)
+        return f"model family / mode not modelled: functional test MODE {m.group(1)}"
     if "trains a" in msg or "not modelled by the projection" in msg or "NeMo launcher" in msg:
         m = re.search(r"(hybrid Mamba[^:,(]*|BERT|T5[^:,]*|multimodal[^:,]*|RETRO|vision|RL loop|biencoder[^:,]*|"
                       r"experimental attention variant|heterogeneous layers|NeMo launcher config|reinforcement-learning loop|"

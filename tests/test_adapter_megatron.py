@@ -690,3 +690,27 @@ def test_no_rope_fusion_is_read_written_and_priced():
     assert "--no-rope-fusion" in render_argv(eager, argv) and "--no-rope-fusion" not in render_argv(fused, argv)
     assert ROPE_EAGER[0] > ROPE_FUSED[0]
     assert layer_times_roofline(eager).dense_layer.fwd_s > layer_times_roofline(fused).dense_layer.fwd_s
+
+
+@pytest.mark.parametrize("program,tool", [
+    ("examples.inference.offline_inference", True),   # Megatron-LM examples/inference/run_offline_inference.sh
+    ("tools/run_text_generation_server.py", True), ("pretrain_gpt.py", False),
+    ("megatron.training.pretrain_gpt", False), ("torchtitan.train", False)])
+def test_a_module_run_with_python_m_is_classified_like_its_file(program, tool):
+    """Regression: ``torchrun -m examples.inference.offline_inference`` (an inference script with every
+    model flag) was projected as a training run; a module's last component is its file."""
+    from primus_launch.adapters.megatron_args import program_family
+
+    fam = program_family(program)
+    assert (fam is not None and fam.startswith("tool:")) == tool, fam
+
+
+def test_a_command_without_megatron_model_flags_says_so(tmp_path):
+    """Regression: a Megatron-Bridge launch (the model built in Python, Hydra-style overrides) ended in
+    ``--num-layers=None: required (Megatron-LM has no default)`` as if one flag were missing."""
+    text = ("#!/bin/bash\ntorchrun --nproc_per_node=8 00_quickstart_pretrain.py --config-file conf/llama3_8b.yaml "
+            "model.num_layers=2 train.global_batch_size=8\n")
+    with pytest.raises(PlanError) as e:
+        load_megatron(_script(tmp_path, text))
+    line = _err_line(e.value)
+    assert line.startswith("--num-layers=None: required") and "names none of Megatron-LM's model flags" in line

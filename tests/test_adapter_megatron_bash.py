@@ -69,6 +69,12 @@ SNIPPETS = {
                                      '  P="${BASH_REMATCH[1]}"\nfi\npython x.py "$P" "${BASH_REMATCH[@]}"\n'),
     "case and functions": ('f() { J=$1; K=$2; }\ncase "$M" in\n  big|large) L=80 ;;\n  *) L=8 ;;\nesac\n'
                            'f one two\npython x.py $L $K $J\n'),
+    # bash's arithmetic is signed 64-bit and wraps: 10**10**10 is 0 at once (the reader computed the 10^10-digit
+    # integer: a hang), 2**63 the most negative number; / and % truncate toward zero, exactly
+    "64-bit arithmetic": ('A=$((10**10**10)); B=$((2**63)); C=$((99999999999999999999)); D=$((-7/2)); E=$((-7%2))\n'
+                          'F=$(( (2**62) * 4 + 3 )); G=$((-9223372036854775807 / 3))\npython x.py $A $B $C $D $E $F $G\n'),
+    # an element assigned from the end (bash 4.3+; the reader's list raised IndexError before the start)
+    "negative array index": 'X=(a b c)\nX[-1]=z\nX[-3]=y\npython x.py "${X[@]}"\n',
 }
 
 
@@ -158,3 +164,14 @@ def test_nesting_reads_to_a_depth_and_is_one_line_beyond(shape):
     with pytest.raises(UserError) as e:
         ShellState(DEEP[shape](5000), "run.sh")
     assert "nested more than" in one_line(e.value) and "\n" not in one_line(e.value)
+
+
+@pytest.mark.parametrize("assign", ["X[99999999]=b", "X[-5]=b"])
+def test_array_index_far_outside_is_not_materialised(assign):
+    """Regression: ``X[99999999]=b`` appended 10^8 empty elements (a minute, gigabytes), ``X[-5]=b`` on a
+    one-element array raised IndexError (exit 70).  Bash arrays are sparse; such an index is said in a
+    warning and not followed."""
+    st = ShellState(f"X=(a)\n{assign}\npython x.py ${{X[0]}}\n")
+    cmd = [c for c in st.commands if c.args and c.args[0].text == "python"][-1]
+    assert [t.text for t in cmd.args[1:]] == ["x.py", "a"]
+    assert any("not followed" in w for w in st.warnings), st.warnings

@@ -546,3 +546,21 @@ def test_microbatch_group_read_projected_and_written_back(tmp_path):
     tuned = render_megatron(plan.with_changes(parallel={"microbatch_group": 4}, training={"global_batch_size": 64}),
                             MB_GROUP_ARGS)
     assert "--microbatch-group-size-per-virtual-pipeline-stage: 4\n" in tuned
+
+
+@pytest.mark.parametrize("mode,refused", [("inference", True), ("rl", True), ("pretraining", False), (None, False)])
+def test_functional_test_mode_other_than_pretraining_is_refused(tmp_path, mode, refused):
+    """Regression: Megatron-LM's 59 ``MODE: inference`` functional tests (gpt_dynamic_inference_*, ...) were
+    projected as training runs; run_ci_test.sh reads ``MODE`` (default pretraining) to pick what runs."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.errors import UserError
+
+    args = ("MODEL_ARGS:\n  --num-layers: 2\n  --hidden-size: 64\n  --num-attention-heads: 4\n  --seq-length: 128\n"
+            "  --max-position-embeddings: 128\n  --micro-batch-size: 1\n  --global-batch-size: 8\n  --vocab-size: 1000\n")
+    f = tmp_path / "model_config.yaml"
+    f.write_text(("" if mode is None else f"MODE: {mode}\n") + args)
+    if refused:
+        with pytest.raises(UserError, match=f"MODE='{mode}': a Megatron-LM functional test of {mode}"):
+            load_recipe(f)
+    else:
+        assert load_recipe(f).model.num_layers == 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -473,3 +474,53 @@ def test_cli_contract(primus, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["plan"]["cluster"]["num_nodes"] == 2
+
+
+# ----- an experiment that is only an ``extends:`` chain (Primus's llama3_8B-BF16-lora-sft.yaml form) ----
+BUNDLED = ROOT / "recipes" / "primus" / "MI355X" / "llama3.1_8b.yaml"
+
+
+@pytest.fixture
+def chained(tmp_path) -> Path:
+    """``top.yaml`` = ``extends: [base.yaml]`` + a name, over the bundled flattened experiment (whose
+    ``modules.pre_trainer`` has no ``overrides``-free twin: the chain's top file has no ``modules``)."""
+    (tmp_path / "base.yaml").write_text(BUNDLED.read_text())
+    (tmp_path / "top.yaml").write_text("extends:\n  - base.yaml\nexp_name: chained\n")
+    return tmp_path
+
+
+def test_extends_only_experiment_is_read_as_primus(chained):
+    """Regression: a YAML whose trainer comes from its ``extends`` chain was sniffed as a Megatron
+    argument YAML (no top-level ``modules``) and refused with ``--num-layers=None: required``."""
+    assert detect_kind(chained / "top.yaml") == "primus"
+    top, base = load_recipe(chained / "top.yaml"), load_recipe(chained / "base.yaml")
+    assert top.model_dump(exclude={"source": True, "model": {"name"}}) == \
+        base.model_dump(exclude={"source": True, "model": {"name"}})
+    assert top.training.global_batch_size == 256 and top.model.num_layers == 32  # as base.yaml writes them
+
+
+@pytest.mark.parametrize("top,words", [
+    ("extends:\n  - missing.yaml\n", "extends="),
+    ("extends: other.yaml\nnum_layers: 2\n", "no modules.<name>.framework"),
+])
+def test_extends_chain_errors_name_the_chain(chained, top, words):
+    (chained / "other.yaml").write_text("hidden_size: 8\n")
+    (chained / "top.yaml").write_text(top)
+    with pytest.raises(UserError, match=re.escape(words)):
+        load_recipe(chained / "top.yaml")
+
+
+def test_writer_adds_several_keys_under_one_new_overrides_block(chained):
+    """Regression: each key added under a missing ``modules.pre_trainer.overrides`` wrote its own
+    ``modules:`` block (duplicate keys: PyYAML keeps the last, so the tune's FSDP switch re-read as
+    another plan and the write was refused).  Three keys, one block, re-read as the tuned plan."""
+    plan = load_recipe(chained / "top.yaml")
+    tuned = plan.with_changes(parallel={"dp_sharding": "optimizer_grads", "fsdp_impl": "megatron_fsdp"},
+                              training={"micro_batch_size": 2})
+    text = render_primus_yaml(tuned, (chained / "top.yaml").read_text(), chained / "top.yaml")
+    assert text.count("modules:") == 1 and text.count("overrides:") == 1
+    assert text.startswith("extends:\n  - base.yaml\nexp_name: chained\n")
+    out = chained / "top.tuned.yaml"
+    out.write_text(text)
+    got = load_recipe(out)
+    assert got.parallel.dp_sharding == "optimizer_grads" and got.training.micro_batch_size == 2

@@ -171,3 +171,53 @@ def test_cli_refuses_to_launch_a_plan_that_does_not_fit_unless_forced(tmp_path):
     r = subprocess.run([*base, "--force", "--", *big], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert marker.read_text() == " ".join(big[2:])  # the command ran, unchanged
+
+
+RUN_TRAIN = """#!/usr/bin/bash
+# as torchtitan <= 0.2's run_train.sh (BSD-3-Clause upstream): a job TOML relative to where it runs
+set -ex
+NGPU=${NGPU:-"4"}
+CONFIG_FILE=${CONFIG_FILE:-"./torchtitan/models/llama3/train_configs/llama3_8b.toml"}
+overrides=""
+if [ $# -ne 0 ]; then
+    overrides="$*"
+fi
+PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True" \\
+torchrun --nproc_per_node=${NGPU} --rdzv_backend c10d --rdzv_endpoint="localhost:0" \\
+--local-ranks-filter 0 --role rank --tee 3 \\
+-m torchtitan.train --job.config_file ${CONFIG_FILE} --training.local_batch_size 3 $overrides
+"""
+
+
+@pytest.mark.parametrize("where", ["root", "nested"])
+def test_launch_script_naming_a_job_toml_reads_the_toml(tmp_path, where):
+    """Regression: torchtitan <= 0.2's run_train.sh (and the experiments' scripts) went to the Megatron
+    reader: ``--num-layers=None: required``.  The TOML is found where the script runs it from (the
+    repository's root: next to the script, or above it), the command's overrides and torchrun's GPU
+    count apply; the TOML is an input no output may name."""
+    from primus_launch.adapters import detect_kind, load_recipe
+    from primus_launch.adapters.torchtitan import load_torchtitan
+
+    toml = tmp_path / "torchtitan/models/llama3/train_configs/llama3_8b.toml"
+    toml.parent.mkdir(parents=True)
+    toml.write_text((ROOT / "recipes/torchtitan/llama3.1_8b.toml").read_text())
+    script = tmp_path / ("run_train.sh" if where == "root" else "torchtitan/models/llama3/run_train.sh")
+    script.write_text(RUN_TRAIN)
+    assert detect_kind(script) == "torchtitan-config-script"
+    plan = load_recipe(script)
+    own = load_torchtitan(toml)
+    assert plan.training.micro_batch_size == 3 != own.training.micro_batch_size  # the command's override
+    assert plan.cluster.world_size == 4 and plan.model.num_layers == own.model.num_layers == 32
+    # a tune's recipe is the TOML: --out must be one; a key the command passes would win over its tuned value
+    from primus_launch.adapters.torchtitan_script import check_config_script_tunable
+
+    with pytest.raises(UserError, match=r"--out='t.sh': the tuned recipe of run_train.sh is its job TOML"):
+        check_config_script_tunable(script, "t.sh")
+    check_config_script_tunable(script, "t.toml", plan.with_changes(training={"train_iters": 7}), plan)
+    with pytest.raises(UserError, match=r"its command passes --training.local_batch_size 3, which wins"):
+        check_config_script_tunable(script, None, plan.with_changes(training={"micro_batch_size": 2,
+                                                                              "global_batch_size": 64}), plan)
+    script.write_text(RUN_TRAIN.replace("llama3_8b.toml", "missing.toml"))
+    with pytest.raises(UserError, match=r"--job.config_file='./torchtitan/models/llama3/train_configs/missing.toml'"
+                                        r": no such file next to"):
+        load_recipe(script)

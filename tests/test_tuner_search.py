@@ -150,3 +150,16 @@ def test_tight_plans_are_kept_marked_and_the_band_shown():
     text = render_tune_text(bb)
     assert "GiB (band) verdict" in text and ("TIGHT" in text) == any(t.verdict == "tight" for t in bb.top)
     assert max(len(line) for line in text.splitlines()) <= 80  # the text answer's width
+
+
+def test_expanded_ahead_with_memory_bounded_groups_matches_one_process():
+    """Regression (bad-input campaign): a worker's expansion that meets a memory group out of memory
+    counted it in a dict without ``bounded_memory`` (KeyError, exit 70 on ``--tune --workers 2``).
+    Llama-3.1-8B's default space bounds 234 plans by memory in its 3 expansions: expanded ahead on 2
+    local processes, the same certificate and answer as in one."""
+    plan = load_recipe(ROOT / "recipes/megatron/llama3.1_8b.sh")
+    one = tune(plan, workers=1)
+    two = tune(plan, workers=2)
+    assert two.executor == "local processes (2 workers)"
+    assert one.certificate.bounded_memory > 0 and one.certificate.structs_expanded > 0
+    assert two.certificate == one.certificate and two.best_plan == one.best_plan

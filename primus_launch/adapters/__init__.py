@@ -6,7 +6,8 @@ primus-launch wrapper TOML (``primus_toml``) that points at a native recipe and 
 cluster.  This module only dispatches on the file kind; it never interprets framework flags itself.
 
 Kinds, by suffix and content: ``.sh``/``.bash`` holding a ``torchtitan.train --module`` launch line ->
-``torchtitan-launch``, other scripts -> ``megatron``; ``.yaml``/``.yml`` with a ``modules:`` mapping of
+``torchtitan-launch``, scripts whose command names a TorchTitan job TOML (``--job.config_file``:
+torchtitan <= 0.2's ``run_train.sh``) -> ``torchtitan-config-script``, other scripts -> ``megatron``; ``.yaml``/``.yml`` with a ``modules:`` mapping of
 trainers -> ``primus``, other YAMLs -> ``megatron``; ``.toml`` with ``[recipe] path`` -> ``wrapper``,
 other TOMLs -> ``torchtitan``.
 """
@@ -19,7 +20,7 @@ from typing import Literal, Optional
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan
 
-RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "primus", "wrapper"]
+RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "torchtitan-config-script", "primus", "wrapper"]
 
 _SCRIPT_SUFFIXES = {".sh", ".bash"}
 _YAML_SUFFIXES = {".yaml", ".yml"}
@@ -35,13 +36,15 @@ def detect_kind(path: Path) -> RecipeKind:
     """Which reader a recipe file needs, from its suffix and its content."""
     suffix = path.suffix.lower()
     if suffix in _SCRIPT_SUFFIXES:
-        from primus_launch.adapters.torchtitan_script import is_titan_script
+        from primus_launch.adapters.torchtitan_script import is_titan_config_script, is_titan_script
 
-        return "torchtitan-launch" if is_titan_script(_text(path)) else "megatron"
+        text = _text(path)
+        return "torchtitan-launch" if is_titan_script(text) else \
+            "torchtitan-config-script" if is_titan_config_script(text) else "megatron"
     if suffix in _YAML_SUFFIXES:
-        from primus_launch.adapters.primus_yaml import is_primus_text
+        from primus_launch.adapters.primus_yaml import is_primus_file
 
-        return "primus" if is_primus_text(_text(path)) else "megatron"
+        return "primus" if is_primus_file(path, _text(path)) else "megatron"
     if suffix == ".toml":
         from primus_launch.adapters.primus_toml import is_wrapper
 
@@ -76,6 +79,10 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
         from primus_launch.adapters.torchtitan_script import load_titan_script
 
         return load_titan_script(p, overrides)
+    elif kind == "torchtitan-config-script":
+        from primus_launch.adapters.torchtitan_script import load_titan_config_script
+
+        return load_titan_config_script(p, overrides)
     else:
         from primus_launch.adapters.torchtitan import load_torchtitan
 
@@ -100,6 +107,9 @@ def load_wrapper(path: Path, overrides: Optional[dict] = None, primus_root: Opti
     if detect_kind(w.target) == "wrapper":
         raise UserError(f"recipe.path={w.written!r}: must point at a native recipe, not another wrapper")
     plan = load_recipe(w.target, cluster, primus_root if primus_root is not None else w.primus_root)
+    if w.framework is not None and plan.framework != w.framework:  # the wrapper insists on a framework
+        raise UserError(f"recipe.framework={w.framework!r}: {w.written} is a {plan.framework} recipe; name its "
+                        "framework or leave the key out (detected from the file)")
     src = plan.source.model_copy(update={"wrapper_path": str(path)})
     return plan.model_copy(update={"source": src})
 

@@ -28,14 +28,15 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 from primus_launch.errors import UserError
 from primus_launch.plan import Plan
+from primus_launch.adapters.titan_job_argv import (config_index, config_path, job_overrides, plan_from_job_command,
+                                                   text_with_overrides, typed_override)
 from primus_launch.adapters.torchrun_argv import (cluster_overrides, command_cluster, launch_cluster,
-                                                  split_torchrun, with_torchrun_cluster)
+                                                  with_torchrun_cluster)
 
-_CONFIG_FLAGS = ("--job.config_file", "--job.config-file")
 _SHELLS = ("bash", "sh")
 _SCRIPT_SUFFIXES = (".sh", ".bash")
 
@@ -54,28 +55,10 @@ def _script_of(argv: list[str]) -> Optional[tuple[int, Path]]:
     return None
 
 
-def _titan_config_index(argv: list[str]) -> Optional[int]:
-    """Index of the ``--job.config_file`` token (value in the same token after ``=`` or the next)."""
-    for i, tok in enumerate(argv):
-        name = tok.split("=", 1)[0]
-        if name in _CONFIG_FLAGS:
-            return i
-    return None
-
-
-def _titan_config_path(argv: list[str], i: int) -> tuple[str, int]:
-    tok = argv[i]
-    if "=" in tok:
-        return tok.split("=", 1)[1], i
-    if i + 1 >= len(argv):
-        raise UserError(f"{tok}: missing the TOML path")
-    return argv[i + 1], i + 1
-
-
 def framework_of(argv: list[str]) -> str:
     """``"torchtitan"`` (a v0.2 job TOML), ``"torchtitan-launch"`` (torchtitan 0.3 ``--module/--config``),
     ``"script"`` (a launch script) or ``"megatron"`` (flags)."""
-    if _titan_config_index(argv) is not None:
+    if config_index(argv) is not None:
         return "torchtitan"
     from primus_launch.adapters.torchtitan_argv import is_titan_launch
 
@@ -84,86 +67,6 @@ def framework_of(argv: list[str]) -> str:
     if _script_of(argv) is not None:
         return "script"
     return "megatron"
-
-
-# ----------------------------------------------------------------------------- torchtitan overrides
-def _program_args(argv: list[str]) -> tuple[int, list[str]]:
-    tr = split_torchrun(argv)
-    if tr is None:
-        return 0, argv
-    start = len(argv) - len(tr.program)
-    return start, tr.program
-
-
-def _titan_overrides(argv: list[str]) -> list[tuple[int, int, str, str, Optional[str]]]:
-    """``--section.key value`` / ``--section.key=value`` / bare ``--section.key`` (true) tokens of the
-    training program, as (first token, last token, section, key, raw value)."""
-    start, prog = _program_args(argv)
-    out = []
-    i = 0
-    while i < len(prog):
-        tok = prog[i]
-        if tok.startswith("--") and "." in tok.split("=", 1)[0]:
-            name, eq, val = tok[2:].partition("=")
-            if name.replace("-", "_") in ("job.config_file",):
-                i += 1 if eq else 2
-                continue
-            section, _, key = name.partition(".")
-            if eq:
-                out.append((start + i, start + i, section, key, val))
-                i += 1
-            elif i + 1 < len(prog) and not prog[i + 1].startswith("--"):
-                out.append((start + i, start + i + 1, section, key, prog[i + 1]))
-                i += 2
-            else:
-                out.append((start + i, start + i, section, key, None))
-                i += 1
-        else:
-            i += 1
-    return out
-
-
-def _typed(raw: Optional[str], current: Any, where: str) -> Any:
-    """The TOML value of a command-line override, typed like the value it replaces."""
-    if raw is None:
-        return True
-    if isinstance(current, bool) or raw.lower() in ("true", "false"):
-        if raw.lower() not in ("true", "false"):
-            raise UserError(f"{where}={raw!r}: expected true or false")
-        return raw.lower() == "true"
-    if isinstance(current, list):
-        return [x.strip() for x in raw.split(",") if x.strip()]
-    for cast in (int, float):
-        if isinstance(current, cast) or current is None:
-            try:
-                return cast(raw)
-            except ValueError:
-                if current is not None:
-                    raise UserError(f"{where}={raw!r}: expected a {cast.__name__}") from None
-    return raw
-
-
-def _titan_text_with_overrides(text: str, overrides: list[tuple[int, int, str, str, Optional[str]]],
-                               path: str) -> str:
-    """The TOML text with the command's overrides written in (tomlkit keeps comments and order)."""
-    if not overrides:
-        return text
-    import tomlkit
-
-    from primus_launch.inputs import parse_toml
-
-    parse_toml(text, "recipe", path)  # the input boundary: syntax and nesting as one line
-    try:
-        doc = tomlkit.parse(text)
-    except Exception as e:  # tomlkit raises its own ParseError subclasses
-        raise UserError(f"recipe={path!r}: malformed TOML: {e}") from None
-    for _, _, section, key, raw in overrides:
-        sec_name, key = section, key.replace("-", "_")
-        if sec_name not in doc:
-            doc[sec_name] = tomlkit.table()
-        tbl = doc[sec_name]
-        tbl[key] = _typed(raw, tbl.get(key), f"--{section}.{key}")
-    return tomlkit.dumps(doc)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -175,21 +78,7 @@ def plan_from_command(argv: list[str], overrides: dict | None = None) -> Plan:
     ov = cluster_overrides(overrides)
     kind = framework_of(argv)
     if kind == "torchtitan":
-        from primus_launch.adapters.torchtitan import cluster_from_header, plan_from_text
-
-        cfg, _ = _titan_config_path(argv, _titan_config_index(argv))
-        path = Path(cfg)
-        if not path.is_file():
-            raise UserError(f"--job.config_file={cfg!r}: no such file")
-        from primus_launch.fileio import read_recipe_text
-
-        text = _titan_text_with_overrides(read_recipe_text(path, "--job.config_file"), _titan_overrides(argv), cfg)
-        header = cluster_from_header(text)
-        cluster = command_cluster(argv, ov, header.gpu if header else None)
-        plan = plan_from_text(text, cluster, str(path))
-        if cluster is None and ov:
-            plan = plan.with_changes(cluster=ov)
-        return plan
+        return plan_from_job_command(argv, ov)
     if kind == "torchtitan-launch":
         from primus_launch.adapters.torchtitan_argv import plan_from_launch
 
@@ -268,15 +157,15 @@ def _render_titan(plan: Plan, argv: list[str]) -> list[str]:
     from primus_launch.adapters.torchtitan import render_torchtitan
     from primus_launch.fileio import atomic_write_text
 
-    ci = _titan_config_index(argv)
-    cfg, vi = _titan_config_path(argv, ci)
+    ci = config_index(argv)
+    cfg, vi = config_path(argv, ci)
     original = Path(cfg)
     if not original.is_file():
         raise UserError(f"--job.config_file={cfg!r}: no such file")
-    ovs = _titan_overrides(argv)
+    ovs = job_overrides(argv)
     from primus_launch.fileio import read_recipe_text
 
-    base = _titan_text_with_overrides(read_recipe_text(original, "--job.config_file"), ovs, cfg)
+    base = text_with_overrides(read_recipe_text(original, "--job.config_file"), ovs, cfg)
     tuned_text = render_torchtitan(plan, base)
     out = _tuned_path(original)
     atomic_write_text(out, tuned_text, protect=original)
@@ -287,7 +176,7 @@ def _render_titan(plan: Plan, argv: list[str]) -> list[str]:
     tuned = tomllib.loads(tuned_text)
     for first, last, section, key, raw in ovs:
         val = tuned.get(section, {}).get(key.replace("-", "_"))
-        if val is None or _typed(raw, val, f"--{section}.{key}") == val:
+        if val is None or typed_override(raw, val, f"--{section}.{key}") == val:
             continue
         text_val = str(val).lower() if isinstance(val, bool) else (
             ",".join(map(str, val)) if isinstance(val, list) else str(val))

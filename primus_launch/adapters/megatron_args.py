@@ -247,6 +247,8 @@ def program_family(program: str | None) -> str | None:
     if not program:
         return None
     base = program.rsplit("/", 1)[-1]
+    if not base.endswith(".py") and re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)+", base):
+        base = base.rsplit(".", 1)[-1] + ".py"  # `python -m examples.inference.offline_inference`: its module
     if base.endswith(".py") and _TOOL_PROGRAM.search(base) and not base.startswith("pretrain"):
         return f"tool: {base} is not a training program (inference, conversion or evaluation)"
     fam = FAMILY_PROGRAMS.get(base)
@@ -401,6 +403,9 @@ def steady_batch(schedule: str) -> int:
 
 
 # --------------------------------------------------------------------------- args -> plan
+_SHAPE_DESTS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "encoder_seq_length")
+
+
 def _req(a: dict[str, Any], dest: str) -> Any:
     v = a.get(dest)
     if v is None:
@@ -526,6 +531,11 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     the returned plan's ``source`` is ``Source(framework="megatron")`` carrying them.
     """
     rep = report_args(a)
+    if all(a.get(d) is None for d in _SHAPE_DESTS):
+        raise PlanError("--num-layers", None, "required (Megatron-LM has no default); the command names none of "
+                        "Megatron-LM's model flags (--num-layers, --hidden-size, --num-attention-heads, --seq-length): "
+                        "not a Megatron-LM flag recipe (Megatron-Bridge / NeMo recipes build the model in Python; "
+                        "give the run's Megatron-LM flags after --)")
     L = _req(a, "num_layers")
     h = _req(a, "hidden_size")
     heads = _req(a, "num_attention_heads")

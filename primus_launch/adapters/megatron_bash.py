@@ -53,6 +53,7 @@ _EXPANDING = ("string", "raw_string", "ansi_c_string", "translated_string", "exp
 _WORDISH = _EXPANDING + ("simple_expansion", "word", "number", "concatenation", "brace_expression", "extglob_pattern", "regex",
                          "test_operator", "variable_name", "special_variable_name")
 MAX_DEPTH = 20  # nested function calls, sourced files and bash -c strings
+MAX_ARRAY_GAP = 4096  # an array element assigned at most this far past the array's end (launch scripts: a few)
 # syntax-tree depth a script may reach (the deepest of 649 public launch scripts: 20; the evaluator recurses per level)
 MAX_TREE_DEPTH = 150
 
@@ -622,26 +623,46 @@ def _byte(sc: Script, char: int) -> int:
 
 
 # --------------------------------------------------------------------------- evaluation
+def _int64(v: int) -> int:
+    """``v`` as bash keeps it: a signed 64-bit integer, wrapped (bash's ``intmax_t`` arithmetic)."""
+    v &= 0xFFFF_FFFF_FFFF_FFFF
+    return v - (1 << 64) if v >> 63 else v
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """Integer division truncated toward zero, exactly (C's ``/``, as bash's); by zero bash fails."""
+    if not b:
+        raise ValueError("division by 0")
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _pow(a: int, b: int) -> int:
+    if b < 0:
+        raise ValueError("exponent less than 0")  # bash: an error, the expansion has no value
+    return pow(a, b, 1 << 64)  # modular: 10**10**10 stays 64 bits wide, as bash's result does
+
+
 _ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-              ast.Mod: lambda a, b: int(a - b * int(a / b)) if b else 0,
-              ast.FloorDiv: lambda a, b: int(a / b) if b else 0, ast.Pow: operator.pow}
+              ast.Mod: lambda a, b: a - b * _trunc_div(a, b), ast.FloorDiv: _trunc_div, ast.Pow: _pow}
 
 
 def _arith(expr: str) -> int:
-    """Value of integer arithmetic ``+ - * / % **`` with parentheses (bash's ``/`` and ``%`` truncate
-    toward zero); anything else raises ``ValueError`` / ``SyntaxError``.  tree-sitter-bash 0.25's
-    arithmetic trees are not used: it reads ``-3 + x`` as ``-(3 + x)``."""
+    """Value of integer arithmetic ``+ - * / % **`` with parentheses, as bash computes it: signed
+    64-bit integers that wrap (so ``$((10**10**10))`` costs no more than ``$((2**3))``), ``/`` and ``%``
+    truncating toward zero; anything else raises ``ValueError`` / ``SyntaxError``.  tree-sitter-bash
+    0.25's arithmetic trees are not used: it reads ``-3 + x`` as ``-(3 + x)``."""
     expr = expr.replace("/", "//").replace("////", "//")
     node = ast.parse(expr.strip() or "0", mode="eval").body
 
     def ev(n: ast.AST) -> int:
         if isinstance(n, ast.Constant) and isinstance(n.value, int):
-            return n.value
+            return _int64(n.value)
         if isinstance(n, ast.BinOp) and type(n.op) in _ARITH_OPS:
-            return int(_ARITH_OPS[type(n.op)](ev(n.left), ev(n.right)))
+            return _int64(_ARITH_OPS[type(n.op)](ev(n.left), ev(n.right)))
         if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
             v = ev(n.operand)
-            return -v if isinstance(n.op, ast.USub) else v
+            return _int64(-v) if isinstance(n.op, ast.USub) else v
         raise ValueError(expr)
 
     return ev(node)
@@ -1000,6 +1021,14 @@ class ShellState:
             except (ValueError, SyntaxError, ZeroDivisionError):
                 return
             arr = self.arrays[name]
+            if k < 0:
+                k += len(arr)  # bash 4.3+: from the end; before the first element "bad array subscript"
+            if not 0 <= k < len(arr) + MAX_ARRAY_GAP:
+                # bash arrays are sparse; this reader's are dense lists: an index far past the end (or before
+                # the start) is not materialised, and what the script reads of the array is then unknown
+                self.warnings.append(f"{name}[{sc.src(index)}]: index {k:,} not followed (arrays of at most "
+                                     f"{MAX_ARRAY_GAP:,} elements past the last are read)")
+                return
             while len(arr) <= k:
                 arr.append([])
             arr[k] = (arr[k] + val) if plus else val

@@ -286,6 +286,12 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         rec.format = "megatron-nvidia-yaml"
         keys = [k.value for k, _ in _mapping_items(node) if isinstance(k, yaml.ScalarNode)]
         rec.key_style = "flag" if any(str(k).startswith("--") for k in keys) else "flag_underscore"
+        mode = _value(_child(root, "MODE")) if isinstance(_child(root, "MODE"), yaml.ScalarNode) else None
+        if block == "MODEL_ARGS" and mode not in (None, "pretraining"):
+            # Megatron-LM tests/functional_tests/shell_test_utils/run_ci_test.sh: MODE (default pretraining)
+            # picks what the test runs; inference and rl tests start generation / RL loops, not pretraining
+            raise UserError(f"MODE={mode!r}: a Megatron-LM functional test of {mode}, not a training run; "
+                            "primus-launch projects pretraining (MODE: pretraining, the default)")
         nemo = [k for k in keys if re.match(r"^(trainer|model|data|log|optim)\.", str(k))]
         if nemo and len(nemo) * 2 >= len(keys):
             raise UserError(f"{path}: a NeMo launcher config ({nemo[0]}, ...), not Megatron-LM arguments")

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,8 +88,12 @@ def read_wrapper(path: Path) -> Wrapper:
     bad_hw = set(data.get("hardware", {})) - {"file"}
     if bad_hw:
         raise UserError(f"{path}: unknown [hardware] key(s) {sorted(bad_hw)}; allowed: file")
-    target = (path.parent / data["recipe"]["path"]).resolve()
-    if not data["recipe"]["path"] or not target.is_file():
+    written = data["recipe"]["path"]
+    if "\x00" in written:
+        raise UserError(f"recipe.path={written!r}: a file name without NUL characters")
+    # os.path.realpath, not Path.resolve: a symbolic-link loop is "no such file" below, not a RuntimeError
+    target = Path(os.path.realpath(path.parent / written))
+    if not written or not target.is_file():
         raise UserError(f"recipe.path={data['recipe']['path']!r}: no such file (relative to {path.parent})")
     read_text(target, "recipe.path")  # size and encoding, before anything sniffs its kind
     hw = data.get("hardware", {})
@@ -101,6 +106,9 @@ def read_wrapper(path: Path) -> Wrapper:
         if k not in _CLUSTER_KEYS:
             raise UserError(f"cluster.{k}={v!r}: unknown key; allowed: gpu, nodes, gpus_per_node")
         expect(v, str if k == "gpu" else int, f"cluster.{k}", "a GPU name" if k == "gpu" else "an integer")
+        if _CLUSTER_KEYS[k] in cluster:  # nodes and num_nodes: two spellings of one field
+            raise UserError(f"cluster.{k}={v!r}: the node count is already given (nodes and num_nodes are one "
+                            "field); give one of them")
         cluster[_CLUSTER_KEYS[k]] = v
     fw = data["recipe"].get("framework")
     if fw is not None and fw not in ("megatron", "torchtitan"):

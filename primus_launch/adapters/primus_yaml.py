@@ -178,8 +178,35 @@ def is_primus_text(text: str) -> bool:
         data = parse_yaml_text(text)
     except UserError:
         return False
+    return _names_a_trainer(data)
+
+
+def _names_a_trainer(data: Any) -> bool:
     mods = data.get("modules") if isinstance(data, dict) else None
     return isinstance(mods, dict) and any(isinstance(v, dict) and "framework" in v for v in mods.values())
+
+
+def is_primus_file(path: Path, text: str, env: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether the YAML file ``path`` (its ``text``) is a Primus experiment: :func:`is_primus_text`,
+    or a file whose top-level ``extends:`` chain (Primus ``parse_yaml``; e.g. Primus's
+    ``examples/megatron/configs/MI355X/llama3_8B-BF16-lora-sft.yaml``) merges into one.  ``extends``
+    is Primus's key (Megatron-LM's argument YAMLs have none): a chain whose file is missing or
+    unreadable, or that names no trainer, is the user's one-line error, not a Megatron YAML."""
+    if is_primus_text(text):
+        return True
+    from primus_launch.inputs import parse_yaml as parse_yaml_text
+
+    try:
+        data = parse_yaml_text(text)
+    except UserError:
+        return False
+    if not isinstance(data, dict) or "extends" not in data:
+        return False
+    merged = parse_yaml(path, os.environ if env is None else env, text=text)
+    if not _names_a_trainer(merged):
+        raise UserError(f"{path}: extends={data['extends']!r}: the merged files hold no modules.<name>.framework; "
+                        "extends is read in Primus experiments only (a Megatron argument YAML has none)")
+    return True
 
 
 @dataclass
@@ -777,6 +804,9 @@ class YamlText:
         except yaml.YAMLError as e:
             raise UserError(f"{where}: not valid YAML: {' '.join(str(e).split())}") from None
         self.edits: list[_Edit] = []
+        # keys added under a mapping of the text, as one nested block per mapping (two keys under a new
+        # ``modules.pre_trainer.overrides`` share its parents): id(mapping) -> (order, mapping, tree)
+        self._added: dict[int, tuple[int, Any, dict]] = {}
 
     @staticmethod
     def child(node: Any, key: str) -> Optional[tuple[Any, Any]]:
@@ -834,33 +864,52 @@ class YamlText:
         self._insert(parent, path[depth:], value)
 
     def _insert(self, mapping: Any, keys: list[str], value: Any) -> None:
+        """Note ``keys`` (the first absent from ``mapping``) = ``value``; :meth:`apply` writes every key
+        added under one mapping as one block at its end, parents once."""
         if mapping.flow_style:
             raise UserError(f"{self.where}: cannot add {'.'.join(keys)} to a flow-style mapping")
-        if mapping.value:
-            col = mapping.value[0][0].start_mark.column
-            last_val = mapping.value[-1][1]
-            end = last_val.end_mark.index
-            if end > 0 and self.text[end - 1] == "\n":
-                end -= 1
-            else:
-                nl = self.text.find("\n", end)
-                end = len(self.text) if nl < 0 else nl
-        else:
+        if not mapping.value:
             raise UserError(f"{self.where}: cannot add {'.'.join(keys)} to an empty mapping")
+        tree = self._added.setdefault(id(mapping), (len(self.edits) + len(self._added), mapping, {}))[2]
+        for i, k in enumerate(keys[:-1]):
+            sub = tree.setdefault(k, {})
+            if not isinstance(sub, dict):
+                raise UserError(f"{self.where}: {'.'.join(keys[:i + 1])} is set to a value; cannot add keys under it")
+            tree = sub
+        if isinstance(tree.get(keys[-1]), dict):
+            raise UserError(f"{self.where}: {'.'.join(keys)} holds keys; cannot set a value there")
+        tree[keys[-1]] = value
+
+    def _added_edit(self, order: int, mapping: Any, tree: dict) -> _Edit:
+        col = mapping.value[0][0].start_mark.column
+        end = mapping.value[-1][1].end_mark.index
+        if end > 0 and self.text[end - 1] == "\n":
+            end -= 1
+        else:
+            nl = self.text.find("\n", end)
+            end = len(self.text) if nl < 0 else nl
         step = 2
         for k, v in mapping.value:
             if isinstance(v, yaml.MappingNode) and v.value and not v.flow_style:
                 step = max(1, v.value[0][0].start_mark.column - k.start_mark.column)
                 break
-        lines = []
-        for i, k in enumerate(keys[:-1]):
-            lines.append(" " * (col + i * step) + f"{k}:")
-        lines.append(" " * (col + (len(keys) - 1) * step) + f"{keys[-1]}: {_scalar(value)}")
-        self.edits.append(_Edit(end, end, "\n" + "\n".join(lines), seq=len(self.edits)))
+        lines: list[str] = []
+
+        def walk(t: dict, depth: int) -> None:
+            for k, v in t.items():
+                if isinstance(v, dict):
+                    lines.append(" " * (col + depth * step) + f"{k}:")
+                    walk(v, depth + 1)
+                else:
+                    lines.append(" " * (col + depth * step) + f"{k}: {_scalar(v)}")
+
+        walk(tree, 0)
+        return _Edit(end, end, "\n" + "\n".join(lines), seq=order)
 
     def apply(self) -> str:
         out = self.text
-        for e in sorted(self.edits, key=lambda e: (e.start, e.seq), reverse=True):
+        edits = self.edits + [self._added_edit(*entry) for entry in self._added.values()]
+        for e in sorted(edits, key=lambda e: (e.start, e.seq), reverse=True):
             out = out[:e.start] + e.text + out[e.end:]
         return out
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from primus_launch.adapters.titan_job_argv import CONFIG_FLAGS
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import Cluster, Plan
@@ -157,7 +158,8 @@ def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
             env[m.group(1)] = Assign(val, val_start + q, val_start + len(raw) - q)
             continue
         toks = _tokens(text, a, b, env)
-        if any(t.text in ("torchtitan.train",) or t.text.endswith("torchtitan/train.py") for t in toks):
+        if any(t.text in ("torchtitan.train",) or t.text.endswith("torchtitan/train.py")
+               or t.text.split("=", 1)[0] in CONFIG_FLAGS for t in toks):
             # drop leading NAME=value prefixes and anything before the launcher
             cmd = [t for t in toks if t.text not in (";", "|", "&")]
             while cmd and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", cmd[0].text):
@@ -171,6 +173,79 @@ def is_titan_script(text: str) -> bool:
     """A script whose command runs torchtitan 0.3's trainer with ``--module``."""
     return ("torchtitan.train" in text or "torchtitan/train.py" in text) and "--module" in text \
         and "--job.config_file" not in text and "--job.config-file" not in text
+
+
+def is_titan_config_script(text: str) -> bool:
+    """A launch script whose command names a TorchTitan job TOML (``--job.config_file``): torchtitan
+    <= 0.2's ``run_train.sh`` and its experiments' scripts (``-m torchtitan.models.flux.train``,
+    ``train_ds_real.py``).  Megatron-LM has no such flag."""
+    return any(f in text for f in CONFIG_FLAGS)
+
+
+def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
+    """The plan of the job TOML a launch script's command names, with the command's ``--section.key``
+    overrides and torchrun's cluster (:func:`primus_launch.adapters.titan_job_argv.plan_from_job_command`).
+    A relative TOML path is relative to where the script runs (torchtitan's scripts run from the
+    repository's root: ``./torchtitan/models/flux/train_configs/...``): it is looked for next to the
+    script, then in each folder above it."""
+    from primus_launch.adapters.titan_job_argv import plan_from_job_command
+
+    argv, _ = _config_script_argv(Path(path))
+    return plan_from_job_command(argv, overrides)
+
+
+def _config_script_argv(p: Path) -> tuple[list[str], Path]:
+    """The script's command with its job TOML's path resolved (:func:`load_titan_config_script`), and
+    that path."""
+    from primus_launch.adapters.titan_job_argv import config_index, config_path
+
+    argv = script_argv(read_recipe_text(p), str(p))
+    i = config_index(argv)
+    if i is None:
+        raise UserError(f"{p}: no command with --job.config_file found (expected torchrun ... --job.config_file "
+                        "TOML)")
+    cfg, j = config_path(argv, i)
+    if not cfg.strip():
+        raise UserError(f"{p}: --job.config_file has no value (an unset variable?)")
+    c = Path(cfg)
+    hit = c if c.is_absolute() else next((d / c for d in (p.parent, *p.parent.parents) if (d / c).is_file()), None)
+    if hit is None or not hit.is_file():
+        raise UserError(f"--job.config_file={cfg!r}: no such file next to {p} or in a folder above it (the path is "
+                        "relative to where the script runs)")
+    argv[j] = f"{argv[j].split('=', 1)[0]}={hit}" if j == i else str(hit)
+    return argv, hit
+
+
+def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tuned: Optional[Plan] = None,
+                                original: Optional[Plan] = None) -> None:
+    """For a tune of a script that runs a job TOML (:func:`load_titan_config_script`): its tuned recipe
+    is that TOML (``NAME.tuned.toml``, run with the script's ``CONFIG_FILE`` pointed at it), so ``--out``
+    must name a ``.toml``; and a ``--section.key`` the script's own command passes wins over the TOML in
+    torchtitan, so a tuned value for such a key would not be run: with ``tuned`` (and the ``original``
+    plan) such keys are refused by name (tune the command itself: ``--tune -- torchrun ...``)."""
+    import tomllib
+
+    from primus_launch.adapters.titan_job_argv import job_overrides, text_with_overrides
+    from primus_launch.adapters.torchtitan import job_assignments, job_get
+
+    p = Path(path)
+    if out is not None and Path(out).suffix.lower() != ".toml":
+        raise UserError(f"--out={str(out)!r}: the tuned recipe of {p.name} is its job TOML; give a .toml path (and "
+                        "run the script with CONFIG_FILE pointed at it)")
+    if tuned is None or original is None:
+        return
+    argv, toml = _config_script_argv(p)
+    passed = {f"{sec}.{key.replace('-', '_')}": " ".join(argv[a:b + 1])
+              for a, b, sec, key, _ in job_overrides(argv)}
+    if not passed:
+        return
+    ovs = job_overrides(argv)  # the job as the script runs it: the TOML under its command's overrides
+    job = tomllib.loads(text_with_overrides(read_recipe_text(toml, "--job.config_file"), ovs, str(toml)))
+    changed = [k for k, _ in job_assignments(tuned, lambda k, d=None: job_get(job, k, d), original)]
+    hit = [passed[k] for k in changed if k in passed]
+    if hit:
+        raise UserError(f"{p}: its command passes {', '.join(hit)}, which wins over the tuned TOML's value; tune the "
+                        "command instead (primus-launch --tune -- torchrun ...) or drop it from the script")
 
 
 def script_argv(text: str, path: str) -> list[str]:

@@ -50,6 +50,14 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
     dp = W // mp
     if c.nvlink_domain is not None and c.nvlink_domain % c.gpus_per_node:
         out.append(("cluster.nvlink_domain", c.nvlink_domain, f"a multiple of gpus_per_node={c.gpus_per_node}"))
+    # --- model shape (megatron/training/arguments.py validate_args: kv_channels = hidden_size //
+    # num_attention_heads, asserted whole when not given; TransformerConfig.__post_init__: the query groups
+    # divide the heads; torchtitan's Attention: head_dim = dim // n_heads, n_rep = n_heads // n_kv_heads)
+    if m.head_dim is None and not m.multi_latent_attention and m.hidden_size % m.num_attention_heads:
+        out.append(("model.hidden_size", m.hidden_size, f"a multiple of num_attention_heads={m.num_attention_heads} "
+                                                        "when head_dim (kv_channels) is not given"))
+    if not m.multi_latent_attention and m.num_attention_heads % m.kv_heads:
+        out.append(("model.num_query_groups", m.kv_heads, f"must divide num_attention_heads={m.num_attention_heads}"))
     # --- model shape vs TP / CP
     if m.num_attention_heads % p.tp:
         out.append(("parallel.tp", p.tp, f"must divide num_attention_heads={m.num_attention_heads}"))

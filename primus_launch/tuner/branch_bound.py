@@ -236,9 +236,14 @@ def expand_ahead(bb: "BranchBound", s: int, vref: np.ndarray, inc_t: float, inc_
     ask for (a superset), and the replay (:meth:`BranchBound.run`) takes its answers without
     computing; the search's result is the sequential one, whatever the order workers finish in."""
     o = Oracle(bb, s)
-    bb.expand(o, Incumbent(inc_t, inc_idx), SearchResult(inc=Incumbent()), dict(bounded_time=0, work=0, expanded=0,
-                                                                                violations=0), vref)
+    bb.expand(o, Incumbent(inc_t, inc_idx), SearchResult(inc=Incumbent()), _counters(), vref)
     return o.known
+
+
+def _counters() -> dict[str, int]:
+    """The counts one expansion adds to (:meth:`BranchBound.expand`): the search's own and a worker's
+    throw-away copy (:func:`expand_ahead`) start from the same keys."""
+    return dict(bounded_time=0, bounded_memory=0, work=0, expanded=0, violations=0)
 
 
 class _Ahead:
@@ -303,7 +308,7 @@ class BranchBound:
         lb = bm.level1_all()
         od = Order(lb, bm)
         res = SearchResult(inc=inc)
-        c = dict(bounded_time=0, bounded_memory=0, work=0, expanded=0, violations=0)
+        c = _counters()
         # the memory groups this search priced (the work counts each once, whatever the caches hold)
         priced: set[tuple] = set()
         c["priced"] = priced

@@ -327,6 +327,9 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     The file is read through :mod:`primus_launch.inputs` (size, encoding, structure, types: one-line
     errors naming ``field``); nothing is registered unless every entry is valid.
     """
+    from pydantic import ValidationError
+
+    from primus_launch.errors import UserError, one_line
     from primus_launch.inputs import expect, parse_toml, parse_yaml, read_text
 
     p = Path(path)
@@ -346,7 +349,10 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
         base["name"] = str(name)
         base.setdefault("vendor", "custom")
         base.setdefault("peak_flops_fp8", base.get("peak_flops_bf16"))
-        specs.append(GPUSpec.model_validate(base))
+        try:
+            specs.append(GPUSpec.model_validate(base))
+        except ValidationError as e:  # the entry's fields without its name or file: say both
+            raise UserError(f"{field}={str(p)!r}: [gpu.{name}]: {one_line(e)}") from None
     coll = data.get("collectives")
     if coll:
         expect(coll, dict, "collectives", "[collectives.<gpu>] tables")

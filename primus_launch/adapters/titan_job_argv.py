@@ -1,0 +1,133 @@
+"""TorchTitan commands that name a job TOML (``torchrun ... -m torchtitan.train --job.config_file
+llama3_8b.toml --training.steps 10``: torchtitan <= 0.2): where the TOML path and the command's
+``--section.key`` overrides are, the TOML text with those overrides written in (the command wins over
+the file in torchtitan's ``ConfigManager``), and the plan of such a command.  Shared by the command
+reader (``command_recipe``) and the launch-script reader (``torchtitan_script``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+from primus_launch.adapters.torchrun_argv import cluster_overrides, command_cluster, split_torchrun
+from primus_launch.errors import UserError
+from primus_launch.plan import Plan
+
+CONFIG_FLAGS = ("--job.config_file", "--job.config-file")
+
+
+def config_index(argv: list[str]) -> Optional[int]:
+    """Index of the ``--job.config_file`` token (value in the same token after ``=`` or the next)."""
+    for i, tok in enumerate(argv):
+        name = tok.split("=", 1)[0]
+        if name in CONFIG_FLAGS:
+            return i
+    return None
+
+
+def config_path(argv: list[str], i: int) -> tuple[str, int]:
+    tok = argv[i]
+    if "=" in tok:
+        return tok.split("=", 1)[1], i
+    if i + 1 >= len(argv):
+        raise UserError(f"{tok}: missing the TOML path")
+    return argv[i + 1], i + 1
+
+
+def program_args(argv: list[str]) -> tuple[int, list[str]]:
+    tr = split_torchrun(argv)
+    if tr is None:
+        return 0, argv
+    start = len(argv) - len(tr.program)
+    return start, tr.program
+
+
+def job_overrides(argv: list[str]) -> list[tuple[int, int, str, str, Optional[str]]]:
+    """``--section.key value`` / ``--section.key=value`` / bare ``--section.key`` (true) tokens of the
+    training program, as (first token, last token, section, key, raw value)."""
+    start, prog = program_args(argv)
+    out = []
+    i = 0
+    while i < len(prog):
+        tok = prog[i]
+        if tok.startswith("--") and "." in tok.split("=", 1)[0]:
+            name, eq, val = tok[2:].partition("=")
+            if name.replace("-", "_") in ("job.config_file",):
+                i += 1 if eq else 2
+                continue
+            section, _, key = name.partition(".")
+            if eq:
+                out.append((start + i, start + i, section, key, val))
+                i += 1
+            elif i + 1 < len(prog) and not prog[i + 1].startswith("--"):
+                out.append((start + i, start + i + 1, section, key, prog[i + 1]))
+                i += 2
+            else:
+                out.append((start + i, start + i, section, key, None))
+                i += 1
+        else:
+            i += 1
+    return out
+
+
+def typed_override(raw: Optional[str], current: Any, where: str) -> Any:
+    """The TOML value of a command-line override, typed like the value it replaces."""
+    if raw is None:
+        return True
+    if isinstance(current, bool) or raw.lower() in ("true", "false"):
+        if raw.lower() not in ("true", "false"):
+            raise UserError(f"{where}={raw!r}: expected true or false")
+        return raw.lower() == "true"
+    if isinstance(current, list):
+        return [x.strip() for x in raw.split(",") if x.strip()]
+    for cast in (int, float):
+        if isinstance(current, cast) or current is None:
+            try:
+                return cast(raw)
+            except ValueError:
+                if current is not None:
+                    raise UserError(f"{where}={raw!r}: expected a {cast.__name__}") from None
+    return raw
+
+
+def text_with_overrides(text: str, overrides: list[tuple[int, int, str, str, Optional[str]]],
+                               path: str) -> str:
+    """The TOML text with the command's overrides written in (tomlkit keeps comments and order)."""
+    if not overrides:
+        return text
+    import tomlkit
+
+    from primus_launch.inputs import parse_toml
+
+    parse_toml(text, "recipe", path)  # the input boundary: syntax and nesting as one line
+    try:
+        doc = tomlkit.parse(text)
+    except Exception as e:  # tomlkit raises its own ParseError subclasses
+        raise UserError(f"recipe={path!r}: malformed TOML: {e}") from None
+    for _, _, section, key, raw in overrides:
+        sec_name, key = section, key.replace("-", "_")
+        if sec_name not in doc:
+            doc[sec_name] = tomlkit.table()
+        tbl = doc[sec_name]
+        tbl[key] = typed_override(raw, tbl.get(key), f"--{section}.{key}")
+    return tomlkit.dumps(doc)
+
+
+def plan_from_job_command(argv: list[str], overrides: Optional[dict] = None) -> Plan:
+    """The plan of a command naming a job TOML: the TOML (a path relative to the current folder, as
+    torchrun runs it) under the command's overrides, on torchrun's cluster (``overrides`` win)."""
+    from primus_launch.adapters.torchtitan import cluster_from_header, plan_from_text
+    from primus_launch.fileio import read_recipe_text
+
+    ov = cluster_overrides(overrides)
+    cfg, _ = config_path(argv, config_index(argv))
+    path = Path(cfg)
+    if not path.is_file():
+        raise UserError(f"--job.config_file={cfg!r}: no such file")
+    text = text_with_overrides(read_recipe_text(path, "--job.config_file"), job_overrides(argv), cfg)
+    header = cluster_from_header(text)
+    cluster = command_cluster(argv, ov, header.gpu if header else None)
+    plan = plan_from_text(text, cluster, str(path))
+    if cluster is None and ov:
+        plan = plan.with_changes(cluster=ov)
+    return plan
