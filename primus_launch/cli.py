@@ -381,8 +381,15 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         out_recipe = Path(a.out) if a.out else tuned_path(native_path(plan))
         if log_path is None:
             log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
+    out_wrapper = None
+    if out_recipe is not None and plan.source is not None and plan.source.wrapper_path:
+        # the wrapper states the cluster the tune ran on; the native recipe may not (a Primus experiment has no
+        # node count): the tuned wrapper points at the tuned recipe on that cluster
+        from primus_launch.adapters.primus_toml import tuned_wrapper_path
+
+        out_wrapper = tuned_wrapper_path(Path(plan.source.wrapper_path), out_recipe, bool(a.out))
     _check_outputs([("--out" if a.out else "tuned recipe", out_recipe), ("--log" if a.log else "trial log", log_path),
-                    ("--report", a.report), ("--trace", a.trace)])
+                    ("--report", a.report), ("--trace", a.trace), ("tuned wrapper", out_wrapper)])
     executor = None
     if a.ray_address is not None:
         from primus_launch.ray_cluster import connect
@@ -420,6 +427,15 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.adapters import write_recipe
 
         written = write_recipe(best, out_recipe, a.primus_root or _wrapper_primus_root(plan))
+    written_wrapper = None
+    if written is not None and out_wrapper is not None:
+        from primus_launch.adapters.primus_toml import render_tuned_wrapper
+        from primus_launch.fileio import atomic_write_text
+
+        c = best.cluster
+        text = render_tuned_wrapper(Path(plan.source.wrapper_path), out_wrapper, Path(written),
+                                    {"gpu": c.gpu, "num_nodes": c.num_nodes, "gpus_per_node": c.gpus_per_node})
+        written_wrapper = atomic_write_text(out_wrapper, text)
     if a.report or a.trace:  # the best plan's timeline: the report's and the trace's
         from primus_launch.projection.api import project
 
@@ -436,10 +452,12 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.adapters.command_recipe import render_command
 
         tuned_cmd = render_command(best, command)
-    files = {str(p): _size(p) for p in (written, log_path, a.report, a.trace) if p is not None and Path(p).is_file()}
+    files = {str(p): _size(p) for p in (written, written_wrapper, log_path, a.report, a.trace)
+             if p is not None and Path(p).is_file()}
     if a.json:  # the trial log's form: the top trials in full, every trial as compact columns
         d = res.to_log_dict(plan)
         d["tuned_recipe"] = str(written) if written else None
+        d["tuned_wrapper"] = str(written_wrapper) if written_wrapper else None
         d["tuned_command"] = tuned_cmd
         d["files"] = files
         print(json.dumps(d))
@@ -449,6 +467,9 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         print(render_tune_text(res))
         if written:
             print(f"\ntuned recipe written to {written} ({_human(files.get(str(written)))})")
+        if written_wrapper:
+            print(f"tuned wrapper written to {written_wrapper} ({_human(files.get(str(written_wrapper)))}; "
+                  "the tuned recipe on the wrapper's cluster)")
         if log_path:
             print(f"trial log written to {log_path} ({_human(files.get(str(log_path)))})")
         if a.report:

@@ -116,3 +116,43 @@ def read_wrapper(path: Path) -> Wrapper:
     root = data["recipe"].get("primus_root")
     return Wrapper(path=path, target=target, written=str(data["recipe"]["path"]), cluster=cluster, framework=fw,
                    primus_root=None if root is None else path.parent / str(root))
+
+
+def tuned_wrapper_path(wrapper: Path, out_recipe: Path, out_given: bool) -> Path:
+    """Where a tune through ``wrapper`` writes its tuned wrapper: ``x.primus.toml`` ->
+    ``x.primus.tuned.toml`` next to it, or, with ``--out``, ``<out stem>.primus.toml`` next to the tuned
+    recipe."""
+    if out_given:
+        return out_recipe.with_name(f"{out_recipe.stem}.primus.toml")
+    return wrapper.with_name(f"{wrapper.stem}.tuned{wrapper.suffix}")
+
+
+def render_tuned_wrapper(wrapper: Path, out: Path, tuned_recipe: Path, cluster: dict) -> str:
+    """The wrapper's text for the tuned run, comments kept: ``[recipe] path`` names ``tuned_recipe`` and
+    ``[cluster]`` holds ``cluster`` (``gpu`` / ``num_nodes`` / ``gpus_per_node``: the cluster the tune
+    projected; the native recipe may not be able to state it, e.g. a Primus experiment has no node count),
+    every relative path (``recipe.primus_root``, ``hardware.file``) re-based from the wrapper's folder to
+    ``out``'s."""
+    import tomlkit
+
+    from primus_launch.inputs import read_text
+
+    doc = tomlkit.parse(read_text(wrapper, "recipe"))
+    src, dst = wrapper.parent, out.parent
+
+    def rebase(p: str) -> str:
+        return os.path.relpath(os.path.realpath(src / p), os.path.realpath(dst))
+
+    doc["recipe"]["path"] = os.path.relpath(os.path.realpath(tuned_recipe), os.path.realpath(dst))
+    if "primus_root" in doc["recipe"]:
+        doc["recipe"]["primus_root"] = rebase(str(doc["recipe"]["primus_root"]))
+    if "hardware" in doc and "file" in doc["hardware"]:
+        doc["hardware"]["file"] = rebase(str(doc["hardware"]["file"]))
+    if "cluster" not in doc:
+        doc["cluster"] = tomlkit.table()
+    tbl = doc["cluster"]
+    node_key = "num_nodes" if "num_nodes" in tbl else "nodes"
+    for key, field in (("gpu", "gpu"), (node_key, "num_nodes"), ("gpus_per_node", "gpus_per_node")):
+        if field in cluster and (key not in tbl or tbl[key] != cluster[field]):
+            tbl[key] = cluster[field]
+    return tomlkit.dumps(doc)
