@@ -85,17 +85,3 @@ def test_lookup_spellings_and_defaults():
     f = mf.lookup("--moe-router-load-balancing-type")
     assert mf.is_default(f, ["aux_loss"]) and mf.is_default(f, "aux_loss") and not mf.is_default(f, "seq_aux_loss")
     assert mf.is_default(mf.lookup("--attention-dropout"), "0.1") and not mf.is_default(mf.lookup("--manual-gc"), True)
-
-
-def test_manual_gc_interval_folds_into_manual_gc():
-    """Megatron runs gc.collect() every --manual-gc-interval iterations only under --manual-gc
-    (training.py ``if args.manual_gc: if args.manual_gc_interval != 0 and ...``): one warning carrying the
-    interval; the interval alone changes nothing and is not reported."""
-    from primus_launch.adapters.megatron_args import report_args
-
-    both = report_args({"manual_gc": True, "manual_gc_interval": 5}).unmodelled
-    assert [(u.flag, u.value) for u in both] == [("--manual-gc", "true (interval 5)")]
-    alone = report_args({"manual_gc_interval": 5}).unmodelled
-    assert not [u for u in alone if "manual-gc" in u.flag]
-    plain = report_args({"manual_gc": True}).unmodelled
-    assert [(u.flag, u.value) for u in plain] == [("--manual-gc", "true")]

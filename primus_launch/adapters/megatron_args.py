@@ -507,20 +507,7 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
             elif f.kind == "boolopt" and val is False:
                 shown, val = "--no-" + f.flag[2:], True
             rep.flag(shown, val, f.note)
-    _fold_manual_gc(rep)
     return rep
-
-
-def _fold_manual_gc(rep: _Report) -> None:
-    """``--manual-gc-interval`` acts only under ``--manual-gc`` (megatron/training/training.py: ``if
-    args.manual_gc: if args.manual_gc_interval != 0 and iteration % args.manual_gc_interval == 0:
-    gc.collect()``): one warning, the interval in its value; without ``--manual-gc`` it does nothing."""
-    interval = next((u for u in rep.unmodelled if u.flag == "--manual-gc-interval"), None)
-    if interval is None:
-        return
-    rep.unmodelled = [u if u.flag != "--manual-gc" else
-                      UnmodelledFlag(flag=u.flag, value=f"{u.value} (interval {interval.value})", effect=u.effect)
-                      for u in rep.unmodelled if u is not interval]
 
 
 def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", validate: bool = True) -> Plan:

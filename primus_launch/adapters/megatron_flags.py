@@ -1126,7 +1126,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--disable-bf16-reduced-precision-matmul": "time: BF16 GEMMs with full-precision reductions",
     "--calculate-per-token-loss": "time: per-token loss normalisation (small)",
     "--manual-gc": "time: Python GC run on a schedule instead of automatically",
-    "--manual-gc-interval": "time: manual GC interval (in --manual-gc's warning; nothing without it)", "--empty-unused-memory-level": "time: torch.cuda.empty_cache calls each iteration",
+    "--manual-gc-interval": "time: manual GC interval", "--empty-unused-memory-level": "time: torch.cuda.empty_cache calls each iteration",
     "--train-sync-interval": "time: CPU-GPU synchronisation interval",
     "--check-for-large-grads": "time: gradient checks each iteration", "--check-weight-hash-across-dp-replicas-interval": "time: weight hash checks",
     "--no-check-for-nan-in-loss-and-grad": "time: NaN check on the loss/grad skipped (small)",
