@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
                          "scaling recipe, FP8 param gather), optimizer-dtypes (BF16 Adam moments)")
     ap.add_argument("--top", type=bounded_int(0, 10_000, "an integer from 0 to 10000"), default=10,
                     help="tune: rows in the top-N table")
+    ap.add_argument("--memory-certain", action="store_true",
+                    help="tune: only plans that fit by their whole memory error band may be the answer "
+                         "(default: tight plans, the capacity inside the band, are kept and marked)")
     ap.add_argument("--log", help="tune: JSON log of every trial (default: next to the tuned recipe)")
     ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT)")
     ap.add_argument("--launch", action="store_true", help="run the (tuned) command or recipe afterwards")
@@ -139,7 +142,8 @@ def _parser() -> argparse.ArgumentParser:
 
 #: flags that only the search reads (dest -> how it is spelled)
 _TUNE_ONLY = {"budget": "--budget", "time_limit": "--time-limit", "max_work": "--max-work", "llm": "--llm",
-              "workers": "--workers", "log": "--log", "out": "--out", "allow": "--allow", "top": "--top"}
+              "workers": "--workers", "log": "--log", "out": "--out", "allow": "--allow", "top": "--top",
+              "memory_certain": "--memory-certain"}
 #: flags that only a projection or a search reads: without --project / --tune the command after -- runs as is
 _PLAN_ONLY = {"dry_run": "--dry-run", "gpu": "--gpu", "nodes": "--nodes", "gpus_per_node": "--gpus-per-node",
               "gpu_file": "--gpu-file", "power_limit_w": "--power-limit-w", "primus_root": "--primus-root",
@@ -414,7 +418,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
                log_path=log_path, top_n=a.top, allow=allow,
                workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
                training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
-               executor=executor if a.dry_run else None)
+               executor=executor if a.dry_run else None, memory_certain=a.memory_certain)
     if executor is not None and not a.dry_run and score.fanned:
         print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
               + (f", {score.foreign} of them on another device than this machine's (measured again here)"

@@ -163,3 +163,36 @@ def test_expanded_ahead_with_memory_bounded_groups_matches_one_process():
     assert two.executor == "local processes (2 workers)"
     assert one.certificate.bounded_memory > 0 and one.certificate.structs_expanded > 0
     assert two.certificate == one.certificate and two.best_plan == one.best_plan
+
+
+def test_memory_certain_keeps_tight_plans_out_and_its_bound_stays_exact():
+    """``--memory-certain`` (issue 27: the tuner keeps ``tight`` plans unless the user asks for
+    certainty): at a margin that puts the recipe's own plan inside its peak's error band, the
+    brute force with certainty answers the fastest ``fits`` plan of the plain brute force's trials,
+    and the branch and bound (its memory floors held at the band's upper edge) certifies the same."""
+    from primus_launch.projection.memory.verdict import band_for
+
+    plan = small_dense_plan()
+    low, high = band_for("megatron")[:2]
+    m = project_dry_run(plan).memory
+    inside = m.peak_bytes_per_gpu - m.outside_allocator_bytes
+    margin = 1.0 - (inside * (1.0 + (low + high) / 2) + m.outside_allocator_bytes) / m.capacity_bytes
+
+    def score(p):
+        return project_dry_run(p, memory_margin=margin)
+
+    ex = tune(plan, score=score, space=RESTRICTED, exhaustive=True, memory_margin=margin)
+    scored = [t for t in ex.trials if t.status == "scored"]
+    assert ex.baseline.memory.verdict == "tight"
+    assert {"tight", "fits"} <= {t.verdict for t in scored}
+    best_fits = min(t.iteration_time_s for t in scored if t.verdict == "fits")
+    assert ex.best.iteration_time_s <= best_fits
+    sure = tune(plan, score=score, space=RESTRICTED, exhaustive=True, memory_margin=margin, memory_certain=True)
+    assert sure.best.memory.verdict == "fits" and sure.memory_certain
+    assert sure.best.iteration_time_s == pytest.approx(best_fits, rel=1e-12)
+    assert any("kept out by --memory-certain" in w for w in sure.warnings)
+    bb = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True)
+    assert bb.certificate.certified and all(t.verdict == "fits" for t in bb.top)
+    assert bb.best.iteration_time_s == pytest.approx(best_fits, rel=1e-9)
+    assert "(--memory-certain)" in render_tune_text(bb)
+    assert "tight plans kept and marked" in render_tune_text(ex) or ex.best.memory.verdict == "fits"

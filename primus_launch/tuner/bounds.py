@@ -527,11 +527,15 @@ def _memory_saving_first(k: tuple) -> tuple:
 
 class BoundModel:
     """The level-1 time bounds and the memory floors of ``space`` (module doc), with their caches.
-    ``memory_margin`` / ``memory_basis``: those of the pre-filter whose verdict the floor anticipates."""
+    ``memory_margin`` / ``memory_basis``: those of the pre-filter whose verdict the floor anticipates.
+    ``memory_certain``: the answer must be ``fits`` (``--memory-certain``), so a floor is out when it does
+    not fit at the band's upper edge (``memory/verdict.py``: ``fits`` needs ``inside (1 + high) + outside
+    <= usable``); else at its lower edge (``does not fit``: ``inside (1 + low) + outside > usable``)."""
 
-    def __init__(self, plan: Plan, space: Space, memory_margin: float = 0.0):
+    def __init__(self, plan: Plan, space: Space, memory_margin: float = 0.0, memory_certain: bool = False):
         self.plan, self.space = plan, space
         self.memory_margin = memory_margin
+        self.memory_certain = memory_certain
         self._lt: dict[tuple, np.ndarray] = {}
         self._shape: dict[tuple, Shape] = {}
         self._mem: dict[tuple, float] = {}
@@ -828,13 +832,19 @@ class BoundModel:
         """True when every plan of structural candidate ``s`` is ``does not fit`` by its static floor
         (module doc), whatever its flags."""
         from primus_launch.projection.hardware.gpus import get_gpu
-        from primus_launch.projection.memory.verdict import band_for
 
         h = self.space.structs[s]
         floor = min(self.static_floor(h, f) for f in self.statics[self.space.ctx[s]].values())
-        low = band_for(self.plan.framework)[0]
+        edge = self._memory_edge()
         usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
-        return floor * (1.0 + low) > usable
+        return floor * (1.0 + edge) > usable
+
+    def _memory_edge(self) -> float:
+        """The band edge a floor is held against: the upper one when the answer must be ``fits``."""
+        from primus_launch.projection.memory.verdict import band_for
+
+        low, high = band_for(self.plan.framework)[:2]
+        return high if self.memory_certain else low
 
     def inside_floor(self, h: tuple, f: tuple) -> float:
         """Bytes inside the caching allocator of the plan of ``h`` and ``f`` on its worst stage, the
@@ -883,15 +893,14 @@ class BoundModel:
         return g
 
     def group_out(self, s: int, f: tuple) -> bool:
-        """True when every plan of ``s`` with ``f``'s memory flags is ``does not fit``: its bytes inside
-        the allocator (:meth:`inside_floor`) at the verdict's lower edge plus the least outside it exceed
+        """True when no plan of ``s`` with ``f``'s memory flags may be the answer: its bytes inside
+        the allocator (:meth:`inside_floor`) at the verdict's lower edge (upper with ``memory_certain``) plus the least outside it exceed
         the usable capacity (``memory/verdict.py``: ``inside (1 + low) + outside > usable``)."""
         from primus_launch.projection.hardware.gpus import get_gpu
-        from primus_launch.projection.memory.verdict import band_for
 
-        low = band_for(self.plan.framework)[0]
+        edge = self._memory_edge()
         usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
-        return self.inside_floor(self.space.structs[s], f) * (1.0 + low) + self.outside_floor(s) > usable
+        return self.inside_floor(self.space.structs[s], f) * (1.0 + edge) + self.outside_floor(s) > usable
 
     def reset_order(self) -> None:
         """Forget the memory groups' order of trial (:meth:`memory_scan`): each search starts afresh."""

@@ -290,10 +290,10 @@ class BranchBound:
 
     def __init__(self, plan: Plan, space: Space, *, score: Score, prefilter: Prefilter,
                  usable: Callable[[ProjectionResult], bool] = fits, memory_margin: float = 0.0,
-                 bound: Callable[[Plan], tuple[float, tuple]] = exact_bound_key):
+                 bound: Callable[[Plan], tuple[float, tuple]] = exact_bound_key, memory_certain: bool = False):
         self.plan, self.space = plan, space
         self.score, self.prefilter, self.usable, self.bound = score, prefilter, usable, bound
-        self.bm = BoundModel(plan, space, memory_margin)
+        self.bm = BoundModel(plan, space, memory_margin, memory_certain)
 
     def run(self, inc: Incumbent, *, max_work: Optional[int] = None,
             progress: Optional[Callable[[int, int, float], None]] = None, executor=None) -> SearchResult:

@@ -270,7 +270,8 @@ class Engine:
             t.time_breakdown = dict(result.time_breakdown)
             t.memory_breakdown = dict(result.memory.breakdown)
             if not result.memory.fits:
-                t.reason = "projected memory does not fit"
+                t.reason = ("tight in memory, kept out by --memory-certain" if result.memory.verdict == "tight"
+                            else "projected memory does not fit")
         self.trials.append(t)
         return t
 

@@ -45,7 +45,9 @@ def _row(plan, score, pf, i: int, k: Knobs) -> tuple:
     except Exception as e:  # the projection refusing a plan is a rejection, not a crash
         return (i, "failed", f"projection failed: {type(e).__name__}: {e}", changes, None)
     fig = (r.iteration_time_s, r.tokens_per_sec_per_gpu, r.model_tflops_per_gpu, r.mfu,
-           r.memory.peak_bytes_per_gpu, r.memory.fits, dict(r.time_breakdown), dict(r.memory.breakdown))
+           r.memory.peak_bytes_per_gpu, r.memory.fits, dict(r.time_breakdown), dict(r.memory.breakdown),
+           r.memory.verdict,
+           (r.memory.band.low_bytes, r.memory.band.high_bytes) if r.memory.band is not None else None)
     return (i, "scored", None, changes, fig)
 
 
@@ -117,9 +119,11 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optio
                 if status == "scored":
                     scored += 1
                     (t.iteration_time_s, t.tokens_per_sec_per_gpu, t.model_tflops_per_gpu, t.mfu,
-                     t.peak_memory_bytes, t.fits, t.time_breakdown, t.memory_breakdown) = fig
+                     t.peak_memory_bytes, t.fits, t.time_breakdown, t.memory_breakdown, t.verdict,
+                     t.peak_band_bytes) = fig
                     if not t.fits:
-                        t.reason = "projected memory does not fit"
+                        t.reason = ("tight in memory, kept out by --memory-certain" if t.verdict == "tight"
+                                    else "projected memory does not fit")
                     elif best is None or (t.iteration_time_s, i) < best:
                         best = (t.iteration_time_s, i)
                 elif status == "failed":

@@ -84,6 +84,8 @@ class TuneResult(BaseModel):
     search_note: Optional[str] = Field(default=None, description="why the planner searched instead of the "
                                                                  "exhaustive sweep")
     workers: int = Field(default=1, description="processes that scored candidates")
+    memory_certain: bool = Field(default=False, description="only plans whose memory verdict is fits could be the "
+                                                            "answer (--memory-certain); else fits and tight")
     executor: Optional[str] = Field(default=None, description="where the search's shards ran when not on this "
                                                               "machine's default (e.g. ``Ray cluster at ADDR (N "
                                                               "workers)``)")

@@ -92,6 +92,23 @@ def _stoppable(fn: Callable) -> Callable:
     return call
 
 
+def certain_only(fn: Callable[[Plan], ProjectionResult]) -> Callable[[Plan], ProjectionResult]:
+    """``fn`` whose results count as fitting only with the memory verdict ``fits``: the user asked for
+    certainty (``--memory-certain``), so a ``tight`` plan (the capacity inside its peak's error band,
+    ``memory/verdict.py``) is kept out of the answer like one that does not fit.  Every search path
+    (branch and bound, brute force, planner) reads ``memory.fits`` of what it scores, so this one
+    wrapper is the whole rule; the branch and bound's memory floors stay valid (a floor that does not
+    fit at the band's lower edge cannot fit at its upper edge)."""
+
+    def call(plan: Plan) -> ProjectionResult:
+        r = fn(plan)
+        if r.memory.verdict == "tight":
+            r = r.model_copy(update={"memory": r.memory.model_copy(update={"fits": False})})
+        return r
+
+    return call
+
+
 def check_allow(allow: Iterable[str]) -> frozenset[str]:
     out = frozenset(a.strip() for a in allow if a.strip())
     bad = sorted(out - set(rules.ALLOWABLE))
@@ -169,6 +186,7 @@ def tune(
     training_tokens: Optional[int] = None,
     gpu_hour_price: Optional[float] = None,
     executor: Optional["Executor"] = None,
+    memory_certain: bool = False,
 ) -> TuneResult:
     """Search configurations of ``plan`` (same model, cluster and global batch) for the shortest
     projected iteration time among those that fit in memory.
@@ -193,6 +211,8 @@ def tune(
     ``training_tokens`` (and ``gpu_hour_price``, USD per GPU-hour): the result's ``training_run``
     holds the whole run of that many tokens for the original and the best plan
     (:func:`primus_launch.projection.training_run.training_run`), in the trial log too.
+    ``memory_certain``: only plans whose memory verdict is ``fits`` may be the answer (default: ``fits``
+    and ``tight``, the tight ones marked): :func:`certain_only`.
     """
     t0 = time.monotonic()
     if not 0.0 <= memory_margin < 1.0:
@@ -210,7 +230,8 @@ def tune(
     if allowed:
         cfg = dataclasses.replace(cfg, allow=cfg.allow | allowed)
     warnings: list[str] = []
-    score_fn = _stoppable(score or default_score(memory_margin, memory_basis))
+    base_score = score or default_score(memory_margin, memory_basis)
+    score_fn = _stoppable(certain_only(base_score) if memory_certain else base_score)
     pf = _stoppable(prefilter or default_prefilter(memory_margin, memory_basis))
     sp = Space(plan, cfg)
     n_workers = workers or default_workers()
@@ -239,7 +260,9 @@ def tune(
         else:   # the brute force runs to its end unless --time-limit stops it (no load-dependent cut-off)
             why_not = None if exhaustive else "the planner searched, as asked"
     if baseline is not None and not baseline.memory.fits:
-        warnings.append("the original plan does not fit in memory by the projection; gain is relative to it anyway")
+        warnings.append("the original plan is tight in memory (its peak's error band holds the capacity), kept out "
+                        "by --memory-certain; gain is relative to it anyway" if baseline.memory.verdict == "tight" else
+                        "the original plan does not fit in memory by the projection; gain is relative to it anyway")
 
     certificate = None
     legal, exact = (len(sp), False) if est is None else (est.legal, est.exact)
@@ -249,7 +272,8 @@ def tune(
 
         executor = LocalProcesses(workers)
     if bnb:
-        certificate = _branch_and_bound(plan, sp, memo, own, baseline, memory_margin, max_work, progress, executor)
+        certificate = _branch_and_bound(plan, sp, memo, own, baseline, memory_margin, max_work, progress, executor,
+                                        memory_certain)
     elif exhaustive:
         from primus_launch.tuner.exhaustive import sweep
 
@@ -328,7 +352,7 @@ def tune(
         certificate=certificate, allowed=sorted(cfg.allow), searched_knobs=searched_knobs(plan, cfg),
         workers=executor.workers if executor is not None else n_workers if exhaustive else 1,
         executor=executor.describe() if executor is not None else None,
-        exhaustive_estimate_s=est_s, search_note=why_not)
+        exhaustive_estimate_s=est_s, search_note=why_not, memory_certain=memory_certain)
     if training_tokens is not None:
         from primus_launch.projection.training_run import training_run
 
@@ -343,7 +367,7 @@ def tune(
 
 def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: ProjectionResult,
                       memory_margin: float, max_work: Optional[int], progress: bool,
-                      executor: Optional["Executor"] = None) -> Certificate:
+                      executor: Optional["Executor"] = None, memory_certain: bool = False) -> Certificate:
     """Run the certified search (``branch_bound.py``) from the recipe's own plan as the incumbent
     (when it fits), its expansions computed ahead on ``executor``'s workers when one is given; its
     scored plans go into ``memo`` as trials (source ``branch-and-bound``)."""
@@ -363,7 +387,8 @@ def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: P
         if bar is not None:
             bar.advance_to(done, best_s, force=done >= total)
 
-    bb = BranchBound(plan, sp, score=memo.score_fn, prefilter=memo.prefilter_fn, memory_margin=memory_margin)
+    bb = BranchBound(plan, sp, score=memo.score_fn, prefilter=memo.prefilter_fn, memory_margin=memory_margin,
+                     memory_certain=memory_certain)
     try:
         out = bb.run(inc, max_work=DEFAULT_MAX_WORK if max_work is None else max_work, progress=tick,
                      executor=executor)
@@ -444,6 +469,17 @@ def _searched_line(res: TuneResult) -> str:
     return (f"searched: {res.scored} scored of {res.legal_candidates:,} legal candidates"
             f"{'' if res.legal_exact else ' (estimated)'} ({100 * res.scored_fraction:.1f} %), "
             f"{res.rejected} rejected by the pre-filter, {res.elapsed_s:.1f} s")
+
+
+def _memory_rule_line(res: TuneResult) -> list[str]:
+    """Which memory verdicts the answer could have (issue 27: the tuner keeps ``tight`` plans unless the
+    user asks for certainty, and says which it kept): a line when the rule mattered or was asked for."""
+    if res.memory_certain:
+        return ["memory:   only plans that fit by their whole error band (--memory-certain)"]
+    if any(t.verdict == "tight" for t in res.top) or res.best.memory.verdict == "tight":
+        return ["memory:   tight plans kept and marked (the capacity lies in the peak's error band); "
+                "--memory-certain keeps only plans that fit by their whole band"]
+    return []
 
 
 def _run_lines(res: TuneResult) -> list[str]:
@@ -562,7 +598,7 @@ def render_tune_text(res: TuneResult) -> str:
            f" ({res.certificate.text})" if res.certificate else
            f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),
         knob_line(res),
-    ]
+    ] + _memory_rule_line(res)
     changes = plan_changes(res.baseline.plan, res.best_plan)
     if changes:
         lines.append("changes:  " + ", ".join(f"{k}={v}" for k, v in changes.items()))
