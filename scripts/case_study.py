@@ -63,6 +63,11 @@ def _proof(cert) -> str:
     return f" (work limit: at most {100 * cert.gap:.0f} % from the optimum)"
 
 
+def _gib(r) -> str:
+    """A projection's peak per GPU and its memory verdict (``fits`` / ``tight`` / ``does not fit``)."""
+    return f"{r.memory.peak_bytes_per_gpu / 2**30:.1f} ({r.memory.verdict})"
+
+
 def main(argv=None) -> int:
     from primus_launch.adapters import load_recipe, write_recipe
     from primus_launch.tuner.search import tune
@@ -71,6 +76,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only")
     ap.add_argument("--allow", default="")
     ap.add_argument("--memory-basis", default="reserved", choices=["reserved", "allocated"])
+    ap.add_argument("--memory-certain", action="store_true",
+                    help="only tuned plans that fit by their whole memory error band (primus-launch --memory-certain)")
     a = ap.parse_args(argv)
     rows, diffs = [], []
     tmp = Path(tempfile.mkdtemp(prefix="case_study_"))
@@ -83,7 +90,8 @@ def main(argv=None) -> int:
             shutil.copy(src, copy)
             plan = load_recipe(copy)
             t = time.perf_counter()
-            res = tune(plan, allow=[x for x in a.allow.split(",") if x], memory_basis=a.memory_basis)
+            res = tune(plan, allow=[x for x in a.allow.split(",") if x], memory_basis=a.memory_basis,
+                       memory_certain=a.memory_certain)
             wall = time.perf_counter() - t
             out = write_recipe(res.best_plan, tmp / f"tuned{src.suffix}")
             diff = list(difflib.unified_diff(src.read_text().splitlines(), out.read_text().splitlines(),
@@ -92,7 +100,7 @@ def main(argv=None) -> int:
             meas, where = published(run_id)
             rows.append((name, f"{plan.world_size:,} x {plan.cluster.gpu}",
                          f"{o.tokens_per_sec_per_gpu:,.0f}" + ("" if o.memory.fits else " (does not fit)"),
-                         f"{b.tokens_per_sec_per_gpu:,.0f}", f"{100 * res.gain:+.1f} %",
+                         f"{b.tokens_per_sec_per_gpu:,.0f}", _gib(o), _gib(b), f"{100 * res.gain:+.1f} %",
                          f"{res.scored:,} of {'' if res.legal_exact else '~'}{res.legal_candidates:,}",
                          res.search + _proof(res.certificate), f"{wall:.0f} s",
                          meas + (f" ({where})" if where else ""), paper))
@@ -100,7 +108,8 @@ def main(argv=None) -> int:
             print(f"# {name}: {100 * res.gain:+.1f} %, {wall:.0f} s", file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    head = ("case", "GPUs", "reference tok/s/GPU (projected)", "tuned tok/s/GPU", "projected gain",
+    head = ("case", "GPUs", "reference tok/s/GPU (projected)", "tuned tok/s/GPU", "reference GiB (verdict)",
+            "tuned GiB (verdict)", "projected gain",
             "scored of legal", "search", "wall", "reference measured tok/s/GPU", "published")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
