@@ -17,9 +17,6 @@ def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
     def add(flag: str, value: object, effect: str) -> None:
         out.append(UnmodelledFlag(flag=flag, value=str(value), effect=effect))
 
-    if t.offload.activation_modules:
-        add("training.offload.activation_modules", ",".join(t.offload.activation_modules),
-            "time: fine-grained module offload transfers not priced (assumed hidden behind compute)")
     if t.offload.weights:
         add("training.offload.weights", True, "time: weight offload transfers not priced")
     if p.cp_comm_type == "a2a+p2p":

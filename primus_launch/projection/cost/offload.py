@@ -1,9 +1,21 @@
-"""Activation offloading (``training.offload.activation_layers``: the first layers of each chunk).
+"""Activation offloading: whole layers (``training.offload.activation_layers``: the first layers of
+each chunk) or, fine-grained, the inputs of named modules of every layer
+(``training.offload.activation_modules``, Megatron ``--fine-grained-activation-offloading
+--offload-modules``).
 
 Each offloaded layer's kept activations (:func:`memory.activations.layer_activation_bytes`, ``full``)
 go to host memory in forward and come back in backward over ``GPUSpec.host_link_bw`` (PCIe /
 NVLink-C2C), hidden behind the layer's compute where it is long enough:
 exposed = max(0, bytes / host_link_bw - the layer's pass time), per pass.
+
+Fine-grained offloading moves, per layer, the input of each named module
+(``LayerActivations.offloadable``, the bytes the memory model frees for it) the same way: megatron-core
+``pipeline_parallel/fine_grained_activation_offload.py`` copies them on a dedicated device-to-host
+stream during the forward and back on a host-to-device stream before the backward, the compute stream
+waiting on the copies' events (Megatron-LM ``docs/user-guide/features/fine_grained_activation_offloading.md``:
+"a tradeoff between memory savings and PCIe bandwidth overhead"), so one layer's copies hide behind
+that layer's pass and the rest is exposed: exposed = max(0, sum of the modules' bytes /
+host_link_bw - the layer's pass time), per pass and layer (:func:`module_offload_exposed`).
 """
 
 from __future__ import annotations
@@ -21,5 +33,19 @@ def offload_exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool) -> tup
     la = layer_activation_bytes(m, seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel,
                                 cp=p.cp, moe=moe, ep=p.ep, etp=p.expert_tp)
     secs = la.full / spec.host_link_bw
+    pt = (lt.moe_layer if moe else None) or lt.dense_layer
+    return max(0.0, secs - pt.fwd_s), max(0.0, secs - pt.bwd_input_s - pt.bwd_weight_s)
+
+
+def module_offload_exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool) -> tuple[float, float]:
+    """Host-link seconds left exposed per layer by fine-grained module offloading (forward D2H,
+    backward H2D) (module doc): the layer kind's ``offloadable`` bytes of the plan's modules."""
+    from primus_launch.projection.memory.activations import layer_activation_bytes
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    la = layer_activation_bytes(m, seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel,
+                                cp=p.cp, moe=moe, ep=p.ep, etp=p.expert_tp)
+    off = dict(la.offloadable)
+    secs = sum(off.get(mod, 0.0) for mod in set(t.offload.activation_modules)) / spec.host_link_bw
     pt = (lt.moe_layer if moe else None) or lt.dense_layer
     return max(0.0, secs - pt.fwd_s), max(0.0, secs - pt.bwd_input_s - pt.bwd_weight_s)

@@ -17,7 +17,7 @@ from primus_launch.projection.cost.ep_comm import (ep_exposed, ep_layer_comm, ep
                                                    walk_contention)
 from primus_launch.projection.cost.fsdp import (FsdpBytes, fsdp_bytes, fsdp_ep_nic_sharing, fsdp_layer_exposed,
                                                 fsdp_microbatch_edges, fsdp_reshards_after_forward, fsdp_unit_comm)
-from primus_launch.projection.cost.offload import offload_exposed
+from primus_launch.projection.cost.offload import module_offload_exposed, offload_exposed
 from primus_launch.projection.cost.recompute import recompute_modules_fwd
 from primus_launch.projection.cost.tp_comm import cdmc_unordered, tp_exposed, tp_layer_comm
 from primus_launch.projection.steps.setup import Setup
@@ -140,7 +140,11 @@ def layer_costs(s: Setup) -> LayerCosts:
 
     rec = {False: recompute_modules_fwd(plan, lt, "dense"),
            True: recompute_modules_fwd(plan, lt, "moe") if m.is_moe else 0.0}
-    off = {moe: offload_exposed(plan, lt, spec, moe) for moe in kinds} if t.offload.activation_layers else {}
+    # whole layers (the first of each chunk) or, without them, the named modules of every layer (the
+    # memory model's rule: megatron-core offloads modules only when no layer is offloaded)
+    off = ({moe: offload_exposed(plan, lt, spec, moe) for moe in kinds} if t.offload.activation_layers else
+           {moe: module_offload_exposed(plan, lt, spec, moe) for moe in kinds} if t.offload.activation_modules
+           else {})
     return LayerCosts(
         tp_raw=tp_raw, tp=tp, tp_moe_raw=tp_moe_raw, tp_moe=tp_moe,
         tp_moe_own=m.is_moe and lc.layer_calls(plan, moe=True) != lc.layer_calls(plan),

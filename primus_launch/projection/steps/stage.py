@@ -130,7 +130,8 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
             for kk in rec:
                 q.bi += layer_pt(*kk).fwd_s
             q.bi += n_dense * rec_dense_sel + n_moe * rec_moe_sel
-            n_off = min(t.offload.activation_layers, n)
+            n_off = min(t.offload.activation_layers, n) if t.offload.activation_layers else \
+                (n if t.offload.activation_modules else 0)
             if n_off:
                 for kk in kinds[:n_off]:
                     of, ob = layer.offload[kk[0]]
