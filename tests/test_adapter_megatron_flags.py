@@ -3,6 +3,8 @@ reader, checked against megatron-core's own TransformerConfig, and in sync with 
 
 from __future__ import annotations
 
+import pytest
+
 import dataclasses
 import importlib.util
 from pathlib import Path
@@ -85,3 +87,16 @@ def test_lookup_spellings_and_defaults():
     f = mf.lookup("--moe-router-load-balancing-type")
     assert mf.is_default(f, ["aux_loss"]) and mf.is_default(f, "aux_loss") and not mf.is_default(f, "seq_aux_loss")
     assert mf.is_default(mf.lookup("--attention-dropout"), "0.1") and not mf.is_default(mf.lookup("--manual-gc"), True)
+
+
+@pytest.mark.parametrize("pattern", ["([0]*[1, 2]+[1]*58)", "[[1]]*2", "[1]+2", "[0]*1000000", "([1]*1000)*(1000)"])
+def test_moe_layer_freq_expression_of_the_wrong_kind_is_one_line(pattern):
+    """A list expression that multiplies two lists, nests them, adds a number to a list or builds more
+    layers than any model has is refused naming the flag (was: a TypeError, exit 70, or a list of a
+    million layers built in memory); found by tests/test_bad_input_property.py's mutations."""
+    from primus_launch.adapters.megatron_args import _eval_list_pattern
+    from primus_launch.plan import PlanError
+
+    with pytest.raises(PlanError, match="--moe-layer-freq"):
+        _eval_list_pattern(pattern)
+    assert _eval_list_pattern("([0]*3+[1]*58)") == [0] * 3 + [1] * 58

@@ -368,6 +368,10 @@ def moe_dense_first(freq: Any, num_layers: int) -> int:
     return k
 
 
+#: the longest layer pattern a list expression may build (no model has more layers)
+_MAX_PATTERN = 100_000
+
+
 def _eval_list_pattern(txt: str, flag: str = "--moe-layer-freq") -> list[int]:
     """Evaluate a list expression of ints, ``+``, ``*`` and brackets (the grammar moe_freq_type allows)."""
     import ast
@@ -377,19 +381,35 @@ def _eval_list_pattern(txt: str, flag: str = "--moe-layer-freq") -> list[int]:
     except SyntaxError:
         raise PlanError(flag, txt, "a list pattern of 0/1 with + and *") from None
 
+    allowed = "a list pattern of 0/1 with + and * (at most 100,000 layers)"
+
     def ev(n: ast.AST) -> Any:
-        if isinstance(n, ast.Constant) and isinstance(n.value, int):
+        if isinstance(n, ast.Constant) and type(n.value) is int:
             return n.value
         if isinstance(n, (ast.List, ast.Tuple)):
-            return [ev(e) for e in n.elts]
+            out = [ev(e) for e in n.elts]
+            if any(type(x) is not int for x in out):   # a nested list is not a layer
+                raise PlanError(flag, txt, allowed)
+            return out
         if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Mult)):
             a, b = ev(n.left), ev(n.right)
-            return a + b if isinstance(n.op, ast.Add) else a * b
-        raise PlanError(flag, txt, "a list pattern of 0/1 with + and *")
+            if isinstance(n.op, ast.Add):
+                if type(a) is not type(b):   # a list plus a number
+                    raise PlanError(flag, txt, allowed)
+            elif isinstance(a, list) == isinstance(b, list):   # list * list, or a product of numbers
+                if isinstance(a, list) or abs(a * b) > _MAX_PATTERN:
+                    raise PlanError(flag, txt, allowed)
+            elif (len(a) if isinstance(a, list) else len(b)) * (b if isinstance(a, list) else a) > _MAX_PATTERN:
+                raise PlanError(flag, txt, allowed)   # [0]*10**12 would build the list
+            out = a + b if isinstance(n.op, ast.Add) else a * b
+            if isinstance(out, list) and len(out) > _MAX_PATTERN:
+                raise PlanError(flag, txt, allowed)
+            return out
+        raise PlanError(flag, txt, allowed)
 
     out = ev(node)
     if not isinstance(out, list):
-        raise PlanError(flag, txt, "a list pattern of 0/1 with + and *")
+        raise PlanError(flag, txt, allowed)
     return out
 
 
