@@ -25,27 +25,26 @@ from primus_launch.projection.hardware.gpus import GPUSpec
 from primus_launch.projection.layer_times import LayerTimes
 
 
-def offload_exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool) -> tuple[float, float]:
-    """Host-link seconds left exposed per offloaded layer (forward D2H, backward H2D) (module doc)."""
+def _exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool, moved) -> tuple[float, float]:
+    """(forward, backward) seconds of ``moved(la)`` bytes over the host link past the layer kind's pass
+    (module doc), ``la`` the kind's :class:`LayerActivations`."""
     from primus_launch.projection.memory.activations import layer_activation_bytes
 
     m, p, t = plan.model, plan.parallel, plan.training
     la = layer_activation_bytes(m, seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel,
                                 cp=p.cp, moe=moe, ep=p.ep, etp=p.expert_tp)
-    secs = la.full / spec.host_link_bw
+    secs = moved(la) / spec.host_link_bw
     pt = (lt.moe_layer if moe else None) or lt.dense_layer
     return max(0.0, secs - pt.fwd_s), max(0.0, secs - pt.bwd_input_s - pt.bwd_weight_s)
+
+
+def offload_exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool) -> tuple[float, float]:
+    """Host-link seconds left exposed per offloaded layer (forward D2H, backward H2D) (module doc)."""
+    return _exposed(plan, lt, spec, moe, lambda la: la.full)
 
 
 def module_offload_exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool) -> tuple[float, float]:
     """Host-link seconds left exposed per layer by fine-grained module offloading (forward D2H,
     backward H2D) (module doc): the layer kind's ``offloadable`` bytes of the plan's modules."""
-    from primus_launch.projection.memory.activations import layer_activation_bytes
-
-    m, p, t = plan.model, plan.parallel, plan.training
-    la = layer_activation_bytes(m, seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel,
-                                cp=p.cp, moe=moe, ep=p.ep, etp=p.expert_tp)
-    off = dict(la.offloadable)
-    secs = sum(off.get(mod, 0.0) for mod in set(t.offload.activation_modules)) / spec.host_link_bw
-    pt = (lt.moe_layer if moe else None) or lt.dense_layer
-    return max(0.0, secs - pt.fwd_s), max(0.0, secs - pt.bwd_input_s - pt.bwd_weight_s)
+    mods = set(plan.training.offload.activation_modules)
+    return _exposed(plan, lt, spec, moe, lambda la: sum(b for mod, b in la.offloadable if mod in mods))
