@@ -78,12 +78,15 @@ from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, apply_knobs
 #: layer (``cost/recompute.py`` ``recompute_modules_fwd``: a sum of the layer's parts), ``_op`` TorchTitan's
 #: per-op recompute (the non-matmul ops and every second mm); ``perm_m`` / ``unperm_m``: a MoE layer's
 #: token permute / unpermute forward + input-gradient seconds (no coefficient: read by :func:`ep_floor`,
-#: checked below the roofline's with the others)
+#: checked below the roofline's with the others); ``off_{d,m}_{f,b}``: the floor of a dense / MoE layer's
+#: exposed fine-grained offload copy, forward / backward (:meth:`BoundModel.offload_features`: 0 in the
+#: level-1 rows, set per node of the table that offloads modules)
 FEATURES = ("d_f", "d_bi", "d_bw", "m_f", "m_bi", "m_bw", "dw_f", "dw_bi", "dw_bw", "mw_f", "mw_bi", "mw_bw",
             "emb_f", "emb_bi", "emb_bw", "head_f", "head_bi", "head_bw", "mtp_f", "mtp_bi", "mtp_bw",
             "tp_f", "tp_b", "tpm_f", "tpm_b", "embtp_f", "embtp_b", "headtp_f", "headtp_b", "ep_f", "ep_b", "epx",
             "fsdp_df", "fsdp_db", "fsdp_mf", "fsdp_mb", "epu_f", "epu_b",
-            "fsdp_dwf", "fsdp_dwb", "fsdp_mwf", "fsdp_mwb", "cp_f", "cp_b", "epxw", "perm_m", "unperm_m") + tuple(
+            "fsdp_dwf", "fsdp_dwb", "fsdp_mwf", "fsdp_mwb", "cp_f", "cp_b", "epxw", "perm_m", "unperm_m",
+            "off_d_f", "off_d_b", "off_m_f", "off_m_b") + tuple(
     f"sel_{k}_{mod}" for k in ("d", "m") for mod in RECOMPUTE_MODULES + ("op",))
 X = {name: i for i, name in enumerate(FEATURES)}
 K = len(FEATURES)
@@ -95,6 +98,14 @@ F = {a: i for i, a in enumerate(AXES[N_STRUCT:])}
 #: sets at their floor) and TP / EP communication overlap (the communication floors' form): a table's
 #: variants
 VARIANT_FLAGS = ("precision", "fp8_recipe", "dispatcher", "compile", "tp_comm_overlap", "ep_overlap")
+#: a node of a structural candidate's table (:meth:`BoundModel.node_bounds`): a compute variant and its
+#: activation offloading (whole layers, named modules)
+NODE_FLAGS = VARIANT_FLAGS + ("offload_layers", "offload_modules")
+#: the execution flags the layer times read (``cost/roofline.py`` ``_cfg``: precision, FP8 recipe and
+#: parameter gather, dispatcher, compile, TP overlap's userbuffers, CUDA graphs; with the layer axes and,
+#: for FP8's per-step weight casts, the micro-batches): the pass times a node's offload copy may hide behind
+PASS_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "dispatcher", "compile", "tp_comm_overlap",
+              "cuda_graph_impl", "cuda_graph_scope")
 #: the flags each part of the floor features reads (:meth:`BoundModel.floor_features`)
 LT_FLAGS = ("precision", "fp8_recipe", "dispatcher", "compile")
 TP_FLAGS = ("precision", "fp8_recipe", "tp_comm_overlap")
@@ -196,6 +207,9 @@ def build_shape(plan: Plan) -> Shape:
                     b[X["epu_b"]] += 1
                 for mod in sel:
                     b[X["sel_" + ("m" if kk[0] else "d") + mod]] += 1
+                # fine-grained offloading copies every layer's modules (steps/stage.py: n_off = n)
+                f[X["off_m_f" if kk[0] else "off_d_f"]] += 1
+                b[X["off_m_b" if kk[0] else "off_d_b"]] += 1
                 fk = "fsdp_" + ("m" if kk[0] else "d") + ("w" if kk[1] else "")
                 f[X[fk + "f"]] += 1
                 b[X[fk + "b"]] += 1
@@ -553,6 +567,9 @@ class BoundModel:
         self._p_ep: dict[tuple, np.ndarray] = {}
         self._p_fsdp: dict[tuple, np.ndarray] = {}
         self._vparts: dict[int, list] = {}
+        self._nodes: dict[int, dict] = {}
+        self._plt: dict[tuple, LayerTimes] = {}
+        self._offx: dict[tuple, np.ndarray] = {}
         self._vsets: dict[tuple, int] = {}
         self._vset_of: dict[int, int] = {}
         self.variants = [self._group(t, VARIANT_FLAGS) for t in space.tables]
@@ -815,6 +832,103 @@ class BoundModel:
             out = min(out, v)
         return out
 
+    # --- nodes: a variant and its activation offloading
+    def table_nodes(self, c: int) -> dict[tuple, tuple[dict[tuple, tuple], dict[tuple, tuple]]]:
+        """Per node of table ``c`` (its :data:`NODE_FLAGS` values, in the table's order): the distinct
+        :data:`PASS_FLAGS` values of its flag tuples and its distinct :func:`memory_key` values, each
+        with a flag tuple holding it (cached)."""
+        g = self._nodes.get(c)
+        if g is None:
+            g = self._nodes[c] = {}
+            fw = self.plan.framework
+            for f in self.space.tables[c]:
+                passes, mems = g.setdefault(pick(f, NODE_FLAGS, F), ({}, {}))
+                passes.setdefault(pick(f, PASS_FLAGS, F), f)
+                mems.setdefault(memory_key(fw, f), f)
+        return g
+
+    def _pass_times(self, h: tuple, f: tuple) -> LayerTimes:
+        """The roofline layer times of the plan of ``h`` and ``f``, cached by what they read: the layer
+        axes, :data:`PASS_FLAGS` and, with FP8 or FP4 (the weight casts per micro-batch), the
+        micro-batches (``tests/test_tuner_bounds.py`` checks the key)."""
+        low = f[F["precision"]] in ("fp8", "fp4")
+        key = (pick(h, LAYER_AXES, S), pick(f, PASS_FLAGS, F), self.nmb(h) if low else None)
+        lt = self._plt.get(key)
+        if lt is None:
+            from primus_launch.projection.cost.roofline import layer_times_roofline
+
+            lt = self._plt[key] = layer_times_roofline(self._run(h, f))
+        return lt
+
+    def offload_features(self, s: int, nk: tuple) -> np.ndarray:
+        """The ``off_*`` features of node ``nk`` of structural candidate ``s``: with named modules
+        offloaded and no whole layer (``steps/layer.py``: modules only then), per layer kind the least
+        exposure of its copy over the node's pass times (``cost/offload.py`` ``module_offload_floor``: the
+        copy's bytes are the node's, the pass at its longest), at most what ``steps/stage.py`` adds to
+        each layer's forward and input-gradient of every plan of the node; else 0."""
+        layers, mods = nk[-2], nk[-1]
+        if layers or not mods:
+            return np.zeros(K)
+        h, c = self.space.structs[s], self.space.ctx[s]
+        passes = self.table_nodes(c)[nk][0]
+        low = any(pk[0] in ("fp8", "fp4") for pk in passes)
+        key = (pick(h, LAYER_AXES, S), c, nk, self.nmb(h) if low else None)
+        x = self._offx.get(key)
+        if x is None:
+            from primus_launch.projection.cost.offload import module_offload_floor
+            from primus_launch.projection.hardware.gpus import get_gpu
+
+            lts = [self._pass_times(h, f) for f in passes.values()]
+            run = self._run(h, next(iter(passes.values())))
+            spec = get_gpu(run.cluster.gpu)
+            x = np.zeros(K)
+            for moe, name in ((False, "off_d"), (True, "off_m")):
+                if moe and not self.plan.model.is_moe:
+                    continue
+                x[X[name + "_f"]], x[X[name + "_b"]] = module_offload_floor(run, lts, spec, moe)
+            self._offx[key] = x
+        return x
+
+    def node_bounds(self, s: int) -> list[tuple[float, tuple]]:
+        """``(bound, node)`` for every node of ``s``'s table (:data:`NODE_FLAGS`), lowest first (ties in
+        the table's order): its variant's :meth:`refined_variants` bound, and where the node offloads
+        modules the same bound with :meth:`offload_features` added to the variant's floor features (the
+        makespan bound and the sync paired with its stage are non-decreasing in every chunk cost), the
+        larger of the two.  A bound of every plan of the node."""
+        h, c = self.space.structs[s], self.space.ctx[s]
+        nodes = list(self.table_nodes(c))
+        vnames = list(self.variants[c])
+        at = {v: i for i, v in enumerate(vnames)}
+        vref = self.refined_variants(s)
+        nv = len(VARIANT_FLAGS)
+        out = [float(vref[at[nk[:nv]]]) for nk in nodes]
+        offs = [(i, self.offload_features(s, nk)) for i, nk in enumerate(nodes)]
+        offs = [(i, x) for i, x in offs if x.any()]
+        if offs and not self.unsupported(h):
+            n = self.nmb(h)
+            xs = self.variant_rows(h, c) * self.scale(h[S["pp"]], h[S["vpp"]], n)
+            sh = self.shape(h, next(iter(self.variants[c].values())))
+            rows = np.stack([xs[at[nodes[i][:nv]]] + x for i, x in offs])
+            l1 = sh.makespan_lb(rows, np.full(len(rows), n)) + self.tail(s)
+            base = rows @ sh.ends.T + (n - 1.0) * (rows @ sh.busy.T)
+            d = self.tail_rows(s)
+            b2 = (base[:, None, :] + d[None, :, :]).max(axis=2).min(axis=1)
+            for k, (i, _) in enumerate(offs):
+                out[i] = max(out[i], float(l1[k]), float(b2[k]))
+        order = sorted(range(len(nodes)), key=lambda i: (out[i], i))
+        return [(out[i], nodes[i]) for i in order]
+
+    def node_out(self, s: int, nk: tuple, tried: set | None = None) -> bool:
+        """Whether every plan of node ``nk`` of ``s`` is ``does not fit`` by :meth:`group_out`, its memory
+        groups tried in the table's order up to the first that may fit; ``tried`` collects the groups
+        priced (:meth:`group_key`)."""
+        for f in self.table_nodes(self.space.ctx[s])[nk][1].values():
+            if tried is not None:
+                tried.add(self.group_key(s, f))
+            if not self.group_out(s, f):
+                return False
+        return True
+
     # --- memory
     def static_floor(self, h: tuple, f: tuple) -> float:
         """Bytes of weights, gradients and optimizer state per GPU averaged over the stages of the
@@ -933,4 +1047,4 @@ class BoundModel:
         return self.static_floor(tuple(k[:N_STRUCT]), tuple(k[N_STRUCT:]))
 
 
-__all__ = ["FEATURES", "BoundModel", "Shape", "build_shape", "exact_bound", "exact_bound_key", "pass_features"]
+__all__ = ["FEATURES", "NODE_FLAGS", "PASS_FLAGS", "BoundModel", "Shape", "build_shape", "exact_bound", "exact_bound_key", "pass_features"]

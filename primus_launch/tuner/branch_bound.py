@@ -55,7 +55,7 @@ import numpy as np
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.result import Certificate
-from primus_launch.tuner.bounds import F, VARIANT_FLAGS, BoundModel, pick, exact_bound_key
+from primus_launch.tuner.bounds import F, NODE_FLAGS, BoundModel, pick, exact_bound_key
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
 
 Score = Callable[[Plan], ProjectionResult]
@@ -115,6 +115,10 @@ class Order:
         self.tails: dict[int, float] = {} if tails is None else tails
         self.refs: dict[int, np.ndarray] = {}
         self.memory: dict[int, bool] = {}
+        self.nodes: dict[int, list[tuple[float, tuple]]] = {}
+        self.node_memo: dict[tuple[int, tuple], tuple[bool, frozenset]] = {}
+        #: per candidate met at the head, the first of its :meth:`node_list` not yet shown out by memory
+        self.at_node: dict[int, int] = {}
 
     def tail(self, s: int) -> float:
         if s not in self.tails:
@@ -132,6 +136,49 @@ class Order:
             self.memory[s] = self.bm.memory_out(s)
         return self.memory[s]
 
+    def node_list(self, s: int) -> list[tuple[float, tuple]]:
+        """``BoundModel.node_bounds`` of ``s`` (computed once, shared with :meth:`ahead` copies)."""
+        if s not in self.nodes:
+            self.nodes[s] = self.bm.node_bounds(s)
+        return self.nodes[s]
+
+    def node_map(self, s: int) -> dict[tuple, float]:
+        """Node -> bound of ``s`` (what :meth:`BranchBound.expand` bounds each plan by first)."""
+        return {nk: b for b, nk in self.node_list(s)}
+
+    def _node_out(self, s: int, nk: tuple) -> tuple[bool, frozenset]:
+        key = (s, nk)
+        if key not in self.node_memo:
+            tried: set = set()
+            out = self.bm.node_out(s, nk, tried)
+            self.node_memo[key] = (out, frozenset(tried))
+        return self.node_memo[key]
+
+    def step(self, s: int, bound: float, priced: Optional[set] = None) -> Optional[bool]:
+        """A refined candidate ``s`` met at the head with ``bound``: its nodes (:meth:`node_list`) from
+        the first not yet shown out, lowest bound first; a node whose bound is above ``bound`` puts ``s``
+        back in line at that bound (False); else the node's memory groups are priced
+        (``BoundModel.node_out``, into ``priced``): one that may fit expands ``s`` (None), all out moves
+        on to the next node; every node out: ``s`` is bounded out by memory (True).  Depends only on the
+        bounds and the memory groups, never on the incumbent."""
+        nodes = self.node_list(s)
+        i = self.at_node.get(s, 0)
+        while i < len(nodes):
+            b, nk = nodes[i]
+            if b > bound:
+                self.at_node[s] = i
+                heapq.heappush(self.pending, (b, s))
+                return False
+            out, tried = self._node_out(s, nk)
+            if priced is not None:
+                priced.update(tried)
+            if not out:
+                self.at_node[s] = i
+                return None
+            i += 1
+        self.at_node[s] = i
+        return True
+
     def head(self) -> Optional[tuple[bool, float, int]]:
         """``(expand, bound, s)``: an expansion of a refined candidate (True), or the next unrefined
         one (False); None at the end."""
@@ -141,13 +188,15 @@ class Order:
             return True, self.pending[0][0], self.pending[0][1]
         return (False, nxt[0], nxt[1]) if self.at < len(self.order) else None
 
-    def take(self) -> Optional[bool]:
-        """Consume the head: an expansion (None), or an unrefined candidate, bounded out by memory
-        (True) or refined and put back in line (False)."""
-        expand, _, s = self.head()
+    def take(self, priced: Optional[set] = None) -> Optional[bool]:
+        """Consume the head: a refined candidate, expanded (None), bounded out by memory (True) or put
+        back in line at its next node's bound (False) (:meth:`step`, its memory groups priced into
+        ``priced``); or an unrefined candidate, bounded out by memory (True) or refined and put back in
+        line (False)."""
+        expand, bound, s = self.head()
         if expand:
             heapq.heappop(self.pending)
-            return None
+            return self.step(s, bound, priced)
         self.at += 1
         if self.memory_out(s):
             return True
@@ -158,6 +207,8 @@ class Order:
         o = Order.__new__(Order)
         o.lb, o.bm, o.order, o.at, o.pending = self.lb, self.bm, self.order, self.at, list(self.pending)
         o.tails, o.memory, o.refs = self.tails, self.memory, self.refs   # shared: each computed once
+        o.nodes, o.node_memo = self.nodes, self.node_memo
+        o.at_node = dict(self.at_node)
         return o
 
     def next_expansion(self) -> Optional[int]:
@@ -228,7 +279,7 @@ class Expansion:
     scores: dict[int, tuple[Optional[ProjectionResult], Optional[str]]] = field(default_factory=dict)
 
 
-def expand_ahead(bb: "BranchBound", s: int, vref: np.ndarray, inc_t: float, inc_idx: int) -> Expansion:
+def expand_ahead(bb: "BranchBound", s: int, vref: dict[tuple, float], inc_t: float, inc_idx: int) -> Expansion:
     """An executor's task: expand candidate ``s`` against the incumbent known when it was sent.  That
     incumbent is never better than the one the search holds when it replays ``s`` (it only improves,
     and the replay's includes every result before ``s``), and a bound reached by a worse incumbent is
@@ -265,7 +316,7 @@ class _Ahead:
                 self.done = True
                 break
             self.queue.append(s)
-            self.sent[s] = self.ex.submit(expand_ahead, s, self.order.refined(s), self.inc.t, self.inc.idx)
+            self.sent[s] = self.ex.submit(expand_ahead, s, self.order.node_map(s), self.inc.t, self.inc.idx)
 
     def get(self, s: int) -> Optional[Expansion]:
         """The worker's expansion of ``s`` (None when ``s`` was not sent: the search computes it)."""
@@ -329,16 +380,17 @@ class BranchBound:
                     if max_work is not None and c["work"] >= max_work:
                         stopped = True
                         break
-                    od.take()
-                    known = ahead.get(s) if ahead is not None else None
                     n0 = len(priced)
-                    out = bm.memory_scan(s, priced)
+                    step = od.take(priced)
                     c["work"] += (len(priced) - n0) * WORK_PREFILTER
-                    if out:
+                    if step is False:   # its next node's bound: back in line
+                        continue
+                    if step:
                         c["bounded_memory"] += int(sizes[s])
                     else:
+                        known = ahead.get(s) if ahead is not None else None
                         o = Oracle(self, s, known)
-                        self.expand(o, inc, res, c, od.refined(s))
+                        self.expand(o, inc, res, c, od.node_map(s))
                         res.recomputed += o.computed
                 elif od.take():
                     c["bounded_memory"] += int(sizes[s])
@@ -373,20 +425,18 @@ class BranchBound:
             progress(n_total if not stopped else done, n_total, inc.t)
         return res
 
-    def expand(self, o: Oracle, inc: Incumbent, res: SearchResult, c: dict, vref: np.ndarray) -> None:
+    def expand(self, o: Oracle, inc: Incumbent, res: SearchResult, c: dict, vref: dict[tuple, float]) -> None:
         """Levels 2 and 3 of structural candidate ``o.s`` against the incumbent, which it improves;
-        ``vref``: its variants' refined bounds (``BoundModel.refined_variants``)."""
+        ``vref``: its nodes' bounds (``BoundModel.node_bounds``: a variant and its offloading)."""
         bm = self.bm
         s, table = o.s, o.table
         off = int(self.space.offsets[s])
         c["expanded"] += 1
-        vnames = list(bm.variants[self.space.ctx[s]])
-        vlb = dict(zip(vnames, np.asarray(vref).tolist()))
         priced = c.setdefault("priced", set())
         n0 = len(priced)
         cands: list[tuple[float, int, tuple]] = []
         for j, f in enumerate(table):
-            v = vlb[pick(f, VARIANT_FLAGS, F)]
+            v = vref[pick(f, NODE_FLAGS, F)]
             if inc.reached(v):
                 c["bounded_time"] += 1
                 continue

@@ -16,26 +16,50 @@ waiting on the copies' events (Megatron-LM ``docs/user-guide/features/fine_grain
 "a tradeoff between memory savings and PCIe bandwidth overhead"), so one layer's copies hide behind
 that layer's pass and the rest is exposed: exposed = max(0, sum of the modules' bytes /
 host_link_bw - the layer's pass time), per pass and layer (:func:`module_offload_exposed`).
+
+A floor of that exposure over plans that share the copied bytes (the same model, micro-batch, TP / CP /
+EP sharding and named modules: :func:`module_offload_seconds`) but may differ in what sets the layer's
+pass time (CUDA graphs, dispatcher, FP8 casts, ...): the exposure is non-increasing in the pass time,
+so the least over those plans' pass times is the exposure at the longest pass
+(:func:`module_offload_floor`; the tuner's branch and bound, ``tuner/bounds.py``, charges it to every
+plan of a node that offloads those modules).
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 from primus_launch.plan import Plan
 from primus_launch.projection.hardware.gpus import GPUSpec
 from primus_launch.projection.layer_times import LayerTimes
 
 
-def _exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool, moved) -> tuple[float, float]:
-    """(forward, backward) seconds of ``moved(la)`` bytes over the host link past the layer kind's pass
-    (module doc), ``la`` the kind's :class:`LayerActivations`."""
+def _copy_seconds(plan: Plan, spec: GPUSpec, moe: bool, moved) -> float:
+    """Seconds of ``moved(la)`` bytes over the host link, ``la`` the layer kind's :class:`LayerActivations`."""
     from primus_launch.projection.memory.activations import layer_activation_bytes
 
     m, p, t = plan.model, plan.parallel, plan.training
     la = layer_activation_bytes(m, seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel,
                                 cp=p.cp, moe=moe, ep=p.ep, etp=p.expert_tp)
-    secs = moved(la) / spec.host_link_bw
+    return moved(la) / spec.host_link_bw
+
+
+def _past(secs: float, lt: LayerTimes, moe: bool) -> tuple[float, float]:
+    """(forward, backward) seconds of a ``secs`` copy past the layer kind's pass (module doc)."""
     pt = (lt.moe_layer if moe else None) or lt.dense_layer
     return max(0.0, secs - pt.fwd_s), max(0.0, secs - pt.bwd_input_s - pt.bwd_weight_s)
+
+
+def _exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool, moved) -> tuple[float, float]:
+    """(forward, backward) seconds of ``moved(la)`` bytes over the host link past the layer kind's pass
+    (module doc), ``la`` the kind's :class:`LayerActivations`."""
+    return _past(_copy_seconds(plan, spec, moe, moved), lt, moe)
+
+
+def _module_bytes(plan: Plan):
+    """The bytes function of ``plan``'s offloaded modules (``LayerActivations.offloadable``)."""
+    mods = set(plan.training.offload.activation_modules)
+    return lambda la: sum(b for mod, b in la.offloadable if mod in mods)
 
 
 def offload_exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool) -> tuple[float, float]:
@@ -46,5 +70,21 @@ def offload_exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool) -> tup
 def module_offload_exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool) -> tuple[float, float]:
     """Host-link seconds left exposed per layer by fine-grained module offloading (forward D2H,
     backward H2D) (module doc): the layer kind's ``offloadable`` bytes of the plan's modules."""
-    mods = set(plan.training.offload.activation_modules)
-    return _exposed(plan, lt, spec, moe, lambda la: sum(b for mod, b in la.offloadable if mod in mods))
+    return _exposed(plan, lt, spec, moe, _module_bytes(plan))
+
+
+def module_offload_seconds(plan: Plan, spec: GPUSpec, moe: bool) -> float:
+    """Seconds one layer of the kind copies over the host link per pass under fine-grained offloading of
+    ``plan``'s modules (the bytes read only the model, micro-batch and TP / SP / CP / EP / expert-TP
+    sharding: ``memory/activations.py`` ``layer_activation_bytes``)."""
+    return _copy_seconds(plan, spec, moe, _module_bytes(plan))
+
+
+def module_offload_floor(plan: Plan, lts: Sequence[LayerTimes], spec: GPUSpec, moe: bool) -> tuple[float, float]:
+    """The least :func:`module_offload_exposed` (forward, backward) over layer times ``lts``, each of a
+    plan with ``plan``'s copied bytes (module doc): ``max(0, copy - pass)`` is non-increasing in the pass,
+    so this is the exposure at the longest of them, at most that of any plan whose layer times are in
+    ``lts`` (the same expression: never above it by rounding)."""
+    secs = module_offload_seconds(plan, spec, moe)
+    past = [_past(secs, lt, moe) for lt in lts]
+    return min(f for f, _ in past), min(b for _, b in past)
