@@ -21,7 +21,8 @@ plus communication, selective-recompute and offload terms that are never negativ
   floor pass, plus the compute NCCL's SMs displace while the rest hides), for each of the table's
   variants (precision, FP8 recipe, dispatcher, compile, TP / EP overlap: what those read), the
   selective / per-op recompute's re-run module forwards (the structural ``rc_modules``) and the full
-  recompute's re-run forwards counted, offload terms at zero; the pipeline's makespan at least ``max_r (head_r + m busy_r + tail_r)``
+  recompute's re-run forwards counted, offload terms at zero (a table's variants hold plans that offload
+  nothing); the pipeline's makespan at least ``max_r (head_r + m busy_r + tail_r)``
   (:func:`~primus_launch.projection.pipeline.simulate.makespan_lower_bound`) with sends at zero.  Each
   term is linear in the feature vector ``x`` (:data:`FEATURES`) with non-negative coefficients of the
   shape (:class:`Shape`), so the bound is ``min_v max_r (H_r + m B_r) . x_v``, a bound of every plan
@@ -31,6 +32,14 @@ plus communication, selective-recompute and offload terms that are never negativ
   least one bucket exposed, and the optimizer step), and with each stage's sync paired with that
   stage's own makespan term (``dp_comm.py`` hides it behind one micro-batch's window), least over the
   table;
+- **time, per node** (:meth:`BoundModel.node_bounds`: a compute variant and its activation offloading,
+  :data:`NODE_FLAGS`): the refined bound of the node's variant, and with named modules offloaded
+  (``--offload-modules``, no whole layer) the same bound with each layer's exposed copy at its floor
+  added (:meth:`BoundModel.offload_features`, ``cost/offload.py`` ``module_offload_floor``: the copy's
+  bytes are fixed by the candidate's model, micro-batch and sharding; its exposure ``max(0, copy -
+  pass)`` is least at the longest pass of the node's plans, whose layer times read only the layer axes
+  and :data:`PASS_FLAGS`); the search meets a candidate's nodes lowest bound first and needs the memory
+  of only those below the incumbent (``branch_bound.py``);
 - **time, level 2** (per plan): the plan's exact chunk costs (the projection's own steps) under the
   makespan bound, plus its exact post-pipeline tail (``steps/iteration.py`` ``stage_tails``); only the
   simulation of the schedule is bounded;
@@ -878,14 +887,14 @@ class BoundModel:
             from primus_launch.projection.cost.offload import module_offload_floor
             from primus_launch.projection.hardware.gpus import get_gpu
 
-            lts = [self._pass_times(h, f) for f in passes.values()]
             run = self._run(h, next(iter(passes.values())))
-            spec = get_gpu(run.cluster.gpu)
+            kinds = (False, True) if self.plan.model.is_moe else (False,)
+            fl = module_offload_floor(run, (self._pass_times(h, f) for f in passes.values()),
+                                      get_gpu(run.cluster.gpu), kinds)
             x = np.zeros(K)
-            for moe, name in ((False, "off_d"), (True, "off_m")):
-                if moe and not self.plan.model.is_moe:
-                    continue
-                x[X[name + "_f"]], x[X[name + "_b"]] = module_offload_floor(run, lts, spec, moe)
+            for moe, (f_, b_) in fl.items():
+                name = "off_m" if moe else "off_d"
+                x[X[name + "_f"]], x[X[name + "_b"]] = f_, b_
             self._offx[key] = x
         return x
 

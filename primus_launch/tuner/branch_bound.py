@@ -8,19 +8,24 @@ at three levels of nodes:
 1. a structural candidate: its level-1 bound over its whole flag table (compute at the roofline
    floor, the bubble its schedule cannot avoid) and its memory floor (weights, gradients and
    optimizer state at its sharding);
-2. a compute variant of its table (precision, FP8 recipe, dispatcher, compile): the same bound for
-   that variant alone;
+2. a node of its table: a compute variant (precision, FP8 recipe, dispatcher, compile, TP / EP
+   overlap) and its activation offloading: the same bound for that variant alone, plus the floor of
+   the exposed copy of the modules the node offloads (``BoundModel.node_bounds``);
 3. a plan: its exact chunk costs and post-pipeline tail, only the schedule's makespan bounded.
 
 Structural candidates are taken best first (the lowest level-1 bound next, ties in the space's
 order); a candidate's bound is first refined with the floor of what follows the pipeline
 (``bounds.tail_floor``, the DP sync paired with its stage: ``BoundModel.refined_variants``) and put
-back in line, then expanded when it is again the lowest, unless every one of its memory groups (the
-flags the memory model reads, ``bounds.memory_key``) is ``does not fit`` by the pre-filter's own bytes
-(one pricing per group, counted as a pre-filter in the work).  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
+back in line; when it is again the lowest its nodes are met lowest bound first (``Order.step``): a node
+whose bound is above the candidate's puts it back in line at that bound, else the node's memory groups
+(the flags the memory model reads, ``bounds.memory_key``) are priced by the pre-filter's own bytes (one
+pricing per group, counted as a pre-filter in the work) until one may fit, which expands the candidate;
+a node whose groups are all ``does not fit`` is passed (every node passed: the candidate is bounded out
+by memory).  So a plan that must offload modules to fit is bounded with its copy's exposure, and the
+candidate needs the memory of only its nodes below the incumbent.  A node whose bound reaches the incumbent's time is bounded out with every plan below it; a
 candidate whose memory floor does not fit is bounded out by memory.  Inside a candidate, the plans
-left (their memory group not bounded out) are taken by their level-3 bound, at least their variant's
-refined bound (ties in the space's order); one whose ``bounds.exact_bound_key`` (what the iteration
+left (their node's bound below the incumbent, their memory group not bounded out) are taken by their
+level-3 bound, at least their node's bound (ties in the space's order); one whose ``bounds.exact_bound_key`` (what the iteration
 time reads after the chunk costs) equals that of a plan of the candidate already scored that fits has
 that plan's time and a later index, so it cannot win: it is bounded out (dominance); each other is
 pre-filtered
@@ -103,8 +108,9 @@ def fits(r: ProjectionResult) -> bool:
 class Order:
     """The order in which the search meets structural candidates, which does not depend on the
     incumbent (only where it stops does): the unrefined ones by level-1 bound (ties in the space's
-    order), each refined with its tail floor into ``pending`` and expanded when its refined bound is
-    the lowest of both lines.  :meth:`head` is the next event, :meth:`take` consumes it; a copy
+    order), each refined with its tail floor into ``pending``; when its bound is the lowest of both
+    lines its nodes are met (:meth:`step`): back in line at a higher node's bound, expanded, or bounded
+    out by memory.  :meth:`head` is the next event, :meth:`take` consumes it; a copy
     (:meth:`ahead`) runs forward to name the candidates the search will expand next."""
 
     def __init__(self, lb: np.ndarray, bm: BoundModel, tails: Optional[dict[int, float]] = None):

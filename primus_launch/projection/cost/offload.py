@@ -27,7 +27,7 @@ plan of a node that offloads those modules).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from primus_launch.plan import Plan
 from primus_launch.projection.hardware.gpus import GPUSpec
@@ -80,11 +80,19 @@ def module_offload_seconds(plan: Plan, spec: GPUSpec, moe: bool) -> float:
     return _copy_seconds(plan, spec, moe, _module_bytes(plan))
 
 
-def module_offload_floor(plan: Plan, lts: Sequence[LayerTimes], spec: GPUSpec, moe: bool) -> tuple[float, float]:
-    """The least :func:`module_offload_exposed` (forward, backward) over layer times ``lts``, each of a
-    plan with ``plan``'s copied bytes (module doc): ``max(0, copy - pass)`` is non-increasing in the pass,
-    so this is the exposure at the longest of them, at most that of any plan whose layer times are in
-    ``lts`` (the same expression: never above it by rounding)."""
-    secs = module_offload_seconds(plan, spec, moe)
-    past = [_past(secs, lt, moe) for lt in lts]
-    return min(f for f, _ in past), min(b for _, b in past)
+def module_offload_floor(plan: Plan, lts: Iterable[LayerTimes], spec: GPUSpec,
+                         kinds: Sequence[bool]) -> dict[bool, tuple[float, float]]:
+    """Per layer kind in ``kinds`` (MoE or not), the least :func:`module_offload_exposed` (forward,
+    backward) over layer times ``lts``, each of a plan with ``plan``'s copied bytes (module doc):
+    ``max(0, copy - pass)`` is non-increasing in the pass, so this is the exposure at the longest of them,
+    at most that of any plan whose layer times are in ``lts`` (the same expression: never above it by
+    rounding).  ``lts`` is read only until every kind's floor is 0."""
+    secs = {moe: module_offload_seconds(plan, spec, moe) for moe in kinds}
+    out = {moe: (float("inf"), float("inf")) for moe in kinds}
+    for lt in lts:
+        for moe in kinds:
+            f, b = _past(secs[moe], lt, moe)
+            out[moe] = (min(out[moe][0], f), min(out[moe][1], b))
+        if not any(f or b for f, b in out.values()):
+            break
+    return out
