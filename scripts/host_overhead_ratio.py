@@ -20,6 +20,9 @@ Workloads (bf16, one thread, forward + backward, the same op counter for all):
 - ``mc_moe_layer_epN``: a whole megatron ``TransformerLayer`` with the MoE MLP (attention + router + dispatcher
   + experts).
 
+Every step starts with the parameters' gradients unset (``zero_grad(set_to_none=True)``), as a fresh micro-batch
+of a single-GPU step does (Megatron's DDP would add one ``main_grad`` accumulation per parameter; not built here).
+
 Counted ops: every non-view ATen op that is not an allocation or a host read, skipping host arithmetic on 0-dim
 integer tensors -- the rule of ``tests/moe_host_trace.py`` (on the GPU each such op is one kernel launch).
 Timing: interleaved rounds (each round times every workload back to back, counter off), per-round ratios to
@@ -172,7 +175,11 @@ def hf_workload(tokens: int, h: int, ckpt: bool, dtype=torch.bfloat16):
     cos, sin = rope_tables(tokens, h // 4, dtype)
     x0 = torch.randn(1, tokens, h, dtype=dtype)
 
+    params = list(layer.parameters())
+
     def step():
+        for p in params:   # zero_grad(set_to_none=True): every step is a fresh micro-batch, no accumulation
+            p.grad = None
         x = x0.detach().requires_grad_(True)
         if ckpt:
             out = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=True)
@@ -273,7 +280,11 @@ def mc_workload(tokens: int, h: int, kind: str, ep: int, world: int, experts: in
         if kind == "moe_rd":
             layer.experts.forward = lambda x, tpe, probs: (_PassExperts.apply(x, probs), None)
 
+        params = list(layer.parameters())
+
         def step():
+            for p in params:
+                p.grad = None
             x = x0.detach().requires_grad_(True)
             out, _ = layer(x)
             out.backward(torch.ones_like(out))
@@ -282,7 +293,11 @@ def mc_workload(tokens: int, h: int, kind: str, ep: int, world: int, experts: in
     rope = RotaryEmbedding(kv_channels=h // 4, rotary_percent=1.0)
     emb = rope(tokens)
 
+    params = list(layer.parameters())
+
     def step():
+        for p in params:
+            p.grad = None
         x = x0.detach().requires_grad_(True)
         out, _ = layer(x, attention_mask=None, rotary_pos_emb=emb)
         out.backward(torch.ones_like(out))
@@ -296,6 +311,13 @@ def count(step) -> tuple[int, int, list]:
     with c:
         step()
     return c.kernels, c.calls, c.log
+
+
+def warm_count(step) -> int:
+    """Counted kernels of ``step`` after three warm-up steps (the first steps initialise state lazily)."""
+    for _ in range(3):
+        step()
+    return count(step)[0]
 
 
 def replay(log: list, n: int) -> tuple[float, int]:
@@ -346,9 +368,8 @@ def measure(size: str, dtype, rounds: int, iters: int, eps: list[int], experts: 
     wl = workloads(tokens, h, eps, experts, topk, dtype)
     with mcore_cpu.eager_fusions():
         for name, step in wl.items():
-            for _ in range(3):
-                step()
-            k, calls, log = count(step)
+            k = warm_count(step)
+            _, calls, log = count(step)
             res[name] = dict(kernels=k, aten_calls=calls, t=[], r=[], log=log)
         for _ in range(rounds):
             for name, step in wl.items():
@@ -435,6 +456,29 @@ def units() -> None:
           f"({real / fit['kernels']:.2f} ATen kernels per decomposition kernel).")
     print(f"Traced Megatron MoE ops (cost/moe_host.py) are priced at t_launch = {fit['t_launch'] / per_real:.2f}x "
           f"the HF per-ATen-kernel host time: the ratio/HF above is to be compared with that, not with 1.")
+    with mcore_cpu.eager_fusions():
+        hf, mc = (warm_count(w) for w in (hf_workload(8, 32, False), mc_workload(8, 32, "dense", 1, 1)))
+    dec = {fw: _decomposition_per_layer(fw) for fw in ("torchtitan", "megatron")}
+    print(f"Per layer, forward + backward (Llama-3.2-1B shape, no recompute): the decomposition prices "
+          f"{dec['torchtitan']} kernels (eager profile) / {dec['megatron']} (megatron-te profile); counted ATen kernels: "
+          f"HF {hf} ({hf / dec['torchtitan']:.2f} per decomposition kernel), megatron local-spec dense {mc} "
+          f"({mc / dec['megatron']:.2f}; TE's fused modules launch fewer, not measurable on a CPU).")
+
+
+def _decomposition_per_layer(framework: str) -> int:
+    """Kernels the dry-run's decomposition prices for one Llama-3.2-1B layer's forward + backward (16 vs 15 layers)."""
+    from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Source, Training
+    from primus_launch.projection.cost.roofline import kernels_per_step
+
+    def k(layers: int) -> int:
+        m = ModelArch(name="llama3.2-1b", num_layers=layers, hidden_size=2048, ffn_hidden_size=8192,
+                      num_attention_heads=32, num_query_groups=8, head_dim=64, vocab_size=128256, seq_length=512,
+                      untie_embeddings_and_output_weights=False)
+        return kernels_per_step(Plan(model=m, parallel=Parallelism(),
+                                     training=Training(global_batch_size=1, micro_batch_size=1),
+                                     cluster=Cluster(gpu="b200", num_nodes=1, gpus_per_node=1),
+                                     source=Source(framework=framework)))
+    return k(16) - k(15)
     return 0
 
 
