@@ -178,6 +178,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--cross-entropy-loss-fusion", "true", group="kernels"),
     _f("--cross-entropy-fusion-impl", "str", "native", group="kernels"),
     _f("--no-rope-fusion", "false", group="kernels", dest="apply_rope_fusion"),
+    _f("--no-create-attention-mask-in-dataloader", "false", group="data",
+       dest="create_attention_mask_in_dataloader"),
     _f("--cuda-graph-impl", "str", "none", group="kernels"),
     _f("--cuda-graph-scope", "list", group="kernels"),
     _f("--cuda-graph-modules", "list", group="kernels"),
@@ -807,6 +809,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         cross_entropy_loss_fusion=bool(get(a, "cross_entropy_loss_fusion")),
         cross_entropy_fusion_impl="te" if str(get(a, "cross_entropy_fusion_impl")) == "te" else "native",
         rope_fusion=bool(get(a, "apply_rope_fusion")),
+        dataloader_attention_mask=bool(get(a, "create_attention_mask_in_dataloader")),
         precision_aware_optimizer=pao, **state,
     )
     if training["defer_embedding_wgrad"] and pp > 1:
@@ -1100,6 +1103,7 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     if t.cross_entropy_loss_fusion and (t.cross_entropy_fusion_impl != "native" or current.get("cross_entropy_fusion_impl")):
         out["cross_entropy_fusion_impl"] = t.cross_entropy_fusion_impl
     out["apply_rope_fusion"] = t.rope_fusion
+    out["create_attention_mask_in_dataloader"] = t.dataloader_attention_mask
     legacy = "enable_cuda_graph" if current.get("enable_cuda_graph") else "external_cuda_graph" if current.get("external_cuda_graph") else None
     legacy_impl = {"enable_cuda_graph": "local", "external_cuda_graph": "transformer_engine"}.get(legacy or "")
     if legacy and t.cuda_graph_impl == legacy_impl:
