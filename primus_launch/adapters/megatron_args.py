@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from primus_launch.errors import UserError
 from primus_launch.plan.legality import torch_fsdp2_problems
+from primus_launch.plan.sections import LIMITS
 from primus_launch.plan import (Cluster, ModelArch, Offload, Parallelism, Plan, PlanError, Recompute, Source, Training,
                                 UnmodelledFlag)
 
@@ -546,6 +547,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                         "not a Megatron-LM flag recipe (Megatron-Bridge / NeMo recipes build the model in Python; "
                         "give the run's Megatron-LM flags after --)")
     L = _req(a, "num_layers")
+    if isinstance(L, int) and L > LIMITS["model.num_layers"]:  # before any per-layer pattern is built from it
+        raise PlanError("--num-layers", L, f"at most {LIMITS['model.num_layers']:,} (the projection's bound; far "
+                        "above any real run)")
     h = _req(a, "hidden_size")
     heads = _req(a, "num_attention_heads")
     # MLP: --swiglu (gated silu), --quick-geglu (gated quick_gelu), --squared-relu, default gelu
