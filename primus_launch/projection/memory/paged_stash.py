@@ -41,16 +41,20 @@ and torch 2.13 ``torch/cuda/graphs.py``.
   moving it in ``get_batch``), the ``[1, s, s]`` bool causal mask of ``_get_ltor_masks_and_position_ids``:
   :func:`static_batch_bytes` = ``mbs (28 s + s^2)`` per micro-batch, the whole sequence (context-parallel
   slicing happens after the copy, in ``get_batch``), times the step's micro-batches (counted in
-  :mod:`memory.mcore`).  At ``s`` = 4096 that is 16 MiB of mask per sample: the step's
-  ``GBS / DP`` samples, not the micro-batch size, set it.  The pool stays reserved while the eager optimizer step runs after the replay,
-  so the step's fp32 gradient copies (``mcore.optimizer_step_grad_bytes``) come on top of it.  PyTorch's
+  :mod:`memory.mcore`).  At ``s`` = 4096 that is 16 MiB of mask per sample: the step's ``GBS / DP``
+  samples, not the micro-batch size, set it.  Train, eval and optimizer graphs share the one pool
+  (``cuda_graph_use_single_mempool``, default True).  The pool stays reserved while the eager optimizer
+  step runs after the replay, so the step's fp32 gradient copies (``mcore.optimizer_step_grad_bytes``)
+  come on top of it.  PyTorch's
   caching allocator does not use expandable segments inside a graph's private pool
   (``c10/cuda/CUDACachingAllocator.cpp`` ``alloc_block``: "our checkpointing logic for private pools
   doesn't support the expandable_segments_ structure yet"), so ``expandable_segments:True`` does not
   apply to the captured step.  **Not modelled** (reported by :func:`full_graph_note`): inside a capture the
   caching allocator neither reuses a block freed while another stream's use of it is pending
-  (``record_stream``; PyTorch's ``graph_capture_record_stream_reuse`` option relaxes it) nor hands one
-  stream's freed blocks to another, so side-stream work inside the graph (the EP-overlap communication
+  (``record_stream``: deferred to the capture's end, or, with ``graph_capture_record_stream_reuse``, until
+  every using stream's free marker precedes the allocating stream's terminal nodes,
+  ``free_safe_blocks_in_capture``) nor hands one stream's freed blocks to another, so side-stream work
+  inside the graph (the EP-overlap communication
   stream, the stash's pack stream, NCCL under ``TORCH_NCCL_AVOID_RECORD_STREAMS=0``) can hold more than
   the eager step; how much depends on the allocator settings and environment, which the plan does not
   carry.
