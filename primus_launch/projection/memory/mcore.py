@@ -60,7 +60,9 @@ megatron ``transformer/cuda_graphs.py``) free each graph's static outputs after 
 pool holds what the eager schedule holds plus, per (layer, micro-batch) in flight, the static attention
 mask, the static outputs eager frees (the shared expert's output under ``moe_router``) and the chunk
 input beside its static copy (:mod:`memory.te_graphs`); a ``full_iteration`` graph (``full_cuda_graph.py``) also
-keeps every micro-batch's input data (tokens, labels, position ids, loss mask: 28 bytes per token), and
+keeps every micro-batch's input data (tokens, labels, position ids, loss mask: 28 bytes per token, and the
+dataloader's ``[1, s, s]`` bool attention mask per sample unless ``--no-create-attention-mask-in-dataloader``:
+:func:`~primus_launch.projection.memory.paged_stash.static_batch_bytes`, whole sequences), and
 its pool is not a second copy of the eager warm-up's (``torch.cuda.graph`` empties the cache before
 capture; what the allocator cannot reuse inside a capture is not modelled: :mod:`memory.paged_stash`).
 The optimizer step (:func:`optimizer_step_grad_bytes`: fp32 copies of a bf16 grad buffer's local shard)
@@ -97,7 +99,7 @@ from primus_launch.projection.memory.activations import (
     rope_table_bytes,
 )
 from primus_launch.projection.memory.offload import te_offload_peak
-from primus_launch.projection.memory.paged_stash import static_moe_extra
+from primus_launch.projection.memory.paged_stash import static_batch_bytes, static_moe_extra
 from primus_launch.projection.hardware.gpus import gpu_arch
 from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes,
                                                 weight_bytes_per_param)
@@ -131,6 +133,7 @@ class McoreOpts:
     ce: str = "unfused"  # the loss: unfused | native (--cross-entropy-loss-fusion) | te (its TE impl)
     ep_overlap: bool = False  # --overlap-moe-expert-parallel-comm: the combined 1F1B schedule
     full_graph: bool = False  # --cuda-graph-scope full_iteration (local CUDA graph of the whole step)
+    attention_mask: bool = True  # the dataloader's batch carries [1, s, s] causal masks (create_attention_mask)
     fp8_transpose_cache: bool = True  # TE keeps the columnwise fp8 weight across micro-batches (ROCm TE: optional)
     fp8_non_tn: bool = False  # the GPU runs non-TN FP8 GEMMs: tensorwise tensors need no transpose (memory.fp8)
     torch_fsdp2: bool = False  # --use-torch-fsdp2 (gradients in the parameters' dtype, fp32 copies at the step)
@@ -162,6 +165,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         mb_group=p.microbatch_group, ce=ce,
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
         full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
+        attention_mask=t.dataloader_attention_mask,
         fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
         fp8_non_tn=fp8 is not None and non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)),  # '' (not in the DB): Hopper rules
         torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
@@ -348,7 +352,8 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             # spec's column-parallel linears under SP: allocated once, kept (TE gathers per GEMM)
             activations += a * sb * m.hidden_size
         if opts.full_graph:
-            activations += 28.0 * sb * nmb  # a full-iteration graph's static inputs of every micro-batch
+            # a full-iteration graph's static copy of every micro-batch's batch dict (memory.paged_stash)
+            activations += static_batch_bytes(seq, mbs, opts.attention_mask) * nmb
         stash_kept, stash_layer = static_moe[rank]
         activations += stash_kept  # paged stash buffer / capacity-padded saved tensors (memory.paged_stash)
         # ---- transients (on top of the activations in flight) ----
