@@ -22,7 +22,9 @@ Per pipeline stage (one GPU of that stage), in bytes:
   sharded dtype, and the optimizer step's fp32 copies (``Float16OptimizerWithFloat16Params
   ._copy_model_grads_to_main_grads``, the bf16 ones freed as it goes) are a transient without activations;
 - **optimizer** Adam keeps an fp32 master copy and two fp32 moments (``--main-params-dtype`` /
-  ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` with ``--use-precision-aware-optimizer``).  The
+  ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` with ``--use-precision-aware-optimizer``; TE's FusedAdam, which
+  holds the master copy on the precision-aware path without fp8, keeps an fp32 master of a bf16 parameter as
+  its 16 trailing bits: :func:`master_param_bytes`).  The
   distributed optimizer shards the dense parameters' state over the data-parallel x context-parallel
   ranks (``optimizer/__init__.py`` builds it on ``intra_dp_cp_group``; the grad buffer's
   ``data_parallel_group`` is the dp x cp group, ``distributed/distributed_data_parallel.py``) and the
