@@ -100,3 +100,18 @@ def test_moe_layer_freq_expression_of_the_wrong_kind_is_one_line(pattern):
     with pytest.raises(PlanError, match="--moe-layer-freq"):
         _eval_list_pattern(pattern)
     assert _eval_list_pattern("([0]*3+[1]*58)") == [0] * 3 + [1] * 58
+
+
+def test_huge_num_layers_is_refused_before_any_per_layer_pattern():
+    """``--num-layers 1000000000`` with ``--moe-layer-freq 1`` is refused at the plan's bound, naming the flag,
+    before the reader builds a per-layer pattern from it (was: a billion-entry list, 53-150 s before the
+    layout error; found by ``scripts/bad_input_campaign.py --quick --seed 7``, ``nested-yaml:num@770``)."""
+    from primus_launch.adapters.megatron_args import plan_from_args
+    from primus_launch.plan import Cluster, PlanError
+    from primus_launch.plan.sections import LIMITS
+
+    a = {"num_layers": 10**9, "hidden_size": 1024, "num_attention_heads": 16, "seq_length": 2048,
+         "max_position_embeddings": 2048, "num_experts": 8, "moe_layer_freq": 1}
+    with pytest.raises(PlanError, match="--num-layers.*at most 10,000"):
+        plan_from_args(a, Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8))
+    assert LIMITS["model.num_layers"] == 10_000

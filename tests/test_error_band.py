@@ -70,9 +70,15 @@ def test_band_uses_the_exact_group_when_it_has_enough_rows_and_relaxes_in_order(
 
 def test_overlapping_bands():
     b = ErrorBand(lo=-0.05, hi=0.10, median=0.02, n=10, group="g")
-    assert bm.bands_overlap(b, 1.00, b, 1.04)       # each point inside the other's range
-    assert not bm.bands_overlap(b, 1.00, b, 1.20)
-    assert not bm.bands_overlap(None, 1.0, b, 1.04)
+    assert bm.bands_overlap(b, 1.00, b, 1.04)       # 0.95-1.10 and 0.988-1.144 overlap
+    assert not bm.bands_overlap(b, 1.00, b, 1.20)   # 0.95-1.10 and 1.14-1.32 do not
+    assert bm.bands_overlap(None, 1.0, b, 1.04)     # the point 1.0 lies in 0.988-1.144
+    assert not bm.bands_overlap(None, 1.0, b, 1.10)  # ... not in 1.045-1.21
+    # a band wholly above zero (the model optimistic on the group) does not hold its own point; two
+    # equal projections still cannot be told apart
+    up = ErrorBand(lo=0.05, hi=0.18, median=0.1, n=10, group="g")
+    assert bm.bands_overlap(up, 7.034, up, 7.053)
+    assert bm.ranges_overlap(1.0, (1.05, 1.18), 1.0, (1.05, 1.18)) and not bm.ranges_overlap(1.0, None, 1.2, None)
 
 
 @pytest.fixture(scope="module")

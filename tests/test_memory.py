@@ -466,11 +466,12 @@ def test_recompute_modules_dense_measured(mods):
     assert la.selective(mods) == pytest.approx(got, rel=3e-3)
 
 
-@pytest.mark.parametrize("mods", [("layernorm",), ("moe",)], ids=["layernorm", "moe"])
+@pytest.mark.parametrize("mods", [("layernorm",), ("moe",), ("mlp",)], ids=["layernorm", "moe", "mlp"])
 def test_recompute_modules_moe_measured(mods):
     """--recompute-modules on a megatron-core MoE + MLA layer (real CPU tensors, small sizes): layernorm
     (MLA's input norm and the MoE pre-MLP norm are separate modules), moe (the whole MoE layer keeps its
-    input); within 3 % or the checkpoints' RNG states (~16 KB each, 2-4 % at these sizes).  (shared_experts,
+    input), mlp (``transformer_layer.py`` sets ``recompute_mlp`` only ``if not self.is_moe_layer``: an MoE
+    layer keeps everything, as the DeepSeek-V3 GB200 BF16 OOM with recompute mlp shows); within 3 % or the checkpoints' RNG states (~16 KB each, 2-4 % at these sizes).  (shared_experts,
     measured the same way, dropped its shared expert's tensors to within its RNG state; not re-run here.)"""
     arch = ModelArch(num_layers=2, hidden_size=256, ffn_hidden_size=512, num_attention_heads=4, vocab_size=1024,
                      seq_length=128, num_experts=8, moe_router_topk=2, moe_ffn_hidden_size=128,
@@ -481,6 +482,8 @@ def test_recompute_modules_moe_measured(mods):
     got = (measure_step(plan, 2, post_process=False, fused_swiglu=True, fake=False)["activations"]
            - measure_step(plan, 1, post_process=False, fused_swiglu=True, fake=False)["activations"])
     la = layer_activation_bytes(arch, seq=128, mbs=1, tp=1, sp=False, moe=True, impl=MCORE_LOCAL)
+    if mods == ("mlp",):
+        assert la.selective(mods) == la.full
     # each checkpoint also keeps its RNG states (~16 KB on this CPU torch; layernorm checkpoints two norms)
     assert la.selective(mods) == pytest.approx(got, rel=0.03, abs=2 * 16384)
 
@@ -507,13 +510,19 @@ def test_precision_aware_optimizer_and_offload_bytes_per_param():
     """Megatron --use-precision-aware-optimizer (megatron/core/optimizer: TE FusedAdam with
     --main-grads-dtype / --main-params-dtype / --exp-avg-dtype / --exp-avg-sq-dtype): gradient buffer and
     optimizer state bytes per parameter follow the dtypes (distributed optimizer: states / DP);
-    --optimizer-cpu-offload keeps the offloaded fraction of the states on the host."""
+    --optimizer-cpu-offload keeps the offloaded fraction of the states on the host.  With fp32 main params
+    and bf16 parameters TE's FusedAdam holds the master copy as int16 remainders (store_param_remainders,
+    2 bytes; tests/test_memory_te_graphs.py checks megatron's OptimizerConfig), except under an fp8 recipe
+    other than delayed, where megatron keeps its own fp32 copy."""
     base = stage_memory(_p8())[0]
     n = base.num_parameters
     assert base.gradients_bytes == 4 * n and base.optimizer_bytes == pytest.approx(12 * n / 8, rel=1e-9)
     pa = stage_memory(_p8(precision_aware_optimizer=True, main_grads_dtype="bf16", exp_avg_dtype="bf16",
                           exp_avg_sq_dtype="bf16"))[0]
-    assert pa.gradients_bytes == 2 * n and pa.optimizer_bytes == pytest.approx((4 + 2 + 2) * n / 8, rel=1e-9)
+    assert pa.gradients_bytes == 2 * n and pa.optimizer_bytes == pytest.approx((2 + 2 + 2) * n / 8, rel=1e-9)
+    mx = stage_memory(_p8(precision="fp8", fp8_recipe="mxfp8", precision_aware_optimizer=True, main_grads_dtype="bf16",
+                          exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16"))[0]
+    assert mx.optimizer_bytes == pytest.approx((4 + 2 + 2) * n / 8, rel=1e-9)
     pa8 = stage_memory(_p8(precision_aware_optimizer=True, main_params_dtype="fp16", exp_avg_dtype="fp8",
                            exp_avg_sq_dtype="bf16"))[0]
     assert pa8.optimizer_bytes == pytest.approx((2 + 1 + 2) * n / 8, rel=1e-9)

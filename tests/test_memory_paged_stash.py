@@ -90,3 +90,43 @@ def test_reader_classifies_the_stash_flags():
     assert not flags & {"--moe-paged-stash", "--moe-expert-rank-capacity-factor"}
     with pytest.raises(PlanError, match="moe-paged-stash"):
         _stage(["--moe-paged-stash"])
+
+
+@pytest.mark.parametrize("mask", [True, False])
+def test_static_batch_bytes_is_what_megatron_dataset_yields(mask):
+    """The full-iteration graph's static copy of a micro-batch (StaticBufferLoader clones every tensor of the
+    batch dict) against the batch megatron-core 0.16.1's own MockGPTDataset yields, collated as its
+    DataLoader does, with and without ``create_attention_mask``."""
+    import numpy as np
+    import torch
+    from megatron.core.datasets.gpt_dataset import GPTDatasetConfig, MockGPTDataset, MockGPTLowLevelDataset
+    from megatron.core.datasets.utils import Split
+
+    from primus_launch.projection.memory.paged_stash import static_batch_bytes
+
+    class _Tok:
+        eod, pad, vocab_size, unique_identifiers = 0, -1, 1000, {"class": "_Tok"}
+
+    seq, mbs = 256, 3
+    cfg = GPTDatasetConfig(random_seed=1, sequence_length=seq, reset_position_ids=False, reset_attention_mask=False,
+                           eod_mask_loss=False, create_attention_mask=mask, tokenizer=_Tok(), split="1,0,0")
+    low = MockGPTLowLevelDataset(_Tok())
+    ds = MockGPTDataset(low, "mock", np.arange(len(low)), mbs, Split.train, cfg)
+    batch = torch.utils.data.default_collate([ds[i] for i in range(mbs)])
+    assert ("attention_mask" in batch) is mask
+    assert sum(v.nbytes for v in batch.values()) == static_batch_bytes(seq, mbs, mask)
+
+
+def test_full_graph_keeps_every_micro_batch_mask():
+    """Under a full-iteration graph the masks of all GBS / DP samples of the step stay on the GPU (s^2 bytes
+    each); --no-create-attention-mask-in-dataloader removes exactly them, eager steps keep none."""
+    full = ["--cuda-graph-impl", "local", "--cuda-graph-scope", "full_iteration"]
+    plan, with_mask = _stage(full)
+    assert plan.training.dataloader_attention_mask
+    plan_off, without = _stage(full + ["--no-create-attention-mask-in-dataloader"])
+    assert not plan_off.training.dataloader_attention_mask
+    samples = 64 // 8  # GBS / DP
+    assert with_mask.activations_bytes - without.activations_bytes == pytest.approx(samples * SEQ * SEQ, abs=2)
+    _, eager = _stage([])
+    _, eager_off = _stage(["--no-create-attention-mask-in-dataloader"])
+    assert eager.activations_bytes == eager_off.activations_bytes

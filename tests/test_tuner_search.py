@@ -196,3 +196,36 @@ def test_memory_certain_keeps_tight_plans_out_and_its_bound_stays_exact():
     assert bb.best.iteration_time_s == pytest.approx(best_fits, rel=1e-9)
     assert "(--memory-certain)" in render_tune_text(bb)
     assert "tight plans kept and marked" in render_tune_text(ex) or ex.best.memory.verdict == "fits"
+
+
+def test_top_plans_whose_time_bands_overlap_are_said_so():
+    """Issue 28: the tuner ranks by the point estimate and says when the top plans lie inside one another's
+    error bands.  Every scored trial carries its projection's iteration-time band (the brute force and the
+    branch and bound alike); ``inside_best_band`` lists exactly the top rows whose band overlaps the best's
+    (checked here against the ranges themselves), and the ``ranking:`` line names them."""
+    from primus_launch.projection.band import ranges_overlap
+
+    plan = small_dense_plan()
+    for res in (tune(plan, space=RESTRICTED), tune(plan, space=RESTRICTED, exhaustive=True)):
+        scored = [t for t in res.trials if t.status == "scored"]
+        assert scored and all(t.iteration_band_s is not None for t in scored)
+        # the band is the projection's own (the run's expected seconds around the point): the best's and the
+        # original's trials against their ProjectionResults
+        seed = next(t for t in res.trials if t.source == "seed")
+        first = res.top[0]
+        for t, r in ((first, res.best), (seed, res.baseline)):
+            assert t.iteration_time_s == pytest.approx(r.iteration_time_s, rel=1e-12)
+            assert t.iteration_band_s == pytest.approx(r.band.iteration_range(r.iteration_time_s), rel=1e-12)
+        want = [k for k, t in enumerate(res.top[1:], 2)
+                if max(first.iteration_band_s[0], t.iteration_band_s[0]) <= min(first.iteration_band_s[1],
+                                                                                t.iteration_band_s[1])]
+        assert res.inside_best_band == want
+        text = render_tune_text(res)
+        assert ("ranking:" in text) == bool(want or res.gain_inside_band)
+        if want:
+            assert "overlap in their error bands" in text and max(len(line) for line in text.splitlines()) <= 80
+        o = res.baseline
+        assert res.gain_inside_band == (None if res.best_plan == o.plan else ranges_overlap(
+            res.best.iteration_time_s, res.best.band.iteration_range(res.best.iteration_time_s),
+            o.iteration_time_s, o.band.iteration_range(o.iteration_time_s)))
+    assert res.to_json_dict()["inside_best_band"] == want

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from primus_launch.errors import UserError
 from primus_launch.plan.legality import torch_fsdp2_problems
+from primus_launch.plan.sections import LIMITS
 from primus_launch.plan import (Cluster, ModelArch, Offload, Parallelism, Plan, PlanError, Recompute, Source, Training,
                                 UnmodelledFlag)
 
@@ -178,6 +179,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--cross-entropy-loss-fusion", "true", group="kernels"),
     _f("--cross-entropy-fusion-impl", "str", "native", group="kernels"),
     _f("--no-rope-fusion", "false", group="kernels", dest="apply_rope_fusion"),
+    _f("--no-create-attention-mask-in-dataloader", "false", group="data",
+       dest="create_attention_mask_in_dataloader"),
     _f("--cuda-graph-impl", "str", "none", group="kernels"),
     _f("--cuda-graph-scope", "list", group="kernels"),
     _f("--cuda-graph-modules", "list", group="kernels"),
@@ -544,6 +547,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                         "not a Megatron-LM flag recipe (Megatron-Bridge / NeMo recipes build the model in Python; "
                         "give the run's Megatron-LM flags after --)")
     L = _req(a, "num_layers")
+    if isinstance(L, int) and L > LIMITS["model.num_layers"]:  # before any per-layer pattern is built from it
+        raise PlanError("--num-layers", L, f"at most {LIMITS['model.num_layers']:,} (the projection's bound; far "
+                        "above any real run)")
     h = _req(a, "hidden_size")
     heads = _req(a, "num_attention_heads")
     # MLP: --swiglu (gated silu), --quick-geglu (gated quick_gelu), --squared-relu, default gelu
@@ -807,6 +813,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         cross_entropy_loss_fusion=bool(get(a, "cross_entropy_loss_fusion")),
         cross_entropy_fusion_impl="te" if str(get(a, "cross_entropy_fusion_impl")) == "te" else "native",
         rope_fusion=bool(get(a, "apply_rope_fusion")),
+        dataloader_attention_mask=bool(get(a, "create_attention_mask_in_dataloader")),
         precision_aware_optimizer=pao, **state,
     )
     if training["defer_embedding_wgrad"] and pp > 1:
@@ -1100,6 +1107,7 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     if t.cross_entropy_loss_fusion and (t.cross_entropy_fusion_impl != "native" or current.get("cross_entropy_fusion_impl")):
         out["cross_entropy_fusion_impl"] = t.cross_entropy_fusion_impl
     out["apply_rope_fusion"] = t.rope_fusion
+    out["create_attention_mask_in_dataloader"] = t.dataloader_attention_mask
     legacy = "enable_cuda_graph" if current.get("enable_cuda_graph") else "external_cuda_graph" if current.get("external_cuda_graph") else None
     legacy_impl = {"enable_cuda_graph": "local", "external_cuda_graph": "transformer_engine"}.get(legacy or "")
     if legacy and t.cuda_graph_impl == legacy_impl:

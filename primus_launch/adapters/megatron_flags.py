@@ -1008,6 +1008,7 @@ MODELLED_FLAGS: dict[str, str] = {
     "--attention-backend": "training.attention_backend", "--cross-entropy-loss-fusion": "training.cross_entropy_loss_fusion",
     "--cross-entropy-fusion-impl": "training.cross_entropy_fusion_impl",
     "--no-rope-fusion": "training.rope_fusion",
+    "--no-create-attention-mask-in-dataloader": "training.dataloader_attention_mask",
     "--cuda-graph-impl": "training.cuda_graph_impl", "--cuda-graph-scope": "training.cuda_graph_scope",
     "--cuda-graph-modules": "training.cuda_graph_scope", "--enable-cuda-graph": "training.cuda_graph_impl = local",
     "--external-cuda-graph": "training.cuda_graph_impl = transformer_engine",

@@ -437,6 +437,11 @@ class Training(BoundedSection):
         default=1.10, description="Megatron --moe-paged-stash-buffer-size-factor-cuda: the paged stash's CUDA "
                                   "buffer over the balanced in-flight tokens (negative: over the measured maximum)")
     moe_shared_expert_overlap: bool = Field(default=False, description="Megatron --moe-shared-expert-overlap")
+    dataloader_attention_mask: bool = Field(
+        default=True, description="the dataloader's batch carries the [1, s, s] causal mask of each sample "
+                                  "(megatron-core GPTDatasetConfig create_attention_mask, default True; Megatron "
+                                  "--no-create-attention-mask-in-dataloader = False): kept on the GPU for every "
+                                  "micro-batch by a full-iteration CUDA graph")
     cross_entropy_loss_fusion: bool = Field(default=False, description="Megatron --cross-entropy-loss-fusion")
     cross_entropy_fusion_impl: Literal["native", "te"] = Field(
         default="native", description="Megatron --cross-entropy-fusion-impl: native (megatron's fused kernel keeps "

@@ -147,16 +147,21 @@ def band_for(plan: Plan) -> Optional[ErrorBand]:
 
 
 def bands_overlap(a: ErrorBand | None, ta: float, b: ErrorBand | None, tb: float) -> bool:
-    """Whether two projected iteration times ``ta`` and ``tb`` lie inside one another's bands: each
-    plan's range ``t (1 + lo) .. t (1 + hi)`` contains the other's point estimate (the projections
-    cannot be told apart by the model's demonstrated accuracy).  A plan without a band has the
-    point estimate alone."""
-    def inside(t: float, band: ErrorBand | None, other: float) -> bool:
-        if band is None:
-            return other == t
-        return t * (1 + band.lo) <= other <= t * (1 + band.hi)
+    """Whether two projected iteration times ``ta`` and ``tb`` cannot be ranked apart by the model's
+    demonstrated accuracy: their expected ranges ``t (1 + lo) .. t (1 + hi)`` overlap, so either run could
+    be the faster (:func:`ranges_overlap`).  A plan without a band has the point estimate alone."""
+    return ranges_overlap(ta, None if a is None else a.iteration_range(ta),
+                          tb, None if b is None else b.iteration_range(tb))
 
-    return inside(ta, a, tb) and inside(tb, b, ta)
+
+def ranges_overlap(ta: float, ra: tuple[float, float] | None, tb: float, rb: tuple[float, float] | None) -> bool:
+    """:func:`bands_overlap` on the ranges themselves (seconds ``(low, high)`` of each projected time ``t``;
+    None: the point ``t`` alone): ``max(low_a, low_b) <= min(high_a, high_b)``.  Not "each range holds the
+    other's point": a band entirely above zero (a group the model is optimistic on) need not hold its own
+    point, and two equal projections would then count as told apart."""
+    la, ha = ra if ra is not None else (ta, ta)
+    lb, hb = rb if rb is not None else (tb, tb)
+    return max(la, lb) <= min(ha, hb)
 
 
 def clear_cache() -> None:

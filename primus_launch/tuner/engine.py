@@ -267,6 +267,8 @@ class Engine:
             t.verdict = result.memory.verdict
             if result.memory.band is not None:
                 t.peak_band_bytes = (result.memory.band.low_bytes, result.memory.band.high_bytes)
+            if result.band is not None:
+                t.iteration_band_s = result.band.iteration_range(result.iteration_time_s)
             t.time_breakdown = dict(result.time_breakdown)
             t.memory_breakdown = dict(result.memory.breakdown)
             if not result.memory.fits:

@@ -47,7 +47,8 @@ def _row(plan, score, pf, i: int, k: Knobs) -> tuple:
     fig = (r.iteration_time_s, r.tokens_per_sec_per_gpu, r.model_tflops_per_gpu, r.mfu,
            r.memory.peak_bytes_per_gpu, r.memory.fits, dict(r.time_breakdown), dict(r.memory.breakdown),
            r.memory.verdict,
-           (r.memory.band.low_bytes, r.memory.band.high_bytes) if r.memory.band is not None else None)
+           (r.memory.band.low_bytes, r.memory.band.high_bytes) if r.memory.band is not None else None,
+           r.band.iteration_range(r.iteration_time_s) if r.band is not None else None)
     return (i, "scored", None, changes, fig)
 
 
@@ -120,7 +121,7 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optio
                     scored += 1
                     (t.iteration_time_s, t.tokens_per_sec_per_gpu, t.model_tflops_per_gpu, t.mfu,
                      t.peak_memory_bytes, t.fits, t.time_breakdown, t.memory_breakdown, t.verdict,
-                     t.peak_band_bytes) = fig
+                     t.peak_band_bytes, t.iteration_band_s) = fig
                     if not t.fits:
                         t.reason = ("tight in memory, kept out by --memory-certain" if t.verdict == "tight"
                                     else "projected memory does not fit")

@@ -32,6 +32,9 @@ class Trial(BaseModel):
                                                              "the projection's error band) or does not fit")
     peak_band_bytes: Optional[tuple[int, int]] = Field(default=None, description="the peak's error band "
                                                                                  "(bottom, top) bytes per GPU")
+    iteration_band_s: Optional[tuple[float, float]] = Field(default=None, description="the iteration time's "
+                                                                    "error band (the run's expected seconds, low, "
+                                                                    "high: projection/band.py)")
     time_breakdown: dict[str, float] = Field(default_factory=dict)
     memory_breakdown: dict[str, int] = Field(default_factory=dict)
 
@@ -91,6 +94,12 @@ class TuneResult(BaseModel):
                                                               "workers)``)")
     exhaustive_estimate_s: Optional[float] = Field(default=None, description="estimated wall time of scoring the "
                                                                              "whole space on the workers")
+    inside_best_band: list[int] = Field(default_factory=list, description="ranks (1-based) of the top rows "
+                                        "whose error band and the best's overlap (projection/band.py ranges_overlap): "
+                                        "either could run faster; the model cannot rank them apart")
+    gain_inside_band: Optional[bool] = Field(default=None, description="whether the original's and the best's "
+                                             "error bands overlap (None: a "
+                                             "projection without a band, or the original is the best)")
     training_run: Optional[dict[str, TrainingRun]] = Field(
         default=None, description="with a token count (tune's training_tokens): the whole run of the original "
                                   "(\"original\") and the best (\"best\") plan: iterations, days, GPU-hours, cost")

@@ -353,6 +353,7 @@ def tune(
         workers=executor.workers if executor is not None else n_workers if exhaustive else 1,
         executor=executor.describe() if executor is not None else None,
         exhaustive_estimate_s=est_s, search_note=why_not, memory_certain=memory_certain)
+    _rank_bands(res)
     if training_tokens is not None:
         from primus_launch.projection.training_run import training_run
 
@@ -363,6 +364,44 @@ def tune(
 
         atomic_write_text(Path(log_path), log_text(res.to_log_dict(plan)))
     return res
+
+
+def _rank_bands(res: TuneResult) -> None:
+    """Which top plans the model cannot rank apart (issue 28: the tuner ranks by the point estimate and says
+    when the top plans lie inside one another's bands): ``res.inside_best_band`` and ``res.gain_inside_band``
+    from each projection's error band (:func:`projection.band.ranges_overlap`: the expected ranges overlap,
+    so either run could be the faster)."""
+    from primus_launch.projection.band import ranges_overlap
+
+    if res.top and res.top[0].iteration_band_s is not None:
+        first = res.top[0]
+        res.inside_best_band = [k for k, t in enumerate(res.top[1:], 2)
+                                if t.iteration_band_s is not None
+                                and ranges_overlap(first.iteration_time_s, first.iteration_band_s,
+                                                   t.iteration_time_s, t.iteration_band_s)]
+    b, o = res.best, res.baseline
+    if b.band is not None and o.band is not None and res.best_plan != o.plan:
+        res.gain_inside_band = ranges_overlap(b.iteration_time_s, b.band.iteration_range(b.iteration_time_s),
+                                              o.iteration_time_s, o.band.iteration_range(o.iteration_time_s))
+
+
+def _ranking_lines(res: TuneResult) -> list[str]:
+    """The ``ranking:`` line, only where the model cannot rank plans apart: the top rows whose error band
+    overlaps the best's (the original named where it is one of them, or added where only the gain is)."""
+    ranks = list(res.inside_best_band)
+    orig = {k for k in ranks if not res.top[k - 1].changes}
+    if not ranks and not res.gain_inside_band:
+        return []
+    if len(ranks) > 1 and ranks == list(range(2, ranks[-1] + 1)):
+        who = f"#2-#{ranks[-1]}" + (" (the original among them)" if orig else "")
+    else:
+        who = ", ".join(f"#{k}" + (" (the original)" if k in orig else "") for k in ranks)
+    if res.gain_inside_band and not orig:
+        who = f"{who} and the original" if who else "the original"
+    b = res.best.band
+    size = f" ({100 * b.lo:+.0f} .. {100 * b.hi:+.0f} %)" if b is not None else ""
+    return [f"ranking:  #1 and {who} overlap in their error bands{size}: either could run faster (plans of one "
+            "group share much of that error)"]
 
 
 def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: ProjectionResult,
@@ -598,7 +637,7 @@ def render_tune_text(res: TuneResult) -> str:
            f" ({res.certificate.text})" if res.certificate else
            f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),
         knob_line(res),
-    ] + _memory_rule_line(res)
+    ] + _memory_rule_line(res) + _ranking_lines(res)
     changes = plan_changes(res.baseline.plan, res.best_plan)
     if changes:
         lines.append("changes:  " + ", ".join(f"{k}={v}" for k, v in changes.items()))

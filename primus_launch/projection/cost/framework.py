@@ -38,7 +38,11 @@ that measured eager, ``torch.compile`` and CUDA-graph steps (records
 ``mle-b200-compile-Llama-3.2-1B-forward+backward``): the CUDA-graph step is the GPU time; eager and
 compiled are host-bound, so ``t_launch = step time / kernels launched`` with the kernels counted by
 this module's own decomposition (``cost/host_fit.py`` ``host_fit_workload``).  Megatron-Core's TE modules run in
-eager PyTorch: they use the eager ``t_launch`` (no public Megatron per-kernel host figure exists).
+eager PyTorch: they use the eager ``t_launch`` (no public Megatron per-kernel host figure exists).  That
+``t_launch`` is per kernel of this decomposition, not per ATen op: the fitted HF step launches 1.86 ATen ops per
+decomposition kernel, so Megatron's MoE router / dispatcher ops, counted as traced ATen ops (``cost/moe_host.py``),
+are priced at 1.86x HF's host time per ATen op; ``scripts/host_overhead_ratio.py`` measures megatron-core 0.16.1's
+MoE layer at 1.15-2.2x HF's host time per ATen op (CPU, tiny shapes), so no further Megatron factor is applied.
 CUDA graphs (Megatron ``--cuda-graph-impl`` local / transformer_engine, ``--cuda-graph-scope``) replace
 the host time of the captured part of a layer by one graph launch per pass (record
 ``pt114860-cudagraph-single-op``: 27 us per replay through ``cudagraphify``).

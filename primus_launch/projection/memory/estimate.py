@@ -147,7 +147,9 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
             notes.append("--cpu-offloading-weights: not modelled (weights counted on the GPU)")
         if t.cuda_graph_impl == "transformer_engine":
             notes.append("CUDA graphs (transformer_engine): the graphs' pool holds what the eager schedule holds (TE "
-                         ">= 2.7 reuses static inputs / outputs by the schedule order, megatron cuda_graphs.py)")
+                         ">= 2.7 reuses static inputs / outputs by the schedule order, megatron cuda_graphs.py) plus "
+                         "each in-flight graph's static attention mask, the static outputs eager would free (shared "
+                         "expert output) and the chunk input beside its static copy")
         elif t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope:
             notes.append(full_graph_note(bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
                                          bool(t.moe_paged_stash and plan.model.is_moe)))

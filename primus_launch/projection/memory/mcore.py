@@ -22,7 +22,9 @@ Per pipeline stage (one GPU of that stage), in bytes:
   sharded dtype, and the optimizer step's fp32 copies (``Float16OptimizerWithFloat16Params
   ._copy_model_grads_to_main_grads``, the bf16 ones freed as it goes) are a transient without activations;
 - **optimizer** Adam keeps an fp32 master copy and two fp32 moments (``--main-params-dtype`` /
-  ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` with ``--use-precision-aware-optimizer``).  The
+  ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` with ``--use-precision-aware-optimizer``; TE's FusedAdam, which
+  holds the master copy on the precision-aware path without fp8, keeps an fp32 master of a bf16 parameter as
+  its 16 trailing bits: :func:`master_param_bytes`).  The
   distributed optimizer shards the dense parameters' state over the data-parallel x context-parallel
   ranks (``optimizer/__init__.py`` builds it on ``intra_dp_cp_group``; the grad buffer's
   ``data_parallel_group`` is the dp x cp group, ``distributed/distributed_data_parallel.py``) and the
@@ -57,8 +59,12 @@ not counted).  No double buffer: the V2 path has none (``double_buffering`` is d
 combined step (``model_chunk_schedule_plan.py``), so it keeps nothing across micro-batches; TE CUDA
 graphs (``--cuda-graph-impl transformer_engine``, TE >= 2.7 ``_reuse_graph_input_output_buffers``,
 megatron ``transformer/cuda_graphs.py``) free each graph's static outputs after its backward, so their
-pool holds what the eager schedule holds; a ``full_iteration`` graph (``full_cuda_graph.py``) also
-keeps every micro-batch's input data (tokens, labels, position ids, loss mask: 28 bytes per token), and
+pool holds what the eager schedule holds plus, per (layer, micro-batch) in flight, the static attention
+mask, the static outputs eager frees (the shared expert's output under ``moe_router``) and the chunk
+input beside its static copy (:mod:`memory.te_graphs`); a ``full_iteration`` graph (``full_cuda_graph.py``) also
+keeps every micro-batch's input data (tokens, labels, position ids, loss mask: 28 bytes per token, and the
+dataloader's ``[1, s, s]`` bool attention mask per sample unless ``--no-create-attention-mask-in-dataloader``:
+:func:`~primus_launch.projection.memory.paged_stash.static_batch_bytes`, whole sequences), and
 its pool is not a second copy of the eager warm-up's (``torch.cuda.graph`` empties the cache before
 capture; what the allocator cannot reuse inside a capture is not modelled: :mod:`memory.paged_stash`).
 The optimizer step (:func:`optimizer_step_grad_bytes`: fp32 copies of a bf16 grad buffer's local shard)
@@ -95,13 +101,14 @@ from primus_launch.projection.memory.activations import (
     rope_table_bytes,
 )
 from primus_launch.projection.memory.offload import te_offload_peak
-from primus_launch.projection.memory.paged_stash import static_moe_extra
+from primus_launch.projection.memory.paged_stash import static_batch_bytes, static_moe_extra
 from primus_launch.projection.hardware.gpus import gpu_arch
 from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes,
                                                 weight_bytes_per_param)
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
 from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
+from primus_launch.projection.memory.te_graphs import te_graph_chunk_input_bytes, te_graph_layer_bytes
 from primus_launch.projection.result import StageMemory
 
 _DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -128,6 +135,7 @@ class McoreOpts:
     ce: str = "unfused"  # the loss: unfused | native (--cross-entropy-loss-fusion) | te (its TE impl)
     ep_overlap: bool = False  # --overlap-moe-expert-parallel-comm: the combined 1F1B schedule
     full_graph: bool = False  # --cuda-graph-scope full_iteration (local CUDA graph of the whole step)
+    attention_mask: bool = True  # the dataloader's batch carries [1, s, s] causal masks (create_attention_mask)
     fp8_transpose_cache: bool = True  # TE keeps the columnwise fp8 weight across micro-batches (ROCm TE: optional)
     fp8_non_tn: bool = False  # the GPU runs non-TN FP8 GEMMs: tensorwise tensors need no transpose (memory.fp8)
     torch_fsdp2: bool = False  # --use-torch-fsdp2 (gradients in the parameters' dtype, fp32 copies at the step)
@@ -136,6 +144,8 @@ class McoreOpts:
     stash_factor: float = 1.10  # --moe-paged-stash-buffer-size-factor-cuda
     decoupled_grads: bool = False  # precision-aware optimizer reading the grad buffer (no fp32 grad copies)
     defer_wgrad: int = -1  # --defer-embedding-wgrad-compute: -1 off, else --wgrad-deferral-limit (0 = all)
+    te_graph_scope: tuple[str, ...] | None = None  # --cuda-graph-scope under --cuda-graph-impl transformer_engine
+    shared_in_graph: bool = False  # shared experts computed inside the MoE graph (not overlapped)
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -149,12 +159,15 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         offload_modules=tuple(sorted(set(t.offload.activation_modules))),
         optimizer_offload=t.offload.optimizer_fraction,
         main_grads=4 if fp32_grads else 2,
-        main_params=_DTYPE_BYTES[t.main_params_dtype] if pa else 4,
+        main_params=master_param_bytes(precision_aware=pa, main_params_dtype=t.main_params_dtype,
+                                       precision=t.precision, fp8_recipe=fp8, fp8_param_gather=t.fp8_param_gather,
+                                       optimizer_offload=t.offload.optimizer_fraction),
         exp_avg=_DTYPE_BYTES[t.exp_avg_dtype] if pa else 4, exp_avg_sq=_DTYPE_BYTES[t.exp_avg_sq_dtype] if pa else 4,
         fp8=fp8, fp8_param_gather=t.fp8_param_gather and fp8 is not None, cp_comm=p.cp_comm_type,
         mb_group=p.microbatch_group, ce=ce,
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
         full_graph=t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope,
+        attention_mask=t.dataloader_attention_mask,
         fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
         fp8_non_tn=fp8 is not None and non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)),  # '' (not in the DB): Hopper rules
         torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
@@ -164,8 +177,35 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         decoupled_grads=bool(pa and (t.main_params_dtype != "fp32" or fp8 in (None, "delayed")
                                      or t.offload.optimizer_fraction > 0)),
         defer_wgrad=t.wgrad_deferral_limit if (t.defer_embedding_wgrad and p.pp > 1) else -1,
+        te_graph_scope=tuple(t.cuda_graph_scope) if t.cuda_graph_impl == "transformer_engine" else None,
+        shared_in_graph=bool(plan.model.moe_shared_expert_intermediate_size) and not t.moe_shared_expert_overlap,
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
            if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
+
+
+def master_param_bytes(*, precision_aware: bool, main_params_dtype: str, precision: str, fp8_recipe: str | None,
+                       fp8_param_gather: bool = False, optimizer_offload: float = 0.0) -> int:
+    """Bytes per parameter of the optimizer's master copy.
+
+    Without ``--use-precision-aware-optimizer`` Megatron keeps fp32 main params (4).  With it,
+    megatron-core 0.16.1 / Megatron-LM 3758b54b2 ``optimizer/optimizer_config.py``:
+    ``use_precision_aware_optimizer_no_fp8_or_ds_fp8`` (main params not fp32, or no fp8 / delayed scaling,
+    or CPU offload) hands the master weights to Transformer Engine's ``FusedAdam`` (``optimizer/__init__.py``:
+    ``master_weights=True``, ``master_weight_dtype=main_params_dtype``, ``store_param_remainders`` =
+    ``OptimizerConfig.store_param_remainders``, default True, no Megatron-LM flag turns it off, dropped
+    only before TE 2.1); TE 2.13 / 2.14 ``optimizers/fused_adam.py`` then stores an fp32 master of a bf16
+    parameter as its trailing 16 bits (``torch.int16``, the other 16 are the bf16 parameter): 2 bytes.
+    Otherwise (fp8 recipes other than delayed with fp32 main params) Megatron keeps its own fp32 copy: 4;
+    ``--main-params-dtype`` fp16 / bf16: 2.  Not applied (4 kept) to fp8 parameters (``--fp8-param-gather``)
+    and to the CPU-offloaded optimizer, whose master copies this does not read."""
+    if not precision_aware:
+        return 4
+    if main_params_dtype != "fp32":
+        return _DTYPE_BYTES[main_params_dtype]
+    decoupled = precision in ("bf16", "fp8") and fp8_recipe in (None, "delayed")
+    if decoupled and not (fp8_recipe and fp8_param_gather) and not optimizer_offload:
+        return 2
+    return 4
 
 
 def _optimizer_bytes(precision: str, optimizer: str) -> int:
@@ -314,7 +354,8 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             # spec's column-parallel linears under SP: allocated once, kept (TE gathers per GEMM)
             activations += a * sb * m.hidden_size
         if opts.full_graph:
-            activations += 28.0 * sb * nmb  # a full-iteration graph's static inputs of every micro-batch
+            # a full-iteration graph's static copy of every micro-batch's batch dict (memory.paged_stash)
+            activations += static_batch_bytes(seq, mbs, opts.attention_mask) * nmb
         stash_kept, stash_layer = static_moe[rank]
         activations += stash_kept  # paged stash buffer / capacity-padded saved tensors (memory.paged_stash)
         # ---- transients (on top of the activations in flight) ----
@@ -450,6 +491,15 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
             total = sum(kept_of) + rope_tbl
         if chunk.embedding:
             total += 8.0 * sb  # token ids kept by the embedding backward
+        if opts.te_graph_scope is not None:
+            # TE-scoped CUDA graphs: static inputs / outputs beyond eager's saved tensors (memory.te_graphs)
+            gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
+            last_moe = m.is_moe_layer(m.num_layers - 1)
+            total += sum(te_graph_layer_bytes(opts.te_graph_scope, moe=k, shared_in_graph=opts.shared_in_graph,
+                                              mbs=mbs, seq=seq, cp=cp, **gkw) for k in kinds + [last_moe] * chunk.mtp)
+            if kinds:
+                total += te_graph_chunk_input_bytes(opts.te_graph_scope, receives=not chunk.embedding,
+                                                    first_moe=kinds[0], **gkw)
         if chunk.mtp:
             # multi-token-prediction modules (their layer, norms, projection and loss softmax)
             mkw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl)

@@ -31,16 +31,30 @@ and torch 2.13 ``torch/cuda/graphs.py``.
   all micro-batches is captured into one private pool after ``cuda_graph_warmup_steps`` eager steps.
   ``torch.cuda.graph.__enter__`` calls ``torch.cuda.empty_cache()``, so the warm-up's cached blocks go
   back to the device before capture: the pool holds what the captured step holds, not a second copy of
-  the activations.  The graph also keeps every micro-batch's input data (``StaticBufferLoader``; counted
-  in :mod:`memory.mcore`).  The pool stays reserved while the eager optimizer step runs after the replay,
-  so the step's fp32 gradient copies (``mcore.optimizer_step_grad_bytes``) come on top of it.  PyTorch's
+  the activations.  The graph also keeps every micro-batch's input data: ``FullCudaGraphWrapper.data_read``
+  hands each micro-batch's batch dict, as the dataloader yields it, to ``StaticBufferLoader``, whose
+  ``copy_tensors_in_struct`` clones *every* tensor in it to the GPU, one static copy per micro-batch of the
+  step, kept for the graph's life.  megatron-core's ``GPTDataset.__getitem__`` (``datasets/gpt_dataset.py``,
+  0.16.1 and main) yields tokens and labels (int64), the loss mask (fp32), position ids (int64) -- 28 bytes
+  per token -- and, with ``GPTDatasetConfig.create_attention_mask`` (default True; Megatron-LM
+  ``--no-create-attention-mask-in-dataloader`` clears it, Megatron-Bridge keeps the default and only skips
+  moving it in ``get_batch``), the ``[1, s, s]`` bool causal mask of ``_get_ltor_masks_and_position_ids``:
+  :func:`static_batch_bytes` = ``mbs (28 s + s^2)`` per micro-batch, the whole sequence (context-parallel
+  slicing happens after the copy, in ``get_batch``), times the step's micro-batches (counted in
+  :mod:`memory.mcore`).  At ``s`` = 4096 that is 16 MiB of mask per sample: the step's ``GBS / DP``
+  samples, not the micro-batch size, set it.  Train, eval and optimizer graphs share the one pool
+  (``cuda_graph_use_single_mempool``, default True).  The pool stays reserved while the eager optimizer
+  step runs after the replay, so the step's fp32 gradient copies (``mcore.optimizer_step_grad_bytes``)
+  come on top of it.  PyTorch's
   caching allocator does not use expandable segments inside a graph's private pool
   (``c10/cuda/CUDACachingAllocator.cpp`` ``alloc_block``: "our checkpointing logic for private pools
   doesn't support the expandable_segments_ structure yet"), so ``expandable_segments:True`` does not
   apply to the captured step.  **Not modelled** (reported by :func:`full_graph_note`): inside a capture the
   caching allocator neither reuses a block freed while another stream's use of it is pending
-  (``record_stream``; PyTorch's ``graph_capture_record_stream_reuse`` option relaxes it) nor hands one
-  stream's freed blocks to another, so side-stream work inside the graph (the EP-overlap communication
+  (``record_stream``: deferred to the capture's end, or, with ``graph_capture_record_stream_reuse``, until
+  every using stream's free marker precedes the allocating stream's terminal nodes,
+  ``free_safe_blocks_in_capture``) nor hands one stream's freed blocks to another, so side-stream work
+  inside the graph (the EP-overlap communication
   stream, the stash's pack stream, NCCL under ``TORCH_NCCL_AVOID_RECORD_STREAMS=0``) can hold more than
   the eager step; how much depends on the allocator settings and environment, which the plan does not
   carry.
@@ -50,7 +64,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["capacity_tokens", "full_graph_note", "stash_buffer_tokens", "static_moe_extra"]
+__all__ = ["capacity_tokens", "full_graph_note", "stash_buffer_tokens", "static_batch_bytes", "static_moe_extra"]
 
 
 def capacity_tokens(tokens: int, topk: int, factor: float, align: int = 0) -> int:
@@ -83,12 +97,20 @@ def static_moe_extra(experts_inflight: float, experts_layer: float, capacity: fl
     return (capacity - 1.0) * experts_inflight, 0.0
 
 
+def static_batch_bytes(seq: int, mbs: int, attention_mask: bool = True) -> float:
+    """Bytes of one micro-batch's input data that a full-iteration graph's ``StaticBufferLoader`` keeps on
+    the GPU (module doc): tokens, labels, position ids (int64) and loss mask (fp32) of ``mbs`` samples of
+    ``seq`` tokens, plus each sample's ``[1, seq, seq]`` bool causal mask when the dataloader creates it."""
+    return float(mbs) * (28.0 * seq + (float(seq) * seq if attention_mask else 0.0))
+
+
 def full_graph_note(ep_overlap: bool, paged: bool) -> str:
     """The explanation line of a full-iteration CUDA graph (what is and is not counted, module doc)."""
     side = [s for s, on in (("the EP-overlap communication stream", ep_overlap),
                             ("the paged stash's pack stream", paged)) if on]
     return ("CUDA graph (full_iteration): the captured step's pool counted as the eager step (torch.cuda.graph "
-            "empties the warm-up's cache before capture) plus every micro-batch's static input data, and the optimizer "
+            "empties the warm-up's cache before capture) plus every micro-batch's static input data (with the "
+            "dataloader's s x s attention masks unless --no-create-attention-mask-in-dataloader), and the optimizer "
             "step's fp32 gradient copies beside the pool it keeps; not modelled: the pool's fragmentation (its "
             "segments are not expandable) and blocks the caching allocator cannot reuse inside a capture (freed "
             "with another stream's use pending"

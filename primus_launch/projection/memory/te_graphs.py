@@ -1,0 +1,81 @@
+"""What Transformer Engine-scoped CUDA graphs hold beyond the eager schedule's saved tensors.
+
+``--cuda-graph-impl transformer_engine`` (megatron-core 0.16.1 and Megatron-LM 3758b54b2, the one
+Megatron-Bridge 02b574d28 pins, ``transformer/cuda_graphs.py`` ``TECudaGraphHelper``; Transformer Engine
+2.13 / 2.14 ``pytorch/graph.py`` ``make_graphed_callables`` with ``_order`` and
+``_reuse_graph_input_output_buffers=True``) captures one graph per graphable (layer, micro-batch) of the
+rank's schedule, all in one private pool, in the schedule's own order: a forward graph's saved tensors and
+static outputs stay allocated in the pool until its backward graph is captured (TE then weak-refs the
+static outputs), so the pool holds, per (layer, micro-batch) in flight, what the eager layer keeps, plus:
+
+- **static outputs eager would free**: the graph returns ``o.detach()`` of its static outputs, which
+  keep their pool blocks until the backward.  With ``moe_router`` in the scope (and no ``moe`` scope) the
+  MoE layer returns early from inside the graph (``moe_layer.py`` ``MoECudaGraphPartialCaptureSignal
+  .get_early_return_outputs``) with the shared expert's output among the outputs when shared experts run
+  there (``--moe-shared-expert-intermediate-size`` without ``--moe-shared-expert-overlap``): ``a T h``
+  that eager adds to the combined tokens and frees.  Its other outputs (the pre-MLP norm's output and
+  input, routing probabilities and map) are tensors eager keeps too.  When a layer's whole MLP / MoE (or
+  the whole layer: empty scope) is in the graph its output is a static output, and the next graph copies
+  it into its own static input (the last layer's is sent to the next stage): ``a T h`` more;
+- **static inputs** (``_get_sample_arguments``: one set per (layer, micro-batch), reused once the
+  chunk's backward consumed it, so as many sets as (layer, micro-batch) pairs in flight; allocated at
+  capture and kept): the hidden states ``[s/cp (/tp under SP), b, h]`` bf16, which stand for the layer input
+  eager's first norm keeps, and, when the attention is in the graph, ``transformer_layer.py``
+  ``get_layer_static_inputs``' attention mask ``[b, 1, s/cp, s]`` bool: ``b s^2 / cp`` bytes eager does
+  not have (the eager step passes ``attention_mask=None``; the replay builds a zero mask and copies it in);
+- **the chunk input twice**: the graphed autograd function saves none of its inputs and copies them into
+  the static input; a chunk's first layer gets the tensor received from the previous stage, which
+  Megatron's schedule keeps for that chunk's backward (``input_tensors``), so with the attention (the
+  layer input) in the graph the received tensor and its static copy are both alive: ``a T h`` per chunk
+  and micro-batch in flight (not on the embedding chunk, whose embedding output nothing else keeps).
+
+``T`` = tokens of the rank's sequence shard (``s/cp x b``, ``/tp`` under sequence parallelism), ``a`` = 2
+(the static hidden states are bf16).  Not counted: temporaries of the graphed part (its backward's input
+gradients) and of the eager part peak in two pools (the private pool is sized by its own peak), and the
+pool's fragmentation (no expandable segments inside a private pool).
+"""
+
+from __future__ import annotations
+
+MOE_SCOPES = ("moe", "moe_router", "moe_preprocess")
+
+
+def graphed_layer(scope: tuple[str, ...], *, moe: bool) -> bool:
+    """megatron ``cuda_graphs.py`` ``_layer_is_graphable`` for a GPT decoder layer (it has attention)."""
+    if not scope or "attn" in scope:
+        return True
+    if moe:
+        return any(s in scope for s in MOE_SCOPES)
+    return "mlp" in scope
+
+
+def attention_in_graph(scope: tuple[str, ...]) -> bool:
+    """The graph starts at the layer input (``attn`` in the scope, or the whole layer)."""
+    return not scope or "attn" in scope
+
+
+def te_graph_layer_bytes(scope: tuple[str, ...], *, moe: bool, shared_in_graph: bool, tokens: float, hidden: int,
+                         mbs: int, seq: int, cp: int = 1, a: int = 2) -> float:
+    """Bytes one graphed layer holds per micro-batch in flight beyond the eager layer's saved tensors
+    (module docstring): the static attention mask, the shared expert's static output or the layer's
+    static output.  ``shared_in_graph``: shared experts computed inside the MoE graph (not overlapped)."""
+    if not graphed_layer(scope, moe=moe):
+        return 0.0
+    out = 0.0
+    if attention_in_graph(scope):
+        out += float(mbs * (seq // cp) * seq)  # bool [b, 1, s/cp, s]
+    whole_mlp = not scope or ("moe" in scope if moe else "mlp" in scope)
+    if whole_mlp:
+        out += a * tokens * hidden  # the layer output: static output + the next graph's static input
+    elif moe and "moe_router" in scope and shared_in_graph:
+        out += a * tokens * hidden  # the shared expert's output among the early-return outputs
+    return out
+
+
+def te_graph_chunk_input_bytes(scope: tuple[str, ...], *, receives: bool, first_moe: bool, tokens: float,
+                               hidden: int, a: int = 2) -> float:
+    """The received chunk input the schedule keeps beside its static copy (module docstring), per chunk
+    and micro-batch in flight; 0 for the embedding chunk or when the graph does not start at the input."""
+    if not receives or not attention_in_graph(scope) or not graphed_layer(scope, moe=first_moe):
+        return 0.0
+    return a * tokens * hidden
