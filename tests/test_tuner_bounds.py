@@ -172,7 +172,8 @@ def test_fsdp_cp_ep_terms_below_the_projection(variant):
     assert min(seen.values()) > 0, seen
 
 
-@pytest.mark.parametrize("recipe", ["recipes/megatron/deepseek_v3_671b.sh", "recipes/torchtitan/llama3.1_8b.toml"])
+@pytest.mark.parametrize("recipe", ["recipes/megatron/deepseek_v3_671b.sh", "recipes/torchtitan/llama3.1_8b.toml",
+                                    "recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml"])
 def test_memory_groups_hold_the_prefilters_own_bytes(recipe):
     """Every plan of a structural candidate's table has the bytes inside the allocator of its memory
     group (``memory_key``: the flags the memory model reads), so one pricing per group is the

@@ -122,7 +122,7 @@ EP_FLAGS = ("precision", "fp8_recipe", "dispatcher", "ep_overlap")
 #: the execution flags the static memory (weights, gradients, optimizer state) reads
 STATIC_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments")
 #: the execution flags the memory inside the caching allocator reads (``memory/mcore.py`` ``mcore_args``
-#: of a Megatron plan: CUDA graphs only as a full-iteration graph; ``memory/estimate.py`` ``titan_args``
+#: of a Megatron plan: CUDA graphs as a full-iteration graph and as TE graphs' scopes; ``memory/estimate.py`` ``titan_args``
 #: of a TorchTitan plan: precision and compile) and those the memory outside it reads (``plan_outside_bytes``)
 MEMORY_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments", "offload_layers",
                 "offload_modules", "ep_overlap", "cuda_graph_impl", "cuda_graph_scope", "compile")
@@ -535,7 +535,10 @@ def memory_key(framework: str, f: tuple) -> tuple:
     if framework == "torchtitan":
         return pick(f, TITAN_MEMORY_FLAGS, F)
     k = pick(f, MEMORY_FLAGS[:8], F)
-    return k + (f[F["cuda_graph_impl"]] == "local" and "full_iteration" in f[F["cuda_graph_scope"]],)
+    impl, scope = f[F["cuda_graph_impl"]], f[F["cuda_graph_scope"]]
+    # a full-iteration graph's pool; TE graphs' static buffers per scope (memory/mcore.py mcore_opts
+    # te_graph_scope, memory/te_graphs.py)
+    return k + (impl == "local" and "full_iteration" in scope, tuple(scope) if impl == "transformer_engine" else None)
 
 
 def _memory_saving_first(k: tuple) -> tuple:
@@ -543,7 +546,7 @@ def _memory_saving_first(k: tuple) -> tuple:
     (only an order of trial: :meth:`BoundModel.memory_scan`'s answer does not depend on it)."""
     if len(k) == len(TITAN_MEMORY_FLAGS):
         return (k[0] != "fp8", repr(k))
-    d = dict(zip(MEMORY_FLAGS[:8] + ("full_graph",), k))
+    d = dict(zip(MEMORY_FLAGS[:8] + ("full_graph", "te_graphs"), k))
     return (-(d["offload_layers"] or 0), -(d["optimizer_offload"] or 0.0), -len(d["offload_modules"] or ()),
             d["precision"] != "fp8", bool(d["ep_overlap"]), bool(d["full_graph"]), repr(k))
 
