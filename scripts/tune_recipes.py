@@ -1,5 +1,6 @@
 """`--tune --dry-run` of every bundled recipe, as a user runs it: one row each (the table in
-RESULTS.md) with the search's certificate, the best plan's gain and the command's wall time.
+RESULTS.md) with the search's certificate, the best plan's gain (and whether it lies inside the original's
+and the best's iteration-time error bands: ``gain_inside_band``) and the command's wall time.
 
     python scripts/tune_recipes.py [--only SUBSTRING]
 
@@ -33,7 +34,8 @@ def recipes() -> list[Path]:
 
 
 def tune_row(recipe: Path, out_dir: Path) -> tuple:
-    """(recipe, legal plans, scored, certified or the stated gap, gain %, wall s) of one CLI tune."""
+    """(recipe, legal plans, scored, certified or the stated gap, gain %, gain inside the bands, wall s) of
+    one CLI tune."""
     out = out_dir / ("tuned-" + recipe.name)
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "primus_launch", "--tune", str(recipe), "--dry-run", "--json",
@@ -41,13 +43,15 @@ def tune_row(recipe: Path, out_dir: Path) -> tuple:
     wall = time.monotonic() - t0
     name = str(recipe.relative_to(ROOT))
     if p.returncode != 0:
-        return (name, "-", "-", f"exit {p.returncode}: {p.stderr.strip().splitlines()[-1][:60]}", "-", f"{wall:.1f}")
+        return (name, "-", "-", f"exit {p.returncode}: {p.stderr.strip().splitlines()[-1][:60]}", "-", "-",
+                f"{wall:.1f}")
     res = json.loads(p.stdout)
     c = res.get("certificate") or {}
     state = ("certified" if c.get("certified") else
              f"work limit: at most {100 * c['gap']:.1f} % from the optimum" if c.get("gap") is not None
              else "no certificate")
-    return (name, f"{c.get('plans', 0):,}", f"{c.get('scored', 0):,}", state, f"{100 * res['gain']:+.1f}",
+    inside = {True: "yes", False: "no"}.get(res.get("gain_inside_band"), "-")
+    return (name, f"{c.get('plans', 0):,}", f"{c.get('scored', 0):,}", state, f"{100 * res['gain']:+.1f}", inside,
             f"{wall:.1f}")
 
 
@@ -61,11 +65,13 @@ def main() -> int:
             if args.only in str(r.relative_to(ROOT)):
                 rows.append(tune_row(r, Path(d)))
                 print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
-    print(tabulate(rows, headers=["recipe", "legal plans", "scored", "search", "gain %", "wall s"],
+    print(tabulate(rows, headers=["recipe", "legal plans", "scored", "search", "gain %", "in bands", "wall s"],
                    tablefmt="github", disable_numparse=True))
     done = sum(r[3] == "certified" for r in rows)
-    slowest = max((float(r[5]) for r in rows), default=0.0)
-    print(f"\n{done} of {len(rows)} certified; the slowest took {slowest:.1f} s")
+    slowest = max((float(r[6]) for r in rows), default=0.0)
+    inside = sum(r[5] == "yes" for r in rows)
+    print(f"\n{done} of {len(rows)} certified; the slowest took {slowest:.1f} s; {inside} gains lie inside the "
+          "original's and the best's error bands ('in bands': either could run faster)")
     return 0
 
 
