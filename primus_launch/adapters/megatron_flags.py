@@ -1063,8 +1063,9 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--mtp-hsm": "time: MTP hidden-state mixing",
     "--mtp-use-repeated-layer": "memory: one MTP layer's weights reused",
     "--mtp-hybrid-override-pattern": "time: MTP layers of a hybrid pattern",
-    "--no-gradient-accumulation-fusion": "time: weight-gradient GEMM no longer accumulates into main_grad "
-                                         "(extra add kernel and a temporary)",
+    "--no-gradient-accumulation-fusion": "time, memory: weight-gradient GEMM no longer accumulates into "
+                                         "main_grad (an extra add kernel per weight and micro-batch, and a "
+                                         "temporary of that weight's gradient)",
     "--no-bias-dropout-fusion": "time: unfused bias+dropout+add", "--no-bias-gelu-fusion": "time: unfused bias+GeLU",
     "--no-bias-swiglu-fusion": "time: unfused bias+SwiGLU", "--no-masked-softmax-fusion": "time: unfused masked softmax",
     "--no-persist-layer-norm": "time: non-persistent LayerNorm kernel",
