@@ -107,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
                          "branch and bound is bounded by --max-work, never by time)")
     ap.add_argument("--max-work", type=bounded_int(1, 10**12, "an integer from 1 to 1,000,000,000,000"),
                     help="tune: work limit of the branch-and-bound search, in units of one plan's bound "
-                         "(default 40,000; a count, so the answer does not depend on the machine's load)")
+                         "(default 80,000; a count, so the answer does not depend on the machine's load)")
     ap.add_argument("--llm", metavar="MODEL", help="tune: also ask this model (OPENAI_BASE_URL/OPENAI_API_KEY)")
     search = ap.add_mutually_exclusive_group()
     search.add_argument("--exhaustive", action="store_true", default=None,
