@@ -105,7 +105,7 @@ def test_layer_static_inputs_and_early_return_outputs_are_megatrons():
 
 
 def test_chunk_input_copy_only_where_the_graph_starts_at_the_input():
-    kw = dict(tokens=4096, hidden=7168, first_moe=True)
+    kw = dict(tokens=4096, hidden=7168)
     assert te_graph_chunk_input_bytes(SCOPE, receives=True, **kw) == 2 * 4096 * 7168
     assert te_graph_chunk_input_bytes(SCOPE, receives=False, **kw) == 0  # the embedding chunk
     assert te_graph_chunk_input_bytes(("moe_router", "moe_preprocess"), receives=True, **kw) == 0

@@ -498,8 +498,7 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
             total += sum(te_graph_layer_bytes(opts.te_graph_scope, moe=k, shared_in_graph=opts.shared_in_graph,
                                               mbs=mbs, seq=seq, cp=cp, **gkw) for k in kinds + [last_moe] * chunk.mtp)
             if kinds:
-                total += te_graph_chunk_input_bytes(opts.te_graph_scope, receives=not chunk.embedding,
-                                                    first_moe=kinds[0], **gkw)
+                total += te_graph_chunk_input_bytes(opts.te_graph_scope, receives=not chunk.embedding, **gkw)
         if chunk.mtp:
             # multi-token-prediction modules (their layer, norms, projection and loss softmax)
             mkw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl)

@@ -72,10 +72,11 @@ def te_graph_layer_bytes(scope: tuple[str, ...], *, moe: bool, shared_in_graph: 
     return out
 
 
-def te_graph_chunk_input_bytes(scope: tuple[str, ...], *, receives: bool, first_moe: bool, tokens: float,
-                               hidden: int, a: int = 2) -> float:
+def te_graph_chunk_input_bytes(scope: tuple[str, ...], *, receives: bool, tokens: float, hidden: int,
+                               a: int = 2) -> float:
     """The received chunk input the schedule keeps beside its static copy (module docstring), per chunk
-    and micro-batch in flight; 0 for the embedding chunk or when the graph does not start at the input."""
-    if not receives or not attention_in_graph(scope) or not graphed_layer(scope, moe=first_moe):
+    and micro-batch in flight; 0 for the embedding chunk or when the graph does not start at the input
+    (a scope with the attention graphs every layer, dense or MoE: :func:`graphed_layer`)."""
+    if not receives or not attention_in_graph(scope):
         return 0.0
     return a * tokens * hidden
