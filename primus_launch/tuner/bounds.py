@@ -541,16 +541,6 @@ def memory_key(framework: str, f: tuple) -> tuple:
     return k + (impl == "local" and "full_iteration" in scope, tuple(scope) if impl == "transformer_engine" else None)
 
 
-def _memory_saving_first(k: tuple) -> tuple:
-    """Sort key of a :data:`MEMORY_FLAGS` value: the most offloading, FP8 and fewest CUDA graphs first
-    (only an order of trial: :meth:`BoundModel.memory_scan`'s answer does not depend on it)."""
-    if len(k) == len(TITAN_MEMORY_FLAGS):
-        return (k[0] != "fp8", repr(k))
-    d = dict(zip(MEMORY_FLAGS[:8] + ("full_graph", "te_graphs"), k))
-    return (-(d["offload_layers"] or 0), -(d["optimizer_offload"] or 0.0), -len(d["offload_modules"] or ()),
-            d["precision"] != "fp8", bool(d["ep_overlap"]), bool(d["full_graph"]), repr(k))
-
-
 class BoundModel:
     """The level-1 time bounds and the memory floors of ``space`` (module doc), with their caches.
     ``memory_margin`` / ``memory_basis``: those of the pre-filter whose verdict the floor anticipates.
@@ -571,8 +561,6 @@ class BoundModel:
         self._inside: dict[tuple, float] = {}
         self._outside: dict[tuple, float] = {}
         self._outg: dict[int, list] = {}
-        self._memg: dict[int, dict] = {}
-        self._fit_recent: list[tuple] = []
         self._rows: dict[tuple, np.ndarray] = {}
         self._p_lt: dict[tuple, np.ndarray] = {}
         self._p_tp: dict[tuple, np.ndarray] = {}
@@ -1009,15 +997,6 @@ class BoundModel:
             g = self._outg[c] = list(self._group(self.space.tables[c], OUTSIDE_FLAGS).values())
         return g
 
-    def memory_groups(self, c: int) -> dict[tuple, tuple]:
-        """The distinct :func:`memory_key` values of table ``c``, each with a flag tuple holding it."""
-        g = self._memg.get(c)
-        if g is None:
-            g = self._memg[c] = {}
-            for f in self.space.tables[c]:
-                g.setdefault(memory_key(self.plan.framework, f), f)
-        return g
-
     def group_out(self, s: int, f: tuple) -> bool:
         """True when no plan of ``s`` with ``f``'s memory flags may be the answer: its bytes inside
         the allocator (:meth:`inside_floor`) at the verdict's lower edge (upper with ``memory_certain``) plus the least outside it exceed
@@ -1028,31 +1007,9 @@ class BoundModel:
         usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
         return self.inside_floor(self.space.structs[s], f) * (1.0 + edge) + self.outside_floor(s) > usable
 
-    def reset_order(self) -> None:
-        """Forget the memory groups' order of trial (:meth:`memory_scan`): each search starts afresh."""
-        self._fit_recent = []
-
     def group_key(self, s: int, f: tuple) -> tuple:
         """The memory group of plan ``f`` of candidate ``s`` (what :meth:`group_out` prices once)."""
         return s, memory_key(self.plan.framework, f)
-
-    def memory_scan(self, s: int, tried: set | None = None) -> bool:
-        """Whether every plan of ``s`` is ``does not fit`` by :meth:`group_out`, stopping at the first
-        group that may fit: the memory flags that may have fit most recently first, then those that
-        save the most memory by their look (:func:`_memory_saving_first`); the order depends only on
-        the search's, never on time.  ``tried`` collects the groups priced (:meth:`group_key`)."""
-        groups = self.memory_groups(self.space.ctx[s])
-        keys = [k for k in self._fit_recent if k in groups] + sorted(
-            (k for k in groups if k not in self._fit_recent), key=_memory_saving_first)
-        for k in keys:
-            if tried is not None:
-                tried.add((s, k))
-            if not self.group_out(s, groups[k]):
-                if k in self._fit_recent:
-                    self._fit_recent.remove(k)
-                self._fit_recent.insert(0, k)
-                return False
-        return True
 
     def knob_floor(self, k: Knobs) -> float:
         """:meth:`static_floor` of candidate ``k`` (the tests compare it with its projected peak)."""

@@ -372,7 +372,6 @@ class BranchBound:
         # the memory groups this search priced (the work counts each once, whatever the caches hold)
         priced: set[tuple] = set()
         c["priced"] = priced
-        bm.reset_order()
         done = 0
         stopped = False
         ahead = None
