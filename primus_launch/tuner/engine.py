@@ -17,7 +17,7 @@ import numpy as np
 
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
-from primus_launch.tuner.result import Trial, TrialSource
+from primus_launch.tuner.result import Trial, TrialSource, scored_fields
 from primus_launch.tuner.space import AXES, Knobs, apply_knobs
 
 Score = Callable[[Plan], ProjectionResult]
@@ -255,25 +255,9 @@ class Engine:
 
     def record(self, cand: Plan, source: TrialSource, *, result: Optional[ProjectionResult] = None,
                reason: Optional[str] = None) -> Trial:
+        fields = scored_fields(result) if result is not None else dict(reason=reason)
         t = Trial(index=len(self.trials), source=source, changes=plan_changes(self.plan, cand),
-                  status="scored" if result is not None else "rejected", reason=reason)
-        if result is not None:
-            t.iteration_time_s = result.iteration_time_s
-            t.tokens_per_sec_per_gpu = result.tokens_per_sec_per_gpu
-            t.model_tflops_per_gpu = result.model_tflops_per_gpu
-            t.mfu = result.mfu
-            t.peak_memory_bytes = result.memory.peak_bytes_per_gpu
-            t.fits = result.memory.fits
-            t.verdict = result.memory.verdict
-            if result.memory.band is not None:
-                t.peak_band_bytes = (result.memory.band.low_bytes, result.memory.band.high_bytes)
-            if result.band is not None:
-                t.iteration_band_s = result.band.iteration_range(result.iteration_time_s)
-            t.time_breakdown = dict(result.time_breakdown)
-            t.memory_breakdown = dict(result.memory.breakdown)
-            if not result.memory.fits:
-                t.reason = ("tight in memory, kept out by --memory-certain" if result.memory.verdict == "tight"
-                            else "projected memory does not fit")
+                  status="scored" if result is not None else "rejected", **fields)
         self.trials.append(t)
         return t
 

@@ -19,7 +19,7 @@ from typing import Optional
 from primus_launch import interrupt
 from primus_launch.executor import Executor, InProcess, LocalProcesses, in_order
 from primus_launch.tuner.engine import Memo, plan_changes
-from primus_launch.tuner.result import Trial
+from primus_launch.tuner.result import Trial, scored_fields
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
 
 @dataclass
@@ -44,12 +44,7 @@ def _row(plan, score, pf, i: int, k: Knobs) -> tuple:
         r = score(cand)
     except Exception as e:  # the projection refusing a plan is a rejection, not a crash
         return (i, "failed", f"projection failed: {type(e).__name__}: {e}", changes, None)
-    fig = (r.iteration_time_s, r.tokens_per_sec_per_gpu, r.model_tflops_per_gpu, r.mfu,
-           r.memory.peak_bytes_per_gpu, r.memory.fits, dict(r.time_breakdown), dict(r.memory.breakdown),
-           r.memory.verdict,
-           (r.memory.band.low_bytes, r.memory.band.high_bytes) if r.memory.band is not None else None,
-           r.band.iteration_range(r.iteration_time_s) if r.band is not None else None)
-    return (i, "scored", None, changes, fig)
+    return (i, "scored", None, changes, scored_fields(r))
 
 
 def sweep_range(job: tuple, a: int, b: int) -> list[tuple]:
@@ -116,16 +111,11 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optio
                 if i == own_i:  # the seed trial already holds it
                     continue
                 t = Trial(index=len(memo.trials), source="exhaustive", changes=changes,
-                          status="rejected" if status != "scored" else "scored", reason=reason)
+                          status="rejected" if status != "scored" else "scored",
+                          **(fig if status == "scored" else dict(reason=reason)))
                 if status == "scored":
                     scored += 1
-                    (t.iteration_time_s, t.tokens_per_sec_per_gpu, t.model_tflops_per_gpu, t.mfu,
-                     t.peak_memory_bytes, t.fits, t.time_breakdown, t.memory_breakdown, t.verdict,
-                     t.peak_band_bytes, t.iteration_band_s) = fig
-                    if not t.fits:
-                        t.reason = ("tight in memory, kept out by --memory-certain" if t.verdict == "tight"
-                                    else "projected memory does not fit")
-                    elif best is None or (t.iteration_time_s, i) < best:
+                    if t.fits and (best is None or (t.iteration_time_s, i) < best):
                         best = (t.iteration_time_s, i)
                 elif status == "failed":
                     failed += 1

@@ -39,6 +39,20 @@ class Trial(BaseModel):
     memory_breakdown: dict[str, int] = Field(default_factory=dict)
 
 
+def scored_fields(r: ProjectionResult) -> dict[str, Any]:
+    """The :class:`Trial` fields of a scored plan from its projection (a plain dict: the exhaustive sweep's
+    worker processes send it back), the reason with them where it cannot be the answer."""
+    m = r.memory
+    return dict(iteration_time_s=r.iteration_time_s, tokens_per_sec_per_gpu=r.tokens_per_sec_per_gpu,
+                model_tflops_per_gpu=r.model_tflops_per_gpu, mfu=r.mfu, peak_memory_bytes=m.peak_bytes_per_gpu,
+                fits=m.fits, verdict=m.verdict,
+                peak_band_bytes=(m.band.low_bytes, m.band.high_bytes) if m.band is not None else None,
+                iteration_band_s=r.band.iteration_range(r.iteration_time_s) if r.band is not None else None,
+                time_breakdown=dict(r.time_breakdown), memory_breakdown=dict(m.breakdown),
+                reason=None if m.fits else ("tight in memory, kept out by --memory-certain" if m.verdict == "tight"
+                                            else "projected memory does not fit"))
+
+
 class Certificate(BaseModel):
     """What a search proved about its answer (``tuner/branch_bound.py``; a complete brute force is
     certified with every legal plan scored)."""
