@@ -384,7 +384,7 @@ def _eval_list_pattern(txt: str, flag: str = "--moe-layer-freq") -> list[int]:
     except SyntaxError:
         raise PlanError(flag, txt, "a list pattern of 0/1 with + and *") from None
 
-    allowed = "a list pattern of 0/1 with + and * (at most 100,000 layers)"
+    allowed = f"a list pattern of 0/1 with + and * (at most {_MAX_PATTERN:,} layers)"
 
     def ev(n: ast.AST) -> Any:
         if isinstance(n, ast.Constant) and type(n.value) is int:

@@ -371,7 +371,7 @@ def _rank_bands(res: TuneResult) -> None:
     when the top plans lie inside one another's bands): ``res.inside_best_band`` and ``res.gain_inside_band``
     from each projection's error band (:func:`projection.band.ranges_overlap`: the expected ranges overlap,
     so either run could be the faster)."""
-    from primus_launch.projection.band import ranges_overlap
+    from primus_launch.projection.band import bands_overlap, ranges_overlap
 
     if res.top and res.top[0].iteration_band_s is not None:
         first = res.top[0]
@@ -381,8 +381,7 @@ def _rank_bands(res: TuneResult) -> None:
                                                    t.iteration_time_s, t.iteration_band_s)]
     b, o = res.best, res.baseline
     if b.band is not None and o.band is not None and res.best_plan != o.plan:
-        res.gain_inside_band = ranges_overlap(b.iteration_time_s, b.band.iteration_range(b.iteration_time_s),
-                                              o.iteration_time_s, o.band.iteration_range(o.iteration_time_s))
+        res.gain_inside_band = bands_overlap(b.band, b.iteration_time_s, o.band, o.iteration_time_s)
 
 
 def _ranking_lines(res: TuneResult) -> list[str]:
