@@ -7,7 +7,8 @@ into this file with their sources.
 
 Facts are read from: Megatron-LM dev examples/moe_recipes (README table + YAMLs), Megatron-Bridge
 docs/performance-summary-archive.md + scripts/performance + src recipes at v0.4.2 (26.04.01 table)
-and v0.2.1 (25.11 table), TorchAO mx_formats README + TorchTitan docs, Primus projection blog, and the Primus
+and v0.2.1 (25.11 table), docs/performance-summary.md + src/megatron/bridge/perf_recipes at 09ce5f13c (26.08 table),
+TorchAO mx_formats README + TorchTitan docs, Primus projection blog, and the Primus
 MoE package blog (``--primus DIR``: ``git -C MIRROR archive 3aaf2d5f primus/configs examples/moe_package | tar -x -C
 DIR`` of AMD-AGI/Primus; its rows are resolved through primus-launch's Primus reader and stored as flattened modules).
 """
