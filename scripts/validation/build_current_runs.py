@@ -7,8 +7,8 @@ into this file with their sources.
 
 Facts are read from: Megatron-LM dev examples/moe_recipes (README table + YAMLs), Megatron-Bridge
 docs/performance-summary-archive.md + scripts/performance + src recipes at v0.4.2 (26.04.01 table)
-and v0.2.1 (25.11 table), docs/performance-summary.md + src/megatron/bridge/perf_recipes at 09ce5f13c (26.08 table),
-TorchAO mx_formats README + TorchTitan docs, Primus projection blog, and the Primus
+and v0.2.1 (25.11 table), docs/performance-summary.md + src/megatron/bridge/perf_recipes at 09ce5f13c (26.08
+table), scripts/performance/configs at 8f341b04f (the 26.06 B300 rows), TorchAO mx_formats README + TorchTitan docs, Primus projection blog, and the Primus
 MoE package blog (``--primus DIR``: ``git -C MIRROR archive 3aaf2d5f primus/configs examples/moe_package | tar -x -C
 DIR`` of AMD-AGI/Primus; its rows are resolved through primus-launch's Primus reader and stored as flattened modules).
 """
@@ -352,6 +352,8 @@ CONV_MB_2608 = ("Megatron-Bridge @09ce5f13c src/megatron/bridge/training/utils/f
                 "GPT-OSS 120B 32.630 GFLOP/token where the 26.04 table's formula gave 27.164. Checked: TFLOP/s x 1e12 / "
                 "tokens/s reproduces this formula to <0.5% on every 26.08 row.")
 
+CONV_MB_2606 = CONV_MB_2608.replace("@09ce5f13c", "@8f341b04f").replace("on every 26.08 row", "on both 26.06 B300 rows")
+
 COMMON_UNKNOWN_MB = [
     "the run itself is not published: only the table row (tokens/s/GPU, model TFLOP/s/GPU) and the perf configs at "
     "the release tag; that the measured run used exactly these defaults (no CLI overrides) is assumed",
@@ -376,8 +378,9 @@ DROPOUT_SRC = {
 
 def dropout_note(mk, release):
     """Where Megatron-Bridge sets the row's model's dropout to 0 (the flags carry it: Megatron's default is 0.1)."""
-    if release == "26.08":
-        return (f"Dropout 0: Bridge @{MB_COMMIT_2608} src/megatron/bridge/models/{DROPOUT_SRC[release][mk]} sets "
+    if release in ("26.08", "26.06"):
+        commit = MB_COMMIT_2608 if release == "26.08" else "8f341b04f"
+        return (f"Dropout 0: Bridge @{commit} src/megatron/bridge/models/{DROPOUT_SRC['26.08'][mk]} sets "
                 "provider.hidden_dropout = 0.0; attention_dropout comes from the HF config (0.0).")
     if release == "26.04.01":
         return (f"Dropout 0: Bridge @{MB_TAG} src/megatron/bridge/models/{DROPOUT_SRC[release][mk]} sets "
@@ -419,9 +422,9 @@ def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, e
     fpt = flops_per_token(s=arch["seq_length"], **(flopm or FLOPM[mk]))
     tok_from_tf = tflops * 1e12 / fpt
     dp = gpus // (tp * pp * cp)
-    src = {"26.04.01": MB_SRC, "25.11": MB_SRC_2511, "26.08": MB_SRC_2608}[release].format(
+    src = {"26.04.01": MB_SRC, "25.11": MB_SRC_2511, "26.08": MB_SRC_2608, "26.06": MB_SRC_2606}[release].format(
         model=model_table, sys=sysname, prec=table_prec)
-    fsrc = (MB_FLAGS_SRC_2608 if release == "26.08" else MB_FLAGS_SRC).format(
+    fsrc = {"26.08": MB_FLAGS_SRC_2608, "26.06": MB_FLAGS_SRC_2606}.get(release, MB_FLAGS_SRC).format(
         fam=fam, wl=wl, cfg=cfg, fn=fn, fnname=fnname, rec=rec, sys=sysname.lower())
     if release == "25.11":
         fsrc = fsrc.replace("@v0.4.2 (c81012934)", f"@{MB_TAG_2511} ({MB_COMMIT_2511})").replace(
@@ -441,7 +444,7 @@ def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, e
                       mtp_num_layers=ARCH[mk].get("mtp_num_layers")),
         measured=dict(tokens_per_sec_per_gpu=tok, tflops_per_gpu=tflops, mfu=None, iteration_time_s=None,
                       peak_memory_gb=None),
-        flops_convention=CONV_MB_2608 if release == "26.08" else CONV_MB,
+        flops_convention=(CONV_MB_2608 if release == "26.08" else CONV_MB_2606 if release == "26.06" else CONV_MB),
         derived_fields=[
             "parallelism.dp (= gpus/(tp*pp*cp))",
             f"check: TFLOP/s x 1e12 / ({fpt / 1e9:.3f} GFLOP/token by the source's formula) = {tok_from_tf:.0f} "
@@ -450,7 +453,7 @@ def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, e
             "hardware.gpus_per_node from the system type (table gives only the GPU count)",
         ],
         source_reliability=("primary (official repo doc table; flags read from the perf recipes at the commit that "
-                            "published it)" if release == "26.08" else
+                            "published it)" if release in ("26.08", "26.06") else
                             "primary (official repo doc table; flags read from the perf configs at the release tag)"),
         notes=(notes + " " + dropout_note(mk, release)).strip(),
         megatron_flags=flags,
@@ -791,6 +794,8 @@ def bridge_rows():
     # commit, src/megatron/bridge/perf_recipes/<family>/<system>/*.py).  Every row there is MXFP8 on GB300 / GB200 with
     # the full-iteration CUDA graph and the paged stash (the *_full_iteration_mxfp8 helpers of <family>/common.py).
     rows += bridge2608_rows(ds_arch, q_arch)
+    # ---------------- 26.06 table (archive): the two B300 rows whose plan no other row holds
+    rows += bridge2606_rows(q_arch)
     return rows
 
 
@@ -923,6 +928,66 @@ def bridge2608_rows(ds_arch, q_arch):
                            "precision-aware optimizer (run_script.py forces it only for bf16), grads reduced in bf16. "
                            + NOTE_2608, "GPT OSS 120B", dispatcher="flex/hybridep", cuda_graph="full_iteration",
                            ep_overlap=True, release="26.08", flopm=dict(GPTOSS_120B, swa=(18, 128))))
+    return rows
+
+
+MB_SRC_2606 = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md (HEAD 067f987df0; section '26.06 NeMo "
+               "Container' / Pre-Training Performance), table 'Model: {model}', row DGX-{sys} {prec}; the B300 rows were "
+               "added by 8f341b04f (2026-06-22, 'perf summary b300 26.06 (#4435)') to docs/performance-summary.md")
+MB_FLAGS_SRC_2606 = ("NVIDIA-NeMo/Megatron-Bridge @8f341b04f (the commit that published the row): scripts/performance/configs/"
+                     "{fam}/{wl} ({cfg}), scripts/performance/configs/{fam}/{fn} ({fnname}), src/megatron/bridge/recipes/"
+                     "{rec}, scripts/performance/utils/{{overrides,precision}}.py (set_workload_base_configs: "
+                     "cutedsl_fused_grouped_mlp -> op fuser + GLU interleave 32 (+ high-priority a2a stream and 32 "
+                     "preprocessing SMs with moe_a2a_overlap); set_post_overrides: precision-aware optimizer for bf16 "
+                     "only); mapped by hand to Megatron-LM argument names")
+
+
+def bridge2606_rows(q_arch):
+    """The 26.06 table's B300 rows whose plan no other row holds: GPT-OSS 120B MXFP8 (the 26.04 B300 row ran the same
+    layout in BF16) and Qwen3-30B-A3B MXFP8 with the full-iteration graph (26.04: partial TE graphs).  The other 26.06
+    rows repeat a plan that a 26.04 or 26.08 row already holds (see CURRENT_RUNS.md)."""
+    rows = []
+    # Qwen3-30B-A3B B300 MXFP8: QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1 (full_iteration, moe_a2a_overlap,
+    # cutedsl_fused_grouped_mlp, fp8_dot_product_attention) + qwen3_llm_pretrain.py set_full_iter_cg_configs
+    gpus, mbs, gbs, ep, tp, pp, cp = 8, 8, 512, 8, 1, 1, 1
+    f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + q_arch["qwen3_30b"]
+    f += mb_common("qwen3_30b", "fp8_mx", gpus, pp, None, tp)
+    f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+          "--ddp-average-in-collective"] + FULL_ITER_2608
+    rows.append(mb_row("mbridge2606_b300_fp8_mx_qwen3_30b_a3b_8gpu", "qwen3_30b", "B300", gpus, "fp8_mx", "MXFP8", gbs,
+                       mbs, tp, pp, cp, None, ep, 40769, 938, f, "QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1 (no V2)",
+                       "qwen", "qwen3_workload_base_configs.py", "qwen3_llm_pretrain.py",
+                       "qwen3_30b_a3b_pretrain_config_b300 + set_full_iter_cg_configs",
+                       "qwen/qwen3_moe.py (qwen3_30b_a3b_pretrain_config)", "none",
+                       [FP8_DPA_2608.replace("set by the full-iteration helper", "set by the workload config"),
+                        "not modelled: the environment the perf launcher adds for the full-iteration graph and the "
+                        "CuTeDSL fused grouped MLP (scripts/performance/perf_plugins.py), HybridEP ranks per NVLink "
+                        "domain 8: environment, no plan field"],
+                       "All 48 layers MoE, one DGX-B300 node. The 26.08 GB300 / GB200 recipe on a B300 (MBS 8): " + NOTE_2608,
+                       "Qwen3_30B_a3B", dispatcher="flex/hybridep", cuda_graph="full_iteration", ep_overlap=True,
+                       release="26.06"))
+    # GPT-OSS 120B B300 MXFP8: GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2 = the BF16 V2 config (EP 8, MBS 4, TE graphs
+    # attn / moe_router / moe_preprocess, HybridEP), MXFP8 precision, no precision-aware optimizer
+    gpus, mbs, gbs, ep, tp, pp, cp = 64, 4, 1280, 8, 1, 1, 1
+    cg = ["attn", "moe_router", "moe_preprocess"]
+    f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + ARCH_FLAGS["gptoss_120b"]
+    f += mb_common("gptoss_120b", "fp8_mx", gpus, pp, None, tp)
+    f += ["--moe-router-fusion", "--moe-router-force-load-balancing", "--calculate-per-token-loss",
+          "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep", "--moe-hybridep-num-sms 32",
+          "--cuda-graph-impl transformer_engine", "--cuda-graph-scope " + " ".join(cg), "--te-rng-tracker"]
+    rows.append(mb_row("mbridge2606_b300_fp8_mx_gpt_oss_120b_64gpu", "gptoss_120b", "B300", gpus, "fp8_mx", "MXFP8", gbs,
+                       mbs, tp, pp, cp, None, ep, 18534, 604, f,
+                       "GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2 (= B300_BF16_V2)", "gpt_oss",
+                       "gpt_oss_workload_base_configs.py", "gpt_oss_llm_pretrain.py", "gpt_oss_120b_pretrain_config_b300",
+                       "gpt_oss/gpt_oss.py (gpt_oss_120b_pretrain_config)", "none",
+                       ["MoE router: Bridge's GPT-OSS provider sets moe_router_load_balancing_type 'none' and pre_softmax "
+                        "False; score function left at Megatron default (softmax)"],
+                       "36 MoE layers (128 experts top-4, expert FFN 2880, biases), sliding window 128 on every other "
+                       "layer, attention sinks, YaRN RoPE. The 26.04 B300 BF16 row's layout (EP 8, MBS 4, TE graphs "
+                       "attn / moe_router / moe_preprocess, HybridEP) in MXFP8, without the precision-aware optimizer "
+                       "(set_post_overrides forces it for bf16 only). Routing forced balanced (table footnote).",
+                       "GPT OSS 120B", dispatcher="flex/hybridep", cuda_graph="transformer_engine scope=" + ",".join(cg),
+                       release="26.06", flopm=dict(GPTOSS_120B, swa=(18, 128))))
     return rows
 
 
