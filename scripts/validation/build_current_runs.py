@@ -795,7 +795,7 @@ def bridge_rows():
     # the full-iteration CUDA graph and the paged stash (the *_full_iteration_mxfp8 helpers of <family>/common.py).
     rows += bridge2608_rows(ds_arch, q_arch)
     # ---------------- 26.06 table (archive): the two B300 rows whose plan no other row holds
-    rows += bridge2606_rows(q_arch)
+    rows += bridge2606_rows(ds_arch, q_arch)
     return rows
 
 
@@ -942,11 +942,42 @@ MB_FLAGS_SRC_2606 = ("NVIDIA-NeMo/Megatron-Bridge @8f341b04f (the commit that pu
                      "only); mapped by hand to Megatron-LM argument names")
 
 
-def bridge2606_rows(q_arch):
-    """The 26.06 table's B300 rows whose plan no other row holds: GPT-OSS 120B MXFP8 (the 26.04 B300 row ran the same
-    layout in BF16) and Qwen3-30B-A3B MXFP8 with the full-iteration graph (26.04: partial TE graphs).  The other 26.06
-    rows repeat a plan that a 26.04 or 26.08 row already holds (see CURRENT_RUNS.md)."""
+def bridge2606_rows(ds_arch, q_arch):
+    """The 26.06 table's rows whose plan no other row holds: GPT-OSS 120B MXFP8 on B300 (the 26.04 B300 row ran the
+    same layout in BF16), Qwen3-30B-A3B MXFP8 on B300 with the full-iteration graph (26.04: partial TE graphs) and
+    DeepSeek-V3 on GB300 at GBS 15,360 (the 26.08 GB300 recipe at 3.75x the global batch).  The other 26.06 rows
+    repeat a plan that a 26.04 or 26.08 row already holds (see CURRENT_RUNS.md)."""
     rows = []
+    # DeepSeek-V3 GB300 GBS 15360: DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_FP8_MX_GBS15360 at c14643cdb (r0.5.0 cherry-pick of
+    # '26.06 perf summary (4318)'): the FP8_MX V1 config (MBS 1, PP 2 VP 8 EP 32, layout, full_iteration, moe_a2a_overlap,
+    # cutedsl_fused_grouped_mlp, fp8_dot_product_attention, recompute_modules []) at GBS 15360; deepseek_llm_pretrain.py
+    # deepseek_v3_pretrain_config_gb300 sets fp8_output_proj for mxfp8 and set_full_iter_cg_configs the paged stash
+    layout, gpus, gbs, mbs, tp, pp, vp, cp, ep = "Et*4|(t*4|)*14tmL", 256, 15360, 1, 1, 2, 8, 1, 32
+    f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + ds_arch + [f"--pipeline-model-parallel-layout {layout}"]
+    f += mb_common("dsv3", "fp8_mx", gpus // (tp * pp * cp), pp, vp, tp, extra_gc=5)
+    f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+          "--use-precision-aware-optimizer", "--main-grads-dtype bf16", "--main-params-dtype fp32",
+          "--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16", "--enable-experimental", "--ddp-average-in-collective",
+          "--fp8-output-proj"] + FULL_ITER_2608
+    r = mb_row("mbridge2606_gb300_fp8_mx_deepseek_v3_256gpu_gbs15360", "dsv3", "GB300", gpus, "fp8_mx", "MXFP8", gbs, mbs,
+               tp, pp, cp, vp, ep, 6422, 1670, f, "DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_FP8_MX_GBS15360", "deepseek",
+               "deepseek_workload_base_configs.py", "deepseek_llm_pretrain.py",
+               "deepseek_v3_pretrain_config_gb300 + set_full_iter_cg_configs",
+               "deepseek/deepseek_v3.py (deepseek_v3_pretrain_config)", "none",
+               [FP8_DPA_2608.replace("set by the full-iteration helper", "set by the workload config"),
+                "moe_router_padding_for_fp8=False in the base recipe although MXFP8 is on (no padding flag set)",
+                "not modelled: the environment the perf launcher adds for the full-iteration graph and the CuTeDSL "
+                "fused grouped MLP (scripts/performance/perf_plugins.py): environment, no plan field"],
+               f"PP 2 VP 8 EP 32 MBS 1, no recompute, GBS 15,360 (60 micro-batches per pipeline where the 26.08 row has "
+               f"16). Pipeline layout '{layout}'. Base recipe: precision-aware optimizer with bf16 main grads and "
+               "moments, fp32 main params; manual GC every 5 steps (the base recipe's; _set_common_perf_overrides does "
+               "not change it). " + NOTE_2608, "DeepSeekV3", dispatcher="flex/hybridep", cuda_graph="full_iteration",
+               ep_overlap=True, layout=layout, release="26.06")
+    r["flags_source"] = r["flags_source"].replace(
+        "@8f341b04f (the commit that published the row)",
+        "@c14643cdb (2026-06-16, 'cp: 26.06 perf summary (4318) into r0.5.0', the commit that published the row with "
+        "its config; in v0.5.0 / v0.5.1 unchanged)")
+    rows.append(r)
     # Qwen3-30B-A3B B300 MXFP8: QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1 (full_iteration, moe_a2a_overlap,
     # cutedsl_fused_grouped_mlp, fp8_dot_product_attention) + qwen3_llm_pretrain.py set_full_iter_cg_configs
     gpus, mbs, gbs, ep, tp, pp, cp = 8, 8, 512, 8, 1, 1, 1
