@@ -87,6 +87,19 @@ def study(ids: tuple[str, ...] = ROWS) -> dict[str, dict]:
         ops = layer_op_times(plan)
         n_win = m.num_window_layers
         per_kind = {"moe": (m.num_layers - n_win) / p.pp, "moe_window": n_win / p.pp}
+        classes: dict[str, float] = {}
+        for kind, v in ops.items():
+            if kind.startswith("_"):
+                continue
+            if kind.startswith("dense") and m.num_moe_layers == m.num_layers:
+                continue   # layer_op_times also times the dense kinds; GPT-OSS has none
+            n = per_kind.get(kind, 1.0 / p.pp)
+            for o in v:
+                c = "head" if kind in ("head", "embedding") else o[4][0]
+                if any(f in o[0] for f in FUSED_AWAY) and "--use-transformer-engine-op-fuser" in \
+                        cur[rid]["megatron_flags"]:
+                    continue
+                classes[c] = classes.get(c, 0.0) + plan.num_microbatches * n * (o[1] + o[2] + o[3])
         fused_away = plan.num_microbatches * sum(
             n * sum(o[1] + o[2] + o[3] for o in ops.get(kind, []) if any(f in o[0] for f in FUSED_AWAY))
             for kind, n in per_kind.items())
@@ -105,6 +118,7 @@ def study(ids: tuple[str, ...] = ROWS) -> dict[str, dict]:
             "resid_ms_per_layer_seq": 1e3 * (t_meas - res.iteration_time_s) / (seqs * m.num_layers / p.pp),
             "fused_away_s": fused_away,
             "layer_mb": plan.num_microbatches * m.num_layers // p.pp,
+            "classes": classes,
         }
     return out
 
@@ -139,6 +153,16 @@ def main() -> int:
         tok = r["projected"] * r["t_proj"] / t
         print(f"{rid:44s} charged {r['fused_away_s']:.3f} of {r['t_proj']:.3f} s; without them {t:.3f} s, "
               f"{tok:,.0f} tokens/s/GPU ({_err(tok, r['measured']):+.1f} % against {r['measured']:,.0f})")
+    print("\n5. residual (op-fuser rows: against the projection without the fused-away rows) over the modelled "
+          "seconds per iteration of each op class (busiest stage; head and embedding counted once per micro-batch "
+          "/ PP): the class whose ratio stays constant across the rows is the best candidate for what all miss")
+    cls = ("attention", "gemm", "grouped_gemm", "elementwise", "head")
+    print(f"{'row':44s} {'resid s':>7s} " + " ".join(f"{c:>14s}" for c in cls))
+    for rid, r in s.items():
+        resid = r["t_meas"] - (r["t_proj"] - (r["fused_away_s"] if r["op_fuser"] else 0.0))
+        print(f"{rid:44s} {resid:7.3f} " + " ".join(
+            f"{r['classes'].get(c, 0.0):6.3f} x{resid / r['classes'][c]:5.2f}" if r["classes"].get(c) else
+            f"{'-':>14s}" for c in cls))
     print("\n4. Bridge 26.06 -> 26.06.01, same MXFP8 recipes (cudnn-frontend #256: grouped_gemm_dglu ~10x slower)")
     for gpu, (good, bad) in REGRESSION_2606.items():
         r = next(v for v in s.values() if v["gpu"] == gpu and v["op_fuser"])
