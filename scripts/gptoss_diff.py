@@ -9,23 +9,20 @@ Diagnostics only: nothing here changes the model or the validation rows.
    iteration time, the residual and the residual per (layer x sequence of 4,096 tokens) on the busiest stage.
 2. Same system, two tables: the measured throughput step against the modelled one.
 3. The rows that run ``--use-transformer-engine-op-fuser`` (the 26.06 / 26.08 GB200 / GB300 full-iteration
-   recipes; the perf recipe also sets ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``).  Megatron-LM cd4afffa (the Bridge
-   26.08 pin) ``megatron/core/transformer/moe/experts.py``: ``TEGroupedMLP`` asserts ``_is_fused_impl_supported()``
-   when the op fuser is on, and for a GLU activation that is true only with ``NVTE_CUTEDSL_FUSED_GROUPED_MLP`` > 0;
-   ``_make_fused_ops`` then builds ``GroupedLinear(FC1, bias) -> ScaledClampedQGeGLU(limit=clamp) ->
-   GroupedLinear(FC2, bias, scale_bias=True)``, which TE (``transformer_engine/pytorch/ops/fused/grouped_mlp.py``)
-   runs as cudnn-frontend's CuTeDSL ``grouped_gemm_glu`` / ``grouped_gemm_dglu`` kernels: the activation, its clamp,
-   the router-probability scale and the biases ride in the GEMM epilogues.  The dry-run prices these rows with the
-   unfused ``TEGroupedMLP`` path instead (the flag is reported as not modelled): the eager clamp + cat, the
-   separate quick-GeGLU pass and the per-expert ``_apply_bias`` loop.  The table gives the seconds the model
-   charges to those three rows per iteration and the projection without them (first order: the rows' compute is
-   ~94 % of the step; EP exposure, host and everything else held as projected; the FP8 quantisation the epilogue
-   also absorbs is left in, so the true fused projection is faster still).
-4. A public measurement of the fused kernel's weight in these runs: Megatron-Bridge's performance archive
+   recipes; the perf recipe also sets ``NVTE_CUTEDSL_FUSED_GROUPED_MLP=1``), projected with
+   ``training.moe_expert_gemm`` = ``te`` (the unfused ``TEGroupedMLP`` path: eager clamp + cat, separate
+   quick-GeGLU pass, per-expert ``_apply_bias`` loop -- how the dry-run priced them while the flag was "not
+   modelled") and ``te_fused`` (what they run: Megatron-LM cd4afffa ``experts.py`` ``_fused_forward``, TE's
+   CuTeDSL grouped GEMMs with the activation in their epilogues; ``tests/test_fused_grouped_mlp.py``), and the
+   seconds per iteration the ``te`` pricing charges to the three rows the fused path does not run.
+4. The residual over the modelled seconds per iteration of each op class (attention, GEMM, grouped GEMM,
+   elementwise, head): a term every row misses in the same proportion would show as a constant ratio.
+5. A public measurement of the fused kernel's weight in these runs: Megatron-Bridge's performance archive
    (``docs/performance-summary-archive.md``) has the same GB300 EP 16 / GB200 EP 64 MXFP8 recipes at 26.06
    (33,166 / 28,947 tokens/s/GPU) and 26.06.01 (20,288 / 18,304), the drop footnoted as cudnn-frontend issue #256
    (``grouped_gemm_dglu_wrapper_sm100`` "became 10x slower between 1.23.0 and 1.24.0"): the extra seconds per
-   (layer x micro-batch) it implies.
+   (layer x micro-batch) it implies, beside the modelled backward of the FC2 grouped GEMM (the GEMM of
+   ``grouped_gemm_dglu``).
 
     python scripts/gptoss_diff.py
 """
@@ -69,8 +66,9 @@ def _rows() -> tuple[dict, dict]:
 
 
 def study(ids: tuple[str, ...] = ROWS) -> dict[str, dict]:
-    """Per row: the plan switches, measured / projected seconds and tokens/s, and (op-fuser rows) the seconds
-    charged to :data:`FUSED_AWAY` per iteration on the busiest stage."""
+    """Per row: the plan switches, measured / projected seconds and tokens/s, the modelled seconds per iteration of
+    each op class, and (op-fuser rows) the projection with the unfused pricing and the seconds it charges to
+    :data:`FUSED_AWAY` per iteration on the busiest stage."""
     from primus_launch.plan import Plan
     from primus_launch.projection.cost.roofline import layer_op_times
     from primus_launch.projection.dryrun import project_dry_run
@@ -96,13 +94,17 @@ def study(ids: tuple[str, ...] = ROWS) -> dict[str, dict]:
             n = per_kind.get(kind, 1.0 / p.pp)
             for o in v:
                 c = "head" if kind in ("head", "embedding") else o[4][0]
-                if any(f in o[0] for f in FUSED_AWAY) and "--use-transformer-engine-op-fuser" in \
-                        cur[rid]["megatron_flags"]:
-                    continue
                 classes[c] = classes.get(c, 0.0) + plan.num_microbatches * n * (o[1] + o[2] + o[3])
-        fused_away = plan.num_microbatches * sum(
-            n * sum(o[1] + o[2] + o[3] for o in ops.get(kind, []) if any(f in o[0] for f in FUSED_AWAY))
-            for kind, n in per_kind.items())
+        fc2_dgrad = next((o[2] for o in ops.get("moe", []) if o[0].startswith("experts (grouped) FC2")), 0.0)
+        alt = {}
+        if t.moe_expert_gemm == "te_fused":   # the same row priced as the unfused TEGroupedMLP path
+            unf = plan.model_copy(update={"training": t.model_copy(update={"moe_expert_gemm": "te"})})
+            r_unf = project_dry_run(unf)
+            ops_u = layer_op_times(unf)
+            alt = {"projected": r_unf.tokens_per_sec_per_gpu, "t_proj": r_unf.iteration_time_s,
+                   "fused_away_s": plan.num_microbatches * sum(
+                       n * sum(o[1] + o[2] + o[3] for o in ops_u.get(kind, []) if any(f in o[0] for f in FUSED_AWAY))
+                       for kind, n in per_kind.items())}
         flags = cur[rid]["megatron_flags"]
         seqs = plan.num_microbatches * t.micro_batch_size
         out[rid] = {
@@ -112,11 +114,11 @@ def study(ids: tuple[str, ...] = ROWS) -> dict[str, dict]:
             "graphs": "+".join(t.cuda_graph_scope) if t.cuda_graph_impl != "none" else "none",
             "recompute": ",".join(t.recompute.modules) if t.recompute.granularity != "none" else "none",
             "ep_overlap": t.overlap_moe_expert_parallel_comm,
-            "op_fuser": "--use-transformer-engine-op-fuser" in flags,
+            "op_fuser": "--use-transformer-engine-op-fuser" in flags, "expert_gemm": t.moe_expert_gemm,
             "measured": meas, "projected": res.tokens_per_sec_per_gpu,
             "t_meas": t_meas, "t_proj": res.iteration_time_s,
             "resid_ms_per_layer_seq": 1e3 * (t_meas - res.iteration_time_s) / (seqs * m.num_layers / p.pp),
-            "fused_away_s": fused_away,
+            "unfused": alt, "fc2_dgrad_s": fc2_dgrad,
             "layer_mb": plan.num_microbatches * m.num_layers // p.pp,
             "classes": classes,
         }
@@ -144,26 +146,26 @@ def main() -> int:
         sm, sp = rb["measured"] / ra["measured"], rb["projected"] / ra["projected"]
         print(f"{ra['gpu']:6s} {a.split('_')[0]} -> {b.split('_')[0]}: measured x{sm:.3f}, modelled x{sp:.3f} "
               f"(model gets {100 * (sp - 1) / (sm - 1):.0f} % of the step)")
-    print("\n3. op-fuser rows: seconds per iteration the model charges to what the CuTeDSL fused grouped MLP runs "
-          "in its GEMM epilogues (" + ", ".join(FUSED_AWAY) + ")")
+    print("\n3. op-fuser rows priced as the unfused TEGroupedMLP path (moe_expert_gemm te) and as what they run "
+          "(te_fused); seconds the te pricing charges to " + ", ".join(FUSED_AWAY))
     for rid, r in s.items():
-        if not r["op_fuser"]:
+        u = r["unfused"]
+        if not u:
             continue
-        t = r["t_proj"] - r["fused_away_s"]
-        tok = r["projected"] * r["t_proj"] / t
-        print(f"{rid:44s} charged {r['fused_away_s']:.3f} of {r['t_proj']:.3f} s; without them {t:.3f} s, "
-              f"{tok:,.0f} tokens/s/GPU ({_err(tok, r['measured']):+.1f} % against {r['measured']:,.0f})")
-    print("\n5. residual (op-fuser rows: against the projection without the fused-away rows) over the modelled "
+        print(f"{rid:44s} te {u['projected']:,.0f} tokens/s/GPU ({_err(u['projected'], r['measured']):+.1f} %, "
+              f"{u['fused_away_s']:.3f} of {u['t_proj']:.3f} s charged to them); te_fused {r['projected']:,.0f} "
+              f"({_err(r['projected'], r['measured']):+.1f} %); measured {r['measured']:,.0f}")
+    print("\n4. residual over the modelled "
           "seconds per iteration of each op class (busiest stage; head and embedding counted once per micro-batch "
           "/ PP): the class whose ratio stays constant across the rows is the best candidate for what all miss")
     cls = ("attention", "gemm", "grouped_gemm", "elementwise", "head")
     print(f"{'row':44s} {'resid s':>7s} " + " ".join(f"{c:>14s}" for c in cls))
     for rid, r in s.items():
-        resid = r["t_meas"] - (r["t_proj"] - (r["fused_away_s"] if r["op_fuser"] else 0.0))
+        resid = r["t_meas"] - r["t_proj"]
         print(f"{rid:44s} {resid:7.3f} " + " ".join(
             f"{r['classes'].get(c, 0.0):6.3f} x{resid / r['classes'][c]:5.2f}" if r["classes"].get(c) else
             f"{'-':>14s}" for c in cls))
-    print("\n4. Bridge 26.06 -> 26.06.01, same MXFP8 recipes (cudnn-frontend #256: grouped_gemm_dglu ~10x slower)")
+    print("\n5. Bridge 26.06 -> 26.06.01, same MXFP8 recipes (cudnn-frontend #256: grouped_gemm_dglu ~10x slower)")
     for gpu, (good, bad) in REGRESSION_2606.items():
         r = next(v for v in s.values() if v["gpu"] == gpu and v["op_fuser"])
         tok_per_it = r["projected"] * r["t_proj"]
@@ -171,7 +173,8 @@ def main() -> int:
         n = r["layer_mb"]
         print(f"{gpu:6s} {good:,.0f} -> {bad:,.0f} tokens/s/GPU: +{extra:.3f} s per iteration, "
               f"{1e3 * extra / n:.2f} ms per (layer x micro-batch); at exactly 10x the kernel took "
-              f"{1e3 * extra / n / 9:.2f} ms before")
+              f"{1e3 * extra / n / 9:.2f} ms before; the modelled FC2 grouped GEMM backward (dgrad) "
+              f"{1e3 * r['fc2_dgrad_s']:.2f} ms")
     return 0
 
 
