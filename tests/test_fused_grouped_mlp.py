@@ -45,11 +45,18 @@ def test_op_fuser_runs_no_bias_loop_and_no_eager_clamp(gpu: str, fp8: bool):
 
 
 def test_cutedsl_only_for_mxfp8_on_blackwell():
-    """MXFP8 on B200: the activation rides in the GEMM epilogues (no quick-GeGLU row, no per-expert launch loop);
-    BF16 (TE fuses only MXFP8 / NVFP4) keeps one activation pass and TE's per-expert GEMM host loop."""
-    mx, bf = _names(_oss("te_fused", "b200", True)), _names(_oss("te_fused", "b200", False))
+    """MXFP8 on B200: the activation rides in the GEMM epilogues (no quick-GeGLU kernel: its bytes, no launch; no
+    per-expert launch loop); BF16 (TE fuses only MXFP8 / NVFP4) keeps the activation kernel and TE's per-expert GEMM
+    host loop.  The epilogue row moves exactly the fused activation's bytes (ACT_FUSED, gated) over the routed rows."""
+    plan = _oss("te_fused", "b200", True)
+    mx, bf = _names(plan), _names(_oss("te_fused", "b200", False))
     assert not any(n.endswith("quick-GeGLU") for n in mx)
     assert any("activation in the epilogues" in n for n in mx)
+    epi = next(o for o in rl.layer_op_times(plan)["moe"] if "in the GEMM epilogues" in o[0])
+    assert epi[4][3] == pytest.approx(rl.ACT_FUSED[True][0] * 4096 * 4 * 2880)   # T x k rows per GPU (EP 8) x f
+    k_te = rl.layer_op_times(_oss("te", "b200", True))["_kernels"]["moe"]
+    k_f = rl.layer_op_times(plan)["_kernels"]["moe"]
+    assert k_f[0] < k_te[0] and k_f[1] < k_te[1]
     assert not any(n.startswith("TE GroupedLinear host") for n in mx)
     assert any(n.endswith("quick-GeGLU") for n in bf)
     assert any(n.startswith("TE GroupedLinear host") for n in bf)

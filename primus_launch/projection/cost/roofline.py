@@ -702,8 +702,14 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
     ``epilogue_act``: the activation (and its clamp) runs in the GEMMs' epilogues -- Megatron's TE op-fuser grouped
     MLP (``training.moe_expert_gemm = te_fused``: cudnn-frontend's CuTeDSL ``grouped_gemm_glu`` forward, FC1 + bias
     + GLU + probability scale, and ``grouped_gemm_dglu`` backward, FC2 dgrad + dGLU + dbias; TE
-    ``transformer_engine/pytorch/ops/fused/grouped_mlp.py``): no separate elementwise pass, the epilogue's own
-    time not priced (no public per-kernel measurement of the fused kernels against the plain grouped GEMM);
+    ``transformer_engine/pytorch/ops/fused/grouped_mlp.py``): no separate kernel and no clamp, but the epilogues
+    still move the activation's bytes beyond a plain GEMM's output (forward the f-wide activation output, ~2 B per f
+    element; backward the saved 2f pre-activation read and its 2f gradient written, ~8 B), priced as the fused
+    activation pass (:data:`ACT_FUSED`: 6 / 12 B per f element) with no launch, i.e. not hidden under the mainloop:
+    Megatron-Bridge's 26.06 -> 26.06.01 GPT-OSS 120B tables (same recipes; cudnn-frontend #256, the dGLU kernel
+    "10x slower") imply ~1 ms per layer and micro-batch for ``grouped_gemm_dglu`` at exactly 10x, where the plain
+    grouped GEMM prices 0.4 (``python scripts/gptoss_diff.py``); no per-kernel measurement of either CuTeDSL kernel
+    is public;
     ``clamp_fused``: the clamp runs inside the activation kernel (TE ``ScaledClampedQGeGLU``), no separate
     clamp + cat (:data:`ACT_CLAMP`)."""
     h = m.hidden_size
@@ -716,7 +722,11 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
     nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
     if "moe" in mods:
         acc.mods = mods + ("moe_act",)
+    act = {"silu": "SwiGLU", "quick_gelu": "quick-GeGLU", "gelu": "GeGLU"}.get(m.activation, m.activation) \
+        if gated else m.activation
     if epilogue_act:
+        acc.elem(nb * T * ffn_local * batch, f"{name} {act} in the GEMM epilogues (its HBM bytes, no launch)", 2.0,
+                 (0, 0))
         acc.mods = mods
         if host_each:
             acc.host(*host_each)
@@ -728,8 +738,6 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
         fb, bb, ckf, ckb = ACT_CLAMP
         acc.elem(fb * T * ffn_local * batch, f"{name} activation clamp (unfused clamp, clamp, cat)", bb / fb,
                  (ckf, ckb))
-    act = {"silu": "SwiGLU", "quick_gelu": "quick-GeGLU", "gelu": "GeGLU"}.get(m.activation, m.activation) \
-        if gated else m.activation
     acc.elem(nb * T * ffn_local * batch, f"{name} {act}", 2.0,
              (kf * (batch if separate else 1), kb * (batch if separate else 1)))
     acc.mods = mods
