@@ -42,6 +42,12 @@ UNKNOWN = [
     "grad_sync_dtype bf16): mapped to Megatron-Core's distributed optimizer with --overlap-grad-reduce / "
     "--overlap-param-gather / --grad-reduce-in-bf16; its bucket_cap_mb (GPT-3 220, Nemotron 50) has no Megatron-LM "
     "flag here: the plan keeps Megatron DDP's bucket rule",
+    "optimizer state: Apex DistributedFusedAdam keeps its shard of exp_avg / exp_avg_sq in `dtype` and a master copy "
+    "only when store_params (apex/contrib/optimizers/distributed_fused_adam.py: params_shard in `dtype`, or int16 "
+    "param_remainders_shard with store_param_remainders); NeMo chooses them (NeMo v2.0.0 megatron_base_model.py "
+    "setup_optimization, the code of the 24.05 / 24.09 containers not read): fp8_params -> store_params; optimizer "
+    "dtype == model dtype -> no master copy; fp32 optimizer with a bf16 model -> store_param_remainders.  Mapped to "
+    "--use-precision-aware-optimizer with the state dtypes (OPTIMIZER_FLAGS in dgxc_runs.py)",
     "environment NVTE_FUSED_ATTN=0 (TE FlashAttention backend: --attention-backend flash), NCCL_NVLS_ENABLE=0, "
     "NVTE_{FWD,BWD}_LAYERNORM_SM_MARGIN from the launcher's conditional_cfgs (not read), CUDA_DEVICE_MAX_CONNECTIONS=1",
 ]
@@ -94,6 +100,18 @@ MODELS = {
 }
 
 
+# Megatron-LM spelling of each recipe's optimizer state (UNKNOWN above), per precision:
+# - GPT-3 (optim dtype fp32 by default): BF16 -> store_param_remainders (a 2-byte master: TE FusedAdam's remainders
+#   on Megatron's precision-aware path, memory/mcore.py master_param_bytes); FP8 with fp8_params -> fp32 master (4 B);
+# - Nemotron-4 (optim dtype bf16 in the YAML): bf16 moments; BF16 -> no master copy (Megatron cannot say 0 bytes:
+#   --main-params-dtype bf16 counts 2, over by 2 bytes per parameter / DP); FP8 with fp8_params -> bf16 master.
+OPTIMIZER_FLAGS = {
+    "gpt3_175b": {"bf16": ["--use-precision-aware-optimizer"], "fp8": ["--use-precision-aware-optimizer"]},
+    "nemotron4_340b": {p: ["--use-precision-aware-optimizer", "--main-params-dtype bf16", "--exp-avg-dtype bf16",
+                           "--exp-avg-sq-dtype bf16"] for p in ("bf16", "fp8")},
+}
+
+
 def dgxc_rows() -> list[dict]:
     """The dgxc-benchmarking weak-scaling rows (module doc), in the current_runs.json row format."""
     rows = []
@@ -103,7 +121,7 @@ def dgxc_rows() -> list[dict]:
                 gbs = gpus // 8 * m["gbs_per_node"]
                 tok = m["seq"] * gbs / t / gpus
                 dp = gpus // (m["tp"] * m["pp"])
-                flags = (m["flags"] + COMMON + [f"--global-batch-size {gbs}"]
+                flags = (m["flags"] + COMMON + OPTIMIZER_FLAGS[mk][prec] + [f"--global-batch-size {gbs}"]
                          + (FP8_FLAGS if prec == "fp8" else []))
                 table = m["table"].format(P=prec.upper())
                 rows.append(dict(
