@@ -119,3 +119,25 @@ def held_parameters(plan: Plan, lay: Layout, sp_: StageParams) -> float:
     shard_dense = lay.dp_shard.size if p.dp_sharding == "full" else (lay.dp.size if sharded else 1)  # HSDP: shard group
     shard_expert = lay.expert_dp.size if p.dp_sharding != "none" else 1
     return sp_.dense / shard_dense + sp_.expert / shard_expert
+
+
+def dp_sync_line(plan: Plan) -> str:
+    """One line for the explanation table: the DP group's footprint, its buckets (NCCL calls) and NCCL's per-call
+    latency each further bucket pays (module doc); '' where the plan has no Megatron DP gradient buckets."""
+    from primus_launch.projection.hardware.placement import layout
+
+    p = plan.parallel
+    lay = layout(plan)
+    if p.dp_sharding == "full" or lay.dp.size <= 1:
+        return ""
+    sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
+    op = "reduce_scatter" if sharded else "all_reduce"
+    per = bucket_params(lay.dp.size)
+    lat = coll.nccl_call_latency(op, lay.dp.size, lay.dp.nodes)
+    how = (f"{per / 1e6:.0f}M-parameter buckets (Megatron DDP max(40M, 1M x dp)), one NCCL call each"
+           if plan.training.overlap_grad_reduce else "one bucket (no overlap_grad_reduce)")
+    return (f"{lay.dp.size} ranks over {lay.dp.nodes} domain(s), {lay.dp.per_node} per domain; {how}; "
+            f"{'reduce-scatter + all-gather' if sharded else 'all-reduce'}: NCCL per-call latency "
+            f"{1e6 * lat:.0f} us (base + ring / tree steps, NCCL tuning.cc; inter-node step "
+            f"{1e6 * coll.NCCL_NET_STEP_S:.0f} us)")
+
