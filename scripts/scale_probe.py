@@ -10,10 +10,18 @@ validation row: micro batch, VP, FFN size, activation, recompute and the gradien
 this probe guesses MBS 1, no VP, FFN 4h GELU (Megatron's defaults), no recompute, fp32 gradient reduction (Megatron's
 default with bf16; ``--bf16-grads`` for bf16), distributed optimizer with both overlaps, TP comm overlap.  The
 measured step time is the model FLOPs (Megatron's full-attention count) over the published TFLOP/s.
+``--megascale``: MegaScale's Megatron-LM baseline (arXiv 2402.15627, Tables 1-2 and section 6.1: 175B, 128 heads,
+hidden 12288, 96 layers, TP 8, PP 8, interleaving 6, sequence 2048, vocabulary 64,000, Megatron-LM 285068c8 of
+2023-01; batch 768 on 256-1,024 A100, 6144 on 3,072-12,288; iteration times).  NOT a validation row: micro batch,
+recompute, sequence parallelism, the distributed optimizer and the attention kernel are not stated; this probe
+guesses MBS 1, SP and the distributed optimizer on, FlashAttention, no recompute, no DP overlap (not in that
+commit).  Per batch size it splits measured and projected step times into ``a + b / GPUs`` (a: the per-step cost
+that does not shrink as the fixed batch spreads over more GPUs).
 ``--no-nccl-latency`` prices NCCL's per-call / per-step latency at zero (the model before the scale terms).
 
     python scripts/scale_probe.py --weak
     python scripts/scale_probe.py --mcore-readme [--bf16-grads] [--no-nccl-latency]
+    python scripts/scale_probe.py --megascale
 """
 
 from __future__ import annotations
@@ -33,6 +41,11 @@ MCORE_README = [("1.7B", 16, 2048, 24, 1, 1, 48, 48, 192, 408.8), ("7.1B", 32, 4
                 ("70B", 64, 8192, 84, 8, 2, 48, 768, 384, 419.7), ("119B", 80, 10240, 92, 8, 4, 48, 1536, 768, 420.5),
                 ("177B", 96, 12288, 96, 8, 6, 48, 2304, 1152, 432.8), ("314B", 128, 16384, 96, 8, 8, 48, 3072, 1536, 474.4),
                 ("462B", 144, 18432, 112, 8, 16, 48, 6144, 3072, 459.9)]
+
+
+# batch, GPUs, Megatron-LM iteration seconds (MegaScale Table 2)
+MEGASCALE = [(768, 256, 40.0), (768, 512, 21.2), (768, 768, 15.2), (768, 1024, 11.9),
+             (6144, 3072, 29.02), (6144, 6144, 14.78), (6144, 8192, 12.24), (6144, 12288, 8.57)]
 
 
 def _parts(res) -> str:
@@ -85,10 +98,37 @@ def mcore_readme(bf16_grads: bool) -> None:
               f"{100 * (meas / res.iteration_time_s - 1):+6.1f} %        {_parts(res)}")
 
 
+def megascale() -> None:
+    from build_runs import _cluster_for
+
+    from primus_launch.adapters.megatron import plan_from_argv
+    from primus_launch.projection.dryrun import project_dry_run
+
+    by_batch: dict[int, list[tuple[int, float, float]]] = {}
+    for gbs, g, t in MEGASCALE:
+        f = ("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 --num-virtual-stages-per-pipeline-rank 6 "
+             f"--micro-batch-size 1 --global-batch-size {gbs} --num-layers 96 --hidden-size 12288 "
+             "--num-attention-heads 128 --seq-length 2048 --max-position-embeddings 2048 --vocab-size 64000 --bf16 "
+             "--sequence-parallel --use-distributed-optimizer --attention-backend flash --attention-dropout 0.0 "
+             "--hidden-dropout 0.0")
+        plan = plan_from_argv(["pretrain_gpt.py"] + f.split(), cluster=_cluster_for("a100-sxm-80gb", g, 8))
+        res = project_dry_run(plan)
+        meas = gbs * 2048 / t / g
+        by_batch.setdefault(gbs, []).append((g, t, res.iteration_time_s))
+        print(f"batch {gbs:5d} {g:6d} GPUs  measured {t:6.2f} s {meas:6.1f} tok/s/GPU  projected {res.iteration_time_s:6.2f} s "
+              f"{res.tokens_per_sec_per_gpu:6.1f}  err {100 * (res.tokens_per_sec_per_gpu / meas - 1):+6.1f} %  ({_parts(res)} ms)")
+    for gbs, pts in by_batch.items():
+        (g0, m0, p0), (g1, m1, p1) = pts[0], pts[-1]
+        for what, t0, t1 in (("measured", m0, m1), ("projected", p0, p1)):
+            b = (t0 - t1) / (1 / g0 - 1 / g1)
+            print(f"batch {gbs}: {what:9s} step = {t0 - b / g0:5.2f} s + {b:8.0f} s*GPU / GPUs (from {g0} and {g1} GPUs)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--weak", action="store_true", help="the dgxc weak-scaling series")
     ap.add_argument("--mcore-readme", action="store_true", help="the Megatron-LM README table (guessed settings)")
+    ap.add_argument("--megascale", action="store_true", help="MegaScale's Megatron-LM baseline (guessed settings)")
     ap.add_argument("--bf16-grads", action="store_true", help="README probe: bf16 gradient reduction")
     ap.add_argument("--no-nccl-latency", action="store_true", help="NCCL per-call / per-step latency at zero")
     args = ap.parse_args(argv)
@@ -97,8 +137,10 @@ def main(argv: list[str] | None = None) -> int:
 
         coll.NCCL_NET_STEP_S = coll.NCCL_INTRA_STEP_S = coll.NCCL_BASE_S = 0.0
         coll.clear_caches()
-    if args.weak or not args.mcore_readme:
+    if args.weak or not (args.mcore_readme or args.megascale):
         weak()
+    if args.megascale:
+        megascale()
     if args.mcore_readme:
         mcore_readme(args.bf16_grads)
     return 0
