@@ -90,7 +90,8 @@ judges; rows found elsewhere (``scripts/validation/current_runs.json``) never tu
 - ``ROCM_LEGACY_GEMM_HOST_S``: host seconds per expert GEMM of Megatron's legacy ``GroupedMLP`` on ROCm (the
   ``grouped_gemm`` library, caaatch22/grouped_gemm branch ``rocm``, one ``hipblasGemmEx`` per local expert, 6 per
   expert, layer and micro-batch: ``cost/moe_host.py`` item 2), applied only where ``training.moe_expert_gemm ==
-  "legacy"`` on an AMD GPU (:func:`moe_host.expert_gemm_host_s`); every other per-expert loop keeps
+  "legacy"`` on CDNA4 (:func:`moe_host.expert_gemm_host_s`: the fitted row's architecture, where rocBLAS routes
+  the call to hipBLASLt by default); every other per-expert loop keeps
   ``moe_host.TE_GEMM_HOST_S``.  No public measurement times this path (hipBLAS -> rocBLAS ``rocblas_gemm_ex`` ->
   Tensile or hipBLASLt, per call); the loop never waits on the GPU, so its cost is a host floor the GPU hides under
   at large micro-batches.  Fitted by bisection on ONE stated row, ``ROCM_LEGACY_GEMM_ROW`` (AMD's MoE-package blog,

@@ -107,8 +107,11 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    DeepSeek-V2-Lite sweep has that shape (0.382 / 0.390 s per micro-batch at micro-batch 1 / 2, GPU-bound from 4).
    No public measurement times one ``hipblasGemmEx`` of this path on gfx950 (hipBLAS -> rocBLAS ``rocblas_gemm_ex``
    -> Tensile, or hipBLASLt with a ``hipblaslt_ext::Gemm`` built, a heuristic queried, initialised and run per call;
-   which route ROCm 7.1's rocBLAS takes for BF16 on gfx950 was not read), so its host seconds are the one calibrated
-   constant :data:`calibration.ROCM_LEGACY_GEMM_HOST_S` (:func:`expert_gemm_host_s`: legacy on an AMD GPU only),
+   rocBLAS's ``handle.hpp`` ``isDefaultHipBLASLtArch`` lists gfx950, not gfx942, at rocm-libraries 10599b8e; the
+   ROCm 7.1 build's list was not read), so its host seconds are the one calibrated constant
+   :data:`calibration.ROCM_LEGACY_GEMM_HOST_S`, on CDNA4 only (:data:`ROCM_LEGACY_HIPBLASLT_ARCHS`, the fitted
+   row's architecture and the one rocBLAS sends to hipBLASLt by default; AMD's MI325X Figure 1 has the loop within
+   0.99-1.94x of Turbo's one kernel, record ``primus-moe-blog-fig1-turbo-vs-hipblas-multistream``),
    fitted on the Lite micro-batch-1 row alone (``calibration.ROCM_LEGACY_GEMM_ROW``): ~196 us, against the 110 us
    hot heuristic query plus 8.6 us launch of hipBLASLt's own March 2025 client (record
    ``hipblaslt1754-api-overhead-hot``).  The other MI355X rows judge it; the per-expert form carries over to
@@ -162,6 +165,10 @@ ROUTER_UNFUSED = (18, 5)
 
 # host seconds per cuBLASLt GEMM launched by TE's per-expert loop (record raft1736-cublaslt-launch-host)
 TE_GEMM_HOST_S = 10e-6
+# architectures whose legacy grouped_gemm loop is priced at calibration.ROCM_LEGACY_GEMM_HOST_S (module doc, item 2):
+# CDNA4 (gfx950), the fitted row's, where rocBLAS takes its hipBLASLt route by default (handle.hpp
+# isDefaultHipBLASLtArch), not CDNA3 (gfx942: Tensile)
+ROCM_LEGACY_HIPBLASLT_ARCHS = frozenset({"cdna4"})
 # kernels TE's split_quantize launches per expert tensor, by recipe (module doc, item 2); delayed scaling: one
 # fused multi-tensor cast-transpose for all experts
 QUANT_KERNELS_PER_TENSOR = {"tensorwise": 3, "mxfp8": 1, "blockwise": 1, "nvfp4": 1, "delayed": 0}
@@ -201,12 +208,12 @@ def legacy_gmm_calls(local_experts: int) -> dict[str, tuple[int, int]]:
     return {"gmm": (2, 4), "blas_gemm": (2 * e, 4 * e), "event_ops": (2 * 13, 4 * 13), "syncs": (0, 0)}
 
 
-def expert_gemm_host_s(expert_gemm: str, vendor: str) -> float:
-    """Host seconds per expert GEMM of a per-expert launch loop (module doc, item 2): the legacy
-    ``grouped_gemm`` library on ROCm (``expert_gemm == "legacy"`` on an AMD GPU)
-    :data:`calibration.ROCM_LEGACY_GEMM_HOST_S`; every other loop (TE / TE-ROCm ``GroupedLinear``, the
-    legacy library on CUDA) :data:`TE_GEMM_HOST_S`."""
-    if expert_gemm == "legacy" and vendor == "amd":
+def expert_gemm_host_s(expert_gemm: str, arch: str) -> float:
+    """Host seconds per expert GEMM of a per-expert launch loop (module doc, item 2): the legacy ``grouped_gemm``
+    library on an architecture of :data:`ROCM_LEGACY_HIPBLASLT_ARCHS` (``expert_gemm == "legacy"``)
+    :data:`calibration.ROCM_LEGACY_GEMM_HOST_S`; every other loop (TE / TE-ROCm ``GroupedLinear``, the legacy library
+    on CUDA or on CDNA3) :data:`TE_GEMM_HOST_S`."""
+    if expert_gemm == "legacy" and arch in ROCM_LEGACY_HIPBLASLT_ARCHS:
         return cal.ROCM_LEGACY_GEMM_HOST_S
     return TE_GEMM_HOST_S
 

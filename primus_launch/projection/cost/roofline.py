@@ -902,7 +902,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         per_expert = grouped and prof.name == "megatron-te" and expert_gemm != "turbo"
         host_each = None
         if per_expert:
-            gemm_host = moe_host.expert_gemm_host_s(expert_gemm, get_gpu(gpu).vendor)
+            gemm_host = moe_host.expert_gemm_host_s(expert_gemm, get_gpu(gpu).arch)
             hf_, hb_ = (prof.host_cpu_factor * x for x in
                         moe_host.grouped_linear_host(local, None if legacy else recipe, gemm_host))
             host_each = (hf_ / 2, hb_ / 2, local)
