@@ -63,7 +63,8 @@ scaled by the host CPU, Grace vs x86); an MoE layer's forward between two token-
 then the next layer's up to its sync), plus the host's wake-up after the wait.  A Megatron MoE layer also
 launches its router's, dispatcher's and the grouped experts' small kernels (``cost/moe_host.py``: counts traced
 from megatron-core's own MoELayer; TE / TE-ROCm GroupedLinear and the legacy grouped_gemm library launch one BLAS
-GEMM per local expert, ``training.moe_expert_gemm``, Primus-Turbo's grouped GEMM one kernel): rows "small ops"
+GEMM per local expert, ``training.moe_expert_gemm``, at ``moe_host.expert_gemm_host_s`` each (the legacy library on
+CDNA4 at its calibrated cost), Primus-Turbo's grouped GEMM one kernel): rows "small ops"
 (``KERNEL_MIN_S`` each on the GPU) and "... host" (host seconds only, before each linear's GEMMs).
 """
 
