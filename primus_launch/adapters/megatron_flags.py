@@ -1147,6 +1147,13 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--activation-offload-fraction": "memory: fraction of activations offloaded",
     "--fine-grained-offloading-max-inflight-offloads": "memory, time: in-flight offload copies",
     "--min-offloaded-tensor-size": "memory: smallest offloaded tensor", "--delta-offload-bytes-across-pp-ranks": "memory: offload bytes per PP rank",
+    # TransformerConfig fields (megatron/core/transformer/transformer_config.py); Megatron-LM's arguments.py has
+    # no argument for them, YAML configs and Megatron-Bridge recipes set them (Bridge 26.08's full-iteration
+    # MXFP8 perf recipes: mixed_precision.fp8_dot_product_attention = True)
+    "--fp8-dot-product-attention": "time and memory: core attention in FP8 (TE fused attention on FP8 q/k/v; "
+                                   "priced and sized as BF16 attention)",
+    "--fp8-multi-head-attention": "time and memory: FP8 tensors between the QKV projection, core attention and "
+                                  "the output projection (priced and sized as BF16)",
     "--cpu-offloading-retain-pinned-cpu-buffers": "memory: pinned host buffers kept", "--cpu-offloading-double-buffering": "memory: offload double buffers",
     "--use-torch-optimizer-for-cpu-offload": "time: torch optimizer for the offloaded part",
     "--overlap-cpu-optimizer-d2h-h2d": "time: host optimizer copies overlapped",
@@ -1287,6 +1294,8 @@ CONFIG_ONLY = """\
 --cpu-offloading-weights\tcpu_offloading_weights\ttrue\t\tfalse\tconfig\ttransformer configuration
 --cpu-offloading-activations\tcpu_offloading_activations\ttrue\t\ttrue\tconfig\ttransformer configuration
 --cpu-offloading-double-buffering\tcpu_offloading_double_buffering\ttrue\t\tfalse\tconfig\ttransformer configuration
+--fp8-dot-product-attention\tfp8_dot_product_attention\ttrue\t\tfalse\tconfig\ttransformer configuration
+--fp8-multi-head-attention\tfp8_multi_head_attention\ttrue\t\tfalse\tconfig\ttransformer configuration
 """
 
 

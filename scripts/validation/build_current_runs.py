@@ -7,7 +7,8 @@ into this file with their sources.
 
 Facts are read from: Megatron-LM dev examples/moe_recipes (README table + YAMLs), Megatron-Bridge
 docs/performance-summary-archive.md + scripts/performance + src recipes at v0.4.2 (26.04.01 table)
-and v0.2.1 (25.11 table), TorchAO mx_formats README + TorchTitan docs, Primus projection blog, and the Primus
+and v0.2.1 (25.11 table), docs/performance-summary.md + src/megatron/bridge/perf_recipes at 09ce5f13c (26.08
+table), scripts/performance/configs at 8f341b04f (the 26.06 B300 rows), TorchAO mx_formats README + TorchTitan docs, Primus projection blog, and the Primus
 MoE package blog (``--primus DIR``: ``git -C MIRROR archive 3aaf2d5f primus/configs examples/moe_package | tar -x -C
 DIR`` of AMD-AGI/Primus; its rows are resolved through primus-launch's Primus reader and stored as flattened modules).
 """
@@ -27,6 +28,7 @@ MLM_DIR = os.path.join(sys.argv[sys.argv.index("--mlm") + 1] if "--mlm" in sys.a
 MLM_COMMIT = "d48bd6be0a85cc0d6d3cc71e8750cf357cc6bdb1"
 MB_TAG, MB_COMMIT = "v0.4.2", "c81012934"
 MB_TAG_2511, MB_COMMIT_2511 = "v0.2.1", "1c43b3928"
+MB_COMMIT_2608 = "09ce5f13c"  # r0.6.0 line: PR #5507, cherry-pick of #5496 'update performance summary for 26.08'
 
 # ----------------------------------------------------------------------------- common text
 CONV_MLM = ("Megatron-LM dev megatron/training/training.py num_floating_point_operations (@d48bd6be): model "
@@ -333,6 +335,25 @@ MB_FLAGS_SRC = ("NVIDIA-NeMo/Megatron-Bridge @v0.4.2 (c81012934): scripts/perfor
                 "scripts/performance/utils/{{overrides,precision}}.py, src/megatron/bridge/training/{{comm_overlap,"
                 "mixed_precision,flex_dispatcher_backend}}.py; mapped by hand to Megatron-LM argument names")
 
+MB_SRC_2608 = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md at 09ce5f13c (2026-08-11, 'docs: update performance "
+               "summary for 26.08 (#5496)', the r0.6.0 cherry-pick; the same table at main 4ab94dfad and HEAD 067f987df0), "
+               "section '26.08 NeMo Container' / Pre-Training Performance, table 'Model: {model}', row DGX-{sys} {prec}")
+MB_FLAGS_SRC_2608 = ("NVIDIA-NeMo/Megatron-Bridge @09ce5f13c: src/megatron/bridge/perf_recipes/{fam}/{sys}/{wl} ({cfg}), "
+                     "perf_recipes/{fam}/common.py ({fnname}), perf_recipes/_common.py (_benchmark_common, _perf_precision), "
+                     "the base recipe src/megatron/bridge/recipes/{rec}, training/mixed_precision.py (bf16_with_mxfp8_mixed), "
+                     "scripts/performance/run_script.py (flat perf recipes: found by get_perf_recipe_by_name, no "
+                     "set_post_overrides; the precision-aware optimizer is forced only for bf16); mapped by hand to "
+                     "Megatron-LM argument names")
+CONV_MB_2608 = ("Megatron-Bridge @09ce5f13c src/megatron/bridge/training/utils/flop_utils.py transformer_flops: model FLOPs, "
+                "fwd+bwd = 3x fwd, no recompute; CAUSAL attention; MoE counts top-k ACTIVE experts + shared expert; MLA "
+                "term by term; MTP counted; logits with padded vocab. Unlike v0.4.2 the gated-MLP factor follows "
+                "gated_linear_unit (GPT-OSS quick-GeGLU counted as gated: 3 GEMM-equivalents) and sliding-window layers "
+                "are counted over the average causal window context w - w(w-1)/(2s) (GPT-OSS: 18 of 36 layers, w = 128): "
+                "GPT-OSS 120B 32.630 GFLOP/token where the 26.04 table's formula gave 27.164. Checked: TFLOP/s x 1e12 / "
+                "tokens/s reproduces this formula to <0.5% on every 26.08 row.")
+
+CONV_MB_2606 = CONV_MB_2608.replace("@09ce5f13c", "@8f341b04f").replace("on every 26.08 row", "on both 26.06 B300 rows")
+
 COMMON_UNKNOWN_MB = [
     "the run itself is not published: only the table row (tokens/s/GPU, model TFLOP/s/GPU) and the perf configs at "
     "the release tag; that the measured run used exactly these defaults (no CLI overrides) is assumed",
@@ -348,6 +369,8 @@ DROPOUT_SRC = {
         "llama3_8b": "llama/llama_bridge.py:64", "dsv3": "deepseek/deepseek_v3_bridge.py:80",
         "qwen3_30b": "qwen/qwen3_moe_bridge.py:51", "qwen3_235b": "qwen/qwen3_moe_bridge.py:51",
         "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76"},
+    "26.08": {"dsv3": "deepseek/deepseek_v3_bridge.py:87", "qwen3_30b": "qwen/qwen3_moe_bridge.py:59",
+              "qwen3_235b": "qwen/qwen3_moe_bridge.py:59", "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76"},
     "25.11": {"llama3_70b": "llama/llama_provider.py:48-49", "llama31_405b": "llama/llama_provider.py:48-49",
               "llama3_8b": "llama/llama_provider.py:48-49"},
 }
@@ -355,6 +378,10 @@ DROPOUT_SRC = {
 
 def dropout_note(mk, release):
     """Where Megatron-Bridge sets the row's model's dropout to 0 (the flags carry it: Megatron's default is 0.1)."""
+    if release in ("26.08", "26.06"):
+        commit = MB_COMMIT_2608 if release == "26.08" else "8f341b04f"
+        return (f"Dropout 0: Bridge @{commit} src/megatron/bridge/models/{DROPOUT_SRC['26.08'][mk]} sets "
+                "provider.hidden_dropout = 0.0; attention_dropout comes from the HF config (0.0).")
     if release == "26.04.01":
         return (f"Dropout 0: Bridge @{MB_TAG} src/megatron/bridge/models/{DROPOUT_SRC[release][mk]} sets "
                 "provider.hidden_dropout = 0.0; attention_dropout comes from the HF config (0.0) through "
@@ -389,15 +416,17 @@ PREC_TXT = {"fp8_cs": ("fp8 hybrid tensorwise current scaling (FP8-CS; TE), BF16
 
 def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, ep, tok, tflops, flags, cfg, fam, wl,
            fn, fnname, rec, recompute, unknown, notes, model_table, fsdp=None, dispatcher=None, cuda_graph="none",
-           ep_overlap=False, layout=None, release="26.04.01", conf="high"):
+           ep_overlap=False, layout=None, release="26.04.01", conf="high", flopm=None):
     hw = HW[sysname]
     arch = dict(ARCH[mk])
-    fpt = flops_per_token(s=arch["seq_length"], **FLOPM[mk])
+    fpt = flops_per_token(s=arch["seq_length"], **(flopm or FLOPM[mk]))
     tok_from_tf = tflops * 1e12 / fpt
     dp = gpus // (tp * pp * cp)
-    src = (MB_SRC if release == "26.04.01" else MB_SRC_2511).format(model=model_table, sys=sysname, prec=table_prec)
-    fsrc = MB_FLAGS_SRC.format(fam=fam, wl=wl, cfg=cfg, fn=fn, fnname=fnname, rec=rec)
-    if release != "26.04.01":
+    src = {"26.04.01": MB_SRC, "25.11": MB_SRC_2511, "26.08": MB_SRC_2608, "26.06": MB_SRC_2606}[release].format(
+        model=model_table, sys=sysname, prec=table_prec)
+    fsrc = {"26.08": MB_FLAGS_SRC_2608, "26.06": MB_FLAGS_SRC_2606}.get(release, MB_FLAGS_SRC).format(
+        fam=fam, wl=wl, cfg=cfg, fn=fn, fnname=fnname, rec=rec, sys=sysname.lower())
+    if release == "25.11":
         fsrc = fsrc.replace("@v0.4.2 (c81012934)", f"@{MB_TAG_2511} ({MB_COMMIT_2511})").replace(
             "scripts/performance/utils/{overrides,precision}.py", "scripts/performance/utils/helpers.py")
     groups = ["moe"] if ARCH[mk]["num_experts"] else ["dense_" + ("bf16" if prec == "bf16" else "fp8")]
@@ -415,7 +444,7 @@ def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, e
                       mtp_num_layers=ARCH[mk].get("mtp_num_layers")),
         measured=dict(tokens_per_sec_per_gpu=tok, tflops_per_gpu=tflops, mfu=None, iteration_time_s=None,
                       peak_memory_gb=None),
-        flops_convention=CONV_MB,
+        flops_convention=(CONV_MB_2608 if release == "26.08" else CONV_MB_2606 if release == "26.06" else CONV_MB),
         derived_fields=[
             "parallelism.dp (= gpus/(tp*pp*cp))",
             f"check: TFLOP/s x 1e12 / ({fpt / 1e9:.3f} GFLOP/token by the source's formula) = {tok_from_tf:.0f} "
@@ -423,7 +452,9 @@ def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, e
             "architecture from the official HF config the recipe loads (AutoBridge.from_hf_pretrained)",
             "hardware.gpus_per_node from the system type (table gives only the GPU count)",
         ],
-        source_reliability="primary (official repo doc table; flags read from the perf configs at the release tag)",
+        source_reliability=("primary (official repo doc table; flags read from the perf recipes at the commit that "
+                            "published it)" if release in ("26.08", "26.06") else
+                            "primary (official repo doc table; flags read from the perf configs at the release tag)"),
         notes=(notes + " " + dropout_note(mk, release)).strip(),
         megatron_flags=flags,
         flags_source=fsrc,
@@ -759,6 +790,235 @@ def bridge_rows():
                                     "25.11 table); the recipe functions of v0.2.1 were read only for the lines quoted here"],
                            f"TP communication overlap with Bridge's {ub}. Same layout as the 26.04.01 row, global batch "
                            f"{gbs} (DP {dp}). GA column of the table: {gbs // dp}.", tname, release="25.11", conf="medium"))
+    # ---------------- Megatron-Bridge 26.08 table (docs/performance-summary.md at 09ce5f13c; flat perf recipes of that
+    # commit, src/megatron/bridge/perf_recipes/<family>/<system>/*.py).  Every row there is MXFP8 on GB300 / GB200 with
+    # the full-iteration CUDA graph and the paged stash (the *_full_iteration_mxfp8 helpers of <family>/common.py).
+    rows += bridge2608_rows(ds_arch, q_arch)
+    # ---------------- 26.06 table (archive): the two B300 rows whose plan no other row holds
+    rows += bridge2606_rows(ds_arch, q_arch)
+    return rows
+
+
+# The settings the 26.08 full-iteration helpers share (qwen/common.py _enable_hybridep_full_iteration_mxfp8,
+# deepseek/common.py _enable_deepseek_full_iteration_mxfp8, gpt_oss/common.py _apply_gpt_oss_120b_full_iter_fp8mx_configs
+# @09ce5f13c), as Megatron-LM flags.  Bridge's cuda_graph_impl "full_iteration" is Megatron-LM main's
+# --cuda-graph-impl full_iteration (one graph over the whole forward-backward of the step).
+FULL_ITER_2608 = ["--cuda-graph-impl full_iteration", "--te-rng-tracker", "--moe-token-dispatcher-type flex",
+                  "--moe-flex-dispatcher-backend hybridep", "--moe-hybridep-num-sms 32",
+                  "--moe-hybridep-num-sms-preprocessing 32", "--moe-pad-experts-for-cuda-graph-inference",
+                  "--moe-paged-stash", "--moe-expert-rank-capacity-factor 1.5",
+                  "--moe-paged-stash-buffer-size-factor-cuda 1.2", "--moe-paged-stash-buffer-size-factor-cpu 1.0",
+                  "--high-priority-a2a-comm-stream", "--use-transformer-engine-op-fuser", "--moe-mlp-glu-interleave-size 32",
+                  "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
+FP8_DPA_2608 = ("not modelled: fp8_dot_product_attention=True (mixed_precision, set by the full-iteration helper): TE's "
+                "FP8 fused attention; a TransformerConfig field with no Megatron-LM CLI argument (arguments.py copies it "
+                "only from a config), so the plan times core attention at BF16 speed")
+ENV_2608 = ("not modelled: recipe env_vars (perf_recipes/environment.py COMMON_PERF_ENV_VARS + the recipe's own): "
+            "NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (TE's CuTeDSL fused grouped MLP under the op fuser), "
+            "CUDNNFE_CLUSTER_OVERLAP_MARGIN=8, CUDA_DEVICE_MAX_CONNECTIONS=32, NVTE_{{FWD,BWD}}_LAYERNORM_SM_MARGIN=20, "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,graph_capture_record_stream_reuse:True, "
+            "TORCH_NCCL_AVOID_RECORD_STREAMS=0, NCCL_NVLS_ENABLE=0, NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN={hep}, "
+            "NVLINK_DOMAIN_SIZE=72, USE_MNNVL=1{extra}: environment, no plan field")
+NOTE_2608 = ("26.08 flat perf recipe with the full-iteration CUDA graph (one graph per step), HybridEP flex dispatcher, "
+             "paged stash of the routed experts' saved tensors (expert-rank capacity factor 1.5, CUDA buffer factor 1.2), "
+             "experts padded for the graph, TE op fuser with GLU interleave 32, EP-overlapped 1F1B with delayed wgrad. "
+             "Routing forced balanced, token-dropless (table footnote).")
+
+
+def bridge2608_rows(ds_arch, q_arch):
+    """The 26.08 table's DeepSeek-V3, Qwen3-30B-A3B, Qwen3-235B-A22B and GPT-OSS 120B rows (all MXFP8, GB300 / GB200).
+
+    Left out, with the reason in CURRENT_RUNS.md: DeepSeek-V4 Flash (hybrid CSA / compressed attention, hyper-connections,
+    hash-routed layers) and the Nemotron 3 hybrid Mamba models: architectures the plan does not represent."""
+    rows = []
+    DS = [
+        # sys, pp, vp, ep, recompute mods, fp8 dpa, hybridep ranks per NVLink domain, tok, tf, recipe function, env extra
+        ("GB300", 2, 8, 32, [], True, 32, 6288, 1635, "deepseek_v3_pretrain_256gpu_gb300_fp8mx_config",
+         "PP 2 VP 8 EP 32 MBS 1, no recompute (recompute_modules = [] under _deepseek_v3_common's selective granularity), "
+         "fp8_dot_product_attention and fp8_output_proj on."),
+        ("GB200", 4, 4, 64, ["mla_up_proj"], False, 64, 4912, 1276, "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config",
+         "PP 4 VP 4 EP 64 MBS 1, recompute mla_up_proj, fp8_output_proj on (fp8_dot_product_attention left off); the "
+         "recipe's TE-graph scope is replaced by the full-iteration graph of _enable_deepseek_full_iteration_mxfp8; "
+         "layout from set_deepseek_v3_pipeline_model_parallel_layout's (4, 4) entry."),
+    ]
+    layout = "Et*4|(t*4|)*14tmL"
+    for sysname, pp, vp, ep, rmods, dpa, hep, tok, tf, fn, what in DS:
+        gpus, gbs, mbs, tp, cp = 256, 4096, 1, 1, 1
+        dp = gpus // (tp * pp * cp)
+        f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + ds_arch
+        f += [f"--pipeline-model-parallel-layout {layout}"]
+        f += mb_common("dsv3", "fp8_mx", dp, pp, vp, tp)
+        f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+              "--use-precision-aware-optimizer", "--main-grads-dtype bf16", "--main-params-dtype fp32",
+              "--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16", "--enable-experimental", "--ddp-average-in-collective",
+              "--fp8-output-proj"] + FULL_ITER_2608
+        if rmods:
+            f += ["--recompute-granularity selective", "--recompute-modules " + " ".join(rmods)]
+        unknown = ["moe_router_padding_for_fp8=False in the base recipe although MXFP8 is on (no padding flag set)",
+                   ENV_2608.format(hep=hep, extra=", NVTE_NORM_{FWD,BWD}_USE_CUDNN=1 (cuDNN LayerNorm), "
+                                                  "NVTE_ALLOW_NONDETERMINISTIC_ALGO=0")]
+        if dpa:
+            unknown.insert(0, FP8_DPA_2608)
+        rows.append(mb_row(f"mbridge2608_{sysname.lower()}_fp8_mx_deepseek_v3_{gpus}gpu", "dsv3", sysname, gpus, "fp8_mx",
+                           "MXFP8", gbs, mbs, tp, pp, cp, vp, ep, tok, tf, f, fn, "deepseek", "deepseek_v3.py",
+                           None, "_enable_deepseek_full_iteration_mxfp8", "deepseek/h100/deepseek_v3.py "
+                           "(deepseek_v3_pretrain_1024gpu_h100_bf16_config, aliased deepseek_v3_pretrain_config)",
+                           ("selective (modules: " + " ".join(rmods) + ")") if rmods else "none", unknown,
+                           f"{what} Pipeline layout '{layout}' (E embedding, t layer, m MTP, L loss). Base recipe: "
+                           "precision-aware optimizer with bf16 main grads and moments, fp32 main params. " + NOTE_2608,
+                           "DeepSeekV3", dispatcher="flex/hybridep", cuda_graph="full_iteration", ep_overlap=True,
+                           layout=layout, release="26.08"))
+    Q = [
+        # model, sys, gpus, pp, vp, ep, mbs, gbs, tok, tf, recipe function
+        ("qwen3_235b", "GB300", 256, 4, 12, 32, 2, 8192, 8816, 1306, "qwen3_235b_a22b_pretrain_256gpu_gb300_fp8mx_config"),
+        ("qwen3_235b", "GB200", 256, 8, 3, 32, 1, 8192, 7280, 1077, "qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config"),
+        ("qwen3_30b", "GB300", 8, 1, None, 8, 8, 512, 44544, 1029, "qwen3_30b_a3b_pretrain_8gpu_gb300_fp8mx_config"),
+        ("qwen3_30b", "GB200", 8, 1, None, 8, 4, 512, 39936, 923, "qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config"),
+    ]
+    for mk, sysname, gpus, pp, vp, ep, mbs, gbs, tok, tf, fn in Q:
+        tp = cp = 1
+        dp = gpus // (tp * pp * cp)
+        f = pipeline_flags(tp, pp, cp, vp, ep, mbs, gbs, gpus) + q_arch[mk]
+        if pp > 1:
+            f += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+        f += mb_common(mk, "fp8_mx", dp, pp, vp, tp)
+        f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+              "--ddp-average-in-collective"] + FULL_ITER_2608
+        hep = 8 if mk == "qwen3_30b" else 32
+        unknown = [FP8_DPA_2608, ENV_2608.format(hep=hep, extra="")]
+        big = mk == "qwen3_235b"
+        notes = (f"Embedding and loss count as layer slots: (94+2)/(PP {pp} x VP {vp}) = {96 // (pp * vp)} per virtual "
+                 "stage. " if big else "All 48 layers MoE, one node's 8 GPUs (NVL72 trays). ") + NOTE_2608
+        r = mb_row(f"mbridge2608_{sysname.lower()}_fp8_mx_{'qwen3_235b_a22b' if big else 'qwen3_30b_a3b'}_{gpus}gpu", mk,
+                   sysname, gpus, "fp8_mx", "MXFP8", gbs, mbs, tp, pp, cp, vp, ep, tok, tf, f, fn, "qwen", "qwen3_moe.py",
+                   None, "_enable_hybridep_full_iteration_mxfp8",
+                   "qwen/h100/qwen3_moe.py (" + ("qwen3_235b_a22b_pretrain_256gpu_h100_bf16_config" if big else
+                                                 "qwen3_30b_a3b_pretrain_8gpu_h100_bf16_config") + ")",
+                   "none", unknown, notes, "Qwen3_235B_a22B" if big else "Qwen3_30B_a3B", dispatcher="flex/hybridep",
+                   cuda_graph="full_iteration", ep_overlap=True, release="26.08")
+        if not big:
+            # the same run is already a memory case (memory_cases.json, MEMORY.md round 8): judge its memory once
+            case = (f"mbridge2608_qwen3_30b_{sysname.lower()}_fp8mx_8gpu_full_iteration_mbs{mbs}")
+            r["memory_not_judged"] = (f"judged once, as the memory case {case} of memory_cases.json (the same 26.08 run "
+                                      "and recipe, MEMORY.md round 8)")
+        rows.append(r)
+    GO = [
+        # sys, ep, tok, tf, recipe function, hybridep ranks
+        ("GB300", 16, 33024, 1077, "gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config", 16),
+        ("GB200", 64, 28672, 934, "gpt_oss_120b_pretrain_64gpu_gb200_fp8mx_config", 64),
+    ]
+    for sysname, ep, tok, tf, fn, hep in GO:
+        gpus, gbs, mbs, tp, pp, cp = 64, 1280, 4, 1, 1, 1
+        dp = gpus // (tp * pp * cp)
+        f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + ARCH_FLAGS["gptoss_120b"]
+        f += mb_common("gptoss_120b", "fp8_mx", dp, pp, None, tp)
+        f += ["--moe-router-fusion", "--moe-router-force-load-balancing", "--calculate-per-token-loss",
+              "--fp8-output-proj", "--cuda-graph-warmup-steps 2"] + FULL_ITER_2608
+        unknown = [FP8_DPA_2608, ENV_2608.format(hep=hep, extra=""),
+                   "MoE router: Bridge's GPT-OSS provider sets moe_router_load_balancing_type 'none' and pre_softmax "
+                   "False; score function left at Megatron default (softmax)"]
+        what = ("recompute_modules = [] after the helper (the recipe's layernorm / moe_act recompute is cleared), "
+                if sysname == "GB200" else "")
+        rows.append(mb_row(f"mbridge2608_{sysname.lower()}_fp8_mx_gpt_oss_120b_{gpus}gpu", "gptoss_120b", sysname, gpus,
+                           "fp8_mx", "MXFP8", gbs, mbs, tp, pp, cp, None, ep, tok, tf, f, fn, "gpt_oss", "gpt_oss.py",
+                           None, "_apply_gpt_oss_120b_full_iter_fp8mx_configs",
+                           "gpt_oss/h100/gpt_oss.py (gpt_oss_120b_pretrain_64gpu_h100_bf16_config)", "none", unknown,
+                           f"36 MoE layers (128 experts top-4, expert FFN 2880, biases), sliding window 128 on every other "
+                           f"layer, attention sinks, YaRN RoPE. MXFP8 (the 26.04 table ran BF16); EP {ep}, {what}no "
+                           "precision-aware optimizer (run_script.py forces it only for bf16), grads reduced in bf16. "
+                           + NOTE_2608, "GPT OSS 120B", dispatcher="flex/hybridep", cuda_graph="full_iteration",
+                           ep_overlap=True, release="26.08", flopm=dict(GPTOSS_120B, swa=(18, 128))))
+    return rows
+
+
+MB_SRC_2606 = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md (HEAD 067f987df0; section '26.06 NeMo "
+               "Container' / Pre-Training Performance), table 'Model: {model}', row DGX-{sys} {prec}; the B300 rows were "
+               "added by 8f341b04f (2026-06-22, 'perf summary b300 26.06 (#4435)') to docs/performance-summary.md")
+MB_FLAGS_SRC_2606 = ("NVIDIA-NeMo/Megatron-Bridge @8f341b04f (the commit that published the row): scripts/performance/configs/"
+                     "{fam}/{wl} ({cfg}), scripts/performance/configs/{fam}/{fn} ({fnname}), src/megatron/bridge/recipes/"
+                     "{rec}, scripts/performance/utils/{{overrides,precision}}.py (set_workload_base_configs: "
+                     "cutedsl_fused_grouped_mlp -> op fuser + GLU interleave 32 (+ high-priority a2a stream and 32 "
+                     "preprocessing SMs with moe_a2a_overlap); set_post_overrides: precision-aware optimizer for bf16 "
+                     "only); mapped by hand to Megatron-LM argument names")
+
+
+def bridge2606_rows(ds_arch, q_arch):
+    """The 26.06 table's rows whose plan no other row holds: GPT-OSS 120B MXFP8 on B300 (the 26.04 B300 row ran the
+    same layout in BF16), Qwen3-30B-A3B MXFP8 on B300 with the full-iteration graph (26.04: partial TE graphs) and
+    DeepSeek-V3 on GB300 at GBS 15,360 (the 26.08 GB300 recipe at 3.75x the global batch).  The other 26.06 rows
+    repeat a plan that a 26.04 or 26.08 row already holds (see CURRENT_RUNS.md)."""
+    rows = []
+    # DeepSeek-V3 GB300 GBS 15360: DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_FP8_MX_GBS15360 at c14643cdb (r0.5.0 cherry-pick of
+    # '26.06 perf summary (4318)'): the FP8_MX V1 config (MBS 1, PP 2 VP 8 EP 32, layout, full_iteration, moe_a2a_overlap,
+    # cutedsl_fused_grouped_mlp, fp8_dot_product_attention, recompute_modules []) at GBS 15360; deepseek_llm_pretrain.py
+    # deepseek_v3_pretrain_config_gb300 sets fp8_output_proj for mxfp8 and set_full_iter_cg_configs the paged stash
+    layout, gpus, gbs, mbs, tp, pp, vp, cp, ep = "Et*4|(t*4|)*14tmL", 256, 15360, 1, 1, 2, 8, 1, 32
+    f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + ds_arch + [f"--pipeline-model-parallel-layout {layout}"]
+    f += mb_common("dsv3", "fp8_mx", gpus // (tp * pp * cp), pp, vp, tp, extra_gc=5)
+    f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+          "--use-precision-aware-optimizer", "--main-grads-dtype bf16", "--main-params-dtype fp32",
+          "--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16", "--enable-experimental", "--ddp-average-in-collective",
+          "--fp8-output-proj"] + FULL_ITER_2608
+    r = mb_row("mbridge2606_gb300_fp8_mx_deepseek_v3_256gpu_gbs15360", "dsv3", "GB300", gpus, "fp8_mx", "MXFP8", gbs, mbs,
+               tp, pp, cp, vp, ep, 6422, 1670, f, "DEEPSEEK_V3_PRETRAIN_CONFIG_GB300_FP8_MX_GBS15360", "deepseek",
+               "deepseek_workload_base_configs.py", "deepseek_llm_pretrain.py",
+               "deepseek_v3_pretrain_config_gb300 + set_full_iter_cg_configs",
+               "deepseek/deepseek_v3.py (deepseek_v3_pretrain_config)", "none",
+               [FP8_DPA_2608.replace("set by the full-iteration helper", "set by the workload config"),
+                "moe_router_padding_for_fp8=False in the base recipe although MXFP8 is on (no padding flag set)",
+                "not modelled: the environment the perf launcher adds for the full-iteration graph and the CuTeDSL "
+                "fused grouped MLP (scripts/performance/perf_plugins.py): environment, no plan field"],
+               f"PP 2 VP 8 EP 32 MBS 1, no recompute, GBS 15,360 (60 micro-batches per pipeline where the 26.08 row has "
+               f"16). Pipeline layout '{layout}'. Base recipe: precision-aware optimizer with bf16 main grads and "
+               "moments, fp32 main params; manual GC every 5 steps (the base recipe's; _set_common_perf_overrides does "
+               "not change it). " + NOTE_2608, "DeepSeekV3", dispatcher="flex/hybridep", cuda_graph="full_iteration",
+               ep_overlap=True, layout=layout, release="26.06")
+    r["flags_source"] = r["flags_source"].replace(
+        "@8f341b04f (the commit that published the row)",
+        "@c14643cdb (2026-06-16, 'cp: 26.06 perf summary (4318) into r0.5.0', the commit that published the row with "
+        "its config; in v0.5.0 / v0.5.1 unchanged)")
+    rows.append(r)
+    # Qwen3-30B-A3B B300 MXFP8: QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1 (full_iteration, moe_a2a_overlap,
+    # cutedsl_fused_grouped_mlp, fp8_dot_product_attention) + qwen3_llm_pretrain.py set_full_iter_cg_configs
+    gpus, mbs, gbs, ep, tp, pp, cp = 8, 8, 512, 8, 1, 1, 1
+    f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + q_arch["qwen3_30b"]
+    f += mb_common("qwen3_30b", "fp8_mx", gpus, pp, None, tp)
+    f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+          "--ddp-average-in-collective"] + FULL_ITER_2608
+    rows.append(mb_row("mbridge2606_b300_fp8_mx_qwen3_30b_a3b_8gpu", "qwen3_30b", "B300", gpus, "fp8_mx", "MXFP8", gbs,
+                       mbs, tp, pp, cp, None, ep, 40769, 938, f, "QWEN3_30B_A3B_PRETRAIN_CONFIG_B300_FP8_MX_V1 (no V2)",
+                       "qwen", "qwen3_workload_base_configs.py", "qwen3_llm_pretrain.py",
+                       "qwen3_30b_a3b_pretrain_config_b300 + set_full_iter_cg_configs",
+                       "qwen/qwen3_moe.py (qwen3_30b_a3b_pretrain_config)", "none",
+                       [FP8_DPA_2608.replace("set by the full-iteration helper", "set by the workload config"),
+                        "not modelled: the environment the perf launcher adds for the full-iteration graph and the "
+                        "CuTeDSL fused grouped MLP (scripts/performance/perf_plugins.py), HybridEP ranks per NVLink "
+                        "domain 8: environment, no plan field"],
+                       "All 48 layers MoE, one DGX-B300 node. The 26.08 GB300 / GB200 recipe on a B300 (MBS 8): " + NOTE_2608,
+                       "Qwen3_30B_a3B", dispatcher="flex/hybridep", cuda_graph="full_iteration", ep_overlap=True,
+                       release="26.06"))
+    # GPT-OSS 120B B300 MXFP8: GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2 = the BF16 V2 config (EP 8, MBS 4, TE graphs
+    # attn / moe_router / moe_preprocess, HybridEP), MXFP8 precision, no precision-aware optimizer
+    gpus, mbs, gbs, ep, tp, pp, cp = 64, 4, 1280, 8, 1, 1, 1
+    cg = ["attn", "moe_router", "moe_preprocess"]
+    f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + ARCH_FLAGS["gptoss_120b"]
+    f += mb_common("gptoss_120b", "fp8_mx", gpus, pp, None, tp)
+    f += ["--moe-router-fusion", "--moe-router-force-load-balancing", "--calculate-per-token-loss",
+          "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep", "--moe-hybridep-num-sms 32",
+          "--cuda-graph-impl transformer_engine", "--cuda-graph-scope " + " ".join(cg), "--te-rng-tracker"]
+    rows.append(mb_row("mbridge2606_b300_fp8_mx_gpt_oss_120b_64gpu", "gptoss_120b", "B300", gpus, "fp8_mx", "MXFP8", gbs,
+                       mbs, tp, pp, cp, None, ep, 18534, 604, f,
+                       "GPT_OSS_120B_PRETRAIN_CONFIG_B300_FP8_MX_V2 (= B300_BF16_V2)", "gpt_oss",
+                       "gpt_oss_workload_base_configs.py", "gpt_oss_llm_pretrain.py", "gpt_oss_120b_pretrain_config_b300",
+                       "gpt_oss/gpt_oss.py (gpt_oss_120b_pretrain_config)", "none",
+                       ["MoE router: Bridge's GPT-OSS provider sets moe_router_load_balancing_type 'none' and pre_softmax "
+                        "False; score function left at Megatron default (softmax)"],
+                       "36 MoE layers (128 experts top-4, expert FFN 2880, biases), sliding window 128 on every other "
+                       "layer, attention sinks, YaRN RoPE. The 26.04 B300 BF16 row's layout (EP 8, MBS 4, TE graphs "
+                       "attn / moe_router / moe_preprocess, HybridEP) in MXFP8, without the precision-aware optimizer "
+                       "(set_post_overrides forces it for bf16 only). Routing forced balanced (table footnote).",
+                       "GPT OSS 120B", dispatcher="flex/hybridep", cuda_graph="transformer_engine scope=" + ",".join(cg),
+                       release="26.06", flopm=dict(GPTOSS_120B, swa=(18, 128))))
     return rows
 
 

@@ -3,7 +3,9 @@ megatron/training/training.py @ d48bd6be (dev) and Megatron-Bridge v0.4.2 flop_u
 
 def flops_per_token(L, h, s, V, heads, kv_heads=None, kv_channels=None, ffn=0, swiglu=True,
                     num_experts=None, topk=1, moe_ffn=None, shared=0, dense_first=0, mtp=0,
-                    mla=None, gated_mult=None):
+                    mla=None, gated_mult=None, swa=None):
+    """Model FLOPs per token (fwd + bwd = 3x fwd). ``swa=(n_swa_layers, window)``: Megatron-Bridge 26.08 (09ce5f13c) flop_utils counts a sliding-window
+    layer's core attention over the average causal window context ``w - w (w - 1) / (2 s)`` instead of ``s / 2``."""
     fe = 3 if swiglu else 2
     if gated_mult is not None:
         fe = gated_mult
@@ -31,6 +33,10 @@ def flops_per_token(L, h, s, V, heads, kv_heads=None, kv_channels=None, ffn=0, s
         tok = 6 * (h * (q + 2 * kvp) + q * h)
         core = 6 * q / 2 * 2
     attn = tok * nl + s * core * nl
+    if swa:
+        n_swa, w = swa
+        ctx = w - w * (w - 1) / (2 * s) if w < s else s / 2
+        attn += core * n_swa * (2 * ctx - s)
     mtp_t = 6 * mtp * (3 * h + 2 * h * h)
     logit = 6 * h * V * (mtp + 1)
     return mlp + attn + mtp_t + logit
