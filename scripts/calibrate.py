@@ -11,7 +11,10 @@ architecture), ASYNC_TP_OVERLAP.  Then, with those fixed, SOURCE_STEP_OVERHEAD_S
 time a validation source's machine spent outside what the model prices, in closed form on that source's one
 calibration row (``calibration.POWER_LIMIT_ROWS``; the row is left out of the framework fit) at the
 machine's stated cap (``calibration.SOURCE_POWER_LIMIT_W``, fixed; ``build_runs.py`` writes it into every row
-of that source); ``validate.py`` adds it to every row of that source.
+of that source); ``validate.py`` adds it to every row of that source.  Then ROCM_LEGACY_GEMM_HOST_S: the host
+seconds per expert GEMM of the legacy ``grouped_gemm`` library on ROCm (``cost/moe_host.py`` item 2), by bisection
+on its one calibration row (``calibration.ROCM_LEGACY_GEMM_ROW``, left out of the framework fit) so that the row
+projects its measured tokens/s/GPU; ``--rocm-legacy-only`` refits that constant alone, keeping the committed others.
 ``--write`` rewrites the CALIBRATED block of calibration.py atomically; judge rows (and the held-out
 current production rows) are never looked at.
 
@@ -33,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from primus_launch.projection.cost import calibration as cal  # noqa: E402
+from primus_launch.projection.cost.moe_host import TE_GEMM_HOST_S  # noqa: E402
 from primus_launch.projection.cost.roofline import clear_caches  # noqa: E402
 from validate import evaluate, load_rows  # noqa: E402
 
@@ -109,7 +113,39 @@ def fit_step_overheads(rows: list[dict]) -> dict[str, float]:
     return out
 
 
-def write_block(x: list[float], score: float, ids: list[str], overheads: dict[str, float]) -> None:
+def fit_rocm_legacy_gemm_host(rows: list[dict], lo: float = 1e-6, hi: float = 2e-3) -> float | None:
+    """``calibration.ROCM_LEGACY_GEMM_HOST_S`` by bisection on its calibration row (``calibration.ROCM_LEGACY_GEMM_ROW``):
+    the host seconds per expert GEMM at which the row projects its measured tokens/s/GPU (the projection falls
+    monotonically as the per-GEMM host cost grows); None when the row is missing or is already slower than measured
+    at ``lo`` (then nothing is to be attributed to the loop)."""
+    from primus_launch.plan import Plan
+    from primus_launch.projection.dryrun import project_dry_run
+
+    row = next((r for r in rows if r["id"] == cal.ROCM_LEGACY_GEMM_ROW), None)
+    if row is None:
+        return None
+    plan, meas = Plan.model_validate(row["plan"]), row["measured_tokens_per_sec_per_gpu"]
+    old = cal.ROCM_LEGACY_GEMM_HOST_S
+
+    def tps(h: float) -> float:
+        cal.ROCM_LEGACY_GEMM_HOST_S = h
+        clear_caches()
+        return project_dry_run(plan).tokens_per_sec_per_gpu
+
+    try:
+        if tps(lo) <= meas:
+            return None
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if tps(mid) > meas else (lo, mid)
+        return round(0.5 * (lo + hi), 7)
+    finally:
+        cal.ROCM_LEGACY_GEMM_HOST_S = old
+        clear_caches()
+
+
+def write_block(x: list[float], score: float, ids: list[str], overheads: dict[str, float],
+                rocm_gemm_host: float | None = None) -> None:
     path = Path(cal.__file__)
     text = path.read_text()
     meg, tt, clk, atp = (round(v, 4) for v in x)
@@ -121,6 +157,8 @@ def write_block(x: list[float], score: float, ids: list[str], overheads: dict[st
         f"CALIBRATION_ROWS: list[str] = {ids!r}\n"
         f"CALIBRATION_SCORE = {round(score, 5)}  # rms of log(projected/measured) on CALIBRATION_ROWS\n"
         f"SOURCE_STEP_OVERHEAD_S: dict[str, float] = {overheads!r}\n"
+        f"ROCM_LEGACY_GEMM_HOST_S = {rocm_gemm_host if rocm_gemm_host is not None else TE_GEMM_HOST_S!r}"
+        f"  # s per expert GEMM, fitted on ROCM_LEGACY_GEMM_ROW\n"
         "# END CALIBRATED"
     )
     new = re.sub(r"# BEGIN CALIBRATED.*?# END CALIBRATED", lambda _m: block, text, flags=re.S)
@@ -134,10 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="rewrite the CALIBRATED block of calibration.py")
     ap.add_argument("--show", action="store_true", help="print the committed constants and their rows; no fit")
+    ap.add_argument("--rocm-legacy-only", action="store_true",
+                    help="refit ROCM_LEGACY_GEMM_HOST_S alone on its row, keeping the committed framework constants")
     args = ap.parse_args(argv)
     calib = [r for r in load_rows() if r["role"] == "calibration"]
     cap_rows = [r for r in calib if r["id"] in cal.POWER_LIMIT_ROWS.values()]
-    rows = [r for r in calib if r["id"] not in cal.POWER_LIMIT_ROWS.values()]
+    own = set(cal.POWER_LIMIT_ROWS.values()) | {cal.ROCM_LEGACY_GEMM_ROW}
+    rows = [r for r in calib if r["id"] not in own]
     if args.show:
         for name, *_ in PARAMS:
             d, _, k = name.partition(".")
@@ -151,6 +192,17 @@ def main(argv: list[str] | None = None) -> int:
         for machine, d in cal.SOURCE_STEP_OVERHEAD_S.items():
             print(f"SOURCE_STEP_OVERHEAD_S.{machine:25s} {d:.4f} s at {cal.SOURCE_POWER_LIMIT_W.get(machine)} W "
                   f"(on {cal.POWER_LIMIT_ROWS[machine]})")
+        print(f"ROCM_LEGACY_GEMM_HOST_S {1e6 * cal.ROCM_LEGACY_GEMM_HOST_S:.1f} us per expert GEMM "
+              f"(on {cal.ROCM_LEGACY_GEMM_ROW})")
+        return 0
+    if args.rocm_legacy_only:
+        h = fit_rocm_legacy_gemm_host(calib)
+        print(f"ROCM_LEGACY_GEMM_HOST_S {h} s per expert GEMM (on {cal.ROCM_LEGACY_GEMM_ROW})")
+        if args.write:
+            x = [cal.FRAMEWORK_EFF["megatron"], cal.FRAMEWORK_EFF["torchtitan"], cal.SUSTAINED_CLOCK["power_limited"],
+                 cal.ASYNC_TP_OVERLAP]
+            write_block(x, cal.CALIBRATION_SCORE, list(cal.CALIBRATION_ROWS), dict(cal.SOURCE_STEP_OVERHEAD_S), h)
+            print("wrote primus_launch/projection/cost/calibration.py")
         return 0
     x, score = fit(rows)
     for (name, *_), v in zip(PARAMS, x):
@@ -160,8 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     for machine, d in overheads.items():
         print(f"SOURCE_STEP_OVERHEAD_S.{machine:25s} {d:.4f} s at {cal.SOURCE_POWER_LIMIT_W.get(machine)} W "
               f"(on {cal.POWER_LIMIT_ROWS[machine]})")
+    h = fit_rocm_legacy_gemm_host(calib)
+    print(f"ROCM_LEGACY_GEMM_HOST_S {h} s per expert GEMM (on {cal.ROCM_LEGACY_GEMM_ROW})")
     if args.write:
-        write_block(x, score, [r["id"] for r in rows], overheads)
+        write_block(x, score, [r["id"] for r in rows], overheads, h)
         print("wrote primus_launch/projection/cost/calibration.py")
     return 0
 

@@ -56,6 +56,16 @@ ISSUE28_GROUPS = {
     "amd": ("AMD (CDNA)", lambda d: d["vendor"] == "amd"),
 }
 MEDIAN_TARGET, ROW_TARGET, REFERENCE_TARGET = 0.08, 0.25, 0.10
+# optimisation ladders: consecutive bars of one source and model, one change per step (AMD's MoE-package blog,
+# Primus examples/moe_package/README.md Figures 5-7); measured vs modelled throughput gain per step
+_MOEPKG = "primus_moepkg_mi355x_deepseek_v2_"
+LADDERS = {
+    "MI355X DeepSeek-V2-Lite (8 GPUs)": [_MOEPKG + s + "_8gpu" for s in (
+        "lite_mbs1_baseline", "lite_mbs2_baseline", "lite_mbs4_baseline", "lite_mbs8_baseline", "lite_mbs12_baseline",
+        "lite_lossfusion", "lite_deepep", "lite_syncfree1", "lite_mbs14")],
+    "MI355X DeepSeek-V2 (32 GPUs, PP 4)": [_MOEPKG + s + "_32gpu" for s in (
+        "base_1f1b", "lossfusion", "deepep", "vpp3", "syncfree1", "vpp5")],
+}
 
 
 def load_rows(path: Path = RUNS) -> list[dict]:
@@ -108,6 +118,21 @@ def sku_pairs(results: list[dict]) -> dict[tuple[str, str], list[tuple[str, floa
                 continue
             out.setdefault((num, den), []).append((f"{parts[0]}_{parts[2]}", r["measured"] / o["measured"],
                                                    r["projected"] / o["projected"]))
+    return out
+
+
+def ladder_steps(results: list[dict]) -> dict[str, list[tuple[str, float, float]]]:
+    """Per ladder of :data:`LADDERS`: (step, measured gain, modelled gain) of each bar over the one before it
+    (tokens/s/GPU ratios; calibration rows included: a ratio judges the steps, not the level)."""
+    by_id = {r["id"]: r for r in results}
+    out: dict[str, list[tuple[str, float, float]]] = {}
+    for name, ids in LADDERS.items():
+        for a, b in zip(ids, ids[1:]):
+            if a in by_id and b in by_id:
+                ra, rb = by_id[a], by_id[b]
+                step = f"{a.removeprefix(_MOEPKG).rsplit('_', 1)[0]} -> {b.removeprefix(_MOEPKG).rsplit('_', 1)[0]}"
+                out.setdefault(name, []).append((step, rb["measured"] / ra["measured"],
+                                                 rb["projected"] / ra["projected"]))
     return out
 
 
@@ -247,6 +272,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {num}/{den} {rid:44s} measured {m:5.3f}  modelled {p:5.3f}  modelled/measured {p / m:5.3f}")
             g = math.exp(statistics.mean(math.log(p / m) for _, m, p in ps))
             print(f"  {num}/{den} geometric mean of modelled/measured over {len(ps)} pairs: {g:5.3f}")
+    ladders = ladder_steps(results)
+    if ladders:
+        print()
+        print("ladder steps (same source and model, one change per step; measured vs modelled throughput gain)")
+        for name, steps in ladders.items():
+            for step, m, p in steps:
+                print(f"  {name:34s} {step:44s} measured {m:5.3f}  modelled {p:5.3f}")
     if args.write_bands:
         print(f"wrote {write_bands(results).relative_to(ROOT)}")
     if args.json:

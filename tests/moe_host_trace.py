@@ -309,4 +309,7 @@ def trace(cfg: dict) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps([trace(c) for c in json.loads(sys.argv[1])]))
+    import legacy_gmm_trace   # noqa: E402 (tests/: the legacy GroupedMLP's grouped_gemm calls, same process)
+
+    print(json.dumps([legacy_gmm_trace.trace(c["legacy_gmm"]) if "legacy_gmm" in c else trace(c)
+                      for c in json.loads(sys.argv[1])]))

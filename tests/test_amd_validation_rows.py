@@ -52,12 +52,35 @@ def test_primus_row_builds_the_committed_plan_with_the_stated_settings(r):
 
 
 def test_validate_judges_the_amd_rows():
-    """validate.py's issue-28 AMD group takes every one of these rows as a judged row."""
+    """validate.py's issue-28 AMD group takes every one of these rows as a judged row, but the one the ROCm legacy
+    grouped_gemm host cost is fitted on (calibration.ROCM_LEGACY_GEMM_ROW)."""
     import validate
+    from primus_launch.projection.cost import calibration as cal
 
     ids = {r["id"] for r in PRIMUS}
     res = validate.evaluate([x for x in validate.load_rows() if x["id"] in ids])
     assert {r["id"] for r in res} == ids
     amd = validate.ISSUE28_GROUPS["amd"][1]
-    assert all(amd(r["dims"]) for r in validate.judged(res)) and len(validate.judged(res)) == len(ids)
+    judged = validate.judged(res)
+    assert all(amd(r["dims"]) for r in judged)
+    assert {r["id"] for r in judged} == ids - {cal.ROCM_LEGACY_GEMM_ROW}
     assert all(r["projected"] > 0 and r["measured"] > 0 for r in res)
+
+
+def test_rocm_legacy_gemm_host_is_fitted_on_its_one_row_only():
+    """The calibration subset of ``calibration.ROCM_LEGACY_GEMM_HOST_S`` is exactly the stated row: the only MoE-package
+    row out of the judged set is it, and refitting the constant (``scripts/calibrate.py``'s bisection, which reads
+    that row alone) gives back the committed value, at which the row projects its measured throughput."""
+    import calibrate
+    import validate
+    from primus_launch.projection.cost import calibration as cal
+
+    rows = validate.load_rows()
+    pkg = [r for r in rows if r["id"].startswith("primus_moepkg_")]
+    assert [r["id"] for r in pkg if r["role"] != "judge"] == [cal.ROCM_LEGACY_GEMM_ROW]
+    assert cal.ROCM_LEGACY_GEMM_ROW not in cal.CALIBRATION_ROWS
+    assert calibrate.fit_rocm_legacy_gemm_host(rows) == pytest.approx(cal.ROCM_LEGACY_GEMM_HOST_S, rel=2e-3)
+    (r,) = validate.evaluate([x for x in rows if x["id"] == cal.ROCM_LEGACY_GEMM_ROW])
+    assert abs(r["err"]) < 0.005
+    # the fit sees no other row: the same bisection without the stated row has nothing to fit
+    assert calibrate.fit_rocm_legacy_gemm_host([x for x in rows if x["id"] != cal.ROCM_LEGACY_GEMM_ROW]) is None

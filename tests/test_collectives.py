@@ -133,22 +133,58 @@ def test_nvl72_domain_prices_groups_as_scale_up():
 
 
 def test_inter_domain_ring_and_hierarchical():
-    """Across domains: ring at min(e_g B_up, k e_nic B_nic) vs the 2D algorithm, whichever is faster."""
+    """Across domains: ring at min(e_g B_up, k e_nic B_nic) vs the 2D algorithm, whichever is faster; both
+    pay NCCL's inter-node steps (an all-reduce the tree's 2 log2(m) hops of 14 us where fewer than the ring's
+    2 (m-1))."""
     S = float(1 << 30)
     pl = place(64, 1, 8)
     k, m, n = 8, 8, 64
-    ring = 2 * (n - 1) / n * S / min(FAB.e_g * B_UP, k * FAB.e_nic * B_NIC) + FAB.l_nic
-    hier = 2 * (k - 1) / k * S / (FAB.e_g * B_UP) + 2 * (m - 1) / m * (S / k) / (FAB.e_nic * B_NIC) + FAB.l_g + FAB.l_nic
+    steps = 2 * 3 * 14e-6   # tree: 2 log2(8) hops < ring: 2 x 7 steps
+    ring = 2 * (n - 1) / n * S / min(FAB.e_g * B_UP, k * FAB.e_nic * B_NIC) + FAB.l_nic + steps
+    hier = (2 * (k - 1) / k * S / (FAB.e_g * B_UP) + 2 * (m - 1) / m * (S / k) / (FAB.e_nic * B_NIC) + FAB.l_g
+            + FAB.l_nic + steps)
     assert coll.all_reduce(S, pl, "h100-sxm") == pytest.approx(min(ring, hier), rel=1e-12)
     one_per_node = place(16, 8, 8)
     assert (one_per_node.nodes, one_per_node.per_node) == (16, 1)
     assert coll.all_reduce(S, one_per_node, "h100-sxm") == pytest.approx(
-        2 * 15 / 16 * S / (FAB.e_nic * B_NIC) + FAB.l_nic, rel=1e-12)
+        2 * 15 / 16 * S / (FAB.e_nic * B_NIC) + FAB.l_nic + 2 * 4 * 14e-6, rel=1e-12)
+    # a reduce-scatter has no tree: its ring pays (m - 1) inter-node steps
+    assert coll.reduce_scatter(S, one_per_node, "h100-sxm") == pytest.approx(
+        15 / 16 * S / (FAB.e_nic * B_NIC) + FAB.l_nic + 15 * 14e-6, rel=1e-12)
     inter = coll.all_to_all(float(1 << 28), place(16, 1, 8), "h100-sxm")
     S2 = float(1 << 28)
     assert inter == pytest.approx(max(S2 * 7 / 16 / (FAB.e_a2a * B_UP), S2 * 8 / 16 / (FAB.e_nic_a2a * B_NIC))
                                   + FAB.l_nic_a2a, rel=1e-12)   # one round of sends (module doc)
     assert coll.p2p(S2, True, "h100-sxm") == pytest.approx(S2 / (FAB.e_nic * B_NIC) + H100.inter_node_latency_s)
+
+
+def test_nccl_call_latency_is_nccls_own_tuning_model():
+    """NVIDIA/nccl src/graph/tuning.cc (2.18 .. 2.30.7), Simple protocol: base 8.4 us; a ring of n ranks on m
+    nodes takes nsteps = n - 1 (reduce-scatter / all-gather) or 2 (n - 1) (all-reduce) steps, c (m - 1) of them
+    over the network at 14 us, the rest over NVLink at 3.4 us; a tree all-reduce 2 ((n/m - 1) 4.0 + log2(m) 14)
+    us.  Closed forms of those constants, and the ring latency linear in the communicator (NVIDIA/nccl#757,
+    #1712) while the tree's grows with log2 of the nodes."""
+    us = 1e-6
+    # Nemotron-4 340B's DP group at 2,048 GPUs (TP 8: one rank per node, 32 nodes)
+    assert coll.nccl_call_latency("reduce_scatter", 32, 32) == pytest.approx((8.4 + 31 * 14.0) * us)
+    assert coll.nccl_call_latency("all_gather", 32, 32) == pytest.approx((8.4 + 31 * 14.0) * us)
+    # GPT-3 175B's at 2,048 GPUs (TP 4: two ranks per node, 32 nodes): 63 steps, 31 of them inter-node
+    assert coll.nccl_call_latency("reduce_scatter", 64, 32) == pytest.approx((8.4 + 32 * 3.4 + 31 * 14.0) * us)
+    # all-reduce: ring 8.4 + 2*224*3.4 + 62*14 = 2400 us, tree 8.4 + 2*(7*4 + 5*14) = 204.4 us -> tree
+    assert coll.nccl_call_latency("all_reduce", 256, 32) == pytest.approx(204.4 * us)
+    # two ranks on two nodes: ring 8.4 + 2*14 = 36.4 us, tree 8.4 + 2*14 = 36.4 us
+    assert coll.nccl_call_latency("all_reduce", 2, 2) == pytest.approx(36.4 * us)
+    assert coll.nccl_call_latency("reduce_scatter", 1, 1) == 0.0
+    # linear in the communicator for the ring, logarithmic for the tree
+    rs = [coll.nccl_call_latency("reduce_scatter", m, m) for m in (16, 32, 64, 128)]
+    assert all(b - a == pytest.approx((m2 - m1) * 14 * us) for (a, b), (m1, m2) in
+               zip(zip(rs, rs[1:]), [(16, 32), (32, 64), (64, 128)]))
+    ar = [coll.nccl_call_latency("all_reduce", m, m) for m in (16, 32, 64, 128)]
+    assert all(b - a == pytest.approx(2 * 14 * us) for a, b in zip(ar, ar[1:]))
+    # the inter-node steps the fitted collectives add (one call): c (m-1) ring steps, the tree's for all-reduce
+    assert coll.net_step_latency("reduce_scatter", 32) == pytest.approx(31 * 14 * us)
+    assert coll.net_step_latency("all_reduce", 32) == pytest.approx(2 * 5 * 14 * us)
+    assert coll.net_step_latency("all_gather", 1) == 0.0
 
 
 def test_xgmi_mesh_subgroup_uses_only_its_links():

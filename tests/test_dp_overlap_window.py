@@ -3,7 +3,8 @@
 Megatron runs micro-batches 0 .. n-2 under DDP's ``no_sync`` and launches the bucket reduce-scatters in
 the last one's backward (megatron/core/pipeline_parallel/schedules.py ``forward_backward_no_pipelining``):
 the hiding window is one micro-batch's backward, the same for 1 or 8 micro-batches, and the exposed part
-is ``max(one bucket, comm - window)`` (plus the SMs the hidden part takes from the kernels).
+is ``max(one bucket, comm - window)`` (plus the SMs the hidden part takes from the kernels); each bucket is
+one NCCL call and pays NCCL's per-call latency (``cost/collectives.py`` ``nccl_call_latency``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import pytest
 
 from primus_launch.plan import Plan
 from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import contention as con
 from primus_launch.projection.cost.dp_comm import dp_grad_sync
+from primus_launch.projection.cost.fsdp import fsdp_bytes
 from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.hardware.placement import layout as layout_of
 from primus_launch.projection.memory.params import stage_parameter_split
@@ -40,12 +43,22 @@ def test_window_is_one_microbatch_backward(bwd_win):
         sp_ = stage_parameter_split(plan)[0]
         out.append(dp_grad_sync(plan, spec, layout_of(plan), sp_, 0.0, bwd_win))
     assert out[0] == pytest.approx(out[1], rel=1e-12)
-    # exposed: max(one bucket, raw - window) + the SMs the hidden part holds
+    # exposed: max(one bucket, raw - window) + the SMs the hidden part holds; raw = the reduce-scatter of the
+    # stage as one call + NCCL's per-call latency for each further bucket (one NCCL call per Megatron bucket);
+    # the parameter all-gather (not overlapped here) likewise, added whole
     plan = eight
     sp_ = stage_parameter_split(plan)[0]
-    raw = dp_grad_sync(plan.with_changes(training={"overlap_grad_reduce": False}), spec, layout_of(plan), sp_,
-                       0.0, bwd_win)
+    lay, eb = layout_of(plan), fsdp_bytes(plan)
     buckets = max(1, -(-sp_.total // max(cal.GRAD_BUCKET_PARAMS, 1_000_000 * 32)))
-    exposed = max(raw / buckets, raw - bwd_win)
-    assert out[1] == pytest.approx(exposed + con.displaced(raw - exposed, con.NCCL_SMS, spec.num_sms, spec.arch),
+    assert buckets > 100   # 10B parameters per GPU in 40M-parameter buckets
+    rs = (coll.reduce_scatter(float(eb.grad * sp_.dense), lay.dp, "h100-sxm")
+          + (buckets - 1) * coll.nccl_call_latency("reduce_scatter", lay.dp.size, lay.dp.nodes))
+    ag = (coll.all_gather(float(eb.param * sp_.dense), lay.dp, "h100-sxm")
+          + (buckets - 1) * coll.nccl_call_latency("all_gather", lay.dp.size, lay.dp.nodes))
+    exposed = max(rs / buckets, rs - bwd_win)
+    assert out[1] == pytest.approx(exposed + con.displaced(rs - exposed, con.NCCL_SMS, spec.num_sms, spec.arch) + ag,
                                    rel=1e-9)
+    # without the overlap Megatron DDP keeps one bucket: one call each, no per-bucket latency
+    raw = dp_grad_sync(plan.with_changes(training={"overlap_grad_reduce": False}), spec, lay, sp_, 0.0, bwd_win)
+    assert raw == pytest.approx(coll.reduce_scatter(float(eb.grad * sp_.dense), lay.dp, "h100-sxm")
+                                + coll.all_gather(float(eb.param * sp_.dense), lay.dp, "h100-sxm"), rel=1e-12)

@@ -2,7 +2,8 @@
 
 One subprocess (tests/moe_host_trace.py, ~20 s: it owns a fake process group) runs the real ``MoELayer``
 forward + backward under a dispatch mode for several router / dispatcher settings; the model's
-per-scope kernel counts must equal the traced ones.  The TE GroupedLinear launches are checked against
+per-scope kernel counts must equal the traced ones.  The same process runs the legacy ``GroupedMLP`` over a
+stand-in of the ROCm grouped_gemm library's call structure (tests/legacy_gmm_trace.py).  The TE GroupedLinear launches are checked against
 TE 2.14.1's code facts (one cuBLASLt GEMM per local expert per pass) and the cited host measurement.
 """
 
@@ -40,12 +41,28 @@ CASES = [
 ]
 
 
+# local experts of the legacy GroupedMLP traces (tests/legacy_gmm_trace.py, in the same subprocess): Lite's and
+# DeepSeek-V2's at EP 8
+LEGACY_LOCAL = [8, 20]
+
+
 @pytest.fixture(scope="module")
-def traces() -> list[dict]:
+def _all_traces() -> list[dict]:
     script = Path(__file__).with_name("moe_host_trace.py")
-    out = subprocess.run([sys.executable, str(script), json.dumps([c for c, _ in CASES])], capture_output=True,
+    cfgs = [c for c, _ in CASES] + [{"legacy_gmm": e} for e in LEGACY_LOCAL]
+    out = subprocess.run([sys.executable, str(script), json.dumps(cfgs)], capture_output=True,
                          text=True, timeout=600, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def traces(_all_traces) -> list[dict]:
+    return _all_traces[:len(CASES)]
+
+
+@pytest.fixture(scope="module")
+def legacy_traces(_all_traces) -> list[dict]:
+    return _all_traces[len(CASES):]
 
 
 def _scopes(tr: dict) -> dict[str, tuple[int, int]]:
@@ -92,7 +109,7 @@ def test_te_grouped_linear_host_is_per_expert_gemms():
 def test_rocm_per_gemm_host_stands_on_the_cached_hipblaslt_path():
     """moe_host item 2 (ROCm): the libraries cache the solution per problem, so a repeated expert GEMM costs the
     cached heuristic (rocm-libraries PR #3103: ext::algoGetHeuristic on a cached problem) plus the launch (hipBLASLt
-    PR #1754: ext::run) -- within 2x of the per-GEMM price the model uses on every backend; the 110 us hot heuristic
+    PR #1754: ext::run) -- within 2x of the per-GEMM price the model uses for TE-ROCm; the 110 us hot heuristic
     of PR #1754 equals that build's getAllAlgos (the uncached enumeration), >10x the cached query, and priced per
     call would make the GEMM ~12x dearer than the model's."""
     hot, cached = ev.record("hipblaslt1754-api-overhead-hot"), ev.record("rocmlibs3103-api-overhead-hot")
@@ -103,6 +120,39 @@ def test_rocm_per_gemm_host_stands_on_the_cached_hipblaslt_path():
     assert hot["value"] == pytest.approx(hot["shape"]["hipblaslt_ext::getAllAlgos"][0], rel=0.05)
     assert hot["value"] > 10 * cached["value"]
     assert (hot["value"] + run_us) * 1e-6 > 10 * moe_host.TE_GEMM_HOST_S
+
+
+@pytest.mark.parametrize("i", range(len(LEGACY_LOCAL)))
+def test_legacy_grouped_mlp_calls_equal_the_library_structure(legacy_traces, i):
+    """megatron-core 0.16.1's GroupedMLP over the ROCm grouped_gemm library's call structure (moe_host item 2):
+    2 gmm forward / 4 backward, one BLAS GEMM per local expert per gmm (2 E / 4 E: what grouped_linear_host
+    prices at the per-GEMM host cost), 13 stream-event operations per gmm, no host-device sync; the stand-in's
+    products equal plain per-expert matmuls (it is the layer's real arithmetic)."""
+    tr, e = legacy_traces[i], LEGACY_LOCAL[i]
+    assert tr["local_experts"] == e and tr["matches_reference"]
+    want = moe_host.legacy_gmm_calls(e)
+    got = {k: (tr["fwd"].get(k, 0), tr["bwd"].get(k, 0)) for k in want}
+    assert got == want
+    h = moe_host.expert_gemm_host_s("legacy", "cdna4")
+    f, b = moe_host.grouped_linear_host(e, None, h)
+    assert (f, b) == pytest.approx((got["blas_gemm"][0] * h, got["blas_gemm"][1] * h), rel=1e-12)
+
+
+def test_rocm_legacy_gemm_price_applies_only_to_the_legacy_library_on_cdna4():
+    """calibration.ROCM_LEGACY_GEMM_HOST_S prices the legacy grouped_gemm loop on CDNA4 alone: TE / TE-ROCm
+    GroupedLinear and the legacy library on CUDA or CDNA3 keep the cited cuBLASLt host cost (record
+    raft1736-cublaslt-launch-host); the fitted value sits above the hot hipBLASLt heuristic + launch of hipBLASLt
+    PR #1754 (the per-call work its rocBLAS route can do) and within 2x of it."""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    assert {get_gpu(g).arch for g in ("mi350x", "mi355x")} == set(moe_host.ROCM_LEGACY_HIPBLASLT_ARCHS)
+    assert moe_host.expert_gemm_host_s("legacy", get_gpu("mi355x").arch) == cal.ROCM_LEGACY_GEMM_HOST_S
+    for gemm, gpu in (("legacy", "h100-sxm"), ("legacy", "b200"), ("legacy", "mi325x"), ("legacy", "mi300x"),
+                      ("te", "mi355x"), ("te", "h100-sxm"), ("turbo", "mi355x")):
+        assert moe_host.expert_gemm_host_s(gemm, get_gpu(gpu).arch) == moe_host.TE_GEMM_HOST_S
+    hot = ev.record("hipblaslt1754-api-overhead-hot")
+    per_call = (hot["value"] + hot["shape"]["hipblaslt_ext::run"][0]) * 1e-6
+    assert per_call < cal.ROCM_LEGACY_GEMM_HOST_S < 2 * per_call
 
 
 # ----- the host model in the layer times -----
@@ -259,3 +309,21 @@ def test_te_scoped_graphs_neutral_where_bridge_measured_them_neutral():
     t0, t1 = project_dry_run(base).iteration_time_s, project_dry_run(cg).iteration_time_s
     assert t1 / t0 == pytest.approx(graphs["value"] / eager["value"], abs=0.03)
     assert t0 == pytest.approx(eager["value"], rel=0.15)
+
+
+def test_legacy_gemm_host_moves_amd_plans_only():
+    """In the layer times: the legacy grouped_gemm raises the MoE layer's host time over TE's by 6 E_local x (the
+    ROCm per-GEMM cost - the cuBLASLt one) on an MI355X (2 E forward, 4 E backward), and leaves H100 and MI325X
+    plans' host and GPU times exactly as TE's (BF16: the same kernels)."""
+    def moe_host_times(gpu: str, gemm: str) -> tuple[float, float, float, float]:
+        p = _qwen3_30b(gpu)
+        p = p.model_copy(update={"training": p.training.model_copy(update={"moe_expert_gemm": gemm})})
+        return rl.layer_op_times(p)["_host"]["moe"]
+
+    local = 128 // 16
+    fac = fw.host_cpu_factor("mi355x")
+    d = cal.ROCM_LEGACY_GEMM_HOST_S - moe_host.TE_GEMM_HOST_S
+    (lf, lb, lgf, lgb), (tf, tb, tgf, tgb) = moe_host_times("mi355x", "legacy"), moe_host_times("mi355x", "te")
+    assert (lf - tf, lb - tb) == pytest.approx((2 * local * d * fac, 4 * local * d * fac), rel=1e-9)
+    for gpu in ("h100-sxm", "mi325x"):
+        assert moe_host_times(gpu, "legacy") == pytest.approx(moe_host_times(gpu, "te"), rel=1e-12)

@@ -15,6 +15,7 @@ import random
 import pytest
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
+from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost import evidence as ev
 from primus_launch.projection.cost import framework as fw
 from primus_launch.projection.cost import moe_host
@@ -98,8 +99,9 @@ def test_legacy_grouped_mlp_runs_bf16_experts_under_fp8():
 
 
 def test_amd_expert_loop_host_and_turbo_single_kernel():
-    """On CDNA, TE-ROCm GroupedLinear and the legacy library launch one BLAS GEMM per local expert (host row,
-    moe_host.TE_GEMM_HOST_S each); Primus-Turbo's grouped GEMM is one launch: no host row."""
+    """On CDNA, TE-ROCm GroupedLinear and the legacy library launch one BLAS GEMM per local expert (host row:
+    moe_host.TE_GEMM_HOST_S each for TE-ROCm, calibration.ROCM_LEGACY_GEMM_HOST_S for the legacy library on CDNA4);
+    Primus-Turbo's grouped GEMM is one launch: no host row."""
     def host_rows(plan):
         return [r for r in _rows(plan) if r[4][0] == "host_ops" and "host:" in r[0]]
 
@@ -108,9 +110,11 @@ def test_amd_expert_loop_host_and_turbo_single_kernel():
     for gemm in ("te", "legacy"):
         rows = host_rows(_plan("mi355x", moe_expert_gemm=gemm))
         assert len(rows) == 1 and f"({local} BLAS GEMMs" in rows[0][0]
-        # both ROCm paths at the per-GEMM price of moe_host item 2 (the libraries cache the heuristic), BF16
+        # each ROCm path at its per-GEMM price of moe_host item 2, BF16
         hf, hb = (float(x) for x in rows[0][0].split("host: ")[1].split(" ms")[0].split(" / "))
-        assert (hf, hb) == pytest.approx(tuple(1e3 * fac * x for x in moe_host.grouped_linear_host(local, None)),
+        per = moe_host.expert_gemm_host_s(gemm, "cdna4")
+        assert per == (cal.ROCM_LEGACY_GEMM_HOST_S if gemm == "legacy" else moe_host.TE_GEMM_HOST_S)
+        assert (hf, hb) == pytest.approx(tuple(1e3 * fac * x for x in moe_host.grouped_linear_host(local, None, per)),
                                          abs=1e-3)
     assert host_rows(_plan("mi355x", moe_expert_gemm="turbo")) == []
     f_te, b_te = moe_host.grouped_linear_host(local, None)

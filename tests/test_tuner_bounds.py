@@ -215,3 +215,33 @@ def test_plans_with_equal_bound_keys_have_equal_times():
                 times = {project_dry_run(p).iteration_time_s for p in ps[:3]}
                 assert len(times) == 1, times
     assert dup > 0
+
+
+def test_te_graph_groups_hold_at_least_their_eager_twins_bytes():
+    """The memory dominance of ``BoundModel.group_out``: a plan with Transformer Engine-scoped CUDA graphs
+    holds at least the bytes inside the allocator of the same plan without them (``eager_twin``), by the
+    pre-filter's own model, so a group whose twin does not fit cannot fit either.  Sampled on the
+    Qwen3-235B recipe (TE graphs of moe_router / moe_preprocess) over every scope its tables offer;
+    at least one scope adds bytes (the check cannot pass on equal numbers alone)."""
+    plan = load_recipe(ROOT / "recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml")
+    sp = Space(plan)
+    bm = BoundModel(plan, sp)
+    rng = random.Random(11)
+    seen, grew = 0, 0
+    for s in rng.sample(range(len(sp.structs)), 6):
+        h = sp.structs[s]
+        graphed = [f for f in sp.tables[sp.ctx[s]] if bm.eager_twin(f) is not None]
+        for f in rng.sample(graphed, min(len(graphed), 12)):
+            twin = bm.eager_twin(f)
+            p, p0 = apply_knobs(plan, Knobs(*h, *f)), apply_knobs(plan, Knobs(*h, *twin))
+            assert p0.training.cuda_graph_impl == "none"
+            peak, _, outside = memory_peak(p, "allocated")
+            peak0, _, outside0 = memory_peak(p0, "allocated")
+            assert peak - outside >= (peak0 - outside0) * (1 - TOL)
+            assert bm.inside_floor(h, f) >= bm.inside_floor(h, twin) * (1 - TOL)
+            if bm.group_out(s, twin):
+                assert bm.group_out(s, f) and (prefilter(p) or "").startswith("memory")
+            assert bm.group_keys(s, f)[0][1] != bm.group_keys(s, f)[-1][1] or bm.group_out(s, twin)
+            seen += 1
+            grew += peak - outside > (peak0 - outside0) * (1 + 1e-6)
+    assert seen >= 12 and grew > 0, (seen, grew)

@@ -921,10 +921,10 @@ class BoundModel:
     def node_out(self, s: int, nk: tuple, tried: set | None = None) -> bool:
         """Whether every plan of node ``nk`` of ``s`` is ``does not fit`` by :meth:`group_out`, its memory
         groups tried in the table's order up to the first that may fit; ``tried`` collects the groups
-        priced (:meth:`group_key`)."""
+        priced (:meth:`group_keys`)."""
         for f in self.table_nodes(self.space.ctx[s])[nk][1].values():
             if tried is not None:
-                tried.add(self.group_key(s, f))
+                tried.update(self.group_keys(s, f))
             if not self.group_out(s, f):
                 return False
         return True
@@ -997,19 +997,47 @@ class BoundModel:
             g = self._outg[c] = list(self._group(self.space.tables[c], OUTSIDE_FLAGS).values())
         return g
 
-    def group_out(self, s: int, f: tuple) -> bool:
-        """True when no plan of ``s`` with ``f``'s memory flags may be the answer: its bytes inside
-        the allocator (:meth:`inside_floor`) at the verdict's lower edge (upper with ``memory_certain``) plus the least outside it exceed
-        the usable capacity (``memory/verdict.py``: ``inside (1 + low) + outside > usable``)."""
+    def _own_group_out(self, s: int, f: tuple) -> bool:
         from primus_launch.projection.hardware.gpus import get_gpu
 
         edge = self._memory_edge()
         usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
         return self.inside_floor(self.space.structs[s], f) * (1.0 + edge) + self.outside_floor(s) > usable
 
-    def group_key(self, s: int, f: tuple) -> tuple:
-        """The memory group of plan ``f`` of candidate ``s`` (what :meth:`group_out` prices once)."""
-        return s, memory_key(self.plan.framework, f)
+    def eager_twin(self, f: tuple) -> tuple | None:
+        """The flag tuple of ``f`` without its Transformer Engine-scoped CUDA graphs (``cuda_graph_impl``
+        ``none``), when ``f`` has them (Megatron plans only), else None.  Its memory group is a floor of
+        ``f``'s: ``memory/mcore.py`` adds the graphs' static buffers (``memory/te_graphs.py``:
+        ``te_graph_layer_bytes``, ``te_graph_chunk_input_bytes``, each >= 0) to the eager schedule's
+        activations of the same plan and reads ``--cuda-graph-scope`` nowhere else, and the peak walk is
+        monotone in the activations (``tests/test_tuner_bounds.py`` checks it on sampled plans)."""
+        if self.plan.framework == "torchtitan" or f[F["cuda_graph_impl"]] != "transformer_engine":
+            return None
+        g = list(f)
+        g[F["cuda_graph_impl"]], g[F["cuda_graph_scope"]] = "none", ()
+        return tuple(g)
+
+    def group_out(self, s: int, f: tuple) -> bool:
+        """True when no plan of ``s`` with ``f``'s memory flags may be the answer: its bytes inside
+        the allocator (:meth:`inside_floor`) at the verdict's lower edge (upper with ``memory_certain``) plus the least outside it exceed
+        the usable capacity (``memory/verdict.py``: ``inside (1 + low) + outside > usable``).  A group with
+        TE-scoped CUDA graphs is out without its own pricing when its eager twin's (:meth:`eager_twin`) is:
+        the graphs only add bytes (dominance)."""
+        twin = self.eager_twin(f)
+        if twin is not None and self._own_group_out(s, twin):
+            return True
+        return self._own_group_out(s, f)
+
+    def group_keys(self, s: int, f: tuple) -> tuple[tuple, ...]:
+        """The memory groups :meth:`group_out` prices for plan ``f`` of candidate ``s`` (each once per
+        search, whatever the caches hold): its own, preceded by its eager twin's when it has graphs; the
+        twin's alone when that one is out (its own is then never priced)."""
+        own = (s, memory_key(self.plan.framework, f))
+        twin = self.eager_twin(f)
+        if twin is None:
+            return (own,)
+        tk = (s, memory_key(self.plan.framework, twin))
+        return (tk,) if self._own_group_out(s, twin) else (tk, own)
 
     def knob_floor(self, k: Knobs) -> float:
         """:meth:`static_floor` of candidate ``k`` (the tests compare it with its projected peak)."""

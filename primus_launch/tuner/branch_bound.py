@@ -448,7 +448,7 @@ class BranchBound:
             if inc.reached(v):
                 c["bounded_time"] += 1
                 continue
-            priced.add(bm.group_key(s, f))
+            priced.update(bm.group_keys(s, f))
             if bm.group_out(s, f):   # the memory group's floor: a pre-filter's memory model, once per group
                 c["bounded_memory"] += 1
                 continue

@@ -8,7 +8,8 @@ into this file with their sources.
 Facts are read from: Megatron-LM dev examples/moe_recipes (README table + YAMLs), Megatron-Bridge
 docs/performance-summary-archive.md + scripts/performance + src recipes at v0.4.2 (26.04.01 table)
 and v0.2.1 (25.11 table), docs/performance-summary.md + src/megatron/bridge/perf_recipes at 09ce5f13c (26.08
-table), scripts/performance/configs at 8f341b04f (the 26.06 B300 rows), TorchAO mx_formats README + TorchTitan docs, Primus projection blog, and the Primus
+table), scripts/performance/configs at 8f341b04f (the 26.06 B300 rows), TorchAO mx_formats README + TorchTitan docs, Primus projection blog, NVIDIA dgxc-benchmarking's weak-scaling
+tables (``dgxc_runs.py``), and the Primus
 MoE package blog (``--primus DIR``: ``git -C MIRROR archive 3aaf2d5f primus/configs examples/moe_package | tar -x -C
 DIR`` of AMD-AGI/Primus; its rows are resolved through primus-launch's Primus reader and stored as flattened modules).
 """
@@ -20,6 +21,7 @@ import sys
 import yaml
 
 sys.path.insert(0, os.path.dirname(__file__))
+from dgxc_runs import dgxc_rows
 from current_runs_flops import (DSV3, GPTOSS_120B, LLAMA3_8B, LLAMA3_70B, LLAMA31_405B, QWEN3_30B, QWEN3_235B,
                    flops_per_token)
 
@@ -1477,7 +1479,7 @@ def main():
         sys.exit("--primus DIR: an extraction of AMD-AGI/Primus at " + PRIMUS_COMMIT + " (git -C MIRROR archive "
                  + PRIMUS_COMMIT + " primus/configs examples/moe_package | tar -x -C DIR)")
     rows = (mlm_rows() + bridge_rows() + titan_rows() + amd_rows()
-            + primus_moe_package_rows(sys.argv[sys.argv.index("--primus") + 1]))
+            + primus_moe_package_rows(sys.argv[sys.argv.index("--primus") + 1]) + dgxc_rows())
     for r in rows:
         prec = (r["training"]["precision"] or "").lower()
         low = "fp8" if any(k in prec for k in ("fp8", "float8", "mxfp8")) else "bf16"

@@ -609,7 +609,8 @@ def main() -> int:
 
         for r in json.loads(CURRENT.read_text()):
             group = "current_" + r["id"].split("_")[0]
-            role = "calibration" if r["id"] in cal.POWER_LIMIT_ROWS.values() else "judge"
+            own = set(cal.POWER_LIMIT_ROWS.values()) | {cal.ROCM_LEGACY_GEMM_ROW}
+            role = "calibration" if r["id"] in own else "judge"
             if r.get("megatron_flags"):
                 row, why = flag_row(r, role, group)
             elif r.get("torchtitan_config"):
@@ -630,7 +631,8 @@ def main() -> int:
            "calibration_rule": ("every third of the older rows (Narayanan, Korthikanti, llm-foundry, TorchTitan) "
                                 "in file order, starting at the second; NeMo, AutoModel and current rows judge, but "
                                 "the one row of each machine whose unpriced per-step time is fitted on it "
-                                "(calibration.POWER_LIMIT_ROWS)"),
+                                "(calibration.POWER_LIMIT_ROWS) and the one row the ROCm legacy grouped_gemm "
+                                "per-GEMM host cost is fitted on (calibration.ROCM_LEGACY_GEMM_ROW)"),
            "rows": out, "skipped": skipped}
     fd, tmp = tempfile.mkstemp(dir=OUT.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as f:

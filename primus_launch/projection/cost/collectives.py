@@ -17,10 +17,22 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
 ``e_nic`` and ``l_nic``:
 
 - inside one domain:      t = busbytes(op, S, n) / (e_op B_up) + l_op
-- across domains, ring:   t = busbytes / min(e_g B_up, k e_nic B_nic) + l_nic
+- across domains, ring:   t = busbytes / min(e_g B_up, k e_nic B_nic) + l_nic + c (m-1) h_net
 - hierarchical (2D) all-reduce / all-gather / reduce-scatter (reduce-scatter in the domain, the
   operation over each GPU's own NIC on S/k, all-gather in the domain):
-  t = c (k-1)/k S / (e_g B_up) + c (m-1)/m (S/k) / (e_nic B_nic) + l_g + l_nic,  c = 2 (all-reduce) or 1
+  t = c (k-1)/k S / (e_g B_up) + c (m-1)/m (S/k) / (e_nic B_nic) + l_g + l_nic + c (m-1) h_net,
+  c = 2 (all-reduce) or 1; an all-reduce takes the tree's 2 log2(m) h_net instead of the ring's 2 (m-1)
+  h_net where that is shorter (NCCL's tuner picks the tree for latency-bound all-reduces).
+  ``h_net`` (:data:`NCCL_NET_STEP_S`) is the latency of one inter-node step of NCCL's ring: NCCL's own
+  cost model (``src/graph/tuning.cc``, ``hwLatencies[NET][RING][SIMPLE]`` = 14 us from 2.18 to 2.30.7,
+  the tree's ``[NET][TREE][SIMPLE]`` 14 us at 2.30.7, 28 us at 2.21.5) prices a ring reduce-scatter /
+  all-gather over ``m`` nodes at ``(m-1)`` such steps (``nInterSteps = nNodes - 1``; an all-reduce
+  ``2 (nNodes - 1)``), a tree all-reduce at ``2 log2(m)``; NCCL's maintainers: "the ring latency is still
+  very much linear, and the tree latency is logarithmic between nodes" (NVIDIA/nccl#757), "the latency of
+  ring increases linearly with the communicator size" (NVIDIA/nccl#1712).  ``l_nic`` keeps the rest of a
+  call's fixed cost (fitted with the step term on the records' 2-4 nodes).  Not priced: NCCL >= 2.23's
+  PAT reduce-scatter / all-gather at one GPU per node (logarithmic latency, 0.75 of the ring's bandwidth
+  in the same file): at Megatron's >= 40M-parameter buckets the ring's bandwidth wins.
 - all-to-all across domains: the (k-1)/n share over the scale-up link and the (n-k)/n share over
   the NIC at once: t = max(S (k-1)/n / (e_a2a B_up), S (n-k)/n / (e'_nic B_nic)) + l'_nic, with
   the NIC's all-to-all efficiency e'_nic and latency l'_nic.  NCCL's alltoall is one ncclGroup of
@@ -89,6 +101,50 @@ from primus_launch.projection.hardware.fabric import Fabric, measured_fabric_fie
 from primus_launch.projection.hardware.fabric import register_fabric, register_fabric_tables  # noqa: F401
 from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.hardware.placement import GroupPlacement
+
+
+NCCL_NET_STEP_S = 14e-6
+"""Seconds of one inter-node step of an NCCL ring (and hop of a tree) with the Simple protocol of large
+messages: NVIDIA/nccl ``src/graph/tuning.cc`` ``ncclTunerConstantsDefaults.hwLatencies[NET]`` (module doc)."""
+NCCL_BASE_S = 8.4e-6
+"""NCCL's base latency of a ring / tree call with the Simple protocol (``tuning.cc`` ``baseLatencies``)."""
+NCCL_INTRA_STEP_S = 3.4e-6
+"""NCCL's latency of one NVLink step of a ring with the Simple protocol (``tuning.cc``
+``hwLatencies[NVLINK][RING][SIMPLE]``; a multi-node ring takes the larger of it and 3 x the host's net
+overhead, 1 us on Intel hosts: 3 us)."""
+NCCL_INTRA_TREE_S = 4.0e-6
+"""The same for a tree hop inside a node (``hwLatencies[NVLINK][TREE][SIMPLE]``)."""
+
+
+def nccl_call_latency(op: str, size: int, nodes: int) -> float:
+    """NCCL's own latency of one ``op`` call on ``size`` ranks over ``nodes`` scale-up domains with the Simple
+    protocol (NVIDIA/nccl ``src/graph/tuning.cc`` ``ncclTopoTuneModel``, the model its tuner picks algorithms
+    by): ring ``base + (nsteps - nInterSteps) intra + nInterSteps net`` with ``nsteps = n-1`` (reduce-scatter,
+    all-gather) or ``2(n-1)`` (all-reduce) and ``nInterSteps = c (m-1)``; an all-reduce takes the tree's
+    ``base + 2 ((n/m - 1) intra_tree + log2(m) net)`` where shorter.  What a call pays when it follows another
+    on the same stream (its launch hidden behind the previous kernel): :func:`primus_launch.projection.cost.
+    dp_comm.dp_grad_sync`'s second and later gradient buckets."""
+    n, m = size, max(1, nodes)
+    if n <= 1:
+        return 0.0
+    c = 2 if op == "all_reduce" else 1
+    inter = c * (m - 1)
+    ring = NCCL_BASE_S + (c * (n - 1) - inter) * NCCL_INTRA_STEP_S + inter * NCCL_NET_STEP_S
+    if op != "all_reduce":
+        return ring
+    tree = NCCL_BASE_S + 2 * ((n // m - 1) * NCCL_INTRA_TREE_S + _log2(m) * NCCL_NET_STEP_S)
+    return min(ring, tree)
+
+
+def net_step_latency(op: str, nodes: int) -> float:
+    """Seconds of the inter-node steps of one NCCL ``op`` across ``nodes`` scale-up domains (module doc):
+    ring reduce-scatter / all-gather ``(m-1) h``; all-reduce the shorter of the ring's ``2 (m-1) h`` and
+    the tree's ``2 ceil(log2 m) h``."""
+    if nodes <= 1:
+        return 0.0
+    if op == "all_reduce":
+        return min(2 * (nodes - 1), 2 * _log2(nodes)) * NCCL_NET_STEP_S
+    return (nodes - 1) * NCCL_NET_STEP_S
 
 
 def fabric_arch(arch: str) -> str:
@@ -197,8 +253,9 @@ def collective_time(op: str, nbytes: float, size: int, nodes: int, per_node: int
         return max(t_up, t_out) + lat
     bb = bus_bytes(op, nbytes, n)
     ring_bw = min(f.e_g * bw_up, k * nic) if k > 1 else nic
+    steps = net_step_latency(op, m) if f.fitted else 0.0
     if f.fitted:
-        ring = bb / ring_bw + f.l_nic
+        ring = bb / ring_bw + f.l_nic + steps
     else:
         ring = bb / ring_bw + int(c) * (n - 1) * f.a_nic
         if op == "all_reduce":  # tree: same bandwidth term, logarithmic latency
@@ -206,7 +263,7 @@ def collective_time(op: str, nbytes: float, size: int, nodes: int, per_node: int
     if k <= 1:
         return ring
     hier = c * (k - 1) / k * nbytes / (f.e_g * bw_up) + c * (m - 1) / m * (nbytes / k) / nic
-    hier += (f.l_g + f.l_nic) if f.fitted else (c * (k - 1) * f.a_up + c * _log2(m) * f.a_nic)
+    hier += (f.l_g + f.l_nic + steps) if f.fitted else (c * (k - 1) * f.a_up + c * _log2(m) * f.a_nic)
     return min(ring, hier)
 
 

@@ -245,6 +245,7 @@ def _fsdp_rows(plan: Plan, lt, lay, lc, arch_key: str) -> list[tuple[str, float,
 def framework_rows(plan: Plan) -> list[tuple[str, str]]:
     """The framework profile's terms (module doc of ``cost/framework.py``)."""
     from primus_launch.projection.cost.compute import arch_of
+    from primus_launch.projection.cost.dp_comm import dp_sync_line
     from primus_launch.projection.cost.fp8 import recipe_of
     from primus_launch.projection.cost.framework import graph_scopes, profile_of
     from primus_launch.projection.cost.roofline import layer_op_times
@@ -295,6 +296,7 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
         ("power headroom", _power_headroom_line(gpu)),
         ("power cap", _power_cap_line(gpu)),
         ("scale-up domain", f"{scaleup_domain(plan)} GPUs"),
+        *([("data-parallel gradient sync", dp_line)] if (dp_line := dp_sync_line(plan)) else []),
         ("SM contention", _contention_line(plan)),
     ]
     if t.precision in ("fp8", "fp4"):

@@ -88,10 +88,36 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    March 2025 (record ``hipblaslt1754-api-overhead-hot``) equal that build's ``getAllAlgos`` (114.3 us), the
    uncached enumeration.  A per-expert token count takes a bounded set of values over a run (each missed once,
    then cached at every layer and micro-batch after).  With ``ext::run`` at 8.6 us (same record) a cached
-   per-GEMM host path is ~16 us plus rocBLAS / hipBLAS (not measured), within 2x of :data:`TE_GEMM_HOST_S`,
-   so ROCm keeps that price (``tests/test_moe_host.py`` holds the sum to the records); the ~0.7-0.9 ms per local
-   expert, layer and micro-batch the MI355X micro-batch-1 rows lack (``scripts/validation/README.md``) is not
-   the heuristic query (6 GEMMs x ~110 us would be, were it paid per call; the code caches it).
+   per-GEMM host path is ~16 us plus rocBLAS / hipBLAS (not measured), within 2x of :data:`TE_GEMM_HOST_S`:
+   TE-ROCm's ``GroupedLinear`` keeps that price (``tests/test_moe_host.py`` holds the sum to the records).
+
+   The legacy library's own call structure (caaatch22/grouped_gemm ``rocm`` @8a9b438, ``grouped_gemm/ops.py`` and
+   ``csrc/grouped_gemm.cu``), under Megatron's ``GroupedMLP`` (Megatron-LM 84778176, the Primus 3aaf2d5f submodule:
+   ``gg.ops.gmm`` for FC1 and FC2, the token counts as the dispatcher's host tensor): ``GroupedGemm.forward`` runs one
+   ``backend.gmm``, its backward two (dgrad with ``trans_b`` flipped, wgrad through ``CublasGroupedGemmVariableK``);
+   each ``backend.gmm`` allocates its output once (``torch.empty``), requires ``batch_sizes`` on the host
+   (``TORCH_CHECK(batch_sizes.is_cpu())``) and reads every expert's M or K from host memory, records one event on the
+   current stream and makes the 4 BLAS streams wait on it, calls ``hipblasGemmEx`` once per local expert on handle /
+   stream ``i % 4`` (handles, streams and events made once, ``cublas_handle_init``), then records 4 events and makes
+   the current stream wait on them; its ``CopyToDevice`` (the only host-to-device copy) is never called, and nothing
+   synchronises (the forward's ``torch.count_nonzero(batch_sizes)`` assertion reads the host tensor).  So 6 BLAS calls
+   per local expert, layer and micro-batch (2 forward, 4 backward; :func:`legacy_gmm_calls`, checked against
+   megatron-core 0.16.1's ``GroupedMLP`` in ``tests/test_moe_host.py``), and the host never waits for the GPU
+   inside them: their host time is a floor the GPU hides under once its own work is longer.  AMD's MI355X
+   DeepSeek-V2-Lite sweep has that shape (0.382 / 0.390 s per micro-batch at micro-batch 1 / 2, GPU-bound from 4).
+   No public measurement times one ``hipblasGemmEx`` of this path on gfx950 (hipBLAS -> rocBLAS ``rocblas_gemm_ex``
+   -> Tensile, or hipBLASLt with a ``hipblaslt_ext::Gemm`` built, a heuristic queried, initialised and run per call;
+   rocBLAS's ``handle.hpp`` ``isDefaultHipBLASLtArch`` lists gfx950, not gfx942, at rocm-libraries 10599b8e; the
+   ROCm 7.1 build's list was not read), so its host seconds are the one calibrated constant
+   :data:`calibration.ROCM_LEGACY_GEMM_HOST_S`, on CDNA4 only (:data:`ROCM_LEGACY_HIPBLASLT_ARCHS`, the fitted
+   row's architecture and the one rocBLAS sends to hipBLASLt by default; AMD's MI325X Figure 1 has the loop within
+   0.99-1.94x of Turbo's one kernel, record ``primus-moe-blog-fig1-turbo-vs-hipblas-multistream``),
+   fitted on the Lite micro-batch-1 row alone (``calibration.ROCM_LEGACY_GEMM_ROW``): ~196 us, against the 110 us
+   hot heuristic query plus 8.6 us launch of hipBLASLt's own March 2025 client (record
+   ``hipblaslt1754-api-overhead-hot``).  The other MI355X rows judge it; the per-expert form carries over to
+   DeepSeek-V2 (20 local experts against Lite's 8: its PP4 1F1B bar projects within 3 %), but not the ladder's
+   DeepEP and sync-free steps, whose measured gains (1.107, 1.077) the host-bound model gives as 1.01 / 1.03
+   (``scripts/validation/README.md``, Known gaps, AMD).
 
 3. Where the host is on the critical path (``roofline.launch_bound_seconds``): Megatron's token dispatchers
    wait once per MoE layer forward for the routed-token counts (``token_dispatcher.py`` ``cuda_sync_point``;
@@ -139,6 +165,10 @@ ROUTER_UNFUSED = (18, 5)
 
 # host seconds per cuBLASLt GEMM launched by TE's per-expert loop (record raft1736-cublaslt-launch-host)
 TE_GEMM_HOST_S = 10e-6
+# architectures whose legacy grouped_gemm loop is priced at calibration.ROCM_LEGACY_GEMM_HOST_S (module doc, item 2):
+# CDNA4 (gfx950), the fitted row's, where rocBLAS takes its hipBLASLt route by default (handle.hpp
+# isDefaultHipBLASLtArch), not CDNA3 (gfx942: Tensile)
+ROCM_LEGACY_HIPBLASLT_ARCHS = frozenset({"cdna4"})
 # kernels TE's split_quantize launches per expert tensor, by recipe (module doc, item 2); delayed scaling: one
 # fused multi-tensor cast-transpose for all experts
 QUANT_KERNELS_PER_TENSOR = {"tensorwise": 3, "mxfp8": 1, "blockwise": 1, "nvfp4": 1, "delayed": 0}
@@ -169,13 +199,34 @@ def framework_kernels(dispatcher: str, ep: int, fused: bool, aux_loss: bool, rou
     return out
 
 
-def grouped_linear_host(local_experts: int, recipe: str | None) -> tuple[float, float]:
+def legacy_gmm_calls(local_experts: int) -> dict[str, tuple[int, int]]:
+    """Host calls of Megatron's legacy ``GroupedMLP`` experts through the ``grouped_gemm`` library (ROCm branch)
+    per MoE layer and micro-batch, as (forward, backward) (module doc, item 2): ``gmm`` calls (FC1 and FC2; the
+    backward's dgrad and wgrad), BLAS GEMMs (one per local expert per ``gmm``), stream events (1 record + 4 waits
+    before the expert loop, 4 records + 4 waits after it), host-device syncs (none)."""
+    e = max(1, local_experts)
+    return {"gmm": (2, 4), "blas_gemm": (2 * e, 4 * e), "event_ops": (2 * 13, 4 * 13), "syncs": (0, 0)}
+
+
+def expert_gemm_host_s(expert_gemm: str, arch: str) -> float:
+    """Host seconds per expert GEMM of a per-expert launch loop (module doc, item 2): the legacy ``grouped_gemm``
+    library on an architecture of :data:`ROCM_LEGACY_HIPBLASLT_ARCHS` (``expert_gemm == "legacy"``)
+    :data:`calibration.ROCM_LEGACY_GEMM_HOST_S`; every other loop (TE / TE-ROCm ``GroupedLinear``, the legacy library
+    on CUDA or on CDNA3) :data:`TE_GEMM_HOST_S`."""
+    if expert_gemm == "legacy" and arch in ROCM_LEGACY_HIPBLASLT_ARCHS:
+        return cal.ROCM_LEGACY_GEMM_HOST_S
+    return TE_GEMM_HOST_S
+
+
+def grouped_linear_host(local_experts: int, recipe: str | None,
+                        gemm_host_s: float = TE_GEMM_HOST_S) -> tuple[float, float]:
     """Host seconds (forward, backward) TE's ``GroupedLinear`` spends beneath its Python call for the
     two expert linears (FC1, FC2) of one MoE layer (module doc, item 2); ``recipe``: the low-precision
-    recipe (``fp8.recipe_of``) or None for BF16."""
+    recipe (``fp8.recipe_of``) or None for BF16; ``gemm_host_s``: host seconds per expert GEMM
+    (:func:`expert_gemm_host_s`)."""
     e = max(1, local_experts)
-    f = 2 * e * TE_GEMM_HOST_S
-    b = 4 * e * TE_GEMM_HOST_S
+    f = 2 * e * gemm_host_s
+    b = 4 * e * gemm_host_s
     if recipe:
         per = QUANT_KERNELS_PER_TENSOR.get(recipe, 1)
         q = 2 * (e * per if per else 1) * cal.KERNEL_LAUNCH_S   # FC1 and FC2 inputs / output grads

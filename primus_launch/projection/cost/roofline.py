@@ -63,7 +63,8 @@ scaled by the host CPU, Grace vs x86); an MoE layer's forward between two token-
 then the next layer's up to its sync), plus the host's wake-up after the wait.  A Megatron MoE layer also
 launches its router's, dispatcher's and the grouped experts' small kernels (``cost/moe_host.py``: counts traced
 from megatron-core's own MoELayer; TE / TE-ROCm GroupedLinear and the legacy grouped_gemm library launch one BLAS
-GEMM per local expert, ``training.moe_expert_gemm``, Primus-Turbo's grouped GEMM one kernel): rows "small ops"
+GEMM per local expert, ``training.moe_expert_gemm``, at ``moe_host.expert_gemm_host_s`` each (the legacy library on
+CDNA4 at its calibrated cost), Primus-Turbo's grouped GEMM one kernel): rows "small ops"
 (``KERNEL_MIN_S`` each on the GPU) and "... host" (host seconds only, before each linear's GEMMs).
 """
 
@@ -937,8 +938,9 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         per_expert = grouped and prof.name == "megatron-te" and expert_gemm != "turbo" and not cutedsl
         host_each = None
         if per_expert:
+            gemm_host = moe_host.expert_gemm_host_s(expert_gemm, get_gpu(gpu).arch)
             hf_, hb_ = (prof.host_cpu_factor * x for x in
-                        moe_host.grouped_linear_host(local, None if legacy else recipe))
+                        moe_host.grouped_linear_host(local, None if legacy else recipe, gemm_host))
             host_each = (hf_ / 2, hb_ / 2, local)
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
@@ -960,9 +962,12 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             what = "legacy grouped_gemm (BF16)" if legacy else "TE GroupedLinear"
             acc._rec(f"{what} host: {1e3 * hf_:.3f} / {1e3 * hb_:.3f} ms ({local} BLAS GEMMs per linear "
                      "and pass" + (", per-expert quantize" if recipe and not legacy else "") + ")", 0.0, 0.0, 0.0,
-                     ("host_ops", f"cost/moe_host.py: {1e6 * moe_host.TE_GEMM_HOST_S:.0f} us per GEMM (record "
-                                  "raft1736-cublaslt-launch-host); on the critical path where the layer is "
-                                  "host-bound (host launch-bound row)", 0.0, 0.0), close=False)
+                     ("host_ops", f"cost/moe_host.py: {1e6 * gemm_host:.0f} us per GEMM ("
+                                  + ("calibration.ROCM_LEGACY_GEMM_HOST_S: the legacy grouped_gemm on ROCm, fitted "
+                                     f"on {cal.ROCM_LEGACY_GEMM_ROW}" if gemm_host != moe_host.TE_GEMM_HOST_S
+                                     else "record raft1736-cublaslt-launch-host")
+                                  + "); on the critical path where the layer is host-bound (host launch-bound row)",
+                      0.0, 0.0), close=False)
         if bda_unfused and not fused_mlp:
             if dispatcher in ("deepep", "hybridep"):   # fp32 probs (EXPERT_BIAS_BYTES_FP32_PROBS)
                 (fb, bb), kern, pd = EXPERT_BIAS_BYTES_FP32_PROBS, (2 * local + 2, 8 * local + 3), "fp32"
