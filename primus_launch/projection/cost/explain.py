@@ -344,8 +344,9 @@ def _moe_host_path_line(plan: Plan, prof) -> str:
         gem = {"te": "TE GroupedLinear: one BLAS GEMM per local expert on 4 streams",
                "legacy": "legacy grouped_gemm: one BLAS GEMM per local expert on 4 streams, BF16 experts",
                "turbo": "Primus-Turbo grouped GEMM: one kernel, group sizes on the device",
-               "te_fused": "TE op-fuser grouped MLP: CuTeDSL grouped GEMMs, activation and biases in their "
-                           "epilogues"}[t.moe_expert_gemm]
+               "te_fused": "TE op-fuser grouped MLP: CuTeDSL grouped GEMMs with the activation and biases in "
+                           "their epilogues under MXFP8 / NVFP4 on Blackwell, else TE's basic ops (per-expert GEMMs, "
+                           "one activation kernel)"}[t.moe_expert_gemm]
     if t.moe_sync_free:
         sync = "no host sync (Primus-Turbo sync-free MoE: device token counts, worst-case token budget)"
     elif "moe" in graph_scopes(plan):
