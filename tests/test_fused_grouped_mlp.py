@@ -93,6 +93,11 @@ def test_megatron_reader_maps_the_op_fuser():
     on = plan_from_argv(base + ["--use-transformer-engine-op-fuser"], cl)
     assert on.training.moe_expert_gemm == "te_fused"
     assert plan_from_argv(base, cl).training.moe_expert_gemm == "te"
+    from primus_launch.adapters.megatron import render_argv
+
+    assert "--use-transformer-engine-op-fuser" in render_argv(on, base)
+    off = on.model_copy(update={"training": on.training.model_copy(update={"moe_expert_gemm": "te"})})
+    assert "--use-transformer-engine-op-fuser" not in render_argv(off, base + ["--use-transformer-engine-op-fuser"])
     from primus_launch.adapters.megatron_flags import MODELLED_FLAGS, NOT_MODELLED_FLAGS
     assert "--use-transformer-engine-op-fuser" in MODELLED_FLAGS
     assert "--use-transformer-engine-op-fuser" not in NOT_MODELLED_FLAGS
