@@ -117,26 +117,29 @@ def test_huge_num_layers_is_refused_before_any_per_layer_pattern():
     assert LIMITS["model.num_layers"] == 10_000
 
 
-def test_fp8_attention_config_fields_are_reported_not_modelled(tmp_path):
+def test_fp8_attention_config_fields(tmp_path):
     """``fp8_dot_product_attention`` / ``fp8_multi_head_attention``: TransformerConfig fields of the installed
-    megatron-core (no Megatron-LM argument), set by YAML configs and by Megatron-Bridge 26.08's full-iteration MXFP8
-    perf recipes.  A recipe that turns one on gets a not-modelled note (time and memory), not an unknown-flag note;
-    left at its default it adds nothing."""
+    megatron-core (no Megatron-LM argument), set by YAML configs and by Megatron-Bridge 26.06 / 26.08's full-iteration
+    MXFP8 perf recipes.  The first is read (``training.fp8_attention``, priced by ``cost/fp8_attention.py``): no
+    unmodelled note; the second stays a not-modelled note (time and memory); left at its default neither adds anything."""
     from megatron.core.transformer import TransformerConfig
 
     from primus_launch.adapters import load_recipe
 
     defaults = {f.name: f.default for f in dataclasses.fields(TransformerConfig)}
-    for flag in ("--fp8-dot-product-attention", "--fp8-multi-head-attention"):
+    for flag, cls in (("--fp8-dot-product-attention", mf.MODELLED), ("--fp8-multi-head-attention", mf.NOT_MODELLED)):
         f = mf.lookup(flag)
-        assert f.versions == "config" and f.cls == mf.NOT_MODELLED and f.note.startswith("time and memory")
+        assert f.versions == "config" and f.cls == cls
         assert f.dest in defaults and f.default is defaults[f.dest] is False
+    assert mf.lookup("--fp8-multi-head-attention").note.startswith("time and memory")
     base = (ROOT / "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml").read_text()
-    assert "fp8_dot_product_attention" not in base
+    assert "fp8_dot_product_attention" not in base and "fp8_multi_head_attention" not in base
     on, off = tmp_path / "on.yaml", tmp_path / "off.yaml"
-    on.write_text(base + "\nfp8_dot_product_attention: true\n")
+    on.write_text(base + "\nfp8_dot_product_attention: true\nfp8_multi_head_attention: true\n")
     off.write_text(base + "\nfp8_dot_product_attention: false\n")
     p_on, p_off = load_recipe(on), load_recipe(off)
-    assert [u.flag for u in p_on.source.unmodelled if "dot-product" in u.flag] == ["--fp8-dot-product-attention"]
+    assert p_on.training.fp8_attention and not p_off.training.fp8_attention
+    assert [u.flag for u in p_on.source.unmodelled if "fp8-" in u.flag and "attention" in u.flag] == [
+        "--fp8-multi-head-attention"]
     assert not any("dot-product" in u.flag for u in p_off.source.unmodelled)
     assert not any("dot-product" in n for n in p_on.source.notes + p_off.source.notes)

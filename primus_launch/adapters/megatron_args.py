@@ -193,6 +193,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--fp8-format", "str", group="precision", dest="fp8"),
     _f("--fp8-recipe", "str", "delayed", group="precision"),
     _f("--fp8-param-gather", "true", group="precision"),
+    _f("--fp8-dot-product-attention", "true", group="precision"),  # TransformerConfig field (YAML / Bridge)
     _f("--fp4-format", "str", group="precision", dest="fp4"),
     _f("--fp4-recipe", "str", "nvfp4", group="precision"),
     _f("--fp4-param-gather", "true", group="precision", dest="fp4_param"),
@@ -784,6 +785,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     training = dict(
         micro_batch_size=mbs, global_batch_size=gbs, precision=precision, fp8_recipe=fp8_recipe,
         fp8_param_gather=bool(get(a, "fp8_param_gather") or get(a, "fp4_param")) and precision in ("fp8", "fp4"),
+        fp8_attention=bool(get(a, "fp8_dot_product_attention")) and precision == "fp8",
         fp4_recipe=fp4_recipe, recompute=recompute, offload=_offload(a, L, rep),
         pipeline_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         overlap_grad_reduce=bool(get(a, "overlap_grad_reduce")),
@@ -1109,6 +1111,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     if t.precision == "fp8" and t.fp8_recipe is None and current.get("fp8_recipe") not in FP8_RECIPES_READ:
         out["fp8_recipe"] = current.get("fp8_recipe")  # a recipe the plan does not name (reported): kept as written
     out["fp8_param_gather"] = t.fp8_param_gather and t.precision == "fp8"
+    if t.fp8_attention or current.get("fp8_dot_product_attention") is not None:
+        out["fp8_dot_product_attention"] = t.fp8_attention and t.precision == "fp8"
     out["fp4"] = "e2m1" if t.precision == "fp4" else None
     out["fp4_recipe"] = t.fp4_recipe if t.precision == "fp4" and (t.fp4_recipe != "nvfp4" or current.get("fp4_recipe")) else None
     if t.precision == "fp4" and t.fp4_recipe is None and current.get("fp4_recipe") not in (None, "nvfp4"):

@@ -1000,6 +1000,10 @@ MODELLED_FLAGS: dict[str, str] = {
     # precision
     "--bf16": "training.precision", "--fp16": "training.precision", "--fp8-format": "training.precision = fp8",
     "--fp8-recipe": "training.fp8_recipe", "--fp8-param-gather": "training.fp8_param_gather",
+    # a TransformerConfig field (no Megatron-LM argument: arguments.py copies it only from a config); YAML
+    # configs and Megatron-Bridge recipes set it (26.06 / 26.08 full-iteration MXFP8 perf recipes)
+    "--fp8-dot-product-attention": "training.fp8_attention (with --fp8-format: TE FP8 fused attention, "
+                                   "cost/fp8_attention.py)",
     "--fp4-format": "training.precision = fp4", "--fp4-recipe": "training.fp4_recipe",
     "--fp4-param-gather": "training.fp8_param_gather (low-precision weights gathered)",
     "--grad-reduce-in-bf16": "training.grad_reduce_in_fp32",
@@ -1153,10 +1157,9 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     # TransformerConfig fields (megatron/core/transformer/transformer_config.py); Megatron-LM's arguments.py has
     # no argument for them, YAML configs and Megatron-Bridge recipes set them (Bridge 26.08's full-iteration
     # MXFP8 perf recipes: mixed_precision.fp8_dot_product_attention = True)
-    "--fp8-dot-product-attention": "time and memory: core attention in FP8 (TE fused attention on FP8 q/k/v; "
-                                   "priced and sized as BF16 attention)",
     "--fp8-multi-head-attention": "time and memory: FP8 tensors between the QKV projection, core attention and "
-                                  "the output projection (priced and sized as BF16)",
+                                  "the output projection (TE fp8_mha; with MXFP8 TE turns FusedAttention off for it); "
+                                  "priced and sized as BF16",
     "--cpu-offloading-retain-pinned-cpu-buffers": "memory: pinned host buffers kept", "--cpu-offloading-double-buffering": "memory: offload double buffers",
     "--use-torch-optimizer-for-cpu-offload": "time: torch optimizer for the offloaded part",
     "--overlap-cpu-optimizer-d2h-h2d": "time: host optimizer copies overlapped",

@@ -118,6 +118,8 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
     # --- precision
     if t.fp8_recipe is not None and t.precision != "fp8":
         out.append(("training.fp8_recipe", t.fp8_recipe, "only with precision fp8"))
+    if t.fp8_attention and t.precision != "fp8":
+        out.append(("training.fp8_attention", True, "only with precision fp8"))
     if t.fp8_param_gather and t.precision not in ("fp8", "fp4"):
         out.append(("training.fp8_param_gather", True, "only with precision fp8"))
     if t.fp4_recipe is not None and t.precision != "fp4":

@@ -342,6 +342,10 @@ class Training(BoundedSection):
                                   "mxfp8 (TE, Megatron --fp8-recipe), rowwise (torchao); None = the framework's "
                                   "default (Megatron delayed, TorchTitan tensorwise)")
     fp8_param_gather: bool = Field(default=False, description="FP8 weights all-gathered / kept (Megatron --fp8-param-gather)")
+    fp8_attention: bool = Field(
+        default=False, description="with precision fp8: core attention in FP8 / MXFP8 (Megatron TransformerConfig "
+                                   "fp8_dot_product_attention, TE fp8_dpa): priced from cudnn-frontend's FP8 / BF16 "
+                                   "kernel-time ratios (cost/fp8_attention.py)")
     bf16_linears: tuple[Literal["wq", "wk", "wv", "wo"], ...] = Field(
         default=(), description="attention linears the low-precision recipe leaves in BF16 (TorchTitan float8 / MX "
                                 "converters' filter_fqns, e.g. attention.wk / attention.wv)")

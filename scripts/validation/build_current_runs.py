@@ -458,7 +458,7 @@ def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, e
                             "published it)" if release in ("26.08", "26.06") else
                             "primary (official repo doc table; flags read from the perf configs at the release tag)"),
         notes=(notes + " " + dropout_note(mk, release)).strip(),
-        megatron_flags=flags,
+        megatron_flags=flags + ([FP8_DPA_FLAG] if any(u.startswith(FP8_DPA_2608[:40]) for u in unknown) else []),
         flags_source=fsrc,
         flags_unknown=COMMON_UNKNOWN_MB + unknown,
         flags_notes=("Megatron-Bridge ConfigContainer fields mapped to Megatron-LM flags; settings that Megatron-LM has "
@@ -812,9 +812,12 @@ FULL_ITER_2608 = ["--cuda-graph-impl full_iteration", "--te-rng-tracker", "--moe
                   "--moe-paged-stash-buffer-size-factor-cuda 1.2", "--moe-paged-stash-buffer-size-factor-cpu 1.0",
                   "--high-priority-a2a-comm-stream", "--use-transformer-engine-op-fuser", "--moe-mlp-glu-interleave-size 32",
                   "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"]
-FP8_DPA_2608 = ("not modelled: fp8_dot_product_attention=True (mixed_precision, set by the full-iteration helper): TE's "
-                "FP8 fused attention; a TransformerConfig field with no Megatron-LM CLI argument (arguments.py copies it "
-                "only from a config), so the plan times core attention at BF16 speed")
+FP8_DPA_2608 = ("fp8_dot_product_attention=True (mixed_precision, set by the full-iteration helper): a TransformerConfig "
+                "field with no Megatron-LM CLI argument (arguments.py copies it only from a config), written here as "
+                "--fp8-dot-product-attention, the reader's spelling of the config key (training.fp8_attention): TE's "
+                "MXFP8 fused attention, priced from cudnn-frontend's MXFP8 / BF16 kernel-time ratios "
+                "(cost/fp8_attention.py)")
+FP8_DPA_FLAG = "--fp8-dot-product-attention"
 ENV_2608 = ("not modelled: recipe env_vars (perf_recipes/environment.py COMMON_PERF_ENV_VARS + the recipe's own): "
             "NVTE_CUTEDSL_FUSED_GROUPED_MLP=1 (TE's CuTeDSL fused grouped MLP under the op fuser), "
             "CUDNNFE_CLUSTER_OVERLAP_MARGIN=8, CUDA_DEVICE_MAX_CONNECTIONS=32, NVTE_{{FWD,BWD}}_LAYERNORM_SM_MARGIN=20, "

@@ -193,7 +193,7 @@ class _Acc:
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
                  "qw", "nq", "nkf", "nkb", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf",
-                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather", "bf16")
+                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather", "bf16", "f8a")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -222,6 +222,7 @@ class _Acc:
         self.expert_gemm = "te"   # plan.training.moe_expert_gemm (the grouped experts' GEMM backend)
         self.fp8_gather = False   # plan.training.fp8_param_gather (torchao: FSDP float8 all-gather)
         self.bf16: frozenset[str] = frozenset()   # plan.training.bf16_linears (attention linears left in BF16)
+        self.f8a: tuple | None = None   # plan.training.fp8_attention: (arch, recipe, sinks) (cost/fp8_attention.py)
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap), of the
@@ -360,19 +361,43 @@ class _Acc:
         self.elem(nb * elems, name, 2.0, (kf, kb))
 
     def attn(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, window: int | None,
-             dropout: float = 0.0) -> PassTimes:
+             dropout: float = 0.0, kv_heads: int | None = None) -> PassTimes:
         impl = self.prof.attention
         if impl == "unfused":
             return self._attn_unfused(b, heads, sq, skv, dqk, dv, dropout)
         f, bw = attention_time(b, heads, sq, skv, dqk, dv, True, self.gpu, impl, window)
+        tag = ""
+        if self.f8a is not None and impl in ("cudnn", "fused"):
+            f, bw, tag = self._attn_fp8(f, bw, b, heads, kv_heads or heads, sq, skv, dqk, dv, window)
         self._add(f, bw, 0.0, "attention")
         f, bw = f * self.slow, bw * self.slow
         self._k(1, 2)
         from primus_launch.projection.cost.compute import attention_flops
 
-        self._rec(f"core attention ({impl}) b{b} h{heads} s{sq}x{skv} d{dqk}/{dv}" + (f" window {window}" if window else ""),
+        self._rec(f"core attention ({impl}{tag}) b{b} h{heads} s{sq}x{skv} d{dqk}/{dv}" + (f" window {window}" if window else ""),
                   f, bw, 0.0, ("attention", impl, attention_flops(b, heads, sq, skv, dqk, dv, True, window)))
         return PassTimes(f, bw, 0.0)
+
+    def _attn_fp8(self, f: float, bw: float, b: int, heads: int, kv_heads: int, sq: int, skv: int, dqk: int, dv: int,
+                  window: int | None) -> tuple[float, float, str]:
+        """FP8 / MXFP8 core attention (``training.fp8_attention``): the BF16 times ``f`` / ``bw`` times the
+        measured FP8 / BF16 ratio, plus TE's quantise kernels around it (``cost/fp8_attention.py``); a case the
+        records do not cover keeps the BF16 times (the reason goes into the op's name)."""
+        from primus_launch.projection.cost import fp8_attention as f8
+
+        arch, recipe, sinks = self.f8a
+        key, why = f8.fp8_attention_case(arch, recipe, dqk, True, window, sinks)
+        if key is None:
+            return f, bw, f"; fp8_attention not applied: {why}"
+        f, bw = f * f8.ratio(key, "fwd", skv, window), bw * f8.ratio(key, "bwd", skv, window)
+        qf, qb = f8.quant_bytes(key[3], float(b * sq * heads * dqk), float(b * skv * kv_heads * (dqk + dv)),
+                                float(b * sq * heads * dv))
+        tf, tb = quant_time(qf, self.gpu, recipe or "delayed"), quant_time(qb, self.gpu, recipe or "delayed")
+        self._add(tf, tb, 0.0, "non_matmul")
+        self._k(2, 1)
+        self._rec(f"FP8 attention quantise ({key[3]}: Q/K/V, O; dO)", tf * self.slow, tb * self.slow, 0.0,
+                  ("quant", recipe or "delayed", 0.0, qf + qb, "te"))
+        return f, bw, f", {key[3]}: x{f8.ratio(key, 'fwd', skv, window):.2f} fwd, x{f8.ratio(key, 'bwd', skv, window):.2f} bwd"
 
     def attn_ring(self, b: int, heads: int, kv_heads: int, s: int, cp: int, dqk: int, dv: int,
                   flavor: str) -> PassTimes:
@@ -593,7 +618,7 @@ def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T
         if ring:
             core = acc.attn_ring(b, heads, g, s, cp, d, d, ring)
         else:
-            core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout)
+            core = acc.attn(b, heads, sq, skv, d, d, window, m.attention_dropout, kv_heads=g)
         acc.mods = ()
         acc.gemm(T, h, a * d, name="attention out-proj" + (" (bf16)" if "wo" in acc.bf16 else ""), ub="proj",
                  lowp="wo" not in acc.bf16)
@@ -818,7 +843,7 @@ def _cfg(plan: Plan) -> tuple:
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
             (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32),
             (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager)), bool(t.fp8_param_gather),
-            frozenset(t.bf16_linears))
+            frozenset(t.bf16_linears), bool(t.fp8_attention) and recipe is not None and plan.framework == "megatron")
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -828,7 +853,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     ``head`` / ``mtp``."""
     m = arch_from_key(key)
     prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g, \
-        bf16_lin = cfg
+        bf16_lin, fp8_attn = cfg
     expert_gemm, sync_free, glue_eager = moe_impl
     # TorchTitan v0.2's MoE glue as its eager ATen kernels (cost/titan_moe.py) instead of the generic permutes
     titan_glue = glue_eager and prof.name.startswith("torchtitan")
@@ -844,6 +869,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         made[kind].expert_gemm = expert_gemm
         made[kind].fp8_gather = f8g
         made[kind].bf16 = bf16_lin
+        made[kind].f8a = (arch_of(gpu), recipe, m.softmax_type != "vanilla") if fp8_attn else None
         return made[kind]
 
     s, h = m.seq_length, m.hidden_size

@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from primus_launch.plan import ModelArch
-from primus_launch.projection.memory.fp8 import quantized_bytes
+from primus_launch.projection.memory.fp8 import fp8_attention_saved_bytes, quantized_bytes
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,8 @@ class LayerActivations:
 
 def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1,
                            moe: bool = False, ep: int = 1, etp: int | None = None, abytes: int = 2,
-                           impl: ActivationImpl = TE, fp8: str | None = None) -> LayerActivations:
+                           impl: ActivationImpl = TE, fp8: str | None = None, fp8_dpa: bool = False,
+                           fp8_non_tn: bool = False) -> LayerActivations:
     """Activation bytes of one decoder layer (see the module docstring for the tensor list).
 
     ``seq`` is the full sequence length (CP divides it here); ``abytes`` the activation dtype size.
@@ -129,7 +130,9 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     state ``sb (20 topk + 3 E)`` bytes; each GPU keeps, for the ``sb * topk`` (token, expert)
     pairs it receives on average (exact at EP 1; balanced routing assumed for EP > 1), the
     permuted input ``h``, fc1's output ``2 Fe / etp`` and fc2's input ``Fe / etp``; shared
-    experts count as a dense MLP of their size.
+    experts count as a dense MLP of their size.  ``fp8_dpa`` (with ``fp8``): TE's FP8 fused attention saves
+    its q / k / v (and under ``delayed`` its O) quantized in place of the bf16 tensors
+    (:func:`memory.fp8.fp8_attention_saved_bytes`; ``fp8_non_tn``: the GPU needs no FP8 transpose).
     """
     a = abytes
     s = seq // cp
@@ -189,6 +192,14 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     if rope and impl.rope_tables:
         attn += 4 * a * s * (arch.qk_pos_emb_head_dim if mla else arch.kv_channels)
     attn += o + extra_q * o / a  # core-attention output = projection input (+ its fp8 copy, delayed)
+    if fp8_dpa and fp8 and impl.flash_attention:
+        # FP8 attention (memory.fp8): q / k / v saved quantized in place of the bf16 ones, O in fp8 under delayed
+        qkv_b, o_b = fp8_attention_saved_bytes(fp8, non_tn=fp8_non_tn)
+        qkv_elems = (sb * nq * (2 * (arch.qk_head_dim + arch.qk_pos_emb_head_dim) + arch.v_head_dim) / t if mla
+                     else sb * (nq + 2 * arch.kv_heads) * arch.kv_channels / t)
+        attn += qkv_elems * (qkv_b - a)
+        if o_b is not None:
+            attn += o / a * (o_b - a)
     if impl.flash_attention:
         core = 4.0 * mbs * nq / t * s  # fp32 log-sum-exp
     else:

@@ -35,7 +35,15 @@ Saved for backward, per module (``pytorch/module/*.py`` ``forward``):
   (lines 385-388);
 - fused weighted SwiGLU (megatron ``fusions/fused_bias_swiglu.py``): its bf16 input (fc1's output) and the
   probs; its output is fc2's input, which fc2 keeps quantized;
-- core attention (``fp8_dpa`` off): bf16 q, k, v, o as under bf16.
+- core attention (``fp8_dpa`` off): bf16 q, k, v, o as under bf16.  With ``fp8_dpa`` (megatron
+  ``fp8_dot_product_attention``; Transformer Engine d0067d0 ``attention/dot_product_attention/backends.py``
+  ``FusedAttnFunc.forward``, FP8 backward on by default, ``NVTE_FP8_DPA_BWD=1``): q, k, v are quantized by
+  ``combine_and_quantize`` with the QKV quantizer's default usages (rowwise and columnwise: MXFP8 keeps
+  both copies, ``1 + 1/32`` bytes each; a tensorwise tensor its data plus, without non-TN FP8 GEMMs, the
+  transpose) and saved in place of the bf16 ones; O is saved in FP8 under ``delayed`` (the kernel's
+  Float8Tensor output; the bf16 output handed on is dequantised from it) and in bf16 under current scaling
+  (``NVTE_DPA_FP8CS_O_in_F16=1`` default) and MXFP8, where the saved O is the tensor handed to the
+  projection (:func:`fp8_attention_saved_bytes`).
 
 So a quantized saved input costs :func:`quantized_bytes` per element (one copy) on every device; what
 megatron makes save the original (``set_save_original_input``, megatron-core 0.16.1): the attention
@@ -71,6 +79,14 @@ def non_tn_fp8_gemm(gpu_arch: str) -> bool:
     11.x, >= 13.0): NVIDIA Blackwell data-centre parts; Hopper, Ada, AMD (ROCm TE keeps its own transpose
     cache rule, ``fp8_weight_transpose_cache``) need the transpose."""
     return gpu_arch in _NON_TN_ARCHS
+
+
+def fp8_attention_saved_bytes(recipe: str, *, non_tn: bool) -> tuple[float, float | None]:
+    """(bytes per element of the saved q / k / v, of the saved O or None where O stays the bf16 tensor
+    the projection takes) under FP8 dot-product attention (module docstring, core attention)."""
+    copies = 2 if columnwise_copy(recipe, non_tn=non_tn) else 1
+    qkv = copies * quantized_bytes(recipe)
+    return qkv, (copies * quantized_bytes(recipe) if recipe == "delayed" else None)
 
 
 def columnwise_copy(recipe: str, *, non_tn: bool) -> bool:

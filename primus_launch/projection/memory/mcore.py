@@ -138,6 +138,7 @@ class McoreOpts:
     attention_mask: bool = True  # the dataloader's batch carries [1, s, s] causal masks (create_attention_mask)
     fp8_transpose_cache: bool = True  # TE keeps the columnwise fp8 weight across micro-batches (ROCm TE: optional)
     fp8_non_tn: bool = False  # the GPU runs non-TN FP8 GEMMs: tensorwise tensors need no transpose (memory.fp8)
+    fp8_dpa: bool = False  # training.fp8_attention where TE runs it: q / k / v (O under delayed) saved in FP8
     torch_fsdp2: bool = False  # --use-torch-fsdp2 (gradients in the parameters' dtype, fp32 copies at the step)
     capacity: float | None = None  # --moe-expert-rank-capacity-factor (static-shape MoE, memory.paged_stash)
     paged_stash: bool = False  # --moe-paged-stash
@@ -170,6 +171,10 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         attention_mask=t.dataloader_attention_mask,
         fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
         fp8_non_tn=fp8 is not None and non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)),  # '' (not in the DB): Hopper rules
+        # TE's FP8 attention filter (cost/fp8_attention.py): delayed on every NVIDIA part, current scaling / MXFP8
+        # from sm100; blockwise / NVFP4 keep bf16 attention
+        fp8_dpa=bool(t.fp8_attention) and (fp8 == "delayed" or (fp8 in ("tensorwise", "mxfp8") and
+                                                                 non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)))),
         torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
         capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
@@ -243,7 +248,8 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         opt = opts.main_params + opts.exp_avg + (opts.exp_avg_sq if optimizer == "adam" else 0)
     opt *= 1.0 - opts.optimizer_offload  # HybridDeviceOptimizer keeps the offloaded fraction on the host
     seq = m.seq_length
-    kw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, ep=ep, etp=etp, abytes=a, impl=impl, fp8=opts.fp8)
+    kw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, ep=ep, etp=etp, abytes=a, impl=impl, fp8=opts.fp8,
+              fp8_dpa=opts.fp8_dpa, fp8_non_tn=opts.fp8_non_tn)
     dense_act = layer_activation_bytes(m, moe=False, **kw)
     moe_act = layer_activation_bytes(m, moe=True, **kw) if m.is_moe else dense_act
     out_kept, out_transient = output_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl,
