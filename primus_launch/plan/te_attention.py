@@ -22,8 +22,8 @@ megatron-core 0.17.1, Transformer Engine 366798ef = v2.14.1):
      performance"): with sinks and the default ``auto`` that is cuDNN's F16_arbitrary_seqlen, which the
      cost profile prices (``projection/cost/framework.py``).
 
-   Not represented here (no plan field): FP8 attention (``fp8_dpa`` turns off both FusedAttention and
-   Unfused for sinks), ``NVTE_ALLOW_NONDETERMINISTIC_ALGO=0`` (turns FusedAttention off for sinks: the
+   Not represented here: FP8 attention (``training.fp8_attention``; ``fp8_dpa`` turns off FlashAttention and
+   Unfused, and before sm100 / cuDNN 9.21 FusedAttention for sinks and windows: ``cost/fp8_attention.py``), ``NVTE_ALLOW_NONDETERMINISTIC_ALGO=0`` (turns FusedAttention off for sinks: the
    Bridge perf launcher sets it for DeepSeek only, ``scripts/performance/perf_plugins.py``), the THD
    layout (sinks need cuDNN >= 9.18), and cuDNN < 9.13.1 (no sinks in FusedAttention: TE's
    ``common/fused_attn/fused_attn.cpp`` ``nvte_get_fused_attn_backend`` "9.13.1+: vanilla, off-by-one,
