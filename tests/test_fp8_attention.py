@@ -169,6 +169,15 @@ def test_megatron_reader_and_writer_round_trip(tmp_path):
     back = p_on.model_copy(update={"training": p_on.training.model_copy(update={"fp8_attention": False})})
     out.write_text(render_recipe(back, on.read_text()))
     assert not load_recipe(out).training.fp8_attention
+    # a Megatron-LM command line has no argument for it: the writer refuses to add it (one line, the field named)
+    from primus_launch.errors import UserError
+
+    sh = ROOT / "recipes/megatron/deepseek_v3_671b.sh"
+    p_sh = load_recipe(sh)
+    fp8 = p_sh.model_copy(update={"training": p_sh.training.model_copy(
+        update={"precision": "fp8", "fp8_recipe": "mxfp8", "fp8_attention": True})})
+    with pytest.raises(UserError, match="training.fp8_attention"):
+        render_recipe(fp8, sh.read_text())
     # bf16 recipe: the field is meaningless (Megatron puts fp8_dpa in the FP8 recipe) and refused in a plan
     bad = p_base.model_copy(update={"training": p_base.training.model_copy(
         update={"fp8_attention": True, "precision": "bf16", "fp8_recipe": None})})

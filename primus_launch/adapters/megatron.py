@@ -247,6 +247,11 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
     for _ in range(3):
         rec, written = _parse_for_render(out, path, argv_mode, plan)
         current = plan_from_args(rec.args, plan.cluster, validate=False)
+        if plan.training.fp8_attention and not current.training.fp8_attention and not isinstance(rec, YamlRecipe):
+            # a TransformerConfig field: Megatron-LM's arguments.py has no argument for it (its argparse would
+            # refuse --fp8-dot-product-attention); only a YAML config carries it
+            raise UserError(f"{path}: training.fp8_attention=True cannot be written into a Megatron-LM command line "
+                            "(fp8_dot_product_attention has no Megatron-LM argument): use a YAML config")
         changes = _changes(rec, current, plan)
         edits = _yaml_edits(rec, changes) if isinstance(rec, YamlRecipe) else ms.plan_edits(rec, changes)
         edits += _cluster_edits(out, rec, written, plan.cluster, argv_mode)
