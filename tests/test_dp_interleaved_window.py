@@ -16,7 +16,7 @@ import types
 
 import pytest
 
-from primus_launch.projection.cost.dp_comm import interleaved_sync_points
+from primus_launch.projection.cost.dp_comm import _sync_points, interleaved_sync_points
 
 CASES = [(2, 2, 4, None), (4, 2, 8, None), (4, 3, 8, None), (2, 3, 6, None), (4, 2, 10, 5), (3, 2, 7, 4)]
 
@@ -107,6 +107,18 @@ def test_launch_points_equal_megatron_schedule(monkeypatch, pp, vpp, m, group):
         assert sorted(p_at) == list(range(vpp))
         want_param = tuple((_counts(ev[:p_at[q]], vpp), _counts(ev[:first_f[q]], vpp)) for q in range(vpp))
         assert param == want_param, (pp, vpp, m, group, r)
+
+
+@pytest.mark.parametrize("pp,vpp,group", [(2, 3, None), (4, 2, None), (3, 2, 4), (4, 3, 5)])
+def test_long_schedules_reduced_by_whole_groups(pp, vpp, group):
+    """The launch points of a long schedule (its middle micro-batch groups dropped and counted back) equal those
+    of its whole order."""
+    g = group or pp
+    for m in range(3 * g, 7 * g + 3):
+        if 0 < m % g < pp:
+            continue
+        for r in range(pp):
+            assert interleaved_sync_points(pp, vpp, m, group, r) == _sync_points(pp, vpp, m, group, r), (m, r)
 
 
 def test_exposed_equals_closed_form_on_uniform_chunks():

@@ -99,39 +99,44 @@ def _dot(counts: Sequence[int], secs: Sequence[float]) -> float:
     return sum(n * x for n, x in zip(counts, secs) if n)
 
 
-@lru_cache(maxsize=4096)
 def interleaved_sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int
                             ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]]:
     """Where Megatron's interleaved schedule launches and needs rank ``rank``'s DP communication (module doc),
     as step counts of the rank's own order (``pipeline/orders.py``, equal to Megatron's): each count vector holds
     ``vpp`` forward counts per chunk then ``vpp`` backward counts per chunk.
 
-    Returns ``(grad, param)``: ``grad`` per chunk in launch order the steps that run after its reduce-scatter is
-    launched (the chunk id first, then the counts); ``param`` per chunk ``q`` the steps before its all-gather is
-    launched and the steps before its first forward."""
+    Returns ``(grad, param)``: ``grad`` per chunk in launch order the chunk id, then the steps that run after its
+    reduce-scatter is launched; ``param`` per chunk ``q`` the steps before its all-gather is launched and the
+    steps before its first forward.  Every launch lies in the first or the last cycle of micro-batch groups
+    (warm-up: ``2 (pp - r - 1) + (vpp - 1) g`` forwards; cool-down as many backwards), so ``m`` is reduced by
+    whole groups ``g`` to under ``4 g`` (the counts before / after those launches do not hold the middle groups)."""
+    g = pp if group is None else group
+    return _sync_points(pp, vpp, m - max(0, (m - 3 * g) // g) * g, group, rank)
+
+
+@lru_cache(maxsize=4096)
+def _sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int
+                 ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]]:
+    """:func:`interleaved_sync_points` from the whole order of ``m`` micro-batches (cached)."""
     o = schedule_orders("interleaved_1f1b", pp, vpp, m, group)
-    steps = [o.decode(a) for a in o.orders[rank]]
-    fpos = [i for i, (k, _, _, _) in enumerate(steps) if k == F]
-    bpos = [i for i, (k, _, _, _) in enumerate(steps) if k == B]
-
-    def before(pos: int) -> tuple[int, ...]:
-        c = [0] * (2 * vpp)
-        for k, _, ch, _ in steps[:pos]:
-            c[(0 if k == F else vpp) + ch] += 1
-        return tuple(c)
-
-    total = before(len(steps))
-    last_b = {ch: n for n, i in enumerate(bpos) for ch in [steps[i][2]]}      # last backward number per chunk
+    steps = [o.decode(a)[::2] for a in o.orders[rank]]          # (kind, chunk)
+    prefix = [(0,) * (2 * vpp)]
+    run = [0] * (2 * vpp)
+    for kind, ch in steps:
+        run[(0 if kind == F else vpp) + ch] += 1
+        prefix.append(tuple(run))
+    total = prefix[-1]
+    fpos = [i for i, (kd, _) in enumerate(steps) if kd == F]
+    bpos = [i for i, (kd, _) in enumerate(steps) if kd == B]
+    last_b = {steps[i][1]: n for n, i in enumerate(bpos)}       # last backward number per chunk
     launch = sorted((min(last_b[ch] + rank, len(bpos) - 1), ch) for ch in range(vpp))
-    grad = tuple((ch,) + tuple(t - b for t, b in zip(total, before(bpos[k] + 1))) for k, ch in launch)
-    first_f = {}
+    grad = tuple((ch,) + tuple(t - b for t, b in zip(total, prefix[bpos[n] + 1])) for n, ch in launch)
+    first_f: dict[int, int] = {}
     for n, i in enumerate(fpos):
-        first_f.setdefault(steps[i][2], n)
-    param = []
-    for q in range(vpp):
-        at = 0 if q < 2 else max(0, first_f[q - 1] - rank)
-        param.append((before(fpos[at]) if q >= 2 else before(0), before(fpos[first_f[q]])))
-    return grad, tuple(param)
+        first_f.setdefault(steps[i][1], n)
+    param = tuple((prefix[fpos[max(0, first_f[q - 1] - rank)]] if q >= 2 else prefix[0], prefix[fpos[first_f[q]]])
+                  for q in range(vpp))
+    return grad, param
 
 
 def interleaved_exposed(plan: Plan, rank: int, chunks: Sequence[tuple[float, float]], grad_chunk: float,
