@@ -41,11 +41,14 @@ chunk's ``start_grad_sync`` / ``start_param_sync``) launches the DP communicatio
   delays the schedule by ``max(0, start_q + c_q / buckets_q - need_q, t_q - (need_q + f_q))`` (``need_q``: the
   start of its first forward, shifted by the delays before it; ``f_q``: that forward's seconds).
 - each chunk is its own DDP module with its own buckets, so each pays its own NCCL calls.
+With ``--no-align-grad-reduce`` (``config.grad_sync_func`` None) each chunk's buckets go out during its last backward
+as their gradients are ready (``backward_step_helper_preprocess`` lifts ``no_sync`` before it), the last bucket at
+its end; with ``--no-align-param-gather`` a chunk's first bucket is dispatched by its first forward's pre-hook
+(``finish_param_sync``), the next ones one ahead.
 The step times are this rank's compute in its own Megatron order (``pipeline/orders.py``), without the pipeline's
 idle gaps (which would only widen the windows).  Per-chunk parameters are the stage's over ``vpp`` (the embedding /
-output layer's extra on the first / last chunk is spread).  Not modelled: ``--no-align-grad-reduce`` /
-``--no-align-param-gather`` (reported as not modelled by the Megatron adapter),
-``--overlap-param-gather-with-optimizer-step``; other stages' end earlier than stage 0 (their slack) is not used.
+output layer's extra on the first / last chunk is spread).  Not modelled: ``--overlap-param-gather-with-optimizer-step``
+(reported by the Megatron adapter); other stages' end earlier than stage 0 (their slack) is not used.
 """
 
 from __future__ import annotations
@@ -94,20 +97,25 @@ def _per_bucket(fn, nbytes: float, calls: int, pl, gpu: str) -> float:
     return fn(float(nbytes), pl, gpu) + (calls - 1) * coll.nccl_call_latency(_OP[fn], pl.size, pl.nodes)
 
 
+Counts = tuple[int, ...]
+SyncPoints = tuple[tuple[Counts, ...], tuple[tuple[Counts, Counts], ...], tuple[tuple[int, Counts, Counts], ...]]
+
+
 def _dot(counts: Sequence[int], secs: Sequence[float]) -> float:
     """``sum counts x secs`` with ``0 x inf = 0`` (the tuner's floors pass infinite windows)."""
     return sum(n * x for n, x in zip(counts, secs) if n)
 
 
-def interleaved_sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int
-                            ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]]:
+def interleaved_sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int) -> SyncPoints:
     """Where Megatron's interleaved schedule launches and needs rank ``rank``'s DP communication (module doc),
     as step counts of the rank's own order (``pipeline/orders.py``, equal to Megatron's): each count vector holds
     ``vpp`` forward counts per chunk then ``vpp`` backward counts per chunk.
 
-    Returns ``(grad, param)``: ``grad`` per chunk in launch order the chunk id, then the steps that run after its
-    reduce-scatter is launched; ``param`` per chunk ``q`` the steps before its all-gather is launched and the
-    steps before its first forward.  Every launch lies in the first or the last cycle of micro-batch groups
+    Returns ``(grad, param, free)``: ``grad`` per chunk in launch order the chunk id, then the steps that run after
+    its reduce-scatter is launched; ``param`` per chunk ``q`` the steps before its all-gather is launched and the
+    steps before its first forward; ``free`` (``--no-align-grad-reduce``: the buckets launch in the chunk's last
+    backward as their gradients are ready) per chunk in the order of their last backwards the chunk id, the steps
+    from that backward's start and the steps after its end.  Every launch lies in the first or the last cycle of micro-batch groups
     (warm-up: ``2 (pp - r - 1) + (vpp - 1) g`` forwards; cool-down as many backwards), so ``m`` is reduced by
     whole groups ``g`` to under ``4 g`` (the counts before / after those launches do not hold the middle groups)."""
     g = pp if group is None else group
@@ -115,8 +123,7 @@ def interleaved_sync_points(pp: int, vpp: int, m: int, group: int | None, rank: 
 
 
 @lru_cache(maxsize=4096)
-def _sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int
-                 ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]]:
+def _sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int) -> SyncPoints:
     """:func:`interleaved_sync_points` from the whole order of ``m`` micro-batches (cached)."""
     o = schedule_orders("interleaved_1f1b", pp, vpp, m, group)
     steps = [o.decode(a)[::2] for a in o.orders[rank]]          # (kind, chunk)
@@ -136,7 +143,9 @@ def _sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int
         first_f.setdefault(steps[i][1], n)
     param = tuple((prefix[fpos[max(0, first_f[q - 1] - rank)]] if q >= 2 else prefix[0], prefix[fpos[first_f[q]]])
                   for q in range(vpp))
-    return grad, param
+    after = lambda pos: tuple(t - b for t, b in zip(total, prefix[pos]))  # noqa: E731
+    free = tuple((ch, after(bpos[n]), after(bpos[n] + 1)) for n, ch in sorted((n, ch) for ch, n in last_b.items()))
+    return grad, param, free
 
 
 def interleaved_exposed(plan: Plan, rank: int, chunks: Sequence[tuple[float, float]], grad_chunk: float,
@@ -147,20 +156,26 @@ def interleaved_exposed(plan: Plan, rank: int, chunks: Sequence[tuple[float, flo
     p = plan.parallel
     v = p.vpp
     secs = [f for f, _ in chunks] + [b for _, b in chunks]
-    grad_pts, param_pts = interleaved_sync_points(p.pp, v, plan.num_microbatches,
-                                                  p.microbatch_group, rank)
+    grad_pts, param_pts, free_pts = interleaved_sync_points(p.pp, v, plan.num_microbatches,
+                                                            p.microbatch_group, rank)
+    t_ = plan.training
     g = 0.0
     if grad_chunk > 0:
         t = float("-inf")
-        for pt in grad_pts:                      # launch = end - the steps after it
-            t = max(t, -_dot(pt[1:], secs)) + grad_chunk
+        if t_.align_grad_reduce:
+            for pt in grad_pts:                  # launch = end - the steps after it
+                t = max(t, -_dot(pt[1:], secs)) + grad_chunk
+        else:                                    # buckets during the chunk's last backward, the last at its end
+            for _, start, end in free_pts:
+                t = max(max(t, -_dot(start, secs)) + grad_chunk, -_dot(end, secs) + grad_chunk / max(1, grad_calls))
         g = max(0.0, t)
     a = 0.0
     if ag_chunk > 0:
         t = float("-inf")
         delay = 0.0
         for q, (at, need) in enumerate(param_pts):
-            launch, need_s = _dot(at, secs) + delay, _dot(need, secs) + delay
+            need_s = _dot(need, secs) + delay
+            launch = _dot(at, secs) + delay if t_.align_param_gather else need_s
             start = max(t, launch)
             t = start + ag_chunk
             stall = max(0.0, start + ag_chunk / max(1, ag_calls) - need_s, t - (need_s + chunks[q][0]))
