@@ -271,6 +271,12 @@ def dp_sync_line(plan: Plan) -> str:
     lat = coll.nccl_call_latency(op, lay.dp.size, lay.dp.nodes)
     how = (f"{per / 1e6:.0f}M-parameter buckets (Megatron DDP max(40M, 1M x dp)), one NCCL call each"
            if plan.training.overlap_grad_reduce else "one bucket (no overlap_grad_reduce)")
+    if p.pp > 1 and p.vpp > 1 and plan.framework == "megatron" and plan.training.pipeline_schedule == "interleaved_1f1b":
+        t = plan.training
+        how += (f"; per model chunk (VP {p.vpp}, own buckets): reduce-scatter "
+                + ("after the chunk's last backward, all stages together" if t.align_grad_reduce
+                   else "in the chunk's last backward") + ", all-gather "
+                + ("ahead of its first forward" if t.align_param_gather else "from its first forward's pre-hook"))
     return (f"{lay.dp.size} ranks over {lay.dp.nodes} domain(s), {lay.dp.per_node} per domain; {how}; "
             f"{'reduce-scatter + all-gather' if sharded else 'all-reduce'}: NCCL per-call latency "
             f"{1e6 * lat:.0f} us (base + ring / tree steps, NCCL tuning.cc; inter-node step "
