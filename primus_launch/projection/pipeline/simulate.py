@@ -62,6 +62,7 @@ __all__ = [
 ]
 
 FULL_SIMULATION_ACTIONS = 50_000    # above this many actions a schedule is extrapolated (module doc)
+EXTRAPOLATION_BUDGET_ACTIONS = 200_000   # the most actions one run of the extrapolation's points may take
 TIMELINE_MAX_ACTIONS = 20_000       # a recorded timeline draws at most about this many actions
 
 
@@ -377,13 +378,25 @@ def _cyclicity(schedule: str, pp: int, vpp: int, costs: Sequence[Sequence[ChunkC
 def _extrapolated(schedule: str, pp: int, vpp: int, m: int, costs: Sequence[Sequence[ChunkCost]],
                   p2p_s: Union[float, Sequence[float]], group: int | None) -> PipelineResult:
     """The makespan of a long schedule from three shorter runs of ``m``'s residue class modulo a
-    step that is a multiple of the orders' period and of the steady state's cyclicity (module doc)."""
+    step that is a multiple of the orders' period and of the steady state's cyclicity (module doc).
+
+    A settled step is the growth rate of the cycle that dominates so far, not always of the one that
+    dominates at ``m``: the busiest rank's own work per step (``rank_step``, a cycle of the max-plus
+    system: the rank runs its actions one after another) may exceed it while that rank still idles --
+    zero-bubble orders (ZB-V) and Megatron's micro-batch groups hand a rank slack in the warm-up that the
+    steady state eats at ``rank_step - b`` per step, so the rank takes over after a transient that is
+    long when the two rates are close (Baccelli et al. 1992, ch. 3: the cycle of the largest mean
+    dominates in the end).  A settled step below ``rank_step`` therefore moves the three points to twice
+    as far and settles again, until the step is the rank's or the points reach ``m`` (then ``m`` is
+    simulated whole) or the budget; past the budget the makespan is the early line, held at least at
+    :func:`makespan_lower_bound` (the busiest rank's work with its unavoidable head and tail)."""
     d = _period(schedule, pp, group)
     c = _cyclicity(schedule, pp, vpp, costs, p2p_s, group) or 1
     unit = math.lcm(d, c)
     step = unit * max(1, math.ceil(4 * pp / unit))
     start = 8 * pp
-    budget = 4 * FULL_SIMULATION_ACTIONS
+    budget = EXTRAPOLATION_BUDGET_ACTIONS
+    rank_step = max(_busy(costs, pp, vpp, step))
     res = None
     while True:
         m1 = _same_class(m, step, start)
@@ -394,10 +407,19 @@ def _extrapolated(schedule: str, pp: int, vpp: int, m: int, costs: Sequence[Sequ
         a, b = t[1].makespan_s - t[0].makespan_s, t[2].makespan_s - t[1].makespan_s
         res = t[2]
         settled = abs(b - a) <= 1e-9 * max(abs(b), 1e-300)
+        if settled and b < rank_step * (1 - 1e-9):
+            # the busiest rank still idles and will take over: look twice as far
+            if _actions(schedule, pp, vpp, min(m, 2 * m3 + 2 * step)) > budget:
+                break
+            start = 2 * m3
+            continue
         if settled or _actions(schedule, pp, vpp, 2 * (m3 + 2 * step)) > budget:
             break
         start, step = 4 * m1, 2 * step
-    makespan = res.makespan_s + (m - m3) / step * b
+        rank_step = max(_busy(costs, pp, vpp, step))
+    p2p_min = min(p2p_s) if isinstance(p2p_s, (list, tuple)) and p2p_s else float(p2p_s or 0.0)
+    floor = makespan_lower_bound(schedule, pp, vpp, m, costs, p2p_min)
+    makespan = max(res.makespan_s + (m - m3) / step * b, floor)
     busy = _busy(costs, pp, vpp, m)
     return PipelineResult(makespan_s=makespan, stage_busy_s=busy,
                           stage_bubble_s=[max(0.0, makespan - x) for x in busy],
