@@ -53,8 +53,11 @@ output layer's extra on the first / last chunk is spread).  Not modelled: ``--ov
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Sequence
+
+import numpy as np
 
 from primus_launch.plan import Plan
 from primus_launch.projection.cost import calibration as cal
@@ -148,6 +151,23 @@ def _sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int) -> Syn
     return grad, param, free
 
 
+@lru_cache(maxsize=4096)
+def _sync_matrices(pp: int, vpp: int, m: int, group: int | None, rank: int) -> tuple[np.ndarray, ...]:
+    """:func:`interleaved_sync_points` as count matrices (rows: aligned grad launches, free grad starts / ends,
+    param launches / needs), for one product with the step seconds."""
+    grad, param, free = interleaved_sync_points(pp, vpp, m, group, rank)
+    mat = lambda rows: np.array(rows, dtype=float).reshape(len(rows), 2 * vpp)  # noqa: E731
+    return (mat([pt[1:] for pt in grad]), mat([f[1] for f in free]), mat([f[2] for f in free]),
+            mat([at for at, _ in param]), mat([need for _, need in param]))
+
+
+def _seconds(mat: np.ndarray, secs: Sequence[float]) -> list[float]:
+    """Each row of counts times the step seconds (``0 x inf = 0``: the tuner's floors pass infinite windows)."""
+    if all(math.isfinite(x) for x in secs):
+        return (mat @ np.asarray(secs, dtype=float)).tolist()
+    return [_dot(row, secs) for row in mat.tolist()]
+
+
 def interleaved_exposed(plan: Plan, rank: int, chunks: Sequence[tuple[float, float]], grad_chunk: float,
                         ag_chunk: float, grad_calls: int, ag_calls: int) -> tuple[float, float]:
     """Exposed (reduce-scatter, all-gather) seconds of PP rank ``rank`` under Megatron's interleaved schedule with
@@ -156,26 +176,25 @@ def interleaved_exposed(plan: Plan, rank: int, chunks: Sequence[tuple[float, flo
     p = plan.parallel
     v = p.vpp
     secs = [f for f, _ in chunks] + [b for _, b in chunks]
-    grad_pts, param_pts, free_pts = interleaved_sync_points(p.pp, v, plan.num_microbatches,
-                                                            p.microbatch_group, rank)
+    gm, fs, fe, pa, pn = _sync_matrices(p.pp, v, plan.num_microbatches, p.microbatch_group, rank)
     t_ = plan.training
     g = 0.0
     if grad_chunk > 0:
         t = float("-inf")
         if t_.align_grad_reduce:
-            for pt in grad_pts:                  # launch = end - the steps after it
-                t = max(t, -_dot(pt[1:], secs)) + grad_chunk
+            for after in _seconds(gm, secs):     # launch = end - the steps after it
+                t = max(t, -after) + grad_chunk
         else:                                    # buckets during the chunk's last backward, the last at its end
-            for _, start, end in free_pts:
-                t = max(max(t, -_dot(start, secs)) + grad_chunk, -_dot(end, secs) + grad_chunk / max(1, grad_calls))
+            for start, end in zip(_seconds(fs, secs), _seconds(fe, secs)):
+                t = max(max(t, -start) + grad_chunk, -end + grad_chunk / max(1, grad_calls))
         g = max(0.0, t)
     a = 0.0
     if ag_chunk > 0:
         t = float("-inf")
         delay = 0.0
-        for q, (at, need) in enumerate(param_pts):
-            need_s = _dot(need, secs) + delay
-            launch = _dot(at, secs) + delay if t_.align_param_gather else need_s
+        for q, (at, need) in enumerate(zip(_seconds(pa, secs), _seconds(pn, secs))):
+            need_s = need + delay
+            launch = at + delay if t_.align_param_gather else need_s
             start = max(t, launch)
             t = start + ag_chunk
             stall = max(0.0, start + ag_chunk / max(1, ag_calls) - need_s, t - (need_s + chunks[q][0]))
