@@ -103,6 +103,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--moe-expert-rank-capacity-factor", "float", group="moe"),
     _f("--moe-paged-stash", "true", group="moe"),
     _f("--moe-paged-stash-buffer-size-factor-cuda", "float", 1.10, group="moe"),
+    _f("--use-transformer-engine-op-fuser", "true", group="moe"),
     _f("--moe-layer-recompute", "true", group="recompute"),
     _f("--mtp-num-layers", group="moe"),
     # architecture variants
@@ -804,7 +805,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         # deprecated per-backend knobs are routed to it
         moe_dispatcher_num_sms=(get(a, "moe_flex_dispatcher_num_sms") or get(a, "moe_deepep_num_sms")
                                 or get(a, "moe_hybridep_num_sms") or None),
-        moe_expert_gemm="legacy" if get(a, "moe_use_legacy_grouped_gemm") else "te",
+        moe_expert_gemm=_expert_gemm(a),
         moe_router_force_load_balancing=bool(get(a, "moe_router_force_load_balancing")),
         moe_router_fusion=bool(get(a, "moe_router_fusion")),
         moe_router_aux_loss=any(str(x) != "none" for x in (get(a, "moe_router_load_balancing_type") or ["aux_loss"])),
@@ -909,6 +910,22 @@ def _attention_backend(a: dict[str, Any]) -> str:
     if v not in ("auto", "flash", "fused", "unfused", "local"):
         raise PlanError("--attention-backend", v, "one of auto, flash, fused, unfused, local")
     return v
+
+
+def _expert_gemm(a: dict[str, Any]) -> str:
+    """``training.moe_expert_gemm`` from Megatron's arguments: ``legacy`` with --moe-use-legacy-grouped-gemm;
+    ``te_fused`` with --use-transformer-engine-op-fuser and --moe-grouped-gemm: Megatron-LM main (cd4afffa, the
+    Megatron-Bridge 26.08 pin) ``megatron/core/transformer/moe/experts.py`` ``TEGroupedMLP.__init__`` asserts
+    ``_is_fused_impl_supported()`` when the op fuser is on (true for a GLU activation only with
+    ``NVTE_CUTEDSL_FUSED_GROUPED_MLP`` > 0, so a run that started runs it) and ``forward`` returns
+    ``_fused_forward`` (TE ``ops.GroupedLinear -> ScaledSwiGLU / ScaledClampedQGeGLU -> GroupedLinear(scale_bias)``,
+    fused by ``transformer_engine/pytorch/ops/fused/grouped_mlp.py`` into cudnn-frontend's CuTeDSL grouped GEMM
+    kernels); else ``te`` (TE GroupedLinear)."""
+    if get(a, "moe_use_legacy_grouped_gemm"):
+        return "legacy"
+    if get(a, "use_transformer_engine_op_fuser") and get(a, "moe_grouped_gemm"):
+        return "te_fused"
+    return "te"
 
 
 def _static_moe(a: dict[str, Any]) -> dict:
@@ -1142,6 +1159,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                      "moe_router_fusion"):
             out[dest] = bool(getattr(t, dest))
         out["moe_use_legacy_grouped_gemm"] = t.moe_expert_gemm == "legacy"
+        if t.moe_expert_gemm == "te_fused" or current.get("use_transformer_engine_op_fuser") is not None:
+            out["use_transformer_engine_op_fuser"] = t.moe_expert_gemm == "te_fused"
         out["moe_expert_rank_capacity_factor"] = t.moe_expert_rank_capacity_factor
         out["moe_paged_stash"] = t.moe_paged_stash
         if t.moe_paged_stash_buffer_factor != 1.10 or current.get("moe_paged_stash_buffer_size_factor_cuda") is not None:

@@ -941,6 +941,9 @@ MODELLED_FLAGS: dict[str, str] = {
     "--moe-flex-dispatcher-backend": "training.moe_token_dispatcher (deepep / hybridep)",
     "--moe-grouped-gemm": "training.moe_grouped_gemm (Megatron default off)",
     "--moe-use-legacy-grouped-gemm": "training.moe_expert_gemm = legacy (grouped_gemm library, BF16 experts)",
+    "--use-transformer-engine-op-fuser": "training.moe_expert_gemm = te_fused (with --moe-grouped-gemm: TE op-fuser "
+                                         "grouped MLP, CuTeDSL kernels with the activation and biases in their "
+                                         "epilogues; dense layers not modelled)",
     "--moe-permute-fusion": "training.moe_permute_fusion (Megatron default off)",
     "--moe-flex-dispatcher-num-sms": "training.moe_dispatcher_num_sms (SMs DeepEP / HybridEP take beside compute)",
     "--moe-deepep-num-sms": "training.moe_dispatcher_num_sms (deprecated, routed as Megatron does)",
@@ -1135,7 +1138,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--deterministic-mode": "time: deterministic kernels (slower attention / scatter-add)",
     "--batch-invariant-mode": "time: batch-invariant kernels", "--batch-invariant-backend": "time: batch-invariant kernel backend",
     "--use-te-activation-func": "time: TE activation kernels", "--use-fused-weighted-squared-relu": "time: fused weighted squared ReLU",
-    "--use-transformer-engine-op-fuser": "time: TE operation fuser", "--fused-residual-rmsnorm": "time: fused residual + RMSNorm",
+    "--fused-residual-rmsnorm": "time: fused residual + RMSNorm",
     "--mla-down-proj-fusion": "time: fused MLA down projections", "--cache-mla-latents": "memory: MLA latents cached (inference)",
     "--transformer-impl": "time: local (megatron-core) instead of Transformer Engine layers",
     "--use-legacy-models": "time: legacy (non-core) GPT model",

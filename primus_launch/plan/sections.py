@@ -396,13 +396,17 @@ class Training(BoundedSection):
                                         "destination rank, one RDMA copy per destination node)")
     moe_grouped_gemm: bool = Field(default=True, description="experts as one grouped GEMM (Megatron --moe-grouped-gemm; "
                                                              "off = one GEMM per local expert)")
-    moe_expert_gemm: Literal["te", "legacy", "turbo"] = Field(
+    moe_expert_gemm: Literal["te", "legacy", "turbo", "te_fused"] = Field(
         default="te", description="how the grouped experts' GEMMs run (with moe_grouped_gemm): te = Transformer "
                                   "Engine GroupedLinear (TE / TE-ROCm: one BLAS GEMM per local expert on four "
                                   "streams); legacy = the grouped_gemm library of Megatron's GroupedMLP "
                                   "(--moe-use-legacy-grouped-gemm: one cuBLAS / hipBLAS GEMM per local expert on four "
                                   "streams, BF16 only); turbo = Primus-Turbo's grouped GEMM (use_turbo_grouped_gemm: "
-                                  "one CK / hipBLASLt kernel over all experts, group sizes on the device)")
+                                  "one CK / hipBLASLt kernel over all experts, group sizes on the device); te_fused = "
+                                  "Megatron's TE op-fuser grouped MLP (--use-transformer-engine-op-fuser with "
+                                  "NVTE_CUTEDSL_FUSED_GROUPED_MLP=1: FC1 / activation / FC2 as cudnn-frontend's "
+                                  "CuTeDSL grouped GEMM kernels, the activation, its clamp, the router-probability "
+                                  "scale and the biases in their epilogues)")
     moe_sync_free: bool = Field(
         default=False, description="the MoE token dispatcher never waits on the host for routed-token counts "
                                    "(Primus-Turbo sync-free MoE stage >= 2: DeepEP with device token counts and a "

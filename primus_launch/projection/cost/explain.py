@@ -264,10 +264,14 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
     m = plan.model
     rope = "fused" if rope_fused(prof, m) else ("Megatron unfused (YaRN mscale)" if prof.fused_rope else "eager")
     extra = ""
+    fused_mlp = t.moe_grouped_gemm and t.moe_expert_gemm == "te_fused" and prof.name == "megatron-te"
     if te_grouped_mlp_bias(m, prof, t.moe_grouped_gemm):
-        extra = ("; biases: TEGroupedMLP per-expert FC2 bias x probs, bias-dropout-add unfused (TEGroupedMLP asserts "
-                 "bias_dropout_fusion off)")
-    if m.activation_clamp and m.swiglu and m.is_moe and prof.name == "megatron-te":
+        extra = ("; biases: " + ("expert biases in the fused grouped MLP's epilogues" if fused_mlp else
+                                 "TEGroupedMLP per-expert FC2 bias x probs")
+                 + ", bias-dropout-add unfused (TEGroupedMLP asserts bias_dropout_fusion off)")
+    if fused_mlp:
+        extra += "; experts: TE op-fuser grouped MLP (no eager clamp, no per-expert bias loop)"
+    elif m.activation_clamp and m.swiglu and m.is_moe and prof.name == "megatron-te":
         extra += f"; activation clamp {m.activation_clamp:g} unfused (clamp, clamp, cat)"
     if m.softmax_type != "vanilla" and prof.name == "megatron-te" and prof.attention == "cudnn":
         extra += f"; softmax {m.softmax_type} (sinks): TE disables FlashAttention, cuDNN fused attention"
@@ -339,7 +343,10 @@ def _moe_host_path_line(plan: Plan, prof) -> str:
     else:
         gem = {"te": "TE GroupedLinear: one BLAS GEMM per local expert on 4 streams",
                "legacy": "legacy grouped_gemm: one BLAS GEMM per local expert on 4 streams, BF16 experts",
-               "turbo": "Primus-Turbo grouped GEMM: one kernel, group sizes on the device"}[t.moe_expert_gemm]
+               "turbo": "Primus-Turbo grouped GEMM: one kernel, group sizes on the device",
+               "te_fused": "TE op-fuser grouped MLP: CuTeDSL grouped GEMMs with the activation and biases in "
+                           "their epilogues under MXFP8 / NVFP4 on Blackwell, else TE's basic ops (per-expert GEMMs, "
+                           "one activation kernel)"}[t.moe_expert_gemm]
     if t.moe_sync_free:
         sync = "no host sync (Primus-Turbo sync-free MoE: device token counts, worst-case token budget)"
     elif "moe" in graph_scopes(plan):

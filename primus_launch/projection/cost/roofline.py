@@ -299,12 +299,15 @@ class _Acc:
             if batch > 1 or grouped_kernel:
                 if self.prof.name.startswith("torchtitan"):
                     gr = "torch"
-                elif self.prof.name == "megatron-te" and self.expert_gemm != "turbo":
+                elif self.prof.name == "megatron-te" and self.expert_gemm != "turbo" and not (
+                        self.expert_gemm == "te_fused" and self.fmt in ("mxfp8", "fp4")):
                     # TE / TE-ROCm GroupedLinear or the legacy grouped_gemm library: one BLAS GEMM per expert on
                     # four streams (cost/grouped_gemm.py)
                     gr = "te"
                 else:
-                    gr = "any"  # a single grouped kernel (Primus-Turbo's CK / hipBLASLt grouped GEMM)
+                    # a single grouped kernel (Primus-Turbo's CK / hipBLASLt grouped GEMM, the CuTeDSL grouped
+                    # GEMM of Megatron's TE op-fuser MLP)
+                    gr = "any"
             f = gemm_time(m, n, k, g, "bf16", batch, fmt, gr)
             bi = gemm_time(m, k, n, g, "bf16", batch, fmt, gr)
             bw = gemm_time(k, n, m, g, "bf16", batch, fmt_w, gr, wgrad=True)
@@ -693,9 +696,23 @@ def rope_fused(prof: Profile, m: ModelArch) -> bool:
 
 def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
          separate: bool = False, input_fused: bool = False, ub: bool = False, grouped_kernel: bool = False,
-         lowp: bool = True, host_each: tuple[float, float, int] | None = None) -> None:
+         lowp: bool = True, host_each: tuple[float, float, int] | None = None, epilogue_act: bool = False,
+         clamp_fused: bool = False) -> None:
     """FC1, activation, FC2 (``batch`` experts); ``host_each``: (forward, backward host seconds, launches) each
-    linear's C++ launch loop adds before its GEMMs (TE GroupedLinear's per-expert GEMMs, cost/moe_host.py)."""
+    linear's C++ launch loop adds before its GEMMs (TE GroupedLinear's per-expert GEMMs, cost/moe_host.py);
+    ``epilogue_act``: the activation (and its clamp) runs in the GEMMs' epilogues -- Megatron's TE op-fuser grouped
+    MLP (``training.moe_expert_gemm = te_fused``: cudnn-frontend's CuTeDSL ``grouped_gemm_glu`` forward, FC1 + bias
+    + GLU + probability scale, and ``grouped_gemm_dglu`` backward, FC2 dgrad + dGLU + dbias; TE
+    ``transformer_engine/pytorch/ops/fused/grouped_mlp.py``): no separate kernel and no clamp, but the epilogues
+    still move the activation's bytes beyond a plain GEMM's output (forward the f-wide activation output, ~2 B per f
+    element; backward the saved 2f pre-activation read and its 2f gradient written, ~8 B), priced as the fused
+    activation pass (:data:`ACT_FUSED`: 6 / 12 B per f element) with no launch, i.e. not hidden under the mainloop:
+    Megatron-Bridge's 26.06 -> 26.06.01 GPT-OSS 120B tables (same recipes; cudnn-frontend #256, the dGLU kernel
+    "10x slower") imply ~1 ms per layer and micro-batch for ``grouped_gemm_dglu`` at exactly 10x, where the plain
+    grouped GEMM prices 0.4 (``python scripts/gptoss_diff.py``); no per-kernel measurement of either CuTeDSL kernel
+    is public;
+    ``clamp_fused``: the clamp runs inside the activation kernel (TE ``ScaledClampedQGeGLU``), no separate
+    clamp + cat (:data:`ACT_CLAMP`)."""
     h = m.hidden_size
     gated = m.swiglu
     mods = acc.mods
@@ -706,12 +723,22 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
     nb, kf, kb = (ACT_FUSED if acc.prof.fused_act else ACT_EAGER)[gated]
     if "moe" in mods:
         acc.mods = mods + ("moe_act",)
-    if gated and m.activation_clamp and "moe" in mods and not separate and acc.prof.name == "megatron-te":
+    act = {"silu": "SwiGLU", "quick_gelu": "quick-GeGLU", "gelu": "GeGLU"}.get(m.activation, m.activation) \
+        if gated else m.activation
+    if epilogue_act:
+        acc.elem(nb * T * ffn_local * batch, f"{name} {act} in the GEMM epilogues (its HBM bytes, no launch)", 2.0,
+                 (0, 0))
+        acc.mods = mods
+        if host_each:
+            acc.host(*host_each)
+        acc.gemm(T, h, ffn_local, batch, name=f"{name} FC2 (activation in the epilogues)", separate=separate,
+                 ub="fc2" if ub else None, grouped_kernel=grouped_kernel, lowp=lowp)
+        return
+    if gated and m.activation_clamp and "moe" in mods and not separate and acc.prof.name == "megatron-te" \
+            and not clamp_fused:
         fb, bb, ckf, ckb = ACT_CLAMP
         acc.elem(fb * T * ffn_local * batch, f"{name} activation clamp (unfused clamp, clamp, cat)", bb / fb,
                  (ckf, ckb))
-    act = {"silu": "SwiGLU", "quick_gelu": "quick-GeGLU", "gelu": "GeGLU"}.get(m.activation, m.activation) \
-        if gated else m.activation
     acc.elem(nb * T * ffn_local * batch, f"{name} {act}", 2.0,
              (kf * (batch if separate else 1), kb * (batch if separate else 1)))
     acc.mods = mods
@@ -900,7 +927,15 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         # legacy GroupedMLP (grouped_gemm's gmm) runs its experts in BF16 whatever the recipe (experts.py
         # GroupedMLP.forward: "Currently GroupedMLP for MoE only supports bf16"; gmm takes bf16 only)
         legacy = grouped and prof.name == "megatron-te" and expert_gemm == "legacy"
-        per_expert = grouped and prof.name == "megatron-te" and expert_gemm != "turbo"
+        # Megatron's TE op-fuser grouped MLP (moe_expert_gemm = te_fused): experts.py _fused_forward returns before
+        # the per-expert _apply_bias loop (FC2's bias is scaled by the probabilities inside TE's op); TE fuses
+        # GroupedLinear + activation + GroupedLinear into cudnn-frontend's CuTeDSL grouped GEMMs only for MXFP8 /
+        # NVFP4 on sm100 (ops/fused/grouped_mlp.py fuse_grouped_mlp_ops: the activation in their epilogues, one
+        # kernel over all experts, _mlp); otherwise the basic ops run: TE's per-expert grouped GEMM and one fused
+        # scaled (clamped) activation kernel
+        fused_mlp = grouped and prof.name == "megatron-te" and expert_gemm == "te_fused"
+        cutedsl = fused_mlp and fmt in ("mxfp8", "fp4")
+        per_expert = grouped and prof.name == "megatron-te" and expert_gemm != "turbo" and not cutedsl
         host_each = None
         if per_expert:
             gemm_host = moe_host.expert_gemm_host_s(expert_gemm, get_gpu(gpu).arch)
@@ -909,7 +944,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             host_each = (hf_ / 2, hb_ / 2, local)
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
-             grouped_kernel=grouped and prof.name.startswith("torchtitan"), lowp=not legacy, host_each=host_each)
+             grouped_kernel=grouped and prof.name.startswith("torchtitan"), lowp=not legacy, host_each=host_each,
+             epilogue_act=cutedsl, clamp_fused=fused_mlp)
         if grouped and prof.name.startswith("torchtitan") and recipe == "mxfp8" and fmt == "mxfp8":
             # torchao's MXFP8 grouped GEMM: the weight gradient's two K-groups scale rearranges per grouped GEMM, a
             # serial loop of one iteration per 128 tokens of a group (cost/titan_moe.py); TorchTitan's experts
@@ -932,7 +968,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
                                      else "record raft1736-cublaslt-launch-host")
                                   + "); on the critical path where the layer is host-bound (host launch-bound row)",
                       0.0, 0.0), close=False)
-        if bda_unfused:
+        if bda_unfused and not fused_mlp:
             if dispatcher in ("deepep", "hybridep"):   # fp32 probs (EXPERT_BIAS_BYTES_FP32_PROBS)
                 (fb, bb), kern, pd = EXPERT_BIAS_BYTES_FP32_PROBS, (2 * local + 2, 8 * local + 3), "fp32"
             else:
