@@ -18,9 +18,17 @@ guesses MBS 1, SP and the distributed optimizer on, FlashAttention, no recompute
 commit).  Per batch size it splits measured and projected step times into ``a + b / GPUs`` (a: the per-step cost
 that does not shrink as the fixed batch spreads over more GPUs).
 ``--no-nccl-latency`` prices NCCL's per-call / per-step latency at zero (the model before the scale terms).
+``--no-dp-contention``: the SMs the hidden part of the DP reduce-scatter / all-gather takes from the compute
+(``cost/contention.py`` ``displaced``; on Hopper at least ``STATIC_TAIL`` of the hidden seconds) priced at zero, to
+split the exposed ``dp_comm`` into communication outside its window and contention.  ``--mbs N``: the README
+probe at micro-batch N (the table does not state it; at GBS / DP = 4, micro-batch 4 puts the whole step in one
+micro-batch, whose backward is the reduce-scatter's window: ``forward_backward_no_pipelining``).  ``--vp N``: the
+README probe's PP rows interleaved, each at the largest divisor of its layers per stage up to N (the table does
+not state VP; 119B's 23 and 462B's 7 layers per stage leave 1 or 23 / 7).
 
-    python scripts/scale_probe.py --weak
-    python scripts/scale_probe.py --mcore-readme [--bf16-grads] [--no-nccl-latency]
+    python scripts/scale_probe.py --weak [--no-dp-contention]
+    python scripts/scale_probe.py --mcore-readme [--bf16-grads] [--no-nccl-latency] [--no-dp-contention] [--mbs N]
+                                  [--vp N]
     python scripts/scale_probe.py --megascale
 """
 
@@ -74,7 +82,7 @@ def weak() -> None:
                   f"{res.tokens_per_sec_per_gpu:8.1f} tokens/s/GPU  ({_parts(res)} ms)")
 
 
-def mcore_readme(bf16_grads: bool) -> None:
+def mcore_readme(bf16_grads: bool, mbs: int = 1, vp: int = 1) -> None:
     from build_runs import _cluster_for
 
     from primus_launch.adapters.megatron import plan_from_argv
@@ -83,18 +91,21 @@ def mcore_readme(bf16_grads: bool) -> None:
 
     print("size   GPUs  measured s/step  projected  throughput err   projected ms")
     for name, a, h, L, tp, pp, dp, g, gbs, tf in MCORE_README:
-        f = (f"--tensor-model-parallel-size {tp} --pipeline-model-parallel-size {pp} --micro-batch-size 1 "
+        f = (f"--tensor-model-parallel-size {tp} --pipeline-model-parallel-size {pp} --micro-batch-size {mbs} "
              f"--global-batch-size {gbs} --num-layers {L} --hidden-size {h} --num-attention-heads {a} --seq-length 4096 "
              "--max-position-embeddings 4096 --vocab-size 131072 --bf16 --use-distributed-optimizer "
              "--overlap-grad-reduce --overlap-param-gather --attention-dropout 0.0 --hidden-dropout 0.0")
         if tp > 1:
             f += " --sequence-parallel --tp-comm-overlap"
+        v = max((d for d in range(1, vp + 1) if (L // pp) % d == 0), default=1) if pp > 1 else 1
+        if v > 1:
+            f += f" --num-layers-per-virtual-pipeline-stage {L // pp // v}"
         if bf16_grads:
             f += " --grad-reduce-in-bf16"
         plan = plan_from_argv(["pretrain_gpt.py"] + f.split(), cluster=_cluster_for("h100-sxm", g, 8))
         res = project_dry_run(plan)
         meas = model_flops_per_iteration(plan, causal_attention=False) / (tf * 1e12 * g)
-        print(f"{name:5s} {g:5d}  {meas:8.2f}        {res.iteration_time_s:8.2f}   "
+        print(f"{name:5s}{'' if v == 1 else f' VP{v}':5s} {g:5d}  {meas:8.2f}        {res.iteration_time_s:8.2f}   "
               f"{100 * (meas / res.iteration_time_s - 1):+6.1f} %        {_parts(res)}")
 
 
@@ -131,7 +142,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--megascale", action="store_true", help="MegaScale's Megatron-LM baseline (guessed settings)")
     ap.add_argument("--bf16-grads", action="store_true", help="README probe: bf16 gradient reduction")
     ap.add_argument("--no-nccl-latency", action="store_true", help="NCCL per-call / per-step latency at zero")
+    ap.add_argument("--no-dp-contention", action="store_true", help="the hidden DP sync's SM contention at zero")
+    ap.add_argument("--mbs", type=int, default=1, help="README probe: micro-batch size (default 1)")
+    ap.add_argument("--vp", type=int, default=1, help="README probe: interleave the PP rows (largest divisor <= N)")
     args = ap.parse_args(argv)
+    if args.no_dp_contention:
+        from types import SimpleNamespace
+
+        from primus_launch.projection.cost import contention as con
+        from primus_launch.projection.cost import dp_comm
+
+        dp_comm.con = SimpleNamespace(displaced=lambda *a, **k: 0.0, NCCL_SMS=con.NCCL_SMS)
     if args.no_nccl_latency:
         from primus_launch.projection.cost import collectives as coll
 
@@ -142,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.megascale:
         megascale()
     if args.mcore_readme:
-        mcore_readme(args.bf16_grads)
+        mcore_readme(args.bf16_grads, args.mbs, args.vp)
     return 0
 
 

@@ -149,6 +149,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--ckpt-format", "str", "torch_dist", group="checkpoint"),
     _f("--overlap-grad-reduce", "true", group="ddp"),
     _f("--overlap-param-gather", "true", group="ddp"),
+    _f("--no-align-grad-reduce", "false", group="ddp", dest="align_grad_reduce"),
+    _f("--no-align-param-gather", "false", group="ddp", dest="align_param_gather"),
     # training
     _f("--micro-batch-size", group="batch"),
     _f("--global-batch-size", group="batch"),
@@ -790,6 +792,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         pipeline_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         overlap_grad_reduce=bool(get(a, "overlap_grad_reduce")),
         overlap_param_gather=bool(get(a, "overlap_param_gather")),
+        # --no-align-grad-reduce / --no-align-param-gather (dest align_*, default on; arguments.py turns
+        # align_param_gather off without VP, where dp_comm does not read it)
+        align_grad_reduce=bool(get(a, "align_grad_reduce")), align_param_gather=bool(get(a, "align_param_gather")),
         tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer,
         tp_comm_overlap_cfg=_ub_cfg(a.get("tp_comm_overlap_cfg")),
         # --no-async-tensor-model-parallel-allreduce (dest async_tensor_model_parallel_allreduce, default on)

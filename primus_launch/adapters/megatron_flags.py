@@ -981,6 +981,7 @@ MODELLED_FLAGS: dict[str, str] = {
     "--tp-comm-overlap-cfg": "training.tp_comm_overlap_cfg (per-GEMM userbuffers method, num_sm, set_sm_margin)",
     "--no-async-tensor-model-parallel-allreduce": "training.tp_async_backward",
     "--overlap-grad-reduce": "training.overlap_grad_reduce", "--overlap-param-gather": "training.overlap_param_gather",
+    "--no-align-grad-reduce": "training.align_grad_reduce", "--no-align-param-gather": "training.align_param_gather",
     # batch / schedule / optimizer
     "--micro-batch-size": "training.micro_batch_size", "--global-batch-size": "training.global_batch_size",
     "--rampup-batch-size": "training.global_batch_size (the steady batch; stated in source.notes)",
@@ -1093,8 +1094,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--fsdp-double-buffer": "memory: Megatron-FSDP double buffers", "--fsdp-manual-registration": "time: NCCL buffer registration",
     "--use-nccl-ub": "time: NCCL user buffers", "--use-sharp": "time: SHARP in-network reductions",
     "--sharp-enabled-group": "time: SHARP group", "--disable-symmetric-registration": "time: symmetric memory off",
-    "--create-all-gather-group": "time: separate all-gather communicator", "--no-align-grad-reduce": "time: grad reduce not aligned across PP",
-    "--no-align-param-gather": "time: param gather not aligned across PP",
+    "--create-all-gather-group": "time: separate all-gather communicator",
     "--keep-fp8-transpose-cache": "memory: FP8 transposes kept with Megatron-FSDP",
     "--use-tp-pp-dp-mapping": "time: rank order tp-pp-dp instead of tp-cp-ep-dp-pp",
     "--hierarchical-context-parallel-sizes": "time: a2a+p2p context-parallel group sizes",

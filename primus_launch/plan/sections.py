@@ -360,6 +360,13 @@ class Training(BoundedSection):
     pipeline_schedule: PipelineSchedule = "1f1b"
     overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
+    align_grad_reduce: bool = Field(default=True, description="Megatron-LM's interleaved schedule launches each model "
+                                    "chunk's gradient reduce-scatter after its last backward, all PP stages together "
+                                    "(config.grad_sync_func); False = --no-align-grad-reduce: buckets as their "
+                                    "gradients are ready in that backward")
+    align_param_gather: bool = Field(default=True, description="Megatron-LM's interleaved schedule dispatches model "
+                                     "chunk q's parameter all-gather ahead of its first forward (config.param_sync_func); "
+                                     "False = --no-align-param-gather: at its first forward's pre-hook")
     tp_comm_overlap: bool = Field(default=False, description="Megatron --tp-comm-overlap (TE userbuffers) / "
                                                              "TorchTitan async TP")
     tp_comm_overlap_cfg: tuple[tuple[str, str, int, bool], ...] = Field(

@@ -512,8 +512,8 @@ def tail_stages(plan: Plan, window: float) -> list[float]:
     from primus_launch.projection.memory.params import stage_parameter_split
 
     spec, lay = get_gpu(plan.cluster.gpu), layout(plan)
-    return [dp_grad_sync(plan, spec, lay, sp_, window, window) + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_))
-            for sp_ in stage_parameter_split(plan)]
+    return [dp_grad_sync(plan, spec, lay, sp_, window, window, r) + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_))
+            for r, sp_ in enumerate(stage_parameter_split(plan))]
 
 
 def tail_floor(plan: Plan) -> float:

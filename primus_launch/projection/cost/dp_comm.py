@@ -22,9 +22,42 @@ NCCL's own per-call latency for every further bucket (``cost/collectives.py`` ``
 ring steps, whose inter-node part grows with the nodes of the DP group, ``(m-1) x 14 us`` per reduce-scatter
 or all-gather); Megatron's bucket size ``max(40M, 1M x dp)`` keeps that latency a bounded share of a bucket
 at large DP.
+
+Interleaved 1F1B (Megatron, ``vpp > 1``, ``pp > 1``): megatron-core 0.16.1 ``pipeline_parallel/schedules.py``
+``forward_backward_pipelining_with_interleaving`` with Megatron-LM's defaults ``align_grad_reduce`` /
+``align_param_gather`` (``training.py`` sets ``config.grad_sync_func`` / ``config.param_sync_func`` to each model
+chunk's ``start_grad_sync`` / ``start_param_sync``) launches the DP communication per model chunk:
+
+- gradients: chunk ``j``'s whole reduce-scatter is launched after this rank's backward number ``k_j + r``
+  (``backward_step_helper_postprocess``: ``k_j`` the rank's last backward of chunk ``j``, ``r`` the PP rank, so
+  that all stages launch together), or after the last backward where ``k_j + r`` is past the end ("launch any
+  remaining grad reductions"); no bucket of a chunk goes earlier (``no_sync`` is lifted only around the call).
+  Chunk ``vpp - 1``'s reduction overlaps the backward of the later chunks; the last chunk's (chunk 0, whose
+  last backward ends the rank's schedule) is exposed whole.  The chunks' calls queue on one communication stream:
+  ``t_j = max(t_{j-1}, launch_j) + c_j``; exposed = ``t_0`` - the rank's end.
+- parameters: chunks 0 and 1 are all-gathered at the schedule's start, chunk ``q >= 2`` before this rank's forward
+  number ``f_{q-1} - r`` (``forward_step_helper_preprocess``: ``f_c`` the first forward of chunk ``c``); a chunk's
+  forward waits for its gather bucket by bucket (``forward_pre_hook`` -> ``finish_param_sync``), so chunk ``q``
+  delays the schedule by ``max(0, start_q + c_q / buckets_q - need_q, t_q - (need_q + f_q))`` (``need_q``: the
+  start of its first forward, shifted by the delays before it; ``f_q``: that forward's seconds).
+- each chunk is its own DDP module with its own buckets, so each pays its own NCCL calls.
+With ``--no-align-grad-reduce`` (``config.grad_sync_func`` None) each chunk's buckets go out during its last backward
+as their gradients are ready (``backward_step_helper_preprocess`` lifts ``no_sync`` before it), the last bucket at
+its end; with ``--no-align-param-gather`` a chunk's first bucket is dispatched by its first forward's pre-hook
+(``finish_param_sync``), the next ones one ahead.
+The step times are this rank's compute in its own Megatron order (``pipeline/orders.py``), without the pipeline's
+idle gaps (which would only widen the windows).  Per-chunk parameters are the stage's over ``vpp`` (the embedding /
+output layer's extra on the first / last chunk is spread).  Not modelled: ``--overlap-param-gather-with-optimizer-step``
+(reported by the Megatron adapter); other stages' end earlier than stage 0 (their slack) is not used.
 """
 
 from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
 
 from primus_launch.plan import Plan
 from primus_launch.projection.cost import calibration as cal
@@ -34,6 +67,7 @@ from primus_launch.projection.cost.fsdp import fsdp_bytes
 from primus_launch.projection.hardware.gpus import GPUSpec
 from primus_launch.projection.hardware.placement import Layout
 from primus_launch.projection.memory.params import StageParams
+from primus_launch.projection.pipeline.orders import B, F, schedule_orders
 
 
 def bucket_params(dp_size: int) -> int:
@@ -66,21 +100,130 @@ def _per_bucket(fn, nbytes: float, calls: int, pl, gpu: str) -> float:
     return fn(float(nbytes), pl, gpu) + (calls - 1) * coll.nccl_call_latency(_OP[fn], pl.size, pl.nodes)
 
 
+Counts = tuple[int, ...]
+SyncPoints = tuple[tuple[Counts, ...], tuple[tuple[Counts, Counts], ...], tuple[tuple[int, Counts, Counts], ...]]
+
+
+def _dot(counts: Sequence[int], secs: Sequence[float]) -> float:
+    """``sum counts x secs`` with ``0 x inf = 0`` (the tuner's floors pass infinite windows)."""
+    return sum(n * x for n, x in zip(counts, secs) if n)
+
+
+def interleaved_sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int) -> SyncPoints:
+    """Where Megatron's interleaved schedule launches and needs rank ``rank``'s DP communication (module doc),
+    as step counts of the rank's own order (``pipeline/orders.py``, equal to Megatron's): each count vector holds
+    ``vpp`` forward counts per chunk then ``vpp`` backward counts per chunk.
+
+    Returns ``(grad, param, free)``: ``grad`` per chunk in launch order the chunk id, then the steps that run after
+    its reduce-scatter is launched; ``param`` per chunk ``q`` the steps before its all-gather is launched and the
+    steps before its first forward; ``free`` (``--no-align-grad-reduce``: the buckets launch in the chunk's last
+    backward as their gradients are ready) per chunk in the order of their last backwards the chunk id, the steps
+    from that backward's start and the steps after its end.  Every launch lies in the first or the last cycle of micro-batch groups
+    (warm-up: ``2 (pp - r - 1) + (vpp - 1) g`` forwards; cool-down as many backwards), so ``m`` is reduced by
+    whole groups ``g`` to under ``4 g`` (the counts before / after those launches do not hold the middle groups)."""
+    g = pp if group is None else group
+    return _sync_points(pp, vpp, m - max(0, (m - 3 * g) // g) * g, group, rank)
+
+
+@lru_cache(maxsize=4096)
+def _sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int) -> SyncPoints:
+    """:func:`interleaved_sync_points` from the whole order of ``m`` micro-batches (cached)."""
+    o = schedule_orders("interleaved_1f1b", pp, vpp, m, group)
+    steps = [o.decode(a)[::2] for a in o.orders[rank]]          # (kind, chunk)
+    prefix = [(0,) * (2 * vpp)]
+    run = [0] * (2 * vpp)
+    for kind, ch in steps:
+        run[(0 if kind == F else vpp) + ch] += 1
+        prefix.append(tuple(run))
+    total = prefix[-1]
+    fpos = [i for i, (kd, _) in enumerate(steps) if kd == F]
+    bpos = [i for i, (kd, _) in enumerate(steps) if kd == B]
+    last_b = {steps[i][1]: n for n, i in enumerate(bpos)}       # last backward number per chunk
+    launch = sorted((min(last_b[ch] + rank, len(bpos) - 1), ch) for ch in range(vpp))
+    grad = tuple((ch,) + tuple(t - b for t, b in zip(total, prefix[bpos[n] + 1])) for n, ch in launch)
+    first_f: dict[int, int] = {}
+    for n, i in enumerate(fpos):
+        first_f.setdefault(steps[i][1], n)
+    param = tuple((prefix[fpos[max(0, first_f[q - 1] - rank)]] if q >= 2 else prefix[0], prefix[fpos[first_f[q]]])
+                  for q in range(vpp))
+    after = lambda pos: tuple(t - b for t, b in zip(total, prefix[pos]))  # noqa: E731
+    free = tuple((ch, after(bpos[n]), after(bpos[n] + 1)) for n, ch in sorted((n, ch) for ch, n in last_b.items()))
+    return grad, param, free
+
+
+@lru_cache(maxsize=4096)
+def _sync_matrices(pp: int, vpp: int, m: int, group: int | None, rank: int) -> tuple[np.ndarray, ...]:
+    """:func:`interleaved_sync_points` as count matrices (rows: aligned grad launches, free grad starts / ends,
+    param launches / needs), for one product with the step seconds."""
+    grad, param, free = interleaved_sync_points(pp, vpp, m, group, rank)
+    mat = lambda rows: np.array(rows, dtype=float).reshape(len(rows), 2 * vpp)  # noqa: E731
+    return (mat([pt[1:] for pt in grad]), mat([f[1] for f in free]), mat([f[2] for f in free]),
+            mat([at for at, _ in param]), mat([need for _, need in param]))
+
+
+def _seconds(mat: np.ndarray, secs: Sequence[float]) -> list[float]:
+    """Each row of counts times the step seconds (``0 x inf = 0``: the tuner's floors pass infinite windows)."""
+    if all(math.isfinite(x) for x in secs):
+        return (mat @ np.asarray(secs, dtype=float)).tolist()
+    return [_dot(row, secs) for row in mat.tolist()]
+
+
+def interleaved_exposed(plan: Plan, rank: int, chunks: Sequence[tuple[float, float]], grad_chunk: float,
+                        ag_chunk: float, grad_calls: int, ag_calls: int) -> tuple[float, float]:
+    """Exposed (reduce-scatter, all-gather) seconds of PP rank ``rank`` under Megatron's interleaved schedule with
+    aligned per-chunk launches (module doc); ``chunks``: per model chunk one micro-batch's (forward, backward)
+    seconds; ``grad_chunk`` / ``ag_chunk``: one chunk's communication seconds, in ``*_calls`` buckets."""
+    p = plan.parallel
+    v = p.vpp
+    secs = [f for f, _ in chunks] + [b for _, b in chunks]
+    gm, fs, fe, pa, pn = _sync_matrices(p.pp, v, plan.num_microbatches, p.microbatch_group, rank)
+    t_ = plan.training
+    g = 0.0
+    if grad_chunk > 0:
+        t = float("-inf")
+        if t_.align_grad_reduce:
+            for after in _seconds(gm, secs):     # launch = end - the steps after it
+                t = max(t, -after) + grad_chunk
+        else:                                    # buckets during the chunk's last backward, the last at its end
+            for start, end in zip(_seconds(fs, secs), _seconds(fe, secs)):
+                t = max(max(t, -start) + grad_chunk, -end + grad_chunk / max(1, grad_calls))
+        g = max(0.0, t)
+    a = 0.0
+    if ag_chunk > 0:
+        t = float("-inf")
+        delay = 0.0
+        for q, (at, need) in enumerate(zip(_seconds(pa, secs), _seconds(pn, secs))):
+            need_s = need + delay
+            launch = at + delay if t_.align_param_gather else need_s
+            start = max(t, launch)
+            t = start + ag_chunk
+            stall = max(0.0, start + ag_chunk / max(1, ag_calls) - need_s, t - (need_s + chunks[q][0]))
+            delay += stall
+            a += stall
+    return g, a
+
+
 def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_win: float,
-                 bwd_win: float) -> float:
+                 bwd_win: float, rank: int = 0, chunks: Sequence[tuple[float, float]] | None = None) -> float:
     """Exposed seconds of one stage's gradient reduction plus parameter all-gather after the pipeline
     (module doc); ``sp_``: the parameters one GPU of the stage holds, ``fwd_win`` / ``bwd_win``: one
-    micro-batch's forward / backward seconds summed over the stage's chunks."""
+    micro-batch's forward / backward seconds summed over the stage's chunks; ``rank``: the PP rank and
+    ``chunks`` its per-chunk (forward, backward) seconds (default: the windows split evenly), read by Megatron's
+    interleaved schedule only."""
     gpu = spec.name
     p, t = plan.parallel, plan.training
-    nmb = plan.num_microbatches
     eb = fsdp_bytes(plan)
     param_elem, grad_elem, expert_grad_elem = eb.param, eb.grad, eb.expert_grad
     dp_size = lay.dp.size
     sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
     fsdp_pp = p.dp_sharding == "full" and lay.dp_shard.size > 1 and p.pp > 1
     sync_mb = fsdp_pp and p.fsdp_pp_grad_sync == "microbatch"
+    interleaved = (p.dp_sharding != "full" and p.pp > 1 and p.vpp > 1 and plan.framework == "megatron"
+                   and t.pipeline_schedule == "interleaved_1f1b")
+    v = p.vpp if interleaved else 1
+    sp_c = StageParams(sp_.dense // v, sp_.expert // v) if v > 1 else sp_   # one model chunk's (module doc)
     grad = ag = 0.0
+    nd = ne = 0
     if p.dp_sharding == "full":
         if p.dp_replicate > 1:  # HSDP: all-reduce of the shard's grads over the replicas
             grad = coll.all_reduce(float(grad_elem * sp_.total / max(1, lay.dp_shard.size)), lay.dp_replicate, gpu)
@@ -88,18 +231,29 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
             grad += (coll.reduce_scatter(float(grad_elem * sp_.dense), lay.dp_shard, gpu)
                      + coll.reduce_scatter(expert_grad_elem * sp_.expert, lay.expert_dp, gpu))
     elif dp_size > 1 or lay.expert_dp.size > 1:
-        gd, ge = float(grad_elem * sp_.dense), float(grad_elem * sp_.expert)
-        nd, ne = bucket_calls(plan, sp_.dense, dp_size), bucket_calls(plan, sp_.expert, dp_size)
+        gd, ge = float(grad_elem * sp_c.dense), float(grad_elem * sp_c.expert)
+        nd, ne = bucket_calls(plan, sp_c.dense, dp_size), bucket_calls(plan, sp_c.expert, dp_size)
         if sharded:
             grad = (_per_bucket(coll.reduce_scatter, gd, nd, lay.dp, gpu)
                     + _per_bucket(coll.reduce_scatter, ge, ne, lay.expert_dp, gpu))
-            ag = (_per_bucket(coll.all_gather, param_elem * sp_.dense, nd, lay.dp, gpu)
-                  + _per_bucket(coll.all_gather, param_elem * sp_.expert, ne, lay.expert_dp, gpu))
+            ag = (_per_bucket(coll.all_gather, param_elem * sp_c.dense, nd, lay.dp, gpu)
+                  + _per_bucket(coll.all_gather, param_elem * sp_c.expert, ne, lay.expert_dp, gpu))
         else:
             grad = (_per_bucket(coll.all_reduce, gd, nd, lay.dp, gpu)
                     + _per_bucket(coll.all_reduce, ge, ne, lay.expert_dp, gpu))
-    buckets = max(1, -(-sp_.total // bucket_params(dp_size)))
     units, arch = spec.num_sms, spec.arch
+    if v > 1:
+        if chunks is None:
+            chunks = [(fwd_win / v, bwd_win / v)] * v
+        raw_g, raw_a = v * grad, v * ag
+        eg, ea = interleaved_exposed(plan, rank, chunks, grad if t.overlap_grad_reduce else 0.0,
+                                     ag if t.overlap_param_gather else 0.0, nd + ne, nd + ne)
+        grad = eg if t.overlap_grad_reduce else raw_g
+        ag = ea if t.overlap_param_gather else raw_a
+        grad += con.displaced(raw_g - grad, con.NCCL_SMS, units, arch)
+        ag += con.displaced(raw_a - ag, con.NCCL_SMS, units, arch)
+        return grad + ag
+    buckets = max(1, -(-sp_.total // bucket_params(dp_size)))
     if t.overlap_grad_reduce and grad > 0:
         raw = grad
         grad = max(grad / buckets, grad - bwd_win)
@@ -136,6 +290,12 @@ def dp_sync_line(plan: Plan) -> str:
     lat = coll.nccl_call_latency(op, lay.dp.size, lay.dp.nodes)
     how = (f"{per / 1e6:.0f}M-parameter buckets (Megatron DDP max(40M, 1M x dp)), one NCCL call each"
            if plan.training.overlap_grad_reduce else "one bucket (no overlap_grad_reduce)")
+    if p.pp > 1 and p.vpp > 1 and plan.framework == "megatron" and plan.training.pipeline_schedule == "interleaved_1f1b":
+        t = plan.training
+        how += (f"; per model chunk (VP {p.vpp}, own buckets): reduce-scatter "
+                + ("after the chunk's last backward, all stages together" if t.align_grad_reduce
+                   else "in the chunk's last backward") + ", all-gather "
+                + ("ahead of its first forward" if t.align_param_gather else "from its first forward's pre-hook"))
     return (f"{lay.dp.size} ranks over {lay.dp.nodes} domain(s), {lay.dp.per_node} per domain; {how}; "
             f"{'reduce-scatter + all-gather' if sharded else 'all-reduce'}: NCCL per-call latency "
             f"{1e6 * lat:.0f} us (base + ring / tree steps, NCCL tuning.cc; inter-node step "
