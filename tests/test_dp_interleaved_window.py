@@ -12,10 +12,10 @@ second checks the exposed seconds against closed forms on uniform chunk costs (r
 from __future__ import annotations
 
 import contextlib
-import types
 
 import pytest
 
+from mcore_schedule_run import megatron_rank_order
 from primus_launch.projection.cost.dp_comm import _sync_points, interleaved_sync_points
 
 CASES = [(2, 2, 4, None), (4, 2, 8, None), (4, 3, 8, None), (2, 3, 6, None), (4, 2, 10, 5), (3, 2, 7, 4)]
@@ -25,70 +25,19 @@ def _megatron_events(monkeypatch, pp: int, vpp: int, m: int, rank: int, group: i
     """Megatron's interleaved schedule for one rank: ('F' | 'B', chunk) steps and ('G' | 'P', chunk) hook calls,
     in the order it runs them (P2P and the steps replaced by recorders); ``align=False``: no grad / param sync
     functions (``--no-align-*``), and ('E', -1) where the schedule lifts DDP's ``no_sync``."""
-    import torch
-    from megatron.core.enums import ModelType
-    from megatron.core.pipeline_parallel import schedules as ms
-    from megatron.core.transformer.transformer_config import TransformerConfig
 
-    rec: list[tuple[str, int]] = []
+    def configure(cfg, rec):
+        @contextlib.contextmanager
+        def no_sync():
+            yield
+            rec.append(("E", -1))
 
-    class Group:
-        def size(self):
-            return pp
+        cfg.no_sync_func = [no_sync] + [contextlib.nullcontext for _ in range(vpp - 1)]
+        if align:
+            cfg.grad_sync_func = [lambda params, j=j: rec.append(("G", j)) for j in range(vpp)]
+            cfg.param_sync_func = [lambda params, j=j: rec.append(("P", j)) for j in range(vpp)]
 
-        def rank(self):
-            return rank
-
-    cfg = TransformerConfig(num_layers=pp * vpp, hidden_size=8, num_attention_heads=1,
-                            pipeline_model_parallel_size=pp, pipeline_dtype=torch.float32,
-                            virtual_pipeline_model_parallel_size=vpp, microbatch_group_size_per_vp_stage=group)
-    @contextlib.contextmanager
-    def no_sync():
-        yield
-        rec.append(("E", -1))
-
-    cfg.no_sync_func = [no_sync] + [contextlib.nullcontext for _ in range(vpp - 1)]
-    if align:
-        cfg.grad_sync_func = [lambda params, j=j: rec.append(("G", j)) for j in range(vpp)]
-        cfg.param_sync_func = [lambda params, j=j: rec.append(("P", j)) for j in range(vpp)]
-
-    class Chunk(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.config, self.model_type = cfg, ModelType.encoder_or_decoder
-
-    class Out:
-        def __init__(self, c):
-            self.c = c
-
-    def forward_step(forward_step_func, data_iterator, model, num_microbatches, input_tensor,
-                     forward_data_store, config, *a, current_microbatch=None, vp_stage=None, **k):
-        rec.append(("F", vp_stage or 0))
-        return Out(vp_stage or 0), torch.zeros([], dtype=torch.int)
-
-    def backward_step(input_tensor, output_tensor, output_tensor_grad, model_type, config):
-        rec.append(("B", output_tensor.c))
-
-    class Comm:
-        pp_group, config = Group(), cfg
-        virtual_pipeline_model_parallel_size = vpp
-
-        def __getattr__(self, name):
-            return lambda *a, **k: (None, None) if name == "send_forward_backward_recv_forward_backward" else None
-
-    pgc = types.SimpleNamespace(tp=Group(), cp=types.SimpleNamespace(size=lambda: 1), embd=None,
-                                pos_embd=None, pp=Comm.pp_group, dp_cp=None)
-    zeros = torch.zeros
-    monkeypatch.setattr(ms, "forward_step", forward_step)
-    monkeypatch.setattr(ms, "backward_step", backward_step)
-    monkeypatch.setattr(ms, "is_pp_first_stage", lambda g: g.rank() == 0)
-    monkeypatch.setattr(ms, "is_pp_last_stage", lambda g: g.rank() == g.size() - 1)
-    monkeypatch.setattr(torch, "zeros", lambda *a, device=None, **k: zeros(*a, **k))
-    ms.forward_backward_pipelining_with_interleaving(
-        forward_step_func=None, data_iterator=[iter(()) for _ in range(vpp)], model=[Chunk() for _ in range(vpp)],
-        num_microbatches=m, seq_length=4, micro_batch_size=1, p2p_communicator=Comm(), pg_collection=pgc)
-    monkeypatch.undo()
-    return rec
+    return [e[:2] for e in megatron_rank_order(monkeypatch, pp, vpp, m, rank, group, configure)]
 
 
 def _counts(events, vpp: int) -> tuple[int, ...]:

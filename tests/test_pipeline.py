@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from mcore_schedule_run import megatron_rank_order
 from primus_launch.plan import PlanError
 from primus_launch.projection.pipeline.simulate import (
     ChunkCost, PipelineResult, _build_plan, activations_in_flight, chrome_trace,
@@ -126,74 +127,6 @@ def test_megatron_table_and_warmup():
             assert megatron_interleaved_warmup(pp, v, m, r) == warm
 
 
-def _megatron_rank_order(monkeypatch, pp: int, vpp: int, m: int, rank: int,
-                         group: int | None = None) -> list[tuple[str, int, int]]:
-    """Run Megatron's real ``forward_backward_pipelining_with(out)_interleaving`` for one rank with
-    its forward/backward steps and P2P replaced by recorders, and return the (kind, chunk, mb)
-    order it executes."""
-    import types
-
-    import torch
-    from megatron.core.enums import ModelType
-    from megatron.core.pipeline_parallel import schedules as ms
-    from megatron.core.transformer.transformer_config import TransformerConfig
-
-    rec: list[tuple[str, int, int]] = []
-
-    class Group:
-        def size(self):
-            return pp
-
-        def rank(self):
-            return rank
-
-    cfg = TransformerConfig(num_layers=pp * vpp, hidden_size=8, num_attention_heads=1,
-                            pipeline_model_parallel_size=pp, pipeline_dtype=torch.float32,
-                            virtual_pipeline_model_parallel_size=vpp if vpp > 1 else None,
-                            microbatch_group_size_per_vp_stage=group)
-
-    class Chunk(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.config, self.model_type = cfg, ModelType.encoder_or_decoder
-
-    class Out:   # stands for a chunk's output activation; identifies it in the backward
-        def __init__(self, c, mb):
-            self.c, self.mb = c, mb
-
-    def forward_step(forward_step_func, data_iterator, model, num_microbatches, input_tensor,
-                     forward_data_store, config, *a, current_microbatch=None, vp_stage=None, **k):
-        rec.append(("F", vp_stage or 0, current_microbatch))
-        out = Out(vp_stage or 0, current_microbatch)
-        return (out if vpp > 1 else [out]), torch.zeros([], dtype=torch.int)
-
-    def backward_step(input_tensor, output_tensor, output_tensor_grad, model_type, config):
-        out = output_tensor if vpp > 1 else output_tensor[0]
-        rec.append(("B", out.c, out.mb))
-
-    class Comm:
-        pp_group, config = Group(), cfg
-        virtual_pipeline_model_parallel_size = vpp if vpp > 1 else None
-
-        def __getattr__(self, name):   # every send/recv: nothing to move
-            return lambda *a, **k: (None, None) if name == "send_forward_backward_recv_forward_backward" else None
-
-    pgc = types.SimpleNamespace(tp=Group(), cp=types.SimpleNamespace(size=lambda: 1), embd=None,
-                                pos_embd=None, pp=Comm.pp_group, dp_cp=None)
-    zeros = torch.zeros
-    monkeypatch.setattr(ms, "forward_step", forward_step)
-    monkeypatch.setattr(ms, "backward_step", backward_step)
-    monkeypatch.setattr(ms, "is_pp_first_stage", lambda g: g.rank() == 0)
-    monkeypatch.setattr(ms, "is_pp_last_stage", lambda g: g.rank() == g.size() - 1)
-    monkeypatch.setattr(torch, "zeros", lambda *a, device=None, **k: zeros(*a, **k))  # device="cuda"
-    fn = (ms.forward_backward_pipelining_with_interleaving if vpp > 1
-          else ms.forward_backward_pipelining_without_interleaving)
-    fn(forward_step_func=None, data_iterator=[iter(()) for _ in range(vpp)], model=[Chunk() for _ in range(vpp)],
-       num_microbatches=m, seq_length=4, micro_batch_size=1, p2p_communicator=Comm(), pg_collection=pgc)
-    monkeypatch.undo()
-    return rec
-
-
 def test_orders_equal_megatron_schedules(monkeypatch):
     cases = [("1f1b", pp, 1, m) for pp in (2, 4, 8) for m in (1, 3, pp, 2 * pp + 1)]
     cases += [("interleaved_1f1b", pp, v, m) for pp in (2, 4) for v in (2, 3) for m in (pp, 2 * pp, 3 * pp)]
@@ -201,7 +134,7 @@ def test_orders_equal_megatron_schedules(monkeypatch):
     for schedule, pp, vpp, m in cases:
         for r in range(pp):
             ours = rank_actions(schedule_orders(schedule, pp, vpp, m), r)
-            assert ours == _megatron_rank_order(monkeypatch, pp, vpp, m, r), (schedule, pp, vpp, m, r)
+            assert ours == megatron_rank_order(monkeypatch, pp, vpp, m, r), (schedule, pp, vpp, m, r)
 
 
 # (pp, vpp, m, group): Megatron-LM's functional test gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap runs
@@ -215,7 +148,7 @@ def test_microbatch_group_orders_equal_megatron(monkeypatch, pp, vpp, m, group):
     Megatron's own schedule executes, rank by rank."""
     for r in range(pp):
         ours = rank_actions(schedule_orders("interleaved_1f1b", pp, vpp, m, group), r)
-        assert ours == _megatron_rank_order(monkeypatch, pp, vpp, m, r, group), (pp, vpp, m, group, r)
+        assert ours == megatron_rank_order(monkeypatch, pp, vpp, m, r, group), (pp, vpp, m, group, r)
 
 
 @pytest.mark.parametrize("pp,vpp,m,group", [(4, 2, 6, 4), (4, 2, 7, 5), (2, 2, 4, 6), (4, 2, 8, 3)])
@@ -225,7 +158,7 @@ def test_microbatch_group_illegal_where_megatron_refuses(monkeypatch, pp, vpp, m
     from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, PlanError, Training
 
     with pytest.raises((ValueError, RuntimeError)):  # range: ValueError; last group < pp: RuntimeError
-        _megatron_rank_order(monkeypatch, pp, vpp, m, 0, group)
+        megatron_rank_order(monkeypatch, pp, vpp, m, 0, group)
     with pytest.raises(PlanError):
         schedule_orders("interleaved_1f1b", pp, vpp, m, group)
     with pytest.raises(ValueError, match=r"parallel\.microbatch_group=|training\.global_batch_size="):
