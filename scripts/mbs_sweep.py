@@ -21,6 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from primus_launch.errors import UserError, one_line  # noqa: E402
+from primus_launch.plan import PlanError  # noqa: E402
+
 
 def _value(v: str):
     try:
@@ -30,6 +33,14 @@ def _value(v: str):
 
 
 def main(argv: list[str]) -> int:
+    try:
+        return _main(argv)
+    except (UserError, PlanError, ValueError) as e:
+        print(f"mbs_sweep: error: {one_line(e)}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("recipe")
     ap.add_argument("--mbs", type=int, nargs="+", required=True)
@@ -63,8 +74,12 @@ def main(argv: list[str]) -> int:
           f"GBS {plan.training.global_batch_size}")
     print(f"{'MBS':>4} {'tokens/s/GPU':>13} {'s / micro-batch':>16}  host vs GPU per layer (ms, fwd / bwd)")
     for mbs in a.mbs:
-        p = plan.with_changes(training={"micro_batch_size": mbs})
-        r = project_dry_run(p)
+        try:
+            p = plan.with_changes(training={"micro_batch_size": mbs})
+            r = project_dry_run(p)
+        except (UserError, PlanError, ValueError) as e:   # e.g. a global batch MBS x DP does not divide
+            print(f"{mbs:>4}  skipped: {one_line(e)}")
+            continue
         per_mb = mbs * p.model.seq_length / r.tokens_per_sec_per_gpu
         hs = layer_op_times(p).get("_host", {})
         kind = "moe" if "moe" in hs else "dense"
