@@ -25,7 +25,8 @@ from typing import Sequence
 import numpy as np
 
 from primus_launch.projection.pipeline.orders import B, F, W, combined_1f1b_orders, schedule_orders
-from primus_launch.projection.pipeline.simulate import activations_in_flight
+from primus_launch.projection.pipeline.simulate import (activations_in_flight, inflight_walk_count, same_class_count,
+                                                        schedule_period)
 
 
 @lru_cache(maxsize=4096)
@@ -79,12 +80,15 @@ def stage_activation_peaks(schedule: str, pp: int, vpp: int, m: int, group: int 
             # every chunk of a rank weighs the same: the closed forms of the walk (tests check them)
             return tuple(n * (row[0] if row else 0.0) for n, row in zip(in_flight_closed_form(schedule, pp, vpp, m, group),
                                                                        chunk_bytes))
+    if schedule == "1f1b" and vpp > 1:
+        schedule = "interleaved_1f1b"  # Megatron runs the interleaved schedule with virtual stages
+    # a long schedule: its running sums repeat with the orders' period past the warm-up (pipeline.simulate
+    # inflight_walk_count), so the walk's work does not grow with m
+    m = inflight_walk_count(schedule if not ep_overlap else ("interleaved_1f1b" if vpp > 1 else "1f1b"), pp, m, group)
     if ep_overlap and (pp == 1 or vpp > 1):
         o = combined_1f1b_orders(pp, vpp, m, group)
         merged = True
     else:
-        if schedule == "1f1b" and vpp > 1:
-            schedule = "interleaved_1f1b"  # Megatron runs the interleaved schedule with virtual stages
         o = schedule_orders(schedule, pp, vpp, m, group)
         merged = False
     free_kind = W if o.split_backward else B
@@ -118,11 +122,37 @@ def stage_activation_peaks(schedule: str, pp: int, vpp: int, m: int, group: int 
     return tuple(out)
 
 
+#: above this many micro-batches the retained walk is extrapolated along m's residue class (:func:`_walk_retained`)
+RETAINED_FULL_WALK_MAX = 4096
+
+
 def _walk_retained(schedule, pp, vpp, m, group, chunk_bytes, ep_overlap, layer_bytes, retained, retain_limit,
                    flush) -> tuple[float, ...]:
     """:func:`stage_activation_peaks` with bytes left behind by backwards until the flush: each rank's
     running sum over its schedule order, a backward of chunk ``c`` releasing ``chunk_bytes - retained`` for
-    its first ``retain_limit`` micro-batches (0: all), then ``flush`` on top of the sum at the end."""
+    its first ``retain_limit`` micro-batches (0: all), then ``flush`` on top of the sum at the end.
+
+    Work that does not grow with ``m``: past the warm-up the plain running sum repeats with the orders' period
+    ``d`` and the retained sum grows by the same bytes every period until ``retain_limit`` backwards per chunk
+    are held (then it stays), so each rank's peak is affine in ``m`` along ``m``'s residue class once ``m``
+    exceeds ``8 pp + retain_limit``: above :data:`RETAINED_FULL_WALK_MAX` micro-batches it is walked at three
+    counts of the class ``d`` apart and extrapolated when their steps agree (else at counts four times further,
+    three times at most, then with the last step)."""
+    if m > RETAINED_FULL_WALK_MAX:
+        sched = "interleaved_1f1b" if (schedule == "1f1b" and vpp > 1) or (ep_overlap and vpp > 1) else schedule
+        d = schedule_period(sched, pp, group)
+        lo = 8 * pp + retain_limit + 2 * d
+        for attempt in range(3):
+            m1 = same_class_count(m, d, lo)
+            if m1 + 2 * d >= m:
+                break
+            f = [_walk_retained(schedule, pp, vpp, k, group, chunk_bytes, ep_overlap, layer_bytes, retained,
+                                retain_limit, flush) for k in (m1, m1 + d, m1 + 2 * d)]
+            steps = [(c - b, b - a) for a, b, c in zip(*f)]
+            settled = all(abs(s2 - s1) <= 1e-9 * max(abs(s2), 1.0) for s2, s1 in steps)
+            if settled or attempt == 2 or lo * 4 + 2 * d >= m:
+                return tuple(c + (m - m1 - 2 * d) / d * s2 for c, (s2, _) in zip(f[2], steps))
+            lo *= 4
     if ep_overlap and (pp == 1 or vpp > 1):
         o = combined_1f1b_orders(pp, vpp, m, group)
     else:

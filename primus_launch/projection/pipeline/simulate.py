@@ -58,7 +58,7 @@ from primus_launch.projection.result import TimelineEvent
 
 __all__ = [
     "ChunkCost", "PipelineResult", "SCHEDULES", "SPLIT_BACKWARD", "makespan_lower_bound", "simulate", "activations_in_flight",
-    "chrome_trace", "write_chrome_trace", "schedule_orders",
+    "chrome_trace", "write_chrome_trace", "schedule_orders", "inflight_walk_count", "schedule_period", "same_class_count",
 ]
 
 FULL_SIMULATION_ACTIONS = 50_000    # above this many actions a schedule is extrapolated (module doc)
@@ -531,6 +531,29 @@ def _events(pl: _Plan, end: list[float], dur: list[float], lat: list[float]) -> 
     return ev
 
 
+def schedule_period(schedule: str, pp: int, group: int | None = None) -> int:
+    """Micro-batches after which a schedule's orders repeat (``pp``; ``lcm(pp, g)`` under Megatron's
+    micro-batch group ``g`` of the interleaved schedule)."""
+    return _period(schedule, pp, group)
+
+
+def same_class_count(m: int, period: int, at_least: int) -> int:
+    """The smallest count >= ``at_least`` (and >= 2 ``period``) congruent to ``m`` modulo ``period``, at most
+    ``m``: a shorter schedule with ``m``'s last micro-batch group and phase."""
+    return _same_class(m, period, at_least)
+
+
+def inflight_walk_count(schedule: str, pp: int, num_microbatches: int, group: int | None = None) -> int:
+    """The micro-batch count a walk of the activations in flight needs to find the peak of ``m`` micro-batches:
+    ``m`` itself up to ``8 pp`` (and for GPipe, whose peak is every forward); beyond, the smallest count of
+    ``m``'s residue class modulo the orders' period above ``4 pp`` -- the running sum repeats with that
+    period once past the warm-up, the peak reached by ``2 pp - 1`` micro-batches (:func:`activations_in_flight`)."""
+    m = num_microbatches
+    if m > 8 * pp and schedule in SCHEDULES and schedule != "gpipe":
+        return _same_class(m, _period(schedule, pp, group), 4 * pp)
+    return m
+
+
 def activations_in_flight(schedule: str, pp: int, vpp: int, num_microbatches: int,
                           chunk_weights: Optional[Sequence[Sequence[float]]] = None,
                           release: str = "B", group: int | None = None) -> list[float]:
@@ -559,9 +582,7 @@ def activations_in_flight(schedule: str, pp: int, vpp: int, num_microbatches: in
     if sched == "gpipe":
         schedule_orders(schedule, pp, vpp, min(num_microbatches, 1), group)
         return [float(num_microbatches * sum(float(w) for w in chunk_weights[r])) for r in range(pp)]
-    m = num_microbatches
-    if m > 8 * pp and sched in SCHEDULES:
-        m = _same_class(m, _period(sched, pp, group), 4 * pp)
+    m = inflight_walk_count(sched, pp, num_microbatches, group)
     o = schedule_orders(schedule, pp, vpp, m, group)
     free_kind = W if (release == "W" and o.split_backward) else B
     out: list[float] = []
