@@ -77,3 +77,22 @@ def test_explanation_names_the_dp_sync_term():
     line = dict(framework_rows(plan))["data-parallel gradient sync"]
     assert line == dp_sync_line(plan)
     assert "32 ranks over 32 domain(s)" in line and "40M-parameter buckets" in line and "442 us" in line
+
+
+def test_dp_sync_line_names_per_chunk_launches_only_with_the_overlap():
+    """Megatron-LM training.py sets config.grad_sync_func only with overlap_grad_reduce and param_sync_func only
+    with overlap_param_gather: without them the interleaved schedule launches no per-chunk DP communication (the
+    projection prices it fully exposed) and the explanation line must not say it does."""
+    from primus_launch.projection.cost.dp_comm import dp_sync_line
+
+    plan = Plan.model_validate(ROWS[f"{SERIES[0]}_2048gpu"]["plan"])
+    assert plan.parallel.vpp > 1 and plan.parallel.pp > 1
+
+    def with_overlap(g: bool, a: bool) -> str:
+        t = plan.training.model_copy(update={"overlap_grad_reduce": g, "overlap_param_gather": a})
+        return dp_sync_line(plan.model_copy(update={"training": t}))
+
+    on, off = with_overlap(True, True), with_overlap(False, False)
+    assert "after the chunk's last backward" in on and "ahead of its first forward" in on
+    assert "last backward" not in off and "first forward" not in off
+    assert "after the pipeline" in off and "after the optimizer step" in off
