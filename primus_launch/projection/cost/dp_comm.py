@@ -282,8 +282,8 @@ def dp_sync_line(plan: Plan) -> str:
 
     p = plan.parallel
     lay = layout(plan)
-    if p.dp_sharding == "full" or lay.dp.size <= 1:
-        return ""
+    if plan.framework != "megatron" or p.dp_sharding == "full" or lay.dp.size <= 1:
+        return ""   # TorchTitan's DDP (torch's own bucket size) has no Megatron DDP buckets
     sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
     op = "reduce_scatter" if sharded else "all_reduce"
     per = bucket_params(lay.dp.size)
