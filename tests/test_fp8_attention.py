@@ -203,3 +203,18 @@ def test_memory_saves_quantized_qkv():
     d = layer_activation_bytes(m, fp8_dpa=False, **kw).full - layer_activation_bytes(m, fp8_dpa=True, **kw).full
     qkv, o = 4 * 4096 * (m.num_attention_heads + 2 * m.kv_heads) * m.kv_channels, 4 * 4096 * m.num_attention_heads * m.kv_channels
     assert d == pytest.approx(qkv + o)
+
+
+@pytest.mark.parametrize("gpu, runs_fp8", [("h100-sxm", True), ("mi355x", False), ("mi300x", False)])
+def test_memory_fp8_attention_only_where_te_runs_it(gpu: str, runs_fp8: bool):
+    """Delayed scaling: FP8 attention's quantized saves on NVIDIA parts; TE-ROCm disables its FusedAttention under
+    fp8_dpa (attention.py get_attention_backend: "rocm fused attention backends does not support fp8 yet"), and the
+    time side keeps BF16 there (fp8_attention_case), so the memory keeps the BF16 saves too."""
+    from primus_launch.plan import Cluster, ModelArch, Parallelism, Training
+    from primus_launch.projection.memory.mcore import mcore_opts
+
+    m = ModelArch(num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_query_groups=8,
+                  vocab_size=128256, seq_length=8192, swiglu=True)
+    t = Training(global_batch_size=64, micro_batch_size=1, precision="fp8", fp8_attention=True)
+    plan = Plan(model=m, parallel=Parallelism(), training=t, cluster=Cluster(gpu=gpu, num_nodes=1))
+    assert mcore_opts(plan).fp8_dpa is runs_fp8

@@ -101,3 +101,18 @@ def test_megatron_reader_maps_the_op_fuser():
     from primus_launch.adapters.megatron_flags import MODELLED_FLAGS, NOT_MODELLED_FLAGS
     assert "--use-transformer-engine-op-fuser" in MODELLED_FLAGS
     assert "--use-transformer-engine-op-fuser" not in NOT_MODELLED_FLAGS
+
+
+@pytest.mark.parametrize("gpu", ["mi355x", "b200"])
+def test_cutedsl_needs_compute_capability_10(gpu: str):
+    """NVFP4 (GEMM format fp4, which MI355X also has): TE fuses the grouped MLP only on compute capability 10.x
+    (grouped_mlp.py: get_device_compute_capability()[0] != 10 -> not supported; TE-ROCm has no CuTeDSL kernels), so
+    on MI355X the basic ops run -- the activation kernel and the per-expert GEMM launch loop -- as on B200 they do
+    not."""
+    p = _oss("te_fused", gpu, False)
+    p = p.model_copy(update={"training": p.training.model_copy(update={"precision": "fp4"})})
+    names = _names(p)
+    fused = gpu == "b200"
+    assert any("activation in the epilogues" in n for n in names) is fused
+    assert any(n.endswith("quick-GeGLU") for n in names) is not fused
+    assert any(n.startswith("TE GroupedLinear host") for n in names) is not fused

@@ -77,3 +77,38 @@ def test_explanation_names_the_dp_sync_term():
     line = dict(framework_rows(plan))["data-parallel gradient sync"]
     assert line == dp_sync_line(plan)
     assert "32 ranks over 32 domain(s)" in line and "40M-parameter buckets" in line and "442 us" in line
+
+
+def test_dp_sync_line_names_per_chunk_launches_only_with_the_overlap():
+    """Megatron-LM training.py sets config.grad_sync_func only with overlap_grad_reduce and param_sync_func only
+    with overlap_param_gather: without them the interleaved schedule launches no per-chunk DP communication (the
+    projection prices it fully exposed) and the explanation line must not say it does."""
+    from primus_launch.projection.cost.dp_comm import dp_sync_line
+
+    plan = Plan.model_validate(ROWS[f"{SERIES[0]}_2048gpu"]["plan"])
+    assert plan.parallel.vpp > 1 and plan.parallel.pp > 1
+
+    def with_overlap(g: bool, a: bool) -> str:
+        t = plan.training.model_copy(update={"overlap_grad_reduce": g, "overlap_param_gather": a})
+        return dp_sync_line(plan.model_copy(update={"training": t}))
+
+    on, off = with_overlap(True, True), with_overlap(False, False)
+    assert "after the chunk's last backward" in on and "ahead of its first forward" in on
+    assert "last backward" not in off and "first forward" not in off
+    assert "after the pipeline" in off and "after the optimizer step" in off
+
+
+def test_dp_sync_line_is_megatron_only():
+    """The line states Megatron DDP's bucket rule: a TorchTitan DDP plan (dp_sharding none) has no such buckets and
+    gets no line; the same plan under Megatron does."""
+    from primus_launch.plan import Cluster, ModelArch, Parallelism, Training
+    from primus_launch.plan.sections import Source
+    from primus_launch.projection.cost.dp_comm import dp_sync_line
+
+    m = ModelArch(num_layers=4, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_query_groups=8,
+                  vocab_size=128256, seq_length=8192, swiglu=True)
+    mk = lambda fw: Plan(model=m, parallel=Parallelism(dp_sharding="none"), source=Source(framework=fw),  # noqa: E731
+                         training=Training(global_batch_size=64, micro_batch_size=1),
+                         cluster=Cluster(gpu="h100-sxm", num_nodes=2))
+    assert dp_sync_line(mk("torchtitan")) == ""
+    assert "16 ranks" in dp_sync_line(mk("megatron"))

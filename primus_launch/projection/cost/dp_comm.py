@@ -282,8 +282,8 @@ def dp_sync_line(plan: Plan) -> str:
 
     p = plan.parallel
     lay = layout(plan)
-    if p.dp_sharding == "full" or lay.dp.size <= 1:
-        return ""
+    if plan.framework != "megatron" or p.dp_sharding == "full" or lay.dp.size <= 1:
+        return ""   # TorchTitan's DDP (torch's own bucket size) has no Megatron DDP buckets
     sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
     op = "reduce_scatter" if sharded else "all_reduce"
     per = bucket_params(lay.dp.size)
@@ -291,11 +291,16 @@ def dp_sync_line(plan: Plan) -> str:
     how = (f"{per / 1e6:.0f}M-parameter buckets (Megatron DDP max(40M, 1M x dp)), one NCCL call each"
            if plan.training.overlap_grad_reduce else "one bucket (no overlap_grad_reduce)")
     if p.pp > 1 and p.vpp > 1 and plan.framework == "megatron" and plan.training.pipeline_schedule == "interleaved_1f1b":
+        # Megatron-LM training.py sets config.grad_sync_func only with overlap_grad_reduce and param_sync_func only
+        # with overlap_param_gather: without them each chunk syncs after the pipeline (finalize_model_grads) /
+        # gathers after the optimizer step
         t = plan.training
-        how += (f"; per model chunk (VP {p.vpp}, own buckets): reduce-scatter "
-                + ("after the chunk's last backward, all stages together" if t.align_grad_reduce
-                   else "in the chunk's last backward") + ", all-gather "
-                + ("ahead of its first forward" if t.align_param_gather else "from its first forward's pre-hook"))
+        rs = (("after the chunk's last backward, all stages together" if t.align_grad_reduce
+               else "in the chunk's last backward") if t.overlap_grad_reduce else "after the pipeline")
+        ag = (("ahead of its first forward" if t.align_param_gather else "from its first forward's pre-hook")
+              if t.overlap_param_gather else "after the optimizer step")
+        how += (f"; per model chunk (VP {p.vpp}, own buckets): {'reduction' if not sharded else 'reduce-scatter'} "
+                + rs + ("" if not sharded else ", all-gather " + ag))
     return (f"{lay.dp.size} ranks over {lay.dp.nodes} domain(s), {lay.dp.per_node} per domain; {how}; "
             f"{'reduce-scatter + all-gather' if sharded else 'all-reduce'}: NCCL per-call latency "
             f"{1e6 * lat:.0f} us (base + ring / tree steps, NCCL tuning.cc; inter-node step "

@@ -300,8 +300,8 @@ class _Acc:
             if batch > 1 or grouped_kernel:
                 if self.prof.name.startswith("torchtitan"):
                     gr = "torch"
-                elif self.prof.name == "megatron-te" and self.expert_gemm != "turbo" and not (
-                        self.expert_gemm == "te_fused" and self.fmt in ("mxfp8", "fp4")):
+                elif self.prof.name == "megatron-te" and self.expert_gemm != "turbo" and not cutedsl_grouped_mlp(
+                        self.expert_gemm, self.fmt, arch_of(g)):
                     # TE / TE-ROCm GroupedLinear or the legacy grouped_gemm library: one BLAS GEMM per expert on
                     # four streams (cost/grouped_gemm.py)
                     gr = "te"
@@ -719,6 +719,19 @@ def rope_fused(prof: Profile, m: ModelArch) -> bool:
     return True
 
 
+# GPU architectures TE fuses the op-fuser grouped MLP on: ops/fused/grouped_mlp.py (Transformer Engine d0067d0) takes the
+# CuTeDSL kernels only where get_device_compute_capability()[0] == 10 (sm100 / sm103); TE-ROCm has no such kernels
+CUTEDSL_ARCHS = frozenset({"blackwell", "blackwell_ultra"})
+
+
+def cutedsl_grouped_mlp(expert_gemm: str, fmt: str, arch: str) -> bool:
+    """Whether Megatron's TE op-fuser grouped MLP (``moe_expert_gemm == "te_fused"``) runs as cudnn-frontend's CuTeDSL
+    grouped GEMMs with the activation in their epilogues: TE ``fuse_grouped_mlp_ops`` fuses only under an MXFP8 /
+    NVFP4 recipe (GEMM format ``mxfp8`` / ``fp4``) on compute capability 10.x (:data:`CUTEDSL_ARCHS`); elsewhere TE's
+    basic ops run (per-expert GEMMs, one activation kernel)."""
+    return expert_gemm == "te_fused" and fmt in ("mxfp8", "fp4") and arch in CUTEDSL_ARCHS
+
+
 def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
          separate: bool = False, input_fused: bool = False, ub: bool = False, grouped_kernel: bool = False,
          lowp: bool = True, host_each: tuple[float, float, int] | None = None, epilogue_act: bool = False,
@@ -960,7 +973,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         # kernel over all experts, _mlp); otherwise the basic ops run: TE's per-expert grouped GEMM and one fused
         # scaled (clamped) activation kernel
         fused_mlp = grouped and prof.name == "megatron-te" and expert_gemm == "te_fused"
-        cutedsl = fused_mlp and fmt in ("mxfp8", "fp4")
+        cutedsl = fused_mlp and cutedsl_grouped_mlp(expert_gemm, fmt, arch_of(gpu))
         per_expert = grouped and prof.name == "megatron-te" and expert_gemm != "turbo" and not cutedsl
         host_each = None
         if per_expert:

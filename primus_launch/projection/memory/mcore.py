@@ -172,9 +172,10 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
         fp8_non_tn=fp8 is not None and non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)),  # '' (not in the DB): Hopper rules
         # TE's FP8 attention filter (cost/fp8_attention.py): delayed on every NVIDIA part, current scaling / MXFP8
-        # from sm100; blockwise / NVFP4 keep bf16 attention
-        fp8_dpa=bool(t.fp8_attention) and (fp8 == "delayed" or (fp8 in ("tensorwise", "mxfp8") and
-                                                                 non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)))),
+        # from sm100; blockwise / NVFP4 keep bf16 attention; none on ROCm (TE-ROCm attention.py
+        # get_attention_backend: "rocm fused attention backends does not support fp8 yet", FusedAttention off)
+        fp8_dpa=bool(t.fp8_attention) and not gpu_arch(plan.cluster.gpu).startswith("cdna") and (
+            fp8 == "delayed" or (fp8 in ("tensorwise", "mxfp8") and non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)))),
         torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
         capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
