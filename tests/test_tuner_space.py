@@ -241,3 +241,22 @@ def test_recipe_microbatch_group_kept_only_where_megatron_accepts_it():
     assert apply_knobs(plan, k._replace(pp=2, vpp=6)).parallel.microbatch_group is None  # another shape
     assert apply_knobs(plan, k._replace(mbs=2)).parallel.microbatch_group == 5  # 10 micro-batches: 2 groups
     assert apply_knobs(plan, k._replace(mbs=1)).parallel.microbatch_group == 5  # 20: 4 groups
+
+
+def test_divisors_and_micro_batch_values_at_a_huge_global_batch():
+    """``divisors`` equals the definition; the micro-batch axis of a global batch of 10^9 (found by
+    ``scripts/bad_input_campaign.py --seed 17``: enumerating every divisor by trial took minutes) holds
+    the divisors up to ``max_mbs`` and the plan's own micro-batch, found without scanning 10^9 numbers."""
+    import random
+
+    from primus_launch.tuner import space as sp_mod
+
+    rng = random.Random(4)
+    for n in list(range(1, 200)) + [rng.randrange(1, 10**6) for _ in range(50)] + [2**20, 3**12]:
+        assert sp_mod.divisors(n) == [d for d in range(1, n + 1) if n % d == 0], n
+    plan = small_dense_plan().with_changes(training={"global_batch_size": 10**9})
+    cfg = SpaceConfig()
+    vals = sp_mod._mbs_values(plan, 8, cfg, 1)
+    per = 10**9 // 8
+    assert vals == [d for d in range(1, cfg.max_mbs + 1) if per % d == 0]
+    assert sp_mod._mbs_values(plan, 8, cfg, 5**9) == vals + [5**9]   # the plan's own, above max_mbs

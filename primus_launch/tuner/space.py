@@ -144,7 +144,16 @@ class SpaceConfig:
 
 
 def divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of ``n`` in increasing order, in O(sqrt n) steps (a global batch may be large)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
 
 
 def knobs_of(plan: Plan) -> Knobs:
@@ -353,7 +362,10 @@ def _mbs_values(plan: Plan, dp: int, cfg: SpaceConfig, own: int) -> list[int]:
     if gbs % dp:
         return []
     per = gbs // dp
-    return [d for d in divisors(per) if d <= cfg.max_mbs or d == own]
+    out = [d for d in range(1, min(per, cfg.max_mbs) + 1) if per % d == 0]
+    if own > cfg.max_mbs and per % own == 0:
+        out.append(own)
+    return out
 
 
 def _module_sets(plan: Plan, own: tuple[str, ...]) -> list[tuple[str, ...]]:
