@@ -101,6 +101,13 @@ def test_megatron_reader_maps_the_op_fuser():
     from primus_launch.adapters.megatron_flags import MODELLED_FLAGS, NOT_MODELLED_FLAGS
     assert "--use-transformer-engine-op-fuser" in MODELLED_FLAGS
     assert "--use-transformer-engine-op-fuser" not in NOT_MODELLED_FLAGS
+    # what of the op fuser is not priced (the attention / dense-MLP linears Megatron also builds from TE ops)
+    # is reported, never silent; without --moe-grouped-gemm the whole path is reported
+    notes = {u.flag: u.effect for u in on.source.unmodelled}
+    assert "outside the MoE experts" in notes["--use-transformer-engine-op-fuser"]
+    plain = plan_from_argv([x for x in base if x != "--moe-grouped-gemm"] + ["--use-transformer-engine-op-fuser"], cl)
+    assert plain.training.moe_expert_gemm == "te"
+    assert "does not apply" in {u.flag: u.effect for u in plain.source.unmodelled}["--use-transformer-engine-op-fuser"]
 
 
 @pytest.mark.parametrize("gpu", ["mi355x", "b200"])

@@ -828,6 +828,14 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         # memory modelled (memory.mcore.deferred_wgrad_bytes); the step time is not
         rep.flag("--defer-embedding-wgrad-compute", True, "time: the output layer's weight-gradient GEMMs run in the "
                  "pipeline flush, hiding part of it (not modelled; the memory it keeps is)")
+    if get(a, "use_transformer_engine_op_fuser"):
+        # Megatron passes use_te_op_fuser to the decoder layer specs too: the attention / dense-MLP linears built
+        # from TE ops are priced as TE's modules (only the MoE experts' fused grouped MLP is modelled: _expert_gemm)
+        rep.flag("--use-transformer-engine-op-fuser", True,
+                 "time: the TE op-fuser modules outside the MoE experts' grouped MLP (attention and dense-MLP linears) "
+                 "are priced as TE's unfused modules" if training["moe_expert_gemm"] == "te_fused" else
+                 "time: the TE op-fuser modules are priced as TE's unfused modules (without --moe-grouped-gemm the "
+                 "fused grouped MLP does not apply)")
     if validate:  # further megatron/training/arguments.py validate_args assertions
         if training["tp_comm_overlap"] and not sp:
             raise PlanError("--tp-comm-overlap", True, "requires --sequence-parallel with TP > 1")
