@@ -20,7 +20,8 @@ backward; kernel time only: Q/K/V and dO are handed to cuDNN already quantised).
   ratio of its mask (its sink itself is priced as BF16 prices it, i.e. not at all).
 
 Where the records say nothing, or TE would not run FP8 attention, the layer keeps BF16 time
-(:func:`fp8_attention_case` returns the reason).  TE's backend filter (Transformer Engine d0067d0,
+(:func:`fp8_attention_case` returns the reason).  TE's backend filter (``memory/fp8.py``
+``te_fp8_attention``, which the saved tensors read too) (Transformer Engine d0067d0,
 the 26.08 image's, and 366798ef = v2.14.1: ``attention/dot_product_attention/utils.py``
 ``get_attention_backend``, "Filter: Execution type"): FP8 attention runs only in FusedAttention
 (cuDNN); FP8 current scaling (``tensorwise``) and MXFP8 need sm100+ (MXFP8 cuDNN >= 9.21);
@@ -39,6 +40,10 @@ at the recipe's quantisation bandwidth (:func:`compute.quant_time`).
 from __future__ import annotations
 
 import math
+
+import numpy as np
+
+from primus_launch.projection.memory.fp8 import FP8_DPA_FORMAT, te_fp8_attention
 
 # (arch, case, mask, format, pass) -> ((sequence, fp8 time / bf16 time), ...): module doc; the test
 # (tests/test_fp8_attention.py) recomputes each ratio from its cfe26fp8-* record.
@@ -136,24 +141,16 @@ RATIOS: dict[tuple[str, str, str, str, str], tuple[tuple[int, float], ...]] = {
 RECORD_GPU = {"blackwell": "gb200", "blackwell_ultra": "gb300", "hopper": "h200"}
 RECORD_MODEL = {"d128": "llama3.1", "d192": "dsv3", "window": "gpt_oss"}
 WINDOW_RECORDED = 128
-_ARCH = {"blackwell": "blackwell", "blackwell_ultra": "blackwell_ultra", "hopper": "hopper"}
-# TE recipes that run attention in FP8 with fp8_dpa, and the record format they take (module doc)
-RECIPE_FORMAT = {None: "fp8", "delayed": "fp8", "tensorwise": "fp8", "mxfp8": "mxfp8"}
-
-
 def fp8_attention_case(arch: str, recipe: str | None, d_qk: int, causal: bool, window: int | None,
                        sinks: bool) -> tuple[tuple[str, str, str, str] | None, str]:
-    """((arch, case, mask, format) of :data:`RATIOS`, "") when TE runs this attention in FP8 and the
-    records cover it; (None, reason) when the layer keeps BF16 time."""
-    if recipe not in RECIPE_FORMAT:
-        return None, f"fp8 recipe {recipe}: TE runs attention in BF16 (FusedAttention off for it)"
-    if arch not in _ARCH:
+    """((arch, case, mask, format) of :data:`RATIOS`, "") when TE runs this attention in FP8
+    (``memory/fp8.py`` :func:`te_fp8_attention`) and the records cover it; (None, reason) when the layer keeps BF16 time."""
+    why = te_fp8_attention(arch, recipe, window_or_sinks=bool(window or sinks))
+    if why:
+        return None, why
+    if arch not in RECORD_GPU:
         return None, f"{arch or 'this GPU'}: no FP8 attention record (priced as BF16)"
-    fmt = RECIPE_FORMAT[recipe]
-    if arch == "hopper" and recipe in ("tensorwise", "mxfp8"):
-        return None, f"{recipe} FP8 attention needs sm100 (TE disables FusedAttention): priced as BF16"
-    if arch == "hopper" and (window or sinks):
-        return None, "FP8 attention with a sliding window / sinks needs sm100 (TE): priced as BF16"
+    fmt = FP8_DPA_FORMAT[recipe]
     if window:
         case = "window"
     else:
@@ -169,17 +166,7 @@ def ratio(key: tuple[str, str, str, str], pas: str, seq: int, window: int | None
     interpolation, held at the ends; a window other than 128 reads the table at seq x 128 / window)."""
     pts = RATIOS[key + (pas,)]
     s = float(seq) * (WINDOW_RECORDED / window if window else 1.0)
-    x = math.log2(max(s, 1.0))
-    xs = [math.log2(p[0]) for p in pts]
-    if x <= xs[0]:
-        return pts[0][1]
-    if x >= xs[-1]:
-        return pts[-1][1]
-    for i in range(1, len(pts)):
-        if x <= xs[i]:
-            f = (x - xs[i - 1]) / (xs[i] - xs[i - 1])
-            return pts[i - 1][1] + f * (pts[i][1] - pts[i - 1][1])
-    return pts[-1][1]
+    return float(np.interp(math.log2(max(s, 1.0)), [math.log2(p[0]) for p in pts], [p[1] for p in pts]))
 
 
 def quant_bytes(fmt: str, q_elems: float, kv_elems: float, o_elems: float) -> tuple[float, float]:

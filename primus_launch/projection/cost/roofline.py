@@ -85,6 +85,7 @@ from primus_launch.projection.cost.framework import (GRAPH_LAUNCH_S, Profile, ea
                                                    profile_of)
 from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
+from primus_launch.projection.memory.fp8 import SM100_ARCHS
 from primus_launch.projection.memory.params import arch_from_key, arch_key
 
 A = 2  # bytes of a bf16 activation element
@@ -389,7 +390,8 @@ class _Acc:
         key, why = f8.fp8_attention_case(arch, recipe, dqk, True, window, sinks)
         if key is None:
             return f, bw, f"; fp8_attention not applied: {why}"
-        f, bw = f * f8.ratio(key, "fwd", skv, window), bw * f8.ratio(key, "bwd", skv, window)
+        rf, rb = f8.ratio(key, "fwd", skv, window), f8.ratio(key, "bwd", skv, window)
+        f, bw = f * rf, bw * rb
         qf, qb = f8.quant_bytes(key[3], float(b * sq * heads * dqk), float(b * skv * kv_heads * (dqk + dv)),
                                 float(b * sq * heads * dv))
         tf, tb = quant_time(qf, self.gpu, recipe or "delayed"), quant_time(qb, self.gpu, recipe or "delayed")
@@ -397,7 +399,7 @@ class _Acc:
         self._k(2, 1)
         self._rec(f"FP8 attention quantise ({key[3]}: Q/K/V, O; dO)", tf * self.slow, tb * self.slow, 0.0,
                   ("quant", recipe or "delayed", 0.0, qf + qb, "te"))
-        return f, bw, f", {key[3]}: x{f8.ratio(key, 'fwd', skv, window):.2f} fwd, x{f8.ratio(key, 'bwd', skv, window):.2f} bwd"
+        return f, bw, f", {key[3]}: x{rf:.2f} fwd, x{rb:.2f} bwd"
 
     def attn_ring(self, b: int, heads: int, kv_heads: int, s: int, cp: int, dqk: int, dv: int,
                   flavor: str) -> PassTimes:
@@ -719,17 +721,13 @@ def rope_fused(prof: Profile, m: ModelArch) -> bool:
     return True
 
 
-# GPU architectures TE fuses the op-fuser grouped MLP on: ops/fused/grouped_mlp.py (Transformer Engine d0067d0) takes the
-# CuTeDSL kernels only where get_device_compute_capability()[0] == 10 (sm100 / sm103); TE-ROCm has no such kernels
-CUTEDSL_ARCHS = frozenset({"blackwell", "blackwell_ultra"})
-
-
 def cutedsl_grouped_mlp(expert_gemm: str, fmt: str, arch: str) -> bool:
     """Whether Megatron's TE op-fuser grouped MLP (``moe_expert_gemm == "te_fused"``) runs as cudnn-frontend's CuTeDSL
     grouped GEMMs with the activation in their epilogues: TE ``fuse_grouped_mlp_ops`` fuses only under an MXFP8 /
-    NVFP4 recipe (GEMM format ``mxfp8`` / ``fp4``) on compute capability 10.x (:data:`CUTEDSL_ARCHS`); elsewhere TE's
-    basic ops run (per-expert GEMMs, one activation kernel)."""
-    return expert_gemm == "te_fused" and fmt in ("mxfp8", "fp4") and arch in CUTEDSL_ARCHS
+    NVFP4 recipe (GEMM format ``mxfp8`` / ``fp4``) where ``ops/fused/grouped_mlp.py`` (Transformer Engine d0067d0)
+    finds ``get_device_compute_capability()[0] == 10`` (``memory/fp8.py`` :data:`SM100_ARCHS`; TE-ROCm has no such
+    kernels); elsewhere TE's basic ops run (per-expert GEMMs, one activation kernel)."""
+    return expert_gemm == "te_fused" and fmt in ("mxfp8", "fp4") and arch in SM100_ARCHS
 
 
 def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
@@ -977,7 +975,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         per_expert = grouped and prof.name == "megatron-te" and expert_gemm != "turbo" and not cutedsl
         host_each = None
         if per_expert:
-            gemm_host = moe_host.expert_gemm_host_s(expert_gemm, get_gpu(gpu).arch)
+            gemm_host = moe_host.expert_gemm_host_s(expert_gemm, arch_of(gpu))
             hf_, hb_ = (prof.host_cpu_factor * x for x in
                         moe_host.grouped_linear_host(local, None if legacy else recipe, gemm_host))
             host_each = (hf_ / 2, hb_ / 2, local)

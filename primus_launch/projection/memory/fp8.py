@@ -63,8 +63,13 @@ from __future__ import annotations
 
 #: bytes per element of one quantized copy: data + scales (see the module docstring)
 _QUANT_BYTES = {"delayed": 1.0, "tensorwise": 1.0, "mxfp8": 1.0 + 1.0 / 32, "blockwise": 1.0 + 4.0 / 128}
-#: GPU kernel families (``GPUSpec.arch``) whose compute capability TE's nvte_is_non_tn_fp8_gemm_supported accepts
-_NON_TN_ARCHS = frozenset({"blackwell", "blackwell_ultra"})
+#: GPU kernel families (``GPUSpec.arch``) of compute capability 10.x (B200 / GB200 sm100, B300 / GB300 sm103): TE's
+#: non-TN FP8 GEMMs (``nvte_is_non_tn_fp8_gemm_supported``), FP8 current-scaling / MXFP8 attention and FP8 windows /
+#: sinks (:func:`te_fp8_attention`), the CuTeDSL fused grouped MLP (``cost/roofline.py`` ``cutedsl_grouped_mlp``)
+SM100_ARCHS = frozenset({"blackwell", "blackwell_ultra"})
+#: the FP8 recipes Megatron passes ``fp8_dpa`` to (``megatron/core/fp8_utils.py``) and the format of the attention
+#: kernel each runs (``cost/fp8_attention.py``'s records); None is Megatron's default, delayed
+FP8_DPA_FORMAT = {None: "fp8", "delayed": "fp8", "tensorwise": "fp8", "mxfp8": "mxfp8"}
 
 
 def quantized_bytes(recipe: str) -> float:
@@ -78,7 +83,26 @@ def non_tn_fp8_gemm(gpu_arch: str) -> bool:
     (``common/transformer_engine.cpp`` ``nvte_is_non_tn_fp8_gemm_supported``: compute capability 10.x,
     11.x, >= 13.0): NVIDIA Blackwell data-centre parts; Hopper, Ada, AMD (ROCm TE keeps its own transpose
     cache rule, ``fp8_weight_transpose_cache``) need the transpose."""
-    return gpu_arch in _NON_TN_ARCHS
+    return gpu_arch in SM100_ARCHS
+
+
+def te_fp8_attention(arch: str, recipe: str | None, *, window_or_sinks: bool = False) -> str:
+    """'' when Transformer Engine runs the core attention in FP8 under ``recipe`` on ``arch``, else why it keeps
+    BF16 (TE d0067d0 ``attention/dot_product_attention/utils.py`` ``get_attention_backend``, "Filter: Execution
+    type"): recipes other than those of :data:`FP8_DPA_FORMAT` turn it off; TE-ROCm has no FP8 fused attention
+    (``attention.py`` ``get_attention_backend``: "rocm fused attention backends does not support fp8 yet");
+    current scaling, MXFP8 and (``window_or_sinks``) sliding windows / sinks need sm100 (:data:`SM100_ARCHS`).
+    What the time (``cost/fp8_attention.py`` ``fp8_attention_case``) and the saved tensors (``memory/mcore.py``
+    ``mcore_opts``) both read."""
+    if recipe not in FP8_DPA_FORMAT:
+        return f"fp8 recipe {recipe}: TE runs attention in BF16 (FusedAttention off for it)"
+    if arch.startswith("cdna"):
+        return f"{arch}: TE-ROCm has no FP8 fused attention (priced as BF16)"
+    if recipe in ("tensorwise", "mxfp8") and arch not in SM100_ARCHS:
+        return f"{recipe} FP8 attention needs sm100 (TE disables FusedAttention): priced as BF16"
+    if window_or_sinks and arch not in SM100_ARCHS:
+        return "FP8 attention with a sliding window / sinks needs sm100 (TE): priced as BF16"
+    return ""
 
 
 def fp8_attention_saved_bytes(recipe: str, *, non_tn: bool) -> tuple[float, float | None]:

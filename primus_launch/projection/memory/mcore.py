@@ -103,7 +103,7 @@ from primus_launch.projection.memory.activations import (
 from primus_launch.projection.memory.offload import te_offload_peak
 from primus_launch.projection.memory.paged_stash import static_batch_bytes, static_moe_extra
 from primus_launch.projection.hardware.gpus import gpu_arch
-from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes,
+from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes, te_fp8_attention,
                                                 weight_bytes_per_param)
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
 from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
@@ -171,11 +171,9 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         attention_mask=t.dataloader_attention_mask,
         fp8_transpose_cache=t.fp8_weight_transpose_cache or fp8 not in ("delayed", "tensorwise"),
         fp8_non_tn=fp8 is not None and non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)),  # '' (not in the DB): Hopper rules
-        # TE's FP8 attention filter (cost/fp8_attention.py): delayed on every NVIDIA part, current scaling / MXFP8
-        # from sm100; blockwise / NVFP4 keep bf16 attention; none on ROCm (TE-ROCm attention.py
-        # get_attention_backend: "rocm fused attention backends does not support fp8 yet", FusedAttention off)
-        fp8_dpa=bool(t.fp8_attention) and not gpu_arch(plan.cluster.gpu).startswith("cdna") and (
-            fp8 == "delayed" or (fp8 in ("tensorwise", "mxfp8") and non_tn_fp8_gemm(gpu_arch(plan.cluster.gpu)))),
+        # TE's FP8 attention filter, the time side's (memory.fp8 te_fp8_attention): delayed on NVIDIA
+        # parts, current scaling / MXFP8 from sm100, blockwise / NVFP4 and ROCm keep bf16 attention
+        fp8_dpa=bool(t.fp8_attention) and fp8 is not None and not te_fp8_attention(gpu_arch(plan.cluster.gpu), fp8),
         torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
         capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
