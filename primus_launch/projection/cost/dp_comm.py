@@ -109,6 +109,14 @@ def _dot(counts: Sequence[int], secs: Sequence[float]) -> float:
     return sum(n * x for n, x in zip(counts, secs) if n)
 
 
+def per_chunk_sync(plan: Plan) -> bool:
+    """Whether Megatron's interleaved schedule syncs the plan's DP gradients and parameters per model chunk (module
+    doc): a Megatron plan with ``vpp > 1`` and ``pp > 1`` under ``interleaved_1f1b``, its DP not FSDP."""
+    p = plan.parallel
+    return (p.dp_sharding != "full" and p.pp > 1 and p.vpp > 1 and plan.framework == "megatron"
+            and plan.training.pipeline_schedule == "interleaved_1f1b")
+
+
 def interleaved_sync_points(pp: int, vpp: int, m: int, group: int | None, rank: int) -> SyncPoints:
     """Where Megatron's interleaved schedule launches and needs rank ``rank``'s DP communication (module doc),
     as step counts of the rank's own order (``pipeline/orders.py``, equal to Megatron's): each count vector holds
@@ -218,9 +226,7 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
     sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
     fsdp_pp = p.dp_sharding == "full" and lay.dp_shard.size > 1 and p.pp > 1
     sync_mb = fsdp_pp and p.fsdp_pp_grad_sync == "microbatch"
-    interleaved = (p.dp_sharding != "full" and p.pp > 1 and p.vpp > 1 and plan.framework == "megatron"
-                   and t.pipeline_schedule == "interleaved_1f1b")
-    v = p.vpp if interleaved else 1
+    v = p.vpp if per_chunk_sync(plan) else 1
     sp_c = StageParams(sp_.dense // v, sp_.expert // v) if v > 1 else sp_   # one model chunk's (module doc)
     grad = ag = 0.0
     nd = ne = 0
@@ -290,7 +296,7 @@ def dp_sync_line(plan: Plan) -> str:
     lat = coll.nccl_call_latency(op, lay.dp.size, lay.dp.nodes)
     how = (f"{per / 1e6:.0f}M-parameter buckets (Megatron DDP max(40M, 1M x dp)), one NCCL call each"
            if plan.training.overlap_grad_reduce else "one bucket (no overlap_grad_reduce)")
-    if p.pp > 1 and p.vpp > 1 and plan.framework == "megatron" and plan.training.pipeline_schedule == "interleaved_1f1b":
+    if per_chunk_sync(plan):
         # Megatron-LM training.py sets config.grad_sync_func only with overlap_grad_reduce and param_sync_func only
         # with overlap_param_gather: without them each chunk syncs after the pipeline (finalize_model_grads) /
         # gathers after the optimizer step

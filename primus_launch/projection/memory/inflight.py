@@ -57,6 +57,21 @@ def in_flight_closed_form(schedule: str, pp: int, vpp: int, m: int, group: int |
     return tuple(activations_in_flight(schedule, pp, vpp, m, release="W"))
 
 
+def _walked(schedule: str, pp: int, vpp: int, ep_overlap: bool) -> tuple[str, bool]:
+    """The schedule whose orders the walks read, and whether they are Megatron's combined 1F1B (``ep_overlap``
+    with PP 1 or virtual stages: ``combined_1f1b_orders``); Megatron runs the interleaved schedule whenever there
+    are virtual stages."""
+    if ep_overlap and (pp == 1 or vpp > 1):
+        return ("interleaved_1f1b" if vpp > 1 else "1f1b"), True
+    return ("interleaved_1f1b" if schedule == "1f1b" and vpp > 1 else schedule), False
+
+
+def _orders(schedule: str, pp: int, vpp: int, m: int, group: int | None, ep_overlap: bool):
+    """The walked orders of ``m`` micro-batches (:func:`_walked`) and whether they are the combined 1F1B's."""
+    name, merged = _walked(schedule, pp, vpp, ep_overlap)
+    return (combined_1f1b_orders(pp, vpp, m, group) if merged else schedule_orders(name, pp, vpp, m, group)), merged
+
+
 @lru_cache(maxsize=8192)
 def stage_activation_peaks(schedule: str, pp: int, vpp: int, m: int, group: int | None,
                            chunk_bytes: tuple[tuple[float, ...], ...], ep_overlap: bool = False,
@@ -80,17 +95,10 @@ def stage_activation_peaks(schedule: str, pp: int, vpp: int, m: int, group: int 
             # every chunk of a rank weighs the same: the closed forms of the walk (tests check them)
             return tuple(n * (row[0] if row else 0.0) for n, row in zip(in_flight_closed_form(schedule, pp, vpp, m, group),
                                                                        chunk_bytes))
-    if schedule == "1f1b" and vpp > 1:
-        schedule = "interleaved_1f1b"  # Megatron runs the interleaved schedule with virtual stages
     # a long schedule: its running sums repeat with the orders' period past the warm-up (pipeline.simulate
     # inflight_walk_count), so the walk's work does not grow with m
-    m = inflight_walk_count(schedule if not ep_overlap else ("interleaved_1f1b" if vpp > 1 else "1f1b"), pp, m, group)
-    if ep_overlap and (pp == 1 or vpp > 1):
-        o = combined_1f1b_orders(pp, vpp, m, group)
-        merged = True
-    else:
-        o = schedule_orders(schedule, pp, vpp, m, group)
-        merged = False
+    o, merged = _orders(schedule, pp, vpp, inflight_walk_count(_walked(schedule, pp, vpp, ep_overlap)[0], pp, m, group),
+                        group, ep_overlap)
     free_kind = W if o.split_backward else B
     out = []
     for r, order in enumerate(o.orders):
@@ -139,8 +147,7 @@ def _walk_retained(schedule, pp, vpp, m, group, chunk_bytes, ep_overlap, layer_b
     counts of the class ``d`` apart and extrapolated when their steps agree (else at counts four times further,
     three times at most, then with the last step)."""
     if m > RETAINED_FULL_WALK_MAX:
-        sched = "interleaved_1f1b" if (schedule == "1f1b" and vpp > 1) or (ep_overlap and vpp > 1) else schedule
-        d = schedule_period(sched, pp, group)
+        d = schedule_period(_walked(schedule, pp, vpp, ep_overlap)[0], pp, group)
         lo = 8 * pp + retain_limit + 2 * d
         for attempt in range(3):
             m1 = same_class_count(m, d, lo)
@@ -153,12 +160,7 @@ def _walk_retained(schedule, pp, vpp, m, group, chunk_bytes, ep_overlap, layer_b
             if settled or attempt == 2 or lo * 4 + 2 * d >= m:
                 return tuple(c + (m - m1 - 2 * d) / d * s2 for c, (s2, _) in zip(f[2], steps))
             lo *= 4
-    if ep_overlap and (pp == 1 or vpp > 1):
-        o = combined_1f1b_orders(pp, vpp, m, group)
-    else:
-        if schedule == "1f1b" and vpp > 1:
-            schedule = "interleaved_1f1b"
-        o = schedule_orders(schedule, pp, vpp, m, group)
+    o, _ = _orders(schedule, pp, vpp, m, group, ep_overlap)
     free_kind = W if o.split_backward else B
     base = stage_activation_peaks(schedule, pp, vpp, m, group, chunk_bytes, ep_overlap, layer_bytes)
     out = []

@@ -381,8 +381,9 @@ def _extrapolated(schedule: str, pp: int, vpp: int, m: int, costs: Sequence[Sequ
     step that is a multiple of the orders' period and of the steady state's cyclicity (module doc).
 
     A settled step is the growth rate of the cycle that dominates so far, not always of the one that
-    dominates at ``m``: the busiest rank's own work per step (``rank_step``, a cycle of the max-plus
-    system: the rank runs its actions one after another) may exceed it while that rank still idles --
+    dominates at ``m``: the busiest rank's own work per step (``rank_step``: ``step`` times its work per
+    micro-batch, a cycle of the max-plus system: the rank runs its actions one after another) may exceed it
+    while that rank still idles --
     zero-bubble orders (ZB-V) and Megatron's micro-batch groups hand a rank slack in the warm-up that the
     steady state eats at ``rank_step - b`` per step, so the rank takes over after a transient that is
     long when the two rates are close (Baccelli et al. 1992, ch. 3: the cycle of the largest mean
@@ -396,7 +397,7 @@ def _extrapolated(schedule: str, pp: int, vpp: int, m: int, costs: Sequence[Sequ
     step = unit * max(1, math.ceil(4 * pp / unit))
     start = 8 * pp
     budget = EXTRAPOLATION_BUDGET_ACTIONS
-    rank_step = max(_busy(costs, pp, vpp, step))
+    rank_mb = max(_busy(costs, pp, vpp, 1))   # the busiest rank's work per micro-batch
     res = None
     while True:
         m1 = _same_class(m, step, start)
@@ -407,7 +408,7 @@ def _extrapolated(schedule: str, pp: int, vpp: int, m: int, costs: Sequence[Sequ
         a, b = t[1].makespan_s - t[0].makespan_s, t[2].makespan_s - t[1].makespan_s
         res = t[2]
         settled = abs(b - a) <= 1e-9 * max(abs(b), 1e-300)
-        if settled and b < rank_step * (1 - 1e-9):
+        if settled and b < rank_mb * step * (1 - 1e-9):
             # the busiest rank still idles and will take over: look twice as far
             if _actions(schedule, pp, vpp, min(m, 2 * m3 + 2 * step)) > budget:
                 break
@@ -416,7 +417,6 @@ def _extrapolated(schedule: str, pp: int, vpp: int, m: int, costs: Sequence[Sequ
         if settled or _actions(schedule, pp, vpp, 2 * (m3 + 2 * step)) > budget:
             break
         start, step = 4 * m1, 2 * step
-        rank_step = max(_busy(costs, pp, vpp, step))
     p2p_min = min(p2p_s) if isinstance(p2p_s, (list, tuple)) and p2p_s else float(p2p_s or 0.0)
     floor = makespan_lower_bound(schedule, pp, vpp, m, costs, p2p_min)
     makespan = max(res.makespan_s + (m - m3) / step * b, floor)
