@@ -158,6 +158,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--step-batch-size-schedule", "str", group="batch"),
     _f("--train-iters", group="batch"),
     _f("--optimizer", "str", "adam", group="optim"),
+    _f("--log-params-norm", "true", group="optim"),
+    _f("--log-num-zeros-in-grad", "true", group="optim"),
     _f("--optimizer-cpu-offload", "true", group="optim"),
     _f("--optimizer-offload-fraction", "float", 1.0, group="optim"),
     _f("--use-precision-aware-optimizer", "true", group="optim"),
@@ -823,6 +825,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         rope_fusion=bool(get(a, "apply_rope_fusion")),
         dataloader_attention_mask=bool(get(a, "create_attention_mask_in_dataloader")),
         precision_aware_optimizer=pao, **state,
+        log_params_norm=bool(get(a, "log_params_norm")), log_num_zeros_in_grad=bool(get(a, "log_num_zeros_in_grad")),
     )
     if training["defer_embedding_wgrad"] and pp > 1:
         # memory modelled (memory.mcore.deferred_wgrad_bytes); the step time is not

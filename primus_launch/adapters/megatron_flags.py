@@ -987,6 +987,9 @@ MODELLED_FLAGS: dict[str, str] = {
     "--rampup-batch-size": "training.global_batch_size (the steady batch; stated in source.notes)",
     "--step-batch-size-schedule": "training.global_batch_size (the last, steady batch; stated in source.notes)",
     "--train-iters": "training.train_iters", "--optimizer": "training.optimizer (adam, sgd)",
+    # logging groups, but computed every iteration (cost/optimizer.py stat_bytes_per_param)
+    "--log-params-norm": "training.log_params_norm (a read of the main parameters every iteration)",
+    "--log-num-zeros-in-grad": "training.log_num_zeros_in_grad (a read of the main gradients every step)",
     "--recompute-activations": "training.recompute.granularity = selective",
     "--checkpoint-activations": "training.recompute = full uniform 1 (deprecated spelling)",
     "--recompute-granularity": "training.recompute.granularity", "--recompute-method": "training.recompute.method",
@@ -1400,6 +1403,21 @@ def is_default(flag: MegatronFlag, value: Any) -> bool:
         return float(value) == float(d)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return str(value) == str(d)
+
+
+def config_only_notes(options: Any) -> list[str]:
+    """One note per option string of ``options`` that names a TransformerConfig field Megatron-LM keeps off its
+    command line (``CONFIG_ONLY``: ``megatron/training/arguments.py`` lists them among the config fields that get
+    no argument, core_r0.16.0 and main; ``parse_args`` has ``allow_abbrev=False`` and calls ``parser.parse_args()``,
+    so ``pretrain_gpt.py`` exits with "unrecognized arguments").  The reader still reads the setting as the
+    recipe writes it (YAML configs and Megatron-Bridge set these fields)."""
+    out: list[str] = []
+    for o in dict.fromkeys(options):
+        f = by_option().get(o) if isinstance(o, str) else None
+        if f is not None and f.versions == "config":
+            out.append(f"{o}: not a Megatron-LM command-line argument (a TransformerConfig field, set from YAML or "
+                       f"Megatron-Bridge); pretrain_gpt.py would exit with 'unrecognized arguments' (read as written)")
+    return out
 
 
 def value_text(value: Any) -> str:

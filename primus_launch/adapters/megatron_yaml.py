@@ -296,6 +296,9 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         if nemo and len(nemo) * 2 >= len(keys):
             raise UserError(f"{path}: a NeMo launcher config ({nemo[0]}, ...), not Megatron-LM arguments")
         _collect(rec, node, args, editable=True)
+        # these blocks become pretrain_gpt.py's command line (functional tests' run_ci_test.sh, moe_recipes)
+        rec.notes += megatron_flags.config_only_notes(
+            str(k) if str(k).startswith("-") else "--" + str(k).replace("_", "-") for k in keys)
     else:
         rec.main = root
         _collect(rec, root, args, editable=True)

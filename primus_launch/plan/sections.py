@@ -476,6 +476,10 @@ class Training(BoundedSection):
     exp_avg_dtype: StateDtype = "fp32"
     exp_avg_sq_dtype: StateDtype = "fp32"
     train_iters: Optional[int] = None
+    log_params_norm: bool = Field(default=False, description="Megatron --log-params-norm: the L2 norm of the "
+                                                             "parameters (fp32 main copies) computed every iteration")
+    log_num_zeros_in_grad: bool = Field(default=False, description="Megatron --log-num-zeros-in-grad: the zeros of "
+                                                                   "the main gradients counted every optimizer step")
 
 
 class Cluster(BoundedSection):

@@ -23,6 +23,9 @@ ring steps, whose inter-node part grows with the nodes of the DP group, ``(m-1) 
 or all-gather); Megatron's bucket size ``max(40M, 1M x dp)`` keeps that latency a bounded share of a bucket
 at large DP.
 
+TorchTitan plans: no Megatron buckets; the NCCL calls and the overlap granule are the rank's FSDP2 units
+(:func:`titan_grad_units`: torchtitan 0.3.0 wraps every job in FSDP2, a replicate-only job too).
+
 Interleaved 1F1B (Megatron, ``vpp > 1``, ``pp > 1``): megatron-core 0.16.1 ``pipeline_parallel/schedules.py``
 ``forward_backward_pipelining_with_interleaving`` with Megatron-LM's defaults ``align_grad_reduce`` /
 ``align_param_gather`` (``training.py`` sets ``config.grad_sync_func`` / ``config.param_sync_func`` to each model
@@ -85,6 +88,26 @@ def bucket_calls(plan: Plan, params: float, dp_size: int) -> int:
     if not plan.training.overlap_grad_reduce:
         return 1
     return max(1, -(-int(params) // bucket_params(dp_size)))
+
+
+def titan_grad_units(plan: Plan, rank: int) -> int:
+    """FSDP2 units of a TorchTitan plan's PP rank ``rank``: its NCCL gradient calls per step and the granule its
+    reduction overlaps the backward in.  torchtitan 0.3.0 has no DDP path: ``models/llama3/parallelize.py`` always
+    runs ``apply_fsdp_to_decoder`` ("with shard_degree=1 it is a no-op for the all-gather but still installs the
+    MixedPrecisionPolicy"), on the mesh ``["dp_replicate", "fsdp"]``, so a replicate-only job (``dp_sharding`` none)
+    all-reduces each unit's gradients over the replicas in its post-backward, as HSDP does; ``distributed/fsdp.py``
+    wraps the embedding, each block and ``[norm, lm_head]`` (the slots of the rank's chunks, MTP heads included).
+    Not Megatron DDP's ``max(40M, 1M x dp)`` buckets; not torchtitan v0.2's ``replicate(bucket_cap_mb=100)``
+    either (0.3.0 is the version modelled)."""
+    return max(1, sum(c.slots for c in plan.chunk_layout()[rank]))
+
+
+def _grad_calls(plan: Plan, params: float, dp_size: int, rank: int) -> int:
+    """NCCL gradient calls of ``params`` parameters: Megatron DDP's buckets (:func:`bucket_calls`), TorchTitan's
+    FSDP2 units (:func:`titan_grad_units`)."""
+    if params <= 0:
+        return 0
+    return titan_grad_units(plan, rank) if plan.framework == "torchtitan" else bucket_calls(plan, params, dp_size)
 
 
 _OP = {coll.reduce_scatter: "reduce_scatter", coll.all_gather: "all_gather", coll.all_reduce: "all_reduce"}
@@ -238,7 +261,7 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
                      + coll.reduce_scatter(expert_grad_elem * sp_.expert, lay.expert_dp, gpu))
     elif dp_size > 1 or lay.expert_dp.size > 1:
         gd, ge = float(grad_elem * sp_c.dense), float(grad_elem * sp_c.expert)
-        nd, ne = bucket_calls(plan, sp_c.dense, dp_size), bucket_calls(plan, sp_c.expert, dp_size)
+        nd, ne = _grad_calls(plan, sp_c.dense, dp_size, rank), _grad_calls(plan, sp_c.expert, dp_size, rank)
         if sharded:
             grad = (_per_bucket(coll.reduce_scatter, gd, nd, lay.dp, gpu)
                     + _per_bucket(coll.reduce_scatter, ge, ne, lay.expert_dp, gpu))
@@ -259,7 +282,8 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
         grad += con.displaced(raw_g - grad, con.NCCL_SMS, units, arch)
         ag += con.displaced(raw_a - ag, con.NCCL_SMS, units, arch)
         return grad + ag
-    buckets = max(1, -(-sp_.total // bucket_params(dp_size)))
+    buckets = (titan_grad_units(plan, rank) if plan.framework == "torchtitan"
+               else max(1, -(-sp_.total // bucket_params(dp_size))))
     if t.overlap_grad_reduce and grad > 0:
         raw = grad
         grad = max(grad / buckets, grad - bwd_win)
