@@ -568,6 +568,7 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     """
     notes = list(notes or [])
     unmod = list(unmodelled or [])
+    set_paths = list(set_paths)
     cl = job_cluster(header_text, job, cluster)
     if cluster is None and (not header_text or cluster_from_header(header_text) is None):
         notes.append(f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} assumed (the job states no cluster; "
@@ -698,6 +699,21 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     force_balance = _bool(_tbl(job, "debug"), "debug", "moe_force_load_balance", False) and model.is_moe
 
     unmod += unmodelled_of(job, set_paths, flag)
+    if job_get(job, "model._loss03") == "ChunkedLossWrapper":
+        # torchtitan 0.3.0 components/loss.py ChunkedLossWrapper (num_chunks 8 by default; the loss most config
+        # functions build): lm_head + loss per sequence chunk, each chunk's backward at once, lm_head unsharded
+        # across the chunks and reduce-scattered per chunk
+        unmod.append(UnmodelledFlag(flag="loss", value="ChunkedLossWrapper",
+                                    effect="memory, time: lm_head and the loss run per sequence chunk (logits and "
+                                           "their fp32 gradients of one chunk at a time, lm_head's gradient reduce-"
+                                           "scattered per chunk); projected as one full-sequence loss"))
+    lb_path = "parallelism.context_parallel_load_balancer"
+    if cp > 1 and lb_path in set_paths and str(job_get(job, lb_path)).lower() in ("none", "null"):
+        # torchtitan 0.3.0 config/configs.py: "None: Disable load balancing" (default "headtail"); the CP model
+        # prices balanced causal chunks
+        unmod.append(UnmodelledFlag(flag=flag(lb_path), value="None",
+                                    effect="time: causal context parallelism without load balancing (the last CP rank "
+                                           "computes the most attention); priced as balanced"))
     try:
         plan = Plan(
             model=model,
