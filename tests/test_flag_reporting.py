@@ -1,0 +1,100 @@
+"""Settings real recipes set that change time or memory: priced, or reported as not modelled, never dropped.
+
+Truths: torchtitan 0.3.0's own ``parallelize_llama`` on the meta device with a fake process group (its FSDP2 units
+of a replicate-only job), the flag inventory of Megatron-LM's argparse (``megatron_flags._INVENTORY``), closed-form
+byte counts of the optimizer step, Primus's merge (a ``null`` override reaches Megatron-LM as ``None``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from primus_launch.adapters import load_recipe
+from primus_launch.adapters import megatron_flags as mf
+from primus_launch.adapters.megatron import plan_from_argv
+from primus_launch.plan import Cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+ARGV = ("pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 2048 "
+        "--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 64 --vocab-size 32000 --bf16 "
+        "--use-distributed-optimizer").split()
+CL = Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8)
+
+
+def test_titan_replicate_only_grad_calls_are_its_fsdp2_units(tmp_path):
+    """torchtitan 0.3.0 applies FSDP2 to a replicate-only job (HSDP with a shard group of one): one gradient
+    all-reduce per FSDP2 unit (embedding, each block, lm_head with the final norm), which is what the time model
+    counts (``dp_comm.titan_grad_units``), not Megatron DDP's 40M-parameter buckets."""
+    from torch.distributed.fsdp import FSDPModule
+
+    from titan_trace import TitanCase, build
+
+    from primus_launch.projection.cost.dp_comm import titan_grad_units
+
+    model, _ = build(TitanCase(layers=3, dp_shard=1, dp_replicate=8, seq=256))
+    groups = {}
+    for name, m in model.named_modules():
+        g = m._get_fsdp_state()._fsdp_param_group if isinstance(m, FSDPModule) else None
+        if g is not None:
+            groups[id(g)] = (name, type(g.mesh_info).__name__)
+    assert {kind for _, kind in groups.values()} == {"HSDPMeshInfo"}
+    toml = (ROOT / "tests/data/torchtitan-v0.2.2/models_llama3__llama3_8b.toml").read_text()
+    toml = toml.replace("data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 8").replace(
+        "data_parallel_shard_degree = -1", "data_parallel_shard_degree = 1")
+    path = tmp_path / "replicate8.toml"
+    path.write_text(toml)
+    plan = load_recipe(path, {"gpu": "h100-sxm", "num_nodes": 1, "gpus_per_node": 8})
+    assert plan.parallel.dp_sharding == "none" and plan.dp == 8
+    plan3 = plan.model_copy(update={"model": plan.model.model_copy(update={"num_layers": 3})})
+    assert titan_grad_units(plan3, 0) == len(groups) == 5
+
+
+def test_config_only_fields_on_a_command_line_are_noted():
+    """``--fp8-dot-product-attention`` is a TransformerConfig field with no Megatron-LM argument (it is not in the
+    argparse inventory): on a command line one note says pretrain_gpt.py would refuse it; it is still read."""
+    inventory = {o for line in mf._INVENTORY.splitlines() if line for o in line.split("\t")[0].split()}
+    config_only = {line.split("\t")[0] for line in mf.CONFIG_ONLY.splitlines() if line}
+    assert "--fp8-dot-product-attention" in config_only and not config_only & inventory
+    plan = plan_from_argv(ARGV + ["--fp8-format", "hybrid", "--fp8-dot-product-attention"], CL)
+    hits = [n for n in plan.source.notes if "unrecognized arguments" in n]
+    assert plan.training.fp8_attention and len(hits) == 1 and hits[0].startswith("--fp8-dot-product-attention")
+    assert not any("unrecognized" in n for n in plan_from_argv(ARGV + ["--fp8-format", "hybrid"], CL).source.notes)
+
+
+def test_log_params_norm_and_num_zeros_are_priced():
+    """Both run every iteration (Megatron-LM training.py / megatron-core optimizer.py): the optimizer step reads
+    the held main parameters (4 B) and main gradients (4 B) once more each; set from the flags, no warning."""
+    from primus_launch.projection.cost.optimizer import optimizer_step_s
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    base = plan_from_argv(ARGV, CL)
+    both = plan_from_argv(ARGV + ["--log-params-norm", "--log-num-zeros-in-grad"], CL)
+    assert (both.training.log_params_norm, both.training.log_num_zeros_in_grad) == (True, True)
+    assert not both.source.unmodelled
+    spec, held = get_gpu("h100-sxm"), 1e9
+    extra = optimizer_step_s(both, spec, held) - optimizer_step_s(base, spec, held)
+    assert extra == pytest.approx(optimizer_step_s(base, spec, held) * 8 / 34)
+    one = plan_from_argv(ARGV + ["--log-params-norm"], CL)
+    assert optimizer_step_s(one, spec, held) - optimizer_step_s(base, spec, held) == pytest.approx(extra / 2)
+
+
+def test_primus_null_on_align_flags_reads_false(tmp_path):
+    """Primus's MegatronArgBuilder passes a ``null`` override through as None ("None values are allowed and will
+    override Megatron defaults"); Megatron-LM tests ``if args.align_grad_reduce:``, so null is off (with a note);
+    an explicit true stays on."""
+    from test_adapter_primus import _meg, _tree
+
+    exp = _meg(_tree(tmp_path))
+    text = exp.read_text()
+    for value, want in (("null", False), ("true", True)):
+        exp.write_text(text.replace("      overlap_param_gather: true\n",
+                                    f"      overlap_param_gather: true\n      align_grad_reduce: {value}\n"))
+        plan = load_recipe(exp)
+        assert plan.training.align_grad_reduce is want
+        assert any(re.match(r"align_grad_reduce: null", n) for n in plan.source.notes) is (not want)
