@@ -98,3 +98,18 @@ def test_primus_null_on_align_flags_reads_false(tmp_path):
         plan = load_recipe(exp)
         assert plan.training.align_grad_reduce is want
         assert any(re.match(r"align_grad_reduce: null", n) for n in plan.source.notes) is (not want)
+
+
+def test_timing_log_level_is_reported_not_neutral():
+    """Megatron's timers synchronise the device at start and stop (the installed megatron-core's ``Timer``), so a
+    ``--timing-log-level`` above 0 changes the step time: reported, never filed with the neutral logging flags."""
+    import inspect
+
+    from megatron.core import timers
+
+    src = inspect.getsource(timers.Timer.start) + inspect.getsource(timers.Timer.stop)
+    assert src.count("torch.cuda.synchronize()") == 2
+    assert mf.lookup("--timing-log-level").cls == mf.NOT_MODELLED
+    for level, reported in (("0", False), ("2", True)):
+        plan = plan_from_argv(ARGV + ["--timing-log-level", level], CL)
+        assert any(u.flag == "--timing-log-level" for u in plan.source.unmodelled) is reported

@@ -1031,6 +1031,11 @@ MODELLED_FLAGS: dict[str, str] = {
 
 # flag -> what it changes (time / memory) that the projection does not model
 NOT_MODELLED_FLAGS: dict[str, str] = {
+    # a "logging" flag that is not neutral: megatron-core 0.16.1 timers.py Timer.start / stop call
+    # torch.cuda.synchronize(); timers of log_level <= --timing-log-level are live (training.py: level 1 around the
+    # step's phases, with a barrier under --barrier-with-L1-time; level 2 around each micro-batch's forward / backward)
+    "--timing-log-level": "time: device synchronisations (and barriers) around the timed phases -- level 1 each "
+                          "iteration's phases, level 2 each micro-batch's forward and backward",
     "--moe-expert-capacity-factor": "time, memory: tokens dropped / padded to a capacity per expert",
     "--moe-pad-expert-input-to-capacity": "time, memory: expert inputs padded to the capacity",
     "--moe-token-drop-policy": "time: which tokens are dropped at capacity",
