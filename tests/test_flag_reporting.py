@@ -113,3 +113,48 @@ def test_timing_log_level_is_reported_not_neutral():
     for level, reported in (("0", False), ("2", True)):
         plan = plan_from_argv(ARGV + ["--timing-log-level", level], CL)
         assert any(u.flag == "--timing-log-level" for u in plan.source.unmodelled) is reported
+
+
+def test_ddp_bucket_flags_give_megatron_cores_bucket_count():
+    """``--ddp-bucket-size`` / ``--ddp-num-buckets`` (Megatron-LM training.py: ``bucket_size`` = the flag, or the
+    rank's parameters // N) set the NCCL calls of the gradient reduction; the count equals the buckets the installed
+    megatron-core's ``_ParamAndGradBuffer`` makes of the rank's own parameters (built on the meta device)."""
+    import types
+
+    import torch
+    from megatron.core import parallel_state as ps
+    from megatron.core.distributed import DistributedDataParallelConfig
+    from megatron.core.distributed.param_and_grad_buffer import _ParamAndGradBuffer
+
+    from mcore_meta import build_stage
+
+    from primus_launch.projection.cost.dp_comm import bucket_calls
+
+    argv = ("pretrain_gpt.py --num-layers 6 --hidden-size 256 --num-attention-heads 4 --seq-length 256 "
+            "--max-position-embeddings 256 --micro-batch-size 1 --global-batch-size 8 --vocab-size 512 --bf16 "
+            "--swiglu --use-distributed-optimizer --overlap-grad-reduce").split()
+    one = Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=1)
+    params = [p for c in build_stage(plan_from_argv(argv, one), 0) for p in c.parameters()]
+    n = sum(p.numel() for p in params)
+    pg = types.SimpleNamespace(tp=ps.get_tensor_model_parallel_group(),
+                               dp_cp=ps.get_data_parallel_group(with_context_parallel=True))
+
+    def megatron_buckets(size: int) -> int:
+        cfg = DistributedDataParallelConfig(use_distributed_optimizer=True, overlap_grad_reduce=True,
+                                            grad_reduce_in_fp32=True, bucket_size=size)
+        saved, torch.cuda.current_device = torch.cuda.current_device, lambda: "meta"
+        try:
+            buf = _ParamAndGradBuffer(cfg, torch.bfloat16, torch.float32, params[::-1], ps.get_data_parallel_group(),
+                                      size, {p: str(i) for i, p in enumerate(params)}, 1.0, list(range(len(params))),
+                                      False, pg_collection=pg)
+        finally:
+            torch.cuda.current_device = saved
+        return len(buf.buckets)
+
+    for extra, size in ((["--ddp-num-buckets", "3"], n // 3), (["--ddp-num-buckets", "7"], n // 7),
+                        (["--ddp-bucket-size", str(n // 4 + 1000)], n // 4 + 1000)):
+        plan = plan_from_argv(argv + extra, one)
+        assert not plan.source.unmodelled
+        assert bucket_calls(plan, n, 1, n) == megatron_buckets(size), extra
+    with pytest.raises(Exception, match="--ddp-num-buckets"):
+        plan_from_argv(argv + ["--ddp-num-buckets", "3", "--ddp-bucket-size", "1000"], one)

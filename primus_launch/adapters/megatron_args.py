@@ -148,6 +148,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--no-gradient-accumulation-fusion", "false", group="ddp", dest="gradient_accumulation_fusion"),
     _f("--ckpt-format", "str", "torch_dist", group="checkpoint"),
     _f("--overlap-grad-reduce", "true", group="ddp"),
+    _f("--ddp-bucket-size", group="ddp"),
+    _f("--ddp-num-buckets", group="ddp"),
     _f("--overlap-param-gather", "true", group="ddp"),
     _f("--no-align-grad-reduce", "false", group="ddp", dest="align_grad_reduce"),
     _f("--no-align-param-gather", "false", group="ddp", dest="align_param_gather"),
@@ -825,6 +827,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         rope_fusion=bool(get(a, "apply_rope_fusion")),
         dataloader_attention_mask=bool(get(a, "create_attention_mask_in_dataloader")),
         precision_aware_optimizer=pao, **state,
+        ddp_bucket_size=a.get("ddp_bucket_size"), ddp_num_buckets=a.get("ddp_num_buckets"),
         log_params_norm=bool(get(a, "log_params_norm")), log_num_zeros_in_grad=bool(get(a, "log_num_zeros_in_grad")),
     )
     if training["defer_embedding_wgrad"] and pp > 1:
@@ -848,6 +851,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         # model_parallel_config.py __post_init__ (megatron-core 0.16.1)
         if training["defer_embedding_wgrad"] and pp == 1:
             raise PlanError("--defer-embedding-wgrad-compute", True, "requires pipeline parallelism (PP > 1)")
+        if training["ddp_bucket_size"] is not None and training["ddp_num_buckets"] is not None:
+            raise PlanError("--ddp-num-buckets", training["ddp_num_buckets"],
+                            "cannot be combined with --ddp-bucket-size (Megatron asserts)")
         if training["wgrad_deferral_limit"] < 0:
             raise PlanError("--wgrad-deferral-limit", training["wgrad_deferral_limit"], "an integer >= 0")
         if fp16 and parallel["ep"] > 1:

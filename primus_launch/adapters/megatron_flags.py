@@ -981,6 +981,8 @@ MODELLED_FLAGS: dict[str, str] = {
     "--tp-comm-overlap-cfg": "training.tp_comm_overlap_cfg (per-GEMM userbuffers method, num_sm, set_sm_margin)",
     "--no-async-tensor-model-parallel-allreduce": "training.tp_async_backward",
     "--overlap-grad-reduce": "training.overlap_grad_reduce", "--overlap-param-gather": "training.overlap_param_gather",
+    "--ddp-bucket-size": "training.ddp_bucket_size (parameters per DDP gradient bucket: NCCL calls)",
+    "--ddp-num-buckets": "training.ddp_num_buckets (bucket = the rank's parameters // N: NCCL calls)",
     "--no-align-grad-reduce": "training.align_grad_reduce", "--no-align-param-gather": "training.align_param_gather",
     # batch / schedule / optimizer
     "--micro-batch-size": "training.micro_batch_size", "--global-batch-size": "training.global_batch_size",

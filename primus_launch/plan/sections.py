@@ -476,6 +476,10 @@ class Training(BoundedSection):
     exp_avg_dtype: StateDtype = "fp32"
     exp_avg_sq_dtype: StateDtype = "fp32"
     train_iters: Optional[int] = None
+    ddp_bucket_size: Optional[int] = Field(default=None, gt=0, description="Megatron --ddp-bucket-size: parameters "
+                                           "per DDP gradient bucket (None = max(40M, 1M x dp))")
+    ddp_num_buckets: Optional[int] = Field(default=None, gt=0, description="Megatron --ddp-num-buckets: the bucket "
+                                           "size is the rank's parameters // N (Megatron-LM training.py get_model)")
     log_params_norm: bool = Field(default=False, description="Megatron --log-params-norm: the L2 norm of the "
                                                              "parameters (fp32 main copies) computed every iteration")
     log_num_zeros_in_grad: bool = Field(default=False, description="Megatron --log-num-zeros-in-grad: the zeros of "

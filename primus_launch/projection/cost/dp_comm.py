@@ -69,25 +69,36 @@ from primus_launch.projection.cost import contention as con
 from primus_launch.projection.cost.fsdp import fsdp_bytes
 from primus_launch.projection.hardware.gpus import GPUSpec
 from primus_launch.projection.hardware.placement import Layout
-from primus_launch.projection.memory.params import StageParams
+from primus_launch.projection.memory.params import StageParams, stage_parameter_split
 from primus_launch.projection.pipeline.orders import B, F, schedule_orders
 
 
-def bucket_params(dp_size: int) -> int:
-    """Parameters per gradient bucket of Megatron DDP: ``max(40M, 1M x dp)`` (megatron-core
-    ``distributed/distributed_data_parallel.py``: the default ``bucket_size`` grows with the DP group)."""
+def bucket_params(dp_size: int, plan: Plan | None = None, rank_params: float = 0.0) -> int:
+    """Parameters per gradient bucket of Megatron DDP (Megatron-LM ``training.py`` ``get_model``, core_r0.16.0):
+    ``--ddp-bucket-size`` as given; ``--ddp-num-buckets N``: the rank's parameters (all its model chunks,
+    ``rank_params``) ``// N``; else ``max(40M, 1M x dp)`` (the default ``bucket_size`` grows with the DP group)."""
+    t = plan.training if plan is not None else None
+    if t is not None and t.ddp_bucket_size:
+        return t.ddp_bucket_size
+    if t is not None and t.ddp_num_buckets:
+        return max(1, int(rank_params) // t.ddp_num_buckets)
     return max(cal.GRAD_BUCKET_PARAMS, 1_000_000 * dp_size)
 
 
-def bucket_calls(plan: Plan, params: float, dp_size: int) -> int:
+def bucket_calls(plan: Plan, params: float, dp_size: int, rank_params: float | None = None) -> int:
     """NCCL calls one gradient reduction (and parameter all-gather) of ``params`` parameters takes: one per
     bucket with ``overlap_grad_reduce``, else one (Megatron DDP sets ``bucket_size = None`` without the
-    overlap: one bucket per buffer)."""
+    overlap: one bucket per buffer); ``rank_params``: the rank's parameters (default ``params``)."""
     if params <= 0:
         return 0
     if not plan.training.overlap_grad_reduce:
         return 1
-    return max(1, -(-int(params) // bucket_params(dp_size)))
+    per = bucket_params(dp_size, plan, params if rank_params is None else rank_params)
+    # a bucket closes at the first whole parameter that brings it to >= bucket_size (param_and_grad_buffer.py), so
+    # each of the k full buckets overshoots and a remainder of no more than k elements (what --ddp-num-buckets'
+    # integer division leaves) rides in the last one instead of opening another; tensors are not walked one by one
+    k, rest = divmod(int(params), per)
+    return max(1, k + (rest > k))
 
 
 def titan_grad_units(plan: Plan, rank: int) -> int:
@@ -102,12 +113,14 @@ def titan_grad_units(plan: Plan, rank: int) -> int:
     return max(1, sum(c.slots for c in plan.chunk_layout()[rank]))
 
 
-def _grad_calls(plan: Plan, params: float, dp_size: int, rank: int) -> int:
+def _grad_calls(plan: Plan, params: float, dp_size: int, rank: int, rank_params: float) -> int:
     """NCCL gradient calls of ``params`` parameters: Megatron DDP's buckets (:func:`bucket_calls`), TorchTitan's
     FSDP2 units (:func:`titan_grad_units`)."""
     if params <= 0:
         return 0
-    return titan_grad_units(plan, rank) if plan.framework == "torchtitan" else bucket_calls(plan, params, dp_size)
+    if plan.framework == "torchtitan":
+        return titan_grad_units(plan, rank)
+    return bucket_calls(plan, params, dp_size, rank_params)
 
 
 _OP = {coll.reduce_scatter: "reduce_scatter", coll.all_gather: "all_gather", coll.all_reduce: "all_reduce"}
@@ -261,7 +274,8 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
                      + coll.reduce_scatter(expert_grad_elem * sp_.expert, lay.expert_dp, gpu))
     elif dp_size > 1 or lay.expert_dp.size > 1:
         gd, ge = float(grad_elem * sp_c.dense), float(grad_elem * sp_c.expert)
-        nd, ne = _grad_calls(plan, sp_c.dense, dp_size, rank), _grad_calls(plan, sp_c.expert, dp_size, rank)
+        nd = _grad_calls(plan, sp_c.dense, dp_size, rank, sp_.total)
+        ne = _grad_calls(plan, sp_c.expert, dp_size, rank, sp_.total)
         if sharded:
             grad = (_per_bucket(coll.reduce_scatter, gd, nd, lay.dp, gpu)
                     + _per_bucket(coll.reduce_scatter, ge, ne, lay.expert_dp, gpu))
@@ -283,7 +297,7 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
         ag += con.displaced(raw_a - ag, con.NCCL_SMS, units, arch)
         return grad + ag
     buckets = (titan_grad_units(plan, rank) if plan.framework == "torchtitan"
-               else max(1, -(-sp_.total // bucket_params(dp_size))))
+               else bucket_calls(plan, sp_.total, dp_size))
     if t.overlap_grad_reduce and grad > 0:
         raw = grad
         grad = max(grad / buckets, grad - bwd_win)
@@ -316,10 +330,16 @@ def dp_sync_line(plan: Plan) -> str:
         return ""   # TorchTitan's DDP (torch's own bucket size) has no Megatron DDP buckets
     sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
     op = "reduce_scatter" if sharded else "all_reduce"
-    per = bucket_params(lay.dp.size)
+    t = plan.training
+    if t.ddp_bucket_size or t.ddp_num_buckets:
+        per = bucket_params(lay.dp.size, plan, stage_parameter_split(plan)[0].total)
+        rule = (f"--ddp-bucket-size {t.ddp_bucket_size}" if t.ddp_bucket_size
+                else f"--ddp-num-buckets {t.ddp_num_buckets}: stage 0's parameters // {t.ddp_num_buckets}")
+    else:
+        per, rule = bucket_params(lay.dp.size), "Megatron DDP max(40M, 1M x dp)"
     lat = coll.nccl_call_latency(op, lay.dp.size, lay.dp.nodes)
-    how = (f"{per / 1e6:.0f}M-parameter buckets (Megatron DDP max(40M, 1M x dp)), one NCCL call each"
-           if plan.training.overlap_grad_reduce else "one bucket (no overlap_grad_reduce)")
+    how = (f"{per / 1e6:.0f}M-parameter buckets ({rule}), one NCCL call each"
+           if t.overlap_grad_reduce else "one bucket (no overlap_grad_reduce)")
     if per_chunk_sync(plan):
         # Megatron-LM training.py sets config.grad_sync_func only with overlap_grad_reduce and param_sync_func only
         # with overlap_param_gather: without them each chunk syncs after the pipeline (finalize_model_grads) /
