@@ -158,3 +158,17 @@ def test_ddp_bucket_flags_give_megatron_cores_bucket_count():
         assert bucket_calls(plan, n, 1, n) == megatron_buckets(size), extra
     with pytest.raises(Exception, match="--ddp-num-buckets"):
         plan_from_argv(argv + ["--ddp-num-buckets", "3", "--ddp-bucket-size", "1000"], one)
+
+
+def test_primus_drops_config_only_fields(tmp_path):
+    """Primus's MegatronArgBuilder passes only Megatron-LM's argparse destinations, so a TransformerConfig field with
+    no argument (``fp8_dot_product_attention``) never reaches the run: not read, with a note (a Megatron YAML, which
+    Megatron-LM's --yaml-cfg builds the TransformerConfig from, reads it)."""
+    from test_adapter_primus import _meg, _tree
+
+    exp = _meg(_tree(tmp_path))
+    exp.write_text(exp.read_text().replace("      lr: 1.0e-5\n", "      lr: 1.0e-5\n      fp8: hybrid\n"
+                                                                     "      fp8_dot_product_attention: true\n"))
+    plan = load_recipe(exp)
+    assert plan.training.precision == "fp8" and not plan.training.fp8_attention
+    assert any(n.startswith("fp8_dot_product_attention: true not read") for n in plan.source.notes)

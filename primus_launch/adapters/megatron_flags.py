@@ -1036,6 +1036,12 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     # a "logging" flag that is not neutral: megatron-core 0.16.1 timers.py Timer.start / stop call
     # torch.cuda.synchronize(); timers of log_level <= --timing-log-level are live (training.py: level 1 around the
     # step's phases, with a barrier under --barrier-with-L1-time; level 2 around each micro-batch's forward / backward)
+    # "rerun engine" flags that are not neutral (megatron-core 0.16.1 rerun_state_machine.py): report_determinism_stats
+    # sets rerun_requested in every validate_result call, so every iteration is run again in place
+    "--rerun-mode": "time: report_determinism_stats runs every iteration twice (the step re-run in place to compare "
+                    "results: about double the step); disabled drops the per-iteration all-reduce of the rerun flag",
+    "--error-injection-rate": "time: every N-th validated result is faked wrong, and validate_results re-runs that "
+                              "iteration (persistent errors stop the job)",
     "--timing-log-level": "time: device synchronisations (and barriers) around the timed phases -- level 1 each "
                           "iteration's phases, level 2 each micro-batch's forward and backward",
     "--moe-expert-capacity-factor": "time, memory: tokens dropped / padded to a capacity per expert",
@@ -1410,6 +1416,11 @@ def is_default(flag: MegatronFlag, value: Any) -> bool:
         return float(value) == float(d)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return str(value) == str(d)
+
+
+def config_only_flags() -> frozenset[str]:
+    """Canonical option strings of ``CONFIG_ONLY``: TransformerConfig fields with no Megatron-LM argument."""
+    return frozenset(f.flag for f in all_flags() if f.versions == "config")
 
 
 def config_only_notes(options: Any) -> list[str]:

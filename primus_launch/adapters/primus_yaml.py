@@ -634,6 +634,9 @@ def _refuse_fine_tuning(cfg: dict) -> None:
 
 def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES, convert, plan_from_args
+    from primus_launch.adapters.megatron_flags import config_only_flags
+
+    config_only = config_only_flags()
 
     cfg = r.config
     mt = cfg.get("model_type") or "gpt"
@@ -650,6 +653,12 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
         key = YAML_ALIASES.get(k, k)
         spec = BY_DEST.get(key)
         if spec is None:
+            continue
+        if spec.flag in config_only and v not in (None, False):
+            # primus/backends/megatron/argument_builder.py MegatronArgBuilder.update keeps only Megatron-LM's argparse
+            # destinations ("Non-Megatron parameters are silently ignored"); these TransformerConfig fields have none
+            notes.append(f"{k}: {_fmt(v)} not read: a TransformerConfig field with no Megatron-LM argument, which "
+                         f"Primus's MegatronArgBuilder drops (the run keeps the default)")
             continue
         val = convert(spec, v)
         if val is not None:
