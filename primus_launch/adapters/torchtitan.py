@@ -403,6 +403,15 @@ def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) ->
                       job_get(job, "float8.enable_fsdp_float8_all_gather", False))
         if gather:
             out["fp8_param_gather"] = True
+            pre = "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"
+            if job_get(job, pre, job_get(job, "float8.precompute_float8_dynamic_scale_for_fsdp", False)):
+                # torchtitan v0.2 components/quantization/float8.py: precompute_float8_dynamic_scale_for_fsdp after
+                # the optimizer step (one amax all-reduce for every float8 weight) instead of one per weight in its
+                # FSDP all-gather pre-hook; neither is priced
+                unmodelled.append(UnmodelledFlag(flag=pre, value="true", effect="time: the float8 weights' scales "
+                                                 "computed together after the optimizer step (one amax all-reduce) "
+                                                 "instead of one all-reduce per weight before its FSDP all-gather; "
+                                                 "neither is priced"))
     if mx_linear:
         out.update(precision="fp8", fp8_recipe="mxfp8")
     for c in conv03:
