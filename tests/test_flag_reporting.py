@@ -172,3 +172,26 @@ def test_primus_drops_config_only_fields(tmp_path):
     plan = load_recipe(exp)
     assert plan.training.precision == "fp8" and not plan.training.fp8_attention
     assert any(n.startswith("fp8_dot_product_attention: true not read") for n in plan.source.notes)
+
+
+def test_yaml_cfg_layout_transformer_fields(tmp_path):
+    """Megatron-LM's experimental --yaml-cfg layout builds the TransformerConfig from ``language_model:`` (fields of
+    the installed megatron-core's TransformerConfig) and takes ``null`` as None: unfused bias-activation, the
+    non-persistent LayerNorm and undeallocated pipeline outputs are reported; ``align_grad_reduce: null`` is off."""
+    import dataclasses
+
+    from megatron.core.transformer import TransformerConfig
+
+    fields = {f.name for f in dataclasses.fields(TransformerConfig)}
+    names = ("bias_activation_fusion", "persist_layer_norm", "deallocate_pipeline_outputs")
+    assert set(names) <= fields
+    body = "".join(f"  {n}: False\n" for n in names)
+    rec = tmp_path / "gpt_config.yaml"
+    rec.write_text("language_model:\n  num_layers: 4\n  hidden_size: 512\n  num_attention_heads: 8\n" + body
+                   + "model_parallel:\n  tensor_model_parallel_size: 1\nseq_length: 1024\nmax_position_embeddings: "
+                     "1024\nmicro_batch_size: 1\nglobal_batch_size: 8\nvocab_size: 32000\nbf16: True\n"
+                     "align_grad_reduce: null\n")
+    plan = load_recipe(rec, {"gpu": "h100-sxm", "num_nodes": 1, "gpus_per_node": 8})
+    reported = {u.flag: u.value for u in plan.source.unmodelled}
+    assert all(reported.get("--" + n.replace("_", "-")) == "false" for n in names)
+    assert plan.training.align_grad_reduce is False

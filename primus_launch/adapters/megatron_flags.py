@@ -1042,6 +1042,11 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
                     "results: about double the step); disabled drops the per-iteration all-reduce of the rerun flag",
     "--error-injection-rate": "time: every N-th validated result is faked wrong, and validate_results re-runs that "
                               "iteration (persistent errors stop the job)",
+    "--bias-activation-fusion": "time: unfused bias + activation (--yaml-cfg language_model: field; Megatron-LM's "
+                                "arguments fuse them by default)",
+    "--persist-layer-norm": "time: non-persistent LayerNorm kernel (--yaml-cfg language_model: field)",
+    "--deallocate-pipeline-outputs": "memory: each pipeline stage's output tensors kept whole until their backward "
+                                     "(--yaml-cfg language_model: field; Megatron-LM's arguments always deallocate)",
     "--timing-log-level": "time: device synchronisations (and barriers) around the timed phases -- level 1 each "
                           "iteration's phases, level 2 each micro-batch's forward and backward",
     "--moe-expert-capacity-factor": "time, memory: tokens dropped / padded to a capacity per expert",
@@ -1318,7 +1323,13 @@ CONFIG_ONLY = """\
 --cpu-offloading-double-buffering\tcpu_offloading_double_buffering\ttrue\t\tfalse\tconfig\ttransformer configuration
 --fp8-dot-product-attention\tfp8_dot_product_attention\ttrue\t\tfalse\tconfig\ttransformer configuration
 --fp8-multi-head-attention\tfp8_multi_head_attention\ttrue\t\tfalse\tconfig\ttransformer configuration
+--bias-activation-fusion\tbias_activation_fusion\ttrue\t\ttrue\tconfig\ttransformer configuration
+--persist-layer-norm\tpersist_layer_norm\ttrue\t\ttrue\tconfig\ttransformer configuration
+--deallocate-pipeline-outputs\tdeallocate_pipeline_outputs\ttrue\t\ttrue\tconfig\ttransformer configuration
 """
+# (the last three: their defaults are what Megatron-LM's arguments give the TransformerConfig -- bias_gelu_fusion /
+# bias_swiglu_fusion, not no_persist_layer_norm, deallocate_pipeline_outputs=True in core_transformer_config_from_args;
+# only the experimental --yaml-cfg layout, which builds TransformerConfig from its language_model: section, sets them)
 
 
 # --------------------------------------------------------------------------- API

@@ -654,11 +654,9 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
         spec = BY_DEST.get(key)
         if spec is None:
             continue
-        if spec.flag in config_only and v not in (None, False):
+        if spec.flag in config_only:
             # primus/backends/megatron/argument_builder.py MegatronArgBuilder.update keeps only Megatron-LM's argparse
             # destinations ("Non-Megatron parameters are silently ignored"); these TransformerConfig fields have none
-            notes.append(f"{k}: {_fmt(v)} not read: a TransformerConfig field with no Megatron-LM argument, which "
-                         f"Primus's MegatronArgBuilder drops (the run keeps the default)")
             continue
         val = convert(spec, v)
         if val is not None:
@@ -675,8 +673,14 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     unmod: list[UnmodelledFlag] = []
     settings = _settings(r)
     for k, v in settings.items():
+        f = _table_flag(k)
+        if f is not None and f.flag in config_only:  # no argparse destination: Primus drops it (above)
+            if not _is_megatron_default(f, (not v) if f.kind == "false" and isinstance(v, bool) and k != f.dest else v):
+                notes.append(f"{k}: {_fmt(v)} not read: a TransformerConfig field with no Megatron-LM argument, "
+                             f"which Primus's MegatronArgBuilder drops (the run keeps the default)")
+            continue
         st = _megatron_status(k)
-        f = _table_flag(k) if st in ("neutral", "unmodelled") else None
+        f = f if st in ("neutral", "unmodelled") else None
         if f is not None:  # a Megatron flag: the flag table's class decides, as for scripts (report_args)
             dv = (not v) if f.kind == "false" and k != f.dest and isinstance(v, bool) else v  # `no_x: true`
             if f.cls != "neutral" and not _is_megatron_default(f, dv):
