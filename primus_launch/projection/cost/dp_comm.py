@@ -21,7 +21,7 @@ all-reduce and one all-gather per bucket), so the reduction costs the whole tran
 NCCL's own per-call latency for every further bucket (``cost/collectives.py`` ``nccl_call_latency``: base +
 ring steps, whose inter-node part grows with the nodes of the DP group, ``(m-1) x 14 us`` per reduce-scatter
 or all-gather); Megatron's bucket size ``max(40M, 1M x dp)`` keeps that latency a bounded share of a bucket
-at large DP.
+at large DP (``--ddp-bucket-size`` / ``--ddp-num-buckets`` replace it: :func:`bucket_params`).
 
 TorchTitan plans: no Megatron buckets; the NCCL calls and the overlap granule are the rank's FSDP2 units
 (:func:`titan_grad_units`: torchtitan 0.3.0 wraps every job in FSDP2, a replicate-only job too).
