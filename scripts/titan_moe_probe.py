@@ -4,8 +4,9 @@ Diagnostics only: nothing here changes the model or the validation rows.  Each l
 adapter builds it, and the same plan with ``training.moe_glue_eager`` off (the v0.2 MoE glue priced as the generic
 permutes, as before ``cost/titan_moe.py``), tokens/s/GPU and the error against the measurement.
 
-1. The Llama 4 Scout GB200 rows of ``scripts/validation/runs.json`` as built (torchtitan mxfp8.md table: local
-   batch 10, no AC; measured 6169 / 7401, 1.20x) and switched to the configuration the PyTorch blog states for its
+1. The Llama 4 Scout GB200 rows of ``scripts/validation/runs.json`` as built (torchao moe_training README's table,
+   the run's first publication: local batch 1, no AC; torchtitan mxfp8.md's later copy says local batch 10, which
+   cannot fit; measured 6169 / 7401, 1.20x) and switched to the configuration the PyTorch blog states for its
    run of the same model on the same cluster ("MXFP8 Training for MoEs: 1.3x training speedup vs BF16 for Llama4
    Scout on GB200 cluster": local batch 1, full AC, torchtitan 0.2.1; +30.2 %, no absolute tokens/s published):
    the projected MXFP8 / BF16 ratio beside the measured one.
