@@ -349,6 +349,11 @@ class Training(BoundedSection):
     bf16_linears: tuple[Literal["wq", "wk", "wv", "wo"], ...] = Field(
         default=(), description="attention linears the low-precision recipe leaves in BF16 (TorchTitan float8 / MX "
                                 "converters' filter_fqns, e.g. attention.wk / attention.wv)")
+    mx_dim1_cast_kernel: Literal["cuda", "triton", "torch"] = Field(
+        default="cuda", description="torchao MXFP8 linears (TorchTitan v0.1 / v0.2 MX converter): the kernel of the "
+                                    "dim1 (column-wise) casts of the backward (mxfp8_dim1_cast_kernel_choice, default "
+                                    "triton there; torchao's recipes and TorchTitan 0.3: cuda); triton / torch run "
+                                    "slower (cost/fp8.py mx_dim1_extra_bytes)")
     fp8_weight_transpose_cache: bool = Field(
         default=True, description="Transformer Engine keeps each linear's transposed (columnwise) fp8 weight in its "
                                   "workspace across micro-batches; False = ROCm TE keep_fp8_weight_transpose_cache="
