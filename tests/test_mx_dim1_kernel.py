@@ -54,3 +54,18 @@ def test_cuda_over_triton_gain_on_torchaos_llama3_8b_row() -> None:
     d["training"]["mx_dim1_cast_kernel"] = "cuda"
     gain = project_dry_run(Plan.model_validate(d)).tokens_per_sec_per_gpu / project_dry_run(plan).tokens_per_sec_per_gpu
     assert 1.005 < gain <= 1.025
+
+
+def test_explanation_row_names_the_slow_dim1_kernel() -> None:
+    """The layer's quantisation row says when the MX linears' dim1 casts run on Triton / torch, and only its backward
+    grows (torchao mx_mm.backward casts input, weight and output gradient along dim1)."""
+    from primus_launch.projection.cost.roofline import layer_op_times
+
+    row = next(r for r in json.loads(RUNS.read_text())["rows"] if r["id"] == "torchao_b200_llama3_8b_8gpu_mxfp8_cublas")
+    plan = Plan.model_validate(row["plan"])
+    d = plan.model_dump()
+    d["training"]["mx_dim1_cast_kernel"] = "cuda"
+    slow = next(o for o in layer_op_times(plan)["dense"] if o[0].startswith("FP8 quantisation"))
+    fast = next(o for o in layer_op_times(Plan.model_validate(d))["dense"] if o[0].startswith("FP8 quantisation"))
+    assert "Triton/torch dim1" in slow[0] and "dim1" not in fast[0]
+    assert slow[1] == fast[1] and slow[2] > fast[2]

@@ -482,14 +482,15 @@ class _Acc:
             # n kernels sharing the bytes take max(bytes time, n t_min) -- small expert splits are floor-bound
             f = max(f, self.nkf * KERNEL_MIN_S) if f else f
             b = max(b, self.nkb * KERNEL_MIN_S) if b else b
-        if self.qx:   # the MX linears' dim1 casts on a slower kernel than the CUDA one (cost/fp8.py)
-            b += elementwise_time(self.qx, self.gpu)
+        qx = self.qx
+        if qx:   # the MX linears' dim1 casts on a slower kernel than the CUDA one (cost/fp8.py)
+            b += elementwise_time(qx, self.gpu)
         self._add(f, b, 0.0, "non_matmul")
         f, b = f * self.slow, b * self.slow
         self._k(self.nq, self.nq)
-        self._rec(f"{name} [{self.recipe}]", f, b, 0.0, ("quant", self.recipe, 0.0,
+        self._rec((f"FP8 quantisation [{self.recipe}; Triton/torch dim1]" if qx else f"{name} [{self.recipe}]"), f, b, 0.0, ("quant", self.recipe, 0.0,
                                                           ba * (self.qf + self.qb) + bwt * self.qw / self.wq_div
-                                                          + bpost * self.qw, "te" if recipe else "torchao"))
+                                                          + bpost * self.qw, "te" if recipe else "torchao", qx))
         self.qf = self.qb = self.qw = self.qx = 0.0
         self.nq = 0
         self.nkf = self.nkb = 0
