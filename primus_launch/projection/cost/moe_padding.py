@@ -12,8 +12,8 @@ is on::
 
 ``quantization_padding`` is TransformerEngine's ``Fp8Padding`` (v2.14.1
 ``pytorch/module/fp8_padding.py``): it rounds each expert's row count up to the recipe's alignment
-(:func:`align_size`, megatron-core ``moe_utils.get_align_size_for_quantization``: 32 for MXFP8 and the
-FP4 recipes, 16 for the other FP8 recipes) and, unless every count is already a multiple
+(:func:`align_size`, megatron-core ``moe_utils.get_align_size_for_quantization``: 32 for MXFP8, 128 for
+FP4, 16 for the other FP8 recipes) and, unless every count is already a multiple
 (``if m_splits == padded_m_splits: return inp, m_splits``), copies the whole input into a new padded
 buffer (``tex.fused_multi_row_padding``, one kernel; its backward ``fused_multi_row_unpadding`` copies
 the gradient back).  ``Fp8Unpadding`` is the mirror (``fp8_unpadding.py``).  Per MoE layer and
@@ -49,8 +49,10 @@ expert and source rank through the dispatch instead; not priced either.
 from __future__ import annotations
 
 ALIGN_MX = 32
-"""Rows per expert the MXFP8 and FP4 GEMMs need (megatron-core ``fp8_utils.get_fp8_align_size`` for
-``mxfp8``; ``fp4_utils.get_fp4_align_size``: "TMA requires a 16-byte aligned address ... 32 FP4 values")."""
+"""Rows per expert the MXFP8 GEMMs need (megatron-core 0.16.1 ``fp8_utils.get_fp8_align_size`` for ``mxfp8``)."""
+ALIGN_FP4 = 128
+"""Rows per expert Megatron pads FP4 experts to (``fp4_utils.get_fp4_align_size`` returns 128 at 0.16.1 and
+0.17.1: 32 is the TMA minimum, 128 suits TE's grouped NVFP4 quantize + Hadamard kernels)."""
 ALIGN_FP8 = 16
 """Rows per expert the other FP8 recipes need (``get_fp8_align_size``: delayed, tensorwise, blockwise)."""
 
@@ -71,7 +73,9 @@ def launches_per_copy(local_experts: int) -> int:
 def align_size(recipe: str, precision: str) -> int:
     """Rows per expert the grouped GEMM of ``recipe`` needs (megatron-core
     ``moe_utils.get_align_size_for_quantization`` at 0.16.1 / 0.17.1)."""
-    if precision == "fp4" or recipe == "mxfp8":
+    if precision == "fp4":
+        return ALIGN_FP4
+    if recipe == "mxfp8":
         return ALIGN_MX
     return ALIGN_FP8
 
