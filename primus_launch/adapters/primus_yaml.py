@@ -388,6 +388,10 @@ _PRIMUS_UNMODELLED = {
     # Primus's backend (only its configs name them): neutral
     "router_logit_softcapping": (None, "time: router logits soft-capped in place (one Triton pass over the "
                                        "[tokens, experts] logits per MoE layer, small)"),
+    # primus/backends/megatron/patches/empty_cache_interval_patches.py: with empty_unused_memory_level >= 1 (itself
+    # reported), torch.cuda.empty_cache() before the optimizer step every N iterations (0 = never) instead of each
+    "empty_cache_interval": (1, "time: torch.cuda.empty_cache() before the optimizer step every N iterations instead "
+                                "of each (with empty_unused_memory_level >= 1; the allocator's re-growth not priced)"),
     # primus/backends/megatron/patches/args/hsdp_args_patches.py: > 1 needs use_torch_fsdp2 and makes FSDP2's mesh
     # (dp_replicate, dp_shard): HSDP, the gradients all-reduced across the replicas
     "data_parallel_replicate_degree": (1, "time, memory: HSDP (torch FSDP2 sharded within dp / N ranks, replicated "
