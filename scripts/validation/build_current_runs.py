@@ -1286,9 +1286,9 @@ def amd_rows():
                         "performance_projection/projection.py: tokens = global_batch x seq over the printed full "
                         "iteration time) fixes 256",
                         "vpp = 2 from the table's VPP column as published @2eb9dc7d; that column was added in 511bdfcd "
-                        "(2026-03-24) -- the row first appeared @540f94bb (2026-03-13) with columns TP PP CP EP only, and "
-                        "the same edit relabelled the projection printout 'PP=4' as 'PP=4, VPP=2' without changing its "
-                        "numbers; AMD's 8-node command and the MI355X config carry no VPP flag.  Kept at 2 (the authors' "
+                        "(2026-03-24) -- the row first appeared @540f94bb (2026-03-13) with columns TP PP CP EP only -- and "
+                        "35d223ff the same day relabelled the projection printout 'PP=4' as 'PP=4, VPP=2' without "
+                        "changing its numbers; AMD's 8-node command and the MI355X config carry no VPP flag.  Kept at 2 (the authors' "
                         "last word); 1F1B without VPP projects 2,733 tok/s/GPU (scripts/mbs_sweep.py "
                         "primus_blog_mi355x_mixtral_8x22b_bf16_64gpu --mbs 2 --set parallel.vpp=1 "
                         "training.pipeline_schedule=1f1b)"],
