@@ -422,6 +422,12 @@ class Training(BoundedSection):
                                    "worst-case token budget, grouped GEMM with device group sizes); False = "
                                    "Megatron's dispatchers, which synchronise once per MoE layer forward")
     moe_permute_fusion: bool = Field(default=True, description="fused token permutation (Megatron --moe-permute-fusion)")
+    moe_router_padding_for_quantization: bool = Field(
+        default=False, description="Megatron --moe-router-padding-for-quantization (or its alias "
+                                   "--moe-router-padding-for-fp8): the routing map is padded so every expert's token "
+                                   "count is a multiple of the FP8 / FP4 GEMM alignment; off = TEGroupedMLP pads and "
+                                   "unpads the experts' input and output with TE Fp8Padding where the dispatcher left "
+                                   "them unaligned (all-to-all / all-gather)")
     moe_dispatcher_num_sms: Optional[int] = Field(
         default=None, ge=1, description="SMs the DeepEP / HybridEP dispatch and combine kernels take (Megatron "
                                         "--moe-flex-dispatcher-num-sms, or the deprecated --moe-deepep-num-sms / "

@@ -78,6 +78,7 @@ from primus_launch.projection.cost.compute import (KERNEL_MIN_S, arch_of, attent
                                               quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost import moe_host
+from primus_launch.projection.cost import moe_padding
 from primus_launch.projection.cost import moe_imbalance as mib
 from primus_launch.projection.cost import titan_moe
 from primus_launch.projection.cost.contention import ub_factors
@@ -865,7 +866,8 @@ def _cfg(plan: Plan) -> tuple:
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
             (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32),
-            (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager)), bool(t.fp8_param_gather),
+            (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager), bool(t.moe_router_padding_for_quantization)),
+            bool(t.fp8_param_gather),
             frozenset(t.bf16_linears), bool(t.fp8_attention) and recipe is not None and plan.framework == "megatron",
             t.mx_dim1_cast_kernel if recipe == "mxfp8" and plan.framework == "torchtitan" else "cuda")
 
@@ -878,7 +880,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     m = arch_from_key(key)
     prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g, \
         bf16_lin, fp8_attn, mx_dim1 = cfg
-    expert_gemm, sync_free, glue_eager = moe_impl
+    expert_gemm, sync_free, glue_eager, router_pad = moe_impl
     # TorchTitan v0.2's MoE glue as its eager ATen kernels (cost/titan_moe.py) instead of the generic permutes
     titan_glue = glue_eager and prof.name.startswith("torchtitan")
     # router mode of the routing-imbalance term (cost/moe_imbalance.py): forced balance, aux loss, expert bias
@@ -987,6 +989,14 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         fused_mlp = grouped and prof.name == "megatron-te" and expert_gemm == "te_fused"
         cutedsl = fused_mlp and cutedsl_grouped_mlp(expert_gemm, fmt, arch_of(gpu))
         per_expert = grouped and prof.name == "megatron-te" and expert_gemm != "turbo" and not cutedsl
+        # TEGroupedMLP's TE Fp8Padding / Fp8Unpadding around the experts (cost/moe_padding.py)
+        te_pad = moe_padding.te_padding_copies(prof.name, recipe, dispatcher, expert_gemm, grouped, router_pad)
+        if te_pad:
+            pad_b, probs_b = moe_padding.padding_copy_bytes(m_e * local, h, A)
+            npk = moe_padding.launches_per_copy(local)
+            al = moe_padding.align_size(recipe, prec)
+            acc.elem(pad_b + probs_b, f"TE Fp8Padding: experts' input and probs padded to {al}-row multiples "
+                     "(TEGroupedMLP)", 1.0, (2 * npk, 2 * npk))
         host_each = None
         if per_expert:
             gemm_host = moe_host.expert_gemm_host_s(expert_gemm, arch_of(gpu))
@@ -1026,6 +1036,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
                 (fb, bb), kern, pd = EXPERT_BIAS_BYTES, (2 * local + 1, 6 * local + 2), "bf16"
             acc.elem(fb * m_e * local * h, f"experts FC2 bias x probs (TEGroupedMLP._apply_bias: {local} experts, "
                      f"{pd} probs)", bb / fb, kern)
+        if te_pad:
+            acc.elem(pad_b, "TE Fp8Unpadding: experts' output unpadded (TEGroupedMLP)", 1.0, (npk, npk))
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
         _routing_imbalance(acc, e0, mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)))
