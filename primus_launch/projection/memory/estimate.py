@@ -44,8 +44,10 @@ from primus_launch.projection.memory.stage import (  # noqa: F401  (re-exported)
 )
 from primus_launch.projection.memory.titan import (
     TITAN,
+    Fsdp2StreamPools,
     PPStage,
     TitanImpl,
+    fsdp2_stream_pools,
     fsdp_groups,
     moe_backward_bytes,
     pp_rank_walk,
@@ -330,6 +332,8 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
         # and, under PP, the fp32 unsharded gradients accumulated across micro-batches
         all_groups = [g for u in units for g in u[1]] + (list(head_g) if has_loss else [])
         grad_terms = {"grads_sharded": 4.0 * shard_p, "grads_unsharded": 4.0 * sum(g.grad_elems for g in all_groups)}
+        # FSDP2's all-gather copy-in and reduce-scatter streams, units in forward order (memory.titan)
+        pools = fsdp2_stream_pools([u[1] for u in units] + ([head_g] if has_loss else []))
         if pp > 1 and schedule in ("1f1b", "gpipe", "interleaved_1f1b"):
             # torch.distributed.pipelining + FSDP2, walked over the rank's schedule (memory_titan)
             a_sbh = 2.0 * sb * h / tp
@@ -354,8 +358,10 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, nmb=nmb,
                                        held=reshard != "always")
             w = _most_in_flight(ops)
+            side = _side_pools_reserved(pools, parts)
             out.append((stage_report(rank, weights, parts["gradients"], optim, parts["activations"],
-                                     parts["transient"], w, int(dense_p + expert_p)), {**parts, **grad_terms}))
+                                     parts["transient"], w, int(dense_p + expert_p), side_pools=side),
+                        {**parts, **grad_terms, "side_pools_reserved": side}))
             continue
         # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
         units_in_flight = flight[rank] / max(1, len(layout[rank])) if pp > 1 else 1.0
@@ -383,6 +389,14 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                                  loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, in_grad=2.0 * sb * h / tp,
                                  mb_scale=units_in_flight)
         acts = parts["activations"]
+        side = _side_pools_reserved(pools, parts)
         out.append((stage_report(rank, weights, parts["gradients"], optim, acts, parts["transient"],
-                                 int(math.ceil(units_in_flight)), int(dense_p + expert_p)), {**parts, **grad_terms}))
+                                 int(math.ceil(units_in_flight)), int(dense_p + expert_p), side_pools=side),
+                    {**parts, **grad_terms, "side_pools_reserved": side}))
     return tuple(out)
+
+
+def _side_pools_reserved(pools: Fsdp2StreamPools, parts: dict[str, float]) -> float:
+    """Reserved bytes of FSDP2's side streams beyond what the peak's breakdown already counts there
+    (``side_pools``: the sharded gradients reduced so far, the prefetched unit's all-gather output)."""
+    return max(0.0, pools.copy_in + pools.reduce_scatter - parts.get("side_pools", 0.0))
