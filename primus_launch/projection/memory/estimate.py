@@ -132,8 +132,10 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
          "SwiGLU/RoPE)" + (", dropout masks" if plan.model.hidden_dropout or plan.model.attention_dropout
                            else ", no dropout")),
         f"memory basis {memory_basis}: allocated peak {worst.allocated_bytes / GiB:.1f} GiB, estimated reserved "
-        f"{(worst.allocated_bytes + worst.allocator_reserve_bytes) / GiB:.1f} GiB (+{ALLOCATOR_FRAGMENTATION:.1%}: "
-        f"the caching allocator's published max reserved / max allocated), + {out_b / GiB:.1f} GiB outside the allocator ("
+        f"{(worst.allocated_bytes + worst.allocator_reserve_bytes) / GiB:.1f} GiB ("
+        + ("10 % of activations and transients + FSDP2's side-stream pools" if titan else
+           f"+{ALLOCATOR_FRAGMENTATION:.1%}: the caching allocator's published max reserved / max allocated")
+        + f"), + {out_b / GiB:.1f} GiB outside the allocator ("
         + ", ".join(f"{k} {v / GiB:.2f}" for k, v in outside.items() if v) + " GiB)",
         f"verdict {vd}: band {low:+.0%} / {high:+.0%} on the allocator's part, the {out_b / GiB:.1f} GiB outside it "
         f"as estimated: {band.low_bytes / GiB:.1f}-{band.high_bytes / GiB:.1f} GiB ({source})",
@@ -185,6 +187,11 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
         notes.append("fp4: counted as bf16 (NVFP4 weight/activation copies not modelled)")
     if titan and plan.training.compile:
         notes.append("torch.compile: norms fused and SwiGLU keeping w1/w3 outputs only (stated model, not traced)")
+    if titan and acts is None:
+        side = titan_stage_parts(*titan_args(plan))[worst.stage][1].get("side_pools_reserved", 0.0)
+        notes.append(f"FSDP2 side streams (expandable segments are per stream): {side / GiB:.1f} GiB reserved beyond "
+                     "the peak's allocation (all-gather copy-in buffers of two consecutive units, every unit's "
+                     "fp32 sharded gradient on the reduce-scatter stream), in the reserved estimate")
     if _ep_routing(plan):
         notes.append("MoE: each EP rank assumed to receive the average number of routed tokens (balanced routing)")
     breakdown = {"parameters": worst.parameters_bytes, "gradients": worst.gradients_bytes,
