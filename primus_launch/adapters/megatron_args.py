@@ -93,6 +93,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--moe-use-legacy-grouped-gemm", "true", group="moe"),
     _f("--moe-router-force-load-balancing", "true", group="moe"),
     _f("--moe-router-fusion", "true", group="moe"),
+    _f("--moe-router-padding-for-quantization", "true", group="moe"),
+    _f("--moe-router-padding-for-fp8", "true", group="moe"),
     _f("--moe-router-load-balancing-type", "list", ["aux_loss"], group="moe"),
     _f("--moe-router-dtype", "str", group="moe"),
     _f("--overlap-moe-expert-parallel-comm", "true", group="moe"),
@@ -810,6 +812,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         moe_expert_gemm=_expert_gemm(a),
         moe_router_force_load_balancing=bool(get(a, "moe_router_force_load_balancing")),
         moe_router_fusion=bool(get(a, "moe_router_fusion")),
+        # transformer_config.__post_init__: --moe-router-padding-for-fp8 is the alias that turns the other on
+        moe_router_padding_for_quantization=bool(get(a, "moe_router_padding_for_quantization")
+                                                 or get(a, "moe_router_padding_for_fp8")),
         moe_router_aux_loss=any(str(x) != "none" for x in (get(a, "moe_router_load_balancing_type") or ["aux_loss"])),
         moe_router_fp32=str(get(a, "moe_router_dtype") or "") in ("fp32", "fp64"),
         overlap_moe_expert_parallel_comm=bool(get(a, "overlap_moe_expert_parallel_comm")),
@@ -1171,6 +1176,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                      "moe_router_fusion"):
             out[dest] = bool(getattr(t, dest))
         out["moe_use_legacy_grouped_gemm"] = t.moe_expert_gemm == "legacy"
+        if t.moe_router_padding_for_quantization or current.get("moe_router_padding_for_quantization") is not None:
+            out["moe_router_padding_for_quantization"] = t.moe_router_padding_for_quantization
         if t.moe_expert_gemm == "te_fused" or current.get("use_transformer_engine_op_fuser") is not None:
             out["use_transformer_engine_op_fuser"] = t.moe_expert_gemm == "te_fused"
         out["moe_expert_rank_capacity_factor"] = t.moe_expert_rank_capacity_factor

@@ -945,6 +945,9 @@ MODELLED_FLAGS: dict[str, str] = {
                                          "grouped MLP, CuTeDSL kernels with the activation and biases in their "
                                          "epilogues; dense layers not modelled)",
     "--moe-permute-fusion": "training.moe_permute_fusion (Megatron default off)",
+    "--moe-router-padding-for-quantization": "training.moe_router_padding_for_quantization (no TE Fp8Padding copies "
+                                             "around the experts; the padded routed tokens themselves not priced)",
+    "--moe-router-padding-for-fp8": "training.moe_router_padding_for_quantization (alias)",
     "--moe-flex-dispatcher-num-sms": "training.moe_dispatcher_num_sms (SMs DeepEP / HybridEP take beside compute)",
     "--moe-deepep-num-sms": "training.moe_dispatcher_num_sms (deprecated, routed as Megatron does)",
     "--moe-hybridep-num-sms": "training.moe_dispatcher_num_sms (deprecated, routed as Megatron does)",
@@ -1031,8 +1034,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--moe-expert-capacity-factor": "time, memory: tokens dropped / padded to a capacity per expert",
     "--moe-pad-expert-input-to-capacity": "time, memory: expert inputs padded to the capacity",
     "--moe-token-drop-policy": "time: which tokens are dropped at capacity",
-    "--moe-router-padding-for-fp8": "time, memory: routing map padded to FP8 GEMM alignment",
-    "--moe-router-padding-for-quantization": "time, memory: routing map padded to quantized GEMM alignment",
     "--moe-use-upcycling": "time: dense checkpoint upcycled at start (not per iteration)",
     "--moe-paged-stash-buffer-size-factor-cpu": "memory: paged stash host buffer",
     "--moe-latent-size": "time, memory: MoE in a latent space (Nemotron-H style)",

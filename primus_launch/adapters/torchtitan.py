@@ -172,16 +172,16 @@ KEYS: dict[str, Key] = {
     **{f"quantize.linear.float8.{k}": _MAPPED for k in ("recipe_name", "enable_fsdp_float8_all_gather")},
     **{f"quantize.linear.float8.{k}": _NEUTRAL for k in ("precompute_float8_dynamic_scale_for_fsdp", "filter_fqns")},
     "quantize.linear.float8.emulate": _u(False, "time: FP8 matmuls emulated in higher precision"),
-    **{f"quantize.linear.mx.{k}": _MAPPED for k in ("recipe_name",)},
-    **{f"quantize.linear.mx.{k}": _NEUTRAL for k in ("mxfp8_dim1_cast_kernel_choice", "filter_fqns")},
+    **{f"quantize.linear.mx.{k}": _MAPPED for k in ("recipe_name", "mxfp8_dim1_cast_kernel_choice")},
+    **{f"quantize.linear.mx.{k}": _NEUTRAL for k in ("filter_fqns",)},
     "quantize.grouped_mm.float8.fqns": _MAPPED,
     **{f"quantize.grouped_mm.mx.{k}": _MAPPED for k in ("fqns", "recipe_name")},
     **{f"float8.{k}": _MAPPED for k in ("recipe_name", "enable_fsdp_float8_all_gather", "enable_float8_linear")},
     **{f"float8.{k}": _NEUTRAL for k in ("precompute_float8_dynamic_scale_for_fsdp", "filter_fqns",
                                          "force_recompute_fp8_weight_in_bwd", "moe_fqns_prototype")},
     "float8.emulate": _u(False, "time: FP8 matmuls emulated in higher precision"),
-    **{f"mx.{k}": _MAPPED for k in ("recipe_name",)},
-    **{f"mx.{k}": _NEUTRAL for k in ("mxfp8_dim1_cast_kernel_choice", "filter_fqns", "moe_fqns_prototype")},
+    **{f"mx.{k}": _MAPPED for k in ("recipe_name", "mxfp8_dim1_cast_kernel_choice", "use_fp8_dim1_cast_triton_kernel")},
+    **{f"mx.{k}": _NEUTRAL for k in ("filter_fqns", "moe_fqns_prototype")},
     "debug.moe_force_load_balance": _MAPPED,
     **{f"debug.{k}": _NEUTRAL for k in ("seed", "deterministic_warn_only", "print_config", "save_config_file",
                                         "enable_structured_logging", "spmd_typechecking")},
@@ -380,6 +380,24 @@ def job_cluster(text: str, job: dict, cluster: Optional[Cluster]) -> Cluster:
     return DEFAULT_CLUSTER
 
 
+def _mx_dim1_kernel(job: dict) -> str:
+    """The dim1 cast kernel of TorchTitan v0.1 / v0.2's MX linear converter, which overrides the torchao recipe's
+    (v0.2.1 components/quantization/mx.py; ``training.mx_dim1_cast_kernel``, cost/fp8.py): v0.2
+    ``quantize.linear.mx.mxfp8_dim1_cast_kernel_choice`` / early ``mx.mxfp8_dim1_cast_kernel_choice`` (default
+    "triton", config/job_config.py), v0.1.0 ``mx.use_fp8_dim1_cast_triton_kernel`` (default True; False = torch)."""
+    key = "quantize.linear.mx.mxfp8_dim1_cast_kernel_choice"
+    v = job_get(job, key)
+    if v is None:
+        key = "mx.mxfp8_dim1_cast_kernel_choice"
+        v = job_get(job, key)
+    if v is None:
+        flag = job_get(job, "mx.use_fp8_dim1_cast_triton_kernel")
+        return "torch" if flag is False else "triton"
+    if v not in ("triton", "cuda", "torch"):
+        raise PlanError(key, v, "one of triton, cuda, torch")
+    return str(v)
+
+
 def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) -> dict[str, Any]:
     """Precision fields from the converters (v0.1/v0.2 names and 0.3 converter classes)."""
     trn = _tbl(job, "training")
@@ -404,7 +422,7 @@ def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) ->
         if gather:
             out["fp8_param_gather"] = True
     if mx_linear:
-        out.update(precision="fp8", fp8_recipe="mxfp8")
+        out.update(precision="fp8", fp8_recipe="mxfp8", mx_dim1_cast_kernel=_mx_dim1_kernel(job))
     for c in conv03:
         kind = c.get("type")
         if kind == "Float8LinearConverter":
@@ -641,6 +659,8 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
 
     recompute = _recompute(job, unmod)
     prec = _precision(job, notes, unmod)
+    if version == "0.3":   # 0.3's MXFP8 converter keeps the torchao recipe's CUDA dim1 kernel (no such option)
+        prec.pop("mx_dim1_cast_kernel", None)
     _converter_coverage(job, model.is_moe, prec, unmod, mla=model.multi_latent_attention)
     opt = _tbl(job, "optimizer").get("name", "AdamW")
     steps = _int(trn, "training", "steps", 10000)
@@ -841,6 +861,8 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
         put("training.mixed_precision_param", "float32" if t.precision == "fp32" else "bfloat16", "bfloat16")
     if t.fp8_param_gather != ot.fp8_param_gather:
         put("quantize.linear.float8.enable_fsdp_float8_all_gather", t.fp8_param_gather, False)
+    if version != "0.3" and t.fp8_recipe == "mxfp8" and t.mx_dim1_cast_kernel != ot.mx_dim1_cast_kernel:
+        put("quantize.linear.mx.mxfp8_dim1_cast_kernel_choice", t.mx_dim1_cast_kernel, "triton")
     if t.train_iters is not None and t.train_iters != ot.train_iters:
         put("training.steps", t.train_iters, 10000)
     if t.compile != ot.compile:
