@@ -64,6 +64,11 @@ its local fp32 ``log_probs``).  Transient levels walked through the step (the pe
   micro-batches (no gradient sync until ``perform_reduce_grad``), each micro-batch in flight with its
   stage output, then the reduce unit by unit; traced per stage and per term for 1F1B, GPipe and
   Interleaved 1F1B (``tests/test_memory_titan_pp.py``).
+
+Reserved (what torchtitan's ``DeviceMemoryMonitor`` logs, ``reserved_bytes.all.peak``): the allocated peak, a
+stated 10 % of its activations and transients (:data:`memory.stage.TITAN_DYNAMIC_FRAGMENTATION`), and what
+FSDP2's all-gather copy-in and reduce-scatter streams keep reserved beyond what the peak holds of them
+(:func:`fsdp2_stream_pools`; traced in ``tests/test_memory_titan_streams.py``).
 """
 
 from __future__ import annotations
