@@ -21,8 +21,10 @@ from primus_launch.projection.result import StageMemory
 
 #: the caching allocator's reserved peak over its allocated peak, Megatron (fraction of the allocated peak)
 ALLOCATOR_FRAGMENTATION = RESERVED_OVER_ALLOCATED
-#: TorchTitan's model (memory.titan): reserved minus allocated = 10 % of the dynamic (activation +
-#: transient) memory, FSDP2's all-gather / reduce-scatter buffers allocated on their own streams
+#: TorchTitan's model (memory.titan): the default stream's own fragmentation, 10 % of the dynamic (activation +
+#: transient) memory -- a stated guess no source pins (the published rows leave default-stream gaps of a
+#: fixed size between eager and compiled twins, scripts/validation/MEMORY.md round 10); FSDP2's side-stream
+#: pools are added beside it (``side_pools``, memory.titan.fsdp2_stream_pools)
 TITAN_DYNAMIC_FRAGMENTATION = 0.10
 
 
