@@ -490,6 +490,10 @@ def fsdp2_stream_pools(units: list[tuple[FsdpGroup, ...]], *, param_bytes: float
     requesting stream's segment and frees none until ``empty_cache`` or an allocation retry).  So a step's
     reserved peak holds both pools at their high-water marks beside the default stream's peak, where
     ``memory_allocated`` counts only what is alive at that moment (at the loss backward: no gradient yet).
+    Under memory pressure a failed allocation releases every stream's free cached pages and retries
+    (``release_cached_blocks``, counted in ``num_alloc_retries``), so the free part of these pools raises
+    the reported reserved peak but not the point where the step runs out: as a term of the fits verdict it
+    errs on the side of ``does not fit`` by at most its size.
     """
     flats = [param_bytes * sum(g.unsharded for g in gs if g.shard > 1) for gs in units]
     copies = [param_bytes * max((g.sharded for g in gs if g.shard > 1), default=0.0) for gs in units]
