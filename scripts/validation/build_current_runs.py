@@ -1221,7 +1221,7 @@ def amd_rows():
             measured_tokens_per_sec_per_gpu_for_judging=tok,
         ))
     mix = dict(num_layers=56, hidden_size=6144, ffn_hidden_size=16384, num_attention_heads=48, num_query_groups=8,
-               vocab_size=32000, seq_length=8192, num_experts=8, moe_topk=2, moe_ffn_hidden_size=16384)
+               vocab_size=32768, seq_length=8192, num_experts=8, moe_topk=2, moe_ffn_hidden_size=16384)
     flags = ["--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 4",
              "--num-virtual-stages-per-pipeline-rank 2", "--context-parallel-size 1", "--expert-model-parallel-size 8",
              "--micro-batch-size 2", "--global-batch-size 256", "--num-layers 56", "--hidden-size 6144", "--ffn-hidden-size 16384",
@@ -1232,7 +1232,7 @@ def amd_rows():
              "--moe-aux-loss-coeff 1e-2", "--moe-grouped-gemm", "--moe-token-dispatcher-type alltoall",
              "--moe-router-force-load-balancing", "--bf16", "--use-distributed-optimizer", "--overlap-grad-reduce",
              "--overlap-param-gather", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion",
-             "--cross-entropy-fusion-impl te", "--mock-data", "--vocab-size 32000"]
+             "--cross-entropy-fusion-impl te", "--mock-data", "--vocab-size 32768"]
     # What the backward needs on PP rank 0 without recompute, per token of a micro-batch, per layer (bf16 elements): each
     # of the top-2 routed copies' grouped-GEMM fc1 input (h), fc1 output (2F, the SwiGLU's input) and fc2 input (F);
     # flash attention's q, k, v, o; the two norms' inputs (2h).  Interleaved 1F1B (PP 4, VP 2) keeps
@@ -1242,7 +1242,7 @@ def amd_rows():
     h, F, nq, nkv, d = 6144, 16384, 48, 8, 128
     per_tok = 2 * (h + 2 * F + F) + (2 * nq + 2 * nkv) * d + 2 * h
     acts = 2 * per_tok * 2 * 8192 * 7 * 8
-    dense = 14 * (h * (nq + 2 * nkv) * d + nq * d * h + 2 * h + 8 * h) + 32000 * h
+    dense = 14 * (h * (nq + 2 * nkv) * d + nq * d * h + 2 * h + 8 * h) + 32768 * h
     expert = 14 * 3 * h * F
     static = (2 + 4) * (dense + expert) + 12 * (dense / 16 + expert / 2)
     mix_mem = (f"memory not judged: nothing states the recompute and global batch of the measured 8-node run. The blog's "
@@ -1273,7 +1273,25 @@ def amd_rows():
                         "10.052 s = 2,097,152 tokens per iteration = 256 sequences of 8192)",
                         "architecture from Primus primus/configs/models/megatron/mixtral_8x22B_v0.1.yaml + mixtral_base.yaml "
                         "(56 layers, h 6144, ffn 16384, 48 heads, 8 KV groups, 8 experts top-2, rope base 1e6); vocab "
-                        "32000 = Mixtral-8x22B-v0.1 tokenizer"],
+                        "32768: the config's MixtralTokenizer is Megatron's HuggingFaceTokenizer of "
+                        "mistralai/Mixtral-8x22B-v0.1 (Primus @2eb9dc7d primus/backends/megatron/training/tokenizer/"
+                        "tokenizer.py build_tokenizer), whose config.json vocab_size is 32768, a multiple of 128 "
+                        "(adapters/megatron_vocab.py; was read 32000, Mixtral-8x7B's)",
+                        "global_batch_size = 256 also from AMD's own 8-node reproduction command for this model "
+                        "(ROCm/MAD Primus-Megatron training README for rocm/primus:v26.3, Primus e16b27bf, section 3.2 "
+                        "'Mixtral-8x22B BF16 8 Nodes': --micro_batch_size 2 --global_batch_size 256 on the "
+                        "mixtral_8x22B_v0.1-BF16-pretrain.yaml config), independent of the blog's projection arithmetic; "
+                        "the blog's hand-worked 'Example Calculation' (GBS 128, 10,052 x 8/16 = 5,026 ms) gives the same "
+                        "3,260 tok/s/GPU, but the Primus code that printed '10,052 ms / 3,260' (@511bdfcd and @2eb9dc7d "
+                        "performance_projection/projection.py: tokens = global_batch x seq over the printed full "
+                        "iteration time) fixes 256",
+                        "vpp = 2 from the table's VPP column as published @2eb9dc7d; that column was added in 511bdfcd "
+                        "(2026-03-24) -- the row first appeared @540f94bb (2026-03-13) with columns TP PP CP EP only -- and "
+                        "35d223ff the same day relabelled the projection printout 'PP=4' as 'PP=4, VPP=2' without "
+                        "changing its numbers; AMD's 8-node command and the MI355X config carry no VPP flag.  Kept at 2 (the authors' "
+                        "last word); 1F1B without VPP projects 2,733 tok/s/GPU (scripts/mbs_sweep.py "
+                        "primus_blog_mi355x_mixtral_8x22b_bf16_64gpu --mbs 2 --set parallel.vpp=1 "
+                        "training.pipeline_schedule=1f1b)"],
         source_reliability="secondary (AMD blog quoting AMD's performance page); this is the 'Mixtral 8x22B on MI355X' "
                            "reference that the Primus tuning-agent docs project to 3,260 tokens/s/GPU on 4 nodes",
         notes="Flags other than the table's layout come from the Primus example config "
@@ -1288,7 +1306,8 @@ def amd_rows():
                        "3,260 tokens/s/GPU at 10,052 ms per iteration on 64 GPUs = 2.097 M tokens = 256 x 8192 (its "
                        "'Performance Projection' output, same document)", "recompute (config: granularity full, method block, 0 layers)",
                        "Primus-Turbo kernels (enable_primus_turbo: true; turbo attention/grouped MLP off)",
-                       "docker image / Primus version of the measurement", "VPP 2 from the table, not in the config"],
+                       "docker image / Primus version of the measurement", "VPP 2 from the table (column added after the row "
+                       "was first published, see derived_fields), not in the config nor in AMD's 8-node command"],
         judge_only=True, confidence="low", judge_groups=["moe", "cdna4"],
         measured_tokens_per_sec_per_gpu_for_judging=3534,
     ))
