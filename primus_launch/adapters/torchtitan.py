@@ -191,7 +191,8 @@ KEYS: dict[str, Key] = {
     "optimizer.name": _MAPPED,
     **{f"optimizer.{k}": _NEUTRAL for k in ("lr", "eps", "weight_decay", "beta1", "beta2", "betas", "type",
                                             "min_lr", "lr_min")},
-    "optimizer.implementation": _u("fused", "time: an unfused optimizer step"),
+    "optimizer.implementation": _u("fused", "time: an unfused optimizer step; memory: foreach AdamW's "
+                                                "_foreach_sqrt temporary of the shard (4 B per parameter) at the step"),
     "optimizer.early_step_in_backward": _u(False, "memory: gradients freed during backward"),
     **{f"comm.{k}": _NEUTRAL for k in ("init_timeout_seconds", "train_timeout_seconds", "trace_buf_size",
                                        "save_traces_folder", "save_traces_file_prefix")},
