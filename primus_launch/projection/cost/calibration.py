@@ -168,12 +168,15 @@ def power_headroom(tdp_watts: float | None, peak_power_w: float | None, arch: st
 def compute_clock(spec_value: float, arch: str, tdp_watts: float | None, peak_power_w: float | None,
                   power_limit_w: float | None) -> float:
     """Fraction of the kernel benchmarks' throughput compute-bound kernels reach in a training step:
-    ``min(1, sustained_clock x power_headroom) x power_cap_factor`` (a user-set
-    ``sustained_clock_fraction`` < 1 is taken as it stands, without headroom)."""
+    ``min(1, sustained_clock x power_headroom x power_cap_factor)``: the cap scales the power the step
+    runs at before the kernel benchmarks' ceiling, so a GB300 capped at the 1,200 W its peaks are stated
+    at sustains what a GB200 does (headroom x cap = (cap / stated power) ** POWER_CAP_EXPONENT); a user-set
+    ``sustained_clock_fraction`` < 1 is taken as it stands, without headroom, times the cap factor."""
     clk = sustained_clock("", spec_value, arch)
+    cap = power_cap_factor(power_limit_w, tdp_watts)
     if spec_value >= 1.0:
-        clk = min(1.0, clk * power_headroom(tdp_watts, peak_power_w, arch))
-    return clk * power_cap_factor(power_limit_w, tdp_watts)
+        return min(1.0, clk * power_headroom(tdp_watts, peak_power_w, arch) * cap)
+    return clk * cap
 
 
 def sustained_clock(gpu: str, spec_value: float, arch: str = "") -> float:
