@@ -730,8 +730,9 @@ _PRIMUS349_READ = (
     "pre_trainer.yaml: llama3 8B (Llama 3.1 8B), local_batch_size 3, seq_len 8192, activation_checkpoint none, "
     "compile model + loss, FSDP over the 8 GPUs (data_parallel_shard_degree -1), AdamW (fused), bf16 params / fp32 "
     "reduce.  Not a plan field: Primus-Turbo's attention / kernels (enable_primus_turbo true).  Device: 8 x MI350 (the "
-    "issue's 'GPUs: 8* MI350', read as MI350X 288 GB); the logged 240.17 GiB at 95.31 % gives a torch-visible total of "
-    "252.0 GiB, below the hardware DB's capacity for the MI350X (the verdict uses the DB's).")
+    "issue's 'GPUs: 8* MI350', read as MI350X 288 GB); the OOM message gives a torch-visible total of 251.98 GiB "
+    "(the hardware DB's MI350X: 287.98 GiB; the verdict uses the DB's).  The failed allocation, 11.74 GiB = 3 x 8192 x "
+    "128,256 x 4 B, is the fp32 logits of the loss in step 2, with 229.04 GiB allocated before it.")
 
 CASES += [
     dict(id="titan_pr808_llama3_8b_h100_8gpu_bf16_compile", outcome="ran", framework="torchtitan", hardware=_PR808_HW,
@@ -744,7 +745,8 @@ CASES += [
          source=_PR808_SRC,
          quote=("'// experiment (rowwise float8 + compile) ... --model.converters float8 --training.compile "
                 "--float8.recipe_name rowwise ... step: 30  loss:  7.7109  memory: 47.77GiB(50.28%)'"),
-         read=_PR808_READ + "  Run before #820 (2025-02) removed abs from the per-op SAC save list.",
+         read=_PR808_READ + ("  The figure equals #820's 'float8 row-wise WITHOUT storing abs() op output' run (2025-02-04): "
+                             "the per-op SAC save list without abs, as torchtitan kept it after #820."),
          measured_peak=_pr808_peak(47.77, "50.28%"), pair=None),
     dict(id="titan_pr808_llama3_8b_h100_8gpu_float8_tensorwise_fsdp_fp8_ag", outcome="ran", framework="torchtitan",
          hardware=_PR808_HW,
@@ -756,6 +758,16 @@ CASES += [
                 "--float8.enable_fsdp_float8_all_gather --float8.precompute_float8_dynamic_scale_for_fsdp ... step: 20  "
                 "loss:  8.4258  memory: 47.32GiB(49.81%)'"),
          read=_PR808_READ, measured_peak=_pr808_peak(47.32, "49.81%"), pair=None),
+    dict(id="titan_pr820_llama3_8b_h100_8gpu_float8_tensorwise_compile", outcome="ran", framework="torchtitan",
+         hardware=_PR808_HW, torchtitan_config=_titan(_PR808_JOB, model={"converters": ["float8"]}),
+         source=dict(ref="pytorch/torchtitan commit 88247277c (#820, 2025-02-06, 'Remove abs from save list for per op AC "
+                         "...'), benchmarks run in the PR #808 thread",
+                     url="https://github.com/pytorch/torchtitan/pull/820", date="2025-02-04"),
+         quote=("'float8 tensorwise WITHOUT storing abs() output: ... step: 20  loss:  8.5451  memory: 47.77GiB(50.28%)  "
+                "tps: 6,871  mfu: 40.24%'"),
+         read=_PR808_READ + ("  The commit does not repeat the command: read as #808's float8 command with the tensorwise "
+                             "default (no float8 all-gather), the configuration whose save list it compares."),
+         measured_peak=_pr808_peak(47.77, "50.28%"), pair=None),
     dict(id="primus_issue349_mi350x_llama31_8b_bf16_titan_lbs3_noac", outcome="oom", framework="torchtitan",
          hardware=dict(gpu="MI350 (8x; logged total 252.0 GiB)", plan_gpu="mi350x", num_gpus=8, gpus_per_node=8),
          torchtitan_config={"model": {"name": "llama3", "flavor": "8B"},
@@ -769,8 +781,40 @@ CASES += [
          source=dict(ref="AMD-AGI/Primus issue #349 ('Llama 3.1 8B with BF16 precision using Primus torchtitan failed with "
                          "OOM.', 2025-12-11)", url="https://github.com/AMD-AGI/Primus/issues/349", date="2025-12-11"),
          quote=("'GPUs: 8* MI350 ... I used steps from documentation ... primus_pyt_train_llama-3.1-8b ... step:  1  loss: "
-                "12.2674  grad_norm:  3.9375  memory: 240.17GiB(95.31%)  tps: 531 ... Traceback' (title: 'failed with OOM')"),
+                "12.2674  grad_norm:  3.9375  memory: 240.17GiB(95.31%)  tps: 531 ... torch.OutOfMemoryError: HIP out of "
+                "memory. Tried to allocate 11.74 GiB. GPU 7 has a total capacity of 251.98 GiB of which 6.94 GiB is free. Of "
+                "the allocated memory 229.04 GiB is allocated by PyTorch, and 12.46 GiB is reserved by PyTorch but "
+                "unallocated ... train.py, line 512, in train_step: loss = self.forward_backward_step(...)'"),
          read=_PRIMUS349_READ, pair=None),
+]
+
+# Megatron-LM research branch, the 32-expert top-3 shared-expert MoE ("tk3-sh1") throughput smoke runs on 4 x GH200:
+# MEGATRON_ARGS of _research/launch/transformer-pp-350m-ablation-aurora-qkn-moe-32e-tk3-sh1-smoke-{baseline,mbs16-rcs}
+# .sbatch at 25551dd583 (the two differ only in --micro-batch-size 8 / 16 and --recompute-granularity selective).
+_R350_MOE32 = ["--qk-layernorm", "--num-experts 32", "--moe-router-topk 3", "--moe-ffn-hidden-size 640",
+               "--moe-shared-expert-intermediate-size 640", "--moe-router-load-balancing-type aux_loss",
+               "--moe-aux-loss-coeff 1e-2", "--moe-z-loss-coeff 1e-3", "--moe-grouped-gemm", "--moe-permute-fusion",
+               "--moe-token-dispatcher-type alltoall", "--expert-model-parallel-size 1", "--optimizer aurora"]
+_R350_MOE32_HW = dict(gpu="GH200 96GB (Alps)", plan_gpu="gh200-96gb", num_gpus=4, gpus_per_node=4)
+CASES += [
+    dict(id="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs16_recompute_selective", outcome="oom", framework="megatron",
+         hardware=_R350_MOE32_HW,
+         megatron_flags=_R350_COMMON + _R350_MOE32 + ["--micro-batch-size 16", "--recompute-granularity selective"],
+         source=dict(ref="NVIDIA/Megatron-LM commit e6e27508af (2026-05-10, 'Smoke fixes: cudagraph use moe-only scope, "
+                         "mbs16-rcs -> mbs16-rcfull'): _research/launch/transformer-pp-350m-ablation-aurora-qkn-moe-32e-"
+                         "tk3-sh1-smoke-mbs16-rcs.sbatch at 25551dd583",
+                     url="https://github.com/NVIDIA/Megatron-LM/commit/e6e27508af", date="2026-05-10"),
+         quote=("'mbs16: --recompute-granularity selective only saves attention-bwd activations, not MoE permute/dispatch "
+                "ones, so MBS=16 still OOM'd.'"),
+         read=_R350_READ, pair="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs8"),
+    dict(id="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs8", outcome="ran", framework="megatron",
+         hardware=_R350_MOE32_HW, megatron_flags=_R350_COMMON + _R350_MOE32 + ["--micro-batch-size 8"],
+         source=dict(ref="NVIDIA/Megatron-LM commit 25551dd583 (2026-05-10, 'MoE throughput smoke runs: 4 variants on "
+                         "tk3-sh1 32E'): the smoke-baseline sbatch, a control re-run of the full run",
+                     url="https://github.com/NVIDIA/Megatron-LM/commit/25551dd583", date="2026-05-10"),
+         quote="'Quality champion (final 2.098, 86.8 TFLOP/s/GPU) ... baseline - control re-run, MBS=8'",
+         read=_R350_READ + "  The full tk3-sh1 run at MBS 8 finished (final loss 2.098): ran.",
+         pair="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs16_recompute_selective"),
 ]
 
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
