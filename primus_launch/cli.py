@@ -308,10 +308,11 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
         print(f"primus-launch: warning: {result.measurement.cache_warning}", file=sys.stderr)
     if result.mode == "measured" and a.measure_device is None:
         from primus_launch.projection.api import default_measure_device
+        from primus_launch.projection.measure.device import no_gpu_reason
 
         if default_measure_device() == "cpu":
-            print("primus-launch: warning: no GPU visible, measured on the CPU: CPU timings only check the path "
-                  "(use --dry-run to simulate the target GPU)", file=sys.stderr)
+            print(f"primus-launch: warning: no GPU: {no_gpu_reason()}; measured on the CPU: CPU timings only check "
+                  "the path (use --dry-run to simulate the target GPU)", file=sys.stderr)
     if a.trace:
         _write_trace(a.trace, result)
     if a.report:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -32,20 +33,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts" / "validation"))
 DEFAULT_RECIPE = "recipes/megatron/llama3.1_8b.sh"
-#: the device's name (torch.cuda.get_device_name) -> the hardware database's GPU
-GPU_OF_DEVICE = (("GB300", "gb300"), ("GB200", "gb200"), ("B300", "b300"), ("B200", "b200"), ("H200", "h200"),
-                 ("H100", "h100-sxm"), ("MI355X", "mi355x"), ("MI350X", "mi350x"), ("MI325X", "mi325x"),
-                 ("MI300X", "mi300x"), ("A100", "a100-sxm-80gb"))
 KINDS = ("embedding", "dense_layer", "moe_layer", "dense_window_layer", "moe_window_layer", "attn_core",
          "mtp_extra", "head_loss")
 
 
 def device_gpu() -> str | None:
-    """The hardware database's name of the visible CUDA device, if it has one."""
-    import torch
+    """The hardware database's name of the visible CUDA / ROCm device, if it has one
+    (:func:`primus_launch.projection.measure.device.gpu_of_device`)."""
+    from primus_launch.projection.measure.device import local_device_gpu
 
-    name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
-    return next((g for key, g in GPU_OF_DEVICE if key in name.upper().replace(" ", "")), None)
+    return local_device_gpu()[1]
+
+
+def bad_pieces(meas) -> list[str]:
+    """Measured pieces whose time is not a positive finite number (a broken measurement)."""
+    import math
+
+    return [n for n, pc in meas.measurement.pieces.items()
+            if not all(math.isfinite(v) and v > 0 for v in (pc.fwd_s, pc.bwd_s))]
 
 
 def _ratio(a: float, b: float) -> str:
@@ -94,9 +99,30 @@ def report(meas, dry, plan) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The check; every failure ends with one line on stderr: exit 2 for a bad argument or recipe or a
+    measurement the device cannot hold (out of memory), 1 for anything else (set
+    ``PRIMUS_LAUNCH_TRACEBACK=1`` for the traceback)."""
+
+    from primus_launch.errors import UserError, one_line
+    from primus_launch.plan import PlanError
+
+    try:
+        return _check(argv)
+    except (UserError, PlanError) as e:
+        print(f"gpu_check: error: {one_line(e)}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if os.environ.get("PRIMUS_LAUNCH_TRACEBACK"):
+            raise
+        print(f"gpu_check: failed: {type(e).__name__}: {' '.join(str(e).split())[:300]} "
+              "(PRIMUS_LAUNCH_TRACEBACK=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+def _check(argv: list[str] | None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--recipe", default=DEFAULT_RECIPE, help=f"bundled recipe to check (default {DEFAULT_RECIPE})")
-    ap.add_argument("--device", default=None, help="cuda (default when visible) or cpu")
+    ap.add_argument("--device", default=None, choices=["cuda", "cpu"], help="cuda (default when visible) or cpu")
     ap.add_argument("--gpu", help="GPU kind of both projections (default: the device's, else the recipe's)")
     ap.add_argument("--smoke", action="store_true", help="tiny plan on the CPU: checks that the script runs")
     ap.add_argument("--out", help="write both results as JSON here")
@@ -105,23 +131,37 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from primus_launch.adapters import load_recipe
+    from primus_launch.errors import UserError
     from primus_launch.projection.api import project
+    from primus_launch.projection.measure.device import local_device_gpu, no_gpu_reason
     from primus_launch.projection.measure.upscale import POLICY_ENV
 
-    device = "cpu" if a.smoke else (a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    gpu = a.gpu or (device_gpu() if device.startswith("cuda") else None)
+    smoke = a.smoke
+    if not smoke and not torch.cuda.is_available():
+        if a.device == "cuda":
+            raise UserError(f"--device=cuda: {no_gpu_reason()}")
+        if a.device is None:  # nothing to measure a GPU on: say why, and check the path instead
+            print(f"gpu_check: no GPU: {no_gpu_reason()}; running the --smoke check on the CPU instead "
+                  "(its ratios say nothing about a GPU)", file=sys.stderr)
+            smoke = True
+    device = "cpu" if smoke else (a.device or "cuda")
+    dev_name, dev_gpu = local_device_gpu() if device == "cuda" else ("", None)
+    gpu = a.gpu or dev_gpu
     plan = load_recipe(ROOT / a.recipe, {"gpu": gpu} if gpu else None)
-    if a.smoke:
-        import os
-
+    if device == "cuda" and not a.gpu and dev_gpu is None:
+        print(f"gpu_check: note: the device {dev_name!r} is no GPU of the hardware database; projecting on the "
+              f"recipe's {plan.cluster.gpu} (pass --gpu to choose)", file=sys.stderr)
+    if smoke:
         from tiny_plans import tiny
 
         plan = tiny(plan)
         # three one-pass samples per piece, no round-robin window (the measured path's policy override)
         os.environ[POLICY_ENV] = "warmup=1,min_repeats=3,max_repeats=3,min_sample_s=0,max_piece_s=1,min_window_s=0"
-    print(f"torch {torch.__version__}, cuda {torch.version.cuda}, measuring on "
-          f"{torch.cuda.get_device_name() if device.startswith('cuda') else 'the CPU'}"
-          + (" (--smoke: a tiny plan, the ratios say nothing about a GPU)" if a.smoke else ""))
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else (
+        f"ROCm {torch.version.hip}" if getattr(torch.version, "hip", None) else "CPU-only build")
+    print(f"torch {torch.__version__} ({build}), measuring on "
+          + (f"{dev_name} ({dev_gpu or 'not in the hardware database'})" if device == "cuda" else "the CPU")
+          + (" (--smoke: a tiny plan, the ratios say nothing about a GPU)" if smoke else ""))
     print(f"{a.recipe}: {plan.model.name}, {plan.parallel_summary()}, projected on {plan.cluster.gpu}")
     t0 = time.perf_counter()
     dry = project(plan, dry_run=True)
@@ -139,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
 
         atomic_write_text(a.out, json.dumps({"measured": meas.to_json_dict(), "dry_run": dry.to_json_dict(),
                                              "seconds": took}, indent=1, default=str))
+    bad = bad_pieces(meas)
+    if bad:
+        print(f"gpu_check: failed: pieces without a positive finite time: {', '.join(bad)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -373,7 +373,9 @@ class PieceSampler:
     def __init__(self, forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
                  params: Sequence[torch.Tensor], device: torch.device, *, split: str,
                  flop_split: Optional[float] = None, policy: TimingPolicy = TimingPolicy(),
-                 memory_forward: Optional[Callable[..., torch.Tensor]] = None, statistic: str = "median"):
+                 memory_forward: Optional[Callable[..., torch.Tensor]] = None, statistic: str = "median",
+                 name: str = ""):
+        self.name = name
         if split not in SPLITS:
             raise ValueError(f"split={split!r}: one of {SPLITS}")
         if statistic not in STATISTICS:
@@ -574,4 +576,8 @@ def time_pieces(samplers: Sequence[PieceSampler], policy: TimingPolicy, window_s
                 break
             for sp in todo:
                 interrupt.check()
-                sp.sample()
+                try:
+                    sp.sample()
+                except torch.OutOfMemoryError as e:  # name the piece for the one-line report
+                    e.piece = sp.name or None
+                    raise

@@ -264,30 +264,54 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
     from primus_launch import interrupt
 
     dev = torch.device(device)
-    with b.world_size_one(device):
-        pieces, model = b.pieces(plan, device, measure_layers, spec=spec)
-        try:
-            todo = [pc for pc in pieces if pc.name in missing]
-            samplers = []
-            for pc in todo:  # warm-up and inner count, piece by piece
-                interrupt.check()
-                samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
-                                             flop_split=pc.flop_split, policy=pol,
-                                             memory_forward=pc.memory_forward,
-                                             statistic="mean" if pc.routed else "median"))
-            time_pieces(samplers, pol)  # then the samples, round-robin over the window
-            for pc, sp in zip(todo, samplers):
-                interrupt.check()
-                out[pc.name] = sp.result()
-                for vname, vfwd in pc.memory_variants.items():
-                    out[pc.name].variant_bytes[vname] = measure_memory(vfwd, pc.inputs, pc.params,
-                                                                       dev)["activation_bytes"]
-                hit[pc.name] = False
-                interrupt.check()  # never cache a piece timed across a swallowed interrupt
-                if cache is not None:
-                    cache.put(keys[pc.name], out[pc.name].to_dict())
-        finally:
-            del pieces, model
+    where = {"piece": "the model build"}
+    try:
+        with b.world_size_one(device):
+            pieces, model = b.pieces(plan, device, measure_layers, spec=spec)
+            try:
+                todo = [pc for pc in pieces if pc.name in missing]
+                samplers = []
+                for pc in todo:  # warm-up and inner count, piece by piece
+                    interrupt.check()
+                    where["piece"] = pc.name
+                    samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
+                                                 flop_split=pc.flop_split, policy=pol,
+                                                 memory_forward=pc.memory_forward,
+                                                 statistic="mean" if pc.routed else "median", name=pc.name))
+                where["piece"] = "the timed samples"
+                time_pieces(samplers, pol)  # then the samples, round-robin over the window
+                for pc, sp in zip(todo, samplers):
+                    interrupt.check()
+                    where["piece"] = pc.name
+                    out[pc.name] = sp.result()
+                    for vname, vfwd in pc.memory_variants.items():
+                        out[pc.name].variant_bytes[vname] = measure_memory(vfwd, pc.inputs, pc.params,
+                                                                           dev)["activation_bytes"]
+                    hit[pc.name] = False
+                    interrupt.check()  # never cache a piece timed across a swallowed interrupt
+                    if cache is not None:
+                        cache.put(keys[pc.name], out[pc.name].to_dict())
+            finally:
+                del pieces, model
+    except torch.OutOfMemoryError as e:
+        piece = getattr(e, "piece", None) or where["piece"]
+        del e  # its traceback holds the frames' tensors
+        raise out_of_memory_error(plan, device, piece) from None
+
+
+def out_of_memory_error(plan: Plan, device: str, piece: str) -> UserError:
+    """The one line of a device out-of-memory during a measurement (``torch.OutOfMemoryError``): the
+    piece, the device and its capacity, what to do; the cached blocks released first so that the
+    process can go on (the dry run needs no device memory)."""
+    cap = ""
+    if torch.device(device).type == "cuda" and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+        total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+        cap = f" ({total / 2**30:.1f} GiB)"
+    return UserError(f"--measure-device={device}: {plan.model.name} ran out of device memory measuring {piece} on "
+                     f"{device_label(device)}{cap}: one GPU's shard of a micro-batch (tp={plan.parallel.tp}, "
+                     f"cp={plan.parallel.cp}, ep={plan.parallel.ep}, micro-batch {plan.training.micro_batch_size}) "
+                     "does not fit it; use --dry-run, or measure on a larger GPU")
 
 
 # ---------------------------------------------------------------- CPU refusal
@@ -817,7 +841,9 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
         raise UserError(f"--measure-device={device!r}: one of cpu, cuda")
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"--measure-device={device!r}: no CUDA device is visible; use cpu")
+        from primus_launch.projection.measure.device import no_gpu_reason
+
+        raise UserError(f"--measure-device={device!r}: {no_gpu_reason()}; use --dry-run, or cpu (a check of the path)")
     pol = make_policy(policy, repeats=repeats, cpu_clock=cpu_clock, threads=threads)
     cpu = torch.device(device).type == "cpu"
     if cpu:
