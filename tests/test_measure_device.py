@@ -117,3 +117,20 @@ def test_gpu_check_failures_are_one_line(capsys):
     assert mod.main(["--recipe", "recipes/no/such/recipe.sh", "--smoke"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gpu_check: error: ") and "no/such/recipe.sh" in err[0]
+
+
+def test_a_cuda_install_lifts_the_cpu_shims():
+    """After a CPU measurement in the same process, a CUDA one must see torch's own
+    ``torch.cuda.current_device`` / ``synchronize`` (else megatron allocates on the CPU and the CUDA
+    events' synchronize waits for nothing); a later CPU install applies them again."""
+    from primus_launch.frameworks import mcore_cpu
+
+    mcore_cpu.install("cpu")
+    try:
+        assert torch.cuda.current_device() == torch.device("cpu")
+        mcore_cpu.install("cuda")
+        assert torch.cuda.current_device is mcore_cpu._ORIG_CURRENT_DEVICE
+        assert torch.cuda.synchronize is mcore_cpu._ORIG_SYNCHRONIZE
+    finally:
+        mcore_cpu.install("cpu")
+    assert torch.cuda.current_device() == torch.device("cpu")

@@ -304,8 +304,13 @@ def _host_splits(tensor: Any, as_numpy: bool = False, record_stream: bool = Fals
 
 
 def install(device: str | torch.device = "cpu") -> None:
-    """Apply the shims (idempotent).  On a CUDA device only the ``te_general_gemm`` fix applies."""
+    """Apply the shims (idempotent).  On a CUDA device only the ``te_general_gemm`` / MLA fixes apply,
+    and the CPU shims of an earlier CPU install in the process are lifted first (:func:`uninstall`):
+    with them, ``torch.cuda.current_device()`` would place megatron's tensors on the CPU and
+    ``torch.cuda.synchronize()`` would not wait for the device, so CUDA events would time nothing."""
     dev = torch.device(device).type
+    if dev != "cpu" and _shim_active():
+        uninstall()
     if dev in _INSTALLED:
         return
     import megatron.core.transformer.moe.moe_utils as moe_utils
