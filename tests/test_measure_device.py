@@ -134,3 +134,16 @@ def test_a_cuda_install_lifts_the_cpu_shims():
     finally:
         mcore_cpu.install("cpu")
     assert torch.cuda.current_device() == torch.device("cpu")
+
+
+def test_flush_evicts_the_last_level_cache_amd_infinity_cache_included():
+    """NVIDIA reports its last-level cache as ``L2_cache_size`` (H100: 50 MiB -> triton's 256 MB
+    flush); an MI300X reports its 4 MB L2 while 256 MB of Infinity Cache sit behind it, so its flush
+    must be twice that, not the 256 MB minimum (which would leave part of the previous pass cached)."""
+    from primus_launch.projection.measure.timing import flush_bytes, last_level_cache_bytes
+
+    assert flush_bytes(last_level_cache_bytes(50 << 20, "")) == 256 << 20
+    assert last_level_cache_bytes(4 << 20, "gfx942:sramecc+:xnack-") == 256 << 20
+    assert flush_bytes(last_level_cache_bytes(4 << 20, "gfx942:sramecc+:xnack-")) == 512 << 20
+    assert last_level_cache_bytes(4 << 20, "gfx950") == 256 << 20
+    assert last_level_cache_bytes(8 << 20, "gfx90a:sramecc+:xnack-") == 8 << 20  # MI250X: no MALL

@@ -411,7 +411,9 @@ def world_size_one(device: str) -> Iterator[None]:
     else:
         from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
 
-        model_parallel_cuda_manual_seed(1234)
+        # force_reset_rng: a CPU measurement earlier in the process left mcore_cpu's CPU tracker in place,
+        # whose forks would not reach the CUDA generator
+        model_parallel_cuda_manual_seed(1234, force_reset_rng=True)
     # megatron's MoE aux-loss logging tracker is process-global and sized by the first model that
     # logs into it (moe_utils.save_to_aux_losses_tracker: a tensor of num_layers per loss); a later
     # build with more layers would index past it, so each build here starts and ends with it empty

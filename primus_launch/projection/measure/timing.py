@@ -211,11 +211,25 @@ def flush_bytes(l2_bytes: int) -> int:
     return max(2 * int(l2_bytes), MIN_FLUSH_BYTES)
 
 
+#: AMD Instinct parts (``gcnArchName``) whose last-level cache is the 256 MB Infinity Cache (MALL)
+#: behind the L2 that ``L2_cache_size`` reports (4 MB per XCD): CDNA3 MI300X / MI325X (gfx942, AMD
+#: CDNA 3 white paper) and CDNA4 MI350X / MI355X (gfx950, AMD CDNA 4 white paper)
+INFINITY_CACHE_BYTES = {"gfx942": 256 << 20, "gfx950": 256 << 20}
+
+
+def last_level_cache_bytes(l2_bytes: int, gcn_arch: str = "") -> int:
+    """The device's last-level cache, which the flush must evict: ``L2_cache_size`` on NVIDIA; on an
+    AMD part of :data:`INFINITY_CACHE_BYTES` (``gcn_arch``, e.g. ``"gfx942:sramecc+:xnack-"``) the
+    larger of its L2 and its Infinity Cache."""
+    return max(int(l2_bytes), INFINITY_CACHE_BYTES.get(gcn_arch.split(":")[0].lower(), 0))
+
+
 _FLUSH: dict[str, torch.Tensor] = {}
 
 
 def flush_buffer(device: torch.device) -> torch.Tensor:
-    """A CUDA buffer of :func:`flush_bytes` of the device's ``L2_cache_size`` (one per device per
+    """A CUDA buffer of :func:`flush_bytes` of the device's last-level cache (``L2_cache_size``;
+    :func:`last_level_cache_bytes` on AMD) (one per device per
     process) whose in-place update, untimed, before every timed pass evicts what the previous pass
     left in the L2 -- ``triton.testing.do_bench``'s L2 flush.  In a training step a layer's forward
     finds its weights cold (the other layers ran since its last use) and its backward finds its
@@ -226,7 +240,9 @@ def flush_buffer(device: torch.device) -> torch.Tensor:
     key = str(device)
     buf = _FLUSH.get(key)
     if buf is None:
-        l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20))
+        props = torch.cuda.get_device_properties(device)
+        l2 = last_level_cache_bytes(int(getattr(props, "L2_cache_size", 0) or (64 << 20)),
+                                    str(getattr(props, "gcnArchName", "") or ""))
         buf = _FLUSH[key] = torch.zeros(flush_bytes(l2) // 4, dtype=torch.int32, device=device)
     return buf
 
