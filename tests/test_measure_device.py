@@ -147,3 +147,14 @@ def test_flush_evicts_the_last_level_cache_amd_infinity_cache_included():
     assert flush_bytes(last_level_cache_bytes(4 << 20, "gfx942:sramecc+:xnack-")) == 512 << 20
     assert last_level_cache_bytes(4 << 20, "gfx950") == 256 << 20
     assert last_level_cache_bytes(8 << 20, "gfx90a:sramecc+:xnack-") == 8 << 20  # MI250X: no MALL
+
+
+def test_fp8_gemm_needs_ada_hopper_blackwell_or_cdna3_cdna4():
+    from primus_launch.projection.measure.spec import no_fp8_gemm
+
+    assert no_fp8_gemm((9, 0), False) is None and no_fp8_gemm((8, 9), False) is None  # H100, L40S
+    assert no_fp8_gemm((10, 0), False) is None  # B200
+    assert "8.0 < 8.9" in no_fp8_gemm((8, 0), False)  # A100
+    assert no_fp8_gemm((9, 4), True, "gfx942:sramecc+:xnack-") is None  # MI300X
+    assert no_fp8_gemm((9, 5), True, "gfx950") is None  # MI355X
+    assert "gfx90a" in no_fp8_gemm((9, 0), True, "gfx90a:sramecc+:xnack-")  # MI250X: no FP8 cores

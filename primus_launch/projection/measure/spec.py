@@ -95,6 +95,24 @@ class BuildSpec:
 TORCHAO_FP8_RECIPES = (None, "tensorwise", "rowwise", "rowwise_with_gw_hp")
 
 
+#: ROCm architectures with FP8 matrix cores (``torch._scaled_mm``): CDNA3 MI300X / MI325X (gfx942) and
+#: CDNA4 MI350X / MI355X (gfx950); CDNA2 (MI250X, gfx90a) has none
+ROCM_FP8_ARCHS = ("gfx942", "gfx950")
+
+
+def no_fp8_gemm(capability: tuple[int, int], rocm: bool, gcn_arch: str = "") -> Optional[str]:
+    """Why a GPU has no FP8 GEMM for ``torch._scaled_mm``, or None when it has one: CUDA compute
+    capability >= 8.9 (Ada, Hopper, Blackwell); on ROCm an architecture of :data:`ROCM_FP8_ARCHS`
+    (``gcnArchName``; the capability torch reports there is not NVIDIA's)."""
+    if rocm:
+        arch = gcn_arch.split(":")[0].lower()
+        return None if arch in ROCM_FP8_ARCHS else (
+            f"ROCm architecture {arch or '(unknown)'} has no FP8 GEMM ({' / '.join(ROCM_FP8_ARCHS)} have)")
+    if tuple(capability) < (8, 9):
+        return f"CUDA compute capability {capability[0]}.{capability[1]} < 8.9 has no FP8 GEMM"
+    return None
+
+
 def fp8_support(framework: str, device: str, recipe: Optional[str] = None) -> tuple[bool, Optional[str]]:
     """Whether the measured path can time the plan's FP8 recipe here, else why not.
 
@@ -115,10 +133,11 @@ def fp8_support(framework: str, device: str, recipe: Optional[str] = None) -> tu
                        "rowwise_with_gw_hp) that torchtitan's float8 converter runs")
     if dev.type != "cuda":
         return False, f"the {dev.type.upper()} has no FP8 GEMM (torch._scaled_mm needs a CUDA/ROCm GPU with FP8)"
-    cap = torch.cuda.get_device_capability(dev)
-    rocm = getattr(torch.version, "hip", None) is not None
-    if not rocm and cap < (8, 9):
-        return False, f"CUDA compute capability {cap[0]}.{cap[1]} < 8.9 has no FP8 GEMM"
+    props = torch.cuda.get_device_properties(dev)
+    why = no_fp8_gemm((props.major, props.minor), getattr(torch.version, "hip", None) is not None,
+                      str(getattr(props, "gcnArchName", "") or ""))
+    if why:
+        return False, why
     if importlib.util.find_spec("torchao") is None:
         return False, "torchao (torchtitan's float8 converter) is not installed"
     return True, None
