@@ -89,8 +89,12 @@ CPU_NOTE = "measured on the CPU: CPU timings only check the path, not GPU perfor
 def device_label(device: str) -> str:
     """What identifies the measuring hardware in the cache key."""
     d = torch.device(device)
-    if d.type == "cuda":
-        return f"cuda:{torch.cuda.get_device_name(d)}"
+    if d.type == "cuda":  # some ROCm releases name no part: its architecture and memory then tell it
+        name = torch.cuda.get_device_name(d)
+        if not name.strip():
+            props = torch.cuda.get_device_properties(d)
+            name = f"{getattr(props, 'gcnArchName', '') or 'unnamed'}:{props.total_memory >> 30}GiB"
+        return f"cuda:{name}"
     return f"cpu:{platform.processor() or platform.machine()}:{torch.get_num_threads()}threads"
 
 
