@@ -368,9 +368,12 @@ def check_cpu_budget(plan: Plan, measure_layers: int, policy: TimingPolicy, max_
         flops = measurement_flops_estimate(plan, measure_layers)
         mins = est / 60
         shown = f"{mins:.2g}" if mins < 100 else f"{round(mins, -1):.0f}"
+        from primus_launch.projection.measure.device import no_gpu_reason
+
+        gpu = "a GPU (--measure-device cuda)" if torch.cuda.is_available() else f"a GPU ({no_gpu_reason()})"
         raise UserError(f"--measure-device=cpu: measuring {plan.model.name} pieces would take about {shown} min "
                         f"or more on this CPU ({flops / 1e12:.1f} TFLOP per pass, {policy.threads} thread(s)); use "
-                        f"--dry-run or a GPU (--measure-device cuda)")
+                        f"--dry-run or {gpu}")
 
 
 # ---------------------------------------------------------------- upscaling
