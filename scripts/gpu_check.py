@@ -14,7 +14,13 @@ upscaled vs the dry-run's memory model); the iteration time.  Budget: under 10 m
 
 ``--smoke``: the same check on the CPU at tiny size (the recipe through
 ``scripts/validation/tiny_plans.py``, three one-pass samples per piece), so that the script is
-known to run where no GPU is lent; its ratios say nothing about a GPU.
+known to run where no GPU is lent; its ratios say nothing about a GPU.  Without a GPU (a CPU-only
+torch build, or none visible) and without ``--device``, the script says why in one line and runs
+the smoke check instead.  Failures end with one line on stderr: exit 2 for a bad argument or
+recipe, ``--device cuda`` without a GPU, or a piece that does not fit the device (out of memory);
+exit 1 for anything else, or a piece without a positive finite time.  ``--gpu``: the database GPU
+both projections use; by default the device's own (``measure.device.gpu_of_device``: name, memory,
+``gcnArchName``), else the recipe's, with a note.
 
     python scripts/gpu_check.py [--recipe R] [--gpu h100-sxm] [--out results.json]
     python scripts/gpu_check.py --smoke
