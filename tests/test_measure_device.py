@@ -63,8 +63,8 @@ def test_device_out_of_memory_during_a_measurement_is_one_line(monkeypatch, fail
     """A ``torch.OutOfMemoryError`` raised inside a real megatron layer's forward -- in the warm-up of
     the first layer (call 1) or in the round-robin samples (call 5: the warm-ups of the two layers and
     the attention core call SDPA 3 times, then round 1 runs dense_layer#0, dense_layer#1) -- ends as
-    one :class:`UserError` line naming that piece and the way out, and the world-size-1 state is torn
-    down (a second measurement builds again)."""
+    one :class:`UserError` line naming that piece and the way out, the world-size-1 state is torn
+    down, and the error does not hold the OOM's traceback (whose frames keep the device memory)."""
     from megatron.core import parallel_state as ps
 
     from primus_launch.errors import UserError, one_line
@@ -94,6 +94,7 @@ def test_device_out_of_memory_during_a_measurement_is_one_line(monkeypatch, fail
     assert line == str(ei.value) and "\n" not in str(ei.value)
     assert f"ran out of device memory measuring {piece} on cpu:" in line and "--dry-run" in line
     assert ps.model_parallel_is_initialized() == ps_before
+    assert ei.value.__context__ is None  # the OOM's traceback (its frames' tensors) is not kept alive
 
 
 def _gpu_check():

@@ -269,6 +269,7 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
 
     dev = torch.device(device)
     where = {"piece": "the model build"}
+    oom = ""
     try:
         with b.world_size_one(device):
             pieces, model = b.pieces(plan, device, measure_layers, spec=spec)
@@ -298,9 +299,12 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
             finally:
                 del pieces, model
     except torch.OutOfMemoryError as e:
-        piece = getattr(e, "piece", None) or where["piece"]
-        del e  # its traceback holds the frames' tensors
-        raise out_of_memory_error(plan, device, piece) from None
+        oom = getattr(e, "piece", None) or where["piece"]
+    else:
+        return
+    # raised outside the handler: the OOM's traceback (the frames holding the pieces' tensors) is gone,
+    # so its device memory is free again when the error is reported
+    raise out_of_memory_error(plan, device, oom)
 
 
 def out_of_memory_error(plan: Plan, device: str, piece: str) -> UserError:
