@@ -159,3 +159,22 @@ def test_fp8_gemm_needs_ada_hopper_blackwell_or_cdna3_cdna4():
     assert no_fp8_gemm((9, 4), True, "gfx942:sramecc+:xnack-") is None  # MI300X
     assert no_fp8_gemm((9, 5), True, "gfx950") is None  # MI355X
     assert "gfx90a" in no_fp8_gemm((9, 0), True, "gfx90a:sramecc+:xnack-")  # MI250X: no FP8 cores
+
+
+def test_a_cuda_install_gives_torchtitan_its_cuda_device_type_back():
+    """torchtitan's ``device_type`` (its token dispatcher's buffers, the device mesh) is pointed at the
+    CPU by a CPU measurement; a GPU one later in the process must see ``"cuda"`` again."""
+    import torchtitan.models.common.token_dispatcher as td
+    import torchtitan.tools.utils as tutils
+
+    from primus_launch.frameworks import titan_cpu
+
+    was_cpu = titan_cpu._INSTALLED
+    titan_cpu.install("cpu")
+    try:
+        assert tutils.device_type == "cpu" and td.device_type == "cpu" and td.device_module is torch.cpu
+        titan_cpu.install("cuda")
+        assert tutils.device_type == "cuda" and td.device_type == "cuda" and td.device_module is torch.cuda
+    finally:
+        if was_cpu:
+            titan_cpu.install("cpu")

@@ -36,21 +36,36 @@ from typing import Any
 import torch
 
 _INSTALLED = False
+_PATCHED: list[Any] = []  # the torchtitan modules whose device_type install() pointed at the CPU
 
 
 def install(device: str | torch.device = "cpu") -> None:
-    """Point torchtitan's device type at the CPU when ``device`` is the CPU (idempotent)."""
+    """Point torchtitan's device type at the CPU when ``device`` is the CPU (idempotent); on a CUDA
+    device, give back ``"cuda"`` / ``torch.cuda`` to the modules an earlier CPU install in the
+    process changed (a GPU measurement after a CPU one)."""
     global _INSTALLED
-    if torch.device(device).type != "cpu" or _INSTALLED:
+    if torch.device(device).type != "cpu":
+        if _INSTALLED:
+            for mod in _PATCHED:
+                mod.device_type = "cuda"
+                if hasattr(mod, "device_module"):
+                    mod.device_module = torch.cuda
+            _PATCHED.clear()
+            _INSTALLED = False
+        return
+    if _INSTALLED:
         return
     import torchtitan.tools.utils as tutils
 
-    tutils.device_type, tutils.device_module = "cpu", torch.cpu
     for name, mod in list(sys.modules.items()):
         if name.startswith("torchtitan.") and getattr(mod, "device_type", None) == "cuda":
             mod.device_type = "cpu"
             if hasattr(mod, "device_module"):
                 mod.device_module = torch.cpu
+            _PATCHED.append(mod)
+    if tutils not in _PATCHED:
+        tutils.device_type, tutils.device_module = "cpu", torch.cpu
+        _PATCHED.append(tutils)
     _INSTALLED = True
 
 
