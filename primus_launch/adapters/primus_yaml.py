@@ -621,6 +621,7 @@ def _refuse_fine_tuning(cfg: dict) -> None:
 
 def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES, convert, plan_from_args
+    from primus_launch.adapters.megatron_flags import check_value
 
     cfg = r.config
     mt = cfg.get("model_type") or "gpt"
@@ -649,6 +650,7 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
         st = _megatron_status(k)
         f = _table_flag(k) if st in ("neutral", "unmodelled") else None
         if f is not None:  # a Megatron flag: the flag table's class decides, as for scripts (report_args)
+            check_value(f, v, k)  # a value Megatron-LM would refuse: one line naming the key
             dv = (not v) if f.kind == "false" and k != f.dest and isinstance(v, bool) else v  # `no_x: true`
             if f.cls != "neutral" and not _is_megatron_default(f, dv):
                 unmod.append(UnmodelledFlag(flag=k, value=_fmt(v), effect=f.note))
