@@ -1430,6 +1430,8 @@ def _scalar_problem(kind: str, v: Any) -> str | None:
     import math
 
     if kind == "int":
+        if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+            v = int(v)  # a YAML `1000000.0`: Megatron takes the YAML's value as it is, and it is whole
         if isinstance(v, bool) or isinstance(v, (list, tuple, dict)) or isinstance(v, float):
             return "an integer"
         if isinstance(v, str):
