@@ -21,7 +21,9 @@ from primus_launch.errors import UserError
 from primus_launch.plan import GPU_NAMES, PlanError
 
 _COMMENT = re.compile(r"^[ \t]*#[ \t]*primus-launch:[ \t]*(.*?)[ \t]*$", re.M)
-_NUMBER = re.compile(r"^-\d")
+# a negative number is a value, not a flag; so are -inf / -nan (argparse would take them for an option and stop
+# with "expected one argument": a value the recipe meant, refused by the flag's type instead of read as unset)
+_NUMBER = re.compile(r"^-(\d|\.\d|(inf|infinity|nan)$)", re.I)
 _ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 _BLANKISH = re.compile(r'^(?:[ \t"\'=]|\\\n)*$')
 _LINE_TAIL = re.compile(r"^([ \t]*\\)?[ \t]*(#.*)?$")
