@@ -540,7 +540,14 @@ def construct_cases() -> list[Case]:
     out.append(Case("construct:extends:3-cycle", "structure", chain, ["--project", "r.yaml"] + TAIL, expect_refusal=True))
     long_chain = {"r.yaml": b"extends: [e0.yaml]\n", "e300.yaml": EXTENDS_BASE,
                   **{f"e{i}.yaml": f"extends: [e{i + 1}.yaml]\n".encode() for i in range(300)}}
-    out.append(Case("construct:extends:300-long", "structure", long_chain, ["--project", "r.yaml"] + TAIL))
+    out.append(Case("construct:extends:300-long", "structure", long_chain, ["--project", "r.yaml"] + TAIL,
+                    expect_refusal=True))
+    diamond = {"r.yaml": b"extends: [d0.yaml]\n", "d30.yaml": b"extends: [base.yaml]\n", "base.yaml": EXTENDS_BASE,
+               **{f"d{i}.yaml": f"extends: [d{i + 1}.yaml, d{i + 1}.yaml]\n".encode() for i in range(30)}}
+    out.append(Case("construct:extends:doubling-diamond", "structure", diamond, ["--project", "r.yaml"] + TAIL,
+                    expect_refusal=True))
+    out.append(Case("construct:extends:cycle-through-dotdot", "structure", {"r.yaml": b"extends: [sub/../r.yaml]\n"},
+                    ["--project", "r.yaml"] + TAIL, setup=lambda d: (d / "sub").mkdir(), expect_refusal=True))
     return out
 
 

@@ -770,6 +770,9 @@ class ShellState:
         is_null = not vals or (not multi and not vals[0])
         if part.op in (":-", "-", ":=", "=", ":?", "?"):
             use_default = is_null if part.op.startswith(":") else (vals is None)
+            if use_default and part.op in (":?", "?"):  # bash stops here with the message; the value is unset
+                self.warnings.append(f"${{{part.name}{part.op}...}}: {part.name} is not set (bash would stop here)")
+                return [([], not part.quoted, False)]
             if use_default:
                 dflt = self._expand_word_nosplit(part.arg)
                 if part.op in (":=", "="):
