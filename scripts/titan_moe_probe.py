@@ -4,8 +4,9 @@ Diagnostics only: nothing here changes the model or the validation rows.  Each l
 adapter builds it, and the same plan with ``training.moe_glue_eager`` off (the v0.2 MoE glue priced as the generic
 permutes, as before ``cost/titan_moe.py``), tokens/s/GPU and the error against the measurement.
 
-1. The Llama 4 Scout GB200 rows of ``scripts/validation/runs.json`` as built (torchtitan mxfp8.md table: local
-   batch 10, no AC; measured 6169 / 7401, 1.20x) and switched to the configuration the PyTorch blog states for its
+1. The Llama 4 Scout GB200 rows of ``scripts/validation/runs.json`` as built (torchao moe_training README's table,
+   the run's first publication: local batch 1, no AC; torchtitan mxfp8.md's later copy says local batch 10, which
+   cannot fit; measured 6169 / 7401, 1.20x) and switched to the configuration the PyTorch blog states for its
    run of the same model on the same cluster ("MXFP8 Training for MoEs: 1.3x training speedup vs BF16 for Llama4
    Scout on GB200 cluster": local batch 1, full AC, torchtitan 0.2.1; +30.2 %, no absolute tokens/s published):
    the projected MXFP8 / BF16 ratio beside the measured one.
@@ -14,7 +15,10 @@ permutes, as before ``cost/titan_moe.py``), tokens/s/GPU and the error against t
    11,254 at steps 10-40 (the memory case ``titan_dsv3_16b_h100_8gpu_lbs4_ep8`` of
    ``scripts/validation/memory_cases.json``, whose torchtitan job this reads).
 
-3. torchao's single-MoE-layer benchmark (``benchmarks/prototype/moe_training/bench_moe_layer.py``: torchtitan's
+3. torchao's Llama 3 8B MXFP8 row with its MX linears' dim1 casts on torchao's CUDA kernel instead of the Triton
+   kernel TorchTitan v0.1 / v0.2 default to (``training.mx_dim1_cast_kernel``), against torchtitan PR #1427's
+   measured gain.
+4. torchao's single-MoE-layer benchmark (``benchmarks/prototype/moe_training/bench_moe_layer.py``: torchtitan's
    ``MoE``, 8 local experts, top-1 forced balance, one shared expert, 131072 tokens, compiled, forward + backward,
    B200; only the routed experts in MXFP8) at Llama 4 dims (torchao moe_training README @c7d0b5814: BF16 275.270 /
    MXFP8 192.420 ms) and at DeepSeek-V3 16B dims (torchtitan#2086: 16.882 / 17.710 ms) beside the roofline's own
@@ -106,6 +110,12 @@ def main() -> int:
     meas = statistics.median(DSV3_16B_TPS)
     print(f"DeepSeek-V3 16B, 8 H100 (torchtitan#1789): measured {meas:.0f} (median of steps 10-40); projected "
           f"{on:.0f} ({100 * (on / meas - 1):+.1f} %) / generic permutes {off:.0f} ({100 * (off / meas - 1):+.1f} %)")
+    r = rows["torchao_b200_llama3_8b_8gpu_mxfp8_cublas"]
+    plan = Plan.model_validate(r["plan"])
+    gain = _tok(_switched(plan, mx_dim1_cast_kernel="cuda")) / _tok(plan)
+    print(f"torchao Llama 3 8B mxfp8_cublas (8 B200): dim1 casts on the CUDA kernel instead of the row's "
+          f"{plan.training.mx_dim1_cast_kernel}: projected {100 * (gain - 1):+.1f} % tokens/s (torchtitan PR #1427 "
+          "measured +1.5 .. +2.5 %)")
     print("torchao bench_moe_layer (B200, 131072 tokens, 8 local experts): BF16 / MXFP8 time")
     for name, dim, hid, bf, mx, src in LAYER_BENCH:
         pb, pm = _layer_gemms(dim, hid, 8, 131072, False), _layer_gemms(dim, hid, 8, 131072, True)

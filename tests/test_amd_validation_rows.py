@@ -84,3 +84,57 @@ def test_rocm_legacy_gemm_host_is_fitted_on_its_one_row_only():
     assert abs(r["err"]) < 0.005
     # the fit sees no other row: the same bisection without the stated row has nothing to fit
     assert calibrate.fit_rocm_legacy_gemm_host([x for x in rows if x["id"] != cal.ROCM_LEGACY_GEMM_ROW]) is None
+
+
+MIXTRAL_ROW = "primus_blog_mi355x_mixtral_8x22b_bf16_64gpu"
+
+
+def test_mixtral_blog_row_reads_its_sources():
+    """The Mixtral 8x22B 8-node MI355X row (AMD-AGI/Primus docs_deprecated/tech_blogs/projection/projection.md, table
+    'MI355X - MoE Models').  Vocabulary: the config's ``MixtralTokenizer`` is built by Primus as Megatron's
+    HuggingFaceTokenizer of ``mistralai/Mixtral-8x22B-v0.1`` (Primus @2eb9dc7d
+    primus/backends/megatron/training/tokenizer/tokenizer.py ``build_tokenizer``; model yaml
+    primus/configs/models/megatron/mixtral_8x22B_v0.1.yaml), whose config.json ``vocab_size`` is 32768 -- not
+    Mixtral-8x7B's 32000.  Global batch 256: the blog's projection printout of this row (Primus code @511bdfcd /
+    @2eb9dc7d: tokens/s/GPU = global_batch x seq / printed iteration time / GPUs) reads 10,052 ms and 3,260
+    tokens/s/GPU on 64 GPUs, i.e. 256 x 8192 tokens; AMD's 8-node command for the model passes
+    ``--micro_batch_size 2 --global_batch_size 256``.  At DP 16 that is 8 micro-batches per DP rank."""
+    from primus_launch.adapters.megatron_vocab import table_vocab
+
+    (row,) = [r for r in CURRENT if r["id"] == MIXTRAL_ROW]
+    plan = RUNS[MIXTRAL_ROW]["plan"]
+    assert plan["model"]["vocab_size"] == table_vocab("mistralai/Mixtral-8x22B-v0.1")[0] == 32768
+    gbs, mbs, seq = (plan["training"]["global_batch_size"], plan["training"]["micro_batch_size"],
+                     plan["model"]["seq_length"])
+    assert gbs * seq / (3260 * row["hardware"]["num_gpus"]) == pytest.approx(10.052, abs=5e-4)
+    par = plan["parallel"]
+    dp = row["hardware"]["num_gpus"] // (par["tp"] * par["pp"] * par["cp"])
+    assert (dp, mbs, par["pp"], par["vpp"], gbs // (mbs * dp)) == (16, 2, 4, 2, 8)
+
+
+def test_mixtral_bubble_is_the_interleaved_closed_form_and_is_what_grows_from_32_to_64_gpus():
+    """The term that separates the bundled 32-GPU reference (recipes/megatron/mixtral_8x22b_mi355x_32gpu.sh: MBS 1,
+    GBS 512, DP 8 -> m = 64 micro-batches per DP rank) from the 64-GPU blog row (MBS 2, GBS 256, DP 16 -> m = 8) is
+    the pipeline bubble: interleaved 1F1B idles (p - 1) / (v m) of a stage's busy time (Narayanan et al. 2021,
+    arXiv 2104.04473 sec. 2.2.2; Megatron-LM schedules.py forward_backward_pipelining_with_interleaving), 3/128 against
+    3/16 at PP 4, VPP 2.  The projection's bubble over the busy time (compute + the exposed EP all-to-all inside each
+    chunk) is that closed form within 4 % on both (the rest: PP P2P in warm-up / cool-down, the head on the last
+    stage).  Per token it grows more than fivefold, and on the 64-GPU row it outweighs the EP all-to-all, the
+    inter-node DP step and the PP P2P together."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.plan import Plan
+    from primus_launch.projection.dryrun import project_dry_run
+
+    per_token = []
+    for plan in (Plan.model_validate(RUNS[MIXTRAL_ROW]["plan"]),
+                 load_recipe(ROOT / "recipes/megatron/mixtral_8x22b_mi355x_32gpu.sh")):
+        p, v = plan.parallel.pp, plan.parallel.vpp
+        gpus = plan.cluster.num_nodes * plan.cluster.gpus_per_node
+        dp = gpus // (plan.parallel.tp * p * plan.parallel.cp)
+        m = plan.training.global_batch_size // (plan.training.micro_batch_size * dp)
+        t = project_dry_run(plan).time_breakdown
+        assert t["bubble"] / (t["compute"] + t["ep_comm"]) == pytest.approx((p - 1) / (v * m), rel=0.04), m
+        per_token.append((t, t["bubble"] * gpus / (plan.training.global_batch_size * plan.model.seq_length)))
+    (t64, b64), (_, b32) = per_token
+    assert b64 > 5 * b32
+    assert t64["bubble"] > t64["ep_comm"] + t64["dp_comm"] + t64["pp_comm"]

@@ -850,3 +850,97 @@ def unit_states(case: TitanCase) -> dict[str, list[dict[str, int]]]:
             out[name] = rows
     dist.destroy_process_group()
     return out
+
+
+# ------------------------------------------------------------------ FSDP2's side streams
+def side_stream_bytes(case: TitanCase) -> dict[str, dict[str, int]]:
+    """Bytes FSDP2 allocates while one of its own streams is current, in the second training step of
+    ``case`` (rank 0): per stream (``copy_in``: ``all_gather_copy_in_stream``, ``all_gather``,
+    ``reduce_scatter``) the high-water mark of the bytes alive (``hwm``) and the total allocated over the
+    step (``total``), plus ``grads_aliasing``: bytes of the sharded gradients whose storage is one of the
+    reduce-scatter stream's allocations once the backward is done.
+
+    torch's own FSDP2 code runs (``_fsdp_collectives.foreach_all_gather`` / ``foreach_reduce`` enter
+    ``device_handle.stream(...)``; on the CPU ``torch.cpu.stream`` sets what ``torch.cpu.current_stream()``
+    returns), a dispatch mode above ``FakeTensorMode`` tags every newly allocated storage with the stream
+    current at its allocation and a finalizer on the storage counts it free again."""
+    import weakref
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+    from torchtitan.components.loss import cross_entropy_loss
+
+    model, _ = build(case)
+    if case.ep > 1:
+        use_balanced_all_to_all()
+    root = fully_shard_state(model)
+
+    class _Tag(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: dict[int, str] = {}
+            self.alive = {"copy_in": 0, "all_gather": 0, "reduce_scatter": 0}
+            self.hwm = dict(self.alive)
+            self.total = dict(self.alive)
+            self.seen: set[int] = set()
+            self.rs_storages: dict[int, int] = {}
+
+        def _free(self, name: str, key: int, n: int) -> None:
+            self.alive[name] -= n
+            self.seen.discard(key)
+            self.rs_storages.pop(key, None)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = self.names.get(id(torch.cpu.current_stream()))
+            if name is None:
+                return out
+            for t in tree_leaves(out):
+                if not isinstance(t, torch.Tensor):
+                    continue
+                st = t.untyped_storage()
+                key = st._cdata
+                if key in self.seen or any(a is t or (isinstance(a, torch.Tensor) and a.untyped_storage()._cdata == key)
+                                           for a in tree_leaves((args, kwargs))):
+                    continue  # a view of, or written into, an existing storage
+                n = st.nbytes()
+                self.seen.add(key)
+                self.alive[name] += n
+                self.total[name] += n
+                self.hwm[name] = max(self.hwm[name], self.alive[name])
+                if name == "reduce_scatter":
+                    self.rs_storages[key] = n
+                weakref.finalize(st, self._free, name, key, n)
+            return out
+
+    tag = _Tag()
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        model.to_empty(device="cpu")
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        ids = torch.zeros((case.mbs, case.seq // case.cp), dtype=torch.long)
+        res: dict[str, dict[str, int]] = {}
+        for it in range(2):
+            if it == 1:
+                ctx = root._comm_ctx
+                tag.names = {id(ctx.all_gather_copy_in_stream): "copy_in", id(ctx.all_gather_stream): "all_gather",
+                             id(ctx.reduce_scatter_stream): "reduce_scatter"}
+                tag.hwm = dict(tag.alive)
+                tag.total = {k: 0 for k in tag.total}
+            with tag:
+                loss = cross_entropy_loss(model(ids), ids)
+                loss.backward()
+                del loss
+            if it == 1:
+                grads = {}
+                for prm in model.parameters():
+                    if prm.grad is not None:
+                        st = prm.grad._local_tensor.untyped_storage()
+                        grads[st._cdata] = st.nbytes()
+                res = {"hwm": dict(tag.hwm), "total": dict(tag.total),
+                       "grads_aliasing": {"reduce_scatter": sum(n for k, n in grads.items() if k in tag.rs_storages)},
+                       "grads": {"all": sum(grads.values())}}
+            opt.step()
+            opt.zero_grad()
+    dist.destroy_process_group()
+    return res

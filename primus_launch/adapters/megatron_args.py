@@ -93,6 +93,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--moe-use-legacy-grouped-gemm", "true", group="moe"),
     _f("--moe-router-force-load-balancing", "true", group="moe"),
     _f("--moe-router-fusion", "true", group="moe"),
+    _f("--moe-router-padding-for-quantization", "true", group="moe"),
+    _f("--moe-router-padding-for-fp8", "true", group="moe"),
     _f("--moe-router-load-balancing-type", "list", ["aux_loss"], group="moe"),
     _f("--moe-router-dtype", "str", group="moe"),
     _f("--overlap-moe-expert-parallel-comm", "true", group="moe"),
@@ -148,6 +150,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--no-gradient-accumulation-fusion", "false", group="ddp", dest="gradient_accumulation_fusion"),
     _f("--ckpt-format", "str", "torch_dist", group="checkpoint"),
     _f("--overlap-grad-reduce", "true", group="ddp"),
+    _f("--ddp-bucket-size", group="ddp"),
+    _f("--ddp-num-buckets", group="ddp"),
     _f("--overlap-param-gather", "true", group="ddp"),
     _f("--no-align-grad-reduce", "false", group="ddp", dest="align_grad_reduce"),
     _f("--no-align-param-gather", "false", group="ddp", dest="align_param_gather"),
@@ -158,6 +162,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--step-batch-size-schedule", "str", group="batch"),
     _f("--train-iters", group="batch"),
     _f("--optimizer", "str", "adam", group="optim"),
+    _f("--log-params-norm", "true", group="optim"),
+    _f("--log-num-zeros-in-grad", "true", group="optim"),
     _f("--optimizer-cpu-offload", "true", group="optim"),
     _f("--optimizer-offload-fraction", "float", 1.0, group="optim"),
     _f("--use-precision-aware-optimizer", "true", group="optim"),
@@ -816,6 +822,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         moe_expert_gemm=_expert_gemm(a),
         moe_router_force_load_balancing=bool(get(a, "moe_router_force_load_balancing")),
         moe_router_fusion=bool(get(a, "moe_router_fusion")),
+        # transformer_config.__post_init__: --moe-router-padding-for-fp8 is the alias that turns the other on
+        moe_router_padding_for_quantization=bool(get(a, "moe_router_padding_for_quantization")
+                                                 or get(a, "moe_router_padding_for_fp8")),
         moe_router_aux_loss=any(str(x) != "none" for x in (get(a, "moe_router_load_balancing_type") or ["aux_loss"])),
         moe_router_fp32=str(get(a, "moe_router_dtype") or "") in ("fp32", "fp64"),
         overlap_moe_expert_parallel_comm=bool(get(a, "overlap_moe_expert_parallel_comm")),
@@ -829,6 +838,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         rope_fusion=bool(get(a, "apply_rope_fusion")),
         dataloader_attention_mask=bool(get(a, "create_attention_mask_in_dataloader")),
         precision_aware_optimizer=pao, **state,
+        ddp_bucket_size=a.get("ddp_bucket_size"), ddp_num_buckets=a.get("ddp_num_buckets"),
+        log_params_norm=bool(get(a, "log_params_norm")), log_num_zeros_in_grad=bool(get(a, "log_num_zeros_in_grad")),
     )
     if training["defer_embedding_wgrad"] and pp > 1:
         # memory modelled (memory.mcore.deferred_wgrad_bytes); the step time is not
@@ -851,6 +862,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         # model_parallel_config.py __post_init__ (megatron-core 0.16.1)
         if training["defer_embedding_wgrad"] and pp == 1:
             raise PlanError("--defer-embedding-wgrad-compute", True, "requires pipeline parallelism (PP > 1)")
+        if training["ddp_bucket_size"] is not None and training["ddp_num_buckets"] is not None:
+            raise PlanError("--ddp-num-buckets", training["ddp_num_buckets"],
+                            "cannot be combined with --ddp-bucket-size (Megatron asserts)")
         if training["wgrad_deferral_limit"] < 0:
             raise PlanError("--wgrad-deferral-limit", training["wgrad_deferral_limit"], "an integer >= 0")
         if fp16 and parallel["ep"] > 1:
@@ -1177,6 +1191,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                      "moe_router_fusion"):
             out[dest] = bool(getattr(t, dest))
         out["moe_use_legacy_grouped_gemm"] = t.moe_expert_gemm == "legacy"
+        if t.moe_router_padding_for_quantization or current.get("moe_router_padding_for_quantization") is not None:
+            out["moe_router_padding_for_quantization"] = t.moe_router_padding_for_quantization
         if t.moe_expert_gemm == "te_fused" or current.get("use_transformer_engine_op_fuser") is not None:
             out["use_transformer_engine_op_fuser"] = t.moe_expert_gemm == "te_fused"
         out["moe_expert_rank_capacity_factor"] = t.moe_expert_rank_capacity_factor

@@ -946,6 +946,9 @@ MODELLED_FLAGS: dict[str, str] = {
                                          "grouped MLP, CuTeDSL kernels with the activation and biases in their "
                                          "epilogues; dense layers not modelled)",
     "--moe-permute-fusion": "training.moe_permute_fusion (Megatron default off)",
+    "--moe-router-padding-for-quantization": "training.moe_router_padding_for_quantization (no TE Fp8Padding copies "
+                                             "around the experts; the padded routed tokens themselves not priced)",
+    "--moe-router-padding-for-fp8": "training.moe_router_padding_for_quantization (alias)",
     "--moe-flex-dispatcher-num-sms": "training.moe_dispatcher_num_sms (SMs DeepEP / HybridEP take beside compute)",
     "--moe-deepep-num-sms": "training.moe_dispatcher_num_sms (deprecated, routed as Megatron does)",
     "--moe-hybridep-num-sms": "training.moe_dispatcher_num_sms (deprecated, routed as Megatron does)",
@@ -982,12 +985,17 @@ MODELLED_FLAGS: dict[str, str] = {
     "--tp-comm-overlap-cfg": "training.tp_comm_overlap_cfg (per-GEMM userbuffers method, num_sm, set_sm_margin)",
     "--no-async-tensor-model-parallel-allreduce": "training.tp_async_backward",
     "--overlap-grad-reduce": "training.overlap_grad_reduce", "--overlap-param-gather": "training.overlap_param_gather",
+    "--ddp-bucket-size": "training.ddp_bucket_size (parameters per DDP gradient bucket: NCCL calls)",
+    "--ddp-num-buckets": "training.ddp_num_buckets (bucket = the rank's parameters // N: NCCL calls)",
     "--no-align-grad-reduce": "training.align_grad_reduce", "--no-align-param-gather": "training.align_param_gather",
     # batch / schedule / optimizer
     "--micro-batch-size": "training.micro_batch_size", "--global-batch-size": "training.global_batch_size",
     "--rampup-batch-size": "training.global_batch_size (the steady batch; stated in source.notes)",
     "--step-batch-size-schedule": "training.global_batch_size (the last, steady batch; stated in source.notes)",
     "--train-iters": "training.train_iters", "--optimizer": "training.optimizer (adam, sgd)",
+    # logging groups, but computed every iteration (cost/optimizer.py stat_bytes_per_param)
+    "--log-params-norm": "training.log_params_norm (a read of the main parameters every iteration)",
+    "--log-num-zeros-in-grad": "training.log_num_zeros_in_grad (a read of the main gradients every step)",
     "--recompute-activations": "training.recompute.granularity = selective",
     "--checkpoint-activations": "training.recompute = full uniform 1 (deprecated spelling)",
     "--recompute-granularity": "training.recompute.granularity", "--recompute-method": "training.recompute.method",
@@ -1029,11 +1037,25 @@ MODELLED_FLAGS: dict[str, str] = {
 
 # flag -> what it changes (time / memory) that the projection does not model
 NOT_MODELLED_FLAGS: dict[str, str] = {
+    # a "logging" flag that is not neutral: megatron-core 0.16.1 timers.py Timer.start / stop call
+    # torch.cuda.synchronize(); timers of log_level <= --timing-log-level are live (training.py: level 1 around the
+    # step's phases, with a barrier under --barrier-with-L1-time; level 2 around each micro-batch's forward / backward)
+    # "rerun engine" flags that are not neutral (megatron-core 0.16.1 rerun_state_machine.py): report_determinism_stats
+    # sets rerun_requested in every validate_result call, so every iteration is run again in place
+    "--rerun-mode": "time: report_determinism_stats runs every iteration twice (the step re-run in place to compare "
+                    "results: about double the step); disabled drops the per-iteration all-reduce of the rerun flag",
+    "--error-injection-rate": "time: every N-th validated result is faked wrong, and validate_results re-runs that "
+                              "iteration (persistent errors stop the job)",
+    "--bias-activation-fusion": "time: unfused bias + activation (--yaml-cfg language_model: field; Megatron-LM's "
+                                "arguments fuse them by default)",
+    "--persist-layer-norm": "time: non-persistent LayerNorm kernel (--yaml-cfg language_model: field)",
+    "--deallocate-pipeline-outputs": "memory: each pipeline stage's output tensors kept whole until their backward "
+                                     "(--yaml-cfg language_model: field; Megatron-LM's arguments always deallocate)",
+    "--timing-log-level": "time: device synchronisations (and barriers) around the timed phases -- level 1 each "
+                          "iteration's phases, level 2 each micro-batch's forward and backward",
     "--moe-expert-capacity-factor": "time, memory: tokens dropped / padded to a capacity per expert",
     "--moe-pad-expert-input-to-capacity": "time, memory: expert inputs padded to the capacity",
     "--moe-token-drop-policy": "time: which tokens are dropped at capacity",
-    "--moe-router-padding-for-fp8": "time, memory: routing map padded to FP8 GEMM alignment",
-    "--moe-router-padding-for-quantization": "time, memory: routing map padded to quantized GEMM alignment",
     "--moe-use-upcycling": "time: dense checkpoint upcycled at start (not per iteration)",
     "--moe-paged-stash-buffer-size-factor-cpu": "memory: paged stash host buffer",
     "--moe-latent-size": "time, memory: MoE in a latent space (Nemotron-H style)",
@@ -1303,7 +1325,13 @@ CONFIG_ONLY = """\
 --cpu-offloading-double-buffering\tcpu_offloading_double_buffering\ttrue\t\tfalse\tconfig\ttransformer configuration
 --fp8-dot-product-attention\tfp8_dot_product_attention\ttrue\t\tfalse\tconfig\ttransformer configuration
 --fp8-multi-head-attention\tfp8_multi_head_attention\ttrue\t\tfalse\tconfig\ttransformer configuration
+--bias-activation-fusion\tbias_activation_fusion\ttrue\t\ttrue\tconfig\ttransformer configuration
+--persist-layer-norm\tpersist_layer_norm\ttrue\t\ttrue\tconfig\ttransformer configuration
+--deallocate-pipeline-outputs\tdeallocate_pipeline_outputs\ttrue\t\ttrue\tconfig\ttransformer configuration
 """
+# (the last three: their defaults are what Megatron-LM's arguments give the TransformerConfig -- bias_gelu_fusion /
+# bias_swiglu_fusion, not no_persist_layer_norm, deallocate_pipeline_outputs=True in core_transformer_config_from_args;
+# only the experimental --yaml-cfg layout, which builds TransformerConfig from its language_model: section, sets them)
 
 
 # --------------------------------------------------------------------------- API
@@ -1401,6 +1429,26 @@ def is_default(flag: MegatronFlag, value: Any) -> bool:
         return float(value) == float(d)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return str(value) == str(d)
+
+
+def config_only_flags() -> frozenset[str]:
+    """Canonical option strings of ``CONFIG_ONLY``: TransformerConfig fields with no Megatron-LM argument."""
+    return frozenset(f.flag for f in all_flags() if f.versions == "config")
+
+
+def config_only_notes(options: Any) -> list[str]:
+    """One note per option string of ``options`` that names a TransformerConfig field Megatron-LM keeps off its
+    command line (``CONFIG_ONLY``: ``megatron/training/arguments.py`` lists them among the config fields that get
+    no argument, core_r0.16.0 and main; ``parse_args`` has ``allow_abbrev=False`` and calls ``parser.parse_args()``,
+    so ``pretrain_gpt.py`` exits with "unrecognized arguments").  The reader still reads the setting as the
+    recipe writes it (YAML configs and Megatron-Bridge set these fields)."""
+    out: list[str] = []
+    for o in dict.fromkeys(options):
+        f = by_option().get(o) if isinstance(o, str) else None
+        if f is not None and f.versions == "config":
+            out.append(f"{o}: not a Megatron-LM command-line argument (a TransformerConfig field, set from YAML or "
+                       f"Megatron-Bridge); pretrain_gpt.py would exit with 'unrecognized arguments' (read as written)")
+    return out
 
 
 def value_text(value: Any) -> str:

@@ -489,6 +489,7 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> Comm
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
     rec.args = args_of(rec.occs)
     rec.notes = [f"{path}: {w}" for w in dict.fromkeys(state.warnings)]
+    rec.notes += megatron_flags.config_only_notes(o.flag for o in rec.occs)
     for o in rec.occs:
         if o.flag and any(v.opaque for v in o.vals):
             rec.notes.append(f"{o.flag} {' '.join(v.text for v in o.vals)}: the value comes from a command "
@@ -513,6 +514,7 @@ def from_argv(argv: list[str]) -> CommandRecipe:
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
     rec.args = args_of(rec.occs)
+    rec.notes = megatron_flags.config_only_notes(o.flag for o in rec.occs)
     return rec
 
 

@@ -305,13 +305,25 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         if nemo and len(nemo) * 2 >= len(keys):
             raise UserError(f"{path}: a NeMo launcher config ({nemo[0]}, ...), not Megatron-LM arguments")
         _collect(rec, node, args, editable=True)
+        # these blocks become pretrain_gpt.py's command line (functional tests' run_ci_test.sh, moe_recipes)
+        rec.notes += megatron_flags.config_only_notes(
+            str(k) if str(k).startswith("-") else "--" + str(k).replace("_", "-") for k in keys)
     else:
         rec.main = root
         _collect(rec, root, args, editable=True)
+        yaml_cfg = False
         for sub in ("language_model", "model_parallel"):
             node = _child(root, sub)
             if isinstance(node, yaml.MappingNode):
+                yaml_cfg = True
                 _collect(rec, node, args, editable=True)
+        for dest in ("align_grad_reduce", "align_param_gather"):
+            if yaml_cfg and dest in args and args[dest] is None:
+                # Megatron-LM's --yaml-cfg (yaml_arguments.py load_yaml) takes the YAML as the namespace, null as None,
+                # and training.py tests `if args.align_grad_reduce:` / `args.align_param_gather` (core_r0.16.0)
+                args[dest] = False
+                rec.notes.append(f"{dest}: null is None in Megatron-LM's --yaml-cfg namespace, false where training.py "
+                                 f"tests it: read as false")
     rec.args = {k: v for k, v in args.items() if v is not None}
     for k, v in list(rec.args.items()):
         if isinstance(v, str) and re.search(r"\$\{?[A-Za-z_]", v) and k in BY_DEST and BY_DEST[k].kind in ("int", "float"):

@@ -399,7 +399,24 @@ _PRIMUS_UNMODELLED = {
     "turbo_grouped_gemm_backend": ("default", "time: Primus-Turbo grouped GEMM backend"),
     "use_turbo_autotune": (False, "time: Primus-Turbo GEMM autotuning"),
     "pp_max_mem": (None, "memory: zero-bubble heuristic memory cap"),
+    # primus/backends/megatron/core/transformer/moe/router.py: an in-place Triton tanh soft-cap over the router
+    # logits (logits_processor.py fused_softcap); final_ / attn_logit_softcapping are read by no Megatron module of
+    # Primus's backend (only its configs name them): neutral
+    "router_logit_softcapping": (None, "time: router logits soft-capped in place (one Triton pass over the "
+                                       "[tokens, experts] logits per MoE layer, small)"),
+    # primus/backends/megatron/patches/empty_cache_interval_patches.py: with empty_unused_memory_level >= 1 (itself
+    # reported), torch.cuda.empty_cache() before the optimizer step every N iterations (0 = never) instead of each
+    "empty_cache_interval": (1, "time: torch.cuda.empty_cache() before the optimizer step every N iterations instead "
+                                "of each (with empty_unused_memory_level >= 1; the allocator's re-growth not priced)"),
+    # primus/backends/megatron/patches/args/hsdp_args_patches.py: > 1 needs use_torch_fsdp2 and makes FSDP2's mesh
+    # (dp_replicate, dp_shard): HSDP, the gradients all-reduced across the replicas
+    "data_parallel_replicate_degree": (1, "time, memory: HSDP (torch FSDP2 sharded within dp / N ranks, replicated "
+                                          "N ways; gradients all-reduced over the replicas) priced as FSDP over the "
+                                          "whole DP group"),
 }
+# store_false Megatron dests (default true) whose `null` in a Primus YAML reaches Megatron-LM as None, which its
+# training loop reads as false (see _megatron_plan)
+_NULL_IS_FALSE = ("align_grad_reduce", "align_param_gather")
 _PRIMUS_MAPPED = {"recompute_layer_ids", "no_fp8_weight_transpose_cache", "enable_primus_turbo", "use_turbo_deepep",
                   "turbo_sync_free_moe_stage", "patch_zero_bubble", "enable_zero_bubble", "zero_bubble_v_schedule", "enable_1f1b_v", "patch_primus_pipeline",
                   "pp_algorithm", "torch_compile", "enable_zb_runtime"}
@@ -637,7 +654,9 @@ def _refuse_fine_tuning(cfg: dict) -> None:
 
 def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES, convert, plan_from_args
-    from primus_launch.adapters.megatron_flags import check_value
+    from primus_launch.adapters.megatron_flags import check_value, config_only_flags
+
+    config_only = config_only_flags()
 
     cfg = r.config
     mt = cfg.get("model_type") or "gpt"
@@ -649,22 +668,39 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     _refuse_fine_tuning(cfg)
     layer_ids = recompute_layer_ids(cfg)
     args: dict[str, Any] = {}
+    notes = list(r.notes)
     for k, v in cfg.items():
         key = YAML_ALIASES.get(k, k)
         spec = BY_DEST.get(key)
         if spec is None:
             continue
+        if spec.flag in config_only:
+            # primus/backends/megatron/argument_builder.py MegatronArgBuilder.update keeps only Megatron-LM's argparse
+            # destinations ("Non-Megatron parameters are silently ignored"); these TransformerConfig fields have none
+            continue
         val = convert(spec, v)
         if val is not None:
             args[key] = val
+        elif key in _NULL_IS_FALSE and k in cfg:
+            # primus/backends/megatron/argument_builder.py MegatronArgBuilder.update: "None values are allowed and
+            # will override Megatron defaults"; Megatron-LM training.py then tests `if args.align_grad_reduce:` /
+            # `if args.overlap_param_gather and args.align_param_gather:` (core_r0.16.0), so null is off
+            args[key] = False
+            notes.append(f"{key}: null overrides Megatron-LM's default (true) in Primus (argument_builder.py) and "
+                         f"is false where training.py tests it: read as false")
     if layer_ids is not None:  # Megatron alone refuses full without a method: read as uniform/1, then replaced
         args.update(recompute_method="uniform", recompute_num_layers=1)
-    notes = list(r.notes)
     unmod: list[UnmodelledFlag] = []
     settings = _settings(r)
     for k, v in settings.items():
+        f = _table_flag(k)
+        if f is not None and f.flag in config_only:  # no argparse destination: Primus drops it (above)
+            if not _is_megatron_default(f, (not v) if f.kind == "false" and isinstance(v, bool) and k != f.dest else v):
+                notes.append(f"{k}: {_fmt(v)} not read: a TransformerConfig field with no Megatron-LM argument, "
+                             f"which Primus's MegatronArgBuilder drops (the run keeps the default)")
+            continue
         st = _megatron_status(k)
-        f = _table_flag(k) if st in ("neutral", "unmodelled") else None
+        f = f if st in ("neutral", "unmodelled") else None
         if f is not None:  # a Megatron flag: the flag table's class decides, as for scripts (report_args)
             check_value(f, v, k)  # a value Megatron-LM would refuse: one line naming the key
             dv = (not v) if f.kind == "false" and k != f.dest and isinstance(v, bool) else v  # `no_x: true`

@@ -172,16 +172,16 @@ KEYS: dict[str, Key] = {
     **{f"quantize.linear.float8.{k}": _MAPPED for k in ("recipe_name", "enable_fsdp_float8_all_gather")},
     **{f"quantize.linear.float8.{k}": _NEUTRAL for k in ("precompute_float8_dynamic_scale_for_fsdp", "filter_fqns")},
     "quantize.linear.float8.emulate": _u(False, "time: FP8 matmuls emulated in higher precision"),
-    **{f"quantize.linear.mx.{k}": _MAPPED for k in ("recipe_name",)},
-    **{f"quantize.linear.mx.{k}": _NEUTRAL for k in ("mxfp8_dim1_cast_kernel_choice", "filter_fqns")},
+    **{f"quantize.linear.mx.{k}": _MAPPED for k in ("recipe_name", "mxfp8_dim1_cast_kernel_choice")},
+    **{f"quantize.linear.mx.{k}": _NEUTRAL for k in ("filter_fqns",)},
     "quantize.grouped_mm.float8.fqns": _MAPPED,
     **{f"quantize.grouped_mm.mx.{k}": _MAPPED for k in ("fqns", "recipe_name")},
     **{f"float8.{k}": _MAPPED for k in ("recipe_name", "enable_fsdp_float8_all_gather", "enable_float8_linear")},
     **{f"float8.{k}": _NEUTRAL for k in ("precompute_float8_dynamic_scale_for_fsdp", "filter_fqns",
                                          "force_recompute_fp8_weight_in_bwd", "moe_fqns_prototype")},
     "float8.emulate": _u(False, "time: FP8 matmuls emulated in higher precision"),
-    **{f"mx.{k}": _MAPPED for k in ("recipe_name",)},
-    **{f"mx.{k}": _NEUTRAL for k in ("mxfp8_dim1_cast_kernel_choice", "filter_fqns", "moe_fqns_prototype")},
+    **{f"mx.{k}": _MAPPED for k in ("recipe_name", "mxfp8_dim1_cast_kernel_choice", "use_fp8_dim1_cast_triton_kernel")},
+    **{f"mx.{k}": _NEUTRAL for k in ("filter_fqns", "moe_fqns_prototype")},
     "debug.moe_force_load_balance": _MAPPED,
     **{f"debug.{k}": _NEUTRAL for k in ("seed", "deterministic_warn_only", "print_config", "save_config_file",
                                         "enable_structured_logging", "spmd_typechecking")},
@@ -191,7 +191,8 @@ KEYS: dict[str, Key] = {
     "optimizer.name": _MAPPED,
     **{f"optimizer.{k}": _NEUTRAL for k in ("lr", "eps", "weight_decay", "beta1", "beta2", "betas", "type",
                                             "min_lr", "lr_min")},
-    "optimizer.implementation": _u("fused", "time: an unfused optimizer step"),
+    "optimizer.implementation": _u("fused", "time: an unfused optimizer step; memory: foreach AdamW's "
+                                                "_foreach_sqrt temporary of the shard (4 B per parameter) at the step"),
     "optimizer.early_step_in_backward": _u(False, "memory: gradients freed during backward"),
     **{f"comm.{k}": _NEUTRAL for k in ("init_timeout_seconds", "train_timeout_seconds", "trace_buf_size",
                                        "save_traces_folder", "save_traces_file_prefix")},
@@ -380,6 +381,24 @@ def job_cluster(text: str, job: dict, cluster: Optional[Cluster]) -> Cluster:
     return DEFAULT_CLUSTER
 
 
+def _mx_dim1_kernel(job: dict) -> str:
+    """The dim1 cast kernel of TorchTitan v0.1 / v0.2's MX linear converter, which overrides the torchao recipe's
+    (v0.2.1 components/quantization/mx.py; ``training.mx_dim1_cast_kernel``, cost/fp8.py): v0.2
+    ``quantize.linear.mx.mxfp8_dim1_cast_kernel_choice`` / early ``mx.mxfp8_dim1_cast_kernel_choice`` (default
+    "triton", config/job_config.py), v0.1.0 ``mx.use_fp8_dim1_cast_triton_kernel`` (default True; False = torch)."""
+    key = "quantize.linear.mx.mxfp8_dim1_cast_kernel_choice"
+    v = job_get(job, key)
+    if v is None:
+        key = "mx.mxfp8_dim1_cast_kernel_choice"
+        v = job_get(job, key)
+    if v is None:
+        flag = job_get(job, "mx.use_fp8_dim1_cast_triton_kernel")
+        return "torch" if flag is False else "triton"
+    if v not in ("triton", "cuda", "torch"):
+        raise PlanError(key, v, "one of triton, cuda, torch")
+    return str(v)
+
+
 def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) -> dict[str, Any]:
     """Precision fields from the converters (v0.1/v0.2 names and 0.3 converter classes)."""
     trn = _tbl(job, "training")
@@ -403,8 +422,17 @@ def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) ->
                       job_get(job, "float8.enable_fsdp_float8_all_gather", False))
         if gather:
             out["fp8_param_gather"] = True
+            pre = "quantize.linear.float8.precompute_float8_dynamic_scale_for_fsdp"
+            if job_get(job, pre, job_get(job, "float8.precompute_float8_dynamic_scale_for_fsdp", False)):
+                # torchtitan v0.2 components/quantization/float8.py: precompute_float8_dynamic_scale_for_fsdp after
+                # the optimizer step (one amax all-reduce for every float8 weight) instead of one per weight in its
+                # FSDP all-gather pre-hook; neither is priced
+                unmodelled.append(UnmodelledFlag(flag=pre, value="true", effect="time: the float8 weights' scales "
+                                                 "computed together after the optimizer step (one amax all-reduce) "
+                                                 "instead of one all-reduce per weight before its FSDP all-gather; "
+                                                 "neither is priced"))
     if mx_linear:
-        out.update(precision="fp8", fp8_recipe="mxfp8")
+        out.update(precision="fp8", fp8_recipe="mxfp8", mx_dim1_cast_kernel=_mx_dim1_kernel(job))
     for c in conv03:
         kind = c.get("type")
         if kind == "Float8LinearConverter":
@@ -568,6 +596,7 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     """
     notes = list(notes or [])
     unmod = list(unmodelled or [])
+    set_paths = list(set_paths)
     cl = job_cluster(header_text, job, cluster)
     if cluster is None and (not header_text or cluster_from_header(header_text) is None):
         notes.append(f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} assumed (the job states no cluster; "
@@ -641,6 +670,8 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
 
     recompute = _recompute(job, unmod)
     prec = _precision(job, notes, unmod)
+    if version == "0.3":   # 0.3's MXFP8 converter keeps the torchao recipe's CUDA dim1 kernel (no such option)
+        prec.pop("mx_dim1_cast_kernel", None)
     _converter_coverage(job, model.is_moe, prec, unmod, mla=model.multi_latent_attention)
     opt = _tbl(job, "optimizer").get("name", "AdamW")
     steps = _int(trn, "training", "steps", 10000)
@@ -701,6 +732,21 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     force_balance = _bool(_tbl(job, "debug"), "debug", "moe_force_load_balance", False) and model.is_moe
 
     unmod += unmodelled_of(job, set_paths, flag)
+    if job_get(job, "model._loss03") == "ChunkedLossWrapper":
+        # torchtitan 0.3.0 components/loss.py ChunkedLossWrapper (num_chunks 8 by default; the loss most config
+        # functions build): lm_head + loss per sequence chunk, each chunk's backward at once, lm_head unsharded
+        # across the chunks and reduce-scattered per chunk
+        unmod.append(UnmodelledFlag(flag="loss", value="ChunkedLossWrapper",
+                                    effect="memory, time: lm_head and the loss run per sequence chunk (logits and "
+                                           "their fp32 gradients of one chunk at a time, lm_head's gradient reduce-"
+                                           "scattered per chunk); projected as one full-sequence loss"))
+    lb_path = "parallelism.context_parallel_load_balancer"
+    if cp > 1 and lb_path in set_paths and str(job_get(job, lb_path)).lower() in ("none", "null"):
+        # torchtitan 0.3.0 config/configs.py: "None: Disable load balancing" (default "headtail"); the CP model
+        # prices balanced causal chunks
+        unmod.append(UnmodelledFlag(flag=flag(lb_path), value="None",
+                                    effect="time: causal context parallelism without load balancing (the last CP rank "
+                                           "computes the most attention); priced as balanced"))
     try:
         plan = Plan(
             model=model,
@@ -854,6 +900,8 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
         put("training.mixed_precision_param", "float32" if t.precision == "fp32" else "bfloat16", "bfloat16")
     if t.fp8_param_gather != ot.fp8_param_gather:
         put("quantize.linear.float8.enable_fsdp_float8_all_gather", t.fp8_param_gather, False)
+    if version != "0.3" and t.fp8_recipe == "mxfp8" and t.mx_dim1_cast_kernel != ot.mx_dim1_cast_kernel:
+        put("quantize.linear.mx.mxfp8_dim1_cast_kernel_choice", t.mx_dim1_cast_kernel, "triton")
     if t.train_iters is not None and t.train_iters != ot.train_iters:
         put("training.steps", t.train_iters, 10000)
     if t.compile != ot.compile:

@@ -246,7 +246,7 @@ def job_of(entry: dict) -> dict:
     m = entry["model"]
     job: dict[str, Any] = {
         "model": {"name": m["name"], "flavor": m["flavor"], "_converters03": m.get("converters", []),
-                  "_moe_comm_backend": m.get("moe_comm_backend")},
+                  "_moe_comm_backend": m.get("moe_comm_backend"), "_loss03": (entry.get("loss") or {}).get("type")},
         "training": dict(entry["training"]),
         "parallelism": dict(entry["parallelism"]),
         "compile": dict(entry["compile"]),

@@ -349,6 +349,11 @@ class Training(BoundedSection):
     bf16_linears: tuple[Literal["wq", "wk", "wv", "wo"], ...] = Field(
         default=(), description="attention linears the low-precision recipe leaves in BF16 (TorchTitan float8 / MX "
                                 "converters' filter_fqns, e.g. attention.wk / attention.wv)")
+    mx_dim1_cast_kernel: Literal["cuda", "triton", "torch"] = Field(
+        default="cuda", description="torchao MXFP8 linears (TorchTitan v0.1 / v0.2 MX converter): the kernel of the "
+                                    "dim1 (column-wise) casts of the backward (mxfp8_dim1_cast_kernel_choice, default "
+                                    "triton there; torchao's recipes and TorchTitan 0.3: cuda); triton / torch run "
+                                    "slower (cost/fp8.py mx_dim1_extra_bytes)")
     fp8_weight_transpose_cache: bool = Field(
         default=True, description="Transformer Engine keeps each linear's transposed (columnwise) fp8 weight in its "
                                   "workspace across micro-batches; False = ROCm TE keep_fp8_weight_transpose_cache="
@@ -417,6 +422,12 @@ class Training(BoundedSection):
                                    "worst-case token budget, grouped GEMM with device group sizes); False = "
                                    "Megatron's dispatchers, which synchronise once per MoE layer forward")
     moe_permute_fusion: bool = Field(default=True, description="fused token permutation (Megatron --moe-permute-fusion)")
+    moe_router_padding_for_quantization: bool = Field(
+        default=False, description="Megatron --moe-router-padding-for-quantization (or its alias "
+                                   "--moe-router-padding-for-fp8): the routing map is padded so every expert's token "
+                                   "count is a multiple of the FP8 / FP4 GEMM alignment; off = TEGroupedMLP pads and "
+                                   "unpads the experts' input and output with TE Fp8Padding where the dispatcher left "
+                                   "them unaligned (all-to-all / all-gather)")
     moe_dispatcher_num_sms: Optional[int] = Field(
         default=None, ge=1, description="SMs the DeepEP / HybridEP dispatch and combine kernels take (Megatron "
                                         "--moe-flex-dispatcher-num-sms, or the deprecated --moe-deepep-num-sms / "
@@ -476,6 +487,14 @@ class Training(BoundedSection):
     exp_avg_dtype: StateDtype = "fp32"
     exp_avg_sq_dtype: StateDtype = "fp32"
     train_iters: Optional[int] = None
+    ddp_bucket_size: Optional[int] = Field(default=None, gt=0, description="Megatron --ddp-bucket-size: parameters "
+                                           "per DDP gradient bucket (None = max(40M, 1M x dp))")
+    ddp_num_buckets: Optional[int] = Field(default=None, gt=0, description="Megatron --ddp-num-buckets: the bucket "
+                                           "size is the rank's parameters // N (Megatron-LM training.py get_model)")
+    log_params_norm: bool = Field(default=False, description="Megatron --log-params-norm: the L2 norm of the "
+                                                             "parameters (fp32 main copies) computed every iteration")
+    log_num_zeros_in_grad: bool = Field(default=False, description="Megatron --log-num-zeros-in-grad: the zeros of "
+                                                                   "the main gradients counted every optimizer step")
 
 
 class Cluster(BoundedSection):

@@ -1096,17 +1096,17 @@ def titan_rows():
     scout = dict(num_layers=48, hidden_size=5120, ffn_hidden_size=16384, num_attention_heads=40, num_query_groups=8,
                  vocab_size=202048, seq_length=8192, num_experts=16, moe_topk=1, moe_ffn_hidden_size=8192,
                  moe_shared_expert_intermediate_size=8192, moe_layer_freq=1, moe_router_score_function="sigmoid")
-    # the SwiGLU inputs autograd must keep without AC (w1 and w3 outputs, for silu(a) * b's backward): the top-1 routed
-    # expert's and the shared expert's, hidden 8192 each (torchtitan v0.2.1 llama4/model/model.py TransformerBlock,
-    # moe/moe.py MoE: shared FeedForward(hidden_dim * num_shared_experts)), per token of the local batch, per layer
-    tokens = 10 * 8192
-    swiglu = 48 * tokens * (1 + 1) * 2 * 8192 * 2
-    scout_mem = (f"memory not judged: the stated configuration cannot be what ran. Local batch 10 x seq 8192 = {tokens} "
-                 f"tokens per GPU with no activation checkpointing keeps, in the 48 layers, at least the two SwiGLU "
-                 f"inputs (w1 and w3 outputs, hidden 8192) of the top-1 routed expert and of the shared expert per "
-                 f"token: 48 x {tokens} x 4 x 8192 x 2 B = {swiglu / 2**30:.0f} GiB, more than a GB200's 184 GiB before "
-                 "anything else; the blog's run of the same model on the same cluster states local batch 1 with full AC "
-                 "(a different speedup, +30.2% vs the table's +20.3%), so which settings produced the table is unknown")
+    # Local batch: torchao's moe_training README published this run first (2f903f81a, 2025-11-07, PR #3312: the same
+    # loss-curve image, blob 47e2967a, and the same configuration list) with "Local batch size: 1" and AC none, and
+    # added its tokens/s table (6169 / 7401, 1.20x) to that list on 2025-12-22 (b7959dd6e, PR #3531; unchanged at
+    # HEAD).  torchtitan's copy of the list (b3da1a2d8, 2025-12-03) says 10, which cannot have run: without AC
+    # autograd keeps the SwiGLU inputs (w1 and w3 outputs, for silu(a) * b's backward) of the top-1 routed expert and
+    # of the shared expert, hidden 8192 each (torchtitan v0.2.1 llama4/model/model.py TransformerBlock, moe/moe.py
+    # MoE: shared FeedForward(hidden_dim * num_shared_experts)), per token of the local batch and layer:
+    # 48 x 81920 x 4 x 8192 x 2 B = 240 GiB at local batch 10, more than a GB200's 184 GiB.
+    local = 1
+    # the run predates torchao's 2025-11-07 README commit: torchtitan between v0.2.0 (2025-10-17) and the
+    # per-submodule MoE compile of PR #1895 (2025-10-29) or just after it; the v0.2.1 reader is kept
     # the run's converters as torchtitan v0.2.1 reads them (docs/mxfp8.md @v0.2.1 'Example TOML Configuration' and
     # the run's list: "mxfp8 applied to routed experts computation (grouped GEMMs)", "mxfp8 applied to all linear
     # layers except: output, router.gate, attention.wk, attention.wv"; config/job_config.py MXLinear / MXGroupedMM)
@@ -1121,12 +1121,13 @@ def titan_rows():
     for key, tok, prec in (("bf16", 6169, "bf16"), ("mxfp8", 7401, "mxfp8 (torchao) on routed-expert grouped GEMMs and all "
                                                                   "linears except output, router.gate, attention.wk, attention.wv")):
         rows.append(dict(
-            memory_not_judged=scout_mem,
             id=f"torchtitan_gb200_llama4_scout_{key}",
-            source=("pytorch/torchtitan torchtitan/components/quantization/mxfp8.md (HEAD b5bcd76c) 'Performance / MoE "
-                    f"models' table, row '{'None (bfloat16)' if key == 'bf16' else 'mxfp8'}'; run described in the "
-                    "same section and in the PyTorch blog 'MXFP8 Training for MoEs: 1.3x training speedup vs BF16 for "
-                    "Llama4 Scout on GB200 cluster using TorchAO and TorchTitan'"),
+            source=("pytorch/ao torchao/prototype/moe_training/README.md (table added b7959dd6e 2025-12-22, run and "
+                    "configuration first published 2f903f81a 2025-11-07) and pytorch/torchtitan "
+                    "torchtitan/components/quantization/mxfp8.md (HEAD b5bcd76c) 'Performance / MoE models' table, row "
+                    f"'{'None (bfloat16)' if key == 'bf16' else 'mxfp8'}'; not the run of the PyTorch blog 'MXFP8 "
+                    "Training for MoEs: 1.3x training speedup vs BF16 for Llama4 Scout on GB200 cluster using TorchAO "
+                    "and TorchTitan' (full AC, torch 2.11.0.dev20260122, torchao 0.17: +30.2 %)"),
             model_name="Llama 4 Scout (17B active, 16 experts)",
             architecture=scout,
             hardware=dict(gpu="GB200 NVL72 (Crusoe)", num_gpus=256, gpus_per_node=4, interconnect="GB200 NVL72 racks",
@@ -1134,14 +1135,14 @@ def titan_rows():
             parallelism=dict(tp=1, pp=1, vpp=None, cp=1, ep=16, etp=None, dp=256, fsdp=256, sequence_parallel=False,
                              zero_stage=3, distributed_optimizer=None, pipeline_layout=None,
                              expert_fsdp=64),
-            training=dict(global_batch_size=2560, micro_batch_size=10, precision=prec,
+            training=dict(global_batch_size=256 * local, micro_batch_size=local, precision=prec,
                           fp8_recipe=None if key == "bf16" else "mxfp8", recompute="none",
                           moe_dispatcher="torchtitan EP all-to-all", cuda_graph="none (torch.compile)", ep_overlap=False,
                           mtp_num_layers=None),
             measured=dict(tokens_per_sec_per_gpu=tok, tflops_per_gpu=None, mfu=None, iteration_time_s=None,
                           peak_memory_gb=None, tokens_statistic="'Median tokens/s'"),
             flops_convention=CONV_TT,
-            derived_fields=["global_batch_size = local batch 10 x FSDP 256", "tokens/s read as per GPU (torchtitan tps)"],
+            derived_fields=[f"global_batch_size = local batch {local} x FSDP 256", "tokens/s read as per GPU (torchtitan tps)"],
             source_reliability="primary doc, but internally inconsistent (see flags_unknown)",
             notes="Scout architecture from torchtitan v0.2.1 torchtitan/models/llama4/__init__.py '17bx16e' + model/args.py "
                   "+ model.py: dim 5120, 48 layers all MoE (interleave_moe_layer_step 1), 40 heads, 8 KV heads, 16 "
@@ -1149,18 +1150,20 @@ def titan_rows():
                   "rounded up to 2048 = 8192 (auto_scale_hidden_dim), vocab 202048, RoPE theta 5e5 with scaling, "
                   "every_n_layers_nope unset (no NoPE / chunked layers in this flavor) -> plain causal attention.",
             torchtitan_config={"model": {"name": "llama4", "flavor": "17bx16e", **SCOUT_CONVERTERS[key]["model"]},
-                               "training": {"seq_len": 8192, "local_batch_size": 10, "compile": True, "dataset": "c4"},
+                               "training": {"seq_len": 8192, "local_batch_size": local, "compile": True, "dataset": "c4"},
                                "parallelism": {"data_parallel_shard_degree": 256, "expert_parallel_degree": 16},
                                "activation_checkpoint": {"mode": "none"},
                                **({"quantize": SCOUT_CONVERTERS[key]["quantize"]} if key != "bf16" else {})},
-            flags_source="torchtitan mxfp8.md 'Training and model configurations for this run' list (same text in "
-                         "docs/mxfp8.md @v0.2.1, whose 'Example TOML Configuration' gives the converter keys)",
+            flags_source="torchao moe_training README 'Training and model configurations for this run' list (@2f903f81a "
+                         "and HEAD; torchtitan's copy in mxfp8.md / docs/mxfp8.md @v0.2.1 differs only in the local "
+                         "batch; torchtitan's 'Example TOML Configuration' gives the converter keys)",
             flags_unknown=["GPU count: the table header says '512 GPU training on 64 node GB200 cluster' but the config "
                            "list says '64 nodes of 4 devices each = 256 chips' and the blog says 256 devices (256 used)",
-                           "local batch 10 / AC none (doc) vs local batch 1 / AC full (blog's convergence run): doc used",
+                           "local batch: 1 in torchao's README (first publication of the run, and its table), 10 in "
+                           "torchtitan's later copy (cannot fit without AC: 240 GiB of SwiGLU inputs); torchao's used",
                            "whether 'Median tokens/s' is per GPU (assumed: torchtitan logs per-rank tps)",
-                           "software versions for this table not stated (blog: torch 2.11.0.dev20260122+cu130, torchtitan "
-                           "0.2.1, torchao 0.17.0+git41e02b5fb)", "Llama4 expert FFN and shared-expert sizes from the "
+                           "software versions for this table not stated (the run predates 2025-11-07; the blog's later "
+                           "run: torch 2.11.0.dev20260122+cu130, torchtitan 0.2.1, torchao 0.17.0+git41e02b5fb)", "Llama4 expert FFN and shared-expert sizes from the "
                            "torchtitan flavor, not restated in the doc",
                            "MXFP8 linear recipe name for the MoE run not stated: mxfp8_cublas, the recipe of the "
                            "doc's own TOML example (torchtitan v0.2.1 docs/mxfp8.md 'Example TOML Configuration')"],
@@ -1218,7 +1221,7 @@ def amd_rows():
             measured_tokens_per_sec_per_gpu_for_judging=tok,
         ))
     mix = dict(num_layers=56, hidden_size=6144, ffn_hidden_size=16384, num_attention_heads=48, num_query_groups=8,
-               vocab_size=32000, seq_length=8192, num_experts=8, moe_topk=2, moe_ffn_hidden_size=16384)
+               vocab_size=32768, seq_length=8192, num_experts=8, moe_topk=2, moe_ffn_hidden_size=16384)
     flags = ["--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 4",
              "--num-virtual-stages-per-pipeline-rank 2", "--context-parallel-size 1", "--expert-model-parallel-size 8",
              "--micro-batch-size 2", "--global-batch-size 256", "--num-layers 56", "--hidden-size 6144", "--ffn-hidden-size 16384",
@@ -1229,7 +1232,7 @@ def amd_rows():
              "--moe-aux-loss-coeff 1e-2", "--moe-grouped-gemm", "--moe-token-dispatcher-type alltoall",
              "--moe-router-force-load-balancing", "--bf16", "--use-distributed-optimizer", "--overlap-grad-reduce",
              "--overlap-param-gather", "--no-gradient-accumulation-fusion", "--cross-entropy-loss-fusion",
-             "--cross-entropy-fusion-impl te", "--mock-data", "--vocab-size 32000"]
+             "--cross-entropy-fusion-impl te", "--mock-data", "--vocab-size 32768"]
     # What the backward needs on PP rank 0 without recompute, per token of a micro-batch, per layer (bf16 elements): each
     # of the top-2 routed copies' grouped-GEMM fc1 input (h), fc1 output (2F, the SwiGLU's input) and fc2 input (F);
     # flash attention's q, k, v, o; the two norms' inputs (2h).  Interleaved 1F1B (PP 4, VP 2) keeps
@@ -1239,7 +1242,7 @@ def amd_rows():
     h, F, nq, nkv, d = 6144, 16384, 48, 8, 128
     per_tok = 2 * (h + 2 * F + F) + (2 * nq + 2 * nkv) * d + 2 * h
     acts = 2 * per_tok * 2 * 8192 * 7 * 8
-    dense = 14 * (h * (nq + 2 * nkv) * d + nq * d * h + 2 * h + 8 * h) + 32000 * h
+    dense = 14 * (h * (nq + 2 * nkv) * d + nq * d * h + 2 * h + 8 * h) + 32768 * h
     expert = 14 * 3 * h * F
     static = (2 + 4) * (dense + expert) + 12 * (dense / 16 + expert / 2)
     mix_mem = (f"memory not judged: nothing states the recompute and global batch of the measured 8-node run. The blog's "
@@ -1270,7 +1273,25 @@ def amd_rows():
                         "10.052 s = 2,097,152 tokens per iteration = 256 sequences of 8192)",
                         "architecture from Primus primus/configs/models/megatron/mixtral_8x22B_v0.1.yaml + mixtral_base.yaml "
                         "(56 layers, h 6144, ffn 16384, 48 heads, 8 KV groups, 8 experts top-2, rope base 1e6); vocab "
-                        "32000 = Mixtral-8x22B-v0.1 tokenizer"],
+                        "32768: the config's MixtralTokenizer is Megatron's HuggingFaceTokenizer of "
+                        "mistralai/Mixtral-8x22B-v0.1 (Primus @2eb9dc7d primus/backends/megatron/training/tokenizer/"
+                        "tokenizer.py build_tokenizer), whose config.json vocab_size is 32768, a multiple of 128 "
+                        "(adapters/megatron_vocab.py; was read 32000, Mixtral-8x7B's)",
+                        "global_batch_size = 256 also from AMD's own 8-node reproduction command for this model "
+                        "(ROCm/MAD Primus-Megatron training README for rocm/primus:v26.3, Primus e16b27bf, section 3.2 "
+                        "'Mixtral-8x22B BF16 8 Nodes': --micro_batch_size 2 --global_batch_size 256 on the "
+                        "mixtral_8x22B_v0.1-BF16-pretrain.yaml config), independent of the blog's projection arithmetic; "
+                        "the blog's hand-worked 'Example Calculation' (GBS 128, 10,052 x 8/16 = 5,026 ms) gives the same "
+                        "3,260 tok/s/GPU, but the Primus code that printed '10,052 ms / 3,260' (@511bdfcd and @2eb9dc7d "
+                        "performance_projection/projection.py: tokens = global_batch x seq over the printed full "
+                        "iteration time) fixes 256",
+                        "vpp = 2 from the table's VPP column as published @2eb9dc7d; that column was added in 511bdfcd "
+                        "(2026-03-24) -- the row first appeared @540f94bb (2026-03-13) with columns TP PP CP EP only -- and "
+                        "35d223ff the same day relabelled the projection printout 'PP=4' as 'PP=4, VPP=2' without "
+                        "changing its numbers; AMD's 8-node command and the MI355X config carry no VPP flag.  Kept at 2 (the authors' "
+                        "last word); 1F1B without VPP projects 2,733 tok/s/GPU (scripts/mbs_sweep.py "
+                        "primus_blog_mi355x_mixtral_8x22b_bf16_64gpu --mbs 2 --set parallel.vpp=1 "
+                        "training.pipeline_schedule=1f1b)"],
         source_reliability="secondary (AMD blog quoting AMD's performance page); this is the 'Mixtral 8x22B on MI355X' "
                            "reference that the Primus tuning-agent docs project to 3,260 tokens/s/GPU on 4 nodes",
         notes="Flags other than the table's layout come from the Primus example config "
@@ -1285,7 +1306,8 @@ def amd_rows():
                        "3,260 tokens/s/GPU at 10,052 ms per iteration on 64 GPUs = 2.097 M tokens = 256 x 8192 (its "
                        "'Performance Projection' output, same document)", "recompute (config: granularity full, method block, 0 layers)",
                        "Primus-Turbo kernels (enable_primus_turbo: true; turbo attention/grouped MLP off)",
-                       "docker image / Primus version of the measurement", "VPP 2 from the table, not in the config"],
+                       "docker image / Primus version of the measurement", "VPP 2 from the table (column added after the row "
+                       "was first published, see derived_fields), not in the config nor in AMD's 8-node command"],
         judge_only=True, confidence="low", judge_groups=["moe", "cdna4"],
         measured_tokens_per_sec_per_gpu_for_judging=3534,
     ))

@@ -21,7 +21,10 @@ all-reduce and one all-gather per bucket), so the reduction costs the whole tran
 NCCL's own per-call latency for every further bucket (``cost/collectives.py`` ``nccl_call_latency``: base +
 ring steps, whose inter-node part grows with the nodes of the DP group, ``(m-1) x 14 us`` per reduce-scatter
 or all-gather); Megatron's bucket size ``max(40M, 1M x dp)`` keeps that latency a bounded share of a bucket
-at large DP.
+at large DP (``--ddp-bucket-size`` / ``--ddp-num-buckets`` replace it: :func:`bucket_params`).
+
+TorchTitan plans: no Megatron buckets; the NCCL calls and the overlap granule are the rank's FSDP2 units
+(:func:`titan_grad_units`: torchtitan 0.3.0 wraps every job in FSDP2, a replicate-only job too).
 
 Interleaved 1F1B (Megatron, ``vpp > 1``, ``pp > 1``): megatron-core 0.16.1 ``pipeline_parallel/schedules.py``
 ``forward_backward_pipelining_with_interleaving`` with Megatron-LM's defaults ``align_grad_reduce`` /
@@ -66,25 +69,58 @@ from primus_launch.projection.cost import contention as con
 from primus_launch.projection.cost.fsdp import fsdp_bytes
 from primus_launch.projection.hardware.gpus import GPUSpec
 from primus_launch.projection.hardware.placement import Layout
-from primus_launch.projection.memory.params import StageParams
+from primus_launch.projection.memory.params import StageParams, stage_parameter_split
 from primus_launch.projection.pipeline.orders import B, F, schedule_orders
 
 
-def bucket_params(dp_size: int) -> int:
-    """Parameters per gradient bucket of Megatron DDP: ``max(40M, 1M x dp)`` (megatron-core
-    ``distributed/distributed_data_parallel.py``: the default ``bucket_size`` grows with the DP group)."""
+def bucket_params(dp_size: int, plan: Plan | None = None, rank_params: float = 0.0) -> int:
+    """Parameters per gradient bucket of Megatron DDP (Megatron-LM ``training.py`` ``get_model``, core_r0.16.0):
+    ``--ddp-bucket-size`` as given; ``--ddp-num-buckets N``: the rank's parameters (all its model chunks,
+    ``rank_params``) ``// N``; else ``max(40M, 1M x dp)`` (the default ``bucket_size`` grows with the DP group)."""
+    t = plan.training if plan is not None else None
+    if t is not None and t.ddp_bucket_size:
+        return t.ddp_bucket_size
+    if t is not None and t.ddp_num_buckets:
+        return max(1, int(rank_params) // t.ddp_num_buckets)
     return max(cal.GRAD_BUCKET_PARAMS, 1_000_000 * dp_size)
 
 
-def bucket_calls(plan: Plan, params: float, dp_size: int) -> int:
+def bucket_calls(plan: Plan, params: float, dp_size: int, rank_params: float | None = None) -> int:
     """NCCL calls one gradient reduction (and parameter all-gather) of ``params`` parameters takes: one per
     bucket with ``overlap_grad_reduce``, else one (Megatron DDP sets ``bucket_size = None`` without the
-    overlap: one bucket per buffer)."""
+    overlap: one bucket per buffer); ``rank_params``: the rank's parameters (default ``params``)."""
     if params <= 0:
         return 0
     if not plan.training.overlap_grad_reduce:
         return 1
-    return max(1, -(-int(params) // bucket_params(dp_size)))
+    per = bucket_params(dp_size, plan, params if rank_params is None else rank_params)
+    # a bucket closes at the first whole parameter that brings it to >= bucket_size (param_and_grad_buffer.py), so
+    # each of the k full buckets overshoots and a remainder of no more than k elements (what --ddp-num-buckets'
+    # integer division leaves) rides in the last one instead of opening another; tensors are not walked one by one
+    k, rest = divmod(int(params), per)
+    return max(1, k + (rest > k))
+
+
+def titan_grad_units(plan: Plan, rank: int) -> int:
+    """FSDP2 units of a TorchTitan plan's PP rank ``rank``: its NCCL gradient calls per step and the granule its
+    reduction overlaps the backward in.  torchtitan 0.3.0 has no DDP path: ``models/llama3/parallelize.py`` always
+    runs ``apply_fsdp_to_decoder`` ("with shard_degree=1 it is a no-op for the all-gather but still installs the
+    MixedPrecisionPolicy"), on the mesh ``["dp_replicate", "fsdp"]``, so a replicate-only job (``dp_sharding`` none)
+    all-reduces each unit's gradients over the replicas in its post-backward, as HSDP does; ``distributed/fsdp.py``
+    wraps the embedding, each block and ``[norm, lm_head]`` (the slots of the rank's chunks, MTP heads included).
+    Not Megatron DDP's ``max(40M, 1M x dp)`` buckets; not torchtitan v0.2's ``replicate(bucket_cap_mb=100)``
+    either (0.3.0 is the version modelled)."""
+    return max(1, sum(c.slots for c in plan.chunk_layout()[rank]))
+
+
+def _grad_calls(plan: Plan, params: float, dp_size: int, rank: int, rank_params: float) -> int:
+    """NCCL gradient calls of ``params`` parameters: Megatron DDP's buckets (:func:`bucket_calls`), TorchTitan's
+    FSDP2 units (:func:`titan_grad_units`)."""
+    if params <= 0:
+        return 0
+    if plan.framework == "torchtitan":
+        return titan_grad_units(plan, rank)
+    return bucket_calls(plan, params, dp_size, rank_params)
 
 
 _OP = {coll.reduce_scatter: "reduce_scatter", coll.all_gather: "all_gather", coll.all_reduce: "all_reduce"}
@@ -238,7 +274,8 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
                      + coll.reduce_scatter(expert_grad_elem * sp_.expert, lay.expert_dp, gpu))
     elif dp_size > 1 or lay.expert_dp.size > 1:
         gd, ge = float(grad_elem * sp_c.dense), float(grad_elem * sp_c.expert)
-        nd, ne = bucket_calls(plan, sp_c.dense, dp_size), bucket_calls(plan, sp_c.expert, dp_size)
+        nd = _grad_calls(plan, sp_c.dense, dp_size, rank, sp_.total)
+        ne = _grad_calls(plan, sp_c.expert, dp_size, rank, sp_.total)
         if sharded:
             grad = (_per_bucket(coll.reduce_scatter, gd, nd, lay.dp, gpu)
                     + _per_bucket(coll.reduce_scatter, ge, ne, lay.expert_dp, gpu))
@@ -259,7 +296,8 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
         grad += con.displaced(raw_g - grad, con.NCCL_SMS, units, arch)
         ag += con.displaced(raw_a - ag, con.NCCL_SMS, units, arch)
         return grad + ag
-    buckets = max(1, -(-sp_.total // bucket_params(dp_size)))
+    buckets = (titan_grad_units(plan, rank) if plan.framework == "torchtitan"
+               else bucket_calls(plan, sp_.total, dp_size))
     if t.overlap_grad_reduce and grad > 0:
         raw = grad
         grad = max(grad / buckets, grad - bwd_win)
@@ -292,10 +330,16 @@ def dp_sync_line(plan: Plan) -> str:
         return ""   # TorchTitan's DDP (torch's own bucket size) has no Megatron DDP buckets
     sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
     op = "reduce_scatter" if sharded else "all_reduce"
-    per = bucket_params(lay.dp.size)
+    t = plan.training
+    if t.ddp_bucket_size or t.ddp_num_buckets:
+        per = bucket_params(lay.dp.size, plan, stage_parameter_split(plan)[0].total)
+        rule = (f"--ddp-bucket-size {t.ddp_bucket_size}" if t.ddp_bucket_size
+                else f"--ddp-num-buckets {t.ddp_num_buckets}: stage 0's parameters // {t.ddp_num_buckets}")
+    else:
+        per, rule = bucket_params(lay.dp.size), "Megatron DDP max(40M, 1M x dp)"
     lat = coll.nccl_call_latency(op, lay.dp.size, lay.dp.nodes)
-    how = (f"{per / 1e6:.0f}M-parameter buckets (Megatron DDP max(40M, 1M x dp)), one NCCL call each"
-           if plan.training.overlap_grad_reduce else "one bucket (no overlap_grad_reduce)")
+    how = (f"{per / 1e6:.0f}M-parameter buckets ({rule}), one NCCL call each"
+           if t.overlap_grad_reduce else "one bucket (no overlap_grad_reduce)")
     if per_chunk_sync(plan):
         # Megatron-LM training.py sets config.grad_sync_func only with overlap_grad_reduce and param_sync_func only
         # with overlap_param_gather: without them each chunk syncs after the pipeline (finalize_model_grads) /

@@ -102,6 +102,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
                        f"{nbytes / 1e9:.2f} GB per micro-batch") if q else (
                     f"torchao roofline bytes per role under torch.compile (cost/fp8.py torchao_compiled_bytes): "
                     f"{nbytes / 1e9:.2f} GB per micro-batch" if torchao else "cost/fp8.py (casts at streaming speed)")
+                if len(info) > 5 and info[5]:
+                    src += (f"; + {info[5] / 1e9:.2f} GB: the MX linears' dim1 casts on the Triton / torch kernel "
+                            "(training.mx_dim1_cast_kernel, cost/fp8.py mx_dim1_extra_bytes)")
             else:
                 nbytes = info[3] if len(info) > 3 else 0.0
                 effs = f"{100 * eta:.0f}% of HBM" + (f", {nbytes / 1e6:.0f} MB" if nbytes else "")

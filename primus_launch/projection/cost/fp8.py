@@ -64,6 +64,29 @@ TORCHAO_COMPILED_BYTES: dict[str, tuple[float, float]] = {
     "blockwise": (4.0, 6.0),
     "nvfp4": (3.0, 5.0),
 }
+# torchao MXFP8 linears, the dim1 (column-wise) casts of the backward (input, weight and output gradient, each
+# read 2 + written 1 B per element): TorchTitan v0.1 / v0.2 override the recipe's CUDA kernel with their own
+# ``mxfp8_dim1_cast_kernel_choice`` (v0.2.1 components/quantization/mx.py ``config.mxfp8_dim1_cast_kernel_choice =
+# ...``; config/job_config.py default "triton"; v0.1.0 ``mx.use_fp8_dim1_cast_triton_kernel = True``).  On B200 the
+# CUDA kernel runs at 5404.46 GB/s (16384 x 16384, floor scaling: torchao mx_formats README @4446ad91b, record
+# ao-b200-cast-dim1_mxfp8_cuda_floor) and the Triton kernel "up to 3.9 TB/s" (the same README before it, e.g. @2f903f81a
+# "to_mx cast across dim0 and dim1"); torchao PR #2513 / torchtitan PR #1427: CUDA "~1.4x faster than the existing
+# Triton kernel or torch.compile", +1.5-2.5 % tokens/s for Llama 3 8B under torchtitan with FSDP 4 / 8.  The slower
+# kernels are priced as extra streaming bytes: 3 B x (CUDA / Triton bandwidth - 1) per element cast along dim1.
+MX_DIM1_CUDA_BPS = 5404.46e9
+MX_DIM1_TRITON_BPS = 3.9e12
+MX_DIM1_BYTES = 3.0
+
+
+def mx_dim1_extra_bytes(kernel: str) -> float:
+    """Extra streaming bytes per element cast along dim1 by ``kernel`` (``cuda`` | ``triton`` | ``torch``) over the
+    CUDA kernel the roofline's casts stand for: ``3 x (MX_DIM1_CUDA_BPS / MX_DIM1_TRITON_BPS - 1)`` for triton and
+    torch (the PR's "or torch.compile"), 0 for cuda (comment above)."""
+    if kernel == "cuda":
+        return 0.0
+    return MX_DIM1_BYTES * (MX_DIM1_CUDA_BPS / MX_DIM1_TRITON_BPS - 1.0)
+
+
 # tensorwise with FSDP float8 all-gather (``enable_fsdp_float8_all_gather`` +
 # ``precompute_float8_dynamic_scale_for_fsdp``): each rank casts its own shard before the all-gather
 # (torchao/float8/fsdp_utils.py ``fsdp_pre_all_gather``), so the per-micro-batch weight work is the

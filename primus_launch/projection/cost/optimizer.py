@@ -7,6 +7,13 @@ the master weights and both moments read and written, the bf16 model weights wri
 dtypes of a precision-aware optimizer (34 B with fp32 states, ``calibration.ADAM_BYTES_PER_PARAM``).
 A fraction ``offload.optimizer_fraction`` runs on the host CPU at ``CPU_ADAM_BYTES_S``, with its
 gradients down and parameters up the host link (6 B per parameter), whichever is slower.
+
+Megatron's per-iteration statistics, one more read of what the GPU holds each (:func:`stat_bytes_per_param`):
+``--log-params-norm`` (Megatron-LM ``training.py`` calls ``calc_params_l2_norm`` every iteration, core_r0.16.0:
+``multi_tensor_l2norm`` over the fp32 ``main_param`` copies -- the distributed optimizer's shards -- and a
+one-element all-reduce) reads the main parameters; ``--log-num-zeros-in-grad`` (megatron-core 0.16.1
+``optimizer.py`` ``count_zeros`` in every ``step``: ``clip_grads.count_zeros_fp32``, one ``count_nonzero`` per
+gradient) reads the main gradients.  Their kernel launches (a few per parameter tensor) are not priced.
 """
 
 from __future__ import annotations
@@ -29,6 +36,17 @@ def optimizer_bytes_per_param(plan: Plan) -> float:
     return 2 * g + 2 * mp + 2 * m1 + 2 * m2 + 2
 
 
+def stat_bytes_per_param(plan: Plan) -> float:
+    """Bytes per held parameter that ``--log-params-norm`` / ``--log-num-zeros-in-grad`` read each iteration
+    (module doc): the main parameter and the main gradient, in the precision-aware optimizer's dtypes (fp32
+    otherwise)."""
+    t = plan.training
+    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+    pao = t.precision_aware_optimizer
+    return ((size[t.main_params_dtype] if pao else 4) * t.log_params_norm
+            + (size[t.main_grads_dtype] if pao else 4) * t.log_num_zeros_in_grad)
+
+
 def optimizer_step_s(plan: Plan, spec: GPUSpec, held: float) -> float:
     """Seconds of the optimizer step on ``held`` parameters of one GPU (module doc)."""
     from primus_launch.projection.cost.compute import hbm_eta
@@ -37,7 +55,7 @@ def optimizer_step_s(plan: Plan, spec: GPUSpec, held: float) -> float:
     opt_bytes = optimizer_bytes_per_param(plan) if t.optimizer == "adam" else 14
     hbm = spec.hbm_bw * (hbm_eta(spec.arch)[0] if spec.arch else cal.HBM_BW_EFFICIENCY)
     off = t.offload.optimizer_fraction
-    opt = held * (1 - off) * opt_bytes / hbm
+    opt = held * (1 - off) * opt_bytes / hbm + held * stat_bytes_per_param(plan) / hbm
     if off > 0:   # host-side Adam on the offloaded share; grads down, params up the host link
         opt += held * off * max(opt_bytes / cal.CPU_ADAM_BYTES_S, 6.0 / spec.host_link_bw)
     return opt

@@ -78,6 +78,7 @@ from primus_launch.projection.cost.compute import (KERNEL_MIN_S, arch_of, attent
                                               quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost import moe_host
+from primus_launch.projection.cost import moe_padding
 from primus_launch.projection.cost import moe_imbalance as mib
 from primus_launch.projection.cost import titan_moe
 from primus_launch.projection.cost.contention import ub_factors
@@ -194,7 +195,7 @@ class _Acc:
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
                  "qw", "nq", "nkf", "nkb", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf",
-                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather", "bf16", "f8a")
+                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather", "bf16", "f8a", "dim1x", "qx")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -224,6 +225,10 @@ class _Acc:
         self.fp8_gather = False   # plan.training.fp8_param_gather (torchao: FSDP float8 all-gather)
         self.bf16: frozenset[str] = frozenset()   # plan.training.bf16_linears (attention linears left in BF16)
         self.f8a: tuple | None = None   # plan.training.fp8_attention: (arch, recipe, sinks) (cost/fp8_attention.py)
+        # torchao MXFP8 linears' slower dim1 cast kernel (plan.training.mx_dim1_cast_kernel): extra streaming bytes
+        # per element cast along dim1 (cost/fp8.py mx_dim1_extra_bytes) and their backward sum
+        self.dim1x = 0.0
+        self.qx = 0.0
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap), of the
@@ -338,6 +343,11 @@ class _Acc:
             self.qw += k * n * batch
             self.nq += 1
             self.nkb += nk
+            if self.dim1x and batch == 1 and not grouped_kernel:
+                # an MX linear's backward casts its input, weight and output gradient along dim1 (torchao
+                # mx_formats mx_linear.py mx_mm.backward); the grouped experts' casts stay CUDA (torchao
+                # moe_training scaled_grouped_mm.py _MXFP8GroupedMM: cast_kernel_choice=CUDA)
+                self.qx += self.dim1x * (m * k + m * n + k * n)
         self._rec(f"{name} [{m}x{n}x{k}]" + (f" x{batch}" if batch > 1 else ""), f, bi, bw,
                   ("grouped_gemm" if (batch > 1 or grouped_kernel) and not separate else "gemm", fmt,
                    2.0 * m * n * k * batch))
@@ -473,13 +483,16 @@ class _Acc:
             # n kernels sharing the bytes take max(bytes time, n t_min) -- small expert splits are floor-bound
             f = max(f, self.nkf * KERNEL_MIN_S) if f else f
             b = max(b, self.nkb * KERNEL_MIN_S) if b else b
+        qx = self.qx
+        if qx:   # the MX linears' dim1 casts on a slower kernel than the CUDA one (cost/fp8.py)
+            b += elementwise_time(qx, self.gpu)
         self._add(f, b, 0.0, "non_matmul")
         f, b = f * self.slow, b * self.slow
         self._k(self.nq, self.nq)
-        self._rec(f"{name} [{self.recipe}]", f, b, 0.0, ("quant", self.recipe, 0.0,
+        self._rec((f"FP8 quantisation [{self.recipe}; Triton/torch dim1]" if qx else f"{name} [{self.recipe}]"), f, b, 0.0, ("quant", self.recipe, 0.0,
                                                           ba * (self.qf + self.qb) + bwt * self.qw / self.wq_div
-                                                          + bpost * self.qw, "te" if recipe else "torchao"))
-        self.qf = self.qb = self.qw = 0.0
+                                                          + bpost * self.qw, "te" if recipe else "torchao", qx))
+        self.qf = self.qb = self.qw = self.qx = 0.0
         self.nq = 0
         self.nkf = self.nkb = 0
 
@@ -853,8 +866,10 @@ def _cfg(plan: Plan) -> tuple:
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
             (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32),
-            (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager)), bool(t.fp8_param_gather),
-            frozenset(t.bf16_linears), bool(t.fp8_attention) and recipe is not None and plan.framework == "megatron")
+            (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager), bool(t.moe_router_padding_for_quantization)),
+            bool(t.fp8_param_gather),
+            frozenset(t.bf16_linears), bool(t.fp8_attention) and recipe is not None and plan.framework == "megatron",
+            t.mx_dim1_cast_kernel if recipe == "mxfp8" and plan.framework == "torchtitan" else "cuda")
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -864,8 +879,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     ``head`` / ``mtp``."""
     m = arch_from_key(key)
     prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g, \
-        bf16_lin, fp8_attn = cfg
-    expert_gemm, sync_free, glue_eager = moe_impl
+        bf16_lin, fp8_attn, mx_dim1 = cfg
+    expert_gemm, sync_free, glue_eager, router_pad = moe_impl
     # TorchTitan v0.2's MoE glue as its eager ATen kernels (cost/titan_moe.py) instead of the generic permutes
     titan_glue = glue_eager and prof.name.startswith("torchtitan")
     # router mode of the routing-imbalance term (cost/moe_imbalance.py): forced balance, aux loss, expert bias
@@ -881,6 +896,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         made[kind].fp8_gather = f8g
         made[kind].bf16 = bf16_lin
         made[kind].f8a = (arch_of(gpu), recipe, m.softmax_type != "vanilla") if fp8_attn else None
+        made[kind].dim1x = fp8m.mx_dim1_extra_bytes(mx_dim1)
         return made[kind]
 
     s, h = m.seq_length, m.hidden_size
@@ -973,6 +989,14 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         fused_mlp = grouped and prof.name == "megatron-te" and expert_gemm == "te_fused"
         cutedsl = fused_mlp and cutedsl_grouped_mlp(expert_gemm, fmt, arch_of(gpu))
         per_expert = grouped and prof.name == "megatron-te" and expert_gemm != "turbo" and not cutedsl
+        # TEGroupedMLP's TE Fp8Padding / Fp8Unpadding around the experts (cost/moe_padding.py)
+        te_pad = moe_padding.te_padding_copies(prof.name, recipe, dispatcher, expert_gemm, grouped, router_pad)
+        if te_pad:
+            pad_b, probs_b = moe_padding.padding_copy_bytes(m_e * local, h, A)
+            npk = moe_padding.launches_per_copy(local)
+            al = moe_padding.align_size(recipe, prec)
+            acc.elem(pad_b + probs_b, f"TE Fp8Padding: experts' input and probs padded to {al}-row multiples "
+                     "(TEGroupedMLP)", 1.0, (2 * npk, 2 * npk))
         host_each = None
         if per_expert:
             gemm_host = moe_host.expert_gemm_host_s(expert_gemm, arch_of(gpu))
@@ -1012,6 +1036,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
                 (fb, bb), kern, pd = EXPERT_BIAS_BYTES, (2 * local + 1, 6 * local + 2), "bf16"
             acc.elem(fb * m_e * local * h, f"experts FC2 bias x probs (TEGroupedMLP._apply_bias: {local} experts, "
                      f"{pd} probs)", bb / fb, kern)
+        if te_pad:
+            acc.elem(pad_b, "TE Fp8Unpadding: experts' output unpadded (TEGroupedMLP)", 1.0, (npk, npk))
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
         _routing_imbalance(acc, e0, mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)))

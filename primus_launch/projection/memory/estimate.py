@@ -44,8 +44,10 @@ from primus_launch.projection.memory.stage import (  # noqa: F401  (re-exported)
 )
 from primus_launch.projection.memory.titan import (
     TITAN,
+    Fsdp2StreamPools,
     PPStage,
     TitanImpl,
+    fsdp2_stream_pools,
     fsdp_groups,
     moe_backward_bytes,
     pp_rank_walk,
@@ -130,8 +132,10 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
          "SwiGLU/RoPE)" + (", dropout masks" if plan.model.hidden_dropout or plan.model.attention_dropout
                            else ", no dropout")),
         f"memory basis {memory_basis}: allocated peak {worst.allocated_bytes / GiB:.1f} GiB, estimated reserved "
-        f"{(worst.allocated_bytes + worst.allocator_reserve_bytes) / GiB:.1f} GiB (+{ALLOCATOR_FRAGMENTATION:.1%}: "
-        f"the caching allocator's published max reserved / max allocated), + {out_b / GiB:.1f} GiB outside the allocator ("
+        f"{(worst.allocated_bytes + worst.allocator_reserve_bytes) / GiB:.1f} GiB ("
+        + ("10 % of activations and transients + FSDP2's side-stream pools" if titan else
+           f"+{ALLOCATOR_FRAGMENTATION:.1%}: the caching allocator's published max reserved / max allocated")
+        + f"), + {out_b / GiB:.1f} GiB outside the allocator ("
         + ", ".join(f"{k} {v / GiB:.2f}" for k, v in outside.items() if v) + " GiB)",
         f"verdict {vd}: band {low:+.0%} / {high:+.0%} on the allocator's part, the {out_b / GiB:.1f} GiB outside it "
         f"as estimated: {band.low_bytes / GiB:.1f}-{band.high_bytes / GiB:.1f} GiB ({source})",
@@ -183,6 +187,11 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
         notes.append("fp4: counted as bf16 (NVFP4 weight/activation copies not modelled)")
     if titan and plan.training.compile:
         notes.append("torch.compile: norms fused and SwiGLU keeping w1/w3 outputs only (stated model, not traced)")
+    if titan and acts is None:
+        side = titan_stage_parts(*titan_args(plan))[worst.stage][1].get("side_pools_reserved", 0.0)
+        notes.append(f"FSDP2 side streams (expandable segments are per stream): {side / GiB:.1f} GiB reserved beyond "
+                     "the peak's allocation (all-gather copy-in buffers of two consecutive units, every unit's "
+                     "fp32 sharded gradient on the reduce-scatter stream), in the reserved estimate")
     if _ep_routing(plan):
         notes.append("MoE: each EP rank assumed to receive the average number of routed tokens (balanced routing)")
     breakdown = {"parameters": worst.parameters_bytes, "gradients": worst.gradients_bytes,
@@ -330,6 +339,8 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
         # and, under PP, the fp32 unsharded gradients accumulated across micro-batches
         all_groups = [g for u in units for g in u[1]] + (list(head_g) if has_loss else [])
         grad_terms = {"grads_sharded": 4.0 * shard_p, "grads_unsharded": 4.0 * sum(g.grad_elems for g in all_groups)}
+        # FSDP2's all-gather copy-in and reduce-scatter streams, units in forward order (memory.titan)
+        pools = fsdp2_stream_pools([u[1] for u in units] + ([head_g] if has_loss else []))
         if pp > 1 and schedule in ("1f1b", "gpipe", "interleaved_1f1b"):
             # torch.distributed.pipelining + FSDP2, walked over the rank's schedule (memory_titan)
             a_sbh = 2.0 * sb * h / tp
@@ -354,8 +365,10 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, nmb=nmb,
                                        held=reshard != "always")
             w = _most_in_flight(ops)
+            side = _side_pools_reserved(pools, parts)
             out.append((stage_report(rank, weights, parts["gradients"], optim, parts["activations"],
-                                     parts["transient"], w, int(dense_p + expert_p)), {**parts, **grad_terms}))
+                                     parts["transient"], w, int(dense_p + expert_p), side_pools=side),
+                        {**parts, **grad_terms, "side_pools_reserved": side}))
             continue
         # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
         units_in_flight = flight[rank] / max(1, len(layout[rank])) if pp > 1 else 1.0
@@ -383,6 +396,14 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                                  loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, in_grad=2.0 * sb * h / tp,
                                  mb_scale=units_in_flight)
         acts = parts["activations"]
+        side = _side_pools_reserved(pools, parts)
         out.append((stage_report(rank, weights, parts["gradients"], optim, acts, parts["transient"],
-                                 int(math.ceil(units_in_flight)), int(dense_p + expert_p)), {**parts, **grad_terms}))
+                                 int(math.ceil(units_in_flight)), int(dense_p + expert_p), side_pools=side),
+                    {**parts, **grad_terms, "side_pools_reserved": side}))
     return tuple(out)
+
+
+def _side_pools_reserved(pools: Fsdp2StreamPools, parts: dict[str, float]) -> float:
+    """Reserved bytes of FSDP2's side streams beyond what the peak's breakdown already counts there
+    (``side_pools``: the sharded gradients reduced so far, the prefetched unit's all-gather output)."""
+    return max(0.0, pools.copy_in + pools.reduce_scatter - parts.get("side_pools", 0.0))

@@ -21,8 +21,10 @@ from primus_launch.projection.result import StageMemory
 
 #: the caching allocator's reserved peak over its allocated peak, Megatron (fraction of the allocated peak)
 ALLOCATOR_FRAGMENTATION = RESERVED_OVER_ALLOCATED
-#: TorchTitan's model (memory.titan): reserved minus allocated = 10 % of the dynamic (activation +
-#: transient) memory, FSDP2's all-gather / reduce-scatter buffers allocated on their own streams
+#: TorchTitan's model (memory.titan): the default stream's own fragmentation, 10 % of the dynamic (activation +
+#: transient) memory -- a stated guess no source pins (the published rows leave default-stream gaps of a
+#: fixed size between eager and compiled twins, scripts/validation/MEMORY.md round 10); FSDP2's side-stream
+#: pools are added beside it (``side_pools``, memory.titan.fsdp2_stream_pools)
 TITAN_DYNAMIC_FRAGMENTATION = 0.10
 
 
@@ -39,15 +41,19 @@ class MeasuredActivations:
 
 
 def stage_report(rank, weights, grads, optim, activations, transient, in_flight, nparams,
-           framework: str = "torchtitan") -> StageMemory:
+           framework: str = "torchtitan", side_pools: float = 0.0) -> StageMemory:
     """A stage's :class:`StageMemory`: allocated = the parts; reserved = allocated x (1 +
     :data:`ALLOCATOR_FRAGMENTATION`) for Megatron, allocated + :data:`TITAN_DYNAMIC_FRAGMENTATION` of the
-    dynamic part for TorchTitan; the memory outside the allocator is added per plan (:func:`with_outside`)."""
+    dynamic part for TorchTitan, plus ``side_pools``: bytes the allocator keeps reserved for other streams
+    and not allocated at the peak (TorchTitan: FSDP2's all-gather copy-in and reduce-scatter streams,
+    :func:`memory.titan.fsdp2_stream_pools`); the memory outside the allocator is added per plan
+    (:func:`with_outside`)."""
     allocated = weights + grads + optim + activations + transient
     if framework == "megatron":
         frag = ALLOCATOR_FRAGMENTATION * max(0.0, allocated)
     else:
         frag = TITAN_DYNAMIC_FRAGMENTATION * max(0.0, activations + transient)
+    frag += max(0.0, side_pools)
     return StageMemory(
         stage=rank, parameters_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(optim),
         activations_bytes=int(activations), transient_bytes=int(transient), reserve_bytes=int(frag),

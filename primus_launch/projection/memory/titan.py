@@ -64,6 +64,11 @@ its local fp32 ``log_probs``).  Transient levels walked through the step (the pe
   micro-batches (no gradient sync until ``perform_reduce_grad``), each micro-batch in flight with its
   stage output, then the reduce unit by unit; traced per stage and per term for 1F1B, GPipe and
   Interleaved 1F1B (``tests/test_memory_titan_pp.py``).
+
+Reserved (what torchtitan's ``DeviceMemoryMonitor`` logs, ``reserved_bytes.all.peak``): the allocated peak, a
+stated 10 % of its activations and transients (:data:`memory.stage.TITAN_DYNAMIC_FRAGMENTATION`), and what
+FSDP2's all-gather copy-in and reduce-scatter streams keep reserved beyond what the peak holds of them
+(:func:`fsdp2_stream_pools`; traced in ``tests/test_memory_titan_streams.py``).
 """
 
 from __future__ import annotations
@@ -443,6 +448,64 @@ def unit_sharded(groups: tuple[FsdpGroup, ...]) -> float:
     return sum(g.sharded for g in groups)
 
 
+@dataclass(frozen=True)
+class Fsdp2StreamPools:
+    """Bytes FSDP2 allocates on its own CUDA streams (high-water marks over a step), which the caching
+    allocator keeps reserved for those streams (``copy_in``: the all-gather copy-in stream; ``reduce_scatter``:
+    the reduce-scatter stream).  See :func:`fsdp2_stream_pools`."""
+
+    copy_in: float
+    reduce_scatter: float
+
+
+def fsdp2_stream_pools(units: list[tuple[FsdpGroup, ...]], *, param_bytes: float = 2.0) -> Fsdp2StreamPools:
+    """What FSDP2's side streams hold reserved on one rank, ``units`` = the rank's FSDP units' parameter
+    groups in forward order (:func:`fsdp_groups`), ``param_bytes`` the all-gather dtype (bf16: 2).
+
+    Where the tensors are allocated (torch ``distributed/fsdp/_fully_shard/_fsdp_collectives.py``, the same
+    from torch 2.4 (Dec-2024 nightly 1963fc8 of the torchtitan benchmarks) to 2.13):
+
+    - ``foreach_all_gather`` runs under ``device_handle.stream(all_gather_copy_in_stream)``: the bf16 copy of
+      the rank's shards (``_get_param_all_gather_inputs``' ``flat_foreach_copy_input``, ``param_bytes x sharded``)
+      and the flat all-gather output (``param_bytes x unsharded``, the input is a slice of it); in forward the
+      output is kept (``AllGatherState``) until the next unit's copy-out (``_fsdp_param_group.py``
+      ``wait_for_unshard``), so the copy-in stream's high-water mark is ``max_i (flat_{i-1} + flat_i + copy_i)``
+      over consecutive units in forward order (groups sharded over more than one rank; a shard group of one
+      all-gathers nothing).  A unit of several parameter groups (an MoE block under EP, torch >= 2.9
+      ``shard_placement_fn`` meshes) counts all its groups' flats and its largest copy: the backward prefetch
+      (``_backward_prefetch`` from group index 1) holds one group of the unit in backward beside both of the
+      previous unit's, which this bounds from above (traced: within 3.3 % for the qwen3 MoE debug flavor);
+    - ``foreach_reduce`` allocates the reduce-scatter output under ``device_handle.stream(reduce_scatter_stream)``
+      and the sharded ``.grad`` are views of it (fp32, ``4 x sharded`` per group, every group, shard group of
+      one included: "The RS output is allocated in the RS stream and used in the default stream (for
+      optimizer)"), alive until the next step's ``zero_grad``: ``4 x`` the rank's padded shards; with a
+      shard group of one (DDP as HSDP) the output is a copy made there of the input divided by
+      torchtitan's gradient divide factor (``reduce_output.copy_(reduce_scatter_input / factor)``), whose
+      ``4 U`` temporary also lives on that stream: the high-water mark is reached at the last unit of the
+      backward (units in reverse order), ``4 x`` all shards plus that unit's ``4 U``.
+
+    The caching allocator serves a stream only from blocks of that stream (``CUDACachingAllocator.cpp``:
+    ``get_free_block`` compares ``(stream, size)``; with ``expandable_segments:True``, which torchtitan's
+    ``run_llama_train.sh`` / ``run_train.sh`` set, ``find_expandable_block`` maps pages only into the
+    requesting stream's segment and frees none until ``empty_cache`` or an allocation retry).  So a step's
+    reserved peak holds both pools at their high-water marks beside the default stream's peak, where
+    ``memory_allocated`` counts only what is alive at that moment (at the loss backward: no gradient yet).
+    Under memory pressure a failed allocation releases every stream's free cached pages and retries
+    (``release_cached_blocks``, counted in ``num_alloc_retries``), so the free part of these pools raises
+    the reported reserved peak but not the point where the step runs out: as a term of the fits verdict it
+    errs on the side of ``does not fit`` by at most its size.
+    """
+    flats = [param_bytes * sum(g.unsharded for g in gs if g.shard > 1) for gs in units]
+    copies = [param_bytes * max((g.sharded for g in gs if g.shard > 1), default=0.0) for gs in units]
+    copy_in = max(((flats[i - 1] if i else 0.0) + flats[i] + copies[i] for i in range(len(units))), default=0.0)
+    rs = done = 0.0
+    for gs in reversed(units):  # backward order: each unit's post-backward reduce
+        for g in gs:
+            rs = max(rs, done + 4.0 * g.sharded + (4.0 * g.unsharded if g.shard == 1 else 0.0))
+            done += 4.0 * g.sharded
+    return Fsdp2StreamPools(copy_in=copy_in, reduce_scatter=rs)
+
+
 def _unit_transient(groups: tuple[FsdpGroup, ...], held: bool) -> float:
     """FSDP2 post-backward of one unit, per parameter group of ``U`` unsharded elements over ``S`` ranks,
     traced: bf16 unsharded weight gradient ``2U``, fp32 reduce-scatter input ``4U`` (``foreach_reduce``
@@ -479,11 +542,12 @@ def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids:
         hn, hin, logp, hg = head
         base_act = acts + hn + hin + logp
         levels.append((static + base_act + held_head + loss_grads + pp_extra,
-                       {"gradients": 0.0, "activations": base_act, "transient": held_head + loss_grads + pp_extra}))
+                       {"gradients": 0.0, "activations": base_act, "transient": held_head + loss_grads + pp_extra,
+                        "side_pools": 0.0}))
         tr = _unit_transient(hg, held_head > 0) + hin
         gh = 4 * unit_sharded(hg)
         levels.append((static + acts + hn + gh + tr + pp_extra,
-                       {"gradients": gh, "activations": acts + hn, "transient": tr + pp_extra}))
+                       {"gradients": gh, "activations": acts + hn, "transient": tr + pp_extra, "side_pools": gh}))
         grads = gh
     else:
         grads = 0.0
@@ -495,7 +559,8 @@ def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids:
             # the embedding's reduce-scatter output is still a temporary at its level (traced)
             tr = sum(g.unsharded * (2 + 4 + (4 if g.shard == 1 else 0)) + 4 * g.sharded for g in groups)
             levels.append((static + grads + tr + pp_extra,
-                           {"gradients": grads, "activations": 0.0, "transient": tr + pp_extra}))
+                           {"gradients": grads, "activations": 0.0, "transient": tr + pp_extra,
+                            "side_pools": grads + 4.0 * unit_sharded(groups)}))
             grads += g_out
             continue
         acts -= kept
@@ -506,12 +571,14 @@ def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids:
             own = kept / max(1.0, mb_scale) + rebuilt - freed
             tr = alloc + _held_bf16(groups) + prefetched
             levels.append((static + grads + acts + own + tr + pp_extra,
-                           {"gradients": grads, "activations": acts + own, "transient": tr + pp_extra}))
+                           {"gradients": grads, "activations": acts + own, "transient": tr + pp_extra,
+                            "side_pools": grads + prefetched}))
             tr = _unit_transient(groups, False) + prefetched + in_grad
         else:
             tr = _unit_transient(groups, False) + rebuilt + bwd + prefetched
         levels.append((static + grads + acts + g_out + tr + pp_extra,
-                       {"gradients": grads + g_out, "activations": acts, "transient": tr + pp_extra}))
+                       {"gradients": grads + g_out, "activations": acts, "transient": tr + pp_extra,
+                        "side_pools": grads + g_out + prefetched}))
         grads += g_out
         del U
     return max(levels, key=lambda x: x[0])
@@ -623,12 +690,14 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
     last_out = 0.0
     best: list = [None, None]  # the first highest level and its breakdown
 
-    def add(acts: float, grads: float, trans: float, held_now: float, acc: float) -> None:
+    def add(acts: float, grads: float, trans: float, held_now: float, acc: float, side: float | None = None) -> None:
         level = static + acts + grads + trans + held_now
         if best[0] is None or level > best[0]:
             best[0] = level
+            # side_pools: what of this level lives on FSDP2's reduce-scatter stream (the sharded gradients)
             best[1] = {"activations": acts, "gradients": grads, "transient": trans + held_now,
-                       "held": held_now, "recv": recv, "accumulated": acc}
+                       "held": held_now, "recv": recv, "accumulated": acc,
+                       "side_pools": sharded_grads if side is None else side}
 
     for kind, c, mb in ops:
         st = stages[c]
@@ -693,7 +762,8 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
                     # the head's accumulated gradient is still alive when the output is allocated (traced), a
                     # block's is freed after the copy-in (``foreach_reduce``: ``unsharded_grads.clear()``)
                     rs = 4.0 * g.grad_elems + 4.0 * U + (4.0 * g.sharded if ukind in ("emb", "head") else 0.0)
-                    add(acts_r, G_other + done + rest_acc, rs, H_other + rest_held, G_other + rest_acc)
+                    add(acts_r, G_other + done + rest_acc, rs, H_other + rest_held, G_other + rest_acc,
+                        side=sharded_grads + done)
                     done += 4.0 * g.sharded
             sharded_grads += done
             reduced[c] = True
