@@ -25,6 +25,7 @@ BASH = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
 YAML = (ROOT / "recipes/megatron/llama3.1_8b.yaml").read_text()
 PRIMUS = (ROOT / "recipes/primus/MI355X/llama3.1_8b.yaml").read_text()
 TOML = (ROOT / "recipes/torchtitan/llama3.1_8b.toml").read_text()
+MIXTRAL = (ROOT / "recipes/megatron/mixtral_8x22b.sh").read_text()
 
 
 def run_cli(argv: list[str], cwd: Path) -> tuple[int, str, str, float]:
@@ -70,6 +71,8 @@ VALUES = [
     ("r.sh", sub(BASH, r"--lr 3\.0e-4", "--lr yes"), ["--lr='yes'", "a number"]),
     ("r.sh", sub(BASH, r"--rotary-base 500000", "--rotary-base 1e30"), ["--rotary-base='1e30'", "an integer"]),
     ("r.sh", sub(BASH, r"--lr-warmup-iters 2000", f"--lr-warmup-iters {2**200}"), ["--lr-warmup-iters", "64 bits"]),
+    # Megatron-LM fills only an absent --moe-ffn-hidden-size from --ffn-hidden-size: 0 was read as absent
+    ("r.sh", sub(MIXTRAL, r"--num-experts 8", "--num-experts 8 --moe-ffn-hidden-size 0"), ["moe_ffn_hidden_size=0"]),
     # a YAML list or mapping where Megatron takes one value (a list was read as its first element)
     ("r.yaml", sub(YAML, r"^num_layers: 32", "num_layers: [32]"), ["--num-layers=[32]", "an integer"]),
     ("r.yaml", sub(YAML, r"^lr: 3\.0e-4", "lr: {a: 1}"), ["--lr=", "not a mapping"]),

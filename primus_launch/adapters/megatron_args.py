@@ -644,7 +644,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         add_qkv_bias=add_bias or bool(get(a, "add_qkv_bias")), qk_layernorm=bool(get(a, "qk_layernorm")),
         position_embedding=_POS[pos], softmax_type=softmax, window_size=window, window_layer_pattern=window_pat,
         attention_dropout=att_do, hidden_dropout=hid_do, num_experts=num_experts,
-        moe_router_topk=get(a, "moe_router_topk"), moe_ffn_hidden_size=(a.get("moe_ffn_hidden_size") or ffn) if num_experts else None,
+        moe_router_topk=get(a, "moe_router_topk"),
+        # Megatron-LM fills only an absent --moe-ffn-hidden-size from --ffn-hidden-size (arguments.py): 0 stays 0
+        moe_ffn_hidden_size=(ffn if a.get("moe_ffn_hidden_size") is None else a["moe_ffn_hidden_size"]) if num_experts
+        else None,
         moe_shared_expert_intermediate_size=(a.get("moe_shared_expert_intermediate_size") or 0) if num_experts else 0,
         moe_dense_first_layers=dense_first, moe_layer_pattern=moe_pattern,
         moe_router_bias=bool(get(a, "moe_router_enable_expert_bias")),
