@@ -30,12 +30,20 @@ Diagnostics only: nothing here changes the model or the validation rows.
    preset with the NCCL all-to-all (26.04) and with HybridEP (26.04.01)), the model's host / GPU / dispatcher
    seconds of one MoE layer and micro-batch, and ``a + b x tokens`` fitted to the all-to-all cases (MBS 1 and 2).
    ``--row ID --set section.field=JSON [--measured TOK]`` switches the row's plan first.
+7. ``--qwen30``: the Qwen3-30B-A3B runs on GB200 (issue 28: Megatron-LM's EP16 rows, Bridge's EP8 siblings), seconds
+   per (layer x micro-batch) measured and projected with the MoE layer's host / GPU / dispatcher split
+   (``QWEN30_CASES``; the Megatron-LM rows at both public measurements of the same recipes: the moe_recipes README
+   at d48bd6be and Megatron-LM PR #5728's re-measurement), the public A/B ratios beside the projected ones
+   (MXFP8 + TE-scoped graphs against BF16 eager; the paged stash with the full-iteration graph against the partial
+   graphs; Megatron-LM EP16 on 16 GPUs against Bridge EP8 on 8, per layer and micro-batch), and the Megatron-LM
+   MXFP8 row with one field switched at a time.
 
     python scripts/moe_probe.py --row mlm_moe_qwen3_235b_h100_bf16_256gpu_tp2pp8ep32
     python scripts/moe_probe.py --row torchtitan_gb200_llama4_scout_mxfp8 --as-mxfp8
     python scripts/moe_probe.py --dualpipe
     python scripts/moe_probe.py --bridge3868 --torch-grouped
     python scripts/moe_probe.py --per-layer
+    python scripts/moe_probe.py --qwen30
 """
 
 from __future__ import annotations
@@ -326,6 +334,103 @@ def probe_per_layer() -> int:
     return 0
 
 
+# --qwen30: public Qwen3-30B-A3B runs on GB200 NVL72, each (label, runs.json row, measured TFLOP/s/GPU, where the figure
+# comes from); TFLOP/s become tokens/s with the row's own ratio (the source's FLOP formula, derived_fields)
+QWEN30_CASES = (
+    ("MLM BF16 eager EP16 (README)", "mlm_moe_qwen3_30b_gb200_bf16_16gpu_tp1pp1ep16", 528.0,
+     "Megatron-LM dev @d48bd6be examples/moe_recipes/README.md (the row)"),
+    ("MLM BF16 eager EP16 (PR 5728)", "mlm_moe_qwen3_30b_gb200_bf16_16gpu_tp1pp1ep16", 504.2,
+     "Megatron-LM PR #5728 (7146484607, open): the same recipe re-measured, median of steps 30-45"),
+    ("MLM MXFP8 TE graphs EP16 (README)", "mlm_moe_qwen3_30b_gb200_mxfp8_16gpu_tp1pp1ep16_partial_cg", 514.0,
+     "Megatron-LM dev @d48bd6be examples/moe_recipes/README.md (the row)"),
+    ("MLM MXFP8 TE graphs EP16 (PR 5728)", "mlm_moe_qwen3_30b_gb200_mxfp8_16gpu_tp1pp1ep16_partial_cg", 480.3,
+     "Megatron-LM PR #5728 (re-measured)"),
+    ("MLM MXFP8 paged stash full CG (README)", "mlm_moe_qwen3_30b_gb200_mxfp8_16gpu_tp1pp1ep16_paged_stash", 646.8,
+     "Megatron-LM dev @d48bd6be examples/moe_recipes/README.md (the row)"),
+    ("MLM MXFP8 paged stash full CG (PR 5728)", "mlm_moe_qwen3_30b_gb200_mxfp8_16gpu_tp1pp1ep16_paged_stash", 598.1,
+     "Megatron-LM PR #5728 (re-measured)"),
+    ("Bridge MXFP8 TE graphs EP8 (26.04)", "mbridge2604_gb200_fp8_mx_qwen3_30b_a3b_8gpu", None,
+     "Megatron-Bridge 26.04 performance summary (the row)"),
+    ("Bridge MXFP8 full-iteration CG EP8 (26.08)", "mbridge2608_gb200_fp8_mx_qwen3_30b_a3b_8gpu", None,
+     "Megatron-Bridge 26.08 performance summary (the row)"),
+)
+# A/B pairs of QWEN30_CASES (numerator label, denominator label): measured and projected throughput ratios
+QWEN30_PAIRS = (
+    ("MLM MXFP8 TE graphs EP16 (README)", "MLM BF16 eager EP16 (README)"),
+    ("MLM MXFP8 TE graphs EP16 (PR 5728)", "MLM BF16 eager EP16 (PR 5728)"),
+    ("MLM MXFP8 paged stash full CG (README)", "MLM MXFP8 TE graphs EP16 (README)"),
+    ("MLM MXFP8 paged stash full CG (PR 5728)", "MLM MXFP8 TE graphs EP16 (PR 5728)"),
+    ("MLM MXFP8 TE graphs EP16 (README)", "Bridge MXFP8 TE graphs EP8 (26.04)"),
+)
+# the Megatron-LM MXFP8 row with one plan field switched (label, {section.field: value})
+QWEN30_SWITCHES = (
+    ("as built (EP16, TE graphs attn/router/preprocess)", {}),
+    ("HybridEP 32 SMs (Bridge's) instead of the default 24", {"training.moe_dispatcher_num_sms": 32}),
+    ("graph scopes moe_router/moe_preprocess (no attn)", {"training.cuda_graph_scope": ["moe_router", "moe_preprocess"]}),
+    ("no CUDA graphs", {"training.cuda_graph_impl": "none", "training.cuda_graph_scope": []}),
+    ("EP8 on 8 GPUs (Bridge's layout)", {"parallel.ep": 8, "cluster.num_nodes": 2}),
+    ("BF16 (the eager row's precision, graphs kept)", {"training.precision": "bf16", "training.fp8_recipe": None}),
+)
+
+
+def qwen30_measured_tokens(row: dict, tflops: float | None) -> float:
+    """Tokens/s/GPU of a QWEN30_CASES entry: the row's own figure, or ``tflops`` x the row's tokens per TFLOP
+    (the row's measured tokens/s over its measured TFLOP/s: the source's FLOP formula)."""
+    tok = row["measured_tokens_per_sec_per_gpu"]
+    if tflops is None:
+        return tok
+    return tflops * tok / row["measured"]["tflops_per_gpu"]
+
+
+def _switched(plan: dict, sw: dict) -> dict:
+    d = copy.deepcopy(plan)
+    for k, v in sw.items():
+        sec, f = k.split(".")
+        d[sec][f] = v
+    return d
+
+
+def probe_qwen30() -> int:
+    """QWEN30_CASES measured vs projected per (layer x micro-batch), QWEN30_PAIRS, QWEN30_SWITCHES (module doc, 7)."""
+    from primus_launch.plan import Plan
+    from primus_launch.projection.cost.ep_comm import ep_layer_comm
+    from primus_launch.projection.cost.roofline import layer_op_times
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    tok = {}
+    print(f"{'case':42s} {'measured':>9s} {'projected':>9s}  ms per layer x micro-batch")
+    for label, rid, tflops, _src in QWEN30_CASES:
+        row = rows[rid]
+        meas = qwen30_measured_tokens(row, tflops)
+        proj, _ = _project(row["plan"])
+        tok[label] = (meas, proj)
+        plan = Plan.model_validate(row["plan"])
+        sm, _ = per_layer_mb_seconds(plan, meas)
+        sp, _ = per_layer_mb_seconds(plan, proj)
+        hf, hb, gf, gb = layer_op_times(plan).get("_host", {})["moe"]
+        ef, eb = ep_layer_comm(plan, get_gpu(plan.cluster.gpu), layout(plan))
+        print(f"{label:42s} {1e3 * sm:9.2f} {1e3 * sp:9.2f}  ({meas:.0f} vs {proj:.0f} tokens/s/GPU, "
+              f"{100 * (proj - meas) / meas:+.1f}%); MoE layer host {1e3 * (hf + hb):.2f}, GPU {1e3 * (gf + gb):.2f}, "
+              f"dispatcher {1e3 * (ef + eb):.2f} ms")
+    for a, b in QWEN30_PAIRS:
+        (ma, pa), (mb, pb) = tok[a], tok[b]
+        pa_s = per_layer_mb_seconds(Plan.model_validate(rows[dict((c[0], c[1]) for c in QWEN30_CASES)[a]]["plan"]), 1.0)[0]
+        pb_s = per_layer_mb_seconds(Plan.model_validate(rows[dict((c[0], c[1]) for c in QWEN30_CASES)[b]]["plan"]), 1.0)[0]
+        # per (layer x micro-batch) throughput ratio: equal to the tokens/s/GPU ratio where both runs have the same
+        # micro-batches per GPU and layer count (every pair but EP16 against EP8, whose GPU counts differ)
+        k = pb_s / pa_s
+        print(f"  {a} / {b}: measured {k * ma / mb:.3f}, projected {k * pa / pb:.3f} (per layer x micro-batch)")
+    base = rows["mlm_moe_qwen3_30b_gb200_mxfp8_16gpu_tp1pp1ep16_partial_cg"]
+    m0 = base["measured_tokens_per_sec_per_gpu"]
+    print(f"{base['id']} switched (measured {m0:.1f} tokens/s/GPU):")
+    for label, sw in QWEN30_SWITCHES:
+        t, it = _project(_switched(base["plan"], sw))
+        print(f"  {label:52s} {t:9.1f} tokens/s/GPU  {it:7.3f} s/iter")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--row", help="a row id of scripts/validation/runs.json")
@@ -341,8 +446,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--torch-grouped", action="store_true", help="torch grouped-GEMM BF16 / MXFP8 ratios")
     ap.add_argument("--per-layer", action="store_true",
                     help="seconds per layer x micro-batch of the x86 DGX Blackwell Qwen3-235B runs, measured vs projected")
+    ap.add_argument("--qwen30", action="store_true",
+                    help="the GB200 Qwen3-30B-A3B runs: per layer x micro-batch, public A/B ratios, one-field switches")
     a = ap.parse_args(argv)
-    if not (a.row or a.dualpipe or a.bridge3868 or a.bridge5094 or a.torch_grouped or a.per_layer):
+    if not (a.row or a.dualpipe or a.bridge3868 or a.bridge5094 or a.torch_grouped or a.per_layer or a.qwen30):
         ap.print_help()
         return 2
     rc = probe_row(a.row, a.as_mxfp8, a.walk, a.set, a.measured) if a.row else 0
@@ -356,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = probe_torch_grouped()
     if a.per_layer and rc == 0:
         rc = probe_per_layer()
+    if a.qwen30 and rc == 0:
+        rc = probe_qwen30()
     return rc
 
 

@@ -358,3 +358,43 @@ def test_per_layer_probe_inverts_the_iteration_time():
             b300_hep.training.moe_token_dispatcher) == (2, "alltoall", "hybridep")
     a, b = _fit([(4096.0, 11.0e-3), (8192.0, 17.0e-3)])
     assert (a, b) == (pytest.approx(5.0e-3), pytest.approx(6.0e-3 / 4096))
+
+
+def test_qwen30_probe_converts_the_public_figures():
+    """``moe_probe --qwen30`` (issue 28's GB200 Qwen3-30B-A3B rows): a case's TFLOP/s become tokens/s/GPU with the row's
+    own tokens per TFLOP, i.e. Megatron-LM's FLOP formula at seq 4096 (23.006 GFLOP per token, the rows'
+    ``derived_fields``): the README's 514 gives the row's 22,341.7 and Megatron-LM PR #5728's 480.3 gives 20,877;
+    seconds per (layer x micro-batch) times L x m gives back GBS x seq / (tokens/s x GPUs) (PP 1: no bubble term);
+    every A/B pair names two cases; every switch names a plan field that exists."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from primus_launch.plan import Plan
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from moe_probe import QWEN30_CASES, QWEN30_PAIRS, QWEN30_SWITCHES, RUNS, per_layer_mb_seconds, \
+        qwen30_measured_tokens
+
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    labels = {c[0] for c in QWEN30_CASES}
+    for label, rid, tflops, _src in QWEN30_CASES:
+        row = rows[rid]
+        tok = qwen30_measured_tokens(row, tflops)
+        if tflops is None:
+            assert tok == row["measured_tokens_per_sec_per_gpu"]
+        elif rid.startswith("mlm_"):
+            assert tok == pytest.approx(tflops * 1e12 / 23.006e9, rel=1e-3)
+        plan = Plan.model_validate(row["plan"])
+        s, _ = per_layer_mb_seconds(plan, tok)
+        assert plan.parallel.pp == 1
+        assert s * plan.model.num_layers * plan.num_microbatches == pytest.approx(
+            plan.training.global_batch_size * plan.model.seq_length / (tok * plan.world_size))
+    mxfp8 = rows["mlm_moe_qwen3_30b_gb200_mxfp8_16gpu_tp1pp1ep16_partial_cg"]
+    assert qwen30_measured_tokens(mxfp8, 514.0) == pytest.approx(22341.7, abs=0.1)
+    assert qwen30_measured_tokens(mxfp8, 480.3) == pytest.approx(20877, abs=1)
+    assert all(a in labels and b in labels for a, b in QWEN30_PAIRS)
+    for _label, sw in QWEN30_SWITCHES:
+        for k in sw:
+            sec, f = k.split(".")
+            assert f in mxfp8["plan"][sec]

@@ -698,6 +698,125 @@ CASES += [
                       "report, and the user changed data and checkpointing"), pair=None),
 ]
 
+# ---------------------------------------------------------------- round 11 (branch oom7): held-out reports
+# pytorch/torchtitan PR #808 (float8 rowwise via recipe lookup; description 2025-01-27, merged 069bae286 2025-02-27):
+# three logged Llama 3 8B runs on 8 H100s with the preset of that date (train_configs/llama3_8b.toml at 690f299d3:
+# batch_size 1, seq_len 8192, FSDP over the 8 GPUs, selective per-op AC, AdamW) plus the stated CLI flags.
+_PR808_SRC = dict(ref="pytorch/torchtitan PR #808 ('add configuration for float8 with rowwise scaling, via recipe lookup', "
+                      "description 2025-01-27, merged as 069bae286 on 2025-02-27)",
+                  url="https://github.com/pytorch/torchtitan/pull/808", date="2025-01-27")
+_PR808_READ = ("Job table = train_configs/llama3_8b.toml at 690f299d3 (the preset the PR's commands name: batch_size 1, "
+               "seq_len 8192, data_parallel_shard_degree -1 over 8 GPUs, selective_ac_option 'op', AdamW) with the PR's "
+               "flags.  torchtitan of that date compiles the model only (train.py:137-138 leaves the loss compile "
+               "commented out).  Device: 8 H100s whose logged share gives 47.65 / 0.5016 = 95.0 GiB of total memory, the "
+               "96 GB H100 of the Dec-2024 benchmark rows; 'memory:' is torchtitan's max reserved on rank 0.")
+_PR808_JOB = {"model": {"name": "llama3", "flavor": "8B"},
+              "training": {"local_batch_size": 1, "seq_len": 8192},
+              "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                              "tensor_parallel_degree": 1},
+              "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
+              "compile": {"enable": True, "components": ["model"]},
+              "optimizer": {"name": "AdamW"}}
+_PR808_HW = dict(gpu="H100 96GB (logged total 95.0 GiB)", plan_gpu="h100-sxm-96gb-500w", num_gpus=8, gpus_per_node=8)
+
+
+def _pr808_peak(gib: float, pct: str) -> dict:
+    return dict(gib=gib, basis="reserved", rank="first", how=f"'memory: {gib}GiB({pct})' at step 20/30 (rank 0 max reserved)")
+
+
+_PRIMUS349_READ = (
+    "Primus v0.5.0 (be88d349, 2025-12-11, the release the ROCm benchmark docs of that week point at): "
+    "examples/torchtitan/configs/MI355X/llama3.1_8B-BF16-pretrain.yaml over primus/configs/modules/torchtitan/"
+    "pre_trainer.yaml: llama3 8B (Llama 3.1 8B), local_batch_size 3, seq_len 8192, activation_checkpoint none, "
+    "compile model + loss, FSDP over the 8 GPUs (data_parallel_shard_degree -1), AdamW (fused), bf16 params / fp32 "
+    "reduce.  Not a plan field: Primus-Turbo's attention / kernels (enable_primus_turbo true).  Device: 8 x MI350 (the "
+    "issue's 'GPUs: 8* MI350', read as MI350X 288 GB); the OOM message gives a torch-visible total of 251.98 GiB "
+    "(the hardware DB's MI350X: 287.98 GiB; the verdict uses the DB's).  The failed allocation, 11.74 GiB = 3 x 8192 x "
+    "128,256 x 4 B, is the fp32 logits of the loss in step 2, with 229.04 GiB allocated before it.")
+
+CASES += [
+    dict(id="titan_pr808_llama3_8b_h100_8gpu_bf16_compile", outcome="ran", framework="torchtitan", hardware=_PR808_HW,
+         torchtitan_config=_PR808_JOB, source=_PR808_SRC,
+         quote="'// baseline (bf16 + compile) ... --training.compile ... step: 20  loss:  8.4931  memory: 47.65GiB(50.16%)'",
+         read=_PR808_READ, measured_peak=_pr808_peak(47.65, "50.16%"), pair=None),
+    dict(id="titan_pr808_llama3_8b_h100_8gpu_float8_rowwise_compile", outcome="ran", framework="torchtitan",
+         hardware=_PR808_HW,
+         torchtitan_config=_titan(_PR808_JOB, model={"converters": ["float8"]}, float8={"recipe_name": "rowwise"}),
+         source=_PR808_SRC,
+         quote=("'// experiment (rowwise float8 + compile) ... --model.converters float8 --training.compile "
+                "--float8.recipe_name rowwise ... step: 30  loss:  7.7109  memory: 47.77GiB(50.28%)'"),
+         read=_PR808_READ + ("  The figure equals #820's 'float8 row-wise WITHOUT storing abs() op output' run (2025-02-04): "
+                             "the per-op SAC save list without abs, as torchtitan kept it after #820."),
+         measured_peak=_pr808_peak(47.77, "50.28%"), pair=None),
+    dict(id="titan_pr808_llama3_8b_h100_8gpu_float8_tensorwise_fsdp_fp8_ag", outcome="ran", framework="torchtitan",
+         hardware=_PR808_HW,
+         torchtitan_config=_titan(_PR808_JOB, model={"converters": ["float8"]},
+                                  float8={"enable_fsdp_float8_all_gather": True,
+                                          "precompute_float8_dynamic_scale_for_fsdp": True}),
+         source=_PR808_SRC,
+         quote=("'tensorwise float8 with float8 all-gather (on main branch) ... --model.converters float8 --training.compile "
+                "--float8.enable_fsdp_float8_all_gather --float8.precompute_float8_dynamic_scale_for_fsdp ... step: 20  "
+                "loss:  8.4258  memory: 47.32GiB(49.81%)'"),
+         read=_PR808_READ, measured_peak=_pr808_peak(47.32, "49.81%"), pair=None),
+    dict(id="titan_pr820_llama3_8b_h100_8gpu_float8_tensorwise_compile", outcome="ran", framework="torchtitan",
+         hardware=_PR808_HW, torchtitan_config=_titan(_PR808_JOB, model={"converters": ["float8"]}),
+         source=dict(ref="pytorch/torchtitan commit 88247277c (#820, 2025-02-06, 'Remove abs from save list for per op AC "
+                         "...'), benchmarks run in the PR #808 thread",
+                     url="https://github.com/pytorch/torchtitan/pull/820", date="2025-02-04"),
+         quote=("'float8 tensorwise WITHOUT storing abs() output: ... step: 20  loss:  8.5451  memory: 47.77GiB(50.28%)  "
+                "tps: 6,871  mfu: 40.24%'"),
+         read=_PR808_READ + ("  The commit does not repeat the command: read as #808's float8 command with the tensorwise "
+                             "default (no float8 all-gather), the configuration whose save list it compares."),
+         measured_peak=_pr808_peak(47.77, "50.28%"), pair=None),
+    dict(id="primus_issue349_mi350x_llama31_8b_bf16_titan_lbs3_noac", outcome="oom", framework="torchtitan",
+         hardware=dict(gpu="MI350 (8x; logged total 252.0 GiB)", plan_gpu="mi350x", num_gpus=8, gpus_per_node=8),
+         torchtitan_config={"model": {"name": "llama3", "flavor": "8B"},
+                            "training": {"local_batch_size": 3, "seq_len": 8192, "mixed_precision_param": "bfloat16",
+                                         "mixed_precision_reduce": "float32"},
+                            "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                            "tensor_parallel_degree": 1},
+                            "activation_checkpoint": {"mode": "none"},
+                            "compile": {"enable": True, "components": ["model", "loss"]},
+                            "optimizer": {"name": "AdamW", "implementation": "fused"}},
+         source=dict(ref="AMD-AGI/Primus issue #349 ('Llama 3.1 8B with BF16 precision using Primus torchtitan failed with "
+                         "OOM.', 2025-12-11)", url="https://github.com/AMD-AGI/Primus/issues/349", date="2025-12-11"),
+         quote=("'GPUs: 8* MI350 ... I used steps from documentation ... primus_pyt_train_llama-3.1-8b ... step:  1  loss: "
+                "12.2674  grad_norm:  3.9375  memory: 240.17GiB(95.31%)  tps: 531 ... torch.OutOfMemoryError: HIP out of "
+                "memory. Tried to allocate 11.74 GiB. GPU 7 has a total capacity of 251.98 GiB of which 6.94 GiB is free. Of "
+                "the allocated memory 229.04 GiB is allocated by PyTorch, and 12.46 GiB is reserved by PyTorch but "
+                "unallocated ... train.py, line 512, in train_step: loss = self.forward_backward_step(...)'"),
+         read=_PRIMUS349_READ, pair=None),
+]
+
+# Megatron-LM research branch, the 32-expert top-3 shared-expert MoE ("tk3-sh1") throughput smoke runs on 4 x GH200:
+# MEGATRON_ARGS of _research/launch/transformer-pp-350m-ablation-aurora-qkn-moe-32e-tk3-sh1-smoke-{baseline,mbs16-rcs}
+# .sbatch at 25551dd583 (the two differ only in --micro-batch-size 8 / 16 and --recompute-granularity selective).
+_R350_MOE32 = ["--qk-layernorm", "--num-experts 32", "--moe-router-topk 3", "--moe-ffn-hidden-size 640",
+               "--moe-shared-expert-intermediate-size 640", "--moe-router-load-balancing-type aux_loss",
+               "--moe-aux-loss-coeff 1e-2", "--moe-z-loss-coeff 1e-3", "--moe-grouped-gemm", "--moe-permute-fusion",
+               "--moe-token-dispatcher-type alltoall", "--expert-model-parallel-size 1", "--optimizer aurora"]
+_R350_MOE32_HW = dict(gpu="GH200 96GB (Alps)", plan_gpu="gh200-96gb", num_gpus=4, gpus_per_node=4)
+CASES += [
+    dict(id="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs16_recompute_selective", outcome="oom", framework="megatron",
+         hardware=_R350_MOE32_HW,
+         megatron_flags=_R350_COMMON + _R350_MOE32 + ["--micro-batch-size 16", "--recompute-granularity selective"],
+         source=dict(ref="NVIDIA/Megatron-LM commit e6e27508af (2026-05-10, 'Smoke fixes: cudagraph use moe-only scope, "
+                         "mbs16-rcs -> mbs16-rcfull'): _research/launch/transformer-pp-350m-ablation-aurora-qkn-moe-32e-"
+                         "tk3-sh1-smoke-mbs16-rcs.sbatch at 25551dd583",
+                     url="https://github.com/NVIDIA/Megatron-LM/commit/e6e27508af", date="2026-05-10"),
+         quote=("'mbs16: --recompute-granularity selective only saves attention-bwd activations, not MoE permute/dispatch "
+                "ones, so MBS=16 still OOM'd.'"),
+         read=_R350_READ, pair="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs8"),
+    dict(id="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs8", outcome="ran", framework="megatron",
+         hardware=_R350_MOE32_HW, megatron_flags=_R350_COMMON + _R350_MOE32 + ["--micro-batch-size 8"],
+         source=dict(ref="NVIDIA/Megatron-LM commit 25551dd583 (2026-05-10, 'MoE throughput smoke runs: 4 variants on "
+                         "tk3-sh1 32E'): the smoke-baseline sbatch, a control re-run of the full run",
+                     url="https://github.com/NVIDIA/Megatron-LM/commit/25551dd583", date="2026-05-10"),
+         quote="'Quality champion (final 2.098, 86.8 TFLOP/s/GPU) ... baseline - control re-run, MBS=8'",
+         read=_R350_READ + "  The full tk3-sh1 run at MBS 8 finished (final loss 2.098): ran.",
+         pair="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs16_recompute_selective"),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
