@@ -536,6 +536,11 @@ def construct_cases() -> list[Case]:
         out.append(Case(f"construct:wrapper:{tag}", "structure",
                         {"w.primus.toml": data, "v.primus.toml": b'[recipe]\npath = "w.primus.toml"\n', "e.toml": b""},
                         ["--project", "w.primus.toml"] + TAIL, expect_refusal=True))
+    for tag, data in (("env-default-5000-digits", PRIMUS.replace(b"${PRIMUS_TP:1}", b"${PRIMUS_TP:" + b"9" * 5000 + b"}")),
+                      ("lr-list", PRIMUS.replace(b"      train_iters: 50\n", b"      train_iters: 50\n      lr: [1]\n")),
+                      ("lr-nan", PRIMUS.replace(b"      train_iters: 50\n", b"      train_iters: 50\n      lr: .nan\n"))):
+        out.append(Case(f"construct:primus:{tag}", "structure", {"r.yaml": data}, ["--project", "r.yaml"] + TAIL,
+                        expect_refusal=True))
     chain = {"r.yaml": b"extends: [a.yaml]\n", "a.yaml": b"extends: [b.yaml]\n", "b.yaml": b"extends: [r.yaml]\n"}
     out.append(Case("construct:extends:3-cycle", "structure", chain, ["--project", "r.yaml"] + TAIL, expect_refusal=True))
     long_chain = {"r.yaml": b"extends: [e0.yaml]\n", "e300.yaml": EXTENDS_BASE,

@@ -73,6 +73,9 @@ VALUES = [
     ("r.sh", sub(BASH, r"--lr-warmup-iters 2000", f"--lr-warmup-iters {2**200}"), ["--lr-warmup-iters", "64 bits"]),
     # Megatron-LM fills only an absent --moe-ffn-hidden-size from --ffn-hidden-size: 0 was read as absent
     ("r.sh", sub(MIXTRAL, r"--num-experts 8", "--num-experts 8 --moe-ffn-hidden-size 0"), ["moe_ffn_hidden_size=0"]),
+    # past Python's 4,300-digit int(str) limit (an internal error) and shown by its head and size
+    ("r.yaml", PRIMUS.replace("${PRIMUS_TP:1}", "${PRIMUS_TP:" + "9" * 5000 + "}"),
+     ["--tensor-model-parallel-size='999", "(5,002 characters): an integer"]),
     # a YAML list or mapping where Megatron takes one value (a list was read as its first element)
     ("r.yaml", sub(YAML, r"^num_layers: 32", "num_layers: [32]"), ["--num-layers=[32]", "an integer"]),
     ("r.yaml", sub(YAML, r"^lr: 3\.0e-4", "lr: {a: 1}"), ["--lr=", "not a mapping"]),

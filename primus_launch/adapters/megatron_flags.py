@@ -1542,5 +1542,4 @@ def check_value(flag: MegatronFlag, value: Any, shown: str | None = None) -> Non
     if why:
         from primus_launch.plan import PlanError
 
-        raise PlanError(shown or flag.flag, value if not isinstance(value, (list, tuple)) else value_text(value)
-                        if all(not isinstance(x, (list, dict)) for x in value) else value, why)
+        raise PlanError(shown or flag.flag, list(value) if isinstance(value, tuple) else value, why)

@@ -72,7 +72,10 @@ def _try_scalar(v: str) -> Any:
     if low in ("true", "false"):
         return low == "true"
     if re.fullmatch(r"-?\d+", v):
-        return int(v)
+        try:
+            return int(v)
+        except ValueError:  # past Python's 4,300-digit limit of int(str): left as text, refused by its field's type
+            return v
     if _FLOAT.fullmatch(v):
         try:
             return float(v)
