@@ -239,7 +239,10 @@ def titan_attention(plan: Plan) -> str:
     ``attn_backend="flex"``; context parallelism all-gathers K and V), ``sdpa`` (0.3.0 with
     ``attention_backend`` flash / fused: ``enable_gqa``) or ``sdpa_repeat_kv`` (the v0.1 / v0.2 TOML
     configs, which ran SDPA -- with torch's ring attention under CP -- on K and V expanded to the query
-    heads by ``repeat_kv``, torchtitan up to ff0829c10; :func:`memory.titan.layer_activation_bytes`)."""
+    heads by ``repeat_kv``, torchtitan up to ff0829c10; :func:`memory.titan.layer_activation_bytes`).
+    The plan carries no torchtitan version: v0.2.2's TOMLs (2026-02-20, after ff0829c10: ``enable_gqa``) are
+    counted with the copies too, over by ``2 x seq x 2 x (heads - kv_heads) x head_dim`` bytes per layer and
+    micro-batch (the side that errs toward ``does not fit``)."""
     t = plan.training
     toml = bool(plan.source and plan.source.format == "torchtitan-toml")
     if t.attention_backend == "auto" and not toml:
