@@ -378,12 +378,12 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
             from primus_launch.adapters.torchtitan_script import check_config_script_tunable
 
             check_config_script_tunable(a.tune, a.out)
-    log_path = Path(a.log) if a.log else None
+    log_path = Path(a.log) if a.log is not None else None
     out_recipe = None
     if a.tune != _FROM_COMMAND:
         from primus_launch.adapters import native_path, tuned_path
 
-        out_recipe = Path(a.out) if a.out else tuned_path(native_path(plan))
+        out_recipe = Path(a.out) if a.out is not None else tuned_path(native_path(plan))
         if log_path is None:
             log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
     out_wrapper = None
@@ -593,6 +593,19 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     if a.ray_address is not None and a.tune is None:
         print(f"primus-launch: error: --ray-address={a.ray_address}: only with --tune (it runs the search's shards "
               "on a Ray cluster)", file=sys.stderr)
+        return 2
+    for dest, spelled in (("out", "--out"), ("log", "--log"), ("report", "--report"), ("trace", "--trace"),
+                          ("gpu_file", "--gpu-file"), ("primus_root", "--primus-root"), ("llm", "--llm"),
+                          ("gpu", "--gpu")):
+        v = getattr(a, dest)
+        if v is not None and not (v.strip() if dest in ("llm", "gpu") else v):  # `--out ""`: not the default path
+            print(f"primus-launch: error: {spelled}={v!r}: empty; give "
+                  f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}",
+                  file=sys.stderr)
+            return 2
+    if a.primus_root is not None and not Path(a.primus_root).is_dir():
+        print(f"primus-launch: error: --primus-root={a.primus_root!r}: no such folder (a Primus checkout, or its "
+              "primus/configs)", file=sys.stderr)
         return 2
     conflict = _flag_conflict(a, command)
     if conflict:

@@ -61,6 +61,7 @@ class Case:
     signal_at: Optional[float] = None
     signum: int = signal.SIGINT
     expect_refusal: bool = False    # the case must be refused (exit 2), e.g. an output naming an input
+    expect_rc: Optional[int] = None  # the exit status the case must end with (a command run after --)
 
 
 @dataclass
@@ -393,6 +394,186 @@ def reference_cases() -> list[Case]:
     return cases
 
 
+# ------------------------------------------------------------------- typed values, constructs, CLI paths
+# special values for one field: (text per format family, tag, must be refused in a numeric field)
+BIG = str(2**200)
+TYPED_VALUES = [  # (bash text, YAML text, TOML text, tag)
+    (BIG, BIG, BIG, "2**200"), ("1e30", "1.0e+30", "1e30", "1e30"), ("nan", ".nan", "nan", "nan"),
+    ("inf", ".inf", "inf", "inf"), ("-inf", "-.inf", "-inf", "-inf"), ("-0", "-0", "-0", "-0"),
+    ("1e-400", "1.0e-400", "1e-400", "1e-400"), ("yes", "'yes'", '"yes"', "yes"), ("off", "'off'", '"off"', "off"),
+    ("[1]", "[1]", "[1]", "list"), ("{a:1}", "{a: 1}", "{a = 1}", "mapping"), ("0x10", "0x10", "0x10", "hex"),
+    ("1_000", "1_000", "1_000", "underscores"), ("-5", "-5", "-5", "negative"),
+]
+_WRONG = {"nan", "inf", "-inf", "yes", "off", "list", "mapping"}   # never a number of the field's type
+# what each format refuses beyond _WRONG (argparse type=int takes no "0x10" or "1e30"; YAML and TOML read
+# 0x10 and 1_000 as integers; a TOML float is no integer; every integer is held to 64 bits or a plan bound)
+_REFUSED = {("bash", "int"): _WRONG | {"hex", "1e30", "1e-400", "2**200"}, ("bash", "float"): _WRONG | {"hex"},
+            ("yaml", "int"): _WRONG | {"1e30", "2**200"}, ("yaml", "float"): set(_WRONG),
+            ("toml", "int"): _WRONG | {"1e30", "1e-400", "2**200"}, ("toml", "float"): set(_WRONG)}
+# Megatron flags of each type (argparse type=int / float), read or not read by the plan
+BASH_INT_FLAGS = ["--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--num-query-groups",
+                  "--kv-channels", "--max-position-embeddings", "--train-iters", "--lr-warmup-iters", "--rotary-base"]
+BASH_FLOAT_FLAGS = ["--lr", "--min-lr", "--clip-grad", "--weight-decay", "--adam-beta1", "--adam-beta2",
+                    "--init-method-std", "--norm-epsilon"]
+YAML_KEYS = {"num_layers": "int", "hidden_size": "int", "seq_length": "int", "micro_batch_size": "int",
+             "global_batch_size": "int", "tensor_model_parallel_size": "int", "kv_channels": "int", "lr": "float",
+             "min_lr": "float", "clip_grad": "float", "adam_beta2": "float", "train_iters": "int",
+             "rotary_base": "int", "lr_warmup_iters": "int"}
+TOML_KEYS = {"local_batch_size": "int", "seq_len": "int", "steps": "int", "tensor_parallel_degree": "int",
+             "pipeline_parallel_degree": "int", "lr": "float", "eps": "float", "max_norm": "float",
+             "warmup_steps": "int", "profile_freq": "int", "log_freq": "int", "interval": "int", "freq": "int"}
+
+
+def typed_value_cases(rng: random.Random, quick: bool) -> list[Case]:
+    """Every special value (2**200, 1e30, nan, +-inf, -0, 1e-400, a word, a list, a mapping, hex,
+    underscores, a negative) in the numeric fields of a launch script, a Megatron YAML, a Primus YAML
+    and a TorchTitan TOML -- the modelled ones and the ones the plan does not read (lr, clip-grad,
+    warm-up, logging).  A value the framework itself would refuse (a word, a list or a mapping where a
+    number belongs, nan / inf, an integer past 64 bits or written as a float) must be refused."""
+    out: list[Case] = []
+    for bash_v, yaml_v, toml_v, tag in TYPED_VALUES:
+        for flag in BASH_INT_FLAGS + BASH_FLOAT_FLAGS:
+            kind = "int" if flag in BASH_INT_FLAGS else "float"
+            data = re.sub((re.escape(flag) + r" [^\n]*").encode(), (flag + " " + shlex_quote(bash_v)).encode(), BASH,
+                          count=1)
+            out.append(Case(f"typed:bash:{flag}={tag}", "value", {"r.sh": data}, ["--project", "r.sh"] + TAIL,
+                            expect_refusal=tag in _REFUSED["bash", kind]))
+        for key, kind in YAML_KEYS.items():
+            for fmt, base, name in (("yaml", YAML, "r.yaml"), ("primus", PRIMUS, "r.yaml")):
+                pat = re.compile(rb"(?m)^(\s*)" + key.encode() + rb":[^\n]*")
+                if not pat.search(base):
+                    continue
+                data = pat.sub(lambda m: m.group(1) + f"{key}: {yaml_v}".encode(), base, count=1)
+                out.append(Case(f"typed:{fmt}:{key}={tag}", "value", {name: data}, ["--project", name] + TAIL,
+                                expect_refusal=tag in _REFUSED["yaml", kind]))
+        for key, kind in TOML_KEYS.items():
+            pat = re.compile(rb"(?m)^" + key.encode() + rb" = [^\n]*")
+            if not pat.search(TOML):
+                continue
+            data = pat.sub(f"{key} = {toml_v}".encode(), TOML, count=1)
+            out.append(Case(f"typed:toml:{key}={tag}", "value", {"r.toml": data}, ["--project", "r.toml"] + TAIL,
+                            expect_refusal=tag in _REFUSED["toml", kind]))
+    return rng.sample(out, min(len(out), 120)) if quick else out
+
+
+def shlex_quote(v: str) -> str:
+    import shlex
+
+    return shlex.quote(v)
+
+
+def _in_bash(snippet: bytes, data: bytes = BASH) -> bytes:
+    return data.replace(b"# Parallelism and batch\n", snippet + b"# Parallelism and batch\n", 1)
+
+
+# bash constructs: (tag, script, must be refused)
+BASH_CONSTRUCTS = [
+    ("eval", _in_bash(b'eval "TP_SIZE=4"\n'), False),
+    ("cmdsubst-number", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=$(nproc)"), True),
+    ("backtick-number", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=`echo 2`"), True),
+    ("unset-env-number", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=$NEVER_SET_TP"), True),
+    ("unset-env-default", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=${NEVER_SET_TP:-4}"), False),
+    ("unset-env-required", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=${NEVER_SET_TP:?set it}"), True),
+    ("unterminated-single-quote", _in_bash(b"X='abc\n"), True),
+    ("unterminated-backquote", _in_bash(b"X=`abc\n"), True),
+    ("unterminated-cmdsubst", _in_bash(b"X=$(echo\n"), True),
+    ("unterminated-array", _in_bash(b"ARR=(a b\n"), True),
+    ("unterminated-brace", _in_bash(b"X=${A\n"), True),
+    ("heredoc-unterminated", _in_bash(b"cat <<EOF\nhello\n"), True),
+    ("heredoc-quoted-flags", _in_bash(b"cat <<'EOF'\n--num-layers 1\nEOF\n"), False),
+    ("array-assoc", _in_bash(b"declare -A M=([tp]=4 [pp]=1)\nTP_SIZE=${M[tp]}\n"), False),
+    ("array-negative-index", _in_bash(b"A=(1 2 4)\nTP_SIZE=${A[-1]}\n"), False),
+    ("array-huge-index", _in_bash(b"A=(1 2 4)\nTP_SIZE=${A[99999999999999999999]}\n"), False),
+    ("arith-2**200", _in_bash(b"TP_SIZE=$((2**200))\n"), False),
+    ("arith-shift-70", _in_bash(b"TP_SIZE=$((1<<70))\n"), False),
+    ("arith-mod-0", _in_bash(b"TP_SIZE=$((5%0))\n"), False),
+    ("doubling-variable", _in_bash(b"V=ab\n" + b'V="$V$V"\n' * 60), True),
+    ("doubling-array", _in_bash(b"A=(1 2)\n" + b'A=("${A[@]}" "${A[@]}")\n' * 40), True),
+    ("long-pattern-cut", _in_bash(b"X=" + b"a" * 100_000 + b"\nY=${X%%*b}\nZ=${X##a*b}\n"), False),
+    ("continuation-at-eof", BASH.rstrip(b"\n") + b" \\", False),
+    ("continuation-newline-eof", BASH.rstrip(b"\n") + b" \\\n", False),
+    ("cr-only-lines", BASH.replace(b"\n", b"\r"), True),
+    ("non-utf8-comment", _in_bash(b"# caf\xe9\n"), True),
+    ("source-dev-zero", _in_bash(b"source /dev/zero\n"), False),
+    ("source-missing", _in_bash(b"source ./nope.sh\n"), False),
+    ("read-stdin", _in_bash(b"read TP_SIZE\n"), False),
+    ("while-read-dev-zero", _in_bash(b"while read x; do echo $x; done < /dev/zero\n"), False),
+    ("exit-early", _in_bash(b"exit 1\n"), False),
+    ("python-script", b"#!/usr/bin/env python\nimport os\nprint(1)\n", True),
+    ("nnodes-0", BASH.replace(b"NUM_NODES=1", b"NUM_NODES=0"), True),
+    ("nnodes-negative", BASH.replace(b"NUM_NODES=1", b"NUM_NODES=-1"), True),
+    ("nproc-0", BASH.replace(b"GPUS_PER_NODE=8", b"GPUS_PER_NODE=0"), True),
+]
+
+
+def construct_cases() -> list[Case]:
+    """Bash constructs a careless or hostile script holds (eval, heredocs, command substitutions,
+    arrays, unset variables, unterminated quotes, a line continuation at the end of the file, a
+    variable or array that doubles itself), TorchTitan TOMLs with missing sections, wrappers without
+    a recipe, and Primus ``extends`` cycles longer than two."""
+    out = [Case(f"construct:bash:{tag}", "structure", {"r.sh": data}, ["--project", "r.sh"] + TAIL,
+                expect_refusal=bad) for tag, data, bad in BASH_CONSTRUCTS]
+
+    def drop(section: str) -> bytes:
+        return re.sub((r"(?ms)^\[" + re.escape(section) + r"\]\n.*?(?=^\[|\Z)").encode(), b"", TOML)
+
+    tomls = [(f"missing-[{sec}]", drop(sec), sec == "model") for sec in
+             ("model", "training", "parallelism", "job", "activation_checkpoint", "compile", "optimizer")]
+    tomls += [("empty", b"", True), ("comments-only", b"# nothing\n", True), ("only-job", b'[job]\ndescription = "x"\n', True),
+              ("model-unknown", TOML.replace(b'name = "llama3"', b'name = "gpt5"'), True),
+              ("flavor-unknown", TOML.replace(b'flavor = "8B"', b'flavor = "9000B"'), True),
+              ("flavor-path", TOML.replace(b'flavor = "8B"', b'flavor = "../../etc/passwd"'), True),
+              ("name-module", TOML.replace(b'name = "llama3"', b'name = "os.path"'), True),
+              ("components-int", TOML.replace(b'components = ["model", "loss"]', b"components = 1"), True),
+              ("checkpoint-enable-string", TOML.replace(b"enable = false", b'enable = "false"', 1), True),
+              ("datetime", TOML.replace(b"seq_len = 8192", b"seq_len = 1979-05-27T07:32:00Z"), True)]
+    out += [Case(f"construct:toml:{tag}", "structure", {"r.toml": data}, ["--project", "r.toml"] + TAIL,
+                 expect_refusal=bad) for tag, data, bad in tomls]
+    wrappers = [("no-recipe", b'[cluster]\ngpu = "h100-sxm"\n'), ("recipe-without-path", b"[recipe]\n"),
+                ("self", b'[recipe]\npath = "w.primus.toml"\n'), ("empty", b""),
+                ("two-wrappers", b'[recipe]\npath = "v.primus.toml"\n'), ("to-empty-toml", b'[recipe]\npath = "e.toml"\n')]
+    for tag, data in wrappers:
+        out.append(Case(f"construct:wrapper:{tag}", "structure",
+                        {"w.primus.toml": data, "v.primus.toml": b'[recipe]\npath = "w.primus.toml"\n', "e.toml": b""},
+                        ["--project", "w.primus.toml"] + TAIL, expect_refusal=True))
+    for tag, data in (("env-default-5000-digits", PRIMUS.replace(b"${PRIMUS_TP:1}", b"${PRIMUS_TP:" + b"9" * 5000 + b"}")),
+                      ("lr-list", PRIMUS.replace(b"      train_iters: 50\n", b"      train_iters: 50\n      lr: [1]\n")),
+                      ("lr-nan", PRIMUS.replace(b"      train_iters: 50\n", b"      train_iters: 50\n      lr: .nan\n"))):
+        out.append(Case(f"construct:primus:{tag}", "structure", {"r.yaml": data}, ["--project", "r.yaml"] + TAIL,
+                        expect_refusal=True))
+    chain = {"r.yaml": b"extends: [a.yaml]\n", "a.yaml": b"extends: [b.yaml]\n", "b.yaml": b"extends: [r.yaml]\n"}
+    out.append(Case("construct:extends:3-cycle", "structure", chain, ["--project", "r.yaml"] + TAIL, expect_refusal=True))
+    long_chain = {"r.yaml": b"extends: [e0.yaml]\n", "e300.yaml": EXTENDS_BASE,
+                  **{f"e{i}.yaml": f"extends: [e{i + 1}.yaml]\n".encode() for i in range(300)}}
+    out.append(Case("construct:extends:300-long", "structure", long_chain, ["--project", "r.yaml"] + TAIL,
+                    expect_refusal=True))
+    diamond = {"r.yaml": b"extends: [d0.yaml]\n", "d30.yaml": b"extends: [base.yaml]\n", "base.yaml": EXTENDS_BASE,
+               **{f"d{i}.yaml": f"extends: [d{i + 1}.yaml, d{i + 1}.yaml]\n".encode() for i in range(30)}}
+    out.append(Case("construct:extends:doubling-diamond", "structure", diamond, ["--project", "r.yaml"] + TAIL,
+                    expect_refusal=True))
+    out.append(Case("construct:extends:cycle-through-dotdot", "structure", {"r.yaml": b"extends: [sub/../r.yaml]\n"},
+                    ["--project", "r.yaml"] + TAIL, setup=lambda d: (d / "sub").mkdir(), expect_refusal=True))
+    return out
+
+
+def cli_path_cases() -> list[Case]:
+    """Empty path or name flags (``--out ""`` must not mean the default path), a --primus-root that is
+    no folder, --gpu spelled almost right, and the exit status of a command run after ``--`` (its
+    own status, 128 + N for a signal, 127 / 126 for a missing / not executable program)."""
+    tune = ["--tune", "r.sh", "--dry-run", "--json"]
+    out = [Case(f"cli:{' '.join(a)[:60]}", "argv", {"r.sh": BASH}, a, expect_refusal=True) for a in (
+        tune + ["--out", ""], tune + ["--out", "t.sh", "--log", ""], tune + ["--llm", "", "--out", "t.sh"],
+        ["--project", "r.sh", "--dry-run", "--primus-root", "/nonexistent"],
+        ["--project", "r.sh", "--dry-run", "--gpu", "H100"], ["--project", "r.sh", "--dry-run", "--gpu", " "],
+        ["--project", "r.sh", "--dry-run", "--gpu-file", ""], ["--project", "r.sh", "--dry-run", "--trace", ""],
+        ["--project", "r.sh", "--tune", "r.sh"], ["--project", "r.sh", "--dry-run", "--gpu-file", "r.sh"])]
+    for cmd, rc in ((["sh", "-c", "exit 3"], 3), (["sh", "-c", "exit 255"], 255), (["sh", "-c", "kill -TERM $$"], 143),
+                    (["sh", "-c", "kill -INT $$"], 130), (["sh", "-c", "kill -KILL $$"], 137),
+                    (["sh", "-c", "kill -SEGV $$"], 139), (["true"], 0)):
+        out.append(Case(f"passthrough:{' '.join(cmd)}", "argv", {"r.sh": BASH}, ["--"] + cmd, expect_rc=rc))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -412,6 +593,9 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
         cases.append(Case(tag, "argv", {"r.sh": BASH}, argv))
     cases += output_cases()
     cases += reference_cases()
+    cases += typed_value_cases(rng, quick)
+    cases += construct_cases()
+    cases += cli_path_cases()
     cases += signal_cases(quick)
     return cases
 
@@ -564,9 +748,14 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
                     o.problems.append(f"partial output {k}")
                 if k.endswith(".html") and not (d / k).read_text().rstrip().endswith("</html>"):
                     o.problems.append(f"partial output {k}")
+    elif case.expect_rc is not None:
+        if rc != case.expect_rc:
+            o.problems.append(f"exit {rc}, want {case.expect_rc} (the command's own status)")
+        if errors or "Traceback" in err:
+            o.problems.append(f"the tool spoke over the command's status: {lines[-2:]}")
     elif rc == 0:
         if case.expect_refusal:
-            o.problems.append("accepted an output that names an input / a folder")
+            o.problems.append("accepted: the case must be refused (exit 2, one line)")
         if "--json" in case.argv:
             ok = _json_finite(out)
             if ok is None:

@@ -37,6 +37,12 @@ Diagnostics only: nothing here changes the model or the validation rows.
    (MXFP8 + TE-scoped graphs against BF16 eager; the paged stash with the full-iteration graph against the partial
    graphs; Megatron-LM EP16 on 16 GPUs against Bridge EP8 on 8, per layer and micro-batch), and the Megatron-LM
    MXFP8 row with one field switched at a time.
+8. ``--dsv3-b300``: Megatron-Bridge's DeepSeek-V3 MXFP8 runs on 256 x86 DGX B300 / B200 (issue 28: the B300 row
+   +22 %, its B300 / B200 pair measured 1.04x, modelled 1.26x), measured and projected at both public recipes
+   (``DSV3_B300_CASES``): the 26.04 table, where B300 and B200 ran one recipe (PP 16, EP 8 HybridEP, MBS 1, no
+   CUDA graphs: ``deepseek_workload_base_configs.py`` @f171d7d30, B300_V2 and B200_V2 both V1 + GBS 4096), and the
+   26.04.01 table (the rows).  The same-recipe pair is what tests ``calibration.power_headroom`` on a MoE step;
+   the recipe steps (26.04 -> 26.04.01 on each SKU) what tests the rest.
 
     python scripts/moe_probe.py --row mlm_moe_qwen3_235b_h100_bf16_256gpu_tp2pp8ep32
     python scripts/moe_probe.py --row torchtitan_gb200_llama4_scout_mxfp8 --as-mxfp8
@@ -44,6 +50,7 @@ Diagnostics only: nothing here changes the model or the validation rows.
     python scripts/moe_probe.py --bridge3868 --torch-grouped
     python scripts/moe_probe.py --per-layer
     python scripts/moe_probe.py --qwen30
+    python scripts/moe_probe.py --dsv3-b300
 """
 
 from __future__ import annotations
@@ -431,6 +438,57 @@ def probe_qwen30() -> int:
     return 0
 
 
+DSV3_B300_ROW = "mbridge2604_b300_fp8_mx_deepseek_v3_256gpu"
+# the 26.04 recipe of both SKUs, switched into the 26.04.01 B300 row's plan (deepseek_workload_base_configs.py
+# @f171d7d30: B300_V1 / B200_V1 = PP 16, EP 8, HybridEP, recompute mla_up_proj, no a2a overlap; WorkloadBaseConfig
+# micro_batch_size 1, cuda_graph_impl None; layout from set_deepseek_v3_pipeline_model_parallel_layout's (16, 1) entry:
+# embedding + 4 layers, 14 x 4 layers, 1 layer + MTP + loss)
+DSV3_2604_RECIPE = {"parallel.pp": 16, "parallel.vpp": 1, "parallel.pipeline_layout": "Et*4|(t*4|)*14tmL",
+                    "training.micro_batch_size": 1, "training.cuda_graph_impl": "none", "training.cuda_graph_scope": []}
+DSV3_B300_CASES = (
+    # label, gpu, the 26.04 recipe (else the row's own plan), measured tokens/s/GPU, source
+    ("26.04 B300 PP16 EP8 MBS1", "b300", True, 3131.0,
+     "Megatron-Bridge docs/performance-summary.md @f171d7d30 ('26.04 NeMo Container', DeepSeekV3 DGX-B300 MXFP8)"),
+    ("26.04 B200 PP16 EP8 MBS1", "b200", True, 2815.0,
+     "Megatron-Bridge docs/performance-summary.md @f171d7d30 ('26.04 NeMo Container', DeepSeekV3 DGX-B200 MXFP8)"),
+    ("26.04.01 B300 PP8 EP8 MBS2 TE graphs", "b300", False, 3456.0, "the row mbridge2604_b300_fp8_mx_deepseek_v3_256gpu"),
+)
+DSV3_B200_ROW = "mbridge2604_b200_fp8_mx_deepseek_v3_256gpu"
+
+
+def dsv3_b300_cases() -> list[tuple[str, float, float]]:
+    """(label, measured, projected tokens/s/GPU) of DSV3_B300_CASES and the 26.04.01 B200 row (module doc, 8)."""
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    base = rows[DSV3_B300_ROW]["plan"]
+    out = []
+    for label, gpu, old, meas, _src in DSV3_B300_CASES:
+        plan = _switched(base, {**(DSV3_2604_RECIPE if old else {}), "cluster.gpu": gpu})
+        out.append((label, meas, _project(plan)[0]))
+    b200 = rows[DSV3_B200_ROW]
+    out.append(("26.04.01 B200 PP8 VP2 EP32 DeepEP overlap", b200["measured_tokens_per_sec_per_gpu"],
+                _project(b200["plan"])[0]))
+    return out
+
+
+def probe_dsv3_b300() -> int:
+    """DSV3_B300_CASES measured vs projected, the same-recipe B300 / B200 ratio and the recipe steps (module doc, 8)."""
+    res = dsv3_b300_cases()
+    for label, m, p in res:
+        print(f"{label:44s} measured {m:7.0f}  projected {p:7.0f} tokens/s/GPU ({100 * (p - m) / m:+.1f}%)")
+    t = {label: (m, p) for label, m, p in res}
+    labels = [r[0] for r in res]
+    for a, b, what in ((labels[0], labels[1], "B300 / B200, one recipe"),
+                       (labels[2], labels[3], "B300 / B200, 26.04.01 recipes"),
+                       (labels[2], labels[0], "B300 26.04.01 / 26.04 recipe"),
+                       (labels[3], labels[1], "B200 26.04.01 / 26.04 recipe")):
+        print(f"  {what:34s} measured {t[a][0] / t[b][0]:.3f}  projected {t[a][1] / t[b][1]:.3f}")
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    capped, _ = _project(_switched(rows[DSV3_B300_ROW]["plan"], {**DSV3_2604_RECIPE, "cluster.power_limit_w": 1000}))
+    print(f"  {'one recipe, B300 capped at 1,000 W':34s} projected {capped / t[labels[1]][1]:.3f} "
+          "(no power headroom: calibration.power_headroom x the cap = 1)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--row", help="a row id of scripts/validation/runs.json")
@@ -448,8 +506,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds per layer x micro-batch of the x86 DGX Blackwell Qwen3-235B runs, measured vs projected")
     ap.add_argument("--qwen30", action="store_true",
                     help="the GB200 Qwen3-30B-A3B runs: per layer x micro-batch, public A/B ratios, one-field switches")
+    ap.add_argument("--dsv3-b300", action="store_true",
+                    help="Bridge DeepSeek-V3 MXFP8 on DGX B300 / B200 at both public recipes, measured vs projected")
     a = ap.parse_args(argv)
-    if not (a.row or a.dualpipe or a.bridge3868 or a.bridge5094 or a.torch_grouped or a.per_layer or a.qwen30):
+    if not (a.row or a.dualpipe or a.bridge3868 or a.bridge5094 or a.torch_grouped or a.per_layer or a.qwen30
+            or a.dsv3_b300):
         ap.print_help()
         return 2
     rc = probe_row(a.row, a.as_mxfp8, a.walk, a.set, a.measured) if a.row else 0
@@ -465,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = probe_per_layer()
     if a.qwen30 and rc == 0:
         rc = probe_qwen30()
+    if a.dsv3_b300 and rc == 0:
+        rc = probe_dsv3_b300()
     return rc
 
 

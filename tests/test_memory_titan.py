@@ -138,6 +138,29 @@ def test_compiled_block_keeps_what_inductors_partitioner_saves():
     assert eager.full - got == pytest.approx(2 * 2048 * 14336, rel=1e-3)
 
 
+def test_compiled_block_keeps_the_repeat_kv_copies():
+    """torchtitan up to v0.2.1 (and Primus v0.5.0's 5fb7cc2e) expanded K and V to the query heads with
+    ``repeat_kv`` before SDPA: inductor's partitioner keeps the expanded copies (it does not recompute the
+    expansion in the backward), 2 (nq - nkv) d per token more than 0.3.0's ``enable_gqa`` block -- the traced
+    Llama 3 8B block (meta device, s 2048) against the model's ``sdpa_repeat_kv`` block, compiled; eager
+    SDPA's autograd node keeps its (expanded) inputs the same way."""
+    from titan_trace import compiled_block_saved_bytes
+
+    arch = arch_from_flavor("llama3", "8B")
+    s = 2048
+    got = compiled_block_saved_bytes("8B", seq=s, mbs=1, repeat_kv=True)
+    la = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, compiled=True, impl=TITAN, attn="sdpa_repeat_kv")
+    assert la.full == pytest.approx(got, rel=1e-3)
+    gqa = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, compiled=True, impl=TITAN, attn="sdpa")
+    assert la.full - gqa.full == 2 * s * 2 * (32 - 8) * 128
+    eager = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, impl=TITAN, attn="sdpa_repeat_kv")
+    eager_gqa = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, impl=TITAN, attn="sdpa")
+    assert eager.full - eager_gqa.full == la.full - gqa.full
+    # SelectiveAC recomputes the copies: the op-SAC block is the same
+    op = dict(seq=s, mbs=1, tp=1, ac="op", impl=TITAN)
+    assert layer_activation_bytes(arch, attn="sdpa_repeat_kv", **op).kept == layer_activation_bytes(arch, attn="sdpa", **op).kept
+
+
 def _titan_plan(**kw) -> Plan:
     arch = arch_from_flavor("llama3", "8B")
     par = dict(dp_sharding="full")

@@ -628,14 +628,36 @@ def fully_shard_state(module):
     return fully_shard.state(module)
 
 
+def _sdpa_after_repeat_kv(q, k, v, *, scale=None, is_causal=True, enable_gqa=False, **kw):
+    """:meth:`_FlashF.scaled_dot_product_attention` on K and V first expanded to the query heads the way
+    torchtitan's TOML-era attention did (``models/llama3/model/model.py`` up to v0.2.1 and 5fb7cc2e:
+    ``repeat_kv`` on the ``[b, s, heads, d]`` projections -- unsqueeze, expand, reshape, i.e. a copy -- then
+    the transpose to ``[b, heads, s, d]``); 0.3.0 passes ``enable_gqa`` instead."""
+    n = q.shape[1] // k.shape[1]
+
+    def expand(x):
+        b, hk, s_, d = x.shape
+        x = x.transpose(1, 2)
+        return x.unsqueeze(3).expand(b, s_, hk, n, d).reshape(b, s_, hk * n, d).transpose(1, 2)
+
+    if n > 1:
+        k, v = expand(k), expand(v)
+    return _FlashF.scaled_dot_product_attention(q, k, v, scale=scale, is_causal=is_causal)
+
+
+class _FlashRepeatKvF(_FlashF):
+    scaled_dot_product_attention = staticmethod(_sdpa_after_repeat_kv)
+
+
 def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1, model: str = "llama3",
-                               layer: int = 0) -> int:
+                               layer: int = 0, repeat_kv: bool = False) -> int:
     """Bytes the forward graph of one torch.compile'd torchtitan block hands to its backward (unique
     storages, parameters, buffers and the block output excluded), as inductor partitions it: the block is
     built on the meta device at real sizes and compiled with an ``aot_autograd`` backend using inductor's
     decompositions (``select_decomp_table``) and partitioner (``min_cut_rematerialization_partition``,
     ``compiler="inductor"``) whose forward compiler only records the saved tensors; attention dispatches to
-    the flash-attention op (:class:`_FlashF`), as on a GPU."""
+    the flash-attention op (:class:`_FlashF`), as on a GPU; ``repeat_kv``: on K and V expanded to the query
+    heads first, as torchtitan's TOML-era attention did (:func:`_sdpa_after_repeat_kv`)."""
     import functools
 
     from torch._dynamo.backends.common import aot_autograd
@@ -661,6 +683,10 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
     backend = aot_autograd(fw_compiler=fw, bw_compiler=lambda gm, _: gm, decompositions=select_decomp_table(),
                            partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"))
     use_flash_op(True)
+    if repeat_kv:
+        import torchtitan.models.common.attention as attn
+
+        attn.F = _FlashRepeatKvF()
     torch._dynamo.reset()
     autocast = torch.autocast
     import contextlib

@@ -315,6 +315,10 @@ def convert(flag: Flag, raw: Any) -> Any:
         # a YAML list given to a tuple / per-layer-pattern flag (Primus passes it to Megatron as is):
         # the text Megatron's own parser accepts (tuple_type "128,0"; moe_freq_type "[1, 0, 1]")
         return ",".join(map(str, raw)) if _LIST_VALUED[flag.dest] == "tuple" else "[" + ", ".join(map(str, raw)) + "]"
+    if isinstance(raw, dict) or (isinstance(raw, (list, tuple)) and flag.kind in ("int", "float", "true", "false")):
+        # a YAML list or mapping where one value belongs (`num_layers: [32]`): Megatron would not take it
+        raise PlanError(flag.flag, raw, "a single value, not a mapping" if isinstance(raw, dict) else
+                        "an integer" if flag.kind == "int" else "a number" if flag.kind == "float" else "true or false")
     if isinstance(raw, (list, tuple)):
         raw = raw[0] if len(raw) == 1 else " ".join(str(x) for x in raw)
     if flag.kind in ("true", "false"):
@@ -514,7 +518,7 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
     that change time or memory and are set away from Megatron's default become
     ``UnmodelledFlag``s, unknown keys a note; a flag that selects a model family the projection does
     not model raises a one-line :class:`PlanError`.  Keys in ``skip`` are not looked at."""
-    from primus_launch.adapters.megatron_flags import MODELLED, NOT_MODELLED, REFUSED, is_default, lookup
+    from primus_launch.adapters.megatron_flags import MODELLED, NOT_MODELLED, REFUSED, check_value, is_default, lookup
 
     rep = rep or _Report()
     for key, val in a.items():
@@ -525,6 +529,8 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
             continue  # a name only the experimental --yaml-cfg layout uses
         if f is not None and f.cls == MODELLED and f.dest in BY_DEST:
             continue
+        if f is not None:  # a value Megatron-LM's parser would refuse (a word where a number belongs, nan, ...)
+            check_value(f, val)
         if f is None:
             shown = key if key.startswith("-") else "--" + key.replace("_", "-")
             rep.note(f"unknown Megatron-LM flag {shown}" + (f"={val}" if val not in (None, True) else "")
@@ -638,7 +644,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         add_qkv_bias=add_bias or bool(get(a, "add_qkv_bias")), qk_layernorm=bool(get(a, "qk_layernorm")),
         position_embedding=_POS[pos], softmax_type=softmax, window_size=window, window_layer_pattern=window_pat,
         attention_dropout=att_do, hidden_dropout=hid_do, num_experts=num_experts,
-        moe_router_topk=get(a, "moe_router_topk"), moe_ffn_hidden_size=(a.get("moe_ffn_hidden_size") or ffn) if num_experts else None,
+        moe_router_topk=get(a, "moe_router_topk"),
+        # Megatron-LM fills only an absent --moe-ffn-hidden-size from --ffn-hidden-size (arguments.py): 0 stays 0
+        moe_ffn_hidden_size=(ffn if a.get("moe_ffn_hidden_size") is None else a["moe_ffn_hidden_size"]) if num_experts
+        else None,
         moe_shared_expert_intermediate_size=(a.get("moe_shared_expert_intermediate_size") or 0) if num_experts else 0,
         moe_dense_first_layers=dense_first, moe_layer_pattern=moe_pattern,
         moe_router_bias=bool(get(a, "moe_router_enable_expert_bias")),

@@ -56,6 +56,13 @@ MAX_DEPTH = 20  # nested function calls, sourced files and bash -c strings
 MAX_ARRAY_GAP = 4096  # an array element assigned at most this far past the array's end (launch scripts: a few)
 # syntax-tree depth a script may reach (the deepest of 649 public launch scripts: 20; the evaluator recurses per level)
 MAX_TREE_DEPTH = 150
+# what one word, variable or array may expand to: the input boundary reads at most 256 KiB of script, and
+# launch scripts build words of a few KB; a variable that doubles itself (``V=$V$V``, ``A=("${A[@]}" "${A[@]}")``)
+# would otherwise grow without end in a few dozen lines (each character carries its provenance)
+MAX_WORD_CHARS = 262_144
+MAX_WORDS = 65_536
+# ``${V#pat}`` / ``${V%pat}`` try every prefix or suffix (quadratic): values past this are not cut
+MAX_PATTERN_CUT_CHARS = 4096
 
 OPAQUE = -2  # lit value of characters produced by $(...) / `...`
 SYNTH = -1  # lit value of characters computed (arithmetic, joins)
@@ -124,6 +131,11 @@ class Token:
 
 def _synth(text: str, lit: int = SYNTH) -> list[PC]:
     return [PC(c, lit) for c in text]
+
+
+def _too_large(path: str, what: str, limit: int, unit: str) -> UserError:
+    return UserError(f"{path}: {what} expands to more than {limit:,} {unit} (launch scripts build a few KB; a "
+                     f"variable that doubles itself?)")
 
 
 @dataclass
@@ -758,6 +770,9 @@ class ShellState:
         is_null = not vals or (not multi and not vals[0])
         if part.op in (":-", "-", ":=", "=", ":?", "?"):
             use_default = is_null if part.op.startswith(":") else (vals is None)
+            if use_default and part.op in (":?", "?"):  # bash stops here with the message; the value is unset
+                self.warnings.append(f"${{{part.name}{part.op}...}}: {part.name} is not set (bash would stop here)")
+                return [([], not part.quoted, False)]
             if use_default:
                 dflt = self._expand_word_nosplit(part.arg)
                 if part.op in (":=", "="):
@@ -774,6 +789,11 @@ class ShellState:
             out = []
             for v in vals:
                 txt = "".join(p.ch for p in v)
+                if len(txt) > MAX_PATTERN_CUT_CHARS:  # every prefix tried: quadratic; not followed
+                    self.warnings.append(f"${{{part.name}{part.op}...}}: a value of {len(txt):,} characters not cut "
+                                         f"(at most {MAX_PATTERN_CUT_CHARS:,} are)")
+                    out.append(_synth(txt, OPAQUE))
+                    continue
                 cut = (0, len(txt))
                 rng = range(len(txt) + 1)
                 if part.op in ("#", "##"):
@@ -802,6 +822,8 @@ class ShellState:
         for part in parts or []:
             for pcs, _, _ in self._expand_part(part):
                 out.extend(pcs)
+                if len(out) > MAX_WORD_CHARS:
+                    raise _too_large(self.path, "a word", MAX_WORD_CHARS, "characters")
         return out
 
     def _is_empty_quoted_list(self, parts: list[Part]) -> bool:
@@ -820,11 +842,16 @@ class ShellState:
         fields: list[list[PC]] = []
         cur: list[PC] = []
         have = False  # whether the current field exists (quoted empties count)
+        total = 0
         for part in parts:
             segs = self._expand_part(part)
             if part.quoted and part.kind == "lit":
                 have = True
             for pcs, splittable, brk in segs:
+                total += len(pcs)
+                if total > MAX_WORD_CHARS or len(fields) > MAX_WORDS:
+                    raise _too_large(self.path, "a word", MAX_WORD_CHARS, "characters") if total > MAX_WORD_CHARS \
+                        else _too_large(self.path, "a word", MAX_WORDS, "words")
                 if part.quoted:
                     have = True
                 if not splittable:
@@ -852,6 +879,8 @@ class ShellState:
         out: list[Token] = []
         for group in word_groups(self.sc, nodes):
             out.extend(self.expand_word(word_parts(self.sc, group)))
+            if len(out) > MAX_WORDS:
+                raise _too_large(self.path, "a command or array", MAX_WORDS, "words")
         return out
 
     def _text(self, nodes: list[tree_sitter.Node]) -> str:
@@ -1011,6 +1040,8 @@ class ShellState:
             items = [w for w in value.named_children if w.type != "comment"]
             elems = [t.pcs for t in self._words(items)]
             self.arrays[name] = (self.arrays.get(name, []) + elems) if plus else elems
+            if len(self.arrays[name]) > MAX_WORDS:
+                raise _too_large(self.path, f"array {name}", MAX_WORDS, "elements")
             self.scalars.pop(name, None)
             return
         nodes = ([value] if value is not None else []) + list(more)
@@ -1041,6 +1072,8 @@ class ShellState:
                 self.arrays[name] = [val]
             return
         self.scalars[name] = (self.scalars.get(name, []) + val) if plus else val
+        if len(self.scalars[name]) > MAX_WORD_CHARS:
+            raise _too_large(self.path, f"variable {name}", MAX_WORD_CHARS, "characters")
 
     def _note_exports(self, node: tree_sitter.Node, kids: list[tree_sitter.Node]) -> None:
         """``export NAME[=v]`` / ``declare -x NAME[=v]`` (also ``local`` / ``readonly`` / ``typeset``

@@ -23,6 +23,7 @@ A flag in no table (a typo, a fork's own flag, a newer Megatron-LM) is reported 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -1456,3 +1457,89 @@ def value_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+# --------------------------------------------------------------------------- value types
+_TRUE_WORDS = ("true", "yes", "on", "1")
+_FALSE_WORDS = ("false", "no", "off", "0", "none", "null", "")
+INT64 = 2**63  # Megatron's integers reach torch / numpy (seeds, iteration counters): 64-bit
+
+
+def _shell_text(v: Any) -> bool:
+    """A value that still holds shell syntax the reader did not expand (``$(...)``, `` `...` ``, an
+    unresolved ``${VAR}``): its value is only known when the script runs."""
+    return isinstance(v, str) and ("$" in v or "`" in v)
+
+
+def _scalar_problem(kind: str, v: Any) -> str | None:
+    """What is wrong with one value for an argparse ``type=int`` / ``type=float`` argument or a
+    switch, as Megatron-LM's parser (or the config dataclass a YAML key fills) would take it; None
+    when it is fine."""
+    import math
+
+    if kind == "int":
+        if isinstance(v, float) and math.isfinite(v) and v.is_integer():
+            v = int(v)  # a YAML `1000000.0`: Megatron takes the YAML's value as it is, and it is whole
+        if isinstance(v, bool) or isinstance(v, (list, tuple, dict)) or isinstance(v, float):
+            return "an integer"
+        if isinstance(v, str):
+            try:
+                v = int(v.strip())
+            except ValueError:
+                return "an integer"
+        if isinstance(v, int) and not -INT64 <= v < INT64:
+            return "an integer of at most 64 bits (|value| < 2**63)"
+        return None
+    if kind == "float":
+        if isinstance(v, bool) or isinstance(v, (list, tuple, dict)):
+            return "a number"
+        if isinstance(v, str):
+            try:
+                v = float(v.strip())
+            except ValueError:
+                return "a number"
+        if isinstance(v, (int, float)) and not math.isfinite(float(v)):
+            return "a finite number (not nan or inf)"
+        return None
+    if kind in ("true", "false", "boolopt", "const"):
+        if isinstance(v, bool) or v is None:
+            return None
+        if isinstance(v, (int, str)) and str(v).strip().lower() in _TRUE_WORDS + _FALSE_WORDS:
+            return None
+        return "true or false"
+    if kind == "str" and isinstance(v, dict):
+        return "a single value, not a mapping"
+    return None
+
+
+def value_problem(flag: MegatronFlag, value: Any) -> str | None:
+    """What Megatron-LM would refuse in ``value`` for ``flag`` (argparse ``type=int`` / ``type=float``
+    and ``nargs``; a switch given something other than true / false; a list or a mapping where one
+    number belongs; nan / inf where a number belongs; an integer past 64 bits), or None.  Values the
+    reader could not expand (shell syntax left in them) are not judged."""
+    if value is None or _shell_text(value):
+        return None
+    many = flag.nargs in ("+", "*") or (flag.nargs.isdigit() and int(flag.nargs) > 1)
+    if many:
+        # a list, or its text as a YAML / the NVIDIA test configs write it (`[2, 2]`, `2 2`)
+        items = value if isinstance(value, (list, tuple)) else \
+            [x for x in re.split(r"[\s,]+", value.strip().strip("[]")) if x] if isinstance(value, str) else [value]
+        if flag.kind in ("int", "float"):
+            for x in items:
+                if _shell_text(x):
+                    continue
+                why = _scalar_problem(flag.kind, x)
+                if why:
+                    return f"{'integers' if flag.kind == 'int' else 'numbers'} ({x!r} is not {why})"
+        return None
+    return _scalar_problem(flag.kind, value)
+
+
+def check_value(flag: MegatronFlag, value: Any, shown: str | None = None) -> None:
+    """Raise the one-line :class:`~primus_launch.plan.PlanError` for a value Megatron-LM would refuse
+    (:func:`value_problem`); ``shown``: the key as the recipe spells it (default: the flag)."""
+    why = value_problem(flag, value)
+    if why:
+        from primus_launch.plan import PlanError
+
+        raise PlanError(shown or flag.flag, list(value) if isinstance(value, tuple) else value, why)

@@ -21,7 +21,9 @@ from primus_launch.errors import UserError
 from primus_launch.plan import GPU_NAMES, PlanError
 
 _COMMENT = re.compile(r"^[ \t]*#[ \t]*primus-launch:[ \t]*(.*?)[ \t]*$", re.M)
-_NUMBER = re.compile(r"^-\d")
+# a negative number is a value, not a flag; so are -inf / -nan (argparse would take them for an option and stop
+# with "expected one argument": a value the recipe meant, refused by the flag's type instead of read as unset)
+_NUMBER = re.compile(r"^-(\d|\.\d|(inf|infinity|nan)$)", re.I)
 _ENV_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=")
 _BLANKISH = re.compile(r'^(?:[ \t"\'=]|\\\n)*$')
 _LINE_TAIL = re.compile(r"^([ \t]*\\)?[ \t]*(#.*)?$")
@@ -234,11 +236,13 @@ class CommandRecipe:
             txt = o.vals[0].text
             if o.vals[0].opaque:
                 raise PlanError(o.flag, txt, "comes from a command substitution; pass the cluster explicitly")
-            txt = re.split(r"[:-]", txt)[-1]  # torchrun 1:4 / srun 2-4 ranges: the upper bound
-            try:
-                out.append(int(txt))
-            except ValueError:
-                raise PlanError(o.flag, txt, "an integer (or pass the cluster explicitly)") from None
+            m = re.fullmatch(r"\s*(\d+)(?:[:-](\d+))?\s*", txt)  # torchrun 1:4 / srun 2-4 ranges: the upper bound
+            if not m:
+                raise PlanError(o.flag, txt, "an integer (or pass the cluster explicitly)")
+            n = int(m.group(2) or m.group(1))
+            if not 1 <= n < 10**9:  # torchrun refuses 0 nodes / processes; 9 digits as its --nnodes reader here
+                raise PlanError(o.flag, txt, "an integer from 1 to 999,999,999 (or pass the cluster explicitly)")
+            out.append(n)
         return out[0], out[1], has
 
     def launcher_range(self) -> tuple[str, int, int] | None:

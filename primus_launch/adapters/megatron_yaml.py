@@ -229,9 +229,14 @@ def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], e
             for src in (v.value if isinstance(v, yaml.SequenceNode) else [v])[::-1]:
                 if isinstance(src, yaml.MappingNode):
                     _collect(rec, src, into, editable=False)
+    seen: dict[str, int] = {}
     for k, v in _mapping_items(mapping):
         if not isinstance(k, yaml.ScalarNode) or k.tag == _MERGE_TAG:
             continue
+        if k.value in seen and editable:  # YAML keeps the last (as Megatron-LM's functional-test runner does)
+            rec.notes.append(f"{k.value}: given twice (lines {seen[k.value]} and {k.start_mark.line + 1}); "
+                             "the last is read")
+        seen[k.value] = k.start_mark.line + 1
         key = YAML_ALIASES.get(k.value, k.value)
         if key == "activation_func" and isinstance(v, yaml.ScalarNode):
             if v.value == "swiglu":
@@ -243,6 +248,10 @@ def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], e
             if isinstance(raw, bool) and negated:
                 raw = not raw  # `no_save_optim: true` -> save_optim False
             if isinstance(raw, dict):
+                f = megatron_flags.lookup(key)
+                if f is not None and key not in ("language_model", "model_parallel"):
+                    # a mapping where Megatron takes one value (`lr: {a: 1}`): not a section of arguments
+                    raise PlanError(f.flag, raw, "a single value, not a mapping")
                 continue  # a nested section (Primus, NeMo) that is not an argument
             into[dest] = raw
             continue

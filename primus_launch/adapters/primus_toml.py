@@ -46,9 +46,11 @@ def _read(path: Path) -> dict:
 
 
 def is_wrapper(path: Path) -> bool:
-    """A primus-launch wrapper has a top-level ``[recipe]`` table with ``path``."""
+    """A primus-launch wrapper has a top-level ``[recipe]`` table with ``path``; a file with a
+    ``[recipe]`` (without ``path``) or only the wrapper's tables is a broken wrapper (read as one, so
+    that the refusal names what is missing), never a TorchTitan job (which has neither)."""
     data = _read(path)
-    return isinstance(data.get("recipe"), dict) and "path" in data["recipe"]
+    return "recipe" in data or (bool(data) and set(data) <= {"cluster", "hardware"})
 
 
 def wrapper_primus_root(path: Path) -> Path | None:
@@ -88,6 +90,9 @@ def read_wrapper(path: Path) -> Wrapper:
     bad_hw = set(data.get("hardware", {})) - {"file"}
     if bad_hw:
         raise UserError(f"{path}: unknown [hardware] key(s) {sorted(bad_hw)}; allowed: file")
+    if "path" not in data.get("recipe", {}):
+        raise UserError(f"recipe.path: missing in {path}; a wrapper names its native recipe ([recipe] path = "
+                        "\"NAME.sh\" / .yaml / .toml, relative to the wrapper)")
     written = data["recipe"]["path"]
     if "\x00" in written:
         raise UserError(f"recipe.path={written!r}: a file name without NUL characters")

@@ -72,7 +72,10 @@ def _try_scalar(v: str) -> Any:
     if low in ("true", "false"):
         return low == "true"
     if re.fullmatch(r"-?\d+", v):
-        return int(v)
+        try:
+            return int(v)
+        except ValueError:  # past Python's 4,300-digit limit of int(str): left as text, refused by its field's type
+            return v
     if _FLOAT.fullmatch(v):
         try:
             return float(v)
@@ -122,14 +125,30 @@ def _load_yaml_text(text: str, where: str) -> Any:
     return parse_yaml_text(text, "recipe", where)
 
 
+MAX_EXTENDS_DEPTH = 64     # files in one ``extends`` chain (Primus presets chain a handful)
+MAX_EXTENDS_FILES = 256    # ``extends`` entries read for one file, shared bases counted at every use
+
+
 def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _seen: tuple = (),
-               field: str = "recipe") -> dict:
+               field: str = "recipe", _count: Optional[list[int]] = None) -> dict:
     """Primus ``parse_yaml``: load, resolve ``${...}``, then apply ``extends:`` (relative to the file).
     Files are read through the input boundary (``field`` names the file in its errors: the recipe,
-    a preset, an ``extends`` file)."""
+    a preset, an ``extends`` file).  A file that extends itself (by any spelling of its path: real
+    paths are compared), a chain deeper than :data:`MAX_EXTENDS_DEPTH` and a tree of more than
+    :data:`MAX_EXTENDS_FILES` entries (files extending the same base twice, level after level, would
+    double the work per level) are refused with one line."""
     where = str(path)
-    if path in _seen:
+    real = os.path.realpath(path)
+    if real in (os.path.realpath(s) for s in _seen):
         raise UserError(f"{where}: extends itself (through {' -> '.join(map(str, _seen))})")
+    if len(_seen) >= MAX_EXTENDS_DEPTH:
+        raise UserError(f"{_seen[0]}: an extends chain deeper than {MAX_EXTENDS_DEPTH} files (through {_seen[-1]}); "
+                        "Primus presets chain a handful")
+    count = _count if _count is not None else [0]
+    count[0] += 1
+    if count[0] > MAX_EXTENDS_FILES:
+        raise UserError(f"{_seen[0] if _seen else where}: extends reaches more than {MAX_EXTENDS_FILES:,} files (a "
+                        "base extended twice at every level?); Primus presets chain a handful")
     if text is None:
         text = read_recipe_text(path, "extends" if _seen else field)
     cfg = _load_yaml_text(text, where)
@@ -147,7 +166,7 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
         raise UserError(f"{where}: extends={ext!r}: a file name or a list of file names")
     merged: dict = {}
     for name in ext:
-        merged = deep_merge(merged, parse_yaml(path.parent / str(name), env, _seen=(*_seen, path)))
+        merged = deep_merge(merged, parse_yaml(path.parent / str(name), env, _seen=(*_seen, path), _count=count))
     return deep_merge(merged, {k: v for k, v in cfg.items() if k != "extends"})
 
 
@@ -638,7 +657,7 @@ def _refuse_fine_tuning(cfg: dict) -> None:
 
 def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES, convert, plan_from_args
-    from primus_launch.adapters.megatron_flags import config_only_flags
+    from primus_launch.adapters.megatron_flags import check_value, config_only_flags
 
     config_only = config_only_flags()
 
@@ -686,6 +705,7 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
         st = _megatron_status(k)
         f = f if st in ("neutral", "unmodelled") else None
         if f is not None:  # a Megatron flag: the flag table's class decides, as for scripts (report_args)
+            check_value(f, v, k)  # a value Megatron-LM would refuse: one line naming the key
             dv = (not v) if f.kind == "false" and k != f.dest and isinstance(v, bool) else v  # `no_x: true`
             if f.cls != "neutral" and not _is_megatron_default(f, dv):
                 unmod.append(UnmodelledFlag(flag=k, value=_fmt(v), effect=f.note))

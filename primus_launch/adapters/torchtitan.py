@@ -683,11 +683,14 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     async_tp = _bool(par, "parallelism", "enable_async_tensor_parallel", False) or \
         _bool(cmp_, "compile", "enable_async_tensor_parallel", False)
     sp = tp > 1 and _bool(par, "parallelism", "enable_sequence_parallel", True)
-    compile_on = (_bool(cmp_, "compile", "enable", False) and "model" in (cmp_.get("components") or ["model", "loss"])) \
+    components = cmp_.get("components") or ["model", "loss"]
+    if not isinstance(components, list) or not all(isinstance(c, str) for c in components):
+        raise PlanError(flag("compile.components"), components, 'a list of names (e.g. ["model", "loss"])')
+    compile_on = (_bool(cmp_, "compile", "enable", False) and "model" in components) \
         or _bool(trn, "training", "compile", False)
     # the loss: 0.3 compile.components (default model + loss); v0.2 training.compile compiles it too
     # (components/loss.py build_cross_entropy_loss: torch.compile(loss_fn) when training.compile)
-    compile_loss = (_bool(cmp_, "compile", "enable", False) and "loss" in (cmp_.get("components") or ["model", "loss"])) \
+    compile_loss = (_bool(cmp_, "compile", "enable", False) and "loss" in components) \
         or _bool(trn, "training", "compile", False)
     # v0.2 compiles an MoE block submodule by submodule (models/llama4/infra/parallelize.py apply_compile, PR
     # #1895): MoE.forward's glue and the EP permute / unpermute run eager with or without compile.enable
@@ -786,7 +789,17 @@ def _dedup(flags: list[UnmodelledFlag]) -> list[UnmodelledFlag]:
 
 def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[str] = None) -> Plan:
     """Parse the text of a v0.1/v0.2 job TOML into a validated :class:`Plan` (see the module docstring)."""
+    from primus_launch.adapters.titan_job_types import check_job_types
+
     job = _parse(text, path or "<text>")
+    check_job_types(job)  # TorchTitan takes the TOML's values as they are: a wrong type is refused here
+    if not job:
+        raise UserError(f"recipe={path or '<text>'!r}: an empty TOML (no tables, no keys); expected a TorchTitan job "
+                        "([model] name / flavor, [training], [parallelism])")
+    if job_get(job, "model.name") is None and job_get(job, "model.flavor") is None:
+        # TorchTitan would train its default (llama3 debugmodel, a test model): surely not what was meant
+        raise PlanError("model.flavor", None, "required: the job names no model ([model] name and flavor; "
+                        "TorchTitan's default is the llama3 debugmodel test model)")
     return plan_from_job(job, cluster, path=path, fmt="torchtitan-toml", header_text=text,
                          set_paths=[p for p, _ in leaf_paths(job)])
 

@@ -43,7 +43,10 @@ class PlanError(ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        super().__init__(f"{field}={value!r}: {allowed}")
+        shown = repr(value)
+        if len(shown) > 200:  # a 5,000-digit number or a pasted file: its head and its size, on one readable line
+            shown = f"{shown[:60]}... ({len(shown):,} characters)"
+        super().__init__(f"{field}={shown}: {allowed}")
 
 
 # Upper bounds of the sizes and counts a plan may hold: each far above any run trained or planned

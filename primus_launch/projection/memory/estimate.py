@@ -236,12 +236,18 @@ def titan_args(plan: Plan) -> tuple:
 
 def titan_attention(plan: Plan) -> str:
     """torchtitan's attention module for a plan: ``flex`` (0.3.0's llama3/qwen3/deepseek default
-    ``attn_backend="flex"``; context parallelism all-gathers K and V) or ``sdpa`` (``attention_backend``
-    flash / fused, and the v0.2 TOML configs, which ran SDPA with torch's ring attention under CP)."""
+    ``attn_backend="flex"``; context parallelism all-gathers K and V), ``sdpa`` (0.3.0 with
+    ``attention_backend`` flash / fused: ``enable_gqa``) or ``sdpa_repeat_kv`` (the v0.1 / v0.2 TOML
+    configs, which ran SDPA -- with torch's ring attention under CP -- on K and V expanded to the query
+    heads by ``repeat_kv``, torchtitan up to ff0829c10; :func:`memory.titan.layer_activation_bytes`).
+    The plan carries no torchtitan version: v0.2.2's TOMLs (2026-02-20, after ff0829c10: ``enable_gqa``) are
+    counted with the copies too, over by ``2 x seq x 2 x (heads - kv_heads) x head_dim`` bytes per layer and
+    micro-batch (the side that errs toward ``does not fit``)."""
     t = plan.training
-    if t.attention_backend == "auto" and not (plan.source and plan.source.format == "torchtitan-toml"):
+    toml = bool(plan.source and plan.source.format == "torchtitan-toml")
+    if t.attention_backend == "auto" and not toml:
         return "flex"
-    return "sdpa"
+    return "sdpa_repeat_kv" if toml else "sdpa"
 
 
 def _most_in_flight(ops: list[tuple[str, int, int]]) -> int:

@@ -233,9 +233,16 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
 
     ``attn``: ``flex`` (torchtitan 0.3.0's default ``FlexAttention``: also keeps the fp32 ``max_scores``
     ``[b, heads, s]``, ``torch/_higher_order_ops/flex_attention.py`` ``FlexAttentionAutogradOp``; under
-    CP its K and V are all-gathered (``flex_cp_allgather``) and kept at the full sequence) or ``sdpa``
-    (``ScaledDotProductAttention``; under CP torch's ring attention, whose merged output is laid out
-    ``[b, heads, s, d]``, so the output projection keeps its own contiguous copy).
+    CP its K and V are all-gathered (``flex_cp_allgather``) and kept at the full sequence), ``sdpa``
+    (``ScaledDotProductAttention`` with ``enable_gqa``: K and V kept at their ``nkv`` heads; under CP
+    torch's ring attention, whose merged output is laid out ``[b, heads, s, d]``, so the output projection
+    keeps its own contiguous copy) or ``sdpa_repeat_kv`` (torchtitan's TOML-config releases up to v0.2.1 and
+    Primus v0.5.0's torchtitan 5fb7cc2e: ``models/{llama3,llama4,qwen3}/model/model.py`` ``Attention.forward``
+    calls ``repeat_kv(xk / xv, n_rep)`` -- ``expand`` + ``reshape``, a copy -- before SDPA, removed by
+    torchtitan ff0829c10 'GQA without kv repeats', 2026-01-27): SDPA's autograd node keeps the expanded K
+    and V, ``a sb 2 nq d / t`` instead of ``a sb 2 nkv d / t``; compiled, inductor's partitioner keeps the
+    expanded copies too rather than recompute the expansion (traced, ``tests/test_memory_titan.py``).
+    SelectiveAC recomputes the copies (not on its save list): ``op`` is unchanged.
 
     ``ac``: ``none`` | ``op`` | ``full``.  MoE blocks (traced for qwen3 and deepseek_v3 without AC, with
     EP and with TP + EP): the attention plus, per routed row (``T k`` with ``T`` = :func:`moe_tokens`), the
@@ -267,9 +274,12 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         qkv_out = a * sb * (arch.kv_lora_rank + arch.qk_pos_emb_head_dim + (arch.q_lora_rank or nq * qk))
     else:
         d = arch.kv_channels
-        qkv = (nq + 2 * arch.kv_heads) * d
+        qkv_out = a * sb * (nq + 2 * arch.kv_heads) * d / t
+        # keys / values as SDPA keeps them: ``sdpa_repeat_kv`` (torchtitan up to v0.2.1) expands them to the
+        # query heads before the kernel (``repeat_kv``), and autograd / inductor keep the expanded copies
+        kv_kept = nq if (attn == "sdpa_repeat_kv" and arch.kv_heads < nq) else arch.kv_heads
+        qkv = (nq + 2 * kv_kept) * d
         dv = d
-        qkv_out = a * sb * qkv / t
     lse = 4.0 * mbs * nq / t * s
     if attn == "flex":
         lse *= 2  # logsumexp + max_scores
