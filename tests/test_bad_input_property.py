@@ -6,8 +6,6 @@ after each example.  Also: the input boundary's refusals by kind, and outputs th
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -21,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from primus_launch.cli import main
+from cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = sorted(str(p.relative_to(ROOT / "recipes")) for p in (ROOT / "recipes").rglob("*")
@@ -30,22 +28,6 @@ _NUM = re.compile(rb"(?<![\w.$-])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
 BAD_WORDS = [b"0", b"-1", b"1.5", b"1000000000", b"1" + b"0" * 30, b"1e30", b"-1e30", b"nan", b"inf", b".inf",
              b"abc", b"", b"1" * 60, b"0x10", b"1_000"]
 TYPES = [b"[1, 2]", b"{a: 1}", b"{a = 1}", b'"32"', b"true", b"null", b"[]", b"{}", b"- 1"]
-
-
-def run_cli(argv: list[str], cwd: Path) -> tuple[int, str, str, float]:
-    out, err = io.StringIO(), io.StringIO()
-    old = os.getcwd()
-    t0 = time.monotonic()
-    try:
-        os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(argv)
-            except SystemExit as e:  # argparse
-                rc = e.code if isinstance(e.code, int) else 2
-    finally:
-        os.chdir(old)
-    return rc, out.getvalue(), err.getvalue(), time.monotonic() - t0
 
 
 def assert_outcome(rc: int, out: str, err: str, secs: float, what: str) -> None:

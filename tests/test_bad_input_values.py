@@ -8,17 +8,13 @@ TorchTitan v0.2.2's ``JobConfig`` fields (``torchtitan/config/job_config.py``), 
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import os
 import re
-import time
 from pathlib import Path
 
 import pytest
 
-from primus_launch.cli import main
+from cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 BASH = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
@@ -26,22 +22,6 @@ YAML = (ROOT / "recipes/megatron/llama3.1_8b.yaml").read_text()
 PRIMUS = (ROOT / "recipes/primus/MI355X/llama3.1_8b.yaml").read_text()
 TOML = (ROOT / "recipes/torchtitan/llama3.1_8b.toml").read_text()
 MIXTRAL = (ROOT / "recipes/megatron/mixtral_8x22b.sh").read_text()
-
-
-def run_cli(argv: list[str], cwd: Path) -> tuple[int, str, str, float]:
-    out, err = io.StringIO(), io.StringIO()
-    old = os.getcwd()
-    t0 = time.monotonic()
-    try:
-        os.chdir(cwd)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(argv)
-            except SystemExit as e:  # argparse
-                rc = e.code if isinstance(e.code, int) else 2
-    finally:
-        os.chdir(old)
-    return rc, out.getvalue(), err.getvalue(), time.monotonic() - t0
 
 
 def refused(argv: list[str], cwd: Path, *words: str) -> str:
