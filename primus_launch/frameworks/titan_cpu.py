@@ -46,7 +46,12 @@ def install(device: str | torch.device = "cpu") -> None:
     global _INSTALLED
     if torch.device(device).type != "cpu":
         if _INSTALLED:
-            for mod in _PATCHED:
+            # the patched modules, and those imported after the CPU install, which copied the patched
+            # ``torchtitan.tools.utils.device_type`` (``from ... import device_type``): torchtitan's own
+            # ``get_device_info`` never answers "cpu" (``_get_available_device_type() or "cuda"``)
+            late = [m for n, m in list(sys.modules.items())
+                    if n.startswith("torchtitan.") and getattr(m, "device_type", None) == "cpu"]
+            for mod in _PATCHED + late:
                 mod.device_type = "cuda"
                 if hasattr(mod, "device_module"):
                     mod.device_module = torch.cuda
