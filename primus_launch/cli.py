@@ -236,6 +236,20 @@ def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan
     return load_recipe(recipe, _cluster_overrides(a), a.primus_root, script_args=command)
 
 
+#: file endings of one recipe format: the tuned recipe is written in the format the tune read
+_FORMAT_SUFFIXES = (frozenset({".sh", ".bash"}), frozenset({".yaml", ".yml"}), frozenset({".toml"}))
+
+
+def _check_out_format(native: Path, out: Path) -> None:
+    """``--out`` must end like the recipe it tunes (the tuned recipe is written in its native format): a
+    bash recipe's tuned script is not a ``.toml``; a name without an ending is taken as given."""
+    have, want = out.suffix.lower(), native.suffix.lower()
+    group = next((g for g in _FORMAT_SUFFIXES if want in g), None)
+    if have and group is not None and have not in group:
+        raise UserError(f"--out={str(out)!r}: the tuned recipe is written in the recipe's own format "
+                        f"({native.name}); give a path ending in {' or '.join(sorted(group))}")
+
+
 def _check_outputs(outputs: Sequence[tuple[str, Optional[str | Path]]]) -> None:
     """Before any work: no output may name an input the run read (recipe, wrapper, sourced
     fragment, --gpu-file, extends chain; real path or hard link), a folder, a folder that cannot be
@@ -383,7 +397,10 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     if a.tune != _FROM_COMMAND:
         from primus_launch.adapters import native_path, tuned_path
 
-        out_recipe = Path(a.out) if a.out is not None else tuned_path(native_path(plan))
+        native = native_path(plan)
+        out_recipe = Path(a.out) if a.out is not None else tuned_path(native)
+        if a.out is not None:
+            _check_out_format(native, out_recipe)
         if log_path is None:
             log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
     out_wrapper = None
