@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from primus_launch.adapters.megatron_flags import FALSE_WORDS, TRUE_WORDS
 from primus_launch.errors import UserError
 from primus_launch.plan.legality import torch_fsdp2_problems
 from primus_launch.plan.sections import LIMITS
@@ -296,6 +297,13 @@ def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
     return table_vocab(tokenizer_model) or table_vocab(vocab_file)
 
 
+#: store_false dests (default true) whose YAML ``null`` reaches Megatron-LM as None -- Primus's
+#: ``MegatronArgBuilder.update`` ("None values are allowed and will override Megatron defaults") and the
+#: ``--yaml-cfg`` namespace (``yaml_arguments.py`` ``load_yaml``) -- which ``training.py`` reads as false
+#: (``if args.align_grad_reduce:`` / ``if args.overlap_param_gather and args.align_param_gather:``, core_r0.16.0)
+NULL_MEANS_FALSE = ("align_grad_reduce", "align_param_gather")
+
+
 # --------------------------------------------------------------------------- value conversion
 # str-typed flags whose value may be a YAML list: Megatron parses them with tuple_type (window size)
 # or moe_freq_type (per-layer 0/1 list) - megatron/training/arguments.py
@@ -325,9 +333,9 @@ def convert(flag: Flag, raw: Any) -> Any:
         if isinstance(raw, bool):
             return raw
         txt = str(raw).strip().lower()
-        if txt in ("true", "1", "yes", "on"):
+        if txt in TRUE_WORDS:
             return True
-        if txt in ("false", "0", "no", "off", "null", "none", ""):
+        if txt in FALSE_WORDS:
             return False
         raise PlanError(flag.flag, raw, "a boolean")
     if flag.kind in ("int", "float"):

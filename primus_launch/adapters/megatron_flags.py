@@ -1460,8 +1460,9 @@ def value_text(value: Any) -> str:
 
 
 # --------------------------------------------------------------------------- value types
-_TRUE_WORDS = ("true", "yes", "on", "1")
-_FALSE_WORDS = ("false", "no", "off", "0", "none", "null", "")
+#: the words a Megatron switch reads as true / false from a YAML or a command line (lower-cased, stripped)
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0", "none", "null", "")
 INT64 = 2**63  # Megatron's integers reach torch / numpy (seeds, iteration counters): 64-bit
 
 
@@ -1504,7 +1505,7 @@ def _scalar_problem(kind: str, v: Any) -> str | None:
     if kind in ("true", "false", "boolopt", "const"):
         if isinstance(v, bool) or v is None:
             return None
-        if isinstance(v, (int, str)) and str(v).strip().lower() in _TRUE_WORDS + _FALSE_WORDS:
+        if isinstance(v, (int, str)) and str(v).strip().lower() in TRUE_WORDS + FALSE_WORDS:
             return None
         return "true or false"
     if kind == "str" and isinstance(v, dict):

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
-from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, YAML_ALIASES, Flag, convert
+from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, NULL_MEANS_FALSE, YAML_ALIASES, Flag, convert
 from primus_launch.adapters.megatron_script import Edit
 from primus_launch.errors import UserError
 from primus_launch.plan import PlanError
@@ -317,10 +317,8 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
             if isinstance(node, yaml.MappingNode):
                 yaml_cfg = True
                 _collect(rec, node, args, editable=True)
-        for dest in ("align_grad_reduce", "align_param_gather"):
+        for dest in NULL_MEANS_FALSE:   # megatron_args.NULL_MEANS_FALSE: the --yaml-cfg namespace's null is off
             if yaml_cfg and dest in args and args[dest] is None:
-                # Megatron-LM's --yaml-cfg (yaml_arguments.py load_yaml) takes the YAML as the namespace, null as None,
-                # and training.py tests `if args.align_grad_reduce:` / `args.align_param_gather` (core_r0.16.0)
                 args[dest] = False
                 rec.notes.append(f"{dest}: null is None in Megatron-LM's --yaml-cfg namespace, false where training.py "
                                  f"tests it: read as false")

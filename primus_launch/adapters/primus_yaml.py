@@ -417,9 +417,6 @@ _PRIMUS_UNMODELLED = {
                                           "N ways; gradients all-reduced over the replicas) priced as FSDP over the "
                                           "whole DP group"),
 }
-# store_false Megatron dests (default true) whose `null` in a Primus YAML reaches Megatron-LM as None, which its
-# training loop reads as false (see _megatron_plan)
-_NULL_IS_FALSE = ("align_grad_reduce", "align_param_gather")
 _PRIMUS_MAPPED = {"recompute_layer_ids", "no_fp8_weight_transpose_cache", "enable_primus_turbo", "use_turbo_deepep",
                   "turbo_sync_free_moe_stage", "patch_zero_bubble", "enable_zero_bubble", "zero_bubble_v_schedule", "enable_1f1b_v", "patch_primus_pipeline",
                   "pp_algorithm", "torch_compile", "enable_zb_runtime"}
@@ -656,7 +653,7 @@ def _refuse_fine_tuning(cfg: dict) -> None:
 
 
 def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
-    from primus_launch.adapters.megatron_args import BY_DEST, YAML_ALIASES, convert, plan_from_args
+    from primus_launch.adapters.megatron_args import BY_DEST, NULL_MEANS_FALSE, YAML_ALIASES, convert, plan_from_args
     from primus_launch.adapters.megatron_flags import check_value, config_only_flags
 
     config_only = config_only_flags()
@@ -684,10 +681,7 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
         val = convert(spec, v)
         if val is not None:
             args[key] = val
-        elif key in _NULL_IS_FALSE and k in cfg:
-            # primus/backends/megatron/argument_builder.py MegatronArgBuilder.update: "None values are allowed and
-            # will override Megatron defaults"; Megatron-LM training.py then tests `if args.align_grad_reduce:` /
-            # `if args.overlap_param_gather and args.align_param_gather:` (core_r0.16.0), so null is off
+        elif key in NULL_MEANS_FALSE and k in cfg:   # megatron_args.NULL_MEANS_FALSE: null is off
             args[key] = False
             notes.append(f"{key}: null overrides Megatron-LM's default (true) in Primus (argument_builder.py) and "
                          f"is false where training.py tests it: read as false")

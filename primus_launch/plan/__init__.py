@@ -23,6 +23,7 @@ from primus_launch.plan.sections import (
     Recompute,
     RecomputeGranularity,
     RecomputeMethod,
+    STATE_DTYPE_BYTES,
     Source,
     Training,
     UnmodelledFlag,
@@ -31,7 +32,7 @@ from primus_launch.plan.sections import (
 __all__ = [
     "CUDA_GRAPH_SCOPES", "GPU_NAMES", "OFFLOAD_MODULES", "RECOMPUTE_MODULES", "Chunk", "Cluster", "DPSharding",
     "Fp8Recipe", "Framework", "ModelArch", "Offload", "Parallelism", "PipelineSchedule", "Plan", "PlanError",
-    "Precision", "Recompute", "RecomputeGranularity", "RecomputeMethod", "Source", "Training", "UnmodelledFlag",
+    "Precision", "Recompute", "RecomputeGranularity", "RecomputeMethod", "STATE_DTYPE_BYTES", "Source", "Training", "UnmodelledFlag",
     "check_plan", "chunk_layout", "format_layout", "framework_problems", "legality_problems", "parse_layout",
     "torchtitan_problems", "virtual_stages",
 ]

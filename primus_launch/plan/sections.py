@@ -22,6 +22,8 @@ PipelineSchedule = Literal["1f1b", "interleaved_1f1b", "zb_h1", "zbv", "gpipe"]
 DPSharding = Literal["none", "optimizer", "optimizer_grads", "full"]
 Framework = Literal["megatron", "torchtitan"]
 StateDtype = Literal["fp32", "bf16", "fp16", "fp8"]
+#: bytes per element of an optimizer state held in each :data:`StateDtype`
+STATE_DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 # Megatron --recompute-modules choices (megatron/core/transformer/transformer_config.py)
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")

@@ -344,7 +344,6 @@ def dp_sync_line(plan: Plan) -> str:
         # Megatron-LM training.py sets config.grad_sync_func only with overlap_grad_reduce and param_sync_func only
         # with overlap_param_gather: without them each chunk syncs after the pipeline (finalize_model_grads) /
         # gathers after the optimizer step
-        t = plan.training
         rs = (("after the chunk's last backward, all stages together" if t.align_grad_reduce
                else "in the chunk's last backward") if t.overlap_grad_reduce else "after the pipeline")
         ag = (("ahead of its first forward" if t.align_param_gather else "from its first forward's pre-hook")

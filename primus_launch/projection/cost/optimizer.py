@@ -18,21 +18,24 @@ gradient) reads the main gradients.  Their kernel launches (a few per parameter 
 
 from __future__ import annotations
 
-from primus_launch.plan import Plan
+from primus_launch.plan import STATE_DTYPE_BYTES, Plan
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.hardware.gpus import GPUSpec
 
 
+def _state_bytes(plan: Plan, dtype_field: str) -> int:
+    """Bytes per element of one optimizer state (``main_grads_dtype``, ``main_params_dtype``, ``exp_avg_dtype``,
+    ``exp_avg_sq_dtype``): its dtype under the precision-aware optimizer, fp32 otherwise."""
+    t = plan.training
+    return STATE_DTYPE_BYTES[getattr(t, dtype_field)] if t.precision_aware_optimizer else 4
+
+
 def optimizer_bytes_per_param(plan: Plan) -> float:
     """Bytes the Adam step streams per (sharded) parameter (module doc; 34 with fp32 states)."""
-    t = plan.training
-    if t.optimizer != "adam":
+    if plan.training.optimizer != "adam":
         return 14.0
-    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-    g = size[t.main_grads_dtype] if t.precision_aware_optimizer else 4
-    mp = size[t.main_params_dtype] if t.precision_aware_optimizer else 4
-    m1 = size[t.exp_avg_dtype] if t.precision_aware_optimizer else 4
-    m2 = size[t.exp_avg_sq_dtype] if t.precision_aware_optimizer else 4
+    g, mp, m1, m2 = (_state_bytes(plan, f) for f in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype",
+                                                      "exp_avg_sq_dtype"))
     return 2 * g + 2 * mp + 2 * m1 + 2 * m2 + 2
 
 
@@ -41,10 +44,8 @@ def stat_bytes_per_param(plan: Plan) -> float:
     (module doc): the main parameter and the main gradient, in the precision-aware optimizer's dtypes (fp32
     otherwise)."""
     t = plan.training
-    size = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
-    pao = t.precision_aware_optimizer
-    return ((size[t.main_params_dtype] if pao else 4) * t.log_params_norm
-            + (size[t.main_grads_dtype] if pao else 4) * t.log_num_zeros_in_grad)
+    return (_state_bytes(plan, "main_params_dtype") * t.log_params_norm
+            + _state_bytes(plan, "main_grads_dtype") * t.log_num_zeros_in_grad)
 
 
 def optimizer_step_s(plan: Plan, spec: GPUSpec, held: float) -> float:

@@ -12,9 +12,9 @@ part), GH200, H800, MI300A -- maps to None: the caller says so instead of guessi
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
-GiB = 2 ** 30
+from primus_launch.projection.hardware.gpus import GiB
 
 #: marketing-name keys that are NOT the database part whose key they contain (checked first)
 _NOT_IN_DB = ("GH200", "H100NVL", "H100PCIE", "H800", "MI300A", "A100-PCIE", "A100PCIE", "A800")
@@ -23,6 +23,18 @@ _NOT_IN_DB = ("GH200", "H100NVL", "H100PCIE", "H800", "MI300A", "A100-PCIE", "A1
 _BY_NAME = (("GB300", "gb300"), ("GB200", "gb200"), ("B300", "b300"), ("B200", "b200"), ("H200", "h200"),
             ("H100", "h100-sxm"), ("MI355X", "mi355x"), ("MI350X", "mi350x"), ("MI325X", "mi325x"),
             ("MI300X", "mi300x"), ("A100", "a100-sxm-80gb"))
+
+
+def gcn_base(gcn_arch: str) -> str:
+    """The architecture of a ROCm ``gcnArchName`` without its feature flags, lower-case
+    (``"gfx942:sramecc+:xnack-"`` -> ``"gfx942"``; ``""`` for none)."""
+    return gcn_arch.split(":")[0].lower()
+
+
+def props_gcn_arch(props: Any) -> str:
+    """A device's ``gcnArchName`` from ``torch.cuda.get_device_properties`` (``""`` on CUDA builds and where
+    the ROCm release reports none)."""
+    return str(getattr(props, "gcnArchName", "") or "")
 
 
 def gpu_of_device(name: str, total_memory: int = 0, gcn_arch: str = "") -> Optional[str]:
@@ -46,7 +58,7 @@ def gpu_of_device(name: str, total_memory: int = 0, gcn_arch: str = "") -> Optio
         if gpu == "h100-sxm" and total_memory > 90 * GiB:
             return "h100-sxm-96gb-500w"
         return gpu
-    arch = gcn_arch.split(":")[0].lower()
+    arch = gcn_base(gcn_arch)
     if arch == "gfx942" and total_memory:
         if total_memory > 224 * GiB:
             return "mi325x"
@@ -64,7 +76,7 @@ def local_device_gpu(index: Optional[int] = None) -> tuple[str, Optional[str]]:
         return "", None
     props = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index)
     name = props.name or torch.cuda.get_device_name(index)
-    return name, gpu_of_device(name, int(props.total_memory), str(getattr(props, "gcnArchName", "") or ""))
+    return name, gpu_of_device(name, int(props.total_memory), props_gcn_arch(props))
 
 
 def no_gpu_reason(version: Optional[str] = None, cuda: Optional[str] = None, hip: Optional[str] = None) -> str:

@@ -20,6 +20,7 @@ from typing import Any, Optional
 import torch
 
 from primus_launch.plan import Plan
+from primus_launch.projection.measure.device import gcn_base, props_gcn_arch
 
 # pieces a substitution applies to: "*" every piece, or a kind: embedding, layer (every decoder
 # layer kind), dense_layer, moe_layer, dense_window_layer, moe_window_layer, attn_core,
@@ -105,7 +106,7 @@ def no_fp8_gemm(capability: tuple[int, int], rocm: bool, gcn_arch: str = "") -> 
     capability >= 8.9 (Ada, Hopper, Blackwell); on ROCm an architecture of :data:`ROCM_FP8_ARCHS`
     (``gcnArchName``; the capability torch reports there is not NVIDIA's)."""
     if rocm:
-        arch = gcn_arch.split(":")[0].lower()
+        arch = gcn_base(gcn_arch)
         return None if arch in ROCM_FP8_ARCHS else (
             f"ROCm architecture {arch or '(unknown)'} has no FP8 GEMM ({' / '.join(ROCM_FP8_ARCHS)} have)")
     if tuple(capability) < (8, 9):
@@ -135,7 +136,7 @@ def fp8_support(framework: str, device: str, recipe: Optional[str] = None) -> tu
         return False, f"the {dev.type.upper()} has no FP8 GEMM (torch._scaled_mm needs a CUDA/ROCm GPU with FP8)"
     props = torch.cuda.get_device_properties(dev)
     why = no_fp8_gemm((props.major, props.minor), getattr(torch.version, "hip", None) is not None,
-                      str(getattr(props, "gcnArchName", "") or ""))
+                      props_gcn_arch(props))
     if why:
         return False, why
     if importlib.util.find_spec("torchao") is None:

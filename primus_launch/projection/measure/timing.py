@@ -75,6 +75,8 @@ from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 
+from primus_launch.projection.measure.device import gcn_base, props_gcn_arch
+
 CpuClock = str  # "thread" | "process" | "wall"
 CPU_CLOCKS = {"thread": time.thread_time, "process": time.process_time, "wall": time.perf_counter}
 SPLITS = ("autograd", "flop-ratio", "no-weights", "no-input")
@@ -221,7 +223,7 @@ def last_level_cache_bytes(l2_bytes: int, gcn_arch: str = "") -> int:
     """The device's last-level cache, which the flush must evict: ``L2_cache_size`` on NVIDIA; on an
     AMD part of :data:`INFINITY_CACHE_BYTES` (``gcn_arch``, e.g. ``"gfx942:sramecc+:xnack-"``) the
     larger of its L2 and its Infinity Cache."""
-    return max(int(l2_bytes), INFINITY_CACHE_BYTES.get(gcn_arch.split(":")[0].lower(), 0))
+    return max(int(l2_bytes), INFINITY_CACHE_BYTES.get(gcn_base(gcn_arch), 0))
 
 
 _FLUSH: dict[str, torch.Tensor] = {}
@@ -242,7 +244,7 @@ def flush_buffer(device: torch.device) -> torch.Tensor:
     if buf is None:
         props = torch.cuda.get_device_properties(device)
         l2 = last_level_cache_bytes(int(getattr(props, "L2_cache_size", 0) or (64 << 20)),
-                                    str(getattr(props, "gcnArchName", "") or ""))
+                                    props_gcn_arch(props))
         buf = _FLUSH[key] = torch.zeros(flush_bytes(l2) // 4, dtype=torch.int32, device=device)
     return buf
 

@@ -58,6 +58,7 @@ from primus_launch.plan import Plan
 from primus_launch.projection.iteration import assemble
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.measure.cache import MeasureCache, cache_key
+from primus_launch.projection.measure.device import no_gpu_reason, props_gcn_arch
 from primus_launch.projection.measure.piece import measurement_flops_estimate
 from primus_launch.projection.measure.spec import BuildSpec
 from primus_launch.projection.measure.timing import (
@@ -93,7 +94,7 @@ def device_label(device: str) -> str:
         name = torch.cuda.get_device_name(d)
         if not name.strip():
             props = torch.cuda.get_device_properties(d)
-            name = f"{getattr(props, 'gcnArchName', '') or 'unnamed'}:{props.total_memory >> 30}GiB"
+            name = f"{props_gcn_arch(props) or 'unnamed'}:{props.total_memory >> 30}GiB"
         return f"cuda:{name}"
     return f"cpu:{platform.processor() or platform.machine()}:{torch.get_num_threads()}threads"
 
@@ -268,8 +269,7 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
     from primus_launch import interrupt
 
     dev = torch.device(device)
-    where = {"piece": "the model build"}
-    oom = ""
+    piece = "the model build"   # what was running, for the one line of an out-of-memory
     try:
         with b.world_size_one(device):
             pieces, model = b.pieces(plan, device, measure_layers, spec=spec)
@@ -278,16 +278,16 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
                 samplers = []
                 for pc in todo:  # warm-up and inner count, piece by piece
                     interrupt.check()
-                    where["piece"] = pc.name
+                    piece = pc.name
                     samplers.append(PieceSampler(pc.forward, pc.inputs, pc.params, dev, split=pc.split,
                                                  flop_split=pc.flop_split, policy=pol,
                                                  memory_forward=pc.memory_forward,
                                                  statistic="mean" if pc.routed else "median", name=pc.name))
-                where["piece"] = "the timed samples"
+                piece = "the timed samples"
                 time_pieces(samplers, pol)  # then the samples, round-robin over the window
                 for pc, sp in zip(todo, samplers):
                     interrupt.check()
-                    where["piece"] = pc.name
+                    piece = pc.name
                     out[pc.name] = sp.result()
                     for vname, vfwd in pc.memory_variants.items():
                         out[pc.name].variant_bytes[vname] = measure_memory(vfwd, pc.inputs, pc.params,
@@ -299,12 +299,12 @@ def _measure(b, plan: Plan, device: str, measure_layers: int, spec: BuildSpec, p
             finally:
                 del pieces, model
     except torch.OutOfMemoryError as e:
-        oom = getattr(e, "piece", None) or where["piece"]
+        piece = getattr(e, "piece", None) or piece
     else:
         return
     # raised outside the handler: the OOM's traceback (the frames holding the pieces' tensors) is gone,
     # so its device memory is free again when the error is reported
-    raise out_of_memory_error(plan, device, oom)
+    raise out_of_memory_error(plan, device, piece)
 
 
 def out_of_memory_error(plan: Plan, device: str, piece: str) -> UserError:
@@ -372,8 +372,6 @@ def check_cpu_budget(plan: Plan, measure_layers: int, policy: TimingPolicy, max_
         flops = measurement_flops_estimate(plan, measure_layers)
         mins = est / 60
         shown = f"{mins:.2g}" if mins < 100 else f"{round(mins, -1):.0f}"
-        from primus_launch.projection.measure.device import no_gpu_reason
-
         gpu = "a GPU (--measure-device cuda)" if torch.cuda.is_available() else f"a GPU ({no_gpu_reason()})"
         raise UserError(f"--measure-device=cpu: measuring {plan.model.name} pieces would take about {shown} min "
                         f"or more on this CPU ({flops / 1e12:.1f} TFLOP per pass, {policy.threads} thread(s)); use "
@@ -852,8 +850,6 @@ def project_measured(plan: Plan, *, device: str | None = None, memory_margin: fl
     if device not in ("cpu", "cuda") and not str(device).startswith("cuda:"):
         raise UserError(f"--measure-device={device!r}: one of cpu, cuda")
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
-        from primus_launch.projection.measure.device import no_gpu_reason
-
         raise UserError(f"--measure-device={device!r}: {no_gpu_reason()}; use --dry-run, or cpu (a check of the path)")
     pol = make_policy(policy, repeats=repeats, cpu_clock=cpu_clock, threads=threads)
     cpu = torch.device(device).type == "cpu"

@@ -88,7 +88,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
-from primus_launch.plan import Plan
+from primus_launch.plan import STATE_DTYPE_BYTES, Plan
 from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.memory.activations import (
     TE,
@@ -110,8 +110,6 @@ from primus_launch.projection.memory.params import arch_from_key, layer_params_f
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
 from primus_launch.projection.memory.te_graphs import te_graph_chunk_input_bytes, te_graph_layer_bytes
 from primus_launch.projection.result import StageMemory
-
-_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 
 @dataclass(frozen=True)
@@ -163,7 +161,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         main_params=master_param_bytes(precision_aware=pa, main_params_dtype=t.main_params_dtype,
                                        precision=t.precision, fp8_recipe=fp8, fp8_param_gather=t.fp8_param_gather,
                                        optimizer_offload=t.offload.optimizer_fraction),
-        exp_avg=_DTYPE_BYTES[t.exp_avg_dtype] if pa else 4, exp_avg_sq=_DTYPE_BYTES[t.exp_avg_sq_dtype] if pa else 4,
+        exp_avg=STATE_DTYPE_BYTES[t.exp_avg_dtype] if pa else 4, exp_avg_sq=STATE_DTYPE_BYTES[t.exp_avg_sq_dtype] if pa else 4,
         fp8=fp8, fp8_param_gather=t.fp8_param_gather and fp8 is not None, cp_comm=p.cp_comm_type,
         mb_group=p.microbatch_group, ce=ce,
         ep_overlap=bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
@@ -205,7 +203,7 @@ def master_param_bytes(*, precision_aware: bool, main_params_dtype: str, precisi
     if not precision_aware:
         return 4
     if main_params_dtype != "fp32":
-        return _DTYPE_BYTES[main_params_dtype]
+        return STATE_DTYPE_BYTES[main_params_dtype]
     decoupled = precision in ("bf16", "fp8") and fp8_recipe in (None, "delayed")
     if decoupled and not (fp8_recipe and fp8_param_gather) and not optimizer_offload:
         return 2
