@@ -11,7 +11,9 @@ and v0.2.1 (25.11 table), docs/performance-summary.md + src/megatron/bridge/perf
 table), scripts/performance/configs at 8f341b04f (the 26.06 B300 rows), TorchAO mx_formats README + TorchTitan docs, Primus projection blog, NVIDIA dgxc-benchmarking's weak-scaling
 tables (``dgxc_runs.py``), and the Primus
 MoE package blog (``--primus DIR``: ``git -C MIRROR archive 3aaf2d5f primus/configs examples/moe_package | tar -x -C
-DIR`` of AMD-AGI/Primus; its rows are resolved through primus-launch's Primus reader and stored as flattened modules).
+DIR`` of AMD-AGI/Primus; its rows are resolved through primus-launch's Primus reader and stored as flattened modules),
+and the Primus MoE package 2.0 blog's FP8 rows (``--primus2 DIR``: ``git -C MIRROR archive 38ac39ff primus/configs
+examples/megatron/configs/MI355X examples/moe_package | tar -x -C DIR``; branch blog/moe_package_2.0).
 """
 import json
 import re
@@ -1371,6 +1373,8 @@ def primus_flatten(primus_dir, exp_rel, cli, cluster):
         spec = BY_DEST.get(YAML_ALIASES.get(k, k))
         if st == "primus" or (st == "modelled" and (spec is None or v != spec.default)):
             module[k] = v
+        elif k == "fp8_recipe" and r.config.get("fp8"):
+            module[k] = v  # an FP8 run's recipe is kept as written (the reader names a recipe only when it is written)
     flat = {"framework": "megatron", **module, "overrides": settings}
     plan2 = primus_plan_from_flat(flat, cluster, Path(str(r.config.get("model"))).stem)
     a, b = plan.model_dump(mode="json"), plan2.model_dump(mode="json")
@@ -1499,12 +1503,154 @@ def primus_moe_package_rows(primus_dir):
     return rows
 
 
+# ----------------------------------------------------------------------------- AMD Primus MoE package 2.0 (FP8, configs published)
+PRIMUS2_COMMIT = "38ac39ff"  # AMD-AGI/Primus branch blog/moe_package_2.0, "moe package 2.0", 2026-08-06
+PRIMUS2_SRC = ("AMD-AGI/Primus docs/tech_blogs/moe_package_2.0/moe_package.md @38ac39ff (branch blog/moe_package_2.0, "
+               "2026-08-06, 'moe package 2.0'; a draft: some sections still carry OWNER / FILL notes, the tables used "
+               "here do not)")
+# DeepSeek-V3 script's CLI (examples/moe_package/run_deepseek_v3_pretrain_mi355x.sh @38ac39ff), the run's fixed arguments
+PRIMUS2_DSV3_CLI = {
+    "num_layers": 61, "train_iters": 10, "micro_batch_size": 2, "use_turbo_attention": False, "use_turbo_deepep": True,
+    "use_turbo_grouped_gemm": False, "use_turbo_rms_norm": True, "moe_use_legacy_grouped_gemm": True,
+    "enable_experimental": True, "apply_rope_fusion": True, "pipeline_model_parallel_size": 16,
+    "expert_model_parallel_size": 8, "cross_entropy_fusion_impl": "te", "cross_entropy_loss_fusion": True,
+    "recompute_granularity": "full", "dump_pp_data": False, "disable_last_saving": True, "moe_layer_freq": 1,
+    "mock_data": True, "manual_gc": True, "manual_gc_interval": 1, "pp_warmup": True, "mtp_num_layers": 0,
+    "turbo_deepep_num_cu": 80, "use_precision_aware_optimizer": True, "main_grads_dtype": "bf16",
+    "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}
+# Qwen3-30B-A3B script's CLI (examples/moe_package/run_qwen_30B_a3B_pretrain_mi355x.sh @38ac39ff)
+PRIMUS2_QWEN30_CLI = {
+    "train_iters": 20, "micro_batch_size": 8, "global_batch_size": 512, "use_turbo_deepep": True,
+    "moe_use_legacy_grouped_gemm": True, "pipeline_model_parallel_size": 1, "expert_model_parallel_size": 8,
+    "enable_experimental": True, "apply_rope_fusion": True, "cross_entropy_fusion_impl": "te",
+    "cross_entropy_loss_fusion": True, "recompute_num_layers": 0, "recompute_granularity": "full",
+    "recompute_method": "block", "disable_last_saving": True, "mock_data": True, "use_precision_aware_optimizer": True,
+    "main_grads_dtype": "bf16", "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16", "turbo_deepep_num_cu": 80}
+DSV3_TUNED_LAYOUT = "Et*1|t*1|" + "t*2|" * 29 + "t*1,L"   # the script's 32-stage layout = the blog's 'Et|t|(tt|)*29,tL'
+# the blog's 'Et|(tt|)*14,t|(tt|)*15,tL' (32 stages: [Et], 14 x [tt], [t], 15 x [tt], [tL]), in the script's notation
+DSV3_DEFAULT_LAYOUT = "Et*1|" + "t*2|" * 14 + "t*1|" + "t*2|" * 15 + "t*1,L"
+
+
+def primus_moe2_rows(primus_dir):
+    """FP8 MoE runs on MI355X from Primus's MoE package 2.0 blog (@38ac39ff): Qwen3-30B-A3B on 8 GPUs (the 'general
+    optimization' table) and DeepSeek-V3 on 256 / 1,024 GPUs (the time-to-train table), each the experiment YAML + its
+    run script's arguments + what the table states, read through the Primus reader."""
+    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    from primus_launch.plan import Cluster
+
+    rows = []
+    qexp = "examples/megatron/configs/MI355X/qwen3_30B_A3B-FP8-pretrain.yaml"
+    qscript = "examples/moe_package/run_qwen_30B_a3B_pretrain_mi355x.sh"
+    dexp = "examples/megatron/configs/MI355X/deepseek_v3-FP8-pretrain.yaml"
+    dscript = "examples/moe_package/run_deepseek_v3_pretrain_mi355x.sh"
+    # (id tag, model, experiment, script, nodes, CLI beyond the script's, table, table row, measured, how, extra notes)
+    B = [
+        ("qwen3_30b_a3b_fp8_best", "qwen3_30B_A3B", qexp, qscript, 1, {},
+         "the 'general optimization' table under Figure 1",
+         "'Qwen3-30B-A3B (best configuration) | 8 | FP8-CS | 1/1/1/8/1 | 8 | 512 | 4096 | turbo_sync_free_moe_stage: 1 | "
+         "26058.7'", 26058.7, "tokens/s as published (per GPU: 8 GPUs at MBS 8 x 4096)",
+         ["the table's flags column lists turbo_sync_free_moe_stage 1, which the experiment YAML sets; the rest is the "
+          "run script's (MBS 8, GBS 512, EP 8, no recompute, Turbo DeepEP 80 CUs, legacy grouped GEMM)"]),
+        ("qwen3_30b_a3b_fp8_turbo", "qwen3_30B_A3B", qexp, qscript, 1,
+         {"turbo_sync_free_moe_stage": 2, "use_turbo_gemm": True, "use_turbo_grouped_gemm": True,
+          "moe_use_legacy_grouped_gemm": False},
+         "the 'general optimization' table under Figure 1",
+         "'Qwen3-30B-A3B (Turbo-accelerated) | 8 | FP8-CS | 1/1/1/8/1 | 8 | 512 | 4096 | turbo_sync_free_moe_stage: 2, "
+         "use_turbo_gemm: true, use_turbo_grouped_gemm: true, PRIMUS_TURBO_GROUPED_GEMM_BACKEND=flydsl | 27581.3'",
+         27581.3, "tokens/s as published (per GPU)",
+         ["moe_use_legacy_grouped_gemm false: Primus's argument check raises when use_turbo_grouped_gemm and the "
+          "legacy grouped GEMM are both on (primus/backends/megatron/patches/args/rocm_arg_validation.py @38ac39ff), "
+          "so the run cannot have kept the script's LEGACY_GG=True",
+          "PRIMUS_TURBO_GROUPED_GEMM_BACKEND=flydsl (the FlyDSL grouped-GEMM kernels) is an environment setting the "
+          "plan does not hold: priced as Primus-Turbo's grouped GEMM"]),
+    ]
+    for nodes, t_def, t_tun, ids in ((32, 23.21, 22.59, "0,1,2,4,6,8,10,12,14,16,34,36,38,40,50"),
+                                     (128, 23.75, 21.68, "0,1,2,4,6,8,10,12,14")):
+        gbs = 128 * nodes
+        for tag, layout, rec, t in (("default", DSV3_DEFAULT_LAYOUT,
+                                     {"recompute_num_layers": 1, "recompute_method": "block", "recompute_layer_ids": None}, t_def),
+                                    ("tuned", DSV3_TUNED_LAYOUT, {"recompute_layer_ids": ids}, t_tun)):
+            tok = round(gbs * 4096 / (t * nodes * 8), 1)
+            B.append((f"deepseek_v3_fp8_{tag}", "deepseek_v3", dexp, dscript, nodes,
+                      dict(PRIMUS2_DSV3_CLI, global_batch_size=gbs, pipeline_model_parallel_layout=layout, **rec),
+                      "'Time-to-Train: DeepSeek-V3 at 256-1024 GPUs', table 'What it buys'",
+                      f"'{nodes} | {'Default layout, 1 recompute layer per virtual stage' if tag == 'default' else 'Tuned layout + ' + str(len(ids.split(','))) + ' recompute IDs'} | {t}'",
+                      tok, f"GBS {gbs} x seq 4096 / ({t} s x {nodes * 8} GPUs) = {tok} tokens/s/GPU",
+                      ["recipe table: TP1 / PP16 / VPP2 / EP8, MBS 2, seq 4096, GBS 128 x nodes, FP8, DeepEP 80 CUs; "
+                       "the script (PRETRAIN_TYPE=FP8 selects deepseek_v3-FP8-pretrain.yaml) supplies the rest",
+                       ("layout 'Et|(tt|)*14,t|(tt|)*15,tL' and --recompute_num_layers 1 --recompute_method block, as "
+                        "the blog's Steps 1 and 2 state for the default (the YAML's recompute_layer_ids cleared: Primus "
+                        "raises when both are set)" if tag == "default" else
+                        f"the script's 32-stage layout (= the blog's tuned 'Et|t|(tt|)*29,tL') and --recompute_layer_ids "
+                        f"{ids} (the blog's Step 3 table for {nodes} nodes)"),
+                       "NUMA binding (ENABLE_NUMA_BINDING=1, HSA_KERNARG_POOL_SIZE) is an environment setting the plan "
+                       "does not hold",
+                       "iteration time 'measured over the first few dozen iterations' (the blog); the script runs 10"]))
+    for tag, model, exp_rel, script, nodes, cli, table, tabrow, tok, how, assumptions in B:
+        base = PRIMUS2_QWEN30_CLI if model == "qwen3_30B_A3B" else {}
+        gpus = nodes * 8
+        cluster = Cluster(gpu="mi355x", num_nodes=nodes, gpus_per_node=8)
+        flat, plan = primus_flatten(primus_dir, exp_rel, dict(base, **cli), cluster)
+        a, par, tr = plan["model"], plan["parallel"], plan["training"]
+        rid = f"primus_moe2_mi355x_{tag}_{gpus}gpu"
+        rows.append(dict(
+            id=rid,
+            source=f"{PRIMUS2_SRC}; {table}, row {tabrow}",
+            model_name={"qwen3_30B_A3B": "Qwen3-30B-A3B", "deepseek_v3": "DeepSeek-V3 (671B, no MTP)"}[model],
+            architecture=dict(num_layers=a["num_layers"], hidden_size=a["hidden_size"], ffn_hidden_size=a["ffn_hidden_size"],
+                              num_attention_heads=a["num_attention_heads"], num_query_groups=a["num_query_groups"],
+                              vocab_size=a["vocab_size"], seq_length=a["seq_length"], num_experts=a["num_experts"],
+                              moe_topk=a["moe_router_topk"], moe_ffn_hidden_size=a["moe_ffn_hidden_size"],
+                              moe_shared_expert_intermediate_size=a["moe_shared_expert_intermediate_size"],
+                              multi_latent_attention=a["multi_latent_attention"]),
+            hardware=dict(gpu="MI355X (288GB)", num_gpus=gpus, gpus_per_node=8,
+                          interconnect=("single node (Infinity Fabric)" if nodes == 1 else
+                                        "AMD Pensando AI NIC cluster per the script (ionic_0..9, 8 NICs); speeds not stated"),
+                          gpu_family="cdna4", plan_gpu="mi355x"),
+            parallelism=dict(tp=par["tp"], pp=par["pp"], vpp=par["vpp"] if par["vpp"] > 1 else None, cp=par["cp"],
+                             ep=par["ep"], etp=1, dp=gpus // (par["tp"] * par["pp"] * par["cp"]), fsdp=None,
+                             sequence_parallel=False, zero_stage=None, distributed_optimizer=True,
+                             pipeline_layout=par["pipeline_layout"]),
+            training=dict(global_batch_size=tr["global_batch_size"], micro_batch_size=tr["micro_batch_size"],
+                          precision="fp8", fp8_recipe=tr["fp8_recipe"],
+                          recompute=tr["recompute"]["granularity"] if tr["recompute"]["num_layers"] or
+                          tr["recompute"]["layer_ids"] else "none",
+                          moe_dispatcher=tr["moe_token_dispatcher"], cuda_graph="none", ep_overlap=False,
+                          mtp_num_layers=None),
+            measured=dict(tokens_per_sec_per_gpu=tok, tflops_per_gpu=None, mfu=None,
+                          iteration_time_s=None if model != "deepseek_v3" else float(tabrow.rsplit("|", 1)[1].strip(" '")),
+                          peak_memory_gb=None),
+            flops_convention=CONV_AMD,
+            derived_fields=[how, "architecture from the plan the Primus reader builds from primus/configs/models/megatron/"
+                                 f"{model}.yaml @{PRIMUS2_COMMIT}"],
+            source_reliability="primary (AMD's own blog draft in the Primus repository, with the configs and run scripts "
+                               "it names)",
+            notes=(f"Experiment {exp_rel} + {script} @{PRIMUS2_COMMIT} resolved through primus-launch's Primus reader; "
+                   "primus_config is the flattened module the reader rebuilds the plan from.  FP8: the YAML's fp8 hybrid "
+                   "with trainer_base.yaml's fp8_recipe delayed (the table labels the runs 'FP8-CS', current scaling; "
+                   "the config files the blog names say delayed)."),
+            primus_config=flat, primus_model_preset=model,
+            flags_source=f"{exp_rel} and {script} @{PRIMUS2_COMMIT} (AMD-AGI/Primus)",
+            flags_unknown=assumptions + ["FP8 recipe: the table says FP8-CS (current scaling), the configs give "
+                                         "Megatron's delayed scaling (fp8 hybrid, fp8_recipe from trainer_base.yaml)",
+                                         "Primus / ROCm version of the measurement (the scripts' image "
+                                         "tasimage/primus:pr-563-ainic)"],
+            judge_only=True, confidence="medium", judge_groups=["moe", "cdna4"],
+            measured_tokens_per_sec_per_gpu_for_judging=tok,
+        ))
+    return rows
+
+
 def main():
     if "--primus" not in sys.argv:
         sys.exit("--primus DIR: an extraction of AMD-AGI/Primus at " + PRIMUS_COMMIT + " (git -C MIRROR archive "
                  + PRIMUS_COMMIT + " primus/configs examples/moe_package | tar -x -C DIR)")
+    if "--primus2" not in sys.argv:
+        sys.exit("--primus2 DIR: an extraction of AMD-AGI/Primus at " + PRIMUS2_COMMIT + " (git -C MIRROR archive "
+                 + PRIMUS2_COMMIT + " primus/configs examples/megatron/configs/MI355X examples/moe_package | tar -x -C DIR)")
     rows = (mlm_rows() + bridge_rows() + titan_rows() + amd_rows()
-            + primus_moe_package_rows(sys.argv[sys.argv.index("--primus") + 1]) + dgxc_rows())
+            + primus_moe_package_rows(sys.argv[sys.argv.index("--primus") + 1])
+            + primus_moe2_rows(sys.argv[sys.argv.index("--primus2") + 1]) + dgxc_rows())
     for r in rows:
         prec = (r["training"]["precision"] or "").lower()
         low = "fp8" if any(k in prec for k in ("fp8", "float8", "mxfp8")) else "bf16"
