@@ -21,12 +21,14 @@ from build_runs import primus_row  # noqa: E402
 
 CURRENT = json.loads((ROOT / "scripts/validation/current_runs.json").read_text())
 RUNS = {r["id"]: r for r in json.loads((ROOT / "scripts/validation/runs.json").read_text())["rows"]}
-PRIMUS = [r for r in CURRENT if r.get("primus_config")]
+# the MoE package blog's BF16 rows (2025-12); the MoE package 2.0 blog's FP8 rows (``primus_moe2_``) are below
+PRIMUS = [r for r in CURRENT if r.get("primus_config") and r["id"].startswith("primus_moepkg_")]
+MOE2 = [r for r in CURRENT if r.get("primus_config") and r["id"].startswith("primus_moe2_")]
 
 
 def test_there_are_primus_rows_with_configs():
-    assert len(PRIMUS) >= 10
-    assert all(r["hardware"]["plan_gpu"].startswith("mi") for r in PRIMUS)
+    assert len(PRIMUS) >= 10 and len(MOE2) == 6
+    assert all(r["hardware"]["plan_gpu"].startswith("mi") for r in PRIMUS + MOE2)
 
 
 @pytest.mark.parametrize("r", PRIMUS, ids=[r["id"] for r in PRIMUS])
@@ -138,3 +140,55 @@ def test_mixtral_bubble_is_the_interleaved_closed_form_and_is_what_grows_from_32
     (t64, b64), (_, b32) = per_token
     assert b64 > 5 * b32
     assert t64["bubble"] > t64["ep_comm"] + t64["dp_comm"] + t64["pp_comm"]
+
+
+# The MoE package 2.0 blog (AMD-AGI/Primus docs/tech_blogs/moe_package_2.0/moe_package.md @38ac39ff): DeepSeek-V3 on
+# MI355X, TP1 / PP16 / VPP2 / EP8, MBS 2, seq 4096, GBS 128 x nodes, FP8; iteration seconds of table 'What it buys'
+# (nodes, configuration) and the recompute layer IDs of its Step 3 table.
+DSV3_TABLE = {(32, "default"): 23.21, (32, "tuned"): 22.59, (128, "default"): 23.75, (128, "tuned"): 21.68}
+DSV3_RECOMPUTE_IDS = {32: (0, 1, 2, 4, 6, 8, 10, 12, 14, 16, 34, 36, 38, 40, 50), 128: (0, 1, 2, 4, 6, 8, 10, 12, 14)}
+
+
+@pytest.mark.parametrize("r", MOE2, ids=[r["id"] for r in MOE2])
+def test_moe2_fp8_row_builds_the_plan_the_blog_states(r):
+    """Each FP8 row of the 2.0 blog builds through the Primus reader (``build_runs.primus_row``) into a plan with what
+    the blog's tables state: FP8, MI355X, the parallel layout, batch and sequence; DeepSeek-V3's 32 virtual stages of
+    61 decoder layers (the default layout puts the short stage on PP 15, the tuned one on PP 1: the blog's Step 1
+    table), its recompute (default: one layer per virtual stage, block; tuned: the Step 3 IDs); the Qwen3-30B-A3B
+    pair differs in the expert GEMM (legacy loop against Primus-Turbo's kernel, which Primus's argument check makes
+    exclusive).  Where ``runs.json`` already holds the row its plan is this one (rebuilt by ``build_runs.py``)."""
+    row, why = primus_row(r, "judge", "current_primus")
+    assert row is not None, why
+    if r["id"] in RUNS:
+        assert row["plan"] == RUNS[r["id"]]["plan"], "runs.json is stale for this row: rerun build_runs.py"
+    p = row["plan"]
+    par, tr, m = p["parallel"], p["training"], p["model"]
+    gpus = p["cluster"]["num_nodes"] * p["cluster"]["gpus_per_node"]
+    assert (p["cluster"]["gpu"], tr["precision"], m["seq_length"], gpus) == ("mi355x", "fp8", 4096,
+                                                                             r["hardware"]["num_gpus"])
+    assert tr["moe_token_dispatcher"] == "deepep" and tr["moe_router_force_load_balancing"] is True
+    if "deepseek_v3" in r["id"]:
+        nodes = gpus // 8
+        tag = "tuned" if "_tuned_" in r["id"] else "default"
+        assert (par["tp"], par["pp"], par["vpp"], par["ep"], m["num_layers"], m["num_experts"]) == (1, 16, 2, 8, 61, 256)
+        assert (tr["micro_batch_size"], tr["global_batch_size"], tr["moe_expert_gemm"]) == (2, 128 * nodes, "legacy")
+        stages = [s.replace(",L", "").replace("L", "") for s in par["pipeline_layout"].split("|")]
+        per_stage = [sum(int(x.split("*")[1]) if "*" in x else x.count("t") for x in [s.lstrip("E")]) for s in stages]
+        assert len(per_stage) == 32 and sum(per_stage) == 61
+        short = {i % 16 for i, n in enumerate(per_stage[1:-1], 1) if n == 1}   # ranks whose stage holds one layer
+        assert short == ({15} if tag == "default" else {1})
+        rec = tr["recompute"]
+        if tag == "default":
+            assert (rec["granularity"], rec["method"], rec["num_layers"], tuple(rec["layer_ids"])) == ("full", "block", 1, ())
+        else:
+            assert (rec["granularity"], tuple(rec["layer_ids"])) == ("full", DSV3_RECOMPUTE_IDS[nodes])
+        t = DSV3_TABLE[(nodes, tag)]
+        assert r["measured"]["iteration_time_s"] == t
+        assert row["measured_tokens_per_sec_per_gpu"] == pytest.approx(128 * nodes * 4096 / (t * gpus), abs=0.05)
+    else:
+        assert (par["tp"], par["pp"], par["ep"], m["num_experts"], m["moe_router_topk"]) == (1, 1, 8, 128, 8)
+        assert (tr["micro_batch_size"], tr["global_batch_size"], tr["recompute"]["num_layers"]) == (8, 512, 0)
+        turbo = "_turbo_" in r["id"]
+        assert tr["moe_expert_gemm"] == ("turbo" if turbo else "legacy")
+        assert tr["moe_sync_free"] == turbo                 # sync-free stage 2 (Turbo row) against stage 1
+        assert row["measured_tokens_per_sec_per_gpu"] == (27581.3 if turbo else 26058.7)
