@@ -59,12 +59,20 @@ MEDIAN_TARGET, ROW_TARGET, REFERENCE_TARGET = 0.08, 0.25, 0.10
 # optimisation ladders: consecutive bars of one source and model, one change per step (AMD's MoE-package blog,
 # Primus examples/moe_package/README.md Figures 5-7); measured vs modelled throughput gain per step
 _MOEPKG = "primus_moepkg_mi355x_deepseek_v2_"
+_MOE2 = "primus_moe2_mi355x_"
 LADDERS = {
     "MI355X DeepSeek-V2-Lite (8 GPUs)": [_MOEPKG + s + "_8gpu" for s in (
         "lite_mbs1_baseline", "lite_mbs2_baseline", "lite_mbs4_baseline", "lite_mbs8_baseline", "lite_mbs12_baseline",
         "lite_lossfusion", "lite_deepep", "lite_syncfree1", "lite_mbs14")],
     "MI355X DeepSeek-V2 (32 GPUs, PP 4)": [_MOEPKG + s + "_32gpu" for s in (
         "base_1f1b", "lossfusion", "deepep", "vpp3", "syncfree1", "vpp5")],
+    # Primus MoE package 2.0 blog @38ac39ff (FP8): the legacy loop against Turbo's grouped GEMM, and DeepSeek-V3's tuned
+    # layout + recompute IDs over the default at each scale (its 'What it buys' table)
+    "MI355X Qwen3-30B-A3B FP8 (8 GPUs)": [_MOE2 + s for s in ("qwen3_30b_a3b_fp8_best_8gpu", "qwen3_30b_a3b_fp8_turbo_8gpu")],
+    "MI355X DeepSeek-V3 FP8 (256 GPUs)": [_MOE2 + s for s in ("deepseek_v3_fp8_default_256gpu",
+                                                              "deepseek_v3_fp8_tuned_256gpu")],
+    "MI355X DeepSeek-V3 FP8 (1,024 GPUs)": [_MOE2 + s for s in ("deepseek_v3_fp8_default_1024gpu",
+                                                                "deepseek_v3_fp8_tuned_1024gpu")],
 }
 
 
@@ -130,7 +138,7 @@ def ladder_steps(results: list[dict]) -> dict[str, list[tuple[str, float, float]
         for a, b in zip(ids, ids[1:]):
             if a in by_id and b in by_id:
                 ra, rb = by_id[a], by_id[b]
-                step = f"{a.removeprefix(_MOEPKG).rsplit('_', 1)[0]} -> {b.removeprefix(_MOEPKG).rsplit('_', 1)[0]}"
+                step = " -> ".join(x.removeprefix(_MOEPKG).removeprefix(_MOE2).rsplit("_", 1)[0] for x in (a, b))
                 out.setdefault(name, []).append((step, rb["measured"] / ra["measured"],
                                                  rb["projected"] / ra["projected"]))
     return out
