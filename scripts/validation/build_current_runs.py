@@ -1631,7 +1631,12 @@ def primus_moe2_rows(primus_dir):
                    "the config files the blog names say delayed)."),
             primus_config=flat, primus_model_preset=model,
             flags_source=f"{exp_rel} and {script} @{PRIMUS2_COMMIT} (AMD-AGI/Primus)",
-            flags_unknown=assumptions + ["FP8 recipe: the table says FP8-CS (current scaling), the configs give "
+            flags_unknown=assumptions + ["environment the run script sets and the plan does not hold (not priced): "
+                                         "GPU_MAX_HW_QUEUES=4 (the 2025-12 MoE package scripts ran 2; HIP maps streams "
+                                         "to hardware queues stream_id % Q, so the legacy loop's 4 BLAS streams share "
+                                         "fewer queues at 2), NVTE_CK_USES_BWD_V3=1, HSA_NO_SCRATCH_RECLAIM=1, "
+                                         "primus-cli direct --numa (NUMA binding)",
+                                         "FP8 recipe: the table says FP8-CS (current scaling), the configs give "
                                          "Megatron's delayed scaling (fp8 hybrid, fp8_recipe from trainer_base.yaml)",
                                          "Primus / ROCm version of the measurement (the scripts' image "
                                          "tasimage/primus:pr-563-ainic)"],
