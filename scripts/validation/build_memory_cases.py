@@ -923,6 +923,54 @@ CASES += [
     _moon(["layernorm", "moe_act"], 35.949, "| `layernorm`, `moe_act` | 35.949 | 506.53 | 70.27 | -1.83% | +10.79% |"),
 ]
 
+# pytorch/ao torchao/prototype/mx_formats/README.md, "Training e2e benchmarks on NVIDIA B200" (torchao 0.13.0+gite4e681be6,
+# torch 2.9.0.dev20250815, torchtitan 6fc499f6f): benchmarks/float8/training/llama3.sh runs CONFIG_FILE
+# llama3_8b.toml with --training.steps=100 --training.local-batch-size=1 --training.compile and the recipe's converter
+# flags; parse_torchtitan_logs.py reports the max over the logged steps of torchtitan's 'memory: X GiB' (rank 0's log,
+# run_train.sh LOG_RANK=0: the caching allocator's reserved peak).
+_AO_B200_SRC = dict(ref="pytorch/ao torchao/prototype/mx_formats/README.md 'Training e2e benchmarks on NVIDIA B200' "
+                        "(torchao 0.13.0+gite4e681be6, torch 2.9.0.dev20250815+cu128, torchtitan 6fc499f6f), reproduced "
+                        "by benchmarks/float8/training/llama3.sh",
+                    url="https://github.com/pytorch/ao/tree/main/torchao/prototype/mx_formats#training-e2e-benchmarks-on-nvidia-b200",
+                    date="2025-08-15")
+_AO_B200_READ = ("Job table = torchtitan 6fc499f6f torchtitan/models/llama3/train_configs/llama3_8b.toml (Llama 3 8B, "
+                 "seq_len 8192, FSDP over the 8 GPUs, selective per-op AC, AdamW) with llama3.sh's --training.steps=100 "
+                 "--training.local-batch-size=1 --training.compile (6fc499f6f compiles the model and, "
+                 "components/loss.py, the loss) and the row's converter flags (FLOAT8_RECIPE_WITH_BEST_SETTINGS "
+                 "tensorwise: --model.converters=float8 --float8.enable_fsdp_float8_all_gather "
+                 "--float8.precompute_float8_dynamic_scale_for_fsdp; rowwise: --float8.recipe_name=rowwise; MX_RECIPE: "
+                 "--model.converters=mx --mx.recipe_name=R).  Device: '8x power limited B200'.  'Peak Memory (GB)' is "
+                 "parse_torchtitan_logs.py's max of torchtitan's logged 'memory: X GiB' (reserved, rank 0): GiB.")
+_AO_B200_JOB = {"model": {"name": "llama3", "flavor": "8B"},
+                "training": {"local_batch_size": 1, "seq_len": 8192, "compile": True, "steps": 100},
+                "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                "tensor_parallel_degree": 1},
+                "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
+                "optimizer": {"name": "AdamW"}}
+_AO_B200_HW = dict(gpu="B200 (power limited)", plan_gpu="b200", num_gpus=8, gpus_per_node=8)
+
+
+def _ao_b200(tag: str, gib: float, row: str, **sections: dict) -> dict:
+    return dict(id=f"ao_b200_llama3_8b_8gpu_compile_{tag}", outcome="ran", framework="torchtitan", hardware=_AO_B200_HW,
+                torchtitan_config=_titan(_AO_B200_JOB, **sections), source=_AO_B200_SRC,
+                quote=f"'| Llama3-8b | {row} | {gib} | ...'", read=_AO_B200_READ,
+                measured_peak=dict(gib=gib, basis="reserved", rank="first",
+                                   how="max over steps of torchtitan's 'memory: X GiB' (rank 0 reserved)"),
+                pair=None)
+
+
+CASES += [
+    _ao_b200("bf16", 33.71, "none (bfloat16)"),
+    _ao_b200("float8_tensorwise_fsdp_fp8_ag", 33.38, "float8 tensorwise (f8 all-gather)",
+             model={"converters": ["float8"]},
+             float8={"enable_fsdp_float8_all_gather": True, "precompute_float8_dynamic_scale_for_fsdp": True}),
+    _ao_b200("mxfp8_cublas", 33.88, "mxfp8_cublas", model={"converters": ["mx"]}, mx={"recipe_name": "mxfp8_cublas"}),
+    _ao_b200("mxfp8_cublas_rceil", 33.88, "mxfp8_cublas_rceil", model={"converters": ["mx"]},
+             mx={"recipe_name": "mxfp8_cublas_rceil"}),
+    _ao_b200("float8_rowwise", 33.72, "float8 rowwise", model={"converters": ["float8"]},
+             float8={"recipe_name": "rowwise"}),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
