@@ -173,6 +173,8 @@ def _normalized(plan: Plan) -> dict:
     if not t["precision_aware_optimizer"]:
         for k in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
             t[k] = "fp32"
+    if not t["precision_aware_optimizer"] or t["precision"] in ("fp8", "fp4") or t["optimizer_fp8_recipe"] == "delayed":
+        t["optimizer_fp8_recipe"] = None  # read by the memory model only there (memory.mcore.master_param_bytes)
     if not plan.model.is_moe:
         t["moe_token_dispatcher"] = "alltoall"
     if t["offload"]["optimizer_fraction"] == 0:

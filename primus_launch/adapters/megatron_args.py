@@ -807,8 +807,12 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     pao = bool(get(a, "use_precision_aware_optimizer"))
     if not pao:
         state = dict.fromkeys(state, "fp32")  # the dtypes only take effect with the precision-aware optimizer
+    # without fp8 --fp8-recipe still reaches the OptimizerConfig (training.optimizer_fp8_recipe): read when given
+    opt_fp8_recipe = (a.get("fp8_recipe") if pao and precision not in ("fp8", "fp4")
+                      and a.get("fp8_recipe") in FP8_RECIPES_READ and a.get("fp8_recipe") != "delayed" else None)
     training = dict(
         micro_batch_size=mbs, global_batch_size=gbs, precision=precision, fp8_recipe=fp8_recipe,
+        optimizer_fp8_recipe=opt_fp8_recipe,
         fp8_param_gather=bool(get(a, "fp8_param_gather") or get(a, "fp4_param")) and precision in ("fp8", "fp4"),
         fp8_attention=bool(get(a, "fp8_dot_product_attention")) and precision == "fp8",
         fp4_recipe=fp4_recipe, recompute=recompute, offload=_offload(a, L, rep),
@@ -1151,7 +1155,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     out["bf16"] = t.precision == "bf16" or (t.precision in ("fp8", "fp4") and not current.get("fp16"))
     out["fp16"] = t.precision == "fp16" or (t.precision in ("fp8", "fp4") and bool(current.get("fp16")))
     out["fp8"] = (current.get("fp8") or "hybrid") if t.precision == "fp8" else None
-    out["fp8_recipe"] = t.fp8_recipe if t.precision == "fp8" else None
+    out["fp8_recipe"] = (t.fp8_recipe if t.precision == "fp8" else
+                         t.optimizer_fp8_recipe if t.precision_aware_optimizer and t.precision != "fp4" else None)
     if t.precision == "fp8" and t.fp8_recipe is None and current.get("fp8_recipe") not in FP8_RECIPES_READ:
         out["fp8_recipe"] = current.get("fp8_recipe")  # a recipe the plan does not name (reported): kept as written
     out["fp8_param_gather"] = t.fp8_param_gather and t.precision == "fp8"

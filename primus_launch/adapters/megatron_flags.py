@@ -1009,7 +1009,8 @@ MODELLED_FLAGS: dict[str, str] = {
     "--optimizer-offload-fraction": "training.offload.optimizer_fraction",
     # precision
     "--bf16": "training.precision", "--fp16": "training.precision", "--fp8-format": "training.precision = fp8",
-    "--fp8-recipe": "training.fp8_recipe", "--fp8-param-gather": "training.fp8_param_gather",
+    "--fp8-recipe": "training.fp8_recipe (without --fp8-format: training.optimizer_fp8_recipe, the precision-aware "
+                    "optimizer's master copy)", "--fp8-param-gather": "training.fp8_param_gather",
     # a TransformerConfig field (no Megatron-LM argument: arguments.py copies it only from a config); YAML
     # configs and Megatron-Bridge recipes set it (26.06 / 26.08 full-iteration MXFP8 perf recipes)
     "--fp8-dot-product-attention": "training.fp8_attention (with --fp8-format: TE FP8 fused attention, "

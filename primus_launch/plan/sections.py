@@ -487,6 +487,13 @@ class Training(BoundedSection):
                                   "NeMo AutoModel's MoE parallelizer shards the experts with no MixedPrecisionPolicy, "
                                   "so they reduce in their bf16 parameter dtype while the blocks reduce in fp32")
     precision_aware_optimizer: bool = Field(default=False, description="Megatron --use-precision-aware-optimizer")
+    optimizer_fp8_recipe: Optional[Fp8Recipe] = Field(
+        default=None, description="without fp8: the fp8_recipe Megatron's OptimizerConfig still holds (Megatron-LM "
+                                  "--fp8-recipe given without --fp8-format; Megatron-Bridge copies its "
+                                  "MixedPrecisionConfig default 'tensorwise' into BF16 runs); with fp32 main params a "
+                                  "recipe other than delayed keeps the precision-aware optimizer's master weights in "
+                                  "Megatron (4 bytes, fp32 grad copies at the step) instead of TE's FusedAdam. "
+                                  "None = Megatron-LM's default (delayed)")
     main_grads_dtype: StateDtype = "fp32"
     main_params_dtype: StateDtype = "fp32"
     exp_avg_dtype: StateDtype = "fp32"

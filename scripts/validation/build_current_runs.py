@@ -723,7 +723,10 @@ def bridge_rows():
         f += mb_common("gptoss_120b", "bf16", dp, pp, None, tp)
         f += ["--moe-router-fusion", "--moe-router-force-load-balancing", "--calculate-per-token-loss",
               "--use-precision-aware-optimizer", "--main-grads-dtype fp32", "--main-params-dtype fp32",
-              "--exp-avg-dtype fp32", "--exp-avg-sq-dtype fp32"]
+              "--exp-avg-dtype fp32", "--exp-avg-sq-dtype fp32",
+              # bf16_mixed() keeps MixedPrecisionConfig.fp8_recipe 'tensorwise' (fp8=None) and setup() copies it
+              # into the OptimizerConfig (training/mixed_precision.py): Megatron keeps the fp32 master weights
+              "--fp8-recipe tensorwise"]
         if be:
             f += ["--moe-token-dispatcher-type flex", f"--moe-flex-dispatcher-backend {be}", "--moe-hybridep-num-sms 32"]
         else:

@@ -122,7 +122,13 @@ _Q235_READ = ("Flags = current_runs row mbridge2604_b200_fp8_mx_qwen3_235b_a22b_
 
 # Megatron-Bridge DeepSeek-V3, GB200, 256 GPUs (26.04 cycle, scripts/performance/configs/deepseek at
 # 02b574d28^): the V1 GB200 preset with recompute_modules=["mlp"] OOMed in BF16.
-_DSV3_GB200 = dict(drop=FP8_FLAGS, set_={**NO_DROPOUT, "--global-batch-size": 2048})
+#: Megatron-Bridge's BF16 precision (scripts/performance/utils/precision.py get_precision_config('bf16') ->
+#: bf16_mixed()) keeps MixedPrecisionConfig.fp8_recipe at its default 'tensorwise' with fp8=None, and
+#: MixedPrecisionConfig.setup copies it into the OptimizerConfig (training/mixed_precision.py
+#: update_config_with_precision_overrides, v0.4.2 .. 600d069b8): Megatron-LM spells that --fp8-recipe tensorwise
+#: without --fp8-format (memory.mcore.master_param_bytes)
+BRIDGE_BF16_OPT_RECIPE = {"--fp8-recipe": "tensorwise"}
+_DSV3_GB200 = dict(drop=FP8_FLAGS, set_={**NO_DROPOUT, **BRIDGE_BF16_OPT_RECIPE, "--global-batch-size": 2048})
 _DSV3_SRC = dict(ref="NVIDIA-NeMo/Megatron-Bridge PR #3067 (commit 02b574d28, 2026-03-31, 'restore bf16 mapping for "
                      "OOM'): scripts/performance/configs/deepseek/deepseek_workload_base_configs.py",
                  url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/pull/3067", date="2026-03-31")
@@ -815,6 +821,154 @@ CASES += [
          quote="'Quality champion (final 2.098, 86.8 TFLOP/s/GPU) ... baseline - control re-run, MBS=8'",
          read=_R350_READ + "  The full tk3-sh1 run at MBS 8 finished (final loss 2.098): ran.",
          pair="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs16_recompute_selective"),
+]
+
+# ---------------------------------------------------------------- round 13 (branch oom8): held-out reports
+# Megatron-LM research branch, the 32-expert top-3 shared-expert smoke runs of 25551dd583 / e6e27508af / 37bb10253c, as
+# they stood before bec254e7cf dropped them ("smokes confirmed cudagraph ... gives +11.7% throughput", "shoverlap was -6%
+# throughput", "mbs16-rcfull only +2.8% with full block recompute"): three more configurations that ran on 4 x GH200.
+_R350_SMOKES = dict(ref="NVIDIA/Megatron-LM commit bec254e7cf (2026-05-10, 'MoE: promote tk3-sh1 32E to leaderboard; drop "
+                        "premature rows + smoke configs'): the smoke sbatch files at its parent",
+                    url="https://github.com/NVIDIA/Megatron-LM/commit/bec254e7cf", date="2026-05-10")
+_R350_SMOKES_QUOTE = ("'Drop tk3-sh1 32E throughput-smoke variants (baseline, shoverlap, cudagraph, mbs16-rcfull): smokes "
+                      "confirmed cudagraph (TE impl, scope attn+moe_router+moe_preprocess) gives +11.7% throughput ... "
+                      "shoverlap was -6% throughput and rejected. mbs16-rcfull only +2.8% with full block recompute, marginal.'")
+CASES += [
+    dict(id="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs16_recompute_full", outcome="ran", framework="megatron",
+         hardware=_R350_MOE32_HW,
+         megatron_flags=_R350_COMMON + _R350_MOE32 + ["--micro-batch-size 16", "--recompute-granularity full",
+                                                      "--recompute-method block", "--recompute-num-layers 24"],
+         source=_R350_SMOKES, quote=_R350_SMOKES_QUOTE,
+         read=_R350_READ + ("  The smoke-mbs16-rcfull sbatch at bec254e7cf^ (e6e27508af replaced the selective recompute "
+                            "that OOMed by full block recompute of all 24 layers); it ran (its throughput is quoted)."),
+         pair="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs16_recompute_selective"),
+    dict(id="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs8_te_graphs", outcome="ran", framework="megatron",
+         hardware=_R350_MOE32_HW,
+         megatron_flags=_R350_COMMON + _R350_MOE32 + ["--micro-batch-size 8", "--cuda-graph-impl transformer_engine",
+                                                      "--cuda-graph-scope attn moe_router moe_preprocess"],
+         source=_R350_SMOKES,
+         quote=_R350_SMOKES_QUOTE + ("; 195127b0cb: 'Smoke at 12-min cap measured 3.481 sec/iter vs baseline 3.944 "
+                                     "(+11.7%). Full run will validate ... scope = attn moe_router moe_preprocess'"),
+         read=_R350_READ + "  The smoke-cudagraph sbatch at bec254e7cf^ (37bb10253c's scope); it ran (timed at 3.481 s/iter).",
+         pair=None),
+    dict(id="mlm_research_350m_moe32e_tk3_sh1_gh200_4gpu_mbs8_shared_overlap", outcome="ran", framework="megatron",
+         hardware=_R350_MOE32_HW,
+         megatron_flags=_R350_COMMON + _R350_MOE32 + ["--micro-batch-size 8", "--moe-shared-expert-overlap"],
+         source=_R350_SMOKES, quote=_R350_SMOKES_QUOTE,
+         read=_R350_READ + "  The smoke-shoverlap sbatch at bec254e7cf^ (the baseline plus --moe-shared-expert-overlap); it ran.",
+         pair=None),
+]
+
+# Megatron-Bridge skills/nemo-mbridge-perf-activation-recompute/SKILL.md, "Matched H100 Evidence: Moonlight 16B": a
+# 2026-08-12 short-run study at Bridge 600d069b8 / Megatron Core 24bad8e67 of moonlight_16b_pretrain_8gpu_h100_bf16_config
+# (recipes/moonlight/h100/moonlight_16b.py) on 8 H100 80GB, seq 4096, MBS 1, GBS 4, TP 2 (sequence parallel), PP 1, EP 8,
+# mock data, 20 steps; each row changed only recompute_modules.  Model: moonshotai/Moonlight-16B-A3B through
+# DeepSeekV3Bridge (Bridge's MoonlightModelProvider16B spells the same numbers: 27 layers, hidden 2048, first layer dense
+# with ffn 11264, 64 experts of 1408 top-6, 2 shared experts (2816), 16 heads, MLA without q LoRA, kv LoRA 512, vocab
+# 163840, untied); DeepSeekModelProvider defaults: qk norm, seq_aux_loss, sigmoid router with expert bias, router fp32.
+_MOON_FLAGS = [
+    "--num-layers 27", "--hidden-size 2048", "--ffn-hidden-size 11264", "--num-attention-heads 16", "--kv-channels 128",
+    "--max-position-embeddings 4096", "--normalization RMSNorm", "--norm-epsilon 1e-5", "--swiglu",
+    "--disable-bias-linear", "--untie-embeddings-and-output-weights", "--position-embedding-type rope",
+    "--rotary-base 50000", "--make-vocab-size-divisible-by 1280", "--vocab-size 163840", "--multi-latent-attention",
+    "--kv-lora-rank 512", "--qk-head-dim 128", "--qk-pos-emb-head-dim 64", "--v-head-dim 128",
+    "--rotary-scaling-factor 1.0", "--mscale 1.0", "--mscale-all-dim 1.0", "--qk-layernorm", "--num-experts 64",
+    "--moe-layer-freq ([0]*1+[1]*26)", "--moe-ffn-hidden-size 1408", "--moe-shared-expert-intermediate-size 2816",
+    "--moe-router-load-balancing-type seq_aux_loss", "--moe-router-topk 6", "--moe-router-pre-softmax",
+    "--moe-aux-loss-coeff 1e-3", "--moe-router-num-groups 1", "--moe-router-group-topk 1",
+    "--moe-router-topk-scaling-factor 2.446", "--moe-router-score-function sigmoid", "--moe-router-enable-expert-bias",
+    "--moe-router-bias-update-rate 1e-3", "--moe-router-dtype fp32", "--attention-dropout 0.0", "--hidden-dropout 0.0",
+    "--mock-data", "--seq-length 4096", "--tensor-model-parallel-size 2", "--pipeline-model-parallel-size 1",
+    "--expert-model-parallel-size 8", "--expert-tensor-parallel-size 1", "--context-parallel-size 1",
+    "--sequence-parallel", "--use-distributed-optimizer", "--moe-token-dispatcher-type alltoall", "--moe-grouped-gemm",
+    "--moe-permute-fusion", "--moe-shared-expert-overlap", "--use-mcore-models", "--transformer-impl transformer_engine",
+    "--micro-batch-size 1", "--global-batch-size 4", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te",
+    "--manual-gc", "--manual-gc-interval 5", "--bf16", "--overlap-grad-reduce", "--overlap-param-gather",
+    "--use-precision-aware-optimizer", "--main-grads-dtype bf16", "--main-params-dtype fp32", "--exp-avg-dtype bf16",
+    "--exp-avg-sq-dtype bf16", "--fp8-recipe tensorwise"]  # BRIDGE_BF16_OPT_RECIPE: the recipe's MixedPrecisionConfig
+_MOON_SRC = dict(ref="NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-activation-recompute/SKILL.md, 'Matched H100 "
+                     "Evidence: Moonlight 16B' (study of 2026-08-12 at Bridge 600d069b8, Megatron Core 24bad8e67)",
+                 url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/skills/nemo-mbridge-perf-activation-recompute/SKILL.md",
+                 date="2026-08-12")
+_MOON_READ = ("Flags = moonlight_16b_pretrain_8gpu_h100_bf16_config (Bridge 600d069b8 recipes/moonlight/h100/moonlight_16b.py) "
+              "with the study's GBS 4: TP 2 with sequence parallelism, EP 8, ETP 1 (DP 4, expert-DP 1, one micro-batch "
+              "per step), alltoall dispatcher with shared-expert overlap, grouped GEMM and permute fusion, TE "
+              "cross-entropy, no CUDA graph, precision-aware distributed optimizer with fp32 main params and bf16 "
+              "main grads / moments, grads reduced in bf16; model from the Moonlight-16B-A3B HF config "
+              "(MoonlightModelProvider16B's numbers).  'Peak allocated memory is the maximum post-optimizer value "
+              "reported after iteration 2' (Bridge's mem-max-allocated, GB = 1e9 B): the Adam moments exist.  The "
+              "empty selective list recomputes nothing (attention.py checks 'core_attn' in recompute_modules), written "
+              "as no recompute flags.")
+
+
+def _moon(modules: list[str], gb: float, quote_row: str) -> dict:
+    tag = "_".join(modules) if modules else "none"
+    flags = _MOON_FLAGS + (["--recompute-granularity selective", "--recompute-modules " + " ".join(modules)]
+                           if modules else [])
+    return dict(id=f"mbridge_moonlight_16b_h100_bf16_8gpu_tp2ep8_recompute_{tag}", outcome="ran", framework="megatron",
+                hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
+                megatron_flags=flags, source=_MOON_SRC,
+                quote=f"'| Selective modules | Peak allocated (GB) | ... {quote_row}'", read=_MOON_READ,
+                measured_peak=dict(gib=round(gb * 1e9 / 2**30, 2), basis="allocated", rank="first",
+                                   how=f"{gb} GB (1e9 B) peak allocated after iteration 2"),
+                pair=None)
+
+
+CASES += [
+    _moon([], 36.618, "| `[]` | 36.618 | 457.18 | 77.50 | control | control |"),
+    _moon(["core_attn"], 36.614, "| `core_attn` | 36.614 | 474.80 | 74.44 | -0.01% | +3.85% |"),
+    _moon(["mla_up_proj"], 35.902, "| `mla_up_proj` | 35.902 | 480.89 | 73.72 | -1.96% | +5.19% |"),
+    _moon(["mla_up_proj", "mlp"], 35.917, "| `mla_up_proj`, `mlp` | 35.917 | 496.73 | 71.50 | -1.91% | +8.65% |"),
+    _moon(["moe_act"], 35.941, "| `moe_act` | 35.941 | 466.26 | 75.50 | -1.85% | +1.99% |"),
+    _moon(["layernorm", "moe_act"], 35.949, "| `layernorm`, `moe_act` | 35.949 | 506.53 | 70.27 | -1.83% | +10.79% |"),
+]
+
+# pytorch/ao torchao/prototype/mx_formats/README.md, "Training e2e benchmarks on NVIDIA B200" (torchao 0.13.0+gite4e681be6,
+# torch 2.9.0.dev20250815, torchtitan 6fc499f6f): benchmarks/float8/training/llama3.sh runs CONFIG_FILE
+# llama3_8b.toml with --training.steps=100 --training.local-batch-size=1 --training.compile and the recipe's converter
+# flags; parse_torchtitan_logs.py reports the max over the logged steps of torchtitan's 'memory: X GiB' (rank 0's log,
+# run_train.sh LOG_RANK=0: the caching allocator's reserved peak).
+_AO_B200_SRC = dict(ref="pytorch/ao torchao/prototype/mx_formats/README.md 'Training e2e benchmarks on NVIDIA B200' "
+                        "(torchao 0.13.0+gite4e681be6, torch 2.9.0.dev20250815+cu128, torchtitan 6fc499f6f), reproduced "
+                        "by benchmarks/float8/training/llama3.sh",
+                    url="https://github.com/pytorch/ao/tree/main/torchao/prototype/mx_formats#training-e2e-benchmarks-on-nvidia-b200",
+                    date="2025-08-15")
+_AO_B200_READ = ("Job table = torchtitan 6fc499f6f torchtitan/models/llama3/train_configs/llama3_8b.toml (Llama 3 8B, "
+                 "seq_len 8192, FSDP over the 8 GPUs, selective per-op AC, AdamW) with llama3.sh's --training.steps=100 "
+                 "--training.local-batch-size=1 --training.compile (6fc499f6f compiles the model and, "
+                 "components/loss.py, the loss) and the row's converter flags (FLOAT8_RECIPE_WITH_BEST_SETTINGS "
+                 "tensorwise: --model.converters=float8 --float8.enable_fsdp_float8_all_gather "
+                 "--float8.precompute_float8_dynamic_scale_for_fsdp; rowwise: --float8.recipe_name=rowwise; MX_RECIPE: "
+                 "--model.converters=mx --mx.recipe_name=R).  Device: '8x power limited B200'.  'Peak Memory (GB)' is "
+                 "parse_torchtitan_logs.py's max of torchtitan's logged 'memory: X GiB' (reserved, rank 0): GiB.")
+_AO_B200_JOB = {"model": {"name": "llama3", "flavor": "8B"},
+                "training": {"local_batch_size": 1, "seq_len": 8192, "compile": True, "steps": 100},
+                "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                "tensor_parallel_degree": 1},
+                "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
+                "optimizer": {"name": "AdamW"}}
+_AO_B200_HW = dict(gpu="B200 (power limited)", plan_gpu="b200", num_gpus=8, gpus_per_node=8)
+
+
+def _ao_b200(tag: str, gib: float, row: str, **sections: dict) -> dict:
+    return dict(id=f"ao_b200_llama3_8b_8gpu_compile_{tag}", outcome="ran", framework="torchtitan", hardware=_AO_B200_HW,
+                torchtitan_config=_titan(_AO_B200_JOB, **sections), source=_AO_B200_SRC,
+                quote=f"'| Llama3-8b | {row} | {gib} | ...'", read=_AO_B200_READ,
+                measured_peak=dict(gib=gib, basis="reserved", rank="first",
+                                   how="max over steps of torchtitan's 'memory: X GiB' (rank 0 reserved)"),
+                pair=None)
+
+
+CASES += [
+    _ao_b200("bf16", 33.71, "none (bfloat16)"),
+    _ao_b200("float8_tensorwise_fsdp_fp8_ag", 33.38, "float8 tensorwise (f8 all-gather)",
+             model={"converters": ["float8"]},
+             float8={"enable_fsdp_float8_all_gather": True, "precompute_float8_dynamic_scale_for_fsdp": True}),
+    _ao_b200("mxfp8_cublas", 33.88, "mxfp8_cublas", model={"converters": ["mx"]}, mx={"recipe_name": "mxfp8_cublas"}),
+    _ao_b200("mxfp8_cublas_rceil", 33.88, "mxfp8_cublas_rceil", model={"converters": ["mx"]},
+             mx={"recipe_name": "mxfp8_cublas_rceil"}),
+    _ao_b200("float8_rowwise", 33.72, "float8 rowwise", model={"converters": ["float8"]},
+             float8={"recipe_name": "rowwise"}),
 ]
 
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks

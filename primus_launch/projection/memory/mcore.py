@@ -151,6 +151,8 @@ def mcore_opts(plan: Plan) -> McoreOpts:
     t, p = plan.training, plan.parallel
     pa = t.precision_aware_optimizer
     fp8 = (t.fp8_recipe or "delayed") if t.precision == "fp8" else None
+    # the recipe Megatron's OptimizerConfig holds (a BF16 run's too: Megatron-Bridge's default 'tensorwise')
+    opt_fp8 = fp8 if fp8 is not None else t.optimizer_fp8_recipe
     fp32_grads = t.precision == "fp32" or (t.grad_reduce_in_fp32 and (not pa or t.main_grads_dtype == "fp32"))
     ce = ("te" if t.cross_entropy_fusion_impl == "te" else "native") if t.cross_entropy_loss_fusion else "unfused"
     return McoreOpts(
@@ -159,7 +161,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         optimizer_offload=t.offload.optimizer_fraction,
         main_grads=4 if fp32_grads else 2,
         main_params=master_param_bytes(precision_aware=pa, main_params_dtype=t.main_params_dtype,
-                                       precision=t.precision, fp8_recipe=fp8, fp8_param_gather=t.fp8_param_gather,
+                                       precision=t.precision, fp8_recipe=opt_fp8, fp8_param_gather=t.fp8_param_gather,
                                        optimizer_offload=t.offload.optimizer_fraction),
         exp_avg=STATE_DTYPE_BYTES[t.exp_avg_dtype] if pa else 4, exp_avg_sq=STATE_DTYPE_BYTES[t.exp_avg_sq_dtype] if pa else 4,
         fp8=fp8, fp8_param_gather=t.fp8_param_gather and fp8 is not None, cp_comm=p.cp_comm_type,
@@ -176,7 +178,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
         stash_factor=t.moe_paged_stash_buffer_factor,
-        decoupled_grads=bool(pa and (t.main_params_dtype != "fp32" or fp8 in (None, "delayed")
+        decoupled_grads=bool(pa and (t.main_params_dtype != "fp32" or opt_fp8 in (None, "delayed")
                                      or t.offload.optimizer_fraction > 0)),
         defer_wgrad=t.wgrad_deferral_limit if (t.defer_embedding_wgrad and p.pp > 1) else -1,
         te_graph_scope=tuple(t.cuda_graph_scope) if t.cuda_graph_impl == "transformer_engine" else None,
@@ -198,6 +200,13 @@ def master_param_bytes(*, precision_aware: bool, main_params_dtype: str, precisi
     only before TE 2.1); TE 2.13 / 2.14 ``optimizers/fused_adam.py`` then stores an fp32 master of a bf16
     parameter as its trailing 16 bits (``torch.int16``, the other 16 are the bf16 parameter): 2 bytes.
     Otherwise (fp8 recipes other than delayed with fp32 main params) Megatron keeps its own fp32 copy: 4;
+    the test reads ``OptimizerConfig.fp8_recipe``, not whether fp8 is on, so a BF16 run whose config holds a
+    recipe gets 4 too (``fp8_recipe`` here is that value: ``training.optimizer_fp8_recipe`` without fp8).
+    Megatron-Bridge (v0.4.2 .. 600d069b8, ``training/mixed_precision.py``) is such a case: its
+    ``MixedPrecisionConfig.fp8_recipe`` defaults to ``"tensorwise"`` with ``fp8=None`` (``bf16_mixed()`` keeps
+    it) and ``update_config_with_precision_overrides`` copies every field the OptimizerConfig also has
+    before ``ConfigContainer.validate`` runs the deferred ``OptimizerConfig.__post_init__``; Megatron-LM's
+    own ``--fp8-recipe`` defaults to ``delayed``;
     ``--main-params-dtype`` fp16 / bf16: 2.  Not applied (4 kept) to fp8 parameters (``--fp8-param-gather``)
     and to the CPU-offloaded optimizer, whose master copies this does not read."""
     if not precision_aware:
