@@ -41,7 +41,7 @@ class MemoryBand(BaseModel):
 
     low: float = Field(description="10th percentile of published / projected - 1")
     high: float = Field(description="90th percentile of published / projected - 1")
-    rows: int = Field(description="published peaks the band is taken from")
+    rows: int = Field(description="measured configurations (published peaks, one per configuration) the band is taken from")
     source: str = Field(description="which rows, and the command that regenerates the band")
     low_bytes: int = Field(default=0, description="the worst stage's peak at the band's bottom")
     high_bytes: int = Field(default=0, description="the worst stage's peak at the band's top")

@@ -31,7 +31,7 @@ def band_for(framework: str) -> tuple[float, float, int, str]:
     framework's own has fewer than :data:`MIN_ROWS` rows)."""
     key = framework if framework in BANDS and BANDS[framework][2] >= MIN_ROWS else "all"
     low, high, n = BANDS[key][:3]
-    return low, high, n, f"{key}: {n} published peaks ({COMMAND})"
+    return low, high, n, f"{key}: {n} measured configurations ({COMMAND})"
 
 
 def verdict(peak: float, capacity: float, low: float, high: float, margin: float = 0.0,
