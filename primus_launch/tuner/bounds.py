@@ -1039,9 +1039,5 @@ class BoundModel:
         tk = (s, memory_key(self.plan.framework, twin))
         return (tk,) if self._own_group_out(s, twin) else (tk, own)
 
-    def knob_floor(self, k: Knobs) -> float:
-        """:meth:`static_floor` of candidate ``k`` (the tests compare it with its projected peak)."""
-        return self.static_floor(tuple(k[:N_STRUCT]), tuple(k[N_STRUCT:]))
-
 
 __all__ = ["FEATURES", "NODE_FLAGS", "PASS_FLAGS", "BoundModel", "Shape", "build_shape", "exact_bound", "exact_bound_key", "pass_features"]

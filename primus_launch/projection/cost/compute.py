@@ -45,10 +45,6 @@ def arch_of(gpu: str) -> str:
     return get_gpu(gpu).arch
 
 
-def elem_bytes(precision: str) -> int:
-    return {"fp8": 1, "fp32": 4}.get(precision, 2)
-
-
 def _arch_chain(arch: str) -> list[str]:
     out = [arch]
     while out[-1] in _ARCH_FALLBACK and out[-1] != "hopper":

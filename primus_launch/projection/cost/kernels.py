@@ -36,6 +36,7 @@ kernels; ``t_min`` the GPU-side floor of a tiny kernel).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 TILE = 128
@@ -137,7 +138,7 @@ def stream_seconds(nbytes: float, hbm_Bps: float, t_min: float) -> float:
     return nbytes / hbm_Bps + t_min
 
 
-def log_rms(pairs) -> float:
+def log_rms(pairs: Iterable[tuple[float, float]]) -> float:
     """Root-mean-square of log(model / measured) over ``(model, measured)`` pairs."""
     pairs = [(a, b) for a, b in pairs if a > 0 and b > 0]
     if not pairs:
