@@ -140,6 +140,9 @@ ROCM_LEGACY_GEMM_HOST_S = 0.0001957  # s per expert GEMM, fitted on ROCM_LEGACY_
 
 
 def framework_eff(framework: str) -> float:
+    """``FRAMEWORK_EFF[framework]`` (module doc: the fraction of the kernel benchmarks' throughput the
+    framework's kernels reach inside a training step; fitted: ``FRAMEWORK_EFF`` on
+    :data:`CALIBRATION_ROWS` by ``scripts/calibrate.py``), 1.0 for a framework without one."""
     return FRAMEWORK_EFF.get(framework, 1.0)
 
 

@@ -85,6 +85,8 @@ class Profile:
 
 
 def _host_constants() -> dict:
+    """``FITTED['host']``: the eager and compiled ``t_launch`` (step time / kernels launched) that
+    ``scripts/fit_kernels.py`` fits on the host-bound B200 records (module doc)."""
     from primus_launch.projection.cost.fitted import FITTED
 
     return FITTED.get("host", {})

@@ -110,7 +110,9 @@ def attention_keys(sq: int, skv: int, causal: bool, window: int | None) -> tuple
 
 def attention_flops(b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, causal: bool,
                     window: int | None = None) -> float:
-    """Forward FLOPs of attention as FlashAttention counts them (causal = half the scores)."""
+    """Forward FLOPs of attention as FlashAttention counts them: ``2 b heads sq keys (d_qk + d_v)`` (QK^T and
+    AV), ``keys`` the keys a query sees (:func:`attention_keys`: causal = half the scores, a window at most
+    its width)."""
     keys, _ = attention_keys(sq, skv, causal, window)
     return 2.0 * b * heads * sq * keys * (dqk + dv)
 
