@@ -15,7 +15,7 @@ at three levels of nodes:
 
 Structural candidates are taken best first (the lowest level-1 bound next, ties in the space's
 order); a candidate's bound is first refined with the floor of what follows the pipeline
-(``bounds.tail_floor``, the DP sync paired with its stage: ``BoundModel.refined_variants``) and put
+(``floors.tail_floor``, the DP sync paired with its stage: ``BoundModel.refined_variants``) and put
 back in line; when it is again the lowest its nodes are met lowest bound first (``Order.step``): a node
 whose bound is above the candidate's puts it back in line at that bound, else the node's memory groups
 (the flags the memory model reads, ``bounds.memory_key``) are priced by the pre-filter's own bytes (one
