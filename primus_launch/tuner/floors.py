@@ -79,7 +79,8 @@ def layer_floor(plan: Plan, x: np.ndarray) -> None:
 
 def plan_floor_features(plan: Plan) -> np.ndarray:
     """The level-1 features of one plan (after ``resolve_power_cap``): the pass times at
-    :func:`~primus_launch.projection.cost.roofline.layer_times_floor`, :func:`tp_floor`, :func:`ep_floor`."""
+    :func:`~primus_launch.projection.cost.roofline.layer_times_floor` (:func:`layer_floor`), then
+    :func:`tp_floor`, :func:`cp_floor`, :func:`ep_floor` and :func:`fsdp_floor`."""
     x = np.zeros(K)
     layer_floor(plan, x)
     tp_floor(plan, x)

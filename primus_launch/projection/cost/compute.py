@@ -28,6 +28,7 @@ from functools import lru_cache
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost.fitted import FITTED
 from primus_launch.projection.cost.kernels import AttnCurve, GemmCurve, attention_seconds, gemm_seconds, stream_seconds
+from primus_launch.projection.cost.kernels import attention_flops  # noqa: F401  (importable from here, as before)
 from primus_launch.projection.hardware.gpus import get_gpu
 
 # the GPU-side floor of a tiny kernel (torchao's roofline KERNEL_LAUNCH_OVERHEAD_SEC, record
