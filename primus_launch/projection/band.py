@@ -162,8 +162,3 @@ def ranges_overlap(ta: float, ra: tuple[float, float] | None, tb: float, rb: tup
     la, ha = ra if ra is not None else (ta, ta)
     lb, hb = rb if rb is not None else (tb, tb)
     return max(la, lb) <= min(ha, hb)
-
-
-def clear_cache() -> None:
-    _rows.cache_clear()
-    _band_of.cache_clear()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.fileio import atomic_write_text
@@ -12,6 +12,9 @@ from primus_launch.report.text import summary_rows
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.projection.training_run import TrainingRun, days_text, gpu_text, tokens_text
 from primus_launch.report.svg import memory_svg, time_breakdown_svg, timeline_svg
+
+if TYPE_CHECKING:
+    from primus_launch.tuner.result import TuneResult
 
 
 _CSS = """
@@ -68,7 +71,7 @@ def write_projection_report(r: ProjectionResult, path: str | Path, run: Optional
     return atomic_write_text(path, _page(title, projection_sections(r, run)))
 
 
-def write_tune_report(res, path: str | Path) -> Path:
+def write_tune_report(res: TuneResult, path: str | Path) -> Path:
     """The tune page: search pictures, top-N with diffs against the user's recipe, then the best
     configuration's projection (timeline, time and memory)."""
     from primus_launch.report.charts import incumbent_svg, scatter_svg

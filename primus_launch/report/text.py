@@ -11,7 +11,7 @@ breakdowns, the measured pieces, every note and the dry-run's per-op pricing
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 from tabulate import tabulate
 

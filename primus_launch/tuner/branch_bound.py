@@ -15,7 +15,7 @@ at three levels of nodes:
 
 Structural candidates are taken best first (the lowest level-1 bound next, ties in the space's
 order); a candidate's bound is first refined with the floor of what follows the pipeline
-(``bounds.tail_floor``, the DP sync paired with its stage: ``BoundModel.refined_variants``) and put
+(``floors.tail_floor``, the DP sync paired with its stage: ``BoundModel.refined_variants``) and put
 back in line; when it is again the lowest its nodes are met lowest bound first (``Order.step``): a node
 whose bound is above the candidate's puts it back in line at that bound, else the node's memory groups
 (the flags the memory model reads, ``bounds.memory_key``) are priced by the pre-filter's own bytes (one
@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 from primus_launch.plan import Plan
@@ -62,6 +62,9 @@ from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.result import Certificate
 from primus_launch.tuner.bounds import F, NODE_FLAGS, BoundModel, pick, exact_bound_key
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
+
+if TYPE_CHECKING:
+    from primus_launch.executor import Executor
 
 Score = Callable[[Plan], ProjectionResult]
 Prefilter = Callable[[Plan], Optional[str]]
@@ -356,7 +359,8 @@ class BranchBound:
         self.bm = BoundModel(plan, space, memory_margin, memory_certain)
 
     def run(self, inc: Incumbent, *, max_work: Optional[int] = None,
-            progress: Optional[Callable[[int, int, float], None]] = None, executor=None) -> SearchResult:
+            progress: Optional[Callable[[int, int, float], None]] = None,
+            executor: Optional[Executor] = None) -> SearchResult:
         """Branch and bound from the incumbent ``inc`` (the recipe's own plan when it may be the
         answer); ``progress(done, total, best_s)`` after each structural candidate.  ``executor``
         (:class:`primus_launch.executor.Executor`): expansions are computed ahead on its workers

@@ -11,7 +11,7 @@ hierarchical planner), which also holds the trial record and the budget.
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner.result import Trial, TrialSource, scored_fields
 from primus_launch.tuner.space import AXES, Knobs, apply_knobs
+
+if TYPE_CHECKING:
+    from primus_launch.tuner.progress import Progress
 
 Score = Callable[[Plan], ProjectionResult]
 Prefilter = Callable[[Plan], Optional[str]]
@@ -58,7 +61,7 @@ class Memo:
     against the budget and the deadline."""
 
     def __init__(self, plan: Plan, *, score: Score, prefilter: Prefilter, budget: Optional[int],
-                 time_limit_s: Optional[float], progress=None):
+                 time_limit_s: Optional[float], progress: Optional[Progress] = None):
         self.plan = plan
         self.score_fn = score
         self.prefilter_fn = prefilter
@@ -105,7 +108,7 @@ class Engine:
 
     def __init__(self, plan: Plan, space: Sequence[Knobs], *, score: Optional[Score] = None,
                  prefilter: Optional[Prefilter] = None, budget: Optional[int] = None,
-                 time_limit_s: Optional[float] = None, progress=None, memo: Optional[Memo] = None):
+                 time_limit_s: Optional[float] = None, progress: Optional[Progress] = None, memo: Optional[Memo] = None):
         self.plan = plan
         self.space = space
         self.index = {k: i for i, k in enumerate(space)}
@@ -163,11 +166,11 @@ class Engine:
         self.memo.budget = v
 
     @property
-    def progress(self):
+    def progress(self) -> Optional[Progress]:
         return self.memo.progress
 
     @progress.setter
-    def progress(self, v) -> None:
+    def progress(self, v: Optional[Progress]) -> None:
         self.memo.progress = v
 
     @property

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from primus_launch import interrupt
 from primus_launch.executor import Executor, InProcess, LocalProcesses, in_order
 from primus_launch.tuner.engine import Memo, plan_changes
 from primus_launch.tuner.result import Trial, scored_fields
 from primus_launch.tuner.space import Knobs, Space, apply_knobs
+
+if TYPE_CHECKING:
+    from primus_launch.tuner.progress import Progress
 
 @dataclass
 class SweepResult:
@@ -74,7 +77,7 @@ class _View:
         return self.best_t
 
 
-def sweep(space: Space, memo: Memo, workers: int, *, progress=None, chunk: Optional[int] = None,
+def sweep(space: Space, memo: Memo, workers: int, *, progress: Optional[Progress] = None, chunk: Optional[int] = None,
           executor: Optional[Executor] = None) -> SweepResult:
     """Pre-filter and score every candidate of ``space`` (the memo's plan, oracle, pre-filter and
     deadline); trials are appended to ``memo.trials`` in index order (the baseline already

@@ -35,6 +35,7 @@ least squares, so the same inputs give the same trials in the same order.
 from __future__ import annotations
 
 import math
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -272,7 +273,7 @@ class Planner:
                 continue
             stale = stale + 1 if e.key(self.incumbent()) >= before else 0
 
-    def run(self, seed_knobs: Knobs, *, between=None) -> None:
+    def run(self, seed_knobs: Knobs, *, between: Optional[Callable[[Engine], None]] = None) -> None:
         """Run all phases until convergence or :class:`Exhausted` (caught by the caller).
 
         ``between(engine)`` is called after the sweeps (the LLM loop hooks in there)."""
@@ -337,7 +338,8 @@ def subspace(space: Space, inc: Knobs) -> list[Knobs]:
     return out
 
 
-def hierarchical(space: Space, memo: Memo, seed: Knobs, *, between=None, max_rounds: int = 6) -> None:
+def hierarchical(space: Space, memo: Memo, seed: Knobs, *,
+                 between: Optional[Callable[[Engine], None]] = None, max_rounds: int = 6) -> None:
     """Block-coordinate search of a space too big to index (``len(space)`` in the millions): rounds
     of the :class:`Planner` over :func:`subspace` around the incumbent, each re-centred on the best
     candidate found so far, until a round brings no improvement.  Every round but the last may

@@ -13,11 +13,22 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Optional, TextIO
+from typing import Any, Optional, Protocol, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
+
+class Tally(Protocol):
+    """What a bar reads of a search: an engine, a memo or a sweep's view (``scored``, the best
+    candidate so far and its time)."""
+
+    scored: int
+
+    def best(self) -> Any: ...
+
+    def time_of(self, k: Any) -> Optional[float]: ...
+
 
 _OPEN: list["Progress"] = []   # bars shown and not closed (an interrupt ends their line)
 
@@ -82,7 +93,7 @@ class Progress:
             _OPEN.append(self)
         self._bar.refresh()
 
-    def update(self, engine, force: bool = False) -> None:
+    def update(self, engine: Tally, force: bool = False) -> None:
         """Show ``engine.scored`` done and the time of ``engine.best()`` (an engine, a memo or a sweep's view)."""
         best = engine.best()
         self._show(engine.scored, engine.time_of(best) if best is not None else None, force)
@@ -92,7 +103,7 @@ class Progress:
         finite = best_s is not None and best_s != float("inf")
         self._show(completed, best_s if finite else None, force)
 
-    def close(self, engine=None) -> None:
+    def close(self, engine: Optional[Tally] = None) -> None:
         """Draw the last state (``engine``'s, where given) and end the bar's line."""
         if engine is not None:
             self.update(engine, force=True)

@@ -56,7 +56,7 @@ judges; rows found elsewhere (``scripts/validation/current_runs.json``) never tu
   native FSDP / TorchTitan): sustained clocks under a whole step's power draw, kernels chosen by
   library heuristics for the step's exact shapes, memory-allocator and stream synchronisation, NCCL
   kernels sharing the SMs with overlapped communication.  No kernel-level figure measures it: it is
-  the framework's own overhead, divided into every GPU kernel time (``dryrun._Acc``);
+  the framework's own overhead, divided into every GPU kernel time (``roofline._Acc``: ``slow = 1 / insitu``);
 - ``SUSTAINED_CLOCK["power_limited"]``: the clock fraction a power-limited GPU sustains through whole
   training steps relative to the kernel benchmarks its curves stand on (a step draws power for HBM,
   NVLink and NIC traffic and its element-wise kernels next to the GEMMs, so the power manager holds
@@ -140,6 +140,9 @@ ROCM_LEGACY_GEMM_HOST_S = 0.0001957  # s per expert GEMM, fitted on ROCM_LEGACY_
 
 
 def framework_eff(framework: str) -> float:
+    """``FRAMEWORK_EFF[framework]`` (module doc: the fraction of the kernel benchmarks' throughput the
+    framework's kernels reach inside a training step; fitted: ``FRAMEWORK_EFF`` on
+    :data:`CALIBRATION_ROWS` by ``scripts/calibrate.py``), 1.0 for a framework without one."""
     return FRAMEWORK_EFF.get(framework, 1.0)
 
 

@@ -92,6 +92,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from functools import lru_cache
 
 from primus_launch.projection.cost import calibration as cal
@@ -196,7 +197,7 @@ def bus_bytes(op: str, nbytes: float, n: int) -> float:
     return (2.0 if op == "all_reduce" else 1.0) * (n - 1) / n * nbytes
 
 
-def measured_time(points, nbytes: float, tail_s_per_byte: float) -> float:
+def measured_time(points: Iterable[tuple[float, float]], nbytes: float, tail_s_per_byte: float) -> float:
     """Seconds of a call of ``nbytes`` from measured ``(S, t)`` points: linear in ``S`` between the
     two measured sizes around it; the smallest size's time below it (a call that small is its
     fixed cost); beyond the largest, its time plus ``(nbytes - S_max) x tail_s_per_byte`` (the

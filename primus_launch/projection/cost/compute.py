@@ -27,8 +27,8 @@ from functools import lru_cache
 
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost.fitted import FITTED
-from primus_launch.projection.cost.kernels import (AttnCurve, GemmCurve, attention_flops as _attn_flops,
-                                                    attention_seconds, gemm_seconds, stream_seconds)
+from primus_launch.projection.cost.kernels import AttnCurve, GemmCurve, attention_seconds, gemm_seconds, stream_seconds
+from primus_launch.projection.cost.kernels import attention_flops  # noqa: F401  (importable from here, as before)
 from primus_launch.projection.hardware.gpus import get_gpu
 
 # the GPU-side floor of a tiny kernel (torchao's roofline KERNEL_LAUNCH_OVERHEAD_SEC, record
@@ -42,11 +42,8 @@ ELEM = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "mxfp8": 1.0, "fp4": 0.5}
 
 
 def arch_of(gpu: str) -> str:
+    """The architecture key (``hardware/gpus.py`` ``GPUSpec.arch``) of ``gpu``."""
     return get_gpu(gpu).arch
-
-
-def elem_bytes(precision: str) -> int:
-    return {"fp8": 1, "fp32": 4}.get(precision, 2)
 
 
 def _arch_chain(arch: str) -> list[str]:
@@ -119,6 +116,9 @@ def _gpu(gpu: str) -> tuple[float, float, int, float, str]:
 
 
 def fmt_peak(gpu: str, fmt: str) -> float:
+    """The dense datasheet peak FLOP/s of ``gpu`` a GEMM of format ``fmt`` runs against (``hardware/gpus.py``,
+    each with its datasheet): BF16's for ``bf16``, FP4's for ``fp4`` (FP8's where the GPU has none), else FP8's
+    (``fp8``, ``fp8_block``, ``mxfp8``)."""
     g = get_gpu(gpu)
     if fmt == "bf16":
         return g.peak_flops_bf16
@@ -160,10 +160,6 @@ def gemm_time(m: int, n: int, k: int, gpu: str, precision: str = "bf16", batch: 
     return gemm_seconds(m, n, k, batch, peak, sms, hbm, ELEM.get(f, 2.0), c)
 
 
-def gemm_flops(m: int, n: int, k: int, batch: int = 1) -> float:
-    return 2.0 * m * n * k * batch
-
-
 _ATTN_DEFAULT = {"ampere": "fa2", "hopper": "cudnn", "blackwell": "cudnn", "blackwell_ultra": "cudnn",
                  "cdna3": "ck", "cdna4": "ck", "": "cudnn"}
 
@@ -186,6 +182,8 @@ def attn_curve(arch: str, impl: str) -> tuple[AttnCurve, str]:
 
 
 def default_attention_impl(arch: str) -> str:
+    """The attention implementation whose fitted curve prices ``attention_backend = auto`` on ``arch``
+    (NVIDIA: cuDNN, Ampere FlashAttention-2; AMD: CK)."""
     return _ATTN_DEFAULT.get(arch, "cudnn")
 
 
@@ -201,11 +199,6 @@ def attention_time(b: int, heads: int, sq: int, skv: int, d_qk: int, d_v: int, c
     p = peak * clk
     return (attention_seconds(b, heads, sq, skv, d_qk, d_v, causal, window, p, c, False),
             attention_seconds(b, heads, sq, skv, d_qk, d_v, causal, window, p, c, True))
-
-
-def attention_flops(b: int, heads: int, sq: int, skv: int, d_qk: int, d_v: int, causal: bool,
-                    window: int | None = None) -> float:
-    return _attn_flops(b, heads, sq, skv, d_qk, d_v, causal, window)
 
 
 @lru_cache(maxsize=200_000)

@@ -76,9 +76,7 @@ def ub_default(name: str) -> tuple[str, int, bool]:
     ``num_sm`` 1 for ring_exchange else 16, ``set_sm_margin`` = not ring_exchange."""
     g, i = UB_NAMES[name]
     method = UB_METHOD[g][i]
-    if method == "external":
-        return method, 0, False
-    return method, (1 if method == "ring_exchange" else 16), method != "ring_exchange"
+    return method, UB_SMS[method], UB_MARGIN[method]
 
 
 

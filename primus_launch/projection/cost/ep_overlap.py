@@ -77,6 +77,7 @@ class LayerPair:
 
     @property
     def compute_s(self) -> float:
+        """The pair's compute: both layers' attention and MLP forward, input-gradient and weight-gradient seconds."""
         return self.attn_f + self.mlp_f + self.attn_b + self.mlp_b + self.attn_w + self.mlp_w
 
 

@@ -55,6 +55,6 @@ def cite(ids: Iterable[str], limit: int = 3) -> str:
     return f"records {', '.join(ids[:limit])}{more}; " + "; ".join(srcs[:2])
 
 
-def number(v) -> float | None:
+def number(v: object) -> float | None:
     """A record's numeric shape entry (None for text such as 'max over ...')."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

@@ -14,12 +14,16 @@ and the iteration's breakdown.  ``scripts/explain_projection.py`` prints it; the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 from primus_launch.plan import Plan
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost import evidence as ev
 from primus_launch.projection.cost.fitted import FITTED
 from primus_launch.projection.cost.compute import quant_efficiency
+
+if TYPE_CHECKING:
+    from primus_launch.projection.result import ProjectionResult
 
 KINDS = ("dense", "dense_window", "moe", "moe_window", "mtp", "embedding", "head")
 
@@ -421,7 +425,7 @@ def _routing_line(plan: Plan) -> str:
     return f"{imb.text()}; {why}"
 
 
-def explain_text(plan: Plan, result=None) -> str:
+def explain_text(plan: Plan, result: Optional[ProjectionResult] = None) -> str:
     """The explanation as plain-text tables (module doc)."""
     from primus_launch.projection.hardware.gpus import resolve_power_cap
 

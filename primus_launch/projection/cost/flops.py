@@ -54,6 +54,8 @@ def _flops_per_sequence_key(key: tuple, padded_vocab: int, causal: bool) -> floa
 
 
 def _flops_per_sequence(m: ModelArch, padded_vocab: int, causal: bool = True) -> float:
+    """One sequence's model FLOPs, ``s * [6h (f e L_dense + (f_moe topk e + f_shared e) L_moe) + L attn
+    + 6h V_padded]`` (module doc; Megatron-LM ``training.py`` ``transformer_flops()`` @001b00c2)."""
     h, s = m.hidden_size, m.seq_length
     e = 3 if m.swiglu else 2
     L = m.num_layers
@@ -79,4 +81,5 @@ def model_flops_per_iteration(plan: Plan, causal_attention: bool = True) -> floa
 
 
 def model_flops_per_token(plan: Plan) -> float:
+    """:func:`model_flops_per_iteration` / tokens per iteration (global batch x sequence)."""
     return model_flops_per_iteration(plan) / plan.tokens_per_iteration

@@ -146,6 +146,9 @@ def gemm_format(recipe: str, arch: str) -> str:
 
 
 def bytes_per_element(recipe: str, arch: str) -> float:
+    """HBM bytes the quantisation kernels of ``recipe`` move per quantised element on ``arch``
+    (:data:`RECIPE_BYTES`, the module doc's table: bf16 read 2 + amax read 2 where the recipe needs it +
+    1 per FP8 copy written; Blackwell needs no transposed per-tensor copy); tensorwise's for an unknown recipe."""
     hop, bw = RECIPE_BYTES.get(recipe, RECIPE_BYTES["tensorwise"])
     return bw if arch.startswith("blackwell") else hop
 

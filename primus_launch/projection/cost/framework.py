@@ -85,17 +85,23 @@ class Profile:
 
 
 def _host_constants() -> dict:
+    """``FITTED['host']``: the eager and compiled ``t_launch`` (step time / kernels launched) that
+    ``scripts/fit_kernels.py`` fits on the host-bound B200 records (module doc)."""
     from primus_launch.projection.cost.fitted import FITTED
 
     return FITTED.get("host", {})
 
 
+def _eager_t_launch() -> float:
+    """The eager ``t_launch`` of :func:`_host_constants` (20 us where none was fitted)."""
+    return _host_constants().get("eager", {}).get("t_launch", 20e-6)
+
+
 def profile_of(plan: Plan, arch: str) -> Profile:
     """The cost profile of ``plan`` (module doc)."""
     t = plan.training
-    host = _host_constants()
-    eager = host.get("eager", {}).get("t_launch", 20e-6)
-    compiled = host.get("compile", {}).get("t_launch", eager)
+    eager = _eager_t_launch()
+    compiled = _host_constants().get("compile", {}).get("t_launch", eager)
     fac = host_cpu_factor(plan.cluster.gpu)
     return _profile(plan.framework, t.compile, t.attention_backend, arch, t.cross_entropy_loss_fusion,
                     t.moe_permute_fusion, eager * fac, compiled * fac, t.rope_fusion,
@@ -105,7 +111,7 @@ def profile_of(plan: Plan, arch: str) -> Profile:
 def eager_host_per_kernel(prof: Profile) -> float:
     """Host seconds per kernel of eager PyTorch on ``prof``'s host CPU (the eager ``t_launch`` fit of the module
     doc times the host factor): what an op left outside ``torch.compile`` costs the CPU under a compiled profile."""
-    return _host_constants().get("eager", {}).get("t_launch", 20e-6) * prof.host_cpu_factor
+    return _eager_t_launch() * prof.host_cpu_factor
 
 
 def host_cpu_factor(gpu: str) -> float:

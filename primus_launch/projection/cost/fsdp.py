@@ -59,7 +59,9 @@ def fsdp_reshards_after_forward(plan: Plan) -> bool:
 def fsdp_unit_comm(plan: Plan, spec: GPUSpec, lay: Layout, moe: bool) -> tuple[float, float, float, float]:
     """Raw seconds of one decoder layer's FSDP units on one GPU: (all-gather of the non-expert
     parameters over the DP shard group, all-gather of the expert parameters over expert-DP,
-    reduce-scatter of the non-expert gradients, reduce-scatter of the expert gradients)."""
+    reduce-scatter of the non-expert gradients, reduce-scatter of the expert gradients): the layer's
+    parameter counts per shard (``memory/params.py`` ``layer_parameter_counts``) times the bytes per
+    parameter / gradient element of :func:`fsdp_bytes`, priced by ``cost/collectives.py``."""
     gpu = spec.name
     m, p = plan.model, plan.parallel
     b = fsdp_bytes(plan)

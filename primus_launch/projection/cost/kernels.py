@@ -36,6 +36,7 @@ kernels; ``t_min`` the GPU-side floor of a tiny kernel).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 TILE = 128
@@ -109,7 +110,9 @@ def attention_keys(sq: int, skv: int, causal: bool, window: int | None) -> tuple
 
 def attention_flops(b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, causal: bool,
                     window: int | None = None) -> float:
-    """Forward FLOPs of attention as FlashAttention counts them (causal = half the scores)."""
+    """Forward FLOPs of attention as FlashAttention counts them: ``2 b heads sq keys (d_qk + d_v)`` (QK^T and
+    AV), ``keys`` the keys a query sees (:func:`attention_keys`: causal = half the scores, a window at most
+    its width)."""
     keys, _ = attention_keys(sq, skv, causal, window)
     return 2.0 * b * heads * sq * keys * (dqk + dv)
 
@@ -137,7 +140,7 @@ def stream_seconds(nbytes: float, hbm_Bps: float, t_min: float) -> float:
     return nbytes / hbm_Bps + t_min
 
 
-def log_rms(pairs) -> float:
+def log_rms(pairs: Iterable[tuple[float, float]]) -> float:
     """Root-mean-square of log(model / measured) over ``(model, measured)`` pairs."""
     pairs = [(a, b) for a, b in pairs if a > 0 and b > 0]
     if not pairs:

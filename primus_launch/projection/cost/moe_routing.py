@@ -72,7 +72,8 @@ def expected_units_hit(num_experts: int, topk: int, unit_experts: int, num_group
 
 def expected_remote_units(num_experts: int, topk: int, unit_experts: int, num_groups: int = 1,
                           group_topk: int = 1) -> float:
-    """Expected distinct units, other than the source's own, that one token is sent to."""
+    """Expected distinct units, other than the source's own, that one token is sent to:
+    ``E[units hit] * (1 - 1/units)`` (module doc: the hypergeometric occupancy, averaged over source units)."""
     units = -(-num_experts // unit_experts)
     if units <= 1:
         return 0.0

@@ -364,6 +364,8 @@ class _Acc:
         self._rec(name, t, tb, 0.0, ("elementwise", "hbm", 0.0, nbytes))
 
     def norm(self, elems: float, m: ModelArch, name: str) -> None:
+        """A norm over ``elems`` elements: streaming bytes and kernels of :data:`NORM_FUSED` (TE / fused),
+        else eager PyTorch's :data:`RMSNORM_EAGER` / :data:`LAYERNORM_EAGER` (backward 2x the forward bytes)."""
         p = self.prof
         if p.fused_norm:
             nb, kf, kb = NORM_FUSED
@@ -373,6 +375,10 @@ class _Acc:
 
     def attn(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, window: int | None,
              dropout: float = 0.0, kv_heads: int | None = None) -> PassTimes:
+        """The core attention of ``b`` x ``heads`` heads, ``sq`` queries over ``skv`` keys (causal, ``window``):
+        the fused-attention curve of the profile's implementation (``cost/compute.py`` ``attention_time``,
+        fitted to the kernel benchmarks of ``docs/kernel-evidence.md``), FP8 attention scaled by
+        :meth:`_attn_fp8`, or the unfused path (:meth:`_attn_unfused`)."""
         impl = self.prof.attention
         if impl == "unfused":
             return self._attn_unfused(b, heads, sq, skv, dqk, dv, dropout)
@@ -383,7 +389,7 @@ class _Acc:
         self._add(f, bw, 0.0, "attention")
         f, bw = f * self.slow, bw * self.slow
         self._k(1, 2)
-        from primus_launch.projection.cost.compute import attention_flops
+        from primus_launch.projection.cost.kernels import attention_flops
 
         self._rec(f"core attention ({impl}{tag}) b{b} h{heads} s{sq}x{skv} d{dqk}/{dv}" + (f" window {window}" if window else ""),
                   f, bw, 0.0, ("attention", impl, attention_flops(b, heads, sq, skv, dqk, dv, True, window)))
@@ -416,7 +422,7 @@ class _Acc:
         """Load-balanced causal ring attention over ``cp`` ranks (``cost/context_parallel.py``): one
         fused-attention kernel per step at its own shape, plus the framework's per-step helpers
         (copies, output / LSE merges, dq / dk,dv accumulation) at streaming speed."""
-        from primus_launch.projection.cost.compute import attention_flops
+        from primus_launch.projection.cost.kernels import attention_flops
         from primus_launch.projection.cost import context_parallel as cpm
 
         impl = self.prof.attention
@@ -446,6 +452,9 @@ class _Acc:
         return PassTimes(f0 + tf, b0 + tb, 0.0)
 
     def _attn_unfused(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, dropout: float) -> PassTimes:
+        """Unfused attention (module doc): QK^T and AV as batched BF16 GEMMs, the scale-mask-softmax over the
+        materialised ``sq x skv`` scores at 4 B per score forward, 6 B backward (+3 B with dropout), and the
+        backward's four batched GEMMs."""
         g, bh = self.gpu, b * heads
         f0, bi0 = self.f, self.bi
         qk = gemm_time(sq, skv, dqk, g, "bf16", bh)
@@ -559,6 +568,9 @@ class _Acc:
 
 def _attention_block(acc: _Acc, m: ModelArch, b: int, s: int, cp: int, t: int, T: int, Tn: int,
                      window: int | None, cp_a2a: bool, cp_kind: str = "p2p", bda_unfused: bool = False) -> PassTimes:
+    """A layer's attention block (module doc, "Forward kernels per dense layer" and "MLA attention"): input
+    norm, QKV (or MLA's down / up projections), qk-norm, RoPE, core attention (ring CP per step,
+    ``cost/context_parallel.py``), out-proj and the residual add; returns the core attention's times."""
     h = m.hidden_size
     a = max(1, m.num_attention_heads // t)
     acc.scope = "attn"

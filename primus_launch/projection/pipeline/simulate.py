@@ -85,13 +85,6 @@ class PipelineResult:
     num_microbatches: int = 0
     timeline_microbatches: int = 0    # micro-batches the events draw (< num_microbatches: a shortened run)
 
-    @property
-    def bubble_fraction(self) -> float:
-        """Idle share of the makespan, averaged over stages."""
-        if not self.stage_busy_s or self.makespan_s <= 0:
-            return 0.0
-        return sum(self.stage_bubble_s) / (len(self.stage_bubble_s) * self.makespan_s)
-
 
 @dataclass(frozen=True)
 class _Plan:

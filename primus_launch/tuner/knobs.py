@@ -1,0 +1,128 @@
+"""A candidate of the tuner's search: the :class:`Knobs` tuple (the values of a
+:class:`~primus_launch.plan.Plan` the tuner may change, structural axes first, execution flags after
+:data:`N_STRUCT`), read off a plan (:func:`knobs_of`), applied to one (:func:`apply_knobs`) and
+checked against every rule (:func:`problems_of`).  Which values each axis takes, and the
+enumeration of the legal combinations, are :mod:`primus_launch.tuner.space`'s.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from primus_launch.plan import Plan, framework_problems, legality_problems
+from primus_launch.tuner import rules
+
+
+class Knobs(NamedTuple):
+    """One candidate configuration (the values the tuner may change)."""
+
+    tp: int
+    pp: int
+    vpp: int
+    cp: int
+    ep: int
+    etp: Optional[int]  # None = same as tp
+    sp: bool
+    mbs: int
+    dp_sharding: str
+    dp_replicate: int
+    rc_granularity: str
+    rc_method: str
+    rc_layers: Optional[int]
+    rc_modules: tuple[str, ...]
+    schedule: str
+    first_stage_layers: Optional[int]
+    last_stage_layers: Optional[int]
+    acc_embedding: bool
+    acc_loss: bool
+    layout: Optional[str]
+    # execution flags (``space.py`` ``_FlagOptions``)
+    overlap_grad_reduce: bool
+    overlap_param_gather: bool
+    tp_comm_overlap: bool
+    cuda_graph_impl: str
+    cuda_graph_scope: tuple[str, ...]
+    dispatcher: str
+    ep_overlap: bool
+    delay_wgrad: bool
+    compile: bool
+    offload_layers: int
+    offload_modules: tuple[str, ...]
+    optimizer_offload: float
+    precision: str
+    fp8_recipe: Optional[str]
+    fp8_param_gather: bool
+    moments: tuple[str, str]  # (exp_avg, exp_avg_sq) dtypes
+
+
+AXES: tuple[str, ...] = Knobs._fields
+N_STRUCT = AXES.index("overlap_grad_reduce")  # structural axes come first, execution flags after
+
+
+def knobs_of(plan: Plan) -> Knobs:
+    """The knob values of an existing plan."""
+    p, t = plan.parallel, plan.training
+    r, o = t.recompute, t.offload
+    return Knobs(p.tp, p.pp, p.vpp, p.cp, p.ep, p.etp, p.sequence_parallel, t.micro_batch_size,
+                 p.dp_sharding, p.dp_replicate, r.granularity, r.method, r.num_layers, tuple(r.modules),
+                 t.pipeline_schedule, p.pipeline_layers_first_stage, p.pipeline_layers_last_stage,
+                 p.account_for_embedding_in_pipeline_split, p.account_for_loss_in_pipeline_split,
+                 p.pipeline_layout, t.overlap_grad_reduce, t.overlap_param_gather, t.tp_comm_overlap,
+                 t.cuda_graph_impl, tuple(t.cuda_graph_scope), t.moe_token_dispatcher,
+                 t.overlap_moe_expert_parallel_comm, t.delay_wgrad_compute, t.compile, o.activation_layers,
+                 tuple(o.activation_modules), o.optimizer_fraction, t.precision, t.fp8_recipe, t.fp8_param_gather,
+                 (t.exp_avg_dtype, t.exp_avg_sq_dtype))
+
+
+def apply_knobs(plan: Plan, k: Knobs) -> Plan:
+    """``plan`` with the knob values of ``k`` (an unvalidated copy: pydantic ``model_copy``; the
+    enumeration guarantees legality, :func:`validated` re-checks when it matters).
+
+    The precision-aware optimizer is on when the recipe had it (kept) or when BF16 moments or
+    optimizer offloading need it (Megatron's HybridDeviceOptimizer reuses its code path)."""
+    t = plan.training
+    # the recipe's Megatron micro-batch group stays where its pipeline shape does and Megatron still
+    # accepts it (group in [pp, m], last group empty or >= pp); else Megatron's default (pp)
+    group = plan.parallel.microbatch_group
+    if group is not None:
+        dp = plan.cluster.world_size // (k.tp * k.pp * k.cp)
+        m = t.global_batch_size // max(1, k.mbs * dp)
+        if (k.pp, k.vpp) != (plan.parallel.pp, plan.parallel.vpp) or not (k.pp <= group <= m) or 0 < m % group < k.pp:
+            group = None
+    par = plan.parallel.model_copy(update=dict(
+        microbatch_group=group,
+        tp=k.tp, pp=k.pp, vpp=k.vpp, cp=k.cp, ep=k.ep, etp=k.etp, sequence_parallel=k.sp,
+        dp_sharding=k.dp_sharding, dp_replicate=k.dp_replicate,
+        pipeline_layers_first_stage=k.first_stage_layers, pipeline_layers_last_stage=k.last_stage_layers,
+        account_for_embedding_in_pipeline_split=k.acc_embedding, account_for_loss_in_pipeline_split=k.acc_loss,
+        pipeline_layout=k.layout))
+    # the recipe's Primus recompute_layer_ids (global ids, valid for any placement) stay with its own
+    # recompute knobs; any other recompute choice is one of Megatron's methods
+    own = t.recompute
+    keep_ids = (k.rc_granularity, k.rc_method, k.rc_layers) == (own.granularity, own.method, own.num_layers)
+    rc = own.model_copy(update=dict(granularity=k.rc_granularity, method=k.rc_method, num_layers=k.rc_layers,
+                                    modules=k.rc_modules, layer_ids=own.layer_ids if keep_ids else ()))
+    off = t.offload.model_copy(update=dict(activation_layers=k.offload_layers, activation_modules=k.offload_modules,
+                                           optimizer_fraction=k.optimizer_offload))
+    pao = t.precision_aware_optimizer or k.moments != ("fp32", "fp32") or k.optimizer_offload > 0
+    tr = t.model_copy(update=dict(
+        micro_batch_size=k.mbs, recompute=rc, pipeline_schedule=k.schedule, offload=off,
+        overlap_grad_reduce=k.overlap_grad_reduce, overlap_param_gather=k.overlap_param_gather,
+        tp_comm_overlap=k.tp_comm_overlap, cuda_graph_impl=k.cuda_graph_impl, cuda_graph_scope=k.cuda_graph_scope,
+        moe_token_dispatcher=k.dispatcher, overlap_moe_expert_parallel_comm=k.ep_overlap,
+        delay_wgrad_compute=k.delay_wgrad, compile=k.compile, precision=k.precision, fp8_recipe=k.fp8_recipe,
+        fp8_param_gather=k.fp8_param_gather, precision_aware_optimizer=pao,
+        exp_avg_dtype=k.moments[0], exp_avg_sq_dtype=k.moments[1]))
+    return plan.model_copy(update=dict(parallel=par, training=tr))
+
+
+def validated(plan: Plan) -> Plan:
+    """A fully validated copy (raises :class:`~primus_launch.plan.PlanError` when illegal)."""
+    return Plan.model_validate(plan.model_dump())
+
+
+def problems_of(plan: Plan, k: Knobs) -> list[tuple[str, object, str]]:
+    """Every rule ``plan`` with knobs ``k`` breaks: the plan module's, the tuner's knob and GPU
+    rules, and the framework's (``plan.framework_problems``: TorchTitan's)."""
+    p = apply_knobs(plan, k)
+    return legality_problems(p) + rules.knob_problems(p) + rules.gpu_problems(p) + framework_problems(p)
