@@ -385,7 +385,7 @@ def test_moe_dispatch_host_sync_splits_the_forward():
     """An MoE layer's token dispatcher waits on the host for the routed-token counts (Megatron's
     d2h_event.synchronize, DeepEP / HybridEP counters): the forward is two segments, the second
     launched into an empty queue: max(g1 + max(g2, h2), h1 + h2) + 2 t_launch (closed form of
-    dryrun._Acc.times), never below the unsplit max(g1 + g2, h1 + h2)."""
+    roofline._Acc.times), never below the unsplit max(g1 + g2, h1 + h2)."""
     from primus_launch.projection.cost.framework import profile_of
     from primus_launch.projection.cost.roofline import SYNC_BEFORE, _Acc
 
