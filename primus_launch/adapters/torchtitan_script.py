@@ -35,6 +35,7 @@ class Tok:
     end: int
     literal: bool  # written as-is (no expansion)
     ref: Optional[tuple[str, Optional[tuple[int, int]]]] = None  # whole token = one ${VAR[:-default]}: (VAR, default span)
+    after: Optional[int] = None  # where words inserted after this token go (None: its end)
 
 
 @dataclass
@@ -158,6 +159,10 @@ def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
             env[m.group(1)] = Assign(val, val_start + q, val_start + len(raw) - q)
             continue
         toks = _tokens(text, a, b, env)
+        run = _run_train_command(toks, env, text)
+        if run is not None:
+            cmd = run
+            continue
         if any(t.text in ("torchtitan.train",) or t.text.endswith("torchtitan/train.py")
                or t.text.split("=", 1)[0] in CONFIG_FLAGS for t in toks):
             # drop leading NAME=value prefixes and anything before the launcher
@@ -170,16 +175,87 @@ def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
 
 
 def is_titan_script(text: str) -> bool:
-    """A script whose command runs torchtitan 0.3's trainer with ``--module``."""
+    """A script whose command runs torchtitan 0.3's trainer with ``--module``, or calls torchtitan's
+    ``run_train.sh`` with ``MODULE`` / ``CONFIG`` (or neither: its defaults)."""
+    kind = _run_train_kind(text)
+    if kind is not None:
+        return kind == "module"
     return ("torchtitan.train" in text or "torchtitan/train.py" in text) and "--module" in text \
         and "--job.config_file" not in text and "--job.config-file" not in text
 
 
 def is_titan_config_script(text: str) -> bool:
     """A launch script whose command names a TorchTitan job TOML (``--job.config_file``): torchtitan
-    <= 0.2's ``run_train.sh`` and its experiments' scripts (``-m torchtitan.models.flux.train``,
-    ``train_ds_real.py``).  Megatron-LM has no such flag."""
-    return any(f in text for f in CONFIG_FLAGS)
+    <= 0.2's ``run_train.sh`` (also called as ``CONFIG_FILE=... ./run_train.sh``) and its experiments'
+    scripts (``-m torchtitan.models.flux.train``, ``train_ds_real.py``).  Megatron-LM has no such flag."""
+    return _run_train_kind(text) == "job" or any(f in text for f in CONFIG_FLAGS)
+
+
+# ----------------------------------------------------------------------------- ./run_train.sh calls
+# torchtitan's README launches a run as ``[NGPU=8] MODULE=llama3 CONFIG=llama3_8b ./run_train.sh
+# [--section.key value ...]``; the script (torchtitan main, 0.3) runs
+#   torchrun --nproc_per_node=${NGPU:-8} ... -m torchtitan.train --module ${MODULE:-llama3}
+#            --config ${CONFIG:-llama3_debugmodel} "$@"
+# and torchtitan <= 0.2's ran ``-m torchtitan.train --job.config_file ${CONFIG_FILE:-<llama3 debug
+# TOML>} "$@"``.  Such a call is read as the command the script runs (with COMM_MODE set, the script
+# runs one process that simulates NGPU ranks: its ``fake_backend`` / ``local_tensor`` debugging modes).
+_RUN_TRAIN_DEFAULTS = {"NGPU": "8", "MODULE": "llama3", "CONFIG": "llama3_debugmodel"}
+_RUN_TRAIN_LINE = re.compile(r"^[ \t]*(?:(?:export[ \t]+)?[A-Za-z_][A-Za-z0-9_]*=\S*[ \t]+)*(?:(?:ba)?sh[ \t]+)?"
+                             r"\S*run_train\.sh\b(.*)$", re.M)
+
+
+def _run_train_kind(text: str) -> Optional[str]:
+    """``module`` / ``job`` when a line of ``text`` calls torchtitan's ``run_train.sh`` (``job``: with
+    a ``CONFIG_FILE``, torchtitan <= 0.2's job TOML), else None."""
+    for m in _RUN_TRAIN_LINE.finditer(text):
+        line = m.group(0)
+        if line.lstrip().startswith("#"):
+            continue
+        return "job" if re.search(r"(?:^|\s)(?:export\s+)?CONFIG_FILE=", text) else "module"
+    return None
+
+
+def _run_train_command(toks: list[Tok], env: dict[str, Assign], text: str) -> Optional[list[Tok]]:
+    """The command ``run_train.sh`` runs, when ``toks`` (one logical line) call it: synthetic tokens
+    for what the script adds (editable where the value is written: a ``NAME=value`` prefix of the
+    call or an assignment above it), then the call's own arguments.  None for any other line."""
+    i, prefix = 0, {}
+    while i < len(toks) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", toks[i].text):
+        prefix[toks[i].text.split("=", 1)[0]] = toks[i]
+        i += 1
+    if i < len(toks) and toks[i].text in ("bash", "sh"):
+        i += 1
+    if i >= len(toks) or Path(toks[i].text).name != "run_train.sh":
+        return None
+    call = toks[i]
+    args: list[Tok] = []
+    for t in toks[i + 1:]:
+        if t.text in (";", "|", "&"):
+            break
+        args.append(t)
+    end = args[-1].end if args else call.end
+
+    def virtual(word: str) -> Tok:
+        return Tok(word, call.start, call.start, False, after=end)
+
+    def value(name: str) -> Tok:
+        if name in prefix:
+            t = prefix[name]
+            raw = text[t.start:t.end]
+            a = t.start + len(name) + 1
+            q = 1 if raw[len(name) + 1:len(name) + 2] in ("'", '"') else 0
+            return Tok(t.text.split("=", 1)[1], a + q, t.end - q, t.literal, after=end)
+        if name in env:
+            return Tok(env[name].value, env[name].start, env[name].end, True, after=end)
+        return Tok(_RUN_TRAIN_DEFAULTS.get(name, ""), call.start, call.start, False, (name, None), after=end)
+
+    head = [virtual("torchrun"), virtual("--nproc_per_node"), value("NGPU"), virtual("-m"),
+            virtual("torchtitan.train")]
+    if "CONFIG_FILE" in prefix or "CONFIG_FILE" in env:
+        head += [virtual("--job.config_file"), value("CONFIG_FILE")]
+    else:
+        head += [virtual("--module"), value("MODULE"), virtual("--config"), value("CONFIG")]
+    return head + args
 
 
 def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
@@ -293,7 +369,8 @@ def render_titan_script(plan: Plan, text: str, path: str) -> str:
             edits.append((toks[i1].start, toks[i2 - 1].end, " ".join(_q(w) for w in new[j1:j2])))
             continue
         # insert after the previous token (or before the first)
-        at = toks[i1 - 1].end if i1 > 0 else toks[0].start
+        prev = toks[i1 - 1] if i1 > 0 else None
+        at = (prev.after if prev.after is not None else prev.end) if prev is not None else toks[0].start
         words = " ".join(_q(w) for w in new[j1:j2])
         edits.append((at, at, (" " + words) if i1 > 0 else (words + " ")))
     out = text
