@@ -115,6 +115,26 @@ def _check_family(rec: Any) -> None:
                                                      "(GPT-family decoders only)")
 
 
+# flags naming a file the run reads at start-up, relative to where it is launched
+_RUN_FILES = ("tp_comm_overlap_cfg",)
+
+
+def _files_from_run_root(args: dict, recipe: Path) -> dict:
+    """``args`` with a relative file path that is not found from here looked up next to the recipe and
+    in each folder above it: Megatron-LM runs from its checkout's root, and its functional tests name
+    their own files from there (``--tp-comm-overlap-cfg tests/functional_tests/test_cases/<case>/
+    tp_comm_overlap_cfg.yaml``).  Not found anywhere: left as written (the reader names it)."""
+    out = dict(args)
+    for dest in _RUN_FILES:
+        v = args.get(dest)
+        if not isinstance(v, str) or not v or Path(v).is_absolute() or Path(v).is_file():
+            continue
+        hit = next((d / v for d in (recipe.parent, *recipe.resolve().parent.parents) if (d / v).is_file()), None)
+        if hit is not None:
+            out[dest] = str(hit)
+    return out
+
+
 def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args: tuple[str, ...] | list[str] = ()) -> Plan:
     """Read a Megatron-LM launch script or argument YAML into a plan.
 
@@ -126,7 +146,7 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     text = read_recipe_text(p)
     rec, written = _parse(text, str(p), given=cluster, script_args=tuple(script_args))
     _check_family(rec)
-    plan = plan_from_args(rec.args, written, name=p.stem)
+    plan = plan_from_args(_files_from_run_root(rec.args, p), written, name=p.stem)
     fmt = rec.format if isinstance(rec, YamlRecipe) else "megatron-bash"
     out = _with_source(plan, rec, str(p), fmt)
     if script_args:
