@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from primus_launch.adapters import load_recipe
+from primus_launch.adapters import load_recipe, render_recipe
 from primus_launch.errors import UserError
 from primus_launch.plan import PlanError
 
@@ -55,6 +55,9 @@ def test_tp_comm_overlap_cfg_is_found_from_the_checkout_root(tmp_path, monkeypat
     got = {c[0]: c[1:] for c in plan.training.tp_comm_overlap_cfg}
     assert got["proj_fprop"] == ("pipeline", 4, False) and got["fc1_dgrad"] == ("bulk", 2, False)
     assert got["qkv_fprop"][0] == "ring_exchange"
+    assert render_recipe(plan, MODEL_CONFIG) == MODEL_CONFIG  # the render re-reads it from the root too
+    tuned = plan.with_changes(training={"micro_batch_size": 2}).model_copy(update={"source": plan.source})
+    assert "--micro-batch-size: 2" in render_recipe(tuned, MODEL_CONFIG)
 
 
 def test_a_missing_cfg_is_still_refused_by_name(tmp_path):

@@ -266,7 +266,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
     out = text
     for _ in range(3):
         rec, written = _parse_for_render(out, path, argv_mode, plan)
-        current = plan_from_args(rec.args, plan.cluster, validate=False)
+        current = plan_from_args(_files_from_run_root(rec.args, Path(path)), plan.cluster, validate=False)
         if plan.training.fp8_attention and not current.training.fp8_attention and not isinstance(rec, YamlRecipe):
             # a TransformerConfig field: Megatron-LM's arguments.py has no argument for it (its argparse would
             # refuse --fp8-dot-product-attention); only a YAML config carries it
@@ -282,7 +282,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
         out = _with_launch_env(plan, text, out, path)
     # verify: the rendering reads back as the requested plan
     rec, written = _parse_for_render(out, path, argv_mode, plan)
-    back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
+    back = plan_from_args(_files_from_run_root(rec.args, Path(path)), plan.cluster)  # validated: Megatron would accept the result
     want, got = _normalized(plan), _normalized(back)
     want["model"]["name"] = got["model"]["name"]
     diffs = [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
@@ -307,7 +307,7 @@ def _with_launch_env(plan: Plan, original: str, text: str, path: str) -> str:
     offloading NVTE_CPU_OFFLOAD_V1=1): the script's ``export``, the YAML's ``ENV_VARS``.  A fix the
     original recipe already needed (its own plan in its own environment) is left to its author."""
     rec0, _ = _parse_for_render(original, path, False, plan)
-    old = plan_from_args(rec0.args, plan.cluster, validate=False)
+    old = plan_from_args(_files_from_run_root(rec0.args, Path(path)), plan.cluster, validate=False)
     from primus_launch.projection.hardware.gpus import gpu_arch
 
     arch = gpu_arch(plan.cluster.gpu)
