@@ -683,10 +683,12 @@ def _arith(expr: str) -> int:
 class ShellState:
     """Runs a parsed script statically, collecting variables and the commands it would run."""
 
-    def __init__(self, text: str, path: str = "<script>", argv: tuple[str, ...] | list[str] = ()):
+    def __init__(self, text: str, path: str = "<script>", argv: tuple[str, ...] | list[str] = (),
+                 env: dict[str, str] | None = None):
         self.text = text
         self.path = path
-        self.scalars: dict[str, list[PC]] = {}
+        # the environment the script starts in (e.g. the SLURM_* variables of its #SBATCH allocation)
+        self.scalars: dict[str, list[PC]] = {k: _synth(v) for k, v in (env or {}).items()}
         self.arrays: dict[str, list[list[PC]]] = {}
         self.refs: list[Ref] = []
         self.commands: list[Command] = []

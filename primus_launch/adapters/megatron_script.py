@@ -199,6 +199,7 @@ class CommandRecipe:
     notes: list[str] = field(default_factory=list)  # constructs skipped while reading
     # environment of the training command as the script sets it (exports, VAR=value / env prefixes)
     env: dict[str, list[PC]] = field(default_factory=dict)
+    allocation: dict[str, int] = field(default_factory=dict)  # the #SBATCH header's (sbatch_allocation)
 
     def env_values(self) -> dict[str, str]:
         """The launch environment the script sets for the training command, as text."""
@@ -225,13 +226,18 @@ class CommandRecipe:
         return ("--nnodes",), ("--nproc-per-node", "--nproc_per_node")
 
     def cluster_values(self) -> tuple[int | None, int | None, bool]:
-        """(nodes, processes per node, has_launcher) as written (None = launcher default / absent)."""
+        """(nodes, processes per node, has_launcher) as written (None = launcher default / absent); an
+        ``srun`` without ``--nodes`` / ``--ntasks-per-node`` takes them from the job's ``#SBATCH``
+        allocation, as srun does inside it."""
         has = self.launcher_start() is not None
+        rng = self.launcher_range()
+        inherit = (self.allocation.get("nodes"), self.allocation.get("ntasks_per_node")) \
+            if rng is not None and rng[0] == "srun" else (None, None)
         out: list[int | None] = []
-        for names in self.cluster_flags():
+        for k, names in enumerate(self.cluster_flags()):
             o = self.launcher_value(*names)
             if o is None or not o.vals:
-                out.append(None)
+                out.append(inherit[k])
                 continue
             txt = o.vals[0].text
             if o.vals[0].opaque:
@@ -477,13 +483,69 @@ def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int, dict[
     return args, best[2], env
 
 
+_SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
+_SBATCH_KEYS = {"-N": "nodes", "--nodes": "nodes", "--ntasks-per-node": "ntasks_per_node",
+                "--gpus-per-node": "gpus_per_node", "--gres": "gres"}
+
+
+def sbatch_allocation(text: str) -> dict[str, int]:
+    """The allocation a script's ``#SBATCH`` header asks for (sbatch reads the directives before the
+    first command): ``nodes`` (``-N`` / ``--nodes``; a ``min-max`` range: the upper bound),
+    ``ntasks_per_node`` and ``gpus_per_node`` (``--gpus-per-node=[type:]N`` or ``--gres=gpu[:type]:N``)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        st = line.strip()
+        if st and not st.startswith("#"):
+            break
+        m = _SBATCH.match(st)
+        if not m:
+            continue
+        words = m.group(1).split("#", 1)[0].split()
+        for i, w in enumerate(words):
+            key, _, val = w.partition("=")
+            if key.startswith("-N") and len(key) > 2 and not val:
+                key, val = "-N", key[2:]
+            if key not in _SBATCH_KEYS:
+                continue
+            if not val and i + 1 < len(words):
+                val = words[i + 1]
+            field = _SBATCH_KEYS[key]
+            if field == "gres":
+                g = re.search(r"(?:^|,)gpu(?::[^:,]+)?:(\d+)", val)
+                if g:
+                    out.setdefault("gpus_per_node", int(g.group(1)))
+                continue
+            num = re.fullmatch(r"(?:[^:]+:)?(\d+)(?:-(\d+))?", val)
+            if num:
+                out[field] = int(num.group(2) or num.group(1))
+    return out
+
+
+def slurm_env(alloc: dict[str, int]) -> dict[str, str]:
+    """The SLURM_* variables Slurm sets in a job with allocation ``alloc`` (sbatch(1), "OUTPUT
+    ENVIRONMENT VARIABLES"), which launch scripts read for torchrun's ``--nnodes`` and the like."""
+    env: dict[str, str] = {}
+    n, t, g = alloc.get("nodes"), alloc.get("ntasks_per_node"), alloc.get("gpus_per_node")
+    if n is not None:
+        env.update(SLURM_NNODES=str(n), SLURM_JOB_NUM_NODES=str(n))
+    if t is not None:
+        env.update(SLURM_NTASKS_PER_NODE=str(t))
+        if n is not None:
+            env.update(SLURM_NTASKS=str(n * t), SLURM_NPROCS=str(n * t))
+    if g is not None:
+        env.update(SLURM_GPUS_PER_NODE=str(g), SLURM_GPUS_ON_NODE=str(g))
+    return env
+
+
 def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> CommandRecipe:
     """The training command of a launch script run statically with positional parameters
-    ``script_args``; skipped constructs, and ``$(...)`` output reaching a Megatron argument, are
-    stated in ``notes``."""
-    state = ShellState(text, path, script_args)
+    ``script_args`` and the SLURM_* environment of its ``#SBATCH`` allocation; skipped constructs, and
+    ``$(...)`` output reaching a Megatron argument, are stated in ``notes``."""
+    alloc = sbatch_allocation(text)
+    state = ShellState(text, path, script_args, slurm_env(alloc))
     tokens, idx, env = _pick_command(state, path)
     rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]), env=env)
+    rec.allocation = alloc
     rng = rec.launcher_range()
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
