@@ -237,7 +237,7 @@ def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan
 
 
 #: file endings of one recipe format: the tuned recipe is written in the format the tune read
-_FORMAT_SUFFIXES = (frozenset({".sh", ".bash"}), frozenset({".yaml", ".yml"}), frozenset({".toml"}))
+_FORMAT_SUFFIXES = (frozenset({".sh", ".bash", ".slurm", ".sbatch"}), frozenset({".yaml", ".yml"}), frozenset({".toml"}))
 
 
 def _check_out_format(native: Path, out: Path) -> None:

@@ -45,3 +45,11 @@ def test_header_parsing_stops_at_the_first_command():
     text = ("#!/bin/bash\n#SBATCH --job-name=x -N2-4\n#SBATCH --gres=gpu:h100:8 # eight\n#SBATCH --ntasks-per-node 8\n"
             "echo hi\n#SBATCH --nodes=16\n")
     assert sbatch_allocation(text) == {"nodes": 4, "gpus_per_node": 8, "ntasks_per_node": 8}
+
+
+def test_a_slurm_suffix_is_a_launch_script(tmp_path):
+    text, nodes, gpn = CASES["srun_inherits"]
+    p = tmp_path / "train.slurm"
+    p.write_text(text)
+    plan = load_recipe(p)
+    assert (plan.source.format, plan.world_size) == ("megatron-bash", nodes * gpn)

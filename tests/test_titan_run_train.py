@@ -71,3 +71,24 @@ def test_override_imports_are_reported_not_modelled(tmp_path):
                          "--config deepseek_v3_16b_minimal_async_ep\n", "b.sh")
     rep = {u.flag: u.value for u in load_recipe(q).source.unmodelled}
     assert "fused_swiglu.fused_grouped_experts" in rep["--override.imports"]
+
+
+def test_multinode_slurm_script(tmp_path):
+    # torchtitan's multinode_trainer.slurm: #SBATCH header, srun running torchrun on each node
+    text = ("#!/bin/bash\n#SBATCH --job-name=torchtitan_multi_node\n#SBATCH --ntasks=4\n#SBATCH --nodes=4\n"
+            "#SBATCH --gpus-per-task=8\n\nnodes=( $( scontrol show hostnames $SLURM_JOB_NODELIST ) )\n"
+            'head_node_ip=$(srun --nodes=1 --ntasks=1 -w "$head_node" hostname --ip-address)\n'
+            'MODULE=${MODULE:-"llama3"}\nCONFIG=${CONFIG:-"llama3_8b"}\n'
+            "srun torchrun --nnodes 4 --nproc_per_node 8 --rdzv_id 101 --rdzv_backend c10d "
+            '--rdzv_endpoint "$head_node_ip:29500" -m torchtitan.train --module ${MODULE} --config ${CONFIG} "$@"\n')
+    p = _write(tmp_path, text, "multinode_trainer.slurm")
+    plan = load_recipe(p)
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node, plan.model.num_layers) == (4, 8, 32)
+    assert render_recipe(plan, text) == text
+    # one srun task per GPU, the counts inherited from the allocation; torchrun's --nnodes from SLURM_NNODES
+    q = _write(tmp_path, "#!/bin/bash\n#SBATCH -N 2\n#SBATCH --ntasks-per-node=8\n"
+                         "srun python -m torchtitan.train --module llama3 --config llama3_8b\n", "b.sh")
+    assert (load_recipe(q).cluster.num_nodes, load_recipe(q).cluster.gpus_per_node) == (2, 8)
+    r = _write(tmp_path, "#!/bin/bash\n#SBATCH --nodes=2\ntorchrun --nnodes $SLURM_NNODES --nproc_per_node 8 "
+                         "-m torchtitan.train --module llama3 --config llama3_8b\n", "c.sh")
+    assert load_recipe(r).world_size == 16

@@ -22,7 +22,7 @@ from primus_launch.plan import Cluster, Plan
 
 RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "torchtitan-config-script", "primus", "wrapper"]
 
-_SCRIPT_SUFFIXES = {".sh", ".bash"}
+_SCRIPT_SUFFIXES = {".sh", ".bash", ".slurm", ".sbatch"}  # the last two: Slurm batch scripts
 _YAML_SUFFIXES = {".yaml", ".yml"}
 
 
@@ -49,7 +49,7 @@ def detect_kind(path: Path) -> RecipeKind:
         from primus_launch.adapters.primus_toml import is_wrapper
 
         return "wrapper" if is_wrapper(path) else "torchtitan"
-    raise UserError(f"recipe={str(path)!r}: unknown recipe kind; expected a launch script (.sh/.bash), a Megatron "
+    raise UserError(f"recipe={str(path)!r}: unknown recipe kind; expected a launch script (.sh/.bash/.slurm), a Megatron "
                     f"argument YAML or Primus experiment (.yaml/.yml) or a TOML (TorchTitan job or primus-launch)")
 
 

@@ -85,7 +85,7 @@ def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None 
         rec: Any = ms.from_argv(text.split("\n") if text else [])
         return rec, given or _stated_cluster({}, rec.cluster_values())
     cfg = ms.comment_config(text)
-    if path.endswith(_YAML_SUFFIXES) or (not path.endswith((".sh", ".bash")) and is_yaml_text(text)):
+    if path.endswith(_YAML_SUFFIXES) or (not path.endswith((".sh", ".bash", ".slurm", ".sbatch")) and is_yaml_text(text)):
         rec = from_yaml(text, path)
         if given is None and not cfg:
             guess = _guessed_cluster(path)

@@ -146,7 +146,11 @@ def _tokens(text: str, a: int, b: int, env: dict[str, Assign]) -> list[Tok]:
 
 
 def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
-    env: dict[str, Assign] = {}
+    from primus_launch.adapters.megatron_script import sbatch_allocation, slurm_env
+
+    alloc = sbatch_allocation(text)
+    # the SLURM_* variables of the #SBATCH allocation (not written in the script: spans -1, never edited)
+    env: dict[str, Assign] = {k: Assign(v, -1, -1) for k, v in slurm_env(alloc).items()}
     cmd: Optional[list[Tok]] = None
     for a, b in _logical_lines(text):
         line = text[a:b]
@@ -169,9 +173,48 @@ def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
             cmd = [t for t in toks if t.text not in (";", "|", "&")]
             while cmd and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", cmd[0].text):
                 cmd = cmd[1:]
+            cmd = _under_srun(cmd, alloc)
     if cmd is None:
         raise UserError(f"{path}: no torchtitan launch line (torchrun ... -m torchtitan.train --module M --config C)")
     return cmd, env
+
+
+_SRUN_NODES, _SRUN_TASKS = ("-N", "--nodes"), ("--ntasks-per-node",)
+
+
+def _under_srun(cmd: list[Tok], alloc: dict[str, int]) -> list[Tok]:
+    """The command ``srun [options] CMD`` runs on each node: CMD when it is torchrun (its own options
+    set the world: torchtitan's multinode_trainer.slurm); one srun task per rank otherwise
+    (``srun python -m torchtitan.train ...``), read as the torchrun with srun's ``--nodes`` /
+    ``--ntasks-per-node``, else the ``#SBATCH`` allocation's (what srun inherits in the job)."""
+    if not cmd or Path(cmd[0].text).name != "srun":
+        return cmd
+    i, opts = 1, {}
+    while i < len(cmd) and cmd[i].text.startswith("-"):
+        key, eq, val = cmd[i].text.partition("=")
+        if key.startswith("-N") and len(key) > 2:
+            key, val, eq = "-N", key[2:], "="
+        if not eq and i + 1 < len(cmd) and key in _SRUN_NODES + _SRUN_TASKS + ("-n", "--ntasks", "-w", "-p",
+                                                                                "--partition", "-J", "--job-name"):
+            val = cmd[i + 1].text
+            i += 1
+        opts[key] = val
+        i += 1
+    rest = cmd[i:]
+    if rest and (Path(rest[0].text).name == "torchrun" or rest[0].text.startswith("python") and len(rest) > 2
+                 and rest[2].text in ("torch.distributed.run", "torch.distributed.launch")):
+        return rest
+    nodes = next((opts[k] for k in _SRUN_NODES if k in opts), None) or str(alloc.get("nodes", 1))
+    tasks = next((opts[k] for k in _SRUN_TASKS if k in opts), None) or str(alloc.get("ntasks_per_node", 1))
+    at = rest[0].start if rest else cmd[0].end
+
+    def virtual(word: str) -> Tok:
+        return Tok(word, at, at, False)
+
+    if rest and rest[0].text.startswith("python"):
+        rest = rest[1:]  # "python -m torchtitan.train ...": the torchrun below runs the module
+    return [virtual("torchrun"), virtual("--nnodes"), virtual(nodes.split("-")[-1]), virtual("--nproc_per_node"),
+            virtual(tasks)] + rest
 
 
 def is_titan_script(text: str) -> bool:
@@ -245,7 +288,7 @@ def _run_train_command(toks: list[Tok], env: dict[str, Assign], text: str) -> Op
             a = t.start + len(name) + 1
             q = 1 if raw[len(name) + 1:len(name) + 2] in ("'", '"') else 0
             return Tok(t.text.split("=", 1)[1], a + q, t.end - q, t.literal, after=end)
-        if name in env:
+        if name in env and env[name].start >= 0:
             return Tok(env[name].value, env[name].start, env[name].end, True, after=end)
         return Tok(_RUN_TRAIN_DEFAULTS.get(name, ""), call.start, call.start, False, (name, None), after=end)
 
@@ -384,7 +427,7 @@ def _token_edit(tok: Tok, new: str, env: dict[str, Assign], path: str) -> tuple[
         return tok.start, tok.end, _q(new)
     if tok.ref is not None:
         name, dflt = tok.ref
-        if name in env:
+        if name in env and env[name].start >= 0:
             a = env[name]
             return a.start, a.end, new
         if dflt is not None:
