@@ -385,8 +385,9 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     plan = _load(a, a.tune, command)
     config_script = False
     if a.tune != _FROM_COMMAND:
-        from primus_launch.adapters import detect_kind
+        from primus_launch.adapters import check_writable, detect_kind
 
+        check_writable(plan)
         config_script = detect_kind(Path(a.tune)) == "torchtitan-config-script"
         if config_script:  # its tuned recipe is the job TOML it runs
             from primus_launch.adapters.torchtitan_script import check_config_script_tunable
