@@ -120,8 +120,11 @@ def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
             continue
         extra.append(rest[i])
         i += 1
-    if not cfg:
+    if cfg is None:
         raise UserError(f"{p}: primus-cli train pretrain has no --config (the experiment YAML)")
+    if not cfg.strip():
+        raise UserError(f"{p}: primus-cli train pretrain --config has no value (an unset variable such as $EXP? set "
+                        "it in the script)")
     c = Path(cfg)
     hit = c if c.is_absolute() else next((d / c for d in (p.parent, *p.resolve().parent.parents)
                                           if (d / c).is_file()), None)
