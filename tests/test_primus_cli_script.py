@@ -56,3 +56,21 @@ def test_missing_config_is_one_line(tmp_path):
     run.write_text("./primus-cli direct -- train pretrain --config examples/nope.yaml\n")
     with pytest.raises(UserError, match="--config='examples/nope.yaml'"):
         load_recipe(run)
+
+
+def test_example_script_and_main_py_forms(tmp_path):
+    # Primus docs/02-user-guide/megatron-lm-training.md: NNODES=8 EXP=... bash examples/run_slurm_pretrain.sh --key v
+    root = _tree(tmp_path)
+    run = root / "bench.sh"
+    run.write_text(f"NNODES=2 EXP={MEG} bash examples/run_slurm_pretrain.sh --micro_batch_size 4 "
+                   "--global_batch_size 256 --recompute_num_layers 1 --recompute_granularity full "
+                   "--recompute_method block\n")
+    assert detect_kind(run) == "primus-cli"
+    plan = load_recipe(run)
+    assert (plan.cluster.num_nodes, plan.training.micro_batch_size, plan.training.global_batch_size) == (2, 4, 256)
+    assert (plan.training.recompute.method, plan.training.recompute.num_layers) == ("block", 1)
+    main = root / "main.sh"
+    main.write_text(f"export EXP={MEG}\ntorchrun --nnodes 2 --nproc_per_node 4 primus/cli/main.py train pretrain "
+                    "--config $EXP --tensor_model_parallel_size 1 --global_batch_size 64\n")
+    plan = load_recipe(main)
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node, plan.parallel.tp) == (2, 4, 1)
