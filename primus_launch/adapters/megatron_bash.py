@@ -1174,6 +1174,18 @@ class ShellState:
         if inner is not None:
             self._run_string(inner)
             return True
+        called = self._called_script(args)
+        if called is not None:  # `bash examples/gpt3/train_gpt3_175b_distributed.sh ARGS`: the script it runs
+            saved, saved_vars = self.positional, dict(self.scalars)
+            self.positional = [a.pcs for a in called[1]]
+            self.scalars.update(self._prefix_env(groups))  # `NUM_NODES=2 bash x.sh`: its environment
+            try:
+                self._source(str(called[0]), what="bash")
+            finally:
+                self.positional = saved
+                self.scalars.clear()  # a child process: nothing it sets comes back
+                self.scalars.update(saved_vars)
+            return True
         self.commands.append(Command(args, self.sc.pos(node.start_byte), self.sc.pos(_command_end(self.sc, node, redirects)),
                                      self._prefix_env(groups) | ({empty_name: []} if empty_name else {})))
         return True
@@ -1211,26 +1223,46 @@ class ShellState:
 
         self._adopt(sub, before, remap, remap, keep_spans=True)
 
-    def _source(self, name: str) -> None:
+    def _called_script(self, args: list[Token]) -> tuple[Path, list[Token]] | None:
+        """(file, its arguments) of ``bash FILE.sh ARGS`` / ``./FILE.sh ARGS`` when the file is found:
+        next to this script or, as a path from where the run starts, in a folder above it (Megatron-LM's
+        READMEs: ``bash examples/gpt3/train_gpt3_175b_distributed.sh $CHECKPOINT_PATH ...``)."""
+        i = 1 if args[0].text.rsplit("/", 1)[-1] in ("bash", "sh") and len(args) > 1 else 0
+        name = args[i].text
+        if not name.endswith((".sh", ".bash")) or name.startswith("-") or self.path in ("<script>", "argv"):
+            return None
+        here = Path(self.path).resolve().parent
+        cands = [Path(name)] if Path(name).is_absolute() else [d / name for d in (here, *here.parents)]
+        hit = next((c for c in cands if c.is_file()), None)
+        if hit is None or hit == Path(self.path).resolve():
+            return None
+        return hit, args[i + 1:]
+
+    def _source(self, name: str, what: str = "source") -> None:
         """``source FILE`` / ``. FILE``: a file next to the script is read and run in this state (its
-        characters are not in the script: values from it are edited at the use site)."""
+        characters are not in the script: values from it are edited at the use site); ``what`` =
+        ``bash``: a script this one runs (:meth:`_called_script`, its path already resolved)."""
         base = Path(self.path).parent if self.path not in ("<script>", "argv") else Path(".")
         hit = Path(name) if Path(name).is_absolute() else base / name
         if not hit.is_file() or self._depth >= MAX_DEPTH:
-            self.warnings.append(f"source {name}: not found next to the script; skipped")
+            self.warnings.append(f"{what} {name}: not found next to the script; skipped")
             return
         try:
             from primus_launch.inputs import read_text  # the input boundary: size and encoding
 
-            text = read_text(hit, f"source {name}")
+            text = read_text(hit, f"{what} {name}")
             sc = parse_script(text, str(hit), self.warnings)
         except (OSError, UnicodeDecodeError, UserError) as e:
-            self.warnings.append(f"source {name}: not read ({e})")
+            self.warnings.append(f"{what} {name}: not read ({e})")
             return
         sub = self._child(text, str(hit), sc)
         before = self._snapshot()
-        sub.run(_statements(sc.root))
-        self.warnings.append(f"source {name}: read ({hit})")
+        self._depth += 1
+        try:
+            sub.run(_statements(sc.root))
+        finally:
+            self._depth -= 1
+        self.warnings.append(f"{what} {name}: read ({hit})")
         self._adopt(sub, before, lambda p: PC(p.ch, SYNTH) if p.lit >= 0 or p.refs else p,
                     lambda p: PC(p.ch, SYNTH if p.lit >= 0 else p.lit), keep_spans=False)
 
