@@ -53,3 +53,29 @@ def test_a_slurm_suffix_is_a_launch_script(tmp_path):
     p.write_text(text)
     plan = load_recipe(p)
     assert (plan.source.format, plan.world_size) == ("megatron-bash", nodes * gpn)
+
+
+def test_sbatch_here_document_runs_the_training_command(tmp_path):
+    # Megatron-LM examples/megatron_fsdp/sbatch_mfsdp_deepseek_v3.sh: the arguments joined into a command string
+    # ("... ${ARGS[@]}": bash joins the elements with spaces there), submitted with `sbatch <<EOF` whose
+    # #SBATCH lines give the allocation and whose srun runs `bash -x -c "$CMD"`
+    text = ("#!/bin/bash\nARGS=(\n  " + ARGS.replace(" --", "\n  --") + "\n)\n"
+            'CMD="cd /workspace; python pretrain_gpt.py ${ARGS[@]}"\n'
+            "sbatch <<EOF\n#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n"
+            'srun --mpi=pmix -l bash -x -c "${CMD}" 2>&1 | tee log.txt\nEOF\n')
+    p = tmp_path / "sbatch_run.sh"
+    p.write_text(text)
+    plan = load_recipe(p)
+    assert (plan.model.num_layers, plan.model.hidden_size, plan.training.global_batch_size) == (24, 2048, 256)
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node) == (2, 8)
+    assert render_recipe(plan, text) == text
+    tuned = plan.with_changes(training={"micro_batch_size": 1}).model_copy(update={"source": plan.source})
+    assert "--micro-batch-size\n  1" in render_recipe(tuned, text) or "--micro-batch-size 1" in render_recipe(tuned, text)
+
+
+def test_header_allocation_reaches_srun_bash_c(tmp_path):
+    text = ("#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n"
+            f'CMD="python pretrain_gpt.py {ARGS}"\nsrun bash -c "$CMD"\n')
+    p = tmp_path / "job.sh"
+    p.write_text(text)
+    assert load_recipe(p).world_size == 16

@@ -16,7 +16,7 @@ from typing import Any
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
-from primus_launch.adapters.megatron_bash import PC, Ref, ShellState, Token
+from primus_launch.adapters.megatron_bash import PC, Ref, ShellState, Token, sbatch_allocation, slurm_env
 from primus_launch.errors import UserError
 from primus_launch.plan import GPU_NAMES, PlanError
 
@@ -483,60 +483,6 @@ def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int, dict[
     return args, best[2], env
 
 
-_SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
-_SBATCH_KEYS = {"-N": "nodes", "--nodes": "nodes", "--ntasks-per-node": "ntasks_per_node",
-                "--gpus-per-node": "gpus_per_node", "--gres": "gres"}
-
-
-def sbatch_allocation(text: str) -> dict[str, int]:
-    """The allocation a script's ``#SBATCH`` header asks for (sbatch reads the directives before the
-    first command): ``nodes`` (``-N`` / ``--nodes``; a ``min-max`` range: the upper bound),
-    ``ntasks_per_node`` and ``gpus_per_node`` (``--gpus-per-node=[type:]N`` or ``--gres=gpu[:type]:N``)."""
-    out: dict[str, int] = {}
-    for line in text.splitlines():
-        st = line.strip()
-        if st and not st.startswith("#"):
-            break
-        m = _SBATCH.match(st)
-        if not m:
-            continue
-        words = m.group(1).split("#", 1)[0].split()
-        for i, w in enumerate(words):
-            key, _, val = w.partition("=")
-            if key.startswith("-N") and len(key) > 2 and not val:
-                key, val = "-N", key[2:]
-            if key not in _SBATCH_KEYS:
-                continue
-            if not val and i + 1 < len(words):
-                val = words[i + 1]
-            field = _SBATCH_KEYS[key]
-            if field == "gres":
-                g = re.search(r"(?:^|,)gpu(?::[^:,]+)?:(\d+)", val)
-                if g:
-                    out.setdefault("gpus_per_node", int(g.group(1)))
-                continue
-            num = re.fullmatch(r"(?:[^:]+:)?(\d+)(?:-(\d+))?", val)
-            if num:
-                out[field] = int(num.group(2) or num.group(1))
-    return out
-
-
-def slurm_env(alloc: dict[str, int]) -> dict[str, str]:
-    """The SLURM_* variables Slurm sets in a job with allocation ``alloc`` (sbatch(1), "OUTPUT
-    ENVIRONMENT VARIABLES"), which launch scripts read for torchrun's ``--nnodes`` and the like."""
-    env: dict[str, str] = {}
-    n, t, g = alloc.get("nodes"), alloc.get("ntasks_per_node"), alloc.get("gpus_per_node")
-    if n is not None:
-        env.update(SLURM_NNODES=str(n), SLURM_JOB_NUM_NODES=str(n))
-    if t is not None:
-        env.update(SLURM_NTASKS_PER_NODE=str(t))
-        if n is not None:
-            env.update(SLURM_NTASKS=str(n * t), SLURM_NPROCS=str(n * t))
-    if g is not None:
-        env.update(SLURM_GPUS_PER_NODE=str(g), SLURM_GPUS_ON_NODE=str(g))
-    return env
-
-
 def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> CommandRecipe:
     """The training command of a launch script run statically with positional parameters
     ``script_args`` and the SLURM_* environment of its ``#SBATCH`` allocation; skipped constructs, and
@@ -545,7 +491,7 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> Comm
     state = ShellState(text, path, script_args, slurm_env(alloc))
     tokens, idx, env = _pick_command(state, path)
     rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]), env=env)
-    rec.allocation = alloc
+    rec.allocation = state.allocation
     rng = rec.launcher_range()
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
