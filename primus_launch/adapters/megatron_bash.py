@@ -1353,7 +1353,10 @@ class ShellState:
         if not name.endswith((".sh", ".bash")) or name.startswith("-") or self.path in ("<script>", "argv"):
             return None
         here = Path(self.path).resolve().parent
-        cands = [Path(name)] if Path(name).is_absolute() else [d / name for d in (here, *here.parents)]
+        # a bare name (`bash train.sh`) only next to this script; a path (`examples/llama/x.sh`) also from the
+        # folders above it, where the run may start (a checkout's root)
+        roots = (here,) if "/" not in name.lstrip("./") else (here, *here.parents)
+        cands = [Path(name)] if Path(name).is_absolute() else [d / name for d in roots]
         hit = next((c for c in cands if c.is_file()), None)
         if hit is None or hit == Path(self.path).resolve():
             return None
