@@ -92,3 +92,11 @@ def test_multinode_slurm_script(tmp_path):
     r = _write(tmp_path, "#!/bin/bash\n#SBATCH --nodes=2\ntorchrun --nnodes $SLURM_NNODES --nproc_per_node 8 "
                          "-m torchtitan.train --module llama3 --config llama3_8b\n", "c.sh")
     assert load_recipe(r).world_size == 16
+
+
+def test_comm_mode_check_is_projected_as_the_run_it_checks(tmp_path):
+    # torchtitan docs/debugging.md: NGPU=128 COMM_MODE="fake_backend" MODULE=llama3 CONFIG=llama3_70b ./run_train.sh
+    p = _write(tmp_path, 'NGPU=128 COMM_MODE="fake_backend" MODULE=llama3 CONFIG=llama3_70b ./run_train.sh\n')
+    plan = load_recipe(p)
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node, plan.model.num_layers) == (16, 8, 80)
+    assert any(n.startswith("COMM_MODE=fake_backend") for n in plan.source.notes)

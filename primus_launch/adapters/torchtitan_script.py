@@ -292,8 +292,16 @@ def _run_train_command(toks: list[Tok], env: dict[str, Assign], text: str) -> Op
             return Tok(env[name].value, env[name].start, env[name].end, True, after=end)
         return Tok(_RUN_TRAIN_DEFAULTS.get(name, ""), call.start, call.start, False, (name, None), after=end)
 
-    head = [virtual("torchrun"), virtual("--nproc_per_node"), value("NGPU"), virtual("-m"),
-            virtual("torchtitan.train")]
+    ngpu = value("NGPU")
+    comm = value("COMM_MODE").text.strip("\"'")
+    if comm and ngpu.text.isdigit() and int(ngpu.text) > 8 and int(ngpu.text) % 8 == 0:
+        # COMM_MODE=fake_backend / local_tensor: one process stands in for NGPU ranks (run_train.sh's config
+        # check); the plan is the NGPU-rank run it checks, on nodes of 8 GPUs
+        head = [virtual("torchrun"), virtual("--nnodes"), virtual(str(int(ngpu.text) // 8)),
+                virtual("--nproc_per_node"), virtual("8")]
+    else:
+        head = [virtual("torchrun"), virtual("--nproc_per_node"), ngpu]
+    head += [virtual("-m"), virtual("torchtitan.train")]
     if "CONFIG_FILE" in prefix or "CONFIG_FILE" in env:
         head += [virtual("--job.config_file"), value("CONFIG_FILE")]
     else:
@@ -401,6 +409,10 @@ def load_titan_script(path: str | Path, overrides: Optional[dict] = None) -> Pla
     plan = plan_from_launch(argv, launch_cluster(argv, cluster_overrides(overrides)))
     src = plan.source.model_copy(update={"path": str(p), "format": "torchtitan-script"}) if plan.source else \
         Source(framework="torchtitan", path=str(p), format="torchtitan-script")
+    m = re.search(r"\bCOMM_MODE=[\"']?(fake_backend|local_tensor)", text) if _run_train_kind(text) else None
+    if m:
+        src.notes.append(f"COMM_MODE={m.group(1)}: run_train.sh checks the configuration in one process standing in "
+                         f"for its NGPU ranks (one step); projected as the {plan.world_size}-GPU run it checks")
     return plan.model_copy(update={"source": src})
 
 
