@@ -74,3 +74,11 @@ def test_example_script_and_main_py_forms(tmp_path):
                     "--config $EXP --tensor_model_parallel_size 1 --global_batch_size 64\n")
     plan = load_recipe(main)
     assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node, plan.parallel.tp) == (2, 4, 1)
+
+
+def test_other_primus_commands_are_refused_by_name(tmp_path):
+    run = tmp_path / "proj.sh"
+    run.write_text("./primus-cli direct -- projection memory --config examples/megatron/configs/MI300X/x.yaml\n")
+    assert detect_kind(run) == "primus-cli"
+    with pytest.raises(UserError, match="runs 'projection memory', not 'train pretrain'"):
+        load_recipe(run)

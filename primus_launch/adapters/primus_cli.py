@@ -55,7 +55,7 @@ def is_primus_cli_script(text: str) -> bool:
     ``EXP=X bash examples/run_slurm_pretrain.sh ...`` or ``... primus/cli/main.py train pretrain``."""
     for line in text.splitlines():
         code = line.split("#", 1)[0]
-        if (re.search(r"\bprimus-cli\b|primus/cli/main\.py", code) and re.search(r"\btrain\s+pretrain\b", text)) or \
+        if re.search(r"(?:^|[\s/])primus-cli\b|primus/cli/main\.py", code) or \
                 (re.search(r"\brun_(?:slurm_|local_)?pretrain(?:_cli)?\.sh\b", code) and "EXP=" in text):
             return True
     return False
@@ -138,8 +138,9 @@ def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
         try:
             sep = next(i for i in range(len(cmd) - 1) if cmd[i] == "train" and cmd[i + 1] == "pretrain")
         except StopIteration:
-            raise UserError(f"{p}: the Primus command runs no 'train pretrain' (only pretraining is projected)") \
-                from None
+            runs = " ".join(cmd[cmd.index("--") + 1:][:2]) if "--" in cmd else " ".join(cmd[1:3])
+            raise UserError(f"{p}: the Primus command runs {runs!r}, not 'train pretrain' (only pretraining is "
+                            "projected)") from None
         mode, rest = cmd[:sep], cmd[sep + 2:]
     cfg, extra, i = None, [], 0
     while i < len(rest):
