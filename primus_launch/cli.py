@@ -237,7 +237,7 @@ def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan
 
 
 #: file endings of one recipe format: the tuned recipe is written in the format the tune read
-_FORMAT_SUFFIXES = (frozenset({".sh", ".bash"}), frozenset({".yaml", ".yml"}), frozenset({".toml"}))
+_FORMAT_SUFFIXES = (frozenset({".sh", ".bash", ".slurm", ".sbatch"}), frozenset({".yaml", ".yml"}), frozenset({".toml"}))
 
 
 def _check_out_format(native: Path, out: Path) -> None:
@@ -385,8 +385,9 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     plan = _load(a, a.tune, command)
     config_script = False
     if a.tune != _FROM_COMMAND:
-        from primus_launch.adapters import detect_kind
+        from primus_launch.adapters import check_writable, detect_kind
 
+        check_writable(plan)
         config_script = detect_kind(Path(a.tune)) == "torchtitan-config-script"
         if config_script:  # its tuned recipe is the job TOML it runs
             from primus_launch.adapters.torchtitan_script import check_config_script_tunable

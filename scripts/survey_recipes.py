@@ -197,12 +197,15 @@ def check_roundtrip(plan, text: str, tmp: Path, suffix: str, cluster_given: bool
         out = render_megatron(new, text)
     except (UserError, PlanError) as e:
         return [f"tuned copy not expressible: {one_line(e)[:100]}"]
-    f = tmp / ("rt" + suffix)
+    # beside the recipe (in the extracted tree), as --tune writes it: files it names from the run's root resolve
+    f = Path(plan.source.path).with_name("rt.survey" + suffix) if plan.source.path else tmp / ("rt" + suffix)
     f.write_text(out)
     try:
         back = load_megatron(f, plan.cluster, plan.source.script_args)
     except (UserError, PlanError) as e:
         return [f"tuned copy does not re-read: {one_line(e)[:100]}"]
+    finally:
+        f.unlink()
     if back.training.micro_batch_size != new.training.micro_batch_size or \
             back.training.recompute.granularity != new.training.recompute.granularity:
         return ["tuned copy re-reads differently"]

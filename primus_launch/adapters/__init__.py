@@ -20,9 +20,10 @@ from typing import Literal, Optional
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan
 
-RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "torchtitan-config-script", "primus", "wrapper"]
+RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "torchtitan-config-script", "primus", "primus-cli",
+                     "wrapper"]
 
-_SCRIPT_SUFFIXES = {".sh", ".bash"}
+_SCRIPT_SUFFIXES = {".sh", ".bash", ".slurm", ".sbatch"}  # the last two: Slurm batch scripts
 _YAML_SUFFIXES = {".yaml", ".yml"}
 
 
@@ -38,9 +39,12 @@ def detect_kind(path: Path) -> RecipeKind:
     if suffix in _SCRIPT_SUFFIXES:
         from primus_launch.adapters.torchtitan_script import is_titan_config_script, is_titan_script
 
+        from primus_launch.adapters.primus_cli import is_primus_cli_script
+
         text = _text(path)
         return "torchtitan-launch" if is_titan_script(text) else \
-            "torchtitan-config-script" if is_titan_config_script(text) else "megatron"
+            "torchtitan-config-script" if is_titan_config_script(text) else \
+            "primus-cli" if is_primus_cli_script(text) else "megatron"
     if suffix in _YAML_SUFFIXES:
         from primus_launch.adapters.primus_yaml import is_primus_file
 
@@ -49,7 +53,7 @@ def detect_kind(path: Path) -> RecipeKind:
         from primus_launch.adapters.primus_toml import is_wrapper
 
         return "wrapper" if is_wrapper(path) else "torchtitan"
-    raise UserError(f"recipe={str(path)!r}: unknown recipe kind; expected a launch script (.sh/.bash), a Megatron "
+    raise UserError(f"recipe={str(path)!r}: unknown recipe kind; expected a launch script (.sh/.bash/.slurm), a Megatron "
                     f"argument YAML or Primus experiment (.yaml/.yml) or a TOML (TorchTitan job or primus-launch)")
 
 
@@ -75,6 +79,10 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
         from primus_launch.adapters.primus_yaml import load_primus_yaml
 
         plan = load_primus_yaml(p, full, primus_root)
+    elif kind == "primus-cli":
+        from primus_launch.adapters.primus_cli import load_primus_cli_script
+
+        return load_primus_cli_script(p, overrides, primus_root)
     elif kind == "torchtitan-launch":
         from primus_launch.adapters.torchtitan_script import load_titan_script
 
@@ -127,10 +135,23 @@ def tuned_path(original: str | Path) -> Path:
     return p.with_name(f"{p.stem}.tuned{p.suffix}")
 
 
+def check_writable(plan: Plan) -> None:
+    """Refuse, before a tune, a plan whose recipe cannot be written back (a primus-cli launch script)."""
+    _refuse_cli_script(plan.source.format if plan.source else None)
+
+
+def _refuse_cli_script(fmt: Optional[str]) -> None:
+    if fmt == "primus-cli-script":
+        raise UserError("recipe: a primus-cli launch script is read, not written: its --config experiment YAML holds "
+                        "the run and the command's overrides beat it; tune the experiment YAML (with the overrides "
+                        "moved into its modules.pre_trainer.overrides)")
+
+
 def render_recipe(plan: Plan, original_text: str, primus_root: Optional[str | Path] = None) -> str:
     """The native text of ``plan``: ``original_text`` with only the changed values edited."""
     fmt = plan.source.format if plan.source else None
     fw = plan.source.framework if plan.source else None
+    _refuse_cli_script(fmt)
     if fmt == "primus-yaml":
         from primus_launch.adapters.primus_yaml import render_primus_yaml
 
@@ -158,6 +179,7 @@ def write_recipe(plan: Plan, out_path: Optional[str | Path] = None, primus_root:
     original = native_path(plan)
     out = Path(out_path) if out_path is not None else tuned_path(original)
     fmt = plan.source.format if plan.source else None
+    _refuse_cli_script(fmt)
     if fmt == "primus-yaml":
         from primus_launch.adapters.primus_yaml import write_primus_yaml
 

@@ -85,7 +85,7 @@ def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None 
         rec: Any = ms.from_argv(text.split("\n") if text else [])
         return rec, given or _stated_cluster({}, rec.cluster_values())
     cfg = ms.comment_config(text)
-    if path.endswith(_YAML_SUFFIXES) or (not path.endswith((".sh", ".bash")) and is_yaml_text(text)):
+    if path.endswith(_YAML_SUFFIXES) or (not path.endswith((".sh", ".bash", ".slurm", ".sbatch")) and is_yaml_text(text)):
         rec = from_yaml(text, path)
         if given is None and not cfg:
             guess = _guessed_cluster(path)
@@ -115,6 +115,26 @@ def _check_family(rec: Any) -> None:
                                                      "(GPT-family decoders only)")
 
 
+# flags naming a file the run reads at start-up, relative to where it is launched
+_RUN_FILES = ("tp_comm_overlap_cfg",)
+
+
+def _files_from_run_root(args: dict, recipe: Path) -> dict:
+    """``args`` with a relative file path that is not found from here looked up next to the recipe and
+    in each folder above it: Megatron-LM runs from its checkout's root, and its functional tests name
+    their own files from there (``--tp-comm-overlap-cfg tests/functional_tests/test_cases/<case>/
+    tp_comm_overlap_cfg.yaml``).  Not found anywhere: left as written (the reader names it)."""
+    out = dict(args)
+    for dest in _RUN_FILES:
+        v = args.get(dest)
+        if not isinstance(v, str) or not v or Path(v).is_absolute() or Path(v).is_file():
+            continue
+        hit = next((d / v for d in (recipe.parent, *recipe.resolve().parent.parents) if (d / v).is_file()), None)
+        if hit is not None:
+            out[dest] = str(hit)
+    return out
+
+
 def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args: tuple[str, ...] | list[str] = ()) -> Plan:
     """Read a Megatron-LM launch script or argument YAML into a plan.
 
@@ -126,7 +146,7 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     text = read_recipe_text(p)
     rec, written = _parse(text, str(p), given=cluster, script_args=tuple(script_args))
     _check_family(rec)
-    plan = plan_from_args(rec.args, written, name=p.stem)
+    plan = plan_from_args(_files_from_run_root(rec.args, p), written, name=p.stem)
     fmt = rec.format if isinstance(rec, YamlRecipe) else "megatron-bash"
     out = _with_source(plan, rec, str(p), fmt)
     if script_args:
@@ -248,7 +268,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
     out = text
     for _ in range(3):
         rec, written = _parse_for_render(out, path, argv_mode, plan)
-        current = plan_from_args(rec.args, plan.cluster, validate=False)
+        current = plan_from_args(_files_from_run_root(rec.args, Path(path)), plan.cluster, validate=False)
         if plan.training.fp8_attention and not current.training.fp8_attention and not isinstance(rec, YamlRecipe):
             # a TransformerConfig field: Megatron-LM's arguments.py has no argument for it (its argparse would
             # refuse --fp8-dot-product-attention); only a YAML config carries it
@@ -264,7 +284,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
         out = _with_launch_env(plan, text, out, path)
     # verify: the rendering reads back as the requested plan
     rec, written = _parse_for_render(out, path, argv_mode, plan)
-    back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
+    back = plan_from_args(_files_from_run_root(rec.args, Path(path)), plan.cluster)  # validated: Megatron would accept the result
     want, got = _normalized(plan), _normalized(back)
     want["model"]["name"] = got["model"]["name"]
     diffs = [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
@@ -289,7 +309,7 @@ def _with_launch_env(plan: Plan, original: str, text: str, path: str) -> str:
     offloading NVTE_CPU_OFFLOAD_V1=1): the script's ``export``, the YAML's ``ENV_VARS``.  A fix the
     original recipe already needed (its own plan in its own environment) is left to its author."""
     rec0, _ = _parse_for_render(original, path, False, plan)
-    old = plan_from_args(rec0.args, plan.cluster, validate=False)
+    old = plan_from_args(_files_from_run_root(rec0.args, Path(path)), plan.cluster, validate=False)
     from primus_launch.projection.hardware.gpus import gpu_arch
 
     arch = gpu_arch(plan.cluster.gpu)

@@ -680,19 +680,78 @@ def _arith(expr: str) -> int:
     return ev(node)
 
 
+_SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
+_SBATCH_KEYS = {"-N": "nodes", "--nodes": "nodes", "--ntasks-per-node": "ntasks_per_node",
+                "--gpus-per-node": "gpus_per_node", "--gres": "gres"}
+
+
+def sbatch_allocation(text: str) -> dict[str, int]:
+    """The allocation a script's ``#SBATCH`` header asks for (sbatch reads the directives before the
+    first command): ``nodes`` (``-N`` / ``--nodes``; a ``min-max`` range: the upper bound),
+    ``ntasks_per_node`` and ``gpus_per_node`` (``--gpus-per-node=[type:]N`` or ``--gres=gpu[:type]:N``)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        st = line.strip()
+        if st and not st.startswith("#"):
+            break
+        m = _SBATCH.match(st)
+        if not m:
+            continue
+        words = m.group(1).split("#", 1)[0].split()
+        for i, w in enumerate(words):
+            key, _, val = w.partition("=")
+            if key.startswith("-N") and len(key) > 2 and not val:
+                key, val = "-N", key[2:]
+            if key not in _SBATCH_KEYS:
+                continue
+            if not val and i + 1 < len(words):
+                val = words[i + 1]
+            field = _SBATCH_KEYS[key]
+            if field == "gres":
+                g = re.search(r"(?:^|,)gpu(?::[^:,]+)?:(\d+)", val)
+                if g:
+                    out.setdefault("gpus_per_node", int(g.group(1)))
+                continue
+            num = re.fullmatch(r"(?:[^:]+:)?(\d+)(?:-(\d+))?", val)
+            if num:
+                out[field] = int(num.group(2) or num.group(1))
+    return out
+
+
+def slurm_env(alloc: dict[str, int]) -> dict[str, str]:
+    """The SLURM_* variables Slurm sets in a job with allocation ``alloc`` (sbatch(1), "OUTPUT
+    ENVIRONMENT VARIABLES"), which launch scripts read for torchrun's ``--nnodes`` and the like."""
+    env: dict[str, str] = {}
+    n, t, g = alloc.get("nodes"), alloc.get("ntasks_per_node"), alloc.get("gpus_per_node")
+    if n is not None:
+        env.update(SLURM_NNODES=str(n), SLURM_JOB_NUM_NODES=str(n))
+    if t is not None:
+        env.update(SLURM_NTASKS_PER_NODE=str(t))
+        if n is not None:
+            env.update(SLURM_NTASKS=str(n * t), SLURM_NPROCS=str(n * t))
+    if g is not None:
+        env.update(SLURM_GPUS_PER_NODE=str(g), SLURM_GPUS_ON_NODE=str(g))
+    return env
+
+
+
 class ShellState:
     """Runs a parsed script statically, collecting variables and the commands it would run."""
 
-    def __init__(self, text: str, path: str = "<script>", argv: tuple[str, ...] | list[str] = ()):
+    def __init__(self, text: str, path: str = "<script>", argv: tuple[str, ...] | list[str] = (),
+                 env: dict[str, str] | None = None):
         self.text = text
         self.path = path
-        self.scalars: dict[str, list[PC]] = {}
+        # the environment the script starts in (e.g. the SLURM_* variables of its #SBATCH allocation)
+        self.scalars: dict[str, list[PC]] = {k: _synth(v) for k, v in (env or {}).items()}
         self.arrays: dict[str, list[list[PC]]] = {}
         self.refs: list[Ref] = []
         self.commands: list[Command] = []
         self.functions: dict[str, tuple[Script, list[tree_sitter.Node]]] = {}
         self.warnings: list[str] = []
         self.exported: set[str] = set()  # names exported (export / declare -x) so far
+        # the job's #SBATCH allocation (sbatch_allocation): the script's header, or an `sbatch <<EOF` it submits
+        self.allocation: dict[str, int] = sbatch_allocation(text)
         # positional parameters: given by the caller (characters not in the script: SYNTH)
         self.positional: list[list[PC]] = [_synth(str(x)) for x in argv]
         self._depth = 0
@@ -707,6 +766,7 @@ class ShellState:
         sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
         sub.refs, sub.commands, sub.warnings = [], [], self.warnings
         sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
+        sub.allocation = self.allocation
         return sub
 
     # --- expansion
@@ -818,10 +878,15 @@ class ShellState:
         return [(self._ref(part.start, part.end, vals[0]), not part.quoted, False)]
 
     def _expand_word_nosplit(self, parts: list[Part] | None) -> list[PC]:
+        """A word without field splitting (an assignment's value, a here-document): the elements of
+        ``"${A[@]}"`` / ``"$@"`` joined with a space, as bash joins them there."""
         out: list[PC] = []
         for part in parts or []:
-            for pcs, _, _ in self._expand_part(part):
+            segs = self._expand_part(part)
+            for k, (pcs, _, brk) in enumerate(segs):
                 out.extend(pcs)
+                if brk and k < len(segs) - 1:
+                    out.extend(_synth(" "))
                 if len(out) > MAX_WORD_CHARS:
                     raise _too_large(self.path, "a word", MAX_WORD_CHARS, "characters")
         return out
@@ -920,6 +985,7 @@ class ShellState:
                 ok = self.exec(body, tuple(sorted(own + redirects, key=lambda r: r.start_byte)))
             for r in own:  # cat <<EOF | tee x: tree-sitter-bash puts "| tee x" in the here-document
                 if r.type == "heredoc_redirect":
+                    self._heredoc_script(body, r)
                     ok = self._chain(r.children, ok)
             return ok
         elif t in ("list", "pipeline"):
@@ -1170,7 +1236,25 @@ class ShellState:
             return True
         inner = self._shell_c(args)
         if inner is not None:
-            self._run_string(inner)
+            # `srun [opts] bash -c "$CMD"`: the commands of the string run under that srun (its task counts)
+            at = next((i for i, a in enumerate(args) if a is inner), len(args))
+            lead = args[:at]
+            k = next((i for i, a in enumerate(lead) if a.text.rsplit("/", 1)[-1] == "srun"), None)
+            shell = next((i for i, a in enumerate(lead) if a.text.rsplit("/", 1)[-1] in ("bash", "sh", "zsh", "dash")),
+                         len(lead))
+            self._run_string(inner, lead[k:shell] if k is not None and k < shell else [])
+            return True
+        called = self._called_script(args)
+        if called is not None:  # `bash examples/gpt3/train_gpt3_175b_distributed.sh ARGS`: the script it runs
+            saved, saved_vars = self.positional, dict(self.scalars)
+            self.positional = [a.pcs for a in called[1]]
+            self.scalars.update(self._prefix_env(groups))  # `NUM_NODES=2 bash x.sh`: its environment
+            try:
+                self._source(str(called[0]), what="bash")
+            finally:
+                self.positional = saved
+                self.scalars.clear()  # a child process: nothing it sets comes back
+                self.scalars.update(saved_vars)
             return True
         self.commands.append(Command(args, self.sc.pos(node.start_byte), self.sc.pos(_command_end(self.sc, node, redirects)),
                                      self._prefix_env(groups) | ({empty_name: []} if empty_name else {})))
@@ -1181,16 +1265,22 @@ class ShellState:
         """The command string of ``[srun/env/... ] bash -c "$CMD"`` (also sh/zsh, ``-lc``)."""
         for i, a in enumerate(args[:-1]):
             base = a.text.rsplit("/", 1)[-1]
-            if base in ("bash", "sh", "zsh", "dash") and re.fullmatch(r"-[a-z]*c[a-z]*", args[i + 1].text) \
-                    and i + 2 < len(args):
-                return args[i + 2]
+            if base not in ("bash", "sh", "zsh", "dash"):
+                continue
+            j = i + 1
+            while j < len(args) - 1 and re.fullmatch(r"-[a-z]+", args[j].text):  # bash -x -c, bash -lc
+                if "c" in args[j].text:
+                    return args[j + 1]
+                j += 1
         return None
 
-    def _run_string(self, tok: Token) -> None:
+    def _run_string(self, tok: Token, launcher: list[Token] | None = None) -> None:
         """Run the text of a ``bash -c`` string in this state; characters keep the provenance they
-        had in the string (a literal in ``CMD="..."`` stays editable where it is written)."""
+        had in the string (a literal in ``CMD="..."`` stays editable where it is written);
+        ``launcher``: the ``srun ...`` words the string runs under, put before each command it runs."""
         if self._depth >= MAX_DEPTH:
             return
+        n_before = len(self.commands)
         before = self._snapshot()
         try:
             sc = parse_script(tok.text, self.path, self.warnings)
@@ -1208,27 +1298,95 @@ class ShellState:
             return PC(p.ch, SYNTH if p.lit != OPAQUE else OPAQUE)
 
         self._adopt(sub, before, remap, remap, keep_spans=True)
+        if launcher and (self.allocation or any(re.match(r"(-N|--nodes|--ntasks-per-node)\b", a.text)
+                                                for a in launcher)):
+            for c in self.commands[n_before:]:
+                if not any(a.text.rsplit("/", 1)[-1] == "torchrun" or a.text in ("torch.distributed.run",
+                                                                               "torch.distributed.launch")
+                           for a in c.args):  # torchrun's own options state the world
+                    c.args = list(launcher) + c.args
 
-    def _source(self, name: str) -> None:
+    def _heredoc_script(self, body: tree_sitter.Node | None, redirect: tree_sitter.Node) -> None:
+        """``sbatch <<EOF ... EOF`` (also ``bash`` / ``sh``): the here-document is the script the command
+        runs; it is run in this state (an unquoted delimiter expands it, as a double-quoted string),
+        under the SLURM_* environment of its own ``#SBATCH`` lines (Megatron-LM examples/megatron_fsdp/
+        sbatch_mfsdp_deepseek_v3.sh)."""
+        if body is None or body.type != "command" or self._depth >= MAX_DEPTH:
+            return
+        name = body.child_by_field_name("name")
+        if name is None or self.sc.src(name).rsplit("/", 1)[-1] not in ("sbatch", "bash", "sh"):
+            return
+        if any(c.type != "command_name" and c.is_named for c in body.children):
+            return  # `bash x.sh <<EOF`: the here-document is that script's input
+        doc = next((c for c in redirect.children if c.type == "heredoc_body"), None)
+        start = next((c for c in redirect.children if c.type == "heredoc_start"), None)
+        if doc is None:
+            return
+        a, b = _start(self.sc, doc), doc.end_byte
+        if start is not None and re.search(r"[\"'\\]", self.sc.src(start)):  # <<'EOF': not expanded
+            pcs = [PC(self.sc.text[i], i) for i in range(self.sc.pos(a), self.sc.pos(b))]
+        else:
+            kids = [k for k in _expanding_children(doc, a, b) if k.type != "heredoc_content"]
+            pcs = self._expand_word_nosplit(_spliced(self.sc, a, b, kids, "dq", True))
+        tok = Token(pcs)
+        saved = dict(self.scalars)
+        alloc = sbatch_allocation(tok.text)
+        if alloc and name is not None and self.sc.src(name).rsplit("/", 1)[-1] == "sbatch":
+            self.allocation.clear()
+            self.allocation.update(alloc)  # the job's allocation: what srun inside it inherits
+        self.scalars.update({k: _synth(v) for k, v in slurm_env(alloc).items()})
+        try:
+            self._run_string(tok)
+        finally:
+            for k in slurm_env(sbatch_allocation(tok.text)):
+                if k in saved:
+                    self.scalars[k] = saved[k]
+                else:
+                    self.scalars.pop(k, None)
+
+    def _called_script(self, args: list[Token]) -> tuple[Path, list[Token]] | None:
+        """(file, its arguments) of ``bash FILE.sh ARGS`` / ``./FILE.sh ARGS`` when the file is found:
+        next to this script or, as a path from where the run starts, in a folder above it (Megatron-LM's
+        READMEs: ``bash examples/gpt3/train_gpt3_175b_distributed.sh $CHECKPOINT_PATH ...``)."""
+        i = 1 if args[0].text.rsplit("/", 1)[-1] in ("bash", "sh") and len(args) > 1 else 0
+        name = args[i].text
+        if not name.endswith((".sh", ".bash")) or name.startswith("-") or self.path in ("<script>", "argv"):
+            return None
+        here = Path(self.path).resolve().parent
+        # a bare name (`bash train.sh`) only next to this script; a path (`examples/llama/x.sh`) also from the
+        # folders above it, where the run may start (a checkout's root)
+        roots = (here,) if "/" not in name.lstrip("./") else (here, *here.parents)
+        cands = [Path(name)] if Path(name).is_absolute() else [d / name for d in roots]
+        hit = next((c for c in cands if c.is_file()), None)
+        if hit is None or hit == Path(self.path).resolve():
+            return None
+        return hit, args[i + 1:]
+
+    def _source(self, name: str, what: str = "source") -> None:
         """``source FILE`` / ``. FILE``: a file next to the script is read and run in this state (its
-        characters are not in the script: values from it are edited at the use site)."""
+        characters are not in the script: values from it are edited at the use site); ``what`` =
+        ``bash``: a script this one runs (:meth:`_called_script`, its path already resolved)."""
         base = Path(self.path).parent if self.path not in ("<script>", "argv") else Path(".")
         hit = Path(name) if Path(name).is_absolute() else base / name
         if not hit.is_file() or self._depth >= MAX_DEPTH:
-            self.warnings.append(f"source {name}: not found next to the script; skipped")
+            self.warnings.append(f"{what} {name}: not found next to the script; skipped")
             return
         try:
             from primus_launch.inputs import read_text  # the input boundary: size and encoding
 
-            text = read_text(hit, f"source {name}")
+            text = read_text(hit, f"{what} {name}")
             sc = parse_script(text, str(hit), self.warnings)
         except (OSError, UnicodeDecodeError, UserError) as e:
-            self.warnings.append(f"source {name}: not read ({e})")
+            self.warnings.append(f"{what} {name}: not read ({e})")
             return
         sub = self._child(text, str(hit), sc)
         before = self._snapshot()
-        sub.run(_statements(sc.root))
-        self.warnings.append(f"source {name}: read ({hit})")
+        self._depth += 1
+        try:
+            sub.run(_statements(sc.root))
+        finally:
+            self._depth -= 1
+        self.warnings.append(f"{what} {name}: read ({hit})")
         self._adopt(sub, before, lambda p: PC(p.ch, SYNTH) if p.lit >= 0 or p.refs else p,
                     lambda p: PC(p.ch, SYNTH if p.lit >= 0 else p.lit), keep_spans=False)
 

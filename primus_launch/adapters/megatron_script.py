@@ -16,7 +16,7 @@ from typing import Any
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
-from primus_launch.adapters.megatron_bash import PC, Ref, ShellState, Token
+from primus_launch.adapters.megatron_bash import PC, Ref, ShellState, Token, sbatch_allocation, slurm_env
 from primus_launch.errors import UserError
 from primus_launch.plan import GPU_NAMES, PlanError
 
@@ -199,6 +199,7 @@ class CommandRecipe:
     notes: list[str] = field(default_factory=list)  # constructs skipped while reading
     # environment of the training command as the script sets it (exports, VAR=value / env prefixes)
     env: dict[str, list[PC]] = field(default_factory=dict)
+    allocation: dict[str, int] = field(default_factory=dict)  # the #SBATCH header's (sbatch_allocation)
 
     def env_values(self) -> dict[str, str]:
         """The launch environment the script sets for the training command, as text."""
@@ -225,13 +226,18 @@ class CommandRecipe:
         return ("--nnodes",), ("--nproc-per-node", "--nproc_per_node")
 
     def cluster_values(self) -> tuple[int | None, int | None, bool]:
-        """(nodes, processes per node, has_launcher) as written (None = launcher default / absent)."""
+        """(nodes, processes per node, has_launcher) as written (None = launcher default / absent); an
+        ``srun`` without ``--nodes`` / ``--ntasks-per-node`` takes them from the job's ``#SBATCH``
+        allocation, as srun does inside it."""
         has = self.launcher_start() is not None
+        rng = self.launcher_range()
+        inherit = (self.allocation.get("nodes"), self.allocation.get("ntasks_per_node")) \
+            if rng is not None and rng[0] == "srun" else (None, None)
         out: list[int | None] = []
-        for names in self.cluster_flags():
+        for k, names in enumerate(self.cluster_flags()):
             o = self.launcher_value(*names)
             if o is None or not o.vals:
-                out.append(None)
+                out.append(inherit[k])
                 continue
             txt = o.vals[0].text
             if o.vals[0].opaque:
@@ -479,11 +485,13 @@ def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int, dict[
 
 def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> CommandRecipe:
     """The training command of a launch script run statically with positional parameters
-    ``script_args``; skipped constructs, and ``$(...)`` output reaching a Megatron argument, are
-    stated in ``notes``."""
-    state = ShellState(text, path, script_args)
+    ``script_args`` and the SLURM_* environment of its ``#SBATCH`` allocation; skipped constructs, and
+    ``$(...)`` output reaching a Megatron argument, are stated in ``notes``."""
+    alloc = sbatch_allocation(text)
+    state = ShellState(text, path, script_args, slurm_env(alloc))
     tokens, idx, env = _pick_command(state, path)
     rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]), env=env)
+    rec.allocation = state.allocation
     rng = rec.launcher_range()
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])

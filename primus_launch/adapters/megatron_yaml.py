@@ -263,6 +263,28 @@ def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], e
             rec.entries[dest] = YamlEntry(dest, k, v, mapping)
 
 
+# sections of a Megatron-Bridge ConfigContainer (megatron/bridge/training/config.py), as its override
+# YAMLs (``--config-file``, examples/*/conf/*.yaml, tutorials/recipes/*/conf) and saved run configs write them
+BRIDGE_SECTIONS = frozenset({
+    "model", "train", "dataset", "optimizer", "scheduler", "ddp", "dist", "logger", "tokenizer", "checkpoint",
+    "mixed_precision", "comm_overlap", "rng", "profiling", "peft", "ft", "straggler", "nvrx_straggler",
+    "inprocess_restart", "validation", "tensor_inspect", "optimizer_config_override_provider", "mixed_precision"})
+
+
+def _refuse_bridge_config(root: yaml.MappingNode, path: str) -> None:
+    """Refuse a Megatron-Bridge / NeMo 2 ConfigContainer YAML by name: its ``model:`` / ``train:`` /
+    ``optimizer:`` ... sections override a recipe that Megatron-Bridge builds in Python (the recipe
+    function fixes the architecture), so the file alone does not state the run."""
+    keys = [str(k.value) for k, _ in _mapping_items(root) if isinstance(k, yaml.ScalarNode)]
+    sections = [k for k in keys if k in BRIDGE_SECTIONS and isinstance(_child(root, k), yaml.MappingNode)]
+    if not sections or not ({"model", "train"} & set(sections)) or set(keys) - BRIDGE_SECTIONS - {"ENV_VARS"}:
+        return
+    raise UserError(f"{path}: a Megatron-Bridge config YAML ({', '.join(sections[:4])}"
+                    f"{', ...' if len(sections) > 4 else ''} sections): it overrides a recipe Megatron-Bridge builds in "
+                    "Python, so the file alone does not state the model; give the run's Megatron-LM flags "
+                    "(primus-launch --project -- torchrun ... pretrain_gpt.py ...) or a Megatron-LM argument YAML")
+
+
 def from_yaml(text: str, path: str) -> YamlRecipe:
     from primus_launch.inputs import parse_yaml
 
@@ -282,6 +304,7 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
                    if isinstance(k, yaml.ScalarNode) and _value(v) is not None}
     if _child(root, "modules") is not None:
         raise UserError(f"{path}: a Primus experiment config (modules:); read it as a Primus recipe")
+    _refuse_bridge_config(root, path)
     for block in ("ARGS", "MODEL_ARGS"):
         node = _child(root, block)
         if isinstance(node, yaml.ScalarNode) and _value(node) in (None, ""):

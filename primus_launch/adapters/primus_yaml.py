@@ -272,8 +272,11 @@ _BASE_MODEL = {"megatron": "language_model.yaml"}
 
 
 def resolve(path: Path, text: Optional[str] = None, primus_root: Optional[str | Path] = None,
-            env: Optional[Mapping[str, str]] = None) -> Resolved:
-    """Resolve a Primus experiment as Primus's ``PrimusParser`` does (see the module docstring)."""
+            env: Optional[Mapping[str, str]] = None, cli: Optional[dict] = None) -> Resolved:
+    """Resolve a Primus experiment as Primus's ``PrimusParser`` does (see the module docstring);
+    ``cli``: the ``train pretrain --config X --key value`` overrides of a ``primus-cli`` command, merged
+    last (Primus docs/02-user-guide/configuration-system.md, "Merge priority": CLI overrides >
+    modules.pre_trainer.overrides > presets)."""
     env = os.environ if env is None else env
     where = str(path)
     exp = parse_yaml(path, env, text=text)
@@ -284,6 +287,8 @@ def resolve(path: Path, text: Optional[str] = None, primus_root: Optional[str | 
     overrides = mod.get("overrides") or {}
     if not isinstance(overrides, dict):
         raise UserError(f"{where}: modules.{name}.overrides: expected a mapping")
+    if cli:
+        overrides = deep_merge(overrides, cli)
     has_cfg, has_model = "config" in mod, "model" in mod
     root = find_configs_root(path, primus_root)
     notes: list[str] = []
@@ -802,9 +807,11 @@ def _torchtitan_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
 
 # ----------------------------------------------------------------------------- reading
 def plan_from_text(text: str, path: str | Path, cluster: Optional[Cluster] = None,
-                   primus_root: Optional[str | Path] = None, env: Optional[Mapping[str, str]] = None) -> Plan:
-    """The plan of a Primus experiment's text (``path`` locates ``extends`` and the Primus checkout)."""
-    r = resolve(Path(path), text, primus_root, env)
+                   primus_root: Optional[str | Path] = None, env: Optional[Mapping[str, str]] = None,
+                   cli: Optional[dict] = None) -> Plan:
+    """The plan of a Primus experiment's text (``path`` locates ``extends`` and the Primus checkout;
+    ``cli``: command-line overrides, see :func:`resolve`)."""
+    r = resolve(Path(path), text, primus_root, env, cli)
     return _megatron_plan(r, cluster) if r.framework == "megatron" else _torchtitan_plan(r, cluster)
 
 

@@ -317,6 +317,8 @@ def config_entry_of(cfg: Any, converters: list, registry_arch: Optional[dict], c
         "kind": _AC_KINDS.get(_owner_name(ac), _owner_name(ac)), **_fields(ac)}
     entry["optimizer"] = {"type": _owner_name(cfg.optimizer), **_fields(cfg.optimizer)}
     entry["loss"] = {"type": _owner_name(cfg.loss)}
+    ov = getattr(cfg, "override", None)  # torchtitan 0.3 config/override.py OverrideConfig.imports
+    entry["override"] = {"imports": [i if isinstance(i, str) else str(i[0]) for i in getattr(ov, "imports", [])]}
     return entry
 
 

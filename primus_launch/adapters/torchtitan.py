@@ -740,6 +740,16 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
                                     effect="memory, time: lm_head and the loss run per sequence chunk (logits and "
                                            "their fp32 gradients of one chunk at a time, lm_head's gradient reduce-"
                                            "scattered per chunk); projected as one full-sequence loss"))
+    imports = job_get(job, "override.imports") or []
+    if imports:
+        # torchtitan 0.3 config/override.py: each target swaps a Configurable (a model component, the
+        # optimizer, the loss) for another implementation before anything is built; torchtitan's own
+        # (overrides/fused_swiglu.py, fused_mla.py, helion_rope.py) are Triton / Helion kernels
+        unmod.append(UnmodelledFlag(flag=flag("override.imports"), value=_fmt(imports if isinstance(imports, list)
+                                                                             else [imports]),
+                                    effect="time, memory: the components these overrides replace run their "
+                                           "implementation (fused Triton / Helion kernels); projected as "
+                                           "torchtitan's default components"))
     lb_path = "parallelism.context_parallel_load_balancer"
     if cp > 1 and lb_path in set_paths and str(job_get(job, lb_path)).lower() in ("none", "null"):
         # torchtitan 0.3.0 config/configs.py: "None: Disable load balancing" (default "headtail"); the CP model

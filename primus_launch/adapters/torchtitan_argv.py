@@ -253,6 +253,7 @@ def job_of(entry: dict) -> dict:
         "debug": dict(entry.get("debug", {})),
         "comm": dict(entry.get("comm", {})),
         "optimizer": {"name": entry.get("optimizer", {}).get("name", "AdamW")},
+        "override": {"imports": list((entry.get("override") or {}).get("imports") or [])},
     }
     if "arch" in m:
         job["model"]["_arch"] = m["arch"]

@@ -35,6 +35,7 @@ class Tok:
     end: int
     literal: bool  # written as-is (no expansion)
     ref: Optional[tuple[str, Optional[tuple[int, int]]]] = None  # whole token = one ${VAR[:-default]}: (VAR, default span)
+    after: Optional[int] = None  # where words inserted after this token go (None: its end)
 
 
 @dataclass
@@ -145,7 +146,11 @@ def _tokens(text: str, a: int, b: int, env: dict[str, Assign]) -> list[Tok]:
 
 
 def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
-    env: dict[str, Assign] = {}
+    from primus_launch.adapters.megatron_script import sbatch_allocation, slurm_env
+
+    alloc = sbatch_allocation(text)
+    # the SLURM_* variables of the #SBATCH allocation (not written in the script: spans -1, never edited)
+    env: dict[str, Assign] = {k: Assign(v, -1, -1) for k, v in slurm_env(alloc).items()}
     cmd: Optional[list[Tok]] = None
     for a, b in _logical_lines(text):
         line = text[a:b]
@@ -158,28 +163,150 @@ def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
             env[m.group(1)] = Assign(val, val_start + q, val_start + len(raw) - q)
             continue
         toks = _tokens(text, a, b, env)
+        run = _run_train_command(toks, env, text)
+        if run is not None:
+            cmd = run
+            continue
         if any(t.text in ("torchtitan.train",) or t.text.endswith("torchtitan/train.py")
                or t.text.split("=", 1)[0] in CONFIG_FLAGS for t in toks):
             # drop leading NAME=value prefixes and anything before the launcher
             cmd = [t for t in toks if t.text not in (";", "|", "&")]
             while cmd and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", cmd[0].text):
                 cmd = cmd[1:]
+            cmd = _under_srun(cmd, alloc)
     if cmd is None:
         raise UserError(f"{path}: no torchtitan launch line (torchrun ... -m torchtitan.train --module M --config C)")
     return cmd, env
 
 
+_SRUN_NODES, _SRUN_TASKS = ("-N", "--nodes"), ("--ntasks-per-node",)
+
+
+def _under_srun(cmd: list[Tok], alloc: dict[str, int]) -> list[Tok]:
+    """The command ``srun [options] CMD`` runs on each node: CMD when it is torchrun (its own options
+    set the world: torchtitan's multinode_trainer.slurm); one srun task per rank otherwise
+    (``srun python -m torchtitan.train ...``), read as the torchrun with srun's ``--nodes`` /
+    ``--ntasks-per-node``, else the ``#SBATCH`` allocation's (what srun inherits in the job)."""
+    if not cmd or Path(cmd[0].text).name != "srun":
+        return cmd
+    i, opts = 1, {}
+    while i < len(cmd) and cmd[i].text.startswith("-"):
+        key, eq, val = cmd[i].text.partition("=")
+        if key.startswith("-N") and len(key) > 2:
+            key, val, eq = "-N", key[2:], "="
+        if not eq and i + 1 < len(cmd) and key in _SRUN_NODES + _SRUN_TASKS + ("-n", "--ntasks", "-w", "-p",
+                                                                                "--partition", "-J", "--job-name"):
+            val = cmd[i + 1].text
+            i += 1
+        opts[key] = val
+        i += 1
+    rest = cmd[i:]
+    if rest and (Path(rest[0].text).name == "torchrun" or rest[0].text.startswith("python") and len(rest) > 2
+                 and rest[2].text in ("torch.distributed.run", "torch.distributed.launch")):
+        return rest
+    nodes = next((opts[k] for k in _SRUN_NODES if k in opts), None) or str(alloc.get("nodes", 1))
+    tasks = next((opts[k] for k in _SRUN_TASKS if k in opts), None) or str(alloc.get("ntasks_per_node", 1))
+    at = rest[0].start if rest else cmd[0].end
+
+    def virtual(word: str) -> Tok:
+        return Tok(word, at, at, False)
+
+    if rest and rest[0].text.startswith("python"):
+        rest = rest[1:]  # "python -m torchtitan.train ...": the torchrun below runs the module
+    return [virtual("torchrun"), virtual("--nnodes"), virtual(nodes.split("-")[-1]), virtual("--nproc_per_node"),
+            virtual(tasks)] + rest
+
+
 def is_titan_script(text: str) -> bool:
-    """A script whose command runs torchtitan 0.3's trainer with ``--module``."""
+    """A script whose command runs torchtitan 0.3's trainer with ``--module``, or calls torchtitan's
+    ``run_train.sh`` with ``MODULE`` / ``CONFIG`` (or neither: its defaults)."""
+    kind = _run_train_kind(text)
+    if kind is not None:
+        return kind == "module"
     return ("torchtitan.train" in text or "torchtitan/train.py" in text) and "--module" in text \
         and "--job.config_file" not in text and "--job.config-file" not in text
 
 
 def is_titan_config_script(text: str) -> bool:
     """A launch script whose command names a TorchTitan job TOML (``--job.config_file``): torchtitan
-    <= 0.2's ``run_train.sh`` and its experiments' scripts (``-m torchtitan.models.flux.train``,
-    ``train_ds_real.py``).  Megatron-LM has no such flag."""
-    return any(f in text for f in CONFIG_FLAGS)
+    <= 0.2's ``run_train.sh`` (also called as ``CONFIG_FILE=... ./run_train.sh``) and its experiments'
+    scripts (``-m torchtitan.models.flux.train``, ``train_ds_real.py``).  Megatron-LM has no such flag."""
+    return _run_train_kind(text) == "job" or any(f in text for f in CONFIG_FLAGS)
+
+
+# ----------------------------------------------------------------------------- ./run_train.sh calls
+# torchtitan's README launches a run as ``[NGPU=8] MODULE=llama3 CONFIG=llama3_8b ./run_train.sh
+# [--section.key value ...]``; the script (torchtitan main, 0.3) runs
+#   torchrun --nproc_per_node=${NGPU:-8} ... -m torchtitan.train --module ${MODULE:-llama3}
+#            --config ${CONFIG:-llama3_debugmodel} "$@"
+# and torchtitan <= 0.2's ran ``-m torchtitan.train --job.config_file ${CONFIG_FILE:-<llama3 debug
+# TOML>} "$@"``.  Such a call is read as the command the script runs (with COMM_MODE set, the script
+# runs one process that simulates NGPU ranks: its ``fake_backend`` / ``local_tensor`` debugging modes).
+_RUN_TRAIN_DEFAULTS = {"NGPU": "8", "MODULE": "llama3", "CONFIG": "llama3_debugmodel"}
+_RUN_TRAIN_LINE = re.compile(r"^[ \t]*(?:(?:export[ \t]+)?[A-Za-z_][A-Za-z0-9_]*=\S*[ \t]+)*(?:(?:ba)?sh[ \t]+)?"
+                             r"\S*run_train\.sh\b(.*)$", re.M)
+
+
+def _run_train_kind(text: str) -> Optional[str]:
+    """``module`` / ``job`` when a line of ``text`` calls torchtitan's ``run_train.sh`` (``job``: with
+    a ``CONFIG_FILE``, torchtitan <= 0.2's job TOML), else None."""
+    for m in _RUN_TRAIN_LINE.finditer(text):
+        line = m.group(0)
+        if line.lstrip().startswith("#"):
+            continue
+        return "job" if re.search(r"(?:^|\s)(?:export\s+)?CONFIG_FILE=", text) else "module"
+    return None
+
+
+def _run_train_command(toks: list[Tok], env: dict[str, Assign], text: str) -> Optional[list[Tok]]:
+    """The command ``run_train.sh`` runs, when ``toks`` (one logical line) call it: synthetic tokens
+    for what the script adds (editable where the value is written: a ``NAME=value`` prefix of the
+    call or an assignment above it), then the call's own arguments.  None for any other line."""
+    i, prefix = 0, {}
+    while i < len(toks) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", toks[i].text):
+        prefix[toks[i].text.split("=", 1)[0]] = toks[i]
+        i += 1
+    if i < len(toks) and toks[i].text in ("bash", "sh"):
+        i += 1
+    if i >= len(toks) or Path(toks[i].text).name != "run_train.sh":
+        return None
+    call = toks[i]
+    args: list[Tok] = []
+    for t in toks[i + 1:]:
+        if t.text in (";", "|", "&"):
+            break
+        args.append(t)
+    end = args[-1].end if args else call.end
+
+    def virtual(word: str) -> Tok:
+        return Tok(word, call.start, call.start, False, after=end)
+
+    def value(name: str) -> Tok:
+        if name in prefix:
+            t = prefix[name]
+            raw = text[t.start:t.end]
+            a = t.start + len(name) + 1
+            q = 1 if raw[len(name) + 1:len(name) + 2] in ("'", '"') else 0
+            return Tok(t.text.split("=", 1)[1], a + q, t.end - q, t.literal, after=end)
+        if name in env and env[name].start >= 0:
+            return Tok(env[name].value, env[name].start, env[name].end, True, after=end)
+        return Tok(_RUN_TRAIN_DEFAULTS.get(name, ""), call.start, call.start, False, (name, None), after=end)
+
+    ngpu = value("NGPU")
+    comm = value("COMM_MODE").text.strip("\"'")
+    if comm and ngpu.text.isdigit() and int(ngpu.text) > 8 and int(ngpu.text) % 8 == 0:
+        # COMM_MODE=fake_backend / local_tensor: one process stands in for NGPU ranks (run_train.sh's config
+        # check); the plan is the NGPU-rank run it checks, on nodes of 8 GPUs
+        head = [virtual("torchrun"), virtual("--nnodes"), virtual(str(int(ngpu.text) // 8)),
+                virtual("--nproc_per_node"), virtual("8")]
+    else:
+        head = [virtual("torchrun"), virtual("--nproc_per_node"), ngpu]
+    head += [virtual("-m"), virtual("torchtitan.train")]
+    if "CONFIG_FILE" in prefix or "CONFIG_FILE" in env:
+        head += [virtual("--job.config_file"), value("CONFIG_FILE")]
+    else:
+        head += [virtual("--module"), value("MODULE"), virtual("--config"), value("CONFIG")]
+    return head + args
 
 
 def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
@@ -248,6 +375,22 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
                         "command instead (primus-launch --tune -- torchrun ...) or drop it from the script")
 
 
+def command_lines(text: str) -> list[tuple[list[str], dict[str, str]]]:
+    """Each command line of a script (logical lines; assignments read as :func:`_scan` does): its
+    expanded words and the variables assigned above it (``NAME=value`` / ``export NAME=value``)."""
+    env: dict[str, Assign] = {}
+    out: list[tuple[list[str], dict[str, str]]] = []
+    for a, b in _logical_lines(text):
+        m = _ASSIGN.match(text[a:b])
+        if m and " " not in m.group(2).strip().split("#")[0].strip().strip("\"'"):
+            env[m.group(1)] = Assign(_expand(_unquote(m.group(2).split(" #")[0].rstrip()), env), a, a)
+            continue
+        words = [t.text for t in _tokens(text, a, b, env)]
+        if words:
+            out.append((words, {k: v.value for k, v in env.items()}))
+    return out
+
+
 def script_argv(text: str, path: str) -> list[str]:
     """The launch line of the script, expanded."""
     toks, _ = _scan(text, path)
@@ -266,6 +409,10 @@ def load_titan_script(path: str | Path, overrides: Optional[dict] = None) -> Pla
     plan = plan_from_launch(argv, launch_cluster(argv, cluster_overrides(overrides)))
     src = plan.source.model_copy(update={"path": str(p), "format": "torchtitan-script"}) if plan.source else \
         Source(framework="torchtitan", path=str(p), format="torchtitan-script")
+    m = re.search(r"\bCOMM_MODE=[\"']?(fake_backend|local_tensor)", text) if _run_train_kind(text) else None
+    if m:
+        src.notes.append(f"COMM_MODE={m.group(1)}: run_train.sh checks the configuration in one process standing in "
+                         f"for its NGPU ranks (one step); projected as the {plan.world_size}-GPU run it checks")
     return plan.model_copy(update={"source": src})
 
 
@@ -293,7 +440,8 @@ def render_titan_script(plan: Plan, text: str, path: str) -> str:
             edits.append((toks[i1].start, toks[i2 - 1].end, " ".join(_q(w) for w in new[j1:j2])))
             continue
         # insert after the previous token (or before the first)
-        at = toks[i1 - 1].end if i1 > 0 else toks[0].start
+        prev = toks[i1 - 1] if i1 > 0 else None
+        at = (prev.after if prev.after is not None else prev.end) if prev is not None else toks[0].start
         words = " ".join(_q(w) for w in new[j1:j2])
         edits.append((at, at, (" " + words) if i1 > 0 else (words + " ")))
     out = text
@@ -307,7 +455,7 @@ def _token_edit(tok: Tok, new: str, env: dict[str, Assign], path: str) -> tuple[
         return tok.start, tok.end, _q(new)
     if tok.ref is not None:
         name, dflt = tok.ref
-        if name in env:
+        if name in env and env[name].start >= 0:
             a = env[name]
             return a.start, a.end, new
         if dflt is not None:

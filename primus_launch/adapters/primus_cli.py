@@ -1,0 +1,200 @@
+"""A launch script that runs a Primus experiment through ``primus-cli`` -> :class:`Plan` (reading only).
+
+Primus's documented launch (README, docs/02-user-guide/configuration-system.md)::
+
+    [NNODES=4] ./primus-cli slurm srun -N 4 -- train pretrain --config examples/megatron/configs/MI355X/x.yaml \
+        --train_iters 100 --micro_batch_size 2
+
+(and its older forms ``NNODES=8 EXP=examples/.../x.yaml bash examples/run_slurm_pretrain.sh --key value``,
+docs/02-user-guide/megatron-lm-training.md, and ``torchrun ... primus/cli/main.py train pretrain --config X``)
+is read as the experiment YAML (:mod:`primus_yaml`) with the command's overrides merged last (Primus
+``parse_cli_overrides``: ``--key value``, ``--key=value``, ``key=value``, dotted keys nest, a bare
+``--flag`` is true; "CLI overrides > modules.pre_trainer.overrides > presets"), the script's
+``NAME=value`` / ``export`` assignments as the environment its ``${VAR:default}`` placeholders read, and the
+node count from ``slurm ... -N`` / ``--nodes`` or ``NNODES`` (GPUs per node: ``GPUS_PER_NODE``, else 8).
+A relative ``--config`` is relative to where primus-cli runs (the Primus checkout's root): it is looked for
+next to the script, then in each folder above it.  Tuning writes the experiment YAML, which the command's
+overrides would beat: a tune of such a script is refused by name (tune the experiment YAML).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from primus_launch.adapters.torchtitan_script import command_lines
+from primus_launch.errors import UserError
+from primus_launch.fileio import read_recipe_text
+from primus_launch.plan import Cluster, Plan
+
+_CLI = "primus-cli"
+
+
+_EXAMPLE_SCRIPT = re.compile(r"^run_(?:slurm_|local_)?pretrain(?:_cli)?\.sh$")
+
+
+def _launcher_at(words: list[str]) -> Optional[tuple[int, str]]:
+    """(index, kind) of the Primus launcher in a command's words: ``primus-cli``, an example script
+    (``examples/run_slurm_pretrain.sh``) or ``primus/cli/main.py``."""
+    for i, w in enumerate(words):
+        name = Path(w).name
+        if name == _CLI:
+            return i, "cli"
+        if _EXAMPLE_SCRIPT.match(name):
+            return i, "example"
+        if w.endswith("primus/cli/main.py"):
+            return i, "main"
+    return None
+
+
+def is_primus_cli_script(text: str) -> bool:
+    """A script whose command runs a Primus experiment: ``primus-cli ... -- train pretrain --config X``,
+    ``EXP=X bash examples/run_slurm_pretrain.sh ...`` or ``... primus/cli/main.py train pretrain``."""
+    for line in text.splitlines():
+        code = line.split("#", 1)[0]
+        if re.search(r"(?:^|[\s/])primus-cli\b|primus/cli/main\.py", code) or \
+                (re.search(r"\brun_(?:slurm_|local_)?pretrain(?:_cli)?\.sh\b", code) and "EXP=" in text):
+            return True
+    return False
+
+
+def _coerce(value: str) -> Any:
+    """Primus ``_coerce_cli_value_modern``: bool / int / float / list / dict / None, else the string."""
+    try:
+        v = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    return v if isinstance(v, (bool, int, float, list, dict)) or v is None else value
+
+
+def cli_overrides(tokens: list[str]) -> dict:
+    """Primus ``parse_cli_overrides`` of the tokens after ``train pretrain --config X``."""
+    out: dict = {}
+    i = 0
+    while i < len(tokens):
+        item = tokens[i].strip()
+        i += 1
+        if not item:
+            continue
+        if "=" in item:
+            key, value = item.split("=", 1)
+        elif item.startswith("--") and i < len(tokens) and not tokens[i].startswith("--"):
+            key, value = item, tokens[i]
+            i += 1
+        elif item.startswith("--"):
+            key, value = item, "true"
+        else:
+            continue  # primus-cli warns and skips it
+        cur = out
+        *path, last = key.lstrip("-").strip().split(".")
+        for k in path:
+            cur = cur.setdefault(k, {})
+        cur[last] = _coerce(value.strip())
+    return out
+
+
+def _command(text: str, path: str) -> tuple[list[str], str, dict[str, str]]:
+    """(the launcher's command words, its kind, the environment the script sets) of the last Primus
+    launch line."""
+    hit: Optional[tuple[list[str], str, dict[str, str]]] = None
+    for words, env in command_lines(text):
+        at = _launcher_at(words)
+        if at is None:
+            continue
+        env = dict(env)
+        for w in words[:at[0]]:  # NAME=value prefixes of the call
+            if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w):
+                k, v = w.split("=", 1)
+                env[k] = v
+        hit = (words if at[1] == "main" else words[at[0]:], at[1], env)
+    if hit is None:
+        raise UserError(f"{path}: no Primus launch found (expected primus-cli ... -- train pretrain --config X, or "
+                        "EXP=X bash examples/run_slurm_pretrain.sh)")
+    return hit
+
+
+def _int(value: str, what: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", value)
+    if not m or int(m.group(2) or m.group(1)) < 1:
+        raise UserError(f"{what}={value!r}: a positive integer (or pass --nodes / --gpus-per-node)")
+    return int(m.group(2) or m.group(1))
+
+
+def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
+                           primus_root: Optional[str | Path] = None) -> Plan:
+    """The plan of the Primus experiment a ``primus-cli`` launch script runs (see the module docstring);
+    ``overrides`` (gpu, num_nodes, gpus_per_node) win over what the script states."""
+    from primus_launch.adapters.primus_yaml import gpu_from_folder, plan_from_text
+
+    p = Path(path)
+    cmd, kind, env = _command(read_recipe_text(p), str(p))
+    if kind == "example":
+        # examples/run_pretrain.sh: ``primus/cli/main.py train pretrain --config $EXP ... "$@"`` on NNODES nodes
+        mode, rest = [], ["--config", env.get("EXP", ""), *cmd[1:]]
+    else:
+        try:
+            sep = next(i for i in range(len(cmd) - 1) if cmd[i] == "train" and cmd[i + 1] == "pretrain")
+        except StopIteration:
+            runs = " ".join(cmd[cmd.index("--") + 1:][:2]) if "--" in cmd else " ".join(cmd[1:3])
+            raise UserError(f"{p}: the Primus command runs {runs!r}, not 'train pretrain' (only pretraining is "
+                            "projected)") from None
+        mode, rest = cmd[:sep], cmd[sep + 2:]
+    cfg, extra, i = None, [], 0
+    while i < len(rest):
+        key, eq, val = rest[i].partition("=")
+        if key in ("--config", "--exp") and (eq or i + 1 < len(rest)):
+            cfg = val if eq else rest[i + 1]
+            i += 1 if eq else 2
+            continue
+        extra.append(rest[i])
+        i += 1
+    if cfg is None:
+        raise UserError(f"{p}: primus train pretrain has no --config (the experiment YAML)")
+    if not cfg.strip():
+        raise UserError(f"{p}: the Primus experiment (--config / EXP) has no value (an unset variable such as $EXP? "
+                        "set it in the script)")
+    c = Path(cfg)
+    hit = c if c.is_absolute() else next((d / c for d in (p.parent, *p.resolve().parent.parents)
+                                          if (d / c).is_file()), None)
+    if hit is None or not hit.is_file():
+        raise UserError(f"--config={cfg!r}: no such file next to {p} or in a folder above it (the path is relative to "
+                        "where Primus runs, the Primus checkout's root)")
+    nodes: Optional[int] = None
+    gpn_written: Optional[str] = env.get("GPUS_PER_NODE")
+    if "slurm" in mode:
+        for j, w in enumerate(mode):
+            k, eq, v = w.partition("=")
+            if k in ("-N", "--nodes"):
+                nodes = _int(v if eq else (mode[j + 1] if j + 1 < len(mode) else ""), f"primus-cli slurm {k}")
+            elif k.startswith("-N") and len(k) > 2:
+                nodes = _int(k[2:], "primus-cli slurm -N")
+    if kind == "main":  # torchrun ... primus/cli/main.py: torchrun's own counts
+        for j, w in enumerate(mode):
+            k, eq, v = w.partition("=")
+            v = v if eq else (mode[j + 1] if j + 1 < len(mode) else "")
+            if k == "--nnodes":
+                nodes = _int(v, "torchrun --nnodes")
+            elif k in ("--nproc_per_node", "--nproc-per-node"):
+                gpn_written = v
+    if nodes is None and env.get("NNODES"):
+        nodes = _int(env["NNODES"], "NNODES")
+    import os
+
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    gpu = gpu_from_folder(hit)
+    stated = {"gpu": gpu[0] if gpu else "mi300x", "num_nodes": nodes or 1,
+              "gpus_per_node": _int(gpn_written, "GPUS_PER_NODE") if gpn_written else 8}
+    cluster = Cluster(**{**stated, **given}) if nodes is not None or "num_nodes" in given else None
+    cli = cli_overrides(extra)
+    text, full_env = read_recipe_text(hit), {**os.environ, **env}
+    plan = plan_from_text(text, hit, cluster, primus_root, full_env, cli)
+    if cluster is None and given:  # the node count the layout needs, on the GPU / node size given
+        plan = plan_from_text(text, hit, Cluster(**{**plan.cluster.model_dump(), **given}), primus_root, full_env, cli)
+    note = f"read through the Primus launch: the experiment {cfg}" + (
+        f" with the command's overrides {', '.join(sorted(cli))} (they win over its YAML)" if cli else "")
+    src = plan.source.model_copy(update={"path": str(p), "format": "primus-cli-script",
+                                         "notes": [note, *plan.source.notes]})
+    return plan.model_copy(update={"source": src})

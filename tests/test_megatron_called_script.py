@@ -1,0 +1,37 @@
+"""A launch line that runs another script (Megatron-LM's READMEs: ``bash examples/llama/
+train_llama3_8b_h100_fp8.sh CKPT TB TOKENIZER DATA``) is read through the script it runs, with its
+positional arguments, found next to the caller or from the run's root above it."""
+
+from __future__ import annotations
+
+from primus_launch.adapters import load_recipe, render_recipe
+
+TRAIN = """#!/bin/bash
+CHECKPOINT_PATH=${1:-"checkpoints/llama3_8b_fp8"}
+TOKENIZER_ARG=${3:-"MOCK"}
+GPUS_PER_NODE=8
+NUM_NODES=${NUM_NODES:-1}
+torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES pretrain_gpt.py \\
+    --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 \\
+    --group-query-attention --num-query-groups 8 --swiglu --seq-length 8192 --max-position-embeddings 8192 \\
+    --micro-batch-size 1 --global-batch-size 128 --bf16 --fp8-format hybrid --vocab-size 128256 \\
+    --save $CHECKPOINT_PATH
+"""
+
+
+def test_bash_examples_script_with_arguments(tmp_path):
+    ex = tmp_path / "Megatron-LM" / "examples" / "llama"
+    ex.mkdir(parents=True)
+    (ex / "train_llama3_8b_h100_fp8.sh").write_text(TRAIN)
+    docs = tmp_path / "Megatron-LM" / "runs"
+    docs.mkdir()
+    line = "NUM_NODES=2 bash examples/llama/train_llama3_8b_h100_fp8.sh \\\n    /workspace/ckpt /workspace/tb MOCK\n"
+    caller = docs / "launch.sh"
+    caller.write_text(line)
+    plan = load_recipe(caller)
+    assert (plan.model.num_layers, plan.model.num_query_groups, plan.training.precision) == (32, 8, "fp8")
+    assert plan.world_size == 16  # NUM_NODES=2, a prefix of the call, is in the called script's environment
+    assert render_recipe(plan, line) == line
+    exported = docs / "exported.sh"
+    exported.write_text("export NUM_NODES=2\n./examples/llama/train_llama3_8b_h100_fp8.sh\n")
+    assert load_recipe(exported).world_size == 16
