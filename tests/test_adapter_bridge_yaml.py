@@ -202,3 +202,24 @@ def test_tune_refuses_what_the_file_cannot_express():
     fp8 = plan.model_copy(update={"training": plan.training.model_copy(update={"precision": "fp8"})})
     with pytest.raises(UserError, match="cannot express training.precision"):
         render_recipe(fp8, text)
+
+
+def test_tune_to_megatron_fsdp_edits_ddp_checkpoint_and_model():
+    text = FIXTURE.read_text()
+    plan = load_recipe(FIXTURE, CLUSTER)
+    out = render_recipe(plan.model_copy(update={"parallel": plan.parallel.model_copy(update={"dp_sharding": "full"})}),
+                        text)
+    doc = yaml.safe_load(out)
+    assert (doc["ddp"]["use_megatron_fsdp"], doc["ddp"]["data_parallel_sharding_strategy"],
+            doc["checkpoint"]["ckpt_format"], doc["model"]["gradient_accumulation_fusion"]) == (
+        True, "optim_grads_params", "fsdp_dtensor", False)
+
+
+def test_project_dry_run_from_the_command_line():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "primus_launch", "--project", str(FIXTURE), "--dry-run"],
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "tokens/s/GPU" in r.stdout and "comm_overlap.data_parallel_size=4" in r.stdout

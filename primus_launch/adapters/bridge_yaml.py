@@ -91,6 +91,8 @@ _RENAMES = {"num_moe_experts": "num_experts", "fp8_param": "fp8_param_gather", "
 _NEUTRAL_SECTIONS = ("checkpoint", "logger", "scheduler", "rng", "validation", "dist", "profiling",
                      "rerun_state_machine", "ft", "straggler", "nvrx_straggler", "inprocess_restart",
                      "optimizer_config_override_provider", "tensor_inspect", "env_vars", "dataset")
+# Bridge's DistributedInitConfig (dist:) holds the FSDP switches; CheckpointConfig the format Megatron-FSDP needs
+_PICKED = {"dist": ("use_torch_fsdp2", "use_megatron_fsdp", "align_grad_reduce"), "checkpoint": ("ckpt_format",)}
 # fields read elsewhere (the model's precision comes from its own fields / mixed_precision)
 _SKIP = {"_target_", "_call_", "gated_linear_unit", "activation_func", "share_embeddings_and_output_weights",
          "should_pad_vocab", "num_query_groups", "grad_reduce_in_fp32", "params_dtype", "pipeline_dtype",
@@ -311,6 +313,15 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
     for name in ("train", "ddp", "optimizer"):
         if name in rec.sections:
             _read_fields(rec, name, rec.sections[name], unread)
+    for name, keys in _PICKED.items():  # the few fields of otherwise neutral sections that Megatron's rules read
+        sec = child_node(root, name)
+        if isinstance(sec, yaml.MappingNode):
+            rec.sections[name] = sec
+            for key in keys:
+                node = child_node(sec, key)
+                val = node_value(node) if isinstance(node, yaml.ScalarNode) else None
+                if val is not None and (val is not False or not rec.args.get(key)):  # either use_megatron_fsdp turns it on
+                    rec.put(key, convert(BY_DEST[key], val), node)
     if "comm_overlap" in rec.sections:
         _read_fields(rec, "comm_overlap", rec.sections["comm_overlap"], unread, only_set=True)
     # model-level translations
@@ -346,7 +357,8 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
     quiet = [s for s in _NEUTRAL_SECTIONS if isinstance(child_node(root, s), yaml.MappingNode)
              and (s != "env_vars" or mapping_items(child_node(root, s)))]
     if quiet:
-        rec.notes.append(f"sections not read (no effect on an iteration's time or memory): {', '.join(quiet)}")
+        rec.notes.append(f"sections not read (no effect on an iteration's time or memory; of dist and checkpoint only "
+                         f"the FSDP switches and ckpt_format): {', '.join(quiet)}")
     rec.args = {k: v for k, v in rec.args.items() if v is not None}
     return rec
 
@@ -414,7 +426,8 @@ def _scalar(value: Any) -> str:
 # the section a dest is added to when the file does not write it
 _HOME = {"micro_batch_size": "train", "global_batch_size": "train", "train_iters": "train",
          "overlap_grad_reduce": "ddp", "overlap_param_gather": "ddp", "use_distributed_optimizer": "ddp",
-         "ddp_bucket_size": "ddp", "use_megatron_fsdp": "ddp", "data_parallel_sharding_strategy": "ddp"}
+         "ddp_bucket_size": "ddp", "use_megatron_fsdp": "ddp", "data_parallel_sharding_strategy": "ddp",
+         "use_torch_fsdp2": "dist", "ckpt_format": "checkpoint"}
 _BRIDGE_KEY = {v: k for k, v in _RENAMES.items()}
 
 
