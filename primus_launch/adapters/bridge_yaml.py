@@ -85,8 +85,15 @@ MIXED_PRECISION_RECIPES: dict[str, dict[str, Any]] = {
 }
 
 # TransformerConfig / DDP / MixedPrecisionConfig names -> Megatron-LM argument dests, where they differ
+# (Megatron-LM megatron/training/argument_utils.py core_transformer_config_from_args, the other direction)
 _RENAMES = {"num_moe_experts": "num_experts", "fp8_param": "fp8_param_gather", "fp4_param_gather": "fp4_param",
-            "bucket_size": "ddp_bucket_size"}
+            "bucket_size": "ddp_bucket_size", "num_layers_in_first_pipeline_stage": "decoder_first_pipeline_num_layers",
+            "num_layers_in_last_pipeline_stage": "decoder_last_pipeline_num_layers", "layernorm_epsilon": "norm_epsilon",
+            "rope_scaling": "use_rope_scaling"}
+# TransformerConfig fields core_transformer_config_from_args derives from other arguments (batch_p2p_comm = not
+# overlap_p2p_comm, pipeline_dtype = params_dtype, ...) or sets for every run: nothing of their own to read
+_DERIVED = {"batch_p2p_comm", "deallocate_pipeline_outputs", "inference_sampling_seed", "config_logger_dir",
+            "persist_layer_norm", "bias_activation_fusion"}
 # sections that do not change an iteration's time or memory (checkpointing, logging, schedules, data paths)
 _NEUTRAL_SECTIONS = ("checkpoint", "logger", "scheduler", "rng", "validation", "dist", "profiling",
                      "rerun_state_machine", "ft", "straggler", "nvrx_straggler", "inprocess_restart",
@@ -197,7 +204,7 @@ def _read_fields(rec: BridgeRecipe, section: str, mapping: yaml.MappingNode, unr
         if not isinstance(k, yaml.ScalarNode):
             continue
         key = str(k.value)
-        if key in _SKIP or key.startswith("_") or (section, key) in _READ_ELSEWHERE:
+        if key in _SKIP or key in _DERIVED or key.startswith("_") or (section, key) in _READ_ELSEWHERE:
             continue
         raw = _plain(v)
         if only_set and raw is None:
@@ -333,6 +340,12 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
         seq = child_node(m, "seq_length")
         if isinstance(seq, yaml.ScalarNode) and node_value(seq) is not None:
             rec.put("seq_length", int(node_value(seq)), seq)
+    persist = child_node(model, "persist_layer_norm")
+    if isinstance(persist, yaml.ScalarNode) and isinstance(node_value(persist), bool):
+        rec.put("no_persist_layer_norm", not node_value(persist), persist, inverted=True)
+    fusion = child_node(model, "bias_activation_fusion")
+    if isinstance(fusion, yaml.ScalarNode) and isinstance(node_value(fusion), bool):  # per MLP kind in Megatron-LM
+        rec.put("bias_swiglu_fusion" if rec.args.get("swiglu") else "bias_gelu_fusion", node_value(fusion), fusion)
     groups = child_node(model, "num_query_groups")
     if groups is not None and node_value(groups) is not None:
         rec.put("group_query_attention", True, None)
