@@ -18,7 +18,7 @@ import yaml
 from primus_launch.adapters import detect_kind, load_recipe, render_recipe
 from primus_launch.adapters.megatron import plan_from_argv
 from primus_launch.errors import UserError
-from primus_launch.plan import Cluster
+from primus_launch.plan import Cluster, PlanError
 
 FIXTURE = Path(__file__).parent / "data" / "bridge" / "qwen3_moe_run_config.yaml"
 CLUSTER = {"gpu": "h100-sxm", "num_nodes": 2, "gpus_per_node": 8}
@@ -223,3 +223,10 @@ def test_project_dry_run_from_the_command_line():
                        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=120)
     assert r.returncode == 0, r.stderr
     assert "tokens/s/GPU" in r.stdout and "comm_overlap.data_parallel_size=4" in r.stdout
+
+
+def test_other_model_families_are_refused_by_name(tmp_path):
+    text = FIXTURE.read_text().replace("megatron.bridge.models.qwen.qwen_provider.Qwen3MoEModelProvider",
+                                       "megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLModelProvider")
+    with pytest.raises(PlanError, match="model._target_=.*Qwen3VLModelProvider.*GPT-family decoders only"):
+        _load(tmp_path, text)

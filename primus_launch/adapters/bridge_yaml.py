@@ -47,7 +47,7 @@ from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args,
 from primus_launch.adapters.megatron_yaml import child_node, mapping_items, node_value
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
-from primus_launch.plan import Cluster, Plan, Source, UnmodelledFlag
+from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
 
 FORMAT = "bridge-yaml"
 
@@ -107,6 +107,9 @@ _SKIP = {"_target_", "_call_", "gated_linear_unit", "activation_func", "share_em
 _READ_ELSEWHERE = {("model", "transformer"), ("comm_overlap", "data_parallel_size")}  # the inner model; the cluster
 _DTYPES = {"torch.float32": "fp32", "torch.float": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16",
            "torch.half": "fp16", "torch.uint8": "fp8", "torch.float8_e4m3fn": "fp8"}
+# model provider classes of families the projection does not model (Bridge models/: t5, mamba / hybrid, nemotronh,
+# mimo, *_vl, llava, ...): refused by name
+_OTHER_FAMILY = re.compile(r"T5|Bert|MIMO|Mimo|VL|Llava|LLaVA|Vision|Mamba|Hybrid|NemotronH|Whisper|Siglip")
 _LAYOUT_LETTERS = {"embedding": "E", "decoder": "t", "loss": "L", "mtp": "m"}
 
 
@@ -304,6 +307,10 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
         raise UserError(f"{path}: a Megatron-Bridge config without model.num_layers / model.hidden_size: it overrides a "
                         "recipe Megatron-Bridge builds in Python; give the saved run_config.yaml of the run")
     rec = BridgeRecipe(text, path)
+    cls = (_target(child_node(root, "model")) or "").rsplit(".", 1)[-1]
+    if _OTHER_FAMILY.search(cls):
+        raise PlanError("model._target_", _target(child_node(root, "model")), "a model family the projection does not "
+                        "model (GPT-family decoders only: GPTModelProvider and its subclasses)")
     for name in ("model", "train", "ddp", "optimizer", "tokenizer", "comm_overlap", "dataset"):
         node = child_node(root, name)
         if isinstance(node, yaml.MappingNode):
