@@ -230,3 +230,29 @@ def test_other_model_families_are_refused_by_name(tmp_path):
                                        "megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLModelProvider")
     with pytest.raises(PlanError, match="model._target_=.*Qwen3VLModelProvider.*GPT-family decoders only"):
         _load(tmp_path, text)
+
+
+def test_fp8_fields_and_cuda_graph_enums(tmp_path):
+    # MixedPrecisionConfig fields as saved (they win over the model's), cuda_graph_scope as CudaGraphScope enum nodes
+    text = FIXTURE.read_text()
+    mp, model = text.index("mixed_precision:\n"), text.index("\nmodel:\n")
+    section = (text[mp:model].replace("  fp8: null", "  fp8: e4m3").replace("  fp8_recipe: tensorwise", "  fp8_recipe: mxfp8")
+               .replace("  fp8_param_gather: false", "  fp8_param_gather: true"))
+    text = text[:mp] + section + text[model:]
+    text = text.replace("  cuda_graph_impl: none\n  cuda_graph_scope: []\n", """  cuda_graph_impl: transformer_engine
+  cuda_graph_scope:
+  - _args_:
+    - 2
+    _call_: true
+    _name_: attn
+    _target_: megatron.core.transformer.enums.CudaGraphScope
+  - _args_:
+    - 5
+    _call_: true
+    _name_: moe_router
+    _target_: megatron.core.transformer.enums.CudaGraphScope
+""")
+    plan = _load(tmp_path, text)
+    t = plan.training
+    assert (t.precision, t.fp8_recipe, t.fp8_param_gather) == ("fp8", "mxfp8", True)
+    assert (t.cuda_graph_impl, tuple(t.cuda_graph_scope)) == ("transformer_engine", ("attn", "moe_router"))
