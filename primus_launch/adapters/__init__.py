@@ -8,7 +8,8 @@ cluster.  This module only dispatches on the file kind; it never interprets fram
 Kinds, by suffix and content: ``.sh``/``.bash`` holding a ``torchtitan.train --module`` launch line ->
 ``torchtitan-launch``, scripts whose command names a TorchTitan job TOML (``--job.config_file``:
 torchtitan <= 0.2's ``run_train.sh``) -> ``torchtitan-config-script``, other scripts -> ``megatron``; ``.yaml``/``.yml`` with a ``modules:`` mapping of
-trainers -> ``primus``, other YAMLs -> ``megatron``; ``.toml`` with ``[recipe] path`` -> ``wrapper``,
+trainers -> ``primus``, Megatron-Bridge ConfigContainer YAMLs that state the model (``model.num_layers``,
+``model.hidden_size``, ``train:``; a saved ``run_config.yaml``) -> ``bridge``, other YAMLs -> ``megatron``; ``.toml`` with ``[recipe] path`` -> ``wrapper``,
 other TOMLs -> ``torchtitan``.
 """
 
@@ -21,7 +22,7 @@ from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan
 
 RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "torchtitan-config-script", "primus", "primus-cli",
-                     "wrapper"]
+                     "wrapper", "bridge"]
 
 _SCRIPT_SUFFIXES = {".sh", ".bash", ".slurm", ".sbatch"}  # the last two: Slurm batch scripts
 _YAML_SUFFIXES = {".yaml", ".yml"}
@@ -48,7 +49,10 @@ def detect_kind(path: Path) -> RecipeKind:
     if suffix in _YAML_SUFFIXES:
         from primus_launch.adapters.primus_yaml import is_primus_file
 
-        return "primus" if is_primus_file(path, _text(path)) else "megatron"
+        from primus_launch.adapters.bridge_yaml import is_bridge_run_config
+
+        text = _text(path)
+        return "primus" if is_primus_file(path, text) else "bridge" if is_bridge_run_config(text) else "megatron"
     if suffix == ".toml":
         from primus_launch.adapters.primus_toml import is_wrapper
 
@@ -75,6 +79,10 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
         from primus_launch.adapters.megatron import load_megatron
 
         plan = load_megatron(p, full, tuple(script_args or ()))
+    elif kind == "bridge":
+        from primus_launch.adapters.bridge_yaml import load_bridge_yaml
+
+        plan = load_bridge_yaml(p, full)
     elif kind == "primus":
         from primus_launch.adapters.primus_yaml import load_primus_yaml
 
@@ -156,6 +164,10 @@ def render_recipe(plan: Plan, original_text: str, primus_root: Optional[str | Pa
         from primus_launch.adapters.primus_yaml import render_primus_yaml
 
         return render_primus_yaml(plan, original_text, native_path(plan), primus_root)
+    if fmt == "bridge-yaml":
+        from primus_launch.adapters.bridge_yaml import render_bridge_yaml
+
+        return render_bridge_yaml(plan, original_text)
     if fmt == "torchtitan-script":
         from primus_launch.adapters.torchtitan_script import render_titan_script
 
@@ -184,6 +196,10 @@ def write_recipe(plan: Plan, out_path: Optional[str | Path] = None, primus_root:
         from primus_launch.adapters.primus_yaml import write_primus_yaml
 
         return write_primus_yaml(plan, original, out, primus_root)
+    if fmt == "bridge-yaml":
+        from primus_launch.adapters.bridge_yaml import write_bridge_yaml
+
+        return write_bridge_yaml(plan, original, out)
     if fmt == "torchtitan-script":
         from primus_launch.adapters.torchtitan_script import write_titan_script
 

@@ -353,4 +353,9 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
     return dst
 
 
+# public names for the Megatron-Bridge config reader (bridge_yaml.py): the same cluster and verification rules
+stated_cluster = _stated_cluster
+normalized_plan = _normalized
+cluster_edits = _cluster_edits
+
 __all__ = ["load_megatron", "plan_from_argv", "render_megatron", "render_argv", "write_megatron"]

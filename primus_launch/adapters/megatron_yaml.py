@@ -268,7 +268,8 @@ def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], e
 BRIDGE_SECTIONS = frozenset({
     "model", "train", "dataset", "optimizer", "scheduler", "ddp", "dist", "logger", "tokenizer", "checkpoint",
     "mixed_precision", "comm_overlap", "rng", "profiling", "peft", "ft", "straggler", "nvrx_straggler",
-    "inprocess_restart", "validation", "tensor_inspect", "optimizer_config_override_provider", "mixed_precision"})
+    "inprocess_restart", "validation", "tensor_inspect", "optimizer_config_override_provider", "mixed_precision",
+    "rerun_state_machine", "env_vars", "_target_"})
 
 
 def _refuse_bridge_config(root: yaml.MappingNode, path: str) -> None:
@@ -277,11 +278,13 @@ def _refuse_bridge_config(root: yaml.MappingNode, path: str) -> None:
     function fixes the architecture), so the file alone does not state the run."""
     keys = [str(k.value) for k, _ in _mapping_items(root) if isinstance(k, yaml.ScalarNode)]
     sections = [k for k in keys if k in BRIDGE_SECTIONS and isinstance(_child(root, k), yaml.MappingNode)]
+    # (a config that states the model -- model.num_layers and model.hidden_size -- is read by bridge_yaml.py)
     if not sections or not ({"model", "train"} & set(sections)) or set(keys) - BRIDGE_SECTIONS - {"ENV_VARS"}:
         return
     raise UserError(f"{path}: a Megatron-Bridge config YAML ({', '.join(sections[:4])}"
-                    f"{', ...' if len(sections) > 4 else ''} sections): it overrides a recipe Megatron-Bridge builds in "
-                    "Python, so the file alone does not state the model; give the run's Megatron-LM flags "
+                    f"{', ...' if len(sections) > 4 else ''} sections) without model.num_layers / model.hidden_size: it "
+                    "overrides a recipe Megatron-Bridge builds in Python, so the file alone does not state the model; give "
+                    "the run's saved run_config.yaml (ConfigContainer.to_yaml), its Megatron-LM flags "
                     "(primus-launch --project -- torchrun ... pretrain_gpt.py ...) or a Megatron-LM argument YAML")
 
 
@@ -350,6 +353,12 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         if isinstance(v, str) and re.search(r"\$\{?[A-Za-z_]", v) and k in BY_DEST and BY_DEST[k].kind in ("int", "float"):
             raise PlanError(BY_DEST[k].flag, v, "comes from an environment variable; write the number in the recipe")
     return rec
+
+
+# public names for the Megatron-Bridge reader (bridge_yaml.py), which walks the same composed trees
+node_value = _value
+child_node = _child
+mapping_items = _mapping_items
 
 
 def is_yaml_text(text: str) -> bool:

@@ -549,7 +549,7 @@ class Source(StrictModel):
     path: Optional[str] = None
     wrapper_path: Optional[str] = None
     format: Optional[str] = Field(default=None, description="reader used: megatron-bash, megatron-yaml, "
-                                                            "megatron-argv, primus-yaml, torchtitan-toml, "
+                                                            "megatron-argv, bridge-yaml, primus-yaml, torchtitan-toml, "
                                                             "torchtitan-argv, ...")
     script_args: list[str] = Field(default_factory=list, description="positional parameters ($1..$N) the recipe "
                                                                       "script was read with")

@@ -1,0 +1,526 @@
+"""Megatron-Bridge ConfigContainer YAMLs (the ``run_config.yaml`` a run saves) <-> :class:`Plan`.
+
+What the file is (Megatron-Bridge ``src/megatron/bridge/training/config.py`` ``ConfigContainer``, written by
+``to_yaml``: Megatron-LM ``megatron/training/config/container.py`` ``to_dict`` + ``yaml.safe_dump`` under
+``yaml_utils.safe_yaml_representers``; Bridge @067f987, 2026-08-22): one mapping per section, each with a
+``_target_`` naming its dataclass; ``model:`` is the model provider (``GPTModelProvider`` and its
+subclasses: a TransformerConfig, every field written), or the newer ``GPTModelConfig`` with the
+TransformerConfig under ``model.transformer``; ``train:`` / ``ddp:`` / ``optimizer:`` / ``tokenizer:`` /
+``comm_overlap:`` / ``mixed_precision:`` hold the rest.  Functions, dtypes and enums are written as
+``{_target_: torch.nn.functional.silu, _call_: false}``, ``{_target_: torch.bfloat16, _call_: false}`` and
+``{_target_: ...AttnBackend, _call_: true, _args_: [..], _name_: auto}``.
+
+Reading translates the fields into Megatron-LM argument dests and lets
+:func:`megatron_args.plan_from_args` build the plan, so every field keeps the Megatron reader's
+"modelled, or reported as not modelled" handling.  Translations where the names differ:
+``num_moe_experts`` -> ``num_experts``; ``gated_linear_unit`` + ``activation_func`` silu -> ``swiglu``
+(quick_gelu -> ``quick_geglu``, squared_relu -> ``squared_relu``); ``share_embeddings_and_output_weights``
+-> not ``untie_embeddings_and_output_weights``; ``fp8_param`` -> ``fp8_param_gather``;
+``num_query_groups`` -> ``group_query_attention`` + ``num_query_groups``; ``ddp.bucket_size`` ->
+``ddp_bucket_size``; ``ddp.grad_reduce_in_fp32`` -> ``grad_reduce_in_bf16`` (bf16) /
+``accumulate_allreduce_grads_in_fp32``; ``should_pad_vocab: false`` -> ``padded_vocab_size = vocab_size``
+(``GPTModelProvider.provide`` pads only when it is true).  Bridge applies ``mixed_precision`` (a recipe
+name of ``training/mixed_precision.py`` or its fields) and ``comm_overlap``'s set fields over the model /
+DDP / optimizer fields (``runtime_config_update``), so they win here too.  Fields with no Megatron-LM
+argument are listed in one note; sections that do not change an iteration (checkpoint, logger,
+scheduler, rng, ...) in another.
+
+Writing (``--tune``) edits the parallel / batch / recompute / DDP values in place (every node that
+feeds a changed argument: ``ddp.`` and ``optimizer.use_distributed_optimizer`` both), re-reads the
+result and refuses, in one line, a plan the file cannot express.
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import primus_launch.adapters.megatron_flags as megatron_flags
+import primus_launch.adapters.megatron_script as ms
+from primus_launch.adapters.megatron import cluster_edits, normalized_plan, stated_cluster
+from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args
+from primus_launch.adapters.megatron_yaml import child_node, mapping_items, node_value
+from primus_launch.errors import UserError
+from primus_launch.fileio import atomic_write_text, read_recipe_text
+from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
+
+FORMAT = "bridge-yaml"
+
+# Bridge training/mixed_precision.py recipe factories (@067f987): the fields they set that matter here
+# MixedPrecisionConfig's defaults for those fields: setup() writes every field, so a recipe's unset one resets the model's
+_MP_DEFAULTS = {"bf16": False, "fp16": False, "fp8": None, "fp8_recipe": "tensorwise", "fp8_param_gather": False,
+                "fp8_dot_product_attention": False, "fp4": None, "fp4_recipe": "nvfp4", "fp4_param": False,
+                "first_last_layers_bf16": False, "num_layers_at_start_in_bf16": 0, "num_layers_at_end_in_bf16": 0,
+                "grad_reduce_in_fp32": True}
+_BF16 = {"bf16": True, "fp16": False, "grad_reduce_in_fp32": True}
+_FP16 = {"bf16": False, "fp16": True, "grad_reduce_in_fp32": False}
+MIXED_PRECISION_RECIPES: dict[str, dict[str, Any]] = {
+    "bf16_mixed": _BF16, "fp16_mixed": _FP16,
+    "bf16_with_fp8_delayed_scaling_mixed": {**_BF16, "fp8": "hybrid", "fp8_recipe": "delayed", "fp8_param_gather": True},
+    "fp16_with_fp8_delayed_scaling_mixed": {**_FP16, "fp8": "hybrid", "fp8_recipe": "delayed", "fp8_param_gather": True},
+    "bf16_with_mxfp8_mixed": {**_BF16, "fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": True},
+    "fp16_with_mxfp8_mixed": {**_FP16, "fp8": "e4m3", "fp8_recipe": "mxfp8", "fp8_param_gather": True},
+    "bf16_with_fp8_current_scaling_mixed": {**_BF16, "fp8": "hybrid", "fp8_recipe": "tensorwise",
+                                            "first_last_layers_bf16": True, "num_layers_at_start_in_bf16": 1,
+                                            "num_layers_at_end_in_bf16": 1},
+    "fp16_with_fp8_current_scaling_mixed": {**_FP16, "fp8": "hybrid", "fp8_recipe": "tensorwise",
+                                            "first_last_layers_bf16": True, "num_layers_at_start_in_bf16": 1,
+                                            "num_layers_at_end_in_bf16": 1},
+    "nemotron_h_bf16_with_fp8_current_scaling_mixed": {**_BF16, "fp8": "hybrid", "fp8_recipe": "tensorwise",
+                                                       "first_last_layers_bf16": True,
+                                                       "num_layers_at_start_in_bf16": 2, "num_layers_at_end_in_bf16": 2},
+    "nanov2_bf16_with_fp8_current_scaling_mixed": {**_BF16, "fp8": "hybrid", "fp8_recipe": "blockwise",
+                                                   "first_last_layers_bf16": True,
+                                                   "num_layers_at_start_in_bf16": 2, "num_layers_at_end_in_bf16": 2},
+    "bf16_with_fp8_subchannel_scaling_mixed": {**_BF16, "fp8": "hybrid", "fp8_recipe": "blockwise"},
+    "fp16_with_fp8_subchannel_scaling_mixed": {**_FP16, "fp8": "hybrid", "fp8_recipe": "blockwise"},
+    "bf16_with_nvfp4_mixed": {**_BF16, "fp4": "e2m1", "fp4_recipe": "nvfp4", "fp4_param": True},
+    "nemotron_3_super_bf16_with_nvfp4_mixed": {**_BF16, "fp4": "e2m1", "fp4_recipe": "nvfp4", "fp4_param": True,
+                                               "first_last_layers_bf16": True, "num_layers_at_end_in_bf16": 14},
+}
+
+# TransformerConfig / DDP / MixedPrecisionConfig names -> Megatron-LM argument dests, where they differ
+# (Megatron-LM megatron/training/argument_utils.py core_transformer_config_from_args, the other direction)
+_RENAMES = {"num_moe_experts": "num_experts", "fp8_param": "fp8_param_gather", "fp4_param_gather": "fp4_param",
+            "bucket_size": "ddp_bucket_size", "num_layers_in_first_pipeline_stage": "decoder_first_pipeline_num_layers",
+            "num_layers_in_last_pipeline_stage": "decoder_last_pipeline_num_layers", "layernorm_epsilon": "norm_epsilon",
+            "rope_scaling": "use_rope_scaling"}
+# TransformerConfig fields core_transformer_config_from_args derives from other arguments (batch_p2p_comm = not
+# overlap_p2p_comm, pipeline_dtype = params_dtype, ...) or sets for every run: nothing of their own to read
+_DERIVED = {"batch_p2p_comm", "deallocate_pipeline_outputs", "inference_sampling_seed", "config_logger_dir",
+            "persist_layer_norm", "bias_activation_fusion"}
+# sections that do not change an iteration's time or memory (checkpointing, logging, schedules, data paths)
+_NEUTRAL_SECTIONS = ("checkpoint", "logger", "scheduler", "rng", "validation", "dist", "profiling",
+                     "rerun_state_machine", "ft", "straggler", "nvrx_straggler", "inprocess_restart",
+                     "optimizer_config_override_provider", "tensor_inspect", "env_vars", "dataset")
+# Bridge's DistributedInitConfig (dist:) holds the FSDP switches; CheckpointConfig the format Megatron-FSDP needs
+_PICKED = {"dist": ("use_torch_fsdp2", "use_megatron_fsdp", "align_grad_reduce"), "checkpoint": ("ckpt_format",)}
+# fields read elsewhere (the model's precision comes from its own fields / mixed_precision)
+_SKIP = {"_target_", "_call_", "gated_linear_unit", "activation_func", "share_embeddings_and_output_weights",
+         "should_pad_vocab", "num_query_groups", "grad_reduce_in_fp32", "params_dtype", "pipeline_dtype",
+         "autocast_dtype", "seq_length"}
+_READ_ELSEWHERE = {("model", "transformer"), ("comm_overlap", "data_parallel_size")}  # the inner model; the cluster
+_DTYPES = {"torch.float32": "fp32", "torch.float": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16",
+           "torch.half": "fp16", "torch.uint8": "fp8", "torch.float8_e4m3fn": "fp8"}
+# model provider classes of families the projection does not model (Bridge models/: t5, mamba / hybrid, nemotronh,
+# mimo, *_vl, llava, ...): refused by name
+_OTHER_FAMILY = re.compile(r"T5|Bert|MIMO|Mimo|VL|Llava|LLaVA|Vision|Mamba|Hybrid|NemotronH|Whisper|Siglip")
+_LAYOUT_LETTERS = {"embedding": "E", "decoder": "t", "loss": "L", "mtp": "m"}
+
+
+def _model_section(root: yaml.MappingNode) -> yaml.MappingNode | None:
+    """The mapping holding the TransformerConfig fields: ``model`` or ``model.transformer``."""
+    model = child_node(root, "model")
+    if not isinstance(model, yaml.MappingNode):
+        return None
+    inner = child_node(model, "transformer")
+    return inner if isinstance(inner, yaml.MappingNode) else model
+
+
+def states_model(root: yaml.Node) -> bool:
+    """Whether a Bridge ConfigContainer mapping states the model (``num_layers`` and ``hidden_size`` under
+    ``model:``), i.e. is a full run config rather than an override file."""
+    if not isinstance(root, yaml.MappingNode) or not isinstance(child_node(root, "train"), yaml.MappingNode):
+        return False
+    sec = _model_section(root)
+    return sec is not None and all(isinstance(child_node(sec, k), yaml.ScalarNode) and node_value(child_node(sec, k))
+                                   is not None for k in ("num_layers", "hidden_size"))
+
+
+def is_bridge_run_config(text: str) -> bool:
+    """A Megatron-Bridge ConfigContainer YAML that states the model (the reader of this module)."""
+    if not re.search(r"^model:", text, re.M) or not re.search(r"^train:", text, re.M):
+        return False
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return False
+    if not isinstance(root, yaml.MappingNode) or child_node(root, "modules") is not None:
+        return False
+    return states_model(root)
+
+
+@dataclass
+class BridgeRecipe:
+    """A read Bridge config: Megatron argument values, and the YAML nodes each one was read from."""
+
+    text: str
+    path: str
+    args: dict[str, Any] = field(default_factory=dict)
+    nodes: dict[str, list[tuple[yaml.Node, bool]]] = field(default_factory=dict)  # dest -> [(node, inverted)]
+    sections: dict[str, yaml.MappingNode] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    unmodelled: list[UnmodelledFlag] = field(default_factory=list)
+
+    def launcher_start(self) -> None:
+        """A config file has no launcher line (the cluster lives in ``# primus-launch:`` or the wrapper)."""
+        return None
+
+    def put(self, dest: str, value: Any, node: yaml.Node | None, inverted: bool = False) -> None:
+        if value is None and self.args.get(dest) is not None:
+            return  # an unset field leaves what an earlier section set (tokenizer.vocab_size under model's)
+        self.args[dest] = value
+        if node is not None:
+            self.nodes.setdefault(dest, []).append((node, inverted))
+
+
+def _target(node: yaml.Node) -> str | None:
+    t = child_node(node, "_target_") if isinstance(node, yaml.MappingNode) else None
+    return str(t.value) if isinstance(t, yaml.ScalarNode) else None
+
+
+def _plain(node: yaml.Node) -> Any:
+    """The value of a field: an enum as its name, a dtype as fp32/bf16/..., lists element-wise; other
+    ``_target_`` objects (functions, nested dataclasses) as ``("object", target)``."""
+    tgt = _target(node)
+    if tgt is not None:
+        name = child_node(node, "_name_")
+        if isinstance(name, yaml.ScalarNode):
+            return str(name.value)
+        if tgt in _DTYPES:
+            return _DTYPES[tgt]
+        return ("object", tgt)
+    if isinstance(node, yaml.SequenceNode):
+        return [_plain(x) for x in node.value]
+    return node_value(node)
+
+
+def _layout_text(v: Any) -> Any:
+    """``PipelineParallelLayerLayout.input_data`` as Megatron-LM's layout string (a list of stages of layer
+    kinds -> ``Et|tt|tL``; megatron/core/transformer/pipeline_parallel_layer_layout.py)."""
+    if not isinstance(v, list):
+        return v
+    try:
+        return "|".join("".join(_LAYOUT_LETTERS[str(x)] for x in st) for st in v)
+    except (KeyError, TypeError):
+        return v
+
+
+def _read_fields(rec: BridgeRecipe, section: str, mapping: yaml.MappingNode, unread: list[str],
+                 only_set: bool = False) -> None:
+    for k, v in mapping_items(mapping):
+        if not isinstance(k, yaml.ScalarNode):
+            continue
+        key = str(k.value)
+        if key in _SKIP or key in _DERIVED or key.startswith("_") or (section, key) in _READ_ELSEWHERE:
+            continue
+        raw = _plain(v)
+        if only_set and raw is None:
+            continue  # comm_overlap: an unset field leaves the model / DDP value (CommOverlapConfig.setup)
+        if section == "optimizer" and key in ("bf16", "fp16"):
+            continue  # the model's (mixed_precision sets all three alike)
+        dest = _RENAMES.get(key, key)
+        if dest == "pipeline_model_parallel_layout":
+            raw = _layout_text(raw)
+        spec = BY_DEST.get(dest)
+        known = spec is not None or megatron_flags.lookup(dest) is not None
+        if not known or (isinstance(raw, tuple) and raw and raw[0] == "object"):
+            if raw not in (None, False, [], {}, "") and not isinstance(raw, dict):
+                shown = raw[1] if isinstance(raw, tuple) else raw
+                unread.append(f"{section}.{key}={shown}")
+            continue
+        if isinstance(raw, dict):
+            unread.append(f"{section}.{key}")
+            continue
+        rec.put(dest, convert(spec, raw) if spec is not None else raw, v)
+
+
+def _activation(rec: BridgeRecipe, model: yaml.MappingNode) -> None:
+    gated_node = child_node(model, "gated_linear_unit")
+    gated = bool(node_value(gated_node)) if gated_node is not None else False
+    act_node = child_node(model, "activation_func")
+    act = (_target(act_node) or "") if act_node is not None else "torch.nn.functional.gelu"
+    name = act.rsplit(".", 1)[-1]
+    if gated and name == "silu":
+        rec.put("swiglu", True, gated_node)
+    elif gated and name == "quick_gelu":
+        rec.put("quick_geglu", True, gated_node)
+    elif not gated and name == "squared_relu":
+        rec.put("squared_relu", True, act_node)
+    elif gated:
+        rec.put("swiglu", True, None)
+        rec.unmodelled.append(UnmodelledFlag(flag="model.activation_func", value=f"{act} (gated)", effect=(
+            "time: a gated MLP with this activation is priced as SwiGLU (same GEMMs, another elementwise op)")))
+    elif name not in ("gelu", ""):
+        rec.unmodelled.append(UnmodelledFlag(flag="model.activation_func", value=act, effect=(
+            "time: priced as GELU (same GEMMs, another elementwise op)")))
+
+
+def _precision(rec: BridgeRecipe, root: yaml.MappingNode, unread: list[str]) -> None:
+    """``mixed_precision`` (a recipe name or its fields) over the model's precision fields, as Bridge's
+    ``MixedPrecisionConfig.setup`` overwrites them; then the DDP grad-reduce dtype."""
+    mp = child_node(root, "mixed_precision")
+    fields: dict[str, Any] = {}
+    if isinstance(mp, yaml.ScalarNode) and node_value(mp) not in (None, ""):
+        name = str(node_value(mp)).replace("-", "_")
+        if name not in MIXED_PRECISION_RECIPES:
+            raise UserError(f"{rec.path}: mixed_precision={node_value(mp)!r}: not a Megatron-Bridge precision recipe; "
+                            f"one of {', '.join(sorted(MIXED_PRECISION_RECIPES))}")
+        fields = {**_MP_DEFAULTS, **MIXED_PRECISION_RECIPES[name]}
+        rec.notes.append(f"mixed_precision {name}: its fields (Megatron-Bridge training/mixed_precision.py) override the "
+                         "model's")
+    elif isinstance(mp, yaml.MappingNode):
+        for k, v in mapping_items(mp):
+            key = str(k.value)
+            if key.startswith("_") or key.endswith("dtype"):
+                continue
+            val = _plain(v)
+            if key in ("fp8_param", "fp4_param") and val is None:
+                continue  # finalize(): None follows *_param_gather
+            fields[{"fp4_param_gather": "fp4_param"}.get(key, key)] = val
+    for key, val in fields.items():
+        if key == "grad_reduce_in_fp32":
+            continue
+        dest = _RENAMES.get(key, key)
+        if BY_DEST.get(dest) is None and megatron_flags.lookup(dest) is None:
+            if val not in (None, False, 0):
+                unread.append(f"mixed_precision.{key}={val}")
+            continue
+        spec = BY_DEST.get(dest)
+        rec.args[dest] = convert(spec, val) if spec is not None else val  # None too: setup() overwrites with it
+        rec.nodes.pop(dest, None)  # the model's node no longer decides it
+    if not rec.args.get("first_last_layers_bf16"):
+        for k in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16"):
+            rec.args.pop(k, None)  # only read with first_last_layers_bf16
+    ddp = rec.sections.get("ddp")
+    g_node = child_node(ddp, "grad_reduce_in_fp32") if ddp is not None else None
+    grad_fp32 = fields.get("grad_reduce_in_fp32", node_value(g_node) if g_node is not None else None)
+    if grad_fp32 is not None:
+        if rec.args.get("bf16"):
+            rec.put("grad_reduce_in_bf16", not grad_fp32, g_node, inverted=True)
+        else:
+            rec.put("accumulate_allreduce_grads_in_fp32", bool(grad_fp32), g_node)
+
+
+def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
+    """The Megatron argument values of a Bridge run config, with the nodes they came from."""
+    from primus_launch.inputs import parse_yaml
+
+    parse_yaml(text, "recipe", path)  # the input boundary: syntax, nesting and size as one line
+    root = yaml.compose(text)
+    if not states_model(root):
+        raise UserError(f"{path}: a Megatron-Bridge config without model.num_layers / model.hidden_size: it overrides a "
+                        "recipe Megatron-Bridge builds in Python; give the saved run_config.yaml of the run")
+    rec = BridgeRecipe(text, path)
+    cls = (_target(child_node(root, "model")) or "").rsplit(".", 1)[-1]
+    if _OTHER_FAMILY.search(cls):
+        raise PlanError("model._target_", _target(child_node(root, "model")), "a model family the projection does not "
+                        "model (GPT-family decoders only: GPTModelProvider and its subclasses)")
+    for name in ("model", "train", "ddp", "optimizer", "tokenizer", "comm_overlap", "dataset"):
+        node = child_node(root, name)
+        if isinstance(node, yaml.MappingNode):
+            rec.sections[name] = node
+    model = _model_section(root)
+    rec.sections["model"] = model
+    unread: list[str] = []
+    outer = child_node(root, "model")
+    if "tokenizer" in rec.sections:  # first: a model's vocab_size (set by Bridge's setup) wins over it
+        _read_fields(rec, "tokenizer", rec.sections["tokenizer"], unread)
+    if outer is not model:  # GPTModelConfig: vocabulary, sequence, embeddings on the outer mapping
+        _read_fields(rec, "model", outer, unread)
+    _read_fields(rec, "model", model, unread)
+    for name in ("train", "ddp", "optimizer"):
+        if name in rec.sections:
+            _read_fields(rec, name, rec.sections[name], unread)
+    for name, keys in _PICKED.items():  # the few fields of otherwise neutral sections that Megatron's rules read
+        sec = child_node(root, name)
+        if isinstance(sec, yaml.MappingNode):
+            rec.sections[name] = sec
+            for key in keys:
+                node = child_node(sec, key)
+                val = node_value(node) if isinstance(node, yaml.ScalarNode) else None
+                if val is not None and (val is not False or not rec.args.get(key)):  # either use_megatron_fsdp turns it on
+                    rec.put(key, convert(BY_DEST[key], val), node)
+    if "comm_overlap" in rec.sections:
+        _read_fields(rec, "comm_overlap", rec.sections["comm_overlap"], unread, only_set=True)
+    # model-level translations
+    _activation(rec, model)
+    for m in (outer, model):
+        share = child_node(m, "share_embeddings_and_output_weights")
+        if share is not None:
+            rec.put("untie_embeddings_and_output_weights", not node_value(share), share, inverted=True)
+        seq = child_node(m, "seq_length")
+        if isinstance(seq, yaml.ScalarNode) and node_value(seq) is not None:
+            rec.put("seq_length", int(node_value(seq)), seq)
+    persist = child_node(model, "persist_layer_norm")
+    if isinstance(persist, yaml.ScalarNode) and isinstance(node_value(persist), bool):
+        rec.put("no_persist_layer_norm", not node_value(persist), persist, inverted=True)
+    fusion = child_node(model, "bias_activation_fusion")
+    if isinstance(fusion, yaml.ScalarNode) and isinstance(node_value(fusion), bool):  # per MLP kind in Megatron-LM
+        rec.put("bias_swiglu_fusion" if rec.args.get("swiglu") else "bias_gelu_fusion", node_value(fusion), fusion)
+    groups = child_node(model, "num_query_groups")
+    if groups is not None and node_value(groups) is not None:
+        rec.put("group_query_attention", True, None)
+        rec.put("num_query_groups", int(node_value(groups)), groups)
+    pad, own = child_node(outer, "should_pad_vocab"), child_node(outer, "vocab_size")
+    if pad is not None and node_value(pad) is False and own is not None and node_value(own) is not None:
+        rec.put("padded_vocab_size", int(node_value(own)), None)  # GPTModelProvider.provide: no padding
+    ds = rec.sections.get("dataset")
+    ds_seq = node_value(child_node(ds, "seq_length")) if ds is not None and child_node(ds, "seq_length") else None
+    if ds_seq is not None and rec.args.get("seq_length") is not None and int(ds_seq) != rec.args["seq_length"]:
+        rec.notes.append(f"dataset.seq_length={ds_seq} differs from model.seq_length={rec.args['seq_length']}: the "
+                         "model's is projected")
+    _precision(rec, root, unread)
+    peft = child_node(root, "peft")
+    if isinstance(peft, yaml.MappingNode):
+        rec.unmodelled.append(UnmodelledFlag(flag="peft", value=_target(peft) or "set", effect=(
+            "time, memory: parameter-efficient fine-tuning (frozen base weights, adapter gradients and optimizer "
+            "state) is priced as full training")))
+    if unread:
+        rec.notes.append(f"{len(unread)} Megatron-Bridge field(s) with no Megatron-LM argument, not read: "
+                         + ", ".join(unread[:40]) + (", ..." if len(unread) > 40 else ""))
+    quiet = [s for s in _NEUTRAL_SECTIONS if isinstance(child_node(root, s), yaml.MappingNode)
+             and (s != "env_vars" or mapping_items(child_node(root, s)))]
+    if quiet:
+        rec.notes.append(f"sections not read (no effect on an iteration's time or memory; of dist and checkpoint only "
+                         f"the FSDP switches and ckpt_format): {', '.join(quiet)}")
+    rec.args = {k: v for k, v in rec.args.items() if v is not None}
+    return rec
+
+
+def _dp_node(rec: BridgeRecipe) -> yaml.Node | None:
+    co = rec.sections.get("comm_overlap")
+    node = child_node(co, "data_parallel_size") if co is not None else None
+    return node if isinstance(node, yaml.ScalarNode) and isinstance(node_value(node), int) else None
+
+
+def _saved_cluster(rec: BridgeRecipe) -> Cluster | None:
+    """The run's world size from ``comm_overlap.data_parallel_size`` (``ConfigContainer.set_data_parallel_size``
+    writes world / (TP x PP x CP) there) on the default GPU, 8 per node: a stated guess."""
+    node = _dp_node(rec)
+    if node is None:
+        return None
+    a = rec.args
+    world = int(node_value(node)) * max(1, int(a.get("tensor_model_parallel_size") or 1)) * max(
+        1, int(a.get("pipeline_model_parallel_size") or 1)) * max(1, int(a.get("context_parallel_size") or 1))
+    gpn = 8 if world % 8 == 0 else world
+    c = stated_cluster({"nodes": str(world // gpn), "gpus_per_node": str(gpn)}, None)
+    rec.notes.append(f"cluster from comm_overlap.data_parallel_size={node_value(node)}: {world} x {c.gpu} "
+                     f"({c.num_nodes} nodes x {gpn}); pass --gpu/--nodes to override")
+    return c
+
+
+def _parse(text: str, path: str, given: Cluster | None) -> tuple[BridgeRecipe, Cluster]:
+    rec = from_bridge_yaml(text, path)
+    cfg = ms.comment_config(text)
+    if given is None and not cfg:
+        saved = _saved_cluster(rec)
+        if saved is not None:
+            return rec, saved
+    return rec, given or stated_cluster(cfg, None)
+
+
+def _with_source(plan: Plan, rec: BridgeRecipe, path: str | None) -> Plan:
+    src = plan.source or Source(framework="megatron")
+    notes = list(rec.notes) + [n for n in src.notes if n not in rec.notes]
+    return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=FORMAT,
+                                                    unmodelled=list(src.unmodelled) + rec.unmodelled, notes=notes)})
+
+
+def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None) -> Plan:
+    """Read a Megatron-Bridge run config (``run_config.yaml``) into a plan, on ``cluster`` (else the
+    ``# primus-launch:`` comment's, else the default cluster)."""
+    p = Path(path)
+    rec, written = _parse(read_recipe_text(p), str(p), cluster)
+    plan = plan_from_args(rec.args, written, name=p.stem)
+    return _with_source(plan, rec, str(p))
+
+
+# --------------------------------------------------------------------------- writing
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    txt = str(value)
+    return f"'{txt}'" if re.search(r"[|:#\[\]{}]|^[*&!%@`]", txt) else txt
+
+
+# the section a dest is added to when the file does not write it
+_HOME = {"micro_batch_size": "train", "global_batch_size": "train", "train_iters": "train",
+         "overlap_grad_reduce": "ddp", "overlap_param_gather": "ddp", "use_distributed_optimizer": "ddp",
+         "ddp_bucket_size": "ddp", "use_megatron_fsdp": "ddp", "data_parallel_sharding_strategy": "ddp",
+         "use_torch_fsdp2": "dist", "ckpt_format": "checkpoint"}
+_BRIDGE_KEY = {v: k for k, v in _RENAMES.items()}
+
+
+def _edits(rec: BridgeRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
+    edits: list[ms.Edit] = []
+    for dest, val in changes.items():
+        spec = BY_DEST.get(dest)
+        nodes = rec.nodes.get(dest)
+        if nodes:
+            for node, inverted in nodes:
+                v = (not val) if inverted and isinstance(val, bool) else val
+                if isinstance(node, yaml.ScalarNode) or node.flow_style:
+                    edits.append(ms.Edit(node.start_mark.index, node.end_mark.index, _scalar(v)))
+                else:  # a block list (its items may start at the key's column): the key's value, in flow style
+                    a = rec.text.rfind(":", 0, node.start_mark.index) + 1
+                    end = rec.text.rfind("\n", node.start_mark.index, node.end_mark.index)
+                    edits.append(ms.Edit(a, end if end > 0 else node.end_mark.index, " " + _scalar(v)))
+            continue
+        if val is None or (spec is not None and (val == spec.default or (spec.kind == "true" and not val))):
+            continue
+        sec = rec.sections.get(_HOME.get(dest, "model"))
+        items = mapping_items(sec) if sec is not None else []
+        if not items or sec.flow_style:
+            raise UserError(f"{rec.path}: cannot add {dest}={val} to this Megatron-Bridge config (no block mapping "
+                            f"{_HOME.get(dest, 'model')}:)")
+        k, v = items[-1]
+        end = v.end_mark.index
+        if isinstance(v, (yaml.MappingNode, yaml.SequenceNode)) and not v.flow_style or rec.text[end - 1:end] == "\n":
+            end = rec.text.rfind("\n", k.start_mark.index, end)
+        edits.append(ms.Edit(end, end, "\n" + " " * k.start_mark.column + f"{_BRIDGE_KEY.get(dest, dest)}: {_scalar(val)}"))
+    return edits
+
+
+def render_bridge_yaml(plan: Plan, original_text: str) -> str:
+    """The Bridge config with only the plan's changed values edited (identical text if unchanged); the
+    result must read back as ``plan``, or a one-line :class:`UserError` names what it cannot express."""
+    path = plan.source.path if plan.source and plan.source.path else "<recipe>"
+    out = original_text
+    p = plan.parallel
+    for _ in range(3):
+        rec, _ = _parse(out, path, plan.cluster)
+        written = stated_cluster(ms.comment_config(out), None) if ms.comment_config(out) else plan.cluster
+        current = plan_from_args(rec.args, plan.cluster, validate=False)
+        present = frozenset(rec.nodes)
+        d0, d1 = desired_args(current, rec.args, present), desired_args(plan, rec.args, present)
+        changes = {k: v for k, v in d1.items() if d0.get(k) != v}
+        edits = _edits(rec, changes) + cluster_edits(out, rec, written, plan.cluster, False)
+        dp_node, dp = _dp_node(rec), plan.cluster.world_size // max(1, p.tp * p.pp * p.cp)
+        if dp_node is not None and node_value(dp_node) != dp:  # keep the saved world size the plan's
+            edits.append(ms.Edit(dp_node.start_mark.index, dp_node.end_mark.index, str(dp)))
+        if not edits:
+            break
+        out = ms.apply_edits(out, edits, path)
+    rec, _ = _parse(out, path, plan.cluster)
+    back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
+    want, got = normalized_plan(plan), normalized_plan(back)
+    want["model"]["name"] = got["model"]["name"]
+    diffs = [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
+    if diffs:
+        raise UserError(f"{path}: cannot express {', '.join(diffs)} in this Megatron-Bridge config")
+    return out
+
+
+def write_bridge_yaml(plan: Plan, original_path: str | Path, out_path: str | Path) -> Path:
+    """Write the rendered config atomically to ``out_path`` (never over the original)."""
+    src, dst = Path(original_path), Path(out_path)
+    plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src), format=FORMAT)})
+    new = render_bridge_yaml(plan, read_recipe_text(src))
+    try:
+        atomic_write_text(dst, new, protect=src, mode=stat.S_IMODE(src.stat().st_mode))
+    except OSError as e:
+        raise UserError(f"{dst}: cannot write: {e.strerror or e}") from None
+    return dst
+
+
+__all__ = ["is_bridge_run_config", "load_bridge_yaml", "render_bridge_yaml", "write_bridge_yaml", "states_model"]

@@ -1,0 +1,258 @@
+"""Megatron-Bridge ConfigContainer YAMLs (a run's saved run_config.yaml) read into the plan.
+
+The fixture ``tests/data/bridge/qwen3_moe_run_config.yaml`` is written in the shape Bridge's
+``ConfigContainer.to_yaml`` gives (Megatron-LM megatron/training/config/container.py ``to_dict`` +
+``yaml.safe_dump``: keys sorted, a ``_target_`` per section; functions, dtypes and enums as ``_target_`` nodes,
+megatron/training/config/yaml_utils.py; fields of Bridge's GPTModelProvider / DistributedDataParallelConfig /
+OptimizerConfig / MixedPrecisionConfig / CommOverlapConfig, Bridge @067f987).  The plan is checked against the
+file's own values, and against the same run written as Megatron-LM flags.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from primus_launch.adapters import detect_kind, load_recipe, render_recipe
+from primus_launch.adapters.megatron import plan_from_argv
+from primus_launch.errors import UserError
+from primus_launch.plan import Cluster, PlanError
+
+FIXTURE = Path(__file__).parent / "data" / "bridge" / "qwen3_moe_run_config.yaml"
+CLUSTER = {"gpu": "h100-sxm", "num_nodes": 2, "gpus_per_node": 8}
+
+# the same run as Megatron-LM pretrain_gpt.py flags
+ARGV = """--num-layers 48 --hidden-size 2048 --ffn-hidden-size 6144 --num-attention-heads 32 --group-query-attention
+--num-query-groups 4 --kv-channels 128 --seq-length 4096 --vocab-size 151936 --normalization RMSNorm --swiglu
+--untie-embeddings-and-output-weights --disable-bias-linear --qk-layernorm --position-embedding-type rope
+--attention-dropout 0.0 --hidden-dropout 0.0 --num-experts 128 --moe-router-topk 8 --moe-ffn-hidden-size 768
+--moe-token-dispatcher-type alltoall --moe-grouped-gemm --moe-permute-fusion --tensor-model-parallel-size 2
+--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 12 --expert-model-parallel-size 8
+--expert-tensor-parallel-size 1 --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce
+--overlap-param-gather --no-align-param-gather --micro-batch-size 1 --global-batch-size 256 --train-iters 1000
+--bf16 --cross-entropy-loss-fusion""".split()
+
+
+def _with_recipe_name(text: str, recipe: str) -> str:
+    """The fixture with ``mixed_precision:`` as a recipe name; the dtype anchor it held (safe_dump aliases the one
+    torch.bfloat16 object: ``&id001`` ... ``*id001``) written out where it is used."""
+    start, end = text.index("mixed_precision:\n"), text.index("\nmodel:\n")
+    return (text[:start] + f"mixed_precision: {recipe}" + text[end:]).replace(
+        "*id001", "{_call_: false, _target_: torch.bfloat16}")
+
+
+def _load(tmp_path: Path, text: str, name: str = "run_config.yaml"):
+    p = tmp_path / name
+    p.write_text(text)
+    return load_recipe(p, CLUSTER)
+
+
+def test_plan_fields_are_the_files_values():
+    doc = yaml.safe_load(FIXTURE.read_text())
+    m, t, d = doc["model"], doc["train"], doc["ddp"]
+    assert detect_kind(FIXTURE) == "bridge"
+    plan = load_recipe(FIXTURE, CLUSTER)
+    assert plan.source.format == "bridge-yaml" and plan.framework == "megatron"
+    pm, pp, pt = plan.model, plan.parallel, plan.training
+    assert (pm.num_layers, pm.hidden_size, pm.ffn_hidden_size, pm.num_attention_heads) == (
+        m["num_layers"], m["hidden_size"], m["ffn_hidden_size"], m["num_attention_heads"])
+    assert (pm.num_query_groups, pm.head_dim, pm.seq_length, pm.vocab_size) == (
+        m["num_query_groups"], m["kv_channels"], m["seq_length"], m["vocab_size"])
+    assert (pm.num_experts, pm.moe_router_topk, pm.moe_ffn_hidden_size) == (
+        m["num_moe_experts"], m["moe_router_topk"], m["moe_ffn_hidden_size"])
+    assert pm.swiglu and pm.activation == "silu"  # gated_linear_unit + activation_func silu
+    assert pm.normalization == "rmsnorm" and pm.qk_layernorm and pm.position_embedding == "rope"
+    assert pm.untie_embeddings_and_output_weights == (not m["share_embeddings_and_output_weights"])
+    assert (pp.tp, pp.pp, pp.vpp, pp.cp, pp.ep, pp.etp, pp.sequence_parallel) == (
+        m["tensor_model_parallel_size"], m["pipeline_model_parallel_size"],
+        m["virtual_pipeline_model_parallel_size"], m["context_parallel_size"], m["expert_model_parallel_size"],
+        m["expert_tensor_parallel_size"], m["sequence_parallel"])
+    assert pp.dp_sharding == "optimizer" and d["use_distributed_optimizer"]
+    assert (pt.micro_batch_size, pt.global_batch_size, pt.train_iters) == (
+        t["micro_batch_size"], t["global_batch_size"], t["train_iters"])
+    assert (pt.overlap_grad_reduce, pt.overlap_param_gather, pt.align_param_gather, pt.grad_reduce_in_fp32) == (
+        d["overlap_grad_reduce"], d["overlap_param_gather"], d["align_param_gather"], d["grad_reduce_in_fp32"])
+    assert pt.precision == "bf16" and pt.recompute.granularity == "none"
+    assert pt.moe_grouped_gemm and pt.moe_token_dispatcher == "alltoall"
+    # nothing dropped silently: Bridge-only fields in a note, train.manual_gc as a flag not modelled
+    assert any("model.hf_model_id=Qwen/Qwen3-30B-A3B" in n for n in plan.source.notes)
+    assert any(u.flag == "--manual-gc" for u in plan.source.unmodelled)
+
+
+def test_same_run_as_megatron_flags_gives_the_same_plan():
+    bridge = load_recipe(FIXTURE, CLUSTER)
+    flags = plan_from_argv(ARGV, Cluster(**CLUSTER))
+    for sec in ("model", "parallel", "training"):
+        a, b = getattr(bridge, sec).model_dump(), getattr(flags, sec).model_dump()
+        a.pop("name", None), b.pop("name", None)
+        assert a == b, sec
+
+
+def test_cluster_from_saved_data_parallel_size_and_overrides():
+    plan = load_recipe(FIXTURE)  # comm_overlap.data_parallel_size 4 x TP 2 x PP 2 = 16 GPUs
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node) == (2, 8)
+    assert load_recipe(FIXTURE, {"gpu": "b200", "num_nodes": 4, "gpus_per_node": 8}).cluster.world_size == 32
+
+
+def test_wrapper_toml_names_the_cluster(tmp_path):
+    (tmp_path / "run_config.yaml").write_text(FIXTURE.read_text())
+    w = tmp_path / "job.toml"
+    w.write_text('[recipe]\npath = "run_config.yaml"\n[cluster]\ngpu = "h200"\nnodes = 4\ngpus_per_node = 8\n')
+    plan = load_recipe(w)
+    assert plan.cluster.gpu == "h200" and plan.cluster.world_size == 32 and plan.parallel.tp == 2
+
+
+@pytest.mark.parametrize("recipe,precision,fp8_recipe,param_gather", [
+    ("bf16_with_fp8_current_scaling_mixed", "fp8", "tensorwise", False),
+    ("bf16_with_mxfp8_mixed", "fp8", "mxfp8", True),
+    ("bf16-with-fp8-delayed-scaling-mixed", "fp8", "delayed", True),
+    ("bf16_mixed", "bf16", None, False),
+])
+def test_mixed_precision_recipe_name(tmp_path, recipe, precision, fp8_recipe, param_gather):
+    # mixed_precision as the recipe's name (Bridge training/mixed_precision.py): its fields win over the model's
+    plan = _load(tmp_path, _with_recipe_name(FIXTURE.read_text(), recipe))
+    assert (plan.training.precision, plan.training.fp8_recipe, plan.training.fp8_param_gather) == (
+        precision, fp8_recipe, param_gather)
+    if recipe == "bf16_with_fp8_current_scaling_mixed":  # first/last layers in bf16: reported, not dropped
+        assert any("first-last-layers-bf16" in u.flag for u in plan.source.unmodelled)
+
+
+def test_unknown_mixed_precision_recipe_is_one_line(tmp_path):
+    text = _with_recipe_name(FIXTURE.read_text(), "bf17_mixed")
+    with pytest.raises(UserError, match="mixed_precision='bf17_mixed'"):
+        _load(tmp_path, text)
+
+
+def test_activation_without_a_megatron_flag_is_reported(tmp_path):
+    text = FIXTURE.read_text().replace("_target_: torch.nn.functional.silu", "_target_: torch.nn.functional.gelu")
+    plan = _load(tmp_path, text)  # gated GELU (GeGLU): Megatron-LM has no flag for it
+    assert plan.model.swiglu
+    assert any(u.flag == "model.activation_func" for u in plan.source.unmodelled)
+
+
+def test_gpt_model_config_with_nested_transformer(tmp_path):
+    # megatron.training.models GPTModelConfig: the TransformerConfig under model.transformer
+    text = """_target_: megatron.bridge.training.config.ConfigContainer
+model:
+  _target_: megatron.bridge.models.gpt.gpt_builder.GPTModelConfig
+  position_embedding_type: rope
+  seq_length: 2048
+  share_embeddings_and_output_weights: true
+  should_pad_vocab: false
+  transformer:
+    _target_: megatron.core.transformer.transformer_config.TransformerConfig
+    activation_func:
+      _call_: false
+      _target_: torch.nn.functional.silu
+    bf16: true
+    ffn_hidden_size: 5632
+    gated_linear_unit: true
+    hidden_size: 2048
+    num_attention_heads: 16
+    num_layers: 16
+    tensor_model_parallel_size: 2
+  vocab_size: 32000
+train:
+  _target_: megatron.bridge.training.config.TrainingConfig
+  global_batch_size: 32
+  micro_batch_size: 2
+"""
+    plan = _load(tmp_path, text)
+    assert (plan.model.num_layers, plan.model.hidden_size, plan.model.seq_length, plan.parallel.tp) == (16, 2048, 2048, 2)
+    assert plan.model.swiglu and not plan.model.untie_embeddings_and_output_weights
+    # should_pad_vocab false: GPTModelProvider.provide uses vocab_size as is
+    assert plan.model.vocab_size == 32000 and plan.model.make_vocab_size_divisible_by == 1
+
+
+def test_override_only_bridge_yaml_is_still_refused(tmp_path):
+    text = ("_target_: megatron.bridge.training.config.ConfigContainer\nmodel:\n  tensor_model_parallel_size: 2\n"
+            "train:\n  micro_batch_size: 1\n  global_batch_size: 8\n")
+    p = tmp_path / "override.yaml"
+    p.write_text(text)
+    assert detect_kind(p) == "megatron"
+    with pytest.raises(UserError, match="without model.num_layers"):
+        load_recipe(p, CLUSTER)
+
+
+def test_tune_edits_the_fields_in_place():
+    text = FIXTURE.read_text()
+    plan = load_recipe(FIXTURE, CLUSTER)
+    assert render_recipe(plan, text) == text  # unchanged plan: identical text
+    rc = plan.training.recompute.model_copy(update={"granularity": "full", "method": "uniform", "num_layers": 1})
+    new = plan.model_copy(update={
+        "parallel": plan.parallel.model_copy(update={"tp": 4, "pp": 4, "vpp": 1, "ep": 4}),
+        "training": plan.training.model_copy(update={"micro_batch_size": 2, "recompute": rc,
+                                                     "pipeline_schedule": "1f1b"})})
+    out = render_recipe(new, text)
+    changed = {a.strip() for a, b in zip(text.splitlines(), out.splitlines()) if a != b}
+    assert changed == {"data_parallel_size: 4", "tensor_model_parallel_size: 2", "pipeline_model_parallel_size: 2",
+                       "expert_model_parallel_size: 8", "virtual_pipeline_model_parallel_size: 2",
+                       "recompute_granularity: null", "recompute_method: null", "recompute_num_layers: null",
+                       "micro_batch_size: 1"}
+    doc = yaml.safe_load(out)
+    assert (doc["model"]["tensor_model_parallel_size"], doc["model"]["recompute_granularity"],
+            doc["train"]["micro_batch_size"], doc["comm_overlap"]["data_parallel_size"]) == (4, "full", 2, 1)
+
+
+def test_tune_refuses_what_the_file_cannot_express():
+    text = FIXTURE.read_text()
+    plan = load_recipe(FIXTURE, CLUSTER)
+    fp8 = plan.model_copy(update={"training": plan.training.model_copy(update={"precision": "fp8"})})
+    with pytest.raises(UserError, match="cannot express training.precision"):
+        render_recipe(fp8, text)
+
+
+def test_tune_to_megatron_fsdp_edits_ddp_checkpoint_and_model():
+    text = FIXTURE.read_text()
+    plan = load_recipe(FIXTURE, CLUSTER)
+    out = render_recipe(plan.model_copy(update={"parallel": plan.parallel.model_copy(update={"dp_sharding": "full"})}),
+                        text)
+    doc = yaml.safe_load(out)
+    assert (doc["ddp"]["use_megatron_fsdp"], doc["ddp"]["data_parallel_sharding_strategy"],
+            doc["checkpoint"]["ckpt_format"], doc["model"]["gradient_accumulation_fusion"]) == (
+        True, "optim_grads_params", "fsdp_dtensor", False)
+
+
+def test_project_dry_run_from_the_command_line():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "primus_launch", "--project", str(FIXTURE), "--dry-run"],
+                       capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "tokens/s/GPU" in r.stdout and "comm_overlap.data_parallel_size=4" in r.stdout
+
+
+def test_other_model_families_are_refused_by_name(tmp_path):
+    text = FIXTURE.read_text().replace("megatron.bridge.models.qwen.qwen_provider.Qwen3MoEModelProvider",
+                                       "megatron.bridge.models.qwen_vl.qwen3_vl_provider.Qwen3VLModelProvider")
+    with pytest.raises(PlanError, match="model._target_=.*Qwen3VLModelProvider.*GPT-family decoders only"):
+        _load(tmp_path, text)
+
+
+def test_fp8_fields_and_cuda_graph_enums(tmp_path):
+    # MixedPrecisionConfig fields as saved (they win over the model's), cuda_graph_scope as CudaGraphScope enum nodes
+    text = FIXTURE.read_text()
+    mp, model = text.index("mixed_precision:\n"), text.index("\nmodel:\n")
+    section = (text[mp:model].replace("  fp8: null", "  fp8: e4m3").replace("  fp8_recipe: tensorwise", "  fp8_recipe: mxfp8")
+               .replace("  fp8_param_gather: false", "  fp8_param_gather: true"))
+    text = text[:mp] + section + text[model:]
+    text = text.replace("  cuda_graph_impl: none\n  cuda_graph_scope: []\n", """  cuda_graph_impl: transformer_engine
+  cuda_graph_scope:
+  - _args_:
+    - 2
+    _call_: true
+    _name_: attn
+    _target_: megatron.core.transformer.enums.CudaGraphScope
+  - _args_:
+    - 5
+    _call_: true
+    _name_: moe_router
+    _target_: megatron.core.transformer.enums.CudaGraphScope
+""")
+    plan = _load(tmp_path, text)
+    t = plan.training
+    assert (t.precision, t.fp8_recipe, t.fp8_param_gather) == ("fp8", "mxfp8", True)
+    assert (t.cuda_graph_impl, tuple(t.cuda_graph_scope)) == ("transformer_engine", ("attn", "moe_router"))
