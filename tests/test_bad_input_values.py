@@ -130,7 +130,7 @@ def test_a_wrapper_without_its_recipe_is_refused(tmp_path, wrapper, words):
     (["--tune", "r.sh", "--dry-run", "--out", ""], ["--out=''", "empty"]),
     (["--tune", "r.sh", "--dry-run", "--llm", " "], ["--llm=' '", "a model name"]),
     (["--project", "r.sh", "--dry-run", "--primus-root", "nowhere"], ["--primus-root='nowhere'", "no such folder"]),
-    (["--tune", "r.sh", "--dry-run", "--out", "t.toml"], ["--out='t.toml'", "r.sh", ".bash or .sh"]),
+    (["--tune", "r.sh", "--dry-run", "--out", "t.toml"], ["--out='t.toml'", "r.sh", ".bash or .sbatch or .sh or .slurm"]),
 ], ids=["out", "llm", "primus-root", "out-format"])
 def test_empty_or_missing_path_flags_are_refused(tmp_path, argv, words):
     """``--out ""`` wrote the tuned recipe to the default path, as if --out were not given."""
