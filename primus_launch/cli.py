@@ -514,14 +514,15 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the CLI; SIGINT ends with one line and exit 130, SIGTERM with one line and exit 143
-    (:mod:`primus_launch.interrupt`: handlers installed before anything heavy is imported); a
+    """Run the CLI; SIGINT ends with one line and exit 130, SIGTERM with one line and exit 143, SIGHUP
+    with one line and exit 129 (:mod:`primus_launch.interrupt`: handlers installed before anything heavy is imported); a
     user's mistake with one line and exit 2; a fault of the tool itself with one line and exit 70
     (``PRIMUS_LAUNCH_TRACEBACK=1`` shows its traceback).  Called as the process's entry point
     (``argv`` None), the signals stay ignored after the run, until the interpreter exits."""
     from primus_launch import interrupt
 
-    names = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM")}
+    names = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM"),
+             signal.SIGHUP: ("hung up", "SIGHUP")}
 
     def stopped(signum: int) -> int:
         from primus_launch.tuner.progress import end_lines

@@ -1,13 +1,18 @@
-"""SIGINT / SIGTERM during long library calls (the measured projection, tuning).
+"""SIGINT / SIGTERM / SIGHUP during long library calls (the measured projection, tuning).
 
 The CLI installs :func:`handling`: the first signal raises ``KeyboardInterrupt`` (SIGINT) or
 :class:`Terminated` (SIGTERM) at once -- ``finally`` blocks run, child processes are reaped, cache
 writes stay atomic -- and is also remembered, because framework code can swallow the exception
 (megatron-core and torch guard optional imports with bare ``except:``).  Long loops call
 :func:`check` at safe points, so a swallowed signal still stops the run there; the CLI then ends
-with one line and exit 130 (SIGINT) / 143 (SIGTERM).  Further signals while the run unwinds are
+with one line and exit 130 (SIGINT) / 143 (SIGTERM).  SIGHUP (the terminal or the ssh session
+closed) ends the run as SIGTERM does, with exit 129.  Further signals while the run unwinds are
 remembered, not raised, so that the clean-up they would interrupt (a worker pool's termination, a
 temp file's removal) completes.
+
+A signal the process was started with ignored (``nohup``: SIGHUP; a non-interactive shell's
+background job: SIGINT) stays ignored (:func:`ignored_at_start`): nothing here handles it, and the
+passthrough neither forwards it nor hands the command a handler in its place.
 
 :func:`deferred` marks a section a signal must not cut in two (an atomic write's temp file and
 rename, forking a worker pool): a signal inside it is raised when the section ends.  A process
@@ -20,10 +25,31 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from typing import Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 _received: Optional[int] = None
 _deferring = 0
+
+#: the signals a run ends on, one line each (cli.main); SIGHUP as SIGTERM
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_IGNORED_AT_START: Optional[frozenset[int]] = None
+
+
+def note_start(ignored: Optional[Iterable[int]] = None) -> None:
+    """Record which of :data:`HANDLED` the process was started with ignored: ``ignored`` as the entry point
+    read them before installing its own handlers, else read now.  Later calls keep the first record."""
+    global _IGNORED_AT_START
+    if _IGNORED_AT_START is None:
+        _IGNORED_AT_START = frozenset(ignored if ignored is not None else
+                                      (s for s in HANDLED if signal.getsignal(s) == signal.SIG_IGN))
+
+
+def ignored_at_start(signum: int) -> bool:
+    """Whether the process was started with ``signum`` ignored (``nohup``, a background job); without a
+    :func:`note_start` record, whether it is ignored now."""
+    if _IGNORED_AT_START is None or signum not in HANDLED:
+        return signal.getsignal(signum) == signal.SIG_IGN
+    return signum in _IGNORED_AT_START
 
 
 class Terminated(BaseException):
@@ -77,6 +103,8 @@ def worker_init() -> None:
     global _deferring, _received
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGHUP) not in (signal.SIG_IGN, signal.SIG_DFL):  # the parent's handler: die on a
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)                            # hang-up as on SIGTERM
     if _received is not None:  # a signal reached the parent as it forked, or this worker before now:
         os._exit(exit_code(signal.SIGTERM))  # the pool is being ended (its SIGTERM may have been swallowed)
     _deferring = 0
@@ -85,16 +113,19 @@ def worker_init() -> None:
 
 @contextlib.contextmanager
 def handling(keep: bool = False) -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as above for the block (main thread only; elsewhere a no-op).
+    """Handle SIGINT, SIGTERM and SIGHUP as above for the block (main thread only; elsewhere a no-op); a
+    signal the process was started with ignored stays ignored (:func:`ignored_at_start`).
 
-    ``keep``: when the block ends, ignore both signals instead of restoring the previous handlers
+    ``keep``: when the block ends, ignore the signals instead of restoring the previous handlers
     (the CLI process's entry point: the run is over, and a signal between its end and the
     interpreter's exit must not raise a traceback there)."""
     global _received, _deferring
     _received = None
     _deferring = 0
     previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in HANDLED:
+        if ignored_at_start(sig):
+            continue
         try:
             previous[sig] = signal.signal(sig, _handler)
         except ValueError:  # not the main thread
@@ -107,5 +138,5 @@ def handling(keep: bool = False) -> Iterator[None]:
 
 
 def exit_code(signum: int) -> int:
-    """Shell convention: 128 + the signal number (130 SIGINT, 143 SIGTERM)."""
+    """Shell convention: 128 + the signal number (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
     return 128 + int(signum)
