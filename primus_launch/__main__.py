@@ -1,7 +1,7 @@
 """``python -m primus_launch`` and the ``primus-launch`` entry point: the CLI, with SIGINT / SIGTERM /
 SIGHUP handled from this module's first line -- a signal while the CLI's modules load ends the process
 at once with its one line and exit 130 / 143 / 129 (nothing is written yet); once ``cli.main`` runs,
-it handles them (:mod:`primus_launch.interrupt`).  A signal the process was started with ignored
+it handles them (:mod:`primus_launch.interrupt`).  A SIGHUP the process was started to ignore
 (``nohup``) stays ignored."""
 
 import os
@@ -25,13 +25,13 @@ def run() -> int:
     """The CLI as a process's entry point.  Ended by a signal, the process exits at once after its
     line (``os._exit``: the clean-up is done; the interpreter's finalisation would turn a
     ``KeyboardInterrupt`` a C extension once saw into a death by SIGINT, and waits on nothing)."""
-    ignored = {sig for sig in _LINES if signal.getsignal(sig) == signal.SIG_IGN}  # nohup, a background job
+    nohup = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN  # a hang-up the user asked to survive
     for sig in _LINES:
-        if sig not in ignored:
+        if not (sig == signal.SIGHUP and nohup):
             signal.signal(sig, _early)
     from primus_launch import interrupt
 
-    interrupt.note_start(ignored)
+    interrupt.note_start(nohup)
     from primus_launch.cli import main
 
     rc = main()

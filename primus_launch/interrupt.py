@@ -10,9 +10,9 @@ closed) ends the run as SIGTERM does, with exit 129.  Further signals while the 
 remembered, not raised, so that the clean-up they would interrupt (a worker pool's termination, a
 temp file's removal) completes.
 
-A signal the process was started with ignored (``nohup``: SIGHUP; a non-interactive shell's
-background job: SIGINT) stays ignored (:func:`ignored_at_start`): nothing here handles it, and the
-passthrough neither forwards it nor hands the command a handler in its place.
+A hang-up the process was started to ignore (``nohup``) stays ignored (:func:`hangup_ignored`):
+nothing here handles it, and the passthrough neither forwards it nor hands the command a handler in
+its place.  (SIGINT and SIGTERM are handled whatever the process inherited, as before.)
 
 :func:`deferred` marks a section a signal must not cut in two (an atomic write's temp file and
 rename, forking a worker pool): a signal inside it is raised when the section ends.  A process
@@ -25,31 +25,31 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from typing import Iterable, Iterator, Optional
+from typing import Iterator, Optional
 
 _received: Optional[int] = None
 _deferring = 0
 
 #: the signals a run ends on, one line each (cli.main); SIGHUP as SIGTERM
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_IGNORED_AT_START: Optional[frozenset[int]] = None
+_HANGUP_IGNORED: Optional[bool] = None
 
 
-def note_start(ignored: Optional[Iterable[int]] = None) -> None:
-    """Record which of :data:`HANDLED` the process was started with ignored: ``ignored`` as the entry point
-    read them before installing its own handlers, else read now.  Later calls keep the first record."""
-    global _IGNORED_AT_START
-    if _IGNORED_AT_START is None:
-        _IGNORED_AT_START = frozenset(ignored if ignored is not None else
-                                      (s for s in HANDLED if signal.getsignal(s) == signal.SIG_IGN))
+def note_start(hangup_was_ignored: Optional[bool] = None) -> None:
+    """Record whether the process was started with SIGHUP ignored (``nohup``): as the entry point read it
+    before installing its own handlers, else read now.  Later calls keep the first record."""
+    global _HANGUP_IGNORED
+    if _HANGUP_IGNORED is None:
+        _HANGUP_IGNORED = (signal.getsignal(signal.SIGHUP) == signal.SIG_IGN if hangup_was_ignored is None
+                           else hangup_was_ignored)
 
 
-def ignored_at_start(signum: int) -> bool:
-    """Whether the process was started with ``signum`` ignored (``nohup``, a background job); without a
-    :func:`note_start` record, whether it is ignored now."""
-    if _IGNORED_AT_START is None or signum not in HANDLED:
-        return signal.getsignal(signum) == signal.SIG_IGN
-    return signum in _IGNORED_AT_START
+def hangup_ignored() -> bool:
+    """Whether the process was started with SIGHUP ignored (``nohup``); without a :func:`note_start`
+    record, whether it is ignored now."""
+    if _HANGUP_IGNORED is None:
+        return signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    return _HANGUP_IGNORED
 
 
 class Terminated(BaseException):
@@ -114,7 +114,7 @@ def worker_init() -> None:
 @contextlib.contextmanager
 def handling(keep: bool = False) -> Iterator[None]:
     """Handle SIGINT, SIGTERM and SIGHUP as above for the block (main thread only; elsewhere a no-op); a
-    signal the process was started with ignored stays ignored (:func:`ignored_at_start`).
+    hang-up the process was started to ignore stays ignored (:func:`hangup_ignored`).
 
     ``keep``: when the block ends, ignore the signals instead of restoring the previous handlers
     (the CLI process's entry point: the run is over, and a signal between its end and the
@@ -124,7 +124,7 @@ def handling(keep: bool = False) -> Iterator[None]:
     _deferring = 0
     previous = {}
     for sig in HANDLED:
-        if ignored_at_start(sig):
+        if sig == signal.SIGHUP and hangup_ignored():
             continue
         try:
             previous[sig] = signal.signal(sig, _handler)

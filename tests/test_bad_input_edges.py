@@ -82,6 +82,14 @@ def test_gpu_file_spellings_the_model_would_take_for_another_are_refused(tmp_pat
             "--gpu-file='g.toml'", *words)
 
 
+# ------------------------------------------------------------------------------------------------ model
+def test_max_position_embeddings_below_the_sequence_is_refused(tmp_path):
+    """Megatron-LM's validate_args asserts max_position_embeddings >= seq_length; the plan took 4096 / 8192."""
+    (tmp_path / "r.sh").write_text(BASH.replace("--max-position-embeddings 131072", "--max-position-embeddings 4096"))
+    refused(["--project", "r.sh", "--dry-run", "--json"], tmp_path, "model.max_position_embeddings=4096",
+            "at least seq_length=8192")
+
+
 # ------------------------------------------------------------------------------------------------ tune
 def test_a_tune_with_no_plan_that_fits_writes_nothing_and_says_why(tmp_path):
     """Llama 3.1 70B on one H100 (~1.4 TB of weights, gradients and Adam state): the tune wrote the

@@ -11,9 +11,8 @@ Contract (issue 7):
   read of it (``breakpoint()``, ``input()``) does not stop it, and Ctrl-C / Ctrl-Z reach it;
 - SIGINT, SIGTERM, SIGHUP and SIGQUIT received by primus-launch are forwarded to that whole process
   group (``killpg``); a signal that arrives while the child is being started is delivered right
-  after it exists; one that primus-launch was started with ignored (``nohup primus-launch -- ...``:
-  SIGHUP) is neither forwarded nor handled, so the command inherits it ignored, as it would from a
-  shell;
+  after it exists; a SIGHUP primus-launch was started to ignore (``nohup primus-launch -- ...``) is
+  neither forwarded nor handled, so the command inherits it ignored, as it would from ``nohup cmd``;
 - the return value is the child's exit status, or ``128 + N`` when it was killed by signal ``N``
   (POSIX shell convention, e.g. 137 for SIGKILL, 143 for SIGTERM); a command that cannot be found
   gives 127 and one that cannot be executed gives 126 (as ``env``, ``nohup`` and shells do).
@@ -75,7 +74,7 @@ def run_command(argv: list[str]) -> int:
 
     previous = {}
     for sig in FORWARDED_SIGNALS:
-        if interrupt.ignored_at_start(sig):  # nohup: the command must inherit it ignored, and never get it from us
+        if sig == signal.SIGHUP and interrupt.hangup_ignored():  # nohup: the command inherits it ignored
             continue
         try:
             previous[sig] = signal.signal(sig, forward)
