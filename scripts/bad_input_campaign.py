@@ -640,6 +640,10 @@ def edge_cases() -> list[Case]:
                         ["--tune", "r.sh", "--dry-run", "--nodes", "1", "--gpus-per-node", "1", "--out", "t.sh",
                          "--report", "t.html", "--trace", "t.json"] + more, expect_refusal=True,
                         expect_words=("--tune=r.sh", "no plan fits")))
+    # more local workers than cores: clamped (each worker is a fork of this process; 64 keeps the old code's
+    # forks survivable, where the flag's bound 4,096 would not be)
+    out.append(Case("edge:workers-64", "argv", {"r.sh": BASH}, ["--tune", "r.sh", "--dry-run", "--json", "--workers",
+                                                                 "64", "--out", "t.sh"]))
     for cmd, rc in (([""], 127), (["./bad.sh"], 127), (["./nope.sh"], 127), (["."], 126)):
         out.append(Case(f"edge:passthrough:{cmd[0] or 'empty'}", "argv", {"r.sh": BASH}, ["--"] + cmd,
                         setup=_bad_interpreter, expect_rc=rc))

@@ -102,6 +102,15 @@ def test_a_tune_with_no_plan_that_fits_writes_nothing_and_says_why(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sh"]
 
 
+def test_more_workers_than_cores_run_as_many_as_the_cores(tmp_path):
+    """``--workers 4096`` (the flag's bound) forked 4,096 copies of the process: hundreds of GiB."""
+    (tmp_path / "r.sh").write_text(BASH)
+    rc, out, err, _ = run_cli(["--tune", "r.sh", "--dry-run", "--json", "--workers", "4096", "--out", "t.sh"], tmp_path)
+    cores = len(os.sched_getaffinity(0))
+    assert rc == 0, err[-800:]
+    assert f"--workers=4096: this process may use {cores} core(s); {cores} worker process(es) run" in err
+
+
 # ------------------------------------------------------------------------------------------------ signals
 def test_sighup_ends_a_tune_with_one_line_and_129(tmp_path):
     """A hang-up (terminal or ssh closed) killed the CLI at once: no line, and its pool's workers, left
