@@ -664,8 +664,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     cores = _cores()
     if a.workers is not None and a.ray_address is None and a.workers > cores:
-        # more local processes than cores only adds forks (each a copy of this process: --workers 4096 is
-        # hundreds of GiB); the answer does not depend on the number
+        # more local processes than cores only adds forks (each a copy of this process, up to the flag's bound of
+        # 4,096); the answer does not depend on their number
         print(f"primus-launch: warning: --workers={a.workers}: this process may use {cores} core(s); {cores} worker "
               "process(es) run (the answer does not depend on the number)", file=sys.stderr)
         a.workers = cores

@@ -103,7 +103,7 @@ def test_a_tune_with_no_plan_that_fits_writes_nothing_and_says_why(tmp_path):
 
 
 def test_more_workers_than_cores_run_as_many_as_the_cores(tmp_path):
-    """``--workers 4096`` (the flag's bound) forked 4,096 copies of the process: hundreds of GiB."""
+    """``--workers 4096`` (the flag's bound) forked 4,096 copies of the process on any machine."""
     (tmp_path / "r.sh").write_text(BASH)
     rc, out, err, _ = run_cli(["--tune", "r.sh", "--dry-run", "--json", "--workers", "4096", "--out", "t.sh"], tmp_path)
     cores = len(os.sched_getaffinity(0))
