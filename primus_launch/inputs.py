@@ -323,6 +323,38 @@ def parse_yaml(text: str, field: str = "recipe", value: object = None) -> Any:
     return check_structure(data, field, shown)
 
 
+def duplicate_keys(text: str) -> list[tuple[str, int, int]]:
+    """The keys a YAML text gives twice in one mapping, as (key, first line, later line): YAML requires unique
+    keys (YAML 1.2, 3.2.1.1) but PyYAML -- and so Megatron-LM's and Primus's readers -- keeps the last one
+    silently; a reader states them as notes.  Merge keys (``<<``) are YAML's own override, not counted; a node an
+    alias shares is walked once.  Empty for a text that does not compose (its parse reports that)."""
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=_yaml_loader())
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return []
+    out: list[tuple[str, int, int]] = []
+    walked: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in walked:
+            continue
+        walked.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for k, v in node.value:
+                stack.append(v)
+                if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                    if k.value in first:
+                        out.append((k.value, first[k.value], k.start_mark.line + 1))
+                    first[k.value] = k.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return sorted(out, key=lambda d: d[2])
+
+
 def yaml_structure_ok(text: str) -> bool:
     """Whether ``text`` is YAML within the limits (for readers that sniff a format)."""
     try:

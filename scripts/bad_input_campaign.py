@@ -635,6 +635,10 @@ def edge_cases() -> list[Case]:
         name = "r.sh" if tag == "bash" else "r.yaml"
         out.append(Case(f"edge:max-position-below-seq:{tag}", "value", {name: data}, ["--project", name] + TAIL,
                         expect_refusal=True, expect_words=("max_position_embeddings=4096",)))
+    dup = PRIMUS.replace(b"      micro_batch_size: ${PRIMUS_MBS:4}\n",
+                         b"      micro_batch_size: ${PRIMUS_MBS:4}\n      micro_batch_size: 2\n")
+    out.append(Case("edge:primus-key-twice", "value", {"r.yaml": dup}, ["--project", "r.yaml"] + TAIL,
+                    expect_words=("micro_batch_size: given twice",)))
     for tag, more in (("b&b", []), ("memory-certain", ["--memory-certain"]), ("planner", ["--planner"])):
         out.append(Case(f"edge:tune-no-fit:{tag}", "value", {"r.sh": LLAMA70_ONE_GPU},
                         ["--tune", "r.sh", "--dry-run", "--nodes", "1", "--gpus-per-node", "1", "--out", "t.sh",
@@ -912,6 +916,8 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
     elif rc == 0:
         if case.expect_refusal:
             o.problems.append("accepted: the case must be refused (exit 2, one line)")
+        elif case.expect_words and not all(w in err for w in case.expect_words):  # a note the answer must carry
+            o.problems.append(f"the answer does not say {[w for w in case.expect_words if w not in err]}")
         if "--json" in case.argv:
             ok = _json_finite(out)
             if ok is None:

@@ -25,6 +25,7 @@ from test_bad_input_values import refused
 ROOT = Path(__file__).resolve().parents[1]
 BASH = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
 LLAMA70 = (ROOT / "recipes/megatron/llama3.1_70b.sh").read_text()
+PRIMUS = (ROOT / "recipes/primus/MI355X/llama3.1_8b.yaml").read_text()
 GPU = ('[gpu.mygpu]\nvendor = "custom"\npeak_flops_bf16 = 989e12\nhbm_bytes = 85899345920\nhbm_bw = 3.35e12\n'
        'intra_node_bw = 450e9\nintra_node_topology = "switch"\ninter_node_bw = 50e9\n')
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -88,6 +89,18 @@ def test_max_position_embeddings_below_the_sequence_is_refused(tmp_path):
     (tmp_path / "r.sh").write_text(BASH.replace("--max-position-embeddings 131072", "--max-position-embeddings 4096"))
     refused(["--project", "r.sh", "--dry-run", "--json"], tmp_path, "model.max_position_embeddings=4096",
             "at least seq_length=8192")
+
+
+def test_a_primus_key_given_twice_is_noted(tmp_path):
+    """Primus's yaml.safe_load keeps the last of two values for one key without a word; the Megatron YAML reader
+    already said so, the Primus reader did not (MBS 2 of ``micro_batch_size: 4`` then ``2``, silently)."""
+    text = PRIMUS.replace("      micro_batch_size: ${PRIMUS_MBS:4}\n",
+                          "      micro_batch_size: ${PRIMUS_MBS:4}\n      micro_batch_size: 2\n")
+    (tmp_path / "r.yaml").write_text(text)
+    rc, out, err, _ = run_cli(["--project", "r.yaml", "--dry-run", "--json"], tmp_path)
+    assert rc == 0, err[-500:]
+    line = next(n + 1 for n, ln in enumerate(text.splitlines()) if ln == "      micro_batch_size: 2")
+    assert f"primus-launch: note: micro_batch_size: given twice (lines {line - 1} and {line}); the last is read" in err
 
 
 # ------------------------------------------------------------------------------------------------ tune
