@@ -28,7 +28,6 @@ def atomic_write_text(path: str | Path, text: str, *, protect: Optional[str | Pa
     A signal during the write leaves no temp file and no partial output.
     """
     from primus_launch import inputs, interrupt
-
     from primus_launch.errors import OutputError
 
     out = Path(path)
