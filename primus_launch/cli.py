@@ -379,6 +379,25 @@ def _wrapper_primus_root(plan: Plan) -> Optional[Path]:
     return wrapper_primus_root(Path(plan.source.wrapper_path))
 
 
+def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
+    """A search whose best plan does not fit has no answer (no candidate fits, and the recipe's own plan does
+    not either): one line with the peak, the capacity and the ways out, and nothing written -- not a "tuned"
+    recipe that is the original, which does not fit."""
+    mem = res.best.memory
+    if mem.fits or a.launch and a.force:  # --launch --force: the user launches the original anyway
+        return
+    c, gib = res.best_plan.cluster, 1024 ** 3
+    what = (f"the whole space: {res.legal_candidates:,} legal plans, {res.scored:,} scored"
+            if res.certificate is not None and res.certificate.certified else
+            f"{res.scored:,} scored of {'' if res.legal_exact else '~'}{res.legal_candidates:,} legal plans")
+    certain = " by its whole error band (--memory-certain)" if a.memory_certain else ""
+    raise UserError(f"--tune={a.tune}: no plan fits in memory{certain} on {c.num_nodes} x {c.gpus_per_node} {c.gpu}: "
+                    f"the recipe's own plan needs {mem.peak_bytes_per_gpu / gib:.1f} GiB per GPU of "
+                    f"{mem.capacity_bytes / gib:.1f} GiB, and none searched fits ({what}); give more GPUs "
+                    "(--nodes / --gpus-per-node), a GPU with more memory (--gpu), or --allow fp8,optimizer-dtypes; "
+                    "nothing written")
+
+
 def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     from primus_launch.tuner.search import tune
 
@@ -434,7 +453,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     allow = [x for item in a.allow for x in item.split(",") if x.strip()]
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
                llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
-               log_path=log_path, top_n=a.top, allow=allow,
+               log_path=None, top_n=a.top, allow=allow,
                workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
                training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
                executor=executor if a.dry_run else None, memory_certain=a.memory_certain)
@@ -442,6 +461,12 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
               + (f", {score.foreign} of them on another device than this machine's (measured again here)"
                  if score.foreign else ""), file=sys.stderr)
+    _check_some_plan_fits(a, res)
+    if log_path is not None:  # written here, once the run is known to have an answer
+        from primus_launch.fileio import atomic_write_text
+        from primus_launch.tuner.result import log_text
+
+        atomic_write_text(log_path, log_text(res.to_log_dict(plan)))
     best = res.best_plan
     written = None
     if config_script:  # a key the script's command passes would not run as tuned
@@ -515,14 +540,15 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the CLI; SIGINT ends with one line and exit 130, SIGTERM with one line and exit 143
-    (:mod:`primus_launch.interrupt`: handlers installed before anything heavy is imported); a
+    """Run the CLI; SIGINT ends with one line and exit 130, SIGTERM with one line and exit 143, SIGHUP
+    with one line and exit 129 (:mod:`primus_launch.interrupt`: handlers installed before anything heavy is imported); a
     user's mistake with one line and exit 2; a fault of the tool itself with one line and exit 70
     (``PRIMUS_LAUNCH_TRACEBACK=1`` shows its traceback).  Called as the process's entry point
     (``argv`` None), the signals stay ignored after the run, until the interpreter exits."""
     from primus_launch import interrupt
 
-    names = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM")}
+    names = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM"),
+             signal.SIGHUP: ("hung up", "SIGHUP")}
 
     def stopped(signum: int) -> int:
         from primus_launch.tuner.progress import end_lines
@@ -587,6 +613,14 @@ def _guarded(argv: Optional[Sequence[str]]) -> int:
             return 70
 
 
+def _cores() -> int:
+    """CPU cores this process may use (its affinity mask)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _say(line: str) -> None:
     """One line on stderr; a closed stderr (a pipe the reader left) is not an error of its own."""
     try:
@@ -629,6 +663,13 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     if conflict:
         print(f"primus-launch: error: {conflict}", file=sys.stderr)
         return 2
+    cores = _cores()
+    if a.workers is not None and a.ray_address is None and a.workers > cores:
+        # more local processes than cores only adds forks (each a copy of this process, up to the flag's bound of
+        # 4,096); the answer does not depend on their number
+        print(f"primus-launch: warning: --workers={a.workers}: this process may use {cores} core(s); {cores} worker "
+              "process(es) run (the answer does not depend on the number)", file=sys.stderr)
+        a.workers = cores
     if a.tune is not None and a.time_limit is not None and _branch_and_bound(a):
         print(f"primus-launch: warning: --time-limit={a.time_limit:g}: not applied: the default branch and bound is "
               "bounded by --max-work (a count, the same answer on any machine); add --planner or --exhaustive to "

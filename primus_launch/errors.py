@@ -7,6 +7,15 @@ class UserError(Exception):
     """Bad input from the user (file, flag, value). The CLI prints ``str(e)`` and exits 2."""
 
 
+class OutputError(UserError, OSError):
+    """An output that could not be written (a full disk, a folder gone or made read-only during the run):
+    a :class:`UserError` for the CLI's one line, an :class:`OSError` for callers that tolerate a failed
+    write (the caches).  Built as ``OutputError(errno, line)``; ``str()`` is the line."""
+
+    def __str__(self) -> str:
+        return self.strerror if isinstance(self.strerror, str) else super().__str__()
+
+
 def one_line(exc: BaseException) -> str:
     """Render an exception as the single line the CLI prints (no traceback)."""
     from pydantic import ValidationError

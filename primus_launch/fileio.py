@@ -28,23 +28,27 @@ def atomic_write_text(path: str | Path, text: str, *, protect: Optional[str | Pa
     A signal during the write leaves no temp file and no partial output.
     """
     from primus_launch import inputs, interrupt
+    from primus_launch.errors import OutputError
 
     out = Path(path)
     extra = [("the original recipe", protect)] if protect is not None else []
     inputs.refuse_input(out, "output", extra)
-    out.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
-    with interrupt.deferred():  # a signal here is raised once the file is whole (or gone)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
-            os.replace(tmp, out)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with interrupt.deferred():  # a signal here is raised once the file is whole (or gone)
+            fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())
+                os.replace(tmp, out)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                raise
+    except OSError as e:  # one line naming the file (the CLI checked the folder before any work; it can still fill)
+        raise OutputError(e.errno, f"output={str(out)!r}: cannot write: {e.strerror or e}") from None
     return out
 
 

@@ -224,6 +224,9 @@ def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str,
     shown = str(path)
     if not shown or shown.endswith(os.sep):
         raise UserError(f"{field}={shown!r}: a file name; not a folder")
+    if shown == "-":  # the shell tools' "standard output": here it would be a file named '-'
+        raise UserError(f"{field}='-': a file name (the output is written atomically to a file, never to standard "
+                        "output; write ./- for a file of that name)")
     p = Path(path)
     try:
         refuse_input(p, field, extra_inputs)
@@ -232,6 +235,10 @@ def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str,
         if p.exists() and not p.is_file():  # through a symbolic link too (/dev/stdout)
             raise UserError(f"{field}={shown!r}: {_not_a_file(p)}; the output is written atomically (a new file "
                             "renamed over the name): give a regular file's path")
+        if p.is_file() and (not os.access(p, os.W_OK) or not p.stat().st_mode & 0o222):
+            # the rename would replace it all the same (it needs only the folder's write permission)
+            raise UserError(f"{field}={shown!r}: an existing read-only file (mode {p.stat().st_mode & 0o777:04o}); "
+                            "make it writable or choose another path")
         probe = Path(os.path.abspath(p)).parent
         while not probe.exists() and probe != probe.parent:
             probe = probe.parent
@@ -243,7 +250,29 @@ def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str,
         raise UserError(f"{field}={shown!r}: {str(probe)!r} is not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise UserError(f"{field}={shown!r}: folder {str(probe)!r} is not writable")
+    why = _cannot_create_in(probe)
+    if why:  # root passes os.access everywhere; a read-only mount, /proc, /sys refuse only an actual write
+        raise UserError(f"{field}={shown!r}: cannot create a file in folder {str(probe)!r} ({why})")
     return p
+
+
+def _cannot_create_in(folder: Path) -> Optional[str]:
+    """Why a new file cannot be created in ``folder`` (None: it can): tried with a temp file, removed at once
+    (``os.access`` answers from the permission bits -- always yes for root -- not from the mount or the file
+    system: a read-only mount, ``/proc``, ``/sys`` refuse only the write itself)."""
+    import tempfile
+
+    from primus_launch import interrupt
+
+    with interrupt.deferred():  # a signal here is raised once the probe file is gone
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".primus-launch-probe.", dir=folder)
+        except OSError as e:
+            return e.strerror or str(e)
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return None
 
 
 # ---------------------------------------------------------------------------------------- parsing
@@ -292,6 +321,38 @@ def parse_yaml(text: str, field: str = "recipe", value: object = None) -> Any:
     except (ValueError, OverflowError, TypeError) as e:  # e.g. a timestamp or int the constructor cannot build
         raise UserError(f"{field}={shown!r}: not valid YAML: {type(e).__name__}: {e}") from None
     return check_structure(data, field, shown)
+
+
+def duplicate_keys(text: str) -> list[tuple[str, int, int]]:
+    """The keys a YAML text gives twice in one mapping, as (key, first line, later line): YAML requires unique
+    keys (YAML 1.2, 3.2.1.1) but PyYAML -- and so Megatron-LM's and Primus's readers -- keeps the last one
+    silently; a reader states them as notes.  Merge keys (``<<``) are YAML's own override, not counted; a node an
+    alias shares is walked once.  Empty for a text that does not compose (its parse reports that)."""
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=_yaml_loader())
+    except (yaml.YAMLError, RecursionError, ValueError):
+        return []
+    out: list[tuple[str, int, int]] = []
+    walked: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in walked:
+            continue
+        walked.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, int] = {}
+            for k, v in node.value:
+                stack.append(v)
+                if isinstance(k, yaml.ScalarNode) and k.tag != "tag:yaml.org,2002:merge":
+                    if k.value in first:
+                        out.append((k.value, first[k.value], k.start_mark.line + 1))
+                    first[k.value] = k.start_mark.line + 1
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return sorted(out, key=lambda d: d[2])
 
 
 def yaml_structure_ok(text: str) -> bool:

@@ -1,13 +1,18 @@
-"""SIGINT / SIGTERM during long library calls (the measured projection, tuning).
+"""SIGINT / SIGTERM / SIGHUP during long library calls (the measured projection, tuning).
 
 The CLI installs :func:`handling`: the first signal raises ``KeyboardInterrupt`` (SIGINT) or
 :class:`Terminated` (SIGTERM) at once -- ``finally`` blocks run, child processes are reaped, cache
 writes stay atomic -- and is also remembered, because framework code can swallow the exception
 (megatron-core and torch guard optional imports with bare ``except:``).  Long loops call
 :func:`check` at safe points, so a swallowed signal still stops the run there; the CLI then ends
-with one line and exit 130 (SIGINT) / 143 (SIGTERM).  Further signals while the run unwinds are
+with one line and exit 130 (SIGINT) / 143 (SIGTERM).  SIGHUP (the terminal or the ssh session
+closed) ends the run as SIGTERM does, with exit 129.  Further signals while the run unwinds are
 remembered, not raised, so that the clean-up they would interrupt (a worker pool's termination, a
 temp file's removal) completes.
+
+A hang-up the process was started to ignore (``nohup``) stays ignored (:func:`hangup_ignored`):
+nothing here handles it, and the passthrough neither forwards it nor hands the command a handler in
+its place.  (SIGINT and SIGTERM are handled whatever the process inherited, as before.)
 
 :func:`deferred` marks a section a signal must not cut in two (an atomic write's temp file and
 rename, forking a worker pool): a signal inside it is raised when the section ends.  A process
@@ -24,6 +29,27 @@ from typing import Iterator, Optional
 
 _received: Optional[int] = None
 _deferring = 0
+
+#: the signals a run ends on, one line each (cli.main); SIGHUP as SIGTERM
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_HANGUP_IGNORED: Optional[bool] = None
+
+
+def note_start(hangup_was_ignored: Optional[bool] = None) -> None:
+    """Record whether the process was started with SIGHUP ignored (``nohup``): as the entry point read it
+    before installing its own handlers, else read now.  Later calls keep the first record."""
+    global _HANGUP_IGNORED
+    if _HANGUP_IGNORED is None:
+        _HANGUP_IGNORED = (signal.getsignal(signal.SIGHUP) == signal.SIG_IGN if hangup_was_ignored is None
+                           else hangup_was_ignored)
+
+
+def hangup_ignored() -> bool:
+    """Whether the process was started with SIGHUP ignored (``nohup``); without a :func:`note_start`
+    record, whether it is ignored now."""
+    if _HANGUP_IGNORED is None:
+        return signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    return _HANGUP_IGNORED
 
 
 class Terminated(BaseException):
@@ -77,6 +103,8 @@ def worker_init() -> None:
     global _deferring, _received
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGHUP) not in (signal.SIG_IGN, signal.SIG_DFL):  # the parent's handler: die on a
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)                            # hang-up as on SIGTERM
     if _received is not None:  # a signal reached the parent as it forked, or this worker before now:
         os._exit(exit_code(signal.SIGTERM))  # the pool is being ended (its SIGTERM may have been swallowed)
     _deferring = 0
@@ -85,16 +113,19 @@ def worker_init() -> None:
 
 @contextlib.contextmanager
 def handling(keep: bool = False) -> Iterator[None]:
-    """Handle SIGINT and SIGTERM as above for the block (main thread only; elsewhere a no-op).
+    """Handle SIGINT, SIGTERM and SIGHUP as above for the block (main thread only; elsewhere a no-op); a
+    hang-up the process was started to ignore stays ignored (:func:`hangup_ignored`).
 
-    ``keep``: when the block ends, ignore both signals instead of restoring the previous handlers
+    ``keep``: when the block ends, ignore the signals instead of restoring the previous handlers
     (the CLI process's entry point: the run is over, and a signal between its end and the
     interpreter's exit must not raise a traceback there)."""
     global _received, _deferring
     _received = None
     _deferring = 0
     previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in HANDLED:
+        if sig == signal.SIGHUP and hangup_ignored():
+            continue
         try:
             previous[sig] = signal.signal(sig, _handler)
         except ValueError:  # not the main thread
@@ -107,5 +138,5 @@ def handling(keep: bool = False) -> Iterator[None]:
 
 
 def exit_code(signum: int) -> int:
-    """Shell convention: 128 + the signal number (130 SIGINT, 143 SIGTERM)."""
+    """Shell convention: 128 + the signal number (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
     return 128 + int(signum)

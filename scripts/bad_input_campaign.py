@@ -62,6 +62,9 @@ class Case:
     signum: int = signal.SIGINT
     expect_refusal: bool = False    # the case must be refused (exit 2), e.g. an output naming an input
     expect_rc: Optional[int] = None  # the exit status the case must end with (a command run after --)
+    expect_words: tuple[str, ...] = ()  # words the one error line must hold (the field and the value it names)
+    typed: bytes = b""              # "tty" cases: what is typed on the terminal once the command runs
+    expect_out: bytes = b""         # "tty" / "nohup" cases: what the command must have printed
 
 
 @dataclass
@@ -306,7 +309,16 @@ def output_cases() -> list[Case]:
 def signal_cases(quick: bool) -> list[Case]:
     cases = []
     times = [0.05, 0.3, 0.8, 1.5] if quick else [0.05, 0.3, 0.8, 1.5, 2.0, 2.5, 3.5]
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if sig == signal.SIGHUP:  # a hang-up (terminal or ssh closed) ends a run as SIGTERM does: fewer moments
+            for t in times[1:3]:
+                cases.append(Case(f"signal:SIGHUP@{t}s:tune-workers", "signal", {"r.sh": BASH},
+                                  ["--tune", "r.sh", "--dry-run", "--exhaustive", "--workers", "2", "--out", "t.sh",
+                                   "--report", "t.html", "--time-limit", "30"], signal_at=t + 1.0, signum=sig))
+                cases.append(Case(f"signal:SIGHUP@{t}s:project", "signal", {"r.sh": BASH},
+                                  ["--project", "r.sh", "--dry-run", "--report", "p.html", "--trace", "p.json"],
+                                  signal_at=t, signum=sig))
+            continue
         for t in times:
             cases.append(Case(f"signal:{sig.name}@{t}s:tune", "signal", {"r.sh": BASH},
                               ["--tune", "r.sh", "--dry-run", "--out", "t.sh", "--report", "t.html",
@@ -574,6 +586,145 @@ def cli_path_cases() -> list[Case]:
     return out
 
 
+LLAMA70 = _read("megatron/llama3.1_70b.sh")
+LLAMA70_ONE_GPU = re.sub(rb"(?m)^.*virtual-pipeline.*\n", b"", LLAMA70).replace(b"TP=${TP:-8}", b"TP=1") \
+    .replace(b"PP=${PP:-4}", b"PP=1")
+GPU_BARE = GPU_TOML.replace(b'vendor = "custom"\n', b"")
+
+
+def _read_only(name: str) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        (d / name).write_text("keep me\n")
+        os.chmod(d / name, 0o444)
+    return setup
+
+
+def _bad_interpreter(d: Path) -> None:
+    (d / "bad.sh").write_text("#!/nonexistent/interpreter\n")
+    (d / "bad.sh").chmod(0o755)
+
+
+def edge_cases() -> list[Case]:
+    """The seventh round's classes: outputs the permission bits call writable and the folder refuses
+    (``/proc``, ``/sys``: root passes ``os.access`` everywhere), ``-`` and read-only files as outputs; GPU-file
+    spellings the model would take for another (an ``arch`` or ``vendor`` it does not tell apart, a clock
+    fraction of 1e-300); a tune with no plan that fits (must write nothing); passthrough commands that cannot
+    start (an empty name, a missing ``#!`` interpreter); ``nohup`` (a SIGHUP ignored at start stays ignored:
+    the command survives the hang-up); a command reading the terminal (kind ``tty``: on a pseudo-terminal)."""
+    tune = ["--tune", "r.sh", "--dry-run", "--json"]
+    out = [Case(f"edge:out:{' '.join(a)[-40:]}", "output", {"r.sh": BASH}, a, setup=setup, expect_refusal=True,
+                expect_words=words) for a, setup, words in (
+        (tune + ["--out", "/proc/t.sh"], None, ("--out='/proc/t.sh'",)),
+        (tune + ["--out", "t.sh", "--log", "/sys/t.json"], None, ("--log='/sys/t.json'",)),
+        (["--project", "r.sh", "--dry-run", "--report", "/proc/r.html"], None, ("--report='/proc/r.html'",)),
+        (["--project", "r.sh", "--dry-run", "--report", "-"], None, ("--report='-'",)),
+        (["--project", "r.sh", "--dry-run", "--trace", "-"], None, ("--trace='-'",)),
+        (tune + ["--out", "t.sh"], _read_only("t.sh"), ("--out='t.sh'", "read-only")),
+        (["--project", "r.sh", "--dry-run", "--report", "t.html"], _read_only("t.html"), ("--report='t.html'",)))]
+    for tag, extra, words in (("arch-typo", b'arch = "hoper"\n', ("arch='hoper'",)),
+                              ("arch-case", b'arch = "Hopper"\n', ("arch='Hopper'",)),
+                              ("vendor-case", b'vendor = "NVIDIA"\n', ("vendor='NVIDIA'",)),
+                              ("vendor-other", b'vendor = "intel"\n', ("vendor='intel'",)),
+                              ("clock-tiny", b"sustained_clock_fraction = 1e-300\n", ("sustained_clock_fraction",)),
+                              ("clock-zero", b"sustained_clock_fraction = 0\n", ("sustained_clock_fraction",))):
+        out.append(Case(f"edge:gpu-file:{tag}", "value", {"r.sh": BASH, "g.toml": GPU_BARE + extra},
+                        ["--project", "r.sh", "--gpu-file", "g.toml", "--gpu", "mygpu"] + TAIL, expect_refusal=True,
+                        expect_words=("--gpu-file='g.toml'",) + words))
+    for tag, data in (("bash", BASH.replace(b"--max-position-embeddings 131072", b"--max-position-embeddings 4096")),
+                      ("yaml", re.sub(rb"(?m)^max_position_embeddings: .*$", b"max_position_embeddings: 4096", YAML))):
+        name = "r.sh" if tag == "bash" else "r.yaml"
+        out.append(Case(f"edge:max-position-below-seq:{tag}", "value", {name: data}, ["--project", name] + TAIL,
+                        expect_refusal=True, expect_words=("max_position_embeddings=4096",)))
+    dup = PRIMUS.replace(b"      micro_batch_size: ${PRIMUS_MBS:4}\n",
+                         b"      micro_batch_size: ${PRIMUS_MBS:4}\n      micro_batch_size: 2\n")
+    out.append(Case("edge:primus-key-twice", "value", {"r.yaml": dup}, ["--project", "r.yaml"] + TAIL,
+                    expect_words=("micro_batch_size: given twice",)))
+    for tag, more in (("b&b", []), ("memory-certain", ["--memory-certain"]), ("planner", ["--planner"])):
+        out.append(Case(f"edge:tune-no-fit:{tag}", "value", {"r.sh": LLAMA70_ONE_GPU},
+                        ["--tune", "r.sh", "--dry-run", "--nodes", "1", "--gpus-per-node", "1", "--out", "t.sh",
+                         "--report", "t.html", "--trace", "t.json"] + more, expect_refusal=True,
+                        expect_words=("--tune=r.sh", "no plan fits")))
+    # more local workers than cores: clamped (each worker is a fork of this process; 64 keeps the old code's
+    # forks survivable, where the flag's bound 4,096 would not be)
+    out.append(Case("edge:workers-64", "argv", {"r.sh": BASH}, ["--tune", "r.sh", "--dry-run", "--json", "--workers",
+                                                                 "64", "--out", "t.sh"]))
+    for cmd, rc in (([""], 127), (["./bad.sh"], 127), (["./nope.sh"], 127), (["."], 126)):
+        out.append(Case(f"edge:passthrough:{cmd[0] or 'empty'}", "argv", {"r.sh": BASH}, ["--"] + cmd,
+                        setup=_bad_interpreter, expect_rc=rc))
+    out.append(Case("edge:nohup:passthrough", "nohup", {}, ["--", "sh", "-c", "sleep 1.5; echo alive"],
+                    signal_at=0.8, signum=signal.SIGHUP, expect_rc=0, expect_out=b"alive"))
+    out.append(Case("edge:nohup:project", "nohup", {"r.sh": BASH}, ["--project", "r.sh", "--dry-run", "--json"],
+                    signal_at=0.05, signum=signal.SIGHUP, expect_rc=0, expect_out=b'"iteration_time_s"'))
+    out.append(Case("edge:tty:passthrough-reads", "tty", {}, ["--", sys.executable, "-c", "print('got', input())"],
+                    signal_at=1.5, typed=b"hello\n", expect_rc=0, expect_out=b"got hello"))
+    out.append(Case("edge:tty:passthrough-ctrl-c", "tty", {}, ["--", "sh", "-c", "sleep 5; echo late"],
+                    signal_at=1.5, typed=b"\x03", expect_rc=130))
+    return out
+
+
+def _run_nohup(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str]:
+    """``nohup primus-launch ARGV``: SIGHUP ignored from the start, then sent (to primus-launch alone, as a
+    terminal's hang-up reaches the foreground job's leader) after ``signal_at`` seconds."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "primus_launch", *case.argv], cwd=d, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    time.sleep(case.signal_at or 0.0)
+    if proc.poll() is None:
+        proc.send_signal(case.signum)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        rc: Optional[int] = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        rc = None
+    _reap_group(proc.pid)
+    return rc, time.monotonic() - t0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def _run_tty(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str]:
+    """``primus-launch ARGV`` as the foreground job of a new pseudo-terminal; ``typed`` is typed on it after
+    ``signal_at`` seconds.  The terminal's output is returned as stdout (stdout and stderr share it)."""
+    import pty
+    import select
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    t0 = time.monotonic()
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(d)
+            os.execve(sys.executable, [sys.executable, "-m", "primus_launch", *case.argv], env)
+        finally:
+            os._exit(127)
+    out, rc, sent = b"", None, False
+    try:
+        while time.monotonic() - t0 < timeout:
+            if select.select([fd], [], [], 0.05)[0]:
+                try:
+                    out += os.read(fd, 4096)
+                except OSError:
+                    pass
+            if not sent and time.monotonic() - t0 > (case.signal_at or 0.0):
+                os.write(fd, case.typed)
+                sent = True
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got:
+                rc = os.waitstatus_to_exitcode(status)
+                break
+        else:
+            os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    _reap_group(pid)
+    return rc, time.monotonic() - t0, out.decode(errors="replace"), ""
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -597,6 +748,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += construct_cases()
     cases += cli_path_cases()
     cases += signal_cases(quick)
+    cases += edge_cases()
     return cases
 
 
@@ -715,6 +867,10 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
     extra: list[str] = []
     if case.kind == "signal":
         rc, secs, out, err, extra = _run_signal(case, d, timeout)
+    elif case.kind == "nohup":
+        rc, secs, out, err = _run_nohup(case, d, timeout)
+    elif case.kind == "tty":
+        rc, secs, out, err = _run_tty(case, d, timeout)
     else:
         rc, secs, out, err = _run_forked(case, d, timeout)
     for p in (d / ".stdout", d / ".stderr"):
@@ -739,7 +895,8 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
             o.problems.append(f"exit {rc} after {case.signum.name} (want {want}, or 0 when it finished first)")
         if rc == want:
             last = [ln.split("\r")[-1] for ln in lines]
-            stop = [ln for ln in last if ln.startswith(("primus-launch: interrupted", "primus-launch: terminated"))]
+            stop = [ln for ln in last if ln.startswith(("primus-launch: interrupted", "primus-launch: terminated",
+                                                        "primus-launch: hung up"))]
             if len(stop) != 1 or last[-1] not in stop or any("Traceback" in ln for ln in lines):
                 o.problems.append(f"not one stop line: {lines[-3:]}")
             new = [k for k in after if k not in before]
@@ -751,11 +908,16 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
     elif case.expect_rc is not None:
         if rc != case.expect_rc:
             o.problems.append(f"exit {rc}, want {case.expect_rc} (the command's own status)")
-        if errors or "Traceback" in err:
+        if errors or "Traceback" in err or (case.kind == "tty" and "Traceback" in out
+                                            and case.expect_rc != 130):
             o.problems.append(f"the tool spoke over the command's status: {lines[-2:]}")
+        if case.expect_out and case.expect_out.decode() not in out:
+            o.problems.append(f"the command's output lacks {case.expect_out!r}: {out[-120:]!r}")
     elif rc == 0:
         if case.expect_refusal:
             o.problems.append("accepted: the case must be refused (exit 2, one line)")
+        elif case.expect_words and not all(w in err for w in case.expect_words):  # a note the answer must carry
+            o.problems.append(f"the answer does not say {[w for w in case.expect_words if w not in err]}")
         if "--json" in case.argv:
             ok = _json_finite(out)
             if ok is None:
@@ -765,6 +927,12 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
     elif rc == 2:
         if len(errors) != 1 or lines[-1] != errors[0]:
             o.problems.append(f"exit 2 without exactly one error line last: {lines[-3:]}")
+        missing = [w for w in case.expect_words if not errors or w not in errors[-1]]
+        if missing:
+            o.problems.append(f"the error line does not name {missing}: {errors[-1:]}")
+        written = [k for k in after if k not in before]
+        if written:  # a refused run writes nothing (no tuned recipe, log, report or trace of a run with no answer)
+            o.problems.append(f"files written by a refused run: {written}")
     else:
         o.problems.append(f"exit {rc}: {lines[-2:]}")
     if case.kind != "signal" and secs > 10:

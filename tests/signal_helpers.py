@@ -59,13 +59,22 @@ def children(pid: int) -> list[int]:
     return _live(1, pid)
 
 
+def default_signals() -> None:
+    """In the child, before exec: SIGINT, SIGTERM and SIGHUP at their defaults, whatever the test runner
+    inherited (``nohup``, a non-interactive shell's background job ignore some): the CLI is started as from
+    an interactive shell, where a signal sent is a signal meant."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def start_cli(argv: list[str], cwd: Path, env: Optional[dict] = None) -> subprocess.Popen:
     """``python -m primus_launch ARGV`` in its own session (process group = its pid), returned once
     its own code runs (:func:`handles_signals`)."""
     e = dict(os.environ if env is None else env)
     e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
     proc = subprocess.Popen([sys.executable, "-m", "primus_launch", *argv], cwd=cwd, env=e,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=default_signals)
     t0 = time.monotonic()
     while not handles_signals(proc.pid) and proc.poll() is None and time.monotonic() - t0 < 60:
         time.sleep(0.002)

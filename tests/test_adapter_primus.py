@@ -124,7 +124,7 @@ hidden_size: 1024
 ffn_hidden_size: 2816
 num_attention_heads: 16
 num_query_groups: 4
-max_position_embeddings: 4096
+max_position_embeddings: 8192
 num_experts: 16
 moe_router_topk: 2
 moe_ffn_hidden_size: 1408

@@ -291,7 +291,11 @@ def resolve(path: Path, text: Optional[str] = None, primus_root: Optional[str | 
         overrides = deep_merge(overrides, cli)
     has_cfg, has_model = "config" in mod, "model" in mod
     root = find_configs_root(path, primus_root)
-    notes: list[str] = []
+    from primus_launch.inputs import duplicate_keys, read_text
+
+    # a key given twice: Primus's yaml.safe_load keeps the last, without a word (as Megatron YAMLs are noted)
+    notes = [f"{key}: given twice (lines {a} and {b}); the last is read"
+             for key, a, b in duplicate_keys(text if text is not None else read_text(path, "recipe"))]
     if not has_cfg:  # an exported (already flattened) module: the module itself is the configuration
         cfg = {k: v for k, v in mod.items() if k not in _RESERVED}
         cfg = deep_merge(cfg, overrides)

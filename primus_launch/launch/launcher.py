@@ -6,10 +6,13 @@ Contract (issue 7):
   and stderr are inherited file descriptors (nothing is piped or buffered here, so the child's
   output reaches the terminal / log line by line as the child writes it);
 - the child is the leader of its own process group (``setpgid(0, 0)`` in the child, as a shell does
-  for a job), so that a signal meant for the job reaches torchrun *and* every worker it spawned;
+  for a job), so that a signal meant for the job reaches torchrun *and* every worker it spawned; on an
+  interactive terminal that group is given the terminal while it runs (:mod:`.terminal`), so that a
+  read of it (``breakpoint()``, ``input()``) does not stop it, and Ctrl-C / Ctrl-Z reach it;
 - SIGINT, SIGTERM, SIGHUP and SIGQUIT received by primus-launch are forwarded to that whole process
   group (``killpg``); a signal that arrives while the child is being started is delivered right
-  after it exists;
+  after it exists; a SIGHUP primus-launch was started to ignore (``nohup primus-launch -- ...``) is
+  neither forwarded nor handled, so the command inherits it ignored, as it would from ``nohup cmd``;
 - the return value is the child's exit status, or ``128 + N`` when it was killed by signal ``N``
   (POSIX shell convention, e.g. 137 for SIGKILL, 143 for SIGTERM); a command that cannot be found
   gives 127 and one that cannot be executed gives 126 (as ``env``, ``nohup`` and shells do).
@@ -67,19 +70,32 @@ def run_command(argv: list[str]) -> int:
         except ProcessLookupError:  # the group is already gone
             pass
 
+    from primus_launch import interrupt  # standard library only
+
     previous = {}
     for sig in FORWARDED_SIGNALS:
+        if sig == signal.SIGHUP and interrupt.hangup_ignored():  # nohup: the command inherits it ignored
+            continue
         try:
             previous[sig] = signal.signal(sig, forward)
         except (ValueError, OSError):  # not the main thread: signals cannot be handled here
             pass
+    from primus_launch.launch import terminal
+
+    tty = terminal.foreground_terminal()
     try:
         try:
+            if not argv[0]:  # as bash and env: no such command (Popen would try the empty name in every folder)
+                raise FileNotFoundError(2, "command not found")
             # env=None and cwd=None: the exact environment and directory of this process.
             # process_group=0: setpgid(0, 0) in the child before exec (Python >= 3.11).
             child = subprocess.Popen(argv, process_group=0, close_fds=False)
         except FileNotFoundError:
-            print(f"primus-launch: {argv[0]}: command not found", file=sys.stderr)
+            if os.sep in argv[0] and os.path.isfile(argv[0]):  # the file is there: its #! interpreter is not
+                print(f"primus-launch: {argv[0]}: cannot execute: required file not found (the interpreter its "
+                      "#! line names, or its loader)", file=sys.stderr)
+            else:
+                print(f"primus-launch: {argv[0]}: command not found", file=sys.stderr)
             return 127
         except PermissionError as exc:
             print(f"primus-launch: {argv[0]}: cannot execute ({exc.strerror})", file=sys.stderr)
@@ -87,9 +103,15 @@ def run_command(argv: list[str]) -> int:
         except OSError as exc:
             print(f"primus-launch: {argv[0]}: cannot execute ({exc.strerror or exc})", file=sys.stderr)
             return 126
+        if tty is not None:  # an interactive terminal: the command's group reads it, as a shell's job would
+            terminal.hand_over(tty, child.pid)
         for signum in pending:
             forward(signum, None)
         pending.clear()
+        if tty is not None:
+            returncode = os.waitstatus_to_exitcode(terminal.wait_in_foreground(tty, child.pid))
+            child.returncode = returncode
+            return exit_code_of(returncode)
         while True:
             try:
                 returncode = child.wait()
@@ -98,6 +120,8 @@ def run_command(argv: list[str]) -> int:
                 forward(signal.SIGINT, None)
         return exit_code_of(returncode)
     finally:
+        if tty is not None and child is not None:
+            terminal.take_back(tty, child.pid)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

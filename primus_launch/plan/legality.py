@@ -58,6 +58,12 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                                                         "when head_dim (kv_channels) is not given"))
     if not m.multi_latent_attention and m.num_attention_heads % m.kv_heads:
         out.append(("model.num_query_groups", m.kv_heads, f"must divide num_attention_heads={m.num_attention_heads}"))
+    # megatron/training/arguments.py validate_args (core_v0.16.1): "max_position_embeddings ... must be greater
+    # than or equal to seq_length" (asserted whatever the position embedding)
+    mpe = m.max_position_embeddings
+    if plan.framework == "megatron" and mpe is not None and mpe < m.seq_length:
+        out.append(("model.max_position_embeddings", mpe, f"at least seq_length={m.seq_length} (Megatron-LM's "
+                                                          "validate_args asserts it)"))
     # --- model shape vs TP / CP
     if m.num_attention_heads % p.tp:
         out.append(("parallel.tp", p.tp, f"must divide num_attention_heads={m.num_attention_heads}"))

@@ -33,8 +33,17 @@ _RANGES = {
     "host_link_bw": (1e6, 1e15, "bytes/s"), "intra_node_latency_s": (0.0, 1.0, "s"),
     "inter_node_latency_s": (0.0, 1.0, "s"), "tdp_watts": (1.0, 1e5, "W"), "power_limit_w": (1.0, 1e5, "W"),
     "peak_power_w": (1.0, 1e5, "W"),
+    # a bound far below any sustained clock (as plan.sections.LIMITS: it keeps a typo from a 10^300 s answer)
+    "sustained_clock_fraction": (0.05, 1.0, "(of the boost clock)"),
     "num_sms": (1, 100_000, "SMs"), "gpus_per_node": (1, 4096, "GPUs"), "nvlink_domain": (1, 2**20, "GPUs"),
 }
+
+
+#: the kernel families the cost model has curves for ('' = unknown: its Hopper curves), and the vendors it tells
+#: apart (the tuner searches NVIDIA's DeepEP / HybridEP, AMD's own dispatchers): a spelling outside them would
+#: be taken silently for the unknown one
+ARCHES = ("", "ampere", "hopper", "blackwell", "blackwell_ultra", "cdna3", "cdna4")
+VENDORS = ("nvidia", "amd", "custom")
 
 
 class GPUSpec(BaseModel):
@@ -91,6 +100,10 @@ class GPUSpec(BaseModel):
                 raise PlanError(f"gpu.{self.name}.{name}", v, f"between {lo:g} and {hi:g} {unit}")
         if self.intra_node_topology not in ("switch", "mesh"):
             raise PlanError(f"gpu.{self.name}.intra_node_topology", self.intra_node_topology, "switch or mesh")
+        if self.arch not in ARCHES:
+            raise PlanError(f"gpu.{self.name}.arch", self.arch, "one of " + ", ".join(repr(a) for a in ARCHES))
+        if self.vendor not in VENDORS:
+            raise PlanError(f"gpu.{self.name}.vendor", self.vendor, "one of " + ", ".join(VENDORS))
         if self.host_cpu not in ("x86", "grace"):
             raise PlanError(f"gpu.{self.name}.host_cpu", self.host_cpu, "x86 or grace")
         return self

@@ -1,0 +1,209 @@
+"""Bad-input classes the seventh round found (``scripts/bad_input_campaign.py --only edge:``): outputs the
+permission bits call writable and the folder refuses (root everywhere, ``/proc``), ``-`` and read-only files
+as outputs, GPU-file spellings the model would take silently for another, a tune with no plan that fits,
+SIGHUP and ``nohup``, and the passthrough command on an interactive terminal.  Each refusal is one
+``primus-launch: error:`` line naming the field and the value, exit 2, before any work; the signals and the
+passthrough follow the shell's conventions (bash(1): 128 + N, 127 for a command that cannot be found)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cli_run import run_cli
+from signal_helpers import children, group_members, start_cli
+from test_bad_input_values import refused
+
+ROOT = Path(__file__).resolve().parents[1]
+BASH = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
+LLAMA70 = (ROOT / "recipes/megatron/llama3.1_70b.sh").read_text()
+PRIMUS = (ROOT / "recipes/primus/MI355X/llama3.1_8b.yaml").read_text()
+GPU = ('[gpu.mygpu]\nvendor = "custom"\npeak_flops_bf16 = 989e12\nhbm_bytes = 85899345920\nhbm_bw = 3.35e12\n'
+       'intra_node_bw = 450e9\nintra_node_topology = "switch"\ninter_node_bw = 50e9\n')
+ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+# ------------------------------------------------------------------------------------------------ outputs
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+def test_an_output_folder_that_refuses_the_create_is_refused_before_the_search(tmp_path):
+    """/proc passes ``os.access(W_OK)`` for root (as every folder does); the tune ran to its end, then the
+    trial log's write failed with a bare ``[Errno 2]`` line naming no flag."""
+    (tmp_path / "r.sh").write_text(BASH)
+    line = refused(["--tune", "r.sh", "--dry-run", "--out", "/proc/t.sh"], tmp_path, "--out='/proc/t.sh'",
+                   "cannot create a file in folder '/proc'")
+    assert "Errno" not in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sh"]
+
+
+def test_a_failed_write_is_one_line_naming_the_file_and_still_an_oserror(tmp_path):
+    """The caches tolerate a failed write (``except OSError``); the CLI prints the file it could not write."""
+    from primus_launch.errors import OutputError, UserError
+    from primus_launch.fileio import atomic_write_text
+
+    (tmp_path / "f").write_text("a file, not a folder")
+    with pytest.raises(OutputError) as e:
+        atomic_write_text(tmp_path / "f" / "out.json", "{}")
+    assert isinstance(e.value, OSError) and isinstance(e.value, UserError)
+    assert str(e.value).startswith(f"output='{tmp_path / 'f' / 'out.json'}': cannot write: ")
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--project", "r.sh", "--dry-run", "--report", "-"], ["--report='-'", "never to standard output"]),
+    (["--tune", "r.sh", "--dry-run", "--out", "t.sh"], ["--out='t.sh'", "read-only file (mode 0444)"]),
+], ids=["dash", "read-only"])
+def test_dash_and_read_only_outputs_are_refused(tmp_path, argv, words):
+    """``--report -`` wrote a file named '-'; a read-only ``t.sh`` was replaced (the rename needs only the
+    folder's permission), where ``cp`` would have refused."""
+    (tmp_path / "r.sh").write_text(BASH)
+    (tmp_path / "t.sh").write_text("keep me\n")
+    os.chmod(tmp_path / "t.sh", 0o444)
+    refused(argv, tmp_path, *words)
+    assert (tmp_path / "t.sh").read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sh", "t.sh"]
+
+
+# ------------------------------------------------------------------------------------------------ GPU file
+@pytest.mark.parametrize("extra,words", [
+    ('arch = "hoper"', ["gpu.mygpu.arch='hoper'", "'hopper'"]),          # was: Hopper curves, as '' (unknown)
+    ('vendor = "NVIDIA"', ["gpu.mygpu.vendor='NVIDIA'", "nvidia, amd, custom"]),  # was: no DeepEP searched
+    ("sustained_clock_fraction = 1e-300", ["sustained_clock_fraction=1e-300", "between 0.05 and 1"]),  # 1e299 s
+], ids=["arch", "vendor", "clock"])
+def test_gpu_file_spellings_the_model_would_take_for_another_are_refused(tmp_path, extra, words):
+    (tmp_path / "r.sh").write_text(BASH)
+    (tmp_path / "g.toml").write_text(GPU.replace('vendor = "custom"\n', "") + extra + "\n")
+    refused(["--project", "r.sh", "--dry-run", "--json", "--gpu-file", "g.toml", "--gpu", "mygpu"], tmp_path,
+            "--gpu-file='g.toml'", *words)
+
+
+# ------------------------------------------------------------------------------------------------ model
+def test_max_position_embeddings_below_the_sequence_is_refused(tmp_path):
+    """Megatron-LM's validate_args asserts max_position_embeddings >= seq_length; the plan took 4096 / 8192."""
+    (tmp_path / "r.sh").write_text(BASH.replace("--max-position-embeddings 131072", "--max-position-embeddings 4096"))
+    refused(["--project", "r.sh", "--dry-run", "--json"], tmp_path, "model.max_position_embeddings=4096",
+            "at least seq_length=8192")
+
+
+def test_a_primus_key_given_twice_is_noted(tmp_path):
+    """Primus's yaml.safe_load keeps the last of two values for one key without a word; the Megatron YAML reader
+    already said so, the Primus reader did not (MBS 2 of ``micro_batch_size: 4`` then ``2``, silently)."""
+    text = PRIMUS.replace("      micro_batch_size: ${PRIMUS_MBS:4}\n",
+                          "      micro_batch_size: ${PRIMUS_MBS:4}\n      micro_batch_size: 2\n")
+    (tmp_path / "r.yaml").write_text(text)
+    rc, out, err, _ = run_cli(["--project", "r.yaml", "--dry-run", "--json"], tmp_path)
+    assert rc == 0, err[-500:]
+    line = next(n + 1 for n, ln in enumerate(text.splitlines()) if ln == "      micro_batch_size: 2")
+    assert f"primus-launch: note: micro_batch_size: given twice (lines {line - 1} and {line}); the last is read" in err
+
+
+# ------------------------------------------------------------------------------------------------ tune
+def test_a_tune_with_no_plan_that_fits_writes_nothing_and_says_why(tmp_path):
+    """Llama 3.1 70B on one H100 (~1.4 TB of weights, gradients and Adam state): the tune wrote the
+    original, which does not fit, as the "tuned recipe", and exited 0."""
+    text = "\n".join(ln for ln in LLAMA70.splitlines() if "virtual-pipeline" not in ln)
+    text = text.replace("TP=${TP:-8}", "TP=1").replace("PP=${PP:-4}", "PP=1")
+    (tmp_path / "r.sh").write_text(text + "\n")
+    refused(["--tune", "r.sh", "--dry-run", "--nodes", "1", "--gpus-per-node", "1", "--out", "t.sh"], tmp_path,
+            "--tune=r.sh: no plan fits in memory on 1 x 1 h100-sxm", "GiB per GPU of 79.2 GiB", "nothing written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sh"]
+
+
+def test_more_workers_than_cores_run_as_many_as_the_cores(tmp_path):
+    """``--workers 4096`` (the flag's bound) forked 4,096 copies of the process on any machine."""
+    (tmp_path / "r.sh").write_text(BASH)
+    rc, out, err, _ = run_cli(["--tune", "r.sh", "--dry-run", "--json", "--workers", "4096", "--out", "t.sh"], tmp_path)
+    cores = len(os.sched_getaffinity(0))
+    assert rc == 0, err[-800:]
+    assert f"--workers=4096: this process may use {cores} core(s); {cores} worker process(es) run" in err
+
+
+# ------------------------------------------------------------------------------------------------ signals
+def test_sighup_ends_a_tune_with_one_line_and_129(tmp_path):
+    """A hang-up (terminal or ssh closed) killed the CLI at once: no line, and its pool's workers, left
+    with a closed pipe, printed BrokenPipeError tracebacks."""
+    (tmp_path / "r.sh").write_text(BASH)
+    proc = start_cli(["--tune", "r.sh", "--dry-run", "--exhaustive", "--workers", "2", "--out", "t.sh"], tmp_path)
+    t0 = time.monotonic()
+    while not children(proc.pid) and proc.poll() is None and time.monotonic() - t0 < 60:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=30)
+    lines = [ln.split("\r")[-1] for ln in err.decode().splitlines() if ln.strip()]
+    if proc.returncode == 0:  # the sweep ended first (a fast machine): nothing to judge
+        return
+    assert proc.returncode == 129, (proc.returncode, lines[-3:])
+    assert "Traceback" not in err.decode() and lines[-1] == "primus-launch: hung up (SIGHUP)", lines[-3:]
+    time.sleep(0.5)
+    assert not group_members(proc.pid)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_nohup_keeps_the_passthrough_command_alive(tmp_path):
+    """``nohup primus-launch -- cmd``: SIGHUP was handled and forwarded, so the hang-up nohup is there to
+    shield the command from killed it (exit 129)."""
+    def nohup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen([sys.executable, "-m", "primus_launch", "--", "sh", "-c", "sleep 1.5; echo alive"],
+                            env=ENV, preexec_fn=nohup, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    time.sleep(0.8)
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=30)
+    assert (proc.returncode, out) == (0, b"alive\n"), err
+
+
+# ------------------------------------------------------------------------------------------------ passthrough
+def _in_terminal(argv: list[str], typed: bytes, after_s: float, limit_s: float = 20.0) -> tuple[object, bytes]:
+    """Run ``argv`` on a new pseudo-terminal as its foreground job; type ``typed`` after ``after_s``."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ.update(ENV)
+        os.execvp(argv[0], argv)
+    out, rc, t0, sent = b"", "still running", time.monotonic(), False
+    try:
+        while time.monotonic() - t0 < limit_s:
+            if select.select([fd], [], [], 0.05)[0]:
+                try:
+                    out += os.read(fd, 4096)
+                except OSError:
+                    pass
+            if not sent and time.monotonic() - t0 > after_s:
+                os.write(fd, typed)
+                sent = True
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got:
+                rc = os.waitstatus_to_exitcode(status)
+                break
+        else:
+            os.killpg(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    return rc, out
+
+
+def test_a_passthrough_command_reads_the_terminal(tmp_path):
+    """The command runs in its own process group, a background group on the terminal: its first read
+    (``input()``, a ``breakpoint()``) stopped it with SIGTTIN, and primus-launch waited for ever."""
+    rc, out = _in_terminal([sys.executable, "-m", "primus_launch", "--", sys.executable, "-c",
+                            "print('got', input())"], b"hello\n", after_s=1.5)
+    assert rc == 0 and b"got hello" in out, (rc, out[-300:])
+
+
+@pytest.mark.parametrize("argv,rc,words", [
+    ([""], 127, "command not found"),                                  # was 126 (Popen tried '' in every folder)
+    (["./bad.sh"], 127, "required file not found"),                   # was "command not found" for a file that is there
+], ids=["empty", "bad-interpreter"])
+def test_passthrough_commands_that_cannot_start(tmp_path, argv, rc, words):
+    bad = tmp_path / "bad.sh"
+    bad.write_text("#!/nonexistent/interpreter\n")
+    bad.chmod(0o755)
+    got, out, err, _ = run_cli(["--", *argv], tmp_path)
+    assert got == rc and words in err and "Traceback" not in err, (got, err)
