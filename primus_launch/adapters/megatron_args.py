@@ -167,6 +167,11 @@ FLAGS: tuple[Flag, ...] = (
     _f("--log-num-zeros-in-grad", "true", group="optim"),
     _f("--optimizer-cpu-offload", "true", group="optim"),
     _f("--optimizer-offload-fraction", "float", 1.0, group="optim"),
+    # Megatron-LM dev (9050d4c5fb): GPU optimizer step over chunks of host-resident state
+    _f("--chunked-optimizer-state-offload", "true", group="optim"),
+    _f("--offload-optimizer-states", "true", group="optim"),
+    _f("--optimizer-state-offload-fraction", "float", 1.0, group="optim"),
+    _f("--optimizer-state-offload-chunk-size-mb", "int", 0, group="optim"),
     _f("--use-precision-aware-optimizer", "true", group="optim"),
     _f("--main-grads-dtype", "str", "fp32", group="optim"),
     _f("--main-params-dtype", "str", "fp32", group="optim"),
@@ -946,8 +951,21 @@ def _offload(a: dict[str, Any], num_layers: int, rep: _Report) -> dict:
             rep.flag("--offload-modules", bad, "memory, time: offloading of these modules is not modelled")
         mods = [m for m in mods if m in OFFLOAD_MODULES]
     frac = float(get(a, "optimizer_offload_fraction")) if get(a, "optimizer_cpu_offload") else 0.0
+    # Megatron-LM dev optimizer_config.py: the deprecated --offload-optimizer-states turns the chunked mode on
+    # (with the tuning flags' defaults, chunk 0 and fraction 1.0, unless those are set)
+    chunked = bool(get(a, "chunked_optimizer_state_offload")) or bool(get(a, "offload_optimizer_states"))
+    state_frac = float(get(a, "optimizer_state_offload_fraction")) if chunked else 0.0
+    chunk_mb = int(get(a, "optimizer_state_offload_chunk_size_mb") or 0) if chunked else 0
+    if chunked and not 0.0 <= state_frac <= 1.0:
+        raise PlanError("--optimizer-state-offload-fraction", state_frac, "a fraction in [0, 1]")
+    if chunked and chunk_mb < 0:
+        raise PlanError("--optimizer-state-offload-chunk-size-mb", chunk_mb, "a non-negative integer (MiB)")
+    if state_frac > 0 and frac > 0:
+        raise PlanError("--chunked-optimizer-state-offload", True,
+                        "not with --optimizer-cpu-offload (Megatron-LM: the two offload modes are mutually exclusive)")
     return dict(activation_layers=min(n, num_layers) if acts else 0, weights=weights,
-                activation_modules=tuple(dict.fromkeys(mods)), optimizer_fraction=frac)
+                activation_modules=tuple(dict.fromkeys(mods)), optimizer_fraction=frac,
+                optimizer_state_fraction=state_frac, optimizer_state_chunk_mb=chunk_mb if state_frac > 0 else 0)
 
 
 def _attention_backend(a: dict[str, Any]) -> str:
@@ -1151,6 +1169,14 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                                          or current.get("optimizer_offload_fraction") is not None else None)
     if o.optimizer_fraction == 0 and current.get("optimizer_offload_fraction") is not None:
         out["optimizer_offload_fraction"] = current["optimizer_offload_fraction"]
+    if o.optimizer_state_fraction > 0 or current.get("chunked_optimizer_state_offload") \
+            or current.get("offload_optimizer_states"):
+        out["chunked_optimizer_state_offload"] = o.optimizer_state_fraction > 0
+        out["offload_optimizer_states"] = None
+        out["optimizer_state_offload_fraction"] = (o.optimizer_state_fraction if o.optimizer_state_fraction > 0
+                                                   else current.get("optimizer_state_offload_fraction"))
+        out["optimizer_state_offload_chunk_size_mb"] = (o.optimizer_state_chunk_mb or None if o.optimizer_state_fraction > 0
+                                                        else current.get("optimizer_state_offload_chunk_size_mb"))
     # precision
     out["bf16"] = t.precision == "bf16" or (t.precision in ("fp8", "fp4") and not current.get("fp16"))
     out["fp16"] = t.precision == "fp16" or (t.precision in ("fp8", "fp4") and bool(current.get("fp16")))

@@ -5,7 +5,9 @@ the Megatron reader uses and that docs/megatron-flags.md is generated from
 The inventory (``_INVENTORY``: option strings, dest, kind, nargs, default, versions, argument group) is
 the output of ``scripts/megatron_flag_inventory.py`` run on Megatron-LM ``core_r0.16.0`` and ``main``
 (commit d98e8a6, 2026-08-22): Megatron-LM's own argparse parser, including the groups generated from
-its config dataclasses.  Each flag is in one class:
+its config dataclasses; plus the rows marked ``dev``, from the same script run on the ``dev`` branch
+(d48bd6be, 2026-08-21), for flags current NVIDIA recipes set (chunked optimizer-state offload,
+hyper-connections); dev's other 39 new options are not listed yet.  Each flag is in one class:
 
 - ``modelled``: read into a plan field (named);
 - ``neutral``: no effect on the time or memory of a training iteration (why);
@@ -29,7 +31,7 @@ from functools import lru_cache
 from typing import Any
 
 VERSIONS = {"both": "core_r0.16.0, main", "0.16": "core_r0.16.0 only", "main": "main only",
-            "config": "TransformerConfig field (YAML configs)"}
+            "dev": "dev only (d48bd6be, 2026-08-21)", "config": "TransformerConfig field (YAML configs)"}
 
 MODELLED, NEUTRAL, NOT_MODELLED, REFUSED = "modelled", "neutral", "not modelled", "refused"
 
@@ -80,6 +82,7 @@ _INVENTORY = """\
 --check-for-spiky-loss	check_for_spiky_loss	true	0	false	both	rerun engine
 --check-weight-hash-across-dp-replicas-interval	check_weight_hash_across_dp_replicas_interval	int			both	training
 --checkpoint-activations	checkpoint_activations	true	0	false	both	training
+--chunked-optimizer-state-offload	chunked_optimizer_state_offload	true	0	false	dev	training
 --ckpt-assume-constant-structure	ckpt_assume_constant_structure	true	0	false	both	checkpointing
 --ckpt-convert-format	ckpt_convert_format	str			both	checkpointing
 --ckpt-convert-save	ckpt_convert_save	str			both	checkpointing
@@ -183,6 +186,7 @@ _INVENTORY = """\
 --empty-unused-memory-level	empty_unused_memory_level	int		0	both	training
 --enable-chunked-prefill	disable_chunked_prefill	true	0	false	both	inference
 --enable-cuda-graph	enable_cuda_graph	true	0	false	both	transformer configuration
+--enable-hyper-connections	enable_hyper_connections	true	0	false	dev	transformer configuration
 --enable-experimental	enable_experimental	true	0	false	both	experimental
 --enable-ft-package	enable_ft_package	true	0	false	both	ft_package
 --enable-full-sharding-in-hsdp	enable_full_sharding_in_hsdp	true	0	false	both	distributed init
@@ -647,12 +651,14 @@ _INVENTORY = """\
 --num-layers-at-start-in-bf16	num_layers_at_start_in_bf16	int		1	both	transformer configuration
 --num-layers-per-virtual-pipeline-stage	num_layers_per_virtual_pipeline_stage	int			both	distributed init
 --num-query-groups	num_query_groups	int		1	both	transformer configuration
+--num-residual-streams	num_residual_streams	int		4	dev	transformer configuration
 --num-speculative-tokens	num_speculative_tokens	int		0	main	inference
 --num-virtual-stages-per-pipeline-rank	num_virtual_stages_per_pipeline_rank	int			both	distributed init
 --num-workers	num_workers	int		2	both	data and dataloader
 --nvtx-ranges	nvtx_ranges	true	0	false	main	profiling
 --object-storage-cache-path	object_storage_cache_path	str			both	data and dataloader
 --offload-modules	offload_modules	str	+	[]	both	transformer configuration
+--offload-optimizer-states	offload_optimizer_states	true	0	false	dev	training
 --one-logger-async	one_logger_async	true	0	false	both	one logger
 --one-logger-project	one_logger_project	str		"megatron-lm"	both	one logger
 --one-logger-run-name	one_logger_run_name	str			both	one logger
@@ -662,6 +668,8 @@ _INVENTORY = """\
 --optimizer-cpu-offload	optimizer_cpu_offload	true	0	false	both	training
 --optimizer-cuda-graph	optimizer_cuda_graph	true	0	false	main	training
 --optimizer-offload-fraction	optimizer_offload_fraction	float		1.0	both	training
+--optimizer-state-offload-chunk-size-mb	optimizer_state_offload_chunk_size_mb	int		0	dev	training
+--optimizer-state-offload-fraction	optimizer_state_offload_fraction	float		1.0	dev	training
 --otel-enabled	otel_enabled	true	0	false	main	opentelemetry
 --otel-service-name	otel_service_name	str			main	opentelemetry
 --otel-span-groups	otel_span_groups	str			main	opentelemetry
@@ -843,6 +851,7 @@ _INVENTORY = """\
 --use-dist-ckpt	use_dist_ckpt_deprecated	true	0	false	both	checkpointing
 --use-distributed-optimizer	use_distributed_optimizer	true	0	false	both	distributed init
 --use-flash-attn	use_flash_attn	true	0	false	both	training
+--use-fused-mhc	use_fused_mhc	true	0	false	dev	transformer configuration
 --use-fused-weighted-squared-relu	use_fused_weighted_squared_relu	true	0	false	both	transformer configuration
 --use-gigatoken	use_gigatoken	true	0	false	main	tokenizer
 --use-grouped-gemm-for-dense-mlp	use_grouped_gemm_for_dense_mlp	true	0	false	main	transformer configuration
@@ -1007,6 +1016,13 @@ MODELLED_FLAGS: dict[str, str] = {
     "--offload-modules": "training.offload.activation_modules",
     "--optimizer-cpu-offload": "training.offload.optimizer_fraction",
     "--optimizer-offload-fraction": "training.offload.optimizer_fraction",
+    # Megatron-LM dev 9050d4c5fb (chunked optimizer-state and master-weight offload): memory.mcore, cost.optimizer
+    "--chunked-optimizer-state-offload": "training.offload.optimizer_state_fraction (state and masters on the host "
+                                         "between steps; GPU step over chunks)",
+    "--offload-optimizer-states": "training.offload.optimizer_state_fraction (deprecated spelling of "
+                                  "--chunked-optimizer-state-offload)",
+    "--optimizer-state-offload-fraction": "training.offload.optimizer_state_fraction",
+    "--optimizer-state-offload-chunk-size-mb": "training.offload.optimizer_state_chunk_mb",
     # precision
     "--bf16": "training.precision", "--fp16": "training.precision", "--fp8-format": "training.precision = fp8",
     "--fp8-recipe": "training.fp8_recipe (without --fp8-format: training.optimizer_fp8_recipe, the precision-aware "
@@ -1203,6 +1219,13 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--use-mup": "time: muP scaling (negligible)", "--enable-mhc-connections": "time, memory: manifold hyper-connections (several residual streams)",
     "--mhc-num-residual-streams": "memory: residual streams of hyper-connections", "--mhc-recompute-layer-num": "memory: hyper-connection recompute",
     "--mhc-sinkhorn-iterations": "time: Sinkhorn iterations of hyper-connections",
+    # Megatron-LM dev spelling (transformer/hyper_connection.py): not modelled -- the residual stream is
+    # [s, b, n h] (n = --num-residual-streams) between layers and across pipeline sends, each layer adds
+    # [s b, n h] x [n h, n^2 + 2n] mixing GEMMs and Sinkhorn iterations; the saved tensors depend on mhc recompute
+    "--enable-hyper-connections": "time, memory: hyper-connections (n residual streams: n x wider residual "
+                                  "activations and pipeline sends, small mixing GEMMs per layer)",
+    "--num-residual-streams": "memory, time: residual streams of hyper-connections (n x the residual width)",
+    "--use-fused-mhc": "time: fused hyper-connection kernels",
     "--spec": "time, memory: a custom layer spec (e.g. local instead of Transformer Engine)",
     "--rope-type": "time: RoPE variant", "--mrope-section": "time: multimodal RoPE sections",
     "--yarn-original-max-position-embeddings": "none on time (YaRN scaling)",

@@ -73,6 +73,7 @@ LIMITS: dict[str, int] = {
     "training.global_batch_size": 2**31, "training.micro_batch_size": 2**20, "training.train_iters": 2**62,
     "training.wgrad_deferral_limit": 2**31,
     "training.recompute.num_layers": 10_000, "training.offload.activation_layers": 10_000,
+    "training.offload.optimizer_state_chunk_mb": 2**31,
     "cluster.num_nodes": 2**17, "cluster.gpus_per_node": 2**10, "cluster.nvlink_domain": 2**20,
     "cluster.power_limit_w": 100_000,
 }
@@ -323,7 +324,7 @@ class Recompute(BoundedSection):
 
 class Offload(BoundedSection):
     """Host offloading (Megatron ``--cpu-offloading*``, ``--fine-grained-activation-offloading``,
-    ``--optimizer-cpu-offload``)."""
+    ``--optimizer-cpu-offload``, ``--chunked-optimizer-state-offload``)."""
 
     limits_section: ClassVar[str] = "training.offload"
 
@@ -334,6 +335,17 @@ class Offload(BoundedSection):
                                                                         "activation offloading")
     optimizer_fraction: float = Field(default=0.0, ge=0.0, le=1.0, description="--optimizer-cpu-offload with "
                                                                               "--optimizer-offload-fraction")
+    optimizer_state_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0,
+        description="--chunked-optimizer-state-offload (Megatron-LM dev, or its deprecated spelling "
+                    "--offload-optimizer-states) with --optimizer-state-offload-fraction: the byte fraction of "
+                    "the optimizer's (master weight, Adam moments) bundles kept in pinned host memory between "
+                    "steps; the update still runs on the GPU, chunk by chunk (memory/mcore.py, cost/optimizer.py)")
+    optimizer_state_chunk_mb: int = Field(
+        default=0, ge=0,
+        description="--optimizer-state-offload-chunk-size-mb: target MiB of one GPU staging window of offloaded "
+                    "optimizer tensor state (0 = all selected state restored at once); the master weights are "
+                    "always restored in one full window")
 
 
 class Training(BoundedSection):

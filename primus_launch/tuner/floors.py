@@ -288,8 +288,13 @@ def tail_stages(plan: Plan, window: float) -> list[float]:
     from primus_launch.projection.memory.params import stage_parameter_split
 
     spec, lay = get_gpu(plan.cluster.gpu), layout(plan)
-    return [dp_grad_sync(plan, spec, lay, sp_, window, window, r) + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_))
-            for r, sp_ in enumerate(stage_parameter_split(plan))]
+    # dp + optimizer_step_s(overlap_s=dp) does not increase as dp shrinks (cost/optimizer.py), so a wider window
+    # still bounds the projection's tail from below
+    out = []
+    for r, sp_ in enumerate(stage_parameter_split(plan)):
+        dp_s = dp_grad_sync(plan, spec, lay, sp_, window, window, r)
+        out.append(dp_s + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_), overlap_s=dp_s))
+    return out
 
 
 def tail_floor(plan: Plan) -> float:

@@ -8,6 +8,21 @@ dtypes of a precision-aware optimizer (34 B with fp32 states, ``calibration.ADAM
 A fraction ``offload.optimizer_fraction`` runs on the host CPU at ``CPU_ADAM_BYTES_S``, with its
 gradients down and parameters up the host link (6 B per parameter), whichever is slower.
 
+Chunked optimizer-state offload (Megatron-LM dev ``--chunked-optimizer-state-offload``, fraction ``f`` =
+``offload.optimizer_state_fraction``; ``memory/optimizer_offload.py`` for what moves): the step still runs on
+the GPU, but the selected masters (``M = f x master bytes x held``) and moments (``S = f x moment bytes x
+held``) come up the host link every step and go back down after it.  Megatron-LM dev d48bd6be
+``chunked_optimizer_state_offload.py`` / ``training.py``: the H2D of every master and of the first state
+chunk is enqueued when gradient finalization starts (overlapping the exposed DP tail, ``overlap_s``), the
+step waits for all masters (``_wait_master_h2d``), then each chunk's update waits for its H2D while the next
+chunk's H2D and the previous chunk's D2H run on their own streams; the D2H of the last chunks and of the
+masters (after the parameter copy, into the next forward) is not waited for.  The host link runs both
+directions at once (``host_link_bw`` is per direction), so the H2D stream is the critical path:
+``offload_s = max(max(0, M / bw - overlap) + gpu_step, (M + S) / bw - overlap)``, replacing ``gpu_step``.
+Not modelled: the chained dependency of a chunk's H2D on the D2H two chunks back (at most about half a
+GPU chunk update per chunk more), and the master D2H's share of the host link with fine-grained activation
+offloading during the next forward.
+
 Megatron's per-iteration statistics, one more read of what the GPU holds each (:func:`stat_bytes_per_param`):
 ``--log-params-norm`` (Megatron-LM ``training.py`` calls ``calc_params_l2_norm`` every iteration, core_r0.16.0:
 ``multi_tensor_l2norm`` over the fp32 ``main_param`` copies -- the distributed optimizer's shards -- and a
@@ -48,8 +63,25 @@ def stat_bytes_per_param(plan: Plan) -> float:
             + _state_bytes(plan, "main_grads_dtype") * t.log_num_zeros_in_grad)
 
 
-def optimizer_step_s(plan: Plan, spec: GPUSpec, held: float) -> float:
-    """Seconds of the optimizer step on ``held`` parameters of one GPU (module doc)."""
+def state_offload_bytes(plan: Plan) -> tuple[float, float]:
+    """(master, moment) bytes per held parameter that chunked optimizer-state offload moves up the host link
+    each step (module doc): ``optimizer_state_fraction`` x the master copy (``memory.mcore`` ``mcore_opts``:
+    its ``main_params`` bytes; none in fp32 training) and x the moments (Adam: both; SGD: the momentum)."""
+    from primus_launch.projection.memory.mcore import mcore_opts
+
+    t = plan.training
+    f = t.offload.optimizer_state_fraction
+    if f <= 0:
+        return 0.0, 0.0
+    o = mcore_opts(plan)
+    master = 0 if t.precision == "fp32" else o.main_params
+    moments = o.exp_avg + (o.exp_avg_sq if t.optimizer == "adam" else 0)
+    return f * master, f * moments
+
+
+def optimizer_step_s(plan: Plan, spec: GPUSpec, held: float, overlap_s: float = 0.0) -> float:
+    """Seconds of the optimizer step on ``held`` parameters of one GPU (module doc); ``overlap_s``: the
+    exposed DP tail before it, which the chunked offload's first host-to-device copies overlap."""
     from primus_launch.projection.cost.compute import hbm_eta
 
     t = plan.training
@@ -59,4 +91,8 @@ def optimizer_step_s(plan: Plan, spec: GPUSpec, held: float) -> float:
     opt = held * (1 - off) * opt_bytes / hbm + held * stat_bytes_per_param(plan) / hbm
     if off > 0:   # host-side Adam on the offloaded share; grads down, params up the host link
         opt += held * off * max(opt_bytes / cal.CPU_ADAM_BYTES_S, 6.0 / spec.host_link_bw)
+    mb, sb = state_offload_bytes(plan)
+    if mb or sb:  # chunked state offload: the H2D stream ahead of the GPU step (module doc)
+        m_s, s_s = held * mb / spec.host_link_bw, held * sb / spec.host_link_bw
+        opt = max(max(0.0, m_s - overlap_s) + opt, m_s + s_s - overlap_s)
     return opt

@@ -28,7 +28,10 @@ Per pipeline stage (one GPU of that stage), in bytes:
   distributed optimizer shards the dense parameters' state over the data-parallel x context-parallel
   ranks (``optimizer/__init__.py`` builds it on ``intra_dp_cp_group``; the grad buffer's
   ``data_parallel_group`` is the dp x cp group, ``distributed/distributed_data_parallel.py``) and the
-  experts' over expert-DP; ``--optimizer-cpu-offload`` keeps its fraction on the host; Megatron-FSDP
+  experts' over expert-DP; ``--optimizer-cpu-offload`` keeps its fraction on the host; Megatron-LM dev's
+  ``--chunked-optimizer-state-offload`` keeps its fraction of masters and moments on the host between steps and
+  brings the masters back whole and the moments in chunk slots for the step (:mod:`memory.optimizer_offload`);
+  Megatron-FSDP
   shards weights, gradients and state over dp x cp;
 - **activations** per (rank, chunk) the bytes one micro-batch keeps (:mod:`memory.activations`, with
   recompute / offloading as below), walked over the schedule's own order
@@ -101,6 +104,7 @@ from primus_launch.projection.memory.activations import (
     rope_table_bytes,
 )
 from primus_launch.projection.memory.offload import te_offload_peak
+from primus_launch.projection.memory.optimizer_offload import step_restore_bytes
 from primus_launch.projection.memory.paged_stash import static_batch_bytes, static_moe_extra
 from primus_launch.projection.hardware.gpus import gpu_arch
 from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes, te_fp8_attention,
@@ -120,6 +124,8 @@ class McoreOpts:
     offload_layers: int = 0  # --cpu-offloading-num-layers (activations)
     offload_modules: tuple[str, ...] = ()  # --offload-modules (fine-grained activation offloading)
     optimizer_offload: float = 0.0  # --optimizer-cpu-offload --optimizer-offload-fraction
+    state_offload: float = 0.0  # --chunked-optimizer-state-offload --optimizer-state-offload-fraction (dev)
+    state_chunk_mb: int = 0  # --optimizer-state-offload-chunk-size-mb
     main_grads: int = 4  # bytes per gradient-buffer element
     main_params: int = 4  # bytes of the optimizer's master copy (--main-params-dtype)
     exp_avg: int = 4
@@ -159,6 +165,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         modules=tuple(sorted(set(t.recompute.modules))), offload_layers=t.offload.activation_layers,
         offload_modules=tuple(sorted(set(t.offload.activation_modules))),
         optimizer_offload=t.offload.optimizer_fraction,
+        state_offload=t.offload.optimizer_state_fraction, state_chunk_mb=t.offload.optimizer_state_chunk_mb,
         main_grads=4 if fp32_grads else 2,
         main_params=master_param_bytes(precision_aware=pa, main_params_dtype=t.main_params_dtype,
                                        precision=t.precision, fp8_recipe=opt_fp8, fp8_param_gather=t.fp8_param_gather,
@@ -253,6 +260,10 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         # master copy + moments (--main-params-dtype / --exp-avg-dtype / --exp-avg-sq-dtype)
         opt = opts.main_params + opts.exp_avg + (opts.exp_avg_sq if optimizer == "adam" else 0)
     opt *= 1.0 - opts.optimizer_offload  # HybridDeviceOptimizer keeps the offloaded fraction on the host
+    # chunked optimizer-state offload (memory.optimizer_offload): the selected masters and moments live on the
+    # host between steps and come back for the step (the masters whole, the moments in staging slots)
+    master_b = 0 if precision == "fp32" else opts.main_params
+    opt_full, opt = opt, opt * (1.0 - opts.state_offload)
     seq = m.seq_length
     kw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, ep=ep, etp=etp, abytes=a, impl=impl, fp8=opts.fp8,
               fp8_dpa=opts.fp8_dpa, fp8_non_tn=opts.fp8_non_tn)
@@ -417,6 +428,12 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             main_grads=g, precision=precision, decoupled=opts.decoupled_grads, dp_sharding=dp_sharding,
             local_params=(sp_.dense / dpcp + sp_.expert / edp) if dp_sharding in ("optimizer", "optimizer_grads")
             else sp_.total)
+        if opts.state_offload > 0:
+            sharded_opt = dp_sharding in ("optimizer", "optimizer_grads", "full")
+            children = ((sp_.dense / (shard if dp_sharding == "full" else dpcp), sp_.expert / edp) if sharded_opt
+                        else (sp_.dense, sp_.expert))
+            step += step_restore_bytes(fraction=opts.state_offload, chunk_mb=opts.state_chunk_mb, master=master_b,
+                                       moments=opt_full - master_b, local_params=children)
         if opts.full_graph:
             # the graph's private pool keeps the captured step's peak (activations and in-graph transients)
             # reserved while the eager optimizer step runs beside it

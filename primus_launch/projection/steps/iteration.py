@@ -58,8 +58,8 @@ def stage_tails(s: Setup, stages: StageCosts) -> list[StageTail]:
         fwd_win = sum(q.fwd for q in row)
         bwd_win = sum(q.bwd_input + q.bwd_weight for q in row)
         per_chunk = [(q.fwd, q.bwd_input + q.bwd_weight) for q in row]
-        post.append(StageTail(dp_grad_sync(plan, spec, lay, sp_, fwd_win, bwd_win, rank, per_chunk),
-                              optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_))))
+        dp_s = dp_grad_sync(plan, spec, lay, sp_, fwd_win, bwd_win, rank, per_chunk)
+        post.append(StageTail(dp_s, optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_), overlap_s=dp_s)))
     return post
 
 
