@@ -892,6 +892,17 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         if (get(a, "enable_cuda_graph") or get(a, "external_cuda_graph")) and get(a, "cuda_graph_impl") != "none":
             raise PlanError("--cuda-graph-impl", get(a, "cuda_graph_impl"),
                             "do not combine with --enable-cuda-graph / --external-cuda-graph (Megatron asserts)")
+        if training["offload"]["optimizer_state_fraction"] > 0:
+            # Megatron-LM dev (9050d4c5fb) validate_args and OptimizerConfig.__post_init__
+            if get(a, "use_megatron_fsdp") or not get(a, "use_distributed_optimizer"):
+                raise PlanError("--chunked-optimizer-state-offload", True,
+                                "requires --use-distributed-optimizer and no Megatron-FSDP (Megatron asserts)")
+            if str(get(a, "optimizer")) not in ("adam", "muon"):
+                raise PlanError("--chunked-optimizer-state-offload", True,
+                                f"supports --optimizer adam or muon (here {get(a, 'optimizer')}; Megatron asserts)")
+            if "full_iteration" in training.get("cuda_graph_scope", ()):
+                raise PlanError("--chunked-optimizer-state-offload", True,
+                                "not with full-iteration CUDA graphs (Megatron asserts)")
     if training["global_batch_size"] is None:  # validate_args: mbs * dp
         world = cluster.world_size
         training["global_batch_size"] = mbs * max(1, world // (tp * pp * parallel["cp"]))
