@@ -218,3 +218,36 @@ def test_gb200_optimizer_time_adds_the_host_link_copies():
         want = max(max(0.0, held * 4 / 450e9 - overlap) + gpu, held * 8 / 450e9 - overlap)
         assert optimizer_step_s(plan, spec, held, overlap_s=overlap) == pytest.approx(want)
     assert optimizer_step_s(base, spec, held, overlap_s=0.01) == gpu  # no offload: the overlap changes nothing
+
+
+@pytest.mark.parametrize("kind", ["script", "yaml"])
+def test_writer_round_trip(tmp_path, kind):
+    """The tuned-recipe writer expresses the two fields in the recipe's idiom and reads back the same plan:
+    a script's deprecated ``--offload-optimizer-states`` kept while the offload stays on, every switch removed
+    when it is turned off; an NVIDIA YAML gets ``chunked_optimizer_state_offload: true``."""
+    from primus_launch.adapters import load_recipe, write_recipe
+
+    if kind == "script":
+        src = tmp_path / "run.sh"
+        src.write_text("#!/bin/bash\n# primus-launch: gpu=h100-sxm\ntorchrun --nnodes 1 --nproc-per-node 8 "
+                       + " ".join(SMALL) + " --offload-optimizer-states\n")
+    else:
+        src = tmp_path / "r.yaml"
+        src.write_text("ARGS:\n  num_layers: 4\n  hidden_size: 1024\n  num_attention_heads: 16\n  seq_length: 2048\n"
+                       "  max_position_embeddings: 2048\n  micro_batch_size: 1\n  global_batch_size: 64\n  bf16: true\n"
+                       "  use_distributed_optimizer: true\n  vocab_size: 32000\n")
+    p = load_recipe(src)
+    assert p.training.offload.optimizer_state_fraction == (1.0 if kind == "script" else 0.0)
+    for i, (frac, chunk) in enumerate(((0.5, 64), (0.0, 0), (1.0, 256))):
+        o = p.training.offload.model_copy(update={"optimizer_state_fraction": frac, "optimizer_state_chunk_mb": chunk})
+        out = write_recipe(p.model_copy(update={"training": p.training.model_copy(update={"offload": o})}),
+                           tmp_path / f"out{i}{src.suffix}")
+        back = load_recipe(out).training.offload
+        assert (back.optimizer_state_fraction, back.optimizer_state_chunk_mb) == (frac, chunk)
+        text = out.read_text()
+        if frac == 0:
+            assert "offload" not in text
+        elif kind == "script":
+            assert "--offload-optimizer-states" in text and "--chunked-optimizer-state-offload" not in text
+        else:
+            assert "chunked_optimizer_state_offload: true" in text

@@ -1180,14 +1180,20 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                                          or current.get("optimizer_offload_fraction") is not None else None)
     if o.optimizer_fraction == 0 and current.get("optimizer_offload_fraction") is not None:
         out["optimizer_offload_fraction"] = current["optimizer_offload_fraction"]
-    if o.optimizer_state_fraction > 0 or current.get("chunked_optimizer_state_offload") \
-            or current.get("offload_optimizer_states"):
-        out["chunked_optimizer_state_offload"] = o.optimizer_state_fraction > 0
-        out["offload_optimizer_states"] = None
-        out["optimizer_state_offload_fraction"] = (o.optimizer_state_fraction if o.optimizer_state_fraction > 0
-                                                   else current.get("optimizer_state_offload_fraction"))
-        out["optimizer_state_offload_chunk_size_mb"] = (o.optimizer_state_chunk_mb or None if o.optimizer_state_fraction > 0
-                                                        else current.get("optimizer_state_offload_chunk_size_mb"))
+    # chunked optimizer-state offload (Megatron-LM dev): a recipe's deprecated --offload-optimizer-states is kept
+    # while the offload stays on, both switches go when it is turned off
+    on, legacy = o.optimizer_state_fraction > 0, bool(current.get("offload_optimizer_states"))
+    if on or legacy or current.get("chunked_optimizer_state_offload"):
+        out["offload_optimizer_states"] = on and legacy
+        out["chunked_optimizer_state_offload"] = on and (not legacy or bool(current.get("chunked_optimizer_state_offload")))
+        had_f, had_c = (current.get(k) is not None for k in ("optimizer_state_offload_fraction",
+                                                              "optimizer_state_offload_chunk_size_mb"))
+        out["optimizer_state_offload_fraction"] = (
+            (o.optimizer_state_fraction if (o.optimizer_state_fraction != 1.0 or had_f) else None) if on
+            else current.get("optimizer_state_offload_fraction"))
+        out["optimizer_state_offload_chunk_size_mb"] = (
+            (o.optimizer_state_chunk_mb if (o.optimizer_state_chunk_mb or had_c) else None) if on
+            else current.get("optimizer_state_offload_chunk_size_mb"))
     # precision
     out["bf16"] = t.precision == "bf16" or (t.precision in ("fp8", "fp4") and not current.get("fp16"))
     out["fp16"] = t.precision == "fp16" or (t.precision in ("fp8", "fp4") and bool(current.get("fp16")))
