@@ -44,7 +44,7 @@ import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron import cluster_edits, normalized_plan, stated_cluster
 from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args
-from primus_launch.adapters.megatron_yaml import child_node, mapping_items, node_value
+from primus_launch.adapters.megatron_yaml import child_node, mapping_items, node_value, scalar_text
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
@@ -433,14 +433,7 @@ def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None) -> Plan:
 
 # --------------------------------------------------------------------------- writing
 def _scalar(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(str(v) for v in value) + "]"
-    txt = str(value)
-    return f"'{txt}'" if re.search(r"[|:#\[\]{}]|^[*&!%@`]", txt) else txt
+    return scalar_text(value, quote="'")  # yaml.safe_dump's quoting
 
 
 # the section a dest is added to when the file does not write it

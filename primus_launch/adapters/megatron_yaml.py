@@ -84,14 +84,7 @@ class YamlRecipe:
 
     # ----- edits
     def _scalar_text(self, value: Any) -> str:
-        if value is None:
-            return "null"
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        if isinstance(value, (list, tuple)):
-            return "[" + ", ".join(str(v) for v in value) + "]"
-        txt = str(value)
-        return f'"{txt}"' if re.search(r"[|:#\[\]{}]|^[*&!%@`]", txt) else txt
+        return scalar_text(value)
 
     def remove_edit(self, dest: str) -> Edit:
         """Delete the entry's line(s) (NVIDIA YAMLs become command-line flags: ``key: null`` or a false
@@ -286,6 +279,19 @@ def _refuse_bridge_config(root: yaml.MappingNode, path: str) -> None:
                     "overrides a recipe Megatron-Bridge builds in Python, so the file alone does not state the model; give "
                     "the run's saved run_config.yaml (ConfigContainer.to_yaml), its Megatron-LM flags "
                     "(primus-launch --project -- torchrun ... pretrain_gpt.py ...) or a Megatron-LM argument YAML")
+
+
+def scalar_text(value: Any, quote: str = '"') -> str:
+    """A value as one YAML flow scalar for an in-place edit: null / true / false, a list in flow style,
+    a string quoted with ``quote`` where YAML would read it otherwise (indicators, a leading anchor / tag)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    txt = str(value)
+    return f"{quote}{txt}{quote}" if re.search(r"[|:#\[\]{}]|^[*&!%@`]", txt) else txt
 
 
 def from_yaml(text: str, path: str) -> YamlRecipe:
