@@ -250,6 +250,21 @@ def _check_out_format(native: Path, out: Path) -> None:
                         f"({native.name}); give a path ending in {' or '.join(sorted(group))}")
 
 
+def _names_wrapper(out: Path, native: Path) -> bool:
+    """``--out`` of a tune through a wrapper TOML names the tuned wrapper (``.toml``) where the native
+    recipe is not a TOML."""
+    return out.suffix.lower() == ".toml" and native.suffix.lower() != ".toml"
+
+
+def _wrapper_stem(out: Path) -> str:
+    """``tuned.primus.toml`` -> ``tuned`` (the name the tuned native recipe takes beside it)."""
+    name = out.name
+    for end in (".primus.toml", ".toml"):
+        if name.lower().endswith(end):
+            return name[: -len(end)] or "tuned"
+    return out.stem
+
+
 def _check_outputs(outputs: Sequence[tuple[str, Optional[str | Path]]]) -> None:
     """Before any work: no output may name an input the run read (recipe, wrapper, sourced
     fragment, --gpu-file, extends chain; real path or hard link), a folder, a folder that cannot be
@@ -413,25 +428,31 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
             check_config_script_tunable(a.tune, a.out)
     log_path = Path(a.log) if a.log is not None else None
-    out_recipe = None
+    out_recipe = out_wrapper = None
     if a.tune != _FROM_COMMAND:
         from primus_launch.adapters import native_path, tuned_path
 
         native = native_path(plan)
         out_recipe = Path(a.out) if a.out is not None else tuned_path(native)
-        if a.out is not None:
+        wrapped = plan.source is not None and bool(plan.source.wrapper_path)
+        if a.out is not None and wrapped and _names_wrapper(out_recipe, native):
+            # --out names the tuned wrapper (x.primus.toml): the tuned recipe is x.<native ending> beside it
+            out_wrapper = out_recipe
+            out_recipe = out_recipe.with_name(_wrapper_stem(out_recipe) + native.suffix)
+        elif a.out is not None:
             _check_out_format(native, out_recipe)
         if log_path is None:
             log_path = out_recipe.with_name(out_recipe.name + ".trials.json")
-    out_wrapper = None
-    if out_recipe is not None and plan.source is not None and plan.source.wrapper_path:
+    if out_recipe is not None and out_wrapper is None and plan.source is not None and plan.source.wrapper_path:
         # the wrapper states the cluster the tune ran on; the native recipe may not (a Primus experiment has no
         # node count): the tuned wrapper points at the tuned recipe on that cluster
         from primus_launch.adapters.primus_toml import tuned_wrapper_path
 
         out_wrapper = tuned_wrapper_path(Path(plan.source.wrapper_path), out_recipe, bool(a.out))
-    _check_outputs([("--out" if a.out else "tuned recipe", out_recipe), ("--log" if a.log else "trial log", log_path),
-                    ("--report", a.report), ("--trace", a.trace), ("tuned wrapper", out_wrapper)])
+    out_names_wrapper = a.out is not None and out_wrapper is not None and Path(a.out) == out_wrapper
+    _check_outputs([("--out" if a.out and not out_names_wrapper else "tuned recipe", out_recipe),
+                    ("--log" if a.log else "trial log", log_path), ("--report", a.report), ("--trace", a.trace),
+                    ("--out" if out_names_wrapper else "tuned wrapper", out_wrapper)])
     executor = None
     if a.ray_address is not None:
         from primus_launch.ray_cluster import connect

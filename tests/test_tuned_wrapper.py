@@ -39,3 +39,23 @@ def test_tuned_wrapper_keeps_the_cluster(tmp_path, capsys):
     assert moved["tuned_wrapper"] == str(out.parent / "t.primus.toml")
     assert main(["--project", moved["tuned_wrapper"], "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["iteration_time_s"] == best["iteration_time_s"]
+
+
+def test_out_naming_a_wrapper_writes_the_wrapper_there(tmp_path, capsys):
+    """``--tune w.primus.toml --out t.primus.toml`` names the tuned wrapper (the recipe the user tuned is a
+    wrapper): it was refused as "give a path ending in .yaml"; the tuned native recipe is ``t.yaml`` beside
+    it, and an --out naming the input wrapper itself is refused by the same flag."""
+    shutil.copy(ROOT / "recipes/llama3.1_8b_mi355x.primus.toml", tmp_path / "w.primus.toml")
+    (tmp_path / "primus/MI355X").mkdir(parents=True)
+    shutil.copy(ROOT / "recipes/primus/MI355X/llama3.1_8b.yaml", tmp_path / "primus/MI355X/llama3.1_8b.yaml")
+    out = tmp_path / "out" / "t.primus.toml"
+    out.parent.mkdir()
+    assert main(["--tune", str(tmp_path / "w.primus.toml"), "--dry-run", "--json", "--out", str(out)]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["tuned_wrapper"] == str(out) and res["tuned_recipe"] == str(out.parent / "t.yaml")
+    assert main(["--project", str(out), "--dry-run", "--json"]) == 0
+    back = json.loads(capsys.readouterr().out)
+    assert back["iteration_time_s"] == res["best"]["iteration_time_s"]
+    before = (tmp_path / "w.primus.toml").read_bytes()
+    assert main(["--tune", str(tmp_path / "w.primus.toml"), "--dry-run", "--out", str(tmp_path / "w.primus.toml")]) == 2
+    assert "--out=" in capsys.readouterr().err and (tmp_path / "w.primus.toml").read_bytes() == before
