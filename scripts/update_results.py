@@ -87,7 +87,9 @@ def seed() -> list[str]:
         raise SystemExit("update_results --seed: RESULTS.md does not start as RESULTS.template.md does")
     pos = len(parts[0])
     for i in range(1, len(parts), 2):
-        end = shown.find(parts[i + 1], pos) if parts[i + 1] else len(shown)
+        last = i + 2 == len(parts)  # the template's closing text: the end of RESULTS.md, not its first match
+        end = (len(shown) - len(parts[i + 1]) if last and shown.endswith(parts[i + 1])
+               else shown.find(parts[i + 1], pos) if parts[i + 1] else len(shown))
         if end < 0:
             raise SystemExit(f"update_results --seed: the template's text after @{parts[i]}@ is not in RESULTS.md")
         bodies[parts[i]] = shown[pos:end]
