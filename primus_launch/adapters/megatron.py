@@ -94,7 +94,23 @@ def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None 
                 return rec, guess[0]
         return rec, given or _stated_cluster(cfg, None)
     rec = ms.from_script(text, path, script_args)
-    return rec, given or _stated_cluster(cfg, rec.cluster_values())
+    if given is not None:
+        return rec, given
+    launcher = rec.cluster_values()
+    unstated = rec.unstated_counts()
+    if unstated:  # meant to be stated (a placeholder, an unset variable): the comment's count, else the default's
+        dflt, fill = Cluster(), list(launcher)
+        for k, _ in unstated:
+            key = ("nodes", "gpus_per_node")[k]
+            fill[k] = int(cfg[key]) if cfg.get(key, "").isdigit() else (dflt.num_nodes, dflt.gpus_per_node)[k]
+        launcher = (fill[0], fill[1], launcher[2])
+    written = _stated_cluster(cfg, launcher)
+    for k, why in unstated:  # read as not stated: the count falls back, and the note says to what
+        count = ("node count", written.num_nodes, "--nodes") if k == 0 else \
+            ("count of processes per node", written.gpus_per_node, "--gpus-per-node")
+        rec.notes.append(f"{path}: {why}: the {count[0]} falls back to {count[1]} "
+                         f"(pass {count[2]} or a wrapper TOML's [cluster] to state it)")
+    return rec, written
 
 
 def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
@@ -248,11 +264,19 @@ def _cluster_edits(text: str, rec: Any, written: Cluster, target: Cluster, argv_
             elif key == "gpu" and ms.comment_key_span(text, None) is None:
                 at = text.index("\n") + 1 if text.startswith("#!") and "\n" in text else 0
                 edits.append(ms.Edit(at, at, f"# primus-launch: gpu={new}\n"))
-    if has_launcher and (target.num_nodes, target.gpus_per_node) != (written.num_nodes, written.gpus_per_node):
-        edits += ms.launcher_edits(
-            rec, target.num_nodes if target.num_nodes != written.num_nodes else None,
-            target.gpus_per_node if target.gpus_per_node != written.gpus_per_node else None)
+    if has_launcher:
+        # a count the script leaves to its user (an #SBATCH placeholder, an unset variable) is not written here
+        unstated = _unstated(rec)
+        nodes = target.num_nodes if target.num_nodes != written.num_nodes and 0 not in unstated else None
+        per_node = target.gpus_per_node if target.gpus_per_node != written.gpus_per_node and 1 not in unstated else None
+        if nodes is not None or per_node is not None:
+            edits += ms.launcher_edits(rec, nodes, per_node)
     return edits
+
+
+def _unstated(rec: Any) -> set[int]:
+    """The launcher counts a script means to state but does not (ms.CommandRecipe.unstated_counts)."""
+    return {k for k, _ in rec.unstated_counts()} if isinstance(rec, ms.CommandRecipe) else set()
 
 
 def _parse_for_render(text: str, path: str, argv_mode: bool, plan: Plan) -> tuple[Any, Cluster]:
@@ -289,7 +313,9 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
     want["model"]["name"] = got["model"]["name"]
     diffs = [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
     has_launcher = not isinstance(rec, YamlRecipe) and rec.launcher_start() is not None
-    if has_launcher and (written.num_nodes, written.gpus_per_node) != (plan.cluster.num_nodes, plan.cluster.gpus_per_node):
+    unstated = _unstated(rec) if has_launcher else set()
+    if has_launcher and any(k not in unstated and w != c for k, w, c in (
+            (0, written.num_nodes, plan.cluster.num_nodes), (1, written.gpus_per_node, plan.cluster.gpus_per_node))):
         diffs.append("cluster")
     if diffs:
         raise UserError(f"{path}: cannot express {', '.join(diffs)} in this Megatron recipe")
@@ -323,6 +349,10 @@ def _with_launch_env(plan: Plan, original: str, text: str, path: str) -> str:
     rec, _ = _parse_for_render(out, path, False, plan)
     left = [p for p in megatron_env_problems(plan, recipe_env(rec), arch) if p[0].split(" ", 1)[1] in fixes]
     if left:
+        var = left[0][0].split(" ", 1)[1]
+        where = rec.written_in([ms.Token(rec.env[var])]) if not isinstance(rec, YamlRecipe) and rec.env.get(var) else None
+        if where is not None:  # set in a sourced fragment after the line written here
+            raise rec.elsewhere_error([(where, f"set {var}={fixes[var]}")])
         raise UserError(f"{path}: cannot set the launch environment the plan needs: {str(PlanError(*left[0]))}")
     return out
 

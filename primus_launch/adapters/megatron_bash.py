@@ -76,6 +76,9 @@ class PC:
     ch: str
     lit: int
     refs: tuple[int, ...] = ()
+    # (file, character offset) where the character is written when that is a file the script sources or
+    # runs (``source common.sh``, ``bash examples/x.sh``), not the script itself: ``lit`` is then SYNTH
+    at: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ class Script:
     def __init__(self, text: str, path: str, data: bytes, root: tree_sitter.Node, masked: dict[int, int],
                  empty_assign: dict[int, int] | None = None):
         self.text, self.path, self.data, self.root = text, path, data, root
+        self.origin: str | None = None  # a sourced / called file: its path (PC.at); None for the script itself
         self.masked = masked  # byte offset of a "${" whose body the parser could not read -> its "}"
         # byte offset of the NAME of a `NAME=<file` / `NAME=>file` parsed as `NAME <file` -> its "="
         self.empty_assign = empty_assign or {}
@@ -180,6 +184,10 @@ class Script:
 
     def err(self, msg: str, byte: int) -> UserError:
         return UserError(f"{self.path}:{self.line(byte)}: cannot parse launch script: {msg}")
+
+    def pc(self, ch: str, i: int) -> PC:
+        """The character ``ch`` written at offset ``i`` of this text."""
+        return PC(ch, i, (), None if self.origin is None else (self.origin, i))
 
 
 def _too_deep(root: tree_sitter.Node) -> tree_sitter.Node | None:
@@ -444,17 +452,17 @@ def _literal(sc: Script, a: int, b: int, mode: str) -> list[Part]:
                 continue
             if mode == "word":
                 flush()
-                out.append(Part("lit", True, [PC(n, i + 1)]))
+                out.append(Part("lit", True, [sc.pc(n, i + 1)]))
                 i += 2
                 continue
             if mode == "brace" or n in '$`"\\':
-                lit.append(PC(n, i + 1))
+                lit.append(sc.pc(n, i + 1))
                 i += 2
                 continue
         elif c == "\\" and mode == "word":  # a lone trailing backslash
             i += 1
             continue
-        lit.append(PC(c, i))
+        lit.append(sc.pc(c, i))
         i += 1
     flush()
     return out
@@ -514,14 +522,14 @@ def word_parts(sc: Script, nodes: list[tree_sitter.Node], quoted: bool = False) 
         kids = [k for n in nodes for k in ([n] if n.type in _EXPANDING else _expanding_children(n, ba, n.end_byte))]
         return _spliced(sc, ba, nodes[-1].end_byte, kids, "dq" if quoted else "word", quoted)
     if t == "raw_string":
-        return [Part("lit", True, [PC(sc.text[i], i) for i in range(a + 1, b - 1)])]
+        return [Part("lit", True, [sc.pc(sc.text[i], i) for i in range(a + 1, b - 1)])]
     if t == "ansi_c_string":  # $'...': read as "$" and a single-quoted string (escapes are not decoded)
-        return [Part("lit", quoted, [PC("$", a)]), Part("lit", True, [PC(sc.text[i], i) for i in range(a + 2, b - 1)])]
+        return [Part("lit", quoted, [sc.pc("$", a)]), Part("lit", True, [sc.pc(sc.text[i], i) for i in range(a + 2, b - 1)])]
     if t in ("string", "translated_string"):  # $"...": "$" and a double-quoted string
         lead = _start(sc, node) + (1 if t == "string" else 2)
         kids = list(_expanding_children(node, lead, node.end_byte - 1))
         kids = [k for k in kids if k.type != "string"]
-        out = [] if t == "string" else [Part("lit", quoted, [PC("$", a)])]
+        out = [] if t == "string" else [Part("lit", quoted, [sc.pc("$", a)])]
         inner = _spliced(sc, lead, node.end_byte - 1, kids, "dq", True)
         tail = inner.pop().pcs if inner and inner[-1].kind == "lit" else []
         # an empty "" still makes a (quoted, empty) part so that it yields an empty argument
@@ -594,7 +602,7 @@ def _unparsed_arg(sc: Script, a: int, b: int) -> list[Part] | None:
         if s[i] == "'":
             j = s.find("'", i + 1, b)
             j = b if j < 0 else j
-            out.append(Part("lit", True, [PC(s[k], k) for k in range(i + 1, j)]))
+            out.append(Part("lit", True, [sc.pc(s[k], k) for k in range(i + 1, j)]))
             i = j + 1
             continue
         j = i + 1 if s[i] == '"' else i
@@ -625,6 +633,7 @@ def _stretch(sc: Script, a: int, b: int, mode: str) -> list[Part] | None:
     if root.has_error or _too_deep(root) is not None:
         return None
     sub = Script(sc.text, sc.path, sc.data, root, {})
+    sub.origin = sc.origin
     return _spliced(sub, ba, bb, list(_expanding_children(root, ba, bb)), mode, mode == "dq")
 
 
@@ -689,7 +698,16 @@ def sbatch_allocation(text: str) -> dict[str, int]:
     """The allocation a script's ``#SBATCH`` header asks for (sbatch reads the directives before the
     first command): ``nodes`` (``-N`` / ``--nodes``; a ``min-max`` range: the upper bound),
     ``ntasks_per_node`` and ``gpus_per_node`` (``--gpus-per-node=[type:]N`` or ``--gres=gpu[:type]:N``)."""
+    return sbatch_header(text)[0]
+
+
+def sbatch_header(text: str) -> tuple[dict[str, int], dict[str, str]]:
+    """(:func:`sbatch_allocation`, the directives of those fields whose count is not a number: field ->
+    the directive as written).  A template's placeholder (``#SBATCH --nodes=<NODES>``, ``-N {nodes}``,
+    ``--nodes=${NNODES}``: sbatch expands no variables in its directives) is no count sbatch accepts;
+    it is left out of the allocation and named here, for the reader's note."""
     out: dict[str, int] = {}
+    unread: dict[str, str] = {}
     for line in text.splitlines():
         st = line.strip()
         if st and not st.startswith("#"):
@@ -707,15 +725,21 @@ def sbatch_allocation(text: str) -> dict[str, int]:
             if not val and i + 1 < len(words):
                 val = words[i + 1]
             field = _SBATCH_KEYS[key]
+            said = f"#SBATCH {w}" + (f" {val}" if w == key and val else "")
             if field == "gres":
                 g = re.search(r"(?:^|,)gpu(?::[^:,]+)?:(\d+)", val)
                 if g:
                     out.setdefault("gpus_per_node", int(g.group(1)))
+                elif re.search(r"(?:^|,)gpu\b", val):
+                    unread.setdefault("gpus_per_node", said)
                 continue
             num = re.fullmatch(r"(?:[^:]+:)?(\d+)(?:-(\d+))?", val)
             if num:
                 out[field] = int(num.group(2) or num.group(1))
-    return out
+                unread.pop(field, None)
+            else:
+                unread[field] = said
+    return out, {k: v for k, v in unread.items() if k not in out}
 
 
 def slurm_env(alloc: dict[str, int]) -> dict[str, str]:
@@ -750,8 +774,10 @@ class ShellState:
         self.functions: dict[str, tuple[Script, list[tree_sitter.Node]]] = {}
         self.warnings: list[str] = []
         self.exported: set[str] = set()  # names exported (export / declare -x) so far
+        # files read besides the script: path -> ("source" | "bash", text) (where PC.at points)
+        self.files: dict[str, tuple[str, str]] = {}
         # the job's #SBATCH allocation (sbatch_allocation): the script's header, or an `sbatch <<EOF` it submits
-        self.allocation: dict[str, int] = sbatch_allocation(text)
+        self.allocation, self.unread_allocation = sbatch_header(text)
         # positional parameters: given by the caller (characters not in the script: SYNTH)
         self.positional: list[list[PC]] = [_synth(str(x)) for x in argv]
         self._depth = 0
@@ -766,14 +792,14 @@ class ShellState:
         sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
         sub.refs, sub.commands, sub.warnings = [], [], self.warnings
         sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
-        sub.allocation = self.allocation
+        sub.allocation, sub.unread_allocation, sub.files = self.allocation, self.unread_allocation, self.files
         return sub
 
     # --- expansion
     def _ref(self, start: int, end: int, pcs: list[PC]) -> list[PC]:
         rid = len(self.refs)
         self.refs.append(Ref(start, end, len(pcs)))
-        return [PC(p.ch, p.lit, p.refs + (rid,)) for p in pcs]
+        return [PC(p.ch, p.lit, p.refs + (rid,), p.at) for p in pcs]
 
     def _value(self, name: str, index: str | None) -> tuple[list[list[PC]] | None, bool]:
         """(values, is_multi): list of element strings, or None when unset."""
@@ -999,7 +1025,7 @@ class ShellState:
                 inner = inner.child_by_field_name("body")
             if inner is None or inner.type != "command":
                 return True if inner is None else (self.exec(inner, redirects) or True)
-            words = [Token([PC("!", self.sc.pos(node.start_byte))])]
+            words = [Token([self.sc.pc("!", self.sc.pos(node.start_byte))])]
             words += self._words(_command_words(self.sc, inner, redirects=redirects))
             end = _command_end(self.sc, inner, redirects)
             self.commands.append(Command(words, self.sc.pos(node.start_byte), self.sc.pos(end), self._prefix_env([])))
@@ -1294,11 +1320,11 @@ class ShellState:
         def remap(p: PC) -> PC:
             if 0 <= p.lit < len(src):
                 o = src[p.lit]
-                return PC(p.ch, o.lit, o.refs)
-            return PC(p.ch, SYNTH if p.lit != OPAQUE else OPAQUE)
+                return PC(p.ch, o.lit, o.refs, o.at)
+            return PC(p.ch, SYNTH if p.lit != OPAQUE else OPAQUE, (), p.at)
 
         self._adopt(sub, before, remap, remap, keep_spans=True)
-        if launcher and (self.allocation or any(re.match(r"(-N|--nodes|--ntasks-per-node)\b", a.text)
+        if launcher and (self.allocation or self.unread_allocation or any(re.match(r"(-N|--nodes|--ntasks-per-node)\b", a.text)
                                                 for a in launcher)):
             for c in self.commands[n_before:]:
                 if not any(a.text.rsplit("/", 1)[-1] == "torchrun" or a.text in ("torch.distributed.run",
@@ -1324,16 +1350,18 @@ class ShellState:
             return
         a, b = _start(self.sc, doc), doc.end_byte
         if start is not None and re.search(r"[\"'\\]", self.sc.src(start)):  # <<'EOF': not expanded
-            pcs = [PC(self.sc.text[i], i) for i in range(self.sc.pos(a), self.sc.pos(b))]
+            pcs = [self.sc.pc(self.sc.text[i], i) for i in range(self.sc.pos(a), self.sc.pos(b))]
         else:
             kids = [k for k in _expanding_children(doc, a, b) if k.type != "heredoc_content"]
             pcs = self._expand_word_nosplit(_spliced(self.sc, a, b, kids, "dq", True))
         tok = Token(pcs)
         saved = dict(self.scalars)
-        alloc = sbatch_allocation(tok.text)
-        if alloc and name is not None and self.sc.src(name).rsplit("/", 1)[-1] == "sbatch":
+        alloc, unread = sbatch_header(tok.text)
+        if (alloc or unread) and name is not None and self.sc.src(name).rsplit("/", 1)[-1] == "sbatch":
             self.allocation.clear()
             self.allocation.update(alloc)  # the job's allocation: what srun inside it inherits
+            self.unread_allocation.clear()
+            self.unread_allocation.update(unread)
         self.scalars.update({k: _synth(v) for k, v in slurm_env(alloc).items()})
         try:
             self._run_string(tok)
@@ -1379,6 +1407,8 @@ class ShellState:
         except (OSError, UnicodeDecodeError, UserError) as e:
             self.warnings.append(f"{what} {name}: not read ({e})")
             return
+        sc.origin = str(hit)
+        self.files.setdefault(str(hit), (what, text))
         sub = self._child(text, str(hit), sc)
         before = self._snapshot()
         self._depth += 1
@@ -1387,8 +1417,8 @@ class ShellState:
         finally:
             self._depth -= 1
         self.warnings.append(f"{what} {name}: read ({hit})")
-        self._adopt(sub, before, lambda p: PC(p.ch, SYNTH) if p.lit >= 0 or p.refs else p,
-                    lambda p: PC(p.ch, SYNTH if p.lit >= 0 else p.lit), keep_spans=False)
+        self._adopt(sub, before, lambda p: PC(p.ch, SYNTH, (), p.at) if p.lit >= 0 or p.refs else p,
+                    lambda p: PC(p.ch, SYNTH if p.lit >= 0 else p.lit, (), p.at), keep_spans=False)
 
     def _snapshot(self) -> dict[str, int]:
         return {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}

@@ -11,6 +11,7 @@ copying its line's indentation and ``\\`` continuation, and removed with their l
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,6 +201,10 @@ class CommandRecipe:
     # environment of the training command as the script sets it (exports, VAR=value / env prefixes)
     env: dict[str, list[PC]] = field(default_factory=dict)
     allocation: dict[str, int] = field(default_factory=dict)  # the #SBATCH header's (sbatch_allocation)
+    # the #SBATCH directives whose count is not a number (sbatch_header): field -> the directive as written
+    unread_allocation: dict[str, str] = field(default_factory=dict)
+    # files the script sources or runs: path -> ("source" | "bash", text) (megatron_bash.ShellState.files)
+    files: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def env_values(self) -> dict[str, str]:
         """The launch environment the script sets for the training command, as text."""
@@ -228,11 +233,11 @@ class CommandRecipe:
     def cluster_values(self) -> tuple[int | None, int | None, bool]:
         """(nodes, processes per node, has_launcher) as written (None = launcher default / absent); an
         ``srun`` without ``--nodes`` / ``--ntasks-per-node`` takes them from the job's ``#SBATCH``
-        allocation, as srun does inside it."""
+        allocation, as srun does inside it.  A count not read (an ``#SBATCH`` placeholder such as
+        ``--nodes=<NODES>``, a launcher option whose variable is unset) is None, and said in
+        :meth:`unstated_counts`."""
         has = self.launcher_start() is not None
-        rng = self.launcher_range()
-        inherit = (self.allocation.get("nodes"), self.allocation.get("ntasks_per_node")) \
-            if rng is not None and rng[0] == "srun" else (None, None)
+        inherit = self._inherited()
         out: list[int | None] = []
         for k, names in enumerate(self.cluster_flags()):
             o = self.launcher_value(*names)
@@ -250,6 +255,32 @@ class CommandRecipe:
                 raise PlanError(o.flag, txt, "an integer from 1 to 999,999,999 (or pass the cluster explicitly)")
             out.append(n)
         return out[0], out[1], has
+
+    def _inherited(self) -> tuple[int | None, int | None]:
+        rng = self.launcher_range()
+        if rng is None or rng[0] != "srun":
+            return None, None
+        return self.allocation.get("nodes"), self.allocation.get("ntasks_per_node")
+
+    def unstated_counts(self) -> list[tuple[int, str]]:
+        """(0 nodes / 1 processes per node, why) for each count :meth:`cluster_values` leaves unread where
+        the recipe means to state it: an ``#SBATCH`` count srun or the SLURM_* variables would pass on that
+        is no number (:func:`megatron_bash.sbatch_header`), a launcher option whose value is empty."""
+        rng = self.launcher_range()
+        srun = rng is not None and rng[0] == "srun"
+        sources = (("nodes",), ("ntasks_per_node",) if srun else ("ntasks_per_node", "gpus_per_node"))
+        inherit = self._inherited()
+        why: list[tuple[int, str]] = []
+        for k, names in enumerate(self.cluster_flags()):
+            o = self.launcher_value(*names)
+            if (o is not None and o.vals) or inherit[k] is not None or (o is None and not srun):
+                continue
+            bad = [self.unread_allocation[f] for f in sources[k] if f in self.unread_allocation]
+            if bad:  # the value was to come from the allocation (srun's, or its SLURM_* variables)
+                why.append((k, f"{bad[0]!r} is not a count (a template placeholder? sbatch refuses it)"))
+            elif o is not None:
+                why.append((k, f"{o.flag} has no value (an unset variable?)"))
+        return why
 
     def launcher_range(self) -> tuple[str, int, int] | None:
         """(kind, first option index, end) of the launcher options: ``torchrun`` /
@@ -272,6 +303,29 @@ class CommandRecipe:
     def launcher_start(self) -> int | None:
         rng = self.launcher_range()
         return rng[1] if rng else None
+
+    # ----- values written in another file (a sourced fragment, a script this one runs)
+    def written_in(self, toks: Iterable[Token]) -> tuple[str, int, str] | None:
+        """(file, line, how) of the first character of ``toks`` written in a file this script sources
+        (how ``source``) or runs (``bash``), not in the script itself; None if there is none."""
+        for t in toks:
+            for p in t.pcs:
+                if p.at is not None:
+                    how, text = self.files.get(p.at[0], ("source", ""))
+                    return p.at[0], text.count("\n", 0, p.at[1]) + 1, how
+        return None
+
+    def elsewhere_error(self, items: list[tuple[tuple[str, int, str], str]]) -> UserError:
+        """One line: the edits ``items`` ((file, line, how), what to do) are in other files, to be made
+        there by hand (the tuned recipe is a copy of this script; a file the run reads is never written)."""
+        by_file: dict[tuple[str, str], list[str]] = {}
+        for (f, line, how), what in sorted(items, key=lambda x: x[0][1]):
+            by_file.setdefault((f, how), []).append(f"line {line}: {what}")
+        parts = [f"{f} ({'run' if how == 'bash' else 'sourced'} by this script) " + ", ".join(dict.fromkeys(ws))
+                 for (f, how), ws in by_file.items()]
+        return UserError(f"{self.path}: cannot write the tuned values: they are set in another file, "
+                         f"{'; '.join(parts)}; edit {'them' if len(items) > 1 else 'it'} there by hand (only this script is copied and edited, "
+                         f"and no file the run reads is written over)")
 
     # ----- sites in the text
     def _site(self, tok: Token, after: int | None, prefer_literal: bool = True) -> tuple[int, int] | None:
@@ -311,8 +365,10 @@ class CommandRecipe:
         return fs[0], end
 
     # ----- edit planning
-    def value_edits(self, requests: list[tuple[Occ, str]]) -> list[Edit]:
-        """Edits that give each occurrence's value the requested text."""
+    def value_edits(self, requests: list[tuple[Occ, str]],
+                    elsewhere: list[tuple[tuple[str, int, str], str]] | None = None) -> list[Edit]:
+        """Edits that give each occurrence's value the requested text; a value written in another file
+        (:meth:`written_in`) is added to ``elsewhere`` (None: refused at once, :meth:`elsewhere_error`)."""
         all_toks = [t for o in self.occs + self.launcher if o.spec is not None or o in self.launcher for t in o.vals]
         edits: list[Edit] = []
         req_ids = {id(o.vals[0]): txt for o, txt in requests}
@@ -330,7 +386,14 @@ class CommandRecipe:
             if site is None:
                 exact = v.exact_refs(self.refs)
                 if not exact:
-                    raise UserError(f"{self.path}: cannot edit the value of {o.flag} ({v.text!r}): it is computed")
+                    where = self.written_in([v])
+                    if where is None:
+                        raise UserError(f"{self.path}: cannot edit the value of {o.flag} ({v.text!r}): it is computed")
+                    item = (where, f"set {o.flag} {txt} (now {v.text})")
+                    if elsewhere is None:
+                        raise self.elsewhere_error([item])
+                    elsewhere.append(item)
+                    continue
                 r = self.refs[exact[-1]]
                 site = (r.start, r.end)
             edits.append(Edit(site[0], site[1], txt))
@@ -491,7 +554,7 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> Comm
     state = ShellState(text, path, script_args, slurm_env(alloc))
     tokens, idx, env = _pick_command(state, path)
     rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]), env=env)
-    rec.allocation = state.allocation
+    rec.allocation, rec.unread_allocation, rec.files = state.allocation, state.unread_allocation, state.files
     rng = rec.launcher_range()
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
@@ -532,6 +595,7 @@ def plan_edits(rec: CommandRecipe, changes: dict[str, Any]) -> list[Edit]:
     edits: list[Edit] = []
     removed: list[Occ] = []
     inserts: list[tuple[Flag, str | None]] = []
+    elsewhere: list[tuple[tuple[str, int, str], str]] = []  # edits in a file the script sources or runs
     for dest, val in changes.items():
         spec = BY_DEST[dest]
         occs = [o for o in rec.occs if o.spec is spec]
@@ -547,7 +611,10 @@ def plan_edits(rec: CommandRecipe, changes: dict[str, Any]) -> list[Edit]:
             continue
         if spec.kind == "list":
             txt = " ".join(str(v) for v in val)
-            if occs:
+            where = rec.written_in([occs[-1].flag_tok]) if occs and rec._site(occs[-1].flag_tok, None) is None else None
+            if where is not None:
+                elsewhere.append((where, f"set {spec.flag} {txt}"))
+            elif occs:
                 a, b = rec.occ_region(occs[-1])
                 o = occs[-1]
                 head = rec.text[a:rec._site(o.flag_tok, None)[1]] if rec._site(o.flag_tok, None) else spec.flag
@@ -567,9 +634,25 @@ def plan_edits(rec: CommandRecipe, changes: dict[str, Any]) -> list[Edit]:
             value_reqs.append((occs[-1], txt))
         else:
             inserts.append((spec, txt))
-    edits.extend(rec.removal_edit(o) for o in removed)
-    edits.extend(rec.insertion_edit(spec, txt, tuple(removed)) for spec, txt in inserts)
-    edits.extend(rec.value_edits(value_reqs))
+    for o in removed:
+        where = rec.written_in([o.flag_tok]) if rec._site(o.flag_tok, None) is None else None
+        if where is not None:
+            elsewhere.append((where, f"remove {o.flag}"))
+        else:
+            edits.append(rec.removal_edit(o))
+    for spec, txt in inserts:
+        try:
+            edits.append(rec.insertion_edit(spec, txt, tuple(removed)))
+        except UserError:
+            near = [[o.flag_tok for o in rec.occs if o.spec is not None and o.spec.group == g]
+                    for g in _RELATED.get(spec.group, (spec.group,))]  # where insertion_edit would add it
+            where = rec.written_in(next((n[-1:] for n in near if n), [o.flag_tok for o in rec.occs if o.flag][-1:]))
+            if where is None:
+                raise
+            elsewhere.append((where, f"add {spec.flag}" + ("" if txt is None else f" {txt}")))
+    edits.extend(rec.value_edits(value_reqs, elsewhere))
+    if elsewhere:
+        raise rec.elsewhere_error(elsewhere)
     return edits
 
 
@@ -588,6 +671,9 @@ def launcher_edits(rec: CommandRecipe, nnodes: int | None, nproc: int | None) ->
         if rng is None or rng[0] != "torchrun":
             raise UserError(f"{rec.path}: cannot set {names[0]}={val}: the launcher does not state it")
         site = rec._site(rec.tokens[rng[1] - 1], None)
+        where = rec.written_in([rec.tokens[rng[1] - 1]]) if site is None else None
+        if where is not None:
+            raise rec.elsewhere_error([(where, f"add {names[0]} {val}")])
         if site is None:
             raise UserError(f"{rec.path}: cannot set {names[0]}={val}: the launcher is not written literally")
         underscore = any("_" in x.flag for x in rec.launcher)  # --node_rank style: keep it
