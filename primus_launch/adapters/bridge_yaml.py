@@ -21,9 +21,12 @@ Reading translates the fields into Megatron-LM argument dests and lets
 ``accumulate_allreduce_grads_in_fp32``; ``should_pad_vocab: false`` -> ``padded_vocab_size = vocab_size``
 (``GPTModelProvider.provide`` pads only when it is true).  Bridge applies ``mixed_precision`` (a recipe
 name of ``training/mixed_precision.py`` or its fields) and ``comm_overlap``'s set fields over the model /
-DDP / optimizer fields (``runtime_config_update``), so they win here too.  Fields with no Megatron-LM
-argument are listed in one note; sections that do not change an iteration (checkpoint, logger,
-scheduler, rng, ...) in another.
+DDP / optimizer fields (``runtime_config_update``), so they win here too; ``comm_overlap.tp_comm_overlap_cfg``
+(a ``TransformerLayerTPOverlapCfg``, handed to TE as ``asdict``) is read as the content of a Megatron-LM
+``--tp-comm-overlap-cfg`` file.  ``env_vars`` is the run's launch environment (``apply_environment_variables``:
+``os.environ.setdefault(name, str(value))``), checked and written as a Megatron-LM YAML's ``ENV_VARS``.
+Fields with no Megatron-LM argument are listed in one note; sections that do not change an iteration
+(checkpoint, logger, scheduler, rng, ...) in another.
 
 Writing (``--tune``) edits the parallel / batch / recompute / DDP values in place (every node that
 feeds a changed argument: ``ddp.`` and ``optimizer.use_distributed_optimizer`` both), re-reads the
@@ -43,11 +46,12 @@ import yaml
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron import cluster_edits, normalized_plan, stated_cluster
-from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args
-from primus_launch.adapters.megatron_yaml import child_node, mapping_items, node_value, scalar_text
+from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args, ub_cfg_entries
+from primus_launch.adapters.megatron_yaml import child_node, env_mapping_edits, mapping_items, node_value, scalar_text
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
+from primus_launch.plan.legality import megatron_env_fixes, megatron_env_problems
 
 FORMAT = "bridge-yaml"
 
@@ -97,7 +101,7 @@ _DERIVED = {"batch_p2p_comm", "deallocate_pipeline_outputs", "inference_sampling
 # sections that do not change an iteration's time or memory (checkpointing, logging, schedules, data paths)
 _NEUTRAL_SECTIONS = ("checkpoint", "logger", "scheduler", "rng", "validation", "dist", "profiling",
                      "rerun_state_machine", "ft", "straggler", "nvrx_straggler", "inprocess_restart",
-                     "optimizer_config_override_provider", "tensor_inspect", "env_vars", "dataset")
+                     "optimizer_config_override_provider", "tensor_inspect", "dataset")
 # Bridge's DistributedInitConfig (dist:) holds the FSDP switches; CheckpointConfig the format Megatron-FSDP needs
 _PICKED = {"dist": ("use_torch_fsdp2", "use_megatron_fsdp", "align_grad_reduce"), "checkpoint": ("ckpt_format",)}
 # fields read elsewhere (the model's precision comes from its own fields / mixed_precision)
@@ -156,6 +160,15 @@ class BridgeRecipe:
     sections: dict[str, yaml.MappingNode] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     unmodelled: list[UnmodelledFlag] = field(default_factory=list)
+    # the run's environment: ``env_vars`` (ConfigContainer.env_vars, applied with os.environ.setdefault(name,
+    # str(value)) before the run starts: training/config.py apply_environment_variables)
+    env: dict[str, str] = field(default_factory=dict)
+    env_node: yaml.MappingNode | None = None
+
+    def env_edits(self, values: dict[str, str]) -> list[ms.Edit]:
+        """Edits that set each ``VAR: 'value'`` of ``values`` in ``env_vars`` (added when absent)."""
+        return env_mapping_edits(self.text, self.path, self.env_node, values, "env_vars",
+                                 "the run's environment (Megatron-Bridge ConfigContainer.env_vars)")
 
     def launcher_start(self) -> None:
         """A config file has no launcher line (the cluster lives in ``# primus-launch:`` or the wrapper)."""
@@ -209,6 +222,9 @@ def _read_fields(rec: BridgeRecipe, section: str, mapping: yaml.MappingNode, unr
         key = str(k.value)
         if key in _SKIP or key in _DERIVED or key.startswith("_") or (section, key) in _READ_ELSEWHERE:
             continue
+        if key == "tp_comm_overlap_cfg" and isinstance(v, yaml.MappingNode):
+            rec.put(key, _ub_mapping(v, f"{section}.{key}"), v)
+            continue
         raw = _plain(v)
         if only_set and raw is None:
             continue  # comm_overlap: an unset field leaves the model / DDP value (CommOverlapConfig.setup)
@@ -228,6 +244,41 @@ def _read_fields(rec: BridgeRecipe, section: str, mapping: yaml.MappingNode, unr
             unread.append(f"{section}.{key}")
             continue
         rec.put(dest, convert(spec, raw) if spec is not None else raw, v)
+
+
+def _env_text(value: Any) -> str | None:
+    """An ``env_vars`` value as the run's environment holds it: ``str(value)`` (``True``, ``1``, ``0.5``);
+    None for what Bridge refuses (a value that is no str / int / float / bool)."""
+    return str(value) if isinstance(value, (str, int, float, bool)) else None
+
+
+def _read_env(rec: BridgeRecipe, node: yaml.Node | None) -> None:
+    """``env_vars`` as the launch environment (the one the Megatron readers take from a script's exports or
+    a YAML's ``ENV_VARS``; plan/legality.py ``megatron_env_problems`` checks it when a plan is written)."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    rec.env_node = node
+    for k, v in mapping_items(node):
+        txt = _env_text(node_value(v)) if isinstance(k, yaml.ScalarNode) and isinstance(v, yaml.ScalarNode) else None
+        if txt is None:
+            raise UserError(f"{rec.path}: env_vars.{getattr(k, 'value', k)}: a str, int, float or bool value "
+                            "(Megatron-Bridge apply_environment_variables refuses others)")
+        rec.env[str(k.value)] = txt
+
+
+def _ub_mapping(node: yaml.MappingNode, field: str) -> dict[str, Any]:
+    """A ``tp_comm_overlap_cfg`` mapping (``CommOverlapConfig``'s ``TransformerLayerTPOverlapCfg`` with a
+    ``*OverlapCfg`` per layer GEMM, or the model's dict after Bridge's ``CommOverlapConfig.setup``) as the
+    ``ub_cfgs`` TE is given: ``asdict`` of it, layers set to None dropped (training/comm_overlap.py), the
+    ``_target_`` keys of the saved YAML left out; checked as the Megatron reader checks a
+    ``--tp-comm-overlap-cfg`` file (megatron_args.ub_cfg_entries)."""
+    data = node_value(node)
+    if not isinstance(data, dict):
+        raise PlanError(field, data, "a mapping of layer names (qkv_fprop, ...) to settings")
+    out = {str(k): ({str(a): b for a, b in v.items() if not str(a).startswith("_")} if isinstance(v, dict) else v)
+           for k, v in data.items() if not str(k).startswith("_") and v is not None}
+    ub_cfg_entries(out, field)
+    return out
 
 
 def _activation(rec: BridgeRecipe, model: yaml.MappingNode) -> None:
@@ -307,6 +358,7 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
         raise UserError(f"{path}: a Megatron-Bridge config without model.num_layers / model.hidden_size: it overrides a "
                         "recipe Megatron-Bridge builds in Python; give the saved run_config.yaml of the run")
     rec = BridgeRecipe(text, path)
+    _read_env(rec, child_node(root, "env_vars"))
     cls = (_target(child_node(root, "model")) or "").rsplit(".", 1)[-1]
     if _OTHER_FAMILY.search(cls):
         raise PlanError("model._target_", _target(child_node(root, "model")), "a model family the projection does not "
@@ -374,8 +426,7 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
     if unread:
         rec.notes.append(f"{len(unread)} Megatron-Bridge field(s) with no Megatron-LM argument, not read: "
                          + ", ".join(unread[:40]) + (", ..." if len(unread) > 40 else ""))
-    quiet = [s for s in _NEUTRAL_SECTIONS if isinstance(child_node(root, s), yaml.MappingNode)
-             and (s != "env_vars" or mapping_items(child_node(root, s)))]
+    quiet = [s for s in _NEUTRAL_SECTIONS if isinstance(child_node(root, s), yaml.MappingNode)]
     if quiet:
         rec.notes.append(f"sections not read (no effect on an iteration's time or memory; of dist and checkpoint only "
                          f"the FSDP switches and ckpt_format): {', '.join(quiet)}")
@@ -474,6 +525,29 @@ def _edits(rec: BridgeRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
     return edits
 
 
+def _with_launch_env(plan: Plan, original: str, text: str, path: str) -> str:
+    """``text`` with the variables the tuned plan newly needs at start-up written into ``env_vars`` (plan/legality.py
+    ``megatron_env_fixes``, as for a Megatron-LM script's exports or YAML's ``ENV_VARS``: Bridge asserts
+    CUDA_DEVICE_MAX_CONNECTIONS != 1 under Megatron-FSDP and NVTE_CPU_OFFLOAD_V1=1 with fine-grained offloading,
+    training/config.py; its launcher sets CUDA_DEVICE_MAX_CONNECTIONS 1 with TP/CP > 1 before Blackwell,
+    scripts/performance/utils/overrides.py; Bridge @067f987).  A fix the original already needed is left alone."""
+    from primus_launch.projection.hardware.gpus import gpu_arch
+
+    arch = gpu_arch(plan.cluster.gpu)
+    rec0, _ = _parse(original, path, plan.cluster)
+    before = megatron_env_fixes(plan_from_args(rec0.args, plan.cluster, validate=False), rec0.env, arch)
+    rec, _ = _parse(text, path, plan.cluster)
+    fixes = {k: v for k, v in megatron_env_fixes(plan, rec.env, arch).items() if before.get(k) != v}
+    if not fixes:
+        return text
+    out = ms.apply_edits(text, rec.env_edits(fixes), path)
+    rec, _ = _parse(out, path, plan.cluster)
+    left = [p for p in megatron_env_problems(plan, rec.env, arch) if p[0].split(" ", 1)[1] in fixes]
+    if left:
+        raise UserError(f"{path}: cannot set the launch environment the plan needs: {str(PlanError(*left[0]))}")
+    return out
+
+
 def render_bridge_yaml(plan: Plan, original_text: str) -> str:
     """The Bridge config with only the plan's changed values edited (identical text if unchanged); the
     result must read back as ``plan``, or a one-line :class:`UserError` names what it cannot express."""
@@ -494,6 +568,8 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
         if not edits:
             break
         out = ms.apply_edits(out, edits, path)
+    if out != original_text:
+        out = _with_launch_env(plan, original_text, out, path)
     rec, _ = _parse(out, path, plan.cluster)
     back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
     want, got = normalized_plan(plan), normalized_plan(back)

@@ -468,29 +468,39 @@ def _ub_cfg(path: Any) -> tuple[tuple[str, str, int, bool], ...]:
     as ``ub_cfgs`` (``megatron/training/initialize.py`` ``_initialize_tp_communicators``: ``yaml.safe_load``),
     merged over TE's defaults per layer name (``ub_cfg.update(ub_cfgs[name])``); kept: the method,
     ``num_sm`` and ``set_sm_margin`` of each named layer GEMM (what sets the SMs its GEMM loses,
-    ``projection/cost/contention.py``)."""
+    ``projection/cost/contention.py``).  A mapping instead of a path is that YAML's content (a
+    Megatron-Bridge config's ``tp_comm_overlap_cfg``: :func:`ub_cfg_entries`)."""
     if not path:
         return ()
+    if isinstance(path, dict):
+        return ub_cfg_entries(path, "--tp-comm-overlap-cfg")
     from primus_launch.inputs import parse_yaml, read_text
-    from primus_launch.projection.cost.contention import UB_NAMES, ub_default
 
     data = parse_yaml(read_text(str(path), "--tp-comm-overlap-cfg"), "--tp-comm-overlap-cfg", str(path)) or {}
     if not isinstance(data, dict):
         raise PlanError("--tp-comm-overlap-cfg", path, "a YAML mapping of layer names (qkv_fprop, ...) to settings")
+    return ub_cfg_entries(data, "--tp-comm-overlap-cfg")
+
+
+def ub_cfg_entries(data: dict, field: str) -> tuple[tuple[str, str, int, bool], ...]:
+    """(layer GEMM name, method, num_sm, set_sm_margin) of a userbuffers config mapping (``ub_cfgs``: layer
+    name -> its settings, over TE's defaults), sorted by name; ``field`` names it in errors."""
+    from primus_launch.projection.cost.contention import UB_NAMES, ub_default
+
     out = []
     for name in sorted(data, key=str):
         if name not in UB_NAMES:
-            raise PlanError("--tp-comm-overlap-cfg", name, "one of " + ", ".join(sorted(UB_NAMES)))
+            raise PlanError(field, name, "one of " + ", ".join(sorted(UB_NAMES)))
         v = data[name] or {}
         if not isinstance(v, dict):
-            raise PlanError(f"--tp-comm-overlap-cfg {name}", v, "a mapping of method, num_sm, set_sm_margin")
+            raise PlanError(f"{field} {name}", v, "a mapping of method, num_sm, set_sm_margin")
         method, n, margin = ub_default(name)
         method = str(v.get("method", method))
         if method not in ("ring_exchange", "pipeline", "bulk", "external"):
-            raise PlanError("--tp-comm-overlap-cfg", f"{name}.method={method}", "ring_exchange, pipeline, bulk, external")
+            raise PlanError(field, f"{name}.method={method}", "ring_exchange, pipeline, bulk, external")
         n = v.get("num_sm", n)
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 100_000:
-            raise PlanError(f"--tp-comm-overlap-cfg {name}.num_sm", n, "an integer between 0 and 100000")
+            raise PlanError(f"{field} {name}.num_sm", n, "an integer between 0 and 100000")
         out.append((name, method, n, bool(v.get("set_sm_margin", margin))))
     return tuple(out)
 

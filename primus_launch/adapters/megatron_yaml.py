@@ -51,39 +51,20 @@ class YamlRecipe:
     # launch environment: the top-level ENV_VARS mapping (NVIDIA recipes; the launcher exports it)
     env: dict[str, str] = field(default_factory=dict)
     env_node: yaml.MappingNode | None = None
+    # MODEL_ARGS values written escaped for the functional-test runner's shell (runner_unescaped): written back so
+    shell_escaped: set[str] = field(default_factory=set)
 
     def env_edits(self, values: dict[str, str]) -> list[Edit]:
         """Edits that set each ``VAR: 'value'`` of ``values`` in the top-level ``ENV_VARS`` mapping
         (added at the end of the file when the YAML has none)."""
-        edits: list[Edit] = []
-        missing: dict[str, str] = {}
-        for var, val in values.items():
-            node = _child(self.env_node, var) if self.env_node is not None else None
-            if isinstance(node, yaml.ScalarNode):
-                edits.append(Edit(node.start_mark.index, node.end_mark.index, f"'{val}'"))
-            else:
-                missing[var] = val
-        if not missing:
-            return edits
-        items = _mapping_items(self.env_node) if self.env_node is not None else []
-        if items and not self.env_node.flow_style:
-            k, v = items[-1]
-            col = k.start_mark.column
-            end = self.text.find("\n", v.end_mark.index - (1 if self.text[v.end_mark.index - 1:v.end_mark.index] == "\n"
-                                                            else 0))
-            end = len(self.text) if end < 0 else end
-            edits.append(Edit(end, end, "".join(f"\n{' ' * col}{var}: '{val}'" for var, val in missing.items())))
-        elif self.env_node is None:
-            lead = "" if self.text.endswith("\n") or not self.text else "\n"
-            edits.append(Edit(len(self.text), len(self.text), lead + "\n# launch environment (Megatron-LM reads it at start-"
-                              "up; NVIDIA recipes' ENV_VARS)\nENV_VARS:\n"
-                              + "".join(f"  {var}: '{val}'\n" for var, val in missing.items())))
-        else:
-            raise UserError(f"{self.path}: cannot add {', '.join(missing)} to its ENV_VARS (not a block mapping)")
-        return edits
+        return env_mapping_edits(self.text, self.path, self.env_node, values, "ENV_VARS",
+                                 "launch environment (Megatron-LM reads it at start-up; NVIDIA recipes' ENV_VARS)")
 
     # ----- edits
-    def _scalar_text(self, value: Any) -> str:
+    def _scalar_text(self, value: Any, dest: str = "") -> str:
+        if dest in self.shell_escaped and isinstance(value, str):
+            txt = runner_escaped(value)
+            return f"'{txt}'" if re.match(r"[-?:,\[\]{}#&*!|>'\"%@`]", txt) or ": " in txt or " #" in txt else txt
         return scalar_text(value)
 
     def remove_edit(self, dest: str) -> Edit:
@@ -121,7 +102,7 @@ class YamlRecipe:
                 end = self.text.rfind("\n", a, b)  # a block ends where the next key starts
                 end = b if end < 0 else end
                 return Edit(a, end, ("\n" + " " * col).join(f"- {v}" for v in value))
-            new = self._scalar_text(value)
+            new = self._scalar_text(value, dest)
             if not isinstance(node, yaml.ScalarNode) and not node.flow_style:
                 end = self.text.rfind("\n", a, b)  # a block ends where the next key starts: keep its newline
                 return Edit(a, b if end < 0 else end, new)
@@ -154,13 +135,47 @@ class YamlRecipe:
             value = not value
         le = self.text.find("\n", end)
         if le < 0:
-            return Edit(len(self.text), len(self.text), "\n" + " " * col + f"{key}: {self._scalar_text(value)}")
+            return Edit(len(self.text), len(self.text), "\n" + " " * col + f"{key}: {self._scalar_text(value, spec.dest)}")
         # a block scalar / nested value ends at the start of the next line (or the next key): insert before it
         if isinstance(anchor.value_node, (yaml.SequenceNode, yaml.MappingNode)) and not anchor.value_node.flow_style:
             le = self.text.rfind("\n", anchor.value_node.start_mark.index, end)
         elif end > 0 and self.text[end - 1] == "\n":
             le = end - 1
-        return Edit(le, le, "\n" + " " * col + f"{key}: {self._scalar_text(value)}")
+        return Edit(le, le, "\n" + " " * col + f"{key}: {self._scalar_text(value, spec.dest)}")
+
+
+_RUNNER_SPECIAL = re.compile(r"([|()<>;&])")
+
+
+def runner_unescaped(value: str) -> str:
+    """A ``MODEL_ARGS`` value as Megatron-LM's functional-test runner hands it to the training script
+    (tests/functional_tests/shell_test_utils/_run_training.sh, core_v0.14.0): ``echo "$value" | xargs`` (a
+    backslash escapes the next character), then ``eval "PARAMS=(... $key $value ...)"``: an unquoted word
+    (a backslash escapes the next character again), or ``"$value"`` when it holds a blank or is wrapped in
+    ``( )`` (only ``\\$ \\` \\" \\\\`` lose the backslash).  ``Et*3\\\\|\\\\(tt\\\\|\\\\)*6tmL`` ->
+    ``Et*3|(tt|)*6tmL`` (its moe test case, whose comment says so)."""
+    once = re.sub(r"\\(.)", r"\1", value, flags=re.S)
+    if " " in once or re.fullmatch(r"\([^)]+\)", once):
+        return re.sub(r'\\([$`"\\])', r"\1", once)
+    return re.sub(r"\\(.)", r"\1", once, flags=re.S)
+
+
+def runner_escaped(value: str) -> str:
+    """``value`` written for that runner as the file wrote it: each of ``| ( ) < > ; &`` behind two
+    backslashes (one for xargs, one for eval)."""
+    return _RUNNER_SPECIAL.sub(r"\\\\\1", value)
+
+
+def _runner_values(rec: YamlRecipe, args: dict[str, Any]) -> None:
+    """String values of a functional test's ``MODEL_ARGS`` that hold a backslash, read as its runner passes
+    them (:func:`runner_unescaped`); the writer escapes a new value of theirs the same way."""
+    for dest, v in list(args.items()):
+        if isinstance(v, str) and "\\" in v:
+            args[dest] = runner_unescaped(v)
+            rec.shell_escaped.add(dest)
+            flag = BY_DEST[dest].flag if dest in BY_DEST else dest
+            rec.notes.append(f"{flag} {v}: read as the functional-test runner's shell passes it (xargs, then eval): "
+                             f"{args[dest]}")
 
 
 def _value(node: yaml.Node) -> Any:
@@ -337,6 +352,8 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         if nemo and len(nemo) * 2 >= len(keys):
             raise UserError(f"{path}: a NeMo launcher config ({nemo[0]}, ...), not Megatron-LM arguments")
         _collect(rec, node, args, editable=True)
+        if block == "MODEL_ARGS":
+            _runner_values(rec, args)
         # these blocks become pretrain_gpt.py's command line (functional tests' run_ci_test.sh, moe_recipes)
         rec.notes += megatron_flags.config_only_notes(
             str(k) if str(k).startswith("-") else "--" + str(k).replace("_", "-") for k in keys)
@@ -359,6 +376,45 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         if isinstance(v, str) and re.search(r"\$\{?[A-Za-z_]", v) and k in BY_DEST and BY_DEST[k].kind in ("int", "float"):
             raise PlanError(BY_DEST[k].flag, v, "comes from an environment variable; write the number in the recipe")
     return rec
+
+
+def env_mapping_edits(text: str, path: str, node: yaml.MappingNode | None, values: dict[str, str], key: str,
+                      comment: str) -> list[Edit]:
+    """Edits that set each ``VAR: 'value'`` of ``values`` in the top-level mapping ``key`` (``node``; the
+    Megatron YAMLs' ``ENV_VARS``, a Megatron-Bridge run config's ``env_vars``): a value written there is
+    replaced, a missing one added after the block mapping's last entry or inside a flow mapping (``env_vars:
+    {}``, as ``yaml.safe_dump`` writes an empty one), and the mapping added at the end of the file (under a
+    ``# comment`` line) when the file has none."""
+    edits: list[Edit] = []
+    missing: dict[str, str] = {}
+    for var, val in values.items():
+        hit = _child(node, var) if node is not None else None
+        if isinstance(hit, yaml.ScalarNode):
+            edits.append(Edit(hit.start_mark.index, hit.end_mark.index, f"'{val}'"))
+        else:
+            missing[var] = val
+    if not missing:
+        return edits
+    items = _mapping_items(node) if node is not None else []
+    if node is not None and node.flow_style:
+        close = text.rfind("}", node.start_mark.index, node.end_mark.index)
+        if close < 0:
+            raise UserError(f"{path}: cannot add {', '.join(missing)} to its {key} (not a mapping)")
+        sep = ", " if items else ""
+        edits.append(Edit(close, close, sep + ", ".join(f"{var}: '{val}'" for var, val in missing.items())))
+    elif items:
+        k, v = items[-1]
+        col = k.start_mark.column
+        end = text.find("\n", v.end_mark.index - (1 if text[v.end_mark.index - 1:v.end_mark.index] == "\n" else 0))
+        end = len(text) if end < 0 else end
+        edits.append(Edit(end, end, "".join(f"\n{' ' * col}{var}: '{val}'" for var, val in missing.items())))
+    elif node is None:
+        lead = "" if text.endswith("\n") or not text else "\n"
+        edits.append(Edit(len(text), len(text), lead + f"\n# {comment}\n{key}:\n"
+                          + "".join(f"  {var}: '{val}'\n" for var, val in missing.items())))
+    else:
+        raise UserError(f"{path}: cannot add {', '.join(missing)} to its {key} (not a block mapping)")
+    return edits
 
 
 # public names for the Megatron-Bridge reader (bridge_yaml.py), which walks the same composed trees
