@@ -96,10 +96,16 @@ def read_wrapper(path: Path) -> Wrapper:
     written = data["recipe"]["path"]
     if "\x00" in written:
         raise UserError(f"recipe.path={written!r}: a file name without NUL characters")
-    # os.path.realpath, not Path.resolve: a symbolic-link loop is "no such file" below, not a RuntimeError
+    # os.path.realpath, not Path.resolve: a symbolic-link loop is named by read_text below, not a RuntimeError
     target = Path(os.path.realpath(path.parent / written))
-    if not written or not target.is_file():
-        raise UserError(f"recipe.path={data['recipe']['path']!r}: no such file (relative to {path.parent})")
+    expected = ("the recipe file itself (a Megatron-LM launch script or argument YAML, a Megatron-Bridge "
+                "run_config.yaml, a TorchTitan TOML or launch script, a Primus experiment YAML), relative to the wrapper")
+    if not written:
+        raise UserError(f"recipe.path={written!r}: empty; expected {expected}")
+    if target.is_dir():
+        raise UserError(f"recipe.path={written!r}: a folder ({target}); expected {expected}")
+    if not target.is_file() and not os.path.lexists(target):
+        raise UserError(f"recipe.path={written!r}: no such file (relative to {path.parent})")
     read_text(target, "recipe.path")  # size and encoding, before anything sniffs its kind
     hw = data.get("hardware", {})
     if "file" in hw:
