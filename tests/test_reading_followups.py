@@ -112,6 +112,22 @@ def test_tune_into_a_sourced_fragment(tmp_path):
     assert f"line {_line_of(COMMON, 'export NVTE')}: set NVTE_CPU_OFFLOAD_V1=1" in str(e.value)
 
 
+def test_a_function_of_a_sourced_fragment_is_not_edited_here(tmp_path):
+    """A function the fragment defines, called here, runs the fragment's text in this script's state: its
+    characters' offsets are the fragment's (before, the edit went to those offsets of this script and the
+    re-read refused "cannot express")."""
+    lib = ("# launch functions\ntrain() {\n    torchrun --nproc_per_node 8 pretrain_gpt.py \\\n"
+           f"        {ARGS} \\\n        --tensor-model-parallel-size 2\n}}\n")
+    (tmp_path / "lib.sh").write_text(lib)
+    text = "#!/bin/bash\nsource lib.sh\ntrain\n"
+    (tmp_path / "main.sh").write_text(text)
+    plan = load_recipe(tmp_path / "main.sh")
+    with pytest.raises(UserError) as e:
+        render_recipe(_changed(plan, training=dict(micro_batch_size=2)), text)
+    assert f"{tmp_path / 'lib.sh'} (sourced by this script) line {_line_of(lib, ARGS)}: set --micro-batch-size 2 " \
+           "(now 1)" in str(e.value)
+
+
 # ----------------------------------------------------------------------- 2. #SBATCH placeholders
 SRUN = f"srun python pretrain_gpt.py {ARGS} --tensor-model-parallel-size 2\n"
 

@@ -107,7 +107,7 @@ class Token:
 
     def literal_span(self) -> tuple[int, int] | None:
         """The script span holding this token's text verbatim, if it is one contiguous literal."""
-        if not self.pcs or any(p.lit < 0 for p in self.pcs):
+        if not self.pcs or any(p.lit < 0 or p.at is not None for p in self.pcs):
             return None
         lits = [p.lit for p in self.pcs]
         a = lits[0]
@@ -797,6 +797,8 @@ class ShellState:
 
     # --- expansion
     def _ref(self, start: int, end: int, pcs: list[PC]) -> list[PC]:
+        if self.sc.origin is not None:  # an expansion written in another file (a function it defines): not here
+            return pcs
         rid = len(self.refs)
         self.refs.append(Ref(start, end, len(pcs)))
         return [PC(p.ch, p.lit, p.refs + (rid,), p.at) for p in pcs]

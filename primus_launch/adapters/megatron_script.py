@@ -310,8 +310,8 @@ class CommandRecipe:
         (how ``source``) or runs (``bash``), not in the script itself; None if there is none."""
         for t in toks:
             for p in t.pcs:
-                if p.at is not None:
-                    how, text = self.files.get(p.at[0], ("source", ""))
+                if p.at is not None and p.at[0] in self.files:
+                    how, text = self.files[p.at[0]]
                     return p.at[0], text.count("\n", 0, p.at[1]) + 1, how
         return None
 
@@ -377,7 +377,7 @@ class CommandRecipe:
             lit = v.literal_span()
             if lit is not None:
                 a, b = lit
-                users = [t for t in all_toks if any(a <= p.lit < b for p in t.pcs)]
+                users = [t for t in all_toks if any(a <= p.lit < b and p.at is None for p in t.pcs)]
                 if all(req_ids.get(id(t)) == txt for t in users):
                     edits.append(Edit(a, b, txt))
                     continue
@@ -701,7 +701,7 @@ def env_edits(rec: CommandRecipe, values: dict[str, str]) -> list[Edit]:
         else:
             new_lines.append(f"export {var}={val}\n")
     if new_lines:
-        cmd_at = next((p.lit for t in rec.tokens for p in t.pcs if p.lit >= 0), len(rec.text))
+        cmd_at = next((p.lit for t in rec.tokens for p in t.pcs if p.lit >= 0 and p.at is None), len(rec.text))
         at = 0
         for m in re.finditer(r"^export[ \t]+[A-Za-z_][A-Za-z0-9_]*=.*\n", rec.text[:cmd_at], re.M):
             at = m.end()
