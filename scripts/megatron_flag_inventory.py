@@ -8,6 +8,10 @@ option strings, dest, kind (true / false / int / float / str / const), nargs, de
 
     git -C /work/.mirror/NVIDIA+Megatron-LM/repo archive core_r0.16.0 megatron | tar -x -C /tmp/mlm016
     python scripts/megatron_flag_inventory.py /tmp/mlm016 > /tmp/flags-r016.jsonl
+    git -C /work/.mirror/NVIDIA+Megatron-LM/repo archive dev megatron | tar -x -C /tmp/mlmdev   # the `dev` rows
+
+What Megatron-LM prints while building its parser (dev's dataclass-to-argparse warnings) goes to stderr, so
+stdout stays one JSON object a line.
 
 The tree is kept out of this repository; only the derived table is committed.
 """
@@ -15,6 +19,7 @@ The tree is kept out of this repository; only the derived table is committed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.abc
 import importlib.machinery
 import json
@@ -73,9 +78,10 @@ def inventory(root: str) -> list[dict]:
     sys.modules.setdefault("regex", re)
     if not hasattr(typing, "override"):  # Megatron-LM main uses Python 3.12's typing.override
         typing.override = lambda f: f  # type: ignore[attr-defined]
-    from megatron.training.arguments import add_megatron_arguments
+    with contextlib.redirect_stdout(sys.stderr):
+        from megatron.training.arguments import add_megatron_arguments
 
-    parser = add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
+        parser = add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
     group_of = {}
     for g in parser._action_groups:
         for a in g._group_actions:

@@ -6,8 +6,9 @@ The inventory (``_INVENTORY``: option strings, dest, kind, nargs, default, versi
 the output of ``scripts/megatron_flag_inventory.py`` run on Megatron-LM ``core_r0.16.0`` and ``main``
 (commit d98e8a6, 2026-08-22): Megatron-LM's own argparse parser, including the groups generated from
 its config dataclasses; plus the rows marked ``dev``, from the same script run on the ``dev`` branch
-(d48bd6be, 2026-08-21), for flags current NVIDIA recipes set (chunked optimizer-state offload,
-hyper-connections); dev's other 39 new options are not listed yet.  Each flag is in one class:
+(d48bd6be, 2026-08-21): every option dev's parser has that core_r0.16.0 and main do not (chunked
+optimizer-state offload, hyper-connections, dynamic context parallelism and THD packing, compressed sparse
+attention, ...), each classified from its help text and its use in dev's megatron-core.  Each flag is in one class:
 
 - ``modelled``: read into a plan field (named);
 - ``neutral``: no effect on the time or memory of a training iteration (why);
@@ -103,11 +104,17 @@ _INVENTORY = """\
 --config-logger-dir	config_logger_dir	str		""	both	transformer configuration
 --context-parallel-size	context_parallel_size	int		1	both	transformer configuration
 --cp-comm-type	cp_comm_type	str	+	["p2p"]	both	distributed init
+--cp-partition-mode	cp_partition_mode	str		"zigzag"	dev	transformer configuration
 --cpu-offloading-num-layers	cpu_offloading_num_layers	int		0	both	transformer configuration
 --cpu-offloading-retain-pinned-cpu-buffers	cpu_offloading_retain_pinned_cpu_buffers	true	0	false	main	transformer configuration
 --create-all-gather-group	create_all_gather_group	true	0	false	both	distributed init
 --cross-entropy-fusion-impl	cross_entropy_fusion_impl	str		"native"	both	transformer configuration
 --cross-entropy-loss-fusion	cross_entropy_loss_fusion	true	0	false	both	transformer configuration
+--csa-compress-ratios	csa_compress_ratios	str			dev	experimental_attention_variant
+--csa-compress-rotary-base	csa_compress_rotary_base	float		40000.0	dev	transformer configuration
+--csa-dense-mode	csa_dense_mode	true	0	false	dev	transformer configuration
+--csa-window-size	csa_window_size	int		128	dev	transformer configuration
+--cuda-graph-dynamic-microbatches	cuda_graph_dynamic_microbatches	true	0	false	dev	transformer configuration
 --cuda-graph-impl	cuda_graph_impl	str		"none"	both	transformer configuration
 --cuda-graph-modules	cuda_graph_modules	str	+	[]	main	inference
 --cuda-graph-scope	cuda_graph_scope	str	+		both	inference
@@ -140,6 +147,7 @@ _INVENTORY = """\
 --delay-offload-until-cuda-graph	delay_offload_until_cuda_graph	true	0	false	main	transformer configuration
 --delay-wgrad-compute	delay_wgrad_compute	true	0	false	both	transformer configuration
 --delta-offload-bytes-across-pp-ranks	delta_offload_bytes_across_pp_ranks	int		0	main	transformer configuration
+--dense-grouped-gemm	dense_grouped_gemm	true	0	false	dev	transformer configuration
 --deterministic-mode	deterministic_mode	true	0	false	both	transformer configuration
 --dino-bottleneck-size	dino_bottleneck_size	int		256	both	vision
 --dino-freeze-last-layer	dino_freeze_last_layer	float		1	both	vision
@@ -154,9 +162,11 @@ _INVENTORY = """\
 --disable-bias-linear	add_bias_linear	false	0	true	both	transformer configuration
 --disable-chunked-prefill	disable_chunked_prefill	true	0	false	0.16	inference
 --disable-gloo-process-groups	enable_gloo_process_groups	false	0	true	both	distributed init
+--disable-grad-buffers-cpu-backup	disable_grad_buffers_cpu_backup	true	0	false	dev	distributed init
 --disable-jit-fuser	disable_jit_fuser	true	0	false	both	distributed init
 --disable-mamba-mem-eff-path	use_mamba_mem_eff_path	false	0	true	both	transformer configuration
 --disable-msc	enable_msc	true	0	false	both	msc
+--disable-param-buffers-cpu-backup	disable_param_buffers_cpu_backup	true	0	false	dev	distributed init
 --disable-straggler-on-startup	disable_straggler_on_startup	true	0	false	both	straggler
 --disable-symmetric-registration	disable_symmetric_registration	true	0	false	both	distributed init
 --dist-ckpt-format	dist_ckpt_format_deprecated	str			both	checkpointing
@@ -181,6 +191,7 @@ _INVENTORY = """\
 --dsa-indexer-use-sparse-loss	dsa_indexer_use_sparse_loss	true	0	false	both	transformer configuration
 --dsa-kernel-backend	dsa_kernel_backend	str		"none"	main	transformer configuration
 --dump-param-to-param-group-map	dump_param_to_param_group_map	str			both	training
+--dynamic-context-parallel	dynamic_context_parallel	true	0	false	dev	transformer configuration
 --embedding-init-method-std	embedding_init_method_std	float			both	transformer configuration
 --embedding-path	embedding_path	str			both	biencoder
 --empty-unused-memory-level	empty_unused_memory_level	int		0	both	training
@@ -219,6 +230,7 @@ _INVENTORY = """\
 --expert-tensor-parallel-size	expert_tensor_parallel_size	int			both	transformer configuration
 --external-cuda-graph	external_cuda_graph	true	0	false	both	transformer configuration
 --fake-process-group	fake_process_group	true	0	false	both	distributed init
+--fallback-to-eager-attn	fallback_to_eager_attn	true	0	false	dev	transformer configuration
 --fault-injector-delay-start-iteration	fault_injector_delay_start_iteration	int			main	fault injector
 --fault-injector-fault-delay	fault_injector_fault_delay	float			main	fault injector
 --fault-injector-fault-probabilities	fault_injector_fault_probabilities	str			main	fault injector
@@ -272,6 +284,8 @@ _INVENTORY = """\
 --ft-num-warmup-iters	ft_num_warmup_iters	int		5	both	ft_package
 --full-validation	full_validation	true	0	false	both	validation
 --fused-residual-rmsnorm	fused_residual_rmsnorm	true	0	false	main	transformer configuration
+--gdn-conv-pad-alignment	gdn_conv_pad_alignment	int			dev	transformer configuration
+--gdn-pre-gated-delta-rule-fusion	gdn_pre_gated_delta_rule_fusion	true	0	false	dev	transformer configuration
 --gdp-cutedsl-kernel	gdp_cutedsl_kernel	true	0	false	main	transformer configuration
 --gdp-num-chunk-states-to-recompute	gdp_num_chunk_states_to_recompute	int		2	main	transformer configuration
 --gdp-num-householder	gdp_num_householder	int		3	main	transformer configuration
@@ -293,6 +307,7 @@ _INVENTORY = """\
 --gtp-remat-opt-in-modules	gtp_remat_opt_in_modules	str	+	[]	main	transformer configuration
 --gtp-remat-reduce-scatter-with-fp32-accumulation	gtp_remat_reduce_scatter_with_fp32_accumulation	true	0	false	main	distributed init
 --head-lr-mult	head_lr_mult	float		1.0	both	vision
+--head-wise-attn-gate	head_wise_attn_gate	true	0	false	dev	transformer configuration
 --heterogeneous-layers-config-encoded-json	heterogeneous_layers_config_encoded_json	str			both	heterogeneous architecture
 --heterogeneous-layers-config-path	heterogeneous_layers_config_path	str			both	heterogeneous architecture
 --hidden-dropout	hidden_dropout	float		0.1	both	transformer configuration
@@ -388,7 +403,9 @@ _INVENTORY = """\
 --lazy-mpu-init	lazy_mpu_init	true	0	false	both	distributed init
 --legacy-tokenizer	legacy_tokenizer	true	0	false	0.16	tokenizer
 --linear-attention-freq	linear_attention_freq	str			both	experimental_attention_variant
+--linear-attention-type	linear_attention_type	str			dev	transformer configuration
 --linear-conv-kernel-dim	linear_conv_kernel_dim	int		4	both	transformer configuration
+--linear-cp-mode	linear_cp_mode	str		"chunkwise"	dev	transformer configuration
 --linear-key-head-dim	linear_key_head_dim	int		128	both	transformer configuration
 --linear-num-key-heads	linear_num_key_heads	int		16	both	transformer configuration
 --linear-num-value-heads	linear_num_value_heads	int		32	both	transformer configuration
@@ -404,6 +421,7 @@ _INVENTORY = """\
 --log-max-attention-logit	log_max_attention_logit	true	0	false	both	logging
 --log-memory-interval	log_memory_interval	int			both	logging
 --log-memory-to-tensorboard	log_memory_to_tensorboard	true	0	false	both	logging
+--log-moe-overload-factor	log_moe_overload_factor	true	0	false	dev	transformer configuration
 --log-num-zeros-in-grad	log_num_zeros_in_grad	true	0	false	both	logging
 --log-params-norm	log_params_norm	true	0	false	both	logging
 --log-progress	log_progress	true	0	false	both	logging
@@ -455,11 +473,13 @@ _INVENTORY = """\
 --max-position-embeddings	max_position_embeddings	int			both	network size
 --max-seqlen-per-dp-cp-rank	max_seqlen_per_dp_cp_rank	int			both	transformer configuration
 --max-tokens-to-oom	max_tokens_to_oom	int		12000	both	inference
+--megatron-fsdp-cache-param-bucket-views	megatron_fsdp_cache_param_bucket_views	true	0	false	dev	experimental
 --megatron-fsdp-enable-fine-grained-param-gather	megatron_fsdp_enable_fine_grained_param_gather	true	0	false	main	experimental
 --megatron-fsdp-grad-comm-dtype	megatron_fsdp_grad_comm_dtype	str		"auto"	main	experimental
 --megatron-fsdp-main-grads-dtype	megatron_fsdp_main_grads_dtype	str		"auto"	main	experimental
 --megatron-fsdp-main-params-dtype	megatron_fsdp_main_params_dtype	str		"fp32"	main	experimental
 --megatron-fsdp-max-pool-double-buffer	megatron_fsdp_max_pool_double_buffer	true	0	false	main	experimental
+--megatron-fsdp-prefetch-recompute-forward-weights	megatron_fsdp_prefetch_recompute_forward_weights	true	0	false	dev	experimental
 --megatron-fsdp-version	megatron_fsdp_version	int		1	main	distributed init
 --memory-snapshot-path	memory_snapshot_path	str		"snapshot.pickle"	both	profiling
 --merge-file	merge_file	str			both	tokenizer
@@ -470,6 +490,7 @@ _INVENTORY = """\
 --micro-batch-size	micro_batch_size	int			both	training
 --microbatch-group-size-per-virtual-pipeline-stage	microbatch_group_size_per_vp_stage	int			both	transformer configuration
 --mid-level-dataset-surplus	mid_level_dataset_surplus	float		0.005	both	data and dataloader
+--min-dynamic-context-parallel-size	min_dynamic_context_parallel_size	int		1	dev	transformer configuration
 --min-loss-scale	min_loss_scale	float		1.0	both	mixed precision
 --min-lr	min_lr	float		0.0	both	learning rate and weight decay
 --min-offloaded-tensor-size	min_offloaded_tensor_size	int		1048576	both	transformer configuration
@@ -497,11 +518,15 @@ _INVENTORY = """\
 --moe-hybridep-num-sms	moe_hybridep_num_sms	int			both	transformer configuration
 --moe-hybridep-num-sms-preprocessing	moe_hybridep_num_sms_preprocessing	int		108	main	transformer configuration
 --moe-hybridep-pad-uneven-dispatch-inputs	moe_hybridep_pad_uneven_dispatch_inputs	true	0	false	main	transformer configuration
+--moe-hybridep-pad-variable-tokens	moe_hybridep_pad_variable_tokens	true	0	false	dev	transformer configuration
 --moe-input-jitter-eps	moe_input_jitter_eps	float			both	transformer configuration
 --moe-latent-size	moe_latent_size	int			both	transformer configuration
 --moe-layer-freq	moe_layer_freq	str		1	both	moe
 --moe-layer-recompute	moe_layer_recompute	true	0	false	both	transformer configuration
 --moe-mlp-glu-interleave-size	moe_mlp_glu_interleave_size	int			main	transformer configuration
+--moe-n-hash-layers	moe_n_hash_layers	int		0	dev	transformer configuration
+--moe-ncclep-static-shape	moe_ncclep_static_shape	true	0	false	dev	transformer configuration
+--moe-ncclep-use-symm-mem	moe_ncclep_use_symm_mem	true	0	false	dev	transformer configuration
 --moe-ncclep-zero-copy	moe_ncclep_zero_copy	true	0	false	main	transformer configuration
 --moe-pad-expert-input-to-capacity	moe_pad_expert_input_to_capacity	true	0	false	both	transformer configuration
 --moe-pad-experts-for-cuda-graph-inference	moe_pad_experts_for_cuda_graph_inference	true	0	false	both	transformer configuration
@@ -546,6 +571,7 @@ _INVENTORY = """\
 --moe-use-legacy-grouped-gemm	moe_use_legacy_grouped_gemm	true	0	false	0.16	transformer configuration
 --moe-use-upcycling	moe_use_upcycling	true	0	false	both	moe
 --moe-z-loss-coeff	moe_z_loss_coeff	float			both	transformer configuration
+--mrope-interleaved	mrope_interleaved	true	0	false	dev	transformer configuration
 --mrope-section	mrope_section	int	+		both	transformer configuration
 --mscale	mscale	float		1.0	both	mla
 --mscale-all-dim	mscale_all_dim	float		0.0	both	mla
@@ -593,6 +619,7 @@ _INVENTORY = """\
 --no-data-sharding	data_sharding	false	0	true	both	vision
 --no-dsa-indexer-rotate-activation --disable-dsa-indexer-rotate-activation	dsa_indexer_rotate_activation	false	0	true	main	transformer configuration
 --no-dsa-indexer-scoring-relu --disable-dsa-indexer-scoring-relu	dsa_indexer_scoring_relu	false	0	true	main	transformer configuration
+--no-dsa-kernel-fusion	apply_dsa_kernel_fusion	false	0		dev	experimental_attention_variant
 --no-flight-recorder-dump-on-timeout --disable-flight-recorder-dump-on-timeout	flight_recorder_dump_on_timeout	false	0	true	main	distributed init
 --no-flight-recorder-extra-dump-on-exec --disable-flight-recorder-extra-dump-on-exec	flight_recorder_extra_dump_on_exec	false	0	true	main	distributed init
 --no-flight-recorder-include-only-active --disable-flight-recorder-include-only-active	flight_recorder_include_only_active	false	0	true	main	distributed init
@@ -656,6 +683,8 @@ _INVENTORY = """\
 --num-virtual-stages-per-pipeline-rank	num_virtual_stages_per_pipeline_rank	int			both	distributed init
 --num-workers	num_workers	int		2	both	data and dataloader
 --nvtx-ranges	nvtx_ranges	true	0	false	main	profiling
+--o-groups	o_groups	int		8	dev	mla
+--o-lora-rank	o_lora_rank	int		1024	dev	mla
 --object-storage-cache-path	object_storage_cache_path	str			both	data and dataloader
 --offload-modules	offload_modules	str	+	[]	both	transformer configuration
 --offload-optimizer-states	offload_optimizer_states	true	0	false	dev	training
@@ -670,6 +699,7 @@ _INVENTORY = """\
 --optimizer-offload-fraction	optimizer_offload_fraction	float		1.0	both	training
 --optimizer-state-offload-chunk-size-mb	optimizer_state_offload_chunk_size_mb	int		0	dev	training
 --optimizer-state-offload-fraction	optimizer_state_offload_fraction	float		1.0	dev	training
+--original-max-position-embeddings	original_max_position_embeddings	int		4096	dev	mla
 --otel-enabled	otel_enabled	true	0	false	main	opentelemetry
 --otel-service-name	otel_service_name	str			main	opentelemetry
 --otel-span-groups	otel_span_groups	str			main	opentelemetry
@@ -685,6 +715,7 @@ _INVENTORY = """\
 --overlap-param-gather-with-optimizer-step	overlap_param_gather_with_optimizer_step	true	0	false	both	distributed init
 --override-ckpt-iteration	override_ckpt_iteration	int			main	checkpointing
 --override-opt_param-scheduler --override-opt-param-scheduler	override_opt_param_scheduler	true	0	false	both	learning rate and weight decay
+--pad-packed-seq-alignment	pad_packed_seq_alignment	str			dev	transformer configuration
 --padded-vocab-size	padded_vocab_size	int			both	tokenizer
 --patch-dim	patch_dim	int		16	both	vision
 --per-dataset-sequences-path	per_dataset_sequences_path	str			both	data and dataloader
@@ -773,6 +804,7 @@ _INVENTORY = """\
 --rope-scaling-factor	rope_scaling_factor	float		8.0	both	network size
 --rope-type	rope_type	str			both	training
 --rotary-base	rotary_base	int		10000	both	network size
+--rotary-base-per-layer	rotary_base_per_layer	float	+		dev	transformer configuration
 --rotary-interleaved	rotary_interleaved	true	0	false	both	transformer configuration
 --rotary-percent	rotary_percent	float		1.0	both	network size
 --rotary-scaling-factor	rotary_scaling_factor	float		1.0	both	mla
@@ -789,8 +821,10 @@ _INVENTORY = """\
 --save-wgrads-interval	save_wgrads_interval	int			both	checkpointing
 --seed	seed	int		1234	both	RNG and initialization
 --seq-length	seq_length	int			both	data and dataloader
+--sequence-packing-scheduler	sequence_packing_scheduler	str			dev	transformer configuration
 --sequence-parallel	sequence_parallel	true	0	false	both	transformer configuration
 --sft	sft	true	0	false	both	sft
+--sft-mock-dataset-config-json	sft_mock_dataset_config_json	str			dev	sft
 --sft-tokenizer-prompt-format	sft_tokenizer_prompt_format	str		"nemotron-h-aligned"	both	sft
 --sgd-momentum	sgd_momentum	float		0.9	both	regularization
 --sharp-enabled-group	sharp_enabled_group	str			both	distributed init
@@ -818,6 +852,8 @@ _INVENTORY = """\
 --tensorboard-queue-size	tensorboard_queue_size	int		1000	both	logging
 --test-data-path	test_data_path	str	*		both	data and dataloader
 --test-mode	test_mode	true	0	false	both	validation
+--thd-max-packed-sequences	thd_max_packed_sequences	int			dev	transformer configuration
+--thd-tail-padding-policy	thd_tail_padding_policy	str			dev	transformer configuration
 --tiktoken-num-special-tokens	tiktoken_num_special_tokens	int		1000	both	tokenizer
 --tiktoken-pattern	tiktoken_pattern	str			both	tokenizer
 --tiktoken-special-tokens	tiktoken_special_tokens	str	+		0.16	tokenizer
@@ -857,6 +893,7 @@ _INVENTORY = """\
 --use-grouped-gemm-for-dense-mlp	use_grouped_gemm_for_dense_mlp	true	0	false	main	transformer configuration
 --use-grouped-gemm-for-shared-expert	use_grouped_gemm_for_shared_expert	true	0	false	main	transformer configuration
 --use-kitchen-attention	use_kitchen_attention	true	0	false	both	transformer configuration
+--use-layer-wise-param-layout	use_layer_wise_param_layout	true	0	false	dev	distributed init
 --use-legacy-models	use_legacy_models	true	0	false	0.16	training
 --use-legacy-static-engine	use_legacy_static_engine	true	0	false	both	inference
 --use-mcore-models	deprecated_use_mcore_models	true	0	false	both	training
@@ -878,9 +915,12 @@ _INVENTORY = """\
 --use-torch-optimizer-for-cpu-offload	use_torch_optimizer_for_cpu_offload	true	0	false	both	training
 --use-tp-pp-dp-mapping	use_tp_pp_dp_mapping	true	0	false	both	distributed init
 --use-transformer-engine-op-fuser	use_transformer_engine_op_fuser	true	0	false	main	transformer configuration
+--use-varlen-dataset	use_varlen_dataset	true	0	false	dev	varlen dataset
 --v-head-dim	v_head_dim	int		128	both	mla
 --valid-data-path	valid_data_path	str	*		both	data and dataloader
 --validation-set-names	validation_set_names	str	+		main	validation
+--varlen-mock-dataset-config-json	varlen_mock_dataset_config_json	str			dev	varlen dataset
+--varlen-sbhd-validation	varlen_sbhd_validation	true	0	false	dev	varlen dataset
 --verify-integrity	verify_integrity	true	0	false	main	checkpointing
 --vision-backbone-type	vision_backbone_type	str		"vit"	both	vision
 --vision-pretraining	vision_pretraining	true	0	false	both	vision
@@ -1226,6 +1266,45 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
                                   "activations and pipeline sends, small mixing GEMMs per layer)",
     "--num-residual-streams": "memory, time: residual streams of hyper-connections (n x the residual width)",
     "--use-fused-mhc": "time: fused hyper-connection kernels",
+    # Megatron-LM dev (d48bd6be) options, from their help text and their use in dev's megatron-core (file named)
+    # dynamic context parallelism and THD sequence packing (model_parallel_config.py, datasets/data_schedule.py,
+    # packed_seq_params.py, context_parallel_layout/): the plan projects fixed --seq-length SBHD micro-batches
+    "--dynamic-context-parallel": "time, memory: dynamic context parallelism (variable-size CP groups formed from "
+                                  "the DP x CP ranks for each packed batch of variable-length sequences)",
+    "--min-dynamic-context-parallel-size": "time: smallest CP group of dynamic context parallelism",
+    "--sequence-packing-scheduler": "time, memory: packed variable-length sequences scheduled over the DP (x CP) "
+                                    "ranks (micro-batch count and tokens per micro-batch vary)",
+    "--pad-packed-seq-alignment": "time, memory: packed THD micro-batches padded (to --max-seqlen-per-dp-cp-rank "
+                                  "or to a multiple of N tokens)",
+    "--thd-tail-padding-policy": "time: the THD padding tail attended as part of the last packed sequence "
+                                 "(extend_last) instead of a dummy sequence (small)",
+    "--thd-max-packed-sequences": "time: cap on sequences per packed THD micro-batch (too small: more, smaller packs)",
+    "--cp-partition-mode": "time: THD rows split contiguously over the CP ranks (causal attention work unbalanced "
+                           "across ranks) instead of zigzag",
+    "--cuda-graph-dynamic-microbatches": "memory, time: CUDA graphs captured for an upper bound of packed "
+                                         "micro-batches (cuda_graphs.py)",
+    "--use-varlen-dataset": "time, memory: variable-length packed (THD) samples instead of fixed --seq-length ones "
+                            "(tokens and attention work per micro-batch vary; a packing scheduler)",
+    # attention / MLP / MoE kernels and shapes
+    "--head-wise-attn-gate": "time, memory: per-head sigmoid output gate (num_attention_heads extra rows of "
+                             "linear_qkv, a gate multiply on the attention output; attention.py)",
+    "--fallback-to-eager-attn": "time, memory: megatron-core's eager DotProductAttention (materialised s x s "
+                                "scores) inside Transformer Engine layers (transformer_engine_spec_provider.py)",
+    "--dense-grouped-gemm": "time: dense MLP as a grouped GEMM (dev spelling of --use-grouped-gemm-for-dense-mlp: "
+                            "the TE op-fuser's CuTe MXFP8 SwiGLU MLP; gpt_layer_specs.py)",
+    "--moe-n-hash-layers": "time: the first N MoE layers route by a token-id hash table (no learned router, a "
+                           "static per-token expert load; moe/router.py)",
+    "--moe-hybridep-pad-variable-tokens": "time, memory: an all-reduce MAX of token counts and a host sync per MoE "
+                                          "layer, uneven inputs padded to the HybridEP group maximum (dev spelling "
+                                          "of --moe-hybridep-pad-uneven-dispatch-inputs; token_dispatcher.py)",
+    "--moe-ncclep-static-shape": "time, memory: the NCCL-EP dispatcher feeds the experts its full fixed-size receive "
+                                 "buffer (no device-to-host sync; allows CUDA graphs and the EP overlap)",
+    # data-parallel buffers and Megatron-FSDP
+    "--use-layer-wise-param-layout": "time, memory: layer-wise (Muon) optimizer buffers in the padded shard-aligned "
+                                     "distributed-optimizer layout instead of dev's compact all-reduce layout",
+    "--megatron-fsdp-prefetch-recompute-forward-weights": "time: Megatron-FSDP prefetches the weights recomputation "
+                                                          "needs before the backward's",
+    "--megatron-fsdp-cache-param-bucket-views": "time: Megatron-FSDP caches parameter bucket views (host overhead)",
     "--spec": "time, memory: a custom layer spec (e.g. local instead of Transformer Engine)",
     "--rope-type": "time: RoPE variant", "--mrope-section": "time: multimodal RoPE sections",
     "--yarn-original-max-position-embeddings": "none on time (YaRN scaling)",
@@ -1286,6 +1365,20 @@ NEUTRAL_FLAGS: dict[str, str] = {
     "--mlp-chunks-for-prefill": "inference only", "--mamba-inference-conv-states-dtype": "inference only",
     "--mamba-inference-ssm-states-dtype": "inference only", "--decode-only-cuda-graphs": "inference only",
     "--tiktoken-num-special-tokens": "tokenizer detail (vocab from --vocab-size)",
+    # Megatron-LM dev (d48bd6be) options
+    "--rotary-base-per-layer": "RoPE constant per layer (each attention layer builds its own frequency table: same "
+                               "kernels and shapes)",
+    "--mrope-interleaved": "multimodal RoPE frequency layout (same kernels and shapes)",
+    "--original-max-position-embeddings": "YaRN constant (MLA RoPE scaling)",
+    "--log-moe-overload-factor": "logging (token counts per MoE layer kept on the device, reduced when logged)",
+    "--moe-ncclep-use-symm-mem": "rejected by dev's NCCL-EP dispatcher (not implemented at d48bd6be)",
+    "--disable-grad-buffers-cpu-backup": "torch_memory_saver pause without a host copy (RL offload between phases; "
+                                         "ignored without torch_memory_saver)",
+    "--disable-param-buffers-cpu-backup": "torch_memory_saver pause without a host copy (RL offload between phases; "
+                                          "ignored without torch_memory_saver)",
+    "--varlen-sbhd-validation": "correctness check: --use-varlen-dataset samples as SBHD padded to --seq-length "
+                                "(the layout projected)",
+    "--varlen-mock-dataset-config-json": "mock sequence lengths of --use-varlen-dataset (which is reported)",
 }
 for _k in ("--use-torch-optimizer-for-cpu-offload", "--cuda-graph-warmup-steps", "--use-cpu-initialization",
            "--init-model-with-meta-device", "--no-initialization", "--train-samples", "--memory-snapshot-path",
@@ -1306,6 +1399,7 @@ REFUSED_FLAGS: dict[str, str] = {
     "--decoder-seq-length": "T5 (encoder-decoder, pretrain_t5.py)",
     "--heterogeneous-layers-config-path": "heterogeneous layers (per-layer block specs)",
     "--heterogeneous-layers-config-encoded-json": "heterogeneous layers (per-layer block specs)",
+    "--linear-attention-type": "experimental attention variant (deprecated spelling of --experimental-attention-variant)",
 }
 
 # argument groups whose flags are all of one class unless listed above
@@ -1335,7 +1429,12 @@ for _k in ("--mamba-num-heads", "--mamba-head-dim", "--mamba-num-groups", "--mam
            "--dsa-indexer-head-dim", "--dsa-indexer-k-norm-epsilon", "--dsa-indexer-k-norm-fp32", "--dsa-indexer-loss-coeff",
            "--dsa-indexer-n-heads", "--dsa-indexer-rope-interleaved", "--dsa-indexer-skip-topk-offset", "--dsa-indexer-topk",
            "--dsa-indexer-topk-freq", "--dsa-indexer-use-sparse-loss", "--dsa-kernel-backend",
-           "--no-dsa-indexer-rotate-activation", "--no-dsa-indexer-scoring-relu"):
+           "--no-dsa-indexer-rotate-activation", "--no-dsa-indexer-scoring-relu",
+           # dev: compressed sparse attention and DeepSeek-V4 hybrid attention (experimental_attention_variant/csa.py,
+           # deepseek_v4_hybrid_attention.py), Gated Delta Net (ssm/gated_delta_net/)
+           "--csa-window-size", "--csa-compress-rotary-base", "--csa-dense-mode", "--csa-compress-ratios",
+           "--no-dsa-kernel-fusion", "--o-groups", "--o-lora-rank", "--gdn-pre-gated-delta-rule-fusion",
+           "--gdn-conv-pad-alignment", "--linear-cp-mode"):
     NEUTRAL_FLAGS[_k] = "used only by hybrid / experimental attention models, which are refused"
 
 # dataclass-generated groups: flags not listed are conservatively "not modelled"
