@@ -557,7 +557,7 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
         if f is None:
             shown = key if key.startswith("-") else "--" + key.replace("_", "-")
             rep.note(f"unknown Megatron-LM flag {shown}" + (f"={val}" if val not in (None, True) else "")
-                     + ": not read (not in the flag table of core_r0.16.0/main)")
+                     + ": not read (not in the flag table of core_r0.16.0 / main / dev)")
             continue
         if f.cls == REFUSED and not is_default(f, val):
             raise PlanError(f.flag, val if not isinstance(val, list) else " ".join(map(str, val)),
