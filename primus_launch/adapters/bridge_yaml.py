@@ -482,6 +482,13 @@ def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None) -> Plan:
     return _with_source(plan, rec, str(p))
 
 
+def recipe_cluster(path: str | Path) -> Cluster:
+    """The cluster a run config states (``# primus-launch:`` comment, ``comm_overlap.data_parallel_size``,
+    else the default), read without the plan's legality check: what partial cluster flags complete."""
+    p = Path(path)
+    return _parse(read_recipe_text(p), str(p), None)[1]
+
+
 # --------------------------------------------------------------------------- writing
 def _scalar(value: Any) -> str:
     return scalar_text(value, quote="'")  # yaml.safe_dump's quoting
@@ -592,4 +599,5 @@ def write_bridge_yaml(plan: Plan, original_path: str | Path, out_path: str | Pat
     return dst
 
 
-__all__ = ["is_bridge_run_config", "load_bridge_yaml", "render_bridge_yaml", "write_bridge_yaml", "states_model"]
+__all__ = ["is_bridge_run_config", "load_bridge_yaml", "render_bridge_yaml", "write_bridge_yaml", "states_model",
+           "recipe_cluster"]

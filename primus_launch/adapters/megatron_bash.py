@@ -742,6 +742,24 @@ def sbatch_header(text: str) -> tuple[dict[str, int], dict[str, str]]:
     return out, {k: v for k, v in unread.items() if k not in out}
 
 
+def unstated_why(unread: dict[str, str], fields: tuple[str, ...], flag: str | None) -> str | None:
+    """Why a launcher count the script means to state is not read: an ``#SBATCH`` directive of ``fields``
+    whose count is no number (``unread``: :func:`sbatch_header`'s), else launcher option ``flag`` written
+    with no value; ``None`` when neither (the count is then not unstated)."""
+    bad = [unread[f] for f in fields if f in unread]
+    if bad:  # the value was to come from the allocation (srun's, or its SLURM_* variables)
+        return f"{bad[0]!r} is not a count (a template placeholder? sbatch refuses it)"
+    return None if flag is None else f"{flag} has no value (an unset variable?)"
+
+
+def unstated_note(path: str, k: int, why: str, value: int) -> str:
+    """The reader's note for an unstated count (:func:`unstated_why`): ``k`` 0 the node count, 1 the
+    processes per node, falling back to ``value``."""
+    count = ("node count", "--nodes") if k == 0 else ("count of processes per node", "--gpus-per-node")
+    return (f"{path}: {why}: the {count[0]} falls back to {value} "
+            f"(pass {count[1]} or a wrapper TOML's [cluster] to state it)")
+
+
 def slurm_env(alloc: dict[str, int]) -> dict[str, str]:
     """The SLURM_* variables Slurm sets in a job with allocation ``alloc`` (sbatch(1), "OUTPUT
     ENVIRONMENT VARIABLES"), which launch scripts read for torchrun's ``--nnodes`` and the like."""
