@@ -7,6 +7,8 @@ script's ``#SBATCH --nodes=<NODES>`` was read as one node without a word."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from primus_launch.adapters import load_recipe, render_recipe
@@ -82,3 +84,28 @@ def test_titan_script_placeholders_fall_back_with_a_note(tmp_path, name):
     assert render_recipe(plan, text) == text
     given = load_recipe(p, {"num_nodes": 2})  # the flag states the node count: no note on it
     assert given.cluster.num_nodes == 2 and not any("node count falls back" in n for n in given.source.notes)
+
+
+# Megatron-Bridge TransformerConfig.tp_comm_overlap_cfg: a YAML file path (str) or a dict; the run starts from its
+# checkout's root, so a relative path is found from the config's folder upwards, as --tp-comm-overlap-cfg is
+BRIDGE = Path(__file__).parent / "data" / "bridge" / "qwen3_moe_run_config.yaml"
+UB_FILE = """fc1_dgrad: {method: bulk, num_sm: 2, set_sm_margin: 0}
+proj_fprop: {method: pipeline, num_sm: 24, num_splits: 4, set_sm_margin: 1}
+qkv_fprop: {method: ring_exchange, aggregate: 0}
+"""
+
+
+def test_bridge_relative_tp_comm_overlap_cfg_is_found_from_the_root(tmp_path, monkeypatch):
+    text = BRIDGE.read_text().replace("  tp_comm_overlap: false\n  transformer_layer_spec:",
+                                      "  tp_comm_overlap: true\n  tp_comm_overlap_cfg: cases/ub/ub.yaml\n"
+                                      "  transformer_layer_spec:", 1)
+    assert "cases/ub/ub.yaml" in text
+    case = tmp_path / "bridge" / "cases" / "ub"
+    case.mkdir(parents=True)
+    (case / "ub.yaml").write_text(UB_FILE)
+    (case / "run_config.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)  # not the root: the relative path does not resolve from here
+    plan = load_recipe(case / "run_config.yaml", {"gpu": "h100-sxm", "num_nodes": 2, "gpus_per_node": 8})
+    assert plan.training.tp_comm_overlap_cfg == (("fc1_dgrad", "bulk", 2, False), ("proj_fprop", "pipeline", 24, True),
+                                                 ("qkv_fprop", "ring_exchange", 1, False))
+    assert render_recipe(plan, text) == text

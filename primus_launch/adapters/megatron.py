@@ -392,5 +392,6 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
 stated_cluster = _stated_cluster
 normalized_plan = _normalized
 cluster_edits = _cluster_edits
+files_from_run_root = _files_from_run_root
 
 __all__ = ["load_megatron", "plan_from_argv", "render_megatron", "render_argv", "write_megatron", "recipe_cluster"]
