@@ -109,3 +109,41 @@ def test_bridge_relative_tp_comm_overlap_cfg_is_found_from_the_root(tmp_path, mo
     assert plan.training.tp_comm_overlap_cfg == (("fc1_dgrad", "bulk", 2, False), ("proj_fprop", "pipeline", 24, True),
                                                  ("qkv_fprop", "ring_exchange", 1, False))
     assert render_recipe(plan, text) == text
+
+
+# ---------------------------------------------------------------- bash -c "$CMD": values written for the string
+MEG_ARGS = ("--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+            "--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 64 --bf16 --vocab-size 32000")
+BASH_C = {
+    # an escaped \$TP: the string's own shell expands it, from the variable set above the string
+    "escaped": (f'#!/bin/bash\nTP=2\nARGS="{MEG_ARGS}"\n'
+                'CMD="torchrun --nproc_per_node 8 pretrain_gpt.py $ARGS --tensor-model-parallel-size \\$TP"\n'
+                'bash -c "$CMD"\n', "TP=4\n"),
+    # single-quoted $TP in the string, TP exported above
+    "single_quoted": (f'#!/bin/bash\nexport TP=2\nARGS="{MEG_ARGS}"\n'
+                      "bash -c 'torchrun --nproc_per_node 8 pretrain_gpt.py '\"$ARGS\"' "
+                      "--tensor-model-parallel-size $TP'\n", "export TP=4\n"),
+    # a literal in the double-quoted CMD; a variable set inside the string
+    "literal": (f'#!/bin/bash\nARGS="{MEG_ARGS}"\n'
+                'CMD="torchrun --nproc_per_node 8 pretrain_gpt.py $ARGS --tensor-model-parallel-size 2"\n'
+                'bash -c "$CMD"\n', "--tensor-model-parallel-size 4\""),
+    "inner_var": (f'#!/bin/bash\nARGS="{MEG_ARGS}"\n'
+                  'CMD="TP=2; torchrun --nproc_per_node 8 pretrain_gpt.py $ARGS --tensor-model-parallel-size \\$TP"\n'
+                  'srun -N 1 bash -c "$CMD"\n', 'CMD="TP=4; '),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BASH_C))
+def test_bash_c_string_values_are_edited_where_written(tmp_path, name):
+    text, want = BASH_C[name]
+    p = tmp_path / f"{name}.sh"
+    p.write_text(text)
+    plan = load_recipe(p)
+    assert plan.parallel.tp == 2 and plan.world_size == 8
+    tuned = plan.with_changes(parallel={"tp": 4}).model_copy(update={"source": plan.source})
+    out = render_recipe(tuned, text)
+    assert want in out and out.count("\n") == text.count("\n")
+    q = tmp_path / f"{name}.tuned.sh"
+    q.write_text(out)
+    back = load_recipe(q)
+    assert back.parallel.tp == 4 and back.cluster == plan.cluster
