@@ -44,6 +44,9 @@ def test_illegal_final_cluster_names_the_flags_and_the_wrapper(tmp_path):
     assert "world size 4 (cluster from w.toml [cluster] nodes=1, --gpus-per-node=4; GPU as the recipe states)" in err
     rc, out, err, _ = run_cli(["--project", "w.toml", "--dry-run", "--nodes", "2"], tmp_path)  # the flag wins
     assert rc == 0, err
+    argv = MOE16.split("\n")[1].split()  # the same run as a command line
+    rc, _, err, _ = run_cli(["--project", "--dry-run", "--nodes", "1", "--", *argv], tmp_path)
+    assert rc == 2 and "world size 8 (cluster from --nodes=1; GPUs per node and GPU as the recipe states)" in err
 
 
 def test_partial_flags_on_a_titan_toml(tmp_path):

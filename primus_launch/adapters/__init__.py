@@ -85,9 +85,14 @@ def _stated_cluster(p: Path, kind: RecipeKind, script_args: Optional[list[str]])
     return None
 
 
-def _named(e: PlanError, overrides: dict, origin: dict[str, str]) -> PlanError:
+def cluster_rule_error(e: PlanError, overrides: Optional[dict], origin: Optional[dict[str, str]] = None) -> PlanError:
     """``e`` with the cluster overrides that set the run's cluster named (``--nodes=1``, a wrapper's
-    ``[cluster] gpus_per_node=4``): the user sees which of their values the rule was checked on."""
+    ``[cluster] gpus_per_node=4``; ``origin``: key -> how it was given, default :data:`CLUSTER_FLAGS`) when
+    ``e`` is a rule that reads the cluster (world size, dp, nodes, the GPU); else ``e`` itself."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None and k in CLUSTER_FLAGS}
+    if not overrides or not re.search(r"world size|\bdp\b|cluster|node|GPU", str(e)):
+        return e
+    origin = origin or {}
     said = ", ".join(f"{origin.get(k, CLUSTER_FLAGS[k])}={overrides[k]}" for k in CLUSTER_FLAGS if k in overrides)
     rest = [w for k, w in (("num_nodes", "node count"), ("gpus_per_node", "GPUs per node"), ("gpu", "GPU"))
             if k not in overrides]
@@ -112,10 +117,11 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
         return load_wrapper(p, overrides, primus_root)
     try:
         return _load_native(p, kind, overrides, primus_root, script_args)
-    except PlanError as e:  # a rule that reads the cluster (world size, dp, nodes, the GPU) names the overrides
-        if not overrides or not re.search(r"world size|\bdp\b|cluster|node|GPU", str(e)):
+    except PlanError as e:  # a rule that reads the cluster names the overrides that set it
+        named = cluster_rule_error(e, overrides, origin)
+        if named is e:
             raise
-        raise _named(e, overrides, origin or {}) from None
+        raise named from None
 
 
 def _load_native(p: Path, kind: RecipeKind, overrides: dict, primus_root: Optional[str | Path],
