@@ -227,9 +227,14 @@ def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan
     if recipe == _FROM_COMMAND:
         if not command:
             raise UserError("--project/--tune need a RECIPE file or a training command after --")
+        from primus_launch.adapters import cluster_rule_error
         from primus_launch.adapters.command_recipe import plan_from_command
+        from primus_launch.plan import PlanError
 
-        return plan_from_command(command, _cluster_overrides(a))
+        try:
+            return plan_from_command(command, _cluster_overrides(a))
+        except PlanError as e:  # a rule the final cluster breaks names the cluster flags given
+            raise cluster_rule_error(e, _cluster_overrides(a)) from None
     from primus_launch.adapters import load_recipe
 
     # `--project script.sh -- A B`: the words after -- are the script's positional parameters ($1, $2)

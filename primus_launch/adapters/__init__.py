@@ -15,11 +15,12 @@ other TOMLs -> ``torchtitan``.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal, Optional
 
 from primus_launch.errors import UserError
-from primus_launch.plan import Cluster, Plan
+from primus_launch.plan import Cluster, Plan, PlanError
 
 RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "torchtitan-config-script", "primus", "primus-cli",
                      "wrapper", "bridge"]
@@ -61,20 +62,79 @@ def detect_kind(path: Path) -> RecipeKind:
                     f"argument YAML or Primus experiment (.yaml/.yml) or a TOML (TorchTitan job or primus-launch)")
 
 
+#: how the CLI spells each cluster override (the default naming of :func:`load_recipe`'s ``origin``)
+CLUSTER_FLAGS = {"gpu": "--gpu", "num_nodes": "--nodes", "gpus_per_node": "--gpus-per-node"}
+
+
+def _stated_cluster(p: Path, kind: RecipeKind, script_args: Optional[list[str]]) -> Optional[Cluster]:
+    """The cluster a recipe itself states, read without the plan's legality check (so partial cluster
+    overrides complete it before the plan is checked); ``None`` for kinds whose readers take the
+    overrides themselves or pick the cluster from the layout (Primus experiments)."""
+    if kind == "megatron":
+        from primus_launch.adapters.megatron import recipe_cluster
+
+        return recipe_cluster(p, tuple(script_args or ()))
+    if kind == "bridge":
+        from primus_launch.adapters.bridge_yaml import recipe_cluster as bridge_cluster
+
+        return bridge_cluster(p)
+    if kind == "torchtitan":
+        from primus_launch.adapters.torchtitan import recipe_cluster as titan_cluster
+
+        return titan_cluster(p)
+    return None
+
+
+def cluster_rule_error(e: PlanError, overrides: Optional[dict], origin: Optional[dict[str, str]] = None) -> PlanError:
+    """``e`` with the cluster overrides that set the run's cluster named (``--nodes=1``, a wrapper's
+    ``[cluster] gpus_per_node=4``; ``origin``: key -> how it was given, default :data:`CLUSTER_FLAGS`) when
+    ``e`` is a rule that reads the cluster (world size, dp, nodes, the GPU); else ``e`` itself."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None and k in CLUSTER_FLAGS}
+    if not overrides or not re.search(r"world size|\bdp\b|cluster|node|GPU", str(e)):
+        return e
+    origin = origin or {}
+    said = ", ".join(f"{origin.get(k, CLUSTER_FLAGS[k])}={overrides[k]}" for k in CLUSTER_FLAGS if k in overrides)
+    rest = [w for k, w in (("num_nodes", "node count"), ("gpus_per_node", "GPUs per node"), ("gpu", "GPU"))
+            if k not in overrides]
+    return PlanError(e.field, e.value, f"{e.allowed} (cluster from {said}"
+                     + (f"; {' and '.join(rest)} as the recipe states" if rest else "") + ")")
+
+
 def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
-                primus_root: Optional[str | Path] = None, script_args: Optional[list[str]] = None) -> Plan:
+                primus_root: Optional[str | Path] = None, script_args: Optional[list[str]] = None,
+                origin: Optional[dict[str, str]] = None) -> Plan:
     """Read any supported recipe into a validated Plan; ``cluster_overrides`` (gpu, num_nodes,
-    gpus_per_node) win over what the recipe or wrapper states; ``primus_root`` locates the Primus
+    gpus_per_node) win over what the recipe or wrapper states, before the plan's legality check (a
+    partial set completes the cluster the recipe states); ``primus_root`` locates the Primus
     checkout of a Primus experiment that does not live in one; ``script_args`` are a launch
-    script's positional parameters ($1..$N)."""
+    script's positional parameters ($1..$N); ``origin`` names where each override came from in a
+    rule the final plan breaks (default: the CLI flags, :data:`CLUSTER_FLAGS`)."""
     p = Path(path)
     _text(p)  # the input boundary: a folder, a missing, unreadable, oversized or non-UTF-8 file ends here
     kind = detect_kind(p)
     overrides = {k: v for k, v in (cluster_overrides or {}).items() if v is not None}
-    # a complete cluster goes to the reader, so a recipe is validated against its target cluster only
-    full = Cluster(**overrides) if set(overrides) >= {"gpu", "num_nodes", "gpus_per_node"} else None
     if kind == "wrapper":
         return load_wrapper(p, overrides, primus_root)
+    try:
+        return _load_native(p, kind, overrides, primus_root, script_args)
+    except PlanError as e:  # a rule that reads the cluster names the overrides that set it
+        named = cluster_rule_error(e, overrides, origin)
+        if named is e:
+            raise
+        raise named from None
+
+
+def _load_native(p: Path, kind: RecipeKind, overrides: dict, primus_root: Optional[str | Path],
+                 script_args: Optional[list[str]]) -> Plan:
+    # a complete cluster goes to the reader, so a recipe is validated against its target cluster only
+    full = Cluster(**overrides) if set(overrides) >= {"gpu", "num_nodes", "gpus_per_node"} else None
+    if overrides and full is None:
+        try:
+            stated = _stated_cluster(p, kind, script_args)
+        except PlanError:  # the recipe's own count is unreadable (--nproc-per-node gpu): the reader says so
+            stated = None
+        if stated is not None:
+            full = Cluster(**{**stated.model_dump(), **overrides})
     if kind == "megatron":
         from primus_launch.adapters.megatron import load_megatron
 
@@ -104,10 +164,9 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
 
         plan = load_torchtitan(p, full)
     if overrides and full is None:
-        # re-read against the completed cluster, so recipe semantics that depend on it (TorchTitan's
-        # derived global batch, data_parallel_shard_degree = -1) follow the new world size
+        # re-read against the completed cluster (a Primus experiment's cluster is picked to fit its layout)
         merged = Cluster(**{**plan.cluster.model_dump(), **overrides})
-        return load_recipe(p, merged.model_dump(), primus_root, script_args)
+        return _load_native(p, kind, merged.model_dump(), primus_root, script_args)
     return plan
 
 
@@ -122,7 +181,9 @@ def load_wrapper(path: Path, overrides: Optional[dict] = None, primus_root: Opti
     cluster = {**w.cluster, **(overrides or {})}
     if detect_kind(w.target) == "wrapper":
         raise UserError(f"recipe.path={w.written!r}: must point at a native recipe, not another wrapper")
-    plan = load_recipe(w.target, cluster, primus_root if primus_root is not None else w.primus_root)
+    origin = {k: f"{path.name} [cluster] {'nodes' if k == 'num_nodes' else k}" for k in w.cluster
+              if k not in (overrides or {})}
+    plan = load_recipe(w.target, cluster, primus_root if primus_root is not None else w.primus_root, origin=origin)
     if w.framework is not None and plan.framework != w.framework:  # the wrapper insists on a framework
         raise UserError(f"recipe.framework={w.framework!r}: {w.written} is a {plan.framework} recipe; name its "
                         "framework or leave the key out (detected from the file)")

@@ -45,7 +45,7 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.megatron import cluster_edits, normalized_plan, stated_cluster
+from primus_launch.adapters.megatron import cluster_edits, files_from_run_root, normalized_plan, stated_cluster
 from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args, ub_cfg_entries
 from primus_launch.adapters.megatron_yaml import child_node, env_mapping_edits, mapping_items, node_value, scalar_text
 from primus_launch.errors import UserError
@@ -458,6 +458,9 @@ def _saved_cluster(rec: BridgeRecipe) -> Cluster | None:
 
 def _parse(text: str, path: str, given: Cluster | None) -> tuple[BridgeRecipe, Cluster]:
     rec = from_bridge_yaml(text, path)
+    # a relative tp_comm_overlap_cfg file: looked up from the config's folder upwards, as the Megatron reader
+    # looks up --tp-comm-overlap-cfg (the run starts from its checkout's root, not from here)
+    rec.args = files_from_run_root(rec.args, Path(path))
     cfg = ms.comment_config(text)
     if given is None and not cfg:
         saved = _saved_cluster(rec)
@@ -480,6 +483,13 @@ def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None) -> Plan:
     rec, written = _parse(read_recipe_text(p), str(p), cluster)
     plan = plan_from_args(rec.args, written, name=p.stem)
     return _with_source(plan, rec, str(p))
+
+
+def recipe_cluster(path: str | Path) -> Cluster:
+    """The cluster a run config states (``# primus-launch:`` comment, ``comm_overlap.data_parallel_size``,
+    else the default), read without the plan's legality check: what partial cluster flags complete."""
+    p = Path(path)
+    return _parse(read_recipe_text(p), str(p), None)[1]
 
 
 # --------------------------------------------------------------------------- writing
@@ -592,4 +602,5 @@ def write_bridge_yaml(plan: Plan, original_path: str | Path, out_path: str | Pat
     return dst
 
 
-__all__ = ["is_bridge_run_config", "load_bridge_yaml", "render_bridge_yaml", "write_bridge_yaml", "states_model"]
+__all__ = ["is_bridge_run_config", "load_bridge_yaml", "render_bridge_yaml", "write_bridge_yaml", "states_model",
+           "recipe_cluster"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 import primus_launch.adapters.megatron_script as ms
+from primus_launch.adapters.megatron_bash import unstated_note
 from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args, program_family
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
 from primus_launch.errors import UserError
@@ -106,10 +107,7 @@ def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None 
         launcher = (fill[0], fill[1], launcher[2])
     written = _stated_cluster(cfg, launcher)
     for k, why in unstated:  # read as not stated: the count falls back, and the note says to what
-        count = ("node count", written.num_nodes, "--nodes") if k == 0 else \
-            ("count of processes per node", written.gpus_per_node, "--gpus-per-node")
-        rec.notes.append(f"{path}: {why}: the {count[0]} falls back to {count[1]} "
-                         f"(pass {count[2]} or a wrapper TOML's [cluster] to state it)")
+        rec.notes.append(unstated_note(path, k, why, (written.num_nodes, written.gpus_per_node)[k]))
     return rec, written
 
 
@@ -168,6 +166,13 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     if script_args:
         out.source.script_args = list(script_args)
     return out
+
+
+def recipe_cluster(path: str | Path, script_args: tuple[str, ...] | list[str] = ()) -> Cluster:
+    """The cluster a Megatron recipe states (launcher, ``# primus-launch:`` comment, path guess, else the
+    default), read without the plan's legality check: what partial cluster flags complete."""
+    p = Path(path)
+    return _parse(read_recipe_text(p), str(p), script_args=tuple(script_args))[1]
 
 
 def plan_from_argv(argv: list[str], cluster: Cluster | None = None) -> Plan:
@@ -387,5 +392,6 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
 stated_cluster = _stated_cluster
 normalized_plan = _normalized
 cluster_edits = _cluster_edits
+files_from_run_root = _files_from_run_root
 
-__all__ = ["load_megatron", "plan_from_argv", "render_megatron", "render_argv", "write_megatron"]
+__all__ = ["load_megatron", "plan_from_argv", "render_megatron", "render_argv", "write_megatron", "recipe_cluster"]

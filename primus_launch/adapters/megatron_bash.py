@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import itertools
 import operator
 import re
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ MAX_WORDS = 65_536
 # ``${V#pat}`` / ``${V%pat}`` try every prefix or suffix (quadratic): values past this are not cut
 MAX_PATTERN_CUT_CHARS = 4096
 
+_STRING_IDS = itertools.count()  # one tag per bash -c string run (ShellState._run_string)
 OPAQUE = -2  # lit value of characters produced by $(...) / `...`
 SYNTH = -1  # lit value of characters computed (arithmetic, joins)
 
@@ -742,6 +744,24 @@ def sbatch_header(text: str) -> tuple[dict[str, int], dict[str, str]]:
     return out, {k: v for k, v in unread.items() if k not in out}
 
 
+def unstated_why(unread: dict[str, str], fields: tuple[str, ...], flag: str | None) -> str | None:
+    """Why a launcher count the script means to state is not read: an ``#SBATCH`` directive of ``fields``
+    whose count is no number (``unread``: :func:`sbatch_header`'s), else launcher option ``flag`` written
+    with no value; ``None`` when neither (the count is then not unstated)."""
+    bad = [unread[f] for f in fields if f in unread]
+    if bad:  # the value was to come from the allocation (srun's, or its SLURM_* variables)
+        return f"{bad[0]!r} is not a count (a template placeholder? sbatch refuses it)"
+    return None if flag is None else f"{flag} has no value (an unset variable?)"
+
+
+def unstated_note(path: str, k: int, why: str, value: int) -> str:
+    """The reader's note for an unstated count (:func:`unstated_why`): ``k`` 0 the node count, 1 the
+    processes per node, falling back to ``value``."""
+    count = ("node count", "--nodes") if k == 0 else ("count of processes per node", "--gpus-per-node")
+    return (f"{path}: {why}: the {count[0]} falls back to {value} "
+            f"(pass {count[1]} or a wrapper TOML's [cluster] to state it)")
+
+
 def slurm_env(alloc: dict[str, int]) -> dict[str, str]:
     """The SLURM_* variables Slurm sets in a job with allocation ``alloc`` (sbatch(1), "OUTPUT
     ENVIRONMENT VARIABLES"), which launch scripts read for torchrun's ``--nnodes`` and the like."""
@@ -1310,8 +1330,13 @@ class ShellState:
             return
         n_before = len(self.commands)
         before = self._snapshot()
+        # the string's own characters are tagged (PC.at = (mark, offset in the string)), so that only they are
+        # mapped back through the string; characters of variables set outside it (``\$TP`` in the string,
+        # ``TP=2`` above it) already carry this script's provenance and keep it
+        mark = f"\0bash -c string {next(_STRING_IDS)}"
         try:
             sc = parse_script(tok.text, self.path, self.warnings)
+            sc.origin = mark
             sub = self._child(tok.text, self.path, sc)
             sub.run(_statements(sc.root))
         except UserError as e:
@@ -1320,10 +1345,12 @@ class ShellState:
         src = tok.pcs
 
         def remap(p: PC) -> PC:
-            if 0 <= p.lit < len(src):
-                o = src[p.lit]
+            if p.at is None or p.at[0] != mark:
+                return p
+            if 0 <= p.at[1] < len(src):
+                o = src[p.at[1]]
                 return PC(p.ch, o.lit, o.refs, o.at)
-            return PC(p.ch, SYNTH if p.lit != OPAQUE else OPAQUE, (), p.at)
+            return PC(p.ch, SYNTH, (), None)
 
         self._adopt(sub, before, remap, remap, keep_spans=True)
         if launcher and (self.allocation or self.unread_allocation or any(re.match(r"(-N|--nodes|--ntasks-per-node)\b", a.text)

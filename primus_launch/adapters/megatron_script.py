@@ -17,7 +17,8 @@ from typing import Any
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
-from primus_launch.adapters.megatron_bash import PC, Ref, ShellState, Token, sbatch_allocation, slurm_env
+from primus_launch.adapters.megatron_bash import (PC, Ref, ShellState, Token, sbatch_allocation, slurm_env,
+                                                 unstated_why)
 from primus_launch.errors import UserError
 from primus_launch.plan import GPU_NAMES, PlanError
 
@@ -275,11 +276,9 @@ class CommandRecipe:
             o = self.launcher_value(*names)
             if (o is not None and o.vals) or inherit[k] is not None or (o is None and not srun):
                 continue
-            bad = [self.unread_allocation[f] for f in sources[k] if f in self.unread_allocation]
-            if bad:  # the value was to come from the allocation (srun's, or its SLURM_* variables)
-                why.append((k, f"{bad[0]!r} is not a count (a template placeholder? sbatch refuses it)"))
-            elif o is not None:
-                why.append((k, f"{o.flag} has no value (an unset variable?)"))
+            said = unstated_why(self.unread_allocation, sources[k], o.flag if o is not None else None)
+            if said is not None:
+                why.append((k, said))
         return why
 
     def launcher_range(self) -> tuple[str, int, int] | None:

@@ -72,7 +72,7 @@ from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag,
 from primus_launch.plan.layout import virtual_stages
 
 __all__ = ["arch_from_flavor", "load_torchtitan", "plan_from_text", "plan_from_job", "render_torchtitan",
-           "write_torchtitan", "cluster_from_header", "job_assignments", "DELETE"]
+           "write_torchtitan", "cluster_from_header", "job_assignments", "DELETE", "recipe_cluster"]
 
 # ---------------------------------------------------------------- cluster header
 _GPU_TOKENS = {"A100": "a100-sxm-80gb", "H100": "h100-sxm", "H200": "h200", "B200": "b200",
@@ -812,6 +812,13 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
                         "TorchTitan's default is the llama3 debugmodel test model)")
     return plan_from_job(job, cluster, path=path, fmt="torchtitan-toml", header_text=text,
                          set_paths=[p for p, _ in leaf_paths(job)])
+
+
+def recipe_cluster(path: str | Path) -> Cluster:
+    """The cluster a job TOML implies (:func:`job_cluster`), read without the plan's legality check: what
+    partial cluster flags complete."""
+    text = read_recipe_text(path)
+    return job_cluster(text, _parse(text, str(path)), None)
 
 
 def load_torchtitan(path: str | Path, cluster: Optional[Cluster] = None) -> Plan:

@@ -145,10 +145,12 @@ def _tokens(text: str, a: int, b: int, env: dict[str, Assign]) -> list[Tok]:
     return out
 
 
-def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
-    from primus_launch.adapters.megatron_script import sbatch_allocation, slurm_env
+def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign], list[tuple[int, str]]]:
+    """(the launch line's tokens, the variables assigned, the notes of counts it leaves unstated:
+    :func:`_fill_unstated`)."""
+    from primus_launch.adapters.megatron_bash import sbatch_header, slurm_env
 
-    alloc = sbatch_allocation(text)
+    alloc, unread = sbatch_header(text)
     # the SLURM_* variables of the #SBATCH allocation (not written in the script: spans -1, never edited)
     env: dict[str, Assign] = {k: Assign(v, -1, -1) for k, v in slurm_env(alloc).items()}
     cmd: Optional[list[Tok]] = None
@@ -173,20 +175,48 @@ def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign]]:
             cmd = [t for t in toks if t.text not in (";", "|", "&")]
             while cmd and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", cmd[0].text):
                 cmd = cmd[1:]
-            cmd = _under_srun(cmd, alloc)
+            cmd = _under_srun(cmd, alloc, unread)
     if cmd is None:
         raise UserError(f"{path}: no torchtitan launch line (torchrun ... -m torchtitan.train --module M --config C)")
-    return cmd, env
+    return cmd, env, _fill_unstated(cmd, unread, path)
+
+
+_COUNT_FLAGS = {"--nnodes": 0, "--nproc_per_node": 1, "--nproc-per-node": 1}
+
+
+def _fill_unstated(cmd: list[Tok], unread: dict[str, str], path: str) -> list[tuple[int, str]]:
+    """torchrun's ``--nnodes`` / ``--nproc_per_node`` written with no value (an unset variable, the SLURM_*
+    variable of an ``#SBATCH`` placeholder such as ``--nodes=<NODES>``: sbatch expands nothing in its
+    directives) fall back to the default cluster's count, in place, as the Megatron reader's do; each as
+    (0 nodes / 1 processes per node, the note saying so: :func:`megatron_bash.unstated_note`)."""
+    from primus_launch.adapters.megatron_bash import unstated_note, unstated_why
+    from primus_launch.plan import Cluster
+
+    dflt, out = Cluster(), []
+    for j, t in enumerate(cmd):
+        if t.text == "-m" and j > 0 and Path(cmd[j - 1].text).name not in ("python", "python3"):
+            break  # the trainer's module: torchrun's options are behind
+        name, eq, val = t.text.partition("=")
+        k = _COUNT_FLAGS.get(name)
+        tok = t if eq else cmd[j + 1] if k is not None and j + 1 < len(cmd) else None
+        if k is None or tok is None or (val if eq else tok.text).strip():
+            continue
+        n = (dflt.num_nodes, dflt.gpus_per_node)[k]
+        why = unstated_why(unread, ("nodes",) if k == 0 else ("ntasks_per_node", "gpus_per_node"), name)
+        tok.text = f"{name}={n}" if eq else str(n)
+        out.append((k, unstated_note(path, k, why or f"{name} has no value", n)))
+    return out
 
 
 _SRUN_NODES, _SRUN_TASKS = ("-N", "--nodes"), ("--ntasks-per-node",)
 
 
-def _under_srun(cmd: list[Tok], alloc: dict[str, int]) -> list[Tok]:
+def _under_srun(cmd: list[Tok], alloc: dict[str, int], unread: dict[str, str]) -> list[Tok]:
     """The command ``srun [options] CMD`` runs on each node: CMD when it is torchrun (its own options
     set the world: torchtitan's multinode_trainer.slurm); one srun task per rank otherwise
     (``srun python -m torchtitan.train ...``), read as the torchrun with srun's ``--nodes`` /
-    ``--ntasks-per-node``, else the ``#SBATCH`` allocation's (what srun inherits in the job)."""
+    ``--ntasks-per-node``, else the ``#SBATCH`` allocation's (what srun inherits in the job; a count
+    ``unread`` there, a placeholder, is left empty for :func:`_fill_unstated`)."""
     if not cmd or Path(cmd[0].text).name != "srun":
         return cmd
     i, opts = 1, {}
@@ -204,8 +234,11 @@ def _under_srun(cmd: list[Tok], alloc: dict[str, int]) -> list[Tok]:
     if rest and (Path(rest[0].text).name == "torchrun" or rest[0].text.startswith("python") and len(rest) > 2
                  and rest[2].text in ("torch.distributed.run", "torch.distributed.launch")):
         return rest
-    nodes = next((opts[k] for k in _SRUN_NODES if k in opts), None) or str(alloc.get("nodes", 1))
-    tasks = next((opts[k] for k in _SRUN_TASKS if k in opts), None) or str(alloc.get("ntasks_per_node", 1))
+    def inherited(key: str) -> str:
+        return str(alloc[key]) if key in alloc else "" if key in unread else "1"
+
+    nodes = next((opts[k] for k in _SRUN_NODES if k in opts), None) or inherited("nodes")
+    tasks = next((opts[k] for k in _SRUN_TASKS if k in opts), None) or inherited("ntasks_per_node")
     at = rest[0].start if rest else cmd[0].end
 
     def virtual(word: str) -> Tok:
@@ -316,9 +349,15 @@ def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None)
     repository's root: ``./torchtitan/models/flux/train_configs/...``): it is looked for next to the
     script, then in each folder above it."""
     from primus_launch.adapters.titan_job_argv import plan_from_job_command
+    from primus_launch.adapters.torchrun_argv import cluster_overrides
 
-    argv, _ = _config_script_argv(Path(path))
-    return plan_from_job_command(argv, overrides)
+    p = Path(path)
+    argv, _ = _config_script_argv(p)
+    plan = plan_from_job_command(argv, overrides)
+    notes = _count_notes(script_launch(read_recipe_text(p), str(p))[1], cluster_overrides(overrides))
+    if notes and plan.source is not None:
+        plan.source.notes.extend(n for n in notes if n not in plan.source.notes)
+    return plan
 
 
 def _config_script_argv(p: Path) -> tuple[list[str], Path]:
@@ -393,8 +432,19 @@ def command_lines(text: str) -> list[tuple[list[str], dict[str, str]]]:
 
 def script_argv(text: str, path: str) -> list[str]:
     """The launch line of the script, expanded."""
-    toks, _ = _scan(text, path)
-    return [t.text for t in toks]
+    return script_launch(text, path)[0]
+
+
+def script_launch(text: str, path: str) -> tuple[list[str], list[tuple[int, str]]]:
+    """(:func:`script_argv`, the notes of the launcher counts it leaves unstated: (0 nodes / 1 processes
+    per node, note), :func:`_fill_unstated`)."""
+    toks, _, notes = _scan(text, path)
+    return [t.text for t in toks], notes
+
+
+def _count_notes(notes: list[tuple[int, str]], overrides: dict) -> list[str]:
+    """The unstated-count notes whose count the cluster overrides do not set."""
+    return [n for k, n in notes if ("num_nodes", "gpus_per_node")[k] not in overrides]
 
 
 def load_titan_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
@@ -405,10 +455,12 @@ def load_titan_script(path: str | Path, overrides: Optional[dict] = None) -> Pla
 
     p = Path(path)
     text = read_recipe_text(p)
-    argv = script_argv(text, str(p))
-    plan = plan_from_launch(argv, launch_cluster(argv, cluster_overrides(overrides)))
+    argv, unstated = script_launch(text, str(p))
+    ov = cluster_overrides(overrides)
+    plan = plan_from_launch(argv, launch_cluster(argv, ov))
     src = plan.source.model_copy(update={"path": str(p), "format": "torchtitan-script"}) if plan.source else \
         Source(framework="torchtitan", path=str(p), format="torchtitan-script")
+    src.notes.extend(_count_notes(unstated, ov))
     m = re.search(r"\bCOMM_MODE=[\"']?(fake_backend|local_tensor)", text) if _run_train_kind(text) else None
     if m:
         src.notes.append(f"COMM_MODE={m.group(1)}: run_train.sh checks the configuration in one process standing in "
@@ -424,7 +476,7 @@ def render_titan_script(plan: Plan, text: str, path: str) -> str:
     """The script with only the tokens the tuned launch line changes edited."""
     from primus_launch.adapters.torchtitan_argv import render_launch
 
-    toks, env = _scan(text, path)
+    toks, env, _ = _scan(text, path)
     old = [t.text for t in toks]
     new = render_launch(plan, old)
     edits: list[tuple[int, int, str]] = []

@@ -1,0 +1,152 @@
+"""The CLI's cluster flags apply before the plan's legality check, and launch-script counts that are
+``#SBATCH`` placeholders fall back with a note in the TorchTitan reader as in the Megatron one.
+
+Before: a script written for 1 x 8 with EP x ETP x PP = 16 failed with "etp*ep*pp=16 must divide world
+size 8" under ``--nodes 2`` (the recipe was checked on its own cluster first), and a TorchTitan Slurm
+script's ``#SBATCH --nodes=<NODES>`` was read as one node without a word."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from primus_launch.adapters import load_recipe, render_recipe
+from primus_launch.plan import PlanError
+from tests.cli_run import run_cli
+
+# Megatron-LM arguments.py: expert parallelism needs etp*ep*pp | world size; here 1 x 8 x 2 = 16
+MOE16 = ("#!/bin/bash\ntorchrun --nnodes 1 --nproc_per_node 8 pretrain_gpt.py --num-layers 8 --hidden-size 1024 "
+         "--num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 "
+         "--global-batch-size 64 --bf16 --vocab-size 32000 --num-experts 8 --moe-router-topk 2 "
+         "--expert-model-parallel-size 8 --pipeline-model-parallel-size 2\n")
+
+
+@pytest.mark.parametrize("given, world", [({"num_nodes": 2}, 16), ({"gpus_per_node": 16}, 16),
+                                          ({"num_nodes": 2, "gpu": "mi300x"}, 16)])
+def test_partial_cluster_flags_apply_before_the_check(tmp_path, given, world):
+    p = tmp_path / "moe16.sh"
+    p.write_text(MOE16)
+    plan = load_recipe(p, given)
+    assert plan.world_size == world and plan.parallel.ep == 8
+    assert all(getattr(plan.cluster, k) == v for k, v in given.items())
+
+
+def test_illegal_final_cluster_names_the_flags_and_the_wrapper(tmp_path):
+    p = tmp_path / "moe16.sh"
+    p.write_text(MOE16)
+    with pytest.raises(PlanError, match=r"must divide world size 8 \(cluster from --gpu=h100-sxm; node count and "
+                                        r"GPUs per node as the recipe states\)"):
+        load_recipe(p, {"gpu": "h100-sxm"})
+    (tmp_path / "w.toml").write_text('[recipe]\npath = "moe16.sh"\n[cluster]\nnodes = 1\n')
+    rc, _, err, _ = run_cli(["--project", "w.toml", "--dry-run", "--gpus-per-node", "4"], tmp_path)
+    assert rc == 2 and err.count("\n") == 1
+    assert "world size 4 (cluster from w.toml [cluster] nodes=1, --gpus-per-node=4; GPU as the recipe states)" in err
+    rc, out, err, _ = run_cli(["--project", "w.toml", "--dry-run", "--nodes", "2"], tmp_path)  # the flag wins
+    assert rc == 0, err
+    argv = MOE16.split("\n")[1].split()  # the same run as a command line
+    rc, _, err, _ = run_cli(["--project", "--dry-run", "--nodes", "1", "--", *argv], tmp_path)
+    assert rc == 2 and "world size 8 (cluster from --nodes=1; GPUs per node and GPU as the recipe states)" in err
+
+
+def test_partial_flags_on_a_titan_toml(tmp_path):
+    # torchtitan parallel_dims: dp_shard * tp * pp must equal the world size; the header names 8 GPUs
+    t = tmp_path / "job.toml"
+    t.write_text("# NOTE: this toml config is a preset for 8 H100 GPUs.\n[model]\nname = \"llama3\"\n"
+                 "flavor = \"debugmodel\"\n[parallelism]\ndata_parallel_shard_degree = 8\n"
+                 "pipeline_parallel_degree = 2\n[training]\nlocal_batch_size = 1\nseq_len = 2048\n")
+    with pytest.raises(PlanError):
+        load_recipe(t)
+    assert load_recipe(t, {"num_nodes": 2}).world_size == 16
+
+
+PLACEHOLDERS = {
+    # srun starts one task per GPU: both counts inherited from a template's header
+    "srun_direct": ("#!/bin/bash\n#SBATCH --nodes=<NODES>\n#SBATCH --ntasks-per-node={tasks}\n"
+                    "srun python -m torchtitan.train --module llama3 --config llama3_8b\n",
+                    ["'#SBATCH --nodes=<NODES>' is not a count", "'#SBATCH --ntasks-per-node={tasks}' is not a count"]),
+    # torchrun's --nnodes from SLURM_NNODES, which Slurm never sets from a placeholder
+    "torchrun_env": ("#!/bin/bash\n#SBATCH -N {nodes}\n#SBATCH --gres=gpu:8\nsrun torchrun --nnodes $SLURM_NNODES "
+                     "--nproc_per_node $SLURM_GPUS_ON_NODE -m torchtitan.train --module llama3 --config llama3_8b\n",
+                     ["'#SBATCH -N {nodes}' is not a count"]),
+    "unset_var": ("#!/bin/bash\ntorchrun --nnodes=${NNODES} --nproc_per_node 8 -m torchtitan.train --module llama3 "
+                  "--config llama3_8b\n", ["--nnodes has no value (an unset variable?)"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLACEHOLDERS))
+def test_titan_script_placeholders_fall_back_with_a_note(tmp_path, name):
+    text, whys = PLACEHOLDERS[name]
+    p = tmp_path / f"{name}.sh"
+    p.write_text(text)
+    plan = load_recipe(p)
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node) == (1, 8)  # the default cluster's counts
+    notes = [n for n in plan.source.notes if "falls back to" in n]
+    assert len(notes) == len(whys) and all(w in n for w, n in zip(whys, notes))
+    assert "pass --nodes or a wrapper TOML's [cluster] to state it" in notes[0]
+    assert render_recipe(plan, text) == text
+    given = load_recipe(p, {"num_nodes": 2})  # the flag states the node count: no note on it
+    assert given.cluster.num_nodes == 2 and not any("node count falls back" in n for n in given.source.notes)
+
+
+# Megatron-Bridge TransformerConfig.tp_comm_overlap_cfg: a YAML file path (str) or a dict; the run starts from its
+# checkout's root, so a relative path is found from the config's folder upwards, as --tp-comm-overlap-cfg is
+BRIDGE = Path(__file__).parent / "data" / "bridge" / "qwen3_moe_run_config.yaml"
+UB_FILE = """fc1_dgrad: {method: bulk, num_sm: 2, set_sm_margin: 0}
+proj_fprop: {method: pipeline, num_sm: 24, num_splits: 4, set_sm_margin: 1}
+qkv_fprop: {method: ring_exchange, aggregate: 0}
+"""
+
+
+def test_bridge_relative_tp_comm_overlap_cfg_is_found_from_the_root(tmp_path, monkeypatch):
+    text = BRIDGE.read_text().replace("  tp_comm_overlap: false\n  transformer_layer_spec:",
+                                      "  tp_comm_overlap: true\n  tp_comm_overlap_cfg: cases/ub/ub.yaml\n"
+                                      "  transformer_layer_spec:", 1)
+    assert "cases/ub/ub.yaml" in text
+    case = tmp_path / "bridge" / "cases" / "ub"
+    case.mkdir(parents=True)
+    (case / "ub.yaml").write_text(UB_FILE)
+    (case / "run_config.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)  # not the root: the relative path does not resolve from here
+    plan = load_recipe(case / "run_config.yaml", {"gpu": "h100-sxm", "num_nodes": 2, "gpus_per_node": 8})
+    assert plan.training.tp_comm_overlap_cfg == (("fc1_dgrad", "bulk", 2, False), ("proj_fprop", "pipeline", 24, True),
+                                                 ("qkv_fprop", "ring_exchange", 1, False))
+    assert render_recipe(plan, text) == text
+
+
+# ---------------------------------------------------------------- bash -c "$CMD": values written for the string
+MEG_ARGS = ("--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+            "--max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 64 --bf16 --vocab-size 32000")
+BASH_C = {
+    # an escaped \$TP: the string's own shell expands it, from the variable set above the string
+    "escaped": (f'#!/bin/bash\nTP=2\nARGS="{MEG_ARGS}"\n'
+                'CMD="torchrun --nproc_per_node 8 pretrain_gpt.py $ARGS --tensor-model-parallel-size \\$TP"\n'
+                'bash -c "$CMD"\n', "TP=4\n"),
+    # single-quoted $TP in the string, TP exported above
+    "single_quoted": (f'#!/bin/bash\nexport TP=2\nARGS="{MEG_ARGS}"\n'
+                      "bash -c 'torchrun --nproc_per_node 8 pretrain_gpt.py '\"$ARGS\"' "
+                      "--tensor-model-parallel-size $TP'\n", "export TP=4\n"),
+    # a literal in the double-quoted CMD; a variable set inside the string
+    "literal": (f'#!/bin/bash\nARGS="{MEG_ARGS}"\n'
+                'CMD="torchrun --nproc_per_node 8 pretrain_gpt.py $ARGS --tensor-model-parallel-size 2"\n'
+                'bash -c "$CMD"\n', "--tensor-model-parallel-size 4\""),
+    "inner_var": (f'#!/bin/bash\nARGS="{MEG_ARGS}"\n'
+                  'CMD="TP=2; torchrun --nproc_per_node 8 pretrain_gpt.py $ARGS --tensor-model-parallel-size \\$TP"\n'
+                  'srun -N 1 bash -c "$CMD"\n', 'CMD="TP=4; '),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BASH_C))
+def test_bash_c_string_values_are_edited_where_written(tmp_path, name):
+    text, want = BASH_C[name]
+    p = tmp_path / f"{name}.sh"
+    p.write_text(text)
+    plan = load_recipe(p)
+    assert plan.parallel.tp == 2 and plan.world_size == 8
+    tuned = plan.with_changes(parallel={"tp": 4}).model_copy(update={"source": plan.source})
+    out = render_recipe(tuned, text)
+    assert want in out and out.count("\n") == text.count("\n")
+    q = tmp_path / f"{name}.tuned.sh"
+    q.write_text(out)
+    back = load_recipe(q)
+    assert back.parallel.tp == 4 and back.cluster == plan.cluster
