@@ -319,7 +319,7 @@ def measure_local_spec(name: str = "cpu-gloo-loopback", *, links: bool | dict = 
     t_pp = adam_seconds_per_param(dtype=dtype, clock=clock)
     hbm_bw = cal.ADAM_BYTES_PER_PARAM / (t_pp * cal.HBM_BW_EFFICIENCY)
     peak = gemm_flops(dtype)
-    fields = {"vendor": "local", "peak_flops_bf16": peak, "peak_flops_fp8": peak,
+    fields = {"vendor": "custom", "peak_flops_bf16": peak, "peak_flops_fp8": peak,
               "hbm_bytes": float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")),
               "hbm_bw": hbm_bw, "intra_node_topology": "switch", "num_sms": 1,
               "source": "measured on this machine by scripts/validation/gloo_lab/localhw.py"}
