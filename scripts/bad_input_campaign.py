@@ -685,32 +685,32 @@ def _run_nohup(case: Case, d: Path, timeout: float) -> tuple[Optional[int], floa
     return rc, time.monotonic() - t0, out.decode(errors="replace"), err.decode(errors="replace")
 
 
-def _run_tty(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str]:
-    """``primus-launch ARGV`` as the foreground job of a new pseudo-terminal; ``typed`` is typed on it after
-    ``signal_at`` seconds.  The terminal's output is returned as stdout (stdout and stderr share it)."""
+def run_in_terminal(argv: list[str], typed: bytes, after_s: float, limit_s: float, *,
+                    env: Optional[dict] = None, cwd: Optional[Path] = None) -> tuple[Optional[int], bytes]:
+    """Run ``argv`` as the foreground job of a new pseudo-terminal and type ``typed`` on it after ``after_s``
+    seconds; (exit code or None when killed at ``limit_s``, the terminal's output: stdout and stderr share it).
+    ``tests/test_bad_input_edges.py`` runs its passthrough cases through it too."""
     import pty
     import select
 
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    t0 = time.monotonic()
     pid, fd = pty.fork()
     if pid == 0:
         try:
-            os.chdir(d)
-            os.execve(sys.executable, [sys.executable, "-m", "primus_launch", *case.argv], env)
+            if cwd is not None:
+                os.chdir(cwd)
+            os.execvpe(argv[0], argv, env if env is not None else dict(os.environ))
         finally:
             os._exit(127)
-    out, rc, sent = b"", None, False
+    out, rc, sent, t0 = b"", None, False, time.monotonic()
     try:
-        while time.monotonic() - t0 < timeout:
+        while time.monotonic() - t0 < limit_s:
             if select.select([fd], [], [], 0.05)[0]:
                 try:
                     out += os.read(fd, 4096)
                 except OSError:
                     pass
-            if not sent and time.monotonic() - t0 > (case.signal_at or 0.0):
-                os.write(fd, case.typed)
+            if not sent and time.monotonic() - t0 > after_s:
+                os.write(fd, typed)
                 sent = True
             got, status = os.waitpid(pid, os.WNOHANG)
             if got:
@@ -722,6 +722,17 @@ def _run_tty(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float,
     finally:
         os.close(fd)
     _reap_group(pid)
+    return rc, out
+
+
+def _run_tty(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str]:
+    """``primus-launch ARGV`` as the foreground job of a new pseudo-terminal; ``typed`` is typed on it after
+    ``signal_at`` seconds.  The terminal's output is returned as stdout (stdout and stderr share it)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    t0 = time.monotonic()
+    rc, out = run_in_terminal([sys.executable, "-m", "primus_launch", *case.argv], case.typed, case.signal_at or 0.0,
+                              timeout, env=env, cwd=d)
     return rc, time.monotonic() - t0, out.decode(errors="replace"), ""
 
 

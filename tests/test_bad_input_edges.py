@@ -8,8 +8,6 @@ passthrough follow the shell's conventions (bash(1): 128 + N, 127 for a command 
 from __future__ import annotations
 
 import os
-import pty
-import select
 import signal
 import subprocess
 import sys
@@ -161,32 +159,15 @@ def test_nohup_keeps_the_passthrough_command_alive(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ passthrough
 def _in_terminal(argv: list[str], typed: bytes, after_s: float, limit_s: float = 20.0) -> tuple[object, bytes]:
-    """Run ``argv`` on a new pseudo-terminal as its foreground job; type ``typed`` after ``after_s``."""
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ.update(ENV)
-        os.execvp(argv[0], argv)
-    out, rc, t0, sent = b"", "still running", time.monotonic(), False
-    try:
-        while time.monotonic() - t0 < limit_s:
-            if select.select([fd], [], [], 0.05)[0]:
-                try:
-                    out += os.read(fd, 4096)
-                except OSError:
-                    pass
-            if not sent and time.monotonic() - t0 > after_s:
-                os.write(fd, typed)
-                sent = True
-            got, status = os.waitpid(pid, os.WNOHANG)
-            if got:
-                rc = os.waitstatus_to_exitcode(status)
-                break
-        else:
-            os.killpg(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-    finally:
-        os.close(fd)
-    return rc, out
+    """Run ``argv`` on a new pseudo-terminal as its foreground job; type ``typed`` after ``after_s`` (the
+    campaign's runner, ``scripts/bad_input_campaign.py`` ``run_in_terminal``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from bad_input_campaign import run_in_terminal
+
+    env = dict(os.environ)
+    env.update(ENV)
+    rc, out = run_in_terminal(argv, typed, after_s, limit_s, env=env)
+    return ("still running" if rc is None else rc), out
 
 
 def test_a_passthrough_command_reads_the_terminal(tmp_path):
