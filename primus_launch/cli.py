@@ -639,14 +639,6 @@ def _guarded(argv: Optional[Sequence[str]]) -> int:
             return 70
 
 
-def _cores() -> int:
-    """CPU cores this process may use (its affinity mask)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def _say(line: str) -> None:
     """One line on stderr; a closed stderr (a pipe the reader left) is not an error of its own."""
     try:
@@ -689,13 +681,16 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     if conflict:
         print(f"primus-launch: error: {conflict}", file=sys.stderr)
         return 2
-    cores = _cores()
-    if a.workers is not None and a.ray_address is None and a.workers > cores:
-        # more local processes than cores only adds forks (each a copy of this process, up to the flag's bound of
-        # 4,096); the answer does not depend on their number
-        print(f"primus-launch: warning: --workers={a.workers}: this process may use {cores} core(s); {cores} worker "
-              "process(es) run (the answer does not depend on the number)", file=sys.stderr)
-        a.workers = cores
+    if a.workers is not None and a.ray_address is None:  # --workers: only with --tune, which imports the search
+        from primus_launch.tuner.search import default_workers
+
+        cores = default_workers()
+        if a.workers > cores:
+            # more local processes than cores only adds forks (each a copy of this process, up to the flag's bound
+            # of 4,096); the answer does not depend on their number
+            print(f"primus-launch: warning: --workers={a.workers}: this process may use {cores} core(s); {cores} "
+                  "worker process(es) run (the answer does not depend on the number)", file=sys.stderr)
+            a.workers = cores
     if a.tune is not None and a.time_limit is not None and _branch_and_bound(a):
         print(f"primus-launch: warning: --time-limit={a.time_limit:g}: not applied: the default branch and bound is "
               "bounded by --max-work (a count, the same answer on any machine); add --planner or --exhaustive to "
