@@ -45,7 +45,7 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.megatron import cluster_edits, files_from_run_root, normalized_plan, stated_cluster
+from primus_launch.adapters.megatron import cluster_edits, files_from_run_root, plan_diffs, stated_cluster
 from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args, ub_cfg_entries
 from primus_launch.adapters.megatron_yaml import child_node, env_mapping_edits, mapping_items, node_value, scalar_text
 from primus_launch.errors import UserError
@@ -582,9 +582,7 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
         out = _with_launch_env(plan, original_text, out, path)
     rec, _ = _parse(out, path, plan.cluster)
     back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
-    want, got = normalized_plan(plan), normalized_plan(back)
-    want["model"]["name"] = got["model"]["name"]
-    diffs = [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
+    diffs = plan_diffs(plan, back)
     if diffs:
         raise UserError(f"{path}: cannot express {', '.join(diffs)} in this Megatron-Bridge config")
     return out

@@ -314,9 +314,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
     # verify: the rendering reads back as the requested plan
     rec, written = _parse_for_render(out, path, argv_mode, plan)
     back = plan_from_args(_files_from_run_root(rec.args, Path(path)), plan.cluster)  # validated: Megatron would accept the result
-    want, got = _normalized(plan), _normalized(back)
-    want["model"]["name"] = got["model"]["name"]
-    diffs = [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
+    diffs = _plan_diffs(plan, back)
     has_launcher = not isinstance(rec, YamlRecipe) and rec.launcher_start() is not None
     unstated = _unstated(rec) if has_launcher else set()
     if has_launcher and any(k not in unstated and w != c for k, w, c in (
@@ -325,6 +323,14 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
     if diffs:
         raise UserError(f"{path}: cannot express {', '.join(diffs)} in this Megatron recipe")
     return out
+
+
+def _plan_diffs(plan: Plan, back: Plan) -> list[str]:
+    """The ``section.field`` names where ``back`` (a rendering read back) differs from ``plan``, compared as
+    :func:`_normalized` (the model's name aside)."""
+    want, got = _normalized(plan), _normalized(back)
+    want["model"]["name"] = got["model"]["name"]
+    return [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
 
 
 def recipe_env(rec: Any) -> dict[str, str]:
@@ -390,7 +396,7 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
 
 # public names for the Megatron-Bridge config reader (bridge_yaml.py): the same cluster and verification rules
 stated_cluster = _stated_cluster
-normalized_plan = _normalized
+plan_diffs = _plan_diffs
 cluster_edits = _cluster_edits
 files_from_run_root = _files_from_run_root
 
