@@ -566,7 +566,8 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
     p = plan.parallel
     for _ in range(3):
         rec, _ = _parse(out, path, plan.cluster)
-        written = stated_cluster(ms.comment_config(out), None) if ms.comment_config(out) else plan.cluster
+        cfg = ms.comment_config(out)
+        written = stated_cluster(cfg, None) if cfg else plan.cluster
         current = plan_from_args(rec.args, plan.cluster, validate=False)
         present = frozenset(rec.nodes)
         d0, d1 = desired_args(current, rec.args, present), desired_args(plan, rec.args, present)
