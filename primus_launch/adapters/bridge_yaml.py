@@ -45,7 +45,7 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.megatron import cluster_edits, files_from_run_root, plan_diffs, stated_cluster
+from primus_launch.adapters.megatron import cluster_edits, files_from_run_root, plan_diffs, stated_cluster, with_source
 from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args, ub_cfg_entries
 from primus_launch.adapters.megatron_yaml import child_node, env_mapping_edits, mapping_items, node_value, scalar_text
 from primus_launch.errors import UserError
@@ -469,20 +469,13 @@ def _parse(text: str, path: str, given: Cluster | None) -> tuple[BridgeRecipe, C
     return rec, given or stated_cluster(cfg, None)
 
 
-def _with_source(plan: Plan, rec: BridgeRecipe, path: str | None) -> Plan:
-    src = plan.source or Source(framework="megatron")
-    notes = list(rec.notes) + [n for n in src.notes if n not in rec.notes]
-    return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=FORMAT,
-                                                    unmodelled=list(src.unmodelled) + rec.unmodelled, notes=notes)})
-
-
 def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None) -> Plan:
     """Read a Megatron-Bridge run config (``run_config.yaml``) into a plan, on ``cluster`` (else the
     ``# primus-launch:`` comment's, else the default cluster)."""
     p = Path(path)
     rec, written = _parse(read_recipe_text(p), str(p), cluster)
     plan = plan_from_args(rec.args, written, name=p.stem)
-    return _with_source(plan, rec, str(p))
+    return with_source(plan, rec, str(p), FORMAT)
 
 
 def recipe_cluster(path: str | Path) -> Cluster:

@@ -112,10 +112,13 @@ def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None 
 
 
 def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
+    """``plan`` with its source: the recipe's notes first, then the plan's own; the plan's unmodelled flags,
+    then the recipe's (a Megatron-Bridge config's ``unmodelled``; the Megatron-LM recipes have none)."""
     src = plan.source or Source(framework="megatron")
     notes = list(getattr(rec, "notes", [])) + [n for n in src.notes if n not in getattr(rec, "notes", [])]
+    unmodelled = list(src.unmodelled) + list(getattr(rec, "unmodelled", []))
     return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=fmt,
-                                                    unmodelled=list(src.unmodelled), notes=notes)})
+                                                    unmodelled=unmodelled, notes=notes)})
 
 
 def _check_family(rec: Any) -> None:
@@ -397,6 +400,7 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
 # public names for the Megatron-Bridge config reader (bridge_yaml.py): the same cluster and verification rules
 stated_cluster = _stated_cluster
 plan_diffs = _plan_diffs
+with_source = _with_source
 cluster_edits = _cluster_edits
 files_from_run_root = _files_from_run_root
 
