@@ -45,13 +45,13 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.megatron import cluster_edits, files_from_run_root, plan_diffs, stated_cluster, with_source
+from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root, plan_diffs, stated_cluster,
+                                             with_launch_env, with_source)
 from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args, ub_cfg_entries
 from primus_launch.adapters.megatron_yaml import child_node, env_mapping_edits, mapping_items, node_value, scalar_text
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
-from primus_launch.plan.legality import megatron_env_fixes, megatron_env_problems
 
 FORMAT = "bridge-yaml"
 
@@ -528,29 +528,6 @@ def _edits(rec: BridgeRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
     return edits
 
 
-def _with_launch_env(plan: Plan, original: str, text: str, path: str) -> str:
-    """``text`` with the variables the tuned plan newly needs at start-up written into ``env_vars`` (plan/legality.py
-    ``megatron_env_fixes``, as for a Megatron-LM script's exports or YAML's ``ENV_VARS``: Bridge asserts
-    CUDA_DEVICE_MAX_CONNECTIONS != 1 under Megatron-FSDP and NVTE_CPU_OFFLOAD_V1=1 with fine-grained offloading,
-    training/config.py; its launcher sets CUDA_DEVICE_MAX_CONNECTIONS 1 with TP/CP > 1 before Blackwell,
-    scripts/performance/utils/overrides.py; Bridge @067f987).  A fix the original already needed is left alone."""
-    from primus_launch.projection.hardware.gpus import gpu_arch
-
-    arch = gpu_arch(plan.cluster.gpu)
-    rec0, _ = _parse(original, path, plan.cluster)
-    before = megatron_env_fixes(plan_from_args(rec0.args, plan.cluster, validate=False), rec0.env, arch)
-    rec, _ = _parse(text, path, plan.cluster)
-    fixes = {k: v for k, v in megatron_env_fixes(plan, rec.env, arch).items() if before.get(k) != v}
-    if not fixes:
-        return text
-    out = ms.apply_edits(text, rec.env_edits(fixes), path)
-    rec, _ = _parse(out, path, plan.cluster)
-    left = [p for p in megatron_env_problems(plan, rec.env, arch) if p[0].split(" ", 1)[1] in fixes]
-    if left:
-        raise UserError(f"{path}: cannot set the launch environment the plan needs: {str(PlanError(*left[0]))}")
-    return out
-
-
 def render_bridge_yaml(plan: Plan, original_text: str) -> str:
     """The Bridge config with only the plan's changed values edited (identical text if unchanged); the
     result must read back as ``plan``, or a one-line :class:`UserError` names what it cannot express."""
@@ -573,7 +550,11 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
             break
         out = ms.apply_edits(out, edits, path)
     if out != original_text:
-        out = _with_launch_env(plan, original_text, out, path)
+        # the variables the tuned plan newly needs at start-up, written into env_vars (megatron.with_launch_env: Bridge
+        # asserts CUDA_DEVICE_MAX_CONNECTIONS != 1 under Megatron-FSDP and NVTE_CPU_OFFLOAD_V1=1 with fine-grained
+        # offloading, training/config.py; its launcher sets CUDA_DEVICE_MAX_CONNECTIONS 1 with TP/CP > 1 before
+        # Blackwell, scripts/performance/utils/overrides.py; Bridge @067f987)
+        out = with_launch_env(plan, original_text, out, path, lambda t: _parse(t, path, plan.cluster)[0])
     rec, _ = _parse(out, path, plan.cluster)
     back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
     diffs = plan_diffs(plan, back)
