@@ -392,7 +392,7 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
         _read_fields(rec, "comm_overlap", rec.sections["comm_overlap"], unread, only_set=True)
     # model-level translations
     _activation(rec, model)
-    for m in (outer, model):
+    for m in ((outer, model) if outer is not model else (model,)):  # GPTModelConfig: both; a provider: one mapping
         share = child_node(m, "share_embeddings_and_output_weights")
         if share is not None:
             rec.put("untie_embeddings_and_output_weights", not node_value(share), share, inverted=True)
