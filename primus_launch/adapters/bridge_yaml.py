@@ -45,13 +45,13 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.megatron import cluster_edits, files_from_run_root, normalized_plan, stated_cluster
+from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root, plan_diffs, stated_cluster,
+                                             with_launch_env, with_source)
 from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args, ub_cfg_entries
 from primus_launch.adapters.megatron_yaml import child_node, env_mapping_edits, mapping_items, node_value, scalar_text
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
-from primus_launch.plan.legality import megatron_env_fixes, megatron_env_problems
 
 FORMAT = "bridge-yaml"
 
@@ -392,7 +392,7 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
         _read_fields(rec, "comm_overlap", rec.sections["comm_overlap"], unread, only_set=True)
     # model-level translations
     _activation(rec, model)
-    for m in (outer, model):
+    for m in ((outer, model) if outer is not model else (model,)):  # GPTModelConfig: both; a provider: one mapping
         share = child_node(m, "share_embeddings_and_output_weights")
         if share is not None:
             rec.put("untie_embeddings_and_output_weights", not node_value(share), share, inverted=True)
@@ -469,20 +469,13 @@ def _parse(text: str, path: str, given: Cluster | None) -> tuple[BridgeRecipe, C
     return rec, given or stated_cluster(cfg, None)
 
 
-def _with_source(plan: Plan, rec: BridgeRecipe, path: str | None) -> Plan:
-    src = plan.source or Source(framework="megatron")
-    notes = list(rec.notes) + [n for n in src.notes if n not in rec.notes]
-    return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=FORMAT,
-                                                    unmodelled=list(src.unmodelled) + rec.unmodelled, notes=notes)})
-
-
 def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None) -> Plan:
     """Read a Megatron-Bridge run config (``run_config.yaml``) into a plan, on ``cluster`` (else the
     ``# primus-launch:`` comment's, else the default cluster)."""
     p = Path(path)
     rec, written = _parse(read_recipe_text(p), str(p), cluster)
     plan = plan_from_args(rec.args, written, name=p.stem)
-    return _with_source(plan, rec, str(p))
+    return with_source(plan, rec, str(p), FORMAT)
 
 
 def recipe_cluster(path: str | Path) -> Cluster:
@@ -535,29 +528,6 @@ def _edits(rec: BridgeRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
     return edits
 
 
-def _with_launch_env(plan: Plan, original: str, text: str, path: str) -> str:
-    """``text`` with the variables the tuned plan newly needs at start-up written into ``env_vars`` (plan/legality.py
-    ``megatron_env_fixes``, as for a Megatron-LM script's exports or YAML's ``ENV_VARS``: Bridge asserts
-    CUDA_DEVICE_MAX_CONNECTIONS != 1 under Megatron-FSDP and NVTE_CPU_OFFLOAD_V1=1 with fine-grained offloading,
-    training/config.py; its launcher sets CUDA_DEVICE_MAX_CONNECTIONS 1 with TP/CP > 1 before Blackwell,
-    scripts/performance/utils/overrides.py; Bridge @067f987).  A fix the original already needed is left alone."""
-    from primus_launch.projection.hardware.gpus import gpu_arch
-
-    arch = gpu_arch(plan.cluster.gpu)
-    rec0, _ = _parse(original, path, plan.cluster)
-    before = megatron_env_fixes(plan_from_args(rec0.args, plan.cluster, validate=False), rec0.env, arch)
-    rec, _ = _parse(text, path, plan.cluster)
-    fixes = {k: v for k, v in megatron_env_fixes(plan, rec.env, arch).items() if before.get(k) != v}
-    if not fixes:
-        return text
-    out = ms.apply_edits(text, rec.env_edits(fixes), path)
-    rec, _ = _parse(out, path, plan.cluster)
-    left = [p for p in megatron_env_problems(plan, rec.env, arch) if p[0].split(" ", 1)[1] in fixes]
-    if left:
-        raise UserError(f"{path}: cannot set the launch environment the plan needs: {str(PlanError(*left[0]))}")
-    return out
-
-
 def render_bridge_yaml(plan: Plan, original_text: str) -> str:
     """The Bridge config with only the plan's changed values edited (identical text if unchanged); the
     result must read back as ``plan``, or a one-line :class:`UserError` names what it cannot express."""
@@ -566,7 +536,8 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
     p = plan.parallel
     for _ in range(3):
         rec, _ = _parse(out, path, plan.cluster)
-        written = stated_cluster(ms.comment_config(out), None) if ms.comment_config(out) else plan.cluster
+        cfg = ms.comment_config(out)
+        written = stated_cluster(cfg, None) if cfg else plan.cluster
         current = plan_from_args(rec.args, plan.cluster, validate=False)
         present = frozenset(rec.nodes)
         d0, d1 = desired_args(current, rec.args, present), desired_args(plan, rec.args, present)
@@ -579,12 +550,14 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
             break
         out = ms.apply_edits(out, edits, path)
     if out != original_text:
-        out = _with_launch_env(plan, original_text, out, path)
+        # the variables the tuned plan newly needs at start-up, written into env_vars (megatron.with_launch_env: Bridge
+        # asserts CUDA_DEVICE_MAX_CONNECTIONS != 1 under Megatron-FSDP and NVTE_CPU_OFFLOAD_V1=1 with fine-grained
+        # offloading, training/config.py; its launcher sets CUDA_DEVICE_MAX_CONNECTIONS 1 with TP/CP > 1 before
+        # Blackwell, scripts/performance/utils/overrides.py; Bridge @067f987)
+        out = with_launch_env(plan, original_text, out, path, lambda t: _parse(t, path, plan.cluster)[0])
     rec, _ = _parse(out, path, plan.cluster)
     back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
-    want, got = normalized_plan(plan), normalized_plan(back)
-    want["model"]["name"] = got["model"]["name"]
-    diffs = [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
+    diffs = plan_diffs(plan, back)
     if diffs:
         raise UserError(f"{path}: cannot express {', '.join(diffs)} in this Megatron-Bridge config")
     return out

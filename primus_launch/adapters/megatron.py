@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 import primus_launch.adapters.megatron_script as ms
@@ -112,10 +112,13 @@ def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None 
 
 
 def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
+    """``plan`` with its source: the recipe's notes first, then the plan's own; the plan's unmodelled flags,
+    then the recipe's (a Megatron-Bridge config's ``unmodelled``; the Megatron-LM recipes have none)."""
     src = plan.source or Source(framework="megatron")
     notes = list(getattr(rec, "notes", [])) + [n for n in src.notes if n not in getattr(rec, "notes", [])]
+    unmodelled = list(src.unmodelled) + list(getattr(rec, "unmodelled", []))
     return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=fmt,
-                                                    unmodelled=list(src.unmodelled), notes=notes)})
+                                                    unmodelled=unmodelled, notes=notes)})
 
 
 def _check_family(rec: Any) -> None:
@@ -314,9 +317,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
     # verify: the rendering reads back as the requested plan
     rec, written = _parse_for_render(out, path, argv_mode, plan)
     back = plan_from_args(_files_from_run_root(rec.args, Path(path)), plan.cluster)  # validated: Megatron would accept the result
-    want, got = _normalized(plan), _normalized(back)
-    want["model"]["name"] = got["model"]["name"]
-    diffs = [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
+    diffs = _plan_diffs(plan, back)
     has_launcher = not isinstance(rec, YamlRecipe) and rec.launcher_start() is not None
     unstated = _unstated(rec) if has_launcher else set()
     if has_launcher and any(k not in unstated and w != c for k, w, c in (
@@ -327,35 +328,48 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
     return out
 
 
+def _plan_diffs(plan: Plan, back: Plan) -> list[str]:
+    """The ``section.field`` names where ``back`` (a rendering read back) differs from ``plan``, compared as
+    :func:`_normalized` (the model's name aside)."""
+    want, got = _normalized(plan), _normalized(back)
+    want["model"]["name"] = got["model"]["name"]
+    return [f"{sec}.{k}" for sec in want for k in want[sec] if want[sec].get(k) != got[sec].get(k)]
+
+
 def recipe_env(rec: Any) -> dict[str, str]:
     """The launch environment a read recipe sets: a script's exports and ``VAR=value`` prefixes of the
-    training command, a YAML's ``ENV_VARS``."""
-    return dict(rec.env) if isinstance(rec, YamlRecipe) else rec.env_values()
+    training command, a YAML's ``ENV_VARS``, a Megatron-Bridge config's ``env_vars``."""
+    return rec.env_values() if isinstance(rec, ms.CommandRecipe) else dict(rec.env)
 
 
-def _with_launch_env(plan: Plan, original: str, text: str, path: str) -> str:
+def _with_launch_env(plan: Plan, original: str, text: str, path: str,
+                     read: Callable[[str], Any] | None = None) -> str:
     """``text`` (the rendering of ``plan`` from ``original``) with the environment variables that the
     changed knobs need at start-up written into it (plan/legality.py megatron_env_fixes: Megatron-FSDP
     needs CUDA_DEVICE_MAX_CONNECTIONS other than 1, TP > 1 on Hopper needs it 1, fine-grained activation
-    offloading NVTE_CPU_OFFLOAD_V1=1): the script's ``export``, the YAML's ``ENV_VARS``.  A fix the
-    original recipe already needed (its own plan in its own environment) is left to its author."""
-    rec0, _ = _parse_for_render(original, path, False, plan)
+    offloading NVTE_CPU_OFFLOAD_V1=1): the script's ``export``, the YAML's ``ENV_VARS`` (a Megatron-Bridge
+    config's ``env_vars``: ``read`` is its reader, text -> recipe).  A fix the original recipe already
+    needed (its own plan in its own environment) is left to its author."""
+    if read is None:
+        def read(t: str) -> Any:
+            return _parse_for_render(t, path, False, plan)[0]
+    rec0 = read(original)
     old = plan_from_args(_files_from_run_root(rec0.args, Path(path)), plan.cluster, validate=False)
     from primus_launch.projection.hardware.gpus import gpu_arch
 
     arch = gpu_arch(plan.cluster.gpu)
     before = megatron_env_fixes(old, recipe_env(rec0), arch)
-    rec, _ = _parse_for_render(text, path, False, plan)
+    rec = read(text)
     fixes = {k: v for k, v in megatron_env_fixes(plan, recipe_env(rec), arch).items() if before.get(k) != v}
     if not fixes:
         return text
-    edits = rec.env_edits(fixes) if isinstance(rec, YamlRecipe) else ms.env_edits(rec, fixes)
+    edits = ms.env_edits(rec, fixes) if isinstance(rec, ms.CommandRecipe) else rec.env_edits(fixes)
     out = ms.apply_edits(text, edits, path)
-    rec, _ = _parse_for_render(out, path, False, plan)
+    rec = read(out)
     left = [p for p in megatron_env_problems(plan, recipe_env(rec), arch) if p[0].split(" ", 1)[1] in fixes]
     if left:
         var = left[0][0].split(" ", 1)[1]
-        where = rec.written_in([ms.Token(rec.env[var])]) if not isinstance(rec, YamlRecipe) and rec.env.get(var) else None
+        where = rec.written_in([ms.Token(rec.env[var])]) if isinstance(rec, ms.CommandRecipe) and rec.env.get(var) else None
         if where is not None:  # set in a sourced fragment after the line written here
             raise rec.elsewhere_error([(where, f"set {var}={fixes[var]}")])
         raise UserError(f"{path}: cannot set the launch environment the plan needs: {str(PlanError(*left[0]))}")
@@ -390,7 +404,9 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
 
 # public names for the Megatron-Bridge config reader (bridge_yaml.py): the same cluster and verification rules
 stated_cluster = _stated_cluster
-normalized_plan = _normalized
+plan_diffs = _plan_diffs
+with_source = _with_source
+with_launch_env = _with_launch_env
 cluster_edits = _cluster_edits
 files_from_run_root = _files_from_run_root
 

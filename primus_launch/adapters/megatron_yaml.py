@@ -276,7 +276,7 @@ def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], e
 BRIDGE_SECTIONS = frozenset({
     "model", "train", "dataset", "optimizer", "scheduler", "ddp", "dist", "logger", "tokenizer", "checkpoint",
     "mixed_precision", "comm_overlap", "rng", "profiling", "peft", "ft", "straggler", "nvrx_straggler",
-    "inprocess_restart", "validation", "tensor_inspect", "optimizer_config_override_provider", "mixed_precision",
+    "inprocess_restart", "validation", "tensor_inspect", "optimizer_config_override_provider",
     "rerun_state_machine", "env_vars", "_target_"})
 
 
