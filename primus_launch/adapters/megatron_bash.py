@@ -1386,16 +1386,17 @@ class ShellState:
         tok = Token(pcs)
         saved = dict(self.scalars)
         alloc, unread = sbatch_header(tok.text)
-        if (alloc or unread) and name is not None and self.sc.src(name).rsplit("/", 1)[-1] == "sbatch":
+        if (alloc or unread) and self.sc.src(name).rsplit("/", 1)[-1] == "sbatch":
             self.allocation.clear()
             self.allocation.update(alloc)  # the job's allocation: what srun inside it inherits
             self.unread_allocation.clear()
             self.unread_allocation.update(unread)
-        self.scalars.update({k: _synth(v) for k, v in slurm_env(alloc).items()})
+        job_env = slurm_env(alloc)
+        self.scalars.update({k: _synth(v) for k, v in job_env.items()})
         try:
             self._run_string(tok)
         finally:
-            for k in slurm_env(sbatch_allocation(tok.text)):
+            for k in job_env:
                 if k in saved:
                     self.scalars[k] = saved[k]
                 else:

@@ -33,7 +33,8 @@ from primus_launch.plan import Cluster, Plan
 _CLI = "primus-cli"
 
 
-_EXAMPLE_SCRIPT = re.compile(r"^run_(?:slurm_|local_)?pretrain(?:_cli)?\.sh$")
+_EXAMPLE_NAME = r"run_(?:slurm_|local_)?pretrain(?:_cli)?\.sh"  # examples/run_slurm_pretrain.sh and its kin
+_EXAMPLE_SCRIPT = re.compile(rf"^{_EXAMPLE_NAME}$")
 
 
 def _launcher_at(words: list[str]) -> Optional[tuple[int, str]]:
@@ -56,7 +57,7 @@ def is_primus_cli_script(text: str) -> bool:
     for line in text.splitlines():
         code = line.split("#", 1)[0]
         if re.search(r"(?:^|[\s/])primus-cli\b|primus/cli/main\.py", code) or \
-                (re.search(r"\brun_(?:slurm_|local_)?pretrain(?:_cli)?\.sh\b", code) and "EXP=" in text):
+                (re.search(rf"\b{_EXAMPLE_NAME}\b", code) and "EXP=" in text):
             return True
     return False
 

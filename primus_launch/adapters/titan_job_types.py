@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any, Union
 
+from primus_launch.adapters.megatron_flags import INT64  # the one 64-bit bound both frameworks' values are held to
 from primus_launch.plan import PlanError
 
 Kind = Union[str, tuple[str, ...]]   # "int" | "float" | "bool" | "str" | "strs" | the allowed strings
@@ -75,7 +76,6 @@ JOB_TYPES: dict[str, Kind] = {
     **_tbl("validation", enable=_B, dataset=_S, dataset_path=_S, local_batch_size=_I, seq_len=_I, freq=_I, steps=_I),
     **_tbl("debug", seed=_I, deterministic=_B, deterministic_warn_only=_B, moe_force_load_balance=_B),
 }
-INT64 = 2**63
 
 _WORDS = {_I: "an integer", _F: "a number", _B: "true or false", _S: "a string",
           _L: 'a list of names (e.g. ["model", "loss"])'}

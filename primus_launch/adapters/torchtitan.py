@@ -54,6 +54,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 from pydantic import ValidationError
 
+from primus_launch.adapters.titan_job_types import JOB_TYPES, check_job_types, type_problem
 from primus_launch.adapters.torchtitan_arch import arch_from_fields, arch_from_flavor
 from primus_launch.plan.torchtitan_split import (
     explicit_stage_layers,
@@ -684,8 +685,9 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
         _bool(cmp_, "compile", "enable_async_tensor_parallel", False)
     sp = tp > 1 and _bool(par, "parallelism", "enable_sequence_parallel", True)
     components = cmp_.get("components") or ["model", "loss"]
-    if not isinstance(components, list) or not all(isinstance(c, str) for c in components):
-        raise PlanError(flag("compile.components"), components, 'a list of names (e.g. ["model", "loss"])')
+    why = type_problem(JOB_TYPES["compile.components"], components)  # the job-type check's rule and words
+    if why:
+        raise PlanError(flag("compile.components"), components, why)
     compile_on = (_bool(cmp_, "compile", "enable", False) and "model" in components) \
         or _bool(trn, "training", "compile", False)
     # the loss: 0.3 compile.components (default model + loss); v0.2 training.compile compiles it too
@@ -799,8 +801,6 @@ def _dedup(flags: list[UnmodelledFlag]) -> list[UnmodelledFlag]:
 
 def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[str] = None) -> Plan:
     """Parse the text of a v0.1/v0.2 job TOML into a validated :class:`Plan` (see the module docstring)."""
-    from primus_launch.adapters.titan_job_types import check_job_types
-
     job = _parse(text, path or "<text>")
     check_job_types(job)  # TorchTitan takes the TOML's values as they are: a wrong type is refused here
     if not job:

@@ -352,20 +352,20 @@ def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None)
     from primus_launch.adapters.torchrun_argv import cluster_overrides
 
     p = Path(path)
-    argv, _ = _config_script_argv(p)
+    argv, _, unstated = _config_script_argv(p)
     plan = plan_from_job_command(argv, overrides)
-    notes = _count_notes(script_launch(read_recipe_text(p), str(p))[1], cluster_overrides(overrides))
+    notes = _count_notes(unstated, cluster_overrides(overrides))
     if notes and plan.source is not None:
         plan.source.notes.extend(n for n in notes if n not in plan.source.notes)
     return plan
 
 
-def _config_script_argv(p: Path) -> tuple[list[str], Path]:
-    """The script's command with its job TOML's path resolved (:func:`load_titan_config_script`), and
-    that path."""
+def _config_script_argv(p: Path) -> tuple[list[str], Path, list[tuple[int, str]]]:
+    """The script's command with its job TOML's path resolved (:func:`load_titan_config_script`), that
+    path, and the notes of the launcher counts the command leaves unstated (:func:`script_launch`)."""
     from primus_launch.adapters.titan_job_argv import config_index, config_path
 
-    argv = script_argv(read_recipe_text(p), str(p))
+    argv, unstated = script_launch(read_recipe_text(p), str(p))
     i = config_index(argv)
     if i is None:
         raise UserError(f"{p}: no command with --job.config_file found (expected torchrun ... --job.config_file "
@@ -379,7 +379,7 @@ def _config_script_argv(p: Path) -> tuple[list[str], Path]:
         raise UserError(f"--job.config_file={cfg!r}: no such file next to {p} or in a folder above it (the path is "
                         "relative to where the script runs)")
     argv[j] = f"{argv[j].split('=', 1)[0]}={hit}" if j == i else str(hit)
-    return argv, hit
+    return argv, hit, unstated
 
 
 def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tuned: Optional[Plan] = None,
@@ -400,7 +400,7 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
                         "run the script with CONFIG_FILE pointed at it)")
     if tuned is None or original is None:
         return
-    argv, toml = _config_script_argv(p)
+    argv, toml, _ = _config_script_argv(p)
     passed = {f"{sec}.{key.replace('-', '_')}": " ".join(argv[a:b + 1])
               for a, b, sec, key, _ in job_overrides(argv)}
     if not passed:
