@@ -241,15 +241,14 @@ def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan
     return load_recipe(recipe, _cluster_overrides(a), a.primus_root, script_args=command)
 
 
-#: file endings of one recipe format: the tuned recipe is written in the format the tune read
-_FORMAT_SUFFIXES = (frozenset({".sh", ".bash", ".slurm", ".sbatch"}), frozenset({".yaml", ".yml"}), frozenset({".toml"}))
-
-
 def _check_out_format(native: Path, out: Path) -> None:
     """``--out`` must end like the recipe it tunes (the tuned recipe is written in its native format): a
-    bash recipe's tuned script is not a ``.toml``; a name without an ending is taken as given."""
+    bash recipe's tuned script is not a ``.toml``; a name without an ending is taken as given.  The endings
+    of one format are the adapters' own (the ones that pick the reader)."""
+    from primus_launch.adapters import SCRIPT_SUFFIXES, YAML_SUFFIXES
+
     have, want = out.suffix.lower(), native.suffix.lower()
-    group = next((g for g in _FORMAT_SUFFIXES if want in g), None)
+    group = next((g for g in (SCRIPT_SUFFIXES, YAML_SUFFIXES, frozenset({".toml"})) if want in g), None)
     if have and group is not None and have not in group:
         raise UserError(f"--out={str(out)!r}: the tuned recipe is written in the recipe's own format "
                         f"({native.name}); give a path ending in {' or '.join(sorted(group))}")

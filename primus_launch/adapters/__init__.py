@@ -25,8 +25,8 @@ from primus_launch.plan import Cluster, Plan, PlanError
 RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "torchtitan-config-script", "primus", "primus-cli",
                      "wrapper", "bridge"]
 
-_SCRIPT_SUFFIXES = {".sh", ".bash", ".slurm", ".sbatch"}  # the last two: Slurm batch scripts
-_YAML_SUFFIXES = {".yaml", ".yml"}
+SCRIPT_SUFFIXES = frozenset({".sh", ".bash", ".slurm", ".sbatch"})  # the last two: Slurm batch scripts
+YAML_SUFFIXES = frozenset({".yaml", ".yml"})
 
 
 def _text(path: Path) -> str:
@@ -38,7 +38,7 @@ def _text(path: Path) -> str:
 def detect_kind(path: Path) -> RecipeKind:
     """Which reader a recipe file needs, from its suffix and its content."""
     suffix = path.suffix.lower()
-    if suffix in _SCRIPT_SUFFIXES:
+    if suffix in SCRIPT_SUFFIXES:
         from primus_launch.adapters.torchtitan_script import is_titan_config_script, is_titan_script
 
         from primus_launch.adapters.primus_cli import is_primus_cli_script
@@ -47,7 +47,7 @@ def detect_kind(path: Path) -> RecipeKind:
         return "torchtitan-launch" if is_titan_script(text) else \
             "torchtitan-config-script" if is_titan_config_script(text) else \
             "primus-cli" if is_primus_cli_script(text) else "megatron"
-    if suffix in _YAML_SUFFIXES:
+    if suffix in YAML_SUFFIXES:
         from primus_launch.adapters.primus_yaml import is_primus_file
 
         from primus_launch.adapters.bridge_yaml import is_bridge_run_config
