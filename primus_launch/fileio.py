@@ -52,6 +52,20 @@ def atomic_write_text(path: str | Path, text: str, *, protect: Optional[str | Pa
     return out
 
 
+def write_beside_original(path: str | Path, text: str, original: str | Path) -> Path:
+    """:func:`atomic_write_text` of a tuned recipe: never over ``original``, with its permission bits (a launch
+    script stays executable).  An ``original`` gone since it was read: one line naming the output."""
+    import stat
+
+    from primus_launch.errors import UserError
+
+    try:
+        mode = stat.S_IMODE(Path(original).stat().st_mode)
+    except OSError as e:
+        raise UserError(f"{path}: cannot write: {e.strerror or e}") from None
+    return atomic_write_text(path, text, protect=original, mode=mode)
+
+
 def read_recipe_text(path: str | Path, field: str = "recipe") -> str:
     """The text of a user's recipe file through the input boundary (:func:`primus_launch.inputs.read_text`:
     size, encoding, one-line errors; remembered as an input of the run)."""

@@ -36,7 +36,6 @@ result and refuses, in one line, a plan the file cannot express.
 from __future__ import annotations
 
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +49,7 @@ from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root,
 from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args, ub_cfg_entries
 from primus_launch.adapters.megatron_yaml import child_node, env_mapping_edits, mapping_items, node_value, scalar_text
 from primus_launch.errors import UserError
-from primus_launch.fileio import atomic_write_text, read_recipe_text
+from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
 
 FORMAT = "bridge-yaml"
@@ -567,12 +566,7 @@ def write_bridge_yaml(plan: Plan, original_path: str | Path, out_path: str | Pat
     """Write the rendered config atomically to ``out_path`` (never over the original)."""
     src, dst = Path(original_path), Path(out_path)
     plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src), format=FORMAT)})
-    new = render_bridge_yaml(plan, read_recipe_text(src))
-    try:
-        atomic_write_text(dst, new, protect=src, mode=stat.S_IMODE(src.stat().st_mode))
-    except OSError as e:
-        raise UserError(f"{dst}: cannot write: {e.strerror or e}") from None
-    return dst
+    return write_beside_original(dst, render_bridge_yaml(plan, read_recipe_text(src)), src)
 
 
 __all__ = ["is_bridge_run_config", "load_bridge_yaml", "render_bridge_yaml", "write_bridge_yaml", "states_model",

@@ -14,11 +14,10 @@ must give back the requested plan, or a :class:`UserError` says which field coul
 from __future__ import annotations
 
 import re
-import stat
 from pathlib import Path
 from typing import Any, Callable
 
-from primus_launch.fileio import atomic_write_text, read_recipe_text
+from primus_launch.fileio import read_recipe_text, write_beside_original
 import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_bash import unstated_note
 from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args, program_family
@@ -394,12 +393,7 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
     text = read_recipe_text(src)
     args = list(plan.source.script_args) if plan.source else []
     plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src), script_args=args)})
-    new = render_megatron(plan, text)
-    try:
-        atomic_write_text(dst, new, protect=src, mode=stat.S_IMODE(src.stat().st_mode))
-    except OSError as e:
-        raise UserError(f"{dst}: cannot write: {e.strerror or e}") from None
-    return dst
+    return write_beside_original(dst, render_megatron(plan, text), src)
 
 
 # public names for the Megatron-Bridge config reader (bridge_yaml.py): the same cluster and verification rules

@@ -21,7 +21,7 @@ from typing import Optional
 
 from primus_launch.adapters.titan_job_argv import CONFIG_FLAGS
 from primus_launch.errors import UserError
-from primus_launch.fileio import atomic_write_text, read_recipe_text
+from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.plan import Cluster, Plan
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
@@ -518,11 +518,8 @@ def _token_edit(tok: Tok, new: str, env: dict[str, Assign], path: str) -> tuple[
 def write_titan_script(plan: Plan, original: str | Path, out: str | Path) -> Path:
     """Render ``plan`` over the script at ``original`` and write it atomically (never over it; the
     executable bit is kept)."""
-    import stat
-
     src = Path(original)
-    text = render_titan_script(plan, read_recipe_text(src), str(src))
-    return atomic_write_text(out, text, protect=src, mode=stat.S_IMODE(src.stat().st_mode))
+    return write_beside_original(out, render_titan_script(plan, read_recipe_text(src), str(src)), src)
 
 
 __all__ = ["is_titan_script", "load_titan_script", "render_titan_script", "write_titan_script", "script_argv",
