@@ -121,26 +121,8 @@ def test_master_copy_bytes_follow_megatrons_optimizer_config(recipe, main, pg, m
     """megatron-core 0.16.1 ``OptimizerConfig`` decides who keeps the master weights: TE's FusedAdam when
     ``use_precision_aware_optimizer_no_fp8_or_ds_fp8`` (with ``store_param_remainders``, default True at
     TE >= 2.1: an int16 remainder beside a bf16 parameter), megatron's fp32 shard otherwise."""
-    import megatron.core.optimizer.optimizer_config as oc
-
-    monkeypatch.setattr(oc, "is_te_min_version", lambda *a, **k: True)  # the recipe's TE 2.14
-    # no Transformer Engine on this CPU: __post_init__ only checks FusedAdam's signature (TE 2.14's arguments)
-    import sys
-    import types
-
-    class FusedAdam:
-        def __init__(self, params, master_weight_dtype=None, exp_avg_dtype=None, exp_avg_sq_dtype=None,
-                     use_decoupled_grad=False, store_param_remainders=False):
-            pass
-
-    for name in ("transformer_engine", "transformer_engine.pytorch", "transformer_engine.pytorch.optimizers"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    sys.modules["transformer_engine.pytorch.optimizers"].FusedAdam = FusedAdam
     dt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-    cfg = oc.OptimizerConfig(optimizer="adam", bf16=True, use_distributed_optimizer=True,
-                             use_precision_aware_optimizer=True, main_params_dtype=dt[main],
-                             main_grads_dtype=torch.bfloat16, exp_avg_dtype=torch.bfloat16,
-                             exp_avg_sq_dtype=torch.bfloat16, fp8_recipe=recipe)
+    cfg = _megatron_optimizer_config(monkeypatch, main_params_dtype=dt[main], fp8_recipe=recipe)
     if cfg.use_precision_aware_optimizer_no_fp8_or_ds_fp8:  # TE FusedAdam(master_weights=True)
         want = 2 if (cfg.store_param_remainders and dt[main] == torch.float32) else dt[main].itemsize
     else:
@@ -152,13 +134,15 @@ def test_master_copy_bytes_follow_megatrons_optimizer_config(recipe, main, pg, m
 
 
 def _megatron_optimizer_config(monkeypatch, **kw):
-    """megatron-core 0.16.1's ``OptimizerConfig`` on this CPU (TE 2.14's FusedAdam signature stubbed as above)."""
+    """megatron-core 0.16.1's ``OptimizerConfig`` on this CPU, precision-aware with bf16 moments (``kw`` over
+    those): no Transformer Engine here, and ``__post_init__`` only checks FusedAdam's signature, so TE 2.14's
+    is stubbed."""
     import sys
     import types
 
     import megatron.core.optimizer.optimizer_config as oc
 
-    monkeypatch.setattr(oc, "is_te_min_version", lambda *a, **k: True)
+    monkeypatch.setattr(oc, "is_te_min_version", lambda *a, **k: True)  # the recipe's TE 2.14
 
     class FusedAdam:
         def __init__(self, params, master_weight_dtype=None, exp_avg_dtype=None, exp_avg_sq_dtype=None,
@@ -168,10 +152,10 @@ def _megatron_optimizer_config(monkeypatch, **kw):
     for name in ("transformer_engine", "transformer_engine.pytorch", "transformer_engine.pytorch.optimizers"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     sys.modules["transformer_engine.pytorch.optimizers"].FusedAdam = FusedAdam
-    return oc.OptimizerConfig(optimizer="adam", bf16=True, use_distributed_optimizer=True,
-                              use_precision_aware_optimizer=True, main_params_dtype=torch.float32,
-                              main_grads_dtype=torch.bfloat16, exp_avg_dtype=torch.bfloat16,
-                              exp_avg_sq_dtype=torch.bfloat16, **kw)
+    args = dict(optimizer="adam", bf16=True, use_distributed_optimizer=True, use_precision_aware_optimizer=True,
+                main_params_dtype=torch.float32, main_grads_dtype=torch.bfloat16, exp_avg_dtype=torch.bfloat16,
+                exp_avg_sq_dtype=torch.bfloat16)
+    return oc.OptimizerConfig(**{**args, **kw})
 
 
 @pytest.mark.parametrize("recipe_flag", [None, "delayed", "tensorwise", "mxfp8"])
