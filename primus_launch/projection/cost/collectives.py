@@ -105,6 +105,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.cost.contention import DEEPEP_SMS
 from primus_launch.projection.hardware.fabric import Fabric, measured_fabric_fields, on_change
 # the registry of measured fabrics lives with the hardware database; ``register_fabric`` and
 # ``register_fabric_tables`` stay importable from here for the measured path
@@ -113,9 +114,6 @@ from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.hardware.placement import GroupPlacement
 
 
-DEEPEP_DEFAULT_SMS = 20
-"""SMs of DeepEP's normal kernels when the recipe sets none: ``deep_ep.Buffer.num_sms`` = 20 (DeepEP
-``deep_ep/buffer.py``), also Megatron's (``token_dispatcher._DeepepManager``: "None -> 20")."""
 DEEPEP_INSITU_SMS = 20
 """SMs of the DeepEP kernels in DeepSeek's DeepSeek-V3 training profile that ``FITTED['deepep']['deepep/insitu']``
 was measured on (records ``dsprofile-v3-train-h800-deepep-*``, ``shape.sms``; the README benchmark it is taken
@@ -376,8 +374,9 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
     tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc); ``insitu=False``: at the
     isolated benchmark's RDMA rate (what the in-situ fraction adds, for the explanation); ``api=False``:
     without HybridEP's per-call torch-API time (a dispatcher inside CUDA graphs; the explanation's share);
-    ``num_sms``: the SMs DeepEP runs on (0: :data:`DEEPEP_DEFAULT_SMS`); ``forward=False``: without DeepEP
-    V1's internode forwarder bound (:func:`deepep_forward_bw`; the explanation's share)."""
+    ``num_sms``: the SMs DeepEP runs on (0: :data:`cost.contention.DEEPEP_SMS`, DeepEP's and Megatron's
+    default 20); ``forward=False``: without DeepEP V1's internode forwarder bound (:func:`deepep_forward_bw`;
+    the explanation's share)."""
     from primus_launch.projection.cost.moe_routing import expected_units_hit
 
     n = pl.size
@@ -396,7 +395,7 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
     api_s = hybridep_api_overhead(op, pl.nodes, n) if lib == "hybridep" and api and fab.fitted else 0.0
     fwd_bw = 0.0
     if lib == "deepep" and forward and pl.nodes > 1 and fab.fitted:
-        fwd_bw = deepep_forward_bw(op, num_sms or DEEPEP_DEFAULT_SMS, insitu)
+        fwd_bw = deepep_forward_bw(op, num_sms or DEEPEP_SMS, insitu)
     return dispatch_time(tokens, token_bytes, n, pl.nodes, pl.per_node, fab, d_rank, d_dom, lib, api_s, fwd_bw)
 
 
