@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from primus_launch.fileio import read_recipe_text, write_beside_original
+from primus_launch.inputs import find_from_run_root
 import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_bash import unstated_note
 from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args, program_family
@@ -145,7 +146,7 @@ def _files_from_run_root(args: dict, recipe: Path) -> dict:
         v = args.get(dest)
         if not isinstance(v, str) or not v or Path(v).is_absolute() or Path(v).is_file():
             continue
-        hit = next((d / v for d in (recipe.parent, *recipe.resolve().parent.parents) if (d / v).is_file()), None)
+        hit = find_from_run_root(v, recipe)
         if hit is not None:
             out[dest] = str(hit)
     return out

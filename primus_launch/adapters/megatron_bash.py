@@ -1410,13 +1410,16 @@ class ShellState:
         name = args[i].text
         if not name.endswith((".sh", ".bash")) or name.startswith("-") or self.path in ("<script>", "argv"):
             return None
-        here = Path(self.path).resolve().parent
+        from primus_launch.inputs import find_from_run_root
+
+        me = Path(self.path).resolve()
         # a bare name (`bash train.sh`) only next to this script; a path (`examples/llama/x.sh`) also from the
         # folders above it, where the run may start (a checkout's root)
-        roots = (here,) if "/" not in name.lstrip("./") else (here, *here.parents)
-        cands = [Path(name)] if Path(name).is_absolute() else [d / name for d in roots]
-        hit = next((c for c in cands if c.is_file()), None)
-        if hit is None or hit == Path(self.path).resolve():
+        if "/" in name.lstrip("./"):
+            hit = find_from_run_root(name, me)
+        else:
+            hit = me.parent / name if (me.parent / name).is_file() else None
+        if hit is None or hit == me:
             return None
         return hit, args[i + 1:]
 

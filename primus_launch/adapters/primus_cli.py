@@ -28,6 +28,7 @@ import yaml
 from primus_launch.adapters.torchtitan_script import command_lines
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text
+from primus_launch.inputs import find_from_run_root
 from primus_launch.plan import Cluster, Plan
 
 _CLI = "primus-cli"
@@ -157,10 +158,8 @@ def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
     if not cfg.strip():
         raise UserError(f"{p}: the Primus experiment (--config / EXP) has no value (an unset variable such as $EXP? "
                         "set it in the script)")
-    c = Path(cfg)
-    hit = c if c.is_absolute() else next((d / c for d in (p.parent, *p.resolve().parent.parents)
-                                          if (d / c).is_file()), None)
-    if hit is None or not hit.is_file():
+    hit = find_from_run_root(cfg, p)
+    if hit is None:
         raise UserError(f"--config={cfg!r}: no such file next to {p} or in a folder above it (the path is relative to "
                         "where Primus runs, the Primus checkout's root)")
     nodes: Optional[int] = None

@@ -178,7 +178,7 @@ def find_configs_root(path: Path, primus_root: Optional[str | Path] = None) -> O
             if (cand / "modules").is_dir() and (cand / "models").is_dir():
                 return cand
         raise UserError(f"--primus-root={str(primus_root)!r}: no primus/configs (with models/ and modules/) there")
-    for d in [path.resolve().parent, *path.resolve().parents]:
+    for d in path.resolve().parents:  # the file's folder first
         cand = d / "primus" / "configs"
         if (cand / "modules").is_dir() and (cand / "models").is_dir():
             return cand
