@@ -41,6 +41,7 @@ from typing import Iterator
 import tree_sitter
 import tree_sitter_bash
 
+from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
 from primus_launch.errors import UserError
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
@@ -719,9 +720,7 @@ def sbatch_header(text: str) -> tuple[dict[str, int], dict[str, str]]:
             continue
         words = m.group(1).split("#", 1)[0].split()
         for i, w in enumerate(words):
-            key, _, val = w.partition("=")
-            if key.startswith("-N") and len(key) > 2 and not val:
-                key, val = "-N", key[2:]
+            key, _, val = slurm_option(w)
             if key not in _SBATCH_KEYS:
                 continue
             if not val and i + 1 < len(words):
@@ -735,9 +734,9 @@ def sbatch_header(text: str) -> tuple[dict[str, int], dict[str, str]]:
                 elif re.search(r"(?:^|,)gpu\b", val):
                     unread.setdefault("gpus_per_node", said)
                 continue
-            num = re.fullmatch(r"(?:[^:]+:)?(\d+)(?:-(\d+))?", val)
-            if num:
-                out[field] = int(num.group(2) or num.group(1))
+            num = launcher_count(val.partition(":")[2] if ":" in val else val, "-")  # [type:]N, MIN-MAX
+            if num is not None:
+                out[field] = num
                 unread.pop(field, None)
             else:
                 unread[field] = said

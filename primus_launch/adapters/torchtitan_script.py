@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from primus_launch.adapters.launcher_counts import slurm_option
 from primus_launch.adapters.titan_job_argv import CONFIG_FLAGS
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text, write_beside_original
@@ -222,9 +223,7 @@ def _under_srun(cmd: list[Tok], alloc: dict[str, int], unread: dict[str, str]) -
         return cmd
     i, opts = 1, {}
     while i < len(cmd) and cmd[i].text.startswith("-"):
-        key, eq, val = cmd[i].text.partition("=")
-        if key.startswith("-N") and len(key) > 2:
-            key, val, eq = "-N", key[2:], "="
+        key, eq, val = slurm_option(cmd[i].text)
         if not eq and i + 1 < len(cmd) and key in _SRUN_NODES + _SRUN_TASKS + ("-n", "--ntasks", "-w", "-p",
                                                                                 "--partition", "-J", "--job-name"):
             val = cmd[i + 1].text
