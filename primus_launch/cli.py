@@ -572,15 +572,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     (``argv`` None), the signals stay ignored after the run, until the interpreter exits."""
     from primus_launch import interrupt
 
-    names = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM"),
-             signal.SIGHUP: ("hung up", "SIGHUP")}
-
     def stopped(signum: int) -> int:
         from primus_launch.tuner.progress import end_lines
 
         end_lines()
-        word, name = names.get(signum, ("stopped", str(signum)))
-        _say(f"primus-launch: {word} ({name})")
+        _say(interrupt.end_line(signum))
         return interrupt.exit_code(signum)
 
     with interrupt.handling(keep=argv is None):
