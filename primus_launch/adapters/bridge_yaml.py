@@ -48,6 +48,7 @@ from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root,
                                              with_launch_env, with_source)
 from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args, ub_cfg_entries
 from primus_launch.adapters.megatron_yaml import child_node, env_mapping_edits, mapping_items, node_value, scalar_text
+from primus_launch.adapters.yaml_text import entries_after
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
@@ -519,11 +520,8 @@ def _edits(rec: BridgeRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
         if not items or sec.flow_style:
             raise UserError(f"{rec.path}: cannot add {dest}={val} to this Megatron-Bridge config (no block mapping "
                             f"{_HOME.get(dest, 'model')}:)")
-        k, v = items[-1]
-        end = v.end_mark.index
-        if isinstance(v, (yaml.MappingNode, yaml.SequenceNode)) and not v.flow_style or rec.text[end - 1:end] == "\n":
-            end = rec.text.rfind("\n", k.start_mark.index, end)
-        edits.append(ms.Edit(end, end, "\n" + " " * k.start_mark.column + f"{_BRIDGE_KEY.get(dest, dest)}: {_scalar(val)}"))
+        at, lines = entries_after(rec.text, *items[-1], [f"{_BRIDGE_KEY.get(dest, dest)}: {_scalar(val)}"])
+        edits.append(ms.Edit(at, at, lines))
     return edits
 
 

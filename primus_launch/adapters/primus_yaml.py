@@ -55,6 +55,7 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
+from primus_launch.adapters.yaml_text import entries_after, entry
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import GPU_NAMES, Cluster, Plan, PlanError, Source, UnmodelledFlag
@@ -870,20 +871,11 @@ class YamlText:
         # ``modules.pre_trainer.overrides`` share its parents): id(mapping) -> (order, mapping, tree)
         self._added: dict[int, tuple[int, Any, dict]] = {}
 
-    @staticmethod
-    def child(node: Any, key: str) -> Optional[tuple[Any, Any]]:
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == key:
-                return k, v
-        return None
-
     def node(self, path: list[str]) -> Optional[tuple[Any, Any]]:
         cur: Any = self.root
         hit = None
         for part in path:
-            hit = self.child(cur, part)
+            hit = entry(cur, part)
             if hit is None:
                 return None
             cur = hit[1]
@@ -943,13 +935,6 @@ class YamlText:
         tree[keys[-1]] = value
 
     def _added_edit(self, order: int, mapping: Any, tree: dict) -> _Edit:
-        col = mapping.value[0][0].start_mark.column
-        end = mapping.value[-1][1].end_mark.index
-        if end > 0 and self.text[end - 1] == "\n":
-            end -= 1
-        else:
-            nl = self.text.find("\n", end)
-            end = len(self.text) if nl < 0 else nl
         step = 2
         for k, v in mapping.value:
             if isinstance(v, yaml.MappingNode) and v.value and not v.flow_style:
@@ -960,17 +945,18 @@ class YamlText:
         def walk(t: dict, depth: int) -> None:
             for k, v in t.items():
                 if isinstance(v, dict):
-                    lines.append(" " * (col + depth * step) + f"{k}:")
+                    lines.append(" " * (depth * step) + f"{k}:")
                     walk(v, depth + 1)
                 else:
-                    lines.append(" " * (col + depth * step) + f"{k}: {_scalar(v)}")
+                    lines.append(" " * (depth * step) + f"{k}: {_scalar(v)}")
 
         walk(tree, 0)
-        return _Edit(end, end, "\n" + "\n".join(lines), seq=order)
+        at, text = entries_after(self.text, *mapping.value[-1], lines)
+        return _Edit(at, at, text, seq=order)
 
     def apply(self) -> str:
         out = self.text
-        edits = self.edits + [self._added_edit(*entry) for entry in self._added.values()]
+        edits = self.edits + [self._added_edit(*added) for added in self._added.values()]
         for e in sorted(edits, key=lambda e: (e.start, e.seq), reverse=True):
             out = out[:e.start] + e.text + out[e.end:]
         return out
