@@ -180,3 +180,30 @@ def test_slurm_option_splits_the_attached_short_form(word, want):
     from primus_launch.adapters.launcher_counts import slurm_option
 
     assert slurm_option(word) == want
+
+
+@pytest.mark.parametrize("recipe", ["megatron/llama3.1_8b.sh", "megatron/llama3.1_8b.yaml", "torchtitan/llama3.1_8b.toml",
+                                    "primus/MI355X/llama3.1_8b.yaml"])
+def test_partial_cluster_flags_read_the_recipe_in_one_pass(recipe, monkeypatch):
+    """Partial cluster flags complete the recipe's own cluster inside the reader's one pass: the recipe is read
+    as often as without flags (before: its cluster was read first, or a Primus experiment was read a second
+    time on the completed cluster), and the plan is the flags' cluster over the recipe's."""
+    import collections
+
+    import primus_launch.inputs as inputs
+
+    path = Path(__file__).resolve().parents[1] / "recipes" / recipe
+    reads: collections.Counter = collections.Counter()
+    read_text = inputs.read_text
+
+    def counted(p, *a, **k):
+        reads[Path(p).name] += 1
+        return read_text(p, *a, **k)
+
+    monkeypatch.setattr(inputs, "read_text", counted)
+    own = load_recipe(path)
+    alone = reads[path.name]
+    reads.clear()
+    plan = load_recipe(path, {"gpu": "mi300x"})
+    assert reads[path.name] == alone
+    assert plan.cluster == own.cluster.model_copy(update={"gpu": "mi300x"})

@@ -190,9 +190,8 @@ def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
     cluster = Cluster(**{**stated, **given}) if nodes is not None or "num_nodes" in given else None
     cli = cli_overrides(extra)
     text, full_env = read_recipe_text(hit), {**os.environ, **env}
-    plan = plan_from_text(text, hit, cluster, primus_root, full_env, cli)
-    if cluster is None and given:  # the node count the layout needs, on the GPU / node size given
-        plan = plan_from_text(text, hit, Cluster(**{**plan.cluster.model_dump(), **given}), primus_root, full_env, cli)
+    # no node count stated: the one the layout needs, on the GPU / node size given
+    plan = plan_from_text(text, hit, cluster, primus_root, full_env, cli, overrides=given if cluster is None else None)
     note = f"read through the Primus launch: the experiment {cfg}" + (
         f" with the command's overrides {', '.join(sorted(cli))} (they win over its YAML)" if cli else "")
     src = plan.source.model_copy(update={"path": str(p), "format": "primus-cli-script",
