@@ -1038,6 +1038,19 @@ MLM_TESTS = (
     "gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion",
     "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed",
     "gpt/gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap",
+    # round 14 (branch oom9), held out: fine-grained activation offloading (with MTP / without MTP and the EP
+    # overlap), FP8 MoE + MLA + MTP, selective recompute, TE CUDA graphs of the attention, FP8 params + CP,
+    # interleaved PP (overlapped optimizer; embedding and loss in the split), MoE with CP, Megatron-FSDP
+    "moe/gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading",
+    "moe/gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_no_mtp_no_a2a_ovlp_fine_grained_offloading",
+    "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_mtp_resume_torch_dist_fp8",
+    "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental",
+    "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_resume_torch_dist_attn_cudagraph",
+    "gpt/gpt3_weekly_mcore_tp4_cp2_current_scaling_native_fp8_tp_sp_cp_tp_overlap",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_dist_optimizer_overlap_grad_reduce_param_gather_overlap_optimizer",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp2_account_for_embedding_loss_in_pipeline_split",
+    "moe/gpt3_mcore_tp2_cp2_pp2_ep2_te_4experts2parallel",
+    "gpt/gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor",
 )
 # flags of a functional test that only move files or logs; dropped from the stored argv
 _IO_FLAGS = {"--save", "--load", "--tensorboard-dir", "--data-path", "--data-cache-path", "--vocab-file", "--merge-file",
@@ -1053,6 +1066,14 @@ _IO_FLAGS = {"--save", "--load", "--tensorboard-dir", "--data-path", "--data-cac
 def _git_show(repo: Path, rev: str, path: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{path}"], check=True, capture_output=True,
                           text=True).stdout
+
+
+def _launcher_value(v: Any) -> str:
+    """A MODEL_ARGS value as the functional-test launcher passes it: ``tests/functional_tests/shell_test_utils/
+    _run_training.sh`` strips the brackets of a ``[a b c]`` value (``--recompute-modules "[layernorm moe_act]"`` ->
+    ``--recompute-modules layernorm moe_act``) and passes any other value as one argument."""
+    s = str(v).strip()
+    return s[1:-1].strip() if len(s) > 2 and s[0] == "[" and s[-1] == "]" and "]" not in s[1:-1] else s
 
 
 def mlm_peak_cases(repo: Path) -> list[dict]:
@@ -1079,7 +1100,7 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
         for k, v in margs.items():
             if k in _IO_FLAGS or v is False or isinstance(v, str) and "${" in v:
                 continue
-            flags.append(k if v is True else f"{k} {v}")
+            flags.append(k if v is True else f"{k} {_launcher_value(v)}")
         out.append(dict(
             id="mlm_functional_" + test.replace("/", "_"), outcome="ran", framework="megatron",
             hardware=dict(gpu="DGX-H100 (H100 80GB)", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
@@ -1088,7 +1109,7 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
                         url=f"https://github.com/NVIDIA/Megatron-LM/tree/{rev[:10]}/{base}", date=None),
             quote=f"mem-max-allocated-bytes at iteration {last}: {int(float(vals[last]))}",
             read=("MODEL_ARGS of the test (placeholders ${...}, I/O / logging flags and a --tp-comm-overlap-cfg YAML of the "
-                  "test folder dropped; GPT-2 BPE vocabulary "
+                  "test folder dropped; a bracketed list passed without its brackets, as _run_training.sh does; GPT-2 BPE vocabulary "
                   "50,257 where a vocab file is given) on one 8-GPU DGX-H100 node; the golden value is the last rank's "
                   "torch.cuda.max_memory_allocated (--log-memory-to-tensorboard writes from the last rank)."),
             measured_peak=dict(gib=round(peak, 3), basis="allocated", rank="last",
