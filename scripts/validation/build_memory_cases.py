@@ -971,6 +971,67 @@ CASES += [
              float8={"recipe_name": "rowwise"}),
 ]
 
+# ---------------------------------------------------------------- round 14 (branch oom9): held-out reports
+# pytorch/torchtitan PR #1690 ('[Qwen3] Add 32b training configs', description 2025-09-08, merged d66b72a6a 2025-09-17):
+# torchtitan/experiments/qwen3/train_configs/qwen3_32b.toml of that commit ("a preset for 8 H100 GPUs (with 96GiB
+# memory)": local_batch_size 2, seq_len 4096, FSDP over every GPU, TP 1, full AC, AdamW (torchtitan's default fused
+# implementation), compile off) run with the batch / layout of each row of the PR's table ("no compile applied for
+# following benchmarking"; the first row compiled model and loss).  Every logged 'memory: X GiB(Y%)' is torchtitan's
+# DeviceMemoryMonitor reserved peak; X / Y = 95.0 GiB in every row (the 96 GB H100 of Meta's clusters).
+_Q32 = {
+    "model": {"name": "qwen3", "flavor": "32B", "hf_assets_path": "./assets/hf/Qwen3-32B"},
+    "optimizer": {"name": "AdamW", "lr": 8e-4, "eps": 1e-8},
+    "lr_scheduler": {"warmup_steps": 600},
+    "training": {"local_batch_size": 2, "seq_len": 4096, "max_norm": 1.0, "steps": 3000, "dataset": "c4"},
+    "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                    "fsdp_reshard_after_forward": "default", "tensor_parallel_degree": 1, "context_parallel_degree": 1},
+    "activation_checkpoint": {"mode": "full", "selective_ac_option": "op"},
+    "compile": {"enable": False, "components": ["model", "loss"]},
+}
+_Q32_SRC = dict(ref="pytorch/torchtitan PR #1690 ('[Qwen3] Add 32b training configs', merged as d66b72a6a): the description's "
+                    "table of runs of torchtitan/experiments/qwen3/train_configs/qwen3_32b.toml",
+                url="https://github.com/pytorch/torchtitan/pull/1690", date="2025-09-08")
+_Q32_READ = ("Job table = qwen3_32b.toml at d66b72a6a (Qwen3 32B: 64 layers, dim 5120, 64 heads / 8 KV heads of 128, "
+             "SwiGLU 25600, qk norm, vocab 151936 untied; seq 4096, full AC, AdamW fused, FSDP2 bf16 params / fp32 "
+             "reduce) with the row's local batch, FSDP degree (data_parallel_shard_degree -1 over the GPUs) and TP degree; "
+             "GPUs = FSDP x TP on 8-GPU nodes; global batch = local x FSDP as the table states (no gradient accumulation). "
+             "Device: '8 H100 GPUs (with 96GiB memory)' (the preset's note), total_memory 95.0 GiB from every row's "
+             "'X GiB(Y%)'; 389.87 TFLOPS at 39.42 % MFU = 989 TFLOPS peak, an H100 die (the hardware DB's "
+             "h100-sxm-96gb-500w).  Compile off except the first row (components model and loss).")
+
+
+def _q32(tag: str, lbs: int, fsdp: int, tp: int, gib: float | None, quote: str, compile_: bool = False) -> dict:
+    n = fsdp * tp
+    case = dict(id=f"titan_pr1690_qwen3_32b_h100_96gb_{n}gpu_{tag}", outcome="ran" if gib else "oom", framework="torchtitan",
+                hardware=dict(gpu="H100 SXM 96GB", plan_gpu="h100-sxm-96gb-500w", num_gpus=n, gpus_per_node=8),
+                torchtitan_config=_titan(_Q32, training={"local_batch_size": lbs}, parallelism={"tensor_parallel_degree": tp},
+                                         compile={"enable": compile_}),
+                source=_Q32_SRC, quote=quote, read=_Q32_READ, pair=None)
+    if gib:
+        case["measured_peak"] = dict(gib=gib, basis="reserved", rank="max",
+                                     how="torchtitan 'memory: X GiB' (DeviceMemoryMonitor reserved peak) of the logged step")
+    return case
+
+
+CASES += [
+    _q32("fsdp8_lbs2_compile", 2, 8, 1, 81.85, "'local batch size=2, FSDP=8, full AC ... When torch.compile is enabled, FSDP=8 "
+         "... step: 50 ... memory: 81.85GiB(86.17%)'", compile_=True),
+    _q32("fsdp8_lbs1", 1, 8, 1, 81.47, "'1 (8) | 4096 | FSDP 8 | ... step: 50 ... memory: 81.47GiB(85.76%)'"),
+    _q32("fsdp8_lbs2", 2, 8, 1, 89.33, "'2 (16) | 4096 | FSDP 8 | ... step: 50 ... memory: 89.33GiB(94.04%)'"),
+    _q32("fsdp16_lbs4", 4, 16, 1, 78.48, "'4 (64) | 4096 | FSDP 16| ... step: 80 ... memory: 78.48GiB(82.54%)'"),
+    _q32("fsdp16_lbs8", 8, 16, 1, None, "'8 | 4096 | FSDP 16 | OOM'"),
+    _q32("fsdp16_lbs16", 16, 16, 1, None, "'16 | 4096 | Fsdp=16 | OOM'"),
+    _q32("fsdp32_lbs16", 16, 32, 1, None, "'16 | 4096 | fsdp=32 | OOM'"),
+    _q32("fsdp16_tp2_lbs16", 16, 16, 2, None, "'16 | 4096 | fsdp=16, tp 2 | OOM'"),
+    _q32("fsdp8_tp4_lbs16", 16, 8, 4, 70.20, "'16 | 4096 | fsdp=8, tp=4 | ... step: 90 ... memory: 70.20GiB(73.89%)'"),
+    _q32("fsdp8_tp4_lbs32", 32, 8, 4, None, "'32 | 4096 | fsdp=8, tp=4 | OOM'"),
+    _q32("fsdp4_tp8_lbs16", 16, 4, 8, 43.45, "'16 (64) | 4096 | fsdp 4, tp 8 | Full AC ... step: 20 ... memory: 43.45GiB(45.73%)'"),
+    _q32("fsdp4_tp8_lbs32", 32, 4, 8, 70.79, "'32 (128) | 4096 | fsdp 4, tp 8 | Full AC, ... step: 10 ... memory: 70.79GiB(74.51%)'"),
+    _q32("fsdp8_tp8_lbs32", 32, 8, 8, 63.27, "'32 (256) | 4096 | Fsdp8, tp 8 | Full AC, ... step: 70 ... memory: 63.27GiB(66.60%)'"),
+    _q32("fsdp4_tp8_lbs64", 64, 4, 8, None, "'64 (256) | 4096 | Fsdp 4, tp 8 | Full AC,OOM'"),
+    _q32("fsdp8_tp8_lbs64", 64, 8, 8, None, "'64 (512) | 4096 | Fsdp 8, tp 8 | Full AC,OOM'"),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
