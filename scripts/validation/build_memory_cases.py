@@ -1032,6 +1032,40 @@ CASES += [
     _q32("fsdp8_tp8_lbs64", 64, 8, 8, None, "'64 (512) | 4096 | Fsdp 8, tp 8 | Full AC,OOM'"),
 ]
 
+# pytorch/torchtitan PR #2461 ('add qwen3 14b config to registry', merged 6b081f404 2026-03-03): the reviewer's "I tested
+# sac on 8 96GB H100s and it OOMed, but full ac worked" on the PR's qwen3_14b() (torchtitan/models/qwen3/config_registry.py:
+# Qwen3 14B, local_batch_size 4, seq_len 4096, FSDP over the GPUs, AdamW lr 8e-4), which then changed
+# activation_checkpoint.mode from "selective" (selective_ac_option "op") to "full".
+_Q14 = {
+    "model": {"name": "qwen3", "flavor": "14B", "hf_assets_path": "./assets/hf/Qwen3-14B"},
+    "optimizer": {"name": "AdamW", "lr": 8e-4},
+    "lr_scheduler": {"warmup_steps": 600},
+    "training": {"local_batch_size": 4, "seq_len": 4096, "steps": 3000, "dataset": "c4"},
+    "parallelism": {"data_parallel_shard_degree": -1, "tensor_parallel_degree": 1, "context_parallel_degree": 1,
+                    "pipeline_parallel_degree": 1},
+    "activation_checkpoint": {"mode": "full", "selective_ac_option": "op"},
+}
+_Q14_SRC = dict(ref="pytorch/torchtitan PR #2461 ('add qwen3 14b config to registry', review 2026-02-28, merged as 6b081f404)",
+                url="https://github.com/pytorch/torchtitan/pull/2461", date="2026-02-28")
+_Q14_READ = ("Job table = the PR's qwen3_14b() Trainer.Config (config_registry.py at 6b081f404, written as the equivalent "
+             "TOML job: Qwen3 14B -- 40 layers, dim 5120, 40 heads / 8 KV heads of 128, SwiGLU 17408, qk norm, SDPA, vocab "
+             "151936 --, local batch 4, seq 4096, FSDP over the 8 GPUs, no TP / CP / PP, compile off (the Trainer default)) on "
+             "8 x H100 96GB (the hardware DB's h100-sxm-96gb-500w, 95.0 GiB).  The review's OOM is the diff's "
+             "mode='selective' (op); the merged config, mode='full', ran.  The local batch at review time is read as the "
+             "merged 4 (the review thread shows only the AC lines).")
+CASES += [
+    dict(id="titan_pr2461_qwen3_14b_h100_96gb_8gpu_lbs4_sac_op", outcome="oom", framework="torchtitan",
+         hardware=dict(gpu="H100 SXM 96GB", plan_gpu="h100-sxm-96gb-500w", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_Q14, activation_checkpoint={"mode": "selective"}), source=_Q14_SRC,
+         quote="'I would suggest using full ac. I tested sac on 8 96GB H100s and it OOMed, but full ac worked.'",
+         read=_Q14_READ, pair="titan_pr2461_qwen3_14b_h100_96gb_8gpu_lbs4_full_ac"),
+    dict(id="titan_pr2461_qwen3_14b_h100_96gb_8gpu_lbs4_full_ac", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="H100 SXM 96GB", plan_gpu="h100-sxm-96gb-500w", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_Q14), source=_Q14_SRC,
+         quote="'... but full ac worked.' (merged: activation_checkpoint mode='full')", read=_Q14_READ,
+         pair="titan_pr2461_qwen3_14b_h100_96gb_8gpu_lbs4_sac_op"),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
