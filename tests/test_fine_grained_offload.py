@@ -36,7 +36,23 @@ def test_min_offloaded_tensor_size_is_megatrons_default():
     assert TransformerConfig.__dataclass_fields__["min_offloaded_tensor_size"].default == OFFLOAD_MIN_ELEMENTS
 
 
-def test_core_attn_offload_group_takes_the_unfused_scores():
+@pytest.fixture
+def fake_world():
+    """megatron's parallel state on a fake world of one, torn down after the test (another helper may replace
+    the default process group later, and megatron's groups must not outlive it)."""
+    import mcore_meta
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    init_fake_parallel(1, 1)
+    yield
+    ps.destroy_model_parallel()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    mcore_meta._STATE.clear()
+
+
+def test_core_attn_offload_group_takes_the_unfused_scores(fake_world):
     """The bytes of the distinct storages megatron's unfused ``DotProductAttention`` saves for backward, of
     at least ``min_offloaded_tensor_size`` elements (what the ``core_attn`` group moves to the host): q and
     k (the scores' matmul), the fp32 softmax output and its bf16 copy (CPU: megatron's torch softmax path,
@@ -52,7 +68,6 @@ def test_core_attn_offload_group_takes_the_unfused_scores():
     from primus_launch.frameworks import mcore_cpu
 
     mcore_cpu.install()  # megatron's CUDA-only causal mask and device calls, on the CPU
-    init_fake_parallel(1, 1)
     mcore_cpu.seed_rng_tracker(1234)
     cfg = mcore_config(plan, num_layers=1, **mcore_cpu.config_overrides())
     attn = DotProductAttention(cfg, layer_number=1, attn_mask_type=AttnMaskType.causal, attention_type="self")
