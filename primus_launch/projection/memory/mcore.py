@@ -380,6 +380,13 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             activations += static_batch_bytes(seq, mbs, opts.attention_mask) * nmb
         stash_kept, stash_layer = static_moe[rank]
         activations += stash_kept  # paged stash buffer / capacity-padded saved tensors (memory.paged_stash)
+        if opts.offload_modules and not opts.offload_layers:
+            # --offload-modules' margin (pipeline_parallel/fine_grained_activation_offload.py @d98e8a64dd,
+            # PipelineOffloadManager.post_warmup_callback): after the warm-up step the last group of each module
+            # name in the first chunk to run its backward is marked not to offload ("so the reloading won't block
+            # the main stream"), so one layer's offloadable tensors stay on the GPU until that backward, the peak
+            m_big = moe_act if m.is_moe else dense_act
+            activations += offloaded(m_big)
         # ---- transients (on top of the activations in flight) ----
         bwd = max((moe_act if m.is_moe_layer(i) else dense_act).backward_temp
                   for ch in layout[rank] for i in ch.layers) if any(ch.layers for ch in layout[rank]) else 0.0
