@@ -165,3 +165,18 @@ def test_unstated_cap_is_stated_convention_and_step_time_fitted_on_one_row():
         assert ev_row["projected"] == pytest.approx(meas, rel=2e-3)
         # the added time is the harness's, not the model's: a user's plan at the same cap projects faster
         assert res.tokens_per_sec_per_gpu > meas
+
+
+def test_short_answer_states_the_cap_and_a_cap_above_rated_is_said():
+    """The one-screen answer names the cap beside the cluster (a 500 W H100 ran 32 % slower with nothing on
+    the screen saying why), and a cap at or above the rated power -- which nvidia-smi refuses and the
+    projection ignores -- is a note, not silence."""
+    from primus_launch.report.text import render_text
+
+    capped = project_dry_run(_llama8b(750))
+    assert "b200 = 8 GPUs, power cap 750 W (rated 1000 W)" in render_text(capped)
+    above = project_dry_run(_llama8b(1400))
+    assert above.iteration_time_s == project_dry_run(_llama8b()).iteration_time_s
+    assert "power cap 1400 W: none (rated 1000 W)" in render_text(above)
+    assert any("1400 W at or above the rated 1000 W: no effect" in n for n in above.notes)
+    assert not any("power cap" in n for n in project_dry_run(_llama8b()).notes)

@@ -33,7 +33,14 @@ def as_stated(plan: Plan, run: Plan, res: ProjectionResult) -> ProjectionResult:
     as the user stated it: ``plan`` kept in the result and the cap in its notes; ``res`` itself when no
     cap applied."""
     if run is plan:
-        return res
+        if plan.cluster.power_limit_w is None:
+            return res
+        from primus_launch.projection.hardware.gpus import get_gpu
+
+        rated = get_gpu(plan.cluster.gpu).tdp_watts  # a cap at or above the rated power: said, not silent
+        return res.model_copy(update={"notes": list(res.notes) + [
+            f"power cap {plan.cluster.power_limit_w:g} W at or above the rated {rated:g} W: no effect (the rated "
+            "projection; nvidia-smi --power-limit accepts nothing above the board's maximum)"]})
     return res.model_copy(update={"plan": plan, "notes": list(res.notes) + [power_cap_note(run)]})
 
 

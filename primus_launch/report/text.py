@@ -86,6 +86,21 @@ def mfu_text(r: ProjectionResult) -> str:
     return out
 
 
+def power_cap_text(c) -> str:
+    """The stated board power cap (``--power-limit-w``, ``Cluster.power_limit_w``) beside the cluster, so
+    that the short answer says why its times differ from the rated GPU's: ``, power cap 500 W (rated
+    700 W)``; a cap at or above the rated power changes nothing and says so."""
+    cap = c.power_limit_w
+    if cap is None:
+        return ""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    rated = get_gpu(c.gpu).tdp_watts
+    if rated and cap >= rated:
+        return f", power cap {cap:g} W: none (rated {rated:g} W)"
+    return f", power cap {cap:g} W" + (f" (rated {rated:g} W)" if rated else "")
+
+
 def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list[tuple[str, str]]:
     """The summary of one projection as (label, value) rows; the text answer and the HTML report
     render the same rows.  ``run``: a whole training run at this projection (``--train-tokens``):
@@ -101,7 +116,7 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
     return [
         ("mode", r.mode),
         ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
-        ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPUs"),
+        ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPUs" + power_cap_text(c)),
         ("parallelism", plan_line(r)),
         ("iteration time", it),
         ("tokens/s/GPU", tps),
