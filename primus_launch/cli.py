@@ -133,7 +133,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="tune: only plans that fit by their whole memory error band may be the answer "
                          "(default: tight plans, the capacity inside the band, are kept and marked)")
     ap.add_argument("--log", help="tune: JSON log of every trial (default: next to the tuned recipe)")
-    ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT)")
+    ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT; through a wrapper "
+                                  "W.primus.toml, W.tuned.EXT beside the recipe it points at)")
     ap.add_argument("--launch", action="store_true", help="run the (tuned) command or recipe afterwards")
     ap.add_argument("--force", action="store_true", help="launch even if the plan does not fit in memory")
     ap.add_argument("--emit", choices=["torchrun", "slurm"], help="print the launch for the plan")
@@ -389,6 +390,15 @@ def _human(n: Optional[int]) -> str:
     return f"{n} bytes"
 
 
+def _shown(p) -> str:
+    """A written file's path as the user reads it: relative to the working folder where it lies under it
+    (a wrapper's recipe path is resolved to an absolute one; the tuned wrapper beside it was relative)."""
+    try:
+        return os.path.relpath(p) if Path(p).resolve().is_relative_to(Path.cwd().resolve()) else str(p)
+    except (OSError, ValueError):
+        return str(p)
+
+
 def _wrapper_primus_root(plan: Plan) -> Optional[Path]:
     """``[recipe] primus_root`` of the wrapper TOML a plan was read through, if any."""
     if plan.source is None or plan.source.wrapper_path is None:
@@ -437,8 +447,12 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.adapters import native_path, tuned_path
 
         native = native_path(plan)
-        out_recipe = Path(a.out) if a.out is not None else tuned_path(native)
         wrapped = plan.source is not None and bool(plan.source.wrapper_path)
+        out_recipe = Path(a.out) if a.out is not None else tuned_path(native)
+        if a.out is None and wrapped:  # named after the wrapper: a tune of the recipe alone writes tuned_path
+            from primus_launch.adapters.primus_toml import tuned_recipe_path
+
+            out_recipe = tuned_recipe_path(Path(plan.source.wrapper_path), native)
         if a.out is not None and wrapped and _names_wrapper(out_recipe, native):
             # --out names the tuned wrapper (x.primus.toml): the tuned recipe is x.<native ending> beside it
             out_wrapper = out_recipe
@@ -539,12 +553,12 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
         print(render_tune_text(res))
         if written:
-            print(f"\ntuned recipe written to {written} ({_human(files.get(str(written)))})")
+            print(f"\ntuned recipe written to {_shown(written)} ({_human(files.get(str(written)))})")
         if written_wrapper:
-            print(f"tuned wrapper written to {written_wrapper} ({_human(files.get(str(written_wrapper)))}; "
+            print(f"tuned wrapper written to {_shown(written_wrapper)} ({_human(files.get(str(written_wrapper)))}; "
                   "the tuned recipe on the wrapper's cluster)")
         if log_path:
-            print(f"trial log written to {log_path} ({_human(files.get(str(log_path)))})")
+            print(f"trial log written to {_shown(log_path)} ({_human(files.get(str(log_path)))})")
         if a.report:
             print(f"report written to {a.report} ({_human(files.get(str(a.report)))})")
         if a.trace:
