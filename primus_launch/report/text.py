@@ -63,7 +63,7 @@ def plan_line(r: ProjectionResult) -> str:
 def verdict_text(r: ProjectionResult) -> str:
     """The memory verdict (``fits`` / ``TIGHT`` / ``DOES NOT FIT``) with the band the peak is expected
     in (:mod:`projection.memory.verdict`: the validation spread of the peak), e.g.
-    ``fits, band 66.2-76.6 GiB (-2/+14 %)``."""
+    ``fits, band 36.6-41.3 GiB (-2/+11 %)``."""
     m = r.memory
     verdict = {"fits": "fits", "tight": "TIGHT", "does not fit": "DOES NOT FIT"}[m.verdict]
     if m.band is None:
