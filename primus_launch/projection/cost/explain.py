@@ -111,7 +111,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
                             "(training.mx_dim1_cast_kernel, cost/fp8.py mx_dim1_extra_bytes)")
             else:
                 nbytes = info[3] if len(info) > 3 else 0.0
-                effs = f"{100 * eta:.0f}% of HBM" + (f", {nbytes / 1e6:.0f} MB" if nbytes else "")
+                # every streaming row records its forward pass's bytes (Acc.elem; the backward's follow its
+                # time): the cross-entropy and CP helper rows had fwd + bwd, 2-3x their norm neighbours'
+                effs = f"{100 * eta:.0f}% of HBM" + (f", {nbytes / 1e6:,.0f} MB fwd" if nbytes else "")
                 src = f"{eta_key}: " + ev.cite(FITTED["hbm"].get(eta_key.split("/")[-1], {}).get("records", []), 2) \
                     if eta_key.startswith("hbm/") else eta_key
             out.append(OpRow(kind, name, 1e3 * f, 1e3 * bi, 1e3 * bw, effs, src))
