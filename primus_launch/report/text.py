@@ -10,6 +10,7 @@ breakdowns, the measured pieces, every note and the dry-run's per-op pricing
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Iterable, Optional
 
@@ -128,12 +129,21 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
 
 
 _NBSP = "\u00a0"
+#: a number and the unit after it stay on one line ("0.7 s" was wrapped as "0.7" / "s")
+_NUMBER_UNIT = re.compile(r"(?<=\d) (?=(?:s|ms|us|%|GiB|MiB|GB|MB|KB|W|bytes|days|GPU-hours)(?![\w/]))")
+
+
+def glue_units(text: str) -> str:
+    """``text`` with the space between a number and its unit made non-breaking (callers that wrap it turn
+    the non-breaking spaces back into spaces)."""
+    return _NUMBER_UNIT.sub(_NBSP, text)
 
 
 def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
     """``text`` wrapped to :data:`WIDTH` columns, the first line after ``first``, the rest after
     ``indent``; a parenthesised group short enough for one line is kept on one line."""
     depth, chars = 0, []
+    text = glue_units(text)
     for ch in text:
         depth += ch == "("
         depth -= ch == ")" and depth > 0

@@ -540,7 +540,10 @@ def _wrapped(line: str, indent: int = 10) -> list[str]:
     """``line`` wrapped at :data:`WIDTH` columns, continuation lines indented under its label."""
     import textwrap
 
-    return textwrap.wrap(line, WIDTH, subsequent_indent=" " * indent, break_on_hyphens=False) or [line]
+    from primus_launch.report.text import glue_units
+
+    return [w.replace("\u00a0", " ") for w in textwrap.wrap(glue_units(line), WIDTH, subsequent_indent=" " * indent,
+                                                             break_on_hyphens=False)] or [line]
 
 
 def _changes_text(changes: dict) -> str:

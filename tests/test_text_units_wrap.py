@@ -1,0 +1,35 @@
+"""A wrapped answer keeps a number with its unit: the memory row under ``--memory-margin`` wrapped as
+"band 57.6-65.2" / "GiB (-2/+11 %)" and the tune's "searched:" line as "0.7" / "s"."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from primus_launch.adapters import load_recipe
+from primus_launch.projection.api import project
+from primus_launch.report.text import glue_units, render_text
+
+ROOT = Path(__file__).resolve().parents[1]
+UNIT_FIRST = re.compile(r"^\s*(s|ms|%|GiB|GB|MB|KB|W|days)\b")
+
+
+def _split_units(text: str) -> list[tuple[str, str]]:
+    lines = text.splitlines()
+    return [(a, b) for a, b in zip(lines, lines[1:]) if re.search(r"\d$", a) and UNIT_FIRST.match(b)]
+
+
+def test_number_and_unit_stay_on_one_line():
+    res = project(load_recipe(ROOT / "recipes/megatron/llama3.1_8b.sh"), dry_run=True, memory_margin=0.1)
+    text = render_text(res)
+    assert "margin 10 %" in text and not _split_units(text)
+    assert all(len(ln) <= 80 for ln in text.splitlines())
+    assert glue_units("0.7 s, 12.8 s/iter, 3 GiB (5 %)") == "0.7\u00a0s, 12.8 s/iter, 3\u00a0GiB (5\u00a0%)"
+
+
+def test_tune_lines_keep_units():
+    from primus_launch.tuner.search import _wrapped
+
+    line = "searched: 52,088 plans: 1 scored, 51,853 bounded out by time, 234 by memory, 0.7 s"
+    out = _wrapped(line)
+    assert not _split_units("\n".join(out)) and " ".join(w.strip() for w in out) == line
