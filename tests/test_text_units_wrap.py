@@ -33,3 +33,16 @@ def test_tune_lines_keep_units():
     line = "searched: 52,088 plans: 1 scored, 51,853 bounded out by time, 234 by memory, 0.7 s"
     out = _wrapped(line)
     assert not _split_units("\n".join(out)) and " ".join(w.strip() for w in out) == line
+
+
+def test_small_figures_are_not_printed_as_zero():
+    """The bundled tiny GPT's 0.042 TFLOP/s and 0.0085 % MFU (model FLOPs over its iteration time and the
+    TF32 peak) printed as "0.0" and "0.0 %"."""
+    from primus_launch.report.text import small_figure
+
+    assert [small_figure(v) for v in (0.0, 0.042022, 0.0084945, 0.05, 318.034)] == ["0.0", "0.042", "0.0085", "0.1",
+                                                                                    "318.0"]
+    res = project(load_recipe(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), dry_run=True)
+    text = render_text(res)
+    assert f"model TFLOP/s/GPU  {res.model_tflops_per_gpu:.2g}" in text
+    assert abs(res.model_tflops_per_gpu / (495 * res.mfu) - 1) < 0.01  # against the TF32 dense peak it names

@@ -73,6 +73,12 @@ def verdict_text(r: ProjectionResult) -> str:
             f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %)")
 
 
+def small_figure(v: float) -> str:
+    """``v`` to one decimal, or to two significant digits where that would read 0.0 of a figure that is
+    not zero (a tiny model's 0.0026 TFLOP/s and 0.00052 % MFU printed as "0.0")."""
+    return f"{v:.2g}" if 0 < abs(v) < 0.05 else f"{v:.1f}"
+
+
 PEAK_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp8": "FP8", "fp4": "FP4", "fp32": "TF32"}
 
 
@@ -80,7 +86,7 @@ def mfu_text(r: ProjectionResult) -> str:
     """MFU with the peak it is taken against (``projection/steps/flow.py``: model TFLOP/s over the GPU's
     datasheet dense peak at the plan's precision, ``GPUSpec.peak_flops``), so that a reader can check
     it: e.g. ``18.7 % of the FP8 dense peak (1,979 TFLOP/s)``."""
-    out = f"{100 * r.mfu:.1f} %"
+    out = f"{small_figure(100 * r.mfu)} %"
     if r.mfu > 0:
         prec = PEAK_NAMES.get(r.plan.training.precision, r.plan.training.precision.upper())
         out += f" of the {prec} dense peak ({r.model_tflops_per_gpu / r.mfu:,.0f} TFLOP/s)"
@@ -121,7 +127,7 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         ("parallelism", plan_line(r)),
         ("iteration time", it),
         ("tokens/s/GPU", tps),
-        ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
+        ("model TFLOP/s/GPU", small_figure(r.model_tflops_per_gpu)),
         ("MFU", mfu_text(r)),
         ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB{margin}: "
                    f"{verdict_text(r)} (worst stage {m.worst_stage})"),
