@@ -181,6 +181,12 @@ def _flag_conflict(a: argparse.Namespace, command: list[str]) -> Optional[str]:
         for dest, spelled in [*_TUNE_ONLY.items(), ("exhaustive", "--exhaustive/--planner")]:
             if _given(a, dest) or (dest == "exhaustive" and a.exhaustive is not None):
                 return f"{shown(dest, spelled) if dest != 'exhaustive' else spelled}: only with --tune"
+    if a.explain and a.json:
+        return ("--explain: not with --json (the JSON object holds every figure and note; --explain is the text "
+                "answer with every table)")
+    if a.explain and a.tune is not None:
+        return ("--explain: only with --project (a tune prints its search and top plans; project the tuned recipe "
+                "with --explain)")
     if a.force and not a.launch:
         return "--force: only with --launch (it launches a plan that does not fit)"
     if a.measure_device is not None and a.dry_run:
