@@ -314,10 +314,11 @@ def _emit(a: argparse.Namespace, plan: Plan, command: list[str], recipe_path: Op
     if not program:
         raise UserError(f"--emit: the recipe {plan.source.path if plan.source else ''!s} holds no training "
                         "command; give the command after --")
+    env = {} if command else emit.launch_env_of_recipe(plan, recipe_path)  # a command runs in the user's env
     if a.emit == "slurm":
-        print(emit.slurm_script(plan, program))
+        print(emit.slurm_script(plan, program, env=env))
     else:
-        print(emit.shell_join(emit.torchrun_command(plan, program)))
+        print(" ".join(emit.env_words(env) + [emit.shell_join(emit.torchrun_command(plan, program))]))
 
 
 def _launch_recipe(plan: Plan) -> int:
