@@ -46,3 +46,11 @@ def test_small_figures_are_not_printed_as_zero():
     text = render_text(res)
     assert f"model TFLOP/s/GPU  {res.model_tflops_per_gpu:.2g}" in text
     assert abs(res.model_tflops_per_gpu / (495 * res.mfu) - 1) < 0.01  # against the TF32 dense peak it names
+
+
+def test_memory_row_names_the_allocated_basis():
+    """``--memory-basis allocated`` printed "33.1 GiB peak", the same words as the default reserved peak."""
+    plan = load_recipe(ROOT / "recipes/torchtitan/llama3.1_8b.toml")
+    alloc = project(plan, dry_run=True, memory_basis="allocated")
+    assert f"{alloc.memory.peak_bytes_per_gpu / 2 ** 30:.1f} GiB allocated peak of" in render_text(alloc)
+    assert "allocated peak" not in render_text(project(plan, dry_run=True))

@@ -108,6 +108,10 @@ def power_cap_text(c) -> str:
     return f", power cap {cap:g} W" + (f" (rated {rated:g} W)" if rated else "")
 
 
+#: the memory row names a basis other than the default (the caching allocator's reserved peak)
+_BASIS = {"allocated": "allocated "}
+
+
 def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list[tuple[str, str]]:
     """The summary of one projection as (label, value) rows; the text answer and the HTML report
     render the same rows.  ``run``: a whole training run at this projection (``--train-tokens``):
@@ -129,7 +133,8 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         ("tokens/s/GPU", tps),
         ("model TFLOP/s/GPU", small_figure(r.model_tflops_per_gpu)),
         ("MFU", mfu_text(r)),
-        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB{margin}: "
+        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
+                   f"{m.capacity_bytes / GiB:.1f} GiB{margin}: "
                    f"{verdict_text(r)} (worst stage {m.worst_stage})"),
     ] + (run_rows(run) if run is not None else [])
 
