@@ -28,3 +28,13 @@ def test_streaming_rows_bytes_are_forward_bytes_at_one_rate():
     assert all(v <= hbm for v in rates.values()), rates
     lo, hi = min(rates.values()), max(rates.values())
     assert hi / lo < 1.25, rates
+
+
+def test_cut_columns_say_they_were_cut():
+    """--explain cuts long names and sources to its columns; a cut one ends in "..." (it was cut mid-word
+    silently, reading as a whole source)."""
+    from primus_launch.projection.cost.explain import explain_text
+
+    text = explain_text(load_recipe(ROOT / "recipes/torchtitan/llama3.1_8b.toml"))
+    rows = [r for r in op_rows(load_recipe(ROOT / "recipes/torchtitan/llama3.1_8b.toml")) if len(r.source) > 110]
+    assert rows and f"{rows[0].source[:107]}..." in text
