@@ -180,3 +180,19 @@ def test_short_answer_states_the_cap_and_a_cap_above_rated_is_said():
     assert "power cap 1400 W: none (rated 1000 W)" in render_text(above)
     assert any("1400 W at or above the rated 1000 W: no effect" in n for n in above.notes)
     assert not any("power cap" in n for n in project_dry_run(_llama8b()).notes)
+
+
+def test_gpu_file_reports_a_bad_bf16_peak_once(tmp_path):
+    """peak_flops_fp8 defaults to the BF16 peak; a bad BF16 peak was reported twice, the second time as a
+    peak_flops_fp8 the file never gave.  A good one still fills FP8."""
+    from primus_launch.errors import UserError
+
+    f = tmp_path / "g.toml"
+    f.write_text("[gpu.test-badpeak]\npeak_flops_bf16 = 'fast'\n")
+    with pytest.raises(UserError) as e:
+        load_gpu_file(f)
+    assert "peak_flops_bf16='fast'" in str(e.value) and "peak_flops_fp8" not in str(e.value)
+    f.write_text("[gpu.test-goodpeak]\npeak_flops_bf16 = 1.0e15\nhbm_bytes = 1.0e11\nhbm_bw = 1.0e12\n"
+                 "intra_node_bw = 1.0e11\nintra_node_topology = 'switch'\ninter_node_bw = 1.0e10\n")
+    load_gpu_file(f)
+    assert get_gpu("test-goodpeak").peak_flops_fp8 == 1.0e15

@@ -12,6 +12,8 @@ carry the same field names as :class:`GPUSpec`, e.g.::
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Optional
 
@@ -361,7 +363,15 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
         base.update(fields)
         base["name"] = str(name)
         base.setdefault("vendor", "custom")
-        base.setdefault("peak_flops_fp8", base.get("peak_flops_bf16"))
+        bf16 = base.get("peak_flops_bf16")
+        # FP8 defaults to the BF16 peak; where that is itself wrong, its own error is the one reported (a
+        # placeholder here: "peak_flops_bf16='fast'" was reported twice, once as peak_flops_fp8, a field the
+        # file did not give)
+        try:
+            usable = bf16 is not None and math.isfinite(float(bf16))
+        except (TypeError, ValueError):
+            usable = False
+        base.setdefault("peak_flops_fp8", bf16 if usable else 1e15)
         try:
             specs.append(GPUSpec.model_validate(base))
         except ValidationError as e:  # the entry's fields without its name or file: say both
