@@ -643,6 +643,8 @@ def render_tune_text(res: TuneResult) -> str:
     changes = plan_changes(res.baseline.plan, res.best_plan)
     if changes:
         lines.append("changes:  " + ", ".join(f"{k}={v}" for k, v in changes.items()))
+    else:  # the tuned recipe is then the original's copy: said, not left to a diff
+        lines.append("changes:  none: the recipe's own plan is the best found")
     out = "\n".join(w for line in lines for w in _wrapped(line))
     if res.top:
         out += "\n\n" + _top_table(res)
