@@ -196,3 +196,23 @@ def test_gpu_file_reports_a_bad_bf16_peak_once(tmp_path):
                  "intra_node_bw = 1.0e11\nintra_node_topology = 'switch'\ninter_node_bw = 1.0e10\n")
     load_gpu_file(f)
     assert get_gpu("test-goodpeak").peak_flops_fp8 == 1.0e15
+
+
+def test_fp8_on_a_gpu_without_fp8_is_refused():
+    """NVIDIA's DeepSeek-V3 FP8 recipe under --gpu a100-sxm-80gb projected 63.8 s at "41.1 % of the FP8 dense
+    peak (312 TFLOP/s)" -- the A100's BF16 peak, which has no FP8 tensor cores (Transformer Engine's FP8 needs
+    compute capability >= 8.9): refused by name, in the projection and the tuner's baseline alike."""
+    from pathlib import Path
+
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.api import project
+
+    plan = _llama8b().with_changes(training={"precision": "fp8"}, cluster={"gpu": "a100-sxm-80gb"})
+    for call in (lambda: project(plan, dry_run=True), lambda: project_dry_run(plan)):
+        with pytest.raises(PlanError) as e:
+            call()
+        assert "training.precision='fp8'" in str(e.value) and "a100-sxm-80gb" in str(e.value)
+    assert project_dry_run(plan.with_changes(cluster={"gpu": "h100-sxm"})).iteration_time_s > 0
+    root = Path(__file__).resolve().parents[1]
+    fp8 = load_recipe(root / "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml")
+    assert fp8.training.precision == "fp8" and get_gpu("a100-sxm-80gb").peak_flops_fp8 == get_gpu("a100-sxm-80gb").peak_flops_bf16

@@ -15,8 +15,9 @@ def project_dry_run(plan: Plan, *, memory_margin: float = 0.0, record_timeline: 
     """Dry-run projection of ``plan``: kernel-level layer times assembled into an iteration."""
     from primus_launch.projection.band import band_for
     from primus_launch.projection.cost.flags import unmodelled_flags
-    from primus_launch.projection.hardware.gpus import resolve_power_cap
+    from primus_launch.projection.hardware.gpus import check_precision, resolve_power_cap
 
+    check_precision(plan.cluster.gpu, plan.training.precision)
     run = resolve_power_cap(plan)
     res = assemble(run, layer_times_roofline(run), "dry-run", record_timeline=record_timeline,
                    memory_margin=memory_margin)

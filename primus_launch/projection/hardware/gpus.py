@@ -300,6 +300,21 @@ def power_capped(name: str, watts: float) -> str:
     return capped
 
 
+def check_precision(name: str, precision: str) -> None:
+    """:class:`PlanError` for a GPU the run's precision cannot run on: FP8 / FP4 on a GPU without FP8
+    tensor cores (``peak_flops_fp8`` equal to its BF16 peak: A100).  Such a plan was priced at the BF16
+    rate, its MFU taken against an "FP8 dense peak" equal to the BF16 one, while the run does not start
+    (Transformer Engine's ``check_fp8_support`` needs compute capability >= 8.9; ``fp8_autocast``
+    asserts it; torchao's float8 needs ``torch._scaled_mm``, the same).  Unknown GPUs raise as
+    :func:`get_gpu`."""
+    spec = get_gpu(name)
+    if precision in ("fp8", "fp4") and spec.peak_flops_fp8 <= spec.peak_flops_bf16:
+        raise PlanError("training.precision", precision,
+                        f"bf16 or fp16 on {name}: it has no FP8 tensor cores (its peak_flops_fp8 is its BF16 peak, "
+                        "hardware/gpus.py; Transformer Engine's FP8 needs compute capability >= 8.9; a --gpu-file "
+                        "GPU with FP8 states peak_flops_fp8)")
+
+
 def resolve_power_cap(plan):
     """``plan`` with ``cluster.gpu`` replaced by its power-capped spec (:func:`power_capped`) when
     ``cluster.power_limit_w`` is set below the GPU's rated power (and that field cleared, so the call is
