@@ -333,9 +333,11 @@ def tune(
         best = memo.results[bk]
     else:
         best_plan, best = plan, baseline
-        if bk is None:
+        if bk is None and baseline.memory.fits:
             warnings.append("no candidate that fits was found; the original plan is kept")
-    for w in warnings:
+        elif bk is None:  # no answer at all: the caller says so (the CLI: one line, nothing written)
+            warnings.append("no plan fits in memory, the recipe's own neither")
+    for w in warnings if bk is not None or baseline.memory.fits else []:  # else kept in the result's warnings
         print(f"primus-launch tune: warning: {w}", file=sys.stderr)
     scored_fit = [t for t in memo.trials if t.status == "scored" and t.fits]
     # ties in time: the chosen best first
