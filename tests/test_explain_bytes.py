@@ -6,12 +6,11 @@ only, so bytes / fwd time must read one bandwidth, at most the GPU's HBM rate, o
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from primus_launch.adapters import load_recipe
 from primus_launch.projection.cost.explain import op_rows
 from primus_launch.projection.hardware.gpus import get_gpu
-
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
