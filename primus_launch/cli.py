@@ -133,7 +133,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="tune: only plans that fit by their whole memory error band may be the answer "
                          "(default: tight plans, the capacity inside the band, are kept and marked)")
     ap.add_argument("--log", help="tune: JSON log of every trial (default: next to the tuned recipe)")
-    ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT)")
+    ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT; through a wrapper "
+                                  "W.primus.toml, W.tuned.EXT beside the recipe it points at)")
     ap.add_argument("--launch", action="store_true", help="run the (tuned) command or recipe afterwards")
     ap.add_argument("--force", action="store_true", help="launch even if the plan does not fit in memory")
     ap.add_argument("--emit", choices=["torchrun", "slurm"], help="print the launch for the plan")
@@ -180,6 +181,12 @@ def _flag_conflict(a: argparse.Namespace, command: list[str]) -> Optional[str]:
         for dest, spelled in [*_TUNE_ONLY.items(), ("exhaustive", "--exhaustive/--planner")]:
             if _given(a, dest) or (dest == "exhaustive" and a.exhaustive is not None):
                 return f"{shown(dest, spelled) if dest != 'exhaustive' else spelled}: only with --tune"
+    if a.explain and a.json:
+        return ("--explain: not with --json (the JSON object holds every figure and note; --explain is the text "
+                "answer with every table)")
+    if a.explain and a.tune is not None:
+        return ("--explain: only with --project (a tune prints its search and top plans; project the tuned recipe "
+                "with --explain)")
     if a.force and not a.launch:
         return "--force: only with --launch (it launches a plan that does not fit)"
     if a.measure_device is not None and a.dry_run:
@@ -307,10 +314,11 @@ def _emit(a: argparse.Namespace, plan: Plan, command: list[str], recipe_path: Op
     if not program:
         raise UserError(f"--emit: the recipe {plan.source.path if plan.source else ''!s} holds no training "
                         "command; give the command after --")
+    env = {} if command else emit.launch_env_of_recipe(plan, recipe_path)  # a command runs in the user's env
     if a.emit == "slurm":
-        print(emit.slurm_script(plan, program))
+        print(emit.slurm_script(plan, program, env=env))
     else:
-        print(emit.shell_join(emit.torchrun_command(plan, program)))
+        print(" ".join(emit.env_words(env) + [emit.shell_join(emit.torchrun_command(plan, program))]))
 
 
 def _launch_recipe(plan: Plan) -> int:
@@ -389,6 +397,15 @@ def _human(n: Optional[int]) -> str:
     return f"{n} bytes"
 
 
+def _shown(p) -> str:
+    """A written file's path as the user reads it: relative to the working folder where it lies under it
+    (a wrapper's recipe path is resolved to an absolute one; the tuned wrapper beside it was relative)."""
+    try:
+        return os.path.relpath(p) if Path(p).resolve().is_relative_to(Path.cwd().resolve()) else str(p)
+    except (OSError, ValueError):
+        return str(p)
+
+
 def _wrapper_primus_root(plan: Plan) -> Optional[Path]:
     """``[recipe] primus_root`` of the wrapper TOML a plan was read through, if any."""
     if plan.source is None or plan.source.wrapper_path is None:
@@ -410,11 +427,18 @@ def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
             if res.certificate is not None and res.certificate.certified else
             f"{res.scored:,} scored of {'' if res.legal_exact else '~'}{res.legal_candidates:,} legal plans")
     certain = " by its whole error band (--memory-certain)" if a.memory_certain else ""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    spec = get_gpu(c.gpu)
+    allowed = {x.strip() for item in a.allow for x in item.split(",")}
+    # the numerics knobs that could still save memory: FP8 only on a GPU that has it (not an A100)
+    more = [k for k, ok in (("fp8", spec.peak_flops_fp8 > spec.peak_flops_bf16), ("optimizer-dtypes", True))
+            if ok and k not in allowed]
     raise UserError(f"--tune={a.tune}: no plan fits in memory{certain} on {c.num_nodes} x {c.gpus_per_node} {c.gpu}: "
                     f"the recipe's own plan needs {mem.peak_bytes_per_gpu / gib:.1f} GiB per GPU of "
                     f"{mem.capacity_bytes / gib:.1f} GiB, and none searched fits ({what}); give more GPUs "
-                    "(--nodes / --gpus-per-node), a GPU with more memory (--gpu), or --allow fp8,optimizer-dtypes; "
-                    "nothing written")
+                    "(--nodes / --gpus-per-node), a GPU with more memory (--gpu)"
+                    + (f", or --allow {','.join(more)}" if more else "") + "; nothing written")
 
 
 def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
@@ -437,8 +461,12 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.adapters import native_path, tuned_path
 
         native = native_path(plan)
-        out_recipe = Path(a.out) if a.out is not None else tuned_path(native)
         wrapped = plan.source is not None and bool(plan.source.wrapper_path)
+        out_recipe = Path(a.out) if a.out is not None else tuned_path(native)
+        if a.out is None and wrapped:  # named after the wrapper: a tune of the recipe alone writes tuned_path
+            from primus_launch.adapters.primus_toml import tuned_recipe_path
+
+            out_recipe = tuned_recipe_path(Path(plan.source.wrapper_path), native)
         if a.out is not None and wrapped and _names_wrapper(out_recipe, native):
             # --out names the tuned wrapper (x.primus.toml): the tuned recipe is x.<native ending> beside it
             out_wrapper = out_recipe
@@ -539,12 +567,12 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
         print(render_tune_text(res))
         if written:
-            print(f"\ntuned recipe written to {written} ({_human(files.get(str(written)))})")
+            print(f"\ntuned recipe written to {_shown(written)} ({_human(files.get(str(written)))})")
         if written_wrapper:
-            print(f"tuned wrapper written to {written_wrapper} ({_human(files.get(str(written_wrapper)))}; "
+            print(f"tuned wrapper written to {_shown(written_wrapper)} ({_human(files.get(str(written_wrapper)))}; "
                   "the tuned recipe on the wrapper's cluster)")
         if log_path:
-            print(f"trial log written to {log_path} ({_human(files.get(str(log_path)))})")
+            print(f"trial log written to {_shown(log_path)} ({_human(files.get(str(log_path)))})")
         if a.report:
             print(f"report written to {a.report} ({_human(files.get(str(a.report)))})")
         if a.trace:

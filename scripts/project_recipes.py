@@ -25,17 +25,25 @@ def recipe_files() -> list[Path]:
         + sorted((ROOT / "recipes").glob("primus/*/*.yaml"))
 
 
+def _fig(v: float, decimals: int) -> str:
+    """``v`` to ``decimals`` places, or to two significant digits where that would print a figure that is
+    not zero as 0 (the tiny GPT's 0.042 TFLOP/s/GPU read "0", its 0.011 s/iter "0.01")."""
+    return f"{v:.2g}" if 0 < abs(v) < 10 ** -decimals * 10 else f"{v:,.{decimals}f}"
+
+
 def main() -> int:
     rows = []
     for f in recipe_files():
         r = project(load_recipe(f), dry_run=True)
         p = r.plan
         rows.append((str(f.relative_to(ROOT)), f"{r.num_gpus} x {p.cluster.gpu}", p.parallel_summary(),
-                     f"{r.iteration_time_s:.2f}", f"{r.tokens_per_sec_per_gpu:,.0f}",
-                     f"{r.model_tflops_per_gpu:.0f}", f"{100 * r.mfu:.1f}",
-                     f"{r.memory.peak_bytes_per_gpu / GiB:.1f}", "yes" if r.memory.fits else "NO"))
+                     _fig(r.iteration_time_s, 2), f"{r.tokens_per_sec_per_gpu:,.0f}",
+                     _fig(r.model_tflops_per_gpu, 0), _fig(100 * r.mfu, 1),
+                     f"{r.memory.peak_bytes_per_gpu / GiB:.1f}", r.memory.verdict))
+    # the figures as formatted (tabulate's number parsing printed 49.0 as "49", 1.20 as "1.2")
     print(tabulate(rows, headers=["recipe", "GPUs", "parallelism", "s/iter", "tok/s/GPU", "TFLOP/s/GPU",
-                                  "MFU %", "peak GiB", "fits"], tablefmt="github"))
+                                  "MFU %", "peak GiB", "memory"], tablefmt="github", disable_numparse=True,
+                   colalign=("left", "left", "left") + ("right",) * 5 + ("left",)))
     return 0
 
 

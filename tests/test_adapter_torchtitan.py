@@ -312,7 +312,7 @@ def test_tp_only_diff_exact():
     q = load_torchtitan(path).with_changes(parallel={"tp": 4}, training={"global_batch_size": 128})
     diff = [ln for ln in difflib.unified_diff(text.splitlines(), render_torchtitan(q, text).splitlines(),
                                                n=0, lineterm="") if ln[:1] in "+-" and ln[:3] not in ("---", "+++")]
-    assert diff == ["-tensor_parallel_degree = 8  # 8-way TP", "+tensor_parallel_degree = 4  # 8-way TP"]
+    assert diff == ["-tensor_parallel_degree = 8  # 8-way TP", "+tensor_parallel_degree = 4  # was 8: 8-way TP"]
 
 
 BASE = """# NOTE: this toml config is a preset for 8 H100 GPUs.
@@ -514,3 +514,17 @@ def test_titan_grouped_fqns_without_their_converter_do_nothing():
     un3, _ = _titan_unmodelled('converters = ["quantize.grouped_mm.float8"]\n[quantize.grouped_mm.float8]\n'
                                'fqns = ["experts"]')
     assert un3.get("model.converters=quantize.grouped_mm.float8", "").startswith("time: MoE expert GEMMs in FP8")
+
+
+def test_a_comment_naming_the_replaced_value_says_it_was():
+    """``tensor_parallel_degree = 8  # 8-way TP`` (recipes/torchtitan/llama3.1_70b.toml) tuned to TP 4 read
+    ``= 4  # 8-way TP``; the comment now says the 8 was the old value, and a comment not naming it is kept."""
+    from primus_launch.adapters.torchtitan import plan_from_text, render_torchtitan
+
+    text = (Path(__file__).resolve().parents[1] / "recipes/torchtitan/llama3.1_70b.toml").read_text()
+    plan = plan_from_text(text, None)
+    out = render_torchtitan(plan.with_changes(parallel={"tp": 4},
+                                              training={"global_batch_size": 2 * plan.training.global_batch_size}), text)
+    assert "tensor_parallel_degree = 4  # was 8: 8-way TP\n" in out
+    assert render_torchtitan(plan, text) == text
+    assert plan_from_text(out, None).parallel.tp == 4

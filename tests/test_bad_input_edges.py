@@ -113,6 +113,19 @@ def test_a_tune_with_no_plan_that_fits_writes_nothing_and_says_why(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sh"]
 
 
+def test_no_plan_fits_is_the_one_line_alone_and_offers_what_the_gpu_runs(tmp_path):
+    """The no-fit error came after two warnings that contradicted it ("the original plan is kept", "gain is
+    relative to it anyway": nothing is kept, there is no gain), and offered --allow fp8 on an A100, which
+    has no FP8 tensor cores."""
+    text = "\n".join(ln for ln in LLAMA70.splitlines() if "virtual-pipeline" not in ln)
+    text = text.replace("TP=${TP:-8}", "TP=1").replace("PP=${PP:-4}", "PP=1")
+    (tmp_path / "r.sh").write_text(text + "\n")
+    rc, out, err, _ = run_cli(["--tune", "r.sh", "--dry-run", "--nodes", "1", "--gpus-per-node", "1", "--gpu",
+                               "a100-sxm-80gb", "--out", "t.sh"], tmp_path)
+    assert rc == 2 and "warning" not in err, err
+    assert "or --allow optimizer-dtypes; nothing written" in err and "fp8" not in err
+
+
 def test_more_workers_than_cores_run_as_many_as_the_cores(tmp_path):
     """``--workers 4096`` (the flag's bound) forked 4,096 copies of the process on any machine."""
     (tmp_path / "r.sh").write_text(BASH)

@@ -364,6 +364,8 @@ def test_outputs_that_an_atomic_write_would_replace_are_refused(tmp_path, target
     (["--tune", "r.sh", "--max-work", "5"], "which a measured search (no --dry-run) replaces"),
     (["--tune", "r.sh", "--workers", "2"], "--workers=2: only with --dry-run"),
     (["--tune", "--dry-run", "--out", "x.sh", "--", "bash", "r.sh"], "--out=x.sh: only with --tune RECIPE"),
+    (["--project", "r.sh", "--dry-run", "--json", "--explain"], "--explain: not with --json"),  # JSON printed, explain dropped
+    (["--tune", "r.sh", "--dry-run", "--explain"], "--explain: only with --project"),  # tuned, nothing explained
 ])
 def test_flags_the_mode_would_not_read_are_refused(tmp_path, argv, words):
     """Regression: each of these ran with the flag ignored -- ``--dry-run -- CMD`` even ran the

@@ -185,3 +185,32 @@ def test_program_of_recipe_files_and_loopback_endpoint():
     t = _torchrun_args(torchrun_command(titan, program_of_recipe(titan)))
     assert t.module and t.training_script == "torchtitan.train"
     assert t.training_script_args == ["--job.config_file", titan.source.path]
+
+
+def test_recipe_launches_keep_the_script_and_its_environment(tmp_path):
+    """A TorchTitan 0.3 launch script was emitted as ``-m torchtitan.train --job.config_file SCRIPT.sh`` (the
+    bash script given to torchtitan as its job TOML); a launch script's environment was dropped, so the
+    emitted 8B Megatron line (TP 2 on H100) lacked the ``CUDA_DEVICE_MAX_CONNECTIONS=1`` Megatron-LM's
+    validate_args asserts.  Both read back through torchrun's parser and ``bash -n``."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.launch.emit import env_words, launch_env_of_recipe, program_of_recipe
+
+    root = Path(__file__).resolve().parents[1]
+    titan = load_recipe(root / "recipes" / "torchtitan" / "llama3_8b_launch.sh").with_changes(parallel={"tp": 4})
+    t = _torchrun_args(torchrun_command(titan, program_of_recipe(titan)))
+    assert t.module and t.training_script == "torchtitan.train"
+    args = t.training_script_args
+    assert args[args.index("--module") + 1] == "llama3" and "--job.config_file" not in args
+    assert args[args.index("--parallelism.tensor_parallel_degree") + 1] == "4"  # the plan's value
+    assert launch_env_of_recipe(titan)["PYTORCH_ALLOC_CONF"] == "expandable_segments:True"
+    mlm = load_recipe(root / "recipes" / "megatron" / "llama3.1_8b.sh")
+    env = launch_env_of_recipe(mlm)
+    assert env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    line = " ".join(env_words(env) + [shell_join(torchrun_command(mlm, program_of_recipe(mlm)))])
+    words = shlex.split(line)
+    assert words[0] == "CUDA_DEVICE_MAX_CONNECTIONS=1" and words[1] == "torchrun"
+    script = tmp_path / "job.sh"
+    script.write_text(slurm_script(mlm, program_of_recipe(mlm), env=env))
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1\n" in script.read_text()
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    assert env_words({"A": "x y"}) == ["A='x y'"]

@@ -85,6 +85,19 @@ def test_argv_env_cwd_passed_unchanged(tmp_path, wrapper):
     assert seen["stdin"] == "from stdin\n"
 
 
+def test_python_locale_coercion_does_not_reach_the_command(tmp_path, wrapper):
+    """Under the C locale (no LANG / LC_*: containers, ``env -i``) Python's start-up exports
+    ``LC_CTYPE=C.UTF-8`` (PEP 538), and the command saw it though its caller never set it; the child
+    here is ``env`` (a Python child would coerce its own locale).  An LC_CTYPE the caller did set is kept."""
+    env_bin = shutil.which("env")
+    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "PYTHONPATH")}
+    base["PRIMUS_TEST_VAR"] = "1"
+    for given in (base, {**base, "LC_CTYPE": "C.UTF-8"}):
+        r = subprocess.run(wrapper + [env_bin], capture_output=True, text=True, env=given, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert dict(ln.split("=", 1) for ln in r.stdout.splitlines()) == given
+
+
 def test_output_streams_line_by_line(tmp_path, wrapper):
     """The first step line is readable while the child is still running (nothing buffers it)."""
     go = tmp_path / "go"

@@ -165,3 +165,54 @@ def test_unstated_cap_is_stated_convention_and_step_time_fitted_on_one_row():
         assert ev_row["projected"] == pytest.approx(meas, rel=2e-3)
         # the added time is the harness's, not the model's: a user's plan at the same cap projects faster
         assert res.tokens_per_sec_per_gpu > meas
+
+
+def test_short_answer_states_the_cap_and_a_cap_above_rated_is_said():
+    """The one-screen answer names the cap beside the cluster (a 500 W H100 ran 32 % slower with nothing on
+    the screen saying why), and a cap at or above the rated power -- which nvidia-smi refuses and the
+    projection ignores -- is a note, not silence."""
+    from primus_launch.report.text import render_text
+
+    capped = project_dry_run(_llama8b(750))
+    assert "b200 = 8 GPUs, power cap 750 W (rated 1000 W)" in render_text(capped)
+    above = project_dry_run(_llama8b(1400))
+    assert above.iteration_time_s == project_dry_run(_llama8b()).iteration_time_s
+    assert "power cap 1400 W: none (rated 1000 W)" in render_text(above)
+    assert any("1400 W at or above the rated 1000 W: no effect" in n for n in above.notes)
+    assert not any("power cap" in n for n in project_dry_run(_llama8b()).notes)
+
+
+def test_gpu_file_reports_a_bad_bf16_peak_once(tmp_path):
+    """peak_flops_fp8 defaults to the BF16 peak; a bad BF16 peak was reported twice, the second time as a
+    peak_flops_fp8 the file never gave.  A good one still fills FP8."""
+    from primus_launch.errors import UserError
+
+    f = tmp_path / "g.toml"
+    f.write_text("[gpu.test-badpeak]\npeak_flops_bf16 = 'fast'\n")
+    with pytest.raises(UserError) as e:
+        load_gpu_file(f)
+    assert "peak_flops_bf16='fast'" in str(e.value) and "peak_flops_fp8" not in str(e.value)
+    f.write_text("[gpu.test-goodpeak]\npeak_flops_bf16 = 1.0e15\nhbm_bytes = 1.0e11\nhbm_bw = 1.0e12\n"
+                 "intra_node_bw = 1.0e11\nintra_node_topology = 'switch'\ninter_node_bw = 1.0e10\n")
+    load_gpu_file(f)
+    assert get_gpu("test-goodpeak").peak_flops_fp8 == 1.0e15
+
+
+def test_fp8_on_a_gpu_without_fp8_is_refused():
+    """NVIDIA's DeepSeek-V3 FP8 recipe under --gpu a100-sxm-80gb projected 63.8 s at "41.1 % of the FP8 dense
+    peak (312 TFLOP/s)" -- the A100's BF16 peak, which has no FP8 tensor cores (Transformer Engine's FP8 needs
+    compute capability >= 8.9): refused by name, in the projection and the tuner's baseline alike."""
+    from pathlib import Path
+
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.api import project
+
+    plan = _llama8b().with_changes(training={"precision": "fp8"}, cluster={"gpu": "a100-sxm-80gb"})
+    for call in (lambda: project(plan, dry_run=True), lambda: project_dry_run(plan)):
+        with pytest.raises(PlanError) as e:
+            call()
+        assert "training.precision='fp8'" in str(e.value) and "a100-sxm-80gb" in str(e.value)
+    assert project_dry_run(plan.with_changes(cluster={"gpu": "h100-sxm"})).iteration_time_s > 0
+    root = Path(__file__).resolve().parents[1]
+    fp8 = load_recipe(root / "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml")
+    assert fp8.training.precision == "fp8" and get_gpu("a100-sxm-80gb").peak_flops_fp8 == get_gpu("a100-sxm-80gb").peak_flops_bf16

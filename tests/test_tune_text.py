@@ -61,3 +61,19 @@ def test_progress_line_fits_80_columns_with_a_large_space():
     lines = [ln for ln in out.getvalue().splitlines() if ln.strip()]
     assert lines and all(len(ln) <= 80 for ln in lines)
     assert "997K/64.1M plans best 13.577 s/iter (+46.6%)" in lines[-1] and "…" not in lines[-1]
+
+
+def test_a_tune_whose_best_is_the_original_says_so(tmp_path, capsys):
+    """The Primus MI355X 8B experiment's best plan is its own: the tune wrote a tuned copy identical to the
+    recipe and printed no changes line, leaving a diff to tell the user."""
+    from pathlib import Path
+
+    from primus_launch.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    recipe = root / "recipes/primus/MI355X/llama3.1_8b.yaml"
+    out = tmp_path / "t.yaml"
+    assert main(["--tune", str(recipe), "--dry-run", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "changes:  none: the recipe's own plan is the best found" in text
+    assert out.read_text() == recipe.read_text()

@@ -59,3 +59,25 @@ def test_out_naming_a_wrapper_writes_the_wrapper_there(tmp_path, capsys):
     before = (tmp_path / "w.primus.toml").read_bytes()
     assert main(["--tune", str(tmp_path / "w.primus.toml"), "--dry-run", "--out", str(tmp_path / "w.primus.toml")]) == 2
     assert "--out=" in capsys.readouterr().err and (tmp_path / "w.primus.toml").read_bytes() == before
+
+
+def test_wrapper_tune_does_not_replace_the_recipes_own_tune(tmp_path, capsys):
+    """A tune through a wrapper writes its tuned native recipe named after the wrapper (``w.tuned.yaml``
+    beside the recipe): it was ``llama3.1_8b.tuned.yaml``, the name a tune of the recipe alone on its own
+    cluster writes, so tuning the 2-node wrapper silently replaced the 1-node tune (and the 1,024-GPU 70B
+    wrapper the 64-GPU script's)."""
+    from primus_launch.adapters.primus_toml import tuned_recipe_path
+
+    shutil.copy(ROOT / "recipes/llama3.1_8b_mi355x.primus.toml", tmp_path / "w.primus.toml")
+    (tmp_path / "primus/MI355X").mkdir(parents=True)
+    native = tmp_path / "primus/MI355X/llama3.1_8b.yaml"
+    shutil.copy(ROOT / "recipes/primus/MI355X/llama3.1_8b.yaml", native)
+    assert main(["--tune", str(native), "--dry-run", "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert alone["tuned_recipe"] == str(native.with_name("llama3.1_8b.tuned.yaml"))
+    own = Path(alone["tuned_recipe"]).read_bytes()
+    assert main(["--tune", str(tmp_path / "w.primus.toml"), "--dry-run", "--json"]) == 0
+    wrapped = json.loads(capsys.readouterr().out)
+    assert wrapped["tuned_recipe"] == str(native.with_name("w.tuned.yaml"))
+    assert Path(alone["tuned_recipe"]).read_bytes() == own
+    assert tuned_recipe_path(Path("a/llama.primus.toml"), Path("a/m/llama.sh")) == Path("a/m/llama.primus.tuned.sh")

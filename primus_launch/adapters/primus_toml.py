@@ -129,6 +129,19 @@ def read_wrapper(path: Path) -> Wrapper:
                    primus_root=None if root is None else path.parent / str(root))
 
 
+def tuned_recipe_path(wrapper: Path, native: Path) -> Path:
+    """Where a tune through ``wrapper`` writes the tuned native recipe without ``--out``: beside the native
+    recipe (its sourced fragments, ``extends:`` chain and Primus checkout resolve as they did), named after
+    the wrapper, ``w.primus.toml`` + ``x.sh`` -> ``w.tuned.sh``: the tuned recipe is the wrapper's cluster's,
+    and a tune of ``x.sh`` alone (its own cluster) writes ``x.tuned.sh``, which this must not replace (both
+    were ``x.tuned.sh``: tuning the 1,024-GPU wrapper overwrote the 64-GPU script's tune).  A wrapper named
+    as the recipe (``x.primus.toml``) gives ``x.primus.tuned.sh``."""
+    base = wrapper.name.removesuffix(".toml").removesuffix(".primus") or "wrapper"
+    if base == native.stem:
+        base += ".primus"
+    return native.with_name(f"{base}.tuned{native.suffix}")
+
+
 def tuned_wrapper_path(wrapper: Path, out_recipe: Path, out_given: bool) -> Path:
     """Where a tune through ``wrapper`` writes its tuned wrapper: ``x.primus.toml`` ->
     ``x.primus.tuned.toml`` next to it, or, with ``--out``, ``<out stem>.primus.toml`` next to the tuned

@@ -1098,7 +1098,9 @@ class _Editor:
             return
         t = self._table(tbl, True)
         if key in t:
+            old = t[key]
             t[key] = value
+            _date_comment(t[key], old)
         else:
             anchor = next((a for a in _ANCHORS.get(key, []) if a in t), None)
             container = getattr(t, "value", None)
@@ -1107,6 +1109,20 @@ class _Editor:
             else:
                 t.add(key, value)
         self.changed = True
+
+
+def _date_comment(item: Any, old: Any) -> None:
+    """A trailing comment that names the value a tuned line replaces says it was the old value:
+    ``tensor_parallel_degree = 8  # 8-way TP`` tuned to 4 read ``= 4  # 8-way TP``; now ``= 4  # was 8:
+    8-way TP``.  Other comments are kept as written."""
+    trivia = getattr(item, "trivia", None)
+    before = old.unwrap() if hasattr(old, "unwrap") else old
+    text = (trivia.comment if trivia is not None else "") or ""
+    if not text.startswith("#") or isinstance(before, (dict, list)):
+        return
+    shown = str(before).lower() if isinstance(before, bool) else str(before)
+    if re.search(rf"(?<![\w.]){re.escape(shown)}(?![\w.])", text[1:]):
+        trivia.comment = f"# was {shown}: {text[1:].strip()}"
 
 
 def render_torchtitan(plan: Plan, original_text: str) -> str:

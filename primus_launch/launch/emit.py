@@ -104,10 +104,19 @@ def _job_name(name: str) -> str:
     return clean
 
 
-def slurm_script(plan: Plan, program_argv: list[str], job_name: str = "primus") -> str:
+def env_words(env: dict[str, str]) -> list[str]:
+    """``NAME=value`` words (the value shell-quoted, the name bare: a quoted assignment is a command name)
+    to put before a command line."""
+    return [f"{k}={shlex.quote(v)}" for k, v in env.items()]
+
+
+def slurm_script(plan: Plan, program_argv: list[str], job_name: str = "primus",
+                 env: dict[str, str] | None = None) -> str:
     """A Slurm batch script: ``#SBATCH --nodes=N --ntasks-per-node=1 --gpus-per-node=G``, then one
     ``torchrun`` per node through ``srun`` with c10d rendezvous on the first node of the allocation
-    (first line of ``scontrol show hostnames $SLURM_JOB_NODELIST``) and ``--rdzv-id $SLURM_JOB_ID``."""
+    (first line of ``scontrol show hostnames $SLURM_JOB_NODELIST``) and ``--rdzv-id $SLURM_JOB_ID``;
+    ``env`` (the recipe's launch environment, :func:`launch_env_of_recipe`) exported before ``srun``,
+    which passes the batch environment to its tasks (its default ``--export=ALL``)."""
     c = plan.cluster
     tr = _as_torchrun(program_argv)
     topo = {"nnodes": str(c.num_nodes), "nproc_per_node": str(c.gpus_per_node),
@@ -130,6 +139,7 @@ def slurm_script(plan: Plan, program_argv: list[str], job_name: str = "primus") 
         'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"',
         'MASTER_PORT="${MASTER_PORT:-29500}"',
         "export MASTER_ADDR MASTER_PORT",
+        *[f"export {w}" for w in env_words(env or {})],
         body,
         "",
     ]
@@ -168,6 +178,17 @@ def program_of_recipe(plan: Plan, recipe_path: str | os.PathLike | None = None) 
     if not path:
         return None
     fw = plan.source.framework if plan.source else None
+    if fw == "torchtitan" and path.endswith((".sh", ".bash")):
+        # a TorchTitan 0.3 launch script: its launch line with the plan's values (it was given to
+        # --job.config_file as if it were the job TOML)
+        from pathlib import Path
+
+        from primus_launch.adapters.torchtitan_argv import render_launch
+        from primus_launch.adapters.torchtitan_script import is_titan_script, script_argv
+        from primus_launch.fileio import read_recipe_text
+
+        text = read_recipe_text(Path(path))
+        return render_launch(plan, script_argv(text, path)) if is_titan_script(text) else None
     if fw == "torchtitan" or path.endswith(".toml"):
         return ["torchrun", "-m", "torchtitan.train", "--job.config_file", path]
     if path.endswith((".sh", ".bash")):
@@ -185,3 +206,21 @@ def program_of_recipe(plan: Plan, recipe_path: str | os.PathLike | None = None) 
         argv = argv[launcher:] if start is not None else argv[rec.script_index:]
         return render_argv(plan, argv)
     return None
+
+
+def launch_env_of_recipe(plan: Plan, recipe_path: str | os.PathLike | None = None) -> dict[str, str]:
+    """The environment a launch script sets for its training command (its ``export``s and ``NAME=value``
+    prefixes, the script reader's ``env_values``), for the emitted launch: without it the command
+    :func:`program_of_recipe` returns does not start as the script does -- Megatron-LM's
+    ``validate_args`` (core_v0.16.1 megatron/training/arguments.py) asserts
+    ``CUDA_DEVICE_MAX_CONNECTIONS == "1"`` with TP or CP > 1 before Blackwell, and a tuned script carries
+    the variables its new knobs need.  Empty for other recipes."""
+    path = str(recipe_path) if recipe_path is not None else (plan.source.path if plan.source else None)
+    if not path or not path.endswith((".sh", ".bash")):
+        return {}
+    from pathlib import Path
+
+    from primus_launch.adapters.megatron_script import from_script
+    from primus_launch.fileio import read_recipe_text
+
+    return from_script(read_recipe_text(Path(path)), path).env_values()

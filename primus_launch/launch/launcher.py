@@ -49,6 +49,32 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+#: the values CPython's C-locale coercion (PEP 538) writes into ``LC_CTYPE`` at interpreter start-up
+_COERCED_LC_CTYPE = frozenset({"C.UTF-8", "C.utf8", "UTF-8"})
+
+
+def child_environment() -> Optional[dict[str, str]]:
+    """The environment the command gets: None (this process's own) unless Python's start-up changed it.
+    Under the C / POSIX locale (``LANG`` and ``LC_*`` unset, as in many containers and ``env -i``),
+    CPython coerces the locale and exports ``LC_CTYPE=C.UTF-8`` (PEP 538) before any code runs, so the
+    command saw a variable its caller never set.  That one is removed when the environment this process
+    was started with (``/proc/self/environ``, which later ``setenv`` calls do not rewrite) had no
+    ``LC_CTYPE``; anything set in-process is kept.  Without ``/proc`` nothing is changed."""
+    value = os.environ.get("LC_CTYPE")
+    if value not in _COERCED_LC_CTYPE:
+        return None
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            started = f.read().split(b"\0")
+    except OSError:
+        return None
+    if any(e.startswith(b"LC_CTYPE=") for e in started):
+        return None
+    env = dict(os.environ)
+    del env["LC_CTYPE"]
+    return env
+
+
 def run_command(argv: list[str]) -> int:
     """Run ``argv`` unchanged in its own process group, forwarding signals; return its exit code.
 
@@ -87,9 +113,10 @@ def run_command(argv: list[str]) -> int:
         try:
             if not argv[0]:  # as bash and env: no such command (Popen would try the empty name in every folder)
                 raise FileNotFoundError(2, "command not found")
-            # env=None and cwd=None: the exact environment and directory of this process.
+            # env=None and cwd=None: the exact environment and directory of this process (less the
+            # LC_CTYPE Python's own start-up added, child_environment).
             # process_group=0: setpgid(0, 0) in the child before exec (Python >= 3.11).
-            child = subprocess.Popen(argv, process_group=0, close_fds=False)
+            child = subprocess.Popen(argv, process_group=0, close_fds=False, env=child_environment())
         except FileNotFoundError:
             if os.sep in argv[0] and os.path.isfile(argv[0]):  # the file is there: its #! interpreter is not
                 print(f"primus-launch: {argv[0]}: cannot execute: required file not found (the interpreter its "

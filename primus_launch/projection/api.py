@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Literal, Optional
 
 from primus_launch.plan import Plan
-from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.result import ProjectionResult
 
 MeasureDevice = Literal["cpu", "cuda"]
@@ -41,7 +40,9 @@ def project(
     caching allocator's estimated reserved peak) or ``"allocated"`` (the allocated peak); both add the
     memory outside the allocator (:func:`projection.memory.estimate.estimate_memory`).
     """
-    get_gpu(plan.cluster.gpu)  # unknown GPU -> PlanError before any work
+    from primus_launch.projection.hardware.gpus import check_precision
+
+    check_precision(plan.cluster.gpu, plan.training.precision)  # unknown GPU -> PlanError before any work
     if not 0.0 <= memory_margin < 1.0:
         from primus_launch.plan import PlanError
 

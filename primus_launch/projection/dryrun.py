@@ -15,8 +15,9 @@ def project_dry_run(plan: Plan, *, memory_margin: float = 0.0, record_timeline: 
     """Dry-run projection of ``plan``: kernel-level layer times assembled into an iteration."""
     from primus_launch.projection.band import band_for
     from primus_launch.projection.cost.flags import unmodelled_flags
-    from primus_launch.projection.hardware.gpus import resolve_power_cap
+    from primus_launch.projection.hardware.gpus import check_precision, resolve_power_cap
 
+    check_precision(plan.cluster.gpu, plan.training.precision)
     run = resolve_power_cap(plan)
     res = assemble(run, layer_times_roofline(run), "dry-run", record_timeline=record_timeline,
                    memory_margin=memory_margin)
@@ -33,7 +34,14 @@ def as_stated(plan: Plan, run: Plan, res: ProjectionResult) -> ProjectionResult:
     as the user stated it: ``plan`` kept in the result and the cap in its notes; ``res`` itself when no
     cap applied."""
     if run is plan:
-        return res
+        if plan.cluster.power_limit_w is None:
+            return res
+        from primus_launch.projection.hardware.gpus import get_gpu
+
+        rated = get_gpu(plan.cluster.gpu).tdp_watts  # a cap at or above the rated power: said, not silent
+        return res.model_copy(update={"notes": list(res.notes) + [
+            f"power cap {plan.cluster.power_limit_w:g} W at or above the rated {rated:g} W: no effect (the rated "
+            "projection; nvidia-smi --power-limit accepts nothing above the board's maximum)"]})
     return res.model_copy(update={"plan": plan, "notes": list(res.notes) + [power_cap_note(run)]})
 
 

@@ -10,6 +10,7 @@ breakdowns, the measured pieces, every note and the dry-run's per-op pricing
 
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Iterable, Optional
 
@@ -63,7 +64,7 @@ def plan_line(r: ProjectionResult) -> str:
 def verdict_text(r: ProjectionResult) -> str:
     """The memory verdict (``fits`` / ``TIGHT`` / ``DOES NOT FIT``) with the band the peak is expected
     in (:mod:`projection.memory.verdict`: the validation spread of the peak), e.g.
-    ``fits, band 66.2-76.6 GiB (-2/+14 %)``."""
+    ``fits, band 36.6-41.3 GiB (-2/+11 %)``."""
     m = r.memory
     verdict = {"fits": "fits", "tight": "TIGHT", "does not fit": "DOES NOT FIT"}[m.verdict]
     if m.band is None:
@@ -72,18 +73,43 @@ def verdict_text(r: ProjectionResult) -> str:
             f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %)")
 
 
+def small_figure(v: float) -> str:
+    """``v`` to one decimal, or to two significant digits where that would read 0.0 of a figure that is
+    not zero (a tiny model's 0.0026 TFLOP/s and 0.00052 % MFU printed as "0.0")."""
+    return f"{v:.2g}" if 0 < abs(v) < 0.05 else f"{v:.1f}"
+
+
 PEAK_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp8": "FP8", "fp4": "FP4", "fp32": "TF32"}
 
 
 def mfu_text(r: ProjectionResult) -> str:
     """MFU with the peak it is taken against (``projection/steps/flow.py``: model TFLOP/s over the GPU's
     datasheet dense peak at the plan's precision, ``GPUSpec.peak_flops``), so that a reader can check
-    it: e.g. ``18.7 % of the FP8 dense peak (1,979 TFLOP/s)``."""
-    out = f"{100 * r.mfu:.1f} %"
+    it: e.g. ``18.8 % of the FP8 dense peak (1,979 TFLOP/s)``."""
+    out = f"{small_figure(100 * r.mfu)} %"
     if r.mfu > 0:
         prec = PEAK_NAMES.get(r.plan.training.precision, r.plan.training.precision.upper())
         out += f" of the {prec} dense peak ({r.model_tflops_per_gpu / r.mfu:,.0f} TFLOP/s)"
     return out
+
+
+def power_cap_text(c) -> str:
+    """The stated board power cap (``--power-limit-w``, ``Cluster.power_limit_w``) beside the cluster, so
+    that the short answer says why its times differ from the rated GPU's: ``, power cap 500 W (rated
+    700 W)``; a cap at or above the rated power changes nothing and says so."""
+    cap = c.power_limit_w
+    if cap is None:
+        return ""
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    rated = get_gpu(c.gpu).tdp_watts
+    if rated and cap >= rated:
+        return f", power cap {cap:g} W: none (rated {rated:g} W)"
+    return f", power cap {cap:g} W" + (f" (rated {rated:g} W)" if rated else "")
+
+
+#: the memory row names a basis other than the default (the caching allocator's reserved peak)
+_BASIS = {"allocated": "allocated "}
 
 
 def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list[tuple[str, str]]:
@@ -101,24 +127,34 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
     return [
         ("mode", r.mode),
         ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
-        ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPUs"),
+        ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPUs" + power_cap_text(c)),
         ("parallelism", plan_line(r)),
         ("iteration time", it),
         ("tokens/s/GPU", tps),
-        ("model TFLOP/s/GPU", f"{r.model_tflops_per_gpu:.1f}"),
+        ("model TFLOP/s/GPU", small_figure(r.model_tflops_per_gpu)),
         ("MFU", mfu_text(r)),
-        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB peak of {m.capacity_bytes / GiB:.1f} GiB{margin}: "
+        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
+                   f"{m.capacity_bytes / GiB:.1f} GiB{margin}: "
                    f"{verdict_text(r)} (worst stage {m.worst_stage})"),
     ] + (run_rows(run) if run is not None else [])
 
 
 _NBSP = "\u00a0"
+#: a number and the unit after it stay on one line ("0.7 s" was wrapped as "0.7" / "s")
+_NUMBER_UNIT = re.compile(r"(?<=\d) (?=(?:s|ms|us|%|GiB|MiB|GB|MB|KB|W|bytes|days|GPU-hours)(?![\w/]))")
+
+
+def glue_units(text: str) -> str:
+    """``text`` with the space between a number and its unit made non-breaking (callers that wrap it turn
+    the non-breaking spaces back into spaces)."""
+    return _NUMBER_UNIT.sub(_NBSP, text)
 
 
 def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
     """``text`` wrapped to :data:`WIDTH` columns, the first line after ``first``, the rest after
     ``indent``; a parenthesised group short enough for one line is kept on one line."""
     depth, chars = 0, []
+    text = glue_units(text)
     for ch in text:
         depth += ch == "("
         depth -= ch == ")" and depth > 0

@@ -330,9 +330,11 @@ def tune(
         best = memo.results[bk]
     else:
         best_plan, best = plan, baseline
-        if bk is None:
+        if bk is None and baseline.memory.fits:
             warnings.append("no candidate that fits was found; the original plan is kept")
-    for w in warnings:
+        elif bk is None:  # no answer at all: the caller says so (the CLI: one line, nothing written)
+            warnings.append("no plan fits in memory, the recipe's own neither")
+    for w in warnings if bk is not None or baseline.memory.fits else []:  # else kept in the result's warnings
         print(f"primus-launch tune: warning: {w}", file=sys.stderr)
     scored_fit = [t for t in memo.trials if t.status == "scored" and t.fits]
     # ties in time: the chosen best first
@@ -533,7 +535,10 @@ def _wrapped(line: str, indent: int = 10) -> list[str]:
     """``line`` wrapped at :data:`WIDTH` columns, continuation lines indented under its label."""
     import textwrap
 
-    return textwrap.wrap(line, WIDTH, subsequent_indent=" " * indent, break_on_hyphens=False) or [line]
+    from primus_launch.report.text import glue_units
+
+    return [w.replace("\u00a0", " ") for w in textwrap.wrap(glue_units(line), WIDTH, subsequent_indent=" " * indent,
+                                                             break_on_hyphens=False)] or [line]
 
 
 def _changes_text(changes: dict) -> str:
@@ -633,6 +638,8 @@ def render_tune_text(res: TuneResult) -> str:
     changes = plan_changes(res.baseline.plan, res.best_plan)
     if changes:
         lines.append("changes:  " + ", ".join(f"{k}={v}" for k, v in changes.items()))
+    else:  # the tuned recipe is then the original's copy: said, not left to a diff
+        lines.append("changes:  none: the recipe's own plan is the best found")
     out = "\n".join(w for line in lines for w in _wrapped(line))
     if res.top:
         out += "\n\n" + _top_table(res)

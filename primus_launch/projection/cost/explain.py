@@ -111,7 +111,9 @@ def op_rows(plan: Plan) -> list[OpRow]:
                             "(training.mx_dim1_cast_kernel, cost/fp8.py mx_dim1_extra_bytes)")
             else:
                 nbytes = info[3] if len(info) > 3 else 0.0
-                effs = f"{100 * eta:.0f}% of HBM" + (f", {nbytes / 1e6:.0f} MB" if nbytes else "")
+                # every streaming row records its forward pass's bytes (Acc.elem; the backward's follow its
+                # time): the cross-entropy and CP helper rows had fwd + bwd, 2-3x their norm neighbours'
+                effs = f"{100 * eta:.0f}% of HBM" + (f", {nbytes / 1e6:,.0f} MB fwd" if nbytes else "")
                 src = f"{eta_key}: " + ev.cite(FITTED["hbm"].get(eta_key.split("/")[-1], {}).get("records", []), 2) \
                     if eta_key.startswith("hbm/") else eta_key
             out.append(OpRow(kind, name, 1e3 * f, 1e3 * bi, 1e3 * bw, effs, src))
@@ -432,6 +434,12 @@ def _routing_line(plan: Plan) -> str:
     return f"{imb.text()}; {why}"
 
 
+def _clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters for a table column, with "..." where it was cut (a source
+    cut silently read as whole: "github.com/samuel-bohm")."""
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def explain_text(plan: Plan, result: Optional[ProjectionResult] = None) -> str:
     """The explanation as plain-text tables (module doc)."""
     from primus_launch.projection.hardware.gpus import resolve_power_cap
@@ -445,13 +453,13 @@ def explain_text(plan: Plan, result: Optional[ProjectionResult] = None) -> str:
         sel = [r for r in rows if r.kind == kind]
         if not sel:
             continue
-        body = [(r.name[:58], f"{r.fwd_ms:.3f}", f"{r.bwd_input_ms:.3f}", f"{r.bwd_weight_ms:.3f}", r.efficiency,
-                 r.source[:110]) for r in sel]
+        body = [(_clip(r.name, 58), f"{r.fwd_ms:.3f}", f"{r.bwd_input_ms:.3f}", f"{r.bwd_weight_ms:.3f}", r.efficiency,
+                 _clip(r.source, 110)) for r in sel]
         tot = [sum(getattr(r, a) for r in sel) for a in ("fwd_ms", "bwd_input_ms", "bwd_weight_ms")]
         body.append(("sum (pass time: GPU + host rows)", *(f"{x:.3f}" for x in tot), "", ""))
         out.append(f"{kind} layer: one micro-batch on one GPU (ms)\n"
                    + tabulate(body, headers=["op", "fwd", "bwd_in", "bwd_w", "efficiency", "source"], tablefmt="simple"))
-    comm = [(w[:70], f"{a:.3f}", f"{b:.3f}", f"{c:.3f}", f"{d:.3f}", src[:90]) for w, a, b, c, d, src in comm_rows(plan)]
+    comm = [(_clip(w, 70), f"{a:.3f}", f"{b:.3f}", f"{c:.3f}", f"{d:.3f}", _clip(src, 90)) for w, a, b, c, d, src in comm_rows(plan)]
     out.append("communication of one layer, one micro-batch (ms)\n"
                + tabulate(comm, headers=["collective", "raw fwd", "raw bwd", "exposed fwd", "exposed bwd", "priced on"],
                           tablefmt="simple"))

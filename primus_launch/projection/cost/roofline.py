@@ -448,7 +448,7 @@ class _Acc:
                   f"{cp - 1} of {c}x{c // 2} / {c // 2}x{c} d{dqk}/{dv}", f0, b0, 0.0,
                   ("attention", impl, attention_flops(b, heads, c, s, dqk, dv, True, None)))
         self._rec(f"CP ring helpers ({flavor}: copies, output/LSE merges, dq/dkv accumulation)", tf, tb, 0.0,
-                  ("elementwise", "hbm", 0.0, hf + hb))
+                  ("elementwise", "hbm", 0.0, hf))
         return PassTimes(f0 + tf, b0 + tb, 0.0)
 
     def _attn_unfused(self, b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, dropout: float) -> PassTimes:
@@ -1104,7 +1104,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     acc.f += elementwise_time(float(T * V * fb), gpu) * acc.slow
     acc.bi += elementwise_time(float(T * V * bb), gpu) * acc.slow
     acc._k(kf, kb)
-    acc._rec(f"cross-entropy ({prof.ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * (fb + bb)))
+    acc._rec(f"cross-entropy ({prof.ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * fb))
     head = acc.times(host, frozenset())
 
     mtp = None

@@ -12,6 +12,8 @@ carry the same field names as :class:`GPUSpec`, e.g.::
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 from typing import Optional
 
@@ -298,6 +300,21 @@ def power_capped(name: str, watts: float) -> str:
     return capped
 
 
+def check_precision(name: str, precision: str) -> None:
+    """:class:`PlanError` for a GPU the run's precision cannot run on: FP8 / FP4 on a GPU without FP8
+    tensor cores (``peak_flops_fp8`` equal to its BF16 peak: A100).  Such a plan was priced at the BF16
+    rate, its MFU taken against an "FP8 dense peak" equal to the BF16 one, while the run does not start
+    (Transformer Engine's ``check_fp8_support`` needs compute capability >= 8.9; ``fp8_autocast``
+    asserts it; torchao's float8 needs ``torch._scaled_mm``, the same).  Unknown GPUs raise as
+    :func:`get_gpu`."""
+    spec = get_gpu(name)
+    if precision in ("fp8", "fp4") and spec.peak_flops_fp8 <= spec.peak_flops_bf16:
+        raise PlanError("training.precision", precision,
+                        f"bf16 or fp16 on {name}: it has no FP8 tensor cores (its peak_flops_fp8 is its BF16 peak, "
+                        "hardware/gpus.py; Transformer Engine's FP8 needs compute capability >= 8.9; a --gpu-file "
+                        "GPU with FP8 states peak_flops_fp8)")
+
+
 def resolve_power_cap(plan):
     """``plan`` with ``cluster.gpu`` replaced by its power-capped spec (:func:`power_capped`) when
     ``cluster.power_limit_w`` is set below the GPU's rated power (and that field cleared, so the call is
@@ -361,7 +378,15 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
         base.update(fields)
         base["name"] = str(name)
         base.setdefault("vendor", "custom")
-        base.setdefault("peak_flops_fp8", base.get("peak_flops_bf16"))
+        bf16 = base.get("peak_flops_bf16")
+        # FP8 defaults to the BF16 peak; where that is itself wrong, its own error is the one reported (a
+        # placeholder here: "peak_flops_bf16='fast'" was reported twice, once as peak_flops_fp8, a field the
+        # file did not give)
+        try:
+            usable = bf16 is not None and math.isfinite(float(bf16))
+        except (TypeError, ValueError):
+            usable = False
+        base.setdefault("peak_flops_fp8", bf16 if usable else 1e15)
         try:
             specs.append(GPUSpec.model_validate(base))
         except ValidationError as e:  # the entry's fields without its name or file: say both

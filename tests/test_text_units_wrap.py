@@ -1,0 +1,56 @@
+"""A wrapped answer keeps a number with its unit: the memory row under ``--memory-margin`` wrapped as
+"band 57.6-65.2" / "GiB (-2/+11 %)" and the tune's "searched:" line as "0.7" / "s"."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from primus_launch.adapters import load_recipe
+from primus_launch.projection.api import project
+from primus_launch.report.text import glue_units, render_text
+
+ROOT = Path(__file__).resolve().parents[1]
+UNIT_FIRST = re.compile(r"^\s*(s|ms|%|GiB|GB|MB|KB|W|days)\b")
+
+
+def _split_units(text: str) -> list[tuple[str, str]]:
+    lines = text.splitlines()
+    return [(a, b) for a, b in zip(lines, lines[1:]) if re.search(r"\d$", a) and UNIT_FIRST.match(b)]
+
+
+def test_number_and_unit_stay_on_one_line():
+    res = project(load_recipe(ROOT / "recipes/megatron/llama3.1_8b.sh"), dry_run=True, memory_margin=0.1)
+    text = render_text(res)
+    assert "margin 10 %" in text and not _split_units(text)
+    assert all(len(ln) <= 80 for ln in text.splitlines())
+    assert glue_units("0.7 s, 12.8 s/iter, 3 GiB (5 %)") == "0.7\u00a0s, 12.8 s/iter, 3\u00a0GiB (5\u00a0%)"
+
+
+def test_tune_lines_keep_units():
+    from primus_launch.tuner.search import _wrapped
+
+    line = "searched: 52,088 plans: 1 scored, 51,853 bounded out by time, 234 by memory, 0.7 s"
+    out = _wrapped(line)
+    assert not _split_units("\n".join(out)) and " ".join(w.strip() for w in out) == line
+
+
+def test_small_figures_are_not_printed_as_zero():
+    """The bundled tiny GPT's 0.042 TFLOP/s and 0.0085 % MFU (model FLOPs over its iteration time and the
+    TF32 peak) printed as "0.0" and "0.0 %"."""
+    from primus_launch.report.text import small_figure
+
+    assert [small_figure(v) for v in (0.0, 0.042022, 0.0084945, 0.05, 318.034)] == ["0.0", "0.042", "0.0085", "0.1",
+                                                                                    "318.0"]
+    res = project(load_recipe(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), dry_run=True)
+    text = render_text(res)
+    assert f"model TFLOP/s/GPU  {res.model_tflops_per_gpu:.2g}" in text
+    assert abs(res.model_tflops_per_gpu / (495 * res.mfu) - 1) < 0.01  # against the TF32 dense peak it names
+
+
+def test_memory_row_names_the_allocated_basis():
+    """``--memory-basis allocated`` printed "33.1 GiB peak", the same words as the default reserved peak."""
+    plan = load_recipe(ROOT / "recipes/torchtitan/llama3.1_8b.toml")
+    alloc = project(plan, dry_run=True, memory_basis="allocated")
+    assert f"{alloc.memory.peak_bytes_per_gpu / 2 ** 30:.1f} GiB allocated peak of" in render_text(alloc)
+    assert "allocated peak" not in render_text(project(plan, dry_run=True))
