@@ -75,6 +75,13 @@ SNIPPETS = {
                           'F=$(( (2**62) * 4 + 3 )); G=$((-9223372036854775807 / 3))\npython x.py $A $B $C $D $E $F $G\n'),
     # an element assigned from the end (bash 4.3+; the reader's list raised IndexError before the start)
     "negative array index": 'X=(a b c)\nX[-1]=z\nX[-3]=y\npython x.py "${X[@]}"\n',
+    # Pai-Megatron-Patch's examples/*/run_mcore_*.sh: TP_COMM_OVERLAP=$(( ($TP > 1) ? 1 : 0 )), then
+    # `if [ $TP_COMM_OVERLAP -eq 1 ]` adds --tp-comm-overlap (read as opaque text before: the flag was lost)
+    "arithmetic comparison, ternary and logic": (
+        'TP=4\nO=$(( ($TP > 1) ? 1 : 0 ))\nif [ $O -eq 1 ]; then F="--tp-comm-overlap"; fi\n'
+        'python x.py $O $F $(( TP<2 ? 7 : TP<8 ? 8 : 9 )) $(( TP == 4 && 1 || 0 )) $(( !TP )) $(( ~TP ))'
+        ' $(( TP >= 4 )) $(( TP != 4 )) $(( 1 << 3 | 5 & 6 ^ 1 )) $(( -2**2 )) $(( 2**3**2 ))\n'),
+    "arithmetic constants: hex, octal, BASE#N": 'python x.py $(( 0x1F + 010 )) $(( 2#101 )) $(( 36#zz )) $(( 64#_@ ))\n',
 }
 
 

@@ -440,6 +440,34 @@ def test_local_tokenizer_file_and_unknown_tokenizer(tmp_path):
     assert "\n" not in line and "acme/x" in line and "--vocab-size" in line
 
 
+# Pai-Megatron-Patch (alibaba/Pai-Megatron-Patch a098ca5, megatron_patch/tokenizer build_tokenizer): the
+# tokenizer is loaded from --load and sets padded_vocab_size itself (base + --extra-vocab-size, unpadded); the
+# scripts' own comment says "151643 + 293 = 151936" (examples/qwen2_vl/run_mcore_qwen.sh)
+@pytest.mark.parametrize("extra,size", [
+    ("--patch-tokenizer-type Qwen2Tokenizer --extra-vocab-size 293 --load /ckpt/x", 151936),
+    ("--patch-tokenizer-type Qwen2Tokenizer --extra-vocab-size 421 --load /ckpt/x", 152064),
+    ("--patch-tokenizer-type LLama3Tokenizer --extra-vocab-size 256 --load /ckpt/x", 128256),
+    ("--patch-tokenizer-type LLama2Tokenizer --extra-vocab-size 0", 32000),
+    # DeepSeekV2Tokenizer serves V2 / V3 / Moonlight: the checkpoint --load names (its config.json rows)
+    ("--patch-tokenizer-type DeepSeekV2Tokenizer --extra-vocab-size 467 --load /mnt/DeepSeek-V3-to-mcore", 129280),
+    ("--patch-tokenizer-type DeepSeekV2Tokenizer --extra-vocab-size 2400 --load /m/DeepSeek-V2-Lite-to-mcore", 102400),
+    # Megatron's own --padded-vocab-size wins (examples/qwen3/run_mcore_qwen3.sh)
+    ("--patch-tokenizer-type Qwen3Tokenizer --padded-vocab-size 151936", 151936),
+])
+def test_pai_patch_tokenizer_vocabulary(tmp_path, extra, size):
+    plan = load_megatron(_write(tmp_path, "pai.sh", BASE + extra + "\n"))
+    assert plan.model.vocab_size == size
+    assert plan.model.padded_vocab_size(2) == size  # Pai does not pad to 128 x TP
+    assert not any("unknown Megatron-LM flag --patch-tokenizer-type" in n for n in plan.source.notes)
+
+
+def test_pai_patch_tokenizer_unknown_checkpoint_is_one_line(tmp_path):
+    with pytest.raises(PlanError) as e:
+        load_megatron(_write(tmp_path, "pai.sh", BASE + "--patch-tokenizer-type MixtralTokenizer --load /ckpt/mine\n"))
+    line = one_line(e.value)
+    assert "\n" not in line and "--patch-tokenizer-type" in line and "MixtralTokenizer" in line and "/ckpt/mine" in line
+
+
 # --------------------------------------------------------------------------- model families refused
 @pytest.mark.parametrize("program,extra,family", [
     ("pretrain_mamba.py", "", "hybrid Mamba"), ("pretrain_bert.py", "", "BERT"), ("pretrain_t5.py", "", "T5"),
@@ -447,6 +475,10 @@ def test_local_tokenizer_file_and_unknown_tokenizer(tmp_path):
     ("pretrain_gpt.py", "--hybrid-override-pattern M-M* ", "hybrid Mamba"),
     ("pretrain_gpt.py", "--experimental-attention-variant gated_delta_net ", "experimental attention"),
     ("pretrain_gpt.py", "--encoder-num-layers 2 ", "T5"),
+    # a vision-language script whose program name does not say so (Pai-Megatron-Patch examples/qwen2_vl:
+    # pretrain_qwen.py with Megatron-LM examples/multimodal's --disable-vision-class-token)
+    ("pretrain_qwen.py", "--position-embedding-type mrope --disable-vision-class-token ", "multimodal"),
+    ("pretrain_gpt.py", "--freeze-ViT ", "multimodal"),
     ("tools/run_text_generation_server.py", "", "not a training program"),
 ])
 def test_families_not_modelled_are_refused_by_name(tmp_path, program, extra, family):

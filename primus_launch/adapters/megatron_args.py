@@ -282,6 +282,11 @@ def program_family(program: str | None) -> str | None:
     return None
 
 
+#: Pai-Megatron-Patch's tokenizer arguments (``megatron_patch/arguments.py``), as a script or a YAML spells them:
+#: read for the vocabulary only (:func:`megatron_vocab.pai_vocab`)
+PAI_VOCAB_KEYS = (("--patch-tokenizer-type", "patch_tokenizer_type"), ("--extra-vocab-size", "extra_vocab_size"))
+
+
 def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
                     vocab_file: str | None = None) -> tuple[int, str] | None:
     """(vocabulary size, source) of the recipe's tokenizer: a local file when the path exists, the
@@ -541,7 +546,8 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
     that change time or memory and are set away from Megatron's default become
     ``UnmodelledFlag``s, unknown keys a note; a flag that selects a model family the projection does
     not model raises a one-line :class:`PlanError`.  Keys in ``skip`` are not looked at."""
-    from primus_launch.adapters.megatron_flags import MODELLED, NOT_MODELLED, REFUSED, check_value, is_default, lookup
+    from primus_launch.adapters.megatron_flags import (MODELLED, MULTIMODAL_FAMILY, MULTIMODAL_FLAGS, NOT_MODELLED,
+                                                       REFUSED, check_value, is_default, lookup)
 
     rep = rep or _Report()
     for key, val in a.items():
@@ -556,6 +562,9 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
             check_value(f, val)
         if f is None:
             shown = key if key.startswith("-") else "--" + key.replace("_", "-")
+            if shown in MULTIMODAL_FLAGS:  # a vision-language run: its language model alone is not the run
+                raise PlanError(shown, val if val is not True else "set", f"{MULTIMODAL_FAMILY}: not modelled by the "
+                                "projection (GPT-family decoders only)")
             rep.note(f"unknown Megatron-LM flag {shown}" + (f"={val}" if val not in (None, True) else "")
                      + ": not read (not in the flag table of core_r0.16.0 / main / dev)")
             continue
@@ -579,7 +588,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     :mod:`megatron_flags` into ``plan.source.unmodelled`` / ``notes`` (see :func:`report_args`);
     the returned plan's ``source`` is ``Source(framework="megatron")`` carrying them.
     """
-    rep = report_args(a)
+    rep = report_args(a, skip=frozenset(k for keys in PAI_VOCAB_KEYS for k in keys))
     if all(a.get(d) is None for d in _SHAPE_DESTS):
         raise PlanError("--num-layers", None, "required (Megatron-LM has no default); the command names none of "
                         "Megatron-LM's model flags (--num-layers, --hidden-size, --num-attention-heads, --seq-length): "
@@ -615,12 +624,23 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
 
     # vocabulary: --padded-vocab-size > --vocab-size > local tokenizer file / public tokenizer table
     divisible = get(a, "make_vocab_size_divisible_by")
+    pai_type, pai_extra = (next((a[k] for k in keys if a.get(k) not in (None, "")), None) for keys in PAI_VOCAB_KEYS)
     if a.get("padded_vocab_size") is not None:
         vocab, divisible = a["padded_vocab_size"], 1
     elif a.get("vocab_size") is not None:
         vocab = a["vocab_size"]
         if a.get("tokenizer_type") in ("NullTokenizer", "NullMultimodalTokenizer"):
             vocab += 1  # megatron _NullTokenizer.vocab_size = vocab_size + 1 (EOD)
+    elif pai_type is not None:  # Pai-Megatron-Patch: its build_tokenizer sets padded_vocab_size, unpadded
+        from primus_launch.adapters.megatron_vocab import pai_vocab
+
+        hit = pai_vocab(pai_type, pai_extra, a.get("load"))
+        if hit is None:
+            raise PlanError("--patch-tokenizer-type", pai_type, "vocabulary size unknown: Pai-Megatron-Patch loads this "
+                            f"tokenizer from --load={a.get('load')!r}, not a local checkpoint nor a known public model: "
+                            "pass --padded-vocab-size N")
+        vocab, divisible = hit[0], 1
+        rep.note(f"vocabulary {vocab} from {hit[1]}")
     else:
         hit = tokenizer_vocab(a.get("tokenizer_model"), a.get("tokenizer_type"), a.get("vocab_file"))
         if hit is None:

@@ -29,10 +29,8 @@ tree-sitter-bash accepts.
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 import itertools
-import operator
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,11 +39,14 @@ from typing import Iterator
 import tree_sitter
 import tree_sitter_bash
 
+from primus_launch.adapters.bash_arith import arith as _arith
 from primus_launch.errors import UserError
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPECIAL = re.compile(r"\d+|[@*#?$!]")
+# a name inside $(( )): not the letters of a constant (0x1F, 16#ff, 1e3 is not bash)
+_ARITH_NAME = re.compile(r"(?<![0-9A-Za-z_#])[A-Za-z_][A-Za-z0-9_]*")
 _OPS = (":-", ":=", ":+", ":?", "##", "%%", "-", "=", "+", "?", "#", "%")
 _LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
 # nodes of a word that expand (everything else in a word is literal text)
@@ -646,51 +647,6 @@ def _byte(sc: Script, char: int) -> int:
 
 
 # --------------------------------------------------------------------------- evaluation
-def _int64(v: int) -> int:
-    """``v`` as bash keeps it: a signed 64-bit integer, wrapped (bash's ``intmax_t`` arithmetic)."""
-    v &= 0xFFFF_FFFF_FFFF_FFFF
-    return v - (1 << 64) if v >> 63 else v
-
-
-def _trunc_div(a: int, b: int) -> int:
-    """Integer division truncated toward zero, exactly (C's ``/``, as bash's); by zero bash fails."""
-    if not b:
-        raise ValueError("division by 0")
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-def _pow(a: int, b: int) -> int:
-    if b < 0:
-        raise ValueError("exponent less than 0")  # bash: an error, the expansion has no value
-    return pow(a, b, 1 << 64)  # modular: 10**10**10 stays 64 bits wide, as bash's result does
-
-
-_ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-              ast.Mod: lambda a, b: a - b * _trunc_div(a, b), ast.FloorDiv: _trunc_div, ast.Pow: _pow}
-
-
-def _arith(expr: str) -> int:
-    """Value of integer arithmetic ``+ - * / % **`` with parentheses, as bash computes it: signed
-    64-bit integers that wrap (so ``$((10**10**10))`` costs no more than ``$((2**3))``), ``/`` and ``%``
-    truncating toward zero; anything else raises ``ValueError`` / ``SyntaxError``.  tree-sitter-bash
-    0.25's arithmetic trees are not used: it reads ``-3 + x`` as ``-(3 + x)``."""
-    expr = expr.replace("/", "//").replace("////", "//")
-    node = ast.parse(expr.strip() or "0", mode="eval").body
-
-    def ev(n: ast.AST) -> int:
-        if isinstance(n, ast.Constant) and isinstance(n.value, int):
-            return _int64(n.value)
-        if isinstance(n, ast.BinOp) and type(n.op) in _ARITH_OPS:
-            return _int64(_ARITH_OPS[type(n.op)](ev(n.left), ev(n.right)))
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
-            v = ev(n.operand)
-            return _int64(-v) if isinstance(n.op, ast.USub) else v
-        raise ValueError(expr)
-
-    return ev(node)
-
-
 _SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
 _SBATCH_KEYS = {"-N": "nodes", "--nodes": "nodes", "--ntasks-per-node": "ntasks_per_node",
                 "--gpus-per-node": "gpus_per_node", "--gres": "gres"}
@@ -864,7 +820,7 @@ class ShellState:
                 return txt if re.fullmatch(r"-?\d+", txt.strip()) else "0"
 
             try:
-                pcs = _synth(str(_arith(_NAME.sub(var, inner))))
+                pcs = _synth(str(_arith(_ARITH_NAME.sub(var, inner))))
             except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
                 pcs = _synth(part.source, OPAQUE)
             return [(self._ref(part.start, part.end, pcs), not part.quoted, False)]
