@@ -81,6 +81,10 @@ SNIPPETS = {
         'TP=4\nO=$(( ($TP > 1) ? 1 : 0 ))\nif [ $O -eq 1 ]; then F="--tp-comm-overlap"; fi\n'
         'python x.py $O $F $(( TP<2 ? 7 : TP<8 ? 8 : 9 )) $(( TP == 4 && 1 || 0 )) $(( !TP )) $(( ~TP ))'
         ' $(( TP >= 4 )) $(( TP != 4 )) $(( 1 << 3 | 5 & 6 ^ 1 )) $(( -2**2 )) $(( 2**3**2 ))\n'),
+    # `eval $cmd` reads the joined string again (Pai-Megatron-Patch examples/deepseek_v3/run_mcore_deepseek_lite.sh:
+    # an array element 'Et\|\(tt\|\)*30L' reaches Megatron as Et|(tt|)*30L, "'([0]*3+[1]*58)'" without its quotes)
+    "eval of a joined command": ("A=(\n  --layout 'Et\\|\\(tt\\|\\)*30L'\n  --freq \"'([0]*3+[1]*58)'\"\n  --n \"a b\"\n)\n"
+                                 'cmd="python x.py ${A[@]} --q \\"c d\\""\neval $cmd\n'),
     "arithmetic constants: hex, octal, BASE#N": 'python x.py $(( 0x1F + 010 )) $(( 2#101 )) $(( 36#zz )) $(( 64#_@ ))\n',
 }
 

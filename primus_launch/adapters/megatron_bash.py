@@ -1238,6 +1238,15 @@ class ShellState:
             last = max((i for i, p in enumerate(tok.pcs) if p.lit == OPAQUE), default=-1)
             self._source(tok.text if last < 0 else "".join(p.ch for p in tok.pcs[last + 1:]).lstrip("/"))
             return True
+        if name == "eval" and len(args) > 1:
+            # bash joins eval's arguments with blanks and runs the result as shell code: quotes and backslashes
+            # in it are read again (`cmd="torchrun ... ${ARGS[@]}"; eval $cmd` with an element 'Et\|\(tt\|\)*30L'
+            # runs Megatron with Et|(tt|)*30L)
+            joined: list[PC] = []
+            for a in args[1:]:
+                joined.extend(([PC(" ", SYNTH)] if joined else []) + list(a.pcs))
+            self._run_string(Token(joined))
+            return True
         inner = self._shell_c(args)
         if inner is not None:
             # `srun [opts] bash -c "$CMD"`: the commands of the string run under that srun (its task counts)
