@@ -468,6 +468,30 @@ def test_pai_patch_tokenizer_unknown_checkpoint_is_one_line(tmp_path):
     assert "\n" not in line and "--patch-tokenizer-type" in line and "MixtralTokenizer" in line and "/ckpt/mine" in line
 
 
+# Pai-Megatron-Patch's legacy models (megatron_patch/model/deepseek_v2 at 7097866, model/qwen2): a shared expert
+# switched on by its own flag, and DeepSeek-V2's attention always MLA (no --multi-latent-attention in its scripts)
+PAI_MOE = BASE + "--num-experts 8 --moe-ffn-hidden-size 32 --expert-model-parallel-size 2 --vocab-size 100 "
+
+
+def test_pai_legacy_shared_expert_and_mla(tmp_path):
+    plan = load_megatron(_write(tmp_path, "dsv2.sh", PAI_MOE + "--enable-shared-expert --num-shared-experts 2 "
+                                "--kv-lora-rank 16 --qk-nope-head-dim 8 --qk-rope-head-dim 4 --v-head-dim 8\n"))
+    m = plan.model
+    assert m.moe_shared_expert_intermediate_size == 2 * 32
+    assert m.multi_latent_attention and (m.kv_lora_rank, m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim) == (16, 8, 4, 8)
+    assert not any("unknown Megatron-LM flag --qk-" in n or "--enable-shared-expert: not read" in n for n in plan.source.notes)
+    qwen = load_megatron(_write(tmp_path, "q2.sh", PAI_MOE + "--enable-shared-expert --shared-moe-ffn-hidden-size 96\n"))
+    assert qwen.model.moe_shared_expert_intermediate_size == 96 and not qwen.model.multi_latent_attention
+    # Megatron-LM's own spelling is read as before: the switch decides MLA, Pai's split flags are only noted
+    mcore = load_megatron(_write(tmp_path, "v3.sh", PAI_MOE + "--moe-shared-expert-intermediate-size 64 "
+                                 "--multi-latent-attention --kv-lora-rank 16 --qk-nope-head-dim 8\n"))
+    assert mcore.model.moe_shared_expert_intermediate_size == 64 and mcore.model.qk_head_dim == 128
+    assert any("--qk-nope-head-dim" in n for n in mcore.source.notes)
+    with pytest.raises(PlanError) as e:
+        load_megatron(_write(tmp_path, "bad.sh", PAI_MOE + "--enable-shared-expert\n"))
+    assert "--enable-shared-expert" in one_line(e.value) and "\n" not in one_line(e.value)
+
+
 # --------------------------------------------------------------------------- model families refused
 @pytest.mark.parametrize("program,extra,family", [
     ("pretrain_mamba.py", "", "hybrid Mamba"), ("pretrain_bert.py", "", "BERT"), ("pretrain_t5.py", "", "T5"),

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+import primus_launch.adapters.pai_patch as pai_patch
 from primus_launch.adapters.megatron_flags import FALSE_WORDS, TRUE_WORDS
 from primus_launch.errors import UserError
 from primus_launch.plan.legality import torch_fsdp2_problems
@@ -588,7 +589,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     :mod:`megatron_flags` into ``plan.source.unmodelled`` / ``notes`` (see :func:`report_args`);
     the returned plan's ``source`` is ``Source(framework="megatron")`` carrying them.
     """
-    rep = report_args(a, skip=frozenset(k for keys in PAI_VOCAB_KEYS for k in keys))
+    rep = report_args(a, skip=frozenset(k for keys in PAI_VOCAB_KEYS for k in keys)
+                      | frozenset(k for k in pai_patch.KEYS if "qk" not in k))
     if all(a.get(d) is None for d in _SHAPE_DESTS):
         raise PlanError("--num-layers", None, "required (Megatron-LM has no default); the command names none of "
                         "Megatron-LM's model flags (--num-layers, --hidden-size, --num-attention-heads, --seq-length): "
@@ -676,6 +678,21 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         pat = layer_pattern("--moe-layer-freq", get(a, "moe_layer_freq"), L)
         moe_pattern = None if all(pat) else tuple(pat)
     mla = bool(get(a, "multi_latent_attention"))
+    mla_dims: dict[str, int] = {}
+    shared = (a.get("moe_shared_expert_intermediate_size") or 0) if num_experts else 0
+    # Megatron-LM fills only an absent --moe-ffn-hidden-size from --ffn-hidden-size (arguments.py): 0 stays 0
+    moe_ffn = (ffn if a.get("moe_ffn_hidden_size") is None else a["moe_ffn_hidden_size"]) if num_experts else None
+    if num_experts and not shared:  # Pai-Megatron-Patch's legacy MoE models: --enable-shared-expert
+        pai_shared = pai_patch.shared_expert_size(a, moe_ffn)
+        if pai_shared:
+            shared = pai_shared[0]
+            rep.note(pai_shared[1])
+    pai_mla = pai_patch.legacy_mla(a, mla)
+    if pai_mla:  # Pai's DeepSeek-V2 model: MLA without Megatron's switch
+        mla, mla_dims = True, pai_mla[0]
+        rep.notes[:] = [n for n in rep.notes if not n.startswith(("unknown Megatron-LM flag --qk-nope-head-dim",
+                                                                  "unknown Megatron-LM flag --qk-rope-head-dim"))]
+        rep.note(pai_mla[1])
     model = dict(
         name=name, num_layers=L, hidden_size=h, ffn_hidden_size=ffn, num_attention_heads=heads,
         num_query_groups=get(a, "num_query_groups") if get(a, "group_query_attention") else None,
@@ -688,16 +705,15 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         position_embedding=_POS[pos], softmax_type=softmax, window_size=window, window_layer_pattern=window_pat,
         attention_dropout=att_do, hidden_dropout=hid_do, num_experts=num_experts,
         moe_router_topk=get(a, "moe_router_topk"),
-        # Megatron-LM fills only an absent --moe-ffn-hidden-size from --ffn-hidden-size (arguments.py): 0 stays 0
-        moe_ffn_hidden_size=(ffn if a.get("moe_ffn_hidden_size") is None else a["moe_ffn_hidden_size"]) if num_experts
-        else None,
-        moe_shared_expert_intermediate_size=(a.get("moe_shared_expert_intermediate_size") or 0) if num_experts else 0,
+        moe_ffn_hidden_size=moe_ffn,
+        moe_shared_expert_intermediate_size=shared,
         moe_dense_first_layers=dense_first, moe_layer_pattern=moe_pattern,
         moe_router_bias=bool(get(a, "moe_router_enable_expert_bias")),
         moe_router_num_groups=a.get("moe_router_num_groups") if num_experts else None,
         moe_router_group_topk=a.get("moe_router_group_topk") if num_experts else None,
         multi_latent_attention=mla, q_lora_rank=a.get("q_lora_rank"), kv_lora_rank=get(a, "kv_lora_rank"),
-        qk_head_dim=get(a, "qk_head_dim"), qk_pos_emb_head_dim=get(a, "qk_pos_emb_head_dim"),
+        qk_head_dim=mla_dims.get("qk_head_dim", get(a, "qk_head_dim")),
+        qk_pos_emb_head_dim=mla_dims.get("qk_pos_emb_head_dim", get(a, "qk_pos_emb_head_dim")),
         v_head_dim=get(a, "v_head_dim"), mtp_num_layers=a.get("mtp_num_layers") or 0,
     )
 
