@@ -7,9 +7,11 @@ removal, ``${#VAR}``), ``$((arithmetic))``, bash arrays ``ARGS=( ... )`` / ``ARG
 ``${ARGS[@]}``, quoting, ``if/elif/else`` with ``[ ]`` / ``[[ ]]`` / ``test`` and ``&&`` / ``||``
 lists, ``case`` blocks, functions (defined and called), ``source`` / ``.`` of fragments next to the
 script, positional parameters (``$1``, ``$@``, given after the recipe path, ``shift``, ``set --``)
-and ``[srun ...] bash -c "$CMD"`` strings.  Loops and process substitution are skipped with a
-warning; subshells ``( ... )`` and ``(( ... ))`` are skipped; ``$(command)`` substitutions stay
-opaque; file tests (``[ -f x ]``) are taken as true.  Variables the script does not set are unset:
+and ``[srun ...] bash -c "$CMD"`` strings, ``eval`` (its joined arguments run as shell code), ``for NAME in
+WORDS`` loops over known words, ``${VAR:offset:length}``.  ``while`` / ``until`` / C-style loops, for loops
+over command output and process substitution are skipped with a warning; subshells ``( ... )`` and
+``(( ... ))`` are skipped; ``$(command)`` substitutions stay opaque, except ``$(echo ...)`` and
+``$(echo ... | cut ...)``, which are computed; file tests (``[ -f x ]``) are taken as true.  Variables the script does not set are unset:
 the environment of this process is never read (topology comes from the plan, not from the machine).
 
 Every character of every expanded word remembers where it came from: ``lit`` is the offset of the
@@ -63,6 +65,8 @@ MAX_TREE_DEPTH = 150
 # would otherwise grow without end in a few dozen lines (each character carries its provenance)
 MAX_WORD_CHARS = 262_144
 MAX_WORDS = 65_536
+# words a ``for`` loop is run over (launch scripts loop over their arguments or a few node names)
+MAX_LOOP_WORDS = 4096
 # ``${V#pat}`` / ``${V%pat}`` try every prefix or suffix (quadratic): values past this are not cut
 MAX_PATTERN_CUT_CHARS = 4096
 
@@ -389,7 +393,7 @@ def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
         _dangling_redirect(sc, node)
     for c in node.children:
         _check(sc, c, notes)
-    if t in _LOOPS:
+    if t in _LOOPS and t != "for_statement":  # a for loop over known words is run (ShellState.exec_for)
         notes.append(f"line {sc.line(node.start_byte)}: '{sc.src(node.children[0])}' loop not evaluated")
 
 
@@ -570,6 +574,11 @@ def _brace_body(sc: Script, node: tree_sitter.Node) -> tuple[Part, int, int]:
     if part.op == "len":
         return part, close, close
     rest = body[k:]
+    if rest.startswith(":") and rest[1:2] not in ("-", "=", "+", "?") or rest.startswith(": -"):
+        part.op = "substr"  # ${NAME:OFFSET[:LENGTH]}: arithmetic, evaluated at expansion
+        part.text = rest[1:]
+        part.source = sc.text[start:close + 1]
+        return part, close, close
     for op in _OPS:
         if rest.startswith(op):
             part.op = op
@@ -583,7 +592,7 @@ def _brace_body(sc: Script, node: tree_sitter.Node) -> tuple[Part, int, int]:
 def _brace_part(sc: Script, node: tree_sitter.Node, quoted: bool) -> Part:
     part, a, b = _brace_body(sc, node)
     part.quoted = quoted
-    if part.op in ("", "len", "opaque"):
+    if part.op in ("", "len", "opaque", "substr"):
         return part
     ba, bb = _byte(sc, a), _byte(sc, b)
     if _start(sc, node) not in sc.masked:
@@ -647,6 +656,71 @@ def _byte(sc: Script, char: int) -> int:
 
 
 # --------------------------------------------------------------------------- evaluation
+def _cut_ranges(spec: str) -> list[tuple[int, int]] | None:
+    """``cut`` LIST (``N``, ``N-M``, ``N-``, ``-M``, comma-separated; 1-based) as 0-based [a, b) ranges."""
+    out = []
+    for item in spec.split(","):
+        m = re.fullmatch(r"(\d*)(-?)(\d*)", item)
+        if not m or not (m.group(1) or m.group(3)):
+            return None
+        a = int(m.group(1)) if m.group(1) else 1
+        b = (int(m.group(3)) if m.group(3) else 1 << 30) if m.group(2) else a
+        if a < 1 or b < a:
+            return None
+        out.append((a - 1, b))
+    return out
+
+
+def _cut(line: list[PC], argv: list[str]) -> list[PC] | None:
+    """``cut -f LIST [-d C]`` / ``cut -c LIST`` of one line (GNU coreutils: fields in input order, joined by
+    the delimiter; a line without the delimiter is printed whole); None for options this does not read."""
+    if not argv or argv[0] != "cut":
+        return None
+    opts: dict[str, str] = {}
+    args = argv[1:]
+    i = 0
+    while i < len(args):
+        a = args[i]
+        m = re.fullmatch(r"-([fdcb])(.*)", a) or re.fullmatch(r"--(fields|delimiter|characters|bytes)=(.*)", a)
+        if not m:
+            return None
+        key = m.group(1)[0]
+        val = m.group(2)
+        if not val and not a.startswith("--"):
+            if i + 1 >= len(args):
+                return None
+            val, i = args[i + 1], i + 1
+        opts[key] = val
+        i += 1
+    if "f" in opts:
+        delim = opts.get("d", "\t")
+        if len(delim) != 1:
+            return None
+        ranges = _cut_ranges(opts["f"])
+        if ranges is None:
+            return None
+        fields: list[list[PC]] = [[]]
+        for p in line:
+            if p.ch == delim:
+                fields.append([])
+            else:
+                fields[-1].append(p)
+        if len(fields) == 1:
+            return list(line)
+        keep = [f for k, f in enumerate(fields) if any(a <= k < b for a, b in ranges)]
+        out: list[PC] = []
+        for k, f in enumerate(keep):
+            out.extend(([PC(delim, SYNTH)] if k else []) + f)
+        return out
+    spec = opts.get("c", opts.get("b"))
+    if spec is None or "d" in opts:
+        return None
+    ranges = _cut_ranges(spec)
+    if ranges is None:
+        return None
+    return [p for k, p in enumerate(line) if any(a <= k < b for a, b in ranges)]
+
+
 _SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
 _SBATCH_KEYS = {"-N": "nodes", "--nodes": "nodes", "--ntasks-per-node": "ntasks_per_node",
                 "--gpus-per-node": "gpus_per_node", "--gres": "gres"}
@@ -810,17 +884,12 @@ class ShellState:
         if part.kind == "lit":
             return [(part.pcs, False, False)]
         if part.kind == "cmdsub":
-            return [(self._ref(part.start, part.end, _synth(part.text, OPAQUE)), not part.quoted, False)]
+            out = self._pure_cmdsub(part.text)
+            return [(self._ref(part.start, part.end, _synth(part.text, OPAQUE) if out is None else out),
+                     not part.quoted, False)]
         if part.kind == "arith":  # variables: their integer value, else 0
-            inner = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", part.text)
-
-            def var(m: re.Match) -> str:
-                vals, _ = self._value(m.group(0), None)
-                txt = "".join(p.ch for p in vals[0]) if vals else "0"
-                return txt if re.fullmatch(r"-?\d+", txt.strip()) else "0"
-
             try:
-                pcs = _synth(str(_arith(_ARITH_NAME.sub(var, inner))))
+                pcs = _synth(str(self._arith_value(part.text)))
             except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
                 pcs = _synth(part.source, OPAQUE)
             return [(self._ref(part.start, part.end, pcs), not part.quoted, False)]
@@ -828,6 +897,8 @@ class ShellState:
         if part.op == "opaque":
             return [(self._ref(part.start, part.end, _synth(part.text, OPAQUE)), not part.quoted, False)]
         vals, multi = self._value(part.name, part.index)
+        if part.op == "substr":
+            return [(self._ref(part.start, part.end, self._substring(part, vals, multi)), not part.quoted, False)]
         if part.op == "len":
             n = len(vals or []) if part.index in ("@", "*") else len(vals[0]) if vals else 0
             return [(self._ref(part.start, part.end, _synth(str(n))), not part.quoted, False)]
@@ -880,6 +951,84 @@ class ShellState:
         if multi:
             return [(v, not part.quoted, k < len(vals) - 1) for k, v in enumerate(vals)]
         return [(self._ref(part.start, part.end, vals[0]), not part.quoted, False)]
+
+    def _pure_cmdsub(self, text: str) -> list[PC] | None:
+        """The output of ``$(echo WORDS)`` / ``$(echo WORDS | cut ...)`` (also in backquotes), computed: commands
+        with no effect outside their output, which argument-parsing loops use (``KEY=$(echo $ARGUMENT | cut -f1
+        -d=)``, Megatron-LM's functional-test scripts up to core_r0.8.0); None for any other command (opaque)."""
+        inner = text[2:-1] if text.startswith("$(") and text.endswith(")") else \
+            text[1:-1] if text.startswith("`") and text.endswith("`") else None
+        if inner is None or "echo" not in inner or self._depth >= MAX_DEPTH:
+            return None
+        try:
+            sc = parse_script(inner, self.path)
+        except UserError:
+            return None
+        stmts = _statements(sc.root)
+        if len(stmts) != 1:
+            return None
+        node = stmts[0]
+        cmds = [c for c in node.named_children if c.type != "comment"] if node.type == "pipeline" else [node]
+        if not 1 <= len(cmds) <= 2 or any(c.type != "command" for c in cmds):
+            return None
+        mark = f"\0command substitution {next(_STRING_IDS)}"
+        sc.origin = mark
+        sub = self._child(inner, self.path, sc)
+        words = [sub._words(_command_words(sc, c)) for c in cmds]
+        if any(any(t.opaque for t in w) for w in words) or [t.text for t in words[0][:1]] != ["echo"]:
+            return None
+        args = words[0][1:]
+        while args and args[0].text in ("-n", "-E"):  # the trailing newline goes with the substitution anyway
+            args = args[1:]
+        if any(a.text.startswith("-e") and set(a.text[1:]) <= set("neE") for a in args[:1]) or any("\\" in a.text for a in args):
+            return None  # escapes (echo -e, xpg_echo): not read
+        out: list[PC] = []
+        for a in args:
+            out.extend(([PC(" ", SYNTH)] if out else []) + [p if p.at is None or p.at[0] != mark else PC(p.ch, SYNTH)
+                                                             for p in a.pcs])
+        out = [PC(p.ch, p.lit, (), p.at) for p in out]  # the child's expansion records are not this state's
+        if len(cmds) == 2:
+            out = _cut(out, [t.text for t in words[1]])
+            if out is None:
+                return None
+        return out
+
+    def _arith_value(self, expr: str) -> int:
+        """``$(( expr ))``: variables read as their integer value (0 when unset or not a number)."""
+        inner = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", expr)
+
+        def var(m: re.Match) -> str:
+            vals, _ = self._value(m.group(0), None)
+            txt = "".join(p.ch for p in vals[0]) if vals else "0"
+            return txt if re.fullmatch(r"-?\d+", txt.strip()) else "0"
+
+        return _arith(_ARITH_NAME.sub(var, inner))
+
+    def _substring(self, part: Part, vals: list[list[PC]] | None, multi: bool) -> list[PC]:
+        """``${NAME:OFFSET[:LENGTH]}`` of a scalar, as bash cuts it (both arithmetic; a negative offset counts
+        from the end, a negative length is an end counted from the end); the characters keep their origin.
+        Array slices and expressions this does not read stay opaque text."""
+        if multi or part.index in ("@", "*") or part.name in ("@", "*"):
+            return _synth(part.source, OPAQUE)
+        txt = vals[0] if vals else []
+        off_txt, _, len_txt = part.text.partition(":")
+        try:
+            if "?" in part.text:  # a ternary's ':' cannot be told from the length's here
+                raise ValueError(part.text)
+            off = self._arith_value(off_txt)
+            n = len(txt)
+            a = off if off >= 0 else n + off
+            if a < 0 or a > n:
+                return []
+            if not _:
+                return list(txt[a:])
+            ln = self._arith_value(len_txt)
+            b = a + ln if ln >= 0 else n + ln
+            if b < a:
+                raise ValueError("substring expression < 0")  # bash: an error, the word has no value
+            return list(txt[a:b])
+        except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
+            return _synth(part.source, OPAQUE)
 
     def _expand_word_nosplit(self, parts: list[Part] | None) -> list[PC]:
         """A word without field splitting (an assignment's value, a here-document): the elements of
@@ -973,7 +1122,7 @@ class ShellState:
             self._assign(node)
         elif t in ("variable_assignments", "declaration_command"):  # A=1 B=2; export / declare / local ...
             kids = [c for c in node.named_children if c.type != "comment"]
-            self._assign_all(kids)
+            self._assign_all(kids, t == "declaration_command" and node.child_count > 0 and node.children[0].type == "export")
             if t == "declaration_command":
                 self._note_exports(node, kids)
         elif t == "unset_command":
@@ -1023,7 +1172,42 @@ class ShellState:
                 self.functions[self.sc.src(name)] = (self.sc, stmts)
         elif t == "test_command":
             return self.exec_test(node)
-        # loops (noted when parsed), subshells, comments: not evaluated
+        elif t == "for_statement":
+            return self.exec_for(node)
+        # while / until / C-style for loops (noted when parsed), subshells, comments: not evaluated
+        return True
+
+    def exec_for(self, node: tree_sitter.Node) -> bool:
+        """``for NAME in WORDS; do ...; done`` (``for NAME; do``: over ``"$@"``): the body runs once per word,
+        NAME set to it, as bash runs it.  Not run (a note says so) when a word is opaque (``$(seq 1 8)``), a
+        glob bash would expand against the file system, more than :data:`MAX_LOOP_WORDS` words, or the body
+        leaves the loop early (``break`` / ``continue``): what the loop does is then unknown here."""
+        var, body = node.child_by_field_name("variable"), node.child_by_field_name("body")
+        line = f"line {self.sc.line(node.start_byte)}: 'for' loop not evaluated"
+        if var is None or body is None:
+            self.warnings.append(line)
+            return True
+        values = node.children_by_field_name("value")
+        if any(c.type == "in" for c in node.children):
+            globbed = [v for v in values if v.type in ("word", "concatenation") and re.search(r"(?<!\\)[*?\[]", self.sc.src(v))
+                       and not self.sc.src(v).startswith(("'", '"'))]
+            if globbed:
+                self.warnings.append(f"{line} (a file-name pattern: {self.sc.src(globbed[0])!r})")
+                return True
+            words = self._words(values)
+        else:
+            words = [Token(list(p)) for p in self.positional]
+        why = ("its words come from a command" if any(w.opaque for w in words) else
+               f"more than {MAX_LOOP_WORDS} words" if len(words) > MAX_LOOP_WORDS else
+               "break / continue in its body" if re.search(r"(^|[\s;&|(])(break|continue)\b", self.sc.src(body)) else None)
+        if why:
+            self.warnings.append(f"{line} ({why})")
+            return True
+        name = self.sc.src(var)
+        for w in words:
+            self.scalars[name] = list(w.pcs)
+            self.arrays.pop(name, None)
+            self.run(_statements(body))
         return True
 
     def _chain(self, nodes: list[tree_sitter.Node], ok: bool, redirects: tuple[tree_sitter.Node, ...] = ()) -> bool:
@@ -1175,12 +1359,24 @@ class ShellState:
             env[self.sc.src(target)] = self._expand_word_nosplit(word_parts(self.sc, nodes)) if nodes else []
         return env
 
-    def _assign_all(self, nodes: list[tree_sitter.Node]) -> None:
+    def _assign_all(self, nodes: list[tree_sitter.Node], export: bool = False) -> None:
         """The assignments among ``nodes`` (of ``export`` / ``local`` / ...: options and bare names set
-        nothing)."""
+        nothing).  A word that expands to ``NAME=value`` assigns too, as the builtins parse their arguments
+        after expansion (``export "$KEY"="$VALUE"`` in argument-parsing loops); ``export``: the name is
+        exported."""
         for group in word_groups(self.sc, nodes):
             if group[0].type == "variable_assignment":
                 self._assign(group[0], group[1:])
+                continue
+            for tok in self._words(group):
+                m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", tok.text)
+                if m is None or tok.opaque:
+                    continue
+                name = m.group(1)
+                self.scalars[name] = list(tok.pcs[m.end():])
+                self.arrays.pop(name, None)
+                if export:
+                    self.exported.add(name)
 
     def exec_command(self, node: tree_sitter.Node, redirects: tuple[tree_sitter.Node, ...] = ()) -> bool:
         """A simple command: builtins that change the state, function calls, ``source``, ``bash -c``;
