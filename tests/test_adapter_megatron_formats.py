@@ -553,6 +553,18 @@ def test_yaml_cli_error_on_nemo_config(tmp_path):
     assert "NeMo" in one_line(e.value)
 
 
+def test_nemo1_launcher_training_config_is_refused_by_name(tmp_path):
+    """NeMo-Framework-Launcher launcher_scripts/conf/training/**.yaml (NeMo 1.0 megatron_gpt_config.yaml layout):
+    refused naming the layout, not read as a Megatron-LM argument YAML that 'names no model flag'."""
+    text = ("trainer:\n  num_nodes: 2\n  devices: 8\n  precision: bf16\nexp_manager:\n  name: x\nmodel:\n"
+            "  mcore_gpt: true\n  micro_batch_size: 1\n  global_batch_size: 64\n  tensor_model_parallel_size: 2\n"
+            "  encoder_seq_length: 4096\n  num_layers: 4\n  hidden_size: 512\n  num_attention_heads: 8\n")
+    with pytest.raises(UserError) as e:
+        load_megatron(_write(tmp_path, "llama.yaml", text))
+    line = one_line(e.value)
+    assert "NeMo 1.0" in line and "model.encoder_seq_length" in line and "\n" not in line
+
+
 # Megatron-LM tests/functional_tests/test_cases/gpt/gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap (the
 # flags that shape its schedule): 12 layers on pp 4 x 3 virtual stages, 40 / (4 x dp 2) = 5 micro-batches
 # in one group of 5 -- an interleaved run Megatron accepts only because of the group size
