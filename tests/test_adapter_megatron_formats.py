@@ -492,6 +492,25 @@ def test_pai_legacy_shared_expert_and_mla(tmp_path):
     assert "--enable-shared-expert" in one_line(e.value) and "\n" not in one_line(e.value)
 
 
+@pytest.mark.parametrize("env,backend", [
+    ("export NVTE_FLASH_ATTN=1 NVTE_FUSED_ATTN=0", "flash"),   # Pai-Megatron-Patch FL=true
+    ("export NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1", "fused"),   # FL=false
+    ("export NVTE_FLASH_ATTN=0\nexport NVTE_FUSED_ATTN=0", "unfused"),
+    ("export NVTE_FLASH_ATTN=1", "auto"),
+])
+def test_te_attention_variables_choose_the_backend(tmp_path, env, backend):
+    """Without --attention-backend, Transformer Engine's NVTE_FLASH_ATTN / NVTE_FUSED_ATTN opt-outs pick the
+    attention the run uses; the flag, when given, wins; the unchanged plan renders the same text."""
+    text = env + "\n" + BASE + "--vocab-size 100\n"
+    plan = load_megatron(_write(tmp_path, "te.sh", text))
+    assert plan.training.attention_backend == backend
+    assert render_megatron(plan, text) == text
+    if backend != "auto":
+        assert any("NVTE_FUSED_ATTN" in n or "NVTE_FLASH_ATTN" in n for n in plan.source.notes)
+    flag = load_megatron(_write(tmp_path, "flag.sh", env + "\n" + BASE + "--vocab-size 100 --attention-backend fused\n"))
+    assert flag.training.attention_backend == "fused"
+
+
 # --------------------------------------------------------------------------- model families refused
 @pytest.mark.parametrize("program,extra,family", [
     ("pretrain_mamba.py", "", "hybrid Mamba"), ("pretrain_bert.py", "", "BERT"), ("pretrain_t5.py", "", "T5"),
