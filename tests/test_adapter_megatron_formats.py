@@ -438,6 +438,11 @@ def test_local_tokenizer_file_and_unknown_tokenizer(tmp_path):
         load_megatron(_write(tmp_path, "u.sh", BASE + "--tokenizer-type HuggingFaceTokenizer --tokenizer-model acme/x\n"))
     line = one_line(e.value)
     assert "\n" not in line and "acme/x" in line and "--vocab-size" in line
+    # a tokenizer type alone (Megatron-LM examples/gpt3/gpt_config.yaml: tokenizer_model null): the flag named is
+    # the one whose value is shown
+    with pytest.raises(PlanError) as e:
+        load_megatron(_write(tmp_path, "t.sh", BASE + "--tokenizer-type GPTSentencePieceTokenizer\n"))
+    assert one_line(e.value).startswith("--tokenizer-type='GPTSentencePieceTokenizer'")
 
 
 # Pai-Megatron-Patch (alibaba/Pai-Megatron-Patch a098ca5, megatron_patch/tokenizer build_tokenizer): the

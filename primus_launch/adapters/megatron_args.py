@@ -646,8 +646,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     else:
         hit = tokenizer_vocab(a.get("tokenizer_model"), a.get("tokenizer_type"), a.get("vocab_file"))
         if hit is None:
-            what = a.get("tokenizer_model") or a.get("vocab_file") or a.get("tokenizer_type")
-            raise PlanError("--tokenizer-model", what, "vocabulary size unknown (not a local file nor a known public "
+            flag, what = next(((f, a.get(d)) for f, d in (("--tokenizer-model", "tokenizer_model"), ("--vocab-file", "vocab_file"),
+                                                          ("--tokenizer-type", "tokenizer_type")) if a.get(d)),
+                              ("--tokenizer-model", None))
+            raise PlanError(flag, what, "vocabulary size unknown (not a local file nor a known public "
                                                        "tokenizer): pass --vocab-size N"
                             + (" (or the script's arguments, if it takes the tokenizer from $1..$N)" if what is None else ""))
         vocab = hit[0]
