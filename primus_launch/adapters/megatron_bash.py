@@ -1181,7 +1181,8 @@ class ShellState:
         """``for NAME in WORDS; do ...; done`` (``for NAME; do``: over ``"$@"``): the body runs once per word,
         NAME set to it, as bash runs it.  Not run (a note says so) when a word is opaque (``$(seq 1 8)``), a
         glob bash would expand against the file system, more than :data:`MAX_LOOP_WORDS` words, or the body
-        leaves the loop early (``break`` / ``continue``): what the loop does is then unknown here."""
+        may leave the loop early (``break`` / ``continue`` / ``return`` / ``exit``): what the loop does is then
+        unknown here."""
         var, body = node.child_by_field_name("variable"), node.child_by_field_name("body")
         line = f"line {self.sc.line(node.start_byte)}: 'for' loop not evaluated"
         if var is None or body is None:
@@ -1199,7 +1200,8 @@ class ShellState:
             words = [Token(list(p)) for p in self.positional]
         why = ("its words come from a command" if any(w.opaque for w in words) else
                f"more than {MAX_LOOP_WORDS} words" if len(words) > MAX_LOOP_WORDS else
-               "break / continue in its body" if re.search(r"(^|[\s;&|(])(break|continue)\b", self.sc.src(body)) else None)
+               "break / continue / return / exit in its body"
+               if re.search(r"(^|[\s;&|(])(break|continue|return|exit)\b", self.sc.src(body)) else None)
         if why:
             self.warnings.append(f"{line} ({why})")
             return True
