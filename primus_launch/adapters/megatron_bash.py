@@ -42,6 +42,7 @@ import tree_sitter
 import tree_sitter_bash
 
 from primus_launch.adapters.bash_arith import arith as _arith
+from primus_launch.adapters.bash_cut import cut_indices
 from primus_launch.errors import UserError
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
@@ -656,71 +657,6 @@ def _byte(sc: Script, char: int) -> int:
 
 
 # --------------------------------------------------------------------------- evaluation
-def _cut_ranges(spec: str) -> list[tuple[int, int]] | None:
-    """``cut`` LIST (``N``, ``N-M``, ``N-``, ``-M``, comma-separated; 1-based) as 0-based [a, b) ranges."""
-    out = []
-    for item in spec.split(","):
-        m = re.fullmatch(r"(\d*)(-?)(\d*)", item)
-        if not m or not (m.group(1) or m.group(3)):
-            return None
-        a = int(m.group(1)) if m.group(1) else 1
-        b = (int(m.group(3)) if m.group(3) else 1 << 30) if m.group(2) else a
-        if a < 1 or b < a:
-            return None
-        out.append((a - 1, b))
-    return out
-
-
-def _cut(line: list[PC], argv: list[str]) -> list[PC] | None:
-    """``cut -f LIST [-d C]`` / ``cut -c LIST`` of one line (GNU coreutils: fields in input order, joined by
-    the delimiter; a line without the delimiter is printed whole); None for options this does not read."""
-    if not argv or argv[0] != "cut":
-        return None
-    opts: dict[str, str] = {}
-    args = argv[1:]
-    i = 0
-    while i < len(args):
-        a = args[i]
-        m = re.fullmatch(r"-([fdcb])(.*)", a) or re.fullmatch(r"--(fields|delimiter|characters|bytes)=(.*)", a)
-        if not m:
-            return None
-        key = m.group(1)[0]
-        val = m.group(2)
-        if not val and not a.startswith("--"):
-            if i + 1 >= len(args):
-                return None
-            val, i = args[i + 1], i + 1
-        opts[key] = val
-        i += 1
-    if "f" in opts:
-        delim = opts.get("d", "\t")
-        if len(delim) != 1:
-            return None
-        ranges = _cut_ranges(opts["f"])
-        if ranges is None:
-            return None
-        fields: list[list[PC]] = [[]]
-        for p in line:
-            if p.ch == delim:
-                fields.append([])
-            else:
-                fields[-1].append(p)
-        if len(fields) == 1:
-            return list(line)
-        keep = [f for k, f in enumerate(fields) if any(a <= k < b for a, b in ranges)]
-        out: list[PC] = []
-        for k, f in enumerate(keep):
-            out.extend(([PC(delim, SYNTH)] if k else []) + f)
-        return out
-    spec = opts.get("c", opts.get("b"))
-    if spec is None or "d" in opts:
-        return None
-    ranges = _cut_ranges(spec)
-    if ranges is None:
-        return None
-    return [p for k, p in enumerate(line) if any(a <= k < b for a, b in ranges)]
-
-
 _SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
 _SBATCH_KEYS = {"-N": "nodes", "--nodes": "nodes", "--ntasks-per-node": "ntasks_per_node",
                 "--gpus-per-node": "gpus_per_node", "--gres": "gres"}
@@ -988,9 +924,10 @@ class ShellState:
                                                              for p in a.pcs])
         out = [PC(p.ch, p.lit, (), p.at) for p in out]  # the child's expansion records are not this state's
         if len(cmds) == 2:
-            out = _cut(out, [t.text for t in words[1]])
-            if out is None:
+            kept = cut_indices("".join(p.ch for p in out), [t.text for t in words[1]])
+            if kept is None:
                 return None
+            out = [out[k] if isinstance(k, int) else PC(k, SYNTH) for k in kept]
         return out
 
     def _arith_value(self, expr: str) -> int:
