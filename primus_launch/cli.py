@@ -478,7 +478,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     allow = [x for item in a.allow for x in item.split(",") if x.strip()]
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
                llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
-               log_path=None, top_n=a.top, allow=allow,
+               top_n=a.top, allow=allow,
                workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
                training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
                executor=executor if a.dry_run else None, memory_certain=a.memory_certain)
@@ -572,15 +572,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     (``argv`` None), the signals stay ignored after the run, until the interpreter exits."""
     from primus_launch import interrupt
 
-    names = {signal.SIGINT: ("interrupted", "SIGINT"), signal.SIGTERM: ("terminated", "SIGTERM"),
-             signal.SIGHUP: ("hung up", "SIGHUP")}
-
     def stopped(signum: int) -> int:
         from primus_launch.tuner.progress import end_lines
 
         end_lines()
-        word, name = names.get(signum, ("stopped", str(signum)))
-        _say(f"primus-launch: {word} ({name})")
+        _say(interrupt.end_line(signum))
         return interrupt.exit_code(signum)
 
     with interrupt.handling(keep=argv is None):

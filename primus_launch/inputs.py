@@ -16,6 +16,7 @@ allowed; the CLI exits 2) -- never a traceback, never an unbounded parse.
   file through a hard link: ``st_dev`` / ``st_ino``), a folder, or in a folder the user cannot write
   (the CLI checks every output before any work; :func:`primus_launch.fileio.atomic_write_text`
   refuses an input again at the write).
+- :func:`find_from_run_root`: a file a recipe names relative to its framework's checkout root.
 - argparse types (:func:`finite_float`, :func:`bounded_int`, :func:`token_count`) for the command line's
   numbers.
 
@@ -396,6 +397,18 @@ def expect(obj: Any, types: type | tuple[type, ...], field: str, allowed: Option
         shown = "<a table>" if isinstance(obj, dict) else "<a list>" if isinstance(obj, list) else repr(obj)
         raise UserError(f"{field}={shown}: {words}")
     return obj
+
+
+# ------------------------------------------------------------------------------ files a recipe names
+def find_from_run_root(name: str | Path, recipe: str | Path) -> Optional[Path]:
+    """The file a recipe names by a path relative to where its framework runs (Megatron-LM, Primus and
+    TorchTitan run from their checkout's root, and their scripts name configs from there): ``name`` itself
+    when absolute, else ``d / name`` for the first folder ``d`` that has it of the recipe's folder (as
+    written) and each folder above it (resolved, to the file system's root); None when no file is there."""
+    n, r = Path(name), Path(recipe)
+    if n.is_absolute():
+        return n if n.is_file() else None
+    return next((d / n for d in (r.parent, *r.resolve().parent.parents) if (d / n).is_file()), None)
 
 
 # ------------------------------------------------------------------------------ command-line values

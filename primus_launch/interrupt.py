@@ -30,8 +30,10 @@ from typing import Iterator, Optional
 _received: Optional[int] = None
 _deferring = 0
 
-#: the signals a run ends on, one line each (cli.main); SIGHUP as SIGTERM
+#: the signals a run ends on, one line each (:func:`end_line`); SIGHUP as SIGTERM
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_ENDINGS = {signal.SIGINT: "interrupted (SIGINT)", signal.SIGTERM: "terminated (SIGTERM)",
+            signal.SIGHUP: "hung up (SIGHUP)"}
 _HANGUP_IGNORED: Optional[bool] = None
 
 
@@ -140,3 +142,10 @@ def handling(keep: bool = False) -> Iterator[None]:
 def exit_code(signum: int) -> int:
     """Shell convention: 128 + the signal number (130 SIGINT, 143 SIGTERM, 129 SIGHUP)."""
     return 128 + int(signum)
+
+
+def end_line(signum: int) -> str:
+    """The one line a run ended by signal ``signum`` prints on stderr, from the entry point's early handler
+    (``__main__``, while the CLI's modules load) and from ``cli.main`` alike: ``primus-launch: interrupted
+    (SIGINT)``, ``terminated (SIGTERM)``, ``hung up (SIGHUP)``; another signal: ``stopped (N)``."""
+    return f"primus-launch: {_ENDINGS.get(signum, f'stopped ({int(signum)})')}"

@@ -944,6 +944,9 @@ def fit_deepep() -> dict:
     insitu = fit_deepep_insitu()
     if insitu:
         out["deepep/insitu"] = insitu
+    fwd = fit_deepep_forward()
+    if fwd:
+        out["deepep/forward"] = fwd
     api = fit_hybridep_api_overhead()
     if api:
         out["hybridep/api"] = api
@@ -986,6 +989,29 @@ def fit_hybridep_api_overhead() -> dict:
     return dict(points=table, records=ids,
                 note="seconds per call of HybridEP's torch API beyond its kernel, by op and node count (rdma) or "
                      "rank count (nvlink); DeepEP hybrid-ep docs/README_Hybrid-EP.md Torch API vs Kernel Only")
+
+
+def fit_deepep_forward() -> dict:
+    """DeepEP V1's internode normal kernels bound by their own forwarding / receiving warps (records of kind
+    ``deepep_fwd``): at 2 nodes the test's NVL figure (every token copy the rank receives, ``recv_x`` bytes /
+    kernel time) sits at ~134-145 GB/s on H200 while the NIC carries ~20 GB/s and NVLink runs at a third of
+    its rate (DeepEP#493), the same logical 43 GB/s as H800's README row.  Per op (dispatch / combine, BF16
+    records only: Megatron dispatches BF16), the NVL receive rate in bytes/s at the benchmark's SM count
+    (``sms``, the records' ``shape.sms``); ``collectives.deepep_forward_bw`` scales it to a recipe's SMs."""
+    recs = [r for r in ev.select("deepep_fwd") if r["unit"].startswith("GB/s (NVL") and r["dtype"] == "bf16"]
+    if not recs:
+        return {}
+    sms = {int(r["shape"]["sms"]) for r in recs}
+    assert len(sms) == 1, sms
+    per: dict[str, list[float]] = {}
+    for r in recs:
+        per.setdefault(str(r["shape"]["op"]), []).append(r["value"] * 1e9)
+    out: dict = {op: round(statistics.median(v), -6) for op, v in sorted(per.items())}
+    out["sms"] = sms.pop()
+    out["records"] = [r["id"] for r in recs]
+    out["note"] = ("DeepEP V1 internode normal kernels: NVL receive bytes/s (BF16) at the benchmark's SMs where the "
+                   "kernel, not a link, binds (2 nodes; DeepEP#493 H200 + CX7); collectives.deepep_forward_bw")
+    return out
 
 
 def fit_deepep_insitu() -> dict:

@@ -44,6 +44,14 @@ Diagnostics only: nothing here changes the model or the validation rows.
    26.04.01 table (the rows).  The same-recipe pair is what tests ``calibration.power_headroom`` on a MoE step;
    the recipe steps (26.04 -> 26.04.01 on each SKU) what tests the rest.
 
+9. ``--a2a-path``: issue 28's hypothesis that Megatron's NCCL all-to-all dispatcher (``MoEAlltoAllTokenDispatcher``)
+   inside one 8-GPU node is underpriced, part by part on the x86 DGX Qwen3-235B cases of ``--per-layer``: each NCCL
+   all-to-all call of the layer (size per rank and per peer) priced by the model and by the most pessimistic reading of
+   the one public single-node alltoall_perf run with an average (OCI B300, NCCL 2.28.9: its 8 GiB bus bandwidth and the
+   per-call fixed cost that makes ``t = busbytes / B + l`` reproduce its printed average over 512 KiB .. 8 GiB); the
+   dispatcher's copy kernels (permute, sort chunks, TE Fp8 pad / unpad, unsort, unpermute) and the HBM fraction they
+   would need to close each case's gap alone; the host syncs priced per layer.
+
     python scripts/moe_probe.py --row mlm_moe_qwen3_235b_h100_bf16_256gpu_tp2pp8ep32
     python scripts/moe_probe.py --row torchtitan_gb200_llama4_scout_mxfp8 --as-mxfp8
     python scripts/moe_probe.py --dualpipe
@@ -51,6 +59,7 @@ Diagnostics only: nothing here changes the model or the validation rows.
     python scripts/moe_probe.py --per-layer
     python scripts/moe_probe.py --qwen30
     python scripts/moe_probe.py --dsv3-b300
+    python scripts/moe_probe.py --a2a-path
 """
 
 from __future__ import annotations
@@ -341,6 +350,92 @@ def probe_per_layer() -> int:
     return 0
 
 
+# --a2a-path: NCCL all-to-all inside one 8-GPU HGX / DGX node, nccl-tests alltoall_perf -g 8 on one OCI BM.GPU.B300.8
+# (NCCL 2.28.9, 512 KiB .. 8 GiB by factors of 2; github.com/oracle-quickstart/oci-gpu-quickstarts @6a0abdc
+# nvidia/B300/README-B300.md 'All-to-All - Single Node'): the 8 GiB line's out-of-place bus bandwidth (record
+# oci-b300-a2a-r8-8589934592) and the run's printed 'Avg bus bandwidth' over all its sizes (the smaller sizes' lines are
+# truncated in the README; nccl-tests averages every size's bus bandwidth)
+OCI_B300_A2A_8GIB_BUSBW = 675.55e9
+OCI_B300_A2A_AVG_BUSBW = 359.21e9
+OCI_B300_A2A_SIZES = tuple(2 ** k for k in range(19, 34))
+# the all-to-all dispatcher's copy kernels (roofline rows of the MoE layer) that HybridEP's fused dispatch / combine and
+# its pad_multiple do not run, plus the permutes both run
+A2A_COPY_ROWS = ("permute", "sort chunks", "TE Fp8Padding", "TE Fp8Unpadding", "unsort chunks", "unpermute")
+
+
+def oci_a2a_latency(ranks: int = 8) -> float:
+    """Per-call seconds ``l`` of ``t = busbytes / B + l`` with ``B`` the OCI B300 run's 8 GiB bus bandwidth that makes
+    the curve's mean bus bandwidth over the run's sizes equal the run's printed average (bisection): the largest fixed
+    cost per call the published run allows in that form."""
+    def mean_bw(lat: float) -> float:
+        bbs = [s * (ranks - 1) / ranks for s in OCI_B300_A2A_SIZES]
+        return sum(bb / (bb / OCI_B300_A2A_8GIB_BUSBW + lat) for bb in bbs) / len(bbs)
+
+    lo, hi = 0.0, 1e-3
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_bw(mid) > OCI_B300_A2A_AVG_BUSBW else (lo, mid)
+    return lo
+
+
+def probe_a2a_path() -> int:
+    """Issue 28's hypothesis that the model underprices Megatron's ``MoEAlltoAllTokenDispatcher`` inside one NVLink
+    node, checked part by part on the x86 DGX Qwen3-235B cases of ``--per-layer`` (module doc item 9)."""
+    from primus_launch.plan import Plan
+    from primus_launch.projection.cost import collectives as coll
+    from primus_launch.projection.cost.moe_dispatch import _group, dispatcher_collectives
+    from primus_launch.projection.cost.roofline import layer_op_times
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    lat = oci_a2a_latency()
+    print(f"NCCL all-to-all, 8 ranks in one node (OCI B300 alltoall_perf, NCCL 2.28.9): {OCI_B300_A2A_8GIB_BUSBW / 1e9:.1f} GB/s "
+          f"bus bandwidth at 8 GiB, average {OCI_B300_A2A_AVG_BUSBW / 1e9:.2f} over 512 KiB .. 8 GiB -> at most "
+          f"{1e6 * lat:.1f} us per call in t = busbytes / B + l")
+    for label, rid, sw, meas, _src in PER_LAYER_CASES[:4]:
+        d = _switched(rows[rid]["plan"], sw)
+        plan = Plan.model_validate(d)
+        gpu = plan.cluster.gpu
+        tok, _ = _project(d)
+        sm, _x = per_layer_mb_seconds(plan, meas)
+        sp, _x = per_layer_mb_seconds(plan, tok)
+        gap = sm - sp
+        print(f"{label}: measured {1e3 * sm:.2f} ms per layer x micro-batch, projected {1e3 * sp:.2f} (gap {1e3 * gap:+.2f})")
+        fwd, bwd = dispatcher_collectives(plan)
+        ep_pl = layout(plan).ep
+        if plan.training.moe_token_dispatcher == "alltoall":
+            d_model = d_oci = 0.0
+            for c in (*fwd, *bwd):
+                if c.op != "all_to_all":
+                    continue
+                pl = _group(c.group, plan, ep_pl)
+                t_m = coll.all_to_all(c.nbytes, pl, gpu)
+                t_o = coll.bus_bytes("all_to_all", c.nbytes, pl.size) / OCI_B300_A2A_8GIB_BUSBW + lat
+                d_model, d_oci = d_model + t_m, d_oci + t_o
+                print(f"  all-to-all {c.what:28s} {c.nbytes / 2 ** 20:8.2f} MiB per rank ({c.nbytes / pl.size / 2 ** 20:7.2f} "
+                      f"per peer): modelled {1e6 * t_m:7.1f} us, OCI-bounded {1e6 * t_o:7.1f} us")
+            print(f"  NCCL all-to-alls per layer x micro-batch: modelled {1e3 * d_model:.2f} ms, OCI-bounded "
+                  f"{1e3 * d_oci:.2f} ms ({1e3 * (d_oci - d_model):+.2f} ms of the {1e3 * gap:+.2f} ms gap)")
+        ops = layer_op_times(plan)["moe"]
+        bw = get_gpu(gpu).hbm_bw
+        copies = [(n, f + b, info[3] * 2) for n, f, b, _w, info in ops
+                  if info[0] == "elementwise" and any(n.startswith(k) for k in A2A_COPY_ROWS)]
+        s = sum(t for _, t, _ in copies)
+        nbytes = sum(nb for _, _, nb in copies)
+        if s > 0 and gap > 0:
+            print(f"  copy kernels ({len(copies)} rows: {', '.join(n.split(':')[0] for n, _, _ in copies)}): "
+                  f"{1e3 * s:.2f} ms fwd + bwd at {100 * nbytes / s / bw:.0f} % of the datasheet HBM bandwidth; to close the "
+                  f"gap alone they would run at {100 * nbytes / (s + gap) / bw:.0f} %")
+        syncs = [n for n, *_ in ops if "host-device sync" in n]
+        where = ("megatron-core 0.17.1 @2edffadb MoEAlltoAllTokenDispatcher: one d2h_event.synchronize() at "
+                 "before_ep_alltoall with permute fusion and no CUDA graphs, none in backward"
+                 if plan.training.moe_token_dispatcher == "alltoall" else
+                 "HybridEP dispatch without a token budget: one stream synchronize, cost/moe_host.py")
+        print(f"  host syncs priced per MoE layer forward: {len(syncs)} ({where})")
+    return 0
+
+
 # --qwen30: public Qwen3-30B-A3B runs on GB200 NVL72, each (label, runs.json row, measured TFLOP/s/GPU, where the figure
 # comes from); TFLOP/s become tokens/s with the row's own ratio (the source's FLOP formula, derived_fields)
 QWEN30_CASES = (
@@ -506,11 +601,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds per layer x micro-batch of the x86 DGX Blackwell Qwen3-235B runs, measured vs projected")
     ap.add_argument("--qwen30", action="store_true",
                     help="the GB200 Qwen3-30B-A3B runs: per layer x micro-batch, public A/B ratios, one-field switches")
+    ap.add_argument("--a2a-path", action="store_true",
+                    help="the NCCL all-to-all dispatcher's parts against public bounds on the x86 DGX Qwen3-235B cases")
     ap.add_argument("--dsv3-b300", action="store_true",
                     help="Bridge DeepSeek-V3 MXFP8 on DGX B300 / B200 at both public recipes, measured vs projected")
     a = ap.parse_args(argv)
     if not (a.row or a.dualpipe or a.bridge3868 or a.bridge5094 or a.torch_grouped or a.per_layer or a.qwen30
-            or a.dsv3_b300):
+            or a.dsv3_b300 or a.a2a_path):
         ap.print_help()
         return 2
     rc = probe_row(a.row, a.as_mxfp8, a.walk, a.set, a.measured) if a.row else 0
@@ -528,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = probe_qwen30()
     if a.dsv3_b300 and rc == 0:
         rc = probe_dsv3_b300()
+    if a.a2a_path and rc == 0:
+        rc = probe_a2a_path()
     return rc
 
 

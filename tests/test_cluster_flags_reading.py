@@ -150,3 +150,60 @@ def test_bash_c_string_values_are_edited_where_written(tmp_path, name):
     q.write_text(out)
     back = load_recipe(q)
     assert back.parallel.tp == 4 and back.cluster == plan.cluster
+
+
+@pytest.mark.parametrize("text", ["4", "1:4", "2:3", "8:8", " 16 ", "0", "0:4", "4:0", "1-4", "-1", "x", "", "1:2:3"])
+def test_launcher_count_reads_torchruns_node_range(text):
+    """One reader of the counts launchers write (adapters/launcher_counts.py, used by the Megatron, Primus and
+    TorchTitan script readers and torchrun's --nnodes): with ``:`` ranges it takes what torch's own
+    ``torch.distributed.run.parse_min_max_nnodes`` takes, as its MAX (the run's size), and refuses a zero size,
+    which torchrun's launch refuses later; Slurm's ``MIN-MAX`` is its own separator."""
+    from torch.distributed.run import parse_min_max_nnodes
+
+    from primus_launch.adapters.launcher_counts import launcher_count
+
+    try:
+        want = parse_min_max_nnodes(text.strip())[1]
+    except (ValueError, RuntimeError):  # int() of a part; RuntimeError: more than MIN:MAX
+        want = None
+    if want is not None and want < 1:
+        want = None
+    assert launcher_count(text, ":") == want
+    assert launcher_count("2-4", "-") == 4 and launcher_count("2:4", "-") is None
+
+
+@pytest.mark.parametrize("word, want", [("-N4", ("-N", "=", "4")), ("--nodes=4", ("--nodes", "=", "4")),
+                                        ("-N", ("-N", "", "")), ("--ntasks-per-node", ("--ntasks-per-node", "", ""))])
+def test_slurm_option_splits_the_attached_short_form(word, want):
+    """getopt's ``-N4`` (Slurm's ``-N`` with its argument attached) reads as ``--nodes=4`` in the sbatch header,
+    the TorchTitan srun reader and the Primus ``primus-cli slurm`` reader alike."""
+    from primus_launch.adapters.launcher_counts import slurm_option
+
+    assert slurm_option(word) == want
+
+
+@pytest.mark.parametrize("recipe", ["megatron/llama3.1_8b.sh", "megatron/llama3.1_8b.yaml", "torchtitan/llama3.1_8b.toml",
+                                    "primus/MI355X/llama3.1_8b.yaml"])
+def test_partial_cluster_flags_read_the_recipe_in_one_pass(recipe, monkeypatch):
+    """Partial cluster flags complete the recipe's own cluster inside the reader's one pass: the recipe is read
+    as often as without flags (before: its cluster was read first, or a Primus experiment was read a second
+    time on the completed cluster), and the plan is the flags' cluster over the recipe's."""
+    import collections
+
+    import primus_launch.inputs as inputs
+
+    path = Path(__file__).resolve().parents[1] / "recipes" / recipe
+    reads: collections.Counter = collections.Counter()
+    read_text = inputs.read_text
+
+    def counted(p, *a, **k):
+        reads[Path(p).name] += 1
+        return read_text(p, *a, **k)
+
+    monkeypatch.setattr(inputs, "read_text", counted)
+    own = load_recipe(path)
+    alone = reads[path.name]
+    reads.clear()
+    plan = load_recipe(path, {"gpu": "mi300x"})
+    assert reads[path.name] == alone
+    assert plan.cluster == own.cluster.model_copy(update={"gpu": "mi300x"})

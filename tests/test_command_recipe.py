@@ -221,3 +221,19 @@ def test_launch_script_naming_a_job_toml_reads_the_toml(tmp_path, where):
     with pytest.raises(UserError, match=r"--job.config_file='./torchtitan/models/llama3/train_configs/missing.toml'"
                                         r": no such file next to"):
         load_recipe(script)
+
+
+def test_launch_script_given_relative_from_below_the_root_finds_its_toml(tmp_path, monkeypatch):
+    """Regression: a run_train.sh named by a relative path from a folder below the checkout's root (``cd
+    torchtitan/models/llama3; primus-launch run_train.sh``) looked for its job TOML only in the folders the
+    relative path names (none above ``.``): ``no such file``.  The Megatron and Primus script readers already
+    walked every folder above the resolved script (:func:`primus_launch.inputs.find_from_run_root`, now shared)."""
+    from primus_launch.adapters import load_recipe
+
+    toml = tmp_path / "torchtitan/models/llama3/train_configs/llama3_8b.toml"
+    toml.parent.mkdir(parents=True)
+    toml.write_text((ROOT / "recipes/torchtitan/llama3.1_8b.toml").read_text())
+    (toml.parents[1] / "run_train.sh").write_text(RUN_TRAIN)
+    monkeypatch.chdir(toml.parents[1])
+    plan = load_recipe("run_train.sh")
+    assert plan.model.num_layers == 32 and plan.training.micro_batch_size == 3

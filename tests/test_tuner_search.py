@@ -13,6 +13,7 @@ from tuner_helpers import small_dense_plan, small_moe_plan
 
 from primus_launch.adapters import load_recipe
 from primus_launch.projection.dryrun import project_dry_run
+from primus_launch.tuner.result import log_text
 from primus_launch.tuner.search import default_prefilter, render_tune_text, tune
 from primus_launch.tuner.space import Space, SpaceConfig, knobs_of
 
@@ -101,13 +102,12 @@ def test_memory_basis_reaches_the_prefilter_and_the_scores():
 def test_numerics_knobs_need_allow_and_are_reported(tmp_path):
     plan = small_dense_plan()
     cfg = SpaceConfig(max_mbs=1, max_cp=1, max_vpp=2, block_recompute_layers=())
-    log = tmp_path / "t.json"
-    res = tune(plan, score=_score, space=cfg, exhaustive=False, budget=40, log_path=log)
+    res = tune(plan, score=_score, space=cfg, exhaustive=False, budget=40)
     assert res.allowed == [] and not res.searched_knobs["fp8"] and res.searched_knobs["cuda_graph"]
     assert all("training.precision" not in t.changes for t in res.trials)
     assert "--allow fp8" in render_tune_text(res)
-    res = tune(plan, score=_score, space=cfg, exhaustive=False, budget=40, allow=["fp8"], log_path=log)
-    d = json.loads(log.read_text())
+    res = tune(plan, score=_score, space=cfg, exhaustive=False, budget=40, allow=["fp8"])
+    d = json.loads(log_text(res.to_log_dict(plan)))  # the CLI's --log (cli.py writes it)
     assert d["allowed"] == ["fp8"] and d["searched_knobs"]["fp8"] and not d["searched_knobs"]["moments"]
     assert d["space"]["allow"] == ["fp8"]
     with pytest.raises(Exception, match="allow"):

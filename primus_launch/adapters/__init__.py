@@ -66,25 +66,6 @@ def detect_kind(path: Path) -> RecipeKind:
 CLUSTER_FLAGS = {"gpu": "--gpu", "num_nodes": "--nodes", "gpus_per_node": "--gpus-per-node"}
 
 
-def _stated_cluster(p: Path, kind: RecipeKind, script_args: Optional[list[str]]) -> Optional[Cluster]:
-    """The cluster a recipe itself states, read without the plan's legality check (so partial cluster
-    overrides complete it before the plan is checked); ``None`` for kinds whose readers take the
-    overrides themselves or pick the cluster from the layout (Primus experiments)."""
-    if kind == "megatron":
-        from primus_launch.adapters.megatron import recipe_cluster
-
-        return recipe_cluster(p, tuple(script_args or ()))
-    if kind == "bridge":
-        from primus_launch.adapters.bridge_yaml import recipe_cluster as bridge_cluster
-
-        return bridge_cluster(p)
-    if kind == "torchtitan":
-        from primus_launch.adapters.torchtitan import recipe_cluster as titan_cluster
-
-        return titan_cluster(p)
-    return None
-
-
 def cluster_rule_error(e: PlanError, overrides: Optional[dict], origin: Optional[dict[str, str]] = None) -> PlanError:
     """``e`` with the cluster overrides that set the run's cluster named (``--nodes=1``, a wrapper's
     ``[cluster] gpus_per_node=4``; ``origin``: key -> how it was given, default :data:`CLUSTER_FLAGS`) when
@@ -126,48 +107,39 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
 
 def _load_native(p: Path, kind: RecipeKind, overrides: dict, primus_root: Optional[str | Path],
                  script_args: Optional[list[str]]) -> Plan:
-    # a complete cluster goes to the reader, so a recipe is validated against its target cluster only
+    """The reader of ``kind`` on the cluster ``overrides`` make: all of gpu / num_nodes / gpus_per_node, the
+    cluster itself (a recipe is validated against its target cluster only); some, completing the cluster
+    the recipe states (or, a Primus experiment, the one picked to fit its layout) in the reader's one pass,
+    before the plan's legality check."""
     full = Cluster(**overrides) if set(overrides) >= {"gpu", "num_nodes", "gpus_per_node"} else None
-    if overrides and full is None:
-        try:
-            stated = _stated_cluster(p, kind, script_args)
-        except PlanError:  # the recipe's own count is unreadable (--nproc-per-node gpu): the reader says so
-            stated = None
-        if stated is not None:
-            full = Cluster(**{**stated.model_dump(), **overrides})
+    partial = overrides if full is None and overrides else None
     if kind == "megatron":
         from primus_launch.adapters.megatron import load_megatron
 
-        plan = load_megatron(p, full, tuple(script_args or ()))
-    elif kind == "bridge":
+        return load_megatron(p, full, tuple(script_args or ()), overrides=partial)
+    if kind == "bridge":
         from primus_launch.adapters.bridge_yaml import load_bridge_yaml
 
-        plan = load_bridge_yaml(p, full)
-    elif kind == "primus":
+        return load_bridge_yaml(p, full, overrides=partial)
+    if kind == "primus":
         from primus_launch.adapters.primus_yaml import load_primus_yaml
 
-        plan = load_primus_yaml(p, full, primus_root)
-    elif kind == "primus-cli":
+        return load_primus_yaml(p, full, primus_root, overrides=partial)
+    if kind == "primus-cli":
         from primus_launch.adapters.primus_cli import load_primus_cli_script
 
         return load_primus_cli_script(p, overrides, primus_root)
-    elif kind == "torchtitan-launch":
+    if kind == "torchtitan-launch":
         from primus_launch.adapters.torchtitan_script import load_titan_script
 
         return load_titan_script(p, overrides)
-    elif kind == "torchtitan-config-script":
+    if kind == "torchtitan-config-script":
         from primus_launch.adapters.torchtitan_script import load_titan_config_script
 
         return load_titan_config_script(p, overrides)
-    else:
-        from primus_launch.adapters.torchtitan import load_torchtitan
+    from primus_launch.adapters.torchtitan import load_torchtitan
 
-        plan = load_torchtitan(p, full)
-    if overrides and full is None:
-        # re-read against the completed cluster (a Primus experiment's cluster is picked to fit its layout)
-        merged = Cluster(**{**plan.cluster.model_dump(), **overrides})
-        return _load_native(p, kind, merged.model_dump(), primus_root, script_args)
-    return plan
+    return load_torchtitan(p, full, overrides=partial)
 
 
 def load_wrapper(path: Path, overrides: Optional[dict] = None, primus_root: Optional[str | Path] = None) -> Plan:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -48,6 +48,7 @@ from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root,
                                              with_launch_env, with_source)
 from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args, ub_cfg_entries
 from primus_launch.adapters.megatron_yaml import child_node, env_mapping_edits, mapping_items, node_value, scalar_text
+from primus_launch.adapters.yaml_text import entries_after
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
@@ -439,9 +440,9 @@ def _dp_node(rec: BridgeRecipe) -> yaml.Node | None:
     return node if isinstance(node, yaml.ScalarNode) and isinstance(node_value(node), int) else None
 
 
-def _saved_cluster(rec: BridgeRecipe) -> Cluster | None:
+def _saved_cluster(rec: BridgeRecipe, say: bool = True) -> Cluster | None:
     """The run's world size from ``comm_overlap.data_parallel_size`` (``ConfigContainer.set_data_parallel_size``
-    writes world / (TP x PP x CP) there) on the default GPU, 8 per node: a stated guess."""
+    writes world / (TP x PP x CP) there) on the default GPU, 8 per node: a guess, stated in a note (``say``)."""
     node = _dp_node(rec)
     if node is None:
         return None
@@ -450,38 +451,37 @@ def _saved_cluster(rec: BridgeRecipe) -> Cluster | None:
         1, int(a.get("pipeline_model_parallel_size") or 1)) * max(1, int(a.get("context_parallel_size") or 1))
     gpn = 8 if world % 8 == 0 else world
     c = stated_cluster({"nodes": str(world // gpn), "gpus_per_node": str(gpn)}, None)
-    rec.notes.append(f"cluster from comm_overlap.data_parallel_size={node_value(node)}: {world} x {c.gpu} "
-                     f"({c.num_nodes} nodes x {gpn}); pass --gpu/--nodes to override")
+    if say:
+        rec.notes.append(f"cluster from comm_overlap.data_parallel_size={node_value(node)}: {world} x {c.gpu} "
+                         f"({c.num_nodes} nodes x {gpn}); pass --gpu/--nodes to override")
     return c
 
 
-def _parse(text: str, path: str, given: Cluster | None) -> tuple[BridgeRecipe, Cluster]:
+def _parse(text: str, path: str, given: Cluster | None,
+           overrides: Mapping[str, Any] | None = None) -> tuple[BridgeRecipe, Cluster]:
+    """(recipe, cluster): ``given``, else the one the config states (``# primus-launch:`` comment, the saved
+    ``comm_overlap.data_parallel_size``, else the default) completed by ``overrides`` (partial cluster flags;
+    the guess's note then left out, as with ``given``)."""
     rec = from_bridge_yaml(text, path)
     # a relative tp_comm_overlap_cfg file: looked up from the config's folder upwards, as the Megatron reader
     # looks up --tp-comm-overlap-cfg (the run starts from its checkout's root, not from here)
     rec.args = files_from_run_root(rec.args, Path(path))
     cfg = ms.comment_config(text)
-    if given is None and not cfg:
-        saved = _saved_cluster(rec)
-        if saved is not None:
-            return rec, saved
-    return rec, given or stated_cluster(cfg, None)
+    if given is not None:
+        return rec, given
+    written = (_saved_cluster(rec, say=not overrides) if not cfg else None) or stated_cluster(cfg, None)
+    return rec, written.completed(overrides) if overrides else written
 
 
-def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None) -> Plan:
+def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None,
+                     overrides: Mapping[str, Any] | None = None) -> Plan:
     """Read a Megatron-Bridge run config (``run_config.yaml``) into a plan, on ``cluster`` (else the
-    ``# primus-launch:`` comment's, else the default cluster)."""
+    ``# primus-launch:`` comment's, else the default cluster, completed by partial cluster flags
+    ``overrides``)."""
     p = Path(path)
-    rec, written = _parse(read_recipe_text(p), str(p), cluster)
+    rec, written = _parse(read_recipe_text(p), str(p), cluster, overrides)
     plan = plan_from_args(rec.args, written, name=p.stem)
     return with_source(plan, rec, str(p), FORMAT)
-
-
-def recipe_cluster(path: str | Path) -> Cluster:
-    """The cluster a run config states (``# primus-launch:`` comment, ``comm_overlap.data_parallel_size``,
-    else the default), read without the plan's legality check: what partial cluster flags complete."""
-    p = Path(path)
-    return _parse(read_recipe_text(p), str(p), None)[1]
 
 
 # --------------------------------------------------------------------------- writing
@@ -519,11 +519,8 @@ def _edits(rec: BridgeRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
         if not items or sec.flow_style:
             raise UserError(f"{rec.path}: cannot add {dest}={val} to this Megatron-Bridge config (no block mapping "
                             f"{_HOME.get(dest, 'model')}:)")
-        k, v = items[-1]
-        end = v.end_mark.index
-        if isinstance(v, (yaml.MappingNode, yaml.SequenceNode)) and not v.flow_style or rec.text[end - 1:end] == "\n":
-            end = rec.text.rfind("\n", k.start_mark.index, end)
-        edits.append(ms.Edit(end, end, "\n" + " " * k.start_mark.column + f"{_BRIDGE_KEY.get(dest, dest)}: {_scalar(val)}"))
+        at, lines = entries_after(rec.text, *items[-1], [f"{_BRIDGE_KEY.get(dest, dest)}: {_scalar(val)}"])
+        edits.append(ms.Edit(at, at, lines))
     return edits
 
 
@@ -569,5 +566,4 @@ def write_bridge_yaml(plan: Plan, original_path: str | Path, out_path: str | Pat
     return write_beside_original(dst, render_bridge_yaml(plan, read_recipe_text(src)), src)
 
 
-__all__ = ["is_bridge_run_config", "load_bridge_yaml", "render_bridge_yaml", "write_bridge_yaml", "states_model",
-           "recipe_cluster"]
+__all__ = ["is_bridge_run_config", "load_bridge_yaml", "render_bridge_yaml", "write_bridge_yaml", "states_model"]

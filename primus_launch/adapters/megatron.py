@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from primus_launch.fileio import read_recipe_text, write_beside_original
+from primus_launch.inputs import find_from_run_root
 import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_bash import unstated_note
 from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args, program_family
@@ -78,10 +79,13 @@ def _guessed_cluster(path: str) -> tuple[Cluster, str] | None:
 
 
 def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None = None,
-           script_args: tuple[str, ...] = ()) -> tuple[Any, Cluster]:
+           script_args: tuple[str, ...] = (), overrides: Mapping[str, Any] | None = None) -> tuple[Any, Cluster]:
     """(recipe, cluster as written) for a script, YAML or argv text; with ``given`` the written
-    cluster is not resolved (a launcher value like ``--nproc-per-node gpu`` is then no error)."""
-    rec, cluster = _parse_recipe(text, path, argv_mode, given, script_args)
+    cluster is not resolved (a launcher value like ``--nproc-per-node gpu`` is then no error).
+    ``overrides`` (without ``given``): partial cluster flags, which complete the written cluster
+    (:meth:`Cluster.completed`); the notes on how the recipe's own cluster was found (a guess from its
+    path, a count falling back) are then left out, as with ``given``."""
+    rec, cluster = _parse_recipe(text, path, argv_mode, given, script_args, overrides)
     _env_attention_backend(rec)
     return rec, cluster
 
@@ -113,23 +117,32 @@ def _env_attention_backend(rec: Any) -> None:
                      "asserts them unset or 1 under its default --attention-backend auto)")
 
 
-def _parse_recipe(text: str, path: str, argv_mode: bool = False, given: Cluster | None = None,
-                  script_args: tuple[str, ...] = ()) -> tuple[Any, Cluster]:
+def _parse_recipe(text: str, path: str, argv_mode: bool, given: Cluster | None, script_args: tuple[str, ...],
+                  overrides: Mapping[str, Any] | None) -> tuple[Any, Cluster]:
     if argv_mode:
         rec: Any = ms.from_argv(text.split("\n") if text else [])
         return rec, given or _stated_cluster({}, rec.cluster_values())
+    say = not overrides
     cfg = ms.comment_config(text)
     if path.endswith(_YAML_SUFFIXES) or (not path.endswith((".sh", ".bash", ".slurm", ".sbatch")) and is_yaml_text(text)):
         rec = from_yaml(text, path)
+        written = given
         if given is None and not cfg:
             guess = _guessed_cluster(path)
             if guess is not None:
-                rec.notes.append(guess[1])
-                return rec, guess[0]
-        return rec, given or _stated_cluster(cfg, None)
-    rec = ms.from_script(text, path, script_args)
-    if given is not None:
-        return rec, given
+                if say:
+                    rec.notes.append(guess[1])
+                written = guess[0]
+        written = written or _stated_cluster(cfg, None)
+    else:
+        rec = ms.from_script(text, path, script_args)
+        written = given or _script_cluster(rec, cfg, path, say)
+    return rec, written.completed(overrides) if given is None and overrides else written
+
+
+def _script_cluster(rec: ms.CommandRecipe, cfg: dict[str, str], path: str, say: bool) -> Cluster:
+    """The cluster a launch script states (:func:`_stated_cluster` of its launcher and comment); a count it
+    means to state but leaves unread falls back, with a note (``say``) that says to what."""
     launcher = rec.cluster_values()
     unstated = rec.unstated_counts()
     if unstated:  # meant to be stated (a placeholder, an unset variable): the comment's count, else the default's
@@ -139,9 +152,9 @@ def _parse_recipe(text: str, path: str, argv_mode: bool = False, given: Cluster 
             fill[k] = int(cfg[key]) if cfg.get(key, "").isdigit() else (dflt.num_nodes, dflt.gpus_per_node)[k]
         launcher = (fill[0], fill[1], launcher[2])
     written = _stated_cluster(cfg, launcher)
-    for k, why in unstated:  # read as not stated: the count falls back, and the note says to what
+    for k, why in unstated if say else ():  # read as not stated: the count falls back, and the note says to what
         rec.notes.append(unstated_note(path, k, why, (written.num_nodes, written.gpus_per_node)[k]))
-    return rec, written
+    return written
 
 
 def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
@@ -179,22 +192,24 @@ def _files_from_run_root(args: dict, recipe: Path) -> dict:
         v = args.get(dest)
         if not isinstance(v, str) or not v or Path(v).is_absolute() or Path(v).is_file():
             continue
-        hit = next((d / v for d in (recipe.parent, *recipe.resolve().parent.parents) if (d / v).is_file()), None)
+        hit = find_from_run_root(v, recipe)
         if hit is not None:
             out[dest] = str(hit)
     return out
 
 
-def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args: tuple[str, ...] | list[str] = ()) -> Plan:
+def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args: tuple[str, ...] | list[str] = (),
+                  overrides: Mapping[str, Any] | None = None) -> Plan:
     """Read a Megatron-LM launch script or argument YAML into a plan.
 
     ``script_args`` are the script's positional parameters (``$1``, ``$2``, ... ``$@``), e.g. the
     tokenizer or data paths of Megatron-LM's example scripts; unset ones stay empty, so the
-    script's own defaults (``${2:-MOCK}``) decide.
+    script's own defaults (``${2:-MOCK}``) decide.  ``overrides`` (without ``cluster``): partial cluster
+    flags completing the cluster the recipe states before the plan is checked (:func:`_parse`).
     """
     p = Path(path)
     text = read_recipe_text(p)
-    rec, written = _parse(text, str(p), given=cluster, script_args=tuple(script_args))
+    rec, written = _parse(text, str(p), given=cluster, script_args=tuple(script_args), overrides=overrides)
     _check_family(rec)
     plan = plan_from_args(_files_from_run_root(rec.args, p), written, name=p.stem)
     fmt = rec.format if isinstance(rec, YamlRecipe) else "megatron-bash"
@@ -202,13 +217,6 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     if script_args:
         out.source.script_args = list(script_args)
     return out
-
-
-def recipe_cluster(path: str | Path, script_args: tuple[str, ...] | list[str] = ()) -> Cluster:
-    """The cluster a Megatron recipe states (launcher, ``# primus-launch:`` comment, path guess, else the
-    default), read without the plan's legality check: what partial cluster flags complete."""
-    p = Path(path)
-    return _parse(read_recipe_text(p), str(p), script_args=tuple(script_args))[1]
 
 
 def plan_from_argv(argv: list[str], cluster: Cluster | None = None) -> Plan:
@@ -438,4 +446,4 @@ with_launch_env = _with_launch_env
 cluster_edits = _cluster_edits
 files_from_run_root = _files_from_run_root
 
-__all__ = ["load_megatron", "plan_from_argv", "render_megatron", "render_argv", "write_megatron", "recipe_cluster"]
+__all__ = ["load_megatron", "plan_from_argv", "render_megatron", "render_argv", "write_megatron"]

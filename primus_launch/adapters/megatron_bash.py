@@ -43,6 +43,7 @@ import tree_sitter_bash
 
 from primus_launch.adapters.bash_arith import arith as _arith
 from primus_launch.adapters.bash_cut import cut_indices
+from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
 from primus_launch.errors import UserError
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
@@ -685,9 +686,7 @@ def sbatch_header(text: str) -> tuple[dict[str, int], dict[str, str]]:
             continue
         words = m.group(1).split("#", 1)[0].split()
         for i, w in enumerate(words):
-            key, _, val = w.partition("=")
-            if key.startswith("-N") and len(key) > 2 and not val:
-                key, val = "-N", key[2:]
+            key, _, val = slurm_option(w)
             if key not in _SBATCH_KEYS:
                 continue
             if not val and i + 1 < len(words):
@@ -701,9 +700,9 @@ def sbatch_header(text: str) -> tuple[dict[str, int], dict[str, str]]:
                 elif re.search(r"(?:^|,)gpu\b", val):
                     unread.setdefault("gpus_per_node", said)
                 continue
-            num = re.fullmatch(r"(?:[^:]+:)?(\d+)(?:-(\d+))?", val)
-            if num:
-                out[field] = int(num.group(2) or num.group(1))
+            num = launcher_count(val.partition(":")[2] if ":" in val else val, "-")  # [type:]N, MIN-MAX
+            if num is not None:
+                out[field] = num
                 unread.pop(field, None)
             else:
                 unread[field] = said
@@ -1510,13 +1509,16 @@ class ShellState:
         name = args[i].text
         if not name.endswith((".sh", ".bash")) or name.startswith("-") or self.path in ("<script>", "argv"):
             return None
-        here = Path(self.path).resolve().parent
+        from primus_launch.inputs import find_from_run_root
+
+        me = Path(self.path).resolve()
         # a bare name (`bash train.sh`) only next to this script; a path (`examples/llama/x.sh`) also from the
         # folders above it, where the run may start (a checkout's root)
-        roots = (here,) if "/" not in name.lstrip("./") else (here, *here.parents)
-        cands = [Path(name)] if Path(name).is_absolute() else [d / name for d in roots]
-        hit = next((c for c in cands if c.is_file()), None)
-        if hit is None or hit == Path(self.path).resolve():
+        if "/" in name.lstrip("./"):
+            hit = find_from_run_root(name, me)
+        else:
+            hit = me.parent / name if (me.parent / name).is_file() else None
+        if hit is None or hit == me:
             return None
         return hit, args[i + 1:]
 

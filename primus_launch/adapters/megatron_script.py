@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import primus_launch.adapters.megatron_flags as megatron_flags
+from primus_launch.adapters.launcher_counts import launcher_count
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
 from primus_launch.adapters.megatron_bash import (PC, Ref, ShellState, Token, sbatch_allocation, slurm_env,
                                                  unstated_why)
@@ -248,11 +249,8 @@ class CommandRecipe:
             txt = o.vals[0].text
             if o.vals[0].opaque:
                 raise PlanError(o.flag, txt, "comes from a command substitution; pass the cluster explicitly")
-            m = re.fullmatch(r"\s*(\d+)(?:[:-](\d+))?\s*", txt)  # torchrun 1:4 / srun 2-4 ranges: the upper bound
-            if not m:
-                raise PlanError(o.flag, txt, "an integer (or pass the cluster explicitly)")
-            n = int(m.group(2) or m.group(1))
-            if not 1 <= n < 10**9:  # torchrun refuses 0 nodes / processes; 9 digits as its --nnodes reader here
+            n = launcher_count(txt)  # torchrun 1:4 / srun 2-4 ranges: the upper bound
+            if n is None:  # torchrun refuses 0 nodes / processes
                 raise PlanError(o.flag, txt, "an integer from 1 to 999,999,999 (or pass the cluster explicitly)")
             out.append(n)
         return out[0], out[1], has

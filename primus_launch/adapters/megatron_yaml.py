@@ -24,6 +24,7 @@ import yaml
 import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, NULL_MEANS_FALSE, YAML_ALIASES, Flag, convert
 from primus_launch.adapters.megatron_script import Edit
+from primus_launch.adapters.yaml_text import entries_after, entry
 from primus_launch.errors import UserError
 from primus_launch.plan import PlanError
 
@@ -128,20 +129,12 @@ class YamlRecipe:
             anchor = YamlEntry("", k, v, self.main)
         if anchor is None:
             raise UserError(f"{self.path}: no mapping to add {key} to")
-        col = anchor.key_node.start_mark.column
-        end = anchor.value_node.end_mark.index
         key = self.key_for(spec)
         if spec.kind == "false" and key != spec.dest and isinstance(value, bool):
             value = not value
-        le = self.text.find("\n", end)
-        if le < 0:
-            return Edit(len(self.text), len(self.text), "\n" + " " * col + f"{key}: {self._scalar_text(value, spec.dest)}")
-        # a block scalar / nested value ends at the start of the next line (or the next key): insert before it
-        if isinstance(anchor.value_node, (yaml.SequenceNode, yaml.MappingNode)) and not anchor.value_node.flow_style:
-            le = self.text.rfind("\n", anchor.value_node.start_mark.index, end)
-        elif end > 0 and self.text[end - 1] == "\n":
-            le = end - 1
-        return Edit(le, le, "\n" + " " * col + f"{key}: {self._scalar_text(value, spec.dest)}")
+        at, lines = entries_after(self.text, anchor.key_node, anchor.value_node,
+                                  [f"{key}: {self._scalar_text(value, spec.dest)}"])
+        return Edit(at, at, lines)
 
 
 _RUNNER_SPECIAL = re.compile(r"([|()<>;&])")
@@ -201,10 +194,8 @@ def _mapping_items(node: yaml.Node) -> list[tuple[yaml.Node, yaml.Node]]:
 
 
 def _child(node: yaml.Node, key: str) -> yaml.Node | None:
-    for k, v in _mapping_items(node):
-        if isinstance(k, yaml.ScalarNode) and k.value == key:
-            return v
-    return None
+    hit = entry(node, key)
+    return None if hit is None else hit[1]
 
 
 def _resolve(key: str) -> tuple[str, Flag | None, bool]:
@@ -427,11 +418,8 @@ def env_mapping_edits(text: str, path: str, node: yaml.MappingNode | None, value
         sep = ", " if items else ""
         edits.append(Edit(close, close, sep + ", ".join(f"{var}: '{val}'" for var, val in missing.items())))
     elif items:
-        k, v = items[-1]
-        col = k.start_mark.column
-        end = text.find("\n", v.end_mark.index - (1 if text[v.end_mark.index - 1:v.end_mark.index] == "\n" else 0))
-        end = len(text) if end < 0 else end
-        edits.append(Edit(end, end, "".join(f"\n{' ' * col}{var}: '{val}'" for var, val in missing.items())))
+        at, lines = entries_after(text, *items[-1], [f"{var}: '{val}'" for var, val in missing.items()])
+        edits.append(Edit(at, at, lines))
     elif node is None:
         lead = "" if text.endswith("\n") or not text else "\n"
         edits.append(Edit(len(text), len(text), lead + f"\n# {comment}\n{key}:\n"

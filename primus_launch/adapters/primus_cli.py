@@ -25,9 +25,11 @@ from typing import Any, Optional
 
 import yaml
 
+from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
 from primus_launch.adapters.torchtitan_script import command_lines
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text
+from primus_launch.inputs import find_from_run_root
 from primus_launch.plan import Cluster, Plan
 
 _CLI = "primus-cli"
@@ -117,11 +119,12 @@ def _command(text: str, path: str) -> tuple[list[str], str, dict[str, str]]:
     return hit
 
 
-def _int(value: str, what: str) -> int:
-    m = re.fullmatch(r"\s*(\d+)(?:-(\d+))?\s*", value)
-    if not m or int(m.group(2) or m.group(1)) < 1:
+def _count(value: str, what: str) -> int:
+    """A node / GPU count the launch states (:func:`launcher_count`; Slurm's ``MIN-MAX``: the upper bound)."""
+    n = launcher_count(value, "-")
+    if n is None:
         raise UserError(f"{what}={value!r}: a positive integer (or pass --nodes / --gpus-per-node)")
-    return int(m.group(2) or m.group(1))
+    return n
 
 
 def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
@@ -157,43 +160,38 @@ def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
     if not cfg.strip():
         raise UserError(f"{p}: the Primus experiment (--config / EXP) has no value (an unset variable such as $EXP? "
                         "set it in the script)")
-    c = Path(cfg)
-    hit = c if c.is_absolute() else next((d / c for d in (p.parent, *p.resolve().parent.parents)
-                                          if (d / c).is_file()), None)
-    if hit is None or not hit.is_file():
+    hit = find_from_run_root(cfg, p)
+    if hit is None:
         raise UserError(f"--config={cfg!r}: no such file next to {p} or in a folder above it (the path is relative to "
                         "where Primus runs, the Primus checkout's root)")
     nodes: Optional[int] = None
     gpn_written: Optional[str] = env.get("GPUS_PER_NODE")
     if "slurm" in mode:
         for j, w in enumerate(mode):
-            k, eq, v = w.partition("=")
+            k, eq, v = slurm_option(w)
             if k in ("-N", "--nodes"):
-                nodes = _int(v if eq else (mode[j + 1] if j + 1 < len(mode) else ""), f"primus-cli slurm {k}")
-            elif k.startswith("-N") and len(k) > 2:
-                nodes = _int(k[2:], "primus-cli slurm -N")
+                nodes = _count(v if eq else (mode[j + 1] if j + 1 < len(mode) else ""), f"primus-cli slurm {k}")
     if kind == "main":  # torchrun ... primus/cli/main.py: torchrun's own counts
         for j, w in enumerate(mode):
             k, eq, v = w.partition("=")
             v = v if eq else (mode[j + 1] if j + 1 < len(mode) else "")
             if k == "--nnodes":
-                nodes = _int(v, "torchrun --nnodes")
+                nodes = _count(v, "torchrun --nnodes")
             elif k in ("--nproc_per_node", "--nproc-per-node"):
                 gpn_written = v
     if nodes is None and env.get("NNODES"):
-        nodes = _int(env["NNODES"], "NNODES")
+        nodes = _count(env["NNODES"], "NNODES")
     import os
 
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     gpu = gpu_from_folder(hit)
     stated = {"gpu": gpu[0] if gpu else "mi300x", "num_nodes": nodes or 1,
-              "gpus_per_node": _int(gpn_written, "GPUS_PER_NODE") if gpn_written else 8}
+              "gpus_per_node": _count(gpn_written, "GPUS_PER_NODE") if gpn_written else 8}
     cluster = Cluster(**{**stated, **given}) if nodes is not None or "num_nodes" in given else None
     cli = cli_overrides(extra)
     text, full_env = read_recipe_text(hit), {**os.environ, **env}
-    plan = plan_from_text(text, hit, cluster, primus_root, full_env, cli)
-    if cluster is None and given:  # the node count the layout needs, on the GPU / node size given
-        plan = plan_from_text(text, hit, Cluster(**{**plan.cluster.model_dump(), **given}), primus_root, full_env, cli)
+    # no node count stated: the one the layout needs, on the GPU / node size given
+    plan = plan_from_text(text, hit, cluster, primus_root, full_env, cli, overrides=given if cluster is None else None)
     note = f"read through the Primus launch: the experiment {cfg}" + (
         f" with the command's overrides {', '.join(sorted(cli))} (they win over its YAML)" if cli else "")
     src = plan.source.model_copy(update={"path": str(p), "format": "primus-cli-script",

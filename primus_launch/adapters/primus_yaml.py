@@ -55,6 +55,7 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
+from primus_launch.adapters.yaml_text import entries_after, entry
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import GPU_NAMES, Cluster, Plan, PlanError, Source, UnmodelledFlag
@@ -178,7 +179,7 @@ def find_configs_root(path: Path, primus_root: Optional[str | Path] = None) -> O
             if (cand / "modules").is_dir() and (cand / "models").is_dir():
                 return cand
         raise UserError(f"--primus-root={str(primus_root)!r}: no primus/configs (with models/ and modules/) there")
-    for d in [path.resolve().parent, *path.resolve().parents]:
+    for d in path.resolve().parents:  # the file's folder first
         cand = d / "primus" / "configs"
         if (cand / "modules").is_dir() and (cand / "models").is_dir():
             return cand
@@ -661,7 +662,7 @@ def _refuse_fine_tuning(cfg: dict) -> None:
                         "sequences): not modelled (primus-launch projects pretraining)")
 
 
-def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
+def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[Mapping[str, Any]] = None) -> Plan:
     from primus_launch.adapters.megatron_args import BY_DEST, NULL_MEANS_FALSE, YAML_ALIASES, convert, plan_from_args
     from primus_launch.adapters.megatron_flags import check_value, config_only_flags
 
@@ -744,8 +745,8 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     ep = num("expert_model_parallel_size", 1)
     etp = args.get("expert_tensor_parallel_size") or tp
     if cluster is None:
-        cluster = default_cluster(r.path, (tp, cp, pp, ep, etp), args.get("micro_batch_size"),
-                                  args.get("global_batch_size"), notes)
+        cluster = _picked_cluster(default_cluster(r.path, (tp, cp, pp, ep, etp), args.get("micro_batch_size"),
+                                                  args.get("global_batch_size"), [] if overrides else notes), overrides)
     preset = cfg.get("model")
     plan = plan_from_args(args, cluster, name=Path(preset).stem if isinstance(preset, str) else r.path.stem)
     upd: dict[str, dict] = {"training": {}, "parallel": {}}
@@ -780,7 +781,7 @@ _TT_PRIMUS_TURBO = {"use_turbo_attention": "attention", "use_turbo_mx_linear": "
                     "use_classic_attention": "classic attention"}
 
 
-def _torchtitan_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
+def _torchtitan_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[Mapping[str, Any]] = None) -> Plan:
     from primus_launch.adapters.torchtitan import leaf_paths, plan_from_job
 
     job = r.config
@@ -803,27 +804,37 @@ def _torchtitan_plan(r: Resolved, cluster: Optional[Cluster]) -> Plan:
     if cluster is None:
         par = job.get("parallelism") or {}
         g = lambda k: par.get(k) if isinstance(par.get(k), int) and par.get(k) > 0 else 1  # noqa: E731
-        cluster = default_cluster(r.path, (g("tensor_parallel_degree"), g("context_parallel_degree"),
-                                           g("pipeline_parallel_degree"), 1, 1), None, None, notes)
+        cluster = _picked_cluster(default_cluster(r.path, (g("tensor_parallel_degree"), g("context_parallel_degree"),
+                                                           g("pipeline_parallel_degree"), 1, 1), None, None,
+                                                  [] if overrides else notes), overrides)
     return plan_from_job(job, cluster, path=str(r.path), fmt="primus-yaml", set_paths=set_paths, notes=notes,
                          unmodelled=unmod)
 
 
 # ----------------------------------------------------------------------------- reading
+def _picked_cluster(picked: Cluster, overrides: Optional[Mapping[str, Any]]) -> Cluster:
+    """The cluster :func:`default_cluster` picked, completed by partial cluster flags ``overrides`` (its notes
+    are then left out: the flags say what the run is)."""
+    return picked.completed(overrides) if overrides else picked
+
+
 def plan_from_text(text: str, path: str | Path, cluster: Optional[Cluster] = None,
                    primus_root: Optional[str | Path] = None, env: Optional[Mapping[str, str]] = None,
-                   cli: Optional[dict] = None) -> Plan:
+                   cli: Optional[dict] = None, overrides: Optional[Mapping[str, Any]] = None) -> Plan:
     """The plan of a Primus experiment's text (``path`` locates ``extends`` and the Primus checkout;
-    ``cli``: command-line overrides, see :func:`resolve`)."""
+    ``cli``: command-line overrides, see :func:`resolve`), on ``cluster``, else the one picked to fit its
+    layout (:func:`default_cluster`) completed by partial cluster flags ``overrides``."""
     r = resolve(Path(path), text, primus_root, env, cli)
-    return _megatron_plan(r, cluster) if r.framework == "megatron" else _torchtitan_plan(r, cluster)
+    return _megatron_plan(r, cluster, overrides) if r.framework == "megatron" else \
+        _torchtitan_plan(r, cluster, overrides)
 
 
 def load_primus_yaml(path: str | Path, cluster: Optional[Cluster] = None, primus_root: Optional[str | Path] = None,
-                     env: Optional[Mapping[str, str]] = None) -> Plan:
-    """Read a Primus experiment YAML into a plan (see the module docstring)."""
+                     env: Optional[Mapping[str, str]] = None, overrides: Optional[Mapping[str, Any]] = None) -> Plan:
+    """Read a Primus experiment YAML into a plan (see the module docstring; the cluster as
+    :func:`plan_from_text` picks it)."""
     p = Path(path)
-    return plan_from_text(read_recipe_text(p), p, cluster, primus_root, env)
+    return plan_from_text(read_recipe_text(p), p, cluster, primus_root, env, overrides=overrides)
 
 
 # ----------------------------------------------------------------------------- YAML text edits
@@ -870,20 +881,11 @@ class YamlText:
         # ``modules.pre_trainer.overrides`` share its parents): id(mapping) -> (order, mapping, tree)
         self._added: dict[int, tuple[int, Any, dict]] = {}
 
-    @staticmethod
-    def child(node: Any, key: str) -> Optional[tuple[Any, Any]]:
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode) and k.value == key:
-                return k, v
-        return None
-
     def node(self, path: list[str]) -> Optional[tuple[Any, Any]]:
         cur: Any = self.root
         hit = None
         for part in path:
-            hit = self.child(cur, part)
+            hit = entry(cur, part)
             if hit is None:
                 return None
             cur = hit[1]
@@ -943,13 +945,6 @@ class YamlText:
         tree[keys[-1]] = value
 
     def _added_edit(self, order: int, mapping: Any, tree: dict) -> _Edit:
-        col = mapping.value[0][0].start_mark.column
-        end = mapping.value[-1][1].end_mark.index
-        if end > 0 and self.text[end - 1] == "\n":
-            end -= 1
-        else:
-            nl = self.text.find("\n", end)
-            end = len(self.text) if nl < 0 else nl
         step = 2
         for k, v in mapping.value:
             if isinstance(v, yaml.MappingNode) and v.value and not v.flow_style:
@@ -960,17 +955,18 @@ class YamlText:
         def walk(t: dict, depth: int) -> None:
             for k, v in t.items():
                 if isinstance(v, dict):
-                    lines.append(" " * (col + depth * step) + f"{k}:")
+                    lines.append(" " * (depth * step) + f"{k}:")
                     walk(v, depth + 1)
                 else:
-                    lines.append(" " * (col + depth * step) + f"{k}: {_scalar(v)}")
+                    lines.append(" " * (depth * step) + f"{k}: {_scalar(v)}")
 
         walk(tree, 0)
-        return _Edit(end, end, "\n" + "\n".join(lines), seq=order)
+        at, text = entries_after(self.text, *mapping.value[-1], lines)
+        return _Edit(at, at, text, seq=order)
 
     def apply(self) -> str:
         out = self.text
-        edits = self.edits + [self._added_edit(*entry) for entry in self._added.values()]
+        edits = self.edits + [self._added_edit(*added) for added in self._added.values()]
         for e in sorted(edits, key=lambda e: (e.start, e.seq), reverse=True):
             out = out[:e.start] + e.text + out[e.end:]
         return out

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from primus_launch.adapters.launcher_counts import launcher_count
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster
 
@@ -185,23 +186,24 @@ def split_torchrun(argv: list[str]) -> Optional[TorchrunCommand]:
 
 
 def parse_nnodes(value: str) -> int:
-    """torchrun ``--nnodes`` is ``N`` or ``MIN:MAX`` (elastic); a plan takes the largest size."""
-    try:
-        last = value.split(":")[-1]
-        if len(last) > 9:
-            raise ValueError(last)
-        return int(last)
-    except ValueError:
-        raise UserError(f"torchrun --nnodes={value!r}: expected N or MIN:MAX (integers of at most 9 digits)") from None
+    """torchrun ``--nnodes`` is ``N`` or ``MIN:MAX`` (elastic); a plan takes the largest size
+    (:func:`launcher_count`)."""
+    n = launcher_count(value, ":")
+    if n is None:
+        raise UserError(f"torchrun --nnodes={value!r}: expected N or MIN:MAX (whole numbers from 1 to 999,999,999)")
+    return n
 
 
 def parse_nproc(value: str) -> Optional[int]:
-    """torchrun ``--nproc-per-node``: an integer, or gpu/cpu/auto/xpu (decided on the node: None)."""
-    if value.isdigit() and len(value) <= 9:
-        return int(value)
+    """torchrun ``--nproc-per-node``: a count (:func:`launcher_count`), or gpu/cpu/auto/xpu (decided on the
+    node: None)."""
     if value in ("gpu", "cpu", "auto", "xpu"):
         return None
-    raise UserError(f"torchrun --nproc-per-node={value!r}: expected an integer (at most 9 digits) or gpu/cpu/auto")
+    n = launcher_count(value, "")
+    if n is None:
+        raise UserError(f"torchrun --nproc-per-node={value!r}: expected a whole number from 1 to 999,999,999 or "
+                        "gpu/cpu/auto")
+    return n
 
 
 # ----------------------------------------------------------------------------- the cluster of a command

@@ -50,7 +50,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional
 
 from pydantic import ValidationError
 
@@ -73,7 +73,7 @@ from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag,
 from primus_launch.plan.layout import virtual_stages
 
 __all__ = ["arch_from_flavor", "load_torchtitan", "plan_from_text", "plan_from_job", "render_torchtitan",
-           "write_torchtitan", "cluster_from_header", "job_assignments", "DELETE", "recipe_cluster"]
+           "write_torchtitan", "cluster_from_header", "job_assignments", "DELETE"]
 
 # ---------------------------------------------------------------- cluster header
 _GPU_TOKENS = {"A100": "a100-sxm-80gb", "H100": "h100-sxm", "H200": "h200", "B200": "b200",
@@ -799,8 +799,11 @@ def _dedup(flags: list[UnmodelledFlag]) -> list[UnmodelledFlag]:
     return out
 
 
-def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[str] = None) -> Plan:
-    """Parse the text of a v0.1/v0.2 job TOML into a validated :class:`Plan` (see the module docstring)."""
+def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[str] = None,
+                   overrides: Optional[Mapping[str, Any]] = None) -> Plan:
+    """Parse the text of a v0.1/v0.2 job TOML into a validated :class:`Plan` (see the module docstring); on
+    ``cluster``, else the one the job implies (:func:`job_cluster`) completed by partial cluster flags
+    ``overrides``, else the one it implies (with a note when it states none)."""
     job = _parse(text, path or "<text>")
     check_job_types(job)  # TorchTitan takes the TOML's values as they are: a wrong type is refused here
     if not job:
@@ -810,20 +813,17 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
         # TorchTitan would train its default (llama3 debugmodel, a test model): surely not what was meant
         raise PlanError("model.flavor", None, "required: the job names no model ([model] name and flavor; "
                         "TorchTitan's default is the llama3 debugmodel test model)")
+    if cluster is None and overrides:
+        cluster = job_cluster(text, job, None).completed(overrides)
     return plan_from_job(job, cluster, path=path, fmt="torchtitan-toml", header_text=text,
                          set_paths=[p for p, _ in leaf_paths(job)])
 
 
-def recipe_cluster(path: str | Path) -> Cluster:
-    """The cluster a job TOML implies (:func:`job_cluster`), read without the plan's legality check: what
-    partial cluster flags complete."""
-    text = read_recipe_text(path)
-    return job_cluster(text, _parse(text, str(path)), None)
-
-
-def load_torchtitan(path: str | Path, cluster: Optional[Cluster] = None) -> Plan:
-    """Read a v0.1/v0.2-format TorchTitan job TOML into a :class:`Plan` (``plan.source`` = the file)."""
-    return plan_from_text(read_recipe_text(path), cluster, path=str(path))
+def load_torchtitan(path: str | Path, cluster: Optional[Cluster] = None,
+                    overrides: Optional[Mapping[str, Any]] = None) -> Plan:
+    """Read a v0.1/v0.2-format TorchTitan job TOML into a :class:`Plan` (``plan.source`` = the file); the cluster
+    as :func:`plan_from_text` picks it."""
+    return plan_from_text(read_recipe_text(path), cluster, path=str(path), overrides=overrides)
 
 
 # ---------------------------------------------------------------- Plan -> job assignments

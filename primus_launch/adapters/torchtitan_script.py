@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from primus_launch.adapters.launcher_counts import slurm_option
 from primus_launch.adapters.titan_job_argv import CONFIG_FLAGS
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text, write_beside_original
+from primus_launch.inputs import find_from_run_root
 from primus_launch.plan import Cluster, Plan
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
@@ -221,9 +223,7 @@ def _under_srun(cmd: list[Tok], alloc: dict[str, int], unread: dict[str, str]) -
         return cmd
     i, opts = 1, {}
     while i < len(cmd) and cmd[i].text.startswith("-"):
-        key, eq, val = cmd[i].text.partition("=")
-        if key.startswith("-N") and len(key) > 2:
-            key, val, eq = "-N", key[2:], "="
+        key, eq, val = slurm_option(cmd[i].text)
         if not eq and i + 1 < len(cmd) and key in _SRUN_NODES + _SRUN_TASKS + ("-n", "--ntasks", "-w", "-p",
                                                                                 "--partition", "-J", "--job-name"):
             val = cmd[i + 1].text
@@ -373,9 +373,8 @@ def _config_script_argv(p: Path) -> tuple[list[str], Path, list[tuple[int, str]]
     cfg, j = config_path(argv, i)
     if not cfg.strip():
         raise UserError(f"{p}: --job.config_file has no value (an unset variable?)")
-    c = Path(cfg)
-    hit = c if c.is_absolute() else next((d / c for d in (p.parent, *p.parent.parents) if (d / c).is_file()), None)
-    if hit is None or not hit.is_file():
+    hit = find_from_run_root(cfg, p)
+    if hit is None:
         raise UserError(f"--job.config_file={cfg!r}: no such file next to {p} or in a folder above it (the path is "
                         "relative to where the script runs)")
     argv[j] = f"{argv[j].split('=', 1)[0]}={hit}" if j == i else str(hit)

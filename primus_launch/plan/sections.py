@@ -10,7 +10,7 @@ read of a plan, so that they depend on the sections and the plan on them, never 
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Optional, Protocol
+from typing import Any, ClassVar, Literal, Mapping, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -543,6 +543,12 @@ class Cluster(BoundedSection):
     def scaleup_domain(self) -> int:
         """GPUs reachable over the scale-up fabric from one GPU (capped by the world size)."""
         return min(self.nvlink_domain or self.gpus_per_node, self.world_size)
+
+    def completed(self, overrides: Mapping[str, Any]) -> "Cluster":
+        """This cluster with ``overrides`` (some of its fields: the CLI's ``--gpu`` / ``--nodes`` /
+        ``--gpus-per-node``, a wrapper's ``[cluster]``) put in, validated: the cluster a recipe states,
+        completed by partial cluster flags."""
+        return type(self)(**{**self.model_dump(), **overrides})
 
 
 class UnmodelledFlag(StrictModel):

@@ -23,10 +23,8 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
-from primus_launch.fileio import atomic_write_text
 from primus_launch.plan import Plan, PlanError
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner import rules
@@ -173,7 +171,6 @@ def tune(
     memory_margin: float = 0.0,
     memory_basis: str = "reserved",
     progress: bool = False,
-    log_path: Optional[Path] = None,
     top_n: int = 10,
     space: Optional[SpaceConfig] = None,
     allow: Iterable[str] = (),
@@ -359,10 +356,6 @@ def tune(
 
         res.training_run = {"original": training_run(baseline, training_tokens, gpu_hour_price),
                             "best": training_run(best, training_tokens, gpu_hour_price)}
-    if log_path is not None:
-        from primus_launch.tuner.result import log_text
-
-        atomic_write_text(Path(log_path), log_text(res.to_log_dict(plan)))
     return res
 
 

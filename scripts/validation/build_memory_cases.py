@@ -971,6 +971,101 @@ CASES += [
              float8={"recipe_name": "rowwise"}),
 ]
 
+# ---------------------------------------------------------------- round 14 (branch oom9): held-out reports
+# pytorch/torchtitan PR #1690 ('[Qwen3] Add 32b training configs', description 2025-09-08, merged d66b72a6a 2025-09-17):
+# torchtitan/experiments/qwen3/train_configs/qwen3_32b.toml of that commit ("a preset for 8 H100 GPUs (with 96GiB
+# memory)": local_batch_size 2, seq_len 4096, FSDP over every GPU, TP 1, full AC, AdamW (torchtitan's default fused
+# implementation), compile off) run with the batch / layout of each row of the PR's table ("no compile applied for
+# following benchmarking"; the first row compiled model and loss).  Every logged 'memory: X GiB(Y%)' is torchtitan's
+# DeviceMemoryMonitor reserved peak; X / Y = 95.0 GiB in every row (the 96 GB H100 of Meta's clusters).
+_Q32 = {
+    "model": {"name": "qwen3", "flavor": "32B", "hf_assets_path": "./assets/hf/Qwen3-32B"},
+    "optimizer": {"name": "AdamW", "lr": 8e-4, "eps": 1e-8},
+    "lr_scheduler": {"warmup_steps": 600},
+    "training": {"local_batch_size": 2, "seq_len": 4096, "max_norm": 1.0, "steps": 3000, "dataset": "c4"},
+    "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                    "fsdp_reshard_after_forward": "default", "tensor_parallel_degree": 1, "context_parallel_degree": 1},
+    "activation_checkpoint": {"mode": "full", "selective_ac_option": "op"},
+    "compile": {"enable": False, "components": ["model", "loss"]},
+}
+_Q32_SRC = dict(ref="pytorch/torchtitan PR #1690 ('[Qwen3] Add 32b training configs', merged as d66b72a6a): the description's "
+                    "table of runs of torchtitan/experiments/qwen3/train_configs/qwen3_32b.toml",
+                url="https://github.com/pytorch/torchtitan/pull/1690", date="2025-09-08")
+_Q32_READ = ("Job table = qwen3_32b.toml at d66b72a6a (Qwen3 32B: 64 layers, dim 5120, 64 heads / 8 KV heads of 128, "
+             "SwiGLU 25600, qk norm, vocab 151936 untied; seq 4096, full AC, AdamW fused, FSDP2 bf16 params / fp32 "
+             "reduce) with the row's local batch, FSDP degree (data_parallel_shard_degree -1 over the GPUs) and TP degree; "
+             "GPUs = FSDP x TP on 8-GPU nodes; global batch = local x FSDP as the table states (no gradient accumulation). "
+             "Device: '8 H100 GPUs (with 96GiB memory)' (the preset's note), total_memory 95.0 GiB from every row's "
+             "'X GiB(Y%)'; 389.87 TFLOPS at 39.42 % MFU = 989 TFLOPS peak, an H100 die (the hardware DB's "
+             "h100-sxm-96gb-500w).  Compile off except the first row (components model and loss).")
+
+
+def _q32(tag: str, lbs: int, fsdp: int, tp: int, gib: float | None, quote: str, compile_: bool = False) -> dict:
+    n = fsdp * tp
+    case = dict(id=f"titan_pr1690_qwen3_32b_h100_96gb_{n}gpu_{tag}", outcome="ran" if gib else "oom", framework="torchtitan",
+                hardware=dict(gpu="H100 SXM 96GB", plan_gpu="h100-sxm-96gb-500w", num_gpus=n, gpus_per_node=8),
+                torchtitan_config=_titan(_Q32, training={"local_batch_size": lbs}, parallelism={"tensor_parallel_degree": tp},
+                                         compile={"enable": compile_}),
+                source=_Q32_SRC, quote=quote, read=_Q32_READ, pair=None)
+    if gib:
+        case["measured_peak"] = dict(gib=gib, basis="reserved", rank="max",
+                                     how="torchtitan 'memory: X GiB' (DeviceMemoryMonitor reserved peak) of the logged step")
+    return case
+
+
+CASES += [
+    _q32("fsdp8_lbs2_compile", 2, 8, 1, 81.85, "'local batch size=2, FSDP=8, full AC ... When torch.compile is enabled, FSDP=8 "
+         "... step: 50 ... memory: 81.85GiB(86.17%)'", compile_=True),
+    _q32("fsdp8_lbs1", 1, 8, 1, 81.47, "'1 (8) | 4096 | FSDP 8 | ... step: 50 ... memory: 81.47GiB(85.76%)'"),
+    _q32("fsdp8_lbs2", 2, 8, 1, 89.33, "'2 (16) | 4096 | FSDP 8 | ... step: 50 ... memory: 89.33GiB(94.04%)'"),
+    _q32("fsdp16_lbs4", 4, 16, 1, 78.48, "'4 (64) | 4096 | FSDP 16| ... step: 80 ... memory: 78.48GiB(82.54%)'"),
+    _q32("fsdp16_lbs8", 8, 16, 1, None, "'8 | 4096 | FSDP 16 | OOM'"),
+    _q32("fsdp16_lbs16", 16, 16, 1, None, "'16 | 4096 | Fsdp=16 | OOM'"),
+    _q32("fsdp32_lbs16", 16, 32, 1, None, "'16 | 4096 | fsdp=32 | OOM'"),
+    _q32("fsdp16_tp2_lbs16", 16, 16, 2, None, "'16 | 4096 | fsdp=16, tp 2 | OOM'"),
+    _q32("fsdp8_tp4_lbs16", 16, 8, 4, 70.20, "'16 | 4096 | fsdp=8, tp=4 | ... step: 90 ... memory: 70.20GiB(73.89%)'"),
+    _q32("fsdp8_tp4_lbs32", 32, 8, 4, None, "'32 | 4096 | fsdp=8, tp=4 | OOM'"),
+    _q32("fsdp4_tp8_lbs16", 16, 4, 8, 43.45, "'16 (64) | 4096 | fsdp 4, tp 8 | Full AC ... step: 20 ... memory: 43.45GiB(45.73%)'"),
+    _q32("fsdp4_tp8_lbs32", 32, 4, 8, 70.79, "'32 (128) | 4096 | fsdp 4, tp 8 | Full AC, ... step: 10 ... memory: 70.79GiB(74.51%)'"),
+    _q32("fsdp8_tp8_lbs32", 32, 8, 8, 63.27, "'32 (256) | 4096 | Fsdp8, tp 8 | Full AC, ... step: 70 ... memory: 63.27GiB(66.60%)'"),
+    _q32("fsdp4_tp8_lbs64", 64, 4, 8, None, "'64 (256) | 4096 | Fsdp 4, tp 8 | Full AC,OOM'"),
+    _q32("fsdp8_tp8_lbs64", 64, 8, 8, None, "'64 (512) | 4096 | Fsdp 8, tp 8 | Full AC,OOM'"),
+]
+
+# pytorch/torchtitan PR #2461 ('add qwen3 14b config to registry', merged 6b081f404 2026-03-03): the reviewer's "I tested
+# sac on 8 96GB H100s and it OOMed, but full ac worked" on the PR's qwen3_14b() (torchtitan/models/qwen3/config_registry.py:
+# Qwen3 14B, local_batch_size 4, seq_len 4096, FSDP over the GPUs, AdamW lr 8e-4), which then changed
+# activation_checkpoint.mode from "selective" (selective_ac_option "op") to "full".
+_Q14 = {
+    "model": {"name": "qwen3", "flavor": "14B", "hf_assets_path": "./assets/hf/Qwen3-14B"},
+    "optimizer": {"name": "AdamW", "lr": 8e-4},
+    "lr_scheduler": {"warmup_steps": 600},
+    "training": {"local_batch_size": 4, "seq_len": 4096, "steps": 3000, "dataset": "c4"},
+    "parallelism": {"data_parallel_shard_degree": -1, "tensor_parallel_degree": 1, "context_parallel_degree": 1,
+                    "pipeline_parallel_degree": 1},
+    "activation_checkpoint": {"mode": "full", "selective_ac_option": "op"},
+}
+_Q14_SRC = dict(ref="pytorch/torchtitan PR #2461 ('add qwen3 14b config to registry', review 2026-02-28, merged as 6b081f404)",
+                url="https://github.com/pytorch/torchtitan/pull/2461", date="2026-02-28")
+_Q14_READ = ("Job table = the PR's qwen3_14b() Trainer.Config (config_registry.py at 6b081f404, written as the equivalent "
+             "TOML job: Qwen3 14B -- 40 layers, dim 5120, 40 heads / 8 KV heads of 128, SwiGLU 17408, qk norm, SDPA, vocab "
+             "151936 --, local batch 4, seq 4096, FSDP over the 8 GPUs, no TP / CP / PP, compile off (the Trainer default)) on "
+             "8 x H100 96GB (the hardware DB's h100-sxm-96gb-500w, 95.0 GiB).  The review's OOM is the diff's "
+             "mode='selective' (op); the merged config, mode='full', ran.  The local batch at review time is read as the "
+             "merged 4 (the review thread shows only the AC lines).")
+CASES += [
+    dict(id="titan_pr2461_qwen3_14b_h100_96gb_8gpu_lbs4_sac_op", outcome="oom", framework="torchtitan",
+         hardware=dict(gpu="H100 SXM 96GB", plan_gpu="h100-sxm-96gb-500w", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_Q14, activation_checkpoint={"mode": "selective"}), source=_Q14_SRC,
+         quote="'I would suggest using full ac. I tested sac on 8 96GB H100s and it OOMed, but full ac worked.'",
+         read=_Q14_READ, pair="titan_pr2461_qwen3_14b_h100_96gb_8gpu_lbs4_full_ac"),
+    dict(id="titan_pr2461_qwen3_14b_h100_96gb_8gpu_lbs4_full_ac", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="H100 SXM 96GB", plan_gpu="h100-sxm-96gb-500w", num_gpus=8, gpus_per_node=8),
+         torchtitan_config=_titan(_Q14), source=_Q14_SRC,
+         quote="'... but full ac worked.' (merged: activation_checkpoint mode='full')", read=_Q14_READ,
+         pair="titan_pr2461_qwen3_14b_h100_96gb_8gpu_lbs4_sac_op"),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
@@ -1038,6 +1133,19 @@ MLM_TESTS = (
     "gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion",
     "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_memory_speed",
     "gpt/gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap",
+    # round 14 (branch oom9), held out: fine-grained activation offloading (with MTP / without MTP and the EP
+    # overlap), FP8 MoE + MLA + MTP, selective recompute, TE CUDA graphs of the attention, FP8 params + CP,
+    # interleaved PP (overlapped optimizer; embedding and loss in the split), MoE with CP, Megatron-FSDP
+    "moe/gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading",
+    "moe/gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_no_mtp_no_a2a_ovlp_fine_grained_offloading",
+    "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_mtp_resume_torch_dist_fp8",
+    "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental",
+    "moe/gpt3_mcore_te_tp2_pp2_ep4_etp1_resume_torch_dist_attn_cudagraph",
+    "gpt/gpt3_weekly_mcore_tp4_cp2_current_scaling_native_fp8_tp_sp_cp_tp_overlap",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_dist_optimizer_overlap_grad_reduce_param_gather_overlap_optimizer",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp2_account_for_embedding_loss_in_pipeline_split",
+    "moe/gpt3_mcore_tp2_cp2_pp2_ep2_te_4experts2parallel",
+    "gpt/gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor",
 )
 # flags of a functional test that only move files or logs; dropped from the stored argv
 _IO_FLAGS = {"--save", "--load", "--tensorboard-dir", "--data-path", "--data-cache-path", "--vocab-file", "--merge-file",
@@ -1053,6 +1161,14 @@ _IO_FLAGS = {"--save", "--load", "--tensorboard-dir", "--data-path", "--data-cac
 def _git_show(repo: Path, rev: str, path: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{path}"], check=True, capture_output=True,
                           text=True).stdout
+
+
+def _launcher_value(v: Any) -> str:
+    """A MODEL_ARGS value as the functional-test launcher passes it: ``tests/functional_tests/shell_test_utils/
+    _run_training.sh`` strips the brackets of a ``[a b c]`` value (``--recompute-modules "[layernorm moe_act]"`` ->
+    ``--recompute-modules layernorm moe_act``) and passes any other value as one argument."""
+    s = str(v).strip()
+    return s[1:-1].strip() if len(s) > 2 and s[0] == "[" and s[-1] == "]" and "]" not in s[1:-1] else s
 
 
 def mlm_peak_cases(repo: Path) -> list[dict]:
@@ -1079,7 +1195,7 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
         for k, v in margs.items():
             if k in _IO_FLAGS or v is False or isinstance(v, str) and "${" in v:
                 continue
-            flags.append(k if v is True else f"{k} {v}")
+            flags.append(k if v is True else f"{k} {_launcher_value(v)}")
         out.append(dict(
             id="mlm_functional_" + test.replace("/", "_"), outcome="ran", framework="megatron",
             hardware=dict(gpu="DGX-H100 (H100 80GB)", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
@@ -1088,7 +1204,7 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
                         url=f"https://github.com/NVIDIA/Megatron-LM/tree/{rev[:10]}/{base}", date=None),
             quote=f"mem-max-allocated-bytes at iteration {last}: {int(float(vals[last]))}",
             read=("MODEL_ARGS of the test (placeholders ${...}, I/O / logging flags and a --tp-comm-overlap-cfg YAML of the "
-                  "test folder dropped; GPT-2 BPE vocabulary "
+                  "test folder dropped; a bracketed list passed without its brackets, as _run_training.sh does; GPT-2 BPE vocabulary "
                   "50,257 where a vocab file is given) on one 8-GPU DGX-H100 node; the golden value is the last rank's "
                   "torch.cuda.max_memory_allocated (--log-memory-to-tensorboard writes from the last rank)."),
             measured_peak=dict(gib=round(peak, 3), basis="allocated", rank="last",

@@ -64,7 +64,16 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
   fixed per-call cost keeps at Megatron's payloads (a few MB per rank against the benchmark's 30-60
   MB) where a bandwidth fitted to the torch-API figures would scale it away; none where CUDA graphs
   capture the dispatcher (``moe`` scope, full iteration: Megatron then runs HybridEP sync-free with a
-  static token budget);
+  static token budget);  DeepEP V1's internode kernels (the ``deepep`` backend: ``deep_ep.Buffer``) are
+  also bound by their own forwarding / receiving warps: every (token, destination node) pair, the own
+  node's included, goes through the channel's RDMA buffer and its forwarder warps (DeepEP
+  ``csrc/kernels/internode.cu``: the local node's share is copied into its own receive buffer, then
+  forwarded like the remote ones), so t >= T D_rank b / R_fwd with ``R_fwd`` the kernel's receive rate
+  (:func:`deepep_forward_bw`, ``FITTED['deepep']['deepep/forward']``: DeepEP#493, 2 x 8 H200 + CX7 400G,
+  24 SMs: 134 / 145 GB/s NVL receive for BF16 dispatch / combine while the NIC carried ~20 GB/s and NVLink
+  ran at a third), scaled by the recipe's SMs and, in a step, by the same in-situ fraction (the same
+  kernels in DeepSeek's training, at 20 SMs).  It binds at 2 nodes (EP 16: the README's logical 43 GB/s
+  against 58 / 51 at EP 32 / 64, on H800 and H200 alike), not from 4 nodes on, where the NIC does;
 - P2P: t = S / (e B) + a, with ``a`` the spec's one-hop latency (no collective launch); ``e`` is
   ``e_p2p`` where one was measured, else ``e_g``.
 
@@ -96,6 +105,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from primus_launch.projection.cost import calibration as cal
+from primus_launch.projection.cost.contention import DEEPEP_SMS
 from primus_launch.projection.hardware.fabric import Fabric, measured_fabric_fields, on_change
 # the registry of measured fabrics lives with the hardware database; ``register_fabric`` and
 # ``register_fabric_tables`` stay importable from here for the measured path
@@ -104,6 +114,10 @@ from primus_launch.projection.hardware.gpus import get_gpu
 from primus_launch.projection.hardware.placement import GroupPlacement
 
 
+DEEPEP_INSITU_SMS = 20
+"""SMs of the DeepEP kernels in DeepSeek's DeepSeek-V3 training profile that ``FITTED['deepep']['deepep/insitu']``
+was measured on (records ``dsprofile-v3-train-h800-deepep-*``, ``shape.sms``; the README benchmark it is taken
+against ran 24)."""
 NCCL_NET_STEP_S = 14e-6
 """Seconds of one inter-node step of an NCCL ring (and hop of a tree) with the Simple protocol of large
 messages: NVIDIA/nccl ``src/graph/tuning.cc`` ``ncclTunerConstantsDefaults.hwLatencies[NET]`` (module doc)."""
@@ -311,10 +325,33 @@ def hybridep_api_overhead(op: str, nodes: int, ranks: int) -> float:
     return p[-1][1]
 
 
+def deepep_forward_bw(op: str, num_sms: int, insitu: bool = True) -> float:
+    """Bytes/s of token copies one rank's DeepEP V1 internode dispatch (``op`` = dispatch) or combine can
+    receive through its forwarding warps with ``num_sms`` SMs (module doc); 0 without a fit.  The kernel
+    runs ``num_sms / 2`` channels, each one RDMA-sender SM and one forwarder SM, so the bound scales with
+    the SMs: isolated, the fitted BF16 rate at the benchmark's 24 SMs (``FITTED['deepep']['deepep/forward']``,
+    DeepEP#493) x ``num_sms / 24``; in a training step (``insitu``), that rate x the in-situ fraction x
+    ``num_sms /`` :data:`DEEPEP_INSITU_SMS` -- the in-situ fraction is DeepSeek's 20-SM kernels in training
+    over the 24-SM benchmark, so it already holds the step from 24 to 20 SMs.  No Blackwell figure exists:
+    a Blackwell SM is taken at the Hopper SM's rate."""
+    from primus_launch.projection.cost.fitted import FITTED
+
+    dee = FITTED.get("deepep", {})
+    fit = dee.get("deepep/forward", {})
+    r = fit.get("combine" if op == "combine" else "dispatch")
+    if not r or num_sms <= 0:
+        return 0.0
+    if insitu:
+        return float(r) * dee.get("deepep/insitu", {}).get("eff", 1.0) * num_sms / DEEPEP_INSITU_SMS
+    return float(r) * num_sms / fit["sms"]
+
+
 def dispatch_time(tokens: float, token_bytes: float, size: int, nodes: int, per_node: int, f: Fabric,
-                  d_rank: float, d_dom: float, lib: str = "deepep", api_s: float = 0.0) -> float:
+                  d_rank: float, d_dom: float, lib: str = "deepep", api_s: float = 0.0,
+                  fwd_bw: float = 0.0) -> float:
     """Seconds of one DeepEP / HybridEP dispatch (or combine) per rank (module doc); ``api_s``: the library
-    API's own seconds per call beyond the kernel (HybridEP: :func:`hybridep_api_overhead`)."""
+    API's own seconds per call beyond the kernel (HybridEP: :func:`hybridep_api_overhead`); ``fwd_bw``: the
+    receive rate of DeepEP V1's internode forwarding warps (bytes/s, :func:`deepep_forward_bw`; 0: none)."""
     if size <= 1 or tokens <= 0:
         return 0.0
     nvl = f.e_nvl.get(lib, cal.INTRA_NODE_BW_EFFICIENCY) * f.up(per_node if nodes > 1 else size)
@@ -325,17 +362,21 @@ def dispatch_time(tokens: float, token_bytes: float, size: int, nodes: int, per_
     rdma = f.e_rdma.get(lib, cal.INTER_NODE_BW_EFFICIENCY) * f.nic_bw
     t_rdma = tokens * d_dom * (1 - 1 / m) * token_bytes / rdma
     t_nvl = tokens * d_rank * (1 - 1 / k) * token_bytes / nvl
-    return max(t_rdma, t_nvl) + 2 * f.a_nic + lat / 2 + api_s
+    t_fwd = tokens * d_rank * token_bytes / fwd_bw if fwd_bw > 0 else 0.0
+    return max(t_rdma, t_nvl, t_fwd) + 2 * f.a_nic + lat / 2 + api_s
 
 
 @lru_cache(maxsize=65536)
 def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: str, num_experts: int, topk: int,
                     num_groups: int = 1, group_topk: int = 1, lib: str = "deepep", insitu: bool = True,
-                    op: str = "dispatch", api: bool = True) -> float:
+                    op: str = "dispatch", api: bool = True, num_sms: int = 0, forward: bool = True) -> float:
     """Seconds of one DeepEP (``lib="deepep"``) or HybridEP ``op`` (dispatch / combine) of ``tokens``
     tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc); ``insitu=False``: at the
     isolated benchmark's RDMA rate (what the in-situ fraction adds, for the explanation); ``api=False``:
-    without HybridEP's per-call torch-API time (a dispatcher inside CUDA graphs; the explanation's share)."""
+    without HybridEP's per-call torch-API time (a dispatcher inside CUDA graphs; the explanation's share);
+    ``num_sms``: the SMs DeepEP runs on (0: :data:`cost.contention.DEEPEP_SMS`, DeepEP's and Megatron's
+    default 20); ``forward=False``: without DeepEP V1's internode forwarder bound (:func:`deepep_forward_bw`;
+    the explanation's share)."""
     from primus_launch.projection.cost.moe_routing import expected_units_hit
 
     n = pl.size
@@ -352,7 +393,10 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
         f_in = FITTED.get("deepep", {}).get("deepep/insitu", {}).get("eff", 1.0)
         fab = dataclasses.replace(fab, e_rdma={**fab.e_rdma, lib: fab.e_rdma[lib] / f_in})
     api_s = hybridep_api_overhead(op, pl.nodes, n) if lib == "hybridep" and api and fab.fitted else 0.0
-    return dispatch_time(tokens, token_bytes, n, pl.nodes, pl.per_node, fab, d_rank, d_dom, lib, api_s)
+    fwd_bw = 0.0
+    if lib == "deepep" and forward and pl.nodes > 1 and fab.fitted:
+        fwd_bw = deepep_forward_bw(op, num_sms or DEEPEP_SMS, insitu)
+    return dispatch_time(tokens, token_bytes, n, pl.nodes, pl.per_node, fab, d_rank, d_dom, lib, api_s, fwd_bw)
 
 
 @lru_cache(maxsize=65536)

@@ -189,9 +189,16 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
         insitu = FITTED.get("deepep", {}).get("deepep/insitu", {}).get("eff")
         lib = {"deepep": "DeepEP", "hybridep": "HybridEP"}.get(d)
         if lib and lay.ep.nodes > 1 and insitu:
-            terms.append((f"  of which: {lib} in situ (RDMA x {insitu:.2f} of its benchmark)",
+            terms.append((f"  of which: {lib} in situ (RDMA x {insitu:.2f} of its benchmark"
+                          + ("; forwarder from the in-situ 20 SMs)" if d == "deepep" else ")"),
                           dispatcher_times(plan, gpu, lay.ep, insitu=False),
                           "deepep/insitu: DeepSeek's DeepSeek-V3 profile vs DeepEP's README of the same week"))
+        if d == "deepep" and lay.ep.nodes > 1:
+            without = dispatcher_times(plan, gpu, lay.ep, forward=False)
+            if any(r > w for r, w in zip(raw, without)):
+                terms.append(("  of which: DeepEP V1 internode forwarder bound (NVL receive per SM)", without,
+                              "deepep/forward: DeepEP#493 2-node H200 test_internode figures x "
+                              f"{plan.training.moe_dispatcher_num_sms or 20} SMs"))
         if d == "hybridep":
             without = dispatcher_times(plan, gpu, lay.ep, api=False)
             if any(r > w for r, w in zip(raw, without)):

@@ -452,7 +452,14 @@ FITTED = {'attention': {'ampere/fa2': {'bwd': 0.7406,
                                    'rms_g': 0.0025,
                                    'rms_nic_a2a': 0.1067,
                                    'rms_ring': 0.0039}},
- 'deepep': {'deepep/insitu': {'eff': 0.7084,
+ 'deepep': {'deepep/forward': {'combine': 145160000000.0,
+                               'dispatch': 133780000000.0,
+                               'note': 'DeepEP V1 internode normal kernels: NVL receive bytes/s (BF16) at the '
+                                       "benchmark's SMs where the kernel, not a link, binds (2 nodes; DeepEP#493 "
+                                       'H200 + CX7); collectives.deepep_forward_bw',
+                               'records': ['deepep493-h200-ep16-combine-nvl', 'deepep493-h200-ep16-dispatch-nvl'],
+                               'sms': 24},
+            'deepep/insitu': {'eff': 0.7084,
                               'note': "in-situ fraction of DeepEP's isolated RDMA throughput (DeepSeek-V3 "
                                       "pre-training trace vs DeepEP's README of the same week); multiplies the "
                                       'deepep/rdma efficiency',

@@ -42,7 +42,8 @@ TorchTitan (0.3.0 ``models/common/token_dispatcher.py`` ``AllToAllTokenDispatche
   :func:`collectives.deepep_dispatch` on ``h 2`` bytes per token (the top-k indices and fp32 weights
   that ride along, ``12 k`` bytes, are below 1 % of a token at ``h >= 2048`` and not priced); HybridEP
   adds its torch API's own time per call (:func:`collectives.hybridep_api_overhead`) unless CUDA graphs
-  capture the dispatcher.
+  capture the dispatcher; DeepEP across NVLink domains is bounded below by its V1 internode kernel's
+  forwarding warps at the recipe's ``--moe-deepep-num-sms`` (:func:`collectives.deepep_forward_bw`).
 """
 
 from __future__ import annotations
@@ -128,14 +129,15 @@ def _group(name: str, plan: Plan, ep_pl: GroupPlacement) -> GroupPlacement:
 
 
 def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: bool = True,
-                     insitu: bool = True, api: bool = True) -> tuple[float, float]:
+                     insitu: bool = True, api: bool = True, forward: bool = True) -> tuple[float, float]:
     """Raw (forward, backward) seconds of one MoE layer's token dispatcher per micro-batch: the sum
     of :func:`dispatcher_collectives` priced by :mod:`collectives` (``ep_pl``: the EP group), for the
     busiest EP rank: each all-to-all / flex dispatch ends when the rank that receives the most routed
     tokens has them, ``1 + delta`` times the balanced volume (:mod:`cost.moe_imbalance`, by the router's
-    mode).  ``busiest_rank=False`` / ``insitu=False`` / ``api=False``: without that factor / with DeepEP and
-    HybridEP at their isolated benchmarks' RDMA rate / without HybridEP's per-call torch-API time (the
-    explanation's shares of the three terms).  HybridEP's API time is left out where CUDA graphs capture
+    mode).  ``busiest_rank=False`` / ``insitu=False`` / ``api=False`` / ``forward=False``: without that factor /
+    with DeepEP and HybridEP at their isolated benchmarks' RDMA rate / without HybridEP's per-call torch-API
+    time / without DeepEP V1's internode forwarder bound (:func:`collectives.deepep_forward_bw`, at the
+    recipe's ``training.moe_dispatcher_num_sms``) (the explanation's shares of the four terms).  HybridEP's API time is left out where CUDA graphs capture
     the dispatcher (``framework.graph_scopes`` holds ``moe``: Megatron runs HybridEP sync-free there)."""
     from primus_launch.projection.cost.framework import graph_scopes
     from primus_launch.projection.cost.moe_imbalance import plan_imbalance
@@ -153,7 +155,7 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: 
                 s += coll.deepep_dispatch(max(1, int(c.nbytes)), float(m.hidden_size * ACT_BYTES), pl, gpu,
                                           m.num_experts, m.moe_router_topk, m.moe_router_num_groups or 1,
                                           m.moe_router_group_topk or 1, plan.training.moe_token_dispatcher,
-                                          insitu, c.what, api)
+                                          insitu, c.what, api, plan.training.moe_dispatcher_num_sms or 0, forward)
             else:
                 s += getattr(coll, c.op)(c.nbytes, pl, gpu)
         out.append(s * busiest)

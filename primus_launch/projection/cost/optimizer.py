@@ -66,16 +66,17 @@ def stat_bytes_per_param(plan: Plan) -> float:
 def state_offload_bytes(plan: Plan) -> tuple[float, float]:
     """(master, moment) bytes per held parameter that chunked optimizer-state offload moves up the host link
     each step (module doc): ``optimizer_state_fraction`` x the master copy (``memory.mcore`` ``mcore_opts``:
-    its ``main_params`` bytes; none in fp32 training) and x the moments (Adam: both; SGD: the momentum)."""
+    its ``main_params`` bytes) and x the moments, split by ``memory.optimizer_offload.bundle_bytes``."""
     from primus_launch.projection.memory.mcore import mcore_opts
+    from primus_launch.projection.memory.optimizer_offload import bundle_bytes
 
     t = plan.training
     f = t.offload.optimizer_state_fraction
     if f <= 0:
         return 0.0, 0.0
     o = mcore_opts(plan)
-    master = 0 if t.precision == "fp32" else o.main_params
-    moments = o.exp_avg + (o.exp_avg_sq if t.optimizer == "adam" else 0)
+    master, moments = bundle_bytes(precision=t.precision, optimizer=t.optimizer, main_params=o.main_params,
+                                   exp_avg=o.exp_avg, exp_avg_sq=o.exp_avg_sq)
     return f * master, f * moments
 
 

@@ -50,6 +50,10 @@ from primus_launch.plan import ModelArch
 from primus_launch.projection.memory.fp8 import fp8_attention_saved_bytes, quantized_bytes
 
 
+#: megatron TransformerConfig.min_offloaded_tensor_size (@d98e8a64dd): smaller saved tensors stay on the GPU
+OFFLOAD_MIN_ELEMENTS = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class ActivationImpl:
     """Which tensors an implementation keeps (see module docstring)."""
@@ -271,12 +275,19 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         drops["mla_up_proj"] = (a * sb * arch.num_attention_heads * (2 * (arch.qk_head_dim + arch.qk_pos_emb_head_dim)
                                                                       + arch.v_head_dim) / t)
     # --offload-modules (fine-grained activation offloading, megatron transformer_config.offload_modules:
-    # "offload the input of the specified modules"): the bytes each moves to host
+    # "offload the input of the specified modules"): the bytes each moves to host.  The module runs inside
+    # the offload manager's saved_tensors_hooks (pipeline_parallel/fine_grained_activation_offload.py
+    # @d98e8a64dd, ``tensor_push`` / ``tensor_need_offloading_checker``), so every tensor autograd saves in it
+    # of at least ``min_offloaded_tensor_size`` (1024 x 1024) elements moves, not only its input: for the core
+    # attention also the unfused path's s x s softmax output (and dropout mask / dropped copy); flash's fp32
+    # log-sum-exp ``b (nq / t) s`` moves only where it reaches that size.
     d_att = arch.kv_channels if not mla else arch.qk_head_dim + arch.qk_pos_emb_head_dim
     n_kv = arch.kv_heads if not mla else nq
+    core_elems = mbs * nq / t * s * (1 if impl.flash_attention else s)
     off = {"attn_norm": norm(h), "qkv_linear": a * T * h,
            "core_attn": a * sb * (nq + n_kv) * d_att / t + a * sb * n_kv * (arch.v_head_dim if mla
-                                                                              else arch.kv_channels) / t,
+                                                                              else arch.kv_channels) / t
+           + (core if core_elems >= OFFLOAD_MIN_ELEMENTS else 0.0),
            "attn_proj": o, "mlp_norm": norm(h)}
     if moe:
         off["expert_fc1"] = pairs * qb * h

@@ -37,6 +37,7 @@ from primus_launch.projection.memory.params import (
 )
 from primus_launch.projection.memory.stage import (  # noqa: F401  (re-exported)
     ALLOCATOR_FRAGMENTATION,
+    TITAN_DYNAMIC_FRAGMENTATION,
     MeasuredActivations,
     in_flight_closed_form,
     stage_report,
@@ -51,6 +52,7 @@ from primus_launch.projection.memory.titan import (
     fsdp_groups,
     moe_backward_bytes,
     pp_rank_walk,
+    reserved_peak_over_levels,
     stage_walk,
     titan_buffer_bytes,
     titan_param_shapes,
@@ -398,11 +400,16 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             # accumulated across micro-batches (no gradient sync until the last)
             held_all = sum(unit_unsharded(u[1]) for u in units) + (unit_unsharded(head_g) if has_loss else 0.0)
             pp_extra = 2.0 * held_all + grad_terms["grads_unsharded"] - (held if has_loss else 0.0)
+        levels: list[tuple[float, dict[str, float]]] = []
         peak, parts = stage_walk(static=static, units=scaled, head=head, emb_ids=emb_ids,
                                  loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, in_grad=2.0 * sb * h / tp,
-                                 mb_scale=units_in_flight)
+                                 mb_scale=units_in_flight, levels_out=levels)
         acts = parts["activations"]
-        side = _side_pools_reserved(pools, parts)
+        # reserved beyond the allocated peak's own: the pools there, or more where an earlier level (the loss
+        # backward, before any gradient) holds the reserved peak (memory.titan.reserved_peak_over_levels)
+        side = max(_side_pools_reserved(pools, parts),
+                   reserved_peak_over_levels(levels, pools, TITAN_DYNAMIC_FRAGMENTATION)
+                   - peak - TITAN_DYNAMIC_FRAGMENTATION * (acts + parts["transient"]))
         out.append((stage_report(rank, weights, parts["gradients"], optim, acts, parts["transient"],
                                  int(math.ceil(units_in_flight)), int(dense_p + expert_p), side_pools=side),
                     {**parts, **grad_terms, "side_pools_reserved": side}))

@@ -104,7 +104,7 @@ from primus_launch.projection.memory.activations import (
     rope_table_bytes,
 )
 from primus_launch.projection.memory.offload import te_offload_peak
-from primus_launch.projection.memory.optimizer_offload import step_restore_bytes
+from primus_launch.projection.memory.optimizer_offload import bundle_bytes, step_restore_bytes
 from primus_launch.projection.memory.paged_stash import static_batch_bytes, static_moe_extra
 from primus_launch.projection.hardware.gpus import gpu_arch
 from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes, te_fp8_attention,
@@ -262,8 +262,7 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
     opt *= 1.0 - opts.optimizer_offload  # HybridDeviceOptimizer keeps the offloaded fraction on the host
     # chunked optimizer-state offload (memory.optimizer_offload): the selected masters and moments live on the
     # host between steps and come back for the step (the masters whole, the moments in staging slots)
-    master_b = 0 if precision == "fp32" else opts.main_params
-    opt_full, opt = opt, opt * (1.0 - opts.state_offload)
+    opt *= 1.0 - opts.state_offload
     seq = m.seq_length
     kw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, ep=ep, etp=etp, abytes=a, impl=impl, fp8=opts.fp8,
               fp8_dpa=opts.fp8_dpa, fp8_non_tn=opts.fp8_non_tn)
@@ -381,6 +380,13 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             activations += static_batch_bytes(seq, mbs, opts.attention_mask) * nmb
         stash_kept, stash_layer = static_moe[rank]
         activations += stash_kept  # paged stash buffer / capacity-padded saved tensors (memory.paged_stash)
+        if opts.offload_modules and not opts.offload_layers:
+            # --offload-modules' margin (pipeline_parallel/fine_grained_activation_offload.py @d98e8a64dd,
+            # PipelineOffloadManager.post_warmup_callback): after the warm-up step the last group of each module
+            # name in the first chunk to run its backward is marked not to offload ("so the reloading won't block
+            # the main stream"), so one layer's offloadable tensors stay on the GPU until that backward, the peak
+            m_big = moe_act if m.is_moe else dense_act
+            activations += offloaded(m_big)
         # ---- transients (on top of the activations in flight) ----
         bwd = max((moe_act if m.is_moe_layer(i) else dense_act).backward_temp
                   for ch in layout[rank] for i in ch.layers) if any(ch.layers for ch in layout[rank]) else 0.0
@@ -432,8 +438,10 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             sharded_opt = dp_sharding in ("optimizer", "optimizer_grads", "full")
             children = ((sp_.dense / (shard if dp_sharding == "full" else dpcp), sp_.expert / edp) if sharded_opt
                         else (sp_.dense, sp_.expert))
+            master_b, moments_b = bundle_bytes(precision=precision, optimizer=optimizer, main_params=opts.main_params,
+                                               exp_avg=opts.exp_avg, exp_avg_sq=opts.exp_avg_sq)
             step += step_restore_bytes(fraction=opts.state_offload, chunk_mb=opts.state_chunk_mb, master=master_b,
-                                       moments=opt_full - master_b, local_params=children)
+                                       moments=moments_b, local_params=children)
         if opts.full_graph:
             # the graph's private pool keeps the captured step's peak (activations and in-graph transients)
             # reserved while the eager optimizer step runs beside it

@@ -39,6 +39,17 @@ from typing import Sequence
 MIB = 1024 ** 2
 
 
+def bundle_bytes(*, precision: str, optimizer: str, main_params: float, exp_avg: float,
+                 exp_avg_sq: float) -> tuple[float, float]:
+    """(master, moments) bytes per parameter of one offloadable bundle (module doc, "what leaves the GPU"):
+    the master copy is ``main_params`` bytes (MCore's ``main_param`` or TE FusedAdam's ``master_param``; none
+    in fp32 training, where the parameter is its own master), the moments every tensor state shaped like the
+    parameter: Adam ``exp_avg`` + ``exp_avg_sq``, SGD its momentum buffer (``exp_avg`` bytes).  Both the step's
+    memory (``memory.mcore``) and its host-link time (``cost.optimizer``) scale these by the offload fraction."""
+    master = 0 if precision == "fp32" else main_params
+    return master, exp_avg + (exp_avg_sq if optimizer == "adam" else 0)
+
+
 def staging_bytes(child_state: Sequence[float], chunk_bytes: float) -> float:
     """Most GPU bytes of offloaded optimizer tensor state staged at once during a chained step (module doc):
     ``child_state`` the selected state bytes of each chained optimizer in step order, ``chunk_bytes`` the

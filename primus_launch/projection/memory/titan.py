@@ -516,6 +516,21 @@ def fsdp2_stream_pools(units: list[tuple[FsdpGroup, ...]], *, param_bytes: float
     return Fsdp2StreamPools(copy_in=copy_in, reduce_scatter=rs)
 
 
+def reserved_peak_over_levels(levels: list[tuple[float, dict[str, float]]], pools: Fsdp2StreamPools,
+                              dynamic_fraction: float) -> float:
+    """The step's reserved peak over the levels of :func:`stage_walk`: at each level the default stream's
+    allocation, its fragmentation (``dynamic_fraction`` of the level's activations and transients) and FSDP2's
+    side-stream pools (:func:`fsdp2_stream_pools`) less what of them the level has allocated
+    (``side_pools``); the largest.  The pools keep their high-water marks reserved from one step to the next
+    (the reduce-scatter stream's gradients are freed by ``zero_grad`` but stay mapped in that stream's
+    expandable segment), so at the loss backward, where no gradient is allocated yet, the whole of them sits
+    beside the default stream's allocation: that level can hold the reserved peak where a later one (the
+    gradients all reduced, the embedding's backward) holds the allocated peak."""
+    return max((alloc + dynamic_fraction * (parts.get("activations", 0.0) + parts.get("transient", 0.0))
+                + max(0.0, pools.copy_in + pools.reduce_scatter - parts.get("side_pools", 0.0))
+                for alloc, parts in levels), default=0.0)
+
+
 def _unit_transient(groups: tuple[FsdpGroup, ...], held: bool) -> float:
     """FSDP2 post-backward of one unit, per parameter group of ``U`` unsharded elements over ``S`` ranks,
     traced: bf16 unsharded weight gradient ``2U``, fp32 reduce-scatter input ``4U`` (``foreach_reduce``
@@ -532,7 +547,8 @@ def _held_bf16(groups: tuple[FsdpGroup, ...]) -> float:
 
 def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids: float, loss_grads: float,
                held_head: float, pp_extra: float, in_grad: float = 0.0,
-               mb_scale: float = 1.0) -> tuple[float, dict[str, float]]:
+               mb_scale: float = 1.0,
+               levels_out: list[tuple[float, dict[str, float]]] | None = None) -> tuple[float, dict[str, float]]:
     """The peak of one stage's step and its breakdown (``gradients``, ``activations``, ``transient``).
 
     ``units`` = the stage's FSDP units in forward order as ``(kind, groups, kept bytes, recompute bytes
@@ -544,9 +560,11 @@ def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids:
     micro-batches in flight the units' kept bytes are scaled by (one of them is in backward).  Levels: loss backward,
     head backward, each block's backward (with the unit FSDP2 prefetches next in backward, the one before
     it in forward order, unsharded; an MoE block in two moments: its backward, with its own unsharded
-    parameters, then its post-backward's reduce-scatter), the embedding's backward.
+    parameters, then its post-backward's reduce-scatter), the embedding's backward.  ``levels_out``, when
+    given, receives every level ``(allocated, breakdown)``: the reserved peak need not sit at the allocated one
+    (:func:`reserved_peak_over_levels`).
     """
-    levels: list[tuple[float, dict[str, float]]] = []
+    levels: list[tuple[float, dict[str, float]]] = [] if levels_out is None else levels_out
     acts = sum(u[2] for u in units if u[0] in ("layer", "moe")) + emb_ids
     if head is not None:
         hn, hin, logp, hg = head

@@ -1,0 +1,42 @@
+"""How launchers write a run's node and process counts, for the readers of launch scripts and commands
+(:mod:`megatron_script`, :mod:`megatron_bash`'s ``#SBATCH`` header, :mod:`primus_cli`,
+:mod:`torchtitan_script`, :mod:`torchrun_argv`).
+
+- :func:`slurm_option`: one word of an ``srun`` / ``sbatch`` command or ``#SBATCH`` directive split into
+  (option, ``=``, value): ``--nodes=4``, and getopt's attached short form ``-N4`` (Slurm's ``-N`` takes its
+  argument attached or as the next word).
+- :func:`launcher_count`: a count as the launchers accept it: digits, or a range whose upper bound is the
+  run's size (torchrun ``--nnodes MIN:MAX``, ``torch.distributed.run`` ``parse_min_max_nnodes``; srun /
+  sbatch ``--nodes=<minnodes>[-maxnodes]``), from 1 to 999,999,999.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+#: the largest count read (9 digits); the plan's own limits (``cluster.num_nodes``) are far below
+MAX_COUNT = 999_999_999
+
+
+def slurm_option(word: str) -> tuple[str, str, str]:
+    """(option, ``"="`` or ``""``, value) of one word of a Slurm command line: ``--nodes=4`` ->
+    (``--nodes``, ``=``, ``4``); ``-N4`` -> (``-N``, ``=``, ``4``) (the argument attached to the short option:
+    all that follows ``-N``); any other word ``w`` -> (``w``, ``""``, ``""``) when it has no ``=``."""
+    if word.startswith("-N") and len(word) > 2:
+        return "-N", "=", word[2:]
+    return word.partition("=")
+
+
+def launcher_count(text: str, ranges: str = ":-") -> Optional[int]:
+    """The count ``text`` states (surrounding blanks allowed): digits, or ``MIN<sep>MAX`` with a separator
+    of ``ranges`` (``:`` torchrun's elastic node range, ``-`` Slurm's), read as its upper bound, the size the
+    run may reach; None unless a whole number from 1 to :data:`MAX_COUNT` (zero, a sign, a variable or a
+    placeholder is no count a launcher starts a run with)."""
+    seps = "".join(re.escape(c) for c in ranges)
+    m = re.fullmatch(rf"\s*([0-9]{{1,18}})(?:[{seps}]([0-9]{{1,18}}))?\s*", text) if seps else \
+        re.fullmatch(r"\s*([0-9]{1,18})\s*", text)
+    if not m:
+        return None
+    n = int(m.group(m.lastindex))
+    return n if 1 <= n <= MAX_COUNT else None

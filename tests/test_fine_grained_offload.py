@@ -1,0 +1,135 @@
+"""Fine-grained activation offloading (``--fine-grained-activation-offloading --offload-modules``) against
+megatron-core's own code (installed 0.16.1, the same logic as Megatron-LM d98e8a64dd
+``pipeline_parallel/fine_grained_activation_offload.py``), run on the CPU:
+
+- what a module's offload group moves: the manager's ``saved_tensors_hooks`` take every tensor autograd saves
+  inside the module of at least ``min_offloaded_tensor_size`` elements, so for the core attention the unfused
+  path's ``s x s`` softmax output goes too, not only q, k, v (megatron's own ``DotProductAttention`` run
+  under such a hook);
+- what stays: ``PipelineOffloadManager.post_warmup_callback`` marks the last group of each module name in the
+  first chunk to run its backward not to offload ("the offload margin"): one layer's groups (the callback
+  run on stand-in chunks).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from primus_launch.plan import ModelArch, Plan
+from primus_launch.projection.memory.activations import (
+    MCORE_LOCAL,
+    OFFLOAD_MIN_ELEMENTS,
+    impl_for,
+    layer_activation_bytes,
+)
+
+mcore = pytest.importorskip("megatron.core")
+from mcore_meta import init_fake_parallel, mcore_config  # noqa: E402
+
+
+def test_min_offloaded_tensor_size_is_megatrons_default():
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    assert TransformerConfig.__dataclass_fields__["min_offloaded_tensor_size"].default == OFFLOAD_MIN_ELEMENTS
+
+
+@pytest.fixture
+def fake_world():
+    """megatron's parallel state on a fake world of one, torn down after the test (another helper may replace
+    the default process group later, and megatron's groups must not outlive it)."""
+    import mcore_meta
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    init_fake_parallel(1, 1)
+    yield
+    ps.destroy_model_parallel()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    mcore_meta._STATE.clear()
+
+
+def test_core_attn_offload_group_takes_the_unfused_scores(fake_world):
+    """The bytes of the distinct storages megatron's unfused ``DotProductAttention`` saves for backward, of
+    at least ``min_offloaded_tensor_size`` elements (what the ``core_attn`` group moves to the host): q and
+    k (the scores' matmul), the fp32 softmax output and its bf16 copy (CPU: megatron's torch softmax path,
+    ``MCORE_LOCAL``), v -- equal to the model's ``core_attn`` offloadable bytes, the s x s term included
+    (before round 14 the model moved q, k, v only)."""
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+    from megatron.core.transformer.enums import AttnMaskType
+
+    s, b, heads, d = 1024, 1, 8, 128  # q, k, v: 1 Mi elements each; scores 8 Mi
+    arch = ModelArch(num_layers=1, hidden_size=heads * d, ffn_hidden_size=4 * heads * d, num_attention_heads=heads,
+                     vocab_size=1024, seq_length=s)
+    plan = Plan(model=arch, training=dict(global_batch_size=1, attention_backend="unfused"), cluster=dict(gpus_per_node=1))
+    from primus_launch.frameworks import mcore_cpu
+
+    mcore_cpu.install()  # megatron's CUDA-only causal mask and device calls, on the CPU
+    mcore_cpu.seed_rng_tracker(1234)
+    cfg = mcore_config(plan, num_layers=1, **mcore_cpu.config_overrides())
+    attn = DotProductAttention(cfg, layer_number=1, attn_mask_type=AttnMaskType.causal, attention_type="self")
+    q, k, v = (torch.randn(s, b, heads, d, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    saved: dict[int, int] = {}
+
+    def pack(t: torch.Tensor):
+        if t.numel() >= OFFLOAD_MIN_ELEMENTS:
+            st = t.untyped_storage()
+            saved[st.data_ptr()] = st.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = attn(q, k, v, attention_mask=None, attn_mask_type=AttnMaskType.causal)
+    assert out.shape == (s, b, heads * d)
+    la = layer_activation_bytes(arch, seq=s, mbs=b, tp=1, sp=False, impl=impl_for(arch, "unfused", MCORE_LOCAL))
+    offloadable = dict(la.offloadable)["core_attn"]
+    # + the bool causal mask [s, s] the torch path's in-place masked_fill saves (one cached tensor shared by
+    # every layer; the GPU's fused upper-triangular softmax takes no mask): not in the model
+    assert sum(saved.values()) == pytest.approx(offloadable + s * s, rel=1e-6)
+    assert offloadable > 3 * 2 * s * b * heads * d  # not q, k, v alone
+    assert offloadable == pytest.approx(3 * 2 * s * b * heads * d + la.core_attention, rel=1e-9)
+
+
+def test_offload_margin_keeps_one_layer_of_groups(monkeypatch):
+    """megatron's ``post_warmup_callback`` on two chunks of two layers (forward order c0, c1; c1 runs its
+    backward first): exactly one group per module name stays on the GPU, all of them the last layer of the
+    first chunk to run its backward -- one layer's offloadable tensors, what the model adds."""
+    from megatron.core.pipeline_parallel import fine_grained_activation_offload as fgo
+
+    monkeypatch.setattr(torch.cuda, "Event", lambda *a, **k: None)
+    monkeypatch.setattr(fgo, "print_offload_summary_table", lambda *a, **k: None)
+    names = ["attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm"]
+
+    def chunk(tag: str):
+        groups = [fgo.OffloadTensorGroup(n) for _layer in range(2) for n in names]
+        c = SimpleNamespace(offload_groups=groups, is_warmup=True, tag=tag)
+        c.get_max_deduplicated_groups = lambda c=c: fgo.ChunkOffloadHandler.get_max_deduplicated_groups(c)
+        return c
+
+    c0, c1 = chunk("c0"), chunk("c1")
+    mgr = object.__new__(fgo.PipelineOffloadManager)
+    mgr._is_warmup, mgr._offload_margin = True, 0
+    mgr._cached_chunks_forward, mgr._cached_chunks_backward = [c0, c1], [c1, c0]
+    mgr.post_warmup_callback()
+    kept = [(c.tag, i // len(names), g._name) for c in (c0, c1) for i, g in enumerate(c.offload_groups)
+            if not g.offload]
+    assert sorted(kept) == sorted(("c1", 1, n) for n in names)
+
+
+def test_margin_in_the_stage_peak():
+    """The plan's stage peak keeps one layer's offloaded bytes on the GPU beside the in-flight activations
+    (a PP-1 Llama block: every micro-batch's offloadable bytes leave but one layer's)."""
+    from primus_launch.projection.memory.estimate import stage_memory
+
+    arch = ModelArch(num_layers=8, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
+                     num_query_groups=8, vocab_size=128256, seq_length=4096)
+    base = Plan(model=arch, training=dict(global_batch_size=8, recompute=dict(granularity="none")),
+                cluster=dict(gpus_per_node=8))
+    mods = ("attn_proj", "core_attn")
+    off = base.with_changes(training=dict(offload=dict(activation_modules=mods)))
+    la = layer_activation_bytes(arch, seq=4096, mbs=1, tp=1, sp=False)
+    d = dict(la.offloadable)
+    moved = stage_memory(base)[0].activations_bytes - stage_memory(off)[0].activations_bytes
+    assert moved == pytest.approx((8 - 1) * sum(d[m] for m in mods), rel=1e-6)
