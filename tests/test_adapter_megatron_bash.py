@@ -75,6 +75,29 @@ SNIPPETS = {
                           'F=$(( (2**62) * 4 + 3 )); G=$((-9223372036854775807 / 3))\npython x.py $A $B $C $D $E $F $G\n'),
     # an element assigned from the end (bash 4.3+; the reader's list raised IndexError before the start)
     "negative array index": 'X=(a b c)\nX[-1]=z\nX[-3]=y\npython x.py "${X[@]}"\n',
+    # Pai-Megatron-Patch's examples/*/run_mcore_*.sh: TP_COMM_OVERLAP=$(( ($TP > 1) ? 1 : 0 )), then
+    # `if [ $TP_COMM_OVERLAP -eq 1 ]` adds --tp-comm-overlap (read as opaque text before: the flag was lost)
+    "arithmetic comparison, ternary and logic": (
+        'TP=4\nO=$(( ($TP > 1) ? 1 : 0 ))\nif [ $O -eq 1 ]; then F="--tp-comm-overlap"; fi\n'
+        'python x.py $O $F $(( TP<2 ? 7 : TP<8 ? 8 : 9 )) $(( TP == 4 && 1 || 0 )) $(( !TP )) $(( ~TP ))'
+        ' $(( TP >= 4 )) $(( TP != 4 )) $(( 1 << 3 | 5 & 6 ^ 1 )) $(( -2**2 )) $(( 2**3**2 ))\n'),
+    # `eval $cmd` reads the joined string again (Pai-Megatron-Patch examples/deepseek_v3/run_mcore_deepseek_lite.sh:
+    # an array element 'Et\|\(tt\|\)*30L' reaches Megatron as Et|(tt|)*30L, "'([0]*3+[1]*58)'" without its quotes)
+    "eval of a joined command": ("A=(\n  --layout 'Et\\|\\(tt\\|\\)*30L'\n  --freq \"'([0]*3+[1]*58)'\"\n  --n \"a b\"\n)\n"
+                                 'cmd="python x.py ${A[@]} --q \\"c d\\""\neval $cmd\n'),
+    # the KEY=VALUE argument loop of Megatron-LM's functional-test scripts (core_r0.8.0 tests/functional_tests/
+    # test_scripts/gpt3/pretrain_gpt3_distributed_test.sh) and of ROCm/Megatron-LM's databricks scripts: a for
+    # loop over "$@", `$(echo .. | cut ..)`, a substring with an arithmetic offset, `export "$KEY"="$VALUE"`
+    "argument loop with echo | cut, substring and export": (
+        'set -- TP=4 "ADD=--a b --freq ([0]*3+[1])" MBS=2\nfor ARGUMENT in "$@"\ndo\n'
+        '   KEY=$(echo $ARGUMENT | cut -f1 -d=)\n   KEY_LENGTH=${#KEY}\n   VALUE="${ARGUMENT:$KEY_LENGTH+1}"\n'
+        '   export "$KEY"="$VALUE"\ndone\npython x.py $TP ${ADD:+$ADD} --mbs ${MBS:-4} --gbs ${GBS:-32} "$KEY"\n'),
+    "for loops over words": ('X=; for n in a b "c d"; do X="$X-$n"; done\nfor w; do Y=$w; done\n'
+                             'for k in 1 2 3; do Z=$((Z + k)); done\npython x.py "$X" "$n" "$Y" $Z\n'),
+    "substrings": 'A=abcdef; N=2\npython x.py ${A:2} ${A:1:3} ${A: -2} ${A:$N+1} "${A:2:-1}" ${A:9} x${U:0:2}x\n',
+    "echo | cut": ('V=a=b=c\npython x.py $(echo $V | cut -d= -f2-) "$(echo "p q r" | cut -d" " -f1,3)" '
+                   '$(echo abcdef | cut -c2-4) `echo $V | cut -f1 -d=` "$(echo -n x y)" $(echo nodelim | cut -d, -f2)\n'),
+    "arithmetic constants: hex, octal, BASE#N": 'python x.py $(( 0x1F + 010 )) $(( 2#101 )) $(( 36#zz )) $(( 64#_@ ))\n',
 }
 
 
@@ -91,6 +114,18 @@ def test_arguments_equal_what_bash_passes(name):
     st = ShellState(snippet)
     cmd = [c for c in st.commands if c.args and c.args[0].text == "python"][-1]
     assert [t.text for t in cmd.args[1:]] == _bash_args(snippet)
+
+
+def test_loops_it_cannot_follow_are_noted_not_run():
+    """A for loop whose words come from a command, a file-name pattern, or a body that leaves early is not
+    run (one note each); the variables it would set stay as they were."""
+    text = ('X=0\nfor i in $(seq 1 4); do X=$i; done\nfor f in *.sh; do X=$f; done\n'
+            'for j in 1 2; do X=$j; break; done\npython x.py $X\n')
+    st = ShellState(text, "run.sh")
+    assert [t.text for t in st.commands[-1].args] == ["python", "x.py", "0"]
+    notes = [w for w in st.warnings if "'for' loop not evaluated" in w]
+    assert [n.split(":")[0] for n in notes] == ["line 2", "line 3", "line 4"]
+    assert "command" in notes[0] and "*.sh" in notes[1] and "break" in notes[2]
 
 
 def test_values_edit_where_they_are_written():

@@ -303,7 +303,7 @@ def test_case_functions_source_positional_and_bash_c(tmp_path):
     assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node) == (2, 8)  # torchrun inside bash -c
     assert t.recompute.modules == ("core_attn", "mlp") and t.global_batch_size == 64
     notes = " ".join(plan.source.notes)
-    assert "process substitution" in notes and "'for' loop not evaluated" in notes
+    assert "process substitution" in notes and "'for' loop not evaluated" not in notes  # `for n in 1 2`: run
     assert "--rampup-batch-size" in notes and "source" in notes
     # positional parameters: the case arm and the tokenizer come from $1 / $2
     big = load_megatron(path, script_args=("large", "Qwen/Qwen3-8B"))
@@ -438,6 +438,82 @@ def test_local_tokenizer_file_and_unknown_tokenizer(tmp_path):
         load_megatron(_write(tmp_path, "u.sh", BASE + "--tokenizer-type HuggingFaceTokenizer --tokenizer-model acme/x\n"))
     line = one_line(e.value)
     assert "\n" not in line and "acme/x" in line and "--vocab-size" in line
+    # a tokenizer type alone (Megatron-LM examples/gpt3/gpt_config.yaml: tokenizer_model null): the flag named is
+    # the one whose value is shown
+    with pytest.raises(PlanError) as e:
+        load_megatron(_write(tmp_path, "t.sh", BASE + "--tokenizer-type GPTSentencePieceTokenizer\n"))
+    assert one_line(e.value).startswith("--tokenizer-type='GPTSentencePieceTokenizer'")
+
+
+# Pai-Megatron-Patch (alibaba/Pai-Megatron-Patch a098ca5, megatron_patch/tokenizer build_tokenizer): the
+# tokenizer is loaded from --load and sets padded_vocab_size itself (base + --extra-vocab-size, unpadded); the
+# scripts' own comment says "151643 + 293 = 151936" (examples/qwen2_vl/run_mcore_qwen.sh)
+@pytest.mark.parametrize("extra,size", [
+    ("--patch-tokenizer-type Qwen2Tokenizer --extra-vocab-size 293 --load /ckpt/x", 151936),
+    ("--patch-tokenizer-type Qwen2Tokenizer --extra-vocab-size 421 --load /ckpt/x", 152064),
+    ("--patch-tokenizer-type LLama3Tokenizer --extra-vocab-size 256 --load /ckpt/x", 128256),
+    ("--patch-tokenizer-type LLama2Tokenizer --extra-vocab-size 0", 32000),
+    # DeepSeekV2Tokenizer serves V2 / V3 / Moonlight: the checkpoint --load names (its config.json rows)
+    ("--patch-tokenizer-type DeepSeekV2Tokenizer --extra-vocab-size 467 --load /mnt/DeepSeek-V3-to-mcore", 129280),
+    ("--patch-tokenizer-type DeepSeekV2Tokenizer --extra-vocab-size 2400 --load /m/DeepSeek-V2-Lite-to-mcore", 102400),
+    # Megatron's own --padded-vocab-size wins (examples/qwen3/run_mcore_qwen3.sh)
+    ("--patch-tokenizer-type Qwen3Tokenizer --padded-vocab-size 151936", 151936),
+])
+def test_pai_patch_tokenizer_vocabulary(tmp_path, extra, size):
+    plan = load_megatron(_write(tmp_path, "pai.sh", BASE + extra + "\n"))
+    assert plan.model.vocab_size == size
+    assert plan.model.padded_vocab_size(2) == size  # Pai does not pad to 128 x TP
+    assert not any("unknown Megatron-LM flag --patch-tokenizer-type" in n for n in plan.source.notes)
+
+
+def test_pai_patch_tokenizer_unknown_checkpoint_is_one_line(tmp_path):
+    with pytest.raises(PlanError) as e:
+        load_megatron(_write(tmp_path, "pai.sh", BASE + "--patch-tokenizer-type MixtralTokenizer --load /ckpt/mine\n"))
+    line = one_line(e.value)
+    assert "\n" not in line and "--patch-tokenizer-type" in line and "MixtralTokenizer" in line and "/ckpt/mine" in line
+
+
+# Pai-Megatron-Patch's legacy models (megatron_patch/model/deepseek_v2 at 7097866, model/qwen2): a shared expert
+# switched on by its own flag, and DeepSeek-V2's attention always MLA (no --multi-latent-attention in its scripts)
+PAI_MOE = BASE + "--num-experts 8 --moe-ffn-hidden-size 32 --expert-model-parallel-size 2 --vocab-size 100 "
+
+
+def test_pai_legacy_shared_expert_and_mla(tmp_path):
+    plan = load_megatron(_write(tmp_path, "dsv2.sh", PAI_MOE + "--enable-shared-expert --num-shared-experts 2 "
+                                "--kv-lora-rank 16 --qk-nope-head-dim 8 --qk-rope-head-dim 4 --v-head-dim 8\n"))
+    m = plan.model
+    assert m.moe_shared_expert_intermediate_size == 2 * 32
+    assert m.multi_latent_attention and (m.kv_lora_rank, m.qk_head_dim, m.qk_pos_emb_head_dim, m.v_head_dim) == (16, 8, 4, 8)
+    assert not any("unknown Megatron-LM flag --qk-" in n or "--enable-shared-expert: not read" in n for n in plan.source.notes)
+    qwen = load_megatron(_write(tmp_path, "q2.sh", PAI_MOE + "--enable-shared-expert --shared-moe-ffn-hidden-size 96\n"))
+    assert qwen.model.moe_shared_expert_intermediate_size == 96 and not qwen.model.multi_latent_attention
+    # Megatron-LM's own spelling is read as before: the switch decides MLA, Pai's split flags are only noted
+    mcore = load_megatron(_write(tmp_path, "v3.sh", PAI_MOE + "--moe-shared-expert-intermediate-size 64 "
+                                 "--multi-latent-attention --kv-lora-rank 16 --qk-nope-head-dim 8\n"))
+    assert mcore.model.moe_shared_expert_intermediate_size == 64 and mcore.model.qk_head_dim == 128
+    assert any("--qk-nope-head-dim" in n for n in mcore.source.notes)
+    with pytest.raises(PlanError) as e:
+        load_megatron(_write(tmp_path, "bad.sh", PAI_MOE + "--enable-shared-expert\n"))
+    assert "--enable-shared-expert" in one_line(e.value) and "\n" not in one_line(e.value)
+
+
+@pytest.mark.parametrize("env,backend", [
+    ("export NVTE_FLASH_ATTN=1 NVTE_FUSED_ATTN=0", "flash"),   # Pai-Megatron-Patch FL=true
+    ("export NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1", "fused"),   # FL=false
+    ("export NVTE_FLASH_ATTN=0\nexport NVTE_FUSED_ATTN=0", "unfused"),
+    ("export NVTE_FLASH_ATTN=1", "auto"),
+])
+def test_te_attention_variables_choose_the_backend(tmp_path, env, backend):
+    """Without --attention-backend, Transformer Engine's NVTE_FLASH_ATTN / NVTE_FUSED_ATTN opt-outs pick the
+    attention the run uses; the flag, when given, wins; the unchanged plan renders the same text."""
+    text = env + "\n" + BASE + "--vocab-size 100\n"
+    plan = load_megatron(_write(tmp_path, "te.sh", text))
+    assert plan.training.attention_backend == backend
+    assert render_megatron(plan, text) == text
+    if backend != "auto":
+        assert any("NVTE_FUSED_ATTN" in n or "NVTE_FLASH_ATTN" in n for n in plan.source.notes)
+    flag = load_megatron(_write(tmp_path, "flag.sh", env + "\n" + BASE + "--vocab-size 100 --attention-backend fused\n"))
+    assert flag.training.attention_backend == "fused"
 
 
 # --------------------------------------------------------------------------- model families refused
@@ -447,6 +523,10 @@ def test_local_tokenizer_file_and_unknown_tokenizer(tmp_path):
     ("pretrain_gpt.py", "--hybrid-override-pattern M-M* ", "hybrid Mamba"),
     ("pretrain_gpt.py", "--experimental-attention-variant gated_delta_net ", "experimental attention"),
     ("pretrain_gpt.py", "--encoder-num-layers 2 ", "T5"),
+    # a vision-language script whose program name does not say so (Pai-Megatron-Patch examples/qwen2_vl:
+    # pretrain_qwen.py with Megatron-LM examples/multimodal's --disable-vision-class-token)
+    ("pretrain_qwen.py", "--position-embedding-type mrope --disable-vision-class-token ", "multimodal"),
+    ("pretrain_gpt.py", "--freeze-ViT ", "multimodal"),
     ("tools/run_text_generation_server.py", "", "not a training program"),
 ])
 def test_families_not_modelled_are_refused_by_name(tmp_path, program, extra, family):
@@ -495,6 +575,18 @@ def test_yaml_cli_error_on_nemo_config(tmp_path):
     with pytest.raises(UserError) as e:
         load_megatron(_write(tmp_path, "n.yaml", text))
     assert "NeMo" in one_line(e.value)
+
+
+def test_nemo1_launcher_training_config_is_refused_by_name(tmp_path):
+    """NeMo-Framework-Launcher launcher_scripts/conf/training/**.yaml (NeMo 1.0 megatron_gpt_config.yaml layout):
+    refused naming the layout, not read as a Megatron-LM argument YAML that 'names no model flag'."""
+    text = ("trainer:\n  num_nodes: 2\n  devices: 8\n  precision: bf16\nexp_manager:\n  name: x\nmodel:\n"
+            "  mcore_gpt: true\n  micro_batch_size: 1\n  global_batch_size: 64\n  tensor_model_parallel_size: 2\n"
+            "  encoder_seq_length: 4096\n  num_layers: 4\n  hidden_size: 512\n  num_attention_heads: 8\n")
+    with pytest.raises(UserError) as e:
+        load_megatron(_write(tmp_path, "llama.yaml", text))
+    line = one_line(e.value)
+    assert "NeMo 1.0" in line and "model.encoder_seq_length" in line and "\n" not in line
 
 
 # Megatron-LM tests/functional_tests/test_cases/gpt/gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap (the

@@ -85,6 +85,40 @@ def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None 
     ``overrides`` (without ``given``): partial cluster flags, which complete the written cluster
     (:meth:`Cluster.completed`); the notes on how the recipe's own cluster was found (a guess from its
     path, a count falling back) are then left out, as with ``given``."""
+    rec, cluster = _parse_recipe(text, path, argv_mode, given, script_args, overrides)
+    _env_attention_backend(rec)
+    return rec, cluster
+
+
+def _env_attention_backend(rec: Any) -> None:
+    """Without ``--attention-backend``, the attention Transformer Engine runs is chosen by its opt-out
+    variables: ``NVTE_FLASH_ATTN`` / ``NVTE_FUSED_ATTN`` (default 1; ``0`` disables the backend; both off:
+    the unfused one -- TE ``attention/dot_product_attention/utils.py`` ``get_attention_backend``).  A recipe
+    that exports one of them as 0 (Pai-Megatron-Patch's ``FL`` switch: ``NVTE_FLASH_ATTN=1
+    NVTE_FUSED_ATTN=0``, older Megatron-LM scripts) runs that backend; read into ``attention_backend`` with
+    a note.  Megatron-LM >= core_r0.10 asserts the variables unset or 1 under its default ``auto``
+    (``language_module.py`` ``_set_attention_backend``), so such a script runs on an older Megatron-LM, where
+    the variables decide."""
+    if "attention_backend" in rec.args:  # the flag, when given, is what Megatron-LM sets (and checks the variables against)
+        return
+    env = recipe_env(rec)
+    flash, fused = env.get("NVTE_FLASH_ATTN"), env.get("NVTE_FUSED_ATTN")
+
+    def on(v: str | None) -> bool:
+        return v is None or v.strip() not in ("0", "")
+
+    if on(flash) and on(fused):
+        return
+    backend = "flash" if on(flash) else "fused" if on(fused) else "unfused"
+    rec.args["attention_backend"] = backend
+    said = " ".join(f"{k}={v}" for k, v in (("NVTE_FLASH_ATTN", flash), ("NVTE_FUSED_ATTN", fused)) if v is not None)
+    rec.notes.append(f"{said} in the launch environment: attention read as {backend} (Transformer Engine's opt-out "
+                     "variables choose the backend where --attention-backend is not given; Megatron-LM >= core_r0.10 "
+                     "asserts them unset or 1 under its default --attention-backend auto)")
+
+
+def _parse_recipe(text: str, path: str, argv_mode: bool, given: Cluster | None, script_args: tuple[str, ...],
+                  overrides: Mapping[str, Any] | None) -> tuple[Any, Cluster]:
     if argv_mode:
         rec: Any = ms.from_argv(text.split("\n") if text else [])
         return rec, given or _stated_cluster({}, rec.cluster_values())

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+import primus_launch.adapters.pai_patch as pai_patch
 from primus_launch.adapters.megatron_flags import FALSE_WORDS, TRUE_WORDS
 from primus_launch.errors import UserError
 from primus_launch.plan.legality import torch_fsdp2_problems
@@ -282,6 +283,11 @@ def program_family(program: str | None) -> str | None:
     return None
 
 
+#: Pai-Megatron-Patch's tokenizer arguments (``megatron_patch/arguments.py``), as a script or a YAML spells them:
+#: read for the vocabulary only (:func:`megatron_vocab.pai_vocab`)
+PAI_VOCAB_KEYS = (("--patch-tokenizer-type", "patch_tokenizer_type"), ("--extra-vocab-size", "extra_vocab_size"))
+
+
 def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
                     vocab_file: str | None = None) -> tuple[int, str] | None:
     """(vocabulary size, source) of the recipe's tokenizer: a local file when the path exists, the
@@ -541,7 +547,8 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
     that change time or memory and are set away from Megatron's default become
     ``UnmodelledFlag``s, unknown keys a note; a flag that selects a model family the projection does
     not model raises a one-line :class:`PlanError`.  Keys in ``skip`` are not looked at."""
-    from primus_launch.adapters.megatron_flags import MODELLED, NOT_MODELLED, REFUSED, check_value, is_default, lookup
+    from primus_launch.adapters.megatron_flags import (MODELLED, MULTIMODAL_FAMILY, MULTIMODAL_FLAGS, NOT_MODELLED,
+                                                       REFUSED, check_value, is_default, lookup)
 
     rep = rep or _Report()
     for key, val in a.items():
@@ -556,6 +563,9 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
             check_value(f, val)
         if f is None:
             shown = key if key.startswith("-") else "--" + key.replace("_", "-")
+            if shown in MULTIMODAL_FLAGS:  # a vision-language run: its language model alone is not the run
+                raise PlanError(shown, val if val is not True else "set", f"{MULTIMODAL_FAMILY}: not modelled by the "
+                                "projection (GPT-family decoders only)")
             rep.note(f"unknown Megatron-LM flag {shown}" + (f"={val}" if val not in (None, True) else "")
                      + ": not read (not in the flag table of core_r0.16.0 / main / dev)")
             continue
@@ -579,7 +589,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     :mod:`megatron_flags` into ``plan.source.unmodelled`` / ``notes`` (see :func:`report_args`);
     the returned plan's ``source`` is ``Source(framework="megatron")`` carrying them.
     """
-    rep = report_args(a)
+    rep = report_args(a, skip=frozenset(k for keys in PAI_VOCAB_KEYS for k in keys)
+                      | frozenset(k for k in pai_patch.KEYS if "qk" not in k))
     if all(a.get(d) is None for d in _SHAPE_DESTS):
         raise PlanError("--num-layers", None, "required (Megatron-LM has no default); the command names none of "
                         "Megatron-LM's model flags (--num-layers, --hidden-size, --num-attention-heads, --seq-length): "
@@ -615,17 +626,30 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
 
     # vocabulary: --padded-vocab-size > --vocab-size > local tokenizer file / public tokenizer table
     divisible = get(a, "make_vocab_size_divisible_by")
+    pai_type, pai_extra = (next((a[k] for k in keys if a.get(k) not in (None, "")), None) for keys in PAI_VOCAB_KEYS)
     if a.get("padded_vocab_size") is not None:
         vocab, divisible = a["padded_vocab_size"], 1
     elif a.get("vocab_size") is not None:
         vocab = a["vocab_size"]
         if a.get("tokenizer_type") in ("NullTokenizer", "NullMultimodalTokenizer"):
             vocab += 1  # megatron _NullTokenizer.vocab_size = vocab_size + 1 (EOD)
+    elif pai_type is not None:  # Pai-Megatron-Patch: its build_tokenizer sets padded_vocab_size, unpadded
+        from primus_launch.adapters.megatron_vocab import pai_vocab
+
+        hit = pai_vocab(pai_type, pai_extra, a.get("load"))
+        if hit is None:
+            raise PlanError("--patch-tokenizer-type", pai_type, "vocabulary size unknown: Pai-Megatron-Patch loads this "
+                            f"tokenizer from --load={a.get('load')!r}, not a local checkpoint nor a known public model: "
+                            "pass --padded-vocab-size N")
+        vocab, divisible = hit[0], 1
+        rep.note(f"vocabulary {vocab} from {hit[1]}")
     else:
         hit = tokenizer_vocab(a.get("tokenizer_model"), a.get("tokenizer_type"), a.get("vocab_file"))
         if hit is None:
-            what = a.get("tokenizer_model") or a.get("vocab_file") or a.get("tokenizer_type")
-            raise PlanError("--tokenizer-model", what, "vocabulary size unknown (not a local file nor a known public "
+            flag, what = next(((f, a.get(d)) for f, d in (("--tokenizer-model", "tokenizer_model"), ("--vocab-file", "vocab_file"),
+                                                          ("--tokenizer-type", "tokenizer_type")) if a.get(d)),
+                              ("--tokenizer-model", None))
+            raise PlanError(flag, what, "vocabulary size unknown (not a local file nor a known public "
                                                        "tokenizer): pass --vocab-size N"
                             + (" (or the script's arguments, if it takes the tokenizer from $1..$N)" if what is None else ""))
         vocab = hit[0]
@@ -656,6 +680,21 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         pat = layer_pattern("--moe-layer-freq", get(a, "moe_layer_freq"), L)
         moe_pattern = None if all(pat) else tuple(pat)
     mla = bool(get(a, "multi_latent_attention"))
+    mla_dims: dict[str, int] = {}
+    shared = (a.get("moe_shared_expert_intermediate_size") or 0) if num_experts else 0
+    # Megatron-LM fills only an absent --moe-ffn-hidden-size from --ffn-hidden-size (arguments.py): 0 stays 0
+    moe_ffn = (ffn if a.get("moe_ffn_hidden_size") is None else a["moe_ffn_hidden_size"]) if num_experts else None
+    if num_experts and not shared:  # Pai-Megatron-Patch's legacy MoE models: --enable-shared-expert
+        pai_shared = pai_patch.shared_expert_size(a, moe_ffn)
+        if pai_shared:
+            shared = pai_shared[0]
+            rep.note(pai_shared[1])
+    pai_mla = pai_patch.legacy_mla(a, mla)
+    if pai_mla:  # Pai's DeepSeek-V2 model: MLA without Megatron's switch
+        mla, mla_dims = True, pai_mla[0]
+        rep.notes[:] = [n for n in rep.notes if not n.startswith(("unknown Megatron-LM flag --qk-nope-head-dim",
+                                                                  "unknown Megatron-LM flag --qk-rope-head-dim"))]
+        rep.note(pai_mla[1])
     model = dict(
         name=name, num_layers=L, hidden_size=h, ffn_hidden_size=ffn, num_attention_heads=heads,
         num_query_groups=get(a, "num_query_groups") if get(a, "group_query_attention") else None,
@@ -668,16 +707,15 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         position_embedding=_POS[pos], softmax_type=softmax, window_size=window, window_layer_pattern=window_pat,
         attention_dropout=att_do, hidden_dropout=hid_do, num_experts=num_experts,
         moe_router_topk=get(a, "moe_router_topk"),
-        # Megatron-LM fills only an absent --moe-ffn-hidden-size from --ffn-hidden-size (arguments.py): 0 stays 0
-        moe_ffn_hidden_size=(ffn if a.get("moe_ffn_hidden_size") is None else a["moe_ffn_hidden_size"]) if num_experts
-        else None,
-        moe_shared_expert_intermediate_size=(a.get("moe_shared_expert_intermediate_size") or 0) if num_experts else 0,
+        moe_ffn_hidden_size=moe_ffn,
+        moe_shared_expert_intermediate_size=shared,
         moe_dense_first_layers=dense_first, moe_layer_pattern=moe_pattern,
         moe_router_bias=bool(get(a, "moe_router_enable_expert_bias")),
         moe_router_num_groups=a.get("moe_router_num_groups") if num_experts else None,
         moe_router_group_topk=a.get("moe_router_group_topk") if num_experts else None,
         multi_latent_attention=mla, q_lora_rank=a.get("q_lora_rank"), kv_lora_rank=get(a, "kv_lora_rank"),
-        qk_head_dim=get(a, "qk_head_dim"), qk_pos_emb_head_dim=get(a, "qk_pos_emb_head_dim"),
+        qk_head_dim=mla_dims.get("qk_head_dim", get(a, "qk_head_dim")),
+        qk_pos_emb_head_dim=mla_dims.get("qk_pos_emb_head_dim", get(a, "qk_pos_emb_head_dim")),
         v_head_dim=get(a, "v_head_dim"), mtp_num_layers=a.get("mtp_num_layers") or 0,
     )
 

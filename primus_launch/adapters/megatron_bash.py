@@ -7,9 +7,11 @@ removal, ``${#VAR}``), ``$((arithmetic))``, bash arrays ``ARGS=( ... )`` / ``ARG
 ``${ARGS[@]}``, quoting, ``if/elif/else`` with ``[ ]`` / ``[[ ]]`` / ``test`` and ``&&`` / ``||``
 lists, ``case`` blocks, functions (defined and called), ``source`` / ``.`` of fragments next to the
 script, positional parameters (``$1``, ``$@``, given after the recipe path, ``shift``, ``set --``)
-and ``[srun ...] bash -c "$CMD"`` strings.  Loops and process substitution are skipped with a
-warning; subshells ``( ... )`` and ``(( ... ))`` are skipped; ``$(command)`` substitutions stay
-opaque; file tests (``[ -f x ]``) are taken as true.  Variables the script does not set are unset:
+and ``[srun ...] bash -c "$CMD"`` strings, ``eval`` (its joined arguments run as shell code), ``for NAME in
+WORDS`` loops over known words, ``${VAR:offset:length}``.  ``while`` / ``until`` / C-style loops, for loops
+over command output and process substitution are skipped with a warning; subshells ``( ... )`` and
+``(( ... ))`` are skipped; ``$(command)`` substitutions stay opaque, except ``$(echo ...)`` and
+``$(echo ... | cut ...)``, which are computed; file tests (``[ -f x ]``) are taken as true.  Variables the script does not set are unset:
 the environment of this process is never read (topology comes from the plan, not from the machine).
 
 Every character of every expanded word remembers where it came from: ``lit`` is the offset of the
@@ -29,10 +31,8 @@ tree-sitter-bash accepts.
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 import itertools
-import operator
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,12 +41,16 @@ from typing import Iterator
 import tree_sitter
 import tree_sitter_bash
 
+from primus_launch.adapters.bash_arith import arith as _arith
+from primus_launch.adapters.bash_cut import cut_indices
 from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
 from primus_launch.errors import UserError
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SPECIAL = re.compile(r"\d+|[@*#?$!]")
+# a name inside $(( )): not the letters of a constant (0x1F, 16#ff, 1e3 is not bash)
+_ARITH_NAME = re.compile(r"(?<![0-9A-Za-z_#])[A-Za-z_][A-Za-z0-9_]*")
 _OPS = (":-", ":=", ":+", ":?", "##", "%%", "-", "=", "+", "?", "#", "%")
 _LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
 # nodes of a word that expand (everything else in a word is literal text)
@@ -63,6 +67,8 @@ MAX_TREE_DEPTH = 150
 # would otherwise grow without end in a few dozen lines (each character carries its provenance)
 MAX_WORD_CHARS = 262_144
 MAX_WORDS = 65_536
+# words a ``for`` loop is run over (launch scripts loop over their arguments or a few node names)
+MAX_LOOP_WORDS = 4096
 # ``${V#pat}`` / ``${V%pat}`` try every prefix or suffix (quadratic): values past this are not cut
 MAX_PATTERN_CUT_CHARS = 4096
 
@@ -389,7 +395,7 @@ def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
         _dangling_redirect(sc, node)
     for c in node.children:
         _check(sc, c, notes)
-    if t in _LOOPS:
+    if t in _LOOPS and t != "for_statement":  # a for loop over known words is run (ShellState.exec_for)
         notes.append(f"line {sc.line(node.start_byte)}: '{sc.src(node.children[0])}' loop not evaluated")
 
 
@@ -570,6 +576,11 @@ def _brace_body(sc: Script, node: tree_sitter.Node) -> tuple[Part, int, int]:
     if part.op == "len":
         return part, close, close
     rest = body[k:]
+    if rest.startswith(":") and rest[1:2] not in ("-", "=", "+", "?") or rest.startswith(": -"):
+        part.op = "substr"  # ${NAME:OFFSET[:LENGTH]}: arithmetic, evaluated at expansion
+        part.text = rest[1:]
+        part.source = sc.text[start:close + 1]
+        return part, close, close
     for op in _OPS:
         if rest.startswith(op):
             part.op = op
@@ -583,7 +594,7 @@ def _brace_body(sc: Script, node: tree_sitter.Node) -> tuple[Part, int, int]:
 def _brace_part(sc: Script, node: tree_sitter.Node, quoted: bool) -> Part:
     part, a, b = _brace_body(sc, node)
     part.quoted = quoted
-    if part.op in ("", "len", "opaque"):
+    if part.op in ("", "len", "opaque", "substr"):
         return part
     ba, bb = _byte(sc, a), _byte(sc, b)
     if _start(sc, node) not in sc.masked:
@@ -647,51 +658,6 @@ def _byte(sc: Script, char: int) -> int:
 
 
 # --------------------------------------------------------------------------- evaluation
-def _int64(v: int) -> int:
-    """``v`` as bash keeps it: a signed 64-bit integer, wrapped (bash's ``intmax_t`` arithmetic)."""
-    v &= 0xFFFF_FFFF_FFFF_FFFF
-    return v - (1 << 64) if v >> 63 else v
-
-
-def _trunc_div(a: int, b: int) -> int:
-    """Integer division truncated toward zero, exactly (C's ``/``, as bash's); by zero bash fails."""
-    if not b:
-        raise ValueError("division by 0")
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-def _pow(a: int, b: int) -> int:
-    if b < 0:
-        raise ValueError("exponent less than 0")  # bash: an error, the expansion has no value
-    return pow(a, b, 1 << 64)  # modular: 10**10**10 stays 64 bits wide, as bash's result does
-
-
-_ARITH_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-              ast.Mod: lambda a, b: a - b * _trunc_div(a, b), ast.FloorDiv: _trunc_div, ast.Pow: _pow}
-
-
-def _arith(expr: str) -> int:
-    """Value of integer arithmetic ``+ - * / % **`` with parentheses, as bash computes it: signed
-    64-bit integers that wrap (so ``$((10**10**10))`` costs no more than ``$((2**3))``), ``/`` and ``%``
-    truncating toward zero; anything else raises ``ValueError`` / ``SyntaxError``.  tree-sitter-bash
-    0.25's arithmetic trees are not used: it reads ``-3 + x`` as ``-(3 + x)``."""
-    expr = expr.replace("/", "//").replace("////", "//")
-    node = ast.parse(expr.strip() or "0", mode="eval").body
-
-    def ev(n: ast.AST) -> int:
-        if isinstance(n, ast.Constant) and isinstance(n.value, int):
-            return _int64(n.value)
-        if isinstance(n, ast.BinOp) and type(n.op) in _ARITH_OPS:
-            return _int64(_ARITH_OPS[type(n.op)](ev(n.left), ev(n.right)))
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
-            v = ev(n.operand)
-            return _int64(-v) if isinstance(n.op, ast.USub) else v
-        raise ValueError(expr)
-
-    return ev(node)
-
-
 _SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
 _SBATCH_KEYS = {"-N": "nodes", "--nodes": "nodes", "--ntasks-per-node": "ntasks_per_node",
                 "--gpus-per-node": "gpus_per_node", "--gres": "gres"}
@@ -853,17 +819,12 @@ class ShellState:
         if part.kind == "lit":
             return [(part.pcs, False, False)]
         if part.kind == "cmdsub":
-            return [(self._ref(part.start, part.end, _synth(part.text, OPAQUE)), not part.quoted, False)]
+            out = self._pure_cmdsub(part.text)
+            return [(self._ref(part.start, part.end, _synth(part.text, OPAQUE) if out is None else out),
+                     not part.quoted, False)]
         if part.kind == "arith":  # variables: their integer value, else 0
-            inner = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", part.text)
-
-            def var(m: re.Match) -> str:
-                vals, _ = self._value(m.group(0), None)
-                txt = "".join(p.ch for p in vals[0]) if vals else "0"
-                return txt if re.fullmatch(r"-?\d+", txt.strip()) else "0"
-
             try:
-                pcs = _synth(str(_arith(_NAME.sub(var, inner))))
+                pcs = _synth(str(self._arith_value(part.text)))
             except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
                 pcs = _synth(part.source, OPAQUE)
             return [(self._ref(part.start, part.end, pcs), not part.quoted, False)]
@@ -871,6 +832,8 @@ class ShellState:
         if part.op == "opaque":
             return [(self._ref(part.start, part.end, _synth(part.text, OPAQUE)), not part.quoted, False)]
         vals, multi = self._value(part.name, part.index)
+        if part.op == "substr":
+            return [(self._ref(part.start, part.end, self._substring(part, vals, multi)), not part.quoted, False)]
         if part.op == "len":
             n = len(vals or []) if part.index in ("@", "*") else len(vals[0]) if vals else 0
             return [(self._ref(part.start, part.end, _synth(str(n))), not part.quoted, False)]
@@ -923,6 +886,85 @@ class ShellState:
         if multi:
             return [(v, not part.quoted, k < len(vals) - 1) for k, v in enumerate(vals)]
         return [(self._ref(part.start, part.end, vals[0]), not part.quoted, False)]
+
+    def _pure_cmdsub(self, text: str) -> list[PC] | None:
+        """The output of ``$(echo WORDS)`` / ``$(echo WORDS | cut ...)`` (also in backquotes), computed: commands
+        with no effect outside their output, which argument-parsing loops use (``KEY=$(echo $ARGUMENT | cut -f1
+        -d=)``, Megatron-LM's functional-test scripts up to core_r0.8.0); None for any other command (opaque)."""
+        inner = text[2:-1] if text.startswith("$(") and text.endswith(")") else \
+            text[1:-1] if text.startswith("`") and text.endswith("`") else None
+        if inner is None or "echo" not in inner or self._depth >= MAX_DEPTH:
+            return None
+        try:
+            sc = parse_script(inner, self.path)
+        except UserError:
+            return None
+        stmts = _statements(sc.root)
+        if len(stmts) != 1:
+            return None
+        node = stmts[0]
+        cmds = [c for c in node.named_children if c.type != "comment"] if node.type == "pipeline" else [node]
+        if not 1 <= len(cmds) <= 2 or any(c.type != "command" for c in cmds):
+            return None
+        mark = f"\0command substitution {next(_STRING_IDS)}"
+        sc.origin = mark
+        sub = self._child(inner, self.path, sc)
+        words = [sub._words(_command_words(sc, c)) for c in cmds]
+        if any(any(t.opaque for t in w) for w in words) or [t.text for t in words[0][:1]] != ["echo"]:
+            return None
+        args = words[0][1:]
+        while args and args[0].text in ("-n", "-E"):  # the trailing newline goes with the substitution anyway
+            args = args[1:]
+        if any(a.text.startswith("-e") and set(a.text[1:]) <= set("neE") for a in args[:1]) or any("\\" in a.text for a in args):
+            return None  # escapes (echo -e, xpg_echo): not read
+        out: list[PC] = []
+        for a in args:
+            out.extend(([PC(" ", SYNTH)] if out else []) + [p if p.at is None or p.at[0] != mark else PC(p.ch, SYNTH)
+                                                             for p in a.pcs])
+        out = [PC(p.ch, p.lit, (), p.at) for p in out]  # the child's expansion records are not this state's
+        if len(cmds) == 2:
+            kept = cut_indices("".join(p.ch for p in out), [t.text for t in words[1]])
+            if kept is None:
+                return None
+            out = [out[k] if isinstance(k, int) else PC(k, SYNTH) for k in kept]
+        return out
+
+    def _arith_value(self, expr: str) -> int:
+        """``$(( expr ))``: variables read as their integer value (0 when unset or not a number)."""
+        inner = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", expr)
+
+        def var(m: re.Match) -> str:
+            vals, _ = self._value(m.group(0), None)
+            txt = "".join(p.ch for p in vals[0]) if vals else "0"
+            return txt if re.fullmatch(r"-?\d+", txt.strip()) else "0"
+
+        return _arith(_ARITH_NAME.sub(var, inner))
+
+    def _substring(self, part: Part, vals: list[list[PC]] | None, multi: bool) -> list[PC]:
+        """``${NAME:OFFSET[:LENGTH]}`` of a scalar, as bash cuts it (both arithmetic; a negative offset counts
+        from the end, a negative length is an end counted from the end); the characters keep their origin.
+        Array slices and expressions this does not read stay opaque text."""
+        if multi or part.index in ("@", "*") or part.name in ("@", "*"):
+            return _synth(part.source, OPAQUE)
+        txt = vals[0] if vals else []
+        off_txt, _, len_txt = part.text.partition(":")
+        try:
+            if "?" in part.text:  # a ternary's ':' cannot be told from the length's here
+                raise ValueError(part.text)
+            off = self._arith_value(off_txt)
+            n = len(txt)
+            a = off if off >= 0 else n + off
+            if a < 0 or a > n:
+                return []
+            if not _:
+                return list(txt[a:])
+            ln = self._arith_value(len_txt)
+            b = a + ln if ln >= 0 else n + ln
+            if b < a:
+                raise ValueError("substring expression < 0")  # bash: an error, the word has no value
+            return list(txt[a:b])
+        except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
+            return _synth(part.source, OPAQUE)
 
     def _expand_word_nosplit(self, parts: list[Part] | None) -> list[PC]:
         """A word without field splitting (an assignment's value, a here-document): the elements of
@@ -1016,7 +1058,7 @@ class ShellState:
             self._assign(node)
         elif t in ("variable_assignments", "declaration_command"):  # A=1 B=2; export / declare / local ...
             kids = [c for c in node.named_children if c.type != "comment"]
-            self._assign_all(kids)
+            self._assign_all(kids, t == "declaration_command" and node.child_count > 0 and node.children[0].type == "export")
             if t == "declaration_command":
                 self._note_exports(node, kids)
         elif t == "unset_command":
@@ -1066,7 +1108,44 @@ class ShellState:
                 self.functions[self.sc.src(name)] = (self.sc, stmts)
         elif t == "test_command":
             return self.exec_test(node)
-        # loops (noted when parsed), subshells, comments: not evaluated
+        elif t == "for_statement":
+            return self.exec_for(node)
+        # while / until / C-style for loops (noted when parsed), subshells, comments: not evaluated
+        return True
+
+    def exec_for(self, node: tree_sitter.Node) -> bool:
+        """``for NAME in WORDS; do ...; done`` (``for NAME; do``: over ``"$@"``): the body runs once per word,
+        NAME set to it, as bash runs it.  Not run (a note says so) when a word is opaque (``$(seq 1 8)``), a
+        glob bash would expand against the file system, more than :data:`MAX_LOOP_WORDS` words, or the body
+        may leave the loop early (``break`` / ``continue`` / ``return`` / ``exit``): what the loop does is then
+        unknown here."""
+        var, body = node.child_by_field_name("variable"), node.child_by_field_name("body")
+        line = f"line {self.sc.line(node.start_byte)}: 'for' loop not evaluated"
+        if var is None or body is None:
+            self.warnings.append(line)
+            return True
+        values = node.children_by_field_name("value")
+        if any(c.type == "in" for c in node.children):
+            globbed = [v for v in values if v.type in ("word", "concatenation") and re.search(r"(?<!\\)[*?\[]", self.sc.src(v))
+                       and not self.sc.src(v).startswith(("'", '"'))]
+            if globbed:
+                self.warnings.append(f"{line} (a file-name pattern: {self.sc.src(globbed[0])!r})")
+                return True
+            words = self._words(values)
+        else:
+            words = [Token(list(p)) for p in self.positional]
+        why = ("its words come from a command" if any(w.opaque for w in words) else
+               f"more than {MAX_LOOP_WORDS} words" if len(words) > MAX_LOOP_WORDS else
+               "break / continue / return / exit in its body"
+               if re.search(r"(^|[\s;&|(])(break|continue|return|exit)\b", self.sc.src(body)) else None)
+        if why:
+            self.warnings.append(f"{line} ({why})")
+            return True
+        name = self.sc.src(var)
+        for w in words:
+            self.scalars[name] = list(w.pcs)
+            self.arrays.pop(name, None)
+            self.run(_statements(body))
         return True
 
     def _chain(self, nodes: list[tree_sitter.Node], ok: bool, redirects: tuple[tree_sitter.Node, ...] = ()) -> bool:
@@ -1218,12 +1297,24 @@ class ShellState:
             env[self.sc.src(target)] = self._expand_word_nosplit(word_parts(self.sc, nodes)) if nodes else []
         return env
 
-    def _assign_all(self, nodes: list[tree_sitter.Node]) -> None:
+    def _assign_all(self, nodes: list[tree_sitter.Node], export: bool = False) -> None:
         """The assignments among ``nodes`` (of ``export`` / ``local`` / ...: options and bare names set
-        nothing)."""
+        nothing).  A word that expands to ``NAME=value`` assigns too, as the builtins parse their arguments
+        after expansion (``export "$KEY"="$VALUE"`` in argument-parsing loops); ``export``: the name is
+        exported."""
         for group in word_groups(self.sc, nodes):
             if group[0].type == "variable_assignment":
                 self._assign(group[0], group[1:])
+                continue
+            for tok in self._words(group):
+                m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", tok.text)
+                if m is None or tok.opaque:
+                    continue
+                name = m.group(1)
+                self.scalars[name] = list(tok.pcs[m.end():])
+                self.arrays.pop(name, None)
+                if export:
+                    self.exported.add(name)
 
     def exec_command(self, node: tree_sitter.Node, redirects: tuple[tree_sitter.Node, ...] = ()) -> bool:
         """A simple command: builtins that change the state, function calls, ``source``, ``bash -c``;
@@ -1280,6 +1371,15 @@ class ShellState:
             # `source "$(dirname "$0")/env.sh"`: the opaque directory part is the script's own directory
             last = max((i for i, p in enumerate(tok.pcs) if p.lit == OPAQUE), default=-1)
             self._source(tok.text if last < 0 else "".join(p.ch for p in tok.pcs[last + 1:]).lstrip("/"))
+            return True
+        if name == "eval" and len(args) > 1:
+            # bash joins eval's arguments with blanks and runs the result as shell code: quotes and backslashes
+            # in it are read again (`cmd="torchrun ... ${ARGS[@]}"; eval $cmd` with an element 'Et\|\(tt\|\)*30L'
+            # runs Megatron with Et|(tt|)*30L)
+            joined: list[PC] = []
+            for a in args[1:]:
+                joined.extend(([PC(" ", SYNTH)] if joined else []) + list(a.pcs))
+            self._run_string(Token(joined))
             return True
         inner = self._shell_c(args)
         if inner is not None:

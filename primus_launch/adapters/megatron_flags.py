@@ -1402,6 +1402,18 @@ REFUSED_FLAGS: dict[str, str] = {
     "--linear-attention-type": "experimental attention variant (deprecated spelling of --experimental-attention-variant)",
 }
 
+# flags outside Megatron-LM's own parser that only a vision-language run passes: Megatron-LM's
+# examples/multimodal/multimodal_args.py (add_multimodal_extra_args, main d98e8a64dd) and the Qwen-VL /
+# LLaVA scripts of Pai-Megatron-Patch (examples/qwen2_vl, qwen2_5_vl, qwen3_vl, llava_mcore, a098ca5), whose
+# language model alone would be projected (the vision encoder, projector and image tokens left out)
+MULTIMODAL_FLAGS: frozenset[str] = frozenset((
+    "--disable-vision-class-token", "--freeze-ViT", "--freeze-LM", "--vision-model-type", "--language-model-type",
+    "--use-tiling", "--max-num-tiles", "--use-thumbnail", "--pixel-shuffle", "--image-tag-type", "--class-token-len",
+    "--recompute-vision", "--use-vision-backbone-fp8-arch", "--freeze-vision-projection", "--dynamic-resolution",
+    "--video-max-num-frames", "--sound-model-type",
+))
+MULTIMODAL_FAMILY = "multimodal (vision encoder + language model; Megatron-LM examples/multimodal)"
+
 # argument groups whose flags are all of one class unless listed above
 GROUP_CLASS: dict[str, tuple[str, str]] = {
     "logging": (NEUTRAL, "logging / monitoring"), "checkpointing": (NEUTRAL, "checkpoint save/load, outside the iteration"),

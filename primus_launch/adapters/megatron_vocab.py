@@ -45,6 +45,47 @@ PUBLIC_TOKENIZERS: tuple[tuple[str, int, str], ...] = (
 )
 
 
+# Pai-Megatron-Patch (alibaba/Pai-Megatron-Patch ``megatron_patch/tokenizer/__init__.py`` ``build_tokenizer``,
+# a098ca5): ``--patch-tokenizer-type T`` loads the Hugging Face tokenizer from ``--load`` and sets
+# ``args.padded_vocab_size`` itself -- no ``_vocab_size_with_padding`` -- to the tokenizer's base size plus
+# ``--extra-vocab-size`` (``--padded-vocab-size``, when given, wins: Megatron's own flag, read before this).
+# Base sizes where the type names one tokenizer: Qwen2/2.5/QwQ/Qwen3/Qwen2-VL ``len(tokenizer.encoder)`` 151,643
+# (the scripts' own comment "151643 + 293 = 151936"), Llama 3.x ``vocab_size`` 128,000 (the base BPE without its
+# 256 reserved special tokens), Llama 2 ``vocab_size`` 32,000.  Types shared by checkpoints of different sizes
+# (DeepSeekV2Tokenizer: DeepSeek-V2 / V3 / Moonlight; MixtralTokenizer / MistralTokenizer: 32,000 / 32,768) take
+# the checkpoint's ``config.json`` rows from ``--load`` (a local directory, or the public table above by name),
+# which the scripts' ``--extra-vocab-size`` pads to.
+PAI_TOKENIZER_BASE: dict[str, int] = {
+    "Qwen2Tokenizer": 151643, "Qwen2VLTokenizer": 151643, "Qwen3Tokenizer": 151643,
+    "LLama3Tokenizer": 128000, "LLama2Tokenizer": 32000,
+}
+# types whose size is fixed in build_tokenizer (args.padded_vocab_size = N)
+PAI_TOKENIZER_FIXED: dict[str, int] = {
+    "BloomTokenizerFromHF": 250880, "ChatGLMTokenizerFromHF": 130528, "GLM10BZHTokenizerFromHF": 50048,
+    "IcetkGLM130BTokenizer": 150528, "StarcoderTokenizerFromHF": 49152,
+}
+PAI_SOURCE = "Pai-Megatron-Patch megatron_patch/tokenizer build_tokenizer (a098ca5)"
+
+
+def pai_vocab(tokenizer_type: str, extra: object, load: str | None) -> tuple[int, str] | None:
+    """(vocabulary size, source) of a Pai-Megatron-Patch ``--patch-tokenizer-type`` run, unpadded (Pai
+    sets ``padded_vocab_size`` itself), or None when the type and ``--load`` do not tell it."""
+    name = str(tokenizer_type).strip("'\"")
+    if name in PAI_TOKENIZER_FIXED:
+        return PAI_TOKENIZER_FIXED[name], f"{PAI_SOURCE}: {name} is {PAI_TOKENIZER_FIXED[name]}"
+    try:
+        more = int(str(extra)) if extra not in (None, "", True) else 0
+    except ValueError:
+        return None
+    if name in PAI_TOKENIZER_BASE:
+        base = PAI_TOKENIZER_BASE[name]
+        return base + more, f"{PAI_SOURCE}: {name} base {base} + --extra-vocab-size {more}"
+    hit = local_vocab(load) or table_vocab(load)
+    if hit:
+        return hit[0], f"{hit[1]} (--load {load}: {PAI_SOURCE} loads {name} from the checkpoint)"
+    return None
+
+
 def table_vocab(name: str | None) -> tuple[int, str] | None:
     """(vocab_size, source) of a public tokenizer named by ``name``, or None."""
     if not name:

@@ -287,6 +287,29 @@ def _refuse_bridge_config(root: yaml.MappingNode, path: str) -> None:
                     "(primus-launch --project -- torchrun ... pretrain_gpt.py ...) or a Megatron-LM argument YAML")
 
 
+# model: keys only NeMo 1.0's MegatronGPTModel config has (NeMo examples/nlp/language_modeling/conf/
+# megatron_gpt_config.yaml, the NeMo-Framework-Launcher's launcher_scripts/conf/training/**.yaml)
+NEMO1_MODEL_KEYS = frozenset({"encoder_seq_length", "mcore_gpt", "megatron_amp_O2", "activations_checkpoint_granularity",
+                              "ub_tp_comm_overlap", "virtual_pipeline_model_parallel_size", "optim"})
+
+
+def _refuse_nemo1_config(root: yaml.MappingNode, path: str) -> None:
+    """Refuse a NeMo 1.0 training config (``trainer:`` / ``model:`` / ``exp_manager:``, the NeMo-Framework-
+    Launcher's ``conf/training`` files) by name: its nested ``model.*`` keys are NeMo's, not Megatron-LM's
+    arguments, and read as Megatron-LM arguments they would say nothing of the model."""
+    model, trainer = _child(root, "model"), _child(root, "trainer")
+    if not isinstance(model, yaml.MappingNode) or not isinstance(trainer, yaml.MappingNode):
+        return
+    keys = {str(k.value) for k, _ in _mapping_items(model) if isinstance(k, yaml.ScalarNode)}
+    hits = sorted(keys & NEMO1_MODEL_KEYS)
+    if not hits:
+        return
+    raise UserError(f"{path}: a NeMo 1.0 training config (trainer: / model: sections, model.{hits[0]}: the NeMo-"
+                    "Framework-Launcher's conf/training layout), which primus-launch does not read; give the run's "
+                    "Megatron-LM flags (primus-launch --project -- torchrun ... pretrain_gpt.py ...), a Megatron-LM "
+                    "argument YAML or a Megatron-Bridge run_config.yaml")
+
+
 def scalar_text(value: Any, quote: str = '"') -> str:
     """A value as one YAML flow scalar for an in-place edit: null / true / false, a list in flow style,
     a string quoted with ``quote`` where YAML would read it otherwise (indicators, a leading anchor / tag)."""
@@ -320,6 +343,7 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
     if _child(root, "modules") is not None:
         raise UserError(f"{path}: a Primus experiment config (modules:); read it as a Primus recipe")
     _refuse_bridge_config(root, path)
+    _refuse_nemo1_config(root, path)
     for block in ("ARGS", "MODEL_ARGS"):
         node = _child(root, block)
         if isinstance(node, yaml.ScalarNode) and _value(node) in (None, ""):
