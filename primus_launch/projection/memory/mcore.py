@@ -45,7 +45,9 @@ Per pipeline stage (one GPU of that stage), in bytes:
   plus, with full recompute, the rebuilt group; on the last stage the loss forward's logits; on the
   first stage the embedding weight-gradient; Megatron-FSDP's unsharded layer; MoE dispatch buffers
   (permuted tokens and combine output of the rank's ``(token, expert)`` pairs); CP communication
-  buffers; the layer a fine-grained offloaded module (``--offload-modules``) reloads.
+  buffers; the layer a fine-grained offloaded module (``--offload-modules``) reloads; plus, kept for the run,
+  the stage's GEMM workspaces (torch's cuBLAS per thread and stream, Transformer Engine's:
+  :mod:`memory.workspaces`), reported as ``workspace_bytes``.
 
 ``--cpu-offloading-num-layers K`` (Transformer Engine 2.13 / 2.14 ``pytorch/cpu_offload.py``
 ``DefaultOffloadSynchronizer``, the path megatron's ``TransformerBlock`` takes unless
