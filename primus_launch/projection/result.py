@@ -15,7 +15,8 @@ class StageMemory(BaseModel):
     ``parameters + gradients + optimizer + activations + transient = allocated_bytes`` (what
     ``torch.cuda.memory_allocated`` would show at the peak); ``reserve_bytes`` =
     ``allocator_reserve_bytes`` (caching allocator: reserved minus allocated) +
-    ``outside_allocator_bytes`` (CUDA context, cuBLAS workspaces, NCCL buffers); ``total_bytes`` =
+    ``outside_allocator_bytes`` (CUDA context, cuBLAS handles, NCCL buffers; the GEMM workspaces are inside
+    the allocator, in ``transient_bytes`` and ``workspace_bytes``); ``total_bytes`` =
     allocated + reserve (the reserved basis plus what lives outside the allocator).
     """
 
@@ -32,7 +33,9 @@ class StageMemory(BaseModel):
     allocated_bytes: int = Field(default=0, description="allocated peak: parameters..transient")
     allocator_reserve_bytes: int = Field(default=0, description="reserved minus allocated (allocator caching, "
                                                                "fragmentation): a stated model")
-    outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS workspaces, NCCL buffers")
+    outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS handles, NCCL buffers")
+    workspace_bytes: int = Field(default=0, description="of transient_bytes: torch / Transformer Engine GEMM "
+                                                        "workspaces, allocated through the caching allocator")
 
 
 class MemoryBand(BaseModel):
@@ -66,7 +69,7 @@ class MemoryReport(BaseModel):
     allocated_peak_bytes: int = Field(default=0, description="worst stage's allocated peak (memory_allocated)")
     reserved_peak_bytes: int = Field(default=0, description="worst stage's estimated reserved peak "
                                                             "(memory_reserved; allocator model stated in notes)")
-    outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS workspaces, NCCL buffers")
+    outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS handles, NCCL buffers")
     verdict: Literal["fits", "tight", "does not fit"] = Field(
         default="fits", description="fits: the band's top fits; tight: the capacity lies in the band; does not fit")
     band: Optional[MemoryBand] = None

@@ -97,9 +97,10 @@ EP_FLAGS = ("precision", "fp8_recipe", "dispatcher", "ep_overlap")
 STATIC_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments")
 #: the execution flags the memory inside the caching allocator reads (``memory/mcore.py`` ``mcore_args``
 #: of a Megatron plan: CUDA graphs as a full-iteration graph and as TE graphs' scopes; ``memory/estimate.py`` ``titan_args``
-#: of a TorchTitan plan: precision and compile) and those the memory outside it reads (``plan_outside_bytes``)
+#: of a TorchTitan plan: precision and compile) and those the memory outside it reads (``plan_outside_bytes``);
+#: TP overlap's userbuffers GEMM workspaces are inside it (``memory/workspaces.py``)
 MEMORY_FLAGS = ("precision", "fp8_recipe", "fp8_param_gather", "optimizer_offload", "moments", "offload_layers",
-                "offload_modules", "ep_overlap", "cuda_graph_impl", "cuda_graph_scope", "compile")
+                "offload_modules", "ep_overlap", "tp_comm_overlap", "cuda_graph_impl", "cuda_graph_scope", "compile")
 TITAN_MEMORY_FLAGS = ("precision", "compile")
 OUTSIDE_FLAGS = ("precision", "dispatcher", "tp_comm_overlap")
 #: the execution flags the post-pipeline floor (DP sync, optimizer step) reads
@@ -274,7 +275,7 @@ def memory_key(framework: str, f: tuple) -> tuple:
     """What of flag tuple ``f`` the memory inside the allocator reads (:data:`MEMORY_FLAGS`)."""
     if framework == "torchtitan":
         return pick(f, TITAN_MEMORY_FLAGS, F)
-    k = pick(f, MEMORY_FLAGS[:8], F)
+    k = pick(f, MEMORY_FLAGS[:9], F)
     impl, scope = f[F["cuda_graph_impl"]], f[F["cuda_graph_scope"]]
     # a full-iteration graph's pool; TE graphs' static buffers per scope (memory/mcore.py mcore_opts
     # te_graph_scope, memory/te_graphs.py)

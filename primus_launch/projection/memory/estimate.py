@@ -194,11 +194,14 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
         notes.append(f"FSDP2 side streams (expandable segments are per stream): {side / GiB:.1f} GiB reserved beyond "
                      "the peak's allocation (all-gather copy-in buffers of two consecutive units, every unit's "
                      "fp32 sharded gradient on the reduce-scatter stream), in the reserved estimate")
+    if worst.workspace_bytes:
+        notes.append(f"GEMM workspaces {worst.workspace_bytes / 2**20:.0f} MiB in the allocated peak (torch's cuBLAS "
+                     "workspace per thread and stream, Transformer Engine's own; memory.workspaces)")
     if _ep_routing(plan):
         notes.append("MoE: each EP rank assumed to receive the average number of routed tokens (balanced routing)")
     breakdown = {"parameters": worst.parameters_bytes, "gradients": worst.gradients_bytes,
                  "optimizer": worst.optimizer_bytes, "activations": worst.activations_bytes,
-                 "transient": worst.transient_bytes,
+                 "transient": worst.transient_bytes - worst.workspace_bytes, "workspaces": worst.workspace_bytes,
                  "reserve": peak - worst.allocated_bytes}
     return MemoryReport(
         peak_bytes_per_gpu=peak, capacity_bytes=cap, margin_fraction=margin,

@@ -45,7 +45,9 @@ Per pipeline stage (one GPU of that stage), in bytes:
   plus, with full recompute, the rebuilt group; on the last stage the loss forward's logits; on the
   first stage the embedding weight-gradient; Megatron-FSDP's unsharded layer; MoE dispatch buffers
   (permuted tokens and combine output of the rank's ``(token, expert)`` pairs); CP communication
-  buffers; the layer a fine-grained offloaded module (``--offload-modules``) reloads.
+  buffers; the layer a fine-grained offloaded module (``--offload-modules``) reloads; plus, kept for the run,
+  the stage's GEMM workspaces (torch's cuBLAS per thread and stream, Transformer Engine's:
+  :mod:`memory.workspaces`), reported as ``workspace_bytes``.
 
 ``--cpu-offloading-num-layers K`` (Transformer Engine 2.13 / 2.14 ``pytorch/cpu_offload.py``
 ``DefaultOffloadSynchronizer``, the path megatron's ``TransformerBlock`` takes unless
@@ -113,6 +115,7 @@ from primus_launch.projection.memory.inflight import as_weights, chunk_micro_bat
 from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
 from primus_launch.projection.memory.te_graphs import te_graph_chunk_input_bytes, te_graph_layer_bytes
+from primus_launch.projection.memory.workspaces import GemmWorkspaces, gemm_workspaces
 from primus_launch.projection.result import StageMemory
 
 
@@ -151,6 +154,7 @@ class McoreOpts:
     defer_wgrad: int = -1  # --defer-embedding-wgrad-compute: -1 off, else --wgrad-deferral-limit (0 = all)
     te_graph_scope: tuple[str, ...] | None = None  # --cuda-graph-scope under --cuda-graph-impl transformer_engine
     shared_in_graph: bool = False  # shared experts computed inside the MoE graph (not overlapped)
+    gemm_ws: GemmWorkspaces = GemmWorkspaces()  # torch / TE GEMM workspaces in the allocator (memory.workspaces)
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -190,8 +194,23 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         defer_wgrad=t.wgrad_deferral_limit if (t.defer_embedding_wgrad and p.pp > 1) else -1,
         te_graph_scope=tuple(t.cuda_graph_scope) if t.cuda_graph_impl == "transformer_engine" else None,
         shared_in_graph=bool(plan.model.moe_shared_expert_intermediate_size) and not t.moe_shared_expert_overlap,
+        gemm_ws=plan_gemm_workspaces(plan),
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
            if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
+
+
+def plan_gemm_workspaces(plan: Plan) -> GemmWorkspaces:
+    """The GEMM workspaces of a Megatron plan (:func:`memory.workspaces.gemm_workspaces`): Transformer
+    Engine layers unless the local spec (``attention_backend`` local); its userbuffers workspaces with
+    ``--tp-comm-overlap`` (sequence parallel, TP > 1); GroupedLinear's with the experts as TE grouped GEMM;
+    torch GEMMs on every stage under unfused / local attention."""
+    t, p = plan.training, plan.parallel
+    te = t.attention_backend != "local"
+    return gemm_workspaces(gpu_arch(plan.cluster.gpu), te=te,
+                           userbuffers=bool(t.tp_comm_overlap and p.sequence_parallel and p.tp > 1),
+                           te_grouped=bool(plan.model.is_moe and t.moe_grouped_gemm
+                                           and t.moe_expert_gemm in ("te", "te_fused")),
+                           torch_everywhere=t.attention_backend in ("unfused", "local"))
 
 
 def master_param_bytes(*, precision_aware: bool, main_params_dtype: str, precision: str, fp8_recipe: str | None,
@@ -451,8 +470,11 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             trans.append(step - activations)
             transient = max(0.0, max(trans))
         in_flight = counts[rank] / max(1, len(layout[rank]))  # micro-batches' worth of chunks at the peak
+        # torch / TE GEMM workspaces, allocated at the first GEMM and kept (memory.workspaces)
+        ws = opts.gemm_ws.stage_bytes(layers=any(ch.layers for ch in layout[rank]), loss=rank == last_rank,
+                                      moe=any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers))
         out.append(stage_report(rank, weights, grads, optim, activations, transient, int(-(-in_flight // 1)), sp_.total,
-                          framework="megatron"))
+                          framework="megatron", workspaces=ws))
     return tuple(out)
 
 

@@ -4,7 +4,9 @@ overhead: what an out-of-memory error counts beside ``memory_reserved()``.
 - **CUDA / HIP context** with lazy module loading, cuBLAS / hipBLASLt handles: :data:`CONTEXT_BYTES`
   = 0.5 GiB, the non-PyTorch memory of single-GPU processes in published out-of-memory messages
   ("this process has X in use; Y allocated by PyTorch, Z reserved but unallocated": X - Y - Z = 0.74 GiB
-  on a GH200, Lightning-AI/litgpt#1892; 0.35 GiB on a V100, meta-llama/llama#918).
+  on a GH200, Lightning-AI/litgpt#1892; 0.35 GiB on a V100, meta-llama/llama#918).  The GEMM workspaces torch
+  and Transformer Engine allocate through the caching allocator are in the allocated peak instead
+  (:mod:`memory.workspaces`).
 - **NCCL / RCCL communicators** of the groups the step communicates in: each ring / tree communicator
   keeps a send and a receive FIFO of ``NCCL_BUFFSIZE`` (4 MiB default, NVIDIA/nccl#285) per channel,
   and NCCL uses up to 32 channels on NVLink systems: :data:`NCCL_COMM_BYTES` = 2 x 4 MiB x 32 = 256 MiB

@@ -41,13 +41,15 @@ class MeasuredActivations:
 
 
 def stage_report(rank, weights, grads, optim, activations, transient, in_flight, nparams,
-           framework: str = "torchtitan", side_pools: float = 0.0) -> StageMemory:
+           framework: str = "torchtitan", side_pools: float = 0.0, workspaces: float = 0.0) -> StageMemory:
     """A stage's :class:`StageMemory`: allocated = the parts; reserved = allocated x (1 +
     :data:`ALLOCATOR_FRAGMENTATION`) for Megatron, allocated + :data:`TITAN_DYNAMIC_FRAGMENTATION` of the
     dynamic part for TorchTitan, plus ``side_pools``: bytes the allocator keeps reserved for other streams
     and not allocated at the peak (TorchTitan: FSDP2's all-gather copy-in and reduce-scatter streams,
     :func:`memory.titan.fsdp2_stream_pools`); the memory outside the allocator is added per plan
-    (:func:`with_outside`)."""
+    (:func:`with_outside`); ``workspaces`` (GEMM workspaces in the allocator, :mod:`memory.workspaces`) are
+    part of the allocated peak, reported inside ``transient_bytes`` and as ``workspace_bytes``."""
+    transient = transient + workspaces
     allocated = weights + grads + optim + activations + transient
     if framework == "megatron":
         frag = ALLOCATOR_FRAGMENTATION * max(0.0, allocated)
@@ -58,7 +60,8 @@ def stage_report(rank, weights, grads, optim, activations, transient, in_flight,
         stage=rank, parameters_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(optim),
         activations_bytes=int(activations), transient_bytes=int(transient), reserve_bytes=int(frag),
         total_bytes=int(allocated + frag), microbatches_in_flight=in_flight, num_parameters=nparams,
-        allocated_bytes=int(allocated), allocator_reserve_bytes=int(frag), outside_allocator_bytes=0)
+        allocated_bytes=int(allocated), allocator_reserve_bytes=int(frag), outside_allocator_bytes=0,
+        workspace_bytes=int(workspaces))
 
 
 def with_outside(st: StageMemory, outside: float) -> StageMemory:
