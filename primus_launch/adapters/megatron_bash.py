@@ -65,6 +65,12 @@ MAX_WORD_CHARS = 262_144
 MAX_WORDS = 65_536
 # ``${V#pat}`` / ``${V%pat}`` try every prefix or suffix (quadratic): values past this are not cut
 MAX_PATTERN_CUT_CHARS = 4096
+# statements one reading runs, over every function call, sourced file and bash -c string: depth alone
+# (MAX_DEPTH) does not bound the work of calls or sources that fan out (``f0() { f1; f1; }`` ... or a
+# fragment that sources the next one twice: 2^20 runs at depth 20); the bundled corpus of launch scripts
+# (tests/data/bash_corpus.json) runs at most 26, the 580 .sh files of Megatron-LM, Primus, Megatron-Bridge and
+# TorchTitan (the mirrors of this session) at most 1,255 (Primus tests/runner/test_primus_cli_direct.sh)
+MAX_STATEMENTS = 20_000
 
 _STRING_IDS = itertools.count()  # one tag per bash -c string run (ShellState._run_string)
 OPAQUE = -2  # lit value of characters produced by $(...) / `...`
@@ -800,6 +806,8 @@ class ShellState:
         # positional parameters: given by the caller (characters not in the script: SYNTH)
         self.positional: list[list[PC]] = [_synth(str(x)) for x in argv]
         self._depth = 0
+        self._ran = [0]  # statements run so far, shared with every child state (MAX_STATEMENTS)
+        self._script = path  # the script the reading started from (a child state's path is its file's)
         self.sc = parse_script(text, path, self.warnings)
         self.run(_statements(self.sc.root))
 
@@ -811,6 +819,7 @@ class ShellState:
         sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
         sub.refs, sub.commands, sub.warnings = [], [], self.warnings
         sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
+        sub._ran, sub._script = self._ran, self._script
         sub.allocation, sub.unread_allocation, sub.files = self.allocation, self.unread_allocation, self.files
         return sub
 
@@ -1009,6 +1018,10 @@ class ShellState:
     def exec(self, node: tree_sitter.Node, redirects: tuple[tree_sitter.Node, ...] = ()) -> bool:
         """Run one statement; ``redirects``: redirections tree-sitter-bash hangs on a statement around
         this one (``a && b >f``, ``x | y >f``, ``! c >f``): in bash they belong to its last command."""
+        self._ran[0] += 1
+        if self._ran[0] > MAX_STATEMENTS:
+            raise UserError(f"{self._script}: runs more than {MAX_STATEMENTS:,} statements (function calls or sourced "
+                            "files that fan out?); launch scripts run at most a few thousand")
         t = node.type
         if t == "command":
             return self.exec_command(node, redirects)
