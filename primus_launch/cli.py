@@ -579,7 +579,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _say(interrupt.end_line(signum))
         return interrupt.exit_code(signum)
 
-    with interrupt.handling(keep=argv is None):
+    from primus_launch import streams
+
+    with interrupt.handling(keep=argv is None), streams.guarded():
         try:
             with interrupt.deferred():
                 # pydantic-core's import initialises pyo3's datetime C API: a KeyboardInterrupt inside it
@@ -707,7 +709,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             from primus_launch.launch.launcher import run_command
 
             return run_command(command)
-        return _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
+        rc = _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
+        sys.stdout.flush()  # a full disk under `> answer.json` is this run's error line, not the exit's
+        return rc
     except BrokenPipeError:  # the reader of stdout left (`| head`): end as a shell tool does, without a word
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
