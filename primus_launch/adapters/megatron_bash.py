@@ -72,7 +72,7 @@ MAX_PATTERN_CUT_CHARS = 4096
 # fragment that sources the next one twice: 2^20 runs at depth 20); the bundled corpus of launch scripts
 # (tests/data/bash_corpus.json) runs at most 26, the 580 .sh files of Megatron-LM, Primus, Megatron-Bridge and
 # TorchTitan (the mirrors of this session) at most 1,255 (Primus tests/runner/test_primus_cli_direct.sh)
-MAX_STATEMENTS = 20_000
+MAX_STATEMENTS = 10_000
 
 _STRING_IDS = itertools.count()  # one tag per bash -c string run (ShellState._run_string)
 OPAQUE = -2  # lit value of characters produced by $(...) / `...`
