@@ -692,6 +692,8 @@ def fanout_cases() -> list[Case]:
         out.append(Case(f"fan:yaml:bf16={word.decode()}", "value",
                         {"r.yaml": re.sub(rb"(?m)^bf16: .*$", b"bf16: " + word, YAML)}, ["--project", "r.yaml"] + TAIL,
                         expect_refusal=True, expect_words=("--bf16=", "unquoted")))
+    out.append(Case("fan:primus:bf16='false'", "value", {"r.yaml": PRIMUS.replace(b"    bf16: true", b"    bf16: 'false'")},
+                    ["--project", "r.yaml"] + TAIL, expect_refusal=True, expect_words=("bf16='false'",)))
     out.append(Case("fan:argv:value-starting-with-dash", "argv", {"r.sh": BASH},
                     ["--project", "r.sh", "--dry-run", "--train-tokens", "-5T"], expect_refusal=True,
                     expect_words=("write --train-tokens=-5T",)))

@@ -231,11 +231,19 @@ def test_torchtitan_key_typos_are_refused(tmp_path, text, words):
     refused(["--project", "r.toml", "--dry-run", "--json"], tmp_path, *words)
 
 
-def test_a_quoted_false_for_a_megatron_yaml_boolean_is_refused(tmp_path):
-    """``bf16: 'false'`` is the string 'false' to yaml.safe_load, true in Megatron-LM's --yaml-cfg namespace;
-    the reader projected FP32."""
-    (tmp_path / "r.yaml").write_text(YAML.replace("\nbf16: true\n", "\nbf16: 'false'\n"))
-    refused(["--project", "r.yaml", "--dry-run", "--json"], tmp_path, "--bf16='false'", "true or false unquoted")
+@pytest.mark.parametrize("text,words", [
+    (YAML.replace("\nbf16: true\n", "\nbf16: 'false'\n"), ["--bf16='false'", "true or false unquoted"]),
+    (PRIMUS.replace("    bf16: true\n", "    bf16: 'false'\n"), ["bf16='false'", "true or false, unquoted"]),
+], ids=["megatron-yaml", "primus"])
+def test_a_quoted_false_for_a_yaml_boolean_is_refused(tmp_path, text, words):
+    """``bf16: 'false'`` is the string 'false' to yaml.safe_load: true in Megatron-LM's --yaml-cfg namespace,
+    and Primus passes it to Megatron-LM as it is (its argument builder coerces enums only); the reader
+    projected FP32.  ``bf16: 'true'`` (true either way) is read."""
+    (tmp_path / "r.yaml").write_text(text)
+    refused(["--project", "r.yaml", "--dry-run", "--json"], tmp_path, *words)
+    (tmp_path / "r.yaml").write_text(text.replace("bf16: 'false'", "bf16: 'true'"))
+    rc, out, err, _ = run_cli(["--project", "r.yaml", "--dry-run", "--json"], tmp_path)
+    assert rc == 0 and '"precision": "bf16"' in out, err[-300:]
 
 
 def _shell(cmd: str, tmp_path: Path) -> subprocess.CompletedProcess:
