@@ -694,6 +694,13 @@ def fanout_cases() -> list[Case]:
                         expect_refusal=True, expect_words=("--bf16=", "unquoted")))
     out.append(Case("fan:primus:bf16='false'", "value", {"r.yaml": PRIMUS.replace(b"    bf16: true", b"    bf16: 'false'")},
                     ["--project", "r.yaml"] + TAIL, expect_refusal=True, expect_words=("bf16='false'",)))
+    for dash in ("\u2014", "\u2013-", "\u2010-", "\u2212-", "\uff0d-"):
+        data = BASH.replace(b"    --bf16\n", f"    {dash}bf16\n".encode(), 1)
+        out.append(Case(f"fan:bash:lookalike-dash-U+{ord(dash[0]):04X}", "value", {"r.sh": data},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=("write --bf16",)))
+        out.append(Case(f"fan:argv:lookalike-dash-U+{ord(dash[0]):04X}", "argv", {},
+                        ["--project", "--dry-run", "--json", "--"] + ARGV[:-2] + [dash + "bf16"] + ARGV[-2:],
+                        expect_refusal=True, expect_words=("write --bf16",)))
     out.append(Case("fan:argv:value-starting-with-dash", "argv", {"r.sh": BASH},
                     ["--project", "r.sh", "--dry-run", "--train-tokens", "-5T"], expect_refusal=True,
                     expect_words=("write --train-tokens=-5T",)))

@@ -270,3 +270,15 @@ def test_full_stdout_is_one_line_and_full_stderr_is_not_the_runs_fault(tmp_path)
     assert p.returncode == 2 and lines[-1] == "primus-launch: error: stdout: cannot write: No space left on device", lines
     p = _shell(f"{sys.executable} -m primus_launch --tune r.sh --dry-run --out t.sh 2>/dev/full", tmp_path)
     assert p.returncode == 0 and b"best:" in p.stdout, (p.returncode, p.stdout[-300:])
+
+
+@pytest.mark.parametrize("old,new,words", [
+    ("    --bf16\n", "    \u2014bf16\n", ["argument='\u2014bf16'", "U+2014 EM DASH", "write --bf16"]),
+    ("    --bf16\n", "    --bf16 \u2013-recompute-activations\n", ["U+2013 EN DASH", "write --recompute-activations"]),
+], ids=["em-dash", "en-dash"])
+def test_a_flag_behind_a_unicode_dash_is_refused(tmp_path, old, new, words):
+    """A flag pasted from a document (``\u2014bf16``) is a positional word to argparse: Megatron-LM exits with
+    "unrecognized arguments"; the reader skipped it and projected FP32 / no recompute without a word."""
+    assert old in BASH
+    (tmp_path / "r.sh").write_text(BASH.replace(old, new, 1))
+    refused(["--project", "r.sh", "--dry-run", "--json"], tmp_path, *words)
