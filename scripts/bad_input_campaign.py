@@ -699,7 +699,7 @@ def fanout_cases() -> list[Case]:
         out.append(Case(f"fan:bash:lookalike-dash-U+{ord(dash[0]):04X}", "value", {"r.sh": data},
                         ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=("write --bf16",)))
         out.append(Case(f"fan:argv:lookalike-dash-U+{ord(dash[0]):04X}", "argv", {},
-                        ["--project", "--dry-run", "--json", "--"] + ARGV[:-2] + [dash + "bf16"] + ARGV[-2:],
+                        ["--project", "--dry-run", "--json", "--"] + ARGV[:-4] + [dash + "bf16"] + ARGV[-4:],
                         expect_refusal=True, expect_words=("write --bf16",)))
     out.append(Case("fan:argv:value-starting-with-dash", "argv", {"r.sh": BASH},
                     ["--project", "r.sh", "--dry-run", "--train-tokens", "-5T"], expect_refusal=True,
