@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import signal
 import sys
@@ -34,6 +35,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse with the project's one-line errors (no usage block): exit 2."""
 
     def error(self, message: str):  # type: ignore[override]
+        m = re.fullmatch(r"argument (--[\w-]+)(?:/[^:]*)?: expected one argument", message)
+        argv = getattr(self, "argv", [])
+        at = argv.index(m.group(1)) if m and m.group(1) in argv else -1
+        if 0 <= at < len(argv) - 1 and argv[at + 1].startswith("-"):
+            # `--train-tokens -5T`: argparse reads a word starting with '-' as the next flag, not as the value
+            message += f"; {argv[at + 1]!r} is read as a flag: write {m.group(1)}={argv[at + 1]}"
         print(f"primus-launch: error: {' '.join(message.split())}", file=sys.stderr)
         raise SystemExit(2)
 
@@ -607,7 +614,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _say(interrupt.end_line(signum))
         return interrupt.exit_code(signum)
 
-    with interrupt.handling(keep=argv is None):
+    from primus_launch import streams
+
+    with interrupt.handling(keep=argv is None), streams.guarded():
         try:
             with interrupt.deferred():
                 # pydantic-core's import initialises pyo3's datetime C API: a KeyboardInterrupt inside it
@@ -678,6 +687,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         warnings.filterwarnings("ignore", module=FRAMEWORK_MODULES)
     ours, command = _split_command(argv)
     ap = _parser()
+    ap.argv = ours  # type: ignore[attr-defined]  # for the error of a value that starts with '-'
     a = ap.parse_args(ours)
     if a.gpu_hour_price is not None and a.train_tokens is None:
         print(f"primus-launch: error: --gpu-hour-price={a.gpu_hour_price:g}: needs --train-tokens N (the cost is "
@@ -735,7 +745,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             from primus_launch.launch.launcher import run_command
 
             return run_command(command)
-        return _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
+        rc = _cmd_project(a, command) if a.project is not None else _cmd_tune(a, command)
+        sys.stdout.flush()  # a full disk under `> answer.json` is this run's error line, not the exit's
+        return rc
     except BrokenPipeError:  # the reader of stdout left (`| head`): end as a shell tool does, without a word
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -662,6 +662,77 @@ def edge_cases() -> list[Case]:
     return out
 
 
+def fanout_cases() -> list[Case]:
+    """The eighth round's classes: bash whose function calls or sourced files fan out (each chain within
+    the depth bound, 2^30 runs in all), arithmetic commands and ``let`` (a variable changed, not followed:
+    said), TorchTitan keys and tables one or two letters from a JobConfig field (TorchTitan refuses them),
+    a quoted word that says false for a Megatron YAML boolean, a flag value that starts with '-', and the
+    standard streams (kind ``stream``: a closed stderr, a full stdout, a full stderr)."""
+    out: list[Case] = []
+    fan = {"r.sh": _in_bash(b"source ./a0.sh\n"), "a24.sh": b"X=1\n",
+           **{f"a{i}.sh": f"source ./a{i + 1}.sh\nsource ./a{i + 1}.sh\n".encode() for i in range(24)}}
+    calls = _in_bash(b"".join(f"f{i}() {{ f{i + 1}; f{i + 1}; }}\n".encode() for i in range(24)) + b"f24() { X=1; }\nf0\n")
+    called = {"r.sh": _in_bash(b"bash ./a0.sh\n"), "a24.sh": b"X=1\n",
+              **{f"a{i}.sh": f"bash ./a{i + 1}.sh\nbash ./a{i + 1}.sh\n".encode() for i in range(24)}}
+    for tag, files in (("source", fan), ("function", {"r.sh": calls}), ("called-script", called)):
+        out.append(Case(f"fan:bash:{tag}-fan-out", "structure", files, ["--project", "r.sh"] + TAIL,
+                        expect_refusal=True, expect_words=("runs more than",)))
+    for tag, snippet, words in (("arith-command", b"((TP_SIZE *= 2))\n", ("arithmetic command",)),
+                                ("let", b"let TP_SIZE=TP_SIZE*2\n", ("'let TP_SIZE=TP_SIZE*2' not evaluated",))):
+        out.append(Case(f"fan:bash:{tag}", "structure", {"r.sh": _in_bash(snippet)}, ["--project", "r.sh"] + TAIL,
+                        expect_words=words))
+    for tag, data, words in (
+            ("key", TOML.replace(b"tensor_parallel_degree = 1", b"tensor_parallel_degree = 1\ntensor_paralel_degree = 8"),
+             ("did you mean parallelism.tensor_parallel_degree",)),
+            ("table", TOML + b"\n[paralelism]\ntensor_parallel_degree = 8\n", ("did you mean [parallelism]",)),
+            ("training-key", TOML.replace(b"local_batch_size = 1", b"local_batchsize = 2"), ("local_batch_size",))):
+        out.append(Case(f"fan:toml:typo-{tag}", "value", {"r.toml": data}, ["--project", "r.toml"] + TAIL,
+                        expect_refusal=True, expect_words=words))
+    for word in (b"'false'", b'"no"', b"'off'", b"'0'"):
+        out.append(Case(f"fan:yaml:bf16={word.decode()}", "value",
+                        {"r.yaml": re.sub(rb"(?m)^bf16: .*$", b"bf16: " + word, YAML)}, ["--project", "r.yaml"] + TAIL,
+                        expect_refusal=True, expect_words=("--bf16=", "unquoted")))
+    out.append(Case("fan:primus:bf16='false'", "value", {"r.yaml": PRIMUS.replace(b"    bf16: true", b"    bf16: 'false'")},
+                    ["--project", "r.yaml"] + TAIL, expect_refusal=True, expect_words=("bf16='false'",)))
+    for dash in ("\u2014", "\u2013-", "\u2010-", "\u2212-", "\uff0d-"):
+        data = BASH.replace(b"    --bf16\n", f"    {dash}bf16\n".encode(), 1)
+        out.append(Case(f"fan:bash:lookalike-dash-U+{ord(dash[0]):04X}", "value", {"r.sh": data},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=("write --bf16",)))
+        out.append(Case(f"fan:argv:lookalike-dash-U+{ord(dash[0]):04X}", "argv", {},
+                        ["--project", "--dry-run", "--json", "--"] + ARGV[:-4] + [dash + "bf16"] + ARGV[-4:],
+                        expect_refusal=True, expect_words=("write --bf16",)))
+    out.append(Case("fan:argv:value-starting-with-dash", "argv", {"r.sh": BASH},
+                    ["--project", "r.sh", "--dry-run", "--train-tokens", "-5T"], expect_refusal=True,
+                    expect_words=("write --train-tokens=-5T",)))
+    for tag, argv, shell, rc, words in (
+            ("stderr-closed", ["--project", "r.sh", "--dry-run", "--json"], "2>&-", 0, ()),
+            ("stderr-full-tune", ["--tune", "r.sh", "--dry-run", "--out", "t.sh"], "2>/dev/full", 0, ()),
+            ("stdout-full", ["--project", "r.sh", "--dry-run"], ">/dev/full", 2, ("stdout: cannot write",)),
+            ("stdout-full-json", ["--project", "r.sh", "--dry-run", "--json"], ">/dev/full", 2,
+             ("stdout: cannot write",))):
+        if os.path.exists("/dev/full") or "full" not in shell:
+            out.append(Case(f"fan:stream:{tag}", "stream", {"r.sh": BASH}, argv, expect_rc=rc, expect_words=words,
+                            typed=shell.encode()))
+    return out
+
+
+def _run_stream(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str]:
+    """``primus-launch ARGV REDIRECT`` under bash (``typed`` holds the redirection: ``2>&-``, ``>/dev/full``)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    import shlex
+
+    cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "primus_launch", *case.argv]) + " " + case.typed.decode()
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(["bash", "-c", cmd], cwd=d, env=env, capture_output=True, timeout=timeout,
+                           start_new_session=True)
+        rc, out, err = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = None, e.stdout or b"", e.stderr or b""
+    return rc, time.monotonic() - t0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
 def _run_nohup(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float, str, str]:
     """``nohup primus-launch ARGV``: SIGHUP ignored from the start, then sent (to primus-launch alone, as a
     terminal's hang-up reaches the foreground job's leader) after ``signal_at`` seconds."""
@@ -760,6 +831,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += cli_path_cases()
     cases += signal_cases(quick)
     cases += edge_cases()
+    cases += fanout_cases()
     return cases
 
 
@@ -882,6 +954,8 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
         rc, secs, out, err = _run_nohup(case, d, timeout)
     elif case.kind == "tty":
         rc, secs, out, err = _run_tty(case, d, timeout)
+    elif case.kind == "stream":
+        rc, secs, out, err = _run_stream(case, d, timeout)
     else:
         rc, secs, out, err = _run_forked(case, d, timeout)
     for p in (d / ".stdout", d / ".stderr"):
@@ -916,6 +990,14 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
                     o.problems.append(f"partial output {k}")
                 if k.endswith(".html") and not (d / k).read_text().rstrip().endswith("</html>"):
                     o.problems.append(f"partial output {k}")
+    elif case.kind == "stream":
+        if rc != case.expect_rc:
+            o.problems.append(f"exit {rc}, want {case.expect_rc}: {lines[-2:]}")
+        elif rc == 2 and (len(errors) != 1 or lines[-1] != errors[0]
+                          or not all(w in errors[0] for w in case.expect_words)):
+            o.problems.append(f"not one error line naming {list(case.expect_words)}: {lines[-3:]}")
+        elif rc == 0 and "--json" in case.argv and _json_finite(out) is None:
+            o.problems.append(f"stdout is not one JSON object: {out[:120]!r}")
     elif case.expect_rc is not None:
         if rc != case.expect_rc:
             o.problems.append(f"exit {rc}, want {case.expect_rc} (the command's own status)")

@@ -58,6 +58,11 @@ SNIPPETS = {
     "continuation at the end": 'python x.py --a 1 \\\n',
     # c-style for with base-10 numbers: skipped, not an error
     "c-style loop with 10#": 'a=1; b=3\nfor (( n=10#$a; n<=10#$b; n++ )); do :; done\npython x.py ok\n',
+    # bash's scoping: a function's `local` (and `declare`) ends with the call; each command of a pipeline
+    # runs in a subshell (the reader kept TP=8 from both)
+    "local in a function": 'TP=4\nf() { local TP=8; declare PP=2; }\nf\npython x.py $TP ${PP:-none}\n',
+    "local over a global, read by a callee": 'X=1\ng() { Y=$X; }\nf() { local X=4; g; }\nf\npython x.py $X $Y\n',
+    "assignment in a pipeline": 'TP=4\necho | TP=8\nf() { PP=2; }\necho | f\npython x.py $TP ${PP:-none}\n',
     # a blank after the continuation backslash: "\\ " is an argument and the line ends
     "escaped blank at the end of a line": 'true --a 1 \\ \npython x.py --b \\  y \\ \n',
     # `NAME=<file`: bash's empty assignment and a redirection (tree-sitter-bash cannot parse it)

@@ -201,3 +201,97 @@ def test_passthrough_commands_that_cannot_start(tmp_path, argv, rc, words):
     bad.chmod(0o755)
     got, out, err, _ = run_cli(["--", *argv], tmp_path)
     assert got == rc and words in err and "Traceback" not in err, (got, err)
+
+
+# ------------------------------------------------------------------------------------------------ eighth round
+YAML = (ROOT / "recipes/megatron/llama3.1_8b.yaml").read_text()
+TOML = (ROOT / "recipes/torchtitan/llama3.1_8b.toml").read_text()
+
+
+def _in_bash(snippet: str) -> str:
+    return BASH.replace("# Parallelism and batch\n", snippet + "# Parallelism and batch\n", 1)
+
+
+def test_bash_that_fans_out_is_refused_not_run_for_ever(tmp_path):
+    """Depth (20) bounded each chain of calls or sources, not their number: two calls per level ran 2^30
+    statements (a fragment sourcing the next twice hung past 60 s: the campaign's ``bash:source-fan-out``).
+    The count of statements one reading runs is bounded."""
+    (tmp_path / "r.sh").write_text(_in_bash("".join(f"f{i}() {{ f{i + 1}; f{i + 1}; }}\n" for i in range(30))
+                                            + "f30() { X=1; }\nf0\n"))
+    refused(["--project", "r.sh", "--dry-run", "--json"], tmp_path, "r.sh: runs more than 10,000 statements")
+
+
+@pytest.mark.parametrize("snippet,words", [
+    ("TP_SIZE=1\n((TP_SIZE *= 2))\n", "arithmetic command '((TP_SIZE *= 2))' not evaluated"),
+    ("TP_SIZE=1\nlet TP_SIZE=TP_SIZE*2\n", "'let TP_SIZE=TP_SIZE*2' not evaluated"),
+], ids=["arith-command", "let"])
+def test_bash_arithmetic_commands_are_noted(tmp_path, snippet, words):
+    """``((X *= 2))`` and ``let`` change a variable the reader does not follow: said, as a loop is (was silent)."""
+    (tmp_path / "r.sh").write_text(BASH.replace("TP_SIZE=2\n", snippet, 1))
+    rc, out, err, _ = run_cli(["--project", "r.sh", "--dry-run", "--json"], tmp_path)
+    assert rc == 0 and words in err, err[-600:]
+
+
+@pytest.mark.parametrize("text,words", [
+    (TOML.replace("tensor_parallel_degree = 1", "tensor_parallel_degree = 1\ntensor_paralel_degree = 8"),
+     ["parallelism.tensor_paralel_degree=8", "did you mean parallelism.tensor_parallel_degree?"]),
+    (TOML + "\n[paralelism]\ntensor_parallel_degree = 8\n", ["[paralelism] is no TorchTitan table", "[parallelism]"]),
+], ids=["key", "table"])
+def test_torchtitan_key_typos_are_refused(tmp_path, text, words):
+    """TorchTitan v0.2.2's ConfigManager refuses a field JobConfig lacks ("Invalid field names"); the reader
+    listed it as not modelled and projected TP=1."""
+    (tmp_path / "r.toml").write_text(text)
+    refused(["--project", "r.toml", "--dry-run", "--json"], tmp_path, *words)
+
+
+@pytest.mark.parametrize("text,words", [
+    (YAML.replace("\nbf16: true\n", "\nbf16: 'false'\n"), ["--bf16='false'", "true or false unquoted"]),
+    (PRIMUS.replace("    bf16: true\n", "    bf16: 'false'\n"), ["bf16='false'", "true or false, unquoted"]),
+], ids=["megatron-yaml", "primus"])
+def test_a_quoted_false_for_a_yaml_boolean_is_refused(tmp_path, text, words):
+    """``bf16: 'false'`` is the string 'false' to yaml.safe_load: true in Megatron-LM's --yaml-cfg namespace,
+    and Primus passes it to Megatron-LM as it is (its argument builder coerces enums only); the reader
+    projected FP32.  ``bf16: 'true'`` (true either way) is read."""
+    (tmp_path / "r.yaml").write_text(text)
+    refused(["--project", "r.yaml", "--dry-run", "--json"], tmp_path, *words)
+    (tmp_path / "r.yaml").write_text(text.replace("bf16: 'false'", "bf16: 'true'"))
+    rc, out, err, _ = run_cli(["--project", "r.yaml", "--dry-run", "--json"], tmp_path)
+    assert rc == 0 and '"precision": "bf16"' in out, err[-300:]
+
+
+def _shell(cmd: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", cmd], cwd=tmp_path, env=ENV, capture_output=True, timeout=120)
+
+
+def test_a_closed_stderr_keeps_the_json_answer_whole(tmp_path):
+    """``2>&-``: Python's sys.stderr is None and print(file=None) writes to stdout: the notes went into the
+    --json document a pipe reads."""
+    (tmp_path / "r.sh").write_text(BASH)
+    p = _shell(f"{sys.executable} -m primus_launch --project r.sh --dry-run --json 2>&-", tmp_path)
+    import json
+
+    assert p.returncode == 0 and json.loads(p.stdout)["num_gpus"] == 8, p.stdout[:300]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_full_stdout_is_one_line_and_full_stderr_is_not_the_runs_fault(tmp_path):
+    """``> /dev/full``: a bare '[Errno 28] No space left on device' naming nothing; ``2>/dev/full``: the tune's
+    progress bar write ended the run as an internal error (exit 70)."""
+    (tmp_path / "r.sh").write_text(BASH)
+    p = _shell(f"{sys.executable} -m primus_launch --project r.sh --dry-run > /dev/full", tmp_path)
+    lines = p.stderr.decode().strip().splitlines()
+    assert p.returncode == 2 and lines[-1] == "primus-launch: error: stdout: cannot write: No space left on device", lines
+    p = _shell(f"{sys.executable} -m primus_launch --tune r.sh --dry-run --out t.sh 2>/dev/full", tmp_path)
+    assert p.returncode == 0 and b"best:" in p.stdout, (p.returncode, p.stdout[-300:])
+
+
+@pytest.mark.parametrize("old,new,words", [
+    ("    --bf16\n", "    \u2014bf16\n", ["argument='\u2014bf16'", "U+2014 EM DASH", "write --bf16"]),
+    ("    --bf16\n", "    --bf16 \u2013-recompute-activations\n", ["U+2013 EN DASH", "write --recompute-activations"]),
+], ids=["em-dash", "en-dash"])
+def test_a_flag_behind_a_unicode_dash_is_refused(tmp_path, old, new, words):
+    """A flag pasted from a document (``\u2014bf16``) is a positional word to argparse: Megatron-LM exits with
+    "unrecognized arguments"; the reader skipped it and projected FP32 / no recompute without a word."""
+    assert old in BASH
+    (tmp_path / "r.sh").write_text(BASH.replace(old, new, 1))
+    refused(["--project", "r.sh", "--dry-run", "--json"], tmp_path, *words)

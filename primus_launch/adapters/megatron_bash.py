@@ -52,6 +52,8 @@ _SPECIAL = re.compile(r"\d+|[@*#?$!]")
 # a name inside $(( )): not the letters of a constant (0x1F, 16#ff, 1e3 is not bash)
 _ARITH_NAME = re.compile(r"(?<![0-9A-Za-z_#])[A-Za-z_][A-Za-z0-9_]*")
 _OPS = (":-", ":=", ":+", ":?", "##", "%%", "-", "=", "+", "?", "#", "%")
+# an arithmetic command that assigns: `=` (not ==, !=, <=, >=), `op=`, ++, --
+_ARITH_ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
 _LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
 # nodes of a word that expand (everything else in a word is literal text)
 _EXPANDING = ("string", "raw_string", "ansi_c_string", "translated_string", "expansion", "command_substitution",
@@ -71,6 +73,12 @@ MAX_WORDS = 65_536
 MAX_LOOP_WORDS = 4096
 # ``${V#pat}`` / ``${V%pat}`` try every prefix or suffix (quadratic): values past this are not cut
 MAX_PATTERN_CUT_CHARS = 4096
+# statements one reading runs, over every function call, sourced file and bash -c string: depth alone
+# (MAX_DEPTH) does not bound the work of calls or sources that fan out (``f0() { f1; f1; }`` ... or a
+# fragment that sources the next one twice: 2^20 runs at depth 20); the bundled corpus of launch scripts
+# (tests/data/bash_corpus.json) runs at most 26, the 580 .sh files of Megatron-LM, Primus, Megatron-Bridge and
+# TorchTitan (the mirrors of this session) at most 1,255 (Primus tests/runner/test_primus_cli_direct.sh)
+MAX_STATEMENTS = 10_000
 
 _STRING_IDS = itertools.count()  # one tag per bash -c string run (ShellState._run_string)
 OPAQUE = -2  # lit value of characters produced by $(...) / `...`
@@ -388,6 +396,12 @@ def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
     if t in ("command_substitution", "heredoc_body", "arithmetic_expansion", "comment"):
         return
     if t == "compound_statement" and node.child_count and node.children[0].type == "((":
+        if _ARITH_ASSIGN.search(sc.src(node)):  # ((X *= 2)), ((X++)): a variable changed, not followed
+            notes.append(f"line {sc.line(node.start_byte)}: arithmetic command {sc.src(node)[:40]!r} not evaluated")
+        return
+    if t == "command" and node.child_count and node.children[0].type == "command_name" \
+            and sc.src(node.children[0]) == "let":  # let X=X*2: as ((...))
+        notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated")
         return
     if t == "expansion":
         _brace_body(sc, node)
@@ -766,6 +780,10 @@ class ShellState:
         # positional parameters: given by the caller (characters not in the script: SYNTH)
         self.positional: list[list[PC]] = [_synth(str(x)) for x in argv]
         self._depth = 0
+        self._ran = [0]  # statements run so far, shared with every child state (MAX_STATEMENTS)
+        self._script = path  # the script the reading started from (a child state's path is its file's)
+        # per function call running: name -> (scalar, array) it had before the call's `local NAME` (None: unset)
+        self._frames: list[dict[str, tuple[list[PC] | None, list[list[PC]] | None]]] = []
         self.sc = parse_script(text, path, self.warnings)
         self.run(_statements(self.sc.root))
 
@@ -777,6 +795,7 @@ class ShellState:
         sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
         sub.refs, sub.commands, sub.warnings = [], [], self.warnings
         sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
+        sub._ran, sub._script, sub._frames = self._ran, self._script, self._frames
         sub.allocation, sub.unread_allocation, sub.files = self.allocation, self.unread_allocation, self.files
         return sub
 
@@ -1051,6 +1070,10 @@ class ShellState:
     def exec(self, node: tree_sitter.Node, redirects: tuple[tree_sitter.Node, ...] = ()) -> bool:
         """Run one statement; ``redirects``: redirections tree-sitter-bash hangs on a statement around
         this one (``a && b >f``, ``x | y >f``, ``! c >f``): in bash they belong to its last command."""
+        self._ran[0] += 1
+        if self._ran[0] > MAX_STATEMENTS:
+            raise UserError(f"{self._script}: runs more than {MAX_STATEMENTS:,} statements (function calls or sourced "
+                            "files that fan out?); launch scripts run at most a few thousand")
         t = node.type
         if t == "command":
             return self.exec_command(node, redirects)
@@ -1058,6 +1081,8 @@ class ShellState:
             self._assign(node)
         elif t in ("variable_assignments", "declaration_command"):  # A=1 B=2; export / declare / local ...
             kids = [c for c in node.named_children if c.type != "comment"]
+            if t == "declaration_command":
+                self._note_locals(node, kids)
             self._assign_all(kids, t == "declaration_command" and node.child_count > 0 and node.children[0].type == "export")
             if t == "declaration_command":
                 self._note_exports(node, kids)
@@ -1077,7 +1102,15 @@ class ShellState:
                     self._heredoc_script(body, r)
                     ok = self._chain(r.children, ok)
             return ok
-        elif t in ("list", "pipeline"):
+        elif t == "pipeline":  # each command of `a | b` runs in a subshell: what it sets is not kept
+            scalars, arrays, exported = dict(self.scalars), dict(self.arrays), set(self.exported)
+            try:
+                return self._chain(node.children, True, redirects)
+            finally:
+                for store, old in ((self.scalars, scalars), (self.arrays, arrays), (self.exported, exported)):
+                    store.clear()
+                    store.update(old)
+        elif t == "list":
             return self._chain(node.children, True, redirects)
         elif t == "negated_command":
             # "! cmd" is recorded as the command "!" (never a function or builtin), and succeeds
@@ -1267,6 +1300,34 @@ class ShellState:
         if len(self.scalars[name]) > MAX_WORD_CHARS:
             raise _too_large(self.path, f"variable {name}", MAX_WORD_CHARS, "characters")
 
+    def _note_locals(self, node: tree_sitter.Node, kids: list[tree_sitter.Node]) -> None:
+        """``local NAME[=v]`` (also ``declare`` / ``typeset`` without ``-g``) inside a function: the name's
+        value before the call is kept, and given back when the call returns (bash's dynamic scoping); a
+        ``local TP=8`` in a helper function does not change the script's TP."""
+        head = node.children[0].type if node.child_count else ""
+        opts = [self.sc.src(c) for c in kids if c.type == "word" and self.sc.src(c).startswith("-")]
+        if not self._frames or head not in ("local", "declare", "typeset") or any("g" in o for o in opts):
+            return
+        frame = self._frames[-1]
+        for c in kids:
+            if c.type == "variable_assignment":
+                c = c.child_by_field_name("name")
+                if c is not None and c.type == "subscript":
+                    c = c.child_by_field_name("name")
+            if c is not None and c.type in ("variable_name", "word") and not self.sc.src(c).startswith("-"):
+                name = self.sc.src(c)
+                if _NAME.fullmatch(name) and name not in frame:
+                    frame[name] = (self.scalars.get(name), self.arrays.get(name))
+
+    def _end_frame(self) -> None:
+        """A function call returns: its ``local`` names get their values from before the call back."""
+        for name, (scalar, array) in self._frames.pop().items():
+            for store, old in ((self.scalars, scalar), (self.arrays, array)):
+                if old is None:
+                    store.pop(name, None)
+                else:
+                    store[name] = old
+
     def _note_exports(self, node: tree_sitter.Node, kids: list[tree_sitter.Node]) -> None:
         """``export NAME[=v]`` / ``declare -x NAME[=v]`` (also ``local`` / ``readonly`` / ``typeset``
         with ``-x``): the names join the environment of the commands that follow."""
@@ -1360,9 +1421,11 @@ class ShellState:
             fsc, body = self.functions[name]
             self.positional, self.sc = [a.pcs for a in args[1:]], fsc
             self._depth += 1
+            self._frames.append({})
             try:
                 self.run(body)
             finally:
+                self._end_frame()
                 self._depth -= 1
                 self.positional, self.sc = saved, saved_sc
             return True

@@ -69,8 +69,32 @@ def _nvals(t: str) -> str:
     return f.nargs if f.nargs in ("+", "*") or f.nargs.isdigit() else "1"
 
 
+# dashes a word processor or a web page puts where "--" was typed (hyphen, non-breaking hyphen, figure dash,
+# en dash, em dash, horizontal bar, minus sign, small / full-width hyphen-minus)
+_LOOKALIKE_DASHES = "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe63\uff0d"
+_LOOKALIKE_FLAG = re.compile(f"[{_LOOKALIKE_DASHES}][-{_LOOKALIKE_DASHES}]?[A-Za-z][A-Za-z0-9_-]*(=.*)?", re.S)
+
+
+def lookalike_flag_problem(text: str) -> PlanError | None:
+    """A word that reads as a flag but starts with a Unicode dash (``\u2014bf16``, ``\u2013-recompute-activations``,
+    pasted from a document): argparse sees a positional argument, Megatron-LM exits with "unrecognized
+    arguments", and a reader that skips it would project the run without the flag."""
+    if not _LOOKALIKE_FLAG.fullmatch(text):
+        return None
+    import unicodedata
+
+    fixed = "--" + text.lstrip("-" + _LOOKALIKE_DASHES).split("=")[0]
+    return PlanError("argument", text, f"starts with U+{ord(text[0]):04X} {unicodedata.name(text[0], 'DASH')}, not '--' "
+                                       f"(Megatron-LM refuses it as an unrecognized argument); write {fixed}")
+
+
 def parse_occurrences(tokens: list[Token]) -> list[Occ]:
-    """Split arguments into flag occurrences (each flag takes as many values as argparse gives it)."""
+    """Split arguments into flag occurrences (each flag takes as many values as argparse gives it); a
+    word that looks like a flag behind a Unicode dash is refused (:func:`lookalike_flag_problem`)."""
+    for tok in tokens:
+        problem = lookalike_flag_problem(tok.text)
+        if problem is not None:
+            raise problem
     out: list[Occ] = []
     i, n = 0, len(tokens)
     while i < n:
@@ -142,6 +166,9 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
                 continue
             v = o.vals[0]
             if v.opaque and s.kind in ("int", "float"):
+                if "$((" in v.text and "$(" not in v.text.replace("$((", ""):
+                    raise PlanError(s.flag, v.text, "an arithmetic expansion the reader cannot evaluate (a division by zero, "
+                                                    "a ?: or a negative power); set it to a literal or a variable")
                 raise PlanError(s.flag, v.text, "comes from a command substitution; set it to a literal or a variable")
             a[s.dest] = convert(s, v.text)
     return a

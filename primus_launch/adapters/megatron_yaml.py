@@ -23,6 +23,7 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, NULL_MEANS_FALSE, YAML_ALIASES, Flag, convert
+from primus_launch.adapters.megatron_flags import FALSE_WORDS
 from primus_launch.adapters.megatron_script import Edit
 from primus_launch.adapters.yaml_text import entries_after, entry
 from primus_launch.errors import UserError
@@ -254,6 +255,12 @@ def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], e
                 continue  # a nested section (Primus, NeMo) that is not an argument
             into[dest] = raw
             continue
+        if spec.kind in ("true", "false") and isinstance(raw, str) and isinstance(v, yaml.ScalarNode) \
+                and v.style in ("'", '"') and not _ENV.match(v.value) and raw and raw.strip().lower() in FALSE_WORDS:
+            # `bf16: 'false'`: yaml.safe_load gives the string, which Megatron-LM's --yaml-cfg namespace keeps and
+            # `if args.bf16:` takes as true (a non-empty string); the word says false
+            raise PlanError(spec.flag, raw, "true or false unquoted (a quoted string is no YAML boolean: Megatron-LM "
+                                            "keeps the string, which is true whatever it says)")
         if spec.kind == "false" and negated and isinstance(raw, bool):
             raw = not raw  # `disable_bias_linear: true` -> add_bias_linear False
         val = convert(spec, raw)  # store_false dests (add_bias_linear) hold the dest's value

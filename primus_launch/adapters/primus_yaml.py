@@ -55,6 +55,7 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
+from primus_launch.adapters.megatron_flags import FALSE_WORDS
 from primus_launch.adapters.yaml_text import entries_after, entry
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
@@ -688,6 +689,12 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[
             # primus/backends/megatron/argument_builder.py MegatronArgBuilder.update keeps only Megatron-LM's argparse
             # destinations ("Non-Megatron parameters are silently ignored"); these TransformerConfig fields have none
             continue
+        if spec.kind in ("true", "false") and isinstance(v, str) and v and v.strip().lower() in FALSE_WORDS:
+            # `bf16: 'false'`: Primus passes the string into Megatron-LM's namespace as it is (its argument
+            # builder coerces enum arguments only), where `if args.bf16:` takes it as true (the word says false;
+            # a ${VAR:false} default is made a boolean by Primus's own _try_scalar)
+            raise PlanError(k, v, "true or false, unquoted (a string is no boolean: Primus passes it to Megatron-LM "
+                                  "as it is, where a non-empty string is true)")
         val = convert(spec, v)
         if val is not None:
             args[key] = val

@@ -228,6 +228,36 @@ def key_status(path: str) -> Key:
     return Key("unknown", None, "not known to primus-launch: may change time or memory")
 
 
+def check_key_typos(job: dict) -> None:
+    """Refuse a key or table one or two letters away from a TorchTitan field (``tensor_paralel_degree``,
+    ``[paralelism]``): TorchTitan's ``ConfigManager`` refuses a field its ``JobConfig`` does not hold
+    ("Invalid field names", torchtitan v0.2.2 ``torchtitan/config/manager.py`` ``_dict_to_dataclass``), where
+    the reader would only list it as not modelled and project the run without the value meant.  A job that
+    extends ``JobConfig`` (``job.custom_config_module``, ``experimental.custom_args_module``) may hold fields of
+    its own: nothing is refused then."""
+    import difflib
+
+    if job_get(job, "job.custom_config_module") or job_get(job, "experimental.custom_args_module"):
+        return
+    known = set(KEYS) | set(JOB_TYPES)
+    sections = {p.split(".", 1)[0] for p in known} | set(NEUTRAL_SECTIONS)
+    for path, value in leaf_paths(job):
+        if key_status(path).status != "unknown" or path in JOB_TYPES:
+            continue
+        section, _, rest = path.partition(".")
+        if section not in sections:
+            close = difflib.get_close_matches(section, sorted(sections), n=1, cutoff=0.8)
+            if close:
+                raise PlanError(path, value, f"[{section}] is no TorchTitan table (its ConfigManager refuses unknown "
+                                             f"fields); did you mean [{close[0]}]?")
+            continue
+        leaves = sorted(p.split(".", 1)[1] for p in known if p.startswith(section + "."))
+        close = difflib.get_close_matches(rest, leaves, n=1, cutoff=0.85)
+        if close and close[0] != rest:
+            raise PlanError(path, value, f"not a field of TorchTitan's [{section}] (its ConfigManager refuses unknown "
+                                         f"fields); did you mean {section}.{close[0]}?")
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -806,6 +836,7 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
     ``overrides``, else the one it implies (with a note when it states none)."""
     job = _parse(text, path or "<text>")
     check_job_types(job)  # TorchTitan takes the TOML's values as they are: a wrong type is refused here
+    check_key_typos(job)
     if not job:
         raise UserError(f"recipe={path or '<text>'!r}: an empty TOML (no tables, no keys); expected a TorchTitan job "
                         "([model] name / flavor, [training], [parallelism])")

@@ -154,18 +154,27 @@ def layout_string(L: int, mtp: int, pp: int, vpp: int) -> Optional[str]:
     return format_layout(tuple(stages))
 
 
-def _first_last(L: int, pp: int, vpp: int, limit: int = 2) -> list[tuple[int, int]]:
+def uneven_splits(L: int, pp: int, vpp: int, limit: int = 2) -> list[tuple[int, int]]:
     """Uneven splits (``--decoder-first/last-pipeline-num-layers``): when ``pp * vpp`` does not divide
     the layers, the most balanced one (DeepSeek-V3's 61 layers); else up to ``limit`` splits whose
     first and last stages hold fewer layers than the even share (room for the embedding and the
     output layer + loss), closest to even first.  Every stage's count divides by vpp; the middle
-    stages share the rest evenly."""
+    stages share the rest evenly.
+
+    Only first / last counts within ``(pp + 4) * vpp`` of the even share ``L / pp`` are tried (every layer
+    count would be O(L^2): 10,000 layers took 98 s): an even split's picks lie within 2 * vpp of its stages'
+    share, itself within 4 * vpp / pp of L / pp; the most balanced uneven split spreads its stages by at
+    most (pp / 2 + 1) * vpp (a middle share e = floor(L / (pp vpp)) leaves first + last between 2e and
+    2e + pp chunks), and L / pp lies between its smallest and largest stage."""
     if pp <= 2:
         return []
     even = L % (pp * vpp) == 0
     out: list[tuple[tuple, tuple[int, int]]] = []
-    for first in range(vpp, L + 1, vpp):
-        for last in range(vpp, L - first + 1, vpp):
+    window = (pp + 4) * vpp
+    lo = max(vpp, (L // pp - window) // vpp * vpp)
+    hi = min(L, L // pp + window + 1)
+    for first in range(lo, hi + 1, vpp):
+        for last in range(lo, min(hi, L - first) + 1, vpp):
             rest = L - first - last
             if rest <= 0 or rest % (pp - 2) or (rest // (pp - 2)) % vpp:
                 continue
@@ -220,7 +229,7 @@ def _splits(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, pp: int, vpp: int
             if slots % n == 0 and slots // n - 1 >= 0 and (n > 1 or slots // n >= e + l):
                 out.append((None, None, e, l, None))
     if L % n or cfg.execution:
-        for f, l in _first_last(L, pp, vpp):
+        for f, l in uneven_splits(L, pp, vpp):
             out.append((f, l, False, False, None))
     seen, uniq = set(), []
     for x in out:
