@@ -241,3 +241,22 @@ def test_tuner_searches_only_what_nemo1_can_write(tmp_path):
     assert rules.knobs_for(plan) == frozenset({"tp_comm_overlap"})
     shardings = {k.dp_sharding for k in Space(plan, SpaceConfig(max_mbs=1, max_cp=1, max_vpp=2))}
     assert shardings <= {"none", "optimizer"}
+
+
+def test_tuned_values_replace_null_keys_instead_of_adding_duplicates(tmp_path):
+    from primus_launch.plan import Recompute
+
+    text = CONFIG.replace("  virtual_pipeline_model_parallel_size: 2 # interleaved pipeline",
+                          "  virtual_pipeline_model_parallel_size: null # interleaved pipeline")
+    plan = load_recipe(_write(tmp_path, text))
+    rc = Recompute(granularity="full", method="uniform", num_layers=1)
+    tuned = plan.model_copy(update={"parallel": plan.parallel.model_copy(update={"vpp": 2}),
+                                    "training": plan.training.model_copy(update={
+                                        "recompute": rc, "pipeline_schedule": "interleaved_1f1b"})})
+    out = render_recipe(tuned, text)
+    for key in ("virtual_pipeline_model_parallel_size", "activations_checkpoint_granularity",
+                "activations_checkpoint_method", "activations_checkpoint_num_layers"):
+        assert out.count(f"\n  {key}:") == 1, key
+    doc = yaml.safe_load(out)["model"]
+    assert (doc["virtual_pipeline_model_parallel_size"], doc["activations_checkpoint_granularity"],
+            doc["activations_checkpoint_method"], doc["activations_checkpoint_num_layers"]) == (2, "full", "uniform", 1)

@@ -95,15 +95,17 @@ _DIST_OPTIMS = ("distributed_fused_adam", "mcore_distributed_optim")
 
 
 def is_nemo1_config(text: str) -> bool:
-    """A NeMo 1.0 training config: top-level ``trainer:`` and ``model:`` mappings (no Primus ``modules:``)."""
-    if not re.search(r"^trainer:", text, re.M) or not re.search(r"^model:", text, re.M):
+    """A NeMo 1.0 training config: a top-level ``trainer:`` mapping with ``model:`` or ``exp_manager:`` beside it
+    (no Primus ``modules:``; a ``model:`` taken from Hydra ``defaults:`` is refused by the reader, by name)."""
+    if not re.search(r"^trainer:", text, re.M) or not re.search(r"^(model|exp_manager):", text, re.M):
         return False
     try:
         root = yaml.compose(text)
     except yaml.YAMLError:
         return False
     return (isinstance(root, yaml.MappingNode) and child_node(root, "modules") is None
-            and all(isinstance(child_node(root, k), yaml.MappingNode) for k in ("trainer", "model")))
+            and isinstance(child_node(root, "trainer"), yaml.MappingNode)
+            and any(isinstance(child_node(root, k), yaml.MappingNode) for k in ("model", "exp_manager")))
 
 
 @dataclass
@@ -177,9 +179,8 @@ def _model_fields(rec: NemoRecipe, res: Resolver, unread: list[str]) -> None:
             if val not in (None, False, "", [], 0):
                 unread.append(f"model.{key}={val}")
             continue
-        if val is None:
-            continue
-        rec.put(dest, convert(spec, val) if spec is not None else val, v)
+        # a null value is the argument's default; its node is kept so that --tune writes over it, never beside it
+        rec.put(dest, None if val is None else convert(spec, val) if spec is not None else val, v)
 
 
 def _architecture(rec: NemoRecipe, res: Resolver) -> None:
@@ -344,6 +345,9 @@ def from_nemo1_yaml(text: str, path: str) -> NemoRecipe:
     root, data = yaml.compose(text), yaml.safe_load(text)
     if not is_nemo1_config(text) or not isinstance(data, dict):
         raise UserError(f"{path}: not a NeMo 1.0 training config (top-level trainer: and model: mappings)")
+    if not isinstance(child_node(root, "model"), yaml.MappingNode):
+        raise UserError(f"{path}: model: absent (a NeMo config whose model comes from its Hydra defaults: list, "
+                        "composed at launch); give the composed config, with its model: section")
     rec = NemoRecipe(text, path)
     for name in ("trainer", "model"):
         rec.sections[name] = child_node(root, name)
