@@ -397,8 +397,9 @@ def _plan(rec: NemoRecipe, cluster: Cluster, name: str, validate: bool = True) -
         return plan_from_args(rec.args, cluster, name=name, validate=validate)
     except PlanError as e:
         if e.field in _VOCAB_FLAGS and "vocabulary" in str(e.allowed):
+            outside = " (its ${...} is the launcher's, not this file's: write the path)" if "${" in str(e.value) else ""
             raise UserError(f"{rec.path}: {_VOCAB_FLAGS[e.field]}={e.value!r}: vocabulary size unknown (not a local "
-                            "tokenizer file nor a known public tokenizer); point it at the tokenizer file") from None
+                            f"tokenizer file nor a known public tokenizer); point it at the tokenizer file{outside}") from None
         spec = BY_FLAG.get(str(e.field))
         if spec is not None and spec.dest in rec.nodes:  # the rule names the file's key, not the Megatron-LM flag
             sec, key = _HOME.get(spec.dest, ("model", _NEMO_KEY.get(spec.dest, spec.dest)))
