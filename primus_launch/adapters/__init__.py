@@ -9,7 +9,8 @@ Kinds, by suffix and content: ``.sh``/``.bash`` holding a ``torchtitan.train --m
 ``torchtitan-launch``, scripts whose command names a TorchTitan job TOML (``--job.config_file``:
 torchtitan <= 0.2's ``run_train.sh``) -> ``torchtitan-config-script``, other scripts -> ``megatron``; ``.yaml``/``.yml`` with a ``modules:`` mapping of
 trainers -> ``primus``, Megatron-Bridge ConfigContainer YAMLs that state the model (``model.num_layers``,
-``model.hidden_size``, ``train:``; a saved ``run_config.yaml``) -> ``bridge``, other YAMLs -> ``megatron``; ``.toml`` with ``[recipe] path`` -> ``wrapper``,
+``model.hidden_size``, ``train:``; a saved ``run_config.yaml``) -> ``bridge``, NeMo 1.0 training configs
+(top-level ``trainer:`` and ``model:``: the NeMo-Framework-Launcher's ``conf/training``) -> ``nemo1``, other YAMLs -> ``megatron``; ``.toml`` with ``[recipe] path`` -> ``wrapper``,
 other TOMLs -> ``torchtitan``.
 """
 
@@ -23,7 +24,7 @@ from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan, PlanError
 
 RecipeKind = Literal["megatron", "torchtitan", "torchtitan-launch", "torchtitan-config-script", "primus", "primus-cli",
-                     "wrapper", "bridge"]
+                     "wrapper", "bridge", "nemo1"]
 
 SCRIPT_SUFFIXES = frozenset({".sh", ".bash", ".slurm", ".sbatch"})  # the last two: Slurm batch scripts
 YAML_SUFFIXES = frozenset({".yaml", ".yml"})
@@ -51,9 +52,11 @@ def detect_kind(path: Path) -> RecipeKind:
         from primus_launch.adapters.primus_yaml import is_primus_file
 
         from primus_launch.adapters.bridge_yaml import is_bridge_run_config
+        from primus_launch.adapters.nemo_yaml import is_nemo1_config
 
         text = _text(path)
-        return "primus" if is_primus_file(path, text) else "bridge" if is_bridge_run_config(text) else "megatron"
+        return "primus" if is_primus_file(path, text) else "nemo1" if is_nemo1_config(text) else \
+            "bridge" if is_bridge_run_config(text) else "megatron"
     if suffix == ".toml":
         from primus_launch.adapters.primus_toml import is_wrapper
 
@@ -121,6 +124,10 @@ def _load_native(p: Path, kind: RecipeKind, overrides: dict, primus_root: Option
         from primus_launch.adapters.bridge_yaml import load_bridge_yaml
 
         return load_bridge_yaml(p, full, overrides=partial)
+    if kind == "nemo1":
+        from primus_launch.adapters.nemo_yaml import load_nemo1_yaml
+
+        return load_nemo1_yaml(p, full, overrides=partial)
     if kind == "primus":
         from primus_launch.adapters.primus_yaml import load_primus_yaml
 
@@ -201,6 +208,10 @@ def render_recipe(plan: Plan, original_text: str, primus_root: Optional[str | Pa
         from primus_launch.adapters.bridge_yaml import render_bridge_yaml
 
         return render_bridge_yaml(plan, original_text)
+    if fmt == "nemo1-yaml":
+        from primus_launch.adapters.nemo_yaml import render_nemo1_yaml
+
+        return render_nemo1_yaml(plan, original_text)
     if fmt == "torchtitan-script":
         from primus_launch.adapters.torchtitan_script import render_titan_script
 
@@ -233,6 +244,10 @@ def write_recipe(plan: Plan, out_path: Optional[str | Path] = None, primus_root:
         from primus_launch.adapters.bridge_yaml import write_bridge_yaml
 
         return write_bridge_yaml(plan, original, out)
+    if fmt == "nemo1-yaml":
+        from primus_launch.adapters.nemo_yaml import write_nemo1_yaml
+
+        return write_nemo1_yaml(plan, original, out)
     if fmt == "torchtitan-script":
         from primus_launch.adapters.torchtitan_script import write_titan_script
 

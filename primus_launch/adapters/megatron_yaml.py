@@ -312,9 +312,8 @@ def _refuse_nemo1_config(root: yaml.MappingNode, path: str) -> None:
     if not hits:
         return
     raise UserError(f"{path}: a NeMo 1.0 training config (trainer: / model: sections, model.{hits[0]}: the NeMo-"
-                    "Framework-Launcher's conf/training layout), which primus-launch does not read; give the run's "
-                    "Megatron-LM flags (primus-launch --project -- torchrun ... pretrain_gpt.py ...), a Megatron-LM "
-                    "argument YAML or a Megatron-Bridge run_config.yaml")
+                    "Framework-Launcher's conf/training layout), not a Megatron-LM argument YAML; read it with "
+                    "primus-launch --project FILE (its NeMo 1.0 reader, adapters/nemo_yaml.py)")
 
 
 def scalar_text(value: Any, quote: str = '"') -> str:

@@ -74,8 +74,16 @@ FRAMEWORK_KNOBS: dict[str, frozenset[str]] = {
 TITAN_03_KNOBS = frozenset({"compile", "tp_comm_overlap"})
 
 
+#: NeMo 1.0 training configs (adapters/nemo_yaml.py): NeMo's MegatronGPTModel has no Megatron-FSDP, pipeline
+#: layout, recompute-module list, CUDA-graph or offload keys, and its fp8 is a bool pair the writer does not edit;
+#: the Megatron-Core of NeMo 24.x predates the flex (DeepEP) dispatcher; ``ub_tp_comm_overlap`` it has
+NEMO1_KNOBS = frozenset({"tp_comm_overlap"})
+
+
 def knobs_for(plan: "Plan") -> frozenset[str]:
     """The knob families the tuner may change in ``plan``'s recipe format."""
+    if plan.source is not None and plan.source.format == "nemo1-yaml":
+        return NEMO1_KNOBS
     if plan.framework == "torchtitan" and plan.source is not None and plan.source.format in (
             "torchtitan-argv", "torchtitan-script"):
         return TITAN_03_KNOBS

@@ -508,7 +508,7 @@ def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, flags: "_FlagOptio
         shardings = ["full"] + ([own.dp_sharding] if own.dp_sharding != "full" else [])
     else:
         shardings = ["optimizer", "none"]
-        if cfg.execution and pp == 1:
+        if cfg.execution and pp == 1 and "megatron_fsdp" in rules.knobs_for(plan):
             shardings += ["optimizer_grads", "full"]  # Megatron-FSDP
         if own.dp_sharding not in shardings and (pp == 1 or own.dp_sharding in ("none", "optimizer")):
             shardings.append(own.dp_sharding)

@@ -1,0 +1,159 @@
+"""OmegaConf interpolations of NeMo-Framework-Launcher training configs, resolved without OmegaConf.
+
+What the launcher's files use (NVIDIA/NeMo-Framework-Launcher ``launcher_scripts/conf/training/**.yaml``,
+@26e42fa, 2025-04-18): node references ``${training.model.hidden_size}`` (absolute, under the launcher's
+``training`` group: the file is that group), ``${.hidden_size}`` / ``${..name}`` (relative: one dot the
+mapping that holds the key, each further dot its parent), and the resolvers ``launcher_scripts/main.py``
+registers: ``multiply`` (``x * y``), ``divide_ceil`` (``int(math.ceil(x / y))``), ``divide_floor``
+(``int(math.floor(x / y))``).  A reference outside the file (``${base_results_dir}``, ``${data_dir}``, the
+launcher's ``cluster`` group) is left as written: such values are paths and names, and a field the model
+needs that stays unresolved is refused by its reader, naming it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from primus_launch.errors import UserError
+
+RESOLVERS: dict[str, Callable[[Any, Any], Any]] = {
+    "multiply": lambda x, y: x * y,
+    "divide_ceil": lambda x, y: int(math.ceil(x / y)),
+    "divide_floor": lambda x, y: int(math.floor(x / y)),
+}
+ROOT = "training"  # the launcher's config group the file is read into
+_MAX_DEPTH = 32
+
+
+class Unresolved(str):
+    """An interpolation that points outside the file (kept as its text)."""
+
+
+def _spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each top-level ``${...}`` in ``text`` (nested ones inside it skipped)."""
+    out, i = [], 0
+    while True:
+        a = text.find("${", i)
+        if a < 0:
+            return out
+        depth, j = 0, a
+        while j < len(text):
+            if text.startswith("${", j):
+                depth, j = depth + 1, j + 2
+                continue
+            if text[j] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if depth:
+            return out  # unbalanced: left as text
+        out.append((a, j + 1))
+        i = j + 1
+
+
+def _split_args(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    i = 0
+    while i < len(text):
+        if text.startswith("${", i):
+            depth, cur, i = depth + 1, cur + "${", i + 2
+            continue
+        ch = text[i]
+        if ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    parts.append(cur.strip())
+    return parts
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text.strip("'\"")
+
+
+class Resolver:
+    """Resolves the values of one config (``data``: the file's plain YAML data)."""
+
+    def __init__(self, data: dict, path: str) -> None:
+        self.data, self.path = data, path
+
+    def lookup(self, keys: list[str], where: str) -> tuple[Any, tuple[str, ...]]:
+        node: Any = self.data
+        for k in keys:
+            if isinstance(node, dict) and k in node:
+                node = node[k]
+            elif isinstance(node, list) and k.isdigit() and int(k) < len(node):
+                node = node[int(k)]
+            else:
+                raise UserError(f"{self.path}: {where}: the interpolation names {'.'.join(keys)!r}, which the file "
+                                "does not hold")
+        return node, tuple(keys[:-1])
+
+    def value(self, value: Any, here: tuple[str, ...], where: str, depth: int = 0) -> Any:
+        """``value`` (found in the mapping at key path ``here``) with its interpolations resolved."""
+        if depth > _MAX_DEPTH:
+            raise UserError(f"{self.path}: {where}: interpolations refer to each other in a cycle")
+        if not isinstance(value, str) or "${" not in value:
+            return value
+        spans = _spans(value)
+        if len(spans) == 1 and spans[0] == (0, len(value)):
+            return self._one(value[2:-1], here, where, depth)
+        out, last, unresolved = "", 0, False
+        for a, b in spans:
+            got = self._one(value[a + 2:b - 1], here, where, depth)
+            unresolved = unresolved or isinstance(got, Unresolved)
+            out += value[last:a] + str(got)
+            last = b
+        out += value[last:]
+        return Unresolved(out) if unresolved else out
+
+    def _one(self, inner: str, here: tuple[str, ...], where: str, depth: int) -> Any:
+        name, sep, rest = inner.partition(":")
+        if sep and name.strip() in RESOLVERS:
+            args = [self.value(a, here, where, depth + 1) if "${" in a else _number(a) for a in _split_args(rest)]
+            if len(args) != 2 or any(isinstance(a, Unresolved) for a in args):
+                return Unresolved("${" + inner + "}")
+            if not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+                raise UserError(f"{self.path}: {where}: ${{{inner}}}: the {name} resolver takes two numbers, got "
+                                f"{args[0]!r}, {args[1]!r}")
+            if name.strip() != "multiply" and args[1] == 0:
+                raise UserError(f"{self.path}: {where}: ${{{inner}}}: division by zero")
+            return RESOLVERS[name.strip()](args[0], args[1])
+        ref = inner.strip()
+        if ref.startswith("."):
+            dots = len(ref) - len(ref.lstrip("."))
+            base = list(here[:len(here) - (dots - 1)]) if dots - 1 <= len(here) else None
+            if base is None:
+                return Unresolved("${" + inner + "}")
+            keys = base + ref[dots:].split(".")
+        else:
+            keys = ref.split(".")
+            if keys[0] != ROOT:
+                return Unresolved("${" + inner + "}")
+            keys = keys[1:]
+        found, parent = self.lookup(keys, where)
+        return self.value(found, parent, where, depth + 1)
+
+    def at(self, keys: tuple[str, ...]) -> Any:
+        """The resolved value at key path ``keys`` (None when absent)."""
+        node: Any = self.data
+        for k in keys:
+            if not isinstance(node, dict) or k not in node:
+                return None
+            node = node[k]
+        return self.value(node, keys[:-1], ".".join(keys))
+
+
+__all__ = ["RESOLVERS", "Resolver", "Unresolved"]
