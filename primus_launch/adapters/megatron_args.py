@@ -202,6 +202,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--cuda-graph-modules", "list", group="kernels"),
     _f("--enable-cuda-graph", "true", group="kernels"),
     _f("--external-cuda-graph", "true", group="kernels"),
+    _f("--cuda-graph-warmup-steps", "int", 3, group="kernels"),
     # mixed precision
     _f("--bf16", "true", group="precision"),
     _f("--fp16", "true", group="precision"),
@@ -239,7 +240,8 @@ FIELD_FLAGS = {
     "training.recompute.num_layers": "--recompute-num-layers",
     "training.recompute.modules": "--recompute-modules",
     "training.pipeline_schedule": "--num-layers-per-virtual-pipeline-stage",
-    "training.cuda_graph_scope": "--cuda-graph-scope", "training.offload.activation_layers": "--cpu-offloading-num-layers",
+    "training.cuda_graph_scope": "--cuda-graph-scope", "training.cuda_graph_warmup_steps": "--cuda-graph-warmup-steps",
+    "training.offload.activation_layers": "--cpu-offloading-num-layers",
     "training.offload.activation_modules": "--offload-modules",
     "model.moe_router_topk": "--moe-router-topk", "model.moe_layer_pattern": "--moe-layer-freq",
     "model.window_layer_pattern": "--window-attn-skip-freq",
@@ -1087,7 +1089,8 @@ def _cuda_graph(a: dict[str, Any], rep: _Report) -> dict:
     scope = [s for s in scope if s in CUDA_GRAPH_SCOPES]
     if impl == "none":
         scope = []
-    return dict(cuda_graph_impl=impl, cuda_graph_scope=tuple(dict.fromkeys(scope)))
+    return dict(cuda_graph_impl=impl, cuda_graph_scope=tuple(dict.fromkeys(scope)),
+                cuda_graph_warmup_steps=max(0, int(get(a, "cuda_graph_warmup_steps") or 0)))
 
 
 def build_plan(model: dict, parallel: dict, training: dict, cluster: Cluster, validate: bool = True) -> Plan:
@@ -1279,6 +1282,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
         out["cuda_graph_impl"] = t.cuda_graph_impl if (t.cuda_graph_impl != "none" or current.get("cuda_graph_impl")) else None
     scope_key = "cuda_graph_modules" if current.get("cuda_graph_modules") else "cuda_graph_scope"
     out[scope_key] = list(t.cuda_graph_scope) or None
+    if t.cuda_graph_warmup_steps != 3 or current.get("cuda_graph_warmup_steps") is not None:
+        out["cuda_graph_warmup_steps"] = t.cuda_graph_warmup_steps
     # MoE execution
     if m.is_moe:
         disp = t.moe_token_dispatcher

@@ -1086,6 +1086,7 @@ MODELLED_FLAGS: dict[str, str] = {
     "--cuda-graph-impl": "training.cuda_graph_impl", "--cuda-graph-scope": "training.cuda_graph_scope",
     "--cuda-graph-modules": "training.cuda_graph_scope", "--enable-cuda-graph": "training.cuda_graph_impl = local",
     "--external-cuda-graph": "training.cuda_graph_impl = transformer_engine",
+    "--cuda-graph-warmup-steps": "training.cuda_graph_warmup_steps",
     # static-shape MoE (main / dev): memory.paged_stash
     "--moe-expert-rank-capacity-factor": "training.moe_expert_rank_capacity_factor",
     "--moe-paged-stash": "training.moe_paged_stash",
@@ -1229,7 +1230,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--use-kitchen-attention": "time: Kitchen attention kernels", "--kitchen-attention-backend": "time: Kitchen attention backend",
     "--flash-attention-version": "time: FlashAttention version",
     "--optimizer-cuda-graph": "time: optimizer step captured in a CUDA graph",
-    "--cuda-graph-warmup-steps": "time: eager warm-up steps before capture (start-up)",
     "--delay-offload-until-cuda-graph": "time: offload delayed until graph capture",
     "--activation-offload-fraction": "memory: fraction of activations offloaded",
     "--fine-grained-offloading-max-inflight-offloads": "memory, time: in-flight offload copies",
@@ -1357,7 +1357,7 @@ NEUTRAL_FLAGS: dict[str, str] = {
     "--encoder-num-layers": "encoder-decoder models only", "--decoder-num-layers": "encoder-decoder models only",
     "--decoder-seq-length": "encoder-decoder models only", "--encoder-seq-length": "alias of --seq-length in old scripts",
     "--use-cpu-initialization": "start-up only", "--init-model-with-meta-device": "start-up only",
-    "--no-initialization": "start-up only", "--cuda-graph-warmup-steps": "start-up only",
+    "--no-initialization": "start-up only",
     "--use-torch-optimizer-for-cpu-offload": "", "--inference-cuda-graph-scope": "inference only",
     "--inference-fuse-tp-communication": "inference only", "--inference-disable-triton-nvls-kernels": "inference only",
     "--inference-grouped-gemm-backend": "inference only", "--inference-moe-disable-fused-quant-kernels": "inference only",
@@ -1380,7 +1380,7 @@ NEUTRAL_FLAGS: dict[str, str] = {
                                 "(the layout projected)",
     "--varlen-mock-dataset-config-json": "mock sequence lengths of --use-varlen-dataset (which is reported)",
 }
-for _k in ("--use-torch-optimizer-for-cpu-offload", "--cuda-graph-warmup-steps", "--use-cpu-initialization",
+for _k in ("--use-torch-optimizer-for-cpu-offload", "--use-cpu-initialization",
            "--init-model-with-meta-device", "--no-initialization", "--train-samples", "--memory-snapshot-path",
            "--init-method-std", "--fp8-margin", "--yarn-original-max-position-embeddings", "--mtp-loss-scaling-factor"):
     NOT_MODELLED_FLAGS.pop(_k, None)

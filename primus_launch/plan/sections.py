@@ -408,6 +408,9 @@ class Training(BoundedSection):
                                     "--external-cuda-graph = transformer_engine)")
     cuda_graph_scope: tuple[str, ...] = Field(default=(), description="Megatron --cuda-graph-scope / --cuda-graph-"
                                                                       "modules; () = whole layers")
+    cuda_graph_warmup_steps: int = Field(
+        default=3, ge=0, description="Megatron --cuda-graph-warmup-steps: eager steps before the capture; 0 = captured "
+                                     "before the first step, so the ungraphed peak never runs (memory.te_graphs)")
     compile: bool = Field(default=False, description="torch.compile of the model (TorchTitan compile.enable)")
     compile_loss: bool = Field(default=False, description="TorchTitan: the loss torch.compile'd too (0.3 compile.components "
                                                           "'loss'; v0.2 training.compile; memory only)")

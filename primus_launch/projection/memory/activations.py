@@ -116,6 +116,10 @@ class LayerActivations:
     offloadable: tuple[tuple[str, float], ...] = ()  # bytes each --offload-modules entry moves to host
     experts: float = 0.0  # the routed experts' saved tensors (fc1 input, fc1 output, fc2 input) at the
     #                       balanced routed-token count: what --moe-paged-stash pages (memory.paged_stash)
+    attention: float = 0.0  # of ``full``: the attention block's (input norm .. core-attention output), the part
+    #                         ``--cuda-graph-modules attn`` captures (memory.te_graphs); the rest is the MLP / MoE's
+    attention_backward: float = 0.0  # of ``backward_temp``: the unfused attention's two s x s gradients
+    mlp_backward: float = 0.0  # of ``backward_temp``: the MLP / experts' activation gradients
 
     def selective(self, modules: tuple[str, ...] = ("core_attn",)) -> float:
         """Bytes kept under ``--recompute-granularity selective --recompute-modules modules``."""
@@ -294,7 +298,8 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         off["moe_act"] = pairs * a * g * arch.expert_ffn / etp
     return LayerActivations(full=full, core_attention=core, layer_input=a * sb * h / spd,
                             backward_temp=max(largest, attn_bwd) + a * sb * h / spd, drops=tuple(drops.items()),
-                            offloadable=tuple(off.items()), experts=experts)
+                            offloadable=tuple(off.items()), experts=experts, attention=attn,
+                            attention_backward=attn_bwd, mlp_backward=largest)
 
 
 def moe_pairs(arch: ModelArch, *, sb: float, tp: int, sp: bool, etp: int) -> float:

@@ -155,7 +155,13 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
             notes.append("CUDA graphs (transformer_engine): the graphs' pool holds what the eager schedule holds (TE "
                          ">= 2.7 reuses static inputs / outputs by the schedule order, megatron cuda_graphs.py) plus "
                          "each in-flight graph's static attention mask, the static outputs eager would free (shared "
-                         "expert output) and the chunk input beside its static copy")
+                         "expert output) and the chunk input beside its static copy"
+                         + ("; captured before the first step (--cuda-graph-warmup-steps 0): the allocated peak is "
+                            "the capture's or the replay's, the graphed layers' saved tensors allocated only at the "
+                            "capture (replays write into the reserved pool), memory.te_graphs"
+                            if t.cuda_graph_warmup_steps == 0 else
+                            f"; the {t.cuda_graph_warmup_steps} eager warm-up steps before the capture set the "
+                            "allocated peak"))
         elif t.cuda_graph_impl == "local" and "full_iteration" in t.cuda_graph_scope:
             notes.append(full_graph_note(bool(t.overlap_moe_expert_parallel_comm and plan.model.is_moe),
                                          bool(t.moe_paged_stash and plan.model.is_moe)))

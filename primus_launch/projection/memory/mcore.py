@@ -66,7 +66,10 @@ graphs (``--cuda-graph-impl transformer_engine``, TE >= 2.7 ``_reuse_graph_input
 megatron ``transformer/cuda_graphs.py``) free each graph's static outputs after its backward, so their
 pool holds what the eager schedule holds plus, per (layer, micro-batch) in flight, the static attention
 mask, the static outputs eager frees (the shared expert's output under ``moe_router``) and the chunk
-input beside its static copy (:mod:`memory.te_graphs`); a ``full_iteration`` graph (``full_cuda_graph.py``) also
+input beside its static copy (:mod:`memory.te_graphs`); captured before the first step
+(``--cuda-graph-warmup-steps 0``) the allocated peak is the capture's (the graphed layers' saved tensors in
+flight, the static inputs, one graphed backward, no Adam moments yet) or the replay's (the eager part), the
+larger, and the pool is reserved beside the replay (``side_pools``); a ``full_iteration`` graph (``full_cuda_graph.py``) also
 keeps every micro-batch's input data (tokens, labels, position ids, loss mask: 28 bytes per token, and the
 dataloader's ``[1, s, s]`` bool attention mask per sample unless ``--no-create-attention-mask-in-dataloader``:
 :func:`~primus_launch.projection.memory.paged_stash.static_batch_bytes`, whole sequences), and
@@ -114,7 +117,8 @@ from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gem
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
 from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
-from primus_launch.projection.memory.te_graphs import te_graph_chunk_input_bytes, te_graph_layer_bytes
+from primus_launch.projection.memory.te_graphs import (attention_in_graph, graphed_kept_bytes, te_graph_chunk_input_bytes,
+                                                      te_graph_layer_bytes)
 from primus_launch.projection.memory.workspaces import GemmWorkspaces, gemm_workspaces
 from primus_launch.projection.result import StageMemory
 
@@ -154,6 +158,7 @@ class McoreOpts:
     defer_wgrad: int = -1  # --defer-embedding-wgrad-compute: -1 off, else --wgrad-deferral-limit (0 = all)
     te_graph_scope: tuple[str, ...] | None = None  # --cuda-graph-scope under --cuda-graph-impl transformer_engine
     shared_in_graph: bool = False  # shared experts computed inside the MoE graph (not overlapped)
+    te_graph_capture_first: bool = False  # --cuda-graph-warmup-steps 0: captured before any eager step (te_graphs)
     gemm_ws: GemmWorkspaces = GemmWorkspaces()  # torch / TE GEMM workspaces in the allocator (memory.workspaces)
 
 
@@ -194,6 +199,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         defer_wgrad=t.wgrad_deferral_limit if (t.defer_embedding_wgrad and p.pp > 1) else -1,
         te_graph_scope=tuple(t.cuda_graph_scope) if t.cuda_graph_impl == "transformer_engine" else None,
         shared_in_graph=bool(plan.model.moe_shared_expert_intermediate_size) and not t.moe_shared_expert_overlap,
+        te_graph_capture_first=t.cuda_graph_impl == "transformer_engine" and t.cuda_graph_warmup_steps == 0,
         gemm_ws=plan_gemm_workspaces(plan),
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
            if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
@@ -310,7 +316,7 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         off = dict(la.offloadable)
         return sum(off.get(mod, 0.0) for mod in opts.offload_modules)
 
-    statics, chunk_rows, layer_rows, extras = [], [], [], []
+    statics, chunk_rows, layer_rows, extras, graph_rows, static_rows = [], [], [], [], [], []
     for rank in range(pp):
         sp_ = split[rank]
         # ---- static ----
@@ -360,6 +366,10 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
                     chunk_bytes[c] += out_kept
         chunk_rows.append(chunk_bytes)
         layer_rows.append(chunk_layer)
+        g_row, x_row = _chunk_graphed(m, layout[rank], opts, gran, dense_act, moe_act, kept, sb=sb, seq=seq, mbs=mbs,
+                                      tp=tp, sp=sp, cp=cp)
+        graph_rows.append(g_row)
+        static_rows.append(x_row)
         extras.append(_recompute_extra(m, layout[rank], opts, gran, method, rnum, dense_act, moe_act))
     retained, flush = (), ()
     if opts.defer_wgrad >= 0 and pp > 1:
@@ -372,6 +382,20 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
                                    as_weights(layer_rows) if opts.ep_overlap else (), retained,
                                    max(0, opts.defer_wgrad), flush)
     counts = chunk_micro_batches(schedule, pp, vpp, nmb, opts.mb_group, opts.ep_overlap)
+    pool_peaks = eager_peaks = capture_peaks = None
+    if any(x for row in graph_rows for x in row):
+        # TE-scoped graphs (memory.te_graphs): the graphed layers' saved tensors live in the private pool,
+        # allocated at capture only; the replayed steps allocate the rest
+        pool_peaks = stage_activation_peaks(schedule, pp, vpp, nmb, opts.mb_group, as_weights(graph_rows),
+                                            opts.ep_overlap, as_weights(layer_rows) if opts.ep_overlap else ())
+        eager_rows = [[c - g for c, g in zip(cr, gr)] for cr, gr in zip(chunk_rows, graph_rows)]
+        eager_peaks = stage_activation_peaks(schedule, pp, vpp, nmb, opts.mb_group, as_weights(eager_rows),
+                                             opts.ep_overlap, as_weights(layer_rows) if opts.ep_overlap else (),
+                                             retained, max(0, opts.defer_wgrad), flush)
+        # the capture: the graphed tensors in the schedule's order beside the static inputs (allocated before it)
+        capture_rows = [[g + x for g, x in zip(gr, xr)] for gr, xr in zip(graph_rows, static_rows)]
+        capture_peaks = stage_activation_peaks(schedule, pp, vpp, nmb, opts.mb_group, as_weights(capture_rows),
+                                               opts.ep_overlap, as_weights(layer_rows) if opts.ep_overlap else ())
     static_moe = [(0.0, 0.0)] * pp
     if opts.capacity is not None and m.is_moe:
         # the experts' saved tensors in flight at each rank's peak, walked like the activations
@@ -390,6 +414,9 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         sp_ = split[rank]
         chunk_bytes = chunk_rows[rank]
         activations = peaks[rank]
+        graphed = pool_peaks is not None and any(graph_rows[rank])
+        if graphed:
+            activations = eager_peaks[rank]  # at replay (memory.te_graphs)
         if sp and not impl.te_qkv_layout:
             # megatron's global memory buffer holding the all-gathered (full-sequence) input of the local
             # spec's column-parallel linears under SP: allocated once, kept (TE gathers per GEMM)
@@ -409,6 +436,10 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         # ---- transients (on top of the activations in flight) ----
         bwd = max((moe_act if m.is_moe_layer(i) else dense_act).backward_temp
                   for ch in layout[rank] for i in ch.layers) if any(ch.layers for ch in layout[rank]) else 0.0
+        graph_bwd = 0.0
+        if graphed:
+            # the graphed part's backward temporaries sit in the pool; the replay allocates the eager part's
+            bwd, graph_bwd = _graph_backward_split(m, layout[rank], opts.te_graph_scope, dense_act, moe_act)
         layer_bwd = bwd + extras[rank]
         if opts.fp8 and not opts.fp8_transpose_cache and columnwise_copy(opts.fp8, non_tn=opts.fp8_non_tn):
             # the layer's columnwise fp8 weights, made for its backward and freed after it
@@ -473,8 +504,25 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         # torch / TE GEMM workspaces, allocated at the first GEMM and kept (memory.workspaces)
         ws = opts.gemm_ws.stage_bytes(layers=any(ch.layers for ch in layout[rank]), loss=rank == last_rank,
                                       moe=any(m.is_moe_layer(i) for ch in layout[rank] for i in ch.layers))
+        side = 0.0
+        if graphed:
+            # allocated peak: the replay's or the capture's (the static inputs, X, are in both), whichever is larger;
+            # reserved: the replay's plus the pool, which keeps the capture's graphed tensors (memory.te_graphs)
+            pool = pool_peaks[rank] + graph_bwd
+            # the capture runs before the first optimizer step: Adam's moments are made by that step (TE / apex
+            # FusedAdam initialise a parameter's state in ``step``; megatron's ``init_state_fn`` only when loading a
+            # checkpoint), the main-parameter shard exists (DistributedOptimizer.__init__); reported inside the
+            # activations so the optimizer term stays the step's
+            moments = (optim * (opts.exp_avg + opts.exp_avg_sq) / (opts.main_params + opts.exp_avg + opts.exp_avg_sq)
+                       if optimizer == "adam" and precision != "fp32" else 0.0)
+            capture_act = capture_peaks[rank] - moments
+            if capture_act + graph_bwd > activations + transient:
+                side = max(0.0, activations + transient + pool - capture_act - graph_bwd)
+                activations, transient = capture_act, graph_bwd
+            else:
+                side = pool
         out.append(stage_report(rank, weights, grads, optim, activations, transient, int(-(-in_flight // 1)), sp_.total,
-                          framework="megatron", workspaces=ws))
+                          framework="megatron", workspaces=ws, side_pools=side))
     return tuple(out)
 
 
@@ -573,6 +621,59 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
         out.append(total)
         biggest.append(max(kept_of, default=0.0))
     return out, biggest
+
+
+def _chunk_graphed(m, chunks, opts: McoreOpts, gran, dense_act, moe_act, kept, *, sb, seq, mbs, tp, sp,
+                   cp) -> tuple[list[float], list[float]]:
+    """Per chunk of one rank under TE-scoped CUDA graphs (memory.te_graphs): (bytes of one micro-batch's saved
+    tensors that live in the graphs' private pool, the static inputs / outputs the graphs add).  Zeros without
+    graphs, with measured activations (no attention split), and where the graph's saved tensors are not the
+    eager ones (full recompute, offloading): those keep the sum."""
+    zero = [0.0] * len(chunks)
+    if (opts.te_graph_scope is None or not opts.te_graph_capture_first or gran == "full" or opts.offload_modules
+            or opts.offload_layers or not dense_act.attention):
+        return zero, zero
+    scope = opts.te_graph_scope
+    att_mods = ("core_attn", "mla_up_proj")
+
+    def attention_kept(la) -> float:
+        d = dict(la.drops)
+        drop = sum(d.get(mod, 0.0) for mod in set(opts.modules) if mod in att_mods) if gran == "selective" else 0.0
+        return max(0.0, la.attention - drop)
+
+    gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
+    g_out, x_out = [], []
+    for chunk in chunks:
+        g = x = 0.0
+        for i in chunk.layers:
+            k = m.is_moe_layer(i)
+            la = moe_act if k else dense_act
+            att = attention_kept(la)
+            g += graphed_kept_bytes(scope, moe=k, attention=att, rest=max(0.0, kept(la) - att))
+            x += te_graph_layer_bytes(scope, moe=k, shared_in_graph=opts.shared_in_graph, mbs=mbs, seq=seq, cp=cp,
+                                      **gkw)
+        if chunk.layers:
+            x += te_graph_chunk_input_bytes(scope, receives=not chunk.embedding, **gkw)
+        g_out.append(g)
+        x_out.append(x)
+    return g_out, x_out
+
+
+def _graph_backward_split(m, chunks, scope: tuple[str, ...], dense_act, moe_act) -> tuple[float, float]:
+    """The largest layer backward's temporaries (eager part, graphed part) under TE-scoped graphs: the
+    layer's output gradient in both; the unfused attention's ``s x s`` gradients in the graph when the attention
+    is; the MLP / experts' in the graph when the whole MLP / MoE is (memory.te_graphs)."""
+    eager = graph = 0.0
+    for ch in chunks:
+        for i in ch.layers:
+            k = m.is_moe_layer(i)
+            la = moe_act if k else dense_act
+            grad_out = la.backward_temp - max(la.attention_backward, la.mlp_backward)
+            whole = graphed_kept_bytes(scope, moe=k, attention=0.0, rest=1.0) > 0
+            att = attention_in_graph(scope) and graphed_kept_bytes(scope, moe=k, attention=1.0, rest=0.0) > 0
+            eager = max(eager, grad_out + max(0.0 if att else la.attention_backward, 0.0 if whole else la.mlp_backward))
+            graph = max(graph, grad_out + max(la.attention_backward if att else 0.0, la.mlp_backward if whole else 0.0))
+    return eager, graph
 
 
 def _experts_kept(moe_act, opts: McoreOpts, gran) -> float:

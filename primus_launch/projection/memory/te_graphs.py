@@ -29,6 +29,25 @@ static outputs), so the pool holds, per (layer, micro-batch) in flight, what the
   layer input) in the graph the received tensor and its static copy are both alive: ``a T h`` per chunk
   and micro-batch in flight (not on the embedding chunk, whose embedding output nothing else keeps).
 
+**Allocated vs reserved: what runs inside a graph is not allocated at replay.**  TE captures every graph
+into the private pool through the caching allocator, so the capture's own peak counts in
+``torch.cuda.max_memory_allocated``; then, once a backward graph is captured, autograd frees the forward
+graph's saved tensors into the pool and TE weak-refs its static outputs (``graph.py`` ``make_graphed_callables``,
+TE 2.11 .. 2.18, the ``_order`` branch: "These two type of tensors are both in cudagraph mempool, so we just
+deallocate them"); a replay writes into those addresses without calling the allocator.  So at replay the
+allocated bytes hold the eager part only (the MLP / MoE outside the scope, the static inputs, the schedule's
+tensors), while the pool stays *reserved* at the capture's peak of graphed tensors.  The allocated peak of a
+graphed rank is the larger of (a) the capture -- the in-flight (layer, micro-batch) graphs' saved tensors
+in the schedule's order (``_order``: the same walk as the eager schedule), the static inputs, and one
+graphed backward's temporaries (TE 2.11 .. 2.16 warm up each callable's forward and backward back to back,
+``del outputs, grad_inputs``, a single callable's worth) -- and (b) the replayed steps: the eager part's
+saved tensors in flight and its transients (the loss, the MoE dispatch, the MLP backward).  The reserved
+peak is the replay's plus the pool (:func:`graphed_kept_bytes` walked over the schedule, plus the graphed
+backward's temporaries).  Megatron's ``TECudaGraphHelper.create_cudagraphs`` (Megatron-LM d98e8a64dd) calls
+it before the first step under ``--cuda-graph-warmup-steps 0``, after the warm-up steps otherwise; the
+warm-up steps run eagerly and their peak is the ungraphed one (not modelled: the published peaks here are
+all of capture-first runs or logged after the warm-up).
+
 ``T`` = tokens of the rank's sequence shard (``s/cp x b``, ``/tp`` under sequence parallelism), ``a`` = 2
 (the static hidden states are bf16).  Not counted: temporaries of the graphed part (its backward's input
 gradients) and of the eager part peak in two pools (the private pool is sized by its own peak), and the
@@ -80,3 +99,17 @@ def te_graph_chunk_input_bytes(scope: tuple[str, ...], *, receives: bool, tokens
     if not receives or not attention_in_graph(scope):
         return 0.0
     return a * tokens * hidden
+
+
+def graphed_kept_bytes(scope: tuple[str, ...], *, moe: bool, attention: float, rest: float) -> float:
+    """Bytes of one layer's saved tensors (one micro-batch) that live in the graphs' private pool, so are
+    not allocated at replay (module docstring): the attention block's (``attention``) when the graph starts at
+    the layer input, the MLP / MoE's (``rest``) when the whole MLP / MoE is in the graph too (an empty scope,
+    ``mlp`` on a dense layer, ``moe`` on an MoE layer).  A partial MoE scope (``moe_router`` /
+    ``moe_preprocess``) is counted eager: its pre-MLP norm and routing tensors, small beside the experts'."""
+    if not graphed_layer(scope, moe=moe):
+        return 0.0
+    out = attention if attention_in_graph(scope) else 0.0
+    if not scope or ("moe" in scope if moe else "mlp" in scope):
+        out += rest
+    return out
