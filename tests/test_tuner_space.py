@@ -260,3 +260,110 @@ def test_divisors_and_micro_batch_values_at_a_huge_global_batch():
     per = 10**9 // 8
     assert vals == [d for d in range(1, cfg.max_mbs + 1) if per % d == 0]
     assert sp_mod._mbs_values(plan, 8, cfg, 5**9) == vals + [5**9]   # the plan's own, above max_mbs
+
+
+def _dev_optimizer_config(monkeypatch):
+    """Megatron-LM dev's ``OptimizerConfig`` (d48bd6be0a, the MoE recipes' version; the installed megatron-core
+    0.16.1 has no chunked offload), read from the mirror and imported as a module of the installed
+    ``megatron.core.optimizer`` (its one import, ``..utils.is_te_min_version``, resolves there); Transformer
+    Engine's FusedAdam, whose signature ``__post_init__`` checks for the precision-aware optimizer, is stubbed."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    import types
+
+    mlm = os.environ.get("MEGATRON_LM_MIRROR", "/work/.mirror/NVIDIA+Megatron-LM/repo")
+    src = subprocess.run(["git", "-C", mlm, "show", "d48bd6be0a:megatron/core/optimizer/optimizer_config.py"],
+                         capture_output=True, text=True)
+    if src.returncode:
+        pytest.skip("no Megatron-LM mirror with dev d48bd6be0a")
+    import megatron.core.optimizer  # noqa: F401 - the package the relative import resolves in
+
+    name = "megatron.core.optimizer._dev_optimizer_config"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    mod.__package__ = "megatron.core.optimizer"
+    monkeypatch.setitem(sys.modules, name, mod)
+    exec(compile(src.stdout, "dev/optimizer_config.py", "exec"), mod.__dict__)
+    monkeypatch.setattr(mod, "is_te_min_version", lambda *a, **k: True)
+
+    class FusedAdam:
+        def __init__(self, params, master_weight_dtype=None, exp_avg_dtype=None, exp_avg_sq_dtype=None,
+                     use_decoupled_grad=False, store_param_remainders=False):
+            pass
+
+    for m in ("transformer_engine", "transformer_engine.pytorch", "transformer_engine.pytorch.optimizers"):
+        monkeypatch.setitem(sys.modules, m, types.ModuleType(m))
+    sys.modules["transformer_engine.pytorch.optimizers"].FusedAdam = FusedAdam
+    return mod.OptimizerConfig
+
+
+def _dev_refuses(cfg_cls, plan) -> str:
+    """What Megatron-LM dev refuses in ``plan``'s optimizer: ``OptimizerConfig.__post_init__`` on the
+    plan's fields, plus ``validate_args``' Megatron-FSDP assert of the chunked offload
+    (``arguments.py``: "chunked optimizer state offload does not support Megatron-FSDP"); '' if nothing."""
+    import torch
+
+    t, p = plan.training, plan.parallel
+    dt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.uint8}
+    o = t.offload
+    if o.optimizer_state_fraction > 0 and p.dp_sharding in ("optimizer_grads", "full"):
+        return "chunked optimizer state offload does not support Megatron-FSDP"
+    pa = t.precision_aware_optimizer or (t.exp_avg_dtype, t.exp_avg_sq_dtype) != ("fp32", "fp32") or \
+        o.optimizer_fraction > 0
+    try:
+        cfg_cls(optimizer=t.optimizer, bf16=t.precision in ("bf16", "fp8"), use_distributed_optimizer=p.dp_sharding
+                != "none", use_precision_aware_optimizer=pa, optimizer_cpu_offload=o.optimizer_fraction > 0,
+                optimizer_offload_fraction=o.optimizer_fraction or 1.0,
+                chunked_optimizer_state_offload=o.optimizer_state_fraction > 0,
+                optimizer_state_offload_fraction=o.optimizer_state_fraction or 1.0,
+                main_params_dtype=dt[t.main_params_dtype], exp_avg_dtype=dt[t.exp_avg_dtype],
+                exp_avg_sq_dtype=dt[t.exp_avg_sq_dtype],
+                main_grads_dtype=dt[t.main_grads_dtype] if pa else torch.float32)
+    except AssertionError as e:
+        return str(e) or "assert"
+    return ""
+
+
+def test_chunked_optimizer_state_offload_space_is_what_megatron_dev_accepts(monkeypatch):
+    """A recipe on Megatron-LM dev's chunked optimizer-state offload (``training.offload.optimizer_state_fraction``):
+    the space never adds ``--optimizer-cpu-offload`` (dev's OptimizerConfig: "mutually exclusive") nor moves to
+    Megatron-FSDP (validate_args); every (optimizer offload, sharding, moments) combination the space lists is one
+    dev's own OptimizerConfig accepts, and rules.knob_problems flags exactly what it refuses."""
+    cfg_cls = _dev_optimizer_config(monkeypatch)
+    base = small_dense_plan()
+    plan = base.with_changes(training=dict(offload=dict(optimizer_state_fraction=1.0, optimizer_state_chunk_mb=256)))
+    cols = [FLAGS.index(x) for x in ("optimizer_offload", "moments", "precision")]
+    ish = AXES.index("dp_sharding")
+
+    def offered(space: Space) -> dict[tuple, Knobs]:
+        """(optimizer offload, dp sharding, moments, precision) -> one candidate with it (from the tables:
+        indexing every candidate would take minutes)."""
+        out: dict[tuple, Knobs] = {}
+        for head, c in zip(space.structs, space.ctx):
+            for f in space.tables[c]:
+                out.setdefault((f[cols[0]], head[ish], f[cols[1]], f[cols[2]]), Knobs._make(head + f))
+        return out
+
+    small = SpaceConfig(allow=ALL, max_mbs=1, max_cp=1, max_vpp=2, block_recompute_layers=(1,))
+    seen = offered(Space(plan, small))
+    for key, k in seen.items():
+        assert _dev_refuses(cfg_cls, apply_knobs(plan, k)) == "", (key, _dev_refuses(cfg_cls, apply_knobs(plan, k)))
+        assert problems_of(plan, k) == []
+    assert {s[0] for s in seen} == {0.0} and {s[1] for s in seen} == {"optimizer"}
+    assert ("bf16", "bf16") in {s[2] for s in seen}  # the moments still searched (dev accepts bf16 moments)
+    # without the chunked offload the same space does offer both (the rule is the offload's, not the plan's)
+    free = offered(Space(base, small))
+    assert any(s[0] > 0 for s in free) and any(s[1] != "optimizer" for s in free)
+    # the rule and dev's own config agree on each refused combination
+    for change in (dict(training=dict(offload=dict(optimizer_fraction=1.0), precision_aware_optimizer=True)),
+                   dict(parallel=dict(dp_sharding="optimizer_grads", pp=1), training=dict(micro_batch_size=1)),
+                   dict(training=dict(precision_aware_optimizer=True, main_params_dtype="fp16")),
+                   dict(training=dict(precision_aware_optimizer=True, exp_avg_dtype="fp8"))):
+        bad = plan.with_changes(**change)
+        why = _dev_refuses(cfg_cls, bad)
+        assert why, change
+        assert [x for x in rules.knob_problems(bad) if "chunked" in x[2] or "mutually" in x[2]], (change, why)
+    ok = plan.with_changes(training=dict(precision_aware_optimizer=True, exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16"))
+    assert _dev_refuses(cfg_cls, ok) == "" and not rules.knob_problems(ok)

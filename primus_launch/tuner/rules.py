@@ -32,6 +32,11 @@ Sources (Megatron-LM branch ``core_r0.16.0``):
   needs expert TP x EP > 1.
 - ``megatron/core/optimizer/optimizer_config.py``: the precision-aware optimizer needs Adam and the
   distributed optimizer.
+- Megatron-LM dev (d48bd6be0a) ``--chunked-optimizer-state-offload`` (``optimizer_state_fraction > 0``):
+  ``OptimizerConfig.__post_init__`` asserts it and ``--optimizer-cpu-offload`` mutually exclusive, Adam
+  (or Muon) on the distributed optimizer, and with the precision-aware optimizer fp32 main params and
+  fp32 / bf16 moments; ``validate_args`` asserts no Megatron-FSDP (torch FSDP2 asserts no distributed
+  optimizer) and no full-iteration CUDA graph.
 - Megatron-FSDP (``docs/user-guide/features/custom_fsdp.md``): compatible with TP, EP and CP; no
   pipeline parallelism is documented, so the space uses it with PP = 1 only.
 
@@ -236,6 +241,28 @@ def knob_problems(plan: "Plan") -> list[Problem]:
         if t.fp8_param_gather and t.precision == "fp8" and t.fp8_recipe not in (None, "delayed"):
             out.append(("training.offload.optimizer_fraction", o.optimizer_fraction,
                         "with fp8_param_gather needs fp8_recipe delayed"))
+    # --- Megatron-LM dev's chunked optimizer-state offload (arguments.py validate_args and
+    # optimizer_config.py OptimizerConfig.__post_init__ at dev d48bd6be0a / 9050d4c5fb)
+    if o.optimizer_state_fraction > 0:
+        sf = o.optimizer_state_fraction
+        if o.optimizer_fraction > 0:
+            out.append(("training.offload.optimizer_fraction", o.optimizer_fraction,
+                        "0 with the chunked optimizer-state offload (Megatron: mutually exclusive)"))
+        if p.dp_sharding != "optimizer":
+            out.append(("parallel.dp_sharding", p.dp_sharding, "optimizer (the distributed optimizer, no FSDP) with "
+                                                               "the chunked optimizer-state offload"))
+        if t.optimizer not in ("adam", "muon"):
+            out.append(("training.offload.optimizer_state_fraction", sf, "needs the adam or muon optimizer"))
+        if "full_iteration" in t.cuda_graph_scope and t.cuda_graph_impl != "none":
+            out.append(("training.offload.optimizer_state_fraction", sf, "not with full-iteration CUDA graphs"))
+        if t.precision_aware_optimizer:
+            if t.main_params_dtype != "fp32":
+                out.append(("training.main_params_dtype", t.main_params_dtype, "fp32 with the chunked "
+                                                                               "optimizer-state offload"))
+            for name in ("exp_avg_dtype", "exp_avg_sq_dtype"):
+                if getattr(t, name) not in ("fp32", "bf16"):
+                    out.append((f"training.{name}", getattr(t, name), "fp32 or bf16 with the chunked "
+                                                                      "optimizer-state offload"))
     # --- optimizer, sharding
     if t.precision_aware_optimizer and (t.optimizer != "adam" or p.dp_sharding == "none"):
         out.append(("training.precision_aware_optimizer", True, "needs Adam and the distributed optimizer"))

@@ -732,6 +732,10 @@ class _FlagOptions:
                     return False
             if pao and (t.optimizer != "adam" or shard == "none"):
                 return False
+            # chunked optimizer-state offload (Megatron-LM dev; rules.knob_problems): the distributed
+            # optimizer, no --optimizer-cpu-offload
+            if t.offload.optimizer_state_fraction > 0 and (oo > 0 or shard != "optimizer"):
+                return False
             if pg and prec == "fp8" and shard == "none":
                 return False
         else:  # torchtitan
