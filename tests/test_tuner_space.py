@@ -367,3 +367,39 @@ def test_chunked_optimizer_state_offload_space_is_what_megatron_dev_accepts(monk
         assert [x for x in rules.knob_problems(bad) if "chunked" in x[2] or "mutually" in x[2]], (change, why)
     ok = plan.with_changes(training=dict(precision_aware_optimizer=True, exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16"))
     assert _dev_refuses(cfg_cls, ok) == "" and not rules.knob_problems(ok)
+
+
+def test_router_padding_recipe_candidates_pass_megatrons_transformer_config(monkeypatch):
+    """A MoE recipe whose router pads for FP8 (``--moe-router-padding-for-fp8``, as NVIDIA's DeepSeek-V3 H100 FP8
+    recipe): megatron-core 0.16.1's own ``TransformerConfig`` (built on the CPU) accepts every (dispatcher,
+    precision, CUDA graph scope) the space offers with the padding the candidate keeps -- before, a BF16 or
+    allgather candidate kept the padding ("fp8/fp4 must be specified", "allgather ... does not support") and a
+    moe_preprocess graph met the padded alltoall router ("DtoH copies")."""
+    import megatron.core.transformer.transformer_config as tc
+
+    monkeypatch.setattr(tc, "is_te_min_version", lambda *a, **k: True)  # the recipes' TE 2.14
+    plan = small_moe_plan("h100-sxm").with_changes(training=dict(precision="fp8", moe_grouped_gemm=True,
+                                                                 moe_router_padding_for_quantization=True))
+    sp = Space(plan, SpaceConfig(allow=ALL, max_tp=2, max_ep=2, max_mbs=1, max_cp=1, max_vpp=1,
+                                 block_recompute_layers=(1,)))
+    cols = [FLAGS.index(x) for x in ("dispatcher", "precision", "cuda_graph_impl", "cuda_graph_scope")]
+    seen: dict[tuple, Knobs] = {}
+    heads = {c: head for head, c in zip(sp.structs, sp.ctx)}  # one structure per table of flags
+    for c, head in heads.items():
+        for f in sp.tables[c]:
+            seen.setdefault(tuple(f[j] for j in cols), Knobs._make(head + f))
+    assert {d for d, *_ in seen} >= {"alltoall", "allgather"} and {p for _, p, *_ in seen} >= {"fp8", "bf16"}
+    assert any("moe_preprocess" in s for *_, s in seen)
+    for key, k in seen.items():
+        t = apply_knobs(plan, k).training
+        try:
+            tc.TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, num_moe_experts=4,
+                                 moe_router_topk=2, moe_grouped_gemm=True, bf16=True,
+                                 moe_token_dispatcher_type=t.moe_token_dispatcher,
+                                 moe_router_padding_for_fp8=t.moe_router_padding_for_quantization,
+                                 fp8="e4m3" if t.precision == "fp8" else None, cuda_graph_impl=t.cuda_graph_impl,
+                                 cuda_graph_scope=list(t.cuda_graph_scope))
+        except (AssertionError, ValueError) as e:
+            raise AssertionError(f"{key}: {e}") from None
+    # the padding stays where Megatron takes it (the recipe's own candidate)
+    assert apply_knobs(plan, knobs_of(plan)).training.moe_router_padding_for_quantization

@@ -17,7 +17,10 @@ Sources (Megatron-LM branch ``core_r0.16.0``):
   pipeline when PP > 1, CUDA graphs only ``transformer_engine`` without ``moe``/``mlp`` scopes);
   ``delay_wgrad_compute`` needs ``overlap_moe_expert_parallel_comm``; CUDA graph scopes (no
   ``full_iteration`` with ``transformer_engine``, ``moe`` scope only with drop-padding MoE,
-  ``moe_preprocess`` needs ``moe_router``, ``mlp`` scope only with dense layers, full recompute
+  ``moe_preprocess`` needs ``moe_router`` and is refused with the alltoall dispatcher when the router pads
+  for FP8 (``--moe-router-padding-for-fp8``: host copies in the preprocess; asserted for that spelling only,
+  applied here to ``--moe-router-padding-for-quantization`` too, which the plan does not tell apart), the
+  router's padding needs fp8 / fp4 and the alltoall or flex dispatcher, ``mlp`` scope only with dense layers, full recompute
   only with the ``full_iteration`` graph, no CUDA graphs with CPU offloading, graphed
   recomputation without dropout); CPU offloading (fewer layers than the model, no PP, no
   recompute); fine-grained activation offloading (``attn_proj`` needs ``core_attn``, not with
@@ -159,6 +162,10 @@ def knob_problems(plan: "Plan") -> list[Problem]:
         out.append(("training.recompute.modules", "shared_experts", "not with moe_shared_expert_overlap"))
     if fp8_delayed and mods & {"moe_act", "layernorm"}:
         out.append(("training.recompute.modules", "moe_act/layernorm", "not with FP8 delayed scaling"))
+    if m.is_moe and t.moe_router_padding_for_quantization and t.precision not in ("fp8", "fp4"):
+        out.append(("training.moe_router_padding_for_quantization", True, "needs fp8 or fp4 precision"))
+    if m.is_moe and t.moe_router_padding_for_quantization and t.moe_token_dispatcher == "allgather":
+        out.append(("training.moe_router_padding_for_quantization", True, "not with the allgather dispatcher"))
     if m.is_moe and t.moe_token_dispatcher in ("deepep", "hybridep") and p.expert_tp * p.ep <= 1:
         out.append(("training.moe_token_dispatcher", t.moe_token_dispatcher, "the flex dispatcher needs expert TP x "
                                                                              "EP > 1"))
@@ -200,6 +207,10 @@ def knob_problems(plan: "Plan") -> list[Problem]:
             out.append(("training.cuda_graph_scope", "moe", "only with drop-padding MoE (capacity factor)"))
         if "moe_preprocess" in sc and "moe_router" not in sc:
             out.append(("training.cuda_graph_scope", "moe_preprocess", "needs moe_router"))
+        if "moe_preprocess" in sc and m.is_moe and t.moe_token_dispatcher == "alltoall" \
+                and t.moe_router_padding_for_quantization:
+            out.append(("training.cuda_graph_scope", "moe_preprocess", "not with the alltoall dispatcher and "
+                                                                       "moe_router_padding_for_quantization"))
         if sc & {"moe_router", "moe_preprocess"} and not m.is_moe:
             out.append(("training.cuda_graph_scope", "moe_router", "MoE models only"))
         if "mlp" in sc and m.is_moe and all(m.is_moe_layer(i) for i in range(m.num_layers)):

@@ -703,6 +703,9 @@ class _FlagOptions:
                     return False
                 if "moe_preprocess" in sc and "moe_router" not in sc:
                     return False
+                if "moe_preprocess" in sc and disp == "alltoall" and m.is_moe and t.moe_router_padding_for_quantization \
+                        and prec in ("fp8", "fp4"):  # apply_knobs keeps the padding only there
+                    return False
                 if sc & {"moe_router", "moe_preprocess"} and not m.is_moe:
                     return False
                 if "mlp" in sc and self.all_moe:
