@@ -36,7 +36,8 @@ Primus-only knobs map to plan fields where they have one (Turbo DeepEP and sync-
 ``pipeline_schedule``, ``torch_compile.enable`` -> ``compile``) and are otherwise reported as not
 modelled.  The cluster comes from the caller (flags, wrapper TOML); without one, the GPU is guessed
 from the config's folder name (``.../MI355X/...``) and the node count is the smallest that fits the
-parallel layout, both stated in ``plan.source.notes``.
+parallel layout at ``--gpus-per-node`` (else 8) GPUs per node, each guessed or defaulted field stated in
+``plan.source.notes`` (partial cluster flags set the rest).
 
 Writing edits the experiment file only: values under ``overrides`` are changed in place (comments and
 layout kept; for ``${VAR:default}`` the default, unless ``VAR`` is set), missing ones are added to
