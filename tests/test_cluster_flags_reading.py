@@ -257,3 +257,16 @@ def test_primus_node_count_fits_the_given_gpus_per_node(tmp_path):
     assert len(notes) == 2 and "4 node(s) x 4 GPUs" in notes[1] and "--gpus-per-node" not in notes[1]
     both = load_recipe(d / "exp.yaml", {"gpus_per_node": 4, "num_nodes": 8, "gpu": "mi300x"})
     assert both.world_size == 32 and not [n for n in both.source.notes if n.startswith("cluster")]
+
+
+@pytest.mark.parametrize("srun, world", [("srun -N4 -n32", 32), ("srun --nodes=2 --ntasks=8", 8),
+                                         ("srun -N2 --ntasks-per-node=4", 8)])
+def test_titan_srun_total_tasks_spread_over_the_nodes(tmp_path, srun, world):
+    """srun(1): ``-n`` / ``--ntasks`` is the job's task count, spread over ``-N`` nodes (attached forms too)."""
+    p = tmp_path / "t.sh"
+    p.write_text(f"#!/bin/bash\n{srun} python -m torchtitan.train --module llama3 --config llama3_8b\n")
+    plan = load_recipe(p, {"gpu": "h100-sxm"})
+    assert plan.world_size == world
+    p.write_text("#!/bin/bash\nsrun -N4 -n30 python -m torchtitan.train --module llama3 --config llama3_8b\n")
+    with pytest.raises(PlanError, match="srun -n.*30.*multiple of the node count 4"):
+        load_recipe(p, {"gpu": "h100-sxm"})
