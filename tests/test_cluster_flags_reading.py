@@ -207,3 +207,66 @@ def test_partial_cluster_flags_read_the_recipe_in_one_pass(recipe, monkeypatch):
     plan = load_recipe(path, {"gpu": "mi300x"})
     assert reads[path.name] == alone
     assert plan.cluster == own.cluster.model_copy(update={"gpu": "mi300x"})
+
+
+# ----------------------------------------------------------------------------- partial flags: what still falls back
+SB_ARGS = ("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+           "--micro-batch-size 1 --global-batch-size 64 --bf16 --vocab-size 32000")
+
+
+@pytest.mark.parametrize("given, said", [({}, ("gpu", "node count")), ({"gpu": "b200"}, ("node count",)),
+                                         ({"gpus_per_node": 4}, ("gpu", "node count")),
+                                         ({"num_nodes": 2}, ("gpu",)), ({"num_nodes": 2, "gpu": "b200"}, ())])
+def test_partial_flags_keep_the_note_of_each_field_they_do_not_set(tmp_path, given, said):
+    """A field that falls back to a default is said in one note line, under partial cluster flags too (before:
+    any flag dropped every such note, so ``#SBATCH --nodes=<NODES>`` under ``--gpu`` read as 1 node silently)."""
+    p = tmp_path / "sb.sh"
+    p.write_text(f"#!/bin/bash\n#SBATCH --nodes=<NODES>\n#SBATCH --ntasks-per-node=8\nsrun python pretrain_gpt.py {SB_ARGS}\n")
+    plan = load_recipe(p, given)
+    got = [n for n in plan.source.notes if "falls back" in n or "the default" in n]
+    assert len(got) == len(said)
+    assert ("gpu" in said) == any("cluster gpu=h100-sxm: the default" in n for n in got)
+    assert ("node count" in said) == any("node count falls back to 1" in n for n in got)
+
+
+def test_partial_gpus_per_node_keep_the_gpu_count_a_recipe_states(tmp_path):
+    """A recipe that states its GPU count rather than its nodes (a TorchTitan job's data_parallel_shard_degree,
+    a Megatron-LM MoE recipe's ``<N>GPU`` file name): ``--gpus-per-node`` alone keeps that count."""
+    t = tmp_path / "job.toml"
+    t.write_text("[model]\nname = \"llama3\"\nflavor = \"debugmodel\"\n[parallelism]\ndata_parallel_shard_degree = 16\n"
+                 "[training]\nlocal_batch_size = 1\nseq_len = 2048\n")
+    plan = load_recipe(t, {"gpus_per_node": 4})
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node) == (4, 4)
+    assert any("4 x 4 h100-sxm assumed" in n for n in plan.source.notes)  # the GPU is still the default's
+    assert not any("assumed" in n for n in load_recipe(t, {"gpu": "b200", "num_nodes": 4, "gpus_per_node": 4}
+                                                          ).source.notes)
+
+
+def test_primus_node_count_fits_the_given_gpus_per_node(tmp_path):
+    """A Primus experiment states no cluster: the node count is the smallest that fits the layout at
+    ``--gpus-per-node`` GPUs per node (before: at 8, then 4 per node put in, 8 GPUs for a TP 8 x PP 2 layout)."""
+    src = (Path(__file__).resolve().parents[1] / "recipes/primus/MI355X/llama3.1_8b.yaml").read_text()
+    src = src.replace("tensor_model_parallel_size: ${PRIMUS_TP:1}", "tensor_model_parallel_size: 8").replace(
+        "pipeline_model_parallel_size: 1", "pipeline_model_parallel_size: 2")
+    d = tmp_path / "MI355X"
+    d.mkdir()
+    (d / "exp.yaml").write_text(src)
+    plan = load_recipe(d / "exp.yaml", {"gpus_per_node": 4})
+    assert (plan.cluster.num_nodes, plan.cluster.gpus_per_node, plan.parallel.tp, plan.parallel.pp) == (4, 4, 8, 2)
+    notes = [n for n in plan.source.notes if n.startswith("cluster")]
+    assert len(notes) == 2 and "4 node(s) x 4 GPUs" in notes[1] and "--gpus-per-node" not in notes[1]
+    both = load_recipe(d / "exp.yaml", {"gpus_per_node": 4, "num_nodes": 8, "gpu": "mi300x"})
+    assert both.world_size == 32 and not [n for n in both.source.notes if n.startswith("cluster")]
+
+
+@pytest.mark.parametrize("srun, world", [("srun -N4 -n32", 32), ("srun --nodes=2 --ntasks=8", 8),
+                                         ("srun -N2 --ntasks-per-node=4", 8)])
+def test_titan_srun_total_tasks_spread_over_the_nodes(tmp_path, srun, world):
+    """srun(1): ``-n`` / ``--ntasks`` is the job's task count, spread over ``-N`` nodes (attached forms too)."""
+    p = tmp_path / "t.sh"
+    p.write_text(f"#!/bin/bash\n{srun} python -m torchtitan.train --module llama3 --config llama3_8b\n")
+    plan = load_recipe(p, {"gpu": "h100-sxm"})
+    assert plan.world_size == world
+    p.write_text("#!/bin/bash\nsrun -N4 -n30 python -m torchtitan.train --module llama3 --config llama3_8b\n")
+    with pytest.raises(PlanError, match="srun -n.*30.*multiple of the node count 4"):
+        load_recipe(p, {"gpu": "h100-sxm"})

@@ -28,6 +28,12 @@ CASES = {
     # srun's own options win over the header
     "srun_own": (f"#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --gres=gpu:8\nsrun -N 1 --ntasks-per-node=8 python pretrain_gpt.py {ARGS}\n",
                  1, 8),
+    # getopt's attached short forms (srun(1): -N, --nodes=<minnodes>[-maxnodes]; -n, --ntasks=<number>)
+    "srun_attached": (f"#!/bin/bash\n#SBATCH --nodes=8\nsrun -N4 --ntasks-per-node=8 python pretrain_gpt.py {ARGS}\n",
+                      4, 8),
+    "srun_total_tasks": (f"#!/bin/bash\nsrun -N4 -n32 -l python pretrain_gpt.py {ARGS}\n", 4, 8),
+    "srun_total_tasks_long": (f"#!/bin/bash\n#SBATCH --ntasks-per-node=4\n"
+                              f"srun --nodes=2 --ntasks=16 python pretrain_gpt.py {ARGS}\n", 2, 8),
 }
 
 
@@ -79,3 +85,12 @@ def test_header_allocation_reaches_srun_bash_c(tmp_path):
     p = tmp_path / "job.sh"
     p.write_text(text)
     assert load_recipe(p).world_size == 16
+
+
+def test_srun_total_tasks_must_spread_evenly(tmp_path):
+    from primus_launch.plan import PlanError
+
+    p = tmp_path / "uneven.sh"
+    p.write_text(f"#!/bin/bash\nsrun -N4 -n30 python pretrain_gpt.py {ARGS}\n")
+    with pytest.raises(PlanError, match="-n.*30.*multiple of the node count 4"):
+        load_recipe(p)

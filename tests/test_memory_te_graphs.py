@@ -208,3 +208,36 @@ def test_moonlight_published_peak_with_bridges_optimizer_config():
     remainders = estimate_memory(plan_from_argv(["pretrain_gpt.py", *flags[:-2]], cluster=cluster))
     assert bridge.allocated_peak_bytes == pytest.approx(measured, rel=0.07)
     assert remainders.allocated_peak_bytes < 0.86 * measured
+
+
+@pytest.mark.parametrize("pa,main,m1,m2,recipe", [(False, "fp32", "fp32", "fp32", None),
+                                                  (True, "fp32", "bf16", "bf16", None),
+                                                  (True, "fp16", "fp16", "fp8", None),
+                                                  (True, "fp32", "bf16", "fp32", "tensorwise")])
+def test_fp32_parameters_optimizer_state_follows_the_state_dtypes(pa, main, m1, m2, recipe, monkeypatch):
+    """fp32 parameters (no --bf16 / --fp16) are their own main params (megatron-core 0.16.1
+    ``distrib_optimizer.py`` ``_build_model_and_main_param_groups``: the fp32 shard goes to the optimizer).
+    With ``--use-precision-aware-optimizer`` TE's FusedAdam gets ``exp_avg_dtype`` / ``exp_avg_sq_dtype`` and,
+    where megatron's ``OptimizerConfig.use_precision_aware_optimizer_no_fp8_or_ds_fp8`` holds,
+    ``master_weights=True`` with ``master_weight_dtype = main_params_dtype`` (``optimizer/__init__.py``); TE 2.13
+    ``fused_adam.py`` ``initialize_state`` then makes a ``master_param`` state for every parameter (int16
+    remainders only beside a bf16 one).  Bytes per parameter = that master (if any) + the two moments."""
+    from primus_launch.projection.memory.estimate import stage_memory
+
+    dt = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "fp8": torch.uint8}
+    cfg = _megatron_optimizer_config(monkeypatch, bf16=False, use_precision_aware_optimizer=pa,
+                                     main_params_dtype=dt[main], main_grads_dtype=torch.float32,
+                                     exp_avg_dtype=dt[m1] if pa else torch.float32,
+                                     exp_avg_sq_dtype=dt[m2] if pa else torch.float32,
+                                     fp8_recipe=recipe or "delayed")  # Megatron-LM's --fp8-recipe default
+    master = dt[main].itemsize if cfg.use_precision_aware_optimizer_no_fp8_or_ds_fp8 else 0
+    want = master + cfg.exp_avg_dtype.itemsize + cfg.exp_avg_sq_dtype.itemsize
+    m = ModelArch(name="toy", num_layers=2, hidden_size=256, ffn_hidden_size=1024, num_attention_heads=4,
+                  vocab_size=1024, seq_length=128)
+    plan = Plan(model=m, parallel=dict(dp_sharding="optimizer"),
+                training=dict(global_batch_size=8, precision="fp32", precision_aware_optimizer=pa,
+                              main_params_dtype=main, exp_avg_dtype=m1, exp_avg_sq_dtype=m2,
+                              optimizer_fp8_recipe=recipe),
+                cluster=dict(gpus_per_node=8))
+    st = stage_memory(plan)[0]
+    assert st.optimizer_bytes == pytest.approx(want * st.num_parameters / 8, rel=1e-9)

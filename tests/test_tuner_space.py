@@ -296,3 +296,146 @@ def test_uneven_splits_near_the_even_share_equal_every_count():
     for pp, vpp in product((3, 4, 5, 7, 8, 16), (1, 2, 3)):
         for L in list(range(1, 70)) + [61, 94, 126, 193, 256]:
             assert uneven_splits(L, pp, vpp) == _uneven_splits_by_every_count(L, pp, vpp), (L, pp, vpp)
+
+
+def _dev_optimizer_config(monkeypatch):
+    """Megatron-LM dev's ``OptimizerConfig`` (d48bd6be0a, the MoE recipes' version; the installed megatron-core
+    0.16.1 has no chunked offload), read from the mirror and imported as a module of the installed
+    ``megatron.core.optimizer`` (its one import, ``..utils.is_te_min_version``, resolves there); Transformer
+    Engine's FusedAdam, whose signature ``__post_init__`` checks for the precision-aware optimizer, is stubbed."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    import types
+
+    mlm = os.environ.get("MEGATRON_LM_MIRROR", "/work/.mirror/NVIDIA+Megatron-LM/repo")
+    src = subprocess.run(["git", "-C", mlm, "show", "d48bd6be0a:megatron/core/optimizer/optimizer_config.py"],
+                         capture_output=True, text=True)
+    if src.returncode:
+        pytest.skip("no Megatron-LM mirror with dev d48bd6be0a")
+    import megatron.core.optimizer  # noqa: F401 - the package the relative import resolves in
+
+    name = "megatron.core.optimizer._dev_optimizer_config"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    mod.__package__ = "megatron.core.optimizer"
+    monkeypatch.setitem(sys.modules, name, mod)
+    exec(compile(src.stdout, "dev/optimizer_config.py", "exec"), mod.__dict__)
+    monkeypatch.setattr(mod, "is_te_min_version", lambda *a, **k: True)
+
+    class FusedAdam:
+        def __init__(self, params, master_weight_dtype=None, exp_avg_dtype=None, exp_avg_sq_dtype=None,
+                     use_decoupled_grad=False, store_param_remainders=False):
+            pass
+
+    for m in ("transformer_engine", "transformer_engine.pytorch", "transformer_engine.pytorch.optimizers"):
+        monkeypatch.setitem(sys.modules, m, types.ModuleType(m))
+    sys.modules["transformer_engine.pytorch.optimizers"].FusedAdam = FusedAdam
+    return mod.OptimizerConfig
+
+
+def _dev_refuses(cfg_cls, plan) -> str:
+    """What Megatron-LM dev refuses in ``plan``'s optimizer: ``OptimizerConfig.__post_init__`` on the
+    plan's fields, plus ``validate_args``' Megatron-FSDP assert of the chunked offload
+    (``arguments.py``: "chunked optimizer state offload does not support Megatron-FSDP"); '' if nothing."""
+    import torch
+
+    t, p = plan.training, plan.parallel
+    dt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.uint8}
+    o = t.offload
+    if o.optimizer_state_fraction > 0 and p.dp_sharding in ("optimizer_grads", "full"):
+        return "chunked optimizer state offload does not support Megatron-FSDP"
+    pa = t.precision_aware_optimizer or (t.exp_avg_dtype, t.exp_avg_sq_dtype) != ("fp32", "fp32") or \
+        o.optimizer_fraction > 0
+    try:
+        cfg_cls(optimizer=t.optimizer, bf16=t.precision in ("bf16", "fp8"), use_distributed_optimizer=p.dp_sharding
+                != "none", use_precision_aware_optimizer=pa, optimizer_cpu_offload=o.optimizer_fraction > 0,
+                optimizer_offload_fraction=o.optimizer_fraction or 1.0,
+                chunked_optimizer_state_offload=o.optimizer_state_fraction > 0,
+                optimizer_state_offload_fraction=o.optimizer_state_fraction or 1.0,
+                main_params_dtype=dt[t.main_params_dtype], exp_avg_dtype=dt[t.exp_avg_dtype],
+                exp_avg_sq_dtype=dt[t.exp_avg_sq_dtype],
+                main_grads_dtype=dt[t.main_grads_dtype] if pa else torch.float32)
+    except AssertionError as e:
+        return str(e) or "assert"
+    return ""
+
+
+def test_chunked_optimizer_state_offload_space_is_what_megatron_dev_accepts(monkeypatch):
+    """A recipe on Megatron-LM dev's chunked optimizer-state offload (``training.offload.optimizer_state_fraction``):
+    the space never adds ``--optimizer-cpu-offload`` (dev's OptimizerConfig: "mutually exclusive") nor moves to
+    Megatron-FSDP (validate_args); every (optimizer offload, sharding, moments) combination the space lists is one
+    dev's own OptimizerConfig accepts, and rules.knob_problems flags exactly what it refuses."""
+    cfg_cls = _dev_optimizer_config(monkeypatch)
+    base = small_dense_plan()
+    plan = base.with_changes(training=dict(offload=dict(optimizer_state_fraction=1.0, optimizer_state_chunk_mb=256)))
+    cols = [FLAGS.index(x) for x in ("optimizer_offload", "moments", "precision")]
+    ish = AXES.index("dp_sharding")
+
+    def offered(space: Space) -> dict[tuple, Knobs]:
+        """(optimizer offload, dp sharding, moments, precision) -> one candidate with it (from the tables:
+        indexing every candidate would take minutes)."""
+        out: dict[tuple, Knobs] = {}
+        for head, c in zip(space.structs, space.ctx):
+            for f in space.tables[c]:
+                out.setdefault((f[cols[0]], head[ish], f[cols[1]], f[cols[2]]), Knobs._make(head + f))
+        return out
+
+    small = SpaceConfig(allow=ALL, max_mbs=1, max_cp=1, max_vpp=2, block_recompute_layers=(1,))
+    seen = offered(Space(plan, small))
+    for key, k in seen.items():
+        assert _dev_refuses(cfg_cls, apply_knobs(plan, k)) == "", (key, _dev_refuses(cfg_cls, apply_knobs(plan, k)))
+        assert problems_of(plan, k) == []
+    assert {s[0] for s in seen} == {0.0} and {s[1] for s in seen} == {"optimizer"}
+    assert ("bf16", "bf16") in {s[2] for s in seen}  # the moments still searched (dev accepts bf16 moments)
+    # without the chunked offload the same space does offer both (the rule is the offload's, not the plan's)
+    free = offered(Space(base, small))
+    assert any(s[0] > 0 for s in free) and any(s[1] != "optimizer" for s in free)
+    # the rule and dev's own config agree on each refused combination
+    for change in (dict(training=dict(offload=dict(optimizer_fraction=1.0), precision_aware_optimizer=True)),
+                   dict(parallel=dict(dp_sharding="optimizer_grads", pp=1), training=dict(micro_batch_size=1)),
+                   dict(training=dict(precision_aware_optimizer=True, main_params_dtype="fp16")),
+                   dict(training=dict(precision_aware_optimizer=True, exp_avg_dtype="fp8"))):
+        bad = plan.with_changes(**change)
+        why = _dev_refuses(cfg_cls, bad)
+        assert why, change
+        assert [x for x in rules.knob_problems(bad) if "chunked" in x[2] or "mutually" in x[2]], (change, why)
+    ok = plan.with_changes(training=dict(precision_aware_optimizer=True, exp_avg_dtype="bf16", exp_avg_sq_dtype="bf16"))
+    assert _dev_refuses(cfg_cls, ok) == "" and not rules.knob_problems(ok)
+
+
+def test_router_padding_recipe_candidates_pass_megatrons_transformer_config(monkeypatch):
+    """A MoE recipe whose router pads for FP8 (``--moe-router-padding-for-fp8``, as NVIDIA's DeepSeek-V3 H100 FP8
+    recipe): megatron-core 0.16.1's own ``TransformerConfig`` (built on the CPU) accepts every (dispatcher,
+    precision, CUDA graph scope) the space offers with the padding the candidate keeps -- before, a BF16 or
+    allgather candidate kept the padding ("fp8/fp4 must be specified", "allgather ... does not support") and a
+    moe_preprocess graph met the padded alltoall router ("DtoH copies")."""
+    import megatron.core.transformer.transformer_config as tc
+
+    monkeypatch.setattr(tc, "is_te_min_version", lambda *a, **k: True)  # the recipes' TE 2.14
+    plan = small_moe_plan("h100-sxm").with_changes(training=dict(precision="fp8", moe_grouped_gemm=True,
+                                                                 moe_router_padding_for_quantization=True))
+    sp = Space(plan, SpaceConfig(allow=ALL, max_tp=2, max_ep=2, max_mbs=1, max_cp=1, max_vpp=1,
+                                 block_recompute_layers=(1,)))
+    cols = [FLAGS.index(x) for x in ("dispatcher", "precision", "cuda_graph_impl", "cuda_graph_scope")]
+    seen: dict[tuple, Knobs] = {}
+    heads = {c: head for head, c in zip(sp.structs, sp.ctx)}  # one structure per table of flags
+    for c, head in heads.items():
+        for f in sp.tables[c]:
+            seen.setdefault(tuple(f[j] for j in cols), Knobs._make(head + f))
+    assert {d for d, *_ in seen} >= {"alltoall", "allgather"} and {p for _, p, *_ in seen} >= {"fp8", "bf16"}
+    assert any("moe_preprocess" in s for *_, s in seen)
+    for key, k in seen.items():
+        t = apply_knobs(plan, k).training
+        try:
+            tc.TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, num_moe_experts=4,
+                                 moe_router_topk=2, moe_grouped_gemm=True, bf16=True,
+                                 moe_token_dispatcher_type=t.moe_token_dispatcher,
+                                 moe_router_padding_for_fp8=t.moe_router_padding_for_quantization,
+                                 fp8="e4m3" if t.precision == "fp8" else None, cuda_graph_impl=t.cuda_graph_impl,
+                                 cuda_graph_scope=list(t.cuda_graph_scope))
+        except (AssertionError, ValueError) as e:
+            raise AssertionError(f"{key}: {e}") from None
+    # the padding stays where Megatron takes it (the recipe's own candidate)
+    assert apply_knobs(plan, knobs_of(plan)).training.moe_router_padding_for_quantization

@@ -460,8 +460,8 @@ def _saved_cluster(rec: BridgeRecipe, say: bool = True) -> Cluster | None:
 def _parse(text: str, path: str, given: Cluster | None,
            overrides: Mapping[str, Any] | None = None) -> tuple[BridgeRecipe, Cluster]:
     """(recipe, cluster): ``given``, else the one the config states (``# primus-launch:`` comment, the saved
-    ``comm_overlap.data_parallel_size``, else the default) completed by ``overrides`` (partial cluster flags;
-    the guess's note then left out, as with ``given``)."""
+    ``comm_overlap.data_parallel_size``, else the default) completed by ``overrides`` (partial cluster flags,
+    which keep the saved GPU count; the guess's note left out only where they set every cluster field)."""
     rec = from_bridge_yaml(text, path)
     # a relative tp_comm_overlap_cfg file: looked up from the config's folder upwards, as the Megatron reader
     # looks up --tp-comm-overlap-cfg (the run starts from its checkout's root, not from here)
@@ -469,8 +469,10 @@ def _parse(text: str, path: str, given: Cluster | None,
     cfg = ms.comment_config(text)
     if given is not None:
         return rec, given
-    written = (_saved_cluster(rec, say=not overrides) if not cfg else None) or stated_cluster(cfg, None)
-    return rec, written.completed(overrides) if overrides else written
+    saved = _saved_cluster(rec, say=Cluster.uncovered(("gpu", "num_nodes", "gpus_per_node"), overrides)) \
+        if not cfg else None
+    written = saved or stated_cluster(cfg, None)
+    return rec, written.completed(overrides, saved.world_size if saved else None) if overrides else written
 
 
 def load_bridge_yaml(path: str | Path, cluster: Cluster | None = None,

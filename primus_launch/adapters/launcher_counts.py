@@ -3,8 +3,8 @@
 :mod:`torchtitan_script`, :mod:`torchrun_argv`).
 
 - :func:`slurm_option`: one word of an ``srun`` / ``sbatch`` command or ``#SBATCH`` directive split into
-  (option, ``=``, value): ``--nodes=4``, and getopt's attached short form ``-N4`` (Slurm's ``-N`` takes its
-  argument attached or as the next word).
+  (option, ``=``, value): ``--nodes=4``, and getopt's attached short form ``-N4`` / ``-n32`` (Slurm's short
+  options take their argument attached or as the next word).
 - :func:`launcher_count`: a count as the launchers accept it: digits, or a range whose upper bound is the
   run's size (torchrun ``--nnodes MIN:MAX``, ``torch.distributed.run`` ``parse_min_max_nnodes``; srun /
   sbatch ``--nodes=<minnodes>[-maxnodes]``), from 1 to 999,999,999.
@@ -19,12 +19,18 @@ from typing import Optional
 MAX_COUNT = 999_999_999
 
 
+#: the short options of srun / sbatch (Slurm 24.05 srun(1), sbatch(1)) that take an argument (required or
+#: optional), which getopt reads attached (``-N4``, ``-n32``) or as the next word
+SLURM_SHORT_WITH_ARG = frozenset("ABCDGJLMNSTWbcdeimnopqrtwx")
+
+
 def slurm_option(word: str) -> tuple[str, str, str]:
     """(option, ``"="`` or ``""``, value) of one word of a Slurm command line: ``--nodes=4`` ->
-    (``--nodes``, ``=``, ``4``); ``-N4`` -> (``-N``, ``=``, ``4``) (the argument attached to the short option:
-    all that follows ``-N``); any other word ``w`` -> (``w``, ``""``, ``""``) when it has no ``=``."""
-    if word.startswith("-N") and len(word) > 2:
-        return "-N", "=", word[2:]
+    (``--nodes``, ``=``, ``4``); ``-N4`` -> (``-N``, ``=``, ``4``), ``-n32`` -> (``-n``, ``=``, ``32``) (the argument
+    attached to a short option of :data:`SLURM_SHORT_WITH_ARG`: all that follows the letter); any other word
+    ``w`` -> (``w``, ``""``, ``""``) when it has no ``=``."""
+    if len(word) > 2 and word[0] == "-" and word[1] in SLURM_SHORT_WITH_ARG:
+        return word[:2], "=", word[2:]
     return word.partition("=")
 
 

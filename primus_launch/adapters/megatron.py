@@ -83,8 +83,8 @@ def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None 
     """(recipe, cluster as written) for a script, YAML or argv text; with ``given`` the written
     cluster is not resolved (a launcher value like ``--nproc-per-node gpu`` is then no error).
     ``overrides`` (without ``given``): partial cluster flags, which complete the written cluster
-    (:meth:`Cluster.completed`); the notes on how the recipe's own cluster was found (a guess from its
-    path, a count falling back) are then left out, as with ``given``."""
+    (:meth:`Cluster.completed`); a note on how the recipe's own cluster was found (a guess from its
+    path, a count falling back) is left out only where the flags set every field it is about."""
     rec, cluster = _parse_recipe(text, path, argv_mode, given, script_args, overrides)
     _env_attention_backend(rec)
     return rec, cluster
@@ -119,30 +119,40 @@ def _env_attention_backend(rec: Any) -> None:
 
 def _parse_recipe(text: str, path: str, argv_mode: bool, given: Cluster | None, script_args: tuple[str, ...],
                   overrides: Mapping[str, Any] | None) -> tuple[Any, Cluster]:
+    """:func:`_parse` before the launch environment's attention variables are read."""
     if argv_mode:
         rec: Any = ms.from_argv(text.split("\n") if text else [])
-        return rec, given or _stated_cluster({}, rec.cluster_values())
-    say = not overrides
+        if given is not None:
+            return rec, given
+        launcher = rec.cluster_values()
+        written = _stated_cluster({}, launcher)
+        _default_note(rec, path, written, {"num_nodes", "gpus_per_node"} if launcher[2] else set(), overrides)
+        return rec, written
     cfg = ms.comment_config(text)
+    world = None  # the GPU count a path guess states (partial flags keep it: Cluster.completed)
     if path.endswith(_YAML_SUFFIXES) or (not path.endswith((".sh", ".bash", ".slurm", ".sbatch")) and is_yaml_text(text)):
         rec = from_yaml(text, path)
         written = given
         if given is None and not cfg:
             guess = _guessed_cluster(path)
             if guess is not None:
-                if say:
+                if Cluster.uncovered(("gpu", "num_nodes", "gpus_per_node"), overrides):
                     rec.notes.append(guess[1])
-                written = guess[0]
-        written = written or _stated_cluster(cfg, None)
+                written, world = guess[0], guess[0].world_size
+        if written is None:
+            written = _stated_cluster(cfg, None)
+            _default_note(rec, path, written, set(), overrides, cfg)
     else:
         rec = ms.from_script(text, path, script_args)
-        written = given or _script_cluster(rec, cfg, path, say)
-    return rec, written.completed(overrides) if given is None and overrides else written
+        written = given or _script_cluster(rec, cfg, path, overrides)
+    return rec, written.completed(overrides, world) if given is None and overrides else written
 
 
-def _script_cluster(rec: ms.CommandRecipe, cfg: dict[str, str], path: str, say: bool) -> Cluster:
+def _script_cluster(rec: ms.CommandRecipe, cfg: dict[str, str], path: str,
+                    overrides: Mapping[str, Any] | None = None) -> Cluster:
     """The cluster a launch script states (:func:`_stated_cluster` of its launcher and comment); a count it
-    means to state but leaves unread falls back, with a note (``say``) that says to what."""
+    means to state but leaves unread falls back, with a note that says to what unless the partial cluster
+    flags ``overrides`` set that count."""
     launcher = rec.cluster_values()
     unstated = rec.unstated_counts()
     if unstated:  # meant to be stated (a placeholder, an unset variable): the comment's count, else the default's
@@ -152,9 +162,31 @@ def _script_cluster(rec: ms.CommandRecipe, cfg: dict[str, str], path: str, say: 
             fill[k] = int(cfg[key]) if cfg.get(key, "").isdigit() else (dflt.num_nodes, dflt.gpus_per_node)[k]
         launcher = (fill[0], fill[1], launcher[2])
     written = _stated_cluster(cfg, launcher)
-    for k, why in unstated if say else ():  # read as not stated: the count falls back, and the note says to what
-        rec.notes.append(unstated_note(path, k, why, (written.num_nodes, written.gpus_per_node)[k]))
+    # a launcher states both counts (its own defaults included: torchrun 1 node x 1 process); an unread one has
+    # its own note below
+    _default_note(rec, path, written, {"num_nodes", "gpus_per_node"} if launcher[2] else set(), overrides, cfg)
+    for k, why in unstated:  # read as not stated: the count falls back, and the note says to what
+        if Cluster.uncovered((("num_nodes", "gpus_per_node")[k],), overrides):
+            rec.notes.append(unstated_note(path, k, why, (written.num_nodes, written.gpus_per_node)[k]))
     return written
+
+
+_CFG_KEYS = {"gpu": "gpu", "num_nodes": "nodes", "gpus_per_node": "gpus_per_node"}
+
+
+def _default_note(rec: Any, path: str, written: Cluster, stated: set[str], overrides: Mapping[str, Any] | None,
+                  cfg: dict[str, str] | None = None) -> None:
+    """One note naming the cluster fields that fall back to the default cluster's (:func:`_stated_cluster`):
+    neither the recipe (``stated`` by its launcher, or its ``# primus-launch:`` comment ``cfg``) nor the partial
+    cluster flags ``overrides`` set them."""
+    fields = [f for f in ("gpu", "num_nodes", "gpus_per_node")
+              if f not in stated and _CFG_KEYS[f] not in (cfg or {}) and (overrides or {}).get(f) is None]
+    if fields:
+        said = ", ".join(f"{f}={getattr(written, f)}" for f in fields)
+        flags = " / ".join({"gpu": "--gpu", "num_nodes": "--nodes", "gpus_per_node": "--gpus-per-node"}[f]
+                           for f in fields)
+        rec.notes.append(f"{path}: cluster {said}: the default (the recipe does not state "
+                         f"{'it' if len(fields) == 1 else 'them'}; pass {flags} or a '# primus-launch:' comment)")
 
 
 def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:

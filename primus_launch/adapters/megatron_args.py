@@ -1303,7 +1303,10 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                      "moe_router_fusion"):
             out[dest] = bool(getattr(t, dest))
         out["moe_use_legacy_grouped_gemm"] = t.moe_expert_gemm == "legacy"
-        if t.moe_router_padding_for_quantization or current.get("moe_router_padding_for_quantization") is not None:
+        if current.get("moe_router_padding_for_fp8") is not None and not t.moe_router_padding_for_quantization:
+            out["moe_router_padding_for_fp8"] = False  # the deprecated alias, written off where it stands
+        if (t.moe_router_padding_for_quantization and not current.get("moe_router_padding_for_fp8")) \
+                or current.get("moe_router_padding_for_quantization") is not None:
             out["moe_router_padding_for_quantization"] = t.moe_router_padding_for_quantization
         if t.moe_expert_gemm == "te_fused" or current.get("use_transformer_engine_op_fuser") is not None:
             out["use_transformer_engine_op_fuser"] = t.moe_expert_gemm == "te_fused"

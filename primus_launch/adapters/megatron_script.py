@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import primus_launch.adapters.megatron_flags as megatron_flags
-from primus_launch.adapters.launcher_counts import launcher_count
+from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
 from primus_launch.adapters.megatron_bash import (PC, Ref, ShellState, Token, sbatch_allocation, slurm_env,
                                                  unstated_why)
@@ -125,6 +125,21 @@ def parse_occurrences(tokens: list[Token]) -> list[Occ]:
     return out
 
 
+def slurm_occurrences(occs: list[Occ]) -> list[Occ]:
+    """``srun``'s options as :func:`parse_occurrences` split them, with getopt's attached short forms
+    (:func:`launcher_counts.slurm_option`: ``-N4``, ``-n32``) split into option and value; a word such an
+    option took as its value (``-N4 8``) is a word of its own again."""
+    out: list[Occ] = []
+    for o in occs:
+        key, eq, _ = slurm_option(o.flag) if o.flag.startswith("-") and not o.flag.startswith("--") else ("", "", "")
+        if not eq:
+            out.append(o)
+            continue
+        out.append(Occ(key, None, o.flag_tok.sub(0, len(key)), [o.flag_tok.sub(len(key))], o.whole))
+        out += [Occ("", None, v, [], v) for v in o.vals]
+    return out
+
+
 def args_of(occs: list[Occ]) -> dict[str, Any]:
     """``dest -> value`` for every flag (argparse semantics: the last occurrence wins): modelled flags
     converted, other Megatron flags as text (switches as booleans of their dest), unknown flags
@@ -210,6 +225,7 @@ _RELATED = {  # where a new flag goes when its own group is absent
     "mla": ("mla", "moe", "model"), "optim": ("optim", "batch"), "batch": ("batch", "precision"),
 }
 _LAUNCHERS = ("torchrun",)
+_SRUN_TASKS = ("-n", "--ntasks")  # srun's total task count (srun(1): with -N, the tasks spread over the nodes)
 _PY_LAUNCH_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
 
@@ -270,17 +286,33 @@ class CommandRecipe:
         out: list[int | None] = []
         for k, names in enumerate(self.cluster_flags()):
             o = self.launcher_value(*names)
+            if k == 1 and (o is None or not o.vals) and self._srun_tasks() is not None:
+                o = self._srun_tasks()  # srun -n / --ntasks: the job's tasks spread over its nodes
             if o is None or not o.vals:
                 out.append(inherit[k])
                 continue
             txt = o.vals[0].text
             if o.vals[0].opaque:
                 raise PlanError(o.flag, txt, "comes from a command substitution; pass the cluster explicitly")
-            n = launcher_count(txt)  # torchrun 1:4 / srun 2-4 ranges: the upper bound
+            n = launcher_count(txt, ":-" if o.flag not in _SRUN_TASKS else "")  # 1:4 / 2-4 ranges: the upper bound
             if n is None:  # torchrun refuses 0 nodes / processes
                 raise PlanError(o.flag, txt, "an integer from 1 to 999,999,999 (or pass the cluster explicitly)")
+            if o.flag in _SRUN_TASKS:
+                nodes = out[0] or 1
+                if n % nodes:
+                    raise PlanError(o.flag, txt, f"a multiple of the node count {nodes} (the same number of processes "
+                                                 "on every node), or --ntasks-per-node")
+                n //= nodes
             out.append(n)
         return out[0], out[1], has
+
+    def _srun_tasks(self) -> Occ | None:
+        """``srun``'s total task count option (``-n`` / ``--ntasks``), None under another launcher or without it."""
+        rng = self.launcher_range()
+        if rng is None or rng[0] != "srun":
+            return None
+        o = self.launcher_value(*_SRUN_TASKS)
+        return o if o is not None and o.vals else None
 
     def _inherited(self) -> tuple[int | None, int | None]:
         rng = self.launcher_range()
@@ -299,7 +331,8 @@ class CommandRecipe:
         why: list[tuple[int, str]] = []
         for k, names in enumerate(self.cluster_flags()):
             o = self.launcher_value(*names)
-            if (o is not None and o.vals) or inherit[k] is not None or (o is None and not srun):
+            if (o is not None and o.vals) or inherit[k] is not None or (o is None and not srun) \
+                    or (k == 1 and self._srun_tasks() is not None):
                 continue
             said = unstated_why(self.unread_allocation, sources[k], o.flag if o is not None else None)
             if said is not None:
@@ -582,6 +615,8 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> Comm
     rng = rec.launcher_range()
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
+        if rng[0] == "srun":
+            rec.launcher = slurm_occurrences(rec.launcher)
     rec.args = args_of(rec.occs)
     rec.notes = [f"{path}: {w}" for w in dict.fromkeys(state.warnings)]
     rec.notes += megatron_flags.config_only_notes(o.flag for o in rec.occs)
@@ -608,6 +643,8 @@ def from_argv(argv: list[str]) -> CommandRecipe:
     rng = rec.launcher_range() if idx >= 0 else None
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
+        if rng[0] == "srun":
+            rec.launcher = slurm_occurrences(rec.launcher)
     rec.args = args_of(rec.occs)
     rec.notes = megatron_flags.config_only_notes(o.flag for o in rec.occs)
     return rec

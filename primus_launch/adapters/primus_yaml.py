@@ -36,7 +36,8 @@ Primus-only knobs map to plan fields where they have one (Turbo DeepEP and sync-
 ``pipeline_schedule``, ``torch_compile.enable`` -> ``compile``) and are otherwise reported as not
 modelled.  The cluster comes from the caller (flags, wrapper TOML); without one, the GPU is guessed
 from the config's folder name (``.../MI355X/...``) and the node count is the smallest that fits the
-parallel layout, both stated in ``plan.source.notes``.
+parallel layout at ``--gpus-per-node`` (else 8) GPUs per node, each guessed or defaulted field stated in
+``plan.source.notes`` (partial cluster flags set the rest).
 
 Writing edits the experiment file only: values under ``overrides`` are changed in place (comments and
 layout kept; for ``${VAR:default}`` the default, unless ``VAR`` is set), missing ones are added to
@@ -371,17 +372,27 @@ def _fit_nodes(tp: int, cp: int, pp: int, ep: int, etp: int, gpn: int, mbs: Opti
 
 
 def default_cluster(path: Path, degrees: tuple[int, int, int, int, int], mbs: Optional[int], gbs: Optional[int],
-                    notes: list[str]) -> Cluster:
-    """1 node x 8 GPUs grown to the smallest node count the layout fits; the GPU from the folder name."""
+                    notes: list[str], overrides: Optional[Mapping[str, Any]] = None) -> Cluster:
+    """The cluster of a Primus config (which states none): partial cluster flags ``overrides`` first; the GPU
+    from the folder name; ``--gpus-per-node``, else 8, per node; ``--nodes``, else the smallest node count the
+    layout fits on that many GPUs per node.  One note per field that is not the user's (a guess or a default)."""
+    o = dict(overrides or {})
     hit = gpu_from_folder(path)
-    gpu = hit[0] if hit else "mi300x"
-    notes.append(f"cluster.gpu={gpu}: guessed from the folder name {hit[1]!r}" if hit else
-                 "cluster.gpu=mi300x: the config names no GPU (give --gpu)")
+    if "gpu" not in o:
+        notes.append(f"cluster.gpu={hit[0]}: guessed from the folder name {hit[1]!r}" if hit else
+                     "cluster.gpu=mi300x: the config names no GPU (give --gpu)")
+    gpu = o.get("gpu") or (hit[0] if hit else "mi300x")
+    gpn = o.get("gpus_per_node") or 8
     tp, cp, pp, ep, etp = degrees
-    n = _fit_nodes(tp, cp, pp, ep, etp, 8, mbs, gbs)
-    notes.append(f"cluster: {n} node(s) x 8 GPUs, the smallest that fits the parallel layout (Primus configs do not "
-                 "state the node count; give --nodes / --gpus-per-node or a wrapper TOML)")
-    return Cluster(gpu=gpu, num_nodes=n, gpus_per_node=8)
+    n = o.get("num_nodes") or _fit_nodes(tp, cp, pp, ep, etp, gpn, mbs, gbs)
+    if "num_nodes" not in o:
+        notes.append(f"cluster: {n} node(s) x {gpn} GPUs, the smallest node count that fits the parallel layout "
+                     "(Primus configs do not state the node count; give --nodes"
+                     + (" / --gpus-per-node" if "gpus_per_node" not in o else "") + " or a wrapper TOML)")
+    elif "gpus_per_node" not in o:
+        notes.append(f"cluster: {gpn} GPUs per node, the default (Primus configs do not state it; give "
+                     "--gpus-per-node or a wrapper TOML)")
+    return Cluster(**{**o, "gpu": gpu, "num_nodes": n, "gpus_per_node": gpn})
 
 
 # ----------------------------------------------------------------------------- Megatron trainers
@@ -752,8 +763,8 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[
     ep = num("expert_model_parallel_size", 1)
     etp = args.get("expert_tensor_parallel_size") or tp
     if cluster is None:
-        cluster = _picked_cluster(default_cluster(r.path, (tp, cp, pp, ep, etp), args.get("micro_batch_size"),
-                                                  args.get("global_batch_size"), [] if overrides else notes), overrides)
+        cluster = default_cluster(r.path, (tp, cp, pp, ep, etp), args.get("micro_batch_size"),
+                                  args.get("global_batch_size"), notes, overrides)
     preset = cfg.get("model")
     plan = plan_from_args(args, cluster, name=Path(preset).stem if isinstance(preset, str) else r.path.stem)
     upd: dict[str, dict] = {"training": {}, "parallel": {}}
@@ -811,20 +822,13 @@ def _torchtitan_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optiona
     if cluster is None:
         par = job.get("parallelism") or {}
         g = lambda k: par.get(k) if isinstance(par.get(k), int) and par.get(k) > 0 else 1  # noqa: E731
-        cluster = _picked_cluster(default_cluster(r.path, (g("tensor_parallel_degree"), g("context_parallel_degree"),
-                                                           g("pipeline_parallel_degree"), 1, 1), None, None,
-                                                  [] if overrides else notes), overrides)
+        cluster = default_cluster(r.path, (g("tensor_parallel_degree"), g("context_parallel_degree"),
+                                           g("pipeline_parallel_degree"), 1, 1), None, None, notes, overrides)
     return plan_from_job(job, cluster, path=str(r.path), fmt="primus-yaml", set_paths=set_paths, notes=notes,
                          unmodelled=unmod)
 
 
 # ----------------------------------------------------------------------------- reading
-def _picked_cluster(picked: Cluster, overrides: Optional[Mapping[str, Any]]) -> Cluster:
-    """The cluster :func:`default_cluster` picked, completed by partial cluster flags ``overrides`` (its notes
-    are then left out: the flags say what the run is)."""
-    return picked.completed(overrides) if overrides else picked
-
-
 def plan_from_text(text: str, path: str | Path, cluster: Optional[Cluster] = None,
                    primus_root: Optional[str | Path] = None, env: Optional[Mapping[str, str]] = None,
                    cli: Optional[dict] = None, overrides: Optional[Mapping[str, Any]] = None) -> Plan:

@@ -383,6 +383,11 @@ def _parse(text: str, where: str) -> dict:
     return parse_toml(text, "recipe", where)
 
 
+def _assumed_note(cl: Cluster) -> str:
+    return (f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} assumed (the job states no cluster; "
+            "give --gpu / --nodes / --gpus-per-node)")
+
+
 def job_cluster(text: str, job: dict, cluster: Optional[Cluster]) -> Cluster:
     """The cluster: given, else the header comment of ``text``, else the explicit degrees, else the default."""
     if cluster is not None:
@@ -630,8 +635,7 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     set_paths = list(set_paths)
     cl = job_cluster(header_text, job, cluster)
     if cluster is None and (not header_text or cluster_from_header(header_text) is None):
-        notes.append(f"cluster: {cl.num_nodes} x {cl.gpus_per_node} {cl.gpu} assumed (the job states no cluster; "
-                     "give --gpu / --nodes / --gpus-per-node)")
+        notes.append(_assumed_note(cl))
     W = cl.world_size
     trn, par = _tbl(job, "training"), _tbl(job, "parallelism")
     cmp_ = _tbl(job, "compile")
@@ -844,10 +848,18 @@ def plan_from_text(text: str, cluster: Optional[Cluster] = None, path: Optional[
         # TorchTitan would train its default (llama3 debugmodel, a test model): surely not what was meant
         raise PlanError("model.flavor", None, "required: the job names no model ([model] name and flavor; "
                         "TorchTitan's default is the llama3 debugmodel test model)")
+    notes: list[str] = []
     if cluster is None and overrides:
-        cluster = job_cluster(text, job, None).completed(overrides)
+        implied = job_cluster(text, job, None)
+        header = cluster_from_header(text)
+        shard = _tbl(job, "parallelism").get("data_parallel_shard_degree", -1)
+        # a header or an explicit shard degree states the GPU count, not the nodes: partial flags keep it
+        stated = header is not None or (isinstance(shard, int) and shard > 0)
+        cluster = implied.completed(overrides, implied.world_size if stated else None)
+        if header is None and Cluster.uncovered(("gpu", "num_nodes", "gpus_per_node"), overrides):
+            notes.append(_assumed_note(cluster))
     return plan_from_job(job, cluster, path=path, fmt="torchtitan-toml", header_text=text,
-                         set_paths=[p for p, _ in leaf_paths(job)])
+                         set_paths=[p for p, _ in leaf_paths(job)], notes=notes)
 
 
 def load_torchtitan(path: str | Path, cluster: Optional[Cluster] = None,

@@ -24,7 +24,7 @@ from primus_launch.adapters.titan_job_argv import CONFIG_FLAGS
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.inputs import find_from_run_root
-from primus_launch.plan import Cluster, Plan
+from primus_launch.plan import Cluster, Plan, PlanError
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -238,7 +238,15 @@ def _under_srun(cmd: list[Tok], alloc: dict[str, int], unread: dict[str, str]) -
         return str(alloc[key]) if key in alloc else "" if key in unread else "1"
 
     nodes = next((opts[k] for k in _SRUN_NODES if k in opts), None) or inherited("nodes")
-    tasks = next((opts[k] for k in _SRUN_TASKS if k in opts), None) or inherited("ntasks_per_node")
+    tasks = next((opts[k] for k in _SRUN_TASKS if k in opts), None)
+    total = next((opts[k] for k in ("-n", "--ntasks") if k in opts), None)
+    if tasks is None and total and total.isdigit() and nodes.split("-")[-1].isdigit():
+        n_nodes = int(nodes.split("-")[-1])  # srun -n: the job's tasks spread evenly over its nodes
+        if int(total) % max(1, n_nodes):
+            raise PlanError("srun -n", total, f"a multiple of the node count {n_nodes} (the same number of processes "
+                                              "on every node), or --ntasks-per-node")
+        tasks = str(int(total) // max(1, n_nodes))
+    tasks = tasks or inherited("ntasks_per_node")
     at = rest[0].start if rest else cmd[0].end
 
     def virtual(word: str) -> Tok:

@@ -547,11 +547,23 @@ class Cluster(BoundedSection):
         """GPUs reachable over the scale-up fabric from one GPU (capped by the world size)."""
         return min(self.nvlink_domain or self.gpus_per_node, self.world_size)
 
-    def completed(self, overrides: Mapping[str, Any]) -> "Cluster":
+    def completed(self, overrides: Mapping[str, Any], world: Optional[int] = None) -> "Cluster":
         """This cluster with ``overrides`` (some of its fields: the CLI's ``--gpu`` / ``--nodes`` /
         ``--gpus-per-node``, a wrapper's ``[cluster]``) put in, validated: the cluster a recipe states,
-        completed by partial cluster flags."""
-        return type(self)(**{**self.model_dump(), **overrides})
+        completed by partial cluster flags.  ``world``: the GPU count the recipe states (not its node count,
+        which the reader then derived at some GPUs per node): a ``gpus_per_node`` override without
+        ``num_nodes`` keeps that count (``world / gpus_per_node`` nodes, when it divides)."""
+        o = dict(overrides)
+        gpn = o.get("gpus_per_node")
+        if world is not None and gpn and o.get("num_nodes") is None and world % gpn == 0:
+            o["num_nodes"] = max(1, world // gpn)
+        return type(self)(**{**self.model_dump(), **o})
+
+    @staticmethod
+    def uncovered(fields: tuple[str, ...], overrides: Optional[Mapping[str, Any]]) -> bool:
+        """Whether some of ``fields`` is not set by ``overrides`` (partial cluster flags): a reader's note on
+        how it found (or defaulted) those fields is then still due."""
+        return any((overrides or {}).get(f) is None for f in fields)
 
 
 class UnmodelledFlag(StrictModel):

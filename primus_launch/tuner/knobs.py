@@ -112,6 +112,10 @@ def apply_knobs(plan: Plan, k: Knobs) -> Plan:
         moe_token_dispatcher=k.dispatcher, overlap_moe_expert_parallel_comm=k.ep_overlap,
         delay_wgrad_compute=k.delay_wgrad, compile=k.compile, precision=k.precision, fp8_recipe=k.fp8_recipe,
         fp8_param_gather=k.fp8_param_gather, precision_aware_optimizer=pao,
+        # the routing-map padding is for FP8 / FP4 GEMMs under the alltoall / flex dispatchers: Megatron's
+        # TransformerConfig refuses it elsewhere (TEGroupedMLP then pads the experts' input itself)
+        moe_router_padding_for_quantization=t.moe_router_padding_for_quantization and k.precision in ("fp8", "fp4")
+        and k.dispatcher != "allgather",
         exp_avg_dtype=k.moments[0], exp_avg_sq_dtype=k.moments[1]))
     return plan.model_copy(update=dict(parallel=par, training=tr))
 

@@ -17,7 +17,10 @@ Sources (Megatron-LM branch ``core_r0.16.0``):
   pipeline when PP > 1, CUDA graphs only ``transformer_engine`` without ``moe``/``mlp`` scopes);
   ``delay_wgrad_compute`` needs ``overlap_moe_expert_parallel_comm``; CUDA graph scopes (no
   ``full_iteration`` with ``transformer_engine``, ``moe`` scope only with drop-padding MoE,
-  ``moe_preprocess`` needs ``moe_router``, ``mlp`` scope only with dense layers, full recompute
+  ``moe_preprocess`` needs ``moe_router`` and is refused with the alltoall dispatcher when the router pads
+  for FP8 (``--moe-router-padding-for-fp8``: host copies in the preprocess; asserted for that spelling only,
+  applied here to ``--moe-router-padding-for-quantization`` too, which the plan does not tell apart), the
+  router's padding needs fp8 / fp4 and the alltoall or flex dispatcher, ``mlp`` scope only with dense layers, full recompute
   only with the ``full_iteration`` graph, no CUDA graphs with CPU offloading, graphed
   recomputation without dropout); CPU offloading (fewer layers than the model, no PP, no
   recompute); fine-grained activation offloading (``attn_proj`` needs ``core_attn``, not with
@@ -32,6 +35,11 @@ Sources (Megatron-LM branch ``core_r0.16.0``):
   needs expert TP x EP > 1.
 - ``megatron/core/optimizer/optimizer_config.py``: the precision-aware optimizer needs Adam and the
   distributed optimizer.
+- Megatron-LM dev (d48bd6be0a) ``--chunked-optimizer-state-offload`` (``optimizer_state_fraction > 0``):
+  ``OptimizerConfig.__post_init__`` asserts it and ``--optimizer-cpu-offload`` mutually exclusive, Adam
+  (or Muon) on the distributed optimizer, and with the precision-aware optimizer fp32 main params and
+  fp32 / bf16 moments; ``validate_args`` asserts no Megatron-FSDP (torch FSDP2 asserts no distributed
+  optimizer) and no full-iteration CUDA graph.
 - Megatron-FSDP (``docs/user-guide/features/custom_fsdp.md``): compatible with TP, EP and CP; no
   pipeline parallelism is documented, so the space uses it with PP = 1 only.
 
@@ -162,6 +170,10 @@ def knob_problems(plan: "Plan") -> list[Problem]:
         out.append(("training.recompute.modules", "shared_experts", "not with moe_shared_expert_overlap"))
     if fp8_delayed and mods & {"moe_act", "layernorm"}:
         out.append(("training.recompute.modules", "moe_act/layernorm", "not with FP8 delayed scaling"))
+    if m.is_moe and t.moe_router_padding_for_quantization and t.precision not in ("fp8", "fp4"):
+        out.append(("training.moe_router_padding_for_quantization", True, "needs fp8 or fp4 precision"))
+    if m.is_moe and t.moe_router_padding_for_quantization and t.moe_token_dispatcher == "allgather":
+        out.append(("training.moe_router_padding_for_quantization", True, "not with the allgather dispatcher"))
     if m.is_moe and t.moe_token_dispatcher in ("deepep", "hybridep") and p.expert_tp * p.ep <= 1:
         out.append(("training.moe_token_dispatcher", t.moe_token_dispatcher, "the flex dispatcher needs expert TP x "
                                                                              "EP > 1"))
@@ -203,6 +215,10 @@ def knob_problems(plan: "Plan") -> list[Problem]:
             out.append(("training.cuda_graph_scope", "moe", "only with drop-padding MoE (capacity factor)"))
         if "moe_preprocess" in sc and "moe_router" not in sc:
             out.append(("training.cuda_graph_scope", "moe_preprocess", "needs moe_router"))
+        if "moe_preprocess" in sc and m.is_moe and t.moe_token_dispatcher == "alltoall" \
+                and t.moe_router_padding_for_quantization:
+            out.append(("training.cuda_graph_scope", "moe_preprocess", "not with the alltoall dispatcher and "
+                                                                       "moe_router_padding_for_quantization"))
         if sc & {"moe_router", "moe_preprocess"} and not m.is_moe:
             out.append(("training.cuda_graph_scope", "moe_router", "MoE models only"))
         if "mlp" in sc and m.is_moe and all(m.is_moe_layer(i) for i in range(m.num_layers)):
@@ -244,6 +260,28 @@ def knob_problems(plan: "Plan") -> list[Problem]:
         if t.fp8_param_gather and t.precision == "fp8" and t.fp8_recipe not in (None, "delayed"):
             out.append(("training.offload.optimizer_fraction", o.optimizer_fraction,
                         "with fp8_param_gather needs fp8_recipe delayed"))
+    # --- Megatron-LM dev's chunked optimizer-state offload (arguments.py validate_args and
+    # optimizer_config.py OptimizerConfig.__post_init__ at dev d48bd6be0a / 9050d4c5fb)
+    if o.optimizer_state_fraction > 0:
+        sf = o.optimizer_state_fraction
+        if o.optimizer_fraction > 0:
+            out.append(("training.offload.optimizer_fraction", o.optimizer_fraction,
+                        "0 with the chunked optimizer-state offload (Megatron: mutually exclusive)"))
+        if p.dp_sharding != "optimizer":
+            out.append(("parallel.dp_sharding", p.dp_sharding, "optimizer (the distributed optimizer, no FSDP) with "
+                                                               "the chunked optimizer-state offload"))
+        if t.optimizer not in ("adam", "muon"):
+            out.append(("training.offload.optimizer_state_fraction", sf, "needs the adam or muon optimizer"))
+        if "full_iteration" in t.cuda_graph_scope and t.cuda_graph_impl != "none":
+            out.append(("training.offload.optimizer_state_fraction", sf, "not with full-iteration CUDA graphs"))
+        if t.precision_aware_optimizer:
+            if t.main_params_dtype != "fp32":
+                out.append(("training.main_params_dtype", t.main_params_dtype, "fp32 with the chunked "
+                                                                               "optimizer-state offload"))
+            for name in ("exp_avg_dtype", "exp_avg_sq_dtype"):
+                if getattr(t, name) not in ("fp32", "bf16"):
+                    out.append((f"training.{name}", getattr(t, name), "fp32 or bf16 with the chunked "
+                                                                      "optimizer-state offload"))
     # --- optimizer, sharding
     if t.precision_aware_optimizer and (t.optimizer != "adam" or p.dp_sharding == "none"):
         out.append(("training.precision_aware_optimizer", True, "needs Adam and the distributed optimizer"))

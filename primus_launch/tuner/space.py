@@ -712,6 +712,9 @@ class _FlagOptions:
                     return False
                 if "moe_preprocess" in sc and "moe_router" not in sc:
                     return False
+                if "moe_preprocess" in sc and disp == "alltoall" and m.is_moe and t.moe_router_padding_for_quantization \
+                        and prec in ("fp8", "fp4"):  # apply_knobs keeps the padding only there
+                    return False
                 if sc & {"moe_router", "moe_preprocess"} and not m.is_moe:
                     return False
                 if "mlp" in sc and self.all_moe:
@@ -740,6 +743,10 @@ class _FlagOptions:
                 if pg and prec == "fp8" and rec not in (None, "delayed"):
                     return False
             if pao and (t.optimizer != "adam" or shard == "none"):
+                return False
+            # chunked optimizer-state offload (Megatron-LM dev; rules.knob_problems): the distributed
+            # optimizer, no --optimizer-cpu-offload
+            if t.offload.optimizer_state_fraction > 0 and (oo > 0 or shard != "optimizer"):
                 return False
             if pg and prec == "fp8" and shard == "none":
                 return False

@@ -24,7 +24,12 @@ Per pipeline stage (one GPU of that stage), in bytes:
 - **optimizer** Adam keeps an fp32 master copy and two fp32 moments (``--main-params-dtype`` /
   ``--exp-avg-dtype`` / ``--exp-avg-sq-dtype`` with ``--use-precision-aware-optimizer``; TE's FusedAdam, which
   holds the master copy on the precision-aware path without fp8, keeps an fp32 master of a bf16 parameter as
-  its 16 trailing bits: :func:`master_param_bytes`).  The
+  its 16 trailing bits: :func:`master_param_bytes`; fp32 parameters are their own main params, so without
+  the precision-aware optimizer only the two fp32 moments, and with it the moments in their dtypes plus,
+  where TE's FusedAdam holds master weights, its ``master_param`` state of an fp32 parameter in
+  ``--main-params-dtype``: TE 2.13 / 2.14 ``optimizers/fused_adam.py`` ``initialize_state`` makes it for every
+  parameter, remainders only for bf16 ones, and megatron-core 0.16.1 ``optimizer/__init__.py`` passes
+  ``master_weights=True`` under ``use_precision_aware_optimizer_no_fp8_or_ds_fp8``).  The
   distributed optimizer shards the dense parameters' state over the data-parallel x context-parallel
   ranks (``optimizer/__init__.py`` builds it on ``intra_dp_cp_group``; the grad buffer's
   ``data_parallel_group`` is the dp x cp group, ``distributed/distributed_data_parallel.py``) and the
@@ -155,6 +160,7 @@ class McoreOpts:
     paged_stash: bool = False  # --moe-paged-stash
     stash_factor: float = 1.10  # --moe-paged-stash-buffer-size-factor-cuda
     decoupled_grads: bool = False  # precision-aware optimizer reading the grad buffer (no fp32 grad copies)
+    precision_aware: bool = False  # --use-precision-aware-optimizer (TE FusedAdam with the state dtypes)
     defer_wgrad: int = -1  # --defer-embedding-wgrad-compute: -1 off, else --wgrad-deferral-limit (0 = all)
     te_graph_scope: tuple[str, ...] | None = None  # --cuda-graph-scope under --cuda-graph-impl transformer_engine
     shared_in_graph: bool = False  # shared experts computed inside the MoE graph (not overlapped)
@@ -194,6 +200,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
         stash_factor=t.moe_paged_stash_buffer_factor,
+        precision_aware=bool(pa),
         decoupled_grads=bool(pa and (t.main_params_dtype != "fp32" or opt_fp8 in (None, "delayed")
                                      or t.offload.optimizer_fraction > 0)),
         defer_wgrad=t.wgrad_deferral_limit if (t.defer_embedding_wgrad and p.pp > 1) else -1,
@@ -279,8 +286,14 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
     a = 4 if precision == "fp32" else 2
     w = 4 if precision == "fp32" else 2
     g = opts.main_grads  # the gradient buffer's element
-    if precision == "fp32":
+    if precision == "fp32" and not opts.precision_aware:
         opt = _optimizer_bytes(precision, optimizer)
+    elif precision == "fp32":
+        # fp32 parameters are their own main params (distrib_optimizer.py: the fp32 shard itself goes to the
+        # optimizer); TE's FusedAdam still makes a master_param state whenever it holds master weights
+        # (use_precision_aware_optimizer_no_fp8_or_ds_fp8: opts.decoupled_grads), in --main-params-dtype
+        # (no int16 remainders: those are for bf16 parameters only), beside the two moments in their dtypes
+        opt = (opts.main_params if opts.decoupled_grads else 0) + opts.exp_avg + opts.exp_avg_sq
     else:
         # master copy + moments (--main-params-dtype / --exp-avg-dtype / --exp-avg-sq-dtype)
         opt = opts.main_params + opts.exp_avg + (opts.exp_avg_sq if optimizer == "adam" else 0)
