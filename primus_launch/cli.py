@@ -434,12 +434,12 @@ def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
             if res.certificate is not None and res.certificate.certified else
             f"{res.scored:,} scored of {'' if res.legal_exact else '~'}{res.legal_candidates:,} legal plans")
     certain = " by its whole error band (--memory-certain)" if a.memory_certain else ""
-    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.gpus import get_gpu, has_fp8
 
     spec = get_gpu(c.gpu)
     allowed = {x.strip() for item in a.allow for x in item.split(",")}
     # the numerics knobs that could still save memory: FP8 only on a GPU that has it (not an A100)
-    more = [k for k, ok in (("fp8", spec.peak_flops_fp8 > spec.peak_flops_bf16), ("optimizer-dtypes", True))
+    more = [k for k, ok in (("fp8", has_fp8(spec)), ("optimizer-dtypes", True))
             if ok and k not in allowed]
     raise UserError(f"--tune={a.tune}: no plan fits in memory{certain} on {c.num_nodes} x {c.gpus_per_node} {c.gpu}: "
                     f"the recipe's own plan needs {mem.peak_bytes_per_gpu / gib:.1f} GiB per GPU of "

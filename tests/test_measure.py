@@ -415,8 +415,12 @@ def test_reserved_bytes_upscale_as_the_allocated_ones():
     assert allocator_overhead(gpu) == pytest.approx(450 / 400 - 1)
     assert allocator_overhead({"a": piece(100 << 20, 0)}) is None
     assert allocator_overhead({"a": piece(100 << 20, 90 << 20)}) == 0.0
-    stage = SimpleNamespace(allocated_bytes=10 << 30, activations_bytes=4 << 30, transient_bytes=1 << 30)
+    stage = SimpleNamespace(allocated_bytes=10 << 30, activations_bytes=4 << 30, transient_bytes=1 << 30,
+                            workspace_bytes=0)
     assert measured_reserved(stage, 0.125) == (10 << 30) + int(0.125 * (5 << 30))
+    # GEMM workspaces (inside the transient) are allocated once and kept, as the static parts: no overhead
+    stage.workspace_bytes = 256 << 20
+    assert measured_reserved(stage, 0.125) == (10 << 30) + int(0.125 * ((5 << 30) - (256 << 20)))
 
 
 def test_measure_package_has_no_import_circle():

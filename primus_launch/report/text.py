@@ -16,6 +16,7 @@ from typing import Iterable, Optional
 
 from tabulate import tabulate
 
+from primus_launch.plan import Cluster
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.projection.training_run import TrainingRun
@@ -93,7 +94,7 @@ def mfu_text(r: ProjectionResult) -> str:
     return out
 
 
-def power_cap_text(c) -> str:
+def power_cap_text(c: Cluster) -> str:
     """The stated board power cap (``--power-limit-w``, ``Cluster.power_limit_w``) beside the cluster, so
     that the short answer says why its times differ from the rated GPU's: ``, power cap 500 W (rated
     700 W)``; a cap at or above the rated power changes nothing and says so."""

@@ -750,9 +750,13 @@ class BoundModel:
         ``none``), when ``f`` has them (Megatron plans only), else None.  Its memory group is a floor of
         ``f``'s: ``memory/mcore.py`` adds the graphs' static buffers (``memory/te_graphs.py``:
         ``te_graph_layer_bytes``, ``te_graph_chunk_input_bytes``, each >= 0) to the eager schedule's
-        activations of the same plan and reads ``--cuda-graph-scope`` nowhere else, and the peak walk is
-        monotone in the activations (``tests/test_tuner_bounds.py`` checks it on sampled plans)."""
-        if self.plan.framework == "torchtitan" or f[F["cuda_graph_impl"]] != "transformer_engine":
+        activations of the same plan, and the peak walk is monotone in the activations
+        (``tests/test_tuner_bounds.py`` checks it on sampled plans).  Not under ``--cuda-graph-warmup-steps 0``
+        (None): graphs captured before the first step move the graphed layers' saved tensors out of the allocated
+        peak (``memory/mcore.py`` ``te_graph_capture_first``, ``memory/te_graphs.py``), so a graphed plan may
+        allocate less than its twin (the 235B recipe's ``attn`` scope: 27.9 vs 36.3 GiB)."""
+        if (self.plan.framework == "torchtitan" or f[F["cuda_graph_impl"]] != "transformer_engine"
+                or self.plan.training.cuda_graph_warmup_steps == 0):
             return None
         g = list(f)
         g[F["cuda_graph_impl"]], g[F["cuda_graph_scope"]] = "none", ()

@@ -117,13 +117,13 @@ def is_nvidia(gpu: str) -> bool:
 
 def fp8_recipes(gpu: str, framework: str) -> tuple:
     """FP8 scaling recipes the space offers on ``gpu`` (``()`` when the GPU has no FP8 rate)."""
-    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.gpus import get_gpu, has_fp8
 
     try:
         g = get_gpu(gpu)
     except Exception:
         return ()
-    if g.peak_flops_fp8 <= g.peak_flops_bf16:
+    if not has_fp8(g):
         return ()
     if framework == "torchtitan":  # torchao float8 (tensorwise / rowwise scaling), MX on Blackwell
         return ("tensorwise", "rowwise") + (("mxfp8",) if gpu.startswith(BLACKWELL) else ())

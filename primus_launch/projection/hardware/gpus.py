@@ -300,6 +300,12 @@ def power_capped(name: str, watts: float) -> str:
     return capped
 
 
+def has_fp8(spec: GPUSpec) -> bool:
+    """Whether ``spec`` has FP8 tensor cores: a ``peak_flops_fp8`` above its BF16 peak (an A100's, or a
+    ``--gpu-file`` GPU's left unstated, equals it)."""
+    return spec.peak_flops_fp8 > spec.peak_flops_bf16
+
+
 def check_precision(name: str, precision: str) -> None:
     """:class:`PlanError` for a GPU the run's precision cannot run on: FP8 / FP4 on a GPU without FP8
     tensor cores (``peak_flops_fp8`` equal to its BF16 peak: A100).  Such a plan was priced at the BF16
@@ -308,7 +314,7 @@ def check_precision(name: str, precision: str) -> None:
     asserts it; torchao's float8 needs ``torch._scaled_mm``, the same).  Unknown GPUs raise as
     :func:`get_gpu`."""
     spec = get_gpu(name)
-    if precision in ("fp8", "fp4") and spec.peak_flops_fp8 <= spec.peak_flops_bf16:
+    if precision in ("fp8", "fp4") and not has_fp8(spec):
         raise PlanError("training.precision", precision,
                         f"bf16 or fp16 on {name}: it has no FP8 tensor cores (its peak_flops_fp8 is its BF16 peak, "
                         "hardware/gpus.py; Transformer Engine's FP8 needs compute capability >= 8.9; a --gpu-file "

@@ -757,8 +757,10 @@ def measured_reserved(stage, overhead: float) -> int:
     (:func:`allocator_overhead`) times its dynamic bytes (activations + transient), the part the
     allocator caches and splits; parameters, gradients and optimizer state are allocated once, in
     large blocks (the same structure as the memory model's allocator term, with the measured
-    fraction in place of the assumed one)."""
-    return int(stage.allocated_bytes + overhead * max(0.0, stage.activations_bytes + stage.transient_bytes))
+    fraction in place of the assumed one); so are the GEMM workspaces (``workspace_bytes``, inside the
+    transient: allocated at the first GEMM and kept, :mod:`memory.workspaces`)."""
+    dynamic = stage.activations_bytes + stage.transient_bytes - stage.workspace_bytes
+    return int(stage.allocated_bytes + overhead * max(0.0, dynamic))
 
 
 def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_basis: str = "reserved"):

@@ -49,9 +49,11 @@ warm-up steps run eagerly and their peak is the ungraphed one (not modelled: the
 all of capture-first runs or logged after the warm-up).
 
 ``T`` = tokens of the rank's sequence shard (``s/cp x b``, ``/tp`` under sequence parallelism), ``a`` = 2
-(the static hidden states are bf16).  Not counted: temporaries of the graphed part (its backward's input
-gradients) and of the eager part peak in two pools (the private pool is sized by its own peak), and the
-pool's fragmentation (no expandable segments inside a private pool).
+(the static hidden states are bf16).  Not counted: after eager warm-up steps (``--cuda-graph-warmup-steps``
+> 0), that the temporaries of the graphed part (its backward's input gradients) and of the eager part peak in
+two pools (the private pool is sized by its own peak; captured first, the graphed backward's temporaries are
+the pool's, ``memory.mcore`` ``_graph_backward_split``); the pool's fragmentation (no expandable segments inside
+a private pool).
 """
 
 from __future__ import annotations
