@@ -103,6 +103,8 @@ SNIPPETS = {
     "echo | cut": ('V=a=b=c\npython x.py $(echo $V | cut -d= -f2-) "$(echo "p q r" | cut -d" " -f1,3)" '
                    '$(echo abcdef | cut -c2-4) `echo $V | cut -f1 -d=` "$(echo -n x y)" $(echo nodelim | cut -d, -f2)\n'),
     "arithmetic constants: hex, octal, BASE#N": 'python x.py $(( 0x1F + 010 )) $(( 2#101 )) $(( 36#zz )) $(( 64#_@ ))\n',
+    # bash does not evaluate the side && / || / ?: skip: its division by zero is no error (bash 5.2 expr.c noeval)
+    "arithmetic short-circuit": 'N=1\npython x.py $(( 0 && 1/0 )) $(( N || 5%0 )) $(( N ? 2 : 1/0 )) $(( 0 ? 1/0 : 3 ))\n',
 }
 
 

@@ -45,6 +45,7 @@ from primus_launch.adapters.bash_arith import arith as _arith
 from primus_launch.adapters.bash_cut import cut_indices
 from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
 from primus_launch.errors import UserError
+from primus_launch.inputs import find_from_run_root
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -52,8 +53,8 @@ _SPECIAL = re.compile(r"\d+|[@*#?$!]")
 # a name inside $(( )): not the letters of a constant (0x1F, 16#ff, 1e3 is not bash)
 _ARITH_NAME = re.compile(r"(?<![0-9A-Za-z_#])[A-Za-z_][A-Za-z0-9_]*")
 _OPS = (":-", ":=", ":+", ":?", "##", "%%", "-", "=", "+", "?", "#", "%")
-# an arithmetic command that assigns: `=` (not ==, !=, <=, >=), `op=`, ++, --
-_ARITH_ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
+# an arithmetic command that assigns: `=` (not ==, !=, <=, >=), `op=` (<<= and >>= too), ++, --
+_ARITH_ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|<<=|>>=|\+\+|--")
 _LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
 # nodes of a word that expand (everything else in a word is literal text)
 _EXPANDING = ("string", "raw_string", "ansi_c_string", "translated_string", "expansion", "command_substitution",
@@ -1572,8 +1573,6 @@ class ShellState:
         name = args[i].text
         if not name.endswith((".sh", ".bash")) or name.startswith("-") or self.path in ("<script>", "argv"):
             return None
-        from primus_launch.inputs import find_from_run_root
-
         me = Path(self.path).resolve()
         # a bare name (`bash train.sh`) only next to this script; a path (`examples/llama/x.sh`) also from the
         # folders above it, where the run may start (a checkout's root)
