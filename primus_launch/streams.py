@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator
 
 from primus_launch.errors import OutputError
 
@@ -45,20 +45,18 @@ class Diagnostics:
 
     def __init__(self, stream: Any):
         self._stream = stream if stream is not None else _Sink()
-        self.dropped: Optional[BaseException] = None
 
     def write(self, s: str) -> int:
         try:
             return self._stream.write(s)
-        except (OSError, ValueError) as e:
-            self.dropped = e
+        except (OSError, ValueError):
             return len(s)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except (OSError, ValueError) as e:
-            self.dropped = e
+        except (OSError, ValueError):
+            pass
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

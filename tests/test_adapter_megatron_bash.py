@@ -103,6 +103,13 @@ SNIPPETS = {
     "echo | cut": ('V=a=b=c\npython x.py $(echo $V | cut -d= -f2-) "$(echo "p q r" | cut -d" " -f1,3)" '
                    '$(echo abcdef | cut -c2-4) `echo $V | cut -f1 -d=` "$(echo -n x y)" $(echo nodelim | cut -d, -f2)\n'),
     "arithmetic constants: hex, octal, BASE#N": 'python x.py $(( 0x1F + 010 )) $(( 2#101 )) $(( 36#zz )) $(( 64#_@ ))\n',
+    # bash does not evaluate the side && / || / ?: skip: its division by zero is no error (bash 5.2 expr.c noeval)
+    # a variable inside $(( )) is read as an expression (bash expr.c expr_streval): a name, a sum, a negative value
+    "arithmetic: values read as expressions": ('A=-3; B=A; C="2+3"; D="8/2"\n'
+                                               'python x.py $(( -A )) $(( B + 1 )) $(( C * 2 )) $(( D + 1 )) $(( -$A ))\n'),
+    # `local "$K=8"`: the builtin reads NAME=value after expansion; the name is the function's (TP stays 1)
+    "local of an expanded name": 'TP=1\nf() { K=TP; local "$K=8"; }\nf\npython x.py $TP\n',
+    "arithmetic short-circuit": 'N=1\npython x.py $(( 0 && 1/0 )) $(( N || 5%0 )) $(( N ? 2 : 1/0 )) $(( 0 ? 1/0 : 3 ))\n',
 }
 
 

@@ -185,6 +185,15 @@ def test_fields_that_change_time_or_memory_are_reported(tmp_path):
     ("  accumulate_grad_batches: 1", "  accumulate_grad_batches: 4", r"trainer\.accumulate_grad_batches=4"),
     ("  fp8: false", "  fp8: true", None),  # fp8_hybrid: read, not refused
     ("  global_batch_size: ${multiply:8, 16}  # 128", "  global_batch_size: 12", r"model\.global_batch_size=12"),
+    # review7a: these ended in a ValueError traceback, or named the Megatron-LM flag instead of the file's key
+    ("  num_query_groups: 4", "  num_query_groups: ${data_dir}", r"model\.num_query_groups='\$\{data_dir\}': an integer"),
+    ("  make_vocab_size_divisible_by: 128", "  make_vocab_size_divisible_by: x", r"model\.make_vocab_size_divisible_by='x'"),
+    ("  hidden_dropout: 0.0", "  hidden_dropout: abc", r"^model\.hidden_dropout='abc'"),
+    ("  num_layers: 8", "  num_layers: 8.0", r"model\.num_layers=8\.0: .*whole number"),
+    # OmegaConf keeps a quoted 'false' as a string, true where NeMo hands it to Megatron-Core (was read as false)
+    ("  sequence_parallel: true", "  sequence_parallel: 'false'", r"model\.sequence_parallel='false': true or false unquoted"),
+    # OmegaConf's loader refuses a key given twice (yaml.safe_load kept the last: 9 layers)
+    ("  num_layers: 8", "  num_layers: 8\n  num_layers: 9", r"num_layers: given twice in one mapping \(lines \d+ and \d+\)"),
 ])
 def test_refusals_name_the_field_in_one_line(tmp_path, old, new, match):
     assert old in CONFIG

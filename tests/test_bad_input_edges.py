@@ -224,7 +224,8 @@ def test_bash_that_fans_out_is_refused_not_run_for_ever(tmp_path):
 @pytest.mark.parametrize("snippet,words", [
     ("TP_SIZE=1\n((TP_SIZE *= 2))\n", "arithmetic command '((TP_SIZE *= 2))' not evaluated"),
     ("TP_SIZE=1\nlet TP_SIZE=TP_SIZE*2\n", "'let TP_SIZE=TP_SIZE*2' not evaluated"),
-], ids=["arith-command", "let"])
+    ("TP_SIZE=1\n((TP_SIZE <<= 1))\n", "arithmetic command '((TP_SIZE <<= 1))' not evaluated"),
+], ids=["arith-command", "let", "shift-assign"])
 def test_bash_arithmetic_commands_are_noted(tmp_path, snippet, words):
     """``((X *= 2))`` and ``let`` change a variable the reader does not follow: said, as a loop is (was silent)."""
     (tmp_path / "r.sh").write_text(BASH.replace("TP_SIZE=2\n", snippet, 1))

@@ -5,7 +5,9 @@ Operators, highest precedence first, as the bash manual's "Shell Arithmetic" lis
 ``<= >= < >``; ``== !=``; ``&``; ``^``; ``|``; ``&&``; ``||``; ``cond ? a : b`` (right-associative).
 Comparisons and ``!`` / ``&&`` / ``||`` give 1 or 0.  Values are signed 64-bit integers that wrap
 (bash's ``intmax_t``), so ``10**10**10`` costs no more than ``2**3``; ``/`` and ``%`` truncate toward
-zero (C's); division by zero and a negative exponent are errors, as in bash.  Constants: decimal,
+zero (C's); division by zero and a negative exponent are errors, as in bash, except that a division by zero
+on the side ``&&`` / ``||`` / ``?:`` leaves unevaluated is not (bash 5.2 ``expr.c`` ``noeval``:
+``$(( 0 && 1/0 ))`` is 0; a bad constant or negative exponent there still fails, as it does in bash).  Constants: decimal,
 ``0x`` hex, a leading ``0`` octal, ``BASE#DIGITS`` (2..64).  Names are the caller's business (it puts
 their values in first); assignments (``=``, ``+=``, ``++``) and the comma operator are not evaluated:
 they raise ``ValueError`` like any other expression this does not read, and the caller keeps the text.
@@ -14,6 +16,7 @@ they raise ``ValueError`` like any other expression this does not read, and the 
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 _TOKEN = re.compile(r"\s*(?:(\d+#[0-9A-Za-z@_]+|0[xX][0-9A-Fa-f]+|\d+)|(\*\*|<<|>>|<=|>=|==|!=|&&|\|\||"
                     r"\+\+|--|[-+*/%<>&^|!~?:()=,]))")
@@ -91,6 +94,7 @@ def arith(expr: str) -> int:
     if not toks:
         return 0
     k = 0
+    noeval = 0  # > 0 while parsing a side bash short-circuits: its division by zero is no error
 
     def peek() -> tuple[str, str] | None:
         return toks[k] if k < len(toks) else None
@@ -126,20 +130,28 @@ def arith(expr: str) -> int:
             if prec < min_prec:
                 return left
             take()
-            if t[1] in ("&&", "||"):  # bash short-circuits: the other side is parsed, not needed
-                right = binary(prec + 1)
+            if t[1] in ("&&", "||"):  # bash short-circuits: the other side is parsed, not evaluated
+                right = skipped(bool(left) == (t[1] == "||"), lambda: binary(prec + 1))
                 left = int(bool(left) and bool(right)) if t[1] == "&&" else int(bool(left) or bool(right))
                 continue
             right = binary(prec if right_assoc else prec + 1)
-            left = _binary(t[1], left, right)
+            left = 0 if noeval and t[1] in ("/", "%") and not right else _binary(t[1], left, right)
+
+    def skipped(skip: bool, parse: Callable[[], int]) -> int:
+        nonlocal noeval
+        noeval += skip
+        try:
+            return parse()
+        finally:
+            noeval -= skip
 
     def ternary() -> int:
         cond = binary(1)
         if peek() == ("op", "?"):
             take()
-            a = ternary()
+            a = skipped(not cond, ternary)
             take(":")
-            b = ternary()
+            b = skipped(bool(cond), ternary)
             return a if cond else b
         return cond
 

@@ -45,6 +45,7 @@ from primus_launch.adapters.bash_arith import arith as _arith
 from primus_launch.adapters.bash_cut import cut_indices
 from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
 from primus_launch.errors import UserError
+from primus_launch.inputs import find_from_run_root
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -52,8 +53,14 @@ _SPECIAL = re.compile(r"\d+|[@*#?$!]")
 # a name inside $(( )): not the letters of a constant (0x1F, 16#ff, 1e3 is not bash)
 _ARITH_NAME = re.compile(r"(?<![0-9A-Za-z_#])[A-Za-z_][A-Za-z0-9_]*")
 _OPS = (":-", ":=", ":+", ":?", "##", "%%", "-", "=", "+", "?", "#", "%")
-# an arithmetic command that assigns: `=` (not ==, !=, <=, >=), `op=`, ++, --
-_ARITH_ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--")
+# a variable's value read as an expression inside $(( )): names, numbers, operators, blanks (no $, quotes, paths)
+_ARITH_TEXT = re.compile(r"[A-Za-z0-9_#\s+\-*/%<>=!&|^~?:()]+")
+
+
+class _ArithTooDeep(ValueError):
+    """Variables whose values name each other without end inside ``$(( ))`` (bash fails the expansion)."""
+# an arithmetic command that assigns: `=` (not ==, !=, <=, >=), `op=` (<<= and >>= too), ++, --
+_ARITH_ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|<<=|>>=|\+\+|--")
 _LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
 # nodes of a word that expand (everything else in a word is literal text)
 _EXPANDING = ("string", "raw_string", "ansi_c_string", "translated_string", "expansion", "command_substitution",
@@ -948,14 +955,28 @@ class ShellState:
             out = [out[k] if isinstance(k, int) else PC(k, SYNTH) for k in kept]
         return out
 
-    def _arith_value(self, expr: str) -> int:
-        """``$(( expr ))``: variables read as their integer value (0 when unset or not a number)."""
+    def _arith_value(self, expr: str, depth: int = 0) -> int:
+        """``$(( expr ))``: a variable reads as its value evaluated as an expression, as bash reads it (bash 5.2
+        ``expr.c`` ``expr_streval``: ``B=A`` or ``A="2+3"`` give A's value, 5; a negative value stays one
+        operand: ``-A`` with ``A=-3`` is 3); 0 when unset, empty, or a value this cannot read (a command's
+        output, a path).  Values that name each other in a cycle fail, as in bash (recursion level exceeded)."""
+        if depth > 32:
+            raise _ArithTooDeep("expression recursion level exceeded")
         inner = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", expr)
 
         def var(m: re.Match) -> str:
             vals, _ = self._value(m.group(0), None)
-            txt = "".join(p.ch for p in vals[0]) if vals else "0"
-            return txt if re.fullmatch(r"-?\d+", txt.strip()) else "0"
+            txt = "".join(p.ch for p in vals[0]).strip() if vals else ""
+            if re.fullmatch(r"-?\d+", txt):
+                return f"({txt})"
+            if not txt or any(p.lit == OPAQUE for p in vals[0]) or not _ARITH_TEXT.fullmatch(txt):
+                return "0"
+            try:
+                return f"({self._arith_value(txt, depth + 1)})"
+            except _ArithTooDeep:
+                raise
+            except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
+                return "0"  # bash fails here (a value that is no expression); read as 0, as before
 
         return _arith(_ARITH_NAME.sub(var, inner))
 
@@ -1314,8 +1335,17 @@ class ShellState:
                 c = c.child_by_field_name("name")
                 if c is not None and c.type == "subscript":
                     c = c.child_by_field_name("name")
-            if c is not None and c.type in ("variable_name", "word") and not self.sc.src(c).startswith("-"):
-                name = self.sc.src(c)
+            if c is None:
+                continue
+            if c.type in ("variable_name", "word") and not self.sc.src(c).startswith("-"):
+                names = [self.sc.src(c)]
+            elif c.type in ("string", "raw_string", "concatenation", "simple_expansion", "expansion"):
+                # `local "$K=8"`: the builtin reads NAME=value after expansion (_assign_all assigns it so)
+                names = [m.group(1) for tok in self._words([c]) if not tok.opaque
+                         for m in [re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", tok.text)] if m]
+            else:
+                continue
+            for name in names:
                 if _NAME.fullmatch(name) and name not in frame:
                     frame[name] = (self.scalars.get(name), self.arrays.get(name))
 
@@ -1572,8 +1602,6 @@ class ShellState:
         name = args[i].text
         if not name.endswith((".sh", ".bash")) or name.startswith("-") or self.path in ("<script>", "argv"):
             return None
-        from primus_launch.inputs import find_from_run_root
-
         me = Path(self.path).resolve()
         # a bare name (`bash train.sh`) only next to this script; a path (`examples/llama/x.sh`) also from the
         # folders above it, where the run may start (a checkout's root)

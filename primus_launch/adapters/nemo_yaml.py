@@ -49,6 +49,7 @@ import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron import cluster_edits, plan_diffs, stated_cluster, with_source
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, convert, desired_args, plan_from_args
+from primus_launch.adapters.megatron_flags import FALSE_WORDS
 from primus_launch.adapters.megatron_yaml import child_node, mapping_items, scalar_text
 from primus_launch.adapters.nemo_interp import Resolver, Unresolved
 from primus_launch.adapters.yaml_text import entries_after
@@ -148,14 +149,22 @@ def _family(rec: NemoRecipe, root: yaml.MappingNode, res: Resolver) -> None:
                         "GPT-family decoders only (NeMo MegatronGPTModel: gpt3, llama, mistral, mixtral, nemotron, ...)")
     for k in ("num_layers", "hidden_size", "num_attention_heads"):
         v = res.at(("model", k))
-        if v is None or isinstance(v, Unresolved):
-            raise UserError(f"{rec.path}: model.{k}={v!r}: the model's shape needs a number here")
+        if not isinstance(v, int) or isinstance(v, bool):  # null, ${launcher value}, a mapping, 8.0
+            shown = repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+            raise UserError(f"{rec.path}: model.{k}={shown}: the model's shape needs a whole number here")
 
 
 def _num(rec: NemoRecipe, res: Resolver, keys: tuple[str, ...]) -> Any:
     v = res.at(keys)
     if isinstance(v, Unresolved):
         raise UserError(f"{rec.path}: {'.'.join(keys)}={str(v)!r}: an interpolation outside the file; write the value")
+    return v
+
+
+def _whole(key: str, v: Any) -> int:
+    """``model.<key>``'s value as NeMo uses it, an integer; a :class:`PlanError` naming the key otherwise."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise PlanError(f"model.{key}", v, "an integer")
     return v
 
 
@@ -179,8 +188,18 @@ def _model_fields(rec: NemoRecipe, res: Resolver, unread: list[str]) -> None:
             if val not in (None, False, "", [], 0):
                 unread.append(f"model.{key}={val}")
             continue
+        if spec is not None and spec.kind in ("true", "false") and isinstance(val, str) and val.strip() \
+                and val.strip().lower() in FALSE_WORDS and isinstance(v, yaml.ScalarNode) and v.style in ("'", '"'):
+            # `sequence_parallel: 'false'`: OmegaConf keeps the string, and NeMo's `cfg.get(key)` hands it on to
+            # Megatron-Core, where a non-empty string is true (the reader read false; megatron_yaml refuses the same)
+            raise PlanError(f"model.{key}", val, "true or false unquoted (a quoted string is no YAML boolean: NeMo "
+                                                 "keeps the string, which is true whatever it says)")
+        try:
+            got = None if val is None else convert(spec, val) if spec is not None else val
+        except PlanError as e:  # named as the file writes it, not as the Megatron-LM flag it becomes
+            raise PlanError(f"model.{key}", val, e.allowed) from None
         # a null value is the argument's default; its node is kept so that --tune writes over it, never beside it
-        rec.put(dest, None if val is None else convert(spec, val) if spec is not None else val, v)
+        rec.put(dest, got, v)
 
 
 def _architecture(rec: NemoRecipe, res: Resolver) -> None:
@@ -207,7 +226,7 @@ def _architecture(rec: NemoRecipe, res: Resolver) -> None:
     groups = res.at(("model", "num_query_groups"))
     if groups is not None and groups != res.at(("model", "num_attention_heads")):
         rec.put("group_query_attention", True, None)
-        rec.put("num_query_groups", int(groups), child_node(m, "num_query_groups"))
+        rec.put("num_query_groups", _whole("num_query_groups", groups), child_node(m, "num_query_groups"))
     pos = res.at(("model", "position_embedding_type")) or "learned_absolute"
     if pos in ("learned_absolute", "rope", "none"):
         rec.put("position_embedding_type", pos, child_node(m, "position_embedding_type"))
@@ -229,7 +248,7 @@ def _architecture(rec: NemoRecipe, res: Resolver) -> None:
     if isinstance(vp, int) and vp > 1 and res.at(("model", "overlap_p2p_comm")) is not None:
         rec.put("overlap_p2p_comm", bool(res.at(("model", "overlap_p2p_comm"))), child_node(m, "overlap_p2p_comm"))
     div = res.at(("model", "make_vocab_size_divisible_by"))
-    rec.put("make_vocab_size_divisible_by", int(div) if div is not None else 128,
+    rec.put("make_vocab_size_divisible_by", _whole("make_vocab_size_divisible_by", div) if div is not None else 128,
             child_node(m, "make_vocab_size_divisible_by"))  # NeMo's default 128 (megatron_base_model._build_vocab)
 
 
@@ -339,9 +358,14 @@ def _other(rec: NemoRecipe, res: Resolver) -> None:
 
 def from_nemo1_yaml(text: str, path: str) -> NemoRecipe:
     """The Megatron argument values of a NeMo 1.0 training config, with the nodes they came from."""
-    from primus_launch.inputs import parse_yaml
+    from primus_launch.inputs import duplicate_keys, parse_yaml
 
     parse_yaml(text, "recipe", path)  # the input boundary: syntax, nesting and size as one line
+    for key, a, b in duplicate_keys(text)[:1]:
+        # OmegaConf's YAML loader refuses it ("found duplicate key", omegaconf _utils.get_yaml_loader), where
+        # yaml.safe_load keeps the last silently
+        raise UserError(f"{path}: {key}: given twice in one mapping (lines {a} and {b}); NeMo's OmegaConf loader "
+                        "refuses a duplicate key")
     root, data = yaml.compose(text), yaml.safe_load(text)
     if not is_nemo1_config(text) or not isinstance(data, dict):
         raise UserError(f"{path}: not a NeMo 1.0 training config (top-level trainer: and model: mappings)")

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from primus_launch.plan import PlanError
+
 
 def _value(a: dict[str, Any], flag: str) -> Any:
     """The value of a Pai flag as a script (``--flag``) or a YAML (``flag_name``) spells it, else None."""
@@ -39,8 +41,6 @@ def _int(a: dict[str, Any], flag: str) -> int | None:
     try:
         return int(str(v))
     except ValueError:
-        from primus_launch.plan import PlanError
-
         raise PlanError(flag, v, "an integer (Pai-Megatron-Patch megatron_patch/arguments.py)") from None
 
 
@@ -53,8 +53,6 @@ KEYS: tuple[str, ...] = tuple(k for f in ("--enable-shared-expert", "--num-share
 def shared_expert_size(a: dict[str, Any], moe_ffn: int | None) -> tuple[int, str] | None:
     """(shared-expert MLP width, note) of Pai's legacy ``--enable-shared-expert`` models, or None when the
     switch is absent.  Raises ``PlanError`` when it is set without a width the models read."""
-    from primus_launch.plan import PlanError
-
     on = _value(a, "--enable-shared-expert")
     if on in (None, False) or str(on).lower() in ("false", "0"):
         return None
