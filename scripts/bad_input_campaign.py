@@ -482,7 +482,8 @@ def _in_bash(snippet: bytes, data: bytes = BASH) -> bytes:
 BASH_CONSTRUCTS = [
     ("eval", _in_bash(b'eval "TP_SIZE=4"\n'), False),
     ("cmdsubst-number", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=$(nproc)"), True),
-    ("backtick-number", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=`echo 2`"), True),
+    ("backtick-number", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=`nproc`"), True),
+    ("backtick-echo", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=`echo 2`"), False),  # read as bash does: 2
     ("unset-env-number", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=$NEVER_SET_TP"), True),
     ("unset-env-default", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=${NEVER_SET_TP:-4}"), False),
     ("unset-env-required", BASH.replace(b"TP_SIZE=2", b"TP_SIZE=${NEVER_SET_TP:?set it}"), True),
