@@ -710,10 +710,11 @@ class BoundModel:
         v = self._inside.get(key)
         if v is None:
             from primus_launch.projection.memory.estimate import (mcore_args, mcore_stage_memory, titan_args,
-                                                                  titan_stage_memory)
+                                                                  titan_gemm_workspaces, titan_stage_memory)
 
             p = self.probe(h, f)
-            st = titan_stage_memory(*titan_args(p)) if p.framework == "torchtitan" else mcore_stage_memory(*mcore_args(p))
+            st = (titan_stage_memory(*titan_args(p), gemm_ws=titan_gemm_workspaces(p)) if p.framework == "torchtitan"
+                  else mcore_stage_memory(*mcore_args(p)))
             v = self._inside[key] = float(max(min(x.allocated_bytes, x.total_bytes) for x in st))
         return v
 
