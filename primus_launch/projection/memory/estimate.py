@@ -396,10 +396,15 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                 stages.append(PPStage(units=tuple(punits), extra_kept=extra, first=chunk.embedding, last=chunk.loss,
                                       boundary=a_sbh, loss_grads=lg, logits_kept=lk, log_probs=lp))
             ops = torch_pp_ops(schedule, pp, vpp, nmb, rank)
+            pp_levels: list[tuple[float, dict[str, float]]] = []
             peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, nmb=nmb,
-                                       held=reshard != "always")
+                                       held=reshard != "always", levels_out=pp_levels)
             w = _most_in_flight(ops)
-            side = _side_pools_reserved(pools, parts)
+            # as without PP: the side pools keep last step's high-water marks, so an earlier level (a backward
+            # before this rank's perform_reduce_grad, no sharded gradient allocated) may hold the reserved peak
+            side = max(_side_pools_reserved(pools, parts),
+                       reserved_peak_over_levels(pp_levels, pools, TITAN_DYNAMIC_FRAGMENTATION)
+                       - peak - TITAN_DYNAMIC_FRAGMENTATION * (parts["activations"] + parts["transient"]))
             out.append((stage_report(rank, weights, parts["gradients"], optim, parts["activations"],
                                      parts["transient"], w, int(dense_p + expert_p), side_pools=side,
                                      workspaces=ws),
