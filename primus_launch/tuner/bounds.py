@@ -275,7 +275,8 @@ def memory_key(framework: str, f: tuple) -> tuple:
     """What of flag tuple ``f`` the memory inside the allocator reads (:data:`MEMORY_FLAGS`)."""
     if framework == "torchtitan":
         return pick(f, TITAN_MEMORY_FLAGS, F)
-    k = pick(f, MEMORY_FLAGS[:9], F)
+    # by name: the graph flags are keyed below, compile is TorchTitan's
+    k = pick(f, tuple(a for a in MEMORY_FLAGS if a not in ("cuda_graph_impl", "cuda_graph_scope", "compile")), F)
     impl, scope = f[F["cuda_graph_impl"]], f[F["cuda_graph_scope"]]
     # a full-iteration graph's pool; TE graphs' static buffers per scope (memory/mcore.py mcore_opts
     # te_graph_scope, memory/te_graphs.py)
