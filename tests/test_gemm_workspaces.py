@@ -124,3 +124,40 @@ def test_breakdown_names_the_workspaces():
     assert r.breakdown["workspaces"] == worst.workspace_bytes > 0
     assert r.breakdown["transient"] == worst.transient_bytes - worst.workspace_bytes
     assert any("GEMM workspaces" in n for n in r.notes)
+
+
+_TITAN_TOML = """
+[model]
+name = "llama3"
+flavor = "8B"
+[training]
+local_batch_size = 2
+seq_len = 4096
+[parallelism]
+data_parallel_shard_degree = -1
+pipeline_parallel_degree = {pp}
+[activation_checkpoint]
+mode = "full"
+"""
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_torchtitan_stages_hold_torchs_two_workspaces(pp):
+    """A TorchTitan step runs every GEMM through torch: the forward's (main thread) and the backward's (autograd
+    device thread) cuBLAS workspace, default stream, ':4096:8' each on sm90, in the allocated peak of every
+    stage (the pipeline-parallel walk too); the CPU-trace model (no ``gemm_ws``) keeps none."""
+    from primus_launch.adapters.torchtitan import plan_from_text
+    from primus_launch.plan import Cluster
+    from primus_launch.projection.memory.estimate import titan_args, titan_stage_memory
+
+    plan = plan_from_text(_TITAN_TOML.format(pp=pp), cluster=Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8))
+    with_ws = stage_memory(plan)
+    bare = titan_stage_memory(*titan_args(plan))
+    assert len(with_ws) == len(bare) == pp
+    two = 2 * _workspace_config_bytes(":4096:8")
+    for a, b in zip(with_ws, bare):
+        assert a.workspace_bytes == two and b.workspace_bytes == 0
+        assert a.allocated_bytes - b.allocated_bytes == two
+        # allocated once at the first GEMM: not part of the dynamic pool's fragmentation
+        assert a.allocator_reserve_bytes == b.allocator_reserve_bytes
+    assert estimate_memory(plan).breakdown["workspaces"] == two

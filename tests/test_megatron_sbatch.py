@@ -32,6 +32,10 @@ CASES = {
     "srun_attached": (f"#!/bin/bash\n#SBATCH --nodes=8\nsrun -N4 --ntasks-per-node=8 python pretrain_gpt.py {ARGS}\n",
                       4, 8),
     "srun_total_tasks": (f"#!/bin/bash\nsrun -N4 -n32 -l python pretrain_gpt.py {ARGS}\n", 4, 8),
+    # the job's total tasks from the header (sbatch(1): -n, --ntasks=<number>), spread over its nodes
+    "sbatch_total_tasks": (f"#!/bin/bash\n#SBATCH -N 2\n#SBATCH -n16\nsrun python pretrain_gpt.py {ARGS}\n", 2, 8),
+    "sbatch_total_tasks_long": (f"#!/bin/bash\n#SBATCH --nodes=4 --ntasks 32\nsrun python pretrain_gpt.py {ARGS}\n",
+                                4, 8),
     "srun_total_tasks_long": (f"#!/bin/bash\n#SBATCH --ntasks-per-node=4\n"
                               f"srun --nodes=2 --ntasks=16 python pretrain_gpt.py {ARGS}\n", 2, 8),
 }
@@ -93,4 +97,13 @@ def test_srun_total_tasks_must_spread_evenly(tmp_path):
     p = tmp_path / "uneven.sh"
     p.write_text(f"#!/bin/bash\nsrun -N4 -n30 python pretrain_gpt.py {ARGS}\n")
     with pytest.raises(PlanError, match="-n.*30.*multiple of the node count 4"):
+        load_recipe(p)
+
+
+def test_sbatch_total_tasks_must_spread_evenly(tmp_path):
+    from primus_launch.plan import PlanError
+
+    p = tmp_path / "uneven_header.sh"
+    p.write_text(f"#!/bin/bash\n#SBATCH --nodes=4\n#SBATCH --ntasks=30\nsrun python pretrain_gpt.py {ARGS}\n")
+    with pytest.raises(PlanError, match="#SBATCH --ntasks.*30.*multiple of the node count 4"):
         load_recipe(p)

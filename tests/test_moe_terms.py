@@ -339,3 +339,18 @@ def test_explanation_names_the_moe_terms():
     assert ins[3] <= ins[1] and imb[3] <= imb[1]
     fw = dict(framework_rows(plan))
     assert "router forced" in fw["MoE routing (busiest EP rank)"]
+
+
+def test_explanation_names_the_insitu_sms_from_the_model(monkeypatch):
+    """The DeepEP in-situ row names the SM count the cost model scales by (collectives.DEEPEP_INSITU_SMS),
+    not a copy of it."""
+    import json
+
+    from primus_launch.plan import Plan
+    from primus_launch.projection.cost.explain import comm_rows
+
+    rows = json.loads((ROOT / "scripts" / "validation" / "runs.json").read_text())["rows"]
+    plan = Plan.model_validate(next(r for r in rows if r["id"] == "mlm_moe_deepseek_v3_b200_mxfp8_256gpu_tp1pp8ep32")["plan"])
+    monkeypatch.setattr(coll, "DEEPEP_INSITU_SMS", 24)
+    ins = next(r for r in comm_rows(plan) if "DeepEP in situ" in r[0])
+    assert "in-situ 24 SMs" in ins[0]

@@ -123,3 +123,24 @@ def test_the_published_capture_first_peak(case_plan):
     assert eager.allocated_bytes > last.allocated_bytes + 4 * GiB
     # reserved: the replay's allocation plus the pool is about the eager sum, not the capture alone
     assert last.allocated_bytes + last.allocator_reserve_bytes > 0.97 * eager.allocated_bytes
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_capture_before_the_first_step_holds_no_adam_moments(case_plan, precision):
+    """Adam's moments are created by the first optimizer step whatever the precision (TE / apex FusedAdam
+    and torch.optim.Adam make a parameter's state in ``step``; megatron-core calls ``init_state_fn`` only when
+    loading a checkpoint, FP32Optimizer included), so a capture before that step cannot depend on the
+    moments' dtype: the allocated peak is the same with fp32 and bf16 moments (--exp-avg-dtype, precision-aware
+    optimizer), fp32 training too (it differed by 4 bytes per local parameter there)."""
+    from primus_launch.projection.memory.estimate import estimate_memory
+
+    peaks = []
+    for dtype in ("fp32", "bf16"):
+        t = case_plan.training.model_copy(update={"precision": precision, "fp8_recipe": None,
+                                                  "precision_aware_optimizer": True, "exp_avg_dtype": dtype,
+                                                  "exp_avg_sq_dtype": dtype})
+        st = estimate_memory(case_plan.model_copy(update={"training": t})).stages[-1]
+        peaks.append((st.allocated_bytes, st.optimizer_bytes))
+    (a32, o32), (a16, o16) = peaks
+    assert o32 > o16  # the step's optimizer term does see the dtype
+    assert a32 == a16

@@ -273,3 +273,17 @@ def test_capture_first_te_graphs_have_no_eager_twin():
             assert bm.group_keys(s, f) == ((s, memory_key(plan.framework, f)),)
             assert bm.group_out(s, f) == bm._own_group_out(s, f)
     assert less > 0
+
+
+def test_memory_key_reads_its_flags_by_name(monkeypatch):
+    """memory_key picks the Megatron memory flags by name, so reordering MEMORY_FLAGS keeps a precision (or
+    any other memory flag) change a different memory group (it sliced the tuple's first nine)."""
+    import primus_launch.tuner.bounds as b
+
+    base = [None] * len(F)
+    base[F["cuda_graph_impl"]], base[F["cuda_graph_scope"]] = "none", ()
+    bf16, fp8 = list(base), list(base)
+    bf16[F["precision"]], fp8[F["precision"]] = "bf16", "fp8"
+    assert memory_key("megatron", tuple(bf16)) != memory_key("megatron", tuple(fp8))
+    monkeypatch.setattr(b, "MEMORY_FLAGS", tuple(reversed(b.MEMORY_FLAGS)))
+    assert b.memory_key("megatron", tuple(bf16)) != b.memory_key("megatron", tuple(fp8))

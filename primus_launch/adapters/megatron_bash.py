@@ -46,6 +46,7 @@ from primus_launch.adapters.bash_cut import cut_indices
 from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
 from primus_launch.errors import UserError
 from primus_launch.inputs import find_from_run_root
+from primus_launch.plan import PlanError
 
 _PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -681,13 +682,15 @@ def _byte(sc: Script, char: int) -> int:
 # --------------------------------------------------------------------------- evaluation
 _SBATCH = re.compile(r"^#SBATCH\s+(.*)$")
 _SBATCH_KEYS = {"-N": "nodes", "--nodes": "nodes", "--ntasks-per-node": "ntasks_per_node",
-                "--gpus-per-node": "gpus_per_node", "--gres": "gres"}
+                "--gpus-per-node": "gpus_per_node", "--gres": "gres", "-n": "ntasks", "--ntasks": "ntasks"}
 
 
 def sbatch_allocation(text: str) -> dict[str, int]:
     """The allocation a script's ``#SBATCH`` header asks for (sbatch reads the directives before the
     first command): ``nodes`` (``-N`` / ``--nodes``; a ``min-max`` range: the upper bound),
-    ``ntasks_per_node`` and ``gpus_per_node`` (``--gpus-per-node=[type:]N`` or ``--gres=gpu[:type]:N``)."""
+    ``ntasks_per_node`` (``--ntasks-per-node``, else ``-n`` / ``--ntasks``: the job's total tasks spread over
+    its nodes, as srun's ``-n`` is read; a count the nodes do not divide is a :class:`PlanError`) and
+    ``gpus_per_node`` (``--gpus-per-node=[type:]N`` or ``--gres=gpu[:type]:N``)."""
     return sbatch_header(text)[0]
 
 
@@ -698,6 +701,7 @@ def sbatch_header(text: str) -> tuple[dict[str, int], dict[str, str]]:
     it is left out of the allocation and named here, for the reader's note."""
     out: dict[str, int] = {}
     unread: dict[str, str] = {}
+    tasks: tuple[str, str] | None = None  # (option, value) of the last -n / --ntasks
     for line in text.splitlines():
         st = line.strip()
         if st and not st.startswith("#"):
@@ -721,12 +725,25 @@ def sbatch_header(text: str) -> tuple[dict[str, int], dict[str, str]]:
                 elif re.search(r"(?:^|,)gpu\b", val):
                     unread.setdefault("gpus_per_node", said)
                 continue
+            if field == "ntasks":
+                tasks = (key, val)
+                continue
             num = launcher_count(val.partition(":")[2] if ":" in val else val, "-")  # [type:]N, MIN-MAX
             if num is not None:
                 out[field] = num
                 unread.pop(field, None)
             else:
                 unread[field] = said
+    if tasks is not None and "ntasks_per_node" not in out:
+        flag, val = tasks
+        n, nodes = launcher_count(val, ""), out.get("nodes", 1)
+        if n is None:
+            unread["ntasks_per_node"] = f"#SBATCH {flag} {val}"
+        elif n % nodes:
+            raise PlanError(f"#SBATCH {flag}", val, f"a multiple of the node count {nodes} (the same number of "
+                                                     "processes on every node), or --ntasks-per-node")
+        else:
+            out["ntasks_per_node"] = n // nodes
     return out, {k: v for k, v in unread.items() if k not in out}
 
 

@@ -275,7 +275,8 @@ def memory_key(framework: str, f: tuple) -> tuple:
     """What of flag tuple ``f`` the memory inside the allocator reads (:data:`MEMORY_FLAGS`)."""
     if framework == "torchtitan":
         return pick(f, TITAN_MEMORY_FLAGS, F)
-    k = pick(f, MEMORY_FLAGS[:9], F)
+    # by name: the graph flags are keyed below, compile is TorchTitan's
+    k = pick(f, tuple(a for a in MEMORY_FLAGS if a not in ("cuda_graph_impl", "cuda_graph_scope", "compile")), F)
     impl, scope = f[F["cuda_graph_impl"]], f[F["cuda_graph_scope"]]
     # a full-iteration graph's pool; TE graphs' static buffers per scope (memory/mcore.py mcore_opts
     # te_graph_scope, memory/te_graphs.py)
@@ -710,10 +711,11 @@ class BoundModel:
         v = self._inside.get(key)
         if v is None:
             from primus_launch.projection.memory.estimate import (mcore_args, mcore_stage_memory, titan_args,
-                                                                  titan_stage_memory)
+                                                                  titan_gemm_workspaces, titan_stage_memory)
 
             p = self.probe(h, f)
-            st = titan_stage_memory(*titan_args(p)) if p.framework == "torchtitan" else mcore_stage_memory(*mcore_args(p))
+            st = (titan_stage_memory(*titan_args(p), gemm_ws=titan_gemm_workspaces(p)) if p.framework == "torchtitan"
+                  else mcore_stage_memory(*mcore_args(p)))
             v = self._inside[key] = float(max(min(x.allocated_bytes, x.total_bytes) for x in st))
         return v
 

@@ -188,11 +188,13 @@ def comm_rows(plan: Plan) -> list[tuple[str, float, float, float, float, str]]:
                           dispatcher_times(plan, gpu, lay.ep, busiest_rank=False),
                           "cost/moe_imbalance.py" + (": sampling of forced-balance routing" if imb.mode == "forced"
                                                      else ": learned-router spread, shawntan/scattermoe#10")))
+        from primus_launch.projection.cost.collectives import DEEPEP_INSITU_SMS
+
         insitu = FITTED.get("deepep", {}).get("deepep/insitu", {}).get("eff")
         lib = {"deepep": "DeepEP", "hybridep": "HybridEP"}.get(d)
         if lib and lay.ep.nodes > 1 and insitu:
             terms.append((f"  of which: {lib} in situ (RDMA x {insitu:.2f} of its benchmark"
-                          + ("; forwarder from the in-situ 20 SMs)" if d == "deepep" else ")"),
+                          + (f"; forwarder from the in-situ {DEEPEP_INSITU_SMS} SMs)" if d == "deepep" else ")"),
                           dispatcher_times(plan, gpu, lay.ep, insitu=False),
                           "deepep/insitu: DeepSeek's DeepSeek-V3 profile vs DeepEP's README of the same week"))
         if d == "deepep" and lay.ep.nodes > 1:

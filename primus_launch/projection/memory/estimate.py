@@ -63,6 +63,7 @@ from primus_launch.projection.memory.titan import (
 from primus_launch.projection.memory.titan import head_kept_bytes as titan_head_bytes
 from primus_launch.projection.memory.titan import layer_activation_bytes as titan_layer_bytes
 from primus_launch.projection.memory.verdict import band_for, verdict
+from primus_launch.projection.memory.workspaces import GemmWorkspaces, gemm_workspaces
 from primus_launch.projection.result import MemoryBand, MemoryReport, StageMemory
 
 # kept for callers of the old names
@@ -75,7 +76,7 @@ def stage_memory(plan: Plan, impl: ActivationImpl | None = None, titan_impl: Tit
     """Per PP rank, bytes on one GPU of that rank (Megatron: :mod:`memory.mcore`; TorchTitan plans:
     :mod:`memory.titan`), the memory outside the caching allocator included."""
     if plan.framework == "torchtitan":
-        stages = titan_stage_memory(*titan_args(plan), titan_impl, measured=acts)
+        stages = titan_stage_memory(*titan_args(plan), titan_impl, measured=acts, gemm_ws=titan_gemm_workspaces(plan))
     else:
         stages = mcore_stage_memory(*mcore_args(plan, impl), acts=acts)
     outside = sum(plan_outside_bytes(plan).values())
@@ -245,6 +246,15 @@ def titan_args(plan: Plan) -> tuple:
             r.num_layers, t.compile, p.fsdp_reshard_after_forward, titan_attention(plan), t.compile_loss)
 
 
+def titan_gemm_workspaces(plan: Plan) -> GemmWorkspaces:
+    """The GEMM workspaces of a TorchTitan plan (:func:`memory.workspaces.gemm_workspaces` without Transformer
+    Engine): every GEMM is torch's, so each stage holds torch's cuBLAS workspace for the forward's (main thread)
+    and the backward's (autograd device thread) pair on the default stream, ``TORCH_PAIRS x
+    TORCH_WORKSPACE[arch]`` (2 x 32 MiB on sm90 / Blackwell).  Keyword of :func:`titan_stage_parts`
+    (``gemm_ws``), left out by the CPU-trace comparisons (a CPU run allocates no cuBLAS workspace)."""
+    return gemm_workspaces(gpu_arch(plan.cluster.gpu), te=False)
+
+
 def titan_attention(plan: Plan) -> str:
     """torchtitan's attention module for a plan: ``flex`` (0.3.0's llama3/qwen3/deepseek default
     ``attn_backend="flex"``; context parallelism all-gathers K and V), ``sdpa`` (0.3.0 with
@@ -272,22 +282,26 @@ def _most_in_flight(ops: list[tuple[str, int, int]]) -> int:
 
 
 @lru_cache(maxsize=65536)
-def titan_stage_memory(*args, measured=None) -> tuple[StageMemory, ...]:
+def titan_stage_memory(*args, measured=None, gemm_ws: GemmWorkspaces | None = None) -> tuple[StageMemory, ...]:
     """TorchTitan stages (:mod:`memory_titan`): FSDP2 over ``S = dp_shard x cp``, the backward walk."""
-    return tuple(st for st, _ in titan_stage_parts(*args, measured=measured))
+    return tuple(st for st, _ in titan_stage_parts(*args, measured=measured, gemm_ws=gemm_ws))
 
 
 @lru_cache(maxsize=4096)
 def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
                       gran, method, rnum, compiled, reshard, attn="flex", loss_compiled=False,
-                      impl: TitanImpl = TITAN, measured=None) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
+                      impl: TitanImpl = TITAN, measured=None,
+                      gemm_ws: GemmWorkspaces | None = None) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
     """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
     ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients).
 
     The loss (torchtitan ``components/loss.py`` ``cross_entropy_loss``: ``F.cross_entropy(pred.float(), ...)``)
     eager keeps its fp32 log-probabilities ``4 sb V`` and its backward holds two fp32 logits-sized tensors
     (three with loss-parallel TP); compiled (``loss_compiled``, TP 1: :func:`titan_loss_bytes`) it keeps the
-    bf16 logits it was given and two fp32 values per token, and its backward writes the bf16 gradient."""
+    bf16 logits it was given and two fp32 values per token, and its backward writes the bf16 gradient.
+
+    ``gemm_ws`` (:func:`titan_gemm_workspaces`; ``None`` = none, as on the CPU) adds torch's cuBLAS
+    workspaces to each stage's allocated peak (:func:`memory.stage.stage_report` ``workspaces``)."""
     m = arch_from_key(key)
     S = max(1, dp // max(1, dp_replicate)) * cp
     # torchtitan 0.3.0 efsdp = dp_shard * cp * tp / ep (v0.2: / (etp * ep)); without EP the experts
@@ -358,6 +372,9 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
         grad_terms = {"grads_sharded": 4.0 * shard_p, "grads_unsharded": 4.0 * sum(g.grad_elems for g in all_groups)}
         # FSDP2's all-gather copy-in and reduce-scatter streams, units in forward order (memory.titan)
         pools = fsdp2_stream_pools([u[1] for u in units] + ([head_g] if has_loss else []))
+        # torch's cuBLAS workspaces, allocated at the first GEMM and kept (memory.workspaces)
+        ws = gemm_ws.stage_bytes(layers=n_layers > 0, loss=has_loss,
+                                 moe=any(u[0] == "moe" for u in units)) if gemm_ws is not None else 0.0
         if pp > 1 and schedule in ("1f1b", "gpipe", "interleaved_1f1b"):
             # torch.distributed.pipelining + FSDP2, walked over the rank's schedule (memory_titan)
             a_sbh = 2.0 * sb * h / tp
@@ -379,12 +396,18 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                 stages.append(PPStage(units=tuple(punits), extra_kept=extra, first=chunk.embedding, last=chunk.loss,
                                       boundary=a_sbh, loss_grads=lg, logits_kept=lk, log_probs=lp))
             ops = torch_pp_ops(schedule, pp, vpp, nmb, rank)
+            pp_levels: list[tuple[float, dict[str, float]]] = []
             peak, parts = pp_rank_walk(static=static, stages=stages, ops=ops, nmb=nmb,
-                                       held=reshard != "always")
+                                       held=reshard != "always", levels_out=pp_levels)
             w = _most_in_flight(ops)
-            side = _side_pools_reserved(pools, parts)
+            # as without PP: the side pools keep last step's high-water marks, so an earlier level (a backward
+            # before this rank's perform_reduce_grad, no sharded gradient allocated) may hold the reserved peak
+            side = max(_side_pools_reserved(pools, parts),
+                       reserved_peak_over_levels(pp_levels, pools, TITAN_DYNAMIC_FRAGMENTATION)
+                       - peak - TITAN_DYNAMIC_FRAGMENTATION * (parts["activations"] + parts["transient"]))
             out.append((stage_report(rank, weights, parts["gradients"], optim, parts["activations"],
-                                     parts["transient"], w, int(dense_p + expert_p), side_pools=side),
+                                     parts["transient"], w, int(dense_p + expert_p), side_pools=side,
+                                     workspaces=ws),
                         {**parts, **grad_terms, "side_pools_reserved": side}))
             continue
         # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
@@ -420,7 +443,8 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                    reserved_peak_over_levels(levels, pools, TITAN_DYNAMIC_FRAGMENTATION)
                    - peak - TITAN_DYNAMIC_FRAGMENTATION * (acts + parts["transient"]))
         out.append((stage_report(rank, weights, parts["gradients"], optim, acts, parts["transient"],
-                                 int(math.ceil(units_in_flight)), int(dense_p + expert_p), side_pools=side),
+                                 int(math.ceil(units_in_flight)), int(dense_p + expert_p), side_pools=side,
+                                 workspaces=ws),
                     {**parts, **grad_terms, "side_pools_reserved": side}))
     return tuple(out)
 

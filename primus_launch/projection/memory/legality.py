@@ -21,6 +21,7 @@ from primus_launch.projection.memory.estimate import (
     basis_peak,
     mcore_stage_memory,
     titan_args,
+    titan_gemm_workspaces,
     titan_stage_memory,
     mcore_args,
     plan_outside_bytes,
@@ -38,7 +39,7 @@ def memory_peak(plan: Plan, memory_basis: str = "reserved") -> tuple[int, int, i
     """(peak bytes per GPU, worst stage, bytes of it outside the caching allocator) of
     :func:`memory.estimate_memory`, without the report."""
     if plan.framework == "torchtitan":
-        stages = titan_stage_memory(*titan_args(plan))
+        stages = titan_stage_memory(*titan_args(plan), gemm_ws=titan_gemm_workspaces(plan))
     else:
         stages = mcore_stage_memory(*mcore_args(plan))
     outside = int(sum(plan_outside_bytes(plan).values()))

@@ -297,6 +297,9 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
     else:
         # master copy + moments (--main-params-dtype / --exp-avg-dtype / --exp-avg-sq-dtype)
         opt = opts.main_params + opts.exp_avg + (opts.exp_avg_sq if optimizer == "adam" else 0)
+    # Adam's moments' share of the per-parameter optimizer bytes, for a capture before the first step (fp32
+    # without a precision-aware optimizer: _optimizer_bytes is the two fp32 moments alone, share 1)
+    moments_share = min(1.0, (opts.exp_avg + opts.exp_avg_sq) / opt) if optimizer == "adam" and opt > 0 else 0.0
     opt *= 1.0 - opts.optimizer_offload  # HybridDeviceOptimizer keeps the offloaded fraction on the host
     # chunked optimizer-state offload (memory.optimizer_offload): the selected masters and moments live on the
     # host between steps and come back for the step (the masters whole, the moments in staging slots)
@@ -523,11 +526,12 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             # reserved: the replay's plus the pool, which keeps the capture's graphed tensors (memory.te_graphs)
             pool = pool_peaks[rank] + graph_bwd
             # the capture runs before the first optimizer step: Adam's moments are made by that step (TE / apex
-            # FusedAdam initialise a parameter's state in ``step``; megatron's ``init_state_fn`` only when loading a
-            # checkpoint), the main-parameter shard exists (DistributedOptimizer.__init__); reported inside the
-            # activations so the optimizer term stays the step's
-            moments = (optim * (opts.exp_avg + opts.exp_avg_sq) / (opts.main_params + opts.exp_avg + opts.exp_avg_sq)
-                       if optimizer == "adam" and precision != "fp32" else 0.0)
+            # FusedAdam initialise a parameter's state in ``step``, torch.optim.Adam in ``_init_group``;
+            # megatron's ``init_state_fn`` only when loading a checkpoint -- Float16OptimizerWithFloat16Params,
+            # FP32Optimizer and DistributedOptimizer alike, megatron-core optimizer.py ``sharded_state_dict
+            # (is_loading=True)``), whatever the precision; the main-parameter shard exists
+            # (DistributedOptimizer.__init__); reported inside the activations so the optimizer term stays the step's
+            moments = optim * moments_share
             capture_act = capture_peaks[rank] - moments
             if capture_act + graph_bwd > activations + transient:
                 side = max(0.0, activations + transient + pool - capture_act - graph_bwd)

@@ -48,13 +48,15 @@ def stage_report(rank, weights, grads, optim, activations, transient, in_flight,
     and not allocated at the peak (TorchTitan: FSDP2's all-gather copy-in and reduce-scatter streams,
     :func:`memory.titan.fsdp2_stream_pools`); the memory outside the allocator is added per plan
     (:func:`with_outside`); ``workspaces`` (GEMM workspaces in the allocator, :mod:`memory.workspaces`) are
-    part of the allocated peak, reported inside ``transient_bytes`` and as ``workspace_bytes``."""
+    part of the allocated peak, reported inside ``transient_bytes`` and as ``workspace_bytes`` (outside
+    TorchTitan's dynamic fragmentation: allocated once, at the first GEMM)."""
     transient = transient + workspaces
     allocated = weights + grads + optim + activations + transient
     if framework == "megatron":
         frag = ALLOCATOR_FRAGMENTATION * max(0.0, allocated)
     else:
-        frag = TITAN_DYNAMIC_FRAGMENTATION * max(0.0, activations + transient)
+        # the workspaces are allocated once and kept: not part of the dynamic pool that fragments
+        frag = TITAN_DYNAMIC_FRAGMENTATION * max(0.0, activations + transient - workspaces)
     frag += max(0.0, side_pools)
     return StageMemory(
         stage=rank, parameters_bytes=int(weights), gradients_bytes=int(grads), optimizer_bytes=int(optim),

@@ -673,7 +673,8 @@ def torch_pp_ops(schedule: str, pp: int, vpp: int, nmb: int, rank: int) -> list[
 
 
 def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, int, int]], nmb: int,
-                 held: bool) -> tuple[float, dict[str, float]]:
+                 held: bool, levels_out: list[tuple[float, dict[str, float]]] | None = None
+                 ) -> tuple[float, dict[str, float]]:
     """Peak of one GPU of a pipeline rank over torch.distributed.pipelining's step with FSDP2, and its
     breakdown (``gradients``, ``activations``, ``transient``, and inside those ``held`` unsharded
     parameters, ``recv`` buffers, ``accumulated`` gradients).  ``stages``: the rank's model parts (one per
@@ -699,6 +700,9 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
     - after a stage's last backward ``perform_reduce_grad`` reduces unit by unit in forward order:
       reshard, the fp32 reduce-scatter input ``4 U`` beside the accumulated gradient (the embedding's and
       the head's still alive at the output ``4 U / S``); the last forward's output is still referenced.
+
+    ``levels_out``, when given, receives every level and its breakdown (for
+    :func:`reserved_peak_over_levels`, as :func:`stage_walk`'s).
     """
     n = len(stages)
     hp = [2.0 * sum(unit_unsharded(u[1]) for u in st.units) for st in stages]
@@ -720,12 +724,15 @@ def pp_rank_walk(*, static: float, stages: list[PPStage], ops: list[tuple[str, i
 
     def add(acts: float, grads: float, trans: float, held_now: float, acc: float, side: float | None = None) -> None:
         level = static + acts + grads + trans + held_now
-        if best[0] is None or level > best[0]:
-            best[0] = level
+        if best[0] is None or level > best[0] or levels_out is not None:
             # side_pools: what of this level lives on FSDP2's reduce-scatter stream (the sharded gradients)
-            best[1] = {"activations": acts, "gradients": grads, "transient": trans + held_now,
-                       "held": held_now, "recv": recv, "accumulated": acc,
-                       "side_pools": sharded_grads if side is None else side}
+            parts = {"activations": acts, "gradients": grads, "transient": trans + held_now,
+                     "held": held_now, "recv": recv, "accumulated": acc,
+                     "side_pools": sharded_grads if side is None else side}
+            if levels_out is not None:
+                levels_out.append((level, parts))
+            if best[0] is None or level > best[0]:
+                best[0], best[1] = level, parts
 
     for kind, c, mb in ops:
         st = stages[c]

@@ -18,7 +18,8 @@ allocated at the first GEMM and kept for the whole run.
   A Megatron stage runs torch GEMMs where it holds the output layer (``tensor_parallel.ColumnParallelLinear``,
   megatron-core ``models/gpt/gpt_model.py``), an MoE router (``router_gating_linear``), unfused / local
   attention (``baddbmm`` / ``bmm``) or the local spec's linears; a stage of Transformer Engine layers with
-  fused attention runs none.
+  fused attention runs none.  A TorchTitan stage runs all its GEMMs through torch: the two pairs on every
+  stage (``memory.estimate.titan_gemm_workspaces``: ``gemm_workspaces(arch, te=False)``).
 - **Transformer Engine's workspaces** (TE 2.10 .. 2.17.1 ``pytorch/cpp_extensions/gemm.py``
   ``get_cublas_workspace(device, ub, grouped_gemm)``, ``lru_cache``'d: one set per device for the run):
   ``get_cublas_workspace_size_bytes`` = 32 MiB + 1 KiB at compute capability >= 9, 4 MiB before (ROCm TE:
