@@ -44,14 +44,15 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root, plan_diffs, stated_cluster,
-                                             with_launch_env, with_source)
-from primus_launch.adapters.megatron_args import BY_DEST, convert, desired_args, plan_from_args, ub_cfg_entries
-from primus_launch.adapters.megatron_yaml import child_node, env_mapping_edits, mapping_items, node_value, scalar_text
+from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root, plan_diffs, refuse_diffs,
+                                             stated_cluster, with_launch_env, with_source, write_rendered)
+from primus_launch.adapters.megatron_args import BY_DEST, changed_args, convert, plan_from_args, ub_cfg_entries
+from primus_launch.adapters.megatron_yaml import (MappedYamlRecipe, child_node, env_mapping_edits, mapping_items, node_value,
+                                                  scalar_text)
 from primus_launch.adapters.yaml_text import entries_after
 from primus_launch.errors import UserError
-from primus_launch.fileio import read_recipe_text, write_beside_original
-from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
+from primus_launch.fileio import read_recipe_text
+from primus_launch.plan import Cluster, Plan, PlanError, UnmodelledFlag
 
 FORMAT = "bridge-yaml"
 
@@ -150,20 +151,10 @@ def is_bridge_run_config(text: str) -> bool:
 
 
 @dataclass
-class BridgeRecipe:
-    """A read Bridge config: Megatron argument values, and the YAML nodes each one was read from."""
-
-    text: str
-    path: str
-    args: dict[str, Any] = field(default_factory=dict)
-    nodes: dict[str, list[tuple[yaml.Node, bool]]] = field(default_factory=dict)  # dest -> [(node, inverted)]
-    sections: dict[str, yaml.MappingNode] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    unmodelled: list[UnmodelledFlag] = field(default_factory=list)
-    # the run's environment: ``env_vars`` (ConfigContainer.env_vars, applied with os.environ.setdefault(name,
-    # str(value)) before the run starts: training/config.py apply_environment_variables)
-    env: dict[str, str] = field(default_factory=dict)
-    env_node: yaml.MappingNode | None = None
+class BridgeRecipe(MappedYamlRecipe):
+    """A read Bridge config: Megatron argument values, and the YAML nodes each one was read from; ``env``: the
+    run's ``env_vars`` (ConfigContainer.env_vars, applied with os.environ.setdefault(name, str(value)) before
+    the run starts: training/config.py apply_environment_variables)."""
 
     def env_edits(self, values: dict[str, str]) -> list[ms.Edit]:
         """Edits that set each ``VAR: 'value'`` of ``values`` in ``env_vars`` (added when absent)."""
@@ -530,23 +521,21 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
     """The Bridge config with only the plan's changed values edited (identical text if unchanged); the
     result must read back as ``plan``, or a one-line :class:`UserError` names what it cannot express."""
     path = plan.source.path if plan.source and plan.source.path else "<recipe>"
-    out = original_text
     p = plan.parallel
-    for _ in range(3):
+
+    def edits_of(out: str) -> list[ms.Edit]:
         rec, _ = _parse(out, path, plan.cluster)
         cfg = ms.comment_config(out)
         written = stated_cluster(cfg, None) if cfg else plan.cluster
         current = plan_from_args(rec.args, plan.cluster, validate=False)
-        present = frozenset(rec.nodes)
-        d0, d1 = desired_args(current, rec.args, present), desired_args(plan, rec.args, present)
-        changes = {k: v for k, v in d1.items() if d0.get(k) != v}
+        changes = changed_args(current, plan, rec.args, frozenset(rec.nodes))
         edits = _edits(rec, changes) + cluster_edits(out, rec, written, plan.cluster, False)
         dp_node, dp = _dp_node(rec), plan.cluster.world_size // max(1, p.tp * p.pp * p.cp)
         if dp_node is not None and node_value(dp_node) != dp:  # keep the saved world size the plan's
             edits.append(ms.Edit(dp_node.start_mark.index, dp_node.end_mark.index, str(dp)))
-        if not edits:
-            break
-        out = ms.apply_edits(out, edits, path)
+        return edits
+
+    out = ms.edit_to_fixpoint(original_text, path, edits_of)
     if out != original_text:
         # the variables the tuned plan newly needs at start-up, written into env_vars (megatron.with_launch_env: Bridge
         # asserts CUDA_DEVICE_MAX_CONNECTIONS != 1 under Megatron-FSDP and NVTE_CPU_OFFLOAD_V1=1 with fine-grained
@@ -555,17 +544,13 @@ def render_bridge_yaml(plan: Plan, original_text: str) -> str:
         out = with_launch_env(plan, original_text, out, path, lambda t: _parse(t, path, plan.cluster)[0])
     rec, _ = _parse(out, path, plan.cluster)
     back = plan_from_args(rec.args, plan.cluster)  # validated: Megatron would accept the result
-    diffs = plan_diffs(plan, back)
-    if diffs:
-        raise UserError(f"{path}: cannot express {', '.join(diffs)} in this Megatron-Bridge config")
+    refuse_diffs(plan_diffs(plan, back), path, "Megatron-Bridge config")
     return out
 
 
 def write_bridge_yaml(plan: Plan, original_path: str | Path, out_path: str | Path) -> Path:
     """Write the rendered config atomically to ``out_path`` (never over the original)."""
-    src, dst = Path(original_path), Path(out_path)
-    plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src), format=FORMAT)})
-    return write_beside_original(dst, render_bridge_yaml(plan, read_recipe_text(src)), src)
+    return write_rendered(plan, original_path, out_path, FORMAT, render_bridge_yaml)
 
 
 __all__ = ["is_bridge_run_config", "load_bridge_yaml", "render_bridge_yaml", "write_bridge_yaml", "states_model"]

@@ -21,7 +21,7 @@ from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.inputs import find_from_run_root
 import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_bash import unstated_note
-from primus_launch.adapters.megatron_args import BY_DEST, desired_args, plan_from_args, program_family
+from primus_launch.adapters.megatron_args import BY_DEST, changed_args, plan_from_args, program_family
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan, PlanError, Source
@@ -302,9 +302,7 @@ def _normalized(plan: Plan) -> dict:
 def _changes(rec: Any, old: Plan, new: Plan) -> dict[str, Any]:
     present = frozenset(rec.entries) if isinstance(rec, YamlRecipe) else frozenset(
         o.spec.dest for o in rec.occs if o.spec is not None)
-    d0 = desired_args(old, rec.args, present)
-    d1 = desired_args(new, rec.args, present)
-    return {k: v for k, v in d1.items() if d0.get(k) != v}
+    return changed_args(old, new, rec.args, present)
 
 
 def _yaml_edits(rec: YamlRecipe, changes: dict[str, Any]) -> list[ms.Edit]:
@@ -370,8 +368,7 @@ def _parse_for_render(text: str, path: str, argv_mode: bool, plan: Plan) -> tupl
 
 
 def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> str:
-    out = text
-    for _ in range(3):
+    def edits_of(out: str) -> list[ms.Edit]:
         rec, written = _parse_for_render(out, path, argv_mode, plan)
         current = plan_from_args(_files_from_run_root(rec.args, Path(path)), plan.cluster, validate=False)
         if plan.training.fp8_attention and not current.training.fp8_attention and not isinstance(rec, YamlRecipe):
@@ -381,10 +378,9 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
                             "(fp8_dot_product_attention has no Megatron-LM argument): use a YAML config")
         changes = _changes(rec, current, plan)
         edits = _yaml_edits(rec, changes) if isinstance(rec, YamlRecipe) else ms.plan_edits(rec, changes)
-        edits += _cluster_edits(out, rec, written, plan.cluster, argv_mode)
-        if not edits:
-            break
-        out = ms.apply_edits(out, edits, path)
+        return edits + _cluster_edits(out, rec, written, plan.cluster, argv_mode)
+
+    out = ms.edit_to_fixpoint(text, path, edits_of)
     if out != text and not argv_mode:
         out = _with_launch_env(plan, text, out, path)
     # verify: the rendering reads back as the requested plan
@@ -396,9 +392,24 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
     if has_launcher and any(k not in unstated and w != c for k, w, c in (
             (0, written.num_nodes, plan.cluster.num_nodes), (1, written.gpus_per_node, plan.cluster.gpus_per_node))):
         diffs.append("cluster")
-    if diffs:
-        raise UserError(f"{path}: cannot express {', '.join(diffs)} in this Megatron recipe")
+    _refuse_diffs(diffs, path, "Megatron recipe")
     return out
+
+
+def _refuse_diffs(diffs: list[str], path: str, what: str) -> None:
+    """The tuned-recipe writers' last check: a rendering that reads back with ``diffs`` (``section.field``
+    names, :func:`_plan_diffs`) is refused in one line naming them."""
+    if diffs:
+        raise UserError(f"{path}: cannot express {', '.join(diffs)} in this {what}")
+
+
+def write_rendered(plan: Plan, original_path: str | Path, out_path: str | Path, fmt: str,
+                   render: Callable[[Plan, str], str]) -> Path:
+    """``render(plan, original text)`` written atomically to ``out_path`` (never over the original), the plan's
+    source set to the original in format ``fmt``: the YAML-family writers (Bridge run config, NeMo 1.0)."""
+    src, dst = Path(original_path), Path(out_path)
+    plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src), format=fmt)})
+    return write_beside_original(dst, render(plan, read_recipe_text(src)), src)
 
 
 def _plan_diffs(plan: Plan, back: Plan) -> list[str]:
@@ -473,6 +484,7 @@ def write_megatron(plan: Plan, original_path: str | Path, out_path: str | Path) 
 # public names for the Megatron-Bridge config reader (bridge_yaml.py): the same cluster and verification rules
 stated_cluster = _stated_cluster
 plan_diffs = _plan_diffs
+refuse_diffs = _refuse_diffs
 with_source = _with_source
 with_launch_env = _with_launch_env
 cluster_edits = _cluster_edits

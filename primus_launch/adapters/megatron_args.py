@@ -1118,6 +1118,13 @@ def build_plan(model: dict, parallel: dict, training: dict, cluster: Cluster, va
 
 
 # --------------------------------------------------------------------------- plan -> args
+def changed_args(old: Plan, new: Plan, current: dict[str, Any], present: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The Megatron arguments whose :func:`desired_args` value differs between the plan a recipe reads as
+    (``old``) and the plan to write (``new``): what a tuned-recipe writer must edit."""
+    d0, d1 = desired_args(old, current, present), desired_args(new, current, present)
+    return {k: v for k, v in d1.items() if d0.get(k) != v}
+
+
 def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Megatron argument values expressing ``plan``'s tunable fields, in the script's own idiom.
 

@@ -11,7 +11,7 @@ copying its line's indentation and ``\\`` continuation, and removed with their l
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -567,6 +567,19 @@ def apply_edits(text: str, edits: list[Edit], path: str) -> str:
     return out
 
 
+def edit_to_fixpoint(text: str, path: str, edits_of: Callable[[str], list[Edit]], passes: int = 3) -> str:
+    """``text`` with ``edits_of(text)`` applied pass by pass until a pass asks for none (at most ``passes``):
+    each pass reads the text the last one wrote, as one edit can change what the next reading needs (a
+    parallel size moved with the cluster counts that depend on it).  The tuned-recipe writers' shared loop."""
+    out = text
+    for _ in range(passes):
+        edits = edits_of(out)
+        if not edits:
+            break
+        out = apply_edits(out, edits, path)
+    return out
+
+
 # --------------------------------------------------------------------------- construction
 def program_index(tokens: list[Token]) -> int | None:
     """Index of the training program: the first ``*.py``, or the module after ``-m`` / ``--module``
@@ -745,7 +758,7 @@ def launcher_edits(rec: CommandRecipe, nnodes: int | None, nproc: int | None) ->
 
 
 __all__ = ["CommandRecipe", "Edit", "Occ", "apply_edits", "args_of", "comment_config", "comment_key_span",
-           "from_argv", "from_script", "launcher_edits", "parse_occurrences", "plan_edits", "FLAGS"]
+           "edit_to_fixpoint", "from_argv", "from_script", "launcher_edits", "parse_occurrences", "plan_edits", "FLAGS"]
 
 
 def env_edits(rec: CommandRecipe, values: dict[str, str]) -> list[Edit]:

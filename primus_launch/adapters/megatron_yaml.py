@@ -27,7 +27,7 @@ from primus_launch.adapters.megatron_flags import FALSE_WORDS
 from primus_launch.adapters.megatron_script import Edit
 from primus_launch.adapters.yaml_text import entries_after, entry
 from primus_launch.errors import UserError
-from primus_launch.plan import PlanError
+from primus_launch.plan import PlanError, UnmodelledFlag
 
 _ENV = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*):(.*)\}$", re.S)
 
@@ -139,6 +139,23 @@ class YamlRecipe:
 
 
 _RUNNER_SPECIAL = re.compile(r"([|()<>;&])")
+
+
+@dataclass
+class MappedYamlRecipe:
+    """A nested YAML read onto Megatron arguments (a Megatron-Bridge run config, a NeMo 1.0 config): the
+    values by Megatron destination, the YAML nodes each came from (to edit in place), the sections, the
+    reader's notes and unmodelled settings, and the launch environment the file states."""
+
+    text: str
+    path: str
+    args: dict[str, Any] = field(default_factory=dict)
+    nodes: dict[str, list[tuple[yaml.Node, bool]]] = field(default_factory=dict)  # dest -> [(node, inverted)]
+    sections: dict[str, yaml.MappingNode] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    unmodelled: list[UnmodelledFlag] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    env_node: yaml.MappingNode | None = None
 
 
 def runner_unescaped(value: str) -> str:

@@ -47,15 +47,16 @@ import yaml
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 import primus_launch.adapters.megatron_script as ms
-from primus_launch.adapters.megatron import cluster_edits, plan_diffs, stated_cluster, with_source
-from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, convert, desired_args, plan_from_args
+from primus_launch.adapters.megatron import (cluster_edits, plan_diffs, refuse_diffs, stated_cluster, with_source,
+                                             write_rendered)
+from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, changed_args, convert, plan_from_args
 from primus_launch.adapters.megatron_flags import FALSE_WORDS
-from primus_launch.adapters.megatron_yaml import child_node, mapping_items, scalar_text
+from primus_launch.adapters.megatron_yaml import MappedYamlRecipe, child_node, mapping_items, scalar_text
 from primus_launch.adapters.nemo_interp import Resolver, Unresolved
 from primus_launch.adapters.yaml_text import entries_after
 from primus_launch.errors import UserError
-from primus_launch.fileio import read_recipe_text, write_beside_original
-from primus_launch.plan import Cluster, Plan, PlanError, Source, UnmodelledFlag
+from primus_launch.fileio import read_recipe_text
+from primus_launch.plan import Cluster, Plan, PlanError, UnmodelledFlag
 
 FORMAT = "nemo1-yaml"
 
@@ -110,21 +111,13 @@ def is_nemo1_config(text: str) -> bool:
 
 
 @dataclass
-class NemoRecipe:
-    """A read NeMo config: Megatron argument values, and the YAML nodes each came from."""
+class NemoRecipe(MappedYamlRecipe):
+    """A read NeMo config: Megatron argument values, and the YAML nodes each came from; the cluster as
+    ``trainer.num_nodes`` x ``trainer.devices`` and their nodes."""
 
-    text: str
-    path: str
-    args: dict[str, Any] = field(default_factory=dict)
-    nodes: dict[str, list[tuple[yaml.Node, bool]]] = field(default_factory=dict)  # dest -> [(node, inverted)]
-    sections: dict[str, yaml.MappingNode] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    unmodelled: list[UnmodelledFlag] = field(default_factory=list)
     nodes_count: int | None = None
     devices: int | None = None
     cluster_nodes: dict[str, yaml.Node] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
-    env_node: yaml.MappingNode | None = None
 
     def launcher_start(self) -> None:
         """The file has no launcher line (the cluster is ``trainer.num_nodes`` x ``trainer.devices``)."""
@@ -480,37 +473,29 @@ def render_nemo1_yaml(plan: Plan, original_text: str) -> str:
     """The NeMo config with only the plan's changed values edited (identical text if unchanged); the result
     must read back as ``plan``, or a one-line :class:`UserError` names what it cannot express."""
     path = plan.source.path if plan.source and plan.source.path else "<recipe>"
-    out = original_text
-    for _ in range(3):
+
+    def edits_of(out: str) -> list[ms.Edit]:
         rec, written = _parse(out, path, None)
         current = _plan(rec, plan.cluster, "gpt", validate=False)
-        present = frozenset(rec.nodes)
-        d0, d1 = desired_args(current, rec.args, present), desired_args(plan, rec.args, present)
-        changes = {k: v for k, v in d1.items() if d0.get(k) != v}
-        edits = _edits(rec, changes)
+        edits = _edits(rec, changed_args(current, plan, rec.args, frozenset(rec.nodes)))
         for key, new in (("num_nodes", plan.cluster.num_nodes), ("devices", plan.cluster.gpus_per_node)):
             node = rec.cluster_nodes[key]
             if (rec.nodes_count if key == "num_nodes" else rec.devices) != new:
                 edits.append(ms.Edit(node.start_mark.index, node.end_mark.index, str(new)))
         same_shape = written.model_copy(update={"num_nodes": plan.cluster.num_nodes,
                                                 "gpus_per_node": plan.cluster.gpus_per_node})
-        edits += cluster_edits(out, rec, same_shape, plan.cluster, False)
-        if not edits:
-            break
-        out = ms.apply_edits(out, edits, path)
+        return edits + cluster_edits(out, rec, same_shape, plan.cluster, False)
+
+    out = ms.edit_to_fixpoint(original_text, path, edits_of)
     rec, _ = _parse(out, path, plan.cluster)
     back = _plan(rec, plan.cluster, "gpt")
-    diffs = plan_diffs(plan, back)
-    if diffs:
-        raise UserError(f"{path}: cannot express {', '.join(diffs)} in this NeMo config")
+    refuse_diffs(plan_diffs(plan, back), path, "NeMo config")
     return out
 
 
 def write_nemo1_yaml(plan: Plan, original_path: str | Path, out_path: str | Path) -> Path:
     """Write the rendered config atomically to ``out_path`` (never over the original)."""
-    src, dst = Path(original_path), Path(out_path)
-    plan = plan.model_copy(update={"source": Source(framework="megatron", path=str(src), format=FORMAT)})
-    return write_beside_original(dst, render_nemo1_yaml(plan, read_recipe_text(src)), src)
+    return write_rendered(plan, original_path, out_path, FORMAT, render_nemo1_yaml)
 
 
 __all__ = ["is_nemo1_config", "load_nemo1_yaml", "render_nemo1_yaml", "write_nemo1_yaml", "from_nemo1_yaml"]
