@@ -666,7 +666,8 @@ def edge_cases() -> list[Case]:
 def fanout_cases() -> list[Case]:
     """The eighth round's classes: bash whose function calls or sourced files fan out (each chain within
     the depth bound, 2^30 runs in all), arithmetic commands and ``let`` (a variable changed, not followed:
-    said), TorchTitan keys and tables one or two letters from a JobConfig field (TorchTitan refuses them),
+    said), TorchTitan keys and tables one or two letters from a JobConfig field and torchtitan 0.3 launch-line
+    overrides naming no field (TorchTitan refuses them),
     a quoted word that says false for a Megatron YAML boolean, a flag value that starts with '-', and the
     standard streams (kind ``stream``: a closed stderr, a full stdout, a full stderr)."""
     out: list[Case] = []
@@ -689,6 +690,18 @@ def fanout_cases() -> list[Case]:
             ("training-key", TOML.replace(b"local_batch_size = 1", b"local_batchsize = 2"), ("local_batch_size",))):
         out.append(Case(f"fan:toml:typo-{tag}", "value", {"r.toml": data}, ["--project", "r.toml"] + TAIL,
                         expect_refusal=True, expect_words=words))
+    # torchtitan 0.3 launch lines: tyro (ConfigManager.parse_args) refuses an override naming no field
+    titan = ["--project", "--dry-run", "--json", "--", "torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train",
+             "--module", "llama3", "--config", "llama3_8b"]
+    for tag, extra in (("space", ["--parallelism.tensor_paralel_degree", "8"]),
+                       ("equals", ["--parallelism.tensor_paralel_degree=8"])):
+        out.append(Case(f"fan:argv:titan-typo-{tag}", "argv", {}, titan + extra, expect_refusal=True,
+                        expect_words=("--parallelism.tensor_paralel_degree",
+                                      "did you mean --parallelism.tensor_parallel_degree")))
+    out.append(Case("fan:titan-run-train:typo", "value",
+                    {"r.sh": b"MODULE=llama3 CONFIG=llama3_8b ./run_train.sh --parallelism.tensor_paralel_degree=8\n"},
+                    ["--project", "r.sh"] + TAIL, expect_refusal=True,
+                    expect_words=("did you mean --parallelism.tensor_parallel_degree",)))
     for word in (b"'false'", b'"no"', b"'off'", b"'0'"):
         out.append(Case(f"fan:yaml:bf16={word.decode()}", "value",
                         {"r.yaml": re.sub(rb"(?m)^bf16: .*$", b"bf16: " + word, YAML)}, ["--project", "r.yaml"] + TAIL,

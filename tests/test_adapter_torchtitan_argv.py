@@ -247,3 +247,51 @@ def test_03_linear_only_converter_on_moe_reports_bf16_experts():
     linear_only = copy.deepcopy(job)
     linear_only["model"]["_converters03"] = linear_only["model"]["_converters03"][:1]
     assert len(expert_warnings(linear_only)) == 1
+
+
+# torchtitan 0.3.0's ConfigManager.parse_args hands the line to tyro (torchtitan/config/manager.py), which
+# exits 2 on `--parallelism.tensor_paralel_degree 8`: "Unrecognized options ... Perhaps you meant
+# --parallelism.tensor-parallel-degree INT" (tyro 1.0.17, run on the CPU against the installed package).
+_LLAMA = ["--module", "llama3", "--config", "llama3_8b"]
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--parallelism.tensor_paralel_degree", "8"],
+     ["--parallelism.tensor_paralel_degree='8'", "did you mean --parallelism.tensor_parallel_degree?"]),
+    (["--parallelism.tensor-paralel-degree=8"], ["did you mean --parallelism.tensor_parallel_degree?"]),
+    (["--paralelism.tensor_parallel_degree", "8"],
+     ["'paralelism' is no section", "--parallelism.tensor_parallel_degree"]),
+    (["--training.local_batchsize", "2"], ["did you mean --training.local_batch_size?"]),
+    (["--compile.enabel"], ["did you mean --compile.enable?"]),
+    (["activation-checkpoint:full", "--activation_checkpoint.memory_budget", "0.3"],
+     ["not a field of torchtitan 0.3.0's activation_checkpoint", "preserve_rng_state"]),
+])
+def test_override_typo_refused_as_torchtitan_refuses_it(args, words):
+    with pytest.raises(PlanError) as ei:
+        plan_from_command([*TORCHRUN, *_LLAMA, *args])
+    msg = str(ei.value)
+    assert all(w in msg for w in words) and "\n" not in msg, msg
+
+
+def test_real_override_read_and_ignored_real_field_only_noted():
+    plan = plan_from_command([*TORCHRUN, *_LLAMA, "--parallelism.tensor_parallel_degree", "8",
+                              "--optimizer.implementation", "foreach", "--metrics.log_freq", "5"])
+    assert plan.parallel.tp == 8
+    flags = [u.flag for u in plan.source.unmodelled]
+    assert "--optimizer.implementation" in flags
+
+
+def test_user_module_may_hold_fields_of_its_own(tmp_path, monkeypatch):
+    """A user's ``--module`` may return a ``Trainer.Config`` subclass with fields of its own: its overrides
+    are not refused (reported as not known) -- as the TOML check skips ``custom_config_module``."""
+    from primus_launch.adapters import torchtitan_argv
+    from primus_launch.adapters.titan_snapshot import config_entry
+
+    (tmp_path / "my_titan_cfgs").mkdir()
+    (tmp_path / "my_titan_cfgs" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(torchtitan_argv, "load_user_config", lambda m, c: config_entry("llama3", "llama3_8b"))
+    plan = plan_from_command([*TORCHRUN, "--module", "my_titan_cfgs", "--config", "my_8b",
+                              "--parallelism.tensor_paralel_degree", "8", "--parallelism.tensor_parallel_degree", "2"])
+    assert plan.parallel.tp == 2
+    assert "--parallelism.tensor_paralel_degree" in [u.flag for u in plan.source.unmodelled]

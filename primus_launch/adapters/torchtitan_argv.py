@@ -18,7 +18,8 @@ module is loaded once through torchtitan and cached), the overrides are applied 
 the result is mapped by :func:`~primus_launch.adapters.torchtitan.plan_from_job` with torchtitan 0.3's
 rules.  Writing: the launch line with only the changed values edited (existing override tokens
 rewritten in place, new ones added before the subcommand), torchrun's ``--nnodes`` /
-``--nproc-per-node`` following the plan's cluster.
+``--nproc-per-node`` following the plan's cluster.  An override naming no field of a section the
+snapshot lists is refused, as tyro refuses it (:func:`check_override_names`).
 """
 
 from __future__ import annotations
@@ -271,9 +272,50 @@ def _set(job: dict, path: str, value: Any) -> None:
     cur[key] = value
 
 
+def check_override_names(launch: TitanLaunch) -> None:
+    """Refuse an override of a section the snapshot lists (``training``, ``parallelism``, ``compile``,
+    ``debug``, ``comm``, the activation-checkpoint policy's options) that names no field of it, or of a
+    section one or two letters from one (``--parallelism.tensor_paralel_degree 8``, ``--paralelism.x``):
+    torchtitan 0.3.0 parses the line with tyro (``ConfigManager.parse_args``, ``torchtitan/config/manager.py``:
+    ``tyro.cli(type(loaded_config), args=..., default=loaded_config)``), which exits with "Unrecognized
+    options ... Perhaps you meant --parallelism.tensor-parallel-degree" (tyro 1.0.17, checked on the CPU),
+    where the reader would only list the override as not modelled and project the default.  Called for
+    the registry's own config functions only: a user's ``--module`` may return a ``Trainer.Config``
+    subclass with fields of its own."""
+    import difflib
+
+    fields = cli_types()
+    tt = f"torchtitan {snapshot().get('torchtitan', '0.3')}"
+    sections = sorted({k.split(":", 1)[0] for k in fields})
+    for o in launch.overrides:
+        section, _, key = o.path.partition(".")
+        where = launch.argv[o.first].split("=", 1)[0]
+        raw = o.raw if o.raw is not None else True
+        if section == "activation_checkpoint" and launch.ac_kind is None:
+            continue  # launch_job's own error: the subcommand goes first
+        if section not in sections:
+            close = difflib.get_close_matches(section, sections, n=1, cutoff=0.8)
+            if close:
+                raise PlanError(where, raw, f"'{section}' is no section of {tt}'s config (its parser "
+                                            f"refuses unknown options); did you mean --{close[0]}.{key}?")
+            continue
+        known = fields.get(f"activation_checkpoint:{launch.ac_kind or 'selective'}" if section ==
+                           "activation_checkpoint" else section, {})
+        if key in known:
+            continue
+        names = list(known) + [f"no_{k}" for k, t in known.items() if t == "bool"]
+        close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+        hint = (f"did you mean --{section}.{close[0]}?" if close else
+                f"its fields: {', '.join(sorted(known))}" if known else "it takes no options")
+        raise PlanError(where, raw, f"not a field of {tt}'s {section} (its parser refuses unknown "
+                                    f"options); {hint}")
+
+
 def launch_job(launch: TitanLaunch) -> tuple[dict, list[str]]:
     """(job with the overrides applied, the override paths)."""
-    entry, _ = _resolve_entry(launch.module, launch.config)
+    entry, name = _resolve_entry(launch.module, launch.config)
+    if name in snapshot()["configs"]:
+        check_override_names(launch)
     job = job_of(entry)
     paths = []
     if launch.ac_kind is not None:
