@@ -441,17 +441,54 @@ def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
     # the numerics knobs that could still save memory: FP8 only on a GPU that has it (not an A100)
     more = [k for k, ok in (("fp8", has_fp8(spec)), ("optimizer-dtypes", True))
             if ok and k not in allowed]
+    peaks = [t.peak_memory_bytes for t in res.trials if t.status == "scored" and t.peak_memory_bytes]
+    need = (f"the recipe's own layout is not legal there, and the smallest peak of the {len(peaks) or 1} plan(s) scored is "
+            f"{min(peaks + [mem.peak_bytes_per_gpu]) / gib:.1f} GiB per GPU of {mem.capacity_bytes / gib:.1f} GiB"
+            if res.no_reference else
+            f"the recipe's own plan needs {mem.peak_bytes_per_gpu / gib:.1f} GiB per GPU of "
+            f"{mem.capacity_bytes / gib:.1f} GiB")
     raise UserError(f"--tune={a.tune}: no plan fits in memory{certain} on {c.num_nodes} x {c.gpus_per_node} {c.gpu}: "
-                    f"the recipe's own plan needs {mem.peak_bytes_per_gpu / gib:.1f} GiB per GPU of "
-                    f"{mem.capacity_bytes / gib:.1f} GiB, and none searched fits ({what}); give more GPUs "
+                    f"{need}, and none searched fits ({what}); give more GPUs "
                     "(--nodes / --gpus-per-node), a GPU with more memory (--gpu)"
                     + (f", or --allow {','.join(more)}" if more else "") + "; nothing written")
+
+
+def _load_tunable(a: argparse.Namespace, command: list[str]) -> tuple[Plan, Optional[str]]:
+    """The plan a tune starts from, and why there is no legal reference (None when the recipe's own plan is
+    legal on the cluster): a recipe whose parallel layout the cluster flags make illegal (TP 8 on 2 GPUs) is
+    read on its own cluster and moved to the flags' cluster with a legal layout (``tuner/rebase.py``) -- the
+    model, batch and precision kept, the layout searched.  Where no layout is legal there (or the recipe
+    does not read without the flags), the recipe's own error stands."""
+    from primus_launch.plan import PlanError
+
+    try:
+        return _load(a, a.tune, command), None
+    except PlanError as e:
+        flags = {k: v for k, v in _cluster_overrides(a).items() if v is not None}
+        if not flags:
+            raise
+        try:
+            own = _load(argparse.Namespace(**{**vars(a), "gpu": None, "nodes": None, "gpus_per_node": None}),
+                        a.tune, command)
+        except PlanError:
+            raise e from None
+        from primus_launch.tuner.rebase import legal_seed
+
+        seed = legal_seed(own, flags)
+        if seed is None:
+            raise e from None
+        c = seed.cluster
+        why = f"{e.field}={e.value!r}: {e.allowed.split(' (cluster from ')[0]}"
+        print(f"primus-launch tune: the recipe's own parallel layout is not legal on {c.num_nodes} x "
+              f"{c.gpus_per_node} {c.gpu} ({why}); searching that cluster's layouts from a legal start "
+              f"(tp={seed.parallel.tp}, pp={seed.parallel.pp}; model, batch and precision kept)", file=sys.stderr)
+        return seed, why
 
 
 def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     from primus_launch.tuner.search import tune
 
-    plan = _load(a, a.tune, command)
+    plan, no_reference = _load_tunable(a, command)
     config_script = False
     if a.tune != _FROM_COMMAND:
         from primus_launch.adapters import check_writable, detect_kind
@@ -516,7 +553,8 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
                top_n=a.top, allow=allow,
                workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
                training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
-               executor=executor if a.dry_run else None, memory_certain=a.memory_certain)
+               executor=executor if a.dry_run else None, memory_certain=a.memory_certain,
+               no_reference=no_reference)
     if executor is not None and not a.dry_run and score.fanned:
         print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
               + (f", {score.foreign} of them on another device than this machine's (measured again here)"

@@ -82,7 +82,8 @@ def write_tune_report(res: TuneResult, path: str | Path) -> Path:
                                          f"{res.baseline.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
                                          f"{'fits' if res.baseline.memory.fits else 'does not fit'}"),
             ("best", f"{b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU"),
-            ("projected gain", f"{100 * res.gain:+.1f} %"),
+            ("projected gain", "none: no legal reference on this cluster (the recipe's own plan: "
+                               f"{res.no_reference})" if res.no_reference else f"{100 * res.gain:+.1f} %"),
             ("candidates", f"{res.scored} scored of {res.legal_candidates} legal "
                            f"({100 * res.scored_fraction:.1f} %), {res.rejected} rejected, {res.elapsed_s:.1f} s"),
             ("search", f"{res.search}: " + (res.certificate.text if res.certificate else f"no certificate of optimality"

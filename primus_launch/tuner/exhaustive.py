@@ -82,7 +82,7 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress: Optional[Progress
     """Pre-filter and score every candidate of ``space`` (the memo's plan, oracle, pre-filter and
     deadline); trials are appended to ``memo.trials`` in index order (the baseline already
     recorded is not repeated), and the best fitting candidate's full result is put in
-    ``memo.results``.  ``executor``: where the ranges run (default: ``workers`` local processes, this
+    ``memo.results``, with that of the lowest-peak one of the same time (the tie-break's).  ``executor``: where the ranges run (default: ``workers`` local processes, this
     process alone for one)."""
     n = len(space)
     plan = memo.plan
@@ -100,8 +100,10 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress: Optional[Progress
     view = _View()
     done = legal = scored = failed = 0
     best: Optional[tuple[float, int]] = None
+    low: Optional[tuple[float, int, int]] = None  # fastest, then lowest peak: the tie-break's candidate
     if own in memo.results and memo.results[own].memory.fits:
         best = (memo.results[own].iteration_time_s, own_i)
+        low = (best[0], memo.results[own].memory.peak_bytes_per_gpu, own_i)
     finished = False
     executor.start((space, plan, memo.score_fn, memo.prefilter_fn, deadline))
     try:
@@ -120,6 +122,8 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress: Optional[Progress
                     scored += 1
                     if t.fits and (best is None or (t.iteration_time_s, i) < best):
                         best = (t.iteration_time_s, i)
+                    if t.fits and (low is None or (t.iteration_time_s, t.peak_memory_bytes, i) < low):
+                        low = (t.iteration_time_s, t.peak_memory_bytes, i)
                 elif status == "failed":
                     failed += 1
                 memo.trials.append(t)
@@ -131,8 +135,8 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress: Optional[Progress
     finally:
         executor.stop(finished)
     memo.scored += scored
-    if best is not None and best[1] != own_i:
-        k = space[best[1]]
+    for i in {best[1] if best else None, low[2] if low else None} - {None, own_i}:
+        k = space[i]  # the best's full result, and the lowest-peak plan of the best time (search.py _tie_break)
         memo.results[k] = memo.score_fn(apply_knobs(plan, k))
     own_counts = 1 if own_i is not None and own in memo.results else 0
     return SweepResult(done=done, legal=legal, scored_ok=scored + own_counts, failed=failed, complete=done == n)

@@ -111,6 +111,11 @@ class TuneResult(BaseModel):
     inside_best_band: list[int] = Field(default_factory=list, description="ranks (1-based) of the top rows "
                                         "whose error band and the best's overlap (projection/band.py ranges_overlap): "
                                         "either could run faster; the model cannot rank them apart")
+    no_reference: Optional[str] = Field(default=None, description="why the recipe's own plan is not legal on the "
+                                        "tuned cluster (then baseline is the search's legal starting plan, "
+                                        "tuner/rebase.py, and gain is 0: no gain is claimed), else None")
+    tie_note: Optional[str] = Field(default=None, description="why a plan of the same projected time as the "
+                                    "original was chosen over it (search.py _tie_break), else None")
     gain_inside_band: Optional[bool] = Field(default=None, description="whether the original's and the best's "
                                              "error bands overlap (None: a "
                                              "projection without a band, or the original is the best)")

@@ -184,6 +184,7 @@ def tune(
     gpu_hour_price: Optional[float] = None,
     executor: Optional["Executor"] = None,
     memory_certain: bool = False,
+    no_reference: Optional[str] = None,
 ) -> TuneResult:
     """Search configurations of ``plan`` (same model, cluster and global batch) for the shortest
     projected iteration time among those that fit in memory.
@@ -210,6 +211,9 @@ def tune(
     (:func:`primus_launch.projection.training_run.training_run`), in the trial log too.
     ``memory_certain``: only plans whose memory verdict is ``fits`` may be the answer (default: ``fits``
     and ``tight``, the tight ones marked): :func:`certain_only`.
+    ``no_reference``: why the recipe's own plan is not legal on ``plan``'s cluster (``plan`` is then a legal
+    seed, ``tuner/rebase.py``): the best plan found is the answer whatever the seed's time, with no gain
+    claimed (``res.gain`` 0, ``res.no_reference`` the reason) and no tie-break against the seed.
     """
     t0 = time.monotonic()
     if not 0.0 <= memory_margin < 1.0:
@@ -256,7 +260,7 @@ def tune(
                        else "the planner searched: the branch and bound's bounds are of the dry-run projection")
         else:   # the brute force runs to its end unless --time-limit stops it (no load-dependent cut-off)
             why_not = None if exhaustive else "the planner searched, as asked"
-    if baseline is not None and not baseline.memory.fits:
+    if baseline is not None and not baseline.memory.fits and no_reference is None:
         warnings.append("the original plan is tight in memory (its peak's error band holds the capacity), kept out "
                         "by --memory-certain; gain is relative to it anyway" if baseline.memory.verdict == "tight" else
                         "the original plan does not fit in memory by the projection; gain is relative to it anyway")
@@ -325,7 +329,12 @@ def tune(
     fitting = [k for k, r in memo.results.items() if r.memory.fits]
     order = {k: (sp.index(k) if sp.index(k) is not None else -1) for k in fitting}
     bk = min(fitting, key=lambda k: (memo.results[k].iteration_time_s, order[k]), default=None)
-    if bk is not None and (not baseline.memory.fits or memo.results[bk].iteration_time_s < baseline.iteration_time_s):
+    tie_note = None
+    if bk is not None and baseline.memory.fits and memo.results[bk].iteration_time_s == baseline.iteration_time_s \
+            and no_reference is None:
+        bk, tie_note = _tie_break(baseline, {k: memo.results[k] for k in fitting}, order)
+    if bk is not None and (not baseline.memory.fits or memo.results[bk].iteration_time_s < baseline.iteration_time_s
+                           or tie_note is not None or no_reference is not None):
         best_plan = validated(apply_knobs(plan, bk))
         best = memo.results[bk]
     else:
@@ -333,7 +342,8 @@ def tune(
         if bk is None and baseline.memory.fits:
             warnings.append("no candidate that fits was found; the original plan is kept")
         elif bk is None:  # no answer at all: the caller says so (the CLI: one line, nothing written)
-            warnings.append("no plan fits in memory, the recipe's own neither")
+            warnings.append("no plan fits in memory" if no_reference else
+                            "no plan fits in memory, the recipe's own neither")
     for w in warnings if bk is not None or baseline.memory.fits else []:  # else kept in the result's warnings
         print(f"primus-launch tune: warning: {w}", file=sys.stderr)
     scored_fit = [t for t in memo.trials if t.status == "scored" and t.fits]
@@ -342,7 +352,8 @@ def tune(
     top = sorted(scored_fit, key=lambda t: (t.iteration_time_s, t.changes != best_changes, t.index))[:top_n]
     res = TuneResult(
         best_plan=best_plan, best=best, baseline=baseline,
-        gain=baseline.iteration_time_s / best.iteration_time_s - 1.0,
+        gain=0.0 if no_reference else baseline.iteration_time_s / best.iteration_time_s - 1.0,
+        no_reference=no_reference,
         top=top, trials=memo.trials, space_size=len(sp), legal_candidates=legal, legal_exact=exact,
         scored=memo.scored, rejected=sum(1 for t in memo.trials if t.status == "rejected"),
         elapsed_s=time.monotonic() - t0, exhaustive=bool(exhaustive), llm_model=llm_model,
@@ -351,7 +362,7 @@ def tune(
         certificate=certificate, allowed=sorted(cfg.allow), searched_knobs=searched_knobs(plan, cfg),
         workers=executor.workers if executor is not None else n_workers if exhaustive else 1,
         executor=executor.describe() if executor is not None else None,
-        exhaustive_estimate_s=est_s, search_note=why_not, memory_certain=memory_certain)
+        exhaustive_estimate_s=est_s, search_note=why_not, memory_certain=memory_certain, tie_note=tie_note)
     _rank_bands(res)
     if training_tokens is not None:
         from primus_launch.projection.training_run import training_run
@@ -359,6 +370,40 @@ def tune(
         res.training_run = {"original": training_run(baseline, training_tokens, gpu_hour_price),
                             "best": training_run(best, training_tokens, gpu_hour_price)}
     return res
+
+
+#: without a memory error band, a tied plan's peak must be this fraction below the original's to replace it
+TIE_MEMORY_FRACTION = 0.10
+
+
+def materially_lower_peak(cand: ProjectionResult, orig: ProjectionResult) -> bool:
+    """Whether ``cand``'s peak memory is lower than ``orig``'s by more than the projection can tell apart:
+    with both memory error bands (``MemoryReport.band``, the measured band of scripts/validate_memory.py),
+    ``cand``'s band top lies below ``orig``'s band bottom (the ranges do not overlap); without them, the
+    point peak is more than :data:`TIE_MEMORY_FRACTION` lower.  A plan that is lower by that is strictly
+    safer against an out-of-memory at the same projected time."""
+    c, o = cand.memory, orig.memory
+    if c.band is not None and o.band is not None and c.band.high_bytes and o.band.low_bytes:
+        return c.band.high_bytes < o.band.low_bytes
+    return c.peak_bytes_per_gpu < (1.0 - TIE_MEMORY_FRACTION) * o.peak_bytes_per_gpu
+
+
+def _tie_break(baseline: ProjectionResult, fitting: dict, order: dict) -> tuple[Optional[Knobs], Optional[str]]:
+    """The tie-break when the fastest plans found project the same iteration time as the recipe's own
+    (exactly equal: the projection is deterministic, so equal times are the same modelled cost): the
+    original is kept (``(None, None)``: no change for nothing) unless a tied plan has a materially lower
+    peak (:func:`materially_lower_peak`); then the tied plan of lowest peak (ties: the space's order),
+    and a note saying why it was chosen."""
+    t = baseline.iteration_time_s
+    tied = [k for k, r in fitting.items() if r.iteration_time_s == t]
+    k = min(tied, key=lambda k: (fitting[k].memory.peak_bytes_per_gpu, order[k]), default=None)
+    if k is None or not materially_lower_peak(fitting[k], baseline):
+        return None, None
+    gib = 2 ** 30
+    saved = (baseline.memory.peak_bytes_per_gpu - fitting[k].memory.peak_bytes_per_gpu) / gib
+    return k, (f"same projected time as the original, {saved:.1f} GiB lower peak per GPU "
+               f"({fitting[k].memory.peak_bytes_per_gpu / gib:.1f} vs {baseline.memory.peak_bytes_per_gpu / gib:.1f}"
+               " GiB, beyond the memory error band): chosen as the safer plan")
 
 
 def _rank_bands(res: TuneResult) -> None:
@@ -375,7 +420,7 @@ def _rank_bands(res: TuneResult) -> None:
                                 and ranges_overlap(first.iteration_time_s, first.iteration_band_s,
                                                    t.iteration_time_s, t.iteration_band_s)]
     b, o = res.best, res.baseline
-    if b.band is not None and o.band is not None and res.best_plan != o.plan:
+    if b.band is not None and o.band is not None and res.best_plan != o.plan and not res.no_reference:
         res.gain_inside_band = bands_overlap(b.band, b.iteration_time_s, o.band, o.iteration_time_s)
 
 
@@ -619,13 +664,15 @@ def render_tune_text(res: TuneResult) -> str:
     """The CLI's text for a tune: verdict, counts and the top-N table, within :data:`WIDTH` columns."""
     b, o = res.best, res.baseline
     lines = [
-        f"original: {o.iteration_time_s:.3f} s/iter, {o.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
+        ("start:    " if res.no_reference else "original: ") + f"{o.iteration_time_s:.3f} s/iter, {o.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
         f"MFU {100 * o.mfu:.1f} %, {o.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
         f"({_verdict(o)})",
         f"best:     {b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
         f"MFU {100 * b.mfu:.1f} %, {b.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
         f"({_verdict(b)})",
-        f"gain:     {100 * res.gain:+.1f} %",
+        f"gain:     none: no legal reference on this cluster (the recipe's own plan: {res.no_reference}; "
+        "start: the search's legal starting plan)" if res.no_reference else
+        f"gain:     {100 * res.gain:+.1f} %" + (f" ({res.tie_note})" if res.tie_note else ""),
     ] + _run_lines(res) + [
         _searched_line(res),
         f"search:   {res.search}" + (f" on {res.executor}" if res.executor else
