@@ -31,7 +31,7 @@ def test_long_first_row_refers_to_the_changes_line():
         "pipeline_layers_last_stage": 4})})
     second = best.model_copy(update={"parallel": best.parallel.model_copy(update={"pipeline_layers_last_stage": 5})})
     res = SimpleNamespace(top=[_trial(orig, best, 13.5), _trial(orig, second, 13.6)],
-                          baseline=SimpleNamespace(plan=orig), best_plan=best)
+                          baseline=SimpleNamespace(plan=orig), best_plan=best, no_reference=None)
     text = _top_table(res)
     lines = text.splitlines()
     assert all(len(ln) <= WIDTH for ln in lines)
@@ -41,7 +41,8 @@ def test_long_first_row_refers_to_the_changes_line():
     assert "#1 with" in text and "pipeline_layers_last_stage" in text   # the second row: its one difference
     # a short first row stays in the table
     short = best.model_copy(update={"parallel": orig.parallel.model_copy(update={"tp": 1})})
-    res2 = SimpleNamespace(top=[_trial(orig, short, 13.5)], baseline=SimpleNamespace(plan=orig), best_plan=short)
+    res2 = SimpleNamespace(top=[_trial(orig, short, 13.5)], baseline=SimpleNamespace(plan=orig), best_plan=short,
+                           no_reference=None)
     assert "tp=1" in _top_table(res2) and "changes: line above" not in _top_table(res2)
 
 

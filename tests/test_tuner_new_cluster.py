@@ -40,6 +40,7 @@ def test_tune_on_a_cluster_where_the_recipe_layout_is_illegal_searches_and_write
     assert back.parallel.tp == back.parallel.pp == 1
     text = cli("--tune", recipe, "--dry-run", "--out", tmp_path / "two.sh", *flags)
     assert text.returncode == 0 and "no legal reference on this cluster" in " ".join(text.stdout.split())
+    assert "(original)" not in text.stdout and "=original" not in text.stdout  # the table names the start
 
 
 def test_nothing_fits_on_the_new_cluster_is_one_line_with_the_smallest_peak(tmp_path):

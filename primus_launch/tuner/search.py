@@ -424,19 +424,26 @@ def _rank_bands(res: TuneResult) -> None:
         res.gain_inside_band = bands_overlap(b.band, b.iteration_time_s, o.band, o.iteration_time_s)
 
 
+def _reference_word(res: TuneResult) -> str:
+    """What the table and the ranking line call the plan the search started from: ``original`` (the recipe's
+    own), ``start`` where the recipe's plan is not legal on the cluster (``res.no_reference``)."""
+    return "start" if res.no_reference else "original"
+
+
 def _ranking_lines(res: TuneResult) -> list[str]:
     """The ``ranking:`` line, only where the model cannot rank plans apart: the top rows whose error band
     overlaps the best's (the original named where it is one of them, or added where only the gain is)."""
     ranks = list(res.inside_best_band)
     orig = {k for k in ranks if not res.top[k - 1].changes}
+    ref = _reference_word(res)
     if not ranks and not res.gain_inside_band:
         return []
     if len(ranks) > 1 and ranks == list(range(2, ranks[-1] + 1)):
-        who = f"#2-#{ranks[-1]}" + (" (the original among them)" if orig else "")
+        who = f"#2-#{ranks[-1]}" + (f" (the {ref} among them)" if orig else "")
     else:
-        who = ", ".join(f"#{k}" + (" (the original)" if k in orig else "") for k in ranks)
+        who = ", ".join(f"#{k}" + (f" (the {ref})" if k in orig else "") for k in ranks)
     if res.gain_inside_band and not orig:
-        who = f"{who} and the original" if who else "the original"
+        who = f"{who} and the {ref}" if who else f"the {ref}"
     b = res.best.band
     size = f" ({100 * b.lo:+.0f} .. {100 * b.hi:+.0f} %)" if b is not None else ""
     return [f"ranking:  #1 and {who} overlap in their error bands{size}: either could run faster (plans of one "
@@ -590,16 +597,17 @@ def _changes_text(changes: dict) -> str:
     return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in changes.items())
 
 
-def _top_changes(rank: int, t, first) -> str:
+def _top_changes(rank: int, t, first, ref: str = "original") -> str:
     """A top-N row's changes: the first row's against the original; each later row's as the first
     row plus what it sets differently (``vpp=original`` where it keeps the original's value), so that
-    ties read as what they are: the same plan with one knob that does not move the time."""
+    ties read as what they are: the same plan with one knob that does not move the time.  ``ref``: the
+    word for the plan the search started from (:func:`_reference_word`)."""
     if not t.changes:
-        return "(original)"
+        return f"({ref})"
     if rank == 1 or first is None:
         return _changes_text(t.changes)
     diff = {k: v for k, v in t.changes.items() if first.changes.get(k) != v}
-    diff.update({k: "original" for k in first.changes if k not in t.changes})
+    diff.update({k: ref for k in first.changes if k not in t.changes})
     return "#1" + (" with " + _changes_text(diff) if diff else "")
 
 
@@ -645,7 +653,7 @@ def _top_table(res: TuneResult) -> str:
         row = [rank, f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", _memory_cell(t)]
         if len(sources) > 1:
             row.append(t.source)
-        rows.append(row + [_top_changes(rank, t, first)])
+        rows.append(row + [_top_changes(rank, t, first, _reference_word(res))])
     headers = ["#", "s/iter", "tok/s/GPU", "GiB (band) verdict"] + (["source"] if len(sources) > 1 else [])
     align = ("right", "right", "right") + ("left",) * (len(headers) - 2)
     fixed = tabulate([r[:-1] for r in rows], headers=headers, tablefmt="simple", disable_numparse=True,
