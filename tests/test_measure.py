@@ -11,17 +11,24 @@ import pytest
 import torch
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def mcore_world1():
-    """A world-size-1 gloo group with megatron-core model parallel state (tp=pp=1)."""
+    """A world-size-1 gloo group with megatron-core model parallel state (tp=pp=1), built afresh for each
+    test: a file that ran before on the same pytest-xdist worker may have left a fake multi-rank world
+    (``mcore_meta``, ``titan_trace``) or megatron groups of a process group destroyed since, which
+    ``init_single_process`` would keep (it returns when a group exists)."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
     from primus_launch.frameworks import mcore_cpu
 
     mcore_cpu.install()
+    if ps.model_parallel_is_initialized():
+        ps.destroy_model_parallel()
+    if dist.is_initialized():
+        dist.destroy_process_group()
     mcore_cpu.init_single_process()  # in-process store: no port to race for
-    from megatron.core import parallel_state as ps
-
-    if not ps.model_parallel_is_initialized():
-        ps.initialize_model_parallel(1, 1)
+    ps.initialize_model_parallel(1, 1)
     mcore_cpu.seed_rng_tracker(1234)
     return mcore_cpu
 
