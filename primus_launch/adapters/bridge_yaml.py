@@ -47,8 +47,8 @@ import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron import (cluster_edits, files_from_run_root, plan_diffs, refuse_diffs,
                                              stated_cluster, with_launch_env, with_source, write_rendered)
 from primus_launch.adapters.megatron_args import BY_DEST, changed_args, convert, plan_from_args, ub_cfg_entries
-from primus_launch.adapters.megatron_yaml import (MappedYamlRecipe, child_node, env_mapping_edits, mapping_items, node_value,
-                                                  scalar_text)
+from primus_launch.adapters.megatron_yaml import (MappedYamlRecipe, child_node, env_mapping_edits, mapping_items,
+                                                  mapping_root, node_value, scalar_text)
 from primus_launch.adapters.yaml_text import entries_after
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text
@@ -141,13 +141,8 @@ def is_bridge_run_config(text: str) -> bool:
     """A Megatron-Bridge ConfigContainer YAML that states the model (the reader of this module)."""
     if not re.search(r"^model:", text, re.M) or not re.search(r"^train:", text, re.M):
         return False
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        return False
-    if not isinstance(root, yaml.MappingNode) or child_node(root, "modules") is not None:
-        return False
-    return states_model(root)
+    root = mapping_root(text)
+    return root is not None and states_model(root)
 
 
 @dataclass

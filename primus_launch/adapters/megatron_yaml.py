@@ -458,6 +458,18 @@ child_node = _child
 mapping_items = _mapping_items
 
 
+def mapping_root(text: str) -> yaml.MappingNode | None:
+    """The document's top-level mapping node (without Primus ``modules:``), or None where ``text`` is no YAML
+    or not a mapping: the common first step of the nested-YAML kind checks (Bridge run config, NeMo 1.0)."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(root, yaml.MappingNode) or _child(root, "modules") is not None:
+        return None
+    return root
+
+
 def is_yaml_text(text: str) -> bool:
     """Whether ``text`` looks like a YAML mapping of Megatron arguments (not a bash script)."""
     from primus_launch.inputs import parse_yaml

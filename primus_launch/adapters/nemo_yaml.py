@@ -51,7 +51,7 @@ from primus_launch.adapters.megatron import (cluster_edits, plan_diffs, refuse_d
                                              write_rendered)
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, changed_args, convert, plan_from_args
 from primus_launch.adapters.megatron_flags import FALSE_WORDS
-from primus_launch.adapters.megatron_yaml import MappedYamlRecipe, child_node, mapping_items, scalar_text
+from primus_launch.adapters.megatron_yaml import MappedYamlRecipe, child_node, mapping_items, mapping_root, scalar_text
 from primus_launch.adapters.nemo_interp import Resolver, Unresolved
 from primus_launch.adapters.yaml_text import entries_after
 from primus_launch.errors import UserError
@@ -101,12 +101,8 @@ def is_nemo1_config(text: str) -> bool:
     (no Primus ``modules:``; a ``model:`` taken from Hydra ``defaults:`` is refused by the reader, by name)."""
     if not re.search(r"^trainer:", text, re.M) or not re.search(r"^(model|exp_manager):", text, re.M):
         return False
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        return False
-    return (isinstance(root, yaml.MappingNode) and child_node(root, "modules") is None
-            and isinstance(child_node(root, "trainer"), yaml.MappingNode)
+    root = mapping_root(text)
+    return (root is not None and isinstance(child_node(root, "trainer"), yaml.MappingNode)
             and any(isinstance(child_node(root, k), yaml.MappingNode) for k in ("model", "exp_manager")))
 
 
