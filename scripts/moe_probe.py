@@ -51,6 +51,13 @@ Diagnostics only: nothing here changes the model or the validation rows.
    per-call fixed cost that makes ``t = busbytes / B + l`` reproduce its printed average over 512 KiB .. 8 GiB); the
    dispatcher's copy kernels (permute, sort chunks, TE Fp8 pad / unpad, unsort, unpermute) and the HBM fraction they
    would need to close each case's gap alone; the host syncs priced per layer.
+10. ``--b300-diff``: issue 28's Bridge DeepSeek-V3 B300 row against its 26.04.01 siblings (B200 / GB200 / GB300): each
+   row's host CPU, NIC rate, scale-up domain, EP span, local experts and tokens per local expert, with seconds per
+   (layer x micro-batch) measured and projected; the B300's hardware-database terms switched one at a time (host priced
+   as Grace, NIC at 50 / 25 GB/s, NVLink at 450 GB/s: a what-if GPU registered under its own name) on the row and on its
+   twin on the same DGX B300 cluster (Bridge Qwen3-235B, PP 8, EP 8 HybridEP, MBS 2); the row with fewer, larger local
+   experts; and the NVIDIA Megatron-family MoE rows (GPT-OSS aside) split by tokens per local expert, beside the best
+   cuBLAS shapes of the public MAMF sweeps on Blackwell.
 
     python scripts/moe_probe.py --row mlm_moe_qwen3_235b_h100_bf16_256gpu_tp2pp8ep32
     python scripts/moe_probe.py --row torchtitan_gb200_llama4_scout_mxfp8 --as-mxfp8
@@ -60,6 +67,7 @@ Diagnostics only: nothing here changes the model or the validation rows.
     python scripts/moe_probe.py --qwen30
     python scripts/moe_probe.py --dsv3-b300
     python scripts/moe_probe.py --a2a-path
+    python scripts/moe_probe.py --b300-diff
 """
 
 from __future__ import annotations
@@ -584,6 +592,133 @@ def probe_dsv3_b300() -> int:
     return 0
 
 
+# --b300-diff: the B300 DeepSeek-V3 row against the same recipe family on the other Blackwell systems (issue 28)
+B300_DIFF_ROWS = ("mbridge2604_b300_fp8_mx_deepseek_v3_256gpu", "mbridge2604_b200_fp8_mx_deepseek_v3_256gpu",
+                  "mbridge2604_gb200_fp8_mx_deepseek_v3_256gpu", "mbridge2604_gb300_fp8_mx_deepseek_v3_256gpu")
+# its twin on the same x86 DGX B300 cluster: Bridge 26.04.01 Qwen3-235B, PP 8 without VP, EP 8 HybridEP at 32 SMs,
+# MBS 2, no 1F1B overlap (the row's plan; qwen3_workload_base_configs.py @v0.4.2 B300 V2 + PR #3490)
+B300_TWIN_ROW = "mbridge2604_b300_fp8_mx_qwen3_235b_a22b_256gpu"
+# one hardware-database field of the B300 switched at a time (registered as a new GPU name, so every per-GPU cache of
+# the cost model keys on it): the Grace host factor of GB200 / GB300 (cost/framework.py HOST_CPU_FACTOR), half and a
+# quarter of ConnectX-8's 100 GB/s per GPU, half of NVLink 5's 900 GB/s per direction
+B300_KNOBS = (("host CPU priced as Grace (x2.75 per launch)", {"host_cpu": "grace"}),
+              ("NIC 50 GB/s per GPU", {"inter_node_bw": 50e9}),
+              ("NIC 25 GB/s per GPU", {"inter_node_bw": 25e9}),
+              ("NVLink 450 GB/s per direction", {"intra_node_bw": 450e9}))
+# the best shapes of the public MAMF sweeps on Blackwell (records): the K of a cuBLAS GEMM at the top of its sweep
+MAMF_BLACKWELL = ("mamf-bf16-b300", "mamf-bf16-gb200", "mamf-fp8-gb200-19456x5120x1536")
+
+
+def tokens_per_local_expert(plan) -> float:
+    """Routed token copies one local expert sees per micro-batch under balanced routing: MBS x seq / (TP x CP) tokens
+    per GPU, x top-k copies, over num_experts / EP local experts (ETP 1)."""
+    m, p = plan.model, plan.parallel
+    local = m.num_experts // p.ep
+    return plan.training.micro_batch_size * m.seq_length / (p.tp * p.cp) * m.moe_router_topk / local
+
+
+def knob_gpu(base: str, label: str, update: dict) -> str:
+    """Register ``base``'s GPU spec with ``update`` under a new name (``load_gpu_file``: a JSON document is YAML) and
+    return the name; the database entry of ``base`` is not touched."""
+    import tempfile
+
+    from primus_launch.projection.hardware.gpus import get_gpu, known_gpus, load_gpu_file
+
+    name = f"{base}-whatif-" + "".join(c if c.isalnum() else "-" for c in label.lower()).strip("-")
+    if name not in known_gpus():
+        spec = get_gpu(base).model_dump()
+        spec.update(update, name=name)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as fh:
+            json.dump({"gpu": {name: spec}}, fh)
+        load_gpu_file(fh.name)
+        Path(fh.name).unlink()
+    return name
+
+
+def b300_knob_errors() -> list[tuple[str, float, float]]:
+    """(knob, DeepSeek-V3 B300 row error, its Qwen3-235B B300 twin's error) with each B300_KNOBS entry applied to both,
+    the rows as built first."""
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    out = []
+    for label, upd in (("as built", {}),) + B300_KNOBS:
+        errs = []
+        for rid in (DSV3_B300_ROW, B300_TWIN_ROW):
+            row = rows[rid]
+            plan = row["plan"] if not upd else _switched(row["plan"], {"cluster.gpu": knob_gpu("b300", label, upd)})
+            tok, _ = _project(plan)
+            errs.append((tok - row["measured_tokens_per_sec_per_gpu"]) / row["measured_tokens_per_sec_per_gpu"])
+        out.append((label, errs[0], errs[1]))
+    return out
+
+
+def expert_size_split() -> list[tuple[float, str, float]]:
+    """(tokens per local expert, row id, error) of every NVIDIA Megatron-family MoE row (Megatron-LM, Bridge, AutoModel)
+    but GPT-OSS (its own entry: the TE op fuser), projected as built."""
+    from primus_launch.plan import Plan
+
+    out = []
+    for row in json.loads(RUNS.read_text())["rows"]:
+        rid, plan = row["id"], row["plan"]
+        if not plan["model"].get("num_experts") or "gpt_oss" in rid or not rid.startswith(("mlm_", "mbridge", "automodel")):
+            continue
+        tok, _ = _project(plan)
+        meas = row["measured_tokens_per_sec_per_gpu"]
+        out.append((tokens_per_local_expert(Plan.model_validate(plan)), rid, (tok - meas) / meas))
+    return sorted(out)
+
+
+def probe_b300_diff() -> int:
+    """The DeepSeek-V3 MXFP8 rows of Bridge 26.04.01 by system, the B300 hardware knobs on the row and its Qwen3-235B
+    twin, the local-expert count, and the NVIDIA MoE rows split by tokens per local expert (module doc, 10)."""
+    from primus_launch.plan import Plan
+    from primus_launch.projection.cost import evidence as ev
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    print(f"{'row':46s} {'host':5s} {'NIC':>5s} {'NVL':>4s} {'EP / domains':>9s} {'local':>5s} {'tok/exp':>7s} "
+          f"{'measured':>8s} {'projected':>9s}  ms per layer x micro-batch (measured / projected)")
+    for rid in B300_DIFF_ROWS:
+        row = rows[rid]
+        plan = Plan.model_validate(row["plan"])
+        spec, ep = get_gpu(plan.cluster.gpu), layout(plan).ep
+        meas = row["measured_tokens_per_sec_per_gpu"]
+        tok, _ = _project(row["plan"])
+        sm, _ = per_layer_mb_seconds(plan, meas)
+        sp, _ = per_layer_mb_seconds(plan, tok)
+        print(f"{rid:46s} {spec.host_cpu:5s} {spec.inter_node_bw / 1e9:5.0f} {plan.cluster.scaleup_domain:4d} "
+              f"{ep.size:3d} in {-(-ep.size * ep.stride // plan.cluster.scaleup_domain):1d} {plan.model.num_experts // plan.parallel.ep:5d} "
+              f"{tokens_per_local_expert(plan):7.0f} {meas:8.0f} {tok:9.0f}  {1e3 * sm:6.2f} / {1e3 * sp:6.2f} "
+              f"({100 * (tok - meas) / meas:+.1f}%)")
+    print("B300 hardware knobs, one at a time (error of the DeepSeek-V3 row / of its Qwen3-235B B300 twin):")
+    knobs = b300_knob_errors()
+    d0, t0 = knobs[0][1], knobs[0][2]
+    for label, d, t in knobs:
+        print(f"  {label:46s} {100 * d:+6.1f}% / {100 * t:+6.1f}%   (moves {100 * (d - d0):+5.1f} / {100 * (t - t0):+5.1f} points)")
+    base = rows[DSV3_B300_ROW]
+    for ne in (256, 64):
+        tok, _ = _project(_switched(base["plan"], {"model.num_experts": ne}))
+        plan = Plan.model_validate(_switched(base["plan"], {"model.num_experts": ne}))
+        print(f"  DeepSeek-V3 B300 row with {ne:3d} experts ({ne // 8:2d} local, {tokens_per_local_expert(plan):5.0f} tokens "
+              f"each): {tok:7.1f} tokens/s/GPU")
+    print("NVIDIA Megatron-family MoE rows (GPT-OSS aside) by tokens per local expert and micro-batch:")
+    split = expert_size_split()
+    for lo, hi in ((0, 2048), (2049, 4096), (4097, 1e9)):
+        errs = sorted(e for x, _r, e in split if lo <= x <= hi)
+        if errs:
+            med = errs[len(errs) // 2] if len(errs) % 2 else (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2
+            print(f"  {lo:>6.0f} .. {hi:<10.0f} n={len(errs):2d}  median {100 * med:+6.1f}%  range {100 * errs[0]:+6.1f} .. "
+                  f"{100 * errs[-1]:+6.1f}%")
+    for x, rid, e in split:
+        if x <= 2048:
+            print(f"    {x:6.0f}  {rid:60s} {100 * e:+6.1f}%")
+    for rec_id in MAMF_BLACKWELL:
+        r = ev.record(rec_id)
+        s = r["shape"]
+        print(f"  {rec_id:34s} best cuBLAS shape {s['m']} x {s['n']} x K {s['k']}: {r['value']:.0f} TFLOP/s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--row", help="a row id of scripts/validation/runs.json")
@@ -605,9 +740,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="the NCCL all-to-all dispatcher's parts against public bounds on the x86 DGX Qwen3-235B cases")
     ap.add_argument("--dsv3-b300", action="store_true",
                     help="Bridge DeepSeek-V3 MXFP8 on DGX B300 / B200 at both public recipes, measured vs projected")
+    ap.add_argument("--b300-diff", action="store_true",
+                    help="the B300 DeepSeek-V3 row against its siblings and its B300 twin: hardware knobs, expert sizes")
     a = ap.parse_args(argv)
     if not (a.row or a.dualpipe or a.bridge3868 or a.bridge5094 or a.torch_grouped or a.per_layer or a.qwen30
-            or a.dsv3_b300 or a.a2a_path):
+            or a.dsv3_b300 or a.a2a_path or a.b300_diff):
         ap.print_help()
         return 2
     rc = probe_row(a.row, a.as_mxfp8, a.walk, a.set, a.measured) if a.row else 0
@@ -627,6 +764,8 @@ def main(argv: list[str] | None = None) -> int:
         rc = probe_dsv3_b300()
     if a.a2a_path and rc == 0:
         rc = probe_a2a_path()
+    if a.b300_diff and rc == 0:
+        rc = probe_b300_diff()
     return rc
 
 
