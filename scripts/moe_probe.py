@@ -635,6 +635,19 @@ def knob_gpu(base: str, label: str, update: dict) -> str:
     return name
 
 
+def stage_seconds(plan_dict: dict) -> list[float]:
+    """The model's forward + backward seconds of one micro-batch on each pipeline stage (all its chunks), as the
+    schedule simulator receives them (``steps/stage.py``)."""
+    from primus_launch.plan import Plan
+    from primus_launch.projection.cost.roofline import layer_times_roofline
+    from primus_launch.projection.dryrun import project_dry_run
+    from primus_launch.projection.steps.flow import run_steps
+
+    plan = project_dry_run(Plan.model_validate(plan_dict)).plan   # the plan as projected (power cap resolved)
+    st = run_steps(plan, layer_times_roofline(plan))
+    return [sum(c.fwd + c.bwd_input + c.bwd_weight for c in chunks) for chunks in st.stages.chunks]
+
+
 def b300_knob_errors() -> list[tuple[str, float, float]]:
     """(knob, DeepSeek-V3 B300 row error, its Qwen3-235B B300 twin's error) with each B300_KNOBS entry applied to both,
     the rows as built first."""
@@ -690,6 +703,10 @@ def probe_b300_diff() -> int:
               f"{ep.size:3d} in {-(-ep.size * ep.stride // plan.cluster.scaleup_domain):1d} {plan.model.num_experts // plan.parallel.ep:5d} "
               f"{tokens_per_local_expert(plan):7.0f} {meas:8.0f} {tok:9.0f}  {1e3 * sm:6.2f} / {1e3 * sp:6.2f} "
               f"({100 * (tok - meas) / meas:+.1f}%)")
+    st = stage_seconds(rows[DSV3_B300_ROW]["plan"])
+    print(f"  B300 row, model's seconds per micro-batch by pipeline stage (fwd + bwd, layout "
+          f"{rows[DSV3_B300_ROW]['plan']['parallel']['pipeline_layout']}): "
+          + ", ".join(f"{1e3 * t:.1f}" for t in st) + " ms")
     print("B300 hardware knobs, one at a time (error of the DeepSeek-V3 row / of its Qwen3-235B B300 twin):")
     knobs = b300_knob_errors()
     d0, t0 = knobs[0][1], knobs[0][2]

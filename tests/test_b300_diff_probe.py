@@ -72,3 +72,16 @@ def test_no_b300_hardware_term_separates_the_row_from_its_twin():
             assert abs(t - t0) > abs(d - d0) > 0
         elif label.startswith("NIC"):
             assert 0 < d0 - d < d0 / 3
+
+
+def test_last_stage_is_the_heavy_one_as_bridge_lays_it_out():
+    """Bridge's set_deepseek_v3_pipeline_model_parallel_layout (8, 1) entry, the row's 'Et*8|(t*8|)*6t*5mL': stage 0
+    the embedding and 8 layers (3 dense), stages 1-6 eight MoE layers each, stage 7 five MoE layers, the MTP layer and
+    the loss (both output heads) -- the middle stages are priced alike and the last one above them."""
+    mp = _probe()
+    row, _plan_ = _plan(mp, mp.DSV3_B300_ROW)
+    assert row["plan"]["parallel"]["pipeline_layout"] == "Et*8|(t*8|)*6t*5mL"
+    st = mp.stage_seconds(row["plan"])
+    assert len(st) == 8
+    assert max(st[1:7]) == pytest.approx(min(st[1:7]))
+    assert st[7] > st[1] > st[0]
