@@ -11,6 +11,14 @@ per-GEMM price of every other expert loop, ``moe_host.TE_GEMM_HOST_S``), the num
 loop launches, and the one same-run ratio the 2.0 blog publishes (Qwen3-30B-A3B, 8 GPUs: 'best configuration' with
 the legacy loop against 'Turbo-accelerated' with Primus-Turbo's one-kernel FP8 grouped GEMM).  Nothing is fitted:
 the probe shows which rows a value of the constant moves, and that no one value fits both blogs' rows.
+
+    python scripts/amd_fp8_probe.py --ep-host-slack
+
+What-if, not in the model (Known gaps, AMD FP8): the MoE layer's exposed EP seconds less the GPU-idle time of a
+host-bound pass (the dispatch and combine are GPU work the host launches without waiting for, but the forward's
+token-count sync): backward ``max(0, c_b - (H_b - G_b))``, forward the dispatch half ``min(c_f / 2, H_f - G_f)``
+off (``roofline.layer_op_times(plan)["_host"]``: host and GPU seconds per pass).  Prints every judged row it
+moves by more than 0.1 point, AMD or not.
 """
 
 from __future__ import annotations
@@ -39,8 +47,13 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host-us", type=float, nargs="+", default=[196.0, 118.0, 23.0, 10.0],
                     help="host microseconds per legacy expert GEMM to try (default: 196 118 23 10)")
+    ap.add_argument("--ep-host-slack", action="store_true",
+                    help="what-if: EP hidden in a host-bound MoE layer's GPU-idle time; rows it moves")
     a = ap.parse_args(argv)
     import validate
+
+    if a.ep_host_slack:
+        return _ep_host_slack(validate)
     from primus_launch.projection.cost import calibration as cal
 
     rows = [r for r in validate.load_rows() if r["id"].startswith("primus_") and r["plan"]["cluster"]["gpu"] == "mi355x"]
@@ -69,6 +82,37 @@ def main(argv: list[str]) -> int:
         meas = table[a.host_us[0]][PAIR[1]]["measured"] / table[a.host_us[0]][PAIR[0]]["measured"]
         mods = " ".join(f"{table[u][PAIR[1]]['projected'] / table[u][PAIR[0]]['projected']:.3f}" for u in a.host_us)
         print(f"Qwen3-30B-A3B Turbo / best (legacy loop): measured {meas:.3f}, projected {mods} (at the values above)")
+    return 0
+
+
+def _ep_host_slack(validate) -> int:
+    """The ``--ep-host-slack`` what-if (module doc): every row before and with the EP hidden in host slack."""
+    from primus_launch.projection.cost.roofline import layer_op_times
+    from primus_launch.projection.steps import layer as step
+
+    rows = validate.load_rows()
+    before = {r["id"]: r["err"] for r in validate.evaluate(rows)}
+    orig = step.ep_exposed
+
+    def hidden(plan, raw, lt, spec, tp=(0.0, 0.0)):
+        f, b = orig(plan, raw, lt, spec, tp)
+        hs = layer_op_times(plan).get("_host", {}).get("moe")
+        if plan.training.overlap_moe_expert_parallel_comm or hs is None:
+            return f, b
+        hf, hb, gf, gb = hs
+        return f - min(f / 2, max(0.0, hf - gf)), max(0.0, b - max(0.0, hb - gb))
+
+    step.ep_exposed = hidden
+    try:
+        _clear()
+        after = {r["id"]: r["err"] for r in validate.evaluate(rows)}
+    finally:
+        step.ep_exposed = orig
+        _clear()
+    print(f"{'row':70s} {'now':>7s} {'hidden':>7s}")
+    for rid, e in before.items():
+        if abs(after[rid] - e) > 1e-3:
+            print(f"{rid:70s} {100 * e:+6.1f}% {100 * after[rid]:+6.1f}%")
     return 0
 
 

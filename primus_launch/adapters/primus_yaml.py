@@ -773,6 +773,9 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[
                                             modules=("core_attn",), layer_ids=layer_ids)
     if deepep and plan.model.is_moe:
         upd["training"]["moe_token_dispatcher"] = "deepep"
+        if plan.training.moe_router_force_load_balancing:
+            # Turbo DeepEP routes forced balance round robin (PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess)
+            upd["training"]["moe_force_round_robin"] = True
     upd["training"].update(primus_training_changes(cfg))
     if plan.model.is_moe:
         upd["training"].update(_turbo_moe(cfg, stage))

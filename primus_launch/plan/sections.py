@@ -455,6 +455,12 @@ class Training(BoundedSection):
                                         "HybridEP 24 inside one NVLink domain, 8 across)")
     moe_router_force_load_balancing: bool = Field(
         default=False, description="balanced routing forced (benchmarks); the projection assumes balanced routing")
+    moe_force_round_robin: bool = Field(
+        default=False, description="with moe_router_force_load_balancing and the deepep dispatcher: the forced "
+                                   "routing is Primus-Turbo's DeepEP dispatcher's round robin, token i to the k "
+                                   "consecutive experts from i*k mod E (Primus core/extensions/primus_turbo.py "
+                                   "PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess, since 627b2454: "
+                                   "token_indices = arange(T*k).view(T, k) % E), not Megatron's random logits")
     moe_router_fusion: bool = Field(default=False, description="TE fused router top-k / score / aux-loss kernels "
                                                                "(Megatron --moe-router-fusion, default off)")
     moe_router_aux_loss: bool = Field(default=True, description="router adds a load-balancing loss (Megatron "

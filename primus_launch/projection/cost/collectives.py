@@ -369,23 +369,29 @@ def dispatch_time(tokens: float, token_bytes: float, size: int, nodes: int, per_
 @lru_cache(maxsize=65536)
 def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: str, num_experts: int, topk: int,
                     num_groups: int = 1, group_topk: int = 1, lib: str = "deepep", insitu: bool = True,
-                    op: str = "dispatch", api: bool = True, num_sms: int = 0, forward: bool = True) -> float:
+                    op: str = "dispatch", api: bool = True, num_sms: int = 0, forward: bool = True,
+                    round_robin: bool = False) -> float:
     """Seconds of one DeepEP (``lib="deepep"``) or HybridEP ``op`` (dispatch / combine) of ``tokens``
     tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc); ``insitu=False``: at the
     isolated benchmark's RDMA rate (what the in-situ fraction adds, for the explanation); ``api=False``:
     without HybridEP's per-call torch-API time (a dispatcher inside CUDA graphs; the explanation's share);
     ``num_sms``: the SMs DeepEP runs on (0: :data:`cost.contention.DEEPEP_SMS`, DeepEP's and Megatron's
     default 20); ``forward=False``: without DeepEP V1's internode forwarder bound (:func:`deepep_forward_bw`;
-    the explanation's share)."""
-    from primus_launch.projection.cost.moe_routing import expected_units_hit
+    the explanation's share); ``round_robin``: Primus-Turbo's forced round-robin routing
+    (:func:`cost.moe_routing.round_robin_units_hit`) instead of random top-k."""
+    from primus_launch.projection.cost.moe_routing import expected_units_hit, round_robin_units_hit
 
     n = pl.size
     if n <= 1 or tokens <= 0:
         return 0.0
     per_rank = max(1, num_experts // n)
-    d_rank = expected_units_hit(num_experts, topk, per_rank, num_groups, group_topk)
-    d_dom = expected_units_hit(num_experts, topk, per_rank * pl.per_node, num_groups, group_topk) \
-        if pl.nodes > 1 else 1.0
+
+    def hit(unit: int) -> float:
+        return (round_robin_units_hit(num_experts, topk, unit) if round_robin
+                else expected_units_hit(num_experts, topk, unit, num_groups, group_topk))
+
+    d_rank = hit(per_rank)
+    d_dom = hit(per_rank * pl.per_node) if pl.nodes > 1 else 1.0
     fab = fabric(gpu)
     if not insitu and lib in fab.e_rdma:
         from primus_launch.projection.cost.fitted import FITTED

@@ -429,6 +429,14 @@ def _routing_line(plan: Plan) -> str:
     from primus_launch.projection.cost.moe_imbalance import plan_imbalance
 
     imb = plan_imbalance(plan)
+    if imb.mode == "round_robin":
+        from primus_launch.projection.cost.moe_routing import round_robin_units_hit
+
+        m = plan.model
+        d = round_robin_units_hit(m.num_experts, m.moe_router_topk, max(1, m.num_experts // plan.parallel.ep))
+        return (f"forced balance through Primus-Turbo's DeepEP dispatcher: token i to the {m.moe_router_topk} experts "
+                f"from i x {m.moe_router_topk} mod {m.num_experts} (round robin): every expert the same count, "
+                f"{d:.2f} destination ranks per token (cost/moe_routing.py round_robin_units_hit)")
     why = {"forced": "--moe-router-force-load-balancing: random logits, sampling spread only",
            "aux_loss": "load-balancing loss: a trained router's spread (shawntan/scattermoe#10) + sampling",
            "expert_bias": "expert-bias balancing: priced with the trained router's spread (no measurement of its own)",

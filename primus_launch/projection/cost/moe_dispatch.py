@@ -140,7 +140,7 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: 
     recipe's ``training.moe_dispatcher_num_sms``) (the explanation's shares of the four terms).  HybridEP's API time is left out where CUDA graphs capture
     the dispatcher (``framework.graph_scopes`` holds ``moe``: Megatron runs HybridEP sync-free there)."""
     from primus_launch.projection.cost.framework import graph_scopes
-    from primus_launch.projection.cost.moe_imbalance import plan_imbalance
+    from primus_launch.projection.cost.moe_imbalance import forced_round_robin, plan_imbalance
 
     fwd, bwd = dispatcher_collectives(plan)
     busiest = 1.0 + (plan_imbalance(plan).delta if busiest_rank else 0.0)
@@ -155,7 +155,8 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: 
                 s += coll.deepep_dispatch(max(1, int(c.nbytes)), float(m.hidden_size * ACT_BYTES), pl, gpu,
                                           m.num_experts, m.moe_router_topk, m.moe_router_num_groups or 1,
                                           m.moe_router_group_topk or 1, plan.training.moe_token_dispatcher,
-                                          insitu, c.what, api, plan.training.moe_dispatcher_num_sms or 0, forward)
+                                          insitu, c.what, api, plan.training.moe_dispatcher_num_sms or 0, forward,
+                                          forced_round_robin(plan))
             else:
                 s += getattr(coll, c.op)(c.nbytes, pl, gpu)
         out.append(s * busiest)

@@ -17,6 +17,10 @@ with ``E`` experts, top-``k``, ``u = E / ep`` experts per rank and ``N`` tokens 
 
 Router modes (``router_mode``) and their ``c``:
 
+- ``round_robin`` (forced load balancing through Primus-Turbo's DeepEP dispatcher, ``training.moe_force_round_robin``:
+  token ``i`` to the ``k`` experts from ``i k mod E``, the same on every rank, Primus
+  ``core/extensions/primus_turbo.py`` ``PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess``): every expert gets
+  ``T k / E`` of a rank's tokens, ``delta = 0``;
 - ``forced`` (Megatron ``--moe-router-force-load-balancing``, benchmark runs): the router's logits are
   replaced by fresh N(0, 1) draws per token (megatron-core ``moe/router.py`` ``TopKRouter.forward``,
   ``moe_utils.RandomSTE``), so sampling alone: ``c = 0`` (``scripts/validation/forced_balance_imbalance.py``
@@ -142,11 +146,20 @@ def rank_imbalance(num_experts: int, topk: int, ep: int, tokens: float, mode: st
     return Imbalance(mode, sigma * expected_max_normal(ep), sigma, ep, tokens, c)
 
 
+def forced_round_robin(plan: Plan) -> bool:
+    """Whether the plan's forced routing is Primus-Turbo's DeepEP round robin (``training.moe_force_round_robin``
+    with ``moe_router_force_load_balancing`` and the deepep dispatcher; module doc, ``round_robin``)."""
+    t = plan.training
+    return t.moe_force_round_robin and t.moe_router_force_load_balancing and t.moe_token_dispatcher == "deepep"
+
+
 def plan_imbalance(plan: Plan) -> Imbalance:
     """:func:`rank_imbalance` of a plan's MoE layers: ``T`` tokens per rank (micro-batch x sequence /
-    CP / TP x expert-TP: what one rank routes) x EP."""
+    CP / TP x expert-TP: what one rank routes) x EP; Primus-Turbo's forced round robin: none."""
     m, p, t = plan.model, plan.parallel, plan.training
     if not m.is_moe:
         return Imbalance("dense", 0.0, 0.0, 1, 0.0, 0.0)
     T = t.micro_batch_size * m.seq_length / p.cp / p.tp * p.expert_tp
+    if forced_round_robin(plan):
+        return Imbalance("round_robin", 0.0, 0.0, p.ep, T * p.ep, 0.0)
     return rank_imbalance(m.num_experts, m.moe_router_topk, p.ep, T * p.ep, router_mode(plan))

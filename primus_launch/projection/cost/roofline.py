@@ -877,7 +877,8 @@ def _cfg(plan: Plan) -> tuple:
     ub = tuple(t.tp_comm_overlap_cfg) if t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron" else None
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
-            (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32),
+            (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32,
+             mib.forced_round_robin(plan)),
             (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager), bool(t.moe_router_padding_for_quantization)),
             bool(t.fp8_param_gather),
             frozenset(t.bf16_linears), bool(t.fp8_attention) and recipe is not None and plan.framework == "megatron",
@@ -948,7 +949,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         mfk = {}
         rk = (4, 4)
         if prof.name == "megatron-te":
-            force_balance, router_fused, aux_loss, router_fp32 = router
+            force_balance, router_fused, aux_loss, router_fp32, _ = router
             mfk = moe_host.framework_kernels(dispatcher, ep, prof.fused_permute, aux_loss, router_fp32, force_balance,
                                              router_fused)
             rk = (max(1, mfk["moe_router"][0] - 1), max(1, mfk["moe_router"][1] - 2))
@@ -1052,7 +1053,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             acc.elem(pad_b, "TE Fp8Unpadding: experts' output unpadded (TEGroupedMLP)", 1.0, (npk, npk))
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
-        _routing_imbalance(acc, e0, mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)))
+        if not router[4]:   # Primus-Turbo's forced round robin: every expert the same count (cost/moe_imbalance.py)
+            _routing_imbalance(acc, e0, mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)))
         held = acc.mods
         acc.mods = held + ("moe_unpermute",)
         if titan_glue:
