@@ -68,8 +68,14 @@ def test_reader_marks_turbo_deepep_rows_only():
     assert turbo.training.moe_token_dispatcher == "deepep" and turbo.training.moe_force_round_robin
     assert forced_round_robin(turbo) and plan_imbalance(turbo).delta == 0.0
     _, a2a = _plan("primus_moepkg_mi355x_deepseek_v2_lite_lossfusion_8gpu")   # Megatron's all-to-all
-    assert a2a.training.moe_router_force_load_balancing and not a2a.training.moe_force_round_robin
+    # a force-balanced Primus plan carries the field whatever its dispatcher (Primus writes ``deepep`` back as
+    # Turbo DeepEP), and it takes effect only under deepep: all-to-all keeps Megatron's random fan-out
+    assert a2a.training.moe_router_force_load_balancing and a2a.training.moe_force_round_robin
     assert not forced_round_robin(a2a) and plan_imbalance(a2a).delta > 0.0
+    # the tuner's switch to deepep (knobs.py) on that plan is the Turbo dispatcher, hence round robin
+    switched = a2a.model_copy(update={"training": a2a.training.model_copy(
+        update={"moe_token_dispatcher": "deepep"})})
+    assert forced_round_robin(switched) and plan_imbalance(switched).delta == 0.0
 
 
 def test_turbo_deepep_step_of_the_moe_blog():

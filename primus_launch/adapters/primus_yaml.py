@@ -773,9 +773,11 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[
                                             modules=("core_attn",), layer_ids=layer_ids)
     if deepep and plan.model.is_moe:
         upd["training"]["moe_token_dispatcher"] = "deepep"
-        if plan.training.moe_router_force_load_balancing:
-            # Turbo DeepEP routes forced balance round robin (PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess)
-            upd["training"]["moe_force_round_robin"] = True
+    if plan.model.is_moe and plan.training.moe_router_force_load_balancing:
+        # Turbo DeepEP routes forced balance round robin (PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess);
+        # set whatever the dispatcher read: a Primus plan is written back with ``use_turbo_deepep`` whenever it is
+        # (or the tuner makes it) ``deepep``, and the field takes effect only then (moe_imbalance.round_robin)
+        upd["training"]["moe_force_round_robin"] = True
     upd["training"].update(primus_training_changes(cfg))
     if plan.model.is_moe:
         upd["training"].update(_turbo_moe(cfg, stage))
