@@ -226,6 +226,16 @@ def plan_of_case(case: dict) -> Any:
 
             plan = plan.with_changes(training=primus_training_changes(case["primus_settings"]))
         return plan
+    if case.get("primus_config"):
+        # a flattened Primus module (``{"framework": ..., "overrides": {...}}``, as the Primus reader exports it): read by
+        # the Primus reader, as build_runs.primus_row reads current_runs' Primus rows -- a TorchTitan module then runs
+        # Primus's own attention (Primus-Turbo's drops torchtitan's repeat_kv), not the TOML path's
+        import yaml
+
+        from primus_launch.adapters.primus_yaml import plan_from_text as primus_plan
+
+        text = yaml.safe_dump({"modules": {"pre_trainer": case["primus_config"]}}, sort_keys=False)
+        return primus_plan(text, f"{case.get('primus_model_preset') or case['id']}.yaml", env={}, cluster=cluster)
     if case.get("torchtitan_config"):
         import tomli_w
 

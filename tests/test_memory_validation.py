@@ -56,7 +56,8 @@ def test_cases_state_source_quote_and_hardware():
         hw = c["hardware"]
         assert hw["num_gpus"] > 0 and hw["plan_gpu"], c["id"]
         if not c.get("skip_reason"):
-            assert bool(c.get("megatron_flags")) != bool(c.get("torchtitan_config")), c["id"]
+            readers = [k for k in ("megatron_flags", "torchtitan_config", "primus_config") if c.get(k)]
+            assert len(readers) == 1, c["id"]
         m = c.get("measured_peak")
         if m:
             assert m["basis"] in ("allocated", "reserved") and m["rank"] in ("first", "last", "max"), c["id"]
@@ -88,11 +89,12 @@ def test_case_plans_read_the_cases_own_settings(items):
             if vp is not None:
                 assert p.parallel.vpp == int(vp), c["id"]
         else:
-            par = c["torchtitan_config"]["parallelism"]
+            job = c.get("torchtitan_config") or c["primus_config"]["overrides"]
+            par = job["parallelism"]
             mb = par.get("pipeline_parallel_microbatch_size") if par.get("pipeline_parallel_degree", 1) > 1 \
-                else c["torchtitan_config"]["training"]["local_batch_size"]
+                else job["training"]["local_batch_size"]
             assert p.training.micro_batch_size == mb, c["id"]
-            assert p.model.seq_length == c["torchtitan_config"]["training"]["seq_len"], c["id"]
+            assert p.model.seq_length == job["training"]["seq_len"], c["id"]
 
 
 def test_committed_cases_are_what_the_builder_builds():
@@ -192,3 +194,31 @@ def test_json_output(tmp_path):
         if "verdict" in r:
             assert r["verdict"] in vm.VERDICTS and set(r["terms_gib"]) == set(vm.TERMS)
     assert doc["summary"]["kind:recipe"]["n"] == sum("verdict" in r for r in doc["results"])
+
+
+def test_primus_torchtitan_cases_run_primus_attention_without_repeat_kv():
+    """A Primus TorchTitan case (``primus_config``) is read by the Primus reader, not as a TorchTitan TOML: Primus's
+    llama3 Attention (AMD-AGI/Primus release/v25.10 07c68e33, primus/backends/torchtitan/models/llama3/model/model.py)
+    comments out torchtitan 5fb7cc2e's ``repeat_kv`` before Primus-Turbo's flash attention, so K and V are kept at the
+    8 KV heads of Llama 3.1 8B, not expanded to its 32 query heads: per layer and micro-batch the TOML reading keeps
+    ``2 B x sb x 2 x (32 - 8) x 128`` more (sb = 3 x 8192: 288 MiB) -- the whole difference of the two readings."""
+    import tomli_w
+
+    from build_runs import _cluster_for
+
+    from primus_launch.adapters.torchtitan import plan_from_text
+    from primus_launch.projection.memory.estimate import titan_attention
+    from primus_launch.projection.memory.titan import layer_activation_bytes
+
+    case = next(c for c in CASES if c["id"] == "primus_issue349_mi350x_llama31_8b_bf16_titan_lbs3_noac")
+    primus = vm.plan_of_case(case)
+    job = {k: v for k, v in case["primus_config"]["overrides"].items() if k != "primus_turbo"}
+    toml = plan_from_text(tomli_w.dumps(job), cluster=_cluster_for("mi350x", 8, 8))
+    assert titan_attention(toml) == "sdpa_repeat_kv" and titan_attention(primus) != "sdpa_repeat_kv"
+    m = primus.model
+    assert (m.num_attention_heads, m.kv_heads, m.kv_channels, m.num_layers) == (32, 8, 128, 32)
+    kw = dict(seq=8192, mbs=3, tp=1, compiled=True)
+    diff = (layer_activation_bytes(m, attn="sdpa_repeat_kv", **kw).kept
+            - layer_activation_bytes(m, attn=titan_attention(primus), **kw).kept)
+    # flex keeps max_scores beside the log-sum-exp (4 B x 32 heads x sb), Primus-Turbo's kernel only the lse
+    assert diff + 4.0 * 32 * 3 * 8192 == 2 * 3 * 8192 * 2 * (32 - 8) * 128

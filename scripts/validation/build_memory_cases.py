@@ -730,15 +730,51 @@ def _pr808_peak(gib: float, pct: str) -> dict:
     return dict(gib=gib, basis="reserved", rank="first", how=f"'memory: {gib}GiB({pct})' at step 20/30 (rank 0 max reserved)")
 
 
+# AMD's Primus + TorchTitan benchmark configurations of the rocm/primus:v25.10 image (ROCm docs "Training a model with
+# Primus and PyTorch", v25.10: "This Docker image is optimized for specific model configurations outlined below ...
+# AMD doesn't test configurations and run conditions outside those described"), read through the Primus reader as
+# flattened TorchTitan modules: the experiment (examples/torchtitan/configs/{MI300X,MI355X}/llama3.1_{8B,70B}-BF16-
+# pretrain.yaml) over primus/configs/modules/torchtitan/pre_trainer.yaml and the model preset, at release/v25.10
+# 07c68e33 (the files are the same from 299322e4, 2025-11-19, to 07c68e33, 2025-12-08), with the docs' run_pretrain.sh
+# --training.local_batch_size.
+_PRIMUS_TT_TURBO = {"enable_primus_turbo": True, "use_turbo_attention": True, "use_classic_attention": False,
+                    "use_turbo_async_tp": True, "use_turbo_mx_linear": True, "use_turbo_float8_linear": True,
+                    "use_turbo_grouped_mm": False, "enable_attention_float8": False}
+
+
+def _primus_tt(flavor: str, lbs: int, ac: str) -> dict:
+    """The flattened Primus TorchTitan module of a Llama 3.1 BF16 experiment (see above)."""
+    return {"framework": "torchtitan", "overrides": {
+        "model": {"name": "llama3", "flavor": flavor},
+        "training": {"local_batch_size": lbs, "seq_len": 8192, "mixed_precision_param": "bfloat16",
+                     "mixed_precision_reduce": "float32", "max_norm": 1.0},
+        "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1, "tensor_parallel_degree": 1,
+                        "context_parallel_degree": 1, "pipeline_parallel_degree": 1, "expert_parallel_degree": 1,
+                        "fsdp_reshard_after_forward": "default"},
+        "activation_checkpoint": {"mode": ac},
+        "compile": {"enable": True, "components": ["model", "loss"]},
+        "optimizer": {"name": "AdamW", "implementation": "fused"},
+        "primus_turbo": dict(_PRIMUS_TT_TURBO)}}
+
+
 _PRIMUS349_READ = (
-    "Primus v0.5.0 (be88d349, 2025-12-11, the release the ROCm benchmark docs of that week point at): "
+    "Primus release/v25.10 between d80b8d1f (2025-11-26) and 07c68e33 (2025-12-08): the issue's traceback lines "
+    "(primus/modules/trainer/torchtitan/pre_trainer.py:92 'self.trainer.train()', primus/pretrain.py:183 / 213, "
+    "primus/cli/main.py) match only that range of the branch the rocm/primus:v25.10 image was built from, whose "
+    "torchtitan submodule is 5fb7cc2e (its train.py:492 'loss.backward()', :512, :612 are the traceback's).  "
     "examples/torchtitan/configs/MI355X/llama3.1_8B-BF16-pretrain.yaml over primus/configs/modules/torchtitan/"
     "pre_trainer.yaml: llama3 8B (Llama 3.1 8B), local_batch_size 3, seq_len 8192, activation_checkpoint none, "
     "compile model + loss, FSDP over the 8 GPUs (data_parallel_shard_degree -1), AdamW (fused), bf16 params / fp32 "
-    "reduce.  Not a plan field: Primus-Turbo's attention / kernels (enable_primus_turbo true).  Device: 8 x MI350 (the "
-    "issue's 'GPUs: 8* MI350', read as MI350X 288 GB); the OOM message gives a torch-visible total of 251.98 GiB "
-    "(the hardware DB's MI350X: 287.98 GiB; the verdict uses the DB's).  The failed allocation, 11.74 GiB = 3 x 8192 x "
-    "128,256 x 4 B, is the fp32 logits of the loss in step 2, with 229.04 GiB allocated before it.")
+    "reduce, Primus-Turbo on: read as a flattened Primus module by the Primus reader (Primus's llama3 Attention, "
+    "primus/backends/torchtitan/models/llama3/model/model.py, comments out torchtitan's repeat_kv and the "
+    "primus_turbo converter puts Primus-Turbo's CK flash attention -- custom op primus_turbo::attention_aiter_csrc_"
+    "forward_impl, saving q, k, v, out, lse -- in place of SDPA: no s x s tensor).  Device: 8 x MI350 (the issue's "
+    "'GPUs: 8* MI350', read as MI350X 288 GB); the OOM message gives a torch-visible total of 251.98 GiB (the "
+    "hardware DB's MI350X: 287.98 GiB; the verdict uses the DB's).  The failed allocation, 11.74 GiB = 3 x 8192 x "
+    "128,256 x 4 B, is the fp32 gradient of the logits at the start of the compiled loss's backward in step 2 "
+    "(traceback: loss.backward -> aot_autograd CompiledFunction.backward), with 229.04 GiB allocated before it.  "
+    "Not explained by the model (MEMORY.md, 'Primus issue 349'): the same image's own benchmark commands run twice "
+    "the tokens per GPU (local_batch_size 6 on MI355X / MI350X, the primus_v2510_* cases).")
 
 CASES += [
     dict(id="titan_pr808_llama3_8b_h100_8gpu_bf16_compile", outcome="ran", framework="torchtitan", hardware=_PR808_HW,
@@ -776,14 +812,7 @@ CASES += [
          measured_peak=_pr808_peak(47.77, "50.28%"), pair=None),
     dict(id="primus_issue349_mi350x_llama31_8b_bf16_titan_lbs3_noac", outcome="oom", framework="torchtitan",
          hardware=dict(gpu="MI350 (8x; logged total 252.0 GiB)", plan_gpu="mi350x", num_gpus=8, gpus_per_node=8),
-         torchtitan_config={"model": {"name": "llama3", "flavor": "8B"},
-                            "training": {"local_batch_size": 3, "seq_len": 8192, "mixed_precision_param": "bfloat16",
-                                         "mixed_precision_reduce": "float32"},
-                            "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
-                                            "tensor_parallel_degree": 1},
-                            "activation_checkpoint": {"mode": "none"},
-                            "compile": {"enable": True, "components": ["model", "loss"]},
-                            "optimizer": {"name": "AdamW", "implementation": "fused"}},
+         primus_config=_primus_tt("8B", 3, "none"), primus_model_preset="llama3.1_8B",
          source=dict(ref="AMD-AGI/Primus issue #349 ('Llama 3.1 8B with BF16 precision using Primus torchtitan failed with "
                          "OOM.', 2025-12-11)", url="https://github.com/AMD-AGI/Primus/issues/349", date="2025-12-11"),
          quote=("'GPUs: 8* MI350 ... I used steps from documentation ... primus_pyt_train_llama-3.1-8b ... step:  1  loss: "
@@ -792,6 +821,130 @@ CASES += [
                 "the allocated memory 229.04 GiB is allocated by PyTorch, and 12.46 GiB is reserved by PyTorch but "
                 "unallocated ... train.py, line 512, in train_step: loss = self.forward_backward_step(...)'"),
          read=_PRIMUS349_READ, pair=None),
+]
+
+_V2510_SRC = dict(ref="ROCm documentation, 'Training a model with Primus and PyTorch' for the rocm/primus:v25.10 image "
+                      "(docs/how-to/rocm-for-ai/training/benchmark-docker/primus-pytorch, model-support-v2510), "
+                      "'Benchmarking examples'",
+                  url="https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/training/benchmark-docker/primus-pytorch.html",
+                  date="2025-11")
+_V2510_READ = ("Primus release/v25.10 (07c68e33): the experiment YAML named in the quote over pre_trainer.yaml (compile of "
+               "model and loss, FSDP over the node's 8 GPUs, AdamW fused, bf16 params / fp32 reduce) and the llama3.1 "
+               "model preset, with the docs' --training.local_batch_size; seq_len 8192.  Primus-Turbo on "
+               "(enable_primus_turbo, use_turbo_attention: Primus's llama3 Attention calls Primus-Turbo's flash attention "
+               "on un-repeated K / V, primus/backends/torchtitan/models/llama3/model/model.py); read as a flattened Primus "
+               "module by the Primus reader.  'Ran' = the image's benchmarked configuration (the docs' own claim); no "
+               "peak is published.  MI325X runs the MI300X file.")
+_V2510_8B = ("'.. container:: model-doc primus_pyt_train_llama-3.1-8b ... MI355X and MI350X: EXP=examples/torchtitan/"
+             "configs/MI355X/llama3.1_8B-BF16-pretrain.yaml bash examples/run_pretrain.sh --training.local_batch_size 6 ... "
+             "MI325X: EXP=examples/torchtitan/configs/MI300X/llama3.1_8B-BF16-pretrain.yaml ... --training.local_batch_size "
+             "6 ... MI300X: ... --training.local_batch_size 4'")
+_V2510_70B = ("'.. container:: model-doc primus_pyt_train_llama-3.1-70b ... MI355X and MI350X: EXP=examples/torchtitan/"
+              "configs/MI355X/llama3.1_70B-BF16-pretrain.yaml bash examples/run_pretrain.sh --training.local_batch_size 8 "
+              "... MI325X: EXP=examples/torchtitan/configs/MI300X/llama3.1_70B-BF16-pretrain.yaml ... "
+              "--training.local_batch_size 6 ... MI300X: ... --training.local_batch_size 4' (the 70B experiment: "
+              "activation_checkpoint mode full)")
+
+
+def _v2510(gpu: str, flavor: str, lbs: int, ac: str, quote: str, extra: str = "") -> dict:
+    return dict(id=f"primus_v2510_{gpu}_llama31_{flavor.lower()}_bf16_titan_lbs{lbs}_{'fullac' if ac == 'full' else 'noac'}",
+                outcome="ran", framework="torchtitan",
+                hardware=dict(gpu=gpu.upper(), plan_gpu=gpu, num_gpus=8, gpus_per_node=8),
+                primus_config=_primus_tt(flavor, lbs, ac), primus_model_preset=f"llama3.1_{flavor}",
+                source=_V2510_SRC, quote=quote, read=_V2510_READ + extra, pair=None)
+
+
+CASES += [
+    _v2510("mi300x", "8B", 4, "none", _V2510_8B),
+    _v2510("mi325x", "8B", 6, "none", _V2510_8B),
+    _v2510("mi355x", "8B", 6, "none", _V2510_8B,
+           "  Primus d974e626 (2025-12-17, 'Update local batch size for llama models MI355', branch release/v25.11) "
+           "writes the same local_batch_size 6 into the MI355X file."),
+    _v2510("mi300x", "70B", 4, "full", _V2510_70B),
+    _v2510("mi325x", "70B", 6, "full", _V2510_70B),
+    _v2510("mi355x", "70B", 8, "full", _V2510_70B,
+           "  Primus d974e626 (2025-12-17) writes the same local_batch_size 8 into the MI355X file."),
+]
+
+# pytorch/torchtitan commit 24eecd082 (PR #4016, 2026-07-29, 'Fix large model training configurations'): the
+# deepseek_v3_671b() Trainer.Config of torchtitan/models/deepseek_v3/config_registry.py (written as the equivalent job
+# table), run once per PP rank under a fake process group on a GB300.
+_DS671_SRC = dict(ref="pytorch/torchtitan commit 24eecd082 (PR #4016, 'Fix large model training configurations', "
+                      "2026-07-29): torchtitan/models/deepseek_v3/config_registry.py deepseek_v3_671b()",
+                  url="https://github.com/pytorch/torchtitan/pull/4016", date="2026-07-29")
+_DS671_READ = ("Job table = deepseek_v3_671b() at 24eecd082: DeepSeek-V3 671B (model_registry('671B', attn_backend="
+               "'flex')), local_batch_size 128, global_batch_size 4096, seq_len 4096, pipeline_parallel_degree 8 with "
+               "Interleaved1F1B and 2 layers per stage (32 stages, 4 per rank: VPP 4), expert_parallel_degree 32, FSDP over "
+               "the rest (DP 32 of the commit's 256 GPUs), pipeline micro-batch 1 (128 micro-batches), SelectiveAC (op), "
+               "compile of the loss only, AdamW.  Not plan fields: the 2026 loss (ChunkedLossWrapper over CrossEntropyLoss: "
+               "the logits are made in chunks -- the 0.3.0 model here counts the whole fp32 logits of one micro-batch, "
+               "2 GiB on the last stage) and the commit's force-balanced routing (balanced routing is what the model "
+               "assumes).  'Peak memory ranged from 203.44 GiB to 246.26 GiB' is the max over the 8 PP ranks, read as "
+               "torchtitan's logged reserved peak; GB300 (the hardware DB's gb300, 4 GPUs a node).")
+_DS16HEP_READ = ("Job table = deepseek_v3_16b_hybridep() at aa1d37414 (deepseek_v3_16b(): local_batch_size 4, seq_len 4096, "
+                 "flex attention, compile of the loss only, AdamW) with the PR's command-line overrides: "
+                 "data_parallel_shard_degree 4, expert_parallel_degree 4, pipeline_parallel_degree 1, activation_checkpoint "
+                 "full, on 4 GPUs whose torch total is 276.6 GiB ('74.71GiB(27.01%)': a GB300 / B300; read as gb300, 4 a "
+                 "node).  Not plan fields: the HybridEP dispatcher (moe_comm_backend='hybridep', "
+                 "non_blocking_capacity_factor 1.0; its buffers, 'max_tokens_per_rank=16384' x 4 ranks x (2 x 2048 + 4 x "
+                 "64) B = 0.27 GiB, outside the 0.3.0 all-to-all model) and the 2026 ChunkedCELoss.  The steady-state "
+                 "'memory' from step 10 on (the Adam moments exist) is the peak.")
+CASES += [
+    dict(id="titan_pr4016_dsv3_671b_gb300_256gpu_pp8vpp4_ep32_sac", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="GB300 (276.62 GiB visible)", plan_gpu="gb300", num_gpus=256, gpus_per_node=4),
+         torchtitan_config={"model": {"name": "deepseek_v3", "flavor": "671B"},
+                            "optimizer": {"name": "AdamW", "lr": 2.2e-4},
+                            "training": {"local_batch_size": 128, "global_batch_size": 4096, "seq_len": 4096},
+                            "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                            "tensor_parallel_degree": 1, "context_parallel_degree": 1,
+                                            "pipeline_parallel_degree": 8,
+                                            "pipeline_parallel_schedule": "Interleaved1F1B",
+                                            "pipeline_parallel_layers_per_stage": 2,
+                                            "pipeline_parallel_microbatch_size": 1,
+                                            "expert_parallel_degree": 32, "expert_tensor_parallel_degree": 1},
+                            "activation_checkpoint": {"mode": "selective", "selective_ac_option": "op"},
+                            "compile": {"enable": True, "components": ["loss"]}},
+         source=_DS671_SRC,
+         quote=("'Match the parallel and batch layout of the 256-GPU GB200 BF16 configuration ... TP1, PP8, CP1, EP32, VPP4, "
+                "MBS1, and GBS4096. With DP32 in TorchTitan, this maps to a local batch of 128 and pipeline microbatch size "
+                "one. Two layers per virtual stage produce 32 stages ... With force-balanced routing, one fake-PG step "
+                "completed independently on all eight PP ranks. Peak memory ranged from 203.44 GiB to 246.26 GiB on a "
+                "276.62 GiB GB300.'"),
+         read=_DS671_READ,
+         measured_peak=dict(gib=246.26, basis="reserved", rank="max",
+                            how="the largest of the eight PP ranks' peaks (fake-PG step, one rank a run)"),
+         pair=None),
+    dict(id="titan_pr4016_dsv3_671b_ep2_lbs4_nopp", outcome="oom", framework="torchtitan",
+         hardware=dict(gpu="GB300 (276.62 GiB visible)", plan_gpu="gb300", num_gpus=256, gpus_per_node=4),
+         skip_reason=("the world size of the fake-PG run is not stated: the previous recipe (PP disabled, EP 2, local batch "
+                      "4, 'exceeded 276 GiB in a fake-PG run') names no GPU count, and its FSDP shard of the 671B "
+                      "parameters depends on it"),
+         source=_DS671_SRC,
+         quote=("'The previous DeepSeek-V3 671B recipe left PP disabled, used only EP2, and processed a local batch of four "
+                "through all 61 layers on every rank. This exceeded 276 GiB in a fake-PG run.'"),
+         read="Not judged (skip_reason).", pair="titan_pr4016_dsv3_671b_gb300_256gpu_pp8vpp4_ep32_sac"),
+    dict(id="titan_pr3659_dsv3_16b_hybridep_gb300_4gpu_ep4_fullac", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu="GB300 / B300 (276.6 GiB visible)", plan_gpu="gb300", num_gpus=4, gpus_per_node=4),
+         torchtitan_config={"model": {"name": "deepseek_v3", "flavor": "16B"},
+                            "optimizer": {"name": "AdamW", "lr": 2.2e-4},
+                            "training": {"local_batch_size": 4, "seq_len": 4096},
+                            "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": 4,
+                                            "tensor_parallel_degree": 1, "pipeline_parallel_degree": 1,
+                                            "expert_parallel_degree": 4, "expert_tensor_parallel_degree": 1},
+                            "activation_checkpoint": {"mode": "full"},
+                            "compile": {"enable": True, "components": ["loss"]}},
+         source=dict(ref="pytorch/torchtitan commit aa1d37414 (PR #3659, 2026-06-16, 'Add FusedGroupedExperts override and "
+                         "offset-aware kernels to skip async EP worst case padding')",
+                     url="https://github.com/pytorch/torchtitan/pull/3659", date="2026-06-13"),
+         quote=("'NGPU=4 MODULE=deepseek_v3 CONFIG=deepseek_v3_16b_hybridep wp ./run_train.sh "
+                "--parallelism.pipeline_parallel_degree 1 --parallelism.data_parallel_shard_degree 4 "
+                "--parallelism.expert_parallel_degree 4 --activation_checkpoint.mode full ... Initializing HybridEP buffer: "
+                "hidden_dim=2048, max_tokens_per_rank=16384, num_local_experts=16, ep_size=4 ... step: 10 ... memory: "
+                "74.71GiB(27.01%) ... step: 40 ... memory: 74.71GiB(27.01%)'"),
+         read=_DS16HEP_READ,
+         measured_peak=dict(gib=74.71, basis="reserved", rank="first",
+                            how="torchtitan 'memory: X GiB' (DeviceMemoryMonitor reserved peak), rank 0, steps 10-40"),
+         pair=None),
 ]
 
 # Megatron-LM research branch, the 32-expert top-3 shared-expert MoE ("tk3-sh1") throughput smoke runs on 4 x GH200:
