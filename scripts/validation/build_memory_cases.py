@@ -730,13 +730,15 @@ def _pr808_peak(gib: float, pct: str) -> dict:
     return dict(gib=gib, basis="reserved", rank="first", how=f"'memory: {gib}GiB({pct})' at step 20/30 (rank 0 max reserved)")
 
 
-# AMD's Primus + TorchTitan benchmark configurations of the rocm/primus:v25.10 image (ROCm docs "Training a model with
-# Primus and PyTorch", v25.10: "This Docker image is optimized for specific model configurations outlined below ...
-# AMD doesn't test configurations and run conditions outside those described"), read through the Primus reader as
-# flattened TorchTitan modules: the experiment (examples/torchtitan/configs/{MI300X,MI355X}/llama3.1_{8B,70B}-BF16-
-# pretrain.yaml) over primus/configs/modules/torchtitan/pre_trainer.yaml and the model preset, at release/v25.10
-# 07c68e33 (the files are the same from 299322e4, 2025-11-19, to 07c68e33, 2025-12-08), with the docs' run_pretrain.sh
-# --training.local_batch_size.
+# AMD's Primus + TorchTitan benchmark configurations (ROCm docs "Training a model with Primus and PyTorch" for
+# rocm/primus:v25.11, whose image "hosts verified commit c4c083de of the Primus repository": "This Docker image is
+# optimized for specific model configurations outlined below ... AMD doesn't test configurations and run conditions
+# outside those described"; the v25.10 page gives the same local batch sizes), read through the Primus reader as
+# flattened TorchTitan modules of the experiments at c4c083de (examples/torchtitan/configs/{MI300X,MI355X}/
+# {llama3.1_8B-BF16,llama3.1_70B-BF16,deepseek_v3_16b}-pretrain.yaml over primus/configs/modules/torchtitan/
+# pre_trainer.yaml and the model presets; MI325X runs the MI300X file with the page's --training.local_batch_size).
+# Checked: each flattened module gives the plan the Primus reader reads from the experiment in a c4c083de checkout
+# (``primus_yaml.load_primus_yaml``, source aside).
 _PRIMUS_TT_TURBO = {"enable_primus_turbo": True, "use_turbo_attention": True, "use_classic_attention": False,
                     "use_turbo_async_tp": True, "use_turbo_mx_linear": True, "use_turbo_float8_linear": True,
                     "use_turbo_grouped_mm": False, "enable_attention_float8": False}
@@ -747,7 +749,7 @@ def _primus_tt(flavor: str, lbs: int, ac: str) -> dict:
     return {"framework": "torchtitan", "overrides": {
         "model": {"name": "llama3", "flavor": flavor},
         "training": {"local_batch_size": lbs, "seq_len": 8192, "mixed_precision_param": "bfloat16",
-                     "mixed_precision_reduce": "float32", "max_norm": 1.0},
+                     "mixed_precision_reduce": "float32", "max_norm": 1.0, "steps": 50},
         "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1, "tensor_parallel_degree": 1,
                         "context_parallel_degree": 1, "pipeline_parallel_degree": 1, "expert_parallel_degree": 1,
                         "fsdp_reshard_after_forward": "default"},
@@ -755,6 +757,24 @@ def _primus_tt(flavor: str, lbs: int, ac: str) -> dict:
         "compile": {"enable": True, "components": ["model", "loss"]},
         "optimizer": {"name": "AdamW", "implementation": "fused"},
         "primus_turbo": dict(_PRIMUS_TT_TURBO)}}
+
+
+def _primus_tt_dsv3_16b(lbs: int) -> dict:
+    """The flattened Primus TorchTitan module of examples/torchtitan/configs/{MI355X,MI300X}/deepseek_v3_16b-pretrain.yaml
+    at c4c083de (over pre_trainer.yaml and the deepseek_v3_16b model preset)."""
+    return {"framework": "torchtitan", "overrides": {
+        "model": {"name": "deepseek_v3", "flavor": "16B"},
+        "training": {"local_batch_size": lbs, "seq_len": 4096, "mixed_precision_param": "bfloat16",
+                     "mixed_precision_reduce": "float32", "max_norm": 1.0, "debug_moe_force_load_balance": True,
+                     "steps": 15},
+        "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1, "tensor_parallel_degree": 1,
+                        "context_parallel_degree": 1, "pipeline_parallel_degree": 1, "expert_parallel_degree": 8,
+                        "expert_tensor_parallel_degree": 1, "fsdp_reshard_after_forward": "default"},
+        "activation_checkpoint": {"mode": "none"},
+        "compile": {"enable": True, "components": ["model", "loss"]},
+        "optimizer": {"name": "AdamW", "implementation": "fused", "lr": 2.2e-4, "eps": 1.0e-8},
+        "primus_turbo": dict(_PRIMUS_TT_TURBO, use_turbo_mx_linear=False, use_turbo_float8_linear=False,
+                             use_turbo_grouped_mm=True, use_moe_fp8=False, use_classic_attention=True)}}
 
 
 _PRIMUS349_READ = (
@@ -776,7 +796,7 @@ _PRIMUS349_READ = (
     "128,256 x 4 B, is the fp32 gradient of the logits at the start of the compiled loss's backward in step 2 "
     "(traceback: loss.backward -> aot_autograd CompiledFunction.backward), with 229.04 GiB allocated before it.  "
     "Not explained by the model (MEMORY.md, 'Primus issue 349'): the same image's own benchmark commands run twice "
-    "the tokens per GPU (local_batch_size 6 on MI355X / MI350X, the primus_v2510_* cases).")
+    "the tokens per GPU (local_batch_size 6 on MI355X / MI350X, the primus_v2511_* cases).")
 
 CASES += [
     dict(id="titan_pr808_llama3_8b_h100_8gpu_bf16_compile", outcome="ran", framework="torchtitan", hardware=_PR808_HW,
@@ -825,47 +845,69 @@ CASES += [
          read=_PRIMUS349_READ, pair=None),
 ]
 
-_V2510_SRC = dict(ref="ROCm documentation, 'Training a model with Primus and PyTorch' for the rocm/primus:v25.10 image "
-                      "(docs/how-to/rocm-for-ai/training/benchmark-docker/primus-pytorch, model-support-v2510), "
-                      "'Benchmarking examples'",
-                  url="https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/training/benchmark-docker/primus-pytorch.html",
-                  date="2025-11")
-_V2510_READ = ("Primus release/v25.10 (07c68e33): the experiment YAML named in the quote over pre_trainer.yaml (compile of "
-               "model and loss, FSDP over the node's 8 GPUs, AdamW fused, bf16 params / fp32 reduce) and the llama3.1 "
-               "model preset, with the docs' --training.local_batch_size; seq_len 8192.  Primus-Turbo on "
-               "(enable_primus_turbo, use_turbo_attention: Primus's llama3 Attention calls Primus-Turbo's flash attention "
-               "on un-repeated K / V, primus/backends/torchtitan/models/llama3/model/model.py); read as a flattened Primus "
-               "module by the Primus reader.  'Ran' = the image's benchmarked configuration (the docs' own claim); no "
-               "peak is published.  MI325X runs the MI300X file.")
-_V2510_8B = ("'.. container:: model-doc primus_pyt_train_llama-3.1-8b ... MI355X and MI350X: EXP=examples/torchtitan/"
-             "configs/MI355X/llama3.1_8B-BF16-pretrain.yaml bash examples/run_pretrain.sh --training.local_batch_size 6 ... "
-             "MI325X: EXP=examples/torchtitan/configs/MI300X/llama3.1_8B-BF16-pretrain.yaml ... --training.local_batch_size "
-             "6 ... MI300X: ... --training.local_batch_size 4'")
-_V2510_70B = ("'.. container:: model-doc primus_pyt_train_llama-3.1-70b ... MI355X and MI350X: EXP=examples/torchtitan/"
-              "configs/MI355X/llama3.1_70B-BF16-pretrain.yaml bash examples/run_pretrain.sh --training.local_batch_size 8 "
-              "... MI325X: EXP=examples/torchtitan/configs/MI300X/llama3.1_70B-BF16-pretrain.yaml ... "
-              "--training.local_batch_size 6 ... MI300X: ... --training.local_batch_size 4' (the 70B experiment: "
+_V2511_SRC = dict(ref="ROCm documentation, 'Training a model with Primus and PyTorch' for rocm/primus:v25.11 "
+                      "(docs/how-to/rocm-for-ai/training/benchmark-docker/previous-versions/primus-pytorch-v25.11.rst; "
+                      "Primus c4c083de), 'Benchmarking examples'",
+                  url="https://rocm.docs.amd.com/en/latest/how-to/rocm-for-ai/training/benchmark-docker/previous-versions/"
+                      "primus-pytorch-v25.11.html",
+                  date="2025-12")
+_V2511_READ = ("Primus c4c083de (the v25.11 image's verified commit; torchtitan 5fb7cc2e): the experiment YAML named in the "
+               "quote over pre_trainer.yaml (compile of model and loss, FSDP over the node's 8 GPUs, AdamW fused, bf16 "
+               "params / fp32 reduce) and the model preset.  Primus-Turbo on (enable_primus_turbo, use_turbo_attention: "
+               "Primus's llama3 Attention calls Primus-Turbo's flash attention on un-repeated K / V, primus/backends/"
+               "torchtitan/models/llama3/model/model.py); read as a flattened Primus module by the Primus reader.  'Ran' = "
+               "the image's benchmarked configuration (the docs' own claim); no peak is published.  The rocm/primus:v25.10 "
+               "page gives the same local batch sizes (on the command line).")
+_V2511_8B = ("'.. container:: model-doc primus_pyt_train_llama-3.1-8b ... MI355X and MI350X: EXP=examples/torchtitan/"
+             "configs/MI355X/llama3.1_8B-BF16-pretrain.yaml bash examples/run_pretrain.sh ... MI325X: EXP=examples/"
+             "torchtitan/configs/MI300X/llama3.1_8B-BF16-pretrain.yaml bash examples/run_pretrain.sh "
+             "--training.local_batch_size 6 ... MI300X: EXP=examples/torchtitan/configs/MI300X/llama3.1_8B-BF16-"
+             "pretrain.yaml bash examples/run_pretrain.sh' (c4c083de: local_batch_size 6 in the MI355X file, 4 in the "
+             "MI300X one; activation_checkpoint none)")
+_V2511_70B = ("'.. container:: model-doc primus_pyt_train_llama-3.1-70b ... MI355X and MI350X: EXP=examples/torchtitan/"
+              "configs/MI355X/llama3.1_70B-BF16-pretrain.yaml bash examples/run_pretrain.sh ... MI325X: EXP=examples/"
+              "torchtitan/configs/MI300X/llama3.1_70B-BF16-pretrain.yaml ... --training.local_batch_size 6 ... MI300X: "
+              "... bash examples/run_pretrain.sh' (c4c083de: local_batch_size 8 in the MI355X file, 4 in the MI300X one; "
               "activation_checkpoint mode full)")
+_V2511_DS16 = ("'.. container:: model-doc primus_pyt_train_deepseek-v3-16b ... MI355X and MI350X: EXP=examples/torchtitan/"
+               "configs/MI355X/deepseek_v3_16b-pretrain.yaml bash examples/run_pretrain.sh ... MI325X: EXP=examples/"
+               "torchtitan/configs/MI300X/deepseek_v3_16b-pretrain.yaml bash examples/run_pretrain.sh "
+               "--training.local_batch_size 10 ... MI300X: ... bash examples/run_pretrain.sh' (c4c083de: local_batch_size "
+               "12 in the MI355X file, 8 in the MI300X one; seq_len 4096, expert_parallel_degree 8, activation_checkpoint "
+               "none, compile model and loss, debug_moe_force_load_balance true)")
+_V2511_DS16_READ = (" DeepSeek-V3 16B (MoE: 64 routed experts of 1408, top 6, 2 shared; 27 layers, the first dense) in BF16 "
+                    "with Primus-Turbo's grouped GEMM (use_turbo_grouped_mm, use_moe_fp8 false) and forced-balanced "
+                    "routing (the model's assumption).  Not a plan field: use_classic_attention true, with which Primus "
+                    "(pre_trainer.py patch_classic_attention, primus/backends/torchtitan/models/deepseek_v3/__init__.py "
+                    "classic_deepseekv3_args) replaces the 16B's MLA by multi-head attention of 16 heads x 128 (q, k, v "
+                    "of 128 where MLA keeps q, k of 192 and the latents): the plan keeps MLA, which keeps more per token.")
 
 
-def _v2510(gpu: str, flavor: str, lbs: int, ac: str, quote: str, extra: str = "") -> dict:
-    return dict(id=f"primus_v2510_{gpu}_llama31_{flavor.lower()}_bf16_titan_lbs{lbs}_{'fullac' if ac == 'full' else 'noac'}",
+def _v2511(gpu: str, flavor: str, lbs: int, ac: str, quote: str, extra: str = "") -> dict:
+    return dict(id=f"primus_v2511_{gpu}_llama31_{flavor.lower()}_bf16_titan_lbs{lbs}_{'fullac' if ac == 'full' else 'noac'}",
                 outcome="ran", framework="torchtitan",
                 hardware=dict(gpu=gpu.upper(), plan_gpu=gpu, num_gpus=8, gpus_per_node=8),
                 primus_config=_primus_tt(flavor, lbs, ac), primus_model_preset=f"llama3.1_{flavor}",
-                source=_V2510_SRC, quote=quote, read=_V2510_READ + extra, pair=None)
+                source=_V2511_SRC, quote=quote, read=_V2511_READ + extra, pair=None)
 
 
 CASES += [
-    _v2510("mi300x", "8B", 4, "none", _V2510_8B),
-    _v2510("mi325x", "8B", 6, "none", _V2510_8B),
-    _v2510("mi355x", "8B", 6, "none", _V2510_8B,
-           "  Primus d974e626 (2025-12-17, 'Update local batch size for llama models MI355', branch release/v25.11) "
-           "writes the same local_batch_size 6 into the MI355X file."),
-    _v2510("mi300x", "70B", 4, "full", _V2510_70B),
-    _v2510("mi325x", "70B", 6, "full", _V2510_70B),
-    _v2510("mi355x", "70B", 8, "full", _V2510_70B,
-           "  Primus d974e626 (2025-12-17) writes the same local_batch_size 8 into the MI355X file."),
+    _v2511("mi300x", "8B", 4, "none", _V2511_8B),
+    _v2511("mi325x", "8B", 6, "none", _V2511_8B),
+    _v2511("mi355x", "8B", 6, "none", _V2511_8B,
+           "  Primus d974e626 (2025-12-17, 'Update local batch size for llama models MI355') wrote the 6 into the MI355X "
+           "file (it was 3, the Primus #349 configuration)."),
+    _v2511("mi300x", "70B", 4, "full", _V2511_70B),
+    _v2511("mi325x", "70B", 6, "full", _V2511_70B),
+    _v2511("mi355x", "70B", 8, "full", _V2511_70B,
+           "  Primus d974e626 (2025-12-17) wrote the 8 into the MI355X file (it was 4)."),
+]
+CASES += [
+    dict(id=f"primus_v2511_{gpu}_dsv3_16b_bf16_titan_lbs{lbs}_ep8_noac", outcome="ran", framework="torchtitan",
+         hardware=dict(gpu=gpu.upper(), plan_gpu=gpu, num_gpus=8, gpus_per_node=8),
+         primus_config=_primus_tt_dsv3_16b(lbs), primus_model_preset="deepseek_v3_16b", source=_V2511_SRC,
+         quote=_V2511_DS16, read=_V2511_READ + _V2511_DS16_READ, pair=None)
+    for gpu, lbs in (("mi355x", 12), ("mi325x", 10), ("mi300x", 8))
 ]
 
 # pytorch/torchtitan commit 24eecd082 (PR #4016, 2026-07-29, 'Fix large model training configurations'): the
