@@ -8,7 +8,8 @@ project's adapters:
   builders of ``runs.json``, imported);
 - every bundled recipe that reproduces a published run (``recipes/megatron/*gpu*.{sh,yaml}``,
   ``recipes/torchtitan/*.toml`` and its launch script): ran;
-- ``scripts/validation/memory_cases.json`` (``build_memory_cases.py``): published out-of-memory reports
+- ``scripts/validation/memory_cases.json`` (``build_memory_cases.py``; Megatron flags, a TorchTitan job table, or a
+  flattened Primus module through the Primus reader): published out-of-memory reports
   (``oom``: must be ``does not fit``; ``oom_borderline``, OOM in part of the runs: ``tight`` or ``does not
   fit``), runs reported to run near the limit, and published peaks (pytorch/torchtitan benchmark reserved
   peaks, Megatron-LM functional-test allocated peaks, Megatron-Bridge and TorchTitan reports).
