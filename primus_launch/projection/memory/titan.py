@@ -35,7 +35,14 @@ in torchtitan's modules (``models/common/{attention,feed_forward}.py``, ``nn.RMS
 - ``op`` (``SelectiveAC``): the block input ``a sbh/t`` + the outputs of the ops on its save list: every
   odd-numbered matmul (wqkv, w1, w2 -- the policy recomputes every second mm), SDPA output + lse (flash
   / cuDNN SDPA are on the list; the CPU trace's SDPA kernel is not, :data:`TITAN_CPU`), and under TP the
-  reduce-scatter outputs ``a sbh/t`` of wo and w2 (``_c10d_functional.reduce_scatter_tensor``);
+  reduce-scatter outputs ``a sbh/t`` of wo and w2 (``_c10d_functional.reduce_scatter_tensor``).  Up to
+  torchtitan v0.2.2 (every TOML release; 'Fused QKV GQAttention' ad7a86533, 2026-04-16, fused them) q, k, v
+  are three linears (6fc499f6f ``models/llama3/model/model.py``): the rule saves wq (1), wv (3), w1 (5), w2
+  (7) and recomputes wk (2), wo, w3 -- wk's output ``a sb nkv d / t`` less.  Compiled (per-block
+  ``torch.compile`` of the checkpointed block) the policy only tags ops; inductor's partitioner saves a
+  ``MUST_SAVE`` output only where the backward graph reads it, so w2's output (and under TP its
+  reduce-scatter output), which feeds only the block output, is not kept (traced on the meta device with
+  torchtitan 0.3.0's ``SelectiveAC``, ``tests/test_memory_titan.py``; TP not traced);
 - ``full``: the block input ``a sbh/t``; every-N: full AC on blocks ``N, 2N, ...`` (1-based), none on
   the others (torchtitan v0.2 ``_apply_layer_sac``);
 - compiled (``training.compile``, per-block ``torch.compile``): what inductor's partitioner
@@ -359,12 +366,21 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         if t > 1:
             kept += a * sb * h / t  # reduce-scatter output of wo (SP)
     elif ac == "op":
-        # odd-numbered matmuls: wqkv (1), w1 (3), w2 (5); wo (2), w3 (4) recomputed
-        kept = layer_input + qkv_out + f_out + a * sb * h
+        # odd-numbered matmuls: wqkv (1), w1 (3), w2 (5); wo (2), w3 (4) recomputed.  Up to torchtitan v0.2.2
+        # (the TOML releases, ``sdpa_repeat_kv``) q, k and v are three linears: wq (1), wv (3), w1 (5), w2 (7)
+        # saved, wk (2), wo (4), w3 (6) recomputed -- wk's output is not kept
+        qkv_saved = qkv_out
+        if attn == "sdpa_repeat_kv" and not arch.multi_latent_attention:
+            qkv_saved = a * sb * (nq + arch.kv_heads) * arch.kv_channels / t
+        kept = layer_input + qkv_saved + f_out + a * sb * h
         if impl.sdpa_on_save_list:
             kept += o + lse
         if t > 1:
             kept += 2 * a * sb * h / t  # reduce-scatter outputs of wo and w2 (SP)
+        if compiled:
+            # compiled, the partitioner passes to the backward only what the backward graph reads: w2's output
+            # (and under TP its reduce-scatter output) feeds the block output alone, so MUST_SAVE does not keep it
+            kept -= a * sb * h + (a * sb * h / t if t > 1 else 0.0)
     else:
         kept = full
     return TitanLayer(kept=kept, full=full, layer_input=layer_input)
