@@ -181,6 +181,22 @@ def test_compiled_op_sac_block_keeps_only_what_its_backward_reads():
     assert layer_activation_bytes(arch, compiled=False, **kw).kept - la.kept == 2 * s * 4096
 
 
+def test_compiled_op_sac_block_under_tp_drops_w2_and_its_reduce_scatter_output():
+    """The same under TP 2 with sequence parallelism (torchtitan's ``parallelize_llama``: DTensor weights, SelectiveAC,
+    FSDP2; fake process group): the partitioner keeps the block input (sequence shard), wqkv's and w1's outputs at
+    the full sequence, the attention output / lse of the local heads and wo's reduce-scatter output, not w2's
+    output nor its reduce-scatter output -- the model's compiled op block under TP, to the byte."""
+    from titan_trace import compiled_tp_block_saved_bytes
+
+    arch = arch_from_flavor("llama3", "8B")
+    s, t = 2048, 2
+    got = compiled_tp_block_saved_bytes("8B", seq=s, tp=t)
+    la = layer_activation_bytes(arch, seq=s, mbs=1, tp=t, ac="op", compiled=True, impl=TITAN, attn="sdpa")
+    assert la.kept == pytest.approx(got, rel=1e-3)
+    eager = layer_activation_bytes(arch, seq=s, mbs=1, tp=t, ac="op", compiled=False, impl=TITAN, attn="sdpa")
+    assert eager.kept - la.kept == 2 * s * 4096 + 2 * s * 4096 / t
+
+
 def test_compiled_op_sac_block_with_separate_projections():
     """torchtitan before 'Fused QKV GQAttention' (2026-04-16; every TOML release, ``sdpa_repeat_kv`` plans) ran
     three q / k / v linears (0.3.0's own ``QKVLinear``, traced here under SelectiveAC + compile): the every-

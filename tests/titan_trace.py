@@ -747,6 +747,51 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
 _DUMP = False
 
 
+def compiled_tp_block_saved_bytes(flavor: str = "8B", seq: int = 2048, tp: int = 2, ac: str = "op") -> int:
+    """:func:`compiled_block_saved_bytes` of one torchtitan llama3 block as ``parallelize_llama`` leaves it under
+    TP with sequence parallelism (DTensor weights, its AC wrapper, FSDP2 over a shard group of one; fake process
+    group of ``tp`` ranks), compiled with the recording backend and run on the embedding's sequence-sharded
+    output in ``FakeTensorMode``: bytes of the tensors the forward graph hands to the backward, the block's
+    weights and buffers (by local shape) excluded.  Llama 3 8B's local shapes differ from its activations'."""
+    import functools
+
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+
+    case = TitanCase(model="llama3", flavor=flavor, layers=1, seq=seq, tp=tp, dp_shard=1, ac=ac, flash=True,
+                     attn="sdpa")
+    model, _ = build(case)
+    block = next(iter(model.layers.values()))
+    saved: list = []
+
+    def fw(gm, _inputs):
+        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        saved.extend(o.meta["val"] for o in out[1:] if hasattr(o, "meta") and "val" in o.meta)
+        return gm
+
+    backend = aot_autograd(fw_compiler=fw, bw_compiler=lambda gm, _: gm, decompositions=select_decomp_table(),
+                           partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"))
+    torch._dynamo.reset()
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            model.to_empty(device="cpu")
+            h = model.tok_embeddings(torch.zeros((1, seq), dtype=torch.long))
+            torch.compile(block, backend=backend)(h, None)
+    finally:
+        use_flash_op(False)
+        torch._dynamo.reset()
+    local = [t.to_local() if hasattr(t, "to_local") else t for t in list(block.parameters()) + list(block.buffers())]
+    shapes = {tuple(t.shape) for t in local}  # the weights come in as FSDP2's bf16 all-gather outputs
+    seen: dict[int, int] = {}
+    for v in saved:
+        if isinstance(v, torch.Tensor) and tuple(v.shape) not in shapes:
+            seen[id(v)] = v.numel() * v.element_size()
+            if _DUMP:
+                print("saved", tuple(v.shape), v.dtype, seen[id(v)])
+    return sum(seen.values())
+
+
 # ------------------------------------------------------------------ tensor-parallel collectives
 def tp_collectives(model: str, flavor: str, layers: int = 2, seq: int = 64, mbs: int = 1, tp: int = 2,
                    sp: bool = True) -> list[tuple[str, str, int]]:

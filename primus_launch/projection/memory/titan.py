@@ -44,7 +44,8 @@ in torchtitan's modules (``models/common/{attention,feed_forward}.py``, ``nn.RMS
   ``torch.compile`` of the checkpointed block) the policy only tags ops; inductor's partitioner saves a
   ``MUST_SAVE`` output only where the backward graph reads it, so w2's output (and under TP its
   reduce-scatter output), which feeds only the block output, is not kept (traced on the meta device with
-  torchtitan 0.3.0's ``SelectiveAC``, ``tests/test_memory_titan.py``; TP not traced);
+  torchtitan 0.3.0's ``SelectiveAC``, ``tests/test_memory_titan.py``; under TP 2 + SP through its
+  ``parallelize_llama`` too);
 - ``full``: the block input ``a sbh/t``; every-N: full AC on blocks ``N, 2N, ...`` (1-based), none on
   the others (torchtitan v0.2 ``_apply_layer_sac``);
 - compiled (``training.compile``, per-block ``torch.compile``): what inductor's partitioner
