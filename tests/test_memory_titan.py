@@ -156,9 +156,60 @@ def test_compiled_block_keeps_the_repeat_kv_copies():
     eager = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, impl=TITAN, attn="sdpa_repeat_kv")
     eager_gqa = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, impl=TITAN, attn="sdpa")
     assert eager.full - eager_gqa.full == la.full - gqa.full
-    # SelectiveAC recomputes the copies: the op-SAC block is the same
+    # SelectiveAC recomputes the copies: the op-SAC blocks differ only by wk's output, which the TOML-era
+    # block's separate projections recompute (test_compiled_op_sac_block_with_separate_projections)
     op = dict(seq=s, mbs=1, tp=1, ac="op", impl=TITAN)
-    assert layer_activation_bytes(arch, attn="sdpa_repeat_kv", **op).kept == layer_activation_bytes(arch, attn="sdpa", **op).kept
+    assert (layer_activation_bytes(arch, attn="sdpa", **op).kept
+            - layer_activation_bytes(arch, attn="sdpa_repeat_kv", **op).kept) == 2 * s * 8 * 128
+
+
+def test_compiled_op_sac_block_keeps_only_what_its_backward_reads():
+    """torch.compile of a torchtitan Llama 3 8B block wrapped by torchtitan's own SelectiveAC (meta device,
+    s 2048): inductor's partitioner honours the policy's tags (PREFER_RECOMPUTE ops are recomputed) but saves
+    a MUST_SAVE output only where the backward graph reads it -- block input, wqkv's and w1's outputs, the
+    flash output and log-sum-exp; w2's output (the 5th mm, on the list) feeds only the block output and is not
+    kept, where eager SelectiveAC caches it.  The model's compiled op block equals the traced bytes."""
+    from titan_trace import compiled_block_saved_bytes
+
+    arch = arch_from_flavor("llama3", "8B")
+    s = 2048
+    got = compiled_block_saved_bytes("8B", seq=s, mbs=1, ac="op")
+    kw = dict(seq=s, mbs=1, tp=1, ac="op", impl=TITAN, attn="sdpa")
+    la = layer_activation_bytes(arch, compiled=True, **kw)
+    assert la.kept == pytest.approx(got, rel=1e-3)
+    assert got == pytest.approx(2 * s * (4096 + 6144 + 4096 + 14336) + 4 * 32 * s, rel=1e-3)
+    assert layer_activation_bytes(arch, compiled=False, **kw).kept - la.kept == 2 * s * 4096
+
+
+def test_compiled_op_sac_block_under_tp_drops_w2_and_its_reduce_scatter_output():
+    """The same under TP 2 with sequence parallelism (torchtitan's ``parallelize_llama``: DTensor weights, SelectiveAC,
+    FSDP2; fake process group): the partitioner keeps the block input (sequence shard), wqkv's and w1's outputs at
+    the full sequence, the attention output / lse of the local heads and wo's reduce-scatter output, not w2's
+    output nor its reduce-scatter output -- the model's compiled op block under TP, to the byte."""
+    from titan_trace import compiled_tp_block_saved_bytes
+
+    arch = arch_from_flavor("llama3", "8B")
+    s, t = 2048, 2
+    got = compiled_tp_block_saved_bytes("8B", seq=s, tp=t)
+    la = layer_activation_bytes(arch, seq=s, mbs=1, tp=t, ac="op", compiled=True, impl=TITAN, attn="sdpa")
+    assert la.kept == pytest.approx(got, rel=1e-3)
+    eager = layer_activation_bytes(arch, seq=s, mbs=1, tp=t, ac="op", compiled=False, impl=TITAN, attn="sdpa")
+    assert eager.kept - la.kept == 2 * s * 4096 + 2 * s * 4096 / t
+
+
+def test_compiled_op_sac_block_with_separate_projections():
+    """torchtitan before 'Fused QKV GQAttention' (2026-04-16; every TOML release, ``sdpa_repeat_kv`` plans) ran
+    three q / k / v linears (0.3.0's own ``QKVLinear``, traced here under SelectiveAC + compile): the every-
+    second-mm rule then saves wq (1) and wv (3) and recomputes wk (2); the model's TOML-era op block equals the
+    traced bytes."""
+    from titan_trace import compiled_block_saved_bytes
+
+    arch = arch_from_flavor("llama3", "8B")
+    s = 2048
+    got = compiled_block_saved_bytes("8B", seq=s, mbs=1, ac="op", fuse_qkv=False)
+    la = layer_activation_bytes(arch, seq=s, mbs=1, tp=1, ac="op", compiled=True, impl=TITAN, attn="sdpa_repeat_kv")
+    assert la.kept == pytest.approx(got, rel=1e-3)
+    assert got == pytest.approx(2 * s * (4096 + 4096 + 1024 + 4096 + 14336) + 4 * 32 * s, rel=1e-3)
 
 
 def _titan_plan(**kw) -> Plan:

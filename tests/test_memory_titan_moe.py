@@ -29,6 +29,7 @@ from primus_launch.plan import Plan
 from primus_launch.projection.memory.estimate import titan_args, titan_stage_memory, estimate_memory, titan_stage_parts
 from primus_launch.projection.memory.titan import (
     TitanImpl,
+    op_sac_mm_outputs,
     fsdp_groups,
     layer_activation_bytes,
     moe_backward_phases as model_phases,
@@ -176,6 +177,26 @@ def test_moe_block_activations_with_ep_and_tp():
         la = layer_activation_bytes(arch, seq=c0.seq, mbs=1, tp=c0.tp, impl=IMPL, moe=True, attn="sdpa", ep=c0.ep,
                                     ac=c0.ac)
         assert la.kept == pytest.approx(per, rel=1e-3), (c0, la.kept, per)
+
+
+def test_op_sac_mla_moe_block_saves_every_second_mm_of_attention_and_shared_expert():
+    """torchtitan's SelectiveAC on a deepseek_v3 MoE block (MLA without a query LoRA, a shared expert; EP 1, the
+    DeepSeek-V3 16B H100 row's layout): the block's mm calls are wq, wkv_a, wkv_b, wo, (the router's gate,
+    forced to recompute), the shared expert's w1, w3, w2 -- the policy saves wq, wkv_b, w1 and w2 (traced: one
+    more block's bytes after the forward).  The CPU trace's attention stand-in for d_qk != d_v (a custom
+    autograd function) is not on the save list, so the model is taken without the attention output
+    (``sdpa_on_save_list=False``); on a GPU flex / cuDNN attention is on the list and the output is kept."""
+    c0 = TitanCase(model="deepseek_v3", flavor="debugmodel", layers=1, first_layer=1, seq=512, dp_shard=8, ep=1,
+                   flash=True, ac="op")
+    one, two = trace(c0), trace(TitanCase(**{**c0.__dict__, "layers": 2}))
+    per = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
+    arch = arch_from_flavor(c0.model, c0.flavor)
+    assert not arch.q_lora_rank and arch.moe_shared_expert_intermediate_size
+    impl = TitanImpl(norm_bytes=8, sdpa_on_save_list=False)
+    la = layer_activation_bytes(arch, seq=c0.seq, mbs=1, tp=1, impl=impl, moe=True, attn="sdpa", ep=1, ac="op")
+    assert la.kept == pytest.approx(per, rel=1e-3), (la.kept / MiB, per / MiB)
+    mms = op_sac_mm_outputs(arch, sb=c0.seq, tp=1, moe=True, split_qkv=False)
+    assert len(mms) == 7  # wq, wkv_a, wkv_b, wo, the shared w1, w3, w2 (no router gate, no grouped mm)
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))

@@ -649,15 +649,33 @@ class _FlashRepeatKvF(_FlashF):
     scaled_dot_product_attention = staticmethod(_sdpa_after_repeat_kv)
 
 
+def _split_qkv(cfg) -> None:
+    """Each GQA block of ``cfg`` with three projections ``wq`` / ``wk`` / ``wv`` (torchtitan 0.3.0's own
+    ``QKVLinear``, the module of its ``fuse_qkv=False`` config and the only one before 'Fused QKV
+    GQAttention', 2026-04-16) in place of the fused ``wqkv``, at the same shapes."""
+    from torchtitan.models.common.attention import QKVLinear
+    from torchtitan.models.common.linear import Linear
+
+    for layer in cfg.layers:
+        fused = layer.attention.qkv_linear
+        d, nq, nkv, dim = fused.head_dim, fused.n_heads, fused.n_kv_heads, fused.wqkv.in_features
+        layer.attention.qkv_linear = QKVLinear.Config(
+            head_dim=d, wq=Linear.Config(in_features=dim, out_features=nq * d),
+            wkv=Linear.Config(in_features=dim, out_features=nkv * d))
+
+
 def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1, model: str = "llama3",
-                               layer: int = 0, repeat_kv: bool = False) -> int:
+                               layer: int = 0, repeat_kv: bool = False, ac: str = "none",
+                               fuse_qkv: bool = True) -> int:
     """Bytes the forward graph of one torch.compile'd torchtitan block hands to its backward (unique
     storages, parameters, buffers and the block output excluded), as inductor partitions it: the block is
     built on the meta device at real sizes and compiled with an ``aot_autograd`` backend using inductor's
     decompositions (``select_decomp_table``) and partitioner (``min_cut_rematerialization_partition``,
     ``compiler="inductor"``) whose forward compiler only records the saved tensors; attention dispatches to
     the flash-attention op (:class:`_FlashF`), as on a GPU; ``repeat_kv``: on K and V expanded to the query
-    heads first, as torchtitan's TOML-era attention did (:func:`_sdpa_after_repeat_kv`)."""
+    heads first, as torchtitan's TOML-era attention did (:func:`_sdpa_after_repeat_kv`); ``ac="op"``: the block
+    wrapped by torchtitan's ``SelectiveAC`` first (its per-op save policy, as ``apply`` does before compile);
+    ``fuse_qkv=False``: with three q / k / v projections (:func:`_split_qkv`)."""
     import functools
 
     from torch._dynamo.backends.common import aot_autograd
@@ -670,9 +688,16 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
     cfg.layers = cfg.layers[layer:layer + 1]
     titan_cpu.use_sdpa(cfg)
     titan_cpu.set_seq_len(cfg, seq)
+    if not fuse_qkv:
+        _split_qkv(cfg)
     with torch.device("meta"):
         built = cfg.build()
     block = next(iter(built.layers.values())).to(torch.bfloat16)
+    ref = block
+    if ac == "op":
+        from torchtitan.distributed.activation_checkpoint import SelectiveAC
+
+        block = SelectiveAC(SelectiveAC.Config())._wrap_block(block)
     saved: list = []
 
     def fw(gm, _inputs):
@@ -696,7 +721,7 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
     torch.autocast = lambda device_type, *a, **k: (contextlib.nullcontext() if device_type == "meta"
                                                     else autocast(device_type, *a, **k))
     try:
-        x = torch.empty(mbs, seq, block.attention_norm.weight.shape[0] if hasattr(block, "attention_norm")
+        x = torch.empty(mbs, seq, ref.attention_norm.weight.shape[0] if hasattr(ref, "attention_norm")
                         else cfg.dim, dtype=torch.bfloat16, device="meta", requires_grad=True)
         # as torchtitan's apply_compile (distributed/compile.py): per block, fullgraph, data-dependent MoE
         # dispatch shapes captured as unbacked symbols
@@ -720,6 +745,51 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
 
 
 _DUMP = False
+
+
+def compiled_tp_block_saved_bytes(flavor: str = "8B", seq: int = 2048, tp: int = 2, ac: str = "op") -> int:
+    """:func:`compiled_block_saved_bytes` of one torchtitan llama3 block as ``parallelize_llama`` leaves it under
+    TP with sequence parallelism (DTensor weights, its AC wrapper, FSDP2 over a shard group of one; fake process
+    group of ``tp`` ranks), compiled with the recording backend and run on the embedding's sequence-sharded
+    output in ``FakeTensorMode``: bytes of the tensors the forward graph hands to the backward, the block's
+    weights and buffers (by local shape) excluded.  Llama 3 8B's local shapes differ from its activations'."""
+    import functools
+
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+
+    case = TitanCase(model="llama3", flavor=flavor, layers=1, seq=seq, tp=tp, dp_shard=1, ac=ac, flash=True,
+                     attn="sdpa")
+    model, _ = build(case)
+    block = next(iter(model.layers.values()))
+    saved: list = []
+
+    def fw(gm, _inputs):
+        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        saved.extend(o.meta["val"] for o in out[1:] if hasattr(o, "meta") and "val" in o.meta)
+        return gm
+
+    backend = aot_autograd(fw_compiler=fw, bw_compiler=lambda gm, _: gm, decompositions=select_decomp_table(),
+                           partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"))
+    torch._dynamo.reset()
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            model.to_empty(device="cpu")
+            h = model.tok_embeddings(torch.zeros((1, seq), dtype=torch.long))
+            torch.compile(block, backend=backend)(h, None)
+    finally:
+        use_flash_op(False)
+        torch._dynamo.reset()
+    local = [t.to_local() if hasattr(t, "to_local") else t for t in list(block.parameters()) + list(block.buffers())]
+    shapes = {tuple(t.shape) for t in local}  # the weights come in as FSDP2's bf16 all-gather outputs
+    seen: dict[int, int] = {}
+    for v in saved:
+        if isinstance(v, torch.Tensor) and tuple(v.shape) not in shapes:
+            seen[id(v)] = v.numel() * v.element_size()
+            if _DUMP:
+                print("saved", tuple(v.shape), v.dtype, seen[id(v)])
+    return sum(seen.values())
 
 
 # ------------------------------------------------------------------ tensor-parallel collectives

@@ -33,9 +33,19 @@ in torchtitan's modules (``models/common/{attention,feed_forward}.py``, ``nn.RMS
   ``a sb (nq + 2 nkv) d / t``, SDPA output (= wo's input) ``a sb nq d / t`` and fp32 log-sum-exp,
   SwiGLU unfused: w1 out, silu out, w3 out, w2 in ``4 a sb F / t``;
 - ``op`` (``SelectiveAC``): the block input ``a sbh/t`` + the outputs of the ops on its save list: every
-  odd-numbered matmul (wqkv, w1, w2 -- the policy recomputes every second mm), SDPA output + lse (flash
+  odd-numbered matmul of the block in forward order (:func:`op_sac_mm_outputs`; GQA: wqkv, w1, w2 -- the
+  policy recomputes every second mm; MLA without a query LoRA: wq, wkv_b, then w1 / w2 of the dense or
+  shared-expert FFN), SDPA output + lse (flash
   / cuDNN SDPA are on the list; the CPU trace's SDPA kernel is not, :data:`TITAN_CPU`), and under TP the
-  reduce-scatter outputs ``a sbh/t`` of wo and w2 (``_c10d_functional.reduce_scatter_tensor``);
+  reduce-scatter outputs ``a sbh/t`` of wo and w2 (``_c10d_functional.reduce_scatter_tensor``).  Up to
+  torchtitan v0.2.2 (every TOML release; 'Fused QKV GQAttention' ad7a86533, 2026-04-16, fused them) q, k, v
+  are three linears (6fc499f6f ``models/llama3/model/model.py``): the rule saves wq (1), wv (3), w1 (5), w2
+  (7) and recomputes wk (2), wo, w3 -- wk's output ``a sb nkv d / t`` less.  Compiled (per-block
+  ``torch.compile`` of the checkpointed block) the policy only tags ops; inductor's partitioner saves a
+  ``MUST_SAVE`` output only where the backward graph reads it, so w2's output (and under TP its
+  reduce-scatter output), which feeds only the block output, is not kept (traced on the meta device with
+  torchtitan 0.3.0's ``SelectiveAC``, ``tests/test_memory_titan.py``; under TP 2 + SP through its
+  ``parallelize_llama`` too);
 - ``full``: the block input ``a sbh/t``; every-N: full AC on blocks ``N, 2N, ...`` (1-based), none on
   the others (torchtitan v0.2 ``_apply_layer_sac``);
 - compiled (``training.compile``, per-block ``torch.compile``): what inductor's partitioner
@@ -250,8 +260,8 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     their input ``h``, the grouped-GEMM w1/w3/silu/w2 tensors ``4 F`` (``F`` = :func:`moe_expert_width`),
     the combine's fp32 copy ``4 h``, with EP the permute index, and a shared expert as a dense MLP
     (torchtitan ``models/common/{moe,token_dispatcher}.py``; balanced routing).  op-SAC on an MoE block:
-    traced for GQA (qwen3); for MLA (deepseek_v3) it counts the same save list on MLA's projections and
-    is not traced (the CPU trace keeps about 2 MiB more per debug-model block than this count).
+    the saved matmuls of :func:`op_sac_mm_outputs` (MLA's and the shared expert's included), the router's
+    top-k, the all-to-all outputs; traced for GQA (qwen3, EP) and MLA with a shared expert (deepseek_v3, EP 1).
 
     float8 / MXFP8 grouped GEMMs (``quantize.grouped_mm.*``, torchao ``moe_training/fp8_grouped_mm.py``
     ``_Float8GroupedMM`` and ``mxfp8_grouped_mm.py`` ``_MXFP8GroupedMM``) save the high-precision input
@@ -271,10 +281,8 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         qk = arch.qk_head_dim + arch.qk_pos_emb_head_dim
         qkv = nq * (2 * qk + arch.v_head_dim)
         dv = arch.v_head_dim
-        qkv_out = a * sb * (arch.kv_lora_rank + arch.qk_pos_emb_head_dim + (arch.q_lora_rank or nq * qk))
     else:
         d = arch.kv_channels
-        qkv_out = a * sb * (nq + 2 * arch.kv_heads) * d / t
         # keys / values as SDPA keeps them: ``sdpa_repeat_kv`` (torchtitan up to v0.2.1) expands them to the
         # query heads before the kernel (``repeat_kv``), and autograd / inductor keep the expanded copies
         kv_kept = nq if (attn == "sdpa_repeat_kv" and arch.kv_heads < nq) else arch.kv_heads
@@ -338,11 +346,9 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
             mlp = mlp_norm + T * k * a * (h + 2 * g * fe_)
         if arch.moe_shared_expert_intermediate_size:
             mlp += (g + 1 if compiled else 2 * g) * a * sb * arch.moe_shared_expert_intermediate_size / t
-        f_out = a * T * k * fe_
     else:
         f = arch.ffn_hidden_size
         mlp = mlp_norm + (g + 1 if compiled else 2 * g) * a * sb * f / t
-        f_out = a * sb * f / t
     full = attn_b + mlp
     layer_input = a * sb * h / t
     if ac == "full":
@@ -352,22 +358,68 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         # grouped GEMMs are not on the save list (recomputed); the first matmul (wqkv), the attention, the
         # router's ``topk`` (values + int64 indices) and every ``all_to_all_single`` output (EP: the
         # dispatched rows ``a R D`` and the combined rows ``a N D``) are saved
+        # the saved matmuls: every second one of the attention's and the shared expert's (op_sac_mm_outputs)
         Tk = moe_tokens(sb, tp=t, ep=ep) * arch.moe_router_topk
-        kept = layer_input + qkv_out + Tk * (a + 8) + (2 * a * Tk * h if ep > 1 else 0.0)
+        mms = op_sac_mm_outputs(arch, sb=sb, tp=t, moe=True, split_qkv=attn == "sdpa_repeat_kv")
+        kept = layer_input + sum(mms[0::2]) + Tk * (a + 8) + (2 * a * Tk * h if ep > 1 else 0.0)
         if impl.sdpa_on_save_list:
             kept += o + lse
         if t > 1:
             kept += a * sb * h / t  # reduce-scatter output of wo (SP)
     elif ac == "op":
-        # odd-numbered matmuls: wqkv (1), w1 (3), w2 (5); wo (2), w3 (4) recomputed
-        kept = layer_input + qkv_out + f_out + a * sb * h
+        # odd-numbered matmuls (op_sac_mm_outputs): fused GQA wqkv (1), w1 (3), w2 (5); wo (2), w3 (4) recomputed
+        mms = op_sac_mm_outputs(arch, sb=sb, tp=t, moe=False, split_qkv=attn == "sdpa_repeat_kv")
+        kept = layer_input + sum(mms[0::2])
         if impl.sdpa_on_save_list:
             kept += o + lse
         if t > 1:
             kept += 2 * a * sb * h / t  # reduce-scatter outputs of wo and w2 (SP)
+        if compiled:
+            # compiled, the partitioner passes to the backward only what the backward graph reads: w2's output
+            # (and under TP its reduce-scatter output) feeds the block output alone, so MUST_SAVE does not keep it
+            kept -= (mms[-1] if len(mms) % 2 else 0.0) + (a * sb * h / t if t > 1 else 0.0)
     else:
         kept = full
     return TitanLayer(kept=kept, full=full, layer_input=layer_input)
+
+
+def op_sac_mm_outputs(arch: ModelArch, *, sb: float, tp: int, moe: bool, split_qkv: bool) -> list[float]:
+    """Bytes of the outputs of one block's ``aten.mm`` calls in forward order (bf16, per micro-batch and GPU),
+    the calls torchtitan's per-op SAC counts: its policy saves every odd-numbered one and recomputes every
+    second (torchtitan 0.3.0 ``distributed/activation_checkpoint.py`` ``SelectiveAC``, f2191557c / 6fc499f6f
+    ``_apply_op_sac``: ``meta[mm_count_key] % 2 == 0`` -> recompute), the MoE router's gate forced to
+    recompute and not counted (``force_recompute_mm_shapes_by_fqns = ["moe.router.gate"]``, the default
+    since 2025), the routed experts' ``_grouped_mm`` not an ``aten.mm`` (not counted, not saved).  Order:
+
+    - GQA fused (0.3.0 ``FusedQKVLinear``): ``wqkv`` ``(nq + 2 nkv) d / t``, ``wo`` ``h``; separate (every
+      release before 'Fused QKV GQAttention', 2026-04-16: ``split_qkv``, the TOML-sourced plans) ``wq``,
+      ``wk``, ``wv``, ``wo``;
+    - MLA (``models/deepseek_v3/model.py`` at f2191557c and 0.3.0 alike): ``wq_a`` ``ql``, ``wq_b``
+      ``nq (dn + dr) / t`` (or one ``wq`` without a query LoRA), ``wkv_a`` ``kvl + dr``, ``wkv_b``
+      ``nq (dn + dv) / t``, ``wo`` ``h``;
+    - the dense FFN ``w1``, ``w3`` ``F / t``, ``w2`` ``h``; in an MoE block (``MoE.forward``: routed experts
+      first) only the shared expert's ``w1``, ``w3`` ``Fs / t``, ``w2`` ``h``.
+
+    ``h``-wide outputs of the row-parallel ``wo`` / ``w2`` are the full-sequence partial sums ``a sb h``.
+    E.g. DeepSeek-V3 16B (no query LoRA, two shared experts): ``wq``, ``wkv_b`` and the shared ``w1`` / ``w2``
+    are saved: 752 MiB per MoE block at 8 x 4096 tokens (of the 1012 MiB it keeps) where ``wq`` + ``wkv_a`` are
+    228."""
+    a = 2.0
+    h, nq, t = arch.hidden_size, arch.num_attention_heads, tp
+    if arch.multi_latent_attention:
+        qk = arch.qk_head_dim + arch.qk_pos_emb_head_dim
+        q = [a * sb * arch.q_lora_rank, a * sb * nq * qk / t] if arch.q_lora_rank else [a * sb * nq * qk / t]
+        out = q + [a * sb * (arch.kv_lora_rank + arch.qk_pos_emb_head_dim),
+                   a * sb * nq * (arch.qk_head_dim + arch.v_head_dim) / t, a * sb * h]
+    else:
+        d, nkv = arch.kv_channels, arch.kv_heads
+        qkv = [a * sb * nq * d / t, a * sb * nkv * d / t, a * sb * nkv * d / t] if split_qkv \
+            else [a * sb * (nq + 2 * nkv) * d / t]
+        out = qkv + [a * sb * h]
+    f = (arch.moe_shared_expert_intermediate_size or 0) if moe else arch.ffn_hidden_size
+    if f:
+        out += [a * sb * f / t, a * sb * f / t, a * sb * h]
+    return out
 
 
 def moe_tokens(sb: int, *, tp: int, ep: int) -> float:
