@@ -2,7 +2,8 @@
 tokens/s/GPU = GBS x seq / (iteration time x GPUs); TFLOP/s/GPU = model FLOPs / (time x GPUs); MFU = that
 over the GPU's dense peak at the plan's precision (hardware DB); the time components sum to the iteration;
 the memory terms sum to each stage's total and the worst stage is the peak; the band's bytes scale the
-allocator's part only; the verdict follows from band vs capacity; the text, --json and --explain agree.
+allocator's part of the verdict's quantity (the peak less the free cached segments released before an OOM)
+only; the verdict follows from band vs capacity; the text, --json and --explain agree.
 Three bundled recipes cover Megatron dense, Megatron MoE FP8 and a TorchTitan wrapper on an AMD GPU."""
 
 from __future__ import annotations
@@ -50,8 +51,12 @@ def test_printed_figures_agree(recipe, capsys):
         assert st["allocated_bytes"] + st["allocator_reserve_bytes"] + st["outside_allocator_bytes"] == st["total_bytes"]
     worst = max(mem["stages"], key=lambda s: s["total_bytes"])
     assert (worst["stage"], worst["total_bytes"]) == (mem["worst_stage"], mem["peak_bytes_per_gpu"])
-    b, out = mem["band"], worst["outside_allocator_bytes"]
-    inside = mem["peak_bytes_per_gpu"] - out
+    # the verdict's quantity: each stage's total less the free cached segments released before an OOM
+    held = max(mem["stages"], key=lambda s: s["total_bytes"] - s["releasable_bytes"])
+    assert mem["oom_peak_bytes"] == held["total_bytes"] - held["releasable_bytes"] <= mem["peak_bytes_per_gpu"]
+    assert all(0 <= s["releasable_bytes"] <= s["allocator_reserve_bytes"] for s in mem["stages"])
+    b, out = mem["band"], held["outside_allocator_bytes"]
+    inside = mem["oom_peak_bytes"] - out
     assert b["low_bytes"] == pytest.approx(inside * (1 + b["low"]) + out, abs=2)
     assert b["high_bytes"] == pytest.approx(inside * (1 + b["high"]) + out, abs=2)
     usable = mem["capacity_bytes"] * (1 - mem["margin_fraction"])

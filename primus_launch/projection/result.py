@@ -36,6 +36,10 @@ class StageMemory(BaseModel):
     outside_allocator_bytes: int = Field(default=0, description="CUDA context, cuBLAS handles, NCCL buffers")
     workspace_bytes: int = Field(default=0, description="of transient_bytes: torch / Transformer Engine GEMM "
                                                         "workspaces, allocated through the caching allocator")
+    releasable_bytes: int = Field(default=0, description="of allocator_reserve_bytes: free cached segments the "
+                                                         "caching allocator gives back before it raises out of "
+                                                         "memory (TorchTitan: FSDP2's free side-stream pools); "
+                                                         "total_bytes - releasable_bytes is what the verdict compares")
 
 
 class MemoryBand(BaseModel):
@@ -54,8 +58,10 @@ class MemoryReport(BaseModel):
     """``verdict``: ``fits`` when the band's top (``band.high_bytes``) fits ``capacity_bytes * (1 -
     margin_fraction)``, ``does not fit`` when even its bottom does not, ``tight`` between;
     ``fits`` is true for ``fits`` and ``tight``.  ``peak_bytes_per_gpu`` is the point estimate of the
-    ``memory_basis`` peak (``reserved``: the caching allocator's reserved peak; ``allocated``: the
-    allocated peak) plus the memory outside the allocator."""
+    ``memory_basis`` peak (``reserved``: the caching allocator's reserved peak, what ``memory_stats`` reports;
+    ``allocated``: the allocated peak) plus the memory outside the allocator; the band and the verdict are
+    taken on ``oom_peak_bytes`` (the same less the free cached segments the allocator releases before it
+    raises out of memory, :mod:`memory.verdict`)."""
 
     peak_bytes_per_gpu: int
     capacity_bytes: int
@@ -74,6 +80,10 @@ class MemoryReport(BaseModel):
         default="fits", description="fits: the band's top fits; tight: the capacity lies in the band; does not fit")
     band: Optional[MemoryBand] = None
     outside_allocator: dict[str, int] = Field(default_factory=dict, description="outside-allocator bytes by holder")
+    oom_peak_bytes: int = Field(default=0, description="what the verdict compares with the capacity: the worst stage's "
+                                                       "bytes that torch's caching allocator cannot give back when an "
+                                                       "allocation fails (peak_bytes_per_gpu less the free cached "
+                                                       "segments it releases and retries with, memory.verdict)")
 
 
 class TimelineEvent(BaseModel):

@@ -65,13 +65,17 @@ def plan_line(r: ProjectionResult) -> str:
 def verdict_text(r: ProjectionResult) -> str:
     """The memory verdict (``fits`` / ``TIGHT`` / ``DOES NOT FIT``) with the band the peak is expected
     in (:mod:`projection.memory.verdict`: the validation spread of the peak), e.g.
-    ``fits, band 36.6-41.3 GiB (-2/+11 %)``."""
+    ``fits, band 36.6-41.3 GiB (-2/+11 %)``; where the verdict's quantity (``oom_peak_bytes``: the peak less
+    the free cached segments the allocator releases before it raises) is below the shown peak, which it is."""
     m = r.memory
     verdict = {"fits": "fits", "tight": "TIGHT", "does not fit": "DOES NOT FIT"}[m.verdict]
     if m.band is None:
         return verdict
+    held = m.oom_peak_bytes or m.peak_bytes_per_gpu
+    on = (f" of the {held / GiB:.1f} GiB that cannot be released ({(m.peak_bytes_per_gpu - held) / GiB:.1f} GiB of "
+          "free cached segments, given back before an out-of-memory error)" if held < m.peak_bytes_per_gpu else "")
     return (f"{verdict}, band {m.band.low_bytes / GiB:.1f}-{m.band.high_bytes / GiB:.1f} GiB "
-            f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %)")
+            f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %){on}")
 
 
 def small_figure(v: float) -> str:
@@ -248,6 +252,9 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
     times = [(k, f"{v * 1e3:.1f}", f"{100 * v / total:.1f}") for k, v in r.time_breakdown.items()]
     out.append(tabulate(times, headers=["time component", "ms", "%"], tablefmt="simple"))
     mem = [(k, f"{v / GiB:.2f}") for k, v in m.breakdown.items()]
+    mem.append(("peak", f"{m.peak_bytes_per_gpu / GiB:.2f}"))
+    if m.oom_peak_bytes and m.oom_peak_bytes < m.peak_bytes_per_gpu:
+        mem.append(("verdict on (less free cached segments)", f"{m.oom_peak_bytes / GiB:.2f}"))
     out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB"], tablefmt="simple"))
     if r.measurement is not None:
         out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))

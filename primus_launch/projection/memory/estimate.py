@@ -40,6 +40,7 @@ from primus_launch.projection.memory.stage import (  # noqa: F401  (re-exported)
     TITAN_DYNAMIC_FRAGMENTATION,
     MeasuredActivations,
     in_flight_closed_form,
+    oom_peak,
     stage_report,
     with_outside,
 )
@@ -119,14 +120,17 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
     stages = stage_memory(plan, impl, acts=acts)
     worst = max(stages, key=lambda s: basis_peak(s, memory_basis))
     peak = basis_peak(worst, memory_basis)
+    # the verdict's quantity (memory.verdict): what cannot be given back on a failed allocation
+    held_st = max(stages, key=lambda s: verdict_peak(s, memory_basis))
+    held = verdict_peak(held_st, memory_basis)
     cap = int(get_gpu(plan.cluster.gpu).hbm_bytes)
     titan = plan.framework == "torchtitan"
     outside = plan_outside_bytes(plan)
     low, high, rows, source = band_for(plan.framework)
-    out_b = worst.outside_allocator_bytes
+    out_b = held_st.outside_allocator_bytes
     band = MemoryBand(low=low, high=high, rows=rows, source=source,
-                      low_bytes=int((peak - out_b) * (1 + low) + out_b), high_bytes=int((peak - out_b) * (1 + high) + out_b))
-    vd = verdict(peak, cap, low, high, margin, outside=out_b)
+                      low_bytes=int((held - out_b) * (1 + low) + out_b), high_bytes=int((held - out_b) * (1 + high) + out_b))
+    vd = verdict(held, cap, low, high, margin, outside=out_b)
     notes = [
         acts.note if acts is not None else
         ("activations: torchtitan modules (fused RMSNorm, flash SDPA, unfused SwiGLU, fp32 loss logits), FSDP2 "
@@ -140,7 +144,12 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
            f"+{ALLOCATOR_FRAGMENTATION:.1%}: the caching allocator's published max reserved / max allocated")
         + f"), + {out_b / GiB:.1f} GiB outside the allocator ("
         + ", ".join(f"{k} {v / GiB:.2f}" for k, v in outside.items() if v) + " GiB)",
-        f"verdict {vd}: band {low:+.0%} / {high:+.0%} on the allocator's part, the {out_b / GiB:.1f} GiB outside it "
+        f"verdict {vd} on {held / GiB:.1f} GiB"
+        + (f" (stage {held_st.stage}'s {basis_peak(held_st, memory_basis) / GiB:.1f} GiB less "
+           f"{held_st.releasable_bytes / GiB:.1f} GiB of free cached segments the caching allocator releases before "
+           "it raises out of memory: FSDP2's free side-stream pools)" if held != peak or held_st.releasable_bytes
+           else "")
+        + f": band {low:+.0%} / {high:+.0%} on the allocator's part, the {out_b / GiB:.1f} GiB outside it "
         f"as estimated: {band.low_bytes / GiB:.1f}-{band.high_bytes / GiB:.1f} GiB ({source})",
     ]
     t = plan.training
@@ -200,7 +209,9 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
         side = titan_stage_parts(*titan_args(plan))[worst.stage][1].get("side_pools_reserved", 0.0)
         notes.append(f"FSDP2 side streams (expandable segments are per stream): {side / GiB:.1f} GiB reserved beyond "
                      "the peak's allocation (all-gather copy-in buffers of two consecutive units, every unit's "
-                     "fp32 sharded gradient on the reduce-scatter stream), in the reserved estimate")
+                     "fp32 sharded gradient on the reduce-scatter stream), in the reserved estimate; their free part "
+                     "not in the verdict (torch's caching allocator releases every stream's free cached segments "
+                     "and retries before it raises out of memory)")
     if worst.workspace_bytes:
         notes.append(f"GEMM workspaces {worst.workspace_bytes / 2**20:.0f} MiB in the allocated peak (torch's cuBLAS "
                      "workspace per thread and stream, Transformer Engine's own; memory.workspaces)")
@@ -216,14 +227,23 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
         stages=stages, notes=notes, memory_basis=memory_basis, allocated_peak_bytes=worst.allocated_bytes,
         reserved_peak_bytes=worst.allocated_bytes + worst.allocator_reserve_bytes,
         outside_allocator_bytes=worst.outside_allocator_bytes, verdict=vd, band=band,
-        outside_allocator={k: int(v) for k, v in outside.items()})
+        outside_allocator={k: int(v) for k, v in outside.items()}, oom_peak_bytes=int(held))
 
 
 def basis_peak(st: StageMemory, basis: str) -> int:
-    """Bytes compared with the capacity: the basis peak plus the memory outside the allocator."""
+    """The reported peak: the basis peak plus the memory outside the allocator."""
     if basis == "allocated":
         return st.allocated_bytes + st.outside_allocator_bytes
     return st.total_bytes
+
+
+def verdict_peak(st: StageMemory, basis: str) -> int:
+    """Bytes the verdict compares with the capacity (:mod:`memory.verdict`): the basis peak less the free
+    cached segments the caching allocator releases before it raises out of memory
+    (:func:`memory.stage.oom_peak`); the allocated basis has none to release."""
+    if basis == "allocated":
+        return basis_peak(st, basis)
+    return oom_peak(st)
 
 
 # ---------------------------------------------------------------- TorchTitan
@@ -407,7 +427,7 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                        - peak - TITAN_DYNAMIC_FRAGMENTATION * (parts["activations"] + parts["transient"]))
             out.append((stage_report(rank, weights, parts["gradients"], optim, parts["activations"],
                                      parts["transient"], w, int(dense_p + expert_p), side_pools=side,
-                                     workspaces=ws),
+                                     workspaces=ws, releasable=_releasable(peak, parts, side, pp_levels)),
                         {**parts, **grad_terms, "side_pools_reserved": side}))
             continue
         # activations: every chunk-micro-batch in flight keeps its blocks; the loss's once
@@ -444,9 +464,25 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                    - peak - TITAN_DYNAMIC_FRAGMENTATION * (acts + parts["transient"]))
         out.append((stage_report(rank, weights, parts["gradients"], optim, acts, parts["transient"],
                                  int(math.ceil(units_in_flight)), int(dense_p + expert_p), side_pools=side,
-                                 workspaces=ws),
+                                 workspaces=ws, releasable=_releasable(peak, parts, side, levels)),
                     {**parts, **grad_terms, "side_pools_reserved": side}))
     return tuple(out)
+
+
+def _releasable(peak: float, parts: dict[str, float], side: float,
+                levels: list[tuple[float, dict[str, float]]]) -> float:
+    """Of a TorchTitan stage's reserved estimate (``peak`` allocated + :data:`TITAN_DYNAMIC_FRAGMENTATION` of
+    its activations and transients + ``side``, FSDP2's side-stream pools beyond the allocation), the bytes
+    torch's caching allocator gives back before it raises out of memory (:mod:`memory.verdict`): the
+    reserved estimate less the most any level of the step holds unreleasably, ``max over levels (allocated +
+    the fragmentation term)``.  The side pools' free part is that; a level holding less allocation but more
+    fragmentation than the allocated peak (the loss backward: no gradient yet, every activation alive) keeps
+    its own.  The fragmentation term stays whole (free segments of the default stream are given back too,
+    but the 10 % does not say which part; kept on the side of ``does not fit``)."""
+    f = TITAN_DYNAMIC_FRAGMENTATION
+    at_peak = peak + f * (parts["activations"] + parts["transient"])
+    held = max([at_peak] + [a + f * (p.get("activations", 0.0) + p.get("transient", 0.0)) for a, p in levels])
+    return max(0.0, at_peak + side - held)
 
 
 def _side_pools_reserved(pools: Fsdp2StreamPools, parts: dict[str, float]) -> float:

@@ -18,13 +18,13 @@ from typing import Optional
 from primus_launch.plan import Plan, PlanError, legality_problems
 from primus_launch.projection.hardware.gpus import GiB, get_gpu
 from primus_launch.projection.memory.estimate import (
-    basis_peak,
     mcore_stage_memory,
     titan_args,
     titan_gemm_workspaces,
     titan_stage_memory,
     mcore_args,
     plan_outside_bytes,
+    verdict_peak,
 )
 from primus_launch.projection.memory.verdict import band_for, verdict
 
@@ -36,23 +36,25 @@ def _capacity(gpu: str) -> float:
 
 
 def memory_peak(plan: Plan, memory_basis: str = "reserved") -> tuple[int, int, int]:
-    """(peak bytes per GPU, worst stage, bytes of it outside the caching allocator) of
-    :func:`memory.estimate_memory`, without the report."""
+    """(peak bytes per GPU the verdict compares, worst stage, bytes of it outside the caching allocator) of
+    :func:`memory.estimate_memory` (its ``oom_peak_bytes``: the basis peak less the free cached segments the
+    allocator releases before it raises out of memory, :func:`memory.estimate.verdict_peak`), without the
+    report."""
     if plan.framework == "torchtitan":
         stages = titan_stage_memory(*titan_args(plan), gemm_ws=titan_gemm_workspaces(plan))
     else:
         stages = mcore_stage_memory(*mcore_args(plan))
     outside = int(sum(plan_outside_bytes(plan).values()))
-    worst = max(stages, key=lambda s: basis_peak(s, memory_basis))
-    return basis_peak(worst, memory_basis) + outside, worst.stage, outside
+    worst = max(stages, key=lambda s: verdict_peak(s, memory_basis))
+    return verdict_peak(worst, memory_basis) + outside, worst.stage, outside
 
 
 def prefilter(plan: Plan, margin: float = 0.0, memory_basis: str = "reserved") -> Optional[str]:
     """Why ``plan`` is illegal (divisibility first, then memory), or ``None`` when it may run.
 
     Memory: illegal when the verdict (:mod:`memory.verdict`) is ``does not fit``: even the bottom of the
-    projection's error band (``memory_basis``: the estimated reserved or the allocated peak, plus the
-    memory outside the allocator) exceeds ``capacity * (1 - margin)`` with the capacity of
+    projection's error band (``memory_basis``: the estimated reserved peak less the free cached segments the
+    allocator releases before it raises, or the allocated peak; plus the memory outside the allocator) exceeds ``capacity * (1 - margin)`` with the capacity of
     ``plan.cluster.gpu`` from the hardware database; ``tight`` plans pass.
     """
     problems = legality_problems(plan)

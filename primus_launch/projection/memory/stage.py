@@ -41,7 +41,8 @@ class MeasuredActivations:
 
 
 def stage_report(rank, weights, grads, optim, activations, transient, in_flight, nparams,
-           framework: str = "torchtitan", side_pools: float = 0.0, workspaces: float = 0.0) -> StageMemory:
+           framework: str = "torchtitan", side_pools: float = 0.0, workspaces: float = 0.0,
+           releasable: float = 0.0) -> StageMemory:
     """A stage's :class:`StageMemory`: allocated = the parts; reserved = allocated x (1 +
     :data:`ALLOCATOR_FRAGMENTATION`) for Megatron, allocated + :data:`TITAN_DYNAMIC_FRAGMENTATION` of the
     dynamic part for TorchTitan, plus ``side_pools``: bytes the allocator keeps reserved for other streams
@@ -49,7 +50,12 @@ def stage_report(rank, weights, grads, optim, activations, transient, in_flight,
     :func:`memory.titan.fsdp2_stream_pools`); the memory outside the allocator is added per plan
     (:func:`with_outside`); ``workspaces`` (GEMM workspaces in the allocator, :mod:`memory.workspaces`) are
     part of the allocated peak, reported inside ``transient_bytes`` and as ``workspace_bytes`` (outside
-    TorchTitan's dynamic fragmentation: allocated once, at the first GEMM)."""
+    TorchTitan's dynamic fragmentation: allocated once, at the first GEMM).
+
+    ``releasable``: of that reserve, the bytes held as free cached segments that the caching allocator
+    releases before it raises out of memory (:mod:`memory.verdict`; TorchTitan: the free part of FSDP2's
+    side-stream pools, at most ``side_pools``), kept as ``releasable_bytes``: the verdict compares
+    ``total_bytes - releasable_bytes`` (:func:`oom_peak`); the reported reserved peak keeps them."""
     transient = transient + workspaces
     allocated = weights + grads + optim + activations + transient
     if framework == "megatron":
@@ -63,7 +69,14 @@ def stage_report(rank, weights, grads, optim, activations, transient, in_flight,
         activations_bytes=int(activations), transient_bytes=int(transient), reserve_bytes=int(frag),
         total_bytes=int(allocated + frag), microbatches_in_flight=in_flight, num_parameters=nparams,
         allocated_bytes=int(allocated), allocator_reserve_bytes=int(frag), outside_allocator_bytes=0,
-        workspace_bytes=int(workspaces))
+        workspace_bytes=int(workspaces), releasable_bytes=int(min(max(0.0, releasable), max(0.0, side_pools))))
+
+
+def oom_peak(st: StageMemory) -> int:
+    """What the verdict compares with the capacity for one stage (:mod:`memory.verdict`): its reserved peak
+    plus the memory outside the allocator (``total_bytes``) less the free cached segments the caching
+    allocator gives back on a failed allocation (``releasable_bytes``)."""
+    return st.total_bytes - st.releasable_bytes
 
 
 def with_outside(st: StageMemory, outside: float) -> StageMemory:
