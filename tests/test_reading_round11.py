@@ -190,3 +190,13 @@ def test_primus_launch_as_a_command(tmp_path, monkeypatch):
     env_form = plan_from_command(["env", f"EXP={MEG}", "NNODES=2", "bash", "examples/run_pretrain.sh",
                                   "--micro_batch_size", "2"])
     assert env_form.model_dump(exclude={"source"}) == plan.model_dump(exclude={"source"})
+
+
+def test_primus_launch_script_arguments_follow_dollar_at(tmp_path):
+    from tests.test_adapter_primus import _tree
+    from tests.test_primus_cli_script import MEG
+
+    root = _tree(tmp_path)
+    run = _write(root, f'#!/bin/bash\n./primus-cli direct -- train pretrain --config {MEG} "$@"\n', "run.sh")
+    assert load_recipe(run, script_args=["--micro_batch_size", "2"]).training.micro_batch_size == 2
+    assert load_recipe(run).training.micro_batch_size != 2

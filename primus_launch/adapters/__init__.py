@@ -135,7 +135,7 @@ def _load_native(p: Path, kind: RecipeKind, overrides: dict, primus_root: Option
     if kind == "primus-cli":
         from primus_launch.adapters.primus_cli import load_primus_cli_script
 
-        return load_primus_cli_script(p, overrides, primus_root)
+        return load_primus_cli_script(p, overrides, primus_root, tuple(script_args or ()))
     if kind == "torchtitan-launch":
         from primus_launch.adapters.torchtitan_script import load_titan_script
 

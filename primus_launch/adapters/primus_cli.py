@@ -99,11 +99,11 @@ def cli_overrides(tokens: list[str]) -> dict:
     return out
 
 
-def _command(text: str, path: str) -> tuple[list[str], str, dict[str, str]]:
+def _command(text: str, path: str, args: tuple[str, ...] = ()) -> tuple[list[str], str, dict[str, str]]:
     """(the launcher's command words, its kind, the environment the script sets) of the last Primus
-    launch line."""
+    launch line; ``args``: the script's own arguments (its ``"$@"``)."""
     hit: Optional[tuple[list[str], str, dict[str, str]]] = None
-    for words, env in command_lines(text):
+    for words, env in command_lines(text, args):
         at = _launcher_at(words)
         if at is None:
             continue
@@ -128,11 +128,14 @@ def _count(value: str, what: str) -> int:
 
 
 def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
-                           primus_root: Optional[str | Path] = None) -> Plan:
+                           primus_root: Optional[str | Path] = None, script_args: tuple[str, ...] = ()) -> Plan:
     """The plan of the Primus experiment a ``primus-cli`` launch script runs (see the module docstring);
     ``overrides`` (gpu, num_nodes, gpus_per_node) win over what the script states."""
     p = Path(path)
-    return _plan_from_launch_text(read_recipe_text(p), p, str(p), overrides, primus_root)
+    plan = _plan_from_launch_text(read_recipe_text(p), p, str(p), overrides, primus_root, tuple(script_args))
+    if script_args:
+        plan.source.script_args = list(script_args)
+    return plan
 
 
 def launcher_in(argv: list[str]) -> bool:
@@ -152,12 +155,12 @@ def plan_from_primus_command(argv: list[str], overrides: Optional[dict] = None,
 
 
 def _plan_from_launch_text(text: str, p: Path, label: str, overrides: Optional[dict],
-                           primus_root: Optional[str | Path]) -> Plan:
+                           primus_root: Optional[str | Path], args: tuple[str, ...] = ()) -> Plan:
     """:func:`load_primus_cli_script` of a script's ``text``; ``p``: where it runs from (relative configs),
     ``label``: how messages name it."""
     from primus_launch.adapters.primus_yaml import gpu_from_folder, plan_from_text
 
-    cmd, kind, env = _command(text, label)
+    cmd, kind, env = _command(text, label, args)
     if kind == "example":
         # examples/run_pretrain.sh: ``primus/cli/main.py train pretrain --config $EXP ... "$@"`` on NNODES nodes
         mode, rest = [], ["--config", env.get("EXP", ""), *cmd[1:]]

@@ -431,9 +431,10 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
                         "command instead (primus-launch --tune -- torchrun ...) or drop it from the script")
 
 
-def command_lines(text: str) -> list[tuple[list[str], dict[str, str]]]:
+def command_lines(text: str, args: tuple[str, ...] = ()) -> list[tuple[list[str], dict[str, str]]]:
     """Each command line of a script (logical lines; assignments read as :func:`_scan` does): its
-    expanded words and the variables assigned above it (``NAME=value`` / ``export NAME=value``)."""
+    expanded words and the variables assigned above it (``NAME=value`` / ``export NAME=value``); ``args``: the
+    script's own arguments, where a line says ``"$@"`` / ``$*``."""
     env: dict[str, Assign] = {}
     out: list[tuple[list[str], dict[str, str]]] = []
     for a, b in _logical_lines(text):
@@ -441,7 +442,7 @@ def command_lines(text: str) -> list[tuple[list[str], dict[str, str]]]:
         if m and " " not in m.group(2).strip().split("#")[0].strip().strip("\"'"):
             env[m.group(1)] = Assign(_expand(_unquote(m.group(2).split(" #")[0].rstrip()), env), a, a)
             continue
-        words = [t.text for t in _tokens(text, a, b, env)]
+        words = [t.text for t in _tokens(text, a, b, env, args)]
         if words:
             out.append((words, {k: v.value for k, v in env.items()}))
     return out
