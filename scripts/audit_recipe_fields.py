@@ -46,8 +46,11 @@ SKIP_PRIMUS = re.compile(r"sft|lora|mamba|zebra|lfm|flux|diffusion")
 
 
 def _plan(wt: Path, recipe: Path, extra: list[str]) -> tuple[int, dict | str]:
+    # run from the recipe's folder: `python -m` puts the working folder first on sys.path, so running from a
+    # checkout would import that checkout's primus_launch instead of --wt's
     r = subprocess.run([sys.executable, "-m", "primus_launch", "--project", str(recipe), "--dry-run", "--json", *extra],
-                       capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(wt)})
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(wt)},
+                       cwd=recipe.parent)
     if r.returncode:
         return r.returncode, (r.stderr.strip().splitlines() or ["?"])[-1]
     return 0, json.loads(r.stdout)["plan"]
