@@ -200,3 +200,22 @@ def test_primus_launch_script_arguments_follow_dollar_at(tmp_path):
     run = _write(root, f'#!/bin/bash\n./primus-cli direct -- train pretrain --config {MEG} "$@"\n', "run.sh")
     assert load_recipe(run, script_args=["--micro_batch_size", "2"]).training.micro_batch_size == 2
     assert load_recipe(run).training.micro_batch_size != 2
+
+
+def test_a_megatron_script_named_run_pretrain_is_not_a_primus_launch(tmp_path, monkeypatch):
+    from primus_launch.adapters.command_recipe import plan_from_command
+
+    _write(tmp_path, _POSITIONAL, "run_pretrain.sh")
+    monkeypatch.chdir(tmp_path)
+    assert plan_from_command(["bash", "run_pretrain.sh", "2"]).parallel.tp == 2
+
+
+def test_a_megatron_run_train_sh_with_an_environment_is_not_torchtitans(tmp_path, monkeypatch):
+    from primus_launch.adapters.command_recipe import framework_of
+    from primus_launch.errors import UserError
+
+    _write(tmp_path, _POSITIONAL, "run_train.sh")
+    monkeypatch.chdir(tmp_path)
+    for argv in (["TP=2", "./run_train.sh"], ["CONFIG=x", "./run_train.sh"]):
+        with pytest.raises(UserError, match="an environment for a launch script"):
+            framework_of(argv)

@@ -140,8 +140,10 @@ def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
 
 def launcher_in(argv: list[str]) -> bool:
     """Whether a command's words run a Primus experiment (``./primus-cli direct -- train pretrain --config X``,
-    ``EXP=X bash examples/run_pretrain.sh``, ``torchrun ... primus/cli/main.py train pretrain ...``)."""
-    return _launcher_at(argv) is not None
+    ``EXP=X bash examples/run_pretrain.sh``, ``torchrun ... primus/cli/main.py train pretrain ...``); an example
+    script's name (``run_pretrain.sh``, a common name) counts only with the ``EXP=`` it reads written before it."""
+    at = _launcher_at(argv)
+    return at is not None and (at[1] != "example" or any(w.startswith("EXP=") for w in argv[:at[0]]))
 
 
 def plan_from_primus_command(argv: list[str], overrides: Optional[dict] = None,

@@ -481,13 +481,19 @@ def run_train_call(argv: list[str]) -> bool:
     """Whether a command calls torchtitan's ``run_train.sh`` with its environment written before it
     (``MODULE=llama3 CONFIG=llama3_8b ./run_train.sh [--section.key value ...]``, torchtitan's README)."""
     i = 1 if argv and Path(argv[0]).name == "env" else 0
-    if i >= len(argv) or not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[i]):
-        return False
+    names = []
     while i < len(argv) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[i]):
+        names.append(argv[i].split("=", 1)[0])
         i += 1
     if i < len(argv) and argv[i] in ("bash", "sh"):
         i += 1
-    return i < len(argv) and Path(argv[i]).name == "run_train.sh"
+    if i >= len(argv) or Path(argv[i]).name != "run_train.sh" or not {"MODULE", "CONFIG", "CONFIG_FILE"} & set(names):
+        return False  # run_train.sh is a common name: torchtitan's takes MODULE / CONFIG (CONFIG_FILE up to 0.2)
+    script = Path(argv[i])
+    try:  # where the script is here, it must be torchtitan's (it runs torchtitan.train)
+        return not script.is_file() or "torchtitan" in script.read_text(errors="replace")
+    except OSError:
+        return True
 
 
 def plan_from_run_train_call(argv: list[str], overrides: Optional[dict] = None) -> Plan:
