@@ -246,7 +246,7 @@ def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan
         from primus_launch.plan import PlanError
 
         try:
-            return plan_from_command(command, _cluster_overrides(a))
+            return plan_from_command(command, _cluster_overrides(a), a.primus_root)
         except PlanError as e:  # a rule the final cluster breaks names the cluster flags given
             raise cluster_rule_error(e, _cluster_overrides(a)) from None
     from primus_launch.adapters import load_recipe
@@ -490,10 +490,12 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
     plan, no_reference = _load_tunable(a, command)
     config_script = False
-    if a.tune != _FROM_COMMAND:
-        from primus_launch.adapters import check_writable, detect_kind
+    from primus_launch.adapters import check_writable
 
-        check_writable(plan)
+    check_writable(plan)
+    if a.tune != _FROM_COMMAND:
+        from primus_launch.adapters import detect_kind
+
         config_script = detect_kind(Path(a.tune)) == "torchtitan-config-script"
         if config_script:  # its tuned recipe is the job TOML it runs
             from primus_launch.adapters.torchtitan_script import check_config_script_tunable

@@ -21,6 +21,13 @@ temporary folder, never into this repository):
   arguments as the scripts' headers name them).
 - ``nemo``: NVIDIA/NeMo-Framework-Launcher ``launcher_scripts/conf/training/**.yaml`` (NeMo 1.0 configs; not read:
   the check is that each is refused by name, none read, none a traceback).
+- ``launch`` (the eleventh round, read11): the four upstream trees at their 2026-08-22 snapshots (Megatron-LM
+  d98e8a6, Megatron-Bridge 067f987, Primus fd1eeab, torchtitan b5bcd76), each run as its README or test runner
+  launches it: ``./primus-cli ... -- train pretrain --config X`` and ``EXP=X bash examples/run_pretrain.sh``,
+  ``MODULE=M CONFIG=C ./run_train.sh [overrides]``, ``bash examples/.../train_*.sh ARGS``, a functional test's
+  ``model_config.yaml``, Megatron-Bridge's ``scripts/training/train.sh --recipe R``; given after ``--`` (the
+  command form) unless a file is named.  Expectations (MoE shape, parallel degrees, batch, precision recipe,
+  dispatcher, cluster) read from the recipe and the registry / preset it names.
 
 Outcome per recipe: ``right`` (a plan whose checked fields equal the expectation), ``WRONG`` (a plan with another
 value: silently wrong), ``refused`` (one ``primus-launch: error:`` line, exit 2), ``TRACEBACK`` (anything else).
@@ -149,7 +156,7 @@ def _run(wt: Path, cwd: Path, recipe: str, args: list[str], cluster: list[str]) 
 
 def _fields(plan: dict) -> dict:
     m, p, t = plan["model"], plan["parallel"], plan["training"]
-    out = {**m, **p, **t}
+    out = {**plan.get("cluster", {}), **m, **p, **t}
     out["granularity"] = t["recompute"]["granularity"]
     out["tp_comm_overlap"] = bool(t.get("tp_comm_overlap"))
     return out
@@ -266,15 +273,126 @@ def nemo(wt: Path, tmp: Path) -> list[tuple[str, str, str]]:
     return out
 
 
+BRIDGE = MIRRORS / "NVIDIA-NeMo+Megatron-Bridge" / "repo"
+PRIMUS = MIRRORS / "AMD-AGI+Primus" / "repo"
+TITAN = MIRRORS / "pytorch+torchtitan" / "repo"
+_Q30 = "examples/megatron/configs/MI355X/qwen3_30B_A3B-FP8-pretrain.yaml"
+_MLM_FT = "tests/functional_tests/test_cases"
+# name: (tree, command words after -- (or [file, --, args...] with file first), cluster flags, expectation)
+LAUNCH = {
+    "primus-cli direct qwen3_30B_A3B-FP8": (
+        "primus", ["./primus-cli", "direct", "--", "train", "pretrain", "--config", _Q30],
+        [], dict(num_layers=48, num_experts=128, moe_router_topk=8, moe_ffn_hidden_size=768, tp=1, pp=1, ep=8,
+                 micro_batch_size=6, global_batch_size=48, precision="fp8", fp8_recipe="delayed",
+                 moe_token_dispatcher="deepep", moe_expert_gemm="legacy", granularity="full", num_nodes=1)),
+    "primus-cli slurm -N 4 qwen3_235B_A22B-FP8": (
+        "primus", ["./primus-cli", "slurm", "srun", "-N", "4", "--", "train", "pretrain", "--config",
+                   "examples/megatron/configs/MI355X/qwen3_235B_A22B-FP8-pretrain.yaml"],
+        [], dict(num_layers=94, num_experts=128, moe_router_topk=8, pp=4, vpp=4, ep=8, micro_batch_size=4,
+                 global_batch_size=8192, num_nodes=4, gpus_per_node=8, precision="fp8")),
+    "EXP=gpt_oss_20B-FP8-mlperf run_pretrain.sh --micro_batch_size 1": (
+        "primus", ["env", "EXP=examples/megatron/configs/MI355X/gpt_oss_20B-FP8-mlperf-pretrain.yaml", "bash",
+                   "examples/run_pretrain.sh", "--micro_batch_size", "1"],
+        [], dict(num_layers=24, num_experts=32, moe_router_topk=4, window_size=128, micro_batch_size=1,
+                 global_batch_size=16, precision="fp8", fp8_recipe="tensorwise", ep=8, moe_expert_gemm="turbo")),
+    "primus-cli torchtitan deepseek_v3_16b-FP8 local_batch_size 4": (
+        "primus", ["./primus-cli", "direct", "--", "train", "pretrain", "--config",
+                   "examples/torchtitan/configs/MI355X/deepseek_v3_16b-FP8-pretrain.yaml",
+                   "--training.local_batch_size", "4"],
+        [], dict(num_layers=27, num_experts=64, moe_router_topk=6, moe_shared_expert_intermediate_size=2816, ep=8,
+                 micro_batch_size=4, precision="fp8", fp8_recipe="tensorwise")),
+    "primus-cli deepseek_v4_flash-FP8": (
+        "primus", ["./primus-cli", "direct", "--", "train", "pretrain", "--config",
+                   "examples/megatron/configs/MI355X/deepseek_v4_flash-FP8-pretrain.yaml"], [], "refuse:DeepSeek-V4"),
+    # torchtitan main README / run_train.sh: NGPU 8, MODULE llama3, CONFIG llama3_debugmodel by default, "$@" last
+    "MODULE=llama3 CONFIG=llama3_8b run_train.sh": (
+        "titan", ["MODULE=llama3", "CONFIG=llama3_8b", "./run_train.sh"],
+        [], dict(num_layers=32, hidden_size=4096, seq_length=8192, tp=1, micro_batch_size=1, gpus_per_node=8)),
+    "run_train.sh --parallelism.tensor_parallel_degree 2": (
+        "titan", ["./run_train.sh", "--parallelism.tensor_parallel_degree", "2"],
+        [], dict(num_layers=6, tp=2, gpus_per_node=8)),
+    "MODULE=deepseek_v3 CONFIG=deepseek_v3_16b run_train.sh EP 8": (
+        "titan", ["NGPU=8", "MODULE=deepseek_v3", "CONFIG=deepseek_v3_16b", "./run_train.sh",
+                  "--parallelism.expert_parallel_degree", "8"],
+        [], dict(num_layers=27, num_experts=64, moe_router_topk=6, ep=8)),
+    # torchtitan's trainer raises: CUDA graphs (on by default) under EP need HybridEP / MinimalAsyncEP
+    "MODULE=qwen3 CONFIG=qwen3_30b_a3b run_train.sh EP 4": (
+        "titan", ["MODULE=qwen3", "CONFIG=qwen3_30b_a3b", "./run_train.sh", "--parallelism.expert_parallel_degree",
+                  "4"], [], "refuse:disable_cuda_graphs"),
+    "MODULE=qwen3 CONFIG=qwen3_30b_a3b run_train.sh EP 4, no CUDA graphs": (
+        "titan", ["MODULE=qwen3", "CONFIG=qwen3_30b_a3b", "./run_train.sh", "--parallelism.expert_parallel_degree",
+                  "4", "--training.disable_cuda_graphs"],
+        [], dict(num_layers=48, num_experts=128, moe_router_topk=8, ep=4, cuda_graph_impl="none")),
+    "MODULE=llama3 CONFIG=llama3_8b_mxfp8 run_train.sh": (
+        "titan", ["MODULE=llama3", "CONFIG=llama3_8b_mxfp8", "./run_train.sh"],
+        [], dict(num_layers=32, precision="fp8", fp8_recipe="mxfp8")),
+    "MODULE=kimi_k2_7 CONFIG=kimi_k2_5 run_train.sh": (
+        "titan", ["MODULE=kimi_k2_7", "CONFIG=kimi_k2_5", "./run_train.sh"], [], "refuse:multimodal"),
+    "MODULE=graph_trainer.llama3 run_train.sh": (
+        "titan", ["MODULE=graph_trainer.llama3", "CONFIG=graph_trainer_llama3_8b", "./run_train.sh"], [],
+        "refuse:--module"),
+    # Megatron-LM: examples with their header's positional arguments; functional tests as files
+    "examples/llama/train_llama3_8b_h100_fp8.sh ckpt tb MOCK": (
+        "mlm", ["bash", "examples/llama/train_llama3_8b_h100_fp8.sh", "ckpt", "tb", "MOCK"],
+        [], dict(num_layers=32, seq_length=8192, micro_batch_size=1, global_batch_size=128, precision="fp8",
+                 fp8_param_gather=True, grad_reduce_in_fp32=False, gpus_per_node=8)),
+    # main's example passes --global-batch-size with --step-batch-size-schedule: validate_args raises (d98e8a6)
+    "examples/gpt3/train_gpt3_175b_distributed.sh ARGS": (
+        "mlm", ["bash", "examples/gpt3/train_gpt3_175b_distributed.sh", "ckpt", "tb", "vocab.json", "merges.txt",
+                "data"], ["--nodes", "16"], "refuse:--step-batch-size-schedule"),
+    "examples/gptoss/02_train.sh (PP = 8 GPUs, 12 layers)": (
+        "mlm", ["bash", "examples/gptoss/02_train.sh"], [], "refuse:--pipeline-model-parallel-size"),
+    "examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh": (
+        "mlm", ["bash", "examples/megatron_fsdp/train_llama3_8b_fsdp_h100_fp8.sh"],
+        [], dict(num_layers=32, dp_sharding="full", precision="fp8", fp8_param_gather=True)),
+    "functional test gpt3_mcore_reruns_resume_check_grads": (
+        "mlm", [f"{_MLM_FT}/gpt/gpt3_mcore_reruns_resume_check_grads/model_config.yaml"],
+        [], dict(num_layers=32, gpus_per_node=1, num_nodes=1, micro_batch_size=2, global_batch_size=2)),
+    "functional test deepseekv3_proxy_flex gb200 release": (
+        "mlm", [f"{_MLM_FT}/mixtral/deepseekv3_proxy_flex_tp2pp2emp16etp1cp1_gb_200_release/model_config.yaml"],
+        ["--gpu", "gb200", "--nodes", "8", "--gpus-per-node", "4"],
+        dict(num_layers=14, num_experts=64, moe_router_topk=8, moe_shared_expert_intermediate_size=2048,
+             mtp_num_layers=1, tp=2, pp=2, ep=8, etp=1, moe_token_dispatcher="hybridep", multi_latent_attention=True)),
+    # Megatron-Bridge: recipes built in Python (scripts/training/train.sh -> setup_experiment.py), override YAMLs
+    "bridge scripts/training/train.sh --recipe qwen3_30b_a3b_pretrain_config": (
+        "bridge", ["./scripts/training/train.sh", "--nodes", "2", "--gpus-per-node", "8", "--recipe",
+                   "qwen3_30b_a3b_pretrain_config", "--mode", "pretrain"], [], "refuse:--num-layers"),
+    "bridge quantized_llama3_8b_pretrain_override_example.yaml": (
+        "bridge", ["examples/quantization/conf/quantized_llama3_8b_pretrain_override_example.yaml"], [],
+        "refuse:overrides a recipe"),
+}
+_LAUNCH_TREES = {"primus": (PRIMUS, ("examples", "primus/configs")), "titan": (TITAN, ("run_train.sh",)),
+                 "mlm": (MLM, ("examples", "tests/functional_tests/test_cases")),
+                 "bridge": (BRIDGE, ("examples/quantization", "scripts/training"))}
+
+
+def launch(wt: Path, tmp: Path) -> list[tuple[str, str, str]]:
+    for name, (repo, paths) in _LAUNCH_TREES.items():
+        _archive(repo, "HEAD", tmp / "launch" / name, *paths)
+    out = []
+    for key, (tree, words, cluster, want) in LAUNCH.items():
+        cwd = tmp / "launch" / tree
+        if words[0].endswith((".yaml", ".yml")):  # a recipe file
+            rc, so, se = _run(wt, cwd, words[0], [], cluster)
+        else:  # the command form: primus-launch --project -- CMD
+            cmd = [sys.executable, "-m", "primus_launch", "--project", "--dry-run", "--json", *cluster, "--", *words]
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=600,
+                               env={**os.environ, "PYTHONPATH": str(wt)})
+            rc, so, se = r.returncode, r.stdout, r.stderr
+        out.append((key, *_classify(rc, so, se, want)))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--wt", default=str(ROOT), help="checkout whose primus_launch runs (default: this one)")
-    ap.add_argument("--only", choices=["pai", "rocm", "mlm08", "mlmex", "nemo"], action="append")
+    ap.add_argument("--only", choices=["pai", "rocm", "mlm08", "mlmex", "nemo", "launch"], action="append")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     wt = Path(args.wt).resolve()
     with tempfile.TemporaryDirectory(prefix="audit-") as td:
-        for name, fn in (("pai", pai), ("rocm", rocm), ("mlm08", mlm08), ("mlmex", mlmex), ("nemo", nemo)):
+        for name, fn in (("pai", pai), ("rocm", rocm), ("mlm08", mlm08), ("mlmex", mlmex), ("nemo", nemo),
+                         ("launch", launch)):
             if args.only and name not in args.only:
                 continue
             rows = fn(wt, Path(td))

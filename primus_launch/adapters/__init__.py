@@ -135,15 +135,15 @@ def _load_native(p: Path, kind: RecipeKind, overrides: dict, primus_root: Option
     if kind == "primus-cli":
         from primus_launch.adapters.primus_cli import load_primus_cli_script
 
-        return load_primus_cli_script(p, overrides, primus_root)
+        return load_primus_cli_script(p, overrides, primus_root, tuple(script_args or ()))
     if kind == "torchtitan-launch":
         from primus_launch.adapters.torchtitan_script import load_titan_script
 
-        return load_titan_script(p, overrides)
+        return load_titan_script(p, overrides, tuple(script_args or ()))
     if kind == "torchtitan-config-script":
         from primus_launch.adapters.torchtitan_script import load_titan_config_script
 
-        return load_titan_config_script(p, overrides)
+        return load_titan_config_script(p, overrides, tuple(script_args or ()))
     from primus_launch.adapters.torchtitan import load_torchtitan
 
     return load_torchtitan(p, full, overrides=partial)
@@ -184,8 +184,18 @@ def tuned_path(original: str | Path) -> Path:
 
 
 def check_writable(plan: Plan) -> None:
-    """Refuse, before a tune, a plan whose recipe cannot be written back (a primus-cli launch script)."""
+    """Refuse, before a tune, a plan whose recipe cannot be written back (a primus-cli launch script; a
+    torchtitan launch script called with arguments, which its ``"$@"`` hands to the trainer over the script's
+    own options: a tuned script run with them would not run as tuned)."""
     _refuse_cli_script(plan.source.format if plan.source else None)
+    if plan.source is not None and plan.source.format == "torchtitan-command-call":
+        raise UserError("command: a run_train.sh call is read, not rewritten; tune the torchtitan command it runs "
+                        "(primus-launch --tune -- torchrun ... -m torchtitan.train --module M --config C ...)")
+    if plan.source is not None and plan.source.framework == "torchtitan" and plan.source.script_args:
+        raise UserError(f"script arguments {' '.join(plan.source.script_args)!r}: the launch script hands them to "
+                        "torchtitan over its own command (\"$@\"), so they would beat the tuned values; write them "
+                        "into the script, or tune the torchtitan command itself (primus-launch --tune -- torchrun ... "
+                        "-m torchtitan.train ...)")
 
 
 def _refuse_cli_script(fmt: Optional[str]) -> None:

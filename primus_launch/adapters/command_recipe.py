@@ -26,6 +26,7 @@ override, the recipe's comment, or the adapters' default (h100-sxm).
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Optional
@@ -55,9 +56,20 @@ def _script_of(argv: list[str]) -> Optional[tuple[int, Path]]:
     return None
 
 
+_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
+
 def framework_of(argv: list[str]) -> str:
     """``"torchtitan"`` (a v0.2 job TOML), ``"torchtitan-launch"`` (torchtitan 0.3 ``--module/--config``),
-    ``"script"`` (a launch script) or ``"megatron"`` (flags)."""
+    ``"primus-cli"`` (a Primus launch: ``./primus-cli ... -- train pretrain --config X``), ``"run-train-call"``
+    (``MODULE=m CONFIG=c ./run_train.sh``), ``"script"`` (a launch script) or ``"megatron"`` (flags)."""
+    from primus_launch.adapters.primus_cli import launcher_in
+    from primus_launch.adapters.torchtitan_script import run_train_call
+
+    if launcher_in(argv):
+        return "primus-cli"
+    if run_train_call(argv):
+        return "run-train-call"
     if config_index(argv) is not None:
         return "torchtitan"
     from primus_launch.adapters.torchtitan_argv import is_titan_launch
@@ -66,17 +78,34 @@ def framework_of(argv: list[str]) -> str:
         return "torchtitan-launch"
     if _script_of(argv) is not None:
         return "script"
+    skip = 1 if argv and os.path.basename(argv[0]) == "env" else 0
+    while skip < len(argv) and _ENV_WORD.match(argv[skip]):
+        skip += 1
+    called = _script_of(argv[skip:]) if skip else None
+    if called is not None:
+        raise UserError(f"command: {' '.join(argv[:skip])} before {called[1]}: an environment for a launch script is "
+                        "read only for Primus launches and torchtitan's run_train.sh; write the variables into the "
+                        "script (or a script that sets them and calls it) and project that")
     return "megatron"
 
 
 # ----------------------------------------------------------------------------- reading
-def plan_from_command(argv: list[str], overrides: dict | None = None) -> Plan:
-    """The plan of a training command (see the module docstring for the kinds and precedence)."""
+def plan_from_command(argv: list[str], overrides: dict | None = None, primus_root: str | Path | None = None) -> Plan:
+    """The plan of a training command (see the module docstring for the kinds and precedence); ``primus_root``
+    locates the presets of a Primus launch's experiment."""
     argv = [str(a) for a in argv]
     if not argv:
         raise UserError("command: empty; give the training command after '--'")
     ov = cluster_overrides(overrides)
     kind = framework_of(argv)
+    if kind == "primus-cli":
+        from primus_launch.adapters.primus_cli import plan_from_primus_command
+
+        return plan_from_primus_command(argv, ov, primus_root)
+    if kind == "run-train-call":
+        from primus_launch.adapters.torchtitan_script import plan_from_run_train_call
+
+        return plan_from_run_train_call(argv, ov)
     if kind == "torchtitan":
         return plan_from_job_command(argv, ov)
     if kind == "torchtitan-launch":
@@ -86,8 +115,9 @@ def plan_from_command(argv: list[str], overrides: dict | None = None) -> Plan:
     if kind == "script":
         from primus_launch.adapters import load_recipe
 
-        _, script = _script_of(argv)
-        return load_recipe(script, ov)
+        i, script = _script_of(argv)
+        # the words after the script are its positional parameters ($1, $2, "$@"), as `--project script -- A B`
+        return load_recipe(script, ov, script_args=argv[i + 1:])
     from primus_launch.adapters.megatron import plan_from_argv
 
     cluster = command_cluster(argv, ov, None)
@@ -113,6 +143,9 @@ def render_command(plan: Plan, argv: list[str]) -> list[str]:
     if not argv:
         raise UserError("command: empty; nothing to render")
     kind = framework_of(argv)
+    if kind in ("primus-cli", "run-train-call"):
+        raise UserError(f"command: a {'Primus launch' if kind == 'primus-cli' else 'run_train.sh call'} is read, not "
+                        "rewritten; tune its experiment YAML / the torchtitan command itself")
     if kind == "megatron":
         from primus_launch.adapters.megatron import render_argv
 

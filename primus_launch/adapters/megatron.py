@@ -139,6 +139,15 @@ def _parse_recipe(text: str, path: str, argv_mode: bool, given: Cluster | None, 
                 if Cluster.uncovered(("gpu", "num_nodes", "gpus_per_node"), overrides):
                     rec.notes.append(guess[1])
                 written, world = guess[0], guess[0].world_size
+        if written is None and rec.gpus_per_node is not None and "gpus_per_node" not in cfg:
+            # the functional-test runner's GPUS_PER_NODE for the MODEL_ARGS run, on one node
+            written = _stated_cluster({**cfg, "gpus_per_node": str(rec.gpus_per_node),
+                                       "nodes": cfg.get("nodes", "1")}, None)
+            if Cluster.uncovered(("num_nodes", "gpus_per_node"), overrides):
+                rec.notes.append(f"cluster: {written.num_nodes} node(s) x {written.gpus_per_node} GPU(s) from "
+                                 f"MODEL_ENV_VARS.MODEL_ARGS.GPUS_PER_NODE={rec.gpus_per_node} (the functional-test "
+                                 "runner's count for the MODEL_ARGS run; other MODEL_ARGS_N runs are not read)")
+            _default_note(rec, path, written, {"num_nodes", "gpus_per_node"}, overrides, cfg)
         if written is None:
             written = _stated_cluster(cfg, None)
             _default_note(rec, path, written, set(), overrides, cfg)
@@ -187,6 +196,20 @@ def _default_note(rec: Any, path: str, written: Cluster, stated: set[str], overr
                            for f in fields)
         rec.notes.append(f"{path}: cluster {said}: the default (the recipe does not state "
                          f"{'it' if len(fields) == 1 else 'them'}; pass {flags} or a '# primus-launch:' comment)")
+
+
+_DEFAULT_COUNTS = re.compile(r": cluster (.*(?:num_nodes|gpus_per_node)=.*): the default \(the recipe does not state")
+_WORLD_RULE = re.compile(r"world size|\bdp\b|\bnodes?\b|GPUs per node")
+
+
+def _on_default_cluster(e: PlanError, rec: Any) -> PlanError:
+    """``e`` with the default cluster named when it is a rule on the GPU count and the recipe states no node or
+    per-node count (:func:`_default_note`): the refusal then says where its world size came from."""
+    said = next((m.group(1) for n in getattr(rec, "notes", []) if (m := _DEFAULT_COUNTS.search(n))), None)
+    if said is None or not _WORLD_RULE.search(e.allowed):
+        return e
+    return PlanError(e.field, e.value, f"{e.allowed} (the recipe states no GPU count: cluster {said} by default; "
+                                       "pass --nodes / --gpus-per-node)")
 
 
 def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
@@ -243,7 +266,10 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     text = read_recipe_text(p)
     rec, written = _parse(text, str(p), given=cluster, script_args=tuple(script_args), overrides=overrides)
     _check_family(rec)
-    plan = plan_from_args(_files_from_run_root(rec.args, p), written, name=p.stem)
+    try:
+        plan = plan_from_args(_files_from_run_root(rec.args, p), written, name=p.stem)
+    except PlanError as e:  # a world-size rule broken on the default cluster says so (the recipe states none)
+        raise _on_default_cluster(e, rec) from None
     fmt = rec.format if isinstance(rec, YamlRecipe) else "megatron-bash"
     out = _with_source(plan, rec, str(p), fmt)
     if script_args:

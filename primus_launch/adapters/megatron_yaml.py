@@ -53,6 +53,8 @@ class YamlRecipe:
     # launch environment: the top-level ENV_VARS mapping (NVIDIA recipes; the launcher exports it)
     env: dict[str, str] = field(default_factory=dict)
     env_node: yaml.MappingNode | None = None
+    # a functional test's GPUs per node for its MODEL_ARGS run (MODEL_ENV_VARS.MODEL_ARGS.GPUS_PER_NODE), or None
+    gpus_per_node: int | None = None
     # MODEL_ARGS values written escaped for the functional-test runner's shell (runner_unescaped): written back so
     shell_escaped: set[str] = field(default_factory=set)
 
@@ -346,6 +348,22 @@ def scalar_text(value: Any, quote: str = '"') -> str:
     return f"{quote}{txt}{quote}" if re.search(r"[|:#\[\]{}]|^[*&!%@`]", txt) else txt
 
 
+def _model_env_gpus(root: yaml.MappingNode, path: str) -> int | None:
+    """GPUs per node a functional test states for its ``MODEL_ARGS`` run: ``MODEL_ENV_VARS.MODEL_ARGS.GPUS_PER_NODE``
+    (Megatron-LM ``tests/functional_tests/shell_test_utils/run_ci_test.sh`` @d98e8a6: a checkpoint-consistency test
+    runs each ``MODEL_ARGS[_N]`` block with ``GPUS_PER_NODE`` from ``MODEL_ENV_VARS.<block>``); None when not stated."""
+    env = _child(root, "MODEL_ENV_VARS")
+    run = _child(env, "MODEL_ARGS") if isinstance(env, yaml.MappingNode) else None
+    node = _child(run, "GPUS_PER_NODE") if isinstance(run, yaml.MappingNode) else None
+    if node is None:
+        return None
+    v = _value(node)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise PlanError("MODEL_ENV_VARS.MODEL_ARGS.GPUS_PER_NODE", v, "a positive integer (GPUs per node of the "
+                        "MODEL_ARGS run)")
+    return v
+
+
 def from_yaml(text: str, path: str) -> YamlRecipe:
     from primus_launch.inputs import parse_yaml
 
@@ -392,6 +410,7 @@ def from_yaml(text: str, path: str) -> YamlRecipe:
         _collect(rec, node, args, editable=True)
         if block == "MODEL_ARGS":
             _runner_values(rec, args)
+            rec.gpus_per_node = _model_env_gpus(root, path)
         # these blocks become pretrain_gpt.py's command line (functional tests' run_ci_test.sh, moe_recipes)
         rec.notes += megatron_flags.config_only_notes(
             str(k) if str(k).startswith("-") else "--" + str(k).replace("_", "-") for k in keys)

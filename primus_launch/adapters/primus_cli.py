@@ -99,11 +99,11 @@ def cli_overrides(tokens: list[str]) -> dict:
     return out
 
 
-def _command(text: str, path: str) -> tuple[list[str], str, dict[str, str]]:
+def _command(text: str, path: str, args: tuple[str, ...] = ()) -> tuple[list[str], str, dict[str, str]]:
     """(the launcher's command words, its kind, the environment the script sets) of the last Primus
-    launch line."""
+    launch line; ``args``: the script's own arguments (its ``"$@"``)."""
     hit: Optional[tuple[list[str], str, dict[str, str]]] = None
-    for words, env in command_lines(text):
+    for words, env in command_lines(text, args):
         at = _launcher_at(words)
         if at is None:
             continue
@@ -128,13 +128,41 @@ def _count(value: str, what: str) -> int:
 
 
 def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
-                           primus_root: Optional[str | Path] = None) -> Plan:
+                           primus_root: Optional[str | Path] = None, script_args: tuple[str, ...] = ()) -> Plan:
     """The plan of the Primus experiment a ``primus-cli`` launch script runs (see the module docstring);
     ``overrides`` (gpu, num_nodes, gpus_per_node) win over what the script states."""
+    p = Path(path)
+    plan = _plan_from_launch_text(read_recipe_text(p), p, str(p), overrides, primus_root, tuple(script_args))
+    if script_args:
+        plan.source.script_args = list(script_args)
+    return plan
+
+
+def launcher_in(argv: list[str]) -> bool:
+    """Whether a command's words run a Primus experiment (``./primus-cli direct -- train pretrain --config X``,
+    ``EXP=X bash examples/run_pretrain.sh``, ``torchrun ... primus/cli/main.py train pretrain ...``); an example
+    script's name (``run_pretrain.sh``, a common name) counts only with the ``EXP=`` it reads written before it."""
+    at = _launcher_at(argv)
+    return at is not None and (at[1] != "example" or any(w.startswith("EXP=") for w in argv[:at[0]]))
+
+
+def plan_from_primus_command(argv: list[str], overrides: Optional[dict] = None,
+                             primus_root: Optional[str | Path] = None) -> Plan:
+    """The plan of a Primus launch given as a command (``primus-launch --project -- ./primus-cli direct -- train
+    pretrain --config X``; ``NAME=value`` prefixes are its environment), read as the one-line script that runs it
+    from the current folder (a relative ``--config`` is looked for there and in each folder above it)."""
+    import shlex
+
+    return _plan_from_launch_text(shlex.join(argv), Path.cwd() / "command", "command", overrides, primus_root)
+
+
+def _plan_from_launch_text(text: str, p: Path, label: str, overrides: Optional[dict],
+                           primus_root: Optional[str | Path], args: tuple[str, ...] = ()) -> Plan:
+    """:func:`load_primus_cli_script` of a script's ``text``; ``p``: where it runs from (relative configs),
+    ``label``: how messages name it."""
     from primus_launch.adapters.primus_yaml import gpu_from_folder, plan_from_text
 
-    p = Path(path)
-    cmd, kind, env = _command(read_recipe_text(p), str(p))
+    cmd, kind, env = _command(text, label, args)
     if kind == "example":
         # examples/run_pretrain.sh: ``primus/cli/main.py train pretrain --config $EXP ... "$@"`` on NNODES nodes
         mode, rest = [], ["--config", env.get("EXP", ""), *cmd[1:]]
@@ -143,7 +171,7 @@ def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
             sep = next(i for i in range(len(cmd) - 1) if cmd[i] == "train" and cmd[i + 1] == "pretrain")
         except StopIteration:
             runs = " ".join(cmd[cmd.index("--") + 1:][:2]) if "--" in cmd else " ".join(cmd[1:3])
-            raise UserError(f"{p}: the Primus command runs {runs!r}, not 'train pretrain' (only pretraining is "
+            raise UserError(f"{label}: the Primus command runs {runs!r}, not 'train pretrain' (only pretraining is "
                             "projected)") from None
         mode, rest = cmd[:sep], cmd[sep + 2:]
     cfg, extra, i = None, [], 0
@@ -156,13 +184,13 @@ def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
         extra.append(rest[i])
         i += 1
     if cfg is None:
-        raise UserError(f"{p}: primus train pretrain has no --config (the experiment YAML)")
+        raise UserError(f"{label}: primus train pretrain has no --config (the experiment YAML)")
     if not cfg.strip():
-        raise UserError(f"{p}: the Primus experiment (--config / EXP) has no value (an unset variable such as $EXP? "
+        raise UserError(f"{label}: the Primus experiment (--config / EXP) has no value (an unset variable such as $EXP? "
                         "set it in the script)")
     hit = find_from_run_root(cfg, p)
     if hit is None:
-        raise UserError(f"--config={cfg!r}: no such file next to {p} or in a folder above it (the path is relative to "
+        raise UserError(f"--config={cfg!r}: no such file next to {label} or in a folder above it (the path is relative to "
                         "where Primus runs, the Primus checkout's root)")
     nodes: Optional[int] = None
     gpn_written: Optional[str] = env.get("GPUS_PER_NODE")
@@ -194,6 +222,7 @@ def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
     plan = plan_from_text(text, hit, cluster, primus_root, full_env, cli, overrides=given if cluster is None else None)
     note = f"read through the Primus launch: the experiment {cfg}" + (
         f" with the command's overrides {', '.join(sorted(cli))} (they win over its YAML)" if cli else "")
-    src = plan.source.model_copy(update={"path": str(p), "format": "primus-cli-script",
+    src = plan.source.model_copy(update={"path": str(p) if label != "command" else str(hit),
+                                         "format": "primus-cli-script",
                                          "notes": [note, *plan.source.notes]})
     return plan.model_copy(update={"source": src})

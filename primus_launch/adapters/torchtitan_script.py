@@ -4,7 +4,9 @@
 The script is read as far as such scripts need: ``NAME=value`` / ``export NAME=value`` assignments
 (``${NAME:-default}`` / ``${NAME-default}`` / ``$NAME`` references, quotes, backslash line
 continuations), and the one command that runs ``torchtitan.train`` with its tokens located in the
-text.  ``"$@"`` (the script's own arguments) is dropped.  The command is read by
+text.  ``"$@"`` / ``$*`` (the script's own arguments: torchtitan's ``run_train.sh`` hands them to the trainer as
+``--section.key value`` overrides) stand for the arguments the script is called with (``--project script.sh --
+ARGS`` or ``--project -- ./script.sh ARGS``), none when it is read alone.  The command is read by
 :mod:`torchtitan_argv`; writing edits the tokens the tuned command changes where they are written
 (a literal, the default of a ``${NAME:-default}``, or the ``NAME=value`` assignment a reference
 comes from) and adds new options after the last literal option of the command.
@@ -84,8 +86,10 @@ def _expand(word: str, env: dict[str, Assign]) -> str:
     return _REF.sub(sub, word)
 
 
-def _tokens(text: str, a: int, b: int, env: dict[str, Assign]) -> list[Tok]:
-    """Shell words of ``text[a:b]`` with their spans (quotes removed, references expanded)."""
+def _tokens(text: str, a: int, b: int, env: dict[str, Assign], args: tuple[str, ...] = ()) -> list[Tok]:
+    """Shell words of ``text[a:b]`` with their spans (quotes removed, references expanded); ``"$@"`` / ``$*``
+    (also through a variable assigned from them, ``overrides="$*"`` then ``$overrides``) become ``args``, the
+    script's own arguments (tokens at that place, not in the text: never edited)."""
     out: list[Tok] = []
     i = a
     while i < b:
@@ -125,7 +129,7 @@ def _tokens(text: str, a: int, b: int, env: dict[str, Assign]) -> list[Tok]:
                     literal = False
                     i = m.end()
                     continue
-                if text.startswith("$@", i):
+                if text.startswith(("$@", "$*"), i):
                     buf.append("\0@")
                     literal = False
                     i += 2
@@ -141,15 +145,17 @@ def _tokens(text: str, a: int, b: int, env: dict[str, Assign]) -> list[Tok]:
             off = start + (1 if raw[:1] in "'\"" else 0)
             dflt = (off + m.start(3), off + m.end(3)) if m.group(2) else None
             ref = (name, dflt)
-        if word == "\0@":
-            continue  # "$@": the script's own arguments
+        if word in ("\0@", "$@", "$*"):  # the script's own arguments
+            out.extend(Tok(w, start, start, False, after=i) for w in args)
+            continue
         out.append(Tok(word, start, i, literal, ref))
     return out
 
 
-def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign], list[tuple[int, str]]]:
+def _scan(text: str, path: str, args: tuple[str, ...] = ()) -> tuple[list[Tok], dict[str, Assign],
+                                                                   list[tuple[int, str]]]:
     """(the launch line's tokens, the variables assigned, the notes of counts it leaves unstated:
-    :func:`_fill_unstated`)."""
+    :func:`_fill_unstated`); ``args``: the script's own arguments (:func:`_tokens`)."""
     from primus_launch.adapters.megatron_bash import sbatch_header, slurm_env
 
     alloc, unread = sbatch_header(text)
@@ -166,7 +172,7 @@ def _scan(text: str, path: str) -> tuple[list[Tok], dict[str, Assign], list[tupl
             q = 1 if raw[:1] in "'\"" else 0
             env[m.group(1)] = Assign(val, val_start + q, val_start + len(raw) - q)
             continue
-        toks = _tokens(text, a, b, env)
+        toks = _tokens(text, a, b, env, args)
         run = _run_train_command(toks, env, text)
         if run is not None:
             cmd = run
@@ -350,7 +356,8 @@ def _run_train_command(toks: list[Tok], env: dict[str, Assign], text: str) -> Op
     return head + args
 
 
-def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
+def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None,
+                             script_args: tuple[str, ...] | list[str] = ()) -> Plan:
     """The plan of the job TOML a launch script's command names, with the command's ``--section.key``
     overrides and torchrun's cluster (:func:`primus_launch.adapters.titan_job_argv.plan_from_job_command`).
     A relative TOML path is relative to where the script runs (torchtitan's scripts run from the
@@ -360,20 +367,23 @@ def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None)
     from primus_launch.adapters.torchrun_argv import cluster_overrides
 
     p = Path(path)
-    argv, _, unstated = _config_script_argv(p)
+    argv, _, unstated = _config_script_argv(p, tuple(script_args))
     plan = plan_from_job_command(argv, overrides)
     notes = _count_notes(unstated, cluster_overrides(overrides))
     if notes and plan.source is not None:
         plan.source.notes.extend(n for n in notes if n not in plan.source.notes)
+    if script_args and plan.source is not None:
+        plan.source.script_args = list(script_args)
     return plan
 
 
-def _config_script_argv(p: Path) -> tuple[list[str], Path, list[tuple[int, str]]]:
+def _config_script_argv(p: Path, args: tuple[str, ...] = (), text: Optional[str] = None
+                        ) -> tuple[list[str], Path, list[tuple[int, str]]]:
     """The script's command with its job TOML's path resolved (:func:`load_titan_config_script`), that
     path, and the notes of the launcher counts the command leaves unstated (:func:`script_launch`)."""
     from primus_launch.adapters.titan_job_argv import config_index, config_path
 
-    argv, unstated = script_launch(read_recipe_text(p), str(p))
+    argv, unstated = script_launch(read_recipe_text(p) if text is None else text, str(p), args)
     i = config_index(argv)
     if i is None:
         raise UserError(f"{p}: no command with --job.config_file found (expected torchrun ... --job.config_file "
@@ -421,9 +431,10 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
                         "command instead (primus-launch --tune -- torchrun ...) or drop it from the script")
 
 
-def command_lines(text: str) -> list[tuple[list[str], dict[str, str]]]:
+def command_lines(text: str, args: tuple[str, ...] = ()) -> list[tuple[list[str], dict[str, str]]]:
     """Each command line of a script (logical lines; assignments read as :func:`_scan` does): its
-    expanded words and the variables assigned above it (``NAME=value`` / ``export NAME=value``)."""
+    expanded words and the variables assigned above it (``NAME=value`` / ``export NAME=value``); ``args``: the
+    script's own arguments, where a line says ``"$@"`` / ``$*``."""
     env: dict[str, Assign] = {}
     out: list[tuple[list[str], dict[str, str]]] = []
     for a, b in _logical_lines(text):
@@ -431,7 +442,7 @@ def command_lines(text: str) -> list[tuple[list[str], dict[str, str]]]:
         if m and " " not in m.group(2).strip().split("#")[0].strip().strip("\"'"):
             env[m.group(1)] = Assign(_expand(_unquote(m.group(2).split(" #")[0].rstrip()), env), a, a)
             continue
-        words = [t.text for t in _tokens(text, a, b, env)]
+        words = [t.text for t in _tokens(text, a, b, env, args)]
         if words:
             out.append((words, {k: v.value for k, v in env.items()}))
     return out
@@ -442,10 +453,10 @@ def script_argv(text: str, path: str) -> list[str]:
     return script_launch(text, path)[0]
 
 
-def script_launch(text: str, path: str) -> tuple[list[str], list[tuple[int, str]]]:
+def script_launch(text: str, path: str, args: tuple[str, ...] = ()) -> tuple[list[str], list[tuple[int, str]]]:
     """(:func:`script_argv`, the notes of the launcher counts it leaves unstated: (0 nodes / 1 processes
-    per node, note), :func:`_fill_unstated`)."""
-    toks, _, notes = _scan(text, path)
+    per node, note), :func:`_fill_unstated`); ``args``: the script's own arguments (its ``"$@"``)."""
+    toks, _, notes = _scan(text, path, args)
     return [t.text for t in toks], notes
 
 
@@ -454,20 +465,70 @@ def _count_notes(notes: list[tuple[int, str]], overrides: dict) -> list[str]:
     return [n for k, n in notes if ("num_nodes", "gpus_per_node")[k] not in overrides]
 
 
-def load_titan_script(path: str | Path, overrides: Optional[dict] = None) -> Plan:
-    """Read the torchtitan launch line of a script (cluster from its torchrun options, ``overrides`` win)."""
+def load_titan_script(path: str | Path, overrides: Optional[dict] = None,
+                      script_args: tuple[str, ...] | list[str] = ()) -> Plan:
+    """Read the torchtitan launch line of a script (cluster from its torchrun options, ``overrides`` win);
+    ``script_args``: the arguments the script is called with (where its command says ``"$@"``)."""
     from primus_launch.adapters.torchrun_argv import cluster_overrides, launch_cluster
     from primus_launch.adapters.torchtitan_argv import plan_from_launch
     from primus_launch.plan import Source
 
     p = Path(path)
-    text = read_recipe_text(p)
-    argv, unstated = script_launch(text, str(p))
+    return _plan_from_launch_text(read_recipe_text(p), p, overrides, tuple(script_args))
+
+
+def run_train_call(argv: list[str]) -> bool:
+    """Whether a command calls torchtitan's ``run_train.sh`` with its environment written before it
+    (``MODULE=llama3 CONFIG=llama3_8b ./run_train.sh [--section.key value ...]``, torchtitan's README)."""
+    i = 1 if argv and Path(argv[0]).name == "env" else 0
+    names = []
+    while i < len(argv) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[i]):
+        names.append(argv[i].split("=", 1)[0])
+        i += 1
+    if i < len(argv) and argv[i] in ("bash", "sh"):
+        i += 1
+    if i >= len(argv) or Path(argv[i]).name != "run_train.sh" or not {"MODULE", "CONFIG", "CONFIG_FILE"} & set(names):
+        return False  # run_train.sh is a common name: torchtitan's takes MODULE / CONFIG (CONFIG_FILE up to 0.2)
+    script = Path(argv[i])
+    try:  # where the script is here, it must be torchtitan's (it runs torchtitan.train)
+        return not script.is_file() or "torchtitan" in script.read_text(errors="replace")
+    except OSError:
+        return True
+
+
+def plan_from_run_train_call(argv: list[str], overrides: Optional[dict] = None) -> Plan:
+    """The plan of a :func:`run_train_call` command: the command run_train.sh runs with that environment and
+    its arguments (as a script holding that call is read); a job TOML is looked for from the current folder."""
+    import shlex
+
+    words = argv[1:] if Path(argv[0]).name == "env" else list(argv)
+    text, here = shlex.join(words), Path.cwd() / "command"
+    if _run_train_kind(text) == "job":
+        from primus_launch.adapters.titan_job_argv import plan_from_job_command
+        from primus_launch.adapters.torchrun_argv import cluster_overrides
+
+        job, toml, unstated = _config_script_argv(here, (), text)
+        plan = plan_from_job_command(job, overrides)
+        plan.source.notes.extend(_count_notes(unstated, cluster_overrides(overrides)))
+    else:
+        plan = _plan_from_launch_text(text, here, overrides, ())
+    return plan.model_copy(update={"source": plan.source.model_copy(update={"format": "torchtitan-command-call"})})
+
+
+def _plan_from_launch_text(text: str, p: Path, overrides: Optional[dict], script_args: tuple[str, ...]) -> Plan:
+    """:func:`load_titan_script` of a script's ``text`` (``p``: its path)."""
+    from primus_launch.adapters.torchrun_argv import cluster_overrides, launch_cluster
+    from primus_launch.adapters.torchtitan_argv import plan_from_launch
+    from primus_launch.plan import Source
+
+    argv, unstated = script_launch(text, str(p), tuple(script_args))
     ov = cluster_overrides(overrides)
     plan = plan_from_launch(argv, launch_cluster(argv, ov))
     src = plan.source.model_copy(update={"path": str(p), "format": "torchtitan-script"}) if plan.source else \
         Source(framework="torchtitan", path=str(p), format="torchtitan-script")
     src.notes.extend(_count_notes(unstated, ov))
+    if script_args:
+        src.script_args = list(script_args)
     m = re.search(r"\bCOMM_MODE=[\"']?(fake_backend|local_tensor)", text) if _run_train_kind(text) else None
     if m:
         src.notes.append(f"COMM_MODE={m.group(1)}: run_train.sh checks the configuration in one process standing in "
