@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from primus_launch.errors import UserError, one_line  # light: the heavy imports follow the signal handlers
+from primus_launch.errors import UserError, clip_words, one_line  # light: the heavy imports follow the signal handlers
 
 if TYPE_CHECKING:
     from primus_launch.plan import Plan
@@ -732,8 +732,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
               "of a whole run of N tokens)", file=sys.stderr)
         return 2
     if a.ray_address is not None and a.tune is None:
-        print(f"primus-launch: error: --ray-address={a.ray_address}: only with --tune (it runs the search's shards "
-              "on a Ray cluster)", file=sys.stderr)
+        print(clip_words(f"primus-launch: error: --ray-address={a.ray_address}: only with --tune (it runs the search's "
+                         "shards on a Ray cluster)"), file=sys.stderr)
         return 2
     for dest, spelled in (("out", "--out"), ("log", "--log"), ("report", "--report"), ("trace", "--trace"),
                           ("gpu_file", "--gpu-file"), ("primus_root", "--primus-root"), ("llm", "--llm"),
@@ -744,9 +744,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                   f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}",
                   file=sys.stderr)
             return 2
-    if a.primus_root is not None and not Path(a.primus_root).is_dir():
-        print(f"primus-launch: error: --primus-root={a.primus_root!r}: no such folder (a Primus checkout, or its "
-              "primus/configs)", file=sys.stderr)
+    # os.path.isdir: False for a name the kernel cannot take (too long), where Path.is_dir raises
+    if a.primus_root is not None and not os.path.isdir(a.primus_root):
+        print(clip_words(f"primus-launch: error: --primus-root={a.primus_root!r}: no such folder (a Primus checkout, "
+                         "or its primus/configs)"), file=sys.stderr)
         return 2
     conflict = _flag_conflict(a, command)
     if conflict:

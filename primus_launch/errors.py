@@ -33,5 +33,24 @@ def one_line(exc: BaseException) -> str:
             inp = err.get("input")
             shown = "" if isinstance(inp, dict) else f"={inp!r}"
             parts.append(f"{loc}{shown}: {err.get('msg')}" if loc else str(err.get("msg")))
-        return "; ".join(parts)
-    return " ".join(str(exc).split())
+        return clip_words("; ".join(parts))
+    return clip_words(" ".join(str(exc).split()))
+
+
+#: a word of an error line longer than this is shown as its head and its size (as PlanError shows a value)
+WORD_CHARS = 200
+
+
+def clip_words(line: str) -> str:
+    """``line`` with each word past :data:`WORD_CHARS` characters shown as its first 60 and its length: a
+    5,000-digit number or a pasted file inside a message (an interpolation, a key, a path) keeps the line
+    readable; the field it names stays whole."""
+    if len(line) <= WORD_CHARS:
+        return line
+    def clip(w: str) -> str:
+        if len(w) <= WORD_CHARS:
+            return w
+        body = w.rstrip(":;,")  # the separator after a value stays: "field='xxx...' (5,000 characters):"
+        return f"{body[:60]}... ({len(body):,} characters){w[len(body):]}"
+
+    return " ".join(clip(w) for w in line.split(" "))

@@ -121,7 +121,9 @@ def plan_from_job_command(argv: list[str], overrides: Optional[dict] = None) -> 
 
     ov = cluster_overrides(overrides)
     cfg, _ = config_path(argv, config_index(argv))
-    path = Path(cfg)
+    from primus_launch.inputs import file_name
+
+    path = Path(file_name(cfg, "--job.config_file", "a TOML file name"))
     if not path.is_file():
         raise UserError(f"--job.config_file={cfg!r}: no such file")
     text = text_with_overrides(read_recipe_text(path, "--job.config_file"), job_overrides(argv), cfg)
