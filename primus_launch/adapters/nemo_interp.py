@@ -122,6 +122,9 @@ class Resolver:
         out, last, unresolved = "", 0, False
         for a, b in spans:
             got = self._one(value[a + 2:b - 1], here, where, depth)
+            if isinstance(got, (dict, list)):  # a node's text has no value of its own in a string
+                raise UserError(f"{self.path}: {where}: {value[a:b]} names a {'mapping' if isinstance(got, dict) else 'list'}"
+                                ", which a string cannot hold (name one of its values)")
             unresolved = unresolved or isinstance(got, Unresolved)
             out += value[last:a] + str(got)
             last = b
