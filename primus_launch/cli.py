@@ -560,11 +560,6 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
               + (f", {score.foreign} of them on another device than this machine's (measured again here)"
                  if score.foreign else ""), file=sys.stderr)
     _check_some_plan_fits(a, res)
-    if log_path is not None:  # written here, once the run is known to have an answer
-        from primus_launch.fileio import atomic_write_text
-        from primus_launch.tuner.result import log_text
-
-        atomic_write_text(log_path, log_text(res.to_log_dict(plan)))
     best = res.best_plan
     written = None
     if config_script:  # a key the script's command passes would not run as tuned
@@ -582,6 +577,11 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         text = render_tuned_wrapper(Path(plan.source.wrapper_path), out_wrapper, Path(written),
                                     {"gpu": c.gpu, "num_nodes": c.num_nodes, "gpus_per_node": c.gpus_per_node})
         written_wrapper = atomic_write_text(out_wrapper, text)
+    if log_path is not None:  # written once the run has its answer and the tuned recipe was taken (the writer
+        from primus_launch.fileio import atomic_write_text  # refuses one it cannot read back: no log of a refused run)
+        from primus_launch.tuner.result import log_text
+
+        atomic_write_text(log_path, log_text(res.to_log_dict(plan)))
     if a.report or a.trace:  # the best plan's timeline: the report's and the trace's
         from primus_launch.projection.api import project
 

@@ -459,7 +459,40 @@ def nemo_case(draw) -> bic.Case:
     return bic.Case(f"nemo:{' '.join(tags)}", "value", {"r.yaml": text.encode()}, ["--project", "r.yaml"] + TAIL)
 
 
-MAKERS = {"nemo": nemo_case, "collectives": collectives_case, "paths": paths_case, "yaml": yaml_case, "toml": toml_case, "wrapper": wrapper_case, "bash": bash_case, "gpu": gpu_case,
+def gpu_range_case(draw) -> bic.Case:
+    """A GPU entry whose every figure is inside the GPU file's plausible range (drawn log-uniform, the
+    ends included), projected and tuned: the answer must stay finite and positive."""
+    from primus_launch.projection.hardware.gpus import _RANGES
+
+    entry: dict[str, Any] = {"vendor": draw(st.sampled_from(["nvidia", "amd", "custom"])),
+                             "arch": draw(st.sampled_from(["", "hopper", "blackwell", "cdna3", "ampere"])),
+                             "intra_node_topology": draw(st.sampled_from(["switch", "mesh"]))}
+    tags = []
+    for f, (lo, hi, _) in _RANGES.items():
+        if f in ("power_limit_w",) or not draw(st.integers(0, 3)):
+            continue
+        edge = draw(st.sampled_from(["lo", "hi", "mid"]))
+        if edge == "mid":
+            x = math.exp(draw(st.floats(math.log(max(lo, 1e-9)), math.log(hi))))
+        else:
+            x = lo if edge == "lo" else hi
+        entry[f] = int(x) if f in ("num_sms", "gpus_per_node", "nvlink_domain") else float(x)
+        tags.append(f"{f}={entry[f]:.3g}")
+    for f, v in (("peak_flops_bf16", 989e12), ("hbm_bytes", 85899345920.0), ("hbm_bw", 3.35e12),
+                 ("intra_node_bw", 450e9), ("inter_node_bw", 50e9)):
+        entry.setdefault(f, v)
+    doc = {"gpu": {"g": entry}}
+    mode = draw(st.sampled_from(["--project", "--tune"]))
+    recipe = draw(st.sampled_from(["r.sh", "m.sh"]))
+    argv = [mode, recipe, "--gpu-file", "g.toml", "--gpu", "g", "--nodes", draw(st.sampled_from(["1", "2", "16"]))] + TAIL
+    if mode == "--tune":
+        argv += ["--out", "t.sh", "--max-work", "300"]
+    return bic.Case(f"gpurange:{mode}:{recipe}:{' '.join(tags)}", "value",
+                    {"r.sh": bic.BASH, "m.sh": (ROOT / "recipes/megatron/mixtral_8x22b.sh").read_bytes(),
+                     "g.toml": toml_dump(doc).encode()}, argv)
+
+
+MAKERS = {"gpurange": gpu_range_case, "nemo": nemo_case, "collectives": collectives_case, "paths": paths_case, "yaml": yaml_case, "toml": toml_case, "wrapper": wrapper_case, "bash": bash_case, "gpu": gpu_case,
           "cli": cli_case}
 
 
