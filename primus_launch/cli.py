@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="tokens of the whole training run (15T, 1.5e12, 300B): adds its iterations, days and "
                          "GPU-hours (steady state: no checkpointing, evaluation, restarts or failures) to the "
                          "projection, and to the tune's original and best plans")
-    ap.add_argument("--gpu-hour-price", type=finite_float(0.0, 1e9, lo_open=True, what="USD per GPU-hour, > 0"),
+    ap.add_argument("--gpu-hour-price", type=finite_float(0.0, 1e9, lo_open=True, what="USD per GPU-hour, > 0 and <= 1e9"),
                     metavar="USD", help="with --train-tokens: price of one GPU-hour, adds the run's cost")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     ap.add_argument("--explain", action="store_true",

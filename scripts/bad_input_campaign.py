@@ -890,6 +890,11 @@ def structured_cases() -> list[Case]:
                         {"r.sh": BASH, "c.toml": f"[collectives.h100-sxm]\n{body}\n".encode()},
                         ["--project", "r.sh", "--gpu-file", "c.toml"] + TAIL, expect_refusal=True,
                         expect_words=(f"collectives.h100-sxm.{word}",)))
+    for tag, name in (("space", "my gpu"), ("newline", "x\\nTP=1"), ("equals", "a=b")):
+        out.append(Case(f"structured:gpu-name:{tag}", "value",
+                        {"r.sh": BASH, "g.toml": GPU_TOML.replace(b"[gpu.mygpu]", f'[gpu."{name}"]'.encode())},
+                        ["--project", "r.sh", "--gpu-file", "g.toml"] + TAIL, expect_refusal=True,
+                        expect_words=("a GPU name is one word",)))
     out.append(Case("structured:tune:gpu-file-gpu", "value", {"r.sh": BASH, "g.toml": GPU_TOML},
                     ["--tune", "r.sh", "--gpu-file", "g.toml", "--gpu", "mygpu", "--out", "t.sh", "--max-work", "400"]
                     + TAIL))

@@ -198,3 +198,20 @@ def test_error_lines_clip_long_words_and_keep_both_ends():
     line = one_line(UserError(f"model.normalization={mapping}: one of LayerNorm, RMSNorm"))
     assert line.startswith("model.normalization={'k0'") and line.endswith(": one of LayerNorm, RMSNorm")
     assert len(line) < 560
+
+
+@pytest.mark.parametrize("name", ["my gpu", "a=b", "x\\nTP=1", "-x"])
+def test_a_gpu_name_is_one_word(tmp_path, hardware_restored, name):
+    """A name with a space, a '=' or a newline went into the tuned script's ``# primus-launch: gpu=NAME``
+    comment: read back as another name (``gpu='my'``), or a newline began a line of the script."""
+    (tmp_path / "r.sh").write_text(BASH)
+    (tmp_path / "g.toml").write_text(GPU.replace("[gpu.mygpu]", f'[gpu."{name}"]'))
+    refused(["--project", "r.sh", "--dry-run", "--json", "--gpu-file", "g.toml"], tmp_path, "--gpu-file='g.toml'",
+            "a GPU name is one word")
+
+
+def test_a_flag_bound_is_said():
+    """``--gpu-hour-price 1e300`` was refused as "USD per GPU-hour, > 0" (1e300 is > 0: the bound went unsaid)."""
+    rc, out, err, _ = run_cli(["--project", "r.sh", "--dry-run", "--gpu-hour-price", "1e300", "--train-tokens", "1T"],
+                              ROOT)
+    assert rc == 2 and "<= 1e9" in err, err

@@ -13,6 +13,7 @@ carry the same field names as :class:`GPUSpec`, e.g.::
 from __future__ import annotations
 
 import math
+import re
 
 from pathlib import Path
 from typing import Optional
@@ -354,6 +355,19 @@ def gpu_arch(name: str) -> str:
         return ""
 
 
+#: a GPU name: one word (it is written into a tuned recipe's ``# primus-launch: gpu=NAME`` comment and a TorchTitan
+#: preset header, and read back as one word; a space or a newline split it, or started a line of the script)
+_GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,63}")
+
+
+def _check_name(name: str, field: str, path: Path) -> None:
+    if not _GPU_NAME.fullmatch(name):
+        from primus_launch.errors import UserError
+
+        raise UserError(f"{field}={str(path)!r}: [gpu.{name!r}]: a GPU name is one word of at most 64 letters, digits "
+                        "and - _ . @ + (it is written into tuned recipes)")
+
+
 def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     """Add or override GPUs from a TOML or YAML file with ``[gpu.<name>]`` tables.
 
@@ -380,6 +394,7 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
         if name == "collectives" and "gpu" not in data:
             continue
         expect(fields, dict, f"gpu.{name}", "a table of GPUSpec fields")
+        _check_name(str(name), field, p)
         base = _DB[name].model_dump() if name in _DB else {}
         base.update(fields)
         base["name"] = str(name)
@@ -401,6 +416,7 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     if coll:
         expect(coll, dict, "collectives", "[collectives.<gpu>] tables")
         for gpu, fields in coll.items():
+            _check_name(str(gpu), field, p)
             _check_fabric(str(gpu), expect(fields, dict, f"collectives.{gpu}", "a table of fabric fields"))
     for spec in specs:
         _add(spec)
