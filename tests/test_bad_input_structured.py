@@ -215,3 +215,16 @@ def test_a_flag_bound_is_said():
     rc, out, err, _ = run_cli(["--project", "r.sh", "--dry-run", "--gpu-hour-price", "1e300", "--train-tokens", "1T"],
                               ROOT)
     assert rc == 2 and "<= 1e9" in err, err
+
+
+@pytest.mark.parametrize("count", ["0", "9" * 5000])
+def test_torchtitan_header_counts_are_bounded(count):
+    """``preset for 0 H100 GPUs`` was refused as ``num_nodes=0`` (no header named); 5,000 digits were an
+    internal error (int() past Python's digit limit)."""
+    from primus_launch.adapters.torchtitan import cluster_from_header
+    from primus_launch.errors import one_line
+    from primus_launch.plan import PlanError
+
+    with pytest.raises(PlanError) as e:
+        cluster_from_header(f"# NOTE: this toml config is a preset for {count} H100 GPUs.\n")
+    assert one_line(e.value).startswith("header comment=") and "counts from 1 to 9,999,999" in one_line(e.value)

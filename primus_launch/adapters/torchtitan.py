@@ -80,8 +80,8 @@ _GPU_TOKENS = {"A100": "a100-sxm-80gb", "H100": "h100-sxm", "H200": "h200", "B20
                "MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x"}
 _GPU_WORDS = {v: k for k, v in _GPU_TOKENS.items()}
 # the GPU word: torchtitan's own (H100, A100) or a primus-launch GPU name as the tuner writes it (gb200,
-# a100-sxm-40gb, a --gpu-file's name): letters, digits and the '-' / '_' / '.' of those names
-_HEADER_RE = re.compile(r"preset for (\d+) ([A-Za-z0-9][A-Za-z0-9_.-]*) GPUs(?: \((\d+) nodes x (\d+) GPUs\))?")
+# a100-sxm-40gb, a --gpu-file's name): letters, digits and the - _ . @ + of those names (gpus._GPU_NAME)
+_HEADER_RE = re.compile(r"preset for (\d+) ([A-Za-z0-9][A-Za-z0-9_.@+-]*) GPUs(?: \((\d+) nodes x (\d+) GPUs\))?")
 DEFAULT_CLUSTER = Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8)
 
 
@@ -95,6 +95,9 @@ def cluster_from_header(text: str) -> Optional[Cluster]:
         m = _HEADER_RE.search(s)
         if m is None:
             continue
+        counts = [g for g in (m.group(1), m.group(3), m.group(4)) if g is not None]
+        if any(len(g) > 7 or int(g) < 1 for g in counts):  # int() of 5,000 digits raises; 0 GPUs is no cluster
+            raise PlanError("header comment", s, "GPU and node counts from 1 to 9,999,999")
         n, word = int(m.group(1)), m.group(2)
         gpu = _header_gpu(word)
         if gpu is None:
