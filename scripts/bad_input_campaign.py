@@ -879,6 +879,9 @@ def structured_cases() -> list[Case]:
         full = argv if "--" in argv else argv + TAIL
         out.append(Case(f"structured:name:{tag}", "reference", {"r.sh": BASH, **files}, full, setup=primus_root,
                         expect_refusal=True, expect_words=(word,)))
+    out.append(Case("structured:bash:cut-5000-digits", "structure",
+                    {"r.sh": BASH.replace(b"TP_SIZE=2", b"TP_SIZE=$(echo 2 3 | cut -d' ' -f " + b"9" * 5000 + b")")},
+                    ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=("--tensor-model-parallel-size=",)))
     out.append(Case("structured:name:source-long", "reference",
                     {"r.sh": _in_bash(f"source ./{LONG_NAME}\n".encode())}, ["--project", "r.sh"] + TAIL))
     for tag, body, word in (("list", "e_ar = [1, 2]", "e_ar=[1, 2]"), ("table", "l_g = {a = 1}", "l_g="),

@@ -228,3 +228,11 @@ def test_torchtitan_header_counts_are_bounded(count):
     with pytest.raises(PlanError) as e:
         cluster_from_header(f"# NOTE: this toml config is a preset for {count} H100 GPUs.\n")
     assert one_line(e.value).startswith("header comment=") and "counts from 1 to 9,999,999" in one_line(e.value)
+
+
+def test_a_cut_field_of_5000_digits_is_not_read(tmp_path):
+    """``$(echo 2 3 | cut -d' ' -f 9...9)``: int() of 5,000 digits raised (exit 70); GNU cut refuses an offset
+    that large, and the value is then the command substitution's, refused by name."""
+    (tmp_path / "r.sh").write_text(BASH.replace("TP_SIZE=2", "TP_SIZE=$(echo 2 3 | cut -d' ' -f " + "9" * 5000 + ")"))
+    refused(["--project", "r.sh", "--dry-run", "--json"], tmp_path, "--tensor-model-parallel-size=",
+            "command substitution")
