@@ -501,6 +501,10 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
             check_config_script_tunable(a.tune, a.out)
     log_path = Path(a.log) if a.log is not None else None
     out_recipe = out_wrapper = None
+    if a.out is not None:  # before its name is used ('.' has none to add .trials.json to); again with the others
+        from primus_launch.inputs import check_output
+
+        check_output(a.out, "--out")
     if a.tune != _FROM_COMMAND:
         from primus_launch.adapters import native_path, tuned_path
 

@@ -223,7 +223,9 @@ def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str,
     a folder, an existing name that is no regular file (a device, a named pipe: the atomic write
     would replace it, not write to it), or in a folder that cannot be written; returns the path."""
     shown = str(path)
-    if not shown or shown.endswith(os.sep):
+    # 'x/', '.', '..', 'x/.': a folder by its spelling (pathlib reads 'x/.' as 'x' and '.' has no name to end
+    # in .trials.json), whether or not it exists
+    if not shown or shown.endswith(os.sep) or os.path.basename(shown) in (".", ".."):
         raise UserError(f"{field}={shown!r}: a file name; not a folder")
     if shown == "-":  # the shell tools' "standard output": here it would be a file named '-'
         raise UserError(f"{field}='-': a file name (the output is written atomically to a file, never to standard "

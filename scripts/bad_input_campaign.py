@@ -898,6 +898,10 @@ def structured_cases() -> list[Case]:
                         {"r.sh": BASH, "g.toml": GPU_TOML.replace(b"[gpu.mygpu]", f'[gpu."{name}"]'.encode())},
                         ["--project", "r.sh", "--gpu-file", "g.toml"] + TAIL, expect_refusal=True,
                         expect_words=("a GPU name is one word",)))
+    for out_name in (".", "/", "x/..", "r.sh/."):
+        out.append(Case(f"structured:out:{out_name}", "output", {"r.sh": BASH},
+                        ["--tune", "r.sh", "--out", out_name] + TAIL, expect_refusal=True,
+                        expect_words=(f"--out={out_name!r}",)))
     out.append(Case("structured:tune:gpu-file-gpu", "value", {"r.sh": BASH, "g.toml": GPU_TOML},
                     ["--tune", "r.sh", "--gpu-file", "g.toml", "--gpu", "mygpu", "--out", "t.sh", "--max-work", "400"]
                     + TAIL))

@@ -236,3 +236,12 @@ def test_a_cut_field_of_5000_digits_is_not_read(tmp_path):
     (tmp_path / "r.sh").write_text(BASH.replace("TP_SIZE=2", "TP_SIZE=$(echo 2 3 | cut -d' ' -f " + "9" * 5000 + ")"))
     refused(["--project", "r.sh", "--dry-run", "--json"], tmp_path, "--tensor-model-parallel-size=",
             "command substitution")
+
+
+@pytest.mark.parametrize("out", [".", "./", "/", "x/..", "r.sh/."])
+def test_an_out_spelled_as_a_folder_is_refused_before_its_name_is_used(tmp_path, out):
+    """``--out .`` was an internal error (``Path('.').with_name``: no name to add .trials.json to); ``x/..``
+    of a missing x passed the checks, the search ran, and the write failed with 'Device or resource busy'."""
+    (tmp_path / "r.sh").write_text(BASH)
+    refused(["--tune", "r.sh", "--dry-run", "--out", out], tmp_path, f"--out={out!r}", "not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sh"]
