@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
-from primus_launch.errors import UserError, one_line  # light: the heavy imports follow the signal handlers
+from primus_launch.errors import UserError, clip_words, one_line  # light: the heavy imports follow the signal handlers
 
 if TYPE_CHECKING:
     from primus_launch.plan import Plan
@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="tokens of the whole training run (15T, 1.5e12, 300B): adds its iterations, days and "
                          "GPU-hours (steady state: no checkpointing, evaluation, restarts or failures) to the "
                          "projection, and to the tune's original and best plans")
-    ap.add_argument("--gpu-hour-price", type=finite_float(0.0, 1e9, lo_open=True, what="USD per GPU-hour, > 0"),
+    ap.add_argument("--gpu-hour-price", type=finite_float(0.0, 1e9, lo_open=True, what="USD per GPU-hour, > 0 and <= 1e9"),
                     metavar="USD", help="with --train-tokens: price of one GPU-hour, adds the run's cost")
     ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     ap.add_argument("--explain", action="store_true",
@@ -503,6 +503,10 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
             check_config_script_tunable(a.tune, a.out)
     log_path = Path(a.log) if a.log is not None else None
     out_recipe = out_wrapper = None
+    if a.out is not None:  # before its name is used ('.' has none to add .trials.json to); again with the others
+        from primus_launch.inputs import check_output
+
+        check_output(a.out, "--out")
     if a.tune != _FROM_COMMAND:
         from primus_launch.adapters import native_path, tuned_path
 
@@ -562,11 +566,6 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
               + (f", {score.foreign} of them on another device than this machine's (measured again here)"
                  if score.foreign else ""), file=sys.stderr)
     _check_some_plan_fits(a, res)
-    if log_path is not None:  # written here, once the run is known to have an answer
-        from primus_launch.fileio import atomic_write_text
-        from primus_launch.tuner.result import log_text
-
-        atomic_write_text(log_path, log_text(res.to_log_dict(plan)))
     best = res.best_plan
     written = None
     if config_script:  # a key the script's command passes would not run as tuned
@@ -584,6 +583,11 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         text = render_tuned_wrapper(Path(plan.source.wrapper_path), out_wrapper, Path(written),
                                     {"gpu": c.gpu, "num_nodes": c.num_nodes, "gpus_per_node": c.gpus_per_node})
         written_wrapper = atomic_write_text(out_wrapper, text)
+    if log_path is not None:  # written once the run has its answer and the tuned recipe was taken (the writer
+        from primus_launch.fileio import atomic_write_text  # refuses one it cannot read back: no log of a refused run)
+        from primus_launch.tuner.result import log_text
+
+        atomic_write_text(log_path, log_text(res.to_log_dict(plan)))
     if a.report or a.trace:  # the best plan's timeline: the report's and the trace's
         from primus_launch.projection.api import project
 
@@ -734,8 +738,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
               "of a whole run of N tokens)", file=sys.stderr)
         return 2
     if a.ray_address is not None and a.tune is None:
-        print(f"primus-launch: error: --ray-address={a.ray_address}: only with --tune (it runs the search's shards "
-              "on a Ray cluster)", file=sys.stderr)
+        print(clip_words(f"primus-launch: error: --ray-address={a.ray_address}: only with --tune (it runs the search's "
+                         "shards on a Ray cluster)"), file=sys.stderr)
         return 2
     for dest, spelled in (("out", "--out"), ("log", "--log"), ("report", "--report"), ("trace", "--trace"),
                           ("gpu_file", "--gpu-file"), ("primus_root", "--primus-root"), ("llm", "--llm"),
@@ -746,9 +750,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                   f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}",
                   file=sys.stderr)
             return 2
-    if a.primus_root is not None and not Path(a.primus_root).is_dir():
-        print(f"primus-launch: error: --primus-root={a.primus_root!r}: no such folder (a Primus checkout, or its "
-              "primus/configs)", file=sys.stderr)
+    # os.path.isdir: False for a name the kernel cannot take (too long), where Path.is_dir raises
+    if a.primus_root is not None and not os.path.isdir(a.primus_root):
+        print(clip_words(f"primus-launch: error: --primus-root={a.primus_root!r}: no such folder (a Primus checkout, "
+                         "or its primus/configs)"), file=sys.stderr)
         return 2
     conflict = _flag_conflict(a, command)
     if conflict:

@@ -33,5 +33,31 @@ def one_line(exc: BaseException) -> str:
             inp = err.get("input")
             shown = "" if isinstance(inp, dict) else f"={inp!r}"
             parts.append(f"{loc}{shown}: {err.get('msg')}" if loc else str(err.get("msg")))
-        return "; ".join(parts)
-    return " ".join(str(exc).split())
+        return clip_words("; ".join(parts))
+    return clip_words(" ".join(str(exc).split()))
+
+
+#: a word of an error line longer than this is shown as its head and its size (as PlanError shows a value)
+WORD_CHARS = 200
+#: an error line past this many characters keeps its two ends (the field and value, then what is allowed)
+LINE_CHARS = 500
+
+
+def _clip(word: str) -> str:
+    if len(word) <= WORD_CHARS:
+        return word
+    body = word.rstrip(":;,")  # the separator after a value stays: "field='xxx...' (5,000 characters):"
+    return f"{body[:60]}... ({len(body):,} characters){word[len(body):]}"
+
+
+def clip_words(line: str) -> str:
+    """``line`` readable as one line: each word past :data:`WORD_CHARS` characters shown as its first 60
+    and its length (a 5,000-digit number, a pasted path), and a line still past :data:`LINE_CHARS` (a
+    mapping's repr as a value) without its middle: its start names the field, its end what is allowed."""
+    if len(line) <= WORD_CHARS:
+        return line
+    line = " ".join(_clip(w) for w in line.split(" "))
+    if len(line) > LINE_CHARS:
+        cut = len(line) - LINE_CHARS
+        line = f"{line[:LINE_CHARS // 2]} ... ({cut:,} characters) ... {line[-LINE_CHARS // 2:]}"
+    return line

@@ -223,7 +223,9 @@ def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str,
     a folder, an existing name that is no regular file (a device, a named pipe: the atomic write
     would replace it, not write to it), or in a folder that cannot be written; returns the path."""
     shown = str(path)
-    if not shown or shown.endswith(os.sep):
+    # 'x/', '.', '..', 'x/.': a folder by its spelling (pathlib reads 'x/.' as 'x' and '.' has no name to end
+    # in .trials.json), whether or not it exists
+    if not shown or shown.endswith(os.sep) or os.path.basename(shown) in (".", ".."):
         raise UserError(f"{field}={shown!r}: a file name; not a folder")
     if shown == "-":  # the shell tools' "standard output": here it would be a file named '-'
         raise UserError(f"{field}='-': a file name (the output is written atomically to a file, never to standard "
@@ -400,15 +402,36 @@ def expect(obj: Any, types: type | tuple[type, ...], field: str, allowed: Option
 
 
 # ------------------------------------------------------------------------------ files a recipe names
+NAME_MAX = 255    # bytes of one path component (Linux NAME_MAX)
+PATH_MAX = 4096   # bytes of a whole path (Linux PATH_MAX)
+
+
+def file_name(value: Any, field: str, allowed: str = "a file name") -> str:
+    """A file name a recipe writes (an ``extends`` entry, a preset, a wrapper's ``recipe.path``): a
+    non-empty string without NUL characters, each component at most :data:`NAME_MAX` bytes and the whole
+    at most :data:`PATH_MAX` (what the kernel takes; past them ``os.stat`` raises ``ENAMETOOLONG``
+    and ``Path`` a ``ValueError`` for a NUL, before any "no such file" could be said)."""
+    if not isinstance(value, str) or not value.strip():
+        raise UserError(f"{field}={value!r}: {allowed} (a non-empty string)")
+    if "\x00" in value:
+        raise UserError(f"{field}={value!r}: {allowed}; a file name holds no NUL character")
+    raw = value.encode("utf-8", "surrogateescape")
+    if len(raw) > PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):
+        raise UserError(f"{field}={value!r}: {allowed}; a file name of at most {NAME_MAX} bytes per component and "
+                        f"{PATH_MAX:,} in all")
+    return value
+
+
 def find_from_run_root(name: str | Path, recipe: str | Path) -> Optional[Path]:
     """The file a recipe names by a path relative to where its framework runs (Megatron-LM, Primus and
     TorchTitan run from their checkout's root, and their scripts name configs from there): ``name`` itself
     when absolute, else ``d / name`` for the first folder ``d`` that has it of the recipe's folder (as
     written) and each folder above it (resolved, to the file system's root); None when no file is there."""
     n, r = Path(name), Path(recipe)
+    # os.path.isfile: False for a name the kernel cannot take (too long, a NUL), where Path.is_file raises
     if n.is_absolute():
-        return n if n.is_file() else None
-    return next((d / n for d in (r.parent, *r.resolve().parent.parents) if (d / n).is_file()), None)
+        return n if os.path.isfile(n) else None
+    return next((d / n for d in (r.parent, *r.resolve().parent.parents) if os.path.isfile(d / n)), None)
 
 
 # ------------------------------------------------------------------------------ command-line values

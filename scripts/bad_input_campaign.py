@@ -13,7 +13,9 @@ recipe, the wrapper, the fragment, the GPU file, an extended file, a hard link, 
 folder, a path under a file, another output, a named pipe or a device; special files (named pipe,
 link loop, dangling link, /dev/zero, folder) wherever a reader reads a file; broken ``extends`` chains;
 bash arithmetic / array / loop bombs; flags the chosen mode does not read; SIGINT / SIGTERM at chosen
-moments of ``--project`` and ``--tune``.
+moments of ``--project`` and ``--tune``; the classes ``scripts/fuzz_structured.py`` (hypothesis over parsed
+recipes) found: NeMo interpolation bombs, file names the kernel cannot take, ``[collectives]`` tables of the
+wrong shape, a tune on a ``--gpu-file`` GPU (``--only structured:``).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -821,6 +823,93 @@ def _run_tty(case: Case, d: Path, timeout: float) -> tuple[Optional[int], float,
     return rc, time.monotonic() - t0, out.decode(errors="replace"), ""
 
 
+NEMO = (ROOT / "tests" / "test_adapter_nemo_yaml.py").read_text().split('CONFIG = """\\\n')[1].split('"""')[0]
+LONG_NAME = "x" * 5000
+
+
+def structured_cases() -> list[Case]:
+    """The robust7 classes (``scripts/fuzz_structured.py``: hypothesis over parsed recipes): NeMo
+    interpolations that double, cycle, nest past the bound or feed inf / nan / a mapping to a resolver or a
+    string; file names a recipe or a flag writes that the kernel cannot take (a NUL, 5,000 characters) in
+    every place one is read; ``[collectives.<gpu>]`` fields of the wrong type or far outside their range; a
+    tune on a ``--gpu-file`` GPU (its tuned recipe must read back) and a TorchTitan tune on a hyphenated GPU."""
+    out: list[Case] = []
+    doubling = "  d0: x\n" + "".join(f'  d{i + 1}: "${{.d{i}}}${{.d{i}}}"\n' for i in range(30))
+    for tag, old, new, words in (
+            ("doubling", "hidden_size: 1024", "hidden_size: ${.d30}", ("expand to more than",)),
+            ("cycle", "num_layers: 8", "num_layers: ${.num_layers}", ("in a cycle",)),
+            ("deep", "${multiply:8, 16}", "${multiply:" * 40 + "1,1" + "}, 1" * 39 + "}", ("nested deeper",)),
+            ("ceil-inf", "${divide_floor:${.hidden_size}, 3}", "${divide_floor:1e999, 3}", ("finite numbers",)),
+            ("floor-nan", "${divide_floor:${.hidden_size}, 3}", "${divide_floor:nan, 3}", ("finite numbers",)),
+            ("mul-overflow", "${multiply:8, 16}", "${multiply:1e308, 1e308}", ("a finite number is needed",)),
+            ("index-5000-digits", "num_layers: 8", "num_layers: ${training.model.data.data_prefix." + "9" * 5000 + "}",
+             ("does not hold",)),
+            ("mapping-in-string", "name: megatron_llama", "name: x${training.model}", ("names a mapping",))):
+        text = NEMO.replace(old, new, 1)
+        if tag == "doubling":
+            text = text.replace("  num_layers: 8\n", "  num_layers: 8\n" + doubling)
+        out.append(Case(f"structured:nemo:{tag}", "structure", {"n.yaml": text.encode()}, ["--project", "n.yaml"] + TAIL,
+                        expect_refusal=True, expect_words=words))
+    exp = ("work_group: a\nuser_name: b\nexp_name: c\nworkspace: ./o\nmodules:\n  pre_trainer:\n    framework: "
+           "megatron\n    config: pre_trainer.yaml\n    model: {}\n    overrides:\n      seq_length: 128\n")
+
+    def primus_root(d: Path) -> None:
+        (d / "primus/configs/models/megatron").mkdir(parents=True)
+        (d / "primus/configs/modules/megatron").mkdir(parents=True)
+        (d / "primus/configs/modules/megatron/pre_trainer.yaml").write_text("bf16: true\n")
+
+    names = [("extends-nul", {"r.yaml": b'extends:\n  - "a\\0b.yaml"\n'}, ["--project", "r.yaml"], "extends="),
+             ("extends-long", {"r.yaml": f"extends:\n  - {LONG_NAME}.yaml\n".encode()}, ["--project", "r.yaml"],
+              "extends="),
+             ("preset-nul", {"e.yaml": exp.format('"a\\0b"').encode()}, ["--project", "e.yaml", "--primus-root", "."],
+              "modules.*.model="),
+             ("preset-long", {"e.yaml": exp.format(LONG_NAME).encode()}, ["--project", "e.yaml", "--primus-root", "."],
+              "modules.*.model="),
+             ("wrapper-path-long", {"w.primus.toml": f'[recipe]\npath = "{LONG_NAME}.sh"\n'.encode()},
+              ["--project", "w.primus.toml"], "recipe.path="),
+             ("wrapper-root-long", {"w.primus.toml": f'[recipe]\npath = "r.sh"\nprimus_root = "{LONG_NAME}"\n'.encode()},
+              ["--project", "w.primus.toml"], "recipe.primus_root="),
+             ("primus-root-long", {}, ["--project", "r.sh", "--primus-root", LONG_NAME], "--primus-root="),
+             ("overlap-cfg-long", {"r.sh": BASH.replace(b"--bf16", b"--bf16 --tp-comm-overlap --tp-comm-overlap-cfg "
+                                                        + LONG_NAME.encode() + b".yaml")},
+              ["--project", "r.sh"], "--tp-comm-overlap-cfg="),
+             ("job-config-long", {}, ["--project", "--dry-run", "--json", "--", "torchrun", "--nproc-per-node", "8", "-m",
+                                      "torchtitan.train", "--job.config_file", LONG_NAME + ".toml"], "--job.config_file=")]
+    for tag, files, argv, word in names:
+        full = argv if "--" in argv else argv + TAIL
+        out.append(Case(f"structured:name:{tag}", "reference", {"r.sh": BASH, **files}, full, setup=primus_root,
+                        expect_refusal=True, expect_words=(word,)))
+    out.append(Case("structured:bash:cut-5000-digits", "structure",
+                    {"r.sh": BASH.replace(b"TP_SIZE=2", b"TP_SIZE=$(echo 2 3 | cut -d' ' -f " + b"9" * 5000 + b")")},
+                    ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=("--tensor-model-parallel-size=",)))
+    out.append(Case("structured:name:source-long", "reference",
+                    {"r.sh": _in_bash(f"source ./{LONG_NAME}\n".encode())}, ["--project", "r.sh"] + TAIL))
+    for tag, body, word in (("list", "e_ar = [1, 2]", "e_ar=[1, 2]"), ("table", "l_g = {a = 1}", "l_g="),
+                            ("points-pair", "points = {all_reduce = [[1]]}", "points.all_reduce="),
+                            ("points-empty", "points = {all_reduce = []}", "points.all_reduce="),
+                            ("points-int", "points = 3", "points=3"), ("rdma-int", "e_rdma = 3", "e_rdma=3"),
+                            ("bw-tiny", "up_bw = 1e-300", "up_bw=1e-300"), ("latency-huge", "l_ar = 1e15", "l_ar=")):
+        out.append(Case(f"structured:collectives:{tag}", "value",
+                        {"r.sh": BASH, "c.toml": f"[collectives.h100-sxm]\n{body}\n".encode()},
+                        ["--project", "r.sh", "--gpu-file", "c.toml"] + TAIL, expect_refusal=True,
+                        expect_words=(f"collectives.h100-sxm.{word}",)))
+    for tag, name in (("space", "my gpu"), ("newline", "x\\nTP=1"), ("equals", "a=b")):
+        out.append(Case(f"structured:gpu-name:{tag}", "value",
+                        {"r.sh": BASH, "g.toml": GPU_TOML.replace(b"[gpu.mygpu]", f'[gpu."{name}"]'.encode())},
+                        ["--project", "r.sh", "--gpu-file", "g.toml"] + TAIL, expect_refusal=True,
+                        expect_words=("a GPU name is one word",)))
+    for out_name in (".", "/", "x/..", "r.sh/."):
+        out.append(Case(f"structured:out:{out_name}", "output", {"r.sh": BASH},
+                        ["--tune", "r.sh", "--out", out_name] + TAIL, expect_refusal=True,
+                        expect_words=(f"--out={out_name!r}",)))
+    out.append(Case("structured:tune:gpu-file-gpu", "value", {"r.sh": BASH, "g.toml": GPU_TOML},
+                    ["--tune", "r.sh", "--gpu-file", "g.toml", "--gpu", "mygpu", "--out", "t.sh", "--max-work", "400"]
+                    + TAIL))
+    out.append(Case("structured:tune:titan-hyphenated-gpu", "value", {"r.toml": TOML},
+                    ["--tune", "r.toml", "--gpu", "a100-sxm-40gb", "--out", "t.toml", "--max-work", "400"] + TAIL))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -846,6 +935,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += signal_cases(quick)
     cases += edge_cases()
     cases += fanout_cases()
+    cases += structured_cases()
     return cases
 
 

@@ -15,7 +15,9 @@ def _ranges(spec: str) -> list[tuple[int, int]] | None:
     """LIST as 0-based [a, b) ranges."""
     out = []
     for item in spec.split(","):
-        m = re.fullmatch(r"(\d*)(-?)(\d*)", item)
+        # at most 18 digits: GNU cut refuses an offset past its size_t ("is too large"), and int() of 4,301
+        # digits raises
+        m = re.fullmatch(r"(\d{0,18})(-?)(\d{0,18})", item)
         if not m or not (m.group(1) or m.group(3)):
             return None
         a = int(m.group(1)) if m.group(1) else 1

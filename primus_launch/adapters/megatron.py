@@ -13,6 +13,8 @@ must give back the requested plan, or a :class:`UserError` says which field coul
 
 from __future__ import annotations
 
+import os
+
 import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -245,7 +247,7 @@ def _files_from_run_root(args: dict, recipe: Path) -> dict:
     out = dict(args)
     for dest in _RUN_FILES:
         v = args.get(dest)
-        if not isinstance(v, str) or not v or Path(v).is_absolute() or Path(v).is_file():
+        if not isinstance(v, str) or not v or Path(v).is_absolute() or os.path.isfile(v):  # False for an impossible name
             continue
         hit = find_from_run_root(v, recipe)
         if hit is not None:

@@ -32,6 +32,7 @@ tree-sitter-bash accepts.
 from __future__ import annotations
 
 import fnmatch
+import os
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -1625,7 +1626,7 @@ class ShellState:
         if "/" in name.lstrip("./"):
             hit = find_from_run_root(name, me)
         else:
-            hit = me.parent / name if (me.parent / name).is_file() else None
+            hit = me.parent / name if os.path.isfile(me.parent / name) else None
         if hit is None or hit == me:
             return None
         return hit, args[i + 1:]
@@ -1636,7 +1637,8 @@ class ShellState:
         ``bash``: a script this one runs (:meth:`_called_script`, its path already resolved)."""
         base = Path(self.path).parent if self.path not in ("<script>", "argv") else Path(".")
         hit = Path(name) if Path(name).is_absolute() else base / name
-        if not hit.is_file() or self._depth >= MAX_DEPTH:
+        # os.path.isfile: a name bash cannot open either (too long: ENAMETOOLONG) is skipped as bash skips it
+        if not os.path.isfile(hit) or self._depth >= MAX_DEPTH:
             self.warnings.append(f"{what} {name}: not found next to the script; skipped")
             return
         try:

@@ -201,7 +201,13 @@ def comment_config(text: str) -> dict[str, str]:
             cfg[k.strip().replace("-", "_")] = v.strip()
     gpu = cfg.get("gpu")
     if gpu is not None and gpu not in GPU_NAMES:
-        raise PlanError("gpu", gpu, "one of " + ", ".join(GPU_NAMES) + " (in the '# primus-launch:' comment)")
+        # a GPU a --gpu-file (or a wrapper's [hardware] file) added is as good as a built-in one: a tune on it
+        # writes its name here, and reading the tuned recipe back must take it
+        from primus_launch.projection.hardware.gpus import known_gpus
+
+        if gpu not in known_gpus():
+            raise PlanError("gpu", gpu, "one of " + ", ".join(GPU_NAMES) + " or a GPU a --gpu-file adds (in the "
+                            "'# primus-launch:' comment)")
     return cfg
 
 

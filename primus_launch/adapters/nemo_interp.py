@@ -8,6 +8,12 @@ registers: ``multiply`` (``x * y``), ``divide_ceil`` (``int(math.ceil(x / y))``)
 (``int(math.floor(x / y))``).  A reference outside the file (``${base_results_dir}``, ``${data_dir}``, the
 launcher's ``cluster`` group) is left as written: such values are paths and names, and a field the model
 needs that stays unresolved is refused by its reader, naming it.
+
+Bounds (a config is a few KB; OmegaConf itself has none): a reference chain or resolver nesting deeper
+than ``_MAX_DEPTH`` is refused (a key met again on its own chain: a cycle, said as such), a value whose
+resolved text passes ``_MAX_CHARS`` is refused (``d1: ${.d0}${.d0}``, ``d2: ${.d1}${.d1}`` ... doubles each
+level: 2^30 characters from 30 lines), and each key's resolution is kept, so a reference is resolved once.
+The resolvers take finite numbers and give finite ones (``math.ceil(inf)`` raises in the launcher).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ RESOLVERS: dict[str, Callable[[Any, Any], Any]] = {
 }
 ROOT = "training"  # the launcher's config group the file is read into
 _MAX_DEPTH = 32
+_MAX_CHARS = 1 << 20  # characters of one resolved value (the file itself is at most 256 KiB)
 
 
 class Unresolved(str):
@@ -88,13 +95,15 @@ class Resolver:
 
     def __init__(self, data: dict, path: str) -> None:
         self.data, self.path = data, path
+        self._done: dict[tuple[str, ...], Any] = {}  # key path -> its resolved value
+        self._chain: list[tuple[str, ...]] = []  # the key paths being resolved, outermost first
 
     def lookup(self, keys: list[str], where: str) -> tuple[Any, tuple[str, ...]]:
         node: Any = self.data
         for k in keys:
             if isinstance(node, dict) and k in node:
                 node = node[k]
-            elif isinstance(node, list) and k.isdigit() and int(k) < len(node):
+            elif isinstance(node, list) and k.isascii() and k.isdigit() and len(k) < 10 and int(k) < len(node):
                 node = node[int(k)]
             else:
                 raise UserError(f"{self.path}: {where}: the interpolation names {'.'.join(keys)!r}, which the file "
@@ -104,7 +113,7 @@ class Resolver:
     def value(self, value: Any, here: tuple[str, ...], where: str, depth: int = 0) -> Any:
         """``value`` (found in the mapping at key path ``here``) with its interpolations resolved."""
         if depth > _MAX_DEPTH:
-            raise UserError(f"{self.path}: {where}: interpolations refer to each other in a cycle")
+            raise UserError(f"{self.path}: {where}: interpolations nested deeper than {_MAX_DEPTH} levels")
         if not isinstance(value, str) or "${" not in value:
             return value
         spans = _spans(value)
@@ -113,9 +122,14 @@ class Resolver:
         out, last, unresolved = "", 0, False
         for a, b in spans:
             got = self._one(value[a + 2:b - 1], here, where, depth)
+            if isinstance(got, (dict, list)):  # a node's text has no value of its own in a string
+                raise UserError(f"{self.path}: {where}: {value[a:b]} names a {'mapping' if isinstance(got, dict) else 'list'}"
+                                ", which a string cannot hold (name one of its values)")
             unresolved = unresolved or isinstance(got, Unresolved)
             out += value[last:a] + str(got)
             last = b
+            if len(out) > _MAX_CHARS:
+                raise UserError(f"{self.path}: {where}: interpolations expand to more than {_MAX_CHARS:,} characters")
         out += value[last:]
         return Unresolved(out) if unresolved else out
 
@@ -125,12 +139,18 @@ class Resolver:
             args = [self.value(a, here, where, depth + 1) if "${" in a else _number(a) for a in _split_args(rest)]
             if len(args) != 2 or any(isinstance(a, Unresolved) for a in args):
                 return Unresolved("${" + inner + "}")
-            if not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
-                raise UserError(f"{self.path}: {where}: ${{{inner}}}: the {name} resolver takes two numbers, got "
-                                f"{args[0]!r}, {args[1]!r}")
+            if not all(isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a) for a in args):
+                raise UserError(f"{self.path}: {where}: ${{{inner}}}: the {name} resolver takes two finite numbers, "
+                                f"got {args[0]!r}, {args[1]!r}")
             if name.strip() != "multiply" and args[1] == 0:
                 raise UserError(f"{self.path}: {where}: ${{{inner}}}: division by zero")
-            return RESOLVERS[name.strip()](args[0], args[1])
+            try:
+                got = RESOLVERS[name.strip()](args[0], args[1])
+            except OverflowError:  # divide_ceil of a huge quotient (1 / 1e-320)
+                got = math.inf
+            if isinstance(got, float) and not math.isfinite(got):
+                raise UserError(f"{self.path}: {where}: ${{{inner}}}: {got} (a finite number is needed)")
+            return got
         ref = inner.strip()
         if ref.startswith("."):
             dots = len(ref) - len(ref.lstrip("."))
@@ -143,8 +163,20 @@ class Resolver:
             if keys[0] != ROOT:
                 return Unresolved("${" + inner + "}")
             keys = keys[1:]
+        at = tuple(keys)
+        if at in self._done:
+            return self._done[at]
+        if at in self._chain:
+            raise UserError(f"{self.path}: {where}: interpolations refer to each other in a cycle "
+                            f"({'.'.join(at)})")
         found, parent = self.lookup(keys, where)
-        return self.value(found, parent, where, depth + 1)
+        self._chain.append(at)
+        try:
+            got = self.value(found, parent, where, depth + 1)
+        finally:
+            self._chain.pop()
+        self._done[at] = got
+        return got
 
     def at(self, keys: tuple[str, ...]) -> Any:
         """The resolved value at key path ``keys`` (None when absent)."""

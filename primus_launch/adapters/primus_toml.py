@@ -55,8 +55,10 @@ def is_wrapper(path: Path) -> bool:
 
 def wrapper_primus_root(path: Path) -> Path | None:
     """The ``[recipe] primus_root`` of a wrapper, relative to it (None when absent)."""
+    from primus_launch.inputs import file_name
+
     root = _read(path).get("recipe", {}).get("primus_root")
-    return None if root is None else path.parent / str(root)
+    return None if root is None else path.parent / file_name(root, "recipe.primus_root", "a folder name")
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,7 @@ def read_wrapper(path: Path) -> Wrapper:
     """Read and check the wrapper at ``path``; its ``[hardware] file`` is loaded into the GPU database
     (``projection.hardware.gpus.load_gpu_file``).  The dispatcher (``adapters.load_recipe``) reads the
     target recipe on the wrapper's cluster."""
-    from primus_launch.inputs import expect, read_text
+    from primus_launch.inputs import expect, file_name, read_text
 
     data = _read(path)
     unknown = set(data) - {"recipe", "cluster", "hardware"}
@@ -94,14 +96,13 @@ def read_wrapper(path: Path) -> Wrapper:
         raise UserError(f"recipe.path: missing in {path}; a wrapper names its native recipe ([recipe] path = "
                         "\"NAME.sh\" / .yaml / .toml, relative to the wrapper)")
     written = data["recipe"]["path"]
-    if "\x00" in written:
-        raise UserError(f"recipe.path={written!r}: a file name without NUL characters")
-    # os.path.realpath, not Path.resolve: a symbolic-link loop is named by read_text below, not a RuntimeError
-    target = Path(os.path.realpath(path.parent / written))
     expected = ("the recipe file itself (a Megatron-LM launch script or argument YAML, a Megatron-Bridge "
                 "run_config.yaml, a TorchTitan TOML or launch script, a Primus experiment YAML), relative to the wrapper")
-    if not written:
+    if isinstance(written, str) and not written:
         raise UserError(f"recipe.path={written!r}: empty; expected {expected}")
+    file_name(written, "recipe.path")
+    # os.path.realpath, not Path.resolve: a symbolic-link loop is named by read_text below, not a RuntimeError
+    target = Path(os.path.realpath(path.parent / written))
     if target.is_dir():
         raise UserError(f"recipe.path={written!r}: a folder ({target}); expected {expected}")
     if not target.is_file() and not os.path.lexists(target):
@@ -111,7 +112,7 @@ def read_wrapper(path: Path) -> Wrapper:
     if "file" in hw:
         from primus_launch.projection.hardware.gpus import load_gpu_file
 
-        load_gpu_file(path.parent / hw["file"], "hardware.file")
+        load_gpu_file(path.parent / file_name(hw["file"], "hardware.file", "a GPU file name"), "hardware.file")
     cluster = {}
     for k, v in data.get("cluster", {}).items():
         if k not in _CLUSTER_KEYS:
@@ -126,7 +127,8 @@ def read_wrapper(path: Path) -> Wrapper:
         raise UserError(f"recipe.framework={fw!r}: one of megatron, torchtitan")
     root = data["recipe"].get("primus_root")
     return Wrapper(path=path, target=target, written=str(data["recipe"]["path"]), cluster=cluster, framework=fw,
-                   primus_root=None if root is None else path.parent / str(root))
+                   primus_root=None if root is None else path.parent / file_name(root, "recipe.primus_root",
+                                                                                 "a folder name"))
 
 
 def tuned_recipe_path(wrapper: Path, native: Path) -> Path:

@@ -167,9 +167,12 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
         ext = [ext]
     if not isinstance(ext, list):
         raise UserError(f"{where}: extends={ext!r}: a file name or a list of file names")
+    from primus_launch.inputs import file_name
+
     merged: dict = {}
     for name in ext:
-        merged = deep_merge(merged, parse_yaml(path.parent / str(name), env, _seen=(*_seen, path), _count=count))
+        name = file_name(name, f"{where}: extends", "a YAML file name (relative to the file)")
+        merged = deep_merge(merged, parse_yaml(path.parent / name, env, _seen=(*_seen, path), _count=count))
     return deep_merge(merged, {k: v for k, v in cfg.items() if k != "extends"})
 
 
@@ -259,14 +262,17 @@ def _module_of(exp: dict, where: str) -> tuple[str, dict]:
 
 
 def _preset(root: Path, kind: str, fw: str, name: Any, env: Mapping[str, str], where: str) -> dict:
-    fname = str(name)
+    from primus_launch.inputs import file_name
+
+    key = "config" if kind == "modules" else "model"
+    fname = file_name(name, f"{where}: modules.*.{key}", f"a {kind} preset file name")
     if not fname.endswith((".yaml", ".yml")):
         fname += ".yaml"
     p = root / kind / fw / fname
     if not p.resolve().is_relative_to(root.resolve()):
         raise UserError(f"{where}: {kind} preset {name!r}: outside {root}")
     if not p.is_file():
-        raise UserError(f"{where}: modules.*.{'config' if kind == 'modules' else 'model'}={name!r}: no such preset "
+        raise UserError(f"{where}: modules.*.{key}={name!r}: no such preset "
                         f"{p}")
     return parse_yaml(p, env, field=f"{kind} preset")
 

@@ -121,9 +121,10 @@ def plan_from_job_command(argv: list[str], overrides: Optional[dict] = None) -> 
 
     ov = cluster_overrides(overrides)
     cfg, _ = config_path(argv, config_index(argv))
-    path = Path(cfg)
-    if not path.is_file():
-        raise UserError(f"--job.config_file={cfg!r}: no such file")
+    from primus_launch.inputs import file_name
+
+    # the input boundary names what is there instead of a file (a folder, a device, a named pipe, nothing)
+    path = Path(file_name(cfg, "--job.config_file", "a TOML file name"))
     text = text_with_overrides(read_recipe_text(path, "--job.config_file"), job_overrides(argv), cfg)
     header = cluster_from_header(text)
     cluster = command_cluster(argv, ov, header.gpu if header else None)

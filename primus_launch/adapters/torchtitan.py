@@ -79,7 +79,9 @@ __all__ = ["arch_from_flavor", "load_torchtitan", "plan_from_text", "plan_from_j
 _GPU_TOKENS = {"A100": "a100-sxm-80gb", "H100": "h100-sxm", "H200": "h200", "B200": "b200",
                "MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x"}
 _GPU_WORDS = {v: k for k, v in _GPU_TOKENS.items()}
-_HEADER_RE = re.compile(r"preset for (\d+) ([A-Za-z0-9]+) GPUs(?: \((\d+) nodes x (\d+) GPUs\))?")
+# the GPU word: torchtitan's own (H100, A100) or a primus-launch GPU name as the tuner writes it (gb200,
+# a100-sxm-40gb, a --gpu-file's name): letters, digits and the - _ . @ + of those names (gpus._GPU_NAME)
+_HEADER_RE = re.compile(r"preset for (\d+) ([A-Za-z0-9][A-Za-z0-9_.@+-]*) GPUs(?: \((\d+) nodes x (\d+) GPUs\))?")
 DEFAULT_CLUSTER = Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8)
 
 
@@ -93,21 +95,40 @@ def cluster_from_header(text: str) -> Optional[Cluster]:
         m = _HEADER_RE.search(s)
         if m is None:
             continue
-        n, tok = int(m.group(1)), m.group(2).upper()
-        if tok not in _GPU_TOKENS:
-            raise PlanError("header comment GPU", m.group(2), f"one of {', '.join(_GPU_TOKENS)}")
+        counts = [g for g in (m.group(1), m.group(3), m.group(4)) if g is not None]
+        if any(len(g) > 7 or int(g) < 1 for g in counts):  # int() of 5,000 digits raises; 0 GPUs is no cluster
+            raise PlanError("header comment", s, "GPU and node counts from 1 to 9,999,999")
+        n, word = int(m.group(1)), m.group(2)
+        gpu = _header_gpu(word)
+        if gpu is None:
+            raise PlanError("header comment GPU", word, f"one of {', '.join(_GPU_TOKENS)}, a primus-launch GPU name "
+                            "(--gpu) or one a --gpu-file adds")
         if m.group(3):
             nodes, gpn = int(m.group(3)), int(m.group(4))
             if nodes * gpn != n:
                 raise PlanError("header comment", s, f"{nodes} nodes x {gpn} GPUs must equal {n}")
         else:
             nodes, gpn = (n // 8, 8) if n % 8 == 0 else (1, n)
-        return Cluster(gpu=_GPU_TOKENS[tok], num_nodes=nodes, gpus_per_node=gpn)
+        return Cluster(gpu=gpu, num_nodes=nodes, gpus_per_node=gpn)
     return None
 
 
+def _header_gpu(word: str) -> Optional[str]:
+    """The GPU a header's word names: torchtitan's word (any case), else a known GPU name (as written, or
+    in lower case: headers written before the tuner kept names as they are said ``GB200``); None otherwise."""
+    from primus_launch.projection.hardware.gpus import known_gpus
+
+    if word.upper() in _GPU_TOKENS:
+        return _GPU_TOKENS[word.upper()]
+    known = set(known_gpus())
+    return next((w for w in (word, word.lower()) if w in known), None)
+
+
 def _header_line(c: Cluster) -> str:
-    word = _GPU_WORDS.get(c.gpu, c.gpu.upper())
+    # torchtitan's word where it has one, else the name itself (read back by _header_gpu: upper-casing a
+    # --gpu-file name or 'a100-sxm-40gb' made a header the reader refused or, past the old [A-Za-z0-9]+ word,
+    # did not see: the tuned TOML then read as 8 H100s)
+    word = _GPU_WORDS.get(c.gpu, c.gpu)
     extra = "" if c.gpus_per_node == 8 else f" ({c.num_nodes} nodes x {c.gpus_per_node} GPUs)"
     return f"preset for {c.world_size} {word} GPUs{extra}"
 

@@ -13,6 +13,7 @@ carry the same field names as :class:`GPUSpec`, e.g.::
 from __future__ import annotations
 
 import math
+import re
 
 from pathlib import Path
 from typing import Optional
@@ -354,6 +355,19 @@ def gpu_arch(name: str) -> str:
         return ""
 
 
+#: a GPU name: one word (it is written into a tuned recipe's ``# primus-launch: gpu=NAME`` comment and a TorchTitan
+#: preset header, and read back as one word; a space or a newline split it, or started a line of the script)
+_GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,63}")
+
+
+def _check_name(name: str, field: str, path: Path) -> None:
+    if not _GPU_NAME.fullmatch(name):
+        from primus_launch.errors import UserError
+
+        raise UserError(f"{field}={str(path)!r}: [gpu.{name!r}]: a GPU name is one word of at most 64 letters, digits "
+                        "and - _ . @ + (it is written into tuned recipes)")
+
+
 def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     """Add or override GPUs from a TOML or YAML file with ``[gpu.<name>]`` tables.
 
@@ -380,6 +394,7 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
         if name == "collectives" and "gpu" not in data:
             continue
         expect(fields, dict, f"gpu.{name}", "a table of GPUSpec fields")
+        _check_name(str(name), field, p)
         base = _DB[name].model_dump() if name in _DB else {}
         base.update(fields)
         base["name"] = str(name)
@@ -401,6 +416,7 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     if coll:
         expect(coll, dict, "collectives", "[collectives.<gpu>] tables")
         for gpu, fields in coll.items():
+            _check_name(str(gpu), field, p)
             _check_fabric(str(gpu), expect(fields, dict, f"collectives.{gpu}", "a table of fabric fields"))
     for spec in specs:
         _add(spec)
@@ -411,11 +427,36 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     return [s.name for s in specs]
 
 
+#: ``[collectives.<gpu>]`` fields that are not one number (``hardware.fabric.Fabric``): per-library
+#: efficiencies, the measured ``{op: [[S, t], ...]}`` points and the group size they were timed with
+_FABRIC_TABLES = ("e_rdma", "e_nvl")
+_POINT_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "p2p")  # collectives.measured_time's
+_OPTIONAL = ("e_rs", "l_rs", "e_p2p", "l_nic_a2a")  # None: the pair they default to
+
+
+#: plausible ranges of a fabric's fits (as :data:`_RANGES` for the GPU's own figures: a 1e-300 bandwidth made
+#: the projection's times inf and then nan): by the field's first letters / last letters
+_FABRIC_RANGES = {"bw": (1e6, 1e15, "bytes/s"), "e": (1e-4, 1e3, "(fitted bandwidth / the link's)"),
+                  "latency": (0.0, 1.0, "s"), "S": (0.0, 2.0**50, "bytes"), "t": (0.0, 1e4, "s")}
+
+
+def _number(where: str, x: object, kind: str) -> None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise PlanError(where, x, "a number")
+    lo, hi, unit = _FABRIC_RANGES[kind]
+    if not (math.isfinite(x) and lo <= x <= hi) and not (where.endswith(".link_bw") and x == 0):
+        raise PlanError(where, x, f"between {lo:g} and {hi:g} {unit}" + (" (or 0: a switch)"
+                                                                          if where.endswith(".link_bw") else ""))
+
+
 def _check_fabric(gpu: str, fields: dict) -> None:
-    """A ``[collectives.<gpu>]`` table's fields: known ``Fabric`` names, every number in them finite
-    and >= 0 (efficiencies and bandwidths > 0)."""
+    """A ``[collectives.<gpu>]`` table's fields, each by its ``Fabric`` type (as
+    ``scripts/validation/gloo_lab/localhw.py`` writes them): one number in its :data:`_FABRIC_RANGES` range
+    for the fits (efficiencies ``e_*``, bandwidths ``*_bw``, latencies ``l_*`` / ``a_*``); ``e_rdma`` /
+    ``e_nvl`` a table of efficiencies by library; ``points`` a table ``{op: [[S, t], ...]}`` of the ops
+    ``collectives.measured_time`` prices (at least one pair each);
+    ``points_ranks`` a whole number >= 2; ``fitted`` true or false (a registered fabric is fitted)."""
     import dataclasses
-    import math
 
     from primus_launch.projection.hardware.fabric import Fabric
 
@@ -424,18 +465,27 @@ def _check_fabric(gpu: str, fields: dict) -> None:
         where = f"collectives.{gpu}.{k}"
         if k not in names:
             raise PlanError(where, v, "a Fabric field: " + ", ".join(sorted(names)))
-        stack = [v]
-        while stack:
-            x = stack.pop()
-            if isinstance(x, dict):
-                stack.extend(x.values())
-            elif isinstance(x, list):
-                stack.extend(x)
-            elif isinstance(x, bool) or x is None:
-                continue
-            elif isinstance(x, (int, float)):
-                positive = k.startswith("e_") or k.endswith("_bw")
-                if not math.isfinite(x) or x < 0 or (positive and x == 0) or x > 1e15:
-                    raise PlanError(where, x, "a finite number " + ("> 0" if positive else ">= 0") + " and <= 1e15")
-            else:
-                raise PlanError(where, x, "numbers (or tables / lists of numbers)")
+        if k == "fitted":
+            if not isinstance(v, bool):
+                raise PlanError(where, v, "true or false")
+        elif k == "points_ranks":
+            if isinstance(v, bool) or not isinstance(v, int) or not 2 <= v <= 1_000_000:
+                raise PlanError(where, v, "a whole number of ranks from 2 to 1,000,000")
+        elif k in _FABRIC_TABLES:
+            if not isinstance(v, dict):
+                raise PlanError(where, v, "a table of efficiencies by library (deepep = 0.8, hybridep = 0.7)")
+            for lib, x in v.items():
+                _number(f"{where}.{lib}", x, "e")
+        elif k == "points":
+            if not isinstance(v, dict):
+                raise PlanError(where, v, "a table {op = [[S, t], ...]} of measured sizes (bytes) and seconds")
+            for op, pts in v.items():
+                if op not in _POINT_OPS:
+                    raise PlanError(f"{where}.{op}", pts, "an op of " + ", ".join(_POINT_OPS))
+                if not isinstance(pts, list) or not pts or not all(isinstance(q, list) and len(q) == 2 for q in pts):
+                    raise PlanError(f"{where}.{op}", pts, "a non-empty list of [S, t] pairs (bytes, seconds)")
+                for size, secs in pts:
+                    _number(f"{where}.{op}", size, "S")
+                    _number(f"{where}.{op}", secs, "t")
+        elif not (v is None and k in _OPTIONAL):
+            _number(where, v, "e" if k.startswith("e_") else "bw" if k.endswith("_bw") else "latency")
