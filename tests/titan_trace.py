@@ -676,12 +676,6 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
     heads first, as torchtitan's TOML-era attention did (:func:`_sdpa_after_repeat_kv`); ``ac="op"``: the block
     wrapped by torchtitan's ``SelectiveAC`` first (its per-op save policy, as ``apply`` does before compile);
     ``fuse_qkv=False``: with three q / k / v projections (:func:`_split_qkv`)."""
-    import functools
-
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
-    from torch._inductor.decomposition import select_decomp_table
-
     from primus_launch.adapters.torchtitan_arch import model_spec
 
     cfg = copy.deepcopy(model_spec(model, flavor).model)
@@ -699,14 +693,7 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
 
         block = SelectiveAC(SelectiveAC.Config())._wrap_block(block)
     saved: list = []
-
-    def fw(gm, _inputs):
-        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-        saved.extend(o.meta["val"] for o in out[1:] if hasattr(o, "meta") and "val" in o.meta)
-        return gm
-
-    backend = aot_autograd(fw_compiler=fw, bw_compiler=lambda gm, _: gm, decompositions=select_decomp_table(),
-                           partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"))
+    backend = _recording_backend(saved)
     use_flash_op(True)
     if repeat_kv:
         import torchtitan.models.common.attention as attn
@@ -744,6 +731,24 @@ def compiled_block_saved_bytes(flavor: str = "8B", seq: int = 2048, mbs: int = 1
     return sum(seen.values())
 
 
+def _recording_backend(saved: list):
+    """An ``aot_autograd`` backend with Inductor's min-cut partitioner (what ``torch.compile`` runs) whose forward
+    compiler appends to ``saved`` the fake values of the tensors the forward graph hands to the backward."""
+    import functools
+
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._inductor.decomposition import select_decomp_table
+
+    def fw(gm, _inputs):
+        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+        saved.extend(o.meta["val"] for o in out[1:] if hasattr(o, "meta") and "val" in o.meta)
+        return gm
+
+    return aot_autograd(fw_compiler=fw, bw_compiler=lambda gm, _: gm, decompositions=select_decomp_table(),
+                        partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"))
+
+
 _DUMP = False
 
 
@@ -753,25 +758,12 @@ def compiled_tp_block_saved_bytes(flavor: str = "8B", seq: int = 2048, tp: int =
     group of ``tp`` ranks), compiled with the recording backend and run on the embedding's sequence-sharded
     output in ``FakeTensorMode``: bytes of the tensors the forward graph hands to the backward, the block's
     weights and buffers (by local shape) excluded.  Llama 3 8B's local shapes differ from its activations'."""
-    import functools
-
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._functorch.partitioners import min_cut_rematerialization_partition
-    from torch._inductor.decomposition import select_decomp_table
-
     case = TitanCase(model="llama3", flavor=flavor, layers=1, seq=seq, tp=tp, dp_shard=1, ac=ac, flash=True,
                      attn="sdpa")
     model, _ = build(case)
     block = next(iter(model.layers.values()))
     saved: list = []
-
-    def fw(gm, _inputs):
-        out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
-        saved.extend(o.meta["val"] for o in out[1:] if hasattr(o, "meta") and "val" in o.meta)
-        return gm
-
-    backend = aot_autograd(fw_compiler=fw, bw_compiler=lambda gm, _: gm, decompositions=select_decomp_table(),
-                           partition_fn=functools.partial(min_cut_rematerialization_partition, compiler="inductor"))
+    backend = _recording_backend(saved)
     torch._dynamo.reset()
     try:
         with FakeTensorMode(allow_non_fake_inputs=True):
