@@ -41,7 +41,7 @@ class _Parser(argparse.ArgumentParser):
         if 0 <= at < len(argv) - 1 and argv[at + 1].startswith("-"):
             # `--train-tokens -5T`: argparse reads a word starting with '-' as the next flag, not as the value
             message += f"; {argv[at + 1]!r} is read as a flag: write {m.group(1)}={argv[at + 1]}"
-        print(f"primus-launch: error: {' '.join(message.split())}", file=sys.stderr)
+        print(clip_words(f"primus-launch: error: {' '.join(message.split())}"), file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -757,7 +757,7 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     conflict = _flag_conflict(a, command)
     if conflict:
-        print(f"primus-launch: error: {conflict}", file=sys.stderr)
+        print(clip_words(f"primus-launch: error: {conflict}"), file=sys.stderr)
         return 2
     if a.workers is not None and a.ray_address is None:  # --workers: only with --tune, which imports the search
         from primus_launch.tuner.search import default_workers

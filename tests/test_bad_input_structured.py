@@ -217,6 +217,16 @@ def test_a_flag_bound_is_said():
     assert rc == 2 and "<= 1e9" in err, err
 
 
+@pytest.mark.parametrize("argv", [["--tp", "x" + "9" * 5000], ["--micro-batch-size", "9" * 5000 + "x"]])
+def test_argparse_and_flag_conflict_lines_are_clipped(argv):
+    """argparse's own refusals (an unknown flag, a value of the wrong type) printed a 5,000-character value
+    whole: now one line with the value's head and its length, as every other error line."""
+    rc, out, err, _ = run_cli(["--project", "recipes/megatron/llama3.1_8b.sh", "--dry-run", *argv], ROOT)
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("primus-launch: error: "), err[:300]
+    assert len(lines[0]) < 560 and "characters)" in lines[0]
+
+
 @pytest.mark.parametrize("count", ["0", "9" * 5000])
 def test_torchtitan_header_counts_are_bounded(count):
     """``preset for 0 H100 GPUs`` was refused as ``num_nodes=0`` (no header named); 5,000 digits were an
