@@ -24,7 +24,11 @@ ALLOCATOR_FRAGMENTATION = RESERVED_OVER_ALLOCATED
 #: TorchTitan's model (memory.titan): the default stream's own fragmentation, 10 % of the dynamic (activation +
 #: transient) memory -- a stated guess no source pins (the published rows leave default-stream gaps of a
 #: fixed size between eager and compiled twins, scripts/validation/MEMORY.md round 10); FSDP2's side-stream
-#: pools are added beside it (``side_pools``, memory.titan.fsdp2_stream_pools)
+#: pools are added beside it (``side_pools``, memory.titan.fsdp2_stream_pools).  The verdict keeps all of it
+#: (none released): the one published figure of what torch's caching allocator cannot release (an OOM message's
+#: "reserved but unallocated", taken after ``release_cached_blocks``; Primus #349, ROCm, no expandable segments) is
+#: 5.7 % of the dynamic bytes, and any held fraction below 10 % turns three DeepSeek-V3 B200 OOMs ``tight``
+#: (MEMORY.md round 20, ``scripts/probe_unreleasable_frag.py``)
 TITAN_DYNAMIC_FRAGMENTATION = 0.10
 
 
