@@ -524,3 +524,39 @@ def test_writer_adds_several_keys_under_one_new_overrides_block(chained):
     out.write_text(text)
     got = load_recipe(out)
     assert got.parallel.dp_sharding == "optimizer_grads" and got.training.micro_batch_size == 2
+
+
+def test_forced_round_robin_only_where_primus_routes_round_robin(primus):
+    """Forced balance is Turbo DeepEP's round robin (Primus ``PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess``)
+    only under Turbo's dispatcher (``enable_primus_turbo`` + ``use_turbo_deepep``: Primus
+    ``patches/turbo/moe_dispatcher_patches.py`` ``_is_turbo_deepep_can_patch``) and, since Primus 253b3322
+    (2026-07-16), only with ``moe_router_force_load_balancing_type: even``; ``uniform`` is Megatron's random logits,
+    and Megatron's own DeepEP (``moe_enable_deepep`` without Turbo) never routes round robin."""
+    from primus_launch.projection.cost.moe_imbalance import forced_round_robin
+
+    exp = _meg(primus)
+    moe = {"PRIMUS_MODEL": "moe_tiny", "PRIMUS_TP": "1"}
+
+    def plan(extra: str):
+        exp.write_text(MEGATRON_EXP.replace("      lr: 1.0e-5\n", "      lr: 1.0e-5\n      expert_model_parallel_size: 4\n"
+                                            "      moe_router_force_load_balancing: true\n" + extra))
+        return load_primus_yaml(exp, Cluster(gpu="mi355x", num_nodes=1, gpus_per_node=8), env=moe)
+
+    turbo = "      enable_primus_turbo: true\n      use_turbo_deepep: true\n"
+    assert forced_round_robin(plan(turbo))                                              # before 253b3322
+    assert forced_round_robin(plan(turbo + "      moe_router_force_load_balancing_type: even\n"))
+    uniform = plan(turbo + "      moe_router_force_load_balancing_type: uniform\n")
+    assert uniform.training.moe_token_dispatcher == "deepep" and not forced_round_robin(uniform)
+    own = plan("      moe_enable_deepep: true\n      moe_token_dispatcher_type: flex\n")  # Megatron's DeepEP
+    assert own.training.moe_token_dispatcher == "deepep" and not forced_round_robin(own)
+    # all-to-all with "even": Primus's router routes round robin there too, priced as random: said, not silent
+    a2a = plan("      moe_router_force_load_balancing_type: even\n")
+    assert not forced_round_robin(a2a)
+    assert "moe_router_force_load_balancing_type" in {w.flag for w in a2a.source.unmodelled}
+    # the tuner's switch of Megatron's own DeepEP to the all-to-all writes back (the field is read under deepep only)
+    own = plan("      moe_enable_deepep: true\n      moe_token_dispatcher_type: flex\n")
+    q = own.with_changes(training={"moe_token_dispatcher": "alltoall"})
+    out = render_primus_yaml(q, exp.read_text(), exp, env=moe)
+    exp.write_text(out)
+    assert load_primus_yaml(exp, Cluster(gpu="mi355x", num_nodes=1, gpus_per_node=8),
+                            env=moe).training.moe_token_dispatcher == "alltoall"

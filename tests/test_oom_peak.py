@@ -97,3 +97,21 @@ def test_megatron_releases_nothing_of_its_measured_reserve():
     rep = estimate_memory(small_dense_plan("megatron"))
     assert all(st.releasable_bytes == 0 for st in rep.stages)
     assert rep.oom_peak_bytes == rep.peak_bytes_per_gpu
+
+
+def test_a_trial_carries_the_verdicts_quantity_its_band_is_on():
+    """A tuner trial's band (``Trial.peak_band_bytes``) is the verdict's, on ``oom_peak_bytes``: the trial carries
+    that quantity and the top-N table shows it beside the reported peak, which the band need not contain (free
+    side-stream pools are in the peak, not in what the band is on)."""
+    from primus_launch.projection.dryrun import project_dry_run
+    from primus_launch.tuner.result import Trial, scored_fields
+    from primus_launch.tuner.search import _memory_cell
+
+    r = project_dry_run(_plan())
+    f = scored_fields(r)
+    assert f["oom_peak_bytes"] == r.memory.oom_peak_bytes < f["peak_memory_bytes"] == r.memory.peak_bytes_per_gpu
+    lo, hi = f["peak_band_bytes"]
+    out = r.memory.stages[0].outside_allocator_bytes
+    assert lo == int((f["oom_peak_bytes"] - out) * (1 + r.memory.band.low) + out)
+    t = Trial(index=0, source="seed", changes={}, status="scored", **f)
+    assert f", held {f['oom_peak_bytes'] / GiB:.1f} (" in _memory_cell(t)

@@ -446,6 +446,7 @@ _PRIMUS_UNMODELLED = {
                                           "whole DP group"),
 }
 _PRIMUS_MAPPED = {"recompute_layer_ids", "no_fp8_weight_transpose_cache", "enable_primus_turbo", "use_turbo_deepep",
+                  "moe_router_force_load_balancing_type",
                   "turbo_sync_free_moe_stage", "patch_zero_bubble", "enable_zero_bubble", "zero_bubble_v_schedule", "enable_1f1b_v", "patch_primus_pipeline",
                   "pp_algorithm", "torch_compile", "enable_zb_runtime"}
 # Megatron / Primus keys with no effect on step time or memory (numerics, logging, data, checkpoints)
@@ -457,7 +458,7 @@ _NEUTRAL_RE = re.compile(
     r"eod_mask_loss|reset_.*|norm_epsilon|rotary_base|rotary_percent|rotary_.*|rope_.*|use_rope_scaling|"
     r"moe_aux_loss_coeff|moe_z_loss_coeff|moe_router_load_balancing_type|moe_router_score_function|"
     r"moe_router_topk_scaling_factor|moe_router_pre_softmax|moe_router_dtype|moe_router_bias_update_rate|"
-    r"moe_input_jitter_eps|moe_router_force_load_balancing_type|moe_per_layer_logging|mtp_loss_scaling_factor|"
+    r"moe_input_jitter_eps|moe_per_layer_logging|mtp_loss_scaling_factor|"
     r"distributed_timeout_minutes|num_workers|dataloader_.*|stderr_sink_level|file_sink_level|sink_level|"
     r"work_group|user_name|exp_name|workspace|train_samples|.*_interval|.*_iters?|train_iters|"
     r"attention_softmax_in_fp32|apply_query_key_layer_scaling|.*_stats|use_legacy_models|deprecated_.*|"
@@ -779,11 +780,20 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[
                                             modules=("core_attn",), layer_ids=layer_ids)
     if deepep and plan.model.is_moe:
         upd["training"]["moe_token_dispatcher"] = "deepep"
-    if plan.model.is_moe and plan.training.moe_router_force_load_balancing:
-        # Turbo DeepEP routes forced balance round robin (PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess);
-        # set whatever the dispatcher read: a Primus plan is written back with ``use_turbo_deepep`` whenever it is
-        # (or the tuner makes it) ``deepep``, and the field takes effect only then (moe_imbalance.round_robin)
+    balance = cfg.get("moe_router_force_load_balancing_type")  # Primus >= 253b3322 (2026-07-16); absent before
+    if plan.model.is_moe and plan.training.moe_router_force_load_balancing and balance in (None, "even") \
+            and (deepep or plan.training.moe_token_dispatcher != "deepep"):
+        # Turbo DeepEP routes forced balance round robin (PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess;
+        # since 253b3322 only with moe_router_force_load_balancing_type "even", its default: "uniform" keeps
+        # Megatron's random logits); set whatever the dispatcher read: a Primus plan is written back with
+        # ``use_turbo_deepep`` whenever the tuner makes it ``deepep``, and the field takes effect only then
+        # (moe_imbalance.forced_round_robin).  Megatron's own DeepEP (moe_enable_deepep without Turbo DeepEP)
+        # is not Turbo's dispatcher: random logits (Primus's router skips its round robin under it).
         upd["training"]["moe_force_round_robin"] = True
+        if balance == "even" and not deepep:
+            unmod.append(UnmodelledFlag(flag="moe_router_force_load_balancing_type", value="even", effect=(
+                "time: Primus's router (since 253b3322, router.py _force_even_routing) routes forced balance round "
+                "robin under the all-to-all dispatcher too; priced as Megatron's random logits there")))
     upd["training"].update(primus_training_changes(cfg))
     if plan.model.is_moe:
         upd["training"].update(_turbo_moe(cfg, stage))
@@ -1156,15 +1166,19 @@ def render_primus_yaml(plan: Plan, original_text: str, path: str | Path, primus_
 
 
 def _comparable(plan: Plan) -> dict:
-    """The plan as a re-read of its rendering gives it back: the model's name aside, and the FSDP
-    implementation the one the run gets (``legality.effective_fsdp_impl``: torch FSDP2 only where
-    Megatron's ``validate_args`` takes the plan, as the Megatron writer renders it)."""
+    """The plan as a re-read of its rendering gives it back: the model's name aside, ``moe_force_round_robin``
+    only where it is read (the deepep dispatcher: Megatron's own DeepEP switched to all-to-all reads back with
+    it set, for the Turbo DeepEP a later switch would write), and the FSDP implementation the one the run gets
+    (``legality.effective_fsdp_impl``: torch FSDP2 only where Megatron's ``validate_args`` takes the plan, as
+    the Megatron writer renders it)."""
     from primus_launch.plan.legality import effective_fsdp_impl
 
     d = plan.model_dump(exclude={"source"})
     d["model"].pop("name", None)
     if plan.framework == "megatron":
         d["parallel"]["fsdp_impl"] = effective_fsdp_impl(plan)
+    if d["training"]["moe_token_dispatcher"] != "deepep":  # read only under deepep (moe_imbalance.forced_round_robin)
+        d["training"]["moe_force_round_robin"] = False
     return d
 
 

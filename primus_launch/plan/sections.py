@@ -460,7 +460,9 @@ class Training(BoundedSection):
                                    "routing is Primus-Turbo's DeepEP dispatcher's round robin, token i to the k "
                                    "consecutive experts from i*k mod E (Primus core/extensions/primus_turbo.py "
                                    "PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess, since 627b2454: "
-                                   "token_indices = arange(T*k).view(T, k) % E), not Megatron's random logits")
+                                   "token_indices = arange(T*k).view(T, k) % E; since 253b3322 only with "
+                                   "moe_router_force_load_balancing_type even, its default), not Megatron's random "
+                                   "logits")
     moe_router_fusion: bool = Field(default=False, description="TE fused router top-k / score / aux-loss kernels "
                                                                "(Megatron --moe-router-fusion, default off)")
     moe_router_aux_loss: bool = Field(default=True, description="router adds a load-balancing loss (Megatron "

@@ -50,8 +50,8 @@ class MemoryBand(BaseModel):
     high: float = Field(description="90th percentile of published / projected - 1")
     rows: int = Field(description="measured configurations (published peaks, one per configuration) the band is taken from")
     source: str = Field(description="which rows, and the command that regenerates the band")
-    low_bytes: int = Field(default=0, description="the worst stage's peak at the band's bottom")
-    high_bytes: int = Field(default=0, description="the worst stage's peak at the band's top")
+    low_bytes: int = Field(default=0, description="the verdict's peak (MemoryReport.oom_peak_bytes) at the band's bottom")
+    high_bytes: int = Field(default=0, description="the verdict's peak (MemoryReport.oom_peak_bytes) at the band's top")
 
 
 class MemoryReport(BaseModel):

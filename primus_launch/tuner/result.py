@@ -30,8 +30,11 @@ class Trial(BaseModel):
     fits: Optional[bool] = None
     verdict: Optional[str] = Field(default=None, description="memory verdict: fits, tight (the capacity lies in "
                                                              "the projection's error band) or does not fit")
-    peak_band_bytes: Optional[tuple[int, int]] = Field(default=None, description="the peak's error band "
-                                                                                 "(bottom, top) bytes per GPU")
+    oom_peak_bytes: Optional[int] = Field(default=None, description="what the verdict compares: the peak less the "
+                                                                   "free cached segments the allocator releases "
+                                                                   "before it raises (MemoryReport.oom_peak_bytes)")
+    peak_band_bytes: Optional[tuple[int, int]] = Field(default=None, description="the error band (bottom, top) of "
+                                                                                 "oom_peak_bytes, bytes per GPU")
     iteration_band_s: Optional[tuple[float, float]] = Field(default=None, description="the iteration time's "
                                                                     "error band (the run's expected seconds, low, "
                                                                     "high: projection/band.py)")
@@ -45,7 +48,7 @@ def scored_fields(r: ProjectionResult) -> dict[str, Any]:
     m = r.memory
     return dict(iteration_time_s=r.iteration_time_s, tokens_per_sec_per_gpu=r.tokens_per_sec_per_gpu,
                 model_tflops_per_gpu=r.model_tflops_per_gpu, mfu=r.mfu, peak_memory_bytes=m.peak_bytes_per_gpu,
-                fits=m.fits, verdict=m.verdict,
+                oom_peak_bytes=m.oom_peak_bytes or m.peak_bytes_per_gpu, fits=m.fits, verdict=m.verdict,
                 peak_band_bytes=(m.band.low_bytes, m.band.high_bytes) if m.band is not None else None,
                 iteration_band_s=r.band.iteration_range(r.iteration_time_s) if r.band is not None else None,
                 time_breakdown=dict(r.time_breakdown), memory_breakdown=dict(m.breakdown),

@@ -535,9 +535,13 @@ def _verdict(r: ProjectionResult) -> str:
 
 
 def _memory_cell(t) -> str:
-    """A top-N row's memory: the peak, its error band and the verdict (``tight``: the capacity lies in
+    """A top-N row's memory: the peak, the part of it that cannot be released where less (the verdict's
+    quantity, ``Trial.oom_peak_bytes``), its error band and the verdict (``tight``: the capacity lies in
     the band; the plan is kept and marked)."""
     out = f"{(t.peak_memory_bytes or 0) / 2**30:.1f}"
+    held = getattr(t, "oom_peak_bytes", None)
+    if held and t.peak_memory_bytes and held < t.peak_memory_bytes:  # the band is on it, not on the peak
+        out += f", held {held / 2**30:.1f}"
     if t.peak_band_bytes is not None:
         lo, hi = t.peak_band_bytes
         out += f" ({lo / 2**30:.1f}-{hi / 2**30:.1f})"

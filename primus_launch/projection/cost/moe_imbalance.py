@@ -19,7 +19,8 @@ Router modes (``router_mode``) and their ``c``:
 
 - ``round_robin`` (forced load balancing through Primus-Turbo's DeepEP dispatcher, ``training.moe_force_round_robin``:
   token ``i`` to the ``k`` experts from ``i k mod E``, the same on every rank, Primus
-  ``core/extensions/primus_turbo.py`` ``PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess``): every expert gets
+  ``core/extensions/primus_turbo.py`` ``PrimusTurboDeepEPTokenDispatcher.dispatch_preprocess``; since Primus 253b3322
+  only with ``moe_router_force_load_balancing_type: even``, the reader's business): every expert gets
   ``T k / E`` of a rank's tokens, ``delta = 0``;
 - ``forced`` (Megatron ``--moe-router-force-load-balancing``, benchmark runs): the router's logits are
   replaced by fresh N(0, 1) draws per token (megatron-core ``moe/router.py`` ``TopKRouter.forward``,

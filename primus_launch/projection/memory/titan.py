@@ -355,10 +355,10 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         kept = layer_input
     elif ac == "op" and moe:
         # SelectiveAC on an MoE block (distributed/activation_checkpoint.py ``_get_default_save_ops``): the
-        # grouped GEMMs are not on the save list (recomputed); the first matmul (wqkv), the attention, the
+        # grouped GEMMs are not on the save list (recomputed); the odd-numbered matmuls of the attention and the
+        # shared expert (op_sac_mm_outputs; the router's gate neither counted nor saved), the attention, the
         # router's ``topk`` (values + int64 indices) and every ``all_to_all_single`` output (EP: the
         # dispatched rows ``a R D`` and the combined rows ``a N D``) are saved
-        # the saved matmuls: every second one of the attention's and the shared expert's (op_sac_mm_outputs)
         Tk = moe_tokens(sb, tp=t, ep=ep) * arch.moe_router_topk
         mms = op_sac_mm_outputs(arch, sb=sb, tp=t, moe=True, split_qkv=attn == "sdpa_repeat_kv")
         kept = layer_input + sum(mms[0::2]) + Tk * (a + 8) + (2 * a * Tk * h if ep > 1 else 0.0)
