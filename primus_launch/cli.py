@@ -441,11 +441,14 @@ def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
     # the numerics knobs that could still save memory: FP8 only on a GPU that has it (not an A100)
     more = [k for k, ok in (("fp8", has_fp8(spec)), ("optimizer-dtypes", True))
             if ok and k not in allowed]
-    peaks = [t.peak_memory_bytes for t in res.trials if t.status == "scored" and t.peak_memory_bytes]
+    # what the verdict compares: the peak less the free cached segments the allocator releases before an OOM
+    held = mem.oom_peak_bytes or mem.peak_bytes_per_gpu
+    peaks = [t.oom_peak_bytes or t.peak_memory_bytes for t in res.trials
+             if t.status == "scored" and (t.oom_peak_bytes or t.peak_memory_bytes)]
     need = (f"the recipe's own layout is not legal there, and the smallest peak of the {len(peaks) or 1} plan(s) scored is "
-            f"{min(peaks + [mem.peak_bytes_per_gpu]) / gib:.1f} GiB per GPU of {mem.capacity_bytes / gib:.1f} GiB"
+            f"{min(peaks + [held]) / gib:.1f} GiB per GPU of {mem.capacity_bytes / gib:.1f} GiB"
             if res.no_reference else
-            f"the recipe's own plan needs {mem.peak_bytes_per_gpu / gib:.1f} GiB per GPU of "
+            f"the recipe's own plan needs {held / gib:.1f} GiB per GPU of "
             f"{mem.capacity_bytes / gib:.1f} GiB")
     raise UserError(f"--tune={a.tune}: no plan fits in memory{certain} on {c.num_nodes} x {c.gpus_per_node} {c.gpu}: "
                     f"{need}, and none searched fits ({what}); give more GPUs "
