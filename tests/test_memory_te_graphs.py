@@ -137,21 +137,11 @@ def _megatron_optimizer_config(monkeypatch, **kw):
     """megatron-core 0.16.1's ``OptimizerConfig`` on this CPU, precision-aware with bf16 moments (``kw`` over
     those): no Transformer Engine here, and ``__post_init__`` only checks FusedAdam's signature, so TE 2.14's
     is stubbed."""
-    import sys
-    import types
-
     import megatron.core.optimizer.optimizer_config as oc
+    from te_stub import stub_te_fused_adam
 
     monkeypatch.setattr(oc, "is_te_min_version", lambda *a, **k: True)  # the recipe's TE 2.14
-
-    class FusedAdam:
-        def __init__(self, params, master_weight_dtype=None, exp_avg_dtype=None, exp_avg_sq_dtype=None,
-                     use_decoupled_grad=False, store_param_remainders=False):
-            pass
-
-    for name in ("transformer_engine", "transformer_engine.pytorch", "transformer_engine.pytorch.optimizers"):
-        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
-    sys.modules["transformer_engine.pytorch.optimizers"].FusedAdam = FusedAdam
+    stub_te_fused_adam(monkeypatch)
     args = dict(optimizer="adam", bf16=True, use_distributed_optimizer=True, use_precision_aware_optimizer=True,
                 main_params_dtype=torch.float32, main_grads_dtype=torch.bfloat16, exp_avg_dtype=torch.bfloat16,
                 exp_avg_sq_dtype=torch.bfloat16)

@@ -307,7 +307,8 @@ def _dev_optimizer_config(monkeypatch):
     import os
     import subprocess
     import sys
-    import types
+
+    from te_stub import stub_te_fused_adam
 
     mlm = os.environ.get("MEGATRON_LM_MIRROR", "/work/.mirror/NVIDIA+Megatron-LM/repo")
     src = subprocess.run(["git", "-C", mlm, "show", "d48bd6be0a:megatron/core/optimizer/optimizer_config.py"],
@@ -323,15 +324,7 @@ def _dev_optimizer_config(monkeypatch):
     monkeypatch.setitem(sys.modules, name, mod)
     exec(compile(src.stdout, "dev/optimizer_config.py", "exec"), mod.__dict__)
     monkeypatch.setattr(mod, "is_te_min_version", lambda *a, **k: True)
-
-    class FusedAdam:
-        def __init__(self, params, master_weight_dtype=None, exp_avg_dtype=None, exp_avg_sq_dtype=None,
-                     use_decoupled_grad=False, store_param_remainders=False):
-            pass
-
-    for m in ("transformer_engine", "transformer_engine.pytorch", "transformer_engine.pytorch.optimizers"):
-        monkeypatch.setitem(sys.modules, m, types.ModuleType(m))
-    sys.modules["transformer_engine.pytorch.optimizers"].FusedAdam = FusedAdam
+    stub_te_fused_adam(monkeypatch)
     return mod.OptimizerConfig
 
 
