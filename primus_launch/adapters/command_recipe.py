@@ -26,7 +26,6 @@ override, the recipe's comment, or the adapters' default (h100-sxm).
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from pathlib import Path
 from typing import Optional
@@ -56,15 +55,12 @@ def _script_of(argv: list[str]) -> Optional[tuple[int, Path]]:
     return None
 
 
-_ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-
-
 def framework_of(argv: list[str]) -> str:
     """``"torchtitan"`` (a v0.2 job TOML), ``"torchtitan-launch"`` (torchtitan 0.3 ``--module/--config``),
     ``"primus-cli"`` (a Primus launch: ``./primus-cli ... -- train pretrain --config X``), ``"run-train-call"``
     (``MODULE=m CONFIG=c ./run_train.sh``), ``"script"`` (a launch script) or ``"megatron"`` (flags)."""
     from primus_launch.adapters.primus_cli import launcher_in
-    from primus_launch.adapters.torchtitan_script import run_train_call
+    from primus_launch.adapters.torchtitan_script import ENV_WORD, run_train_call
 
     if launcher_in(argv):
         return "primus-cli"
@@ -79,7 +75,7 @@ def framework_of(argv: list[str]) -> str:
     if _script_of(argv) is not None:
         return "script"
     skip = 1 if argv and os.path.basename(argv[0]) == "env" else 0
-    while skip < len(argv) and _ENV_WORD.match(argv[skip]):
+    while skip < len(argv) and ENV_WORD.match(argv[skip]):
         skip += 1
     called = _script_of(argv[skip:]) if skip else None
     if called is not None:

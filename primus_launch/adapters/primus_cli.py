@@ -26,7 +26,7 @@ from typing import Any, Optional
 import yaml
 
 from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
-from primus_launch.adapters.torchtitan_script import command_lines
+from primus_launch.adapters.torchtitan_script import ENV_WORD, command_lines
 from primus_launch.errors import UserError
 from primus_launch.fileio import read_recipe_text
 from primus_launch.inputs import find_from_run_root
@@ -109,7 +109,7 @@ def _command(text: str, path: str, args: tuple[str, ...] = ()) -> tuple[list[str
             continue
         env = dict(env)
         for w in words[:at[0]]:  # NAME=value prefixes of the call
-            if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w):
+            if ENV_WORD.match(w):
                 k, v = w.split("=", 1)
                 env[k] = v
         hit = (words if at[1] == "main" else words[at[0]:], at[1], env)

@@ -28,6 +28,9 @@ from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.inputs import find_from_run_root
 from primus_launch.plan import Cluster, Plan, PlanError
 
+#: a ``NAME=value`` word: an assignment written before a command (its environment), as the shell reads it
+ENV_WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -181,7 +184,7 @@ def _scan(text: str, path: str, args: tuple[str, ...] = ()) -> tuple[list[Tok], 
                or t.text.split("=", 1)[0] in CONFIG_FLAGS for t in toks):
             # drop leading NAME=value prefixes and anything before the launcher
             cmd = [t for t in toks if t.text not in (";", "|", "&")]
-            while cmd and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", cmd[0].text):
+            while cmd and ENV_WORD.match(cmd[0].text):
                 cmd = cmd[1:]
             cmd = _under_srun(cmd, alloc, unread)
     if cmd is None:
@@ -310,7 +313,7 @@ def _run_train_command(toks: list[Tok], env: dict[str, Assign], text: str) -> Op
     for what the script adds (editable where the value is written: a ``NAME=value`` prefix of the
     call or an assignment above it), then the call's own arguments.  None for any other line."""
     i, prefix = 0, {}
-    while i < len(toks) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", toks[i].text):
+    while i < len(toks) and ENV_WORD.match(toks[i].text):
         prefix[toks[i].text.split("=", 1)[0]] = toks[i]
         i += 1
     if i < len(toks) and toks[i].text in ("bash", "sh"):
@@ -469,10 +472,6 @@ def load_titan_script(path: str | Path, overrides: Optional[dict] = None,
                       script_args: tuple[str, ...] | list[str] = ()) -> Plan:
     """Read the torchtitan launch line of a script (cluster from its torchrun options, ``overrides`` win);
     ``script_args``: the arguments the script is called with (where its command says ``"$@"``)."""
-    from primus_launch.adapters.torchrun_argv import cluster_overrides, launch_cluster
-    from primus_launch.adapters.torchtitan_argv import plan_from_launch
-    from primus_launch.plan import Source
-
     p = Path(path)
     return _plan_from_launch_text(read_recipe_text(p), p, overrides, tuple(script_args))
 
@@ -482,7 +481,7 @@ def run_train_call(argv: list[str]) -> bool:
     (``MODULE=llama3 CONFIG=llama3_8b ./run_train.sh [--section.key value ...]``, torchtitan's README)."""
     i = 1 if argv and Path(argv[0]).name == "env" else 0
     names = []
-    while i < len(argv) and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[i]):
+    while i < len(argv) and ENV_WORD.match(argv[i]):
         names.append(argv[i].split("=", 1)[0])
         i += 1
     if i < len(argv) and argv[i] in ("bash", "sh"):
