@@ -85,3 +85,37 @@ def test_mfu_line_names_the_peak_it_is_taken_against(capsys):
     assert rc == 0 and prec == "FP8"
     assert peak_tf == pytest.approx(get_gpu("h100-sxm").peak_flops("fp8") / 1e12, abs=0.5)
     assert float(mfu) / 100 * peak_tf == pytest.approx(tflops, abs=0.0005 * peak_tf + 0.05)  # MFU's rounding
+
+
+def test_one_leftover_time_component_is_named(capsys):
+    """The short table lists the five largest time components and sums the rest as ``other (N)``; a single
+    leftover is shown by its own name (the 70B wrapper's six components printed the optimizer step as
+    "other (1)").  Truth: the result's own time breakdown (``--json``), every term of 0.1 ms or more."""
+    import json
+
+    from primus_launch.report.text import TOP_TIME
+
+    recipe = str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml")
+    assert main(["--project", recipe, "--dry-run", "--json"]) == 0
+    terms = [k for k, v in json.loads(capsys.readouterr().out)["time_breakdown"].items() if v >= 5e-5]
+    rc, lines = _run(capsys, recipe)
+    assert rc == 0 and len(terms) == TOP_TIME + 1
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("time component"))
+    named = [ln.split()[0] for ln in lines[i + 2:i + 2 + len(terms)]]
+    assert sorted(named) == sorted(terms) and not any(ln.startswith("other (") for ln in lines)
+
+
+def test_notes_have_their_own_heading_after_the_warnings(capsys):
+    """A reader note (the vocabulary looked up) sat under "warnings: 4 setting(s) not modelled" as if it were a
+    fifth; it now follows a ``notes:`` heading, and the warning count is the result's own."""
+    import json
+
+    recipe = str(ROOT / "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml")
+    assert main(["--project", recipe, "--dry-run", "--json"]) == 0
+    n_warn = len(json.loads(capsys.readouterr().out)["warnings"])
+    rc, lines = _run(capsys, recipe)
+    w = lines.index(f"warnings: {n_warn} setting(s) not modelled")
+    n = lines.index("notes:")
+    assert rc == 0 and n_warn > 0 and w < n
+    assert not any(ln.startswith("  note: ") for ln in lines[w:n])
+    assert lines[n + 1].startswith("  note: vocabulary")

@@ -182,11 +182,13 @@ def _summary_lines(r: ProjectionResult, run: Optional[TrainingRun] = None) -> li
 
 
 def _time_memory_lines(r: ProjectionResult) -> list[str]:
-    """The largest :data:`TOP_TIME` time components (ms, %; the rest as ``other``) beside the memory
-    by term of the worst stage (GiB), as one two-column table."""
+    """The largest :data:`TOP_TIME` time components (ms, %; the rest as ``other (N)``, N components, where
+    more than one is left: a single one is shown by its own name) beside the memory by term of the worst
+    stage (GiB), as one two-column table."""
     total = r.iteration_time_s or 1.0
     items = sorted(((k, v) for k, v in r.time_breakdown.items() if v >= 5e-5), key=lambda kv: -kv[1])  # >= 0.1 ms
-    shown, rest = items[:TOP_TIME], items[TOP_TIME:]
+    cut = TOP_TIME if len(items) > TOP_TIME + 1 else TOP_TIME + 1  # one left over is shown by its name
+    shown, rest = items[:cut], items[cut:]
     if rest:
         shown.append((f"other ({len(rest)})", sum(v for _, v in rest)))
     times = [(k, f"{v * 1e3:,.1f}", f"{100 * v / total:.1f}") for k, v in shown]
@@ -203,10 +205,14 @@ def _time_memory_lines(r: ProjectionResult) -> list[str]:
 
 
 def _warning_lines(r: ProjectionResult, reader_notes: Iterable[str]) -> list[list[str]]:
-    """One block of wrapped lines per warning (a setting not modelled) and per reader note."""
+    """One block of wrapped lines per warning (a setting not modelled) and per reader note; where there
+    are warnings, the first note's block starts with its own ``notes:`` heading (a note listed under
+    "warnings: N setting(s) not modelled" read as one more setting not modelled)."""
     out = [_wrap(f"{w.flag}={w.value}: {w.effect}", indent="    ", first="  ") for w in r.warnings]
-    out += [_wrap(n, indent="    ", first="  note: ") for n in reader_notes]
-    return out
+    notes = [_wrap(n, indent="    ", first="  note: ") for n in reader_notes]
+    if out and notes:
+        notes[0] = ["notes:"] + notes[0]
+    return out + notes
 
 
 def render_short(r: ProjectionResult, reader_notes: Iterable[str] = (), run: Optional[TrainingRun] = None) -> str:
