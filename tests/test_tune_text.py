@@ -80,6 +80,29 @@ def test_a_tune_whose_best_is_the_original_says_so(tmp_path, capsys, monkeypatch
     recipe = root / "recipes/primus/MI355X/llama3.1_8b.yaml"
     out = tmp_path / "t.yaml"
     assert main(["--tune", str(recipe), "--dry-run", "--out", str(out)]) == 0
-    text = capsys.readouterr().out
+    cap = capsys.readouterr()
+    text = cap.out
     assert "changes:  none: the recipe's own plan is the best found" in text
     assert out.read_text() == recipe.read_text()
+    # the original kept as the fastest fitting plan is the answer, not a failure: no "no candidate that fits"
+    # warning (printed, on stdout and stderr, whenever the tie-break kept the original)
+    assert "no candidate that fits" not in text + cap.err
+
+
+def test_certified_search_counts_are_printed_once(tmp_path, capsys):
+    """A certified branch and bound printed its counts twice: "searched: 900 plans: 2 scored, 897 bounded out
+    by time, 1 by memory, 0.4 s" and the certificate "best of all 900 legal plans (2 scored, the rest bounded
+    out: 897 by time, 1 by memory)".  The "searched:" line now gives the plans and seconds; the counts are the
+    certificate's (the trial log's ``certificate``, as ``--json``)."""
+    import json
+    from pathlib import Path
+
+    from primus_launch.cli import main
+
+    recipe = Path(__file__).resolve().parents[1] / "recipes/torchtitan/llama3.1_8b.toml"
+    out = tmp_path / "t.toml"
+    assert main(["--tune", str(recipe), "--dry-run", "--out", str(out)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    cert = json.loads((tmp_path / "t.toml.trials.json").read_text())["certificate"]
+    assert cert["certified"] and f"search: branch-and-bound: {cert['text']}" in text
+    assert f"searched: {cert['plans']:,} plans in " in text and text.count("bounded out") == 1

@@ -340,7 +340,10 @@ def tune(
     else:
         best_plan, best = plan, baseline
         if bk is None and baseline.memory.fits:
-            warnings.append("no candidate that fits was found; the original plan is kept")
+            # said only where it is so: the original kept as the fastest of several fitting plans (the tie-break
+            # returns no plan) or as proven best (every other plan bounded out) is the answer, not a failure
+            if not any(k != own for k in fitting) and not (certificate is not None and certificate.certified):
+                warnings.append("no candidate that fits was found; the original plan is kept")
         elif bk is None:  # no answer at all: the caller says so (the CLI: one line, nothing written)
             warnings.append("no plan fits in memory" if no_reference else
                             "no plan fits in memory, the recipe's own neither")
@@ -553,6 +556,8 @@ def _memory_cell(t) -> str:
 def _searched_line(res: TuneResult) -> str:
     if res.search == "branch-and-bound" and res.certificate is not None:
         c = res.certificate
+        if c.certified:  # the counts are the certificate's, on the "search:" line below
+            return f"searched: {c.plans:,} plans in {res.elapsed_s:.1f} s"
         return (f"searched: {c.plans:,} plans: {c.scored:,} scored, {c.bounded_time:,} bounded out by time, "
                 f"{c.bounded_memory:,} by memory{f', {c.open:,} open' if c.open else ''}, {res.elapsed_s:.1f} s")
     return (f"searched: {res.scored} scored of {res.legal_candidates:,} legal candidates"
