@@ -257,13 +257,14 @@ def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan
 
 def _check_out_format(native: Path, out: Path) -> None:
     """``--out`` must end like the recipe it tunes (the tuned recipe is written in its native format): a
-    bash recipe's tuned script is not a ``.toml``; a name without an ending is taken as given.  The endings
+    bash recipe's tuned script is not a ``.toml``, and a name without an ending is refused too (the reader
+    picks the format by the ending: ``--project t`` of such a file was "unknown recipe kind").  The endings
     of one format are the adapters' own (the ones that pick the reader)."""
     from primus_launch.adapters import SCRIPT_SUFFIXES, YAML_SUFFIXES
 
     have, want = out.suffix.lower(), native.suffix.lower()
     group = next((g for g in (SCRIPT_SUFFIXES, YAML_SUFFIXES, frozenset({".toml"})) if want in g), None)
-    if have and group is not None and have not in group:
+    if group is not None and have not in group:
         raise UserError(f"--out={str(out)!r}: the tuned recipe is written in the recipe's own format "
                         f"({native.name}); give a path ending in {' or '.join(sorted(group))}")
 

@@ -131,9 +131,11 @@ def test_a_wrapper_without_its_recipe_is_refused(tmp_path, wrapper, words):
     (["--tune", "r.sh", "--dry-run", "--llm", " "], ["--llm=' '", "a model name"]),
     (["--project", "r.sh", "--dry-run", "--primus-root", "nowhere"], ["--primus-root='nowhere'", "no such folder"]),
     (["--tune", "r.sh", "--dry-run", "--out", "t.toml"], ["--out='t.toml'", "r.sh", ".bash or .sbatch or .sh or .slurm"]),
-], ids=["out", "llm", "primus-root", "out-format"])
+    (["--tune", "r.sh", "--dry-run", "--out", "t"], ["--out='t'", "r.sh", ".bash or .sbatch or .sh or .slurm"]),
+], ids=["out", "llm", "primus-root", "out-format", "out-no-ending"])
 def test_empty_or_missing_path_flags_are_refused(tmp_path, argv, words):
-    """``--out ""`` wrote the tuned recipe to the default path, as if --out were not given."""
+    """``--out ""`` wrote the tuned recipe to the default path, as if --out were not given; ``--out t`` (no
+    ending) wrote a tuned recipe that ``--project t`` refused as "unknown recipe kind"."""
     (tmp_path / "r.sh").write_text(BASH)
     refused(argv, tmp_path, *words)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sh"]
