@@ -237,3 +237,23 @@ def test_launch_script_given_relative_from_below_the_root_finds_its_toml(tmp_pat
     monkeypatch.chdir(toml.parents[1])
     plan = load_recipe("run_train.sh")
     assert plan.model.num_layers == 32 and plan.training.micro_batch_size == 3
+
+
+@pytest.mark.parametrize("argv", [
+    MEGATRON_CMD,
+    ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train", "--module", "llama3", "--config", "llama3_8b"],
+    ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train", "--job.config_file", str(TITAN_8B)],
+    ["bash", str(ROOT / "recipes/torchtitan/llama3_8b_launch.sh")],
+], ids=["megatron", "titan-launch", "titan-job", "titan-script"])
+def test_a_command_s_default_gpu_is_noted(argv):
+    """torchrun states nodes and processes, never the GPU kind: a launch command's plan was projected on the
+    default GPU (``Cluster``'s) without a word, where a Megatron script's default is noted; it now says so, and
+    not where ``--gpu`` names the GPU (the TorchTitan job's TOML states its H100s in its header comment:
+    no note)."""
+    default = Cluster.model_fields["gpu"].default
+    plan = plan_from_command(argv)
+    said = [n for n in plan.source.notes if n.startswith(f"cluster gpu={default}: the default")]
+    assert plan.cluster.gpu == default
+    assert len(said) == (0 if "--job.config_file" in argv else 1), plan.source.notes
+    given = plan_from_command(argv, {"gpu": "b200"})
+    assert given.cluster.gpu == "b200" and not any("the default (the launch command" in n for n in given.source.notes)

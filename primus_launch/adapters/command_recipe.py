@@ -34,8 +34,8 @@ from primus_launch.errors import UserError
 from primus_launch.plan import Plan
 from primus_launch.adapters.titan_job_argv import (config_index, config_path, job_overrides, plan_from_job_command,
                                                    text_with_overrides, typed_override)
-from primus_launch.adapters.torchrun_argv import (cluster_overrides, command_cluster, launch_cluster,
-                                                  with_torchrun_cluster)
+from primus_launch.adapters.torchrun_argv import (cluster_overrides, command_cluster, default_gpu_note,
+                                                  launch_cluster, with_torchrun_cluster)
 
 _SHELLS = ("bash", "sh")
 _SCRIPT_SUFFIXES = (".sh", ".bash")
@@ -107,7 +107,8 @@ def plan_from_command(argv: list[str], overrides: dict | None = None, primus_roo
     if kind == "torchtitan-launch":
         from primus_launch.adapters.torchtitan_argv import plan_from_launch
 
-        return plan_from_launch(argv, launch_cluster(argv, ov))
+        cluster = launch_cluster(argv, ov)
+        return _noted(plan_from_launch(argv, cluster), default_gpu_note(cluster, ov))
     if kind == "script":
         from primus_launch.adapters import load_recipe
 
@@ -120,7 +121,14 @@ def plan_from_command(argv: list[str], overrides: dict | None = None, primus_roo
     if cluster is None:
         plan = plan_from_argv(argv)
         return plan.with_changes(cluster=ov) if ov else plan
-    return plan_from_argv(argv, cluster)
+    return _noted(plan_from_argv(argv, cluster), default_gpu_note(cluster, ov))
+
+
+def _noted(plan: Plan, note: Optional[str]) -> Plan:
+    """``plan`` with ``note`` added to its reader notes (the answer's ``note:`` lines)."""
+    if note is not None and plan.source is not None and note not in plan.source.notes:
+        plan.source.notes.append(note)
+    return plan
 
 
 # ----------------------------------------------------------------------------- writing

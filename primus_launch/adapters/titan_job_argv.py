@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from primus_launch.adapters.torchrun_argv import cluster_overrides, command_cluster, split_torchrun
+from primus_launch.adapters.torchrun_argv import cluster_overrides, command_cluster, default_gpu_note, split_torchrun
 from primus_launch.errors import UserError
 from primus_launch.plan import Plan
 
@@ -131,4 +131,7 @@ def plan_from_job_command(argv: list[str], overrides: Optional[dict] = None) -> 
     plan = plan_from_text(text, cluster, str(path))
     if cluster is None and ov:
         plan = plan.with_changes(cluster=ov)
+    note = default_gpu_note(cluster, ov) if cluster is not None and header is None else None
+    if note is not None and plan.source is not None:  # torchrun's counts, the GPU kind nowhere
+        plan.source.notes.append(note)
     return plan

@@ -240,6 +240,16 @@ def command_cluster(argv: list[str], overrides: dict[str, Any], gpu_default: Opt
     return Cluster(**merged)
 
 
+def default_gpu_note(cluster: Cluster, overrides: dict[str, Any]) -> Optional[str]:
+    """The note a plan read from a launch command carries where its GPU kind is the default: torchrun and the
+    training command state nodes and processes, never the GPU (:func:`command_cluster`); ``None`` where the
+    ``--gpu`` override named it.  (A Megatron script's or a TorchTitan TOML's own statement has its own note.)"""
+    if overrides.get("gpu") is not None:
+        return None
+    return (f"cluster gpu={cluster.gpu}: the default (the launch command does not name its GPU; "
+            "pass --gpu)")
+
+
 def launch_cluster(argv: list[str], overrides: dict[str, Any]) -> Cluster:
     """torchrun's options (or one process without a launcher) completed by ``overrides``."""
     cl = command_cluster(argv, overrides, None)

@@ -516,16 +516,20 @@ def plan_from_run_train_call(argv: list[str], overrides: Optional[dict] = None) 
 
 def _plan_from_launch_text(text: str, p: Path, overrides: Optional[dict], script_args: tuple[str, ...]) -> Plan:
     """:func:`load_titan_script` of a script's ``text`` (``p``: its path)."""
-    from primus_launch.adapters.torchrun_argv import cluster_overrides, launch_cluster
+    from primus_launch.adapters.torchrun_argv import cluster_overrides, default_gpu_note, launch_cluster
     from primus_launch.adapters.torchtitan_argv import plan_from_launch
     from primus_launch.plan import Source
 
     argv, unstated = script_launch(text, str(p), tuple(script_args))
     ov = cluster_overrides(overrides)
-    plan = plan_from_launch(argv, launch_cluster(argv, ov))
+    cluster = launch_cluster(argv, ov)
+    plan = plan_from_launch(argv, cluster)
     src = plan.source.model_copy(update={"path": str(p), "format": "torchtitan-script"}) if plan.source else \
         Source(framework="torchtitan", path=str(p), format="torchtitan-script")
     src.notes.extend(_count_notes(unstated, ov))
+    gpu_note = default_gpu_note(cluster, ov)
+    if gpu_note is not None:
+        src.notes.append(gpu_note)
     if script_args:
         src.script_args = list(script_args)
     m = re.search(r"\bCOMM_MODE=[\"']?(fake_backend|local_tensor)", text) if _run_train_kind(text) else None
