@@ -177,9 +177,10 @@ class MemoryCheck(BaseModel):
 class ErrorBand(BaseModel):
     """The expected error of a dry-run projection: the spread of the judged validation rows of its group
     (``projection/band.py``, ``projection/data/error_bands.json`` written by ``scripts/validate.py
-    --write-bands``).  ``low`` / ``median`` / ``high`` (the keys ``MemoryBand`` uses too) are fractions of
-    measured / projected iteration time - 1 (= projected / measured tokens/s - 1): the run took ``(1 + low) ..
-    (1 + high)`` times the projected iteration time on those rows."""
+    --write-bands``).  ``low`` / ``median`` / ``high`` (``MemoryBand`` has ``low`` / ``high`` too; its row
+    count is ``rows``, this one's ``n``) are fractions of measured / projected iteration time - 1 (= projected /
+    measured tokens/s - 1): the run took ``(1 + low) .. (1 + high)`` times the projected iteration time on those
+    rows."""
 
     low: float
     high: float
