@@ -234,6 +234,10 @@ def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
     plan = _load_recipe(a, recipe, command)
     if getattr(a, "power_limit_w", None) is not None:
         plan = plan.with_changes(cluster={"power_limit_w": a.power_limit_w})  # validated, as every plan
+    specs = getattr(a, "gpu_file_specs", None) or {}
+    if plan.cluster.gpu in specs and plan.source is not None:  # the answer says whose figures it used
+        plan.source.notes.append(f"cluster gpu={plan.cluster.gpu}: spec from --gpu-file {a.gpu_file} "
+                                 + ("(over the database's entry)" if specs[plan.cluster.gpu] else "(added by it)"))
     return plan
 
 
@@ -778,9 +782,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
               "stop the search by time", file=sys.stderr)
     try:
         if a.gpu_file:
-            from primus_launch.projection.hardware.gpus import load_gpu_file
+            from primus_launch.projection.hardware.gpus import known_gpus, load_gpu_file
 
-            load_gpu_file(a.gpu_file)
+            before = set(known_gpus())
+            a.gpu_file_specs = {n: n in before for n in load_gpu_file(a.gpu_file)}  # name -> overrides the DB's
         if a.project is None and a.tune is None:
             if not command:
                 print("primus-launch: error: give --project RECIPE, --tune RECIPE or a command after --",

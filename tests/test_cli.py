@@ -129,3 +129,25 @@ def test_tune_ends_with_a_certificate_in_text_json_and_log(tmp_path):
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["certificate"] == c
     assert "--max-work" in one_error_line(cli("--tune", recipe, "--dry-run", "--max-work", "0"))
+
+
+def test_a_gpu_file_spec_is_noted_in_the_answer(tmp_path):
+    """``--gpu-file`` overriding the plan's GPU (a 64 GiB H100) changed the figures without a word in the answer:
+    "37.2 GiB peak of 64.0 GiB" under "128 x 8 h100-sxm" read as the database's H100.  The answer now notes whose
+    spec it used; a GPU the file adds says so too.  Truth: the file's own hbm_bytes is the capacity printed."""
+    gpus = tmp_path / "gpus.toml"
+    gpus.write_text("[gpu.h100-sxm]\nhbm_bytes = 68719476736\n\n[gpu.lab-h100]\nvendor = 'nvidia'\narch = 'hopper'\n"
+                    "peak_flops_bf16 = 756e12\nhbm_bytes = 85899345920\nhbm_bw = 2.0e12\nintra_node_bw = 64e9\n"
+                    "intra_node_topology = 'switch'\ninter_node_bw = 25e9\n")
+    wrapper = RECIPES / "llama3.1_70b_h100_1024gpu.primus.toml"
+    p = cli("--project", wrapper, "--dry-run", "--gpu-file", gpus)
+    text = " ".join(p.stdout.split())
+    assert p.returncode == 0, p.stderr
+    assert "GiB peak of 64.0 GiB" in text
+    assert f"note: cluster gpu=h100-sxm: spec from --gpu-file {gpus} (over the database's entry)" in text
+    p = cli("--project", wrapper, "--dry-run", "--gpu-file", gpus, "--gpu", "lab-h100", "--json")
+    d = json.loads(p.stdout)
+    assert d["memory"]["capacity_bytes"] == 85899345920
+    assert f"cluster gpu=lab-h100: spec from --gpu-file {gpus} (added by it)" in d["plan"]["source"]["notes"]
+    p = cli("--project", RECIPES / "torchtitan" / "llama3.1_8b.toml", "--dry-run", "--gpu-file", gpus, "--gpu", "h200")
+    assert p.returncode == 0 and "--gpu-file" not in p.stdout  # another GPU: nothing to note
