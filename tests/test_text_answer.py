@@ -119,3 +119,24 @@ def test_notes_have_their_own_heading_after_the_warnings(capsys):
     assert rc == 0 and n_warn > 0 and w < n
     assert not any(ln.startswith("  note: ") for ln in lines[w:n])
     assert lines[n + 1].startswith("  note: vocabulary")
+
+
+def test_cpu_measurement_says_on_screen_it_is_no_gpu_figure():
+    """``--measure-device cpu`` prints iteration time, tokens/s and MFU against the target GPU's peak from CPU
+    timings; the short answer only said "measured: 5 pieces on cpu:x86_64:1threads" (the caveat was in
+    ``--explain``'s notes).  The measured line now says it; a CUDA measurement's line does not."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.api import project
+    from primus_launch.projection.result import MeasurementReport
+    from primus_launch.report.text import render_text
+
+    res = project(load_recipe(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), dry_run=True)
+
+    def measured_on(device: str) -> str:
+        ms = MeasurementReport(device=device, framework="megatron-core", policy="", clock="", threads=1,
+                               cache_dir="", cache_hits=0, pieces={}, layer_times={})
+        return " ".join(render_text(res.model_copy(update={"measurement": ms, "mode": "measured"})).split())
+
+    assert "measured: 0 pieces on cpu:x86_64:1threads (0 from the cache); CPU timings only check the path, not " \
+           "GPU performance" in measured_on("cpu:x86_64:1threads")
+    assert "CPU timings" not in measured_on("cuda:NVIDIA H100 80GB HBM3")

@@ -221,8 +221,10 @@ def render_short(r: ProjectionResult, reader_notes: Iterable[str] = (), run: Opt
     out = _summary_lines(r, run) + [""] + _time_memory_lines(r)
     if r.measurement is not None:
         ms = r.measurement
-        out += [""] + _wrap(f"measured: {len(ms.pieces)} pieces on {ms.device} ({ms.cache_hits} from the cache)",
-                            indent="  ")
+        cpu = ("; CPU timings only check the path, not GPU performance (--dry-run simulates the GPU)"
+               if ms.device.startswith("cpu") else "")  # the figures above are not the GPU's: said on the screen
+        out += [""] + _wrap(f"measured: {len(ms.pieces)} pieces on {ms.device} ({ms.cache_hits} from the cache)"
+                            + cpu, indent="  ")
     blocks = _warning_lines(r, reader_notes)
     tail = "details: --explain (every table and note), --json"
     if blocks:
