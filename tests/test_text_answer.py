@@ -140,3 +140,11 @@ def test_cpu_measurement_says_on_screen_it_is_no_gpu_figure():
     assert "measured: 0 pieces on cpu:x86_64:1threads (0 from the cache); CPU timings only check the path, not " \
            "GPU performance" in measured_on("cpu:x86_64:1threads")
     assert "CPU timings" not in measured_on("cuda:NVIDIA H100 80GB HBM3")
+
+
+def test_one_gpu_is_not_plural(capsys):
+    """A one-GPU run (TorchTitan's launch line without torchrun: one process) read "1 x 1 h100-sxm = 1 GPUs"."""
+    rc, lines = _run(capsys, str(ROOT / "recipes/torchtitan/llama3.1_8b.toml"), "--nodes", "1", "--gpus-per-node", "1")
+    assert rc == 0 and any(ln.startswith("cluster") and ln.endswith("= 1 GPU") for ln in lines), lines[:4]
+    rc, lines = _run(capsys, str(ROOT / "recipes/torchtitan/llama3.1_8b.toml"))
+    assert rc == 0 and any(ln.startswith("cluster") and ln.endswith("= 8 GPUs") for ln in lines), lines[:4]

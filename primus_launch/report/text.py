@@ -132,7 +132,8 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
     return [
         ("mode", r.mode),
         ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
-        ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPUs" + power_cap_text(c)),
+        ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPU{'' if r.num_gpus == 1 else 's'}"
+                    + power_cap_text(c)),
         ("parallelism", plan_line(r)),
         ("iteration time", it),
         ("tokens/s/GPU", tps),
