@@ -270,3 +270,14 @@ def test_titan_srun_total_tasks_spread_over_the_nodes(tmp_path, srun, world):
     p.write_text("#!/bin/bash\nsrun -N4 -n30 python -m torchtitan.train --module llama3 --config llama3_8b\n")
     with pytest.raises(PlanError, match="srun -n.*30.*multiple of the node count 4"):
         load_recipe(p, {"gpu": "h100-sxm"})
+
+
+def test_a_wrapper_s_cluster_keys_name_the_file_once(tmp_path):
+    """A wrapper stating the whole cluster repeated its name per key: "(cluster from w.toml [cluster] gpu=b200,
+    w.toml [cluster] nodes=16, w.toml [cluster] gpus_per_node=8)"; now the file once, then its keys."""
+    (tmp_path / "moe16.sh").write_text(MOE16)
+    (tmp_path / "w.toml").write_text('[recipe]\npath = "moe16.sh"\n[cluster]\ngpu = "b200"\nnodes = 1\n'
+                                     'gpus_per_node = 4\n')
+    with pytest.raises(PlanError, match=r"must divide world size 4 \(cluster from w\.toml \[cluster\] gpu=b200, nodes=1, "
+                                        r"gpus_per_node=4\)$"):
+        load_recipe(tmp_path / "w.toml")

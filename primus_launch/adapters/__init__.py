@@ -77,7 +77,13 @@ def cluster_rule_error(e: PlanError, overrides: Optional[dict], origin: Optional
     if not overrides or not re.search(r"world size|\bdp\b|cluster|node|GPU", str(e)):
         return e
     origin = origin or {}
-    said = ", ".join(f"{origin.get(k, CLUSTER_FLAGS[k])}={overrides[k]}" for k in CLUSTER_FLAGS if k in overrides)
+    parts, prev = [], None
+    for k in (k for k in CLUSTER_FLAGS if k in overrides):  # one file's keys after its name once:
+        label = origin.get(k, CLUSTER_FLAGS[k])            # "w.toml [cluster] nodes=2, gpus_per_node=4"
+        head, _, key = label.rpartition(" ")
+        parts.append(f"{key if head and head == prev else label}={overrides[k]}")
+        prev = head or None
+    said = ", ".join(parts)
     rest = [w for k, w in (("num_nodes", "node count"), ("gpus_per_node", "GPUs per node"), ("gpu", "GPU"))
             if k not in overrides]
     return PlanError(e.field, e.value, f"{e.allowed} (cluster from {said}"
