@@ -382,6 +382,9 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
 
         print(render_text(result, explain=a.explain, reader_notes=plan.source.notes if plan.source else [],
                           run=run))
+    for path, what in ((a.report, "report"), (a.trace, "trace")):  # as a tune says what it wrote; on stderr: not
+        if path:                                                     # the answer's screen, nor in its JSON
+            print(f"primus-launch: {what} written to {_shown(path)} ({_human(_size(path))})", file=sys.stderr)
     if a.emit:
         _emit(a, plan, command)
     if a.launch:

@@ -148,3 +148,23 @@ def test_one_gpu_is_not_plural(capsys):
     assert rc == 0 and any(ln.startswith("cluster") and ln.endswith("= 1 GPU") for ln in lines), lines[:4]
     rc, lines = _run(capsys, str(ROOT / "recipes/torchtitan/llama3.1_8b.toml"))
     assert rc == 0 and any(ln.startswith("cluster") and ln.endswith("= 8 GPUs") for ln in lines), lines[:4]
+
+
+def test_project_says_which_files_it_wrote(tmp_path, capsys):
+    """``--project --report r.html --trace t.json`` wrote both without a word (a tune lists its files and their
+    sizes); one line per file now follows the answer, on stderr (the answer's screen and ``--json``'s one object
+    on stdout unchanged).  Truth: the files on disk and their sizes."""
+    import json
+
+    report, trace = tmp_path / "r.html", tmp_path / "t.json"
+    rc, lines = _run(capsys, str(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), "--report", str(report),
+                     "--trace", str(trace))
+    assert rc == 0 and report.is_file() and trace.is_file()
+    from primus_launch.cli import _human
+
+    assert lines[-2:] == [f"primus-launch: report written to {report} ({_human(report.stat().st_size)})",
+                          f"primus-launch: trace written to {trace} ({_human(trace.stat().st_size)})"]
+    assert main(["--project", str(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), "--dry-run", "--json", "--report",
+                 str(report)]) == 0
+    cap = capsys.readouterr()
+    assert "iteration_time_s" in json.loads(cap.out) and "report written to" in cap.err
