@@ -64,11 +64,11 @@ def test_printed_figures_agree(recipe, capsys):
     assert mem["verdict"] == want and mem["fits"] == (want != "does not fit")
     # the text: the same figures, the iteration band applied to the time and inverted for the throughput
     flat = " ".join(text.split())
-    assert f"{it:.3f} s, expected {100 * d['band']['lo']:+.0f}% .. {100 * d['band']['hi']:+.0f}%" in flat
+    assert f"{it:.3f} s, expected {100 * d['band']['low']:+.0f}% .. {100 * d['band']['high']:+.0f}%" in flat
     tps = d["tokens_per_sec_per_gpu"]
-    assert (f"tokens/s/GPU {tps:,.0f} (expected {tps / (1 + d['band']['hi']):,.0f} .. "
-            f"{tps / (1 + d['band']['lo']):,.0f})") in flat
-    assert f"model TFLOP/s/GPU {tflops:.1f}" in flat and f"MFU {100 * d['mfu']:.1f} %" in flat
+    assert (f"tokens/s/GPU {tps:,.0f} (expected {tps / (1 + d['band']['high']):,.0f} .. "
+            f"{tps / (1 + d['band']['low']):,.0f})") in flat
+    assert f"model TFLOP/s/GPU {tflops:,.1f}" in flat and f"MFU {100 * d['mfu']:.1f} %" in flat
     mline = (f"{mem['peak_bytes_per_gpu'] / GiB:.1f} GiB peak of {mem['capacity_bytes'] / GiB:.1f} GiB: "
              f"{ {'fits': 'fits', 'tight': 'TIGHT', 'does not fit': 'DOES NOT FIT'}[want] }, band "
              f"{b['low_bytes'] / GiB:.1f}-{b['high_bytes'] / GiB:.1f} GiB")

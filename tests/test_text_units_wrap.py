@@ -40,8 +40,8 @@ def test_small_figures_are_not_printed_as_zero():
     TF32 peak) printed as "0.0" and "0.0 %"."""
     from primus_launch.report.text import small_figure
 
-    assert [small_figure(v) for v in (0.0, 0.042022, 0.0084945, 0.05, 318.034)] == ["0.0", "0.042", "0.0085", "0.1",
-                                                                                    "318.0"]
+    assert [small_figure(v) for v in (0.0, 0.042022, 0.0084945, 0.05, 318.034, 1313.66)] == [
+        "0.0", "0.042", "0.0085", "0.1", "318.0", "1,313.7"]  # thousands separated as the answer's other figures
     res = project(load_recipe(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), dry_run=True)
     text = render_text(res)
     assert f"model TFLOP/s/GPU  {res.model_tflops_per_gpu:.2g}" in text

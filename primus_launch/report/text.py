@@ -79,9 +79,10 @@ def verdict_text(r: ProjectionResult) -> str:
 
 
 def small_figure(v: float) -> str:
-    """``v`` to one decimal, or to two significant digits where that would read 0.0 of a figure that is
-    not zero (a tiny model's 0.0026 TFLOP/s and 0.00052 % MFU printed as "0.0")."""
-    return f"{v:.2g}" if 0 < abs(v) < 0.05 else f"{v:.1f}"
+    """``v`` to one decimal, thousands separated as every other figure of the answer (an MI355X FP8 run's
+    "1313.7" beside "5,033 TFLOP/s"), or to two significant digits where that would read 0.0 of a figure that
+    is not zero (a tiny model's 0.0026 TFLOP/s and 0.00052 % MFU printed as "0.0")."""
+    return f"{v:.2g}" if 0 < abs(v) < 0.05 else f"{v:,.1f}"
 
 
 PEAK_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp8": "FP8", "fp4": "FP4", "fp32": "TF32"}
