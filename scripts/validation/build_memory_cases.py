@@ -5,7 +5,9 @@ Three kinds of case, each with its full configuration as the framework's own arg
 flags, or a TorchTitan job TOML as a table; ``primus_settings``: Primus-only keys of a Primus experiment, read by
 the Primus reader; ``primus_config``: a Primus TorchTitan experiment as a flattened module -- ``{"framework":
 "torchtitan", "overrides": <the resolved job>}`` -- read by the Primus reader as ``build_runs.primus_row`` reads the
-current Primus rows, so Primus's own modules apply), its device, its source and a quote of what was reported:
+current Primus rows, so Primus's own modules apply; ``torchtitan_launch``: a torchtitan 0.3 launch line, ``--module`` /
+``--config`` and overrides, read by ``adapters.torchtitan_argv.plan_from_launch``), its device, its source and a quote
+of what was reported:
 
 - ``oom``: a configuration reported to run out of device memory (an issue, a PR, or a commit that fixes
   an OOM by a config change: the configuration before the fix);
