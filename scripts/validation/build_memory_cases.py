@@ -1384,6 +1384,43 @@ CASES += [
         "(learnings: '135.75 GiB')", 135.75),
 ]
 
+# Megatron-Bridge skills/nemo-mbridge-perf-moe-comm-overlap/card.yaml (validated 2026-07-25): the canonical 16 x H100
+# Qwen3 30B-A3B BF16 performance recipe (perf_recipes/qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config
+# at 3a9559f01 over recipes/qwen/h100/qwen3_moe.py: TP1 PP1 EP16 MBS1 GBS1024, seq 4096, no recompute, HybridEP with 32 SMs,
+# forced balance, EP overlap without delayed wgrad, TE graphs of moe_router + moe_preprocess, precision-aware optimizer
+# with fp32 states, grad reduce in bf16) with its measured rank-0 peak allocated memory.
+_Q30_OVL = dict(drop=tuple(f for f in FP8_FLAGS if f != "--fp8-recipe"),
+                set_={**NO_DROPOUT, "--overlap-moe-expert-parallel-comm": None, "--fp8-recipe": "tensorwise",
+                                      "--cuda-graph-impl": "transformer_engine",
+                                      "--cuda-graph-scope": ["moe_router", "moe_preprocess"],
+                                      "--te-rng-tracker": None, "--use-precision-aware-optimizer": None,
+                                      "--apply-rope-fusion": None})
+CASES += [
+    dict(id="mbridge_qwen3_30b_h100_bf16_16gpu_ep16_hybridep_overlap_te_graphs", outcome="ran", framework="megatron",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=16, gpus_per_node=8),
+         base="mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu", edits=_Q30_OVL,
+         source=dict(ref="NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-comm-overlap/card.yaml (validated "
+                         "2026-07-25; recipe perf_recipes/qwen/h100/qwen3_moe.py at 3a9559f01)",
+                     url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/skills/nemo-mbridge-perf-moe-comm-"
+                         "overlap/card.yaml", date="2026-07-25"),
+         quote=("'model: Qwen3 30B-A3B hardware: 16xH100 precision: BF16 shape: seq4096 TP1 PP1 CP1 EP16 MBS1 GBS1024 "
+                "dispatcher: HybridEP routing: force_balance cuda_graph_scopes: moe_router, moe_preprocess ... "
+                "rank0_peak_allocated_gib: 62.166' (the overlap case: 'plain EP overlap with delayed wgrad disabled')"),
+         read=("Flags = current_runs row mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu (the 16 x H100 preset: TP1 PP1 EP16, "
+               "MBS 1, GBS 1024, HybridEP 32 SMs, forced balance, grad reduce in bf16) in BF16 (--fp8-format and the fp8 "
+               "parameter flags dropped; --fp8-recipe tensorwise kept without --fp8-format: _perf_precision('bf16') is "
+               "bf16_mixed(), whose MixedPrecisionConfig.fp8_recipe default 'tensorwise' reaches the OptimizerConfig, so "
+               "the precision-aware optimizer keeps its own fp32 masters, memory.mcore.master_param_bytes), with "
+               "what qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config at 3a9559f01 adds: --overlap-moe-expert-parallel-comm "
+               "(delay_wgrad_compute False), TE graphs of moe_router and moe_preprocess (cuda_graph_impl "
+               "transformer_engine, te_rng_tracker), the precision-aware optimizer with fp32 main params / grads / "
+               "states, rope fusion; recompute None ('The 16-GPU topology fits without activation recomputation').  "
+               "Not flags: moe_permute_fusion_into_hybridep, 64-token combine chunks "
+               "(NUM_OF_TOKENS_PER_CHUNK_COMBINE_API), expandable segments.  The peak is the card's rank-0 peak "
+               "allocated in GiB.  The earlier rows of the base flags (26.04) are assumed unchanged for what they share."),
+         measured_peak=dict(gib=62.166, basis="allocated", rank="first", how="card rank0_peak_allocated_gib"), pair=None),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
