@@ -795,6 +795,10 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
         # Config.num_chunks 8 unless the config sets it): lm_head + loss per sequence chunk, each chunk's
         # backward at once, lm_head unsharded across the chunks, its gradient accumulated (memory.titan.stage_walk)
         loss_chunks = int(job_get(job, "model._loss_chunks03") or 8)
+        unmod.append(UnmodelledFlag(flag="loss", value="ChunkedLossWrapper",
+                                    effect=f"time: lm_head and the loss run per sequence chunk ({loss_chunks} GEMMs "
+                                           "of a chunk's rows, the hidden-state gradient accumulated in fp32); "
+                                           "timed as one full-sequence lm_head (memory modelled per chunk)"))
         if loss_chunks > 1 and (seq // max(1, cp)) % loss_chunks:
             raise PlanError("training.seq_len", seq, f"a multiple of {loss_chunks} x context_parallel_degree "
                                                          "(ChunkedLossWrapper splits the local sequence into "
