@@ -442,9 +442,8 @@ def _check_some_plan_fits(a: argparse.Namespace, res) -> None:
     more = [k for k, ok in (("fp8", has_fp8(spec)), ("optimizer-dtypes", True))
             if ok and k not in allowed]
     # what the verdict compares: the peak less the free cached segments the allocator releases before an OOM
-    held = mem.oom_peak_bytes or mem.peak_bytes_per_gpu
-    peaks = [t.oom_peak_bytes or t.peak_memory_bytes for t in res.trials
-             if t.status == "scored" and (t.oom_peak_bytes or t.peak_memory_bytes)]
+    held = mem.verdict_peak_bytes
+    peaks = [t.verdict_peak_bytes for t in res.trials if t.status == "scored" and t.verdict_peak_bytes]
     need = (f"the recipe's own layout is not legal there, and the smallest peak of the {len(peaks) or 1} plan(s) scored is "
             f"{min(peaks + [held]) / gib:.1f} GiB per GPU of {mem.capacity_bytes / gib:.1f} GiB"
             if res.no_reference else

@@ -296,7 +296,7 @@ def evaluate(it: Item) -> dict:
     out.update(group=group_of(it.plan), framework=it.plan.framework if it.framework in ("megatron", "torchtitan")
                else it.framework, parallel=it.plan.parallel_summary(), gpu=it.plan.cluster.gpu,
                verdict=v, right=is_right(it.expect, v), peak_gib=rep.peak_bytes_per_gpu / GiB, capacity_gib=cap,
-               oom_peak_gib=(getattr(rep, "oom_peak_bytes", 0) or rep.peak_bytes_per_gpu) / GiB,
+               oom_peak_gib=rep.verdict_peak_bytes / GiB,
                margin=getattr(rep, "margin_fraction", None), band=getattr(rep, "band", None),
                worst_stage=rep.worst_stage, terms_gib={k: rep.breakdown.get(k, 0) / GiB for k in TERMS},
                allocated_gib=(getattr(rep, "allocated_peak_bytes", 0) or 0) / GiB,

@@ -57,10 +57,10 @@ def test_band_uses_the_exact_group_when_it_has_enough_rows_and_relaxes_in_order(
     exact = _rows(d, [0.01 * i for i in range(bm.MIN_ROWS)])
     other_fw = _rows(dict(d, framework="torchtitan"), [0.5] * 20)
     b = bm.band_from_rows(d, exact + other_fw)
-    assert b.n == bm.MIN_ROWS and b.relaxed == [] and b.hi < 0.1
+    assert b.n == bm.MIN_ROWS and b.relaxed == [] and b.high < 0.1
     # too few exact rows: the framework is dropped first, the kind is kept
     b = bm.band_from_rows(d, exact[:3] + other_fw + _rows(dict(d, kind="dense"), [-0.9] * 50))
-    assert b.relaxed == ["framework"] and b.n == 23 and b.lo >= 0.0
+    assert b.relaxed == ["framework"] and b.n == 23 and b.low >= 0.0
     assert "MoE >= 64 experts" in b.group and "megatron" not in b.group
     # coarse and fine-grained MoE pool only after framework, precision, family and sequence are dropped
     coarse = _rows(dict(d, kind="moe_coarse"), [0.2] * 10)
@@ -69,14 +69,14 @@ def test_band_uses_the_exact_group_when_it_has_enough_rows_and_relaxes_in_order(
 
 
 def test_overlapping_bands():
-    b = ErrorBand(lo=-0.05, hi=0.10, median=0.02, n=10, group="g")
+    b = ErrorBand(low=-0.05, high=0.10, median=0.02, n=10, group="g")
     assert bm.bands_overlap(b, 1.00, b, 1.04)       # 0.95-1.10 and 0.988-1.144 overlap
     assert not bm.bands_overlap(b, 1.00, b, 1.20)   # 0.95-1.10 and 1.14-1.32 do not
     assert bm.bands_overlap(None, 1.0, b, 1.04)     # the point 1.0 lies in 0.988-1.144
     assert not bm.bands_overlap(None, 1.0, b, 1.10)  # ... not in 1.045-1.21
     # a band wholly above zero (the model optimistic on the group) does not hold its own point; two
     # equal projections still cannot be told apart
-    up = ErrorBand(lo=0.05, hi=0.18, median=0.1, n=10, group="g")
+    up = ErrorBand(low=0.05, high=0.18, median=0.1, n=10, group="g")
     assert bm.bands_overlap(up, 7.034, up, 7.053)
     assert bm.ranges_overlap(1.0, (1.05, 1.18), 1.0, (1.05, 1.18)) and not bm.ranges_overlap(1.0, None, 1.2, None)
 
@@ -107,13 +107,13 @@ def test_dry_run_result_states_its_band(fresh_validation):
     plan = load_recipe(str(ROOT / "recipes" / "megatron" / "qwen3_235b_a22b_h100_256gpu.yaml"))
     res = project_dry_run(plan)
     b = res.band
-    assert b is not None and b.n >= bm.MIN_ROWS and b.lo <= b.median <= b.hi
+    assert b is not None and b.n >= bm.MIN_ROWS and b.low <= b.median <= b.high
     # the band is the spread of the judged rows it names: recomputed from the validation directly
     d = bm.band_dims(plan)
     sel = [r["err"] for r in fresh_validation if bm._matches(d, r["dims"], tuple(b.relaxed))]
     assert len(sel) == b.n
-    assert b.lo == pytest.approx(bm.quantile(sel, 0.1), abs=0.02)
-    assert b.hi == pytest.approx(bm.quantile(sel, 0.9), abs=0.02)
+    assert b.low == pytest.approx(bm.quantile(sel, 0.1), abs=0.02)
+    assert b.high == pytest.approx(bm.quantile(sel, 0.9), abs=0.02)
     assert res.to_json_dict()["band"]["n"] == b.n
     rows = dict(summary_rows(res))
     assert f"on {b.n} judged rows like it" in rows["iteration time"]

@@ -48,7 +48,7 @@ def test_closed_form_on_a_bundled_recipe(llama70):
     assert run.wall_seconds == pytest.approx(trained / (r.tokens_per_sec_per_gpu * r.num_gpus), rel=1e-9)
     # the time band (dry-run): (1 + lo) .. (1 + hi) of every figure; a longer iteration is more days
     assert r.band is not None and run.band is not None
-    lo, hi = r.band.lo, r.band.hi
+    lo, hi = r.band.low, r.band.high
     assert run.band.days == pytest.approx((run.days * (1 + lo), run.days * (1 + hi)), rel=1e-12)
     assert run.band.gpu_hours == pytest.approx((run.gpu_hours * (1 + lo), run.gpu_hours * (1 + hi)), rel=1e-12)
     assert run.band.cost == pytest.approx((run.cost * (1 + lo), run.cost * (1 + hi)), rel=1e-12)
@@ -127,7 +127,7 @@ def test_json_and_text_and_report_agree(capsys, tmp_path):
     assert tr["tokens"] == 15 * 10**12 and tr["iterations"] == 14_305_115 and tr["num_gpus"] == d["num_gpus"]
     assert tr["days"] == pytest.approx(tr["iterations"] * d["iteration_time_s"] / 86_400, rel=1e-12)
     assert tr["cost"] == pytest.approx(tr["gpu_hours"] * 2.5, rel=1e-12)
-    assert tr["band"]["lo"] == d["band"]["lo"] and tr["band"]["hi"] == d["band"]["hi"]
+    assert tr["band"]["low"] == d["band"]["low"] and tr["band"]["high"] == d["band"]["high"]
     assert "checkpointing" in tr["excludes"] and "failures" in tr["excludes"]
 
     report = tmp_path / "r.html"

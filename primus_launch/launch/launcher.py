@@ -162,7 +162,7 @@ def ensure_fits(result: "ProjectionResult", force: bool) -> None:
     if mem.fits or force:
         return
     raise UserError(
-        f"memory: the plan does not fit: peak {(mem.oom_peak_bytes or mem.peak_bytes_per_gpu) / GIB:.1f} GiB per GPU "
+        f"memory: the plan does not fit: peak {mem.verdict_peak_bytes / GIB:.1f} GiB per GPU "
         "that cannot be released (stage "
         f"{mem.worst_stage}), even its error band's bottom above {mem.capacity_bytes / GIB:.1f} GiB with a "
         f"{mem.margin_fraction:.0%} margin; not launching (pass --force to launch anyway)")

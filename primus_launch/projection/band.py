@@ -116,7 +116,7 @@ def band_from_rows(dims: dict[str, str], rows: list[dict]) -> Optional[ErrorBand
         sel = [r["err"] for r in rows]
     if not sel:
         return None
-    return ErrorBand(lo=quantile(sel, LOW_Q), hi=quantile(sel, HIGH_Q), median=quantile(sel, 0.5), n=len(sel),
+    return ErrorBand(low=quantile(sel, LOW_Q), high=quantile(sel, HIGH_Q), median=quantile(sel, 0.5), n=len(sel),
                      group=describe(dims, dropped), relaxed=list(dropped),
                      statistic=f"{round(100 * LOW_Q)}th .. {round(100 * HIGH_Q)}th percentile of measured / projected "
                                "iteration time - 1 over the judged validation rows of the group")

@@ -85,6 +85,12 @@ class MemoryReport(BaseModel):
                                                        "allocation fails (peak_bytes_per_gpu less the free cached "
                                                        "segments it releases and retries with, memory.verdict)")
 
+    @property
+    def verdict_peak_bytes(self) -> int:
+        """The bytes the verdict compares with the capacity: ``oom_peak_bytes``, or the reported peak in a
+        report written before that field existed (0 there)."""
+        return self.oom_peak_bytes or self.peak_bytes_per_gpu
+
 
 class TimelineEvent(BaseModel):
     """One interval of the simulated pipeline (seconds from iteration start)."""
@@ -171,12 +177,12 @@ class MemoryCheck(BaseModel):
 class ErrorBand(BaseModel):
     """The expected error of a dry-run projection: the spread of the judged validation rows of its group
     (``projection/band.py``, ``projection/data/error_bands.json`` written by ``scripts/validate.py
-    --write-bands``).  ``lo`` / ``median`` / ``hi`` are fractions of measured / projected iteration time
-    - 1 (= projected / measured tokens/s - 1): the run took ``(1 + lo) .. (1 + hi)`` times the projected
-    iteration time on those rows."""
+    --write-bands``).  ``low`` / ``median`` / ``high`` (the keys ``MemoryBand`` uses too) are fractions of
+    measured / projected iteration time - 1 (= projected / measured tokens/s - 1): the run took ``(1 + low) ..
+    (1 + high)`` times the projected iteration time on those rows."""
 
-    lo: float
-    hi: float
+    low: float
+    high: float
     median: float
     n: int = Field(description="judged validation rows in the group")
     group: str = Field(description="the rows the band was taken from, in words")
@@ -185,11 +191,11 @@ class ErrorBand(BaseModel):
 
     def iteration_range(self, t: float) -> tuple[float, float]:
         """Iteration seconds ``t`` projected -> the band's range of measured seconds."""
-        return t * (1 + self.lo), t * (1 + self.hi)
+        return t * (1 + self.low), t * (1 + self.high)
 
     def text(self) -> str:
         """``-6% .. +9% on 38 judged rows like it (megatron / hopper / ...)``."""
-        return (f"{100 * self.lo:+.0f}% .. {100 * self.hi:+.0f}% on {self.n} judged rows like it "
+        return (f"{100 * self.low:+.0f}% .. {100 * self.high:+.0f}% on {self.n} judged rows like it "
                 f"({self.group})")
 
 

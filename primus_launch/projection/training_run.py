@@ -37,10 +37,10 @@ EXCLUDES = ("steady-state iterations only: excludes checkpointing, evaluation, s
 
 
 class TrainingRunBand(BaseModel):
-    """The run's figures at the bottom (``lo``) and top (``hi``) of the projection's time band."""
+    """The run's figures at the bottom (``low``) and top (``high``) of the projection's time band."""
 
-    lo: float = Field(description="measured / projected iteration time - 1 at the band's bottom")
-    hi: float = Field(description="measured / projected iteration time - 1 at the band's top")
+    low: float = Field(description="measured / projected iteration time - 1 at the band's bottom")
+    high: float = Field(description="measured / projected iteration time - 1 at the band's top")
     days: tuple[float, float]
     gpu_hours: tuple[float, float]
     cost: Optional[tuple[float, float]] = None
@@ -84,9 +84,9 @@ def training_run(result: ProjectionResult, tokens: int, gpu_hour_price: Optional
     days, gpu_hours, cost = figures(wall)
     band = None
     if result.band is not None:
-        d_lo, g_lo, c_lo = figures(wall * (1 + result.band.lo))
-        d_hi, g_hi, c_hi = figures(wall * (1 + result.band.hi))
-        band = TrainingRunBand(lo=result.band.lo, hi=result.band.hi, days=(d_lo, d_hi), gpu_hours=(g_lo, g_hi),
+        d_lo, g_lo, c_lo = figures(wall * (1 + result.band.low))
+        d_hi, g_hi, c_hi = figures(wall * (1 + result.band.high))
+        band = TrainingRunBand(low=result.band.low, high=result.band.high, days=(d_lo, d_hi), gpu_hours=(g_lo, g_hi),
                                cost=(c_lo, c_hi) if c_lo is not None and c_hi is not None else None)
     return TrainingRun(tokens=tokens, tokens_per_iteration=per_iter, iterations=iterations,
                        iteration_time_s=result.iteration_time_s, num_gpus=result.num_gpus, wall_seconds=wall,

@@ -71,7 +71,7 @@ def verdict_text(r: ProjectionResult) -> str:
     verdict = {"fits": "fits", "tight": "TIGHT", "does not fit": "DOES NOT FIT"}[m.verdict]
     if m.band is None:
         return verdict
-    held = m.oom_peak_bytes or m.peak_bytes_per_gpu
+    held = m.verdict_peak_bytes
     on = (f" of the {held / GiB:.1f} GiB that cannot be released ({(m.peak_bytes_per_gpu - held) / GiB:.1f} GiB of "
           "free cached segments, given back before an out-of-memory error)" if held < m.peak_bytes_per_gpu else "")
     return (f"{verdict}, band {m.band.low_bytes / GiB:.1f}-{m.band.high_bytes / GiB:.1f} GiB "

@@ -41,6 +41,12 @@ class Trial(BaseModel):
     time_breakdown: dict[str, float] = Field(default_factory=dict)
     memory_breakdown: dict[str, int] = Field(default_factory=dict)
 
+    @property
+    def verdict_peak_bytes(self) -> int:
+        """The bytes the verdict compared with the capacity (``oom_peak_bytes``), else the reported peak, else 0
+        (a trial that was not scored)."""
+        return self.oom_peak_bytes or self.peak_memory_bytes or 0
+
 
 def scored_fields(r: ProjectionResult) -> dict[str, Any]:
     """The :class:`Trial` fields of a scored plan from its projection (a plain dict: the exhaustive sweep's
@@ -48,7 +54,7 @@ def scored_fields(r: ProjectionResult) -> dict[str, Any]:
     m = r.memory
     return dict(iteration_time_s=r.iteration_time_s, tokens_per_sec_per_gpu=r.tokens_per_sec_per_gpu,
                 model_tflops_per_gpu=r.model_tflops_per_gpu, mfu=r.mfu, peak_memory_bytes=m.peak_bytes_per_gpu,
-                oom_peak_bytes=m.oom_peak_bytes or m.peak_bytes_per_gpu, fits=m.fits, verdict=m.verdict,
+                oom_peak_bytes=m.verdict_peak_bytes, fits=m.fits, verdict=m.verdict,
                 peak_band_bytes=(m.band.low_bytes, m.band.high_bytes) if m.band is not None else None,
                 iteration_band_s=r.band.iteration_range(r.iteration_time_s) if r.band is not None else None,
                 time_breakdown=dict(r.time_breakdown), memory_breakdown=dict(m.breakdown),

@@ -445,7 +445,7 @@ def _ranking_lines(res: TuneResult) -> list[str]:
     if res.gain_inside_band and not orig:
         who = f"{who} and the {ref}" if who else f"the {ref}"
     b = res.best.band
-    size = f" ({100 * b.lo:+.0f} .. {100 * b.hi:+.0f} %)" if b is not None else ""
+    size = f" ({100 * b.low:+.0f} .. {100 * b.high:+.0f} %)" if b is not None else ""
     return [f"ranking:  #1 and {who} overlap in their error bands{size}: either could run faster (plans of one "
             "group share much of that error)"]
 

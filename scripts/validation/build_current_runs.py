@@ -32,6 +32,7 @@ MLM_DIR = os.path.join(sys.argv[sys.argv.index("--mlm") + 1] if "--mlm" in sys.a
 MLM_COMMIT = "d48bd6be0a85cc0d6d3cc71e8750cf357cc6bdb1"
 MB_TAG, MB_COMMIT = "v0.4.2", "c81012934"
 MB_TAG_2511, MB_COMMIT_2511 = "v0.2.1", "1c43b3928"
+MB_TAG_2602, MB_COMMIT_2602 = "v0.3.0", "21b02e0cf"
 MB_COMMIT_2608 = "09ce5f13c"  # r0.6.0 line: PR #5507, cherry-pick of #5496 'update performance summary for 26.08'
 
 # ----------------------------------------------------------------------------- common text
@@ -334,6 +335,9 @@ MB_SRC = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md (repo
 MB_SRC_2511 = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md (HEAD 067f987df0; section "
                "'25.11 NeMo Container', first published at tag v0.2.1 = 1c43b3928), table 'System: DGX-{sys}', "
                "row {model} {prec}")
+MB_SRC_2602 = ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary-archive.md (HEAD 067f987df0; section "
+               "'26.02 NeMo Container' / Pre-Training Performance, first published as docs/performance-summary.md at tag "
+               "v0.3.0 = 21b02e0cf, table 'System: DGX-{sys}'), table 'Model: {model}', row DGX-{sys} {prec}")
 MB_FLAGS_SRC = ("NVIDIA-NeMo/Megatron-Bridge @v0.4.2 (c81012934): scripts/performance/configs/{fam}/{wl} "
                 "({cfg}), scripts/performance/configs/{fam}/{fn} ({fnname}), src/megatron/bridge/recipes/{rec}, "
                 "scripts/performance/utils/{{overrides,precision}}.py, src/megatron/bridge/training/{{comm_overlap,"
@@ -376,7 +380,9 @@ DROPOUT_SRC = {
     "26.08": {"dsv3": "deepseek/deepseek_v3_bridge.py:87", "qwen3_30b": "qwen/qwen3_moe_bridge.py:59",
               "qwen3_235b": "qwen/qwen3_moe_bridge.py:59", "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76"},
     "25.11": {"llama3_70b": "llama/llama_provider.py:48-49", "llama31_405b": "llama/llama_provider.py:48-49",
-              "llama3_8b": "llama/llama_provider.py:48-49"},
+              "llama3_8b": "llama/llama_provider.py:48-49", "qwen3_30b": "qwen/qwen_provider.py:377-378",
+              "qwen3_235b": "qwen/qwen_provider.py:377-378", "dsv3": "deepseek/deepseek_provider.py:69-70"},
+    "26.02": {"qwen3_235b": "qwen/qwen_provider.py:378-379", "gptoss_120b": "gpt_oss/gpt_oss_provider.py:54-55"},
 }
 
 
@@ -390,7 +396,8 @@ def dropout_note(mk, release):
         return (f"Dropout 0: Bridge @{MB_TAG} src/megatron/bridge/models/{DROPOUT_SRC[release][mk]} sets "
                 "provider.hidden_dropout = 0.0; attention_dropout comes from the HF config (0.0) through "
                 "conversion/model_bridge.py:353 CONFIG_MAPPING.")
-    return (f"Dropout 0: Bridge @{MB_TAG_2511} src/megatron/bridge/models/{DROPOUT_SRC[release][mk]} "
+    tag = MB_TAG_2602 if release == "26.02" else MB_TAG_2511
+    return (f"Dropout 0: Bridge @{tag} src/megatron/bridge/models/{DROPOUT_SRC[release][mk]} "
             "(attention_dropout = hidden_dropout = 0.0).")
 
 
@@ -426,13 +433,15 @@ def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, e
     fpt = flops_per_token(s=arch["seq_length"], **(flopm or FLOPM[mk]))
     tok_from_tf = tflops * 1e12 / fpt
     dp = gpus // (tp * pp * cp)
-    src = {"26.04.01": MB_SRC, "25.11": MB_SRC_2511, "26.08": MB_SRC_2608, "26.06": MB_SRC_2606}[release].format(
-        model=model_table, sys=sysname, prec=table_prec)
+    src = {"26.04.01": MB_SRC, "25.11": MB_SRC_2511, "26.08": MB_SRC_2608, "26.06": MB_SRC_2606,
+           "26.02": MB_SRC_2602}[release].format(model=model_table, sys=sysname, prec=table_prec)
     fsrc = {"26.08": MB_FLAGS_SRC_2608, "26.06": MB_FLAGS_SRC_2606}.get(release, MB_FLAGS_SRC).format(
         fam=fam, wl=wl, cfg=cfg, fn=fn, fnname=fnname, rec=rec, sys=sysname.lower())
     if release == "25.11":
         fsrc = fsrc.replace("@v0.4.2 (c81012934)", f"@{MB_TAG_2511} ({MB_COMMIT_2511})").replace(
             "scripts/performance/utils/{overrides,precision}.py", "scripts/performance/utils/helpers.py")
+    elif release == "26.02":
+        fsrc = fsrc.replace("@v0.4.2 (c81012934)", f"@{MB_TAG_2602} ({MB_COMMIT_2602})")
     groups = ["moe"] if ARCH[mk]["num_experts"] else ["dense_" + ("bf16" if prec == "bf16" else "fp8")]
     groups.append(gfam(sysname))
     return dict(
@@ -803,6 +812,8 @@ def bridge_rows():
     rows += bridge2608_rows(ds_arch, q_arch)
     # ---------------- 26.06 table (archive): the two B300 rows whose plan no other row holds
     rows += bridge2606_rows(ds_arch, q_arch)
+    # ---------------- 25.11 / 26.02 tables (archive): rows whose stated layout the release's configs reproduce
+    rows += bridge_archive_rows(ds_arch, q_arch)
     return rows
 
 
@@ -1029,6 +1040,206 @@ def bridge2606_rows(ds_arch, q_arch):
                        "(set_post_overrides forces it for bf16 only). Routing forced balanced (table footnote).",
                        "GPT OSS 120B", dispatcher="flex/hybridep", cuda_graph="transformer_engine scope=" + ",".join(cg),
                        release="26.06", flopm=dict(GPTOSS_120B, swa=(18, 128))))
+    return rows
+
+
+ARCHIVE_UNKNOWN_2511 = ("25.11 container = Megatron-Bridge 0.2.0; configs read at v0.2.1 (1c43b3928, the first tag "
+                        "carrying the 25.11 table; scripts/performance unchanged from the r0.2.0 commit 1f96ec881 that "
+                        "published it)")
+
+
+def bridge_archive_rows(ds_arch, q_arch):
+    """Rows of the archive's 25.11 and 26.02 tables whose stated layout (GPUs, TP/PP/CP/VP/EP, MBS, GBS) the perf
+    configs of the release reproduce and whose plan no other row holds (runs11).  The 25.11 MoE rows whose table
+    layout no v0.2.1 config gives (GB300 DeepSeek-V3 PP 2 EP 32, GB200 DeepSeek-V3 MXFP8 PP 8 EP 32, GB300 Qwen3-235B
+    PP 4 VP 12 EP 16 on 256 GPUs, GB300 Qwen3-30B MBS 4, H100 Qwen3-30B MBS 2 VP 24, B200 Qwen3-235B VP 2, B200 / H100
+    GPT-OSS EP 8 / MBS 4, GB300 Llama 3.1 405B TP 2 CP 2) are left out; so are the 26.02 rows whose v0.3.0 config
+    differs from the table (B300 / B200 Qwen3-235B VP) or whose plan a 26.04.01 row holds."""
+    rows = []
+    # ---------------- 25.11: Llama 3.1 405B on 128 B200 (LLAMA31_405B_B200_FP8_CS_BASE_CONFIG; FP8-MX = the same)
+    for prec, tprec, tok, tf, cfg in [
+            ("fp8_cs", "FP8-CS", 661, 1667, "LLAMA31_405B_B200_FP8_CS_BASE_CONFIG"),
+            ("fp8_mx", "FP8-MX", 624, 1576, "LLAMA31_405B_B200_FP8_MX_BASE_CONFIG (= FP8_CS)")]:
+        gpus, gbs, mbs, tp, pp, cp, vp = 128, 64, 1, 4, 8, 2, 8
+        dp = gpus // (tp * pp * cp)
+        f = pipeline_flags(tp, pp, cp, vp, None, mbs, gbs, gpus) + ARCH_FLAGS["llama31_405b"]
+        f += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+        f += mb_common("llama31_405b", prec, dp, pp, vp, tp) + ["--tp-comm-overlap", "--ddp-average-in-collective"]
+        unknown = [ARCHIVE_UNKNOWN_2511]
+        if prec == "fp8_mx":
+            # llama31_llm_pretrain.py llama31_405b_b200_config: overlap_param_gather False for fp8_mx ("NaN grad norm")
+            f.remove("--overlap-param-gather")
+            unknown.append("v0.2.1 helpers.py set_user_overrides sets overlap_param_gather_with_optimizer_step for every "
+                           "precision (dp 2, pp 8, vp 8) while the B200 config turns overlap_param_gather off for fp8_mx; "
+                           "Megatron-LM requires the latter for the former: both left off")
+        rows.append(mb_row(f"mbridge2511_b200_{prec}_llama31_405b_{gpus}gpu", "llama31_405b", "B200", gpus, prec, tprec,
+                           gbs, mbs, tp, pp, cp, vp, None, tok, tf, f, cfg, "llama31", "workload_base_configs.py",
+                           "llama31_llm_pretrain.py", "llama31_405b_b200_config",
+                           "llama/llama3.py (llama31_405b_pretrain_config)", "none", unknown,
+                           "TP communication overlap (TE userbuffers) with Bridge's userbuffers_fp8_b200_h16384_tp4_cp2_"
+                           "mbs1_seqlen8192. Embedding and loss each count as one layer slot: (126+2)/(PP 8 x VP 8) = 2 "
+                           "slots per virtual stage. Context parallel 2 (p2p). DP 2, 32 micro-batches per step (table GA "
+                           "32). FP8-MX = the table's parenthesised number.", "LLAMA3.1_405B", release="25.11",
+                           conf="medium"))
+    # ---------------- 25.11: Qwen3-30B-A3B on 8 B200, MBS 1 (QWEN3_30B_A3B_B200_FP8_MX_BASE_CONFIG = FP8_CS)
+    gpus, mbs, gbs, ep, tp, pp, cp = 8, 1, 512, 8, 1, 1, 1
+    f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + q_arch["qwen3_30b"]
+    f += mb_common("qwen3_30b", "fp8_mx", gpus, pp, None, tp)
+    f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+          "--moe-token-dispatcher-type alltoall", "--ddp-average-in-collective",
+          "--cuda-graph-impl transformer_engine", "--cuda-graph-scope moe_router moe_preprocess", "--te-rng-tracker"]
+    rows.append(mb_row("mbridge2511_b200_fp8_mx_qwen3_30b_a3b_8gpu_mbs1", "qwen3_30b", "B200", gpus, "fp8_mx", "FP8-MX",
+                       gbs, mbs, tp, pp, cp, None, ep, 9299, 214, f,
+                       "QWEN3_30B_A3B_B200_FP8_MX_BASE_CONFIG (= FP8_CS: MBS 1, EP 8, TE graphs moe_router / "
+                       "moe_preprocess)", "qwen3", "workload_base_configs.py", "qwen3_llm_pretrain.py",
+                       "qwen3_30b_a3b_b200_config", "qwen/qwen3_moe.py (qwen3_30b_a3b_pretrain_config)", "none",
+                       [ARCHIVE_UNKNOWN_2511],
+                       "All 48 layers MoE, one DGX-B200 node, MBS 1 (64 micro-batches per step), all-to-all dispatcher "
+                       "(the Qwen3-MoE provider's default; no flex backend in the B200 config), recipe recompute cleared "
+                       "by set_qwen3_common_configs. Routing forced balanced, token-dropless (table footnote).",
+                       "Qwen3_30B_a3B", dispatcher="alltoall", cuda_graph="transformer_engine scope=moe_router,moe_preprocess",
+                       release="25.11", conf="medium"))
+    # ---------------- 25.11: Qwen3-235B-A22B on 256 H100 at GBS 2048 (QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG)
+    gpus, gbs, mbs, tp, pp, vp, ep, cp = 256, 2048, 1, 2, 8, 4, 32, 1
+    dp = gpus // (tp * pp * cp)
+    f = pipeline_flags(tp, pp, cp, vp, ep, mbs, gbs, gpus) + q_arch["qwen3_235b"]
+    f += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    f += mb_common("qwen3_235b", "fp8_cs", dp, pp, vp, tp)
+    f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+          "--ddp-average-in-collective", "--moe-token-dispatcher-type alltoall", "--overlap-moe-expert-parallel-comm",
+          "--delay-wgrad-compute"]
+    rows.append(mb_row("mbridge2511_h100_fp8_cs_qwen3_235b_a22b_256gpu_gbs2048", "qwen3_235b", "H100", gpus, "fp8_cs",
+                       "FP8-CS", gbs, mbs, tp, pp, cp, vp, ep, 1575, 233, f, "QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG",
+                       "qwen3", "workload_base_configs.py", "qwen3_llm_pretrain.py", "qwen3_235b_a22b_h100_config",
+                       "qwen/qwen3_moe.py (qwen3_235b_a22b_pretrain_config)", "none",
+                       [ARCHIVE_UNKNOWN_2511, "tp_comm_overlap explicitly False for H100 in qwen3_llm_pretrain.py"],
+                       "Embedding and loss count as layer slots: (94+2)/(PP 8 x VP 4) = 3 per virtual stage. EP-overlapped "
+                       "1F1B (moe_a2a_overlap: overlap_moe_expert_parallel_comm + delay_wgrad_compute), all-to-all "
+                       f"dispatcher. DP {dp}, {gbs // dp} micro-batches per step (table GA 128): the 26.04.01 H100 row's "
+                       "layout at a quarter of its global batch. Routing forced balanced, token-dropless (table footnote).",
+                       "Qwen3_235B_a22B", dispatcher="alltoall", ep_overlap=True, release="25.11", conf="medium"))
+    # ---------------- 25.11: DeepSeek-V3 (with MTP) on 256 B200, PP 16 EP 8 (DEEPSEEK_V3_B200_FP8_MX_BASE_CONFIG)
+    layout = "Et*4|(t*4|)*14tmL"   # deepseek_v3.py layout_map[(16, 1)] with mtp_num_layers 1
+    gpus, gbs, mbs, tp, pp, cp, ep = 256, 2048, 1, 1, 16, 1, 8
+    dp = gpus // (tp * pp * cp)
+    f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + ds_arch + [f"--pipeline-model-parallel-layout {layout}"]
+    f += mb_common("dsv3", "fp8_mx", dp, pp, None, tp, extra_gc=5)
+    f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+          "--moe-token-dispatcher-type alltoall", "--moe-shared-expert-overlap",
+          "--use-precision-aware-optimizer", "--main-grads-dtype bf16", "--main-params-dtype fp32",
+          "--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16", "--enable-experimental",
+          "--recompute-granularity selective", "--recompute-modules mla_up_proj", "--ddp-average-in-collective"]
+    rows.append(mb_row("mbridge2511_b200_fp8_mx_deepseek_v3_256gpu_pp16", "dsv3", "B200", gpus, "fp8_mx", "FP8-MX", gbs,
+                       mbs, tp, pp, cp, None, ep, 2139, 557, f,
+                       "DEEPSEEK_V3_B200_FP8_MX_BASE_CONFIG (= FP8_CS: PP 16, EP 8, GBS 2048, recompute mla_up_proj, "
+                       "no a2a overlap)", "deepseek", "workload_base_configs.py", "deepseek_llm_pretrain.py",
+                       "deepseek_v3_b200_config", "deepseek/deepseek_v3.py (deepseek_v3_pretrain_config)",
+                       "selective (modules: mla_up_proj)",
+                       [ARCHIVE_UNKNOWN_2511,
+                        "moe_router_padding_for_fp8 not set although MXFP8 is on",
+                        "moe_shared_expert_overlap=True is the DeepSeek provider's default (deepseek_provider.py:78); "
+                        "no flex backend in the B200 config, so apply_flex_dispatcher_backend leaves it on"],
+                       f"Pipeline layout '{layout}' (the recipe's layout_map[(16, 1)]: E embedding, t layer, m MTP, L loss). "
+                       "All-to-all dispatcher with the shared-expert overlap, precision-aware optimizer (bf16 main grads "
+                       "and moments, fp32 main params), manual GC every 5 steps. DP 16, 128 micro-batches per step "
+                       "(table GA 128). MTP 1 (table: 'w/ MTP'). Routing forced balanced, token-dropless (table "
+                       "footnote).", "DeepSeekV3 (w/ MTP)", dispatcher="alltoall", layout=layout, release="25.11",
+                       conf="medium"))
+    # ---------------- 25.11: DeepSeek-V3 without MTP, BF16, on 256 GB200 (DEEPSEEK_V3_GB200_BF16_BASE_CONFIG)
+    layout = "Et*4|(t*4|)*14tL"    # deepseek_v3.py layout_map[(4, 4)] with mtp_num_layers 0
+    gpus, gbs, mbs, tp, pp, vp, cp, ep = 256, 4096, 1, 1, 4, 4, 1, 64
+    dp = gpus // (tp * pp * cp)
+    arch0 = [x for x in ds_arch if not x.startswith(("--mtp-num-layers", "--mtp-loss-scaling-factor"))]
+    f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + arch0 + [f"--pipeline-model-parallel-layout {layout}"]
+    f += mb_common("dsv3", "bf16", dp, pp, vp, tp, extra_gc=5)
+    f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+          "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep", "--moe-hybridep-num-sms 32",
+          "--use-precision-aware-optimizer", "--main-grads-dtype bf16", "--main-params-dtype fp32",
+          "--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16",
+          # bf16_mixed() keeps MixedPrecisionConfig.fp8_recipe 'tensorwise' (v0.2.1 mixed_precision.py:45) and the
+          # optimizer config takes it (update_config_with_precision_overrides): the GPT-OSS BF16 rows' reading
+          "--fp8-recipe tensorwise", "--enable-experimental",
+          "--recompute-granularity selective", "--recompute-modules mla_up_proj", "--ddp-average-in-collective",
+          "--cuda-graph-impl transformer_engine", "--cuda-graph-scope moe_router moe_preprocess", "--te-rng-tracker"]
+    r = mb_row("mbridge2511_gb200_bf16_deepseek_v3_nomtp_256gpu", "dsv3", "GB200", gpus, "bf16", "BF16", gbs, mbs, tp,
+               pp, cp, vp, ep, 3139, 782, f,
+               "DEEPSEEK_V3_GB200_BF16_BASE_CONFIG (PP 4 VP 4 EP 64, HybridEP, TE graphs moe_router / moe_preprocess, "
+               "recompute mla_up_proj; its GBS 2048, the table's 4096)", "deepseek", "workload_base_configs.py",
+               "deepseek_llm_pretrain.py", "deepseek_v3_gb200_config",
+               "deepseek/deepseek_v3.py (deepseek_v3_pretrain_config)", "selective (modules: mla_up_proj)",
+               [ARCHIVE_UNKNOWN_2511,
+                "the table's global batch 4096 (config: 2048) and 'w/o MTP' (recipe default mtp_num_layers 1) are "
+                "overrides of the run that the repository does not record (the perf launcher takes -gb and recipe "
+                "overrides on its command line); read from the table"],
+               f"Pipeline layout '{layout}' (layout_map[(4, 4)] without MTP). BF16 with the precision-aware optimizer "
+               "(bf16 main grads and moments, fp32 main params), HybridEP (32 SMs), manual GC every 5 steps. DP 64, 64 "
+               "micro-batches per step (table GA 64). Routing forced balanced, token-dropless (table footnote).",
+               "DeepSeekV3 (w/o MTP)", dispatcher="flex/hybridep",
+               cuda_graph="transformer_engine scope=moe_router,moe_preprocess", layout=layout, release="25.11",
+               conf="medium", flopm=dict(DSV3, mtp=0))
+    r["architecture"]["mtp_num_layers"] = 0
+    r["training"]["mtp_num_layers"] = 0
+    r["model_name"] = "DeepSeek-V3 671B (no MTP)"
+    rows.append(r)
+    # ---------------- 26.02 (v0.3.0, config variant V2 = the default): Qwen3-235B-A22B MXFP8 without VP on GB300 / GB200
+    for sysname, mbs, pp, tok, tf, cg in [("GB300", 2, 4, 6583, 974, ["attn", "moe_router", "moe_preprocess"]),
+                                          ("GB200", 1, 8, 5448, 806, ["attn", "moe_router", "moe_preprocess"])]:
+        gpus, gbs, tp, cp, ep = 256, 8192, 1, 1, 32
+        dp = gpus // (tp * pp * cp)
+        f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + q_arch["qwen3_235b"]
+        f += ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+        f += mb_common("qwen3_235b", "fp8_mx", dp, pp, None, tp)
+        f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-force-load-balancing",
+              "--ddp-average-in-collective", "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep",
+              "--moe-hybridep-num-sms 32", "--cuda-graph-impl transformer_engine",
+              "--cuda-graph-scope " + " ".join(cg), "--te-rng-tracker"]
+        rows.append(mb_row(f"mbridge2602_{sysname.lower()}_fp8_mx_qwen3_235b_a22b_256gpu_novp", "qwen3_235b", sysname,
+                           gpus, "fp8_mx", "MXFP8", gbs, mbs, tp, pp, cp, None, ep, tok, tf, f,
+                           f"QWEN3_235B_A22B_PRETRAIN_CONFIG_{sysname}_FP8_MX_V2 (= FP8_CS_V2)", "qwen",
+                           "qwen3_workload_base_configs.py", "qwen3_llm_pretrain.py",
+                           f"qwen3_235b_a22b_pretrain_config_{sysname.lower()}",
+                           "qwen/qwen3_moe.py (qwen3_235b_a22b_pretrain_config)", "none",
+                           ["26.02 container; configs read at v0.3.0 (21b02e0cf), the tag that first carries the 26.02 "
+                            "table; the 26.02.01 patch container's numbers (table of v0.4.0) are not used"],
+                           f"Embedding and loss count as layer slots: (94+2)/PP {pp} = {96 // pp} per stage, no virtual "
+                           f"pipeline (the 26.04.01 row of this system adds VP). HybridEP (32 SMs), TE graphs "
+                           f"{' / '.join(cg)}. DP {dp}, {gbs // (dp * mbs)} micro-batches per step. Routing forced "
+                           "balanced, token-dropless (table footnote).", "Qwen3_235B_a22B", dispatcher="flex/hybridep",
+                           cuda_graph="transformer_engine scope=" + ",".join(cg), release="26.02"))
+    # ---------------- 26.02 (v0.3.0 V2): GPT-OSS 120B BF16 with EP 64 across eight DGX nodes (B300 / B200)
+    for sysname, tok, tf, cg, rmods in [("B300", 8359, 228, ["attn", "moe_router", "moe_preprocess"], None),
+                                        ("B200", 8047, 219, None, ["layernorm", "moe_act"])]:
+        gpus, gbs, mbs, tp, pp, cp, ep = 64, 1280, 4, 1, 1, 1, 64
+        f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + ARCH_FLAGS["gptoss_120b"]
+        f += mb_common("gptoss_120b", "bf16", gpus, pp, None, tp)
+        f += ["--moe-router-fusion", "--moe-router-force-load-balancing",
+              "--use-precision-aware-optimizer", "--main-grads-dtype fp32", "--main-params-dtype fp32",
+              "--exp-avg-dtype fp32", "--exp-avg-sq-dtype fp32", "--fp8-recipe tensorwise",
+              "--moe-token-dispatcher-type alltoall"]
+        if cg:
+            f += ["--cuda-graph-impl transformer_engine", "--cuda-graph-scope " + " ".join(cg), "--te-rng-tracker"]
+        if rmods:
+            f += ["--recompute-granularity selective", "--recompute-modules " + " ".join(rmods)]
+        rows.append(mb_row(f"mbridge2602_{sysname.lower()}_bf16_gpt_oss_120b_64gpu_ep64", "gptoss_120b", sysname, gpus,
+                           "bf16", "BF16", gbs, mbs, tp, pp, cp, None, ep, tok, tf, f,
+                           f"GPT_OSS_120B_PRETRAIN_CONFIG_{sysname}_BF16_V2 (EP 64, MBS 4, GBS 1280)", "gpt_oss",
+                           "gpt_oss_workload_base_configs.py", "gpt_oss_llm_pretrain.py",
+                           f"gpt_oss_120b_pretrain_config_{sysname.lower()}", "gpt_oss/gpt_oss.py (gpt_oss_120b_pretrain_config)",
+                           ("selective (modules: " + " ".join(rmods) + ")") if rmods else "none",
+                           ["26.02 container; configs read at v0.3.0 (21b02e0cf), the tag that first carries the 26.02 "
+                            "table",
+                            "MoE router: Bridge's GPT-OSS provider sets moe_router_load_balancing_type 'none' and "
+                            "pre_softmax False; score function left at Megatron default (softmax)",
+                            "FLOP convention undercounts GPT-OSS (quick-GeGLU counted as non-gated, sliding window as "
+                            "full causal): compare tokens/s, not TFLOP/s"],
+                           "36 MoE layers (128 experts top-4, expert FFN 2880, biases), sliding window 128 on every other "
+                           "layer, attention sinks, YaRN RoPE. Expert parallel 64 over eight 8-GPU nodes (the 26.04.01 "
+                           f"{sysname} row keeps EP 8 inside a node), all-to-all dispatcher (provider default), BF16 with "
+                           "set_post_overrides' precision-aware optimizer (fp32 moments); calculate_per_token_loss only "
+                           "with CP > 1 at v0.3.0. Routing forced balanced (table footnote).", "GPT OSS 120B",
+                           dispatcher="alltoall",
+                           cuda_graph=("transformer_engine scope=" + ",".join(cg)) if cg else "none", release="26.02",
+                           conf="high"))
     return rows
 
 

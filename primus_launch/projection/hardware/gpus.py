@@ -202,7 +202,10 @@ _add(GPUSpec(name="b200", vendor="nvidia", arch="blackwell", peak_flops_bf16=2.2
 # NVIDIA B300 (HGX/DGX B300, Blackwell Ultra, 1,100 W): BF16 2.25 PF, FP8 4.5 PF dense as B200; dense
 # FP4 14 PF (Verda "GB300 NVL72 architecture" per-GPU table, dense column; glennklockwood.com B300:
 # HGX B300 dense FP4 13-14 PF); 288 GB HBM3e (270 GB usable per Verda's table), 7.7 TB/s (Verda's table); NVLink 5
-# 900 GB/s per direction; ConnectX-8 SuperNIC 800 Gb/s per GPU = 100 GB/s; PCIe Gen6 x16 128 GB/s.
+# 900 GB/s per direction; ConnectX-8 SuperNIC 800 Gb/s per GPU = 100 GB/s (DGX SuperPOD B300 RA: XDR 800 Gb/s
+# InfiniBand or Spectrum-X 800 Gb/s compute fabric; OCI's 2-node HGX B300 alltoall_perf ran at 0.965 of it per GPU,
+# record oci-b300-a2a-r16-8589934592; Bridge's 26.02 EP 64 B300 run implies half of it: scripts/b300_ep_probe.py,
+# validation README Known gaps, not adopted); PCIe Gen6 x16 128 GB/s.
 # peak_power_w = 1000: the dense BF16 / FP8 peaks are B200's, stated at B200's 1,000 W (the 1.5x of
 # Blackwell Ultra is NVFP4 only); the extra 100 W is power headroom for a power-bound step.
 _add(GPUSpec(name="b300", vendor="nvidia", arch="blackwell_ultra", peak_flops_bf16=2.25e15, peak_flops_fp8=4.5e15,
