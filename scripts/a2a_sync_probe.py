@@ -37,6 +37,19 @@ error as the model stands; ``--x86-only`` scales only the x86 hosts' launch pric
     python scripts/a2a_sync_probe.py
     python scripts/a2a_sync_probe.py --host-factor 2
     python scripts/a2a_sync_probe.py --host-factor 2 --x86-only
+
+``--pr1760``: Megatron-Bridge PR #1760 (commit a6e92de5f, 2026-01-09: "Update Qwen3 235B A22B B200 performance recipe to
+address performance regression from 25.09.  MXFP8 step time improved from 20.1s to 16.9s.  BF16 step time improved from
+17.2s to 16s.  Disable moe_a2a_overlap due to CPU overhead"; 64 B200, GBS 1024, MBS 1, PP 8, EP 8, NCCL all-to-all,
+dropless; MXFP8 VP 4 + overlap -> no VP, no overlap; BF16 VP 4 + overlap -> VP 4, no overlap): public step times that
+are no validation row, projected from the Bridge 26.04 B200 Qwen3-235B row's plan switched to each recipe, and the
+factor ``k`` on Megatron's eager launch price on NVIDIA x86 hosts that makes each no-overlap point's projection equal
+its measurement; then Megatron-Bridge PR #3868's H100 eager / TE-graph pair (records ``mbridge3868-*``) at the model's
+price and at the mean of the two factors.  ``--megatron-x86 K``: ``scripts/validate.py --quiet`` with that price times K
+(a what-if).
+
+    python scripts/a2a_sync_probe.py --pr1760
+    python scripts/a2a_sync_probe.py --megatron-x86 2.37   (also lists the NVIDIA Megatron MoE rows that move)
 """
 
 from __future__ import annotations
@@ -63,7 +76,7 @@ DROP_PAIRS = (
     ("DeepSeek-V3 256 B200 PP16 EP8 MBS1, both eager", 2159.0, 2139.0, "mbridge2511_b200_fp8_mx_deepseek_v3_256gpu_pp16",
      "25.11 with MTP (+4 % FLOPs per token)"),
     ("Qwen3-235B 64 B200 PP8 VP2 EP8 MBS1, both eager", 4275.0, 3269.0, None,
-     "25.11 not a row: the v0.2.1 config says VP 4 with the 1F1B overlap, the table VP 2"),
+     "25.11 not a row: the v0.2.1 config, VP 4 with the 1F1B overlap, whose step PR #1760 gives; the table says VP 2"),
     ("Qwen3-30B 8 B200 EP8 MBS1", TOKENDROP_2509_B200, 9299.0, ROW,
      "25.09 whole-layer local graphs, 25.11 TE graphs moe_router + moe_preprocess only"),
 )
@@ -119,6 +132,28 @@ def graphed_whole(plan_dict: dict) -> float:
     return project_dry_run(Plan.model_validate(d)).tokens_per_sec_per_gpu
 
 
+def row_errors_under(ctx) -> int:
+    """Errors of the NVIDIA Megatron MoE rows as the model stands and inside context ``ctx`` (rows that move)."""
+    from primus_launch.plan import Plan
+    from primus_launch.projection.dryrun import project_dry_run
+
+    rows = [r for r in json.loads(RUNS.read_text())["rows"] if r["plan"]["model"].get("num_experts")
+            and r["plan"]["source"]["framework"] == "megatron" and not r["plan"]["cluster"]["gpu"].startswith("mi")]
+
+    def errors() -> list[float]:
+        return [project_dry_run(Plan.model_validate(r["plan"])).tokens_per_sec_per_gpu
+                / r["measured_tokens_per_sec_per_gpu"] - 1 for r in rows]
+
+    base = errors()
+    with ctx:
+        new = errors()
+    moved = [(r, b, n) for r, b, n in zip(rows, base, new) if abs(n - b) > 1e-3]
+    print(f"\nNVIDIA Megatron MoE rows that move ({len(moved)} of {len(rows)}): error now -> under the what-if")
+    for r, b, n in sorted(moved, key=lambda x: abs(x[2]) - abs(x[1])):
+        print(f"  {r['id'][:62]:62s} {r['plan']['cluster']['gpu']:8s} {100 * b:+6.1f}% -> {100 * n:+6.1f}%")
+    return 0
+
+
 def host_factor_whatif(k: float, x86_only: bool = False) -> int:
     """Errors of the NVIDIA Megatron MoE rows with the host prices times ``k`` (module doc, ``--host-factor``); with
     ``x86_only`` only the x86 hosts' launch price (``framework.HOST_CPU_FACTOR["x86"]``), Grace's absolute price and
@@ -172,8 +207,139 @@ def sync_free_ratio(plan_dict: dict) -> float:
     return project_dry_run(Plan.model_validate(d)).tokens_per_sec_per_gpu / base
 
 
+# PR #1760's recipes (module doc): label, precision, VP, 1F1B all-to-all overlap (Bridge's moe_a2a_overlap sets
+# overlap_moe_expert_parallel_comm and delay_wgrad_compute, utils/overrides.py), measured step seconds
+PR1760 = (("MXFP8 VP4 + overlap", "fp8", 4, True, 20.1), ("MXFP8 no VP, no overlap", "fp8", 1, False, 16.9),
+          ("BF16 VP4 + overlap", "bf16", 4, True, 17.2), ("BF16 VP4, no overlap", "bf16", 4, False, 16.0))
+PR1760_BASE = "mbridge2604_b200_fp8_mx_qwen3_235b_a22b_256gpu"
+
+
+def pr1760_plan(prec: str, vp: int, overlap: bool):
+    """The Bridge 26.04 B200 Qwen3-235B row's plan switched to one of PR #1760's recipes (64 GPUs, GBS 1024)."""
+    from primus_launch.plan import Plan
+
+    rows = {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+    d = copy.deepcopy(rows[PR1760_BASE]["plan"])
+    d["cluster"]["num_nodes"] = 8
+    d["training"]["global_batch_size"] = 1024
+    if prec == "bf16":
+        d["training"].update(precision="bf16", fp8_recipe=None, fp8_param_gather=False)
+    if vp > 1:
+        d["parallel"]["vpp"] = vp
+        d["training"]["pipeline_schedule"] = "interleaved_1f1b"
+    d["training"].update(overlap_moe_expert_parallel_comm=overlap, delay_wgrad_compute=overlap)
+    return Plan.model_validate(d)
+
+
+class MegatronX86Launch:
+    """Context: Megatron's eager launch price on NVIDIA x86 hosts (``framework`` profile, host factor 1) times ``k``;
+    Grace hosts, AMD and TorchTitan unchanged (a what-if, module doc)."""
+
+    def __init__(self, k: float):
+        self.k = k
+
+    def __enter__(self):
+        from primus_launch.projection.cost import framework
+
+        self.orig = orig = framework._profile
+        k = self.k
+
+        def patched(fw, compile_, backend, arch, ce, perm, eager, compiled, rope=True, sinks=False, fac=1.0):
+            if fw == "megatron" and fac == 1.0 and not arch.startswith("cdna"):
+                eager, compiled = eager * k, compiled * k
+            return orig(fw, compile_, backend, arch, ce, perm, eager, compiled, rope, sinks, fac)
+
+        framework._profile = patched
+        orig.cache_clear()
+        return self
+
+    def __exit__(self, *exc):
+        from primus_launch.projection.cost import framework
+
+        framework._profile = self.orig
+        self.orig.cache_clear()
+        return False
+
+
+def pr1760_steps(k: float = 1.0) -> list[float]:
+    """Projected step seconds of PR #1760's four recipes with :class:`MegatronX86Launch` ``k``."""
+    from primus_launch.projection.dryrun import project_dry_run
+
+    with MegatronX86Launch(k):
+        return [project_dry_run(pr1760_plan(p, v, o)).iteration_time_s for _, p, v, o, _ in PR1760]
+
+
+def _bridge3868():
+    from moe_probe import bridge3868_plans   # the plans tests/test_moe_host.py holds to the PR's measurement
+
+    return bridge3868_plans()
+
+
+def pr3868_steps(k: float = 1.0) -> tuple[float, float]:
+    """Projected step seconds of Megatron-Bridge PR #3868's eager / TE-graph runs (records ``mbridge3868-*``) with
+    :class:`MegatronX86Launch` ``k``."""
+    from primus_launch.projection.dryrun import project_dry_run
+
+    base, cg = _bridge3868()
+    with MegatronX86Launch(k):
+        return project_dry_run(base).iteration_time_s, project_dry_run(cg).iteration_time_s
+
+
+def solve_k(i: int, lo: float = 1.0, hi: float = 4.0) -> float:
+    """The launch-price factor at which PR #1760's recipe ``i`` projects its measured step (bisection)."""
+    for _ in range(30):
+        mid = (lo + hi) / 2
+        if pr1760_steps(mid)[i] < PR1760[i][4]:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def probe_pr1760() -> int:
+    t1 = pr1760_steps(1.0)
+    for (label, *_, meas), t in zip(PR1760, t1):
+        print(f"PR #1760 {label:24s} measured {meas:5.1f} s, projected {t:5.2f} s ({100 * (meas - t) / meas:+.1f}% faster)")
+    print(f"  overlap on / off: MXFP8 measured {PR1760[0][4] / PR1760[1][4]:.3f}, projected {t1[0] / t1[1]:.3f}; "
+          f"BF16 measured {PR1760[2][4] / PR1760[3][4]:.3f}, projected {t1[2] / t1[3]:.3f}")
+    for i in (1, 3):
+        print(f"  factor on Megatron's x86 eager launch price matching '{PR1760[i][0]}': {solve_k(i, 0.25, 4.0):.2f}")
+    for k in (1.0, (2.28 + 2.46) / 2):
+        t0, t1 = pr3868_steps(k)
+        print(f"  Bridge PR #3868 (16 H100, EP 16 over 2 nodes, MBS 1, BF16, all-to-all) at factor {k:.2f}: eager "
+              f"{t0:.2f} s (measured 41.36), TE graphs attn / moe_router / moe_preprocess {t1:.2f} s (measured 42.00); "
+              f"graphs / eager {t1 / t0:.3f} (measured {42.00 / 41.36:.3f})")
+    return 0
+
+
+def megatron_x86_validate(k: float) -> int:
+    """``scripts/validate.py --quiet`` under :class:`MegatronX86Launch` ``k``."""
+    import runpy
+
+    old = sys.argv
+    sys.argv = ["validate.py", "--quiet"]
+    try:
+        with MegatronX86Launch(k):
+            runpy.run_path(str(ROOT / "scripts" / "validate.py"), run_name="__main__")
+    except SystemExit as e:
+        return int(e.code or 0)
+    finally:
+        sys.argv = old
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--pr1760"]:
+        return probe_pr1760()
+    if argv[:1] == ["--megatron-x86"] and len(argv) == 2:
+        try:
+            k = float(argv[1])
+        except ValueError:
+            print(f"--megatron-x86: {argv[1]!r} is not a number", file=sys.stderr)
+            return 2
+        rc = megatron_x86_validate(k)
+        return rc or row_errors_under(MegatronX86Launch(k))
     x86 = "--x86-only" in argv
     argv = [a for a in argv if a != "--x86-only"]
     if argv[:1] == ["--host-factor"] and len(argv) == 2:
@@ -183,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--host-factor: {argv[1]!r} is not a number", file=sys.stderr)
             return 2
     if argv:
-        print("usage: a2a_sync_probe.py [--host-factor K [--x86-only]]", file=sys.stderr)
+        print("usage: a2a_sync_probe.py [--host-factor K [--x86-only] | --pr1760 | --megatron-x86 K]", file=sys.stderr)
         return 2
     cases = row_cases()
     print(f"{'row':60s} {'disp':8s} mbs  {'meas ms':>7s} {'proj ms':>7s}  host + GPU + disp = serial  k(serial)")
@@ -213,9 +379,12 @@ def main(argv: list[str] | None = None) -> int:
     for label, drop, dropless, rid, note in DROP_PAIRS:
         model = f"model without the sync {sync_free_ratio(rows[rid]['plan']):.3f}" if rid else "model: no row"
         print(f"  {label:50s} measured {drop / dropless:.3f}; {model}  ({note})")
+    tok = [1024 * 4096 / (64 * p[4]) for p in PR1760[:2]]
+    print(f"  PR #1760's MXFP8 steps as tokens/s/GPU: VP 4 + overlap {tok[0]:.0f} (the 25.11 table: 3269), no VP, no "
+          f"overlap {tok[1]:.0f}: 25.09 token drop / that {DROP_PAIRS[1][1] / tok[1]:.3f}")
     print(f"{ROW}: serialised host + GPU + dispatcher {1e3 * (c['host'] + c['gpu'] + c['ep']):.2f} ms against "
-          f"{1e3 * c['sm']:.2f} measured per layer x micro-batch: no placement of the one forward sync reaches it at "
-          f"the model's host prices (k = {c['k']:.2f})")
+          f"{1e3 * c['sm']:.2f} measured per layer x micro-batch, as projected {1e3 * c['sp']:.2f} (full serialisation "
+          f"would need the model's host price x {c['k']:.2f})")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Issue 28's Blackwell MoE at micro-batch 1 on Megatron's dropless all-to-all dispatcher (``scripts/a2a_sync_probe.py``,
-a documented negative result): the held-out Bridge 25.11 row against the same layout's 25.09 token-drop run, both from
-Megatron-Bridge's performance-summary archive (docs/performance-summary-archive.md @067f987df0, DGX-B200 tables)."""
+a documented negative result for the dispatcher's host wait): the held-out Bridge 25.11 row against the same layout's
+25.09 runs (Megatron-Bridge docs/performance-summary-archive.md @067f987df0, DGX-B200 tables), and the plans of
+Megatron-Bridge PR #1760's public A/B (commit a6e92de5f) that the probe's host-price what-if stands on."""
 
 from __future__ import annotations
 
@@ -20,9 +21,8 @@ def _probe():
     return a2a_sync_probe
 
 
-def _row(mod):
-    rows = {r["id"]: r for r in json.loads(mod.RUNS.read_text())["rows"]}
-    return rows[mod.ROW]
+def _rows(mod) -> dict:
+    return {r["id"]: r for r in json.loads(mod.RUNS.read_text())["rows"]}
 
 
 def test_per_layer_seconds_of_both_archive_runs():
@@ -31,10 +31,9 @@ def test_per_layer_seconds_of_both_archive_runs():
     from primus_launch.plan import Plan
 
     mod = _probe()
-    sys.path.insert(0, str(ROOT / "scripts"))
     from moe_probe import per_layer_mb_seconds
 
-    row = _row(mod)
+    row = _rows(mod)[mod.ROW]
     assert row["measured_tokens_per_sec_per_gpu"] == 9299.0   # the 25.11 table's DGX-B200 Qwen3_30B_a3B line
     plan = Plan.model_validate(row["plan"])
     assert (plan.num_microbatches, plan.model.num_layers, plan.parallel.pp) == (64, 48, 1)
@@ -48,15 +47,14 @@ def test_per_layer_seconds_of_both_archive_runs():
 
 def test_no_sync_placement_reaches_the_measurement_at_the_models_host_prices():
     """The negative result: host + GPU + dispatcher seconds of one MoE layer and micro-batch, fully serialised (the most
-    any placement of the forward's one host wait can cost), stay below the measured 9.18 ms; the factor on the host
-    price that serialisation would need is > 1 (if this fails, the model's prices moved: revisit the Known-gaps entry)."""
+    any placement of the forward's one host wait can cost), stay below the measured 9.18 ms; serialisation would need
+    the host price x > 1.3 (if this fails, the model's prices moved: revisit the Known-gaps entry)."""
     from primus_launch.plan import Plan
 
     mod = _probe()
-    sys.path.insert(0, str(ROOT / "scripts"))
     from moe_probe import per_layer_mb_seconds
 
-    plan = Plan.model_validate(_row(mod)["plan"])
+    plan = Plan.model_validate(_rows(mod)[mod.ROW]["plan"])
     h, g, e = mod.moe_layer_split(plan)
     measured, _ = per_layer_mb_seconds(plan, 9299.0)
     assert h > 0 and g > 0 and e > 0
@@ -64,17 +62,32 @@ def test_no_sync_placement_reaches_the_measurement_at_the_models_host_prices():
     assert (measured - g - e) / h > 1.3
 
 
-def test_graphed_whole_removes_host_time_and_the_measured_ratio_is_larger():
-    """The row captured whole (the 25.09 run's per-layer local graphs) projects faster than as run (no eager launches),
-    and the measured graphed / eager ratio of the two archive runs (18,066 / 9,299 = 1.94) is larger than the
-    model's: what the eager run loses is underpriced, whatever the sync does."""
-    from primus_launch.plan import Plan
-    from primus_launch.projection.dryrun import project_dry_run
-
+def test_the_wait_is_priced_as_the_deepseek_pair_measured_it():
+    """The archive's DeepSeek-V3 PP 16 EP 8 pair on 256 DGX-B200 (both eager): 25.09 token drop (no device-to-host copy,
+    no wait) 2,159 against 25.11 dropless 2,139 tokens/s/GPU: the model's projection without the dispatcher's wait
+    (``moe_sync_free``) over with it is that ratio within 3 %; the Qwen3-30B row's ratio stays far below the archive's
+    (18,066 / 9,299 = 1.943), whose 25.09 run also captured whole layers."""
     mod = _probe()
-    row = _row(mod)
-    eager = project_dry_run(Plan.model_validate(row["plan"])).tokens_per_sec_per_gpu
-    graphed = mod.graphed_whole(row["plan"])
-    assert graphed > eager
-    assert mod.TOKENDROP_2509_B200 / 9299.0 == pytest.approx(1.943, abs=1e-3)
-    assert graphed / eager < mod.TOKENDROP_2509_B200 / 9299.0
+    rows = _rows(mod)
+    label, drop, dropless, rid, _ = mod.DROP_PAIRS[0]
+    assert (rid, drop, dropless) == ("mbridge2511_b200_fp8_mx_deepseek_v3_256gpu_pp16", 2159.0, 2139.0)
+    assert rows[rid]["measured_tokens_per_sec_per_gpu"] == dropless
+    assert mod.sync_free_ratio(rows[rid]["plan"]) == pytest.approx(drop / dropless, abs=0.03)
+    assert mod.sync_free_ratio(rows[mod.ROW]["plan"]) < 1.2 < mod.TOKENDROP_2509_B200 / 9299.0
+
+
+def test_pr1760_plans_are_the_commits_recipes():
+    """PR #1760's four recipes as the probe builds them: 64 B200, GBS 1024, MBS 1, PP 8, EP 8, the NCCL all-to-all,
+    MXFP8 VP 4 + the 1F1B overlap (overlap_moe_expert_parallel_comm and delay_wgrad_compute, Bridge's
+    moe_a2a_overlap) -> no VP and no overlap, BF16 VP 4 + overlap -> VP 4 without (the commit's diff); the step
+    times are the commit message's."""
+    mod = _probe()
+    assert [(p[1], p[2], p[3], p[4]) for p in mod.PR1760] == [("fp8", 4, True, 20.1), ("fp8", 1, False, 16.9),
+                                                               ("bf16", 4, True, 17.2), ("bf16", 4, False, 16.0)]
+    for _, prec, vp, ov, _ in mod.PR1760:
+        plan = mod.pr1760_plan(prec, vp, ov)
+        t, p = plan.training, plan.parallel
+        assert (plan.world_size, t.global_batch_size, t.micro_batch_size, p.pp, p.ep, p.vpp) == (64, 1024, 1, 8, 8, vp)
+        assert plan.cluster.gpu == "b200" and t.moe_token_dispatcher == "alltoall" and t.cuda_graph_impl == "none"
+        assert t.overlap_moe_expert_parallel_comm == ov == t.delay_wgrad_compute
+        assert (t.precision, t.fp8_recipe) == (("fp8", "mxfp8") if prec == "fp8" else ("bf16", None))
