@@ -9,7 +9,7 @@ project's adapters:
 - every bundled recipe that reproduces a published run (``recipes/megatron/*gpu*.{sh,yaml}``,
   ``recipes/torchtitan/*.toml`` and its launch script): ran;
 - ``scripts/validation/memory_cases.json`` (``build_memory_cases.py``; Megatron flags, a TorchTitan job table, or a
-  flattened Primus module through the Primus reader): published out-of-memory reports
+  flattened Primus module through the Primus reader, or a torchtitan 0.3 launch line): published out-of-memory reports
   (``oom``: must be ``does not fit``; ``oom_borderline``, OOM in part of the runs: ``tight`` or ``does not
   fit``), runs reported to run near the limit, and published peaks (pytorch/torchtitan benchmark reserved
   peaks, Megatron-LM functional-test allocated peaks, Megatron-Bridge and TorchTitan reports).
@@ -243,7 +243,11 @@ def plan_of_case(case: dict) -> Any:
         from primus_launch.adapters.torchtitan import plan_from_text
 
         return plan_from_text(tomli_w.dumps(case["torchtitan_config"]), cluster=cluster)
-    raise ValueError(f"case {case['id']}: neither megatron_flags nor torchtitan_config")
+    if case.get("torchtitan_launch"):  # a torchtitan 0.3 launch line (--module / --config plus overrides)
+        from primus_launch.adapters.torchtitan_argv import plan_from_launch
+
+        return plan_from_launch(list(case["torchtitan_launch"]), cluster)
+    raise ValueError(f"case {case['id']}: none of megatron_flags, primus_config, torchtitan_config, torchtitan_launch")
 
 
 def case_items(path: Path = CASES) -> list[Item]:

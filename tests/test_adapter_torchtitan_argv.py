@@ -66,8 +66,10 @@ def test_plan_field_by_field():
     assert (p.dp_sharding, p.dp_replicate, p.fsdp_reshard_after_forward, p.sequence_parallel) == ("full", 2, "never", True)
     assert (t.compile, t.tp_comm_overlap, t.recompute.granularity, t.cuda_graph_impl) == (True, True, "op", "none")
     assert (t.micro_batch_size, t.global_batch_size) == (4, 32)  # the config function's local batch 4 x dp 8
-    # the config function builds ChunkedLossWrapper (reported: the loss per sequence chunk is not modelled)
+    # the config function builds ChunkedLossWrapper: its default 8 sequence chunks (memory.titan.stage_walk); its
+    # time is reported as not modelled
     assert [w.flag for w in plan.source.unmodelled] == ["activation_checkpoint.mode", "loss"]
+    assert plan.source.unmodelled[1].effect.startswith("time:") and t.loss_chunks == 8
     assert plan.source.format == "torchtitan-argv"
     g = plan_from_command([*TORCHRUN, *LINES["gpt-oss-cp"]])
     assert (g.parallel.cp, g.parallel.cp_comm_type, g.training.compile, g.model.seq_length) == (2, "allgather", False, 4096)

@@ -79,5 +79,8 @@ def test_only_power_limited_mixed_curves_split(split_fit):
     split = {k for k, c in split_fit.items() if "sustained_level" in c}
     assert split == {"hopper/fp8", "blackwell/fp8", "blackwell_ultra/fp8"}
     for k, c in split_fit.items():   # every other curve is the committed one
-        if k not in split:
+        if "relative_to" in c:   # Blackwell MXFP8: the (split) per-tensor curve over TE's same-card pair ratio
+            base = split_fit[c["relative_to"]]
+            assert c["eff"] == pytest.approx(base["eff"] / c["ratio"], abs=1e-4) and c["k0"] == base["k0"], k
+        elif k not in split:
             assert c["eff"] == FITTED["gemm"][k]["eff"] and c["k0"] == FITTED["gemm"][k]["k0"], k

@@ -56,7 +56,7 @@ def test_cases_state_source_quote_and_hardware():
         hw = c["hardware"]
         assert hw["num_gpus"] > 0 and hw["plan_gpu"], c["id"]
         if not c.get("skip_reason"):
-            readers = [k for k in ("megatron_flags", "torchtitan_config", "primus_config") if c.get(k)]
+            readers = [k for k in ("megatron_flags", "torchtitan_config", "primus_config", "torchtitan_launch") if c.get(k)]
             assert len(readers) == 1, c["id"]
         m = c.get("measured_peak")
         if m:
@@ -88,6 +88,13 @@ def test_case_plans_read_the_cases_own_settings(items):
             vp = _flag(c["megatron_flags"], "--num-virtual-stages-per-pipeline-rank")
             if vp is not None:
                 assert p.parallel.vpp == int(vp), c["id"]
+        elif c.get("torchtitan_launch"):
+            argv = c["torchtitan_launch"]
+            lbs = argv[argv.index("--training.local_batch_size") + 1] if "--training.local_batch_size" in argv else None
+            assert lbs is None or p.training.micro_batch_size == int(lbs), c["id"]
+            ac = [t.split(":", 1)[1] for t in argv if t.startswith("activation-checkpoint:")]
+            want = {"none": "none", "full": "full", "selective": "op"}[ac[0]] if ac else None  # per-op SAC
+            assert want is None or p.training.recompute.granularity == want, c["id"]
         else:
             job = c.get("torchtitan_config") or c["primus_config"]["overrides"]
             par = job["parallelism"]

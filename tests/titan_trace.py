@@ -134,6 +134,8 @@ class TitanCase:
     sp: bool = True  # with tp > 1: sequence parallelism (torchtitan's enable_sequence_parallel, its default)
     ep: int = 1  # expert parallelism (MoE models): experts over ep ranks, FSDP over efsdp = dp_shard*cp*tp/ep
     first_layer: int = 0  # the blocks traced are the flavor's layers[first_layer : first_layer + layers]
+    loss_chunks: int = 1  # > 1: torchtitan 0.3.0's ChunkedLossWrapper (lm_head + loss per sequence chunk)
+    dtype: str = "float32"  # torchtitan's training.dtype: "bfloat16" builds the model in bf16 (set_default_dtype)
 
     @property
     def world(self) -> int:
@@ -235,8 +237,13 @@ def build(case: TitanCase):
         cfg = float8_convert(cfg, case.float8)
     if case.tp > 1 or case.ep > 1:
         _set_sharding(cfg, case.model, case.sp, case.ep > 1)
-    with torch.device("meta"):
-        model = cfg.build()
+    prev = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, case.dtype))  # as torchtitan's trainer builds under training.dtype
+    try:
+        with torch.device("meta"):
+            model = cfg.build()
+    finally:
+        torch.set_default_dtype(prev)
     par = ParallelismConfig(data_parallel_shard_degree=case.dp_shard,
                             data_parallel_replicate_degree=case.dp_replicate, context_parallel_degree=case.cp,
                             tensor_parallel_degree=case.tp, enable_sequence_parallel=case.sp, spmd_backend=backend,
@@ -374,9 +381,29 @@ def trace(case: TitanCase) -> dict[str, Any]:
     ``after_backward``, ``peak`` (highest total of the step) and ``peak_phase`` (forward, backward
     or optimizer).
     """
-    from torchtitan.components.loss import cross_entropy_loss
+    from torchtitan.components.loss import ChunkedLossWrapper, cross_entropy_loss
 
     model, pd = build(case)
+    loss_fn = cross_entropy_loss
+    if case.loss_chunks > 1:  # as torchtitan 0.3.0's trainer wires it: lm_head skipped in forward, run per chunk
+        chunked = ChunkedLossWrapper(ChunkedLossWrapper.Config(num_chunks=case.loss_chunks))
+        chunked.set_lm_head(model.lm_head)
+        model._skip_lm_head = True
+
+        def _name_a_parent(module, args):
+            # torch's FSDPMemTracker refuses an FSDP module called from the top level more than once a step
+            # (ModTracker parents == {"Global"}, reset after every backward): lm_head runs once per chunk, so a
+            # placeholder parent is named before each call (the bytes tracked are the same)
+            if module is model.lm_head:
+                mt._mod_tracker.parents.add("chunked_loss")
+
+        def loss_fn(pred, labels):
+            handle = torch.nn.modules.module.register_module_forward_pre_hook(_name_a_parent)
+            try:
+                return chunked(pred, labels)[0]
+            finally:
+                handle.remove()
+                mt._mod_tracker.parents.discard("chunked_loss")
     tp = case.tp
     if case.ep > 1:
         use_balanced_all_to_all()
@@ -401,7 +428,7 @@ def trace(case: TitanCase) -> dict[str, Any]:
                 if it == 1:
                     res["static"] = _cats(mt.get_tracker_snapshot("current"))
                 pred = model(ids, **kwargs)
-                loss = cross_entropy_loss(pred, ids)
+                loss = loss_fn(pred, ids)
                 del pred
                 if it == 1:
                     res["after_forward"] = _cats(mt.get_tracker_snapshot("current"))

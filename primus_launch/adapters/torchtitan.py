@@ -789,14 +789,20 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     force_balance = _bool(_tbl(job, "debug"), "debug", "moe_force_load_balance", False) and model.is_moe
 
     unmod += unmodelled_of(job, set_paths, flag)
+    loss_chunks = 1
     if job_get(job, "model._loss03") == "ChunkedLossWrapper":
-        # torchtitan 0.3.0 components/loss.py ChunkedLossWrapper (num_chunks 8 by default; the loss most config
-        # functions build): lm_head + loss per sequence chunk, each chunk's backward at once, lm_head unsharded
-        # across the chunks and reduce-scattered per chunk
+        # torchtitan 0.3.0 components/loss.py ChunkedLossWrapper (the loss the LLM config functions build;
+        # Config.num_chunks 8 unless the config sets it): lm_head + loss per sequence chunk, each chunk's
+        # backward at once, lm_head unsharded across the chunks, its gradient accumulated (memory.titan.stage_walk)
+        loss_chunks = int(job_get(job, "model._loss_chunks03") or 8)
         unmod.append(UnmodelledFlag(flag="loss", value="ChunkedLossWrapper",
-                                    effect="memory, time: lm_head and the loss run per sequence chunk (logits and "
-                                           "their fp32 gradients of one chunk at a time, lm_head's gradient reduce-"
-                                           "scattered per chunk); projected as one full-sequence loss"))
+                                    effect=f"time: lm_head and the loss run per sequence chunk ({loss_chunks} GEMMs "
+                                           "of a chunk's rows, the hidden-state gradient accumulated in fp32); "
+                                           "timed as one full-sequence lm_head (memory modelled per chunk)"))
+        if loss_chunks > 1 and (seq // max(1, cp)) % loss_chunks:
+            raise PlanError("training.seq_len", seq, f"a multiple of {loss_chunks} x context_parallel_degree "
+                                                         "(ChunkedLossWrapper splits the local sequence into "
+                                                         f"{loss_chunks} equal chunks)")
     imports = job_get(job, "override.imports") or []
     if imports:
         # torchtitan 0.3 config/override.py: each target swaps a Configurable (a model component, the
@@ -826,7 +832,8 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
                 global_batch_size=gbs, micro_batch_size=mbs, recompute=recompute,
                 pipeline_schedule=schedule, overlap_grad_reduce=True, overlap_param_gather=fsdp,
                 tp_comm_overlap=async_tp and sp, optimizer="sgd" if "sgd" in str(opt).lower() else "adam",
-                train_iters=steps, compile=compile_on, compile_loss=compile_loss, moe_token_dispatcher=dispatcher,
+                train_iters=steps, compile=compile_on, compile_loss=compile_loss, loss_chunks=loss_chunks,
+                moe_token_dispatcher=dispatcher,
                 moe_glue_eager=glue_eager,
                 overlap_moe_expert_parallel_comm=ep_overlap, moe_router_force_load_balancing=force_balance,
                 offload=offload, **{"grad_reduce_in_fp32": True, **prec}, **cuda_graphs),

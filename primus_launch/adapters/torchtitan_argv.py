@@ -247,7 +247,8 @@ def job_of(entry: dict) -> dict:
     m = entry["model"]
     job: dict[str, Any] = {
         "model": {"name": m["name"], "flavor": m["flavor"], "_converters03": m.get("converters", []),
-                  "_moe_comm_backend": m.get("moe_comm_backend"), "_loss03": (entry.get("loss") or {}).get("type")},
+                  "_moe_comm_backend": m.get("moe_comm_backend"), "_loss03": (entry.get("loss") or {}).get("type"),
+                  "_loss_chunks03": (entry.get("loss") or {}).get("num_chunks")},
         "training": dict(entry["training"]),
         "parallelism": dict(entry["parallelism"]),
         "compile": dict(entry["compile"]),

@@ -414,6 +414,9 @@ class Training(BoundedSection):
     compile: bool = Field(default=False, description="torch.compile of the model (TorchTitan compile.enable)")
     compile_loss: bool = Field(default=False, description="TorchTitan: the loss torch.compile'd too (0.3 compile.components "
                                                           "'loss'; v0.2 training.compile; memory only)")
+    loss_chunks: int = Field(default=1, ge=1, description="TorchTitan: sequence chunks the lm_head + loss run in, "
+                                                         "each with its own backward (0.3 ChunkedLossWrapper "
+                                                         "num_chunks); 1 = one full-sequence loss; memory only")
     moe_glue_eager: bool = Field(
         default=False, description="TorchTitan v0.2's MoE: MoE.forward's routing glue and the expert-parallel "
                                    "permute / unpermute run eager, with compile.enable too (an MoE block is "

@@ -5,7 +5,9 @@ Three kinds of case, each with its full configuration as the framework's own arg
 flags, or a TorchTitan job TOML as a table; ``primus_settings``: Primus-only keys of a Primus experiment, read by
 the Primus reader; ``primus_config``: a Primus TorchTitan experiment as a flattened module -- ``{"framework":
 "torchtitan", "overrides": <the resolved job>}`` -- read by the Primus reader as ``build_runs.primus_row`` reads the
-current Primus rows, so Primus's own modules apply), its device, its source and a quote of what was reported:
+current Primus rows, so Primus's own modules apply; ``torchtitan_launch``: a torchtitan 0.3 launch line, ``--module`` /
+``--config`` and overrides, read by ``adapters.torchtitan_argv.plan_from_launch``), its device, its source and a quote
+of what was reported:
 
 - ``oom``: a configuration reported to run out of device memory (an issue, a PR, or a commit that fixes
   an OOM by a config change: the configuration before the fix);
@@ -1263,6 +1265,160 @@ CASES += [
          torchtitan_config=_titan(_Q14), source=_Q14_SRC,
          quote="'... but full ac worked.' (merged: activation_checkpoint mode='full')", read=_Q14_READ,
          pair="titan_pr2461_qwen3_14b_h100_96gb_8gpu_lbs4_sac_op"),
+]
+
+# ---------------------------------------------------------------- round 21 (branch oom11): held-out reports
+# Two public autoresearch branches of pytorch/torchtitan that tune one command -- ``NGPU=8 MODULE=qwen3
+# CONFIG=qwen3_14b ./run_train.sh --training.steps=10`` on one node of 8 B200 (PyTorch 2.13.0a0+git85cb48a,
+# 178.35 GiB per GPU as PyTorch reports it) -- and log every run's step-10 ``memory: X GiB`` (torchtitan's
+# DeviceMemoryMonitor reserved peak, LOG_RANK 0) in ``results.tsv`` and every crash's OOM message in
+# ``learnings.md``.  qwen3_14b() (config_registry.py at the branch points 68f86f18f / 7c324f253): Qwen3 14B (40
+# layers, dim 5120, 40 / 8 heads of 128, SwiGLU 17408, qk norm, vocab 151936 untied), local batch 4, seq 4096,
+# FSDP over the 8 GPUs, AdamW fused lr 8e-4, full AC, ChunkedCELoss (8 sequence chunks), SDPA, dtype float32
+# (bf16 params / fp32 reduce), no compile.  Written as torchtitan 0.3.0 launches of the same config function
+# (qwen3_14b: the same model and ChunkedLossWrapper, 8 chunks) with the run's overrides; the branches predate
+# CUDA-graph capture in the trainer (1c8c749ff, 2026-06-02), hence ``--training.disable_cuda_graphs``.
+_AR15_SRC = dict(ref="pytorch/torchtitan branch autoresearch-parallelize/may15-qwen3-14b-8xb200 (results.tsv, "
+                     "learnings.md; source commit 68f86f18f)",
+                 url="https://github.com/pytorch/torchtitan/blob/autoresearch-parallelize/may15-qwen3-14b-8xb200/"
+                     "results.tsv", date="2026-05-15")
+_AR19_SRC = dict(ref="pytorch/torchtitan branch autoresearch-parallelize/may19-qwen3-14b (results.tsv, learnings.md; "
+                     "source commit 7c324f253)",
+                 url="https://github.com/pytorch/torchtitan/blob/autoresearch-parallelize/may19-qwen3-14b/results.tsv",
+                 date="2026-05-19")
+_AR_READ = ("qwen3_14b() of the branch point (local batch 4, seq 4096, FSDP 8, full AC, ChunkedCELoss 8 chunks, fp32 "
+            "master / bf16 params, AdamW fused) with the row's command overrides, as the torchtitan 0.3.0 launch of "
+            "qwen3_14b (same model and chunked loss; no CUDA graphs at that date).  Not plan fields: the parallelize "
+            "function is the branch's own (FSDP2 fully_shard per block and on the root -- may15 -- or per block, "
+            "lm_head and root -- may19 -- torchtitan's apply_ac / apply_compile, bf16 params, fp32 reduce), where "
+            "torchtitan 0.3.0 also wraps the embedding and [norm, lm_head]: the embedding and final norm stay in the "
+            "root unit (~1.5 GiB bf16 unsharded, the root is not resharded after forward); the attention is SDPA "
+            "with enable_gqa (0.3.0's default, read here, is FlexAttention: one fp32 [b, heads, s] more per layer); "
+            "the 14B block at 68f86f18f fuses wk/wv only (wq separate), which moves per-op SAC's odd-matmul rule "
+            "(wq, wo, w3 saved instead of wqkv, w1, w2: ~7 % fewer SAC bytes).  Peak = step-10 'memory: X GiB' of "
+            "rank 0 (reserved).")
+_AR_BASE = ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train", "--module", "qwen3", "--config", "qwen3_14b",
+            "--training.steps", "10", "--training.disable_cuda_graphs"]
+
+
+def _ar(tag: str, branch: int, commit: str, outcome: str, overrides: str, ac: str, quote: str,
+        gib: float | None = None, extra_read: str = "") -> dict:
+    case = dict(id=f"titan_ar{branch}_qwen3_14b_b200_8gpu_{tag}", outcome=outcome, framework="torchtitan",
+                hardware=dict(gpu="B200 (8 x B200, 178.35 GiB)", plan_gpu="b200", num_gpus=8, gpus_per_node=8),
+                torchtitan_launch=_AR_BASE + overrides.split() + [f"activation-checkpoint:{ac}"],
+                source=dict(_AR15_SRC if branch == 15 else _AR19_SRC, ref=(_AR15_SRC if branch == 15 else _AR19_SRC)["ref"]
+                            + f", row {commit}"),
+                quote=quote, read=_AR_READ + (" " + extra_read if extra_read else ""), pair=None)
+    if gib:
+        case["measured_peak"] = dict(gib=gib, basis="reserved", rank="first",
+                                     how="torchtitan 'memory: X GiB' (DeviceMemoryMonitor reserved peak), step 10, rank 0")
+    return case
+
+
+_NEVER = "--parallelism.fsdp_reshard_after_forward never"
+_CM = "--compile.enable --compile.components model"
+_CML = "--compile.enable"  # compile.components defaults to model and loss
+_BF16 = "--training.dtype bfloat16"
+_NOAC_BOOT = ("The may19 bootstrap's parallelize did not apply the config's AC (its next row 'apply configured full "
+              "activation checkpointing' adds apply_ac): no AC.")
+CASES += [
+    _ar("fsdp8_lbs4_fullac", 15, "fc6629b", "ran", "", "full",
+        "'bootstrap FSDP over 8-way dp_shard mesh ... 50.1' (learnings: '50.1GiB peak memory')", 50.1),
+    _ar("fsdp8_lbs4_fullac_noreshard", 15, "9db79f7", "ran", _NEVER, "full",
+        "'FSDP reshard_after_forward never ... 72.2'", 72.2),
+    _ar("fsdp8_lbs8_fullac_noreshard", 15, "dfac656", "ran", _NEVER + " --training.local_batch_size 8", "full",
+        "'local batch size 8 with no-reshard ... 84.5'", 84.5),
+    _ar("fsdp8_lbs4_sac_noreshard", 15, "0b0796f", "ran", _NEVER, "selective",
+        "'selective activation checkpointing with no-reshard ... 113.7'", 113.7),
+    _ar("fsdp8_lbs4_noac_noreshard", 15, "dc56c35", "oom", _NEVER, "none",
+        "'no activation checkpointing with no-reshard OOM' (learnings: 'crashed with OOM during RoPE in "
+        "apply_rotary_emb_cos_sin, with about 178.15GiB in use and only about 188MiB free')"),
+    _ar("fsdp8_lbs6_sac_noreshard", 15, "50404e", "ran", _NEVER + " --training.local_batch_size 6", "selective",
+        "'local batch size 6 with selective AC and no-reshard ... 141.9'", 141.9),
+    _ar("fsdp8_lbs4_sac_noreshard_compile", 15, "a68a3c", "ran", _NEVER + " " + _CM, "selective",
+        "'per-block compile with selective AC and no-reshard ... 108.2'", 108.2),
+    _ar("fsdp8_lbs5_sac_noreshard_compile", 15, "5902e0", "ran", _NEVER + " " + _CM + " --training.local_batch_size 5",
+        "selective", "'local batch size 5 with model-only compile selective AC and no-reshard ... 119.9'", 119.9),
+    _ar("fsdp8_lbs6_sac_noreshard_compile", 15, "0461f6", "oom", _NEVER + " " + _CM + " --training.local_batch_size 6",
+        "selective", "'local batch size 6 with per-block compile selective AC and no-reshard OOM' (learnings: 'crashed "
+        "before step 1 with an inductor allocation OOM for an 816MiB bf16 buffer while the GPU was nearly full')"),
+    _ar("fsdp8_lbs4_sac_noreshard_compile_loss", 15, "14b663", "ran", _NEVER + " " + _CML, "selective",
+        "'default compile components with selective AC and no-reshard ... 106.3'", 106.3),
+    _ar("fsdp8_lbs4_noac", 19, "01d1f8e", "ran", "", "none",
+        "'bootstrap minimal baseline FSDP ... 173.9' (learnings: 'Step 10 peak memory: 173.91 GiB, 97.51% of the "
+        "reported 178.35 GiB capacity')", 173.91, _NOAC_BOOT),
+    _ar("fsdp8_lbs4_fullac", 19, "dc2765b", "ran", "", "full",
+        "'apply configured full activation checkpointing ... 47.0' (learnings: 'Step 10 peak memory: 47.04 GiB')", 47.04),
+    _ar("fsdp8_lbs4_noac_bf16", 19, "73e33ba", "ran", _BF16, "none",
+        "'full bf16 training dtype ... 160.7' (learnings: '160.71 GiB')", 160.71, _NOAC_BOOT),
+    _ar("fsdp8_lbs5_noac_bf16", 19, "c65a743", "oom", _BF16 + " --training.local_batch_size 5", "none",
+        "'bf16 training dtype with local batch size 5' crash (learnings: 'OOMed during the first backward inside "
+        "ChunkedCELoss ... about 177.63 GiB in use on GPUs with 178.35 GiB capacity, and a failed 1.45 GiB "
+        "allocation')", None, _NOAC_BOOT),
+    _ar("fsdp8_lbs4_noac_bf16_noreshard", 19, "a156590", "oom", _BF16 + " " + _NEVER, "none",
+        "'bf16 training dtype with fsdp reshard disabled' crash (learnings: 'Step 1 reported ... 176.49 GiB peak "
+        "memory before crashing later in first backward ... failed allocation was 2.90 GiB with about 175.75 GiB "
+        "already in use')", None, _NOAC_BOOT),
+    _ar("fsdp8_lbs4_fullac_noreshard", 19, "9c5ebcc", "ran", _NEVER, "full",
+        "'full activation checkpointing with fsdp reshard disabled ... 72.9' (learnings: '72.91 GiB')", 72.91),
+    _ar("fsdp8_lbs4_noac_compile", 19, "51369ea", "ran", _CML, "none",
+        "'enable per-block compile on current best ... 153.7' (learnings: '153.72 GiB')", 153.72, _NOAC_BOOT),
+    _ar("fsdp8_lbs4_noac_bf16_compile", 19, "48c69e1", "ran", _CML + " " + _BF16, "none",
+        "'compile with bf16 training dtype ... 140.3' (learnings: '140.34 GiB')", 140.34, _NOAC_BOOT),
+    _ar("fsdp8_lbs5_noac_bf16_compile", 19, "f6ae44e", "ran", _CML + " " + _BF16 + " --training.local_batch_size 5",
+        "none", "'compile and bf16 with local batch size 5 ... 168.7' (learnings: '168.74 GiB, 94.61% of reported "
+        "capacity')", 168.74, _NOAC_BOOT),
+    _ar("fsdp8_lbs6_noac_bf16_compile", 19, "d26bddb", "oom", _CML + " " + _BF16 + " --training.local_batch_size 6",
+        "none", "'compile and bf16 with local batch size 6' crash (learnings: 'OOMed before completing step 1 in "
+        "ChunkedCELoss, at lm_head(h_chunk). The failing allocation was 892 MiB ... about 176.62 GiB already in use')",
+        None, _NOAC_BOOT),
+    _ar("fsdp8_lbs5_noac_bf16_compile_model", 19, "620b4bb", "oom", _CM + " " + _BF16 + " --training.local_batch_size 5",
+        "none", "'compile model blocks only with bf16 local batch size 5' crash (learnings: 'Loss compile was "
+        "disabled, and the run OOMed before completing step 1 during ChunkedCELoss backward. The failing allocation "
+        "was 1.45 GiB. Rank 0 reported about 177.63 GiB already in use')", None, _NOAC_BOOT),
+    _ar("fsdp8_lbs6_sac_bf16_compile", 19, "a593f3a", "ran", _CML + " " + _BF16 + " --training.local_batch_size 6",
+        "selective", "'selective activation checkpointing with compile bf16 local batch size 6 ... 91.7' (learnings: "
+        "'91.66 GiB')", 91.66),
+    _ar("fsdp8_lbs10_sac_bf16_compile", 19, "ad6265f", "ran", _CML + " " + _BF16 + " --training.local_batch_size 10",
+        "selective", "'selective activation checkpointing with compile bf16 local batch size 10 retry ... 135.8' "
+        "(learnings: '135.75 GiB')", 135.75),
+]
+
+# Megatron-Bridge skills/nemo-mbridge-perf-moe-comm-overlap/card.yaml (validated 2026-07-25): the canonical 16 x H100
+# Qwen3 30B-A3B BF16 performance recipe (perf_recipes/qwen/h100/qwen3_moe.py qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config
+# at 3a9559f01 over recipes/qwen/h100/qwen3_moe.py: TP1 PP1 EP16 MBS1 GBS1024, seq 4096, no recompute, HybridEP with 32 SMs,
+# forced balance, EP overlap without delayed wgrad, TE graphs of moe_router + moe_preprocess, precision-aware optimizer
+# with fp32 states, grad reduce in bf16) with its measured rank-0 peak allocated memory.
+_Q30_OVL = dict(drop=tuple(f for f in FP8_FLAGS if f != "--fp8-recipe"),
+                set_={**NO_DROPOUT, "--overlap-moe-expert-parallel-comm": None, "--fp8-recipe": "tensorwise",
+                                      "--cuda-graph-impl": "transformer_engine",
+                                      "--cuda-graph-scope": ["moe_router", "moe_preprocess"],
+                                      "--te-rng-tracker": None, "--use-precision-aware-optimizer": None,
+                                      "--apply-rope-fusion": None})
+CASES += [
+    dict(id="mbridge_qwen3_30b_h100_bf16_16gpu_ep16_hybridep_overlap_te_graphs", outcome="ran", framework="megatron",
+         hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=16, gpus_per_node=8),
+         base="mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu", edits=_Q30_OVL,
+         source=dict(ref="NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-moe-comm-overlap/card.yaml (validated "
+                         "2026-07-25; recipe perf_recipes/qwen/h100/qwen3_moe.py at 3a9559f01)",
+                     url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/skills/nemo-mbridge-perf-moe-comm-"
+                         "overlap/card.yaml", date="2026-07-25"),
+         quote=("'model: Qwen3 30B-A3B hardware: 16xH100 precision: BF16 shape: seq4096 TP1 PP1 CP1 EP16 MBS1 GBS1024 "
+                "dispatcher: HybridEP routing: force_balance cuda_graph_scopes: moe_router, moe_preprocess ... "
+                "rank0_peak_allocated_gib: 62.166' (the overlap case: 'plain EP overlap with delayed wgrad disabled')"),
+         read=("Flags = current_runs row mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu (the 16 x H100 preset: TP1 PP1 EP16, "
+               "MBS 1, GBS 1024, HybridEP 32 SMs, forced balance, grad reduce in bf16) in BF16 (--fp8-format and the fp8 "
+               "parameter flags dropped; --fp8-recipe tensorwise kept without --fp8-format: _perf_precision('bf16') is "
+               "bf16_mixed(), whose MixedPrecisionConfig.fp8_recipe default 'tensorwise' reaches the OptimizerConfig, so "
+               "the precision-aware optimizer keeps its own fp32 masters, memory.mcore.master_param_bytes), with "
+               "what qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config at 3a9559f01 adds: --overlap-moe-expert-parallel-comm "
+               "(delay_wgrad_compute False), TE graphs of moe_router and moe_preprocess (cuda_graph_impl "
+               "transformer_engine, te_rng_tracker), the precision-aware optimizer with fp32 main params / grads / "
+               "states, rope fusion; recompute None ('The 16-GPU topology fits without activation recomputation').  "
+               "Not flags: moe_permute_fusion_into_hybridep, 64-token combine chunks "
+               "(NUM_OF_TOKENS_PER_CHUNK_COMBINE_API), expandable segments.  The peak is the card's rank-0 peak "
+               "allocated in GiB.  The earlier rows of the base flags (26.04) are assumed unchanged for what they share."),
+         measured_peak=dict(gib=62.166, basis="allocated", rank="first", how="card rank0_peak_allocated_gib"), pair=None),
 ]
 
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks

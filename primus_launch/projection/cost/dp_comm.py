@@ -2,7 +2,7 @@
 
 Per stage: the gradient reduction (all-reduce, or reduce-scatter with the distributed optimizer;
 fp32 when ``grad_reduce_in_fp32``) over the DP x CP group and, for experts, over expert-DP; the
-distributed optimizer's bf16 parameter all-gather (1 byte per parameter with ``fp8_param_gather``,
+distributed optimizer's bf16 parameter all-gather (1 byte per parameter with ``fp8_param_gather``, 2 for MXFP8 weights,
 :func:`cost.fsdp.fsdp_bytes`); with FSDP (``dp_sharding = "full"``) the HSDP replicas' all-reduce and,
 under torch pipelining with the stage module as the FSDP root, the stage's whole reduce-scatter
 (``REDUCE_GRAD``, exposed).  Overlap model: with ``overlap_grad_reduce`` the buckets

@@ -32,7 +32,8 @@ GEMM of every micro-batch; the inputs of QKV and FC1 come out of TE's fused Laye
 already quantised (the norm kernel writes the FP8 copies: no separate pass); weights are quantised
 once per optimizer step (TE caches them across micro-batches, Megatron's ``is_first_microbatch``),
 and not at all with ``fp8_param_gather`` (FP8 primary weights; the cast moves into the optimizer
-step).  TorchTitan / torchao quantises weights on every micro-batch (unless the FSDP all-gather is in
+step, on the rank's shard) -- except MXFP8 primary weights, which Megatron all-gathers in BF16 and casts
+whole after the gather, once per step (:func:`mx_params_gathered_bf16`).  TorchTitan / torchao quantises weights on every micro-batch (unless the FSDP all-gather is in
 FP8) and has no norm fusion; under ``torch.compile`` inductor fuses the first read of an activation's
 or output gradient's quantisation into its producer, and the bytes left per element and role are
 torchao's own roofline figures (:func:`torchao_compiled_bytes`), at streaming speed.
@@ -132,6 +133,27 @@ def recipe_of(plan: Plan) -> str:
     if t.fp8_recipe:
         return t.fp8_recipe
     return "tensorwise" if plan.framework == "torchtitan" else "delayed"
+
+
+def mx_params_gathered_bf16(plan: Plan) -> bool:
+    """Whether the plan's FP8 primary weights are MXFP8 ones that Megatron gathers in BF16 and casts after the
+    gather: Megatron (and Bridge) with ``fp8_param_gather`` under the MXFP8 recipe.
+
+    Megatron-core 0.15.0 (what Bridge 25.11 ran; the same at 0.16.0 and d98e8a6): MXFP8 parameters cannot be mapped
+    into the DDP parameter buffer, so ``--reuse-grad-buf-for-mxfp8-param-ag`` (which Megatron recommends with a
+    warning otherwise, ``optimizer_config.py``, and Bridge's MXFP8 recipes set) makes the distributed optimizer's
+    parameter all-gather run in the gradient buffer viewed as BF16 (``param_and_grad_buffer.py``: "For MXFP8
+    param: Create a shared buffer for param AG and grad RS", ``param_data`` BF16, half the buffer when the
+    gradients are FP32), the optimizer copying its FP32 main shard into it (``distrib_optimizer.py``
+    ``_copy_main_params_to_param_buffer``); after the gather every rank copies each gathered parameter into its
+    MXFP8 weight (``param.data.copy_(param_slice)``: "The parameters are cast from bf16 to MXFP8 during copy",
+    ``distributed_data_parallel.py`` ``start_param_sync`` / ``finish_param_sync``), a row- and column-wise
+    quantisation of the whole weight once per step.  Per-tensor FP8 weights gather their FP8 bytes (1 B) and the
+    optimizer casts only its shard.  So: the parameter all-gather at 2 B per element (:mod:`cost.fsdp`
+    ``fsdp_bytes``) and the weights quantised once per step (``roofline._cfg``), as without ``fp8_param_gather``."""
+    t = plan.training
+    return (plan.framework == "megatron" and t.precision == "fp8" and bool(t.fp8_param_gather)
+            and recipe_of(plan) == "mxfp8")
 
 
 def gemm_format(recipe: str, arch: str) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from primus_launch.plan import Plan
 from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import contention as con
+from primus_launch.projection.cost.fp8 import mx_params_gathered_bf16
 from primus_launch.projection.hardware.gpus import GPUSpec
 from primus_launch.projection.hardware.placement import Layout
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
@@ -40,9 +41,12 @@ class FsdpBytes:
 
 def fsdp_bytes(plan: Plan) -> FsdpBytes:
     """The element sizes of :class:`FsdpBytes` for ``plan`` (also those of the distributed optimizer's
-    gradient reduce-scatter and parameter all-gather)."""
+    gradient reduce-scatter and parameter all-gather; Megatron's distributed optimizer gathers MXFP8 primary
+    weights in BF16: ``cost/fp8.py`` :func:`mx_params_gathered_bf16`)."""
     t = plan.training
     param_elem = 1.0 if (t.fp8_param_gather and t.precision in ("fp8", "fp4")) else 2.0
+    if plan.parallel.dp_sharding != "full" and mx_params_gathered_bf16(plan):
+        param_elem = 2.0   # Megatron's MXFP8 weights: gathered in BF16, cast after (cost/fp8.py)
     g = 4.0 if t.grad_reduce_in_fp32 else 2.0
     ge = g if t.expert_grad_reduce_in_fp32 is None else (4.0 if t.expert_grad_reduce_in_fp32 else 2.0)
     return FsdpBytes(param_elem, g, ge)

@@ -52,7 +52,8 @@ Backward of a GEMM [M, N, K]: input-grad [M, K, N] (``bwd_input``) and weight-gr
 (``bwd_weight``).  Low-precision GEMMs run on the recipe's GEMM curve (``cost/fp8.py``) and add its
 quantisation traffic: the inputs (X) in the forward pass (none for QKV / FC1 when TE's
 LayerNormLinear writes them), the output gradients (dY) in the backward pass, and the weights once
-per optimizer step (Megatron, TE weight caching: / micro-batches; none with ``fp8_param_gather``)
+per optimizer step (Megatron, TE weight caching: / micro-batches; none with ``fp8_param_gather``, but for
+MXFP8 weights, cast whole after their BF16 all-gather: ``cost/fp8.py`` ``mx_params_gathered_bf16``)
 or per micro-batch (torchao).  Element-wise kernels cost twice their forward bytes in backward
 (permutes: once); attention backward is the fused-attention backward curve.
 
@@ -869,7 +870,7 @@ def _cfg(plan: Plan) -> tuple:
     fmt = fp8m.gemm_format(recipe, arch) if recipe else "bf16"
     if recipe and prof.weight_quant_per_microbatch:
         wq_div = 1.0
-    elif recipe and t.fp8_param_gather:
+    elif recipe and t.fp8_param_gather and not fp8m.mx_params_gathered_bf16(plan):
         wq_div = float("inf")
     else:
         wq_div = float(max(1, plan.num_microbatches))

@@ -15,7 +15,7 @@ import math
 from functools import lru_cache
 from typing import Literal, Optional
 
-from primus_launch.plan import Plan
+from primus_launch.plan import STATE_DTYPE_BYTES, Plan
 from primus_launch.projection.hardware.gpus import GiB, get_gpu, gpu_arch
 from primus_launch.projection.hardware.placement import scaleup_domain
 from primus_launch.projection.memory.activations import TE, ActivationImpl
@@ -263,7 +263,9 @@ def titan_args(plan: Plan) -> tuple:
     shard = plan.dp // max(1, p.dp_replicate) if p.dp_sharding == "full" else 1
     return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, shard, 1, plan.chunk_layout(),
             t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches, t.precision, r.granularity, r.method,
-            r.num_layers, t.compile, p.fsdp_reshard_after_forward, titan_attention(plan), t.compile_loss)
+            r.num_layers, t.compile, p.fsdp_reshard_after_forward, titan_attention(plan), t.compile_loss,
+            t.loss_chunks, STATE_DTYPE_BYTES[t.main_params_dtype],
+            (STATE_DTYPE_BYTES[t.exp_avg_dtype] + STATE_DTYPE_BYTES[t.exp_avg_sq_dtype]) / 2.0)
 
 
 def titan_gemm_workspaces(plan: Plan) -> GemmWorkspaces:
@@ -310,6 +312,7 @@ def titan_stage_memory(*args, measured=None, gemm_ws: GemmWorkspaces | None = No
 @lru_cache(maxsize=4096)
 def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
                       gran, method, rnum, compiled, reshard, attn="flex", loss_compiled=False,
+                      loss_chunks: int = 1, param_bytes: float = 4.0, state_bytes: float = 4.0,
                       impl: TitanImpl = TITAN, measured=None,
                       gemm_ws: GemmWorkspaces | None = None) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
     """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
@@ -319,6 +322,20 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
     eager keeps its fp32 log-probabilities ``4 sb V`` and its backward holds two fp32 logits-sized tensors
     (three with loss-parallel TP); compiled (``loss_compiled``, TP 1: :func:`titan_loss_bytes`) it keeps the
     bf16 logits it was given and two fp32 values per token, and its backward writes the bf16 gradient.
+
+    ``loss_chunks``: the chunked loss (torchtitan 0.3.0 ``ChunkedLossWrapper``, :func:`memory.titan.stage_walk`):
+    one chunk's log-probabilities and logits gradients at a time, its buffers beside them; under PP the
+    last stage's loss terms are divided the same way (its buffers not counted).
+
+    ``param_bytes`` / ``state_bytes``: bytes per element of the FSDP2 sharded parameters and of each AdamW
+    state (torchtitan 0.3.0 ``config/configs.py`` ``TrainingConfig.dtype``: "float32" keeps fp32 parameters
+    as the master copy, fp32 states; "bfloat16" -- ``trainer.py`` builds the model under
+    ``set_default_dtype`` -- puts "all parameters, gradients, and optimizer states in bfloat16": 2 and 2, and
+    FSDP2 casts each reduced gradient to the parameter's dtype, so the sharded gradients are 2 bytes too).
+
+    ``reshard`` ``never`` without PP: every unit's unsharded bf16 parameters kept from its forward to its
+    post-backward (:func:`memory.titan.stage_walk` ``held_units``); "default" without PP reshards (torchtitan
+    ``get_fsdp_reshard_after_forward_policy``: True unless PP).
 
     ``gemm_ws`` (:func:`titan_gemm_workspaces`; ``None`` = none, as on the CPU) adds torch's cuBLAS
     workspaces to each stage's allocated peak (:func:`memory.stage.stage_report` ``workspaces``)."""
@@ -383,13 +400,14 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             dense_p += V / tp * h + h
         shard_p = sum(unit_sharded(u[1]) for u in units) + (unit_sharded(head_g) if has_loss else 0.0)
         # fp32 padded shards (FSDP2 keeps them as the master copy) + each block's buffers
-        weights = 4.0 * shard_p + buffers
-        optim = 8.0 * shard_p  # AdamW exp_avg + exp_avg_sq, fp32, shaped like the (rank-0) shards
+        weights = param_bytes * shard_p + buffers
+        optim = 2.0 * state_bytes * shard_p  # AdamW exp_avg + exp_avg_sq, shaped like the (rank-0) shards
         static = weights + optim
         # the rank's gradients as FSDP2 leaves them: fp32 reduce-scatter outputs (after the step's reduce)
         # and, under PP, the fp32 unsharded gradients accumulated across micro-batches
         all_groups = [g for u in units for g in u[1]] + (list(head_g) if has_loss else [])
-        grad_terms = {"grads_sharded": 4.0 * shard_p, "grads_unsharded": 4.0 * sum(g.grad_elems for g in all_groups)}
+        grad_terms = {"grads_sharded": param_bytes * shard_p,
+                      "grads_unsharded": 4.0 * sum(g.grad_elems for g in all_groups)}
         # FSDP2's all-gather copy-in and reduce-scatter streams, units in forward order (memory.titan)
         pools = fsdp2_stream_pools([u[1] for u in units] + ([head_g] if has_loss else []))
         # torch's cuBLAS workspaces, allocated at the first GEMM and kept (memory.workspaces)
@@ -412,6 +430,8 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
                     if loss_compiled and tp == 1:  # the logits (lk) are what it keeps, beside 8 bytes per token
                         kept_l, lg = titan_loss_bytes(sb=sb, vocab=V)
                         lp = kept_l - lk
+                    if loss_chunks > 1:  # one sequence chunk's logits, log-probabilities and their gradients
+                        lk, lg, lp = lk / loss_chunks, lg / loss_chunks, lp / loss_chunks
                     extra = lp + lk
                 stages.append(PPStage(units=tuple(punits), extra_kept=extra, first=chunk.embedding, last=chunk.loss,
                                       boundary=a_sbh, loss_grads=lg, logits_kept=lk, log_probs=lp))
@@ -453,9 +473,18 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
             held_all = sum(unit_unsharded(u[1]) for u in units) + (unit_unsharded(head_g) if has_loss else 0.0)
             pp_extra = 2.0 * held_all + grad_terms["grads_unsharded"] - (held if has_loss else 0.0)
         levels: list[tuple[float, dict[str, float]]] = []
+        # the chunked loss's fp32 GradAccumulator of the (TP-replicated) hidden states' gradient and, above one
+        # sequence per micro-batch, the chunks' contiguous copies (torch.split along the sequence)
+        loss_buffer = (4.0 + (2.0 if mbs > 1 else 0.0)) * sb * h if (has_loss and loss_chunks > 1) else 0.0
+        if loss_buffer and not (loss_compiled and tp == 1):
+            # eager, the chunk's bf16 logits stay referenced by the loop (``logits = lm_head(h_chunk)``) through
+            # its backward; the compiled loss's kept bytes already hold them (titan_loss_bytes)
+            loss_buffer += 2.0 * sb * V / tp / loss_chunks
         peak, parts = stage_walk(static=static, units=scaled, head=head, emb_ids=emb_ids,
                                  loss_grads=loss_grads, held_head=held, pp_extra=pp_extra, in_grad=2.0 * sb * h / tp,
-                                 mb_scale=units_in_flight, levels_out=levels)
+                                 mb_scale=units_in_flight, loss_chunks=loss_chunks, loss_buffer=loss_buffer,
+                                 held_units=pp == 1 and reshard == "never", grad_bytes=param_bytes,
+                                 levels_out=levels)
         acts = parts["activations"]
         # reserved beyond the allocated peak's own: the pools there, or more where an earlier level (the loss
         # backward, before any gradient) holds the reserved peak (memory.titan.reserved_peak_over_levels)

@@ -599,7 +599,8 @@ def _held_bf16(groups: tuple[FsdpGroup, ...]) -> float:
 
 def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids: float, loss_grads: float,
                held_head: float, pp_extra: float, in_grad: float = 0.0,
-               mb_scale: float = 1.0,
+               mb_scale: float = 1.0, loss_chunks: int = 1, loss_buffer: float = 0.0, held_units: bool = False,
+               grad_bytes: float = 4.0,
                levels_out: list[tuple[float, dict[str, float]]] | None = None) -> tuple[float, dict[str, float]]:
     """The peak of one stage's step and its breakdown (``gradients``, ``activations``, ``transient``).
 
@@ -615,26 +616,59 @@ def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids:
     parameters, then its post-backward's reduce-scatter), the embedding's backward.  ``levels_out``, when
     given, receives every level ``(allocated, breakdown)``: the reserved peak need not sit at the allocated one
     (:func:`reserved_peak_over_levels`).
+
+    ``loss_chunks`` ``N > 1``: torchtitan 0.3.0's ``ChunkedLossWrapper`` (``components/loss.py``; main's
+    ``ChunkedCELoss`` of 2026-04 .. 05 alike) runs lm_head + loss and their backward chunk by chunk of the
+    sequence before the decoder's backward, so the loss's log-probabilities and logits gradients
+    (``logp``, ``loss_grads``) are one chunk's, ``1 / N``; beside them ``loss_buffer`` (its fp32
+    ``GradAccumulator`` of the hidden states' gradient ``4 sb h`` and, for a micro-batch above one, the
+    chunks' contiguous copies ``2 sb h``), lm_head's unsharded bf16 weight (``set_reshard_after_backward(False)``,
+    ``held_head``) and, with gradient sync off for chunks ``0 .. N-2``, its weight gradient upcast to the fp32
+    reduce dtype and accumulated there (torch ``_fsdp_param.py`` ``to_accumulated_grad_if_needed``: ``4 U``); the
+    last chunk's post-backward reduce-scatters it (its bf16 gradient ``2 U`` still beside the accumulated one,
+    the fp32 input ``4 U``, output ``4 U / S``).
+
+    ``held_units``: ``reshard_after_forward=False`` without PP (``fsdp_reshard_after_forward = "never"``): every
+    unit's bf16 unsharded parameters stay from its forward until its own post-backward reshards them (FSDP2
+    ``reshard_after_backward`` default True), so each level holds those of the units not yet through their
+    backward and nothing more is prefetched.  ``grad_bytes``: bytes of a sharded gradient as FSDP2 leaves it
+    (the fp32 reduce-scatter output cast to the parameter's dtype: 4, or 2 with ``training.dtype = "bfloat16"``).
     """
     levels: list[tuple[float, dict[str, float]]] = [] if levels_out is None else levels_out
     acts = sum(u[2] for u in units if u[0] in ("layer", "moe")) + emb_ids
+    held_all = sum(_held_bf16(u[1]) for u in units) if held_units else 0.0
     if head is not None:
         hn, hin, logp, hg = head
-        base_act = acts + hn + hin + logp
-        levels.append((static + base_act + held_head + loss_grads + pp_extra,
-                       {"gradients": 0.0, "activations": base_act, "transient": held_head + loss_grads + pp_extra,
-                        "side_pools": 0.0}))
-        tr = _unit_transient(hg, held_head > 0) + hin
-        gh = 4 * unit_sharded(hg)
-        levels.append((static + acts + hn + gh + tr + pp_extra,
-                       {"gradients": gh, "activations": acts + hn, "transient": tr + pp_extra, "side_pools": gh}))
+        if loss_chunks > 1:
+            N, Uh = float(loss_chunks), unit_unsharded(hg)
+            gh = grad_bytes * unit_sharded(hg)
+            keep = held_head + 4.0 * Uh + loss_buffer + held_all  # weight, fp32 accumulated gradient, buffers
+            levels.append((static + acts + hn + hin + (logp + loss_grads) / N + keep + pp_extra,
+                           {"gradients": 0.0, "activations": acts + hn + hin + logp / N,
+                            "transient": keep + loss_grads / N + pp_extra, "side_pools": 0.0}))
+            # the last chunk's post-backward: its bf16 weight gradient 2U beside the fp32 accumulated one, the
+            # reduce-scatter's fp32 input 4U and output 4U / S (traced, tests/test_titan_chunked_loss.py)
+            tr = keep + 2.0 * Uh + 4.0 * Uh + 4.0 * unit_sharded(hg)
+            levels.append((static + acts + hn + hin + tr + pp_extra,
+                           {"gradients": 0.0, "activations": acts + hn + hin, "transient": tr + pp_extra,
+                            "side_pools": 4.0 * unit_sharded(hg)}))
+        else:
+            base_act = acts + hn + hin + logp
+            levels.append((static + base_act + held_head + loss_grads + held_all + pp_extra,
+                           {"gradients": 0.0, "activations": base_act,
+                            "transient": held_head + loss_grads + held_all + pp_extra, "side_pools": 0.0}))
+            tr = _unit_transient(hg, held_head > 0) + hin + held_all
+            gh = grad_bytes * unit_sharded(hg)
+            levels.append((static + acts + hn + gh + tr + pp_extra,
+                           {"gradients": gh, "activations": acts + hn, "transient": tr + pp_extra, "side_pools": gh}))
         grads = gh
     else:
         grads = 0.0
     for j in reversed(range(len(units))):
         kind, groups, kept, rebuilt, bwd = units[j][:5]
         U = unit_unsharded(groups)
-        g_out = 4 * unit_sharded(groups)
+        g_out = grad_bytes * unit_sharded(groups)
+        held_all -= _held_bf16(groups) if held_units else 0.0  # resharded by its own post-backward
         if kind == "emb":
             # the embedding's reduce-scatter output is still a temporary at its level (traced)
             tr = sum(g.unsharded * (2 + 4 + (4 if g.shard == 1 else 0)) + 4 * g.sharded for g in groups)
@@ -644,7 +678,8 @@ def stage_walk(*, static: float, units: list[Unit], head: tuple | None, emb_ids:
             grads += g_out
             continue
         acts -= kept
-        prefetched = _held_bf16(units[j - 1][1]) if j > 0 else 0.0
+        # the unit FSDP2 prefetches for the next backward; with held_units every earlier unit is still unsharded
+        prefetched = held_all if held_units else (_held_bf16(units[j - 1][1]) if j > 0 else 0.0)
         if kind == "moe":
             # its backward: the activations it kept (or rebuilt) and what its backward allocates
             alloc, freed = bwd
