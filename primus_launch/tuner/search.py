@@ -620,6 +620,10 @@ def _top_changes(rank: int, t, first, ref: str = "original") -> str:
     return "#1" + (" with " + _changes_text(diff) if diff else "")
 
 
+#: under the top-N table where a row shows ``held``: what it is (the answer's memory line says it in words)
+HELD_LINE = ("held: the peak less the free cached segments the allocator gives back before an out-of-memory "
+             "error; the band and the verdict are on it")
+
 ROW_ONE_LINES = 3   # the first row's changes longer than this many lines refer to the "changes:" line instead
 
 
@@ -707,6 +711,8 @@ def render_tune_text(res: TuneResult) -> str:
     out = "\n".join(w for line in lines for w in _wrapped(line))
     if res.top:
         out += "\n\n" + _top_table(res)
+        if any(t.oom_peak_bytes and t.peak_memory_bytes and t.oom_peak_bytes < t.peak_memory_bytes for t in res.top):
+            out += "\n" + "\n".join(_wrapped(HELD_LINE, indent=0))
     for w in res.warnings:
         out += "\n" + "\n".join(_wrapped(f"warning: {w}", indent=9))
     return out
