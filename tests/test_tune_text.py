@@ -130,3 +130,21 @@ def test_held_in_the_top_table_is_explained(tmp_path, capsys):
     assert f"held {t['oom_peak_bytes'] / 2**30:.1f} ({lo:.1f}-{hi:.1f})" in text
     lo_ok = t["oom_peak_bytes"] * 0.8 < t["peak_band_bytes"][0] <= t["oom_peak_bytes"] <= t["peak_band_bytes"][1]
     assert lo_ok  # the band brackets the held figure, not the (higher) peak
+
+
+def test_tune_prints_mfu_as_the_project_answer_does(tmp_path, capsys):
+    """The tiny GPT's original MFU, 0.0085 % in the project answer, read "MFU 0.0 %" in the tune's original line;
+    both now print it with :func:`small_figure` (truth: the trial log's baseline and best MFU)."""
+    import json
+    from pathlib import Path
+
+    from primus_launch.cli import main
+    from primus_launch.report.text import small_figure
+
+    recipe = Path(__file__).resolve().parents[1] / "recipes/megatron/tiny_gpt_cpu.sh"
+    assert main(["--tune", str(recipe), "--dry-run", "--out", str(tmp_path / "t.sh")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    log = json.loads((tmp_path / "t.sh.trials.json").read_text())
+    for word, key in (("original:", "baseline"), ("best:", "best")):
+        line = next(ln for ln in lines if ln.startswith(word))
+        assert f"MFU {small_figure(100 * log[key]['mfu'])} %" in line and "MFU 0.0 %" not in line

@@ -682,14 +682,17 @@ def _top_table(res: TuneResult) -> str:
 
 
 def render_tune_text(res: TuneResult) -> str:
-    """The CLI's text for a tune: verdict, counts and the top-N table, within :data:`WIDTH` columns."""
+    """The CLI's text for a tune: verdict, counts and the top-N table, within :data:`WIDTH` columns (MFU as the
+    project answer prints it: a tiny model's 0.0085 % read "0.0 %")."""
+    from primus_launch.report.text import small_figure
+
     b, o = res.best, res.baseline
     lines = [
         ("start:    " if res.no_reference else "original: ") + f"{o.iteration_time_s:.3f} s/iter, {o.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
-        f"MFU {100 * o.mfu:.1f} %, {o.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
+        f"MFU {small_figure(100 * o.mfu)} %, {o.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
         f"({_verdict(o)})",
         f"best:     {b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
-        f"MFU {100 * b.mfu:.1f} %, {b.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
+        f"MFU {small_figure(100 * b.mfu)} %, {b.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
         f"({_verdict(b)})",
         f"gain:     none: no legal reference on this cluster (the recipe's own plan: {res.no_reference}; "
         "start: the search's legal starting plan)" if res.no_reference else
