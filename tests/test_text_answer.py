@@ -7,6 +7,7 @@ its whole answer (stdout and stderr) fits an 80 x 40 terminal and leads with the
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,10 @@ def test_explain_keeps_every_table(capsys):
     assert "fwd" in header and "source" in header
     for comp in ("cp_comm", "pp_comm", "optimizer"):  # the full time breakdown, zero terms included
         assert any(ln.startswith(comp) for ln in lines), comp
+    # every time row's ms and % to one decimal as computed (tabulate's number parsing printed 0.0 as "0")
+    i = lines.index(next(ln for ln in lines if ln.startswith("time component")))
+    rows = lines[i + 2:i + 2 + 8]
+    assert all(re.fullmatch(r"\w+ +\d[\d,]*\.\d +\d+\.\d", ln) for ln in rows), rows
     assert any(ln.startswith("note: ") for ln in lines)
     assert len(lines) > MAX_LINES
 

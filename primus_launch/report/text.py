@@ -259,13 +259,16 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
     m = r.memory
     out = [tabulate(summary_rows(r, run), tablefmt="simple")]
     total = r.iteration_time_s or 1.0
-    times = [(k, f"{v * 1e3:.1f}", f"{100 * v / total:.1f}") for k, v in r.time_breakdown.items()]
-    out.append(tabulate(times, headers=["time component", "ms", "%"], tablefmt="simple"))
+    times = [(k, f"{v * 1e3:,.1f}", f"{100 * v / total:.1f}") for k, v in r.time_breakdown.items()]
+    # figures as written (tabulate's number parsing printed 194.0 ms as "194", 0.0 as "0", the peak as "37.2")
+    out.append(tabulate(times, headers=["time component", "ms", "%"], tablefmt="simple", disable_numparse=True,
+                        colalign=("left", "right", "right")))
     mem = [(k, f"{v / GiB:.2f}") for k, v in m.breakdown.items()]
     mem.append(("peak", f"{m.peak_bytes_per_gpu / GiB:.2f}"))
     if m.oom_peak_bytes and m.oom_peak_bytes < m.peak_bytes_per_gpu:
         mem.append(("verdict on (less free cached segments)", f"{m.oom_peak_bytes / GiB:.2f}"))
-    out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB"], tablefmt="simple"))
+    out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB"], tablefmt="simple",
+                        disable_numparse=True, colalign=("left", "right")))
     if r.measurement is not None:
         out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))
     warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings]
