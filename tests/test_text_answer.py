@@ -173,3 +173,16 @@ def test_project_says_which_files_it_wrote(tmp_path, capsys):
                  str(report)]) == 0
     cap = capsys.readouterr()
     assert "iteration_time_s" in json.loads(cap.out) and "report written to" in cap.err
+
+
+@pytest.mark.parametrize("recipe", ["recipes/torchtitan/llama3.1_8b.toml", "recipes/llama3.1_70b_h100_1024gpu.primus.toml"])
+def test_worst_stage_is_named_only_where_there_are_stages(recipe, capsys):
+    """"(worst stage 0)" on a plan of one pipeline stage took a wrapped line to say nothing; it stays where the
+    plan has several (truth: the plan's pp and the worst stage in --json)."""
+    import json
+
+    assert main(["--project", str(ROOT / recipe), "--dry-run", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    rc, lines = _run(capsys, str(ROOT / recipe))
+    said = f"(worst stage {d['memory']['worst_stage']})" in " ".join(" ".join(lines).split())
+    assert rc == 0 and said == (d["plan"]["parallel"]["pp"] > 1)

@@ -142,7 +142,7 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         ("MFU", mfu_text(r)),
         ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
                    f"{m.capacity_bytes / GiB:.1f} GiB{margin}: "
-                   f"{verdict_text(r)} (worst stage {m.worst_stage})"),
+                   f"{verdict_text(r)}" + (f" (worst stage {m.worst_stage})" if r.plan.parallel.pp > 1 else "")),
     ] + (run_rows(run) if run is not None else [])
 
 
