@@ -27,6 +27,7 @@ from primus_launch.errors import UserError, clip_words, one_line  # light: the h
 
 if TYPE_CHECKING:
     from primus_launch.plan import Plan
+    from primus_launch.projection.result import ProjectionResult
 
 _FROM_COMMAND = "<command>"
 
@@ -343,6 +344,15 @@ def _launch_recipe(plan: Plan) -> int:
     return run_command(["bash", str(path)])
 
 
+def _print_reader_lines(result: ProjectionResult, plan: Plan) -> None:
+    """The settings ``result`` does not model and what the reader of ``plan`` assumed (a GPU, a vocabulary), one
+    line each on stderr: where the answer on stdout does not list them (``--json``, a tune)."""
+    for w in result.warnings:
+        print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
+    for n in (plan.source.notes if plan.source else []):
+        print(f"primus-launch: note: {n}", file=sys.stderr)
+
+
 def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
     plan = _load(a, a.project, command)
     _check_outputs([("--trace", a.trace), ("--report", a.report)])
@@ -353,10 +363,7 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
 
         run = training_run(result, a.train_tokens, a.gpu_hour_price)
     if a.json:  # the text answer shows them itself
-        for w in result.warnings:
-            print(f"primus-launch: warning: {w.flag}={w.value}: not modelled ({w.effect})", file=sys.stderr)
-        for n in (plan.source.notes if plan.source else []):
-            print(f"primus-launch: note: {n}", file=sys.stderr)
+        _print_reader_lines(result, plan)
     if result.measurement is not None and result.measurement.cache_warning:
         print(f"primus-launch: warning: {result.measurement.cache_warning}", file=sys.stderr)
     if result.mode == "measured" and a.measure_device is None:
@@ -575,7 +582,12 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
               + (f", {score.foreign} of them on another device than this machine's (measured again here)"
                  if score.foreign else ""), file=sys.stderr)
-    _check_some_plan_fits(a, res)
+    _check_some_plan_fits(a, res)  # nothing fits: its one line alone
+    # what the reader assumed and what the tuned plan's projection leaves out (the tune's answer lists neither: a
+    # recipe read on an assumed H100 was tuned without a word); the best plan's, the one the tuned recipe runs
+    from primus_launch.projection.api import with_unmodelled
+
+    _print_reader_lines(with_unmodelled(res.best), plan)
     best = res.best_plan
     written = None
     if config_script:  # a key the script's command passes would not run as tuned

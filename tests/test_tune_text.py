@@ -174,3 +174,25 @@ def test_mfu_names_its_peak_where_the_tune_changes_the_precision(tmp_path, capsy
         peak = get_gpu(r["plan"]["cluster"]["gpu"]).peak_flops(precs[key])
         assert r["mfu"] * peak / 1e12 == pytest.approx(r["model_tflops_per_gpu"], rel=1e-9)
         assert f"{word} " in text and f"MFU {100 * r['mfu']:.1f} % of {PEAK_NAMES[precs[key]]} peak" in text
+
+
+def test_tune_says_what_the_reader_assumed(tmp_path, capsys):
+    """A recipe read on an assumed GPU (no ``# primus-launch: gpu=`` comment: the default) was tuned without a
+    word: the tune's answer lists no reader note nor setting not modelled.  They now go to stderr, one line each
+    as ``--project --json`` prints them, and stdout stays the answer (``--json``: one object)."""
+    import json
+    from pathlib import Path
+
+    from primus_launch.cli import main
+    from primus_launch.plan import Cluster
+
+    src = (Path(__file__).resolve().parents[1] / "recipes/megatron/tiny_gpt_cpu.sh").read_text()
+    recipe = tmp_path / "r.sh"
+    recipe.write_text("\n".join(ln for ln in src.splitlines() if not ln.startswith("# primus-launch: gpu")) + "\n")
+    default = Cluster.model_fields["gpu"].default
+    assert main(["--tune", str(recipe), "--dry-run", "--json", "--out", str(tmp_path / "t.sh")]) == 0
+    cap = capsys.readouterr()
+    d = json.loads(cap.out)
+    assert d["best_plan"]["cluster"]["gpu"] == default
+    notes = [ln for ln in cap.err.splitlines() if ln.startswith("primus-launch: note: ")]
+    assert any(f"cluster gpu={default}: the default" in ln for ln in notes), cap.err

@@ -71,10 +71,18 @@ def project(
 
         result = result.model_copy(update={"memory": estimate_memory(plan, margin=memory_margin,
                                                                      memory_basis=memory_basis)})
+    return with_unmodelled(result)
+
+
+def with_unmodelled(result: ProjectionResult) -> ProjectionResult:
+    """``result`` with every setting of its plan it does not model in ``warnings`` (each once): the reader's
+    (:func:`with_reader_warnings`) first, then the memory flags (``cost/flags.py`` ``unmodelled_memory_flags``);
+    what :func:`project` returns, and what the CLI says of a tune's best plan (the tuner scores with the bare
+    dry-run)."""
     from primus_launch.projection.cost.flags import unmodelled_memory_flags
 
     have = {(w.flag, w.value) for w in result.warnings}
-    mem = [w for w in unmodelled_memory_flags(plan) if (w.flag, w.value) not in have]
+    mem = [w for w in unmodelled_memory_flags(result.plan) if (w.flag, w.value) not in have]
     if mem:
         result = result.model_copy(update={"warnings": list(result.warnings) + mem})
     return with_reader_warnings(result)
