@@ -114,3 +114,40 @@ def test_a_local_tokenizer_file_wins_over_the_address(tmp_path, monkeypatch):
     p = _script(tmp_path, fetch, "torchrun --nproc_per_node 8",
                 "--tokenizer-type BertWordPieceLowerCase --vocab-file $TOKENIZER_MODEL")
     assert load_megatron(p).model.vocab_size == 1000  # the file as it is on this machine, not the address's table entry
+
+
+# a base script the teams' driver scripts run (ROCm/Megatron-LM branches: tune_basetrain.sh runs BASHFILE with
+# `MBS=$MBS BS=$BS bash $BASHFILE`; run.sh runs `bash tune_basetrain.sh MBS=8 BS=256`, which exports its KEY=VALUE
+# arguments in a loop)
+BASE = f"""#!/bin/bash
+for ARGUMENT in "$@"
+do
+   KEY=$(echo $ARGUMENT | cut -f1 -d=)
+   KEY_LENGTH=${{#KEY}}
+   VALUE="${{ARGUMENT:$KEY_LENGTH+1}}"
+   export "$KEY"="$VALUE"
+done
+MBS="${{MBS:-2}}"
+BS="${{BS:-32}}"
+torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 4 --hidden-size 256 --num-attention-heads 8 \\
+  --seq-length 512 --max-position-embeddings 512 --micro-batch-size $MBS --global-batch-size $BS --bf16 --vocab-size 32000
+"""
+
+
+@pytest.mark.parametrize("driver, before, after", [
+    ('MBS="${MBS:-3}"\nBS="${BS:-48}"\nMBS=$MBS BS=$BS bash base.sh\n', 'MBS="${MBS:-3}"', 'MBS="${MBS:-6}"'),
+    ("bash base.sh MBS=3 BS=48\n", "MBS=3 BS=48", "MBS=6 BS=48"),
+])
+def test_a_value_the_driver_passes_to_the_script_it_runs_is_tuned_where_the_driver_writes_it(tmp_path, driver, before,
+                                                                                             after):
+    (tmp_path / "base.sh").write_text(BASE)
+    p = tmp_path / "run.sh"
+    p.write_text("#!/bin/bash\n" + driver)
+    plan = load_megatron(p)
+    assert (plan.training.micro_batch_size, plan.training.global_batch_size) == (3, 48)
+    text = p.read_text()
+    assert render_megatron(plan, text) == text
+    out = render_megatron(plan.with_changes(training={"micro_batch_size": 6}), text)
+    assert out == text.replace(before, after)  # the driver's own words; base.sh is not touched
+    p.write_text(out)
+    assert load_megatron(p).training.micro_batch_size == 6
