@@ -1066,14 +1066,18 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
 
     # ---- batch: micro-batch is the PP micro-batch, else local_batch_size
     G, m = t.global_batch_size, t.micro_batch_size
-    local = cur("training.local_batch_size", 8)
+    # a job written with the key's earlier name (``training.batch_size``, which the reader takes when
+    # ``local_batch_size`` is absent: Primus release v25.9 / v25.10 TorchTitan experiments) keeps it
+    bkey = "training.batch_size" if cur("training.local_batch_size", None) is None and \
+        cur("training.batch_size", None) is not None else "training.local_batch_size"
+    local = cur(bkey, 8)
     if p.pp > 1:
         put("parallelism.pipeline_parallel_microbatch_size", m, 1)
         if local % m or G % (local * dp):
             local = G // dp
     else:
         local = m
-    put("training.local_batch_size", local, 8)
+    put(bkey, local, 8)
     gbs_cur = cur("training.global_batch_size", -1)
     if not (gbs_cur == -1 and G == local * dp):
         put("training.global_batch_size", G, -1)
