@@ -17,7 +17,9 @@ and Primus builds the trainer's configuration as follows (facts of ``primus/core
    one); ``${VAR}`` without a default must be set;
 2. then its ``extends:`` list (or one name), relative to the file, is resolved recursively and
    deep-merged in order, the file itself last (``deep_merge``: nested mappings merge, anything else
-   is replaced);
+   is replaced); Primus releases before 2025-11-28 (v25.9 and older) chain with ``bases:`` then
+   ``includes:`` instead, each listed file adding only the top-level keys not already there
+   (:func:`_filled_from`);
 3. the module config (``primus/configs/modules/<fw>/<config>``) is the base; module-level keys of
    the experiment other than name/framework/config/model/overrides are kept where the base lacks them;
 4. the model preset (``primus/configs/models/<fw>/<model>``) adds only the *top-level keys the
