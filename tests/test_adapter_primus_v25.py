@@ -79,3 +79,16 @@ def test_turbo_grouped_mlp_on_the_legacy_path(tmp_path):
     assert "moe_use_legacy_grouped_gemm: true" in out
     p.write_text(text.replace("      use_turbo_grouped_mlp: true\n", "      use_turbo_grouped_mlp: false\n"))
     assert load_primus_yaml(p, env={}).training.moe_expert_gemm == "legacy"  # Megatron's GroupedMLP
+
+
+def test_titan_forced_balance_under_its_first_name(tmp_path):
+    # torchtitan 99fee810b added training.debug_moe_force_load_balance; e61f2cce4 moved it to
+    # debug.moe_force_load_balance (the same round-robin routing); Primus v25.10's DeepSeek-V3 experiments write
+    # the first name
+    from primus_launch.adapters.torchtitan import plan_from_job
+
+    job = {"model": {"name": "deepseek_v3", "flavor": "16B"},
+           "training": {"local_batch_size": 1, "seq_len": 512, "debug_moe_force_load_balance": True}}
+    assert plan_from_job(job).training.moe_router_force_load_balancing
+    job["training"]["debug_moe_force_load_balance"] = False
+    assert not plan_from_job(job).training.moe_router_force_load_balancing

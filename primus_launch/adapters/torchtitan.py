@@ -205,6 +205,9 @@ KEYS: dict[str, Key] = {
     **{f"mx.{k}": _MAPPED for k in ("recipe_name", "mxfp8_dim1_cast_kernel_choice", "use_fp8_dim1_cast_triton_kernel")},
     **{f"mx.{k}": _NEUTRAL for k in ("filter_fqns", "moe_fqns_prototype")},
     "debug.moe_force_load_balance": _MAPPED,
+    # its first name (torchtitan 99fee810b, 2025-10-02, until e61f2cce4 moved it to [debug]; Primus v25.10's
+    # TorchTitan DeepSeek-V3 experiments write it): the same round-robin routing
+    "training.debug_moe_force_load_balance": _MAPPED,
     **{f"debug.{k}": _NEUTRAL for k in ("seed", "deterministic_warn_only", "print_config", "save_config_file",
                                         "enable_structured_logging", "spmd_typechecking")},
     "debug.deterministic": _u(False, "time: deterministic kernels"),
@@ -786,7 +789,8 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
         cuda_graphs = {"cuda_graph_impl": "local", "cuda_graph_scope": ("full_iteration",)}
     ep_overlap = bool(par.get("pipeline_parallel_expert_parallel_overlap", True)) and \
         str(sched_name).lower() == "dualpipev" and ep > 1 and model.is_moe
-    force_balance = _bool(_tbl(job, "debug"), "debug", "moe_force_load_balance", False) and model.is_moe
+    force_balance = _bool(_tbl(job, "debug"), "debug", "moe_force_load_balance",
+                          _bool(trn, "training", "debug_moe_force_load_balance", False)) and model.is_moe
 
     unmod += unmodelled_of(job, set_paths, flag)
     if job_get(job, "model._loss03") == "ChunkedLossWrapper":
