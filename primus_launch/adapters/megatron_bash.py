@@ -1659,8 +1659,13 @@ class ShellState:
         finally:
             self._depth -= 1
         self.warnings.append(f"{what} {name}: read ({hit})")
-        self._adopt(sub, before, lambda p: PC(p.ch, SYNTH, (), p.at) if p.lit >= 0 or p.refs else p,
-                    lambda p: PC(p.ch, SYNTH if p.lit >= 0 else p.lit, (), p.at), keep_spans=False)
+        # the file's own characters (PC.at set) become computed text that remembers its file; a character of this
+        # script (at None: a value it passes on, `MBS=$MBS bash train.sh`, `bash train.sh MBS=8`) keeps its place
+        # here, where --tune edits it
+        self._adopt(sub, before, lambda p: p if p.at is None and p.lit >= 0 else
+                    PC(p.ch, SYNTH, (), p.at) if p.lit >= 0 or p.refs else p,
+                    lambda p: p if p.at is None and p.lit >= 0 else PC(p.ch, SYNTH if p.lit >= 0 else p.lit, (), p.at),
+                    keep_spans=False)
 
     def _snapshot(self) -> dict[str, int]:
         return {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}
