@@ -18,7 +18,8 @@ recipes) found: NeMo interpolation bombs, file names the kernel cannot take, ``[
 wrong shape, a tune on a ``--gpu-file`` GPU (``--only structured:``); the robust8 classes (``--only r8:``):
 characters a terminal acts on (ESC sequences, a carriage return, a newline, BEL, DEL, C1, bidi overrides) in
 recipe keys, words, file names and flag values -- no case may print one raw (``shown`` escapes them) -- and
-bash builtins that set a variable the reader does not evaluate (``printf -v``, ``read``, ``mapfile``).
+bash builtins that set a variable the reader does not evaluate (``printf -v``, ``read``, ``mapfile``); ``true`` in
+a numeric field of a ``--gpu-file`` GPU (read as 1).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -950,6 +951,16 @@ def terminal_cases() -> list[Case]:
     out.append(Case("r8:terminal:explain-text", "value",
                     {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 '--x\x1b[2Jy'\n", 1)},
                     ["--project", "r.sh", "--dry-run", "--explain"]))
+    # true / false where a --gpu-file GPU takes a number (read as 1 / 0 by pydantic's lax mode): every numeric field
+    from primus_launch.projection.hardware.gpus import GPUSpec
+
+    for key, info in GPUSpec.model_fields.items():
+        if info.annotation is str or key == "name":
+            continue
+        text = re.sub(rb"(?m)^" + key.encode() + rb" = .*\n", b"", GPU_TOML) + f"{key} = true\n".encode()
+        out.append(Case(f"r8:gpu-file:{key}=true", "value", {"r.sh": BASH, "g.toml": text},
+                        ["--project", "r.sh", "--gpu-file", "g.toml", "--gpu", "mygpu"] + TAIL, expect_refusal=True,
+                        expect_words=(f"gpu.mygpu.{key}=True: a number",)))
     # bash builtins that set a variable: not evaluated here, so the note says so (the value read is the old one)
     for tag, snippet in (("printf-v", b'printf -v TP_SIZE "%d" 4\n'), ("read-herestring", b'read -r TP_SIZE <<< "4"\n'),
                          ("read-array", b'IFS=, read -ra PARTS <<< "4,1"\nTP_SIZE=${PARTS[0]}\n'),

@@ -10,6 +10,9 @@
 - Bash builtins that set a variable (``printf -v``, ``read``, ``mapfile`` / ``readarray``, ``getopts``) are
   not run by the reader; the variable kept its earlier value without a word (``printf -v TP_SIZE %d 4``
   projected TP=2).  Said now, as ``let`` and ``((X *= 2))`` are.
+- ``true`` / ``false`` where a ``--gpu-file`` GPU takes a number was read as 1 / 0 (pydantic's lax mode):
+  ``gpus_per_node = true`` made one-GPU nodes, ``sustained_clock_fraction = true`` a full clock, without a
+  word (the wrapper's ``[cluster]``, the ``[collectives]`` tables and the recipes refuse a boolean there).
 """
 
 from __future__ import annotations
@@ -110,3 +113,33 @@ def test_printf_without_v_is_no_assignment(tmp_path):
     (tmp_path / "r.sh").write_text(BASH.replace("SEQ_LENGTH=8192\n", 'SEQ_LENGTH=8192\nprintf "%s\\n" -v\n', 1))
     rc, out, err, _ = run_cli(["--project", "r.sh", "--dry-run", "--json"], tmp_path)
     assert rc == 0 and "not evaluated" not in err, err[-600:]
+
+
+GPU = ('[gpu.mygpu]\nvendor = "custom"\npeak_flops_bf16 = 989e12\nhbm_bytes = 85899345920\nhbm_bw = 3.35e12\n'
+       'intra_node_bw = 450e9\nintra_node_topology = "switch"\ninter_node_bw = 50e9\n')
+
+
+@pytest.mark.parametrize("key", ["gpus_per_node", "num_sms", "sustained_clock_fraction", "nvlink_domain", "tdp_watts",
+                                 "intra_node_latency_s", "power_limit_w", "hbm_bw"])
+def test_a_boolean_where_a_gpu_file_takes_a_number_is_refused(tmp_path, key):
+    (tmp_path / "r.sh").write_text(BASH)
+    text = GPU.replace("hbm_bw = 3.35e12\n", "") if key == "hbm_bw" else GPU
+    (tmp_path / "g.toml").write_text(text + f"{key} = true\n")
+    rc, out, err, _ = run_cli(["--project", "r.sh", "--dry-run", "--json", "--gpu-file", "g.toml", "--gpu", "mygpu"],
+                              tmp_path)
+    assert rc == 2 and out == "", err
+    assert err.splitlines() == [f"primus-launch: error: --gpu-file='g.toml': [gpu.mygpu]: gpu.mygpu.{key}=True: a number"]
+
+
+def test_every_numeric_gpu_field_is_held_to_a_number():
+    """The refusal covers every numeric field of GPUSpec (one check on the model, not a list of names)."""
+    from primus_launch.projection.hardware.gpus import GPUSpec
+
+    base = dict(name="x", vendor="custom", peak_flops_bf16=989e12, peak_flops_fp8=989e12, hbm_bytes=8e10, hbm_bw=3e12,
+                intra_node_bw=4.5e11, intra_node_topology="switch", inter_node_bw=5e10)
+    GPUSpec.model_validate(base)
+    numeric = [k for k, f in GPUSpec.model_fields.items() if f.annotation not in (str,)]
+    assert len(numeric) >= 15
+    for key in numeric:
+        with pytest.raises(ValueError, match=f"gpu.x.{key}=True: a number"):
+            GPUSpec.model_validate({**base, key: True})
