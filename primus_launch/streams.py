@@ -7,7 +7,8 @@ r"""Standard output and standard error as the CLI writes them.
   without (``2>&-``: Python sets ``sys.stderr`` to None) is a sink: ``print(..., file=None)`` would
   write the notes on stdout, into the ``--json`` document a pipe reads.
 - stdout carries the answer: a write that fails there is one line naming it
-  (``stdout: cannot write: No space left on device``), as an output file's failed write names the file
+  (``stdout: cannot write: No space left on device``; a stdout the process was started without, ``>&-``:
+  ``Bad file descriptor (stdout is closed)``), as an output file's failed write names the file
   (:class:`~primus_launch.errors.OutputError`), and the descriptor is pointed at ``/dev/null`` so that the
   interpreter's last flush has nothing left to fail on.  A reader that left (``| head -1``,
   ``BrokenPipeError``) is not an error: the CLI ends as a shell tool does (exit 141, no word).
@@ -25,6 +26,7 @@ r"""Standard output and standard error as the CLI writes them.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import sys
@@ -67,6 +69,26 @@ class _Sink:
 
     def isatty(self) -> bool:
         return False
+
+
+class _Closed:
+    """stdout when the process was started without one (``>&-``: Python sets ``sys.stdout`` to None): the
+    answer cannot be written, and is one line saying so (as on a full disk), not dropped with exit 0."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, "Bad file descriptor (stdout is closed)")
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:  # the descriptor number is free (or another file's): never pointed at /dev/null
+        raise ValueError("stdout is closed")
 
 
 class Diagnostics:
@@ -144,7 +166,7 @@ def guarded() -> Iterator[None]:
     """``sys.stdout`` as :class:`Answer` and ``sys.stderr`` as :class:`Diagnostics` while the CLI runs
     (the streams it found are put back after)."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout = Answer(out) if out is not None else Diagnostics(None)  # type: ignore[assignment]
+    sys.stdout = Answer(out if out is not None else _Closed())  # type: ignore[assignment]
     sys.stderr = Diagnostics(err)  # type: ignore[assignment]
     try:
         yield

@@ -729,7 +729,11 @@ def fanout_cases() -> list[Case]:
             ("stderr-full-tune", ["--tune", "r.sh", "--dry-run", "--out", "t.sh"], "2>/dev/full", 0, ()),
             ("stdout-full", ["--project", "r.sh", "--dry-run"], ">/dev/full", 2, ("stdout: cannot write",)),
             ("stdout-full-json", ["--project", "r.sh", "--dry-run", "--json"], ">/dev/full", 2,
-             ("stdout: cannot write",))):
+             ("stdout: cannot write",)),
+            # robust8: a stdout the process was started without (>&-) dropped the answer and exited 0
+            ("stdout-closed", ["--project", "r.sh", "--dry-run", "--json"], ">&-", 2, ("stdout is closed",)),
+            ("stdout-closed-tune", ["--tune", "r.sh", "--dry-run", "--out", "t.sh"], ">&-", 2, ("stdout is closed",)),
+            ("stdout-closed-passthrough", ["--", "sh", "-c", "exit 3"], ">&-", 3, ())):
         if os.path.exists("/dev/full") or "full" not in shell:
             out.append(Case(f"fan:stream:{tag}", "stream", {"r.sh": BASH}, argv, expect_rc=rc, expect_words=words,
                             typed=shell.encode()))

@@ -143,3 +143,25 @@ def test_every_numeric_gpu_field_is_held_to_a_number():
     for key in numeric:
         with pytest.raises(ValueError, match=f"gpu.x.{key}=True: a number"):
             GPUSpec.model_validate({**base, key: True})
+
+
+@pytest.mark.parametrize("argv", [["--project", "r.sh", "--dry-run", "--json"], ["--project", "r.sh", "--dry-run"]],
+                         ids=["json", "text"])
+def test_a_closed_stdout_is_one_line_not_a_silent_success(tmp_path, argv):
+    """``primus-launch ... >&-``: Python starts with ``sys.stdout`` None; the answer was dropped and the run
+    exited 0 (``ls >&-`` says ``write error: Bad file descriptor`` and exits 2).  The passthrough command
+    keeps its own status (its stdout is its business)."""
+    import shlex
+    import subprocess
+    import sys
+
+    (tmp_path / "r.sh").write_text(BASH)
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "primus_launch", *argv]) + " >&-"
+    r = subprocess.run(["bash", "-c", cmd], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr[-600:]
+    assert r.stderr.splitlines()[-1] == "primus-launch: error: stdout: cannot write: Bad file descriptor (stdout is closed)"
+    passthrough = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "primus_launch", "--", "sh", "-c", "exit 3"])
+    r = subprocess.run(["bash", "-c", passthrough + " >&-"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert (r.returncode, r.stderr) == (3, "")
