@@ -116,6 +116,17 @@ ROCM_EXPECT = {
                                                                1, 2, 8, False, "auto"),
     "yushengsu-dev-databricks/tune_basetrain.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2, 8,
                                                      False, "auto"),
+    # read12: GPUS_PER_NODE=`python -c "import torch; print(torch.cuda.device_count())"` (was refused) and the
+    # tokenizer the script fetches (wget -O $TOKENIZER_MODEL .../NousResearch/Llama-2-7b-chat-hf/.../tokenizer.model);
+    # MODEL_SIZE 70 block (NUM_KV_HEADS=8), TE_FP16=0 (bf16), the MBS / BS defaults
+    "stepyoun_llama2-v2/train_70b_n0.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2, 128, False,
+                                             "auto"),
+    "stepyoun_llama2-v2/train_llama2.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 1, 8, False,
+                                             "auto"),
+    "yushengsu-dev-databricks/basetrain70b.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2, 8,
+                                                   False, "auto"),
+    "yushengsu-dev-databricks/train70b_throughput.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2,
+                                                          8, False, "auto"),
 }
 
 MLM08_SCRIPT = "tests/functional_tests/test_scripts/gpt3/pretrain_gpt3_distributed_test.sh"

@@ -15,7 +15,11 @@ link loop, dangling link, /dev/zero, folder) wherever a reader reads a file; bro
 bash arithmetic / array / loop bombs; flags the chosen mode does not read; SIGINT / SIGTERM at chosen
 moments of ``--project`` and ``--tune``; the classes ``scripts/fuzz_structured.py`` (hypothesis over parsed
 recipes) found: NeMo interpolation bombs, file names the kernel cannot take, ``[collectives]`` tables of the
-wrong shape, a tune on a ``--gpu-file`` GPU (``--only structured:``).
+wrong shape, a tune on a ``--gpu-file`` GPU (``--only structured:``); the robust8 classes (``--only r8:``):
+characters a terminal acts on (ESC sequences, a carriage return, a newline, BEL, DEL, C1, bidi overrides) in
+recipe keys, words, file names and flag values -- no case may print one raw (``shown`` escapes them) -- and
+bash builtins that set a variable the reader does not evaluate (``printf -v``, ``read``, ``mapfile``); ``true`` in
+a numeric field of a ``--gpu-file`` GPU (read as 1).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -725,7 +729,11 @@ def fanout_cases() -> list[Case]:
             ("stderr-full-tune", ["--tune", "r.sh", "--dry-run", "--out", "t.sh"], "2>/dev/full", 0, ()),
             ("stdout-full", ["--project", "r.sh", "--dry-run"], ">/dev/full", 2, ("stdout: cannot write",)),
             ("stdout-full-json", ["--project", "r.sh", "--dry-run", "--json"], ">/dev/full", 2,
-             ("stdout: cannot write",))):
+             ("stdout: cannot write",)),
+            # robust8: a stdout the process was started without (>&-) dropped the answer and exited 0
+            ("stdout-closed", ["--project", "r.sh", "--dry-run", "--json"], ">&-", 2, ("stdout is closed",)),
+            ("stdout-closed-tune", ["--tune", "r.sh", "--dry-run", "--out", "t.sh"], ">&-", 2, ("stdout is closed",)),
+            ("stdout-closed-passthrough", ["--", "sh", "-c", "exit 3"], ">&-", 3, ())):
         if os.path.exists("/dev/full") or "full" not in shell:
             out.append(Case(f"fan:stream:{tag}", "stream", {"r.sh": BASH}, argv, expect_rc=rc, expect_words=words,
                             typed=shell.encode()))
@@ -910,6 +918,66 @@ def structured_cases() -> list[Case]:
     return out
 
 
+# ------------------------------------------------------------------- robust8: terminal controls, builtins
+#: characters a terminal acts on instead of showing (primus_launch.streams): no output may hold one raw
+ACTIVE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+CONTROLS = {"csi-clear": "\x1b[2J", "osc-title": "\x1b]0;pwned\x07", "cr-spoof": "\rprimus-launch: all good",
+            "newline": "\nprimus-launch: error: fake", "bel": "\x07", "del": "\x7f", "c1-nel": "\x85",
+            "bidi-rlo": "\u202e", "line-sep": "\u2028", "vt": "\x0b"}
+
+
+def terminal_cases() -> list[Case]:
+    """Recipe text that reaches a note, a warning or an error line with characters a terminal acts on:
+    a TorchTitan key and table, a Megatron YAML key and value, a bash flag word and value, the recipe's own
+    file name, a flag value shown without quotes (``--ray-address``), a wrapper's recipe path.  Each case
+    must end as the others do (exit 0 / one error line) with no such character written raw (``run_case``
+    checks every case's output for them)."""
+    out: list[Case] = []
+    for tag, c in CONTROLS.items():
+        toml_c = json.dumps(c)[1:-1]  # a TOML basic string takes JSON's escapes (\u001b, \n, \r)
+        for fmt, files, argv in (
+                ("toml-key", {"r.toml": TOML.replace(b"[training]", f'[training]\n"k{toml_c}x" = 1'.encode(), 1)},
+                 ["--project", "r.toml"]),
+                ("toml-table", {"r.toml": TOML + f'\n["t{toml_c}"]\nx = 1\n'.encode()}, ["--project", "r.toml"]),
+                ("yaml-key", {"r.yaml": YAML + f'\n"k{toml_c}x": 1\n'.encode()}, ["--project", "r.yaml"]),
+                ("yaml-value", {"r.yaml": re.sub(rb"(?m)^num_layers: .*$", lambda m: f'num_layers: "3{toml_c}2"'.encode(), YAML)},
+                 ["--project", "r.yaml"]),
+                ("bash-flag", {"r.sh": BASH.replace(b"    --bf16\n", f"    --bf16 '--x{c}y'\n".encode(), 1)},
+                 ["--project", "r.sh"]),
+                ("bash-value", {"r.sh": BASH.replace(b"TP_SIZE=2", f"TP_SIZE='2{c}'".encode(), 1)}, ["--project", "r.sh"]),
+                ("file-name", {f"r{c}.sh".replace("\x00", ""): BASH}, ["--project", f"r{c}.sh"]),
+                ("wrapper-path", {"w.primus.toml": f'[recipe]\npath = "r{toml_c}.sh"\n'.encode()},
+                 ["--project", "w.primus.toml"]),
+                ("flag-value", {"r.sh": BASH}, ["--project", "r.sh", "--ray-address", f"h{c}"])):
+            if fmt == "file-name" and ("\n" in c or "/" in c):
+                continue
+            out.append(Case(f"r8:terminal:{fmt}:{tag}", "value", files, argv + TAIL))
+    out.append(Case("r8:terminal:explain-text", "value",
+                    {"r.sh": BASH.replace(b"    --bf16\n", b"    --bf16 '--x\x1b[2Jy'\n", 1)},
+                    ["--project", "r.sh", "--dry-run", "--explain"]))
+    # true / false where a --gpu-file GPU takes a number (read as 1 / 0 by pydantic's lax mode): every numeric field
+    from primus_launch.projection.hardware.gpus import GPUSpec
+
+    for key, info in GPUSpec.model_fields.items():
+        if info.annotation is str or key == "name":
+            continue
+        text = re.sub(rb"(?m)^" + key.encode() + rb" = .*\n", b"", GPU_TOML) + f"{key} = true\n".encode()
+        out.append(Case(f"r8:gpu-file:{key}=true", "value", {"r.sh": BASH, "g.toml": text},
+                        ["--project", "r.sh", "--gpu-file", "g.toml", "--gpu", "mygpu"] + TAIL, expect_refusal=True,
+                        expect_words=(f"gpu.mygpu.{key}=True: a number",)))
+    # bash builtins that set a variable: not evaluated here, so the note says so (the value read is the old one)
+    for tag, snippet in (("printf-v", b'printf -v TP_SIZE "%d" 4\n'), ("read-herestring", b'read -r TP_SIZE <<< "4"\n'),
+                         ("read-array", b'IFS=, read -ra PARTS <<< "4,1"\nTP_SIZE=${PARTS[0]}\n'),
+                         ("mapfile", b"mapfile -t LINES < /dev/null\n"), ("readarray", b"readarray -t LINES < /dev/null\n"),
+                         ("getopts", b'while getopts "t:" o; do TP_SIZE=$OPTARG; done\n')):
+        data = BASH.replace(b"SEQ_LENGTH=8192\n", b"SEQ_LENGTH=8192\n" + snippet, 1)
+        unset = tag == "read-array"  # PARTS is then unset: the flag has no value (refused, naming it)
+        out.append(Case(f"r8:builtin:{tag}", "structure", {"r.sh": data}, ["--project", "r.sh"] + TAIL,
+                        expect_refusal=unset,
+                        expect_words=("--tensor-model-parallel-size=None",) if unset else ("not evaluated",)))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -936,6 +1004,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += edge_cases()
     cases += fanout_cases()
     cases += structured_cases()
+    cases += terminal_cases()
     return cases
 
 
@@ -1017,7 +1086,9 @@ def _run_forked(case: Case, d: Path, timeout: float) -> tuple[Optional[int], flo
             pass
         os.waitpid(pid, 0)
     _reap_group(pid)
-    return rc, secs, out.read_text(errors="replace"), err.read_text(errors="replace")
+    # bytes as written (read_text would turn a carriage return into a newline: a line overwritten on a terminal
+    # would read as two lines here)
+    return rc, secs, out.read_bytes().decode(errors="replace"), err.read_bytes().decode(errors="replace")
 
 
 def _reap_group(pgid: int) -> list[int]:
@@ -1036,8 +1107,9 @@ def _run_signal(case: Case, d: Path, timeout: float) -> tuple[Optional[int], flo
     stopped = signal_at(start_cli(case.argv, d), case.signal_at, case.signum, grace_s=timeout)
     secs = time.monotonic() - t0
     problems = []
-    if stopped.after_signal_s is not None and stopped.rc is not None and stopped.after_signal_s > 2.0:
-        problems.append(f"ended {stopped.after_signal_s:.1f} s after the signal (> 2 s)")
+    if stopped.own_s is not None and stopped.rc is not None and stopped.own_s > 2.0:  # not counting CPU waits
+        problems.append(f"ended {stopped.after_signal_s:.1f} s after the signal (> 2 s; {stopped.waited_s:.1f} s of it "
+                        "waiting for a CPU)")
     if stopped.left:
         problems.append(f"{len(stopped.left)} process(es) left behind")
     return stopped.rc, secs, stopped.stdout, stopped.stderr, problems
@@ -1076,6 +1148,10 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
         o.problems.append(f"hang: still running after {timeout:.0f} s")
     if "Traceback" in err:
         o.problems.append("traceback")
+    if case.kind not in ("signal", "tty", "nohup", "stream") and case.expect_rc is None:
+        raw = ACTIVE_CHARS.search(out + err)
+        if raw:  # a character from the input a terminal would act on (clear, retitle, overwrite the line)
+            o.problems.append(f"raw control character {raw.group()!r} in the output")
     lines = [ln for ln in err.splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("primus-launch: error:") or "internal error" in ln]
     if case.kind == "signal":
@@ -1111,6 +1187,8 @@ def run_case(case: Case, base: Path, timeout: float) -> Outcome:
         if case.expect_out and case.expect_out.decode() not in out:
             o.problems.append(f"the command's output lacks {case.expect_out!r}: {out[-120:]!r}")
     elif rc == 0:
+        if errors:  # a note or warning whose text held a line break printed a line of its own
+            o.problems.append(f"an error line on a run that exited 0: {errors[0][:80]!r}")
         if case.expect_refusal:
             o.problems.append("accepted: the case must be refused (exit 2, one line)")
         elif case.expect_words and not all(w in err for w in case.expect_words):  # a note the answer must carry

@@ -5,7 +5,13 @@ checkout and say, per source, how many are read right, refused (why) or read wro
     python scripts/survey_primus_titan.py --primus /tmp/primus_x --toml-dir v0.2.2=/tmp/tt_tags/v0.2.2 \\
         --titan-registry [--list] [--markdown]
 
-``--markdown`` also writes the tables into ``docs/recipe-survey.md`` (this script's section).
+    python scripts/survey_primus_titan.py --primus-ref release/v25.9 --primus-ref v0.7.0 [--markdown]
+
+``--primus-ref REF`` (repeatable) reads the Primus mirror's ``examples`` and ``primus/configs`` at a branch or tag
+(``git archive`` into a temporary folder): older releases, whose presets chain with ``bases:`` / ``includes:``.
+
+``--markdown`` also writes the tables into ``docs/recipe-survey.md`` (this script's section; with only
+``--primus-ref``, the Primus releases section).
 
 The upstream files stay out of the repository.  Per file:
 
@@ -28,6 +34,7 @@ import collections
 import re
 import subprocess
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any, Callable
@@ -279,6 +286,8 @@ def run(items: list[tuple[str, Callable[[], tuple[str, str]], bool]], title: str
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--primus", help="a Primus checkout (examples/ and primus/configs)")
+    ap.add_argument("--primus-ref", action="append", default=[], metavar="REF",
+                    help="a branch or tag of the Primus mirror (its examples/ and primus/configs), repeatable")
     ap.add_argument("--toml-dir", action="append", default=[], metavar="LABEL=DIR",
                     help="a folder of TorchTitan job TOMLs (e.g. one release tag)")
     ap.add_argument("--titan-registry", action="store_true",
@@ -297,14 +306,22 @@ def main() -> int:
         known = megatron_args.tokenizer_vocab
         megatron_args.tokenizer_vocab = lambda m, t: known(m, t) or (a.vocab_fallback if (m or t) else None)
         print(f"(estimate: unknown tokenizers given {a.vocab_fallback} entries)")
-    if a.primus:
-        root = Path(a.primus)
+    checkouts = [("", Path(a.primus))] if a.primus else []
+    tmp = tempfile.TemporaryDirectory(prefix="survey-primus-") if a.primus_ref else None
+    for ref in a.primus_ref:
+        d = Path(tmp.name) / ref.replace("/", "_")
+        d.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", PRIMUS_MIRROR, "archive", ref, "examples", "primus/configs"],
+                                 check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(d)], input=archive, check=True)
+        checkouts.append((f"{ref} ", d))
+    for label, root in checkouts:
         STRIP.update({str(root.resolve()): "PRIMUS", str(root): "PRIMUS"})
         for fw in ("megatron", "torchtitan"):
             files = sorted((root / "examples" / fw / "configs").rglob("*.yaml"))
-            items = [(str(f.relative_to(root)), (lambda f=f: check_primus(f, root)),
+            items = [(str(f.relative_to(root)), (lambda f=f, root=root: check_primus(f, root)),
                       "pretrain" in f.name and not NON_GPT.search(str(f))) for f in files]
-            results.append(run(items, f"Primus examples/{fw}/configs", a.list))
+            results.append(run(items, f"Primus {label}examples/{fw}/configs", a.list))
     for spec in a.toml_dir:
         label, _, d = spec.partition("=")
         files = sorted(Path(d).rglob("*.toml"))
@@ -328,6 +345,8 @@ def main() -> int:
               f"common: " + ", ".join(f"{k} x{n}" for k, n in UNKNOWN.most_common(8)))
     if a.markdown and results:
         print(f"wrote {write_markdown(results, a)}")
+    if tmp is not None:
+        tmp.cleanup()
     return 0
 
 
@@ -342,18 +361,26 @@ def write_markdown(results: list[dict], a: argparse.Namespace) -> Path:
         rows.append(dict(src=r["title"], files=n, right=c.get("right", 0), refused=c.get("refused", 0),
                          wrong=c.get("wrong", 0), tb=c.get("traceback", 0),
                          gpt=f"{g.get('right', 0)}/{ng} ({100 * g.get('right', 0) / ng:.0f}%)" if ng else "0/0"))
+    releases_only = bool(a.primus_ref) and not (a.primus or a.toml_dir or a.titan_registry)
     args = []
     if a.primus:
         args.append("--primus PRIMUS")
+    args += [f"--primus-ref {r}" for r in a.primus_ref]
     args += [f"--toml-dir {spec.partition('=')[0]}=DIR" for spec in a.toml_dir]
     if a.titan_registry:
         args.append("--titan-registry")
     if a.vocab_fallback:
         args.append(f"--vocab-fallback {a.vocab_fallback}")
-    body = ["## Primus experiments and TorchTitan jobs (`scripts/survey_primus_titan.py`)", "",
-            f"Command: `python scripts/survey_primus_titan.py {' '.join(args)} --markdown` (PRIMUS: `git archive "
-            "HEAD examples primus/configs` of AMD-AGI/Primus; DIR: `git archive <tag> torchtitan` of "
-            "pytorch/torchtitan; the registry is the installed torchtitan's).", ""]
+    if releases_only:
+        refs = ", ".join(f"`{r}` {_primus_head(r)}" for r in a.primus_ref)
+        body = ["## Primus releases (`scripts/survey_primus_titan.py --primus-ref`)", "",
+                f"Command: `python scripts/survey_primus_titan.py {' '.join(args)} --markdown` (mirror AMD-AGI/Primus "
+                f"{refs}: `examples` and `primus/configs` at each).", ""]
+    else:
+        body = ["## Primus experiments and TorchTitan jobs (`scripts/survey_primus_titan.py`)", "",
+                f"Command: `python scripts/survey_primus_titan.py {' '.join(args)} --markdown` (PRIMUS: `git archive "
+                "HEAD examples primus/configs` of AMD-AGI/Primus; DIR: `git archive <tag> torchtitan` of "
+                "pytorch/torchtitan; the registry is the installed torchtitan's).", ""]
     if a.primus:
         head = subprocess.run(["git", "-C", "/work/.mirror/AMD-AGI+Primus/repo", "rev-parse", "--short=10", "HEAD"],
                               capture_output=True, text=True).stdout.strip()
@@ -372,7 +399,15 @@ def write_markdown(results: list[dict], a: argparse.Namespace) -> Path:
         body += ["Read wrong / tracebacks:", ""] + [f"- {w}" for w in wrong] + [""]
     for r in results:
         body += [f"Refusal reasons, {r['title']}:", "", reasons_table(r["reasons"])]
-    return write_section("primus-titan", "\n".join(body))
+    return write_section("primus-releases" if releases_only else "primus-titan", "\n".join(body))
+
+
+PRIMUS_MIRROR = "/work/.mirror/AMD-AGI+Primus/repo"
+
+
+def _primus_head(ref: str) -> str:
+    return subprocess.run(["git", "-C", PRIMUS_MIRROR, "rev-parse", "--short=10", ref], capture_output=True,
+                          text=True).stdout.strip()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,10 @@
     python scripts/survey_recipes.py --source NAME=DIR   # any directory of .sh / .yaml recipes
     python scripts/survey_recipes.py -v                  # one line per file
     python scripts/survey_recipes.py --markdown          # also write docs/recipe-survey.md (its section)
+    python scripts/survey_recipes.py --ref core_r0.15.0 --ref dev   # other branches / tags of the mirror:
+                                                         # their examples/ and functional tests (own doc section)
+    python scripts/survey_recipes.py --rocm-branches     # the launch scripts at the root of every ROCm/Megatron-LM
+                                                         # branch (mirror ROCm+Megatron-LM; one copy per distinct file)
 
 The upstream trees are extracted to a temporary directory (``git archive``), never into this
 repository.  Per source it prints ``N read right, M refused (reasons grouped), K read wrong`` and the
@@ -42,11 +46,14 @@ sys.path.insert(0, str(ROOT))
 
 from primus_launch.adapters import megatron_flags as mf  # noqa: E402
 from primus_launch.adapters.megatron import _parse, load_megatron, render_megatron  # noqa: E402
-from primus_launch.adapters.megatron_args import BY_DEST  # noqa: E402
+from primus_launch.adapters import pai_patch  # noqa: E402
+from primus_launch.adapters.megatron_args import BY_DEST, PAI_VOCAB_KEYS  # noqa: E402
 from primus_launch.errors import UserError, one_line  # noqa: E402
 from primus_launch.plan import Cluster, PlanError  # noqa: E402
 
 MIRROR = Path("/work/.mirror/NVIDIA+Megatron-LM/repo")
+ROCM_MIRROR = Path("/work/.mirror/ROCm+Megatron-LM/repo")
+ROCM_SOURCE = "ROCm/Megatron-LM branch scripts"
 # example folders that hold no GPT pretraining recipe (post-training, inference, fine-tuning studies, RL)
 NOT_PRETRAINING = ("post_training", "inference", "msdp", "detxoify_lm", "rl", "mimo", "multimodal")
 FAMILY_DIRS = {"bert": "BERT", "t5": "T5", "hybrid": "hybrid Mamba", "multimodal-llava": "multimodal",
@@ -54,15 +61,33 @@ FAMILY_DIRS = {"bert": "BERT", "t5": "T5", "hybrid": "hybrid Mamba", "multimodal
                "retro": "RETRO", "vision": "vision"}
 
 
-def extract(tmp: Path) -> list[tuple[str, Path, list[Path]]]:
+DEFAULT_SOURCES = (("Megatron-LM main examples/", "main", "examples"),
+                   ("Megatron-LM dev examples/moe_recipes", "dev", "examples/moe_recipes"),
+                   ("Megatron-LM main functional tests", "main", "tests/functional_tests/test_cases"))
+
+
+def ref_sources(refs: list[str]) -> tuple[tuple[str, str, str], ...]:
+    """The examples/ and functional tests of other branches or tags of the mirror (``--ref``)."""
+    return tuple(src for r in refs for src in ((f"Megatron-LM {r} examples/", r, "examples"),
+                                                (f"Megatron-LM {r} functional tests", r,
+                                                 "tests/functional_tests/test_cases")))
+
+
+def _tree_has(ref: str, sub: str) -> bool:
+    return bool(subprocess.run(["git", "-C", str(MIRROR), "ls-tree", "-d", "--name-only", ref, sub],
+                               capture_output=True, text=True).stdout.strip())
+
+
+def extract(tmp: Path, sources: tuple[tuple[str, str, str], ...] = DEFAULT_SOURCES) -> list[tuple[str, Path, list[Path]]]:
     """Check the upstream trees out of the mirror into ``tmp``; (name, root, files) per source."""
     out = []
-    for name, branch, sub in (("Megatron-LM main examples/", "main", "examples"),
-                              ("Megatron-LM dev examples/moe_recipes", "dev", "examples/moe_recipes"),
-                              ("Megatron-LM main functional tests", "main", "tests/functional_tests/test_cases")):
-        dst = tmp / branch
+    for name, branch, sub in sources:
+        if not _tree_has(branch, sub):
+            continue  # a release without functional tests / examples in this layout
+        dst = tmp / branch.replace("/", "_")
         dst.mkdir(exist_ok=True)
-        paths = [sub] + (["tests/test_utils/recipes"] if "functional" in name else [])
+        paths = [sub] + (["tests/test_utils/recipes"] if "functional" in name and _tree_has(branch, "tests/test_utils/recipes")
+                         else [])
         archive = subprocess.run(["git", "-C", str(MIRROR), "archive", branch, *paths], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(dst)], input=archive, check=True)
@@ -73,6 +98,30 @@ def extract(tmp: Path) -> list[tuple[str, Path, list[Path]]]:
             files = sorted(p for p in root.rglob("*") if p.suffix in (".sh", ".yaml", ".yml"))
         out.append((name, root, files))
     return out
+
+
+def extract_rocm_branches(tmp: Path) -> tuple[str, Path, list[Path]]:
+    """The ``*.sh`` files at the root of every branch of the ROCm/Megatron-LM mirror (their teams' launch scripts:
+    ``train_llama2.sh``, ``basetrain70b.sh``, ``tune_*.sh``), one copy of each distinct file (by blob), under
+    ``<branch with / as _>/``, in branch order; (name, root, files)."""
+    root = tmp / "rocm-branches"
+    seen: set[str] = set()
+    branches = subprocess.run(["git", "-C", str(ROCM_MIRROR), "for-each-ref", "--format=%(refname:short)", "refs/heads"],
+                              check=True, capture_output=True, text=True).stdout.split()
+    for b in branches:
+        listing = subprocess.run(["git", "-C", str(ROCM_MIRROR), "ls-tree", b], check=True, capture_output=True,
+                                 text=True).stdout.splitlines()
+        for line in listing:
+            meta, _, name = line.partition("\t")
+            kind, blob = meta.split()[1:3]
+            if kind != "blob" or not name.endswith(".sh") or blob in seen:
+                continue
+            seen.add(blob)
+            dst = root / b.replace("/", "_") / name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(subprocess.run(["git", "-C", str(ROCM_MIRROR), "cat-file", "blob", blob], check=True,
+                                           capture_output=True).stdout)
+    return f"{ROCM_SOURCE} ({len(branches)} branches)", root, sorted(root.rglob("*.sh"))
 
 
 def test_clusters(tests_root: Path) -> dict[str, tuple[int, int]]:
@@ -146,13 +195,17 @@ def written_flags(path: Path, text: str, yaml_like: bool) -> set[str]:
     return flags
 
 
+# Pai-Megatron-Patch's own arguments that plan_from_args reads (the vocabulary, its legacy shared experts / MLA)
+READ_PAI = frozenset(k for keys in PAI_VOCAB_KEYS for k in keys) | frozenset(pai_patch.KEYS)
+
+
 def check_flags(plan, rec, path: Path, text: str, yaml_like: bool) -> list[str]:
     """Flags in the reader's own arguments that are neither read, neutral, nor reported."""
     problems = []
     reported = {u.flag for u in plan.source.unmodelled}
     notes = " ".join(plan.source.notes)
     for key, val in rec.args.items():
-        if key in BY_DEST:
+        if key in BY_DEST or key in READ_PAI:
             continue
         f = mf.lookup(key)
         if f is None:
@@ -262,7 +315,7 @@ def env_gpus(text: str) -> int | None:
 
 def _untemp(msg: str) -> str:
     """The message without the temporary extraction folder (stable output)."""
-    return re.sub(r"\S*/survey-[^/\s]+/(?:main|dev)/", "", msg)
+    return re.sub(r"\S*/survey-[^/\s]+/[^/\s]+/", "", msg)
 
 
 def classify_error(msg: str) -> str:
@@ -364,12 +417,16 @@ def survey(name: str, root: Path, files: list[Path], verbose: bool, tmp: Path) -
           + (f" ({100 * gpt_right / gpt_total:.0f}%)" if gpt_total else "") + f", {gpt_wrong} read wrong")
     return dict(files=n, right=len(right), refused=sum(refused.values()), wrong=len(wrong), gpt=gpt_total,
                 gpt_right=gpt_right, reasons=dict(refused), gpt_refused=gpt_refused,
-                wrong_files=[f"{f.relative_to(root)}: {'; '.join(p)}" for f, p in wrong])
+                wrong_files=[_untemp(f"{f.relative_to(root)}: {'; '.join(p)}") for f, p in wrong])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", action="append", default=[], help="NAME=DIR of recipe files (default: the mirror)")
+    ap.add_argument("--ref", action="append", default=[],
+                    help="a branch or tag of the mirror: survey its examples/ and functional tests (repeatable)")
+    ap.add_argument("--rocm-branches", action="store_true",
+                    help="survey the launch scripts at the root of every ROCm/Megatron-LM branch (own doc section)")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--markdown", action="store_true",
                     help="also write the tables into docs/recipe-survey.md (this script's section)")
@@ -382,6 +439,8 @@ def main() -> None:
                 nm, _, d = s.partition("=")
                 root = Path(d)
                 sources.append((nm, root, sorted(p for p in root.rglob("*") if p.suffix in (".sh", ".yaml", ".yml"))))
+        elif args.ref or args.rocm_branches:
+            sources = extract(tmp, ref_sources(args.ref)) + ([extract_rocm_branches(tmp)] if args.rocm_branches else [])
         else:
             sources = extract(tmp)
         work = tmp / "work"
@@ -395,10 +454,11 @@ def main() -> None:
         print(f"ALL: {total['files']} files: {total['right']} read right, {total['refused']} refused, "
               f"{total['wrong']} read wrong; GPT-family training recipes {total['gpt_right']}/{total['gpt']} read right")
         if args.markdown:
-            print(f"wrote {write_markdown(results, total, bool(args.source))}")
+            print(f"wrote {write_markdown(results, total, bool(args.source), args.ref, args.rocm_branches)}")
 
 
-def write_markdown(results: list[tuple[str, dict]], total: collections.Counter, custom: bool) -> Path:
+def write_markdown(results: list[tuple[str, dict]], total: collections.Counter, custom: bool,
+                   refs: list[str] | None = None, rocm: bool = False) -> Path:
     """This survey's section of docs/recipe-survey.md (scripts/survey_doc.py)."""
     from survey_doc import reasons_table, table, write_section
 
@@ -413,10 +473,17 @@ def write_markdown(results: list[tuple[str, dict]], total: collections.Counter, 
         return subprocess.run(["git", "-C", str(MIRROR), "rev-parse", "--short=10", branch], capture_output=True,
                               text=True).stdout.strip()
 
-    commits = "" if custom else ", ".join(f"`{b}` {head(b)}" for b in ("main", "dev"))
-    body = ["## Megatron-LM recipes (`scripts/survey_recipes.py`)", "",
-            "Command: `python scripts/survey_recipes.py --markdown`"
-            + (f" (mirror NVIDIA/Megatron-LM {commits})" if commits else ""), "",
+    other = bool(refs) or rocm
+    commits = "" if custom or (rocm and not refs) else ", ".join(f"`{b}` {head(b)}" for b in (refs or ("main", "dev")))
+    title = "Other Megatron-LM trees: release branches, ROCm/Megatron-LM branch scripts" if other else "Megatron-LM recipes"
+    cmd = ("python scripts/survey_recipes.py " + "".join(f"--ref {r} " for r in refs or ())
+           + ("--rocm-branches " if rocm else "") + "--markdown")
+    where = [f"mirror NVIDIA/Megatron-LM {commits}"] if commits else []
+    if rocm:
+        where.append("mirror ROCm/Megatron-LM, the root `*.sh` of every branch, one copy per distinct file; a script that "
+                     "runs another (`bash train.sh KEY=VALUE`) is read with what it passes")
+    body = [f"## {title} (`scripts/survey_recipes.py`)", "",
+            f"Command: `{cmd}`" + (f" ({'; '.join(where)})" if where else ""), "",
             table(rows, [("src", "source"), ("files", "files"), ("right", "read right"), ("refused", "refused"),
                          ("wrong", "read wrong"), ("gpt", "GPT-family training recipes read right")])]
     gref = [(nm, f, why) for nm, r in results for f, why in r["gpt_refused"]]
@@ -429,7 +496,7 @@ def write_markdown(results: list[tuple[str, dict]], total: collections.Counter, 
         body += ["Read wrong:", ""] + [f"- {nm}: {w}" for nm, w in wrong] + [""]
     for nm, r in results:
         body += [f"Refusal reasons, {nm}:", "", reasons_table(r["reasons"])]
-    return write_section("megatron", "\n".join(body))
+    return write_section("megatron-other" if other else "megatron", "\n".join(body))
 
 
 if __name__ == "__main__":

@@ -46,3 +46,20 @@ def launcher_count(text: str, ranges: str = ":-") -> Optional[int]:
         return None
     n = int(m.group(m.lastindex))
     return n if 1 <= n <= MAX_COUNT else None
+
+
+#: a command substitution that asks the node it runs on for its GPU count: ``python -c "import torch;
+#: print(torch.cuda.device_count())"`` (ROCm/Megatron-LM branch scripts, Pai-Megatron-Patch's
+#: ``${KUBERNETES_CONTAINER_RESOURCE_GPU:-$(python -c ...)}``), ``nvidia-smi -L | wc -l`` / ``nvidia-smi
+#: --list-gpus | wc -l`` (one line per GPU, nvidia-smi(1)); only the whole substitution, ``$(...)`` or backquoted
+_NODE_GPU_QUERY = re.compile(
+    r"""(?:\$\(|`)\s*(?:python3?\s+-c\s+(["'])\s*import\s+torch\s*[;\n]\s*print\(\s*torch\.cuda\.device_count\(\)\s*\)\s*\1"""
+    r"""|nvidia-smi\s+(?:-L|--list-gpus)(?:\s+2>\s*/dev/null)?\s*\|\s*wc\s+-l)\s*(?:\)|`)""")
+
+
+def is_node_gpu_query(source: str) -> bool:
+    """Whether ``source`` (a command substitution as the script writes it) prints the GPU count of the node
+    it runs on (:data:`_NODE_GPU_QUERY`): a processes-per-node count taken from it means "every GPU of the
+    node", which is the cluster's ``gpus_per_node`` (given, commented or the default), not a number in the
+    recipe."""
+    return bool(_NODE_GPU_QUERY.fullmatch(source.strip()))

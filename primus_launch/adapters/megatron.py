@@ -239,12 +239,18 @@ def _check_family(rec: Any) -> None:
 _RUN_FILES = ("tp_comm_overlap_cfg",)
 
 
-def _files_from_run_root(args: dict, recipe: Path) -> dict:
+def _files_from_run_root(args: dict, recipe: Path, downloads: Mapping[str, str] | None = None) -> dict:
     """``args`` with a relative file path that is not found from here looked up next to the recipe and
     in each folder above it: Megatron-LM runs from its checkout's root, and its functional tests name
     their own files from there (``--tp-comm-overlap-cfg tests/functional_tests/test_cases/<case>/
-    tp_comm_overlap_cfg.yaml``).  Not found anywhere: left as written (the reader names it)."""
+    tp_comm_overlap_cfg.yaml``).  Not found anywhere: left as written (the reader names it).  A tokenizer
+    file the script downloads (``downloads``: :func:`megatron_script.downloaded_files`) and that is not on this
+    machine is named by its address, which the public-tokenizer table reads (``.../Llama-2-7b-chat-hf/...``)."""
     out = dict(args)
+    for dest in ("tokenizer_model", "vocab_file"):
+        v = args.get(dest)
+        if isinstance(v, str) and v in (downloads or {}) and not os.path.exists(v):
+            out[dest] = downloads[v]
     for dest in _RUN_FILES:
         v = args.get(dest)
         if not isinstance(v, str) or not v or Path(v).is_absolute() or os.path.isfile(v):  # False for an impossible name
@@ -269,7 +275,7 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     rec, written = _parse(text, str(p), given=cluster, script_args=tuple(script_args), overrides=overrides)
     _check_family(rec)
     try:
-        plan = plan_from_args(_files_from_run_root(rec.args, p), written, name=p.stem)
+        plan = plan_from_args(_files_from_run_root(rec.args, p, getattr(rec, 'downloads', None)), written, name=p.stem)
     except PlanError as e:  # a world-size rule broken on the default cluster says so (the recipe states none)
         raise _on_default_cluster(e, rec) from None
     fmt = rec.format if isinstance(rec, YamlRecipe) else "megatron-bash"
@@ -398,7 +404,7 @@ def _parse_for_render(text: str, path: str, argv_mode: bool, plan: Plan) -> tupl
 def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> str:
     def edits_of(out: str) -> list[ms.Edit]:
         rec, written = _parse_for_render(out, path, argv_mode, plan)
-        current = plan_from_args(_files_from_run_root(rec.args, Path(path)), plan.cluster, validate=False)
+        current = plan_from_args(_files_from_run_root(rec.args, Path(path), getattr(rec, 'downloads', None)), plan.cluster, validate=False)
         if plan.training.fp8_attention and not current.training.fp8_attention and not isinstance(rec, YamlRecipe):
             # a TransformerConfig field: Megatron-LM's arguments.py has no argument for it (its argparse would
             # refuse --fp8-dot-product-attention); only a YAML config carries it
@@ -413,7 +419,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
         out = _with_launch_env(plan, text, out, path)
     # verify: the rendering reads back as the requested plan
     rec, written = _parse_for_render(out, path, argv_mode, plan)
-    back = plan_from_args(_files_from_run_root(rec.args, Path(path)), plan.cluster)  # validated: Megatron would accept the result
+    back = plan_from_args(_files_from_run_root(rec.args, Path(path), getattr(rec, 'downloads', None)), plan.cluster)  # validated: Megatron would accept the result
     diffs = _plan_diffs(plan, back)
     has_launcher = not isinstance(rec, YamlRecipe) and rec.launcher_start() is not None
     unstated = _unstated(rec) if has_launcher else set()
@@ -466,7 +472,7 @@ def _with_launch_env(plan: Plan, original: str, text: str, path: str,
         def read(t: str) -> Any:
             return _parse_for_render(t, path, False, plan)[0]
     rec0 = read(original)
-    old = plan_from_args(_files_from_run_root(rec0.args, Path(path)), plan.cluster, validate=False)
+    old = plan_from_args(_files_from_run_root(rec0.args, Path(path), getattr(rec0, 'downloads', None)), plan.cluster, validate=False)
     from primus_launch.projection.hardware.gpus import gpu_arch
 
     arch = gpu_arch(plan.cluster.gpu)

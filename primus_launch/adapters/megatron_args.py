@@ -1309,7 +1309,10 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                      "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "moe_shared_expert_overlap",
                      "moe_router_fusion"):
             out[dest] = bool(getattr(t, dest))
-        out["moe_use_legacy_grouped_gemm"] = t.moe_expert_gemm == "legacy"
+        # Primus <= v25.10 runs its Turbo grouped MLP on the legacy path (and its sync-free stages 2-3 require
+        # moe_use_legacy_grouped_gemm): a turbo plan keeps the switch as the recipe has it
+        out["moe_use_legacy_grouped_gemm"] = t.moe_expert_gemm == "legacy" or (
+            t.moe_expert_gemm == "turbo" and bool(current.get("moe_use_legacy_grouped_gemm")))
         if current.get("moe_router_padding_for_fp8") is not None and not t.moe_router_padding_for_quantization:
             out["moe_router_padding_for_fp8"] = False  # the deprecated alias, written off where it stands
         if (t.moe_router_padding_for_quantization and not current.get("moe_router_padding_for_fp8")) \

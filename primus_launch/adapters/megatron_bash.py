@@ -412,6 +412,10 @@ def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
             and sc.src(node.children[0]) == "let":  # let X=X*2: as ((...))
         notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated")
         return
+    if t == "command" and node.child_count and node.children[0].type == "command_name" \
+            and _sets_variable(sc, node):  # printf -v X, read X, mapfile X, getopts S X: as let
+        notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated (a variable it sets "
+                     "keeps its value from before)")
     if t == "expansion":
         _brace_body(sc, node)
     if t == "file_redirect":
@@ -420,6 +424,22 @@ def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
         _check(sc, c, notes)
     if t in _LOOPS and t != "for_statement":  # a for loop over known words is run (ShellState.exec_for)
         notes.append(f"line {sc.line(node.start_byte)}: '{sc.src(node.children[0])}' loop not evaluated")
+
+
+#: bash builtins that set a shell variable (bash(1) SHELL BUILTIN COMMANDS): `printf -v NAME`, `read NAME...`,
+#: `mapfile` / `readarray [ARRAY]`, `getopts OPTSTRING NAME` -- the reader does not run them (their input is
+#: a file, the terminal or the script's arguments), so a variable they set keeps its earlier value here
+_SETTING_BUILTINS = ("read", "mapfile", "readarray", "getopts")
+
+
+def _sets_variable(sc: Script, node: tree_sitter.Node) -> bool:
+    """Whether the simple command ``node`` is one of :data:`_SETTING_BUILTINS` (or ``printf -v``)."""
+    name = sc.src(node.children[0])
+    if name in _SETTING_BUILTINS:
+        return True
+    args = [sc.src(c) for c in node.children[1:] if c.is_named]
+    # printf's options come before its format: `printf -v NAME FMT`, `printf -vNAME FMT`
+    return name == "printf" and bool(args) and (args[0] == "-v" or (args[0].startswith("-v") and args[0][2:].isidentifier()))
 
 
 def _dangling_redirect(sc: Script, node: tree_sitter.Node) -> None:
@@ -1659,8 +1679,13 @@ class ShellState:
         finally:
             self._depth -= 1
         self.warnings.append(f"{what} {name}: read ({hit})")
-        self._adopt(sub, before, lambda p: PC(p.ch, SYNTH, (), p.at) if p.lit >= 0 or p.refs else p,
-                    lambda p: PC(p.ch, SYNTH if p.lit >= 0 else p.lit, (), p.at), keep_spans=False)
+        # the file's own characters (PC.at set) become computed text that remembers its file; a character of this
+        # script (at None: a value it passes on, `MBS=$MBS bash train.sh`, `bash train.sh MBS=8`) keeps its place
+        # here, where --tune edits it
+        self._adopt(sub, before, lambda p: p if p.at is None and p.lit >= 0 else
+                    PC(p.ch, SYNTH, (), p.at) if p.lit >= 0 or p.refs else p,
+                    lambda p: p if p.at is None and p.lit >= 0 else PC(p.ch, SYNTH if p.lit >= 0 else p.lit, (), p.at),
+                    keep_spans=False)
 
     def _snapshot(self) -> dict[str, int]:
         return {k: id(v) for k, v in self.scalars.items()} | {"[]" + k: id(v) for k, v in self.arrays.items()}

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import primus_launch.adapters.megatron_flags as megatron_flags
-from primus_launch.adapters.launcher_counts import launcher_count, slurm_option
+from primus_launch.adapters.launcher_counts import is_node_gpu_query, launcher_count, slurm_option
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
 from primus_launch.adapters.megatron_bash import (PC, Ref, ShellState, Token, sbatch_allocation, slurm_env,
                                                  unstated_why)
@@ -254,6 +254,8 @@ class CommandRecipe:
     allocation: dict[str, int] = field(default_factory=dict)  # the #SBATCH header's (sbatch_allocation)
     # the #SBATCH directives whose count is not a number (sbatch_header): field -> the directive as written
     unread_allocation: dict[str, str] = field(default_factory=dict)
+    # files the script downloads (wget -O FILE URL, curl -o FILE URL): FILE as written -> URL (downloaded_files)
+    downloads: dict[str, str] = field(default_factory=dict)
     # files the script sources or runs: path -> ("source" | "bash", text) (megatron_bash.ShellState.files)
     files: dict[str, tuple[str, str]] = field(default_factory=dict)
 
@@ -298,6 +300,9 @@ class CommandRecipe:
                 out.append(inherit[k])
                 continue
             txt = o.vals[0].text
+            if k == 1 and self.node_gpu_query(o.vals[0]) is not None:
+                out.append(None)  # every GPU of the node: the cluster's gpus_per_node (unstated_counts says so)
+                continue
             if o.vals[0].opaque:
                 raise PlanError(o.flag, txt, "comes from a command substitution; pass the cluster explicitly")
             n = launcher_count(txt, ":-" if o.flag not in _SRUN_TASKS else "")  # 1:4 / 2-4 ranges: the upper bound
@@ -311,6 +316,25 @@ class CommandRecipe:
                 n //= nodes
             out.append(n)
         return out[0], out[1], has
+
+    def node_gpu_query(self, tok: Token) -> str | None:
+        """The command substitution that ``tok`` (a launcher count) comes from when it asks the node for its GPU
+        count (:func:`launcher_counts.is_node_gpu_query`: ``GPUS_PER_NODE=`python -c "import torch;
+        print(torch.cuda.device_count())"```), else None.  An unquoted substitution is split into several words
+        (its text, not run, is the value): the words from ``tok`` on are joined until they spell the query, as
+        the script writes it directly or through ``eval $run_cmd``."""
+        if not tok.opaque:
+            return None
+        at = next((i for i, t in enumerate(self.tokens) if t is tok), None)
+        words = [tok] if at is None else self.tokens[at:at + 16]
+        text = ""
+        for w in words:
+            if not w.opaque:
+                break
+            text = f"{text} {w.text}" if text else w.text
+            if is_node_gpu_query(text):
+                return text
+        return None
 
     def _srun_tasks(self) -> Occ | None:
         """``srun``'s total task count option (``-n`` / ``--ntasks``), None under another launcher or without it."""
@@ -337,6 +361,10 @@ class CommandRecipe:
         why: list[tuple[int, str]] = []
         for k, names in enumerate(self.cluster_flags()):
             o = self.launcher_value(*names)
+            query = self.node_gpu_query(o.vals[0]) if k == 1 and o is not None and o.vals else None
+            if query is not None:
+                why.append((k, f"{o.flag} comes from {query} (the GPUs of the node it runs on)"))
+                continue
             if (o is not None and o.vals) or inherit[k] is not None or (o is None and not srun) \
                     or (k == 1 and self._srun_tasks() is not None):
                 continue
@@ -638,12 +666,51 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> Comm
             rec.launcher = slurm_occurrences(rec.launcher)
     rec.args = args_of(rec.occs)
     rec.notes = [f"{path}: {w}" for w in dict.fromkeys(state.warnings)]
+    rec.downloads = downloaded_files(state.commands)
+    for flag, dest in (("--tokenizer-model", "tokenizer_model"), ("--vocab-file", "vocab_file")):
+        url = rec.downloads.get(str(rec.args.get(dest)))
+        if url is not None:
+            rec.notes.append(f"{flag} {rec.args[dest]}: the file the script downloads from {url}; when it is not on "
+                             "this machine, its vocabulary is looked up by that address")
     rec.notes += megatron_flags.config_only_notes(o.flag for o in rec.occs)
     for o in rec.occs:
         if o.flag and any(v.opaque for v in o.vals):
             rec.notes.append(f"{o.flag} {' '.join(v.text for v in o.vals)}: the value comes from a command "
                              f"substitution, which is not run (read as its text)")
     return rec
+
+
+_DOWNLOADERS = {"wget": (("-O", "--output-document"),), "curl": (("-o", "--output"),)}
+
+
+def downloaded_files(commands: list) -> dict[str, str]:
+    """FILE -> URL for each ``wget -O FILE URL`` / ``wget --output-document=FILE URL`` / ``curl [-L] -o FILE URL``
+    (``--output FILE``) the script runs with both words known (no command output in them): launch scripts fetch
+    their tokenizer that way (ROCm/Megatron-LM's ``wget -O $TOKENIZER_MODEL https://huggingface.co/.../
+    tokenizer.model`` before ``--tokenizer-model $TOKENIZER_MODEL``).  wget(1) ``-O file``, curl(1) ``-o file``."""
+    out: dict[str, str] = {}
+    for cmd in commands:
+        words = [t.text for t in cmd.args] if not any(t.opaque for t in cmd.args) else []
+        if not words or words[0].rsplit("/", 1)[-1] not in _DOWNLOADERS:
+            continue
+        (opts,) = _DOWNLOADERS[words[0].rsplit("/", 1)[-1]]
+        target, url = None, None
+        k = 1
+        while k < len(words):
+            w = words[k]
+            if w in opts and k + 1 < len(words):
+                target, k = words[k + 1], k + 2
+                continue
+            if w.startswith(tuple(o + "=" for o in opts if o.startswith("--"))):
+                target = w.split("=", 1)[1]
+            elif w[:2] in opts and len(w) > 2 and not w.startswith("--"):
+                target = w[2:]  # -Ofile
+            elif re.match(r"(?:https?|s3|ftp)://\S+$", w):
+                url = w
+            k += 1
+        if target and url and target != "-":
+            out[target] = url
+    return out
 
 
 def from_argv(argv: list[str]) -> CommandRecipe:

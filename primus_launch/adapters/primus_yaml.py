@@ -17,7 +17,9 @@ and Primus builds the trainer's configuration as follows (facts of ``primus/core
    one); ``${VAR}`` without a default must be set;
 2. then its ``extends:`` list (or one name), relative to the file, is resolved recursively and
    deep-merged in order, the file itself last (``deep_merge``: nested mappings merge, anything else
-   is replaced);
+   is replaced); Primus releases before 2025-11-28 (v25.9 and older) chain with ``bases:`` then
+   ``includes:`` instead, each listed file adding only the top-level keys not already there
+   (:func:`_filled_from`);
 3. the module config (``primus/configs/modules/<fw>/<config>``) is the base; module-level keys of
    the experiment other than name/framework/config/model/overrides are kept where the base lacks them;
 4. the model preset (``primus/configs/models/<fw>/<model>``) adds only the *top-level keys the
@@ -160,6 +162,9 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
     if not isinstance(cfg, dict):
         raise UserError(f"{where}: expected a YAML mapping")
     cfg = _resolve_env(cfg, env, where)
+    for key in ("bases", "includes"):  # Primus <= v25.11's inheritance, in its order
+        if key in cfg:
+            cfg = _filled_from(cfg, key, path, env, _seen, count)
     if "extends" not in cfg:
         return cfg
     ext = cfg["extends"]
@@ -174,6 +179,28 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
         name = file_name(name, f"{where}: extends", "a YAML file name (relative to the file)")
         merged = deep_merge(merged, parse_yaml(path.parent / name, env, _seen=(*_seen, path), _count=count))
     return deep_merge(merged, {k: v for k, v in cfg.items() if k != "extends"})
+
+
+def _filled_from(cfg: dict, key: str, path: Path, env: Mapping[str, str], _seen: tuple, count: list[int]) -> dict:
+    """``cfg`` with its ``bases:`` / ``includes:`` list applied as Primus <= v25.11 does (``primus/core/utils/
+    yaml_utils.py`` ``parse_yaml`` before commit 077c0ff0, 2025-11-28, which replaced both by ``extends:``): each
+    listed file, relative to this one and parsed the same way, adds only the top-level keys not already there --
+    the file's own keys win, then the earlier listed file's (a shallow fill, not :func:`deep_merge`).  Release
+    v25.9 / v25.10 presets chain this way (``llama3.1_8B.yaml`` -> ``llama3_8B.yaml`` -> ``llama3_base.yaml`` ->
+    ``llama_base.yaml`` -> ``language_model.yaml``, which ``includes:`` ``primus_megatron_model.yaml``)."""
+    names = cfg[key]
+    if isinstance(names, str):
+        names = [names]
+    if not isinstance(names, list):
+        raise UserError(f"{path}: {key}={names!r}: a list of file names")
+    from primus_launch.inputs import file_name
+
+    out = {k: v for k, v in cfg.items() if k != key}
+    for name in names:
+        name = file_name(name, f"{path}: {key}", "a YAML file name (relative to the file)")
+        for k, v in parse_yaml(path.parent / name, env, _seen=(*_seen, path), _count=count).items():
+            out.setdefault(k, v)
+    return out
 
 
 def find_configs_root(path: Path, primus_root: Optional[str | Path] = None) -> Optional[Path]:
@@ -412,7 +439,7 @@ _TURBO_KERNELS = {
 # Primus-Turbo MoE knobs read into the plan (with enable_primus_turbo): the grouped GEMM (training.moe_expert_gemm =
 # turbo: one kernel over the experts, priced on the Primus-Turbo grouped-GEMM records), the fused router with aux
 # score (training.moe_router_fusion: one fused top-k / score / aux-loss kernel per pass)
-_TURBO_MOE = ("use_turbo_grouped_gemm", "moe_use_fused_router_with_aux_score")
+_TURBO_MOE = ("use_turbo_grouped_gemm", "use_turbo_grouped_mlp", "moe_use_fused_router_with_aux_score")
 _PRIMUS_UNMODELLED = {
     "cpu_offload": (False, "memory and time: Primus pipeline CPU offload"),
     "offload": (False, "memory and time: Primus pipeline activation offload"),
@@ -584,7 +611,11 @@ def _turbo_moe(cfg: dict, stage: int) -> dict[str, Any]:
     if not cfg.get("enable_primus_turbo"):
         return {}
     out: dict[str, Any] = {}
-    if cfg.get("use_turbo_grouped_gemm") or stage >= 2:
+    # Primus <= v25.10's name, use_turbo_grouped_mlp (removed since: HEAD's rocm_arg_validation.py refuses it): its
+    # grouped_mlp_modules (transformer_engine_spec_provider.py, release/v25.10) runs PrimusTurboGroupedMLP on the
+    # legacy grouped-GEMM path, moe_grouped_gemm with moe_use_legacy_grouped_gemm
+    mlp = cfg.get("use_turbo_grouped_mlp") and cfg.get("moe_grouped_gemm") and cfg.get("moe_use_legacy_grouped_gemm")
+    if cfg.get("use_turbo_grouped_gemm") or stage >= 2 or mlp:
         out["moe_expert_gemm"] = "turbo"
     if cfg.get("moe_use_fused_router_with_aux_score") or stage >= 1:
         out["moe_router_fusion"] = True

@@ -205,6 +205,9 @@ KEYS: dict[str, Key] = {
     **{f"mx.{k}": _MAPPED for k in ("recipe_name", "mxfp8_dim1_cast_kernel_choice", "use_fp8_dim1_cast_triton_kernel")},
     **{f"mx.{k}": _NEUTRAL for k in ("filter_fqns", "moe_fqns_prototype")},
     "debug.moe_force_load_balance": _MAPPED,
+    # its first name (torchtitan 99fee810b, 2025-10-02, until e61f2cce4 moved it to [debug]; Primus v25.10's
+    # TorchTitan DeepSeek-V3 experiments write it): the same round-robin routing
+    "training.debug_moe_force_load_balance": _MAPPED,
     **{f"debug.{k}": _NEUTRAL for k in ("seed", "deterministic_warn_only", "print_config", "save_config_file",
                                         "enable_structured_logging", "spmd_typechecking")},
     "debug.deterministic": _u(False, "time: deterministic kernels"),
@@ -786,7 +789,8 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
         cuda_graphs = {"cuda_graph_impl": "local", "cuda_graph_scope": ("full_iteration",)}
     ep_overlap = bool(par.get("pipeline_parallel_expert_parallel_overlap", True)) and \
         str(sched_name).lower() == "dualpipev" and ep > 1 and model.is_moe
-    force_balance = _bool(_tbl(job, "debug"), "debug", "moe_force_load_balance", False) and model.is_moe
+    force_balance = _bool(_tbl(job, "debug"), "debug", "moe_force_load_balance",
+                          _bool(trn, "training", "debug_moe_force_load_balance", False)) and model.is_moe
 
     unmod += unmodelled_of(job, set_paths, flag)
     loss_chunks = 1
@@ -1073,14 +1077,18 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
 
     # ---- batch: micro-batch is the PP micro-batch, else local_batch_size
     G, m = t.global_batch_size, t.micro_batch_size
-    local = cur("training.local_batch_size", 8)
+    # a job written with the key's earlier name (``training.batch_size``, which the reader takes when
+    # ``local_batch_size`` is absent: Primus release v25.9 / v25.10 TorchTitan experiments) keeps it
+    bkey = "training.batch_size" if cur("training.local_batch_size", None) is None and \
+        cur("training.batch_size", None) is not None else "training.local_batch_size"
+    local = cur(bkey, 8)
     if p.pp > 1:
         put("parallelism.pipeline_parallel_microbatch_size", m, 1)
         if local % m or G % (local * dp):
             local = G // dp
     else:
         local = m
-    put("training.local_batch_size", local, 8)
+    put(bkey, local, 8)
     gbs_cur = cur("training.global_batch_size", -1)
     if not (gbs_cur == -1 and G == local * dp):
         put("training.global_batch_size", G, -1)

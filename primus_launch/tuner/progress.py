@@ -19,6 +19,8 @@ from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 
+from primus_launch.streams import trusted
+
 class Tally(Protocol):
     """What a bar reads of a search: an engine, a memo or a sweep's view (``scored``, the best
     candidate so far and its time)."""
@@ -61,7 +63,8 @@ class Progress:
         self.baseline_s = baseline_s
         self.min_interval_s = min_interval_s
         self._last = 0.0
-        console = Console(file=stream or sys.stderr, highlight=False)
+        # its cursor codes are its own: through stderr's unescaped channel (primus_launch.streams.trusted)
+        console = Console(file=trusted(stream or sys.stderr), highlight=False)
         columns = [TextColumn("tune")]
         if total:  # done / total in short numbers: a full 64111104 does not fit an 80-column line (rich cut it)
             columns += [BarColumn(bar_width=24), TextColumn("{task.fields[done]}/" + count_text(total))]

@@ -49,6 +49,10 @@ ARCHES = ("", "ampere", "hopper", "blackwell", "blackwell_ultra", "cdna3", "cdna
 VENDORS = ("nvidia", "amd", "custom")
 
 
+#: the annotations of GPUSpec's numeric fields (``from __future__ import annotations``: resolved by pydantic)
+_NUMBER_TYPES = (float, int, Optional[float], Optional[int])
+
+
 class GPUSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -94,6 +98,19 @@ class GPUSpec(BaseModel):
                                                       "launch time per kernel (cost/framework.py HOST_CPU_FACTOR)")
     source: str = ""
     hbm_source: str = Field(default="", description="where hbm_bytes comes from (the capacity the device reports)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: object) -> object:
+        """``true`` / ``false`` where a number belongs is refused (pydantic's lax mode read ``gpus_per_node =
+        true`` as 1 and ``sustained_clock_fraction = true`` as 1.0 without a word; the recipes' readers, the
+        wrapper's ``[cluster]`` and the ``[collectives]`` tables refuse a boolean there)."""
+        if isinstance(data, dict):
+            for key, value in data.items():
+                info = cls.model_fields.get(key) if isinstance(key, str) else None
+                if isinstance(value, bool) and info is not None and info.annotation in _NUMBER_TYPES:
+                    raise PlanError(f"gpu.{data.get('name', '?')}.{key}", value, "a number")
+        return data
 
     @model_validator(mode="after")
     def _in_range(self) -> "GPUSpec":
