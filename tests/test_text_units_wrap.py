@@ -54,3 +54,15 @@ def test_memory_row_names_the_allocated_basis():
     alloc = project(plan, dry_run=True, memory_basis="allocated")
     assert f"{alloc.memory.peak_bytes_per_gpu / 2 ** 30:.1f} GiB allocated peak of" in render_text(alloc)
     assert "allocated peak" not in render_text(project(plan, dry_run=True))
+
+
+def test_a_path_longer_than_a_line_is_not_broken():
+    """A note naming a file whose path is longer than the line (pytest's tmp paths under xdist) was broken
+    mid-path by the fallback wrap, so the path printed could not be pasted back; it now overflows whole."""
+    from primus_launch.report.text import WIDTH, _wrap
+    path = "/tmp/pytest-of-root/pytest-626/popen-gw0/test_a_gpu_file_spec_is_noted_0/" + "x" * 20 + "/gpus.toml"
+    lines = _wrap(f"note: cluster gpu=h100-sxm: spec from --gpu-file {path} (over the database's entry)",
+                  indent="    ", first="  ")
+    assert len(path) + 4 > WIDTH and any(ln.strip() == path for ln in lines)
+    assert " ".join(" ".join(lines).split()) == ("note: cluster gpu=h100-sxm: spec from --gpu-file "
+                                                 f"{path} (over the database's entry)")

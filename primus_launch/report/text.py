@@ -169,8 +169,9 @@ def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
     lines = textwrap.wrap("".join(chars), WIDTH, initial_indent=first, subsequent_indent=indent,
                           break_long_words=False, break_on_hyphens=False)
     if any(len(ln) > WIDTH for ln in lines):  # a group longer than a line: wrap it at its spaces too
+        # a single word longer than a line (a file path) is left whole: a path broken across lines cannot be pasted
         lines = textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=indent,
-                              break_long_words=True, break_on_hyphens=False)
+                              break_long_words=False, break_on_hyphens=False)
     return [ln.replace(_NBSP, " ").rstrip() for ln in lines] or [first.rstrip()]
 
 
