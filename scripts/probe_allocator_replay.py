@@ -4,7 +4,7 @@ For every judged TorchTitan case of ``memory_cases.json`` with an exactly publis
 CPU trace can run (dense llama3 / qwen3, no PP / EP / CP, no float8), traces torchtitan 0.3.0's own step at full
 depth on the meta device (``tests/titan_alloc_trace.py``: every allocation and free of rank 0, in order, with its
 stream; eager: a compiled run's blocks are traced eager) and replays it through
-:class:`memory.caching_allocator.CachingAllocator` (torch's ``DeviceCachingAllocator`` rules, expandable segments as
+:class:`caching_allocator.CachingAllocator` (tests/caching_allocator.py) (torch's ``DeviceCachingAllocator`` rules, expandable segments as
 torchtitan's ``run_train.sh`` sets them).  Prints, GiB: measured reserved M, the model's allocated peak A and
 reserved peak R (A + 10 % of the dynamic bytes + FSDP2's side-stream pools), the traced allocated peak a and the
 replayed reserved peak r (expandable segments; ``r0`` without), and ``A + (r - a)``: the model's allocated peak
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from titan_alloc_trace import alloc_events
     from validate_memory import case_items, evaluate, load_gpus
 
-    from primus_launch.projection.memory.caching_allocator import CachingAllocator, reserved_by_stream
+    from caching_allocator import CachingAllocator, reserved_by_stream
     from primus_launch.projection.memory.estimate import estimate_memory
     from primus_launch.projection.memory.stage import TITAN_DYNAMIC_FRAGMENTATION as F
 

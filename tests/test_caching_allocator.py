@@ -1,4 +1,4 @@
-"""The caching-allocator model (memory.caching_allocator) against torch's stated allocator behaviour, and the replay
+"""The caching-allocator model (tests/caching_allocator.py) against torch's stated allocator behaviour, and the replay
 of a traced torchtitan step against torch's own memory tracker.
 
 Independent sources: the behaviour pytorch/pytorch ``c10/cuda/CUDACachingAllocator.cpp`` (001074d2) states in its
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from primus_launch.projection.memory.caching_allocator import CachingAllocator, replay, reserved_by_stream
+from caching_allocator import CachingAllocator, replay, reserved_by_stream
 
 MiB = 1 << 20
 

@@ -29,7 +29,7 @@ ALLOCATOR_FRAGMENTATION = RESERVED_OVER_ALLOCATED
 #: "reserved but unallocated", taken after ``release_cached_blocks``; Primus #349, ROCm, no expandable segments) is
 #: 5.7 % of the dynamic bytes, and any held fraction below 10 % turns three DeepSeek-V3 B200 OOMs ``tight``
 #: (MEMORY.md round 20, ``scripts/probe_unreleasable_frag.py``).  A replay of the traced step through torch's allocator
-#: rules (:mod:`memory.caching_allocator`, MEMORY.md round 22, ``scripts/probe_allocator_replay.py``) finds that
+#: rules (``tests/caching_allocator.py``, MEMORY.md round 22, ``scripts/probe_allocator_replay.py``) finds that
 #: fragmentation a few GiB whatever the depth, not a fraction of the activations; it fits the B200 rows better and the
 #: H100 rows no better, so the guess stays
 TITAN_DYNAMIC_FRAGMENTATION = 0.10
