@@ -52,6 +52,16 @@ The step times are this rank's compute in its own Megatron order (``pipeline/ord
 idle gaps (which would only widen the windows).  Per-chunk parameters are the stage's over ``vpp`` (the embedding /
 output layer's extra on the first / last chunk is spread).  Not modelled: ``--overlap-param-gather-with-optimizer-step``
 (reported by the Megatron adapter); other stages' end earlier than stage 0 (their slack) is not used.
+
+Word-embedding gradient all-reduce (Megatron, PP > 1; :func:`embedding_grad_sync_s`): after the DP reduction,
+``finalize_model_grads`` all-reduces the word-embedding weight's whole gradient over the embedding group, the first
+and the last pipeline stage of each pipeline (megatron-core 0.16.1 / Megatron-LM 0d8e0714
+``distributed/finalize_model_grads.py`` ``_allreduce_word_embedding_grads`` -> ``_allreduce_embedding_grad``:
+``torch.distributed.all_reduce(grad, group=embd_group)``), when the weight is duplicated across stages:
+``share_embeddings_and_output_weights or mtp_num_layers`` (``_get_shared_word_embedding_weight``; an MTP stage
+builds its own embedding copy).  One blocking call, not bucketed, not overlapped:
+``t = all_reduce(padded_vocab / TP x hidden x grad bytes)`` over 2 ranks ``tp cp dp (pp - 1)`` apart, on the
+tails of stages 0 and ``pp - 1``.
 """
 
 from __future__ import annotations
@@ -68,7 +78,7 @@ from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost import contention as con
 from primus_launch.projection.cost.fsdp import fsdp_bytes
 from primus_launch.projection.hardware.gpus import GPUSpec
-from primus_launch.projection.hardware.placement import Layout
+from primus_launch.projection.hardware.placement import Layout, place
 from primus_launch.projection.memory.params import StageParams, stage_parameter_split
 from primus_launch.projection.pipeline.orders import B, F, schedule_orders
 
@@ -307,6 +317,20 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
         ag = max(ag / buckets, ag - fwd_win)
         ag += con.displaced(raw - ag, con.NCCL_SMS, units, arch)
     return grad + ag
+
+
+def embedding_grad_sync_s(plan: Plan, spec: GPUSpec, lay: Layout) -> float:
+    """Seconds of Megatron's word-embedding gradient all-reduce between the first and the last pipeline stage
+    (module doc: ``all_reduce(padded_vocab / TP x hidden x grad bytes)`` over 2 ranks), 0 where it does not run
+    (not Megatron, PP 1, untied embeddings without MTP)."""
+    m, p = plan.model, plan.parallel
+    if plan.framework != "megatron" or p.pp <= 1:
+        return 0.0
+    if m.untie_embeddings_and_output_weights and not m.mtp_num_layers:
+        return 0.0
+    elems = m.padded_vocab_size(p.tp) // p.tp * m.hidden_size
+    grp = place(2, lay.pp.stride * (p.pp - 1), lay.pp.gpus_per_node)
+    return coll.all_reduce(float(elems * fsdp_bytes(plan).grad), grp, spec.name)
 
 
 def held_parameters(plan: Plan, lay: Layout, sp_: StageParams) -> float:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from primus_launch.projection.cost.dp_comm import dp_grad_sync, held_parameters
+from primus_launch.projection.cost.dp_comm import dp_grad_sync, embedding_grad_sync_s, held_parameters
 from primus_launch.projection.cost.optimizer import optimizer_step_s
 from primus_launch.projection.memory.params import stage_parameter_split
 from primus_launch.projection.pipeline.simulate import PipelineResult
@@ -48,17 +48,22 @@ class IterationCosts:
 def stage_tails(s: Setup, stages: StageCosts) -> list[StageTail]:
     """Per pipeline stage, what it runs after the pipeline (:class:`StageTail`): the exposed DP
     gradient sync behind its forward / backward windows (``cost/dp_comm.py``) and its optimizer step
-    (``cost/optimizer.py``).  The iteration is the makespan plus the longest of them."""
+    (``cost/optimizer.py``); stages 0 and ``pp - 1`` add Megatron's word-embedding gradient all-reduce
+    (``cost/dp_comm.py`` ``embedding_grad_sync_s``).  The iteration is the makespan plus the longest of them."""
     plan, spec, lay = s.plan, s.spec, s.lay
     stage_params = stage_parameter_split(plan)
     post = []
-    for rank in range(plan.parallel.pp):
+    pp = plan.parallel.pp
+    emb = embedding_grad_sync_s(plan, spec, lay)   # stages 0 and pp - 1: the word-embedding all-reduce
+    for rank in range(pp):
         sp_ = stage_params[rank]
         row = stages.chunks[rank]
         fwd_win = sum(q.fwd for q in row)
         bwd_win = sum(q.bwd_input + q.bwd_weight for q in row)
         per_chunk = [(q.fwd, q.bwd_input + q.bwd_weight) for q in row]
         dp_s = dp_grad_sync(plan, spec, lay, sp_, fwd_win, bwd_win, rank, per_chunk)
+        if rank in (0, pp - 1):
+            dp_s += emb
         post.append(StageTail(dp_s, optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_), overlap_s=dp_s)))
     return post
 
