@@ -431,6 +431,8 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
         ensure_fits(result, a.force)
         _refuse_environment_launch(a)
         sys.stdout.flush()
+        if command and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", command[0]):  # TP=4 bash x.sh: as the shell runs it
+            command = ["env", *command]
         return run_command(command) if command else _launch_recipe(plan)
     return 0
 

@@ -154,3 +154,27 @@ def test_run_train_call_and_primus_launcher(tmp_path, monkeypatch):
     assert plan.cluster.num_nodes == 1
     (e,) = recipe_effects(run, plan, {"NNODES": "2"})
     assert ("cluster.num_nodes", 1, 2) in e.changes
+
+
+def test_a_variable_read_in_a_sourced_file_counts(tmp_path):
+    # Megatron-LM scripts keep their knobs in a sourced fragment (source config.sh): its ${TP:-2} is read too
+    (tmp_path / "config.sh").write_text("TP=${TP:-2}\n")
+    p = _script(tmp_path, "source config.sh\n" + _CMD)
+    plan = load_recipe(p)
+    assert plan.parallel.tp == 2
+    (e,) = recipe_effects(p, plan, {"TP": "4"})
+    assert e.changes == (("parallel.tp", 2, 4),)
+
+
+def test_launch_of_a_command_with_its_environment_runs_it_in_that_environment(tmp_path, monkeypatch):
+    # --project --launch -- TP=4 bash x.sh: projected with TP=4 and run with it (env(1) puts it in the environment)
+    import primus_launch.launch.launcher as launcher
+    from primus_launch.cli import main
+
+    _script(tmp_path, FORMS["colon-dash"] + _CMD)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TP", raising=False)
+    ran = []
+    monkeypatch.setattr(launcher, "run_command", lambda argv: ran.append(argv) or 0)
+    assert main(["--project", "--dry-run", "--launch", "--", "TP=4", "bash", "train.sh"]) == 0
+    assert ran == [["env", "TP=4", "bash", "train.sh"]]

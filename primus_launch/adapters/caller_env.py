@@ -139,6 +139,23 @@ _SCRIPT_KINDS = ("torchtitan-launch", "torchtitan-config-script", "primus-cli")
 _PRIMUS_NAMES = ("NNODES", "GPUS_PER_NODE", "EXP")
 
 
+def _script_names(p: Path, kind: str, script_args: Optional[list[str]] = None) -> list[str]:
+    """:func:`referenced_names` of a launch script and, for a Megatron-LM script, of the files it sources or runs
+    (``source common.sh``: the files the bash reader read, ``megatron_bash.ShellState.files``)."""
+    text = script_text(p)
+    names = referenced_names(text)
+    if kind == "megatron" and text:
+        from primus_launch.adapters.megatron_script import from_script
+
+        try:
+            rec = from_script(text, str(p), tuple(script_args or ()))
+        except (UserError, PlanError, ValueError, OSError):
+            return names
+        for _, body in rec.files.values():
+            names += referenced_names(body)
+    return list(dict.fromkeys(names))
+
+
 def recipe_effects(path: str | Path, plan: Plan, environ: Mapping[str, str], overrides: Optional[dict] = None,
                    primus_root: Optional[str | Path] = None, script_args: Optional[list[str]] = None
                    ) -> list[EnvEffect]:
@@ -151,7 +168,7 @@ def recipe_effects(path: str | Path, plan: Plan, environ: Mapping[str, str], ove
     kind = detect_kind(p)
     if not (kind in _SCRIPT_KINDS or (kind == "megatron" and p.suffix.lower() in SCRIPT_SUFFIXES)):
         return []
-    names = referenced_names(script_text(p)) + (list(_PRIMUS_NAMES) if kind == "primus-cli" else [])
+    names = _script_names(p, kind, script_args) + (list(_PRIMUS_NAMES) if kind == "primus-cli" else [])
     return env_effects(lambda env: load_recipe(p, overrides, primus_root, script_args=script_args, script_env=env),
                        plan, dict.fromkeys(names), environ)
 
@@ -168,9 +185,12 @@ def command_effects(argv: list[str], plan: Plan, environ: Mapping[str, str], ove
     argv = [str(a) for a in argv]
     kind = framework_of(argv)
     given, _ = env_prefix(argv)
-    script = called_script(argv)
-    if kind == "script" and script is not None:
-        names, label = referenced_names(script_text(script)), str(script)
+    call = called_script(argv)
+    if kind == "script" and call is not None:
+        from primus_launch.adapters import detect_kind
+
+        script, args = call
+        names, label = _script_names(script, detect_kind(script), args), str(script)
     elif kind == "run-train-call":
         names, label = list(RUN_TRAIN_NAMES), "run_train.sh"
     elif kind == "primus-cli":

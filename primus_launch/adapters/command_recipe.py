@@ -96,10 +96,12 @@ def env_prefix(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     return (env, list(argv[skip:])) if env else ({}, list(argv))
 
 
-def called_script(argv: list[str]) -> Optional[Path]:
-    """The launch script a command runs (``bash x.sh``, ``./x.sh``, after ``NAME=value`` words), else None."""
-    hit = _script_of(env_prefix(argv)[1])
-    return hit[1] if hit is not None else None
+def called_script(argv: list[str]) -> Optional[tuple[Path, list[str]]]:
+    """(the launch script a command runs: ``bash x.sh A B``, ``./x.sh``, after ``NAME=value`` words; its
+    arguments), else None."""
+    rest = env_prefix(argv)[1]
+    hit = _script_of(rest)
+    return (hit[1], rest[hit[0] + 1:]) if hit is not None else None
 
 
 def check_command_tunable(argv: list[str]) -> None:
