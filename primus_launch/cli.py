@@ -233,6 +233,7 @@ def _cluster_overrides(a: argparse.Namespace) -> dict:
 
 def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
     plan = _load_recipe(a, recipe, command)
+    _note_environment(a, recipe, command, plan)
     if getattr(a, "power_limit_w", None) is not None:
         plan = plan.with_changes(cluster={"power_limit_w": a.power_limit_w})  # validated, as every plan
     specs = getattr(a, "gpu_file_specs", None) or {}
@@ -240,6 +241,36 @@ def _load(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
         plan.source.notes.append(f"cluster gpu={plan.cluster.gpu}: spec from --gpu-file {a.gpu_file} "
                                  + ("(over the database's entry)" if specs[plan.cluster.gpu] else "(added by it)"))
     return plan
+
+
+def _note_environment(a: argparse.Namespace, recipe: str, command: list[str], plan: Plan) -> None:
+    """The variables of this process's environment that the launch script reads and that would change its run
+    (``TP=4 primus-launch --project train.sh`` where it says ``TP=${TP:-2}``), each a note on ``plan`` (never a
+    change to it: adapters/caller_env.py); kept on ``a`` for ``--launch``, which would run with them."""
+    from primus_launch.adapters import caller_env
+
+    overrides = _cluster_overrides(a)
+    if recipe == _FROM_COMMAND:
+        effects, label = caller_env.command_effects(command, plan, os.environ, overrides, a.primus_root)
+        how = shlex.join(command)
+    else:
+        effects = caller_env.recipe_effects(recipe, plan, os.environ, overrides, a.primus_root, command)
+        label, how = recipe, shlex.join(["bash", recipe, *command])
+    a.env_effects = effects
+    tuning = getattr(a, "tune", None) is not None
+    if plan.source is not None:
+        plan.source.notes.extend(caller_env.env_note(e, label, tuning, how) for e in effects)
+
+
+def _refuse_environment_launch(a: argparse.Namespace) -> None:
+    """``--launch`` runs the command in this environment: a variable that changes the run the answer checked
+    (:func:`_note_environment`) is refused by name."""
+    effects = getattr(a, "env_effects", None) or []
+    if effects:
+        said = ", ".join(f"{e.name}={e.value}" for e in effects)
+        raise UserError(f"--launch: {said} in this environment would change the run the answer checked (the script "
+                        f"reads {'it' if len(effects) == 1 else 'them'}); unset {'it' if len(effects) == 1 else 'them'}"
+                        ", or write the value in the script and project that")
 
 
 def _load_recipe(a: argparse.Namespace, recipe: str, command: list[str]) -> Plan:
@@ -398,7 +429,10 @@ def _cmd_project(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.launch.launcher import ensure_fits, run_command
 
         ensure_fits(result, a.force)
+        _refuse_environment_launch(a)
         sys.stdout.flush()
+        if command and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", command[0]):  # TP=4 bash x.sh: as the shell runs it
+            command = ["env", *command]
         return run_command(command) if command else _launch_recipe(plan)
     return 0
 
@@ -510,6 +544,10 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
     from primus_launch.adapters import check_writable
 
     check_writable(plan)
+    if a.tune == _FROM_COMMAND:
+        from primus_launch.adapters.command_recipe import check_command_tunable
+
+        check_command_tunable(command)
     if a.tune != _FROM_COMMAND:
         from primus_launch.adapters import detect_kind
 
@@ -658,6 +696,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         from primus_launch.launch.launcher import ensure_fits, run_command
 
         ensure_fits(res.best, a.force)
+        _refuse_environment_launch(a)
         sys.stdout.flush()
         if tuned_cmd:
             return run_command(tuned_cmd)

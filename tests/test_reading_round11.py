@@ -163,14 +163,18 @@ def test_run_train_call_with_its_environment_as_a_command(tmp_path, monkeypatch)
         render_command(plan, argv)
 
 
-def test_environment_before_another_script_is_refused_by_name(tmp_path, monkeypatch):
-    from primus_launch.adapters.command_recipe import plan_from_command
+def test_environment_before_another_script_is_its_start_environment(tmp_path, monkeypatch):
+    # `TP=2 bash pos.sh`: the words are the environment the script starts in (envnote; refused before); pos.sh
+    # sets TP from $1 whatever the environment says, so the plan keeps $1's default; a tune is refused by name
+    from primus_launch.adapters.command_recipe import check_command_tunable, plan_from_command
     from primus_launch.errors import UserError
 
     _write(tmp_path, _POSITIONAL, "pos.sh")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UserError, match=r"^command: TP=2 before pos.sh: an environment for a launch script"):
-        plan_from_command(["TP=2", "bash", "pos.sh"])
+    assert plan_from_command(["TP=2", "bash", "pos.sh"]).parallel.tp == 1
+    assert plan_from_command(["MBS=4", "bash", "pos.sh", "2"]).parallel.tp == 2
+    with pytest.raises(UserError, match=r"^command: TP=2 before pos.sh: the tuned script would run with them"):
+        check_command_tunable(["TP=2", "bash", "pos.sh"])
 
 
 def test_primus_launch_as_a_command(tmp_path, monkeypatch):
@@ -212,10 +216,8 @@ def test_a_megatron_script_named_run_pretrain_is_not_a_primus_launch(tmp_path, m
 
 def test_a_megatron_run_train_sh_with_an_environment_is_not_torchtitans(tmp_path, monkeypatch):
     from primus_launch.adapters.command_recipe import framework_of
-    from primus_launch.errors import UserError
 
     _write(tmp_path, _POSITIONAL, "run_train.sh")
     monkeypatch.chdir(tmp_path)
     for argv in (["TP=2", "./run_train.sh"], ["CONFIG=x", "./run_train.sh"]):
-        with pytest.raises(UserError, match="an environment for a launch script"):
-            framework_of(argv)
+        assert framework_of(argv) == "script"  # read as the script it is, in that environment

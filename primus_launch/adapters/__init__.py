@@ -92,13 +92,15 @@ def cluster_rule_error(e: PlanError, overrides: Optional[dict], origin: Optional
 
 def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
                 primus_root: Optional[str | Path] = None, script_args: Optional[list[str]] = None,
-                origin: Optional[dict[str, str]] = None) -> Plan:
+                origin: Optional[dict[str, str]] = None, script_env: Optional[dict[str, str]] = None) -> Plan:
     """Read any supported recipe into a validated Plan; ``cluster_overrides`` (gpu, num_nodes,
     gpus_per_node) win over what the recipe or wrapper states, before the plan's legality check (a
     partial set completes the cluster the recipe states); ``primus_root`` locates the Primus
     checkout of a Primus experiment that does not live in one; ``script_args`` are a launch
     script's positional parameters ($1..$N); ``origin`` names where each override came from in a
-    rule the final plan breaks (default: the CLI flags, :data:`CLUSTER_FLAGS`)."""
+    rule the final plan breaks (default: the CLI flags, :data:`CLUSTER_FLAGS`); ``script_env``: the variables a
+    launch script is started with (``TP=4 bash x.sh``: a command's prefixes; never this process's environment,
+    :mod:`primus_launch.adapters.caller_env`)."""
     p = Path(path)
     _text(p)  # the input boundary: a folder, a missing, unreadable, oversized or non-UTF-8 file ends here
     kind = detect_kind(p)
@@ -106,7 +108,7 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
     if kind == "wrapper":
         return load_wrapper(p, overrides, primus_root)
     try:
-        return _load_native(p, kind, overrides, primus_root, script_args)
+        return _load_native(p, kind, overrides, primus_root, script_args, script_env)
     except PlanError as e:  # a rule that reads the cluster names the overrides that set it
         named = cluster_rule_error(e, overrides, origin)
         if named is e:
@@ -115,7 +117,7 @@ def load_recipe(path: str | Path, cluster_overrides: Optional[dict] = None,
 
 
 def _load_native(p: Path, kind: RecipeKind, overrides: dict, primus_root: Optional[str | Path],
-                 script_args: Optional[list[str]]) -> Plan:
+                 script_args: Optional[list[str]], script_env: Optional[dict[str, str]] = None) -> Plan:
     """The reader of ``kind`` on the cluster ``overrides`` make: all of gpu / num_nodes / gpus_per_node, the
     cluster itself (a recipe is validated against its target cluster only); some, completing the cluster
     the recipe states (or, a Primus experiment, the one picked to fit its layout) in the reader's one pass,
@@ -125,7 +127,7 @@ def _load_native(p: Path, kind: RecipeKind, overrides: dict, primus_root: Option
     if kind == "megatron":
         from primus_launch.adapters.megatron import load_megatron
 
-        return load_megatron(p, full, tuple(script_args or ()), overrides=partial)
+        return load_megatron(p, full, tuple(script_args or ()), overrides=partial, script_env=script_env)
     if kind == "bridge":
         from primus_launch.adapters.bridge_yaml import load_bridge_yaml
 
@@ -141,15 +143,15 @@ def _load_native(p: Path, kind: RecipeKind, overrides: dict, primus_root: Option
     if kind == "primus-cli":
         from primus_launch.adapters.primus_cli import load_primus_cli_script
 
-        return load_primus_cli_script(p, overrides, primus_root, tuple(script_args or ()))
+        return load_primus_cli_script(p, overrides, primus_root, tuple(script_args or ()), script_env)
     if kind == "torchtitan-launch":
         from primus_launch.adapters.torchtitan_script import load_titan_script
 
-        return load_titan_script(p, overrides, tuple(script_args or ()))
+        return load_titan_script(p, overrides, tuple(script_args or ()), script_env)
     if kind == "torchtitan-config-script":
         from primus_launch.adapters.torchtitan_script import load_titan_config_script
 
-        return load_titan_config_script(p, overrides, tuple(script_args or ()))
+        return load_titan_config_script(p, overrides, tuple(script_args or ()), script_env)
     from primus_launch.adapters.torchtitan import load_torchtitan
 
     return load_torchtitan(p, full, overrides=partial)

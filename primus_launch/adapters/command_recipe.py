@@ -12,7 +12,9 @@ command are understood:
   Rendering writes the tuned TOML next to the original (``x.tuned.toml``, never over it), points
   ``--job.config_file`` at it, and keeps any command-line override in step with the tuned value.
 - **A launch script**: ``bash recipe.sh [ARGS]`` or ``./recipe.sh`` -> the Megatron-LM adapter reads
-  the script; rendering writes ``recipe.tuned.sh`` next to it and runs that instead.
+  the script; rendering writes ``recipe.tuned.sh`` next to it and runs that instead.  ``NAME=value`` words
+  before it (``TP=4 bash recipe.sh``, also after ``env``) are the environment the script starts in, which its
+  ``${TP:-2}`` reads; a tune of such a command is refused (the words would beat the tuned values).
 - **Megatron-LM flags** otherwise (``torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py
   --num-layers ...``): the Megatron adapter's :func:`plan_from_argv` / :func:`render_argv`, which
   also take the cluster from torchrun's options and edit only the changed values.
@@ -60,7 +62,7 @@ def framework_of(argv: list[str]) -> str:
     ``"primus-cli"`` (a Primus launch: ``./primus-cli ... -- train pretrain --config X``), ``"run-train-call"``
     (``MODULE=m CONFIG=c ./run_train.sh``), ``"script"`` (a launch script) or ``"megatron"`` (flags)."""
     from primus_launch.adapters.primus_cli import launcher_in
-    from primus_launch.adapters.torchtitan_script import ENV_WORD, run_train_call
+    from primus_launch.adapters.torchtitan_script import run_train_call
 
     if launcher_in(argv):
         return "primus-cli"
@@ -74,21 +76,51 @@ def framework_of(argv: list[str]) -> str:
         return "torchtitan-launch"
     if _script_of(argv) is not None:
         return "script"
-    skip = 1 if argv and os.path.basename(argv[0]) == "env" else 0
-    while skip < len(argv) and ENV_WORD.match(argv[skip]):
-        skip += 1
-    called = _script_of(argv[skip:]) if skip else None
-    if called is not None:
-        raise UserError(f"command: {' '.join(argv[:skip])} before {called[1]}: an environment for a launch script is "
-                        "read only for Primus launches and torchtitan's run_train.sh; write the variables into the "
-                        "script (or a script that sets them and calls it) and project that")
+    env, rest = env_prefix(argv)
+    if env and _script_of(rest) is not None:
+        return "script"
     return "megatron"
 
 
+def env_prefix(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """(the ``NAME=value`` words a command starts with, after an optional ``env``: the environment it runs
+    with, the command after them)."""
+    from primus_launch.adapters.torchtitan_script import ENV_WORD
+
+    skip = 1 if argv and os.path.basename(argv[0]) == "env" else 0
+    env: dict[str, str] = {}
+    while skip < len(argv) and ENV_WORD.match(argv[skip]):
+        k, v = argv[skip].split("=", 1)
+        env[k] = v
+        skip += 1
+    return (env, list(argv[skip:])) if env else ({}, list(argv))
+
+
+def called_script(argv: list[str]) -> Optional[tuple[Path, list[str]]]:
+    """(the launch script a command runs: ``bash x.sh A B``, ``./x.sh``, after ``NAME=value`` words; its
+    arguments), else None."""
+    rest = env_prefix(argv)[1]
+    hit = _script_of(rest)
+    return (hit[1], rest[hit[0] + 1:]) if hit is not None else None
+
+
+def check_command_tunable(argv: list[str]) -> None:
+    """Refuse, before a tune, a launch script called with ``NAME=value`` words (``TP=4 bash x.sh``): the tuned
+    command would run the tuned script with them, and they beat what the script's ``${TP:-2}`` says."""
+    env, rest = env_prefix([str(a) for a in argv])
+    if env and framework_of([str(a) for a in argv]) == "script":
+        said = " ".join(f"{k}={v}" for k, v in env.items())
+        raise UserError(f"command: {said} before {_script_of(rest)[1]}: the tuned script would run with them, and they "
+                        "beat the values it writes; write them into the script, then tune it")
+
+
 # ----------------------------------------------------------------------------- reading
-def plan_from_command(argv: list[str], overrides: dict | None = None, primus_root: str | Path | None = None) -> Plan:
+def plan_from_command(argv: list[str], overrides: dict | None = None, primus_root: str | Path | None = None,
+                      script_env: dict[str, str] | None = None) -> Plan:
     """The plan of a training command (see the module docstring for the kinds and precedence); ``primus_root``
-    locates the presets of a Primus launch's experiment."""
+    locates the presets of a Primus launch's experiment; ``script_env``: variables the launch script (or
+    run_train.sh, a Primus launcher) starts with besides the command's own ``NAME=value`` words, which win (never
+    this process's environment: :mod:`primus_launch.adapters.caller_env`)."""
     argv = [str(a) for a in argv]
     if not argv:
         raise UserError("command: empty; give the training command after '--'")
@@ -97,11 +129,11 @@ def plan_from_command(argv: list[str], overrides: dict | None = None, primus_roo
     if kind == "primus-cli":
         from primus_launch.adapters.primus_cli import plan_from_primus_command
 
-        return plan_from_primus_command(argv, ov, primus_root)
+        return plan_from_primus_command(argv, ov, primus_root, script_env)
     if kind == "run-train-call":
         from primus_launch.adapters.torchtitan_script import plan_from_run_train_call
 
-        return plan_from_run_train_call(argv, ov)
+        return plan_from_run_train_call(argv, ov, script_env)
     if kind == "torchtitan":
         return plan_from_job_command(argv, ov)
     if kind == "torchtitan-launch":
@@ -112,9 +144,11 @@ def plan_from_command(argv: list[str], overrides: dict | None = None, primus_roo
     if kind == "script":
         from primus_launch.adapters import load_recipe
 
-        i, script = _script_of(argv)
-        # the words after the script are its positional parameters ($1, $2, "$@"), as `--project script -- A B`
-        return load_recipe(script, ov, script_args=argv[i + 1:])
+        env, rest = env_prefix(argv)
+        i, script = _script_of(rest)
+        # the words after the script are its positional parameters ($1, $2, "$@"), as `--project script -- A B`;
+        # NAME=value words before it, the environment it starts in
+        return load_recipe(script, ov, script_args=rest[i + 1:], script_env={**(script_env or {}), **env} or None)
     from primus_launch.adapters.megatron import plan_from_argv
 
     cluster = command_cluster(argv, ov, None)

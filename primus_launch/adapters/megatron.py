@@ -81,13 +81,15 @@ def _guessed_cluster(path: str) -> tuple[Cluster, str] | None:
 
 
 def _parse(text: str, path: str, argv_mode: bool = False, given: Cluster | None = None,
-           script_args: tuple[str, ...] = (), overrides: Mapping[str, Any] | None = None) -> tuple[Any, Cluster]:
+           script_args: tuple[str, ...] = (), overrides: Mapping[str, Any] | None = None,
+           script_env: Mapping[str, str] | None = None) -> tuple[Any, Cluster]:
     """(recipe, cluster as written) for a script, YAML or argv text; with ``given`` the written
     cluster is not resolved (a launcher value like ``--nproc-per-node gpu`` is then no error).
     ``overrides`` (without ``given``): partial cluster flags, which complete the written cluster
     (:meth:`Cluster.completed`); a note on how the recipe's own cluster was found (a guess from its
-    path, a count falling back) is left out only where the flags set every field it is about."""
-    rec, cluster = _parse_recipe(text, path, argv_mode, given, script_args, overrides)
+    path, a count falling back) is left out only where the flags set every field it is about.  ``script_env``:
+    the variables a script is started with (a command's ``NAME=value`` prefixes)."""
+    rec, cluster = _parse_recipe(text, path, argv_mode, given, script_args, overrides, script_env)
     _env_attention_backend(rec)
     return rec, cluster
 
@@ -120,7 +122,8 @@ def _env_attention_backend(rec: Any) -> None:
 
 
 def _parse_recipe(text: str, path: str, argv_mode: bool, given: Cluster | None, script_args: tuple[str, ...],
-                  overrides: Mapping[str, Any] | None) -> tuple[Any, Cluster]:
+                  overrides: Mapping[str, Any] | None,
+                  script_env: Mapping[str, str] | None = None) -> tuple[Any, Cluster]:
     """:func:`_parse` before the launch environment's attention variables are read."""
     if argv_mode:
         rec: Any = ms.from_argv(text.split("\n") if text else [])
@@ -154,7 +157,7 @@ def _parse_recipe(text: str, path: str, argv_mode: bool, given: Cluster | None, 
             written = _stated_cluster(cfg, None)
             _default_note(rec, path, written, set(), overrides, cfg)
     else:
-        rec = ms.from_script(text, path, script_args)
+        rec = ms.from_script(text, path, script_args, script_env)
         written = given or _script_cluster(rec, cfg, path, overrides)
     return rec, written.completed(overrides, world) if given is None and overrides else written
 
@@ -262,17 +265,19 @@ def _files_from_run_root(args: dict, recipe: Path, downloads: Mapping[str, str] 
 
 
 def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args: tuple[str, ...] | list[str] = (),
-                  overrides: Mapping[str, Any] | None = None) -> Plan:
+                  overrides: Mapping[str, Any] | None = None, script_env: Mapping[str, str] | None = None) -> Plan:
     """Read a Megatron-LM launch script or argument YAML into a plan.
 
     ``script_args`` are the script's positional parameters (``$1``, ``$2``, ... ``$@``), e.g. the
     tokenizer or data paths of Megatron-LM's example scripts; unset ones stay empty, so the
     script's own defaults (``${2:-MOCK}``) decide.  ``overrides`` (without ``cluster``): partial cluster
     flags completing the cluster the recipe states before the plan is checked (:func:`_parse`).
+    ``script_env``: the variables a script is started with (``TP=4 bash x.sh``: a command's prefixes).
     """
     p = Path(path)
     text = read_recipe_text(p)
-    rec, written = _parse(text, str(p), given=cluster, script_args=tuple(script_args), overrides=overrides)
+    rec, written = _parse(text, str(p), given=cluster, script_args=tuple(script_args), overrides=overrides,
+                          script_env=script_env)
     _check_family(rec)
     try:
         plan = plan_from_args(_files_from_run_root(rec.args, p, getattr(rec, 'downloads', None)), written, name=p.stem)

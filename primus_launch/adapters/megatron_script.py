@@ -11,9 +11,9 @@ copying its line's indentation and ``\\`` continuation, and removed with their l
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.launcher_counts import is_node_gpu_query, launcher_count, slurm_option
@@ -650,12 +650,14 @@ def _pick_command(state: ShellState, path: str) -> tuple[list[Token], int, dict[
     return args, best[2], env
 
 
-def from_script(text: str, path: str, script_args: tuple[str, ...] = ()) -> CommandRecipe:
+def from_script(text: str, path: str, script_args: tuple[str, ...] = (),
+                script_env: Optional[Mapping[str, str]] = None) -> CommandRecipe:
     """The training command of a launch script run statically with positional parameters
-    ``script_args`` and the SLURM_* environment of its ``#SBATCH`` allocation; skipped constructs, and
+    ``script_args`` and the SLURM_* environment of its ``#SBATCH`` allocation over ``script_env`` (the
+    variables the script is started with: a command's ``NAME=value`` prefixes); skipped constructs, and
     ``$(...)`` output reaching a Megatron argument, are stated in ``notes``."""
     alloc = sbatch_allocation(text)
-    state = ShellState(text, path, script_args, slurm_env(alloc))
+    state = ShellState(text, path, script_args, {**(script_env or {}), **slurm_env(alloc)})
     tokens, idx, env = _pick_command(state, path)
     rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]), env=env)
     rec.allocation, rec.unread_allocation, rec.files = state.allocation, state.unread_allocation, state.files

@@ -99,11 +99,13 @@ def cli_overrides(tokens: list[str]) -> dict:
     return out
 
 
-def _command(text: str, path: str, args: tuple[str, ...] = ()) -> tuple[list[str], str, dict[str, str]]:
-    """(the launcher's command words, its kind, the environment the script sets) of the last Primus
-    launch line; ``args``: the script's own arguments (its ``"$@"``)."""
+def _command(text: str, path: str, args: tuple[str, ...] = (), start_env: Optional[dict[str, str]] = None
+             ) -> tuple[list[str], str, dict[str, str]]:
+    """(the launcher's command words, its kind, the environment the script sets, over ``start_env``: the
+    variables it is started with) of the last Primus launch line; ``args``: the script's own arguments (its
+    ``"$@"``)."""
     hit: Optional[tuple[list[str], str, dict[str, str]]] = None
-    for words, env in command_lines(text, args):
+    for words, env in command_lines(text, args, start_env):
         at = _launcher_at(words)
         if at is None:
             continue
@@ -128,11 +130,14 @@ def _count(value: str, what: str) -> int:
 
 
 def load_primus_cli_script(path: str | Path, overrides: Optional[dict] = None,
-                           primus_root: Optional[str | Path] = None, script_args: tuple[str, ...] = ()) -> Plan:
+                           primus_root: Optional[str | Path] = None, script_args: tuple[str, ...] = (),
+                           script_env: Optional[dict[str, str]] = None) -> Plan:
     """The plan of the Primus experiment a ``primus-cli`` launch script runs (see the module docstring);
-    ``overrides`` (gpu, num_nodes, gpus_per_node) win over what the script states."""
+    ``overrides`` (gpu, num_nodes, gpus_per_node) win over what the script states; ``script_env``: the variables
+    the script is started with (its ``${NNODES:-1}`` reads them)."""
     p = Path(path)
-    plan = _plan_from_launch_text(read_recipe_text(p), p, str(p), overrides, primus_root, tuple(script_args))
+    plan = _plan_from_launch_text(read_recipe_text(p), p, str(p), overrides, primus_root, tuple(script_args),
+                                  script_env)
     if script_args:
         plan.source.script_args = list(script_args)
     return plan
@@ -147,22 +152,25 @@ def launcher_in(argv: list[str]) -> bool:
 
 
 def plan_from_primus_command(argv: list[str], overrides: Optional[dict] = None,
-                             primus_root: Optional[str | Path] = None) -> Plan:
+                             primus_root: Optional[str | Path] = None,
+                             script_env: Optional[dict[str, str]] = None) -> Plan:
     """The plan of a Primus launch given as a command (``primus-launch --project -- ./primus-cli direct -- train
     pretrain --config X``; ``NAME=value`` prefixes are its environment), read as the one-line script that runs it
     from the current folder (a relative ``--config`` is looked for there and in each folder above it)."""
     import shlex
 
-    return _plan_from_launch_text(shlex.join(argv), Path.cwd() / "command", "command", overrides, primus_root)
+    return _plan_from_launch_text(shlex.join(argv), Path.cwd() / "command", "command", overrides, primus_root,
+                                  start_env=script_env)
 
 
 def _plan_from_launch_text(text: str, p: Path, label: str, overrides: Optional[dict],
-                           primus_root: Optional[str | Path], args: tuple[str, ...] = ()) -> Plan:
+                           primus_root: Optional[str | Path], args: tuple[str, ...] = (),
+                           start_env: Optional[dict[str, str]] = None) -> Plan:
     """:func:`load_primus_cli_script` of a script's ``text``; ``p``: where it runs from (relative configs),
     ``label``: how messages name it."""
     from primus_launch.adapters.primus_yaml import gpu_from_folder, plan_from_text
 
-    cmd, kind, env = _command(text, label, args)
+    cmd, kind, env = _command(text, label, args, start_env)
     if kind == "example":
         # examples/run_pretrain.sh: ``primus/cli/main.py train pretrain --config $EXP ... "$@"`` on NNODES nodes
         mode, rest = [], ["--config", env.get("EXP", ""), *cmd[1:]]

@@ -155,15 +155,17 @@ def _tokens(text: str, a: int, b: int, env: dict[str, Assign], args: tuple[str, 
     return out
 
 
-def _scan(text: str, path: str, args: tuple[str, ...] = ()) -> tuple[list[Tok], dict[str, Assign],
-                                                                   list[tuple[int, str]]]:
+def _scan(text: str, path: str, args: tuple[str, ...] = (), start_env: Optional[dict[str, str]] = None
+          ) -> tuple[list[Tok], dict[str, Assign], list[tuple[int, str]]]:
     """(the launch line's tokens, the variables assigned, the notes of counts it leaves unstated:
-    :func:`_fill_unstated`); ``args``: the script's own arguments (:func:`_tokens`)."""
+    :func:`_fill_unstated`); ``args``: the script's own arguments (:func:`_tokens`); ``start_env``: the
+    variables the script is started with."""
     from primus_launch.adapters.megatron_bash import sbatch_header, slurm_env
 
     alloc, unread = sbatch_header(text)
-    # the SLURM_* variables of the #SBATCH allocation (not written in the script: spans -1, never edited)
-    env: dict[str, Assign] = {k: Assign(v, -1, -1) for k, v in slurm_env(alloc).items()}
+    # the SLURM_* variables of the #SBATCH allocation over those it starts with (not written in the script:
+    # spans -1, never edited)
+    env: dict[str, Assign] = {k: Assign(v, -1, -1) for k, v in {**(start_env or {}), **slurm_env(alloc)}.items()}
     cmd: Optional[list[Tok]] = None
     for a, b in _logical_lines(text):
         line = text[a:b]
@@ -340,6 +342,8 @@ def _run_train_command(toks: list[Tok], env: dict[str, Assign], text: str) -> Op
             return Tok(t.text.split("=", 1)[1], a + q, t.end - q, t.literal, after=end)
         if name in env and env[name].start >= 0:
             return Tok(env[name].value, env[name].start, env[name].end, True, after=end)
+        if name in env:  # the environment the script starts in (run_train.sh reads ${NAME:-default})
+            return Tok(env[name].value, call.start, call.start, False, (name, None), after=end)
         return Tok(_RUN_TRAIN_DEFAULTS.get(name, ""), call.start, call.start, False, (name, None), after=end)
 
     ngpu = value("NGPU")
@@ -360,17 +364,18 @@ def _run_train_command(toks: list[Tok], env: dict[str, Assign], text: str) -> Op
 
 
 def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None,
-                             script_args: tuple[str, ...] | list[str] = ()) -> Plan:
+                             script_args: tuple[str, ...] | list[str] = (),
+                             script_env: Optional[dict[str, str]] = None) -> Plan:
     """The plan of the job TOML a launch script's command names, with the command's ``--section.key``
     overrides and torchrun's cluster (:func:`primus_launch.adapters.titan_job_argv.plan_from_job_command`).
     A relative TOML path is relative to where the script runs (torchtitan's scripts run from the
     repository's root: ``./torchtitan/models/flux/train_configs/...``): it is looked for next to the
-    script, then in each folder above it."""
+    script, then in each folder above it.  ``script_env``: the variables the script is started with."""
     from primus_launch.adapters.titan_job_argv import plan_from_job_command
     from primus_launch.adapters.torchrun_argv import cluster_overrides
 
     p = Path(path)
-    argv, _, unstated = _config_script_argv(p, tuple(script_args))
+    argv, _, unstated = _config_script_argv(p, tuple(script_args), start_env=script_env)
     plan = plan_from_job_command(argv, overrides)
     notes = _count_notes(unstated, cluster_overrides(overrides))
     if notes and plan.source is not None:
@@ -380,13 +385,13 @@ def load_titan_config_script(path: str | Path, overrides: Optional[dict] = None,
     return plan
 
 
-def _config_script_argv(p: Path, args: tuple[str, ...] = (), text: Optional[str] = None
-                        ) -> tuple[list[str], Path, list[tuple[int, str]]]:
+def _config_script_argv(p: Path, args: tuple[str, ...] = (), text: Optional[str] = None,
+                        start_env: Optional[dict[str, str]] = None) -> tuple[list[str], Path, list[tuple[int, str]]]:
     """The script's command with its job TOML's path resolved (:func:`load_titan_config_script`), that
     path, and the notes of the launcher counts the command leaves unstated (:func:`script_launch`)."""
     from primus_launch.adapters.titan_job_argv import config_index, config_path
 
-    argv, unstated = script_launch(read_recipe_text(p) if text is None else text, str(p), args)
+    argv, unstated = script_launch(read_recipe_text(p) if text is None else text, str(p), args, start_env)
     i = config_index(argv)
     if i is None:
         raise UserError(f"{p}: no command with --job.config_file found (expected torchrun ... --job.config_file "
@@ -434,11 +439,13 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
                         "command instead (primus-launch --tune -- torchrun ...) or drop it from the script")
 
 
-def command_lines(text: str, args: tuple[str, ...] = ()) -> list[tuple[list[str], dict[str, str]]]:
+def command_lines(text: str, args: tuple[str, ...] = (), start_env: Optional[dict[str, str]] = None
+                  ) -> list[tuple[list[str], dict[str, str]]]:
     """Each command line of a script (logical lines; assignments read as :func:`_scan` does): its
-    expanded words and the variables assigned above it (``NAME=value`` / ``export NAME=value``); ``args``: the
-    script's own arguments, where a line says ``"$@"`` / ``$*``."""
-    env: dict[str, Assign] = {}
+    expanded words and the variables assigned above it (``NAME=value`` / ``export NAME=value``) or given in
+    ``start_env`` (the variables the script is started with); ``args``: the script's own arguments, where a
+    line says ``"$@"`` / ``$*``."""
+    env: dict[str, Assign] = {k: Assign(v, -1, -1) for k, v in (start_env or {}).items()}
     out: list[tuple[list[str], dict[str, str]]] = []
     for a, b in _logical_lines(text):
         m = _ASSIGN.match(text[a:b])
@@ -456,10 +463,12 @@ def script_argv(text: str, path: str) -> list[str]:
     return script_launch(text, path)[0]
 
 
-def script_launch(text: str, path: str, args: tuple[str, ...] = ()) -> tuple[list[str], list[tuple[int, str]]]:
+def script_launch(text: str, path: str, args: tuple[str, ...] = (), start_env: Optional[dict[str, str]] = None
+                  ) -> tuple[list[str], list[tuple[int, str]]]:
     """(:func:`script_argv`, the notes of the launcher counts it leaves unstated: (0 nodes / 1 processes
-    per node, note), :func:`_fill_unstated`); ``args``: the script's own arguments (its ``"$@"``)."""
-    toks, _, notes = _scan(text, path, args)
+    per node, note), :func:`_fill_unstated`); ``args``: the script's own arguments (its ``"$@"``);
+    ``start_env``: the variables the script is started with."""
+    toks, _, notes = _scan(text, path, args, start_env)
     return [t.text for t in toks], notes
 
 
@@ -469,11 +478,13 @@ def _count_notes(notes: list[tuple[int, str]], overrides: dict) -> list[str]:
 
 
 def load_titan_script(path: str | Path, overrides: Optional[dict] = None,
-                      script_args: tuple[str, ...] | list[str] = ()) -> Plan:
+                      script_args: tuple[str, ...] | list[str] = (), script_env: Optional[dict[str, str]] = None
+                      ) -> Plan:
     """Read the torchtitan launch line of a script (cluster from its torchrun options, ``overrides`` win);
-    ``script_args``: the arguments the script is called with (where its command says ``"$@"``)."""
+    ``script_args``: the arguments the script is called with (where its command says ``"$@"``); ``script_env``:
+    the variables it is started with."""
     p = Path(path)
-    return _plan_from_launch_text(read_recipe_text(p), p, overrides, tuple(script_args))
+    return _plan_from_launch_text(read_recipe_text(p), p, overrides, tuple(script_args), script_env)
 
 
 def run_train_call(argv: list[str]) -> bool:
@@ -495,9 +506,11 @@ def run_train_call(argv: list[str]) -> bool:
         return True
 
 
-def plan_from_run_train_call(argv: list[str], overrides: Optional[dict] = None) -> Plan:
+def plan_from_run_train_call(argv: list[str], overrides: Optional[dict] = None,
+                             script_env: Optional[dict[str, str]] = None) -> Plan:
     """The plan of a :func:`run_train_call` command: the command run_train.sh runs with that environment and
-    its arguments (as a script holding that call is read); a job TOML is looked for from the current folder."""
+    its arguments (as a script holding that call is read); a job TOML is looked for from the current folder.
+    ``script_env``: the variables the command starts with besides its own prefixes (which win)."""
     import shlex
 
     words = argv[1:] if Path(argv[0]).name == "env" else list(argv)
@@ -506,21 +519,22 @@ def plan_from_run_train_call(argv: list[str], overrides: Optional[dict] = None) 
         from primus_launch.adapters.titan_job_argv import plan_from_job_command
         from primus_launch.adapters.torchrun_argv import cluster_overrides
 
-        job, toml, unstated = _config_script_argv(here, (), text)
+        job, toml, unstated = _config_script_argv(here, (), text, script_env)
         plan = plan_from_job_command(job, overrides)
         plan.source.notes.extend(_count_notes(unstated, cluster_overrides(overrides)))
     else:
-        plan = _plan_from_launch_text(text, here, overrides, ())
+        plan = _plan_from_launch_text(text, here, overrides, (), script_env)
     return plan.model_copy(update={"source": plan.source.model_copy(update={"format": "torchtitan-command-call"})})
 
 
-def _plan_from_launch_text(text: str, p: Path, overrides: Optional[dict], script_args: tuple[str, ...]) -> Plan:
+def _plan_from_launch_text(text: str, p: Path, overrides: Optional[dict], script_args: tuple[str, ...],
+                           script_env: Optional[dict[str, str]] = None) -> Plan:
     """:func:`load_titan_script` of a script's ``text`` (``p``: its path)."""
     from primus_launch.adapters.torchrun_argv import cluster_overrides, default_gpu_note, launch_cluster
     from primus_launch.adapters.torchtitan_argv import plan_from_launch
     from primus_launch.plan import Source
 
-    argv, unstated = script_launch(text, str(p), tuple(script_args))
+    argv, unstated = script_launch(text, str(p), tuple(script_args), script_env)
     ov = cluster_overrides(overrides)
     cluster = launch_cluster(argv, ov)
     plan = plan_from_launch(argv, cluster)
