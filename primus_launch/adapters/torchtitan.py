@@ -1078,7 +1078,7 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
     # ---- batch: micro-batch is the PP micro-batch, else local_batch_size
     G, m = t.global_batch_size, t.micro_batch_size
     # a job written with the key's earlier name (``training.batch_size``, which the reader takes when
-    # ``local_batch_size`` is absent: Primus release v25.9 / v25.10 TorchTitan experiments) keeps it
+    # ``local_batch_size`` is absent: Primus release/v25.9 TorchTitan experiments) keeps it
     bkey = "training.batch_size" if cur("training.local_batch_size", None) is None and \
         cur("training.batch_size", None) is not None else "training.local_batch_size"
     local = cur(bkey, 8)
