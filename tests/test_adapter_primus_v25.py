@@ -48,6 +48,22 @@ def test_bases_fill_only_missing_top_level_keys(tmp_path):
     assert cfg == {"x": 0, "nested": {"p": 9}, "only_a": "a", "only_b": "b", "only_inc": "i"}
 
 
+
+def test_a_missing_base_names_the_key_that_lists_it(tmp_path):
+    # the file has no extends: key; its error named one ("extends='.../nope.yaml': no such file")
+    import pytest
+
+    from primus_launch.errors import UserError
+
+    for key in ("bases", "includes"):
+        (tmp_path / "top.yaml").write_text(f"{key}:\n  - nope.yaml\nx: 0\n")
+        with pytest.raises(UserError) as e:
+            parse_yaml(tmp_path / "top.yaml", env={})
+        assert str(e.value).startswith(f"{key}=") and "nope.yaml" in str(e.value) and "extends" not in str(e.value)
+    (tmp_path / "top.yaml").write_text("extends:\n  - nope.yaml\n")
+    with pytest.raises(UserError, match="^extends="):
+        parse_yaml(tmp_path / "top.yaml", env={})
+
 def test_titan_batch_size_is_kept_as_written(tmp_path):
     root = _tree(tmp_path)
     exp, module = _tt(root), root / "primus/configs/modules/torchtitan/pre_trainer.yaml"

@@ -138,7 +138,7 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
                field: str = "recipe", _count: Optional[list[int]] = None) -> dict:
     """Primus ``parse_yaml``: load, resolve ``${...}``, then apply ``extends:`` (relative to the file).
     Files are read through the input boundary (``field`` names the file in its errors: the recipe,
-    a preset, an ``extends`` file).  A file that extends itself (by any spelling of its path: real
+    a preset, an ``extends`` / ``bases`` / ``includes`` file).  A file that extends itself (by any spelling of its path: real
     paths are compared), a chain deeper than :data:`MAX_EXTENDS_DEPTH` and a tree of more than
     :data:`MAX_EXTENDS_FILES` entries (files extending the same base twice, level after level, would
     double the work per level) are refused with one line."""
@@ -155,7 +155,7 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
         raise UserError(f"{_seen[0] if _seen else where}: extends reaches more than {MAX_EXTENDS_FILES:,} files (a "
                         "base extended twice at every level?); Primus presets chain a handful")
     if text is None:
-        text = read_recipe_text(path, "extends" if _seen else field)
+        text = read_recipe_text(path, field)
     cfg = _load_yaml_text(text, where)
     if cfg is None:
         raise UserError(f"{where}: empty YAML file")
@@ -177,7 +177,8 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
     merged: dict = {}
     for name in ext:
         name = file_name(name, f"{where}: extends", "a YAML file name (relative to the file)")
-        merged = deep_merge(merged, parse_yaml(path.parent / name, env, _seen=(*_seen, path), _count=count))
+        merged = deep_merge(merged, parse_yaml(path.parent / name, env, _seen=(*_seen, path), field="extends",
+                                               _count=count))
     return deep_merge(merged, {k: v for k, v in cfg.items() if k != "extends"})
 
 
@@ -198,7 +199,7 @@ def _filled_from(cfg: dict, key: str, path: Path, env: Mapping[str, str], _seen:
     out = {k: v for k, v in cfg.items() if k != key}
     for name in names:
         name = file_name(name, f"{path}: {key}", "a YAML file name (relative to the file)")
-        for k, v in parse_yaml(path.parent / name, env, _seen=(*_seen, path), _count=count).items():
+        for k, v in parse_yaml(path.parent / name, env, _seen=(*_seen, path), field=key, _count=count).items():
             out.setdefault(k, v)
     return out
 
