@@ -43,7 +43,7 @@ _IN_LINE = re.compile(f"[\n{_ACTIVE}]")
 _NAMED = {"\n": "\\n", "\r": "\\r"}
 
 
-def _escape(m: re.Match) -> str:
+def _escape(m: re.Match[str]) -> str:
     c = m.group()
     return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
 
@@ -71,21 +71,12 @@ class _Sink:
         return False
 
 
-class _Closed:
+class _Closed(_Sink):
     """stdout when the process was started without one (``>&-``: Python sets ``sys.stdout`` to None): the
     answer cannot be written, and is one line saying so (as on a full disk), not dropped with exit 0."""
 
-    encoding = "utf-8"
-    errors = "strict"
-
     def write(self, s: str) -> int:
         raise OSError(errno.EBADF, "Bad file descriptor (stdout is closed)")
-
-    def flush(self) -> None:
-        return None
-
-    def isatty(self) -> bool:
-        return False
 
     def fileno(self) -> int:  # the descriptor number is free (or another file's): never pointed at /dev/null
         raise ValueError("stdout is closed")

@@ -132,21 +132,27 @@ def graphed_whole(plan_dict: dict) -> float:
     return project_dry_run(Plan.model_validate(d)).tokens_per_sec_per_gpu
 
 
-def row_errors_under(ctx) -> int:
-    """Errors of the NVIDIA Megatron MoE rows as the model stands and inside context ``ctx`` (rows that move)."""
+def nvidia_megatron_moe_rows() -> list[dict]:
+    """The NVIDIA Megatron MoE rows of runs.json (the rows both what-ifs print)."""
+    return [r for r in json.loads(RUNS.read_text())["rows"] if r["plan"]["model"].get("num_experts")
+            and r["plan"]["source"]["framework"] == "megatron" and not r["plan"]["cluster"]["gpu"].startswith("mi")]
+
+
+def row_errors(rows: list[dict]) -> list[float]:
+    """Projected / measured tokens/s/GPU - 1 of each row, as the model stands now."""
     from primus_launch.plan import Plan
     from primus_launch.projection.dryrun import project_dry_run
 
-    rows = [r for r in json.loads(RUNS.read_text())["rows"] if r["plan"]["model"].get("num_experts")
-            and r["plan"]["source"]["framework"] == "megatron" and not r["plan"]["cluster"]["gpu"].startswith("mi")]
+    return [project_dry_run(Plan.model_validate(r["plan"])).tokens_per_sec_per_gpu
+            / r["measured_tokens_per_sec_per_gpu"] - 1 for r in rows]
 
-    def errors() -> list[float]:
-        return [project_dry_run(Plan.model_validate(r["plan"])).tokens_per_sec_per_gpu
-                / r["measured_tokens_per_sec_per_gpu"] - 1 for r in rows]
 
-    base = errors()
+def row_errors_under(ctx) -> int:
+    """Errors of the NVIDIA Megatron MoE rows as the model stands and inside context ``ctx`` (rows that move)."""
+    rows = nvidia_megatron_moe_rows()
+    base = row_errors(rows)
     with ctx:
-        new = errors()
+        new = row_errors(rows)
     moved = [(r, b, n) for r, b, n in zip(rows, base, new) if abs(n - b) > 1e-3]
     print(f"\nNVIDIA Megatron MoE rows that move ({len(moved)} of {len(rows)}): error now -> under the what-if")
     for r, b, n in sorted(moved, key=lambda x: abs(x[2]) - abs(x[1])):
@@ -158,18 +164,10 @@ def host_factor_whatif(k: float, x86_only: bool = False) -> int:
     """Errors of the NVIDIA Megatron MoE rows with the host prices times ``k`` (module doc, ``--host-factor``); with
     ``x86_only`` only the x86 hosts' launch price (``framework.HOST_CPU_FACTOR["x86"]``), Grace's absolute price and
     the per-expert GEMM price kept."""
-    from primus_launch.plan import Plan
     from primus_launch.projection.cost import framework, moe_host
-    from primus_launch.projection.dryrun import project_dry_run
 
-    rows = [r for r in json.loads(RUNS.read_text())["rows"] if r["plan"]["model"].get("num_experts")
-            and r["plan"]["source"]["framework"] == "megatron" and not r["plan"]["cluster"]["gpu"].startswith("mi")]
-
-    def errors() -> list[float]:
-        return [project_dry_run(Plan.model_validate(r["plan"])).tokens_per_sec_per_gpu
-                / r["measured_tokens_per_sec_per_gpu"] - 1 for r in rows]
-
-    base = errors()
+    rows = nvidia_megatron_moe_rows()
+    base = row_errors(rows)
     consts, gemm, fac = framework._host_constants, moe_host.TE_GEMM_HOST_S, dict(framework.HOST_CPU_FACTOR)
     if x86_only:
         framework.HOST_CPU_FACTOR.update(x86=fac["x86"] * k, grace=fac["grace"])
@@ -180,7 +178,7 @@ def host_factor_whatif(k: float, x86_only: bool = False) -> int:
         moe_host.TE_GEMM_HOST_S = gemm * k
     framework.clear_caches()
     try:
-        new = errors()
+        new = row_errors(rows)
     finally:
         framework._host_constants, moe_host.TE_GEMM_HOST_S = consts, gemm
         framework.HOST_CPU_FACTOR.update(fac)

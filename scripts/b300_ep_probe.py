@@ -37,6 +37,8 @@ import json
 import sys
 from pathlib import Path
 
+from moe_probe import sweep_fixed_cost  # scripts/: the fixed cost a published sweep allows
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "scripts" / "validation" / "runs.json"
 
@@ -150,21 +152,6 @@ def a2a_calls(sku: str) -> dict:
     n, k = pl.size, pl.per_node
     return {"bytes_per_rank": s, "bytes_per_peer": s / n, "nic_bytes": s * (n - k) / n, "seconds": sec,
             "latency_share": lat / sec, "ranks": n, "per_domain": k, "nic_eff": f.e_nic_a2a}
-
-
-def sweep_fixed_cost(busbw: float, avg_busbw: float, ranks: int, sizes: tuple[int, ...]) -> float:
-    """Per-call seconds ``l`` of ``t = busbytes / busbw + l`` that makes the curve's mean bus bandwidth over ``sizes``
-    equal a sweep's printed average (bisection): the largest fixed cost per call the published sweep allows in that
-    form (every shortfall below the large-message rate read as a fixed cost)."""
-    def mean_bw(lat: float) -> float:
-        bbs = [s * (ranks - 1) / ranks for s in sizes]
-        return sum(bb / (bb / busbw + lat) for bb in bbs) / len(bbs)
-
-    lo, hi = 0.0, 1e-2
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mean_bw(mid) > avg_busbw else (lo, mid)
-    return lo
 
 
 def a2a_calls_per_step(sku: str) -> int:

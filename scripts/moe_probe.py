@@ -371,19 +371,25 @@ OCI_B300_A2A_SIZES = tuple(2 ** k for k in range(19, 34))
 A2A_COPY_ROWS = ("permute", "sort chunks", "TE Fp8Padding", "TE Fp8Unpadding", "unsort chunks", "unpermute")
 
 
-def oci_a2a_latency(ranks: int = 8) -> float:
-    """Per-call seconds ``l`` of ``t = busbytes / B + l`` with ``B`` the OCI B300 run's 8 GiB bus bandwidth that makes
-    the curve's mean bus bandwidth over the run's sizes equal the run's printed average (bisection): the largest fixed
-    cost per call the published run allows in that form."""
+def sweep_fixed_cost(busbw: float, avg_busbw: float, ranks: int, sizes: tuple[int, ...]) -> float:
+    """Per-call seconds ``l`` of ``t = busbytes / busbw + l`` that makes the curve's mean bus bandwidth over ``sizes``
+    equal a sweep's printed average (bisection): the largest fixed cost per call the published sweep allows in that
+    form (every shortfall below the large-message rate read as a fixed cost)."""
     def mean_bw(lat: float) -> float:
-        bbs = [s * (ranks - 1) / ranks for s in OCI_B300_A2A_SIZES]
-        return sum(bb / (bb / OCI_B300_A2A_8GIB_BUSBW + lat) for bb in bbs) / len(bbs)
+        bbs = [s * (ranks - 1) / ranks for s in sizes]
+        return sum(bb / (bb / busbw + lat) for bb in bbs) / len(bbs)
 
-    lo, hi = 0.0, 1e-3
-    for _ in range(60):
+    lo, hi = 0.0, 1e-2
+    for _ in range(80):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if mean_bw(mid) > OCI_B300_A2A_AVG_BUSBW else (lo, mid)
+        lo, hi = (mid, hi) if mean_bw(mid) > avg_busbw else (lo, mid)
     return lo
+
+
+def oci_a2a_latency(ranks: int = 8) -> float:
+    """:func:`sweep_fixed_cost` of the OCI B300 run (``B`` its 8 GiB bus bandwidth, the run's sizes and printed
+    average): the largest fixed cost per call the published run allows."""
+    return sweep_fixed_cost(OCI_B300_A2A_8GIB_BUSBW, OCI_B300_A2A_AVG_BUSBW, ranks, tuple(OCI_B300_A2A_SIZES))
 
 
 def probe_a2a_path() -> int:

@@ -99,9 +99,14 @@ def check_roundtrip(plan, path: Path, text: str) -> list[str]:
     return []
 
 
+def _untemp(msg: str) -> str:
+    """``msg`` without the temporary checkout's folder."""
+    return re.sub(r"\S*/survey-nemo-[^/\s]+/" + re.escape(SUB) + "/", "", msg)
+
+
 def classify(msg: str) -> tuple[str, bool]:
     """(reason without numbers and the temporary folder, whether the file is a GPT-family training recipe)."""
-    msg = re.sub(r"\S*/survey-nemo-[^/\s]+/" + re.escape(SUB) + "/", "", msg)
+    msg = _untemp(msg)
     msg = re.sub(r"^\S+\.ya?ml: ", "", msg)  # the file the line names
     if "model family the projection does not model" in msg:
         m = re.search(r"\((model\.\w+|exp_manager\.name='[^']*')\)", msg)
@@ -124,7 +129,7 @@ def survey(root: Path, files: list[Path], verbose: bool) -> dict:
             refused[reason] += 1
             gpt_total += gpt
             if gpt:
-                gpt_refused.append((rel, re.sub(r"\S*/survey-nemo-[^/\s]+/" + re.escape(SUB) + "/", "", one_line(e))))
+                gpt_refused.append((rel, _untemp(one_line(e))))
             if verbose:
                 print(f"  refused  {rel}: {one_line(e)[:160]}")
             continue

@@ -1,4 +1,4 @@
-"""Primus releases before commit 077c0ff0 (2025-11-28; release/v25.9, v25.10): presets and module configs inherit
+"""Primus releases before commit 077c0ff0 (2025-11-28; v0.5.0, release/v25.9): presets and module configs inherit
 through ``bases:`` / ``includes:`` instead of ``extends:``, and their TorchTitan experiments write
 ``training.batch_size`` (torchtitan's earlier name of ``local_batch_size``).
 
@@ -48,6 +48,22 @@ def test_bases_fill_only_missing_top_level_keys(tmp_path):
     assert cfg == {"x": 0, "nested": {"p": 9}, "only_a": "a", "only_b": "b", "only_inc": "i"}
 
 
+
+def test_a_missing_base_names_the_key_that_lists_it(tmp_path):
+    # the file has no extends: key; its error named one ("extends='.../nope.yaml': no such file")
+    import pytest
+
+    from primus_launch.errors import UserError
+
+    for key in ("bases", "includes"):
+        (tmp_path / "top.yaml").write_text(f"{key}:\n  - nope.yaml\nx: 0\n")
+        with pytest.raises(UserError) as e:
+            parse_yaml(tmp_path / "top.yaml", env={})
+        assert str(e.value).startswith(f"{key}=") and "nope.yaml" in str(e.value) and "extends" not in str(e.value)
+    (tmp_path / "top.yaml").write_text("extends:\n  - nope.yaml\n")
+    with pytest.raises(UserError, match="^extends="):
+        parse_yaml(tmp_path / "top.yaml", env={})
+
 def test_titan_batch_size_is_kept_as_written(tmp_path):
     root = _tree(tmp_path)
     exp, module = _tt(root), root / "primus/configs/modules/torchtitan/pre_trainer.yaml"
@@ -79,6 +95,26 @@ def test_turbo_grouped_mlp_on_the_legacy_path(tmp_path):
     assert "moe_use_legacy_grouped_gemm: true" in out
     p.write_text(text.replace("      use_turbo_grouped_mlp: true\n", "      use_turbo_grouped_mlp: false\n"))
     assert load_primus_yaml(p, env={}).training.moe_expert_gemm == "legacy"  # Megatron's GroupedMLP
+
+
+def test_turbo_grouped_mlp_off_the_legacy_path_is_reported(tmp_path):
+    # The same key without moe_use_legacy_grouped_gemm means three things by release: release/v25.9 trainer.py
+    # patches only the legacy GroupedMLP (TE's grouped GEMM runs), release/v25.10 / v26.1 grouped_mlp_modules assert
+    # it off ("PrimusTurbo not support RowParallelGroupedLinear"), release/v26.3 grouped_mlp_modules takes it as
+    # use_turbo_grouped_gemm (PrimusGroupedMLP, the Turbo grouped GEMM; its MI300X DeepSeek-V3 examples write it).
+    # The reader cannot tell the release: it reads TE's grouped GEMM and says so, not silently.
+    from test_adapter_recipe_gaps import _exp
+
+    root = _tree(tmp_path)
+    base = ("      expert_model_parallel_size: 4\n      enable_primus_turbo: true\n      moe_grouped_gemm: true\n"
+            "      moe_use_legacy_grouped_gemm: false\n")
+    plan = load_primus_yaml(_exp(root, base + "      use_turbo_grouped_mlp: true\n", model="moe_tiny"), env={})
+    assert plan.training.moe_expert_gemm == "te"
+    assert ("use_turbo_grouped_mlp", "true") in {(w.flag, w.value) for w in plan.source.unmodelled}
+    for extra in ("      use_turbo_grouped_mlp: false\n",   # off: nothing to say
+                  "      use_turbo_grouped_mlp: true\n      use_turbo_grouped_gemm: true\n"):  # turbo either way
+        plan = load_primus_yaml(_exp(root, base + extra, model="moe_tiny"), env={})
+        assert "use_turbo_grouped_mlp" not in {w.flag for w in plan.source.unmodelled}
 
 
 def test_titan_forced_balance_under_its_first_name(tmp_path):

@@ -70,3 +70,28 @@ def test_launch_reads_the_chunked_loss_and_bf16_training():
     assert (p.training.main_params_dtype, p.training.exp_avg_dtype, p.training.exp_avg_sq_dtype) == ("bf16",) * 3
     with pytest.raises(PlanError, match="training.seq_len"):
         plan_from_launch(_LAUNCH + ["--training.seq_len", "4100"], cl)
+
+
+@pytest.mark.parametrize("chunks", [2, 4])
+def test_launch_reads_a_num_chunks_override(chunks):
+    # torchtitan 0.3.0 components/loss.py: ChunkedLossWrapper.Config.num_chunks is the loss's field, set on the
+    # command line as --loss.num_chunks; it was reported as not modelled while the memory used the config's 8
+    from torchtitan.components.loss import ChunkedLossWrapper
+
+    from primus_launch.adapters.torchtitan_argv import plan_from_launch
+
+    assert ChunkedLossWrapper.Config(num_chunks=chunks).num_chunks == chunks
+    cl = Cluster(gpu="b200", num_nodes=1, gpus_per_node=8)
+    p = plan_from_launch(_LAUNCH + ["--loss.num_chunks", str(chunks)], cl)
+    assert p.training.loss_chunks == chunks
+    assert "--loss.num_chunks" not in {u.flag for u in p.source.unmodelled}
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "abc"])
+def test_launch_refuses_a_num_chunks_that_is_not_a_count(bad):
+    # 0 divides the sequence by zero in ChunkedLossWrapper._chunk_local (seq_len % num_chunks); was read as 8
+    from primus_launch.adapters.torchtitan_argv import plan_from_launch
+
+    cl = Cluster(gpu="b200", num_nodes=1, gpus_per_node=8)
+    with pytest.raises(PlanError, match="num_chunks"):
+        plan_from_launch(_LAUNCH + ["--loss.num_chunks", bad], cl)

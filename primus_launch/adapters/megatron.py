@@ -264,6 +264,12 @@ def _files_from_run_root(args: dict, recipe: Path, downloads: Mapping[str, str] 
     return out
 
 
+def _recipe_args(rec: Any, recipe: Path) -> dict:
+    """A parsed recipe's arguments with its files found (:func:`_files_from_run_root`, with the files a script
+    downloads; a YAML config has none)."""
+    return _files_from_run_root(rec.args, recipe, getattr(rec, "downloads", None))
+
+
 def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args: tuple[str, ...] | list[str] = (),
                   overrides: Mapping[str, Any] | None = None, script_env: Mapping[str, str] | None = None) -> Plan:
     """Read a Megatron-LM launch script or argument YAML into a plan.
@@ -280,7 +286,7 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
                           script_env=script_env)
     _check_family(rec)
     try:
-        plan = plan_from_args(_files_from_run_root(rec.args, p, getattr(rec, 'downloads', None)), written, name=p.stem)
+        plan = plan_from_args(_recipe_args(rec, p), written, name=p.stem)
     except PlanError as e:  # a world-size rule broken on the default cluster says so (the recipe states none)
         raise _on_default_cluster(e, rec) from None
     fmt = rec.format if isinstance(rec, YamlRecipe) else "megatron-bash"
@@ -409,7 +415,7 @@ def _parse_for_render(text: str, path: str, argv_mode: bool, plan: Plan) -> tupl
 def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> str:
     def edits_of(out: str) -> list[ms.Edit]:
         rec, written = _parse_for_render(out, path, argv_mode, plan)
-        current = plan_from_args(_files_from_run_root(rec.args, Path(path), getattr(rec, 'downloads', None)), plan.cluster, validate=False)
+        current = plan_from_args(_recipe_args(rec, Path(path)), plan.cluster, validate=False)
         if plan.training.fp8_attention and not current.training.fp8_attention and not isinstance(rec, YamlRecipe):
             # a TransformerConfig field: Megatron-LM's arguments.py has no argument for it (its argparse would
             # refuse --fp8-dot-product-attention); only a YAML config carries it
@@ -424,7 +430,7 @@ def _render_text(plan: Plan, text: str, path: str, argv_mode: bool = False) -> s
         out = _with_launch_env(plan, text, out, path)
     # verify: the rendering reads back as the requested plan
     rec, written = _parse_for_render(out, path, argv_mode, plan)
-    back = plan_from_args(_files_from_run_root(rec.args, Path(path), getattr(rec, 'downloads', None)), plan.cluster)  # validated: Megatron would accept the result
+    back = plan_from_args(_recipe_args(rec, Path(path)), plan.cluster)  # validated: Megatron would accept the result
     diffs = _plan_diffs(plan, back)
     has_launcher = not isinstance(rec, YamlRecipe) and rec.launcher_start() is not None
     unstated = _unstated(rec) if has_launcher else set()
@@ -477,7 +483,7 @@ def _with_launch_env(plan: Plan, original: str, text: str, path: str,
         def read(t: str) -> Any:
             return _parse_for_render(t, path, False, plan)[0]
     rec0 = read(original)
-    old = plan_from_args(_files_from_run_root(rec0.args, Path(path), getattr(rec0, 'downloads', None)), plan.cluster, validate=False)
+    old = plan_from_args(_recipe_args(rec0, Path(path)), plan.cluster, validate=False)
     from primus_launch.projection.hardware.gpus import gpu_arch
 
     arch = gpu_arch(plan.cluster.gpu)

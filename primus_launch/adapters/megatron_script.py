@@ -18,7 +18,7 @@ from typing import Any, Optional
 import primus_launch.adapters.megatron_flags as megatron_flags
 from primus_launch.adapters.launcher_counts import is_node_gpu_query, launcher_count, slurm_option
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
-from primus_launch.adapters.megatron_bash import (PC, Ref, ShellState, Token, sbatch_allocation, slurm_env,
+from primus_launch.adapters.megatron_bash import (PC, Command, Ref, ShellState, Token, sbatch_allocation, slurm_env,
                                                  unstated_why)
 from primus_launch.errors import UserError
 from primus_launch.plan import GPU_NAMES, PlanError
@@ -685,7 +685,7 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = (),
 _DOWNLOADERS = {"wget": (("-O", "--output-document"),), "curl": (("-o", "--output"),)}
 
 
-def downloaded_files(commands: list) -> dict[str, str]:
+def downloaded_files(commands: Iterable[Command]) -> dict[str, str]:
     """FILE -> URL for each ``wget -O FILE URL`` / ``wget --output-document=FILE URL`` / ``curl [-L] -o FILE URL``
     (``--output FILE``) the script runs with both words known (no command output in them): launch scripts fetch
     their tokenizer that way (ROCm/Megatron-LM's ``wget -O $TOKENIZER_MODEL https://huggingface.co/.../

@@ -17,7 +17,7 @@ and Primus builds the trainer's configuration as follows (facts of ``primus/core
    one); ``${VAR}`` without a default must be set;
 2. then its ``extends:`` list (or one name), relative to the file, is resolved recursively and
    deep-merged in order, the file itself last (``deep_merge``: nested mappings merge, anything else
-   is replaced); Primus releases before 2025-11-28 (v25.9 and older) chain with ``bases:`` then
+   is replaced); Primus releases before 2025-11-28 (v0.5.0, release/v25.9 and older) chain with ``bases:`` then
    ``includes:`` instead, each listed file adding only the top-level keys not already there
    (:func:`_filled_from`);
 3. the module config (``primus/configs/modules/<fw>/<config>``) is the base; module-level keys of
@@ -138,7 +138,7 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
                field: str = "recipe", _count: Optional[list[int]] = None) -> dict:
     """Primus ``parse_yaml``: load, resolve ``${...}``, then apply ``extends:`` (relative to the file).
     Files are read through the input boundary (``field`` names the file in its errors: the recipe,
-    a preset, an ``extends`` file).  A file that extends itself (by any spelling of its path: real
+    a preset, an ``extends`` / ``bases`` / ``includes`` file).  A file that extends itself (by any spelling of its path: real
     paths are compared), a chain deeper than :data:`MAX_EXTENDS_DEPTH` and a tree of more than
     :data:`MAX_EXTENDS_FILES` entries (files extending the same base twice, level after level, would
     double the work per level) are refused with one line."""
@@ -155,14 +155,14 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
         raise UserError(f"{_seen[0] if _seen else where}: extends reaches more than {MAX_EXTENDS_FILES:,} files (a "
                         "base extended twice at every level?); Primus presets chain a handful")
     if text is None:
-        text = read_recipe_text(path, "extends" if _seen else field)
+        text = read_recipe_text(path, field)
     cfg = _load_yaml_text(text, where)
     if cfg is None:
         raise UserError(f"{where}: empty YAML file")
     if not isinstance(cfg, dict):
         raise UserError(f"{where}: expected a YAML mapping")
     cfg = _resolve_env(cfg, env, where)
-    for key in ("bases", "includes"):  # Primus <= v25.11's inheritance, in its order
+    for key in ("bases", "includes"):  # Primus <= v25.9's inheritance (before 077c0ff0), in its order
         if key in cfg:
             cfg = _filled_from(cfg, key, path, env, _seen, count)
     if "extends" not in cfg:
@@ -177,16 +177,17 @@ def parse_yaml(path: Path, env: Mapping[str, str], text: Optional[str] = None, _
     merged: dict = {}
     for name in ext:
         name = file_name(name, f"{where}: extends", "a YAML file name (relative to the file)")
-        merged = deep_merge(merged, parse_yaml(path.parent / name, env, _seen=(*_seen, path), _count=count))
+        merged = deep_merge(merged, parse_yaml(path.parent / name, env, _seen=(*_seen, path), field="extends",
+                                               _count=count))
     return deep_merge(merged, {k: v for k, v in cfg.items() if k != "extends"})
 
 
 def _filled_from(cfg: dict, key: str, path: Path, env: Mapping[str, str], _seen: tuple, count: list[int]) -> dict:
-    """``cfg`` with its ``bases:`` / ``includes:`` list applied as Primus <= v25.11 does (``primus/core/utils/
+    """``cfg`` with its ``bases:`` / ``includes:`` list applied as Primus <= v25.9 does (``primus/core/utils/
     yaml_utils.py`` ``parse_yaml`` before commit 077c0ff0, 2025-11-28, which replaced both by ``extends:``): each
     listed file, relative to this one and parsed the same way, adds only the top-level keys not already there --
     the file's own keys win, then the earlier listed file's (a shallow fill, not :func:`deep_merge`).  Release
-    v25.9 / v25.10 presets chain this way (``llama3.1_8B.yaml`` -> ``llama3_8B.yaml`` -> ``llama3_base.yaml`` ->
+    v25.9 presets chain this way (``llama3.1_8B.yaml`` -> ``llama3_8B.yaml`` -> ``llama3_base.yaml`` ->
     ``llama_base.yaml`` -> ``language_model.yaml``, which ``includes:`` ``primus_megatron_model.yaml``)."""
     names = cfg[key]
     if isinstance(names, str):
@@ -198,7 +199,7 @@ def _filled_from(cfg: dict, key: str, path: Path, env: Mapping[str, str], _seen:
     out = {k: v for k, v in cfg.items() if k != key}
     for name in names:
         name = file_name(name, f"{path}: {key}", "a YAML file name (relative to the file)")
-        for k, v in parse_yaml(path.parent / name, env, _seen=(*_seen, path), _count=count).items():
+        for k, v in parse_yaml(path.parent / name, env, _seen=(*_seen, path), field=key, _count=count).items():
             out.setdefault(k, v)
     return out
 
@@ -601,6 +602,14 @@ def _implied_args(cfg: dict) -> dict[str, Any]:
     return out
 
 
+#: use_turbo_grouped_mlp with moe_grouped_gemm but not moe_use_legacy_grouped_gemm: release/v25.9 trainer.py patches
+#: only the legacy GroupedMLP (TE's grouped GEMM runs), release/v25.10 / v26.1 grouped_mlp_modules assert it off,
+#: release/v26.3 takes it as use_turbo_grouped_gemm (PrimusGroupedMLP)
+_TURBO_MLP_OFF_LEGACY = ("time: read as TE's grouped GEMM (Primus release/v25.9; v25.10 - v26.1 refuse the key "
+                         "without moe_use_legacy_grouped_gemm); Primus v26.3 runs it as the Turbo grouped GEMM "
+                         "(use_turbo_grouped_gemm: true says so)")
+
+
 def _turbo_moe(cfg: dict, stage: int) -> dict[str, Any]:
     """Plan fields of Primus-Turbo's MoE knobs (``_TURBO_MOE``) and sync-free stage (with ``enable_primus_turbo``):
     ``use_turbo_grouped_gemm`` or stage >= 2 -> ``moe_expert_gemm = turbo``; the fused router with aux score or
@@ -611,9 +620,10 @@ def _turbo_moe(cfg: dict, stage: int) -> dict[str, Any]:
     if not cfg.get("enable_primus_turbo"):
         return {}
     out: dict[str, Any] = {}
-    # Primus <= v25.10's name, use_turbo_grouped_mlp (removed since: HEAD's rocm_arg_validation.py refuses it): its
-    # grouped_mlp_modules (transformer_engine_spec_provider.py, release/v25.10) runs PrimusTurboGroupedMLP on the
-    # legacy grouped-GEMM path, moe_grouped_gemm with moe_use_legacy_grouped_gemm
+    # use_turbo_grouped_mlp, the grouped MLP's older name (HEAD's rocm_arg_validation.py refuses it): release/v25.9
+    # trainer.py, v25.10 / v26.1 grouped_mlp_modules (transformer_engine_spec_provider.py) run PrimusTurboGroupedMLP
+    # on the legacy grouped-GEMM path, moe_grouped_gemm with moe_use_legacy_grouped_gemm; off that path the key
+    # means a different thing by release (_TURBO_MLP_OFF_LEGACY), reported, not read
     mlp = cfg.get("use_turbo_grouped_mlp") and cfg.get("moe_grouped_gemm") and cfg.get("moe_use_legacy_grouped_gemm")
     if cfg.get("use_turbo_grouped_gemm") or stage >= 2 or mlp:
         out["moe_expert_gemm"] = "turbo"
@@ -784,6 +794,9 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[
                                                                       "use_turbo_autotune") or turbo):
             unmod.append(UnmodelledFlag(flag=k, value=_fmt(cfg[k]), effect=effect))
     stage = _sync_free_stage(cfg)
+    if turbo and cfg.get("use_turbo_grouped_mlp") and cfg.get("moe_grouped_gemm") \
+            and not cfg.get("moe_use_legacy_grouped_gemm") and _turbo_moe(cfg, stage).get("moe_expert_gemm") != "turbo":
+        unmod.append(UnmodelledFlag(flag="use_turbo_grouped_mlp", value="true", effect=_TURBO_MLP_OFF_LEGACY))
     deepep = turbo and (bool(cfg.get("use_turbo_deepep")) or stage >= 2)
     args.update(_implied_args(cfg))
     if stage >= 3:

@@ -792,13 +792,20 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     force_balance = _bool(_tbl(job, "debug"), "debug", "moe_force_load_balance",
                           _bool(trn, "training", "debug_moe_force_load_balance", False)) and model.is_moe
 
-    unmod += unmodelled_of(job, set_paths, flag)
+    chunked = job_get(job, "model._loss03") == "ChunkedLossWrapper"
+    # the chunk count is read where the loss is the chunked one (below); elsewhere the key is reported
+    unmod += unmodelled_of(job, [q for q in set_paths if not (chunked and q == "loss.num_chunks")], flag)
     loss_chunks = 1
-    if job_get(job, "model._loss03") == "ChunkedLossWrapper":
+    if chunked:
         # torchtitan 0.3.0 components/loss.py ChunkedLossWrapper (the loss the LLM config functions build;
-        # Config.num_chunks 8 unless the config sets it): lm_head + loss per sequence chunk, each chunk's
-        # backward at once, lm_head unsharded across the chunks, its gradient accumulated (memory.titan.stage_walk)
-        loss_chunks = int(job_get(job, "model._loss_chunks03") or 8)
+        # Config.num_chunks 8 unless the config or --loss.num_chunks sets it): lm_head + loss per sequence chunk,
+        # each chunk's backward at once, lm_head unsharded across the chunks, its gradient accumulated
+        # (memory.titan.stage_walk)
+        raw = job_get(job, "loss.num_chunks", job_get(job, "model._loss_chunks03"))
+        loss_chunks = 8 if raw is None else raw
+        if isinstance(loss_chunks, bool) or not isinstance(loss_chunks, int) or loss_chunks < 1:
+            # 0 divides by zero in ChunkedLossWrapper (seq_len % num_chunks)
+            raise PlanError(flag("loss.num_chunks"), raw, "a whole number of chunks, 1 or more")
         unmod.append(UnmodelledFlag(flag="loss", value="ChunkedLossWrapper",
                                     effect=f"time: lm_head and the loss run per sequence chunk ({loss_chunks} GEMMs "
                                            "of a chunk's rows, the hidden-state gradient accumulated in fp32); "
@@ -1078,7 +1085,7 @@ def job_assignments(plan: Plan, get: Callable[[str, Any], Any], old: Plan, *, al
     # ---- batch: micro-batch is the PP micro-batch, else local_batch_size
     G, m = t.global_batch_size, t.micro_batch_size
     # a job written with the key's earlier name (``training.batch_size``, which the reader takes when
-    # ``local_batch_size`` is absent: Primus release v25.9 / v25.10 TorchTitan experiments) keeps it
+    # ``local_batch_size`` is absent: Primus release/v25.9 TorchTitan experiments) keeps it
     bkey = "training.batch_size" if cur("training.local_batch_size", None) is None and \
         cur("training.batch_size", None) is not None else "training.local_batch_size"
     local = cur(bkey, 8)

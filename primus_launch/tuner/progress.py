@@ -21,6 +21,7 @@ from rich.progress import Progress as RichProgress
 
 from primus_launch.streams import trusted
 
+
 class Tally(Protocol):
     """What a bar reads of a search: an engine, a memo or a sweep's view (``scored``, the best
     candidate so far and its time)."""

@@ -537,13 +537,20 @@ def _verdict(r: ProjectionResult) -> str:
                                                                                            "DOES NOT FIT")
 
 
+def _held_bytes(t) -> int:
+    """The part of a top-N row's peak that cannot be released (``Trial.oom_peak_bytes``) where the row shows it
+    (below the peak: the band is on it, not on the peak), else 0."""
+    held = getattr(t, "oom_peak_bytes", None)
+    return held if held and t.peak_memory_bytes and held < t.peak_memory_bytes else 0
+
+
 def _memory_cell(t) -> str:
     """A top-N row's memory: the peak, the part of it that cannot be released where less (the verdict's
-    quantity, ``Trial.oom_peak_bytes``), its error band and the verdict (``tight``: the capacity lies in
+    quantity, :func:`_held_bytes`), its error band and the verdict (``tight``: the capacity lies in
     the band; the plan is kept and marked)."""
     out = f"{(t.peak_memory_bytes or 0) / 2**30:.1f}"
-    held = getattr(t, "oom_peak_bytes", None)
-    if held and t.peak_memory_bytes and held < t.peak_memory_bytes:  # the band is on it, not on the peak
+    held = _held_bytes(t)
+    if held:
         out += f", held {held / 2**30:.1f}"
     if t.peak_band_bytes is not None:
         lo, hi = t.peak_band_bytes
@@ -723,7 +730,7 @@ def render_tune_text(res: TuneResult) -> str:
     out = "\n".join(w for line in lines for w in _wrapped(line))
     if res.top:
         out += "\n\n" + _top_table(res)
-        if any(t.oom_peak_bytes and t.peak_memory_bytes and t.oom_peak_bytes < t.peak_memory_bytes for t in res.top):
+        if any(_held_bytes(t) for t in res.top):  # a row shows 'held': say what it is
             out += "\n" + "\n".join(_wrapped(HELD_LINE, indent=0))
     for w in res.warnings:
         out += "\n" + "\n".join(_wrapped(f"warning: {w}", indent=9))
