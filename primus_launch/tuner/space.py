@@ -57,7 +57,8 @@ from typing import Iterator, Optional
 from primus_launch.plan import RECOMPUTE_MODULES, Plan, torchtitan_problems
 from primus_launch.tuner import rules
 # the candidate tuple and its application to a plan (their own module), importable from here as before
-from primus_launch.tuner.knobs import AXES, N_STRUCT, Knobs, apply_knobs, knobs_of, problems_of, validated
+from primus_launch.tuner.knobs import (AXES, N_STRUCT, Knobs, apply_knobs, knobs_of, problems_of, program_limits,
+                                      validated)
 
 __all__ = ["AXES", "N_STRUCT", "Knobs", "Space", "SpaceConfig", "apply_knobs", "divisors", "enumerate_space",
            "knobs_of", "layout_string", "problems_of", "searched_knobs", "validated"]
@@ -354,7 +355,16 @@ class Space:
         self.ctx: list[int] = []
         self._table_ids: dict[int, int] = {}
         self.tables: list[tuple[tuple, ...]] = []
+        lim = program_limits(plan)  # what the recipe's training program cannot run (Source.fixed)
+        kept: dict[int, tuple[tuple, ...]] = {}
         for head, table in _structures(plan, cfg, self.flags):
+            if lim:
+                if not lim.ok(head):
+                    continue
+                key = id(table)
+                if key not in kept:
+                    kept[key] = tuple(f for f in table if lim.ok(f, N_STRUCT))
+                table = kept[key]
             if not table:
                 continue
             tid = self._table_ids.get(id(table))
