@@ -98,14 +98,15 @@ def knobs_for(plan: "Plan") -> frozenset[str]:
     """The knob families the tuner may change in ``plan``'s recipe format.  Megatron-FSDP only where its
     required ``--no-gradient-accumulation-fusion`` (:data:`FSDP_UNMODELLED_FLAG`, not modelled) adds nothing to
     the recipe: it runs without the fusion already, or on Megatron-FSDP already -- a tuned recipe adds no
-    flag whose time the projection leaves out."""
+    flag whose time the projection leaves out (a plan read from no recipe format writes no flag: searched)."""
     if plan.source is not None and plan.source.format == "nemo1-yaml":
         return NEMO1_KNOBS
     if plan.framework == "torchtitan" and plan.source is not None and plan.source.format in (
             "torchtitan-argv", "torchtitan-script"):
         return TITAN_03_KNOBS
     out = FRAMEWORK_KNOBS.get(plan.framework, frozenset())
-    if plan.framework == "megatron" and "megatron_fsdp" in out and plan.parallel.dp_sharding not in (
+    written = plan.source is not None and plan.source.format is not None  # a recipe the tune writes back
+    if written and plan.framework == "megatron" and "megatron_fsdp" in out and plan.parallel.dp_sharding not in (
             "full", "optimizer_grads") and not any(u.flag == FSDP_UNMODELLED_FLAG
                                                   for u in (plan.source.unmodelled if plan.source else [])):
         out = out - {"megatron_fsdp"}
