@@ -23,6 +23,7 @@ from primus_launch.fileio import read_recipe_text, write_beside_original
 from primus_launch.inputs import find_from_run_root
 import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_bash import unstated_note
+from primus_launch.adapters.program_limits import program_fixed
 from primus_launch.adapters.megatron_args import BY_DEST, changed_args, plan_from_args, program_family
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
 from primus_launch.errors import UserError
@@ -223,8 +224,10 @@ def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
     src = plan.source or Source(framework="megatron")
     notes = list(getattr(rec, "notes", [])) + [n for n in src.notes if n not in getattr(rec, "notes", [])]
     unmodelled = list(src.unmodelled) + list(getattr(rec, "unmodelled", []))
+    program = getattr(rec, "program", None)
     return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=fmt,
-                                                    unmodelled=unmodelled, notes=notes)})
+                                                    unmodelled=unmodelled, notes=notes, program=program,
+                                                    fixed=program_fixed(program))})
 
 
 def _check_family(rec: Any) -> None:

@@ -22,6 +22,7 @@ from primus_launch.adapters.megatron_bash import (PC, Command, Ref, ShellState, 
                                                  unstated_why)
 from primus_launch.errors import UserError
 from primus_launch.plan import GPU_NAMES, PlanError
+from primus_launch.plan.sections import normalize_gpu
 
 _COMMENT = re.compile(r"^[ \t]*#[ \t]*primus-launch:[ \t]*(.*?)[ \t]*$", re.M)
 # a negative number is a value, not a flag; so are -inf / -nan (argparse would take them for an option and stop
@@ -200,6 +201,8 @@ def comment_config(text: str) -> dict[str, str]:
             k, v = item.split("=", 1)
             cfg[k.strip().replace("-", "_")] = v.strip()
     gpu = cfg.get("gpu")
+    if gpu is not None and normalize_gpu(gpu) in GPU_NAMES:
+        gpu = cfg["gpu"] = normalize_gpu(gpu)
     if gpu is not None and gpu not in GPU_NAMES:
         # a GPU a --gpu-file (or a wrapper's [hardware] file) added is as good as a built-in one: a tune on it
         # writes its name here, and reading the tuned recipe back must take it

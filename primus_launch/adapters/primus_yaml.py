@@ -63,6 +63,7 @@ from primus_launch.adapters.yaml_text import entries_after, entry
 from primus_launch.errors import UserError
 from primus_launch.fileio import atomic_write_text, read_recipe_text
 from primus_launch.plan import GPU_NAMES, Cluster, Plan, PlanError, Source, UnmodelledFlag
+from primus_launch.plan.sections import normalize_gpu
 
 FRAMEWORKS = ("megatron", "torchtitan")
 _RESERVED = {"name", "framework", "config", "model", "overrides", "params"}
@@ -378,17 +379,13 @@ def _settings(r: Resolved) -> dict:
 _MISS = object()
 
 # ----------------------------------------------------------------------------- cluster
-_GPU_DIR = {g.upper().replace("-", ""): g for g in GPU_NAMES}
-_GPU_DIR.update({"MI300X": "mi300x", "MI325X": "mi325x", "MI355X": "mi355x", "MI350X": "mi350x",
-                 "H100": "h100-sxm", "H200": "h200", "B200": "b200", "B300": "b300", "A100": "a100-sxm-80gb",
-                 "GB200": "gb200", "GB300": "gb300"})
 
 
 def gpu_from_folder(path: Path) -> Optional[tuple[str, str]]:
     """(GPU name, folder) when a folder above the config names a GPU (``.../MI355X/x.yaml``)."""
     for d in path.resolve().parents:
-        g = _GPU_DIR.get(d.name.upper())
-        if g:
+        g = normalize_gpu(d.name)
+        if g in GPU_NAMES:
             return g, d.name
     return None
 

@@ -121,7 +121,9 @@ def _header_gpu(word: str) -> Optional[str]:
     if word.upper() in _GPU_TOKENS:
         return _GPU_TOKENS[word.upper()]
     known = set(known_gpus())
-    return next((w for w in (word, word.lower()) if w in known), None)
+    from primus_launch.plan.sections import normalize_gpu
+
+    return next((w for w in (word, word.lower(), normalize_gpu(word)) if w in known), None)
 
 
 def _header_line(c: Cluster) -> str:

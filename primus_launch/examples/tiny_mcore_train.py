@@ -42,6 +42,11 @@ import torch
 warnings.filterwarnings("ignore", message=r".*(Apex|Transformer Engine|TransformerEngine).*")
 
 
+#: the device this program trains on (gloo process groups, CPU tensors): read by primus-launch's reader
+#: (``adapters/program_limits.py``) so that a tuned recipe asks nothing of it a CPU cannot run
+DEVICE = "cpu"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The Megatron-LM arguments this program honours (names and defaults from
     ``megatron/training/arguments.py``, except dropout defaults which are 0 here)."""

@@ -37,6 +37,25 @@ GPU_NAMES = (  # the CLI contract's names; projection.hardware.gpus holds their 
     "a100-sxm-80gb", "a100-sxm-40gb", "h100-sxm", "h100-sxm-96gb-500w", "h200", "b200", "b300", "gb200",
     "gb300", "mi300x", "mi325x", "mi350x", "mi355x")
 
+#: other spellings of the GPU names (a key: lower case, letters and digits only) -> the name: the bare model
+#: names NVIDIA / AMD recipes and folders use (``H100``, ``A100``, ``MI355X``) and the SXM form factor spelt out
+GPU_ALIASES: dict[str, str] = {
+    **{"".join(ch for ch in g if ch.isalnum()): g for g in GPU_NAMES},
+    "h100": "h100-sxm", "h100sxm5": "h100-sxm", "h100sxm80gb": "h100-sxm", "h10080gb": "h100-sxm",
+    "a100": "a100-sxm-80gb", "a10080gb": "a100-sxm-80gb", "a100sxm": "a100-sxm-80gb", "a10040gb": "a100-sxm-40gb",
+    "h200sxm": "h200", "b200sxm": "b200", "b300sxm": "b300",
+}
+
+
+def normalize_gpu(name: str) -> str:
+    """The GPU name for a spelling of it (``H100``, ``h100_sxm``, ``MI355X`` -> ``h100-sxm``, ``h100-sxm``,
+    ``mi355x``): case, ``-``, ``_``, spaces and dots aside, one of :data:`GPU_ALIASES`.  Any other name is
+    returned as given (a GPU a ``--gpu-file`` adds keeps its own spelling; an unknown one is refused where its
+    spec is looked up, with the allowed names).  The one normaliser of every reader, the CLI and the plan."""
+    if not isinstance(name, str):
+        return name
+    return GPU_ALIASES.get("".join(ch for ch in name.lower() if ch.isalnum()), name)
+
 
 class PlanError(ValueError):
     """A user-facing error naming the field, its value and what is allowed (one line)."""
@@ -549,6 +568,14 @@ class Cluster(BoundedSection):
                                         "the GPU's rated power. A cap below it lowers the sustained tensor clock "
                                         "(projection.cost.calibration.power_cap_factor)")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _gpu_spelling(cls, data: Any) -> Any:
+        """``gpu`` in any accepted spelling (:func:`normalize_gpu`): ``H100`` is ``h100-sxm``."""
+        if isinstance(data, dict) and isinstance(data.get("gpu"), str):
+            data = {**data, "gpu": normalize_gpu(data["gpu"])}
+        return data
+
     @property
     def world_size(self) -> int:
         return self.num_nodes * self.gpus_per_node
@@ -599,6 +626,14 @@ class Source(StrictModel):
                                                                       "script was read with")
     unmodelled: list[UnmodelledFlag] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="stated guesses and substitutions of the reader")
+    program: Optional[str] = Field(default=None, description="the training program the recipe runs, as written "
+                                                             "(pretrain_gpt.py, -m pkg.module); None when unknown")
+    fixed: list[str] = Field(default_factory=list, description="plan fields the training program cannot change "
+                                                               "(its argument parser has no flag for them, or its "
+                                                               "device cannot run them), and 'field=value' entries "
+                                                               "for single values it cannot take: the tuner keeps "
+                                                               "them at the recipe's value "
+                                                               "(adapters/program_limits.py)")
 
 
 class PlanSections(Protocol):

@@ -360,23 +360,30 @@ class BranchBound:
 
     def run(self, inc: Incumbent, *, max_work: Optional[int] = None,
             progress: Optional[Callable[[int, int, float], None]] = None,
-            executor: Optional[Executor] = None) -> SearchResult:
+            executor: Optional[Executor] = None, seed: Optional[tuple[int, ProjectionResult]] = None) -> SearchResult:
         """Branch and bound from the incumbent ``inc`` (the recipe's own plan when it may be the
         answer); ``progress(done, total, best_s)`` after each structural candidate.  ``executor``
         (:class:`primus_launch.executor.Executor`): expansions are computed ahead on its workers
         (:func:`expand_ahead`) and replayed here in the search's order: the same result, plans and
-        certificate as without it."""
+        certificate as without it.  ``seed``: (index, result) of a plan of the space already scored (the
+        recipe's own, the baseline): counted once among the scored, never bounded out or scored again."""
         sp, bm = self.space, self.bm
         sizes = np.diff(sp.offsets)
-        n_total = int(sizes.sum())
+        self.seed = seed[0] if seed is not None else None
+        if self.seed is not None:   # its structure holds one plan fewer to bound
+            sizes = sizes.copy()
+            sizes[sp.struct_of(self.seed)] -= 1
+        n_total = int(sizes.sum()) + (seed is not None)
         lb = bm.level1_all()
         od = Order(lb, bm)
         res = SearchResult(inc=inc)
+        if seed is not None:
+            res.scored.append(seed)
         c = _counters()
         # the memory groups this search priced (the work counts each once, whatever the caches hold)
         priced: set[tuple] = set()
         c["priced"] = priced
-        done = 0
+        done = int(seed is not None)
         stopped = False
         ahead = None
         finished = False
@@ -447,7 +454,10 @@ class BranchBound:
         priced = c.setdefault("priced", set())
         n0 = len(priced)
         cands: list[tuple[float, int, tuple]] = []
+        seed = getattr(self, "seed", None)
         for j, f in enumerate(table):
+            if off + j == seed:   # scored already (the baseline): neither bounded nor scored again
+                continue
             v = vref[pick(f, NODE_FLAGS, F)]
             if inc.reached(v):
                 c["bounded_time"] += 1

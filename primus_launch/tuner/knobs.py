@@ -58,6 +58,82 @@ class Knobs(NamedTuple):
 AXES: tuple[str, ...] = Knobs._fields
 N_STRUCT = AXES.index("overlap_grad_reduce")  # structural axes come first, execution flags after
 
+#: plan field -> the knob axis that sets it (``Source.fixed`` names plan fields)
+FIELD_AXES: dict[str, str] = {
+    "parallel.tp": "tp", "parallel.pp": "pp", "parallel.vpp": "vpp", "parallel.cp": "cp", "parallel.ep": "ep",
+    "parallel.etp": "etp", "parallel.sequence_parallel": "sp", "training.micro_batch_size": "mbs",
+    "parallel.dp_sharding": "dp_sharding", "parallel.dp_replicate": "dp_replicate",
+    "training.recompute.granularity": "rc_granularity", "training.recompute.method": "rc_method",
+    "training.recompute.num_layers": "rc_layers", "training.recompute.modules": "rc_modules",
+    "training.pipeline_schedule": "schedule", "parallel.pipeline_layers_first_stage": "first_stage_layers",
+    "parallel.pipeline_layers_last_stage": "last_stage_layers",
+    "parallel.account_for_embedding_in_pipeline_split": "acc_embedding",
+    "parallel.account_for_loss_in_pipeline_split": "acc_loss", "parallel.pipeline_layout": "layout",
+    "training.overlap_grad_reduce": "overlap_grad_reduce", "training.overlap_param_gather": "overlap_param_gather",
+    "training.tp_comm_overlap": "tp_comm_overlap", "training.cuda_graph_impl": "cuda_graph_impl",
+    "training.cuda_graph_scope": "cuda_graph_scope", "training.moe_token_dispatcher": "dispatcher",
+    "training.overlap_moe_expert_parallel_comm": "ep_overlap", "training.delay_wgrad_compute": "delay_wgrad",
+    "training.compile": "compile", "training.offload.activation_layers": "offload_layers",
+    "training.offload.activation_modules": "offload_modules", "training.offload.optimizer_fraction": "optimizer_offload",
+    "training.precision": "precision", "training.fp8_recipe": "fp8_recipe",
+    "training.fp8_param_gather": "fp8_param_gather", "training.exp_avg_dtype": "moments",
+    "training.exp_avg_sq_dtype": "moments", "training.precision_aware_optimizer": "moments",
+}
+
+
+class ProgramLimits(NamedTuple):
+    """What the recipe's training program cannot run (``plan.source.fixed``), as knob axes: ``pinned``
+    axes keep the recipe's value, ``banned`` (axis, value) pairs are values it cannot take."""
+
+    own: Knobs
+    pinned: tuple[int, ...]
+    banned: tuple[tuple[int, str], ...]
+
+    def ok(self, k: tuple, start: int = 0) -> bool:
+        """Whether candidate values ``k`` (the axes from ``start`` on) stay inside the limits."""
+        n = len(k)
+        for i in self.pinned:
+            if start <= i < start + n and k[i - start] != self.own[i]:
+                return False
+        for i, v in self.banned:
+            if start <= i < start + n and str(k[i - start]) == v and str(self.own[i]) != v:
+                return False
+        return True
+
+    def __bool__(self) -> bool:
+        return bool(self.pinned or self.banned)
+
+
+def program_limits(plan: Plan) -> ProgramLimits:
+    """The knob axes ``plan``'s training program pins or limits (:attr:`Source.fixed`, read by the adapters
+    from the program's argument parser and device: ``adapters/program_limits.py``)."""
+    fixed = plan.source.fixed if plan.source is not None else []
+    pinned, banned = set(), []
+    for entry in fixed:
+        field, _, value = entry.partition("=")
+        axis = FIELD_AXES.get(field)
+        if axis is None:
+            continue
+        if value:
+            banned.append((AXES.index(axis), value))
+        else:
+            pinned.add(AXES.index(axis))
+    return ProgramLimits(knobs_of(plan), tuple(sorted(pinned)), tuple(banned))
+
+
+def program_problems(plan: Plan, k: Knobs) -> list[tuple[str, object, str]]:
+    """The knob values of ``k`` that ``plan``'s training program cannot run (:func:`program_limits`)."""
+    lim = program_limits(plan)
+    prog = plan.source.program if plan.source is not None else None
+    out = []
+    for i in lim.pinned:
+        if k[i] != lim.own[i]:
+            out.append((AXES[i], k[i], f"{lim.own[i]!r}: the recipe's program {prog} cannot change it"))
+    for i, v in lim.banned:
+        if str(k[i]) == v and str(lim.own[i]) != v:
+            out.append((AXES[i], k[i], f"not {v}: the recipe's program {prog} cannot run it"))
+    return out
+
 
 def knobs_of(plan: Plan) -> Knobs:
     """The knob values of an existing plan."""
@@ -127,6 +203,8 @@ def validated(plan: Plan) -> Plan:
 
 def problems_of(plan: Plan, k: Knobs) -> list[tuple[str, object, str]]:
     """Every rule ``plan`` with knobs ``k`` breaks: the plan module's, the tuner's knob and GPU
-    rules, and the framework's (``plan.framework_problems``: TorchTitan's)."""
+    rules, the framework's (``plan.framework_problems``: TorchTitan's) and the recipe's training
+    program's (:func:`program_problems`)."""
     p = apply_knobs(plan, k)
-    return legality_problems(p) + rules.knob_problems(p) + rules.gpu_problems(p) + framework_problems(p)
+    return (legality_problems(p) + rules.knob_problems(p) + rules.gpu_problems(p) + framework_problems(p)
+            + program_problems(plan, k))

@@ -68,7 +68,8 @@ class Certificate(BaseModel):
 
     certified: bool = Field(description="every plan of the space was scored or bounded out")
     plans: int = Field(description="plans in the space (legal by the frameworks' rules)")
-    scored: int = Field(description="plans scored with the projection")
+    scored: int = Field(description="plans the projection scored, each counted once, the recipe's own plan "
+                                    "included (TuneResult.scored: the same count)")
     bounded_time: int = Field(0, description="plans whose lower bound on the iteration time reached the best's")
     bounded_memory: int = Field(0, description="plans whose memory floor or pre-filter verdict is 'does not fit'")
     open: int = Field(0, description="plans left unexamined when the work limit stopped the search")
@@ -90,9 +91,13 @@ class TuneResult(BaseModel):
     top: list[Trial] = Field(description="best scored trials that fit, fastest first")
     trials: list[Trial]
     space_size: int = Field(description="divisibility-legal candidates in the search space")
-    legal_candidates: int = Field(description="candidates legal by divisibility and the memory pre-filter")
+    legal_candidates: int = Field(description="candidates legal by divisibility and the memory pre-filter (under "
+                                              "branch and bound: the space's legal plans, whose memory its "
+                                              "certificate bounds)")
     legal_exact: bool = Field(description="False when legal_candidates was estimated from a sample of the space")
-    scored: int
+    scored: int = Field(description="plans the projection scored, each counted once: the recipe's own plan "
+                                    "(always scored first, as the baseline) and every other plan the search "
+                                    "scored; the certificate's scored and the text's counts are this number")
     rejected: int = Field(description="candidates the search looked at and the pre-filter/validation rejected")
     elapsed_s: float
     exhaustive: bool = False
@@ -123,6 +128,9 @@ class TuneResult(BaseModel):
     no_reference: Optional[str] = Field(default=None, description="why the recipe's own plan is not legal on the "
                                         "tuned cluster (then baseline is the search's legal starting plan, "
                                         "tuner/rebase.py, and gain is 0: no gain is claimed), else None")
+    same_runs: int = Field(default=0, description="scored plans left out of top as the same run as a row in it: "
+                                                  "equal figures, differing only in knobs inert at DP x CP = 1 "
+                                                  "(search.py INERT_AT_DP1)")
     tie_note: Optional[str] = Field(default=None, description="why a plan of the same projected time as the "
                                     "original was chosen over it (search.py _tie_break), else None")
     gain_inside_band: Optional[bool] = Field(default=None, description="whether the original's and the best's "

@@ -30,7 +30,7 @@ from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner import rules
 from primus_launch.tuner.engine import Engine, Exhausted, Memo, Prefilter, plan_changes
 from primus_launch.tuner.planner import Planner, hierarchical
-from primus_launch.tuner.result import Certificate, TuneResult
+from primus_launch.tuner.result import Certificate, Trial, TuneResult
 from primus_launch.tuner.space import Knobs, Space, SpaceConfig, apply_knobs, knobs_of, searched_knobs, validated
 
 if TYPE_CHECKING:
@@ -266,7 +266,8 @@ def tune(
                         "the original plan does not fit in memory by the projection; gain is relative to it anyway")
 
     certificate = None
-    legal, exact = (len(sp), False) if est is None else (est.legal, est.exact)
+    # branch and bound counts its space exactly (its certificate bounds memory itself: no pre-filter count)
+    legal, exact = (len(sp), True) if est is None else (est.legal, est.exact)
     prog = None
     if bnb and executor is None and workers is not None and workers > 1:
         from primus_launch.executor import LocalProcesses
@@ -352,7 +353,9 @@ def tune(
     scored_fit = [t for t in memo.trials if t.status == "scored" and t.fits]
     # ties in time: the chosen best first
     best_changes = plan_changes(plan, best_plan)
-    top = sorted(scored_fit, key=lambda t: (t.iteration_time_s, t.changes != best_changes, t.index))[:top_n]
+    ranked = sorted(scored_fit, key=lambda t: (t.iteration_time_s, t.changes != best_changes, t.index))
+    top = same_runs_collapsed(plan, ranked, top_n)
+    same_runs = len(ranked[:ranked.index(top[-1]) + 1]) - len(top) if top else 0
     res = TuneResult(
         best_plan=best_plan, best=best, baseline=baseline,
         gain=0.0 if no_reference else baseline.iteration_time_s / best.iteration_time_s - 1.0,
@@ -365,7 +368,8 @@ def tune(
         certificate=certificate, allowed=sorted(cfg.allow), searched_knobs=searched_knobs(plan, cfg),
         workers=executor.workers if executor is not None else n_workers if exhaustive else 1,
         executor=executor.describe() if executor is not None else None,
-        exhaustive_estimate_s=est_s, search_note=why_not, memory_certain=memory_certain, tie_note=tie_note)
+        exhaustive_estimate_s=est_s, search_note=why_not, memory_certain=memory_certain, tie_note=tie_note,
+        same_runs=same_runs)
     _rank_bands(res)
     if training_tokens is not None:
         from primus_launch.projection.training_run import training_run
@@ -453,13 +457,49 @@ def _ranking_lines(res: TuneResult) -> list[str]:
             "group share much of that error)"]
 
 
+#: knobs that change nothing without data-parallel communication (DP x CP of 1, and expert DP of 1): the
+#: distributed optimizer shards over one rank, no gradient or parameter crosses a DP group to overlap
+INERT_AT_DP1 = frozenset({"parallel.dp_sharding", "training.overlap_grad_reduce", "training.overlap_param_gather"})
+
+
+def _no_dp_comm(plan: Plan, changes: dict) -> bool:
+    """Whether ``plan`` with ``changes`` (a trial's dotted fields) has DP x CP of 1 and expert DP of 1."""
+    p = plan.parallel
+    tp, cp, pp, ep = (changes.get(f"parallel.{k}", getattr(p, k)) for k in ("tp", "cp", "pp", "ep"))
+    etp = changes.get("parallel.etp", p.etp) or tp
+    world = plan.world_size
+    return world == tp * cp * pp and (not plan.model.is_moe or world == etp * ep * pp)
+
+
+def same_runs_collapsed(plan: Plan, ranked: list[Trial], n: int) -> list[Trial]:
+    """The first ``n`` of ``ranked`` with the plans that are the same run dropped: equal projected figures
+    (iteration time, tokens/s, peak memory) and changes that differ only in knobs inert without
+    data-parallel communication (:data:`INERT_AT_DP1`, at DP x CP = 1): the first of each such group stays."""
+    out: list[Trial] = []
+    for t in ranked:
+        same = False
+        for u in out:
+            if (t.iteration_time_s, t.tokens_per_sec_per_gpu, t.peak_memory_bytes) != \
+                    (u.iteration_time_s, u.tokens_per_sec_per_gpu, u.peak_memory_bytes):
+                continue
+            keys = {k for k in set(t.changes) | set(u.changes) if t.changes.get(k) != u.changes.get(k)}
+            if keys <= INERT_AT_DP1 and _no_dp_comm(plan, t.changes) and _no_dp_comm(plan, u.changes):
+                same = True
+                break
+        if not same:
+            out.append(t)
+            if len(out) == n:
+                break
+    return out
+
+
 def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: ProjectionResult,
                       memory_margin: float, max_work: Optional[int], progress: bool,
                       executor: Optional["Executor"] = None, memory_certain: bool = False) -> Certificate:
     """Run the certified search (``branch_bound.py``) from the recipe's own plan as the incumbent
     (when it fits), its expansions computed ahead on ``executor``'s workers when one is given; its
     scored plans go into ``memo`` as trials (source ``branch-and-bound``)."""
-    from primus_launch.tuner.branch_bound import DEFAULT_MAX_WORK, BranchBound, Incumbent
+    from primus_launch.tuner.branch_bound import DEFAULT_MAX_WORK, BranchBound, Incumbent, certificate_text
 
     own_i = sp.index(own)
     inc = Incumbent()
@@ -478,8 +518,10 @@ def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: P
     bb = BranchBound(plan, sp, score=memo.score_fn, prefilter=memo.prefilter_fn, memory_margin=memory_margin,
                      memory_certain=memory_certain)
     try:
+        # the baseline is one of the space's plans, scored already: the search counts it once among the scored
+        seed = (own_i, memo.results[own]) if own_i is not None and own in memo.results else None
         out = bb.run(inc, max_work=DEFAULT_MAX_WORK if max_work is None else max_work, progress=tick,
-                     executor=executor)
+                     executor=executor, seed=seed)
     finally:
         if bar is not None:
             bar.close()
@@ -496,7 +538,12 @@ def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: P
         memo.results[k] = r
         memo.scored += 1
         rec.record(apply_knobs(plan, k), "branch-and-bound", result=r)
-    return out.certificate
+    cert = out.certificate
+    if cert.scored != memo.scored:   # the recipe's own plan lies outside the space: scored too, once
+        cert.scored = memo.scored
+        text = certificate_text(cert)
+        cert.text = text[:-1] + "; the recipe's own plan, outside the space, among the scored)" if cert.certified else text
+    return cert
 
 
 def _score_baseline(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> ProjectionResult:
@@ -641,8 +688,8 @@ def _same_changes(top: dict, full: dict) -> bool:
 
 def _pack(text: str, room: int) -> str:
     """``[#1 with ]a=1, b=2, ...`` packed into lines of at most ``room`` columns, broken between
-    settings; a setting longer than the room is broken after its ``=`` (and cut into pieces of
-    ``room`` columns only where a part is still longer)."""
+    settings; a setting longer than the room is broken at its separators (:func:`_break_setting`), never
+    mid-word where a separator allows."""
     head, sep, rest = text.partition("#1 with ")
     items = (["#1 with"] if sep else []) + (rest if sep else head).split(", ")
     lines: list[str] = []
@@ -653,10 +700,26 @@ def _pack(text: str, room: int) -> str:
             continue
         if lines and glue == ", ":
             lines[-1] += ","
-        key, eq, value = item.partition("=")
-        parts = [key + eq, value] if eq and len(item) > room else [item]
-        lines += [p[i:i + room] for p in parts for i in range(0, len(p), room)]
+        lines += _break_setting(item, room)
     return "\n".join(lines)
+
+
+def _break_setting(item: str, room: int) -> list[str]:
+    """One setting (``knob=value``) in lines of at most ``room`` columns: whole when it fits, else broken
+    after its separators (``_ . / - =``: ``account_for_embedding_in_`` / ``pipeline_split=True``), a
+    piece longer than the room without one cut at the room."""
+    import re
+
+    if len(item) <= room:
+        return [item]
+    lines = [""]
+    for piece in re.findall(r"[^_./=-]*[_./=-]?", item):
+        if not piece:
+            continue
+        if lines[-1] and len(lines[-1]) + len(piece) > room:
+            lines.append("")
+        lines[-1] += piece
+    return [ln[i:i + room] for ln in lines for i in range(0, len(ln), room)]
 
 
 def _top_table(res: TuneResult) -> str:
@@ -732,6 +795,10 @@ def render_tune_text(res: TuneResult) -> str:
         out += "\n\n" + _top_table(res)
         if any(_held_bytes(t) for t in res.top):  # a row shows 'held': say what it is
             out += "\n" + "\n".join(_wrapped(HELD_LINE, indent=0))
+        if res.same_runs:
+            out += "\n" + "\n".join(_wrapped(
+                f"left out: {res.same_runs} plan(s) that are the same run as a row above (equal figures; only "
+                "dp_sharding / the DP overlaps differ, which change nothing at DP x CP = 1)", indent=0))
     for w in res.warnings:
         out += "\n" + "\n".join(_wrapped(f"warning: {w}", indent=9))
     return out

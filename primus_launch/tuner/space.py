@@ -57,7 +57,8 @@ from typing import Iterator, Optional
 from primus_launch.plan import RECOMPUTE_MODULES, Plan, torchtitan_problems
 from primus_launch.tuner import rules
 # the candidate tuple and its application to a plan (their own module), importable from here as before
-from primus_launch.tuner.knobs import AXES, N_STRUCT, Knobs, apply_knobs, knobs_of, problems_of, validated
+from primus_launch.tuner.knobs import (AXES, N_STRUCT, Knobs, apply_knobs, knobs_of, problems_of, program_limits,
+                                      validated)
 
 __all__ = ["AXES", "N_STRUCT", "Knobs", "Space", "SpaceConfig", "apply_knobs", "divisors", "enumerate_space",
            "knobs_of", "layout_string", "problems_of", "searched_knobs", "validated"]
@@ -354,7 +355,16 @@ class Space:
         self.ctx: list[int] = []
         self._table_ids: dict[int, int] = {}
         self.tables: list[tuple[tuple, ...]] = []
+        lim = program_limits(plan)  # what the recipe's training program cannot run (Source.fixed)
+        kept: dict[int, tuple[tuple, ...]] = {}
         for head, table in _structures(plan, cfg, self.flags):
+            if lim:
+                if not lim.ok(head):
+                    continue
+                key = id(table)
+                if key not in kept:
+                    kept[key] = tuple(f for f in table if lim.ok(f, N_STRUCT))
+                table = kept[key]
             if not table:
                 continue
             tid = self._table_ids.get(id(table))
@@ -518,8 +528,14 @@ def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, flags: "_FlagOptio
     rcs = _recompute_options(plan, fw, per_chunk, cfg, own)
     first, last, acc_e, acc_l, layout = split
     for ep, etp in eps:
+        # DP x CP of 1 (and expert DP of 1): the distributed optimizer shards over one rank and no gradient is
+        # reduced across data-parallel ranks, so the sharding and the DP overlaps change nothing (the same run):
+        # the recipe's own values come first, so that ties keep them
+        edp = W // ((tp if etp is None else etp) * ep * pp)
+        inert = fw == "megatron" and dp * cp == 1 and (not m.is_moe or edp == 1)
+        shards = sorted(shardings, key=lambda x: x != own.dp_sharding) if inert else shardings
         for sp in sps:
-            for shard in shardings:
+            for shard in shards:
                 reps = [1]
                 if shard == "full" and dp > 1 and fw == "torchtitan":
                     # HSDP: shard inside a node's (or two nodes') worth of DP ranks, replicate across
@@ -541,7 +557,7 @@ def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, flags: "_FlagOptio
                                 head = (tp, pp, vpp, cp, ep, etp, sp, mbs, shard, rep, rc[0], rc[1], rc[2], rc[3],
                                         sched, first, last, acc_e, acc_l, layout)
                                 yield head, flags.options(tp, sp, ep * (tp if etp is None else etp), pp, vpp, shard,
-                                                          rc[0], rc[3], ep)
+                                                          rc[0], rc[3], ep, inert)
 
 
 def _titan_problem(plan: Plan, tp: int, cp: int, pp: int, vpp: int, ep: int, etp: Optional[int], shard: str,
@@ -583,12 +599,14 @@ class _FlagOptions:
         self.all_moe = m.is_moe and not self.dense
 
     def options(self, tp: int, sp: bool, eg: int, pp: int, vpp: int, shard: str, gran: str,
-                mods: tuple[str, ...], ep: int) -> tuple[tuple, ...]:
-        """``eg`` = expert TP x EP (the flex dispatcher's group), ``ep`` = EP."""
-        key = (tp > 1 and sp, tp > 1, eg > 1, ep > 1, pp > 1, vpp > 1, shard, gran, mods if gran == "selective" else ())
+                mods: tuple[str, ...], ep: int, inert: bool = False) -> tuple[tuple, ...]:
+        """``eg`` = expert TP x EP (the flex dispatcher's group), ``ep`` = EP; ``inert``: no data-parallel
+        communication (DP x CP and expert DP of 1): the recipe's own DP overlaps come first."""
+        key = (tp > 1 and sp, tp > 1, eg > 1, ep > 1, pp > 1, vpp > 1, shard, gran, mods if gran == "selective" else (),
+               inert)
         hit = self.cache.get(key)
         if hit is None:
-            hit = self.cache[key] = tuple(self._build(tp, sp, ep, pp, vpp, shard, gran, mods, eg))
+            hit = self.cache[key] = tuple(self._build(tp, sp, ep, pp, vpp, shard, gran, mods, eg, inert))
         return hit
 
     # each helper returns the values of one knob family, the user's own first
@@ -605,7 +623,7 @@ class _FlagOptions:
                     out.append(("fp8", rec, pg))
         return list(dict.fromkeys(out))
 
-    def _build(self, tp, sp, ep, pp, vpp, shard, gran, mods, eg) -> Iterator[tuple]:
+    def _build(self, tp, sp, ep, pp, vpp, shard, gran, mods, eg, inert=False) -> Iterator[tuple]:
         own, plan, fw, cfg, can = self.own, self.plan, self.fw, self.cfg, self.can
         m, t = plan.model, plan.training
         # grad-reduce / param-gather overlap, TP comm overlap
@@ -626,6 +644,9 @@ class _FlagOptions:
                         overlaps += [(ogr, opg, x) for x in tpcos]
             else:
                 overlaps = [(True, shard != "none", x) for x in tpcos]
+                if inert:   # nothing to overlap: the recipe's own flags first (Megatron: param gather needs sharding)
+                    mine = (own.overlap_grad_reduce, own.overlap_param_gather and shard != "none")
+                    overlaps = list(dict.fromkeys([mine + (x,) for x in tpcos] + overlaps))
         # CUDA graphs (TE per-scope graphs; local whole-layer graphs for dense models without EP)
         graphs: list[tuple[str, tuple[str, ...]]] = [(own.cuda_graph_impl, own.cuda_graph_scope)]
         if "cuda_graph" in can and self.nvidia and gran != "full":

@@ -361,9 +361,11 @@ def known_gpus() -> list[str]:
 
 def get_gpu(name: str) -> GPUSpec:
     """The spec of GPU ``name``; a :class:`PlanError` naming the allowed names otherwise."""
+    from primus_launch.plan.sections import normalize_gpu
+
     try:
-        return _DB[name]
-    except KeyError:
+        return _DB[name] if name in _DB else _DB[normalize_gpu(name)]
+    except (KeyError, TypeError):
         raise PlanError("cluster.gpu", name, f"one of {', '.join(known_gpus())}") from None
 
 
