@@ -583,7 +583,7 @@ def cli_path_cases() -> list[Case]:
     out = [Case(f"cli:{' '.join(a)[:60]}", "argv", {"r.sh": BASH}, a, expect_refusal=True) for a in (
         tune + ["--out", ""], tune + ["--out", "t.sh", "--log", ""], tune + ["--llm", "", "--out", "t.sh"],
         ["--project", "r.sh", "--dry-run", "--primus-root", "/nonexistent"],
-        ["--project", "r.sh", "--dry-run", "--gpu", "H100"], ["--project", "r.sh", "--dry-run", "--gpu", " "],
+        ["--project", "r.sh", "--dry-run", "--gpu", "H10"], ["--project", "r.sh", "--dry-run", "--gpu", " "],
         ["--project", "r.sh", "--dry-run", "--gpu-file", ""], ["--project", "r.sh", "--dry-run", "--trace", ""],
         ["--project", "r.sh", "--tune", "r.sh"], ["--project", "r.sh", "--dry-run", "--gpu-file", "r.sh"])]
     for cmd, rc in ((["sh", "-c", "exit 3"], 3), (["sh", "-c", "exit 255"], 255), (["sh", "-c", "kill -TERM $$"], 143),
