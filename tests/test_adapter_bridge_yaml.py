@@ -207,8 +207,9 @@ def test_tune_refuses_what_the_file_cannot_express():
 def test_tune_to_megatron_fsdp_edits_ddp_checkpoint_and_model():
     text = FIXTURE.read_text()
     plan = load_recipe(FIXTURE, CLUSTER)
-    out = render_recipe(plan.model_copy(update={"parallel": plan.parallel.model_copy(update={"dp_sharding": "full"})}),
-                        text)
+    out = render_recipe(plan.model_copy(update={"parallel": plan.parallel.model_copy(update={"dp_sharding": "full"}),
+                                                "training": plan.training.model_copy(
+                                                    update={"gradient_accumulation_fusion": False})}), text)
     doc = yaml.safe_load(out)
     assert (doc["ddp"]["use_megatron_fsdp"], doc["ddp"]["data_parallel_sharding_strategy"],
             doc["checkpoint"]["ckpt_format"], doc["model"]["gradient_accumulation_fusion"]) == (

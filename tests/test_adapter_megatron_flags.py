@@ -52,14 +52,13 @@ def test_table_and_reader_agree():
     for f in mf.all_flags():
         if f.cls == mf.MODELLED:
             assert f.dest in BY_DEST, f.flag
-    writer_only = {"--no-gradient-accumulation-fusion", "--ckpt-format"}  # written with Megatron-FSDP, not read
+    writer_only = {"--ckpt-format"}  # written with Megatron-FSDP, not read
     for spec in BY_FLAG.values():
         f = mf.by_option().get(spec.flag)
         if f is None:  # the experimental --yaml-cfg name (virtual_pipeline_model_parallel_size)
             continue
         assert f.dest == spec.dest, spec.flag
-        assert f.cls == (mf.NOT_MODELLED if spec.flag == "--no-gradient-accumulation-fusion" else
-                         mf.NEUTRAL if spec.flag in writer_only else mf.MODELLED), spec.flag
+        assert f.cls == (mf.NEUTRAL if spec.flag in writer_only else mf.MODELLED), spec.flag
         if spec.kind == "list":
             assert f.nargs in ("+", "*") or f.nargs.isdigit() and int(f.nargs) > 1, spec.flag
         else:

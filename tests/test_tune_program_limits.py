@@ -159,22 +159,22 @@ def test_dp_sharding_variants_at_dp1_are_one_row(tmp_path):
 
 
 # ------------------------------------------------------------------ item 3: no unmodelled flag added by a tune
-def test_megatron_fsdp_is_searched_only_where_its_unmodelled_flag_adds_nothing(tmp_path):
+def test_megatron_fsdp_is_searched_with_its_flag_modelled(tmp_path):
+    """Megatron-FSDP is written with --no-gradient-accumulation-fusion (its 0.16 user guide), which the plan now
+    models (training.gradient_accumulation_fusion, cost/wgrad_accumulation.py): a re-read reports nothing
+    unmodelled for it, so the tuner searches Megatron-FSDP for a recipe that runs with the fusion too."""
     from primus_launch.adapters import write_recipe
     from primus_launch.tuner import rules
     from primus_launch.tuner.space import SpaceConfig
 
-    flag = rules.FSDP_UNMODELLED_FLAG
+    flag = "--no-gradient-accumulation-fusion"
     plan = load_recipe(ROOT / "recipes" / "megatron" / "llama3.1_70b.sh")
-    assert not any(u.flag == flag for u in plan.source.unmodelled)
-    # the premise: Megatron-FSDP is written with the flag (its 0.16 user guide), which a re-read reports
-    fsdp = plan.with_changes(parallel={"pp": 1, "vpp": 1, "dp_sharding": "optimizer_grads"})
+    assert plan.training.gradient_accumulation_fusion
+    fsdp = plan.with_changes(parallel={"pp": 1, "vpp": 1, "dp_sharding": "optimizer_grads"},
+                             training={"gradient_accumulation_fusion": False})  # as tuner/knobs.py apply_knobs
     back = load_recipe(write_recipe(fsdp, tmp_path / "fsdp.sh"))
-    assert back.parallel.dp_sharding == "optimizer_grads" and any(u.flag == flag for u in back.source.unmodelled)
-    # so the tuner does not offer it to this recipe (the 70B --allow fp8 tune chose it before)
-    assert "megatron_fsdp" not in rules.knobs_for(plan)
+    assert back.parallel.dp_sharding == "optimizer_grads" and not back.training.gradient_accumulation_fusion
+    assert not any(u.flag == flag for u in back.source.unmodelled)
+    assert "megatron_fsdp" in rules.knobs_for(plan)
     sp = Space(plan, SpaceConfig(max_mbs=1, max_cp=1, max_vpp=1, allow=frozenset({"fp8"})))
-    assert {h[8] for h in sp.structs} <= {"none", "optimizer"}
-    # a recipe that runs without the fusion already keeps Megatron-FSDP in its space
-    mix = load_recipe(ROOT / "recipes" / "megatron" / "mixtral_8x22b_mi355x_32gpu.sh")
-    assert any(u.flag == flag for u in mix.source.unmodelled) and "megatron_fsdp" in rules.knobs_for(mix)
+    assert {"optimizer_grads", "full"} <= {h[8] for h in sp.structs}

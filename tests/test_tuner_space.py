@@ -182,8 +182,7 @@ def _variants(sp: Space, own: Knobs, fields: tuple[str, ...], pool: list[Knobs])
       "offload", "optimizer_offload", "tp_comm_overlap", "fp8", "moments"]),
     ("recipes/megatron/deepseek_v3_671b.sh", ["first_last", "account_for", "dispatcher", "ep_overlap", "cuda_graph",
                                               "offload", "fp8", "moments"]),
-    # Megatron-FSDP only where its --no-gradient-accumulation-fusion adds nothing (rules.knobs_for): a recipe
-    # that runs without the fusion already
+    # Megatron-FSDP (its --no-gradient-accumulation-fusion modelled: training.gradient_accumulation_fusion)
     ("recipes/megatron/mixtral_8x22b_mi355x_32gpu.sh", ["megatron_fsdp"]),
     ("recipes/megatron/llama3.1_8b.yaml", ["cuda_graph", "rc_modules", "account_for", "offload", "fp8"]),
     ("recipes/torchtitan/llama3.1_70b.toml", ["fp8", "compile", "tp_comm_overlap"]),

@@ -881,6 +881,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         tp_comm_overlap_cfg=_ub_cfg(a.get("tp_comm_overlap_cfg")),
         # --no-async-tensor-model-parallel-allreduce (dest async_tensor_model_parallel_allreduce, default on)
         tp_async_backward=bool(get(a, "async_tensor_model_parallel_allreduce")),
+        # --no-gradient-accumulation-fusion (dest gradient_accumulation_fusion, default on)
+        gradient_accumulation_fusion=bool(get(a, "gradient_accumulation_fusion")),
         grad_reduce_in_fp32=grad_fp32, train_iters=a.get("train_iters"),
         attention_backend=_attention_backend(a), **_cuda_graph(a, rep),
         moe_token_dispatcher=dispatcher if num_experts_set else "alltoall",
@@ -1157,7 +1159,8 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     # data-parallel sharding: the distributed optimizer (ZeRO-1), or Megatron-FSDP for "full" with the
     # flags its user guide requires (--use-megatron-fsdp --data-parallel-sharding-strategy
     # optim_grads_params --no-gradient-accumulation-fusion --use-distributed-optimizer
-    # --ckpt-format fsdp_dtensor); a script already on torch FSDP2 stays on it where Megatron allows
+    # --ckpt-format fsdp_dtensor; the fusion flag is the plan's own field, which the tuner turns off with it:
+    # tuner/knobs.py apply_knobs); a script already on torch FSDP2 stays on it where Megatron allows
     # (plan/legality.py torch_fsdp2_problems: e.g. no --overlap-param-gather with torch FSDP2).
     strategies = {"full": "optim_grads_params", "optimizer_grads": "optim_grads", "optimizer": "optim",
                   "none": "no_shard"}
@@ -1168,13 +1171,17 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
             p.dp_sharding == "full" and torch_fsdp2_problems(plan)):  # else: Megatron-FSDP (plan/legality.py)
         out["use_torch_fsdp2"] = p.dp_sharding == "full"
         out["use_distributed_optimizer"] = p.dp_sharding == "optimizer"
+        if out["use_torch_fsdp2"]:  # validate_args: torch FSDP2 refuses gradient accumulation fusion
+            out["gradient_accumulation_fusion"] = False
     else:
         out["use_distributed_optimizer"] = p.dp_sharding in ("optimizer", "optimizer_grads", "full")
         if p.dp_sharding in ("full", "optimizer_grads"):
             out.update(use_megatron_fsdp=True, data_parallel_sharding_strategy=strategies[p.dp_sharding],
-                       gradient_accumulation_fusion=False, ckpt_format="fsdp_dtensor")
+                       ckpt_format="fsdp_dtensor")
             if current.get("use_torch_fsdp2"):
                 out["use_torch_fsdp2"] = False
+    # --no-gradient-accumulation-fusion: the plan's (a Megatron-FSDP or torch FSDP2 switch above turns it off)
+    out.setdefault("gradient_accumulation_fusion", t.gradient_accumulation_fusion)
     if current.get("torch_fsdp2_reshard_after_forward") is not None or p.fsdp_reshard_after_forward == "never":
         out["torch_fsdp2_reshard_after_forward"] = p.fsdp_reshard_after_forward != "never"
     # context parallel kind (a one-element list; Megatron's default p2p stays unwritten)

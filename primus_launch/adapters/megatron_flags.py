@@ -1033,6 +1033,9 @@ MODELLED_FLAGS: dict[str, str] = {
     "--wgrad-deferral-limit": "training.wgrad_deferral_limit",
     "--tp-comm-overlap-cfg": "training.tp_comm_overlap_cfg (per-GEMM userbuffers method, num_sm, set_sm_margin)",
     "--no-async-tensor-model-parallel-allreduce": "training.tp_async_backward",
+    "--no-gradient-accumulation-fusion": "training.gradient_accumulation_fusion (time: an add / copy kernel into "
+                                         "main_grad per weight and micro-batch; memory: the weight's fresh "
+                                         "gradient: cost/wgrad_accumulation.py)",
     "--overlap-grad-reduce": "training.overlap_grad_reduce", "--overlap-param-gather": "training.overlap_param_gather",
     "--ddp-bucket-size": "training.ddp_bucket_size (parameters per DDP gradient bucket: NCCL calls)",
     "--ddp-num-buckets": "training.ddp_num_buckets (bucket = the rank's parameters // N: NCCL calls)",
@@ -1152,9 +1155,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--mtp-hsm": "time: MTP hidden-state mixing",
     "--mtp-use-repeated-layer": "memory: one MTP layer's weights reused",
     "--mtp-hybrid-override-pattern": "time: MTP layers of a hybrid pattern",
-    "--no-gradient-accumulation-fusion": "time, memory: weight-gradient GEMM no longer accumulates into "
-                                         "main_grad (an extra add kernel per weight and micro-batch, and a "
-                                         "temporary of that weight's gradient)",
     "--no-bias-dropout-fusion": "time: unfused bias+dropout+add", "--no-bias-gelu-fusion": "time: unfused bias+GeLU",
     "--no-bias-swiglu-fusion": "time: unfused bias+SwiGLU", "--no-masked-softmax-fusion": "time: unfused masked softmax",
     "--no-persist-layer-norm": "time: non-persistent LayerNorm kernel",

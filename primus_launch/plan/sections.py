@@ -419,6 +419,12 @@ class Training(BoundedSection):
                                     "backward TP collectives asynchronously behind the dgrad / wgrad GEMMs (Megatron-LM "
                                     "since 2021-09, TE); False = --no-async-tensor-model-parallel-allreduce or an "
                                     "older Megatron")
+    gradient_accumulation_fusion: bool = Field(
+        default=True, description="Megatron's linears accumulate their weight gradient into main_grad inside the "
+                                  "wgrad GEMM (APEX fused_weight_gradient_mlp_cuda / TE fuse_wgrad_accumulation, "
+                                  "the default); False = --no-gradient-accumulation-fusion: the GEMM writes a fresh "
+                                  "gradient that the DDP / Megatron-FSDP hook adds (copies) into main_grad, one "
+                                  "kernel per weight and micro-batch (cost/wgrad_accumulation.py)")
     attention_backend: Literal["auto", "flash", "fused", "unfused", "local"] = Field(
         default="auto", description="Megatron --attention-backend: flash (FlashAttention), fused (cuDNN via TE), "
                                     "unfused (materialised s x s scores), local (megatron-core local spec)")

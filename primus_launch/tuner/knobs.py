@@ -181,6 +181,12 @@ def apply_knobs(plan: Plan, k: Knobs) -> Plan:
     off = t.offload.model_copy(update=dict(activation_layers=k.offload_layers, activation_modules=k.offload_modules,
                                            optimizer_fraction=k.optimizer_offload))
     pao = t.precision_aware_optimizer or k.moments != ("fp32", "fp32") or k.optimizer_offload > 0
+    # moving a Megatron plan onto Megatron-FSDP (or torch FSDP2) writes --no-gradient-accumulation-fusion
+    # (adapters/megatron_args.py desired_args: the user guide's required flags; validate_args for torch FSDP2):
+    # the plan prices it (cost/wgrad_accumulation.py)
+    fsdp = ("full", "optimizer_grads")
+    fusion = t.gradient_accumulation_fusion and not (
+        plan.framework == "megatron" and k.dp_sharding in fsdp and plan.parallel.dp_sharding not in fsdp)
     tr = t.model_copy(update=dict(
         micro_batch_size=k.mbs, recompute=rc, pipeline_schedule=k.schedule, offload=off,
         overlap_grad_reduce=k.overlap_grad_reduce, overlap_param_gather=k.overlap_param_gather,
@@ -192,7 +198,7 @@ def apply_knobs(plan: Plan, k: Knobs) -> Plan:
         # TransformerConfig refuses it elsewhere (TEGroupedMLP then pads the experts' input itself)
         moe_router_padding_for_quantization=t.moe_router_padding_for_quantization and k.precision in ("fp8", "fp4")
         and k.dispatcher != "allgather",
-        exp_avg_dtype=k.moments[0], exp_avg_sq_dtype=k.moments[1]))
+        exp_avg_dtype=k.moments[0], exp_avg_sq_dtype=k.moments[1], gradient_accumulation_fusion=fusion))
     return plan.model_copy(update=dict(parallel=par, training=tr))
 
 

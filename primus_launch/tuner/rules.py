@@ -88,29 +88,19 @@ TITAN_03_KNOBS = frozenset({"compile", "tp_comm_overlap"})
 NEMO1_KNOBS = frozenset({"tp_comm_overlap"})
 
 
-#: the flag Megatron-FSDP's user guide (Megatron-LM core_v0.16.1 ``docs/user-guide/features/custom_fsdp.md``)
-#: requires and the projection does not model (its cost: an unfused ``main_grad.add_(grad)`` per weight and
-#: micro-batch, megatron-core 0.16.1 ``distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py``)
-FSDP_UNMODELLED_FLAG = "--no-gradient-accumulation-fusion"
 
 
 def knobs_for(plan: "Plan") -> frozenset[str]:
-    """The knob families the tuner may change in ``plan``'s recipe format.  Megatron-FSDP only where its
-    required ``--no-gradient-accumulation-fusion`` (:data:`FSDP_UNMODELLED_FLAG`, not modelled) adds nothing to
-    the recipe: it runs without the fusion already, or on Megatron-FSDP already -- a tuned recipe adds no
-    flag whose time the projection leaves out (a plan read from no recipe format writes no flag: searched)."""
+    """The knob families the tuner may change in ``plan``'s recipe format.  Megatron-FSDP is searched in every
+    Megatron format: the ``--no-gradient-accumulation-fusion`` its user guide requires (written with it,
+    ``adapters/megatron_args.py`` ``desired_args``) is in the candidate plan (``knobs.apply_knobs``) and priced
+    (``projection/cost/wgrad_accumulation.py``)."""
     if plan.source is not None and plan.source.format == "nemo1-yaml":
         return NEMO1_KNOBS
     if plan.framework == "torchtitan" and plan.source is not None and plan.source.format in (
             "torchtitan-argv", "torchtitan-script"):
         return TITAN_03_KNOBS
-    out = FRAMEWORK_KNOBS.get(plan.framework, frozenset())
-    written = plan.source is not None and plan.source.format is not None  # a recipe the tune writes back
-    if written and plan.framework == "megatron" and "megatron_fsdp" in out and plan.parallel.dp_sharding not in (
-            "full", "optimizer_grads") and not any(u.flag == FSDP_UNMODELLED_FLAG
-                                                  for u in (plan.source.unmodelled if plan.source else [])):
-        out = out - {"megatron_fsdp"}
-    return out
+    return FRAMEWORK_KNOBS.get(plan.framework, frozenset())
 
 
 BLACKWELL = ("b200", "b300", "gb200", "gb300")

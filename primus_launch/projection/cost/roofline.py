@@ -78,6 +78,7 @@ from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost.compute import (KERNEL_MIN_S, arch_of, attention_time, elementwise_time, gemm_time,
                                               quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
+from primus_launch.projection.cost import wgrad_accumulation as wacc
 from primus_launch.projection.cost import moe_host
 from primus_launch.projection.cost import moe_padding
 from primus_launch.projection.cost import moe_imbalance as mib
@@ -196,7 +197,7 @@ class _Acc:
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
                  "qw", "nq", "nkf", "nkb", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf",
-                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather", "bf16", "f8a", "dim1x", "qx")
+                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather", "bf16", "f8a", "dim1x", "qx", "wacc")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -230,6 +231,9 @@ class _Acc:
         # per element cast along dim1 (cost/fp8.py mx_dim1_extra_bytes) and their backward sum
         self.dim1x = 0.0
         self.qx = 0.0
+        # --no-gradient-accumulation-fusion: HBM bytes per weight element of the add / copy into main_grad after
+        # each weight-gradient GEMM (cost/wgrad_accumulation.py bytes_per_weight_element; 0: fused)
+        self.wacc = 0.0
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap), of the
@@ -283,7 +287,7 @@ class _Acc:
 
     def gemm(self, m: int, n: int, k: int, batch: int = 1, lowp: bool = True, name: str = "gemm",
              separate: bool = False, input_fused: bool = False, ub: str | None = None, col: bool = False,
-             grouped_kernel: bool = False) -> None:
+             grouped_kernel: bool = False, main_grad: bool = True) -> None:
         """A GEMM [m,n,k] x ``batch`` (``separate``: ``batch`` independent kernels, not grouped) with
         its backward; ``lowp``: in the plan's FP8/FP4 recipe (else bf16); ``ub``: the layer GEMM it is
         for TE userbuffers (``qkv`` / ``proj`` / ``fc1`` / ``fc2``), slowed by the SMs its overlapped
@@ -291,7 +295,10 @@ class _Acc:
         ``grouped_kernel``: the framework runs it through its grouped-GEMM kernel even when
         ``batch`` is 1 (TorchTitan's ``GroupedExperts`` calls ``torch._grouped_mm`` for any number of
         local experts: torchtitan v0.2.1 ``models/moe/moe.py`` ``_run_experts_grouped_mm``, 0.3.0
-        ``models/common/moe.py`` ``GroupedExperts._grouped_mm``)."""
+        ``models/common/moe.py`` ``GroupedExperts._grouped_mm``); ``main_grad``: its weight runs Megatron's
+        gradient-accumulation fusion path (not the MoE router's plain autograd gate), so without the fusion
+        one bandwidth-bound kernel per weight (``batch`` of them) moves ``k n wacc`` bytes after the weight-gradient
+        GEMM (``cost/wgrad_accumulation.py``)."""
         g = self.gpu
         fmt = self.fmt if lowp and self.recipe else "bf16"
         # torchao rowwise_with_gw_hp keeps the weight-gradient GEMM in bf16 (torchao/float8/config.py
@@ -323,10 +330,13 @@ class _Acc:
         if ub and self.ub is not None:
             cf, cb, cw = ub_factors(ub, get_gpu(g).num_sms, self.ub)
             f, bi, bw = f * cf, bi * cb, bw * cw
+        acc_kernels = batch if (self.wacc and main_grad) else 0
+        if acc_kernels:
+            bw += batch * elementwise_time(float(k * n) * self.wacc, g)
         # column-parallel linears (their backward collectives overlap their dgrad / wgrad GEMMs)
         self._add(f, bi, bw, "gemm", ("tp_col",) if ub in ("qkv", "fc1") or col else ())
         f, bi, bw = f * self.slow, bi * self.slow, bw * self.slow
-        self._k(kern, 2 * kern)
+        self._k(kern, 2 * kern + acc_kernels)
         if fmt != "bf16":
             # quantised operands (cost/fp8.py): X forward (unless the norm wrote it), dY backward,
             # W per step or per micro-batch
@@ -883,7 +893,8 @@ def _cfg(plan: Plan) -> tuple:
             (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager), bool(t.moe_router_padding_for_quantization)),
             bool(t.fp8_param_gather),
             frozenset(t.bf16_linears), bool(t.fp8_attention) and recipe is not None and plan.framework == "megatron",
-            t.mx_dim1_cast_kernel if recipe == "mxfp8" and plan.framework == "torchtitan" else "cuda")
+            t.mx_dim1_cast_kernel if recipe == "mxfp8" and plan.framework == "torchtitan" else "cuda",
+            wacc.bytes_per_weight_element(plan))
 
 
 def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: int, gpu: str, cfg: tuple,
@@ -893,7 +904,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     ``head`` / ``mtp``."""
     m = arch_from_key(key)
     prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g, \
-        bf16_lin, fp8_attn, mx_dim1 = cfg
+        bf16_lin, fp8_attn, mx_dim1, wacc_bytes = cfg
     expert_gemm, sync_free, glue_eager, router_pad = moe_impl
     # TorchTitan v0.2's MoE glue as its eager ATen kernels (cost/titan_moe.py) instead of the generic permutes
     titan_glue = glue_eager and prof.name.startswith("torchtitan")
@@ -911,6 +922,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         made[kind].bf16 = bf16_lin
         made[kind].f8a = (arch_of(gpu), recipe, m.softmax_type != "vanilla") if fp8_attn else None
         made[kind].dim1x = fp8m.mx_dim1_extra_bytes(mx_dim1)
+        made[kind].wacc = wacc_bytes
         return made[kind]
 
     s, h = m.seq_length, m.hidden_size
@@ -944,7 +956,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.norm(Tn * h, m, "pre-MLP norm")
         acc.mods = ("moe",)
         E, k = m.num_experts, m.moe_router_topk
-        acc.gemm(Tn, E, h, lowp=False, name="router")
+        acc.gemm(Tn, E, h, lowp=False, name="router", main_grad=False)
         # Megatron's traced launches per scope (cost/moe_host.py); the router's beyond its GEMM (1 fwd, 2 bwd)
         # are the score / top-k / aux-loss row's
         mfk = {}
@@ -1149,12 +1161,14 @@ def floor_cfg(plan: Plan) -> tuple:
     """:func:`_cfg` of ``plan`` at the floor of the settings that only add time: no host launch time
     (``host_per_kernel`` 0, so no CUDA-graph scope matters: :meth:`_Acc.times` returns the GPU work),
     no TE userbuffers slowdown (its factors are >= 1, ``cost/contention.py``) and the FP8 weights
-    quantised zero times per micro-batch (``wq_div`` = inf, as with FP8 parameter all-gather).  Plans
+    quantised zero times per micro-batch (``wq_div`` = inf, as with FP8 parameter all-gather), no unfused
+    ``main_grad`` accumulation (``cost/wgrad_accumulation.py``: the tuner turns the fusion off with FSDP).  Plans
     that differ only in ``tp_comm_overlap``, ``fp8_param_gather``, CUDA graphs and the micro-batch count
     share it (the tuner's bound key)."""
     c = list(_cfg(plan))
     c[3], c[4], c[5], c[11] = float("inf"), 0.0, frozenset(), None   # wq_div, host, graphs, ub
     c[14] = False   # fp8_param_gather only changes the per-step weight casts, zero at wq_div = inf
+    c[-1] = 0.0     # the unfused main_grad accumulation (>= 0 s; follows dp_sharding: tuner/knobs.py apply_knobs)
     return tuple(c)
 
 

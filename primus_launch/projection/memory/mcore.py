@@ -120,7 +120,8 @@ from primus_launch.projection.hardware.gpus import gpu_arch
 from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes, te_fp8_attention,
                                                 weight_bytes_per_param)
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
-from primus_launch.projection.memory.params import arch_from_key, layer_params_for_key, stage_split_for_key, arch_key
+from primus_launch.projection.memory.params import (arch_from_key, layer_params_for_key, largest_linear_module,
+                                                   stage_split_for_key, arch_key)
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
 from primus_launch.projection.memory.te_graphs import (attention_in_graph, graphed_kept_bytes, te_graph_chunk_input_bytes,
                                                       te_graph_layer_bytes)
@@ -166,6 +167,7 @@ class McoreOpts:
     shared_in_graph: bool = False  # shared experts computed inside the MoE graph (not overlapped)
     te_graph_capture_first: bool = False  # --cuda-graph-warmup-steps 0: captured before any eager step (te_graphs)
     gemm_ws: GemmWorkspaces = GemmWorkspaces()  # torch / TE GEMM workspaces in the allocator (memory.workspaces)
+    wgrad_fresh: int = 0  # --no-gradient-accumulation-fusion: bytes per element of a module's fresh weight gradient
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
@@ -208,6 +210,10 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         shared_in_graph=bool(plan.model.moe_shared_expert_intermediate_size) and not t.moe_shared_expert_overlap,
         te_graph_capture_first=t.cuda_graph_impl == "transformer_engine" and t.cuda_graph_warmup_steps == 0,
         gemm_ws=plan_gemm_workspaces(plan),
+        # the fresh gradient is in the parameters' dtype (torch FSDP2's unsharded gradients: the "full" transient)
+        wgrad_fresh=(4 if t.precision == "fp32" else 2) if plan.framework == "megatron" and not (
+            t.gradient_accumulation_fusion or (p.dp_sharding == "full" and effective_fsdp_impl(plan) == "torch_fsdp2"))
+        else 0,
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
            if t.recompute.granularity == "full" and t.recompute.method == "layer_ids" else {}))
 
@@ -457,6 +463,12 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
             # the graphed part's backward temporaries sit in the pool; the replay allocates the eager part's
             bwd, graph_bwd = _graph_backward_split(m, layout[rank], opts.te_graph_scope, dense_act, moe_act)
         layer_bwd = bwd + extras[rank]
+        if opts.wgrad_fresh:
+            # without gradient-accumulation fusion: one module's fresh weight gradient until its hook moves it into
+            # main_grad (cost/wgrad_accumulation.py; memory.params largest_linear_module)
+            layer_bwd += opts.wgrad_fresh * max(largest_linear_module(key, tp, etp, ep, m.is_moe_layer(i))
+                                                for ch in layout[rank] for i in ch.layers) \
+                if any(ch.layers for ch in layout[rank]) else 0.0
         if opts.fp8 and not opts.fp8_transpose_cache and columnwise_copy(opts.fp8, non_tn=opts.fp8_non_tn):
             # the layer's columnwise fp8 weights, made for its backward and freed after it
             one = layer_params_for_key(key, tp, etp, ep, m.is_moe, "te")

@@ -116,6 +116,25 @@ def _mlp_params(arch: ModelArch, ffn: int, tp: int, bias: bool) -> int:
     return out
 
 
+@lru_cache(maxsize=4096)
+def largest_linear_module(key: ArchKey, tp: int, etp: int, ep: int, moe: bool) -> int:
+    """Weight elements on one GPU of a decoder layer's largest linear module -- the weights one backward
+    call produces gradients for at once: the attention's linears (summed: an upper bound on its largest), the
+    MLP's FC1 ``g f / t x h`` (the larger of FC1 / FC2), or an MoE layer's local experts' FC1 together (TE
+    ``GroupedLinear`` returns every expert's weight gradient from one call, megatron-core 0.16.1
+    ``extensions/transformer_engine.py`` ``TEGroupedLinear``; for a per-expert SequentialMLP an upper bound) and
+    its shared experts' FC1.  Used for
+    the fresh weight gradient of ``--no-gradient-accumulation-fusion`` (``projection/cost/wgrad_accumulation.py``)."""
+    arch = arch_from_key(key)
+    h, g = arch.hidden_size, 2 if arch.swiglu else 1
+    attn = _attention_params(arch, tp, "te") - _norm(arch, h)
+    if not moe:
+        return max(attn, g * arch.ffn_hidden_size * h // tp)
+    experts = (arch.num_experts or 0) // ep * g * arch.expert_ffn * h // etp
+    shared = g * (arch.moe_shared_expert_intermediate_size or 0) * h // tp
+    return max(attn, experts, shared)
+
+
 def layer_parameter_counts(arch: ModelArch, tp: int, etp: int, ep: int, moe: bool,
                            spec: Spec = "te") -> StageParams:
     """Parameters of one decoder layer on one GPU (dense part, expert part)."""
