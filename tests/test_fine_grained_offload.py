@@ -133,3 +133,44 @@ def test_margin_in_the_stage_peak():
     d = dict(la.offloadable)
     moved = stage_memory(base)[0].activations_bytes - stage_memory(off)[0].activations_bytes
     assert moved == pytest.approx((8 - 1) * sum(d[m] for m in mods), rel=1e-6)
+
+
+def test_offload_inside_a_moe_checkpoint_moves_nothing(monkeypatch):
+    """Selective ``moe`` recompute runs the MoE forward under megatron's ``tensor_parallel.checkpoint``
+    (``moe_layer.py``), which runs it without grad: an offload group's ``saved_tensors_hooks`` inside it (the
+    experts' ``expert_fc1`` / ``moe_act`` groups) see no tensor in the forward -- megatron's own
+    ``CheckpointFunction`` run on the CPU (its CUDA RNG state read from the CPU generator) -- so the model moves
+    nothing for them (``LayerActivations.offloaded``) and a layer keeps no negative bytes; it once subtracted
+    the experts' bytes twice (``drops["moe"]`` and ``offloadable``), 10 MiB below zero per layer on the
+    Qwen3-235B recipe's space, which made a TE-graphed plan allocate less than its eager twin."""
+    from megatron.core import tensor_parallel
+    from megatron.core.tensor_parallel import random as tp_random
+
+    monkeypatch.setattr(tp_random, "_get_cuda_rng_state", lambda *a, **k: torch.get_rng_state())
+    monkeypatch.setattr(tp_random, "_set_cuda_rng_state", lambda *a, **k: None)
+    packed: list[int] = []
+    fc1 = torch.nn.Linear(64, 128)
+
+    def experts(x):
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t.numel()) or t, lambda t: t):
+            return fc1(x)
+
+    x = torch.randn(8, 64, requires_grad=True)
+    y = tensor_parallel.checkpoint(experts, False, x)
+    assert packed == []  # nothing to offload in the checkpointed forward
+    y.sum().backward()
+    assert packed  # the recompute saves (and its backward consumes) them
+    packed.clear()
+    experts(x)
+    assert packed  # eager: the group does see fc1's input
+
+    arch = ModelArch(num_layers=4, hidden_size=2048, ffn_hidden_size=6144, num_attention_heads=32,
+                     num_query_groups=4, vocab_size=151936, seq_length=4096, num_experts=64, moe_router_topk=8,
+                     moe_ffn_hidden_size=768)
+    la = layer_activation_bytes(arch, seq=4096, mbs=1, tp=2, sp=True, cp=8, moe=True, ep=8)
+    mods = ("expert_fc1", "moe_act")
+    assert la.offloaded(mods) == pytest.approx(sum(b for m, b in la.offloadable if m in mods))
+    assert la.offloaded(mods) > 0
+    assert la.offloaded(mods, ("moe",)) == 0.0
+    assert la.offloaded(("core_attn",) + mods, ("moe",)) == la.offloaded(("core_attn",))
+    assert la.selective(("moe",)) - la.offloaded(mods, ("moe",)) > 0

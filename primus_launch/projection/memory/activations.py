@@ -104,6 +104,11 @@ def impl_for(arch: ModelArch, attention_backend: str = "auto", base: ActivationI
                                rope_tables=base.rope_tables or not rope_fusion)
 
 
+#: the ``--offload-modules`` entries whose tensors a ``--recompute-modules`` entry's checkpoint holds
+#: (:meth:`LayerActivations.offloaded`; Megatron-LM d98e8a64dd ``transformer_config.py``, the ``moe`` assert)
+OFFLOAD_INSIDE_RECOMPUTE: dict[str, tuple[str, ...]] = {"moe": ("expert_fc1", "moe_act", "fused_group_mlp")}
+
+
 @dataclass(frozen=True)
 class LayerActivations:
     """Bytes kept by one decoder layer for one micro-batch on one GPU."""
@@ -120,6 +125,18 @@ class LayerActivations:
     #                         ``--cuda-graph-modules attn`` captures (memory.te_graphs); the rest is the MLP / MoE's
     attention_backward: float = 0.0  # of ``backward_temp``: the unfused attention's two s x s gradients
     mlp_backward: float = 0.0  # of ``backward_temp``: the MLP / experts' activation gradients
+
+    def offloaded(self, modules: tuple[str, ...], recompute: tuple[str, ...] = ()) -> float:
+        """Bytes ``--offload-modules modules`` moves to host per layer and micro-batch, under selective
+        ``--recompute-modules recompute``: the ``offloadable`` bytes of each named module, less those of the
+        modules a recomputed module's checkpoint holds (:data:`OFFLOAD_INSIDE_RECOMPUTE`).  ``moe`` runs the
+        whole MoE forward under ``tensor_parallel.checkpoint`` (no grad: its experts save nothing, the bytes
+        are already among ``drops["moe"]``), so offloading ``expert_fc1`` / ``moe_act`` inside it moves nothing
+        more; Megatron-LM d98e8a64dd ``transformer_config.py`` asserts against the pair ("offloading activations
+        inside it is redundant"), megatron-core 0.16.1 accepts it.  Counting both made a layer keep negative
+        bytes (``selective - offloaded < 0``)."""
+        inside = {mod for r in set(recompute) for mod in OFFLOAD_INSIDE_RECOMPUTE.get(r, ())}
+        return sum(b for mod, b in self.offloadable if mod in set(modules) and mod not in inside)
 
     def selective(self, modules: tuple[str, ...] = ("core_attn",)) -> float:
         """Bytes kept under ``--recompute-granularity selective --recompute-modules modules``."""
