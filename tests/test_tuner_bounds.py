@@ -18,6 +18,7 @@ import pytest
 from tuner_helpers import small_moe_plan
 
 from primus_launch.adapters import load_recipe
+from primus_launch.plan import legality_problems
 from primus_launch.projection.cost.roofline import layer_times_floor, layer_times_roofline
 from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.projection.hardware.gpus import resolve_power_cap
@@ -245,6 +246,34 @@ def test_te_graph_groups_hold_at_least_their_eager_twins_bytes():
             seen += 1
             grew += peak - outside > (peak0 - outside0) * (1 + 1e-6)
     assert seen >= 12 and grew > 0, (seen, grew)
+
+
+def test_te_attn_graph_over_moe_recompute_and_expert_offload_holds_its_twins_bytes():
+    """The sampled counterexample of the dominance above, fixed: Qwen3-235B at tp 2, pp 2, vpp 8, cp 8, ep 8,
+    selective ``moe`` recompute, ``--offload-modules expert_fc1``, TE ``attn`` graphs (eager warm-up steps).  The
+    model subtracted the experts' bytes twice (recomputed and offloaded), so every chunk kept negative bytes,
+    the in-flight walk clamped to 0 and the embedding-gradient transient (which frees one chunk) grew as the
+    graph's static inputs shrank the deficit: the graphed plan allocated 10 MiB less than its eager twin.
+    Megatron's checkpointed MoE forward saves nothing for the offload hooks (``test_fine_grained_offload``)."""
+    plan = load_recipe(ROOT / "recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml")
+    k = dict(tp=2, pp=2, vpp=8, cp=8, ep=8, etp=None, sp=True, mbs=1, dp_sharding="optimizer", dp_replicate=1,
+             rc_granularity="selective", rc_method="uniform", rc_layers=None, rc_modules=("moe",),
+             schedule="interleaved_1f1b", first_stage_layers=None, last_stage_layers=None, acc_embedding=True,
+             acc_loss=True, layout=None, overlap_grad_reduce=True, overlap_param_gather=True, tp_comm_overlap=True,
+             cuda_graph_impl="transformer_engine", cuda_graph_scope=("attn",), dispatcher="allgather",
+             ep_overlap=False, delay_wgrad=False, compile=False, offload_layers=0, offload_modules=("expert_fc1",),
+             optimizer_offload=0.0, precision="bf16", fp8_recipe=None, fp8_param_gather=False,
+             moments=("fp32", "fp32"))
+    p = apply_knobs(plan, Knobs(**k))
+    p0 = apply_knobs(plan, Knobs(**{**k, "cuda_graph_impl": "none", "cuda_graph_scope": ()}))
+    assert p.training.cuda_graph_warmup_steps > 0 and not legality_problems(p)
+    peak, _, out = memory_peak(p, "allocated")
+    peak0, _, out0 = memory_peak(p0, "allocated")
+    assert peak - out > peak0 - out0  # the graph's static mask / chunk inputs add bytes
+    from primus_launch.projection.memory.estimate import mcore_args, mcore_stage_memory
+
+    for st, st0 in zip(mcore_stage_memory(*mcore_args(p)), mcore_stage_memory(*mcore_args(p0))):
+        assert st.activations_bytes > st0.activations_bytes  # the in-flight walk sees them (it saw 0 before)
 
 
 def test_capture_first_te_graphs_have_no_eager_twin():

@@ -104,6 +104,13 @@ def impl_for(arch: ModelArch, attention_backend: str = "auto", base: ActivationI
                                rope_tables=base.rope_tables or not rope_fusion)
 
 
+#: ``--recompute-modules`` entries whose tensors another entry's checkpoint already holds: ``moe`` runs the whole
+#: MoE forward under ``tensor_parallel.checkpoint`` (megatron-core 0.16.1 ``moe/moe_layer.py``, no grad), so
+#: the experts' ``moe_act`` and the ``shared_experts`` checkpoints inside it save nothing and drop nothing more
+#: (``drops["moe"]`` has the experts' and the shared expert's tensors)
+RECOMPUTE_INSIDE: dict[str, tuple[str, ...]] = {"moe": ("moe_act", "shared_experts")}
+
+
 @dataclass(frozen=True)
 class LayerActivations:
     """Bytes kept by one decoder layer for one micro-batch on one GPU."""
@@ -120,11 +127,28 @@ class LayerActivations:
     #                         ``--cuda-graph-modules attn`` captures (memory.te_graphs); the rest is the MLP / MoE's
     attention_backward: float = 0.0  # of ``backward_temp``: the unfused attention's two s x s gradients
     mlp_backward: float = 0.0  # of ``backward_temp``: the MLP / experts' activation gradients
+    offload_overlap: tuple[tuple[str, str, float], ...] = ()  # (--recompute-modules entry, --offload-modules
+    #                         entry, bytes of the offload group the selective recompute already drops or disables)
+
+    def offloaded(self, modules: tuple[str, ...], recompute: tuple[str, ...] = ()) -> float:
+        """Bytes ``--offload-modules modules`` moves to host per layer and micro-batch under selective
+        ``--recompute-modules recompute``: each named module's ``offloadable`` bytes less what a recomputed
+        module already drops or turns off (``offload_overlap``, built in :func:`layer_activation_bytes`), at
+        least 0 per module.  Counting both made a layer keep negative bytes (``selective - offloaded < 0``)."""
+        rc, mods = set(recompute), set(modules)
+        out = 0.0
+        for mod, b in self.offloadable:
+            if mod in mods:
+                out += max(0.0, b - sum(x for r, o, x in self.offload_overlap if o == mod and r in rc))
+        return out
 
     def selective(self, modules: tuple[str, ...] = ("core_attn",)) -> float:
-        """Bytes kept under ``--recompute-granularity selective --recompute-modules modules``."""
+        """Bytes kept under ``--recompute-granularity selective --recompute-modules modules``: ``full`` less each
+        module's ``drops``, but none for a module inside another's checkpoint (:data:`RECOMPUTE_INSIDE`)."""
         d = dict(self.drops) or {"core_attn": self.core_attention}
-        return self.full - sum(d.get(mod, 0.0) for mod in set(modules))
+        mods = set(modules)
+        inside = {x for r in mods for x in RECOMPUTE_INSIDE.get(r, ())}
+        return self.full - sum(d.get(mod, 0.0) for mod in mods - inside)
 
 
 def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1,
@@ -296,9 +320,23 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     if moe:
         off["expert_fc1"] = pairs * qb * h
         off["moe_act"] = pairs * a * g * arch.expert_ffn / etp
+    # what a selective recompute already takes of an offload group (megatron-core 0.16.1):
+    # - core_attn: ``attention.py`` / ``multi_latent_attention.py`` open the core_attn offload group only on the
+    #   path without ``checkpoint_core_attention`` (the checkpoint's saved q, k, v stay: ``core_attn`` drops
+    #   the scores only), so the group moves nothing;
+    # - moe: the whole MoE forward runs under ``tensor_parallel.checkpoint`` (no grad: the experts' offload
+    #   groups see no saved tensor; Megatron-LM d98e8a64dd ``transformer_config.py`` asserts against the pair,
+    #   "offloading activations inside it is redundant"), its bytes already among ``drops["moe"]``;
+    # (``mla_up_proj`` with the core_attn group is counted twice: the group may move copies of q, k, v
+    # that ``CheckpointWithoutOutput`` does not discard; counting them once put Megatron-LM's MLA functional
+    # test gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading at +7.1 % against -1.3 %.)
+    overlap = [("core_attn", "core_attn", off["core_attn"])]
+    if moe:
+        overlap += [("moe", "expert_fc1", off["expert_fc1"]), ("moe", "moe_act", off["moe_act"])]
     return LayerActivations(full=full, core_attention=core, layer_input=a * sb * h / spd,
                             backward_temp=max(largest, attn_bwd) + a * sb * h / spd, drops=tuple(drops.items()),
-                            offloadable=tuple(off.items()), experts=experts, attention=attn,
+                            offloadable=tuple(off.items()), offload_overlap=tuple(overlap), experts=experts,
+                            attention=attn,
                             attention_backward=attn_bwd, mlp_backward=largest)
 
 

@@ -331,12 +331,11 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         """Per layer and micro-batch without full recompute: selective (--recompute-modules) and
         fine-grained offloading (--offload-modules) applied."""
         k = la.selective(opts.modules) if gran == "selective" else la.full
-        off = dict(la.offloadable)
-        return k - sum(off.get(mod, 0.0) for mod in opts.offload_modules)
+        return k - offloaded(la)
 
     def offloaded(la) -> float:
-        off = dict(la.offloadable)
-        return sum(off.get(mod, 0.0) for mod in opts.offload_modules)
+        """What --offload-modules moves to host (none of what a selective checkpoint already drops)."""
+        return la.offloaded(opts.offload_modules, opts.modules if gran == "selective" else ())
 
     statics, chunk_rows, layer_rows, extras, graph_rows, static_rows = [], [], [], [], [], []
     for rank in range(pp):
