@@ -119,3 +119,30 @@ def test_node_bound_is_its_variants_with_the_floor_added():
         elif not nk[-1]:
             assert b == v
     assert lifted
+
+
+def test_pass_times_are_keyed_by_the_sharding_where_the_accumulation_is_unfused(moe):
+    """Moving a Megatron plan onto Megatron-FSDP writes ``--no-gradient-accumulation-fusion``, whose copy into
+    the gradient bucket the layer times price (``cost/wgrad_accumulation.py``): the pass-time cache was keyed
+    without the sharding, so a plan under ``optimizer_grads`` read the cached times of its ``optimizer`` twin
+    (the backward's weight pass short by the copy; the CI run of 2026-12-07 drew it).  Truth: the roofline
+    layer times of each plan itself, read in the order that filled the cache wrongly."""
+    plan, sp, _, _, _ = moe
+    bm = BoundModel(plan, sp)  # a fresh cache
+    at = Knobs._fields.index("dp_sharding")
+    by_rest: dict[tuple, dict[str, int]] = {}
+    for s, h in enumerate(sp.structs):
+        by_rest.setdefault(h[:at] + h[at + 1:], {})[h[at]] = s
+    pairs = [(d["optimizer"], d["optimizer_grads"]) for d in by_rest.values()
+             if "optimizer" in d and "optimizer_grads" in d]
+    assert pairs, "no structural pair differing only in the sharding: the test could not fail"
+    checked = 0
+    for s1, s2 in pairs[:5]:
+        f = sp.tables[sp.ctx[s1]][0]
+        if f not in sp.tables[sp.ctx[s2]]:
+            continue
+        for s in (s1, s2):  # s1 first: it fills the cache s2 must not read
+            p = apply_knobs(plan, Knobs(*sp.structs[s], *f))
+            assert bm._pass_times(sp.structs[s], f) == layer_times_roofline(resolve_power_cap(p))
+        checked += 1
+    assert checked

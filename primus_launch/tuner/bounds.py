@@ -63,6 +63,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Optional
 import numpy as np
 
 from primus_launch.plan import Plan
@@ -589,12 +590,24 @@ class BoundModel:
                 mems.setdefault(memory_key(fw, f), f)
         return g
 
+    def _wgrad_key(self, h: tuple) -> Optional[str]:
+        """What the layer times read of the data-parallel sharding: the unfused gradient accumulation's bytes
+        per weight (``cost/wgrad_accumulation.py``: DDP's add, Megatron-FSDP's copy, none under torch FSDP2),
+        present on a Megatron plan that runs without the fusion or that :func:`knobs.apply_knobs` moves onto
+        Megatron-FSDP (which writes ``--no-gradient-accumulation-fusion``); ``None`` where the fusion holds."""
+        d = h[S["dp_sharding"]]
+        if self.plan.framework != "megatron" or (
+                self.plan.training.gradient_accumulation_fusion and d not in ("full", "optimizer_grads")):
+            return None
+        return d
+
     def _pass_times(self, h: tuple, f: tuple) -> LayerTimes:
         """The roofline layer times of the plan of ``h`` and ``f``, cached by what they read: the layer
-        axes, :data:`PASS_FLAGS` and, with FP8 or FP4 (the weight casts per micro-batch), the
+        axes, :data:`PASS_FLAGS`, the sharding where the gradient accumulation is unfused
+        (:meth:`_wgrad_key`) and, with FP8 or FP4 (the weight casts per micro-batch), the
         micro-batches (``tests/test_tuner_bounds.py`` checks the key)."""
         low = f[F["precision"]] in ("fp8", "fp4")
-        key = (pick(h, LAYER_AXES, S), pick(f, PASS_FLAGS, F), self.nmb(h) if low else None)
+        key = (pick(h, LAYER_AXES, S), pick(f, PASS_FLAGS, F), self._wgrad_key(h), self.nmb(h) if low else None)
         lt = self._plt.get(key)
         if lt is None:
             from primus_launch.projection.cost.roofline import layer_times_roofline
@@ -614,7 +627,7 @@ class BoundModel:
         h, c = self.space.structs[s], self.space.ctx[s]
         passes = self.table_nodes(c)[nk][0]
         low = any(pk[0] in ("fp8", "fp4") for pk in passes)
-        key = (pick(h, LAYER_AXES, S), c, nk, self.nmb(h) if low else None)
+        key = (pick(h, LAYER_AXES, S), c, nk, self._wgrad_key(h), self.nmb(h) if low else None)
         x = self._offx.get(key)
         if x is None:
             from primus_launch.projection.cost.offload import module_offload_floor
