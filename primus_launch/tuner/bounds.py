@@ -70,6 +70,7 @@ from primus_launch.plan import Plan
 from primus_launch.projection.layer_times import LayerTimes
 from primus_launch.projection.pipeline.simulate import SPLIT_BACKWARD, makespan_lower_bound
 from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, apply_knobs
+from primus_launch.tuner.knobs import accumulation_fused
 # the floor features of one plan (their own module); FEATURES, X, pass_features, plan_floor_features and
 # tail_floor stay importable from here
 from primus_launch.tuner.floors import (FEATURES, K, KIND, X, ep_floor, fsdp_floor, layer_floor, pass_features,
@@ -596,10 +597,7 @@ class BoundModel:
         present on a Megatron plan that runs without the fusion or that :func:`knobs.apply_knobs` moves onto
         Megatron-FSDP (which writes ``--no-gradient-accumulation-fusion``); ``None`` where the fusion holds."""
         d = h[S["dp_sharding"]]
-        if self.plan.framework != "megatron" or (
-                self.plan.training.gradient_accumulation_fusion and d not in ("full", "optimizer_grads")):
-            return None
-        return d
+        return None if accumulation_fused(self.plan, d) else d
 
     def _pass_times(self, h: tuple, f: tuple) -> LayerTimes:
         """The roofline layer times of the plan of ``h`` and ``f``, cached by what they read: the layer

@@ -150,6 +150,19 @@ def knobs_of(plan: Plan) -> Knobs:
                  (t.exp_avg_dtype, t.exp_avg_sq_dtype))
 
 
+_FSDP_SHARDINGS = ("full", "optimizer_grads")
+
+
+def accumulation_fused(plan: Plan, dp_sharding: str) -> bool:
+    """Whether ``plan`` moved to ``dp_sharding`` keeps Megatron's gradient-accumulation fusion: moving a Megatron
+    plan onto Megatron-FSDP (or torch FSDP2) writes ``--no-gradient-accumulation-fusion``
+    (``adapters/megatron_args.py`` ``desired_args``: the user guide's required flags; ``validate_args`` for torch
+    FSDP2), which the plan prices (``cost/wgrad_accumulation.py``); a plan already sharded keeps its own value."""
+    return plan.training.gradient_accumulation_fusion and not (
+        plan.framework == "megatron" and dp_sharding in _FSDP_SHARDINGS
+        and plan.parallel.dp_sharding not in _FSDP_SHARDINGS)
+
+
 def apply_knobs(plan: Plan, k: Knobs) -> Plan:
     """``plan`` with the knob values of ``k`` (an unvalidated copy: pydantic ``model_copy``; the
     enumeration guarantees legality, :func:`validated` re-checks when it matters).
@@ -181,12 +194,7 @@ def apply_knobs(plan: Plan, k: Knobs) -> Plan:
     off = t.offload.model_copy(update=dict(activation_layers=k.offload_layers, activation_modules=k.offload_modules,
                                            optimizer_fraction=k.optimizer_offload))
     pao = t.precision_aware_optimizer or k.moments != ("fp32", "fp32") or k.optimizer_offload > 0
-    # moving a Megatron plan onto Megatron-FSDP (or torch FSDP2) writes --no-gradient-accumulation-fusion
-    # (adapters/megatron_args.py desired_args: the user guide's required flags; validate_args for torch FSDP2):
-    # the plan prices it (cost/wgrad_accumulation.py)
-    fsdp = ("full", "optimizer_grads")
-    fusion = t.gradient_accumulation_fusion and not (
-        plan.framework == "megatron" and k.dp_sharding in fsdp and plan.parallel.dp_sharding not in fsdp)
+    fusion = accumulation_fused(plan, k.dp_sharding)
     tr = t.model_copy(update=dict(
         micro_batch_size=k.mbs, recompute=rc, pipeline_schedule=k.schedule, offload=off,
         overlap_grad_reduce=k.overlap_grad_reduce, overlap_param_gather=k.overlap_param_gather,
