@@ -192,6 +192,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--offload-modules", "list", group="recompute"),
     # kernels
     _f("--attention-backend", "str", "auto", group="kernels"),
+    _f("--transformer-impl", "str", "transformer_engine", group="kernels"),
     _f("--cross-entropy-loss-fusion", "true", group="kernels"),
     _f("--cross-entropy-fusion-impl", "str", "native", group="kernels"),
     _f("--no-rope-fusion", "false", group="kernels", dest="apply_rope_fusion"),
@@ -1032,9 +1033,16 @@ def _offload(a: dict[str, Any], num_layers: int, rep: _Report) -> dict:
 
 
 def _attention_backend(a: dict[str, Any]) -> str:
+    """``training.attention_backend``: Megatron's ``--attention-backend``, and ``local`` (the megatron-core local
+    spec, its unfused ``DotProductAttention`` with materialised ``s x s`` scores) whenever ``--transformer-impl
+    local``: Megatron-LM d98e8a64dd ``gpt_builders.py`` (``use_te = args.transformer_impl ==
+    "transformer_engine"``, else ``get_gpt_layer_local_spec``) and ``megatron/core/models/backends.py``
+    (``LocalSpecProvider.core_attention`` returns ``DotProductAttention`` whatever ``--attention-backend`` says)."""
     v = str(get(a, "attention_backend")).split(".")[-1]
     if v not in ("auto", "flash", "fused", "unfused", "local"):
         raise PlanError("--attention-backend", v, "one of auto, flash, fused, unfused, local")
+    if str(get(a, "transformer_impl")) == "local":
+        return "local"
     return v
 
 

@@ -1082,7 +1082,8 @@ MODELLED_FLAGS: dict[str, str] = {
     "--main-grads-dtype": "training.main_grads_dtype", "--main-params-dtype": "training.main_params_dtype",
     "--exp-avg-dtype": "training.exp_avg_dtype", "--exp-avg-sq-dtype": "training.exp_avg_sq_dtype",
     # kernels
-    "--attention-backend": "training.attention_backend", "--cross-entropy-loss-fusion": "training.cross_entropy_loss_fusion",
+    "--attention-backend": "training.attention_backend", "--transformer-impl": "training.attention_backend",
+    "--cross-entropy-loss-fusion": "training.cross_entropy_loss_fusion",
     "--cross-entropy-fusion-impl": "training.cross_entropy_fusion_impl",
     "--no-rope-fusion": "training.rope_fusion",
     "--no-create-attention-mask-in-dataloader": "training.dataloader_attention_mask",
@@ -1225,7 +1226,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--use-te-activation-func": "time: TE activation kernels", "--use-fused-weighted-squared-relu": "time: fused weighted squared ReLU",
     "--fused-residual-rmsnorm": "time: fused residual + RMSNorm",
     "--mla-down-proj-fusion": "time: fused MLA down projections", "--cache-mla-latents": "memory: MLA latents cached (inference)",
-    "--transformer-impl": "time: local (megatron-core) instead of Transformer Engine layers",
     "--use-legacy-models": "time: legacy (non-core) GPT model",
     "--use-kitchen-attention": "time: Kitchen attention kernels", "--kitchen-attention-backend": "time: Kitchen attention backend",
     "--flash-attention-version": "time: FlashAttention version",
