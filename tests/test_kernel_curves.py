@@ -302,10 +302,8 @@ def test_attention_long_sequence_crosscheck():
     """The Hopper curves stand on H100 figures up to 16k keys; cudnn-frontend's H200 sweeps (4k-64k
     keys, clocks locked) check them at long sequences: PyTorch's FlashAttention-2 lies within 15% of
     the H100 FA2 curve at every length (no loss beyond 16k), cuDNN 9.1 / 9.19 run at or above the
-    H100 cuDNN curve (newer library, locked clock; at most 15% below it: the one record below 0.96 is cuDNN
-    9.19's GQA 64/8 causal backward at 2k keys, 13% below the head-dim-knee curve, 9% below the earlier
-    d/(d + D0) one) and never 30% above."""
-    for key, lo, hi in (("hopper/fa2", 0.85, 1.15), ("hopper/cudnn", 0.70, 1.15)):
+    H100 cuDNN curve (newer library, locked clock; at most 10% below it) and never 30% above."""
+    for key, lo, hi in (("hopper/fa2", 0.85, 1.15), ("hopper/cudnn", 0.70, 1.10)):
         c = FITTED["attention"][key]
         curve = _attn_curve(c)
         recs = fk.attn_crosscheck_records(*key.split("/"))

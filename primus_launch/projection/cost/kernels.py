@@ -31,9 +31,10 @@ with ``d = (d_qk + d_v)/2`` and ``S`` the key span a query block loops over (``s
 (one exponential per score, on the SFUs) does not, so a small head dim runs below the large-``d`` rate;
 ``p = 1`` gives ``d/(d + D0)`` (the two costs add), a large ``p`` a soft ``min(1, d/D0)`` (they overlap
 and the exponentials bound the rate below ``d = D0``: FlashAttention-4, arXiv 2603.05451, on Blackwell's
-forward pass).  ``A_f, A_b, S0, D0, Tc, t0, p`` are one curve per (architecture, implementation: cuDNN
-fused attention via TE, FlashAttention-2/-3, AMD CK/aiter); ``p`` is fitted where the records span head
-dims on both sides of ``D0`` (else 1).
+forward pass; FlashAttention-3, arXiv 2407.08608, on Hopper's).  ``A_f, A_b, S0, D0, Tc, t0, p`` are one curve
+per (architecture, implementation: cuDNN fused attention via TE, FlashAttention-2/-3, AMD CK/aiter); ``p`` is
+fitted where a curve's full-attention records span three head dims and Akaike's criterion keeps it (else 1;
+``scripts/fit_kernels.py``).  The backward shares the forward's ``g``.
 
 Memory-bound kernels: ``t = bytes / (B_hbm eta) + t_min`` (``eta`` per architecture from streaming
 kernels; ``t_min`` the GPU-side floor of a tiny kernel).
