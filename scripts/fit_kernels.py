@@ -19,8 +19,8 @@ What is fitted (model forms in ``projection/cost/kernels.py``):
   (``cost/fp8.py``) from Transformer Engine's autocast - pre-quantized layer times;
 - attention curves (A_f, A_b, S0, D0, Tc, t0, p) per (architecture, implementation); p (the head-dim knee's
   sharpness) only for ``ATTN_DP_FIT`` curves whose records span three head dims and where Akaike's criterion
-  keeps it (else 1); a curve's ``sku``
-  holds the rate factor of another SKU's records fitted beside it (not priced);
+  keeps it (else 1); a curve's ``sku`` holds the rate factor of another SKU's records fitted beside it (not
+  priced);
 - collective curves (bus-bandwidth efficiency, fixed latency) per (architecture, span, operation);
 - DeepEP / HybridEP efficiency against the link rate;
 - host launch cost per eager / compiled PyTorch kernel (``cost/framework.py``).
