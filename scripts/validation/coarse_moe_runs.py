@@ -37,7 +37,9 @@ Megatron-LM ``megatron/core/transformer/moe/README.md`` @c230e0d7c2 (2024-11-21)
   v0.9", with its "Reference Best Parallel Mapping" row Mixtral 8x7B (Dropless): 32K vocab, All-to-All, BF16, 64
   GPUs, seq 4096, TP 1 EP 8 PP 4 VP 8 MBS 1 GBS 256, on 8x H100 80GB nodes (NVLink 4, 8x 400 Gbit/s IB), PyTorch
   24.09 + TE 1.11; the flags the table leaves out from the README's training example (grouped GEMM, aux loss 1e-2,
-  distributed optimizer, overlaps).  TFLOP/s -> tokens/s with Megatron's formula of that version (full attention).
+  distributed optimizer, overlaps).  VP 8 is the virtual-pipeline size (one layer per chunk), as the README's rule 3
+  defines VPP_size (the row's ``flags_unknown`` gives the other reading and its projection).  TFLOP/s ->
+  tokens/s with Megatron's formula of that version (full attention).
 
 NVIDIA/dgxc-benchmarking @8f5cbb379 (tag v25.02) ``grok1/README_314b.md``, tables "Grok 1 314b BF16 / FP8", columns
 512 / 1,024 / 2,048 H100 (the full 64-layer model; the 8-256-GPU columns are proxies with 2-32 layers, left out as the
@@ -190,7 +192,7 @@ def _mcore_row() -> dict:
                 "PP 4, VP 8, MBS 1, GBS 256; 8x H100 80GB per node, PyTorch 24.09 + TE 1.11"),
         model_name=m["name"], architecture=dict(m["arch"]),
         hardware=dict(HW["H100"], num_gpus=64),
-        parallelism=dict(tp=1, pp=4, vpp=None, cp=1, ep=8, etp=None, dp=16, fsdp=None, sequence_parallel=False,
+        parallelism=dict(tp=1, pp=4, vpp=8, cp=1, ep=8, etp=None, dp=16, fsdp=None, sequence_parallel=False,
                          zero_stage=None, distributed_optimizer=True, pipeline_layout=None),
         training=dict(global_batch_size=256, micro_batch_size=1, precision="bf16", fp8_recipe=None,
                       recompute="none", moe_dispatcher="alltoall", cuda_graph="none", ep_overlap=False,
@@ -208,7 +210,7 @@ def _mcore_row() -> dict:
                "--use-distributed-optimizer, --no-masked-softmax-fusion (dropless: no capacity factor)."),
         megatron_flags=m["flags"] + COMMON + [
             "--tensor-model-parallel-size 1", "--expert-model-parallel-size 8", "--pipeline-model-parallel-size 4",
-            "--num-layers-per-virtual-pipeline-stage 8", "--micro-batch-size 1", "--global-batch-size 256",
+            "--num-layers-per-virtual-pipeline-stage 1", "--micro-batch-size 1", "--global-batch-size 256",
             "--moe-grouped-gemm", "--no-masked-softmax-fusion"],
         flags_source=(f"NVIDIA/Megatron-LM megatron/core/transformer/moe/README.md @{MCORE_README}: the mapping table "
                       "+ the 'MoE training example' flags"),
@@ -216,8 +218,12 @@ def _mcore_row() -> dict:
             "that the 468 TFLOPS headline was measured with the table's mapping is read from the README (the table "
             "is 'the reference parallel mappings of MCore v0.8' and the headline moved 438 -> 468 from v0.8 to "
             "v0.9 in the same commit); no log",
-            "the table's VP 8: the README's example passes the same 8 as --num-layers-per-virtual-pipeline-stage "
-            "with PP 4 and 32 layers, i.e. one model chunk per rank (plain 1F1B); read as the example writes it",
+            "the table's VP 8 read as the virtual-pipeline size, one layer per model chunk (--num-layers-per-"
+            "virtual-pipeline-stage 1): the README's own rule 3 names 'VPP_size = num_layers / PP_size / "
+            "num_layers_per_virtual_pipeline_stage' and its legal values the divisors of num_layers / PP_size (8 "
+            "here, 7 for the 8x22B row at PP 8); its training example passes 8 as --num-layers-per-virtual-pipeline-"
+            "stage (with GBS 128), which at PP 4 would be one chunk per rank, no interleaving: that reading projects "
+            "5,021 tokens/s/GPU (-11.0 %; the interleaved one 5,690, +0.8 %, primus-launch of 2026-12-07)",
             "RoPE / bias-activation fusions and the attention backend: Megatron-LM defaults of v0.9",
         ],
         flags_notes="Megatron-LM flags from the README (mapping table + training example).",
