@@ -5,8 +5,9 @@ Each row builds through the Megatron adapter (``build_runs.flag_row``) into a pl
 flags its launch code states (FP8 recipe, CUDA graph, token drop + padding, expert TP).  Independent checks of the
 architectures: the dgxc Grok-1 README's own model FLOPs ("4.27E+15 for GBS=1 per GPU" at seq 8192) against the
 plan's model FLOPs per token; the NeMo page's TFLOP/s over tokens/s against the plan's (Mixtral 8x22B at 65,536
-tokens: causal count to 0.5 %; Mixtral 8x7B: the page's figure is the full-attention count, build_runs'
-``flops_per_token_full_attention``, to 0.5 %) -- which pins the sequence length and vocabulary the rows were given.
+tokens and Llama 4 Scout: causal count to 0.5 %; Mixtral 8x7B: the page's figure is the full-attention count,
+build_runs' ``flops_per_token_full_attention``, to 0.5 %) -- which pins the sequence length and vocabulary the rows
+were given.
 """
 import json
 import sys
@@ -49,7 +50,8 @@ def test_row_builds_its_sources_layout(rid):
     assert p.parallel.expert_tp == (par["etp"] or par["tp"])    # Megatron / NeMo 24.12: ETP defaults to TP
     assert (p.training.micro_batch_size, p.training.global_batch_size) == (tr["micro_batch_size"],
                                                                           tr["global_batch_size"])
-    assert p.model.num_experts == 8 and p.model.moe_router_topk == 2
+    assert (p.model.num_experts, p.model.moe_router_topk) == (r["architecture"]["num_experts"],
+                                                              r["architecture"]["moe_topk"])
     assert p.training.moe_token_dispatcher == "alltoall"
     assert p.training.precision == ("bf16" if tr["precision"] == "bf16" else "fp8")
     assert (p.training.cuda_graph_impl == "local") == tr["cuda_graph"].startswith("local")
@@ -68,6 +70,7 @@ def test_grok_model_flops_match_the_readme():
 
 
 @pytest.mark.parametrize("rid,full", [("nemo2502_b200_fp8ds_mixtral_8x22b_256gpu_seq64k", False),
+                                      ("nemo2507_gb200_fp8cs_llama4_scout_64gpu", False),
                                       ("nemo2502_b200_fp8ds_mixtral_8x7b_64gpu", True),
                                       ("nemo2504_gb200_fp8cs_mixtral_8x7b_64gpu", True)])
 def test_nemo_tflops_over_tokens_is_the_plans_flops(rid, full):
