@@ -39,9 +39,30 @@ def _rows(plan) -> dict[str, tuple]:
     return {op[0]: op for op in layer_op_times(plan)["moe"]}
 
 
-def test_capacity_is_the_balanced_count_at_factor_one():
-    # megatron-core moe_utils.get_capacity(num_tokens * topk, num_experts, capacity_factor)
-    assert math.ceil(T * K / E * 1.0) == T * K // E
+@pytest.mark.parametrize("factor", [1.0, 1.25])
+def test_megatron_core_routing_map_under_token_drop(factor):
+    """megatron-core 0.16.1 (installed, CPU): route a skewed router's logits, then apply_router_token_dropping as
+    router.py does; the busiest expert's count over the balanced one is what ``capped`` charges."""
+    torch = pytest.importorskip("torch")
+    moe_utils = pytest.importorskip("megatron.core.transformer.moe.moe_utils")
+    from primus_launch.projection.cost import moe_imbalance as mi
+
+    torch.manual_seed(0)
+    logits = torch.randn(T, E) + torch.linspace(0.0, 0.5, E)       # a router leaning to the last experts
+    probs, rmap = moe_utils.topk_routing_with_score_function(logits, K, use_pre_softmax=True)
+    cap = moe_utils.get_capacity(T * K, E, factor)
+    assert cap == math.ceil(T * K / E * factor)
+    mean = T * K / E
+    free = mi.Imbalance("aux_loss", rmap.sum(0).max().item() / mean - 1, 0.1, 8, 8 * T, 0.0)   # one expert per rank
+    assert free.delta > factor - 1
+    for pad in (True, False):
+        _, m = moe_utils.apply_router_token_dropping(probs, rmap, router_topk=K, capacity_factor=factor,
+                                                     drop_policy="probs", pad_to_capacity=pad)
+        counts = m.sum(0)
+        assert counts.max().item() == cap
+        if pad:
+            assert counts.min().item() == cap                       # every expert exactly its capacity
+        assert mi.capped(free, factor, pad).delta == pytest.approx(counts.max().item() / mean - 1, abs=1e-3)
 
 
 def test_reader_reads_the_token_drop_flags():
@@ -86,3 +107,20 @@ def test_padded_memory_is_the_static_shape_at_the_factor():
     assert act(["--moe-expert-capacity-factor", "1.0", "--moe-pad-expert-input-to-capacity"]) == dropless
     assert act(["--moe-expert-capacity-factor", "1.5"]) == dropless          # dropping: at most the balanced shape
     assert act(["--moe-expert-capacity-factor", "1.5", "--moe-pad-expert-input-to-capacity"]) > dropless
+
+
+def test_tuner_rules_allow_moe_graphs_only_when_padded():
+    # megatron-core transformer_config.py: 'moe cuda graph is only supported with drop-padding MoE'; with the
+    # alltoall dispatcher and token drop unpadded, no moe_preprocess graph (host copies in the preprocess)
+    from primus_launch.tuner.rules import knob_problems
+
+    def scopes(extra):
+        plan = _plan(extra + ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-scope", "moe_router",
+                              "moe_preprocess"])
+        graph = _plan(extra + ["--cuda-graph-impl", "transformer_engine", "--cuda-graph-scope", "moe"])
+        return ({str(p[1]) for p in knob_problems(plan) if p[0] == "training.cuda_graph_scope"},
+                {str(p[1]) for p in knob_problems(graph) if p[0] == "training.cuda_graph_scope"})
+
+    assert scopes([]) == (set(), {"moe"})
+    assert scopes(["--moe-expert-capacity-factor", "1.0"]) == ({"moe_preprocess"}, {"moe"})
+    assert scopes(["--moe-expert-capacity-factor", "1.0", "--moe-pad-expert-input-to-capacity"]) == (set(), set())
