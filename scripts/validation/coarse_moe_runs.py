@@ -28,7 +28,8 @@ Shared by the NeMo rows (``recipes/mixtral_8x{7,22}b.py pretrain_performance_opt
 ``moe_pad_expert_input_to_capacity = True`` (token drop + pad: every expert computes exactly its capacity) --, GC every
 100 steps, alltoall dispatcher, aux-loss router (1e-2), pre-softmax top-2, MCore's default ``moe_grouped_gemm =
 False`` (one local expert per rank at EP 8: nothing to group), RoPE fusion, distributed optimizer with grad-reduce
-and param-gather overlap, bf16 gradient reduction, dropout 0; NeMo's MegatronCommOverlapCallback keeps TP overlap
+and param-gather overlap, bf16 gradient reduction (``grad_reduce_in_fp32 = False`` on the precision plugin:
+``--grad-reduce-in-bf16``, since Megatron-LM's arguments turn fp32 accumulation on with ``--bf16`` otherwise), dropout 0; NeMo's MegatronCommOverlapCallback keeps TP overlap
 off (``tp_comm_overlap`` False unless set) and, with VP, ``overlap_p2p_comm`` True / ``batch_p2p_comm`` False.
 
 Megatron-LM ``megatron/core/transformer/moe/README.md`` @c230e0d7c2 (2024-11-21):
@@ -49,7 +50,8 @@ nvidia/nemo:24.12 container): TP 4 PP 8 CP 2 EP 8 VP 8, MBS 1, GBS = 16 x nodes,
 FFN 32768, 48 heads / 8 groups, gated GeLU ('fast-geglu'), RoPE base 1e6, the Llama-3-70B tokenizer (128,256),
 alltoall dispatcher with ``moe_expert_capacity_factor: 1.0`` + ``moe_pad_expert_input_to_capacity: true``, no grouped
 GEMM, ``ub_tp_comm_overlap=true`` (no cfg: TE's defaults), sequence parallel, mcore distributed optimizer (bf16 grad
-sync, overlapped grad / param sync, ``overlap_param_gather_with_optimizer_step``), GC every 40 steps, flash attention
+sync: ``--grad-reduce-in-bf16``, overlapped grad / param sync, ``overlap_param_gather_with_optimizer_step``), GC
+every 40 steps, flash attention
 (``NVTE_FUSED_ATTN=0``), FP8 = ``model.fp8`` + ``fp8_params`` (delayed, hybrid, amax history 1024 / max).  Expert TP:
 NeMo 24.12's ``megatron_init.py`` sets ``expert_tensor_parallel_size_ = tensor_model_parallel_size`` when unset, as
 Megatron-LM does: ETP 4, so an EP 8 x ETP 4 expert group spans 32 GPUs (4 nodes).
@@ -143,7 +145,7 @@ def _nemo_rows() -> list[dict]:
                  + ["--moe-router-pre-softmax", f"--tensor-model-parallel-size {tp}",
                     f"--pipeline-model-parallel-size {pp}", f"--context-parallel-size {cp}",
                     "--expert-model-parallel-size 8", f"--micro-batch-size {mbs}", f"--global-batch-size {gbs}",
-                    "--manual-gc", "--manual-gc-interval 100"]
+                    "--manual-gc", "--manual-gc-interval 100", "--grad-reduce-in-bf16"]
                  + (["--sequence-parallel"] if tp > 1 else [])
                  + ([f"--num-virtual-stages-per-pipeline-rank {vp}"] if vp > 1 else [])
                  + ([f"--expert-tensor-parallel-size {etp}"] if etp else [])
@@ -245,7 +247,7 @@ GROK_FLAGS = [
     "--moe-token-dispatcher-type alltoall", "--tensor-model-parallel-size 4", "--pipeline-model-parallel-size 8",
     "--context-parallel-size 2", "--expert-model-parallel-size 8", "--num-virtual-stages-per-pipeline-rank 8",
     "--sequence-parallel", "--tp-comm-overlap", "--micro-batch-size 1", "--attention-backend flash",
-    "--manual-gc", "--manual-gc-interval 40", "--overlap-param-gather-with-optimizer-step"]
+    "--manual-gc", "--manual-gc-interval 40", "--overlap-param-gather-with-optimizer-step", "--grad-reduce-in-bf16"]
 
 
 def _grok_rows() -> list[dict]:
@@ -323,7 +325,8 @@ SCOUT_FLAGS = [
     "--moe-router-load-balancing-type aux_loss", "--moe-aux-loss-coeff 0.0",
     "--tensor-model-parallel-size 1", "--pipeline-model-parallel-size 1", "--expert-model-parallel-size 16",
     "--expert-tensor-parallel-size 1", "--micro-batch-size 1", "--global-batch-size 1024", "--enable-cuda-graph",
-    "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te", "--manual-gc", "--manual-gc-interval 100"]
+    "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl te", "--manual-gc", "--manual-gc-interval 100",
+    "--grad-reduce-in-bf16"]
 
 
 def _scout_row() -> dict:
