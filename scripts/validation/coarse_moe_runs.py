@@ -28,9 +28,11 @@ Shared by the NeMo rows (``recipes/mixtral_8x{7,22}b.py pretrain_performance_opt
 ``moe_pad_expert_input_to_capacity = True`` (token drop + pad: every expert computes exactly its capacity) --, GC every
 100 steps, alltoall dispatcher, aux-loss router (1e-2), pre-softmax top-2, MCore's default ``moe_grouped_gemm =
 False`` (one local expert per rank at EP 8: nothing to group), RoPE fusion, distributed optimizer with grad-reduce
-and param-gather overlap, bf16 gradient reduction (``grad_reduce_in_fp32 = False`` on the precision plugin:
-``--grad-reduce-in-bf16``, since Megatron-LM's arguments turn fp32 accumulation on with ``--bf16`` otherwise), dropout 0; NeMo's MegatronCommOverlapCallback keeps TP overlap
-off (``tp_comm_overlap`` False unless set) and, with VP, ``overlap_p2p_comm`` True / ``batch_p2p_comm`` False.
+and param-gather overlap, bf16 gradient reduction (``grad_reduce_in_fp32 = False`` on the precision plugin, which
+megatron_strategy's ``update_config_with_dtype_overrides`` puts on the DDP config: ``--grad-reduce-in-bf16``, since
+Megatron-LM's arguments turn fp32 accumulation on with ``--bf16`` otherwise), dropout 0; NeMo's
+MegatronCommOverlapCallback keeps TP overlap off (``tp_comm_overlap`` False unless set) and, with VP,
+``overlap_p2p_comm`` True / ``batch_p2p_comm`` False.
 
 Megatron-LM ``megatron/core/transformer/moe/README.md`` @c230e0d7c2 (2024-11-21):
 
@@ -51,8 +53,7 @@ FFN 32768, 48 heads / 8 groups, gated GeLU ('fast-geglu'), RoPE base 1e6, the Ll
 alltoall dispatcher with ``moe_expert_capacity_factor: 1.0`` + ``moe_pad_expert_input_to_capacity: true``, no grouped
 GEMM, ``ub_tp_comm_overlap=true`` (no cfg: TE's defaults), sequence parallel, mcore distributed optimizer (bf16 grad
 sync: ``--grad-reduce-in-bf16``, overlapped grad / param sync, ``overlap_param_gather_with_optimizer_step``), GC
-every 40 steps, flash attention
-(``NVTE_FUSED_ATTN=0``), FP8 = ``model.fp8`` + ``fp8_params`` (delayed, hybrid, amax history 1024 / max).  Expert TP:
+every 40 steps, flash attention (``NVTE_FUSED_ATTN=0``), FP8 = ``model.fp8`` + ``fp8_params`` (delayed, hybrid, amax history 1024 / max).  Expert TP:
 NeMo 24.12's ``megatron_init.py`` sets ``expert_tensor_parallel_size_ = tensor_model_parallel_size`` when unset, as
 Megatron-LM does: ETP 4, so an EP 8 x ETP 4 expert group spans 32 GPUs (4 nodes).
 """
