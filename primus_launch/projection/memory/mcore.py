@@ -94,7 +94,10 @@ sizes the dispatch buffers and the experts' gradients at ``c`` x the balanced ro
 transient) and, without ``--moe-paged-stash``, the experts' saved tensors too (``+ (c - 1) E``, ``E`` the
 experts' saved tensors in flight at the peak, walked over the schedule like the activations); with the
 stash those live in a buffer of ``|f| E`` (``f`` = ``--moe-paged-stash-buffer-size-factor-cuda``) and one
-layer's come back at the padded shape for its backward (``c e``, in the MoE transient).
+layer's come back at the padded shape for its backward (``c e``, in the MoE transient).  Token drop padded to
+the capacity (``--moe-expert-capacity-factor f --moe-pad-expert-input-to-capacity``: the alltoall dispatcher's
+``drop_and_pad``, every local expert receiving ``capacity x tp x ep`` rows, ``capacity = ceil(f T k / E)``) pads
+the same tensors to ``f`` x the balanced count: priced as ``c = f`` (:func:`padded_capacity`; nothing at f = 1).
 """
 
 from __future__ import annotations
@@ -172,6 +175,17 @@ class McoreOpts:
     wgrad_fresh: int = 0  # --no-gradient-accumulation-fusion: bytes per element of a module's fresh weight gradient
 
 
+def padded_capacity(plan: Plan) -> float | None:
+    """The factor over the balanced routed tokens the MoE layer's buffers and saved expert tensors are padded to
+    (module doc): ``--moe-expert-rank-capacity-factor``, else the token-drop capacity factor when padded."""
+    t = plan.training
+    if not plan.model.is_moe:
+        return None
+    if t.moe_expert_rank_capacity_factor is not None:
+        return t.moe_expert_rank_capacity_factor
+    return t.moe_expert_capacity_factor if t.moe_pad_expert_input_to_capacity else None
+
+
 def mcore_opts(plan: Plan) -> McoreOpts:
     t, p = plan.training, plan.parallel
     pa = t.precision_aware_optimizer
@@ -201,7 +215,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         # parts, current scaling / MXFP8 from sm100, blockwise / NVFP4 and ROCm keep bf16 attention
         fp8_dpa=bool(t.fp8_attention) and fp8 is not None and not te_fp8_attention(gpu_arch(plan.cluster.gpu), fp8),
         torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
-        capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
+        capacity=padded_capacity(plan),
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
         stash_factor=t.moe_paged_stash_buffer_factor,
         precision_aware=bool(pa),
