@@ -497,6 +497,24 @@ def test_pai_legacy_shared_expert_and_mla(tmp_path):
     assert "--enable-shared-expert" in one_line(e.value) and "\n" not in one_line(e.value)
 
 
+# Pai-Megatron-Patch's legacy entry points (a098ca5: examples/llama2/pretrain_megatron_llama.py builds
+# megatron_patch/model/llama2/gpt_model.py on megatron.model's ParallelTransformer; run_pretrain_megatron_*.sh
+# run it, run_pretrain_mcore_*.sh run megatron-core): the legacy model is reported as not modelled, as
+# Megatron-LM's --use-legacy-models is; megatron-core entry points and Megatron-LM's own are not
+@pytest.mark.parametrize("program,legacy", [
+    ("pretrain_megatron_llama.py", True), ("../llama2/pretrain_megatron_llama.py", True),
+    ("finetune_megatron_llama_withGA.py", True), ("pretrain_mcore_llama.py", False), ("pretrain_gpt.py", False),
+])
+def test_pai_legacy_program_reported(tmp_path, program, legacy):
+    text = BASE.replace("pretrain_gpt.py", program) + "--vocab-size 100\n"
+    plan = load_megatron(_write(tmp_path, "pai.sh", text))
+    hits = [u for u in plan.source.unmodelled if u.flag == "training program"]
+    assert bool(hits) == legacy
+    if legacy:
+        assert hits[0].value == program.rsplit("/", 1)[-1] and hits[0].effect.startswith("time:")
+    assert plan.model.num_layers == 2 and plan.parallel.tp == 2  # read as before
+
+
 @pytest.mark.parametrize("env,backend", [
     ("export NVTE_FLASH_ATTN=1 NVTE_FUSED_ATTN=0", "flash"),   # Pai-Megatron-Patch FL=true
     ("export NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1", "fused"),   # FL=false
