@@ -16,10 +16,9 @@ temporary folder, never into this repository):
 - ``pai0`` (read13): Pai-Megatron-Patch's older scripts, ``run_pretrain_{mcore,megatron}_*.sh`` and
   ``run_finetune_{mcore,megatron}_*_withGA.sh`` of ``examples/llama2``, ``llama3``, ``qwen1_5`` (the only READMEs that
   invoke them), run with their README invocation.  ``*_megatron_*`` scripts run Pai's legacy ``megatron.model``
-  GPT (``pretrain_megatron_llama.py``): expected reported as not modelled (``legacy_model``).  Three README
+  GPT (``pretrain_megatron_llama.py``): expected reported as not modelled (``legacy_model``).  Two README
   invocations do not fit their script (an argument the script does not read, or one it reads missing: Megatron's
-  parser would refuse the shifted value too) and one Qwen1.5 ``LLamaTokenizer`` run loads its vocabulary from a
-  checkpoint directory not in the public table: expected refused.
+  parser would refuse the shifted value too): expected refused.
 - ``rocm``: ROCm/Megatron-LM's branch scripts at the repository root (``train_*.sh``, ``tune_*.sh``, ``run*.sh``)
   of the branches named in ``ROCM_BRANCHES``, on 2 x 8 MI300X.
 - ``mlm08``: Megatron-LM core_r0.8.0 ``tests/functional_tests/test_scripts/gpt3/pretrain_gpt3_distributed_test.sh``
@@ -120,8 +119,8 @@ PAI0_EXPECT = {
     "qwen1_5/run_pretrain_megatron_qwen.sh": {**_e(*_Q15, 8, False, "auto"), "legacy_model": True},
     # the script reads EP=${20}, the README gives no EP: every later argument shifts one place
     "qwen1_5/run_finetune_mcore_qwen_withGA.sh": "refuse:--lr-warmup-iters",
-    # LLamaTokenizer from --load .../Qwen1.5-0.5B-hf-to-megatron-tp1-pp1: Qwen1.5 is not in the public table
-    "qwen1_5/run_finetune_megatron_qwen_withGA.sh": "refuse:vocabulary size unknown",
+    # LLamaTokenizer from --load .../Qwen1.5-0.5B-hf-to-megatron-tp1-pp1: tokenizer.vocab_size 151643 + 293
+    "qwen1_5/run_finetune_megatron_qwen_withGA.sh": {**_e(*_Q15, 32, False, "auto"), "legacy_model": True},
 }
 
 PAI_SETUP = {  # script -> (README exports, index of a README argument the script does not read, nodes)
@@ -155,6 +154,17 @@ ROCM_EXPECT = {
                                              "auto"),
     "stepyoun_llama2-v2/train_llama2.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 1, 8, False,
                                              "auto"),
+    # read13: the fork's --tokenizer-type QWen2Tokenizer sets padded_vocab_size = tokenizer.vocab_size (151643) +
+    # --extra-vocab-size 293 itself (megatron/tokenizer/tokenizer.py build_tokenizer), for 7B and 14B alike (was
+    # refused: Qwen/Qwen1.5-* not in the public table); model blocks Qwen1.5-7B / 14B, MBS / GBS defaults
+    "renwuli_disable_te_qwen1.5/train_qwen1.5_7b.sh": _e(32, 4096, 32, None, 11008, 151936, None, 0, False, 2048, 1, 1,
+                                                          1, 8, 256, False, "auto"),
+    "renwuli_disable_te_qwen1.5/tune_qwen1.5_7b.sh": _e(32, 4096, 32, None, 11008, 151936, None, 0, False, 2048, 1, 1,
+                                                         1, 8, 256, False, "auto"),
+    "renwuli_disable_te_qwen1.5/train_qwen1.5_14b.sh": _e(40, 5120, 40, None, 13696, 151936, None, 0, False, 2048, 1, 1,
+                                                           1, 4, 256, False, "auto"),
+    "renwuli_disable_te_qwen1.5/tune_qwen1.5_14b.sh": _e(40, 5120, 40, None, 13696, 151936, None, 0, False, 2048, 1, 1,
+                                                          1, 4, 256, False, "auto"),
     "yushengsu-dev-databricks/basetrain70b.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2, 8,
                                                    False, "auto"),
     "yushengsu-dev-databricks/train70b_throughput.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2,

@@ -466,6 +466,24 @@ def test_pai_patch_tokenizer_vocabulary(tmp_path, extra, size):
     assert not any("unknown Megatron-LM flag --patch-tokenizer-type" in n for n in plan.source.notes)
 
 
+# a fork's own tokenizer type that adds --extra-vocab-size itself (ROCm/Megatron-LM renwuli/disable_te_qwen1.5
+# megatron/tokenizer/tokenizer.py: QWen2Tokenizer -> padded_vocab_size = tokenizer.vocab_size + extra_vocab_size, no
+# padding to 128 x TP): its scripts give 293 for Qwen1.5-7B and -14B alike; Qwen1.5 checkpoints named by --load
+# (Pai-Megatron-Patch examples/qwen1_5: "293 for models smaller than 14b, 421 for the others", on 151643)
+@pytest.mark.parametrize("extra,size", [
+    ("--tokenizer-type QWen2Tokenizer --tokenizer-model Qwen/Qwen1.5-14B --extra-vocab-size 293", 151936),
+    ("--tokenizer-type QWen2Tokenizer --tokenizer-model Qwen/Qwen1.5-7B", 151643),
+    ("--patch-tokenizer-type LLamaTokenizer --extra-vocab-size 293 --load /mnt/Qwen1.5-0.5B-hf-to-megatron-tp1-pp1",
+     151936),
+    ("--patch-tokenizer-type LLamaTokenizer --extra-vocab-size 421 --load /mnt/Qwen1.5-72B-hf-to-megatron", 152064),
+])
+def test_fork_tokenizer_and_qwen15_vocabulary(tmp_path, extra, size):
+    plan = load_megatron(_write(tmp_path, "q15.sh", BASE + extra + "\n"))
+    assert plan.model.vocab_size == size
+    assert plan.model.padded_vocab_size(2) == size  # set by the tokenizer code, not padded to 128 x TP
+    assert not any("unknown Megatron-LM flag --extra-vocab-size" in n for n in plan.source.notes)
+
+
 def test_pai_patch_tokenizer_unknown_checkpoint_is_one_line(tmp_path):
     with pytest.raises(PlanError) as e:
         load_megatron(_write(tmp_path, "pai.sh", BASE + "--patch-tokenizer-type MixtralTokenizer --load /ckpt/mine\n"))

@@ -629,6 +629,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     # vocabulary: --padded-vocab-size > --vocab-size > local tokenizer file / public tokenizer table
     divisible = get(a, "make_vocab_size_divisible_by")
     pai_type, pai_extra = (next((a[k] for k in keys if a.get(k) not in (None, "")), None) for keys in PAI_VOCAB_KEYS)
+    from primus_launch.adapters.megatron_vocab import fork_vocab
+
+    fork = fork_vocab(a.get("tokenizer_type"), pai_extra)
     if a.get("padded_vocab_size") is not None:
         vocab, divisible = a["padded_vocab_size"], 1
     elif a.get("vocab_size") is not None:
@@ -645,6 +648,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                             "pass --padded-vocab-size N")
         vocab, divisible = hit[0], 1
         rep.note(f"vocabulary {vocab} from {hit[1]}")
+    elif fork is not None:  # a fork's --tokenizer-type that adds --extra-vocab-size itself, unpadded
+        vocab, divisible = fork[0], 1
+        rep.note(f"vocabulary {vocab} from {fork[1]}")
     else:
         hit = tokenizer_vocab(a.get("tokenizer_model"), a.get("tokenizer_type"), a.get("vocab_file"))
         if hit is None:
