@@ -59,7 +59,7 @@ PAI = MIRRORS / "alibaba+Pai-Megatron-Patch" / "repo"
 ROCM = MIRRORS / "ROCm+Megatron-LM" / "repo"
 MLM = MIRRORS / "NVIDIA+Megatron-LM" / "repo"
 NEMO = MIRRORS / "NVIDIA+NeMo-Framework-Launcher" / "repo"
-ROCM_BRANCHES = ("hanl/llama2", "renwuli/disable_te_qwen1.5", "hakiymaz/deepseek_v2", "stepyoun/llama2-v2",
+ROCM_BRANCHES = ("hanl/llama2", "renwuli/disable_te_qwen1.5", "renwuli/disable_te_qwen", "hakiymaz/deepseek_v2", "stepyoun/llama2-v2",
                  "yushengsu-dev-databricks")
 
 # fields checked: model / parallel / training values, as the recipe runs them
@@ -165,6 +165,15 @@ ROCM_EXPECT = {
                                                            1, 4, 256, False, "auto"),
     "renwuli_disable_te_qwen1.5/tune_qwen1.5_14b.sh": _e(40, 5120, 40, None, 13696, 151936, None, 0, False, 2048, 1, 1,
                                                           1, 4, 256, False, "auto"),
+    # read13: the fork's --tokenizer-type QWenTokenizer --vocab-file qwen.tiktoken is 151643 BPE ranks + 208 special
+    # tokens = 151851 (megatron/tokenizer/qwen_tokenizer.py; was refused); Qwen 7B / 14B / 72B blocks, TP / PP / MBS /
+    # GBS defaults
+    "renwuli_disable_te_qwen/train_qwen_7b.sh": _e(32, 4096, 32, None, 11008, 151851, None, 0, False, 2048, 1, 1, 1, 8,
+                                                    256, False, "auto"),
+    "renwuli_disable_te_qwen/train_qewn_14b.sh": _e(40, 5120, 40, None, 13696, 151851, None, 0, False, 2048, 1, 1, 1, 4,
+                                                     256, False, "auto"),
+    "renwuli_disable_te_qwen/train_qwen_72b.sh": _e(80, 8192, 64, None, 24576, 151851, None, 0, False, 2048, 2, 4, 1, 1,
+                                                     256, False, "auto"),
     "yushengsu-dev-databricks/basetrain70b.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2, 8,
                                                    False, "auto"),
     "yushengsu-dev-databricks/train70b_throughput.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2,

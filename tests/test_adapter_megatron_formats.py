@@ -473,6 +473,9 @@ def test_pai_patch_tokenizer_vocabulary(tmp_path, extra, size):
 @pytest.mark.parametrize("extra,size", [
     ("--tokenizer-type QWen2Tokenizer --tokenizer-model Qwen/Qwen1.5-14B --extra-vocab-size 293", 151936),
     ("--tokenizer-type QWen2Tokenizer --tokenizer-model Qwen/Qwen1.5-7B", 151643),
+    # the fork's Qwen 1.0 tiktoken type (renwuli/disable_te_qwen qwen_tokenizer.py: SPECIAL_START_ID 151643, 3 + 205
+    # special tokens): a fixed size, which Megatron pads as usual (to 128 x TP = 256: 152064)
+    ("--tokenizer-type QWenTokenizer --vocab-file /workspace/qwen.tiktoken", 151851),
     ("--patch-tokenizer-type LLamaTokenizer --extra-vocab-size 293 --load /mnt/Qwen1.5-0.5B-hf-to-megatron-tp1-pp1",
      151936),
     ("--patch-tokenizer-type LLamaTokenizer --extra-vocab-size 421 --load /mnt/Qwen1.5-72B-hf-to-megatron", 152064),
@@ -480,7 +483,8 @@ def test_pai_patch_tokenizer_vocabulary(tmp_path, extra, size):
 def test_fork_tokenizer_and_qwen15_vocabulary(tmp_path, extra, size):
     plan = load_megatron(_write(tmp_path, "q15.sh", BASE + extra + "\n"))
     assert plan.model.vocab_size == size
-    assert plan.model.padded_vocab_size(2) == size  # set by the tokenizer code, not padded to 128 x TP
+    # set by the tokenizer code, not padded to 128 x TP; the fixed-size type is padded
+    assert plan.model.padded_vocab_size(2) == (152064 if size == 151851 else size)
     assert not any("unknown Megatron-LM flag --extra-vocab-size" in n for n in plan.source.notes)
 
 

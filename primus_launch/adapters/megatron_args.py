@@ -294,7 +294,7 @@ def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
                     vocab_file: str | None = None) -> tuple[int, str] | None:
     """(vocabulary size, source) of the recipe's tokenizer: a local file when the path exists, the
     GPT-2 BPE vocabulary, or the table of public tokenizers (:mod:`megatron_vocab`); None if unknown."""
-    from primus_launch.adapters.megatron_vocab import local_vocab, table_vocab
+    from primus_launch.adapters.megatron_vocab import FORK_TOKENIZER_FIXED, local_vocab, table_vocab
 
     for path in (tokenizer_model, vocab_file):
         hit = local_vocab(path)
@@ -302,6 +302,8 @@ def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
             return hit
     if tokenizer_type == "GPT2BPETokenizer":
         return GPT2_BPE_VOCAB, "GPT2BPETokenizer (gpt2-vocab.json, 50257 entries)"
+    if tokenizer_type in FORK_TOKENIZER_FIXED:
+        return FORK_TOKENIZER_FIXED[tokenizer_type]
     if tokenizer_type == "TikTokenizer":  # without --vocab-size: DEFAULT_TIKTOKEN_MAX_VOCAB
         return 2**17, "TikTokenizer default vocabulary 2**17 (megatron/core/tokenizers/text/libraries/tiktoken_tokenizer.py)"
     if tokenizer_type in (None, "") and vocab_file and str(vocab_file).endswith("vocab.json"):

@@ -82,6 +82,15 @@ FORK_TOKENIZER_BASE: dict[str, tuple[int, str]] = {
                                "build_tokenizer: QWen2Tokenizer vocab_size 151643"),
 }
 
+# a fork's ``--tokenizer-type`` whose size is fixed by its code, padded by Megatron as usual
+# (``_vocab_size_with_padding``): ROCm/Megatron-LM branch renwuli/disable_te_qwen ``megatron/tokenizer/
+# qwen_tokenizer.py`` ``QWenTokenizer`` (Qwen 1.0's ``qwen.tiktoken``): ``vocab_size`` = tiktoken ``n_vocab`` =
+# the BPE ranks (``SPECIAL_START_ID = 151643``) + 3 special tokens + 205 ``<|extra_i|>`` = 151,851
+FORK_TOKENIZER_FIXED: dict[str, tuple[int, str]] = {
+    "QWenTokenizer": (151851, "ROCm/Megatron-LM renwuli/disable_te_qwen megatron/tokenizer/qwen_tokenizer.py "
+                              "QWenTokenizer: 151643 BPE ranks + 3 + 205 special tokens"),
+}
+
 
 def fork_vocab(tokenizer_type: object, extra: object) -> tuple[int, str] | None:
     """(vocabulary size, source) of a fork's ``--tokenizer-type`` that adds ``--extra-vocab-size`` to its base
