@@ -674,7 +674,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         d["files"] = files
         print(json.dumps(d))
     else:
-        from primus_launch.tuner.search import render_tune_text
+        from primus_launch.report.tune_text import render_tune_text
 
         print(render_tune_text(res))
         if written:

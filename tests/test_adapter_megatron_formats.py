@@ -55,7 +55,7 @@ ARGS:
   moe_shared_expert_intermediate_size: 512
   moe_router_topk: 4
   moe_router_fusion: true
-  moe_expert_capacity_factor: 1.0   # not modelled: reported
+  moe_z_loss_coeff: 0.001   # not modelled: reported
   mtp_num_layers: 1
   attention_dropout: 0.0
   hidden_dropout: 0.0
@@ -136,7 +136,7 @@ def test_moe_recipe_yaml_field_by_field(tmp_path):
     assert t.cross_entropy_loss_fusion and (t.micro_batch_size, t.global_batch_size) == (1, 64)
     # what is not modelled is said, once each; unknown keys are notes; neutral ones are silent
     flags = {u.flag: u.value for u in plan.source.unmodelled}
-    assert flags == {"--moe-expert-capacity-factor": "1.0"} and t.moe_router_fusion
+    assert flags == {"--moe-z-loss-coeff": "0.001"} and t.moe_router_fusion
     assert any("--some-fork-only-knob" in n and "unknown" in n for n in plan.source.notes)
     # an unchanged plan renders the same bytes
     assert render_megatron(plan, MOE_RECIPE) == MOE_RECIPE
@@ -365,7 +365,7 @@ def test_writer_underscore_yaml_expresses_new_fields(tmp_path):
     assert "  - core_attn\n  - moe_act\n" in out and "cuda_graph_impl: local" in out
     assert "moe_flex_dispatcher_backend: deepep" in out and "fp8_recipe: mxfp8" in out
     assert "cpu_offloading_num_layers: 1" in out and "optimizer_cpu_offload: true" in out
-    assert "DEPENDENCIES:" in out and "moe_expert_capacity_factor: 1.0   # not modelled: reported" in out  # rest kept
+    assert "DEPENDENCIES:" in out and "moe_z_loss_coeff: 0.001   # not modelled: reported" in out  # rest kept
 
 
 def test_writer_dash_flag_yaml_expresses_new_fields(tmp_path):
@@ -592,8 +592,8 @@ def test_cli_contract_nvidia_yaml_and_script(tmp_path, capsys):
                          "--gpus-per-node", "8"], capsys)
     assert rc == 0, err
     d = json.loads(out)
-    assert {"flag": "--moe-expert-capacity-factor", "value": "1.0"}.items() <= d["warnings"][0].items()
-    assert "primus-launch: warning: --moe-expert-capacity-factor=1.0: not modelled" in err
+    assert {"flag": "--moe-z-loss-coeff", "value": "0.001"}.items() <= d["warnings"][0].items()
+    assert "primus-launch: warning: --moe-z-loss-coeff=0.001: not modelled" in err
     assert d["plan"]["source"]["format"] == "megatron-nvidia-yaml"
     # script: positional parameters after --
     script = _script(tmp_path)

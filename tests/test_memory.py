@@ -528,8 +528,37 @@ def test_precision_aware_optimizer_and_offload_bytes_per_param():
     pa8 = stage_memory(_p8(precision_aware_optimizer=True, main_params_dtype="fp16", exp_avg_dtype="fp8",
                            exp_avg_sq_dtype="bf16"))[0]
     assert pa8.optimizer_bytes == pytest.approx((2 + 1 + 2) * n / 8, rel=1e-9)
+    # HybridDeviceOptimizer leaves Megatron's fp32 main params on the device (test below): 4 + 8 x 0.25 bytes
     off = stage_memory(_p8(offload=dict(optimizer_fraction=0.75)))[0]
-    assert off.optimizer_bytes == pytest.approx(0.25 * base.optimizer_bytes, rel=1e-9)
+    assert off.optimizer_bytes == pytest.approx((4 + 0.25 * 8) * n / 8, rel=1e-9)
+    # under the precision-aware optimizer the master copies are the HybridDeviceOptimizer's own (fp32, on the
+    # parameter's device): master and moments leave together
+    pa_off = stage_memory(_p8(precision_aware_optimizer=True, offload=dict(optimizer_fraction=0.75)))[0]
+    assert pa_off.optimizer_bytes == pytest.approx(0.25 * 12 * n / 8, rel=1e-9)
+
+
+def test_optimizer_cpu_offload_keeps_fp32_masters_on_device_published():
+    """--optimizer-cpu-offload: Megatron's DistributedOptimizer builds the fp32 main-param shards on the device
+    (Megatron-LM d98e8a64dd ``distrib_optimizer.py`` ``_build_model_and_main_param_groups``) and hands them to
+    HybridDeviceOptimizer, which gives the offloaded ones a pinned host copy and keeps the device tensor
+    (``cpu_offloading/hybrid_optimizer.py`` ``_get_sub_optimizer_param_groups``): only the moments leave.
+    Published: Megatron-Bridge skills/nemo-mbridge-perf-cpu-offloading/card.yaml (Qwen3-30B-A3B, TP2 PP2 EP4,
+    16 H100) measured 3.8 / 7.6 / 11.6 / 15.3 GB saved at 25 / 50 / 75 / 100 % against a 47.2 GB baseline."""
+    import json
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root / "scripts"), str(root / "scripts" / "validation")]
+    import validate_memory as vm
+
+    vm.load_gpus()
+    cases = {c["id"]: c for c in json.loads((root / "scripts/validation/memory_cases.json").read_text())["cases"]}
+    pre = "mbridge_qwen3_30b_h100_bf16_16gpu_tp2pp2ep4_"
+    base = stage_memory(vm.plan_of_case(cases[pre + "baseline"]))[0].allocated_bytes
+    for tag, saved_gb in (("optoffload25", 3.8), ("optoffload50", 7.6), ("optoffload75", 11.6), ("optoffload100", 15.3)):
+        got = base - stage_memory(vm.plan_of_case(cases[pre + tag]))[0].allocated_bytes
+        assert got / 1e9 == pytest.approx(saved_gb, rel=0.08), tag
 
 
 def test_zero2_shards_gradients_and_fp8_weight_caches():
@@ -625,3 +654,29 @@ def test_tuner_prefilter_honours_memory_basis():
     assert default_prefilter(margin, "reserved")(plan) is not None
     assert default_prefilter(margin, "allocated")(plan) is None
     assert default_score(margin, "allocated")(plan).memory.fits and not default_score(margin, "reserved")(plan).memory.fits
+
+
+def test_transformer_impl_local_reads_as_the_local_spec_published():
+    """``--transformer-impl local`` builds megatron-core's local spec (Megatron-LM d98e8a64dd ``gpt_builders.py``
+    ``use_te = args.transformer_impl == "transformer_engine"``; ``models/backends.py`` ``LocalSpecProvider
+    .core_attention`` = ``DotProductAttention``, the unfused attention keeping the ``s x s`` scores): the reader
+    sets ``training.attention_backend`` local whatever ``--attention-backend`` says.  Published: Megatron-LM's
+    functional tests ``gpt/gpt3_mcore_tp1_pp2`` / ``tp1_pp4`` (local spec, 12 x 512, 8 heads, seq 1024, MBS 4,
+    one 8-H100 node) log mem-max-allocated-bytes 3,633,177,600 / 2,746,575,872 B at iteration 50 on the last rank; read as TE
+    flash attention the projection was 29 % / 20 % short."""
+    import json
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root / "scripts"), str(root / "scripts" / "validation")]
+    import validate_memory as vm
+
+    vm.load_gpus()
+    cases = {c["id"]: c for c in json.loads((root / "scripts/validation/memory_cases.json").read_text())["cases"]}
+    for pp in (2, 4):
+        case = cases[f"mlm_functional_gpt_gpt3_mcore_tp1_pp{pp}"]
+        plan = vm.plan_of_case(case)
+        assert plan.training.attention_backend == "local"
+        got = stage_memory(plan)[-1].allocated_bytes / 2**30
+        assert got == pytest.approx(case["measured_peak"]["gib"], rel=0.05), pp

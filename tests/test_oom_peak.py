@@ -105,7 +105,7 @@ def test_a_trial_carries_the_verdicts_quantity_its_band_is_on():
     side-stream pools are in the peak, not in what the band is on)."""
     from primus_launch.projection.dryrun import project_dry_run
     from primus_launch.tuner.result import Trial, scored_fields
-    from primus_launch.tuner.search import _memory_cell
+    from primus_launch.report.tune_text import _memory_cell
 
     r = project_dry_run(_plan())
     f = scored_fields(r)

@@ -28,7 +28,7 @@ def test_number_and_unit_stay_on_one_line():
 
 
 def test_tune_lines_keep_units():
-    from primus_launch.tuner.search import _wrapped
+    from primus_launch.report.tune_text import _wrapped
 
     line = "searched: 52,088 plans: 1 scored, 51,853 bounded out by time, 234 by memory, 0.7 s"
     out = _wrapped(line)

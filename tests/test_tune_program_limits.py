@@ -114,7 +114,7 @@ def test_scored_is_one_count_in_the_json_the_certificate_and_the_text(tmp_path):
 
 # ------------------------------------------------------------------ item 5: long knob names wrap at separators
 def test_long_knob_names_break_at_their_separators_not_mid_word():
-    from primus_launch.tuner.search import _pack
+    from primus_launch.report.tune_text import _pack
 
     text = "#1 with account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True"
     for room in (24, 30, 36):

@@ -12,7 +12,7 @@ import pytest
 from primus_launch.plan import Cluster, ModelArch, Plan, Training
 from primus_launch.report.text import WIDTH
 from primus_launch.tuner.engine import plan_changes
-from primus_launch.tuner.search import _top_table
+from primus_launch.report.tune_text import _top_table
 
 
 def _trial(orig: Plan, plan: Plan, t: float):
@@ -125,7 +125,7 @@ def test_held_in_the_top_table_is_explained(tmp_path, capsys):
     from pathlib import Path
 
     from primus_launch.cli import main
-    from primus_launch.tuner.search import HELD_LINE
+    from primus_launch.report.tune_text import HELD_LINE
 
     recipe = Path(__file__).resolve().parents[1] / "recipes/torchtitan/llama3.1_8b.toml"
     out = tmp_path / "t.toml"

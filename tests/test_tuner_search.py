@@ -14,7 +14,8 @@ from tuner_helpers import small_dense_plan, small_moe_plan
 from primus_launch.adapters import load_recipe
 from primus_launch.projection.dryrun import project_dry_run
 from primus_launch.tuner.result import log_text
-from primus_launch.tuner.search import default_prefilter, render_tune_text, tune
+from primus_launch.tuner.search import default_prefilter, tune
+from primus_launch.report.tune_text import render_tune_text
 from primus_launch.tuner.space import Space, SpaceConfig, knobs_of
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,8 @@ from __future__ import annotations
 from tuner_helpers import small_dense_plan
 
 from primus_launch.projection.dryrun import project_dry_run
-from primus_launch.tuner.search import materially_lower_peak, render_tune_text, tune
+from primus_launch.tuner.search import materially_lower_peak, tune
+from primus_launch.report.tune_text import render_tune_text
 from primus_launch.tuner.space import SpaceConfig
 
 RESTRICTED = SpaceConfig.restricted()

@@ -105,6 +105,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--wgrad-deferral-limit", default=0, group="parallel"),
     _f("--moe-shared-expert-overlap", "true", group="moe"),
     _f("--moe-expert-rank-capacity-factor", "float", group="moe"),
+    _f("--moe-expert-capacity-factor", "float", group="moe"),
+    _f("--moe-pad-expert-input-to-capacity", "true", group="moe"),
     _f("--moe-paged-stash", "true", group="moe"),
     _f("--moe-paged-stash-buffer-size-factor-cuda", "float", 1.10, group="moe"),
     _f("--use-transformer-engine-op-fuser", "true", group="moe"),
@@ -192,6 +194,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--offload-modules", "list", group="recompute"),
     # kernels
     _f("--attention-backend", "str", "auto", group="kernels"),
+    _f("--transformer-impl", "str", "transformer_engine", group="kernels"),
     _f("--cross-entropy-loss-fusion", "true", group="kernels"),
     _f("--cross-entropy-fusion-impl", "str", "native", group="kernels"),
     _f("--no-rope-fusion", "false", group="kernels", dest="apply_rope_fusion"),
@@ -912,7 +915,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         defer_embedding_wgrad=bool(get(a, "defer_embedding_wgrad_compute")),
         wgrad_deferral_limit=int(get(a, "wgrad_deferral_limit") or 0),
         moe_shared_expert_overlap=bool(get(a, "moe_shared_expert_overlap")),
-        **_static_moe(a),
+        **_static_moe(a), **_token_drop(a),
         cross_entropy_loss_fusion=bool(get(a, "cross_entropy_loss_fusion")),
         cross_entropy_fusion_impl="te" if str(get(a, "cross_entropy_fusion_impl")) == "te" else "native",
         rope_fusion=bool(get(a, "apply_rope_fusion")),
@@ -1040,9 +1043,16 @@ def _offload(a: dict[str, Any], num_layers: int, rep: _Report) -> dict:
 
 
 def _attention_backend(a: dict[str, Any]) -> str:
+    """``training.attention_backend``: Megatron's ``--attention-backend``, and ``local`` (the megatron-core local
+    spec, its unfused ``DotProductAttention`` with materialised ``s x s`` scores) whenever ``--transformer-impl
+    local``: Megatron-LM d98e8a64dd ``gpt_builders.py`` (``use_te = args.transformer_impl ==
+    "transformer_engine"``, else ``get_gpt_layer_local_spec``) and ``megatron/core/models/backends.py``
+    (``LocalSpecProvider.core_attention`` returns ``DotProductAttention`` whatever ``--attention-backend`` says)."""
     v = str(get(a, "attention_backend")).split(".")[-1]
     if v not in ("auto", "flash", "fused", "unfused", "local"):
         raise PlanError("--attention-backend", v, "one of auto, flash, fused, unfused, local")
+    if str(get(a, "transformer_impl")) == "local":
+        return "local"
     return v
 
 
@@ -1060,6 +1070,21 @@ def _expert_gemm(a: dict[str, Any]) -> str:
     if get(a, "use_transformer_engine_op_fuser") and get(a, "moe_grouped_gemm"):
         return "te_fused"
     return "te"
+
+
+def _token_drop(a: dict[str, Any]) -> dict:
+    """Token drop (megatron-core ``TransformerConfig``): --moe-expert-capacity-factor (a negative factor is
+    dropless: ``__post_init__`` sets it to None) and --moe-pad-expert-input-to-capacity, which Megatron refuses
+    without a capacity factor ("moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity")."""
+    cap = get(a, "moe_expert_capacity_factor")
+    cap = None if cap is None or float(cap) < 0 else float(cap)
+    pad = bool(get(a, "moe_pad_expert_input_to_capacity"))
+    if cap == 0:
+        raise PlanError("--moe-expert-capacity-factor", 0, "a positive factor (negative: dropless)")
+    if pad and cap is None:
+        raise PlanError("--moe-pad-expert-input-to-capacity", True,
+                        "requires --moe-expert-capacity-factor (Megatron's TransformerConfig refuses it without)")
+    return dict(moe_expert_capacity_factor=cap, moe_pad_expert_input_to_capacity=pad)
 
 
 def _static_moe(a: dict[str, Any]) -> dict:
@@ -1336,6 +1361,10 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
         if t.moe_expert_gemm == "te_fused" or current.get("use_transformer_engine_op_fuser") is not None:
             out["use_transformer_engine_op_fuser"] = t.moe_expert_gemm == "te_fused"
         out["moe_expert_rank_capacity_factor"] = t.moe_expert_rank_capacity_factor
+        if t.moe_expert_capacity_factor is not None or current.get("moe_expert_capacity_factor") is not None:
+            out["moe_expert_capacity_factor"] = t.moe_expert_capacity_factor
+        if t.moe_pad_expert_input_to_capacity or current.get("moe_pad_expert_input_to_capacity") is not None:
+            out["moe_pad_expert_input_to_capacity"] = t.moe_pad_expert_input_to_capacity
         out["moe_paged_stash"] = t.moe_paged_stash
         if t.moe_paged_stash_buffer_factor != 1.10 or current.get("moe_paged_stash_buffer_size_factor_cuda") is not None:
             out["moe_paged_stash_buffer_size_factor_cuda"] = t.moe_paged_stash_buffer_factor

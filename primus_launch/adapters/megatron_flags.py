@@ -1082,7 +1082,8 @@ MODELLED_FLAGS: dict[str, str] = {
     "--main-grads-dtype": "training.main_grads_dtype", "--main-params-dtype": "training.main_params_dtype",
     "--exp-avg-dtype": "training.exp_avg_dtype", "--exp-avg-sq-dtype": "training.exp_avg_sq_dtype",
     # kernels
-    "--attention-backend": "training.attention_backend", "--cross-entropy-loss-fusion": "training.cross_entropy_loss_fusion",
+    "--attention-backend": "training.attention_backend", "--transformer-impl": "training.attention_backend",
+    "--cross-entropy-loss-fusion": "training.cross_entropy_loss_fusion",
     "--cross-entropy-fusion-impl": "training.cross_entropy_fusion_impl",
     "--no-rope-fusion": "training.rope_fusion",
     "--no-create-attention-mask-in-dataloader": "training.dataloader_attention_mask",
@@ -1093,6 +1094,9 @@ MODELLED_FLAGS: dict[str, str] = {
     # static-shape MoE (main / dev): memory.paged_stash
     "--moe-expert-rank-capacity-factor": "training.moe_expert_rank_capacity_factor",
     "--moe-paged-stash": "training.moe_paged_stash",
+    # token drop (NeMo's MegatronTokenDropCallback): cost/moe_imbalance.py capacity bound, no dispatcher sync when padded
+    "--moe-expert-capacity-factor": "training.moe_expert_capacity_factor",
+    "--moe-pad-expert-input-to-capacity": "training.moe_pad_expert_input_to_capacity",
     "--moe-paged-stash-buffer-size-factor-cuda": "training.moe_paged_stash_buffer_factor",
 }
 
@@ -1114,8 +1118,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
                                      "(--yaml-cfg language_model: field; Megatron-LM's arguments always deallocate)",
     "--timing-log-level": "time: device synchronisations (and barriers) around the timed phases -- level 1 each "
                           "iteration's phases, level 2 each micro-batch's forward and backward",
-    "--moe-expert-capacity-factor": "time, memory: tokens dropped / padded to a capacity per expert",
-    "--moe-pad-expert-input-to-capacity": "time, memory: expert inputs padded to the capacity",
     "--moe-token-drop-policy": "time: which tokens are dropped at capacity",
     "--moe-use-upcycling": "time: dense checkpoint upcycled at start (not per iteration)",
     "--moe-paged-stash-buffer-size-factor-cpu": "memory: paged stash host buffer",
@@ -1225,7 +1227,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--use-te-activation-func": "time: TE activation kernels", "--use-fused-weighted-squared-relu": "time: fused weighted squared ReLU",
     "--fused-residual-rmsnorm": "time: fused residual + RMSNorm",
     "--mla-down-proj-fusion": "time: fused MLA down projections", "--cache-mla-latents": "memory: MLA latents cached (inference)",
-    "--transformer-impl": "time: local (megatron-core) instead of Transformer Engine layers",
     "--use-legacy-models": "time: legacy (non-core) GPT model",
     "--use-kitchen-attention": "time: Kitchen attention kernels", "--kitchen-attention-backend": "time: Kitchen attention backend",
     "--flash-attention-version": "time: FlashAttention version",

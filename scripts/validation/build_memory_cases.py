@@ -1421,6 +1421,57 @@ CASES += [
          measured_peak=dict(gib=62.166, basis="allocated", rank="first", how="card rank0_peak_allocated_gib"), pair=None),
 ]
 
+# ---------------------------------------------------------------- round 24 (branch oom12): held-out reports
+# NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-cpu-offloading/card.yaml (validated 2026-03-30, committed
+# fb5743649 2026-05-29): Qwen3-30B-A3B pretrain, TP2 PP2 EP4 on 2 nodes of 8 H100, the optimizer states moved to the host
+# by HybridDeviceOptimizer at fractions 0 / 25 / 50 / 75 / 100 % (and 100 % with the D2H / H2D overlap), each with its
+# measured mem_allocated_gb.  The activation-offload OOM row of the card (24 layers, PP 1) names no TP / EP: not added.
+_OFF_SRC = dict(ref="NVIDIA-NeMo/Megatron-Bridge skills/nemo-mbridge-perf-cpu-offloading/card.yaml and SKILL.md "
+                    "(validated_on 2026-03-30; commit fb5743649), measured_results",
+                url="https://github.com/NVIDIA-NeMo/Megatron-Bridge/tree/main/skills/nemo-mbridge-perf-cpu-offloading",
+                date="2026-03-30")
+_OFF_READ = ("Flags = current_runs row mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu (the Qwen3-30B-A3B architecture, "
+             "distributed optimizer, overlapped grad reduce / param gather, TE cross-entropy, grouped GEMM, permute fusion, "
+             "average in collective) edited to the library recipe the card's command runs, qwen3_30b_a3b_pretrain_config "
+             "at 34486a381 (2026-03-30, recipes/qwen/qwen3_moe.py + recipes/common.py _pretrain_common + bf16_mixed): BF16 "
+             "(FP8 flags dropped), full recompute uniform 1 layer, flex dispatcher with the DeepEP backend "
+             "(apply_flex_dispatcher_backend on Hopper), no router fusion, no forced balance, grad reduce in fp32, NaN "
+             "check on; the card's TP2 PP2 EP4 (ETP 1, sequence parallel) on 16 GPUs; the SKILL.md command's GBS 8 / MBS 1; "
+             "--optimizer-cpu-offload with the row's --optimizer-offload-fraction.  mem_allocated_gb read as Bridge's "
+             "report_memory max allocated (bytes / 1e9) of rank 0; which rank is not stated, so approximate.")
+
+
+def _off(tag: str, frac: float | None, gb: float, row: str, overlap: bool = False) -> dict:
+    set_ = {**NO_DROPOUT, "--tensor-model-parallel-size": 2, "--pipeline-model-parallel-size": 2,
+            "--expert-model-parallel-size": 4, "--expert-tensor-parallel-size": 1, "--sequence-parallel": None,
+            "--global-batch-size": 8, "--micro-batch-size": 1, "--recompute-granularity": "full",
+            "--recompute-method": "uniform", "--recompute-num-layers": 1, "--moe-token-dispatcher-type": "flex",
+            "--moe-flex-dispatcher-backend": "deepep"}
+    if frac is not None:
+        set_.update({"--optimizer-cpu-offload": None, "--optimizer-offload-fraction": frac})
+    if overlap:
+        set_["--overlap-cpu-optimizer-d2h-h2d"] = None
+    return dict(id=f"mbridge_qwen3_30b_h100_bf16_16gpu_tp2pp2ep4_{tag}", outcome="ran", framework="megatron",
+                hardware=dict(gpu="H100 80GB", plan_gpu="h100-sxm", num_gpus=16, gpus_per_node=8),
+                base="mbridge2604_h100_fp8_cs_qwen3_30b_a3b_16gpu",
+                edits=dict(drop=FP8_FLAGS + ("--moe-router-fusion", "--moe-router-force-load-balancing",
+                                             "--grad-reduce-in-bf16", "--no-check-for-nan-in-loss-and-grad",
+                                             "--moe-hybridep-num-sms"), set_=set_),
+                source=_OFF_SRC, quote=row, read=_OFF_READ,
+                measured_peak=dict(gib=round(gb * 1e9 / 2**30, 2), basis="allocated", rank="first", approx=True,
+                                   how=f"card mem_allocated_gb {gb} (1e9 B)"), pair=None)
+
+
+CASES += [
+    _off("baseline", None, 47.2, "'config: baseline iter_ms: 996 mem_allocated_gb: 47.2 status: success'"),
+    _off("optoffload25", 0.25, 43.4, "'config: optimizer_offload_25pct ... mem_allocated_gb: 43.4 mem_saved_gb: 3.8'"),
+    _off("optoffload50", 0.5, 39.6, "'config: optimizer_offload_50pct ... mem_allocated_gb: 39.6 mem_saved_gb: 7.6'"),
+    _off("optoffload75", 0.75, 35.6, "'config: optimizer_offload_75pct ... mem_allocated_gb: 35.6 mem_saved_gb: 11.6'"),
+    _off("optoffload100", 1.0, 32.0, "'config: optimizer_offload_100pct ... mem_allocated_gb: 32.0 mem_saved_gb: 15.3'"),
+    _off("optoffload100_overlap", 1.0, 32.0,
+         "'config: optimizer_offload_100pct_overlap iter_ms: 3877 ... mem_allocated_gb: 32.0'", overlap=True),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
@@ -1501,6 +1552,27 @@ MLM_TESTS = (
     "gpt/gpt3_mcore_te_tp1_pp4_vp2_account_for_embedding_loss_in_pipeline_split",
     "moe/gpt3_mcore_tp2_cp2_pp2_ep2_te_4experts2parallel",
     "gpt/gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor",
+    # round 24 (branch oom12), held out: every remaining one-node (1 x 8 H100, tests/test_utils/recipes/h100/*.yaml
+    # 'nodes: 1, gpus: 8') GPT / MoE pretraining test of the mirror whose H100 golden values log
+    # mem-max-allocated-bytes, less the resume / checkpoint-consistency / inference / GRPO / release ones: TP 1 PP 1
+    # distributed optimizer, tunable overlap, the local (non-TE) spec at PP 2 / PP 4, uneven pipeline split, the
+    # all-to-all overlap, ETP 1 / 2 and expert-TP MoE, grouped GEMM with the TE op fuser, Megatron-FSDP with EP
+    # (DeepSeek proxy), MoE with CP, TP 4 overlapped dist-optimizer, CP 2 with ETP 4 and per-token loss
+    "gpt/gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap",
+    "gpt/gpt3_mcore_tp1_pp2",
+    "gpt/gpt3_mcore_tp1_pp4",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline",
+    "gpt/gpt3_mcore_te_tp4_pp1_dist_optimizer_overlap_grad_reduce_param_gather",
+    "gpt/gpt3_mcore_te_tp2_pp2_cp2_etp4_calculate_per_token_loss_dp_last",
+    "moe/gpt3_mcore_te_tp2_pp1_te_a2a_ovlp_8experts_etp1_ep4",
+    "moe/gpt3_mcore_te_tp2_pp1_te_8experts_etp1_ep4",
+    "moe/gpt3_mcore_te_tp2_pp1_te_8experts2parallel_overlap_grad_reduce_param_gather_groupedGEMM",
+    "moe/gpt3_mcore_te_tp1_pp1_te_4experts_groupedGEMM_op_fuser",
+    "moe/deepseek_proxy_fsdp_ep2_fsdp2_ep_overlap",
+    "moe/gpt3_mcore_tp2_pp2_ep2_te_4experts2parallel",
+    "moe/gpt3_mcore_cp2_pp2_ep2_te_4experts2parallel_nondeterministic",
+    "moe/gpt3_mcore_tp2_pp2_ep2_etp2_te_4experts2parallel",
 )
 # flags of a functional test that only move files or logs; dropped from the stored argv
 _IO_FLAGS = {"--save", "--load", "--tensorboard-dir", "--data-path", "--data-cache-path", "--vocab-file", "--merge-file",

@@ -176,9 +176,10 @@ def attn_curve(arch: str, impl: str) -> tuple[AttnCurve, str]:
             if key in t:
                 c = t[key]
                 return AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"], tuple(c["records"]),
-                                 c["rms"] or 0.0, c.get("note", "")), key
+                                 c["rms"] or 0.0, c.get("note", ""), c.get("dp", 1.0)), key
     c = t["hopper/cudnn"]
-    return AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"], tuple(c["records"]), c["rms"]), "hopper/cudnn"
+    return AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"], tuple(c["records"]), c["rms"],
+                     c.get("note", ""), c.get("dp", 1.0)), "hopper/cudnn"
 
 
 def default_attention_impl(arch: str) -> str:

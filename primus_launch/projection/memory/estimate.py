@@ -185,6 +185,11 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
                             "in flight, one layer reloaded at the padded shape" if t.moe_paged_stash else
                             f"the experts' saved tensors at the padded shape")
                          + " (megatron main token_dispatcher.py / paged_stash.py)")
+        elif plan.model.is_moe and t.moe_expert_capacity_factor is not None:
+            f = t.moe_expert_capacity_factor
+            notes.append(f"token drop (capacity factor {f:g}" + (", padded): the experts' inputs, saved tensors and "
+                         f"gradients at {f:g} x the balanced routed tokens (megatron-core drop_and_pad)"
+                         if t.moe_pad_expert_input_to_capacity else "): counted at the balanced routed tokens"))
         if t.overlap_moe_expert_parallel_comm and plan.model.is_moe:
             notes.append("EP overlap: megatron's combined 1F1B walked (one more warm-up forward, merged F/B steps "
                          "hold one more layer)")

@@ -33,7 +33,9 @@ Per pipeline stage (one GPU of that stage), in bytes:
   distributed optimizer shards the dense parameters' state over the data-parallel x context-parallel
   ranks (``optimizer/__init__.py`` builds it on ``intra_dp_cp_group``; the grad buffer's
   ``data_parallel_group`` is the dp x cp group, ``distributed/distributed_data_parallel.py``) and the
-  experts' over expert-DP; ``--optimizer-cpu-offload`` keeps its fraction on the host; Megatron-LM dev's
+  experts' over expert-DP; ``--optimizer-cpu-offload`` keeps its fraction of the moments on the host (and of the
+  masters only under the precision-aware optimizer: HybridDeviceOptimizer leaves Megatron's fp32 main params on
+  the device, see ``mcore_stage_memory``); Megatron-LM dev's
   ``--chunked-optimizer-state-offload`` keeps its fraction of masters and moments on the host between steps and
   brings the masters back whole and the moments in chunk slots for the step (:mod:`memory.optimizer_offload`);
   Megatron-FSDP
@@ -92,7 +94,10 @@ sizes the dispatch buffers and the experts' gradients at ``c`` x the balanced ro
 transient) and, without ``--moe-paged-stash``, the experts' saved tensors too (``+ (c - 1) E``, ``E`` the
 experts' saved tensors in flight at the peak, walked over the schedule like the activations); with the
 stash those live in a buffer of ``|f| E`` (``f`` = ``--moe-paged-stash-buffer-size-factor-cuda``) and one
-layer's come back at the padded shape for its backward (``c e``, in the MoE transient).
+layer's come back at the padded shape for its backward (``c e``, in the MoE transient).  Token drop padded to
+the capacity (``--moe-expert-capacity-factor f --moe-pad-expert-input-to-capacity``: the alltoall dispatcher's
+``drop_and_pad``, every local expert receiving ``capacity x tp x ep`` rows, ``capacity = ceil(f T k / E)``) pads
+the same tensors to ``f`` x the balanced count: priced as ``c = f`` (:func:`padded_capacity`; nothing at f = 1).
 """
 
 from __future__ import annotations
@@ -170,6 +175,17 @@ class McoreOpts:
     wgrad_fresh: int = 0  # --no-gradient-accumulation-fusion: bytes per element of a module's fresh weight gradient
 
 
+def padded_capacity(plan: Plan) -> float | None:
+    """The factor over the balanced routed tokens the MoE layer's buffers and saved expert tensors are padded to
+    (module doc): ``--moe-expert-rank-capacity-factor``, else the token-drop capacity factor when padded."""
+    t = plan.training
+    if not plan.model.is_moe:
+        return None
+    if t.moe_expert_rank_capacity_factor is not None:
+        return t.moe_expert_rank_capacity_factor
+    return t.moe_expert_capacity_factor if t.moe_pad_expert_input_to_capacity else None
+
+
 def mcore_opts(plan: Plan) -> McoreOpts:
     t, p = plan.training, plan.parallel
     pa = t.precision_aware_optimizer
@@ -199,7 +215,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         # parts, current scaling / MXFP8 from sm100, blockwise / NVFP4 and ROCm keep bf16 attention
         fp8_dpa=bool(t.fp8_attention) and fp8 is not None and not te_fp8_attention(gpu_arch(plan.cluster.gpu), fp8),
         torch_fsdp2=effective_fsdp_impl(plan) == "torch_fsdp2",
-        capacity=t.moe_expert_rank_capacity_factor if plan.model.is_moe else None,
+        capacity=padded_capacity(plan),
         paged_stash=t.moe_paged_stash and plan.model.is_moe and t.moe_expert_rank_capacity_factor is not None,
         stash_factor=t.moe_paged_stash_buffer_factor,
         precision_aware=bool(pa),
@@ -227,7 +243,10 @@ def plan_gemm_workspaces(plan: Plan) -> GemmWorkspaces:
     te = t.attention_backend != "local"
     return gemm_workspaces(gpu_arch(plan.cluster.gpu), te=te,
                            userbuffers=bool(t.tp_comm_overlap and p.sequence_parallel and p.tp > 1),
-                           te_grouped=bool(plan.model.is_moe and t.moe_grouped_gemm
+                           # the local spec's experts are a SequentialMLP of torch linears whatever
+                           # --moe-grouped-gemm says (Megatron-LM d98e8a64dd models/backends.py
+                           # LocalSpecProvider.grouped_mlp_modules)
+                           te_grouped=bool(te and plan.model.is_moe and t.moe_grouped_gemm
                                            and t.moe_expert_gemm in ("te", "te_fused")),
                            torch_everywhere=t.attention_backend in ("unfused", "local"))
 
@@ -305,8 +324,19 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
         opt = opts.main_params + opts.exp_avg + (opts.exp_avg_sq if optimizer == "adam" else 0)
     # Adam's moments' share of the per-parameter optimizer bytes, for a capture before the first step (fp32
     # without a precision-aware optimizer: _optimizer_bytes is the two fp32 moments alone, share 1)
-    moments_share = min(1.0, (opts.exp_avg + opts.exp_avg_sq) / opt) if optimizer == "adam" and opt > 0 else 0.0
-    opt *= 1.0 - opts.optimizer_offload  # HybridDeviceOptimizer keeps the offloaded fraction on the host
+    # --optimizer-cpu-offload (HybridDeviceOptimizer, Megatron-LM d98e8a64dd optimizer/cpu_offloading/
+    # hybrid_optimizer.py ``_get_sub_optimizer_param_groups``): the optimizer's parameters up to the fraction get a
+    # pinned host copy, and their moments live with the host optimizer; the device parameter itself stays (the
+    # ``param_copy_back_gpu_hook`` copies the host result into it).  Without the precision-aware optimizer those
+    # parameters are the fp32 main params Megatron built on the device first (``distrib_optimizer.py``
+    # ``_build_model_and_main_param_groups``: ``shard_model_param.clone().float()``, handed over as
+    # ``orig_group``; ``Float16OptimizerWithFloat16Params`` likewise), so the master copy stays whole and only the
+    # moments leave; with it (main params None) the fp32 copies ``param_update_in_fp32`` makes are on the
+    # parameter's side, so master and moments leave together.
+    kept_master = opts.main_params if (opts.optimizer_offload and precision != "fp32" and not opts.precision_aware) else 0
+    opt = kept_master + (opt - kept_master) * (1.0 - opts.optimizer_offload)
+    moments = (opts.exp_avg + opts.exp_avg_sq) * (1.0 - opts.optimizer_offload)
+    moments_share = min(1.0, moments / opt) if optimizer == "adam" and opt > 0 else 0.0
     # chunked optimizer-state offload (memory.optimizer_offload): the selected masters and moments live on the
     # host between steps and come back for the step (the masters whole, the moments in staging slots)
     opt *= 1.0 - opts.state_offload

@@ -1,0 +1,275 @@
+"""The tuner's text answer: what ``primus-launch --tune`` prints (the CLI renders a :class:`TuneResult` with
+:func:`render_tune_text`; the tuner itself only searches and scores).
+
+Within :data:`WIDTH` columns (the brief: a person reads the default answer in one screen): the original and
+best plans, the gain, the search's counts and certificate, which numerics knobs were allowed, the memory rule,
+the ranking line where the model cannot rank plans apart, and the top-N table.
+"""
+
+from __future__ import annotations
+
+from primus_launch.projection.result import ProjectionResult
+from primus_launch.tuner import rules
+from primus_launch.tuner.engine import plan_changes
+from primus_launch.tuner.result import TuneResult
+
+
+def _reference_word(res: TuneResult) -> str:
+    """What the table and the ranking line call the plan the search started from: ``original`` (the recipe's
+    own), ``start`` where the recipe's plan is not legal on the cluster (``res.no_reference``)."""
+    return "start" if res.no_reference else "original"
+
+
+def _ranking_lines(res: TuneResult) -> list[str]:
+    """The ``ranking:`` line, only where the model cannot rank plans apart: the top rows whose error band
+    overlaps the best's (the original named where it is one of them, or added where only the gain is)."""
+    ranks = list(res.inside_best_band)
+    orig = {k for k in ranks if not res.top[k - 1].changes}
+    ref = _reference_word(res)
+    if not ranks and not res.gain_inside_band:
+        return []
+    if len(ranks) > 1 and ranks == list(range(2, ranks[-1] + 1)):
+        who = f"#2-#{ranks[-1]}" + (f" (the {ref} among them)" if orig else "")
+    else:
+        who = ", ".join(f"#{k}" + (f" (the {ref})" if k in orig else "") for k in ranks)
+    if res.gain_inside_band and not orig:
+        who = f"{who} and the {ref}" if who else f"the {ref}"
+    b = res.best.band
+    size = f" (#1's {100 * b.low:+.0f} .. {100 * b.high:+.0f} %)" if b is not None else ""  # whose band it is
+    return [f"ranking:  #1 and {who} overlap in their error bands{size}: either could run faster (plans of one "
+            "group share much of that error)"]
+
+
+def knob_line(res: TuneResult) -> str:
+    """Which numerics-changing knob families were allowed, and which were not searched."""
+    allowed = ", ".join(res.allowed) or "none"
+    missing = [a for a in rules.ALLOWABLE if a not in res.allowed]
+    out = f"numerics: allowed {allowed}"
+    if missing:
+        out += " (not searched: " + ", ".join(f"--allow {a}" for a in missing) + ")"
+    return out
+
+
+def _verdict(r: ProjectionResult) -> str:
+    return {"fits": "fits", "tight": "TIGHT: the capacity lies in the peak's error band"}.get(r.memory.verdict,
+                                                                                           "DOES NOT FIT")
+
+
+def _held_bytes(t) -> int:
+    """The part of a top-N row's peak that cannot be released (``Trial.oom_peak_bytes``) where the row shows it
+    (below the peak: the band is on it, not on the peak), else 0."""
+    held = getattr(t, "oom_peak_bytes", None)
+    return held if held and t.peak_memory_bytes and held < t.peak_memory_bytes else 0
+
+
+def _memory_cell(t) -> str:
+    """A top-N row's memory: the peak, the part of it that cannot be released where less (the verdict's
+    quantity, :func:`_held_bytes`), its error band and the verdict (``tight``: the capacity lies in
+    the band; the plan is kept and marked)."""
+    out = f"{(t.peak_memory_bytes or 0) / 2**30:.1f}"
+    held = _held_bytes(t)
+    if held:
+        out += f", held {held / 2**30:.1f}"
+    if t.peak_band_bytes is not None:
+        lo, hi = t.peak_band_bytes
+        out += f" ({lo / 2**30:.1f}-{hi / 2**30:.1f})"
+    if t.verdict:
+        out += " TIGHT" if t.verdict == "tight" else f" {t.verdict}"
+    return out
+
+
+def _searched_line(res: TuneResult) -> str:
+    if res.search == "branch-and-bound" and res.certificate is not None:
+        c = res.certificate
+        if c.certified:  # the counts are the certificate's, on the "search:" line below
+            return f"searched: {c.plans:,} plans in {res.elapsed_s:.1f} s"
+        return (f"searched: {c.plans:,} plans: {c.scored:,} scored, {c.bounded_time:,} bounded out by time, "
+                f"{c.bounded_memory:,} by memory{f', {c.open:,} open' if c.open else ''}, {res.elapsed_s:.1f} s")
+    return (f"searched: {res.scored} scored of {res.legal_candidates:,} legal candidates"
+            f"{'' if res.legal_exact else ' (estimated)'} ({100 * res.scored_fraction:.1f} %), "
+            f"{res.rejected} rejected by the pre-filter, {res.elapsed_s:.1f} s")
+
+
+def _memory_rule_line(res: TuneResult) -> list[str]:
+    """Which memory verdicts the answer could have (issue 27: the tuner keeps ``tight`` plans unless the
+    user asks for certainty, and says which it kept): a line when the rule mattered or was asked for."""
+    if res.memory_certain:
+        return ["memory:   only plans that fit by their whole error band (--memory-certain)"]
+    if any(t.verdict == "tight" for t in res.top) or res.best.memory.verdict == "tight":
+        return ["memory:   tight plans kept and marked (the capacity lies in the peak's error band); "
+                "--memory-certain keeps only plans that fit by their whole band"]
+    return []
+
+
+def _run_lines(res: TuneResult) -> list[str]:
+    """With a token count (``training_tokens``): the whole run of the original and the best plan,
+    side by side (days, GPU-hours, cost, with the time band where there is one)."""
+    if not res.training_run:
+        return []
+    from primus_launch.projection.training_run import days_text, gpu_text, tokens_text
+
+    o, b = res.training_run["original"], res.training_run["best"]
+    return [f"run of {tokens_text(o.tokens)} tokens ({o.excludes}):",
+            f"  original: {days_text(o)}, {gpu_text(o)}",
+            f"  best:     {days_text(b)}, {gpu_text(b)}"]
+
+
+WIDTH = 80  # the text answer's width (the brief: a person reads the default answer in one screen)
+
+
+def _wrapped(line: str, indent: int = 10) -> list[str]:
+    """``line`` wrapped at :data:`WIDTH` columns, continuation lines indented under its label."""
+    import textwrap
+
+    from primus_launch.report.text import glue_units
+
+    return [w.replace("\u00a0", " ") for w in textwrap.wrap(glue_units(line), WIDTH, subsequent_indent=" " * indent,
+                                                             break_on_hyphens=False)] or [line]
+
+
+def _changes_text(changes: dict) -> str:
+    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in changes.items())
+
+
+def _top_changes(rank: int, t, first, ref: str = "original") -> str:
+    """A top-N row's changes: the first row's against the original; each later row's as the first
+    row plus what it sets differently (``vpp=original`` where it keeps the original's value), so that
+    ties read as what they are: the same plan with one knob that does not move the time.  ``ref``: the
+    word for the plan the search started from (:func:`_reference_word`)."""
+    if not t.changes:
+        return f"({ref})"
+    if rank == 1 or first is None:
+        return _changes_text(t.changes)
+    diff = {k: v for k, v in t.changes.items() if first.changes.get(k) != v}
+    diff.update({k: ref for k in first.changes if k not in t.changes})
+    return "#1" + (" with " + _changes_text(diff) if diff else "")
+
+
+#: under the top-N table where a row shows ``held``: what it is (the answer's memory line says it in words)
+HELD_LINE = ("held: the peak less the free cached segments the allocator gives back before an out-of-memory "
+             "error; the band and the verdict are on it")
+
+ROW_ONE_LINES = 3   # the first row's changes longer than this many lines refer to the "changes:" line instead
+
+
+def _same_changes(top: dict, full: dict) -> bool:
+    """Whether a top-N row's changes (keys by their last dotted part) are the ``changes:`` line's."""
+    return {k.split(".")[-1]: str(v) for k, v in top.items()} == {k.split(".")[-1]: str(v) for k, v in full.items()}
+
+
+def _pack(text: str, room: int) -> str:
+    """``[#1 with ]a=1, b=2, ...`` packed into lines of at most ``room`` columns, broken between
+    settings; a setting longer than the room is broken at its separators (:func:`_break_setting`), never
+    mid-word where a separator allows."""
+    head, sep, rest = text.partition("#1 with ")
+    items = (["#1 with"] if sep else []) + (rest if sep else head).split(", ")
+    lines: list[str] = []
+    for n, item in enumerate(items):
+        glue = " " if n == 1 and sep else ", "
+        if lines and len(lines[-1]) + len(glue) + len(item) <= room:
+            lines[-1] += glue + item
+            continue
+        if lines and glue == ", ":
+            lines[-1] += ","
+        lines += _break_setting(item, room)
+    return "\n".join(lines)
+
+
+def _break_setting(item: str, room: int) -> list[str]:
+    """One setting (``knob=value``) in lines of at most ``room`` columns: whole when it fits, else broken
+    after its separators (``_ . / - =``: ``account_for_embedding_in_`` / ``pipeline_split=True``), a
+    piece longer than the room without one cut at the room."""
+    import re
+
+    if len(item) <= room:
+        return [item]
+    lines = [""]
+    for piece in re.findall(r"[^_./=-]*[_./=-]?", item):
+        if not piece:
+            continue
+        if lines[-1] and len(lines[-1]) + len(piece) > room:
+            lines.append("")
+        lines[-1] += piece
+    return [ln[i:i + room] for ln in lines for i in range(0, len(ln), room)]
+
+
+def _top_table(res: TuneResult) -> str:
+    """The top-N table within :data:`WIDTH` columns (MFU, proportional to tokens/s within one tune, is
+    in the original and best lines above it): the ``source`` column only where the rows came
+    from more than one search (the original, ``seed``, aside), the changes column wrapped between
+    settings."""
+    from tabulate import tabulate
+
+    first = res.top[0] if res.top else None
+    sources = {t.source for t in res.top if t.changes}
+    rows = []
+    for rank, t in enumerate(res.top, 1):
+        row = [rank, f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", _memory_cell(t)]
+        if len(sources) > 1:
+            row.append(t.source)
+        rows.append(row + [_top_changes(rank, t, first, _reference_word(res))])
+    headers = ["#", "s/iter", "tok/s/GPU", "GiB (band) verdict"] + (["source"] if len(sources) > 1 else [])
+    align = ("right", "right", "right") + ("left",) * (len(headers) - 2)
+    fixed = tabulate([r[:-1] for r in rows], headers=headers, tablefmt="simple", disable_numparse=True,
+                     colalign=align[:-1])
+    room = max(WIDTH - max(len(line) for line in fixed.splitlines()) - 2, 24)
+    best = plan_changes(res.baseline.plan, res.best_plan) if res.top else {}
+    for rank, r in enumerate(rows, 1):
+        r[-1] = _pack(r[-1], room)
+        if rank == 1 and first is not None and first.changes and _same_changes(first.changes, best) \
+                and r[-1].count("\n") >= ROW_ONE_LINES:
+            r[-1] = "(the changes: line above)"  # listed in full above the table, not cut into pieces here
+    return tabulate(rows, headers=headers + ["changes"], tablefmt="simple", disable_numparse=True, colalign=align)
+
+
+def render_tune_text(res: TuneResult) -> str:
+    """The CLI's text for a tune: verdict, counts and the top-N table, within :data:`WIDTH` columns (MFU as the
+    project answer prints it: a tiny model's 0.0085 % read "0.0 %"; where the best plan changes the precision,
+    each MFU names the peak it is taken against: an FP8 plan 64 % faster read "MFU 42.9 %" -> "MFU 35.2 %")."""
+    from primus_launch.report.text import PEAK_NAMES, small_figure
+
+    b, o = res.best, res.baseline
+
+    def mfu(r: ProjectionResult) -> str:
+        out = f"MFU {small_figure(100 * r.mfu)} %"
+        prec = r.plan.training.precision
+        if prec != (o.plan.training.precision if r is b else b.plan.training.precision):
+            out += f" of {PEAK_NAMES.get(prec, prec.upper())} peak"
+        return out
+
+    lines = [
+        ("start:    " if res.no_reference else "original: ") + f"{o.iteration_time_s:.3f} s/iter, {o.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
+        f"{mfu(o)}, {o.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
+        f"({_verdict(o)})",
+        f"best:     {b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
+        f"{mfu(b)}, {b.memory.peak_bytes_per_gpu / 2**30:.1f} GiB "
+        f"({_verdict(b)})",
+        f"gain:     none: no legal reference on this cluster (the recipe's own plan: {res.no_reference}; "
+        "start: the search's legal starting plan)" if res.no_reference else
+        f"gain:     {100 * res.gain:+.1f} %" + (f" ({res.tie_note})" if res.tie_note else ""),
+    ] + _run_lines(res) + [
+        _searched_line(res),
+        f"search:   {res.search}" + (f" on {res.executor}" if res.executor else
+                                     f" on {res.workers} workers" if res.search == "exhaustive" else "")
+        + (f": {res.certificate.text}" if res.certificate and res.certificate.certified else
+           f" ({res.certificate.text})" if res.certificate else
+           f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),
+        knob_line(res),
+    ] + _memory_rule_line(res) + _ranking_lines(res)
+    changes = plan_changes(res.baseline.plan, res.best_plan)
+    if changes:
+        lines.append("changes:  " + ", ".join(f"{k}={v}" for k, v in changes.items()))
+    else:  # the tuned recipe is then the original's copy: said, not left to a diff
+        lines.append("changes:  none: the recipe's own plan is the best found")
+    out = "\n".join(w for line in lines for w in _wrapped(line))
+    if res.top:
+        out += "\n\n" + _top_table(res)
+        if any(_held_bytes(t) for t in res.top):  # a row shows 'held': say what it is
+            out += "\n" + "\n".join(_wrapped(HELD_LINE, indent=0))
+        if res.same_runs:
+            out += "\n" + "\n".join(_wrapped(
+                f"left out: {res.same_runs} plan(s) that are the same run as a row above (equal figures; only "
+                "dp_sharding / the DP overlaps differ, which change nothing at DP x CP = 1)", indent=0))
+    for w in res.warnings:
+        out += "\n" + "\n".join(_wrapped(f"warning: {w}", indent=9))
+    return out
