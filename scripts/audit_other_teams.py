@@ -99,7 +99,8 @@ PAI_EXPECT = {
     "qwq/run_mcore_qwen.sh": _e(64, 5120, 40, 8, 27648, 152064, None, 0, False, 128, 4, 1, 1, 1, 8, True, "flash"),
 }
 # Pai-Megatron-Patch a098ca5, the older scripts (``pai0``): README invocation, model block of its MODEL_SIZE
-# (Llama-2 13B, Llama-3 8B, Qwen1.5 0.5B), FL=false (no NVTE variables: attention auto), no TP overlap option;
+# (Llama-2 13B, Llama-3 8B, Qwen1.5 0.5B), FL=false (no NVTE variables: attention auto, or local where TE=false writes
+# --transformer-impl local: llama3, qwen1_5 mcore), no TP overlap option;
 # vocabulary: LLamaTokenizer = the --load checkpoint's tokenizer.vocab_size + EXTRA_VOCAB_SIZE (32000 + 0, 128000 +
 # 256), LLama3Tokenizer 128000 + 256, Qwen2Tokenizer 151643 + 293 (megatron_patch/tokenizer/__init__.py)
 _L2 = (40, 5120, 40, None, 13824, 32000, None, 0, False, 128, 8, 1, 1, 1)
@@ -110,12 +111,12 @@ PAI0_EXPECT = {
     "llama2/run_pretrain_megatron_llama.sh": {**_e(*_L2, 8, False, "auto"), "legacy_model": True},
     "llama2/run_finetune_mcore_llama_withGA.sh": {**_e(*_L2, 8, False, "auto"), "legacy_model": False},
     "llama2/run_finetune_megatron_llama_withGA.sh": {**_e(*_L2, 32, False, "auto"), "legacy_model": True},
-    "llama3/run_pretrain_mcore_llama.sh": {**_e(*_L3, 8, False, "auto"), "legacy_model": False},
-    "llama3/run_pretrain_megatron_llama.sh": {**_e(*_L3, 8, False, "auto"), "legacy_model": True},
-    "llama3/run_finetune_megatron_llama_withGA.sh": {**_e(*_L3, 32, False, "auto"), "legacy_model": True},
+    "llama3/run_pretrain_mcore_llama.sh": {**_e(*_L3, 8, False, "local"), "legacy_model": False},
+    "llama3/run_pretrain_megatron_llama.sh": {**_e(*_L3, 8, False, "local"), "legacy_model": True},
+    "llama3/run_finetune_megatron_llama_withGA.sh": {**_e(*_L3, 32, False, "local"), "legacy_model": True},
     # the script reads MODEL_SIZE=$2, the README passes the Megatron-Patch path there: --train-iters gets a path
     "llama3/run_finetune_mcore_llama_withGA.sh": "refuse:--train-iters",
-    "qwen1_5/run_pretrain_mcore_qwen.sh": {**_e(*_Q15, 8, False, "auto"), "legacy_model": False},
+    "qwen1_5/run_pretrain_mcore_qwen.sh": {**_e(*_Q15, 8, False, "local"), "legacy_model": False},
     "qwen1_5/run_pretrain_megatron_qwen.sh": {**_e(*_Q15, 8, False, "auto"), "legacy_model": True},
     # the script reads EP=${20}, the README gives no EP: every later argument shifts one place
     "qwen1_5/run_finetune_mcore_qwen_withGA.sh": "refuse:--lr-warmup-iters",
@@ -158,22 +159,22 @@ ROCM_EXPECT = {
     # --extra-vocab-size 293 itself (megatron/tokenizer/tokenizer.py build_tokenizer), for 7B and 14B alike (was
     # refused: Qwen/Qwen1.5-* not in the public table); model blocks Qwen1.5-7B / 14B, MBS / GBS defaults
     "renwuli_disable_te_qwen1.5/train_qwen1.5_7b.sh": _e(32, 4096, 32, None, 11008, 151936, None, 0, False, 2048, 1, 1,
-                                                          1, 8, 256, False, "auto"),
+                                                          1, 8, 256, False, "local"),
     "renwuli_disable_te_qwen1.5/tune_qwen1.5_7b.sh": _e(32, 4096, 32, None, 11008, 151936, None, 0, False, 2048, 1, 1,
-                                                         1, 8, 256, False, "auto"),
+                                                         1, 8, 256, False, "local"),
     "renwuli_disable_te_qwen1.5/train_qwen1.5_14b.sh": _e(40, 5120, 40, None, 13696, 151936, None, 0, False, 2048, 1, 1,
-                                                           1, 4, 256, False, "auto"),
+                                                           1, 4, 256, False, "local"),
     "renwuli_disable_te_qwen1.5/tune_qwen1.5_14b.sh": _e(40, 5120, 40, None, 13696, 151936, None, 0, False, 2048, 1, 1,
-                                                          1, 4, 256, False, "auto"),
+                                                          1, 4, 256, False, "local"),
     # read13: the fork's --tokenizer-type QWenTokenizer --vocab-file qwen.tiktoken is 151643 BPE ranks + 208 special
     # tokens = 151851 (megatron/tokenizer/qwen_tokenizer.py; was refused); Qwen 7B / 14B / 72B blocks, TP / PP / MBS /
     # GBS defaults
     "renwuli_disable_te_qwen/train_qwen_7b.sh": _e(32, 4096, 32, None, 11008, 151851, None, 0, False, 2048, 1, 1, 1, 8,
-                                                    256, False, "auto"),
+                                                    256, False, "local"),
     "renwuli_disable_te_qwen/train_qewn_14b.sh": _e(40, 5120, 40, None, 13696, 151851, None, 0, False, 2048, 1, 1, 1, 4,
-                                                     256, False, "auto"),
+                                                     256, False, "local"),
     "renwuli_disable_te_qwen/train_qwen_72b.sh": _e(80, 8192, 64, None, 24576, 151851, None, 0, False, 2048, 2, 4, 1, 1,
-                                                     256, False, "auto"),
+                                                     256, False, "local"),
     "yushengsu-dev-databricks/basetrain70b.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2, 8,
                                                    False, "auto"),
     "yushengsu-dev-databricks/train70b_throughput.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2,
