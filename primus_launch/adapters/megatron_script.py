@@ -483,7 +483,7 @@ class CommandRecipe:
             site = self._site(v, fs[1] if fs else None, prefer_literal=False) if fs else None
             if site is None:
                 exact = v.exact_refs(self.refs)
-                prefix = self.run_default_edit(v, txt, all_toks, req_ids) if not exact else None
+                prefix = self.run_default_edit(v, txt, req_ids) if not exact else None
                 if prefix is not None:
                     edits.append(prefix)
                     continue
@@ -501,17 +501,22 @@ class CommandRecipe:
             edits.append(Edit(site[0], site[1], txt))
         return edits
 
-    def run_default_edit(self, v: Token, txt: str, all_toks: list[Token], req_ids: dict[int, str]) -> Edit | None:
+    def run_default_edit(self, v: Token, txt: str, req_ids: dict[int, str]) -> Edit | None:
         """``VAR=txt `` written before the ``bash`` command of this script that runs the file where ``v`` is the
         default of ``VAR`` (``MBS="${MBS:-8}"`` in ``train.sh``: ``MBS=4 bash train.sh``), or None when ``v`` is not
-        wholly such a default, or another argument uses that default with another value than requested."""
+        wholly such a default, or another argument value of the training command (any flag's, the launcher's) or its
+        environment uses that default (``--tensorboard-dir tb/mbs$MBS``) without being given the same value (words
+        after the command, ``| tee logs/log_$MBS.txt``, are not its arguments)."""
         keys = {self.run_defaults.get(p.at) if p.at is not None else None for p in v.pcs}
         if len(keys) != 1 or None in keys:
             return None
         var, site = next(iter(keys))
-        users = [t for t in all_toks if any(p.at is not None and self.run_defaults.get(p.at) == (var, site)
-                                            for p in t.pcs)]
-        if any(req_ids.get(id(t)) != txt for t in users):
+
+        def uses(pcs: Iterable[PC]) -> bool:
+            return any(p.at is not None and self.run_defaults.get(p.at) == (var, site) for p in pcs)
+
+        values = [t for o in self.occs + self.launcher for t in o.vals]
+        if any(uses(t.pcs) and req_ids.get(id(t)) != txt for t in values) or any(uses(e) for e in self.env.values()):
             return None
         return Edit(site, site, f"{var}={shlex.quote(txt)} ")
 
