@@ -466,6 +466,28 @@ def test_pai_patch_tokenizer_vocabulary(tmp_path, extra, size):
     assert not any("unknown Megatron-LM flag --patch-tokenizer-type" in n for n in plan.source.notes)
 
 
+# a fork's own tokenizer type that adds --extra-vocab-size itself (ROCm/Megatron-LM renwuli/disable_te_qwen1.5
+# megatron/tokenizer/tokenizer.py: QWen2Tokenizer -> padded_vocab_size = tokenizer.vocab_size + extra_vocab_size, no
+# padding to 128 x TP): its scripts give 293 for Qwen1.5-7B and -14B alike; Qwen1.5 checkpoints named by --load
+# (Pai-Megatron-Patch examples/qwen1_5: "293 for models smaller than 14b, 421 for the others", on 151643)
+@pytest.mark.parametrize("extra,size", [
+    ("--tokenizer-type QWen2Tokenizer --tokenizer-model Qwen/Qwen1.5-14B --extra-vocab-size 293", 151936),
+    ("--tokenizer-type QWen2Tokenizer --tokenizer-model Qwen/Qwen1.5-7B", 151643),
+    # the fork's Qwen 1.0 tiktoken type (renwuli/disable_te_qwen qwen_tokenizer.py: SPECIAL_START_ID 151643, 3 + 205
+    # special tokens): a fixed size, which Megatron pads as usual (to 128 x TP = 256: 152064)
+    ("--tokenizer-type QWenTokenizer --vocab-file /workspace/qwen.tiktoken", 151851),
+    ("--patch-tokenizer-type LLamaTokenizer --extra-vocab-size 293 --load /mnt/Qwen1.5-0.5B-hf-to-megatron-tp1-pp1",
+     151936),
+    ("--patch-tokenizer-type LLamaTokenizer --extra-vocab-size 421 --load /mnt/Qwen1.5-72B-hf-to-megatron", 152064),
+])
+def test_fork_tokenizer_and_qwen15_vocabulary(tmp_path, extra, size):
+    plan = load_megatron(_write(tmp_path, "q15.sh", BASE + extra + "\n"))
+    assert plan.model.vocab_size == size
+    # set by the tokenizer code, not padded to 128 x TP; the fixed-size type is padded
+    assert plan.model.padded_vocab_size(2) == (152064 if size == 151851 else size)
+    assert not any("unknown Megatron-LM flag --extra-vocab-size" in n for n in plan.source.notes)
+
+
 def test_pai_patch_tokenizer_unknown_checkpoint_is_one_line(tmp_path):
     with pytest.raises(PlanError) as e:
         load_megatron(_write(tmp_path, "pai.sh", BASE + "--patch-tokenizer-type MixtralTokenizer --load /ckpt/mine\n"))
@@ -495,6 +517,24 @@ def test_pai_legacy_shared_expert_and_mla(tmp_path):
     with pytest.raises(PlanError) as e:
         load_megatron(_write(tmp_path, "bad.sh", PAI_MOE + "--enable-shared-expert\n"))
     assert "--enable-shared-expert" in one_line(e.value) and "\n" not in one_line(e.value)
+
+
+# Pai-Megatron-Patch's legacy entry points (a098ca5: examples/llama2/pretrain_megatron_llama.py builds
+# megatron_patch/model/llama2/gpt_model.py on megatron.model's ParallelTransformer; run_pretrain_megatron_*.sh
+# run it, run_pretrain_mcore_*.sh run megatron-core): the legacy model is reported as not modelled, as
+# Megatron-LM's --use-legacy-models is; megatron-core entry points and Megatron-LM's own are not
+@pytest.mark.parametrize("program,legacy", [
+    ("pretrain_megatron_llama.py", True), ("../llama2/pretrain_megatron_llama.py", True),
+    ("finetune_megatron_llama_withGA.py", True), ("pretrain_mcore_llama.py", False), ("pretrain_gpt.py", False),
+])
+def test_pai_legacy_program_reported(tmp_path, program, legacy):
+    text = BASE.replace("pretrain_gpt.py", program) + "--vocab-size 100\n"
+    plan = load_megatron(_write(tmp_path, "pai.sh", text))
+    hits = [u for u in plan.source.unmodelled if u.flag == "training program"]
+    assert bool(hits) == legacy
+    if legacy:
+        assert hits[0].value == program.rsplit("/", 1)[-1] and hits[0].effect.startswith("time:")
+    assert plan.model.num_layers == 2 and plan.parallel.tp == 2  # read as before
 
 
 @pytest.mark.parametrize("env,backend", [

@@ -297,7 +297,7 @@ def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
                     vocab_file: str | None = None) -> tuple[int, str] | None:
     """(vocabulary size, source) of the recipe's tokenizer: a local file when the path exists, the
     GPT-2 BPE vocabulary, or the table of public tokenizers (:mod:`megatron_vocab`); None if unknown."""
-    from primus_launch.adapters.megatron_vocab import local_vocab, table_vocab
+    from primus_launch.adapters.megatron_vocab import FORK_TOKENIZER_FIXED, local_vocab, table_vocab
 
     for path in (tokenizer_model, vocab_file):
         hit = local_vocab(path)
@@ -305,6 +305,8 @@ def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
             return hit
     if tokenizer_type == "GPT2BPETokenizer":
         return GPT2_BPE_VOCAB, "GPT2BPETokenizer (gpt2-vocab.json, 50257 entries)"
+    if tokenizer_type in FORK_TOKENIZER_FIXED:
+        return FORK_TOKENIZER_FIXED[tokenizer_type]
     if tokenizer_type == "TikTokenizer":  # without --vocab-size: DEFAULT_TIKTOKEN_MAX_VOCAB
         return 2**17, "TikTokenizer default vocabulary 2**17 (megatron/core/tokenizers/text/libraries/tiktoken_tokenizer.py)"
     if tokenizer_type in (None, "") and vocab_file and str(vocab_file).endswith("vocab.json"):
@@ -632,6 +634,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     # vocabulary: --padded-vocab-size > --vocab-size > local tokenizer file / public tokenizer table
     divisible = get(a, "make_vocab_size_divisible_by")
     pai_type, pai_extra = (next((a[k] for k in keys if a.get(k) not in (None, "")), None) for keys in PAI_VOCAB_KEYS)
+    from primus_launch.adapters.megatron_vocab import fork_vocab
+
+    fork = fork_vocab(a.get("tokenizer_type"), pai_extra)
     if a.get("padded_vocab_size") is not None:
         vocab, divisible = a["padded_vocab_size"], 1
     elif a.get("vocab_size") is not None:
@@ -648,6 +653,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                             "pass --padded-vocab-size N")
         vocab, divisible = hit[0], 1
         rep.note(f"vocabulary {vocab} from {hit[1]}")
+    elif fork is not None:  # a fork's --tokenizer-type that adds --extra-vocab-size itself, unpadded
+        vocab, divisible = fork[0], 1
+        rep.note(f"vocabulary {vocab} from {fork[1]}")
     else:
         hit = tokenizer_vocab(a.get("tokenizer_model"), a.get("tokenizer_type"), a.get("vocab_file"))
         if hit is None:
