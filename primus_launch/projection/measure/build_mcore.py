@@ -46,6 +46,7 @@ from primus_launch.projection.measure.mirror_ranks import expert_groups, mirror_
 from primus_launch.projection.measure.piece import (
     Piece,
     attention_mask,
+    attn_core_dims,
     attn_fwd_flops,
     bwd_input_fraction,
     cp_positions,
@@ -610,12 +611,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
         out.append(Piece(name, layer_forward, [x], list(layer.parameters()), shapes[name], flop_split=r,
                          split="flop-ratio", routed=moe and plan.training.moe_router_force_load_balancing))
 
-    heads = m.num_attention_heads // p.tp
-    if m.multi_latent_attention:
-        dq, dv, kvh = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim, heads
-    else:
-        dq = dv = m.kv_channels
-        kvh = m.kv_heads // p.tp
+    heads, kvh, dq, dv = attn_core_dims(plan)
     q = torch.randn(s, b, heads, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     k = torch.randn(s, b, kvh, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     v = torch.randn(s, b, kvh, dv, generator=gen).to(dev, dtype).requires_grad_(True)

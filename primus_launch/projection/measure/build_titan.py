@@ -33,6 +33,7 @@ from primus_launch.errors import UserError
 from primus_launch.plan import Plan
 from primus_launch.projection.measure.piece import (
     Piece,
+    attn_core_dims,
     attn_fwd_flops,
     bwd_input_fraction,
     cp_mask,
@@ -388,12 +389,9 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
                          split="flop-ratio", flop_split=r,
                          memory_forward=(lambda x, layer=layer: layer.forward(x, None, None)) if eager_mem else None))
     attn = next(iter(model.layers.values())).attention
-    heads = getattr(attn, "n_heads", m.num_attention_heads // p.tp)
-    if m.multi_latent_attention:
-        dq, dv, kvh = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim, heads
-    else:
-        dq = dv = m.kv_channels
-        kvh = getattr(attn, "n_kv_heads", m.kv_heads // p.tp)
+    plan_heads, plan_kvh, dq, dv = attn_core_dims(plan)
+    heads = getattr(attn, "n_heads", plan_heads)
+    kvh = heads if m.multi_latent_attention else getattr(attn, "n_kv_heads", plan_kvh)
     q = torch.randn(b, s, heads, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     k = torch.randn(b, s, kvh, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     v = torch.randn(b, s, kvh, dv, generator=gen).to(dev, dtype).requires_grad_(True)

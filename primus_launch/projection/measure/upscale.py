@@ -59,7 +59,7 @@ from primus_launch.projection.iteration import assemble
 from primus_launch.projection.layer_times import LayerTimes, PassTimes
 from primus_launch.projection.measure.cache import MeasureCache, cache_key
 from primus_launch.projection.measure.device import no_gpu_reason, props_gcn_arch
-from primus_launch.projection.measure.piece import measurement_flops_estimate
+from primus_launch.projection.measure.piece import attn_core_dims, measurement_flops_estimate
 from primus_launch.projection.measure.spec import BuildSpec
 from primus_launch.projection.measure.timing import (
     PieceSampler,
@@ -523,12 +523,7 @@ def _cp_standin_bytes(plan: Plan, abytes: int) -> float:
     if p.cp <= 1:
         return 0.0
     sb = m.seq_length // p.cp * t.micro_batch_size
-    heads = m.num_attention_heads // p.tp
-    if m.multi_latent_attention:
-        dq, dv, kvh = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim, heads
-    else:
-        dq = dv = m.kv_channels
-        kvh = max(1, m.kv_heads // p.tp)
+    _, kvh, dq, dv = attn_core_dims(plan)
     return (p.cp - 1) * abytes * sb * kvh * (dq + dv)
 
 
@@ -536,12 +531,7 @@ def _attn_io_bytes(plan: Plan, abytes: int) -> float:
     """Bytes of the attention core's q, k, v and output for one micro-batch on one rank."""
     m, p, t = plan.model, plan.parallel, plan.training
     sb = m.seq_length // p.cp * t.micro_batch_size
-    heads = m.num_attention_heads // p.tp
-    if m.multi_latent_attention:
-        dq, dv, kvh = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim, heads
-    else:
-        dq = dv = m.kv_channels
-        kvh = max(1, m.kv_heads // p.tp)
+    heads, kvh, dq, dv = attn_core_dims(plan)
     return abytes * sb * (heads * dq + kvh * dq + kvh * dv + heads * dv)
 
 
