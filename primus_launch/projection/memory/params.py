@@ -51,6 +51,7 @@ class StageParams:
 
     @property
     def total(self) -> int:
+        """All parameters the GPU holds: ``dense + expert``."""
         return self.dense + self.expert
 
 

@@ -169,6 +169,7 @@ class FsdpGroup:
 
     @property
     def grad_elems(self) -> float:
+        """Elements of the group's unsharded gradient: ``orig`` where it is known, else ``unsharded``."""
         return self.orig if self.orig >= 0 else self.unsharded
 
 
