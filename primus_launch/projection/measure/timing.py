@@ -385,8 +385,7 @@ class PieceSampler:
     :meth:`done` says when the spread target, ``max_repeats`` or the piece's own time cap
     ``max_piece_s`` (wall seconds spent in its samples) is reached; :meth:`result` gives the
     :class:`PieceTiming` (medians, or means with ``statistic="mean"``, spreads, the split, and the
-    memory passes).  :func:`time_piece` samples one piece to the end; :func:`time_pieces` samples
-    several round-robin."""
+    memory passes).  :func:`time_pieces` samples one or several round-robin."""
 
     def __init__(self, forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
                  params: Sequence[torch.Tensor], device: torch.device, *, split: str,
@@ -554,33 +553,13 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def time_piece(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
-               params: Sequence[torch.Tensor], device: torch.device, *, split: str,
-               flop_split: Optional[float] = None, policy: TimingPolicy = TimingPolicy(),
-               measure_mem: bool = True, memory_forward: Optional[Callable[..., torch.Tensor]] = None,
-               statistic: str = "median") -> PieceTiming:
-    """Time ``forward(*inputs)`` and its backward under ``policy`` (module docstring): samples
-    until :meth:`PieceSampler.done`.
-
-    ``inputs``: leaf tensors that require grad (the hidden states entering the piece, whose
-    gradient a pipeline sends upstream); ``params``: the piece's parameters; ``split``: one of
-    :data:`SPLITS`; ``flop_split``: the input-grad share for ``split="flop-ratio"``;
-    ``memory_forward``: what :func:`measure_memory` runs instead of ``forward`` (None: ``forward``);
-    ``statistic``: how the samples are summarized (:data:`STATISTICS`).
-    """
-    sp = PieceSampler(forward, inputs, params, device, split=split, flop_split=flop_split, policy=policy,
-                      memory_forward=memory_forward, statistic=statistic)
-    time_pieces([sp], policy, window_s=0.0)
-    return sp.result(measure_mem)
-
-
 def time_pieces(samplers: Sequence[PieceSampler], policy: TimingPolicy, window_s: Optional[float] = None) -> None:
     """Sample several pieces **round-robin** (one sample of each in turn): a change of the device's
     speed then hits every piece alike, and each piece's median is taken over the same stretch of
     time.  Rounds go on until every piece is :meth:`~PieceSampler.done` and at least
     ``policy.min_window_s`` of wall time has passed since the first (within the window a piece
     samples on until ``max_repeats`` or its time cap).  ``window_s``: the window instead of the
-    policy's (0: each piece only until it is done, as :func:`time_piece` samples one piece).  Call
+    policy's (0: each piece only until it is done).  Call
     :meth:`PieceSampler.result` after."""
     from primus_launch import interrupt
 

@@ -70,8 +70,6 @@ from primus_launch.projection.memory.verdict import band_for, verdict
 from primus_launch.projection.memory.workspaces import GemmWorkspaces, gemm_workspaces
 from primus_launch.projection.result import MemoryBand, MemoryReport, StageMemory
 
-# kept for callers of the old names
-FRAGMENTATION = ALLOCATOR_FRAGMENTATION
 MemoryBasis = Literal["reserved", "allocated"]
 
 
