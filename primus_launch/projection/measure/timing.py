@@ -75,7 +75,9 @@ from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 
+from primus_launch.projection.measure.cache import MeasureCache
 from primus_launch.projection.measure.device import gcn_base, props_gcn_arch
+from primus_launch.projection.measure.spec import BuildSpec
 
 CpuClock = str  # "thread" | "process" | "wall"
 CPU_CLOCKS = {"thread": time.thread_time, "process": time.process_time, "wall": time.perf_counter}
@@ -162,6 +164,19 @@ class PieceTiming:
     @classmethod
     def from_dict(cls, d: dict) -> "PieceTiming":
         return cls(**d)
+
+
+@dataclass
+class Measured:
+    """The measured pieces of one plan: records, cache hits, the build spec and the protocol."""
+
+    timings: dict[str, PieceTiming]
+    hits: dict[str, bool]
+    spec: BuildSpec
+    policy: TimingPolicy
+    device: str
+    cache: Optional[MeasureCache] = None
+    notes: list[str] = field(default_factory=list)
 
 
 def rel_iqr(xs: Sequence[float]) -> float:

@@ -365,7 +365,7 @@ def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: in
     kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep, attn=attn)
     layer_of = {moe: titan_layer_bytes(m, ac="none", moe=moe, **kw) for moe in {False, m.is_moe}}
     ck_of = {moe: titan_layer_bytes(m, ac="full" if ac == "full" else "op", moe=moe, **kw) for moe in {False, m.is_moe}}
-    if measured is not None:  # measured blocks (projection.measure.upscale.MeasuredTitanActivations)
+    if measured is not None:  # measured blocks (projection.measure.measured_memory.MeasuredTitanActivations)
         layer_of, ck_of = measured.titan_layers(layer_of, ck_of)
     V = m.vocab_size
     E = m.num_experts or 1

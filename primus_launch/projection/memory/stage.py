@@ -49,7 +49,7 @@ class MeasuredActivations:
 
 class MeasuredTitanBlocks(Protocol):
     """What the TorchTitan model (:func:`memory.estimate.titan_stage_parts`) reads of measured activations
-    (:class:`projection.measure.upscale.MeasuredTitanActivations`, not imported: the measured path imports
+    (:class:`projection.measure.measured_memory.MeasuredTitanActivations`, not imported: the measured path imports
     this package): the blocks' kept bytes and the head's, in place of the modelled ones."""
 
     def titan_layers(self, layer_of: dict, ck_of: dict) -> tuple[dict, dict]:
