@@ -80,6 +80,7 @@ COMPILE_BACKEND_ENV = "PRIMUS_LAUNCH_COMPILE_BACKEND"
 
 
 def compile_backend() -> str:
+    """The torch.compile backend of the measured blocks: ``$PRIMUS_LAUNCH_COMPILE_BACKEND`` or ``inductor``."""
     import os
 
     return os.environ.get(COMPILE_BACKEND_ENV, "").strip() or "inductor"
@@ -298,7 +299,7 @@ class CPEmulatedSDPA(torch.nn.Module):
 
 
 def build(plan: Plan, device: str = "cpu", measure_layers: int = 2, per_rank: bool = True,
-          spec: BuildSpec | None = None):
+          spec: BuildSpec | None = None) -> tuple[torch.nn.Module, int, int]:
     """(model, n_dense, n_moe): the reduced torchtitan model on ``device`` in the plan's dtype."""
     if spec is None:
         cfg, nd, nm = titan_config(plan, measure_layers, per_rank)

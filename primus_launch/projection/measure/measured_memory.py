@@ -19,8 +19,10 @@ import torch
 from primus_launch.plan import Plan
 from primus_launch.projection.measure.piece import attn_core_dims
 from primus_launch.projection.measure.timing import Measured, PieceTiming
+from primus_launch.projection.memory.activations import ActivationImpl
 from primus_launch.projection.memory.estimate import MeasuredActivations
-from primus_launch.projection.result import MemoryCheck
+from primus_launch.projection.memory.titan import TitanImpl
+from primus_launch.projection.result import MemoryCheck, MemoryReport, StageMemory
 
 
 def _cp_standin_bytes(plan: Plan, abytes: int) -> float:
@@ -43,7 +45,7 @@ def _attn_io_bytes(plan: Plan, abytes: int) -> float:
     return abytes * sb * (heads * dq + kvh * dq + kvh * dv + heads * dv)
 
 
-def measured_implementation(device: str, plan: Optional[Plan] = None):
+def measured_implementation(device: str, plan: Optional[Plan] = None) -> tuple[str, ActivationImpl]:
     """The activation-model variant that describes the measured modules: megatron-core's local /
     torchtitan's torch modules on the CPU keep fp32 norm copies and unfused RoPE tables
     (``memory_activations.MCORE_LOCAL``); on a GPU the dry-run's (``TE``); with the plan's dropout
@@ -59,7 +61,7 @@ def measured_implementation(device: str, plan: Optional[Plan] = None):
     return name, impl
 
 
-def measured_activations(plan: Plan, meas: Measured, device: str):
+def measured_activations(plan: Plan, meas: Measured, device: str) -> MeasuredActivations:
     """:class:`memory.MeasuredActivations` from the pieces: per layer kind the median bytes kept
     (``full``), the attention core's kept bytes beyond its q, k, v and output (what selective
     recompute drops), the backward temporaries (peak - kept - output); the head's kept bytes and
@@ -142,7 +144,7 @@ def titan_ac_mode(plan: Plan) -> str:
     return {"none": "none", "op": "op", "selective": "op", "full": "full"}[plan.training.recompute.granularity]
 
 
-def titan_implementation(device: str):
+def titan_implementation(device: str) -> tuple[str, TitanImpl]:
     """memory_titan's variant describing the measured kernels: ``TITAN_CPU`` on the CPU (composite
     RMSNorm keeping fp32 copies, the CPU SDPA kernel not on SelectiveAC's save list), else ``TITAN``."""
     from primus_launch.projection.memory.titan import TITAN, TITAN_CPU
@@ -150,7 +152,7 @@ def titan_implementation(device: str):
     return ("TITAN_CPU", TITAN_CPU) if torch.device(device).type == "cpu" else ("TITAN", TITAN)
 
 
-def _titan_world1_delta(plan: Plan, impl, what: str) -> float:
+def _titan_world1_delta(plan: Plan, impl: TitanImpl, what: str) -> float:
     """Bytes one TP rank of the plan keeps minus what the world-size-1 shard keeps, from
     memory_titan's terms (torchtitan runs TP with sequence parallelism; the shard measured at world
     size 1 has none): ``what="none"``: the block's two norms keep ``nb sb h / t + 4 sb / t`` each
@@ -250,7 +252,7 @@ def allocator_overhead(timings: dict[str, PieceTiming]) -> Optional[float]:
     return max(0.0, sum(r for r, _ in pairs) / sum(p for _, p in pairs) - 1.0)
 
 
-def measured_reserved(stage, overhead: float) -> int:
+def measured_reserved(stage: StageMemory, overhead: float) -> int:
     """A stage's reserved peak upscaled from the pieces: its allocated peak plus ``overhead``
     (:func:`allocator_overhead`) times its dynamic bytes (activations + transient), the part the
     allocator caches and splits; parameters, gradients and optimizer state are allocated once, in
@@ -261,7 +263,8 @@ def measured_reserved(stage, overhead: float) -> int:
     return int(stage.allocated_bytes + overhead * max(0.0, dynamic))
 
 
-def memory_check(plan: Plan, meas: Measured, device: str, margin: float, memory_basis: str = "reserved"):
+def memory_check(plan: Plan, meas: Measured, device: str, margin: float,
+                 memory_basis: str = "reserved") -> tuple[MemoryReport, MemoryCheck]:
     """(measured MemoryReport, MemoryCheck against the analytic model)."""
     from primus_launch.projection.memory.estimate import estimate_memory
     from primus_launch.projection.memory.activations import TE, impl_for, layer_activation_bytes

@@ -54,9 +54,11 @@ class MirrorGroup:
         self.n, self.name = n, name
 
     def size(self) -> int:
+        """The mirrored group's size (the run's, not the world size of 1)."""
         return self.n
 
     def rank(self) -> int:
+        """Always 0: the build is the run's rank 0 of the group."""
         return 0
 
     def __repr__(self) -> str:

@@ -52,14 +52,15 @@ def cp_positions(seq: int, cp: int, rank: int) -> list[int]:
     return list(range(rank * n, (rank + 1) * n)) + list(range((2 * cp - 1 - rank) * n, (2 * cp - rank) * n))
 
 
-def cp_mask(seq: int, cp: int, rank: int, device) -> torch.Tensor:
+def cp_mask(seq: int, cp: int, rank: int, device: torch.device | str) -> torch.Tensor:
     """[s/cp, s] boolean mask (True = attend) of CP rank ``rank``'s queries over all keys in
     global order: key position <= query position."""
     q = torch.tensor(cp_positions(seq, cp, rank), device=device)
     return torch.arange(seq, device=device).unsqueeze(0) <= q.unsqueeze(1)
 
 
-def attention_mask(q_pos: list[int] | None, sk: int, window: Optional[int], device) -> Optional[torch.Tensor]:
+def attention_mask(q_pos: list[int] | None, sk: int, window: Optional[int],
+                   device: torch.device | str) -> Optional[torch.Tensor]:
     """[sq, sk] boolean mask (True = attend) of queries at global positions ``q_pos`` (None: 0..sk-1)
     over keys 0..sk-1: causal (key <= query) and, with a sliding ``window``, query - key <= window
     (Megatron ``window_size=(window, 0)``, ``transformer/utils.get_sliding_window_causal_mask``);

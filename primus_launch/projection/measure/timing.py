@@ -110,6 +110,7 @@ class TimingPolicy:
             raise ValueError("min_repeats >= 3 and max_repeats >= min_repeats")
 
     def describe(self) -> str:
+        """The policy in words, for the result's notes (and its cache key)."""
         return (f"{self.warmup} warm-up, then samples until the relative IQR of fwd+bwd <= "
                 f"{self.target_spread:.0%} (min {self.min_repeats}, max {self.max_repeats} samples, CPU samples of >= "
                 f"{self.min_sample_s * 1e3:.0f} ms, time cap {self.max_piece_s:.0f} s per piece), median (mean "
@@ -156,13 +157,16 @@ class PieceTiming:
 
     @property
     def total_s(self) -> float:
+        """Forward + backward seconds."""
         return self.fwd_s + self.bwd_s
 
     def to_dict(self) -> dict:
+        """Every field, for the cache record."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "PieceTiming":
+        """The timing of a cache record (:meth:`to_dict`)."""
         return cls(**d)
 
 
@@ -201,7 +205,8 @@ class Clock:
         self.name = "cuda-events" if self.cuda else cpu_clock
         self._now = CPU_CLOCKS[cpu_clock]
 
-    def start(self):
+    def start(self) -> float | torch.cuda.Event:
+        """A start token: a recorded CUDA event after a synchronize, else the CPU clock's reading."""
         if self.cuda:
             torch.cuda.synchronize()
             ev = torch.cuda.Event(enable_timing=True)
@@ -209,7 +214,8 @@ class Clock:
             return ev
         return self._now()
 
-    def stop(self, token) -> float:
+    def stop(self, token: float | torch.cuda.Event) -> float:
+        """Seconds since :meth:`start` gave ``token`` (CUDA: event to event, synchronized)."""
         if self.cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
@@ -486,6 +492,7 @@ class PieceSampler:
 
     @property
     def n(self) -> int:
+        """Samples taken."""
         return len(self.tot)
 
     def sample(self) -> None:
@@ -509,17 +516,22 @@ class PieceSampler:
         self.spent_s += time.perf_counter() - w0
 
     def converged(self) -> bool:
+        """At least ``min_repeats`` samples and their fwd+bwd relative IQR within ``target_spread``."""
         pol = self.policy
         return self.n >= pol.min_repeats and rel_iqr(self.tot) <= pol.target_spread
 
     def capped(self) -> bool:
+        """``max_repeats`` samples, or ``min_repeats`` and more than ``max_piece_s`` spent."""
         pol = self.policy
         return self.n >= pol.max_repeats or (self.n >= pol.min_repeats and self.spent_s > pol.max_piece_s)
 
     def done(self) -> bool:
+        """Converged or capped."""
         return self.converged() or self.capped()
 
     def result(self, measure_mem: bool = True) -> PieceTiming:
+        """The :class:`PieceTiming` of the samples (median, or mean under ``statistic="mean"``), the backward
+        split and, with ``measure_mem``, the memory passes."""
         fs, bs, bis, bws, tot = self.fs, self.bs, self.bis, self.bws, self.tot
         converged = self.converged()
         _zero_grads(self.everything)
