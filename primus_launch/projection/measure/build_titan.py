@@ -289,7 +289,10 @@ class CPEmulatedSDPA(torch.nn.Module):
             chunks[r], chunks[2 * self.cp - 1 - r] = part[:, :n], part[:, n:]
         return torch.cat(chunks, dim=1)
 
-    def forward(self, q, k, v, *, scale=None, enable_gqa: bool = False, **kwargs):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: Optional[float] = None,
+                enable_gqa: bool = False, **kwargs: Any) -> torch.Tensor:
+        """SDPA of this rank's queries over the full sequence's keys and values (``[b, s, heads, d]``
+        layout in and out) under the CP rank's causal mask (:func:`piece.cp_mask`)."""
         k, v = self._full(k, "k"), self._full(v, "v")
         mask = cp_mask(k.size(1), self.cp, 0, q.device)
         out = torch.nn.functional.scaled_dot_product_attention(

@@ -187,7 +187,7 @@ def mirrored_collectives() -> Iterator[None]:
         yield
 
 
-def expert_groups(ep: int, expert_tp: int, dispatcher: bool = False):
+def expert_groups(ep: int, expert_tp: int, dispatcher: bool = False) -> Optional[Any]:
     """megatron's ``ProcessGroupCollection`` of the world-size-1 parallel state with its ``ep`` and
     ``tp_ep`` groups mirrored (``ep`` and ``ep * expert_tp`` ranks), for a per-rank build whose MoE
     layers are the run's rank 0 (module docstring); None when neither has more than one rank.
