@@ -21,7 +21,7 @@ from primus_launch.projection.measure.piece import attn_core_dims
 from primus_launch.projection.measure.timing import Measured, PieceTiming
 from primus_launch.projection.memory.activations import ActivationImpl
 from primus_launch.projection.memory.estimate import MeasuredActivations
-from primus_launch.projection.memory.titan import TitanImpl
+from primus_launch.projection.memory.titan import TitanImpl, titan_ac_mode
 from primus_launch.projection.result import MemoryCheck, MemoryReport, StageMemory
 
 
@@ -139,11 +139,6 @@ class MeasuredTitanActivations(MeasuredActivations):
         return hn * r, hin * r, logp * r
 
 
-def titan_ac_mode(plan: Plan) -> str:
-    """memory_titan's AC mode of the plan: ``none`` | ``op`` | ``full``."""
-    return {"none": "none", "op": "op", "selective": "op", "full": "full"}[plan.training.recompute.granularity]
-
-
 def titan_implementation(device: str) -> tuple[str, TitanImpl]:
     """memory_titan's variant describing the measured kernels: ``TITAN_CPU`` on the CPU (composite
     RMSNorm keeping fp32 copies, the CPU SDPA kernel not on SelectiveAC's save list), else ``TITAN``."""
@@ -186,7 +181,7 @@ def measured_titan_activations(plan: Plan, meas: Measured, device: str) -> Measu
 
     m, p, t = plan.model, plan.parallel, plan.training
     _, impl = titan_implementation(device)
-    ac = titan_ac_mode(plan)
+    ac = titan_ac_mode(plan.training.recompute.granularity)
     sb = m.seq_length // p.cp * t.micro_batch_size
     layer_input = 2.0 * sb * m.hidden_size / p.tp
     standin = _cp_standin_bytes(plan, 2)
@@ -284,7 +279,7 @@ def memory_check(plan: Plan, meas: Measured, device: str, margin: float,
         from primus_launch.projection.memory.titan import layer_activation_bytes as titan_bytes
 
         impl_name, impl = titan_implementation(device)
-        ac = titan_ac_mode(plan)
+        ac = titan_ac_mode(plan.training.recompute.granularity)
         tkw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, cp=p.cp, compiled=t.compile, ep=p.ep)
         for moe, full, ck in acts.blocks:
             model = titan_bytes(m, ac=ac, moe=moe, impl=impl, **tkw)

@@ -59,6 +59,7 @@ from primus_launch.projection.memory.titan import (
     reserved_peak_over_levels,
     stage_walk,
     titan_buffer_bytes,
+    titan_ac_mode,
     titan_param_shapes,
     torch_pp_ops,
     unit_sharded,
@@ -361,7 +362,7 @@ def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: in
     sb = seq // cp * mbs
     h = m.hidden_size
     flight = in_flight_closed_form(schedule, pp, vpp, nmb)
-    ac = {"none": "none", "op": "op", "selective": "op", "full": "full"}[gran]
+    ac = titan_ac_mode(gran)
     kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep, attn=attn)
     layer_of = {moe: titan_layer_bytes(m, ac="none", moe=moe, **kw) for moe in {False, m.is_moe}}
     ck_of = {moe: titan_layer_bytes(m, ac="full" if ac == "full" else "op", moe=moe, **kw) for moe in {False, m.is_moe}}

@@ -237,6 +237,12 @@ class TitanLayer:
     layer_input: float
 
 
+def titan_ac_mode(granularity: str) -> str:
+    """The ``ac`` mode of :func:`layer_activation_bytes` for a plan's recompute granularity: ``none``, ``op``
+    (TorchTitan's SelectiveAC, the plan's ``selective`` or ``op``) or ``full`` (FullAC)."""
+    return {"none": "none", "op": "op", "selective": "op", "full": "full"}[granularity]
+
+
 def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1, ac: str = "none",
                            compiled: bool = False, impl: TitanImpl = TITAN, moe: bool = False,
                            ep: int = 1, attn: str = "flex") -> TitanLayer:
