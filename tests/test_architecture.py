@@ -21,9 +21,11 @@ the plan; no import circles, no module reaching around that):
    ``projection/cost/`` (the hardware database is data the cost model reads); ``plan/``, the centre,
    imports none of the layers around it; ``projection/`` imports neither the adapters (it sees only the
    plan) nor the tuner, the reports, the launcher or the CLI (a library call returning a typed result the
-   CLI renders); ``tuner/`` imports neither the reports, the launcher nor the CLI; ``projection/cost/``
-   imports none of the steps built on it (``steps/``, ``iteration``, ``dryrun``, ``api``, ``explain``).  An arrow that breaks
-   a rule for a stated reason is listed in ``KNOWN_ARROWS`` (and the list is checked to stay current);
+   CLI renders); ``tuner/`` imports neither the reports, the launcher nor the CLI; the adapters import
+   neither the tuner, the reports nor the CLI, and the reports (which render results) neither the adapters,
+   the launcher nor the CLI; ``projection/cost/`` imports none of the steps built on it (``steps/``,
+   ``iteration``, ``dryrun``, ``api``, ``explain``).  An arrow that breaks a rule for a stated reason is
+   listed in ``KNOWN_ARROWS`` (and the list is checked to stay current);
 3. no file imports a private name (``_x``, not a dunder) of another file, neither by ``from m import _x``
    nor by reading ``m._x`` off an imported module: what another module needs is public.
 """
@@ -48,6 +50,8 @@ FORBIDDEN_ARROWS: tuple[tuple[str, str], ...] = (
       for up in ("adapters", "projection", "tuner", "report", "launch", "cli", "frameworks")),
     *(("primus_launch.projection", f"primus_launch.{up}") for up in ("adapters", "tuner", "report", "launch", "cli")),
     *(("primus_launch.tuner", f"primus_launch.{up}") for up in ("report", "launch", "cli")),
+    *(("primus_launch.adapters", f"primus_launch.{up}") for up in ("tuner", "report", "cli")),
+    *(("primus_launch.report", f"primus_launch.{up}") for up in ("adapters", "launch", "cli")),
     # the cost models sit under the steps that use them (layer -> stage -> schedule -> iteration)
     *(("primus_launch.projection.cost", f"primus_launch.projection.{up}")
       for up in ("steps", "iteration", "dryrun", "api", "explain")),
