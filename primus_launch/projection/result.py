@@ -222,5 +222,4 @@ class ProjectionResult(BaseModel):
                                                                 "the judged validation rows like this plan (dry-run)")
 
     def to_json_dict(self) -> dict:
-        """The result as JSON-ready data (pydantic ``model_dump(mode="json")``), what ``--json`` writes."""
         return self.model_dump(mode="json")
