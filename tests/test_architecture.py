@@ -51,6 +51,8 @@ FORBIDDEN_ARROWS: tuple[tuple[str, str], ...] = (
     *(("primus_launch.projection", f"primus_launch.{up}") for up in ("adapters", "tuner", "report", "launch", "cli")),
     *(("primus_launch.tuner", f"primus_launch.{up}") for up in ("report", "launch", "cli")),
     *(("primus_launch.adapters", f"primus_launch.{up}") for up in ("tuner", "report", "cli")),
+    # adapters translate recipes to the plan; the cost model's facts they need live in plan/ (userbuffers)
+    ("primus_launch.adapters", "primus_launch.projection.cost"),
     *(("primus_launch.report", f"primus_launch.{up}") for up in ("adapters", "launch", "cli")),
     # the cost models sit under the steps that use them (layer -> stage -> schedule -> iteration)
     *(("primus_launch.projection.cost", f"primus_launch.projection.{up}")

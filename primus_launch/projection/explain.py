@@ -400,15 +400,15 @@ def _host_line(plan: Plan) -> str:
 
 def _contention_line(plan: Plan) -> str:
     """Which overlapped communication holds SMs in this plan (cost/contention.py)."""
-    from primus_launch.projection.cost import contention as con
+    from primus_launch.plan.userbuffers import UB_NAMES, ub_default
 
     t, p = plan.training, plan.parallel
     parts = []
     if t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron":
         over = {c[0]: c[1:] for c in t.tp_comm_overlap_cfg}
         cells = []
-        for name in con.UB_NAMES:
-            method, n, margin = over.get(name, con.ub_default(name))
+        for name in UB_NAMES:
+            method, n, margin = over.get(name, ub_default(name))
             if method != "external" and n > 1:
                 cells.append(f"{name} {method} {n} SMs{' margin' if margin else ''}")
         parts.append("TE userbuffers (" + ("--tp-comm-overlap-cfg" if over else "TE defaults") + "): "
