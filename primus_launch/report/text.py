@@ -91,7 +91,7 @@ PEAK_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp8": "FP8", "fp4": "FP4", "fp32"
 def mfu_text(r: ProjectionResult) -> str:
     """MFU with the peak it is taken against (``projection/steps/flow.py``: model TFLOP/s over the GPU's
     datasheet dense peak at the plan's precision, ``GPUSpec.peak_flops``), so that a reader can check
-    it: e.g. ``18.8 % of the FP8 dense peak (1,979 TFLOP/s)``."""
+    it: e.g. ``18.7 % of the FP8 dense peak (1,979 TFLOP/s)``."""
     out = f"{small_figure(100 * r.mfu)} %"
     if r.mfu > 0:
         prec = PEAK_NAMES.get(r.plan.training.precision, r.plan.training.precision.upper())

@@ -1,0 +1,70 @@
+"""The figures README.md quotes from an answer are the ones the command prints (user11: the README's
+memory band of the 70B wrapper, "36.4-39.1 GiB (-2/+5 %)" with "(0.978 .. 1.053)", and the DeepSeek-V3
+FP8 MFU "18.8 %" had gone stale when the bands were regenerated).
+
+Truth: the CLI's own answer (``main``, dry-run) and its ``--json`` for the recipe the README names; the
+README's text is read, not copied here, so that a regenerated band or calibration that changes a quoted
+figure fails this test until the README is updated with it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from primus_launch.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+W70 = "recipes/llama3.1_70b_h100_1024gpu.primus.toml"
+DSV3 = "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml"
+TT8 = "recipes/torchtitan/llama3.1_8b.toml"
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+def _answer(capsys, recipe: str, *extra: str) -> str:
+    assert main(["--project", str(ROOT / recipe), "--dry-run", *extra]) == 0
+    return capsys.readouterr().out
+
+
+def _readme_quote(pattern: str) -> re.Match:
+    m = re.search(pattern, _flat(README))
+    assert m, f"README no longer has {pattern!r}"
+    return m
+
+
+@pytest.mark.parametrize("pattern,recipe", [
+    (r'e\.g\. "(\S+ % of the FP8 dense peak \([\d,]+ TFLOP/s\))" for `' + re.escape(DSV3), DSV3),
+    (r'e\.g\. "([\d.]+ s, expected \S+ \.\. \S+ on \d+ judged rows like it)" \(`' + re.escape(TT8), TT8),
+    (r'"(\d[\d.]* GiB peak) \.\.\., band', W70),
+    (r'band ([\d.]+-[\d.]+ GiB \(\S+ %\))" is \(', W70),
+])
+def test_quoted_answer_text_is_what_the_command_prints(pattern, recipe, capsys):
+    quote = _readme_quote(pattern).group(1)
+    assert quote in _flat(_answer(capsys, recipe)), quote
+
+
+def test_memory_band_formula_is_the_json_band(capsys):
+    """README: the band is (peak - outside) x (1 + low .. 1 + high) + outside, in GiB to 2 / 3 decimals."""
+    m = _readme_quote(r"is \(([\d.]+) - ([\d.]+)\) x \(([\d.]+) \.\. ([\d.]+)\) \+ ([\d.]+) GiB")
+    peak, outside, lo, hi, outside2 = map(float, m.groups())
+    mem = json.loads(_answer(capsys, W70, "--json"))["memory"]
+    gib = 2 ** 30
+    assert peak == round(mem["peak_bytes_per_gpu"] / gib, 2)
+    assert outside == outside2 == round(mem["outside_allocator_bytes"] / gib, 2)
+    assert (lo, hi) == (round(1 + mem["band"]["low"], 3), round(1 + mem["band"]["high"], 3))
+
+
+def test_group_quoted_for_h100_moe_is_the_deepseek_band(capsys):
+    """README: "the H100 MoE >= 64 experts group: +4% .. +16%" and its group "hopper / MoE >= 64 experts /
+    sequence < 32k" are the DeepSeek-V3 FP8 recipe's band."""
+    lo, hi = _readme_quote(r"the H100 MoE >= 64 experts group: (\S+) \.\. (\S+)\)").groups()
+    band = json.loads(_answer(capsys, DSV3, "--json"))["band"]
+    assert (lo, hi) == (f"{100 * band['low']:+.0f}%", f"{100 * band['high']:+.0f}%")
+    assert band["group"] in _flat(README)
