@@ -186,3 +186,26 @@ def test_worst_stage_is_named_only_where_there_are_stages(recipe, capsys):
     rc, lines = _run(capsys, str(ROOT / recipe))
     said = f"(worst stage {d['memory']['worst_stage']})" in " ".join(" ".join(lines).split())
     assert rc == 0 and said == (d["plan"]["parallel"]["pp"] > 1)
+
+
+@pytest.mark.parametrize("recipe", ["recipes/torchtitan/llama3.1_8b.toml", "recipes/llama3.1_70b_h100_1024gpu.primus.toml",
+                                    "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml"])
+def test_answer_always_says_what_was_not_modelled(recipe, capsys):
+    """user11: a recipe with no setting left unmodelled printed no word about it (the short answer's list of
+    what was not modelled was simply absent, and the 70B wrapper's reader note stood under a bare "notes:"); the
+    warnings heading is now on every answer, short and ``--explain``, with the count of the result's own
+    ``warnings`` (``--json``), "none" where it is empty, and a note never sits under it."""
+    import json
+
+    from primus_launch.report.text import NO_WARNINGS
+
+    assert main(["--project", str(ROOT / recipe), "--dry-run", "--json"]) == 0
+    n_warn = len(json.loads(capsys.readouterr().out)["warnings"])
+    heading = f"warnings: {n_warn} setting(s) not modelled" if n_warn else NO_WARNINGS
+    rc, lines = _run(capsys, str(ROOT / recipe))
+    assert rc == 0 and [ln for ln in lines if ln.startswith("warnings: ")] == [heading]
+    nxt = lines[lines.index(heading) + 1]
+    assert nxt.startswith("  ") and not nxt.startswith("  note: ") if n_warn else nxt in ("notes:", lines[-1])
+    rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
+    assert rc == 0 and (NO_WARNINGS in lines) == (not n_warn)
+    assert sum(ln.startswith("warning: ") for ln in lines) == n_warn

@@ -3,8 +3,8 @@
 :func:`render_text` gives the short answer by default -- one screen of at most :data:`MAX_LINES`
 lines of at most :data:`WIDTH` columns: the summary (iteration time, tokens/s/GPU, TFLOP/s, MFU,
 the memory verdict with its band when the result has one), the largest time components beside the
-memory by term, and the warnings; ``explain=True`` gives every table: the full time and memory
-breakdowns, the measured pieces, every note and the dry-run's per-op pricing
+memory by term, and the warnings ("warnings: none" where there are none); ``explain=True`` gives every
+table: the full time and memory breakdowns, the measured pieces, every note and the dry-run's per-op pricing
 (``projection/cost/explain.py``).
 """
 
@@ -207,13 +207,23 @@ def _time_memory_lines(r: ProjectionResult) -> list[str]:
                     disable_numparse=True).splitlines()
 
 
+#: the warnings heading of an answer with no setting left unmodelled: said, not left to the reader to infer from
+#: an absent list (the short answer of a recipe without warnings did not mention what was not modelled at all)
+NO_WARNINGS = "warnings: none (no setting of the recipe is left unmodelled)"
+
+
+def warnings_heading(r: ProjectionResult) -> str:
+    """``warnings: N setting(s) not modelled``, or :data:`NO_WARNINGS` where the result has none."""
+    return f"warnings: {len(r.warnings)} setting(s) not modelled" if r.warnings else NO_WARNINGS
+
+
 def _warning_lines(r: ProjectionResult, reader_notes: Iterable[str]) -> list[list[str]]:
-    """One block of wrapped lines per warning (a setting not modelled) and per reader note; where there
-    are warnings, the first note's block starts with its own ``notes:`` heading (a note listed under
-    "warnings: N setting(s) not modelled" read as one more setting not modelled)."""
+    """One block of wrapped lines per warning (a setting not modelled) and per reader note; the first
+    note's block starts with its own ``notes:`` heading (a note listed under "warnings: N setting(s) not
+    modelled" read as one more setting not modelled; under "warnings: none" it would read as a warning)."""
     out = [_wrap(f"{w.flag}={w.value}: {w.effect}", indent="    ", first="  ") for w in r.warnings]
     notes = [_wrap(n, indent="    ", first="  note: ") for n in reader_notes]
-    if out and notes:
+    if notes:
         notes[0] = ["notes:"] + notes[0]
     return out + notes
 
@@ -230,9 +240,8 @@ def render_short(r: ProjectionResult, reader_notes: Iterable[str] = (), run: Opt
                             + cpu, indent="  ")
     blocks = _warning_lines(r, reader_notes)
     tail = "details: --explain (every table and note), --json"
+    out += ["", warnings_heading(r)]  # said also where there is none
     if blocks:
-        n_warn = len(r.warnings)
-        out += ["", f"warnings: {n_warn} setting(s) not modelled" if n_warn else "notes:"]
         room = MAX_LINES - len(out) - 1  # the last line says what was left out
         shown = 0
         for b in blocks:
@@ -272,12 +281,11 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
                         disable_numparse=True, colalign=("left", "right")))
     if r.measurement is not None:
         out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))
-    warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings]
+    warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings] or [NO_WARNINGS]
     notes = [f"note: {n}" for n in notes_in + list(r.notes) + list(m.notes)]
     if run is not None:
         notes.append(f"note: training run: {run.excludes}")
-    if warn or notes:
-        out.append("\n".join(warn + notes))
+    out.append("\n".join(warn + notes))
     if r.mode == "dry-run":
         out.append(render_explanation(r))
     return "\n\n".join(out)
