@@ -68,3 +68,22 @@ def test_group_quoted_for_h100_moe_is_the_deepseek_band(capsys):
     band = json.loads(_answer(capsys, DSV3, "--json"))["band"]
     assert (lo, hi) == (f"{100 * band['low']:+.0f}%", f"{100 * band['high']:+.0f}%")
     assert band["group"] in _flat(README)
+
+
+@pytest.mark.parametrize("recipe", [W70, TT8])
+def test_text_json_and_html_report_give_the_same_ranges(recipe, capsys, tmp_path):
+    """user11: the answer's "tokens/s/GPU 708 (expected 640 .. 686)" was in the text and the HTML report only:
+    ``--json`` had the band's fractions and left the inversion to the reader.  Its ``band`` now carries both
+    ranges; the text, the JSON and the report of one run give the same figures, and the ranges are the band's
+    definition (iteration time x (1 + low .. 1 + high); tokens/s the same band inverted)."""
+    report = tmp_path / "r.html"
+    text = _flat(_answer(capsys, recipe, "--report", str(report)))
+    d = json.loads(_answer(capsys, recipe, "--json"))
+    b, t, tps = d["band"], d["iteration_time_s"], d["tokens_per_sec_per_gpu"]
+    assert b["iteration_time_s"] == pytest.approx([t * (1 + b["low"]), t * (1 + b["high"])])
+    assert b["tokens_per_sec_per_gpu"] == pytest.approx([tps / (1 + b["high"]), tps / (1 + b["low"])])
+    lo, hi = b["tokens_per_sec_per_gpu"]
+    shown = f"{tps:,.0f} (expected {lo:,.0f} .. {hi:,.0f})"
+    assert f"tokens/s/GPU {shown}" in text
+    assert shown in report.read_text()
+    assert f"{t:.3f} s, expected {100 * b['low']:+.0f}% .. {100 * b['high']:+.0f}%" in text

@@ -126,10 +126,9 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
     margin = f", margin {100 * m.margin_fraction:.0f} %" if m.margin_fraction else ""
     it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
     if r.band is not None:  # the dry-run's expected error (projection/band.py)
-        lo, hi = r.band.iteration_range(r.iteration_time_s)
         it += f", expected {r.band.text()}"
-        tps += f" (expected {r.tokens_per_sec_per_gpu * r.iteration_time_s / hi:,.0f} .. " \
-               f"{r.tokens_per_sec_per_gpu * r.iteration_time_s / lo:,.0f})"
+        lo, hi = r.band.tokens_range(r.tokens_per_sec_per_gpu)
+        tps += f" (expected {lo:,.0f} .. {hi:,.0f})"
     return [
         ("mode", r.mode),
         ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
