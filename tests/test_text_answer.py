@@ -61,7 +61,7 @@ def test_explain_keeps_every_table(capsys):
     # every time row's ms and % to one decimal as computed (tabulate's number parsing printed 0.0 as "0")
     i = lines.index(next(ln for ln in lines if ln.startswith("time component")))
     rows = lines[i + 2:i + 2 + 8]
-    assert all(re.fullmatch(r"\w+ +\d[\d,]*\.\d +\d+\.\d", ln) for ln in rows), rows
+    assert all(re.fullmatch(r"\w+ +\d[\d,]*\.\d +\d+\.\d( +\S.*)?", ln) for ln in rows), rows  # + what it is
     assert any(ln.startswith("note: ") for ln in lines)
     assert len(lines) > MAX_LINES
 
@@ -209,3 +209,33 @@ def test_answer_always_says_what_was_not_modelled(recipe, capsys):
     rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
     assert rc == 0 and (NO_WARNINGS in lines) == (not n_warn)
     assert sum(ln.startswith("warning: ") for ln in lines) == n_warn
+
+
+@pytest.mark.parametrize("recipe", ["recipes/llama3.1_70b_h100_1024gpu.primus.toml", "recipes/torchtitan/llama3.1_8b.toml",
+                                    "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml"])
+def test_explain_says_each_term_in_words(recipe, capsys):
+    """user11: ``--explain``'s time and memory tables named their rows ``tp_comm``, ``bubble``, ``transient``,
+    ``reserve`` and no more; every row the result has (``--json``'s ``time_breakdown`` and ``memory.breakdown``,
+    zero terms included) now has a "what it is" text, and the stage the time breakdown is taken on is numbered
+    from 0 as the memory's stages are (the note read "critical stage 3 of 4" for the last of stages 0-3)."""
+    import json
+
+    from primus_launch.report.text import MEMORY_TERMS, TIME_TERMS
+
+    assert main(["--project", str(ROOT / recipe), "--dry-run", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
+    assert rc == 0
+    for head, terms, names in (("time component", TIME_TERMS, d["time_breakdown"]),
+                               ("memory (stage", MEMORY_TERMS, list(d["memory"]["breakdown"]) + ["peak"])):
+        i = next(j for j, ln in enumerate(lines) if ln.startswith(head))  # "optimizer" is a row of both tables
+        for k in names:
+            row = next(ln for ln in lines[i:] if ln.split()[:1] == [k])
+            assert terms[k] and row.rstrip().endswith(terms[k]), (k, row)
+    pp = d["plan"]["parallel"]["pp"]
+    said = [n for n in d["notes"] if n.startswith("time breakdown of pipeline stage")]
+    assert len(said) == (pp > 1)
+    if said:
+        stage = int(said[0].split()[5])
+        assert 0 <= stage < pp and f"stages 0-{pp - 1}" in said[0]
+        assert [st["stage"] for st in d["memory"]["stages"]] == list(range(pp))

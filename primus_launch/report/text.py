@@ -255,6 +255,31 @@ def render_short(r: ProjectionResult, reader_notes: Iterable[str] = (), run: Opt
     return "\n".join(out)
 
 
+#: each time component in words (``projection/steps/iteration.py`` ``iteration_costs``: the busiest pipeline
+#: stage's time, each communication term the part not hidden behind compute), for ``--explain``'s table
+TIME_TERMS = {
+    "compute": "the busiest stage's kernels and host launches (recomputed forwards included)",
+    "tp_comm": "tensor-parallel all-gather / reduce-scatter not hidden behind compute",
+    "cp_comm": "context-parallel key/value exchange not hidden behind attention",
+    "ep_comm": "expert-parallel token dispatch / combine (all-to-all) not hidden",
+    "dp_comm": "data-parallel gradient sync and parameter gathers (FSDP) not hidden",
+    "pp_comm": "pipeline sends between stages on the critical path",
+    "bubble": "pipeline idle time: the stage waiting for its neighbours (warm-up, cool-down)",
+    "optimizer": "the optimizer step after the last backward",
+}
+#: each memory term in words (``projection/memory/estimate.py``: the worst stage's peak, one GPU)
+MEMORY_TERMS = {
+    "parameters": "the weights this GPU holds (its shard)",
+    "gradients": "gradient buffers (in the dtype gradients are reduced in)",
+    "optimizer": "optimizer state (Adam moments, master weights), sharded as dp_sharding says",
+    "activations": "tensors saved for the backward, of every micro-batch in flight",
+    "transient": "temporaries alive at the peak (beyond the saved tensors)",
+    "workspaces": "cuBLAS / Transformer Engine GEMM workspaces",
+    "reserve": "cached by the allocator but unused, + CUDA context / NCCL outside it",
+    "peak": "the sum: the stage's peak on one GPU",
+}
+
+
 def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Optional[Iterable[str]] = None,
                 run: Optional[TrainingRun] = None) -> str:
     """The short answer (:func:`render_short`), or with ``explain`` every table: summary, time
@@ -268,16 +293,17 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
     m = r.memory
     out = [tabulate(summary_rows(r, run), tablefmt="simple")]
     total = r.iteration_time_s or 1.0
-    times = [(k, f"{v * 1e3:,.1f}", f"{100 * v / total:.1f}") for k, v in r.time_breakdown.items()]
+    times = [(k, f"{v * 1e3:,.1f}", f"{100 * v / total:.1f}", TIME_TERMS.get(k, "")) for k, v in r.time_breakdown.items()]
     # figures as written (tabulate's number parsing printed 194.0 ms as "194", 0.0 as "0", the peak as "37.2")
-    out.append(tabulate(times, headers=["time component", "ms", "%"], tablefmt="simple", disable_numparse=True,
-                        colalign=("left", "right", "right")))
-    mem = [(k, f"{v / GiB:.2f}") for k, v in m.breakdown.items()]
-    mem.append(("peak", f"{m.peak_bytes_per_gpu / GiB:.2f}"))
+    out.append(tabulate(times, headers=["time component", "ms", "%", "what it is"], tablefmt="simple",
+                        disable_numparse=True, colalign=("left", "right", "right", "left")))
+    mem = [(k, f"{v / GiB:.2f}", MEMORY_TERMS.get(k, "")) for k, v in m.breakdown.items()]
+    mem.append(("peak", f"{m.peak_bytes_per_gpu / GiB:.2f}", MEMORY_TERMS["peak"]))
     if m.oom_peak_bytes and m.oom_peak_bytes < m.peak_bytes_per_gpu:
-        mem.append(("verdict on (less free cached segments)", f"{m.oom_peak_bytes / GiB:.2f}"))
-    out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB"], tablefmt="simple",
-                        disable_numparse=True, colalign=("left", "right")))
+        mem.append(("verdict on (less free cached segments)", f"{m.oom_peak_bytes / GiB:.2f}",
+                    "the peak less what the allocator frees before an out-of-memory error"))
+    out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB", "what it is"], tablefmt="simple",
+                        disable_numparse=True, colalign=("left", "right", "left")))
     if r.measurement is not None:
         out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))
     warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings] or [NO_WARNINGS]
