@@ -58,6 +58,22 @@ class _StoreOnce(argparse._StoreAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+def _print_recipe_diff(plan, written: Path) -> None:
+    """The tuned recipe's lines that differ from the recipe it was written from (``report/recipe_diff.py``): the
+    ``changes:`` line names the plan's fields, the file also carries what they need to start."""
+    from primus_launch.adapters import native_path
+    from primus_launch.fileio import read_recipe_text
+    from primus_launch.report.recipe_diff import diff_lines
+
+    try:
+        original = Path(native_path(plan))
+        text = read_recipe_text(original)
+    except (OSError, UserError):  # no file to compare (a command after --): nothing to show
+        return
+    for ln in diff_lines(text, read_recipe_text(written), _shown(original), _shown(written)):
+        print(ln)
+
+
 def _parser() -> argparse.ArgumentParser:
     from primus_launch.inputs import bounded_int, finite_float, token_count
     from primus_launch.plan.sections import GPU_NAMES, LIMITS, Cluster
@@ -691,6 +707,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         print(render_tune_text(res))
         if written:
             print(f"\ntuned recipe written to {_shown(written)} ({_human(files.get(str(written)))})")
+            _print_recipe_diff(plan, Path(written))
         if written_wrapper:
             print(f"tuned wrapper written to {_shown(written_wrapper)} ({_human(files.get(str(written_wrapper)))}; "
                   "the tuned recipe on the wrapper's cluster)")
