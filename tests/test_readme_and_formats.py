@@ -1,4 +1,7 @@
-"""The figures README.md quotes from an answer are the ones the command prints (user11: the README's
+"""One run's figures agree wherever they are shown: README.md's quotes, the text answer, ``--json`` and the
+HTML report.
+
+The figures README.md quotes from an answer are the ones the command prints (user11: the README's
 memory band of the 70B wrapper, "36.4-39.1 GiB (-2/+5 %)" with "(0.978 .. 1.053)", and the DeepSeek-V3
 FP8 MFU "18.8 %" had gone stale when the bands were regenerated).
 
@@ -87,3 +90,25 @@ def test_text_json_and_html_report_give_the_same_ranges(recipe, capsys, tmp_path
     assert f"tokens/s/GPU {shown}" in text
     assert shown in report.read_text()
     assert f"{t:.3f} s, expected {100 * b['low']:+.0f}% .. {100 * b['high']:+.0f}%" in text
+
+
+@pytest.mark.parametrize("recipe", [W70, DSV3])
+def test_html_report_says_what_was_not_modelled(recipe, capsys, tmp_path):
+    """user11: the projection's HTML report had the summary, the pictures and the projection's notes, but not the
+    settings left unmodelled nor the reader's notes (the assumed vocabulary) that the text answer lists: a report
+    passed on lost them.  Its "Not modelled" section holds each of ``--json``'s ``warnings`` (or says none), and
+    its notes the reader's."""
+    from html import escape
+
+    from primus_launch.report.text import NO_WARNINGS
+
+    report = tmp_path / "r.html"
+    _answer(capsys, recipe, "--report", str(report))
+    page = report.read_text()
+    d = json.loads(_answer(capsys, recipe, "--json"))
+    assert "<h2>Not modelled</h2>" in page
+    for w in d["warnings"]:
+        assert escape(f"{w['flag']}={w['value']}: {w['effect']}") in page
+    assert (escape(NO_WARNINGS) in page) == (not d["warnings"])
+    for n in d["plan"]["source"]["notes"]:
+        assert escape(n) in page
