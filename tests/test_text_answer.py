@@ -239,3 +239,22 @@ def test_explain_says_each_term_in_words(recipe, capsys):
         stage = int(said[0].split()[5])
         assert 0 <= stage < pp and f"stages 0-{pp - 1}" in said[0]
         assert [st["stage"] for st in d["memory"]["stages"]] == list(range(pp))
+
+
+@pytest.mark.parametrize("recipe", ["recipes/llama3.1_70b_h100_1024gpu.primus.toml",
+                                    "recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml"])
+def test_explain_cuda_graphs_row_reads_as_the_recipe(recipe, capsys):
+    """user11: the framework profile's row read "CUDA graphs  none scopes -" for an eager recipe; it says
+    "none (eager)" there, and for NVIDIA's Qwen3 YAML (``cuda_graph_impl: transformer_engine``,
+    ``cuda_graph_scope: moe_router moe_preprocess``) the implementation and the scopes the recipe names."""
+    import json
+
+    assert main(["--project", str(ROOT / recipe), "--dry-run", "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)["plan"]["training"]
+    rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
+    row = " ".join(next(ln for ln in lines if ln.startswith("CUDA graphs ")).split()[2:])
+    if t["cuda_graph_impl"] == "none":
+        assert row == "none (eager)"
+    else:
+        impl, scopes = row.split(", scopes ")
+        assert impl == t["cuda_graph_impl"] and sorted(scopes.split(", ")) == sorted(t["cuda_graph_scope"])
