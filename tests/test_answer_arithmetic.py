@@ -64,7 +64,8 @@ def test_printed_figures_agree(recipe, capsys):
     assert mem["verdict"] == want and mem["fits"] == (want != "does not fit")
     # the text: the same figures, the iteration band applied to the time and inverted for the throughput
     flat = " ".join(text.split())
-    assert f"{it:.3f} s, expected {100 * d['band']['low']:+.0f}% .. {100 * d['band']['high']:+.0f}%" in flat
+    assert (f"{it:.3f} s, expected {it * (1 + d['band']['low']):.3f} .. {it * (1 + d['band']['high']):.3f} s on "
+            f"{d['band']['n']} judged rows like it") in flat
     tps = d["tokens_per_sec_per_gpu"]
     assert (f"tokens/s/GPU {tps:,.0f} (expected {tps / (1 + d['band']['high']):,.0f} .. "
             f"{tps / (1 + d['band']['low']):,.0f})") in flat

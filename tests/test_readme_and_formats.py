@@ -44,7 +44,8 @@ def _readme_quote(pattern: str) -> re.Match:
 
 @pytest.mark.parametrize("pattern,recipe", [
     (r'e\.g\. "(\S+ % of the FP8 dense peak \([\d,]+ TFLOP/s\))" for `' + re.escape(DSV3), DSV3),
-    (r'e\.g\. "([\d.]+ s, expected \S+ \.\. \S+ on \d+ judged rows like it)" \(`' + re.escape(TT8), TT8),
+    (r'e\.g\. "([\d.]+ s, expected [\d.]+ \.\. [\d.]+ s on \d+ judged rows like it)" \(`'
+     + re.escape(TT8), TT8),
     (r'"(\d[\d.]* GiB peak) \.\.\., band', W70),
     (r'band ([\d.]+-[\d.]+ GiB \(\S+ %\))" is \(', W70),
 ])
@@ -89,7 +90,8 @@ def test_text_json_and_html_report_give_the_same_ranges(recipe, capsys, tmp_path
     shown = f"{tps:,.0f} (expected {lo:,.0f} .. {hi:,.0f})"
     assert f"tokens/s/GPU {shown}" in text
     assert shown in report.read_text()
-    assert f"{t:.3f} s, expected {100 * b['low']:+.0f}% .. {100 * b['high']:+.0f}%" in text
+    lo_s, hi_s = b["iteration_time_s"]
+    assert f"{t:.3f} s, expected {lo_s:.3f} .. {hi_s:.3f} s on {b['n']} judged rows like it ({b['group']})" in text
 
 
 @pytest.mark.parametrize("recipe", [W70, DSV3])
@@ -112,3 +114,9 @@ def test_html_report_says_what_was_not_modelled(recipe, capsys, tmp_path):
     assert (escape(NO_WARNINGS) in page) == (not d["warnings"])
     for n in d["plan"]["source"]["notes"]:
         assert escape(n) in page
+
+
+def test_readme_percent_band_of_the_titan_example_is_its_json_band(capsys):
+    lo, hi = _readme_quote(r"judged rows like it\" \(`" + re.escape(TT8) + r"`\): (\S+) \.\. (\S+) \(").groups()
+    band = json.loads(_answer(capsys, TT8, "--json"))["band"]
+    assert (lo, hi) == (f"{100 * band['low']:+.0f}%", f"{100 * band['high']:+.0f}%")

@@ -126,7 +126,11 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
     margin = f", margin {100 * m.margin_fraction:.0f} %" if m.margin_fraction else ""
     it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
     if r.band is not None:  # the dry-run's expected error (projection/band.py)
-        it += f", expected {r.band.text()}"
+        # the range in seconds, as the tokens/s row gives its own: "+3% .. +11%" left the sign to guess (slower or
+        # faster than projected?); the fractions are in --explain's note and --json's band
+        b = r.band
+        t_lo, t_hi = b.iteration_range(r.iteration_time_s)
+        it += f", expected {t_lo:.3f} .. {t_hi:.3f} s on {b.n} judged rows like it ({b.group})"
         lo, hi = r.band.tokens_range(r.tokens_per_sec_per_gpu)
         tps += f" (expected {lo:,.0f} .. {hi:,.0f})"
     return [
