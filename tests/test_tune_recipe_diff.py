@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from primus_launch.cli import main
-from primus_launch.report.recipe_diff import MAX_SHOWN, changed_lines, diff_lines
+from primus_launch.report.recipe_diff import MAX_SHOWN, change_counts, changed_lines, diff_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,7 +37,9 @@ def test_tune_answer_lists_the_lines_diff_finds(tmp_path, capsys, monkeypatch):
     tuned = tmp_path / "llama3.1_8b.tuned.sh"
     old, new = _gnu_diff(src, tuned)
     i = next(k for k, ln in enumerate(out) if ln.startswith("lines that differ from "))
-    assert out[i].endswith(f": {len(old)} removed or replaced, {len(new)} written")
+    said = dict((w.split()[1], int(w.split()[0])) for w in out[i].split(": ", 1)[1].split(", "))
+    changed = said.get("changed", 0)
+    assert changed + said.get("removed", 0) == len(old) and changed + said.get("added", 0) == len(new)
     shown = out[i + 1:i + 1 + len(old) + len(new)]
     assert sorted(ln[4:] for ln in shown if ln.startswith("  - ")) == sorted(s.strip() for s in old)
     assert sorted(ln[4:] for ln in shown if ln.startswith("  + ")) == sorted(s.strip() for s in new)
@@ -59,3 +61,9 @@ def test_long_diffs_are_counted_and_name_the_command():
     lines = diff_lines(a, b, "x.sh", "x.tuned.sh")
     assert len(lines) == 1 + MAX_SHOWN + 1 and lines[-1] == f"  ... {40 - MAX_SHOWN} more: diff x.sh x.tuned.sh"
     assert diff_lines(a, a, "x.sh", "x.tuned.sh")[0].startswith("the tuned recipe is the same text")
+
+
+def test_counts_name_changed_added_and_removed():
+    assert change_counts("a\nb\nc", "a\nB\nc\nd") == {"changed": 1, "added": 1, "removed": 0}
+    assert change_counts("a\nb\nc", "a\nc") == {"changed": 0, "added": 0, "removed": 1}
+    assert diff_lines("a\nb", "a\nb\nx", "o", "t")[0] == "lines that differ from o: 1 added"

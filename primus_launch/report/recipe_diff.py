@@ -35,15 +35,28 @@ def changed_lines(original: str, tuned: str) -> list[tuple[str, str]]:
     return out
 
 
+def change_counts(original: str, tuned: str) -> dict[str, int]:
+    """Lines ``changed`` (a line of ``original`` replaced by one of ``tuned``), ``added`` and ``removed``: per
+    replaced block the pairs are changes and the surplus on either side added or removed."""
+    a, b = original.splitlines(), tuned.splitlines()
+    n = {"changed": 0, "added": 0, "removed": 0}
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            pairs = min(i2 - i1, j2 - j1)
+            n["changed"] += pairs
+            n["added"] += j2 - j1 - pairs
+            n["removed"] += i2 - i1 - pairs
+    return n
+
+
 def diff_lines(original: str, tuned: str, original_name: str, tuned_name: str) -> list[str]:
     """The answer's block: a heading with the counts, at most :data:`MAX_SHOWN` changed lines, and what was
     left out with the command that shows it."""
     ch = changed_lines(original, tuned)
     if not ch:
         return [f"the tuned recipe is the same text as {original_name} (the recipe's own plan is the best)"]
-    n_old = sum(s == "-" for s, _ in ch)
-    n_new = len(ch) - n_old
-    out = [f"lines that differ from {original_name}: {n_old} removed or replaced, {n_new} written"]
+    counts = ", ".join(f"{v} {k}" for k, v in change_counts(original, tuned).items() if v)
+    out = [f"lines that differ from {original_name}: {counts}"]
     out += [f"  {s} {_cut(ln)}" for s, ln in ch[:MAX_SHOWN]]
     if len(ch) > MAX_SHOWN:
         out.append(f"  ... {len(ch) - MAX_SHOWN} more: diff {original_name} {tuned_name}")
