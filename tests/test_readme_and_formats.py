@@ -120,3 +120,23 @@ def test_readme_percent_band_of_the_titan_example_is_its_json_band(capsys):
     lo, hi = _readme_quote(r"judged rows like it\" \(`" + re.escape(TT8) + r"`\): (\S+) \.\. (\S+) \(").groups()
     band = json.loads(_answer(capsys, TT8, "--json"))["band"]
     assert (lo, hi) == (f"{100 * band['low']:+.0f}%", f"{100 * band['high']:+.0f}%")
+
+
+def test_report_memory_verdict_is_the_answers_for_a_tight_plan(tmp_path):
+    """user11: the report's memory picture was titled "(fits)" for a plan the text answer calls TIGHT (it read
+    ``memory.fits``, true for tight too).  The Megatron 8B script at TP 1 with Megatron-FSDP (the plan its tune
+    picks) is tight on an H100; its report says so, as the answer does."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.api import project
+    from primus_launch.report.html import write_projection_report
+    from primus_launch.report.text import render_text
+
+    plan = load_recipe(ROOT / "recipes/megatron/llama3.1_8b.sh")
+    plan = plan.model_copy(update={
+        "parallel": plan.parallel.model_copy(update={"tp": 1, "sequence_parallel": False,
+                                                     "dp_sharding": "optimizer_grads"}),
+        "training": plan.training.model_copy(update={"gradient_accumulation_fusion": False})})
+    res = project(plan, dry_run=True, record_timeline=True)
+    assert res.memory.verdict == "tight" and ": TIGHT, band" in render_text(res)
+    page = write_projection_report(res, tmp_path / "r.html").read_text()
+    assert "GiB (tight)" in page and "GiB (fits)" not in page

@@ -86,8 +86,9 @@ def write_tune_report(res: TuneResult, path: str | Path) -> Path:
     title = f"primus-launch tune: {b.plan.model.name} on {b.num_gpus} x {b.plan.cluster.gpu}"
     head = [("baseline (user's recipe)", f"{res.baseline.iteration_time_s:.3f} s/iter, "
                                          f"{res.baseline.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
-                                         f"{'fits' if res.baseline.memory.fits else 'does not fit'}"),
-            ("best", f"{b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU"),
+                                         f"{res.baseline.memory.verdict}"),
+            ("best", f"{b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
+                     f"{b.memory.verdict}"),
             ("projected gain", "none: no legal reference on this cluster (the recipe's own plan: "
                                f"{res.no_reference})" if res.no_reference else f"{100 * res.gain:+.1f} %"),
             ("candidates", f"{res.scored} scored of {res.legal_candidates} legal "
