@@ -258,3 +258,31 @@ def test_explain_cuda_graphs_row_reads_as_the_recipe(recipe, capsys):
     else:
         impl, scopes = row.split(", scopes ")
         assert impl == t["cuda_graph_impl"] and sorted(scopes.split(", ")) == sorted(t["cuda_graph_scope"])
+
+
+def test_tight_over_capacity_says_the_point_estimate_does_not_fit():
+    """user11: a tune's best plan on H200 read "162.1 GiB peak of 139.8 GiB: TIGHT, band 138.1-162.3 GiB" -- a peak
+    over the capacity next to a verdict that it may fit.  Where the verdict is tight and the verdict's own bytes
+    (``oom_peak_bytes``) are over the usable capacity, the line says only the band's low end fits; a tight plan
+    under it (the Megatron 8B script at TP 1 with Megatron-FSDP: 77.3 of 79.2 GiB) does not say it."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.api import project
+    from primus_launch.report.text import verdict_text
+
+    plan = load_recipe(ROOT / "recipes/megatron/llama3.1_8b.sh")
+    plan = plan.model_copy(update={
+        "parallel": plan.parallel.model_copy(update={"tp": 1, "sequence_parallel": False,
+                                                     "dp_sharding": "optimizer_grads"}),
+        "training": plan.training.model_copy(update={"gradient_accumulation_fusion": False})})
+    res = project(plan, dry_run=True)
+    m = res.memory
+    assert m.verdict == "tight" and m.oom_peak_bytes < m.capacity_bytes
+    assert "over the capacity" not in verdict_text(res)
+    # the same result on a device between the band's low end and the point estimate: still tight, now over
+    cap = (m.band.low_bytes + m.oom_peak_bytes) // 2
+    from primus_launch.projection.memory.verdict import verdict
+
+    outside = m.outside_allocator_bytes
+    assert verdict(m.oom_peak_bytes, cap, m.band.low, m.band.high, 0.0, outside) == "tight"
+    smaller = res.model_copy(update={"memory": m.model_copy(update={"capacity_bytes": cap})})
+    assert "TIGHT" in verdict_text(smaller) and "over the capacity at the point estimate" in verdict_text(smaller)

@@ -74,8 +74,12 @@ def verdict_text(r: ProjectionResult) -> str:
     held = m.verdict_peak_bytes
     on = (f" of the {held / GiB:.1f} GiB that cannot be released ({(m.peak_bytes_per_gpu - held) / GiB:.1f} GiB of "
           "free cached segments, given back before an out-of-memory error)" if held < m.peak_bytes_per_gpu else "")
+    # a tight plan whose point estimate is already over the usable capacity ("162.1 GiB peak of 139.8 GiB: TIGHT")
+    # read as a contradiction: say that only the band's lower part fits
+    over = ("; over the capacity at the point estimate (fits only at the band's low end)"
+            if m.verdict == "tight" and held > m.capacity_bytes * (1 - m.margin_fraction) else "")
     return (f"{verdict}, band {m.band.low_bytes / GiB:.1f}-{m.band.high_bytes / GiB:.1f} GiB "
-            f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %){on}")
+            f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %){on}{over}")
 
 
 def small_figure(v: float) -> str:
