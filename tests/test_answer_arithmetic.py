@@ -51,6 +51,11 @@ def test_printed_figures_agree(recipe, capsys):
         assert st["allocated_bytes"] + st["allocator_reserve_bytes"] + st["outside_allocator_bytes"] == st["total_bytes"]
     worst = max(mem["stages"], key=lambda s: s["total_bytes"])
     assert (worst["stage"], worst["total_bytes"]) == (mem["worst_stage"], mem["peak_bytes_per_gpu"])
+    # the breakdown is the worst stage's terms, its transient split from the GEMM workspaces (the description's
+    # relation: a reader comparing breakdown.transient with stages[].transient_bytes found them differ)
+    bd = mem["breakdown"]
+    assert bd["transient"] + bd["workspaces"] == worst["transient_bytes"] and bd["workspaces"] == worst["workspace_bytes"]
+    assert bd["reserve"] == worst["reserve_bytes"] and bd.get("gradients", 0) == worst["gradients_bytes"]
     # the verdict's quantity: each stage's total less the free cached segments released before an OOM
     held = max(mem["stages"], key=lambda s: s["total_bytes"] - s["releasable_bytes"])
     assert mem["oom_peak_bytes"] == held["total_bytes"] - held["releasable_bytes"] <= mem["peak_bytes_per_gpu"]

@@ -68,7 +68,10 @@ class MemoryReport(BaseModel):
     margin_fraction: float
     fits: bool
     worst_stage: int
-    breakdown: dict[str, int] = Field(description="the worst stage's bytes by component")
+    breakdown: dict[str, int] = Field(description="the worst stage's bytes by component, summing to peak_bytes_per_gpu: "
+                                                  "its stage's terms with transient_bytes split into transient and "
+                                                  "workspaces (workspace_bytes), and reserve = reserve_bytes (the "
+                                                  "allocator's reserve + the memory outside the allocator)")
     stages: list[StageMemory]
     notes: list[str] = Field(default_factory=list)
     memory_basis: Literal["reserved", "allocated"] = "reserved"
