@@ -53,3 +53,13 @@ def test_gpu_left_out_is_the_stated_default_and_said(tmp_path, capsys):
     out = " ".join(capsys.readouterr().out.split())
     gpu = Cluster.model_fields["gpu"].default
     assert "= 8 GPUs" in out and f" {gpu} " in out and f"gpu={gpu}: the default" in out
+
+
+def test_readme_usage_names_every_option():
+    """README's "What it does" usage block lists every option the parser takes (user11: ``--gpu-file``,
+    ``--primus-root``, ``--top``, ``--memory-certain``, ``--log`` and ``--out`` were missing from it)."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## What it does", 1)[1].split("```", 2)[1]
+    named = set(re.findall(r"--[\w-]+", block))
+    opts = {o for a in _parser()._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+    assert opts <= named, sorted(opts - named)
