@@ -9,7 +9,9 @@ one public cuDNN measurement shows instead of the curve's: Dao-AILab/flash-atten
 cuDNN column, BF16 forward, causal, batch 8, seqlen 4096, head dim 64, 32 heads: 770 TFLOP/s), against the
 ``blackwell/cudnn`` curve's rate at that shape, and the residual per (layer x micro-batch) of that stage.  No row is changed: the kernel-evidence file holds no
 head-dim-64 full-attention record on Blackwell, and that table's GPU and cuDNN version are not stated
-beyond its MFU denominator (2.25 PF).
+beyond its MFU denominator (2.25 PF).  Since the head-dim knee (issue 28, attn64: ``kernels.head_dim_factor``,
+Blackwell Ultra's knee from cudnn-frontend's B300 head-dim-80 sweep, taken by Blackwell) the curve prices
+head dim 64 at ~0.64x head dim 128, so this column shrinks to what the figure still differs by.
 
     python scripts/attention_residual.py [ROW_ID ...]
 """
@@ -32,7 +34,7 @@ def _curve_rate_b200_d64() -> float:
     from primus_launch.projection.hardware.gpus import get_gpu
 
     c = FITTED["attention"]["blackwell/cudnn"]
-    curve = AttnCurve(**{k: c[k] for k in ("fwd", "bwd", "s0", "d0", "tc", "t0")})
+    curve = AttnCurve(**{k: c[k] for k in ("fwd", "bwd", "s0", "d0", "tc", "t0")}, dp=c.get("dp", 1.0))
     b, h, s, d = 8, 32, 4096, 64
     t = attention_seconds(b, h, s, s, d, d, True, None, get_gpu("b200").peak_flops_bf16, curve, False)
     return attention_flops(b, h, s, s, d, d, True) / t

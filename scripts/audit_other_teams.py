@@ -13,6 +13,12 @@ temporary folder, never into this repository):
   exports what the README exports first (``MP_PP0_LAYERS`` for DeepSeek); ``deepseek_v3/run_mcore_deepseek_lite.sh``
   takes no arguments.  The Moonlight README passes one argument more than its script reads (the script refuses
   ``--save-interval='false'``, as Megatron-LM's parser would): audited with that argument dropped.
+- ``pai0`` (read13): Pai-Megatron-Patch's older scripts, ``run_pretrain_{mcore,megatron}_*.sh`` and
+  ``run_finetune_{mcore,megatron}_*_withGA.sh`` of ``examples/llama2``, ``llama3``, ``qwen1_5`` (the only READMEs that
+  invoke them), run with their README invocation.  ``*_megatron_*`` scripts run Pai's legacy ``megatron.model``
+  GPT (``pretrain_megatron_llama.py``): expected reported as not modelled (``legacy_model``).  Two README
+  invocations do not fit their script (an argument the script does not read, or one it reads missing: Megatron's
+  parser would refuse the shifted value too): expected refused.
 - ``rocm``: ROCm/Megatron-LM's branch scripts at the repository root (``train_*.sh``, ``tune_*.sh``, ``run*.sh``)
   of the branches named in ``ROCM_BRANCHES``, on 2 x 8 MI300X.
 - ``mlm08``: Megatron-LM core_r0.8.0 ``tests/functional_tests/test_scripts/gpt3/pretrain_gpt3_distributed_test.sh``
@@ -53,7 +59,7 @@ PAI = MIRRORS / "alibaba+Pai-Megatron-Patch" / "repo"
 ROCM = MIRRORS / "ROCm+Megatron-LM" / "repo"
 MLM = MIRRORS / "NVIDIA+Megatron-LM" / "repo"
 NEMO = MIRRORS / "NVIDIA+NeMo-Framework-Launcher" / "repo"
-ROCM_BRANCHES = ("hanl/llama2", "renwuli/disable_te_qwen1.5", "hakiymaz/deepseek_v2", "stepyoun/llama2-v2",
+ROCM_BRANCHES = ("hanl/llama2", "renwuli/disable_te_qwen1.5", "renwuli/disable_te_qwen", "hakiymaz/deepseek_v2", "stepyoun/llama2-v2",
                  "yushengsu-dev-databricks")
 
 # fields checked: model / parallel / training values, as the recipe runs them
@@ -92,6 +98,32 @@ PAI_EXPECT = {
     "qwen3_next/run_mcore_qwen3.sh": "refuse:hybrid",
     "qwq/run_mcore_qwen.sh": _e(64, 5120, 40, 8, 27648, 152064, None, 0, False, 128, 4, 1, 1, 1, 8, True, "flash"),
 }
+# Pai-Megatron-Patch a098ca5, the older scripts (``pai0``): README invocation, model block of its MODEL_SIZE
+# (Llama-2 13B, Llama-3 8B, Qwen1.5 0.5B), FL=false (no NVTE variables: attention auto, or local where TE=false writes
+# --transformer-impl local: llama3, qwen1_5 mcore), no TP overlap option;
+# vocabulary: LLamaTokenizer = the --load checkpoint's tokenizer.vocab_size + EXTRA_VOCAB_SIZE (32000 + 0, 128000 +
+# 256), LLama3Tokenizer 128000 + 256, Qwen2Tokenizer 151643 + 293 (megatron_patch/tokenizer/__init__.py)
+_L2 = (40, 5120, 40, None, 13824, 32000, None, 0, False, 128, 8, 1, 1, 1)
+_L3 = (32, 4096, 32, 8, 14336, 128256, None, 0, False, 128, 4, 1, 1, 1)
+_Q15 = (24, 1024, 16, None, 2816, 151936, None, 0, False, 128, 1, 1, 1, 1)
+PAI0_EXPECT = {
+    "llama2/run_pretrain_mcore_llama.sh": {**_e(*_L2, 8, False, "auto"), "legacy_model": False},
+    "llama2/run_pretrain_megatron_llama.sh": {**_e(*_L2, 8, False, "auto"), "legacy_model": True},
+    "llama2/run_finetune_mcore_llama_withGA.sh": {**_e(*_L2, 8, False, "auto"), "legacy_model": False},
+    "llama2/run_finetune_megatron_llama_withGA.sh": {**_e(*_L2, 32, False, "auto"), "legacy_model": True},
+    "llama3/run_pretrain_mcore_llama.sh": {**_e(*_L3, 8, False, "local"), "legacy_model": False},
+    "llama3/run_pretrain_megatron_llama.sh": {**_e(*_L3, 8, False, "local"), "legacy_model": True},
+    "llama3/run_finetune_megatron_llama_withGA.sh": {**_e(*_L3, 32, False, "local"), "legacy_model": True},
+    # the script reads MODEL_SIZE=$2, the README passes the Megatron-Patch path there: --train-iters gets a path
+    "llama3/run_finetune_mcore_llama_withGA.sh": "refuse:--train-iters",
+    "qwen1_5/run_pretrain_mcore_qwen.sh": {**_e(*_Q15, 8, False, "local"), "legacy_model": False},
+    "qwen1_5/run_pretrain_megatron_qwen.sh": {**_e(*_Q15, 8, False, "auto"), "legacy_model": True},
+    # the script reads EP=${20}, the README gives no EP: every later argument shifts one place
+    "qwen1_5/run_finetune_mcore_qwen_withGA.sh": "refuse:--lr-warmup-iters",
+    # LLamaTokenizer from --load .../Qwen1.5-0.5B-hf-to-megatron-tp1-pp1: tokenizer.vocab_size 151643 + 293
+    "qwen1_5/run_finetune_megatron_qwen_withGA.sh": {**_e(*_Q15, 32, False, "auto"), "legacy_model": True},
+}
+
 PAI_SETUP = {  # script -> (README exports, index of a README argument the script does not read, nodes)
     "deepseek_v2/run_mcore_deepseek.sh": ({"MP_PP0_LAYERS": "6"}, None, 1),
     "deepseek_v3/run_mcore_deepseek.sh": ({"MP_PP0_LAYERS": "5"}, None, 16),
@@ -123,6 +155,26 @@ ROCM_EXPECT = {
                                              "auto"),
     "stepyoun_llama2-v2/train_llama2.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 1, 8, False,
                                              "auto"),
+    # read13: the fork's --tokenizer-type QWen2Tokenizer sets padded_vocab_size = tokenizer.vocab_size (151643) +
+    # --extra-vocab-size 293 itself (megatron/tokenizer/tokenizer.py build_tokenizer), for 7B and 14B alike (was
+    # refused: Qwen/Qwen1.5-* not in the public table); model blocks Qwen1.5-7B / 14B, MBS / GBS defaults
+    "renwuli_disable_te_qwen1.5/train_qwen1.5_7b.sh": _e(32, 4096, 32, None, 11008, 151936, None, 0, False, 2048, 1, 1,
+                                                          1, 8, 256, False, "local"),
+    "renwuli_disable_te_qwen1.5/tune_qwen1.5_7b.sh": _e(32, 4096, 32, None, 11008, 151936, None, 0, False, 2048, 1, 1,
+                                                         1, 8, 256, False, "local"),
+    "renwuli_disable_te_qwen1.5/train_qwen1.5_14b.sh": _e(40, 5120, 40, None, 13696, 151936, None, 0, False, 2048, 1, 1,
+                                                           1, 4, 256, False, "local"),
+    "renwuli_disable_te_qwen1.5/tune_qwen1.5_14b.sh": _e(40, 5120, 40, None, 13696, 151936, None, 0, False, 2048, 1, 1,
+                                                          1, 4, 256, False, "local"),
+    # read13: the fork's --tokenizer-type QWenTokenizer --vocab-file qwen.tiktoken is 151643 BPE ranks + 208 special
+    # tokens = 151851 (megatron/tokenizer/qwen_tokenizer.py; was refused); Qwen 7B / 14B / 72B blocks, TP / PP / MBS /
+    # GBS defaults
+    "renwuli_disable_te_qwen/train_qwen_7b.sh": _e(32, 4096, 32, None, 11008, 151851, None, 0, False, 2048, 1, 1, 1, 8,
+                                                    256, False, "local"),
+    "renwuli_disable_te_qwen/train_qewn_14b.sh": _e(40, 5120, 40, None, 13696, 151851, None, 0, False, 2048, 1, 1, 1, 4,
+                                                     256, False, "local"),
+    "renwuli_disable_te_qwen/train_qwen_72b.sh": _e(80, 8192, 64, None, 24576, 151851, None, 0, False, 2048, 2, 4, 1, 1,
+                                                     256, False, "local"),
     "yushengsu-dev-databricks/basetrain70b.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2, 8,
                                                    False, "auto"),
     "yushengsu-dev-databricks/train70b_throughput.sh": _e(80, 8192, 64, 8, 28672, 32000, None, 0, False, 4096, 8, 1, 1, 2,
@@ -170,6 +222,8 @@ def _fields(plan: dict) -> dict:
     out = {**plan.get("cluster", {}), **m, **p, **t}
     out["granularity"] = t["recompute"]["granularity"]
     out["tp_comm_overlap"] = bool(t.get("tp_comm_overlap"))
+    out["legacy_model"] = any(u["flag"] == "training program" and "legacy" in u["effect"]
+                              for u in plan.get("source", {}).get("unmodelled", []))
     return out
 
 
@@ -209,6 +263,26 @@ def pai(wt: Path, tmp: Path) -> list[tuple[str, str, str]]:
         wrap.write_text("#!/bin/bash\n" + "".join(f"export {k}={v}\n" for k, v in env.items())
                         + f"sh {key} {' '.join(args)}\n")
         rc, so, se = _run(wt, ex, wrap.name, [], ["--gpu", "h100-sxm", "--nodes", str(nodes), "--gpus-per-node", "8"])
+        out.append((key, *_classify(rc, so, se, want)))
+    return out
+
+
+def pai0(wt: Path, tmp: Path) -> list[tuple[str, str, str]]:
+    """Pai's older ``run_{pretrain,finetune}_{mcore,megatron}_*.sh`` (``PAI0_EXPECT``), each run with its README
+    invocation through a one-line wrapper."""
+    _archive(PAI, "HEAD", tmp / "pai0", "examples")
+    ex = tmp / "pai0" / "examples"
+    inv: dict[str, list[str]] = {}
+    for md in sorted(ex.glob("*/README*.md")):
+        pat = r"(?:^|\n)\s*(?:ba)?sh\s+(run_(?:pretrain|finetune)_(?:mcore|megatron)_\S+\.sh)\s*\\\n((?:[^\n]*\\\n)*[^\n]*)"
+        for m in re.finditer(pat, md.read_text()):
+            words = [w for w in re.sub(r"\\\n", " ", m.group(2)).split() if w != "\\"]
+            inv.setdefault(str(md.parent.relative_to(ex) / m.group(1)), words)
+    out = []
+    for key, want in PAI0_EXPECT.items():
+        wrap = ex / f"audit_{key.replace('/', '_')}"
+        wrap.write_text(f"#!/bin/bash\nsh {key} {' '.join(inv.get(key, []))}\n")
+        rc, so, se = _run(wt, ex, wrap.name, [], ["--gpu", "h100-sxm", "--nodes", "1", "--gpus-per-node", "8"])
         out.append((key, *_classify(rc, so, se, want)))
     return out
 
@@ -397,12 +471,12 @@ def launch(wt: Path, tmp: Path) -> list[tuple[str, str, str]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--wt", default=str(ROOT), help="checkout whose primus_launch runs (default: this one)")
-    ap.add_argument("--only", choices=["pai", "rocm", "mlm08", "mlmex", "nemo", "launch"], action="append")
+    ap.add_argument("--only", choices=["pai", "pai0", "rocm", "mlm08", "mlmex", "nemo", "launch"], action="append")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     wt = Path(args.wt).resolve()
     with tempfile.TemporaryDirectory(prefix="audit-") as td:
-        for name, fn in (("pai", pai), ("rocm", rocm), ("mlm08", mlm08), ("mlmex", mlmex), ("nemo", nemo),
+        for name, fn in (("pai", pai), ("pai0", pai0), ("rocm", rocm), ("mlm08", mlm08), ("mlmex", mlmex), ("nemo", nemo),
                          ("launch", launch)):
             if args.only and name not in args.only:
                 continue

@@ -6,6 +6,7 @@ checkout and say, per source, how many are read right, refused (why) or read wro
         --titan-registry [--list] [--markdown]
 
     python scripts/survey_primus_titan.py --primus-ref release/v25.9 --primus-ref v0.7.0 [--markdown]
+    python scripts/survey_primus_titan.py --titan-ref 238fa9953 [--list]   # torchtitan mirror TOMLs at a commit
 
 ``--primus-ref REF`` (repeatable) reads the Primus mirror's ``examples`` and ``primus/configs`` at a branch or tag
 (``git archive`` into a temporary folder): older releases, whose presets chain with ``bases:`` / ``includes:``.
@@ -290,6 +291,9 @@ def main() -> int:
                     help="a branch or tag of the Primus mirror (its examples/ and primus/configs), repeatable")
     ap.add_argument("--toml-dir", action="append", default=[], metavar="LABEL=DIR",
                     help="a folder of TorchTitan job TOMLs (e.g. one release tag)")
+    ap.add_argument("--titan-ref", action="append", default=[], metavar="REV",
+                    help="a commit or tag of the torchtitan mirror: the job TOMLs under its torchtitan/ (e.g. "
+                         "238fa9953, the last tree with TOMLs before the Python config registry), repeatable")
     ap.add_argument("--titan-registry", action="store_true",
                     help="every config function of the installed torchtitan's config registries")
     ap.add_argument("--list", action="store_true", help="one line per file")
@@ -307,7 +311,14 @@ def main() -> int:
         megatron_args.tokenizer_vocab = lambda m, t: known(m, t) or (a.vocab_fallback if (m or t) else None)
         print(f"(estimate: unknown tokenizers given {a.vocab_fallback} entries)")
     checkouts = [("", Path(a.primus))] if a.primus else []
-    tmp = tempfile.TemporaryDirectory(prefix="survey-primus-") if a.primus_ref else None
+    tmp = tempfile.TemporaryDirectory(prefix="survey-primus-") if (a.primus_ref or a.titan_ref) else None
+    for rev in a.titan_ref:  # extracted like --toml-dir folders, labelled by the revision
+        d = Path(tmp.name) / ("titan-" + rev.replace("/", "_"))
+        d.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", TITAN_MIRROR, "archive", rev, "torchtitan"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(d)], input=archive, check=True)
+        a.toml_dir.append(f"{rev}={d}")
     for ref in a.primus_ref:
         d = Path(tmp.name) / ref.replace("/", "_")
         d.mkdir(parents=True)
@@ -403,6 +414,7 @@ def write_markdown(results: list[dict], a: argparse.Namespace) -> Path:
 
 
 PRIMUS_MIRROR = "/work/.mirror/AMD-AGI+Primus/repo"
+TITAN_MIRROR = "/work/.mirror/pytorch+torchtitan/repo"
 
 
 def _primus_head(ref: str) -> str:

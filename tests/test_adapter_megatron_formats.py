@@ -55,7 +55,7 @@ ARGS:
   moe_shared_expert_intermediate_size: 512
   moe_router_topk: 4
   moe_router_fusion: true
-  moe_expert_capacity_factor: 1.0   # not modelled: reported
+  moe_z_loss_coeff: 0.001   # not modelled: reported
   mtp_num_layers: 1
   attention_dropout: 0.0
   hidden_dropout: 0.0
@@ -136,7 +136,7 @@ def test_moe_recipe_yaml_field_by_field(tmp_path):
     assert t.cross_entropy_loss_fusion and (t.micro_batch_size, t.global_batch_size) == (1, 64)
     # what is not modelled is said, once each; unknown keys are notes; neutral ones are silent
     flags = {u.flag: u.value for u in plan.source.unmodelled}
-    assert flags == {"--moe-expert-capacity-factor": "1.0"} and t.moe_router_fusion
+    assert flags == {"--moe-z-loss-coeff": "0.001"} and t.moe_router_fusion
     assert any("--some-fork-only-knob" in n and "unknown" in n for n in plan.source.notes)
     # an unchanged plan renders the same bytes
     assert render_megatron(plan, MOE_RECIPE) == MOE_RECIPE
@@ -365,7 +365,7 @@ def test_writer_underscore_yaml_expresses_new_fields(tmp_path):
     assert "  - core_attn\n  - moe_act\n" in out and "cuda_graph_impl: local" in out
     assert "moe_flex_dispatcher_backend: deepep" in out and "fp8_recipe: mxfp8" in out
     assert "cpu_offloading_num_layers: 1" in out and "optimizer_cpu_offload: true" in out
-    assert "DEPENDENCIES:" in out and "moe_expert_capacity_factor: 1.0   # not modelled: reported" in out  # rest kept
+    assert "DEPENDENCIES:" in out and "moe_z_loss_coeff: 0.001   # not modelled: reported" in out  # rest kept
 
 
 def test_writer_dash_flag_yaml_expresses_new_fields(tmp_path):
@@ -466,6 +466,28 @@ def test_pai_patch_tokenizer_vocabulary(tmp_path, extra, size):
     assert not any("unknown Megatron-LM flag --patch-tokenizer-type" in n for n in plan.source.notes)
 
 
+# a fork's own tokenizer type that adds --extra-vocab-size itself (ROCm/Megatron-LM renwuli/disable_te_qwen1.5
+# megatron/tokenizer/tokenizer.py: QWen2Tokenizer -> padded_vocab_size = tokenizer.vocab_size + extra_vocab_size, no
+# padding to 128 x TP): its scripts give 293 for Qwen1.5-7B and -14B alike; Qwen1.5 checkpoints named by --load
+# (Pai-Megatron-Patch examples/qwen1_5: "293 for models smaller than 14b, 421 for the others", on 151643)
+@pytest.mark.parametrize("extra,size", [
+    ("--tokenizer-type QWen2Tokenizer --tokenizer-model Qwen/Qwen1.5-14B --extra-vocab-size 293", 151936),
+    ("--tokenizer-type QWen2Tokenizer --tokenizer-model Qwen/Qwen1.5-7B", 151643),
+    # the fork's Qwen 1.0 tiktoken type (renwuli/disable_te_qwen qwen_tokenizer.py: SPECIAL_START_ID 151643, 3 + 205
+    # special tokens): a fixed size, which Megatron pads as usual (to 128 x TP = 256: 152064)
+    ("--tokenizer-type QWenTokenizer --vocab-file /workspace/qwen.tiktoken", 151851),
+    ("--patch-tokenizer-type LLamaTokenizer --extra-vocab-size 293 --load /mnt/Qwen1.5-0.5B-hf-to-megatron-tp1-pp1",
+     151936),
+    ("--patch-tokenizer-type LLamaTokenizer --extra-vocab-size 421 --load /mnt/Qwen1.5-72B-hf-to-megatron", 152064),
+])
+def test_fork_tokenizer_and_qwen15_vocabulary(tmp_path, extra, size):
+    plan = load_megatron(_write(tmp_path, "q15.sh", BASE + extra + "\n"))
+    assert plan.model.vocab_size == size
+    # set by the tokenizer code, not padded to 128 x TP; the fixed-size type is padded
+    assert plan.model.padded_vocab_size(2) == (152064 if size == 151851 else size)
+    assert not any("unknown Megatron-LM flag --extra-vocab-size" in n for n in plan.source.notes)
+
+
 def test_pai_patch_tokenizer_unknown_checkpoint_is_one_line(tmp_path):
     with pytest.raises(PlanError) as e:
         load_megatron(_write(tmp_path, "pai.sh", BASE + "--patch-tokenizer-type MixtralTokenizer --load /ckpt/mine\n"))
@@ -495,6 +517,24 @@ def test_pai_legacy_shared_expert_and_mla(tmp_path):
     with pytest.raises(PlanError) as e:
         load_megatron(_write(tmp_path, "bad.sh", PAI_MOE + "--enable-shared-expert\n"))
     assert "--enable-shared-expert" in one_line(e.value) and "\n" not in one_line(e.value)
+
+
+# Pai-Megatron-Patch's legacy entry points (a098ca5: examples/llama2/pretrain_megatron_llama.py builds
+# megatron_patch/model/llama2/gpt_model.py on megatron.model's ParallelTransformer; run_pretrain_megatron_*.sh
+# run it, run_pretrain_mcore_*.sh run megatron-core): the legacy model is reported as not modelled, as
+# Megatron-LM's --use-legacy-models is; megatron-core entry points and Megatron-LM's own are not
+@pytest.mark.parametrize("program,legacy", [
+    ("pretrain_megatron_llama.py", True), ("../llama2/pretrain_megatron_llama.py", True),
+    ("finetune_megatron_llama_withGA.py", True), ("pretrain_mcore_llama.py", False), ("pretrain_gpt.py", False),
+])
+def test_pai_legacy_program_reported(tmp_path, program, legacy):
+    text = BASE.replace("pretrain_gpt.py", program) + "--vocab-size 100\n"
+    plan = load_megatron(_write(tmp_path, "pai.sh", text))
+    hits = [u for u in plan.source.unmodelled if u.flag == "training program"]
+    assert bool(hits) == legacy
+    if legacy:
+        assert hits[0].value == program.rsplit("/", 1)[-1] and hits[0].effect.startswith("time:")
+    assert plan.model.num_layers == 2 and plan.parallel.tp == 2  # read as before
 
 
 @pytest.mark.parametrize("env,backend", [
@@ -552,8 +592,8 @@ def test_cli_contract_nvidia_yaml_and_script(tmp_path, capsys):
                          "--gpus-per-node", "8"], capsys)
     assert rc == 0, err
     d = json.loads(out)
-    assert {"flag": "--moe-expert-capacity-factor", "value": "1.0"}.items() <= d["warnings"][0].items()
-    assert "primus-launch: warning: --moe-expert-capacity-factor=1.0: not modelled" in err
+    assert {"flag": "--moe-z-loss-coeff", "value": "0.001"}.items() <= d["warnings"][0].items()
+    assert "primus-launch: warning: --moe-z-loss-coeff=0.001: not modelled" in err
     assert d["plan"]["source"]["format"] == "megatron-nvidia-yaml"
     # script: positional parameters after --
     script = _script(tmp_path)

@@ -76,13 +76,22 @@ def test_gemm_curve_within_tolerance_of_its_records(key):
     assert math.sqrt(sum(e * e for e in errs) / len(errs)) <= RMS_TOL
 
 
+def _attn_curve(c: dict) -> AttnCurve:
+    return AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"], dp=c.get("dp", 1.0))
+
+
 @pytest.mark.parametrize("key", sorted(k for k, v in FITTED["attention"].items() if v["rms"] is not None))
 def test_attention_curve_within_tolerance_of_its_records(key):
+    """Each record within log(1.5), the curve's rms within RMS_TOL; another SKU's records (``sku``: B300 beside
+    GB300) at the curve's rate times their fitted factor."""
     c = FITTED["attention"][key]
-    curve = AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"])
+    curve = _attn_curve(c)
+    sku = c.get("sku", {})
     errs = []
     for rid in c["records"]:
-        model, meas = fk._attn_pred_meas(ev.record(rid), curve)
+        r = ev.record(rid)
+        model, meas = fk._attn_pred_meas(r, curve)
+        model /= sku.get(r["gpu"], 1.0)
         errs.append(_lr(model, meas))
         assert errs[-1] <= math.log(1.5), (rid, model, meas)
     assert math.sqrt(sum(e * e for e in errs) / len(errs)) <= RMS_TOL
@@ -296,7 +305,7 @@ def test_attention_long_sequence_crosscheck():
     H100 cuDNN curve (newer library, locked clock; at most 10% below it) and never 30% above."""
     for key, lo, hi in (("hopper/fa2", 0.85, 1.15), ("hopper/cudnn", 0.70, 1.10)):
         c = FITTED["attention"][key]
-        curve = AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"])
+        curve = _attn_curve(c)
         recs = fk.attn_crosscheck_records(*key.split("/"))
         assert len(recs) >= 20 and max(int(r["shape"]["seqlen"]) for r in recs) >= 32768
         for r in recs:
@@ -311,13 +320,69 @@ def test_blackwell_attention_from_its_own_sweeps():
     from primus_launch.projection.cost.compute import attention_time
 
     assert all(ev.record(r)["gpu"] == "gb200" for r in FITTED["attention"]["blackwell/cudnn"]["records"])
-    assert all(ev.record(r)["gpu"] == "gb300" for r in FITTED["attention"]["blackwell_ultra/cudnn"]["records"])
+    assert {ev.record(r)["gpu"] for r in FITTED["attention"]["blackwell_ultra/cudnn"]["records"]} == {"gb300", "b300"}
+    assert set(FITTED["attention"]["blackwell_ultra/cudnn"]["sku"]) == {"b300"}   # B300 at a rate of its own
     f200, b200 = attention_time(2, 64, 16384, 16384, 128, 128, True, "gb200")
     f300, b300 = attention_time(2, 64, 16384, 16384, 128, 128, True, "gb300")
     assert f300 < f200 and b300 < b200
     full = attention_time(2, 64, 16384, 16384, 64, 64, True, "gb200")[0] / (16384 / 2)
     win = attention_time(2, 64, 16384, 16384, 64, 64, True, "gb200", window=128)[0] / 128
     assert win > 4 * full   # seconds per key of each query
+
+
+def test_head_dim_factor_form():
+    """``g(d) = (1 + (D0/d)^p)^(-1/p)``: p = 1 is the earlier ``d/(d + D0)``; a large p a soft min(1, d/D0)."""
+    from primus_launch.projection.cost.kernels import head_dim_factor
+
+    for d, d0 in ((64, 40.8), (128, 12.5), (80, 101.6)):
+        assert head_dim_factor(d, d0, 1.0) == pytest.approx(d / (d + d0))
+    assert head_dim_factor(64, 100.0, 8.0) == pytest.approx(0.64, abs=0.01)
+    assert head_dim_factor(200, 100.0, 8.0) > 0.99
+
+
+def test_blackwell_ultra_head_dim_80_from_the_b300_sweep():
+    """cudnn-frontend's B300 sweeps (records cfe26-b300-*): Qwen3-VL ViT attention at head dim 80 (cuDNN 9.25,
+    16 heads, no mask, forward) runs at 1215-1269 TFLOP/s, 0.63-0.66x the 1876-1929 of the Kimi-K3 d192/128
+    sweep on the same part (cuDNN 9.24) at 4k-16k keys; the refit blackwell_ultra/cudnn curve reproduces each
+    d80 record within 10% (at the B300 rate factor it fitted), and prices head dim 80 at 0.6-0.85x head dim
+    128 (0.79 at this fit, between the records' own 0.63-0.66 and the compromise with the backward sweeps; before:
+    0.95x, d0 at the fit's lower bound)."""
+    from primus_launch.projection.cost.kernels import head_dim_factor
+
+    c = FITTED["attention"]["blackwell_ultra/cudnn"]
+    curve, k = _attn_curve(c), c["sku"]["b300"]
+    d80 = [r for r in ev.select("attention") if r["id"].startswith("cfe26-b300-cudnn92500-qwen3vl_vit-nc-d80-")]
+    assert len(d80) == 6 and all(r["id"] in c["records"] for r in d80)
+    for r in d80:
+        model, meas = fk._attn_pred_meas(r, curve)
+        assert abs(math.log(model / k / meas)) <= math.log(1.10), r["id"]
+    assert 0.6 <= head_dim_factor(80, c["d0"], c["dp"]) / head_dim_factor(128, c["d0"], c["dp"]) <= 0.85
+
+
+# Dao-AILab/flash-attention PR #2605 (2026; "Bump nvidia-cutlass-dsl to >=4.5.2 and quack-kernels to >=0.5.0"),
+# description, benchmarks/benchmark_attn.py table "FWD (ms / TFLOPS / MFU% / TBs / BW%)", cuDNN column, BF16,
+# head dim 64, 32 heads (the script's default for d <= 64), batch x seqlen = 32k: TFLOP/s per (causal, seqlen).
+# Its MFU column (977 TF = 39.1%) puts the part at 2.5 PF: GB200 or GB300 in that script's get_peak_flops table;
+# the cuDNN version is not stated.  Not a fit record (the part is not named): a cross-check.
+FA2605_CUDNN_D64 = {False: {1024: 980, 2048: 1072, 4096: 1118, 8192: 1147, 16384: 1157},
+                    True: {1024: 627, 2048: 826, 4096: 977, 8192: 1071, 16384: 1115}}
+
+
+def test_blackwell_head_dim_64_against_a_public_cudnn_table():
+    """PR #2605's cuDNN head-dim-64 forward lies within [0.8, 1.25] of both 2.5 PF parts' refit curves (GB200
+    1.00-1.13x, GB300 0.86-0.93x the curve rate at this fit); the curves before the B300 records priced head dim
+    64 at 1.3-1.6x this table's rate (d0 at the fit's lower bound: head dim 64 at head dim 128's rate)."""
+    from primus_launch.projection.cost.kernels import attention_flops, attention_seconds
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    for gpu, key in (("gb200", "blackwell/cudnn"), ("gb300", "blackwell_ultra/cudnn")):
+        curve, peak = _attn_curve(FITTED["attention"][key]), get_gpu(gpu).peak_flops_bf16
+        for causal, by_s in FA2605_CUDNN_D64.items():
+            for s, tflops in by_s.items():
+                b = 32768 // s
+                t = attention_seconds(b, 32, s, s, 64, 64, causal, None, peak, curve, False)
+                rate = attention_flops(b, 32, s, s, 64, 64, causal) / t / 1e12
+                assert 0.8 <= tflops / rate <= 1.25, (gpu, causal, s, tflops, rate)
 
 
 def test_blackwell_ultra_shares_blackwell_tensor_core_curves():

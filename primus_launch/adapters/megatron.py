@@ -24,6 +24,7 @@ from primus_launch.inputs import find_from_run_root
 import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_bash import unstated_note
 from primus_launch.adapters.program_limits import program_fixed
+from primus_launch.adapters.pai_patch import legacy_program
 from primus_launch.adapters.megatron_args import BY_DEST, changed_args, plan_from_args, program_family
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
 from primus_launch.errors import UserError
@@ -220,11 +221,13 @@ def _on_default_cluster(e: PlanError, rec: Any) -> PlanError:
 
 def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
     """``plan`` with its source: the recipe's notes first, then the plan's own; the plan's unmodelled flags,
-    then the recipe's (a Megatron-Bridge config's ``unmodelled``; the Megatron-LM recipes have none)."""
+    then the recipe's (a Megatron-Bridge config's ``unmodelled``; the Megatron-LM recipes have none), then the
+    program's (a Pai-Megatron-Patch legacy entry point: :func:`pai_patch.legacy_program`)."""
     src = plan.source or Source(framework="megatron")
     notes = list(getattr(rec, "notes", [])) + [n for n in src.notes if n not in getattr(rec, "notes", [])]
-    unmodelled = list(src.unmodelled) + list(getattr(rec, "unmodelled", []))
     program = getattr(rec, "program", None)
+    legacy = legacy_program(program)
+    unmodelled = list(src.unmodelled) + list(getattr(rec, "unmodelled", [])) + ([legacy] if legacy else [])
     return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=fmt,
                                                     unmodelled=unmodelled, notes=notes, program=program,
                                                     fixed=program_fixed(program))})

@@ -105,6 +105,8 @@ FLAGS: tuple[Flag, ...] = (
     _f("--wgrad-deferral-limit", default=0, group="parallel"),
     _f("--moe-shared-expert-overlap", "true", group="moe"),
     _f("--moe-expert-rank-capacity-factor", "float", group="moe"),
+    _f("--moe-expert-capacity-factor", "float", group="moe"),
+    _f("--moe-pad-expert-input-to-capacity", "true", group="moe"),
     _f("--moe-paged-stash", "true", group="moe"),
     _f("--moe-paged-stash-buffer-size-factor-cuda", "float", 1.10, group="moe"),
     _f("--use-transformer-engine-op-fuser", "true", group="moe"),
@@ -295,7 +297,7 @@ def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
                     vocab_file: str | None = None) -> tuple[int, str] | None:
     """(vocabulary size, source) of the recipe's tokenizer: a local file when the path exists, the
     GPT-2 BPE vocabulary, or the table of public tokenizers (:mod:`megatron_vocab`); None if unknown."""
-    from primus_launch.adapters.megatron_vocab import local_vocab, table_vocab
+    from primus_launch.adapters.megatron_vocab import FORK_TOKENIZER_FIXED, local_vocab, table_vocab
 
     for path in (tokenizer_model, vocab_file):
         hit = local_vocab(path)
@@ -303,6 +305,8 @@ def tokenizer_vocab(tokenizer_model: str | None, tokenizer_type: str | None,
             return hit
     if tokenizer_type == "GPT2BPETokenizer":
         return GPT2_BPE_VOCAB, "GPT2BPETokenizer (gpt2-vocab.json, 50257 entries)"
+    if tokenizer_type in FORK_TOKENIZER_FIXED:
+        return FORK_TOKENIZER_FIXED[tokenizer_type]
     if tokenizer_type == "TikTokenizer":  # without --vocab-size: DEFAULT_TIKTOKEN_MAX_VOCAB
         return 2**17, "TikTokenizer default vocabulary 2**17 (megatron/core/tokenizers/text/libraries/tiktoken_tokenizer.py)"
     if tokenizer_type in (None, "") and vocab_file and str(vocab_file).endswith("vocab.json"):
@@ -630,6 +634,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     # vocabulary: --padded-vocab-size > --vocab-size > local tokenizer file / public tokenizer table
     divisible = get(a, "make_vocab_size_divisible_by")
     pai_type, pai_extra = (next((a[k] for k in keys if a.get(k) not in (None, "")), None) for keys in PAI_VOCAB_KEYS)
+    from primus_launch.adapters.megatron_vocab import fork_vocab
+
+    fork = fork_vocab(a.get("tokenizer_type"), pai_extra)
     if a.get("padded_vocab_size") is not None:
         vocab, divisible = a["padded_vocab_size"], 1
     elif a.get("vocab_size") is not None:
@@ -646,6 +653,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                             "pass --padded-vocab-size N")
         vocab, divisible = hit[0], 1
         rep.note(f"vocabulary {vocab} from {hit[1]}")
+    elif fork is not None:  # a fork's --tokenizer-type that adds --extra-vocab-size itself, unpadded
+        vocab, divisible = fork[0], 1
+        rep.note(f"vocabulary {vocab} from {fork[1]}")
     else:
         hit = tokenizer_vocab(a.get("tokenizer_model"), a.get("tokenizer_type"), a.get("vocab_file"))
         if hit is None:
@@ -905,7 +915,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         defer_embedding_wgrad=bool(get(a, "defer_embedding_wgrad_compute")),
         wgrad_deferral_limit=int(get(a, "wgrad_deferral_limit") or 0),
         moe_shared_expert_overlap=bool(get(a, "moe_shared_expert_overlap")),
-        **_static_moe(a),
+        **_static_moe(a), **_token_drop(a),
         cross_entropy_loss_fusion=bool(get(a, "cross_entropy_loss_fusion")),
         cross_entropy_fusion_impl="te" if str(get(a, "cross_entropy_fusion_impl")) == "te" else "native",
         rope_fusion=bool(get(a, "apply_rope_fusion")),
@@ -1060,6 +1070,21 @@ def _expert_gemm(a: dict[str, Any]) -> str:
     if get(a, "use_transformer_engine_op_fuser") and get(a, "moe_grouped_gemm"):
         return "te_fused"
     return "te"
+
+
+def _token_drop(a: dict[str, Any]) -> dict:
+    """Token drop (megatron-core ``TransformerConfig``): --moe-expert-capacity-factor (a negative factor is
+    dropless: ``__post_init__`` sets it to None) and --moe-pad-expert-input-to-capacity, which Megatron refuses
+    without a capacity factor ("moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity")."""
+    cap = get(a, "moe_expert_capacity_factor")
+    cap = None if cap is None or float(cap) < 0 else float(cap)
+    pad = bool(get(a, "moe_pad_expert_input_to_capacity"))
+    if cap == 0:
+        raise PlanError("--moe-expert-capacity-factor", 0, "a positive factor (negative: dropless)")
+    if pad and cap is None:
+        raise PlanError("--moe-pad-expert-input-to-capacity", True,
+                        "requires --moe-expert-capacity-factor (Megatron's TransformerConfig refuses it without)")
+    return dict(moe_expert_capacity_factor=cap, moe_pad_expert_input_to_capacity=pad)
 
 
 def _static_moe(a: dict[str, Any]) -> dict:
@@ -1336,6 +1361,10 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
         if t.moe_expert_gemm == "te_fused" or current.get("use_transformer_engine_op_fuser") is not None:
             out["use_transformer_engine_op_fuser"] = t.moe_expert_gemm == "te_fused"
         out["moe_expert_rank_capacity_factor"] = t.moe_expert_rank_capacity_factor
+        if t.moe_expert_capacity_factor is not None or current.get("moe_expert_capacity_factor") is not None:
+            out["moe_expert_capacity_factor"] = t.moe_expert_capacity_factor
+        if t.moe_pad_expert_input_to_capacity or current.get("moe_pad_expert_input_to_capacity") is not None:
+            out["moe_pad_expert_input_to_capacity"] = t.moe_pad_expert_input_to_capacity
         out["moe_paged_stash"] = t.moe_paged_stash
         if t.moe_paged_stash_buffer_factor != 1.10 or current.get("moe_paged_stash_buffer_size_factor_cuda") is not None:
             out["moe_paged_stash_buffer_size_factor_cuda"] = t.moe_paged_stash_buffer_factor

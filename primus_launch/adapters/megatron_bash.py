@@ -820,6 +820,11 @@ class ShellState:
         self.exported: set[str] = set()  # names exported (export / declare -x) so far
         # files read besides the script: path -> ("source" | "bash", text) (where PC.at points)
         self.files: dict[str, tuple[str, str]] = {}
+        # a default a script this one runs takes (`MBS="${MBS:-8}"` in train.sh, run by `bash train.sh` here):
+        # (file, character) of the default -> (variable, offset of that `bash` command in this script), where
+        # `MBS=4 ` written before the command gives the run another value (the tuned-recipe writer's edit)
+        self.run_defaults: dict[tuple[str, int], tuple[str, int]] = {}
+        self._bash_site: int | None = None  # in a state running a called script: its `bash` command's offset
         # the job's #SBATCH allocation (sbatch_allocation): the script's header, or an `sbatch <<EOF` it submits
         self.allocation, self.unread_allocation = sbatch_header(text)
         # positional parameters: given by the caller (characters not in the script: SYNTH)
@@ -842,6 +847,7 @@ class ShellState:
         sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
         sub._ran, sub._script, sub._frames = self._ran, self._script, self._frames
         sub.allocation, sub.unread_allocation, sub.files = self.allocation, self.unread_allocation, self.files
+        sub.run_defaults, sub._bash_site = self.run_defaults, None
         return sub
 
     # --- expansion
@@ -909,6 +915,10 @@ class ShellState:
                 return [([], not part.quoted, False)]
             if use_default:
                 dflt = self._expand_word_nosplit(part.arg)
+                if self._bash_site is not None and part.op in (":-", "-") and not part.name.isdigit():
+                    for p in dflt:
+                        if p.at is not None and p.lit >= 0:
+                            self.run_defaults.setdefault(p.at, (part.name, self._bash_site))
                 if part.op in (":=", "="):
                     self.scalars[part.name] = dflt
                 return [(self._ref(part.start, part.end, dflt), not part.quoted, False)] if dflt or part.quoted else []
@@ -1527,8 +1537,11 @@ class ShellState:
             saved, saved_vars = self.positional, dict(self.scalars)
             self.positional = [a.pcs for a in called[1]]
             self.scalars.update(self._prefix_env(groups))  # `NUM_NODES=2 bash x.sh`: its environment
+            lead = args[0].pcs[0] if args[0].pcs else None
+            site = lead.lit if (lead is not None and lead.at is None and lead.lit >= 0 and self._depth == 0
+                                and self.sc.origin is None) else None
             try:
-                self._source(str(called[0]), what="bash")
+                self._source(str(called[0]), what="bash", site=site)
             finally:
                 self.positional = saved
                 self.scalars.clear()  # a child process: nothing it sets comes back
@@ -1651,10 +1664,11 @@ class ShellState:
             return None
         return hit, args[i + 1:]
 
-    def _source(self, name: str, what: str = "source") -> None:
+    def _source(self, name: str, what: str = "source", site: int | None = None) -> None:
         """``source FILE`` / ``. FILE``: a file next to the script is read and run in this state (its
         characters are not in the script: values from it are edited at the use site); ``what`` =
-        ``bash``: a script this one runs (:meth:`_called_script`, its path already resolved)."""
+        ``bash``: a script this one runs (:meth:`_called_script`, its path already resolved), ``site`` the offset
+        of its ``bash`` command in this script (the defaults it takes are recorded: :attr:`run_defaults`)."""
         base = Path(self.path).parent if self.path not in ("<script>", "argv") else Path(".")
         hit = Path(name) if Path(name).is_absolute() else base / name
         # os.path.isfile: a name bash cannot open either (too long: ENAMETOOLONG) is skipped as bash skips it
@@ -1672,6 +1686,7 @@ class ShellState:
         sc.origin = str(hit)
         self.files.setdefault(str(hit), (what, text))
         sub = self._child(text, str(hit), sc)
+        sub._bash_site = site  # a script run by this one's `bash` command at ``site``: its defaults are recorded
         before = self._snapshot()
         self._depth += 1
         try:

@@ -1094,6 +1094,9 @@ MODELLED_FLAGS: dict[str, str] = {
     # static-shape MoE (main / dev): memory.paged_stash
     "--moe-expert-rank-capacity-factor": "training.moe_expert_rank_capacity_factor",
     "--moe-paged-stash": "training.moe_paged_stash",
+    # token drop (NeMo's MegatronTokenDropCallback): cost/moe_imbalance.py capacity bound, no dispatcher sync when padded
+    "--moe-expert-capacity-factor": "training.moe_expert_capacity_factor",
+    "--moe-pad-expert-input-to-capacity": "training.moe_pad_expert_input_to_capacity",
     "--moe-paged-stash-buffer-size-factor-cuda": "training.moe_paged_stash_buffer_factor",
 }
 
@@ -1115,8 +1118,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
                                      "(--yaml-cfg language_model: field; Megatron-LM's arguments always deallocate)",
     "--timing-log-level": "time: device synchronisations (and barriers) around the timed phases -- level 1 each "
                           "iteration's phases, level 2 each micro-batch's forward and backward",
-    "--moe-expert-capacity-factor": "time, memory: tokens dropped / padded to a capacity per expert",
-    "--moe-pad-expert-input-to-capacity": "time, memory: expert inputs padded to the capacity",
     "--moe-token-drop-policy": "time: which tokens are dropped at capacity",
     "--moe-use-upcycling": "time: dense checkpoint upcycled at start (not per iteration)",
     "--moe-paged-stash-buffer-size-factor-cpu": "memory: paged stash host buffer",

@@ -11,6 +11,7 @@ copying its line's indentation and ``\\`` continuation, and removed with their l
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -261,6 +262,9 @@ class CommandRecipe:
     downloads: dict[str, str] = field(default_factory=dict)
     # files the script sources or runs: path -> ("source" | "bash", text) (megatron_bash.ShellState.files)
     files: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # defaults a script this one runs takes: (file, character) -> (variable, offset of the `bash` command here)
+    # (megatron_bash.ShellState.run_defaults)
+    run_defaults: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
     def env_values(self) -> dict[str, str]:
         """The launch environment the script sets for the training command, as text."""
@@ -479,6 +483,10 @@ class CommandRecipe:
             site = self._site(v, fs[1] if fs else None, prefer_literal=False) if fs else None
             if site is None:
                 exact = v.exact_refs(self.refs)
+                prefix = self.run_default_edit(v, txt, req_ids) if not exact else None
+                if prefix is not None:
+                    edits.append(prefix)
+                    continue
                 if not exact:
                     where = self.written_in([v])
                     if where is None:
@@ -492,6 +500,25 @@ class CommandRecipe:
                 site = (r.start, r.end)
             edits.append(Edit(site[0], site[1], txt))
         return edits
+
+    def run_default_edit(self, v: Token, txt: str, req_ids: dict[int, str]) -> Edit | None:
+        """``VAR=txt `` written before the ``bash`` command of this script that runs the file where ``v`` is the
+        default of ``VAR`` (``MBS="${MBS:-8}"`` in ``train.sh``: ``MBS=4 bash train.sh``), or None when ``v`` is not
+        wholly such a default, or another argument value of the training command (any flag's, the launcher's) or its
+        environment uses that default (``--tensorboard-dir tb/mbs$MBS``) without being given the same value (words
+        after the command, ``| tee logs/log_$MBS.txt``, are not its arguments)."""
+        keys = {self.run_defaults.get(p.at) if p.at is not None else None for p in v.pcs}
+        if len(keys) != 1 or None in keys:
+            return None
+        var, site = next(iter(keys))
+
+        def uses(pcs: Iterable[PC]) -> bool:
+            return any(p.at is not None and self.run_defaults.get(p.at) == (var, site) for p in pcs)
+
+        values = [t for o in self.occs + self.launcher for t in o.vals]
+        if any(uses(t.pcs) and req_ids.get(id(t)) != txt for t in values) or any(uses(e) for e in self.env.values()):
+            return None
+        return Edit(site, site, f"{var}={shlex.quote(txt)} ")
 
     def _locatable(self, o: Occ) -> bool:
         """Whether the flag and its values are written where an insertion can follow them (not,
@@ -664,6 +691,7 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = (),
     tokens, idx, env = _pick_command(state, path)
     rec = CommandRecipe(text, path, tokens, state.refs, idx, [], parse_occurrences(tokens[idx + 1:]), env=env)
     rec.allocation, rec.unread_allocation, rec.files = state.allocation, state.unread_allocation, state.files
+    rec.run_defaults = state.run_defaults
     rng = rec.launcher_range()
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])

@@ -27,6 +27,13 @@ PUBLIC_TOKENIZERS: tuple[tuple[str, int, str], ...] = (
     (r"moonlight|kimi-k2", 163840, "moonshotai/Kimi-K2-Instruct config.json vocab_size"),
     (r"gpt-oss|o200k_harmony", 201088, "openai/gpt-oss-120b config.json vocab_size (o200k_harmony)"),
     (r"qwen3", 151936, "Qwen/Qwen3-235B-A22B (and every Qwen3 size) config.json vocab_size"),
+    # Qwen1.5: the Qwen2 tokenizer's 151,643 plus the rows Pai-Megatron-Patch's scripts add to reach the checkpoint's
+    # embedding (a098ca5 examples/qwen1_5/run_pretrain_mcore_qwen.sh: "EXTRA_VOCAB_SIZE ... 293 for models smaller
+    # than 14b, 421 for the others"); the MoE-A2.7B checkpoint is left out (not stated there)
+    (r"qwen1[._]5[-_](0\.5b|1\.8b|4b|7b)", 151936, "Qwen/Qwen1.5-0.5B .. 7B: 151643 + 293 (Pai-Megatron-Patch "
+                                                     "a098ca5 examples/qwen1_5: EXTRA_VOCAB_SIZE 293 below 14B)"),
+    (r"qwen1[._]5[-_](14b|32b|72b|110b)", 152064, "Qwen/Qwen1.5-14B and larger: 151643 + 421 (Pai-Megatron-Patch "
+                                                  "a098ca5 examples/qwen1_5: EXTRA_VOCAB_SIZE 421 from 14B)"),
     (r"qwen2\.5-(0\.5b|1\.5b|3b)", 151936, "Qwen/Qwen2.5-0.5B config.json vocab_size"),
     (r"qwen2\.5", 152064, "Qwen/Qwen2.5-7B (7B and larger) config.json vocab_size"),
     (r"qwen2-(0\.5b|1\.5b|57b)", 151936, "Qwen/Qwen2-1.5B config.json vocab_size"),
@@ -65,6 +72,37 @@ PAI_TOKENIZER_FIXED: dict[str, int] = {
     "IcetkGLM130BTokenizer": 150528, "StarcoderTokenizerFromHF": 49152,
 }
 PAI_SOURCE = "Pai-Megatron-Patch megatron_patch/tokenizer build_tokenizer (a098ca5)"
+
+# Megatron-LM forks whose own ``--tokenizer-type`` sets ``args.padded_vocab_size = tokenizer.vocab_size +
+# args.extra_vocab_size`` (no ``_vocab_size_with_padding``): ROCm/Megatron-LM branch renwuli/disable_te_qwen1.5
+# ``megatron/tokenizer/tokenizer.py`` ``build_tokenizer`` ``QWen2Tokenizer`` (``AutoTokenizer(use_fast=False)``:
+# the Qwen2 tokenizer's ``vocab_size``, 151,643 for every Qwen1.5 / Qwen2 size, the base Pai's table gives too)
+FORK_TOKENIZER_BASE: dict[str, tuple[int, str]] = {
+    "QWen2Tokenizer": (151643, "ROCm/Megatron-LM renwuli/disable_te_qwen1.5 megatron/tokenizer/tokenizer.py "
+                               "build_tokenizer: QWen2Tokenizer vocab_size 151643"),
+}
+
+# a fork's ``--tokenizer-type`` whose size is fixed by its code, padded by Megatron as usual
+# (``_vocab_size_with_padding``): ROCm/Megatron-LM branch renwuli/disable_te_qwen ``megatron/tokenizer/
+# qwen_tokenizer.py`` ``QWenTokenizer`` (Qwen 1.0's ``qwen.tiktoken``): ``vocab_size`` = tiktoken ``n_vocab`` =
+# the BPE ranks (``SPECIAL_START_ID = 151643``) + 3 special tokens + 205 ``<|extra_i|>`` = 151,851
+FORK_TOKENIZER_FIXED: dict[str, tuple[int, str]] = {
+    "QWenTokenizer": (151851, "ROCm/Megatron-LM renwuli/disable_te_qwen megatron/tokenizer/qwen_tokenizer.py "
+                              "QWenTokenizer: 151643 BPE ranks + 3 + 205 special tokens"),
+}
+
+
+def fork_vocab(tokenizer_type: object, extra: object) -> tuple[int, str] | None:
+    """(vocabulary size, source) of a fork's ``--tokenizer-type`` that adds ``--extra-vocab-size`` to its base
+    itself (:data:`FORK_TOKENIZER_BASE`), unpadded; None for any other type or an extra that is not an integer."""
+    hit = FORK_TOKENIZER_BASE.get(str(tokenizer_type))
+    try:
+        more = int(str(extra)) if extra not in (None, "", True) else 0
+    except ValueError:
+        return None
+    if hit is None:
+        return None
+    return hit[0] + more, f"{hit[1]} + --extra-vocab-size {more}"
 
 
 def pai_vocab(tokenizer_type: str, extra: object, load: str | None) -> tuple[int, str] | None:

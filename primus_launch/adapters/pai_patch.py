@@ -17,13 +17,25 @@ know them (so they are "unknown" flags to the reader).  Two change what the mode
   ``--qk-rope-head-dim`` head split and ``--v-head-dim``; such scripts give no ``--multi-latent-attention``
   (a Megatron-LM switch Pai's model does not read).  Read as MLA when ``--kv-lora-rank`` comes with Pai's
   head-split flags and Megatron's switch is absent.
+
+One changes how the model runs: **Pai's legacy entry points** (``pretrain_megatron_<family>.py``,
+``finetune_megatron_<family>.py``: the ``run_pretrain_megatron_*.sh`` / ``run_finetune_megatron_*.sh`` scripts
+of ``examples/llama2``, ``llama3``, ``qwen1_5`` ... at a098ca5, where ``*_mcore_*`` scripts run megatron-core)
+build Pai's own ``GPTModel`` on ``megatron.model`` (``megatron_patch/model/llama2/gpt_model.py`` ->
+``language_model.py`` -> ``transformer.py`` ``ParallelTransformer``: Megatron-LM's legacy layer, or
+``transformer_engine.pytorch.TransformerLayer`` under ``--transformer-impl transformer_engine``), not
+megatron-core's ``GPTModel``.  The projection prices megatron-core's layers; the legacy model is reported as
+not modelled (:func:`legacy_program`), as Megatron-LM's own ``--use-legacy-models`` is.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from primus_launch.plan import PlanError
+from primus_launch.plan import PlanError, UnmodelledFlag
+
+_LEGACY_PROGRAM = re.compile(r"(?:pretrain|finetune)_megatron_\w+\.py")
 
 
 def _value(a: dict[str, Any], flag: str) -> Any:
@@ -82,3 +94,14 @@ def legacy_mla(a: dict[str, Any], mla: bool) -> tuple[dict[str, int], str] | Non
         out["qk_pos_emb_head_dim"] = rope
     return out, ("multi-latent attention read from --kv-lora-rank with Pai-Megatron-Patch's --qk-nope-head-dim / "
                  "--qk-rope-head-dim (its DeepSeek-V2 model always runs MLA; no --multi-latent-attention given)")
+
+
+def legacy_program(program: str | None) -> UnmodelledFlag | None:
+    """The not-modelled report of a Pai-Megatron-Patch legacy entry point (``pretrain_megatron_llama.py``: Pai's
+    ``megatron.model`` GPT, module docstring), None for any other program."""
+    base = (program or "").replace("\\", "/").rsplit("/", 1)[-1]
+    if not _LEGACY_PROGRAM.fullmatch(base):
+        return None
+    return UnmodelledFlag(flag="training program", value=base, effect=(
+        "time: Pai-Megatron-Patch's legacy (non-core) GPT model (megatron_patch/model/<family>/gpt_model.py on "
+        "megatron.model's ParallelTransformer), priced as megatron-core's GPTModel"))

@@ -513,6 +513,15 @@ class Training(BoundedSection):
         default=None, gt=0, description="Megatron --moe-expert-rank-capacity-factor (main / dev): static-shape MoE "
                                         "dispatch, each EP rank receives at most this factor x the balanced count of "
                                         "routed tokens (HybridEP budget); None = dropless, routed-token-sized buffers")
+    moe_expert_capacity_factor: Optional[float] = Field(
+        default=None, gt=0, description="Megatron --moe-expert-capacity-factor (NeMo's MegatronTokenDropCallback): "
+                                        "each expert keeps at most ceil(factor x the balanced count) of a rank's "
+                                        "routed tokens (the rest dropped, moe_utils.topk_routing_with_score_function"
+                                        "); None = dropless")
+    moe_pad_expert_input_to_capacity: bool = Field(
+        default=False, description="Megatron --moe-pad-expert-input-to-capacity (needs the capacity factor): every "
+                                   "expert's input padded to exactly its capacity (the alltoall dispatcher's "
+                                   "drop_and_pad: static counts, no host-device sync)")
     moe_paged_stash: bool = Field(default=False, description="Megatron --moe-paged-stash (main / dev): the fused "
                                                              "grouped experts' saved tensors kept in paged CUDA buffers")
     moe_paged_stash_buffer_factor: float = Field(

@@ -63,7 +63,7 @@ def projection_sections(r: ProjectionResult, run: Optional[TrainingRun] = None) 
     if notes:
         out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
     if r.mode == "dry-run":
-        from primus_launch.projection.cost.explain import explain_html
+        from primus_launch.projection.explain import explain_html
 
         out.append("<h2>How the dry-run priced it</h2><p class=\"note\">Per kernel of one layer (one micro-batch, "
                    "one GPU): time, efficiency and the kernel measurements its curve stands on; then the "

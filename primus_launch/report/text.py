@@ -326,8 +326,8 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
 
 def render_explanation(r: ProjectionResult) -> str:
     """The dry-run term by term: per kernel of one layer its time, efficiency and source, the
-    layer's communication and the framework profile (``projection/cost/explain.py``)."""
-    from primus_launch.projection.cost.explain import explain_text
+    layer's communication and the framework profile (``projection/explain.py``)."""
+    from primus_launch.projection.explain import explain_text
 
     return ("how the dry-run priced it (kernel times include the framework's in-situ efficiency and the "
             "sustained clock)\n\n" + explain_text(r.plan))

@@ -16,8 +16,11 @@ Sources (Megatron-LM branch ``core_r0.16.0``):
   BF16/FP16 model, no shared-expert overlap, at most one MTP layer and PP > 1 with it, a virtual
   pipeline when PP > 1, CUDA graphs only ``transformer_engine`` without ``moe``/``mlp`` scopes);
   ``delay_wgrad_compute`` needs ``overlap_moe_expert_parallel_comm``; CUDA graph scopes (no
-  ``full_iteration`` with ``transformer_engine``, ``moe`` scope only with drop-padding MoE,
-  ``moe_preprocess`` needs ``moe_router`` and is refused with the alltoall dispatcher when the router pads
+  ``full_iteration`` with ``transformer_engine``,
+  ``moe`` scope and whole MoE layers only with drop-padding MoE (``training.moe_expert_capacity_factor`` +
+  ``moe_pad_expert_input_to_capacity``),
+  ``moe_preprocess`` needs ``moe_router`` and is refused with the alltoall dispatcher under token drop without
+  padding (host copies in the preprocess) and when the router pads
   for FP8 (``--moe-router-padding-for-fp8``: host copies in the preprocess; asserted for that spelling only,
   applied here to ``--moe-router-padding-for-quantization`` too, which the plan does not tell apart), the
   router's padding needs fp8 / fp4 and the alltoall or flex dispatcher, ``mlp`` scope only with dense layers, full recompute
@@ -108,6 +111,7 @@ HOPPER = ("h100", "h200")
 
 
 def gpu_vendor(gpu: str) -> str:
+    """The GPU's vendor in the database (``nvidia`` / ``amd``), ``unknown`` for a GPU not in it."""
     from primus_launch.projection.hardware.gpus import get_gpu
 
     try:
@@ -117,6 +121,7 @@ def gpu_vendor(gpu: str) -> str:
 
 
 def is_nvidia(gpu: str) -> bool:
+    """Whether the GPU is an NVIDIA one (:func:`gpu_vendor`)."""
     return gpu_vendor(gpu) == "nvidia"
 
 
@@ -216,7 +221,9 @@ def knob_problems(plan: "Plan") -> list[Problem]:
         if t.cuda_graph_impl == "local" and p.ep > 1:
             out.append(("training.cuda_graph_impl", "local", "with ep > 1 needs --moe-pad-experts-for-cuda-graph-"
                                                              "inference (not a plan field)"))
-        if "moe" in sc:
+        # transformer_config.py: the moe scope (and a whole MoE layer) only with drop-padding MoE
+        padded = t.moe_expert_capacity_factor is not None and t.moe_pad_expert_input_to_capacity
+        if "moe" in sc and not padded:
             out.append(("training.cuda_graph_scope", "moe", "only with drop-padding MoE (capacity factor)"))
         if "moe_preprocess" in sc and "moe_router" not in sc:
             out.append(("training.cuda_graph_scope", "moe_preprocess", "needs moe_router"))
@@ -224,11 +231,15 @@ def knob_problems(plan: "Plan") -> list[Problem]:
                 and t.moe_router_padding_for_quantization:
             out.append(("training.cuda_graph_scope", "moe_preprocess", "not with the alltoall dispatcher and "
                                                                        "moe_router_padding_for_quantization"))
+        if "moe_preprocess" in sc and m.is_moe and t.moe_token_dispatcher == "alltoall" \
+                and t.moe_expert_capacity_factor is not None and not padded:
+            out.append(("training.cuda_graph_scope", "moe_preprocess", "not with the alltoall dispatcher and "
+                                                                       "token drop without padding"))
         if sc & {"moe_router", "moe_preprocess"} and not m.is_moe:
             out.append(("training.cuda_graph_scope", "moe_router", "MoE models only"))
         if "mlp" in sc and m.is_moe and all(m.is_moe_layer(i) for i in range(m.num_layers)):
             out.append(("training.cuda_graph_scope", "mlp", "only with dense layers"))
-        if not sc and m.is_moe:
+        if not sc and m.is_moe and not padded:
             out.append(("training.cuda_graph_scope", "(whole layer)", "dropless MoE layers are not graphed whole"))
         if r.granularity == "full":
             out.append(("training.cuda_graph_impl", t.cuda_graph_impl, "full recompute only with the "

@@ -176,9 +176,10 @@ def attn_curve(arch: str, impl: str) -> tuple[AttnCurve, str]:
             if key in t:
                 c = t[key]
                 return AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"], tuple(c["records"]),
-                                 c["rms"] or 0.0, c.get("note", "")), key
+                                 c["rms"] or 0.0, c.get("note", ""), c.get("dp", 1.0)), key
     c = t["hopper/cudnn"]
-    return AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"], tuple(c["records"]), c["rms"]), "hopper/cudnn"
+    return AttnCurve(c["fwd"], c["bwd"], c["s0"], c["d0"], c["tc"], c["t0"], tuple(c["records"]), c["rms"],
+                     c.get("note", ""), c.get("dp", 1.0)), "hopper/cudnn"
 
 
 def default_attention_impl(arch: str) -> str:
@@ -203,7 +204,9 @@ def attention_time(b: int, heads: int, sq: int, skv: int, d_qk: int, d_v: int, c
 
 @lru_cache(maxsize=200_000)
 def elementwise_time(nbytes: float, gpu: str) -> float:
-    """Seconds for a bandwidth-bound kernel moving ``nbytes`` through HBM (read + write)."""
+    """Seconds for a bandwidth-bound kernel moving ``nbytes`` through HBM (read + write):
+    ``nbytes / (B_hbm eta) + t_min`` (:func:`kernels.stream_seconds`; ``eta`` the architecture's fitted
+    streaming efficiency, ``t_min`` = :data:`KERNEL_MIN_S`, torchao's roofline kernel floor)."""
     _, hbm, _, _, _ = _gpu(gpu)
     return stream_seconds(nbytes, hbm, KERNEL_MIN_S)
 

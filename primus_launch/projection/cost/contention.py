@@ -82,7 +82,8 @@ def ub_default(name: str) -> tuple[str, int, bool]:
 
 
 def margin_factor(n: int, units: int) -> float:
-    """Time factor of a kernel launched with an SM margin of ``n`` on a GPU of ``units`` SMs."""
+    """Time factor of a kernel launched with an SM margin of ``n`` on a GPU of ``units`` SMs:
+    ``U / (U - n)`` (module doc: TE userbuffers ``set_sm_margin``; 1 without a margin)."""
     if n <= 0 or units <= n:
         return 1.0
     return units / (units - n)

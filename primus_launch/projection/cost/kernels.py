@@ -22,12 +22,19 @@ Fused attention (flash-style; no S x S matrix in HBM), FLOPs as FlashAttention's
 them: forward ``2 b h_q s_q L (d_qk + d_v)`` with ``L`` keys per query (``s_kv`` non-causal;
 ``s_kv/2`` causal; a sliding window ``w`` caps it), backward 2.5x the forward:
 
-    rate_fwd = P A_f d/(d + D0) S/(S + S0),   rate_bwd = P A_b d/(d + D0) S/(S + S0)
+    rate_fwd = P A_f g(d) S/(S + S0),   rate_bwd = P A_b g(d) S/(S + S0)
+    g(d)     = (1 + (D0/d)^p)^(-1/p)
     t        = FLOPs / rate (1 + Tc/S if causal) + t0
 
 with ``d = (d_qk + d_v)/2`` and ``S`` the key span a query block loops over (``s_kv``, or the window).
-``A_f, A_b, S0, D0, Tc, t0`` are one curve per (architecture, implementation: cuDNN fused attention
-via TE, FlashAttention-2/-3, AMD CK/aiter).
+``g`` is the head-dim factor: the matrix units' work per score grows with ``d`` while the softmax's
+(one exponential per score, on the SFUs) does not, so a small head dim runs below the large-``d`` rate;
+``p = 1`` gives ``d/(d + D0)`` (the two costs add), a large ``p`` a soft ``min(1, d/D0)`` (they overlap
+and the exponentials bound the rate below ``d = D0``: FlashAttention-4, arXiv 2603.05451, on Blackwell's
+forward pass; FlashAttention-3, arXiv 2407.08608, on Hopper's).  ``A_f, A_b, S0, D0, Tc, t0, p`` are one curve
+per (architecture, implementation: cuDNN fused attention via TE, FlashAttention-2/-3, AMD CK/aiter); ``p`` is
+fitted where a curve's full-attention records span three head dims and Akaike's criterion keeps it (else 1;
+``scripts/fit_kernels.py``).  The backward shares the forward's ``g``.
 
 Memory-bound kernels: ``t = bytes / (B_hbm eta) + t_min`` (``eta`` per architecture from streaming
 kernels; ``t_min`` the GPU-side floor of a tiny kernel).
@@ -72,10 +79,19 @@ class AttnCurve:
     records: tuple[str, ...] = ()
     rms: float = 0.0
     note: str = ""
+    dp: float = 1.0   # head-dim knee sharpness p of g(d) (module doc); 1: d/(d + D0)
+
+
+def head_dim_factor(d: float, d0: float, dp: float = 1.0) -> float:
+    """``g(d) = (1 + (D0/d)^p)^(-1/p)`` (module doc): the fraction of the large-head-dim rate at head dim ``d``."""
+    if d0 <= 0:
+        return 1.0
+    return (1.0 + (d0 / d) ** dp) ** (-1.0 / dp)
 
 
 def wave(tiles: int, units: int) -> float:
-    """Fraction of the last wave's tile slots that do work (1 = no quantisation loss)."""
+    """Wave quantisation: the fraction of the launched waves' tile slots that do work,
+    ``tiles / (ceil(tiles / U) U)`` (1 = no quantisation loss; module doc, the GEMM curve's ``w``)."""
     if tiles <= 0:
         return 1.0
     waves = -(-tiles // units)
@@ -126,7 +142,7 @@ def attention_seconds(b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, 
     _, span = attention_keys(sq, skv, causal, window)
     d = (dqk + dv) / 2.0
     a = c.bwd if backward else c.fwd
-    rate = peak * a * d / (d + c.d0) * span / (span + c.s0)
+    rate = peak * a * head_dim_factor(d, c.d0, c.dp) * span / (span + c.s0)
     t = flops / rate
     if causal:
         t *= 1.0 + c.tc / span
@@ -134,7 +150,8 @@ def attention_seconds(b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, 
 
 
 def stream_seconds(nbytes: float, hbm_Bps: float, t_min: float) -> float:
-    """Seconds of a bandwidth-bound kernel moving ``nbytes`` at ``hbm_Bps`` (efficiency applied)."""
+    """Seconds of a bandwidth-bound kernel moving ``nbytes`` at ``hbm_Bps`` (efficiency applied):
+    ``nbytes / hbm_Bps + t_min`` (module doc, memory-bound kernels)."""
     if nbytes <= 0:
         return 0.0
     return nbytes / hbm_Bps + t_min

@@ -36,6 +36,16 @@ Router modes (``router_mode``) and their ``c``:
   the explanation; ``none`` is a lower bound).
 
 ``g(n)`` by numerical integration of ``n x phi(x) Phi(x)^(n-1)`` (g(2) = 1/sqrt(pi), g(8) = 1.4236).
+
+Token drop (Megatron ``--moe-expert-capacity-factor`` ``f``, NeMo's ``MegatronTokenDropCallback``: f = 1.0, padded):
+megatron-core ``moe_utils.topk_routing_with_score_function`` keeps, per expert, at most ``capacity = ceil(f x T k /
+E)`` of a rank's ``T`` tokens (``get_capacity``), so no expert -- and no rank, whose ``u`` experts each receive at
+most ``f`` x their balanced count from every source rank -- exceeds ``f`` x the mean: ``delta <= f - 1``
+(:func:`capped`).  With ``--moe-pad-expert-input-to-capacity`` the routing map *is* the capacity mask (``final_map =
+capacity_mask``) and the alltoall dispatcher's ``preprocess`` sets every local expert's count to ``capacity x tp x
+ep`` (``drop_and_pad``, token_dispatcher.py, core_r0.12.0 .. main): every rank computes exactly ``f`` x the balanced
+count, ``delta = f - 1`` whatever the router (0 at f = 1.0); and its early return skips the routed-count D2H copy,
+so the layer has no host-device sync (``roofline``).
 """
 
 from __future__ import annotations
@@ -128,6 +138,12 @@ class Imbalance:
     learned: float        # c
 
     def text(self) -> str:
+        """One line for the report: the mode, the busiest rank's excess ``delta``, the per-rank spread
+        ``sigma`` and the learned-router term ``c``; under a padded token drop, every rank's share of the
+        balanced count (module doc)."""
+        if "capacity" in self.mode and self.sigma == 0.0:
+            return (f"router {self.mode}: every one of {self.ranks} EP ranks computes {100 * (1 + self.delta):.0f}% "
+                    "of the balanced routed tokens (token drop, padded to the capacity)")
         return (f"router {self.mode}: busiest of {self.ranks} EP ranks gets +{100 * self.delta:.1f}% routed tokens "
                 f"(spread {100 * self.sigma:.2f}% per rank" + (f", learned-router c {100 * self.learned:.1f}%"
                                                               if self.learned else ", sampling only") + ")")
@@ -147,6 +163,19 @@ def rank_imbalance(num_experts: int, topk: int, ep: int, tokens: float, mode: st
     return Imbalance(mode, sigma * expected_max_normal(ep), sigma, ep, tokens, c)
 
 
+def capped(imb: Imbalance, factor: float | None, padded: bool) -> Imbalance:
+    """``imb`` under a capacity factor (module doc, token drop): padded, exactly ``factor - 1``; dropping
+    only, at most ``factor - 1``; no factor, ``imb`` as it is."""
+    if factor is None or imb.ranks <= 1:
+        return imb
+    bound = float(factor) - 1.0
+    if padded:
+        return Imbalance(f"{imb.mode}, capacity {factor:g} padded", bound, 0.0, imb.ranks, imb.tokens, 0.0)
+    if imb.delta <= bound:
+        return imb
+    return Imbalance(f"{imb.mode}, capacity {factor:g}", bound, imb.sigma, imb.ranks, imb.tokens, imb.learned)
+
+
 def forced_round_robin(plan: Plan) -> bool:
     """Whether the plan's forced routing is Primus-Turbo's DeepEP round robin (``training.moe_force_round_robin``
     with ``moe_router_force_load_balancing`` and the deepep dispatcher; module doc, ``round_robin``)."""
@@ -163,4 +192,5 @@ def plan_imbalance(plan: Plan) -> Imbalance:
     T = t.micro_batch_size * m.seq_length / p.cp / p.tp * p.expert_tp
     if forced_round_robin(plan):
         return Imbalance("round_robin", 0.0, 0.0, p.ep, T * p.ep, 0.0)
-    return rank_imbalance(m.num_experts, m.moe_router_topk, p.ep, T * p.ep, router_mode(plan))
+    return capped(rank_imbalance(m.num_experts, m.moe_router_topk, p.ep, T * p.ep, router_mode(plan)),
+                  t.moe_expert_capacity_factor, t.moe_pad_expert_input_to_capacity)

@@ -698,7 +698,7 @@ def _routing_imbalance(acc: _Acc, start: tuple[float, float, float], imb) -> Non
     """Charge the busiest EP rank's routed-token excess (``cost/moe_imbalance.py``, ``imb``) on the receiving
     rank's expert work since ``start`` (the accumulator's totals where it began: sort, expert GEMMs,
     activation, bias, unsort) as its own row."""
-    if imb.delta <= 0.0:
+    if imb.delta == 0.0:   # negative: padded to a capacity factor below 1 (every rank computes less)
         return
     d = [imb.delta * (now - was) for now, was in zip((acc.f, acc.bi, acc.bw), start)]
     if not any(d):
@@ -889,7 +889,7 @@ def _cfg(plan: Plan) -> tuple:
     return (prof, recipe, fmt, wq_div, host, graph_scopes(plan), t.moe_grouped_gemm, t.moe_token_dispatcher,
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
             (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32,
-             mib.forced_round_robin(plan)),
+             mib.forced_round_robin(plan), t.moe_expert_capacity_factor, t.moe_pad_expert_input_to_capacity),
             (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager), bool(t.moe_router_padding_for_quantization)),
             bool(t.fp8_param_gather),
             frozenset(t.bf16_linears), bool(t.fp8_attention) and recipe is not None and plan.framework == "megatron",
@@ -962,7 +962,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         mfk = {}
         rk = (4, 4)
         if prof.name == "megatron-te":
-            force_balance, router_fused, aux_loss, router_fp32, _ = router
+            force_balance, router_fused, aux_loss, router_fp32 = router[:4]
             mfk = moe_host.framework_kernels(dispatcher, ep, prof.fused_permute, aux_loss, router_fp32, force_balance,
                                              router_fused)
             rk = (max(1, mfk["moe_router"][0] - 1), max(1, mfk["moe_router"][1] - 2))
@@ -995,7 +995,11 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         # (a whole-layer CUDA graph needs static expert shapes: no sync to split it)
         # (a whole-layer CUDA graph needs static expert shapes: no sync to split it; Primus-Turbo's sync-free
         # MoE keeps the token counts on the device)
-        acc.sync = (prof.name == "megatron-te" or ep > 1) and host > 0 and "moe" not in graphs and not sync_free
+        # (the alltoall dispatcher's drop_and_pad, --moe-pad-expert-input-to-capacity: static counts, preprocess
+        # returns before the D2H copy, cost/moe_imbalance.py)
+        padded = router[6] and router[5] is not None and dispatcher == "alltoall" and prof.name == "megatron-te"
+        acc.sync = ((prof.name == "megatron-te" or ep > 1) and host > 0 and "moe" not in graphs and not sync_free
+                    and not padded)
         if acc.sync:
             acc._rec("token dispatcher host-device sync (host wakes after the D2H wait)", host, 0.0,
                      0.0, ("host", f"roofline.launch_bound_seconds: 1 x host launch {1e6 * host:.1f} us; the ops "
@@ -1067,7 +1071,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
         if not router[4]:   # Primus-Turbo's forced round robin: every expert the same count (cost/moe_imbalance.py)
-            _routing_imbalance(acc, e0, mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)))
+            _routing_imbalance(acc, e0, mib.capped(mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)),
+                                                   router[5], router[6]))
         held = acc.mods
         acc.mods = held + ("moe_unpermute",)
         if titan_glue:

@@ -369,6 +369,10 @@ def _moe_host_path_line(plan: Plan, prof) -> str:
                            "one activation kernel)"}[t.moe_expert_gemm]
     if t.moe_sync_free:
         sync = "no host sync (Primus-Turbo sync-free MoE: device token counts, worst-case token budget)"
+    elif (t.moe_pad_expert_input_to_capacity and t.moe_expert_capacity_factor is not None
+          and t.moe_token_dispatcher == "alltoall" and prof.name == "megatron-te"):
+        sync = ("no host sync (token drop padded to the capacity: the alltoall dispatcher's counts are static, "
+                "megatron-core token_dispatcher.py drop_and_pad)")
     elif "moe" in graph_scopes(plan):
         sync = "no host sync (the MoE layer is inside a CUDA graph: static shapes)"
     elif prof.name == "megatron-te" or plan.parallel.ep > 1:
@@ -442,7 +446,14 @@ def _routing_line(plan: Plan) -> str:
     why = {"forced": "--moe-router-force-load-balancing: random logits, sampling spread only",
            "aux_loss": "load-balancing loss: a trained router's spread (shawntan/scattermoe#10) + sampling",
            "expert_bias": "expert-bias balancing: priced with the trained router's spread (no measurement of its own)",
-           "none": "no balancing: priced with the trained router's spread, a lower bound"}[imb.mode]
+           "none": "no balancing: priced with the trained router's spread, a lower bound"}[imb.mode.split(",")[0]]
+    t = plan.training
+    if t.moe_expert_capacity_factor is not None and t.moe_pad_expert_input_to_capacity:
+        why = ("megatron-core moe_utils / token_dispatcher drop_and_pad: the routing map is the capacity mask, so "
+               "the router's spread does not reach the step (cost/moe_imbalance.py capped)")
+    elif t.moe_expert_capacity_factor is not None:   # dropping without padding: a bound on the busiest rank
+        why = (f"token drop at capacity factor {t.moe_expert_capacity_factor:g}: no rank above the factor x the mean "
+               "(cost/moe_imbalance.py capped); " + why)
     return f"{imb.text()}; {why}"
 
 
