@@ -31,6 +31,7 @@ def test_default_answer_is_one_screen(recipe, capsys):
     assert rc == 0, lines[-5:]
     assert len(lines) <= MAX_LINES, "\n".join(lines)
     assert all(len(ln) <= WIDTH for ln in lines), [ln for ln in lines if len(ln) > WIDTH]
+    assert not any(ln.endswith(" rows like") for ln in lines)  # user11: "like" / "it (...)" was wrapped apart
     text = "\n".join(lines)
     for word in ("iteration time", "tokens/s/GPU", "model TFLOP/s/GPU", "MFU", "memory", "time component",
                  "parameters", "activations"):
@@ -286,3 +287,12 @@ def test_tight_over_capacity_says_the_point_estimate_does_not_fit():
     assert verdict(m.oom_peak_bytes, cap, m.band.low, m.band.high, 0.0, outside) == "tight"
     smaller = res.model_copy(update={"memory": m.model_copy(update={"capacity_bytes": cap})})
     assert "TIGHT" in verdict_text(smaller) and "over the capacity at the point estimate" in verdict_text(smaller)
+
+
+def test_rows_like_it_is_not_wrapped_apart():
+    """The Megatron FSDP 8B FP8 example's iteration row wrapped as "... on 25 judged rows like" / "it (megatron / ...)"."""
+    from primus_launch.report.text import _wrap
+
+    v = "10.789 s, expected 9.701 .. 11.890 s on 25 judged rows like it (megatron / hopper / dense / FP8 / sequence < 32k)"
+    lines = _wrap(v, indent=" " * 19, first="iteration time".ljust(19))
+    assert len(lines) == 2 and lines[1].split()[:2] == ["like", "it"] and " ".join(" ".join(lines).split()[2:]) == v

@@ -161,7 +161,8 @@ _NUMBER_UNIT = re.compile(r"(?<=\d) (?=(?:s|ms|us|%|GiB|MiB|GB|MB|KB|W|bytes|day
 def glue_units(text: str) -> str:
     """``text`` with the space between a number and its unit made non-breaking (callers that wrap it turn
     the non-breaking spaces back into spaces)."""
-    return _NUMBER_UNIT.sub(_NBSP, text)
+    # "... judged rows like" / "it (megatron / ...)" wrapped mid-phrase
+    return _NUMBER_UNIT.sub(_NBSP, text).replace("rows like it", f"rows like{_NBSP}it")
 
 
 def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
