@@ -303,7 +303,9 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
                                       "records te2053-torch-linear-cpu-*" if prof.host_cpu_factor != 1.0 else "") + ")"),
         ("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"
          + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")),
-        ("CUDA graphs", f"{t.cuda_graph_impl} scopes {sorted(graph_scopes(plan)) or '-'}"),
+        # "none scopes -" read as a garbled phrase where no graph is captured
+        ("CUDA graphs", (f"{t.cuda_graph_impl}, scopes {', '.join(sorted(graph_scopes(plan)))}" if graph_scopes(plan)
+                         else "none (eager)" if t.cuda_graph_impl == "none" else f"{t.cuda_graph_impl}, no scope")),
         *([("MoE routing (busiest EP rank)", _routing_line(plan))] if m.is_moe else []),
         *([("MoE expert GEMMs / dispatcher sync", _moe_host_path_line(plan, prof))] if m.is_moe else []),
         ("host vs GPU per layer (ms, fwd / bwd)", _host_line(plan)),
