@@ -5,7 +5,7 @@ lines of at most :data:`WIDTH` columns: the summary (iteration time, tokens/s/GP
 the memory verdict with its band when the result has one), the largest time components beside the
 memory by term, and the warnings ("warnings: none" where there are none); ``explain=True`` gives every
 table: the full time and memory breakdowns, the measured pieces, every note and the dry-run's per-op pricing
-(``projection/cost/explain.py``).
+(``projection/explain.py``).
 """
 
 from __future__ import annotations
