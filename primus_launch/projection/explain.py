@@ -403,6 +403,7 @@ def _host_line(plan: Plan) -> str:
 def _contention_line(plan: Plan) -> str:
     """Which overlapped communication holds SMs in this plan (cost/contention.py)."""
     from primus_launch.plan.userbuffers import UB_NAMES, ub_default
+    from primus_launch.projection.cost import contention as con
 
     t, p = plan.training, plan.parallel
     parts = []
