@@ -181,8 +181,9 @@ def test_offload_inside_a_moe_checkpoint_moves_nothing(monkeypatch):
 def test_offload_groups_a_selective_recompute_already_takes():
     """Every bundled recipe's model, at two shardings, over the tuner's offload sets and every selective module
     set: a layer never keeps negative bytes.  megatron-core 0.16.1 opens the core_attn offload group only
-    without ``checkpoint_core_attention`` (``attention.py`` / ``multi_latent_attention.py``).  Left out: MLA's
-    ``mla_up_proj`` with the core_attn group (both count q, k, v; a known gap, MEMORY.md)."""
+    without ``checkpoint_core_attention`` (``attention.py`` / ``multi_latent_attention.py``), and MLA's
+    ``mla_up_proj`` frees the q, k, v the core_attn group copies (once:
+    test_mla_up_proj_and_core_attn_group_free_q_k_v_once)."""
     import itertools
     from pathlib import Path
 
@@ -203,7 +204,73 @@ def test_offload_groups_a_selective_recompute_already_takes():
             for k in (1, 2, 3):
                 for rc in itertools.combinations(RECOMPUTE_MODULES, k):
                     for off in offs:
-                        if "mla_up_proj" in rc and "core_attn" in off:
-                            continue
                         assert la.selective(rc) - la.offloaded(off, rc) >= 0, (recipe, tp, moe, rc, off)
     assert seen_mla
+
+
+def test_mla_up_proj_and_core_attn_group_free_q_k_v_once(monkeypatch):
+    """MLA's ``mla_up_proj`` recompute with the ``core_attn`` offload group (megatron-core 0.16.1
+    ``multi_latent_attention.py``): ``CheckpointWithoutOutput`` returns q, k, v, the core attention saves views of
+    them inside the group's ``saved_tensors_hooks``, then ``discard_output_and_register_recompute`` resizes
+    their storages to 0.  A real megatron-core MLA layer on the CPU (``mem_measure``, flash-like core attention)
+    with the core attention run under an offloading hook (saved tensors of at least a threshold moved off the
+    device, like ``tensor_push`` / ``bulk_offload_group``): without recompute the hook frees q, k, v (the model's
+    ``offloadable["core_attn"]``); with ``mla_up_proj`` it frees nothing more -- q, k, v go once.  The group
+    still copies them (time, reload): ``LayerActivations.copied``."""
+    import mcore_meta
+    from mem_measure import measure_step
+
+    arch = ModelArch(num_layers=1, hidden_size=256, ffn_hidden_size=512, num_attention_heads=4, vocab_size=1024,
+                     seq_length=128, multi_latent_attention=True, q_lora_rank=64, kv_lora_rank=32,
+                     qk_head_dim=32, qk_pos_emb_head_dim=16, v_head_dim=32, qk_layernorm=True)
+    cut = 4096  # the min_offloaded_tensor_size stand-in: above the log-sum-exp (b heads s), below q, k, v
+    plain = mcore_meta.SDPACoreAttention.forward
+
+    def offloaded_forward(self, *a, **k):
+        def pack(t):
+            return ("host", t.shape, t.dtype) if t.numel() >= cut else t
+
+        def unpack(x):
+            return torch.empty(x[1], dtype=x[2]) if isinstance(x, tuple) else x
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            return plain(self, *a, **k)
+
+    kept = {}
+    for rc in ((), ("mla_up_proj",)):
+        rec = dict(granularity="selective", modules=list(rc)) if rc else dict(granularity="none")
+        plan = Plan(model=arch, training=dict(global_batch_size=1, recompute=rec), cluster=dict(gpus_per_node=1))
+        for off in (False, True):
+            monkeypatch.setattr(mcore_meta.SDPACoreAttention, "forward", offloaded_forward if off else plain)
+            kept[rc, off] = measure_step(plan, 1, post_process=False, fused_swiglu=True)["activations"]
+    la = layer_activation_bytes(arch, seq=128, mbs=1, tp=1, sp=False, impl=MCORE_LOCAL)
+    qkv = dict(la.drops)["mla_up_proj"]
+    assert kept[(), False] - kept[(), True] == dict(la.offloadable)["core_attn"] == qkv
+    assert kept[("mla_up_proj",), False] - kept[("mla_up_proj",), True] == 0
+    assert la.offloaded(("core_attn",), ("mla_up_proj",)) == 0.0
+    assert la.copied(("core_attn",), ("mla_up_proj",)) == qkv  # copied to the host and back all the same
+    assert la.copied(("core_attn",), ("core_attn",)) == 0.0  # a core_attn recompute opens no group
+
+
+def test_offload_copy_time_follows_the_recompute():
+    """The time side copies what the groups copy under the plan's recompute (``cost/offload.py``): a
+    ``core_attn`` recompute leaves the core_attn group nothing, MLA's ``mla_up_proj`` leaves it q, k, v."""
+    from primus_launch.projection.cost.offload import module_offload_seconds
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    arch = ModelArch(num_layers=4, hidden_size=2048, ffn_hidden_size=6144, num_attention_heads=16, vocab_size=32000,
+                     seq_length=4096, multi_latent_attention=True, q_lora_rank=512, kv_lora_rank=256,
+                     qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128, qk_layernorm=True)
+    spec = get_gpu("h100-sxm")
+
+    def secs(rc):
+        rec = dict(granularity="selective", modules=list(rc)) if rc else dict(granularity="none")
+        plan = Plan(model=arch, training=dict(global_batch_size=8, recompute=rec,
+                                              offload=dict(activation_modules=("core_attn",))),
+                    cluster=dict(gpus_per_node=8))
+        return module_offload_seconds(plan, spec, False)
+
+    la = layer_activation_bytes(arch, seq=4096, mbs=1, tp=1, sp=False)
+    assert secs(()) == pytest.approx(dict(la.offloadable)["core_attn"] / spec.host_link_bw)
+    assert secs(("core_attn",)) == 0.0
+    assert secs(("mla_up_proj",)) == secs(()) > 0

@@ -680,3 +680,31 @@ def test_transformer_impl_local_reads_as_the_local_spec_published():
         assert plan.training.attention_backend == "local"
         got = stage_memory(plan)[-1].allocated_bytes / 2**30
         assert got == pytest.approx(case["measured_peak"]["gib"], rel=0.05), pp
+
+
+def test_mtp_module_under_selective_recompute_measured():
+    """--recompute-granularity selective with an MTP module on megatron-core 0.16.1 (local spec, Llama-8B
+    sizes, s 1024): the module's TransformerLayer is built from the same config, so --recompute-modules act
+    in it as in a decoder layer -- the model with one MTP module minus the model without, both under the same
+    modules, equals mtp_activation_bytes("none") less what the modules drop from a layer
+    (``LayerActivations.selective``).  Before, the stage estimate took the core attention off the MTP layer
+    whatever the modules (none of these recompute it)."""
+    from primus_launch.projection.memory.activations import mtp_activation_bytes
+
+    mods = ("layernorm", "mlp")
+    base = ARCH.model_copy(update=dict(seq_length=1024))
+    rc = dict(granularity="selective", modules=list(mods))
+    got = {k: measure_step(_plan(base.model_copy(update=dict(mtp_num_layers=k)), rc, dict(tp=1)), 2,
+                           fused_swiglu=True) for k in (0, 1)}
+    arch = base.model_copy(update=dict(mtp_num_layers=1))
+    la = layer_activation_bytes(arch, seq=1024, mbs=1, tp=1, sp=False, impl=MCORE_LOCAL)
+    want = mtp_activation_bytes(arch, seq=1024, mbs=1, tp=1, sp=False, impl=MCORE_LOCAL) - (la.full - la.selective(mods))
+    assert got[1]["activations"] - got[0]["activations"] == pytest.approx(want, rel=0.01)
+    # the stage estimate charges the MTP module that: one chunk, one micro-batch in flight
+    big = ARCH.model_copy(update=dict(num_layers=4))
+    act = {k: stage_memory(_plan(big.model_copy(update=dict(mtp_num_layers=k)), rc, dict(tp=1)))[0].activations_bytes
+           for k in (0, 1)}
+    lb = layer_activation_bytes(big, seq=big.seq_length, mbs=1, tp=1, sp=False)
+    mtp_b = mtp_activation_bytes(big.model_copy(update=dict(mtp_num_layers=1)), seq=big.seq_length, mbs=1, tp=1,
+                                 sp=False) - (lb.full - lb.selective(mods))
+    assert act[1] - act[0] == pytest.approx(mtp_b, rel=0.02)

@@ -8,8 +8,9 @@ go to host memory in forward and come back in backward over ``GPUSpec.host_link_
 NVLink-C2C), hidden behind the layer's compute where it is long enough:
 exposed = max(0, bytes / host_link_bw - the layer's pass time), per pass.
 
-Fine-grained offloading moves, per layer, the input of each named module
-(``LayerActivations.offloadable``, the bytes the memory model frees for it) the same way: megatron-core
+Fine-grained offloading moves, per layer, what each named module's group copies
+(``LayerActivations.copied``: the module's ``offloadable`` bytes less what a selective recompute leaves it
+nothing of) the same way: megatron-core
 ``pipeline_parallel/fine_grained_activation_offload.py`` copies them on a dedicated device-to-host
 stream during the forward and back on a host-to-device stream before the backward, the compute stream
 waiting on the copies' events (Megatron-LM ``docs/user-guide/features/fine_grained_activation_offloading.md``:
@@ -57,9 +58,14 @@ def _exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool, moved) -> tup
 
 
 def _module_bytes(plan: Plan):
-    """The bytes function of ``plan``'s offloaded modules (``LayerActivations.offloadable``)."""
-    mods = set(plan.training.offload.activation_modules)
-    return lambda la: sum(b for mod, b in la.offloadable if mod in mods)
+    """The bytes function of ``plan``'s offloaded modules: what their groups copy under the plan's selective
+    recompute (``LayerActivations.copied``; megatron-core 0.16.1: a ``core_attn`` recompute opens no core_attn
+    group and a ``moe`` recompute runs the experts' groups without grad, so they copy nothing, while MLA's
+    ``mla_up_proj`` leaves the core_attn group its q, k, v to copy)."""
+    mods = tuple(plan.training.offload.activation_modules)
+    r = plan.training.recompute
+    rc = tuple(r.modules) if r.granularity == "selective" else ()
+    return lambda la: la.copied(mods, rc)
 
 
 def offload_exposed(plan: Plan, lt: LayerTimes, spec: GPUSpec, moe: bool) -> tuple[float, float]:

@@ -110,6 +110,14 @@ def impl_for(arch: ModelArch, attention_backend: str = "auto", base: ActivationI
 #: (``drops["moe"]`` has the experts' and the shared expert's tensors)
 RECOMPUTE_INSIDE: dict[str, tuple[str, ...]] = {"moe": ("moe_act", "shared_experts")}
 
+#: (``--recompute-modules`` entry, ``--offload-modules`` entry) pairs whose offload group still copies the bytes the
+#: recompute frees: MLA's ``mla_up_proj`` discards q, k, v (``CheckpointWithoutOutput``, storage resized to 0)
+#: after the core attention has saved them, so the ``core_attn`` group copies them to the host and back
+#: (megatron-core 0.16.1 ``multi_latent_attention.py``, ``fine_grained_activation_offload.py``
+#: ``bulk_offload_group`` / ``bulk_reload_group``) while freeing nothing more on the device; the other pairs of
+#: ``offload_overlap`` (``core_attn`` / ``moe`` recompute) leave the group nothing to copy
+OFFLOAD_COPIED_ANYWAY: frozenset[tuple[str, str]] = frozenset({("mla_up_proj", "core_attn")})
+
 
 @dataclass(frozen=True)
 class LayerActivations:
@@ -140,6 +148,19 @@ class LayerActivations:
         for mod, b in self.offloadable:
             if mod in mods:
                 out += max(0.0, b - sum(x for r, o, x in self.offload_overlap if o == mod and r in rc))
+        return out
+
+    def copied(self, modules: tuple[str, ...], recompute: tuple[str, ...] = ()) -> float:
+        """Bytes the offload groups of ``modules`` copy to the host (and back) per layer and micro-batch under
+        selective ``--recompute-modules recompute``: :meth:`offloaded` plus what a recomputed module frees but
+        the group copies anyway (:data:`OFFLOAD_COPIED_ANYWAY`).  The time side (``cost/offload.py``) and the
+        backward's reload transient read this; the kept bytes read :meth:`offloaded`."""
+        rc, mods = set(recompute), set(modules)
+        out = 0.0
+        for mod, b in self.offloadable:
+            if mod in mods:
+                out += max(0.0, b - sum(x for r, o, x in self.offload_overlap
+                                        if o == mod and r in rc and (r, o) not in OFFLOAD_COPIED_ANYWAY))
         return out
 
     def selective(self, modules: tuple[str, ...] = ("core_attn",)) -> float:
@@ -327,12 +348,16 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     # - moe: the whole MoE forward runs under ``tensor_parallel.checkpoint`` (no grad: the experts' offload
     #   groups see no saved tensor; Megatron-LM d98e8a64dd ``transformer_config.py`` asserts against the pair,
     #   "offloading activations inside it is redundant"), its bytes already among ``drops["moe"]``;
-    # (``mla_up_proj`` with the core_attn group is counted twice: the group may move copies of q, k, v
-    # that ``CheckpointWithoutOutput`` does not discard; counting them once put Megatron-LM's MLA functional
-    # test gpt3_moe_mcore_te_tp2_pp2_ep4_etp1_fine_grained_offloading at +7.1 % against -1.3 %.)
+    # - mla_up_proj: ``CheckpointWithoutOutput`` discards q, k, v (storage ``resize_(0)``) right after the core
+    #   attention, which saved views of those same storages: the core_attn group copies them to the host
+    #   (:data:`OFFLOAD_COPIED_ANYWAY`) but frees nothing the recompute does not (its ``forced_released_tensors``
+    #   are q, k, v again); the scores the unfused path saves are the group's own (a CPU trace of megatron-core
+    #   0.16.1's MLA, tests/test_fine_grained_offload.py).
     overlap = [("core_attn", "core_attn", off["core_attn"])]
     if moe:
         overlap += [("moe", "expert_fc1", off["expert_fc1"]), ("moe", "moe_act", off["moe_act"])]
+    if mla:
+        overlap += [("mla_up_proj", "core_attn", drops["mla_up_proj"])]  # q, k, v: freed once
     return LayerActivations(full=full, core_attention=core, layer_input=a * sb * h / spd,
                             backward_temp=max(largest, attn_bwd) + a * sb * h / spd, drops=tuple(drops.items()),
                             offloadable=tuple(off.items()), offload_overlap=tuple(overlap), experts=experts,

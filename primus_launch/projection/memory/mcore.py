@@ -543,7 +543,9 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         # --cpu-offloading-num-layers: a reloaded layer takes the place of one released (memory.offload:
         # never more than L - K layers on the GPU), so nothing on top of the layer's backward
         if opts.offload_modules and not opts.offload_layers:
-            trans.append(offloaded(big) + layer_bwd)
+            # the next group's reload in the backward: the copies come back even where a selective recompute
+            # refills the same tensors (mla_up_proj's q, k, v: ``LayerActivations.copied``)
+            trans.append(big.copied(opts.offload_modules, opts.modules if gran == "selective" else ()) + layer_bwd)
         if cp > 1:
             trans.append(cp_comm_bytes(m, opts.cp_comm, seq=seq, mbs=mbs, tp=tp, cp=cp, a=a) + layer_bwd)
         if dp_sharding == "optimizer_grads":
@@ -687,7 +689,14 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
                 # megatron MultiTokenPredictionLayer._checkpointed_forward: full/uniform checkpoints the
                 # module; full/block warns "not supported for MTP yet" and runs it without recompute
                 mtp_rc = "none" if (gran == "full" and method == "block") else gran
-                total += chunk.mtp * mtp_activation_bytes(m, **mkw, recompute=mtp_rc)
+                if mtp_rc == "full":
+                    total += chunk.mtp * mtp_activation_bytes(m, **mkw, recompute="full")
+                else:
+                    # the module's TransformerLayer is built from the same config (multi_token_prediction.py
+                    # ``MultiTokenPredictionLayer.transformer_layer``): --recompute-modules and --offload-modules
+                    # act in it as in a decoder layer of the last layer's kind, so it drops what ``kept`` drops
+                    last = moe_act if m.is_moe_layer(m.num_layers - 1) else dense_act
+                    total += chunk.mtp * (mtp_activation_bytes(m, **mkw, recompute="none") - (last.full - kept(last)))
         out.append(total)
         biggest.append(max(kept_of, default=0.0))
     return out, biggest
