@@ -708,3 +708,55 @@ def test_mtp_module_under_selective_recompute_measured():
     mtp_b = mtp_activation_bytes(big.model_copy(update=dict(mtp_num_layers=1)), seq=big.seq_length, mbs=1, tp=1,
                                  sp=False) - (lb.full - lb.selective(mods))
     assert act[1] - act[0] == pytest.approx(mtp_b, rel=0.02)
+
+
+def test_precision_aware_optimizer_with_cpu_offload_keeps_fp32_states(monkeypatch):
+    """--use-precision-aware-optimizer with --optimizer-cpu-offload: megatron-core 0.16.1
+    ``optimizer/__init__.py`` builds the HybridDeviceOptimizer with ``param_update_in_fp32=True`` and the plain
+    ``Adam`` / ``CPUAdam`` classes, never with --exp-avg-dtype / --exp-avg-sq-dtype / --main-params-dtype (run
+    here with the constructor replaced by a recorder); its ``_get_sub_optimizer_param_groups`` gives every bf16
+    shard kept on the device an fp32 clone, and ``_set_sub_optimizer_grads`` a new fp32 gradient made from the
+    bf16 ``decoupled_grad`` (both run on the CPU, fraction 0).  The model: ``(1 - f) x (4 + 8 + 4)`` bytes per
+    local parameter whatever the state dtypes (it took bf16 moments and no gradient copy before)."""
+    import megatron.core.optimizer as mopt
+    import torch
+    from megatron.core.optimizer import OptimizerConfig
+    from megatron.core.optimizer.cpu_offloading.hybrid_optimizer import HybridDeviceOptimizer
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def record(param_groups, **kw):
+        seen.update(kw)
+        raise Stop
+
+    import megatron.core.optimizer.optimizer_config as oc
+
+    monkeypatch.setattr(oc, "is_te_min_version", lambda *a, **k: True)  # TE 2.14 (not installed here)
+    monkeypatch.setattr(mopt, "HybridDeviceOptimizer", record)
+    cfg = OptimizerConfig(optimizer="adam", lr=1e-4, bf16=True, use_distributed_optimizer=True,
+                          use_precision_aware_optimizer=True, optimizer_cpu_offload=True,
+                          optimizer_offload_fraction=0.75, exp_avg_dtype=torch.bfloat16,
+                          exp_avg_sq_dtype=torch.bfloat16, main_grads_dtype=torch.bfloat16)
+    w = torch.nn.Parameter(torch.zeros(4, 8, dtype=torch.bfloat16))
+    with pytest.raises(Stop):
+        mopt._get_megatron_optimizer_based_on_param_groups(cfg, model_chunks=[], param_groups=[{"params": [w]}])
+    assert seen["param_update_in_fp32"] is True
+    assert not {"exp_avg_dtype", "exp_avg_sq_dtype", "master_weight_dtype"} & set(seen)
+
+    hdo = object.__new__(HybridDeviceOptimizer)
+    hdo.param_groups, hdo.param_update_in_fp32 = [{"params": [w]}], True
+    _groups, _gpu_groups, to_cpu, _back, to_fp32 = hdo._get_sub_optimizer_param_groups(0.0)
+    assert to_fp32[w].dtype == torch.float32 and w not in to_cpu  # kept where the shard is, in fp32
+    hdo.param_to_fp32_param, hdo.gpu_params_map_cpu_copy, hdo.cpu_optimizers = to_fp32, to_cpu, []
+    w.decoupled_grad = torch.ones(4, 8, dtype=torch.bfloat16)
+    hdo._set_sub_optimizer_grads()
+    g32 = to_fp32[w].grad
+    assert g32.dtype == torch.float32 and g32.untyped_storage().data_ptr() != w.decoupled_grad.untyped_storage().data_ptr()
+
+    st = stage_memory(_p8(precision_aware_optimizer=True, main_grads_dtype="bf16", exp_avg_dtype="bf16",
+                          exp_avg_sq_dtype="bf16", offload=dict(optimizer_fraction=0.75)))[0]
+    n = st.num_parameters
+    assert st.optimizer_bytes == pytest.approx(0.25 * (4 + 8 + 4) * n / 8, rel=1e-9)

@@ -344,10 +344,22 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
     # ``_build_model_and_main_param_groups``: ``shard_model_param.clone().float()``, handed over as
     # ``orig_group``; ``Float16OptimizerWithFloat16Params`` likewise), so the master copy stays whole and only the
     # moments leave; with it (main params None) the fp32 copies ``param_update_in_fp32`` makes are on the
-    # parameter's side, so master and moments leave together.
-    kept_master = opts.main_params if (opts.optimizer_offload and precision != "fp32" and not opts.precision_aware) else 0
-    opt = kept_master + (opt - kept_master) * (1.0 - opts.optimizer_offload)
-    moments = (opts.exp_avg + opts.exp_avg_sq) * (1.0 - opts.optimizer_offload)
+    # parameter's side, so master and moments leave together, in fp32 whatever the state dtypes say:
+    # megatron-core 0.16.1 / Megatron-LM d98e8a64dd ``optimizer/__init__.py``: the CPU-offload branch
+    # builds the HybridDeviceOptimizer with plain ``Adam`` (TE FusedAdam at its defaults) and ``CPUAdam`` and
+    # never passes --exp-avg-dtype / --exp-avg-sq-dtype / --main-params-dtype (``optimizer_config.py`` returns
+    # before checking them under ``optimizer_cpu_offload``): the device part ``1 - f`` keeps an fp32 clone of each
+    # bf16 shard (``param_update_in_fp32=True``), fp32 moments, and the fp32 gradient ``_set_sub_optimizer_grads``
+    # makes of a bf16 (decoupled) gradient (``grad.to(fp32)``: the buffer itself when it is fp32), which no
+    # zero_grad clears (the distributed optimizer zeroes its own groups, not the sub-optimizer's params).
+    if opts.optimizer_offload and opts.precision_aware:
+        states = 8.0 if optimizer == "adam" else 4.0
+        opt = ((0.0 if precision == "fp32" else 4.0) + states + (4.0 if g < 4 else 0.0)) * (1.0 - opts.optimizer_offload)
+        moments = states * (1.0 - opts.optimizer_offload)
+    else:
+        kept_master = opts.main_params if (opts.optimizer_offload and precision != "fp32") else 0
+        opt = kept_master + (opt - kept_master) * (1.0 - opts.optimizer_offload)
+        moments = (opts.exp_avg + opts.exp_avg_sq) * (1.0 - opts.optimizer_offload)
     moments_share = min(1.0, moments / opt) if optimizer == "adam" and opt > 0 else 0.0
     # chunked optimizer-state offload (memory.optimizer_offload): the selected masters and moments live on the
     # host between steps and come back for the step (the masters whole, the moments in staging slots)
