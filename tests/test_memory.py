@@ -760,3 +760,57 @@ def test_precision_aware_optimizer_with_cpu_offload_keeps_fp32_states(monkeypatc
                           exp_avg_sq_dtype="bf16", offload=dict(optimizer_fraction=0.75)))[0]
     n = st.num_parameters
     assert st.optimizer_bytes == pytest.approx(0.25 * (4 + 8 + 4) * n / 8, rel=1e-9)
+
+
+@pytest.mark.parametrize("gated,act", [(False, "gelu"), (True, "silu")], ids=["gelu", "swiglu-fused"])
+def test_expert_probs_multiply_keeps_the_activation_output(gated, act):
+    """The routed experts' ``act(x) * probs`` (megatron-core 0.16.1 ``transformer/mlp.py`` with ``per_token_scale``,
+    ``moe/experts.py`` ``bias_act_func``): megatron's own expert ``MLP`` run on the CPU with routing probabilities,
+    the distinct ``[tokens, Fe]``-sized storages autograd keeps counted: a plain GeLU (the small MoE functional
+    tests: ``--no-bias-gelu-fusion``, no bias) keeps fc1's output, the activation's output and fc2's input (3);
+    the fused weighted SwiGLU fc1's ``2 Fe`` output and fc2's input (3 = 2 + 1) -- the model's ``g + 1`` plus
+    :func:`weighted_activation_bytes` / (a tokens Fe).  Before, the GeLU experts' activation output was missing
+    (the small MoE functional tests 4-8 % low)."""
+    import torch
+    import torch.nn.functional as F
+    from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
+    from megatron.core.transformer.mlp import MLP, MLPSubmodules
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    from mcore_meta import init_fake_parallel
+    from primus_launch.frameworks import mcore_cpu
+    from primus_launch.projection.memory.activations import weighted_activation_bytes
+
+    import torch._dynamo
+
+    was = torch._dynamo.config.disable
+    torch._dynamo.config.disable = True  # megatron's jit_fuser (torch.compile): eager saves the same tensors
+    mcore_cpu.install()
+    init_fake_parallel(1, 1)
+    n, h, fe = 96, 64, 256
+    cfg = TransformerConfig(num_layers=1, hidden_size=h, ffn_hidden_size=fe, num_attention_heads=4,
+                            activation_func=F.silu if act == "silu" else F.gelu, gated_linear_unit=gated,
+                            add_bias_linear=False, bias_activation_fusion=gated, params_dtype=torch.bfloat16,
+                            bf16=True, use_cpu_initialization=True, perform_initialization=False,
+                            gradient_accumulation_fusion=False, num_moe_experts=4, moe_ffn_hidden_size=fe)
+    mlp = MLP(cfg, MLPSubmodules(linear_fc1=ColumnParallelLinear, linear_fc2=RowParallelLinear), is_expert=True,
+              ffn_hidden_size=fe)
+    x = torch.randn(n, h, dtype=torch.bfloat16, requires_grad=True)
+    probs = torch.rand(n, dtype=torch.float32, requires_grad=True)
+    kept = {}
+
+    def pack(t):
+        if t.dim() == 2 and t.shape[0] == n and t.shape[1] in (fe, 2 * fe):
+            kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            mlp(x, probs)
+    finally:
+        torch._dynamo.config.disable = was
+    got = sum(kept.values()) / (2 * n * fe)
+    arch = ModelArch(num_layers=2, hidden_size=h, ffn_hidden_size=fe, num_attention_heads=4, vocab_size=1024,
+                     seq_length=n, num_experts=4, moe_router_topk=1, swiglu=gated, activation=act)
+    extra = weighted_activation_bytes(arch, pairs=n, etp=1, a=2) / (2 * n * fe)
+    assert got == (2 if gated else 1) + 1 + extra == 3

@@ -283,7 +283,7 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         mlp += a * T * h + routing
         pairs = moe_pairs(arch, sb=sb, tp=t, sp=sp, etp=etp)
         experts = pairs * (qb * h + a * g * fe / etp + qb * fe / etp)  # fc1 input, fc1 out (act input), fc2 input
-        mlp += experts
+        mlp += experts + weighted_activation_bytes(arch, pairs=pairs, etp=etp, a=a)
         largest = pairs * a * (g + 2) * fe / etp
         if arch.moe_shared_expert_intermediate_size:
             fs = arch.moe_shared_expert_intermediate_size
@@ -317,9 +317,9 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         fused_ln = 0.0 if sep_mlp else norm_internal + qb * T * h
         drops["mlp"] = a * sb * g * arch.ffn_hidden_size / t + qb * sb * arch.ffn_hidden_size / t + fused_ln
     else:
-        drops["moe"] = routing + experts + shared
+        drops["moe"] = routing + experts + shared + weighted_activation_bytes(arch, pairs=pairs, etp=etp, a=a)
         drops["shared_experts"] = shared
-        drops["moe_act"] = pairs * qb * fe / etp
+        drops["moe_act"] = pairs * qb * fe / etp + weighted_activation_bytes(arch, pairs=pairs, etp=etp, a=a)
     if mla:
         drops["mla_up_proj"] = (a * sb * arch.num_attention_heads * (2 * (arch.qk_head_dim + arch.qk_pos_emb_head_dim)
                                                                       + arch.v_head_dim) / t)
@@ -363,6 +363,22 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
                             offloadable=tuple(off.items()), offload_overlap=tuple(overlap), experts=experts,
                             attention=attn,
                             attention_backward=attn_bwd, mlp_backward=largest)
+
+
+def weighted_activation_bytes(arch: ModelArch, *, pairs: float, etp: int, a: int) -> float:
+    """Bytes the experts' routing-probability multiply keeps beyond fc1's output and fc2's input, per layer and
+    micro-batch: the activation's output ``a x pairs x Fe / etp`` where Megatron has no fused weighted kernel.
+
+    megatron-core 0.16.1 ``transformer/moe/experts.py`` (``TEGroupedMLP`` ``bias_act_func``) and
+    ``transformer/mlp.py`` (``SequentialMLP``'s experts, ``per_token_scale``): with ``bias_activation_fusion`` a
+    gated silu / quick-GeGLU runs ``weighted_bias_swiglu_impl`` / ``weighted_bias_quick_geglu_impl``, which save
+    the input and the probabilities only; every other activation (plain GeLU, which Megatron cannot fuse without
+    a bias -- the functional tests' ``--no-bias-gelu-fusion`` --, squared ReLU without
+    ``--use-fused-weighted-squared-relu``, ReLU) computes ``act(x)`` and then ``act(x) * probs``, whose backward
+    keeps ``act(x)`` (bf16) beside fc2's saved input, the product.  A gated activation with
+    ``--no-bias-swiglu-fusion`` takes the same path (not a plan field: Megatron-LM's default fusion is assumed)."""
+    fused = arch.swiglu and arch.activation in ("silu", "quick_gelu")
+    return 0.0 if fused else a * pairs * arch.expert_ffn / etp
 
 
 def moe_pairs(arch: ModelArch, *, sb: float, tp: int, sp: bool, etp: int) -> float:
