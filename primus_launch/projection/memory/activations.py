@@ -182,7 +182,8 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
     MoE layers (megatron allgather dispatcher; measured at EP = TP = 1 in the tests): the routing
     state ``sb (20 topk + 3 E)`` bytes; each GPU keeps, for the ``sb * topk`` (token, expert)
     pairs it receives on average (exact at EP 1; balanced routing assumed for EP > 1), the
-    permuted input ``h``, fc1's output ``2 Fe / etp`` and fc2's input ``Fe / etp``; shared
+    permuted input ``h``, fc1's output ``2 Fe / etp`` and fc2's input ``Fe / etp`` (and the activation's output
+    where no fused weighted kernel applies the routing probabilities: :func:`weighted_activation_bytes`); shared
     experts count as a dense MLP of their size.  ``fp8_dpa`` (with ``fp8``): TE's FP8 fused attention saves
     its q / k / v (and under ``delayed`` its O) quantized in place of the bf16 tensors
     (:func:`memory.fp8.fp8_attention_saved_bytes`; ``fp8_non_tn``: the GPU needs no FP8 transpose).
@@ -484,7 +485,9 @@ def mtp_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bo
     the final norm's input, one more ``a sb h`` because ``MultiTokenPredictionBlock`` concatenates the main
     and MTP hidden states along the sequence (both output-layer inputs become views of that copy), and
     the MTP loss's fp32 softmax ``4 sb V/t``.  ``recompute="full"``: the module is checkpointed
-    (``_checkpointed_forward``) and keeps its two inputs; ``selective``: the layer's core attention."""
+    (``_checkpointed_forward``) and keeps its two inputs; ``selective``: the layer's core attention (the stage
+    estimate, ``memory/mcore.py``, instead takes from ``none`` what the plan's --recompute-modules and
+    --offload-modules take from a decoder layer: the module's TransformerLayer reads the same config)."""
     sb, spd, h, v, stats = _head_dims(arch, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, impl=impl)
     norm = impl.norm_bytes * sb * h / spd + stats
     last_moe = arch.is_moe_layer(arch.num_layers - 1)
