@@ -34,8 +34,9 @@ SOURCES: tuple[tuple[str, str, str, str, str], ...] = (
      "branch autoresearch-parallelize/may19-qwen3-14b: ./run_train.sh; run_train.sh @7c324f253:42 "
      "PYTORCH_ALLOC_CONF=expandable_segments:True; rank 0"),
     ("titan_pr808_", "H100 PR #808/#820", "nightly 2025-01", "expandable",
-     "PR #808 description: 'CONFIG_FILE=... ./run_train.sh --training.compile'; the launch script of that date "
-     "(run_llama_train.sh @690f299d3:22) sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; rank 0"),
+     "PR #808 description: 'CONFIG_FILE=... ./run_train.sh --training.compile'; the launch script sets "
+     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True under either name (run_llama_train.sh @690f299d3:22, "
+     "run_train.sh @069bae286:22, the merge); rank 0"),
     ("titan_pr820_", "H100 PR #808/#820", "nightly 2025-02", "expandable",
      "the #808 command (commit 88247277c repeats none); as titan_pr808_; rank 0"),
     ("titan_pr1690_", "H100 PR #1690", "nightly 2025-09 (not stated)", "unknown",
