@@ -58,9 +58,25 @@ class _StoreOnce(argparse._StoreAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+def _print_recipe_diff(plan, written: Path) -> None:
+    """The tuned recipe's lines that differ from the recipe it was written from (``report/recipe_diff.py``): the
+    ``changes:`` line names the plan's fields, the file also carries what they need to start."""
+    from primus_launch.adapters import native_path
+    from primus_launch.fileio import read_recipe_text
+    from primus_launch.report.recipe_diff import diff_lines
+
+    try:
+        original = Path(native_path(plan))
+        text = read_recipe_text(original)
+    except (OSError, UserError):  # no file to compare (a command after --): nothing to show
+        return
+    for ln in diff_lines(text, read_recipe_text(written), _shown(original), _shown(written)):
+        print(ln)
+
+
 def _parser() -> argparse.ArgumentParser:
     from primus_launch.inputs import bounded_int, finite_float, token_count
-    from primus_launch.plan.sections import GPU_NAMES, LIMITS
+    from primus_launch.plan.sections import GPU_NAMES, LIMITS, Cluster
 
     nodes, per_node = LIMITS["cluster.num_nodes"], LIMITS["cluster.gpus_per_node"]
     ap = _Parser(
@@ -75,11 +91,18 @@ def _parser() -> argparse.ArgumentParser:
                      help="project the run of RECIPE (or of the command after --) at its target scale")
     act.add_argument("--tune", nargs="?", const=_FROM_COMMAND, metavar="RECIPE",
                      help="search parallel configurations and write the tuned recipe next to RECIPE")
-    ap.add_argument("--dry-run", action="store_true", help="pure CPU simulation (no measurement)")
-    ap.add_argument("--gpu", help=f"target GPU: {', '.join(GPU_NAMES)} (or one from --gpu-file)")
-    ap.add_argument("--nodes", type=bounded_int(1, nodes, f"an integer from 1 to {nodes:,}"), help="number of nodes")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="simulate the target GPU from the hardware database, on the CPU, in seconds (default: "
+                         "build and time the model's layers on --measure-device, then upscale)")
+    ap.add_argument("--gpu", help=f"target GPU: {', '.join(GPU_NAMES)} (or one from --gpu-file; default: the "
+                                  f"wrapper's or the recipe's, else {Cluster.model_fields['gpu'].default}, said in a "
+                                  "note)")
+    ap.add_argument("--nodes", type=bounded_int(1, nodes, f"an integer from 1 to {nodes:,}"),
+                    help="number of nodes (default: the wrapper's or the recipe's; where neither states it, a "
+                         "default said in a note)")
     ap.add_argument("--gpus-per-node", type=bounded_int(1, per_node, f"an integer from 1 to {per_node:,}"),
-                    help="GPUs per node")
+                    help="GPUs per node (default: the wrapper's or the recipe's; where neither states it, a default "
+                         "said in a note)")
     ap.add_argument("--gpu-file", help="TOML/YAML file adding or overriding GPU specs")
     ap.add_argument("--power-limit-w", type=finite_float(0.0, 1e5, lo_open=True, what="a power in W, > 0 and <= 100000"),
                     metavar="W",
@@ -100,14 +123,18 @@ def _parser() -> argparse.ArgumentParser:
                          "projection, and to the tune's original and best plans")
     ap.add_argument("--gpu-hour-price", type=finite_float(0.0, 1e9, lo_open=True, what="USD per GPU-hour, > 0 and <= 1e9"),
                     metavar="USD", help="with --train-tokens: price of one GPU-hour, adds the run's cost")
-    ap.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    ap.add_argument("--json", action="store_true",
+                    help="print one JSON object on stdout (a tune: its trial log's form); notes and warnings on "
+                         "stderr")
     ap.add_argument("--explain", action="store_true",
                     help="print every table: the full time and memory breakdowns, the measured pieces, every note "
                          "and the dry-run's per-op pricing (default: a one-screen answer)")
     ap.add_argument("--trace", help="write the simulated pipeline timeline as a Chrome/Perfetto trace (tune: the "
                                     "best plan's)")
     ap.add_argument("--report", help="write a self-contained HTML report")
-    ap.add_argument("--measure-device", choices=["cpu", "cuda"], help="device for the measured path")
+    ap.add_argument("--measure-device", choices=["cpu", "cuda"],
+                    help="without --dry-run: the device the layers are timed on (default: cuda where a GPU is "
+                         "visible, else cpu, whose timings only check the path)")
     ap.add_argument("--budget", type=bounded_int(1, 10**9, "an integer from 1 to 1,000,000,000"),
                     help="tune: at most this many scored candidates")
     ap.add_argument("--time-limit", type=finite_float(0.0, 1e7, lo_open=True, what="seconds, > 0 and <= 1e7"),
@@ -136,7 +163,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="tune: also search knobs that change numerics, comma-separated: fp8 (FP8 precision, "
                          "scaling recipe, FP8 param gather), optimizer-dtypes (BF16 Adam moments)")
     ap.add_argument("--top", type=bounded_int(0, 10_000, "an integer from 0 to 10000"), default=10,
-                    help="tune: rows in the top-N table")
+                    help="tune: rows in the top-N table (default 10)")
     ap.add_argument("--memory-certain", action="store_true",
                     help="tune: only plans that fit by their whole memory error band may be the answer "
                          "(default: tight plans, the capacity inside the band, are kept and marked)")
@@ -145,7 +172,8 @@ def _parser() -> argparse.ArgumentParser:
                                   "W.primus.toml, W.tuned.EXT beside the recipe it points at)")
     ap.add_argument("--launch", action="store_true", help="run the (tuned) command or recipe afterwards")
     ap.add_argument("--force", action="store_true", help="launch even if the plan does not fit in memory")
-    ap.add_argument("--emit", choices=["torchrun", "slurm"], help="print the launch for the plan")
+    ap.add_argument("--emit", choices=["torchrun", "slurm"],
+                    help="print the plan's launch: a torchrun command or a Slurm batch script")
     return ap
 
 
@@ -679,6 +707,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
         print(render_tune_text(res))
         if written:
             print(f"\ntuned recipe written to {_shown(written)} ({_human(files.get(str(written)))})")
+            _print_recipe_diff(plan, Path(written))
         if written_wrapper:
             print(f"tuned wrapper written to {_shown(written_wrapper)} ({_human(files.get(str(written_wrapper)))}; "
                   "the tuned recipe on the wrapper's cluster)")

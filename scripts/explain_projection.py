@@ -4,7 +4,7 @@ For one micro-batch on one GPU: every kernel of each layer kind (dense, MoE, sli
 embedding, head) with forward / input-grad / weight-grad milliseconds, the efficiency it runs at and
 the curve + kernel-evidence records it stands on; the communication of one layer (raw and exposed);
 the framework profile (fusions, host launch time, CUDA graphs, in-situ efficiency, clock); then the
-iteration's breakdown (``projection/cost/explain.py``).  Input: a recipe (any format the CLI reads)
+iteration's breakdown (``projection/explain.py``).  Input: a recipe (any format the CLI reads)
 or a row id of ``scripts/validation/runs.json``.
 
     python scripts/explain_projection.py automodel_h100_dsv3_671b_256gpu
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
-    from primus_launch.projection.cost.explain import explain_text
+    from primus_launch.projection.explain import explain_text
     from primus_launch.projection.dryrun import project_dry_run
 
     from primus_launch.errors import UserError

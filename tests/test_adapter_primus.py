@@ -560,3 +560,30 @@ def test_forced_round_robin_only_where_primus_routes_round_robin(primus):
     exp.write_text(out)
     assert load_primus_yaml(exp, Cluster(gpu="mi355x", num_nodes=1, gpus_per_node=8),
                             env=moe).training.moe_token_dispatcher == "alltoall"
+
+
+def test_tuned_dispatcher_switch_off_sync_free_stage_2_writes_back(primus):
+    """user11: tuning AMD's ``deepseek_v2_lite-BF16-pretrain.yaml`` (Turbo DeepEP, ``turbo_sync_free_moe_stage: 2``)
+    ended in "cannot express training.moe_sync_free in this Primus config" and wrote nothing: the tuner's candidate
+    on the all-to-all dispatcher kept ``moe_sync_free`` (Primus-Turbo DeepEP's sync-free MoE), which the writer's
+    stage 1 cannot say (and stage 2's implied Turbo grouped GEMM, kept by the plan, was lost on the way down).  The
+    tuner's knobs now leave sync-free with DeepEP, the writer states ``use_turbo_grouped_gemm`` where stage 2 implied
+    it, and the written config reads back to the candidate."""
+    from primus_launch.tuner.knobs import apply_knobs, knobs_of
+
+    exp = _meg(primus)
+    moe = {"PRIMUS_MODEL": "moe_tiny", "PRIMUS_TP": "1"}
+    exp.write_text(MEGATRON_EXP.replace("      lr: 1.0e-5\n", "      lr: 1.0e-5\n      expert_model_parallel_size: 4\n"
+                                        "      enable_primus_turbo: true\n      use_turbo_deepep: true\n"
+                                        "      turbo_sync_free_moe_stage: 2\n"))
+    cl = Cluster(gpu="mi355x", num_nodes=1, gpus_per_node=8)
+    plan = load_primus_yaml(exp, cl, env=moe)
+    assert plan.training.moe_token_dispatcher == "deepep" and plan.training.moe_sync_free
+    k = knobs_of(plan)
+    assert apply_knobs(plan, k).training.moe_sync_free  # unchanged knobs keep it
+    q = apply_knobs(plan, k._replace(dispatcher="alltoall"))
+    assert q.training.moe_token_dispatcher == "alltoall" and not q.training.moe_sync_free
+    exp.write_text(render_primus_yaml(q, exp.read_text(), exp, env=moe))
+    back = load_primus_yaml(exp, cl, env=moe)
+    assert back.training.moe_token_dispatcher == "alltoall" and not back.training.moe_sync_free
+    assert back.training.moe_expert_gemm == q.training.moe_expert_gemm == "turbo"  # stage 2's grouped GEMM, now said

@@ -51,6 +51,11 @@ def test_printed_figures_agree(recipe, capsys):
         assert st["allocated_bytes"] + st["allocator_reserve_bytes"] + st["outside_allocator_bytes"] == st["total_bytes"]
     worst = max(mem["stages"], key=lambda s: s["total_bytes"])
     assert (worst["stage"], worst["total_bytes"]) == (mem["worst_stage"], mem["peak_bytes_per_gpu"])
+    # the breakdown is the worst stage's terms, its transient split from the GEMM workspaces (the description's
+    # relation: a reader comparing breakdown.transient with stages[].transient_bytes found them differ)
+    bd = mem["breakdown"]
+    assert bd["transient"] + bd["workspaces"] == worst["transient_bytes"] and bd["workspaces"] == worst["workspace_bytes"]
+    assert bd["reserve"] == worst["reserve_bytes"] and bd.get("gradients", 0) == worst["gradients_bytes"]
     # the verdict's quantity: each stage's total less the free cached segments released before an OOM
     held = max(mem["stages"], key=lambda s: s["total_bytes"] - s["releasable_bytes"])
     assert mem["oom_peak_bytes"] == held["total_bytes"] - held["releasable_bytes"] <= mem["peak_bytes_per_gpu"]
@@ -64,7 +69,8 @@ def test_printed_figures_agree(recipe, capsys):
     assert mem["verdict"] == want and mem["fits"] == (want != "does not fit")
     # the text: the same figures, the iteration band applied to the time and inverted for the throughput
     flat = " ".join(text.split())
-    assert f"{it:.3f} s, expected {100 * d['band']['low']:+.0f}% .. {100 * d['band']['high']:+.0f}%" in flat
+    assert (f"{it:.3f} s, expected {it * (1 + d['band']['low']):.3f} .. {it * (1 + d['band']['high']):.3f} s on "
+            f"{d['band']['n']} judged rows like it") in flat
     tps = d["tokens_per_sec_per_gpu"]
     assert (f"tokens/s/GPU {tps:,.0f} (expected {tps / (1 + d['band']['high']):,.0f} .. "
             f"{tps / (1 + d['band']['low']):,.0f})") in flat

@@ -253,7 +253,8 @@ def test_sustained_clock_is_one_fraction_for_every_power_limited_architecture():
 def test_te_userbuffers_sm_margins():
     """TP overlap with TE userbuffers (TE's default ub config): the reduce-scatter-overlapped forward
     GEMMs (proj, FC2) run with a 16-SM margin, U / (U - 16) slower; the ring-exchange ones lose 1 SM."""
-    from primus_launch.projection.cost.contention import UB_SMS, ub_factors
+    from primus_launch.plan.userbuffers import UB_SMS
+    from primus_launch.projection.cost.contention import ub_factors
     from primus_launch.projection.cost.roofline import layer_op_times
 
     def ops(overlap):

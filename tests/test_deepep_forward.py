@@ -101,7 +101,7 @@ def test_explanation_names_the_forwarder_term():
     from pathlib import Path
 
     from primus_launch.plan import Plan
-    from primus_launch.projection.cost.explain import comm_rows
+    from primus_launch.projection.explain import comm_rows
 
     root = Path(__file__).resolve().parents[1]
     rows = json.loads((root / "scripts" / "validation" / "runs.json").read_text())["rows"]

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from primus_launch.adapters import load_recipe
-from primus_launch.projection.cost.explain import op_rows
+from primus_launch.projection.explain import op_rows
 from primus_launch.projection.hardware.gpus import get_gpu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +32,7 @@ def test_streaming_rows_bytes_are_forward_bytes_at_one_rate():
 def test_cut_columns_say_they_were_cut():
     """--explain cuts long names and sources to its columns; a cut one ends in "..." (it was cut mid-word
     silently, reading as a whole source)."""
-    from primus_launch.projection.cost.explain import explain_text
+    from primus_launch.projection.explain import explain_text
 
     text = explain_text(load_recipe(ROOT / "recipes/torchtitan/llama3.1_8b.toml"))
     rows = [r for r in op_rows(load_recipe(ROOT / "recipes/torchtitan/llama3.1_8b.toml")) if len(r.source) > 110]

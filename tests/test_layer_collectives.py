@@ -202,7 +202,7 @@ def test_moe_layers_priced_by_their_own_list():
     ``cost.tp_comm.tp_layer_comm(moe=True)`` prices that list, and ``explain``'s communication rows show
     the dense and the MoE layer apart, each at the price of its list; a plan whose MoE layers have
     no list of their own (megatron) keeps one row priced by the layer's."""
-    from primus_launch.projection.cost.explain import comm_rows
+    from primus_launch.projection.explain import comm_rows
     from primus_launch.projection.hardware.placement import layout
     from primus_launch.projection.cost.tp_comm import tp_layer_comm
     from primus_launch.projection.hardware.gpus import get_gpu

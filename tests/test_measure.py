@@ -410,7 +410,7 @@ def test_reserved_bytes_upscale_as_the_allocated_ones():
     from types import SimpleNamespace
 
     from primus_launch.projection.measure.timing import PieceTiming
-    from primus_launch.projection.measure.upscale import allocator_overhead, measured_reserved
+    from primus_launch.projection.measure.measured_memory import allocator_overhead, measured_reserved
 
     def piece(peak: int, reserved: int) -> PieceTiming:
         return PieceTiming(fwd_s=1e-3, bwd_s=2e-3, bwd_input_s=1e-3, bwd_weight_s=1e-3, split="flop-ratio",
@@ -472,7 +472,7 @@ def test_titan_memory_model_takes_the_measured_blocks():
     from primus_launch.projection.memory.estimate import estimate_memory
     from primus_launch.projection.memory.activations import LayerActivations
     from primus_launch.projection.memory.titan import TITAN, TitanLayer, head_kept_bytes, layer_activation_bytes
-    from primus_launch.projection.measure.upscale import MeasuredTitanActivations
+    from primus_launch.projection.measure.measured_memory import MeasuredTitanActivations
 
     arch = arch_from_flavor("llama3", "debugmodel", seq_len=2048)
     plan = Plan.model_validate({"model": arch.model_dump(), "parallel": {"dp_sharding": "full"},

@@ -324,7 +324,7 @@ def test_explanation_names_the_moe_terms():
     import json
 
     from primus_launch.plan import Plan
-    from primus_launch.projection.cost.explain import comm_rows, framework_rows
+    from primus_launch.projection.explain import comm_rows, framework_rows
 
     rows = json.loads((ROOT / "scripts" / "validation" / "runs.json").read_text())["rows"]
     plan = Plan.model_validate(next(r for r in rows if r["id"] == "mlm_moe_deepseek_v3_b200_mxfp8_256gpu_tp1pp8ep32")["plan"])
@@ -347,7 +347,7 @@ def test_explanation_names_the_insitu_sms_from_the_model(monkeypatch):
     import json
 
     from primus_launch.plan import Plan
-    from primus_launch.projection.cost.explain import comm_rows
+    from primus_launch.projection.explain import comm_rows
 
     rows = json.loads((ROOT / "scripts" / "validation" / "runs.json").read_text())["rows"]
     plan = Plan.model_validate(next(r for r in rows if r["id"] == "mlm_moe_deepseek_v3_b200_mxfp8_256gpu_tp1pp8ep32")["plan"])

@@ -93,7 +93,7 @@ def test_dry_run_at_a_stated_cap():
 
 
 def test_explain_names_the_cap():
-    from primus_launch.projection.cost.explain import explain_text
+    from primus_launch.projection.explain import explain_text
 
     text = explain_text(_llama8b(750))
     assert "750 W of the rated 1000 W" in text

@@ -64,7 +64,7 @@ def test_against_the_gemm_records():
 
 def test_explain_names_the_headroom():
     from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
-    from primus_launch.projection.cost.explain import explain_text
+    from primus_launch.projection.explain import explain_text
 
     m = ModelArch(num_layers=2, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
                   num_query_groups=8, vocab_size=128256, seq_length=4096)

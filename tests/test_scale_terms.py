@@ -71,7 +71,7 @@ def test_explanation_names_the_dp_sync_term():
     """The explanation table's 'data-parallel gradient sync' row states the DP group's footprint, the bucket rule
     and NCCL's per-call latency (Nemotron-4 at 2,048 GPUs: 32 ranks, one per node: 8.4 + 31 x 14 = 442 us)."""
     from primus_launch.projection.cost.dp_comm import dp_sync_line
-    from primus_launch.projection.cost.explain import framework_rows
+    from primus_launch.projection.explain import framework_rows
 
     plan = Plan.model_validate(ROWS[f"{SERIES[0]}_2048gpu"]["plan"])
     line = dict(framework_rows(plan))["data-parallel gradient sync"]

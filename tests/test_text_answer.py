@@ -31,6 +31,7 @@ def test_default_answer_is_one_screen(recipe, capsys):
     assert rc == 0, lines[-5:]
     assert len(lines) <= MAX_LINES, "\n".join(lines)
     assert all(len(ln) <= WIDTH for ln in lines), [ln for ln in lines if len(ln) > WIDTH]
+    assert not any(ln.endswith(" rows like") for ln in lines)  # user11: "like" / "it (...)" was wrapped apart
     text = "\n".join(lines)
     for word in ("iteration time", "tokens/s/GPU", "model TFLOP/s/GPU", "MFU", "memory", "time component",
                  "parameters", "activations"):
@@ -61,7 +62,7 @@ def test_explain_keeps_every_table(capsys):
     # every time row's ms and % to one decimal as computed (tabulate's number parsing printed 0.0 as "0")
     i = lines.index(next(ln for ln in lines if ln.startswith("time component")))
     rows = lines[i + 2:i + 2 + 8]
-    assert all(re.fullmatch(r"\w+ +\d[\d,]*\.\d +\d+\.\d", ln) for ln in rows), rows
+    assert all(re.fullmatch(r"\w+ +\d[\d,]*\.\d +\d+\.\d( +\S.*)?", ln) for ln in rows), rows  # + what it is
     assert any(ln.startswith("note: ") for ln in lines)
     assert len(lines) > MAX_LINES
 
@@ -186,3 +187,112 @@ def test_worst_stage_is_named_only_where_there_are_stages(recipe, capsys):
     rc, lines = _run(capsys, str(ROOT / recipe))
     said = f"(worst stage {d['memory']['worst_stage']})" in " ".join(" ".join(lines).split())
     assert rc == 0 and said == (d["plan"]["parallel"]["pp"] > 1)
+
+
+@pytest.mark.parametrize("recipe", ["recipes/torchtitan/llama3.1_8b.toml", "recipes/llama3.1_70b_h100_1024gpu.primus.toml",
+                                    "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml"])
+def test_answer_always_says_what_was_not_modelled(recipe, capsys):
+    """user11: a recipe with no setting left unmodelled printed no word about it (the short answer's list of
+    what was not modelled was simply absent, and the 70B wrapper's reader note stood under a bare "notes:"); the
+    warnings heading is now on every answer, short and ``--explain``, with the count of the result's own
+    ``warnings`` (``--json``), "none" where it is empty, and a note never sits under it."""
+    import json
+
+    from primus_launch.report.text import NO_WARNINGS
+
+    assert main(["--project", str(ROOT / recipe), "--dry-run", "--json"]) == 0
+    n_warn = len(json.loads(capsys.readouterr().out)["warnings"])
+    heading = f"warnings: {n_warn} setting(s) not modelled" if n_warn else NO_WARNINGS
+    rc, lines = _run(capsys, str(ROOT / recipe))
+    assert rc == 0 and [ln for ln in lines if ln.startswith("warnings: ")] == [heading]
+    nxt = lines[lines.index(heading) + 1]
+    assert nxt.startswith("  ") and not nxt.startswith("  note: ") if n_warn else nxt in ("notes:", lines[-1])
+    rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
+    assert rc == 0 and (NO_WARNINGS in lines) == (not n_warn)
+    assert sum(ln.startswith("warning: ") for ln in lines) == n_warn
+
+
+@pytest.mark.parametrize("recipe", ["recipes/llama3.1_70b_h100_1024gpu.primus.toml", "recipes/torchtitan/llama3.1_8b.toml",
+                                    "recipes/megatron/deepseek_v3_h100_1024gpu_fp8.yaml"])
+def test_explain_says_each_term_in_words(recipe, capsys):
+    """user11: ``--explain``'s time and memory tables named their rows ``tp_comm``, ``bubble``, ``transient``,
+    ``reserve`` and no more; every row the result has (``--json``'s ``time_breakdown`` and ``memory.breakdown``,
+    zero terms included) now has a "what it is" text, and the stage the time breakdown is taken on is numbered
+    from 0 as the memory's stages are (the note read "critical stage 3 of 4" for the last of stages 0-3)."""
+    import json
+
+    from primus_launch.report.text import MEMORY_TERMS, TIME_TERMS
+
+    assert main(["--project", str(ROOT / recipe), "--dry-run", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
+    assert rc == 0
+    for head, terms, names in (("time component", TIME_TERMS, d["time_breakdown"]),
+                               ("memory (stage", MEMORY_TERMS, list(d["memory"]["breakdown"]) + ["peak"])):
+        i = next(j for j, ln in enumerate(lines) if ln.startswith(head))  # "optimizer" is a row of both tables
+        for k in names:
+            row = next(ln for ln in lines[i:] if ln.split()[:1] == [k])
+            assert terms[k] and row.rstrip().endswith(terms[k]), (k, row)
+    pp = d["plan"]["parallel"]["pp"]
+    said = [n for n in d["notes"] if n.startswith("time breakdown of pipeline stage")]
+    assert len(said) == (pp > 1)
+    if said:
+        stage = int(said[0].split()[5])
+        assert 0 <= stage < pp and f"stages 0-{pp - 1}" in said[0]
+        assert [st["stage"] for st in d["memory"]["stages"]] == list(range(pp))
+
+
+@pytest.mark.parametrize("recipe", ["recipes/llama3.1_70b_h100_1024gpu.primus.toml",
+                                    "recipes/megatron/qwen3_235b_a22b_h100_256gpu.yaml"])
+def test_explain_cuda_graphs_row_reads_as_the_recipe(recipe, capsys):
+    """user11: the framework profile's row read "CUDA graphs  none scopes -" for an eager recipe; it says
+    "none (eager)" there, and for NVIDIA's Qwen3 YAML (``cuda_graph_impl: transformer_engine``,
+    ``cuda_graph_scope: moe_router moe_preprocess``) the implementation and the scopes the recipe names."""
+    import json
+
+    assert main(["--project", str(ROOT / recipe), "--dry-run", "--json"]) == 0
+    t = json.loads(capsys.readouterr().out)["plan"]["training"]
+    rc, lines = _run(capsys, str(ROOT / recipe), "--explain")
+    row = " ".join(next(ln for ln in lines if ln.startswith("CUDA graphs ")).split()[2:])
+    if t["cuda_graph_impl"] == "none":
+        assert row == "none (eager)"
+    else:
+        impl, scopes = row.split(", scopes ")
+        assert impl == t["cuda_graph_impl"] and sorted(scopes.split(", ")) == sorted(t["cuda_graph_scope"])
+
+
+def test_tight_over_capacity_says_the_point_estimate_does_not_fit():
+    """user11: a tune's best plan on H200 read "162.1 GiB peak of 139.8 GiB: TIGHT, band 138.1-162.3 GiB" -- a peak
+    over the capacity next to a verdict that it may fit.  Where the verdict is tight and the verdict's own bytes
+    (``oom_peak_bytes``) are over the usable capacity, the line says only the band's low end fits; a tight plan
+    under it (the Megatron 8B script at TP 1 with Megatron-FSDP: 77.3 of 79.2 GiB) does not say it."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.api import project
+    from primus_launch.report.text import verdict_text
+
+    plan = load_recipe(ROOT / "recipes/megatron/llama3.1_8b.sh")
+    plan = plan.model_copy(update={
+        "parallel": plan.parallel.model_copy(update={"tp": 1, "sequence_parallel": False,
+                                                     "dp_sharding": "optimizer_grads"}),
+        "training": plan.training.model_copy(update={"gradient_accumulation_fusion": False})})
+    res = project(plan, dry_run=True)
+    m = res.memory
+    assert m.verdict == "tight" and m.oom_peak_bytes < m.capacity_bytes
+    assert "over the capacity" not in verdict_text(res)
+    # the same result on a device between the band's low end and the point estimate: still tight, now over
+    cap = (m.band.low_bytes + m.oom_peak_bytes) // 2
+    from primus_launch.projection.memory.verdict import verdict
+
+    outside = m.outside_allocator_bytes
+    assert verdict(m.oom_peak_bytes, cap, m.band.low, m.band.high, 0.0, outside) == "tight"
+    smaller = res.model_copy(update={"memory": m.model_copy(update={"capacity_bytes": cap})})
+    assert "TIGHT" in verdict_text(smaller) and "over the capacity at the point estimate" in verdict_text(smaller)
+
+
+def test_rows_like_it_is_not_wrapped_apart():
+    """The Megatron FSDP 8B FP8 example's iteration row wrapped as "... on 25 judged rows like" / "it (megatron / ...)"."""
+    from primus_launch.report.text import _wrap
+
+    v = "10.789 s, expected 9.701 .. 11.890 s on 25 judged rows like it (megatron / hopper / dense / FP8 / sequence < 32k)"
+    lines = _wrap(v, indent=" " * 19, first="iteration time".ljust(19))
+    assert len(lines) == 2 and lines[1].split()[:2] == ["like", "it"] and " ".join(" ".join(lines).split()[2:]) == v

@@ -498,7 +498,7 @@ def _ub_cfg(path: Any) -> tuple[tuple[str, str, int, bool], ...]:
 def ub_cfg_entries(data: dict, field: str) -> tuple[tuple[str, str, int, bool], ...]:
     """(layer GEMM name, method, num_sm, set_sm_margin) of a userbuffers config mapping (``ub_cfgs``: layer
     name -> its settings, over TE's defaults), sorted by name; ``field`` names it in errors."""
-    from primus_launch.projection.cost.contention import UB_NAMES, ub_default
+    from primus_launch.plan.userbuffers import UB_NAMES, ub_default
 
     out = []
     for name in sorted(data, key=str):

@@ -1107,6 +1107,9 @@ def _megatron_changes(plan: Plan, r: Resolved, old: Plan) -> dict[str, Any]:
             stage = r.config.get("turbo_sync_free_moe_stage") or 0
             primus.update({"use_turbo_deepep": False, "turbo_sync_free_moe_stage": min(stage, 1)}
                           if r.config.get("use_turbo_deepep") or stage >= 2 else {})
+            if stage >= 2 and t.moe_expert_gemm == "turbo" and not r.config.get("use_turbo_grouped_gemm"):
+                # stage 2 implied the Turbo grouped GEMM (_turbo_moe); stage 1 does not: the plan keeps it, so say it
+                primus["use_turbo_grouped_gemm"] = True
             primus["moe_token_dispatcher_type"] = "alltoall"
         else:
             raise PlanError("training.moe_token_dispatcher", t.moe_token_dispatcher, "Primus: alltoall or deepep")

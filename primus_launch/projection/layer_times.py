@@ -18,6 +18,7 @@ class PassTimes:
 
     @property
     def total_s(self) -> float:
+        """Forward + input-gradient + weight-gradient seconds."""
         return self.fwd_s + self.bwd_input_s + self.bwd_weight_s
 
 
@@ -46,5 +47,6 @@ class LayerTimes:
     parts: Optional[dict] = field(default=None, compare=False, hash=False)
 
     def part(self, kind: str, name: str) -> PassTimes:
+        """The named share ``parts["<kind>:<name>"]`` of a layer; zero times where it is not given."""
         z = PassTimes(0.0, 0.0, 0.0)
         return (self.parts or {}).get(f"{kind}:{name}", z)

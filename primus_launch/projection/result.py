@@ -68,7 +68,10 @@ class MemoryReport(BaseModel):
     margin_fraction: float
     fits: bool
     worst_stage: int
-    breakdown: dict[str, int] = Field(description="the worst stage's bytes by component")
+    breakdown: dict[str, int] = Field(description="the worst stage's bytes by component, summing to peak_bytes_per_gpu: "
+                                                  "its stage's terms with transient_bytes split into transient and "
+                                                  "workspaces (workspace_bytes), and reserve = reserve_bytes (the "
+                                                  "allocator's reserve + the memory outside the allocator)")
     stages: list[StageMemory]
     notes: list[str] = Field(default_factory=list)
     memory_basis: Literal["reserved", "allocated"] = "reserved"
@@ -194,6 +197,11 @@ class ErrorBand(BaseModel):
         """Iteration seconds ``t`` projected -> the band's range of measured seconds."""
         return t * (1 + self.low), t * (1 + self.high)
 
+    def tokens_range(self, tokens_per_s: float) -> tuple[float, float]:
+        """Projected tokens/s -> the band's range of measured tokens/s: the iteration range inverted,
+        ``tokens_per_s / (1 + high) .. tokens_per_s / (1 + low)`` (the text's "expected A .. B")."""
+        return tokens_per_s / (1 + self.high), tokens_per_s / (1 + self.low)
+
     def text(self) -> str:
         """``-6% .. +9% on 38 judged rows like it (megatron / hopper / ...)``."""
         return (f"{100 * self.low:+.0f}% .. {100 * self.high:+.0f}% on {self.n} judged rows like it "
@@ -222,4 +230,11 @@ class ProjectionResult(BaseModel):
                                                                 "the judged validation rows like this plan (dry-run)")
 
     def to_json_dict(self) -> dict:
-        return self.model_dump(mode="json")
+        """The result as JSON; ``band`` also carries the ranges the text answer prints from it
+        (``iteration_time_s`` and ``tokens_per_sec_per_gpu``: [low, high]), so that a script reads the same
+        "expected 640 .. 686" the answer shows without inverting the band itself."""
+        d = self.model_dump(mode="json")
+        if self.band is not None:
+            d["band"]["iteration_time_s"] = list(self.band.iteration_range(self.iteration_time_s))
+            d["band"]["tokens_per_sec_per_gpu"] = list(self.band.tokens_range(self.tokens_per_sec_per_gpu))
+        return d

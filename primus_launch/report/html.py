@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.fileio import atomic_write_text
-from primus_launch.report.text import summary_rows
+from primus_launch.report.text import NO_WARNINGS, summary_rows
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.projection.training_run import TrainingRun, days_text, gpu_text, tokens_text
 from primus_launch.report.svg import memory_svg, time_breakdown_svg, timeline_svg
@@ -53,11 +53,17 @@ def projection_sections(r: ProjectionResult, run: Optional[TrainingRun] = None) 
     stages = [(s.stage, f"{s.total_bytes / GiB:.2f}", f"{s.parameters_bytes / GiB:.2f}",
                f"{s.activations_bytes / GiB:.2f}", s.microbatches_in_flight) for s in r.memory.stages]
     out.append(_table(stages, ["stage", "total GiB", "parameters GiB", "activations GiB", "micro-batches in flight"]))
-    notes = list(r.notes) + list(r.memory.notes)
+    # what was not modelled, as the text answer says it (the page had neither the warnings nor the reader's notes)
+    from primus_launch.projection.api import with_unmodelled  # a tune's bare dry-run best: its plan's flags too
+
+    warn = [f"{w.flag}={w.value}: {w.effect}" for w in with_unmodelled(r).warnings]
+    out.append("<h2>Not modelled</h2>" + ("<ul>" + "".join(f"<li>{escape(w)}</li>" for w in warn) + "</ul>" if warn
+                                          else f"<p>{escape(NO_WARNINGS)}</p>"))
+    notes = list(r.plan.source.notes if r.plan.source else []) + list(r.notes) + list(r.memory.notes)
     if notes:
         out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
     if r.mode == "dry-run":
-        from primus_launch.projection.cost.explain import explain_html
+        from primus_launch.projection.explain import explain_html
 
         out.append("<h2>How the dry-run priced it</h2><p class=\"note\">Per kernel of one layer (one micro-batch, "
                    "one GPU): time, efficiency and the kernel measurements its curve stands on; then the "
@@ -80,8 +86,9 @@ def write_tune_report(res: TuneResult, path: str | Path) -> Path:
     title = f"primus-launch tune: {b.plan.model.name} on {b.num_gpus} x {b.plan.cluster.gpu}"
     head = [("baseline (user's recipe)", f"{res.baseline.iteration_time_s:.3f} s/iter, "
                                          f"{res.baseline.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
-                                         f"{'fits' if res.baseline.memory.fits else 'does not fit'}"),
-            ("best", f"{b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU"),
+                                         f"{res.baseline.memory.verdict}"),
+            ("best", f"{b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
+                     f"{b.memory.verdict}"),
             ("projected gain", "none: no legal reference on this cluster (the recipe's own plan: "
                                f"{res.no_reference})" if res.no_reference else f"{100 * res.gain:+.1f} %"),
             ("candidates", f"{res.scored} scored of {res.legal_candidates} legal "

@@ -177,7 +177,7 @@ def memory_svg(mem: MemoryReport, width: int = 1100) -> str:
     return stacked_bar_svg(
         mem.breakdown, 1 / GiB, "GiB",
         f"Per-GPU memory, worst stage {mem.worst_stage}: {mem.peak_bytes_per_gpu / GiB:.1f} GiB "
-        f"({'fits' if mem.fits else 'does not fit'})",
+        f"({mem.verdict})",  # the verdict as the text answer has it: a tight plan read "fits" here
         capacity=float(mem.capacity_bytes), limit=mem.capacity_bytes * (1 - mem.margin_fraction), width=width)
 
 

@@ -3,9 +3,9 @@
 :func:`render_text` gives the short answer by default -- one screen of at most :data:`MAX_LINES`
 lines of at most :data:`WIDTH` columns: the summary (iteration time, tokens/s/GPU, TFLOP/s, MFU,
 the memory verdict with its band when the result has one), the largest time components beside the
-memory by term, and the warnings; ``explain=True`` gives every table: the full time and memory
-breakdowns, the measured pieces, every note and the dry-run's per-op pricing
-(``projection/cost/explain.py``).
+memory by term, and the warnings ("warnings: none" where there are none); ``explain=True`` gives every
+table: the full time and memory breakdowns, the measured pieces, every note and the dry-run's per-op pricing
+(``projection/explain.py``).
 """
 
 from __future__ import annotations
@@ -74,8 +74,12 @@ def verdict_text(r: ProjectionResult) -> str:
     held = m.verdict_peak_bytes
     on = (f" of the {held / GiB:.1f} GiB that cannot be released ({(m.peak_bytes_per_gpu - held) / GiB:.1f} GiB of "
           "free cached segments, given back before an out-of-memory error)" if held < m.peak_bytes_per_gpu else "")
+    # a tight plan whose point estimate is already over the usable capacity ("162.1 GiB peak of 139.8 GiB: TIGHT")
+    # read as a contradiction: say that only the band's lower part fits
+    over = ("; over the capacity at the point estimate (fits only at the band's low end)"
+            if m.verdict == "tight" and held > m.capacity_bytes * (1 - m.margin_fraction) else "")
     return (f"{verdict}, band {m.band.low_bytes / GiB:.1f}-{m.band.high_bytes / GiB:.1f} GiB "
-            f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %){on}")
+            f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %){on}{over}")
 
 
 def small_figure(v: float) -> str:
@@ -91,7 +95,7 @@ PEAK_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp8": "FP8", "fp4": "FP4", "fp32"
 def mfu_text(r: ProjectionResult) -> str:
     """MFU with the peak it is taken against (``projection/steps/flow.py``: model TFLOP/s over the GPU's
     datasheet dense peak at the plan's precision, ``GPUSpec.peak_flops``), so that a reader can check
-    it: e.g. ``18.8 % of the FP8 dense peak (1,979 TFLOP/s)``."""
+    it: e.g. ``18.7 % of the FP8 dense peak (1,979 TFLOP/s)``."""
     out = f"{small_figure(100 * r.mfu)} %"
     if r.mfu > 0:
         prec = PEAK_NAMES.get(r.plan.training.precision, r.plan.training.precision.upper())
@@ -126,10 +130,13 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
     margin = f", margin {100 * m.margin_fraction:.0f} %" if m.margin_fraction else ""
     it, tps = f"{r.iteration_time_s:.3f} s", f"{r.tokens_per_sec_per_gpu:,.0f}"
     if r.band is not None:  # the dry-run's expected error (projection/band.py)
-        lo, hi = r.band.iteration_range(r.iteration_time_s)
-        it += f", expected {r.band.text()}"
-        tps += f" (expected {r.tokens_per_sec_per_gpu * r.iteration_time_s / hi:,.0f} .. " \
-               f"{r.tokens_per_sec_per_gpu * r.iteration_time_s / lo:,.0f})"
+        # the range in seconds, as the tokens/s row gives its own: "+3% .. +11%" left the sign to guess (slower or
+        # faster than projected?); the fractions are in --explain's note and --json's band
+        b = r.band
+        t_lo, t_hi = b.iteration_range(r.iteration_time_s)
+        it += f", expected {t_lo:.3f} .. {t_hi:.3f} s on {b.n} judged rows like it ({b.group})"
+        lo, hi = r.band.tokens_range(r.tokens_per_sec_per_gpu)
+        tps += f" (expected {lo:,.0f} .. {hi:,.0f})"
     return [
         ("mode", r.mode),
         ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
@@ -154,7 +161,8 @@ _NUMBER_UNIT = re.compile(r"(?<=\d) (?=(?:s|ms|us|%|GiB|MiB|GB|MB|KB|W|bytes|day
 def glue_units(text: str) -> str:
     """``text`` with the space between a number and its unit made non-breaking (callers that wrap it turn
     the non-breaking spaces back into spaces)."""
-    return _NUMBER_UNIT.sub(_NBSP, text)
+    # "... judged rows like" / "it (megatron / ...)" wrapped mid-phrase
+    return _NUMBER_UNIT.sub(_NBSP, text).replace("rows like it", f"rows like{_NBSP}it")
 
 
 def _wrap(text: str, indent: str = "", first: str = "") -> list[str]:
@@ -207,13 +215,23 @@ def _time_memory_lines(r: ProjectionResult) -> list[str]:
                     disable_numparse=True).splitlines()
 
 
+#: the warnings heading of an answer with no setting left unmodelled: said, not left to the reader to infer from
+#: an absent list (the short answer of a recipe without warnings did not mention what was not modelled at all)
+NO_WARNINGS = "warnings: none (no setting of the recipe is left unmodelled)"
+
+
+def warnings_heading(r: ProjectionResult) -> str:
+    """``warnings: N setting(s) not modelled``, or :data:`NO_WARNINGS` where the result has none."""
+    return f"warnings: {len(r.warnings)} setting(s) not modelled" if r.warnings else NO_WARNINGS
+
+
 def _warning_lines(r: ProjectionResult, reader_notes: Iterable[str]) -> list[list[str]]:
-    """One block of wrapped lines per warning (a setting not modelled) and per reader note; where there
-    are warnings, the first note's block starts with its own ``notes:`` heading (a note listed under
-    "warnings: N setting(s) not modelled" read as one more setting not modelled)."""
+    """One block of wrapped lines per warning (a setting not modelled) and per reader note; the first
+    note's block starts with its own ``notes:`` heading (a note listed under "warnings: N setting(s) not
+    modelled" read as one more setting not modelled; under "warnings: none" it would read as a warning)."""
     out = [_wrap(f"{w.flag}={w.value}: {w.effect}", indent="    ", first="  ") for w in r.warnings]
     notes = [_wrap(n, indent="    ", first="  note: ") for n in reader_notes]
-    if out and notes:
+    if notes:
         notes[0] = ["notes:"] + notes[0]
     return out + notes
 
@@ -230,9 +248,8 @@ def render_short(r: ProjectionResult, reader_notes: Iterable[str] = (), run: Opt
                             + cpu, indent="  ")
     blocks = _warning_lines(r, reader_notes)
     tail = "details: --explain (every table and note), --json"
+    out += ["", warnings_heading(r)]  # said also where there is none
     if blocks:
-        n_warn = len(r.warnings)
-        out += ["", f"warnings: {n_warn} setting(s) not modelled" if n_warn else "notes:"]
         room = MAX_LINES - len(out) - 1  # the last line says what was left out
         shown = 0
         for b in blocks:
@@ -245,6 +262,31 @@ def render_short(r: ProjectionResult, reader_notes: Iterable[str] = (), run: Opt
             tail = f"... {len(blocks) - shown} more; " + tail
     out.append(tail)
     return "\n".join(out)
+
+
+#: each time component in words (``projection/steps/iteration.py`` ``iteration_costs``: the busiest pipeline
+#: stage's time, each communication term the part not hidden behind compute), for ``--explain``'s table
+TIME_TERMS = {
+    "compute": "the busiest stage's kernels and host launches (recomputed forwards included)",
+    "tp_comm": "tensor-parallel all-gather / reduce-scatter not hidden behind compute",
+    "cp_comm": "context-parallel key/value exchange not hidden behind attention",
+    "ep_comm": "expert-parallel token dispatch / combine (all-to-all) not hidden",
+    "dp_comm": "data-parallel gradient sync and parameter gathers (FSDP) not hidden",
+    "pp_comm": "pipeline sends between stages on the critical path",
+    "bubble": "pipeline idle time: the stage waiting for its neighbours (warm-up, cool-down)",
+    "optimizer": "the optimizer step after the last backward",
+}
+#: each memory term in words (``projection/memory/estimate.py``: the worst stage's peak, one GPU)
+MEMORY_TERMS = {
+    "parameters": "the weights this GPU holds (its shard)",
+    "gradients": "gradient buffers (in the dtype gradients are reduced in)",
+    "optimizer": "optimizer state (Adam moments, master weights), sharded as dp_sharding says",
+    "activations": "tensors saved for the backward, of every micro-batch in flight",
+    "transient": "temporaries alive at the peak (beyond the saved tensors)",
+    "workspaces": "cuBLAS / Transformer Engine GEMM workspaces",
+    "reserve": "cached by the allocator but unused, + CUDA context / NCCL outside it",
+    "peak": "the sum: the stage's peak on one GPU",
+}
 
 
 def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Optional[Iterable[str]] = None,
@@ -260,24 +302,24 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
     m = r.memory
     out = [tabulate(summary_rows(r, run), tablefmt="simple")]
     total = r.iteration_time_s or 1.0
-    times = [(k, f"{v * 1e3:,.1f}", f"{100 * v / total:.1f}") for k, v in r.time_breakdown.items()]
+    times = [(k, f"{v * 1e3:,.1f}", f"{100 * v / total:.1f}", TIME_TERMS.get(k, "")) for k, v in r.time_breakdown.items()]
     # figures as written (tabulate's number parsing printed 194.0 ms as "194", 0.0 as "0", the peak as "37.2")
-    out.append(tabulate(times, headers=["time component", "ms", "%"], tablefmt="simple", disable_numparse=True,
-                        colalign=("left", "right", "right")))
-    mem = [(k, f"{v / GiB:.2f}") for k, v in m.breakdown.items()]
-    mem.append(("peak", f"{m.peak_bytes_per_gpu / GiB:.2f}"))
+    out.append(tabulate(times, headers=["time component", "ms", "%", "what it is"], tablefmt="simple",
+                        disable_numparse=True, colalign=("left", "right", "right", "left")))
+    mem = [(k, f"{v / GiB:.2f}", MEMORY_TERMS.get(k, "")) for k, v in m.breakdown.items()]
+    mem.append(("peak", f"{m.peak_bytes_per_gpu / GiB:.2f}", MEMORY_TERMS["peak"]))
     if m.oom_peak_bytes and m.oom_peak_bytes < m.peak_bytes_per_gpu:
-        mem.append(("verdict on (less free cached segments)", f"{m.oom_peak_bytes / GiB:.2f}"))
-    out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB"], tablefmt="simple",
-                        disable_numparse=True, colalign=("left", "right")))
+        mem.append(("verdict on (less free cached segments)", f"{m.oom_peak_bytes / GiB:.2f}",
+                    "the peak less what the allocator frees before an out-of-memory error"))
+    out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB", "what it is"], tablefmt="simple",
+                        disable_numparse=True, colalign=("left", "right", "left")))
     if r.measurement is not None:
         out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))
-    warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings]
+    warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings] or [NO_WARNINGS]
     notes = [f"note: {n}" for n in notes_in + list(r.notes) + list(m.notes)]
     if run is not None:
         notes.append(f"note: training run: {run.excludes}")
-    if warn or notes:
-        out.append("\n".join(warn + notes))
+    out.append("\n".join(warn + notes))
     if r.mode == "dry-run":
         out.append(render_explanation(r))
     return "\n\n".join(out)
@@ -285,8 +327,8 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
 
 def render_explanation(r: ProjectionResult) -> str:
     """The dry-run term by term: per kernel of one layer its time, efficiency and source, the
-    layer's communication and the framework profile (``projection/cost/explain.py``)."""
-    from primus_launch.projection.cost.explain import explain_text
+    layer's communication and the framework profile (``projection/explain.py``)."""
+    from primus_launch.projection.explain import explain_text
 
     return ("how the dry-run priced it (kernel times include the framework's in-situ efficiency and the "
             "sustained clock)\n\n" + explain_text(r.plan))

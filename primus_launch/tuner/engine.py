@@ -32,6 +32,7 @@ class Exhausted(Exception):
 
 
 def flat_fields(d: dict, prefix: str = "") -> dict[str, object]:
+    """A nested mapping flattened to dotted keys (``{"a": {"b": 1}}`` -> ``{"a.b": 1}``)."""
     out: dict[str, object] = {}
     for k, v in d.items():
         key = f"{prefix}{k}"

@@ -200,6 +200,10 @@ def apply_knobs(plan: Plan, k: Knobs) -> Plan:
         overlap_grad_reduce=k.overlap_grad_reduce, overlap_param_gather=k.overlap_param_gather,
         tp_comm_overlap=k.tp_comm_overlap, cuda_graph_impl=k.cuda_graph_impl, cuda_graph_scope=k.cuda_graph_scope,
         moe_token_dispatcher=k.dispatcher, overlap_moe_expert_parallel_comm=k.ep_overlap,
+        # sync-free MoE is Primus-Turbo DeepEP's (plan/sections.py moe_sync_free): a switch to another dispatcher
+        # leaves it (the Primus writer lowers turbo_sync_free_moe_stage to 1 there; a candidate that kept it was
+        # priced without the host sync and could not be written back: "cannot express training.moe_sync_free")
+        moe_sync_free=t.moe_sync_free and k.dispatcher == "deepep",
         delay_wgrad_compute=k.delay_wgrad, compile=k.compile, precision=k.precision, fp8_recipe=k.fp8_recipe,
         fp8_param_gather=k.fp8_param_gather, precision_aware_optimizer=pao,
         # the routing-map padding is for FP8 / FP4 GEMMs under the alltoall / flex dispatchers: Megatron's

@@ -111,6 +111,7 @@ HOPPER = ("h100", "h200")
 
 
 def gpu_vendor(gpu: str) -> str:
+    """The GPU's vendor in the database (``nvidia`` / ``amd``), ``unknown`` for a GPU not in it."""
     from primus_launch.projection.hardware.gpus import get_gpu
 
     try:
@@ -120,6 +121,7 @@ def gpu_vendor(gpu: str) -> str:
 
 
 def is_nvidia(gpu: str) -> bool:
+    """Whether the GPU is an NVIDIA one (:func:`gpu_vendor`)."""
     return gpu_vendor(gpu) == "nvidia"
 
 

@@ -108,6 +108,8 @@ def certain_only(fn: Callable[[Plan], ProjectionResult]) -> Callable[[Plan], Pro
 
 
 def check_allow(allow: Iterable[str]) -> frozenset[str]:
+    """The ``--allow`` names, blanks dropped; a name not in :data:`rules.ALLOWABLE` is a one-line
+    :class:`PlanError` naming the field, the names and what is allowed."""
     out = frozenset(a.strip() for a in allow if a.strip())
     bad = sorted(out - set(rules.ALLOWABLE))
     if bad:

@@ -10,6 +10,8 @@
   :mod:`.fsdp`, :mod:`.dp_comm`: each parallelism's communication, raw and left exposed;
 - :mod:`.recompute`, :mod:`.offload`, :mod:`.optimizer`: the other per-iteration terms the projection's
   steps (:mod:`primus_launch.projection.steps`) add;
-- :mod:`.flags`: plan settings not (fully) modelled, returned as warnings;
-- :mod:`.explain`: the term-by-term explanation of a projection.
+- :mod:`.flags`: plan settings not (fully) modelled, returned as warnings.
+
+The term-by-term explanation of a projection, which reads these and the steps' results, is
+:mod:`primus_launch.projection.explain` (a level up: cost models never import the steps built on them).
 """

@@ -284,25 +284,33 @@ def collective_time(op: str, nbytes: float, size: int, nodes: int, per_node: int
 
 @lru_cache(maxsize=65536)
 def all_reduce(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
-    """Seconds for an all-reduce of ``nbytes`` over the group (best of ring / tree / NVLS / 2D)."""
+    """Seconds for an all-reduce of ``nbytes`` over the group (best of ring / tree / NVLS / 2D).
+    Priced by :func:`collective_time` on the GPU's fitted fabric (module doc: nccl-tests bus-bytes
+    conventions, NCCL ``tuning.cc`` latencies, curves fitted to nccl-tests records)."""
     return collective_time("all_reduce", nbytes, pl.size, pl.nodes, pl.per_node, fabric(gpu))
 
 
 @lru_cache(maxsize=65536)
 def all_gather(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
-    """Seconds to all-gather an OUTPUT buffer of ``nbytes`` (each rank contributes nbytes/n)."""
+    """Seconds to all-gather an OUTPUT buffer of ``nbytes`` (each rank contributes nbytes/n).
+    Priced by :func:`collective_time` on the GPU's fitted fabric (module doc: nccl-tests bus-bytes
+    conventions, NCCL ``tuning.cc`` latencies, curves fitted to nccl-tests records)."""
     return collective_time("all_gather", nbytes, pl.size, pl.nodes, pl.per_node, fabric(gpu))
 
 
 @lru_cache(maxsize=65536)
 def reduce_scatter(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
-    """Seconds to reduce-scatter an INPUT buffer of ``nbytes`` (each rank keeps nbytes/n)."""
+    """Seconds to reduce-scatter an INPUT buffer of ``nbytes`` (each rank keeps nbytes/n).
+    Priced by :func:`collective_time` on the GPU's fitted fabric (module doc: nccl-tests bus-bytes
+    conventions, NCCL ``tuning.cc`` latencies, curves fitted to nccl-tests records)."""
     return collective_time("reduce_scatter", nbytes, pl.size, pl.nodes, pl.per_node, fabric(gpu))
 
 
 @lru_cache(maxsize=65536)
 def all_to_all(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
-    """Seconds for an all-to-all where each rank sends ``nbytes`` in total (S/n to each rank)."""
+    """Seconds for an all-to-all where each rank sends ``nbytes`` in total (S/n to each rank).
+    Priced by :func:`collective_time` on the GPU's fitted fabric (module doc: nccl-tests bus-bytes
+    conventions, NCCL ``tuning.cc`` latencies, curves fitted to nccl-tests records)."""
     return collective_time("all_to_all", nbytes, pl.size, pl.nodes, pl.per_node, fabric(gpu))
 
 
@@ -407,7 +415,9 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
 
 @lru_cache(maxsize=65536)
 def p2p(nbytes: float, inter_node: bool, gpu: str) -> float:
-    """Seconds for one point-to-point send of ``nbytes`` (across scale-up domains or inside one)."""
+    """Seconds for one point-to-point send of ``nbytes`` (across scale-up domains or inside one): across,
+    ``S / (e_nic B_nic) + a_nic``; inside, ``S / (e_p2p B_up(2)) + a_up`` (``e_g`` where the fabric has no
+    p2p fit), or the fabric's measured p2p points where it has them (module doc, ``FITTED['collectives']``)."""
     if nbytes <= 0:
         return 0.0
     f = fabric(gpu)

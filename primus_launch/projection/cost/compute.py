@@ -204,7 +204,9 @@ def attention_time(b: int, heads: int, sq: int, skv: int, d_qk: int, d_v: int, c
 
 @lru_cache(maxsize=200_000)
 def elementwise_time(nbytes: float, gpu: str) -> float:
-    """Seconds for a bandwidth-bound kernel moving ``nbytes`` through HBM (read + write)."""
+    """Seconds for a bandwidth-bound kernel moving ``nbytes`` through HBM (read + write):
+    ``nbytes / (B_hbm eta) + t_min`` (:func:`kernels.stream_seconds`; ``eta`` the architecture's fitted
+    streaming efficiency, ``t_min`` = :data:`KERNEL_MIN_S`, torchao's roofline kernel floor)."""
     _, hbm, _, _, _ = _gpu(gpu)
     return stream_seconds(nbytes, hbm, KERNEL_MIN_S)
 

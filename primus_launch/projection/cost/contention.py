@@ -26,7 +26,7 @@ a fixed SM count while the GEMM is launched with an SM margin.  Three closed for
 
 SM counts (each from the framework's code or the recipes that launch it):
 
-- ``UB_SMS`` / ``UB_METHOD``: Transformer Engine's default userbuffers configuration
+- ``UB_SMS`` / ``UB_METHOD`` (``plan/userbuffers.py``, a framework fact the reader needs too): Transformer Engine's default userbuffers configuration
   (``transformer_engine/pytorch/module/base.py`` ``initialize_ub.get_default_config`` @d0067d0):
   ``ring_exchange`` (all-gather overlap of qkv/fc1 forward and proj/fc2 input-grad) ``num_sm`` 1, on
   copy engines (``use_ce``), no margin; ``pipeline`` (reduce-scatter overlap of proj/fc2 forward) and
@@ -52,37 +52,19 @@ SM counts (each from the framework's code or the recipes that launch it):
 
 from __future__ import annotations
 
-UB_SMS = {"ring_exchange": 1, "pipeline": 16, "bulk": 16, "external": 0}
-# (layer GEMM, pass) -> TE userbuffers method; passes: 0 forward, 1 input-grad, 2 weight-grad
-UB_METHOD = {
-    "qkv": ("ring_exchange", "bulk", "bulk"),
-    "fc1": ("ring_exchange", "bulk", "bulk"),
-    "proj": ("pipeline", "ring_exchange", "external"),
-    "fc2": ("pipeline", "ring_exchange", "external"),
-}
-UB_MARGIN = {"ring_exchange": False, "pipeline": True, "bulk": True, "external": False}
+from primus_launch.plan.userbuffers import ub_default
+
 # compute rate lost while a communication kernel overlaps it, per architecture whose GEMMs use a
 # static persistent schedule (module doc; measured H100 GEMM 80 % -> 47 % MFU under a 24-CTA NCCL kernel)
 STATIC_TAIL = {"hopper": 1.0 - 47.0 / 80.0}
 DEEPEP_SMS = 20
 HYBRIDEP_SMS = (24, 8)   # (inside one NVLink domain, across domains)
 NCCL_SMS = 20
-# TE's userbuffers layer names -> (layer GEMM, pass) (``initialize_ub``'s ``methods`` table)
-UB_NAMES = {f"{g}_{ps}": (g, i) for g in UB_METHOD for i, ps in enumerate(("fprop", "dgrad", "wgrad"))}
-
-
-def ub_default(name: str) -> tuple[str, int, bool]:
-    """(method, num_sm, set_sm_margin) TE's ``initialize_ub.get_default_config`` gives layer ``name``:
-    ``num_sm`` 1 for ring_exchange else 16, ``set_sm_margin`` = not ring_exchange."""
-    g, i = UB_NAMES[name]
-    method = UB_METHOD[g][i]
-    return method, UB_SMS[method], UB_MARGIN[method]
-
-
 
 
 def margin_factor(n: int, units: int) -> float:
-    """Time factor of a kernel launched with an SM margin of ``n`` on a GPU of ``units`` SMs."""
+    """Time factor of a kernel launched with an SM margin of ``n`` on a GPU of ``units`` SMs:
+    ``U / (U - n)`` (module doc: TE userbuffers ``set_sm_margin``; 1 without a margin)."""
     if n <= 0 or units <= n:
         return 1.0
     return units / (units - n)

@@ -90,7 +90,8 @@ def head_dim_factor(d: float, d0: float, dp: float = 1.0) -> float:
 
 
 def wave(tiles: int, units: int) -> float:
-    """Fraction of the last wave's tile slots that do work (1 = no quantisation loss)."""
+    """Wave quantisation: the fraction of the launched waves' tile slots that do work,
+    ``tiles / (ceil(tiles / U) U)`` (1 = no quantisation loss; module doc, the GEMM curve's ``w``)."""
     if tiles <= 0:
         return 1.0
     waves = -(-tiles // units)
@@ -149,7 +150,8 @@ def attention_seconds(b: int, heads: int, sq: int, skv: int, dqk: int, dv: int, 
 
 
 def stream_seconds(nbytes: float, hbm_Bps: float, t_min: float) -> float:
-    """Seconds of a bandwidth-bound kernel moving ``nbytes`` at ``hbm_Bps`` (efficiency applied)."""
+    """Seconds of a bandwidth-bound kernel moving ``nbytes`` at ``hbm_Bps`` (efficiency applied):
+    ``nbytes / hbm_Bps + t_min`` (module doc, memory-bound kernels)."""
     if nbytes <= 0:
         return 0.0
     return nbytes / hbm_Bps + t_min

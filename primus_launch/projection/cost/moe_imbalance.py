@@ -138,6 +138,9 @@ class Imbalance:
     learned: float        # c
 
     def text(self) -> str:
+        """One line for the report: the mode, the busiest rank's excess ``delta``, the per-rank spread
+        ``sigma`` and the learned-router term ``c``; under a padded token drop, every rank's share of the
+        balanced count (module doc)."""
         if "capacity" in self.mode and self.sigma == 0.0:
             return (f"router {self.mode}: every one of {self.ranks} EP ranks computes {100 * (1 + self.delta):.0f}% "
                     "of the balanced routed tokens (token drop, padded to the capacity)")

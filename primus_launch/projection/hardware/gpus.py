@@ -20,7 +20,7 @@ from typing import Optional
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from primus_launch.plan import PlanError
+from primus_launch.plan import Plan, PlanError
 
 GiB = 1024**3
 GB = 1e9
@@ -342,7 +342,7 @@ def check_precision(name: str, precision: str) -> None:
                         "GPU with FP8 states peak_flops_fp8)")
 
 
-def resolve_power_cap(plan):
+def resolve_power_cap(plan: Plan) -> Plan:
     """``plan`` with ``cluster.gpu`` replaced by its power-capped spec (:func:`power_capped`) when
     ``cluster.power_limit_w`` is set below the GPU's rated power (and that field cleared, so the call is
     idempotent); else ``plan`` itself."""
@@ -356,6 +356,7 @@ def resolve_power_cap(plan):
 
 
 def known_gpus() -> list[str]:
+    """The names of the GPUs in the database (built in, ``--gpu-file`` and power-capped ones), sorted."""
     return sorted(_DB)
 
 

@@ -43,6 +43,7 @@ class GroupPlacement:
 
     @property
     def intra_node(self) -> bool:
+        """Whether the whole group sits on one node (its collectives never cross the scale-out network)."""
         return self.nodes <= 1
 
 

@@ -37,7 +37,7 @@ building; :func:`pieces` builds from it only, so its canonical form is the cache
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 
@@ -46,6 +46,7 @@ from primus_launch.projection.measure.mirror_ranks import expert_groups, mirror_
 from primus_launch.projection.measure.piece import (
     Piece,
     attention_mask,
+    attn_core_dims,
     attn_fwd_flops,
     bwd_input_fraction,
     cp_positions,
@@ -214,7 +215,7 @@ def _with_sdpa(block_spec, cp: int = 1, cp_mode: str = "emulate", keep_megatron:
     return block_spec
 
 
-def activation_function(name: str):
+def activation_function(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
     """megatron-core's ``activation_func`` for the plan's ``activation`` (``transformer_config.py``:
     silu / gelu / relu from torch, ``quick_gelu`` from ``fusions.fused_bias_geglu``, ``squared_relu``
     from ``activations``)."""
@@ -251,7 +252,8 @@ def default_kinds(plan: Plan, num_dense: int, num_moe: int, per_rank: bool) -> l
 
 
 def mcore_config(plan: Plan, *, num_dense: int = 0, num_moe: int = 0, per_rank: bool, device: str = "cpu",
-                 extra: Optional[dict] = None, kinds: Optional[list[tuple[bool, bool]]] = None, mtp: int = 0):
+                 extra: Optional[dict] = None, kinds: Optional[list[tuple[bool, bool]]] = None,
+                 mtp: int = 0) -> Any:
     """megatron-core ``TransformerConfig`` (``MLATransformerConfig`` for MLA) for layers of the plan's
     architecture: ``kinds`` = (MoE, sliding window) per built layer (default :func:`default_kinds`
     of ``num_dense`` / ``num_moe``), ``mtp`` MTP layers; see the module docstring for ``per_rank``.
@@ -340,7 +342,7 @@ def position_type(plan: Plan) -> str:
 
 def build_gpt(plan: Plan, *, num_dense: int, num_moe: int, per_rank: bool, device: str = "cpu",
               pre_process: bool = True, post_process: bool = True, sdpa: bool = True,
-              extra: Optional[dict] = None):
+              extra: Optional[dict] = None) -> torch.nn.Module:
     """A real megatron-core ``GPTModel`` (local spec) with ``num_dense`` + ``num_moe`` layers.
 
     With ``per_rank=False`` and pp > 1, ``num_dense``/``num_moe`` are the model's total layer
@@ -373,7 +375,7 @@ def build_gpt(plan: Plan, *, num_dense: int, num_moe: int, per_rank: bool, devic
     return model
 
 
-def per_rank_groups(plan: Plan, cfg) -> Any:
+def per_rank_groups(plan: Plan, cfg: Any) -> Any:
     """The process groups of a per-rank build: megatron's world-size-1 groups, with the expert-
     parallel ones mirrored (:func:`.mirror_ranks.expert_groups`) when ``cfg`` has MoE layers and the
     plan's expert-TP x EP has more than one rank; None (megatron's own) otherwise."""
@@ -610,12 +612,7 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
         out.append(Piece(name, layer_forward, [x], list(layer.parameters()), shapes[name], flop_split=r,
                          split="flop-ratio", routed=moe and plan.training.moe_router_force_load_balancing))
 
-    heads = m.num_attention_heads // p.tp
-    if m.multi_latent_attention:
-        dq, dv, kvh = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim, heads
-    else:
-        dq = dv = m.kv_channels
-        kvh = m.kv_heads // p.tp
+    heads, kvh, dq, dv = attn_core_dims(plan)
     q = torch.randn(s, b, heads, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     k = torch.randn(s, b, kvh, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     v = torch.randn(s, b, kvh, dv, generator=gen).to(dev, dtype).requires_grad_(True)

@@ -33,6 +33,7 @@ from primus_launch.errors import UserError
 from primus_launch.plan import Plan
 from primus_launch.projection.measure.piece import (
     Piece,
+    attn_core_dims,
     attn_fwd_flops,
     bwd_input_fraction,
     cp_mask,
@@ -79,6 +80,7 @@ COMPILE_BACKEND_ENV = "PRIMUS_LAUNCH_COMPILE_BACKEND"
 
 
 def compile_backend() -> str:
+    """The torch.compile backend of the measured blocks: ``$PRIMUS_LAUNCH_COMPILE_BACKEND`` or ``inductor``."""
     import os
 
     return os.environ.get(COMPILE_BACKEND_ENV, "").strip() or "inductor"
@@ -287,7 +289,10 @@ class CPEmulatedSDPA(torch.nn.Module):
             chunks[r], chunks[2 * self.cp - 1 - r] = part[:, :n], part[:, n:]
         return torch.cat(chunks, dim=1)
 
-    def forward(self, q, k, v, *, scale=None, enable_gqa: bool = False, **kwargs):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: Optional[float] = None,
+                enable_gqa: bool = False, **kwargs: Any) -> torch.Tensor:
+        """SDPA of this rank's queries over the full sequence's keys and values (``[b, s, heads, d]``
+        layout in and out) under the CP rank's causal mask (:func:`piece.cp_mask`)."""
         k, v = self._full(k, "k"), self._full(v, "v")
         mask = cp_mask(k.size(1), self.cp, 0, q.device)
         out = torch.nn.functional.scaled_dot_product_attention(
@@ -297,7 +302,7 @@ class CPEmulatedSDPA(torch.nn.Module):
 
 
 def build(plan: Plan, device: str = "cpu", measure_layers: int = 2, per_rank: bool = True,
-          spec: BuildSpec | None = None):
+          spec: BuildSpec | None = None) -> tuple[torch.nn.Module, int, int]:
     """(model, n_dense, n_moe): the reduced torchtitan model on ``device`` in the plan's dtype."""
     if spec is None:
         cfg, nd, nm = titan_config(plan, measure_layers, per_rank)
@@ -388,12 +393,9 @@ def pieces(plan: Plan, device: str, measure_layers: int = 2,
                          split="flop-ratio", flop_split=r,
                          memory_forward=(lambda x, layer=layer: layer.forward(x, None, None)) if eager_mem else None))
     attn = next(iter(model.layers.values())).attention
-    heads = getattr(attn, "n_heads", m.num_attention_heads // p.tp)
-    if m.multi_latent_attention:
-        dq, dv, kvh = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim, heads
-    else:
-        dq = dv = m.kv_channels
-        kvh = getattr(attn, "n_kv_heads", m.kv_heads // p.tp)
+    plan_heads, plan_kvh, dq, dv = attn_core_dims(plan)
+    heads = getattr(attn, "n_heads", plan_heads)
+    kvh = heads if m.multi_latent_attention else getattr(attn, "n_kv_heads", plan_kvh)
     q = torch.randn(b, s, heads, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     k = torch.randn(b, s, kvh, dq, generator=gen).to(dev, dtype).requires_grad_(True)
     v = torch.randn(b, s, kvh, dv, generator=gen).to(dev, dtype).requires_grad_(True)

@@ -43,6 +43,7 @@ ENV = "PRIMUS_LAUNCH_CACHE"
 
 
 def default_cache_dir() -> Path:
+    """``$PRIMUS_LAUNCH_CACHE``, else ``$XDG_CACHE_HOME`` (or ``~/.cache``) ``/primus-launch/measure``."""
     env = os.environ.get(ENV)
     if env:
         return Path(env)
@@ -130,10 +131,12 @@ class MeasureCache:
     # ---------------------------------------------------------------- records
     @staticmethod
     def digest(key: dict[str, Any]) -> str:
+        """32 hex digits of the SHA-256 of the key's canonical JSON (sorted keys, no spaces)."""
         canon = json.dumps(key, sort_keys=True, separators=(",", ":"), default=str)
         return hashlib.sha256(canon.encode()).hexdigest()[:32]
 
     def path(self, key: dict[str, Any]) -> Path:
+        """The record's file: ``<framework>-<piece>-<digest>.json`` in the cache directory."""
         return self.dir / f"{key.get('framework', 'x')}-{str(key.get('piece', 'x')).replace('#', '_')}-{self.digest(key)}.json"
 
     def peek(self, key: dict[str, Any]) -> Optional[dict[str, Any]]:
@@ -148,6 +151,7 @@ class MeasureCache:
         return rec.get("value")
 
     def get(self, key: dict[str, Any]) -> Optional[dict[str, Any]]:
+        """:meth:`peek`, counted as a hit or a miss."""
         v = self.peek(key)
         if v is None:
             self.misses += 1

@@ -54,9 +54,11 @@ class MirrorGroup:
         self.n, self.name = n, name
 
     def size(self) -> int:
+        """The mirrored group's size (the run's, not the world size of 1)."""
         return self.n
 
     def rank(self) -> int:
+        """Always 0: the build is the run's rank 0 of the group."""
         return 0
 
     def __repr__(self) -> str:
@@ -185,7 +187,7 @@ def mirrored_collectives() -> Iterator[None]:
         yield
 
 
-def expert_groups(ep: int, expert_tp: int, dispatcher: bool = False):
+def expert_groups(ep: int, expert_tp: int, dispatcher: bool = False) -> Optional[Any]:
     """megatron's ``ProcessGroupCollection`` of the world-size-1 parallel state with its ``ep`` and
     ``tp_ep`` groups mirrored (``ep`` and ``ep * expert_tp`` ranks), for a per-rank build whose MoE
     layers are the run's rank 0 (module docstring); None when neither has more than one rank.

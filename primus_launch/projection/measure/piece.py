@@ -52,14 +52,15 @@ def cp_positions(seq: int, cp: int, rank: int) -> list[int]:
     return list(range(rank * n, (rank + 1) * n)) + list(range((2 * cp - 1 - rank) * n, (2 * cp - rank) * n))
 
 
-def cp_mask(seq: int, cp: int, rank: int, device) -> torch.Tensor:
+def cp_mask(seq: int, cp: int, rank: int, device: torch.device | str) -> torch.Tensor:
     """[s/cp, s] boolean mask (True = attend) of CP rank ``rank``'s queries over all keys in
     global order: key position <= query position."""
     q = torch.tensor(cp_positions(seq, cp, rank), device=device)
     return torch.arange(seq, device=device).unsqueeze(0) <= q.unsqueeze(1)
 
 
-def attention_mask(q_pos: list[int] | None, sk: int, window: Optional[int], device) -> Optional[torch.Tensor]:
+def attention_mask(q_pos: list[int] | None, sk: int, window: Optional[int],
+                   device: torch.device | str) -> Optional[torch.Tensor]:
     """[sq, sk] boolean mask (True = attend) of queries at global positions ``q_pos`` (None: 0..sk-1)
     over keys 0..sk-1: causal (key <= query) and, with a sliding ``window``, query - key <= window
     (Megatron ``window_size=(window, 0)``, ``transformer/utils.get_sliding_window_causal_mask``);
@@ -172,15 +173,25 @@ def bwd_input_fraction(linear_params: float, tokens: int, attn_fwd_flops: float)
     return (lin + 2.0 * attn_fwd_flops) / (2.0 * lin + 2.0 * attn_fwd_flops) if lin or attn_fwd_flops else 0.5
 
 
+def attn_core_dims(plan: Plan) -> tuple[int, int, int, int]:
+    """``(heads, kv_heads, d_qk, d_v)`` of the attention core on one tensor-parallel rank: MLA's
+    queries and keys are ``qk_head_dim + qk_pos_emb_head_dim`` wide (the RoPE part concatenated), its
+    values ``v_head_dim``, with as many key / value heads as query heads (megatron-core
+    ``MLASelfAttention``); otherwise ``kv_channels`` for both and ``kv_heads / tp`` key / value heads
+    (GQA, at least one per rank)."""
+    m, p = plan.model, plan.parallel
+    heads = m.num_attention_heads // p.tp
+    if m.multi_latent_attention:
+        return heads, heads, m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim
+    return heads, max(1, m.kv_heads // p.tp), m.kv_channels, m.kv_channels
+
+
 def attn_fwd_flops(plan: Plan) -> float:
     """Causal attention core forward FLOPs per rank: 2 * b * heads * s^2/2 * (d_qk + d_v)."""
     m, p, t = plan.model, plan.parallel, plan.training
     s = m.seq_length // p.cp
-    if m.multi_latent_attention:
-        dqk, dv = m.qk_head_dim + m.qk_pos_emb_head_dim, m.v_head_dim
-    else:
-        dqk = dv = m.kv_channels
-    return 2.0 * t.micro_batch_size * (m.num_attention_heads // p.tp) * s * s / 2 * (dqk + dv)
+    heads, _, dqk, dv = attn_core_dims(plan)
+    return 2.0 * t.micro_batch_size * heads * s * s / 2 * (dqk + dv)
 
 
 def measurement_flops_estimate(plan: Plan, measure_layers: int = 2) -> float:

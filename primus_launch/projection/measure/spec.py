@@ -47,11 +47,14 @@ class Substitution:
     alt: Optional[dict] = None
 
     def applies(self, piece: str) -> bool:
+        """Whether it applies to ``piece`` (by kind; ``layer`` covers every decoder-layer kind, ``attn_core``
+        the windowed core too)."""
         kind = piece.split("#")[0]
         return "*" in self.pieces or kind in self.pieces or ("layer" in self.pieces and kind.endswith("_layer")) \
             or ("attn_core" in self.pieces and kind == "attn_core_window")
 
     def to_dict(self) -> dict[str, Any]:
+        """``what`` / ``why`` / ``model`` for the result's report."""
         return {"what": self.what, "why": self.why, "model": self.model}
 
 
@@ -88,6 +91,7 @@ class BuildSpec:
                           "substitutions": [s.what for s in subs if s.keyed]})
 
     def substitutions_for(self, piece: str) -> list[Substitution]:
+        """The substitutions that apply to ``piece``."""
         return [s for s in self.substitutions if s.applies(piece)]
 
 

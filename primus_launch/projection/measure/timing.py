@@ -75,7 +75,9 @@ from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 
+from primus_launch.projection.measure.cache import MeasureCache
 from primus_launch.projection.measure.device import gcn_base, props_gcn_arch
+from primus_launch.projection.measure.spec import BuildSpec
 
 CpuClock = str  # "thread" | "process" | "wall"
 CPU_CLOCKS = {"thread": time.thread_time, "process": time.process_time, "wall": time.perf_counter}
@@ -108,6 +110,7 @@ class TimingPolicy:
             raise ValueError("min_repeats >= 3 and max_repeats >= min_repeats")
 
     def describe(self) -> str:
+        """The policy in words, for the result's notes (and its cache key)."""
         return (f"{self.warmup} warm-up, then samples until the relative IQR of fwd+bwd <= "
                 f"{self.target_spread:.0%} (min {self.min_repeats}, max {self.max_repeats} samples, CPU samples of >= "
                 f"{self.min_sample_s * 1e3:.0f} ms, time cap {self.max_piece_s:.0f} s per piece), median (mean "
@@ -154,14 +157,30 @@ class PieceTiming:
 
     @property
     def total_s(self) -> float:
+        """Forward + backward seconds."""
         return self.fwd_s + self.bwd_s
 
     def to_dict(self) -> dict:
+        """Every field, for the cache record."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "PieceTiming":
+        """The timing of a cache record (:meth:`to_dict`)."""
         return cls(**d)
+
+
+@dataclass
+class Measured:
+    """The measured pieces of one plan: records, cache hits, the build spec and the protocol."""
+
+    timings: dict[str, PieceTiming]
+    hits: dict[str, bool]
+    spec: BuildSpec
+    policy: TimingPolicy
+    device: str
+    cache: Optional[MeasureCache] = None
+    notes: list[str] = field(default_factory=list)
 
 
 def rel_iqr(xs: Sequence[float]) -> float:
@@ -186,7 +205,8 @@ class Clock:
         self.name = "cuda-events" if self.cuda else cpu_clock
         self._now = CPU_CLOCKS[cpu_clock]
 
-    def start(self):
+    def start(self) -> float | torch.cuda.Event:
+        """A start token: a recorded CUDA event after a synchronize, else the CPU clock's reading."""
         if self.cuda:
             torch.cuda.synchronize()
             ev = torch.cuda.Event(enable_timing=True)
@@ -194,7 +214,8 @@ class Clock:
             return ev
         return self._now()
 
-    def stop(self, token) -> float:
+    def stop(self, token: float | torch.cuda.Event) -> float:
+        """Seconds since :meth:`start` gave ``token`` (CUDA: event to event, synchronized)."""
         if self.cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
@@ -385,8 +406,7 @@ class PieceSampler:
     :meth:`done` says when the spread target, ``max_repeats`` or the piece's own time cap
     ``max_piece_s`` (wall seconds spent in its samples) is reached; :meth:`result` gives the
     :class:`PieceTiming` (medians, or means with ``statistic="mean"``, spreads, the split, and the
-    memory passes).  :func:`time_piece` samples one piece to the end; :func:`time_pieces` samples
-    several round-robin."""
+    memory passes).  :func:`time_pieces` samples one or several round-robin."""
 
     def __init__(self, forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
                  params: Sequence[torch.Tensor], device: torch.device, *, split: str,
@@ -472,6 +492,7 @@ class PieceSampler:
 
     @property
     def n(self) -> int:
+        """Samples taken."""
         return len(self.tot)
 
     def sample(self) -> None:
@@ -495,17 +516,22 @@ class PieceSampler:
         self.spent_s += time.perf_counter() - w0
 
     def converged(self) -> bool:
+        """At least ``min_repeats`` samples and their fwd+bwd relative IQR within ``target_spread``."""
         pol = self.policy
         return self.n >= pol.min_repeats and rel_iqr(self.tot) <= pol.target_spread
 
     def capped(self) -> bool:
+        """``max_repeats`` samples, or ``min_repeats`` and more than ``max_piece_s`` spent."""
         pol = self.policy
         return self.n >= pol.max_repeats or (self.n >= pol.min_repeats and self.spent_s > pol.max_piece_s)
 
     def done(self) -> bool:
+        """Converged or capped."""
         return self.converged() or self.capped()
 
     def result(self, measure_mem: bool = True) -> PieceTiming:
+        """The :class:`PieceTiming` of the samples (median, or mean under ``statistic="mean"``), the backward
+        split and, with ``measure_mem``, the memory passes."""
         fs, bs, bis, bws, tot = self.fs, self.bs, self.bis, self.bws, self.tot
         converged = self.converged()
         _zero_grads(self.everything)
@@ -554,33 +580,13 @@ def _no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def time_piece(forward: Callable[..., torch.Tensor], inputs: Sequence[torch.Tensor],
-               params: Sequence[torch.Tensor], device: torch.device, *, split: str,
-               flop_split: Optional[float] = None, policy: TimingPolicy = TimingPolicy(),
-               measure_mem: bool = True, memory_forward: Optional[Callable[..., torch.Tensor]] = None,
-               statistic: str = "median") -> PieceTiming:
-    """Time ``forward(*inputs)`` and its backward under ``policy`` (module docstring): samples
-    until :meth:`PieceSampler.done`.
-
-    ``inputs``: leaf tensors that require grad (the hidden states entering the piece, whose
-    gradient a pipeline sends upstream); ``params``: the piece's parameters; ``split``: one of
-    :data:`SPLITS`; ``flop_split``: the input-grad share for ``split="flop-ratio"``;
-    ``memory_forward``: what :func:`measure_memory` runs instead of ``forward`` (None: ``forward``);
-    ``statistic``: how the samples are summarized (:data:`STATISTICS`).
-    """
-    sp = PieceSampler(forward, inputs, params, device, split=split, flop_split=flop_split, policy=policy,
-                      memory_forward=memory_forward, statistic=statistic)
-    time_pieces([sp], policy, window_s=0.0)
-    return sp.result(measure_mem)
-
-
 def time_pieces(samplers: Sequence[PieceSampler], policy: TimingPolicy, window_s: Optional[float] = None) -> None:
     """Sample several pieces **round-robin** (one sample of each in turn): a change of the device's
     speed then hits every piece alike, and each piece's median is taken over the same stretch of
     time.  Rounds go on until every piece is :meth:`~PieceSampler.done` and at least
     ``policy.min_window_s`` of wall time has passed since the first (within the window a piece
     samples on until ``max_repeats`` or its time cap).  ``window_s``: the window instead of the
-    policy's (0: each piece only until it is done, as :func:`time_piece` samples one piece).  Call
+    policy's (0: each piece only until it is done).  Call
     :meth:`PieceSampler.result` after."""
     from primus_launch import interrupt
 

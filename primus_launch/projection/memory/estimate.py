@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
-from primus_launch.plan import STATE_DTYPE_BYTES, Plan
+from primus_launch.plan import (STATE_DTYPE_BYTES, Chunk, PipelineSchedule, Plan, Precision, RecomputeGranularity,
+                                RecomputeMethod)
 from primus_launch.projection.hardware.gpus import GiB, get_gpu, gpu_arch
 from primus_launch.projection.hardware.placement import scaleup_domain
 from primus_launch.projection.memory.activations import TE, ActivationImpl
@@ -31,6 +32,7 @@ from primus_launch.projection.memory.mcore import (  # noqa: F401  (re-exported)
 from primus_launch.projection.memory.outside import outside_allocator_bytes
 from primus_launch.projection.memory.paged_stash import full_graph_note
 from primus_launch.projection.memory.params import (
+    ArchKey,
     arch_from_key,
     layer_params_for_key,
     arch_key,
@@ -39,6 +41,7 @@ from primus_launch.projection.memory.stage import (  # noqa: F401  (re-exported)
     ALLOCATOR_FRAGMENTATION,
     TITAN_DYNAMIC_FRAGMENTATION,
     MeasuredActivations,
+    MeasuredTitanBlocks,
     in_flight_closed_form,
     oom_peak,
     stage_report,
@@ -56,6 +59,7 @@ from primus_launch.projection.memory.titan import (
     reserved_peak_over_levels,
     stage_walk,
     titan_buffer_bytes,
+    titan_ac_mode,
     titan_param_shapes,
     torch_pp_ops,
     unit_sharded,
@@ -67,8 +71,6 @@ from primus_launch.projection.memory.verdict import band_for, verdict
 from primus_launch.projection.memory.workspaces import GemmWorkspaces, gemm_workspaces
 from primus_launch.projection.result import MemoryBand, MemoryReport, StageMemory
 
-# kept for callers of the old names
-FRAGMENTATION = ALLOCATOR_FRAGMENTATION
 MemoryBasis = Literal["reserved", "allocated"]
 
 
@@ -261,6 +263,8 @@ def titan_loss_bytes(*, sb: float, vocab: int) -> tuple[float, float]:
 
 
 def titan_args(plan: Plan) -> tuple:
+    """The cached positional arguments of :func:`titan_stage_parts` (and :func:`titan_stage_memory`) for a
+    TorchTitan plan, up to ``state_bytes``."""
     m, p, t = plan.model, plan.parallel, plan.training
     r = t.recompute
     # FSDP shard group dp_shard = dp / dp_replicate; DDP (dp_sharding "none"): torchtitan 0.3.0's
@@ -309,16 +313,21 @@ def _most_in_flight(ops: list[tuple[str, int, int]]) -> int:
 
 
 @lru_cache(maxsize=65536)
-def titan_stage_memory(*args, measured=None, gemm_ws: GemmWorkspaces | None = None) -> tuple[StageMemory, ...]:
-    """TorchTitan stages (:mod:`memory_titan`): FSDP2 over ``S = dp_shard x cp``, the backward walk."""
+def titan_stage_memory(*args: Any, measured: Optional[MeasuredTitanBlocks] = None,
+                       gemm_ws: GemmWorkspaces | None = None) -> tuple[StageMemory, ...]:
+    """TorchTitan stages (:mod:`memory.titan`): FSDP2 over ``S = dp_shard x cp``, the backward walk;
+    ``args``: the positional arguments of :func:`titan_stage_parts` (:func:`titan_args`), whose
+    :class:`StageMemory` column this is."""
     return tuple(st for st, _ in titan_stage_parts(*args, measured=measured, gemm_ws=gemm_ws))
 
 
 @lru_cache(maxsize=4096)
-def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, schedule, mbs, nmb, precision,
-                      gran, method, rnum, compiled, reshard, attn="flex", loss_compiled=False,
-                      loss_chunks: int = 1, param_bytes: float = 4.0, state_bytes: float = 4.0,
-                      impl: TitanImpl = TITAN, measured=None,
+def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: int, cp: int, dp: int,
+                      dp_replicate: int, layout: tuple[tuple[Chunk, ...], ...], schedule: PipelineSchedule, mbs: int,
+                      nmb: int, precision: Precision, gran: RecomputeGranularity, method: RecomputeMethod,
+                      rnum: Optional[int], compiled: bool, reshard: str, attn: str = "flex",
+                      loss_compiled: bool = False, loss_chunks: int = 1, param_bytes: float = 4.0,
+                      state_bytes: float = 4.0, impl: TitanImpl = TITAN, measured: Optional[MeasuredTitanBlocks] = None,
                       gemm_ws: GemmWorkspaces | None = None) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
     """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
     ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients).
@@ -353,11 +362,11 @@ def titan_stage_parts(key, tp, etp, ep, pp, vpp, cp, dp, dp_replicate, layout, s
     sb = seq // cp * mbs
     h = m.hidden_size
     flight = in_flight_closed_form(schedule, pp, vpp, nmb)
-    ac = {"none": "none", "op": "op", "selective": "op", "full": "full"}[gran]
+    ac = titan_ac_mode(gran)
     kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep, attn=attn)
     layer_of = {moe: titan_layer_bytes(m, ac="none", moe=moe, **kw) for moe in {False, m.is_moe}}
     ck_of = {moe: titan_layer_bytes(m, ac="full" if ac == "full" else "op", moe=moe, **kw) for moe in {False, m.is_moe}}
-    if measured is not None:  # measured blocks (projection.measure.upscale.MeasuredTitanActivations)
+    if measured is not None:  # measured blocks (projection.measure.measured_memory.MeasuredTitanActivations)
         layer_of, ck_of = measured.titan_layers(layer_of, ck_of)
     V = m.vocab_size
     E = m.num_experts or 1

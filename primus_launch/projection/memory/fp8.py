@@ -74,7 +74,8 @@ FP8_DPA_FORMAT = {None: "fp8", "delayed": "fp8", "tensorwise": "fp8", "mxfp8": "
 
 def quantized_bytes(recipe: str) -> float:
     """Bytes per element of one quantized copy of a tensor under ``recipe`` (data + scales): 1 for the
-    tensorwise recipes, ``1 + 1/32`` for MXFP8, ``1 + 4/128`` for blockwise; unknown recipes count 1."""
+    tensorwise recipes, ``1 + 1/32`` for MXFP8, ``1 + 4/128`` for blockwise; unknown recipes count 1
+    (module doc: Transformer Engine 2.9-2.13's quantizers)."""
     return _QUANT_BYTES.get(recipe, 1.0)
 
 
@@ -115,7 +116,8 @@ def fp8_attention_saved_bytes(recipe: str, *, non_tn: bool) -> tuple[float, floa
 
 def columnwise_copy(recipe: str, *, non_tn: bool) -> bool:
     """Whether a quantized tensor's columnwise use needs a second copy: always for MXFP8 / blockwise,
-    for the tensorwise recipes only where the device lacks non-TN FP8 GEMMs (the transpose)."""
+    for the tensorwise recipes only where the device lacks non-TN FP8 GEMMs (the transpose; module doc: TE
+    v2.13 ``quantizer.cpp`` ``with_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()``)."""
     return recipe in ("mxfp8", "blockwise") or not non_tn
 
 

@@ -191,7 +191,8 @@ def _walk_retained(schedule, pp, vpp, m, group, chunk_bytes, ep_overlap, layer_b
 
 def chunk_micro_batches(schedule: str, pp: int, vpp: int, m: int, group: int | None = None,
                         ep_overlap: bool = False) -> tuple[float, ...]:
-    """Per rank, the chunk-micro-batches alive at the peak (every chunk weighing one)."""
+    """Per rank, the chunk-micro-batches alive at the peak (every chunk weighing one): the schedule walk of
+    :func:`stage_activation_peaks` with unit weights."""
     ones = tuple(tuple(1.0 for _ in range(vpp)) for _ in range(pp))
     return stage_activation_peaks(schedule, pp, vpp, m, group, ones, ep_overlap,
                                   tuple(tuple(0.0 for _ in range(vpp)) for _ in range(pp)) if ep_overlap else ())

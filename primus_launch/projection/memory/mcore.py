@@ -106,7 +106,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
-from primus_launch.plan import STATE_DTYPE_BYTES, Plan
+from primus_launch.plan import (STATE_DTYPE_BYTES, Chunk, DPSharding, Framework, ModelArch, PipelineSchedule, Plan,
+                                Precision, RecomputeGranularity, RecomputeMethod)
 from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.memory.activations import (
     TE,
@@ -125,7 +126,7 @@ from primus_launch.projection.hardware.gpus import gpu_arch
 from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes, te_fp8_attention,
                                                 weight_bytes_per_param)
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
-from primus_launch.projection.memory.params import (arch_from_key, layer_params_for_key, largest_linear_module,
+from primus_launch.projection.memory.params import (ArchKey, arch_from_key, layer_params_for_key, largest_linear_module,
                                                    stage_split_for_key, arch_key)
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
 from primus_launch.projection.memory.te_graphs import (attention_in_graph, graphed_kept_bytes, te_graph_chunk_input_bytes,
@@ -187,6 +188,9 @@ def padded_capacity(plan: Plan) -> float | None:
 
 
 def mcore_opts(plan: Plan) -> McoreOpts:
+    """The :class:`McoreOpts` of a plan: the flags beyond the cache's scalar arguments that change a Megatron
+    stage's bytes, each read as the module doc and :class:`McoreOpts`' comments say (gradient buffer dtype,
+    master / moment bytes, fp8 weight copies, offloading, CUDA-graph scope, GEMM workspaces)."""
     t, p = plan.training, plan.parallel
     pa = t.precision_aware_optimizer
     fp8 = (t.fp8_recipe or "delayed") if t.precision == "fp8" else None
@@ -302,10 +306,18 @@ def mcore_args(plan: Plan, impl: ActivationImpl | None = None) -> tuple:
 
 
 @lru_cache(maxsize=65536)
-def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replicate, layout, schedule, mbs, nmb,
-                  precision, optimizer, grad_fp32, gran, method, rnum, dp, edp, framework,
-                  impl: ActivationImpl, opts: McoreOpts = McoreOpts(),
-                  acts: Optional[MeasuredActivations] = None) -> tuple[StageMemory, ...]:
+def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: int, cp: int, sp: bool,
+                       dp_sharding: DPSharding, dp_replicate: int, layout: tuple[tuple[Chunk, ...], ...],
+                       schedule: PipelineSchedule, mbs: int, nmb: int, precision: Precision, optimizer: str,
+                       grad_fp32: bool, gran: RecomputeGranularity, method: RecomputeMethod, rnum: Optional[int],
+                       dp: int, edp: int, framework: Framework, impl: ActivationImpl, opts: McoreOpts = McoreOpts(),
+                       acts: Optional[MeasuredActivations] = None) -> tuple[StageMemory, ...]:
+    """Per PP rank, the :class:`StageMemory` of one GPU of a Megatron-Core plan, from the hashable arguments
+    :func:`mcore_args` builds (cached).  Formula and sources: the module doc -- ``weights + gradients +
+    optimizer`` from the stage's parameter split and the data-parallel sharding, the activations of the
+    micro-batches in flight walked over the schedule (:func:`memory.inflight.stage_activation_peaks`), the
+    largest transient on top, each assembled by :func:`memory.stage.stage_report`.  ``acts``: measured
+    per-layer activations in place of the tensor-list model's."""
     m = arch_from_key(key)
     split = stage_split_for_key(key, tp, etp, ep, layout, "te")
     a = 4 if precision == "fp32" else 2
@@ -584,7 +596,7 @@ def mcore_stage_memory(key, tp, etp, ep, pp, vpp, cp, sp, dp_sharding, dp_replic
     return tuple(out)
 
 
-def deferred_wgrad_bytes(m, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1, a: int = 2) -> tuple[float, float]:
+def deferred_wgrad_bytes(m: ModelArch, *, seq: int, mbs: int, tp: int, sp: bool, cp: int = 1, a: int = 2) -> tuple[float, float]:
     """(bytes kept per deferred micro-batch, bytes added at the flush) of ``--defer-embedding-wgrad-compute``.
 
     megatron-core 0.16.1 ``tensor_parallel/layers.py``: the output layer's ``ColumnParallelLinear.forward``
@@ -782,7 +794,7 @@ def _recompute_extra(m, chunks, opts: McoreOpts, gran, method, rnum, dense_act, 
     return extra
 
 
-def linear_params(key, tp, etp, ep, chunks, total: int) -> float:
+def linear_params(key: ArchKey, tp: int, etp: int, ep: int, chunks: tuple[Chunk, ...], total: int) -> float:
     """Parameters of one GPU's Transformer Engine linears (what fp8 quantizes): everything but the
     embedding / output head, the norms and the routers."""
     m = arch_from_key(key)
@@ -800,7 +812,7 @@ def linear_params(key, tp, etp, ep, chunks, total: int) -> float:
     return max(0.0, total - other)
 
 
-def cp_comm_bytes(m, comm: str, *, seq: int, mbs: int, tp: int, cp: int, a: int) -> float:
+def cp_comm_bytes(m: ModelArch, comm: str, *, seq: int, mbs: int, tp: int, cp: int, a: int) -> float:
     """Context-parallel attention buffers on top of a layer's activations (Transformer Engine
     ``attention/dot_product_attention/context_parallel.py``): ``p2p`` ring: the K/V chunk in flight
     beside the one in use (send/receive double buffer; in backward their gradients too: ``2 x 2``

@@ -51,6 +51,7 @@ class StageParams:
 
     @property
     def total(self) -> int:
+        """All parameters the GPU holds: ``dense + expert``."""
         return self.dense + self.expert
 
 
@@ -137,7 +138,9 @@ def largest_linear_module(key: ArchKey, tp: int, etp: int, ep: int, moe: bool) -
 
 def layer_parameter_counts(arch: ModelArch, tp: int, etp: int, ep: int, moe: bool,
                            spec: Spec = "te") -> StageParams:
-    """Parameters of one decoder layer on one GPU (dense part, expert part)."""
+    """Parameters of one decoder layer on one GPU (dense part, expert part): the module doc's per-layer
+    counts (attention / MLA + dense MLP or MoE MLP), megatron-core 0.16.1's modules, checked against the real
+    modules on the meta device (``tests/test_params.py``)."""
     return layer_params_for_key(arch_key(arch), tp, etp, ep, moe, spec)
 
 
@@ -171,7 +174,10 @@ def _embedding_params(arch: ModelArch, tp: int) -> int:
 
 
 def stage_parameter_split(plan: Plan, spec: Spec = "te") -> list[StageParams]:
-    """Per PP rank, the (dense, expert) parameters held by ONE GPU of that rank."""
+    """Per PP rank, the (dense, expert) parameters held by ONE GPU of that rank: its chunks' layers
+    (:func:`layer_parameter_counts`) plus the stage extras of the module doc (embeddings on the first
+    stage, final norm and output head -- or the tied copy under PP -- on the last, MTP modules where they sit;
+    Megatron ``get_transformer_layer_offset`` / ``LanguageModule.setup_embeddings_and_output_layer``)."""
     m, p = plan.model, plan.parallel
     return list(stage_split_for_key(arch_key(m), p.tp, p.expert_tp, p.ep, plan.chunk_layout(), spec))
 
@@ -231,7 +237,9 @@ def stage_parameter_counts(plan: Plan, spec: Spec = "te") -> list[int]:
 
 
 def total_parameters(arch: ModelArch) -> int:
-    """All parameters of the model, unsharded, vocabulary padded as for TP=1, tied head counted once."""
+    """All parameters of the model, unsharded, vocabulary padded as for TP=1, tied head counted once:
+    ``dense layers + MoE layers + embedding + final norm + MTP modules (+ untied output head)``, each term
+    as the module doc counts it at TP = EP = 1."""
     return _total(arch_key(arch))
 
 
@@ -251,7 +259,9 @@ def _total(key: ArchKey) -> int:
 
 
 def active_parameters(arch: ModelArch) -> int:
-    """Parameters touched per token (MoE: top-k routed experts instead of all), unsharded."""
+    """Parameters touched per token (MoE: top-k routed experts instead of all), unsharded:
+    ``total - L_moe (E - k) P_expert`` with ``L_moe`` the MoE layers (an MTP module's included when the last
+    layer is MoE) and ``P_expert`` one expert's MLP (module doc's expert term at TP = EP = 1)."""
     if not arch.is_moe:
         return total_parameters(arch)
     per_expert = _mlp_params(arch, arch.expert_ffn, 1, arch.add_bias_linear)

@@ -12,7 +12,7 @@ bytes outside the allocator (:mod:`memory.outside`) are added per plan by
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Protocol
 
 from primus_launch.projection.memory.activations import LayerActivations
 from primus_launch.projection.memory.band_data import RESERVED_OVER_ALLOCATED
@@ -50,9 +50,21 @@ class MeasuredActivations:
     note: str
 
 
-def stage_report(rank, weights, grads, optim, activations, transient, in_flight, nparams,
-           framework: str = "torchtitan", side_pools: float = 0.0, workspaces: float = 0.0,
-           releasable: float = 0.0) -> StageMemory:
+class MeasuredTitanBlocks(Protocol):
+    """What the TorchTitan model (:func:`memory.estimate.titan_stage_parts`) reads of measured activations
+    (:class:`projection.measure.measured_memory.MeasuredTitanActivations`, not imported: the measured path imports
+    this package): the blocks' kept bytes and the head's, in place of the modelled ones."""
+
+    def titan_layers(self, layer_of: dict, ck_of: dict) -> tuple[dict, dict]:
+        """The model's per-kind ``TitanLayer`` s (without / with checkpointing) with the measured kinds replaced."""
+
+    def titan_head(self, hn: float, hin: float, logp: float) -> tuple[float, float, float]:
+        """The model's (final-norm kept, lm_head input, log-probabilities) scaled to the measured total."""
+
+
+def stage_report(rank: int, weights: float, grads: float, optim: float, activations: float, transient: float,
+                 in_flight: int, nparams: float, framework: str = "torchtitan", side_pools: float = 0.0,
+                 workspaces: float = 0.0, releasable: float = 0.0) -> StageMemory:
     """A stage's :class:`StageMemory`: allocated = the parts; reserved = allocated x (1 +
     :data:`ALLOCATOR_FRAGMENTATION`) for Megatron, allocated + :data:`TITAN_DYNAMIC_FRAGMENTATION` of the
     dynamic part for TorchTitan, plus ``side_pools``: bytes the allocator keeps reserved for other streams

@@ -169,6 +169,7 @@ class FsdpGroup:
 
     @property
     def grad_elems(self) -> float:
+        """Elements of the group's unsharded gradient: ``orig`` where it is known, else ``unsharded``."""
         return self.orig if self.orig >= 0 else self.unsharded
 
 
@@ -234,6 +235,12 @@ class TitanLayer:
     kept: float  # bytes kept by the block for its backward (under its AC mode)
     full: float  # bytes a block without AC keeps (what a recomputed block rebuilds)
     layer_input: float
+
+
+def titan_ac_mode(granularity: str) -> str:
+    """The ``ac`` mode of :func:`layer_activation_bytes` for a plan's recompute granularity: ``none``, ``op``
+    (TorchTitan's SelectiveAC, the plan's ``selective`` or ``op``) or ``full`` (FullAC)."""
+    return {"none": "none", "op": "op", "selective": "op", "full": "full"}[granularity]
 
 
 def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1, ac: str = "none",
@@ -489,7 +496,9 @@ def moe_backward_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int 
 
 def head_kept_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1, compiled: bool = False,
                     impl: TitanImpl = TITAN) -> tuple[float, float, float]:
-    """(final-norm kept, lm_head input, fp32 log-probabilities) of the last stage."""
+    """(final-norm kept, lm_head input, fp32 log-probabilities) of the last stage:
+    ``nb sb h / t + 4 sb / t`` (the norm's input and fp32 rstd; ``nb`` = 2 compiled, else the implementation's
+    norm bytes), ``2 sb h`` and ``4 sb V / t`` (module doc, "Last stage"; torchtitan 0.3.0 traced on the CPU)."""
     s = seq // cp
     sb = s * mbs
     h = arch.hidden_size
@@ -501,12 +510,14 @@ Unit = tuple  # (kind "emb" | "layer" | "moe" | "head", tuple[FsdpGroup, ...], k
 
 
 def unit_unsharded(groups: tuple[FsdpGroup, ...]) -> float:
-    """Elements a unit holds unsharded on this rank (all its groups' all-gather outputs)."""
+    """Elements a unit holds unsharded on this rank: the sum of its groups' all-gather outputs
+    (:class:`FsdpGroup` ``unsharded``, FSDP2 ``FSDPParam.init_all_gather_outputs``)."""
     return sum(g.unsharded for g in groups)
 
 
 def unit_sharded(groups: tuple[FsdpGroup, ...]) -> float:
-    """Elements of the unit's padded shards on this rank (fp32 parameter, gradient, each AdamW state)."""
+    """Elements of the unit's padded shards on this rank (fp32 parameter, gradient, each AdamW state):
+    the sum of its groups' :class:`FsdpGroup` ``sharded`` (FSDP2 ``_sharded_param_data``)."""
     return sum(g.sharded for g in groups)
 
 

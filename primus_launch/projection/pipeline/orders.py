@@ -67,6 +67,8 @@ class ScheduleOrders:
         return kind, r, c, mb
 
     def global_stage(self, rank: int, chunk: int) -> int:
+        """The global pipeline stage of ``rank``'s model chunk ``chunk``: ``chunk x pp + rank``, or on the
+        V shape (ZB-V) ``2 pp - 1 - rank`` for chunk 1."""
         if self.v_shape and chunk == 1:
             return 2 * self.pp - 1 - rank
         return chunk * self.pp + rank

@@ -16,5 +16,5 @@ the rank layout and the per-layer compute times):
 
 :func:`.flow.run_steps` runs them in order (:class:`~.flow.Steps` holds every result) and
 :func:`.flow.projection_result` turns them into the :class:`ProjectionResult`
-(``projection/iteration.py`` ``assemble``).  ``projection/cost/explain.py`` reads the same results.
+(``projection/iteration.py`` ``assemble``).  ``projection/explain.py`` reads the same results.
 """

@@ -54,8 +54,11 @@ def projection_result(st: Steps, mode: str, record_timeline: bool = False,
     flops = model_flops_per_iteration(plan)
     tflops = flops / (iteration * world) / 1e12
     timeline: list[TimelineEvent] = []
-    notes = [f"critical stage {it.critical_stage} of {pp}; {nmb} micro-batches; "
-             f"schedule {pipe.schedule or schedule_name(plan)}"]
+    # stages are numbered from 0 as in the memory's "worst stage" and --json's memory.stages ("critical stage 3 of
+    # 4" read as the third of four where it was the last)
+    notes = [f"time breakdown of pipeline stage {it.critical_stage} (the busiest; stages 0-{pp - 1}); {nmb} "
+             f"micro-batches; schedule {pipe.schedule or schedule_name(plan)}" if pp > 1 else
+             f"{nmb} micro-batches; schedule {pipe.schedule or schedule_name(plan)}"]
     if record_timeline:
         timeline = list(pipe.events)
         end = makespan

@@ -303,7 +303,9 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
                                       "records te2053-torch-linear-cpu-*" if prof.host_cpu_factor != 1.0 else "") + ")"),
         ("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"
          + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")),
-        ("CUDA graphs", f"{t.cuda_graph_impl} scopes {sorted(graph_scopes(plan)) or '-'}"),
+        # "none scopes -" read as a garbled phrase where no graph is captured
+        ("CUDA graphs", (f"{t.cuda_graph_impl}, scopes {', '.join(sorted(graph_scopes(plan)))}" if graph_scopes(plan)
+                         else "none (eager)" if t.cuda_graph_impl == "none" else f"{t.cuda_graph_impl}, no scope")),
         *([("MoE routing (busiest EP rank)", _routing_line(plan))] if m.is_moe else []),
         *([("MoE expert GEMMs / dispatcher sync", _moe_host_path_line(plan, prof))] if m.is_moe else []),
         ("host vs GPU per layer (ms, fwd / bwd)", _host_line(plan)),
@@ -400,6 +402,7 @@ def _host_line(plan: Plan) -> str:
 
 def _contention_line(plan: Plan) -> str:
     """Which overlapped communication holds SMs in this plan (cost/contention.py)."""
+    from primus_launch.plan.userbuffers import UB_NAMES, ub_default
     from primus_launch.projection.cost import contention as con
 
     t, p = plan.training, plan.parallel
@@ -407,8 +410,8 @@ def _contention_line(plan: Plan) -> str:
     if t.tp_comm_overlap and p.tp > 1 and plan.framework == "megatron":
         over = {c[0]: c[1:] for c in t.tp_comm_overlap_cfg}
         cells = []
-        for name in con.UB_NAMES:
-            method, n, margin = over.get(name, con.ub_default(name))
+        for name in UB_NAMES:
+            method, n, margin = over.get(name, ub_default(name))
             if method != "external" and n > 1:
                 cells.append(f"{name} {method} {n} SMs{' margin' if margin else ''}")
         parts.append("TE userbuffers (" + ("--tp-comm-overlap-cfg" if over else "TE defaults") + "): "
