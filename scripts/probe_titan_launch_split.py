@@ -1,8 +1,9 @@
 """Probe (MEMORY.md round 25): what each TorchTitan reserved-peak source ran with, beside the projection's terms.
 
 For every judged TorchTitan case of ``memory_cases.json`` with an exactly published reserved peak, prints the
-source's launch facts (torch build, whether its torchtitan predates the FSDP-unit change of #1094, the caching allocator's configuration as the launch line or launch script of
-the source's torchtitan commit sets it, the launcher, which rank's peak is quoted) beside the plan's compile / AC /
+source's launch facts (torch build, the caching allocator's configuration as the launch line or launch script of
+the source's torchtitan commit sets it, the launcher, which rank's peak is quoted; whether its FSDP units keep the
+embedding in the root, as torchtitan before #1094 and the autoresearch branches do) beside the plan's compile / AC /
 reshard / local batch and the projection's terms (GiB): allocated A, reserved R, measured M, the default-stream
 fragmentation term ``f10`` (:data:`memory.stage.TITAN_DYNAMIC_FRAGMENTATION` of the dynamic bytes) and the FSDP2
 side-stream pools ``sm``; then, per source group, the median of ``R / M - 1``, of ``M - A`` and of ``f10``, and the
@@ -126,24 +127,27 @@ def main(argv: list[str] | None = None) -> int:
           f"{'lbs':>3s} {'seq':>6s} {'A':>6s} {'R':>6s} {'M':>6s} {'R/M-1':>6s} {'M-A':>5s} {'f10':>5s} {'sm':>5s} "
           f"{'root':>5s} {'+root':>6s}")
     for r in rs:
-        print(f"{r['id'][:56]:56s} {r['group'][:19]:19s} {r['alloc']:10s} {r['rank']:5s} {'y' if r['compile'] else 'n':3s} "
+        cmp = "y" if r["compile"] else "n"
+        print(f"{r['id'][:56]:56s} {r['group'][:19]:19s} {r['alloc']:10s} {r['rank']:5s} {cmp:3s} "
               f"{r['ac']:9s} {r['reshard']:7s} {r['lbs']:3d} {r['seq']:6d} {r['A']:6.1f} {r['R']:6.1f} {r['M']:6.1f} "
               f"{r['R'] / r['M'] - 1:+6.1%} {r['M'] - r['A']:5.1f} {r['f10']:5.1f} {r['sm']:5.1f} {r['root']:5.1f} "
               f"{(r['R'] + r['root']) / r['M'] - 1:+6.1%}")
-    print("\nroot: what FSDP units keeping the embedding in the root (PRE_1094: + the last block; ROOT_EMBEDDING) hold"
-          " beyond 0.3.0's at the loss backward (what-if, not modelled); +root: R + root against M")
-    print("\nper source group: n, median R/M-1 (range), median M-A GiB (range), median f10 GiB, allocator configuration,"
-          " median (R + root)/M - 1")
+    print("\nroot: what FSDP units keeping the embedding in the root (PRE_1094: + the last block; ROOT_EMBEDDING)"
+          " hold beyond 0.3.0's at the loss backward (what-if, not modelled); +root: R + root against M")
+    print("\nper source group: n, median R/M-1 (range), median M-A GiB (range), median f10 GiB, allocator"
+          " configuration, median (R + root)/M - 1")
     groups: dict[str, list[dict]] = {}
     for r in rs:
         groups.setdefault(r["group"], []).append(r)
     for g, gr in groups.items():
         e = [r["R"] / r["M"] - 1 for r in gr]
         d = [r["M"] - r["A"] for r in gr]
+        f10 = statistics.median(r["f10"] for r in gr)
+        with_root = statistics.median((r["R"] + (0.0 if r["root"] != r["root"] else r["root"])) / r["M"] - 1
+                                      for r in gr)  # (PP rows: nan, counted as 0)
         print(f"  {g:19s} n={len(gr):2d}  {statistics.median(e):+6.1%} ({min(e):+.1%} .. {max(e):+.1%})  "
-              f"{statistics.median(d):5.1f} ({min(d):.1f} .. {max(d):.1f})  {statistics.median(r['f10'] for r in gr):5.1f}"
-              f"  {', '.join(sorted({r['alloc'] for r in gr}))}"
-              f"  {statistics.median((r['R'] + (0 if r['root'] != r['root'] else r['root'])) / r['M'] - 1 for r in gr):+.1%}")
+              f"{statistics.median(d):5.1f} ({min(d):.1f} .. {max(d):.1f})  {f10:5.1f}"
+              f"  {', '.join(sorted({r['alloc'] for r in gr}))}  {with_root:+.1%}")
     for label, sel in (("all rows", rs), ("B200 rows", [r for r in rs if r["group"] == "B200 autoresearch"])):
         if len(sel) > 2:
             rho = rank_correlation([r["f10"] / r["M"] for r in sel], [r["R"] / r["M"] - 1 for r in sel])
