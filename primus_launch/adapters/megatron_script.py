@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import primus_launch.adapters.megatron_flags as megatron_flags
-from primus_launch.adapters.launcher_counts import is_node_gpu_query, launcher_count, slurm_option
+from primus_launch.adapters.launcher_counts import COUNT_WORDS, is_node_gpu_query, launcher_count, slurm_option
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
 from primus_launch.adapters.megatron_bash import (PC, Command, Ref, ShellState, Token, sbatch_allocation, slurm_env,
                                                  unstated_why)
@@ -308,9 +308,11 @@ class CommandRecipe:
                 continue
             if o.vals[0].opaque:
                 raise PlanError(o.flag, txt, "comes from a command substitution; pass the cluster explicitly")
-            n = launcher_count(txt, ":-" if o.flag not in _SRUN_TASKS else "")  # 1:4 / 2-4 ranges: the upper bound
-            if n is None:  # torchrun refuses 0 nodes / processes
-                raise PlanError(o.flag, txt, "an integer from 1 to 999,999,999 (or pass the cluster explicitly)")
+            ranges = ":-" if o.flag not in _SRUN_TASKS else ""
+            n = launcher_count(txt, ranges)  # 1:4 / 2-4 ranges: the upper bound
+            if n is None:  # torchrun refuses 0 nodes / processes, and a range from 0 or with MIN > MAX
+                raise PlanError(o.flag, txt, f"{COUNT_WORDS if ranges else 'an integer from 1 to 999,999,999'} "
+                                             "(or pass the cluster explicitly)")
             if o.flag in _SRUN_TASKS:
                 nodes = out[0] or 1
                 if n % nodes:

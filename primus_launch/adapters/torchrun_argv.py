@@ -190,7 +190,8 @@ def parse_nnodes(value: str) -> int:
     (:func:`launcher_count`)."""
     n = launcher_count(value, ":")
     if n is None:
-        raise UserError(f"torchrun --nnodes={value!r}: expected N or MIN:MAX (whole numbers from 1 to 999,999,999)")
+        raise UserError(f"torchrun --nnodes={value!r}: expected N or MIN:MAX (whole numbers from 1 to 999,999,999, "
+                        "MIN <= MAX: torch.distributed.run refuses a range from 0 or a MIN above the MAX)")
     return n
 
 
