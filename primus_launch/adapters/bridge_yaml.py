@@ -391,7 +391,7 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
         if share is not None:
             rec.put("untie_embeddings_and_output_weights", not node_value(share), share, inverted=True)
         seq = child_node(m, "seq_length")
-        if isinstance(seq, yaml.ScalarNode) and node_value(seq) is not None:
+        if seq is not None and node_value(seq) is not None:  # a list or mapping too: refused, naming it
             rec.put("seq_length", _integer(seq, "seq_length"), seq)
     persist = child_node(model, "persist_layer_norm")
     if isinstance(persist, yaml.ScalarNode) and isinstance(node_value(persist), bool):
