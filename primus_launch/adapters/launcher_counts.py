@@ -56,7 +56,7 @@ def launcher_count(text: str, ranges: str = ":-") -> Optional[int]:
 
 
 #: what :func:`launcher_count` takes, for the error lines of the readers that call it
-COUNT_WORDS = "a whole number from 1 to 999,999,999, or a range MIN:MAX (torchrun, 1 <= MIN <= MAX) / MIN-MAX (Slurm)"
+COUNT_WORDS = "an integer from 1 to 999,999,999, or a range MIN:MAX (torchrun, 1 <= MIN <= MAX) / MIN-MAX (Slurm)"
 
 
 #: a command substitution that asks the node it runs on for its GPU count: ``python -c "import torch;
