@@ -131,6 +131,18 @@ def _not_a_file(p: Path) -> str:
     return "not a regular file"
 
 
+def not_a_file(path: str | Path) -> str:
+    """What ``path``, which is no regular file, is in words ("no such file", "a named pipe", "a folder", "a loop
+    of symbolic links", ...), for readers that skip such a name with a note instead of refusing it."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            return "a folder"
+    except (OSError, ValueError):
+        pass
+    return _not_a_file(p)
+
+
 def read_text(path: str | Path, field: str = "recipe", limit: int = MAX_INPUT_BYTES) -> str:
     """A user's file as text: size-checked, decoded as UTF-8 (see the module docstring)."""
     return decode(read_bytes(path, field, limit), field, str(path))

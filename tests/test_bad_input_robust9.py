@@ -178,3 +178,19 @@ def test_removed_working_folder_is_named(tmp_path):
     p = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=TIMEOUT,
                        stdin=subprocess.DEVNULL)
     refused(p.returncode, p.stderr, "working folder", "cd to an existing folder")
+
+
+# ------------------------------------------------------------------------------------------- bash `source`
+@pytest.mark.parametrize("target, words", [("./f", "source ./f: a named pipe; skipped"),
+                                           ("./", "source ./: a folder; skipped"),
+                                           ('"$0"', "source '': an empty name"),
+                                           ("./r.sh", "source ./r.sh: more than 20 nested sources")])
+def test_a_sourced_name_that_is_no_file_is_said_as_what_it_is(tmp_path, target, words):
+    """``source`` of a named pipe (never opened: it would block), a folder, an empty name (``$0`` has no value
+    here) or the script itself (the nesting bound): each a note saying what it is, where every one read "not
+    found next to the script" (a pipe or the script itself is found); the run goes on (exit 0), without a hang."""
+    os.mkfifo(tmp_path / "f")
+    (tmp_path / "r.sh").write_text(BASH.replace("# Parallelism and batch\n", f"source {target}\n# Parallelism and batch\n"))
+    rc, out, err = cli(["--project", "r.sh", "--dry-run", "--json"], tmp_path)
+    assert rc == 0 and "Traceback" not in err, err[-400:]
+    assert words in err, err[-600:]

@@ -1657,12 +1657,23 @@ class ShellState:
         ``bash``: a script this one runs (:meth:`_called_script`, its path already resolved)."""
         base = Path(self.path).parent if self.path not in ("<script>", "argv") else Path(".")
         hit = Path(name) if Path(name).is_absolute() else base / name
-        # os.path.isfile: a name bash cannot open either (too long: ENAMETOOLONG) is skipped as bash skips it
-        if not os.path.isfile(hit) or self._depth >= MAX_DEPTH:
-            self.warnings.append(f"{what} {name}: not found next to the script; skipped")
+        from primus_launch.inputs import not_a_file, read_text  # the input boundary: size and encoding
+
+        if self._depth >= MAX_DEPTH:  # a file that sources itself, or two that source each other
+            self.warnings.append(f"{what} {name or repr(name)}: more than {MAX_DEPTH} nested sources, function calls "
+                                 "or bash -c strings (a file that sources itself?); skipped")
+            return
+        # os.path.isfile: a name bash cannot open either (too long: ENAMETOOLONG) is skipped as bash skips it; a
+        # named pipe, a device or a folder is never opened (a pipe would block, a device may be endless)
+        if not name.strip():  # `source "$0"`, `source "$DIR/$F"` with the variables unknown here
+            self.warnings.append(f"{what} {name!r}: an empty name (a variable this reader has no value for?); skipped")
+            return
+        if not os.path.isfile(hit):
+            why = not_a_file(hit)
+            self.warnings.append(f"{what} {name or repr(name)}: "
+                                 + ("not found next to the script" if why == "no such file" else why) + "; skipped")
             return
         try:
-            from primus_launch.inputs import read_text  # the input boundary: size and encoding
 
             text = read_text(hit, f"{what} {name}")
             sc = parse_script(text, str(hit), self.warnings)
