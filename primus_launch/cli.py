@@ -608,7 +608,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
             from primus_launch.projection.measure.fanout import FannedOut
 
             score = FannedOut(score, executor, a.measure_device or default_measure_device())
-    allow = [x for item in a.allow for x in item.split(",") if x.strip()]
+    allow = [x.strip() for item in a.allow for x in item.split(",") if x.strip()]
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
                llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
                top_n=a.top, allow=allow,
@@ -810,6 +810,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"primus-launch: error: {spelled}={v!r}: empty; give "
                   f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}",
                   file=sys.stderr)
+            return 2
+    for item in a.allow:  # `--allow ""` / `--allow ,`: no knob named (it searched none, without a word)
+        if not any(x.strip() for x in item.split(",")):
+            print(f"primus-launch: error: --allow={item!r}: empty; give knob families, comma-separated (fp8, "
+                  "optimizer-dtypes)", file=sys.stderr)
             return 2
     for dest, spelled in (("project", "--project"), ("tune", "--tune")):
         v = getattr(a, dest)

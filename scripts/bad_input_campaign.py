@@ -1048,6 +1048,12 @@ def robust9_cases() -> list[Case]:
     for v in ("", "-"):
         out.append(Case(f"r9:cli:--project={v!r}", "argv", {"r.sh": BASH}, ["--project", v, "--dry-run"],
                         expect_refusal=True, expect_words=(f"--project={v!r}",)))
+    for v in ("", ",,"):  # no knob named: the tune searched none, without a word
+        out.append(Case(f"r9:cli:--allow={v!r}", "argv", {"r.sh": BASH},
+                        ["--tune", "r.sh", "--dry-run", "--out", "t.sh", "--allow", v], expect_refusal=True,
+                        expect_words=(f"--allow={v!r}",)))
+    out.append(Case("r9:cli:--allow=' fp8 '", "argv", {"r.sh": BASH},
+                    ["--tune", "r.sh", "--dry-run", "--json", "--out", "t.sh", "--max-work", "300", "--allow", " fp8 "]))
     return out
 
 

@@ -169,6 +169,15 @@ def test_empty_or_dash_recipe_is_named_as_given(tmp_path, flag, value, words):
     assert _files(tmp_path) == {"r.sh": hashlib.sha256(BASH.encode()).hexdigest()}
 
 
+@pytest.mark.parametrize("value", ["", ",,"])
+def test_allow_naming_no_knob_is_refused(tmp_path, value):
+    """``--allow ""`` / ``--allow ,,`` searched no numerics knob without a word (the user asked for one)."""
+    (tmp_path / "r.sh").write_text(BASH)
+    rc, _, err = cli(["--tune", "r.sh", "--dry-run", "--out", "t.sh", "--allow", value], tmp_path)
+    refused(rc, err, f"--allow={value!r}", "fp8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.sh"]
+
+
 def test_removed_working_folder_is_named(tmp_path):
     (tmp_path / "r.sh").write_text(BASH)
     gone = tmp_path / "gone"
