@@ -1018,6 +1018,10 @@ def robust9_cases() -> list[Case]:
         out.append(Case(f"r9:nnodes-range:bash={v.decode()}", "value",
                         {"r.sh": BASH.replace(b"NUM_NODES=1", b"NUM_NODES=" + v)}, ["--project", "r.sh"] + TAIL,
                         expect_refusal=bool(words), expect_words=words))
+    for v, words in (("gpu", ()), ("auto", ()), ("cpu", ("--nproc_per_node='cpu'",)), ("2:8", ("--nproc_per_node='2:8'",))):
+        out.append(Case(f"r9:nproc:bash={v}", "value", {"r.sh": BASH.replace(b"GPUS_PER_NODE=8", b"GPUS_PER_NODE=" + v.encode())},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=bool(words),
+                        expect_words=words or ("one process per GPU of the node",)))
     for v in ("4:1", "0:2"):
         cmd = list(ARGV)
         cmd[1:3] = ["--nnodes", v, "--nproc-per-node", "8"]

@@ -90,6 +90,27 @@ def test_torchrun_command_node_range_with_min_above_max_is_refused_and_a_valid_o
     assert '"num_gpus": 16' in out
 
 
+@pytest.mark.parametrize("value, rc, words", [
+    ("gpu", 0, "--nproc_per_node gpu (torchrun: one process per GPU of the node it runs on): the count of processes "
+               "per node falls back to 8"),
+    ("auto", 0, "--nproc_per_node auto"),
+    ("cpu", 2, "--nproc_per_node='cpu': a GPU count"),
+    ("2:8", 2, "--nproc_per_node='2:8': an integer")])
+def test_launch_script_nproc_words_and_ranges(tmp_path, value, rc, words):
+    """torch.distributed.run.determine_local_world_size: ``gpu`` / ``auto`` are every GPU of the node (as
+    ``$(nvidia-smi -L | wc -l)``, read as the cluster's GPUs per node with a note; it was refused, and
+    --gpus-per-node alone did not lift the refusal), ``cpu`` is no GPU run, and a process count is ``int()`` of
+    the word: ``2:8`` (read as 8) is refused."""
+    (tmp_path / "r.sh").write_text(BASH.replace("GPUS_PER_NODE=8", f"GPUS_PER_NODE={value}"))
+    got, out, err = cli(["--project", "r.sh", "--dry-run", "--json"], tmp_path)
+    if rc == 2:
+        refused(got, err, words)
+    else:
+        assert got == 0 and words in err and '"num_gpus": 8' in out, err[-400:]
+        got, out, err = cli(["--project", "r.sh", "--dry-run", "--json", "--gpus-per-node", "4"], tmp_path)
+        assert got == 0 and "falls back" not in err and '"num_gpus": 4' in out, err[-400:]
+
+
 # ------------------------------------------------------------------------------------------ Megatron-Bridge
 def _bridge_with(key_line: int, value: str) -> str:
     lines = BRIDGE.splitlines(keepends=True)
