@@ -224,3 +224,13 @@ def test_a_sourced_name_that_is_no_file_is_said_as_what_it_is(tmp_path, target, 
     rc, out, err = cli(["--project", "r.sh", "--dry-run", "--json"], tmp_path)
     assert rc == 0 and "Traceback" not in err, err[-400:]
     assert words in err, err[-600:]
+
+
+def test_torchrun_command_nproc_cpu_is_refused_even_with_the_cluster_given(tmp_path):
+    """``--nproc-per-node cpu`` starts one process per CPU core (determine_local_world_size): no GPU run; with
+    --gpus-per-node it was read as 8 GPUs."""
+    cmd = ["torchrun", "--nproc-per-node", "cpu", "pretrain_gpt.py", "--num-layers", "32", "--hidden-size", "4096",
+           "--num-attention-heads", "32", "--seq-length", "4096", "--max-position-embeddings", "4096",
+           "--micro-batch-size", "1", "--global-batch-size", "64", "--bf16", "--vocab-size", "128256"]
+    rc, _, err = cli(["--project", "--dry-run", "--json", "--gpus-per-node", "8", "--", *cmd], tmp_path)
+    refused(rc, err, "--nproc-per-node='cpu'", "a GPU count")
