@@ -1052,6 +1052,8 @@ def robust9_cases() -> list[Case]:
     for v in ("", "-"):
         out.append(Case(f"r9:cli:--project={v!r}", "argv", {"r.sh": BASH}, ["--project", v, "--dry-run"],
                         expect_refusal=True, expect_words=(f"--project={v!r}",)))
+    out.append(Case("r9:bash:crlf", "byte", {"r.sh": BASH.replace(b"\n", b"\r\n")}, ["--project", "r.sh"] + TAIL,
+                    expect_words=("line(s) of r.sh end in CR LF",)))
     for v in ("", ",,"):  # no knob named: the tune searched none, without a word
         out.append(Case(f"r9:cli:--allow={v!r}", "argv", {"r.sh": BASH},
                         ["--tune", "r.sh", "--dry-run", "--out", "t.sh", "--allow", v], expect_refusal=True,

@@ -234,3 +234,17 @@ def test_torchrun_command_nproc_cpu_is_refused_even_with_the_cluster_given(tmp_p
            "--micro-batch-size", "1", "--global-batch-size", "64", "--bf16", "--vocab-size", "128256"]
     rc, _, err = cli(["--project", "--dry-run", "--json", "--gpus-per-node", "8", "--", *cmd], tmp_path)
     refused(rc, err, "--nproc-per-node='cpu'", "a GPU count")
+
+
+def test_a_launch_script_with_windows_line_ends_is_said(tmp_path):
+    """A script saved with CR LF read as the LF one, without a word, where bash keeps each CR (``X=2`` CR LF sets X
+    to ``2\\r``; a ``\\`` then CR does not continue the torchrun line: bash itself shows both, the independent
+    truth); the projection stands with a note naming the file, the count and the first line."""
+    (tmp_path / "r.sh").write_text(BASH.replace("TP_SIZE=2\n", "TP_SIZE=2\r\n"))
+    rc, out, err = cli(["--project", "r.sh", "--dry-run", "--json"], tmp_path)
+    assert rc == 0 and "Traceback" not in err, err[-300:]
+    line = BASH[:BASH.index("TP_SIZE=2\n")].count("\n") + 1
+    assert f"1 line(s) of r.sh end in CR LF (Windows line ends; the first on line {line})" in err
+    probe = subprocess.run(["bash", "-c", 'eval "$(printf "X=2\\r")"; printf %s "$X" | od -An -c'], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+    assert "\\r" in probe.stdout  # bash keeps the CR

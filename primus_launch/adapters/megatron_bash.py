@@ -355,6 +355,13 @@ def parse_script(text: str, path: str = "<script>", warnings: list[str] | None =
     """Parse a bash launch script; constructs the evaluator skips (loops, process substitution) are
     appended to ``warnings``.  A syntax error, or a ``${...}`` bash would reject, raises
     :class:`UserError` with the line."""
+    crlf = text.count("\r\n")
+    if crlf and warnings is not None:  # a file saved on Windows: bash would not run it as it reads here
+        first = text[:text.index("\r\n")].count("\n") + 1
+        warnings.append(f"{crlf:,} line(s) of {Path(path).name} end in CR LF (Windows line ends; the first on line "
+                        f"{first}): bash keeps the CR (X=2 CR LF sets X to '2\\r'; a '\\' then CR does not continue the "
+                        "command: the next line runs as a command of its own), so the script does not run as read "
+                        "here; convert it (dos2unix)")
     data = bytearray(text.encode("utf-8", "surrogatepass") + b"\n")  # a last "\" continues onto it
     original = bytes(data)
     masked: dict[int, int] = {}
