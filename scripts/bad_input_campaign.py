@@ -1052,6 +1052,9 @@ def robust9_cases() -> list[Case]:
     for v in ("", "-"):
         out.append(Case(f"r9:cli:--project={v!r}", "argv", {"r.sh": BASH}, ["--project", v, "--dry-run"],
                         expect_refusal=True, expect_words=(f"--project={v!r}",)))
+    for name, near in (("mi300", "mi300x"), ("b20", "b200")):
+        out.append(Case(f"r9:cli:--gpu={name}", "argv", {"r.sh": BASH}, ["--project", "r.sh", "--dry-run", "--gpu", name],
+                        expect_refusal=True, expect_words=(f"cluster.gpu={name!r}", f"did you mean {near}?")))
     out.append(Case("r9:bash:crlf", "byte", {"r.sh": BASH.replace(b"\n", b"\r\n")}, ["--project", "r.sh"] + TAIL,
                     expect_words=("line(s) of r.sh end in CR LF",)))
     for v in ("", ",,"):  # no knob named: the tune searched none, without a word

@@ -248,3 +248,14 @@ def test_a_launch_script_with_windows_line_ends_is_said(tmp_path):
     probe = subprocess.run(["bash", "-c", 'eval "$(printf "X=2\\r")"; printf %s "$X" | od -An -c'], capture_output=True,
                            text=True, timeout=TIMEOUT)
     assert "\\r" in probe.stdout  # bash keeps the CR
+
+
+@pytest.mark.parametrize("name, near", [("mi300", "mi300x"), ("b20", "b200"), ("a100-sxm-80", "a100-sxm-80gb"),
+                                        ("tpu-v9", None)])
+def test_unknown_gpu_names_the_near_one(tmp_path, name, near):
+    """``--gpu mi300`` listed thirteen names; the near one is said first (difflib, cutoff 0.75), a far one
+    (``tpu-v9``) only gets the list."""
+    (tmp_path / "r.sh").write_text(BASH)
+    rc, _, err = cli(["--project", "r.sh", "--dry-run", "--json", "--gpu", name], tmp_path)
+    line = refused(rc, err, f"cluster.gpu={name!r}", "one of a100-sxm-40gb")
+    assert (f"did you mean {near}?" in line) if near else "did you mean" not in line
