@@ -636,7 +636,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
             from primus_launch.projection.measure.fanout import FannedOut
 
             score = FannedOut(score, executor, a.measure_device or default_measure_device())
-    allow = [x for item in a.allow for x in item.split(",") if x.strip()]
+    allow = [x.strip() for item in a.allow for x in item.split(",") if x.strip()]
     res = tune(plan, score=score, budget=a.budget, time_limit_s=a.time_limit, exhaustive=a.exhaustive,
                llm_model=a.llm, memory_margin=a.memory_margin, memory_basis=a.memory_basis, progress=not a.json,
                top_n=a.top, allow=allow,
@@ -840,6 +840,26 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                   f"{'a model name' if dest == 'llm' else 'a GPU name' if dest == 'gpu' else 'a path'}",
                   file=sys.stderr)
             return 2
+    for item in a.allow:  # `--allow ""` / `--allow ,`: no knob named (it searched none, without a word)
+        if not any(x.strip() for x in item.split(",")):
+            print(f"primus-launch: error: --allow={item!r}: empty; give knob families, comma-separated (fp8, "
+                  "optimizer-dtypes)", file=sys.stderr)
+            return 2
+    for dest, spelled in (("project", "--project"), ("tune", "--tune")):
+        v = getattr(a, dest)
+        if v == "" or v == "-":  # `--project ""` read as the folder '.'; '-' (standard input) as a missing file
+            print(f"primus-launch: error: {spelled}={v!r}: " + (
+                "empty; give a recipe file (or the training command after --)" if not v else
+                "standard input is not read; give the recipe's file (write ./- for a file of that name) or the "
+                "training command after --"), file=sys.stderr)
+            return 2
+    if a.project is not None or a.tune is not None:
+        try:
+            os.getcwd()  # every relative path, and each input's real path, is resolved against it
+        except OSError as e:
+            print(f"primus-launch: error: working folder: {e.strerror or e} (removed while the shell was in it?); "
+                  "cd to an existing folder", file=sys.stderr)
+            return 2
     # os.path.isdir: False for a name the kernel cannot take (too long), where Path.is_dir raises
     if a.primus_root is not None and not os.path.isdir(a.primus_root):
         print(clip_words(f"primus-launch: error: --primus-root={a.primus_root!r}: no such folder (a Primus checkout, "
@@ -895,7 +915,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         from primus_launch import interrupt
 
         interrupt.check()
-        print(f"primus-launch: error: {one_line(e)}", file=sys.stderr)
+        said = one_line(e) if e.filename is None or isinstance(e, UserError) else \
+            clip_words(f"{str(e.filename)!r}: {e.strerror or e}")  # the file it is about, by name
+        print(f"primus-launch: error: {said}", file=sys.stderr)
         return 2
 
 

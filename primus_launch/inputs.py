@@ -131,6 +131,18 @@ def _not_a_file(p: Path) -> str:
     return "not a regular file"
 
 
+def not_a_file(path: str | Path) -> str:
+    """What ``path``, which is no regular file, is in words ("no such file", "a named pipe", "a folder", "a loop
+    of symbolic links", ...), for readers that skip such a name with a note instead of refusing it."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            return "a folder"
+    except (OSError, ValueError):
+        pass
+    return _not_a_file(p)
+
+
 def read_text(path: str | Path, field: str = "recipe", limit: int = MAX_INPUT_BYTES) -> str:
     """A user's file as text: size-checked, decoded as UTF-8 (see the module docstring)."""
     return decode(read_bytes(path, field, limit), field, str(path))
@@ -216,6 +228,39 @@ def refuse_input(path: str | Path, field: str, extra_inputs: Iterable[tuple[str,
     if hit is not None:
         raise UserError(f"{field}={str(path)!r}: is an input of this run ({hit}); refusing to overwrite an input "
                         "(choose another path)")
+    code = program_file(p)
+    if code is not None:
+        raise UserError(f"{field}={str(path)!r}: is a file of the running program ({code}); refusing to overwrite "
+                        "it (choose another path)")
+
+
+def program_file(path: str | Path) -> Optional[str]:
+    """What part of the running program ``path`` is -- the interpreter, or the file of a module it imported
+    (primus_launch's own, pydantic's, ...), by the same file (``st_dev`` / ``st_ino``: a link or another
+    spelling too) -- None when none or when ``path`` is no existing file.  The run read those files as well:
+    an output written over one (``--report primus_launch/cli.py``) breaks the tool for every later run."""
+    import stat
+    import sys
+
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    ident = (st.st_dev, st.st_ino)
+    named = [("the Python interpreter", sys.executable)]
+    named += [(f"module {name}", getattr(m, "__file__", None)) for name, m in list(sys.modules.items())]
+    for what, f in named:
+        if not isinstance(f, str) or not f:
+            continue
+        try:
+            so = os.stat(f)
+        except (OSError, ValueError):
+            continue
+        if (so.st_dev, so.st_ino) == ident:
+            return what
+    return None
 
 
 def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str, str | Path | None]] = ()) -> Path:

@@ -19,7 +19,10 @@ wrong shape, a tune on a ``--gpu-file`` GPU (``--only structured:``); the robust
 characters a terminal acts on (ESC sequences, a carriage return, a newline, BEL, DEL, C1, bidi overrides) in
 recipe keys, words, file names and flag values -- no case may print one raw (``shown`` escapes them) -- and
 bash builtins that set a variable the reader does not evaluate (``printf -v``, ``read``, ``mapfile``); ``true`` in
-a numeric field of a ``--gpu-file`` GPU (read as 1).
+a numeric field of a ``--gpu-file`` GPU (read as 1); the robust9 classes (``--only r9:``): launcher node ranges with MIN > MAX or from 0
+(``--nnodes 4:1``), Megatron-Bridge integers and mappings where a number belongs, Primus ``recompute_layer_ids`` of
+floats, outputs naming a file of the running program (a module it imported), ``--project ''`` / ``-``; and a
+Megatron-Bridge ``run_config.yaml`` as one more format (``--only bridge-yaml:``).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -95,6 +98,7 @@ YAML = _read("megatron/llama3.1_8b.yaml")
 NESTED = _read("megatron/qwen3_235b_a22b_h100_256gpu.yaml")
 PRIMUS = _read("primus/MI355X/llama3.1_8b.yaml")
 TOML = _read("torchtitan/llama3.1_8b.toml")
+BRIDGE = (ROOT / "tests" / "data" / "bridge" / "qwen3_moe_run_config.yaml").read_bytes()  # a saved run_config.yaml
 WRAPPER = b'[recipe]\npath = "r.sh"\n[cluster]\ngpu = "h100-sxm"\nnodes = 2\ngpus_per_node = 8\n'
 GPU_TOML = (b'[gpu.mygpu]\nvendor = "custom"\npeak_flops_bf16 = 989e12\nhbm_bytes = 85899345920\n'
             b'hbm_bw = 3.35e12\nintra_node_bw = 450e9\nintra_node_topology = "switch"\ninter_node_bw = 50e9\n')
@@ -121,6 +125,7 @@ FORMATS: dict[str, tuple[bytes, str, dict[str, bytes], list[str]]] = {
     "primus-yaml": (PRIMUS, "r.yaml", {}, ["--project", "r.yaml"]),
     "extends": (EXTENDS_BASE, "base.yaml", {"r.yaml": EXTENDS_TOP}, ["--project", "r.yaml"]),
     "toml": (TOML, "r.toml", {}, ["--project", "r.toml"]),
+    "bridge-yaml": (BRIDGE, "b.yaml", {}, ["--project", "b.yaml"]),
     "wrapper": (WRAPPER, "w.primus.toml", {"r.sh": BASH}, ["--project", "w.primus.toml"]),
     "fragment": (FRAGMENT, "frag.sh", {"r.sh": SOURCING}, ["--project", "r.sh"]),
     "gpu-toml": (GPU_TOML, "g.toml", {"r.sh": BASH}, ["--project", "r.sh", "--gpu-file", "g.toml", "--gpu", "mygpu"]),
@@ -978,6 +983,89 @@ def terminal_cases() -> list[Case]:
     return out
 
 
+# ------------------------------------------------------------------- robust9: ranges, Bridge integers, own files
+def _own_module(name: str) -> Callable[[Path], None]:
+    """A setup that writes ``name`` (a Python module) in the case's folder and imports it into this process, so
+    that the forked CLI runs with it among its modules: a file of the running program, which no output may
+    replace (the repo's own modules are never named: a regression would overwrite them)."""
+    def setup(d: Path) -> None:
+        import importlib.machinery
+        import importlib.util
+
+        (d / name).write_text("VALUE = 1\n")
+        mod_name = f"r9_own_{d.name.replace('-', '_')}"  # any suffix: a tuned launch script's name can be a module
+        loader = importlib.machinery.SourceFileLoader(mod_name, str(d / name))
+        spec = importlib.util.spec_from_loader(mod_name, loader)
+        assert spec is not None
+        mod = importlib.util.module_from_spec(spec)
+        loader.exec_module(mod)
+        sys.modules[mod_name] = mod
+    return setup
+
+
+def robust9_cases() -> list[Case]:
+    """The robust9 classes (``--only r9:``): launcher node ranges whose MIN exceeds the MAX or starts at 0
+    (torchrun ``--nnodes 4:1`` / ``0:4``, Slurm ``4-2``; ``torch.distributed.run.config_from_args`` refuses them,
+    they projected 1 / 4 nodes); Megatron-Bridge integers the reader converts itself (``model.seq_length``,
+    ``num_query_groups``, ``dataset.seq_length``: nan, 1e400, a list, a mapping were internal errors) and a
+    mapping where a Megatron-LM number belongs (noted as 'not read': the default was projected); Primus
+    ``recompute_layer_ids`` of floats (1.5 read as 1, .inf an internal error); an output naming a file of the
+    running program (a module it imported: ``--report primus_launch/__init__.py`` replaced the tool's code);
+    ``--project ''`` / ``--project -``."""
+    out: list[Case] = []
+    for v, words in ((b"4:1", ("--nnodes='4:1'",)), (b"0:4", ("--nnodes='0:4'",)), (b"4-2", ("--nnodes='4-2'",)),
+                     (b"1:4", ())):
+        out.append(Case(f"r9:nnodes-range:bash={v.decode()}", "value",
+                        {"r.sh": BASH.replace(b"NUM_NODES=1", b"NUM_NODES=" + v)}, ["--project", "r.sh"] + TAIL,
+                        expect_refusal=bool(words), expect_words=words))
+    for v, words in (("gpu", ()), ("auto", ()), ("cpu", ("--nproc_per_node='cpu'",)), ("2:8", ("--nproc_per_node='2:8'",))):
+        out.append(Case(f"r9:nproc:bash={v}", "value", {"r.sh": BASH.replace(b"GPUS_PER_NODE=8", b"GPUS_PER_NODE=" + v.encode())},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=bool(words),
+                        expect_words=words or ("one process per GPU of the node",)))
+    for v in ("4:1", "0:2"):
+        cmd = list(ARGV)
+        cmd[1:3] = ["--nnodes", v, "--nproc-per-node", "8"]
+        out.append(Case(f"r9:nnodes-range:argv={v}", "argv", {}, ["--project", "--dry-run", "--json", "--"] + cmd,
+                        expect_refusal=True, expect_words=(f"--nnodes={v!r}",)))
+    for key, pat in (("model.seq_length", rb"(?m)^(  seq_length: )4096$"), ("dataset.seq_length", rb"(?m)^(  seq_length: )4096$"),
+                     ("num_query_groups", rb"(?m)^(  num_query_groups: ).*$"),
+                     ("expert_model_parallel_size", rb"(?m)^(  expert_model_parallel_size: ).*$")):
+        hits = list(re.finditer(pat, BRIDGE))
+        if not hits:
+            continue
+        m = hits[-1] if key == "model.seq_length" else hits[0]
+        for v in (b".nan", b"1e400", b"[1]", b"{a: 1}", b"true"):
+            data = BRIDGE[:m.start()] + m.group(1) + v + BRIDGE[m.end():]
+            out.append(Case(f"r9:bridge:{key}={v.decode()}", "value", {"b.yaml": data}, ["--project", "b.yaml"] + TAIL,
+                            expect_refusal=True))
+    ids = PRIMUS.replace(b"      train_iters: 50\n", b"      train_iters: 50\n      recompute_granularity: full\n"
+                         b"      recompute_method: null\n      recompute_layer_ids: XX\n")
+    for v in (b"[1.5]", b"[.inf]", b"[.nan]", b"[true]"):
+        out.append(Case(f"r9:primus:recompute_layer_ids={v.decode()}", "value", {"r.yaml": ids.replace(b"XX", v)},
+                        ["--project", "r.yaml"] + TAIL, expect_refusal=True, expect_words=("recompute_layer_ids=",)))
+    for flag in ("--report", "--trace"):
+        out.append(Case(f"r9:out:own-module{flag}", "output", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, flag, "own.py"],
+                        setup=_own_module("own.py"), expect_refusal=True, expect_words=("file of the running program",)))
+    out.append(Case("r9:out:own-module-tune-out", "output", {"r.sh": BASH},
+                    ["--tune", "r.sh", "--dry-run", "--json", "--max-work", "300", "--out", "own.sh"],
+                    setup=_own_module("own.sh"), expect_refusal=True, expect_words=("--out='own.sh'", "running program")))
+    for v in ("", "-"):
+        out.append(Case(f"r9:cli:--project={v!r}", "argv", {"r.sh": BASH}, ["--project", v, "--dry-run"],
+                        expect_refusal=True, expect_words=(f"--project={v!r}",)))
+    for name, near in (("mi300", "mi300x"), ("b20", "b200")):
+        out.append(Case(f"r9:cli:--gpu={name}", "argv", {"r.sh": BASH}, ["--project", "r.sh", "--dry-run", "--gpu", name],
+                        expect_refusal=True, expect_words=(f"cluster.gpu={name!r}", f"did you mean {near}?")))
+    out.append(Case("r9:bash:crlf", "byte", {"r.sh": BASH.replace(b"\n", b"\r\n")}, ["--project", "r.sh"] + TAIL,
+                    expect_words=("line(s) of r.sh end in CR LF",)))
+    for v in ("", ",,"):  # no knob named: the tune searched none, without a word
+        out.append(Case(f"r9:cli:--allow={v!r}", "argv", {"r.sh": BASH},
+                        ["--tune", "r.sh", "--dry-run", "--out", "t.sh", "--allow", v], expect_refusal=True,
+                        expect_words=(f"--allow={v!r}",)))
+    out.append(Case("r9:cli:--allow=' fp8 '", "argv", {"r.sh": BASH},
+                    ["--tune", "r.sh", "--dry-run", "--json", "--out", "t.sh", "--max-work", "300", "--allow", " fp8 "]))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1005,6 +1093,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += fanout_cases()
     cases += structured_cases()
     cases += terminal_cases()
+    cases += robust9_cases()
     return cases
 
 

@@ -152,24 +152,28 @@ def test_bash_c_string_values_are_edited_where_written(tmp_path, name):
     assert back.parallel.tp == 4 and back.cluster == plan.cluster
 
 
-@pytest.mark.parametrize("text", ["4", "1:4", "2:3", "8:8", " 16 ", "0", "0:4", "4:0", "1-4", "-1", "x", "", "1:2:3"])
+@pytest.mark.parametrize("text", ["4", "1:4", "2:3", "8:8", " 16 ", "0", "0:4", "4:0", "4:1", "3:2", "1-4", "-1", "x",
+                                  "", "1:2:3"])
 def test_launcher_count_reads_torchruns_node_range(text):
     """One reader of the counts launchers write (adapters/launcher_counts.py, used by the Megatron, Primus and
     TorchTitan script readers and torchrun's --nnodes): with ``:`` ranges it takes what torch's own
-    ``torch.distributed.run.parse_min_max_nnodes`` takes, as its MAX (the run's size), and refuses a zero size,
-    which torchrun's launch refuses later; Slurm's ``MIN-MAX`` is its own separator."""
+    ``torch.distributed.run.parse_min_max_nnodes`` takes, as its MAX (the run's size), and refuses what
+    ``config_from_args`` then refuses (``0 < min_nodes <= max_nodes``: a zero size, a range from 0, a MIN above
+    the MAX -- robust9: ``--nnodes 4:1`` projected one node, ``0:4`` four); Slurm's ``MIN-MAX`` is its own
+    separator, a MIN above the MAX refused as Slurm's verify_node_count refuses it."""
     from torch.distributed.run import parse_min_max_nnodes
 
     from primus_launch.adapters.launcher_counts import launcher_count
 
     try:
-        want = parse_min_max_nnodes(text.strip())[1]
+        lo, want = parse_min_max_nnodes(text.strip())
     except (ValueError, RuntimeError):  # int() of a part; RuntimeError: more than MIN:MAX
-        want = None
-    if want is not None and want < 1:
+        lo = want = None
+    if want is not None and not 0 < lo <= want:  # torch.distributed.run.config_from_args
         want = None
     assert launcher_count(text, ":") == want
     assert launcher_count("2-4", "-") == 4 and launcher_count("2:4", "-") is None
+    assert launcher_count("4-2", "-") is None and launcher_count("4-4", "-") == 4
 
 
 @pytest.mark.parametrize("word, want", [("-N4", ("-N", "=", "4")), ("--nodes=4", ("--nodes", "=", "4")),

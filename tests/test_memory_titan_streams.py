@@ -6,6 +6,8 @@ the stream FSDP2 made current when it was allocated (``torch.cpu.stream`` inside
 ``foreach_reduce``) and counted free by a finalizer.  Shapes: Llama 3 8B blocks at real sizes (2 blocks,
 the embedding and the head), the qwen3 MoE debug flavor with expert parallelism (two parameter groups per
 MoE block).  Exact to the byte: the model's formula is the allocations' sizes and lifetimes, not a fit.
+``training.dtype = "bfloat16"`` (bf16 sharded parameters): the shard is its own all-gather input and each reduced
+shard is cast to bf16 on the reduce-scatter stream (MEMORY.md round 25).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ CASES = {
     "tp2-fsdp4": TitanCase(layers=2, seq=256, tp=2, dp_shard=4),
     "hsdp2x4": TitanCase(layers=2, seq=256, dp_replicate=2, dp_shard=4),
     "ddp": TitanCase(layers=2, seq=256, dp_shard=1, dp_replicate=2),
+    # training.dtype bfloat16: no shard copy on the copy-in stream; bf16 casts of the reduced shards kept
+    "fsdp8-bf16": TitanCase(layers=2, seq=256, dtype="bfloat16"),
     "qwen3-moe-ep2": TitanCase(model="qwen3", flavor="debugmodel_moe", layers=2, seq=256, dp_shard=4, ep=2),
 }
 
@@ -48,7 +52,8 @@ def test_side_stream_high_water_marks_equal_the_model(traced):
     all-gather stream itself allocates nothing."""
     c, got = traced
     units = _units(c)
-    want = fsdp2_stream_pools(units)
+    want = fsdp2_stream_pools(units, master_bytes=2.0 if c.dtype == "bfloat16" else 4.0,
+                              all_reduce=c.dp_replicate > 1)
     if any(len(gs) > 1 for gs in units):
         # several parameter groups per unit (MoE under EP): the model's bound holds one more group's flat
         # than torch 2.13's group-by-group backward prefetch keeps at once

@@ -189,6 +189,14 @@ def _plain(node: yaml.Node) -> Any:
     return node_value(node)
 
 
+def _integer(node: yaml.Node, dest: str) -> Any:
+    """An integer field the reader translates itself (``model.seq_length``, ``num_query_groups``, ``vocab_size``,
+    ``dataset.seq_length``) as the Megatron-LM argument ``dest`` takes it (:func:`megatron_args.convert`): a float,
+    a word, nan / inf, a boolean, a list or a mapping is refused in one line naming the argument and the value
+    (an ``int()`` of it raised ValueError / TypeError / OverflowError: an internal error)."""
+    return convert(BY_DEST[dest], _plain(node))
+
+
 def _layout_text(v: Any) -> Any:
     """``PipelineParallelLayerLayout.input_data`` as Megatron-LM's layout string (a list of stages of layer
     kinds -> ``Et|tt|tL``; megatron/core/transformer/pipeline_parallel_layer_layout.py)."""
@@ -226,9 +234,9 @@ def _read_fields(rec: BridgeRecipe, section: str, mapping: yaml.MappingNode, unr
                 shown = raw[1] if isinstance(raw, tuple) else raw
                 unread.append(f"{section}.{key}={shown}")
             continue
-        if isinstance(raw, dict):
+        if isinstance(raw, dict) and not (spec is not None and spec.kind in ("int", "float", "true", "false")):
             unread.append(f"{section}.{key}")
-            continue
+            continue  # a mapping where one number or switch belongs: refused by convert, naming the argument
         rec.put(dest, convert(spec, raw) if spec is not None else raw, v)
 
 
@@ -371,7 +379,7 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
             rec.sections[name] = sec
             for key in keys:
                 node = child_node(sec, key)
-                val = node_value(node) if isinstance(node, yaml.ScalarNode) else None
+                val = _plain(node) if node is not None else None  # a list or mapping: refused by convert
                 if val is not None and (val is not False or not rec.args.get(key)):  # either use_megatron_fsdp turns it on
                     rec.put(key, convert(BY_DEST[key], val), node)
     if "comm_overlap" in rec.sections:
@@ -383,8 +391,8 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
         if share is not None:
             rec.put("untie_embeddings_and_output_weights", not node_value(share), share, inverted=True)
         seq = child_node(m, "seq_length")
-        if isinstance(seq, yaml.ScalarNode) and node_value(seq) is not None:
-            rec.put("seq_length", int(node_value(seq)), seq)
+        if seq is not None and node_value(seq) is not None:  # a list or mapping too: refused, naming it
+            rec.put("seq_length", _integer(seq, "seq_length"), seq)
     persist = child_node(model, "persist_layer_norm")
     if isinstance(persist, yaml.ScalarNode) and isinstance(node_value(persist), bool):
         rec.put("no_persist_layer_norm", not node_value(persist), persist, inverted=True)
@@ -394,13 +402,14 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
     groups = child_node(model, "num_query_groups")
     if groups is not None and node_value(groups) is not None:
         rec.put("group_query_attention", True, None)
-        rec.put("num_query_groups", int(node_value(groups)), groups)
+        rec.put("num_query_groups", _integer(groups, "num_query_groups"), groups)
     pad, own = child_node(outer, "should_pad_vocab"), child_node(outer, "vocab_size")
     if pad is not None and node_value(pad) is False and own is not None and node_value(own) is not None:
-        rec.put("padded_vocab_size", int(node_value(own)), None)  # GPTModelProvider.provide: no padding
+        rec.put("padded_vocab_size", _integer(own, "vocab_size"), None)  # GPTModelProvider.provide: no padding
     ds = rec.sections.get("dataset")
-    ds_seq = node_value(child_node(ds, "seq_length")) if ds is not None and child_node(ds, "seq_length") else None
-    if ds_seq is not None and rec.args.get("seq_length") is not None and int(ds_seq) != rec.args["seq_length"]:
+    ds_node = child_node(ds, "seq_length") if ds is not None else None
+    ds_seq = _integer(ds_node, "seq_length") if ds_node is not None else None
+    if ds_seq is not None and rec.args.get("seq_length") is not None and ds_seq != rec.args["seq_length"]:
         rec.notes.append(f"dataset.seq_length={ds_seq} differs from model.seq_length={rec.args['seq_length']}: the "
                          "model's is projected")
     _precision(rec, root, unread)
@@ -423,7 +432,8 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
 def _dp_node(rec: BridgeRecipe) -> yaml.Node | None:
     co = rec.sections.get("comm_overlap")
     node = child_node(co, "data_parallel_size") if co is not None else None
-    return node if isinstance(node, yaml.ScalarNode) and isinstance(node_value(node), int) else None
+    value = node_value(node) if isinstance(node, yaml.ScalarNode) else None
+    return node if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
 def _saved_cluster(rec: BridgeRecipe, say: bool = True) -> Cluster | None:

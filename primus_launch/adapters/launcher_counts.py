@@ -38,14 +38,25 @@ def launcher_count(text: str, ranges: str = ":-") -> Optional[int]:
     """The count ``text`` states (surrounding blanks allowed): digits, or ``MIN<sep>MAX`` with a separator
     of ``ranges`` (``:`` torchrun's elastic node range, ``-`` Slurm's), read as its upper bound, the size the
     run may reach; None unless a whole number from 1 to :data:`MAX_COUNT` (zero, a sign, a variable or a
-    placeholder is no count a launcher starts a run with)."""
+    placeholder is no count a launcher starts a run with).  A range whose MIN exceeds its MAX is None (torch
+    ``torch.distributed.run.config_from_args`` raises unless ``0 < min_nodes <= max_nodes``; Slurm's
+    ``verify_node_count``, src/common/proc_args.c: "Maximum node count %d is less than minimum node count %d"),
+    and so is a torchrun range from 0."""
     seps = "".join(re.escape(c) for c in ranges)
-    m = re.fullmatch(rf"\s*([0-9]{{1,18}})(?:[{seps}]([0-9]{{1,18}}))?\s*", text) if seps else \
+    m = re.fullmatch(rf"\s*([0-9]{{1,18}})(?:([{seps}])([0-9]{{1,18}}))?\s*", text) if seps else \
         re.fullmatch(r"\s*([0-9]{1,18})\s*", text)
     if not m:
         return None
     n = int(m.group(m.lastindex))
+    if m.lastindex == 3:  # a range: the launchers refuse MIN > MAX, and torchrun a MIN of 0
+        lo = int(m.group(1))
+        if lo > n or (m.group(2) == ":" and lo < 1):
+            return None
     return n if 1 <= n <= MAX_COUNT else None
+
+
+#: what :func:`launcher_count` takes, for the error lines of the readers that call it
+COUNT_WORDS = "an integer from 1 to 999,999,999, or a range MIN:MAX (torchrun, 1 <= MIN <= MAX) / MIN-MAX (Slurm)"
 
 
 #: a command substitution that asks the node it runs on for its GPU count: ``python -c "import torch;

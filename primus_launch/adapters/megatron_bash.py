@@ -355,6 +355,13 @@ def parse_script(text: str, path: str = "<script>", warnings: list[str] | None =
     """Parse a bash launch script; constructs the evaluator skips (loops, process substitution) are
     appended to ``warnings``.  A syntax error, or a ``${...}`` bash would reject, raises
     :class:`UserError` with the line."""
+    crlf = text.count("\r\n")
+    if crlf and warnings is not None:  # a file saved on Windows: bash would not run it as it reads here
+        first = text[:text.index("\r\n")].count("\n") + 1
+        warnings.append(f"{crlf:,} line(s) of {Path(path).name} end in CR LF (Windows line ends; the first on line "
+                        f"{first}): bash keeps the CR (X=2 CR LF sets X to '2\\r'; a '\\' then CR does not continue the "
+                        "command: the next line runs as a command of its own), so the script does not run as read "
+                        "here; convert it (dos2unix)")
     data = bytearray(text.encode("utf-8", "surrogatepass") + b"\n")  # a last "\" continues onto it
     original = bytes(data)
     masked: dict[int, int] = {}
@@ -1671,12 +1678,23 @@ class ShellState:
         of its ``bash`` command in this script (the defaults it takes are recorded: :attr:`run_defaults`)."""
         base = Path(self.path).parent if self.path not in ("<script>", "argv") else Path(".")
         hit = Path(name) if Path(name).is_absolute() else base / name
-        # os.path.isfile: a name bash cannot open either (too long: ENAMETOOLONG) is skipped as bash skips it
-        if not os.path.isfile(hit) or self._depth >= MAX_DEPTH:
-            self.warnings.append(f"{what} {name}: not found next to the script; skipped")
+        from primus_launch.inputs import not_a_file, read_text  # the input boundary: size and encoding
+
+        if self._depth >= MAX_DEPTH:  # a file that sources itself, or two that source each other
+            self.warnings.append(f"{what} {name or repr(name)}: more than {MAX_DEPTH} nested sources, function calls "
+                                 "or bash -c strings (a file that sources itself?); skipped")
+            return
+        # os.path.isfile: a name bash cannot open either (too long: ENAMETOOLONG) is skipped as bash skips it; a
+        # named pipe, a device or a folder is never opened (a pipe would block, a device may be endless)
+        if not name.strip():  # `source "$0"`, `source "$DIR/$F"` with the variables unknown here
+            self.warnings.append(f"{what} {name!r}: an empty name (a variable this reader has no value for?); skipped")
+            return
+        if not os.path.isfile(hit):
+            why = not_a_file(hit)
+            self.warnings.append(f"{what} {name or repr(name)}: "
+                                 + ("not found next to the script" if why == "no such file" else why) + "; skipped")
             return
         try:
-            from primus_launch.inputs import read_text  # the input boundary: size and encoding
 
             text = read_text(hit, f"{what} {name}")
             sc = parse_script(text, str(hit), self.warnings)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import primus_launch.adapters.megatron_flags as megatron_flags
-from primus_launch.adapters.launcher_counts import is_node_gpu_query, launcher_count, slurm_option
+from primus_launch.adapters.launcher_counts import COUNT_WORDS, is_node_gpu_query, launcher_count, slurm_option
 from primus_launch.adapters.megatron_args import BY_DEST, BY_FLAG, FLAGS, Flag, convert
 from primus_launch.adapters.megatron_bash import (PC, Command, Ref, ShellState, Token, sbatch_allocation, slurm_env,
                                                  unstated_why)
@@ -235,6 +235,10 @@ _RELATED = {  # where a new flag goes when its own group is absent
     "mla": ("mla", "moe", "model"), "optim": ("optim", "batch"), "batch": ("batch", "precision"),
 }
 _LAUNCHERS = ("torchrun",)
+#: torchrun --nproc-per-node words that mean "one process per GPU of the node" (torch.distributed.run
+#: determine_local_world_size, torch 2.13: gpu -> torch.cuda.device_count(); auto -> torch.accelerator.device_count()
+#: where an accelerator is available)
+NODE_GPU_WORDS = ("gpu", "auto")
 _SRUN_TASKS = ("-n", "--ntasks")  # srun's total task count (srun(1): with -N, the tasks spread over the nodes)
 _PY_LAUNCH_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
@@ -307,14 +311,21 @@ class CommandRecipe:
                 out.append(inherit[k])
                 continue
             txt = o.vals[0].text
-            if k == 1 and self.node_gpu_query(o.vals[0]) is not None:
+            if k == 1 and (self.node_gpu_query(o.vals[0]) is not None or txt.strip() in NODE_GPU_WORDS):
                 out.append(None)  # every GPU of the node: the cluster's gpus_per_node (unstated_counts says so)
                 continue
+            if k == 1 and txt.strip() in ("cpu", "xpu"):  # torch.distributed.run.determine_local_world_size
+                raise PlanError(o.flag, txt, "a GPU count: a number, gpu or auto (cpu starts one process per CPU "
+                                             "core, xpu one per Intel GPU: not runs this tool models)")
             if o.vals[0].opaque:
                 raise PlanError(o.flag, txt, "comes from a command substitution; pass the cluster explicitly")
-            n = launcher_count(txt, ":-" if o.flag not in _SRUN_TASKS else "")  # 1:4 / 2-4 ranges: the upper bound
-            if n is None:  # torchrun refuses 0 nodes / processes
-                raise PlanError(o.flag, txt, "an integer from 1 to 999,999,999 (or pass the cluster explicitly)")
+            # node counts take a range (torchrun 1:4, srun 2-4: the upper bound); a process count does not
+            # (torch's determine_local_world_size: int() of it)
+            ranges = ":-" if k == 0 else ""
+            n = launcher_count(txt, ranges)
+            if n is None:  # torchrun refuses 0 nodes / processes, and a range from 0 or with MIN > MAX
+                raise PlanError(o.flag, txt, f"{COUNT_WORDS if ranges else 'an integer from 1 to 999,999,999'} "
+                                             "(or pass the cluster explicitly)")
             if o.flag in _SRUN_TASKS:
                 nodes = out[0] or 1
                 if n % nodes:
@@ -371,6 +382,10 @@ class CommandRecipe:
             query = self.node_gpu_query(o.vals[0]) if k == 1 and o is not None and o.vals else None
             if query is not None:
                 why.append((k, f"{o.flag} comes from {query} (the GPUs of the node it runs on)"))
+                continue
+            if k == 1 and o is not None and o.vals and o.vals[0].text.strip() in NODE_GPU_WORDS:
+                why.append((k, f"{o.flag} {o.vals[0].text.strip()} (torchrun: one process per GPU of the node it "
+                               "runs on)"))
                 continue
             if (o is not None and o.vals) or inherit[k] is not None or (o is None and not srun) \
                     or (k == 1 and self._srun_tasks() is not None):

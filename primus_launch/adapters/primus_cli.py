@@ -125,7 +125,8 @@ def _count(value: str, what: str) -> int:
     """A node / GPU count the launch states (:func:`launcher_count`; Slurm's ``MIN-MAX``: the upper bound)."""
     n = launcher_count(value, "-")
     if n is None:
-        raise UserError(f"{what}={value!r}: a positive integer (or pass --nodes / --gpus-per-node)")
+        raise UserError(f"{what}={value!r}: a positive integer or a range MIN-MAX with MIN <= MAX (or pass --nodes / "
+                        "--gpus-per-node)")
     return n
 
 

@@ -661,13 +661,20 @@ def recompute_layer_ids(cfg: dict) -> Optional[tuple[int, ...]]:
     raw = cfg.get("recompute_layer_ids")
     if raw is None:
         return None
+    def layer_id(x: Any) -> int:  # a whole number: 1.5, inf, nan or true is no layer (int() read 1.5 as 1, raised on inf)
+        if isinstance(x, int) and not isinstance(x, bool):
+            return x
+        if isinstance(x, str):
+            return int(x.strip())
+        raise ValueError(x)
+
     try:
         if isinstance(raw, str):
-            ids = [int(x.strip()) for x in raw.split(",") if x.strip()]
+            ids = [layer_id(x) for x in raw.split(",") if x.strip()]
         elif isinstance(raw, (list, tuple)):
-            ids = [int(x) for x in raw]
+            ids = [layer_id(x) for x in raw]
         else:
-            ids = [int(raw)]
+            ids = [layer_id(raw)]
     except (TypeError, ValueError):
         raise PlanError("recompute_layer_ids", _fmt(raw), "a comma-separated string or a list of layer ids "
                         "(integers)") from None

@@ -190,19 +190,23 @@ def parse_nnodes(value: str) -> int:
     (:func:`launcher_count`)."""
     n = launcher_count(value, ":")
     if n is None:
-        raise UserError(f"torchrun --nnodes={value!r}: expected N or MIN:MAX (whole numbers from 1 to 999,999,999)")
+        raise UserError(f"torchrun --nnodes={value!r}: expected N or MIN:MAX (whole numbers from 1 to 999,999,999, "
+                        "MIN <= MAX: torch.distributed.run refuses a range from 0 or a MIN above the MAX)")
     return n
 
 
 def parse_nproc(value: str) -> Optional[int]:
-    """torchrun ``--nproc-per-node``: a count (:func:`launcher_count`), or gpu/cpu/auto/xpu (decided on the
-    node: None)."""
-    if value in ("gpu", "cpu", "auto", "xpu"):
+    """torchrun ``--nproc-per-node``: a count (:func:`launcher_count`), or gpu / auto (every GPU of the node, decided
+    there: None); cpu / xpu (CPU cores, Intel GPUs) are refused."""
+    if value in ("gpu", "auto"):  # torch.distributed.run.determine_local_world_size: every GPU of the node
         return None
+    if value in ("cpu", "xpu"):
+        raise UserError(f"torchrun --nproc-per-node={value!r}: a GPU count: a number, gpu or auto (cpu starts one "
+                        "process per CPU core, xpu one per Intel GPU: not runs this tool models)")
     n = launcher_count(value, "")
     if n is None:
         raise UserError(f"torchrun --nproc-per-node={value!r}: expected a whole number from 1 to 999,999,999 or "
-                        "gpu/cpu/auto")
+                        "gpu / auto")
     return n
 
 

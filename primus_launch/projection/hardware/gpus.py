@@ -367,7 +367,12 @@ def get_gpu(name: str) -> GPUSpec:
     try:
         return _DB[name] if name in _DB else _DB[normalize_gpu(name)]
     except (KeyError, TypeError):
-        raise PlanError("cluster.gpu", name, f"one of {', '.join(known_gpus())}") from None
+        import difflib
+
+        near = difflib.get_close_matches(str(name).lower(), known_gpus(), n=1, cutoff=0.75) \
+            if isinstance(name, str) and len(name) <= 64 else []
+        raise PlanError("cluster.gpu", name, (f"did you mean {near[0]}? " if near else "")
+                        + f"one of {', '.join(known_gpus())}") from None
 
 
 def gpu_arch(name: str) -> str:

@@ -423,7 +423,8 @@ def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: in
         grad_terms = {"grads_sharded": param_bytes * shard_p,
                       "grads_unsharded": 4.0 * sum(g.grad_elems for g in all_groups)}
         # FSDP2's all-gather copy-in and reduce-scatter streams, units in forward order (memory.titan)
-        pools = fsdp2_stream_pools([u[1] for u in units] + ([head_g] if has_loss else []))
+        pools = fsdp2_stream_pools([u[1] for u in units] + ([head_g] if has_loss else []),
+                                   master_bytes=param_bytes, all_reduce=dp_replicate > 1 or S == 1)
         # torch's cuBLAS workspaces, allocated at the first GEMM and kept (memory.workspaces)
         ws = gemm_ws.stage_bytes(layers=n_layers > 0, loss=has_loss,
                                  moe=any(u[0] == "moe" for u in units)) if gemm_ws is not None else 0.0

@@ -31,7 +31,10 @@ ALLOCATOR_FRAGMENTATION = RESERVED_OVER_ALLOCATED
 #: (MEMORY.md round 20, ``scripts/probe_unreleasable_frag.py``).  A replay of the traced step through torch's allocator
 #: rules (``tests/caching_allocator.py``, MEMORY.md round 22, ``scripts/probe_allocator_replay.py``) finds that
 #: fragmentation a few GiB whatever the depth, not a fraction of the activations; it fits the B200 rows better and the
-#: H100 rows no better, so the guess stays
+#: H100 rows no better, so the guess stays.  The B200-high / H100-low split of the published reserved peaks is this
+#: term's shape (measured reserved over allocated stays 8-13 GiB however large the activations), not the allocator
+#: configuration: runs with expandable segments fall on both sides (MEMORY.md round 25,
+#: ``scripts/probe_titan_launch_split.py``)
 TITAN_DYNAMIC_FRAGMENTATION = 0.10
 
 

@@ -531,7 +531,8 @@ class Fsdp2StreamPools:
     reduce_scatter: float
 
 
-def fsdp2_stream_pools(units: list[tuple[FsdpGroup, ...]], *, param_bytes: float = 2.0) -> Fsdp2StreamPools:
+def fsdp2_stream_pools(units: list[tuple[FsdpGroup, ...]], *, param_bytes: float = 2.0,
+                       master_bytes: float = 4.0, all_reduce: bool = False) -> Fsdp2StreamPools:
     """What FSDP2's side streams hold reserved on one rank, ``units`` = the rank's FSDP units' parameter
     groups in forward order (:func:`fsdp_groups`), ``param_bytes`` the all-gather dtype (bf16: 2).
 
@@ -557,6 +558,17 @@ def fsdp2_stream_pools(units: list[tuple[FsdpGroup, ...]], *, param_bytes: float
       ``4 U`` temporary also lives on that stream: the high-water mark is reached at the last unit of the
       backward (units in reverse order), ``4 x`` all shards plus that unit's ``4 U``.
 
+    ``master_bytes``: bytes of the sharded parameters (torchtitan ``training.dtype``: float32 4, bfloat16 2).
+    Where they are already the all-gather dtype, ``FSDPParam.all_gather_inputs`` returns the shard itself
+    (``_to_dtype_if_needed`` casts only on a dtype change), so the copy-in stream holds no shard copy; and
+    ``foreach_reduce`` casts the fp32 reduce-scatter output to the parameter's dtype (``reduce_output =
+    _to_dtype_if_needed(reduce_output, orig_dtype)``) under ``post_reduce_stream``, which is the reduce-scatter
+    stream unless an all-reduce follows (HSDP / DDP-as-HSDP: ``all_reduce``, the all-reduce stream, left as
+    above): each unit's post-reduce then holds its fp32 output ``4 s`` and the new ``master_bytes x s`` copy at
+    once, and only the copies stay, so the mark is ``max over units in backward order of (master_bytes x the
+    shards reduced before + (4 + master_bytes) x s)``.  Traced (torch 2.13, ``tests/test_memory_titan_streams.py``,
+    Llama 3 8B blocks, ``training.dtype = "bfloat16"``, FSDP 8): both marks to the byte.
+
     The caching allocator serves a stream only from blocks of that stream (``CUDACachingAllocator.cpp``:
     ``get_free_block`` compares ``(stream, size)``; with ``expandable_segments:True``, which torchtitan's
     ``run_llama_train.sh`` / ``run_train.sh`` set, ``find_expandable_block`` maps pages only into the
@@ -569,13 +581,16 @@ def fsdp2_stream_pools(units: list[tuple[FsdpGroup, ...]], *, param_bytes: float
     errs on the side of ``does not fit`` by at most its size.
     """
     flats = [param_bytes * sum(g.unsharded for g in gs if g.shard > 1) for gs in units]
-    copies = [param_bytes * max((g.sharded for g in gs if g.shard > 1), default=0.0) for gs in units]
+    cast = param_bytes if master_bytes != param_bytes else 0.0  # the all-gather input's dtype cast, if any
+    copies = [cast * max((g.sharded for g in gs if g.shard > 1), default=0.0) for gs in units]
     copy_in = max(((flats[i - 1] if i else 0.0) + flats[i] + copies[i] for i in range(len(units))), default=0.0)
+    # bytes per element each reduced shard keeps on this stream, and the cast copy made beside the fp32 output
+    kept, extra = (4.0, 0.0) if all_reduce or master_bytes == 4.0 else (master_bytes, master_bytes)
     rs = done = 0.0
     for gs in reversed(units):  # backward order: each unit's post-backward reduce
         for g in gs:
-            rs = max(rs, done + 4.0 * g.sharded + (4.0 * g.unsharded if g.shard == 1 else 0.0))
-            done += 4.0 * g.sharded
+            rs = max(rs, done + (4.0 + extra) * g.sharded + (4.0 * g.unsharded if g.shard == 1 else 0.0))
+            done += kept * g.sharded
     return Fsdp2StreamPools(copy_in=copy_in, reduce_scatter=rs)
 
 
