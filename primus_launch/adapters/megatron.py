@@ -132,6 +132,13 @@ def _parse_recipe(text: str, path: str, argv_mode: bool, given: Cluster | None, 
         if given is not None:
             return rec, given
         launcher = rec.cluster_values()
+        for k, _why in rec.unstated_counts():  # `--nproc-per-node gpu` on a command line: no script default
+            o = rec.launcher_value(*rec.cluster_flags()[k])
+            word = o.vals[0].text if o is not None and o.vals else ""
+            if (overrides or {}).get(("num_nodes", "gpus_per_node")[k]) is None:
+                raise PlanError(o.flag if o is not None else ("--nnodes", "--nproc-per-node")[k], word,
+                                "a count: the GPUs of the node it runs on are not known here; pass --gpus-per-node"
+                                if k == 1 else "a count (pass --nodes)")
         written = _stated_cluster({}, launcher)
         _default_note(rec, path, written, {"num_nodes", "gpus_per_node"} if launcher[2] else set(), overrides)
         return rec, written
