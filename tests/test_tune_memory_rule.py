@@ -204,3 +204,33 @@ def test_writer_never_writes_the_backend_under_local_layers():
     plan = plan.model_copy(update={"training": plan.training.model_copy(update={"attention_backend": "local"})})
     assert "attention_backend" not in desired_args(plan, {"transformer_impl": "local"})
     assert desired_args(plan, {})["attention_backend"] == "local"
+
+
+def test_local_layers_space_offers_no_te_only_value_and_obeys_the_rules():
+    """The MoE toy on local layers: the space's flag values hold no TE userbuffers overlap, no delayed wgrad and
+    no fine-grained activation offloading (each offered on the same plan with TE layers; FP8: the CLI test
+    above), and every candidate breaks none of ``rules.knob_problems`` (which names the two Megatron
+    asserts)."""
+    from tuner_helpers import small_moe_plan
+
+    from primus_launch.tuner import rules
+    from primus_launch.tuner.space import AXES, N_STRUCT, Knobs, Space, problems_of
+
+    flags = AXES[N_STRUCT:]
+    cfg = SpaceConfig(max_mbs=1, max_cp=1, max_vpp=1, max_tp=2, max_ep=2, block_recompute_layers=())
+    te = small_moe_plan()
+    local = te.model_copy(update={"training": te.training.model_copy(update={"attention_backend": "local"})})
+
+    def values(sp):
+        return {a: {f[j] for t in sp.tables for f in t} for j, a in enumerate(flags)}
+
+    v_te, sp_local = values(Space(te, cfg)), Space(local, cfg)
+    v_local = values(sp_local)
+    for axis, te_only in (("tp_comm_overlap", True), ("delay_wgrad", True), ("offload_modules", ("core_attn", "attn_proj"))):
+        assert te_only in v_te[axis] and te_only not in v_local[axis], axis
+    assert v_local["offload_modules"] == {()}
+    for head, c in list(zip(sp_local.structs, sp_local.ctx))[:: max(1, len(sp_local.structs) // 20)]:
+        for f in sp_local.tables[c][:: max(1, len(sp_local.tables[c]) // 20)]:
+            assert not problems_of(local, Knobs._make(head + f))
+    bad = local.model_copy(update={"training": local.training.model_copy(update={"delay_wgrad_compute": True})})
+    assert any("transformer_engine" in p[2] for p in rules.knob_problems(bad))
