@@ -393,7 +393,7 @@ def _band_rule(memo: Memo, warnings: list[str]) -> str:
         if t.status == "scored" and t.verdict == "tight":
             t.fits, t.reason = True, None
     warnings.append("no plan's point estimate of its peak fits the usable capacity: the best is the fastest tight "
-                    "plan, more likely to run out of memory than not (--memory-margin or a larger cluster)")
+                    "plan, more likely to run out of memory than not")
     return "band"
 
 
