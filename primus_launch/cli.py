@@ -166,7 +166,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="tune: rows in the top-N table (default 10)")
     ap.add_argument("--memory-certain", action="store_true",
                     help="tune: only plans that fit by their whole memory error band may be the answer "
-                         "(default: tight plans, the capacity inside the band, are kept and marked)")
+                         "(default: the fastest whose point estimate fits; tight plans over the capacity are "
+                         "listed, marked, and chosen only where no plan's point estimate fits)")
     ap.add_argument("--log", help="tune: JSON log of every trial (default: next to the tuned recipe)")
     ap.add_argument("--out", help="tune: path of the tuned recipe (default RECIPE.tuned.EXT; through a wrapper "
                                   "W.primus.toml, W.tuned.EXT beside the recipe it points at)")

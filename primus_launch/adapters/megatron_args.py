@@ -1313,7 +1313,10 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
         v = getattr(t, dest) if t.precision_aware_optimizer else "fp32"
         out[dest] = v if (v != "fp32" or current.get(dest) is not None) else None
     # kernels, CUDA graphs
-    out["attention_backend"] = t.attention_backend if (t.attention_backend != "auto" or current.get("attention_backend")) else None
+    # --transformer-impl local builds the local spec whatever --attention-backend says (_attention_backend): never
+    # written there (the plan's "local" is the layers', not a backend flag)
+    if str(current.get("transformer_impl") or "").split(".")[-1] != "local":
+        out["attention_backend"] = t.attention_backend if (t.attention_backend != "auto" or current.get("attention_backend")) else None
     out["cross_entropy_loss_fusion"] = t.cross_entropy_loss_fusion
     if t.cross_entropy_loss_fusion and (t.cross_entropy_fusion_impl != "native" or current.get("cross_entropy_fusion_impl")):
         out["cross_entropy_fusion_impl"] = t.cross_entropy_fusion_impl

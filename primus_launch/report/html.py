@@ -95,7 +95,8 @@ def write_tune_report(res: TuneResult, path: str | Path) -> Path:
                            f"({100 * res.scored_fraction:.1f} %), {res.rejected} rejected, {res.elapsed_s:.1f} s"),
             ("search", f"{res.search}: " + (res.certificate.text if res.certificate else f"no certificate of optimality"
                                                                 f"{' (' + res.search_note + ')' if res.search_note else ''}")),
-            ("numerics-changing knobs allowed", ", ".join(res.allowed) or "none")]
+            ("numerics-changing knobs allowed", ", ".join(res.allowed) or "none")] \
+        + ([("memory rule", res.memory_rule_text)] if res.memory_rule_text else [])
     if res.training_run:  # --train-tokens: the whole run of the original and the best plan
         for key, label in (("original", "baseline (user's recipe)"), ("best", "best")):
             tr = res.training_run[key]
@@ -107,7 +108,10 @@ def write_tune_report(res: TuneResult, path: str | Path) -> Path:
                  "<div class=\"figure\">" + incumbent_svg(res) + "</div>"]
     rows = [(i + 1, ", ".join(f"{k}={v}" for k, v in sorted(t.changes.items())) or "(user's recipe)",
              f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", f"{100 * (t.mfu or 0):.1f}",
-             f"{(t.peak_memory_bytes or 0) / GiB:.1f}", t.source) for i, t in enumerate(res.top)]
+             f"{(t.peak_memory_bytes or 0) / GiB:.1f}"
+             # a tight plan over the usable capacity: listed, not the answer (tuner/memory_rule.py)
+             + (" (tight, over the capacity: not the answer)" if t.over_capacity and not t.fits else ""),
+             t.source) for i, t in enumerate(res.top)]
     sections.append("<h2>Top configurations (diff against the user's recipe)</h2>"
                     + _table(rows, ["#", "changes", "s/iter", "tokens/s/GPU", "MFU %", "peak GiB", "found by"]))
     if res.warnings:

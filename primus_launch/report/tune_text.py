@@ -28,16 +28,23 @@ def _ranking_lines(res: TuneResult) -> list[str]:
     ref = _reference_word(res)
     if not ranks and not res.gain_inside_band:
         return []
-    if len(ranks) > 1 and ranks == list(range(2, ranks[-1] + 1)):
+    one = _best_rank(res)
+    if len(ranks) > 1 and ranks == list(range(one + 1, ranks[-1] + 1)) and ranks[0] == one + 1:
         who = f"#2-#{ranks[-1]}" + (f" (the {ref} among them)" if orig else "")
     else:
         who = ", ".join(f"#{k}" + (f" (the {ref})" if k in orig else "") for k in ranks)
     if res.gain_inside_band and not orig:
         who = f"{who} and the {ref}" if who else f"the {ref}"
     b = res.best.band
-    size = f" (#1's {100 * b.low:+.0f} .. {100 * b.high:+.0f} %)" if b is not None else ""  # whose band it is
-    return [f"ranking:  #1 and {who} overlap in their error bands{size}: either could run faster (plans of one "
+    size = f" (#{one}'s {100 * b.low:+.0f} .. {100 * b.high:+.0f} %)" if b is not None else ""  # whose band it is
+    return [f"ranking:  #{one} and {who} overlap in their error bands{size}: either could run faster (plans of one "
             "group share much of that error)"]
+
+
+def _best_rank(res: TuneResult) -> int:
+    """The 1-based row of the best plan in the top-N table: the first row that could be the answer (rows the
+    memory rule keeps out, tight plans over the capacity, may precede it: ``tuner/memory_rule.py``)."""
+    return next((k for k, t in enumerate(res.top, 1) if getattr(t, "fits", True) is not False), 1)
 
 
 def knob_line(res: TuneResult) -> str:
@@ -51,8 +58,14 @@ def knob_line(res: TuneResult) -> str:
 
 
 def _verdict(r: ProjectionResult) -> str:
-    return {"fits": "fits", "tight": "TIGHT: the capacity lies in the peak's error band"}.get(r.memory.verdict,
-                                                                                           "DOES NOT FIT")
+    """The verdict in words; a ``tight`` plan whose point estimate is over the usable capacity says so (more
+    likely to run out of memory than not: ``tuner/memory_rule.py``)."""
+    from primus_launch.tuner.memory_rule import over_capacity
+
+    if r.memory.verdict == "tight":
+        return ("TIGHT: the capacity lies in the peak's error band"
+                + (", the point estimate over it" if over_capacity(r.memory) else ""))
+    return {"fits": "fits"}.get(r.memory.verdict, "DOES NOT FIT")
 
 
 def _held_bytes(t) -> int:
@@ -74,7 +87,8 @@ def _memory_cell(t) -> str:
         lo, hi = t.peak_band_bytes
         out += f" ({lo / 2**30:.1f}-{hi / 2**30:.1f})"
     if t.verdict:
-        out += " TIGHT" if t.verdict == "tight" else f" {t.verdict}"
+        out += (" TIGHT" + (" over" if getattr(t, "over_capacity", None) else "")) if t.verdict == "tight" \
+            else f" {t.verdict}"
     return out
 
 
@@ -91,14 +105,14 @@ def _searched_line(res: TuneResult) -> str:
 
 
 def _memory_rule_line(res: TuneResult) -> list[str]:
-    """Which memory verdicts the answer could have (issue 27: the tuner keeps ``tight`` plans unless the
-    user asks for certainty, and says which it kept): a line when the rule mattered or was asked for."""
-    if res.memory_certain:
-        return ["memory:   only plans that fit by their whole error band (--memory-certain)"]
-    if any(t.verdict == "tight" for t in res.top) or res.best.memory.verdict == "tight":
-        return ["memory:   tight plans kept and marked (the capacity lies in the peak's error band); "
-                "--memory-certain keeps only plans that fit by their whole band"]
-    return []
+    """Which memory verdicts the answer could have (issue 27: the tuner says which plans it kept,
+    ``res.memory_rule``, ``tuner/memory_rule.py``): a line when the rule mattered or was asked for."""
+    rule = getattr(res, "memory_rule", "certain" if res.memory_certain else "point")
+    if rule == "point" and not (any(t.verdict == "tight" for t in res.top) or res.best.memory.verdict == "tight"):
+        return []
+    from primus_launch.tuner.memory_rule import RULE_TEXT
+
+    return [f"memory:   {RULE_TEXT[rule]}"]
 
 
 def _run_lines(res: TuneResult) -> list[str]:
@@ -127,22 +141,48 @@ def _wrapped(line: str, indent: int = 10) -> list[str]:
                                                              break_on_hyphens=False)] or [line]
 
 
-def _changes_text(changes: dict) -> str:
-    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in changes.items())
+#: recompute fields a granularity does not read (``plan/sections.py`` ``Recompute``): not shown as changes
+#: where the new granularity ignores them ("recompute.num_layers=None" beside "granularity=none")
+_RECOMPUTE_UNREAD = {"none": ("method", "num_layers", "modules", "layer_ids"), "op": ("method", "num_layers", "modules",
+                                                                                     "layer_ids"),
+                     "selective": ("method", "num_layers", "layer_ids"), "full": ("modules",)}
 
 
-def _top_changes(rank: int, t, first, ref: str = "original") -> str:
-    """A top-N row's changes: the first row's against the original; each later row's as the first
-    row plus what it sets differently (``vpp=original`` where it keeps the original's value), so that
-    ties read as what they are: the same plan with one knob that does not move the time.  ``ref``: the
-    word for the plan the search started from (:func:`_reference_word`)."""
+def shown_changes(changes: dict, original=None) -> dict:
+    """``changes`` (dotted plan fields -> new values) less the recompute fields the plan's recompute
+    granularity does not read (:data:`_RECOMPUTE_UNREAD`; the granularity is the changed one, else
+    ``original``'s)."""
+    gran = changes.get("training.recompute.granularity")
+    if gran is None and original is not None:
+        gran = original.training.recompute.granularity
+    unread = {f"training.recompute.{f}" for f in _RECOMPUTE_UNREAD.get(gran, ())}
+    return {k: v for k, v in changes.items() if k not in unread}
+
+
+def _changes_text(changes: dict, original=None) -> str:
+    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in shown_changes(changes, original).items())
+
+
+def _original_value(original, key: str):
+    obj = original
+    for part in key.split("."):
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def _top_changes(rank: int, t, first, ref: str = "original", original=None, one: int = 1) -> str:
+    """A top-N row's changes: the best's row (``first``, rank ``one``) against the original; each other row's
+    as the best's row plus what it sets differently (``cp=1`` where it keeps the original's value: the value,
+    from ``original``, the plan the search started from), so that ties read as what they are: the same plan
+    with one knob that does not move the time.  ``ref``: the word for that plan (:func:`_reference_word`)."""
     if not t.changes:
         return f"({ref})"
-    if rank == 1 or first is None:
-        return _changes_text(t.changes)
-    diff = {k: v for k, v in t.changes.items() if first.changes.get(k) != v}
-    diff.update({k: ref for k in first.changes if k not in t.changes})
-    return "#1" + (" with " + _changes_text(diff) if diff else "")
+    if t is first or first is None:
+        return _changes_text(t.changes, original)
+    mine, best = shown_changes(t.changes, original), shown_changes(first.changes, original)
+    diff = {k: v for k, v in mine.items() if best.get(k) != v}
+    diff.update({k: (_original_value(original, k) if original is not None else ref) for k in best if k not in mine})
+    return f"#{one}" + (" with " + _changes_text(diff) if diff else "")
 
 
 #: under the top-N table where a row shows ``held``: what it is (the answer's memory line says it in words)
@@ -161,8 +201,12 @@ def _pack(text: str, room: int) -> str:
     """``[#1 with ]a=1, b=2, ...`` packed into lines of at most ``room`` columns, broken between
     settings; a setting longer than the room is broken at its separators (:func:`_break_setting`), never
     mid-word where a separator allows."""
-    head, sep, rest = text.partition("#1 with ")
-    items = (["#1 with"] if sep else []) + (rest if sep else head).split(", ")
+    import re
+
+    m = re.match(r"(#\d+ with) ", text)
+    sep, rest = (m.group(1), text[m.end():]) if m else ("", "")
+    head = text
+    items = ([sep] if sep else []) + (rest if sep else head).split(", ")
     lines: list[str] = []
     for n, item in enumerate(items):
         glue = " " if n == 1 and sep else ", "
@@ -200,14 +244,16 @@ def _top_table(res: TuneResult) -> str:
     settings."""
     from tabulate import tabulate
 
-    first = res.top[0] if res.top else None
+    one = _best_rank(res)
+    first = res.top[one - 1] if res.top else None
+    original = getattr(getattr(res, "baseline", None), "plan", None)
     sources = {t.source for t in res.top if t.changes}
     rows = []
     for rank, t in enumerate(res.top, 1):
         row = [rank, f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", _memory_cell(t)]
         if len(sources) > 1:
             row.append(t.source)
-        rows.append(row + [_top_changes(rank, t, first, _reference_word(res))])
+        rows.append(row + [_top_changes(rank, t, first, _reference_word(res), original, one)])
     headers = ["#", "s/iter", "tok/s/GPU", "GiB (band) verdict"] + (["source"] if len(sources) > 1 else [])
     align = ("right", "right", "right") + ("left",) * (len(headers) - 2)
     fixed = tabulate([r[:-1] for r in rows], headers=headers, tablefmt="simple", disable_numparse=True,
@@ -216,7 +262,7 @@ def _top_table(res: TuneResult) -> str:
     best = plan_changes(res.baseline.plan, res.best_plan) if res.top else {}
     for rank, r in enumerate(rows, 1):
         r[-1] = _pack(r[-1], room)
-        if rank == 1 and first is not None and first.changes and _same_changes(first.changes, best) \
+        if rank == one and first is not None and first.changes and _same_changes(first.changes, best) \
                 and r[-1].count("\n") >= ROW_ONE_LINES:
             r[-1] = "(the changes: line above)"  # listed in full above the table, not cut into pieces here
     return tabulate(rows, headers=headers + ["changes"], tablefmt="simple", disable_numparse=True, colalign=align)
@@ -256,7 +302,7 @@ def render_tune_text(res: TuneResult) -> str:
            f" (no certificate of optimality{': ' + res.search_note if res.search_note else ''})"),
         knob_line(res),
     ] + _memory_rule_line(res) + _ranking_lines(res)
-    changes = plan_changes(res.baseline.plan, res.best_plan)
+    changes = shown_changes(plan_changes(res.baseline.plan, res.best_plan), res.baseline.plan)
     if changes:
         lines.append("changes:  " + ", ".join(f"{k}={v}" for k, v in changes.items()))
     else:  # the tuned recipe is then the original's copy: said, not left to a diff

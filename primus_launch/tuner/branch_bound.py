@@ -30,7 +30,9 @@ time reads after the chunk costs) equals that of a plan of the candidate already
 that plan's time and a later index, so it cannot win: it is bounded out (dominance); each other is
 pre-filtered
 (divisibility, memory verdict ``does not fit``) and scored with the projection; a scored plan that
-fits (verdict ``fits`` or ``tight``) becomes the incumbent when it is faster (ties: earlier in the
+fits (``memory.fits``: the memory rule's, ``memory_rule.py``: ``fits``, or ``tight`` with its point estimate
+under the usable capacity; ``fits`` only under ``--memory-certain``) becomes the incumbent when it is faster
+(the memory floors, held at the band's lower edge, stay below every plan the rule admits; ties: earlier in the
 space's order).  The search ends when the lowest open bound reaches the incumbent, which is then the
 best of all plans of the space: a :class:`Certificate`.
 

@@ -82,7 +82,8 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress: Optional[Progress
     """Pre-filter and score every candidate of ``space`` (the memo's plan, oracle, pre-filter and
     deadline); trials are appended to ``memo.trials`` in index order (the baseline already
     recorded is not repeated), and the best fitting candidate's full result is put in
-    ``memo.results``, with that of the lowest-peak one of the same time (the tie-break's).  ``executor``: where the ranges run (default: ``workers`` local processes, this
+    ``memo.results``, with that of the lowest-peak one of the same time (the tie-break's), and where none fits
+    the fastest ``tight`` one's (``memory_rule.py``: the ``band`` rule's answer).  ``executor``: where the ranges run (default: ``workers`` local processes, this
     process alone for one)."""
     n = len(space)
     plan = memo.plan
@@ -101,6 +102,7 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress: Optional[Progress
     done = legal = scored = failed = 0
     best: Optional[tuple[float, int]] = None
     low: Optional[tuple[float, int, int]] = None  # fastest, then lowest peak: the tie-break's candidate
+    tight: Optional[tuple[float, int]] = None  # fastest tight plan the memory rule kept out (memory_rule.py "band")
     if own in memo.results and memo.results[own].memory.fits:
         best = (memo.results[own].iteration_time_s, own_i)
         low = (best[0], memo.results[own].memory.peak_bytes_per_gpu, own_i)
@@ -124,6 +126,8 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress: Optional[Progress
                         best = (t.iteration_time_s, i)
                     if t.fits and (low is None or (t.iteration_time_s, t.peak_memory_bytes, i) < low):
                         low = (t.iteration_time_s, t.peak_memory_bytes, i)
+                    if not t.fits and t.verdict == "tight" and (tight is None or (t.iteration_time_s, i) < tight):
+                        tight = (t.iteration_time_s, i)
                 elif status == "failed":
                     failed += 1
                 memo.trials.append(t)
@@ -135,7 +139,8 @@ def sweep(space: Space, memo: Memo, workers: int, *, progress: Optional[Progress
     finally:
         executor.stop(finished)
     memo.scored += scored
-    for i in {best[1] if best else None, low[2] if low else None} - {None, own_i}:
+    # where nothing fits, the fastest tight plan's too: the answer if the memory rule falls back to "band"
+    for i in {best[1] if best else None, low[2] if low else None, tight[1] if tight and not best else None} - {None, own_i}:
         k = space[i]  # the best's full result, and the lowest-peak plan of the best time (search.py _tie_break)
         memo.results[k] = memo.score_fn(apply_knobs(plan, k))
     own_counts = 1 if own_i is not None and own in memo.results else 0

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.projection.training_run import TrainingRun
+from primus_launch.tuner.memory_rule import CERTAIN_REASON, OVER_REASON, over_capacity
 
 TrialSource = Literal["seed", "planner", "llm", "exhaustive", "branch-and-bound"]
 
@@ -30,6 +31,10 @@ class Trial(BaseModel):
     fits: Optional[bool] = None
     verdict: Optional[str] = Field(default=None, description="memory verdict: fits, tight (the capacity lies in "
                                                              "the projection's error band) or does not fit")
+    over_capacity: Optional[bool] = Field(default=None, description="the verdict's point estimate (oom_peak_bytes) "
+                                          "exceeds the usable capacity: a tight plan more likely to run out of "
+                                          "memory than not, kept out of the answer unless no plan's point "
+                                          "estimate fits (tuner/memory_rule.py)")
     oom_peak_bytes: Optional[int] = Field(default=None, description="what the verdict compares: the peak less the "
                                                                    "free cached segments the allocator releases "
                                                                    "before it raises (MemoryReport.oom_peak_bytes)")
@@ -54,11 +59,11 @@ def scored_fields(r: ProjectionResult) -> dict[str, Any]:
     m = r.memory
     return dict(iteration_time_s=r.iteration_time_s, tokens_per_sec_per_gpu=r.tokens_per_sec_per_gpu,
                 model_tflops_per_gpu=r.model_tflops_per_gpu, mfu=r.mfu, peak_memory_bytes=m.peak_bytes_per_gpu,
-                oom_peak_bytes=m.verdict_peak_bytes, fits=m.fits, verdict=m.verdict,
+                oom_peak_bytes=m.verdict_peak_bytes, fits=m.fits, verdict=m.verdict, over_capacity=over_capacity(m),
                 peak_band_bytes=(m.band.low_bytes, m.band.high_bytes) if m.band is not None else None,
                 iteration_band_s=r.band.iteration_range(r.iteration_time_s) if r.band is not None else None,
                 time_breakdown=dict(r.time_breakdown), memory_breakdown=dict(m.breakdown),
-                reason=None if m.fits else ("tight in memory, kept out by --memory-certain" if m.verdict == "tight"
+                reason=None if m.fits else ((OVER_REASON if over_capacity(m) else CERTAIN_REASON) if m.verdict == "tight"
                                             else "projected memory does not fit"))
 
 
@@ -88,7 +93,8 @@ class TuneResult(BaseModel):
     best: ProjectionResult
     baseline: ProjectionResult
     gain: float = Field(description="baseline iteration time / best iteration time - 1")
-    top: list[Trial] = Field(description="best scored trials that fit, fastest first")
+    top: list[Trial] = Field(description="best scored trials that fit, fastest first; under the point rule the tight "
+                                         "ones over the usable capacity among them (over_capacity, fits false)")
     trials: list[Trial]
     space_size: int = Field(description="divisibility-legal candidates in the search space")
     legal_candidates: int = Field(description="candidates legal by divisibility and the memory pre-filter (under "
@@ -116,7 +122,13 @@ class TuneResult(BaseModel):
                                                                  "exhaustive sweep")
     workers: int = Field(default=1, description="processes that scored candidates")
     memory_certain: bool = Field(default=False, description="only plans whose memory verdict is fits could be the "
-                                                            "answer (--memory-certain); else fits and tight")
+                                                            "answer (--memory-certain)")
+    memory_rule: Literal["point", "band", "certain"] = Field(
+        default="point", description="which plans could be the answer (tuner/memory_rule.py): point (default: "
+                                     "fits, or tight with the point estimate under the usable capacity), band (no "
+                                     "plan's point estimate fits: tight plans too), certain (--memory-certain: "
+                                     "fits only)")
+    memory_rule_text: str = Field(default="", description="the memory rule in words, as the text answer says it")
     executor: Optional[str] = Field(default=None, description="where the search's shards ran when not on this "
                                                               "machine's default (e.g. ``Ray cluster at ADDR (N "
                                                               "workers)``)")

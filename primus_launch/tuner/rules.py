@@ -93,11 +93,33 @@ NEMO1_KNOBS = frozenset({"tp_comm_overlap"})
 
 
 
+#: knob families of Transformer Engine layers, not searched on Megatron's local layers (``--transformer-impl local``,
+#: read as ``training.attention_backend`` ``local``: :func:`local_layers`): TE userbuffers TP overlap (only TE's
+#: linear layers use the communicators ``--tp-comm-overlap`` initializes), FP8 (TE's modules carry it; the local
+#: ``ColumnParallelLinear`` / ``RowParallelLinear`` do not), the delayed wgrad (Megatron-LM d98e8a64dd
+#: ``megatron/training/arguments.py`` ``validate_args`` asserts ``transformer_impl == 'transformer_engine'``)
+TE_LAYER_KNOBS = frozenset({"tp_comm_overlap", "fp8", "delay_wgrad"})
+
+
+def local_layers(plan: "Plan") -> bool:
+    """Whether ``plan`` runs megatron-core's local layers (``--transformer-impl local``: the reader sets
+    ``training.attention_backend`` ``local``, ``adapters/megatron_args.py`` ``_attention_backend``).  The
+    attention backend is not a searched knob (``knobs.py``), so such a plan keeps it."""
+    return plan.framework == "megatron" and plan.training.attention_backend == "local"
+
+
 def knobs_for(plan: "Plan") -> frozenset[str]:
     """The knob families the tuner may change in ``plan``'s recipe format.  Megatron-FSDP is searched in every
     Megatron format: the ``--no-gradient-accumulation-fusion`` its user guide requires (written with it,
     ``adapters/megatron_args.py`` ``desired_args``) is in the candidate plan (``knobs.apply_knobs``) and priced
-    (``projection/cost/wgrad_accumulation.py``)."""
+    (``projection/cost/wgrad_accumulation.py``).  On local layers (:func:`local_layers`) not the
+    :data:`TE_LAYER_KNOBS`."""
+    if local_layers(plan):
+        return _knobs_for(plan) - TE_LAYER_KNOBS
+    return _knobs_for(plan)
+
+
+def _knobs_for(plan: "Plan") -> frozenset[str]:
     if plan.source is not None and plan.source.format == "nemo1-yaml":
         return NEMO1_KNOBS
     if plan.framework == "torchtitan" and plan.source is not None and plan.source.format in (
@@ -211,6 +233,12 @@ def knob_problems(plan: "Plan") -> list[Problem]:
             out.append(("training.overlap_moe_expert_parallel_comm", True, why))
     if t.delay_wgrad_compute and not t.overlap_moe_expert_parallel_comm:
         out.append(("training.delay_wgrad_compute", True, "needs overlap_moe_expert_parallel_comm"))
+    # --- Transformer Engine layers (megatron/training/arguments.py validate_args, d98e8a64dd)
+    if local_layers(plan) and t.delay_wgrad_compute:
+        out.append(("training.delay_wgrad_compute", True, "needs transformer_impl transformer_engine (local layers)"))
+    if local_layers(plan) and o.activation_modules:
+        out.append(("training.offload.activation_modules", ",".join(o.activation_modules),
+                    "fine-grained activation offloading needs transformer_impl transformer_engine (local layers)"))
     # --- CUDA graphs
     if t.cuda_graph_impl != "none":
         sc = set(t.cuda_graph_scope)

@@ -29,6 +29,7 @@ from primus_launch.plan import Plan, PlanError
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner import rules
 from primus_launch.tuner.engine import Engine, Exhausted, Memo, Prefilter, plan_changes
+from primus_launch.tuner.memory_rule import RULE_TEXT, admitted, readmitted
 from primus_launch.tuner.planner import Planner, hierarchical
 from primus_launch.tuner.result import Certificate, Trial, TuneResult
 from primus_launch.tuner.space import Knobs, Space, SpaceConfig, apply_knobs, knobs_of, searched_knobs, validated
@@ -91,20 +92,9 @@ def _stoppable(fn: Callable) -> Callable:
 
 
 def certain_only(fn: Callable[[Plan], ProjectionResult]) -> Callable[[Plan], ProjectionResult]:
-    """``fn`` whose results count as fitting only with the memory verdict ``fits``: the user asked for
-    certainty (``--memory-certain``), so a ``tight`` plan (the capacity inside its peak's error band,
-    ``memory/verdict.py``) is kept out of the answer like one that does not fit.  Every search path
-    (branch and bound, brute force, planner) reads ``memory.fits`` of what it scores, so this one
-    wrapper is the whole rule; the branch and bound's memory floors stay valid (a floor that does not
-    fit at the band's lower edge cannot fit at its upper edge)."""
-
-    def call(plan: Plan) -> ProjectionResult:
-        r = fn(plan)
-        if r.memory.verdict == "tight":
-            r = r.model_copy(update={"memory": r.memory.model_copy(update={"fits": False})})
-        return r
-
-    return call
+    """``fn`` whose results count as fitting only with the memory verdict ``fits`` (``--memory-certain``):
+    :func:`memory_rule.admitted` under the ``certain`` rule."""
+    return admitted(fn, "certain")
 
 
 def check_allow(allow: Iterable[str]) -> frozenset[str]:
@@ -211,8 +201,10 @@ def tune(
     ``training_tokens`` (and ``gpu_hour_price``, USD per GPU-hour): the result's ``training_run``
     holds the whole run of that many tokens for the original and the best plan
     (:func:`primus_launch.projection.training_run.training_run`), in the trial log too.
-    ``memory_certain``: only plans whose memory verdict is ``fits`` may be the answer (default: ``fits``
-    and ``tight``, the tight ones marked): :func:`certain_only`.
+    ``memory_certain``: only plans whose memory verdict is ``fits`` may be the answer (the ``certain`` rule);
+    default: the fastest whose point estimate fits (``point``: ``fits``, or ``tight`` under the usable capacity;
+    the ``tight`` plans over it kept in ``top``, marked), else, where none does, the fastest ``tight`` one
+    (``band``): :mod:`primus_launch.tuner.memory_rule`, ``res.memory_rule``.
     ``no_reference``: why the recipe's own plan is not legal on ``plan``'s cluster (``plan`` is then a legal
     seed, ``tuner/rebase.py``): the best plan found is the answer whatever the seed's time, with no gain
     claimed (``res.gain`` 0, ``res.no_reference`` the reason) and no tie-break against the seed.
@@ -234,7 +226,8 @@ def tune(
         cfg = dataclasses.replace(cfg, allow=cfg.allow | allowed)
     warnings: list[str] = []
     base_score = score or default_score(memory_margin, memory_basis)
-    score_fn = _stoppable(certain_only(base_score) if memory_certain else base_score)
+    rule = "certain" if memory_certain else "point"
+    score_fn = _stoppable(admitted(base_score, rule))
     pf = _stoppable(prefilter or default_prefilter(memory_margin, memory_basis))
     sp = Space(plan, cfg)
     n_workers = workers or default_workers()
@@ -263,8 +256,11 @@ def tune(
         else:   # the brute force runs to its end unless --time-limit stops it (no load-dependent cut-off)
             why_not = None if exhaustive else "the planner searched, as asked"
     if baseline is not None and not baseline.memory.fits and no_reference is None:
-        warnings.append("the original plan is tight in memory (its peak's error band holds the capacity), kept out "
-                        "by --memory-certain; gain is relative to it anyway" if baseline.memory.verdict == "tight" else
+        warnings.append(("the original plan is tight in memory (its peak's error band holds the capacity), kept out "
+                         "by --memory-certain" if memory_certain else
+                         "the original plan's point estimate of its peak is over the usable capacity (tight: more "
+                         "likely to run out of memory than not)") + "; gain is relative to it anyway"
+                        if baseline.memory.verdict == "tight" else
                         "the original plan does not fit in memory by the projection; gain is relative to it anyway")
 
     certificate = None
@@ -277,14 +273,14 @@ def tune(
         executor = LocalProcesses(workers)
     if bnb:
         certificate = _branch_and_bound(plan, sp, memo, own, baseline, memory_margin, max_work, progress, executor,
-                                        memory_certain)
+                                        memory_certain, start=t0)
     elif exhaustive:
         from primus_launch.tuner.exhaustive import sweep
 
         if progress:
             from primus_launch.tuner.progress import Progress
 
-            prog = Progress(total=len(sp), baseline_s=baseline.iteration_time_s)
+            prog = Progress(total=len(sp), baseline_s=baseline.iteration_time_s, start=t0)
         out = sweep(sp, memo, n_workers, progress=prog, executor=executor)
         legal, exact = out.legal, out.complete
         if out.complete:
@@ -303,7 +299,7 @@ def tune(
         if progress:
             from primus_launch.tuner.progress import Progress
 
-            prog = Progress(total=budget, baseline_s=baseline.iteration_time_s)
+            prog = Progress(total=budget, baseline_s=baseline.iteration_time_s, start=t0)
             memo.progress = prog
         advisor = None
         if llm_model:
@@ -330,6 +326,12 @@ def tune(
 
     # the best: fastest that fits; ties by the space's order (the recipe's own values first)
     fitting = [k for k, r in memo.results.items() if r.memory.fits]
+    if not fitting and not baseline.memory.fits and rule == "point" and (
+            baseline.memory.verdict == "tight" or any(r.memory.verdict == "tight" for r in memo.results.values())):
+        rule = _band_rule(memo, warnings)
+        warnings[:] = [w for w in warnings if not w.startswith("the original plan's point estimate")]
+        baseline = memo.results.get(own, readmitted(baseline)) if baseline.memory.verdict == "tight" else baseline
+        fitting = [k for k, r in memo.results.items() if r.memory.fits]
     order = {k: (sp.index(k) if sp.index(k) is not None else -1) for k in fitting}
     bk = min(fitting, key=lambda k: (memo.results[k].iteration_time_s, order[k]), default=None)
     tie_note = None
@@ -352,7 +354,8 @@ def tune(
                             "no plan fits in memory, the recipe's own neither")
     for w in warnings if bk is not None or baseline.memory.fits else []:  # else kept in the result's warnings
         print(f"primus-launch tune: warning: {w}", file=sys.stderr)
-    scored_fit = [t for t in memo.trials if t.status == "scored" and t.fits]
+    # the table: the plans the rule admits, and under ``point`` the tight ones over the capacity, marked
+    scored_fit = [t for t in memo.trials if t.status == "scored" and (t.fits or rule == "point" and t.verdict == "tight")]
     # ties in time: the chosen best first
     best_changes = plan_changes(plan, best_plan)
     ranked = sorted(scored_fit, key=lambda t: (t.iteration_time_s, t.changes != best_changes, t.index))
@@ -371,7 +374,7 @@ def tune(
         workers=executor.workers if executor is not None else n_workers if exhaustive else 1,
         executor=executor.describe() if executor is not None else None,
         exhaustive_estimate_s=est_s, search_note=why_not, memory_certain=memory_certain, tie_note=tie_note,
-        same_runs=same_runs)
+        same_runs=same_runs, memory_rule=rule, memory_rule_text=RULE_TEXT[rule])
     _rank_bands(res)
     if training_tokens is not None:
         from primus_launch.projection.training_run import training_run
@@ -379,6 +382,19 @@ def tune(
         res.training_run = {"original": training_run(baseline, training_tokens, gpu_hour_price),
                             "best": training_run(best, training_tokens, gpu_hour_price)}
     return res
+
+
+def _band_rule(memo: Memo, warnings: list[str]) -> str:
+    """No plan's point estimate fits (the ``point`` rule admitted none): every ``tight`` result and trial
+    re-admitted (:func:`memory_rule.readmitted`), the ``band`` rule, said in a warning."""
+    for k, r in memo.results.items():
+        memo.results[k] = readmitted(r)
+    for t in memo.trials:
+        if t.status == "scored" and t.verdict == "tight":
+            t.fits, t.reason = True, None
+    warnings.append("no plan's point estimate of its peak fits the usable capacity: the best is the fastest tight "
+                    "plan, more likely to run out of memory than not")
+    return "band"
 
 
 #: without a memory error band, a tied plan's peak must be this fraction below the original's to replace it
@@ -422,10 +438,10 @@ def _rank_bands(res: TuneResult) -> None:
     so either run could be the faster)."""
     from primus_launch.projection.band import bands_overlap, ranges_overlap
 
-    if res.top and res.top[0].iteration_band_s is not None:
-        first = res.top[0]
-        res.inside_best_band = [k for k, t in enumerate(res.top[1:], 2)
-                                if t.iteration_band_s is not None
+    first = next((t for t in res.top if t.fits), None)   # the best's row (rows over the capacity may precede it)
+    if first is not None and first.iteration_band_s is not None:
+        res.inside_best_band = [k for k, t in enumerate(res.top, 1)
+                                if t is not first and t.iteration_band_s is not None
                                 and ranges_overlap(first.iteration_time_s, first.iteration_band_s,
                                                    t.iteration_time_s, t.iteration_band_s)]
     b, o = res.best, res.baseline
@@ -471,7 +487,8 @@ def same_runs_collapsed(plan: Plan, ranked: list[Trial], n: int) -> list[Trial]:
 
 def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: ProjectionResult,
                       memory_margin: float, max_work: Optional[int], progress: bool,
-                      executor: Optional["Executor"] = None, memory_certain: bool = False) -> Certificate:
+                      executor: Optional["Executor"] = None, memory_certain: bool = False,
+                      start: Optional[float] = None) -> Certificate:
     """Run the certified search (``branch_bound.py``) from the recipe's own plan as the incumbent
     (when it fits), its expansions computed ahead on ``executor``'s workers when one is given; its
     scored plans go into ``memo`` as trials (source ``branch-and-bound``)."""
@@ -485,7 +502,7 @@ def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: P
     if progress:
         from primus_launch.tuner.progress import Progress
 
-        bar = Progress(total=len(sp), baseline_s=baseline.iteration_time_s, unit="plans")
+        bar = Progress(total=len(sp), baseline_s=baseline.iteration_time_s, unit="plans", start=start)
 
     def tick(done: int, total: int, best_s: float) -> None:
         if bar is not None:

@@ -590,6 +590,7 @@ class _FlagOptions:
         m, t = plan.model, plan.training
         gpu = plan.cluster.gpu
         self.nvidia = rules.is_nvidia(gpu)
+        self.local = rules.local_layers(plan)   # megatron-core local layers: no TE-only knob (rules.TE_LAYER_KNOBS)
         can = rules.knobs_for(plan) if cfg.execution else frozenset()
         self.can = can
         self.allow_fp8 = "fp8" in cfg.allow and "fp8" in can
@@ -664,7 +665,7 @@ class _FlagOptions:
         disps = list(dict.fromkeys(disps))
         ovls = [(own.ep_overlap, own.delay_wgrad)]
         if m.is_moe and "ep_overlap" in can:
-            ovls += [(False, False), (True, False), (True, True)]
+            ovls += [(False, False), (True, False)] + ([(True, True)] if not self.local else [])
         ovls = list(dict.fromkeys(ovls))
         # offloading
         offl = [(own.offload_layers, own.offload_modules)]
@@ -672,7 +673,7 @@ class _FlagOptions:
             offl.append((0, ()))
             if pp == 1 and gran == "none":
                 offl.append((m.num_layers // 2, ()))
-            if self.nvidia:
+            if self.nvidia and not self.local:   # fine-grained offloading: TE layers only (rules.knob_problems)
                 offl.append((0, ("core_attn", "attn_proj")))
                 if m.is_moe:
                     offl += [(0, ("expert_fc1",)), (0, ("expert_fc1", "moe_act"))]
@@ -709,6 +710,8 @@ class _FlagOptions:
         pao = t.precision_aware_optimizer or mom != ("fp32", "fp32") or oo > 0
         if self.fw == "megatron":
             if disp in ("deepep", "hybridep") and m.is_moe and eg <= 1:
+                return False
+            if self.local and (dwg or off_m):   # TE layers only (rules.knob_problems)
                 return False
             # recompute modules x precision
             if prec == "fp8" and rec in (None, "delayed") and msel & {"moe_act", "layernorm"}:
