@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from primus_launch.projection.result import ProjectionResult
 
 KINDS = ("dense", "dense_window", "moe", "moe_window", "mtp", "embedding", "head")
+#: op kinds whose row names what they are and the source the cost model gives (info[1]), with no efficiency
+_PLAIN_KINDS = {"host": "host (GPU idle)", "host_ops": "host launches (tiny kernels)",
+                "imbalance": "busiest EP rank's extra", "serial": "serial loop (latency)"}
 
 
 @dataclass(frozen=True)
@@ -83,18 +86,8 @@ def op_rows(plan: Plan) -> list[OpRow]:
                     src = _curve_source("attention", key)
                 eff = info[2] / (f * g.peak_flops_bf16) if f > 0 else 0.0
                 effs = f"{100 * eff:.0f}% of BF16 peak (fwd)"
-            elif what == "host":
-                effs = "host (GPU idle)"
-                src = info[1]
-            elif what == "host_ops":
-                effs = "host launches (tiny kernels)"
-                src = info[1]
-            elif what == "imbalance":
-                effs = "busiest EP rank's extra"
-                src = info[1]
-            elif what == "serial":
-                effs = "serial loop (latency)"
-                src = info[1]
+            elif what in _PLAIN_KINDS:
+                effs, src = _PLAIN_KINDS[what], info[1]
             elif what == "quant":
                 torchao = len(info) > 4 and info[4] == "torchao"   # inductor-fused casts (roofline.quant_flush)
                 q = {} if torchao else FITTED["fp8_quant"].get(info[1], {})
