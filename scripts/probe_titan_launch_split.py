@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from validate_memory import case_items, evaluate, load_gpus, rank_correlation  # noqa: E402
+from probe_titan_reserve_gap import titan_reserved_cases  # noqa: E402
+from validate_memory import evaluate, rank_correlation  # noqa: E402
 
 GiB = 1024**3
 
@@ -97,13 +98,9 @@ def rows(only: list[str]) -> list[dict]:
     from primus_launch.projection.memory.estimate import estimate_memory
     from primus_launch.projection.memory.stage import TITAN_DYNAMIC_FRAGMENTATION as F
 
-    load_gpus()
     out = []
-    for it in case_items():
-        m = it.measured or {}
-        if it.plan is None or it.plan.framework != "torchtitan" or m.get("basis") != "reserved" or m.get("approx") \
-                or not m.get("gib") or (only and not any(s in it.id for s in only)):
-            continue
+    for it in titan_reserved_cases(only):
+        m = it.measured
         r = evaluate(it)
         st = max(estimate_memory(it.plan).stages, key=lambda s: s.total_bytes)
         f10 = F * (st.activations_bytes + st.transient_bytes - st.workspace_bytes) / GiB

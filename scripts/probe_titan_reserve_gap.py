@@ -19,7 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from validate_memory import case_items, evaluate, load_gpus  # noqa: E402
 
 
-def rows(only: list[str]) -> list[dict]:
+def titan_reserved_cases(only: list[str]) -> list:
+    """The judged TorchTitan cases with an exactly published reserved peak (whose id contains one of ``only``,
+    where given)."""
     load_gpus()
     out = []
     for it in case_items():
@@ -27,6 +29,14 @@ def rows(only: list[str]) -> list[dict]:
         if it.plan is None or it.plan.framework != "torchtitan" or m.get("basis") != "reserved" or m.get("approx") \
                 or not m.get("gib") or (only and not any(s in it.id for s in only)):
             continue
+        out.append(it)
+    return out
+
+
+def rows(only: list[str]) -> list[dict]:
+    out = []
+    for it in titan_reserved_cases(only):
+        m = it.measured
         r = evaluate(it)
         a, res, meas = r["allocated_gib"], r["reserved_gib"], float(m["gib"])
         out.append(dict(id=it.id, alloc=a, reserved=res, measured=meas, capacity=r["capacity_gib"],
