@@ -482,7 +482,9 @@ class Training(BoundedSection):
                                         "--moe-hybridep-num-sms it routes); None: the library default (DeepEP 20; "
                                         "HybridEP 24 inside one NVLink domain, 8 across)")
     moe_router_force_load_balancing: bool = Field(
-        default=False, description="balanced routing forced (benchmarks); the projection assumes balanced routing")
+        default=False, description="balanced routing forced (benchmarks): no busiest-EP-rank excess in the time "
+                                   "(cost/moe_imbalance.py prices it otherwise); the memory model takes the "
+                                   "average rank in every mode")
     moe_force_round_robin: bool = Field(
         default=False, description="with moe_router_force_load_balancing and the deepep dispatcher: the forced "
                                    "routing is Primus-Turbo's DeepEP dispatcher's round robin, token i to the k "
