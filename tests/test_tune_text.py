@@ -203,3 +203,20 @@ def test_tune_says_what_the_reader_assumed(tmp_path, capsys):
     assert d["best_plan"]["cluster"]["gpu"] == default
     notes = [ln for ln in cap.err.splitlines() if ln.startswith("primus-launch: note: ")]
     assert any(f"cluster gpu={default}: the default" in ln for ln in notes), cap.err
+
+
+def test_ranking_line_counts_from_the_best_row_when_a_row_over_capacity_precedes_it():
+    """Row 1 is a tight plan over the capacity (kept out by the memory rule), the best is row 2, and rows 3-4
+    overlap it: the line names the best as #2 and the run as #3-#4 (it read "#2-#4", the best's own row in it)."""
+    from types import SimpleNamespace as NS
+
+    from primus_launch.report.tune_text import _ranking_lines
+
+    rows = [NS(changes={"tp": 2}, fits=False), NS(changes={"tp": 4}, fits=True), NS(changes={"pp": 2}, fits=True),
+            NS(changes={"pp": 4}, fits=True)]
+    res = NS(inside_best_band=[3, 4], top=rows, no_reference=None, gain_inside_band=False,
+             best=NS(band=NS(low=-0.05, high=0.10)))
+    (line,) = _ranking_lines(res)
+    assert line.startswith("ranking:  #2 and #3-#4 overlap") and "(#2's -5 .. +10 %)" in line
+    res.inside_best_band = [1, 3]
+    assert _ranking_lines(res)[0].startswith("ranking:  #2 and #1, #3 overlap")

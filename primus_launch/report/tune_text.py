@@ -29,8 +29,8 @@ def _ranking_lines(res: TuneResult) -> list[str]:
     if not ranks and not res.gain_inside_band:
         return []
     one = _best_rank(res)
-    if len(ranks) > 1 and ranks == list(range(one + 1, ranks[-1] + 1)) and ranks[0] == one + 1:
-        who = f"#2-#{ranks[-1]}" + (f" (the {ref} among them)" if orig else "")
+    if len(ranks) > 1 and ranks == list(range(one + 1, ranks[-1] + 1)):
+        who = f"#{one + 1}-#{ranks[-1]}" + (f" (the {ref} among them)" if orig else "")
     else:
         who = ", ".join(f"#{k}" + (f" (the {ref})" if k in orig else "") for k in ranks)
     if res.gain_inside_band and not orig:
