@@ -11,7 +11,7 @@ from __future__ import annotations
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner import rules
 from primus_launch.tuner.engine import plan_changes
-from primus_launch.tuner.result import TuneResult
+from primus_launch.tuner.result import TuneResult, best_rank
 
 
 def _reference_word(res: TuneResult) -> str:
@@ -44,7 +44,7 @@ def _ranking_lines(res: TuneResult) -> list[str]:
 def _best_rank(res: TuneResult) -> int:
     """The 1-based row of the best plan in the top-N table: the first row that could be the answer (rows the
     memory rule keeps out, tight plans over the capacity, may precede it: ``tuner/memory_rule.py``)."""
-    return next((k for k, t in enumerate(res.top, 1) if getattr(t, "fits", True) is not False), 1)
+    return best_rank(res.top) or 1
 
 
 def knob_line(res: TuneResult) -> str:

@@ -53,6 +53,13 @@ class Trial(BaseModel):
         return self.oom_peak_bytes or self.peak_memory_bytes or 0
 
 
+def best_rank(top: list[Trial]) -> Optional[int]:
+    """The 1-based row of the best plan in a top-N list: the first row the memory rule admits (``fits``); rows
+    it keeps out (``fits`` false: tight plans over the capacity, ``tuner/memory_rule.py``) may precede it.  None:
+    every row is kept out."""
+    return next((k for k, t in enumerate(top, 1) if getattr(t, "fits", None) is not False), None)
+
+
 def scored_fields(r: ProjectionResult) -> dict[str, Any]:
     """The :class:`Trial` fields of a scored plan from its projection (a plain dict: the exhaustive sweep's
     worker processes send it back), the reason with them where it cannot be the answer."""

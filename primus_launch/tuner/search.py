@@ -31,7 +31,7 @@ from primus_launch.tuner import rules
 from primus_launch.tuner.engine import Engine, Exhausted, Memo, Prefilter, plan_changes
 from primus_launch.tuner.memory_rule import RULE_TEXT, admitted, readmitted
 from primus_launch.tuner.planner import Planner, hierarchical
-from primus_launch.tuner.result import Certificate, Trial, TuneResult
+from primus_launch.tuner.result import Certificate, Trial, TuneResult, best_rank
 from primus_launch.tuner.space import Knobs, Space, SpaceConfig, apply_knobs, knobs_of, searched_knobs, validated
 
 if TYPE_CHECKING:
@@ -438,7 +438,8 @@ def _rank_bands(res: TuneResult) -> None:
     so either run could be the faster)."""
     from primus_launch.projection.band import bands_overlap, ranges_overlap
 
-    first = next((t for t in res.top if t.fits), None)   # the best's row (rows over the capacity may precede it)
+    one = best_rank(res.top)   # the best's row (rows over the capacity may precede it)
+    first = res.top[one - 1] if one else None
     if first is not None and first.iteration_band_s is not None:
         res.inside_best_band = [k for k, t in enumerate(res.top, 1)
                                 if t is not first and t.iteration_band_s is not None
