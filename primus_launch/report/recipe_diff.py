@@ -23,39 +23,42 @@ def _cut(line: str) -> str:
     return s if len(s) <= LINE_WIDTH else s[:LINE_WIDTH - 3] + "..."
 
 
-def changed_lines(original: str, tuned: str) -> list[tuple[str, str]]:
-    """``(sign, line)`` for each line of ``original`` replaced or deleted (``-``) and each line of ``tuned``
-    replaced or inserted (``+``), in file order; whitespace-only differences included."""
+def _blocks(original: str, tuned: str) -> list[tuple[list[str], list[str]]]:
+    """``(lines of original, lines of tuned)`` of each block ``difflib``'s line opcodes do not call equal, in
+    file order (whitespace-only differences included)."""
     a, b = original.splitlines(), tuned.splitlines()
-    out: list[tuple[str, str]] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        out += [("-", ln) for ln in a[i1:i2]] + [("+", ln) for ln in b[j1:j2]]
-    return out
+    return [(a[i1:i2], b[j1:j2]) for tag, i1, i2, j1, j2
+            in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes() if tag != "equal"]
 
 
-def change_counts(original: str, tuned: str) -> dict[str, int]:
+def changed_lines(original: str, tuned: str, blocks: list | None = None) -> list[tuple[str, str]]:
+    """``(sign, line)`` for each line of ``original`` replaced or deleted (``-``) and each line of ``tuned``
+    replaced or inserted (``+``), in file order; whitespace-only differences included.  ``blocks``: the pair's
+    :func:`_blocks`, where the caller has them."""
+    return [(sign, ln) for old, new in (_blocks(original, tuned) if blocks is None else blocks)
+            for sign, lines in (("-", old), ("+", new)) for ln in lines]
+
+
+def change_counts(original: str, tuned: str, blocks: list | None = None) -> dict[str, int]:
     """Lines ``changed`` (a line of ``original`` replaced by one of ``tuned``), ``added`` and ``removed``: per
     replaced block the pairs are changes and the surplus on either side added or removed."""
-    a, b = original.splitlines(), tuned.splitlines()
     n = {"changed": 0, "added": 0, "removed": 0}
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if tag != "equal":
-            pairs = min(i2 - i1, j2 - j1)
-            n["changed"] += pairs
-            n["added"] += j2 - j1 - pairs
-            n["removed"] += i2 - i1 - pairs
+    for old, new in (_blocks(original, tuned) if blocks is None else blocks):
+        pairs = min(len(old), len(new))
+        n["changed"] += pairs
+        n["added"] += len(new) - pairs
+        n["removed"] += len(old) - pairs
     return n
 
 
 def diff_lines(original: str, tuned: str, original_name: str, tuned_name: str) -> list[str]:
     """The answer's block: a heading with the counts, at most :data:`MAX_SHOWN` changed lines, and what was
     left out with the command that shows it."""
-    ch = changed_lines(original, tuned)
+    blocks = _blocks(original, tuned)   # one line match for the lines and the counts
+    ch = changed_lines(original, tuned, blocks)
     if not ch:
         return [f"the tuned recipe is the same text as {original_name} (the recipe's own plan is the best)"]
-    counts = ", ".join(f"{v} {k}" for k, v in change_counts(original, tuned).items() if v)
+    counts = ", ".join(f"{v} {k}" for k, v in change_counts(original, tuned, blocks).items() if v)
     out = [f"lines that differ from {original_name}: {counts}"]
     out += [f"  {s} {_cut(ln)}" for s, ln in ch[:MAX_SHOWN]]
     if len(ch) > MAX_SHOWN:
