@@ -166,6 +166,14 @@ FLAGS: tuple[Flag, ...] = (
     _f("--step-batch-size-schedule", "str", group="batch"),
     _f("--train-iters", group="batch"),
     _f("--optimizer", "str", "adam", group="optim"),
+    # Muon (--optimizer muon / dist_muon): defaults of core_r0.16.0 / core_v0.17 (Megatron-LM main later made
+    # --muon-tp-mode duplicated the default); --muon-scalar-optimizer and --muon-use-syrk are main-only
+    _f("--muon-num-ns-steps", "int", 5, group="optim"),
+    _f("--muon-tp-mode", "str", "blockwise", group="optim"),
+    _f("--muon-fp32-matmul-prec", "str", "medium", group="optim"),
+    _f("--muon-no-split-qkv", "false", group="optim", dest="muon_split_qkv"),
+    _f("--muon-scalar-optimizer", "str", "adam", group="optim"),
+    _f("--muon-use-syrk", "true", group="optim"),
     _f("--log-params-norm", "true", group="optim"),
     _f("--log-num-zeros-in-grad", "true", group="optim"),
     _f("--optimizer-cpu-offload", "true", group="optim"),
@@ -837,7 +845,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     else:
         grad_fp32 = bool(get(a, "accumulate_allreduce_grads_in_fp32"))
     optimizer = get(a, "optimizer")
-    if optimizer not in ("adam", "sgd"):
+    muon = _muon(a, rep, validate) if optimizer in ("muon", "dist_muon") else {}
+    if optimizer in ("muon", "dist_muon"):
+        optimizer = "muon"
+    elif optimizer not in ("adam", "sgd"):
         rep.flag("--optimizer", optimizer, "time, memory: priced as Adam (two fp32 moments), "
                                            "not this optimizer's state and step")
         optimizer = "adam"
@@ -888,7 +899,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         # --no-align-grad-reduce / --no-align-param-gather (dest align_*, default on; arguments.py turns
         # align_param_gather off without VP, where dp_comm does not read it)
         align_grad_reduce=bool(get(a, "align_grad_reduce")), align_param_gather=bool(get(a, "align_param_gather")),
-        tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer,
+        tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer, **muon,
         tp_comm_overlap_cfg=_ub_cfg(a.get("tp_comm_overlap_cfg")),
         # --no-async-tensor-model-parallel-allreduce (dest async_tensor_model_parallel_allreduce, default on)
         tp_async_backward=bool(get(a, "async_tensor_model_parallel_allreduce")),
@@ -977,6 +988,51 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             raise PlanError("--use-torch-fsdp2", True, f"Megatron's validate_args requires {field} {allowed} (here {value})")
     src = Source(framework="megatron", unmodelled=rep.unmodelled, notes=rep.notes)
     return plan.model_copy(update={"source": src})
+
+
+def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
+    """``--optimizer muon`` / ``dist_muon`` and the ``--muon-*`` flags -> the plan's ``training.muon_*`` fields
+    (Megatron-LM 2edffadb52 ``arguments.py`` validate_args: no distributed optimizer, no FSDP, no
+    overlap with plain muon; ``optimizer/muon.py``: no fp16).  The knobs that change no time or memory
+    (momentum, Nesterov, scale mode and factor, coefficient type) are neutral in the flag table."""
+    opt = str(get(a, "optimizer"))
+    if validate:
+        for dest, why in (("use_distributed_optimizer", "Muon optimizer does not support distributed optimizer"),
+                          ("use_torch_fsdp2", "Muon optimizer does not support Torch-FSDP2"),
+                          ("use_megatron_fsdp", "Muon optimizer does not support Megatron-FSDP"),
+                          ("fp16", "muon with fp16 is not supported")):
+            if get(a, dest):
+                raise PlanError(BY_DEST[dest].flag, True, f"not with --optimizer {opt} (Megatron asserts: {why})")
+        if opt == "muon" and (get(a, "overlap_grad_reduce") or get(a, "overlap_param_gather")):
+            raise PlanError("--overlap-grad-reduce" if get(a, "overlap_grad_reduce") else "--overlap-param-gather",
+                            True, "not with --optimizer muon (Megatron asserts; use dist_muon)")
+    out: dict[str, Any] = {"muon_layer_wise": opt == "dist_muon"}
+    steps = get(a, "muon_num_ns_steps")
+    try:
+        n = int(str(steps))
+    except ValueError:
+        n = 0
+    if isinstance(steps, bool) or not 1 <= n <= 10_000:
+        raise PlanError("--muon-num-ns-steps", steps, "an integer between 1 and 10000")
+    out["muon_num_ns_steps"] = n
+    for dest, flag, allowed in (("muon_tp_mode", "--muon-tp-mode", ("blockwise", "duplicated", "distributed")),
+                                ("muon_fp32_matmul_prec", "--muon-fp32-matmul-prec", ("medium", "high", "highest")),
+                                ("muon_scalar_optimizer", "--muon-scalar-optimizer", ("adam", "lion"))):
+        v = str(get(a, dest))
+        if v not in allowed:
+            raise PlanError(flag, v, "one of " + ", ".join(allowed))
+        out[dest] = v
+    out["muon_split_qkv"] = bool(get(a, "muon_split_qkv"))
+    if get(a, "muon_use_syrk"):
+        rep.flag("--muon-use-syrk", True, "time: the Triton SYRK kernels for X X^T and A A (half the FLOPs of "
+                                          "those two GEMMs) priced as plain GEMMs")
+    if get(a, "use_precision_aware_optimizer"):
+        rep.flag("--use-precision-aware-optimizer", True, "memory: Megatron's Muon path does not support the "
+                 "precision-aware optimizer; its state dtypes are not applied (fp32 masters and states priced)")
+    if opt == "dist_muon" and get(a, "overlap_param_gather"):
+        rep.flag("--overlap-param-gather", True, "time: dist_muon's parameter all-gather deferred to the forward "
+                 "pre-hooks (async_allgather) priced exposed after the optimizer step")
+    return out
 
 
 def _recompute(a: dict[str, Any], rep: _Report) -> dict:

@@ -90,7 +90,7 @@ LIMITS: dict[str, int] = {
     "parallel.cp": 2**20, "parallel.ep": 2**20, "parallel.etp": 2**20, "parallel.dp_replicate": 2**20,
     "parallel.pipeline_layers_first_stage": 10_000, "parallel.pipeline_layers_last_stage": 10_000,
     "training.global_batch_size": 2**31, "training.micro_batch_size": 2**20, "training.train_iters": 2**62,
-    "training.wgrad_deferral_limit": 2**31,
+    "training.wgrad_deferral_limit": 2**31, "training.muon_num_ns_steps": 10_000,
     "training.recompute.num_layers": 10_000, "training.offload.activation_layers": 10_000,
     "training.offload.optimizer_state_chunk_mb": 2**31,
     "cluster.num_nodes": 2**17, "cluster.gpus_per_node": 2**10, "cluster.nvlink_domain": 2**20,
@@ -542,7 +542,31 @@ class Training(BoundedSection):
     rope_fusion: bool = Field(default=True, description="fused RoPE kernel in the Megatron / TE profile (Megatron "
                                                         "apply_rope_fusion; --no-rope-fusion = False); False = the "
                                                         "eager fp32 complex-multiply RoPE")
-    optimizer: Literal["adam", "sgd"] = "adam"
+    optimizer: Literal["adam", "sgd", "muon"] = Field(
+        default="adam", description="adam | sgd | muon (Megatron --optimizer muon / dist_muon: Newton-Schulz "
+                                    "orthogonalised momentum on the 2-D weights, --muon-scalar-optimizer on the "
+                                    "rest; projection/memory/muon.py, projection/cost/muon.py)")
+    muon_layer_wise: bool = Field(
+        default=False, description="Megatron --optimizer dist_muon: LayerWiseDistributedOptimizer, whole "
+                                   "parameters dealt to the DP x CP (experts: expert-DP) ranks by size, updated "
+                                   "by their owner and all-gathered after the step; False = every rank updates "
+                                   "every parameter (--optimizer muon)")
+    muon_num_ns_steps: int = Field(default=5, ge=1, description="Megatron --muon-num-ns-steps: "
+                                   "Newton-Schulz iterations per 2-D weight and step")
+    muon_tp_mode: Literal["blockwise", "duplicated", "distributed"] = Field(
+        default="blockwise", description="Megatron --muon-tp-mode: blockwise (each TP rank orthogonalises its "
+                                         "shard), duplicated (the shards all-gathered, every TP rank runs the whole "
+                                         "matrix), distributed (X X^T all-reduced over TP every iteration)")
+    muon_fp32_matmul_prec: Literal["medium", "high", "highest"] = Field(
+        default="medium", description="Megatron --muon-fp32-matmul-prec: torch float32 matmul precision of the "
+                                      "Newton-Schulz GEMMs (medium: bf16 operands; high: TF32; highest: fp32)")
+    muon_split_qkv: bool = Field(default=True, description="Megatron --muon-split-qkv (default; "
+                                 "--muon-no-split-qkv = False): the fused linear_qkv weight orthogonalised as its "
+                                 "Q, K and V blocks")
+    muon_scalar_optimizer: Literal["adam", "lion"] = Field(
+        default="adam", description="Megatron --muon-scalar-optimizer: the optimizer of the non-matrix "
+                                    "parameters (embeddings, output head, norms, biases): adam (two moments) or "
+                                    "lion (one)")
     grad_reduce_in_fp32: bool = True
     expert_grad_reduce_in_fp32: Optional[bool] = Field(
         default=None, description="FSDP reduce-scatter dtype of the expert gradients (None = as grad_reduce_in_fp32); "

@@ -26,7 +26,7 @@ import yaml
 sys.path.insert(0, os.path.dirname(__file__))
 from coarse_moe_runs import coarse_moe_rows
 from dgxc_runs import dgxc_rows
-from current_runs_flops import (DSV3, GPTOSS_120B, LLAMA3_8B, LLAMA3_70B, LLAMA31_405B, QWEN3_30B, QWEN3_235B,
+from current_runs_flops import (DSV3, GPTOSS_120B, KIMI_K2, LLAMA3_8B, LLAMA3_70B, LLAMA31_405B, QWEN3_30B, QWEN3_235B,
                    flops_per_token)
 
 MLM_DIR = os.path.join(sys.argv[sys.argv.index("--mlm") + 1] if "--mlm" in sys.argv else "/tmp/r2x/mlm",
@@ -99,8 +99,13 @@ ARCH = {
                         num_query_groups=8, kv_channels=64, vocab_size=201088, seq_length=4096, num_experts=128,
                         moe_topk=4, moe_ffn_hidden_size=2880, add_bias_linear=True, activation="quick_geglu (clamp 7.0, glu offset 1.0)",
                         sliding_window=128, sliding_window_every_other_layer=True, softmax_type="learnable (attention sinks)"),
+    "kimi_k2": dict(num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=64,
+                    num_query_groups=None, vocab_size=163840, seq_length=4096, num_experts=384, moe_topk=8,
+                    moe_ffn_hidden_size=2048, moe_shared_expert_intermediate_size=2048, moe_first_dense_layers=1,
+                    moe_router_num_groups=1, moe_router_group_topk=1, multi_latent_attention=True, q_lora_rank=1536,
+                    kv_lora_rank=512, qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128, mtp_num_layers=None),
 }
-FLOPM = {"llama3_8b": LLAMA3_8B, "llama3_70b": LLAMA3_70B, "llama31_405b": LLAMA31_405B,
+FLOPM = {"kimi_k2": KIMI_K2, "llama3_8b": LLAMA3_8B, "llama3_70b": LLAMA3_70B, "llama31_405b": LLAMA31_405B,
          "dsv3": dict(DSV3, mtp=1), "qwen3_30b": QWEN3_30B, "qwen3_235b": QWEN3_235B,
          "gptoss_120b": dict(GPTOSS_120B, gated_mult=2)}
 
@@ -194,7 +199,7 @@ MLM_TABLE = [
 ]
 MODEL_NAME = {"dsv3": "DeepSeek-V3 671B (MTP 1)", "qwen3_235b": "Qwen3-235B-A22B", "qwen3_30b": "Qwen3-30B-A3B",
               "llama3_8b": "Llama 3 8B", "llama3_70b": "Llama 3 70B", "llama31_405b": "Llama 3.1 405B",
-              "gptoss_120b": "GPT-OSS 120B"}
+              "gptoss_120b": "GPT-OSS 120B", "kimi_k2": "Kimi-K2 1T-A32B (Muon)"}
 
 
 def expand_layout(layout):
@@ -378,7 +383,7 @@ DROPOUT_SRC = {
         "llama3_70b": "llama/llama_bridge.py:64", "llama31_405b": "llama/llama_bridge.py:64",
         "llama3_8b": "llama/llama_bridge.py:64", "dsv3": "deepseek/deepseek_v3_bridge.py:80",
         "qwen3_30b": "qwen/qwen3_moe_bridge.py:51", "qwen3_235b": "qwen/qwen3_moe_bridge.py:51",
-        "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76"},
+        "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76", "kimi_k2": "kimi/kimi_bridge.py:76"},
     "26.08": {"dsv3": "deepseek/deepseek_v3_bridge.py:87", "qwen3_30b": "qwen/qwen3_moe_bridge.py:59",
               "qwen3_235b": "qwen/qwen3_moe_bridge.py:59", "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76"},
     "25.11": {"llama3_70b": "llama/llama_provider.py:48-49", "llama31_405b": "llama/llama_provider.py:48-49",
@@ -816,6 +821,7 @@ def bridge_rows():
     rows += bridge2606_rows(ds_arch, q_arch)
     # ---------------- 25.11 / 26.02 tables (archive): rows whose stated layout the release's configs reproduce
     rows += bridge_archive_rows(ds_arch, q_arch)
+    rows += kimi_k2_rows()
     return rows
 
 
@@ -1042,6 +1048,85 @@ def bridge2606_rows(ds_arch, q_arch):
                        "(set_post_overrides forces it for bf16 only). Routing forced balanced (table footnote).",
                        "GPT OSS 120B", dispatcher="flex/hybridep", cuda_graph="transformer_engine scope=" + ",".join(cg),
                        release="26.06", flopm=dict(GPTOSS_120B, swa=(18, 128))))
+    return rows
+
+
+# Kimi-K2 (Muon): the four GB300 MXFP8 rows of the archive, one recipe (KIMI_K2_PRETRAIN_CONFIG_GB300 unchanged from
+# v0.3.1 to 8f341b04f), run on each container's Megatron-LM pin
+KIMI_ROWS = (  # release, section, tag / commit of the configs, Megatron-LM pin, tokens/s, TFLOP/s
+    ("26.02.01", "v0.3.1", "b0cc2706dd (core_r0.16.0)", 5072, 1037),
+    ("26.04", "v0.4.2", "2edffadb52", 5332, 1090),
+    ("26.04.01", "v0.4.2", "2edffadb52", 5328, 1088),
+    ("26.06", "8f341b04f", "d1410e15e1", 5372, 1099),
+)
+
+
+def kimi_k2_rows():
+    """Kimi-K2 on 256 GB300 in MXFP8 with Muon (``dist_muon``, Megatron's LayerWiseDistributedOptimizer): the
+    archive's 26.02.01 / 26.04 / 26.04.01 / 26.06 rows ("Muon optimizer was used for pre-training Kimi-K2").
+    Flags: scripts/performance/configs/kimi/kimi_workload_base_configs.py (KIMI_K2_PRETRAIN_CONFIG_GB300: PP 4 VP 4
+    EP 64 MBS 2 GBS 4096, HybridEP, no CUDA graphs, recompute mla_up_proj), kimi_llm_pretrain.py
+    (kimi_k2_pretrain_config_gb300: seq 4096, router fusion, selective recompute, experimental, bf16 grad reduce,
+    forced balance, qk_clip off, te_rng_tracker, overlap_grad_reduce; the WAR turning fp8_param_gather and
+    reuse_grad_buf_for_mxfp8_param_ag off for dist_muon + MXFP8), recipes/kimi/kimi_k2.py (kimi_k2_pretrain_config
+    optimizer_type 'muon': no distributed optimizer, no overlap_param_gather, layout (4, 4), HybridEP 16 SMs,
+    shared-expert overlap, TE cross-entropy, precision-aware optimizer off) and recipes/utils/optimizer_utils.py
+    (distributed_muon_with_cosine_annealing: dist_muon, momentum 0.95, Nesterov, spectral scale, fp32 matmul
+    'medium', 5 NS steps, tp mode blockwise, scalar optimizer adam)."""
+    rows = []
+    mk, gpus, gbs, mbs, tp, pp, cp, vp, ep = "kimi_k2", 256, 4096, 2, 1, 4, 1, 4, 64
+    layout = "Et*4|(t*4|)*14tL"
+    arch = ["--num-layers 61", "--hidden-size 7168", "--ffn-hidden-size 18432", "--num-attention-heads 64",
+            "--kv-channels 64", "--multi-latent-attention", "--q-lora-rank 1536", "--kv-lora-rank 512",
+            "--qk-head-dim 128", "--qk-pos-emb-head-dim 64", "--v-head-dim 128", "--qk-layernorm",
+            "--rotary-base 50000", "--rotary-scaling-factor 32", "--mscale 1.0", "--mscale-all-dim 1.0",
+            "--normalization RMSNorm", "--norm-epsilon 1e-6", "--swiglu", "--disable-bias-linear",
+            "--untie-embeddings-and-output-weights", "--position-embedding-type rope", "--no-rope-fusion",
+            "--seq-length 4096", "--max-position-embeddings 4096", "--num-experts 384",
+            "--moe-layer-freq ([0]*1+[1]*60)", "--moe-ffn-hidden-size 2048",
+            "--moe-shared-expert-intermediate-size 2048", "--moe-router-topk 8", "--moe-router-num-groups 1",
+            "--moe-router-group-topk 1", "--moe-router-score-function sigmoid",
+            "--moe-router-topk-scaling-factor 2.827", "--moe-router-enable-expert-bias",
+            "--moe-router-load-balancing-type seq_aux_loss", "--moe-aux-loss-coeff 1e-3", "--moe-router-pre-softmax",
+            "--moe-router-dtype fp32", "--make-vocab-size-divisible-by 1280", "--vocab-size 163840"]
+    dp = gpus // (tp * pp * cp)
+    common = [x for x in mb_common(mk, "fp8_mx", dp, pp, vp, tp, extra_gc=5)
+              if x not in ("--use-distributed-optimizer", "--overlap-param-gather", "--fp8-param-gather",
+                           "--reuse-grad-buf-for-mxfp8-param-ag")]
+    f = (pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + arch + [f"--pipeline-model-parallel-layout {layout}"]
+         + common + ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion",
+                     "--moe-router-force-load-balancing", "--moe-shared-expert-overlap",
+                     "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep",
+                     "--moe-hybridep-num-sms 16", "--enable-experimental", "--recompute-granularity selective",
+                     "--recompute-modules mla_up_proj", "--ddp-average-in-collective", "--te-rng-tracker",
+                     "--optimizer dist_muon", "--muon-momentum 0.95", "--muon-use-nesterov",
+                     "--muon-scale-mode spectral", "--muon-fp32-matmul-prec medium", "--muon-num-ns-steps 5",
+                     "--muon-tp-mode blockwise", "--muon-extra-scale-factor 1.0"])
+    for release, tag, pin, tok, tf in KIMI_ROWS:
+        unknown = ["moe_router_padding_for_fp8=False in the recipe although MXFP8 is on (no padding flag set)",
+                   "qk_clip off (kimi_llm_pretrain.py 'disable qk_clip for now')",
+                   f"Megatron-LM pin of the container's Bridge: {pin}; the optimizer is read from 2edffadb52 / "
+                   "b0cc2706dd (LayerWiseDistributedOptimizer dealing whole parameters by size, all-reduced grads, "
+                   "a flat all-gather after the step)"]
+        if release == "26.06":
+            unknown.append("26.06's pin d1410e15e1 rewrote layer_wise_optimizer.py (shard-aligned grad buffers "
+                           "packed per bucket, the non-matrix parameters on a DistributedOptimizer): the projection "
+                           "prices the earlier design")
+        r = mb_row(f"mbridge{release.replace('.', '')}_gb300_fp8_mx_kimi_k2_256gpu", mk, "GB300", gpus, "fp8_mx",
+                   "MXFP8", gbs, mbs, tp, pp, cp, vp, ep, tok, tf, f, "KIMI_K2_PRETRAIN_CONFIG_GB300_FP8_MX", "kimi",
+                   "kimi_workload_base_configs.py", "kimi_llm_pretrain.py", "kimi_k2_pretrain_config_gb300",
+                   "kimi/kimi_k2.py (kimi_k2_pretrain_config, optimizer_type muon) + recipes/utils/optimizer_utils.py "
+                   "(distributed_muon_with_cosine_annealing)", "selective (modules: mla_up_proj)", unknown,
+                   f"Muon (dist_muon: layer-wise distributed optimizer, no --use-distributed-optimizer; fp8 param "
+                   f"gather off by the perf script's WAR). Pipeline layout '{layout}' (Bridge _get_kimi_k2_pipeline_"
+                   "layout(4, 4)). 61 layers, the first dense, 384 experts top-8 + 1 shared, MLA. Routing forced "
+                   "balanced, token-dropless (table footnote).", "Kimi_K2", dispatcher="flex/hybridep", layout=layout)
+        r["source"] = r["source"].replace("'26.04.01 NeMo Container'", f"'{release} NeMo Container'").replace(
+            "first published as docs/performance-summary.md at tag v0.4.2 = c81012934", f"configs read at {tag}")
+        r["flags_source"] = r["flags_source"].replace("@v0.4.2 (c81012934)", f"@{tag}")
+        r["parallelism"]["distributed_optimizer"] = False
+        r["training"]["optimizer"] = "muon (dist_muon)"
+        rows.append(r)
     return rows
 
 

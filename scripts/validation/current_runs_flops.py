@@ -43,6 +43,8 @@ def flops_per_token(L, h, s, V, heads, kv_heads=None, kv_channels=None, ffn=0, s
 
 DSV3 = dict(L=61, h=7168, V=129280, heads=128, ffn=18432, num_experts=256, topk=8, moe_ffn=2048,
             shared=2048, dense_first=3, mla=(1536, 512, 128, 64, 128))
+KIMI_K2 = dict(L=61, h=7168, V=163840, heads=64, ffn=18432, num_experts=384, topk=8, moe_ffn=2048,
+               shared=2048, dense_first=1, mla=(1536, 512, 128, 64, 128))
 QWEN3_30B = dict(L=48, h=2048, V=151936, heads=32, kv_heads=4, kv_channels=128, ffn=6144,
                  num_experts=128, topk=8, moe_ffn=768)
 QWEN3_235B = dict(L=94, h=4096, V=151936, heads=64, kv_heads=4, kv_channels=128, ffn=12288,

@@ -121,6 +121,7 @@ from primus_launch.projection.memory.activations import (
 )
 from primus_launch.projection.memory.offload import te_offload_peak
 from primus_launch.projection.memory.optimizer_offload import bundle_bytes, step_restore_bytes
+from primus_launch.projection.memory.muon import muon_stage_bytes
 from primus_launch.projection.memory.paged_stash import static_batch_bytes, static_moe_extra
 from primus_launch.projection.hardware.gpus import gpu_arch
 from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes, te_fp8_attention,
@@ -174,6 +175,8 @@ class McoreOpts:
     te_graph_capture_first: bool = False  # --cuda-graph-warmup-steps 0: captured before any eager step (te_graphs)
     gemm_ws: GemmWorkspaces = GemmWorkspaces()  # torch / TE GEMM workspaces in the allocator (memory.workspaces)
     wgrad_fresh: int = 0  # --no-gradient-accumulation-fusion: bytes per element of a module's fresh weight gradient
+    # --optimizer muon / dist_muon (memory.muon): (layer_wise, scalar optimizer, tp mode, fp32 matmul prec, split qkv)
+    muon: tuple = ()
 
 
 def padded_capacity(plan: Plan) -> float | None:
@@ -230,6 +233,8 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         shared_in_graph=bool(plan.model.moe_shared_expert_intermediate_size) and not t.moe_shared_expert_overlap,
         te_graph_capture_first=t.cuda_graph_impl == "transformer_engine" and t.cuda_graph_warmup_steps == 0,
         gemm_ws=plan_gemm_workspaces(plan),
+        muon=((t.muon_layer_wise, t.muon_scalar_optimizer, t.muon_tp_mode, t.muon_fp32_matmul_prec, t.muon_split_qkv)
+              if t.optimizer == "muon" else ()),
         # the fresh gradient is in the parameters' dtype (torch FSDP2's unsharded gradients: the "full" transient)
         wgrad_fresh=(4 if t.precision == "fp32" else 2) if plan.framework == "megatron" and not (
             t.gradient_accumulation_fusion or (p.dp_sharding == "full" and effective_fsdp_impl(plan) == "torch_fsdp2"))
@@ -361,6 +366,10 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         opt = kept_master + (opt - kept_master) * (1.0 - opts.optimizer_offload)
         moments = (opts.exp_avg + opts.exp_avg_sq) * (1.0 - opts.optimizer_offload)
     moments_share = min(1.0, moments / opt) if optimizer == "adam" and opt > 0 else 0.0
+    if optimizer == "muon" and opts.muon:
+        # Muon's momentum and the scalar optimizer's moments are made by the first step too (zeros_like in
+        # ``step``); the fp32 masters exist before it (about 4 of Muon's 8 bytes per parameter)
+        moments_share = 0.0 if precision == "fp32" else 0.5
     # chunked optimizer-state offload (memory.optimizer_offload): the selected masters and moments live on the
     # host between steps and come back for the step (the masters whole, the moments in staging slots)
     opt *= 1.0 - opts.state_offload
@@ -392,6 +401,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         return la.offloaded(opts.offload_modules, opts.modules if gran == "selective" else ())
 
     statics, chunk_rows, layer_rows, extras, graph_rows, static_rows = [], [], [], [], [], []
+    muon_step: dict[int, tuple[float, float]] = {}
     for rank in range(pp):
         sp_ = split[rank]
         # ---- static ----
@@ -430,6 +440,15 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             copies = weight_bytes_per_param(opts.fp8, non_tn=opts.fp8_non_tn, param_gather=opts.fp8_param_gather,
                                             cache_columnwise=opts.fp8_transpose_cache, weight_bytes=w) - stored
             weights += lin_stored * (stored - w) + lin * copies
+        if opts.muon and dp_sharding == "none":
+            # Muon (memory.muon): the state of the parameters this GPU's optimizer owns -- all of them, or its
+            # layer-wise share under dist_muon -- instead of the Adam bytes above
+            lw, scalar_opt, tp_mode, prec, split_qkv = opts.muon
+            optim, muon_owned, muon_trans = muon_stage_bytes(
+                key, tp, etp, ep, layout, rank, dpcp, edp, layer_wise=lw, precision=precision,
+                scalar_optimizer=scalar_opt, tp_mode=tp_mode, prec=prec, split_qkv=split_qkv)
+            optim *= (1.0 - opts.state_offload)
+            muon_step[rank] = (muon_owned, muon_trans)
         statics.append((weights, grads, optim))
         # ---- activations per micro-batch, per chunk ----
         chunk_bytes, chunk_layer = _chunk_activations(m, layout[rank], rank, opts, gran, method, rnum, dense_act,
@@ -567,6 +586,12 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             main_grads=g, precision=precision, decoupled=opts.decoupled_grads, dp_sharding=dp_sharding,
             local_params=(sp_.dense / dpcp + sp_.expert / edp) if dp_sharding in ("optimizer", "optimizer_grads")
             else sp_.total)
+        if rank in muon_step:
+            muon_owned, muon_trans = muon_step[rank]
+            # the Float16 wrapper's fp32 gradient copies of the owned parameters, and the largest matrix's
+            # Newton-Schulz buffers (memory.muon.muon_stage_bytes)
+            step = optimizer_step_grad_bytes(main_grads=g, precision=precision, decoupled=False,
+                                             dp_sharding="none", local_params=muon_owned) + muon_trans
         if opts.state_offload > 0:
             sharded_opt = dp_sharding in ("optimizer", "optimizer_grads", "full")
             children = ((sp_.dense / (shard if dp_sharding == "full" else dpcp), sp_.expert / edp) if sharded_opt
