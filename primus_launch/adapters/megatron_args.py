@@ -167,13 +167,13 @@ FLAGS: tuple[Flag, ...] = (
     _f("--train-iters", group="batch"),
     _f("--optimizer", "str", "adam", group="optim"),
     # Muon (--optimizer muon / dist_muon): defaults of core_r0.16.0 / core_v0.17 (Megatron-LM main later made
-    # --muon-tp-mode duplicated the default); --muon-scalar-optimizer and --muon-use-syrk are main-only
+    # --muon-tp-mode duplicated the default); --muon-scalar-optimizer is main-only (--muon-use-syrk, main-only, is
+    # reported by the flag table as not modelled)
     _f("--muon-num-ns-steps", "int", 5, group="optim"),
     _f("--muon-tp-mode", "str", "blockwise", group="optim"),
     _f("--muon-fp32-matmul-prec", "str", "medium", group="optim"),
     _f("--muon-no-split-qkv", "false", group="optim", dest="muon_split_qkv"),
     _f("--muon-scalar-optimizer", "str", "adam", group="optim"),
-    _f("--muon-use-syrk", "true", group="optim"),
     _f("--log-params-norm", "true", group="optim"),
     _f("--log-num-zeros-in-grad", "true", group="optim"),
     _f("--optimizer-cpu-offload", "true", group="optim"),
@@ -1023,9 +1023,9 @@ def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
             raise PlanError(flag, v, "one of " + ", ".join(allowed))
         out[dest] = v
     out["muon_split_qkv"] = bool(get(a, "muon_split_qkv"))
-    if get(a, "muon_use_syrk"):
-        rep.flag("--muon-use-syrk", True, "time: the Triton SYRK kernels for X X^T and A A (half the FLOPs of "
-                                          "those two GEMMs) priced as plain GEMMs")
+    if out["muon_fp32_matmul_prec"] == "highest":
+        rep.flag("--muon-fp32-matmul-prec", "highest", "time: the Newton-Schulz GEMMs in true fp32 priced as TF32 "
+                                                        "(half the bf16 peak); slower in fact")
     if get(a, "use_precision_aware_optimizer"):
         rep.flag("--use-precision-aware-optimizer", True, "memory: Megatron's Muon path does not support the "
                  "precision-aware optimizer; its state dtypes are not applied (fp32 masters and states priced)")

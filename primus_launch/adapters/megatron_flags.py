@@ -1044,7 +1044,14 @@ MODELLED_FLAGS: dict[str, str] = {
     "--micro-batch-size": "training.micro_batch_size", "--global-batch-size": "training.global_batch_size",
     "--rampup-batch-size": "training.global_batch_size (the steady batch; stated in source.notes)",
     "--step-batch-size-schedule": "training.global_batch_size (the last, steady batch; stated in source.notes)",
-    "--train-iters": "training.train_iters", "--optimizer": "training.optimizer (adam, sgd)",
+    "--train-iters": "training.train_iters", "--optimizer": "training.optimizer (adam, sgd; muon / dist_muon: muon, "
+                                                                    "training.muon_layer_wise for dist_muon)",
+    # Muon (memory/muon.py, cost/muon.py); momentum, Nesterov, scale mode / factor and the coefficient set are
+    # neutral (NEUTRAL_FLAGS): they change the update's values, not its kernels or state
+    "--muon-num-ns-steps": "training.muon_num_ns_steps", "--muon-tp-mode": "training.muon_tp_mode",
+    "--muon-fp32-matmul-prec": "training.muon_fp32_matmul_prec",
+    "--muon-no-split-qkv": "training.muon_split_qkv = False",
+    "--muon-scalar-optimizer": "training.muon_scalar_optimizer (adam: two moments, lion: one)",
     # logging groups, but computed every iteration (cost/optimizer.py stat_bytes_per_param)
     "--log-params-norm": "training.log_params_norm (a read of the main parameters every iteration)",
     "--log-num-zeros-in-grad": "training.log_num_zeros_in_grad (a read of the main gradients every step)",
@@ -1233,6 +1240,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--use-kitchen-attention": "time: Kitchen attention kernels", "--kitchen-attention-backend": "time: Kitchen attention backend",
     "--flash-attention-version": "time: FlashAttention version",
     "--optimizer-cuda-graph": "time: optimizer step captured in a CUDA graph",
+    "--muon-use-syrk": "time: Muon's Triton SYRK kernels for X X^T and A A (priced as plain GEMMs)",
     "--delay-offload-until-cuda-graph": "time: offload delayed until graph capture",
     "--activation-offload-fraction": "memory: fraction of activations offloaded",
     "--fine-grained-offloading-max-inflight-offloads": "memory, time: in-flight offload copies",
@@ -1388,6 +1396,11 @@ for _k in ("--use-torch-optimizer-for-cpu-offload", "--use-cpu-initialization",
            "--init-method-std", "--fp8-margin", "--yarn-original-max-position-embeddings", "--mtp-loss-scaling-factor"):
     NOT_MODELLED_FLAGS.pop(_k, None)
 NEUTRAL_FLAGS["--use-torch-optimizer-for-cpu-offload"] = "with --optimizer-cpu-offload (which is reported)"
+for _k in ("--muon-momentum", "--muon-use-nesterov", "--muon-nesterov", "--muon-scale-mode", "--muon-extra-scale-factor",
+           "--muon-coefficient-type"):
+    # Emerging-Optimizers v0.1.0 orthogonalized_optimizer.py / muon_utils.py: the same kernels and state whatever
+    # the value (the coefficient set only picks a, b, c of each Newton-Schulz step)
+    NEUTRAL_FLAGS[_k] = "Muon update value only (same kernels and state)"
 
 # flag -> the model family / training mode it selects (the recipe is refused, naming it)
 REFUSED_FLAGS: dict[str, str] = {
