@@ -239,3 +239,39 @@ def test_primus_passes_muon_through(tmp_path):
     t = plan.training
     assert (t.optimizer, t.muon_layer_wise, t.muon_num_ns_steps, plan.parallel.dp_sharding) == ("muon", True, 4, "none")
     assert [u.flag for u in plan.source.unmodelled if "muon" in u.flag] == ["muon_per_head"]
+
+
+def test_torchtitan_muon_is_reported_not_priced_silently(tmp_path):
+    """TorchTitan's DistMuon (FlexShard, past 0.3.0) is not modelled: a job naming it is priced as AdamW and says
+    so in ``source.unmodelled``."""
+    from primus_launch.adapters import load_recipe
+
+    text = (ROOT / "recipes" / "torchtitan" / "llama3.1_70b.toml").read_text().replace('name = "AdamW"',
+                                                                                     'name = "DistMuon"')
+    p = tmp_path / "job.toml"
+    p.write_text(text)
+    plan = load_recipe(p, {"gpu": "h100-sxm", "num_nodes": 8, "gpus_per_node": 8})
+    assert plan.training.optimizer == "adam"
+    assert [u.value for u in plan.source.unmodelled if u.flag == "optimizer.name"] == ["DistMuon"]
+
+
+@pytest.mark.parametrize("layer_wise", [True, False])
+def test_tuner_space_keeps_what_megatron_accepts_for_muon(layer_wise):
+    """The tuner's space for a Muon plan offers only the unsharded DP (Megatron: no distributed optimizer / FSDP
+    with Muon) and, for plain muon, no DP overlaps; every candidate breaks no rule (``rules.knob_problems``)."""
+    from tuner_helpers import small_moe_plan
+
+    from primus_launch.tuner.space import Space, SpaceConfig, problems_of
+
+    plan = small_moe_plan()
+    plan = plan.model_copy(update={
+        "training": plan.training.model_copy(update=dict(optimizer="muon", muon_layer_wise=layer_wise,
+                                                         overlap_grad_reduce=layer_wise)),
+        "parallel": plan.parallel.model_copy(update=dict(dp_sharding="none"))})
+    sp = Space(plan, SpaceConfig(max_mbs=1, max_cp=1))
+    assert len(sp) > 10
+    for i in range(0, len(sp), max(1, len(sp) // 300)):
+        k = sp[i]
+        assert k.dp_sharding == "none" and problems_of(plan, k) == [], k
+        if not layer_wise:
+            assert not k.overlap_grad_reduce and not k.overlap_param_gather

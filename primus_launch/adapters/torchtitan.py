@@ -735,6 +735,13 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
         prec.pop("mx_dim1_cast_kernel", None)
     _converter_coverage(job, model.is_moe, prec, unmod, mla=model.multi_latent_attention)
     opt = _tbl(job, "optimizer").get("name", "AdamW")
+    if str(opt).lower() not in ("adamw", "adam", "sgd"):
+        # TorchTitan's optimizer registry past 0.3.0 (components/optimizer/optimizer.py at the 2026-08-22 mirror:
+        # Adam, AdamW, DistMuon) builds FlexShard's DistMuon: its state and Newton-Schulz step are not modelled for
+        # TorchTitan (projection/cost/muon.py prices Megatron's)
+        unmod.append(UnmodelledFlag(flag="optimizer.name", value=str(opt),
+                                    effect="time, memory: priced as AdamW (two fp32 moments, a streaming step), "
+                                           "not this optimizer's state and step"))
     steps = _int(trn, "training", "steps", 10000)
 
     if version == "0.3":
