@@ -275,3 +275,25 @@ def test_tuner_space_keeps_what_megatron_accepts_for_muon(layer_wise):
         assert k.dp_sharding == "none" and problems_of(plan, k) == [], k
         if not layer_wise:
             assert not k.overlap_grad_reduce and not k.overlap_param_gather
+
+
+def test_state_bytes_equal_megatron_core_muon_after_a_step(tmp_path):
+    """:func:`state_bytes` of every owned tensor (not layer-wise) equals the optimizer state megatron-core 0.16.1's
+    own ``get_megatron_muon_optimizer`` holds after one step on a tiny bf16 MLA + MoE model on the CPU
+    (``tests/muon_real_state.py``, with Emerging-Optimizers v0.1.0 from its mirror): fp32 masters, Muon's fp32
+    momentum on the 2-D weights (router, experts, shared experts, MLA projections, dense MLP), AdamW's two fp32
+    moments on the embedding, output head and norms."""
+    if not (EO / "HEAD").exists() and not (EO / ".git").exists():
+        pytest.skip("no Emerging-Optimizers mirror")
+    arch = subprocess.run(f"git -C {EO} archive v0.1.0 emerging_optimizers | tar -x -C {tmp_path}", shell=True,
+                          capture_output=True, text=True)
+    if arch.returncode:
+        pytest.skip("mirror lacks v0.1.0")
+    from muon_real_state import real_muon_state
+
+    names, real = real_muon_state(str(tmp_path), True)
+    assert names == ["TensorParallelMuon", "AdamW"]
+    plan = _tiny(True)
+    plan = plan.model_copy(update={"parallel": plan.parallel.model_copy(update=dict(pp=1, ep=1))})
+    dense, expert = owner_shares(arch_key(plan.model), 1, 1, 1, plan.chunk_layout(), 0, 1, 1, False)
+    assert real == sum(state_bytes(s, precision="bf16", scalar_optimizer="adam") for s in dense + expert) == 23_742_976
