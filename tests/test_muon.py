@@ -297,3 +297,17 @@ def test_state_bytes_equal_megatron_core_muon_after_a_step(tmp_path):
     plan = plan.model_copy(update={"parallel": plan.parallel.model_copy(update=dict(pp=1, ep=1))})
     dense, expert = owner_shares(arch_key(plan.model), 1, 1, 1, plan.chunk_layout(), 0, 1, 1, False)
     assert real == sum(state_bytes(s, precision="bf16", scalar_optimizer="adam") for s in dense + expert) == 23_742_976
+
+
+def test_layer_wise_all_gather_buffers():
+    """``allgather_params`` (megatron-core 0.16.1 ``layer_wise_optimizer.py``): the flat copy of the own share and
+    one receive buffer per other owner of the DP x CP group add up to every dense parameter of the stage in the
+    parameter dtype; with one owner nothing is gathered."""
+    from primus_launch.projection.memory.muon import gather_transient_bytes
+    from primus_launch.projection.memory.params import stage_split_for_key
+
+    plan = _tiny(False)
+    p, key, lay = plan.parallel, arch_key(plan.model), plan.chunk_layout()
+    dense = stage_split_for_key(key, p.tp, p.expert_tp, p.ep, lay, "te")[0].dense
+    assert gather_transient_bytes(key, p.tp, p.expert_tp, p.ep, lay, 0, 3, 1, 2) == 2 * dense
+    assert gather_transient_bytes(key, p.tp, p.expert_tp, p.ep, lay, 0, 1, 1, 2) == 0

@@ -23,7 +23,9 @@ Read from megatron-core at Megatron-Bridge v0.4.2's Megatron-LM pin (2edffadb52,
   parameters only (the Float16 wrapper is built after sharding) and updates them; ``allgather_params`` then
   all-gathers the updated bf16 parameters (uneven sizes) over each group.  With the ping-pong deal the owners'
   bytes are uneven (one rank gets the whole word embedding): :func:`owner_shares` returns every rank's share
-  and the memory takes the largest (dense owner + expert owner: an upper bound where both groups are > 1).
+  and the memory takes the largest (dense owner + expert owner: an upper bound where both groups are > 1).  The
+  all-gather's flat buffers (``w`` x the group's parameters on the stage) are a step transient
+  (:func:`gather_transient_bytes`).
 
 Parameter tensors per GPU (:func:`stage_tensors`) follow :mod:`memory.params`' counts with Transformer
 Engine layers (MLA down projections replicated over TP), one tensor per module weight: a TE grouped
@@ -215,13 +217,27 @@ def worst_owners(key: ArchKey, tp: int, etp: int, ep: int, layout: tuple, rank: 
     return best(dense), best(expert)
 
 
+def gather_transient_bytes(key: ArchKey, tp: int, etp: int, ep: int, layout: tuple, rank: int, dpcp: int,
+                           edp: int, w: int) -> float:
+    """Bytes ``LayerWiseDistributedOptimizer.allgather_params`` allocates after the step (``_allgather_helper``,
+    once for DP x CP, then for expert-DP, its buffers freed in between): the flat copy of the rank's own
+    parameters and one receive buffer per other owner -- ``w`` bytes x every parameter of the group on the stage."""
+    dense, expert = owner_shares(key, tp, etp, ep, layout, rank, dpcp, edp, True)
+    out = 0.0
+    for shares, n in ((dense, dpcp), (expert, edp)):
+        if n > 1:
+            out = max(out, float(w * sum(s.matrix + s.scalar for s in shares)))
+    return out
+
+
 def muon_stage_bytes(key: ArchKey, tp: int, etp: int, ep: int, layout: tuple, rank: int, dpcp: int, edp: int, *,
                      layer_wise: bool, precision: str, scalar_optimizer: str, tp_mode: str, prec: str,
                      split_qkv: bool) -> tuple[float, float, float]:
     """(optimizer state bytes, parameters owned, largest step transient) of the worst GPU of PP rank ``rank``
     (:func:`worst_owners`): :func:`state_bytes` of its shares, their elements (the fp32 gradient copies the
-    Float16 wrapper makes at the step: ``memory.mcore.optimizer_step_grad_bytes``), and the largest
-    :func:`ns_transient_bytes` of the matrices it orthogonalises."""
+    Float16 wrapper makes at the step: ``memory.mcore.optimizer_step_grad_bytes``), and the larger of the biggest
+    :func:`ns_transient_bytes` of the matrices it orthogonalises and, under ``dist_muon``, the all-gather's
+    buffers after the step (:func:`gather_transient_bytes`; the gradient copies are still held then)."""
     arch = arch_from_key(key)
     shares = worst_owners(key, tp, etp, ep, layout, rank, dpcp, edp, layer_wise, precision, scalar_optimizer)
     opt = sum(state_bytes(s, precision=precision, scalar_optimizer=scalar_optimizer) for s in shares)
@@ -236,6 +252,9 @@ def muon_stage_bytes(key: ArchKey, tp: int, etp: int, ep: int, layout: tuple, ra
                 r, c = ns_shape(piece, size, tp_mode)
                 gathered = size if (tp_mode == "duplicated" and piece.part >= 0) else 0
                 trans = max(trans, ns_transient_bytes(r, c, prec, gathered))
+    if layer_wise:
+        w = 4 if precision == "fp32" else 2
+        trans = max(trans, gather_transient_bytes(key, tp, etp, ep, layout, rank, dpcp, edp, w))
     return opt, owned, trans
 
 
