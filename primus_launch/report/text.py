@@ -280,7 +280,8 @@ TIME_TERMS = {
 MEMORY_TERMS = {
     "parameters": "the weights this GPU holds (its shard)",
     "gradients": "gradient buffers (in the dtype gradients are reduced in)",
-    "optimizer": "optimizer state (Adam moments, master weights), sharded as dp_sharding says",
+    "optimizer": "optimizer state (master weights, Adam moments or Muon momentum), sharded as dp_sharding says "
+                 "(dist_muon: whole tensors per owner)",
     "activations": "tensors saved for the backward, of every micro-batch in flight",
     "transient": "temporaries alive at the peak (beyond the saved tensors)",
     "workspaces": "cuBLAS / Transformer Engine GEMM workspaces",
