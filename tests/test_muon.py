@@ -311,3 +311,39 @@ def test_layer_wise_all_gather_buffers():
     dense = stage_split_for_key(key, p.tp, p.expert_tp, p.ep, lay, "te")[0].dense
     assert gather_transient_bytes(key, p.tp, p.expert_tp, p.ep, lay, 0, 3, 1, 2) == 2 * dense
     assert gather_transient_bytes(key, p.tp, p.expert_tp, p.ep, lay, 0, 1, 1, 2) == 0
+
+
+def test_tp_modes_shapes_and_step():
+    """``--muon-tp-mode`` (Emerging-Optimizers v0.1.0 ``newton_schulz_tp``, megatron-core ``TensorParallelMuon``):
+    blockwise orthogonalises the local shard, duplicated the whole matrix after an all-gather of the shards along
+    ``partition_dim``; distributed keeps the shard (its step prices an all-reduce of ``A`` per iteration).  At TP 2
+    the duplicated step is the slowest (twice the Newton-Schulz work of the largest matrices plus the gathers), and
+    every mode prices a positive step with expert TP 2 too."""
+    from primus_launch.projection.cost.muon import muon_step_s
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.memory.muon import Tensor, ns_shape
+
+    col, row = Tensor(512, 256, 0), Tensor(256, 256, 1)
+    assert ns_shape(col, 2, "blockwise") == (512, 256) and ns_shape(col, 2, "duplicated") == (1024, 256)
+    assert ns_shape(row, 2, "duplicated") == (256, 512) and ns_shape(row, 2, "distributed") == (256, 256)
+    base = _tiny(True)
+    base = base.model_copy(update={"parallel": base.parallel.model_copy(update=dict(tp=2, etp=2, ep=2,
+                                                                                    sequence_parallel=True))})
+    out = {}
+    for mode in ("blockwise", "duplicated", "distributed"):
+        plan = base.model_copy(update={"training": base.training.model_copy(update=dict(muon_tp_mode=mode))})
+        out[mode] = muon_step_s(plan, get_gpu(plan.cluster.gpu), layout(plan), 0)
+    assert all(v > 0 for v in out.values())
+    assert out["duplicated"] > out["blockwise"]
+
+
+def test_muon_with_sharding_is_reported():
+    """A plan with Muon and the distributed optimizer (Megatron refuses it: the readers never build one) is projected
+    with a warning, not silently as if Muon were modelled there."""
+    from primus_launch.projection.dryrun import project_dry_run
+
+    plan = _tiny(False)
+    plan = plan.model_copy(update={"parallel": plan.parallel.model_copy(update=dict(dp_sharding="optimizer"))})
+    res = project_dry_run(plan)
+    assert any(w.flag == "training.optimizer" for w in res.warnings if hasattr(w, "flag"))
