@@ -112,13 +112,15 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    :data:`calibration.ROCM_LEGACY_GEMM_HOST_S`, on CDNA4 only (:data:`ROCM_LEGACY_HIPBLASLT_ARCHS`, the fitted
    row's architecture and the one rocBLAS sends to hipBLASLt by default; AMD's MI325X Figure 1 has the loop within
    0.99-1.94x of Turbo's one kernel, record ``primus-moe-blog-fig1-turbo-vs-hipblas-multistream``),
-   fitted on the Lite micro-batch-1 row alone (``calibration.ROCM_LEGACY_GEMM_ROW``): ~182 us (196 before gafusion),
+   fitted on the Lite micro-batch-1 row alone (``calibration.ROCM_LEGACY_GEMM_ROW``): ~182 us (196 before gafusion;
+   174.5 on a refit once item 4 prices the all-to-all chunk sort apart, ``scripts/calibrate.py --rocm-legacy-only``),
    against the 110 us
    hot heuristic query plus 8.6 us launch of hipBLASLt's own March 2025 client (record
    ``hipblaslt1754-api-overhead-hot``).  The other MI355X rows judge it; the per-expert form carries over to
    DeepSeek-V2 (20 local experts against Lite's 8: its PP4 1F1B bar projects within 3 %), but not the ladder's
-   DeepEP and sync-free steps, whose measured gains (1.107, 1.077) the host-bound model gives as 1.01 / 1.03
-   (``scripts/validation/README.md``, Known gaps, AMD).
+   DeepEP and sync-free steps, whose measured gains (1.107, 1.077) the host-bound model gives as 1.028 / 1.029
+   (1.053 / 1.030 with item 4 and the refit: the chunk sort is part of what the DeepEP step removes;
+   ``scripts/validation/README.md``, Known gaps, AMD multi-node).
 
 3. Where the host is on the critical path (``roofline.launch_bound_seconds``): Megatron's token dispatchers
    wait once per MoE layer forward for the routed-token counts (``token_dispatcher.py`` ``cuda_sync_point``;
