@@ -988,6 +988,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         local = max(1, E // ep)
         acc.scope = "moe"   # after the dispatch (token_dispatcher dispatch_postprocess)
         e0 = (acc.f, acc.bi, acc.bw)   # the receiving rank's expert work starts here (routing imbalance)
+        cs_f = cs_b = 0.0
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "sort chunks by local expert", 1.0, (2, 2))
             # the unfused sort's per-chunk host work (cost/moe_host.py item 4): the dispatch sort's share here,
@@ -1085,7 +1086,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             acc.elem(pad_b, "TE Fp8Unpadding: experts' output unpadded (TEGroupedMLP)", 1.0, (npk, npk))
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
-            if cs_f or cs_b:
+            if cs_f or cs_b:   # the combine sort's share (cost/moe_host.py item 4)
                 sh = 1.0 - moe_host.CHUNK_SORT_DISPATCH_SHARE
                 acc.host(sh * cs_f, sh * cs_b)
         if not router[4]:   # Primus-Turbo's forced round robin: every expert the same count (cost/moe_imbalance.py)
