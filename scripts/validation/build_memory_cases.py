@@ -1472,6 +1472,45 @@ CASES += [
          "'config: optimizer_offload_100pct_overlap iter_ms: 3877 ... mem_allocated_gb: 32.0'", overlap=True),
 ]
 
+# ---------------------------------------------------------------- round 27 (branch oom13): held-out reports
+# pytorch/torchtitan torchtitan/components/quantization/nvfp4.md as added by bcc09297a ('Add an NVFP4 quantization
+# converter (#3914)', 2026-08-05): 'Llama 3 8B 200M-Token Evidence', three eager + torch.compile runs of Llama 3 8B on
+# C4, global batch 128 = local batch 32 x FSDP 4, seq 2048 (the command of the same section), each with torchtitan's
+# 'memory' column: 110.95 GiB (60.2%) NVFP4 (bf16 tail), 179.94 GiB (97.6%) MXFP8, 174.49 GiB (94.7%) BF16.
+_NVFP4_SRC = dict(ref="pytorch/torchtitan bcc09297a torchtitan/components/quantization/nvfp4.md, 'Llama 3 8B 200M-Token "
+                      "Evidence' (PyTorch 2.14.0a0+gitd9abf9e, TorchAO 0.18.0+gitcb76f29)",
+                  url="https://github.com/pytorch/torchtitan/blob/bcc09297a/torchtitan/components/quantization/nvfp4.md",
+                  date="2026-08-05")
+_NVFP4_READ = ("The doc's command (torchrun --nproc_per_node 4 -m torchtitan.train --module llama3 --config <config> "
+               "--parallelism.tensor_parallel_degree 1 --parallelism.data_parallel_shard_degree 4 "
+               "--training.local_batch_size 32 --training.seq_len 2048) as the torchtitan 0.3.0 launch of the config of "
+               "each run: llama3_8b_first_85_pct_layers_nvfp4 (model compiled, layers 0-26 NVFP4), llama3_8b_mxfp8 "
+               "(model compiled) and, for BF16, llama3_8b with the model compiled ('All runs use eager execution with "
+               "model compilation'); llama3_8b's SelectiveAC (per-op) and ChunkedLossWrapper.  Device: the percentages "
+               "give total_memory 184.3 GiB (174.49 / 0.947, 179.94 / 0.976, 110.95 / 0.602): a GB200 (184.31 GiB), "
+               "4 GPUs.  Peak = torchtitan's 'memory: X GiB' (DeviceMemoryMonitor reserved peak) at step 760, the "
+               "logging rank.")
+
+
+def _nvfp4doc(tag: str, config: str, gib: float, row: str, extra: tuple[str, ...] = ()) -> dict:
+    return dict(id=f"titan_nvfp4doc_llama3_8b_gb200_4gpu_{tag}", outcome="ran", framework="torchtitan",
+                hardware=dict(gpu="GB200 (184.31 GiB)", plan_gpu="gb200", num_gpus=4, gpus_per_node=4),
+                torchtitan_launch=["torchrun", "--standalone", "--nproc_per_node", "4", "-m", "torchtitan.train",
+                                   "--module", "llama3", "--config", config, "--parallelism.tensor_parallel_degree", "1",
+                                   "--parallelism.data_parallel_shard_degree", "4", "--training.local_batch_size", "32",
+                                   "--training.seq_len", "2048", *extra],
+                source=_NVFP4_SRC, quote=f"'| {row} | ... | {gib} GiB (...) |'", read=_NVFP4_READ,
+                measured_peak=dict(gib=gib, basis="reserved", rank="first",
+                                   how="torchtitan 'memory: X GiB' (DeviceMemoryMonitor reserved peak), step 760"),
+                pair=None)
+
+
+CASES += [
+    _nvfp4doc("bf16_compile", "llama3_8b", 174.49, "BF16", ("--compile.enable", "--compile.components", "model")),
+    _nvfp4doc("mxfp8_compile", "llama3_8b_mxfp8", 179.94, "MXFP8"),
+    _nvfp4doc("nvfp4_bf16tail_compile", "llama3_8b_first_85_pct_layers_nvfp4", 110.95, "NVFP4 (bf16 tail)"),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
