@@ -86,6 +86,11 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                       ("model.window_layer_pattern", m.window_layer_pattern)):
         if pat is not None and (len(pat) != m.num_layers or any(x not in (0, 1) for x in pat)):
             out.append((name, f"{len(pat)} entries", f"0/1 per decoder layer ({m.num_layers})"))
+    fpat = plan.training.fp4_layer_pattern
+    if fpat is not None and (len(fpat) != m.num_layers or any(x not in (0, 1) for x in fpat)):
+        out.append(("training.fp4_layer_pattern", f"{len(fpat)} entries", f"0/1 per decoder layer ({m.num_layers})"))
+    if fpat is not None and plan.training.precision != "fp4":
+        out.append(("training.fp4_layer_pattern", "set", "only with precision fp4"))
     if m.moe_layer_pattern is not None and m.moe_dense_first_layers:
         out.append(("model.moe_dense_first_layers", m.moe_dense_first_layers, "0 when moe_layer_pattern is set"))
     # --- MoE

@@ -398,6 +398,9 @@ class Training(BoundedSection):
                                   "False (Primus no_fp8_weight_transpose_cache): the transpose is made in each "
                                   "backward and freed (memory only)")
     fp4_recipe: Optional[Literal["nvfp4"]] = Field(default=None, description="with precision fp4 (Megatron --fp4-recipe)")
+    fp4_layer_pattern: Optional[tuple[int, ...]] = Field(
+        default=None, description="with precision fp4: 1 = the decoder layer's linears run in fp4, 0 = in bf16, one per "
+                                  "decoder layer (torchtitan NVFP4LinearConverter fqns 'layers.N.'); None = every layer")
     recompute: Recompute = Field(default_factory=Recompute)
     offload: Offload = Field(default_factory=Offload)
     pipeline_schedule: PipelineSchedule = "1f1b"
