@@ -799,8 +799,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         rep.flag("--num-distributed-optimizer-instances", instances,
                  "time: gradients priced as one reduce-scatter over dp x cp (Megatron: over dp x cp / N, then an "
                  "all-reduce of the shards across the N instances)"
-                 + ("; memory: Megatron-FSDP hybrid sharding projected as the dense parameters sharded over dp x cp"
-                    " / N (experts and --outer-dp-sharding-strategy not modelled)" if sharding != "optimizer" else ""))
+                 + ("; memory: hybrid FSDP (Megatron-FSDP / torch FSDP2) projected as the dense parameters sharded "
+                    "over dp x cp / N (experts and --outer-dp-sharding-strategy not modelled)"
+                    if sharding != "optimizer" else ""))
     cp = get(a, "context_parallel_size")
     cp_types = [str(x) for x in get(a, "cp_comm_type")] or ["p2p"]
     bad = [x for x in cp_types if x not in _CP_COMM]
