@@ -147,6 +147,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--no-async-tensor-model-parallel-allreduce", "false", group="parallel",
        dest="async_tensor_model_parallel_allreduce"),
     _f("--use-distributed-optimizer", "true", group="ddp"),
+    _f("--num-distributed-optimizer-instances", default=1, group="ddp"),
     _f("--use-torch-fsdp2", "true", group="ddp"),
     _f("--use-megatron-fsdp", "true", group="ddp"),
     _f("--data-parallel-sharding-strategy", "str", "no_shard", group="ddp"),
@@ -246,6 +247,7 @@ FIELD_FLAGS = {
     "parallel.microbatch_group": "--microbatch-group-size-per-virtual-pipeline-stage",
     "parallel.account_for_embedding_in_pipeline_split": "--account-for-embedding-in-pipeline-split",
     "parallel.cp_comm_type": "--cp-comm-type", "training.attention_backend": "--attention-backend",
+    "parallel.dp_replicate": "--num-distributed-optimizer-instances",
     "parallel": "--tensor-model-parallel-size x --context-parallel-size x --pipeline-model-parallel-size",
     "training.global_batch_size": "--global-batch-size", "training.micro_batch_size": "--micro-batch-size",
     "training.recompute.num_layers": "--recompute-num-layers",
@@ -794,6 +796,20 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         sharding = "optimizer"
     else:
         sharding = "none"
+    # --num-distributed-optimizer-instances N: the partial distributed optimizer, sharded over dp x cp / N and
+    # replicated N times (parallel.dp_replicate; megatron-core 0.16.1 distributed_data_parallel.py asserts
+    # 'Partial DistOpt cannot be used without DistOpt'); the inter-instance all-reduce is not priced
+    instances = get(a, "num_distributed_optimizer_instances")
+    if instances < 1 or instances > 1 and sharding == "none":
+        raise PlanError("--num-distributed-optimizer-instances", instances,
+                        "1, or more with --use-distributed-optimizer (Megatron: partial DistOpt needs DistOpt)")
+    if instances > 1:
+        rep.flag("--num-distributed-optimizer-instances", instances,
+                 "time: gradients priced as one reduce-scatter over dp x cp (Megatron: over dp x cp / N, then an "
+                 "all-reduce of the shards across the N instances)"
+                 + ("; memory: hybrid FSDP (Megatron-FSDP / torch FSDP2) projected as the dense parameters sharded "
+                    "over dp x cp / N (experts and --outer-dp-sharding-strategy not modelled)"
+                    if sharding != "optimizer" else ""))
     cp = get(a, "context_parallel_size")
     cp_types = [str(x) for x in get(a, "cp_comm_type")] or ["p2p"]
     bad = [x for x in cp_types if x not in _CP_COMM]
@@ -804,7 +820,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         rep.flag("--cp-comm-type", cp_types, f"time: per-layer context-parallel kinds; all layers priced as {cp_comm}")
     parallel = dict(tp=tp, pp=pp, vpp=vpp, cp=cp,
                     ep=get(a, "expert_model_parallel_size"), etp=a.get("expert_tensor_parallel_size"),
-                    sequence_parallel=sp, dp_sharding=sharding, cp_comm_type=cp_comm,
+                    sequence_parallel=sp, dp_sharding=sharding, dp_replicate=instances, cp_comm_type=cp_comm,
                     pipeline_layout=str(layout) if layout is not None else None,
                     pipeline_layers_first_stage=first if pp > 1 else None,
                     pipeline_layers_last_stage=last if pp > 1 else None,
@@ -1269,6 +1285,9 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                        ckpt_format="fsdp_dtensor")
             if current.get("use_torch_fsdp2"):
                 out["use_torch_fsdp2"] = False
+    # the partial distributed optimizer's instances (the tuner keeps a Megatron plan's dp_replicate or sets 1)
+    if p.dp_replicate > 1 or current.get("num_distributed_optimizer_instances") is not None:
+        out["num_distributed_optimizer_instances"] = p.dp_replicate
     # --no-gradient-accumulation-fusion: the plan's (a Megatron-FSDP or torch FSDP2 switch above turns it off)
     out.setdefault("gradient_accumulation_fusion", t.gradient_accumulation_fusion)
     if current.get("torch_fsdp2_reshard_after_forward") is not None or p.fsdp_reshard_after_forward == "never":

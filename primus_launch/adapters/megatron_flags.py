@@ -1023,6 +1023,8 @@ MODELLED_FLAGS: dict[str, str] = {
     "--expert-model-parallel-size": "parallel.ep", "--expert-tensor-parallel-size": "parallel.etp",
     "--sequence-parallel": "parallel.sequence_parallel (off at TP=1)",
     "--use-distributed-optimizer": "parallel.dp_sharding = optimizer",
+    "--num-distributed-optimizer-instances": "parallel.dp_replicate (optimizer state sharded over dp x cp / N; the "
+                                             "instances' all-reduce reported as not priced)",
     "--use-torch-fsdp2": "parallel.dp_sharding = full, parallel.fsdp_impl = torch_fsdp2", "--use-megatron-fsdp": "parallel.dp_sharding",
     "--data-parallel-sharding-strategy": "parallel.dp_sharding (no_shard, optim, optim_grads, optim_grads_params)",
     "--torch-fsdp2-no-reshard-after-forward": "parallel.fsdp_reshard_after_forward = never",
@@ -1180,7 +1182,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--ddp-pad-buckets-for-high-nccl-busbw": "time: buckets padded for NCCL bus bandwidth",
     "--ddp-reduce-scatter-with-fp32-accumulation": "time: reduce-scatter accumulating in fp32",
     "--ddp-param-name-patterns-for-fp32-local-accumulation": "memory: fp32 local accumulation for matched params",
-    "--num-distributed-optimizer-instances": "time, memory: optimizer sharded over a part of DP (partial ZeRO)",
     "--outer-dp-sharding-strategy": "time, memory: HSDP outer sharding",
     "--enable-full-sharding-in-hsdp": "time, memory: HSDP full sharding",
     "--fsdp-double-buffer": "memory: Megatron-FSDP double buffers", "--fsdp-manual-registration": "time: NCCL buffer registration",

@@ -504,8 +504,14 @@ def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) ->
         elif kind == "NVFP4LinearConverter":
             out.update(precision="fp4", fp4_recipe="nvfp4")
             if c.get("fqns") and c.get("fqns") != ["layers"]:
+                # fqns 'layers.N.' (nvfp4_bf16_tail_fqns) select decoder layers: their pattern is read (memory);
+                # any other fqn (an LM head, a sub-module) leaves the pattern unread
+                idx = [re.fullmatch(r"layers\.(\d+)\.?", str(f)) for f in c["fqns"]]
+                if all(idx):
+                    out["_fp4_layers"] = sorted({int(x.group(1)) for x in idx})
                 unmodelled.append(UnmodelledFlag(flag="NVFP4LinearConverter.fqns", value=_fmt(c["fqns"])[:80],
-                                                 effect="time: NVFP4 on some layers only (projected on all)"))
+                                                 effect="time: NVFP4 on some layers only (projected on all)"
+                                                 + ("" if all(idx) else "; memory: projected on all layers")))
         elif kind in ("Float8GroupedExpertsConverter", "MXFP8GroupedExpertsConverter"):
             if out["precision"] not in ("fp8", "fp4"):
                 unmodelled.append(UnmodelledFlag(flag=kind, value="experts", effect="time: MoE expert GEMMs in "
@@ -731,6 +737,9 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
 
     recompute = _recompute(job, unmod)
     prec = _precision(job, notes, unmod)
+    fp4_layers = prec.pop("_fp4_layers", None)
+    if fp4_layers is not None:
+        prec["fp4_layer_pattern"] = tuple(int(i in fp4_layers) for i in range(model.num_layers))
     if version == "0.3":   # 0.3's MXFP8 converter keeps the torchao recipe's CUDA dim1 kernel (no such option)
         prec.pop("mx_dim1_cast_kernel", None)
     _converter_coverage(job, model.is_moe, prec, unmod, mla=model.multi_latent_attention)

@@ -86,6 +86,11 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                       ("model.window_layer_pattern", m.window_layer_pattern)):
         if pat is not None and (len(pat) != m.num_layers or any(x not in (0, 1) for x in pat)):
             out.append((name, f"{len(pat)} entries", f"0/1 per decoder layer ({m.num_layers})"))
+    fpat = plan.training.fp4_layer_pattern
+    if fpat is not None and (len(fpat) != m.num_layers or any(x not in (0, 1) for x in fpat)):
+        out.append(("training.fp4_layer_pattern", f"{len(fpat)} entries", f"0/1 per decoder layer ({m.num_layers})"))
+    if fpat is not None and plan.training.precision != "fp4":
+        out.append(("training.fp4_layer_pattern", "set", "only with precision fp4"))
     if m.moe_layer_pattern is not None and m.moe_dense_first_layers:
         out.append(("model.moe_dense_first_layers", m.moe_dense_first_layers, "0 when moe_layer_pattern is set"))
     # --- MoE
@@ -137,7 +142,16 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                     "needs dp_sharding optimizer/optimizer_grads/full and overlap_grad_reduce"))
     if t.tp_comm_overlap and not p.sequence_parallel:
         out.append(("training.tp_comm_overlap", True, "needs sequence_parallel (and tp > 1)"))
-    if p.dp_replicate > 1 and dp % p.dp_replicate:
+    if p.dp_replicate > 1 and plan.framework == "megatron":
+        # --num-distributed-optimizer-instances (megatron-core 0.16.1 parallel_state.py asserts both divisions;
+        # distributed_data_parallel.py: 'Partial DistOpt cannot be used without DistOpt')
+        edp = W // (p.expert_tp * p.ep * p.pp) if W % (p.expert_tp * p.ep * p.pp) == 0 else 0
+        if p.dp_sharding == "none":
+            out.append(("parallel.dp_replicate", p.dp_replicate, "1 without a distributed optimizer (dp_sharding none)"))
+        elif (dp * p.cp) % p.dp_replicate or (m.is_moe and edp % p.dp_replicate):
+            out.append(("parallel.dp_replicate", p.dp_replicate, f"must divide dp*cp={dp * p.cp}"
+                        + (f" and expert dp={edp}" if m.is_moe else "")))
+    elif p.dp_replicate > 1 and dp % p.dp_replicate:
         out.append(("parallel.dp_replicate", p.dp_replicate, f"must divide dp={dp}"))
     # --- named choices
     r = t.recompute

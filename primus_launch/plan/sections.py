@@ -278,7 +278,9 @@ class Parallelism(BoundedSection):
     dp_sharding: DPSharding = Field(
         default="none", description="none | optimizer (Megatron distributed optimizer, ZeRO-1) | optimizer_grads "
                                     "(Megatron-FSDP optim_grads, ZeRO-2) | full (FSDP / ZeRO-3)")
-    dp_replicate: int = Field(default=1, gt=0, description="HSDP replicate groups (torchtitan); shard group = dp / dp_replicate")
+    dp_replicate: int = Field(default=1, gt=0, description="HSDP replicate groups (torchtitan), or Megatron's "
+                                                      "--num-distributed-optimizer-instances (partial distributed "
+                                                      "optimizer); shard group = dp / dp_replicate")
     fsdp_impl: Literal["megatron_fsdp", "torch_fsdp2"] = Field(
         default="megatron_fsdp", description="Megatron plans with dp_sharding full: Megatron-FSDP (--use-megatron-fsdp, "
                                              "gradients in its main-grad buffers) or torch FSDP2 (--use-torch-fsdp2: "
@@ -396,6 +398,9 @@ class Training(BoundedSection):
                                   "False (Primus no_fp8_weight_transpose_cache): the transpose is made in each "
                                   "backward and freed (memory only)")
     fp4_recipe: Optional[Literal["nvfp4"]] = Field(default=None, description="with precision fp4 (Megatron --fp4-recipe)")
+    fp4_layer_pattern: Optional[tuple[int, ...]] = Field(
+        default=None, description="with precision fp4: 1 = the decoder layer's linears run in fp4, 0 = in bf16, one per "
+                                  "decoder layer (torchtitan NVFP4LinearConverter fqns 'layers.N.'); None = every layer")
     recompute: Recompute = Field(default_factory=Recompute)
     offload: Offload = Field(default_factory=Offload)
     pipeline_schedule: PipelineSchedule = "1f1b"

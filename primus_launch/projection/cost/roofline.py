@@ -65,7 +65,8 @@ then the next layer's up to its sync), plus the host's wake-up after the wait.  
 launches its router's, dispatcher's and the grouped experts' small kernels (``cost/moe_host.py``: counts traced
 from megatron-core's own MoELayer; TE / TE-ROCm GroupedLinear and the legacy grouped_gemm library launch one BLAS
 GEMM per local expert, ``training.moe_expert_gemm``, at ``moe_host.expert_gemm_host_s`` each (the legacy library on
-CDNA4 at its calibrated cost), Primus-Turbo's grouped GEMM one kernel): rows "small ops"
+CDNA4 at its calibrated cost), Primus-Turbo's grouped GEMM one kernel; the all-to-all dispatcher's unfused chunk
+sort host work per chunk, ``moe_host.chunk_sort_host``): rows "small ops"
 (``KERNEL_MIN_S`` each on the GPU) and "... host" (host seconds only, before each linear's GEMMs).
 """
 
@@ -987,8 +988,23 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         local = max(1, E // ep)
         acc.scope = "moe"   # after the dispatch (token_dispatcher dispatch_postprocess)
         e0 = (acc.f, acc.bi, acc.bw)   # the receiving rank's expert work starts here (routing imbalance)
+        cs_f = cs_b = 0.0
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "sort chunks by local expert", 1.0, (2, 2))
+            # the unfused sort's per-chunk host work (cost/moe_host.py item 4): the dispatch sort's share here,
+            # the combine sort's at the unsort below
+            cs_f, cs_b = (prof.host_cpu_factor * x for x in
+                          moe_host.chunk_sort_host(dispatcher, ep, local, prof.fused_permute))
+            if cs_f or cs_b:
+                sh = moe_host.CHUNK_SORT_DISPATCH_SHARE
+                acc.host(sh * cs_f, sh * cs_b)
+                acc._rec(f"unfused chunk sort host: {1e3 * cs_f:.3f} / {1e3 * cs_b:.3f} ms ({ep * local} chunks, "
+                         "both sorts)", 0.0, 0.0, 0.0,
+                         ("host_ops", f"cost/moe_host.py item 4: {1e6 * moe_host.CHUNK_SORT_HOST_S[0]:.1f} / "
+                                      f"{1e6 * moe_host.CHUNK_SORT_HOST_S[1]:.1f} us per chunk (megatron-core "
+                                      "sort_chunks_by_idxs timed on CPU, scripts/amd_multinode_probe.py "
+                                      "--chunk-sort); on the critical path where the layer is host-bound", 0.0, 0.0),
+                         close=False)
         # the dispatcher's host-device sync (SYNC_BEFORE): Megatron always (split sizes of the
         # grouped GEMM / all-to-all, or DeepEP / HybridEP counts); TorchTitan only with EP
         # (torch._grouped_mm takes device offsets)
@@ -1070,6 +1086,9 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             acc.elem(pad_b, "TE Fp8Unpadding: experts' output unpadded (TEGroupedMLP)", 1.0, (npk, npk))
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
+            if cs_f or cs_b:   # the combine sort's share (cost/moe_host.py item 4)
+                sh = 1.0 - moe_host.CHUNK_SORT_DISPATCH_SHARE
+                acc.host(sh * cs_f, sh * cs_b)
         if not router[4]:   # Primus-Turbo's forced round robin: every expert the same count (cost/moe_imbalance.py)
             _routing_imbalance(acc, e0, mib.capped(mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)),
                                                    router[5], router[6]))

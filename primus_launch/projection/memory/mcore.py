@@ -33,7 +33,11 @@ Per pipeline stage (one GPU of that stage), in bytes:
   distributed optimizer shards the dense parameters' state over the data-parallel x context-parallel
   ranks (``optimizer/__init__.py`` builds it on ``intra_dp_cp_group``; the grad buffer's
   ``data_parallel_group`` is the dp x cp group, ``distributed/distributed_data_parallel.py``) and the
-  experts' over expert-DP; ``--optimizer-cpu-offload`` keeps its fraction of the moments on the host (and of the
+  experts' over expert-DP, each divided by ``--num-distributed-optimizer-instances N`` (``parallel.dp_replicate``:
+  the partial distributed optimizer builds its buffers on the intra-instance groups of ``dp x cp / N`` and
+  ``expert-DP / N`` ranks and all-reduces the shards across the ``N`` instances; megatron-core 0.16.1
+  ``distributed_data_parallel.py`` / ``parallel_state.py`` ``intra_partial_(expert_)data_parallel_size``: the state
+  of one GPU is ``N`` times the full sharding's); ``--optimizer-cpu-offload`` keeps its fraction of the moments on the host (and of the
   masters only under the precision-aware optimizer: HybridDeviceOptimizer leaves Megatron's fp32 main params on
   the device, see ``mcore_stage_memory``); Megatron-LM dev's
   ``--chunked-optimizer-state-offload`` keeps its fraction of masters and moments on the host between steps and
@@ -389,6 +393,11 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
     # dense parameters' gradients reduce and their optimizer state shards over dp x cp (intra_dp_cp_group)
     dpcp = max(1, dp * cp)
     shard = max(1, dpcp // max(1, dp_replicate))
+    # the distributed optimizer's shard groups: --num-distributed-optimizer-instances N (dp_replicate) builds its
+    # buffers over the intra-instance groups, dp x cp / N (dense) and expert-dp / N (experts) (megatron-core 0.16.1
+    # distributed_data_parallel.py: _allocate_buffers_for_parameters(dense_params, self.intra_dp_cp_group) and
+    # (expert_parallel_params, self.intra_expt_dp_group); parallel_state.py intra_partial_(expert_)data_parallel_size)
+    eshard = max(1, edp // max(1, dp_replicate))
 
     def kept(la) -> float:
         """Per layer and micro-batch without full recompute: selective (--recompute-modules) and
@@ -420,12 +429,12 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             weights = w * sp_.total
             grads = g * sp_.total
             if dp_sharding in ("optimizer", "optimizer_grads"):
-                optim = opt * (sp_.dense / dpcp + sp_.expert / edp)
+                optim = opt * (sp_.dense / shard + sp_.expert / eshard)
             else:
                 optim = opt * sp_.total
             if dp_sharding == "optimizer_grads":
                 # Megatron-FSDP optim_grads (ZeRO-2): gradients reduce-scattered into DP shards
-                grads = g * (sp_.dense / dpcp + sp_.expert / edp)
+                grads = g * (sp_.dense / shard + sp_.expert / eshard)
         if opts.fp8:
             lin = linear_params(key, tp, etp, ep, layout[rank], sp_.total)
             # the linears' bytes under fp8 (memory.fp8.weight_bytes_per_param): the stored weight (bf16, or an
@@ -584,7 +593,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             trans.append(g * layer.total + layer_bwd)  # a layer's unsharded gradients before reduce-scatter
         step = optimizer_step_grad_bytes(
             main_grads=g, precision=precision, decoupled=opts.decoupled_grads, dp_sharding=dp_sharding,
-            local_params=(sp_.dense / dpcp + sp_.expert / edp) if dp_sharding in ("optimizer", "optimizer_grads")
+            local_params=(sp_.dense / shard + sp_.expert / eshard) if dp_sharding in ("optimizer", "optimizer_grads")
             else sp_.total)
         if rank in muon_step:
             muon_owned, muon_trans = muon_step[rank]
@@ -594,7 +603,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
                                              dp_sharding="none", local_params=muon_owned) + muon_trans
         if opts.state_offload > 0:
             sharded_opt = dp_sharding in ("optimizer", "optimizer_grads", "full")
-            children = ((sp_.dense / (shard if dp_sharding == "full" else dpcp), sp_.expert / edp) if sharded_opt
+            children = ((sp_.dense / shard, sp_.expert / (edp if dp_sharding == "full" else eshard)) if sharded_opt
                         else (sp_.dense, sp_.expert))
             master_b, moments_b = bundle_bytes(precision=precision, optimizer=optimizer, main_params=opts.main_params,
                                                exp_avg=opts.exp_avg, exp_avg_sq=opts.exp_avg_sq)
