@@ -113,6 +113,7 @@ from typing import Optional
 from primus_launch.plan import (STATE_DTYPE_BYTES, Chunk, DPSharding, Framework, ModelArch, PipelineSchedule, Plan,
                                 Precision, RecomputeGranularity, RecomputeMethod)
 from primus_launch.plan.legality import effective_fsdp_impl
+from primus_launch.projection.cost.mamba import mamba_activation_bytes
 from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
@@ -657,6 +658,18 @@ def optimizer_step_grad_bytes(*, main_grads: int, precision: str, decoupled: boo
     return 4.0 * local_params
 
 
+def hybrid_layer_bytes(m, sym: str, dense_act, moe_act, tokens: int, tp: int, sp: bool) -> float:
+    """One layer of a hybrid stack, no recompute: ``*`` the attention block of a GPT layer
+    (``LayerActivations.attention``), ``-`` / ``E`` the rest of a dense / MoE GPT layer (its norm, MLP or router,
+    dispatch and experts), ``M`` :func:`~primus_launch.projection.cost.mamba.mamba_activation_bytes`."""
+    if sym == "M":
+        return mamba_activation_bytes(m, tokens, tp, sp)
+    if sym == "*":
+        return dense_act.attention
+    la = moe_act if sym == "E" else dense_act
+    return max(0.0, la.full - la.attention)
+
+
 def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, a, sb,
                        rope_tbl, seq, mbs, tp, sp, cp, impl) -> tuple[list[float], list[float]]:
     """Per chunk of one rank: (bytes one micro-batch keeps, bytes of its largest layer)."""
@@ -664,7 +677,11 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
     for c, chunk in enumerate(chunks):
         kinds = [m.is_moe_layer(i) for i in chunk.layers]  # True = MoE layer
         n = len(kinds)
-        full_of = [moe_act.full if k else dense_act.full for k in kinds]
+        if m.is_hybrid:
+            full_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp)
+                       for i in chunk.layers]
+        else:
+            full_of = [moe_act.full if k else dense_act.full for k in kinds]
         if gran == "full" and method == "every_n":
             # every N-th layer checkpointed (TorchTitan layer SAC: layer ids counted per chunk)
             N = rnum or 1
@@ -681,6 +698,8 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
             else:
                 N = min(N, n)
                 kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
+        elif m.is_hybrid:   # selective recompute and module offloading of hybrid stacks are refused (dryrun)
+            kept_of = list(full_of)
         else:
             kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]
         if opts.offload_layers and kept_of and not gran == "full":
