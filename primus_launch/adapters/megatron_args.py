@@ -260,6 +260,8 @@ FIELD_FLAGS = {
     "training.offload.activation_modules": "--offload-modules",
     "model.moe_router_topk": "--moe-router-topk", "model.moe_layer_pattern": "--moe-layer-freq",
     "model.window_layer_pattern": "--window-attn-skip-freq",
+    "model.hybrid_pattern": "--hybrid-override-pattern", "model.mamba_num_groups": "--mamba-num-groups",
+    "model.mamba_head_dim": "--mamba-head-dim",
 }
 
 GPT2_BPE_VOCAB = 50257  # GPT2BPETokenizer: gpt2-vocab.json, 50257 entries
@@ -440,7 +442,10 @@ def convert(flag: Flag, raw: Any) -> Any:
         except ValueError:
             raise PlanError(flag.flag, str(raw), "an integer" if flag.kind == "int" else "a number") from None
     txt = str(raw)
-    return None if txt.lower() in ("null", "none") and flag.dest not in ("recompute_granularity",) else txt
+    # "none" is a value of its own for these (Megatron-LM choices; --position-embedding-type none: no position
+    # embedding, e.g. Nemotron-H), not an unset field
+    keep = ("recompute_granularity", "position_embedding_type")
+    return None if txt.lower() in ("null", "none") and flag.dest not in keep else txt
 
 
 def layer_pattern(flag: str, value: Any, num_layers: int) -> list[int]:
