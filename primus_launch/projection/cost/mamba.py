@@ -26,11 +26,18 @@ kernel, the Triton SSD chunk scan (``mamba_chunk_scan_combined``'s five kernels)
 forward on one H100 SXM (vLLM PR #27299, comment of 2025-10-25 by cyang49, "Original" column, granite-4.0-h-small
 shapes: 128 heads, head dim 64, 1 group, state 128): 1.07e7 - 1.29e7 tokens/s for 8k - 262k tokens, i.e.
 :data:`SSD_FWD_S_PER_TOKEN_HEAD` = 1 / (1.2e7 x 128) s per token and head at P = 64, N = 128; scaled by
-P N / (64 x 128) for other sizes, and by the H100's HBM bandwidth over the GPU's (the Triton kernels are not
-tensor-core bound at these shapes: ~80 TFLOP/s on an H100).  The backward (``_mamba_chunk_scan_combined_bwd``:
-dx, dB, dC, ddt, dstates kernels, each forward matmul's two gradient matmuls) is taken as
-:data:`SSD_BWD_OVER_FWD` = 2x the forward -- a FLOP ratio, NOT a measurement.  conv1d and the gated RMSNorm are
-bandwidth kernels (bytes in :func:`conv1d_bytes`, :func:`gated_norm_bytes`).
+P N / (64 x 128) for other sizes, and by the H100's HBM bandwidth over the GPU's (at that rate the kernels run
+~60 TFLOP/s, 6 % of the H100's BF16 peak, but move ~1 KB per token and head -- x, out, the fp32 chunk states
+written, passed and read back -- ~1.5 TB/s, half its HBM bandwidth).  The backward is priced from the structure of
+mamba_ssm's ``MambaSplitConv1dScanCombinedFn.backward`` / ``_mamba_chunk_scan_combined_bwd`` (@e9594ce): it first
+recomputes the forward's chunk cumsum, ``C B^T``, chunk states and state passing (~1x the forward), then runs the
+gradient kernels (dz, dstates, state-passing backward, dx, dB, dC, dCB, ddA: each forward matmul's two gradient
+matmuls, ~2x the forward): :data:`SSD_BWD_OVER_FWD` = 3, a structural ratio, NOT a measurement.  The same
+backward recomputes causal_conv1d's forward before its backward kernel (read x and dy, write dx): 1 + 1.5 = 2.5x the
+forward's bytes (:data:`CONV_BWD_OVER_FWD`).  megatron-core 0.16.1 ``MambaMixer._ssm_training`` copies ``in_proj``'s
+output to batch-major (``rearrange(zxBCdt, "l b d -> b l d").contiguous()``) and the scan's output back
+(``rearrange(y, "b l d -> l b d").contiguous()``), each copy's gradient copied back in the backward
+(:func:`layout_copy_bytes`).  The gated RMSNorm is a bandwidth kernel (:func:`gated_norm_bytes`).
 """
 
 from __future__ import annotations
@@ -45,10 +52,15 @@ D_CONV = 4
 SSD_FWD_S_PER_TOKEN_HEAD = 1.0 / (1.2e7 * 128)
 #: the H100 SXM's HBM bandwidth the measurement ran at (bytes/s)
 SSD_REF_HBM_BW = 3.35e12
-#: backward / forward of the SSD scan (FLOP ratio of its matmuls: an estimate, not a measurement)
-SSD_BWD_OVER_FWD = 2.0
+#: backward / forward of the SSD scan: the forward's states recomputed (1) + two gradient matmuls per forward matmul
+#: (2); mamba_ssm ssd_combined.py backward's structure, not a measurement
+SSD_BWD_OVER_FWD = 3.0
+#: causal_conv1d backward bytes / forward bytes: the forward recomputed (1) + the backward kernel (read x, dy; write
+#: dx: 1.5)
+CONV_BWD_OVER_FWD = 2.5
 SSD_SOURCE = ("vLLM PR #27299 (H100 SXM, mamba_ssm Triton mamba_chunk_scan_combined forward, 1.2e7 tokens/s at "
-              "128 heads x P 64 x N 128); backward 2x forward (FLOP ratio, assumed)")
+              "128 heads x P 64 x N 128), scaled by HBM bandwidth; backward 3x forward (recomputed states + gradient "
+              "matmuls, mamba_ssm ssd_combined.py structure, not measured)")
 
 
 def _norm(m: ModelArch, n: int) -> int:
@@ -93,6 +105,12 @@ def conv1d_bytes(m: ModelArch, tokens: int, tp: int) -> float:
     """Forward bytes of causal_conv1d over the x, B, C channels of one GPU: read the bf16 input, write the bf16
     SiLU output (the kernel taps stay in registers): ``2 x 2 B x tokens x (d_i + 2GN) / t``."""
     return 4.0 * tokens * conv_channels(m) / tp
+
+
+def layout_copy_bytes(m: ModelArch, tokens: int, tp: int) -> float:
+    """Forward bytes of ``MambaMixer._ssm_training``'s two layout copies (read + write, bf16): ``in_proj``'s output
+    ``4 T (2 d_i + 2GN + H)/t`` and the scan's output ``4 T d_i / t``; the backward copies their gradients back (1x)."""
+    return 4.0 * tokens * (in_proj_width(m) + m.mamba_d_inner) / tp
 
 
 def gated_norm_bytes(m: ModelArch, tokens: int, tp: int) -> float:

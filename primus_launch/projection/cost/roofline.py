@@ -1171,8 +1171,8 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
 
 def _mamba_mixer(acc: _Acc, m: ModelArch, t: int, T: int, Tn: int, gpu: str, bda_unfused: bool) -> None:
     """A Mamba layer (``cost/mamba.py``): the input norm fused into ``in_proj`` [T, (2 d_i + 2GN + H)/t, h],
-    causal_conv1d over the x / B / C channels, the SSD chunk scan (priced from its H100 measurement), the gated
-    RMSNorm, ``out_proj`` [T, h, d_i/t] and the residual add."""
+    megatron-core's two layout copies, causal_conv1d over the x / B / C channels, the SSD chunk scan (priced from its
+    H100 measurement), the gated RMSNorm, ``out_proj`` [T, h, d_i/t] and the residual add."""
     h = m.hidden_size
     acc.scope = "mamba"
     acc.mods = ("layernorm",)
@@ -1180,10 +1180,12 @@ def _mamba_mixer(acc: _Acc, m: ModelArch, t: int, T: int, Tn: int, gpu: str, bda
     acc.mods = ()
     acc.gemm(T, max(1, mamba.in_proj_width(m) // t), h, name="Mamba in_proj", input_fused=acc.prof.norm_linear,
              ub="fc1", col=True)
-    acc.elem(mamba.conv1d_bytes(m, T, t), "causal_conv1d (x, B, C) + SiLU", 2.0, (1, 2))
+    acc.elem(mamba.layout_copy_bytes(m, T, t), "Mamba layout copies (zxBCdt to b-l-d, y back to l-b-d)", 1.0, (2, 2))
+    acc.elem(mamba.conv1d_bytes(m, T, t), "causal_conv1d (x, B, C) + SiLU (backward: forward recomputed)",
+             mamba.CONV_BWD_OVER_FWD, (1, 2))
     f, bi = mamba.ssd_scan_seconds(m, T, t, get_gpu(gpu).hbm_bw)
     acc._add(f, bi, 0.0, "non_matmul")
-    acc._k(5, 8)
+    acc._k(5, 14)
     acc._rec("SSD chunk scan (mamba_chunk_scan_combined)", f * acc.slow, bi * acc.slow, 0.0,
              ("kernel", mamba.SSD_SOURCE, 0.0, 0.0))
     acc.elem(mamba.gated_norm_bytes(m, T, t), "gated RMSNorm (norm(y) * silu(z))", 2.0, (1, 2))
