@@ -196,3 +196,30 @@ def test_projection_prices_every_symbol_and_refuses_what_it_does_not_model():
     # the measured path cannot build Mamba layers without mamba_ssm: the dry run is substituted, said in a note
     meas = project(plan, dry_run=False)
     assert any("not measured" in n for n in meas.notes)
+
+
+def test_primus_model_type_mamba_reads_as_hybrid(tmp_path):
+    """Primus ``model_type: mamba`` (megatron_pretrain_trainer.py: pretrain_mamba.py's provider): the 370M preset of
+    AMD-AGI/Primus ``primus/configs/models/megatron/mamba_370M.yaml`` (48 layers, hidden 1024, state 16, no pattern:
+    every layer Mamba) and a hybrid preset with its override pattern (``zebra_llama_300M_mamba_hybrid.yaml``'s)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_adapter_primus import _meg, _tree
+
+    from primus_launch.adapters.primus_yaml import load_primus_yaml
+    from primus_launch.plan import Cluster
+
+    root = _tree(tmp_path)
+    models = root / "primus/configs/models/megatron"
+    (models / "mamba_370M.yaml").write_text(
+        "extends:\n  - language_model.yaml\nmodel_type: mamba\nis_hybrid_model: false\nswiglu: false\n"
+        "position_embedding_type: rope\nuse_rotary_position_embeddings: false\nnum_layers: 48\nhidden_size: 1024\n"
+        "num_attention_heads: 16\nffn_hidden_size: null\nmamba_state_dim: 16\nmamba_head_dim: 64\n"
+        "mamba_num_groups: 8\nvocab_size: 50257\n")
+    (models / "hybrid_24.yaml").write_text(
+        "extends:\n  - mamba_370M.yaml\nnum_layers: 24\nffn_hidden_size: 4096\nis_hybrid_model: true\n"
+        "hybrid_override_pattern: \"*-M-M-M-*-M-M-M-*-M-M-M-\"\nmamba_state_dim: 64\n")
+    exp = _meg(root)
+    for preset, pattern, state in (("mamba_370M", "M" * 48, 16), ("hybrid_24", "*-M-M-M-*-M-M-M-*-M-M-M-", 64)):
+        plan = load_primus_yaml(exp, Cluster(gpu="mi300x", num_nodes=1, gpus_per_node=8),
+                                env={"PRIMUS_MODEL": preset, "PRIMUS_TP": "1"})
+        assert plan.model.hybrid_pattern == pattern and plan.model.mamba_state_dim == state

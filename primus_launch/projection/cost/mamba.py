@@ -164,3 +164,20 @@ def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
     if m.mtp_num_layers:
         out.append(("model.mtp_num_layers", m.mtp_num_layers, f"{why} (--mtp-hybrid-override-pattern): 0"))
     return out
+
+
+#: the SSD chunk length (megatron-core 0.16.1 ``MambaMixer(chunk_size=128)``; Megatron-Bridge HybridModelProvider
+#: ``mamba_chunk_size`` 128)
+CHUNK = 128
+
+
+def mamba_backward_temp_bytes(m: ModelArch, tokens: int, tp: int) -> float:
+    """Bytes a Mamba layer's backward allocates at once on one GPU beyond the saved tensors (mamba_ssm
+    ``MambaSplitConv1dScanCombinedFn.backward`` @e9594ce): ``dzxbcdt`` ``2 T (2 d_i + 2GN + H)/t``, the recomputed
+    conv output and ``dxBC`` ``2 x 2 T (d_i + 2GN)/t``, ``_mamba_chunk_scan_combined_bwd``'s fp32 recomputed chunk
+    states and their gradients ``2 x 4 (T / 128) (H/t) P N`` and ``C B^T`` ``4 T (G/t) 128``."""
+    t = max(1, tp)
+    H, P, N, G = m.mamba_heads, m.mamba_head_dim, m.mamba_state_dim, m.mamba_num_groups
+    chunks = -(-tokens // CHUNK)
+    return (2.0 * tokens * in_proj_width(m) / t + 4.0 * tokens * conv_channels(m) / t
+            + 8.0 * chunks * (H / t) * P * N + 4.0 * tokens * (G / t) * CHUNK)

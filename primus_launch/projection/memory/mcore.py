@@ -113,7 +113,7 @@ from typing import Optional
 from primus_launch.plan import (STATE_DTYPE_BYTES, Chunk, DPSharding, Framework, ModelArch, PipelineSchedule, Plan,
                                 Precision, RecomputeGranularity, RecomputeMethod)
 from primus_launch.plan.legality import effective_fsdp_impl
-from primus_launch.projection.cost.mamba import mamba_activation_bytes
+from primus_launch.projection.cost.mamba import mamba_activation_bytes, mamba_backward_temp_bytes
 from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
@@ -525,6 +525,9 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         if graphed:
             # the graphed part's backward temporaries sit in the pool; the replay allocates the eager part's
             bwd, graph_bwd = _graph_backward_split(m, layout[rank], opts.te_graph_scope, dense_act, moe_act)
+        if m.is_hybrid and any(m.layer_symbol(i) == "M" for ch in layout[rank] for i in ch.layers):
+            # a Mamba layer's backward (cost/mamba.py mamba_backward_temp_bytes) beside the other layers' largest
+            bwd = max(bwd, mamba_backward_temp_bytes(m, seq // cp * mbs, tp))
         layer_bwd = bwd + extras[rank]
         if opts.wgrad_fresh:
             # without gradient-accumulation fusion: one module's fresh weight gradient until its hook moves it into
