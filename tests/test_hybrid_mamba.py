@@ -191,6 +191,10 @@ def test_projection_prices_every_symbol_and_refuses_what_it_does_not_model():
     assert any("SSD chunk scan" in n for n in names) and any("causal_conv1d" in n for n in names)
     res = project_dry_run(plan)
     assert res.tokens_per_sec_per_gpu > 0 and res.memory.peak_bytes_per_gpu > 0
+    from primus_launch.projection.explain import explain_text
+
+    text = explain_text(plan)
+    assert "SSD chunk scan" in text and "kernels per hybrid layer" in text
     with pytest.raises(PlanError, match="parallel.cp"):
         project_dry_run(plan.with_changes(parallel={"cp": 2}))
     # the measured path cannot build Mamba layers without mamba_ssm: the dry run is substituted, said in a note
