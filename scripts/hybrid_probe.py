@@ -3,7 +3,12 @@ without rebuilding ``runs.json``: each row's ``megatron_flags`` through ``build_
 adapter, as ``build_runs.py`` will), then the dry run; prints projected vs published tokens/s/GPU, the model
 TFLOP/s/GPU by the projection's FLOP count and the memory verdict.
 
-    PYTHONPATH=. python scripts/hybrid_probe.py
+    PYTHONPATH=. python scripts/hybrid_probe.py [--primus DIR]
+
+``--primus DIR`` (``git -C MIRROR archive HEAD primus/configs examples/megatron/configs/MI300X | tar -x -C DIR`` of
+AMD-AGI/Primus, mirror @2026-08-22) also projects Primus's ``examples/megatron/configs/MI300X/mamba_370M-pretrain.yaml``
+(48 Mamba layers, MBS 52, GBS 416 on 8 MI300X), whose comment states a measurement: "MI300X max batch (8 GPUs):
+GBS=416, 258.6 TFLOP/s, 98.5% mem (BS=448 OOM)".
 """
 
 from __future__ import annotations
@@ -46,6 +51,21 @@ def main() -> int:
     if errs:
         errs.sort()
         print(f"{len(errs)} rows: median |err| {100 * errs[len(errs) // 2]:.1f}%, worst {100 * errs[-1]:.1f}%")
+    if "--primus" in sys.argv:
+        from primus_launch.adapters.primus_yaml import load_primus_yaml
+        from primus_launch.plan import Cluster
+        from primus_launch.projection.memory.estimate import estimate_memory
+
+        exp = Path(sys.argv[sys.argv.index("--primus") + 1]) / "examples/megatron/configs/MI300X/mamba_370M-pretrain.yaml"
+        plan = load_primus_yaml(exp, Cluster(gpu="mi300x", num_nodes=1, gpus_per_node=8), env={})
+        res = project_dry_run(plan)
+        tf = res.tokens_per_sec_per_gpu * model_flops_per_token(plan) / 1e12
+        print(f"Primus mamba_370M MI300X MBS 52: projected {tf:.1f} model TFLOP/s vs 258.6 stated ({100 * (tf / 258.6 - 1):+.1f}%)")
+        for mbs in (52, 56):
+            mem = estimate_memory(plan.with_changes(training={"micro_batch_size": mbs, "global_batch_size": 8 * mbs}))
+            print(f"  MBS {mbs}: projected peak {mem.peak_bytes_per_gpu / 2**30:.1f} GiB of {mem.capacity_bytes / 2**30:.1f} "
+                  f"({100 * mem.peak_bytes_per_gpu / mem.capacity_bytes:.1f}%, {mem.verdict}); stated: "
+                  + ("98.5% of memory" if mbs == 52 else "out of memory"))
     return 0
 
 
