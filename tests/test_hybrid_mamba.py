@@ -227,3 +227,16 @@ def test_primus_model_type_mamba_reads_as_hybrid(tmp_path):
         plan = load_primus_yaml(exp, Cluster(gpu="mi300x", num_nodes=1, gpus_per_node=8),
                                 env={"PRIMUS_MODEL": preset, "PRIMUS_TP": "1"})
         assert plan.model.hybrid_pattern == pattern and plan.model.mamba_state_dim == state
+
+
+def test_te_scoped_graphs_of_a_hybrid_stack_follow_layer_is_graphable():
+    """megatron-core 0.16.1 cuda_graphs.py ``_layer_is_graphable``: a MambaLayer is graphed with ``mamba`` in the
+    scope, an attention layer with ``attn``, an MoE layer with a moe scope; a Mamba layer is not graphed by ``attn``."""
+    from primus_launch.projection.memory.te_graphs import hybrid_graph_bytes
+
+    kw = dict(kept=100.0, shared_in_graph=False, tokens=10, hidden=4, mbs=1, seq=8)
+    assert hybrid_graph_bytes(("attn",), "M", **kw) == (0.0, 0.0)
+    assert hybrid_graph_bytes(("mamba",), "M", **kw) == (100.0, 80.0)
+    assert hybrid_graph_bytes(("attn", "mamba"), "*", **kw) == (100.0, 80.0 + 64.0)   # + the [1, 1, 8, 8] mask
+    assert hybrid_graph_bytes(("moe_router", "moe_preprocess"), "E", **kw) == (0.0, 0.0)
+    assert hybrid_graph_bytes((), "-", **kw) == (100.0, 80.0)

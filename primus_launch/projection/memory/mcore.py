@@ -134,8 +134,8 @@ from primus_launch.projection.memory.inflight import as_weights, chunk_micro_bat
 from primus_launch.projection.memory.params import (ArchKey, arch_from_key, layer_params_for_key, largest_linear_module,
                                                    stage_split_for_key, arch_key)
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
-from primus_launch.projection.memory.te_graphs import (attention_in_graph, graphed_kept_bytes, te_graph_chunk_input_bytes,
-                                                      te_graph_layer_bytes)
+from primus_launch.projection.memory.te_graphs import (attention_in_graph, graphed_kept_bytes, hybrid_graph_bytes,
+                                                      te_graph_chunk_input_bytes, te_graph_layer_bytes)
 from primus_launch.projection.memory.workspaces import GemmWorkspaces, gemm_workspaces
 from primus_launch.projection.result import StageMemory
 
@@ -713,7 +713,15 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
             total = sum(kept_of) + rope_tbl
         if chunk.embedding:
             total += 8.0 * sb  # token ids kept by the embedding backward
-        if opts.te_graph_scope is not None:
+        if opts.te_graph_scope is not None and m.is_hybrid:
+            # a hybrid stack's graphed layers (memory.te_graphs hybrid_graph_bytes): static bytes per layer
+            gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
+            total += sum(hybrid_graph_bytes(opts.te_graph_scope, m.layer_symbol(i), kept=0.0,
+                                            shared_in_graph=opts.shared_in_graph, mbs=mbs, seq=seq, cp=cp, **gkw)[1]
+                         for i in chunk.layers)
+            if kinds:
+                total += te_graph_chunk_input_bytes(opts.te_graph_scope, receives=not chunk.embedding, **gkw)
+        elif opts.te_graph_scope is not None:
             # TE-scoped CUDA graphs: static inputs / outputs beyond eager's saved tensors (memory.te_graphs)
             gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
             last_moe = m.is_moe_layer(m.num_layers - 1)
@@ -765,6 +773,20 @@ def _chunk_graphed(m, chunks, opts: McoreOpts, gran, dense_act, moe_act, kept, *
 
     gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
     g_out, x_out = [], []
+    if m.is_hybrid:   # per layer symbol (memory.te_graphs hybrid_graph_bytes)
+        for chunk in chunks:
+            g = x = 0.0
+            for i in chunk.layers:
+                pool, static = hybrid_graph_bytes(
+                    scope, m.layer_symbol(i), kept=hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, sb, tp, sp),
+                    shared_in_graph=opts.shared_in_graph, mbs=mbs, seq=seq, cp=cp, **gkw)
+                g += pool
+                x += static
+            if chunk.layers:
+                x += te_graph_chunk_input_bytes(scope, receives=not chunk.embedding, **gkw)
+            g_out.append(g)
+            x_out.append(x)
+        return g_out, x_out
     for chunk in chunks:
         g = x = 0.0
         for i in chunk.layers:
