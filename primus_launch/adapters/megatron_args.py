@@ -112,6 +112,16 @@ FLAGS: tuple[Flag, ...] = (
     _f("--use-transformer-engine-op-fuser", "true", group="moe"),
     _f("--moe-layer-recompute", "true", group="recompute"),
     _f("--mtp-num-layers", group="moe"),
+    # hybrid Mamba-2 / attention stacks (megatron-core ssm/, pretrain_mamba.py)
+    _f("--hybrid-override-pattern", "str", group="model"),
+    _f("--hybrid-layer-pattern", "str", group="model"),
+    _f("--hybrid-attention-ratio", "float", 0.0, group="model"),
+    _f("--hybrid-mlp-ratio", "float", 0.0, group="model"),
+    _f("--is-hybrid-model", "true", group="model"),
+    _f("--mamba-state-dim", default=128, group="model"),
+    _f("--mamba-head-dim", default=64, group="model"),
+    _f("--mamba-num-groups", default=8, group="model"),
+    _f("--mamba-num-heads", group="model"),
     # architecture variants
     _f("--quick-geglu", "true", group="model"),
     _f("--activation-func-clamp-value", "float", group="model"),
@@ -258,13 +268,14 @@ FIELD_FLAGS = {
     "training.offload.activation_modules": "--offload-modules",
     "model.moe_router_topk": "--moe-router-topk", "model.moe_layer_pattern": "--moe-layer-freq",
     "model.window_layer_pattern": "--window-attn-skip-freq",
+    "model.hybrid_pattern": "--hybrid-override-pattern", "model.mamba_num_groups": "--mamba-num-groups",
+    "model.mamba_head_dim": "--mamba-head-dim",
 }
 
 GPT2_BPE_VOCAB = 50257  # GPT2BPETokenizer: gpt2-vocab.json, 50257 entries
 
 # The training program names a model family (Megatron-LM's entry points); GPT-family programs are read.
 FAMILY_PROGRAMS: dict[str, str] = {
-    "pretrain_mamba.py": "hybrid Mamba/attention model", "pretrain_hybrid.py": "hybrid Mamba/attention model",
     "pretrain_bert.py": "BERT", "pretrain_t5.py": "T5 (encoder-decoder)", "pretrain_vlm.py": "multimodal (VLM)",
     "pretrain_retro.py": "RETRO", "pretrain_ict.py": "biencoder (ICT)", "pretrain_vision_classify.py": "vision",
     "pretrain_vision_dino.py": "vision", "pretrain_vision_inpaint.py": "vision", "train_rl.py": "RL loop",
@@ -274,6 +285,66 @@ FAMILY_PROGRAMS: dict[str, str] = {
 
 _TOOL_PROGRAM = re.compile(r"(generat|server|convert|export|quantiz|prune|mmlu|eval|inference|checkpoint|"
                            r"preprocess|validate|feature_extract|eagle|distill|merge)", re.I)
+
+
+#: Megatron-LM's entry points of hybrid Mamba / attention stacks (megatron-core MambaModel / HybridModel): read as
+#: hybrid (``--is-hybrid-model`` implied; without a pattern megatron-core allocates one from the ratios, 0 / 0 = every
+#: layer Mamba)
+HYBRID_PROGRAMS = ("pretrain_mamba.py", "pretrain_hybrid.py")
+
+
+def is_hybrid_program(program: str | None) -> bool:
+    """Whether ``program`` is one of :data:`HYBRID_PROGRAMS` (its base name)."""
+    return bool(program) and program.rsplit("/", 1)[-1] in HYBRID_PROGRAMS
+
+
+def allocate_hybrid(num_layers: int, attention_ratio: float, mlp_ratio: float) -> str:
+    """megatron-core 0.16.1 ``ssm/mamba_hybrid_layer_allocation.py`` ``_allocate_auto``, restated: attention layers
+    (``round(L x ratio)``) spread evenly between Mamba sections that start and end the stack, then MLP layers
+    (``round(L x ratio)``) spread evenly over the remaining Mamba layers, right-justified."""
+    kinds = ["M"] * num_layers
+    n_attn = round(num_layers * attention_ratio)
+    n_mamba = num_layers - n_attn
+    section = n_mamba / (n_attn + 1)
+    x = section
+    for i in range(num_layers):
+        if x < 0.5:
+            kinds[i] = "*"
+            x += section
+        else:
+            x -= 1
+    n_mlp = round(num_layers * mlp_ratio)
+    if n_mlp > 0:
+        ratio = (n_mamba - n_mlp) / n_mlp
+        x = ratio
+        for i in range(num_layers):
+            if kinds[i] == "M":
+                if x < 0.5:
+                    kinds[i] = "-"
+                    x += ratio
+                else:
+                    x -= 1
+    return "".join(kinds)
+
+
+def hybrid_pattern(a: dict[str, Any], num_layers: int | None) -> str | None:
+    """The hybrid stack's layer symbols of Megatron arguments ``a`` (``--hybrid-override-pattern`` or main's
+    ``--hybrid-layer-pattern``; else, with ``--is-hybrid-model``, :func:`allocate_hybrid` of the ratios), or None for a
+    GPT stack.  A pattern with pipeline ('|') or MTP ('/') separators is refused (not modelled)."""
+    for dest in ("hybrid_override_pattern", "hybrid_layer_pattern"):
+        pat = a.get(dest)
+        if pat in (None, "", "None"):
+            continue
+        pat = str(pat).strip().strip("'\"")
+        if "|" in pat or "/" in pat:
+            raise PlanError(BY_DEST[dest].flag, pat, "pipeline-stage ('|') and MTP ('/') separators of a hybrid "
+                            "pattern are not modelled: give one of M * - E per layer and the pipeline flags")
+        return pat
+    if a.get("is_hybrid_model") or a.get("hybrid_attention_ratio") or a.get("hybrid_mlp_ratio"):
+        if num_layers is None:
+            raise PlanError("--num-layers", None, "required for a hybrid model without a layer pattern")
+        return allocate_hybrid(num_layers, float(get(a, "hybrid_attention_ratio")), float(get(a, "hybrid_mlp_ratio")))
+    return None
 
 
 def program_family(program: str | None) -> str | None:
@@ -290,7 +361,7 @@ def program_family(program: str | None) -> str | None:
     if fam:
         return fam
     low = program.lower()
-    for key, fam in (("mamba", "hybrid Mamba/attention model"), ("llava", "multimodal (LLaVA)"),
+    for key, fam in (("llava", "multimodal (LLaVA)"),
                      ("multimodal", "multimodal"), ("mimo", "multimodal (MIMO)"), ("vlm", "multimodal (VLM)"),
                      ("bert", "BERT"), ("t5", "T5 (encoder-decoder)"), ("retro", "RETRO")):
         if re.search(rf"(^|[/_\-.]){key}([/_\-.]|$)", low):
@@ -379,7 +450,10 @@ def convert(flag: Flag, raw: Any) -> Any:
         except ValueError:
             raise PlanError(flag.flag, str(raw), "an integer" if flag.kind == "int" else "a number") from None
     txt = str(raw)
-    return None if txt.lower() in ("null", "none") and flag.dest not in ("recompute_granularity",) else txt
+    # "none" is a value of its own for these (Megatron-LM choices; --position-embedding-type none: no position
+    # embedding, e.g. Nemotron-H), not an unset field
+    keep = ("recompute_granularity", "position_embedding_type")
+    return None if txt.lower() in ("null", "none") and flag.dest not in keep else txt
 
 
 def layer_pattern(flag: str, value: Any, num_layers: int) -> list[int]:
@@ -613,6 +687,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                         "Megatron-LM's model flags (--num-layers, --hidden-size, --num-attention-heads, --seq-length): "
                         "not a Megatron-LM flag recipe (Megatron-Bridge / NeMo recipes build the model in Python; "
                         "give the run's Megatron-LM flags after --)")
+    hyb = hybrid_pattern(a, a.get("num_layers"))
+    if hyb is not None and a.get("num_layers") is None:   # main's --hybrid-layer-pattern sets the layer count
+        a = {**a, "num_layers": len(hyb)}
     L = _req(a, "num_layers")
     if isinstance(L, int) and L > LIMITS["model.num_layers"]:  # before any per-layer pattern is built from it
         raise PlanError("--num-layers", L, f"at most {LIMITS['model.num_layers']:,} (the projection's bound; far "
@@ -741,6 +818,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         qk_pos_emb_head_dim=mla_dims.get("qk_pos_emb_head_dim", get(a, "qk_pos_emb_head_dim")),
         v_head_dim=get(a, "v_head_dim"), mtp_num_layers=a.get("mtp_num_layers") or 0,
     )
+    if hyb is not None:
+        model.update(hybrid_pattern=hyb, moe_layer_pattern=None, moe_dense_first_layers=0,
+                     mamba_state_dim=get(a, "mamba_state_dim"), mamba_head_dim=get(a, "mamba_head_dim"),
+                     mamba_num_groups=get(a, "mamba_num_groups"), mamba_num_heads=a.get("mamba_num_heads"))
 
     tp, pp = get(a, "tensor_model_parallel_size"), get(a, "pipeline_model_parallel_size")
     layout = a.get("pipeline_model_parallel_layout") or None

@@ -974,6 +974,15 @@ MODELLED_FLAGS: dict[str, str] = {
     "--kv-lora-rank": "model.kv_lora_rank", "--qk-head-dim": "model.qk_head_dim",
     "--qk-pos-emb-head-dim": "model.qk_pos_emb_head_dim", "--v-head-dim": "model.v_head_dim",
     "--mtp-num-layers": "model.mtp_num_layers", "--seq-length": "model.seq_length",
+    # hybrid Mamba-2 / attention stacks (pretrain_mamba.py, pretrain_hybrid.py: Nemotron-H, Nemotron 3)
+    "--hybrid-override-pattern": "model.hybrid_pattern (one of M * - E per layer; pipeline '|' / MTP '/' separators "
+                                 "refused)",
+    "--hybrid-layer-pattern": "model.hybrid_pattern (main's spelling; its length sets --num-layers)",
+    "--hybrid-attention-ratio": "model.hybrid_pattern (megatron-core's even allocation of attention layers)",
+    "--hybrid-mlp-ratio": "model.hybrid_pattern (megatron-core's even allocation of MLP layers)",
+    "--is-hybrid-model": "model.hybrid_pattern (a hybrid stack; the pattern from the flags above)",
+    "--mamba-state-dim": "model.mamba_state_dim", "--mamba-head-dim": "model.mamba_head_dim",
+    "--mamba-num-groups": "model.mamba_num_groups", "--mamba-num-heads": "model.mamba_num_heads",
     "--encoder-seq-length": "model.seq_length (when --seq-length is absent)",
     "--vocab-size": "model.vocab_size", "--padded-vocab-size": "model.vocab_size (already padded)",
     "--tokenizer-type": "model.vocab_size (GPT2BPETokenizer 50257; NullTokenizer +1 EOD)",
@@ -1166,6 +1175,9 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--mtp-hsm": "time: MTP hidden-state mixing",
     "--mtp-use-repeated-layer": "memory: one MTP layer's weights reused",
     "--mtp-hybrid-override-pattern": "time: MTP layers of a hybrid pattern",
+    "--disable-mamba-mem-eff-path": "time, memory: the Mamba mixer's unfused path (conv1d, SSD scan and gated norm "
+                                    "as separate autograd ops; priced as the fused mamba_split_conv1d_scan_combined)",
+    "--mamba-training-ssm-states-dtype": "time, memory: the SSD chunk states' dtype in training (priced as fp32)",
     "--no-bias-dropout-fusion": "time: unfused bias+dropout+add",
     "--no-bias-gelu-fusion": "time: unfused bias+GeLU (a bias-free GeLU is never fused: its experts' memory is modelled)",
     "--no-bias-swiglu-fusion": "time: unfused bias+SwiGLU; memory: the unfused GLU keeps 3 more [tokens, F] tensors",
@@ -1405,11 +1417,6 @@ for _k in ("--muon-momentum", "--muon-use-nesterov", "--muon-nesterov", "--muon-
 
 # flag -> the model family / training mode it selects (the recipe is refused, naming it)
 REFUSED_FLAGS: dict[str, str] = {
-    "--hybrid-override-pattern": "hybrid Mamba/attention model (pretrain_mamba.py)",
-    "--hybrid-layer-pattern": "hybrid Mamba/attention model (pretrain_mamba.py)",
-    "--hybrid-attention-ratio": "hybrid Mamba/attention model (pretrain_mamba.py)",
-    "--hybrid-mlp-ratio": "hybrid Mamba/attention model (pretrain_mamba.py)",
-    "--is-hybrid-model": "hybrid Mamba/attention model (pretrain_mamba.py)",
     "--experimental-attention-variant": "experimental attention variant (linear / gated delta net / sparse attention)",
     "--encoder-num-layers": "T5 (encoder-decoder, pretrain_t5.py)",
     "--decoder-num-layers": "T5 (encoder-decoder, pretrain_t5.py)",
@@ -1451,8 +1458,7 @@ GROUP_CLASS: dict[str, tuple[str, str]] = {
     "experimental_attention_variant": (REFUSED, "experimental attention variant"),
 }
 # flags of families that stay neutral although their group is refused (they do nothing for GPT)
-for _k in ("--mamba-num-heads", "--mamba-head-dim", "--mamba-num-groups", "--mamba-state-dim",
-           "--disable-mamba-mem-eff-path", "--mamba-training-ssm-states-dtype", "--linear-conv-kernel-dim",
+for _k in ("--linear-conv-kernel-dim",
            "--linear-key-head-dim", "--linear-num-key-heads", "--linear-num-value-heads", "--linear-value-head-dim",
            "--gdp-cutedsl-kernel", "--gdp-num-chunk-states-to-recompute", "--gdp-num-householder",
            "--dsa-indexer-head-dim", "--dsa-indexer-k-norm-epsilon", "--dsa-indexer-k-norm-fp32", "--dsa-indexer-loss-coeff",

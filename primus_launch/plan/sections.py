@@ -86,6 +86,8 @@ LIMITS: dict[str, int] = {
     "model.moe_router_num_groups": 2**16, "model.moe_router_group_topk": 2**16, "model.q_lora_rank": 2**16,
     "model.kv_lora_rank": 2**16, "model.qk_head_dim": 2**16, "model.qk_pos_emb_head_dim": 2**16,
     "model.v_head_dim": 2**16, "model.mtp_num_layers": 64,
+    "model.mamba_state_dim": 2**16, "model.mamba_head_dim": 2**16, "model.mamba_num_heads": 2**20,
+    "model.mamba_num_groups": 2**16,
     "parallel.tp": 2**20, "parallel.pp": 2**20, "parallel.vpp": 10_000, "parallel.microbatch_group": 2**31,
     "parallel.cp": 2**20, "parallel.ep": 2**20, "parallel.etp": 2**20, "parallel.dp_replicate": 2**20,
     "parallel.pipeline_layers_first_stage": 10_000, "parallel.pipeline_layers_last_stage": 10_000,
@@ -206,10 +208,43 @@ class ModelArch(BoundedSection):
     # --- multi-token prediction (DeepSeek-V3; Megatron --mtp-num-layers) ---
     mtp_num_layers: int = Field(default=0, ge=0, description="MTP modules after the decoder (each: a transformer "
                                                             "layer, its projection, and its own output head + loss)")
+    # --- hybrid Mamba-2 / attention stacks (Megatron pretrain_mamba.py / HybridModel; Nemotron-H, Nemotron 3) ---
+    hybrid_pattern: Optional[str] = Field(
+        default=None, description="one symbol per decoder layer (Megatron --hybrid-override-pattern, megatron-core "
+                                  "ssm/mamba_hybrid_layer_allocation.py Symbols): M = Mamba-2 mixer, * = self-attention, "
+                                  "- = dense MLP, E = MoE; each symbol is a whole layer (its own norm and residual). "
+                                  "None = a GPT stack (every layer attention + MLP / MoE)")
+    mamba_state_dim: int = Field(default=128, gt=0, description="SSM state size N (Megatron --mamba-state-dim)")
+    mamba_head_dim: int = Field(default=64, gt=0, description="Mamba-2 head dim P (Megatron --mamba-head-dim)")
+    mamba_num_heads: Optional[int] = Field(
+        default=None, gt=0, description="Mamba-2 heads H (Megatron --mamba-num-heads); None = 2 * hidden / head_dim "
+                                        "(MambaMixer expand = 2)")
+    mamba_num_groups: int = Field(default=8, gt=0, description="B / C groups G (Megatron --mamba-num-groups)")
 
     @property
     def is_moe(self) -> bool:
         return bool(self.num_experts)
+
+    @property
+    def is_hybrid(self) -> bool:
+        """A hybrid Mamba / attention stack (``hybrid_pattern`` set)."""
+        return self.hybrid_pattern is not None
+
+    def layer_symbol(self, layer: int) -> str:
+        """The hybrid symbol of decoder layer ``layer`` (0-based; ``M`` / ``*`` / ``-`` / ``E``), or ``T`` for a
+        GPT transformer layer (attention + MLP / MoE) when the stack is not hybrid."""
+        return self.hybrid_pattern[layer] if self.hybrid_pattern is not None else "T"
+
+    @property
+    def mamba_heads(self) -> int:
+        """Mamba-2 heads H: ``mamba_num_heads`` or ``2 * hidden / head_dim`` (megatron-core 0.16.1
+        ``ssm/mamba_mixer.py``: ``d_inner = expand * d_model``, ``nheads = d_inner // headdim``, expand 2)."""
+        return self.mamba_num_heads or 2 * self.hidden_size // self.mamba_head_dim
+
+    @property
+    def mamba_d_inner(self) -> int:
+        """Mamba-2 inner width ``H * P`` (megatron-core 0.16.1 ``MambaMixer.d_inner``)."""
+        return self.mamba_heads * self.mamba_head_dim
 
     @property
     def kv_heads(self) -> int:
@@ -220,9 +255,12 @@ class ModelArch(BoundedSection):
         return self.head_dim or self.hidden_size // self.num_attention_heads
 
     def is_moe_layer(self, layer: int) -> bool:
-        """Whether decoder layer ``layer`` (0-based) has routed experts (Megatron ``moe_layer_freq``)."""
+        """Whether decoder layer ``layer`` (0-based) has routed experts (Megatron ``moe_layer_freq``; a hybrid
+        stack's ``E`` layers)."""
         if not self.is_moe:
             return False
+        if self.hybrid_pattern is not None:
+            return self.hybrid_pattern[layer] == "E"
         if self.moe_layer_pattern is not None:
             return bool(self.moe_layer_pattern[layer])
         return layer >= self.moe_dense_first_layers
@@ -238,6 +276,8 @@ class ModelArch(BoundedSection):
     def num_moe_layers(self) -> int:
         if not self.is_moe:
             return 0
+        if self.hybrid_pattern is not None:
+            return self.hybrid_pattern.count("E")
         if self.moe_layer_pattern is not None:
             return sum(1 for x in self.moe_layer_pattern if x)
         return self.num_layers - self.moe_dense_first_layers

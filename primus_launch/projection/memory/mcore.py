@@ -113,6 +113,7 @@ from typing import Optional
 from primus_launch.plan import (STATE_DTYPE_BYTES, Chunk, DPSharding, Framework, ModelArch, PipelineSchedule, Plan,
                                 Precision, RecomputeGranularity, RecomputeMethod)
 from primus_launch.plan.legality import effective_fsdp_impl
+from primus_launch.projection.cost.mamba import mamba_activation_bytes, mamba_backward_temp_bytes
 from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
@@ -134,8 +135,8 @@ from primus_launch.projection.memory.inflight import as_weights, chunk_micro_bat
 from primus_launch.projection.memory.params import (ArchKey, arch_from_key, layer_params_for_key, largest_linear_module,
                                                    stage_split_for_key, arch_key)
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
-from primus_launch.projection.memory.te_graphs import (attention_in_graph, graphed_kept_bytes, te_graph_chunk_input_bytes,
-                                                      te_graph_layer_bytes)
+from primus_launch.projection.memory.te_graphs import (attention_in_graph, graphed_kept_bytes, hybrid_graph_bytes,
+                                                      te_graph_chunk_input_bytes, te_graph_layer_bytes)
 from primus_launch.projection.memory.workspaces import GemmWorkspaces, gemm_workspaces
 from primus_launch.projection.result import StageMemory
 
@@ -543,6 +544,9 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         if graphed:
             # the graphed part's backward temporaries sit in the pool; the replay allocates the eager part's
             bwd, graph_bwd = _graph_backward_split(m, layout[rank], opts.te_graph_scope, dense_act, moe_act)
+        if m.is_hybrid and any(m.layer_symbol(i) == "M" for ch in layout[rank] for i in ch.layers):
+            # a Mamba layer's backward (cost/mamba.py mamba_backward_temp_bytes) beside the other layers' largest
+            bwd = max(bwd, mamba_backward_temp_bytes(m, seq // cp * mbs, tp))
         layer_bwd = bwd + extras[rank]
         if opts.wgrad_fresh:
             # without gradient-accumulation fusion: one module's fresh weight gradient until its hook moves it into
@@ -682,6 +686,18 @@ def optimizer_step_grad_bytes(*, main_grads: int, precision: str, decoupled: boo
     return 4.0 * local_params
 
 
+def hybrid_layer_bytes(m, sym: str, dense_act, moe_act, tokens: int, tp: int, sp: bool) -> float:
+    """One layer of a hybrid stack, no recompute: ``*`` the attention block of a GPT layer
+    (``LayerActivations.attention``), ``-`` / ``E`` the rest of a dense / MoE GPT layer (its norm, MLP or router,
+    dispatch and experts), ``M`` :func:`~primus_launch.projection.cost.mamba.mamba_activation_bytes`."""
+    if sym == "M":
+        return mamba_activation_bytes(m, tokens, tp, sp)
+    if sym == "*":
+        return dense_act.attention
+    la = moe_act if sym == "E" else dense_act
+    return max(0.0, la.full - la.attention)
+
+
 def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, a, sb,
                        rope_tbl, seq, mbs, tp, sp, cp, impl) -> tuple[list[float], list[float]]:
     """Per chunk of one rank: (bytes one micro-batch keeps, bytes of its largest layer)."""
@@ -689,7 +705,11 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
     for c, chunk in enumerate(chunks):
         kinds = [m.is_moe_layer(i) for i in chunk.layers]  # True = MoE layer
         n = len(kinds)
-        full_of = [moe_act.full if k else dense_act.full for k in kinds]
+        if m.is_hybrid:
+            full_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp)
+                       for i in chunk.layers]
+        else:
+            full_of = [moe_act.full if k else dense_act.full for k in kinds]
         if gran == "full" and method == "every_n":
             # every N-th layer checkpointed (TorchTitan layer SAC: layer ids counted per chunk)
             N = rnum or 1
@@ -706,6 +726,8 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
             else:
                 N = min(N, n)
                 kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
+        elif m.is_hybrid:   # selective recompute and module offloading of hybrid stacks are refused (dryrun)
+            kept_of = list(full_of)
         else:
             kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]
         if opts.offload_layers and kept_of and not gran == "full":
@@ -716,7 +738,15 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
             total = sum(kept_of) + rope_tbl
         if chunk.embedding:
             total += 8.0 * sb  # token ids kept by the embedding backward
-        if opts.te_graph_scope is not None:
+        if opts.te_graph_scope is not None and m.is_hybrid:
+            # a hybrid stack's graphed layers (memory.te_graphs hybrid_graph_bytes): static bytes per layer
+            gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
+            total += sum(hybrid_graph_bytes(opts.te_graph_scope, m.layer_symbol(i), kept=0.0,
+                                            shared_in_graph=opts.shared_in_graph, mbs=mbs, seq=seq, cp=cp, **gkw)[1]
+                         for i in chunk.layers)
+            if kinds:
+                total += te_graph_chunk_input_bytes(opts.te_graph_scope, receives=not chunk.embedding, **gkw)
+        elif opts.te_graph_scope is not None:
             # TE-scoped CUDA graphs: static inputs / outputs beyond eager's saved tensors (memory.te_graphs)
             gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
             last_moe = m.is_moe_layer(m.num_layers - 1)
@@ -768,6 +798,20 @@ def _chunk_graphed(m, chunks, opts: McoreOpts, gran, dense_act, moe_act, kept, *
 
     gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
     g_out, x_out = [], []
+    if m.is_hybrid:   # per layer symbol (memory.te_graphs hybrid_graph_bytes)
+        for chunk in chunks:
+            g = x = 0.0
+            for i in chunk.layers:
+                pool, static = hybrid_graph_bytes(
+                    scope, m.layer_symbol(i), kept=hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, sb, tp, sp),
+                    shared_in_graph=opts.shared_in_graph, mbs=mbs, seq=seq, cp=cp, **gkw)
+                g += pool
+                x += static
+            if chunk.layers:
+                x += te_graph_chunk_input_bytes(scope, receives=not chunk.embedding, **gkw)
+            g_out.append(g)
+            x_out.append(x)
+        return g_out, x_out
     for chunk in chunks:
         g = x = 0.0
         for i in chunk.layers:
