@@ -73,8 +73,8 @@ CONV_BWD_OVER_FWD = 2.5
 #: (times the H100's speed, source).  MI300X: Zyphra's hand-written HIP Mamba-2 backward kernel runs 1.04 / 1.05 /
 #: 1.06x an H100 at 2k / 4k / 8k tokens (Zyphra "Training transformers and hybrid models on AMD MI300X", 2024, the
 #: same text in ROCm/rocm-blogs PR #25, blogs/artificial-intelligence/mamba2-flash-attention-kernels); Primus runs
-#: mamba_ssm's Triton kernels on ROCm (AMD-AGI/Primus ``patches/mamba_rocm_patches.py``), which that kernel was
-#: written to beat, so its 1.05 is an upper bound on the speed, not the HBM ratio 5.3 / 3.35 = 1.58
+#: mamba_ssm's Triton kernels on ROCm (AMD-AGI/Primus ``patches/mamba_rocm_patches.py``), and the blog calls its
+#: kernel the first MI300X Mamba-2 backward to surpass an H100, so 1.05 bounds the speed, not the HBM ratio 1.58
 SSD_SPEED_CAP: dict[str, tuple[float, str]] = {
     "mi300x": (1.05, "Zyphra MI300X Mamba-2 backward kernel: 1.04-1.06x H100 at 2k-8k tokens (ROCm/rocm-blogs PR #25)"),
 }
