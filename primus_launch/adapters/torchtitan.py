@@ -734,6 +734,15 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
     if version == "0.3":   # 0.3's MXFP8 converter keeps the torchao recipe's CUDA dim1 kernel (no such option)
         prec.pop("mx_dim1_cast_kernel", None)
     _converter_coverage(job, model.is_moe, prec, unmod, mla=model.multi_latent_attention)
+    if prec.get("grad_reduce_in_fp32") is False and (version == "0.3" or fsdp):
+        # training.dtype bfloat16 keeps the parameters and gradients in bf16, but the gradients are still reduced
+        # in fp32 wherever fully_shard's MixedPrecisionPolicy(param_dtype=mixed_precision_param,
+        # reduce_dtype=mixed_precision_reduce, which is "float32" only) is installed: torch
+        # _fully_shard/_fsdp_param.py init_dtype_attrs drops reduce_dtype only when it equals param_dtype
+        # (bf16 by default; float32 reduces in the fp32 param dtype).  torchtitan 0.3.0 installs it always
+        # (models/*/parallelize.py: apply_fsdp_to_decoder "with shard_degree=1 ... still installs the
+        # MixedPrecisionPolicy"); v0.2 only under FSDP (ParallelDims.fsdp_enabled; else DDP reduces the bf16 grads)
+        prec["grad_reduce_in_fp32"] = True
     opt = _tbl(job, "optimizer").get("name", "AdamW")
     steps = _int(trn, "training", "steps", 10000)
 
