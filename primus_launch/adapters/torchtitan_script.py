@@ -479,7 +479,7 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
     plan) such keys are refused by name (tune the command itself: ``--tune -- torchrun ...``)."""
     import tomllib
 
-    from primus_launch.adapters.titan_job_argv import job_overrides, text_with_overrides
+    from primus_launch.adapters.titan_job_argv import job_overrides, override_path, text_with_overrides
     from primus_launch.adapters.torchtitan import job_assignments, job_get
 
     p = Path(path)
@@ -489,8 +489,7 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
     if tuned is None or original is None:
         return
     argv, toml, _ = _config_script_argv(p)
-    passed = {f"{sec}.{key.replace('-', '_')}": " ".join(argv[a:b + 1])
-              for a, b, sec, key, _ in job_overrides(argv)}
+    passed = {".".join(override_path(sec, key)): " ".join(argv[a:b + 1]) for a, b, sec, key, _ in job_overrides(argv)}
     if not passed:
         return
     ovs = job_overrides(argv)  # the job as the script runs it: the TOML under its command's overrides
