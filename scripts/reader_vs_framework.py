@@ -17,12 +17,19 @@ Two sources (read14), each field that changes time or memory compared one by one
   ``plan_from_command`` on a one-node, 8-GPU ``torchrun`` line: degrees, sequence parallel, sequence, batch,
   AC kind, compile of model / loss, CPU offload, parameter dtype, fp32 gradient reduce, CUDA graphs, layers,
   width.  The converters' GPU-capability checks are bypassed (this machine has no GPU).
+- ``--titan02 DIR``: every job TOML of a torchtitan <= 0.2 source tree (``git archive v0.2.2 torchtitan``), and
+  ``--titan02-lines FILE`` (a ``--job.config_file ...`` command's trainer arguments per line), parsed by that
+  tree's ``ConfigManager`` (a child process with DIR first on ``sys.path``) against ``plan_from_job_command``
+  on 8 H100s: degrees, sequence, batch, AC (selective option), compile, CPU offload, low precision and FP8
+  recipe, async TP.
 
 Prints one line per file (SAME / DIFF field: framework, plan / REF reason) and the counts.  Nothing upstream
 is copied; Primus's code runs from DIR.
 
     git -C /work/.mirror/AMD-AGI+Primus/repo archive HEAD primus examples | tar -x -C /tmp/primus_src
     python scripts/reader_vs_framework.py --primus /tmp/primus_src --titan
+    git -C /work/.mirror/pytorch+torchtitan/repo archive v0.2.2 torchtitan | tar -x -C /tmp/tt022
+    python scripts/reader_vs_framework.py --titan02 /tmp/tt022
 """
 
 from __future__ import annotations
@@ -279,6 +286,105 @@ def titan(lines: list[list[str]], ngpu: int = 8) -> collections.Counter:
     return counts
 
 
+def _titan02_diffs(c: Any, p: Any) -> dict[str, tuple[Any, Any]]:
+    P, T, t = c.parallelism, c.training, p.training
+    out: dict[str, tuple[Any, Any]] = {}
+
+    def chk(name: str, want: Any, got: Any) -> None:
+        if want != got:
+            out[name] = (want, got)
+
+    chk("tp", P.tensor_parallel_degree, p.parallel.tp)
+    chk("pp", P.pipeline_parallel_degree, p.parallel.pp)
+    chk("cp", P.context_parallel_degree, p.parallel.cp)
+    chk("ep", P.expert_parallel_degree, p.parallel.ep)
+    world = p.cluster.num_nodes * p.cluster.gpus_per_node
+    dp = world // (P.tensor_parallel_degree * P.pipeline_parallel_degree * P.context_parallel_degree)
+    chk("seq_len", T.seq_len, p.model.seq_length)
+    chk("global_batch", T.global_batch_size if T.global_batch_size > 0 else T.local_batch_size * dp,
+        t.global_batch_size)
+    chk("micro_batch", P.pipeline_parallel_microbatch_size if P.pipeline_parallel_degree > 1 else T.local_batch_size,
+        t.micro_batch_size)
+    ac, g = c.activation_checkpoint, t.recompute.granularity
+    if ac.mode == "selective":
+        n = ac.selective_ac_option
+        chk("activation_checkpoint", "op" if n == "op" else "full" if int(n) <= 1 else "every_n",
+            g if g == "op" else "every_n" if t.recompute.method == "every_n" else g)
+    else:
+        chk("activation_checkpoint", "op" if ac.mode == "memory_budget" else ac.mode, g)
+    chk("compile", c.compile.enable and "model" in c.compile.components, t.compile)
+    chk("compile_loss", c.compile.enable and "loss" in c.compile.components, t.compile_loss)
+    chk("enable_cpu_offload", T.enable_cpu_offload, t.offload.optimizer_fraction > 0 or t.offload.weights)
+    conv = list(c.model.converters)
+    mx = any(x in ("mx", "quantize.linear.mx") for x in conv)
+    fp8 = any(x in ("float8", "quantize.linear.float8") for x in conv)
+    fp32 = T.mixed_precision_param == "float32" and T.dtype == "float32"
+    chk("precision", "mxfp8" if mx else "fp8" if fp8 else "fp32" if fp32 else "bf16",
+        "mxfp8" if t.fp8_recipe == "mxfp8" else t.precision)
+    if fp8 and not mx:
+        chk("fp8_recipe", c.quantize.linear.float8.recipe_name or "tensorwise", t.fp8_recipe)
+    chk("async_tp", P.enable_async_tensor_parallel and P.tensor_parallel_degree > 1, t.tp_comm_overlap)
+    return out
+
+
+def titan02_child(lines: list[list[str]]) -> collections.Counter:
+    """Run in a child process whose ``sys.path`` starts with the torchtitan <= 0.2 tree."""
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    from torchtitan.config import ConfigManager
+
+    from primus_launch.adapters.titan_job_argv import plan_from_job_command
+
+    counts: collections.Counter = collections.Counter()
+    cluster = {"gpu": "h100-sxm", "num_nodes": 1, "gpus_per_node": 8}
+    for args in lines:
+        label = " ".join(args)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                cfg = ConfigManager().parse_args(list(args))
+        except BaseException as e:  # noqa: BLE001 -- tyro exits on a bad line
+            cfg, why = None, f"{type(e).__name__}: {str(e)[:80]}"
+        try:
+            plan = plan_from_job_command(["torchrun", "--nnodes", "1", "--nproc-per-node", "8", "-m",
+                                          "torchtitan.train", *args], cluster)
+        except Exception as e:  # noqa: BLE001
+            counts["both refuse" if cfg is None else "refused"] += 1
+            print(f"{'BOTH-REFUSE' if cfg is None else 'REF'} {label}: {str(e)[:140]}")
+            continue
+        if cfg is None:
+            counts["read, torchtitan refuses"] += 1
+            print(f"TORCHTITAN-REFUSES {label}: {why}")
+            continue
+        diffs = _titan02_diffs(cfg, plan)
+        counts["different" if diffs else "same"] += 1
+        print(("DIFF " if diffs else "SAME ") + label +
+              (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+    return counts
+
+
+def titan02(tree: Path, lines_file: Optional[Path]) -> collections.Counter:
+    """The TOMLs of ``tree`` (and the lines of ``lines_file``) in a child process on ``tree``'s torchtitan."""
+    import subprocess
+
+    lines = [f"--job.config_file {p}" for p in sorted(tree.rglob("*.toml"))]
+    if lines_file:
+        lines += [ln for ln in lines_file.read_text().splitlines() if ln.strip()]
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(repo)])}
+    with tempfile.TemporaryDirectory() as work:
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--titan02-child"], input="\n".join(lines),
+                              capture_output=True, text=True, env=env, cwd=work)
+    counts: collections.Counter = collections.Counter()
+    for ln in done.stdout.splitlines():
+        print(ln)
+        head = ln.split(" ", 1)[0]
+        counts[{"SAME": "same", "DIFF": "different", "REF": "refused", "BOTH-REFUSE": "both refuse",
+                "TORCHTITAN-REFUSES": "read, torchtitan refuses"}.get(head, "other")] += 1
+    if done.returncode:
+        print(done.stderr[-2000:])
+    return counts
+
+
 def registry_lines() -> list[list[str]]:
     from primus_launch.adapters.titan_snapshot import snapshot
 
@@ -290,7 +396,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--primus", type=Path, help="a `git archive HEAD primus examples` of AMD-AGI/Primus")
     ap.add_argument("--titan", action="store_true", help="every torchtitan 0.3.0 registry config function")
     ap.add_argument("--titan-lines", type=Path, help="a file of torchtitan 0.3 trainer argument lines")
+    ap.add_argument("--titan02", type=Path, help="a torchtitan <= 0.2 source tree (git archive v0.2.2 torchtitan)")
+    ap.add_argument("--titan02-lines", type=Path, help="a file of --job.config_file command argument lines")
+    ap.add_argument("--titan02-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.titan02_child:
+        titan02_child([ln.split() for ln in sys.stdin.read().splitlines() if ln.strip()])
+        return 0
     runs: list[tuple[str, Callable[[], collections.Counter]]] = []
     if a.primus:
         runs.append(("Primus examples vs PrimusParser", lambda: primus(a.primus.resolve())))
@@ -299,6 +411,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         if a.titan_lines:
             lines += [ln.split() for ln in a.titan_lines.read_text().splitlines() if ln.strip()]
         runs.append(("torchtitan 0.3 launch lines vs ConfigManager", lambda: titan(lines)))
+    if a.titan02:
+        runs.append(("torchtitan <= 0.2 job commands vs ConfigManager",
+                     lambda: titan02(a.titan02.resolve(), a.titan02_lines)))
     for title, run in runs:
         counts = run()
         print(f"== {title}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
