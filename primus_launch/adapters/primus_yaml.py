@@ -736,6 +736,15 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[
     # model_type mamba: Primus runs Megatron-LM's pretrain_mamba.py model provider (megatron_pretrain_trainer.py), a
     # hybrid Mamba stack whatever is_hybrid_model says (without a pattern megatron-core allocates one from the ratios)
     hybrid = mt == "mamba"
+    hyb_keys = [k for k in ("is_hybrid_model", "hybrid_override_pattern", "hybrid_layer_pattern")
+                if cfg.get(k) not in (None, False, "", "None")]
+    if not hybrid and mt == "gpt" and hyb_keys:
+        # Primus's GPT provider builds no Mamba layers; its hybrids under model_type gpt are the gated delta-net /
+        # KDA linear-attention stacks (primus/backends/megatron/patches/gdn_config_patches.py, kimi_k3), whose layers
+        # are not Mamba-2: refused rather than read as a Mamba stack
+        k = hyb_keys[0]
+        raise PlanError(k, cfg[k], "a hybrid stack under model_type gpt (Primus's gated delta-net / KDA linear-"
+                        "attention hybrids): not modelled; a Mamba-2 hybrid is model_type: mamba")
     if mt not in ("gpt", "mamba"):  # Primus builds these with their own model providers (primus/backends/megatron)
         why = _MODEL_TYPES.get(str(mt)) or ("a diffusion model (Primus FLUX / diffusion builder)" if re.match(
             r"flux|diffusion", str(mt)) else f"a model_type={mt} model")
