@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.fileio import atomic_write_text
-from primus_launch.report.text import NO_WARNINGS, summary_rows
+from primus_launch.report.text import NO_WARNINGS, figure_notes, summary_rows
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.projection.training_run import TrainingRun, days_text, gpu_text, tokens_text
 from primus_launch.report.svg import memory_svg, time_breakdown_svg, timeline_svg
@@ -59,7 +59,8 @@ def projection_sections(r: ProjectionResult, run: Optional[TrainingRun] = None) 
     warn = [f"{w.flag}={w.value}: {w.effect}" for w in with_unmodelled(r).warnings]
     out.append("<h2>Not modelled</h2>" + ("<ul>" + "".join(f"<li>{escape(w)}</li>" for w in warn) + "</ul>" if warn
                                           else f"<p>{escape(NO_WARNINGS)}</p>"))
-    notes = list(r.plan.source.notes if r.plan.source else []) + list(r.notes) + list(r.memory.notes)
+    notes = (list(r.plan.source.notes if r.plan.source else []) + list(r.notes) + list(r.memory.notes)
+             + figure_notes(r))  # what the summary's figures are, as --explain says
     if notes:
         out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
     if r.mode == "dry-run":

@@ -18,7 +18,7 @@ from tabulate import tabulate
 
 from primus_launch.plan import Cluster
 from primus_launch.projection.hardware.gpus import GiB
-from primus_launch.projection.result import ProjectionResult
+from primus_launch.projection.result import ErrorBand, ProjectionResult
 from primus_launch.projection.training_run import TrainingRun
 from primus_launch.projection.training_run import summary_rows as run_rows
 
@@ -134,7 +134,7 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         # faster than projected?); the fractions are in --explain's note and --json's band
         b = r.band
         t_lo, t_hi = b.iteration_range(r.iteration_time_s)
-        it += f", expected {t_lo:.3f} .. {t_hi:.3f} s on {b.n} judged rows like it ({b.group})"
+        it += f", expected {t_lo:.3f} .. {t_hi:.3f} s on {b.n} judged rows like it ({b.group})" + band_side(b)
         lo, hi = r.band.tokens_range(r.tokens_per_sec_per_gpu)
         tps += f" (expected {lo:,.0f} .. {hi:,.0f})"
     return [
@@ -151,6 +151,41 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
                    f"{m.capacity_bytes / GiB:.1f} GiB{margin}: "
                    f"{verdict_text(r)}" + (f" (worst stage {m.worst_stage})" if r.plan.parallel.pp > 1 else "")),
     ] + (run_rows(run) if run is not None else [])
+
+
+def band_side(b: ErrorBand) -> str:
+    """Why a point estimate lies outside its own expected range, where it does: the judged rows like it all
+    (10th .. 90th percentile) ran slower, or all faster, than projected (``1.447 s, expected 1.494 .. 1.601 s``
+    read as a contradiction); empty where the range holds the point."""
+    if b.low > 0:
+        return f": they ran {100 * b.low:.0f} .. {100 * b.high:.0f} % slower than projected"
+    if b.high < 0:
+        return f": they ran {-100 * b.high:.0f} .. {-100 * b.low:.0f} % faster than projected"
+    return ""
+
+
+def band_note(b: ErrorBand) -> str:
+    """``--explain``'s note on the iteration time's expected error (``projection/band.py``): the band's
+    fractions with their sign spelled out, what they are and how the ranges of the summary follow."""
+    return (f"expected error of the iteration time: {b.text()}: {b.statistic} (+ slower than projected, - faster); "
+            "the summary's iteration range is the projected time x (1 + low) .. (1 + high), the tokens/s range "
+            "the same band inverted" + (f"; judging dimensions dropped to reach enough rows: {', '.join(b.relaxed)}"
+                                        if b.relaxed else ""))
+
+
+def figure_notes(r: ProjectionResult) -> list[str]:
+    """What the summary's figures are, for ``--explain`` and the HTML report's notes (the short answer prints
+    "model TFLOP/s/GPU" and an expected range without their definitions): the model FLOPs behind TFLOP/s and
+    MFU, and the iteration time's error band (:func:`band_note`)."""
+    out = []
+    if r.iteration_time_s > 0 and r.num_gpus:
+        out.append(f"model TFLOP/s/GPU: the model's FLOPs per iteration ({r.model_flops_per_iteration / 1e15:,.4g} "
+                   f"PFLOP, counted as Megatron-LM's num_floating_point_operations: causal attention halved, recomputed "
+                   f"forwards not counted; projection/cost/flops.py) / iteration time / "
+                   f"{r.num_gpus:,} GPUs; MFU: that over the GPU's datasheet dense peak at the plan's precision")
+    if r.band is not None:
+        out.append(band_note(r.band))
+    return out
 
 
 _NBSP = "\u00a0"
@@ -317,6 +352,7 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
         out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))
     warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings] or [NO_WARNINGS]
     notes = [f"note: {n}" for n in notes_in + list(r.notes) + list(m.notes)]
+    notes += [f"note: {n}" for n in figure_notes(r)]
     if run is not None:
         notes.append(f"note: training run: {run.excludes}")
     out.append("\n".join(warn + notes))
