@@ -38,7 +38,9 @@ def _ranking_lines(res: TuneResult) -> list[str]:
     if res.gain_inside_band and not orig:
         who = f"{who} and the {ref}" if who else f"the {ref}"
     b = res.best.band
-    size = f" (#{one}'s {100 * b.low:+.0f} .. {100 * b.high:+.0f} %)" if b is not None else ""  # whose band it is
+    # whose band it is, in seconds as the project answer gives it ("#1's -2 .. +17 %" left the sign to guess)
+    size = ("" if b is None else
+            f" (#{one}: expected %.3f .. %.3f s)" % b.iteration_range(res.best.iteration_time_s))
     return [f"ranking:  #{one} and {who} overlap in their error bands{size}: either could run faster (plans of one "
             "group share much of that error)"]
 
@@ -245,21 +247,19 @@ def _same_changes(top: dict, full: dict) -> bool:
 def _pack(text: str, room: int) -> str:
     """``[#1 with ]a=1, b=2, ...`` packed into lines of at most ``room`` columns, broken between
     settings; a setting longer than the room is broken at its separators (:func:`_break_setting`), never
-    mid-word where a separator allows."""
+    mid-word where a separator allows.  Each setting is packed with the comma that follows it (a line filled to
+    the room and then given its comma was one column over: the 70B wrapper's table at 81 columns)."""
     import re
 
     m = re.match(r"(#\d+ with) ", text)
-    sep, rest = (m.group(1), text[m.end():]) if m else ("", "")
-    head = text
-    items = ([sep] if sep else []) + (rest if sep else head).split(", ")
+    sep, rest = (m.group(1), text[m.end():]) if m else ("", text)
+    settings = rest.split(", ")
+    items = ([sep] if sep else []) + [it + ("," if n < len(settings) - 1 else "") for n, it in enumerate(settings)]
     lines: list[str] = []
-    for n, item in enumerate(items):
-        glue = " " if n == 1 and sep else ", "
-        if lines and len(lines[-1]) + len(glue) + len(item) <= room:
-            lines[-1] += glue + item
+    for item in items:
+        if lines and len(lines[-1]) + 1 + len(item) <= room:
+            lines[-1] += " " + item
             continue
-        if lines and glue == ", ":
-            lines[-1] += ","
         lines += _break_setting(item, room)
     return "\n".join(lines)
 
