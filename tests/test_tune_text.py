@@ -5,6 +5,7 @@ their short "#1 with ..." differences."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -272,3 +273,18 @@ def test_long_changes_go_under_their_rows_across_the_width():
     assert under and max(len(ln) for ln in under) > 60       # across the width, not a narrow column
     assert len(lines) <= 2 + len(rows) * (1 + UNDER_ROW_LINES)
     assert "first_stage_layers=" in text and "pipeline_layers_first_stage" not in text   # the short name
+
+
+def test_wrapper_tune_answer_fits_80_columns(tmp_path, capsys):
+    """user12: the 70B wrapper's tune printed its top-N table at 81 columns and "tuned wrapper written to PATH
+    (256 bytes; the tuned recipe on the wrapper's cluster)" at 105: every line of the answer is within 80 columns
+    (a path longer than a line is left whole, on a line of its own)."""
+    from primus_launch.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    assert main(["--tune", str(root / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--dry-run",
+                 "--out", str(tmp_path / "t70.sh")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any(ln.startswith("tuned wrapper written to") for ln in out)
+    # a path longer than a line stands alone on its line, whole (pytest's tmp_path is long)
+    assert all(len(ln) <= 80 or len(ln.split()) == 1 for ln in out), [ln for ln in out if len(ln) > 80]
