@@ -242,3 +242,21 @@ def test_top_plans_whose_time_bands_overlap_are_said_so():
             res.best.iteration_time_s, res.best.band.iteration_range(res.best.iteration_time_s),
             o.iteration_time_s, o.band.iteration_range(o.iteration_time_s)))
     assert res.to_json_dict()["inside_best_band"] == want
+
+
+def test_work_limit_stop_without_a_fitting_candidate_says_the_search_stopped():
+    """user12: a tune the work limit stopped (DeepSeek-V3 FP8 with --memory-certain: 1 scored, 1.5G plans open)
+    warned "no candidate that fits was found", read as "none exists".  Every candidate but the recipe's own is made
+    not to fit here; stopped with plans open, the warning says the search stopped and how to go further."""
+    base = small_moe_plan()
+
+    def score(p):
+        r = _score(p)
+        if p == base:
+            return r
+        return r.model_copy(update={"memory": r.memory.model_copy(update={"verdict": "does not fit", "fits": False})})
+
+    res = tune(base, score=score, space=RESTRICTED, max_work=30)
+    assert res.best_plan == base and not res.certificate.certified and res.certificate.open > 0
+    (w,) = [w for w in res.warnings if w.startswith("no candidate")]
+    assert f"before the work limit stopped the search ({res.certificate.open:,} plans open: raise --max-work)" in w

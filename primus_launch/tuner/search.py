@@ -348,7 +348,10 @@ def tune(
             # said only where it is so: the original kept as the fastest of several fitting plans (the tie-break
             # returns no plan) or as proven best (every other plan bounded out) is the answer, not a failure
             if not any(k != own for k in fitting) and not (certificate is not None and certificate.certified):
-                warnings.append("no candidate that fits was found; the original plan is kept")
+                # stopped at the work limit with plans open, "no candidate ... found" read as "none exists" (user12)
+                stopped = (f" before the work limit stopped the search ({certificate.open:,} plans open: raise "
+                           "--max-work)" if certificate is not None and certificate.open else "")
+                warnings.append(f"no candidate that fits was found{stopped}; the original plan is kept")
         elif bk is None:  # no answer at all: the caller says so (the CLI: one line, nothing written)
             warnings.append("no plan fits in memory" if no_reference else
                             "no plan fits in memory, the recipe's own neither")
