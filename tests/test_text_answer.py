@@ -296,3 +296,23 @@ def test_rows_like_it_is_not_wrapped_apart():
     v = "10.789 s, expected 9.701 .. 11.890 s on 25 judged rows like it (megatron / hopper / dense / FP8 / sequence < 32k)"
     lines = _wrap(v, indent=" " * 19, first="iteration time".ljust(19))
     assert len(lines) == 2 and lines[1].split()[:2] == ["like", "it"] and " ".join(" ".join(lines).split()[2:]) == v
+
+
+def test_comma_list_warning_value_wraps_within_the_width():
+    """user12: Primus's TorchTitan 70B FP8 example (MI355X) printed its warning
+    "primus_turbo=use_turbo_attention,use_turbo_mx_linear,use_turbo_float8_linear,use_turbo_async_tp:" as one
+    98-column word the wrapper could not break.  A long comma list is broken after its commas; a short value is
+    shown as written."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.plan.sections import UnmodelledFlag
+    from primus_launch.projection.api import project
+    from primus_launch.report.text import render_text
+
+    res = project(load_recipe(ROOT / "recipes/megatron/llama3.1_8b.sh"), dry_run=True)
+    turbo = "use_turbo_attention,use_turbo_mx_linear,use_turbo_float8_linear,use_turbo_async_tp"
+    res = res.model_copy(update={"warnings": [UnmodelledFlag(flag="primus_turbo", value=turbo, effect="time: kernels"),
+                                              UnmodelledFlag(flag="x", value="a,b", effect="time: small")]})
+    lines = render_text(res).splitlines()
+    assert max(len(ln) for ln in lines) <= WIDTH
+    flat = " ".join(ln.strip() for ln in lines)
+    assert "primus_turbo=" + turbo.replace(",", ", ") + ": time: kernels" in flat and "x=a,b: time: small" in flat

@@ -260,11 +260,19 @@ def warnings_heading(r: ProjectionResult) -> str:
     return f"warnings: {len(r.warnings)} setting(s) not modelled" if r.warnings else NO_WARNINGS
 
 
+def _list_value(value: str) -> str:
+    """A warning's value with a space after each comma where, whole, it would not fit a line: a list such as
+    Primus's ``primus_turbo=use_turbo_attention,use_turbo_mx_linear,...`` was one 98-column word the wrapper could
+    not break; a shorter value is shown as written."""
+    v = str(value)
+    return v.replace(",", ", ") if len(v) > WIDTH - 16 and "," in v and " " not in v else v
+
+
 def _warning_lines(r: ProjectionResult, reader_notes: Iterable[str]) -> list[list[str]]:
     """One block of wrapped lines per warning (a setting not modelled) and per reader note; the first
     note's block starts with its own ``notes:`` heading (a note listed under "warnings: N setting(s) not
     modelled" read as one more setting not modelled; under "warnings: none" it would read as a warning)."""
-    out = [_wrap(f"{w.flag}={w.value}: {w.effect}", indent="    ", first="  ") for w in r.warnings]
+    out = [_wrap(f"{w.flag}={_list_value(w.value)}: {w.effect}", indent="    ", first="  ") for w in r.warnings]
     notes = [_wrap(n, indent="    ", first="  note: ") for n in reader_notes]
     if notes:
         notes[0] = ["notes:"] + notes[0]
