@@ -171,3 +171,20 @@ def test_point_outside_its_expected_range_says_why(recipe, capsys, tmp_path):
     _answer(capsys, recipe, "--report", str(report))
     page = report.read_text()
     assert escape("expected error of the iteration time:") in page and escape(row.split(": they")[-1]) in page
+
+
+def test_tune_report_words_the_gain_counts_and_changes_as_the_text(capsys, tmp_path):
+    """user12: the tune's HTML report said "projected gain +18.4 %" (of what?), "3 scored of 174315 legal
+    (0.0 %)" and "training.recompute.modules=('layernorm',)" where the text answer says "+18.4 % tokens/s/GPU
+    (iteration time -15.5 %)", counts with separators and "modules=layernorm".  One run's text and report agree."""
+    from html import escape
+
+    report = tmp_path / "t.html"
+    assert main(["--tune", str(ROOT / W70), "--dry-run", "--out", str(tmp_path / "t.sh"), "--report", str(report),
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    page = report.read_text()
+    gain = d["gain"]
+    assert escape(f"{100 * gain:+.1f} % tokens/s/GPU (iteration time {100 * (1 / (1 + gain) - 1):+.1f} %)") in page
+    assert f"{d['scored']:,} scored of {d['legal_candidates']:,} legal" in page
+    assert "(&#x27;" not in page and "('" not in page  # no Python tuple reprs in the changes

@@ -294,8 +294,8 @@ def test_gain_names_what_it_is_a_gain_of():
     """user12: "gain: +18.4 %" beside "original: 1.447 s/iter" and "best: 1.222 s/iter" left the reader to guess
     whether the time fell by 18.4 %: it is the tokens/s ratio (``TuneResult.gain``: original / best time - 1), and
     the time fell by 1.222 / 1.447 - 1 = -15.5 %."""
-    from primus_launch.report.tune_text import _gain_text
+    from primus_launch.report.tune_text import gain_text
 
     gain = 1.447 / 1.222 - 1
-    assert _gain_text(gain) == "+18.4 % tokens/s/GPU (iteration time -15.5 %)"
-    assert _gain_text(0.0) == "+0.0 %"
+    assert gain_text(gain) == "+18.4 % tokens/s/GPU (iteration time -15.5 %)"
+    assert gain_text(0.0) == "+0.0 %"

@@ -327,7 +327,7 @@ def _top_table(res: TuneResult) -> str:
     return "\n".join(out)
 
 
-def _gain_text(gain: float) -> str:
+def gain_text(gain: float) -> str:
     """The gain with what it is a gain of (``TuneResult.gain``: original / best iteration time - 1, the tokens/s
     ratio): ``+18.4 % tokens/s/GPU (iteration time -15.5 %)``; "gain: +18.4 %" beside 1.447 -> 1.222 s left the
     reader to guess whether the time fell by 18.4 % (it fell by 15.5 %)."""
@@ -360,7 +360,7 @@ def render_tune_text(res: TuneResult) -> str:
         f"({_verdict(b)})",
         f"gain:     none: no legal reference on this cluster (the recipe's own plan: {res.no_reference}; "
         "start: the search's legal starting plan)" if res.no_reference else
-        f"gain:     {_gain_text(res.gain)}" + (f" ({res.tie_note})" if res.tie_note else ""),
+        f"gain:     {gain_text(res.gain)}" + (f" ({res.tie_note})" if res.tie_note else ""),
     ] + _run_lines(res) + [
         _searched_line(res),
         f"search:   {res.search}" + (f" on {res.executor}" if res.executor else
