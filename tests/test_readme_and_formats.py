@@ -188,3 +188,13 @@ def test_tune_report_words_the_gain_counts_and_changes_as_the_text(capsys, tmp_p
     assert escape(f"{100 * gain:+.1f} % tokens/s/GPU (iteration time {100 * (1 / (1 + gain) - 1):+.1f} %)") in page
     assert f"{d['scored']:,} scored of {d['legal_candidates']:,} legal" in page
     assert "(&#x27;" not in page and "('" not in page  # no Python tuple reprs in the changes
+
+
+
+def test_readme_amd_dense_group_is_the_answers(capsys):
+    """README: an MI355X dense plan takes "the AMD rows, all of them MoE: "AMD, none of them dense"" -- the group the
+    MI355X wrapper's answer prints (user12: it printed "(AMD)", read as dense rows like it)."""
+    quoted = _readme_quote(r'all of them MoE: "([^"]+)"').group(1)
+    band = json.loads(_answer(capsys, "recipes/llama3.1_8b_mi355x.primus.toml", "--json"))["band"]
+    assert band["group"] == quoted and "kind" in band["relaxed"]
+    assert f"judged rows like it ({quoted})" in _flat(_answer(capsys, "recipes/llama3.1_8b_mi355x.primus.toml"))
