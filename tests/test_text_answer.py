@@ -316,3 +316,19 @@ def test_comma_list_warning_value_wraps_within_the_width():
     assert max(len(ln) for ln in lines) <= WIDTH
     flat = " ".join(ln.strip() for ln in lines)
     assert "primus_turbo=" + turbo.replace(",", ", ") + ": time: kernels" in flat and "x=a,b: time: small" in flat
+
+
+def test_memory_band_ends_that_round_equal_get_more_decimals():
+    """user12: the tiny CPU recipe measured on the CPU printed "0.9 GiB peak of 79.2 GiB: fits, band 0.9-0.9 GiB":
+    the band's ends are given to as many decimals as tell them apart, and the peak to the same."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.api import project
+    from primus_launch.projection.hardware.gpus import GiB
+    from primus_launch.report.text import summary_rows
+
+    res = project(load_recipe(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), dry_run=True)
+    m = res.memory
+    band = m.band.model_copy(update={"low_bytes": int(0.851 * GiB), "high_bytes": int(0.862 * GiB)})
+    res = res.model_copy(update={"memory": m.model_copy(update={"band": band, "peak_bytes_per_gpu": int(0.853 * GiB)})})
+    row = dict(summary_rows(res))["memory"]
+    assert row.startswith("0.85 GiB peak of ") and "band 0.85-0.86 GiB" in row

@@ -62,6 +62,16 @@ def plan_line(r: ProjectionResult) -> str:
             f"dp_sharding={p.dp_sharding} SP={'on' if p.sequence_parallel else 'off'}")
 
 
+def gib_digits(r: ProjectionResult) -> int:
+    """Decimals of the memory row's GiB: 1, or as many (up to 3) as tell the band's ends apart (a tiny model's
+    "0.9 GiB peak ..., band 0.9-0.9 GiB" said nothing; the peak is then given to the same decimals)."""
+    b = r.memory.band
+    if b is None:
+        return 1
+    lo, hi = b.low_bytes / GiB, b.high_bytes / GiB
+    return next((d for d in (1, 2) if f"{lo:.{d}f}" != f"{hi:.{d}f}"), 3)
+
+
 def verdict_text(r: ProjectionResult) -> str:
     """The memory verdict (``fits`` / ``TIGHT`` / ``DOES NOT FIT``) with the band the peak is expected
     in (:mod:`projection.memory.verdict`: the validation spread of the peak), e.g.
@@ -78,7 +88,8 @@ def verdict_text(r: ProjectionResult) -> str:
     # read as a contradiction: say that only the band's lower part fits
     over = ("; over the capacity at the point estimate (fits only at the band's low end)"
             if m.verdict == "tight" and held > m.capacity_bytes * (1 - m.margin_fraction) else "")
-    return (f"{verdict}, band {m.band.low_bytes / GiB:.1f}-{m.band.high_bytes / GiB:.1f} GiB "
+    lo, hi, d = m.band.low_bytes / GiB, m.band.high_bytes / GiB, gib_digits(r)
+    return (f"{verdict}, band {lo:.{d}f}-{hi:.{d}f} GiB "
             f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %){on}{over}")
 
 
@@ -147,7 +158,7 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         ("tokens/s/GPU", tps),
         ("model TFLOP/s/GPU", small_figure(r.model_tflops_per_gpu)),
         ("MFU", mfu_text(r)),
-        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
+        ("memory", f"{m.peak_bytes_per_gpu / GiB:.{gib_digits(r)}f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
                    f"{m.capacity_bytes / GiB:.1f} GiB{margin}: "
                    f"{verdict_text(r)}" + (f" (worst stage {m.worst_stage})" if r.plan.parallel.pp > 1 else "")),
     ] + (run_rows(run) if run is not None else [])
