@@ -173,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="tune: also search knobs that change numerics, comma-separated: fp8 (FP8 precision, "
                          "scaling recipe, FP8 param gather), optimizer-dtypes (BF16 Adam moments)")
     ap.add_argument("--top", type=bounded_int(0, 10_000, "an integer from 0 to 10000"), default=5,
-                    help="tune: rows in the top-N table and the JSON's top list (default 5; the trial log, "
+                    help="tune: rows in the top-N table and the JSON's top list (default 5; 0: every scored plan; the trial log, "
                          "--log, keeps every scored plan)")
     ap.add_argument("--memory-certain", action="store_true",
                     help="tune: only plans that fit by their whole memory error band may be the answer "

@@ -260,3 +260,19 @@ def test_work_limit_stop_without_a_fitting_candidate_says_the_search_stopped():
     assert res.best_plan == base and not res.certificate.certified and res.certificate.open > 0
     (w,) = [w for w in res.warnings if w.startswith("no candidate")]
     assert f"before the work limit stopped the search ({res.certificate.open:,} plans open: raise --max-work)" in w
+
+
+
+def test_top_zero_lists_every_scored_plan():
+    """user12: ``--top 0`` was accepted (0 .. 10000) with no word of what it does: it lists every scored plan
+    (the help and the README say so now); ``--top 2`` two rows."""
+    from types import SimpleNamespace as NS
+
+    from primus_launch.cli import _parser
+    from primus_launch.tuner.search import same_runs_collapsed
+
+    assert "0: every scored plan" in " ".join(_parser().format_help().split())
+    ranked = [NS(iteration_time_s=1.0 + k, tokens_per_sec_per_gpu=100.0 - k, peak_memory_bytes=k, changes={"tp": k})
+              for k in range(7)]
+    assert same_runs_collapsed(small_dense_plan(), ranked, 0) == ranked
+    assert same_runs_collapsed(small_dense_plan(), ranked, 2) == ranked[:2]
