@@ -221,6 +221,7 @@ def test_ranking_line_counts_from_the_best_row_when_a_row_over_capacity_precedes
     (line,) = _ranking_lines(res)
     # user12: the band in seconds (2.0 s x (1 - 0.05) .. x (1 + 0.10)), as the project answer gives it: "(#2's -5 ..
     # +10 %)" left the sign to guess
+    line = line.replace("\u00a0", " ")  # the range is glued against wrapping (user12: "55.413" / ".. 59.375 s")
     assert line.startswith("ranking:  #2 and #3-#4 overlap") and "(#2: expected 1.900 .. 2.200 s)" in line
     res.inside_best_band = [1, 3]
     assert _ranking_lines(res)[0].startswith("ranking:  #2 and #1, #3 overlap")
@@ -299,3 +300,21 @@ def test_gain_names_what_it_is_a_gain_of():
     gain = 1.447 / 1.222 - 1
     assert gain_text(gain) == "+18.4 % tokens/s/GPU (iteration time -15.5 %)"
     assert gain_text(0.0) == "+0.0 %"
+
+
+def test_ranking_range_is_not_wrapped_apart():
+    """user12: the tune of the 8B script on 1 x 2 GPUs printed "(#1: expected 55.413" / ".. 59.375 s)" across two
+    lines; the range stays on one line wherever the wrap falls."""
+    from types import SimpleNamespace as NS
+
+    from primus_launch.projection.result import ErrorBand
+    from primus_launch.report.tune_text import _ranking_lines, _wrapped
+
+    for t in (5.0, 55.0, 555.0, 5555.0):
+        res = NS(inside_best_band=[], top=[NS(changes={"tp": 1}, fits=True)], no_reference=None,
+                 gain_inside_band=True, best=NS(band=ErrorBand(low=0.03, high=0.11, median=0.0, n=8, group="g"),
+                                                iteration_time_s=t))
+        lo, hi = t * 1.03, t * 1.11
+        lines = _wrapped(_ranking_lines(res)[0])
+        assert any(f"{lo:.3f} .. {hi:.3f} s" in ln for ln in lines), lines
+        assert max(len(ln) for ln in lines) <= 80

@@ -40,7 +40,9 @@ def _ranking_lines(res: TuneResult) -> list[str]:
     b = res.best.band
     # whose band it is, in seconds as the project answer gives it ("#1's -2 .. +17 %" left the sign to guess)
     size = ("" if b is None else
-            f" (#{one}: expected %.3f .. %.3f s)" % b.iteration_range(res.best.iteration_time_s))
+            # kept on one line ("expected 55.413" / ".. 59.375 s" was wrapped apart); _wrapped restores the spaces
+            (f" (#{one}: expected %.3f .. %.3f s)" % b.iteration_range(res.best.iteration_time_s)).replace(
+                " .. ", "\u00a0..\u00a0"))
     return [f"ranking:  #{one} and {who} overlap in their error bands{size}: either could run faster (plans of one "
             "group share much of that error)"]
 
