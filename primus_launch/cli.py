@@ -655,7 +655,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
                workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
                training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
                executor=executor if a.dry_run else None, memory_certain=a.memory_certain,
-               no_reference=no_reference)
+               no_reference=no_reference, echo_warnings=a.json)  # the text answer lists them itself
     if executor is not None and not a.dry_run and score.fanned:
         print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
               + (f", {score.foreign} of them on another device than this machine's (measured again here)"

@@ -318,3 +318,20 @@ def test_ranking_range_is_not_wrapped_apart():
         lines = _wrapped(_ranking_lines(res)[0])
         assert any(f"{lo:.3f} .. {hi:.3f} s" in ln for ln in lines), lines
         assert max(len(ln) for ln in lines) <= 80
+
+
+def test_search_warnings_are_said_once(tmp_path, capsys):
+    """user12: a tune's warning ("the original plan does not fit in memory ...") was printed in the answer and again on
+    stderr: twice on a terminal.  The text answer holds it; with --json (no text answer) stderr does."""
+    from primus_launch.cli import main
+
+    root = Path(__file__).resolve().parents[1]
+    args = ["--tune", str(root / "recipes/megatron/llama3.1_8b.sh"), "--dry-run", "--nodes", "1",
+            "--gpus-per-node", "2", "--out", str(tmp_path / "t.sh")]
+    assert main(args) == 0
+    cap = capsys.readouterr()
+    said = "the original plan does not fit in memory"
+    assert said in " ".join(cap.out.split()) and said not in cap.err
+    assert main(args + ["--json"]) == 0
+    cap = capsys.readouterr()
+    assert f"primus-launch tune: warning: {said}" in cap.err
