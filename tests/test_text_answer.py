@@ -332,3 +332,21 @@ def test_memory_band_ends_that_round_equal_get_more_decimals():
     res = res.model_copy(update={"memory": m.model_copy(update={"band": band, "peak_bytes_per_gpu": int(0.853 * GiB)})})
     row = dict(summary_rows(res))["memory"]
     assert row.startswith("0.85 GiB peak of ") and "band 0.85-0.86 GiB" in row
+
+
+def test_explain_names_every_term_of_the_parallelism_row(capsys):
+    """user12: the short answer's "TP=8 PP=4 VPP=4 DP=32 MBS=1 GBS=128 recompute=none ... dp_sharding=optimizer
+    SP=on" was explained nowhere; ``--explain`` says what each name and each dp_sharding / recompute value is."""
+    from typing import get_args
+
+    from primus_launch.plan.sections import DPSharding, RecomputeGranularity
+    from primus_launch.report.text import PARALLELISM_NOTE
+
+    rc, lines = _run(capsys, str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--explain")
+    assert rc == 0 and f"note: {PARALLELISM_NOTE}" in lines
+    for name in ("TP", "PP", "VPP", "CP", "EP", "DP", "MBS", "GBS", "SP", "recompute", "dp_sharding"):
+        assert re.search(rf"\b{name}\b", PARALLELISM_NOTE), name
+    dp_part = PARALLELISM_NOTE.split("dp_sharding: ")[1]
+    rc_part = PARALLELISM_NOTE.split("recompute: ")[1]
+    assert all(f"{v} (" in dp_part for v in get_args(DPSharding))
+    assert all(re.search(rf"\b{v}\b", rc_part) for v in get_args(RecomputeGranularity))

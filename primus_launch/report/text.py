@@ -184,11 +184,21 @@ def band_note(b: ErrorBand) -> str:
                                         if b.relaxed else ""))
 
 
+#: the parallelism row's names in words (``plan/sections.py`` ``Parallel``, ``Recompute``; ``Plan.dp``)
+PARALLELISM_NOTE = (
+    "parallelism: TP tensor, PP pipeline (VPP: model chunks per pipeline rank), CP context, EP expert parallel; "
+    "DP = GPUs / (TP x PP x CP) data-parallel replicas; MBS micro-batch and GBS global batch, in sequences; "
+    "recompute: none | selective (the modules listed) | full (method and layers) | op (TorchTitan's per-op "
+    "selective); dp_sharding: none (DDP) | optimizer (distributed optimizer, ZeRO-1) | optimizer_grads (ZeRO-2) | "
+    "full (FSDP, ZeRO-3); SP: sequence parallel")
+
+
 def figure_notes(r: ProjectionResult) -> list[str]:
     """What the summary's figures are, for ``--explain`` and the HTML report's notes (the short answer prints
-    "model TFLOP/s/GPU" and an expected range without their definitions): the model FLOPs behind TFLOP/s and
-    MFU, and the iteration time's error band (:func:`band_note`)."""
-    out = []
+    "model TFLOP/s/GPU", "dp_sharding=optimizer" and an expected range without their definitions): the
+    parallelism row's names, the model FLOPs behind TFLOP/s and MFU, and the iteration time's error band
+    (:func:`band_note`)."""
+    out = [PARALLELISM_NOTE]
     if r.iteration_time_s > 0 and r.num_gpus:
         out.append(f"model TFLOP/s/GPU: the model's FLOPs per iteration ({r.model_flops_per_iteration / 1e15:,.4g} "
                    f"PFLOP, counted as Megatron-LM's num_floating_point_operations: causal attention halved, recomputed "
