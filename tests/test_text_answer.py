@@ -350,3 +350,17 @@ def test_explain_names_every_term_of_the_parallelism_row(capsys):
     rc_part = PARALLELISM_NOTE.split("recompute: ")[1]
     assert all(f"{v} (" in dp_part for v in get_args(DPSharding))
     assert all(re.search(rf"\b{v}\b", rc_part) for v in get_args(RecomputeGranularity))
+
+
+def test_band_side_words_each_side():
+    """user12: the clause that says why a point estimate lies outside its range, for a band above zero (the
+    judged runs slower than projected), below it (faster) and across it (nothing to say)."""
+    from primus_launch.projection.result import ErrorBand
+    from primus_launch.report.text import band_side
+
+    def band(lo, hi):
+        return ErrorBand(low=lo, high=hi, median=(lo + hi) / 2, n=9, group="g")
+
+    assert band_side(band(0.04, 0.16)) == ": they ran 4 .. 16 % slower than projected"
+    assert band_side(band(-0.12, -0.03)) == ": they ran 3 .. 12 % faster than projected"
+    assert band_side(band(-0.06, 0.09)) == ""
