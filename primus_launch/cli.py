@@ -71,7 +71,17 @@ def _print_recipe_diff(plan, written: Path) -> None:
     except (OSError, UserError):  # no file to compare (a command after --): nothing to show
         return
     for ln in diff_lines(text, read_recipe_text(written), _shown(original), _shown(written)):
-        print(ln)
+        # the changed lines are cut to the width already; the header keeps its counts on its line
+        print(ln if ln.startswith(("  ", "lines that differ")) else _fit(ln))
+
+
+def _fit(line: str) -> str:
+    """``line`` wrapped at 80 columns (the tune's answer's width), continuation lines indented by two; a path
+    longer than a line is left whole (a path broken across lines cannot be pasted)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(line, 80, subsequent_indent="  ", break_long_words=False,
+                                    break_on_hyphens=False)) or line
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -163,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="tune: also search knobs that change numerics, comma-separated: fp8 (FP8 precision, "
                          "scaling recipe, FP8 param gather), optimizer-dtypes (BF16 Adam moments)")
     ap.add_argument("--top", type=bounded_int(0, 10_000, "an integer from 0 to 10000"), default=5,
-                    help="tune: rows in the top-N table and the JSON's top list (default 5; the trial log, "
+                    help="tune: rows in the top-N table and the JSON's top list (default 5; 0: every scored plan; the trial log, "
                          "--log, keeps every scored plan)")
     ap.add_argument("--memory-certain", action="store_true",
                     help="tune: only plans that fit by their whole memory error band may be the answer "
@@ -645,7 +655,7 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
                workers=a.workers if a.dry_run else 1, max_work=a.max_work, score_is_dry_run=a.dry_run,
                training_tokens=a.train_tokens, gpu_hour_price=a.gpu_hour_price,  # the measured path holds the device: one process
                executor=executor if a.dry_run else None, memory_certain=a.memory_certain,
-               no_reference=no_reference)
+               no_reference=no_reference, echo_warnings=a.json)  # the text answer lists them itself
     if executor is not None and not a.dry_run and score.fanned:
         print(f"primus-launch tune: {score.fanned} piece(s) measured on {executor.describe()}"
               + (f", {score.foreign} of them on another device than this machine's (measured again here)"
@@ -708,17 +718,17 @@ def _cmd_tune(a: argparse.Namespace, command: list[str]) -> int:
 
         print(render_tune_text(res))
         if written:
-            print(f"\ntuned recipe written to {_shown(written)} ({_human(files.get(str(written)))})")
+            print("\n" + _fit(f"tuned recipe written to {_shown(written)} ({_human(files.get(str(written)))})"))
             _print_recipe_diff(plan, Path(written))
         if written_wrapper:
-            print(f"tuned wrapper written to {_shown(written_wrapper)} ({_human(files.get(str(written_wrapper)))}; "
-                  "the tuned recipe on the wrapper's cluster)")
+            print(_fit(f"tuned wrapper written to {_shown(written_wrapper)} ({_human(files.get(str(written_wrapper)))}; "
+                       "the tuned recipe on the wrapper's cluster)"))
         if log_path:
-            print(f"trial log written to {_shown(log_path)} ({_human(files.get(str(log_path)))})")
+            print(_fit(f"trial log written to {_shown(log_path)} ({_human(files.get(str(log_path)))})"))
         if a.report:
-            print(f"report written to {a.report} ({_human(files.get(str(a.report)))})")
+            print(_fit(f"report written to {a.report} ({_human(files.get(str(a.report)))})"))
         if a.trace:
-            print(f"best plan's trace written to {a.trace} ({_human(files.get(str(a.trace)))})")
+            print(_fit(f"best plan's trace written to {a.trace} ({_human(files.get(str(a.trace)))})"))
         if tuned_cmd and not a.launch:
             print("\ntuned command:\n" + shlex.join(tuned_cmd))
     if a.emit:

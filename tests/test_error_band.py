@@ -117,3 +117,16 @@ def test_dry_run_result_states_its_band(fresh_validation):
     assert res.to_json_dict()["band"]["n"] == b.n
     rows = dict(summary_rows(res))
     assert f"on {b.n} judged rows like it" in rows["iteration time"]
+
+
+def test_a_group_without_the_plans_kind_says_so():
+    """user12: an MI300X dense plan printed "expected ... on 21 judged rows like it (AMD)": the AMD rows are all MoE
+    runs (the kind dropped to reach enough rows).  Where no row of the group is of the plan's kind, the group says
+    so; where some are, it says nothing more."""
+    d = bm.band_dims(_plan(gpu="mi355x"))
+    assert d["kind"] == "dense"
+    moe = _rows(dict(d, kind="moe_fine", framework="torchtitan", precision="fp8"), [0.1] * 12)
+    b = bm.band_from_rows(d, moe)
+    assert "kind" in b.relaxed and b.group.endswith(", none of them dense")
+    b = bm.band_from_rows(d, moe + _rows(dict(d, framework="torchtitan", precision="fp8"), [0.0]))
+    assert "kind" in b.relaxed and "none of them" not in b.group

@@ -140,3 +140,61 @@ def test_report_memory_verdict_is_the_answers_for_a_tight_plan(tmp_path):
     assert res.memory.verdict == "tight" and ": TIGHT, band" in render_text(res)
     page = write_projection_report(res, tmp_path / "r.html").read_text()
     assert "GiB (tight)" in page and "GiB (fits)" not in page
+
+
+@pytest.mark.parametrize("recipe", [W70, DSV3, TT8])
+def test_point_outside_its_expected_range_says_why(recipe, capsys, tmp_path):
+    """user12: "1.447 s, expected 1.494 .. 1.601 s" printed the point estimate outside its own range without a
+    word (the judged rows like it all ran slower than projected), and ``--explain`` had no note on the band although
+    the answer's comment and README sent the reader there.  Where the band lies wholly on one side of zero the
+    iteration row says so with the band's own fractions (``--json`` ``band.low`` / ``high``); where it holds zero it
+    adds nothing; ``--explain`` and the report carry the band's definition and the model FLOPs behind TFLOP/s."""
+    from html import escape
+
+    d = json.loads(_answer(capsys, recipe, "--json"))
+    b = d["band"]
+    text = _flat(_answer(capsys, recipe))
+    row = text.split("iteration time ")[1].split(" tokens/s/GPU")[0]
+    assert (b["iteration_time_s"][0] > d["iteration_time_s"]) == (b["low"] > 0)
+    if b["low"] > 0:
+        assert row.endswith(f": they ran {100 * b['low']:.0f} .. {100 * b['high']:.0f} % slower than projected")
+    else:
+        assert "than projected" not in row
+    explain = _flat(_answer(capsys, recipe, "--explain"))
+    assert f"note: expected error of the iteration time: {100 * b['low']:+.0f}% .. {100 * b['high']:+.0f}%" in explain
+    assert "(+ slower than projected, - faster)" in explain
+    pflop = d["model_flops_per_iteration"] / 1e15
+    # TFLOP/s/GPU is those FLOPs over the time and the GPUs: the note's figure gives the answer's back
+    assert pflop / d["iteration_time_s"] / d["num_gpus"] * 1e3 == pytest.approx(d["model_tflops_per_gpu"])
+    assert f"the model's FLOPs per iteration ({pflop:,.4g} PFLOP" in explain
+    report = tmp_path / "r.html"
+    _answer(capsys, recipe, "--report", str(report))
+    page = report.read_text()
+    assert escape("expected error of the iteration time:") in page and escape(row.split(": they")[-1]) in page
+
+
+def test_tune_report_words_the_gain_counts_and_changes_as_the_text(capsys, tmp_path):
+    """user12: the tune's HTML report said "projected gain +18.4 %" (of what?), "3 scored of 174315 legal
+    (0.0 %)" and "training.recompute.modules=('layernorm',)" where the text answer says "+18.4 % tokens/s/GPU
+    (iteration time -15.5 %)", counts with separators and "modules=layernorm".  One run's text and report agree."""
+    from html import escape
+
+    report = tmp_path / "t.html"
+    assert main(["--tune", str(ROOT / W70), "--dry-run", "--out", str(tmp_path / "t.sh"), "--report", str(report),
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    page = report.read_text()
+    gain = d["gain"]
+    assert escape(f"{100 * gain:+.1f} % tokens/s/GPU (iteration time {100 * (1 / (1 + gain) - 1):+.1f} %)") in page
+    assert f"{d['scored']:,} scored of {d['legal_candidates']:,} legal" in page
+    assert "(&#x27;" not in page and "('" not in page  # no Python tuple reprs in the changes
+
+
+
+def test_readme_amd_dense_group_is_the_answers(capsys):
+    """README: an MI355X dense plan takes "the AMD rows, all of them MoE: "AMD, none of them dense"" -- the group the
+    MI355X wrapper's answer prints (user12: it printed "(AMD)", read as dense rows like it)."""
+    quoted = _readme_quote(r'all of them MoE: "([^"]+)"').group(1)
+    band = json.loads(_answer(capsys, "recipes/llama3.1_8b_mi355x.primus.toml", "--json"))["band"]
+    assert band["group"] == quoted and "kind" in band["relaxed"]
+    assert f"judged rows like it ({quoted})" in _flat(_answer(capsys, "recipes/llama3.1_8b_mi355x.primus.toml"))

@@ -296,3 +296,71 @@ def test_rows_like_it_is_not_wrapped_apart():
     v = "10.789 s, expected 9.701 .. 11.890 s on 25 judged rows like it (megatron / hopper / dense / FP8 / sequence < 32k)"
     lines = _wrap(v, indent=" " * 19, first="iteration time".ljust(19))
     assert len(lines) == 2 and lines[1].split()[:2] == ["like", "it"] and " ".join(" ".join(lines).split()[2:]) == v
+
+
+def test_comma_list_warning_value_wraps_within_the_width():
+    """user12: Primus's TorchTitan 70B FP8 example (MI355X) printed its warning
+    "primus_turbo=use_turbo_attention,use_turbo_mx_linear,use_turbo_float8_linear,use_turbo_async_tp:" as one
+    98-column word the wrapper could not break.  A long comma list is broken after its commas; a short value is
+    shown as written."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.plan.sections import UnmodelledFlag
+    from primus_launch.projection.api import project
+    from primus_launch.report.text import render_text
+
+    res = project(load_recipe(ROOT / "recipes/megatron/llama3.1_8b.sh"), dry_run=True)
+    turbo = "use_turbo_attention,use_turbo_mx_linear,use_turbo_float8_linear,use_turbo_async_tp"
+    res = res.model_copy(update={"warnings": [UnmodelledFlag(flag="primus_turbo", value=turbo, effect="time: kernels"),
+                                              UnmodelledFlag(flag="x", value="a,b", effect="time: small")]})
+    lines = render_text(res).splitlines()
+    assert max(len(ln) for ln in lines) <= WIDTH
+    flat = " ".join(ln.strip() for ln in lines)
+    assert "primus_turbo=" + turbo.replace(",", ", ") + ": time: kernels" in flat and "x=a,b: time: small" in flat
+
+
+def test_memory_band_ends_that_round_equal_get_more_decimals():
+    """user12: the tiny CPU recipe measured on the CPU printed "0.9 GiB peak of 79.2 GiB: fits, band 0.9-0.9 GiB":
+    the band's ends are given to as many decimals as tell them apart, and the peak to the same."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.projection.api import project
+    from primus_launch.projection.hardware.gpus import GiB
+    from primus_launch.report.text import summary_rows
+
+    res = project(load_recipe(ROOT / "recipes/megatron/tiny_gpt_cpu.sh"), dry_run=True)
+    m = res.memory
+    band = m.band.model_copy(update={"low_bytes": int(0.851 * GiB), "high_bytes": int(0.862 * GiB)})
+    res = res.model_copy(update={"memory": m.model_copy(update={"band": band, "peak_bytes_per_gpu": int(0.853 * GiB)})})
+    row = dict(summary_rows(res))["memory"]
+    assert row.startswith("0.85 GiB peak of ") and "band 0.85-0.86 GiB" in row
+
+
+def test_explain_names_every_term_of_the_parallelism_row(capsys):
+    """user12: the short answer's "TP=8 PP=4 VPP=4 DP=32 MBS=1 GBS=128 recompute=none ... dp_sharding=optimizer
+    SP=on" was explained nowhere; ``--explain`` says what each name and each dp_sharding / recompute value is."""
+    from typing import get_args
+
+    from primus_launch.plan.sections import DPSharding, RecomputeGranularity
+    from primus_launch.report.text import PARALLELISM_NOTE
+
+    rc, lines = _run(capsys, str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--explain")
+    assert rc == 0 and f"note: {PARALLELISM_NOTE}" in lines
+    for name in ("TP", "PP", "VPP", "CP", "EP", "DP", "MBS", "GBS", "SP", "recompute", "dp_sharding"):
+        assert re.search(rf"\b{name}\b", PARALLELISM_NOTE), name
+    dp_part = PARALLELISM_NOTE.split("dp_sharding: ")[1]
+    rc_part = PARALLELISM_NOTE.split("recompute: ")[1]
+    assert all(f"{v} (" in dp_part for v in get_args(DPSharding))
+    assert all(re.search(rf"\b{v}\b", rc_part) for v in get_args(RecomputeGranularity))
+
+
+def test_band_side_words_each_side():
+    """user12: the clause that says why a point estimate lies outside its range, for a band above zero (the
+    judged runs slower than projected), below it (faster) and across it (nothing to say)."""
+    from primus_launch.projection.result import ErrorBand
+    from primus_launch.report.text import band_side
+
+    def band(lo, hi):
+        return ErrorBand(low=lo, high=hi, median=(lo + hi) / 2, n=9, group="g")
+
+    assert band_side(band(0.04, 0.16)) == ": they ran 4 .. 16 % slower than projected"
+    assert band_side(band(-0.12, -0.03)) == ": they ran 3 .. 12 % faster than projected"
+    assert band_side(band(-0.06, 0.09)) == ""

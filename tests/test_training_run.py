@@ -181,3 +181,18 @@ def test_tune_original_and_best_runs(capsys, tmp_path):
     assert "run of 2B tokens" in text
     html = (tmp_path / "t.html").read_text()
     assert "baseline (user&#x27;s recipe): 2B tokens" in html and "best: 2B tokens" in html
+
+
+def test_short_runs_are_worded_in_their_own_unit(capsys):
+    """user12: ``--train-tokens 1000`` on the TorchTitan 8B job (65,536 tokens an iteration) printed "1 iterations:
+    0.0 hours (0.0 .. 0.0)".  One iteration of the projected time is said in seconds, singular."""
+    from primus_launch.projection.training_run import duration_text
+
+    assert duration_text(2.5) == "2.5 days" and duration_text(0.25) == "6.0 hours"
+    assert duration_text(30 / 1440) == "30.0 minutes" and duration_text(1.5 / 86400) == "1.5 seconds"
+    assert main(["--project", str(ROOT / "recipes/torchtitan/llama3.1_8b.toml"), "--dry-run", "--json",
+                 "--train-tokens", "1000"]) == 0
+    t = json.loads(capsys.readouterr().out)["iteration_time_s"]
+    assert main(["--project", str(ROOT / "recipes/torchtitan/llama3.1_8b.toml"), "--dry-run",
+                 "--train-tokens", "1000"]) == 0
+    assert f"1K tokens 1 iteration: {t:.1f} seconds (" in " ".join(capsys.readouterr().out.split())

@@ -178,3 +178,15 @@ def test_megatron_fsdp_is_searched_with_its_flag_modelled(tmp_path):
     assert "megatron_fsdp" in rules.knobs_for(plan)
     sp = Space(plan, SpaceConfig(max_mbs=1, max_cp=1, max_vpp=1, allow=frozenset({"fp8"})))
     assert {"optimizer_grads", "full"} <= {h[8] for h in sp.structs}
+
+
+def test_packed_changes_keep_their_comma_within_the_room():
+    """user12: the 70B wrapper's tune printed its table at 81 columns: "#1 with granularity=selective" filled the
+    29-column room and the comma before the next setting went on after it.  Each setting is packed with its comma."""
+    from primus_launch.report.tune_text import _pack
+
+    text = "#1 with granularity=selective, modules=layernorm"
+    for room in range(22, 50):
+        lines = _pack(text, room).split("\n")
+        assert all(len(ln) <= room for ln in lines), (room, lines)
+        assert " ".join(lines) == text

@@ -109,15 +109,20 @@ def band_from_rows(dims: dict[str, str], rows: list[dict]) -> Optional[ErrorBand
     dropped: tuple[str, ...] = ()
     steps = [()] + [RELAX[:i + 1] for i in range(len(RELAX))]
     for dropped in steps:
-        sel = [r["err"] for r in rows if _matches(dims, r["dims"], dropped)]
-        if len(sel) >= MIN_ROWS:
+        picked = [r for r in rows if _matches(dims, r["dims"], dropped)]
+        if len(picked) >= MIN_ROWS:
             break
     else:
-        sel = [r["err"] for r in rows]
+        picked = list(rows)
+    sel = [r["err"] for r in picked]
     if not sel:
         return None
+    group = describe(dims, dropped)
+    # "judged rows like it (AMD)" of a dense plan read as dense rows: the AMD rows are all MoE (user12)
+    if "kind" in dropped and not any(r["dims"].get("kind") == dims["kind"] for r in picked):
+        group += f", none of them {KIND_NAMES[dims['kind']]}"
     return ErrorBand(low=quantile(sel, LOW_Q), high=quantile(sel, HIGH_Q), median=quantile(sel, 0.5), n=len(sel),
-                     group=describe(dims, dropped), relaxed=list(dropped),
+                     group=group, relaxed=list(dropped),
                      statistic=f"{round(100 * LOW_Q)}th .. {round(100 * HIGH_Q)}th percentile of measured / projected "
                                "iteration time - 1 over the judged validation rows of the group")
 

@@ -113,14 +113,20 @@ def tokens_text(n: int) -> str:
 
 
 def duration_text(days: float) -> str:
-    """``41.2 days``; under a day in hours (``5.3 hours``)."""
-    return f"{days:,.1f} days" if days >= 1 else f"{days * 24:.1f} hours"
+    """``41.2 days``; under a day in hours (``5.3 hours``), under an hour in minutes, under a minute in seconds
+    (a run of one iteration read "0.0 hours (0.0 .. 0.0)")."""
+    if days >= 1:
+        return f"{days:,.1f} days"
+    hours = days * 24
+    if hours >= 1:
+        return f"{hours:.1f} hours"
+    return f"{hours * 60:.1f} minutes" if hours * 60 >= 1 else f"{hours * 3600:.1f} seconds"
 
 
 def days_text(run: TrainingRun) -> str:
     """``3,576,280 iterations: 41.2 days (38.7 .. 45.0)``: the range is the projection's time band
     where it has one."""
-    out = f"{run.iterations:,} iterations: {duration_text(run.days)}"
+    out = f"{run.iterations:,} iteration{'' if run.iterations == 1 else 's'}: {duration_text(run.days)}"
     b = run.band
     if b is not None:
         lo, hi = duration_text(b.days[0]), duration_text(b.days[1])

@@ -50,7 +50,9 @@ def drawn_candidates(scored: list[Trial], limit: int = SCATTER_MAX_POINTS) -> li
 
 
 def _changes(t: Trial) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(t.changes.items())) or "(user's recipe)"
+    from primus_launch.report.tune_text import value_text  # values as the text answer writes them, not Python's repr
+
+    return ", ".join(f"{k}={value_text(v)}" for k, v in sorted(t.changes.items())) or "(user's recipe)"
 
 
 def incumbent_path(trials: list[Trial]) -> list[Trial]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 
 from primus_launch.projection.hardware.gpus import GiB
 from primus_launch.fileio import atomic_write_text
-from primus_launch.report.text import NO_WARNINGS, summary_rows
+from primus_launch.report.text import NO_WARNINGS, figure_notes, small_figure, summary_rows
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.projection.training_run import TrainingRun, days_text, gpu_text, tokens_text
 from primus_launch.report.svg import memory_svg, time_breakdown_svg, timeline_svg
@@ -59,7 +59,8 @@ def projection_sections(r: ProjectionResult, run: Optional[TrainingRun] = None) 
     warn = [f"{w.flag}={w.value}: {w.effect}" for w in with_unmodelled(r).warnings]
     out.append("<h2>Not modelled</h2>" + ("<ul>" + "".join(f"<li>{escape(w)}</li>" for w in warn) + "</ul>" if warn
                                           else f"<p>{escape(NO_WARNINGS)}</p>"))
-    notes = list(r.plan.source.notes if r.plan.source else []) + list(r.notes) + list(r.memory.notes)
+    notes = (list(r.plan.source.notes if r.plan.source else []) + list(r.notes) + list(r.memory.notes)
+             + figure_notes(r))  # what the summary's figures are, as --explain says
     if notes:
         out.append("<h2>Notes</h2><ul>" + "".join(f"<li>{escape(n)}</li>" for n in notes) + "</ul>")
     if r.mode == "dry-run":
@@ -81,6 +82,7 @@ def write_tune_report(res: TuneResult, path: str | Path) -> Path:
     """The tune page: search pictures, top-N with diffs against the user's recipe, then the best
     configuration's projection (timeline, time and memory)."""
     from primus_launch.report.charts import incumbent_svg, scatter_svg
+    from primus_launch.report.tune_text import gain_text, value_text  # as the text answer words them
 
     b = res.best
     title = f"primus-launch tune: {b.plan.model.name} on {b.num_gpus} x {b.plan.cluster.gpu}"
@@ -90,9 +92,11 @@ def write_tune_report(res: TuneResult, path: str | Path) -> Path:
             ("best", f"{b.iteration_time_s:.3f} s/iter, {b.tokens_per_sec_per_gpu:,.0f} tokens/s/GPU, "
                      f"{b.memory.verdict}"),
             ("projected gain", "none: no legal reference on this cluster (the recipe's own plan: "
-                               f"{res.no_reference})" if res.no_reference else f"{100 * res.gain:+.1f} %"),
-            ("candidates", f"{res.scored} scored of {res.legal_candidates} legal "
-                           f"({100 * res.scored_fraction:.1f} %), {res.rejected} rejected, {res.elapsed_s:.1f} s"),
+                               f"{res.no_reference})" if res.no_reference else gain_text(res.gain)),
+            # as the text answer counts them ("3 scored of 174315 legal (0.0 %)": no separators, 0.0 % of a nonzero)
+            ("candidates", f"{res.scored:,} scored of {res.legal_candidates:,} legal "
+                           f"({small_figure(100 * res.scored_fraction)} %), {res.rejected:,} rejected, "
+                           f"{res.elapsed_s:.1f} s"),
             ("search", f"{res.search}: " + (res.certificate.text if res.certificate else f"no certificate of optimality"
                                                                 f"{' (' + res.search_note + ')' if res.search_note else ''}")),
             ("numerics-changing knobs allowed", ", ".join(res.allowed) or "none")] \
@@ -106,7 +110,8 @@ def write_tune_report(res: TuneResult, path: str | Path) -> Path:
         sections.append(f"<p class=\"note\">Training run: {escape(res.training_run['best'].excludes)}.</p>")
     sections += ["<div class=\"figure\">" + scatter_svg(res) + "</div>",
                  "<div class=\"figure\">" + incumbent_svg(res) + "</div>"]
-    rows = [(i + 1, ", ".join(f"{k}={v}" for k, v in sorted(t.changes.items())) or "(user's recipe)",
+    # values as the text answer writes them ("modules=('layernorm',)" was Python's tuple)
+    rows = [(i + 1, ", ".join(f"{k}={value_text(v)}" for k, v in sorted(t.changes.items())) or "(user's recipe)",
              f"{t.iteration_time_s:.3f}", f"{t.tokens_per_sec_per_gpu:,.0f}", f"{100 * (t.mfu or 0):.1f}",
              f"{(t.peak_memory_bytes or 0) / GiB:.1f}"
              # a tight plan over the usable capacity: listed, not the answer (tuner/memory_rule.py)

@@ -18,7 +18,7 @@ from tabulate import tabulate
 
 from primus_launch.plan import Cluster
 from primus_launch.projection.hardware.gpus import GiB
-from primus_launch.projection.result import ProjectionResult
+from primus_launch.projection.result import ErrorBand, ProjectionResult
 from primus_launch.projection.training_run import TrainingRun
 from primus_launch.projection.training_run import summary_rows as run_rows
 
@@ -62,6 +62,16 @@ def plan_line(r: ProjectionResult) -> str:
             f"dp_sharding={p.dp_sharding} SP={'on' if p.sequence_parallel else 'off'}")
 
 
+def gib_digits(r: ProjectionResult) -> int:
+    """Decimals of the memory row's GiB: 1, or as many (up to 3) as tell the band's ends apart (a tiny model's
+    "0.9 GiB peak ..., band 0.9-0.9 GiB" said nothing; the peak is then given to the same decimals)."""
+    b = r.memory.band
+    if b is None:
+        return 1
+    lo, hi = b.low_bytes / GiB, b.high_bytes / GiB
+    return next((d for d in (1, 2) if f"{lo:.{d}f}" != f"{hi:.{d}f}"), 3)
+
+
 def verdict_text(r: ProjectionResult) -> str:
     """The memory verdict (``fits`` / ``TIGHT`` / ``DOES NOT FIT``) with the band the peak is expected
     in (:mod:`projection.memory.verdict`: the validation spread of the peak), e.g.
@@ -78,7 +88,8 @@ def verdict_text(r: ProjectionResult) -> str:
     # read as a contradiction: say that only the band's lower part fits
     over = ("; over the capacity at the point estimate (fits only at the band's low end)"
             if m.verdict == "tight" and held > m.capacity_bytes * (1 - m.margin_fraction) else "")
-    return (f"{verdict}, band {m.band.low_bytes / GiB:.1f}-{m.band.high_bytes / GiB:.1f} GiB "
+    lo, hi, d = m.band.low_bytes / GiB, m.band.high_bytes / GiB, gib_digits(r)
+    return (f"{verdict}, band {lo:.{d}f}-{hi:.{d}f} GiB "
             f"({100 * m.band.low:+.0f}/{100 * m.band.high:+.0f} %){on}{over}")
 
 
@@ -142,7 +153,7 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         # faster than projected?); the fractions are in --explain's note and --json's band
         b = r.band
         t_lo, t_hi = b.iteration_range(r.iteration_time_s)
-        it += f", expected {t_lo:.3f} .. {t_hi:.3f} s on {b.n} judged rows like it ({b.group})"
+        it += f", expected {t_lo:.3f} .. {t_hi:.3f} s on {b.n} judged rows like it ({b.group})" + band_side(b)
         lo, hi = r.band.tokens_range(r.tokens_per_sec_per_gpu)
         tps += f" (expected {lo:,.0f} .. {hi:,.0f})"
     return [
@@ -156,10 +167,55 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         ("tokens/s/GPU", tps),
         ("model TFLOP/s/GPU", small_figure(r.model_tflops_per_gpu)),
         ("MFU", mfu_text(r)),
-        ("memory", f"{m.peak_bytes_per_gpu / GiB:.1f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
+        ("memory", f"{m.peak_bytes_per_gpu / GiB:.{gib_digits(r)}f} GiB {_BASIS.get(m.memory_basis, '')}peak of "
                    f"{m.capacity_bytes / GiB:.1f} GiB{margin}: "
                    f"{verdict_text(r)}" + (f" (worst stage {m.worst_stage})" if r.plan.parallel.pp > 1 else "")),
     ] + (run_rows(run) if run is not None else [])
+
+
+def band_side(b: ErrorBand) -> str:
+    """Why a point estimate lies outside its own expected range, where it does: the judged rows like it all
+    (10th .. 90th percentile) ran slower, or all faster, than projected (``1.447 s, expected 1.494 .. 1.601 s``
+    read as a contradiction); empty where the range holds the point."""
+    if b.low > 0:
+        return f": they ran {100 * b.low:.0f} .. {100 * b.high:.0f} % slower than projected"
+    if b.high < 0:
+        return f": they ran {-100 * b.high:.0f} .. {-100 * b.low:.0f} % faster than projected"
+    return ""
+
+
+def band_note(b: ErrorBand) -> str:
+    """``--explain``'s note on the iteration time's expected error (``projection/band.py``): the band's
+    fractions with their sign spelled out, what they are and how the ranges of the summary follow."""
+    return (f"expected error of the iteration time: {b.text()}: {b.statistic} (+ slower than projected, - faster); "
+            "the summary's iteration range is the projected time x (1 + low) .. (1 + high), the tokens/s range "
+            "the same band inverted" + (f"; judging dimensions dropped to reach enough rows: {', '.join(b.relaxed)}"
+                                        if b.relaxed else ""))
+
+
+#: the parallelism row's names in words (``plan/sections.py`` ``Parallel``, ``Recompute``; ``Plan.dp``)
+PARALLELISM_NOTE = (
+    "parallelism: TP tensor, PP pipeline (VPP: model chunks per pipeline rank), CP context, EP expert parallel; "
+    "DP = GPUs / (TP x PP x CP) data-parallel replicas; MBS micro-batch and GBS global batch, in sequences; "
+    "recompute: none | selective (the modules listed) | full (method and layers) | op (TorchTitan's per-op "
+    "selective); dp_sharding: none (DDP) | optimizer (distributed optimizer, ZeRO-1) | optimizer_grads (ZeRO-2) | "
+    "full (FSDP, ZeRO-3); SP: sequence parallel")
+
+
+def figure_notes(r: ProjectionResult) -> list[str]:
+    """What the summary's figures are, for ``--explain`` and the HTML report's notes (the short answer prints
+    "model TFLOP/s/GPU", "dp_sharding=optimizer" and an expected range without their definitions): the
+    parallelism row's names, the model FLOPs behind TFLOP/s and MFU, and the iteration time's error band
+    (:func:`band_note`)."""
+    out = [PARALLELISM_NOTE]
+    if r.iteration_time_s > 0 and r.num_gpus:
+        out.append(f"model TFLOP/s/GPU: the model's FLOPs per iteration ({r.model_flops_per_iteration / 1e15:,.4g} "
+                   f"PFLOP, counted as Megatron-LM's num_floating_point_operations: causal attention halved, recomputed "
+                   f"forwards not counted; projection/cost/flops.py) / iteration time / "
+                   f"{r.num_gpus:,} GPUs; MFU: that over the GPU's datasheet dense peak at the plan's precision")
+    if r.band is not None:
+        out.append(band_note(r.band))
+    return out
 
 
 _NBSP = "\u00a0"
@@ -234,11 +290,19 @@ def warnings_heading(r: ProjectionResult) -> str:
     return f"warnings: {len(r.warnings)} setting(s) not modelled" if r.warnings else NO_WARNINGS
 
 
+def _list_value(value: str) -> str:
+    """A warning's value with a space after each comma where, whole, it would not fit a line: a list such as
+    Primus's ``primus_turbo=use_turbo_attention,use_turbo_mx_linear,...`` was one 98-column word the wrapper could
+    not break; a shorter value is shown as written."""
+    v = str(value)
+    return v.replace(",", ", ") if len(v) > WIDTH - 16 and "," in v and " " not in v else v
+
+
 def _warning_lines(r: ProjectionResult, reader_notes: Iterable[str]) -> list[list[str]]:
     """One block of wrapped lines per warning (a setting not modelled) and per reader note; the first
     note's block starts with its own ``notes:`` heading (a note listed under "warnings: N setting(s) not
     modelled" read as one more setting not modelled; under "warnings: none" it would read as a warning)."""
-    out = [_wrap(f"{w.flag}={w.value}: {w.effect}", indent="    ", first="  ") for w in r.warnings]
+    out = [_wrap(f"{w.flag}={_list_value(w.value)}: {w.effect}", indent="    ", first="  ") for w in r.warnings]
     notes = [_wrap(n, indent="    ", first="  note: ") for n in reader_notes]
     if notes:
         notes[0] = ["notes:"] + notes[0]
@@ -327,6 +391,7 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
         out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))
     warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings] or [NO_WARNINGS]
     notes = [f"note: {n}" for n in notes_in + list(r.notes) + list(m.notes)]
+    notes += [f"note: {n}" for n in figure_notes(r)]
     if run is not None:
         notes.append(f"note: training run: {run.excludes}")
     out.append("\n".join(warn + notes))

@@ -38,7 +38,11 @@ def _ranking_lines(res: TuneResult) -> list[str]:
     if res.gain_inside_band and not orig:
         who = f"{who} and the {ref}" if who else f"the {ref}"
     b = res.best.band
-    size = f" (#{one}'s {100 * b.low:+.0f} .. {100 * b.high:+.0f} %)" if b is not None else ""  # whose band it is
+    # whose band it is, in seconds as the project answer gives it ("#1's -2 .. +17 %" left the sign to guess)
+    size = ("" if b is None else
+            # kept on one line ("expected 55.413" / ".. 59.375 s" was wrapped apart); _wrapped restores the spaces
+            (f" (#{one}: expected %.3f .. %.3f s)" % b.iteration_range(res.best.iteration_time_s)).replace(
+                " .. ", "\u00a0..\u00a0"))
     return [f"ranking:  #{one} and {who} overlap in their error bands{size}: either could run faster (plans of one "
             "group share much of that error)"]
 
@@ -245,21 +249,19 @@ def _same_changes(top: dict, full: dict) -> bool:
 def _pack(text: str, room: int) -> str:
     """``[#1 with ]a=1, b=2, ...`` packed into lines of at most ``room`` columns, broken between
     settings; a setting longer than the room is broken at its separators (:func:`_break_setting`), never
-    mid-word where a separator allows."""
+    mid-word where a separator allows.  Each setting is packed with the comma that follows it (a line filled to
+    the room and then given its comma was one column over: the 70B wrapper's table at 81 columns)."""
     import re
 
     m = re.match(r"(#\d+ with) ", text)
-    sep, rest = (m.group(1), text[m.end():]) if m else ("", "")
-    head = text
-    items = ([sep] if sep else []) + (rest if sep else head).split(", ")
+    sep, rest = (m.group(1), text[m.end():]) if m else ("", text)
+    settings = rest.split(", ")
+    items = ([sep] if sep else []) + [it + ("," if n < len(settings) - 1 else "") for n, it in enumerate(settings)]
     lines: list[str] = []
-    for n, item in enumerate(items):
-        glue = " " if n == 1 and sep else ", "
-        if lines and len(lines[-1]) + len(glue) + len(item) <= room:
-            lines[-1] += glue + item
+    for item in items:
+        if lines and len(lines[-1]) + 1 + len(item) <= room:
+            lines[-1] += " " + item
             continue
-        if lines and glue == ", ":
-            lines[-1] += ","
         lines += _break_setting(item, room)
     return "\n".join(lines)
 
@@ -327,6 +329,15 @@ def _top_table(res: TuneResult) -> str:
     return "\n".join(out)
 
 
+def gain_text(gain: float) -> str:
+    """The gain with what it is a gain of (``TuneResult.gain``: original / best iteration time - 1, the tokens/s
+    ratio): ``+18.4 % tokens/s/GPU (iteration time -15.5 %)``; "gain: +18.4 %" beside 1.447 -> 1.222 s left the
+    reader to guess whether the time fell by 18.4 % (it fell by 15.5 %)."""
+    if gain == 0:
+        return "+0.0 %"
+    return f"{100 * gain:+.1f} % tokens/s/GPU (iteration time {100 * (1 / (1 + gain) - 1):+.1f} %)"
+
+
 def render_tune_text(res: TuneResult) -> str:
     """The CLI's text for a tune: verdict, counts and the top-N table, within :data:`WIDTH` columns (MFU as the
     project answer prints it: a tiny model's 0.0085 % read "0.0 %"; where the best plan changes the precision,
@@ -351,7 +362,7 @@ def render_tune_text(res: TuneResult) -> str:
         f"({_verdict(b)})",
         f"gain:     none: no legal reference on this cluster (the recipe's own plan: {res.no_reference}; "
         "start: the search's legal starting plan)" if res.no_reference else
-        f"gain:     {100 * res.gain:+.1f} %" + (f" ({res.tie_note})" if res.tie_note else ""),
+        f"gain:     {gain_text(res.gain)}" + (f" ({res.tie_note})" if res.tie_note else ""),
     ] + _run_lines(res) + [
         _searched_line(res),
         f"search:   {res.search}" + (f" on {res.executor}" if res.executor else

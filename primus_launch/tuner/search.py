@@ -177,6 +177,7 @@ def tune(
     executor: Optional["Executor"] = None,
     memory_certain: bool = False,
     no_reference: Optional[str] = None,
+    echo_warnings: bool = True,
 ) -> TuneResult:
     """Search configurations of ``plan`` (same model, cluster and global batch) for the shortest
     projected iteration time among those that fit in memory.
@@ -201,6 +202,8 @@ def tune(
     ``training_tokens`` (and ``gpu_hour_price``, USD per GPU-hour): the result's ``training_run``
     holds the whole run of that many tokens for the original and the best plan
     (:func:`primus_launch.projection.training_run.training_run`), in the trial log too.
+    ``echo_warnings``: the search's warnings also on stderr as they arise (the CLI's text answer lists them
+    itself: printed twice on a terminal, user12);
     ``memory_certain``: only plans whose memory verdict is ``fits`` may be the answer (the ``certain`` rule);
     default: the fastest whose point estimate fits (``point``: ``fits``, or ``tight`` under the usable capacity;
     the ``tight`` plans over it kept in ``top``, marked), else, where none does, the fastest ``tight`` one
@@ -348,11 +351,14 @@ def tune(
             # said only where it is so: the original kept as the fastest of several fitting plans (the tie-break
             # returns no plan) or as proven best (every other plan bounded out) is the answer, not a failure
             if not any(k != own for k in fitting) and not (certificate is not None and certificate.certified):
-                warnings.append("no candidate that fits was found; the original plan is kept")
+                # stopped at the work limit with plans open, "no candidate ... found" read as "none exists" (user12)
+                stopped = (f" before the work limit stopped the search ({certificate.open:,} plans open: raise "
+                           "--max-work)" if certificate is not None and certificate.open else "")
+                warnings.append(f"no candidate that fits was found{stopped}; the original plan is kept")
         elif bk is None:  # no answer at all: the caller says so (the CLI: one line, nothing written)
             warnings.append("no plan fits in memory" if no_reference else
                             "no plan fits in memory, the recipe's own neither")
-    for w in warnings if bk is not None or baseline.memory.fits else []:  # else kept in the result's warnings
+    for w in warnings if echo_warnings and (bk is not None or baseline.memory.fits) else []:  # else kept in the result's
         print(f"primus-launch tune: warning: {w}", file=sys.stderr)
     # the table: the plans the rule admits, and under ``point`` the tight ones over the capacity, marked
     scored_fit = [t for t in memo.trials if t.status == "scored" and (t.fits or rule == "point" and t.verdict == "tight")]
