@@ -144,7 +144,8 @@ def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
     """What the projection does not model of a hybrid Mamba / attention plan, as (field, value, what is allowed):
     context parallelism (megatron-core ``ssm/mamba_context_parallel.py``: the Mamba mixer's all-to-alls of its
     in_proj output and back), selective recompute and module offloading (their per-module shares are a GPT
-    layer's), full sharding (FSDP units are GPT layers), MTP (``--mtp-hybrid-override-pattern``) and TorchTitan
+    layer's), full sharding (FSDP units are GPT layers), MTP without its depth's pattern or with Mamba layers in it (a
+    depth of ``*`` / ``-`` / ``E`` layers is priced symbol by symbol, projection/steps/stage.py) and TorchTitan
     (no hybrid Mamba models)."""
     m, p, t = plan.model, plan.parallel, plan.training
     if not m.is_hybrid:
@@ -161,8 +162,11 @@ def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
         out.append(("training.offload", "activation offloading", f"{why}: off"))
     if p.dp_sharding == "full":
         out.append(("parallel.dp_sharding", "full", f"{why}: none, optimizer or optimizer_grads"))
-    if m.mtp_num_layers:
-        out.append(("model.mtp_num_layers", m.mtp_num_layers, f"{why} (--mtp-hybrid-override-pattern): 0"))
+    if m.mtp_num_layers and not m.hybrid_mtp_pattern:
+        out.append(("model.mtp_num_layers", m.mtp_num_layers, f"{why} without its layers' pattern (Megatron "
+                                                              "--hybrid-layer-pattern '<main>/<mtp>'): 0"))
+    if m.mtp_num_layers and m.hybrid_mtp_pattern and "M" in m.hybrid_mtp_pattern:
+        out.append(("model.hybrid_mtp_pattern", m.hybrid_mtp_pattern, f"{why}: MTP depths of *, - and E layers"))
     return out
 
 

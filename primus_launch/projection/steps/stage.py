@@ -83,6 +83,10 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
     last_moe = m.is_moe_layer(m.num_layers - 1)
     hyb = m.is_hybrid
     last_win = m.layer_symbol(m.num_layers - 1) if hyb else m.is_window_layer(m.num_layers - 1)
+    # one MTP depth's layers: a GPT MTP module's transformer layer is of the last decoder layer's kind; a hybrid
+    # stack's depth holds the layers of its hybrid_mtp_pattern (megatron-core models/hybrid: '<main>/<mtp>')
+    mtp_kinds = ([(c == "E" and m.is_moe, c) for c in m.hybrid_mtp_pattern] if hyb and m.hybrid_mtp_pattern
+                 else [(last_moe, last_win)])
     tp_f, tp_b = layer.tp
     tpm_f, tpm_b = layer.tp_moe
     cp_f, cp_b = layer.cp
@@ -117,7 +121,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
         for c in range(vpp):
             chunk = chunks[rank][c]
             kinds = [(m.is_moe_layer(i), m.layer_symbol(i) if hyb else m.is_window_layer(i)) for i in chunk.layers] \
-                + [(last_moe, last_win)] * chunk.mtp
+                + mtp_kinds * chunk.mtp
             n = len(kinds)
             n_moe = sum(1 for k_, _ in kinds if k_)
             n_dense = n - n_moe
