@@ -114,6 +114,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--mtp-num-layers", group="moe"),
     _f("--mtp-hybrid-override-pattern", "str", group="model"),
     _f("--moe-latent-size", group="moe"),
+    _f("--use-fused-weighted-squared-relu", "true", group="moe"),
     # hybrid Mamba-2 / attention stacks (megatron-core ssm/, pretrain_mamba.py)
     _f("--hybrid-override-pattern", "str", group="model"),
     _f("--hybrid-layer-pattern", "str", group="model"),
@@ -861,6 +862,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                 model.update(hybrid_mtp_pattern=mtp_pat, mtp_num_layers=n)
     if num_experts and a.get("moe_latent_size"):
         model.update(moe_latent_size=a.get("moe_latent_size"))
+    if num_experts and a.get("use_fused_weighted_squared_relu"):
+        model.update(moe_fused_weighted_squared_relu=True)
 
     tp, pp = get(a, "tensor_model_parallel_size"), get(a, "pipeline_model_parallel_size")
     layout = a.get("pipeline_model_parallel_layout") or None

@@ -980,6 +980,8 @@ MODELLED_FLAGS: dict[str, str] = {
     "--hybrid-layer-pattern": "model.hybrid_pattern (main's spelling; its length sets --num-layers; "
                               "'<main>/<mtp>/<mtp>': model.hybrid_mtp_pattern and model.mtp_num_layers)",
     "--mtp-hybrid-override-pattern": "model.hybrid_mtp_pattern (legacy spelling of one MTP depth's layers)",
+    "--use-fused-weighted-squared-relu": "model.moe_fused_weighted_squared_relu (memory: no act(x) copy kept; time: "
+                                         "priced as the unfused activation and multiply)",
     "--moe-latent-size": "model.moe_latent_size (latent MoE: experts, dispatch and combine on l-wide tokens, "
                          "fc1/fc2_latent_proj GEMMs)",
     "--hybrid-attention-ratio": "model.hybrid_pattern (megatron-core's even allocation of attention layers)",
@@ -1248,7 +1250,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--no-check-for-nan-in-loss-and-grad": "time: NaN check on the loss/grad skipped (small)",
     "--deterministic-mode": "time: deterministic kernels (slower attention / scatter-add)",
     "--batch-invariant-mode": "time: batch-invariant kernels", "--batch-invariant-backend": "time: batch-invariant kernel backend",
-    "--use-te-activation-func": "time: TE activation kernels", "--use-fused-weighted-squared-relu": "time: fused weighted squared ReLU",
+    "--use-te-activation-func": "time: TE activation kernels",
     "--fused-residual-rmsnorm": "time: fused residual + RMSNorm",
     "--mla-down-proj-fusion": "time: fused MLA down projections", "--cache-mla-latents": "memory: MLA latents cached (inference)",
     "--use-legacy-models": "time: legacy (non-core) GPT model",

@@ -193,6 +193,11 @@ class ModelArch(BoundedSection):
                                         "dispatch, fc2_latent_proj l -> h after the combine (megatron-core "
                                         "moe/moe_layer.py), dispatch / combine carry l-wide tokens; shared experts "
                                         "stay h-wide. None = experts on the hidden size")
+    moe_fused_weighted_squared_relu: bool = Field(
+        default=False, description="Megatron --use-fused-weighted-squared-relu (megatron-core 0.16.1 "
+                                   "fusions/fused_weighted_squared_relu.py): the experts' squared ReLU and routing-"
+                                   "probability multiply in one autograd function that saves its input and the "
+                                   "probabilities only (no act(x) copy kept)")
     moe_router_bias: bool = False
     moe_score_before_experts: bool = Field(
         default=False, description="TorchTitan MoEArgs.score_before_experts: the routing scores multiply the "

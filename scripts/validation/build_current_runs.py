@@ -1001,7 +1001,7 @@ NANO_FLAGS = ["--num-layers 52", "--hidden-size 2688", "--ffn-hidden-size 1856",
               "--moe-shared-expert-intermediate-size 3712", "--moe-router-score-function sigmoid",
               "--moe-router-enable-expert-bias", "--moe-router-topk-scaling-factor 2.5", "--moe-router-num-groups 1",
               "--moe-router-group-topk 1", "--moe-router-load-balancing-type seq_aux_loss", "--moe-aux-loss-coeff 1e-4",
-              "--moe-router-dtype fp32", "--first-last-layers-bf16"]
+              "--moe-router-dtype fp32", "--first-last-layers-bf16", "--use-fused-weighted-squared-relu"]
 NANO_FPT = hybrid_flops_per_token(NANO_PATTERN, h=2688, s=8192, V=131072, heads=32, kv_heads=2, kv_channels=128,
                                   ffn=1856, topk=6, moe_ffn=1856, shared=3712, m_heads=64)
 
@@ -1023,8 +1023,6 @@ def nemotron3_nano_rows():
               "--te-rng-tracker", "--attention-backend fused"]
     unknown = ["first_last_layers_bf16=True (nemotron_3_nano recipe): the first and last layers' GEMMs stay BF16 under "
                "MXFP8 (--first-last-layers-bf16, reported not modelled)",
-               "use_fused_weighted_squared_relu=True (recipe): Megatron's fused weighted squared-ReLU of the experts; "
-               "no Megatron-LM CLI flag",
                "mamba_chunk_size (HybridModelProvider default 128): the SSD chunk, no Megatron-LM CLI flag"]
     R = [
         # release, sys, mbs, tok, tf, hybridep SMs, recipe function / config
@@ -1083,7 +1081,8 @@ SUPER_FLAGS = ["--num-layers 88", "--hidden-size 4096", "--ffn-hidden-size 2688"
                "--moe-shared-expert-intermediate-size 5376", "--moe-router-score-function sigmoid",
                "--moe-router-enable-expert-bias", "--moe-router-topk-scaling-factor 5.0",
                "--moe-router-load-balancing-type seq_aux_loss", "--moe-aux-loss-coeff 1e-4",
-               "--moe-router-dtype fp32", "--calculate-per-token-loss", "--mtp-loss-scaling-factor 0.3"]
+               "--moe-router-dtype fp32", "--calculate-per-token-loss", "--mtp-loss-scaling-factor 0.3",
+               "--use-fused-weighted-squared-relu"]
 SUPER_FPT = hybrid_flops_per_token(SUPER_PATTERN + "*E*E", h=4096, s=8192, V=131072, heads=32, kv_heads=2,
                                    kv_channels=128, ffn=2688, topk=22, moe_ffn=2688, shared=5376, m_heads=128, mtp=2,
                                    latent=1024)
@@ -1114,7 +1113,6 @@ def nemotron3_super_rows():
     ]
     unknown = ["mtp_use_repeated_layer=True (nemotron_3_super recipe): the two MTP depths share one layer's weights "
                "(--mtp-use-repeated-layer; the plan counts two depths' weights)",
-               "use_fused_weighted_squared_relu=True (recipe): Megatron's fused weighted squared-ReLU of the experts",
                "keep_mtp_spec_in_bf16=True (recipe): the MTP layers' GEMMs stay BF16 under MXFP8 (not modelled)",
                "moe_router_padding_for_quantization=True (perf recipe): routing map padded for MXFP8 alignment"]
     for release, sysname, tp, ep, tok, tf, fn in R:

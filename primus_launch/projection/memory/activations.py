@@ -381,9 +381,13 @@ def weighted_activation_bytes(arch: ModelArch, *, pairs: float, etp: int, a: int
     the input and the probabilities only; every other activation (plain GeLU, which Megatron cannot fuse without
     a bias -- the functional tests' ``--no-bias-gelu-fusion`` --, squared ReLU without
     ``--use-fused-weighted-squared-relu``, ReLU) computes ``act(x)`` and then ``act(x) * probs``, whose backward
-    keeps ``act(x)`` (bf16) beside fc2's saved input, the product.  A gated activation with
-    ``--no-bias-swiglu-fusion`` takes the same path (not a plan field: Megatron-LM's default fusion is assumed)."""
-    fused = arch.swiglu and arch.activation in ("silu", "quick_gelu")
+    keeps ``act(x)`` (bf16) beside fc2's saved input, the product.  With ``--use-fused-weighted-squared-relu``
+    (``model.moe_fused_weighted_squared_relu``; ``experts.py`` ``weighted_squared_relu_impl``, whose
+    ``WeightedSquaredReLUFunction`` saves ``(input, weights)``) an ungated squared ReLU keeps nothing more.  A gated
+    activation with ``--no-bias-swiglu-fusion`` takes the unfused path (not a plan field: Megatron-LM's default
+    fusion is assumed)."""
+    fused = (arch.swiglu and arch.activation in ("silu", "quick_gelu")) or (
+        not arch.swiglu and arch.activation == "squared_relu" and arch.moe_fused_weighted_squared_relu)
     return 0.0 if fused else a * pairs * arch.expert_ffn / etp
 
 
