@@ -327,6 +327,10 @@ def active_parameters(arch: ModelArch) -> int:
     layer is MoE) and ``P_expert`` one expert's MLP (module doc's expert term at TP = EP = 1)."""
     if not arch.is_moe:
         return total_parameters(arch)
-    per_expert = _mlp_params(arch, arch.expert_ffn, 1, arch.add_bias_linear)
-    moe_layers = arch.num_moe_layers + (arch.mtp_num_layers if arch.is_moe_layer(arch.num_layers - 1) else 0)
+    per_expert = _mlp_params(arch, arch.expert_ffn, 1, arch.add_bias_linear, arch.expert_hidden)
+    if arch.is_hybrid and arch.hybrid_mtp_pattern:   # each MTP depth's E layers
+        mtp_moe = arch.mtp_num_layers * arch.hybrid_mtp_pattern.count("E")
+    else:
+        mtp_moe = arch.mtp_num_layers if arch.is_moe_layer(arch.num_layers - 1) else 0
+    moe_layers = arch.num_moe_layers + mtp_moe
     return total_parameters(arch) - moe_layers * (arch.num_experts - arch.moe_router_topk) * per_expert
