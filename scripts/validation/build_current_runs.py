@@ -1012,9 +1012,9 @@ def nemotron3_nano_rows():
     26.08 (docs/performance-summary.md @09ce5f13c): GB300 MXFP8, recipe src/megatron/bridge/perf_recipes/nemotronh/gb300/
     nemotronh.py nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config @09ce5f13c (no op fuser, no FP8 attention at that
     commit: HEAD added both later).  26.06 (performance-summary-archive.md): GB300 / GB200 / B300 MXFP8, scripts/performance/
-    configs/nemotronh/nemotron_3_{workload_base_configs,llm_pretrain}.py @8f341b04f.  Left out (CURRENT_RUNS.md): the
-    26.06 H100 FP8 row (selective recompute of moe / layernorm / core_attn / moe_act: not modelled for hybrid stacks);
-    Nemotron 3 Super / Ultra (latent MoE, moe_latent_size, and MTP: not in the plan); the 26.06.01 Nano rows (their
+    configs/nemotronh/nemotron_3_{workload_base_configs,llm_pretrain}.py @8f341b04f.  The 26.06 H100 FP8 row
+    (selective recompute): nemotron3_nano_h100_row.  Elsewhere: Nemotron 3 Super (nemotron3_super_rows).  Left out
+    (CURRENT_RUNS.md): Nemotron 3 Ultra (Megatron-FSDP: not modelled for hybrid stacks); the 26.06.01 Nano rows (their
     recipe commit not pinned here)."""
     rows = []
     common = ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-token-dispatcher-type flex",
@@ -1060,7 +1060,42 @@ def nemotron3_nano_rows():
                                  "per layer symbol, Mamba counted with d_in = 2h, 3x forward, padded vocabulary; "
                                  f"{NANO_FPT / 1e9:.3f} GFLOP/token (current_runs_flops.hybrid_flops_per_token)")
         rows.append(r)
+    rows.append(nemotron3_nano_h100_row(unknown))
     return rows
+
+
+def nemotron3_nano_h100_row(unknown):
+    """The 26.06 table's H100 FP8 Nemotron 3 Nano row (performance-summary-archive.md, 16 GPUs, GBS 1024, MBS 1,
+    EP 8): scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py @8f341b04f
+    NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 (_NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100: TE graphs;
+    cuda_graph_scope ['mamba'], recompute_modules ['moe', 'layernorm', 'core_attn', 'moe_act'] -- utils/overrides.py
+    _set_recompute_overrides sets recompute_granularity 'selective' with them), nemotron_3_llm_pretrain.py
+    nemotron_3_nano_pretrain_config_h100 (get_precision_config fp8_cs, HybridEP from the base config)."""
+    gpus, gbs, mbs, tp, pp, cp, ep, tok, tf = 16, 1024, 1, 1, 1, 1, 8, 14719, 328
+    dp = gpus // (tp * pp * cp)
+    f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + NANO_FLAGS
+    f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-token-dispatcher-type flex",
+          "--moe-flex-dispatcher-backend hybridep", "--moe-router-force-load-balancing", "--moe-hybridep-num-sms 16",
+          "--cuda-graph-impl transformer_engine", "--cuda-graph-scope mamba", "--te-rng-tracker",
+          "--attention-backend fused", "--recompute-granularity selective",
+          "--recompute-modules moe layernorm core_attn moe_act"]
+    f += mb_common("nemotron3_nano", "fp8_cs", dp, pp, None, tp)
+    r = mb_row(f"mbridge2606_h100_fp8_cs_nemotron3_nano_{gpus}gpu", "nemotron3_nano", "H100", gpus, "fp8_cs", "FP8",
+               gbs, mbs, tp, pp, cp, None, ep, tok, tf, f, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1",
+               "nemotronh", "nemotron_3_workload_base_configs.py", "nemotron_3_llm_pretrain.py",
+               "nemotron_3_nano_pretrain_config_h100", "nemotronh/nemotron_3_nano.py (nemotron_3_nano_pretrain_config)",
+               "selective: moe, layernorm, core_attn, moe_act", list(unknown),
+               f"Hybrid Mamba-2 / attention / MoE stack ({NANO_PATTERN}), MBS 1, two DGX-H100 nodes (EP 8 inside a "
+               "node, DP 16). FP8 current scaling (get_precision_config fp8_cs), HybridEP (16 SMs), TE-scoped CUDA "
+               "graphs of the Mamba layers only, selective recompute of moe / layernorm / core_attn / moe_act; "
+               "set_nemotron_3_nano_common_configs: grads reduced in bf16, routing forced balanced.",
+               "Nemotron_3_Nano", dispatcher="flex/hybridep", cuda_graph="te_scoped: mamba", release="26.06",
+               fpt=NANO_FPT)
+    r["flops_convention"] = ("Megatron-Bridge @8f341b04f training/utils/flop_utils.py hybrid_flops (Megatron-LM "
+                             "training.py's hybrid branch): per layer symbol, Mamba counted with d_in = 2h, 3x forward, "
+                             f"padded vocabulary; {NANO_FPT / 1e9:.3f} GFLOP/token "
+                             "(current_runs_flops.hybrid_flops_per_token)")
+    return r
 
 
 SUPER_PATTERN = ARCH["nemotron3_super"]["hybrid_override_pattern"]

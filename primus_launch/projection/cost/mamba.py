@@ -143,10 +143,10 @@ def mamba_activation_bytes(m: ModelArch, tokens: int, tp: int, sp: bool) -> floa
 def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
     """What the projection does not model of a hybrid Mamba / attention plan, as (field, value, what is allowed):
     context parallelism (megatron-core ``ssm/mamba_context_parallel.py``: the Mamba mixer's all-to-alls of its
-    in_proj output and back), selective recompute and module offloading (their per-module shares are a GPT
-    layer's), full sharding (FSDP units are GPT layers), MTP without its depth's pattern or with Mamba layers in it (a
-    depth of ``*`` / ``-`` / ``E`` layers is priced symbol by symbol, projection/steps/stage.py) and TorchTitan
-    (no hybrid Mamba models)."""
+    in_proj output and back), per-op recompute and module offloading (selective recompute is priced per symbol:
+    memory/mcore.py ``hybrid_layer_bytes``, cost/recompute.py), full sharding (FSDP units are GPT layers), MTP
+    without its depth's pattern or with Mamba layers in it (a depth of ``*`` / ``-`` / ``E`` layers is priced symbol
+    by symbol, projection/steps/stage.py) and TorchTitan (no hybrid Mamba models)."""
     m, p, t = plan.model, plan.parallel, plan.training
     if not m.is_hybrid:
         return []
@@ -156,8 +156,8 @@ def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
         out.append(("source.framework", plan.framework, f"{why}: Megatron-LM / Megatron-Bridge only"))
     if p.cp > 1:
         out.append(("parallel.cp", p.cp, f"{why} (the Mamba mixer's context-parallel all-to-alls): 1"))
-    if t.recompute.granularity in ("selective", "op"):
-        out.append(("training.recompute.granularity", t.recompute.granularity, f"{why}: none or full"))
+    if t.recompute.granularity == "op":
+        out.append(("training.recompute.granularity", t.recompute.granularity, f"{why}: none, full or selective"))
     if t.offload.activation_layers or t.offload.activation_modules:
         out.append(("training.offload", "activation offloading", f"{why}: off"))
     if p.dp_sharding == "full":

@@ -946,7 +946,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.mods = ()
         _residual_bda(acc, m, Tn, bda_unfused)
         acc.quant_flush()
-        if "_" not in kind:
+        if "_" not in kind or kind.startswith("hybrid_"):   # per-module shares (selective recompute)
             acc.shares(kind, shares)
             if prof.name.startswith("torchtitan"):
                 shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, False), 0.0, 0.0)
@@ -1123,7 +1123,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.mods = ()
         acc.elem(6.0 * Tn * h, "residual add", 1.0, (1, 0))
         acc.quant_flush()
-        if "_" not in kind:
+        if "_" not in kind or kind.startswith("hybrid_"):   # per-module shares (selective recompute)
             acc.shares(kind, shares)
             if prof.name.startswith("torchtitan"):
                 shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, True), 0.0, 0.0)
@@ -1219,6 +1219,7 @@ def _hybrid_layers(m: ModelArch, new, dense_layer, moe_layer, b: int, s: int, cp
         acc = new("hybrid_attn")
         attn = _attention_block(acc, m, b, s, cp, tp, T, Tn, None, cp_a2a, cp_type, bda_unfused)
         acc.quant_flush()
+        acc.shares("hybrid_attn", shares)
         kinds["*"] = acc.times(host, graphs)
     if "-" in pat:
         kinds["-"] = dense_layer("hybrid_mlp", None, attention=False)[0]

@@ -94,7 +94,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
     fsdp_dense, fsdp_moe = layer.fsdp_dense, layer.fsdp_moe
     sync_mb = layer.fsdp and pp > 1 and p.fsdp_pp_grad_sync == "microbatch"
     nic = layer.fsdp_ep_nic if (sync_mb and m.is_moe) else (0.0, 0.0)
-    rec_dense_sel, rec_moe_sel = layer.recompute_fwd[False], layer.recompute_fwd[True]
+    rec_dense_sel, rec_moe_sel = (layer.recompute_fwd.get(False, 0.0), layer.recompute_fwd.get(True, 0.0))
     emb_tp2, head_tp2 = layer.embedding_tp, layer.head_tp
 
     d0 = lt.dense_layer
@@ -142,7 +142,10 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
             # recompute (compute part)
             for kk in rec:
                 q.bi += layer_pt(*kk).fwd_s
-            q.bi += n_dense * rec_dense_sel + n_moe * rec_moe_sel
+            if hyb:   # selective recompute per layer symbol (cost/recompute.py)
+                q.bi += sum(layer.recompute_fwd.get(w, 0.0) for _, w in kinds)
+            else:
+                q.bi += n_dense * rec_dense_sel + n_moe * rec_moe_sel
             n_off = min(t.offload.activation_layers, n) if t.offload.activation_layers else \
                 (n if t.offload.activation_modules else 0)
             if n_off:
