@@ -1,5 +1,5 @@
-"""Latent MoE (``--moe-latent-size``) and MTP on hybrid stacks (Nemotron 3 Super): parameters, model FLOPs,
-readers, projection.
+"""Latent MoE (``--moe-latent-size``), MTP and selective recompute on hybrid stacks (Nemotron 3 Super):
+parameters, model FLOPs, readers, projection.
 
 Truths, each independent of the code under test:
 
@@ -186,3 +186,35 @@ def test_projection_prices_the_latent_projections_and_the_mtp_layers():
     # a Mamba layer in the MTP depth stays refused in one line
     with pytest.raises(PlanError, match="model.hybrid_mtp_pattern"):
         project_dry_run(plan.with_changes(model={"hybrid_mtp_pattern": "M*E"}))
+
+
+# --------------------------------------------------------------------------- selective recompute on hybrid stacks
+def test_selective_recompute_per_symbol():
+    """megatron-core 0.16.1: a hybrid stack's ``*`` / ``E`` layers are TransformerLayers (``--recompute-modules`` act in
+    them as in a GPT layer's attention / MLP half), its ``MambaLayer`` has no recompute module (ssm/mamba_layer.py)."""
+    from primus_launch.projection.memory.activations import layer_activation_bytes
+    from primus_launch.projection.memory.mcore import hybrid_layer_bytes
+
+    kw = dict(seq=8192, mbs=1, tp=1, sp=False)
+    dense = layer_activation_bytes(SUPER, moe=False, **kw)
+    moe = layer_activation_bytes(SUPER, moe=True, **kw)
+    rest = (dense, moe, 8192, 1, False)
+    mods = ("moe", "layernorm", "core_attn", "moe_act")
+    assert hybrid_layer_bytes(SUPER, "M", *rest, modules=mods) == hybrid_layer_bytes(SUPER, "M", *rest)
+    # '*': the GPT layer's core-attention drop only; 'E': the GPT MoE layer's MLP-side drops (moe takes moe_act in)
+    assert hybrid_layer_bytes(SUPER, "*", *rest, modules=mods) == pytest.approx(
+        dense.attention - (dense.full - dense.selective(("core_attn",))))
+    assert hybrid_layer_bytes(SUPER, "E", *rest, modules=mods) == pytest.approx(
+        moe.full - moe.attention - (moe.full - moe.selective(("moe", "layernorm", "moe_act"))))
+
+
+def test_selective_recompute_projects_and_per_op_stays_refused():
+    from primus_launch.projection.dryrun import project_dry_run
+
+    plan = plan_from_argv(SUPER_ARGV, CLUSTER)
+    sel = plan.with_changes(training={"recompute": {"granularity": "selective", "modules": ["moe", "core_attn"]}})
+    a, b = project_dry_run(plan), project_dry_run(sel)
+    assert b.tokens_per_sec_per_gpu < a.tokens_per_sec_per_gpu          # the re-run forwards
+    assert b.memory.peak_bytes_per_gpu < a.memory.peak_bytes_per_gpu    # the dropped activations
+    with pytest.raises(PlanError, match="training.recompute.granularity"):
+        project_dry_run(plan.with_changes(training={"recompute": {"granularity": "op"}}))
