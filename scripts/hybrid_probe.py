@@ -10,6 +10,12 @@ TFLOP/s/GPU by the projection's FLOP count and the memory verdict.
 AMD-AGI/Primus, mirror @2026-08-22) also projects Primus's ``examples/megatron/configs/MI300X/mamba_370M-pretrain.yaml``
 (48 Mamba layers, MBS 52, GBS 416 on 8 MI300X), whose comment states a measurement: "MI300X max batch (8 GPUs):
 GBS=416, 258.6 TFLOP/s, 98.5% mem (BS=448 OOM)".
+
+``--ssd-bytes`` is a what-if, not the model: it prices the SSD scan by the HBM bytes of mamba_ssm's five forward
+kernels (:func:`ssd_fwd_bytes`, read from ``ops/triton/ssd_combined.py`` ``_mamba_chunk_scan_combined_fwd`` @e9594ce)
+relative to the vLLM PR #27299 record's shape (head dim 64, state 128, 1 group of 128 heads, chunk 256, no ``z``),
+instead of the model's ``P N / (64 x 128)``: how far the rows move if the kernels scale with their traffic (the
+Mamba-2 paper's Figure 10: SSD time grows little with the state size) -- no public measurement decides it.
 """
 
 from __future__ import annotations
@@ -23,7 +29,35 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "validation"))
 
 
+def ssd_fwd_bytes(P: int, N: int, groups_per_head: float, Q: int, z: bool) -> float:
+    """HBM bytes per token and head of mamba_ssm's SSD forward (bf16 x / z / out, fp32 dt / dA / CB / states):
+    ``_chunk_cumsum_fwd`` (read dt, write dA_cumsum and dt), ``_chunk_state_fwd`` (read x, B, dt, dA; write fp32
+    states), ``_state_passing_fwd`` (read them, write bf16 states), ``_bmm_chunk_fwd`` (read B, C; write fp32 C B^T),
+    ``_chunk_scan_fwd`` (read C B^T, x, dt, dA, C, states, z; write out and, with z, out_x)."""
+    r, s = groups_per_head, P * N / Q
+    return (10 + (4 * N * r + 4 * Q * r) + (2 * P + 2 * N * r + 8 + 4 * s) + (4 * s + 2 * s)
+            + (4 * Q * r + 2 * P + 8 + 2 * N * r + 2 * s + 2 * P + (4 * P if z else 0)))
+
+
+def _price_ssd_by_bytes() -> None:
+    from primus_launch.projection.cost import mamba
+
+    ref = ssd_fwd_bytes(64, 128, 1 / 128, 256, False)
+
+    def seconds(m, tokens, tp, hbm_bw, gpu=""):
+        heads = m.mamba_heads // tp
+        size = ssd_fwd_bytes(m.mamba_head_dim, m.mamba_state_dim, m.mamba_num_groups / m.mamba_heads,
+                             mamba.CHUNK, True) / ref
+        f = tokens * heads * mamba.SSD_FWD_S_PER_TOKEN_HEAD * size / mamba.ssd_speed_over_h100(gpu, hbm_bw)
+        return f, mamba.SSD_BWD_OVER_FWD * f
+
+    mamba.ssd_scan_seconds = seconds
+
+
 def main() -> int:
+    if "--ssd-bytes" in sys.argv:
+        _price_ssd_by_bytes()
+        print("what-if: the SSD scan priced by its forward kernels' HBM bytes (not the model)")
     from build_runs import flag_row
 
     from primus_launch.plan import Plan

@@ -38,6 +38,17 @@ forward's bytes (:data:`CONV_BWD_OVER_FWD`).  megatron-core 0.16.1 ``MambaMixer.
 output to batch-major (``rearrange(zxBCdt, "l b d -> b l d").contiguous()``) and the scan's output back
 (``rearrange(y, "b l d -> l b d").contiguous()``), each copy's gradient copied back in the backward
 (:func:`layout_copy_bytes`).  The gated RMSNorm is a bandwidth kernel (:func:`gated_norm_bytes`).
+
+Where a public kernel measurement bounds a GPU's SSD speed below the HBM ratio it caps it (:data:`SSD_SPEED_CAP`,
+:func:`ssd_speed_over_h100`): the MI300X runs at most 1.05x the H100 (Zyphra's hand-written MI300X Mamba-2 backward
+kernel: 1.04-1.06x an H100 at 2k-8k tokens), not 5.3 / 3.35 = 1.58x.  Not measured anywhere public (searched: the
+state-spaces/mamba, causal-conv1d, flash-linear-attention, TileLang / TileOPs, vLLM, flashinfer and Megatron-LM
+repositories and threads, the Mamba-2 paper, ROCm blogs; scripts/validation/README.md "Known gaps"): mamba_ssm's
+Triton SSD forward or backward on B200 / GB200 / B300 / GB300 or MI300X, its backward anywhere as a number with
+its shape, its speed at state sizes other than 128 (the ``P N`` scaling is a guess; the Mamba-2 paper's Figure 10
+says SSD time grows little with N, which the ``--ssd-bytes`` what-if of ``scripts/hybrid_probe.py`` prices), and at
+chunk 128 (the record ran 256).  causal_conv1d's backward kernel is checked against causal-conv1d PR #88 (RTX PRO
+6000 Blackwell: 78-84 % of its bandwidth, a bandwidth-bound kernel as priced; ``tests/test_mamba_kernels.py``).
 """
 
 from __future__ import annotations
@@ -58,8 +69,18 @@ SSD_BWD_OVER_FWD = 3.0
 #: causal_conv1d backward bytes / forward bytes: the forward recomputed (1) + the backward kernel (read x, dy; write
 #: dx: 1.5)
 CONV_BWD_OVER_FWD = 2.5
+#: public kernel measurements that bound the SSD scan's speed over the H100's below the HBM ratio, by GPU:
+#: (times the H100's speed, source).  MI300X: Zyphra's hand-written HIP Mamba-2 backward kernel runs 1.04 / 1.05 /
+#: 1.06x an H100 at 2k / 4k / 8k tokens (Zyphra "Training transformers and hybrid models on AMD MI300X", 2024, the
+#: same text in ROCm/rocm-blogs PR #25, blogs/artificial-intelligence/mamba2-flash-attention-kernels); Primus runs
+#: mamba_ssm's Triton kernels on ROCm (AMD-AGI/Primus ``patches/mamba_rocm_patches.py``), and the blog calls its
+#: kernel the first MI300X Mamba-2 backward to surpass an H100, so 1.05 bounds the speed, not the HBM ratio 1.58
+SSD_SPEED_CAP: dict[str, tuple[float, str]] = {
+    "mi300x": (1.05, "Zyphra MI300X Mamba-2 backward kernel: 1.04-1.06x H100 at 2k-8k tokens (ROCm/rocm-blogs PR #25)"),
+}
 SSD_SOURCE = ("vLLM PR #27299 (H100 SXM, mamba_ssm Triton mamba_chunk_scan_combined forward, 1.2e7 tokens/s at "
-              "128 heads x P 64 x N 128), scaled by HBM bandwidth; backward 3x forward (recomputed states + gradient "
+              "128 heads x P 64 x N 128), scaled by HBM bandwidth (MI300X capped at 1.05x the H100: Zyphra's MI300X "
+              "Mamba-2 kernel); backward 3x forward (recomputed states + gradient "
               "matmuls, mamba_ssm ssd_combined.py structure, not measured)")
 
 
@@ -92,12 +113,21 @@ def mamba_layer_flops(m: ModelArch) -> float:
     return 2.0 * h * (2 * d_in + 2 * G * N + H) + 7.0 * d_in * N + 2.0 * d_in * h
 
 
-def ssd_scan_seconds(m: ModelArch, tokens: int, tp: int, hbm_bw: float) -> tuple[float, float]:
+def ssd_speed_over_h100(gpu: str, hbm_bw: float) -> float:
+    """How many times faster than the H100 measurement the SSD scan runs on ``gpu``: the HBM bandwidth ratio
+    ``hbm_bw / 3.35 TB/s``, capped by :data:`SSD_SPEED_CAP` where a public kernel measurement bounds it (MI300X:
+    1.05, module doc)."""
+    speed = hbm_bw / SSD_REF_HBM_BW
+    cap = SSD_SPEED_CAP.get(gpu)
+    return min(speed, cap[0]) if cap else speed
+
+
+def ssd_scan_seconds(m: ModelArch, tokens: int, tp: int, hbm_bw: float, gpu: str = "") -> tuple[float, float]:
     """(forward, backward) seconds of the SSD chunked scan of ``tokens`` tokens over the H / t heads of one GPU
-    (module doc: the H100 measurement scaled by head size, state size and HBM bandwidth)."""
+    (module doc: the H100 measurement scaled by head size, state size and :func:`ssd_speed_over_h100`)."""
     heads = m.mamba_heads // tp
     size = (m.mamba_head_dim * m.mamba_state_dim) / (64 * 128)
-    f = tokens * heads * SSD_FWD_S_PER_TOKEN_HEAD * size * SSD_REF_HBM_BW / hbm_bw
+    f = tokens * heads * SSD_FWD_S_PER_TOKEN_HEAD * size / ssd_speed_over_h100(gpu, hbm_bw)
     return f, SSD_BWD_OVER_FWD * f
 
 
@@ -175,13 +205,32 @@ def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
 CHUNK = 128
 
 
-def mamba_backward_temp_bytes(m: ModelArch, tokens: int, tp: int) -> float:
-    """Bytes a Mamba layer's backward allocates at once on one GPU beyond the saved tensors (mamba_ssm
-    ``MambaSplitConv1dScanCombinedFn.backward`` @e9594ce): ``dzxbcdt`` ``2 T (2 d_i + 2GN + H)/t``, the recomputed
-    conv output and ``dxBC`` ``2 x 2 T (d_i + 2GN)/t``, ``_mamba_chunk_scan_combined_bwd``'s fp32 recomputed chunk
-    states and their gradients ``2 x 4 (T / 128) (H/t) P N`` and ``C B^T`` ``4 T (G/t) 128``."""
+def mamba_backward_temp_bytes(m: ModelArch, tokens: int, tp: int, sp: bool = False) -> float:
+    """Bytes a Mamba layer's backward holds at once on one GPU beyond the saved tensors (``tokens`` = b s / cp,
+    Q = :data:`CHUNK`, W = ``in_proj`` width, C = conv channels, c = T / Q chunks; all over t), read from the code
+    (mamba_ssm @e9594ce ``ops/triton/ssd_combined.py`` ``MambaSplitConv1dScanCombinedFn.backward`` and
+    ``_mamba_chunk_scan_combined_bwd``, with megatron-core 0.16.1's ``rmsnorm_weight=None``, i.e. ``z`` gated in
+    the scan; Python keeps every local of ``_mamba_chunk_scan_combined_bwd`` until it returns):
+
+    - always: the layer's output gradient ``2 Tn h`` (as :class:`LayerActivations` ``backward_temp``); the scan's
+      incoming gradient ``dout`` ``2 T d_i``; ``dzxbcdt`` ``2 T W``; the recomputed conv output and ``dxBC``
+      ``2 x 2 T C``; ``_chunk_scan_bwd_dz``'s ``dout_x`` ``2 T d_i``; the ``dt`` clone ``2 T H``;
+      ``_chunk_cumsum_fwd``'s fp32 ``dA_cumsum`` and ``dt`` ``8 T H``; ``C B^T`` fp32 ``4 T G Q``;
+    - then the largest of three moments: ``_state_passing_bwd`` (fp32 recomputed states and ``dstates`` and their
+      bf16 outputs, ``12 c H P N``); ``_chunk_scan_bwd_dcb`` (bf16 states / dstates ``4 c H P N``, fp32 ``ddt``,
+      ``ddA_next``, ``ddA_cumsum_prev`` ``12 T H``, fp32 ``dB`` / ``dC`` ``8 T G N`` (one split at training
+      sizes: ``nheads_per_program`` = H / G), ``dcb`` before and after its ``sum(2)`` ``8 T G Q``);
+      ``_chunk_scan_bwd_ddAcs_stable`` (the same less the first ``dcb``, plus ``ddA_prev`` and the kernel's
+      ``4 T H ceil(Q / 32)`` partial sums, ``4 T H`` each)."""
     t = max(1, tp)
-    H, P, N, G = m.mamba_heads, m.mamba_head_dim, m.mamba_state_dim, m.mamba_num_groups
-    chunks = -(-tokens // CHUNK)
-    return (2.0 * tokens * in_proj_width(m) / t + 4.0 * tokens * conv_channels(m) / t
-            + 8.0 * chunks * (H / t) * P * N + 4.0 * tokens * (G / t) * CHUNK)
+    tn = tokens / t if sp else tokens
+    H, P, N, G, di = m.mamba_heads / t, m.mamba_head_dim, m.mamba_state_dim, m.mamba_num_groups / t, m.mamba_d_inner / t
+    T, Q = float(tokens), CHUNK
+    chunks = -(-tokens // Q)
+    fixed = (2.0 * tn * m.hidden_size + 2.0 * T * di + 2.0 * T * in_proj_width(m) / t + 4.0 * T * conv_channels(m) / t
+             + 2.0 * T * di + 2.0 * T * H + 8.0 * T * H + 4.0 * T * G * Q)
+    states = chunks * H * P * N
+    passing = 12.0 * states
+    dcb = 4.0 * states + 12.0 * T * H + 8.0 * T * G * N + 8.0 * T * G * Q
+    ddacs = 4.0 * states + 12.0 * T * H + 8.0 * T * G * N + 4.0 * T * G * Q + 4.0 * T * H + 4.0 * T * H * -(-Q // 32)
+    return fixed + max(passing, dcb, ddacs)

@@ -1193,7 +1193,8 @@ def _mamba_mixer(acc: _Acc, m: ModelArch, t: int, T: int, Tn: int, gpu: str, bda
     acc.elem(mamba.layout_copy_bytes(m, T, t), "Mamba layout copies (zxBCdt to b-l-d, y back to l-b-d)", 1.0, (2, 2))
     acc.elem(mamba.conv1d_bytes(m, T, t), "causal_conv1d (x, B, C) + SiLU (backward: forward recomputed)",
              mamba.CONV_BWD_OVER_FWD, (1, 2))
-    f, bi = mamba.ssd_scan_seconds(m, T, t, get_gpu(gpu).hbm_bw)
+    spec = get_gpu(gpu)
+    f, bi = mamba.ssd_scan_seconds(m, T, t, spec.hbm_bw, spec.name)
     acc._add(f, bi, 0.0, "non_matmul")
     acc._k(5, 14)
     acc._rec("SSD chunk scan (mamba_chunk_scan_combined)", f * acc.slow, bi * acc.slow, 0.0,

@@ -546,7 +546,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             bwd, graph_bwd = _graph_backward_split(m, layout[rank], opts.te_graph_scope, dense_act, moe_act)
         if m.is_hybrid and any(m.layer_symbol(i) == "M" for ch in layout[rank] for i in ch.layers):
             # a Mamba layer's backward (cost/mamba.py mamba_backward_temp_bytes) beside the other layers' largest
-            bwd = max(bwd, mamba_backward_temp_bytes(m, seq // cp * mbs, tp))
+            bwd = max(bwd, mamba_backward_temp_bytes(m, seq // cp * mbs, tp, sp))
         layer_bwd = bwd + extras[rank]
         if opts.wgrad_fresh:
             # without gradient-accumulation fusion: one module's fresh weight gradient until its hook moves it into
