@@ -108,10 +108,12 @@ def test_super_totals_match_the_model_docs():
 # --------------------------------------------------------------------------- FLOPs vs the published tables
 @pytest.mark.parametrize("table,system,tokens,tflops", [
     ("26.06", "GB300", 9652, 817), ("26.06", "GB200", 6742, 571), ("26.06", "B300", 7867, 667),
-    ("26.08", "GB300", 9856, 831), ("26.08", "GB200", 7040, 600)])
+    ("26.08", "GB300", 9856, 831), ("26.08", "GB200", 7040, 600), ("26.04.01", "GB300", 9344, 795),
+    ("26.04.01", "GB200", 6656, 564), ("26.04.01", "B300", 7296, 623), ("26.04.01", "B200", 6400, 542)])
 def test_super_flops_reproduce_bridge_tables(table, system, tokens, tflops):
-    # the tables round TFLOP/s to integers and tokens to the run's log: within 0.7 %
-    assert model_flops_per_token(_plan()) == pytest.approx(tflops * 1e12 / tokens, rel=0.007)
+    # the tables round TFLOP/s to integers; 26.04.01 also rounds tokens/s to multiples of 128 (+-0.9 %)
+    rel = 0.01 if table == "26.04.01" else 0.007
+    assert model_flops_per_token(_plan()) == pytest.approx(tflops * 1e12 / tokens, rel=rel)
 
 
 def test_without_latent_or_mtp_the_tables_are_missed():

@@ -395,7 +395,8 @@ DROPOUT_SRC = {
         "llama3_70b": "llama/llama_bridge.py:64", "llama31_405b": "llama/llama_bridge.py:64",
         "llama3_8b": "llama/llama_bridge.py:64", "dsv3": "deepseek/deepseek_v3_bridge.py:80",
         "qwen3_30b": "qwen/qwen3_moe_bridge.py:51", "qwen3_235b": "qwen/qwen3_moe_bridge.py:51",
-        "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76", "kimi_k2": "kimi/kimi_bridge.py:76"},
+        "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76", "kimi_k2": "kimi/kimi_bridge.py:76",
+        "nemotron3_nano": "mamba/mamba_provider.py:160-161", "nemotron3_super": "mamba/mamba_provider.py:160-161"},
     "26.08": {"nemotron3_nano": "hybrid/hybrid_provider.py (HybridModelProvider: hidden_dropout = attention_dropout = 0.0)",
               "nemotron3_super": "hybrid/hybrid_provider.py (HybridModelProvider: hidden_dropout = attention_dropout = 0.0)",
               "dsv3": "deepseek/deepseek_v3_bridge.py:87", "qwen3_30b": "qwen/qwen3_moe_bridge.py:59",
@@ -1015,7 +1016,8 @@ def nemotron3_nano_rows():
     configs/nemotronh/nemotron_3_{workload_base_configs,llm_pretrain}.py @8f341b04f.  The 26.06 H100 FP8 row
     (selective recompute): nemotron3_nano_h100_row.  Elsewhere: Nemotron 3 Super (nemotron3_super_rows).  Left out
     (CURRENT_RUNS.md): Nemotron 3 Ultra (Megatron-FSDP: not modelled for hybrid stacks); the 26.06.01 Nano rows (their
-    recipe commit not pinned here)."""
+    recipe commit not pinned here).  26.04.01 (the archive's table; configs @v0.4.2, the same presets): GB300 / GB200 /
+    B300 / B200 MXFP8 and H100 FP8."""
     rows = []
     common = ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-token-dispatcher-type flex",
               "--moe-flex-dispatcher-backend hybridep", "--moe-router-force-load-balancing",
@@ -1030,6 +1032,11 @@ def nemotron3_nano_rows():
         ("26.06", "GB300", 4, 39749, 885, 16, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_GB300_FP8_MX_V1"),
         ("26.06", "GB200", 2, 33522, 747, 16, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_GB200_FP8_MX_V1"),
         ("26.06", "B300", 4, 37316, 831, 16, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_B300_FP8_MX_V1"),
+        # 26.04.01 (performance-summary-archive.md; scripts/performance/configs/nemotronh @v0.4.2, the same presets)
+        ("26.04.01", "GB300", 4, 37888, 845, 16, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_GB300_FP8_MX_V1"),
+        ("26.04.01", "GB200", 2, 32768, 725, 16, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_GB200_FP8_MX_V1"),
+        ("26.04.01", "B300", 4, 35840, 794, 16, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_B300_FP8_MX_V1"),
+        ("26.04.01", "B200", 2, 32768, 726, 16, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_B200_FP8_MX_V1"),
     ]
     for release, sysname, mbs, tok, tf, sms, fn in R:
         gpus, gbs, tp, pp, cp, ep = 8, 512, 1, 1, 1, 8
@@ -1055,23 +1062,25 @@ def nemotron3_nano_rows():
                    f"Hybrid Mamba-2 / attention / MoE stack ({NANO_PATTERN}), MBS {mbs}, one node's 8 GPUs. " + what,
                    "Nemotron_3_Nano", dispatcher="flex/hybridep", cuda_graph="te_scoped: attn mamba moe_router "
                    "moe_preprocess", release=release, fpt=NANO_FPT)
-        r["flops_convention"] = (f"Megatron-Bridge @{MB_COMMIT_2608 if release == '26.08' else '8f341b04f'} "
+        commit = {"26.08": MB_COMMIT_2608, "26.06": "8f341b04f", "26.04.01": f"{MB_TAG} ({MB_COMMIT})"}[release]
+        r["flops_convention"] = (f"Megatron-Bridge @{commit} "
                                  "training/utils/flop_utils.py hybrid_flops (Megatron-LM training.py's hybrid branch): "
                                  "per layer symbol, Mamba counted with d_in = 2h, 3x forward, padded vocabulary; "
                                  f"{NANO_FPT / 1e9:.3f} GFLOP/token (current_runs_flops.hybrid_flops_per_token)")
         rows.append(r)
     rows.append(nemotron3_nano_h100_row(unknown))
+    rows.append(nemotron3_nano_h100_row(unknown, "26.04.01", 14336, 321))
     return rows
 
 
-def nemotron3_nano_h100_row(unknown):
-    """The 26.06 table's H100 FP8 Nemotron 3 Nano row (performance-summary-archive.md, 16 GPUs, GBS 1024, MBS 1,
-    EP 8): scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py @8f341b04f
+def nemotron3_nano_h100_row(unknown, release="26.06", tok=14719, tf=328):
+    """The 26.06 (or 26.04.01) table's H100 FP8 Nemotron 3 Nano row (performance-summary-archive.md, 16 GPUs, GBS 1024,
+    MBS 1, EP 8): scripts/performance/configs/nemotronh/nemotron_3_workload_base_configs.py @8f341b04f (@v0.4.2 alike)
     NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1 (_NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100: TE graphs;
     cuda_graph_scope ['mamba'], recompute_modules ['moe', 'layernorm', 'core_attn', 'moe_act'] -- utils/overrides.py
     _set_recompute_overrides sets recompute_granularity 'selective' with them), nemotron_3_llm_pretrain.py
     nemotron_3_nano_pretrain_config_h100 (get_precision_config fp8_cs, HybridEP from the base config)."""
-    gpus, gbs, mbs, tp, pp, cp, ep, tok, tf = 16, 1024, 1, 1, 1, 1, 8, 14719, 328
+    gpus, gbs, mbs, tp, pp, cp, ep = 16, 1024, 1, 1, 1, 1, 8
     dp = gpus // (tp * pp * cp)
     f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + NANO_FLAGS
     f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-token-dispatcher-type flex",
@@ -1080,7 +1089,8 @@ def nemotron3_nano_h100_row(unknown):
           "--attention-backend fused", "--recompute-granularity selective",
           "--recompute-modules moe layernorm core_attn moe_act"]
     f += mb_common("nemotron3_nano", "fp8_cs", dp, pp, None, tp)
-    r = mb_row(f"mbridge2606_h100_fp8_cs_nemotron3_nano_{gpus}gpu", "nemotron3_nano", "H100", gpus, "fp8_cs", "FP8",
+    r = mb_row(f"mbridge{release.replace('.', '')}_h100_fp8_cs_nemotron3_nano_{gpus}gpu", "nemotron3_nano", "H100",
+               gpus, "fp8_cs", "FP8",
                gbs, mbs, tp, pp, cp, None, ep, tok, tf, f, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_H100_FP8_CS_V1",
                "nemotronh", "nemotron_3_workload_base_configs.py", "nemotron_3_llm_pretrain.py",
                "nemotron_3_nano_pretrain_config_h100", "nemotronh/nemotron_3_nano.py (nemotron_3_nano_pretrain_config)",
@@ -1089,9 +1099,10 @@ def nemotron3_nano_h100_row(unknown):
                "node, DP 16). FP8 current scaling (get_precision_config fp8_cs), HybridEP (16 SMs), TE-scoped CUDA "
                "graphs of the Mamba layers only, selective recompute of moe / layernorm / core_attn / moe_act; "
                "set_nemotron_3_nano_common_configs: grads reduced in bf16, routing forced balanced.",
-               "Nemotron_3_Nano", dispatcher="flex/hybridep", cuda_graph="te_scoped: mamba", release="26.06",
+               "Nemotron_3_Nano", dispatcher="flex/hybridep", cuda_graph="te_scoped: mamba", release=release,
                fpt=NANO_FPT)
-    r["flops_convention"] = ("Megatron-Bridge @8f341b04f training/utils/flop_utils.py hybrid_flops (Megatron-LM "
+    commit = "8f341b04f" if release == "26.06" else f"{MB_TAG} ({MB_COMMIT})"
+    r["flops_convention"] = (f"Megatron-Bridge @{commit} training/utils/flop_utils.py hybrid_flops (Megatron-LM "
                              "training.py's hybrid branch): per layer symbol, Mamba counted with d_in = 2h, 3x forward, "
                              f"padded vocabulary; {NANO_FPT / 1e9:.3f} GFLOP/token "
                              "(current_runs_flops.hybrid_flops_per_token)")
@@ -1132,11 +1143,11 @@ def nemotron3_super_rows():
     (base: recipes/nemotronh/h100/nemotron_3_super.py, mtp_num_layers 2 with mtp_use_repeated_layer;
     _benchmark_common: moe_hybridep_num_sms 32).  26.06 (performance-summary-archive.md): GB300 / GB200 / B300 MXFP8,
     scripts/performance/configs/nemotronh/nemotron_3_{workload_base_configs,llm_pretrain}.py @8f341b04f
-    (BASE_NEMOTRON_3_SUPER_CONFIG: EP 64, TP 1 / GB200 TP 2; B300 EP 8, no recompute for FP8_MX).  Left out: NVFP4
-    rows (the recipe's te_quant.cfg per-module quantization is not in the plan), BF16 rows (none in these tables for
-    Super pre-training at 64 GPUs), the 26.06.01 rows (recipe commit not pinned), the 26.02.01 - 26.04.01 rows (their
-    recipe commits not checked here), Nemotron 3 Ultra (Megatron-FSDP / HSDP: full sharding of hybrid stacks is not
-    modelled)."""
+    (BASE_NEMOTRON_3_SUPER_CONFIG: EP 64, TP 1 / GB200 TP 2; B300 EP 8, no recompute for FP8_MX).  26.04.01
+    (performance-summary-archive.md): GB300 / GB200 / B300 / B200 MXFP8, the same two files @v0.4.2 (B200: EP 64,
+    no CUDA graphs, recompute moe_act / layernorm).  Left out: NVFP4 rows (the recipe's te_quant.cfg per-module
+    quantization is not in the plan), the 26.06.01 and 26.02.01 / 26.04 rows (recipe commits not pinned here), Nemotron
+    3 Ultra (Megatron-FSDP / HSDP: full sharding of hybrid stacks is not modelled)."""
     rows = []
     R = [
         # release, sys, tp, ep, tok, tf, recipe function / config
@@ -1145,6 +1156,10 @@ def nemotron3_super_rows():
         ("26.06", "GB300", 1, 64, 9652, 817, "NEMOTRON_3_SUPER_PRETRAIN_CONFIG_GB300_FP8_MX_V1"),
         ("26.06", "GB200", 2, 64, 6742, 571, "NEMOTRON_3_SUPER_PRETRAIN_CONFIG_GB200_FP8_MX_V1"),
         ("26.06", "B300", 1, 8, 7867, 667, "NEMOTRON_3_SUPER_PRETRAIN_CONFIG_B300_FP8_MX_V1"),
+        ("26.04.01", "GB300", 1, 64, 9344, 795, "NEMOTRON_3_SUPER_PRETRAIN_CONFIG_GB300_FP8_MX_V1"),
+        ("26.04.01", "GB200", 2, 64, 6656, 564, "NEMOTRON_3_SUPER_PRETRAIN_CONFIG_GB200_FP8_MX_V1"),
+        ("26.04.01", "B300", 1, 8, 7296, 623, "NEMOTRON_3_SUPER_PRETRAIN_CONFIG_B300_FP8_MX_V1"),
+        ("26.04.01", "B200", 1, 64, 6400, 542, "NEMOTRON_3_SUPER_PRETRAIN_CONFIG_B200_FP8_MX_V1"),
     ]
     unknown = ["mtp_use_repeated_layer=True (nemotron_3_super recipe): the two MTP depths share one layer's weights "
                "(--mtp-use-repeated-layer; the plan counts two depths' weights)",
@@ -1154,13 +1169,17 @@ def nemotron3_super_rows():
         gpus, gbs, mbs, pp, cp = 64, 512, 1, 1, 1
         dp = gpus // (tp * pp * cp)
         f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + SUPER_FLAGS
+        # HybridEP 32 SMs: 26.08 _benchmark_common; 26.06 / 26.04.01 utils/overrides.py _set_common_perf_overrides
+        # (the Super recipe's backend is already hybridep there, unlike Nano's deepep, which keeps its 16)
         f += ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-token-dispatcher-type flex",
               "--moe-flex-dispatcher-backend hybridep", "--moe-router-force-load-balancing",
-              "--moe-router-padding-for-quantization",
-              "--cuda-graph-impl transformer_engine", "--cuda-graph-scope attn mamba moe_router moe_preprocess",
+              "--moe-router-padding-for-quantization", "--moe-hybridep-num-sms 32",
               "--te-rng-tracker", "--attention-backend fused"]
-        if release == "26.08":
-            f += ["--moe-hybridep-num-sms 32"]
+        b200 = sysname == "B200"   # BASE_NEMOTRON_3_SUPER_CONFIG_B200: no graphs, recompute moe_act / layernorm
+        if b200:
+            f += ["--recompute-granularity selective", "--recompute-modules moe_act layernorm"]
+        else:
+            f += ["--cuda-graph-impl transformer_engine", "--cuda-graph-scope attn mamba moe_router moe_preprocess"]
         f += mb_common("nemotron3_super", "fp8_mx", dp, pp, None, tp)
         rec = "nemotronh/h100/nemotron_3_super.py (nemotron_3_super_pretrain_16gpu_h100_bf16_config)" \
             if release == "26.08" else "nemotronh/nemotron_3_super.py (nemotron_3_super_pretrain_config)"
@@ -1172,17 +1191,21 @@ def nemotron3_super_rows():
         else:
             wl, script = "nemotron_3_workload_base_configs.py", "nemotron_3_llm_pretrain.py"
             fam_fn = f"nemotron_3_super_pretrain_config_{sysname.lower()}"
-            what = ("MXFP8 (get_precision_config fp8_mx), BASE_NEMOTRON_3_SUPER_CONFIG (HybridEP, TE-scoped CUDA "
-                    "graphs of attn / mamba / moe_router / moe_preprocess, no recompute); set_nemotron_3_super_common_"
-                    "configs: grads reduced in bf16, routing forced balanced, router padding for quantization.")
+            what = ("MXFP8 (get_precision_config fp8_mx), BASE_NEMOTRON_3_SUPER_CONFIG (HybridEP at 32 SMs, "
+                    + ("no CUDA graphs, selective recompute of moe_act / layernorm" if b200 else
+                       "TE-scoped CUDA graphs of attn / mamba / moe_router / moe_preprocess, no recompute")
+                    + "); set_nemotron_3_super_common_configs: grads reduced in bf16, routing forced balanced, "
+                    "router padding for quantization.")
         r = mb_row(f"mbridge{release.replace('.', '')}_{sysname.lower()}_fp8_mx_nemotron3_super_{gpus}gpu",
                    "nemotron3_super", sysname, gpus, "fp8_mx", "MXFP8", gbs, mbs, tp, pp, cp, None, ep, tok, tf, f, fn,
-                   "nemotronh", wl, script, fam_fn, rec, "none", list(unknown),
+                   "nemotronh", wl, script, fam_fn, rec, "selective: moe_act, layernorm" if b200 else "none",
+                   list(unknown),
                    f"Hybrid Mamba-2 / attention / latent-MoE stack ({SUPER_PATTERN}) with 2 MTP depths of '*E', TP {tp}, "
                    f"EP {ep}, MBS 1, {gpus} GPUs. " + what,
-                   "Nemotron_3_Super", dispatcher="flex/hybridep", cuda_graph="te_scoped: attn mamba moe_router "
-                   "moe_preprocess", release=release, fpt=SUPER_FPT)
-        r["flops_convention"] = (f"Megatron-Bridge @{MB_COMMIT_2608 if release == '26.08' else '8f341b04f'} "
+                   "Nemotron_3_Super", dispatcher="flex/hybridep", cuda_graph="none" if b200 else
+                   "te_scoped: attn mamba moe_router moe_preprocess", release=release, fpt=SUPER_FPT)
+        commit = {"26.08": MB_COMMIT_2608, "26.06": "8f341b04f", "26.04.01": f"{MB_TAG} ({MB_COMMIT})"}[release]
+        r["flops_convention"] = (f"Megatron-Bridge @{commit} "
                                  "training/utils/flop_utils.py hybrid_flops: per layer symbol (the MTP pattern's "
                                  "'*E' counted per depth), latent MoE 4 l f k + 4 h l (moe_layer_flops), Mamba with "
                                  "d_in = 2h, logits x (1 + mtp), 3x forward, padded vocabulary; "
