@@ -1,4 +1,5 @@
-"""Project the held-out hybrid Mamba rows of ``scripts/validation/current_runs.json`` (Nemotron 3 Nano, judge only)
+"""Project the held-out hybrid Mamba rows of ``scripts/validation/current_runs.json`` (Nemotron 3 Nano and Super,
+judge only)
 without rebuilding ``runs.json``: each row's ``megatron_flags`` through ``build_runs.flag_row`` (the Megatron
 adapter, as ``build_runs.py`` will), then the dry run; prints projected vs published tokens/s/GPU, the model
 TFLOP/s/GPU by the projection's FLOP count and the memory verdict.

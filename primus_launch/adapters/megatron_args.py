@@ -112,6 +112,9 @@ FLAGS: tuple[Flag, ...] = (
     _f("--use-transformer-engine-op-fuser", "true", group="moe"),
     _f("--moe-layer-recompute", "true", group="recompute"),
     _f("--mtp-num-layers", group="moe"),
+    _f("--mtp-hybrid-override-pattern", "str", group="model"),
+    _f("--moe-latent-size", group="moe"),
+    _f("--use-fused-weighted-squared-relu", "true", group="moe"),
     # hybrid Mamba-2 / attention stacks (megatron-core ssm/, pretrain_mamba.py)
     _f("--hybrid-override-pattern", "str", group="model"),
     _f("--hybrid-layer-pattern", "str", group="model"),
@@ -330,21 +333,47 @@ def allocate_hybrid(num_layers: int, attention_ratio: float, mlp_ratio: float) -
 def hybrid_pattern(a: dict[str, Any], num_layers: int | None) -> str | None:
     """The hybrid stack's layer symbols of Megatron arguments ``a`` (``--hybrid-override-pattern`` or main's
     ``--hybrid-layer-pattern``; else, with ``--is-hybrid-model``, :func:`allocate_hybrid` of the ratios), or None for a
-    GPT stack.  A pattern with pipeline ('|') or MTP ('/') separators is refused (not modelled)."""
+    GPT stack.  A pattern with pipeline ('|') separators is refused (not modelled); its MTP part ('/<mtp>', read by
+    :func:`hybrid_mtp`) is cut off."""
     for dest in ("hybrid_override_pattern", "hybrid_layer_pattern"):
         pat = a.get(dest)
         if pat in (None, "", "None"):
             continue
         pat = str(pat).strip().strip("'\"")
-        if "|" in pat or "/" in pat:
-            raise PlanError(BY_DEST[dest].flag, pat, "pipeline-stage ('|') and MTP ('/') separators of a hybrid "
-                            "pattern are not modelled: give one of M * - E per layer and the pipeline flags")
-        return pat
+        if "|" in pat:
+            raise PlanError(BY_DEST[dest].flag, pat, "pipeline-stage ('|') separators of a hybrid pattern are not "
+                            "modelled: give one of M * - E per layer and the pipeline flags")
+        return pat.split("/")[0]
     if a.get("is_hybrid_model") or a.get("hybrid_attention_ratio") or a.get("hybrid_mlp_ratio"):
         if num_layers is None:
             raise PlanError("--num-layers", None, "required for a hybrid model without a layer pattern")
         return allocate_hybrid(num_layers, float(get(a, "hybrid_attention_ratio")), float(get(a, "hybrid_mlp_ratio")))
     return None
+
+
+def hybrid_mtp(a: dict[str, Any]) -> tuple[str | None, int | None]:
+    """(one MTP depth's layer symbols, depths) of Megatron arguments ``a``: main's unified pattern
+    ``<main>/<mtp>/<mtp>`` (megatron-core ``models/hybrid/hybrid_layer_allocation.py`` ``parse_hybrid_pattern``:
+    every depth the same pattern, the depth count the MTP layers) or the legacy ``--mtp-hybrid-override-pattern``
+    (one depth, ``--mtp-num-layers`` of them; Megatron-LM ``arguments.py`` converts it to the unified form);
+    (None, None) without either."""
+    for dest in ("hybrid_override_pattern", "hybrid_layer_pattern"):
+        pat = a.get(dest)
+        if pat in (None, "", "None"):
+            continue
+        parts = str(pat).strip().strip("'\"").split("/")
+        if len(parts) > 1:
+            depths = parts[1:]
+            if len(set(depths)) != 1 or not depths[0]:
+                raise PlanError(BY_DEST[dest].flag, pat, "every MTP depth after '/' the same non-empty pattern "
+                                "(megatron-core parse_hybrid_pattern)")
+            return depths[0], len(depths)
+    legacy = a.get("mtp_hybrid_override_pattern")
+    if legacy not in (None, "", "None"):
+        return str(legacy).strip().strip("'\""), None
+    return None, None
+
+
 
 
 def program_family(program: str | None) -> str | None:
@@ -822,6 +851,19 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         model.update(hybrid_pattern=hyb, moe_layer_pattern=None, moe_dense_first_layers=0,
                      mamba_state_dim=get(a, "mamba_state_dim"), mamba_head_dim=get(a, "mamba_head_dim"),
                      mamba_num_groups=get(a, "mamba_num_groups"), mamba_num_heads=a.get("mamba_num_heads"))
+        mtp_pat, depths = hybrid_mtp(a)
+        if mtp_pat is not None:
+            given = a.get("mtp_num_layers")
+            if depths is not None and given not in (None, 0) and given != depths:
+                raise PlanError("--mtp-num-layers", given, f"{depths} (the hybrid pattern's MTP depths; Megatron-LM "
+                                "arguments.py refuses the conflict)")
+            n = depths if depths is not None else (given or 0)
+            if n:
+                model.update(hybrid_mtp_pattern=mtp_pat, mtp_num_layers=n)
+    if num_experts and a.get("moe_latent_size"):
+        model.update(moe_latent_size=a.get("moe_latent_size"))
+    if num_experts and a.get("use_fused_weighted_squared_relu"):
+        model.update(moe_fused_weighted_squared_relu=True)
 
     tp, pp = get(a, "tensor_model_parallel_size"), get(a, "pipeline_model_parallel_size")
     layout = a.get("pipeline_model_parallel_layout") or None

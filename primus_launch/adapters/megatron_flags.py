@@ -975,9 +975,15 @@ MODELLED_FLAGS: dict[str, str] = {
     "--qk-pos-emb-head-dim": "model.qk_pos_emb_head_dim", "--v-head-dim": "model.v_head_dim",
     "--mtp-num-layers": "model.mtp_num_layers", "--seq-length": "model.seq_length",
     # hybrid Mamba-2 / attention stacks (pretrain_mamba.py, pretrain_hybrid.py: Nemotron-H, Nemotron 3)
-    "--hybrid-override-pattern": "model.hybrid_pattern (one of M * - E per layer; pipeline '|' / MTP '/' separators "
-                                 "refused)",
-    "--hybrid-layer-pattern": "model.hybrid_pattern (main's spelling; its length sets --num-layers)",
+    "--hybrid-override-pattern": "model.hybrid_pattern (one of M * - E per layer; pipeline '|' separators refused; "
+                                 "'/<mtp>' depths: model.hybrid_mtp_pattern)",
+    "--hybrid-layer-pattern": "model.hybrid_pattern (main's spelling; its length sets --num-layers; "
+                              "'<main>/<mtp>/<mtp>': model.hybrid_mtp_pattern and model.mtp_num_layers)",
+    "--mtp-hybrid-override-pattern": "model.hybrid_mtp_pattern (legacy spelling of one MTP depth's layers)",
+    "--use-fused-weighted-squared-relu": "model.moe_fused_weighted_squared_relu (memory: no act(x) copy kept; time: "
+                                         "priced as the unfused activation and multiply)",
+    "--moe-latent-size": "model.moe_latent_size (latent MoE: experts, dispatch and combine on l-wide tokens, "
+                         "fc1/fc2_latent_proj GEMMs)",
     "--hybrid-attention-ratio": "model.hybrid_pattern (megatron-core's even allocation of attention layers)",
     "--hybrid-mlp-ratio": "model.hybrid_pattern (megatron-core's even allocation of MLP layers)",
     "--is-hybrid-model": "model.hybrid_pattern (a hybrid stack; the pattern from the flags above)",
@@ -1139,7 +1145,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--moe-token-drop-policy": "time: which tokens are dropped at capacity",
     "--moe-use-upcycling": "time: dense checkpoint upcycled at start (not per iteration)",
     "--moe-paged-stash-buffer-size-factor-cpu": "memory: paged stash host buffer",
-    "--moe-latent-size": "time, memory: MoE in a latent space (Nemotron-H style)",
     "--moe-shared-expert-gate": "time: a gate on the shared expert output (small)",
     "--moe-apply-probs-on-input": "time: router probabilities applied before the experts",
     "--moe-extended-tp": "time, memory: experts sharded with tensor parallelism over EP",
@@ -1174,7 +1179,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--mtp-detach-heads": "time: MTP heads detached from the main graph",
     "--mtp-hsm": "time: MTP hidden-state mixing",
     "--mtp-use-repeated-layer": "memory: one MTP layer's weights reused",
-    "--mtp-hybrid-override-pattern": "time: MTP layers of a hybrid pattern",
     "--disable-mamba-mem-eff-path": "time, memory: the Mamba mixer's unfused path (conv1d, SSD scan and gated norm "
                                     "as separate autograd ops; priced as the fused mamba_split_conv1d_scan_combined)",
     "--mamba-training-ssm-states-dtype": "time, memory: the SSD chunk states' dtype in training (priced as fp32)",
@@ -1246,7 +1250,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--no-check-for-nan-in-loss-and-grad": "time: NaN check on the loss/grad skipped (small)",
     "--deterministic-mode": "time: deterministic kernels (slower attention / scatter-add)",
     "--batch-invariant-mode": "time: batch-invariant kernels", "--batch-invariant-backend": "time: batch-invariant kernel backend",
-    "--use-te-activation-func": "time: TE activation kernels", "--use-fused-weighted-squared-relu": "time: fused weighted squared ReLU",
+    "--use-te-activation-func": "time: TE activation kernels",
     "--fused-residual-rmsnorm": "time: fused residual + RMSNorm",
     "--mla-down-proj-fusion": "time: fused MLA down projections", "--cache-mla-latents": "memory: MLA latents cached (inference)",
     "--use-legacy-models": "time: legacy (non-core) GPT model",

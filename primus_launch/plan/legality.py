@@ -94,6 +94,8 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
     if m.moe_layer_pattern is not None and m.moe_dense_first_layers:
         out.append(("model.moe_dense_first_layers", m.moe_dense_first_layers, "0 when moe_layer_pattern is set"))
     out += _hybrid_problems(plan)
+    if m.moe_latent_size is not None and not m.is_moe:
+        out.append(("model.moe_latent_size", m.moe_latent_size, "needs num_experts (the routed experts' latent width)"))
     # --- MoE
     if m.is_moe:
         if m.num_experts % p.ep:
@@ -447,6 +449,16 @@ def _hybrid_problems(plan: PlanSections) -> list[Problem]:
     if m.moe_layer_pattern is not None:
         out.append(("model.moe_layer_pattern", f"{len(m.moe_layer_pattern)} entries", "unset with hybrid_pattern "
                                                                                        "(its E layers are the MoE ones)"))
+    mtp = m.hybrid_mtp_pattern
+    if mtp is not None:
+        badm = sorted({ch for ch in mtp if ch not in HYBRID_SYMBOLS})
+        if badm or not mtp:
+            out.append(("model.hybrid_mtp_pattern", mtp, "one of M, *, -, E per MTP layer" +
+                        (f"; not {''.join(badm)!r}" if badm else "")))
+        if not m.mtp_num_layers:
+            out.append(("model.hybrid_mtp_pattern", mtp, "needs mtp_num_layers > 0 (its depths)"))
+        if "E" in mtp and not m.is_moe:
+            out.append(("model.hybrid_mtp_pattern", "E layers", "need num_experts"))
     if "M" in pat:
         H, G = m.mamba_heads, m.mamba_num_groups
         if m.mamba_num_heads is None and (2 * m.hidden_size) % m.mamba_head_dim:

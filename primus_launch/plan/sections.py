@@ -87,7 +87,7 @@ LIMITS: dict[str, int] = {
     "model.kv_lora_rank": 2**16, "model.qk_head_dim": 2**16, "model.qk_pos_emb_head_dim": 2**16,
     "model.v_head_dim": 2**16, "model.mtp_num_layers": 64,
     "model.mamba_state_dim": 2**16, "model.mamba_head_dim": 2**16, "model.mamba_num_heads": 2**20,
-    "model.mamba_num_groups": 2**16,
+    "model.mamba_num_groups": 2**16, "model.moe_latent_size": 2**20,
     "parallel.tp": 2**20, "parallel.pp": 2**20, "parallel.vpp": 10_000, "parallel.microbatch_group": 2**31,
     "parallel.cp": 2**20, "parallel.ep": 2**20, "parallel.etp": 2**20, "parallel.dp_replicate": 2**20,
     "parallel.pipeline_layers_first_stage": 10_000, "parallel.pipeline_layers_last_stage": 10_000,
@@ -187,6 +187,17 @@ class ModelArch(BoundedSection):
     moe_layer_pattern: Optional[tuple[int, ...]] = Field(
         default=None, description="1 = MoE layer, 0 = dense, one per decoder layer (Megatron --moe-layer-freq as a "
                                   "list or every-N); None = MoE after moe_dense_first_layers")
+    moe_latent_size: Optional[int] = Field(
+        default=None, gt=0, description="latent MoE (Megatron --moe-latent-size; Nemotron 3 Super / Ultra): the routed "
+                                        "experts run in a width-l latent space -- fc1_latent_proj h -> l before the "
+                                        "dispatch, fc2_latent_proj l -> h after the combine (megatron-core "
+                                        "moe/moe_layer.py), dispatch / combine carry l-wide tokens; shared experts "
+                                        "stay h-wide. None = experts on the hidden size")
+    moe_fused_weighted_squared_relu: bool = Field(
+        default=False, description="Megatron --use-fused-weighted-squared-relu (megatron-core 0.16.1 "
+                                   "fusions/fused_weighted_squared_relu.py): the experts' squared ReLU and routing-"
+                                   "probability multiply in one autograd function that saves its input and the "
+                                   "probabilities only (no act(x) copy kept)")
     moe_router_bias: bool = False
     moe_score_before_experts: bool = Field(
         default=False, description="TorchTitan MoEArgs.score_before_experts: the routing scores multiply the "
@@ -220,6 +231,10 @@ class ModelArch(BoundedSection):
         default=None, gt=0, description="Mamba-2 heads H (Megatron --mamba-num-heads); None = 2 * hidden / head_dim "
                                         "(MambaMixer expand = 2)")
     mamba_num_groups: int = Field(default=8, gt=0, description="B / C groups G (Megatron --mamba-num-groups)")
+    hybrid_mtp_pattern: Optional[str] = Field(
+        default=None, description="a hybrid stack's MTP layer symbols per depth (Megatron --hybrid-layer-pattern "
+                                  "'<main>/<mtp>/<mtp>', megatron-core models/hybrid/hybrid_layer_allocation.py "
+                                  "parse_hybrid_pattern; Nemotron 3 Super '*E'); mtp_num_layers depths of it")
 
     @property
     def is_moe(self) -> bool:
@@ -285,6 +300,11 @@ class ModelArch(BoundedSection):
     @property
     def num_window_layers(self) -> int:
         return sum(1 for i in range(self.num_layers) if self.is_window_layer(i))
+
+    @property
+    def expert_hidden(self) -> int:
+        """The width the routed experts see and the dispatcher moves: ``moe_latent_size`` or ``hidden_size``."""
+        return self.moe_latent_size or self.hidden_size
 
     @property
     def expert_ffn(self) -> int:

@@ -57,17 +57,20 @@ GPTOSS_120B = dict(L=36, h=2880, V=201088, heads=64, kv_heads=8, kv_channels=64,
 
 
 def hybrid_flops_per_token(pattern, h, s, V, heads, kv_heads, kv_channels, ffn=0, swiglu=False, topk=1, moe_ffn=0,
-                           shared=0, m_state=128, m_head_dim=64, m_groups=8, m_heads=None, mtp=0):
+                           shared=0, m_state=128, m_head_dim=64, m_groups=8, m_heads=None, mtp=0, latent=None):
     """Model FLOPs per token of a hybrid Mamba stack (fwd + bwd = 3x fwd), restating Megatron-Bridge @09ce5f13c
     src/megatron/bridge/training/utils/flop_utils.py ``hybrid_flops`` (= Megatron-LM training.py's hybrid branch):
     attention ``4 h p (h + h g / n) + 2 h p s`` (p = kv_channels n / h), MLP ``4 f h (x 3/2 gated)``, MoE
     ``4 h (f_e k + f_s) (x 3/2 gated)``, Mamba ``2 h (2 d + 2 G N + H) + 7 d N + 2 d h`` with d = 2h ALWAYS (H the
-    configured heads), logits ``2 h V (1 + mtp)``."""
+    configured heads), logits ``2 h V (1 + mtp)``; ``latent``: a latent MoE's ``4 l f_e k + 4 h l + 4 h f_s`` (x 3/2
+    gated on the f terms); the MTP pattern's layers are passed in ``pattern``."""
     p = kv_channels * heads / h
     g = 1.5 if swiglu else 1.0
     attn = 4 * h * p * (h + h * kv_heads / heads) + 2 * h * p * s
     mlp = 4 * ffn * h * g
     moe = 4 * h * (moe_ffn * topk + shared) * g
+    if latent:   # flop_utils moe_layer_flops: routed experts on the latent width, + the two latent projections
+        moe = 4 * latent * moe_ffn * topk * g + 4 * h * latent + 4 * h * shared * g
     d = 2 * h
     nh = m_heads or d // m_head_dim
     mamba = 2 * h * (2 * d + 2 * m_groups * m_state + nh) + 7 * d * m_state + 2 * d * h

@@ -69,7 +69,9 @@ def _flops_per_sequence(m: ModelArch, padded_vocab: int, causal: bool = True) ->
     l_dense = L - l_moe
     mlp = l_dense * m.ffn_hidden_size * e
     if m.is_moe:
-        mlp += l_moe * (m.expert_ffn * m.moe_router_topk * e + m.moe_shared_expert_intermediate_size * e)
+        lat = m.moe_latent_size
+        routed = m.expert_ffn * m.moe_router_topk * e * (lat / h if lat else 1) + (2 * lat if lat else 0)
+        mlp += l_moe * (routed + m.moe_shared_expert_intermediate_size * e)
     per_token = 6 * h * mlp + L * _attn_term(m, causal) + 6 * h * padded_vocab
     return s * per_token
 
@@ -82,9 +84,14 @@ def hybrid_flops_per_sequence(m: ModelArch, padded_vocab: int, causal: bool = Tr
 
     - attention (``*``): ``4 h p (h + h g / n) + 2 h p s`` with ``p = kv_channels n / h`` (the causal halving
       cancels the FMA's 2);
-    - MLP (``-``): ``4 f h x (3/2 if gated)``; MoE (``E``): ``4 h (f_e k + f_s) x (3/2 if gated)``;
+    - MLP (``-``): ``4 f h x (3/2 if gated)``; MoE (``E``): ``4 h (f_e k + f_s) x (3/2 if gated)``, with a latent
+      MoE (``moe_latent_size`` l) ``4 l f_e k x (3/2 if gated) + 4 h l + 4 h f_s x (3/2 if gated)`` (the routed
+      experts on l, the two latent projections; ``moe_layer_flops``, mirror @d98e8a64 and Megatron-Bridge
+      @8f341b04f);
     - Mamba (``M``): :func:`~primus_launch.projection.cost.mamba.mamba_layer_flops`;
-    - logits: ``2 h V_padded (1 + mtp)``.
+    - logits: ``2 h V_padded (1 + mtp)``;
+    - MTP depths: ``mtp`` x the layers of ``hybrid_mtp_pattern`` (Megatron-LM / Megatron-Bridge count the
+      '<main>/<mtp>/...' pattern's MTP symbols per depth in the layer counts; the eh_proj is not counted).
 
     ``causal=False`` doubles the core-attention term (the full s x s scores)."""
     h, s = m.hidden_size, m.seq_length
@@ -94,8 +101,15 @@ def hybrid_flops_per_sequence(m: ModelArch, padded_vocab: int, causal: bool = Tr
     gated = 1.5 if m.swiglu else 1.0
     attn = 4 * h * p * (h + h * m.kv_heads / n) + 2 * h * p * s * (1 if causal else 2)
     mlp = 4 * m.ffn_hidden_size * h * gated
-    moe = (4 * h * (m.expert_ffn * m.moe_router_topk + m.moe_shared_expert_intermediate_size) * gated
-           if m.is_moe else 0.0)
+    lat = m.moe_latent_size
+    if not m.is_moe:
+        moe = 0.0
+    elif lat:
+        moe = (4 * lat * m.expert_ffn * m.moe_router_topk * gated + 4 * h * lat
+               + 4 * h * m.moe_shared_expert_intermediate_size * gated)
+    else:
+        moe = 4 * h * (m.expert_ffn * m.moe_router_topk + m.moe_shared_expert_intermediate_size) * gated
+    pat = pat + (m.hybrid_mtp_pattern or "") * m.mtp_num_layers
     per_token = (pat.count("*") * attn + pat.count("-") * mlp + pat.count("E") * moe
                  + pat.count("M") * mamba.mamba_layer_flops(m) + 2 * h * padded_vocab * (1 + m.mtp_num_layers))
     return 3 * s * per_token

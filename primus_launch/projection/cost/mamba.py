@@ -173,9 +173,10 @@ def mamba_activation_bytes(m: ModelArch, tokens: int, tp: int, sp: bool) -> floa
 def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
     """What the projection does not model of a hybrid Mamba / attention plan, as (field, value, what is allowed):
     context parallelism (megatron-core ``ssm/mamba_context_parallel.py``: the Mamba mixer's all-to-alls of its
-    in_proj output and back), selective recompute and module offloading (their per-module shares are a GPT
-    layer's), full sharding (FSDP units are GPT layers), MTP (``--mtp-hybrid-override-pattern``) and TorchTitan
-    (no hybrid Mamba models)."""
+    in_proj output and back), per-op recompute and module offloading (selective recompute is priced per symbol:
+    memory/mcore.py ``hybrid_layer_bytes``, cost/recompute.py), full sharding (FSDP units are GPT layers), MTP
+    without its depth's pattern or with Mamba layers in it (a depth of ``*`` / ``-`` / ``E`` layers is priced symbol
+    by symbol, projection/steps/stage.py) and TorchTitan (no hybrid Mamba models)."""
     m, p, t = plan.model, plan.parallel, plan.training
     if not m.is_hybrid:
         return []
@@ -185,14 +186,17 @@ def hybrid_unmodelled(plan: Plan) -> list[tuple[str, object, str]]:
         out.append(("source.framework", plan.framework, f"{why}: Megatron-LM / Megatron-Bridge only"))
     if p.cp > 1:
         out.append(("parallel.cp", p.cp, f"{why} (the Mamba mixer's context-parallel all-to-alls): 1"))
-    if t.recompute.granularity in ("selective", "op"):
-        out.append(("training.recompute.granularity", t.recompute.granularity, f"{why}: none or full"))
+    if t.recompute.granularity == "op":
+        out.append(("training.recompute.granularity", t.recompute.granularity, f"{why}: none, full or selective"))
     if t.offload.activation_layers or t.offload.activation_modules:
         out.append(("training.offload", "activation offloading", f"{why}: off"))
     if p.dp_sharding == "full":
         out.append(("parallel.dp_sharding", "full", f"{why}: none, optimizer or optimizer_grads"))
-    if m.mtp_num_layers:
-        out.append(("model.mtp_num_layers", m.mtp_num_layers, f"{why} (--mtp-hybrid-override-pattern): 0"))
+    if m.mtp_num_layers and not m.hybrid_mtp_pattern:
+        out.append(("model.mtp_num_layers", m.mtp_num_layers, f"{why} without its layers' pattern (Megatron "
+                                                              "--hybrid-layer-pattern '<main>/<mtp>'): 0"))
+    if m.mtp_num_layers and m.hybrid_mtp_pattern and "M" in m.hybrid_mtp_pattern:
+        out.append(("model.hybrid_mtp_pattern", m.hybrid_mtp_pattern, f"{why}: MTP depths of *, - and E layers"))
     return out
 
 

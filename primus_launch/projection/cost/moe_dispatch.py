@@ -7,6 +7,9 @@ OUTPUT; reduce-scatter: the INPUT; all-to-all: what one rank sends).
 Per rank the MoE layer holds ``T`` tokens (micro-batch x sequence / CP / TP: Megatron requires
 sequence parallelism for MoE with TP), hidden size ``h``, ``E`` experts, top-``k`` routing, EP size
 ``ep``, expert-TP size ``etp`` and the ``TP x EP`` group ``n = etp * ep`` (``pg_collection.tp_ep``).
+A latent MoE (``moe_latent_size`` l) dispatches and combines l-wide tokens: ``h`` below is l (megatron-core
+``moe/moe_layer.py``: ``fc1_latent_proj`` before ``dispatch_preprocess``, ``fc2_latent_proj`` after
+``combine_postprocess``; ``token_dispatcher.py`` ``hidden_dim = config.moe_latent_size or config.hidden_size``).
 ``pb`` is the bytes of the router's probabilities: the router's logits dtype, i.e. the activation
 dtype (2) -- megatron's ``--moe-router-dtype fp32`` would make it 4, but the plan has no field for it
 (``--moe-router-dtype`` is reported as not modelled by the Megatron reader).  Sizes are the balanced
@@ -75,7 +78,7 @@ def dispatcher_collectives(plan: Plan) -> tuple[tuple[Collective, ...], tuple[Co
     if not m.is_moe or p.ep <= 1:
         return (), ()
     T = float(plan.training.micro_batch_size * m.seq_length) / p.cp / p.tp
-    h, E, k = float(m.hidden_size), float(m.num_experts), float(m.moe_router_topk)
+    h, E, k = float(m.expert_hidden), float(m.num_experts), float(m.moe_router_topk)   # l-wide tokens of a latent MoE
     etp, ep = p.expert_tp, p.ep
     n = etp * ep
     a, pb = ACT_BYTES, PROBS_BYTES
@@ -152,7 +155,7 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: 
         for c in calls:
             pl = _group(c.group, plan, ep_pl)
             if c.op == "flex_dispatch":
-                s += coll.deepep_dispatch(max(1, int(c.nbytes)), float(m.hidden_size * ACT_BYTES), pl, gpu,
+                s += coll.deepep_dispatch(max(1, int(c.nbytes)), float(m.expert_hidden * ACT_BYTES), pl, gpu,
                                           m.num_experts, m.moe_router_topk, m.moe_router_num_groups or 1,
                                           m.moe_router_group_topk or 1, plan.training.moe_token_dispatcher,
                                           insitu, c.what, api, plan.training.moe_dispatcher_num_sms or 0, forward,

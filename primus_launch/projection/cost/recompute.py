@@ -44,9 +44,24 @@ def recomputed_layers(plan: Plan, kinds: Sequence[K], chunk: Chunk, mtp_ids: Seq
     return list(kinds)  # uniform: every decoder layer and every MTP layer (checkpointed with N = 1)
 
 
+#: a hybrid stack's layer symbol -> the roofline's layer kind whose per-module shares it has
+#: (cost/roofline.py ``_hybrid_layers``); a Mamba layer has no recompute module (megatron-core 0.16.1
+#: ``ssm/mamba_layer.py``: no checkpointed sub-module; only full recompute reaches it)
+HYBRID_KIND = {"*": "hybrid_attn", "-": "hybrid_mlp", "E": "hybrid_moe"}
+
+
 def recompute_modules_fwd(plan: Plan, lt: LayerTimes, kind: str) -> float:
     """Forward seconds re-run by selective (or per-op) recompute in one layer of ``kind`` (dense /
-    moe) (module doc)."""
+    moe, or a hybrid symbol ``M`` / ``*`` / ``-`` / ``E``) (module doc)."""
+    if kind in ("M", "*", "-", "E"):
+        r = plan.training.recompute
+        if r.granularity != "selective" or kind == "M":
+            return 0.0
+        # core_attn / mla_up_proj act in the attention layer, the others in the MLP / MoE layers (memory/mcore.py
+        # ATTN_RECOMPUTE: the layers' input norms are fused into their first TE linear, only an MoE layer's
+        # pre_mlp_layernorm is a module of its own)
+        mods = [x for x in r.modules if (x in ("core_attn", "mla_up_proj")) == (kind == "*")]
+        return sum(lt.part(HYBRID_KIND[kind], mod).fwd_s for mod in mods)
     r = plan.training.recompute
     if r.granularity == "op":   # TorchTitan per-op SAC: the non-matmul ops and every second mm
         return lt.part(kind, "non_matmul").fwd_s + lt.part(kind, "op_sac_mm").fwd_s

@@ -771,8 +771,9 @@ def cutedsl_grouped_mlp(expert_gemm: str, fmt: str, arch: str) -> bool:
 def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: str = "MLP",
          separate: bool = False, input_fused: bool = False, ub: bool = False, grouped_kernel: bool = False,
          lowp: bool = True, host_each: tuple[float, float, int] | None = None, epilogue_act: bool = False,
-         clamp_fused: bool = False) -> None:
-    """FC1, activation, FC2 (``batch`` experts); ``host_each``: (forward, backward host seconds, launches) each
+         clamp_fused: bool = False, width: int | None = None) -> None:
+    """FC1, activation, FC2 (``batch`` experts) on ``width``-wide tokens (default the hidden size; a latent MoE's
+    experts: ``moe_latent_size``); ``host_each``: (forward, backward host seconds, launches) each
     linear's C++ launch loop adds before its GEMMs (TE GroupedLinear's per-expert GEMMs, cost/moe_host.py);
     ``epilogue_act``: the activation (and its clamp) runs in the GEMMs' epilogues -- Megatron's TE op-fuser grouped
     MLP (``training.moe_expert_gemm = te_fused``: cudnn-frontend's CuTeDSL ``grouped_gemm_glu`` forward, FC1 + bias
@@ -787,7 +788,7 @@ def _mlp(acc: _Acc, m: ModelArch, T: int, ffn_local: int, batch: int = 1, name: 
     is public;
     ``clamp_fused``: the clamp runs inside the activation kernel (TE ``ScaledClampedQGeGLU``), no separate
     clamp + cat (:data:`ACT_CLAMP`)."""
-    h = m.hidden_size
+    h = width or m.hidden_size
     gated = m.swiglu
     mods = acc.mods
     if host_each:
@@ -945,7 +946,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.mods = ()
         _residual_bda(acc, m, Tn, bda_unfused)
         acc.quant_flush()
-        if "_" not in kind:
+        if "_" not in kind or kind.startswith("hybrid_"):   # per-module shares (selective recompute)
             acc.shares(kind, shares)
             if prof.name.startswith("torchtitan"):
                 shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, False), 0.0, 0.0)
@@ -975,6 +976,12 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             what = "softmax / top-k / aux loss"
         acc.elem(Tn * E * 4 * 3, f"router {what} (fp32; {rk[0]} / {rk[1]} launches)", 2.0, rk)
         acc.scope = "moe_preprocess"
+        # a latent MoE (moe_latent_size l): fc1_latent_proj h -> l on the layer's tokens before the dispatch
+        # (megatron-core moe/moe_layer.py preprocess; TELinear parallel_mode "duplicated": whole on each TP rank);
+        # the permutes, dispatch, experts and combine then move l-wide tokens
+        hx = m.expert_hidden
+        if m.moe_latent_size:
+            acc.gemm(Tn, hx, h, name="fc1_latent_proj (h -> latent)")
         Te = max(1, T * etp // tp)
         perm_k = (1, 1) if prof.fused_permute else (6, 6)
         perm_x = 1.0 if prof.fused_permute else 3.0
@@ -983,7 +990,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         if titan_glue:
             _titan_glue(acc, m, Te, "pre")
         else:
-            acc.elem(perm_x * 2 * Te * k * h * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
+            acc.elem(perm_x * 2 * Te * k * hx * A, "permute" + ("" if prof.fused_permute else " (unfused index ops)"),
                      1.0, perm_k)
         acc.mods = held
         if mfk:
@@ -993,7 +1000,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         e0 = (acc.f, acc.bi, acc.bw)   # the receiving rank's expert work starts here (routing imbalance)
         cs_f = cs_b = 0.0
         if dispatcher == "alltoall" and ep > 1 and local > 1:
-            acc.elem(2 * Te * k * h * A, "sort chunks by local expert", 1.0, (2, 2))
+            acc.elem(2 * Te * k * hx * A, "sort chunks by local expert", 1.0, (2, 2))
             # the unfused sort's per-chunk host work (cost/moe_host.py item 4): the dispatch sort's share here,
             # the combine sort's at the unsort below
             cs_f, cs_b = (prof.host_cpu_factor * x for x in
@@ -1041,7 +1048,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         # TEGroupedMLP's TE Fp8Padding / Fp8Unpadding around the experts (cost/moe_padding.py)
         te_pad = moe_padding.te_padding_copies(prof.name, recipe, dispatcher, expert_gemm, grouped, router_pad)
         if te_pad:
-            pad_b, probs_b = moe_padding.padding_copy_bytes(m_e * local, h, A)
+            pad_b, probs_b = moe_padding.padding_copy_bytes(m_e * local, hx, A)
             npk = moe_padding.launches_per_copy(local)
             al = moe_padding.align_size(recipe, prec)
             acc.elem(pad_b + probs_b, f"TE Fp8Padding: experts' input and probs padded to {al}-row multiples "
@@ -1055,7 +1062,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         _mlp(acc, m, m_e, m.expert_ffn // etp, batch=local,
              name="experts (grouped)" if grouped else "experts (one GEMM per expert)", separate=not grouped,
              grouped_kernel=grouped and prof.name.startswith("torchtitan"), lowp=not legacy, host_each=host_each,
-             epilogue_act=cutedsl, clamp_fused=fused_mlp)
+             epilogue_act=cutedsl, clamp_fused=fused_mlp, width=hx)
         if grouped and prof.name.startswith("torchtitan") and recipe == "mxfp8" and fmt == "mxfp8":
             # torchao's MXFP8 grouped GEMM: the weight gradient's two K-groups scale rearranges per grouped GEMM, a
             # serial loop of one iteration per 128 tokens of a group (cost/titan_moe.py); TorchTitan's experts
@@ -1083,12 +1090,12 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
                 (fb, bb), kern, pd = EXPERT_BIAS_BYTES_FP32_PROBS, (2 * local + 2, 8 * local + 3), "fp32"
             else:
                 (fb, bb), kern, pd = EXPERT_BIAS_BYTES, (2 * local + 1, 6 * local + 2), "bf16"
-            acc.elem(fb * m_e * local * h, f"experts FC2 bias x probs (TEGroupedMLP._apply_bias: {local} experts, "
+            acc.elem(fb * m_e * local * hx, f"experts FC2 bias x probs (TEGroupedMLP._apply_bias: {local} experts, "
                      f"{pd} probs)", bb / fb, kern)
         if te_pad:
             acc.elem(pad_b, "TE Fp8Unpadding: experts' output unpadded (TEGroupedMLP)", 1.0, (npk, npk))
         if dispatcher == "alltoall" and ep > 1 and local > 1:
-            acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
+            acc.elem(2 * Te * k * hx * A, "unsort chunks", 1.0, (2, 2))
             if cs_f or cs_b:   # the combine sort's share (cost/moe_host.py item 4)
                 sh = 1.0 - moe_host.CHUNK_SORT_DISPATCH_SHARE
                 acc.host(sh * cs_f, sh * cs_b)
@@ -1100,11 +1107,14 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         if titan_glue:
             _titan_glue(acc, m, Te, "combine")
         else:
-            acc.elem(perm_x * 2 * Te * k * h * A, "unpermute + weighted combine", 1.0, perm_k)
+            acc.elem(perm_x * 2 * Te * k * hx * A, "unpermute + weighted combine", 1.0, perm_k)
         acc.mods = held
         if mfk:
             sorts = 4 if dispatcher == "alltoall" and ep > 1 and local > 1 else 0
             _host_ops(acc, mfk["moe"], (perm_k[0] + sorts, perm_k[1] + sorts), "token dispatch / combine")
+        if m.moe_latent_size:   # fc2_latent_proj l -> h after the combine (moe_layer.py postprocess)
+            acc.scope = "moe"
+            acc.gemm(Tn, h, hx, name="fc2_latent_proj (latent -> h)")
         if m.moe_shared_expert_intermediate_size:
             acc.scope = "mlp"
             acc.mods = ("shared_experts",)
@@ -1113,7 +1123,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.mods = ()
         acc.elem(6.0 * Tn * h, "residual add", 1.0, (1, 0))
         acc.quant_flush()
-        if "_" not in kind:
+        if "_" not in kind or kind.startswith("hybrid_"):   # per-module shares (selective recompute)
             acc.shares(kind, shares)
             if prof.name.startswith("torchtitan"):
                 shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, True), 0.0, 0.0)
@@ -1205,11 +1215,12 @@ def _hybrid_layers(m: ModelArch, new, dense_layer, moe_layer, b: int, s: int, cp
     the attention layer's, ``moe_layer`` the MoE layer's)."""
     kinds: dict[str, PassTimes] = {}
     attn = None
-    pat = m.hybrid_pattern or ""
+    pat = (m.hybrid_pattern or "") + ((m.hybrid_mtp_pattern or "") if m.mtp_num_layers else "")
     if "*" in pat:
         acc = new("hybrid_attn")
         attn = _attention_block(acc, m, b, s, cp, tp, T, Tn, None, cp_a2a, cp_type, bda_unfused)
         acc.quant_flush()
+        acc.shares("hybrid_attn", shares)
         kinds["*"] = acc.times(host, graphs)
     if "-" in pat:
         kinds["-"] = dense_layer("hybrid_mlp", None, attention=False)[0]
@@ -1238,13 +1249,22 @@ def _hybrid_layers(m: ModelArch, new, dense_layer, moe_layer, b: int, s: int, cp
     acc._k(kf, kb)
     acc._rec(f"cross-entropy ({acc.prof.ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * fb))
     head = acc.times(host, frozenset())
+    mtp = None
+    if m.mtp_num_layers:   # an MTP depth's own modules; its layers are priced by symbol (steps/stage.py)
+        acc = new("mtp")
+        acc.norm(Tn * h, m, "MTP enorm")
+        acc.norm(Tn * h, m, "MTP hnorm")
+        acc.elem(4.0 * T * h, "MTP embedding gather", 1.0, (1, 1))
+        acc.gemm(T, max(1, h // tp), 2 * h, name="MTP eh_proj")
+        acc.quant_flush()
+        mtp = acc.times(host, graphs)
     if ops is not None:
         ops["_kernels"] = {k: (sum(a.kf.values()), sum(a.kb.values())) for k, a in made.items()}
         ops["_host"] = {k: a.host_summary(host, graphs if k not in ("embedding", "head") else frozenset())
                         for k, a in made.items()}
     first = next(iter(kinds.values()))
     return LayerTimes(dense_layer=kinds.get("*", first), moe_layer=kinds.get("E"), embedding=emb, head_loss=head,
-                      attn_core=attn, parts=shares, hybrid=kinds)
+                      attn_core=attn, parts=shares, hybrid=kinds, mtp_extra=mtp)
 
 
 def clear_caches() -> None:

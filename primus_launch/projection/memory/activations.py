@@ -283,8 +283,13 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
         routing = T * (20 * k + 3 * E)
         mlp += a * T * h + routing
         pairs = moe_pairs(arch, sb=sb, tp=t, sp=sp, etp=etp)
-        experts = pairs * (qb * h + a * g * fe / etp + qb * fe / etp)  # fc1 input, fc1 out (act input), fc2 input
+        hx = arch.expert_hidden   # a latent MoE's experts see l-wide tokens (moe_latent_size)
+        experts = pairs * (qb * hx + a * g * fe / etp + qb * fe / etp)  # fc1 input, fc1 out (act input), fc2 input
         mlp += experts + weighted_activation_bytes(arch, pairs=pairs, etp=etp, a=a)
+        if arch.moe_latent_size:
+            # fc2_latent_proj's input (the combined l-wide output; megatron-core moe/moe_layer.py postprocess);
+            # fc1_latent_proj's input is the pre-MLP norm output the router already keeps
+            mlp += qb * T * hx
         largest = pairs * a * (g + 2) * fe / etp
         if arch.moe_shared_expert_intermediate_size:
             fs = arch.moe_shared_expert_intermediate_size
@@ -340,7 +345,7 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: 
            + (core if core_elems >= OFFLOAD_MIN_ELEMENTS else 0.0),
            "attn_proj": o, "mlp_norm": norm(h)}
     if moe:
-        off["expert_fc1"] = pairs * qb * h
+        off["expert_fc1"] = pairs * qb * arch.expert_hidden
         off["moe_act"] = pairs * a * g * arch.expert_ffn / etp
     # what a selective recompute already takes of an offload group (megatron-core 0.16.1):
     # - core_attn: ``attention.py`` / ``multi_latent_attention.py`` open the core_attn offload group only on the
@@ -376,9 +381,13 @@ def weighted_activation_bytes(arch: ModelArch, *, pairs: float, etp: int, a: int
     the input and the probabilities only; every other activation (plain GeLU, which Megatron cannot fuse without
     a bias -- the functional tests' ``--no-bias-gelu-fusion`` --, squared ReLU without
     ``--use-fused-weighted-squared-relu``, ReLU) computes ``act(x)`` and then ``act(x) * probs``, whose backward
-    keeps ``act(x)`` (bf16) beside fc2's saved input, the product.  A gated activation with
-    ``--no-bias-swiglu-fusion`` takes the same path (not a plan field: Megatron-LM's default fusion is assumed)."""
-    fused = arch.swiglu and arch.activation in ("silu", "quick_gelu")
+    keeps ``act(x)`` (bf16) beside fc2's saved input, the product.  With ``--use-fused-weighted-squared-relu``
+    (``model.moe_fused_weighted_squared_relu``; ``experts.py`` ``weighted_squared_relu_impl``, whose
+    ``WeightedSquaredReLUFunction`` saves ``(input, weights)``) an ungated squared ReLU keeps nothing more.  A gated
+    activation with ``--no-bias-swiglu-fusion`` takes the unfused path (not a plan field: Megatron-LM's default
+    fusion is assumed)."""
+    fused = (arch.swiglu and arch.activation in ("silu", "quick_gelu")) or (
+        not arch.swiglu and arch.activation == "squared_relu" and arch.moe_fused_weighted_squared_relu)
     return 0.0 if fused else a * pairs * arch.expert_ffn / etp
 
 
@@ -496,4 +505,14 @@ def mtp_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp: bo
     if recompute == "full":
         return 2 * abytes * sb * h / spd + head
     layer = la.full - (la.core_attention if recompute == "selective" else 0.0)
+    if arch.is_hybrid and arch.hybrid_mtp_pattern:
+        # a hybrid MTP depth's layers (hybrid_mtp_pattern): '*' a GPT layer's attention block, '-' / 'E' the rest of
+        # a dense / MoE GPT layer (as memory/mcore.py hybrid_layer_bytes prices the decoder's symbols)
+        kw = dict(seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=abytes, impl=impl)
+        dense = layer_activation_bytes(arch, moe=False, **kw)
+        moe = layer_activation_bytes(arch, moe=True, **kw) if arch.is_moe else dense
+        if "M" in arch.hybrid_mtp_pattern:
+            raise ValueError("a Mamba layer in hybrid_mtp_pattern: refused by cost/mamba.py hybrid_unmodelled")
+        layer = sum(dense.attention if c == "*" else (moe.full - moe.attention) if c == "E"
+                    else (dense.full - dense.attention) for c in arch.hybrid_mtp_pattern)
     return 3 * norm + abytes * sb * 2 * h / spd + layer + head

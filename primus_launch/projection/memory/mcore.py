@@ -686,16 +686,28 @@ def optimizer_step_grad_bytes(*, main_grads: int, precision: str, decoupled: boo
     return 4.0 * local_params
 
 
-def hybrid_layer_bytes(m, sym: str, dense_act, moe_act, tokens: int, tp: int, sp: bool) -> float:
-    """One layer of a hybrid stack, no recompute: ``*`` the attention block of a GPT layer
-    (``LayerActivations.attention``), ``-`` / ``E`` the rest of a dense / MoE GPT layer (its norm, MLP or router,
-    dispatch and experts), ``M`` :func:`~primus_launch.projection.cost.mamba.mamba_activation_bytes`."""
+#: --recompute-modules that act in a hybrid stack's attention layer (``*``); the rest (layernorm: the MoE layer's
+#: separate pre_mlp_layernorm -- the attention's and the MLP's input norms are fused into their first TE linear --,
+#: mlp, moe, moe_act, shared_experts) act in its ``-`` / ``E`` layers
+ATTN_RECOMPUTE = frozenset({"core_attn", "mla_up_proj"})
+
+
+def hybrid_layer_bytes(m, sym: str, dense_act, moe_act, tokens: int, tp: int, sp: bool,
+                       modules: tuple[str, ...] | None = None) -> float:
+    """One layer of a hybrid stack: ``*`` the attention block of a GPT layer (``LayerActivations.attention``),
+    ``-`` / ``E`` the rest of a dense / MoE GPT layer (its norm, MLP or router, dispatch and experts), ``M``
+    :func:`~primus_launch.projection.cost.mamba.mamba_activation_bytes`.  ``modules``: selective recompute
+    (``--recompute-modules``): each symbol drops what those of its modules drop in a GPT layer
+    (``LayerActivations.selective``; :data:`ATTN_RECOMPUTE` in ``*``, the others in ``-`` / ``E``); a Mamba layer has
+    no recompute module (megatron-core 0.16.1 ``ssm/mamba_layer.py``)."""
     if sym == "M":
         return mamba_activation_bytes(m, tokens, tp, sp)
+    la = dense_act if sym in ("*", "-") else moe_act
     if sym == "*":
-        return dense_act.attention
-    la = moe_act if sym == "E" else dense_act
-    return max(0.0, la.full - la.attention)
+        mods = tuple(x for x in (modules or ()) if x in ATTN_RECOMPUTE)
+        return max(0.0, la.attention - ((la.full - la.selective(mods)) if mods else 0.0))
+    mods = tuple(x for x in (modules or ()) if x not in ATTN_RECOMPUTE)
+    return max(0.0, la.full - la.attention - ((la.full - la.selective(mods)) if mods else 0.0))
 
 
 def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, a, sb,
@@ -726,7 +738,10 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
             else:
                 N = min(N, n)
                 kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
-        elif m.is_hybrid:   # selective recompute and module offloading of hybrid stacks are refused (dryrun)
+        elif m.is_hybrid and gran == "selective":   # module offloading of hybrid stacks is refused (dryrun)
+            kept_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp,
+                                          tuple(opts.modules)) for i in chunk.layers]
+        elif m.is_hybrid:
             kept_of = list(full_of)
         else:
             kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]

@@ -109,9 +109,11 @@ def _attention_params(arch: ModelArch, tp: int, spec: Spec) -> int:
     return out
 
 
-def _mlp_params(arch: ModelArch, ffn: int, tp: int, bias: bool) -> int:
-    """One (column fc1, row fc2) MLP of intermediate size ``ffn`` split over ``tp``."""
-    h, g = arch.hidden_size, 2 if arch.swiglu else 1
+def _mlp_params(arch: ModelArch, ffn: int, tp: int, bias: bool, width: int | None = None) -> int:
+    """One (column fc1, row fc2) MLP of intermediate size ``ffn`` split over ``tp``, on inputs of ``width``
+    (default the hidden size; a latent MoE's routed experts: ``moe_latent_size``, megatron-core 0.16.1
+    ``transformer/mlp.py`` ``use_latent_size``)."""
+    h, g = width or arch.hidden_size, 2 if arch.swiglu else 1
     out = h * g * ffn // tp + ffn * h // tp
     if bias:
         out += g * ffn // tp + h
@@ -132,7 +134,7 @@ def largest_linear_module(key: ArchKey, tp: int, etp: int, ep: int, moe: bool) -
     attn = _attention_params(arch, tp, "te") - _norm(arch, h)
     if not moe:
         return max(attn, g * arch.ffn_hidden_size * h // tp)
-    experts = (arch.num_experts or 0) // ep * g * arch.expert_ffn * h // etp
+    experts = (arch.num_experts or 0) // ep * g * arch.expert_ffn * arch.expert_hidden // etp
     shared = g * (arch.moe_shared_expert_intermediate_size or 0) * h // tp
     return max(attn, experts, shared)
 
@@ -157,8 +159,19 @@ def layer_params_for_key(key: ArchKey, tp: int, etp: int, ep: int, moe: bool, sp
     dense += E * h + (E if (arch.add_bias_linear or arch.moe_router_bias) else 0)  # router weight (+ bias)
     if arch.moe_shared_expert_intermediate_size:
         dense += _mlp_params(arch, arch.moe_shared_expert_intermediate_size, tp, False)
-    expert = (E // ep) * _mlp_params(arch, arch.expert_ffn, etp, arch.add_bias_linear)
+    expert = (E // ep) * _mlp_params(arch, arch.expert_ffn, etp, arch.add_bias_linear, arch.expert_hidden)
+    dense += latent_proj_params(arch)
     return StageParams(dense, expert)
+
+
+def latent_proj_params(arch: ModelArch) -> int:
+    """A latent MoE layer's two projections (megatron-core 0.16.1 ``moe/moe_layer.py``: ``fc1_latent_proj``
+    ``TELinear(h, l, parallel_mode="duplicated")`` and ``fc2_latent_proj`` ``(l, h)``, i.e. whole on every TP
+    rank): ``2 h l`` (+ ``l + h`` with ``add_bias_linear``); 0 without ``moe_latent_size``."""
+    l = arch.moe_latent_size
+    if not l:
+        return 0
+    return 2 * arch.hidden_size * l + ((l + arch.hidden_size) if arch.add_bias_linear else 0)
 
 
 def hybrid_layer_params(key: ArchKey, tp: int, etp: int, ep: int, sym: str, spec: Spec = "te") -> StageParams:
@@ -217,7 +230,19 @@ def mtp_layer_parameters(arch: ModelArch, tp: int, etp: int, ep: int, spec: Spec
     """One multi-token-prediction module (megatron ``multi_token_prediction.py``
     ``MultiTokenPredictionLayer``): ``enorm`` and ``hnorm`` ``n(h)`` each, ``eh_proj`` ``2h*h/t``
     (column-parallel), a transformer layer of the decoder's last-layer kind and its
-    ``final_layernorm`` ``n(h)``; the output head is the model's own."""
+    ``final_layernorm`` ``n(h)``; the output head is the model's own.  A hybrid stack's MTP depth holds the
+    layers of ``hybrid_mtp_pattern`` (megatron-core ``models/hybrid/hybrid_layer_allocation.py``: '<main>/<mtp>')
+    instead of one transformer layer; each depth counted with its own weights (Megatron-LM's default; Megatron-Bridge's
+    ``mtp_use_repeated_layer`` shares one depth's, not modelled: an over-count of one depth's layers)."""
+    if arch.is_hybrid and arch.hybrid_mtp_pattern:
+        key = arch_key(arch)
+        dense = expert = 0
+        for sym in arch.hybrid_mtp_pattern:
+            one = hybrid_layer_params(key, tp, etp, ep, sym, spec)
+            dense += one.dense
+            expert += one.expert
+        h = arch.hidden_size
+        return StageParams(dense + 3 * _norm(arch, h) + 2 * h * h // tp, expert)
     last_moe = arch.is_moe_layer(arch.num_layers - 1)
     layer = layer_params_for_key(arch_key(arch), tp, etp, ep, last_moe, spec)
     h = arch.hidden_size
@@ -302,6 +327,10 @@ def active_parameters(arch: ModelArch) -> int:
     layer is MoE) and ``P_expert`` one expert's MLP (module doc's expert term at TP = EP = 1)."""
     if not arch.is_moe:
         return total_parameters(arch)
-    per_expert = _mlp_params(arch, arch.expert_ffn, 1, arch.add_bias_linear)
-    moe_layers = arch.num_moe_layers + (arch.mtp_num_layers if arch.is_moe_layer(arch.num_layers - 1) else 0)
+    per_expert = _mlp_params(arch, arch.expert_ffn, 1, arch.add_bias_linear, arch.expert_hidden)
+    if arch.is_hybrid and arch.hybrid_mtp_pattern:   # each MTP depth's E layers
+        mtp_moe = arch.mtp_num_layers * arch.hybrid_mtp_pattern.count("E")
+    else:
+        mtp_moe = arch.mtp_num_layers if arch.is_moe_layer(arch.num_layers - 1) else 0
+    moe_layers = arch.num_moe_layers + mtp_moe
     return total_parameters(arch) - moe_layers * (arch.num_experts - arch.moe_router_topk) * per_expert

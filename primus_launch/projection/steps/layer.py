@@ -74,7 +74,7 @@ class LayerCosts:
     fsdp_edges: dict[tuple[bool, bool, bool], Pair] = field(hash=False)
     embedding_tp: Pair
     head_tp: Pair
-    recompute_fwd: dict[bool, float] = field(hash=False)
+    recompute_fwd: dict = field(hash=False)   # bool (MoE or not) -> seconds; a hybrid stack: its symbol -> seconds
     offload: dict[bool, Pair] = field(hash=False)
 
     @property
@@ -140,6 +140,8 @@ def layer_costs(s: Setup) -> LayerCosts:
 
     rec = {False: recompute_modules_fwd(plan, lt, "dense"),
            True: recompute_modules_fwd(plan, lt, "moe") if m.is_moe else 0.0}
+    if m.is_hybrid:   # per layer symbol (steps/stage.py sums them over the chunk's symbols)
+        rec = {sym: recompute_modules_fwd(plan, lt, sym) for sym in ("M", "*", "-", "E")}
     # whole layers (the first of each chunk) or, without them, the named modules of every layer (the
     # memory model's rule: megatron-core offloads modules only when no layer is offloaded)
     off = ({moe: offload_exposed(plan, lt, spec, moe) for moe in kinds} if t.offload.activation_layers else

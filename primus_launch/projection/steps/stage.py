@@ -83,6 +83,10 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
     last_moe = m.is_moe_layer(m.num_layers - 1)
     hyb = m.is_hybrid
     last_win = m.layer_symbol(m.num_layers - 1) if hyb else m.is_window_layer(m.num_layers - 1)
+    # one MTP depth's layers: a GPT MTP module's transformer layer is of the last decoder layer's kind; a hybrid
+    # stack's depth holds the layers of its hybrid_mtp_pattern (megatron-core models/hybrid: '<main>/<mtp>')
+    mtp_kinds = ([(c == "E" and m.is_moe, c) for c in m.hybrid_mtp_pattern] if hyb and m.hybrid_mtp_pattern
+                 else [(last_moe, last_win)])
     tp_f, tp_b = layer.tp
     tpm_f, tpm_b = layer.tp_moe
     cp_f, cp_b = layer.cp
@@ -90,7 +94,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
     fsdp_dense, fsdp_moe = layer.fsdp_dense, layer.fsdp_moe
     sync_mb = layer.fsdp and pp > 1 and p.fsdp_pp_grad_sync == "microbatch"
     nic = layer.fsdp_ep_nic if (sync_mb and m.is_moe) else (0.0, 0.0)
-    rec_dense_sel, rec_moe_sel = layer.recompute_fwd[False], layer.recompute_fwd[True]
+    rec_dense_sel, rec_moe_sel = (layer.recompute_fwd.get(False, 0.0), layer.recompute_fwd.get(True, 0.0))
     emb_tp2, head_tp2 = layer.embedding_tp, layer.head_tp
 
     d0 = lt.dense_layer
@@ -117,7 +121,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
         for c in range(vpp):
             chunk = chunks[rank][c]
             kinds = [(m.is_moe_layer(i), m.layer_symbol(i) if hyb else m.is_window_layer(i)) for i in chunk.layers] \
-                + [(last_moe, last_win)] * chunk.mtp
+                + mtp_kinds * chunk.mtp
             n = len(kinds)
             n_moe = sum(1 for k_, _ in kinds if k_)
             n_dense = n - n_moe
@@ -138,7 +142,10 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
             # recompute (compute part)
             for kk in rec:
                 q.bi += layer_pt(*kk).fwd_s
-            q.bi += n_dense * rec_dense_sel + n_moe * rec_moe_sel
+            if hyb:   # selective recompute per layer symbol (cost/recompute.py)
+                q.bi += sum(layer.recompute_fwd.get(w, 0.0) for _, w in kinds)
+            else:
+                q.bi += n_dense * rec_dense_sel + n_moe * rec_moe_sel
             n_off = min(t.offload.activation_layers, n) if t.offload.activation_layers else \
                 (n if t.offload.activation_modules else 0)
             if n_off:
