@@ -10,9 +10,11 @@ measured / projected iteration time, so ``err`` is also how much longer the run 
 
 :func:`band_for` picks the rows "like" a plan: those with all of its :func:`band_dims` (framework,
 GPU family, dense / MoE with fewer than 64 experts ("coarse") / MoE with 64 or more ("fine-grained"),
-precision, long sequence), and where fewer than :data:`MIN_ROWS` rows match, drops the dimensions
-one at a time in :data:`RELAX` order (framework, precision, GPU family to its vendor, long sequence,
-MoE granularity, dense / MoE, vendor) until enough match.  The band is the
+precision, long sequence, token mixer: attention-only stacks or hybrid Mamba-2 stacks), and where fewer
+than :data:`MIN_ROWS` rows match, drops the dimensions one at a time in :data:`RELAX` order (framework,
+precision, GPU family to its vendor, long sequence, MoE granularity, dense / MoE, vendor, mixer) until
+enough match.  The mixer goes last: a hybrid stack's error comes mostly from its Mamba kernels (their own
+Known-gaps entry), so attention-only plans do not take it on, nor hybrid plans the attention rows' spread.  The band is the
 :data:`LOW_Q` .. :data:`HIGH_Q` quantile (linear interpolation) of those rows' ``err``, with their
 median and count, and the group it used.  Quantiles of a handful of rows are themselves uncertain:
 the count is part of the answer.
@@ -37,7 +39,7 @@ LONG_SEQUENCE = 32768          # scripts/validation/build_runs.py groups_of: cp 
 
 # the dimensions dropped, in order, while fewer than MIN_ROWS rows match (each step keeps the earlier
 # drops); dropping "family" keeps the vendor, dropping "moe" pools coarse and fine-grained MoE
-RELAX: tuple[str, ...] = ("framework", "precision", "family", "long_seq", "moe", "kind", "vendor")
+RELAX: tuple[str, ...] = ("framework", "precision", "family", "long_seq", "moe", "kind", "vendor", "mixer")
 
 KIND_NAMES = {"dense": "dense", "moe_coarse": "MoE < 64 experts", "moe_fine": "MoE >= 64 experts"}
 
@@ -45,7 +47,8 @@ KIND_NAMES = {"dense": "dense", "moe_coarse": "MoE < 64 experts", "moe_fine": "M
 def band_dims(plan: Plan) -> dict[str, str]:
     """The plan's judging dimensions: framework, GPU family (architecture), vendor, kind (``dense`` /
     ``moe_coarse`` / ``moe_fine``), precision (``bf16`` / ``fp8`` / ``fp4``; fp16 and fp32 as bf16) and
-    long sequence (``long`` for CP > 1 or a sequence of 32k or more, else ``short``)."""
+    long sequence (``long`` for CP > 1 or a sequence of 32k or more, else ``short``), mixer (``mamba`` for a
+    hybrid stack with Mamba-2 layers, else ``attention``)."""
     from primus_launch.projection.hardware.gpus import get_gpu
 
     m, p, t = plan.model, plan.parallel, plan.training
@@ -57,12 +60,17 @@ def band_dims(plan: Plan) -> dict[str, str]:
     prec = t.precision if t.precision in ("fp8", "fp4") else "bf16"
     long_seq = "long" if (p.cp > 1 or m.seq_length >= LONG_SEQUENCE) else "short"
     return {"framework": plan.framework, "family": arch, "vendor": "amd" if arch.startswith("cdna") else "nvidia",
-            "kind": kind, "precision": prec, "long_seq": long_seq}
+            "kind": kind, "precision": prec, "long_seq": long_seq,
+            "mixer": "mamba" if m.hybrid_pattern and "M" in m.hybrid_pattern else "attention"}
 
 
 def _matches(dims: dict[str, str], row: dict[str, str], dropped: tuple[str, ...]) -> bool:
-    for key in ("framework", "precision", "family", "long_seq", "kind", "vendor"):
+    for key in ("framework", "precision", "family", "long_seq", "kind", "vendor", "mixer"):
         if key in dropped:
+            continue
+        if key == "mixer":   # rows written before the dimension existed: attention-only stacks
+            if dims.get("mixer", "attention") != row.get("mixer", "attention"):
+                return False
             continue
         if key == "kind" and "moe" in dropped:
             # MoE granularity dropped: dense stays dense, coarse and fine-grained MoE pool
@@ -100,6 +108,8 @@ def describe(dims: dict[str, str], dropped: tuple[str, ...]) -> str:
         parts.append(dims["precision"].upper())
     if "long_seq" not in dropped:
         parts.append("long sequence" if dims["long_seq"] == "long" else "sequence < 32k")
+    if "mixer" not in dropped and dims.get("mixer") == "mamba":
+        parts.append("hybrid Mamba-2")
     return " / ".join(parts) or "all judged rows"
 
 
