@@ -582,8 +582,10 @@ def word_parts(sc: Script, nodes: list[tree_sitter.Node], quoted: bool = False) 
         return _spliced(sc, ba, nodes[-1].end_byte, kids, "dq" if quoted else "word", quoted)
     if t == "raw_string":
         return [Part("lit", True, [sc.pc(sc.text[i], i) for i in range(a + 1, b - 1)])]
-    if t == "ansi_c_string":  # $'...': read as "$" and a single-quoted string (escapes are not decoded)
-        return [Part("lit", quoted, [sc.pc("$", a)]), Part("lit", True, [sc.pc(sc.text[i], i) for i in range(a + 2, b - 1)])]
+    if t == "ansi_c_string":  # $'...': its escapes decoded (bash(1) QUOTING); inside "..." it is plain text
+        if quoted:
+            return [Part("lit", True, [sc.pc(sc.text[i], i) for i in range(a, b)])]
+        return [Part("lit", True, [sc.pc(ch, i) for ch, i in ansi_c_chars(sc.text, a + 2, b - 1)])]
     if t in ("string", "translated_string"):  # $"...": "$" and a double-quoted string
         lead = _start(sc, node) + (1 if t == "string" else 2)
         kids = list(_expanding_children(node, lead, node.end_byte - 1))
@@ -601,6 +603,43 @@ def word_parts(sc: Script, nodes: list[tree_sitter.Node], quoted: bool = False) 
         inner = text[3:-2] if text.startswith("$((") else text[2:-1]
         return [Part("arith", quoted, text=inner, start=a, end=b, source=text)]
     return [Part("cmdsub", quoted, text=text, start=a, end=b)]  # $(...), `...`, <(...), >(...)
+
+
+_ANSI_C = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+           "\\": "\\", "'": "'", '"': '"', "?": "?"}
+_ANSI_C_NUM = re.compile(r"([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})|c(.)", re.S)
+
+
+def ansi_c_chars(s: str, a: int, b: int) -> list[tuple[str, int]]:
+    """The characters of the body ``s[a:b]`` of a ``$'...'`` word, each with the offset it was written at: bash(1)
+    QUOTING decodes ``\\n \\t \\e ... \\nnn \\xHH \\uHHHH \\UHHHHHHHH \\cX``; an unknown escape stays as written
+    (backslash and character).  ``TP=$'4'`` is TP=4 (read as ``$4`` before: a positional parameter's text)."""
+    out: list[tuple[str, int]] = []
+    i = a
+    while i < b:
+        c = s[i]
+        if c != "\\" or i + 1 >= b:
+            out.append((c, i))
+            i += 1
+            continue
+        n = s[i + 1]
+        if n in _ANSI_C:
+            out.append((_ANSI_C[n], i))
+            i += 2
+            continue
+        m = _ANSI_C_NUM.match(s, i + 1, b)
+        if m is None:
+            out.append((c, i))
+            i += 1
+            continue
+        octal, hx, u, big, ctl = m.groups()
+        code = int(octal, 8) & 0xFF if octal else int(hx or u or big, 16) if not ctl else ord(ctl) & 0x1F
+        if code == 0:  # bash ends the word at a NUL
+            break
+        if code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF:
+            out.append((chr(code), i))
+        i = m.end()
+    return out
 
 
 def _brace_body(sc: Script, node: tree_sitter.Node) -> tuple[Part, int, int]:
@@ -825,6 +864,7 @@ class ShellState:
         self.functions: dict[str, tuple[Script, list[tree_sitter.Node]]] = {}
         self.warnings: list[str] = []
         self.exported: set[str] = set()  # names exported (export / declare -x) so far
+        self.integers: set[str] = set()  # names with the integer attribute (declare -i): assignments are arithmetic
         # files read besides the script: path -> ("source" | "bash", text) (where PC.at points)
         self.files: dict[str, tuple[str, str]] = {}
         # a default a script this one runs takes (`MBS="${MBS:-8}"` in train.sh, run by `bash train.sh` here):
@@ -852,6 +892,7 @@ class ShellState:
         sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
         sub.refs, sub.commands, sub.warnings = [], [], self.warnings
         sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
+        sub.integers = self.integers
         sub._ran, sub._script, sub._frames = self._ran, self._script, self._frames
         sub.allocation, sub.unread_allocation, sub.files = self.allocation, self.unread_allocation, self.files
         sub.run_defaults, sub._bash_site = self.run_defaults, None
@@ -1159,6 +1200,7 @@ class ShellState:
             kids = [c for c in node.named_children if c.type != "comment"]
             if t == "declaration_command":
                 self._note_locals(node, kids)
+                self._note_integers(node, kids)
             self._assign_all(kids, t == "declaration_command" and node.child_count > 0 and node.children[0].type == "export")
             if t == "declaration_command":
                 self._note_exports(node, kids)
@@ -1372,6 +1414,9 @@ class ShellState:
             else:
                 self.arrays[name] = [val]
             return
+        if name in self.integers:  # declare -i NAME: NAME=2*2 is 4, NAME+=1 adds
+            val = self._integer_value(val, self.scalars.get(name) if plus else None)
+            plus = False
         self.scalars[name] = (self.scalars.get(name, []) + val) if plus else val
         if len(self.scalars[name]) > MAX_WORD_CHARS:
             raise _too_large(self.path, f"variable {name}", MAX_WORD_CHARS, "characters")
@@ -1403,6 +1448,35 @@ class ShellState:
             for name in names:
                 if _NAME.fullmatch(name) and name not in frame:
                     frame[name] = (self.scalars.get(name), self.arrays.get(name))
+
+    def _note_integers(self, node: tree_sitter.Node, kids: list[tree_sitter.Node]) -> None:
+        """``declare -i NAME[=v]`` (``typeset`` / ``local`` too): NAME gets the integer attribute, so this and every
+        later assignment to it is evaluated as arithmetic (bash(1) ``declare -i``: "arithmetic evaluation is
+        performed when the variable is assigned a value"); ``+i`` takes the attribute away."""
+        head = node.children[0].type if node.child_count else ""
+        opts = [self.sc.src(c) for c in kids if c.type == "word" and self.sc.src(c)[:1] in "-+"]
+        on, off = any(o[0] == "-" and "i" in o for o in opts), any(o[0] == "+" and "i" in o for o in opts)
+        if head not in ("declare", "typeset", "local") or not (on or off):
+            return
+        for c in kids:
+            if c.type == "variable_assignment":
+                c = c.child_by_field_name("name")
+            if c is not None and c.type == "variable_name":
+                (self.integers.add if on else self.integers.discard)(self.sc.src(c))
+
+    def _integer_value(self, val: list[PC], old: list[PC] | None) -> list[PC]:
+        """The value an integer variable gets from ``val`` (``old``: its value before a ``+=``), evaluated as
+        ``$(( ))`` is; a text that does not evaluate (a command's output, a division by zero, where bash stops with
+        an error) stays as written, and is refused where a number is read."""
+        txt = "".join(p.ch for p in val).strip()
+        if old is not None:
+            txt = f"({''.join(p.ch for p in old).strip() or 0})+({txt or 0})"
+        if any(p.lit == OPAQUE for p in val) or not _ARITH_TEXT.fullmatch(txt or "0"):
+            return val if old is None else (old + val)
+        try:
+            return _synth(str(self._arith_value(txt or "0")))
+        except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError, _ArithTooDeep):
+            return val if old is None else (old + val)
 
     def _end_frame(self) -> None:
         """A function call returns: its ``local`` names get their values from before the call back."""

@@ -142,6 +142,56 @@ def slurm_occurrences(occs: list[Occ]) -> list[Occ]:
     return out
 
 
+_SWITCH_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "none", "null"})
+
+
+def stray_word_problem(occs: list[Occ]) -> PlanError | None:
+    """The refusal of the first word of a Megatron-LM command that no flag takes, else None.  Megatron-LM's parser
+    has no positional arguments (``megatron/training/arguments.py``: options only, ``parser.parse_args()``), so a
+    word after a switch (``--sequence-parallel false``), a second value (``--lr 3e-4 1e-4``) or a lone blank (a
+    ``\\`` followed by a space before the line's end: bash passes " " and ends the command there) exits with
+    "unrecognized arguments"; a reader that skipped it projected the switch on.  Words a command substitution
+    gives (not run) and empty words are left alone."""
+    prev: Occ | None = None
+    for o in occs:
+        if o.flag or o.whole.opaque or not o.whole.text:
+            prev = o if o.flag else prev
+            continue
+        word = o.whole.text
+        if not word.strip():
+            return PlanError("argument", word, "a blank word, which Megatron-LM's parser refuses ('unrecognized "
+                             "arguments'): a '\\' followed by a space or tab at a line's end passes the blank and "
+                             "ends the command there (the lines after it are not part of it); delete the blank")
+        if prev is None:
+            return PlanError("argument", word, "a word before any flag: Megatron-LM's parser takes no positional "
+                             "arguments ('unrecognized arguments')")
+        spec = prev.spec or megatron_flags.by_option().get(prev.flag)
+        switch = spec is not None and spec.kind in ("true", "false", "boolopt", "const")
+        if switch:
+            keep = "leave the flag out" + (" to keep it off" if word.lower() in _SWITCH_WORDS else "")
+            return PlanError(prev.flag, word, f"no value (a switch: Megatron-LM's parser refuses {word!r}, "
+                             f"'unrecognized arguments'); {keep}")
+        return PlanError(prev.flag, " ".join(v.text for v in prev.vals) + " " + word,
+                         f"{len(prev.vals)} value{'s' if len(prev.vals) != 1 else ''}: Megatron-LM's parser refuses the "
+                         f"extra word {word!r} ('unrecognized arguments')")
+    return None
+
+
+def torchrun_occurrences(occs: list[Occ]) -> list[Occ]:
+    """torchrun's options as :func:`parse_occurrences` split them, each abbreviation under the option it stands for
+    (torchrun's parser takes unique prefixes: ``--nproc-per 8`` is ``--nproc-per-node 8``; an ambiguous one is
+    refused: :func:`torchrun_argv.resolve_option`); the words stay as written."""
+    from dataclasses import replace
+
+    from primus_launch.adapters.torchrun_argv import resolve_option
+
+    out: list[Occ] = []
+    for o in occs:
+        full = resolve_option(o.flag) if o.flag.startswith("--") else None
+        out.append(replace(o, flag=full) if full is not None and full != o.flag else o)
+    return out
+
+
 def args_of(occs: list[Occ]) -> dict[str, Any]:
     """``dest -> value`` for every flag (argparse semantics: the last occurrence wins): modelled flags
     converted, other Megatron flags as text (switches as booleans of their dest), unknown flags
@@ -710,8 +760,7 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = (),
     rng = rec.launcher_range()
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
-        if rng[0] == "srun":
-            rec.launcher = slurm_occurrences(rec.launcher)
+        rec.launcher = slurm_occurrences(rec.launcher) if rng[0] == "srun" else torchrun_occurrences(rec.launcher)
     rec.args = args_of(rec.occs)
     rec.notes = [f"{path}: {w}" for w in dict.fromkeys(state.warnings)]
     rec.downloads = downloaded_files(state.commands)
@@ -777,8 +826,7 @@ def from_argv(argv: list[str]) -> CommandRecipe:
     rng = rec.launcher_range() if idx >= 0 else None
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
-        if rng[0] == "srun":
-            rec.launcher = slurm_occurrences(rec.launcher)
+        rec.launcher = slurm_occurrences(rec.launcher) if rng[0] == "srun" else torchrun_occurrences(rec.launcher)
     rec.args = args_of(rec.occs)
     rec.notes = megatron_flags.config_only_notes(o.flag for o in rec.occs)
     return rec

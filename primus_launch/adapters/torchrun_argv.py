@@ -132,6 +132,24 @@ def _make(dest: str, value: Optional[str]) -> Option:
     return Option(dest, [opt] if value is None else [opt, str(value)], value)
 
 
+def resolve_option(name: str) -> Optional[str]:
+    """The torchrun option string ``name`` stands for: itself, or the one option it abbreviates; None when it is none.
+    torchrun's parser (``torch.distributed.run.get_args_parser``) is a plain ``ArgumentParser``, ``allow_abbrev`` left
+    True: ``--nproc-per 8`` sets ``--nproc-per-node``, ``--nnode 2`` sets ``--nnodes``; a prefix of several option
+    strings (``--nproc``: ``--nproc-per-node``, ``--nproc_per_node``) exits with "ambiguous option" (argparse
+    ``_parse_optional``, Python 3.11), refused here the same way."""
+    table = _option_table()
+    if name in table:
+        return name
+    if not name.startswith("--") or len(name) < 3:
+        return None
+    hits = sorted(o for o in table if o.startswith(name))
+    if len(hits) > 1:
+        raise UserError(f"torchrun option {name}: ambiguous, it could match {', '.join(hits)} (torch.distributed.run "
+                        "exits with 'ambiguous option'); write the whole option")
+    return hits[0] if hits else None
+
+
 def _launcher_prefix(argv: list[str]) -> Optional[int]:
     """Number of tokens that name the launcher, or None when ``argv`` is not a torchrun command."""
     if not argv:
@@ -167,10 +185,11 @@ def split_torchrun(argv: list[str]) -> Optional[TorchrunCommand]:
             i += 1
             break
         name, eq, val = tok.partition("=")
-        if name not in table:
+        full = resolve_option(name)  # torchrun takes unique abbreviations (--nproc-per 8)
+        if full is None:
             raise UserError(f"torchrun option {tok!r}: not an option of torchrun "
                             f"(torch.distributed.run); put program flags after the training script")
-        dest, takes_value = table[name]
+        dest, takes_value = table[full]
         if takes_value and not eq:
             if i + 1 >= len(argv):
                 raise UserError(f"torchrun option {name}: missing its value")
