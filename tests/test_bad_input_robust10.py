@@ -1,0 +1,163 @@
+"""Bad-input classes of the robust10 round (``scripts/bad_input_campaign.py --only r10:``).
+
+Each case runs the CLI's ``main`` in this process and checks the rule: a non-zero exit, one ``primus-launch:
+error:`` line naming the field and the value, no traceback; or, where the framework takes the input, the reading
+the framework makes of it.
+
+- Megatron-LM flags abbreviated (``--num-layer 32``, ``--micro-batch 2``, ``--tensor-model-parallel 2``): Megatron-LM's
+  parser is built with ``allow_abbrev=False`` (``megatron/training/arguments.py`` ``parse_args``) and exits with
+  "unrecognized arguments"; the reader noted them as unknown flags and projected the default (TP=1).
+- torchrun's own options abbreviated (``--nproc-per 8``, ``--nnode 2``): torchrun's parser leaves argparse's
+  ``allow_abbrev`` on and takes them; a script was read as 1 process per node and a command was refused.  An
+  ambiguous prefix (``--nproc``) is refused, as torch does.
+- A word no Megatron-LM flag takes (``--sequence-parallel false``, ``--lr 3e-4 1e-4``, the blank a backslash followed
+  by a space passes): Megatron-LM's parser has no positional arguments and refuses it; the reader skipped it, so
+  ``--use-distributed-optimizer False`` projected the distributed optimizer on.
+- bash ``$'...'`` strings were read as ``$`` and the text (``TP=$'4'`` gave ``$4``); ``declare -i`` assignments were
+  read as text (``declare -i TP=2*2`` refused as no integer; bash sets 4).
+- primus-launch's own options were abbreviated by argparse: ``--gpus 64`` was read as ``--gpus-per-node 64``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from primus_launch.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+BASH = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
+ARGS = ["--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32", "--seq-length", "4096",
+        "--max-position-embeddings", "4096", "--micro-batch-size", "1", "--global-batch-size", "64", "--bf16",
+        "--vocab-size", "32000"]
+
+
+def refused(rc: int, err: str, *words: str) -> str:
+    """The one error line of a refused run (exit 2, naming ``words``)."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2, (rc, lines[-3:])
+    assert "Traceback" not in err and "internal error" not in err, err[-400:]
+    errors = [ln for ln in lines if ln.startswith("primus-launch: error:")]
+    assert len(errors) == 1 and lines[-1] == errors[0], lines[-3:]
+    for w in words:
+        assert w in errors[0], (w, errors[0])
+    return errors[0]
+
+
+def run(capsys, args: list[str]) -> tuple[int, str, str]:
+    rc = main(args)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def project(tmp_path, capsys, text: str, *extra: str) -> tuple[int, str, str]:
+    (tmp_path / "r.sh").write_text(text)
+    return run(capsys, ["--project", str(tmp_path / "r.sh"), "--dry-run", *extra])
+
+
+# ------------------------------------------------------------------------------------- abbreviations
+@pytest.mark.parametrize("written, whole", [("--num-layers 32", "--num-layer 32"),
+                                            ("--micro-batch-size $MICRO_BATCH_SIZE", "--micro-batch $MICRO_BATCH_SIZE"),
+                                            ("--tensor-model-parallel-size $TP_SIZE", "--tensor-model-parallel $TP_SIZE"),
+                                            ("--bf16", "--bf1"),
+                                            ("--lr 3.0e-4", "--lr-warmup-it 3")])
+def test_abbreviated_megatron_flag_is_refused(tmp_path, capsys, written, whole):
+    """Megatron-LM builds its parser with allow_abbrev=False (megatron/training/arguments.py parse_args, core_r0.16.0
+    and main), so an abbreviation is an unrecognized argument there; the line names it and the flag it abbreviates."""
+    assert written in BASH
+    rc, _, err = project(tmp_path, capsys, BASH.replace(written, whole))
+    flag = whole.split()[0]
+    line = refused(rc, err, flag, "allow_abbrev=False")
+    assert "--num-layers" in line or "-size" in line or "--bf16" in line or "--lr-warmup-iters" in line
+
+
+def test_megatron_dest_spelled_as_a_flag_is_no_abbreviation(tmp_path, capsys):
+    """``--overlap-p2p-comm`` (the dest of --no-overlap-p2p-communication, from a YAML key) starts
+    --overlap-p2p-communication-warmup-flush but is noted as an unknown flag, as before (a validation row has it)."""
+    rc, out, err = project(tmp_path, capsys, BASH.replace("--bf16", "--bf16 --overlap-p2p-comm"), "--explain")
+    assert rc == 0, err[-300:]
+    assert "unknown Megatron-LM flag --overlap-p2p-comm" in out + err
+
+
+def test_torchrun_abbreviations_read_as_torch_reads_them(tmp_path, capsys):
+    """The independent truth: torch.distributed.run's own parser (allow_abbrev left on) on the same words."""
+    from torch.distributed.run import get_args_parser
+
+    words = ["--nnode", "2", "--nproc-per", "4"]
+    ns = get_args_parser().parse_args([*words, "pretrain_gpt.py"])
+    assert (ns.nnodes, ns.nproc_per_node) == ("2", "4")
+    script = BASH.replace("--nproc_per_node $GPUS_PER_NODE", "--nproc-per 4").replace("--nnodes $NUM_NODES", "--nnode 2")
+    rc, out, err = project(tmp_path, capsys, script, "--json")
+    assert rc == 0, err[-300:]
+    assert '"num_gpus": 8' in out
+    rc, out, err = run(capsys, ["--project", "--dry-run", "--json", "--", "torchrun", *words, "pretrain_gpt.py", *ARGS])
+    assert rc == 0, err[-300:]
+    assert '"num_gpus": 8' in out
+
+
+def test_ambiguous_torchrun_prefix_is_refused(tmp_path, capsys):
+    """torch's parser: ``--nproc`` could match --nproc-per-node and --nproc_per_node (argparse 'ambiguous option')."""
+    import argparse
+
+    from torch.distributed.run import get_args_parser
+
+    p = get_args_parser()
+    with pytest.raises(SystemExit):
+        p.error = lambda msg: (_ for _ in ()).throw(SystemExit(msg))  # type: ignore[method-assign]
+        p.parse_args(["--nproc", "4", "x.py"])
+    assert isinstance(p, argparse.ArgumentParser)
+    rc, _, err = project(tmp_path, capsys, BASH.replace("--nproc_per_node $GPUS_PER_NODE", "--nproc 4"))
+    refused(rc, err, "--nproc", "ambiguous", "--nproc-per-node")
+    rc, _, err = run(capsys, ["--project", "--dry-run", "--", "torchrun", "--nproc", "4", "pretrain_gpt.py", *ARGS])
+    refused(rc, err, "--nproc", "ambiguous")
+
+
+# ------------------------------------------------------------------------------------- words no flag takes
+@pytest.mark.parametrize("written, bad, words", [
+    ("--sequence-parallel\n", "--sequence-parallel false\n", ("--sequence-parallel", "'false'", "switch")),
+    ("--use-distributed-optimizer\n", "--use-distributed-optimizer False\n", ("--use-distributed-optimizer", "False")),
+    ("--lr 3.0e-4", "--lr 3.0e-4 1e-4", ("--lr", "'1e-4'")),
+])
+def test_word_no_megatron_flag_takes_is_refused(tmp_path, capsys, written, bad, words):
+    """Megatron-LM's parser has no positional arguments: ``--sequence-parallel false`` exits with 'unrecognized
+    arguments: false' (the switch was projected on)."""
+    assert written in BASH
+    rc, _, err = project(tmp_path, capsys, BASH.replace(written, bad, 1))
+    refused(rc, err, *words)
+
+
+def test_backslash_followed_by_a_blank_is_refused_naming_it(tmp_path, capsys):
+    """``\\`` then a space at a line's end passes " " and ends the command (bash): the flags below were dropped."""
+    text = BASH.replace("    ${TRAINING_ARGS[@]} \\\n", "    ${TRAINING_ARGS[@]} \\ \n")
+    rc, _, err = project(tmp_path, capsys, text)
+    refused(rc, err, "argument=' '", "blank")
+    rc, _, err = project(tmp_path, capsys, BASH.replace("pretrain_gpt.py \\\n", "pretrain_gpt.py \\ \n"))
+    refused(rc, err, "argument=' '")
+
+
+# ------------------------------------------------------------------------------------- bash constructs
+@pytest.mark.parametrize("line", ["TP_SIZE=$'4'", "TP_SIZE=$'\\x34'", "TP_SIZE=$'\\064'", "declare -i TP_SIZE=2*2",
+                                  "typeset -i TP_SIZE=8/2", "declare -i TP_SIZE=1\nTP_SIZE+=3",
+                                  "PP=1\ndeclare -i TP_SIZE\nTP_SIZE=PP+3"])
+def test_bash_values_read_as_bash_sets_them(tmp_path, capsys, line):
+    """The independent truth: bash itself, printing the variable."""
+    got = subprocess.run(["bash", "-c", f"{line}\nprintf %s \"$TP_SIZE\""], capture_output=True, text=True,
+                         timeout=10).stdout
+    assert got == "4"
+    rc, out, err = project(tmp_path, capsys, BASH.replace("TP_SIZE=2\n", line + "\n", 1))
+    assert rc == 0, err[-300:]
+    assert "TP=4" in out
+
+
+# ------------------------------------------------------------------------------------- primus-launch's options
+@pytest.mark.parametrize("flag, whole", [("--gpus", "--gpus-per-node"), ("--proj", "--project"), ("--dry", "--dry-run")])
+def test_own_option_abbreviation_is_refused(tmp_path, capsys, flag, whole):
+    (tmp_path / "r.sh").write_text(BASH)
+    args = ["--project", str(tmp_path / "r.sh"), "--dry-run", flag, "8"] if flag == "--gpus" else \
+        [flag, str(tmp_path / "r.sh"), "--dry-run"] if flag == "--proj" else ["--project", str(tmp_path / "r.sh"), flag]
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    _, err = capsys.readouterr()
+    refused(e.value.code, err, flag, whole)
