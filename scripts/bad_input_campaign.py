@@ -22,7 +22,10 @@ bash builtins that set a variable the reader does not evaluate (``printf -v``, `
 a numeric field of a ``--gpu-file`` GPU (read as 1); the robust9 classes (``--only r9:``): launcher node ranges with MIN > MAX or from 0
 (``--nnodes 4:1``), Megatron-Bridge integers and mappings where a number belongs, Primus ``recompute_layer_ids`` of
 floats, outputs naming a file of the running program (a module it imported), ``--project ''`` / ``-``; and a
-Megatron-Bridge ``run_config.yaml`` as one more format (``--only bridge-yaml:``).
+Megatron-Bridge ``run_config.yaml`` as one more format (``--only bridge-yaml:``); the robust10 classes (``--only r10:``):
+abbreviated Megatron-LM flags (``allow_abbrev=False`` there), words no Megatron-LM flag takes (``--sequence-parallel
+false``, a blank after a line-ending backslash), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` values and
+primus-launch's own options abbreviated.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1066,6 +1069,64 @@ def robust9_cases() -> list[Case]:
     return out
 
 
+def robust10_cases(rng: random.Random, quick: bool) -> list[Case]:
+    """The robust10 classes (``--only r10:``): every Megatron-LM flag of the bash recipe abbreviated (its last two
+    characters cut: Megatron-LM's parser has ``allow_abbrev=False``, the reader noted an unknown flag and projected
+    the default); every switch followed by a word (``--sequence-parallel false``: Megatron-LM's parser has no
+    positional arguments, the switch was projected on) and every one-value flag followed by a second one; each
+    line-ending backslash of the recipe followed by a blank (bash passes " " and ends the command); torchrun's own
+    abbreviations (``--nproc-per 4``, read as torch reads them) and an ambiguous one (``--nproc``); bash ``$'...'``
+    and ``declare -i`` values; primus-launch's own options abbreviated (``--gpus 64`` read as --gpus-per-node)."""
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.adapters import megatron_flags
+
+    out: list[Case] = []
+    text = BASH.decode()
+    flags = list(dict.fromkeys(re.findall(r"(?m)^\s+(--[a-z][a-z0-9-]*)", text)))
+    switches = [f for f in flags if (megatron_flags.by_option().get(f) is not None
+                                     and not megatron_flags.by_option()[f].takes_value)]
+    valued = [f for f in flags if f not in switches and megatron_flags.by_option().get(f) is not None
+              and megatron_flags.by_option()[f].nargs in ("", "1")]
+    cut = [f for f in flags if megatron_flags.by_option().get(f) is not None and megatron_flags.abbreviated(f[:-2])]
+    for f in (rng.sample(cut, min(6, len(cut))) if quick else cut):
+        data = re.sub(rf"(?m)^(\s+){re.escape(f)}(?=[\s=])", lambda m: m.group(1) + f[:-2], text, count=1)
+        out.append(Case(f"r10:abbrev:{f[:-2]}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
+                        expect_refusal=True, expect_words=(f[:-2], "allow_abbrev=False")))
+    for f in (rng.sample(switches, min(4, len(switches))) if quick else switches):
+        for w in (("false",) if quick else ("false", "0", "no", "True")):
+            data = re.sub(rf"(?m)^(\s+){re.escape(f)}$", lambda m: f"{m.group(1)}{f} {w}", text, count=1)
+            out.append(Case(f"r10:switch-word:{f}={w}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
+                            expect_refusal=True, expect_words=(f, repr(w))))
+    for f in (rng.sample(valued, min(3, len(valued))) if quick else valued):
+        data = re.sub(rf"(?m)^(\s+{re.escape(f)} \S+)$", r"\1 7", text, count=1)
+        if data != text:
+            out.append(Case(f"r10:extra-word:{f}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
+                            expect_refusal=True, expect_words=(f, "'7'")))
+    conts = [m.start() for m in re.finditer(r"\\\n", text)]
+    for at in (rng.sample(conts, min(2, len(conts))) if quick else conts):
+        out.append(Case(f"r10:backslash-blank@{at}", "byte", {"r.sh": (text[:at] + "\\ \n" + text[at + 2:]).encode()},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=("argument=' '",)))
+    launch = b"--nproc_per_node $GPUS_PER_NODE"
+    for opt, words in ((b"--nproc-per 8", ()), (b"--nproc_per 8", ()), (b"--nproc 8", ("--nproc", "ambiguous"))):
+        out.append(Case(f"r10:torchrun:{opt.decode()}", "value", {"r.sh": BASH.replace(launch, opt)},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=bool(words), expect_words=words))
+    for opt, words in (("--nnode", ()), ("--nproc", ("--nproc", "ambiguous")), ("--n", ("--n", "ambiguous"))):
+        cmd = list(ARGV)
+        cmd[1:3] = [opt, "2"]
+        out.append(Case(f"r10:torchrun:argv:{opt}", "argv", {}, ["--project", "--dry-run", "--json", "--"] + cmd,
+                        expect_refusal=bool(words), expect_words=words))
+    for line in (b"TP_SIZE=$'2'", b"TP_SIZE=$'\\x32'", b"declare -i TP_SIZE=1+1", b"typeset -i TP_SIZE=4/2",
+                 b"declare -i TP_SIZE=2/0"):
+        out.append(Case(f"r10:bash:{line.decode()}", "value", {"r.sh": BASH.replace(b"TP_SIZE=2\n", line + b"\n", 1)},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=line.endswith(b"/0"),
+                        expect_words=("--tensor-model-parallel-size='2/0'",) if line.endswith(b"/0") else ()))
+    for flag, whole in (("--gpus", "--gpus-per-node"), ("--node", "--nodes"), ("--dry", "--dry-run")):
+        args = ["--project", "r.sh", "--dry-run", flag, "8"] if flag != "--dry" else ["--project", "r.sh", flag]
+        out.append(Case(f"r10:cli:{flag}", "argv", {"r.sh": BASH}, args, expect_refusal=True,
+                        expect_words=(flag, whole)))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1094,6 +1155,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += structured_cases()
     cases += terminal_cases()
     cases += robust9_cases()
+    cases += robust10_cases(rng, quick)
     return cases
 
 
