@@ -161,3 +161,37 @@ def test_own_option_abbreviation_is_refused(tmp_path, capsys, flag, whole):
         main(args)
     _, err = capsys.readouterr()
     refused(e.value.code, err, flag, whole)
+
+
+# ------------------------------------------------------------------------------------- choices, --switch=VALUE
+@pytest.mark.parametrize("written, bad, words", [
+    ("--lr-decay-style cosine", "--lr-decay-style Cosine", ("--lr-decay-style='Cosine'", "did you mean cosine?")),
+    ("--ckpt-format torch_dist", "--ckpt-format torch-dist", ("--ckpt-format='torch-dist'", "did you mean torch_dist?")),
+    ("--bf16\n", "--bf16=true\n", ("--bf16='true'", "ignored explicit argument")),
+    ("--sequence-parallel\n", "--sequence-parallel=false\n", ("--sequence-parallel='false'", "switch")),
+])
+def test_misspelt_choice_and_switch_with_a_value_are_refused(tmp_path, capsys, written, bad, words):
+    """argparse's own verdicts on Megatron-LM's flags (choices=[...] exits with 'invalid choice'; a store_true
+    option given ``=VALUE`` with 'ignored explicit argument'): checked here on a parser built the same way."""
+    import argparse
+
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--lr-decay-style", choices=["constant", "linear", "cosine", "inverse-square-root", "WSD"])
+    p.add_argument("--bf16", action="store_true")
+    p.error = lambda msg: (_ for _ in ()).throw(SystemExit(msg))  # type: ignore[method-assign]
+    for argv in (["--lr-decay-style", "Cosine"], ["--bf16=true"]):
+        with pytest.raises(SystemExit):
+            p.parse_args(argv)
+    assert written in BASH
+    rc, _, err = project(tmp_path, capsys, BASH.replace(written, bad, 1))
+    refused(rc, err, *words)
+
+
+def test_choice_of_another_version_is_noted_and_read(tmp_path, capsys):
+    """``--transformer-impl te`` is no choice in core_r0.16.0 / main / dev, but a value outside the three versions'
+    choices that misspells none may be another version's or fork's (a validation row runs ``--optimizer aurora``):
+    read as written, with a note."""
+    rc, out, err = project(tmp_path, capsys, BASH.replace("--bf16\n", "--bf16 --empty-unused-memory-level 3\n"),
+                           "--explain")
+    assert rc == 0, err[-300:]
+    assert "--empty-unused-memory-level 3: not among its choices" in out + err

@@ -154,6 +154,12 @@ def stray_word_problem(occs: list[Occ]) -> PlanError | None:
     gives (not run) and empty words are left alone."""
     prev: Occ | None = None
     for o in occs:
+        spec = (o.spec or megatron_flags.by_option().get(o.flag)) if o.flag else None
+        if spec is not None and spec.kind in ("true", "false", "boolopt", "const") and o.vals:
+            word = o.vals[0].text  # --bf16=true: argparse exits with "ignored explicit argument 'true'"
+            keep = "; leave the flag out to keep it off" if word.lower() in _SWITCH_WORDS else ""
+            return PlanError(o.flag, word, f"no value (a switch: Megatron-LM's parser refuses --flag=VALUE on it, "
+                             f"'ignored explicit argument'); write {o.flag} alone{keep}")
         if o.flag or o.whole.opaque or not o.whole.text:
             prev = o if o.flag else prev
             continue
@@ -192,13 +198,32 @@ def torchrun_occurrences(occs: list[Occ]) -> list[Occ]:
     return out
 
 
+def _known(o: Occ) -> str | None:
+    """The canonical option string of a Megatron-LM flag occurrence, None for a word or an unknown flag."""
+    return o.spec.flag if o.spec is not None else getattr(megatron_flags.by_option().get(o.flag), "flag", None)
+
+
+def choice_notes(occs: list[Occ]) -> list[str]:
+    """A note per flag whose value is outside its choices in the three Megatron-LM versions (:mod:`megatron_choices`)."""
+    from primus_launch.adapters.megatron_choices import choice_note
+
+    notes = [choice_note(k, [v.text for v in o.vals if not v.opaque]) for o in occs for k in [_known(o)] if k]
+    return list(dict.fromkeys(n for n in notes if n))
+
+
 def args_of(occs: list[Occ]) -> dict[str, Any]:
     """``dest -> value`` for every flag (argparse semantics: the last occurrence wins): modelled flags
     converted, other Megatron flags as text (switches as booleans of their dest), unknown flags
-    under their ``--name``."""
+    under their ``--name``; a value misspelling one of a flag's choices is refused (:mod:`megatron_choices`)."""
+    from primus_launch.adapters.megatron_choices import choice_problem
+
     a: dict[str, Any] = {}
     for o in occs:
         s = o.spec
+        known = _known(o)
+        problem = choice_problem(known, [v.text for v in o.vals if not v.opaque]) if known else None
+        if problem is not None:  # --lr-decay-style Cosine: Megatron-LM's parser exits with 'invalid choice'
+            raise problem
         if s is None:
             if not o.flag:
                 continue
@@ -769,7 +794,7 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = (),
         if url is not None:
             rec.notes.append(f"{flag} {rec.args[dest]}: the file the script downloads from {url}; when it is not on "
                              "this machine, its vocabulary is looked up by that address")
-    rec.notes += megatron_flags.config_only_notes(o.flag for o in rec.occs)
+    rec.notes += megatron_flags.config_only_notes(o.flag for o in rec.occs) + choice_notes(rec.occs)
     for o in rec.occs:
         if o.flag and any(v.opaque for v in o.vals):
             rec.notes.append(f"{o.flag} {' '.join(v.text for v in o.vals)}: the value comes from a command "
@@ -828,7 +853,7 @@ def from_argv(argv: list[str]) -> CommandRecipe:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
         rec.launcher = slurm_occurrences(rec.launcher) if rng[0] == "srun" else torchrun_occurrences(rec.launcher)
     rec.args = args_of(rec.occs)
-    rec.notes = megatron_flags.config_only_notes(o.flag for o in rec.occs)
+    rec.notes = megatron_flags.config_only_notes(o.flag for o in rec.occs) + choice_notes(rec.occs)
     return rec
 
 
