@@ -20,6 +20,7 @@ the framework makes of it.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -195,3 +196,58 @@ def test_choice_of_another_version_is_noted_and_read(tmp_path, capsys):
                            "--explain")
     assert rc == 0, err[-300:]
     assert "--empty-unused-memory-level 3: not among its choices" in out + err
+
+
+# ------------------------------------------------------------------------------------- TorchTitan booleans (tyro)
+TOML = (ROOT / "recipes/torchtitan/llama3.1_8b.toml").read_text()
+LAUNCH = (ROOT / "recipes/torchtitan/llama3_8b_launch.sh").read_text()
+
+
+@dataclasses.dataclass
+class _Compile:
+    enable: bool = True
+
+
+@dataclasses.dataclass
+class _Job:
+    compile: _Compile = dataclasses.field(default_factory=_Compile)
+
+
+def _tyro_verdicts() -> dict[str, object]:
+    """tyro (torchtitan's parser from v0.1 to v0.3) on a boolean field: the flag pair, no value."""
+    import tyro
+
+    out: dict[str, object] = {}
+    for words in ("--compile.no-enable", "--compile.enable=False", "--compile.enable False"):
+        try:
+            out[words] = tyro.cli(_Job, args=words.split()).compile.enable
+        except SystemExit:
+            out[words] = "refused"
+    return out
+
+
+def test_titan_job_command_booleans_read_as_tyro_reads_them(tmp_path, capsys, monkeypatch):
+    """``--job.config_file`` commands (torchtitan <= 0.2): ``--compile.no-enable`` was an unknown key (compile kept
+    on), ``--compile.enable False`` / ``=False`` were read as off; tyro reads the first as off and refuses the
+    others."""
+    truth = _tyro_verdicts()
+    assert truth == {"--compile.no-enable": False, "--compile.enable=False": "refused", "--compile.enable False": "refused"}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.toml").write_text(TOML)
+    head = ["--project", "--dry-run", "--explain", "--", "torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train",
+            "--job.config_file", "t.toml"]
+    rc, out, err = run(capsys, head + ["--compile.no-enable"])
+    assert rc == 0, err[-300:]
+    assert "torch.compile" not in out and "no_enable" not in out + err
+    for words in ("--compile.enable=False", "--compile.enable False"):
+        rc, _, err = run(capsys, head + words.split())
+        refused(rc, err, "--compile.enable='False'", "--compile.no-enable")
+    rc, _, err = run(capsys, head + ["--training.steps", "10", "20"])
+    refused(rc, err, "unexpected argument '20'")
+
+
+def test_titan_launch_boolean_with_a_value_is_refused(tmp_path, capsys):
+    """torchtitan 0.3 launch lines: ``--compile.enable=False`` was read as off; tyro refuses it."""
+    assert "--compile.enable " in LAUNCH
+    rc, _, err = project(tmp_path, capsys, LAUNCH.replace("--compile.enable ", "--compile.enable=False "))
+    refused(rc, err, "--compile.enable='False'", "--compile.no-enable")
