@@ -24,8 +24,9 @@ a numeric field of a ``--gpu-file`` GPU (read as 1); the robust9 classes (``--on
 floats, outputs naming a file of the running program (a module it imported), ``--project ''`` / ``-``; and a
 Megatron-Bridge ``run_config.yaml`` as one more format (``--only bridge-yaml:``); the robust10 classes (``--only r10:``):
 abbreviated Megatron-LM flags (``allow_abbrev=False`` there), words no Megatron-LM flag takes (``--sequence-parallel
-false``, a blank after a line-ending backslash), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` values and
-primus-launch's own options abbreviated.
+false``, a blank after a line-ending backslash), a switch given ``=VALUE``, a misspelt choice (``--lr-decay-style
+COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` values, TorchTitan booleans given a value
+(tyro's flag pairs) and fields cut short, and primus-launch's own options abbreviated.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1120,6 +1121,31 @@ def robust10_cases(rng: random.Random, quick: bool) -> list[Case]:
         out.append(Case(f"r10:bash:{line.decode()}", "value", {"r.sh": BASH.replace(b"TP_SIZE=2\n", line + b"\n", 1)},
                         ["--project", "r.sh"] + TAIL, expect_refusal=line.endswith(b"/0"),
                         expect_words=("--tensor-model-parallel-size='2/0'",) if line.endswith(b"/0") else ()))
+    from primus_launch.adapters.megatron_choices import CHOICES
+
+    for f in [f for f in valued if f in CHOICES]:  # each choice flag of the recipe: its value upper-cased
+        m = re.search(rf"(?m)^(\s+{re.escape(f)} )(\S+)$", text)
+        if m and m.group(2).upper() != m.group(2):
+            data = text[:m.start(2)] + m.group(2).upper() + text[m.end(2):]
+            out.append(Case(f"r10:choice:{f}={m.group(2).upper()}", "value", {"r.sh": data.encode()},
+                            ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=(f, "did you mean")))
+    for f in (rng.sample(switches, min(3, len(switches))) if quick else switches):
+        data = re.sub(rf"(?m)^(\s+){re.escape(f)}$", lambda m: f"{m.group(1)}{f}=true", text, count=1)
+        out.append(Case(f"r10:switch=value:{f}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
+                        expect_refusal=True, expect_words=(f, "ignored explicit argument")))
+    tt = b"--compile.enable "
+    for opt, words in ((b"--compile.enable=False ", ("--compile.enable='False'",)),
+                       (b"--compile.enable=True ", ("--compile.enable='True'",))):
+        out.append(Case(f"r10:titan-launch:{opt.decode().strip()}", "value", {"r.sh": BASH_TITAN.replace(tt, opt)},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=words))
+    job = ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train", "--job.config_file", "r.toml"]
+    for more, words in ((["--compile.no-enable"], ()), (["--compile.enable=False"], ("--compile.enable='False'",)),
+                        (["--compile.enable", "false"], ("--compile.enable='false'",)),
+                        (["--training.steps", "10", "20"], ("unexpected argument '20'",)),
+                        (["--parallelism.tensor_parallel", "2"], ("did you mean parallelism.tensor_parallel_degree",))):
+        out.append(Case(f"r10:titan-job:{' '.join(more)}", "argv", {"r.toml": TOML},
+                        ["--project", "--dry-run", "--json", "--"] + job + more, expect_refusal=bool(words),
+                        expect_words=words))
     for flag, whole in (("--gpus", "--gpus-per-node"), ("--node", "--nodes"), ("--dry", "--dry-run")):
         args = ["--project", "r.sh", "--dry-run", flag, "8"] if flag != "--dry" else ["--project", "r.sh", flag]
         out.append(Case(f"r10:cli:{flag}", "argv", {"r.sh": BASH}, args, expect_refusal=True,

@@ -251,3 +251,13 @@ def test_titan_launch_boolean_with_a_value_is_refused(tmp_path, capsys):
     assert "--compile.enable " in LAUNCH
     rc, _, err = project(tmp_path, capsys, LAUNCH.replace("--compile.enable ", "--compile.enable=False "))
     refused(rc, err, "--compile.enable='False'", "--compile.no-enable")
+
+
+def test_titan_field_cut_short_is_refused(tmp_path, capsys, monkeypatch):
+    """``--parallelism.tensor_parallel 2`` (a field cut short: no torchtitan JobConfig has it, tyro takes no
+    abbreviations) was listed as not modelled and TP=1 projected."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.toml").write_text(TOML)
+    rc, _, err = run(capsys, ["--project", "--dry-run", "--", "torchrun", "--nproc-per-node", "8", "-m",
+                              "torchtitan.train", "--job.config_file", "t.toml", "--parallelism.tensor_parallel", "2"])
+    refused(rc, err, "parallelism.tensor_parallel=2", "did you mean parallelism.tensor_parallel_degree?")
