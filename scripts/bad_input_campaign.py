@@ -26,7 +26,8 @@ Megatron-Bridge ``run_config.yaml`` as one more format (``--only bridge-yaml:``)
 abbreviated Megatron-LM flags (``allow_abbrev=False`` there), words no Megatron-LM flag takes (``--sequence-parallel
 false``, a blank after a line-ending backslash), a switch given ``=VALUE``, a misspelt choice (``--lr-decay-style
 COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` values, TorchTitan booleans given a value
-(tyro's flag pairs) and fields cut short, and primus-launch's own options abbreviated.
+(tyro's flag pairs) and fields cut short, outputs named through a link into /proc (``/dev/stdout``) or a dangling
+link, and primus-launch's own options abbreviated.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1146,6 +1147,17 @@ def robust10_cases(rng: random.Random, quick: bool) -> list[Case]:
         out.append(Case(f"r10:titan-job:{' '.join(more)}", "argv", {"r.toml": TOML},
                         ["--project", "--dry-run", "--json", "--"] + job + more, expect_refusal=bool(words),
                         expect_words=words))
+    def fd_link(d: Path) -> None:  # /dev/stdout's kind of link, in the case's folder
+        os.symlink("/proc/self/fd/1", d / "fd1")
+
+    def dangling(d: Path) -> None:
+        os.symlink("nowhere/x", d / "gone")
+
+    for flag in ("--report", "--trace"):
+        for name, setup, words in (("fd1", fd_link, "names an open file of this process"),
+                                   ("gone", dangling, "which does not exist")):
+            out.append(Case(f"r10:out:{flag}={name}", "output", {"r.sh": BASH}, ["--project", "r.sh"] + TAIL + [flag, name],
+                            setup=setup, expect_refusal=True, expect_words=(f"{flag}='{name}'", words)))
     for flag, whole in (("--gpus", "--gpus-per-node"), ("--node", "--nodes"), ("--dry", "--dry-run")):
         args = ["--project", "r.sh", "--dry-run", flag, "8"] if flag != "--dry" else ["--project", "r.sh", flag]
         out.append(Case(f"r10:cli:{flag}", "argv", {"r.sh": BASH}, args, expect_refusal=True,

@@ -261,3 +261,38 @@ def test_titan_field_cut_short_is_refused(tmp_path, capsys, monkeypatch):
     rc, _, err = run(capsys, ["--project", "--dry-run", "--", "torchrun", "--nproc-per-node", "8", "-m",
                               "torchtitan.train", "--job.config_file", "t.toml", "--parallelism.tensor_parallel", "2"])
     refused(rc, err, "parallelism.tensor_parallel=2", "did you mean parallelism.tensor_parallel_degree?")
+
+
+# ------------------------------------------------------------------------------------- outputs through links
+def test_output_through_proc_fd_link_is_refused_and_the_link_kept(tmp_path, capsys):
+    """``--report /dev/stdout`` with the output sent to a file: /dev/stdout -> /proc/self/fd/1 -> that file, so the
+    checks passed, and the atomic write renamed a regular file over the link (as root, /dev/stdout itself, for every
+    process of the machine).  A link of the test's own stands for it (never the system's)."""
+    import os
+
+    (tmp_path / "r.sh").write_text(BASH)
+    link = tmp_path / "stdout-link"
+    os.symlink("/proc/self/fd/1", link)
+    rc, _, err = run(capsys, ["--project", str(tmp_path / "r.sh"), "--dry-run", "--report", str(link)])
+    refused(rc, err, "--report=", "names an open file of this process")
+    assert os.path.islink(link) and os.readlink(link) == "/proc/self/fd/1"
+
+
+def test_output_through_a_link_is_written_where_it_leads(tmp_path, capsys):
+    """A link to a regular file: the file is replaced (atomically), the link stays (the link was replaced by a
+    regular file and its target left as it was); a dangling link or a loop is refused naming it."""
+    import os
+
+    (tmp_path / "r.sh").write_text(BASH)
+    (tmp_path / "target.json").write_text("old")
+    os.symlink("target.json", tmp_path / "link.json")
+    rc, _, err = run(capsys, ["--project", str(tmp_path / "r.sh"), "--dry-run", "--trace", str(tmp_path / "link.json")])
+    assert rc == 0, err[-300:]
+    assert os.path.islink(tmp_path / "link.json") and (tmp_path / "target.json").read_text() != "old"
+    os.symlink("nowhere/x.json", tmp_path / "dangling.json")
+    os.symlink("loop-b", tmp_path / "loop-a")
+    os.symlink("loop-a", tmp_path / "loop-b")
+    for name, words in (("dangling.json", "which does not exist"), ("loop-a", "a loop of symbolic links")):
+        rc, _, err = run(capsys, ["--project", str(tmp_path / "r.sh"), "--dry-run", "--trace", str(tmp_path / name)])
+        refused(rc, err, "--trace=", words)
+        assert os.path.islink(tmp_path / name)
