@@ -139,13 +139,17 @@ def test_backslash_followed_by_a_blank_is_refused_naming_it(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------- bash constructs
-@pytest.mark.parametrize("line", ["TP_SIZE=$'4'", "TP_SIZE=$'\\x34'", "TP_SIZE=$'\\064'", "declare -i TP_SIZE=2*2",
+@pytest.mark.parametrize("line", ["readonly TP_SIZE=4\nTP_SIZE=8", "declare -r TP_SIZE=4\nexport TP_SIZE=2",
+                                  "TP_SIZE=4\nreadonly TP_SIZE\nTP_SIZE+=1", "TP_SIZE=4\nunset -f TP_SIZE\nTP_SIZE=${TP_SIZE:-2}",
+                                  "readonly TP_SIZE=4\nunset TP_SIZE\nTP_SIZE=${TP_SIZE:-2}",
+                                  "TP_SIZE=$'4'", "TP_SIZE=$'\\x34'", "TP_SIZE=$'\\064'", "declare -i TP_SIZE=2*2",
                                   "typeset -i TP_SIZE=8/2", "declare -i TP_SIZE=1\nTP_SIZE+=3",
                                   "PP=1\ndeclare -i TP_SIZE\nTP_SIZE=PP+3"])
 def test_bash_values_read_as_bash_sets_them(tmp_path, capsys, line):
-    """The independent truth: bash itself, printing the variable."""
-    got = subprocess.run(["bash", "-c", f"{line}\nprintf %s \"$TP_SIZE\""], capture_output=True, text=True,
-                         timeout=10).stdout
+    """The independent truth: bash itself running the lines as a script (not ``-c``: a script goes on after an
+    assignment to a readonly variable fails), printing the variable."""
+    (tmp_path / "truth.sh").write_text(f"{line}\nprintf %s \"$TP_SIZE\"\n")
+    got = subprocess.run(["bash", str(tmp_path / "truth.sh")], capture_output=True, text=True, timeout=10).stdout
     assert got == "4"
     rc, out, err = project(tmp_path, capsys, BASH.replace("TP_SIZE=2\n", line + "\n", 1))
     assert rc == 0, err[-300:]

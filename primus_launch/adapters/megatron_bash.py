@@ -865,6 +865,7 @@ class ShellState:
         self.warnings: list[str] = []
         self.exported: set[str] = set()  # names exported (export / declare -x) so far
         self.integers: set[str] = set()  # names with the integer attribute (declare -i): assignments are arithmetic
+        self.readonly: set[str] = set()  # names made readonly (readonly / declare -r): later assignments fail in bash
         # files read besides the script: path -> ("source" | "bash", text) (where PC.at points)
         self.files: dict[str, tuple[str, str]] = {}
         # a default a script this one runs takes (`MBS="${MBS:-8}"` in train.sh, run by `bash train.sh` here):
@@ -892,7 +893,7 @@ class ShellState:
         sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
         sub.refs, sub.commands, sub.warnings = [], [], self.warnings
         sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
-        sub.integers = self.integers
+        sub.integers, sub.readonly = self.integers, self.readonly
         sub._ran, sub._script, sub._frames = self._ran, self._script, self._frames
         sub.allocation, sub.unread_allocation, sub.files = self.allocation, self.unread_allocation, self.files
         sub.run_defaults, sub._bash_site = self.run_defaults, None
@@ -1204,9 +1205,17 @@ class ShellState:
             self._assign_all(kids, t == "declaration_command" and node.child_count > 0 and node.children[0].type == "export")
             if t == "declaration_command":
                 self._note_exports(node, kids)
-        elif t == "unset_command":
-            for c in node.named_children:
-                nm = self.sc.src(c)
+                self._note_readonly(node, kids)
+        elif t == "unset_command":  # unset [-v] NAME...: variables; unset -f NAME...: functions (bash(1) unset)
+            names = [self.sc.src(c) for c in node.named_children]
+            opts = "".join(n[1:] for n in names if n.startswith("-"))
+            for nm in (n for n in names if not n.startswith("-")):
+                if "f" in opts:
+                    self.functions.pop(nm, None)
+                    continue
+                if nm in self.readonly:  # bash: "cannot unset: readonly variable", the value stays
+                    self.warnings.append(f"unset {nm}: {nm} is readonly (bash refuses it; the value stays)")
+                    continue
                 self.scalars.pop(nm, None)
                 self.arrays.pop(nm, None)
         elif t == "redirected_statement":  # redirections (and here-documents) are skipped
@@ -1378,6 +1387,10 @@ class ShellState:
             index = target.child_by_field_name("index")
             target = target.child_by_field_name("name") or target
         name = sc.src(target)
+        if name in self.readonly:  # bash: "NAME: readonly variable"; the assignment fails, the script goes on
+            self.warnings.append(f"{sc.src(node)[:80]}: {name} is readonly (bash refuses the assignment and goes on; "
+                                 f"{name} keeps its value)")
+            return
         if value is not None and value.type == "array":
             elems: list[list[PC]] = []
             items = [w for w in value.named_children if w.type != "comment"]
@@ -1464,6 +1477,24 @@ class ShellState:
             if c is not None and c.type == "variable_name":
                 (self.integers.add if on else self.integers.discard)(self.sc.src(c))
 
+    def _note_readonly(self, node: tree_sitter.Node, kids: list[tree_sitter.Node]) -> None:
+        """``readonly NAME[=v]`` / ``declare -r`` / ``typeset -r`` (not a function's ``local``): a later assignment to
+        NAME fails in bash -- "NAME: readonly variable" -- and the script goes on with the value it had."""
+        head = node.children[0].type if node.child_count else ""
+        opts = [self.sc.src(c) for c in kids if c.type == "word" and self.sc.src(c)[:1] in "-+"]
+        if head not in ("readonly", "declare", "typeset") or (head != "readonly" and not any(
+                o[0] == "-" and "r" in o for o in opts)) or any("f" in o for o in opts):
+            return
+        if head != "readonly" and self._frames and not any("g" in o for o in opts):
+            return  # a function's own variable: gone when it returns
+        for c in kids:
+            if c.type == "variable_assignment":
+                c = c.child_by_field_name("name")
+                if c is not None and c.type == "subscript":
+                    c = c.child_by_field_name("name")
+            if c is not None and c.type == "variable_name":
+                self.readonly.add(self.sc.src(c))
+
     def _integer_value(self, val: list[PC], old: list[PC] | None) -> list[PC]:
         """The value an integer variable gets from ``val`` (``old``: its value before a ``+=``), evaluated as
         ``$(( ))`` is; a text that does not evaluate (a command's output, a division by zero, where bash stops with
@@ -1531,6 +1562,10 @@ class ShellState:
                 if m is None or tok.opaque:
                     continue
                 name = m.group(1)
+                if name in self.readonly:
+                    self.warnings.append(f"{tok.text[:80]}: {name} is readonly (bash refuses the assignment and goes "
+                                         f"on; {name} keeps its value)")
+                    continue
                 self.scalars[name] = list(tok.pcs[m.end():])
                 self.arrays.pop(name, None)
                 if export:
