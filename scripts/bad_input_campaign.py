@@ -24,7 +24,7 @@ a numeric field of a ``--gpu-file`` GPU (read as 1); the robust9 classes (``--on
 floats, outputs naming a file of the running program (a module it imported), ``--project ''`` / ``-``; and a
 Megatron-Bridge ``run_config.yaml`` as one more format (``--only bridge-yaml:``); the robust10 classes (``--only r10:``):
 abbreviated Megatron-LM flags (``allow_abbrev=False`` there), words no Megatron-LM flag takes (``--sequence-parallel
-false``, a blank after a line-ending backslash), a switch given ``=VALUE``, a misspelt choice (``--lr-decay-style
+false``, a blank after a line-ending backslash, ``"--num-layers 32"`` as one word), a switch given ``=VALUE``, a misspelt choice (``--lr-decay-style
 COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` / ``readonly`` values, TorchTitan booleans given a value
 (tyro's flag pairs) and fields cut short, outputs named through a link into /proc (``/dev/stdout``) or a dangling
 link, and primus-launch's own options abbreviated.
@@ -1104,6 +1104,12 @@ def robust10_cases(rng: random.Random, quick: bool) -> list[Case]:
         if data != text:
             out.append(Case(f"r10:extra-word:{f}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
                             expect_refusal=True, expect_words=(f, "'7'")))
+    quoted = text.replace("${MODEL_ARGS[@]}", '"${MODEL_ARGS[@]}"')
+    for f in [f for f in flags if re.search(rf"(?m)^    {re.escape(f)} \S+$", text) and f in text.split("MODEL_ARGS=(")[1]
+              .split(")")[0]][:2 if quick else 6]:  # a flag and its value quoted into one word
+        data = re.sub(rf"(?m)^    ({re.escape(f)} \S+)$", r'    "\1"', quoted, count=1)
+        out.append(Case(f"r10:quoted-pair:{f}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
+                        expect_refusal=True, expect_words=(f"argument='{f} ", "blank")))
     conts = [m.start() for m in re.finditer(r"\\\n", text)]
     for at in (rng.sample(conts, min(2, len(conts))) if quick else conts):
         out.append(Case(f"r10:backslash-blank@{at}", "byte", {"r.sh": (text[:at] + "\\ \n" + text[at + 2:]).encode()},

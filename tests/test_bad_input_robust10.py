@@ -129,6 +129,21 @@ def test_word_no_megatron_flag_takes_is_refused(tmp_path, capsys, written, bad, 
     refused(rc, err, *words)
 
 
+def test_flag_and_value_quoted_into_one_word_is_refused(tmp_path, capsys):
+    """``"--tensor-model-parallel-size 4"`` as one word: argparse takes a word holding a blank for a positional
+    argument (``_parse_optional``), so Megatron-LM refuses it; the reader noted an unknown flag and projected TP=1."""
+    import argparse
+
+    p = argparse.ArgumentParser(allow_abbrev=False)
+    p.add_argument("--tensor-model-parallel-size", type=int, default=1)
+    assert p.parse_known_args(["--tensor-model-parallel-size 4"])[1] == ["--tensor-model-parallel-size 4"]
+    text = BASH.replace("    --tensor-model-parallel-size $TP_SIZE\n", '    "--tensor-model-parallel-size 4"\n')
+    text = text.replace("${MODEL_PARALLEL_ARGS[@]}", '"${MODEL_PARALLEL_ARGS[@]}"')
+    assert text.count('"--tensor-model-parallel-size 4"') == 1
+    rc, _, err = project(tmp_path, capsys, text)
+    refused(rc, err, "argument='--tensor-model-parallel-size 4'", "--tensor-model-parallel-size=4")
+
+
 def test_backslash_followed_by_a_blank_is_refused_naming_it(tmp_path, capsys):
     """``\\`` then a space at a line's end passes " " and ends the command (bash): the flags below were dropped."""
     text = BASH.replace("    ${TRAINING_ARGS[@]} \\\n", "    ${TRAINING_ARGS[@]} \\ \n")

@@ -247,7 +247,7 @@ def _check_family(rec: Any) -> None:
         problem = ms.stray_word_problem(rec.occs)
         # a command naming no model flag gets the 'required' line, unless a blank word (`pretrain_gpt.py \ `) cut it
         if problem is not None and (any(rec.args.get(d) is not None for d in SHAPE_DESTS)
-                                    or not str(problem.value).strip()):
+                                    or not str(problem.value).strip() or str(problem.value).startswith("-")):
             raise problem
     program = getattr(rec, "program", None)
     fam = program_family(program)

@@ -149,11 +149,17 @@ def stray_word_problem(occs: list[Occ]) -> PlanError | None:
     """The refusal of the first word of a Megatron-LM command that no flag takes, else None.  Megatron-LM's parser
     has no positional arguments (``megatron/training/arguments.py``: options only, ``parser.parse_args()``), so a
     word after a switch (``--sequence-parallel false``), a second value (``--lr 3e-4 1e-4``) or a lone blank (a
-    ``\\`` followed by a space before the line's end: bash passes " " and ends the command there) exits with
-    "unrecognized arguments"; a reader that skipped it projected the switch on.  Words a command substitution
+    ``\\`` followed by a space before the line's end: bash passes " " and ends the command there) or a flag and its
+    value quoted into one word (``"--num-layers 32"``: argparse takes a word with a blank for a positional one) exits
+    with "unrecognized arguments"; a reader that skipped it projected the switch on.  Words a command substitution
     gives (not run) and empty words are left alone."""
     prev: Occ | None = None
     for o in occs:
+        if o.flag and any(c.isspace() for c in o.flag) and not o.whole.opaque:
+            fix = o.flag.split()[0] + ("=" + " ".join(o.flag.split()[1:]) if len(o.flag.split()) > 1 else "")
+            return PlanError("argument", o.flag, "one word holding a blank (a quoted \"--flag value\"): Megatron-LM's "
+                             "parser reads it as a positional argument and refuses it ('unrecognized arguments'); "
+                             f"unquote it or write {fix}")
         spec = (o.spec or megatron_flags.by_option().get(o.flag)) if o.flag else None
         if spec is not None and spec.kind in ("true", "false", "boolopt", "const") and o.vals:
             word = o.vals[0].text  # --bf16=true: argparse exits with "ignored explicit argument 'true'"
