@@ -315,3 +315,35 @@ def test_output_through_a_link_is_written_where_it_leads(tmp_path, capsys):
         rc, _, err = run(capsys, ["--project", str(tmp_path / "r.sh"), "--dry-run", "--trace", str(tmp_path / name)])
         refused(rc, err, "--trace=", words)
         assert os.path.islink(tmp_path / name)
+
+
+# ------------------------------------------------------------------------------------- functional-test MODEL_ARGS
+_FT = """\
+MODEL_ARGS:
+  --num-layers: 4
+  --hidden-size: 512
+  --num-attention-heads: 8
+  --seq-length: 1024
+  --max-position-embeddings: 1024
+  --micro-batch-size: 1
+  --global-batch-size: 16
+  --vocab-size: 1000
+  --tokenizer-type: NullTokenizer
+  --tensor-model-parallel-size: 2
+  --sequence-parallel: SP
+  --bf16: true
+"""
+
+
+@pytest.mark.parametrize("value, ok", [("true", True), ("'true'", True), ("false", False), ("1", False), ("on", False)])
+def test_functional_test_switch_takes_true_only(tmp_path, capsys, value, ok):
+    """Megatron-LM's functional-test runner (tests/functional_tests/shell_test_utils/_run_training.sh, main): a value
+    equal to "true" becomes the bare flag, anything else ``--flag VALUE``, which Megatron-LM's parser refuses
+    ('unrecognized arguments'); the reader read ``--sequence-parallel: false`` as off."""
+    (tmp_path / "model_config.yaml").write_text(_FT.replace("SP", value))
+    rc, out, err = run(capsys, ["--project", str(tmp_path / "model_config.yaml"), "--dry-run", "--gpus-per-node", "8"])
+    if ok:
+        assert rc == 0, err[-300:]
+        assert "SP=on" in out
+    else:
+        refused(rc, err, "--sequence-parallel=", "true, or the key left out")
