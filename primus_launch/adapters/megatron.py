@@ -243,12 +243,6 @@ def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
 def _check_family(rec: Any) -> None:
     """Refuse a recipe whose training program is not a GPT-family decoder (Megatron-LM entry points), and a
     Megatron-LM command with a word no flag takes (:func:`megatron_script.stray_word_problem`)."""
-    if isinstance(rec, ms.CommandRecipe):
-        problem = ms.stray_word_problem(rec.occs)
-        # a command naming no model flag gets the 'required' line, unless a blank word (`pretrain_gpt.py \ `) cut it
-        if problem is not None and (any(rec.args.get(d) is not None for d in SHAPE_DESTS)
-                                    or not str(problem.value).strip() or str(problem.value).startswith("-")):
-            raise problem
     program = getattr(rec, "program", None)
     fam = program_family(program)
     if fam and fam.startswith("tool: "):
@@ -256,6 +250,12 @@ def _check_family(rec: Any) -> None:
     if fam:
         raise PlanError("training program", program, f"trains a {fam}, which the projection does not model "
                                                      "(GPT-family decoders only)")
+    if isinstance(rec, ms.CommandRecipe):
+        problem = ms.stray_word_problem(rec.occs)
+        # a command naming no model flag gets the 'required' line, unless a blank word (`pretrain_gpt.py \ `) cut it
+        if problem is not None and (any(rec.args.get(d) is not None for d in SHAPE_DESTS)
+                                    or not str(problem.value).strip() or str(problem.value).startswith("-")):
+            raise problem
 
 
 # flags naming a file the run reads at start-up, relative to where it is launched

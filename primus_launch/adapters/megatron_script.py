@@ -185,7 +185,8 @@ def stray_word_problem(occs: list[Occ]) -> PlanError | None:
                              f"'unrecognized arguments'); {keep}")
         return PlanError(prev.flag, " ".join(v.text for v in prev.vals) + " " + word,
                          f"{len(prev.vals)} value{'s' if len(prev.vals) != 1 else ''}: Megatron-LM's parser refuses the "
-                         f"extra word {word!r} ('unrecognized arguments')")
+                         f"extra word {word!r} ('unrecognized arguments'; a value holding blanks stays one word only "
+                         "quoted, through a quoted expansion too: \"${ARGS[@]}\")")
     return None
 
 
