@@ -98,6 +98,19 @@ def test_torchrun_abbreviations_read_as_torch_reads_them(tmp_path, capsys):
     assert '"num_gpus": 8' in out
 
 
+def test_legacy_launcher_option_is_read(tmp_path, capsys):
+    """``python -m torch.distributed.launch --use_env``: the deprecated launcher's own switch (its parse_args adds it to
+    torchrun's parser) was refused as no torchrun option."""
+    from torch.distributed.launch import parse_args
+
+    ns = parse_args(["--use_env", "--nproc_per_node", "4", "pretrain_gpt.py"])
+    assert ns.use_env and ns.nproc_per_node == "4"
+    rc, out, err = run(capsys, ["--project", "--dry-run", "--json", "--", "python", "-m", "torch.distributed.launch",
+                                "--use_env", "--nproc_per_node", "4", "pretrain_gpt.py", *ARGS])
+    assert rc == 0, err[-300:]
+    assert '"num_gpus": 4' in out
+
+
 def test_ambiguous_torchrun_prefix_is_refused(tmp_path, capsys):
     """torch's parser: ``--nproc`` could match --nproc-per-node and --nproc_per_node (argparse 'ambiguous option')."""
     import argparse

@@ -132,13 +132,19 @@ def _make(dest: str, value: Optional[str]) -> Option:
     return Option(dest, [opt] if value is None else [opt, str(value)], value)
 
 
-def resolve_option(name: str) -> Optional[str]:
+#: the options ``python -m torch.distributed.launch`` adds to torchrun's (torch/distributed/launch.py ``parse_args``:
+#: ``--use-env`` / ``--use_env``, a switch), option string -> (dest, takes a value)
+LAUNCH_OPTIONS = {"--use-env": ("use_env", False), "--use_env": ("use_env", False)}
+
+
+def resolve_option(name: str, legacy: bool = False) -> Optional[str]:
     """The torchrun option string ``name`` stands for: itself, or the one option it abbreviates; None when it is none.
     torchrun's parser (``torch.distributed.run.get_args_parser``) is a plain ``ArgumentParser``, ``allow_abbrev`` left
     True: ``--nproc-per 8`` sets ``--nproc-per-node``, ``--nnode 2`` sets ``--nnodes``; a prefix of several option
     strings (``--nproc``: ``--nproc-per-node``, ``--nproc_per_node``) exits with "ambiguous option" (argparse
-    ``_parse_optional``, Python 3.11), refused here the same way."""
-    table = _option_table()
+    ``_parse_optional``, Python 3.11), refused here the same way.  ``legacy``: the launcher is
+    ``torch.distributed.launch``, whose parser has :data:`LAUNCH_OPTIONS` besides."""
+    table = {**_option_table(), **LAUNCH_OPTIONS} if legacy else _option_table()
     if name in table:
         return name
     if not name.startswith("--") or len(name) < 3:
@@ -174,7 +180,8 @@ def split_torchrun(argv: list[str]) -> Optional[TorchrunCommand]:
     n = _launcher_prefix(argv)
     if n is None:
         return None
-    table = _option_table()
+    legacy = n == 3 and argv[2] == "torch.distributed.launch"
+    table = {**_option_table(), **LAUNCH_OPTIONS} if legacy else _option_table()
     cmd = TorchrunCommand(prefix=argv[:n])
     i = n
     while i < len(argv):
@@ -185,7 +192,7 @@ def split_torchrun(argv: list[str]) -> Optional[TorchrunCommand]:
             i += 1
             break
         name, eq, val = tok.partition("=")
-        full = resolve_option(name)  # torchrun takes unique abbreviations (--nproc-per 8)
+        full = resolve_option(name, legacy)  # torchrun takes unique abbreviations (--nproc-per 8)
         if full is None:
             raise UserError(f"torchrun option {tok!r}: not an option of torchrun "
                             f"(torch.distributed.run); put program flags after the training script")
