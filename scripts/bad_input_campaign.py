@@ -25,7 +25,7 @@ floats, outputs naming a file of the running program (a module it imported), ``-
 Megatron-Bridge ``run_config.yaml`` as one more format (``--only bridge-yaml:``); the robust10 classes (``--only r10:``):
 abbreviated Megatron-LM flags (``allow_abbrev=False`` there), words no Megatron-LM flag takes (``--sequence-parallel
 false``, a blank after a line-ending backslash, ``"--num-layers 32"`` as one word), a switch given ``=VALUE``, a misspelt choice (``--lr-decay-style
-COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` / ``readonly`` values, TorchTitan booleans given a value
+COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` / ``readonly`` / ``(( X *= 2 ))`` / ``let`` values, TorchTitan booleans given a value
 (tyro's flag pairs) and fields cut short, outputs named through a link into /proc (``/dev/stdout``) or a dangling
 link, and primus-launch's own options abbreviated.
 
@@ -1125,7 +1125,8 @@ def robust10_cases(rng: random.Random, quick: bool) -> list[Case]:
                         expect_refusal=bool(words), expect_words=words))
     for line in (b"TP_SIZE=$'2'", b"TP_SIZE=$'\\x32'", b"declare -i TP_SIZE=1+1", b"typeset -i TP_SIZE=4/2",
                  b"declare -i TP_SIZE=2/0", b"readonly TP_SIZE=2\nTP_SIZE=3", b"declare -r TP_SIZE=2\nunset TP_SIZE",
-                 b"TP_SIZE=2\nunset -f TP_SIZE"):
+                 b"TP_SIZE=2\nunset -f TP_SIZE", b"TP_SIZE=1\n((TP_SIZE *= 2))", b"TP_SIZE=1\nlet TP_SIZE++",
+                 b"TP_SIZE=2\n((TP_SIZE /= 0))"):
         out.append(Case(f"r10:bash:{line.decode()}", "value", {"r.sh": BASH.replace(b"TP_SIZE=2\n", line + b"\n", 1)},
                         ["--project", "r.sh"] + TAIL, expect_refusal=line.endswith(b"/0"),
                         expect_words=("--tensor-model-parallel-size='2/0'",) if line.endswith(b"/0") else

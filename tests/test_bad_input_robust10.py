@@ -157,6 +157,13 @@ def test_flag_and_value_quoted_into_one_word_is_refused(tmp_path, capsys):
     refused(rc, err, "argument='--tensor-model-parallel-size 4'", "--tensor-model-parallel-size=4")
 
 
+def test_crlf_script_with_continuations_is_refused_naming_the_line_ends(tmp_path, capsys):
+    """A script saved with CR LF everywhere: a '\\' then CR passes the CR as an argument and ends the command
+    (bash), which Megatron-LM refuses; the line says the file's line ends (it was projected, with a note)."""
+    rc, _, err = project(tmp_path, capsys, BASH.replace("\n", "\r\n"))
+    refused(rc, err, "argument='\\r'", "end in CR LF")
+
+
 def test_backslash_followed_by_a_blank_is_refused_naming_it(tmp_path, capsys):
     """``\\`` then a space at a line's end passes " " and ends the command (bash): the flags below were dropped."""
     text = BASH.replace("    ${TRAINING_ARGS[@]} \\\n", "    ${TRAINING_ARGS[@]} \\ \n")
@@ -170,6 +177,9 @@ def test_backslash_followed_by_a_blank_is_refused_naming_it(tmp_path, capsys):
 @pytest.mark.parametrize("line", ["readonly TP_SIZE=4\nTP_SIZE=8", "declare -r TP_SIZE=4\nexport TP_SIZE=2",
                                   "TP_SIZE=4\nreadonly TP_SIZE\nTP_SIZE+=1", "TP_SIZE=4\nunset -f TP_SIZE\nTP_SIZE=${TP_SIZE:-2}",
                                   "readonly TP_SIZE=4\nunset TP_SIZE\nTP_SIZE=${TP_SIZE:-2}",
+                                  "TP_SIZE=2\n((TP_SIZE *= 2))", "TP_SIZE=2\nlet TP_SIZE=TP_SIZE*2",
+                                  "TP_SIZE=3\n((TP_SIZE++))", "X=1\n((X += 1, TP_SIZE = X * 2))",
+                                  "TP_SIZE=4\n((TP_SIZE /= 0))",
                                   "TP_SIZE=$'4'", "TP_SIZE=$'\\x34'", "TP_SIZE=$'\\064'", "declare -i TP_SIZE=2*2",
                                   "typeset -i TP_SIZE=8/2", "declare -i TP_SIZE=1\nTP_SIZE+=3",
                                   "PP=1\ndeclare -i TP_SIZE\nTP_SIZE=PP+3"])

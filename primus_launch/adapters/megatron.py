@@ -255,6 +255,10 @@ def _check_family(rec: Any) -> None:
         # a command naming no model flag gets the 'required' line, unless a blank word (`pretrain_gpt.py \ `) cut it
         if problem is not None and (any(rec.args.get(d) is not None for d in SHAPE_DESTS)
                                     or not str(problem.value).strip() or str(problem.value).startswith("-")):
+            crlf = next((n for n in rec.notes if "end in CR LF" in n), None)
+            if crlf is not None and "\r" in str(problem.value):  # a '\' then CR: bash passes the CR, ends the command
+                raise PlanError("argument", problem.value, "a carriage return Megatron-LM's parser refuses ('unrecognized "
+                                                           f"arguments'): {crlf}")
             raise problem
 
 

@@ -63,6 +63,34 @@ class _ArithTooDeep(ValueError):
     """Variables whose values name each other without end inside ``$(( ))`` (bash fails the expansion)."""
 # an arithmetic command that assigns: `=` (not ==, !=, <=, >=), `op=` (<<= and >>= too), ++, --
 _ARITH_ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|<<=|>>=|\+\+|--")
+# one assignment of an arithmetic command (`((X *= 2))`, `let X=X*2`, `((X++))`): NAME OP EXPR, NAME++ / ++NAME
+_ARITH_SET = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<<=|>>=|[-+*/%&^|]?=)(?!=)\s*(\S.*?)\s*|"
+                        r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\+\+|--)\s*|\s*(\+\+|--)\s*([A-Za-z_][A-Za-z0-9_]*)\s*", re.S)
+
+
+def arith_sets(expr: str) -> list[tuple[str, str, str]] | None:
+    """The assignments of an arithmetic command's expression, as (name, operator, expression) -- ``X++`` is
+    (X, "+=", "1") -- when every comma-separated part is one; None otherwise (a condition, a nested assignment)."""
+    parts, depth, cur = [], 0, ""
+    for ch in expr:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    out = []
+    for part in parts:
+        m = _ARITH_SET.fullmatch(part)
+        if m is None or (m.group(3) is not None and _ARITH_ASSIGN.search(m.group(3))):
+            return None
+        if m.group(1):
+            out.append((m.group(1), m.group(2), m.group(3)))
+        else:
+            name, op = (m.group(4), m.group(5)) if m.group(4) else (m.group(7), m.group(6))
+            out.append((name, op[0] + "=", "1"))
+    return out
 _LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
 # nodes of a word that expand (everything else in a word is literal text)
 _EXPANDING = ("string", "raw_string", "ansi_c_string", "translated_string", "expansion", "command_substitution",
@@ -412,12 +440,14 @@ def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
     if t in ("command_substitution", "heredoc_body", "arithmetic_expansion", "comment"):
         return
     if t == "compound_statement" and node.child_count and node.children[0].type == "((":
-        if _ARITH_ASSIGN.search(sc.src(node)):  # ((X *= 2)), ((X++)): a variable changed, not followed
+        body = sc.src(node).strip()[2:-2]
+        if _ARITH_ASSIGN.search(body) and arith_sets(body) is None:  # ((X *= 2)) is run (ShellState.exec);
             notes.append(f"line {sc.line(node.start_byte)}: arithmetic command {sc.src(node)[:40]!r} not evaluated")
-        return
+        return                                                       # other assignments are not followed
     if t == "command" and node.child_count and node.children[0].type == "command_name" \
-            and sc.src(node.children[0]) == "let":  # let X=X*2: as ((...))
-        notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated")
+            and sc.src(node.children[0]) == "let":  # let X=X*2: run as ((...)) where every argument is an assignment
+        if any(arith_sets(sc.src(c).strip("\"'")) is None for c in node.children[1:] if c.is_named):
+            notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated")
         return
     if t == "command" and node.child_count and node.children[0].type == "command_name" \
             and _sets_variable(sc, node):  # printf -v X, read X, mapfile X, getopts S X: as let
@@ -1252,8 +1282,9 @@ class ShellState:
             words += self._words(_command_words(self.sc, inner, redirects=redirects))
             end = _command_end(self.sc, inner, redirects)
             self.commands.append(Command(words, self.sc.pos(node.start_byte), self.sc.pos(end), self._prefix_env([])))
-        elif t == "compound_statement":  # { ...; } (and (( ... )), skipped)
+        elif t == "compound_statement":  # { ...; } (and (( ... )): its assignments run, its value not read)
             if node.child_count and node.children[0].type == "((":
+                self._arith_command(self.sc.src(node).strip()[2:-2], node)
                 return True
             return self.run(_statements(node))
         elif t == "if_statement":
@@ -1477,6 +1508,27 @@ class ShellState:
             if c is not None and c.type == "variable_name":
                 (self.integers.add if on else self.integers.discard)(self.sc.src(c))
 
+    def _arith_command(self, expr: str, node: tree_sitter.Node) -> None:
+        """The assignments of ``(( expr ))`` / ``let expr`` (:func:`arith_sets`), evaluated as ``$(( ))`` is and made,
+        one after the other (``((TP *= 2))`` doubles TP, ``let N=N+1``); one that does not evaluate stops there, with
+        a note (bash fails the command too: a division by zero; or a value this does not read)."""
+        sets = arith_sets(expr)
+        if sets is None:
+            return  # not an assignment list (a condition, or noted by _check)
+        for name, op, rhs in sets:
+            try:
+                value = self._arith_value(rhs if op == "=" else f"({name}) {op[:-1]} ({rhs})")
+            except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
+                self.warnings.append(f"line {self.sc.line(node.start_byte)}: arithmetic {expr.strip()[:40]!r} not "
+                                     f"evaluated ({name} keeps its value)")
+                return
+            if name in self.readonly:
+                self.warnings.append(f"{expr.strip()[:80]}: {name} is readonly (bash refuses the assignment and goes "
+                                     f"on; {name} keeps its value)")
+                return
+            self.scalars[name] = _synth(str(value))
+            self.arrays.pop(name, None)
+
     def _note_readonly(self, node: tree_sitter.Node, kids: list[tree_sitter.Node]) -> None:
         """``readonly NAME[=v]`` / ``declare -r`` / ``typeset -r`` (not a function's ``local``): a later assignment to
         NAME fails in bash -- "NAME: readonly variable" -- and the script goes on with the value it had."""
@@ -1603,6 +1655,11 @@ class ShellState:
             return True
         if name == "false":
             return False
+        if name == "let":  # let X=X*2 Y++: each argument an arithmetic expression (bash(1) let)
+            for a in args[1:]:
+                if not a.opaque:
+                    self._arith_command(a.text, node)
+            return True
         if name == "shift":
             n = int(args[1].text) if len(args) > 1 and args[1].text.isdigit() else 1
             self.positional = self.positional[n:]
