@@ -1126,9 +1126,9 @@ def robust10_cases(rng: random.Random, quick: bool) -> list[Case]:
     for line in (b"TP_SIZE=$'2'", b"TP_SIZE=$'\\x32'", b"declare -i TP_SIZE=1+1", b"typeset -i TP_SIZE=4/2",
                  b"declare -i TP_SIZE=2/0", b"readonly TP_SIZE=2\nTP_SIZE=3", b"declare -r TP_SIZE=2\nunset TP_SIZE",
                  b"TP_SIZE=2\nunset -f TP_SIZE", b"TP_SIZE=1\n((TP_SIZE *= 2))", b"TP_SIZE=1\nlet TP_SIZE++",
-                 b"TP_SIZE=2\n((TP_SIZE /= 0))"):
+                 b"TP_SIZE=2\n((TP_SIZE /= 0))", b"N=TP_VAL\nTP_VAL=2\nTP_SIZE=${!N}", b"X=2\nTP_SIZE=${X/2/4}"):
         out.append(Case(f"r10:bash:{line.decode()}", "value", {"r.sh": BASH.replace(b"TP_SIZE=2\n", line + b"\n", 1)},
-                        ["--project", "r.sh"] + TAIL, expect_refusal=line.endswith(b"/0"),
+                        ["--project", "r.sh"] + TAIL, expect_refusal=line.endswith(b"/0") or b"${X/" in line,
                         expect_words=("--tensor-model-parallel-size='2/0'",) if line.endswith(b"/0") else
                         ("TP_SIZE is readonly",) if b"-r " in line or b"readonly" in line else ()))
     from primus_launch.adapters.megatron_choices import CHOICES

@@ -180,6 +180,7 @@ def test_backslash_followed_by_a_blank_is_refused_naming_it(tmp_path, capsys):
                                   "TP_SIZE=2\n((TP_SIZE *= 2))", "TP_SIZE=2\nlet TP_SIZE=TP_SIZE*2",
                                   "TP_SIZE=3\n((TP_SIZE++))", "X=1\n((X += 1, TP_SIZE = X * 2))",
                                   "TP_SIZE=4\n((TP_SIZE /= 0))",
+                                  "N=TP_VAL\nTP_VAL=4\nTP_SIZE=${!N}", "N=A[2]\nA=(1 2 4)\nTP_SIZE=${!N}",
                                   "TP_SIZE=$'4'", "TP_SIZE=$'\\x34'", "TP_SIZE=$'\\064'", "declare -i TP_SIZE=2*2",
                                   "typeset -i TP_SIZE=8/2", "declare -i TP_SIZE=1\nTP_SIZE+=3",
                                   "PP=1\ndeclare -i TP_SIZE\nTP_SIZE=PP+3"])
@@ -192,6 +193,20 @@ def test_bash_values_read_as_bash_sets_them(tmp_path, capsys, line):
     rc, out, err = project(tmp_path, capsys, BASH.replace("TP_SIZE=2\n", line + "\n", 1))
     assert rc == 0, err[-300:]
     assert "TP=4" in out
+
+
+def test_case_modification_read_and_other_expansions_named(tmp_path, capsys):
+    """``${X^^}`` was opaque text (a tokenizer name upper-cased failed as 'comes from a command substitution');
+    ``${X/4/8}`` is still not evaluated, and the line now says it is a parameter expansion."""
+    got = subprocess.run(["bash", "-c", "X=rope; printf %s ${X,,}${X^}"], capture_output=True, text=True,
+                         timeout=10).stdout
+    assert got == "ropeRope"
+    text = BASH.replace("--position-embedding-type rope", "--position-embedding-type ${PE,,}").replace(
+        "TP_SIZE=2\n", "TP_SIZE=2\nPE=ROPE\n", 1)
+    rc, out, err = project(tmp_path, capsys, text)
+    assert rc == 0, err[-300:]
+    rc, _, err = project(tmp_path, capsys, BASH.replace("TP_SIZE=2\n", "X=4\nTP_SIZE=${X/4/8}\n", 1))
+    refused(rc, err, "--tensor-model-parallel-size='${X/4/8}'", "a parameter expansion the reader does not evaluate")
 
 
 # ------------------------------------------------------------------------------------- primus-launch's options

@@ -31,6 +31,7 @@ tree-sitter-bash accepts.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import itertools
@@ -677,6 +678,14 @@ def _brace_body(sc: Script, node: tree_sitter.Node) -> tuple[Part, int, int]:
     start, close = sc.pos(_start(sc, node)), sc.pos(node.end_byte) - 1
     body = sc.text[start + 2:close]
     part = Part("param", False, start=start, end=close + 1)
+    m = re.fullmatch(r"!([A-Za-z_][A-Za-z0-9_]*)", body)
+    if m:  # ${!NAME}: the variable NAME names (indirect expansion)
+        part.op, part.name = "indirect", m.group(1)
+        return part, close, close
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(\^\^|,,|\^|,)", body)
+    if m:  # ${NAME^^} / ${NAME,,} / ${NAME^} / ${NAME,}: case modification (no pattern)
+        part.op, part.name = m.group(2), m.group(1)
+        return part, close, close
     k = 0
     if body.startswith("#") and len(body) > 1:
         part.op = "len"
@@ -713,7 +722,7 @@ def _brace_body(sc: Script, node: tree_sitter.Node) -> tuple[Part, int, int]:
 def _brace_part(sc: Script, node: tree_sitter.Node, quoted: bool) -> Part:
     part, a, b = _brace_body(sc, node)
     part.quoted = quoted
-    if part.op in ("", "len", "opaque", "substr"):
+    if part.op in ("", "len", "opaque", "substr", "indirect", "^^", ",,", "^", ","):
         return part
     ba, bb = _byte(sc, a), _byte(sc, b)
     if _start(sc, node) not in sc.masked:
@@ -980,7 +989,22 @@ class ShellState:
         # parameter
         if part.op == "opaque":
             return [(self._ref(part.start, part.end, _synth(part.text, OPAQUE)), not part.quoted, False)]
+        if part.op == "indirect":  # ${!N}: N's value names the variable read (N=TP; ${!N} is $TP)
+            ref, _ = self._value(part.name, None)
+            target = "".join(p.ch for p in ref[0]) if ref else ""
+            m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([^\]]*)\])?", target)
+            if m is None or (ref and any(p.lit == OPAQUE for p in ref[0])):
+                text = self.sc.text[part.start:part.end]
+                return [(self._ref(part.start, part.end, _synth(text, OPAQUE)), not part.quoted, False)]
+            return self._expand_part(dataclasses.replace(part, op="", name=m.group(1), index=m.group(2)))
         vals, multi = self._value(part.name, part.index)
+        if part.op in ("^^", ",,", "^", ","):  # case modification, every character or the first
+            def cased(v: list[PC]) -> list[PC]:
+                up = part.op.startswith("^")
+                return [dataclasses.replace(p, ch=(p.ch.upper() if up else p.ch.lower()))
+                        if len(part.op) == 2 or i == 0 else p for i, p in enumerate(v)]
+            vals = None if vals is None else [cased(v) for v in vals]
+            part = dataclasses.replace(part, op="")
         if part.op == "substr":
             return [(self._ref(part.start, part.end, self._substring(part, vals, multi)), not part.quoted, False)]
         if part.op == "len":

@@ -268,6 +268,9 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
                 if "$((" in v.text and "$(" not in v.text.replace("$((", ""):
                     raise PlanError(s.flag, v.text, "an arithmetic expansion the reader cannot evaluate (a division by zero, "
                                                     "a ?: or a negative power); set it to a literal or a variable")
+                if v.text.startswith("${") and "$(" not in v.text:  # ${X/a/b}, ${X@Q}: not evaluated here
+                    raise PlanError(s.flag, v.text, "a parameter expansion the reader does not evaluate; set it to a "
+                                                    "literal or a variable")
                 raise PlanError(s.flag, v.text, "comes from a command substitution; set it to a literal or a variable")
             a[s.dest] = convert(s, v.text)
     return a
