@@ -26,7 +26,7 @@ Megatron-Bridge ``run_config.yaml`` as one more format (``--only bridge-yaml:``)
 abbreviated Megatron-LM flags (``allow_abbrev=False`` there), words no Megatron-LM flag takes (``--sequence-parallel
 false``, a blank after a line-ending backslash, ``"--num-layers 32"`` as one word), a switch given ``=VALUE``, a misspelt choice (``--lr-decay-style
 COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` / ``readonly`` / ``(( X *= 2 ))`` / ``let`` values, TorchTitan booleans given a value
-(tyro's flag pairs) and fields cut short, outputs named through a link into /proc (``/dev/stdout``) or a dangling
+(tyro's flag pairs) and fields cut short, ``torchrun --standalone`` on several nodes, outputs named through a link into /proc (``/dev/stdout``) or a dangling
 link, and primus-launch's own options abbreviated.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
@@ -1118,6 +1118,9 @@ def robust10_cases(rng: random.Random, quick: bool) -> list[Case]:
     for opt, words in ((b"--nproc-per 8", ()), (b"--nproc_per 8", ()), (b"--nproc 8", ("--nproc", "ambiguous"))):
         out.append(Case(f"r10:torchrun:{opt.decode()}", "value", {"r.sh": BASH.replace(launch, opt)},
                         ["--project", "r.sh"] + TAIL, expect_refusal=bool(words), expect_words=words))
+    out.append(Case("r10:torchrun:standalone-2-nodes", "value",
+                    {"r.sh": BASH.replace(b"--nnodes $NUM_NODES", b"--nnodes 2 --standalone")}, ["--project", "r.sh"] + TAIL,
+                    expect_refusal=True, expect_words=("--nnodes='2'", "--standalone")))
     for opt, words in (("--nnode", ()), ("--nproc", ("--nproc", "ambiguous")), ("--n", ("--n", "ambiguous"))):
         cmd = list(ARGV)
         cmd[1:3] = [opt, "2"]

@@ -111,6 +111,25 @@ def test_legacy_launcher_option_is_read(tmp_path, capsys):
     assert '"num_gpus": 4' in out
 
 
+def test_standalone_rendezvous_on_several_nodes_is_refused(tmp_path, capsys):
+    """``torchrun --standalone --nnodes 2``: torch sets each node's rendezvous to a c10d store at localhost:0
+    (torch/distributed/run.py ``if args.standalone``), so the nodes never meet; it was projected as 2 nodes."""
+    import inspect
+
+    import torch.distributed.run as run_mod
+
+    assert 'args.rdzv_endpoint = "localhost:0"' in inspect.getsource(run_mod)
+    script = BASH.replace("--nnodes $NUM_NODES", "--nnodes 2 --standalone")
+    rc, _, err = project(tmp_path, capsys, script)
+    refused(rc, err, "--nnodes='2'", "--standalone")
+    rc, _, err = run(capsys, ["--project", "--dry-run", "--", "torchrun", "--standalone", "--nnodes", "2",
+                              "--nproc-per-node", "8", "pretrain_gpt.py", *ARGS])
+    refused(rc, err, "--nnodes='2'", "--standalone")
+    rc, out, err = run(capsys, ["--project", "--dry-run", "--json", "--", "torchrun", "--standalone", "--nnodes", "1",
+                                "--nproc-per-node", "8", "pretrain_gpt.py", *ARGS])
+    assert rc == 0, err[-300:]
+
+
 def test_ambiguous_torchrun_prefix_is_refused(tmp_path, capsys):
     """torch's parser: ``--nproc`` could match --nproc-per-node and --nproc_per_node (argparse 'ambiguous option')."""
     import argparse

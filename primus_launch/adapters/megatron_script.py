@@ -320,6 +320,10 @@ _RELATED = {  # where a new flag goes when its own group is absent
     "mla": ("mla", "moe", "model"), "optim": ("optim", "batch"), "batch": ("batch", "precision"),
 }
 _LAUNCHERS = ("torchrun",)
+#: why torchrun --standalone runs one node (torch.distributed.run: the rendezvous of --standalone is a c10d store at
+#: localhost:0 of each node, so the nodes never meet: each waits for the others until the join timeout)
+STANDALONE_WHY = ("torchrun's --standalone rendezvous is local to each node (c10d at localhost:0), so the nodes "
+                  "never meet; drop --standalone and give --rdzv-endpoint HOST:PORT (or --master-addr) for several")
 #: torchrun --nproc-per-node words that mean "one process per GPU of the node" (torch.distributed.run
 #: determine_local_world_size, torch 2.13: gpu -> torch.cuda.device_count(); auto -> torch.accelerator.device_count()
 #: where an accelerator is available)
@@ -418,6 +422,9 @@ class CommandRecipe:
                                                  "on every node), or --ntasks-per-node")
                 n //= nodes
             out.append(n)
+        nn = self.launcher_value("--nnodes")
+        if (out[0] or 1) > 1 and nn is not None and nn.vals and self.launcher_value("--standalone") is not None:
+            raise PlanError("--nnodes", nn.vals[0].text, f"1 with --standalone: {STANDALONE_WHY}")
         return out[0], out[1], has
 
     def node_gpu_query(self, tok: Token) -> str | None:

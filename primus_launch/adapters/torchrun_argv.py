@@ -261,6 +261,10 @@ def command_cluster(argv: list[str], overrides: dict[str, Any], gpu_default: Opt
             return Cluster(**overrides)
         return None
     nodes = parse_nnodes(tr.get("nnodes")) if tr.get("nnodes") else 1
+    if nodes > 1 and tr.has("standalone"):  # each node's own localhost rendezvous: the nodes never meet
+        raise UserError(f"torchrun --nnodes={tr.get('nnodes')!r}: 1 with --standalone: torchrun's --standalone "
+                        "rendezvous is local to each node (c10d at localhost:0), so the nodes never meet; drop "
+                        "--standalone and give --rdzv-endpoint HOST:PORT for several")
     nproc = parse_nproc(tr.get("nproc_per_node")) if tr.get("nproc_per_node") else 1
     if nproc is None and "gpus_per_node" not in overrides:
         raise UserError(f"torchrun --nproc-per-node={tr.get('nproc_per_node')!r}: the GPU count is decided on "
