@@ -695,8 +695,8 @@ def fanout_cases() -> list[Case]:
     for tag, files in (("source", fan), ("function", {"r.sh": calls}), ("called-script", called)):
         out.append(Case(f"fan:bash:{tag}-fan-out", "structure", files, ["--project", "r.sh"] + TAIL,
                         expect_refusal=True, expect_words=("runs more than",)))
-    for tag, snippet, words in (("arith-command", b"((TP_SIZE *= 2))\n", ("arithmetic command",)),
-                                ("let", b"let TP_SIZE=TP_SIZE*2\n", ("'let TP_SIZE=TP_SIZE*2' not evaluated",))):
+    for tag, snippet, words in (("arith-command", b"((TP_SIZE = X = 2))\n", ("arithmetic command",)),
+                                ("let", b"let TP_SIZE=X=2\n", ("'let TP_SIZE=X=2' not evaluated",))):
         out.append(Case(f"fan:bash:{tag}", "structure", {"r.sh": _in_bash(snippet)}, ["--project", "r.sh"] + TAIL,
                         expect_words=words))
     for tag, data, words in (
