@@ -167,8 +167,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--allow", action="append", default=[], metavar="LIST",
                     help="tune: also search knobs that change numerics, comma-separated: fp8 (FP8 precision, "
                          "scaling recipe, FP8 param gather), optimizer-dtypes (BF16 Adam moments)")
-    ap.add_argument("--top", type=bounded_int(0, 10_000, "an integer from 0 to 10000"), default=10,
-                    help="tune: rows in the top-N table (default 10)")
+    ap.add_argument("--top", type=bounded_int(0, 10_000, "an integer from 0 to 10000"), default=5,
+                    help="tune: rows in the top-N table and the JSON's top list (default 5; the trial log, "
+                         "--log, keeps every scored plan)")
     ap.add_argument("--memory-certain", action="store_true",
                     help="tune: only plans that fit by their whole memory error band may be the answer "
                          "(default: the fastest whose point estimate fits; tight plans over the capacity are "
@@ -198,7 +199,7 @@ _PLAN_ONLY = {"dry_run": "--dry-run", "gpu": "--gpu", "nodes": "--nodes", "gpus_
 def _given(a: argparse.Namespace, dest: str) -> bool:
     """Whether a flag was given (its value is not the parser's default)."""
     v = getattr(a, dest)
-    default = {"memory_margin": 0.0, "memory_basis": "reserved", "top": 10, "allow": []}.get(dest)
+    default = {"memory_margin": 0.0, "memory_basis": "reserved", "top": 5, "allow": []}.get(dest)
     return v not in (None, False) and v != default
 
 

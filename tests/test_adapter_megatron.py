@@ -440,6 +440,25 @@ def test_write_is_atomic_keeps_mode_and_refuses_original(tmp_path):
     assert [p.name for p in out.parent.iterdir()] == ["r_tuned.sh"]  # no temporary left behind
 
 
+def test_partial_distributed_optimizer_instances_round_trip(tmp_path):
+    """--num-distributed-optimizer-instances N reads as parallel.dp_replicate (the optimizer shards over dp x cp / N)
+    and is written back; Megatron asserts it needs the distributed optimizer and divides dp x cp (parallel_state)."""
+    src = (RECIPES / "llama3.1_8b.sh").read_text()
+    plan = load_megatron(RECIPES / "llama3.1_8b.sh")
+    assert plan.parallel.dp_replicate == 1 and plan.dp == 4
+    two = render_megatron(plan.with_changes(parallel={"dp_replicate": 2}).model_copy(update={"source": plan.source}),
+                          src)
+    (tmp_path / "two.sh").write_text(two)
+    assert load_megatron(tmp_path / "two.sh").parallel.dp_replicate == 2
+    with pytest.raises(ValidationError, match="dp_replicate=3: must divide dp\\*cp=4"):
+        plan.with_changes(parallel={"dp_replicate": 3})
+    argv = ("pretrain_gpt.py --num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 256 "
+            "--max-position-embeddings 256 --micro-batch-size 1 --global-batch-size 8 --vocab-size 512 "
+            "--num-distributed-optimizer-instances 2").split()
+    with pytest.raises(PlanError, match="--num-distributed-optimizer-instances"):
+        plan_from_argv(argv, Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8))
+
+
 # --------------------------------------------------------------------------- launch-script idioms
 UPSTREAM_STYLE = r'''#!/bin/bash
 # the idioms of Megatron-LM's examples/llama/*.sh: quoted "flag value" array items, +=, [[ ]] || [[ ]]

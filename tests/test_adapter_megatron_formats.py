@@ -558,9 +558,8 @@ def test_te_attention_variables_choose_the_backend(tmp_path, env, backend):
 
 # --------------------------------------------------------------------------- model families refused
 @pytest.mark.parametrize("program,extra,family", [
-    ("pretrain_mamba.py", "", "hybrid Mamba"), ("pretrain_bert.py", "", "BERT"), ("pretrain_t5.py", "", "T5"),
+    ("pretrain_bert.py", "", "BERT"), ("pretrain_t5.py", "", "T5"),
     ("examples/multimodal/train.py", "", "multimodal"), ("pretrain_vlm.py", "", "multimodal"),
-    ("pretrain_gpt.py", "--hybrid-override-pattern M-M* ", "hybrid Mamba"),
     ("pretrain_gpt.py", "--experimental-attention-variant gated_delta_net ", "experimental attention"),
     ("pretrain_gpt.py", "--encoder-num-layers 2 ", "T5"),
     # a vision-language script whose program name does not say so (Pai-Megatron-Patch examples/qwen2_vl:
@@ -605,9 +604,9 @@ def test_cli_contract_nvidia_yaml_and_script(tmp_path, capsys):
     rc, out, err = _cli(["--project", bad, "--dry-run"], capsys)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("primus-launch: error: ") and "--vocab-size" in lines[0]
-    fam = _write(tmp_path, "m.sh", BASE.replace("pretrain_gpt.py", "pretrain_mamba.py") + "--vocab-size 100\n")
+    fam = _write(tmp_path, "m.sh", BASE.replace("pretrain_gpt.py", "pretrain_bert.py") + "--vocab-size 100\n")
     rc, out, err = _cli(["--project", fam, "--dry-run"], capsys)
-    assert rc == 2 and "hybrid Mamba" in err and len([ln for ln in err.splitlines() if ln.strip()]) == 1
+    assert rc == 2 and "BERT" in err and len([ln for ln in err.splitlines() if ln.strip()]) == 1
 
 
 def test_yaml_cli_error_on_nemo_config(tmp_path):

@@ -456,3 +456,73 @@ def test_deferred_output_layer_wgrad_buffers_are_megatrons():
     assert peaks == (2 * w, max(w + 3 * r, 4 * r + f))
     peaks = stage_activation_peaks("1f1b", 2, 1, 4, None, ((w,), (w,)), False, (), ((0.0,), (30.0,)), 2, (0.0, f))
     assert peaks[1] == max(w + 2 * 30.0, 2 * 30.0 + f)
+
+
+def test_partial_distributed_optimizer_shards_over_the_intra_instance_groups():
+    """``--num-distributed-optimizer-instances 2`` (the partial distributed optimizer) on the functional tests'
+    small MoE shape (h 512, 4 layers, 8 experts top-2, TP 2 + SP, EP 2, 8 GPUs): megatron-core 0.16.1 builds the dense
+    grad buffer on ``intra_dp_cp_group`` and the experts' on ``intra_expt_dp_group``
+    (``distributed_data_parallel.py``), which ``parallel_state`` makes ``dp x cp / 2`` and ``expert-DP / 2`` ranks;
+    the distributed optimizer keeps ``buffer numel / group size`` of each (``_build_model_gbuf_range``).  Built on
+    the fake process group: the model's optimizer bytes equal 12 B (fp32 master + two moments) x those shards."""
+    import inspect
+    import types
+
+    import torch
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+    from megatron.core.distributed import DistributedDataParallelConfig
+    from megatron.core.distributed import distributed_data_parallel as mddp
+    from megatron.core.distributed.param_and_grad_buffer import _ParamAndGradBuffer
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    from mcore_meta import build_stage
+
+    from primus_launch.adapters.megatron import plan_from_argv
+    from primus_launch.projection.memory.estimate import stage_memory
+
+    src = inspect.getsource(mddp)
+    assert "dense_params, self.intra_dp_cp_group" in src and "self.intra_expt_dp_group" in src
+    argv = ("pretrain_gpt.py --num-layers 4 --hidden-size 512 --num-attention-heads 8 --seq-length 1024 "
+            "--max-position-embeddings 1024 --micro-batch-size 4 --global-batch-size 32 --vocab-size 50257 --bf16 "
+            "--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 --num-experts 8 "
+            "--moe-router-topk 2 --disable-bias-linear --use-distributed-optimizer").split()
+    cl = Cluster(gpu="h100-sxm", num_nodes=1, gpus_per_node=8)
+    one = plan_from_argv(argv, cl)
+    two = plan_from_argv(argv + ["--num-distributed-optimizer-instances", "2"], cl)
+    assert two.parallel.dp_replicate == 2 and not any(u.flag == "--num-distributed-optimizer-instances" and
+                                                      "memory" in u.effect for u in two.source.unmodelled)
+    params = [p for c in build_stage(two, 0) for p in c.parameters()]
+    dense = [p for p in params if getattr(p, "allreduce", True)]
+    expert = [p for p in params if not getattr(p, "allreduce", True)]
+    assert dense and expert
+
+    if dist.is_initialized():
+        ps.destroy_model_parallel()
+        dist.destroy_process_group()
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
+    ps.initialize_model_parallel(2, 1, expert_model_parallel_size=2, expert_tensor_parallel_size=2,
+                                 num_distributed_optimizer_instances=2, create_gloo_process_groups=False)
+    intra_dp = ps.get_data_parallel_group(with_context_parallel=True, partial_data_parallel=True)
+    intra_edp = ps.get_expert_data_parallel_group(partial_expert_data_parallel=True)
+    assert (intra_dp.size(), intra_edp.size()) == (2, 1)  # dp 4 / 2, expert dp 2 / 2
+    cfg = DistributedDataParallelConfig(use_distributed_optimizer=True, grad_reduce_in_fp32=True,
+                                        num_distributed_optimizer_instances=2)
+    pg = types.SimpleNamespace(tp=ps.get_tensor_model_parallel_group(), dp_cp=intra_dp)
+
+    def shard(ps_, group) -> float:
+        saved, torch.cuda.current_device = torch.cuda.current_device, lambda: "meta"
+        try:
+            buf = _ParamAndGradBuffer(cfg, torch.bfloat16, torch.float32, ps_[::-1], group, None,
+                                      {p: str(i) for i, p in enumerate(ps_)}, 1.0, list(range(len(ps_))), False,
+                                      pg_collection=pg)
+        finally:
+            torch.cuda.current_device = saved
+        return buf.grad_data.numel() / group.size()
+
+    want = 12 * (shard(dense, intra_dp) + shard(expert, intra_edp))
+    ps.destroy_model_parallel()
+    dist.destroy_process_group()
+    got = stage_memory(two)[0].optimizer_bytes
+    assert got == pytest.approx(want, rel=2e-3)
+    assert got > 1.9 * stage_memory(one)[0].optimizer_bytes  # both groups halve: twice the full sharding's

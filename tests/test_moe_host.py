@@ -327,3 +327,77 @@ def test_legacy_gemm_host_moves_amd_plans_only():
     assert (lf - tf, lb - tb) == pytest.approx((2 * local * d * fac, 4 * local * d * fac), rel=1e-9)
     for gpu in ("h100-sxm", "mi325x"):
         assert moe_host_times(gpu, "legacy") == pytest.approx(moe_host_times(gpu, "te"), rel=1e-12)
+
+
+def _clear_layer_caches() -> None:
+    for name in dir(rl):
+        fn = getattr(rl, name)
+        if hasattr(fn, "cache_clear"):
+            fn.cache_clear()
+
+
+def test_unfused_chunk_sort_host_is_per_chunk_of_the_alltoall_dispatcher(monkeypatch):
+    """moe_host item 4 in the layer times: the unfused all-to-all chunk sort adds EP x E_local x CHUNK_SORT_HOST_S
+    (x the host CPU factor) to the MoE layer's host time, forward and backward, and nothing to its GPU time; nothing
+    under TE's fused sort (--moe-permute-fusion) or DeepEP (tokens come expert-major)."""
+    def times(per_chunk: tuple[float, float], **training) -> tuple[float, float, float, float]:
+        monkeypatch.setattr(moe_host, "CHUNK_SORT_HOST_S", per_chunk)
+        _clear_layer_caches()
+        p = _qwen3_30b("mi355x")
+        p = p.model_copy(update={"training": p.training.model_copy(update=training)})
+        return rl.layer_op_times(p)["_host"]["moe"]
+
+    try:
+        chunks = 16 * (128 // 16)   # EP 16 x 8 local experts
+        fac = fw.host_cpu_factor("mi355x")
+        cs = (2e-6, 3e-6)
+        unfused = dict(moe_permute_fusion=False, moe_router_fusion=False)
+        (f0, b0, g0f, g0b), (f1, b1, g1f, g1b) = times((0.0, 0.0), **unfused), times(cs, **unfused)
+        assert (f1 - f0, b1 - b0) == pytest.approx((chunks * cs[0] * fac, chunks * cs[1] * fac), rel=1e-9)
+        assert (g1f, g1b) == (g0f, g0b)
+        for training in (dict(moe_permute_fusion=True), dict(moe_token_dispatcher="deepep")):
+            assert times(cs, **training) == times((0.0, 0.0), **training)
+        assert moe_host.chunk_sort_host("alltoall", 1, 8, False) == moe_host.chunk_sort_host("alltoall", 8, 1, False) \
+            == (0.0, 0.0)
+    finally:
+        monkeypatch.undo()
+        _clear_layer_caches()
+
+
+def test_unfused_chunk_sort_work_grows_per_chunk_in_megatron_code():
+    """moe_host item 4 against megatron-core 0.16.1's own ``sort_chunks_by_idxs`` on CPU, as the all-to-all
+    dispatcher calls it (dispatch sort with the probabilities, combine sort without): under a dispatch mode the
+    forward's ATen ops stay constant while the tensors they make grow by 3 per chunk (split views: 2 in the dispatch
+    sort, 1 in the combine sort: CHUNK_SORT_DISPATCH_SHARE = 2/3) and the backward runs 3 ATen ops per chunk (cat's
+    backward slices each chunk) -- host work per chunk, no kernel per chunk."""
+    torch = pytest.importorskip("torch")
+    mu = pytest.importorskip("megatron.core.transformer.moe.moe_utils")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = self.tensors = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            self.ops += 1
+            self.tensors += len(out) if isinstance(out, (list, tuple)) else 1
+            return out
+
+    def count(n: int) -> tuple[int, int, int, int]:
+        x, pr = torch.randn(n, 4, requires_grad=True), torch.rand(n, requires_grad=True)
+        sizes, idx = torch.ones(n, dtype=torch.long), torch.arange(n).view(8, -1).T.ravel()
+        with Count() as d:
+            y, p = mu.sort_chunks_by_idxs(x, sizes, idx, probs=pr)
+        with Count() as c:
+            z, _ = mu.sort_chunks_by_idxs(y * p.unsqueeze(-1), sizes, idx.argsort())
+        with Count() as b:
+            z.backward(torch.ones_like(z))
+        return d.tensors, c.tensors, c.ops + d.ops, b.ops
+
+    (d8, c8, f8, b8), (d16, c16, f16, b16) = count(8), count(16)
+    assert (d16 - d8, c16 - c8) == (2 * 8, 1 * 8)          # split views per chunk: dispatch 2, combine 1
+    assert f16 == f8                                         # no forward op per chunk
+    assert b16 - b8 == 3 * 8                                 # backward: 3 ATen ops per chunk
+    assert moe_host.CHUNK_SORT_DISPATCH_SHARE == pytest.approx((d16 - d8) / (d16 - d8 + c16 - c8))

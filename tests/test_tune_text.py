@@ -37,10 +37,10 @@ def test_long_first_row_refers_to_the_changes_line():
     text = _top_table(res)
     lines = text.splitlines()
     assert all(len(ln) <= WIDTH for ln in lines)
-    row1 = next(ln for ln in lines if ln.lstrip().startswith("1 "))
-    assert "(the changes: line above)" in row1
+    at = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("1 "))
+    assert "(the changes: line above)" in " ".join(lines[at:at + 2])   # in its cell, or on the line under it
     assert "eline_split" not in text and "pip\n" not in text        # no name cut into pieces
-    assert "#1 with" in text and "pipeline_layers_last_stage" in text   # the second row: its one difference
+    assert "#1 with last_stage_layers=5" in text   # the second row: its one difference, by its short name
     # a short first row stays in the table
     short = best.model_copy(update={"parallel": orig.parallel.model_copy(update={"tp": 1})})
     res2 = SimpleNamespace(top=[_trial(orig, short, 13.5)], baseline=SimpleNamespace(plan=orig), best_plan=short,
@@ -220,3 +220,52 @@ def test_ranking_line_counts_from_the_best_row_when_a_row_over_capacity_precedes
     assert line.startswith("ranking:  #2 and #3-#4 overlap") and "(#2's -5 .. +10 %)" in line
     res.inside_best_band = [1, 3]
     assert _ranking_lines(res)[0].startswith("ranking:  #2 and #1, #3 overlap")
+
+
+def _moe_plan() -> Plan:
+    return Plan(model=ModelArch(num_layers=96, hidden_size=4096, ffn_hidden_size=12288, num_attention_heads=64,
+                                vocab_size=151936, seq_length=4096, num_experts=128, moe_ffn_hidden_size=1536,
+                                moe_router_topk=8),
+                parallel={"tp": 2, "pp": 8, "ep": 32, "etp": 1},
+                training=Training(global_batch_size=2048), cluster=Cluster(num_nodes=32, gpus_per_node=8))
+
+
+def test_changes_resolve_expert_tp_and_read_values_as_settings():
+    """``etp=None`` means "the same as TP" (Plan ``Parallel.etp``; Megatron's --expert-tensor-parallel-size
+    defaults to --tensor-model-parallel-size): a plan at tp 1 with etp None runs the original's expert TP 1 and
+    printed "etp=None" beside "tp=1"; tuples printed as Python reprs ("modules=('moe_act',)", "scope=()")."""
+    from primus_launch.report.tune_text import shown_changes, value_text
+
+    orig = _moe_plan()
+    same = orig.model_copy(update={"parallel": orig.parallel.model_copy(update={"tp": 1, "etp": None})})
+    changes = shown_changes(plan_changes(orig, same), orig)
+    assert changes == {"parallel.tp": 1}
+    wider = orig.model_copy(update={"parallel": orig.parallel.model_copy(update={"tp": 4, "etp": None})})
+    assert shown_changes(plan_changes(orig, wider), orig) == {"parallel.tp": 4, "parallel.etp": 4}
+    assert [value_text(v) for v in (("moe_act", "layernorm"), (), None, 2, False)] == \
+        ["moe_act layernorm", "none", "none", "2", "False"]
+
+
+def test_long_changes_go_under_their_rows_across_the_width():
+    """Ten rows whose changes each took 6-12 lines of a 25-column cell made a 100-line table; a cell that
+    packs into more than UNDER_ROW_LINES lines puts every row's changes on the lines under it, at full width."""
+    from primus_launch.report.tune_text import UNDER_ROW_LINES
+
+    orig = _moe_plan()
+    rows = []
+    for k in range(4):
+        p = orig.model_copy(update={"parallel": orig.parallel.model_copy(update={
+            "tp": 1, "pp": 16, "ep": 8 * (k + 1), "pipeline_layers_first_stage": 5 - k % 2,
+            "pipeline_layers_last_stage": 5 + k % 2, "account_for_embedding_in_pipeline_split": True,
+            "account_for_loss_in_pipeline_split": True, "cp": 2, "sequence_parallel": False})})
+        rows.append(_trial(orig, p, 13.5 + k / 10))
+    best = orig.model_copy(update={"parallel": orig.parallel.model_copy(update={"tp": 1})})
+    res = SimpleNamespace(top=rows, baseline=SimpleNamespace(plan=orig), best_plan=best, no_reference=None)
+    text = _top_table(res)
+    lines = text.splitlines()
+    assert all(len(ln) <= WIDTH for ln in lines)
+    assert "changes (under each row)" in lines[0]
+    under = [ln for ln in lines if ln.startswith("      ")]
+    assert under and max(len(ln) for ln in under) > 60       # across the width, not a narrow column
+    assert len(lines) <= 2 + len(rows) * (1 + UNDER_ROW_LINES)
+    assert "first_stage_layers=" in text and "pipeline_layers_first_stage" not in text   # the short name

@@ -112,9 +112,12 @@ _SKIP = {"_target_", "_call_", "gated_linear_unit", "activation_func", "share_em
 _READ_ELSEWHERE = {("model", "transformer"), ("comm_overlap", "data_parallel_size")}  # the inner model; the cluster
 _DTYPES = {"torch.float32": "fp32", "torch.float": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16",
            "torch.half": "fp16", "torch.uint8": "fp8", "torch.float8_e4m3fn": "fp8"}
-# model provider classes of families the projection does not model (Bridge models/: t5, mamba / hybrid, nemotronh,
-# mimo, *_vl, llava, ...): refused by name
-_OTHER_FAMILY = re.compile(r"T5|Bert|MIMO|Mimo|VL|Llava|LLaVA|Vision|Mamba|Hybrid|NemotronH|Whisper|Siglip")
+# model provider classes of families the projection does not model (Bridge models/: t5, falcon_h1 (parallel
+# attention + Mamba in one layer), mimo, *_vl, llava, ...): refused by name
+_OTHER_FAMILY = re.compile(r"T5|Bert|MIMO|Mimo|VL|Llava|LLaVA|Vision|FalconH1|Whisper|Siglip")
+# hybrid Mamba / attention stacks (Bridge models/hybrid HybridModelProvider, models/mamba MambaModelProvider,
+# models/nemotronh NemotronH / Nemotron 3 providers): read as Megatron-LM's --is-hybrid-model with their pattern
+_HYBRID_FAMILY = re.compile(r"Mamba|Hybrid|NemotronH|Nemotron3|NemotronNano")
 _LAYOUT_LETTERS = {"embedding": "E", "decoder": "t", "loss": "L", "mtp": "m"}
 
 
@@ -357,6 +360,8 @@ def from_bridge_yaml(text: str, path: str) -> BridgeRecipe:
     if _OTHER_FAMILY.search(cls):
         raise PlanError("model._target_", _target(child_node(root, "model")), "a model family the projection does not "
                         "model (GPT-family decoders only: GPTModelProvider and its subclasses)")
+    if _HYBRID_FAMILY.search(cls):
+        rec.put("is_hybrid_model", True, None)
     for name in ("model", "train", "ddp", "optimizer", "tokenizer", "comm_overlap", "dataset"):
         node = child_node(root, name)
         if isinstance(node, yaml.MappingNode):

@@ -34,8 +34,8 @@ from typing import Optional
 
 from primus_launch.errors import UserError
 from primus_launch.plan import Plan
-from primus_launch.adapters.titan_job_argv import (config_index, config_path, job_overrides, plan_from_job_command,
-                                                   text_with_overrides, typed_override)
+from primus_launch.adapters.titan_job_argv import (config_index, config_path, job_overrides, job_value,
+                                                   plan_from_job_command, text_with_overrides, typed_override)
 from primus_launch.adapters.torchrun_argv import (cluster_overrides, command_cluster, default_gpu_note,
                                                   launch_cluster, with_torchrun_cluster)
 
@@ -246,7 +246,7 @@ def _render_titan(plan: Plan, argv: list[str]) -> list[str]:
     # a command-line override wins over the file in torchtitan: keep each one equal to the tuned value
     tuned = tomllib.loads(tuned_text)
     for first, last, section, key, raw in ovs:
-        val = tuned.get(section, {}).get(key.replace("-", "_"))
+        val = job_value(tuned, section, key)
         if val is None or typed_override(raw, val, f"--{section}.{key}") == val:
             continue
         text_val = str(val).lower() if isinstance(val, bool) else (

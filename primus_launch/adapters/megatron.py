@@ -25,7 +25,8 @@ import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_bash import unstated_note
 from primus_launch.adapters.program_limits import program_fixed
 from primus_launch.adapters.pai_patch import legacy_program
-from primus_launch.adapters.megatron_args import SHAPE_DESTS, BY_DEST, changed_args, plan_from_args, program_family
+from primus_launch.adapters.megatron_args import (SHAPE_DESTS, BY_DEST, changed_args, is_hybrid_program, plan_from_args,
+                                                  program_family)
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
 from primus_launch.errors import UserError
 from primus_launch.plan import Cluster, Plan, PlanError, Source
@@ -262,6 +263,14 @@ def _check_family(rec: Any) -> None:
             raise problem
 
 
+def _hybrid_program_args(rec: Any, args: dict) -> dict:
+    """``args`` with ``is_hybrid_model`` set when the training program is a hybrid Mamba stack's entry point
+    (``pretrain_mamba.py`` builds a MambaModel whatever the flags; megatron_args.HYBRID_PROGRAMS)."""
+    if is_hybrid_program(getattr(rec, "program", None)) and not args.get("is_hybrid_model"):
+        return {**args, "is_hybrid_model": True}
+    return args
+
+
 # flags naming a file the run reads at start-up, relative to where it is launched
 _RUN_FILES = ("tp_comm_overlap_cfg",)
 
@@ -310,7 +319,7 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
                           script_env=script_env)
     _check_family(rec)
     try:
-        plan = plan_from_args(_recipe_args(rec, p), written, name=p.stem)
+        plan = plan_from_args(_hybrid_program_args(rec, _recipe_args(rec, p)), written, name=p.stem)
     except PlanError as e:  # a world-size rule broken on the default cluster says so (the recipe states none)
         raise _on_default_cluster(e, rec) from None
     fmt = rec.format if isinstance(rec, YamlRecipe) else "megatron-bash"
@@ -324,7 +333,7 @@ def plan_from_argv(argv: list[str], cluster: Cluster | None = None) -> Plan:
     """The plan of a command line (``torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py ...``)."""
     rec, written = _parse("\n".join(argv), "argv", argv_mode=True, given=cluster)
     _check_family(rec)
-    plan = plan_from_args(rec.args, written)
+    plan = plan_from_args(_hybrid_program_args(rec, rec.args), written)
     return _with_source(plan, rec, None, "megatron-argv")
 
 

@@ -112,6 +112,16 @@ FLAGS: tuple[Flag, ...] = (
     _f("--use-transformer-engine-op-fuser", "true", group="moe"),
     _f("--moe-layer-recompute", "true", group="recompute"),
     _f("--mtp-num-layers", group="moe"),
+    # hybrid Mamba-2 / attention stacks (megatron-core ssm/, pretrain_mamba.py)
+    _f("--hybrid-override-pattern", "str", group="model"),
+    _f("--hybrid-layer-pattern", "str", group="model"),
+    _f("--hybrid-attention-ratio", "float", 0.0, group="model"),
+    _f("--hybrid-mlp-ratio", "float", 0.0, group="model"),
+    _f("--is-hybrid-model", "true", group="model"),
+    _f("--mamba-state-dim", default=128, group="model"),
+    _f("--mamba-head-dim", default=64, group="model"),
+    _f("--mamba-num-groups", default=8, group="model"),
+    _f("--mamba-num-heads", group="model"),
     # architecture variants
     _f("--quick-geglu", "true", group="model"),
     _f("--activation-func-clamp-value", "float", group="model"),
@@ -147,6 +157,7 @@ FLAGS: tuple[Flag, ...] = (
     _f("--no-async-tensor-model-parallel-allreduce", "false", group="parallel",
        dest="async_tensor_model_parallel_allreduce"),
     _f("--use-distributed-optimizer", "true", group="ddp"),
+    _f("--num-distributed-optimizer-instances", default=1, group="ddp"),
     _f("--use-torch-fsdp2", "true", group="ddp"),
     _f("--use-megatron-fsdp", "true", group="ddp"),
     _f("--data-parallel-sharding-strategy", "str", "no_shard", group="ddp"),
@@ -166,6 +177,14 @@ FLAGS: tuple[Flag, ...] = (
     _f("--step-batch-size-schedule", "str", group="batch"),
     _f("--train-iters", group="batch"),
     _f("--optimizer", "str", "adam", group="optim"),
+    # Muon (--optimizer muon / dist_muon): defaults of core_r0.16.0 / core_v0.17 (Megatron-LM main later made
+    # --muon-tp-mode duplicated the default); --muon-scalar-optimizer is main-only (--muon-use-syrk, main-only, is
+    # reported by the flag table as not modelled)
+    _f("--muon-num-ns-steps", "int", 5, group="optim"),
+    _f("--muon-tp-mode", "str", "blockwise", group="optim"),
+    _f("--muon-fp32-matmul-prec", "str", "medium", group="optim"),
+    _f("--muon-no-split-qkv", "false", group="optim", dest="muon_split_qkv"),
+    _f("--muon-scalar-optimizer", "str", "adam", group="optim"),
     _f("--log-params-norm", "true", group="optim"),
     _f("--log-num-zeros-in-grad", "true", group="optim"),
     _f("--optimizer-cpu-offload", "true", group="optim"),
@@ -238,6 +257,7 @@ FIELD_FLAGS = {
     "parallel.microbatch_group": "--microbatch-group-size-per-virtual-pipeline-stage",
     "parallel.account_for_embedding_in_pipeline_split": "--account-for-embedding-in-pipeline-split",
     "parallel.cp_comm_type": "--cp-comm-type", "training.attention_backend": "--attention-backend",
+    "parallel.dp_replicate": "--num-distributed-optimizer-instances",
     "parallel": "--tensor-model-parallel-size x --context-parallel-size x --pipeline-model-parallel-size",
     "training.global_batch_size": "--global-batch-size", "training.micro_batch_size": "--micro-batch-size",
     "training.recompute.num_layers": "--recompute-num-layers",
@@ -248,13 +268,14 @@ FIELD_FLAGS = {
     "training.offload.activation_modules": "--offload-modules",
     "model.moe_router_topk": "--moe-router-topk", "model.moe_layer_pattern": "--moe-layer-freq",
     "model.window_layer_pattern": "--window-attn-skip-freq",
+    "model.hybrid_pattern": "--hybrid-override-pattern", "model.mamba_num_groups": "--mamba-num-groups",
+    "model.mamba_head_dim": "--mamba-head-dim",
 }
 
 GPT2_BPE_VOCAB = 50257  # GPT2BPETokenizer: gpt2-vocab.json, 50257 entries
 
 # The training program names a model family (Megatron-LM's entry points); GPT-family programs are read.
 FAMILY_PROGRAMS: dict[str, str] = {
-    "pretrain_mamba.py": "hybrid Mamba/attention model", "pretrain_hybrid.py": "hybrid Mamba/attention model",
     "pretrain_bert.py": "BERT", "pretrain_t5.py": "T5 (encoder-decoder)", "pretrain_vlm.py": "multimodal (VLM)",
     "pretrain_retro.py": "RETRO", "pretrain_ict.py": "biencoder (ICT)", "pretrain_vision_classify.py": "vision",
     "pretrain_vision_dino.py": "vision", "pretrain_vision_inpaint.py": "vision", "train_rl.py": "RL loop",
@@ -264,6 +285,66 @@ FAMILY_PROGRAMS: dict[str, str] = {
 
 _TOOL_PROGRAM = re.compile(r"(generat|server|convert|export|quantiz|prune|mmlu|eval|inference|checkpoint|"
                            r"preprocess|validate|feature_extract|eagle|distill|merge)", re.I)
+
+
+#: Megatron-LM's entry points of hybrid Mamba / attention stacks (megatron-core MambaModel / HybridModel): read as
+#: hybrid (``--is-hybrid-model`` implied; without a pattern megatron-core allocates one from the ratios, 0 / 0 = every
+#: layer Mamba)
+HYBRID_PROGRAMS = ("pretrain_mamba.py", "pretrain_hybrid.py")
+
+
+def is_hybrid_program(program: str | None) -> bool:
+    """Whether ``program`` is one of :data:`HYBRID_PROGRAMS` (its base name)."""
+    return bool(program) and program.rsplit("/", 1)[-1] in HYBRID_PROGRAMS
+
+
+def allocate_hybrid(num_layers: int, attention_ratio: float, mlp_ratio: float) -> str:
+    """megatron-core 0.16.1 ``ssm/mamba_hybrid_layer_allocation.py`` ``_allocate_auto``, restated: attention layers
+    (``round(L x ratio)``) spread evenly between Mamba sections that start and end the stack, then MLP layers
+    (``round(L x ratio)``) spread evenly over the remaining Mamba layers, right-justified."""
+    kinds = ["M"] * num_layers
+    n_attn = round(num_layers * attention_ratio)
+    n_mamba = num_layers - n_attn
+    section = n_mamba / (n_attn + 1)
+    x = section
+    for i in range(num_layers):
+        if x < 0.5:
+            kinds[i] = "*"
+            x += section
+        else:
+            x -= 1
+    n_mlp = round(num_layers * mlp_ratio)
+    if n_mlp > 0:
+        ratio = (n_mamba - n_mlp) / n_mlp
+        x = ratio
+        for i in range(num_layers):
+            if kinds[i] == "M":
+                if x < 0.5:
+                    kinds[i] = "-"
+                    x += ratio
+                else:
+                    x -= 1
+    return "".join(kinds)
+
+
+def hybrid_pattern(a: dict[str, Any], num_layers: int | None) -> str | None:
+    """The hybrid stack's layer symbols of Megatron arguments ``a`` (``--hybrid-override-pattern`` or main's
+    ``--hybrid-layer-pattern``; else, with ``--is-hybrid-model``, :func:`allocate_hybrid` of the ratios), or None for a
+    GPT stack.  A pattern with pipeline ('|') or MTP ('/') separators is refused (not modelled)."""
+    for dest in ("hybrid_override_pattern", "hybrid_layer_pattern"):
+        pat = a.get(dest)
+        if pat in (None, "", "None"):
+            continue
+        pat = str(pat).strip().strip("'\"")
+        if "|" in pat or "/" in pat:
+            raise PlanError(BY_DEST[dest].flag, pat, "pipeline-stage ('|') and MTP ('/') separators of a hybrid "
+                            "pattern are not modelled: give one of M * - E per layer and the pipeline flags")
+        return pat
+    if a.get("is_hybrid_model") or a.get("hybrid_attention_ratio") or a.get("hybrid_mlp_ratio"):
+        if num_layers is None:
+            raise PlanError("--num-layers", None, "required for a hybrid model without a layer pattern")
+        return allocate_hybrid(num_layers, float(get(a, "hybrid_attention_ratio")), float(get(a, "hybrid_mlp_ratio")))
+    return None
 
 
 def program_family(program: str | None) -> str | None:
@@ -280,7 +361,7 @@ def program_family(program: str | None) -> str | None:
     if fam:
         return fam
     low = program.lower()
-    for key, fam in (("mamba", "hybrid Mamba/attention model"), ("llava", "multimodal (LLaVA)"),
+    for key, fam in (("llava", "multimodal (LLaVA)"),
                      ("multimodal", "multimodal"), ("mimo", "multimodal (MIMO)"), ("vlm", "multimodal (VLM)"),
                      ("bert", "BERT"), ("t5", "T5 (encoder-decoder)"), ("retro", "RETRO")):
         if re.search(rf"(^|[/_\-.]){key}([/_\-.]|$)", low):
@@ -369,7 +450,10 @@ def convert(flag: Flag, raw: Any) -> Any:
         except ValueError:
             raise PlanError(flag.flag, str(raw), "an integer" if flag.kind == "int" else "a number") from None
     txt = str(raw)
-    return None if txt.lower() in ("null", "none") and flag.dest not in ("recompute_granularity",) else txt
+    # "none" is a value of its own for these (Megatron-LM choices; --position-embedding-type none: no position
+    # embedding, e.g. Nemotron-H), not an unset field
+    keep = ("recompute_granularity", "position_embedding_type")
+    return None if txt.lower() in ("null", "none") and flag.dest not in keep else txt
 
 
 def layer_pattern(flag: str, value: Any, num_layers: int) -> list[int]:
@@ -606,6 +690,9 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
                         "Megatron-LM's model flags (--num-layers, --hidden-size, --num-attention-heads, --seq-length): "
                         "not a Megatron-LM flag recipe (Megatron-Bridge / NeMo recipes build the model in Python; "
                         "give the run's Megatron-LM flags after --)")
+    hyb = hybrid_pattern(a, a.get("num_layers"))
+    if hyb is not None and a.get("num_layers") is None:   # main's --hybrid-layer-pattern sets the layer count
+        a = {**a, "num_layers": len(hyb)}
     L = _req(a, "num_layers")
     if isinstance(L, int) and L > LIMITS["model.num_layers"]:  # before any per-layer pattern is built from it
         raise PlanError("--num-layers", L, f"at most {LIMITS['model.num_layers']:,} (the projection's bound; far "
@@ -734,6 +821,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         qk_pos_emb_head_dim=mla_dims.get("qk_pos_emb_head_dim", get(a, "qk_pos_emb_head_dim")),
         v_head_dim=get(a, "v_head_dim"), mtp_num_layers=a.get("mtp_num_layers") or 0,
     )
+    if hyb is not None:
+        model.update(hybrid_pattern=hyb, moe_layer_pattern=None, moe_dense_first_layers=0,
+                     mamba_state_dim=get(a, "mamba_state_dim"), mamba_head_dim=get(a, "mamba_head_dim"),
+                     mamba_num_groups=get(a, "mamba_num_groups"), mamba_num_heads=a.get("mamba_num_heads"))
 
     tp, pp = get(a, "tensor_model_parallel_size"), get(a, "pipeline_model_parallel_size")
     layout = a.get("pipeline_model_parallel_layout") or None
@@ -789,6 +880,20 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         sharding = "optimizer"
     else:
         sharding = "none"
+    # --num-distributed-optimizer-instances N: the partial distributed optimizer, sharded over dp x cp / N and
+    # replicated N times (parallel.dp_replicate; megatron-core 0.16.1 distributed_data_parallel.py asserts
+    # 'Partial DistOpt cannot be used without DistOpt'); the inter-instance all-reduce is not priced
+    instances = get(a, "num_distributed_optimizer_instances")
+    if instances < 1 or instances > 1 and sharding == "none":
+        raise PlanError("--num-distributed-optimizer-instances", instances,
+                        "1, or more with --use-distributed-optimizer (Megatron: partial DistOpt needs DistOpt)")
+    if instances > 1:
+        rep.flag("--num-distributed-optimizer-instances", instances,
+                 "time: gradients priced as one reduce-scatter over dp x cp (Megatron: over dp x cp / N, then an "
+                 "all-reduce of the shards across the N instances)"
+                 + ("; memory: hybrid FSDP (Megatron-FSDP / torch FSDP2) projected as the dense parameters sharded "
+                    "over dp x cp / N (experts and --outer-dp-sharding-strategy not modelled)"
+                    if sharding != "optimizer" else ""))
     cp = get(a, "context_parallel_size")
     cp_types = [str(x) for x in get(a, "cp_comm_type")] or ["p2p"]
     bad = [x for x in cp_types if x not in _CP_COMM]
@@ -799,7 +904,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         rep.flag("--cp-comm-type", cp_types, f"time: per-layer context-parallel kinds; all layers priced as {cp_comm}")
     parallel = dict(tp=tp, pp=pp, vpp=vpp, cp=cp,
                     ep=get(a, "expert_model_parallel_size"), etp=a.get("expert_tensor_parallel_size"),
-                    sequence_parallel=sp, dp_sharding=sharding, cp_comm_type=cp_comm,
+                    sequence_parallel=sp, dp_sharding=sharding, dp_replicate=instances, cp_comm_type=cp_comm,
                     pipeline_layout=str(layout) if layout is not None else None,
                     pipeline_layers_first_stage=first if pp > 1 else None,
                     pipeline_layers_last_stage=last if pp > 1 else None,
@@ -840,7 +945,10 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     else:
         grad_fp32 = bool(get(a, "accumulate_allreduce_grads_in_fp32"))
     optimizer = get(a, "optimizer")
-    if optimizer not in ("adam", "sgd"):
+    muon = _muon(a, rep, validate) if optimizer in ("muon", "dist_muon") else {}
+    if optimizer in ("muon", "dist_muon"):
+        optimizer = "muon"
+    elif optimizer not in ("adam", "sgd"):
         rep.flag("--optimizer", optimizer, "time, memory: priced as Adam (two fp32 moments), "
                                            "not this optimizer's state and step")
         optimizer = "adam"
@@ -891,7 +999,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         # --no-align-grad-reduce / --no-align-param-gather (dest align_*, default on; arguments.py turns
         # align_param_gather off without VP, where dp_comm does not read it)
         align_grad_reduce=bool(get(a, "align_grad_reduce")), align_param_gather=bool(get(a, "align_param_gather")),
-        tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer,
+        tp_comm_overlap=bool(get(a, "tp_comm_overlap")), optimizer=optimizer, **muon,
         tp_comm_overlap_cfg=_ub_cfg(a.get("tp_comm_overlap_cfg")),
         # --no-async-tensor-model-parallel-allreduce (dest async_tensor_model_parallel_allreduce, default on)
         tp_async_backward=bool(get(a, "async_tensor_model_parallel_allreduce")),
@@ -980,6 +1088,51 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             raise PlanError("--use-torch-fsdp2", True, f"Megatron's validate_args requires {field} {allowed} (here {value})")
     src = Source(framework="megatron", unmodelled=rep.unmodelled, notes=rep.notes)
     return plan.model_copy(update={"source": src})
+
+
+def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
+    """``--optimizer muon`` / ``dist_muon`` and the ``--muon-*`` flags -> the plan's ``training.muon_*`` fields
+    (Megatron-LM 2edffadb52 ``arguments.py`` validate_args: no distributed optimizer, no FSDP, no
+    overlap with plain muon; ``optimizer/muon.py``: no fp16).  The knobs that change no time or memory
+    (momentum, Nesterov, scale mode and factor, coefficient type) are neutral in the flag table."""
+    opt = str(get(a, "optimizer"))
+    if validate:
+        for dest, why in (("use_distributed_optimizer", "Muon optimizer does not support distributed optimizer"),
+                          ("use_torch_fsdp2", "Muon optimizer does not support Torch-FSDP2"),
+                          ("use_megatron_fsdp", "Muon optimizer does not support Megatron-FSDP"),
+                          ("fp16", "muon with fp16 is not supported")):
+            if get(a, dest):
+                raise PlanError(BY_DEST[dest].flag, True, f"not with --optimizer {opt} (Megatron asserts: {why})")
+        if opt == "muon" and (get(a, "overlap_grad_reduce") or get(a, "overlap_param_gather")):
+            raise PlanError("--overlap-grad-reduce" if get(a, "overlap_grad_reduce") else "--overlap-param-gather",
+                            True, "not with --optimizer muon (Megatron asserts; use dist_muon)")
+    out: dict[str, Any] = {"muon_layer_wise": opt == "dist_muon"}
+    steps = get(a, "muon_num_ns_steps")
+    try:
+        n = int(str(steps))
+    except ValueError:
+        n = 0
+    if isinstance(steps, bool) or not 1 <= n <= 10_000:
+        raise PlanError("--muon-num-ns-steps", steps, "an integer between 1 and 10000")
+    out["muon_num_ns_steps"] = n
+    for dest, flag, allowed in (("muon_tp_mode", "--muon-tp-mode", ("blockwise", "duplicated", "distributed")),
+                                ("muon_fp32_matmul_prec", "--muon-fp32-matmul-prec", ("medium", "high", "highest")),
+                                ("muon_scalar_optimizer", "--muon-scalar-optimizer", ("adam", "lion"))):
+        v = str(get(a, dest))
+        if v not in allowed:
+            raise PlanError(flag, v, "one of " + ", ".join(allowed))
+        out[dest] = v
+    out["muon_split_qkv"] = bool(get(a, "muon_split_qkv"))
+    if out["muon_fp32_matmul_prec"] == "highest":
+        rep.flag("--muon-fp32-matmul-prec", "highest", "time: the Newton-Schulz GEMMs in true fp32 priced as TF32 "
+                                                        "(half the bf16 peak); slower in fact")
+    if get(a, "use_precision_aware_optimizer"):
+        rep.flag("--use-precision-aware-optimizer", True, "memory: Megatron's Muon path does not support the "
+                 "precision-aware optimizer; its state dtypes are not applied (fp32 masters and states priced)")
+    if opt == "dist_muon" and get(a, "overlap_param_gather"):
+        rep.flag("--overlap-param-gather", True, "time: dist_muon's parameter all-gather deferred to the forward "
+                 "pre-hooks (async_allgather) priced exposed after the optimizer step")
+    return out
 
 
 def _recompute(a: dict[str, Any], rep: _Report) -> dict:
@@ -1216,6 +1369,9 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
                        ckpt_format="fsdp_dtensor")
             if current.get("use_torch_fsdp2"):
                 out["use_torch_fsdp2"] = False
+    # the partial distributed optimizer's instances (the tuner keeps a Megatron plan's dp_replicate or sets 1)
+    if p.dp_replicate > 1 or current.get("num_distributed_optimizer_instances") is not None:
+        out["num_distributed_optimizer_instances"] = p.dp_replicate
     # --no-gradient-accumulation-fusion: the plan's (a Megatron-FSDP or torch FSDP2 switch above turns it off)
     out.setdefault("gradient_accumulation_fusion", t.gradient_accumulation_fusion)
     if current.get("torch_fsdp2_reshard_after_forward") is not None or p.fsdp_reshard_after_forward == "never":

@@ -974,6 +974,15 @@ MODELLED_FLAGS: dict[str, str] = {
     "--kv-lora-rank": "model.kv_lora_rank", "--qk-head-dim": "model.qk_head_dim",
     "--qk-pos-emb-head-dim": "model.qk_pos_emb_head_dim", "--v-head-dim": "model.v_head_dim",
     "--mtp-num-layers": "model.mtp_num_layers", "--seq-length": "model.seq_length",
+    # hybrid Mamba-2 / attention stacks (pretrain_mamba.py, pretrain_hybrid.py: Nemotron-H, Nemotron 3)
+    "--hybrid-override-pattern": "model.hybrid_pattern (one of M * - E per layer; pipeline '|' / MTP '/' separators "
+                                 "refused)",
+    "--hybrid-layer-pattern": "model.hybrid_pattern (main's spelling; its length sets --num-layers)",
+    "--hybrid-attention-ratio": "model.hybrid_pattern (megatron-core's even allocation of attention layers)",
+    "--hybrid-mlp-ratio": "model.hybrid_pattern (megatron-core's even allocation of MLP layers)",
+    "--is-hybrid-model": "model.hybrid_pattern (a hybrid stack; the pattern from the flags above)",
+    "--mamba-state-dim": "model.mamba_state_dim", "--mamba-head-dim": "model.mamba_head_dim",
+    "--mamba-num-groups": "model.mamba_num_groups", "--mamba-num-heads": "model.mamba_num_heads",
     "--encoder-seq-length": "model.seq_length (when --seq-length is absent)",
     "--vocab-size": "model.vocab_size", "--padded-vocab-size": "model.vocab_size (already padded)",
     "--tokenizer-type": "model.vocab_size (GPT2BPETokenizer 50257; NullTokenizer +1 EOD)",
@@ -1023,6 +1032,8 @@ MODELLED_FLAGS: dict[str, str] = {
     "--expert-model-parallel-size": "parallel.ep", "--expert-tensor-parallel-size": "parallel.etp",
     "--sequence-parallel": "parallel.sequence_parallel (off at TP=1)",
     "--use-distributed-optimizer": "parallel.dp_sharding = optimizer",
+    "--num-distributed-optimizer-instances": "parallel.dp_replicate (optimizer state sharded over dp x cp / N; the "
+                                             "instances' all-reduce reported as not priced)",
     "--use-torch-fsdp2": "parallel.dp_sharding = full, parallel.fsdp_impl = torch_fsdp2", "--use-megatron-fsdp": "parallel.dp_sharding",
     "--data-parallel-sharding-strategy": "parallel.dp_sharding (no_shard, optim, optim_grads, optim_grads_params)",
     "--torch-fsdp2-no-reshard-after-forward": "parallel.fsdp_reshard_after_forward = never",
@@ -1044,7 +1055,14 @@ MODELLED_FLAGS: dict[str, str] = {
     "--micro-batch-size": "training.micro_batch_size", "--global-batch-size": "training.global_batch_size",
     "--rampup-batch-size": "training.global_batch_size (the steady batch; stated in source.notes)",
     "--step-batch-size-schedule": "training.global_batch_size (the last, steady batch; stated in source.notes)",
-    "--train-iters": "training.train_iters", "--optimizer": "training.optimizer (adam, sgd)",
+    "--train-iters": "training.train_iters", "--optimizer": "training.optimizer (adam, sgd; muon / dist_muon: muon, "
+                                                                    "training.muon_layer_wise for dist_muon)",
+    # Muon (memory/muon.py, cost/muon.py); momentum, Nesterov, scale mode / factor and the coefficient set are
+    # neutral (NEUTRAL_FLAGS): they change the update's values, not its kernels or state
+    "--muon-num-ns-steps": "training.muon_num_ns_steps", "--muon-tp-mode": "training.muon_tp_mode",
+    "--muon-fp32-matmul-prec": "training.muon_fp32_matmul_prec",
+    "--muon-no-split-qkv": "training.muon_split_qkv = False",
+    "--muon-scalar-optimizer": "training.muon_scalar_optimizer (adam: two moments, lion: one)",
     # logging groups, but computed every iteration (cost/optimizer.py stat_bytes_per_param)
     "--log-params-norm": "training.log_params_norm (a read of the main parameters every iteration)",
     "--log-num-zeros-in-grad": "training.log_num_zeros_in_grad (a read of the main gradients every step)",
@@ -1157,6 +1175,9 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--mtp-hsm": "time: MTP hidden-state mixing",
     "--mtp-use-repeated-layer": "memory: one MTP layer's weights reused",
     "--mtp-hybrid-override-pattern": "time: MTP layers of a hybrid pattern",
+    "--disable-mamba-mem-eff-path": "time, memory: the Mamba mixer's unfused path (conv1d, SSD scan and gated norm "
+                                    "as separate autograd ops; priced as the fused mamba_split_conv1d_scan_combined)",
+    "--mamba-training-ssm-states-dtype": "time, memory: the SSD chunk states' dtype in training (priced as fp32)",
     "--no-bias-dropout-fusion": "time: unfused bias+dropout+add",
     "--no-bias-gelu-fusion": "time: unfused bias+GeLU (a bias-free GeLU is never fused: its experts' memory is modelled)",
     "--no-bias-swiglu-fusion": "time: unfused bias+SwiGLU; memory: the unfused GLU keeps 3 more [tokens, F] tensors",
@@ -1173,7 +1194,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--ddp-pad-buckets-for-high-nccl-busbw": "time: buckets padded for NCCL bus bandwidth",
     "--ddp-reduce-scatter-with-fp32-accumulation": "time: reduce-scatter accumulating in fp32",
     "--ddp-param-name-patterns-for-fp32-local-accumulation": "memory: fp32 local accumulation for matched params",
-    "--num-distributed-optimizer-instances": "time, memory: optimizer sharded over a part of DP (partial ZeRO)",
     "--outer-dp-sharding-strategy": "time, memory: HSDP outer sharding",
     "--enable-full-sharding-in-hsdp": "time, memory: HSDP full sharding",
     "--fsdp-double-buffer": "memory: Megatron-FSDP double buffers", "--fsdp-manual-registration": "time: NCCL buffer registration",
@@ -1233,6 +1253,7 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--use-kitchen-attention": "time: Kitchen attention kernels", "--kitchen-attention-backend": "time: Kitchen attention backend",
     "--flash-attention-version": "time: FlashAttention version",
     "--optimizer-cuda-graph": "time: optimizer step captured in a CUDA graph",
+    "--muon-use-syrk": "time: Muon's Triton SYRK kernels for X X^T and A A (priced as plain GEMMs)",
     "--delay-offload-until-cuda-graph": "time: offload delayed until graph capture",
     "--activation-offload-fraction": "memory: fraction of activations offloaded",
     "--fine-grained-offloading-max-inflight-offloads": "memory, time: in-flight offload copies",
@@ -1388,14 +1409,14 @@ for _k in ("--use-torch-optimizer-for-cpu-offload", "--use-cpu-initialization",
            "--init-method-std", "--fp8-margin", "--yarn-original-max-position-embeddings", "--mtp-loss-scaling-factor"):
     NOT_MODELLED_FLAGS.pop(_k, None)
 NEUTRAL_FLAGS["--use-torch-optimizer-for-cpu-offload"] = "with --optimizer-cpu-offload (which is reported)"
+for _k in ("--muon-momentum", "--muon-use-nesterov", "--muon-nesterov", "--muon-scale-mode", "--muon-extra-scale-factor",
+           "--muon-coefficient-type"):
+    # Emerging-Optimizers v0.1.0 orthogonalized_optimizer.py / muon_utils.py: the same kernels and state whatever
+    # the value (the coefficient set only picks a, b, c of each Newton-Schulz step)
+    NEUTRAL_FLAGS[_k] = "Muon update value only (same kernels and state)"
 
 # flag -> the model family / training mode it selects (the recipe is refused, naming it)
 REFUSED_FLAGS: dict[str, str] = {
-    "--hybrid-override-pattern": "hybrid Mamba/attention model (pretrain_mamba.py)",
-    "--hybrid-layer-pattern": "hybrid Mamba/attention model (pretrain_mamba.py)",
-    "--hybrid-attention-ratio": "hybrid Mamba/attention model (pretrain_mamba.py)",
-    "--hybrid-mlp-ratio": "hybrid Mamba/attention model (pretrain_mamba.py)",
-    "--is-hybrid-model": "hybrid Mamba/attention model (pretrain_mamba.py)",
     "--experimental-attention-variant": "experimental attention variant (linear / gated delta net / sparse attention)",
     "--encoder-num-layers": "T5 (encoder-decoder, pretrain_t5.py)",
     "--decoder-num-layers": "T5 (encoder-decoder, pretrain_t5.py)",
@@ -1437,8 +1458,7 @@ GROUP_CLASS: dict[str, tuple[str, str]] = {
     "experimental_attention_variant": (REFUSED, "experimental attention variant"),
 }
 # flags of families that stay neutral although their group is refused (they do nothing for GPT)
-for _k in ("--mamba-num-heads", "--mamba-head-dim", "--mamba-num-groups", "--mamba-state-dim",
-           "--disable-mamba-mem-eff-path", "--mamba-training-ssm-states-dtype", "--linear-conv-kernel-dim",
+for _k in ("--linear-conv-kernel-dim",
            "--linear-key-head-dim", "--linear-num-key-heads", "--linear-num-value-heads", "--linear-value-head-dim",
            "--gdp-cutedsl-kernel", "--gdp-num-chunk-states-to-recompute", "--gdp-num-householder",
            "--dsa-indexer-head-dim", "--dsa-indexer-k-norm-epsilon", "--dsa-indexer-k-norm-fp32", "--dsa-indexer-loss-coeff",

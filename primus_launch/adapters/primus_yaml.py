@@ -572,8 +572,7 @@ def _schedule(cfg: dict, pp: int, vpp: int, notes: list[str]) -> Optional[tuple[
     return None
 
 
-_MODEL_TYPES = {"mamba": "a Mamba / hybrid Mamba-attention model (model_type: mamba)",
-                "deepseek_v4": "DeepSeek-V4 (its own Primus model builder: compressed sparse attention)",
+_MODEL_TYPES = {"deepseek_v4": "DeepSeek-V4 (its own Primus model builder: compressed sparse attention)",
                 "kimi_k3": "Kimi-K3 (its own Primus model builder)"}
 
 
@@ -634,7 +633,7 @@ def _turbo_moe(cfg: dict, stage: int) -> dict[str, Any]:
 def _refuse_families(cfg: dict) -> None:
     """Refuse (one line) a merged configuration that sets a Megatron flag selecting a model family the
     projection does not model (``experimental_attention_variant: gated_delta_net`` of Qwen3.5 / Qwen3-Next,
-    ``is_hybrid_model``, ``hybrid_override_pattern``, T5 encoder layers, ...): the Megatron flag table's
+    T5 encoder layers, ...; hybrid Mamba stacks are read: ``model_type: mamba``): the Megatron flag table's
     ``refused`` class, applied to the keys Primus passes to Megatron as it does to a script's flags."""
     from primus_launch.adapters.megatron_flags import REFUSED, is_default, lookup
 
@@ -734,7 +733,10 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[
 
     cfg = r.config
     mt = cfg.get("model_type") or "gpt"
-    if mt != "gpt":  # Primus builds these with their own model providers (primus/backends/megatron)
+    # model_type mamba: Primus runs Megatron-LM's pretrain_mamba.py model provider (megatron_pretrain_trainer.py), a
+    # hybrid Mamba stack whatever is_hybrid_model says (without a pattern megatron-core allocates one from the ratios)
+    hybrid = mt == "mamba"
+    if mt not in ("gpt", "mamba"):  # Primus builds these with their own model providers (primus/backends/megatron)
         why = _MODEL_TYPES.get(str(mt)) or ("a diffusion model (Primus FLUX / diffusion builder)" if re.match(
             r"flux|diffusion", str(mt)) else f"a model_type={mt} model")
         raise PlanError("model_type", mt, f"{why}: not modelled (primus-launch models decoder-only GPT models)")
@@ -803,6 +805,8 @@ def _megatron_plan(r: Resolved, cluster: Optional[Cluster], overrides: Optional[
         unmod.append(UnmodelledFlag(flag="use_turbo_grouped_mlp", value="true", effect=_TURBO_MLP_OFF_LEGACY))
     deepep = turbo and (bool(cfg.get("use_turbo_deepep")) or stage >= 2)
     args.update(_implied_args(cfg))
+    if hybrid:
+        args["is_hybrid_model"] = True
     if stage >= 3:
         unmod.append(UnmodelledFlag(flag="turbo_sync_free_moe_stage", value=str(stage),
                                     effect="time: Primus-Turbo fused MoE activation with probs (stage 3; stages 1-2 "

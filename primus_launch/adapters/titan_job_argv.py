@@ -107,10 +107,16 @@ def job_overrides(argv: list[str]) -> list[tuple[int, int, str, str, Optional[st
     return out
 
 
-def typed_override(raw: Optional[str], current: Any, where: str) -> Any:
-    """The TOML value of a command-line override, typed like the value it replaces."""
+def typed_override(raw: Optional[str], current: Any, where: str, path: Optional[str] = None) -> Any:
+    """The TOML value of a command-line override, typed like the value it replaces (a key the job does not
+    write: like torchtitan v0.2.2's annotation of ``path``, :data:`titan_job_types.JOB_TYPES`, where listed)."""
     if raw is None:
         return True
+    if current is None and path is not None:
+        from primus_launch.adapters.titan_job_types import JOB_TYPES
+
+        kind = JOB_TYPES.get(path)
+        current = {"strs": [], "bool": False, "int": 0, "float": 0.0}.get(kind) if isinstance(kind, str) else None
     if isinstance(current, bool) or raw.lower() in ("true", "false"):
         if raw.lower() not in ("true", "false"):
             raise UserError(f"{where}={raw!r}: expected true or false")
@@ -142,12 +148,30 @@ def text_with_overrides(text: str, overrides: list[tuple[int, int, str, str, Opt
     except Exception as e:  # tomlkit raises its own ParseError subclasses
         raise UserError(f"recipe={path!r}: malformed TOML: {e}") from None
     for _, _, section, key, raw in overrides:
-        sec_name, key = section, key.replace("-", "_")
-        if sec_name not in doc:
-            doc[sec_name] = tomlkit.table()
-        tbl = doc[sec_name]
-        tbl[key] = typed_override(raw, tbl.get(key), f"--{section}.{key}")
+        # ``--quantize.linear.float8.recipe_name``: every dot a level of the job's nesting, ``-`` read as ``_`` (tyro)
+        *path, leaf = override_path(section, key)
+        tbl = doc
+        for part in path:
+            if not isinstance(tbl.get(part), dict):
+                tbl[part] = tomlkit.table()
+            tbl = tbl[part]
+        tbl[leaf] = typed_override(raw, tbl.get(leaf), f"--{section}.{key}", ".".join([*path, leaf]))
     return tomlkit.dumps(doc)
+
+
+def override_path(section: str, key: str) -> list[str]:
+    """The job's nested keys an override ``--section.key`` sets (``quantize.linear.float8.recipe_name``: four)."""
+    return [part.replace("-", "_") for part in f"{section}.{key}".split(".")]
+
+
+def job_value(job: dict, section: str, key: str) -> Any:
+    """The value at an override's nested keys in a parsed job (None when absent)."""
+    node: Any = job
+    for part in override_path(section, key):
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
 
 
 def plan_from_job_command(argv: list[str], overrides: Optional[dict] = None) -> Plan:

@@ -507,8 +507,14 @@ def _precision(job: dict, notes: list[str], unmodelled: list[UnmodelledFlag]) ->
         elif kind == "NVFP4LinearConverter":
             out.update(precision="fp4", fp4_recipe="nvfp4")
             if c.get("fqns") and c.get("fqns") != ["layers"]:
+                # fqns 'layers.N.' (nvfp4_bf16_tail_fqns) select decoder layers: their pattern is read (memory);
+                # any other fqn (an LM head, a sub-module) leaves the pattern unread
+                idx = [re.fullmatch(r"layers\.(\d+)\.?", str(f)) for f in c["fqns"]]
+                if all(idx):
+                    out["_fp4_layers"] = sorted({int(x.group(1)) for x in idx})
                 unmodelled.append(UnmodelledFlag(flag="NVFP4LinearConverter.fqns", value=_fmt(c["fqns"])[:80],
-                                                 effect="time: NVFP4 on some layers only (projected on all)"))
+                                                 effect="time: NVFP4 on some layers only (projected on all)"
+                                                 + ("" if all(idx) else "; memory: projected on all layers")))
         elif kind in ("Float8GroupedExpertsConverter", "MXFP8GroupedExpertsConverter"):
             if out["precision"] not in ("fp8", "fp4"):
                 unmodelled.append(UnmodelledFlag(flag=kind, value="experts", effect="time: MoE expert GEMMs in "
@@ -556,6 +562,41 @@ def _fqn_list(v: Any) -> list[str]:
 _ATTN_LINEARS = ("wq", "wk", "wv", "wo")
 
 
+def _linear_coverage_03(convs: list[dict], unmodelled: list[UnmodelledFlag]) -> None:
+    """Report what torchtitan 0.3.0's linear converters run in another precision than the plan prices (every
+    layer GEMM in the recipe, the output layer ``lm_head`` in BF16).  From 0.3.0 ``components/quantization``:
+    each converter swaps the ``Linear.Config`` entries of ``model_config.traverse`` -- ``lm_head`` and the MoE
+    router gate included -- ``Float8LinearConverter`` those no ``filter_fqns`` entry is a substring of
+    (``utils.module_filter_fn``; ``"auto_filter_small_kn"`` asks torchao to skip small GEMMs), ``MXFP8`` /
+    ``NVFP4LinearConverter`` those some ``fqns`` entry is a substring of (all when ``fqns`` is empty).  With
+    ``emulate`` the float8 config is replaced by torchao's emulated one (``Float8LinearConfig(emulate=True)``:
+    no FP8 tensor-core GEMMs)."""
+    for c in convs:
+        kind = c.get("type")
+        if kind == "Float8LinearConverter":
+            filt = [str(f) for f in (c.get("filter_fqns") or [])]
+            head = not any(f in "lm_head" for f in filt)
+            rest = [f for f in filt if f not in ("lm_head", "router.gate", "gate") and not any(f in n for n in
+                                                                                      ("lm_head", "router.gate"))]
+            if rest:
+                unmodelled.append(UnmodelledFlag(flag=f"{kind}.filter_fqns", value=",".join(rest)[:80],
+                                                 effect="time: these linears stay BF16 (projected in the "
+                                                        "recipe's low precision)"))
+            if c.get("emulate"):
+                unmodelled.append(UnmodelledFlag(flag=f"{kind}.emulate", value="True",
+                                                 effect="time: FP8 matmuls emulated in higher precision (torchao "
+                                                        "Float8LinearConfig(emulate=True)); projected as FP8 GEMMs"))
+        elif kind in ("MXFP8LinearConverter", "NVFP4LinearConverter"):
+            fqns = [str(f) for f in (c.get("fqns") or [])]
+            head = not fqns or any(f in "lm_head" for f in fqns)
+        else:
+            continue
+        if head:
+            unmodelled.append(UnmodelledFlag(flag=kind, value="lm_head",
+                                             effect="time: the output layer's GEMM (lm_head) runs in the low "
+                                                    "precision (projected in BF16)"))
+
+
 def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelled: list[UnmodelledFlag],
                         mla: bool = False) -> None:
     """Report what torchtitan v0.2's float8 / MX converters leave in another precision than the plan prices.
@@ -570,8 +611,10 @@ def _converter_coverage(job: dict, is_moe: bool, prec: dict[str, Any], unmodelle
     non-MLA model (``wq`` / ``wk`` / ``wv`` / ``wo``), which ``training.bf16_linears`` prices in BF16."""
     if prec.get("precision") not in ("fp8", "fp4"):
         return
-    conv03 = [c.get("type") for c in (job_get(job, "model._converters03") or []) if isinstance(c, dict)]
+    convs = [c for c in (job_get(job, "model._converters03") or []) if isinstance(c, dict)]
+    conv03 = [c.get("type") for c in convs]
     if conv03:  # torchtitan 0.3: the converter classes (components/quantization)
+        _linear_coverage_03(convs, unmodelled)
         if is_moe and not any(k in ("Float8GroupedExpertsConverter", "MXFP8GroupedExpertsConverter") for k in conv03):
             unmodelled.append(UnmodelledFlag(flag="model.converters", value=",".join(map(str, conv03)),
                                              effect="time: the routed experts' grouped GEMMs stay BF16 (no grouped-"
@@ -734,10 +777,29 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
 
     recompute = _recompute(job, unmod)
     prec = _precision(job, notes, unmod)
+    fp4_layers = prec.pop("_fp4_layers", None)
+    if fp4_layers is not None:
+        prec["fp4_layer_pattern"] = tuple(int(i in fp4_layers) for i in range(model.num_layers))
     if version == "0.3":   # 0.3's MXFP8 converter keeps the torchao recipe's CUDA dim1 kernel (no such option)
         prec.pop("mx_dim1_cast_kernel", None)
     _converter_coverage(job, model.is_moe, prec, unmod, mla=model.multi_latent_attention)
+    if prec.get("grad_reduce_in_fp32") is False and (version == "0.3" or fsdp):
+        # training.dtype bfloat16 keeps the parameters and gradients in bf16, but the gradients are still reduced
+        # in fp32 wherever fully_shard's MixedPrecisionPolicy(param_dtype=mixed_precision_param,
+        # reduce_dtype=mixed_precision_reduce, which is "float32" only) is installed: torch
+        # _fully_shard/_fsdp_param.py init_dtype_attrs drops reduce_dtype only when it equals param_dtype
+        # (bf16 by default; float32 reduces in the fp32 param dtype).  torchtitan 0.3.0 installs it always
+        # (models/*/parallelize.py: apply_fsdp_to_decoder "with shard_degree=1 ... still installs the
+        # MixedPrecisionPolicy"); v0.2 only under FSDP (ParallelDims.fsdp_enabled; else DDP reduces the bf16 grads)
+        prec["grad_reduce_in_fp32"] = True
     opt = _tbl(job, "optimizer").get("name", "AdamW")
+    if str(opt).lower() not in ("adamw", "adam", "sgd"):
+        # TorchTitan's optimizer registry past 0.3.0 (components/optimizer/optimizer.py at the 2026-08-22 mirror:
+        # Adam, AdamW, DistMuon) builds FlexShard's DistMuon: its state and Newton-Schulz step are not modelled for
+        # TorchTitan (projection/cost/muon.py prices Megatron's)
+        unmod.append(UnmodelledFlag(flag="optimizer.name", value=str(opt),
+                                    effect="time, memory: priced as AdamW (two fp32 moments, a streaming step), "
+                                           "not this optimizer's state and step"))
     steps = _int(trn, "training", "steps", 10000)
 
     if version == "0.3":

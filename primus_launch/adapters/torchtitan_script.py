@@ -191,7 +191,70 @@ def _scan(text: str, path: str, args: tuple[str, ...] = (), start_env: Optional[
             cmd = _under_srun(cmd, alloc, unread)
     if cmd is None:
         raise UserError(f"{path}: no torchtitan launch line (torchrun ... -m torchtitan.train --module M --config C)")
+    _check_against_bash(text, path, args, {**(start_env or {}), **slurm_env(alloc)}, cmd)
     return cmd, env, _fill_unstated(cmd, unread, path)
+
+
+def _program_args(words: list[str]) -> Optional[list[str]]:
+    """The arguments after ``-m torchtitan.train`` / ``.../torchtitan/train.py`` in ``words`` (None: no such
+    program)."""
+    from primus_launch.adapters.torchtitan_argv import program_start
+
+    i = program_start(words)
+    return None if i is None else words[i:]
+
+
+# options that change no iteration (where the run writes, its data files, logging, timeouts): a script may build
+# their paths from what the evaluator leaves opaque ($(pwd), $(date)) without changing the reading
+_NEUTRAL_KEY = re.compile(r"folder|dump|dataset_path|path$|_dir$|log|profil|trace|timeout|wandb|tensorboard|seed")
+
+
+def _options(words: list[str]) -> list[tuple[str, Optional[str]]]:
+    """``--key=value`` / ``--key value`` / ``--flag`` / ``word`` as (key, value) pairs, the neutral keys left out."""
+    out, i = [], 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("--") and "=" in w:
+            k, v = w.split("=", 1)
+        elif w.startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("-") \
+                and ":" not in words[i + 1]:
+            k, v = w, words[i + 1]
+            i += 1
+        else:
+            k, v = w, None
+        i += 1
+        if not _NEUTRAL_KEY.search(k.lstrip("-")):
+            out.append((k, v))
+    return out
+
+
+def _check_against_bash(text: str, path: str, args: tuple[str, ...], env: dict[str, str], cmd: list[Tok]) -> None:
+    """Refuse, in one line, a command whose trainer options this line scanner reads otherwise than the bash
+    evaluator (:class:`megatron_bash.ShellState`: ``if`` / ``case`` branches, functions, ``bash -c`` strings)
+    does: the scanner takes every assignment in order, whatever branch it sits in (NVIDIA dgxc-benchmarking
+    ``deepseek_v3/pretrain/torchtitan/launch.sh`` sets the degrees per ``GPU_TYPE`` in ``if/elif``: the last
+    branch's were read).  Scripts the evaluator cannot follow (no torchtitan command found, a parse error) keep
+    the scanner's reading."""
+    from primus_launch.adapters.megatron_bash import ShellState
+
+    mine = _program_args([t.text for t in cmd])
+    if mine is None:
+        return
+    try:
+        state = ShellState(text, path, args, env)
+    except Exception:  # noqa: BLE001 -- a guard over the scanner's reading: where bash's cannot be had, keep it
+        return
+    runs = [a for a in (_program_args([t.text for t in c.args]) for c in state.commands) if a is not None]
+    if not runs or _options(runs[-1]) == _options(mine):
+        return
+    mine, theirs = [f"{k}={v}" if v is not None else k for k, v in _options(mine)], \
+        [f"{k}={v}" if v is not None else k for k, v in _options(runs[-1])]
+    diff = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+    said = theirs[diff] if diff < len(theirs) else "(nothing)"
+    read = mine[diff] if diff < len(mine) else "(nothing)"
+    raise UserError(f"{path}: the torchtitan command has {said!r} as bash runs the script (its if / case / function "
+                    f"code) but {read!r} as this reader scans it: give the values on the command line (a script "
+                    "with the branch taken, or the launch line itself)")
 
 
 _COUNT_FLAGS = {"--nnodes": 0, "--nproc_per_node": 1, "--nproc-per-node": 1}
@@ -416,7 +479,7 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
     plan) such keys are refused by name (tune the command itself: ``--tune -- torchrun ...``)."""
     import tomllib
 
-    from primus_launch.adapters.titan_job_argv import job_overrides, text_with_overrides
+    from primus_launch.adapters.titan_job_argv import job_overrides, override_path, text_with_overrides
     from primus_launch.adapters.torchtitan import job_assignments, job_get
 
     p = Path(path)
@@ -426,8 +489,7 @@ def check_config_script_tunable(path: str | Path, out: Optional[str | Path], tun
     if tuned is None or original is None:
         return
     argv, toml, _ = _config_script_argv(p)
-    passed = {f"{sec}.{key.replace('-', '_')}": " ".join(argv[a:b + 1])
-              for a, b, sec, key, _ in job_overrides(argv)}
+    passed = {".".join(override_path(sec, key)): " ".join(argv[a:b + 1]) for a, b, sec, key, _ in job_overrides(argv)}
     if not passed:
         return
     ovs = job_overrides(argv)  # the job as the script runs it: the TOML under its command's overrides

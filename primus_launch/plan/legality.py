@@ -86,8 +86,14 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                       ("model.window_layer_pattern", m.window_layer_pattern)):
         if pat is not None and (len(pat) != m.num_layers or any(x not in (0, 1) for x in pat)):
             out.append((name, f"{len(pat)} entries", f"0/1 per decoder layer ({m.num_layers})"))
+    fpat = plan.training.fp4_layer_pattern
+    if fpat is not None and (len(fpat) != m.num_layers or any(x not in (0, 1) for x in fpat)):
+        out.append(("training.fp4_layer_pattern", f"{len(fpat)} entries", f"0/1 per decoder layer ({m.num_layers})"))
+    if fpat is not None and plan.training.precision != "fp4":
+        out.append(("training.fp4_layer_pattern", "set", "only with precision fp4"))
     if m.moe_layer_pattern is not None and m.moe_dense_first_layers:
         out.append(("model.moe_dense_first_layers", m.moe_dense_first_layers, "0 when moe_layer_pattern is set"))
+    out += _hybrid_problems(plan)
     # --- MoE
     if m.is_moe:
         if m.num_experts % p.ep:
@@ -137,7 +143,16 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
                     "needs dp_sharding optimizer/optimizer_grads/full and overlap_grad_reduce"))
     if t.tp_comm_overlap and not p.sequence_parallel:
         out.append(("training.tp_comm_overlap", True, "needs sequence_parallel (and tp > 1)"))
-    if p.dp_replicate > 1 and dp % p.dp_replicate:
+    if p.dp_replicate > 1 and plan.framework == "megatron":
+        # --num-distributed-optimizer-instances (megatron-core 0.16.1 parallel_state.py asserts both divisions;
+        # distributed_data_parallel.py: 'Partial DistOpt cannot be used without DistOpt')
+        edp = W // (p.expert_tp * p.ep * p.pp) if W % (p.expert_tp * p.ep * p.pp) == 0 else 0
+        if p.dp_sharding == "none":
+            out.append(("parallel.dp_replicate", p.dp_replicate, "1 without a distributed optimizer (dp_sharding none)"))
+        elif (dp * p.cp) % p.dp_replicate or (m.is_moe and edp % p.dp_replicate):
+            out.append(("parallel.dp_replicate", p.dp_replicate, f"must divide dp*cp={dp * p.cp}"
+                        + (f" and expert dp={edp}" if m.is_moe else "")))
+    elif p.dp_replicate > 1 and dp % p.dp_replicate:
         out.append(("parallel.dp_replicate", p.dp_replicate, f"must divide dp={dp}"))
     # --- named choices
     r = t.recompute
@@ -407,3 +422,39 @@ def effective_fsdp_impl(plan: "Plan") -> str:
     if p.dp_sharding == "full" and p.fsdp_impl == "torch_fsdp2" and not torch_fsdp2_problems(plan):
         return "torch_fsdp2"
     return "megatron_fsdp"
+
+
+HYBRID_SYMBOLS = "M*-E"
+
+
+def _hybrid_problems(plan: PlanSections) -> list[Problem]:
+    """A hybrid Mamba / attention stack's rules (megatron-core 0.16.1 ``ssm/mamba_hybrid_layer_allocation.py``
+    ``_allocate_override``: one symbol of ``M * - E`` per layer, the pattern's length the layer count;
+    ``ssm/mamba_mixer.py`` ``MambaMixer.__init__``: TP divides the Mamba heads and groups, the groups divide the
+    heads; an ``E`` layer needs experts)."""
+    m, p = plan.model, plan.parallel
+    pat = m.hybrid_pattern
+    if pat is None:
+        return []
+    out: list[Problem] = []
+    bad = sorted({ch for ch in pat if ch not in HYBRID_SYMBOLS})
+    if bad or len(pat) != m.num_layers:
+        shown = pat if len(pat) <= 60 else f"{pat[:60]}... ({len(pat)} symbols)"
+        return [("model.hybrid_pattern", shown, f"one of M (Mamba), * (attention), - (MLP), E (MoE) per decoder "
+                                                f"layer ({m.num_layers})" + (f"; not {''.join(bad)!r}" if bad else ""))]
+    if "E" in pat and not m.is_moe:
+        out.append(("model.hybrid_pattern", "E layers", "need num_experts"))
+    if m.moe_layer_pattern is not None:
+        out.append(("model.moe_layer_pattern", f"{len(m.moe_layer_pattern)} entries", "unset with hybrid_pattern "
+                                                                                       "(its E layers are the MoE ones)"))
+    if "M" in pat:
+        H, G = m.mamba_heads, m.mamba_num_groups
+        if m.mamba_num_heads is None and (2 * m.hidden_size) % m.mamba_head_dim:
+            out.append(("model.mamba_head_dim", m.mamba_head_dim, f"must divide 2 x hidden_size={2 * m.hidden_size} "
+                                                                  "when mamba_num_heads is not given"))
+        if H % G:
+            out.append(("model.mamba_num_groups", G, f"must divide the Mamba heads ({H})"))
+        if H % p.tp or G % p.tp:
+            out.append(("parallel.tp", p.tp, f"must divide the Mamba heads ({H}) and groups ({G})"))
+    return out
+

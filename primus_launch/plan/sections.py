@@ -86,11 +86,13 @@ LIMITS: dict[str, int] = {
     "model.moe_router_num_groups": 2**16, "model.moe_router_group_topk": 2**16, "model.q_lora_rank": 2**16,
     "model.kv_lora_rank": 2**16, "model.qk_head_dim": 2**16, "model.qk_pos_emb_head_dim": 2**16,
     "model.v_head_dim": 2**16, "model.mtp_num_layers": 64,
+    "model.mamba_state_dim": 2**16, "model.mamba_head_dim": 2**16, "model.mamba_num_heads": 2**20,
+    "model.mamba_num_groups": 2**16,
     "parallel.tp": 2**20, "parallel.pp": 2**20, "parallel.vpp": 10_000, "parallel.microbatch_group": 2**31,
     "parallel.cp": 2**20, "parallel.ep": 2**20, "parallel.etp": 2**20, "parallel.dp_replicate": 2**20,
     "parallel.pipeline_layers_first_stage": 10_000, "parallel.pipeline_layers_last_stage": 10_000,
     "training.global_batch_size": 2**31, "training.micro_batch_size": 2**20, "training.train_iters": 2**62,
-    "training.wgrad_deferral_limit": 2**31,
+    "training.wgrad_deferral_limit": 2**31, "training.muon_num_ns_steps": 10_000,
     "training.recompute.num_layers": 10_000, "training.offload.activation_layers": 10_000,
     "training.offload.optimizer_state_chunk_mb": 2**31,
     "cluster.num_nodes": 2**17, "cluster.gpus_per_node": 2**10, "cluster.nvlink_domain": 2**20,
@@ -206,10 +208,43 @@ class ModelArch(BoundedSection):
     # --- multi-token prediction (DeepSeek-V3; Megatron --mtp-num-layers) ---
     mtp_num_layers: int = Field(default=0, ge=0, description="MTP modules after the decoder (each: a transformer "
                                                             "layer, its projection, and its own output head + loss)")
+    # --- hybrid Mamba-2 / attention stacks (Megatron pretrain_mamba.py / HybridModel; Nemotron-H, Nemotron 3) ---
+    hybrid_pattern: Optional[str] = Field(
+        default=None, description="one symbol per decoder layer (Megatron --hybrid-override-pattern, megatron-core "
+                                  "ssm/mamba_hybrid_layer_allocation.py Symbols): M = Mamba-2 mixer, * = self-attention, "
+                                  "- = dense MLP, E = MoE; each symbol is a whole layer (its own norm and residual). "
+                                  "None = a GPT stack (every layer attention + MLP / MoE)")
+    mamba_state_dim: int = Field(default=128, gt=0, description="SSM state size N (Megatron --mamba-state-dim)")
+    mamba_head_dim: int = Field(default=64, gt=0, description="Mamba-2 head dim P (Megatron --mamba-head-dim)")
+    mamba_num_heads: Optional[int] = Field(
+        default=None, gt=0, description="Mamba-2 heads H (Megatron --mamba-num-heads); None = 2 * hidden / head_dim "
+                                        "(MambaMixer expand = 2)")
+    mamba_num_groups: int = Field(default=8, gt=0, description="B / C groups G (Megatron --mamba-num-groups)")
 
     @property
     def is_moe(self) -> bool:
         return bool(self.num_experts)
+
+    @property
+    def is_hybrid(self) -> bool:
+        """A hybrid Mamba / attention stack (``hybrid_pattern`` set)."""
+        return self.hybrid_pattern is not None
+
+    def layer_symbol(self, layer: int) -> str:
+        """The hybrid symbol of decoder layer ``layer`` (0-based; ``M`` / ``*`` / ``-`` / ``E``), or ``T`` for a
+        GPT transformer layer (attention + MLP / MoE) when the stack is not hybrid."""
+        return self.hybrid_pattern[layer] if self.hybrid_pattern is not None else "T"
+
+    @property
+    def mamba_heads(self) -> int:
+        """Mamba-2 heads H: ``mamba_num_heads`` or ``2 * hidden / head_dim`` (megatron-core 0.16.1
+        ``ssm/mamba_mixer.py``: ``d_inner = expand * d_model``, ``nheads = d_inner // headdim``, expand 2)."""
+        return self.mamba_num_heads or 2 * self.hidden_size // self.mamba_head_dim
+
+    @property
+    def mamba_d_inner(self) -> int:
+        """Mamba-2 inner width ``H * P`` (megatron-core 0.16.1 ``MambaMixer.d_inner``)."""
+        return self.mamba_heads * self.mamba_head_dim
 
     @property
     def kv_heads(self) -> int:
@@ -220,9 +255,12 @@ class ModelArch(BoundedSection):
         return self.head_dim or self.hidden_size // self.num_attention_heads
 
     def is_moe_layer(self, layer: int) -> bool:
-        """Whether decoder layer ``layer`` (0-based) has routed experts (Megatron ``moe_layer_freq``)."""
+        """Whether decoder layer ``layer`` (0-based) has routed experts (Megatron ``moe_layer_freq``; a hybrid
+        stack's ``E`` layers)."""
         if not self.is_moe:
             return False
+        if self.hybrid_pattern is not None:
+            return self.hybrid_pattern[layer] == "E"
         if self.moe_layer_pattern is not None:
             return bool(self.moe_layer_pattern[layer])
         return layer >= self.moe_dense_first_layers
@@ -238,6 +276,8 @@ class ModelArch(BoundedSection):
     def num_moe_layers(self) -> int:
         if not self.is_moe:
             return 0
+        if self.hybrid_pattern is not None:
+            return self.hybrid_pattern.count("E")
         if self.moe_layer_pattern is not None:
             return sum(1 for x in self.moe_layer_pattern if x)
         return self.num_layers - self.moe_dense_first_layers
@@ -278,7 +318,9 @@ class Parallelism(BoundedSection):
     dp_sharding: DPSharding = Field(
         default="none", description="none | optimizer (Megatron distributed optimizer, ZeRO-1) | optimizer_grads "
                                     "(Megatron-FSDP optim_grads, ZeRO-2) | full (FSDP / ZeRO-3)")
-    dp_replicate: int = Field(default=1, gt=0, description="HSDP replicate groups (torchtitan); shard group = dp / dp_replicate")
+    dp_replicate: int = Field(default=1, gt=0, description="HSDP replicate groups (torchtitan), or Megatron's "
+                                                      "--num-distributed-optimizer-instances (partial distributed "
+                                                      "optimizer); shard group = dp / dp_replicate")
     fsdp_impl: Literal["megatron_fsdp", "torch_fsdp2"] = Field(
         default="megatron_fsdp", description="Megatron plans with dp_sharding full: Megatron-FSDP (--use-megatron-fsdp, "
                                              "gradients in its main-grad buffers) or torch FSDP2 (--use-torch-fsdp2: "
@@ -396,6 +438,9 @@ class Training(BoundedSection):
                                   "False (Primus no_fp8_weight_transpose_cache): the transpose is made in each "
                                   "backward and freed (memory only)")
     fp4_recipe: Optional[Literal["nvfp4"]] = Field(default=None, description="with precision fp4 (Megatron --fp4-recipe)")
+    fp4_layer_pattern: Optional[tuple[int, ...]] = Field(
+        default=None, description="with precision fp4: 1 = the decoder layer's linears run in fp4, 0 = in bf16, one per "
+                                  "decoder layer (torchtitan NVFP4LinearConverter fqns 'layers.N.'); None = every layer")
     recompute: Recompute = Field(default_factory=Recompute)
     offload: Offload = Field(default_factory=Offload)
     pipeline_schedule: PipelineSchedule = "1f1b"
@@ -542,7 +587,31 @@ class Training(BoundedSection):
     rope_fusion: bool = Field(default=True, description="fused RoPE kernel in the Megatron / TE profile (Megatron "
                                                         "apply_rope_fusion; --no-rope-fusion = False); False = the "
                                                         "eager fp32 complex-multiply RoPE")
-    optimizer: Literal["adam", "sgd"] = "adam"
+    optimizer: Literal["adam", "sgd", "muon"] = Field(
+        default="adam", description="adam | sgd | muon (Megatron --optimizer muon / dist_muon: Newton-Schulz "
+                                    "orthogonalised momentum on the 2-D weights, --muon-scalar-optimizer on the "
+                                    "rest; projection/memory/muon.py, projection/cost/muon.py)")
+    muon_layer_wise: bool = Field(
+        default=False, description="Megatron --optimizer dist_muon: LayerWiseDistributedOptimizer, whole "
+                                   "parameters dealt to the DP x CP (experts: expert-DP) ranks by size, updated "
+                                   "by their owner and all-gathered after the step; False = every rank updates "
+                                   "every parameter (--optimizer muon)")
+    muon_num_ns_steps: int = Field(default=5, ge=1, description="Megatron --muon-num-ns-steps: "
+                                   "Newton-Schulz iterations per 2-D weight and step")
+    muon_tp_mode: Literal["blockwise", "duplicated", "distributed"] = Field(
+        default="blockwise", description="Megatron --muon-tp-mode: blockwise (each TP rank orthogonalises its "
+                                         "shard), duplicated (the shards all-gathered, every TP rank runs the whole "
+                                         "matrix), distributed (X X^T all-reduced over TP every iteration)")
+    muon_fp32_matmul_prec: Literal["medium", "high", "highest"] = Field(
+        default="medium", description="Megatron --muon-fp32-matmul-prec: torch float32 matmul precision of the "
+                                      "Newton-Schulz GEMMs (medium: bf16 operands; high: TF32; highest: fp32)")
+    muon_split_qkv: bool = Field(default=True, description="Megatron --muon-split-qkv (default; "
+                                 "--muon-no-split-qkv = False): the fused linear_qkv weight orthogonalised as its "
+                                 "Q, K and V blocks")
+    muon_scalar_optimizer: Literal["adam", "lion"] = Field(
+        default="adam", description="Megatron --muon-scalar-optimizer: the optimizer of the non-matrix "
+                                    "parameters (embeddings, output head, norms, biases): adam (two moments) or "
+                                    "lion (one)")
     grad_reduce_in_fp32: bool = True
     expert_grad_reduce_in_fp32: Optional[bool] = Field(
         default=None, description="FSDP reduce-scatter dtype of the expert gradients (None = as grad_reduce_in_fp32); "

@@ -51,10 +51,16 @@ def project(
         from primus_launch.plan import PlanError
 
         raise PlanError("memory_basis", memory_basis, "reserved or allocated")
-    if dry_run:
+    substituted = not dry_run and plan.model.is_hybrid
+    if dry_run or substituted:
         from primus_launch.projection.dryrun import project_dry_run
 
         result = project_dry_run(plan, memory_margin=memory_margin, record_timeline=record_timeline)
+        if substituted:   # megatron-core's MambaMixer needs mamba_ssm / causal_conv1d (CUDA kernels) to be built
+            result = result.model_copy(update={"notes": list(result.notes) + [
+                "measured path: not measured -- the Mamba layers of a hybrid stack need mamba_ssm and causal_conv1d "
+                "(CUDA-only kernels; megatron-core 0.16.1 MambaMixer raises ImportError without them): the dry-run "
+                "projection is substituted"]})
     else:
         from primus_launch.projection.measure.upscale import project_measured
 

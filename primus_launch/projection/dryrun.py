@@ -18,6 +18,7 @@ def project_dry_run(plan: Plan, *, memory_margin: float = 0.0, record_timeline: 
     from primus_launch.projection.hardware.gpus import check_precision, resolve_power_cap
 
     check_precision(plan.cluster.gpu, plan.training.precision)
+    refuse_unmodelled_hybrid(plan)
     run = resolve_power_cap(plan)
     res = assemble(run, layer_times_roofline(run), "dry-run", record_timeline=record_timeline,
                    memory_margin=memory_margin)
@@ -27,6 +28,17 @@ def project_dry_run(plan: Plan, *, memory_margin: float = 0.0, record_timeline: 
     if warn:
         res = res.model_copy(update={"warnings": list(res.warnings) + warn})
     return res
+
+
+def refuse_unmodelled_hybrid(plan: Plan) -> None:
+    """Refuse, in one line, a hybrid Mamba plan with a setting the projection does not model
+    (``cost/mamba.py`` ``hybrid_unmodelled``)."""
+    from primus_launch.plan import PlanError
+    from primus_launch.projection.cost.mamba import hybrid_unmodelled
+
+    problems = hybrid_unmodelled(plan)
+    if problems:
+        raise PlanError(*problems[0])
 
 
 def as_stated(plan: Plan, run: Plan, res: ProjectionResult) -> ProjectionResult:

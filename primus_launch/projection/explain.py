@@ -25,10 +25,13 @@ from primus_launch.projection.cost.compute import quant_efficiency
 if TYPE_CHECKING:
     from primus_launch.projection.result import ProjectionResult
 
-KINDS = ("dense", "dense_window", "moe", "moe_window", "mtp", "embedding", "head")
+#: layer kinds of the roofline's op lists (a hybrid Mamba stack's: one per layer symbol, M * - E)
+HYBRID_KINDS = ("hybrid_mamba", "hybrid_attn", "hybrid_mlp", "hybrid_moe")
+KINDS = ("dense", "dense_window", "moe", "moe_window", *HYBRID_KINDS, "mtp", "embedding", "head")
 #: op kinds whose row names what they are and the source the cost model gives (info[1]), with no efficiency
 _PLAIN_KINDS = {"host": "host (GPU idle)", "host_ops": "host launches (tiny kernels)",
-                "imbalance": "busiest EP rank's extra", "serial": "serial loop (latency)"}
+                "imbalance": "busiest EP rank's extra", "serial": "serial loop (latency)",
+                "kernel": "a measured kernel, scaled (cost/mamba.py)"}
 
 
 @dataclass(frozen=True)
@@ -294,8 +297,10 @@ def framework_rows(plan: Plan) -> list[tuple[str, str]]:
                                    f"{', '.join(host.get(mode, {}).get('records', []))}"
                                    + (f"; x{prof.host_cpu_factor:.2f} on this GPU's {get_gpu(gpu).host_cpu} host, "
                                       "records te2053-torch-linear-cpu-*" if prof.host_cpu_factor != 1.0 else "") + ")"),
-        ("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"
-         + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")),
+        (("kernels per dense layer (fwd / bwd)", f"{k['dense'][0]} / {k['dense'][1]}"
+          + (f"; MoE layer {k['moe'][0]} / {k['moe'][1]}" if "moe" in k else "")) if "dense" in k else
+         ("kernels per hybrid layer (fwd / bwd)", "; ".join(f"{kind[7:]} {k[kind][0]} / {k[kind][1]}"
+                                                            for kind in HYBRID_KINDS if kind in k))),
         # "none scopes -" read as a garbled phrase where no graph is captured
         ("CUDA graphs", (f"{t.cuda_graph_impl}, scopes {', '.join(sorted(graph_scopes(plan)))}" if graph_scopes(plan)
                          else "none (eager)" if t.cuda_graph_impl == "none" else f"{t.cuda_graph_impl}, no scope")),
@@ -383,7 +388,7 @@ def _host_line(plan: Plan) -> str:
 
     hs = layer_op_times(plan).get("_host", {})
     parts = []
-    for kind in ("dense", "moe"):
+    for kind in ("dense", "moe", *HYBRID_KINDS):
         if kind not in hs:
             continue
         hf, hb, gf, gb = hs[kind]

@@ -34,7 +34,8 @@ class LayerTimes:
     transformer layer and head are priced as a layer and a head); ``parts``: named shares of a
     layer used by the overlap and selective-recompute models (``gemm``, ``shared_experts``, ``non_matmul``, and
     per recompute module ``core_attn``, ``mlp``, ``moe``, ...), each a :class:`PassTimes`, keyed
-    ``"dense:<name>"`` / ``"moe:<name>"``."""
+    ``"dense:<name>"`` / ``"moe:<name>"``; ``hybrid``: a hybrid Mamba / attention stack's
+    layer times by symbol (``M`` / ``*`` / ``-`` / ``E``, :meth:`layer`)."""
 
     dense_layer: PassTimes
     moe_layer: Optional[PassTimes]
@@ -45,6 +46,11 @@ class LayerTimes:
     moe_window_layer: Optional[PassTimes] = None
     mtp_extra: Optional[PassTimes] = None
     parts: Optional[dict] = field(default=None, compare=False, hash=False)
+    hybrid: Optional[dict] = field(default=None, compare=False, hash=False)
+
+    def layer(self, symbol: str) -> Optional[PassTimes]:
+        """The times of a hybrid stack's layer of ``symbol``; None when the stack is not hybrid."""
+        return (self.hybrid or {}).get(symbol)
 
     def part(self, kind: str, name: str) -> PassTimes:
         """The named share ``parts["<kind>:<name>"]`` of a layer; zero times where it is not given."""

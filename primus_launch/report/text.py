@@ -122,6 +122,14 @@ def power_cap_text(c: Cluster) -> str:
 _BASIS = {"allocated": "allocated "}
 
 
+
+def _hybrid_counts(pattern: str | None) -> str:
+    """``; hybrid: 23 Mamba, 6 attention, 23 MoE`` for a hybrid stack's layer symbols; empty for a GPT stack."""
+    if not pattern:
+        return ""
+    names = (("M", "Mamba"), ("*", "attention"), ("-", "MLP"), ("E", "MoE"))
+    return "; hybrid: " + ", ".join(f"{pattern.count(sym)} {name}" for sym, name in names if sym in pattern)
+
 def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list[tuple[str, str]]:
     """The summary of one projection as (label, value) rows; the text answer and the HTML report
     render the same rows.  ``run``: a whole training run at this projection (``--train-tokens``):
@@ -139,7 +147,8 @@ def summary_rows(r: ProjectionResult, run: Optional[TrainingRun] = None) -> list
         tps += f" (expected {lo:,.0f} .. {hi:,.0f})"
     return [
         ("mode", r.mode),
-        ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size})"),
+        ("model", f"{r.plan.model.name} ({r.plan.model.num_layers} layers, hidden {r.plan.model.hidden_size}"
+                  + _hybrid_counts(r.plan.model.hybrid_pattern) + ")"),
         ("cluster", f"{c.num_nodes} x {c.gpus_per_node} {c.gpu} = {r.num_gpus} GPU{'' if r.num_gpus == 1 else 's'}"
                     + power_cap_text(c)),
         ("parallelism", plan_line(r)),
@@ -280,7 +289,8 @@ TIME_TERMS = {
 MEMORY_TERMS = {
     "parameters": "the weights this GPU holds (its shard)",
     "gradients": "gradient buffers (in the dtype gradients are reduced in)",
-    "optimizer": "optimizer state (Adam moments, master weights), sharded as dp_sharding says",
+    "optimizer": "optimizer state (master weights, Adam moments or Muon momentum), sharded as dp_sharding says "
+                 "(dist_muon: whole tensors per owner)",
     "activations": "tensors saved for the backward, of every micro-batch in flight",
     "transient": "temporaries alive at the peak (beyond the saved tensors)",
     "workspaces": "cuBLAS / Transformer Engine GEMM workspaces",

@@ -8,6 +8,8 @@ the ranking line where the model cannot rank plans apart, and the top-N table.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner import rules
 from primus_launch.tuner.engine import plan_changes
@@ -148,19 +150,58 @@ _RECOMPUTE_UNREAD = {"none": ("method", "num_layers", "modules", "layer_ids"), "
                      "selective": ("method", "num_layers", "layer_ids"), "full": ("modules",)}
 
 
+def _effective_etp(changes: dict, original) -> Optional[int]:
+    """The expert TP degree a change set leaves: ``parallel.etp``, where None means "the same as TP"
+    (``plan/sections.py`` ``Parallel.etp``; Megatron's ``--expert-tensor-parallel-size`` defaults to
+    ``--tensor-model-parallel-size``), resolved against the new TP."""
+    etp = changes["parallel.etp"] if "parallel.etp" in changes else original.parallel.etp
+    return etp if etp is not None else changes.get("parallel.tp", original.parallel.tp)
+
+
 def shown_changes(changes: dict, original=None) -> dict:
     """``changes`` (dotted plan fields -> new values) less the recompute fields the plan's recompute
     granularity does not read (:data:`_RECOMPUTE_UNREAD`; the granularity is the changed one, else
-    ``original``'s)."""
+    ``original``'s), with ``parallel.etp`` resolved (None: the TP degree): left out where the expert TP
+    degree the plan runs is the original's ("etp=None" beside "tp=1" when the original ran tp=2, etp=1)."""
     gran = changes.get("training.recompute.granularity")
     if gran is None and original is not None:
         gran = original.training.recompute.granularity
     unread = {f"training.recompute.{f}" for f in _RECOMPUTE_UNREAD.get(gran, ())}
-    return {k: v for k, v in changes.items() if k not in unread}
+    out = {k: v for k, v in changes.items() if k not in unread}
+    if original is not None and "parallel.etp" in out:
+        new = _effective_etp(changes, original)
+        old = original.parallel.etp if original.parallel.etp is not None else original.parallel.tp
+        if new == old:
+            del out["parallel.etp"]
+        else:
+            out["parallel.etp"] = new
+    return out
+
+
+def value_text(v) -> str:
+    """A plan value as a setting reads: a tuple or list of names space-joined (``modules=moe_act
+    layernorm``), an empty one or None as ``none`` (``vpp=none``: no interleaving; ``cuda_graph_scope=none``),
+    anything else as ``str`` gives it."""
+    if isinstance(v, (tuple, list)):
+        return " ".join(map(str, v)) if v else "none"
+    return "none" if v is None else str(v)
+
+
+#: the top-N table's short names for the plan's long field names (the ``changes:`` line above the table keeps
+#: the dotted plan names; the tuned recipe, the framework's own)
+SHORT_NAMES = {"pipeline_layers_first_stage": "first_stage_layers", "pipeline_layers_last_stage": "last_stage_layers",
+               "account_for_embedding_in_pipeline_split": "embedding_in_split",
+               "account_for_loss_in_pipeline_split": "loss_in_split"}
+
+
+def _setting(key: str, value) -> str:
+    """``knob=value`` for the top-N table: the field's last dotted part (:data:`SHORT_NAMES` where long)."""
+    name = key.split(".")[-1]
+    return f"{SHORT_NAMES.get(name, name)}={value_text(value)}"
 
 
 def _changes_text(changes: dict, original=None) -> str:
-    return ", ".join(f"{k.split('.')[-1]}={v}" for k, v in shown_changes(changes, original).items())
+    return ", ".join(_setting(k, v) for k, v in shown_changes(changes, original).items())
 
 
 def _original_value(original, key: str):
@@ -182,13 +223,17 @@ def _top_changes(rank: int, t, first, ref: str = "original", original=None, one:
     mine, best = shown_changes(t.changes, original), shown_changes(first.changes, original)
     diff = {k: v for k, v in mine.items() if best.get(k) != v}
     diff.update({k: (_original_value(original, k) if original is not None else ref) for k in best if k not in mine})
-    return f"#{one}" + (" with " + _changes_text(diff) if diff else "")
+    if "parallel.etp" in diff and "parallel.etp" not in mine and original is not None:
+        diff["parallel.etp"] = _effective_etp({}, original)   # the original's expert TP, None resolved
+    text = ", ".join(_setting(k, v) for k, v in diff.items())
+    return f"#{one}" + (" with " + text if diff else "")
 
 
 #: under the top-N table where a row shows ``held``: what it is (the answer's memory line says it in words)
 HELD_LINE = ("held: the peak less the free cached segments the allocator gives back before an out-of-memory "
              "error; the band and the verdict are on it")
 
+UNDER_ROW_LINES = 3  # a changes cell packed into more lines than this puts every row's changes under its row
 ROW_ONE_LINES = 3   # the first row's changes longer than this many lines refer to the "changes:" line instead
 
 
@@ -260,12 +305,26 @@ def _top_table(res: TuneResult) -> str:
                      colalign=align[:-1])
     room = max(WIDTH - max(len(line) for line in fixed.splitlines()) - 2, 24)
     best = plan_changes(res.baseline.plan, res.best_plan) if res.top else {}
-    for rank, r in enumerate(rows, 1):
-        r[-1] = _pack(r[-1], room)
-        if rank == one and first is not None and first.changes and _same_changes(first.changes, best) \
-                and r[-1].count("\n") >= ROW_ONE_LINES:
-            r[-1] = "(the changes: line above)"  # listed in full above the table, not cut into pieces here
-    return tabulate(rows, headers=headers + ["changes"], tablefmt="simple", disable_numparse=True, colalign=align)
+    packed = [_pack(r[-1], room) for r in rows]
+    if max(p.count("\n") for p in packed) < UNDER_ROW_LINES:
+        for rank, (r, p) in enumerate(zip(rows, packed), 1):
+            r[-1] = p
+            if rank == one and first is not None and first.changes and _same_changes(first.changes, best) \
+                    and p.count("\n") >= ROW_ONE_LINES:
+                r[-1] = "(the changes: line above)"  # listed in full above the table, not cut into pieces here
+        return tabulate(rows, headers=headers + ["changes"], tablefmt="simple", disable_numparse=True,
+                        colalign=align)
+    # long changes: each row's on the lines under it, across the width, instead of a narrow column
+    # (a ten-row table of 12-line cells would not fit one screen)
+    lines = fixed.splitlines()
+    out = [lines[0] + "  changes (under each row)", lines[1]]
+    for rank, (r, line) in enumerate(zip(rows, lines[2:]), 1):
+        out.append(line)
+        text = r[-1]
+        if rank == one and first is not None and first.changes and _same_changes(first.changes, best):
+            text = "(the changes: line above)"
+        out += ["      " + ln for ln in _pack(text, WIDTH - 6).split("\n")]
+    return "\n".join(out)
 
 
 def render_tune_text(res: TuneResult) -> str:
@@ -304,7 +363,7 @@ def render_tune_text(res: TuneResult) -> str:
     ] + _memory_rule_line(res) + _ranking_lines(res)
     changes = shown_changes(plan_changes(res.baseline.plan, res.best_plan), res.baseline.plan)
     if changes:
-        lines.append("changes:  " + ", ".join(f"{k}={v}" for k, v in changes.items()))
+        lines.append("changes:  " + ", ".join(f"{k}={value_text(v)}" for k, v in changes.items()))
     else:  # the tuned recipe is then the original's copy: said, not left to a diff
         lines.append("changes:  none: the recipe's own plan is the best found")
     out = "\n".join(w for line in lines for w in _wrapped(line))

@@ -53,8 +53,8 @@ plus communication, selective-recompute and offload terms that are never negativ
   (:meth:`BoundModel.group_out`): one pricing per group instead of one per plan.
 
 Structural candidates whose chunk costs hold a term that may be negative (FSDP synchronised every
-micro-batch under pipelining: ``steps/stage.py``'s chunk-end edge) are never bounded at level 1
-(bound 0).  ``tests/test_tuner_bounds.py`` checks every bound at or below the projection on sampled
+micro-batch under pipelining: ``steps/stage.py``'s chunk-end edge), and hybrid Mamba stacks (per-symbol layer
+times the features do not count), are never bounded at level 1 (bound 0).  ``tests/test_tuner_bounds.py`` checks every bound at or below the projection on sampled
 plans of every bundled recipe.  The ideas (features, shapes, the makespan bound) follow the earlier
 ``tuner`` branch's ``bounds.py``, re-expressed on the typed steps.
 """
@@ -422,9 +422,12 @@ class BoundModel:
         return v
 
     def unsupported(self, h: tuple) -> bool:
-        """True where a chunk cost may hold a negative term (module doc): never bounded at level 1."""
+        """True where a chunk cost may hold a negative term (module doc), or where the level-1 features do not
+        describe the layers (a hybrid Mamba stack: its layers are per-symbol times, ``steps/stage.py``, not the
+        GPT kinds the features count): never bounded at level 1."""
         p = self.plan.parallel
-        return (h[S["dp_sharding"]] == "full" and h[S["pp"]] > 1 and p.fsdp_pp_grad_sync == "microbatch")
+        return (self.plan.model.is_hybrid
+                or (h[S["dp_sharding"]] == "full" and h[S["pp"]] > 1 and p.fsdp_pp_grad_sync == "microbatch"))
 
     # --- level 1
     def level1(self, s: int) -> float:

@@ -282,6 +282,7 @@ def tail_stages(plan: Plan, window: float) -> list[float]:
     """Per stage the DP sync after the pipeline with ``window`` seconds of forward and of backward
     free to hide it (``cost/dp_comm.py`` ``dp_grad_sync``) plus the optimizer step."""
     from primus_launch.projection.cost.dp_comm import dp_grad_sync, held_parameters
+    from primus_launch.projection.cost.muon import muon_step_s
     from primus_launch.projection.cost.optimizer import optimizer_step_s
     from primus_launch.projection.hardware.gpus import get_gpu
     from primus_launch.projection.hardware.placement import layout
@@ -293,7 +294,10 @@ def tail_stages(plan: Plan, window: float) -> list[float]:
     out = []
     for r, sp_ in enumerate(stage_parameter_split(plan)):
         dp_s = dp_grad_sync(plan, spec, lay, sp_, window, window, r)
-        out.append(dp_s + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_), overlap_s=dp_s))
+        if plan.training.optimizer == "muon" and plan.framework == "megatron" and plan.parallel.dp_sharding == "none":
+            out.append(dp_s + muon_step_s(plan, spec, lay, r))   # as steps/iteration.py: cost/muon.py
+        else:
+            out.append(dp_s + optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_), overlap_s=dp_s))
     return out
 
 

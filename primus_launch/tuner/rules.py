@@ -327,6 +327,15 @@ def knob_problems(plan: "Plan") -> list[Problem]:
                     out.append((f"training.{name}", getattr(t, name), "fp32 or bf16 with the chunked "
                                                                       "optimizer-state offload"))
     # --- optimizer, sharding
+    if t.optimizer == "muon":
+        # Megatron-LM 2edffadb52 arguments.py validate_args / optimizer/muon.py: no distributed optimizer or FSDP,
+        # no fp16; plain muon (not dist_muon) without the DP overlaps
+        if p.dp_sharding != "none":
+            out.append(("parallel.dp_sharding", p.dp_sharding, "none with the Muon optimizer"))
+        if t.precision == "fp16":
+            out.append(("training.precision", t.precision, "not fp16 with the Muon optimizer"))
+        if not t.muon_layer_wise and (t.overlap_grad_reduce or t.overlap_param_gather):
+            out.append(("training.overlap_grad_reduce", True, "off with Muon unless layer-wise (dist_muon)"))
     if t.precision_aware_optimizer and (t.optimizer != "adam" or p.dp_sharding == "none"):
         out.append(("training.precision_aware_optimizer", True, "needs Adam and the distributed optimizer"))
     if p.dp_sharding in ("optimizer_grads", "full") and p.pp > 1:

@@ -524,6 +524,8 @@ def _inner(plan: Plan, fw: str, cfg: SpaceConfig, own: Knobs, flags: "_FlagOptio
             shardings.append(own.dp_sharding)
         if plan.training.precision_aware_optimizer:  # kept on: needs the distributed optimizer
             shardings = [s for s in shardings if s != "none"]
+        if plan.training.optimizer == "muon":  # Megatron's Muon refuses the distributed optimizer and FSDP
+            shardings = ["none"]
     mbss = _mbs_values(plan, dp, cfg, own.mbs)
     rcs = _recompute_options(plan, fw, per_chunk, cfg, own)
     first, last, acc_e, acc_l, layout = split
@@ -648,6 +650,8 @@ class _FlagOptions:
                 if inert:   # nothing to overlap: the recipe's own flags first (Megatron: param gather needs sharding)
                     mine = (own.overlap_grad_reduce, own.overlap_param_gather and shard != "none")
                     overlaps = list(dict.fromkeys([mine + (x,) for x in tpcos] + overlaps))
+            if t.optimizer == "muon" and not t.muon_layer_wise:  # plain muon: no DP overlaps (Megatron asserts)
+                overlaps = [(False, False, x) for x in tpcos]
         # CUDA graphs (TE per-scope graphs; local whole-layer graphs for dense models without EP)
         graphs: list[tuple[str, tuple[str, ...]]] = [(own.cuda_graph_impl, own.cuda_graph_scope)]
         if "cuda_graph" in can and self.nvidia and gran != "full":

@@ -26,8 +26,8 @@ import yaml
 sys.path.insert(0, os.path.dirname(__file__))
 from coarse_moe_runs import coarse_moe_rows
 from dgxc_runs import dgxc_rows
-from current_runs_flops import (DSV3, GPTOSS_120B, LLAMA3_8B, LLAMA3_70B, LLAMA31_405B, QWEN3_30B, QWEN3_235B,
-                   flops_per_token)
+from current_runs_flops import (DSV3, GPTOSS_120B, KIMI_K2, LLAMA3_8B, LLAMA3_70B, LLAMA31_405B, QWEN3_30B, QWEN3_235B,
+                   flops_per_token, hybrid_flops_per_token)
 
 MLM_DIR = os.path.join(sys.argv[sys.argv.index("--mlm") + 1] if "--mlm" in sys.argv else "/tmp/r2x/mlm",
                        "examples/moe_recipes")
@@ -75,6 +75,11 @@ HW = {
 
 # Model architectures (official configs; Megatron-LM spelling).
 ARCH = {
+    "nemotron3_nano": dict(num_layers=52, hidden_size=2688, ffn_hidden_size=1856, num_attention_heads=32,
+                           num_query_groups=2, vocab_size=131072, seq_length=8192, num_experts=128, moe_topk=6,
+                           moe_ffn_hidden_size=1856, moe_shared_expert_intermediate_size=3712,
+                           hybrid_override_pattern="MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+                           mamba_num_heads=64, mamba_head_dim=64, mamba_num_groups=8, mamba_state_dim=128),
     "llama3_8b": dict(num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32,
                       num_query_groups=8, vocab_size=128256, seq_length=8192, num_experts=None, moe_topk=None,
                       moe_ffn_hidden_size=None),
@@ -99,8 +104,13 @@ ARCH = {
                         num_query_groups=8, kv_channels=64, vocab_size=201088, seq_length=4096, num_experts=128,
                         moe_topk=4, moe_ffn_hidden_size=2880, add_bias_linear=True, activation="quick_geglu (clamp 7.0, glu offset 1.0)",
                         sliding_window=128, sliding_window_every_other_layer=True, softmax_type="learnable (attention sinks)"),
+    "kimi_k2": dict(num_layers=61, hidden_size=7168, ffn_hidden_size=18432, num_attention_heads=64,
+                    num_query_groups=None, vocab_size=163840, seq_length=4096, num_experts=384, moe_topk=8,
+                    moe_ffn_hidden_size=2048, moe_shared_expert_intermediate_size=2048, moe_first_dense_layers=1,
+                    moe_router_num_groups=1, moe_router_group_topk=1, multi_latent_attention=True, q_lora_rank=1536,
+                    kv_lora_rank=512, qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128, mtp_num_layers=None),
 }
-FLOPM = {"llama3_8b": LLAMA3_8B, "llama3_70b": LLAMA3_70B, "llama31_405b": LLAMA31_405B,
+FLOPM = {"kimi_k2": KIMI_K2, "llama3_8b": LLAMA3_8B, "llama3_70b": LLAMA3_70B, "llama31_405b": LLAMA31_405B,
          "dsv3": dict(DSV3, mtp=1), "qwen3_30b": QWEN3_30B, "qwen3_235b": QWEN3_235B,
          "gptoss_120b": dict(GPTOSS_120B, gated_mult=2)}
 
@@ -192,9 +202,9 @@ MLM_TABLE = [
     ("qwen3_30b/gb200/mxfp8_16GPU_TP1PP1EP16_paged_stash.yaml", "qwen3_30b", "GB200", 16, "1/1/16/1/1",
      "4/512/4096", "MXFP8; paged stash; full CG", 646.8),
 ]
-MODEL_NAME = {"dsv3": "DeepSeek-V3 671B (MTP 1)", "qwen3_235b": "Qwen3-235B-A22B", "qwen3_30b": "Qwen3-30B-A3B",
+MODEL_NAME = {"nemotron3_nano": "Nemotron 3 Nano 30B-A3B (hybrid Mamba-2 / MoE)", "dsv3": "DeepSeek-V3 671B (MTP 1)", "qwen3_235b": "Qwen3-235B-A22B", "qwen3_30b": "Qwen3-30B-A3B",
               "llama3_8b": "Llama 3 8B", "llama3_70b": "Llama 3 70B", "llama31_405b": "Llama 3.1 405B",
-              "gptoss_120b": "GPT-OSS 120B"}
+              "gptoss_120b": "GPT-OSS 120B", "kimi_k2": "Kimi-K2 1T-A32B (Muon)"}
 
 
 def expand_layout(layout):
@@ -378,8 +388,9 @@ DROPOUT_SRC = {
         "llama3_70b": "llama/llama_bridge.py:64", "llama31_405b": "llama/llama_bridge.py:64",
         "llama3_8b": "llama/llama_bridge.py:64", "dsv3": "deepseek/deepseek_v3_bridge.py:80",
         "qwen3_30b": "qwen/qwen3_moe_bridge.py:51", "qwen3_235b": "qwen/qwen3_moe_bridge.py:51",
-        "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76"},
-    "26.08": {"dsv3": "deepseek/deepseek_v3_bridge.py:87", "qwen3_30b": "qwen/qwen3_moe_bridge.py:59",
+        "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76", "kimi_k2": "kimi/kimi_bridge.py:76"},
+    "26.08": {"nemotron3_nano": "hybrid/hybrid_provider.py (HybridModelProvider: hidden_dropout = attention_dropout = 0.0)",
+              "dsv3": "deepseek/deepseek_v3_bridge.py:87", "qwen3_30b": "qwen/qwen3_moe_bridge.py:59",
               "qwen3_235b": "qwen/qwen3_moe_bridge.py:59", "gptoss_120b": "gpt_oss/gpt_oss_bridge.py:76"},
     "25.11": {"llama3_70b": "llama/llama_provider.py:48-49", "llama31_405b": "llama/llama_provider.py:48-49",
               "llama3_8b": "llama/llama_provider.py:48-49", "qwen3_30b": "qwen/qwen_provider.py:377-378",
@@ -429,10 +440,10 @@ PREC_TXT = {"fp8_cs": ("fp8 hybrid tensorwise current scaling (FP8-CS; TE), BF16
 
 def mb_row(rid, mk, sysname, gpus, prec, table_prec, gbs, mbs, tp, pp, cp, vp, ep, tok, tflops, flags, cfg, fam, wl,
            fn, fnname, rec, recompute, unknown, notes, model_table, fsdp=None, dispatcher=None, cuda_graph="none",
-           ep_overlap=False, layout=None, release="26.04.01", conf="high", flopm=None):
+           ep_overlap=False, layout=None, release="26.04.01", conf="high", flopm=None, fpt=None):
     hw = HW[sysname]
     arch = dict(ARCH[mk])
-    fpt = flops_per_token(s=arch["seq_length"], **(flopm or FLOPM[mk]))
+    fpt = fpt or flops_per_token(s=arch["seq_length"], **(flopm or FLOPM[mk]))
     tok_from_tf = tflops * 1e12 / fpt
     dp = gpus // (tp * pp * cp)
     src = {"26.04.01": MB_SRC, "25.11": MB_SRC_2511, "26.08": MB_SRC_2608, "26.06": MB_SRC_2606,
@@ -816,6 +827,8 @@ def bridge_rows():
     rows += bridge2606_rows(ds_arch, q_arch)
     # ---------------- 25.11 / 26.02 tables (archive): rows whose stated layout the release's configs reproduce
     rows += bridge_archive_rows(ds_arch, q_arch)
+    rows += kimi_k2_rows()
+    rows += nemotron3_nano_rows()
     return rows
 
 
@@ -965,6 +978,84 @@ MB_FLAGS_SRC_2606 = ("NVIDIA-NeMo/Megatron-Bridge @8f341b04f (the commit that pu
                      "only); mapped by hand to Megatron-LM argument names")
 
 
+NANO_PATTERN = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
+# Nemotron 3 Nano 30B-A3B: Megatron-Bridge src/megatron/bridge/recipes/nemotronh/nemotron_3_nano.py (HybridModelProvider;
+# the same values at 8f341b04f and 09ce5f13c): 52 layers (23 Mamba-2, 23 MoE, 6 attention), Mamba 64 heads x 64, 8
+# groups, state 128; 128 experts top-6 (expert FFN 1856, shared 3712, squared ReLU, sigmoid router with expert bias)
+NANO_FLAGS = ["--num-layers 52", "--hidden-size 2688", "--ffn-hidden-size 1856", "--num-attention-heads 32",
+              "--group-query-attention", "--num-query-groups 2", "--kv-channels 128", "--seq-length 8192",
+              "--max-position-embeddings 8192", "--squared-relu", "--normalization RMSNorm", "--disable-bias-linear",
+              "--position-embedding-type none", "--untie-embeddings-and-output-weights", "--vocab-size 131072",
+              "--make-vocab-size-divisible-by 128", "--is-hybrid-model", "--hybrid-override-pattern " + NANO_PATTERN,
+              "--mamba-num-heads 64", "--mamba-head-dim 64", "--mamba-num-groups 8", "--mamba-state-dim 128",
+              "--num-experts 128", "--moe-router-topk 6", "--moe-ffn-hidden-size 1856",
+              "--moe-shared-expert-intermediate-size 3712", "--moe-router-score-function sigmoid",
+              "--moe-router-enable-expert-bias", "--moe-router-topk-scaling-factor 2.5", "--moe-router-num-groups 1",
+              "--moe-router-group-topk 1", "--moe-router-load-balancing-type seq_aux_loss", "--moe-aux-loss-coeff 1e-4",
+              "--moe-router-dtype fp32", "--first-last-layers-bf16"]
+NANO_FPT = hybrid_flops_per_token(NANO_PATTERN, h=2688, s=8192, V=131072, heads=32, kv_heads=2, kv_channels=128,
+                                  ffn=1856, topk=6, moe_ffn=1856, shared=3712, m_heads=64)
+
+
+def nemotron3_nano_rows():
+    """Nemotron 3 Nano (hybrid Mamba-2 / attention / MoE) pre-training rows of Megatron-Bridge's tables, judge only.
+
+    26.08 (docs/performance-summary.md @09ce5f13c): GB300 MXFP8, recipe src/megatron/bridge/perf_recipes/nemotronh/gb300/
+    nemotronh.py nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config @09ce5f13c (no op fuser, no FP8 attention at that
+    commit: HEAD added both later).  26.06 (performance-summary-archive.md): GB300 / GB200 / B300 MXFP8, scripts/performance/
+    configs/nemotronh/nemotron_3_{workload_base_configs,llm_pretrain}.py @8f341b04f.  Left out (CURRENT_RUNS.md): the
+    26.06 H100 FP8 row (selective recompute of moe / layernorm / core_attn / moe_act: not modelled for hybrid stacks);
+    Nemotron 3 Super / Ultra (latent MoE, moe_latent_size, and MTP: not in the plan); the 26.06.01 Nano rows (their
+    recipe commit not pinned here)."""
+    rows = []
+    common = ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-token-dispatcher-type flex",
+              "--moe-flex-dispatcher-backend hybridep", "--moe-router-force-load-balancing",
+              "--cuda-graph-impl transformer_engine", "--cuda-graph-scope attn mamba moe_router moe_preprocess",
+              "--te-rng-tracker", "--attention-backend fused"]
+    unknown = ["first_last_layers_bf16=True (nemotron_3_nano recipe): the first and last layers' GEMMs stay BF16 under "
+               "MXFP8 (--first-last-layers-bf16, reported not modelled)",
+               "use_fused_weighted_squared_relu=True (recipe): Megatron's fused weighted squared-ReLU of the experts; "
+               "no Megatron-LM CLI flag",
+               "mamba_chunk_size (HybridModelProvider default 128): the SSD chunk, no Megatron-LM CLI flag"]
+    R = [
+        # release, sys, mbs, tok, tf, hybridep SMs, recipe function / config
+        ("26.08", "GB300", 4, 39936, 901, 16, "nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config"),
+        ("26.06", "GB300", 4, 39749, 885, 16, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_GB300_FP8_MX_V1"),
+        ("26.06", "GB200", 2, 33522, 747, 16, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_GB200_FP8_MX_V1"),
+        ("26.06", "B300", 4, 37316, 831, 16, "NEMOTRON_3_NANO_PRETRAIN_CONFIG_B300_FP8_MX_V1"),
+    ]
+    for release, sysname, mbs, tok, tf, sms, fn in R:
+        gpus, gbs, tp, pp, cp, ep = 8, 512, 1, 1, 1, 8
+        dp = gpus // (tp * pp * cp)
+        f = pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + NANO_FLAGS + common
+        f += [f"--moe-hybridep-num-sms {sms}"]
+        f += mb_common("nemotron3_nano", "fp8_mx", dp, pp, None, tp)
+        rec = "nemotronh/nemotron_3_nano.py (nemotron_3_nano_pretrain_config)"
+        if release == "26.08":
+            wl, script, fam_fn = "nemotronh.py", None, "_apply_nemotron_3_nano_perf_defaults"
+            what = ("MXFP8 (_perf_precision fp8_mx), HybridEP with 16 SMs (the recipe's value after _benchmark_common's 32), "
+                    "TE-scoped CUDA graphs of attn / mamba / moe_router / moe_preprocess, no recompute.")
+        else:
+            wl, script = "nemotron_3_workload_base_configs.py", "nemotron_3_llm_pretrain.py"
+            fam_fn = f"nemotron_3_nano_pretrain_config_{sysname.lower()}"
+            what = ("MXFP8 (get_precision_config fp8_mx), BASE_NEMOTRON_3_NANO_CONFIG: EP 8, HybridEP (the base "
+                    "recipe's moe_hybridep_num_sms 16), TE-scoped CUDA graphs of attn / mamba / moe_router / "
+                    "moe_preprocess, no recompute; set_nemotron_3_nano_common_configs: grads reduced in bf16, routing "
+                    "forced balanced.")
+        r = mb_row(f"mbridge{release.replace('.', '')}_{sysname.lower()}_fp8_mx_nemotron3_nano_{gpus}gpu", "nemotron3_nano",
+                   sysname, gpus, "fp8_mx", "MXFP8", gbs, mbs, tp, pp, cp, None, ep, tok, tf, f, fn, "nemotronh", wl,
+                   script, fam_fn, rec, "none", list(unknown),
+                   f"Hybrid Mamba-2 / attention / MoE stack ({NANO_PATTERN}), MBS {mbs}, one node's 8 GPUs. " + what,
+                   "Nemotron_3_Nano", dispatcher="flex/hybridep", cuda_graph="te_scoped: attn mamba moe_router "
+                   "moe_preprocess", release=release, fpt=NANO_FPT)
+        r["flops_convention"] = (f"Megatron-Bridge @{MB_COMMIT_2608 if release == '26.08' else '8f341b04f'} "
+                                 "training/utils/flop_utils.py hybrid_flops (Megatron-LM training.py's hybrid branch): "
+                                 "per layer symbol, Mamba counted with d_in = 2h, 3x forward, padded vocabulary; "
+                                 f"{NANO_FPT / 1e9:.3f} GFLOP/token (current_runs_flops.hybrid_flops_per_token)")
+        rows.append(r)
+    return rows
+
+
 def bridge2606_rows(ds_arch, q_arch):
     """The 26.06 table's rows whose plan no other row holds: GPT-OSS 120B MXFP8 on B300 (the 26.04 B300 row ran the
     same layout in BF16), Qwen3-30B-A3B MXFP8 on B300 with the full-iteration graph (26.04: partial TE graphs) and
@@ -1042,6 +1133,85 @@ def bridge2606_rows(ds_arch, q_arch):
                        "(set_post_overrides forces it for bf16 only). Routing forced balanced (table footnote).",
                        "GPT OSS 120B", dispatcher="flex/hybridep", cuda_graph="transformer_engine scope=" + ",".join(cg),
                        release="26.06", flopm=dict(GPTOSS_120B, swa=(18, 128))))
+    return rows
+
+
+# Kimi-K2 (Muon): the four GB300 MXFP8 rows of the archive, one recipe (KIMI_K2_PRETRAIN_CONFIG_GB300 unchanged from
+# v0.3.1 to 8f341b04f), run on each container's Megatron-LM pin
+KIMI_ROWS = (  # release, section, tag / commit of the configs, Megatron-LM pin, tokens/s, TFLOP/s
+    ("26.02.01", "v0.3.1", "b0cc2706dd (core_r0.16.0)", 5072, 1037),
+    ("26.04", "v0.4.2", "2edffadb52", 5332, 1090),
+    ("26.04.01", "v0.4.2", "2edffadb52", 5328, 1088),
+    ("26.06", "8f341b04f", "d1410e15e1", 5372, 1099),
+)
+
+
+def kimi_k2_rows():
+    """Kimi-K2 on 256 GB300 in MXFP8 with Muon (``dist_muon``, Megatron's LayerWiseDistributedOptimizer): the
+    archive's 26.02.01 / 26.04 / 26.04.01 / 26.06 rows ("Muon optimizer was used for pre-training Kimi-K2").
+    Flags: scripts/performance/configs/kimi/kimi_workload_base_configs.py (KIMI_K2_PRETRAIN_CONFIG_GB300: PP 4 VP 4
+    EP 64 MBS 2 GBS 4096, HybridEP, no CUDA graphs, recompute mla_up_proj), kimi_llm_pretrain.py
+    (kimi_k2_pretrain_config_gb300: seq 4096, router fusion, selective recompute, experimental, bf16 grad reduce,
+    forced balance, qk_clip off, te_rng_tracker, overlap_grad_reduce; the WAR turning fp8_param_gather and
+    reuse_grad_buf_for_mxfp8_param_ag off for dist_muon + MXFP8), recipes/kimi/kimi_k2.py (kimi_k2_pretrain_config
+    optimizer_type 'muon': no distributed optimizer, no overlap_param_gather, layout (4, 4), HybridEP 16 SMs,
+    shared-expert overlap, TE cross-entropy, precision-aware optimizer off) and recipes/utils/optimizer_utils.py
+    (distributed_muon_with_cosine_annealing: dist_muon, momentum 0.95, Nesterov, spectral scale, fp32 matmul
+    'medium', 5 NS steps, tp mode blockwise, scalar optimizer adam)."""
+    rows = []
+    mk, gpus, gbs, mbs, tp, pp, cp, vp, ep = "kimi_k2", 256, 4096, 2, 1, 4, 1, 4, 64
+    layout = "Et*4|(t*4|)*14tL"
+    arch = ["--num-layers 61", "--hidden-size 7168", "--ffn-hidden-size 18432", "--num-attention-heads 64",
+            "--kv-channels 64", "--multi-latent-attention", "--q-lora-rank 1536", "--kv-lora-rank 512",
+            "--qk-head-dim 128", "--qk-pos-emb-head-dim 64", "--v-head-dim 128", "--qk-layernorm",
+            "--rotary-base 50000", "--rotary-scaling-factor 32", "--mscale 1.0", "--mscale-all-dim 1.0",
+            "--normalization RMSNorm", "--norm-epsilon 1e-6", "--swiglu", "--disable-bias-linear",
+            "--untie-embeddings-and-output-weights", "--position-embedding-type rope", "--no-rope-fusion",
+            "--seq-length 4096", "--max-position-embeddings 4096", "--num-experts 384",
+            "--moe-layer-freq ([0]*1+[1]*60)", "--moe-ffn-hidden-size 2048",
+            "--moe-shared-expert-intermediate-size 2048", "--moe-router-topk 8", "--moe-router-num-groups 1",
+            "--moe-router-group-topk 1", "--moe-router-score-function sigmoid",
+            "--moe-router-topk-scaling-factor 2.827", "--moe-router-enable-expert-bias",
+            "--moe-router-load-balancing-type seq_aux_loss", "--moe-aux-loss-coeff 1e-3", "--moe-router-pre-softmax",
+            "--moe-router-dtype fp32", "--make-vocab-size-divisible-by 1280", "--vocab-size 163840"]
+    dp = gpus // (tp * pp * cp)
+    common = [x for x in mb_common(mk, "fp8_mx", dp, pp, vp, tp, extra_gc=5)
+              if x not in ("--use-distributed-optimizer", "--overlap-param-gather", "--fp8-param-gather",
+                           "--reuse-grad-buf-for-mxfp8-param-ag")]
+    f = (pipeline_flags(tp, pp, cp, None, ep, mbs, gbs, gpus) + arch + [f"--pipeline-model-parallel-layout {layout}"]
+         + common + ["--moe-grouped-gemm", "--moe-permute-fusion", "--moe-router-fusion",
+                     "--moe-router-force-load-balancing", "--moe-shared-expert-overlap",
+                     "--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep",
+                     "--moe-hybridep-num-sms 16", "--enable-experimental", "--recompute-granularity selective",
+                     "--recompute-modules mla_up_proj", "--ddp-average-in-collective", "--te-rng-tracker",
+                     "--optimizer dist_muon", "--muon-momentum 0.95", "--muon-use-nesterov",
+                     "--muon-scale-mode spectral", "--muon-fp32-matmul-prec medium", "--muon-num-ns-steps 5",
+                     "--muon-tp-mode blockwise", "--muon-extra-scale-factor 1.0"])
+    for release, tag, pin, tok, tf in KIMI_ROWS:
+        unknown = ["moe_router_padding_for_fp8=False in the recipe although MXFP8 is on (no padding flag set)",
+                   "qk_clip off (kimi_llm_pretrain.py 'disable qk_clip for now')",
+                   f"Megatron-LM pin of the container's Bridge: {pin}; the optimizer is read from 2edffadb52 / "
+                   "b0cc2706dd (LayerWiseDistributedOptimizer dealing whole parameters by size, all-reduced grads, "
+                   "a flat all-gather after the step)"]
+        if release == "26.06":
+            unknown.append("26.06's pin d1410e15e1 rewrote layer_wise_optimizer.py (shard-aligned grad buffers "
+                           "packed per bucket, the non-matrix parameters on a DistributedOptimizer): the projection "
+                           "prices the earlier design")
+        r = mb_row(f"mbridge{release.replace('.', '')}_gb300_fp8_mx_kimi_k2_256gpu", mk, "GB300", gpus, "fp8_mx",
+                   "MXFP8", gbs, mbs, tp, pp, cp, vp, ep, tok, tf, f, "KIMI_K2_PRETRAIN_CONFIG_GB300_FP8_MX", "kimi",
+                   "kimi_workload_base_configs.py", "kimi_llm_pretrain.py", "kimi_k2_pretrain_config_gb300",
+                   "kimi/kimi_k2.py (kimi_k2_pretrain_config, optimizer_type muon) + recipes/utils/optimizer_utils.py "
+                   "(distributed_muon_with_cosine_annealing)", "selective (modules: mla_up_proj)", unknown,
+                   f"Muon (dist_muon: layer-wise distributed optimizer, no --use-distributed-optimizer; fp8 param "
+                   f"gather off by the perf script's WAR). Pipeline layout '{layout}' (Bridge _get_kimi_k2_pipeline_"
+                   "layout(4, 4)). 61 layers, the first dense, 384 experts top-8 + 1 shared, MLA. Routing forced "
+                   "balanced, token-dropless (table footnote).", "Kimi_K2", dispatcher="flex/hybridep", layout=layout)
+        r["source"] = r["source"].replace("'26.04.01 NeMo Container'", f"'{release} NeMo Container'").replace(
+            "first published as docs/performance-summary.md at tag v0.4.2 = c81012934", f"configs read at {tag}")
+        r["flags_source"] = r["flags_source"].replace("@v0.4.2 (c81012934)", f"@{tag}")
+        r["parallelism"]["distributed_optimizer"] = False
+        r["training"]["optimizer"] = "muon (dist_muon)"
+        rows.append(r)
     return rows
 
 

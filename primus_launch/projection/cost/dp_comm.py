@@ -335,11 +335,16 @@ def embedding_grad_sync_s(plan: Plan, spec: GPUSpec, lay: Layout) -> float:
 
 def held_parameters(plan: Plan, lay: Layout, sp_: StageParams) -> float:
     """Parameters the optimizer of one GPU of the stage updates: the dense ones over the FSDP shard
-    group (the DP group with the distributed optimizer), the experts' over expert-DP (module doc)."""
+    group (the DP group with the distributed optimizer), the experts' over expert-DP (module doc); Megatron's
+    partial distributed optimizer (``--num-distributed-optimizer-instances N``, ``dp_replicate``) over the
+    intra-instance groups, ``dp x cp / N`` and ``expert-DP / N`` (megatron-core 0.16.1 ``distributed_data_parallel.py``
+    ``intra_dp_cp_group`` / ``intra_expt_dp_group``)."""
     p = plan.parallel
     sharded = p.dp_sharding in ("optimizer", "optimizer_grads")
-    shard_dense = lay.dp_shard.size if p.dp_sharding == "full" else (lay.dp.size if sharded else 1)  # HSDP: shard group
+    shard_dense = lay.dp_shard.size if p.dp_sharding == "full" or sharded else 1  # HSDP / partial DistOpt: shard group
     shard_expert = lay.expert_dp.size if p.dp_sharding != "none" else 1
+    if sharded and plan.framework == "megatron":
+        shard_expert = max(1, shard_expert // max(1, p.dp_replicate))
     return sp_.dense / shard_dense + sp_.expert / shard_expert
 
 

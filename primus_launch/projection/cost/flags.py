@@ -19,6 +19,11 @@ def unmodelled_flags(plan: Plan) -> list[UnmodelledFlag]:
 
     if t.offload.weights:
         add("training.offload.weights", True, "time: weight offload transfers not priced")
+    if t.optimizer == "muon" and (plan.framework != "megatron" or p.dp_sharding != "none"):
+        # cost/muon.py and memory/muon.py price Megatron's Muon, which refuses the distributed optimizer / FSDP
+        add("training.optimizer", f"muon with dp_sharding {p.dp_sharding}",
+            "time, memory: Megatron's Muon runs without the distributed optimizer or FSDP; priced as a sharded "
+            "one-moment optimizer, without the Newton-Schulz step")
     if p.cp_comm_type == "a2a+p2p":
         add("parallel.cp_comm_type", "a2a+p2p", "time: hierarchical CP priced as the p2p ring")
     if t.precision == "fp8" and t.fp8_recipe in ("rowwise", "rowwise_with_gw_hp"):

@@ -17,6 +17,9 @@ where e = 3 with SwiGLU else 2 (stacked up/gate + down GEMMs), 3 = forward + dgr
                          + s*n*(d_qk + d_rope)/2 + s*n*d_v/2 ),
   q_term = h*n*(d_qk + d_rope) without q-LoRA, else r_q*(h + n*(d_qk + d_rope) + 1).
 
+A hybrid Mamba / attention stack (``hybrid_pattern``) is counted by Megatron's hybrid branch instead
+(:func:`hybrid_flops_per_sequence`).
+
 Recomputation is NOT counted (model FLOPs, as Megatron's throughput log); MTP layers are not
 modelled (mtp_num_layers = 0). Norms, softmax, RoPE and the router GEMM are not counted, as in
 Megatron.
@@ -27,6 +30,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from primus_launch.plan import ModelArch, Plan
+from primus_launch.projection.cost import mamba
 from primus_launch.projection.memory.params import arch_from_key, arch_key
 
 
@@ -56,6 +60,8 @@ def _flops_per_sequence_key(key: tuple, padded_vocab: int, causal: bool) -> floa
 def _flops_per_sequence(m: ModelArch, padded_vocab: int, causal: bool = True) -> float:
     """One sequence's model FLOPs, ``s * [6h (f e L_dense + (f_moe topk e + f_shared e) L_moe) + L attn
     + 6h V_padded]`` (module doc; Megatron-LM ``training.py`` ``transformer_flops()`` @001b00c2)."""
+    if m.is_hybrid:
+        return hybrid_flops_per_sequence(m, padded_vocab, causal)
     h, s = m.hidden_size, m.seq_length
     e = 3 if m.swiglu else 2
     L = m.num_layers
@@ -66,6 +72,33 @@ def _flops_per_sequence(m: ModelArch, padded_vocab: int, causal: bool = True) ->
         mlp += l_moe * (m.expert_ffn * m.moe_router_topk * e + m.moe_shared_expert_intermediate_size * e)
     per_token = 6 * h * mlp + L * _attn_term(m, causal) + 6 * h * padded_vocab
     return s * per_token
+
+
+def hybrid_flops_per_sequence(m: ModelArch, padded_vocab: int, causal: bool = True) -> float:
+    """One sequence's model FLOPs of a hybrid Mamba / attention stack: Megatron-LM ``training.py``
+    ``num_floating_point_operations`` hybrid branch (``hybrid_flops``, mirror @d98e8a64; Megatron-Bridge
+    ``training/utils/flop_utils.py`` ``hybrid_flops`` @067f987d counts the same, with the padded vocabulary), per
+    token, forward, x 3:
+
+    - attention (``*``): ``4 h p (h + h g / n) + 2 h p s`` with ``p = kv_channels n / h`` (the causal halving
+      cancels the FMA's 2);
+    - MLP (``-``): ``4 f h x (3/2 if gated)``; MoE (``E``): ``4 h (f_e k + f_s) x (3/2 if gated)``;
+    - Mamba (``M``): :func:`~primus_launch.projection.cost.mamba.mamba_layer_flops`;
+    - logits: ``2 h V_padded (1 + mtp)``.
+
+    ``causal=False`` doubles the core-attention term (the full s x s scores)."""
+    h, s = m.hidden_size, m.seq_length
+    pat = m.hybrid_pattern or ""
+    n = m.num_attention_heads
+    p = m.kv_channels * n / h
+    gated = 1.5 if m.swiglu else 1.0
+    attn = 4 * h * p * (h + h * m.kv_heads / n) + 2 * h * p * s * (1 if causal else 2)
+    mlp = 4 * m.ffn_hidden_size * h * gated
+    moe = (4 * h * (m.expert_ffn * m.moe_router_topk + m.moe_shared_expert_intermediate_size) * gated
+           if m.is_moe else 0.0)
+    per_token = (pat.count("*") * attn + pat.count("-") * mlp + pat.count("E") * moe
+                 + pat.count("M") * mamba.mamba_layer_flops(m) + 2 * h * padded_vocab * (1 + m.mtp_num_layers))
+    return 3 * s * per_token
 
 
 def model_flops_per_iteration(plan: Plan, causal_attention: bool = True) -> float:

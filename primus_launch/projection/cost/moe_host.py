@@ -112,13 +112,15 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    :data:`calibration.ROCM_LEGACY_GEMM_HOST_S`, on CDNA4 only (:data:`ROCM_LEGACY_HIPBLASLT_ARCHS`, the fitted
    row's architecture and the one rocBLAS sends to hipBLASLt by default; AMD's MI325X Figure 1 has the loop within
    0.99-1.94x of Turbo's one kernel, record ``primus-moe-blog-fig1-turbo-vs-hipblas-multistream``),
-   fitted on the Lite micro-batch-1 row alone (``calibration.ROCM_LEGACY_GEMM_ROW``): ~182 us (196 before gafusion),
+   fitted on the Lite micro-batch-1 row alone (``calibration.ROCM_LEGACY_GEMM_ROW``): ~182 us (196 before gafusion;
+   174.5 on a refit once item 4 prices the all-to-all chunk sort apart, ``scripts/calibrate.py --rocm-legacy-only``),
    against the 110 us
    hot heuristic query plus 8.6 us launch of hipBLASLt's own March 2025 client (record
    ``hipblaslt1754-api-overhead-hot``).  The other MI355X rows judge it; the per-expert form carries over to
    DeepSeek-V2 (20 local experts against Lite's 8: its PP4 1F1B bar projects within 3 %), but not the ladder's
-   DeepEP and sync-free steps, whose measured gains (1.107, 1.077) the host-bound model gives as 1.01 / 1.03
-   (``scripts/validation/README.md``, Known gaps, AMD).
+   DeepEP and sync-free steps, whose measured gains (1.107, 1.077) the host-bound model gives as 1.028 / 1.029
+   (1.053 / 1.030 with item 4 and the refit: the chunk sort is part of what the DeepEP step removes;
+   ``scripts/validation/README.md``, Known gaps, AMD multi-node).
 
 3. Where the host is on the critical path (``roofline.launch_bound_seconds``): Megatron's token dispatchers
    wait once per MoE layer forward for the routed-token counts (``token_dispatcher.py`` ``cuda_sync_point``;
@@ -137,6 +139,24 @@ op of PyTorch's dispatcher on the host (``framework.Profile.host_per_kernel`` ap
    ``csrc/deep_ep.cpp`` ``intranode_dispatch``), HybridEP synchronises only in ``metadata_preprocessing``, run when
    no handle is given (DeepEP hybrid-ep 94a9f8f ``csrc/hybrid_ep/executor/executor.cu``).  So the backward is
    ``max(GPU, host)``.
+
+4. The all-to-all dispatcher's unfused chunk sort (``MoEAlltoAllTokenDispatcher`` at EP > 1 with more than one
+   local expert and without ``--moe-permute-fusion``; megatron-core 0.16.1 ``transformer/moe/moe_utils.py``
+   ``sort_chunks_by_idxs``, the same code at Megatron-LM 84778176, the submodule of AMD's 2025-12 MoE-package
+   runs): the received tokens come rank-major and the experts want them expert-major, so ``dispatch_postprocess``
+   splits the tokens and their probabilities into ``EP x E_local`` chunks (``torch.split`` on the host split
+   sizes) and concatenates them in expert order, and ``combine_preprocess`` undoes it on the experts' output; the
+   backward runs ``cat``'s and ``split``'s autograd over the same chunks.  The kernels are counted in
+   ``roofline.py`` (one ``cat`` per sort and pass); what grows with the chunks is host work with no kernel: one
+   view, one list entry and one autograd edge per chunk (160 chunks for DeepSeek-V2 at EP 8, 64 for
+   DeepSeek-V2-Lite).  Priced at :data:`CHUNK_SORT_HOST_S` per chunk, megatron-core's own function timed on this
+   repository's CPU (``scripts/amd_multinode_probe.py --chunk-sort``: tiny CPU tensors, so host work only; the
+   in-situ cost of a PyTorch call is larger than a micro-benchmark's, ``framework.py``'s fitted launch cost, so it
+   is a lower bound), scaled by the host CPU factor like the other host terms.  TE's fused sort
+   (``--moe-permute-fusion``) is one kernel per call with no per-chunk host work; DeepEP / HybridEP return the tokens
+   expert-major and have no such sort.  DeepSeek-V2's measured DeepEP step (Primus ``examples/moe_package``
+   Figure 7: 1,989.6 -> 2,202.9 tokens/s/GPU, loss fusion -> Turbo DeepEP at 20 local experts, 1.107) removes it
+   with the all-to-all; ``tests/test_moe_host.py`` checks the per-chunk structure against megatron-core's code.
 
 The Python-level calls (the GroupedLinear module, its activation) are already counted as kernels by
 the layer decomposition (``roofline.py``); these are the launches beneath them.
@@ -170,6 +190,14 @@ TE_GEMM_HOST_S = 10e-6
 # CDNA4 (gfx950), the fitted row's, where rocBLAS takes its hipBLASLt route by default (handle.hpp
 # isDefaultHipBLASLtArch), not CDNA3 (gfx942: Tensile)
 ROCM_LEGACY_HIPBLASLT_ARCHS = frozenset({"cdna4"})
+# host seconds per chunk of megatron-core's unfused all-to-all chunk sort (module doc, item 4), per MoE layer and
+# micro-batch (its two sort_chunks_by_idxs calls together), (forward, backward): timed on CPU by
+# `python scripts/amd_multinode_probe.py --chunk-sort` (160 chunks, least of 7 runs, two runs: 2.14 / 2.20 us and
+# 3.07 / 3.19 us)
+CHUNK_SORT_HOST_S = (2.2e-6, 3.1e-6)
+# the dispatch sort's share of it (it splits and concatenates the tokens and their probabilities, the combine sort
+# the tokens alone: 1.40 / 0.71 us forward, 2.02 / 1.10 us backward per chunk in the same timing)
+CHUNK_SORT_DISPATCH_SHARE = 2.0 / 3.0
 # kernels TE's split_quantize launches per expert tensor, by recipe (module doc, item 2); delayed scaling: one
 # fused multi-tensor cast-transpose for all experts
 QUANT_KERNELS_PER_TENSOR = {"tensorwise": 3, "mxfp8": 1, "blockwise": 1, "nvfp4": 1, "delayed": 0}
@@ -234,3 +262,14 @@ def grouped_linear_host(local_experts: int, recipe: str | None,
         f += q
         b += q
     return f, b
+
+
+def chunk_sort_host(dispatcher: str, ep: int, local_experts: int, fused_permute: bool) -> tuple[float, float]:
+    """Host seconds (forward, backward) of the all-to-all dispatcher's unfused chunk sort per MoE layer and
+    micro-batch (module doc, item 4): ``EP x local experts`` chunks at :data:`CHUNK_SORT_HOST_S` each; 0 where
+    Megatron does not split (another dispatcher, EP 1, one local expert) or sorts with TE's fused kernel
+    (``--moe-permute-fusion``); the dispatch sort's share is :data:`CHUNK_SORT_DISPATCH_SHARE`."""
+    if dispatcher != "alltoall" or ep <= 1 or local_experts <= 1 or fused_permute:
+        return 0.0, 0.0
+    n = ep * local_experts
+    return n * CHUNK_SORT_HOST_S[0], n * CHUNK_SORT_HOST_S[1]

@@ -65,7 +65,8 @@ then the next layer's up to its sync), plus the host's wake-up after the wait.  
 launches its router's, dispatcher's and the grouped experts' small kernels (``cost/moe_host.py``: counts traced
 from megatron-core's own MoELayer; TE / TE-ROCm GroupedLinear and the legacy grouped_gemm library launch one BLAS
 GEMM per local expert, ``training.moe_expert_gemm``, at ``moe_host.expert_gemm_host_s`` each (the legacy library on
-CDNA4 at its calibrated cost), Primus-Turbo's grouped GEMM one kernel): rows "small ops"
+CDNA4 at its calibrated cost), Primus-Turbo's grouped GEMM one kernel; the all-to-all dispatcher's unfused chunk
+sort host work per chunk, ``moe_host.chunk_sort_host``): rows "small ops"
 (``KERNEL_MIN_S`` each on the GPU) and "... host" (host seconds only, before each linear's GEMMs).
 """
 
@@ -83,6 +84,7 @@ from primus_launch.projection.cost import moe_host
 from primus_launch.projection.cost import moe_padding
 from primus_launch.projection.cost import moe_imbalance as mib
 from primus_launch.projection.cost import titan_moe
+from primus_launch.projection.cost import mamba
 from primus_launch.projection.cost.contention import ub_factors
 from primus_launch.projection.cost.framework import (GRAPH_LAUNCH_S, Profile, eager_host_per_kernel, graph_scopes,
                                                    profile_of)
@@ -931,9 +933,10 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     fused_in = prof.norm_linear
     bda_unfused = te_grouped_mlp_bias(m, prof, grouped)
 
-    def dense_layer(kind: str, window: int | None) -> tuple[PassTimes, PassTimes, int]:
+    def dense_layer(kind: str, window: int | None, attention: bool = True) -> tuple[PassTimes, PassTimes, int]:
         acc = new(kind)
-        core = _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type, bda_unfused)
+        core = (_attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type, bda_unfused) if attention
+                else None)
         acc.scope = "mlp"
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
@@ -948,9 +951,10 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
                 shares[f"{kind}:op_sac_mm"] = PassTimes(_op_sac_recompute_fwd(acc, m, T, tp, False), 0.0, 0.0)
         return acc.times(host, graphs), core, acc.kernels()
 
-    def moe_layer(kind: str, window: int | None) -> tuple[PassTimes, int]:
+    def moe_layer(kind: str, window: int | None, attention: bool = True) -> tuple[PassTimes, int]:
         acc = new(kind)
-        _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type, bda_unfused)
+        if attention:
+            _attention_block(acc, m, b, s, cp, tp, T, Tn, window, cp_a2a, cp_type, bda_unfused)
         acc.scope = "moe_router"
         acc.mods = ("layernorm",)
         acc.norm(Tn * h, m, "pre-MLP norm")
@@ -987,8 +991,23 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         local = max(1, E // ep)
         acc.scope = "moe"   # after the dispatch (token_dispatcher dispatch_postprocess)
         e0 = (acc.f, acc.bi, acc.bw)   # the receiving rank's expert work starts here (routing imbalance)
+        cs_f = cs_b = 0.0
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "sort chunks by local expert", 1.0, (2, 2))
+            # the unfused sort's per-chunk host work (cost/moe_host.py item 4): the dispatch sort's share here,
+            # the combine sort's at the unsort below
+            cs_f, cs_b = (prof.host_cpu_factor * x for x in
+                          moe_host.chunk_sort_host(dispatcher, ep, local, prof.fused_permute))
+            if cs_f or cs_b:
+                sh = moe_host.CHUNK_SORT_DISPATCH_SHARE
+                acc.host(sh * cs_f, sh * cs_b)
+                acc._rec(f"unfused chunk sort host: {1e3 * cs_f:.3f} / {1e3 * cs_b:.3f} ms ({ep * local} chunks, "
+                         "both sorts)", 0.0, 0.0, 0.0,
+                         ("host_ops", f"cost/moe_host.py item 4: {1e6 * moe_host.CHUNK_SORT_HOST_S[0]:.1f} / "
+                                      f"{1e6 * moe_host.CHUNK_SORT_HOST_S[1]:.1f} us per chunk (megatron-core "
+                                      "sort_chunks_by_idxs timed on CPU, scripts/amd_multinode_probe.py "
+                                      "--chunk-sort); on the critical path where the layer is host-bound", 0.0, 0.0),
+                         close=False)
         # the dispatcher's host-device sync (SYNC_BEFORE): Megatron always (split sizes of the
         # grouped GEMM / all-to-all, or DeepEP / HybridEP counts); TorchTitan only with EP
         # (torch._grouped_mm takes device offsets)
@@ -1070,6 +1089,9 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             acc.elem(pad_b, "TE Fp8Unpadding: experts' output unpadded (TEGroupedMLP)", 1.0, (npk, npk))
         if dispatcher == "alltoall" and ep > 1 and local > 1:
             acc.elem(2 * Te * k * h * A, "unsort chunks", 1.0, (2, 2))
+            if cs_f or cs_b:   # the combine sort's share (cost/moe_host.py item 4)
+                sh = 1.0 - moe_host.CHUNK_SORT_DISPATCH_SHARE
+                acc.host(sh * cs_f, sh * cs_b)
         if not router[4]:   # Primus-Turbo's forced round robin: every expert the same count (cost/moe_imbalance.py)
             _routing_imbalance(acc, e0, mib.capped(mib.rank_imbalance(E, k, ep, Te * ep, mib.mode_of(*router_mode)),
                                                    router[5], router[6]))
@@ -1098,6 +1120,9 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         return acc.times(host, graphs), acc.kernels()
 
     shares: dict = {}
+    if m.is_hybrid:
+        return _hybrid_layers(m, new, dense_layer, moe_layer, b, s, cp, tp, T, Tn, cp_a2a, cp_type, bda_unfused,
+                              host, graphs, gpu, ops, made, shares)
     dense, attn, _ = dense_layer("dense", None)
     window = m.window_size
     has_window = window is not None and m.num_window_layers > 0
@@ -1142,6 +1167,84 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
                         for k, a in made.items()}
     return LayerTimes(dense_layer=dense, moe_layer=moe, embedding=emb, head_loss=head, attn_core=attn,
                       dense_window_layer=dense_w, moe_window_layer=moe_w, mtp_extra=mtp, parts=shares)
+
+
+def _mamba_mixer(acc: _Acc, m: ModelArch, t: int, T: int, Tn: int, gpu: str, bda_unfused: bool) -> None:
+    """A Mamba layer (``cost/mamba.py``): the input norm fused into ``in_proj`` [T, (2 d_i + 2GN + H)/t, h],
+    megatron-core's two layout copies, causal_conv1d over the x / B / C channels, the SSD chunk scan (priced from its
+    H100 measurement), the gated RMSNorm, ``out_proj`` [T, h, d_i/t] and the residual add."""
+    h = m.hidden_size
+    acc.scope = "mamba"
+    acc.mods = ("layernorm",)
+    acc.norm(Tn * h, m, "Mamba input norm")
+    acc.mods = ()
+    acc.gemm(T, max(1, mamba.in_proj_width(m) // t), h, name="Mamba in_proj", input_fused=acc.prof.norm_linear,
+             ub="fc1", col=True)
+    acc.elem(mamba.layout_copy_bytes(m, T, t), "Mamba layout copies (zxBCdt to b-l-d, y back to l-b-d)", 1.0, (2, 2))
+    acc.elem(mamba.conv1d_bytes(m, T, t), "causal_conv1d (x, B, C) + SiLU (backward: forward recomputed)",
+             mamba.CONV_BWD_OVER_FWD, (1, 2))
+    spec = get_gpu(gpu)
+    f, bi = mamba.ssd_scan_seconds(m, T, t, spec.hbm_bw, spec.name)
+    acc._add(f, bi, 0.0, "non_matmul")
+    acc._k(5, 14)
+    acc._rec("SSD chunk scan (mamba_chunk_scan_combined)", f * acc.slow, bi * acc.slow, 0.0,
+             ("kernel", mamba.SSD_SOURCE, 0.0, 0.0))
+    acc.elem(mamba.gated_norm_bytes(m, T, t), "gated RMSNorm (norm(y) * silu(z))", 2.0, (1, 2))
+    acc.gemm(T, h, max(1, m.mamba_d_inner // t), name="Mamba out_proj", ub="fc2")
+    acc.scope = "other"
+    _residual_bda(acc, m, Tn, bda_unfused)
+
+
+def _hybrid_layers(m: ModelArch, new, dense_layer, moe_layer, b: int, s: int, cp: int, tp: int, T: int, Tn: int,
+                   cp_a2a: bool, cp_type: str, bda_unfused: bool, host: float, graphs: frozenset, gpu: str,
+                   ops: dict | None, made: dict, shares: dict) -> LayerTimes:
+    """The layer kinds of a hybrid stack (``hybrid_pattern``): each symbol is a layer of its own, priced as the
+    matching part of a GPT layer -- ``*`` the attention block (norm, QKV, core attention, out-proj, residual), ``-``
+    the MLP (norm, FC1, activation, FC2, residual), ``E`` the MoE part (norm, router, dispatch, experts, shared
+    experts, residual) -- or :func:`_mamba_mixer`; returned in ``LayerTimes.hybrid`` by symbol (``dense_layer`` is
+    the attention layer's, ``moe_layer`` the MoE layer's)."""
+    kinds: dict[str, PassTimes] = {}
+    attn = None
+    pat = m.hybrid_pattern or ""
+    if "*" in pat:
+        acc = new("hybrid_attn")
+        attn = _attention_block(acc, m, b, s, cp, tp, T, Tn, None, cp_a2a, cp_type, bda_unfused)
+        acc.quant_flush()
+        kinds["*"] = acc.times(host, graphs)
+    if "-" in pat:
+        kinds["-"] = dense_layer("hybrid_mlp", None, attention=False)[0]
+    if "E" in pat:
+        kinds["E"] = moe_layer("hybrid_moe", None, attention=False)[0]
+    if "M" in pat:
+        acc = new("hybrid_mamba")
+        _mamba_mixer(acc, m, tp, T, Tn, gpu, bda_unfused)
+        acc.quant_flush()
+        kinds["M"] = acc.times(host, graphs)
+    acc = new("embedding")
+    h = m.hidden_size
+    acc.f += elementwise_time(4.0 * T * h, gpu) * acc.slow
+    acc.bw += elementwise_time(float(T * h * (A + 4 + 4)), gpu) * acc.slow
+    acc._k(1, 2)
+    acc._rec("embedding gather / grad scatter-add", acc.f, 0.0, acc.bw, ("elementwise", "hbm", 0.0, 0.0))
+    emb = acc.times(host, frozenset())
+    acc = new("head")
+    V = m.padded_vocab_size(tp) // tp
+    acc.norm(Tn * h, m, "final norm")
+    acc.gemm(T, V, h, lowp=False, name="output layer (bf16)")
+    fb, bb, kf, kb = CE_BYTES[acc.prof.ce]
+    f0, bi0 = acc.f, acc.bi
+    acc.f += elementwise_time(float(T * V * fb), gpu) * acc.slow
+    acc.bi += elementwise_time(float(T * V * bb), gpu) * acc.slow
+    acc._k(kf, kb)
+    acc._rec(f"cross-entropy ({acc.prof.ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * fb))
+    head = acc.times(host, frozenset())
+    if ops is not None:
+        ops["_kernels"] = {k: (sum(a.kf.values()), sum(a.kb.values())) for k, a in made.items()}
+        ops["_host"] = {k: a.host_summary(host, graphs if k not in ("embedding", "head") else frozenset())
+                        for k, a in made.items()}
+    first = next(iter(kinds.values()))
+    return LayerTimes(dense_layer=kinds.get("*", first), moe_layer=kinds.get("E"), embedding=emb, head_loss=head,
+                      attn_core=attn, parts=shares, hybrid=kinds)
 
 
 def clear_caches() -> None:

@@ -208,6 +208,10 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
                      "their inputs, each keeps its quantized weight across micro-batches "
                      + ("(one copy: non-TN FP8 GEMMs on this GPU)" if one_copy else "(rowwise + columnwise)")
                      + (", fp8 parameters (--fp8-param-gather)" if t.fp8_param_gather else ""))
+    elif plan.training.precision == "fp4" and titan and plan.training.recompute.granularity == "selective":
+        n4 = sum(plan.training.fp4_layer_pattern or (1,) * plan.model.num_layers)
+        notes.append(f"fp4 (torchao NVFP4 linears, {n4} of {plan.model.num_layers} layers): per-op SAC saves none of "
+                     "their outputs (aten._scaled_mm_v2 is not on its save list); weights bf16, fp4 copies transient")
     elif plan.training.precision == "fp4":
         notes.append("fp4: counted as bf16 (NVFP4 weight/activation copies not modelled)")
     if titan and plan.training.compile:
@@ -274,7 +278,8 @@ def titan_args(plan: Plan) -> tuple:
             t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches, t.precision, r.granularity, r.method,
             r.num_layers, t.compile, p.fsdp_reshard_after_forward, titan_attention(plan), t.compile_loss,
             t.loss_chunks, STATE_DTYPE_BYTES[t.main_params_dtype],
-            (STATE_DTYPE_BYTES[t.exp_avg_dtype] + STATE_DTYPE_BYTES[t.exp_avg_sq_dtype]) / 2.0)
+            (STATE_DTYPE_BYTES[t.exp_avg_dtype] + STATE_DTYPE_BYTES[t.exp_avg_sq_dtype]) / 2.0,
+            (t.fp4_layer_pattern or (1,) * m.num_layers) if t.precision == "fp4" and t.fp4_recipe == "nvfp4" else None)
 
 
 def titan_gemm_workspaces(plan: Plan) -> GemmWorkspaces:
@@ -327,7 +332,8 @@ def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: in
                       nmb: int, precision: Precision, gran: RecomputeGranularity, method: RecomputeMethod,
                       rnum: Optional[int], compiled: bool, reshard: str, attn: str = "flex",
                       loss_compiled: bool = False, loss_chunks: int = 1, param_bytes: float = 4.0,
-                      state_bytes: float = 4.0, impl: TitanImpl = TITAN, measured: Optional[MeasuredTitanBlocks] = None,
+                      state_bytes: float = 4.0, fp4_layers: Optional[tuple[int, ...]] = None,
+                      impl: TitanImpl = TITAN, measured: Optional[MeasuredTitanBlocks] = None,
                       gemm_ws: GemmWorkspaces | None = None) -> tuple[tuple[StageMemory, dict[str, float]], ...]:
     """Per PP rank (:class:`StageMemory`, the walk's breakdown at the peak: ``held`` unsharded parameters,
     ``recv`` buffers, ``accumulated`` unsharded gradients inside the transient / activations / gradients).
@@ -351,6 +357,10 @@ def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: in
     post-backward (:func:`memory.titan.stage_walk` ``held_units``); "default" without PP reshards (torchtitan
     ``get_fsdp_reshard_after_forward_policy``: True unless PP).
 
+    ``fp4_layers``: per decoder layer, 1 where torchao's NVFP4 linears run it (``training.fp4_layer_pattern``;
+    all layers under an NVFP4 converter without layer fqns): under per-op SAC such a block keeps no linear output
+    (:func:`memory.titan.layer_activation_bytes` ``mm_saved=False``).
+
     ``gemm_ws`` (:func:`titan_gemm_workspaces`; ``None`` = none, as on the CPU) adds torch's cuBLAS
     workspaces to each stage's allocated peak (:func:`memory.stage.stage_report` ``workspaces``)."""
     m = arch_from_key(key)
@@ -366,6 +376,8 @@ def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: in
     kw = dict(seq=seq, mbs=mbs, tp=tp, cp=cp, compiled=compiled, impl=impl, ep=ep, attn=attn)
     layer_of = {moe: titan_layer_bytes(m, ac="none", moe=moe, **kw) for moe in {False, m.is_moe}}
     ck_of = {moe: titan_layer_bytes(m, ac="full" if ac == "full" else "op", moe=moe, **kw) for moe in {False, m.is_moe}}
+    ck_fp4 = ({moe: titan_layer_bytes(m, ac="op", moe=moe, mm_saved=False, **kw) for moe in {False, m.is_moe}}
+              if ac == "op" and fp4_layers and any(fp4_layers) else None)
     if measured is not None:  # measured blocks (projection.measure.measured_memory.MeasuredTitanActivations)
         layer_of, ck_of = measured.titan_layers(layer_of, ck_of)
     V = m.vocab_size
@@ -407,6 +419,8 @@ def titan_stage_parts(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: in
                 else:
                     ck = ac == "op"
                 kept = ck_of[moe].kept if ck else full.full
+                if ck and ck_fp4 is not None and fp4_layers[i]:
+                    kept = ck_fp4[moe].kept
                 rebuilt = full.full - kept if ck else 0.0
                 units.append(("moe" if moe else "layer", block_g[moe], kept, rebuilt,
                               moe_bwd if moe else layer_bwd, id(chunk)))

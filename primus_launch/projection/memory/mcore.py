@@ -33,7 +33,11 @@ Per pipeline stage (one GPU of that stage), in bytes:
   distributed optimizer shards the dense parameters' state over the data-parallel x context-parallel
   ranks (``optimizer/__init__.py`` builds it on ``intra_dp_cp_group``; the grad buffer's
   ``data_parallel_group`` is the dp x cp group, ``distributed/distributed_data_parallel.py``) and the
-  experts' over expert-DP; ``--optimizer-cpu-offload`` keeps its fraction of the moments on the host (and of the
+  experts' over expert-DP, each divided by ``--num-distributed-optimizer-instances N`` (``parallel.dp_replicate``:
+  the partial distributed optimizer builds its buffers on the intra-instance groups of ``dp x cp / N`` and
+  ``expert-DP / N`` ranks and all-reduces the shards across the ``N`` instances; megatron-core 0.16.1
+  ``distributed_data_parallel.py`` / ``parallel_state.py`` ``intra_partial_(expert_)data_parallel_size``: the state
+  of one GPU is ``N`` times the full sharding's); ``--optimizer-cpu-offload`` keeps its fraction of the moments on the host (and of the
   masters only under the precision-aware optimizer: HybridDeviceOptimizer leaves Megatron's fp32 main params on
   the device, see ``mcore_stage_memory``); Megatron-LM dev's
   ``--chunked-optimizer-state-offload`` keeps its fraction of masters and moments on the host between steps and
@@ -109,6 +113,7 @@ from typing import Optional
 from primus_launch.plan import (STATE_DTYPE_BYTES, Chunk, DPSharding, Framework, ModelArch, PipelineSchedule, Plan,
                                 Precision, RecomputeGranularity, RecomputeMethod)
 from primus_launch.plan.legality import effective_fsdp_impl
+from primus_launch.projection.cost.mamba import mamba_activation_bytes, mamba_backward_temp_bytes
 from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
@@ -121,6 +126,7 @@ from primus_launch.projection.memory.activations import (
 )
 from primus_launch.projection.memory.offload import te_offload_peak
 from primus_launch.projection.memory.optimizer_offload import bundle_bytes, step_restore_bytes
+from primus_launch.projection.memory.muon import muon_stage_bytes
 from primus_launch.projection.memory.paged_stash import static_batch_bytes, static_moe_extra
 from primus_launch.projection.hardware.gpus import gpu_arch
 from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes, te_fp8_attention,
@@ -129,8 +135,8 @@ from primus_launch.projection.memory.inflight import as_weights, chunk_micro_bat
 from primus_launch.projection.memory.params import (ArchKey, arch_from_key, layer_params_for_key, largest_linear_module,
                                                    stage_split_for_key, arch_key)
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
-from primus_launch.projection.memory.te_graphs import (attention_in_graph, graphed_kept_bytes, te_graph_chunk_input_bytes,
-                                                      te_graph_layer_bytes)
+from primus_launch.projection.memory.te_graphs import (attention_in_graph, graphed_kept_bytes, hybrid_graph_bytes,
+                                                      te_graph_chunk_input_bytes, te_graph_layer_bytes)
 from primus_launch.projection.memory.workspaces import GemmWorkspaces, gemm_workspaces
 from primus_launch.projection.result import StageMemory
 
@@ -174,6 +180,8 @@ class McoreOpts:
     te_graph_capture_first: bool = False  # --cuda-graph-warmup-steps 0: captured before any eager step (te_graphs)
     gemm_ws: GemmWorkspaces = GemmWorkspaces()  # torch / TE GEMM workspaces in the allocator (memory.workspaces)
     wgrad_fresh: int = 0  # --no-gradient-accumulation-fusion: bytes per element of a module's fresh weight gradient
+    # --optimizer muon / dist_muon (memory.muon): (layer_wise, scalar optimizer, tp mode, fp32 matmul prec, split qkv)
+    muon: tuple = ()
 
 
 def padded_capacity(plan: Plan) -> float | None:
@@ -230,6 +238,8 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         shared_in_graph=bool(plan.model.moe_shared_expert_intermediate_size) and not t.moe_shared_expert_overlap,
         te_graph_capture_first=t.cuda_graph_impl == "transformer_engine" and t.cuda_graph_warmup_steps == 0,
         gemm_ws=plan_gemm_workspaces(plan),
+        muon=((t.muon_layer_wise, t.muon_scalar_optimizer, t.muon_tp_mode, t.muon_fp32_matmul_prec, t.muon_split_qkv)
+              if t.optimizer == "muon" else ()),
         # the fresh gradient is in the parameters' dtype (torch FSDP2's unsharded gradients: the "full" transient)
         wgrad_fresh=(4 if t.precision == "fp32" else 2) if plan.framework == "megatron" and not (
             t.gradient_accumulation_fusion or (p.dp_sharding == "full" and effective_fsdp_impl(plan) == "torch_fsdp2"))
@@ -361,6 +371,10 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         opt = kept_master + (opt - kept_master) * (1.0 - opts.optimizer_offload)
         moments = (opts.exp_avg + opts.exp_avg_sq) * (1.0 - opts.optimizer_offload)
     moments_share = min(1.0, moments / opt) if optimizer == "adam" and opt > 0 else 0.0
+    if optimizer == "muon" and opts.muon:
+        # Muon's momentum and the scalar optimizer's moments are made by the first step too (zeros_like in
+        # ``step``); the fp32 masters exist before it (about 4 of Muon's 8 bytes per parameter)
+        moments_share = 0.0 if precision == "fp32" else 0.5
     # chunked optimizer-state offload (memory.optimizer_offload): the selected masters and moments live on the
     # host between steps and come back for the step (the masters whole, the moments in staging slots)
     opt *= 1.0 - opts.state_offload
@@ -380,6 +394,11 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
     # dense parameters' gradients reduce and their optimizer state shards over dp x cp (intra_dp_cp_group)
     dpcp = max(1, dp * cp)
     shard = max(1, dpcp // max(1, dp_replicate))
+    # the distributed optimizer's shard groups: --num-distributed-optimizer-instances N (dp_replicate) builds its
+    # buffers over the intra-instance groups, dp x cp / N (dense) and expert-dp / N (experts) (megatron-core 0.16.1
+    # distributed_data_parallel.py: _allocate_buffers_for_parameters(dense_params, self.intra_dp_cp_group) and
+    # (expert_parallel_params, self.intra_expt_dp_group); parallel_state.py intra_partial_(expert_)data_parallel_size)
+    eshard = max(1, edp // max(1, dp_replicate))
 
     def kept(la) -> float:
         """Per layer and micro-batch without full recompute: selective (--recompute-modules) and
@@ -392,6 +411,7 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         return la.offloaded(opts.offload_modules, opts.modules if gran == "selective" else ())
 
     statics, chunk_rows, layer_rows, extras, graph_rows, static_rows = [], [], [], [], [], []
+    muon_step: dict[int, tuple[float, float]] = {}
     for rank in range(pp):
         sp_ = split[rank]
         # ---- static ----
@@ -410,12 +430,12 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             weights = w * sp_.total
             grads = g * sp_.total
             if dp_sharding in ("optimizer", "optimizer_grads"):
-                optim = opt * (sp_.dense / dpcp + sp_.expert / edp)
+                optim = opt * (sp_.dense / shard + sp_.expert / eshard)
             else:
                 optim = opt * sp_.total
             if dp_sharding == "optimizer_grads":
                 # Megatron-FSDP optim_grads (ZeRO-2): gradients reduce-scattered into DP shards
-                grads = g * (sp_.dense / dpcp + sp_.expert / edp)
+                grads = g * (sp_.dense / shard + sp_.expert / eshard)
         if opts.fp8:
             lin = linear_params(key, tp, etp, ep, layout[rank], sp_.total)
             # the linears' bytes under fp8 (memory.fp8.weight_bytes_per_param): the stored weight (bf16, or an
@@ -430,6 +450,15 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             copies = weight_bytes_per_param(opts.fp8, non_tn=opts.fp8_non_tn, param_gather=opts.fp8_param_gather,
                                             cache_columnwise=opts.fp8_transpose_cache, weight_bytes=w) - stored
             weights += lin_stored * (stored - w) + lin * copies
+        if opts.muon and dp_sharding == "none":
+            # Muon (memory.muon): the state of the parameters this GPU's optimizer owns -- all of them, or its
+            # layer-wise share under dist_muon -- instead of the Adam bytes above
+            lw, scalar_opt, tp_mode, prec, split_qkv = opts.muon
+            optim, muon_owned, muon_trans = muon_stage_bytes(
+                key, tp, etp, ep, layout, rank, dpcp, edp, layer_wise=lw, precision=precision,
+                scalar_optimizer=scalar_opt, tp_mode=tp_mode, prec=prec, split_qkv=split_qkv)
+            optim *= (1.0 - opts.state_offload)
+            muon_step[rank] = (muon_owned, muon_trans)
         statics.append((weights, grads, optim))
         # ---- activations per micro-batch, per chunk ----
         chunk_bytes, chunk_layer = _chunk_activations(m, layout[rank], rank, opts, gran, method, rnum, dense_act,
@@ -515,6 +544,9 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         if graphed:
             # the graphed part's backward temporaries sit in the pool; the replay allocates the eager part's
             bwd, graph_bwd = _graph_backward_split(m, layout[rank], opts.te_graph_scope, dense_act, moe_act)
+        if m.is_hybrid and any(m.layer_symbol(i) == "M" for ch in layout[rank] for i in ch.layers):
+            # a Mamba layer's backward (cost/mamba.py mamba_backward_temp_bytes) beside the other layers' largest
+            bwd = max(bwd, mamba_backward_temp_bytes(m, seq // cp * mbs, tp, sp))
         layer_bwd = bwd + extras[rank]
         if opts.wgrad_fresh:
             # without gradient-accumulation fusion: one module's fresh weight gradient until its hook moves it into
@@ -565,11 +597,17 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             trans.append(g * layer.total + layer_bwd)  # a layer's unsharded gradients before reduce-scatter
         step = optimizer_step_grad_bytes(
             main_grads=g, precision=precision, decoupled=opts.decoupled_grads, dp_sharding=dp_sharding,
-            local_params=(sp_.dense / dpcp + sp_.expert / edp) if dp_sharding in ("optimizer", "optimizer_grads")
+            local_params=(sp_.dense / shard + sp_.expert / eshard) if dp_sharding in ("optimizer", "optimizer_grads")
             else sp_.total)
+        if rank in muon_step:
+            muon_owned, muon_trans = muon_step[rank]
+            # the Float16 wrapper's fp32 gradient copies of the owned parameters, and the largest matrix's
+            # Newton-Schulz buffers (memory.muon.muon_stage_bytes)
+            step = optimizer_step_grad_bytes(main_grads=g, precision=precision, decoupled=False,
+                                             dp_sharding="none", local_params=muon_owned) + muon_trans
         if opts.state_offload > 0:
             sharded_opt = dp_sharding in ("optimizer", "optimizer_grads", "full")
-            children = ((sp_.dense / (shard if dp_sharding == "full" else dpcp), sp_.expert / edp) if sharded_opt
+            children = ((sp_.dense / shard, sp_.expert / (edp if dp_sharding == "full" else eshard)) if sharded_opt
                         else (sp_.dense, sp_.expert))
             master_b, moments_b = bundle_bytes(precision=precision, optimizer=optimizer, main_params=opts.main_params,
                                                exp_avg=opts.exp_avg, exp_avg_sq=opts.exp_avg_sq)
@@ -648,6 +686,18 @@ def optimizer_step_grad_bytes(*, main_grads: int, precision: str, decoupled: boo
     return 4.0 * local_params
 
 
+def hybrid_layer_bytes(m, sym: str, dense_act, moe_act, tokens: int, tp: int, sp: bool) -> float:
+    """One layer of a hybrid stack, no recompute: ``*`` the attention block of a GPT layer
+    (``LayerActivations.attention``), ``-`` / ``E`` the rest of a dense / MoE GPT layer (its norm, MLP or router,
+    dispatch and experts), ``M`` :func:`~primus_launch.projection.cost.mamba.mamba_activation_bytes`."""
+    if sym == "M":
+        return mamba_activation_bytes(m, tokens, tp, sp)
+    if sym == "*":
+        return dense_act.attention
+    la = moe_act if sym == "E" else dense_act
+    return max(0.0, la.full - la.attention)
+
+
 def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, a, sb,
                        rope_tbl, seq, mbs, tp, sp, cp, impl) -> tuple[list[float], list[float]]:
     """Per chunk of one rank: (bytes one micro-batch keeps, bytes of its largest layer)."""
@@ -655,7 +705,11 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
     for c, chunk in enumerate(chunks):
         kinds = [m.is_moe_layer(i) for i in chunk.layers]  # True = MoE layer
         n = len(kinds)
-        full_of = [moe_act.full if k else dense_act.full for k in kinds]
+        if m.is_hybrid:
+            full_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp)
+                       for i in chunk.layers]
+        else:
+            full_of = [moe_act.full if k else dense_act.full for k in kinds]
         if gran == "full" and method == "every_n":
             # every N-th layer checkpointed (TorchTitan layer SAC: layer ids counted per chunk)
             N = rnum or 1
@@ -672,6 +726,8 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
             else:
                 N = min(N, n)
                 kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
+        elif m.is_hybrid:   # selective recompute and module offloading of hybrid stacks are refused (dryrun)
+            kept_of = list(full_of)
         else:
             kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]
         if opts.offload_layers and kept_of and not gran == "full":
@@ -682,7 +738,15 @@ def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, den
             total = sum(kept_of) + rope_tbl
         if chunk.embedding:
             total += 8.0 * sb  # token ids kept by the embedding backward
-        if opts.te_graph_scope is not None:
+        if opts.te_graph_scope is not None and m.is_hybrid:
+            # a hybrid stack's graphed layers (memory.te_graphs hybrid_graph_bytes): static bytes per layer
+            gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
+            total += sum(hybrid_graph_bytes(opts.te_graph_scope, m.layer_symbol(i), kept=0.0,
+                                            shared_in_graph=opts.shared_in_graph, mbs=mbs, seq=seq, cp=cp, **gkw)[1]
+                         for i in chunk.layers)
+            if kinds:
+                total += te_graph_chunk_input_bytes(opts.te_graph_scope, receives=not chunk.embedding, **gkw)
+        elif opts.te_graph_scope is not None:
             # TE-scoped CUDA graphs: static inputs / outputs beyond eager's saved tensors (memory.te_graphs)
             gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
             last_moe = m.is_moe_layer(m.num_layers - 1)
@@ -734,6 +798,20 @@ def _chunk_graphed(m, chunks, opts: McoreOpts, gran, dense_act, moe_act, kept, *
 
     gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)
     g_out, x_out = [], []
+    if m.is_hybrid:   # per layer symbol (memory.te_graphs hybrid_graph_bytes)
+        for chunk in chunks:
+            g = x = 0.0
+            for i in chunk.layers:
+                pool, static = hybrid_graph_bytes(
+                    scope, m.layer_symbol(i), kept=hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, sb, tp, sp),
+                    shared_in_graph=opts.shared_in_graph, mbs=mbs, seq=seq, cp=cp, **gkw)
+                g += pool
+                x += static
+            if chunk.layers:
+                x += te_graph_chunk_input_bytes(scope, receives=not chunk.embedding, **gkw)
+            g_out.append(g)
+            x_out.append(x)
+        return g_out, x_out
     for chunk in chunks:
         g = x = 0.0
         for i in chunk.layers:

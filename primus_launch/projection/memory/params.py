@@ -38,6 +38,7 @@ from functools import lru_cache
 from typing import Literal
 
 from primus_launch.plan import ModelArch, Plan
+from primus_launch.projection.cost.mamba import mamba_layer_params
 
 Spec = Literal["te", "local"]
 
@@ -160,6 +161,36 @@ def layer_params_for_key(key: ArchKey, tp: int, etp: int, ep: int, moe: bool, sp
     return StageParams(dense, expert)
 
 
+def hybrid_layer_params(key: ArchKey, tp: int, etp: int, ep: int, sym: str, spec: Spec = "te") -> StageParams:
+    """One layer of a hybrid stack (megatron-core 0.16.1 ``models/mamba/mamba_layer_specs.py``): ``M`` a Mamba layer
+    (:func:`~primus_launch.projection.cost.mamba.mamba_layer_params`: its own norm fused into ``in_proj``), ``*``
+    attention alone (its norm fused into QKV), ``-`` an MLP alone (norm fused into FC1), ``E`` an MoE layer
+    (``pre_mlp_layernorm`` + router + shared + experts); ``T`` a GPT layer (:func:`layer_params_for_key`)."""
+    arch = arch_from_key(key)
+    if sym == "M":
+        return StageParams(mamba_layer_params(arch, tp), 0)
+    if sym == "*":
+        return StageParams(_attention_params(arch, tp, spec), 0)
+    if sym == "-":
+        return StageParams(_norm(arch, arch.hidden_size)
+                           + _mlp_params(arch, arch.ffn_hidden_size, tp, arch.add_bias_linear), 0)
+    if sym == "E":  # a GPT MoE layer minus its attention
+        full = layer_params_for_key(key, tp, etp, ep, True, spec)
+        return StageParams(full.dense - _attention_params(arch, tp, spec), full.expert)
+    raise ValueError(f"hybrid layer symbol {sym!r}: one of M * - E")
+
+
+def _layer_split(key: ArchKey, tp: int, etp: int, ep: int, layers: list[int], spec: Spec) -> StageParams:
+    """The (dense, expert) parameters of the decoder layers ``layers`` of a hybrid stack."""
+    m = arch_from_key(key)
+    dense = expert = 0
+    for i in layers:
+        one = hybrid_layer_params(key, tp, etp, ep, m.layer_symbol(i), spec)
+        dense += one.dense
+        expert += one.expert
+    return StageParams(dense, expert)
+
+
 def stage_layer_ids(plan: Plan) -> list[list[list[int]]]:
     """Global decoder-layer ids held by each PP rank, per model chunk: ``[rank][chunk] -> ids``
     (:mod:`primus_launch.plan.layout`: Megatron's offsets for every placement, ZB-V's "V")."""
@@ -204,10 +235,14 @@ def stage_split_for_key(key: ArchKey, tp: int, etp: int, ep: int, layout: tuple,
     out = []
     for r, row in enumerate(layout):
         layers = [i for chunk in row for i in chunk.layers]
-        n_moe = sum(1 for i in layers if m.is_moe_layer(i))
-        n_dense = len(layers) - n_moe
-        dense = n_dense * dense_layer.total + n_moe * moe_layer.dense
-        expert = n_moe * moe_layer.expert
+        if m.is_hybrid:
+            hyb = _layer_split(key, tp, etp, ep, layers, spec)
+            dense, expert = hyb.dense, hyb.expert
+        else:
+            n_moe = sum(1 for i in layers if m.is_moe_layer(i))
+            n_dense = len(layers) - n_moe
+            dense = n_dense * dense_layer.total + n_moe * moe_layer.dense
+            expert = n_moe * moe_layer.expert
         n_mtp = sum(c.mtp for c in row)
         if n_mtp:
             mtp = mtp_layer_parameters(m, tp, etp, ep, spec)
@@ -246,11 +281,14 @@ def total_parameters(arch: ModelArch) -> int:
 @lru_cache(maxsize=1024)
 def _total(key: ArchKey) -> int:
     arch = arch_from_key(key)
-    dense_layer = layer_params_for_key(key, 1, 1, 1, False, "te")
-    n_moe = arch.num_moe_layers
-    out = (arch.num_layers - n_moe) * dense_layer.total
-    if n_moe:
-        out += n_moe * layer_params_for_key(key, 1, 1, 1, True, "te").total
+    if arch.is_hybrid:
+        out = _layer_split(key, 1, 1, 1, list(range(arch.num_layers)), "te").total
+    else:
+        dense_layer = layer_params_for_key(key, 1, 1, 1, False, "te")
+        n_moe = arch.num_moe_layers
+        out = (arch.num_layers - n_moe) * dense_layer.total
+        if n_moe:
+            out += n_moe * layer_params_for_key(key, 1, 1, 1, True, "te").total
     out += _embedding_params(arch, 1) + _norm(arch, arch.hidden_size)
     out += arch.mtp_num_layers * mtp_layer_parameters(arch, 1, 1, 1).total
     if arch.untie_embeddings_and_output_weights:

@@ -115,3 +115,29 @@ def graphed_kept_bytes(scope: tuple[str, ...], *, moe: bool, attention: float, r
     if not scope or ("moe" in scope if moe else "mlp" in scope):
         out += rest
     return out
+
+
+def hybrid_graph_bytes(scope: tuple[str, ...], symbol: str, *, kept: float, shared_in_graph: bool, tokens: float,
+                       hidden: int, mbs: int, seq: int, cp: int = 1, a: int = 2) -> tuple[float, float]:
+    """(bytes of the saved tensors in the graphs' private pool, static bytes beyond the eager layer's) of one layer
+    of a hybrid Mamba stack (``symbol`` M / * / - / E, ``kept`` its saved bytes) under TE-scoped graphs.
+    megatron-core 0.16.1 ``transformer/cuda_graphs.py`` ``_layer_is_graphable``: every layer with an empty scope; a
+    ``MambaLayer`` with ``mamba``; an attention layer with ``attn``; an MoE layer with ``moe`` / ``moe_router`` /
+    ``moe_preprocess``; an MLP layer with ``mlp``.  A graphed layer is one whole graph (each symbol is its own
+    layer): its saved tensors in the pool and its static output (``a tokens hidden``), the attention layer's
+    static mask too (as :func:`te_graph_layer_bytes`); an MoE layer under a partial scope (``moe_router`` /
+    ``moe_preprocess``) keeps its saved tensors eager (as :func:`graphed_kept_bytes`), the shared expert's output
+    static when it runs in the router's graph."""
+    full = not scope
+    out = a * tokens * hidden
+    if symbol == "M":
+        return (kept, out) if full or "mamba" in scope else (0.0, 0.0)
+    if symbol == "*":
+        return (kept, out + float(mbs * (seq // cp) * seq)) if full or "attn" in scope else (0.0, 0.0)
+    if symbol == "-":
+        return (kept, out) if full or "mlp" in scope else (0.0, 0.0)
+    if full or "moe" in scope:
+        return kept, out
+    if "moe_router" in scope and shared_in_graph:
+        return 0.0, out
+    return 0.0, 0.0

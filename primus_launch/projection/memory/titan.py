@@ -245,7 +245,7 @@ def titan_ac_mode(granularity: str) -> str:
 
 def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: int = 1, ac: str = "none",
                            compiled: bool = False, impl: TitanImpl = TITAN, moe: bool = False,
-                           ep: int = 1, attn: str = "flex") -> TitanLayer:
+                           ep: int = 1, attn: str = "flex", mm_saved: bool = True) -> TitanLayer:
     """Bytes one torchtitan decoder block keeps per micro-batch on one GPU (module docstring).
 
     ``attn``: ``flex`` (torchtitan 0.3.0's default ``FlexAttention``: also keeps the fp32 ``max_scores``
@@ -275,6 +275,16 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     and weight, as the bf16 ``torch._grouped_mm`` does; their fp8 casts are transient, and the
     ``TorchAOTokenDispatcher`` pads each local expert's rows to 16 (32 for MXFP8) -- at most ``e x 16``
     rows per layer, not counted here.
+
+    ``mm_saved=False``: the block's linears are torchao's NVFP4 ``nvfp4_mm_triton`` (torchtitan 0.3.0's
+    ``NVFP4LinearConverter`` layers), whose forward quantizes with Triton kernels and multiplies with
+    ``torch.nn.functional.scaled_mm`` -- ``aten._scaled_mm_v2`` in torch 2.13 -- where SelectiveAC's save list
+    (``_get_default_save_ops``: torch's ``compute_intensive_ops`` -- ``aten.mm``, ``aten._scaled_mm``, ... -- plus
+    attention, ``aten.max``, ``aten.linear``, the collectives) has neither: under ``op`` no linear output and none
+    of the fp4 codes the function saves survive the forward (recomputed in the backward), and its linears do not
+    advance the every-second-mm count.  The block keeps its input, the attention output and log-sum-exp and,
+    under TP, the reduce-scatter outputs (an MoE block's grouped GEMMs are not converted).  Without AC the
+    function keeps the fp4 codes of its input instead of the bf16 input: not modelled (counted as bf16).
     """
     a = 2
     s = seq // cp
@@ -367,7 +377,7 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
         # router's ``topk`` (values + int64 indices) and every ``all_to_all_single`` output (EP: the
         # dispatched rows ``a R D`` and the combined rows ``a N D``) are saved
         Tk = moe_tokens(sb, tp=t, ep=ep) * arch.moe_router_topk
-        mms = op_sac_mm_outputs(arch, sb=sb, tp=t, moe=True, split_qkv=attn == "sdpa_repeat_kv")
+        mms = op_sac_mm_outputs(arch, sb=sb, tp=t, moe=True, split_qkv=attn == "sdpa_repeat_kv") if mm_saved else []
         kept = layer_input + sum(mms[0::2]) + Tk * (a + 8) + (2 * a * Tk * h if ep > 1 else 0.0)
         if impl.sdpa_on_save_list:
             kept += o + lse
@@ -375,16 +385,18 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
             kept += a * sb * h / t  # reduce-scatter output of wo (SP)
     elif ac == "op":
         # odd-numbered matmuls (op_sac_mm_outputs): fused GQA wqkv (1), w1 (3), w2 (5); wo (2), w3 (4) recomputed
-        mms = op_sac_mm_outputs(arch, sb=sb, tp=t, moe=False, split_qkv=attn == "sdpa_repeat_kv")
+        mms = op_sac_mm_outputs(arch, sb=sb, tp=t, moe=False, split_qkv=attn == "sdpa_repeat_kv") if mm_saved else []
         kept = layer_input + sum(mms[0::2])
         if impl.sdpa_on_save_list:
             kept += o + lse
         if t > 1:
             kept += 2 * a * sb * h / t  # reduce-scatter outputs of wo and w2 (SP)
-        if compiled:
+        if compiled and mm_saved:
             # compiled, the partitioner passes to the backward only what the backward graph reads: w2's output
             # (and under TP its reduce-scatter output) feeds the block output alone, so MUST_SAVE does not keep it
             kept -= (mms[-1] if len(mms) % 2 else 0.0) + (a * sb * h / t if t > 1 else 0.0)
+        elif compiled and t > 1:
+            kept -= a * sb * h / t  # w2's reduce-scatter output, as above
     else:
         kept = full
     return TitanLayer(kept=kept, full=full, layer_input=layer_input)

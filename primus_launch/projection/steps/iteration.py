@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from primus_launch.projection.cost.dp_comm import dp_grad_sync, embedding_grad_sync_s, held_parameters
+from primus_launch.projection.cost.muon import muon_step_s
 from primus_launch.projection.cost.optimizer import optimizer_step_s
 from primus_launch.projection.memory.params import stage_parameter_split
 from primus_launch.projection.pipeline.simulate import PipelineResult
@@ -64,7 +65,11 @@ def stage_tails(s: Setup, stages: StageCosts) -> list[StageTail]:
         dp_s = dp_grad_sync(plan, spec, lay, sp_, fwd_win, bwd_win, rank, per_chunk)
         if rank in (0, pp - 1):
             dp_s += emb
-        post.append(StageTail(dp_s, optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_), overlap_s=dp_s)))
+        if plan.training.optimizer == "muon" and plan.framework == "megatron" and plan.parallel.dp_sharding == "none":
+            opt_s = muon_step_s(plan, spec, lay, rank)   # cost/muon.py: Newton-Schulz, owners, all-gathers
+        else:
+            opt_s = optimizer_step_s(plan, spec, held_parameters(plan, lay, sp_), overlap_s=dp_s)
+        post.append(StageTail(dp_s, opt_s))
     return post
 
 

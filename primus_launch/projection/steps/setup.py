@@ -39,6 +39,6 @@ def setup(plan: Plan, layer_times: LayerTimes) -> Setup:
         attn = PassTimes(ra.fwd_s * k, ra.bwd_input_s * k, 0.0)
         lt = LayerTimes(**{**{f: getattr(lt, f) for f in ("dense_layer", "moe_layer", "embedding", "head_loss",
                                                           "dense_window_layer", "moe_window_layer", "mtp_extra",
-                                                          "parts")}, "attn_core": attn})
+                                                          "parts", "hybrid")}, "attn_core": attn})
     return Setup(plan=plan, spec=get_gpu(plan.cluster.gpu), lay=layout(plan), lt=lt,
                  attn=attn or PassTimes(0.0, 0.0, 0.0))

@@ -81,7 +81,8 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
     chunks = plan.chunk_layout()
     mtp_ids = plan.chunk_mtp_ids() if (r.granularity == "full" and r.method == "layer_ids") else None
     last_moe = m.is_moe_layer(m.num_layers - 1)
-    last_win = m.is_window_layer(m.num_layers - 1)
+    hyb = m.is_hybrid
+    last_win = m.layer_symbol(m.num_layers - 1) if hyb else m.is_window_layer(m.num_layers - 1)
     tp_f, tp_b = layer.tp
     tpm_f, tpm_b = layer.tp_moe
     cp_f, cp_b = layer.cp
@@ -97,7 +98,9 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
     dw = lt.dense_window_layer or d0
     mw = lt.moe_window_layer or mo0
 
-    def layer_pt(moe: bool, win: bool) -> PassTimes:
+    def layer_pt(moe: bool, win) -> PassTimes:
+        if isinstance(win, str):   # a hybrid stack's layer: its symbol's times
+            return lt.layer(win) or d0
         if moe:
             return mw if win else mo0
         return dw if win else d0
@@ -113,10 +116,16 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
         row = []
         for c in range(vpp):
             chunk = chunks[rank][c]
-            kinds = [(m.is_moe_layer(i), m.is_window_layer(i)) for i in chunk.layers] + [(last_moe, last_win)] * chunk.mtp
+            kinds = [(m.is_moe_layer(i), m.layer_symbol(i) if hyb else m.is_window_layer(i)) for i in chunk.layers] \
+                + [(last_moe, last_win)] * chunk.mtp
             n = len(kinds)
             n_moe = sum(1 for k_, _ in kinds if k_)
             n_dense = n - n_moe
+            # a hybrid stack: each layer has one TP-split block (one column- and one row-parallel linear: half a
+            # GPT layer's TP calls, cost/tp_comm.py), attention (CP) only in its '*' layers, none in its '-' / 'E'
+            # (an E layer's own TP calls: the MoE layer's less the attention half)
+            n_tp_half = sum(1 for k_, w in kinds if w in ("M", "*", "-")) if hyb else 0
+            n_cp = sum(1 for _, w in kinds if w == "*") if hyb else n
             rec = recomputed_layers(plan, kinds, chunk, mtp_ids[rank][c] if mtp_ids is not None else ())
             rec_moe = sum(1 for k_, _ in rec if k_)
             rec_dense = len(rec) - rec_moe
@@ -142,11 +151,16 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
                 q.bi += chunk.mtp * lt.mtp_extra.bwd_input_s
                 q.bw += chunk.mtp * lt.mtp_extra.bwd_weight_s
             # communication inside the layers
-            tpl_f = n_dense * tp_f + n_moe * tpm_f  # the chunk's layers' TP seconds, forward / backward
-            tpl_b = n_dense * tp_b + n_moe * tpm_b
-            tpl_r = rec_dense * tp_f + rec_moe * tpm_f  # recomputed forwards
+            if hyb:
+                tpl_f = n_tp_half * tp_f / 2 + n_moe * max(0.0, tpm_f - tp_f / 2)
+                tpl_b = n_tp_half * tp_b / 2 + n_moe * max(0.0, tpm_b - tp_b / 2)
+                tpl_r = rec_dense * tp_f / 2 + rec_moe * max(0.0, tpm_f - tp_f / 2)
+            else:
+                tpl_f = n_dense * tp_f + n_moe * tpm_f  # the chunk's layers' TP seconds, forward / backward
+                tpl_b = n_dense * tp_b + n_moe * tpm_b
+                tpl_r = rec_dense * tp_f + rec_moe * tpm_f  # recomputed forwards
             q.tp = tpl_f + tpl_b + tpl_r
-            q.cp = n * (cp_f + cp_b) + (rec_dense + rec_moe) * cp_f
+            q.cp = n_cp * (cp_f + cp_b) + (rec_dense + rec_moe) * cp_f
             q.ep = n_moe * (ep_f + ep_b) + rec_moe * ep_f
             q.dp = n_dense * sum(fsdp_dense) + n_moe * sum(fsdp_moe)
             if sync_mb and kinds:
@@ -163,8 +177,8 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
                 q.f += ef
                 q.bi += eb
                 q.dp += ef + eb
-            q.f += tpl_f + n * cp_f + n_moe * ep_f + n_dense * fsdp_dense[0] + n_moe * fsdp_moe[0]
-            q.bi += (tpl_b + n * cp_b + n_moe * ep_b + n_dense * fsdp_dense[1] + n_moe * fsdp_moe[1]
+            q.f += tpl_f + n_cp * cp_f + n_moe * ep_f + n_dense * fsdp_dense[0] + n_moe * fsdp_moe[0]
+            q.bi += (tpl_b + n_cp * cp_b + n_moe * ep_b + n_dense * fsdp_dense[1] + n_moe * fsdp_moe[1]
                      + tpl_r + (rec_dense + rec_moe) * cp_f + rec_moe * ep_f)
             if chunk.embedding:
                 q.f += lt.embedding.fwd_s + emb_tp2[0]

@@ -1,0 +1,424 @@
+"""Probe: the plan a reader makes against the configuration the framework's own config parser builds.
+
+Two sources (read14), each field that changes time or memory compared one by one:
+
+- ``--primus DIR``: every Primus experiment YAML under ``DIR/examples/{megatron,torchtitan}/configs``, merged by
+  Primus's own ``primus.core.launcher.parser.PrimusParser`` (presets, ``overrides``, ``${VAR:default}``; run
+  from ``DIR``, a ``git archive HEAD primus examples`` of AMD-AGI/Primus) against ``load_primus_yaml``.
+  Megatron trainers: layers, hidden, FFN, heads, query groups, experts / top-k / expert FFN / shared expert,
+  dispatcher (``use_turbo_deepep`` -> deepep), grouped GEMM, sequence, SwiGLU, untied embeddings, norm, QK
+  norm, MLA ranks, MTP, TP / PP / VPP (``num_virtual_stages_per_pipeline_rank``, a layout's stages) / CP / EP /
+  ETP / SP, micro / global batch, precision and FP8 recipe, recompute granularity / method / layers,
+  distributed optimizer / FSDP, overlap of grad reduce / param gather, CPU offloading, CUDA graphs, TP comm
+  overlap, optimizer.  TorchTitan trainers: degrees, sequence, batch, AC mode, compile, low precision,
+  CPU offload, pipeline schedule.
+- ``--titan``: every config function of the installed torchtitan 0.3.0's registry (and ``--titan-lines FILE``:
+  one launch line's trainer arguments per line) parsed by torchtitan's ``ConfigManager`` against
+  ``plan_from_command`` on a one-node, 8-GPU ``torchrun`` line: degrees, sequence parallel, sequence, batch,
+  AC kind, compile of model / loss, CPU offload, parameter dtype, fp32 gradient reduce, CUDA graphs, layers,
+  width.  The converters' GPU-capability checks are bypassed (this machine has no GPU).
+- ``--titan02 DIR``: every job TOML of a torchtitan <= 0.2 source tree (``git archive v0.2.2 torchtitan``), and
+  ``--titan02-lines FILE`` (a ``--job.config_file ...`` command's trainer arguments per line), parsed by that
+  tree's ``ConfigManager`` (a child process with DIR first on ``sys.path``) against ``plan_from_job_command``
+  on 8 H100s: degrees, sequence, batch, AC (selective option), compile, CPU offload, low precision and FP8
+  recipe, async TP.
+
+Prints one line per file (SAME / DIFF field: framework, plan / REF reason) and the counts.  Nothing upstream
+is copied; Primus's code runs from DIR.
+
+    git -C /work/.mirror/AMD-AGI+Primus/repo archive HEAD primus examples | tar -x -C /tmp/primus_src
+    python scripts/reader_vs_framework.py --primus /tmp/primus_src --titan
+    git -C /work/.mirror/pytorch+torchtitan/repo archive v0.2.2 torchtitan | tar -x -C /tmp/tt022
+    python scripts/reader_vs_framework.py --titan02 /tmp/tt022
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import json
+import logging
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _ns2d(x: Any) -> Any:
+    if isinstance(x, SimpleNamespace):
+        return {k: _ns2d(v) for k, v in vars(x).items()}
+    return [_ns2d(v) for v in x] if isinstance(x, list) else x
+
+
+def _int(c: dict, k: str) -> Optional[int]:
+    v = c.get(k)
+    return None if v is None or isinstance(v, bool) else int(v)
+
+
+def megatron_diffs(c: dict, p: Any) -> dict[str, tuple[Any, Any]]:
+    """Fields of a Primus-merged Megatron module config ``c`` that plan ``p`` reads otherwise."""
+    m, par, t = p.model, p.parallel, p.training
+    out: dict[str, tuple[Any, Any]] = {}
+
+    def chk(name: str, want: Any, got: Any) -> None:
+        if want is not None and want != got:
+            out[name] = (want, got)
+
+    for k, got in (("num_layers", m.num_layers), ("hidden_size", m.hidden_size), ("ffn_hidden_size", m.ffn_hidden_size),
+                   ("num_attention_heads", m.num_attention_heads), ("seq_length", m.seq_length),
+                   ("tensor_model_parallel_size", par.tp), ("pipeline_model_parallel_size", par.pp),
+                   ("micro_batch_size", t.micro_batch_size), ("global_batch_size", t.global_batch_size)):
+        chk(k, _int(c, k), got)
+    if c.get("group_query_attention"):
+        chk("num_query_groups", _int(c, "num_query_groups"), m.num_query_groups)
+    chk("num_experts", _int(c, "num_experts"), m.num_experts)
+    if c.get("num_experts"):
+        chk("moe_router_topk", _int(c, "moe_router_topk"), m.moe_router_topk)
+        chk("moe_ffn_hidden_size", _int(c, "moe_ffn_hidden_size"), m.moe_ffn_hidden_size)
+        chk("moe_shared_expert_intermediate_size", _int(c, "moe_shared_expert_intermediate_size") or 0,
+            m.moe_shared_expert_intermediate_size)
+        chk("dispatcher", "deepep" if c.get("use_turbo_deepep") else c.get("moe_token_dispatcher_type"),
+            t.moe_token_dispatcher)
+        chk("moe_grouped_gemm", bool(c.get("moe_grouped_gemm")), t.moe_grouped_gemm)
+    chk("swiglu", bool(c.get("swiglu")), m.swiglu)
+    chk("untie_embeddings", bool(c.get("untie_embeddings_and_output_weights")), m.untie_embeddings_and_output_weights)
+    chk("normalization", {"RMSNorm": "rmsnorm", "LayerNorm": "layernorm"}.get(c.get("normalization")), m.normalization)
+    chk("qk_layernorm", bool(c.get("qk_layernorm")), m.qk_layernorm)
+    chk("multi_latent_attention", bool(c.get("multi_latent_attention")), m.multi_latent_attention)
+    if c.get("multi_latent_attention"):
+        chk("q_lora_rank", c.get("q_lora_rank"), m.q_lora_rank)
+        chk("kv_lora_rank", _int(c, "kv_lora_rank"), m.kv_lora_rank)
+    chk("mtp_num_layers", _int(c, "mtp_num_layers") or 0, m.mtp_num_layers)
+    chk("context_parallel_size", _int(c, "context_parallel_size") or 1, par.cp)
+    chk("expert_model_parallel_size", _int(c, "expert_model_parallel_size") or 1, par.ep)
+    if c.get("expert_tensor_parallel_size") is not None:
+        chk("expert_tensor_parallel_size", _int(c, "expert_tensor_parallel_size"),
+            par.etp if par.etp is not None else par.tp)
+    if (_int(c, "tensor_model_parallel_size") or 1) > 1:
+        chk("sequence_parallel", bool(c.get("sequence_parallel")), par.sequence_parallel)
+    pp = _int(c, "pipeline_model_parallel_size") or 1
+    vpp = _int(c, "virtual_pipeline_model_parallel_size") or _int(c, "num_virtual_stages_per_pipeline_rank")
+    if vpp is None and c.get("num_layers_per_virtual_pipeline_stage"):
+        vpp = _int(c, "num_layers") // pp // _int(c, "num_layers_per_virtual_pipeline_stage")
+    if vpp is None and c.get("pipeline_model_parallel_layout"):
+        vpp = (str(c["pipeline_model_parallel_layout"]).count("|") + 1) // pp  # stages / PP ranks
+    if pp > 1:
+        chk("vpp", vpp or 1, par.vpp)
+    prec = ("fp4" if c.get("fp4") else "fp8" if c.get("fp8") else "bf16" if c.get("bf16") else
+            "fp16" if c.get("fp16") else "fp32")
+    chk("precision", prec, t.precision)
+    if c.get("fp8"):
+        chk("fp8_recipe", c.get("fp8_recipe"), t.fp8_recipe)
+    chk("recompute_granularity", c.get("recompute_granularity"),
+        t.recompute.granularity if t.recompute.granularity != "none" else None)
+    if c.get("recompute_granularity") == "full":
+        chk("recompute_method", c.get("recompute_method"), t.recompute.method)
+        chk("recompute_num_layers", c.get("recompute_num_layers"), t.recompute.num_layers)
+    chk("distributed_optimizer / FSDP", bool(c.get("use_distributed_optimizer") or c.get("use_torch_fsdp2")
+                                              or c.get("use_megatron_fsdp")), par.dp_sharding != "none")
+    chk("overlap_grad_reduce", bool(c.get("overlap_grad_reduce")), t.overlap_grad_reduce)
+    chk("overlap_param_gather", bool(c.get("overlap_param_gather")) and bool(c.get("use_distributed_optimizer")),
+        t.overlap_param_gather)
+    chk("cpu_offloading", bool(c.get("cpu_offloading")), t.offload.activation_layers > 0 or t.offload.weights)
+    cg = c.get("cuda_graph_impl") or ("local" if c.get("enable_cuda_graph") else
+                                      "transformer_engine" if c.get("external_cuda_graph") else "none")
+    chk("cuda_graph_impl", cg, t.cuda_graph_impl)
+    chk("tp_comm_overlap", bool(c.get("tp_comm_overlap")), t.tp_comm_overlap)
+    chk("optimizer", c.get("optimizer"), t.optimizer)
+    return out
+
+
+def titan_module_diffs(c: dict, p: Any) -> dict[str, tuple[Any, Any]]:
+    """Fields of a Primus-merged TorchTitan module config ``c`` that plan ``p`` reads otherwise."""
+    par, tr, ac, t = c.get("parallelism", {}), c.get("training", {}), c.get("activation_checkpoint", {}), p.training
+    out: dict[str, tuple[Any, Any]] = {}
+
+    def chk(name: str, want: Any, got: Any) -> None:
+        if want is not None and want != got:
+            out[name] = (want, got)
+
+    for k, got in (("tensor_parallel_degree", p.parallel.tp), ("pipeline_parallel_degree", p.parallel.pp),
+                   ("context_parallel_degree", p.parallel.cp), ("expert_parallel_degree", p.parallel.ep)):
+        chk(k, par.get(k), got)
+    chk("seq_len", tr.get("seq_len"), p.model.seq_length)
+    dp = p.cluster.num_nodes * p.cluster.gpus_per_node // (p.parallel.tp * p.parallel.pp * p.parallel.cp)
+    lbs, gbs = tr.get("local_batch_size"), tr.get("global_batch_size", -1)
+    chk("global_batch", gbs if gbs and gbs > 0 else lbs * dp, t.global_batch_size)
+    chk("micro_batch", par.get("pipeline_parallel_microbatch_size") if (par.get("pipeline_parallel_degree") or 1) > 1
+        else lbs, t.micro_batch_size)
+    g = t.recompute.granularity
+    chk("activation_checkpoint", ac.get("mode", "none"), "selective" if g in ("op", "layer") else g)
+    comp = c.get("compile", {})
+    chk("compile", bool(comp.get("enable")) and "model" in comp.get("components", ["model"]), t.compile)
+    conv = (c.get("model", {}) or {}).get("converters") or []
+    want = ("mxfp8" if any("quantize.linear.mx" in x for x in conv) else
+            "fp8" if any("float8" in x for x in conv) else "bf16")
+    chk("precision", want, "mxfp8" if t.fp8_recipe == "mxfp8" else t.precision)
+    chk("enable_cpu_offload", bool(tr.get("enable_cpu_offload")),
+        t.offload.optimizer_fraction > 0 or t.offload.weights)
+    return out
+
+
+def primus(root: Path) -> collections.Counter:
+    """Every Primus experiment under ``root/examples/{megatron,torchtitan}/configs`` (see the module docstring)."""
+    from primus_launch.adapters.primus_yaml import load_primus_yaml
+
+    sys.path.insert(0, str(root))
+    from primus.core.launcher.parser import PrimusParser  # type: ignore[import-not-found]
+
+    counts: collections.Counter = collections.Counter()
+    files = sorted(p for d in ("megatron", "torchtitan") for p in (root / "examples" / d / "configs").rglob("*.yaml"))
+    with tempfile.TemporaryDirectory() as work:
+        here = os.getcwd()
+        os.chdir(work)  # PrimusConfig creates the experiment's output folder
+        try:
+            for f in files:
+                rel = f.relative_to(root)
+                try:
+                    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                        exp = PrimusParser().parse(SimpleNamespace(config=str(f)))._exp
+                    mods = _ns2d(exp.modules)
+                    c = mods[next(k for k in mods if "trainer" in k)]
+                except Exception as e:  # noqa: BLE001 -- Primus's own parser refuses the file
+                    counts["primus refuses"] += 1
+                    print(f"PRIMUS-REFUSES {rel}: {type(e).__name__}: {str(e)[:100]}")
+                    continue
+                try:
+                    plan = load_primus_yaml(f, primus_root=root, env={})
+                except Exception as e:  # noqa: BLE001
+                    counts["refused"] += 1
+                    print(f"REF {rel}: {str(e)[:140]}")
+                    continue
+                diffs = (megatron_diffs if c.get("framework") == "megatron" else titan_module_diffs)(c, plan)
+                counts["different" if diffs else "same"] += 1
+                print(("DIFF " if diffs else "SAME ") + str(rel) +
+                      (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+        finally:
+            os.chdir(here)
+    return counts
+
+
+def _titan_diffs(c: Any, p: Any, ngpu: int) -> dict[str, tuple[Any, Any]]:
+    P, T, t = c.parallelism, c.training, p.training
+    out: dict[str, tuple[Any, Any]] = {}
+
+    def chk(name: str, want: Any, got: Any) -> None:
+        if want != got:
+            out[name] = (want, got)
+
+    chk("tp", P.tensor_parallel_degree, p.parallel.tp)
+    chk("pp", P.pipeline_parallel_degree, p.parallel.pp)
+    chk("cp", P.context_parallel_degree, p.parallel.cp)
+    chk("ep", P.expert_parallel_degree, p.parallel.ep)
+    if P.tensor_parallel_degree > 1:
+        chk("sequence_parallel", P.enable_sequence_parallel, p.parallel.sequence_parallel)
+    chk("seq_len", T.seq_len, p.model.seq_length)
+    dp = ngpu // (P.tensor_parallel_degree * P.pipeline_parallel_degree * P.context_parallel_degree)
+    chk("global_batch", T.global_batch_size if T.global_batch_size > 0 else T.local_batch_size * dp,
+        t.global_batch_size)
+    chk("micro_batch", P.pipeline_parallel_microbatch_size if P.pipeline_parallel_degree > 1 else T.local_batch_size,
+        t.micro_batch_size)
+    kind = {"SelectiveAC.Config": "selective", "FullAC.Config": "full"}.get(
+        type(c.activation_checkpoint).__qualname__, "none" if c.activation_checkpoint is None else "other")
+    g = t.recompute.granularity
+    chk("activation_checkpoint", kind, "selective" if g in ("op", "layer") else g)
+    chk("compile", c.compile.enable and "model" in c.compile.components, t.compile)
+    chk("compile_loss", c.compile.enable and "loss" in c.compile.components, t.compile_loss)
+    chk("enable_cpu_offload", T.enable_cpu_offload, t.offload.optimizer_fraction > 0 or t.offload.weights)
+    bf16 = T.dtype == "bfloat16" or T.mixed_precision_param == "bfloat16"
+    chk("param dtype", "bf16" if bf16 else "fp32", "fp32" if t.precision == "fp32" else "bf16")
+    chk("grad reduce fp32 (FSDP2 reduce_dtype)", True, t.grad_reduce_in_fp32)
+    chk("disable_cuda_graphs", T.disable_cuda_graphs, t.cuda_graph_impl == "none")
+    arch = c.model_spec.model
+    layers = getattr(arch, "layers", None)
+    if isinstance(layers, list):
+        chk("layers", len(layers), p.model.num_layers)
+    if getattr(arch, "dim", None):
+        chk("dim", arch.dim, p.model.hidden_size)
+    return out
+
+
+def titan(lines: list[list[str]], ngpu: int = 8) -> collections.Counter:
+    """Each torchtitan 0.3 launch line's trainer arguments (see the module docstring)."""
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    import torchtitan.components.quantization.float8 as f8
+    import torchtitan.components.quantization.mx as mx
+    import torchtitan.components.quantization.nvfp4 as nv
+    from torchtitan.config.manager import ConfigManager
+
+    from primus_launch.adapters.command_recipe import plan_from_command
+
+    for mod in (f8, mx, nv):
+        if hasattr(mod, "has_cuda_capability"):
+            mod.has_cuda_capability = lambda major, minor: True
+    counts: collections.Counter = collections.Counter()
+    for args in lines:
+        label = " ".join(args)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                cfg = ConfigManager().parse_args(list(args))
+        except BaseException as e:  # noqa: BLE001 -- tyro exits on a bad line
+            cfg, why = None, f"{type(e).__name__}: {str(e)[:80]}"
+        try:
+            plan = plan_from_command(["torchrun", "--nnodes", "1", "--nproc-per-node", str(ngpu), "-m",
+                                      "torchtitan.train", *args])
+        except Exception as e:  # noqa: BLE001
+            kind = "both refuse" if cfg is None else "refused"
+            counts[kind] += 1
+            print(f"{'BOTH-REFUSE' if cfg is None else 'REF'} {label}: {str(e)[:140]}")
+            continue
+        if cfg is None:
+            counts["read, torchtitan refuses"] += 1
+            print(f"TORCHTITAN-REFUSES {label}: {why}")
+            continue
+        diffs = _titan_diffs(cfg, plan, ngpu)
+        counts["different" if diffs else "same"] += 1
+        print(("DIFF " if diffs else "SAME ") + label +
+              (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+    return counts
+
+
+def _titan02_diffs(c: Any, p: Any) -> dict[str, tuple[Any, Any]]:
+    P, T, t = c.parallelism, c.training, p.training
+    out: dict[str, tuple[Any, Any]] = {}
+
+    def chk(name: str, want: Any, got: Any) -> None:
+        if want != got:
+            out[name] = (want, got)
+
+    chk("tp", P.tensor_parallel_degree, p.parallel.tp)
+    chk("pp", P.pipeline_parallel_degree, p.parallel.pp)
+    chk("cp", P.context_parallel_degree, p.parallel.cp)
+    chk("ep", P.expert_parallel_degree, p.parallel.ep)
+    world = p.cluster.num_nodes * p.cluster.gpus_per_node
+    dp = world // (P.tensor_parallel_degree * P.pipeline_parallel_degree * P.context_parallel_degree)
+    chk("seq_len", T.seq_len, p.model.seq_length)
+    chk("global_batch", T.global_batch_size if T.global_batch_size > 0 else T.local_batch_size * dp,
+        t.global_batch_size)
+    chk("micro_batch", P.pipeline_parallel_microbatch_size if P.pipeline_parallel_degree > 1 else T.local_batch_size,
+        t.micro_batch_size)
+    ac, g = c.activation_checkpoint, t.recompute.granularity
+    if ac.mode == "selective":
+        n = ac.selective_ac_option
+        chk("activation_checkpoint", "op" if n == "op" else "full" if int(n) <= 1 else "every_n",
+            g if g == "op" else "every_n" if t.recompute.method == "every_n" else g)
+    else:
+        chk("activation_checkpoint", "op" if ac.mode == "memory_budget" else ac.mode, g)
+    chk("compile", c.compile.enable and "model" in c.compile.components, t.compile)
+    chk("compile_loss", c.compile.enable and "loss" in c.compile.components, t.compile_loss)
+    chk("enable_cpu_offload", T.enable_cpu_offload, t.offload.optimizer_fraction > 0 or t.offload.weights)
+    conv = list(c.model.converters)
+    mx = any(x in ("mx", "quantize.linear.mx") for x in conv)
+    fp8 = any(x in ("float8", "quantize.linear.float8") for x in conv)
+    fp32 = T.mixed_precision_param == "float32" and T.dtype == "float32"
+    chk("precision", "mxfp8" if mx else "fp8" if fp8 else "fp32" if fp32 else "bf16",
+        "mxfp8" if t.fp8_recipe == "mxfp8" else t.precision)
+    if fp8 and not mx:
+        chk("fp8_recipe", c.quantize.linear.float8.recipe_name or "tensorwise", t.fp8_recipe)
+    chk("async_tp", P.enable_async_tensor_parallel and P.tensor_parallel_degree > 1, t.tp_comm_overlap)
+    return out
+
+
+def titan02_child(lines: list[list[str]]) -> collections.Counter:
+    """Run in a child process whose ``sys.path`` starts with the torchtitan <= 0.2 tree."""
+    warnings.filterwarnings("ignore")
+    logging.disable(logging.WARNING)
+    from torchtitan.config import ConfigManager
+
+    from primus_launch.adapters.titan_job_argv import plan_from_job_command
+
+    counts: collections.Counter = collections.Counter()
+    cluster = {"gpu": "h100-sxm", "num_nodes": 1, "gpus_per_node": 8}
+    for args in lines:
+        label = " ".join(args)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                cfg = ConfigManager().parse_args(list(args))
+        except BaseException as e:  # noqa: BLE001 -- tyro exits on a bad line
+            cfg, why = None, f"{type(e).__name__}: {str(e)[:80]}"
+        try:
+            plan = plan_from_job_command(["torchrun", "--nnodes", "1", "--nproc-per-node", "8", "-m",
+                                          "torchtitan.train", *args], cluster)
+        except Exception as e:  # noqa: BLE001
+            counts["both refuse" if cfg is None else "refused"] += 1
+            print(f"{'BOTH-REFUSE' if cfg is None else 'REF'} {label}: {str(e)[:140]}")
+            continue
+        if cfg is None:
+            counts["read, torchtitan refuses"] += 1
+            print(f"TORCHTITAN-REFUSES {label}: {why}")
+            continue
+        diffs = _titan02_diffs(cfg, plan)
+        counts["different" if diffs else "same"] += 1
+        print(("DIFF " if diffs else "SAME ") + label +
+              (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
+    return counts
+
+
+def titan02(tree: Path, lines_file: Optional[Path]) -> collections.Counter:
+    """The TOMLs of ``tree`` (and the lines of ``lines_file``) in a child process on ``tree``'s torchtitan."""
+    import subprocess
+
+    lines = [f"--job.config_file {p}" for p in sorted(tree.rglob("*.toml"))]
+    if lines_file:
+        lines += [ln for ln in lines_file.read_text().splitlines() if ln.strip()]
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(repo)])}
+    with tempfile.TemporaryDirectory() as work:
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--titan02-child"], input="\n".join(lines),
+                              capture_output=True, text=True, env=env, cwd=work)
+    counts: collections.Counter = collections.Counter()
+    for ln in done.stdout.splitlines():
+        print(ln)
+        head = ln.split(" ", 1)[0]
+        counts[{"SAME": "same", "DIFF": "different", "REF": "refused", "BOTH-REFUSE": "both refuse",
+                "TORCHTITAN-REFUSES": "read, torchtitan refuses"}.get(head, "other")] += 1
+    if done.returncode:
+        print(done.stderr[-2000:])
+    return counts
+
+
+def registry_lines() -> list[list[str]]:
+    from primus_launch.adapters.titan_snapshot import snapshot
+
+    return [["--module", m, "--config", c] for m, cs in snapshot()["configs"].items() for c in cs]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--primus", type=Path, help="a `git archive HEAD primus examples` of AMD-AGI/Primus")
+    ap.add_argument("--titan", action="store_true", help="every torchtitan 0.3.0 registry config function")
+    ap.add_argument("--titan-lines", type=Path, help="a file of torchtitan 0.3 trainer argument lines")
+    ap.add_argument("--titan02", type=Path, help="a torchtitan <= 0.2 source tree (git archive v0.2.2 torchtitan)")
+    ap.add_argument("--titan02-lines", type=Path, help="a file of --job.config_file command argument lines")
+    ap.add_argument("--titan02-child", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.titan02_child:
+        titan02_child([ln.split() for ln in sys.stdin.read().splitlines() if ln.strip()])
+        return 0
+    runs: list[tuple[str, Callable[[], collections.Counter]]] = []
+    if a.primus:
+        runs.append(("Primus examples vs PrimusParser", lambda: primus(a.primus.resolve())))
+    if a.titan or a.titan_lines:
+        lines = registry_lines() if a.titan else []
+        if a.titan_lines:
+            lines += [ln.split() for ln in a.titan_lines.read_text().splitlines() if ln.strip()]
+        runs.append(("torchtitan 0.3 launch lines vs ConfigManager", lambda: titan(lines)))
+    if a.titan02:
+        runs.append(("torchtitan <= 0.2 job commands vs ConfigManager",
+                     lambda: titan02(a.titan02.resolve(), a.titan02_lines)))
+    for title, run in runs:
+        counts = run()
+        print(f"== {title}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""A torchtitan launch script that sets the trainer's options in ``if`` / ``elif`` branches is refused in one line,
+not read with the last branch's values (read14).
+
+The script's lines are quoted from NVIDIA dgxc-benchmarking ``deepseek_v3/pretrain/torchtitan/launch.sh``
+(@841f546, shortened): the degrees are chosen per ``GPU_TYPE``; the line scanner of ``torchtitan_script`` took
+every assignment in order (whatever branch they sit in).  The truth is
+bash's own run of the script (``bash`` is on every machine this runs on).  Each ``${X:-default}`` keeps the first
+branch's value in the scanner, so a B200 job was read with the H100 branch's ``pipeline_parallel_degree=8``."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from primus_launch.adapters import load_recipe
+from primus_launch.errors import UserError
+
+SCRIPT = """\
+if [[ $GPU_TYPE == "h100" ]]; then
+    export EXPERT_PARALLEL_DEGREE=${EXPERT_PARALLEL_DEGREE:-64}
+    export PIPELINE_PARALLEL_DEGREE=${PIPELINE_PARALLEL_DEGREE:-8}
+elif [[ $GPU_TYPE == "b200" ]]; then
+    export EXPERT_PARALLEL_DEGREE=${EXPERT_PARALLEL_DEGREE:-64}
+    export PIPELINE_PARALLEL_DEGREE=${PIPELINE_PARALLEL_DEGREE:-1}
+fi
+echo python -m torchtitan.train \\
+--job.config_file=./job.toml \\
+--parallelism.expert_parallel_degree=$EXPERT_PARALLEL_DEGREE \\
+--parallelism.pipeline_parallel_degree=$PIPELINE_PARALLEL_DEGREE
+"""
+
+TOML = """
+[model]
+name = "deepseek_v3"
+flavor = "16B"
+[training]
+local_batch_size = 1
+seq_len = 2048
+"""
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_branch_values_refused_not_misread(tmp_path):
+    (tmp_path / "job.toml").write_text(TOML)
+    script = tmp_path / "launch.sh"
+    script.write_text(SCRIPT)
+    ran = subprocess.run(["bash", str(script)], env={"GPU_TYPE": "b200"}, capture_output=True, text=True).stdout
+    assert "--parallelism.pipeline_parallel_degree=1" in ran   # what bash runs on a B200
+    with pytest.raises(UserError) as e:
+        load_recipe(script, script_env={"GPU_TYPE": "b200"})
+    msg = str(e.value)
+    assert "\n" not in msg and "pipeline_parallel_degree=8" in msg and "pipeline_parallel_degree=1" in msg
+    # the same command with no branches reads as bash runs it
+    flat = tmp_path / "flat.sh"
+    flat.write_text("export EXPERT_PARALLEL_DEGREE=4\nexport PIPELINE_PARALLEL_DEGREE=2\n" + "\n".join(SCRIPT.splitlines()[7:]))
+    plan = load_recipe(flat)
+    assert (plan.parallel.pp, plan.parallel.ep) == (2, 4)
