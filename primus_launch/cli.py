@@ -42,6 +42,11 @@ class _Parser(argparse.ArgumentParser):
         if 0 <= at < len(argv) - 1 and argv[at + 1].startswith("-"):
             # `--train-tokens -5T`: argparse reads a word starting with '-' as the next flag, not as the value
             message += f"; {argv[at + 1]!r} is read as a flag: write {m.group(1)}={argv[at + 1]}"
+        u = re.match(r"unrecognized arguments: (--[^\s=]+)", message)
+        hits = [o for a in self._actions for o in a.option_strings if u and o.startswith(u.group(1))]
+        if hits:  # allow_abbrev=False: `--gpus 64` is no --gpus-per-node 64 (it reads as the whole cluster's GPUs)
+            message = (f"{u.group(1)}: not an option of primus-launch (options are not abbreviated); write the whole "
+                       f"option: {', '.join(sorted(hits))}")
         print(clip_words(f"primus-launch: error: {' '.join(message.split())}"), file=sys.stderr)
         raise SystemExit(2)
 
@@ -90,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
 
     nodes, per_node = LIMITS["cluster.num_nodes"], LIMITS["cluster.gpus_per_node"]
     ap = _Parser(
-        prog="primus-launch",
+        prog="primus-launch", allow_abbrev=False,
         description="Plan, project and tune large LLM training runs before spending GPU-hours.",
         epilog="Everything after `--` is a training command: run unchanged, or read as the recipe "
                "when --project/--tune are given without a file.")

@@ -23,6 +23,8 @@ def atomic_write_text(path: str | Path, text: str, *, protect: Optional[str | Pa
 
     ``protect``: a path that must not be written (the user's original recipe); any file the run
     read through :mod:`primus_launch.inputs` is refused too (real path or hard link).
+    A symbolic link is written through: the file it leads to is replaced, the link stays (``os.replace`` over the
+    link would put a regular file in its place and leave its target as it was).
     ``mode``: permission bits for the new file (e.g. keep a script's executable bit); by default
     ``0o666`` less the umask, as ``open()`` would create it (``mkstemp`` makes 0600).
     A signal during the write leaves no temp file and no partial output.
@@ -33,6 +35,8 @@ def atomic_write_text(path: str | Path, text: str, *, protect: Optional[str | Pa
     out = Path(path)
     extra = [("the original recipe", protect)] if protect is not None else []
     inputs.refuse_input(out, "output", extra)
+    if os.path.islink(out):  # written where the link leads, the link kept (a rename would replace the link itself)
+        out = Path(os.path.realpath(out))
     data = text.encode("utf-8")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

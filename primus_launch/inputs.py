@@ -266,7 +266,9 @@ def program_file(path: str | Path) -> Optional[str]:
 def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str, str | Path | None]] = ()) -> Path:
     """Refuse, before any work, an output path that is an input of the run (:func:`refuse_input`),
     a folder, an existing name that is no regular file (a device, a named pipe: the atomic write
-    would replace it, not write to it), or in a folder that cannot be written; returns the path."""
+    would replace it, not write to it), a name leading into ``/proc`` (``/dev/stdout``: :func:`_through_proc`), a
+    dangling or looping symbolic link, or in a folder that cannot be written; returns the path.  A symbolic link to a
+    regular file is written through (:func:`primus_launch.fileio.atomic_write_text`): its folder is the one checked."""
     shown = str(path)
     # 'x/', '.', '..', 'x/.': a folder by its spelling (pathlib reads 'x/.' as 'x' and '.' has no name to end
     # in .trials.json), whether or not it exists
@@ -278,6 +280,13 @@ def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str,
     p = Path(path)
     try:
         refuse_input(p, field, extra_inputs)
+        hop = _through_proc(p)
+        if hop is not None:  # /dev/stdout -> /proc/self/fd/1: the rename would replace the link itself
+            raise UserError(f"{field}={shown!r}: names an open file of this process ({hop}), not a file name; the "
+                            "output is written atomically (a new file renamed over the name): give a regular file's "
+                            "path")
+        if os.path.islink(p) and not p.exists():
+            raise UserError(f"{field}={shown!r}: {_not_a_file(p)}; give a regular file's path")
         if p.is_dir():
             raise UserError(f"{field}={shown!r}: a folder; give a file name")
         if p.exists() and not p.is_file():  # through a symbolic link too (/dev/stdout)
@@ -287,7 +296,7 @@ def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str,
             # the rename would replace it all the same (it needs only the folder's write permission)
             raise UserError(f"{field}={shown!r}: an existing read-only file (mode {p.stat().st_mode & 0o777:04o}); "
                             "make it writable or choose another path")
-        probe = Path(os.path.abspath(p)).parent
+        probe = Path(os.path.realpath(p) if os.path.islink(p) else os.path.abspath(p)).parent  # written there
         while not probe.exists() and probe != probe.parent:
             probe = probe.parent
     except OSError as e:  # a name too long, ...
@@ -302,6 +311,24 @@ def check_output(path: str | Path, field: str, extra_inputs: Iterable[tuple[str,
     if why:  # root passes os.access everywhere; a read-only mount, /proc, /sys refuse only an actual write
         raise UserError(f"{field}={shown!r}: cannot create a file in folder {str(probe)!r} ({why})")
     return p
+
+
+def _through_proc(p: Path) -> Optional[str]:
+    """The ``/proc`` path an output name leads to through symbolic links (``/dev/stdout`` -> ``/proc/self/fd/1``,
+    ``/dev/fd/2``), else None: such a name is an open file of the process, and an atomic write (a new file renamed
+    over the name) would replace the link -- as root, ``/dev/stdout`` itself, for every process of the machine --
+    while the file it names is never written."""
+    cur = os.path.abspath(p)
+    for hops in range(40):  # the kernel's own limit on links followed
+        parent = os.path.realpath(os.path.dirname(cur))
+        linked = hops > 0 or parent != os.path.normpath(os.path.dirname(cur))
+        cur = os.path.join(parent, os.path.basename(cur))
+        if linked and (parent == "/proc" or parent.startswith("/proc/")):  # (a /proc path as written: not a folder
+            return cur                                                       # a file can be created in, said apart)
+        if not os.path.islink(cur):
+            return None
+        cur = os.path.join(parent, os.readlink(cur))
+    return None
 
 
 def _cannot_create_in(folder: Path) -> Optional[str]:

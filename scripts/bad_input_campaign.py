@@ -22,7 +22,12 @@ bash builtins that set a variable the reader does not evaluate (``printf -v``, `
 a numeric field of a ``--gpu-file`` GPU (read as 1); the robust9 classes (``--only r9:``): launcher node ranges with MIN > MAX or from 0
 (``--nnodes 4:1``), Megatron-Bridge integers and mappings where a number belongs, Primus ``recompute_layer_ids`` of
 floats, outputs naming a file of the running program (a module it imported), ``--project ''`` / ``-``; and a
-Megatron-Bridge ``run_config.yaml`` as one more format (``--only bridge-yaml:``).
+Megatron-Bridge ``run_config.yaml`` as one more format (``--only bridge-yaml:``); the robust10 classes (``--only r10:``):
+abbreviated Megatron-LM flags (``allow_abbrev=False`` there), words no Megatron-LM flag takes (``--sequence-parallel
+false``, a blank after a line-ending backslash, ``"--num-layers 32"`` as one word), a switch given ``=VALUE``, a misspelt choice (``--lr-decay-style
+COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` / ``readonly`` / ``(( X *= 2 ))`` / ``let`` values, TorchTitan booleans given a value
+(tyro's flag pairs) and fields cut short, ``torchrun --standalone`` on several nodes, outputs named through a link into /proc (``/dev/stdout``) or a dangling
+link, and primus-launch's own options abbreviated.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -690,8 +695,8 @@ def fanout_cases() -> list[Case]:
     for tag, files in (("source", fan), ("function", {"r.sh": calls}), ("called-script", called)):
         out.append(Case(f"fan:bash:{tag}-fan-out", "structure", files, ["--project", "r.sh"] + TAIL,
                         expect_refusal=True, expect_words=("runs more than",)))
-    for tag, snippet, words in (("arith-command", b"((TP_SIZE *= 2))\n", ("arithmetic command",)),
-                                ("let", b"let TP_SIZE=TP_SIZE*2\n", ("'let TP_SIZE=TP_SIZE*2' not evaluated",))):
+    for tag, snippet, words in (("arith-command", b"((TP_SIZE = X = 2))\n", ("arithmetic command",)),
+                                ("let", b"let TP_SIZE=X=2\n", ("'let TP_SIZE=X=2' not evaluated",))):
         out.append(Case(f"fan:bash:{tag}", "structure", {"r.sh": _in_bash(snippet)}, ["--project", "r.sh"] + TAIL,
                         expect_words=words))
     for tag, data, words in (
@@ -1066,6 +1071,112 @@ def robust9_cases() -> list[Case]:
     return out
 
 
+def robust10_cases(rng: random.Random, quick: bool) -> list[Case]:
+    """The robust10 classes (``--only r10:``): every Megatron-LM flag of the bash recipe abbreviated (its last two
+    characters cut: Megatron-LM's parser has ``allow_abbrev=False``, the reader noted an unknown flag and projected
+    the default); every switch followed by a word (``--sequence-parallel false``: Megatron-LM's parser has no
+    positional arguments, the switch was projected on) and every one-value flag followed by a second one; each
+    line-ending backslash of the recipe followed by a blank (bash passes " " and ends the command); torchrun's own
+    abbreviations (``--nproc-per 4``, read as torch reads them) and an ambiguous one (``--nproc``); bash ``$'...'``
+    and ``declare -i`` values; primus-launch's own options abbreviated (``--gpus 64`` read as --gpus-per-node)."""
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.adapters import megatron_flags
+
+    out: list[Case] = []
+    text = BASH.decode()
+    flags = list(dict.fromkeys(re.findall(r"(?m)^\s+(--[a-z][a-z0-9-]*)", text)))
+    switches = [f for f in flags if (megatron_flags.by_option().get(f) is not None
+                                     and not megatron_flags.by_option()[f].takes_value)]
+    valued = [f for f in flags if f not in switches and megatron_flags.by_option().get(f) is not None
+              and megatron_flags.by_option()[f].nargs in ("", "1")]
+    cut = [f for f in flags if megatron_flags.by_option().get(f) is not None and megatron_flags.abbreviated(f[:-2])]
+    for f in (rng.sample(cut, min(6, len(cut))) if quick else cut):
+        data = re.sub(rf"(?m)^(\s+){re.escape(f)}(?=[\s=])", lambda m: m.group(1) + f[:-2], text, count=1)
+        out.append(Case(f"r10:abbrev:{f[:-2]}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
+                        expect_refusal=True, expect_words=(f[:-2], "allow_abbrev=False")))
+    for f in (rng.sample(switches, min(4, len(switches))) if quick else switches):
+        for w in (("false",) if quick else ("false", "0", "no", "True")):
+            data = re.sub(rf"(?m)^(\s+){re.escape(f)}$", lambda m: f"{m.group(1)}{f} {w}", text, count=1)
+            out.append(Case(f"r10:switch-word:{f}={w}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
+                            expect_refusal=True, expect_words=(f, repr(w))))
+    for f in (rng.sample(valued, min(3, len(valued))) if quick else valued):
+        data = re.sub(rf"(?m)^(\s+{re.escape(f)} \S+)$", r"\1 7", text, count=1)
+        if data != text:
+            out.append(Case(f"r10:extra-word:{f}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
+                            expect_refusal=True, expect_words=(f, "'7'")))
+    quoted = text.replace("${MODEL_ARGS[@]}", '"${MODEL_ARGS[@]}"')
+    for f in [f for f in flags if re.search(rf"(?m)^    {re.escape(f)} \S+$", text) and f in text.split("MODEL_ARGS=(")[1]
+              .split(")")[0]][:2 if quick else 6]:  # a flag and its value quoted into one word
+        data = re.sub(rf"(?m)^    ({re.escape(f)} \S+)$", r'    "\1"', quoted, count=1)
+        out.append(Case(f"r10:quoted-pair:{f}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
+                        expect_refusal=True, expect_words=(f"argument='{f} ", "blank")))
+    conts = [m.start() for m in re.finditer(r"\\\n", text)]
+    for at in (rng.sample(conts, min(2, len(conts))) if quick else conts):
+        out.append(Case(f"r10:backslash-blank@{at}", "byte", {"r.sh": (text[:at] + "\\ \n" + text[at + 2:]).encode()},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=("argument=' '",)))
+    launch = b"--nproc_per_node $GPUS_PER_NODE"
+    for opt, words in ((b"--nproc-per 8", ()), (b"--nproc_per 8", ()), (b"--nproc 8", ("--nproc", "ambiguous"))):
+        out.append(Case(f"r10:torchrun:{opt.decode()}", "value", {"r.sh": BASH.replace(launch, opt)},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=bool(words), expect_words=words))
+    out.append(Case("r10:torchrun:standalone-2-nodes", "value",
+                    {"r.sh": BASH.replace(b"--nnodes $NUM_NODES", b"--nnodes 2 --standalone")}, ["--project", "r.sh"] + TAIL,
+                    expect_refusal=True, expect_words=("--nnodes='2'", "--standalone")))
+    for opt, words in (("--nnode", ()), ("--nproc", ("--nproc", "ambiguous")), ("--n", ("--n", "ambiguous"))):
+        cmd = list(ARGV)
+        cmd[1:3] = [opt, "2"]
+        out.append(Case(f"r10:torchrun:argv:{opt}", "argv", {}, ["--project", "--dry-run", "--json", "--"] + cmd,
+                        expect_refusal=bool(words), expect_words=words))
+    for line in (b"TP_SIZE=$'2'", b"TP_SIZE=$'\\x32'", b"declare -i TP_SIZE=1+1", b"typeset -i TP_SIZE=4/2",
+                 b"declare -i TP_SIZE=2/0", b"readonly TP_SIZE=2\nTP_SIZE=3", b"declare -r TP_SIZE=2\nunset TP_SIZE",
+                 b"TP_SIZE=2\nunset -f TP_SIZE", b"TP_SIZE=1\n((TP_SIZE *= 2))", b"TP_SIZE=1\nlet TP_SIZE++",
+                 b"TP_SIZE=2\n((TP_SIZE /= 0))", b"N=TP_VAL\nTP_VAL=2\nTP_SIZE=${!N}", b"X=2\nTP_SIZE=${X/2/4}"):
+        out.append(Case(f"r10:bash:{line.decode()}", "value", {"r.sh": BASH.replace(b"TP_SIZE=2\n", line + b"\n", 1)},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=line.endswith(b"/0") or b"${X/" in line,
+                        expect_words=("--tensor-model-parallel-size='2/0'",) if line.endswith(b"/0") else
+                        ("TP_SIZE is readonly",) if b"-r " in line or b"readonly" in line else ()))
+    from primus_launch.adapters.megatron_choices import CHOICES
+
+    for f in [f for f in valued if f in CHOICES]:  # each choice flag of the recipe: its value upper-cased
+        m = re.search(rf"(?m)^(\s+{re.escape(f)} )(\S+)$", text)
+        if m and m.group(2).upper() != m.group(2):
+            data = text[:m.start(2)] + m.group(2).upper() + text[m.end(2):]
+            out.append(Case(f"r10:choice:{f}={m.group(2).upper()}", "value", {"r.sh": data.encode()},
+                            ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=(f, "did you mean")))
+    for f in (rng.sample(switches, min(3, len(switches))) if quick else switches):
+        data = re.sub(rf"(?m)^(\s+){re.escape(f)}$", lambda m: f"{m.group(1)}{f}=true", text, count=1)
+        out.append(Case(f"r10:switch=value:{f}", "value", {"r.sh": data.encode()}, ["--project", "r.sh"] + TAIL,
+                        expect_refusal=True, expect_words=(f, "ignored explicit argument")))
+    tt = b"--compile.enable "
+    for opt, words in ((b"--compile.enable=False ", ("--compile.enable='False'",)),
+                       (b"--compile.enable=True ", ("--compile.enable='True'",))):
+        out.append(Case(f"r10:titan-launch:{opt.decode().strip()}", "value", {"r.sh": BASH_TITAN.replace(tt, opt)},
+                        ["--project", "r.sh"] + TAIL, expect_refusal=True, expect_words=words))
+    job = ["torchrun", "--nproc-per-node", "8", "-m", "torchtitan.train", "--job.config_file", "r.toml"]
+    for more, words in ((["--compile.no-enable"], ()), (["--compile.enable=False"], ("--compile.enable='False'",)),
+                        (["--compile.enable", "false"], ("--compile.enable='false'",)),
+                        (["--training.steps", "10", "20"], ("unexpected argument '20'",)),
+                        (["--parallelism.tensor_parallel", "2"], ("did you mean parallelism.tensor_parallel_degree",))):
+        out.append(Case(f"r10:titan-job:{' '.join(more)}", "argv", {"r.toml": TOML},
+                        ["--project", "--dry-run", "--json", "--"] + job + more, expect_refusal=bool(words),
+                        expect_words=words))
+    def fd_link(d: Path) -> None:  # /dev/stdout's kind of link, in the case's folder
+        os.symlink("/proc/self/fd/1", d / "fd1")
+
+    def dangling(d: Path) -> None:
+        os.symlink("nowhere/x", d / "gone")
+
+    for flag in ("--report", "--trace"):
+        for name, setup, words in (("fd1", fd_link, "names an open file of this process"),
+                                   ("gone", dangling, "which does not exist")):
+            out.append(Case(f"r10:out:{flag}={name}", "output", {"r.sh": BASH}, ["--project", "r.sh"] + TAIL + [flag, name],
+                            setup=setup, expect_refusal=True, expect_words=(f"{flag}='{name}'", words)))
+    for flag, whole in (("--gpus", "--gpus-per-node"), ("--node", "--nodes"), ("--dry", "--dry-run")):
+        args = ["--project", "r.sh", "--dry-run", flag, "8"] if flag != "--dry" else ["--project", "r.sh", flag]
+        out.append(Case(f"r10:cli:{flag}", "argv", {"r.sh": BASH}, args, expect_refusal=True,
+                        expect_words=(flag, whole)))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1094,6 +1205,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += structured_cases()
     cases += terminal_cases()
     cases += robust9_cases()
+    cases += robust10_cases(rng, quick)
     return cases
 
 

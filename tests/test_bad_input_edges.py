@@ -236,12 +236,14 @@ def test_bash_that_fans_out_is_refused_not_run_for_ever(tmp_path):
 
 
 @pytest.mark.parametrize("snippet,words", [
-    ("TP_SIZE=1\n((TP_SIZE *= 2))\n", "arithmetic command '((TP_SIZE *= 2))' not evaluated"),
-    ("TP_SIZE=1\nlet TP_SIZE=TP_SIZE*2\n", "'let TP_SIZE=TP_SIZE*2' not evaluated"),
-    ("TP_SIZE=1\n((TP_SIZE <<= 1))\n", "arithmetic command '((TP_SIZE <<= 1))' not evaluated"),
+    ("TP_SIZE=1\n((TP_SIZE = X = 2))\n", "arithmetic command '((TP_SIZE = X = 2))' not evaluated"),
+    ("TP_SIZE=1\nlet TP_SIZE=X=2\n", "'let TP_SIZE=X=2' not evaluated"),
+    ("TP_SIZE=1\n((TP_SIZE = (X <<= 1)))\n", "arithmetic command '((TP_SIZE = (X <<= 1)))' not evaluated"),
 ], ids=["arith-command", "let", "shift-assign"])
 def test_bash_arithmetic_commands_are_noted(tmp_path, snippet, words):
-    """``((X *= 2))`` and ``let`` change a variable the reader does not follow: said, as a loop is (was silent)."""
+    """An arithmetic command or ``let`` whose assignment holds another one changes a variable the reader does not
+    follow: said, as a loop is (was silent).  A list of plain assignments (``((X *= 2))``, ``let X=X*2``) is
+    evaluated (robust10: tests/test_bad_input_robust10.py)."""
     (tmp_path / "r.sh").write_text(BASH.replace("TP_SIZE=2\n", snippet, 1))
     rc, out, err, _ = run_cli(["--project", "r.sh", "--dry-run", "--json"], tmp_path)
     assert rc == 0 and words in err, err[-600:]

@@ -251,7 +251,9 @@ def _render_titan(plan: Plan, argv: list[str]) -> list[str]:
             continue
         text_val = str(val).lower() if isinstance(val, bool) else (
             ",".join(map(str, val)) if isinstance(val, list) else str(val))
-        if first == last and "=" in argv[first]:
+        if isinstance(val, bool):  # a flag pair (tyro): --compile.enable / --compile.no-enable, no value
+            new[first] = f"--{section}.{key}" if val else f"--{section}.no-{key.replace('_', '-')}"
+        elif first == last and "=" in argv[first]:
             new[first] = f"{argv[first].split('=', 1)[0]}={text_val}"
         elif first == last:  # bare flag (true) that is now false
             new[first] = f"{argv[first]}={text_val}"

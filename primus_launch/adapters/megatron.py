@@ -25,7 +25,7 @@ import primus_launch.adapters.megatron_script as ms
 from primus_launch.adapters.megatron_bash import unstated_note
 from primus_launch.adapters.program_limits import program_fixed
 from primus_launch.adapters.pai_patch import legacy_program
-from primus_launch.adapters.megatron_args import (BY_DEST, changed_args, is_hybrid_program, plan_from_args,
+from primus_launch.adapters.megatron_args import (SHAPE_DESTS, BY_DEST, changed_args, is_hybrid_program, plan_from_args,
                                                   program_family)
 from primus_launch.adapters.megatron_yaml import YamlRecipe, from_yaml, is_yaml_text
 from primus_launch.errors import UserError
@@ -242,7 +242,8 @@ def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
 
 
 def _check_family(rec: Any) -> None:
-    """Refuse a recipe whose training program is not a GPT-family decoder (Megatron-LM entry points)."""
+    """Refuse a recipe whose training program is not a GPT-family decoder (Megatron-LM entry points), and a
+    Megatron-LM command with a word no flag takes (:func:`megatron_script.stray_word_problem`)."""
     program = getattr(rec, "program", None)
     fam = program_family(program)
     if fam and fam.startswith("tool: "):
@@ -250,6 +251,16 @@ def _check_family(rec: Any) -> None:
     if fam:
         raise PlanError("training program", program, f"trains a {fam}, which the projection does not model "
                                                      "(GPT-family decoders only)")
+    if isinstance(rec, ms.CommandRecipe):
+        problem = ms.stray_word_problem(rec.occs)
+        # a command naming no model flag gets the 'required' line, unless a blank word (`pretrain_gpt.py \ `) cut it
+        if problem is not None and (any(rec.args.get(d) is not None for d in SHAPE_DESTS)
+                                    or not str(problem.value).strip() or str(problem.value).startswith("-")):
+            crlf = next((n for n in rec.notes if "end in CR LF" in n), None)
+            if crlf is not None and "\r" in str(problem.value):  # a '\' then CR: bash passes the CR, ends the command
+                raise PlanError("argument", problem.value, "a carriage return Megatron-LM's parser refuses ('unrecognized "
+                                                           f"arguments'): {crlf}")
+            raise problem
 
 
 def _hybrid_program_args(rec: Any, args: dict) -> dict:

@@ -579,7 +579,7 @@ def steady_batch(schedule: str) -> int:
 
 
 # --------------------------------------------------------------------------- args -> plan
-_SHAPE_DESTS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "encoder_seq_length")
+SHAPE_DESTS = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "encoder_seq_length")
 
 
 def _req(a: dict[str, Any], dest: str) -> Any:
@@ -668,7 +668,7 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
     ``UnmodelledFlag``s, unknown keys a note; a flag that selects a model family the projection does
     not model raises a one-line :class:`PlanError`.  Keys in ``skip`` are not looked at."""
     from primus_launch.adapters.megatron_flags import (MODELLED, MULTIMODAL_FAMILY, MULTIMODAL_FLAGS, NOT_MODELLED,
-                                                       REFUSED, check_value, is_default, lookup)
+                                                       REFUSED, abbreviation_problem, check_value, is_default, lookup)
 
     rep = rep or _Report()
     for key, val in a.items():
@@ -683,6 +683,9 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
             check_value(f, val)
         if f is None:
             shown = key if key.startswith("-") else "--" + key.replace("_", "-")
+            problem = abbreviation_problem(key, val) if key.startswith("--") else None
+            if problem is not None:  # `--num-layer 32` on a command line: Megatron-LM exits 'unrecognized arguments'
+                raise problem
             if shown in MULTIMODAL_FLAGS:  # a vision-language run: its language model alone is not the run
                 raise PlanError(shown, val if val is not True else "set", f"{MULTIMODAL_FAMILY}: not modelled by the "
                                 "projection (GPT-family decoders only)")
@@ -711,7 +714,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     """
     rep = report_args(a, skip=frozenset(k for keys in PAI_VOCAB_KEYS for k in keys)
                       | frozenset(k for k in pai_patch.KEYS if "qk" not in k))
-    if all(a.get(d) is None for d in _SHAPE_DESTS):
+    if all(a.get(d) is None for d in SHAPE_DESTS):
         raise PlanError("--num-layers", None, "required (Megatron-LM has no default); the command names none of "
                         "Megatron-LM's model flags (--num-layers, --hidden-size, --num-attention-heads, --seq-length): "
                         "not a Megatron-LM flag recipe (Megatron-Bridge / NeMo recipes build the model in Python; "

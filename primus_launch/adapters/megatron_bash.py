@@ -31,6 +31,7 @@ tree-sitter-bash accepts.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import itertools
@@ -63,6 +64,34 @@ class _ArithTooDeep(ValueError):
     """Variables whose values name each other without end inside ``$(( ))`` (bash fails the expansion)."""
 # an arithmetic command that assigns: `=` (not ==, !=, <=, >=), `op=` (<<= and >>= too), ++, --
 _ARITH_ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|<<=|>>=|\+\+|--")
+# one assignment of an arithmetic command (`((X *= 2))`, `let X=X*2`, `((X++))`): NAME OP EXPR, NAME++ / ++NAME
+_ARITH_SET = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(<<=|>>=|[-+*/%&^|]?=)(?!=)\s*(\S.*?)\s*|"
+                        r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(\+\+|--)\s*|\s*(\+\+|--)\s*([A-Za-z_][A-Za-z0-9_]*)\s*", re.S)
+
+
+def arith_sets(expr: str) -> list[tuple[str, str, str]] | None:
+    """The assignments of an arithmetic command's expression, as (name, operator, expression) -- ``X++`` is
+    (X, "+=", "1") -- when every comma-separated part is one; None otherwise (a condition, a nested assignment)."""
+    parts, depth, cur = [], 0, ""
+    for ch in expr:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    out = []
+    for part in parts:
+        m = _ARITH_SET.fullmatch(part)
+        if m is None or (m.group(3) is not None and _ARITH_ASSIGN.search(m.group(3))):
+            return None
+        if m.group(1):
+            out.append((m.group(1), m.group(2), m.group(3)))
+        else:
+            name, op = (m.group(4), m.group(5)) if m.group(4) else (m.group(7), m.group(6))
+            out.append((name, op[0] + "=", "1"))
+    return out
 _LOOPS = ("for_statement", "c_style_for_statement", "while_statement")
 # nodes of a word that expand (everything else in a word is literal text)
 _EXPANDING = ("string", "raw_string", "ansi_c_string", "translated_string", "expansion", "command_substitution",
@@ -412,12 +441,14 @@ def _check(sc: Script, node: tree_sitter.Node, notes: list[str]) -> None:
     if t in ("command_substitution", "heredoc_body", "arithmetic_expansion", "comment"):
         return
     if t == "compound_statement" and node.child_count and node.children[0].type == "((":
-        if _ARITH_ASSIGN.search(sc.src(node)):  # ((X *= 2)), ((X++)): a variable changed, not followed
+        body = sc.src(node).strip()[2:-2]
+        if _ARITH_ASSIGN.search(body) and arith_sets(body) is None:  # ((X *= 2)) is run (ShellState.exec);
             notes.append(f"line {sc.line(node.start_byte)}: arithmetic command {sc.src(node)[:40]!r} not evaluated")
-        return
+        return                                                       # other assignments are not followed
     if t == "command" and node.child_count and node.children[0].type == "command_name" \
-            and sc.src(node.children[0]) == "let":  # let X=X*2: as ((...))
-        notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated")
+            and sc.src(node.children[0]) == "let":  # let X=X*2: run as ((...)) where every argument is an assignment
+        if any(arith_sets(sc.src(c).strip("\"'")) is None for c in node.children[1:] if c.is_named):
+            notes.append(f"line {sc.line(node.start_byte)}: {sc.src(node)[:40]!r} not evaluated")
         return
     if t == "command" and node.child_count and node.children[0].type == "command_name" \
             and _sets_variable(sc, node):  # printf -v X, read X, mapfile X, getopts S X: as let
@@ -582,8 +613,10 @@ def word_parts(sc: Script, nodes: list[tree_sitter.Node], quoted: bool = False) 
         return _spliced(sc, ba, nodes[-1].end_byte, kids, "dq" if quoted else "word", quoted)
     if t == "raw_string":
         return [Part("lit", True, [sc.pc(sc.text[i], i) for i in range(a + 1, b - 1)])]
-    if t == "ansi_c_string":  # $'...': read as "$" and a single-quoted string (escapes are not decoded)
-        return [Part("lit", quoted, [sc.pc("$", a)]), Part("lit", True, [sc.pc(sc.text[i], i) for i in range(a + 2, b - 1)])]
+    if t == "ansi_c_string":  # $'...': its escapes decoded (bash(1) QUOTING); inside "..." it is plain text
+        if quoted:
+            return [Part("lit", True, [sc.pc(sc.text[i], i) for i in range(a, b)])]
+        return [Part("lit", True, [sc.pc(ch, i) for ch, i in ansi_c_chars(sc.text, a + 2, b - 1)])]
     if t in ("string", "translated_string"):  # $"...": "$" and a double-quoted string
         lead = _start(sc, node) + (1 if t == "string" else 2)
         kids = list(_expanding_children(node, lead, node.end_byte - 1))
@@ -603,11 +636,56 @@ def word_parts(sc: Script, nodes: list[tree_sitter.Node], quoted: bool = False) 
     return [Part("cmdsub", quoted, text=text, start=a, end=b)]  # $(...), `...`, <(...), >(...)
 
 
+_ANSI_C = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+           "\\": "\\", "'": "'", '"': '"', "?": "?"}
+_ANSI_C_NUM = re.compile(r"([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})|c(.)", re.S)
+
+
+def ansi_c_chars(s: str, a: int, b: int) -> list[tuple[str, int]]:
+    """The characters of the body ``s[a:b]`` of a ``$'...'`` word, each with the offset it was written at: bash(1)
+    QUOTING decodes ``\\n \\t \\e ... \\nnn \\xHH \\uHHHH \\UHHHHHHHH \\cX``; an unknown escape stays as written
+    (backslash and character).  ``TP=$'4'`` is TP=4 (read as ``$4`` before: a positional parameter's text)."""
+    out: list[tuple[str, int]] = []
+    i = a
+    while i < b:
+        c = s[i]
+        if c != "\\" or i + 1 >= b:
+            out.append((c, i))
+            i += 1
+            continue
+        n = s[i + 1]
+        if n in _ANSI_C:
+            out.append((_ANSI_C[n], i))
+            i += 2
+            continue
+        m = _ANSI_C_NUM.match(s, i + 1, b)
+        if m is None:
+            out.append((c, i))
+            i += 1
+            continue
+        octal, hx, u, big, ctl = m.groups()
+        code = int(octal, 8) & 0xFF if octal else int(hx or u or big, 16) if not ctl else ord(ctl) & 0x1F
+        if code == 0:  # bash ends the word at a NUL
+            break
+        if code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF:
+            out.append((chr(code), i))
+        i = m.end()
+    return out
+
+
 def _brace_body(sc: Script, node: tree_sitter.Node) -> tuple[Part, int, int]:
     """(part without its argument, argument start, end) of a ``${...}`` (character offsets)."""
     start, close = sc.pos(_start(sc, node)), sc.pos(node.end_byte) - 1
     body = sc.text[start + 2:close]
     part = Part("param", False, start=start, end=close + 1)
+    m = re.fullmatch(r"!([A-Za-z_][A-Za-z0-9_]*)", body)
+    if m:  # ${!NAME}: the variable NAME names (indirect expansion)
+        part.op, part.name = "indirect", m.group(1)
+        return part, close, close
+    m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(\^\^|,,|\^|,)", body)
+    if m:  # ${NAME^^} / ${NAME,,} / ${NAME^} / ${NAME,}: case modification (no pattern)
+        part.op, part.name = m.group(2), m.group(1)
+        return part, close, close
     k = 0
     if body.startswith("#") and len(body) > 1:
         part.op = "len"
@@ -644,7 +722,7 @@ def _brace_body(sc: Script, node: tree_sitter.Node) -> tuple[Part, int, int]:
 def _brace_part(sc: Script, node: tree_sitter.Node, quoted: bool) -> Part:
     part, a, b = _brace_body(sc, node)
     part.quoted = quoted
-    if part.op in ("", "len", "opaque", "substr"):
+    if part.op in ("", "len", "opaque", "substr", "indirect", "^^", ",,", "^", ","):
         return part
     ba, bb = _byte(sc, a), _byte(sc, b)
     if _start(sc, node) not in sc.masked:
@@ -825,6 +903,8 @@ class ShellState:
         self.functions: dict[str, tuple[Script, list[tree_sitter.Node]]] = {}
         self.warnings: list[str] = []
         self.exported: set[str] = set()  # names exported (export / declare -x) so far
+        self.integers: set[str] = set()  # names with the integer attribute (declare -i): assignments are arithmetic
+        self.readonly: set[str] = set()  # names made readonly (readonly / declare -r): later assignments fail in bash
         # files read besides the script: path -> ("source" | "bash", text) (where PC.at points)
         self.files: dict[str, tuple[str, str]] = {}
         # a default a script this one runs takes (`MBS="${MBS:-8}"` in train.sh, run by `bash train.sh` here):
@@ -852,6 +932,7 @@ class ShellState:
         sub.scalars, sub.arrays, sub.functions = self.scalars, self.arrays, self.functions
         sub.refs, sub.commands, sub.warnings = [], [], self.warnings
         sub.positional, sub._depth, sub.exported = self.positional, self._depth + 1, self.exported
+        sub.integers, sub.readonly = self.integers, self.readonly
         sub._ran, sub._script, sub._frames = self._ran, self._script, self._frames
         sub.allocation, sub.unread_allocation, sub.files = self.allocation, self.unread_allocation, self.files
         sub.run_defaults, sub._bash_site = self.run_defaults, None
@@ -908,7 +989,22 @@ class ShellState:
         # parameter
         if part.op == "opaque":
             return [(self._ref(part.start, part.end, _synth(part.text, OPAQUE)), not part.quoted, False)]
+        if part.op == "indirect":  # ${!N}: N's value names the variable read (N=TP; ${!N} is $TP)
+            ref, _ = self._value(part.name, None)
+            target = "".join(p.ch for p in ref[0]) if ref else ""
+            m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[([^\]]*)\])?", target)
+            if m is None or (ref and any(p.lit == OPAQUE for p in ref[0])):
+                text = self.sc.text[part.start:part.end]
+                return [(self._ref(part.start, part.end, _synth(text, OPAQUE)), not part.quoted, False)]
+            return self._expand_part(dataclasses.replace(part, op="", name=m.group(1), index=m.group(2)))
         vals, multi = self._value(part.name, part.index)
+        if part.op in ("^^", ",,", "^", ","):  # case modification, every character or the first
+            def cased(v: list[PC]) -> list[PC]:
+                up = part.op.startswith("^")
+                return [dataclasses.replace(p, ch=(p.ch.upper() if up else p.ch.lower()))
+                        if len(part.op) == 2 or i == 0 else p for i, p in enumerate(v)]
+            vals = None if vals is None else [cased(v) for v in vals]
+            part = dataclasses.replace(part, op="")
         if part.op == "substr":
             return [(self._ref(part.start, part.end, self._substring(part, vals, multi)), not part.quoted, False)]
         if part.op == "len":
@@ -1159,12 +1255,21 @@ class ShellState:
             kids = [c for c in node.named_children if c.type != "comment"]
             if t == "declaration_command":
                 self._note_locals(node, kids)
+                self._note_integers(node, kids)
             self._assign_all(kids, t == "declaration_command" and node.child_count > 0 and node.children[0].type == "export")
             if t == "declaration_command":
                 self._note_exports(node, kids)
-        elif t == "unset_command":
-            for c in node.named_children:
-                nm = self.sc.src(c)
+                self._note_readonly(node, kids)
+        elif t == "unset_command":  # unset [-v] NAME...: variables; unset -f NAME...: functions (bash(1) unset)
+            names = [self.sc.src(c) for c in node.named_children]
+            opts = "".join(n[1:] for n in names if n.startswith("-"))
+            for nm in (n for n in names if not n.startswith("-")):
+                if "f" in opts:
+                    self.functions.pop(nm, None)
+                    continue
+                if nm in self.readonly:  # bash: "cannot unset: readonly variable", the value stays
+                    self.warnings.append(f"unset {nm}: {nm} is readonly (bash refuses it; the value stays)")
+                    continue
                 self.scalars.pop(nm, None)
                 self.arrays.pop(nm, None)
         elif t == "redirected_statement":  # redirections (and here-documents) are skipped
@@ -1201,8 +1306,9 @@ class ShellState:
             words += self._words(_command_words(self.sc, inner, redirects=redirects))
             end = _command_end(self.sc, inner, redirects)
             self.commands.append(Command(words, self.sc.pos(node.start_byte), self.sc.pos(end), self._prefix_env([])))
-        elif t == "compound_statement":  # { ...; } (and (( ... )), skipped)
+        elif t == "compound_statement":  # { ...; } (and (( ... )): its assignments run, its value not read)
             if node.child_count and node.children[0].type == "((":
+                self._arith_command(self.sc.src(node).strip()[2:-2], node)
                 return True
             return self.run(_statements(node))
         elif t == "if_statement":
@@ -1336,6 +1442,10 @@ class ShellState:
             index = target.child_by_field_name("index")
             target = target.child_by_field_name("name") or target
         name = sc.src(target)
+        if name in self.readonly:  # bash: "NAME: readonly variable"; the assignment fails, the script goes on
+            self.warnings.append(f"{sc.src(node)[:80]}: {name} is readonly (bash refuses the assignment and goes on; "
+                                 f"{name} keeps its value)")
+            return
         if value is not None and value.type == "array":
             elems: list[list[PC]] = []
             items = [w for w in value.named_children if w.type != "comment"]
@@ -1372,6 +1482,9 @@ class ShellState:
             else:
                 self.arrays[name] = [val]
             return
+        if name in self.integers:  # declare -i NAME: NAME=2*2 is 4, NAME+=1 adds
+            val = self._integer_value(val, self.scalars.get(name) if plus else None)
+            plus = False
         self.scalars[name] = (self.scalars.get(name, []) + val) if plus else val
         if len(self.scalars[name]) > MAX_WORD_CHARS:
             raise _too_large(self.path, f"variable {name}", MAX_WORD_CHARS, "characters")
@@ -1403,6 +1516,74 @@ class ShellState:
             for name in names:
                 if _NAME.fullmatch(name) and name not in frame:
                     frame[name] = (self.scalars.get(name), self.arrays.get(name))
+
+    def _note_integers(self, node: tree_sitter.Node, kids: list[tree_sitter.Node]) -> None:
+        """``declare -i NAME[=v]`` (``typeset`` / ``local`` too): NAME gets the integer attribute, so this and every
+        later assignment to it is evaluated as arithmetic (bash(1) ``declare -i``: "arithmetic evaluation is
+        performed when the variable is assigned a value"); ``+i`` takes the attribute away."""
+        head = node.children[0].type if node.child_count else ""
+        opts = [self.sc.src(c) for c in kids if c.type == "word" and self.sc.src(c)[:1] in "-+"]
+        on, off = any(o[0] == "-" and "i" in o for o in opts), any(o[0] == "+" and "i" in o for o in opts)
+        if head not in ("declare", "typeset", "local") or not (on or off):
+            return
+        for c in kids:
+            if c.type == "variable_assignment":
+                c = c.child_by_field_name("name")
+            if c is not None and c.type == "variable_name":
+                (self.integers.add if on else self.integers.discard)(self.sc.src(c))
+
+    def _arith_command(self, expr: str, node: tree_sitter.Node) -> None:
+        """The assignments of ``(( expr ))`` / ``let expr`` (:func:`arith_sets`), evaluated as ``$(( ))`` is and made,
+        one after the other (``((TP *= 2))`` doubles TP, ``let N=N+1``); one that does not evaluate stops there, with
+        a note (bash fails the command too: a division by zero; or a value this does not read)."""
+        sets = arith_sets(expr)
+        if sets is None:
+            return  # not an assignment list (a condition, or noted by _check)
+        for name, op, rhs in sets:
+            try:
+                value = self._arith_value(rhs if op == "=" else f"({name}) {op[:-1]} ({rhs})")
+            except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError):
+                self.warnings.append(f"line {self.sc.line(node.start_byte)}: arithmetic {expr.strip()[:40]!r} not "
+                                     f"evaluated ({name} keeps its value)")
+                return
+            if name in self.readonly:
+                self.warnings.append(f"{expr.strip()[:80]}: {name} is readonly (bash refuses the assignment and goes "
+                                     f"on; {name} keeps its value)")
+                return
+            self.scalars[name] = _synth(str(value))
+            self.arrays.pop(name, None)
+
+    def _note_readonly(self, node: tree_sitter.Node, kids: list[tree_sitter.Node]) -> None:
+        """``readonly NAME[=v]`` / ``declare -r`` / ``typeset -r`` (not a function's ``local``): a later assignment to
+        NAME fails in bash -- "NAME: readonly variable" -- and the script goes on with the value it had."""
+        head = node.children[0].type if node.child_count else ""
+        opts = [self.sc.src(c) for c in kids if c.type == "word" and self.sc.src(c)[:1] in "-+"]
+        if head not in ("readonly", "declare", "typeset") or (head != "readonly" and not any(
+                o[0] == "-" and "r" in o for o in opts)) or any("f" in o for o in opts):
+            return
+        if head != "readonly" and self._frames and not any("g" in o for o in opts):
+            return  # a function's own variable: gone when it returns
+        for c in kids:
+            if c.type == "variable_assignment":
+                c = c.child_by_field_name("name")
+                if c is not None and c.type == "subscript":
+                    c = c.child_by_field_name("name")
+            if c is not None and c.type == "variable_name":
+                self.readonly.add(self.sc.src(c))
+
+    def _integer_value(self, val: list[PC], old: list[PC] | None) -> list[PC]:
+        """The value an integer variable gets from ``val`` (``old``: its value before a ``+=``), evaluated as
+        ``$(( ))`` is; a text that does not evaluate (a command's output, a division by zero, where bash stops with
+        an error) stays as written, and is refused where a number is read."""
+        txt = "".join(p.ch for p in val).strip()
+        if old is not None:
+            txt = f"({''.join(p.ch for p in old).strip() or 0})+({txt or 0})"
+        if any(p.lit == OPAQUE for p in val) or not _ARITH_TEXT.fullmatch(txt or "0"):
+            return val if old is None else (old + val)
+        try:
+            return _synth(str(self._arith_value(txt or "0")))
+        except (ValueError, SyntaxError, ZeroDivisionError, OverflowError, RecursionError, _ArithTooDeep):
+            return val if old is None else (old + val)
 
     def _end_frame(self) -> None:
         """A function call returns: its ``local`` names get their values from before the call back."""
@@ -1457,6 +1638,10 @@ class ShellState:
                 if m is None or tok.opaque:
                     continue
                 name = m.group(1)
+                if name in self.readonly:
+                    self.warnings.append(f"{tok.text[:80]}: {name} is readonly (bash refuses the assignment and goes "
+                                         f"on; {name} keeps its value)")
+                    continue
                 self.scalars[name] = list(tok.pcs[m.end():])
                 self.arrays.pop(name, None)
                 if export:
@@ -1494,6 +1679,11 @@ class ShellState:
             return True
         if name == "false":
             return False
+        if name == "let":  # let X=X*2 Y++: each argument an arithmetic expression (bash(1) let)
+            for a in args[1:]:
+                if not a.opaque:
+                    self._arith_command(a.text, node)
+            return True
         if name == "shift":
             n = int(args[1].text) if len(args) > 1 and args[1].text.isdigit() else 1
             self.positional = self.positional[n:]

@@ -1613,6 +1613,34 @@ def config_only_notes(options: Any) -> list[str]:
     return out
 
 
+def abbreviated(option: str) -> tuple[str, ...]:
+    """The Megatron-LM option strings ``option`` abbreviates (starts, and is not itself one of), TransformerConfig-only
+    names (``CONFIG_ONLY``) left out.  Megatron-LM's parser is built with ``allow_abbrev=False``
+    (``megatron/training/arguments.py`` ``parse_args``, core_r0.16.0 and main) and ends with ``parser.parse_args()``:
+    ``--num-layer 32`` exits with "unrecognized arguments" instead of setting ``--num-layers``.  A flag spelling of a
+    dest (``--overlap-p2p-comm``, from a YAML key) is no abbreviation here: it stays an unknown flag, noted."""
+    if not option.startswith("--") or len(option) < 3 or option in by_option() \
+            or option[2:].replace("-", "_") in by_dest():  # a dest spelled as a flag (--overlap-p2p-comm): noted
+        return ()
+    return tuple(sorted(o for o, f in by_option().items() if o.startswith(option) and f.versions != "config"))
+
+
+def abbreviation_problem(option: str, value: Any = None) -> Any:
+    """The one-line refusal (:class:`~primus_launch.plan.PlanError`) of an option that abbreviates Megatron-LM flags
+    (:func:`abbreviated`), else None."""
+    hits = abbreviated(option)
+    if not hits:
+        return None
+    from primus_launch.plan import PlanError
+
+    shown = option if value in (None, True, "") else f"{option} {value_text(value)}"
+    fix = f"write {hits[0]}" if len(hits) == 1 else "write the whole flag (" + ", ".join(hits[:4]) + \
+        (", ..." if len(hits) > 4 else "") + ")"
+    return PlanError("argument", shown, "not a Megatron-LM flag: it abbreviates " + (hits[0] if len(hits) == 1 else
+                     f"{len(hits)} flags") + ", and Megatron-LM's parser takes no abbreviations (allow_abbrev=False: "
+                     f"'unrecognized arguments'); {fix}")
+
+
 def value_text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return " ".join(str(v) for v in value)

@@ -142,13 +142,95 @@ def slurm_occurrences(occs: list[Occ]) -> list[Occ]:
     return out
 
 
+_SWITCH_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0", "none", "null"})
+
+
+def stray_word_problem(occs: list[Occ]) -> PlanError | None:
+    """The refusal of the first word of a Megatron-LM command that no flag takes, else None.  Megatron-LM's parser
+    has no positional arguments (``megatron/training/arguments.py``: options only, ``parser.parse_args()``), so a
+    word after a switch (``--sequence-parallel false``), a second value (``--lr 3e-4 1e-4``) or a lone blank (a
+    ``\\`` followed by a space before the line's end: bash passes " " and ends the command there) or a flag and its
+    value quoted into one word (``"--num-layers 32"``: argparse takes a word with a blank for a positional one) exits
+    with "unrecognized arguments"; a reader that skipped it projected the switch on.  Words a command substitution
+    gives (not run) and empty words are left alone."""
+    prev: Occ | None = None
+    for o in occs:
+        if o.flag and any(c.isspace() for c in o.flag) and not o.whole.opaque:
+            fix = o.flag.split()[0] + ("=" + " ".join(o.flag.split()[1:]) if len(o.flag.split()) > 1 else "")
+            return PlanError("argument", o.flag, "one word holding a blank (a quoted \"--flag value\"): Megatron-LM's "
+                             "parser reads it as a positional argument and refuses it ('unrecognized arguments'); "
+                             f"unquote it or write {fix}")
+        spec = (o.spec or megatron_flags.by_option().get(o.flag)) if o.flag else None
+        if spec is not None and spec.kind in ("true", "false", "boolopt", "const") and o.vals:
+            word = o.vals[0].text  # --bf16=true: argparse exits with "ignored explicit argument 'true'"
+            keep = "; leave the flag out to keep it off" if word.lower() in _SWITCH_WORDS else ""
+            return PlanError(o.flag, word, f"no value (a switch: Megatron-LM's parser refuses --flag=VALUE on it, "
+                             f"'ignored explicit argument'); write {o.flag} alone{keep}")
+        if o.flag or o.whole.opaque or not o.whole.text:
+            prev = o if o.flag else prev
+            continue
+        word = o.whole.text
+        if not word.strip():
+            return PlanError("argument", word, "a blank word, which Megatron-LM's parser refuses ('unrecognized "
+                             "arguments'): a '\\' followed by a space or tab at a line's end passes the blank and "
+                             "ends the command there (the lines after it are not part of it); delete the blank")
+        if prev is None:
+            return PlanError("argument", word, "a word before any flag: Megatron-LM's parser takes no positional "
+                             "arguments ('unrecognized arguments')")
+        spec = prev.spec or megatron_flags.by_option().get(prev.flag)
+        switch = spec is not None and spec.kind in ("true", "false", "boolopt", "const")
+        if switch:
+            keep = "leave the flag out" + (" to keep it off" if word.lower() in _SWITCH_WORDS else "")
+            return PlanError(prev.flag, word, f"no value (a switch: Megatron-LM's parser refuses {word!r}, "
+                             f"'unrecognized arguments'); {keep}")
+        return PlanError(prev.flag, " ".join(v.text for v in prev.vals) + " " + word,
+                         f"{len(prev.vals)} value{'s' if len(prev.vals) != 1 else ''}: Megatron-LM's parser refuses the "
+                         f"extra word {word!r} ('unrecognized arguments'; a value holding blanks stays one word only "
+                         "quoted, through a quoted expansion too: \"${ARGS[@]}\")")
+    return None
+
+
+def torchrun_occurrences(occs: list[Occ]) -> list[Occ]:
+    """torchrun's options as :func:`parse_occurrences` split them, each abbreviation under the option it stands for
+    (torchrun's parser takes unique prefixes: ``--nproc-per 8`` is ``--nproc-per-node 8``; an ambiguous one is
+    refused: :func:`torchrun_argv.resolve_option`); the words stay as written."""
+    from dataclasses import replace
+
+    from primus_launch.adapters.torchrun_argv import resolve_option
+
+    out: list[Occ] = []
+    for o in occs:
+        full = resolve_option(o.flag) if o.flag.startswith("--") else None
+        out.append(replace(o, flag=full) if full is not None and full != o.flag else o)
+    return out
+
+
+def _known(o: Occ) -> str | None:
+    """The canonical option string of a Megatron-LM flag occurrence, None for a word or an unknown flag."""
+    return o.spec.flag if o.spec is not None else getattr(megatron_flags.by_option().get(o.flag), "flag", None)
+
+
+def choice_notes(occs: list[Occ]) -> list[str]:
+    """A note per flag whose value is outside its choices in the three Megatron-LM versions (:mod:`megatron_choices`)."""
+    from primus_launch.adapters.megatron_choices import choice_note
+
+    notes = [choice_note(k, [v.text for v in o.vals if not v.opaque]) for o in occs for k in [_known(o)] if k]
+    return list(dict.fromkeys(n for n in notes if n))
+
+
 def args_of(occs: list[Occ]) -> dict[str, Any]:
     """``dest -> value`` for every flag (argparse semantics: the last occurrence wins): modelled flags
     converted, other Megatron flags as text (switches as booleans of their dest), unknown flags
-    under their ``--name``."""
+    under their ``--name``; a value misspelling one of a flag's choices is refused (:mod:`megatron_choices`)."""
+    from primus_launch.adapters.megatron_choices import choice_problem
+
     a: dict[str, Any] = {}
     for o in occs:
         s = o.spec
+        known = _known(o)
+        problem = choice_problem(known, [v.text for v in o.vals if not v.opaque]) if known else None
+        if problem is not None:  # --lr-decay-style Cosine: Megatron-LM's parser exits with 'invalid choice'
+            raise problem
         if s is None:
             if not o.flag:
                 continue
@@ -186,6 +268,9 @@ def args_of(occs: list[Occ]) -> dict[str, Any]:
                 if "$((" in v.text and "$(" not in v.text.replace("$((", ""):
                     raise PlanError(s.flag, v.text, "an arithmetic expansion the reader cannot evaluate (a division by zero, "
                                                     "a ?: or a negative power); set it to a literal or a variable")
+                if v.text.startswith("${") and "$(" not in v.text:  # ${X/a/b}, ${X@Q}: not evaluated here
+                    raise PlanError(s.flag, v.text, "a parameter expansion the reader does not evaluate; set it to a "
+                                                    "literal or a variable")
                 raise PlanError(s.flag, v.text, "comes from a command substitution; set it to a literal or a variable")
             a[s.dest] = convert(s, v.text)
     return a
@@ -235,6 +320,10 @@ _RELATED = {  # where a new flag goes when its own group is absent
     "mla": ("mla", "moe", "model"), "optim": ("optim", "batch"), "batch": ("batch", "precision"),
 }
 _LAUNCHERS = ("torchrun",)
+#: why torchrun --standalone runs one node (torch.distributed.run: the rendezvous of --standalone is a c10d store at
+#: localhost:0 of each node, so the nodes never meet: each waits for the others until the join timeout)
+STANDALONE_WHY = ("torchrun's --standalone rendezvous is local to each node (c10d at localhost:0), so the nodes "
+                  "never meet; drop --standalone and give --rdzv-endpoint HOST:PORT (or --master-addr) for several")
 #: torchrun --nproc-per-node words that mean "one process per GPU of the node" (torch.distributed.run
 #: determine_local_world_size, torch 2.13: gpu -> torch.cuda.device_count(); auto -> torch.accelerator.device_count()
 #: where an accelerator is available)
@@ -333,6 +422,9 @@ class CommandRecipe:
                                                  "on every node), or --ntasks-per-node")
                 n //= nodes
             out.append(n)
+        nn = self.launcher_value("--nnodes")
+        if (out[0] or 1) > 1 and nn is not None and nn.vals and self.launcher_value("--standalone") is not None:
+            raise PlanError("--nnodes", nn.vals[0].text, f"1 with --standalone: {STANDALONE_WHY}")
         return out[0], out[1], has
 
     def node_gpu_query(self, tok: Token) -> str | None:
@@ -710,8 +802,7 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = (),
     rng = rec.launcher_range()
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
-        if rng[0] == "srun":
-            rec.launcher = slurm_occurrences(rec.launcher)
+        rec.launcher = slurm_occurrences(rec.launcher) if rng[0] == "srun" else torchrun_occurrences(rec.launcher)
     rec.args = args_of(rec.occs)
     rec.notes = [f"{path}: {w}" for w in dict.fromkeys(state.warnings)]
     rec.downloads = downloaded_files(state.commands)
@@ -720,7 +811,7 @@ def from_script(text: str, path: str, script_args: tuple[str, ...] = (),
         if url is not None:
             rec.notes.append(f"{flag} {rec.args[dest]}: the file the script downloads from {url}; when it is not on "
                              "this machine, its vocabulary is looked up by that address")
-    rec.notes += megatron_flags.config_only_notes(o.flag for o in rec.occs)
+    rec.notes += megatron_flags.config_only_notes(o.flag for o in rec.occs) + choice_notes(rec.occs)
     for o in rec.occs:
         if o.flag and any(v.opaque for v in o.vals):
             rec.notes.append(f"{o.flag} {' '.join(v.text for v in o.vals)}: the value comes from a command "
@@ -777,10 +868,9 @@ def from_argv(argv: list[str]) -> CommandRecipe:
     rng = rec.launcher_range() if idx >= 0 else None
     if rng is not None:
         rec.launcher = parse_occurrences(tokens[rng[1]:rng[2]])
-        if rng[0] == "srun":
-            rec.launcher = slurm_occurrences(rec.launcher)
+        rec.launcher = slurm_occurrences(rec.launcher) if rng[0] == "srun" else torchrun_occurrences(rec.launcher)
     rec.args = args_of(rec.occs)
-    rec.notes = megatron_flags.config_only_notes(o.flag for o in rec.occs)
+    rec.notes = megatron_flags.config_only_notes(o.flag for o in rec.occs) + choice_notes(rec.occs)
     return rec
 
 

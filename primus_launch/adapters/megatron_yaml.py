@@ -239,6 +239,23 @@ def _resolve(key: str) -> tuple[str, Flag | None, bool]:
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+def _runner_switch(key: str, raw: Any, node: yaml.Node) -> None:
+    """Refuse a ``--switch: VALUE`` of a functional test's ``MODEL_ARGS`` other than true: Megatron-LM's runner
+    (``tests/functional_tests/shell_test_utils/_run_training.sh``) passes the bare flag for ``true`` only and
+    ``--switch VALUE`` for anything else, which Megatron-LM's parser refuses ("unrecognized arguments: false");
+    the reader read ``--sequence-parallel: false`` as off.  The runner reads the file with yq (YAML 1.2): ``on`` /
+    ``yes`` are words there, not true."""
+    text = node.value if isinstance(node, yaml.ScalarNode) else None
+    if not key.startswith("--") or raw == "true" or (raw is True and text in ("true", "True", "TRUE")):
+        return
+    f = megatron_flags.by_option().get(key)
+    if f is not None and f.kind in ("true", "false", "boolopt", "const"):
+        raise PlanError(key, text if raw is True else raw, "true, or the key left out: the functional-test runner "
+                                  "(YAML 1.2: yes / on are words) passes the bare flag for true "
+                                  f"only and '{key} VALUE' otherwise, which Megatron-LM's parser refuses "
+                                  "('unrecognized arguments')")
+
+
 def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], editable: bool) -> None:
     # YAML merge keys first (`<<: *BASE_MODEL_ARGS`, as functional tests share arguments): the
     # mapping's own keys win over merged ones (YAML 1.1 merge); merged entries are not edited in
@@ -263,6 +280,7 @@ def _collect(rec: YamlRecipe, mapping: yaml.MappingNode, into: dict[str, Any], e
             continue
         dest, spec, negated = _resolve(key)
         raw = _value(v)
+        _runner_switch(key, raw, v)
         if spec is None:
             if isinstance(raw, bool) and negated:
                 raw = not raw  # `no_save_optim: true` -> save_optim False

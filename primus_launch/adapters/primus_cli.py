@@ -209,8 +209,12 @@ def _plan_from_launch_text(text: str, p: Path, label: str, overrides: Optional[d
             if k in ("-N", "--nodes"):
                 nodes = _count(v if eq else (mode[j + 1] if j + 1 < len(mode) else ""), f"primus-cli slurm {k}")
     if kind == "main":  # torchrun ... primus/cli/main.py: torchrun's own counts
-        for j, w in enumerate(mode):
+        from primus_launch.adapters.torchrun_argv import resolve_option
+
+        program = next((j for j, w in enumerate(mode) if w.endswith(".py")), len(mode))
+        for j, w in enumerate(mode[:program]):
             k, eq, v = w.partition("=")
+            k = (resolve_option(k) or k) if k.startswith("--") else k  # torchrun takes --nnode 2 as --nnodes 2
             v = v if eq else (mode[j + 1] if j + 1 < len(mode) else "")
             if k == "--nnodes":
                 nodes = _count(v, "torchrun --nnodes")

@@ -42,12 +42,31 @@ def program_args(argv: list[str]) -> tuple[int, list[str]]:
     return start, tr.program
 
 
+def _bool_key(section: str, key: str) -> tuple[str, bool] | None:
+    """(the key, negated) of a boolean field a ``--section.key`` / ``--section.no-key`` names (its type in
+    :data:`titan_job_types.JOB_TYPES`), else None."""
+    from primus_launch.adapters.titan_job_types import JOB_TYPES
+
+    norm = key.replace("-", "_")
+    if JOB_TYPES.get(f"{section}.{norm}") == "bool":
+        return key, False
+    if norm.startswith("no_") and JOB_TYPES.get(f"{section}.{norm[3:]}") == "bool":
+        return key[3:], True
+    return None
+
+
 def job_overrides(argv: list[str]) -> list[tuple[int, int, str, str, Optional[str]]]:
     """``--section.key value`` / ``--section.key=value`` / bare ``--section.key`` (true) tokens of the
-    training program, as (first token, last token, section, key, raw value)."""
+    training program, as (first token, last token, section, key, raw value).  A boolean field is a flag pair, as
+    torchtitan's parser (tyro, v0.1 to v0.3) builds it: ``--compile.enable`` (true), ``--compile.no-enable``
+    (false, key ``enable``); a value given to it (``--compile.enable=False``, ``--compile.enable false``) is refused
+    as tyro refuses it, and so is any other word no option takes."""
+    from primus_launch.plan import PlanError
+
     start, prog = program_args(argv)
     out = []
-    i = 0
+    at = next((j for j, t in enumerate(prog) if t == "torchtitan.train" or t.endswith("train.py")), None)
+    i = 0 if at is None else at + 1  # the trainer's own words follow the program (torchtitan.train, train.py)
     while i < len(prog):
         tok = prog[i]
         if tok.startswith("--") and "." in tok.split("=", 1)[0]:
@@ -56,6 +75,19 @@ def job_overrides(argv: list[str]) -> list[tuple[int, int, str, str, Optional[st
                 i += 1 if eq else 2
                 continue
             section, _, key = name.partition(".")
+            flag = _bool_key(section, key)
+            if flag is not None:
+                key, negated = flag
+                pair = f"--{section}.{key} or --{section}.no-{key.replace('_', '-')}"
+                if eq:
+                    raise PlanError(f"--{name}", val, f"no value: torchtitan's parser (tyro) takes a boolean as a flag, "
+                                                      f"{pair} (it refuses --{name}={val})")
+                if i + 1 < len(prog) and not prog[i + 1].startswith("-"):
+                    raise PlanError(f"--{name}", prog[i + 1], f"no value: torchtitan's parser (tyro) takes a boolean as a "
+                                                              f"flag, {pair} (it refuses the word after it)")
+                out.append((start + i, start + i, section, key, "false" if negated else None))
+                i += 1
+                continue
             if eq:
                 out.append((start + i, start + i, section, key, val))
                 i += 1
@@ -65,8 +97,13 @@ def job_overrides(argv: list[str]) -> list[tuple[int, int, str, str, Optional[st
             else:
                 out.append((start + i, start + i, section, key, None))
                 i += 1
-        else:
+        elif tok.startswith("-"):
+            i += 1  # a flag of its own (--module, --config): torchtitan's to judge
+        elif at is None:
             i += 1
+        else:  # tyro: 'Unrecognized arguments'
+            raise UserError(f"command: unexpected argument {tok!r} (torchtitan takes --section.key options, each with "
+                            "one value, a boolean with none)")
     return out
 
 

@@ -132,6 +132,30 @@ def _make(dest: str, value: Optional[str]) -> Option:
     return Option(dest, [opt] if value is None else [opt, str(value)], value)
 
 
+#: the options ``python -m torch.distributed.launch`` adds to torchrun's (torch/distributed/launch.py ``parse_args``:
+#: ``--use-env`` / ``--use_env``, a switch), option string -> (dest, takes a value)
+LAUNCH_OPTIONS = {"--use-env": ("use_env", False), "--use_env": ("use_env", False)}
+
+
+def resolve_option(name: str, legacy: bool = False) -> Optional[str]:
+    """The torchrun option string ``name`` stands for: itself, or the one option it abbreviates; None when it is none.
+    torchrun's parser (``torch.distributed.run.get_args_parser``) is a plain ``ArgumentParser``, ``allow_abbrev`` left
+    True: ``--nproc-per 8`` sets ``--nproc-per-node``, ``--nnode 2`` sets ``--nnodes``; a prefix of several option
+    strings (``--nproc``: ``--nproc-per-node``, ``--nproc_per_node``) exits with "ambiguous option" (argparse
+    ``_parse_optional``, Python 3.11), refused here the same way.  ``legacy``: the launcher is
+    ``torch.distributed.launch``, whose parser has :data:`LAUNCH_OPTIONS` besides."""
+    table = {**_option_table(), **LAUNCH_OPTIONS} if legacy else _option_table()
+    if name in table:
+        return name
+    if not name.startswith("--") or len(name) < 3:
+        return None
+    hits = sorted(o for o in table if o.startswith(name))
+    if len(hits) > 1:
+        raise UserError(f"torchrun option {name}: ambiguous, it could match {', '.join(hits)} (torch.distributed.run "
+                        "exits with 'ambiguous option'); write the whole option")
+    return hits[0] if hits else None
+
+
 def _launcher_prefix(argv: list[str]) -> Optional[int]:
     """Number of tokens that name the launcher, or None when ``argv`` is not a torchrun command."""
     if not argv:
@@ -156,7 +180,8 @@ def split_torchrun(argv: list[str]) -> Optional[TorchrunCommand]:
     n = _launcher_prefix(argv)
     if n is None:
         return None
-    table = _option_table()
+    legacy = n == 3 and argv[2] == "torch.distributed.launch"
+    table = {**_option_table(), **LAUNCH_OPTIONS} if legacy else _option_table()
     cmd = TorchrunCommand(prefix=argv[:n])
     i = n
     while i < len(argv):
@@ -167,10 +192,11 @@ def split_torchrun(argv: list[str]) -> Optional[TorchrunCommand]:
             i += 1
             break
         name, eq, val = tok.partition("=")
-        if name not in table:
+        full = resolve_option(name, legacy)  # torchrun takes unique abbreviations (--nproc-per 8)
+        if full is None:
             raise UserError(f"torchrun option {tok!r}: not an option of torchrun "
                             f"(torch.distributed.run); put program flags after the training script")
-        dest, takes_value = table[name]
+        dest, takes_value = table[full]
         if takes_value and not eq:
             if i + 1 >= len(argv):
                 raise UserError(f"torchrun option {name}: missing its value")
@@ -235,6 +261,10 @@ def command_cluster(argv: list[str], overrides: dict[str, Any], gpu_default: Opt
             return Cluster(**overrides)
         return None
     nodes = parse_nnodes(tr.get("nnodes")) if tr.get("nnodes") else 1
+    if nodes > 1 and tr.has("standalone"):  # each node's own localhost rendezvous: the nodes never meet
+        raise UserError(f"torchrun --nnodes={tr.get('nnodes')!r}: 1 with --standalone: torchrun's --standalone "
+                        "rendezvous is local to each node (c10d at localhost:0), so the nodes never meet; drop "
+                        "--standalone and give --rdzv-endpoint HOST:PORT for several")
     nproc = parse_nproc(tr.get("nproc_per_node")) if tr.get("nproc_per_node") else 1
     if nproc is None and "gpus_per_node" not in overrides:
         raise UserError(f"torchrun --nproc-per-node={tr.get('nproc_per_node')!r}: the GPU count is decided on "

@@ -256,7 +256,7 @@ def key_status(path: str) -> Key:
 
 def check_key_typos(job: dict) -> None:
     """Refuse a key or table one or two letters away from a TorchTitan field (``tensor_paralel_degree``,
-    ``[paralelism]``): TorchTitan's ``ConfigManager`` refuses a field its ``JobConfig`` does not hold
+    ``[paralelism]``), or cut short to the start of one field (``tensor_parallel``): TorchTitan's ``ConfigManager`` refuses a field its ``JobConfig`` does not hold
     ("Invalid field names", torchtitan v0.2.2 ``torchtitan/config/manager.py`` ``_dict_to_dataclass``), where
     the reader would only list it as not modelled and project the run without the value meant.  A job that
     extends ``JobConfig`` (``job.custom_config_module``, ``experimental.custom_args_module``) may hold fields of
@@ -279,6 +279,9 @@ def check_key_typos(job: dict) -> None:
             continue
         leaves = sorted(p.split(".", 1)[1] for p in known if p.startswith(section + "."))
         close = difflib.get_close_matches(rest, leaves, n=1, cutoff=0.85)
+        cut = [leaf for leaf in leaves if leaf.startswith(rest)] if len(rest) >= 3 else []
+        if len(cut) == 1 and not close:  # tensor_parallel: a field cut short (tyro takes no abbreviations either)
+            close = cut
         if close and close[0] != rest:
             raise PlanError(path, value, f"not a field of TorchTitan's [{section}] (its ConfigManager refuses unknown "
                                          f"fields); did you mean {section}.{close[0]}?")

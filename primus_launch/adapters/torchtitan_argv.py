@@ -175,6 +175,10 @@ def _value(o: Override, ac_kind: Optional[str]) -> Any:
     raw = o.raw
     if typ is None:
         return _guess(raw)
+    if typ == "bool":  # a flag pair: tyro exits on --compile.enable=False ('ignored explicit argument')
+        plain = "--" + o.path.replace(".", ".no-", 1) if raw.lower() == "false" else where
+        raise PlanError(where, raw, f"no value: torchtitan's parser (tyro) takes a boolean as a flag, --{o.path} or "
+                                    f"--{o.path.replace('.', '.no-', 1)} (it refuses '{where}={raw}'); write {plain}")
     opt = typ.startswith("optional:")
     if opt:
         if raw == "None":
