@@ -81,6 +81,18 @@ def test_gpu_file_spellings_the_model_would_take_for_another_are_refused(tmp_pat
             "--gpu-file='g.toml'", *words)
 
 
+def test_an_unknown_gpu_file_field_names_the_allowed_ones(tmp_path):
+    """"hbm_bandwidth_bytes_per_s: Extra inputs are not permitted" named no field the file may give (user12);
+    the line now ends with GPUSpec's fields."""
+    from primus_launch.projection.hardware.gpus import GPUSpec
+
+    (tmp_path / "r.sh").write_text(BASH)
+    (tmp_path / "g.toml").write_text("[gpu.h100-sxm]\nhbm_bandwidth_bytes_per_s = 2e12\n")
+    err = refused(["--project", "r.sh", "--dry-run", "--gpu-file", "g.toml"], tmp_path, "[gpu.h100-sxm]",
+                  "hbm_bandwidth_bytes_per_s", "allowed fields: vendor, peak_flops_bf16")
+    assert all(f in err for f in GPUSpec.model_fields if f != "name")
+
+
 # ------------------------------------------------------------------------------------------------ model
 def test_max_position_embeddings_below_the_sequence_is_refused(tmp_path):
     """Megatron-LM's validate_args asserts max_position_embeddings >= seq_length; the plan took 4096 / 8192."""

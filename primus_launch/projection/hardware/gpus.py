@@ -396,6 +396,20 @@ def _check_name(name: str, field: str, path: Path) -> None:
                         "and - _ . @ + (it is written into tuned recipes)")
 
 
+def _allowed_hint(e, name: str) -> str:
+    """What a ``--gpu-file`` entry may hold, appended to its validation error: the GPUSpec field names where a
+    field is unknown ("hbm_bandwidth_bytes_per_s: Extra inputs are not permitted" named no field that is), and
+    for a new GPU missing fields, that naming a built-in GPU overrides only the fields given."""
+    kinds = {err.get("type") for err in e.errors()}
+    hint = ""
+    if "missing" in kinds and name not in _DB:
+        hint += ("; a new GPU states every required field (a table named for a built-in GPU, e.g. [gpu.h100-sxm], "
+                 "overrides only the fields it gives)")
+    if "extra_forbidden" in kinds:   # last: an over-long error line keeps its end (errors.one_line)
+        hint += "; allowed fields: " + ", ".join(f for f in GPUSpec.model_fields if f != "name")
+    return hint
+
+
 def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     """Add or override GPUs from a TOML or YAML file with ``[gpu.<name>]`` tables.
 
@@ -439,7 +453,7 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
         try:
             specs.append(GPUSpec.model_validate(base))
         except ValidationError as e:  # the entry's fields without its name or file: say both
-            raise UserError(f"{field}={str(p)!r}: [gpu.{name}]: {one_line(e)}") from None
+            raise UserError(f"{field}={str(p)!r}: [gpu.{name}]: {one_line(e)}{_allowed_hint(e, name)}") from None
     coll = data.get("collectives")
     if coll:
         expect(coll, dict, "collectives", "[collectives.<gpu>] tables")
