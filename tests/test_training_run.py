@@ -135,7 +135,7 @@ def test_json_and_text_and_report_agree(capsys, tmp_path):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) <= MAX_LINES and all(len(ln) <= WIDTH for ln in lines)
     text = " ".join(" ".join(lines).split())
-    m = re.search(r"15T tokens 14,305,115 iterations: ([\d,.]+) days \(([\d,.]+) \.\. ([\d,.]+)\)", text)
+    m = re.search(r"15T tokens 14,305,115 iterations: ([\d,.]+) days \(expected ([\d,.]+) \.\. ([\d,.]+)\)", text)
     assert m, text
     assert [float(x.replace(",", "")) for x in m.groups()] == pytest.approx(
         [tr["days"], *tr["band"]["days"]], abs=0.051)

@@ -124,14 +124,15 @@ def duration_text(days: float) -> str:
 
 
 def days_text(run: TrainingRun) -> str:
-    """``3,576,280 iterations: 41.2 days (38.7 .. 45.0)``: the range is the projection's time band
-    where it has one."""
+    """``3,576,280 iterations: 41.2 days (expected 38.7 .. 45.0)``: the range is the projection's time band
+    where it has one ("expected": the runs like it ran that much longer or shorter than projected, so the range
+    need not hold the point)."""
     out = f"{run.iterations:,} iteration{'' if run.iterations == 1 else 's'}: {duration_text(run.days)}"
     b = run.band
     if b is not None:
         lo, hi = duration_text(b.days[0]), duration_text(b.days[1])
         same_unit = lo.split()[1] == hi.split()[1] == duration_text(run.days).split()[1]
-        out += f" ({lo.split()[0]} .. {hi.split()[0]})" if same_unit else f" ({lo} .. {hi})"
+        out += f" (expected {lo.split()[0]} .. {hi.split()[0]})" if same_unit else f" (expected {lo} .. {hi})"
     return out
 
 
