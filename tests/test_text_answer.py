@@ -50,6 +50,16 @@ def test_warnings_are_in_the_answer_and_the_rest_is_counted(capsys):
     assert n > 0 and any("--manual-gc" in ln for ln in lines[i:]) or lines[-1].startswith("... ")
 
 
+def _with_continuation(lines: list[str], at: int) -> str:
+    """Line ``at`` of --explain with the indented lines that continue it (a wrapped table cell or note)."""
+    out = [lines[at]]
+    for ln in lines[at + 1:]:
+        if not ln.startswith(" ") or not ln.strip():
+            break
+        out.append(ln)
+    return "\n".join(out)
+
+
 def test_explain_keeps_every_table(capsys):
     rc, lines = _run(capsys, str(ROOT / "recipes/megatron/llama3.1_8b.sh"), "--explain")
     assert rc == 0
@@ -61,10 +71,13 @@ def test_explain_keeps_every_table(capsys):
         assert any(ln.startswith(comp) for ln in lines), comp
     # every time row's ms and % to one decimal as computed (tabulate's number parsing printed 0.0 as "0")
     i = lines.index(next(ln for ln in lines if ln.startswith("time component")))
-    rows = lines[i + 2:i + 2 + 8]
+    rows = [ln for ln in lines[i + 2:i + 2 + 24] if ln[:1].isalpha()][:8]   # less the wrapped "what it is" lines
     assert all(re.fullmatch(r"\w+ +\d[\d,]*\.\d +\d+\.\d( +\S.*)?", ln) for ln in rows), rows  # + what it is
     assert any(ln.startswith("note: ") for ln in lines)
     assert len(lines) > MAX_LINES
+    # the summary, the term tables, the warnings and the notes within WIDTH columns (a note ran to 469; user12)
+    upto = next(j for j, ln in enumerate(lines) if ln.startswith("how the dry-run priced it"))
+    assert all(len(ln) <= WIDTH for ln in lines[:upto]), [ln for ln in lines[:upto] if len(ln) > WIDTH]
 
 
 def test_verdict_line_names_the_band(capsys):
@@ -231,8 +244,9 @@ def test_explain_says_each_term_in_words(recipe, capsys):
                                ("memory (stage", MEMORY_TERMS, list(d["memory"]["breakdown"]) + ["peak"])):
         i = next(j for j, ln in enumerate(lines) if ln.startswith(head))  # "optimizer" is a row of both tables
         for k in names:
-            row = next(ln for ln in lines[i:] if ln.split()[:1] == [k])
-            assert terms[k] and row.rstrip().endswith(terms[k]), (k, row)
+            at = next(j for j in range(i, len(lines)) if lines[j].split()[:1] == [k])
+            row = _with_continuation(lines, at)   # the "what it is" text wrapped onto the lines under it
+            assert terms[k] and "".join(row.split()).endswith("".join(terms[k].split())), (k, row)
     pp = d["plan"]["parallel"]["pp"]
     said = [n for n in d["notes"] if n.startswith("time breakdown of pipeline stage")]
     assert len(said) == (pp > 1)
@@ -343,7 +357,8 @@ def test_explain_names_every_term_of_the_parallelism_row(capsys):
     from primus_launch.report.text import PARALLELISM_NOTE
 
     rc, lines = _run(capsys, str(ROOT / "recipes/llama3.1_70b_h100_1024gpu.primus.toml"), "--explain")
-    assert rc == 0 and f"note: {PARALLELISM_NOTE}" in lines
+    notes = [" ".join(_with_continuation(lines, j).split()) for j, ln in enumerate(lines) if ln.startswith("note: ")]
+    assert rc == 0 and " ".join(f"note: {PARALLELISM_NOTE}".split()) in notes
     for name in ("TP", "PP", "VPP", "CP", "EP", "DP", "MBS", "GBS", "SP", "recompute", "dp_sharding"):
         assert re.search(rf"\b{name}\b", PARALLELISM_NOTE), name
     dp_part = PARALLELISM_NOTE.split("dp_sharding: ")[1]

@@ -363,6 +363,13 @@ MEMORY_TERMS = {
 }
 
 
+def _term_width(rows: list[tuple], headers: list[str]) -> int:
+    """The room left within :data:`WIDTH` for a table's last ("what it is") column, after the others and
+    tabulate's two-space gaps (at least 24)."""
+    used = sum(max(len(str(r[i])) for r in [tuple(headers)] + rows) + 2 for i in range(len(headers) - 1))
+    return max(WIDTH - used - 2, 24)   # tabulate may run a wrapped cell a column or two past the width asked
+
+
 def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Optional[Iterable[str]] = None,
                 run: Optional[TrainingRun] = None) -> str:
     """The short answer (:func:`render_short`), or with ``explain`` every table: summary, time
@@ -374,19 +381,21 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
     if not explain:
         return render_short(r, notes_in, run)
     m = r.memory
-    out = [tabulate(summary_rows(r, run), tablefmt="simple")]
+    out = ["\n".join(_summary_lines(r, run))]   # as the short answer writes it, within WIDTH columns
     total = r.iteration_time_s or 1.0
     times = [(k, f"{v * 1e3:,.1f}", f"{100 * v / total:.1f}", TIME_TERMS.get(k, "")) for k, v in r.time_breakdown.items()]
     # figures as written (tabulate's number parsing printed 194.0 ms as "194", 0.0 as "0", the peak as "37.2")
     out.append(tabulate(times, headers=["time component", "ms", "%", "what it is"], tablefmt="simple",
-                        disable_numparse=True, colalign=("left", "right", "right", "left")))
+                        disable_numparse=True, colalign=("left", "right", "right", "left"),
+                        maxcolwidths=[None, None, None, _term_width(times, ["time component", "ms", "%", ""])]))
     mem = [(k, f"{v / GiB:.2f}", MEMORY_TERMS.get(k, "")) for k, v in m.breakdown.items()]
     mem.append(("peak", f"{m.peak_bytes_per_gpu / GiB:.2f}", MEMORY_TERMS["peak"]))
     if m.oom_peak_bytes and m.oom_peak_bytes < m.peak_bytes_per_gpu:
         mem.append(("verdict on (less free cached segments)", f"{m.oom_peak_bytes / GiB:.2f}",
                     "the peak less what the allocator frees before an out-of-memory error"))
     out.append(tabulate(mem, headers=[f"memory (stage {m.worst_stage})", "GiB", "what it is"], tablefmt="simple",
-                        disable_numparse=True, colalign=("left", "right", "left")))
+                        disable_numparse=True, colalign=("left", "right", "left"),
+                        maxcolwidths=[None, None, _term_width(mem, [f"memory (stage {m.worst_stage})", "GiB", ""])]))
     if r.measurement is not None:
         out.append("measured pieces (per GPU, one micro-batch):\n" + "\n".join(measurement_summary(r)))
     warn = [f"warning: {w.flag}={w.value}: not modelled ({w.effect})" for w in r.warnings] or [NO_WARNINGS]
@@ -394,7 +403,8 @@ def render_text(r: ProjectionResult, explain: bool = False, reader_notes: Option
     notes += [f"note: {n}" for n in figure_notes(r)]
     if run is not None:
         notes.append(f"note: training run: {run.excludes}")
-    out.append("\n".join(warn + notes))
+    # each warning / note wrapped within WIDTH columns, its continuation indented (a 469-character note was one line)
+    out.append("\n".join(ln for item in warn + notes for ln in _wrap(item, indent="    ")))
     if r.mode == "dry-run":
         out.append(render_explanation(r))
     return "\n\n".join(out)
