@@ -29,8 +29,9 @@ node, expert-DP 8 across the nodes over InfiniBand, x86 hosts.  Sections:
 4. ``tensors``: MXFP8 weight tensors per GPU (TE GroupedLinear keeps one weight per local expert), which Megatron
    re-quantises one ``copy_`` at a time after the BF16 parameter all-gather (``--reuse-grad-buf-for-mxfp8-param-ag``;
    Megatron-LM #6095 "Reducing exposed cast(bf16->mxfp8) overheads", fixed in part by #6094, 2026-07-30, after the
-   rows' containers): B300 EP 8 against GB300 EP 64, and the per-tensor host seconds that would close the MXFP8 row to
-   its BF16 twin's error.
+   rows' containers; at the 26.06 pin, Megatron-LM d1410e15e1, ``_post_param_sync`` from ``finish_param_sync``):
+   B300 EP 8 against GB300 EP 64, that copy-back at the model's own eager price per op, and the per-tensor host
+   seconds that would close the MXFP8 row to its BF16 twin's error.
 
     python scripts/b300_super_probe.py               # all sections
     python scripts/b300_super_probe.py --section host
@@ -120,6 +121,18 @@ def micro_batches(plan: dict) -> int:
     c, p, t = plan["cluster"], plan["parallel"], plan["training"]
     dp = c["num_nodes"] * c["gpus_per_node"] // (p["tp"] * p["pp"] * p["cp"])
     return t["global_batch_size"] // (dp * t["micro_batch_size"])
+
+
+def copy_back_op_s(plan: dict) -> float:
+    """The model's host seconds for one eager PyTorch op on the plan's host (``framework.eager_host_per_kernel``):
+    the least one MXFP8 ``param.data.copy_`` costs (it dispatches through TE's ``__torch_dispatch__`` to a quantise)."""
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.plan import Plan
+    from primus_launch.projection.cost import framework
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    p = Plan.model_validate(plan)
+    return framework.eager_host_per_kernel(framework.profile_of(p, get_gpu(p.cluster.gpu).arch))
 
 
 def _err(proj: float, meas: float) -> str:
@@ -234,6 +247,10 @@ def _tensors() -> None:
     nb, ng = expert_weight_tensors(mx["plan"]), expert_weight_tensors(g["plan"])
     print(f"MXFP8 expert weight tensors per GPU: B300 EP {mx['plan']['parallel']['ep']} {nb}, "
           f"GB300 EP {g['plan']['parallel']['ep']} {ng} ({moe_layers(mx['plan'])} MoE layers incl. MTP)")
+    for label, row, n in (("B300", mx, nb), ("GB300", g, ng)):
+        t_op = copy_back_op_s(row["plan"])
+        print(f"  {label}: the per-parameter copy-back at the model's eager price per op ({1e6 * t_op:.1f} us) "
+              f"= {n * t_op:.3f} s of host work per step, in the first micro-batch's forward")
     p_mx, p_bf = project(mx["plan"]), project(bf16_twin(mx["plan"]))
     twin_err = p_bf.tokens_per_sec_per_gpu / tokens_of_tflops(BF16_2606_01)
     step_meas = p_mx.iteration_time_s * p_mx.tokens_per_sec_per_gpu / TABLE_TOKENS
