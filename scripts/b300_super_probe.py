@@ -32,9 +32,13 @@ node, expert-DP 8 across the nodes over InfiniBand, x86 hosts.  Sections:
    rows' containers; at the 26.06 pin, Megatron-LM d1410e15e1, ``_post_param_sync`` from ``finish_param_sync``):
    B300 EP 8 against GB300 EP 64, that copy-back at the model's own eager price per op, and the per-tensor host
    seconds that would close the MXFP8 row to its BF16 twin's error.
+5. ``memory``: see the end of this docstring.
 
     python scripts/b300_super_probe.py               # all sections
     python scripts/b300_super_probe.py --section host
+
+5. ``memory``: the projected peaks of the MXFP8 row, its BF16 twin and the GB300 twin against the capacity: the MXFP8
+   row is the one near the B300's 267.7 GiB (allocator retries near capacity are not priced).
 """
 
 from __future__ import annotations
@@ -261,7 +265,21 @@ def _tensors() -> None:
           f"per expert tensor per micro-batch)")
 
 
-SECTIONS = {"bf16": _bf16, "dp": _dp, "host": _host, "tensors": _tensors}
+def _memory() -> None:
+    r = rows()
+    print("Projected memory peak per GPU (reserved basis), its error band (the verdict peak at the 10th .. 90th percentile of published / projected), capacity")
+    for label, plan in (("B300 MXFP8 row", r[MX_ROWS[0]]["plan"]), ("B300 BF16 twin", bf16_twin(r[MX_ROWS[0]]["plan"])),
+                        ("GB300 MXFP8 twin", r[GB300]["plan"])):
+        sys.path.insert(0, str(ROOT))
+        from primus_launch.projection.hardware.gpus import get_gpu
+
+        m = project(plan).memory
+        band = f"{m.band.low_bytes / 2**30:.1f} .. {m.band.high_bytes / 2**30:.1f}" if m.band else "n/a"
+        print(f"  {label:17s} {m.peak_bytes_per_gpu / 2**30:6.1f} GiB  band {band} GiB  of "
+              f"{get_gpu(plan['cluster']['gpu']).hbm_bytes / 2**30:.1f} GiB")
+
+
+SECTIONS = {"bf16": _bf16, "dp": _dp, "host": _host, "tensors": _tensors, "memory": _memory}
 
 
 def main(argv: list[str] | None = None) -> int:
