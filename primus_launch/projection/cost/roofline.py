@@ -80,6 +80,7 @@ from primus_launch.projection.cost.compute import (KERNEL_MIN_S, arch_of, attent
                                               quant_time)
 from primus_launch.projection.cost import fp8 as fp8m
 from primus_launch.projection.cost import wgrad_accumulation as wacc
+from primus_launch.projection.cost import host_runahead
 from primus_launch.projection.cost import moe_host
 from primus_launch.projection.cost import moe_padding
 from primus_launch.projection.cost import moe_imbalance as mib
@@ -199,7 +200,7 @@ class _Acc:
 
     __slots__ = ("f", "bi", "bw", "kf", "kb", "gpu", "prec", "prof", "fmt", "recipe", "ops", "scope", "qf", "qb",
                  "qw", "nq", "nkf", "nkb", "wq_div", "fused_in", "mods", "sums", "slow", "ub", "gf", "sync", "hsf",
-                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather", "bf16", "f8a", "dim1x", "qx", "wacc")
+                 "hsb", "seq", "pend", "expert_gemm", "fp8_gather", "bf16", "f8a", "dim1x", "qx", "wacc", "hbx")
 
     def __init__(self, gpu: str, prec: str, prof: Profile, fmt: str, recipe: str | None, wq_div: float,
                  ops: list | None = None, insitu: float = 1.0, ub: tuple | None = None):
@@ -236,6 +237,9 @@ class _Acc:
         # --no-gradient-accumulation-fusion: HBM bytes per weight element of the add / copy into main_grad after
         # each weight-gradient GEMM (cost/wgrad_accumulation.py bytes_per_weight_element; 0: fused)
         self.wacc = 0.0
+        # (backward host s, its excess over the backward GPU s charged alone, index of the host-bound op row)
+        # as :meth:`times` left them, for the pass-wide pooling of cost/host_runahead.py
+        self.hbx: tuple[float, float, int | None] = (0.0, 0.0, None)
 
     def _add(self, f: float, bi: float, bw: float, cat: str, extra: tuple[str, ...] = ()) -> None:
         """Add to the totals and to the shares of the active modules (recompute, overlap), of the
@@ -538,8 +542,19 @@ class _Acc:
         bi = self.bi
         if hb > self.bi + self.bw:
             bi = hb - self.bw
+        self.hbx = (hb, bi - self.bi, len(self.ops) if self.ops is not None else None)
         self._rec_host_bound(f - self.f - (host_s if self.sync else 0.0), bi - self.bi, hf, hb, graphs)
         return PassTimes(f, bi, self.bw)
+
+    def pool_backward(self, t: PassTimes, bi: float) -> PassTimes:
+        """``t`` with the input-grad seconds ``bi`` of the pass-wide host pooling (cost/host_runahead.py), the
+        host-bound row of the op list rewritten to match."""
+        i = self.hbx[2]
+        if self.ops is not None and i is not None and i < len(self.ops) and abs(bi - t.bwd_input_s) > 1e-12:
+            name, f, _, w, info = self.ops[i]
+            self.ops[i] = (name + " (backward pooled over the pass: cost/host_runahead.py)", f,
+                           max(0.0, bi - self.bi), w, info)
+        return PassTimes(t.fwd_s, bi, t.bwd_weight_s)
 
     def _rec_host_bound(self, ef: float, eb: float, hf: float, hb: float, graphs: frozenset) -> None:
         """Name the host on the critical path in the op list: the seconds a pass takes beyond its GPU work
@@ -893,7 +908,8 @@ def _cfg(plan: Plan) -> tuple:
             p.cp_comm_type, t.precision, cal.framework_eff(plan.framework), ub,
             (t.moe_router_force_load_balancing, t.moe_router_fusion, t.moe_router_aux_loss, t.moe_router_fp32,
              mib.forced_round_robin(plan), t.moe_expert_capacity_factor, t.moe_pad_expert_input_to_capacity),
-            (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager), bool(t.moe_router_padding_for_quantization)),
+            (t.moe_expert_gemm, t.moe_sync_free, bool(t.moe_glue_eager), bool(t.moe_router_padding_for_quantization),
+             backward_syncs(plan)),
             bool(t.fp8_param_gather),
             frozenset(t.bf16_linears), bool(t.fp8_attention) and recipe is not None and plan.framework == "megatron",
             t.mx_dim1_cast_kernel if recipe == "mxfp8" and plan.framework == "torchtitan" else "cuda",
@@ -908,7 +924,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     m = arch_from_key(key)
     prof, recipe, fmt, wq_div, host, graphs, grouped, dispatcher, cp_type, prec, insitu, ub, router, moe_impl, f8g, \
         bf16_lin, fp8_attn, mx_dim1, wacc_bytes = cfg
-    expert_gemm, sync_free, glue_eager, router_pad = moe_impl
+    expert_gemm, sync_free, glue_eager, router_pad, bwd_sync = moe_impl
     # TorchTitan v0.2's MoE glue as its eager ATen kernels (cost/titan_moe.py) instead of the generic permutes
     titan_glue = glue_eager and prof.name.startswith("torchtitan")
     # router mode of the routing-imbalance term (cost/moe_imbalance.py): forced balance, aux loss, expert bias
@@ -1132,7 +1148,7 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     shares: dict = {}
     if m.is_hybrid:
         return _hybrid_layers(m, new, dense_layer, moe_layer, b, s, cp, tp, T, Tn, cp_a2a, cp_type, bda_unfused,
-                              host, graphs, gpu, ops, made, shares)
+                              host, graphs, gpu, ops, made, shares, bwd_sync)
     dense, attn, _ = dense_layer("dense", None)
     window = m.window_size
     has_window = window is not None and m.num_window_layers > 0
@@ -1205,9 +1221,25 @@ def _mamba_mixer(acc: _Acc, m: ModelArch, t: int, T: int, Tn: int, gpu: str, bda
     _residual_bda(acc, m, Tn, bda_unfused)
 
 
+HYBRID_ACC = {"*": "hybrid_attn", "-": "hybrid_mlp", "E": "hybrid_moe", "M": "hybrid_mamba"}
+
+
+def _pool_hybrid_backward(m: ModelArch, kinds: dict[str, PassTimes], made: dict) -> None:
+    """Replace each hybrid layer kind's backward host exposure by its share of the stack's pooled one
+    (cost/host_runahead.py; layers counted in ``hybrid_pattern`` plus ``mtp_num_layers`` x ``hybrid_mtp_pattern``)."""
+    pat = (m.hybrid_pattern or "") + (m.hybrid_mtp_pattern or "") * (m.mtp_num_layers or 0)
+    items = {}
+    for sym, t in kinds.items():
+        acc = made[HYBRID_ACC[sym]]
+        hb, x, _ = acc.hbx
+        items[sym] = (pat.count(sym), PassTimes(t.fwd_s, acc.bi, acc.bw), hb, x)
+    for sym, bi in host_runahead.pooled_backward(items).items():
+        kinds[sym] = made[HYBRID_ACC[sym]].pool_backward(kinds[sym], bi)
+
+
 def _hybrid_layers(m: ModelArch, new, dense_layer, moe_layer, b: int, s: int, cp: int, tp: int, T: int, Tn: int,
                    cp_a2a: bool, cp_type: str, bda_unfused: bool, host: float, graphs: frozenset, gpu: str,
-                   ops: dict | None, made: dict, shares: dict) -> LayerTimes:
+                   ops: dict | None, made: dict, shares: dict, bwd_sync: bool = True) -> LayerTimes:
     """The layer kinds of a hybrid stack (``hybrid_pattern``): each symbol is a layer of its own, priced as the
     matching part of a GPT layer -- ``*`` the attention block (norm, QKV, core attention, out-proj, residual), ``-``
     the MLP (norm, FC1, activation, FC2, residual), ``E`` the MoE part (norm, router, dispatch, experts, shared
@@ -1231,6 +1263,8 @@ def _hybrid_layers(m: ModelArch, new, dense_layer, moe_layer, b: int, s: int, cp
         _mamba_mixer(acc, m, tp, T, Tn, gpu, bda_unfused)
         acc.quant_flush()
         kinds["M"] = acc.times(host, graphs)
+    if not bwd_sync and host > 0:
+        _pool_hybrid_backward(m, kinds, made)
     acc = new("embedding")
     h = m.hidden_size
     acc.f += elementwise_time(4.0 * T * h, gpu) * acc.slow
@@ -1283,6 +1317,15 @@ def layer_times_roofline(plan: Plan) -> LayerTimes:
     p, t = plan.parallel, plan.training
     return _layer_times(arch_key(plan.model), p.tp, p.cp, p.ep, p.expert_tp, p.sequence_parallel,
                         t.micro_batch_size, plan.cluster.gpu, _cfg(plan))
+
+
+def backward_syncs(plan: Plan) -> bool:
+    """Whether the backward re-runs the MoE dispatcher's host sync, so its host launches cannot run ahead across
+    layers (cost/host_runahead.py): full recompute, ``moe`` among the selective-recompute modules, or the 1F1B EP
+    overlap (a forward interleaved with each backward)."""
+    r, t = plan.training.recompute, plan.training
+    return (r.granularity == "full" or (r.granularity == "selective" and "moe" in r.modules)
+            or bool(t.overlap_moe_expert_parallel_comm))
 
 
 def floor_cfg(plan: Plan) -> tuple:
