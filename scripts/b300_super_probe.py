@@ -216,10 +216,12 @@ def host_sweep(ks=(1.0, 1.25, 1.5, 2.0)) -> list[tuple[float, float, float, floa
     mx, g = r[MX_ROWS[0]], r[GB300]
     twin = bf16_twin(mx["plan"])
     out = []
+    # the GB300 twin outside the scaled prices: host_scaled scales moe_host.TE_GEMM_HOST_S on every host, and the
+    # layer-time cache (keyed on the plan, not on that constant) kept whichever k projected it first
+    c = project(g["plan"]).tokens_per_sec_per_gpu
     for k in ks:
         with host_scaled(k):
             a, b = project(mx["plan"]).tokens_per_sec_per_gpu, project(twin).tokens_per_sec_per_gpu
-            c = project(g["plan"]).tokens_per_sec_per_gpu
         with host_scaled(k * PCT_CLOCK_RATIO):
             b_slow = project(twin).tokens_per_sec_per_gpu
         out.append((k, a / TABLE_TOKENS - 1, b / tokens_of_tflops(BF16_2606_01) - 1, b / b_slow,
