@@ -182,7 +182,7 @@ def shown_changes(changes: dict, original=None) -> dict:
     return out
 
 
-def value_text(v) -> str:
+def value_text(v: object) -> str:
     """A plan value as a setting reads: a tuple or list of names space-joined (``modules=moe_act
     layernorm``), an empty one or None as ``none`` (``vpp=none``: no interleaving; ``cuda_graph_scope=none``),
     anything else as ``str`` gives it."""

@@ -117,6 +117,7 @@ from primus_launch.projection.cost.mamba import mamba_activation_bytes, mamba_ba
 from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
+    LayerActivations,
     impl_for,
     layer_activation_bytes,
     moe_pairs,
@@ -692,7 +693,8 @@ def optimizer_step_grad_bytes(*, main_grads: int, precision: str, decoupled: boo
 ATTN_RECOMPUTE = frozenset({"core_attn", "mla_up_proj"})
 
 
-def hybrid_layer_bytes(m, sym: str, dense_act, moe_act, tokens: int, tp: int, sp: bool,
+def hybrid_layer_bytes(m: ModelArch, sym: str, dense_act: LayerActivations, moe_act: LayerActivations,
+                       tokens: int, tp: int, sp: bool,
                        modules: tuple[str, ...] | None = None) -> float:
     """One layer of a hybrid stack: ``*`` the attention block of a GPT layer (``LayerActivations.attention``),
     ``-`` / ``E`` the rest of a dense / MoE GPT layer (its norm, MLP or router, dispatch and experts), ``M``

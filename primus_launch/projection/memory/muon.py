@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from primus_launch.plan import ModelArch
 from primus_launch.projection.memory.params import ArchKey, arch_from_key
 
 
@@ -58,7 +59,7 @@ class Tensor:
         return self.rows * (self.cols or 1)
 
 
-def _norm(arch, n: int) -> list[Tensor]:
+def _norm(arch: ModelArch, n: int) -> list[Tensor]:
     if arch.normalization == "rmsnorm":
         return [Tensor(n, 0, matrix=False)]
     return [Tensor(n, 0, matrix=False), Tensor(n, 0, matrix=False)]
@@ -68,7 +69,7 @@ def _vec(n: int, expert: bool = False) -> Tensor:
     return Tensor(n, 0, expert=expert, matrix=False)
 
 
-def _attention(arch, tp: int) -> list[Tensor]:
+def _attention(arch: ModelArch, tp: int) -> list[Tensor]:
     h, nq = arch.hidden_size, arch.num_attention_heads
     out = _norm(arch, h)
     if arch.multi_latent_attention:
@@ -97,7 +98,7 @@ def _attention(arch, tp: int) -> list[Tensor]:
     return out
 
 
-def _mlp(arch, ffn: int, tp: int, bias: bool, expert: bool = False) -> list[Tensor]:
+def _mlp(arch: ModelArch, ffn: int, tp: int, bias: bool, expert: bool = False) -> list[Tensor]:
     h, g = arch.hidden_size, 2 if arch.swiglu else 1
     out = [Tensor(g * ffn // tp, h, 0 if tp > 1 else -1, expert), Tensor(h, ffn // tp, 1 if tp > 1 else -1, expert)]
     if bias:
@@ -267,7 +268,7 @@ def ns_shape(t: Tensor, tp_size: int, tp_mode: str) -> tuple[int, int]:
     return (t.rows * tp_size, t.cols) if t.part == 0 else (t.rows, t.cols * tp_size)
 
 
-def ns_pieces(t: Tensor, arch, tp: int, split_qkv: bool) -> tuple[Tensor, ...]:
+def ns_pieces(t: Tensor, arch: ModelArch, tp: int, split_qkv: bool) -> tuple[Tensor, ...]:
     """The matrices ``t`` is orthogonalised as: a fused GQA ``linear_qkv`` under ``--muon-split-qkv``
     (``muon.py`` ``TensorParallelMuon.orthogonalize``: viewed ``[groups, q + k + v, h]`` and split) as its Q,
     K and V blocks (``groups x q`` / ``groups x d`` rows each, local groups ``rows // (q + 2d)``); else itself."""
