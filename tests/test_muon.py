@@ -377,3 +377,21 @@ def test_muon_with_sharding_is_reported():
     plan = plan.model_copy(update={"parallel": plan.parallel.model_copy(update=dict(dp_sharding="optimizer"))})
     res = project_dry_run(plan)
     assert any(w.flag == "training.optimizer" for w in res.warnings if hasattr(w, "flag"))
+
+
+def test_fp32_matmul_prec_low_runs_at_torchs_default(recwarn):
+    """Megatron-LM's parser offers ``--muon-fp32-matmul-prec`` low / medium / high (``arguments.py`` at 2edffadb52 and
+    core_r0.16.0); Emerging-Optimizers v0.1.0 passes it to ``torch.set_float32_matmul_precision``, which ignores
+    'low' with a warning and keeps the precision it had (torch's default 'highest').  The reader takes 'low' as
+    highest and says so, not a refusal."""
+    import torch
+
+    from primus_launch.adapters.megatron_choices import CHOICES
+
+    assert "low" in CHOICES["--muon-fp32-matmul-prec"]
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("low")
+    assert torch.get_float32_matmul_precision() == before
+    plan = _kimi_plan(extra=("--muon-fp32-matmul-prec", "low"))
+    assert plan.training.muon_fp32_matmul_prec == "highest"
+    assert any(u.flag == "--muon-fp32-matmul-prec" and "low" in str(u.value) for u in plan.source.unmodelled)

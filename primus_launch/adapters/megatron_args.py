@@ -1161,8 +1161,16 @@ def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
                                 ("muon_fp32_matmul_prec", "--muon-fp32-matmul-prec", ("medium", "high", "highest")),
                                 ("muon_scalar_optimizer", "--muon-scalar-optimizer", ("adam", "lion"))):
         v = str(get(a, dest))
+        if dest == "muon_fp32_matmul_prec" and v == "low":
+            # Megatron-LM's parser offers low, medium, high; torch.set_float32_matmul_precision('low') warns ("low is
+            # not one of 'highest', 'high', or 'medium'; ... has no effect") and the GEMMs run at the current precision,
+            # torch's default 'highest' (Megatron-LM sets none)
+            rep.flag(flag, v, "time: torch ignores 'low' (not a float32 matmul precision) and keeps its default "
+                              "'highest': priced as highest")
+            v = "highest"
         if v not in allowed:
-            raise PlanError(flag, v, "one of " + ", ".join(allowed))
+            raise PlanError(flag, v, "one of " + ", ".join(allowed + (("low",) if flag == "--muon-fp32-matmul-prec"
+                                                                     else ())))
         out[dest] = v
     out["muon_split_qkv"] = bool(get(a, "muon_split_qkv"))
     if out["muon_fp32_matmul_prec"] == "highest":
