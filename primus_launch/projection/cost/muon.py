@@ -48,7 +48,8 @@ from primus_launch.projection.hardware.placement import Layout, place
 from primus_launch.projection.memory.muon import Share, Tensor, ns_dims, ns_pieces, ns_shape, owner_shares
 from primus_launch.projection.memory.params import arch_key
 
-#: elementwise operations of one matrix's step and their bytes per element (module doc), g = gradient bytes
+#: bytes per element of the bf16 cast in and the fp32 cast out around the Newton-Schulz iteration (``medium`` only:
+#: Emerging-Optimizers v0.1.0 ``muon_utils.newton_schulz`` ``X.to(torch.bfloat16)`` / ``X.to(torch.float32)``)
 _CAST_OPS = (6.0, 6.0)
 
 
