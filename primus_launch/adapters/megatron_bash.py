@@ -62,6 +62,8 @@ _ARITH_TEXT = re.compile(r"[A-Za-z0-9_#\s+\-*/%<>=!&|^~?:()]+")
 
 class _ArithTooDeep(ValueError):
     """Variables whose values name each other without end inside ``$(( ))`` (bash fails the expansion)."""
+
+
 # an arithmetic command that assigns: `=` (not ==, !=, <=, >=), `op=` (<<= and >>= too), ++, --
 _ARITH_ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|<<=|>>=|\+\+|--")
 # one assignment of an arithmetic command (`((X *= 2))`, `let X=X*2`, `((X++))`): NAME OP EXPR, NAME++ / ++NAME
