@@ -205,7 +205,10 @@ def primus(root: Path) -> collections.Counter:
     return counts
 
 
-def _titan_diffs(c: Any, p: Any, ngpu: int) -> dict[str, tuple[Any, Any]]:
+def _titan_shape_diffs(c: Any, p: Any, world: int, sp: bool) -> tuple[dict[str, tuple[Any, Any]], Any]:
+    """(the differences so far, ``chk(name, framework's, reader's)`` adding to them) after the checks both torchtitan
+    versions' configs share: the parallel degrees (and, with ``sp``, sequence parallelism under TP), the sequence
+    length, the global batch (``local_batch_size x dp`` where unset) and the micro-batch."""
     P, T, t = c.parallelism, c.training, p.training
     out: dict[str, tuple[Any, Any]] = {}
 
@@ -217,14 +220,20 @@ def _titan_diffs(c: Any, p: Any, ngpu: int) -> dict[str, tuple[Any, Any]]:
     chk("pp", P.pipeline_parallel_degree, p.parallel.pp)
     chk("cp", P.context_parallel_degree, p.parallel.cp)
     chk("ep", P.expert_parallel_degree, p.parallel.ep)
-    if P.tensor_parallel_degree > 1:
+    if sp and P.tensor_parallel_degree > 1:
         chk("sequence_parallel", P.enable_sequence_parallel, p.parallel.sequence_parallel)
     chk("seq_len", T.seq_len, p.model.seq_length)
-    dp = ngpu // (P.tensor_parallel_degree * P.pipeline_parallel_degree * P.context_parallel_degree)
+    dp = world // (P.tensor_parallel_degree * P.pipeline_parallel_degree * P.context_parallel_degree)
     chk("global_batch", T.global_batch_size if T.global_batch_size > 0 else T.local_batch_size * dp,
         t.global_batch_size)
     chk("micro_batch", P.pipeline_parallel_microbatch_size if P.pipeline_parallel_degree > 1 else T.local_batch_size,
         t.micro_batch_size)
+    return out, chk
+
+
+def _titan_diffs(c: Any, p: Any, ngpu: int) -> dict[str, tuple[Any, Any]]:
+    T, t = c.training, p.training
+    out, chk = _titan_shape_diffs(c, p, ngpu, sp=True)
     kind = {"SelectiveAC.Config": "selective", "FullAC.Config": "full"}.get(
         type(c.activation_checkpoint).__qualname__, "none" if c.activation_checkpoint is None else "other")
     g = t.recompute.granularity
@@ -288,23 +297,7 @@ def titan(lines: list[list[str]], ngpu: int = 8) -> collections.Counter:
 
 def _titan02_diffs(c: Any, p: Any) -> dict[str, tuple[Any, Any]]:
     P, T, t = c.parallelism, c.training, p.training
-    out: dict[str, tuple[Any, Any]] = {}
-
-    def chk(name: str, want: Any, got: Any) -> None:
-        if want != got:
-            out[name] = (want, got)
-
-    chk("tp", P.tensor_parallel_degree, p.parallel.tp)
-    chk("pp", P.pipeline_parallel_degree, p.parallel.pp)
-    chk("cp", P.context_parallel_degree, p.parallel.cp)
-    chk("ep", P.expert_parallel_degree, p.parallel.ep)
-    world = p.cluster.num_nodes * p.cluster.gpus_per_node
-    dp = world // (P.tensor_parallel_degree * P.pipeline_parallel_degree * P.context_parallel_degree)
-    chk("seq_len", T.seq_len, p.model.seq_length)
-    chk("global_batch", T.global_batch_size if T.global_batch_size > 0 else T.local_batch_size * dp,
-        t.global_batch_size)
-    chk("micro_batch", P.pipeline_parallel_microbatch_size if P.pipeline_parallel_degree > 1 else T.local_batch_size,
-        t.micro_batch_size)
+    out, chk = _titan_shape_diffs(c, p, p.cluster.num_nodes * p.cluster.gpus_per_node, sp=False)
     ac, g = c.activation_checkpoint, t.recompute.granularity
     if ac.mode == "selective":
         n = ac.selective_ac_option

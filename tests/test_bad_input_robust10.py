@@ -27,24 +27,13 @@ from pathlib import Path
 import pytest
 
 from primus_launch.cli import main
+from test_bad_input_robust9 import refused  # the one error line of a refused run (exit 2, naming words)
 
 ROOT = Path(__file__).resolve().parents[1]
 BASH = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
 ARGS = ["--num-layers", "32", "--hidden-size", "4096", "--num-attention-heads", "32", "--seq-length", "4096",
         "--max-position-embeddings", "4096", "--micro-batch-size", "1", "--global-batch-size", "64", "--bf16",
         "--vocab-size", "32000"]
-
-
-def refused(rc: int, err: str, *words: str) -> str:
-    """The one error line of a refused run (exit 2, naming ``words``)."""
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert rc == 2, (rc, lines[-3:])
-    assert "Traceback" not in err and "internal error" not in err, err[-400:]
-    errors = [ln for ln in lines if ln.startswith("primus-launch: error:")]
-    assert len(errors) == 1 and lines[-1] == errors[0], lines[-3:]
-    for w in words:
-        assert w in errors[0], (w, errors[0])
-    return errors[0]
 
 
 def run(capsys, args: list[str]) -> tuple[int, str, str]:

@@ -108,21 +108,15 @@ def test_deal_ping_pong_order():
     assert [[t.rows - 1 for t in s.tensors] for s in _deal(ts, 4)] == [[0, 7, 8], [1, 6, 9], [2, 5], [3, 4]]
 
 
-def test_newton_schulz_flops_equal_emerging_optimizers(tmp_path):
-    """:func:`cost.muon.ns_flops` (``s (4 m^2 n + 2 m^3)``, ``m <= n``) equals the matmul FLOPs torch's
-    ``FlopCounterMode`` counts in Emerging-Optimizers v0.1.0 ``muon_utils.newton_schulz`` (read from the mirror,
-    run with its logging / Triton imports stubbed) on a tall 96 x 40 matrix, which the code transposes."""
+def _eo_muon_utils() -> dict:
+    """The globals of Emerging-Optimizers v0.1.0 ``muon_utils.py`` (read from the mirror, run with its logging /
+    Triton imports stubbed); skips without the mirror."""
     if not (EO / "HEAD").exists() and not (EO / ".git").exists():
         pytest.skip("no Emerging-Optimizers mirror")
     src = subprocess.run(["git", "-C", str(EO), "show", "v0.1.0:emerging_optimizers/orthogonalized_optimizers/"
                           "muon_utils.py"], capture_output=True, text=True)
     if src.returncode:
         pytest.skip("mirror lacks v0.1.0")
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from primus_launch.projection.cost.muon import ns_flops
-
     stubs = {"absl": types.ModuleType("absl"), "emerging_optimizers": types.ModuleType("emerging_optimizers")}
     stubs["absl"].logging = types.SimpleNamespace(log_first_n=lambda *a, **k: None, INFO=0)
     stubs["emerging_optimizers"].triton_kernels = types.SimpleNamespace()
@@ -137,6 +131,19 @@ def test_newton_schulz_flops_equal_emerging_optimizers(tmp_path):
                 sys.modules.pop(k, None)
             else:
                 sys.modules[k] = v
+    return ns
+
+
+def test_newton_schulz_flops_equal_emerging_optimizers(tmp_path):
+    """:func:`cost.muon.ns_flops` (``s (4 m^2 n + 2 m^3)``, ``m <= n``) equals the matmul FLOPs torch's
+    ``FlopCounterMode`` counts in Emerging-Optimizers v0.1.0 ``muon_utils.newton_schulz`` on a tall 96 x 40
+    matrix, which the code transposes."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from primus_launch.projection.cost.muon import ns_flops
+
+    ns = _eo_muon_utils()
     prec = torch.get_float32_matmul_precision()
     try:
         for p in ("medium", "highest"):
@@ -147,6 +154,29 @@ def test_newton_schulz_flops_equal_emerging_optimizers(tmp_path):
             assert fc.get_total_flops() == ns_flops(96, 40, 5) == 5 * (4 * 40 * 40 * 96 + 2 * 40 ** 3)
     finally:
         torch.set_float32_matmul_precision(prec)
+
+
+def test_distributed_tp_mode_whitens_the_unsharded_dim():
+    """``--muon-tp-mode distributed``: Emerging-Optimizers v0.1.0 ``newton_schulz_tp`` calls ``newton_schulz`` on the
+    local shard with ``transpose = partition_dim == 0``, so the whitened dimension (``A = X X^T``) is the unsharded
+    one even where it is the larger.  :func:`memory.muon.ns_dims` gives that ``m`` (its transient bytes hold
+    ``A``, ``B`` of ``m x m``), and ``s (4 m^2 n + 2 m^3)`` with it equals the FLOPs ``FlopCounterMode`` counts in the
+    code (no TP group: the same local GEMMs, no all-reduce); blockwise whitens the smaller dimension."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from primus_launch.projection.memory.muon import Tensor, ns_dims, ns_transient_bytes
+
+    ns = _eo_muon_utils()
+    for part, local in ((0, (40, 96)), (1, (96, 40))):   # a column-parallel shard [40, 96], a row-parallel [96, 40]
+        t = Tensor(*local, part)
+        m, n = ns_dims(t, 2, "distributed")
+        with FlopCounterMode(display=False) as fc:
+            ns["newton_schulz"](torch.randn(*local), steps=5, coefficient_type="quintic", transpose=part == 0)
+        assert (m, n) == (96, 40)
+        assert fc.get_total_flops() == 5 * (4 * m * m * n + 2 * m ** 3)
+        assert ns_dims(t, 2, "blockwise") == (40, 96)
+        assert ns_transient_bytes(m, n, "medium") - ns_transient_bytes(n, m, "medium") == 2 * 2 * (m * m - n * n)
 
 
 def _kimi_plan(rid: str = "mbridge260401_gb300_fp8_mx_kimi_k2_256gpu", extra: tuple[str, ...] = ()):
@@ -347,3 +377,21 @@ def test_muon_with_sharding_is_reported():
     plan = plan.model_copy(update={"parallel": plan.parallel.model_copy(update=dict(dp_sharding="optimizer"))})
     res = project_dry_run(plan)
     assert any(w.flag == "training.optimizer" for w in res.warnings if hasattr(w, "flag"))
+
+
+def test_fp32_matmul_prec_low_runs_at_torchs_default(recwarn):
+    """Megatron-LM's parser offers ``--muon-fp32-matmul-prec`` low / medium / high (``arguments.py`` at 2edffadb52 and
+    core_r0.16.0); Emerging-Optimizers v0.1.0 passes it to ``torch.set_float32_matmul_precision``, which ignores
+    'low' with a warning and keeps the precision it had (torch's default 'highest').  The reader takes 'low' as
+    highest and says so, not a refusal."""
+    import torch
+
+    from primus_launch.adapters.megatron_choices import CHOICES
+
+    assert "low" in CHOICES["--muon-fp32-matmul-prec"]
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("low")
+    assert torch.get_float32_matmul_precision() == before
+    plan = _kimi_plan(extra=("--muon-fp32-matmul-prec", "low"))
+    assert plan.training.muon_fp32_matmul_prec == "highest"
+    assert any(u.flag == "--muon-fp32-matmul-prec" and "low" in str(u.value) for u in plan.source.unmodelled)

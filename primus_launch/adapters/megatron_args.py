@@ -850,23 +850,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         qk_pos_emb_head_dim=mla_dims.get("qk_pos_emb_head_dim", get(a, "qk_pos_emb_head_dim")),
         v_head_dim=get(a, "v_head_dim"), mtp_num_layers=a.get("mtp_num_layers") or 0,
     )
-    if hyb is not None:
-        model.update(hybrid_pattern=hyb, moe_layer_pattern=None, moe_dense_first_layers=0,
-                     mamba_state_dim=get(a, "mamba_state_dim"), mamba_head_dim=get(a, "mamba_head_dim"),
-                     mamba_num_groups=get(a, "mamba_num_groups"), mamba_num_heads=a.get("mamba_num_heads"))
-        mtp_pat, depths = hybrid_mtp(a)
-        if mtp_pat is not None:
-            given = a.get("mtp_num_layers")
-            if depths is not None and given not in (None, 0) and given != depths:
-                raise PlanError("--mtp-num-layers", given, f"{depths} (the hybrid pattern's MTP depths; Megatron-LM "
-                                "arguments.py refuses the conflict)")
-            n = depths if depths is not None else (given or 0)
-            if n:
-                model.update(hybrid_mtp_pattern=mtp_pat, mtp_num_layers=n)
-    if num_experts and a.get("moe_latent_size"):
-        model.update(moe_latent_size=a.get("moe_latent_size"))
-    if num_experts and a.get("use_fused_weighted_squared_relu"):
-        model.update(moe_fused_weighted_squared_relu=True)
+    model.update(_hybrid_model(a, hyb, bool(num_experts)))
 
     tp, pp = get(a, "tensor_model_parallel_size"), get(a, "pipeline_model_parallel_size")
     layout = a.get("pipeline_model_parallel_layout") or None
@@ -922,20 +906,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         sharding = "optimizer"
     else:
         sharding = "none"
-    # --num-distributed-optimizer-instances N: the partial distributed optimizer, sharded over dp x cp / N and
-    # replicated N times (parallel.dp_replicate; megatron-core 0.16.1 distributed_data_parallel.py asserts
-    # 'Partial DistOpt cannot be used without DistOpt'); the inter-instance all-reduce is not priced
-    instances = get(a, "num_distributed_optimizer_instances")
-    if instances < 1 or instances > 1 and sharding == "none":
-        raise PlanError("--num-distributed-optimizer-instances", instances,
-                        "1, or more with --use-distributed-optimizer (Megatron: partial DistOpt needs DistOpt)")
-    if instances > 1:
-        rep.flag("--num-distributed-optimizer-instances", instances,
-                 "time: gradients priced as one reduce-scatter over dp x cp (Megatron: over dp x cp / N, then an "
-                 "all-reduce of the shards across the N instances)"
-                 + ("; memory: hybrid FSDP (Megatron-FSDP / torch FSDP2) projected as the dense parameters sharded "
-                    "over dp x cp / N (experts and --outer-dp-sharding-strategy not modelled)"
-                    if sharding != "optimizer" else ""))
+    instances = _dist_opt_instances(a, rep, sharding)
     cp = get(a, "context_parallel_size")
     cp_types = [str(x) for x in get(a, "cp_comm_type")] or ["p2p"]
     bad = [x for x in cp_types if x not in _CP_COMM]
@@ -1132,6 +1103,49 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
     return plan.model_copy(update={"source": src})
 
 
+def _hybrid_model(a: dict[str, Any], hyb: str | None, moe: bool) -> dict[str, Any]:
+    """The model fields of a hybrid stack (``hyb``: :func:`hybrid_pattern`), its MTP depths' pattern
+    (:func:`hybrid_mtp`; a conflicting ``--mtp-num-layers`` refused as Megatron-LM ``arguments.py`` does) and, with
+    experts, the latent MoE width and the fused weighted squared ReLU."""
+    out: dict[str, Any] = {}
+    if hyb is not None:
+        out.update(hybrid_pattern=hyb, moe_layer_pattern=None, moe_dense_first_layers=0,
+                   mamba_state_dim=get(a, "mamba_state_dim"), mamba_head_dim=get(a, "mamba_head_dim"),
+                   mamba_num_groups=get(a, "mamba_num_groups"), mamba_num_heads=a.get("mamba_num_heads"))
+        mtp_pat, depths = hybrid_mtp(a)
+        if mtp_pat is not None:
+            given = a.get("mtp_num_layers")
+            if depths is not None and given not in (None, 0) and given != depths:
+                raise PlanError("--mtp-num-layers", given, f"{depths} (the hybrid pattern's MTP depths; Megatron-LM "
+                                "arguments.py refuses the conflict)")
+            n = depths if depths is not None else (given or 0)
+            if n:
+                out.update(hybrid_mtp_pattern=mtp_pat, mtp_num_layers=n)
+    if moe and a.get("moe_latent_size"):
+        out.update(moe_latent_size=a.get("moe_latent_size"))
+    if moe and a.get("use_fused_weighted_squared_relu"):
+        out.update(moe_fused_weighted_squared_relu=True)
+    return out
+
+
+def _dist_opt_instances(a: dict[str, Any], rep: _Report, sharding: str) -> int:
+    """``--num-distributed-optimizer-instances N`` -> ``parallel.dp_replicate``: the partial distributed optimizer,
+    sharded over dp x cp / N and replicated N times (megatron-core 0.16.1 distributed_data_parallel.py asserts
+    'Partial DistOpt cannot be used without DistOpt'); the inter-instance all-reduce is not priced (reported)."""
+    instances = get(a, "num_distributed_optimizer_instances")
+    if instances < 1 or instances > 1 and sharding == "none":
+        raise PlanError("--num-distributed-optimizer-instances", instances,
+                        "1, or more with --use-distributed-optimizer (Megatron: partial DistOpt needs DistOpt)")
+    if instances > 1:
+        rep.flag("--num-distributed-optimizer-instances", instances,
+                 "time: gradients priced as one reduce-scatter over dp x cp (Megatron: over dp x cp / N, then an "
+                 "all-reduce of the shards across the N instances)"
+                 + ("; memory: hybrid FSDP (Megatron-FSDP / torch FSDP2) projected as the dense parameters sharded "
+                    "over dp x cp / N (experts and --outer-dp-sharding-strategy not modelled)"
+                    if sharding != "optimizer" else ""))
+    return instances
+
+
 def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
     """``--optimizer muon`` / ``dist_muon`` and the ``--muon-*`` flags -> the plan's ``training.muon_*`` fields
     (Megatron-LM 2edffadb52 ``arguments.py`` validate_args: no distributed optimizer, no FSDP, no
@@ -1161,8 +1175,16 @@ def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
                                 ("muon_fp32_matmul_prec", "--muon-fp32-matmul-prec", ("medium", "high", "highest")),
                                 ("muon_scalar_optimizer", "--muon-scalar-optimizer", ("adam", "lion"))):
         v = str(get(a, dest))
+        if dest == "muon_fp32_matmul_prec" and v == "low":
+            # Megatron-LM's parser offers low, medium, high; torch.set_float32_matmul_precision('low') warns ("low is
+            # not one of 'highest', 'high', or 'medium'; ... has no effect") and the GEMMs run at the current precision,
+            # torch's default 'highest' (Megatron-LM sets none)
+            rep.flag(flag, v, "time: torch ignores 'low' (not a float32 matmul precision) and keeps its default "
+                              "'highest': priced as highest")
+            v = "highest"
         if v not in allowed:
-            raise PlanError(flag, v, "one of " + ", ".join(allowed))
+            raise PlanError(flag, v, "one of " + ", ".join(allowed + (("low",) if flag == "--muon-fp32-matmul-prec"
+                                                                     else ())))
         out[dest] = v
     out["muon_split_qkv"] = bool(get(a, "muon_split_qkv"))
     if out["muon_fp32_matmul_prec"] == "highest":

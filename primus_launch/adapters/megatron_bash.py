@@ -62,6 +62,8 @@ _ARITH_TEXT = re.compile(r"[A-Za-z0-9_#\s+\-*/%<>=!&|^~?:()]+")
 
 class _ArithTooDeep(ValueError):
     """Variables whose values name each other without end inside ``$(( ))`` (bash fails the expansion)."""
+
+
 # an arithmetic command that assigns: `=` (not ==, !=, <=, >=), `op=` (<<= and >>= too), ++, --
 _ARITH_ASSIGN = re.compile(r"(?<![=!<>])=(?!=)|<<=|>>=|\+\+|--")
 # one assignment of an arithmetic command (`((X *= 2))`, `let X=X*2`, `((X++))`): NAME OP EXPR, NAME++ / ++NAME
@@ -1553,6 +1555,18 @@ class ShellState:
             self.scalars[name] = _synth(str(value))
             self.arrays.pop(name, None)
 
+    def _declared_names(self, kids: list[tree_sitter.Node]) -> list[str]:
+        """The names a declaration command's words declare: ``NAME``, ``NAME=v`` and ``NAME[i]=v`` give NAME."""
+        out = []
+        for c in kids:
+            if c.type == "variable_assignment":
+                c = c.child_by_field_name("name")
+                if c is not None and c.type == "subscript":
+                    c = c.child_by_field_name("name")
+            if c is not None and c.type == "variable_name":
+                out.append(self.sc.src(c))
+        return out
+
     def _note_readonly(self, node: tree_sitter.Node, kids: list[tree_sitter.Node]) -> None:
         """``readonly NAME[=v]`` / ``declare -r`` / ``typeset -r`` (not a function's ``local``): a later assignment to
         NAME fails in bash -- "NAME: readonly variable" -- and the script goes on with the value it had."""
@@ -1563,13 +1577,7 @@ class ShellState:
             return
         if head != "readonly" and self._frames and not any("g" in o for o in opts):
             return  # a function's own variable: gone when it returns
-        for c in kids:
-            if c.type == "variable_assignment":
-                c = c.child_by_field_name("name")
-                if c is not None and c.type == "subscript":
-                    c = c.child_by_field_name("name")
-            if c is not None and c.type == "variable_name":
-                self.readonly.add(self.sc.src(c))
+        self.readonly.update(self._declared_names(kids))
 
     def _integer_value(self, val: list[PC], old: list[PC] | None) -> list[PC]:
         """The value an integer variable gets from ``val`` (``old``: its value before a ``+=``), evaluated as
@@ -1601,13 +1609,7 @@ class ShellState:
         opts = [self.sc.src(c) for c in kids if c.type == "word" and self.sc.src(c).startswith("-")]
         if head != "export" and not any("x" in o for o in opts):
             return
-        for c in kids:
-            if c.type == "variable_assignment":
-                c = c.child_by_field_name("name")
-                if c is not None and c.type == "subscript":
-                    c = c.child_by_field_name("name")
-            if c is not None and c.type == "variable_name":
-                self.exported.add(self.sc.src(c))
+        self.exported.update(self._declared_names(kids))
 
     def _prefix_env(self, groups: list[list[tree_sitter.Node]]) -> dict[str, list[PC]]:
         """The environment of a command: the exported variables, and its ``VAR=value`` prefixes (for

@@ -13,7 +13,10 @@ forks (``--optimizer aurora``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from primus_launch.plan import PlanError
 
 #: option string -> the values its ``choices`` allow (text as written on a command line)
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -145,7 +148,7 @@ def _outside(flag: str, values: list[str]) -> tuple[str, tuple[str, ...]] | None
     return None
 
 
-def choice_problem(flag: str, values: list[str]) -> Any:
+def choice_problem(flag: str, values: list[str]) -> PlanError | None:
     """The one-line refusal (:class:`~primus_launch.plan.PlanError`) of a value a command line gives ``flag`` (its
     canonical option string) that misspells one of its choices (``Cosine``, ``torch-dist``: case, ``-`` for ``_``):
     no Megatron-LM version takes it, argparse exits with "invalid choice"; else None."""

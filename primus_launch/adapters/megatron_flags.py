@@ -29,7 +29,10 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from primus_launch.plan import PlanError
 
 VERSIONS = {"both": "core_r0.16.0, main", "0.16": "core_r0.16.0 only", "main": "main only",
             "dev": "dev only (d48bd6be, 2026-08-21)", "config": "TransformerConfig field (YAML configs)"}
@@ -1625,7 +1628,7 @@ def abbreviated(option: str) -> tuple[str, ...]:
     return tuple(sorted(o for o, f in by_option().items() if o.startswith(option) and f.versions != "config"))
 
 
-def abbreviation_problem(option: str, value: Any = None) -> Any:
+def abbreviation_problem(option: str, value: Any = None) -> PlanError | None:
     """The one-line refusal (:class:`~primus_launch.plan.PlanError`) of an option that abbreviates Megatron-LM flags
     (:func:`abbreviated`), else None."""
     hits = abbreviated(option)

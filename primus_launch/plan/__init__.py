@@ -6,6 +6,7 @@ from primus_launch.plan.layout import Chunk, chunk_layout, format_layout, parse_
 from primus_launch.plan.legality import check_plan, framework_problems, legality_problems, torchtitan_problems
 from primus_launch.plan.schema import Plan
 from primus_launch.plan.sections import (
+    ATTENTION_RECOMPUTE_MODULES,
     CUDA_GRAPH_SCOPES,
     GPU_NAMES,
     OFFLOAD_MODULES,
@@ -30,7 +31,7 @@ from primus_launch.plan.sections import (
 )
 
 __all__ = [
-    "CUDA_GRAPH_SCOPES", "GPU_NAMES", "OFFLOAD_MODULES", "RECOMPUTE_MODULES", "Chunk", "Cluster", "DPSharding",
+    "ATTENTION_RECOMPUTE_MODULES", "CUDA_GRAPH_SCOPES", "GPU_NAMES", "OFFLOAD_MODULES", "RECOMPUTE_MODULES", "Chunk", "Cluster", "DPSharding",
     "Fp8Recipe", "Framework", "ModelArch", "Offload", "Parallelism", "PipelineSchedule", "Plan", "PlanError",
     "Precision", "Recompute", "RecomputeGranularity", "RecomputeMethod", "STATE_DTYPE_BYTES", "Source", "Training", "UnmodelledFlag",
     "check_plan", "chunk_layout", "format_layout", "framework_problems", "legality_problems", "parse_layout",

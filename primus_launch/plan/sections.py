@@ -27,6 +27,9 @@ STATE_DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
 # Megatron --recompute-modules choices (megatron/core/transformer/transformer_config.py)
 RECOMPUTE_MODULES = ("core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts")
+# the --recompute-modules that act in a layer's attention block (megatron-core 0.16.1 ``transformer/attention.py``
+# ``core_attn`` checkpointing, ``multi_latent_attention.py`` ``mla_up_proj``); the others act in its MLP / MoE part
+ATTENTION_RECOMPUTE_MODULES = frozenset({"core_attn", "mla_up_proj"})
 # Megatron --cuda-graph-scope / --cuda-graph-modules choices (megatron/training/arguments.py)
 CUDA_GRAPH_SCOPES = ("full_iteration", "attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba",
                      "full_iteration_inference")

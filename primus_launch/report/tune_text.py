@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from primus_launch.plan import Plan
 from primus_launch.projection.result import ProjectionResult
 from primus_launch.tuner import rules
 from primus_launch.tuner.engine import plan_changes
@@ -154,7 +155,7 @@ _RECOMPUTE_UNREAD = {"none": ("method", "num_layers", "modules", "layer_ids"), "
                      "selective": ("method", "num_layers", "layer_ids"), "full": ("modules",)}
 
 
-def _effective_etp(changes: dict, original) -> Optional[int]:
+def _effective_etp(changes: dict, original: Plan) -> Optional[int]:
     """The expert TP degree a change set leaves: ``parallel.etp``, where None means "the same as TP"
     (``plan/sections.py`` ``Parallel.etp``; Megatron's ``--expert-tensor-parallel-size`` defaults to
     ``--tensor-model-parallel-size``), resolved against the new TP."""
@@ -162,7 +163,7 @@ def _effective_etp(changes: dict, original) -> Optional[int]:
     return etp if etp is not None else changes.get("parallel.tp", original.parallel.tp)
 
 
-def shown_changes(changes: dict, original=None) -> dict:
+def shown_changes(changes: dict, original: Plan | None = None) -> dict:
     """``changes`` (dotted plan fields -> new values) less the recompute fields the plan's recompute
     granularity does not read (:data:`_RECOMPUTE_UNREAD`; the granularity is the changed one, else
     ``original``'s), with ``parallel.etp`` resolved (None: the TP degree): left out where the expert TP
@@ -182,7 +183,7 @@ def shown_changes(changes: dict, original=None) -> dict:
     return out
 
 
-def value_text(v) -> str:
+def value_text(v: object) -> str:
     """A plan value as a setting reads: a tuple or list of names space-joined (``modules=moe_act
     layernorm``), an empty one or None as ``none`` (``vpp=none``: no interleaving; ``cuda_graph_scope=none``),
     anything else as ``str`` gives it."""
@@ -198,7 +199,7 @@ SHORT_NAMES = {"pipeline_layers_first_stage": "first_stage_layers", "pipeline_la
                "account_for_loss_in_pipeline_split": "loss_in_split"}
 
 
-def _setting(key: str, value) -> str:
+def _setting(key: str, value: object) -> str:
     """``knob=value`` for the top-N table: the field's last dotted part (:data:`SHORT_NAMES` where long)."""
     name = key.split(".")[-1]
     return f"{SHORT_NAMES.get(name, name)}={value_text(value)}"

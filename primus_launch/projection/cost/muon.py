@@ -45,10 +45,11 @@ from primus_launch.projection.cost import collectives as coll
 from primus_launch.projection.cost.compute import elementwise_time, gemm_time
 from primus_launch.projection.hardware.gpus import GPUSpec
 from primus_launch.projection.hardware.placement import Layout, place
-from primus_launch.projection.memory.muon import Share, Tensor, ns_pieces, ns_shape, owner_shares
+from primus_launch.projection.memory.muon import Share, Tensor, ns_dims, ns_pieces, ns_shape, owner_shares
 from primus_launch.projection.memory.params import arch_key
 
-#: elementwise operations of one matrix's step and their bytes per element (module doc), g = gradient bytes
+#: bytes per element of the bf16 cast in and the fp32 cast out around the Newton-Schulz iteration (``medium`` only:
+#: Emerging-Optimizers v0.1.0 ``muon_utils.newton_schulz`` ``X.to(torch.bfloat16)`` / ``X.to(torch.float32)``)
 _CAST_OPS = (6.0, 6.0)
 
 
@@ -59,14 +60,20 @@ def ns_flops(m: int, n: int, steps: int) -> float:
     return float(steps) * (4.0 * m * m * n + 2.0 * m ** 3)
 
 
-def ns_seconds(m: int, n: int, steps: int, gpu: str, prec: str) -> float:
-    """Seconds of the Newton-Schulz GEMMs of one ``m x n`` iterate (module doc): per iteration ``X X^T``
-    ``[m, n] x [n, m]``, ``A A`` ``[m, m] x [m, m]``, ``B X`` ``[m, m] x [m, n]``, bf16 under ``medium``, else
-    the fp32 (TF32) price."""
-    m, n = sorted((m, n))
+def ns_iteration_seconds(m: int, n: int, gpu: str, prec: str) -> float:
+    """Seconds of the three GEMMs of one Newton-Schulz iteration (Emerging-Optimizers v0.1.0 ``muon_utils.py``
+    ``newton_schulz_step``) on an ``m x n`` iterate whitening its ``m`` rows (:func:`memory.muon.ns_dims`): ``X X^T``
+    ``[m, n] x [n, m]``, ``A A`` ``[m, m] x [m, m]``, ``B X`` ``[m, m] x [m, n]``, bf16 under ``medium``, else the
+    fp32 (TF32) price."""
     precision = "bf16" if prec == "medium" else "fp32"
-    one = gemm_time(m, m, n, gpu, precision) + gemm_time(m, m, m, gpu, precision) + gemm_time(m, n, m, gpu, precision)
-    return steps * one
+    return gemm_time(m, m, n, gpu, precision) + gemm_time(m, m, m, gpu, precision) + gemm_time(m, n, m, gpu, precision)
+
+
+def ns_seconds(m: int, n: int, steps: int, gpu: str, prec: str) -> float:
+    """Seconds of the Newton-Schulz GEMMs of one ``m x n`` iterate (module doc), whitened along its smaller
+    dimension as ``newton_schulz`` transposes: ``steps`` x :func:`ns_iteration_seconds`."""
+    m, n = sorted((m, n))
+    return steps * ns_iteration_seconds(m, n, gpu, prec)
 
 
 def _matrix_ops(g: float, prec: str) -> tuple[float, ...]:
@@ -94,11 +101,9 @@ def share_seconds(plan: Plan, spec: GPUSpec, lay: Layout, share: Share) -> float
         for piece in ns_pieces(tensor, m, p.tp, t.muon_split_qkv):
             r, c = ns_shape(piece, size, mode)
             if mode == "distributed" and piece.part >= 0 and size > 1:
-                # the unsharded dim is orthogonalised, the partitioned one stays local; A all-reduced per step
-                keep = piece.cols if piece.part == 0 else piece.rows
-                local = piece.rows if piece.part == 0 else piece.cols
-                precision = "bf16" if prec == "medium" else "fp32"
-                per = (2 * gemm_time(keep, keep, local, gpu, precision) + gemm_time(keep, keep, keep, gpu, precision)
+                # the unsharded dim is whitened, the partitioned one stays local; A all-reduced per iteration
+                keep, local = ns_dims(piece, size, mode)
+                per = (ns_iteration_seconds(keep, local, gpu, prec)
                        + coll.all_reduce(float((2 if prec == "medium" else 4) * keep * keep), grp, gpu))
                 each += steps * per
                 continue

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Sequence, TypeVar
 
-from primus_launch.plan import Chunk, Plan
+from primus_launch.plan import ATTENTION_RECOMPUTE_MODULES, Chunk, Plan
 from primus_launch.projection.layer_times import LayerTimes
 
 K = TypeVar("K")
@@ -57,10 +57,10 @@ def recompute_modules_fwd(plan: Plan, lt: LayerTimes, kind: str) -> float:
         r = plan.training.recompute
         if r.granularity != "selective" or kind == "M":
             return 0.0
-        # core_attn / mla_up_proj act in the attention layer, the others in the MLP / MoE layers (memory/mcore.py
-        # ATTN_RECOMPUTE: the layers' input norms are fused into their first TE linear, only an MoE layer's
+        # core_attn / mla_up_proj (plan.ATTENTION_RECOMPUTE_MODULES) act in the attention layer, the others in the
+        # MLP / MoE layers (the layers' input norms are fused into their first TE linear, only an MoE layer's
         # pre_mlp_layernorm is a module of its own)
-        mods = [x for x in r.modules if (x in ("core_attn", "mla_up_proj")) == (kind == "*")]
+        mods = [x for x in r.modules if (x in ATTENTION_RECOMPUTE_MODULES) == (kind == "*")]
         return sum(lt.part(HYBRID_KIND[kind], mod).fwd_s for mod in mods)
     r = plan.training.recompute
     if r.granularity == "op":   # TorchTitan per-op SAC: the non-matmul ops and every second mm

@@ -1159,6 +1159,19 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         if has_window:
             moe_w = moe_layer("moe_window", window)[0]
 
+    emb, head, mtp = _stage_extras(new, m, T, Tn, tp, gpu, host, graphs)
+    _ops_summary(ops, made, host, graphs)
+    return LayerTimes(dense_layer=dense, moe_layer=moe, embedding=emb, head_loss=head, attn_core=attn,
+                      dense_window_layer=dense_w, moe_window_layer=moe_w, mtp_extra=mtp, parts=shares)
+
+
+def _stage_extras(new, m: ModelArch, T: int, Tn: int, tp: int, gpu: str, host: float,
+                  graphs: frozenset) -> tuple[PassTimes, PassTimes, PassTimes | None]:
+    """(embedding, output head + loss, one MTP depth's own modules or None) of a stage, GPT and hybrid stacks alike:
+    the embedding gather (``4 T h`` bytes forward) and its gradient scatter-add (``T h (A + 4 + 4)``); the final
+    norm, the bf16 output GEMM [T, V/t, h] and the cross-entropy's ``T V/t`` x :data:`CE_BYTES` traffic; MTP's
+    enorm / hnorm, embedding gather and ``eh_proj`` [T, h/t, 2h] (megatron-core ``multi_token_prediction.py``)."""
+    h = m.hidden_size
     acc = new("embedding")
     acc.f += elementwise_time(4.0 * T * h, gpu) * acc.slow
     acc.bw += elementwise_time(float(T * h * (A + 4 + 4)), gpu) * acc.slow
@@ -1170,12 +1183,13 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
     V = m.padded_vocab_size(tp) // tp
     acc.norm(Tn * h, m, "final norm")
     acc.gemm(T, V, h, lowp=False, name="output layer (bf16)")
-    fb, bb, kf, kb = CE_BYTES[prof.ce]
+    ce = acc.prof.ce
+    fb, bb, kf, kb = CE_BYTES[ce]
     f0, bi0 = acc.f, acc.bi
     acc.f += elementwise_time(float(T * V * fb), gpu) * acc.slow
     acc.bi += elementwise_time(float(T * V * bb), gpu) * acc.slow
     acc._k(kf, kb)
-    acc._rec(f"cross-entropy ({prof.ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * fb))
+    acc._rec(f"cross-entropy ({ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * fb))
     head = acc.times(host, frozenset())
 
     mtp = None
@@ -1187,12 +1201,15 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
         acc.gemm(T, max(1, h // tp), 2 * h, name="MTP eh_proj")
         acc.quant_flush()
         mtp = acc.times(host, graphs)
+    return emb, head, mtp
+
+
+def _ops_summary(ops: dict | None, made: dict, host: float, graphs: frozenset) -> None:
+    """Store each layer kind's kernel counts and host summary in ``ops`` (``_kernels``, ``_host``)."""
     if ops is not None:
         ops["_kernels"] = {k: (sum(a.kf.values()), sum(a.kb.values())) for k, a in made.items()}
         ops["_host"] = {k: a.host_summary(host, graphs if k not in ("embedding", "head") else frozenset())
                         for k, a in made.items()}
-    return LayerTimes(dense_layer=dense, moe_layer=moe, embedding=emb, head_loss=head, attn_core=attn,
-                      dense_window_layer=dense_w, moe_window_layer=moe_w, mtp_extra=mtp, parts=shares)
 
 
 def _mamba_mixer(acc: _Acc, m: ModelArch, t: int, T: int, Tn: int, gpu: str, bda_unfused: bool) -> None:
@@ -1265,37 +1282,9 @@ def _hybrid_layers(m: ModelArch, new, dense_layer, moe_layer, b: int, s: int, cp
         kinds["M"] = acc.times(host, graphs)
     if not bwd_sync and host > 0:
         _pool_hybrid_backward(m, kinds, made)
-    acc = new("embedding")
-    h = m.hidden_size
-    acc.f += elementwise_time(4.0 * T * h, gpu) * acc.slow
-    acc.bw += elementwise_time(float(T * h * (A + 4 + 4)), gpu) * acc.slow
-    acc._k(1, 2)
-    acc._rec("embedding gather / grad scatter-add", acc.f, 0.0, acc.bw, ("elementwise", "hbm", 0.0, 0.0))
-    emb = acc.times(host, frozenset())
-    acc = new("head")
-    V = m.padded_vocab_size(tp) // tp
-    acc.norm(Tn * h, m, "final norm")
-    acc.gemm(T, V, h, lowp=False, name="output layer (bf16)")
-    fb, bb, kf, kb = CE_BYTES[acc.prof.ce]
-    f0, bi0 = acc.f, acc.bi
-    acc.f += elementwise_time(float(T * V * fb), gpu) * acc.slow
-    acc.bi += elementwise_time(float(T * V * bb), gpu) * acc.slow
-    acc._k(kf, kb)
-    acc._rec(f"cross-entropy ({acc.prof.ce})", acc.f - f0, acc.bi - bi0, 0.0, ("elementwise", "hbm", 0.0, T * V * fb))
-    head = acc.times(host, frozenset())
-    mtp = None
-    if m.mtp_num_layers:   # an MTP depth's own modules; its layers are priced by symbol (steps/stage.py)
-        acc = new("mtp")
-        acc.norm(Tn * h, m, "MTP enorm")
-        acc.norm(Tn * h, m, "MTP hnorm")
-        acc.elem(4.0 * T * h, "MTP embedding gather", 1.0, (1, 1))
-        acc.gemm(T, max(1, h // tp), 2 * h, name="MTP eh_proj")
-        acc.quant_flush()
-        mtp = acc.times(host, graphs)
-    if ops is not None:
-        ops["_kernels"] = {k: (sum(a.kf.values()), sum(a.kb.values())) for k, a in made.items()}
-        ops["_host"] = {k: a.host_summary(host, graphs if k not in ("embedding", "head") else frozenset())
-                        for k, a in made.items()}
+    # an MTP depth's own modules; its layers are priced by symbol (steps/stage.py)
+    emb, head, mtp = _stage_extras(new, m, T, Tn, tp, gpu, host, graphs)
+    _ops_summary(ops, made, host, graphs)
     first = next(iter(kinds.values()))
     return LayerTimes(dense_layer=kinds.get("*", first), moe_layer=kinds.get("E"), embedding=emb, head_loss=head,
                       attn_core=attn, parts=shares, hybrid=kinds, mtp_extra=mtp)

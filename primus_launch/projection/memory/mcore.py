@@ -110,13 +110,14 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
-from primus_launch.plan import (STATE_DTYPE_BYTES, Chunk, DPSharding, Framework, ModelArch, PipelineSchedule, Plan,
-                                Precision, RecomputeGranularity, RecomputeMethod)
+from primus_launch.plan import (ATTENTION_RECOMPUTE_MODULES, STATE_DTYPE_BYTES, Chunk, DPSharding, Framework, ModelArch,
+                                PipelineSchedule, Plan, Precision, RecomputeGranularity, RecomputeMethod)
 from primus_launch.plan.legality import effective_fsdp_impl
 from primus_launch.projection.cost.mamba import mamba_activation_bytes, mamba_backward_temp_bytes
 from primus_launch.projection.memory.activations import (
     TE,
     ActivationImpl,
+    LayerActivations,
     impl_for,
     layer_activation_bytes,
     moe_pairs,
@@ -686,27 +687,24 @@ def optimizer_step_grad_bytes(*, main_grads: int, precision: str, decoupled: boo
     return 4.0 * local_params
 
 
-#: --recompute-modules that act in a hybrid stack's attention layer (``*``); the rest (layernorm: the MoE layer's
-#: separate pre_mlp_layernorm -- the attention's and the MLP's input norms are fused into their first TE linear --,
-#: mlp, moe, moe_act, shared_experts) act in its ``-`` / ``E`` layers
-ATTN_RECOMPUTE = frozenset({"core_attn", "mla_up_proj"})
-
-
-def hybrid_layer_bytes(m, sym: str, dense_act, moe_act, tokens: int, tp: int, sp: bool,
+def hybrid_layer_bytes(m: ModelArch, sym: str, dense_act: LayerActivations, moe_act: LayerActivations,
+                       tokens: int, tp: int, sp: bool,
                        modules: tuple[str, ...] | None = None) -> float:
     """One layer of a hybrid stack: ``*`` the attention block of a GPT layer (``LayerActivations.attention``),
     ``-`` / ``E`` the rest of a dense / MoE GPT layer (its norm, MLP or router, dispatch and experts), ``M``
     :func:`~primus_launch.projection.cost.mamba.mamba_activation_bytes`.  ``modules``: selective recompute
     (``--recompute-modules``): each symbol drops what those of its modules drop in a GPT layer
-    (``LayerActivations.selective``; :data:`ATTN_RECOMPUTE` in ``*``, the others in ``-`` / ``E``); a Mamba layer has
-    no recompute module (megatron-core 0.16.1 ``ssm/mamba_layer.py``)."""
+    (``LayerActivations.selective``; ``plan.ATTENTION_RECOMPUTE_MODULES`` in ``*``, the others -- layernorm: the MoE
+    layer's separate pre_mlp_layernorm, the attention's and the MLP's input norms being fused into their first TE
+    linear; mlp, moe, moe_act, shared_experts -- in ``-`` / ``E``); a Mamba layer has no recompute module
+    (megatron-core 0.16.1 ``ssm/mamba_layer.py``)."""
     if sym == "M":
         return mamba_activation_bytes(m, tokens, tp, sp)
     la = dense_act if sym in ("*", "-") else moe_act
     if sym == "*":
-        mods = tuple(x for x in (modules or ()) if x in ATTN_RECOMPUTE)
+        mods = tuple(x for x in (modules or ()) if x in ATTENTION_RECOMPUTE_MODULES)
         return max(0.0, la.attention - ((la.full - la.selective(mods)) if mods else 0.0))
-    mods = tuple(x for x in (modules or ()) if x not in ATTN_RECOMPUTE)
+    mods = tuple(x for x in (modules or ()) if x not in ATTENTION_RECOMPUTE_MODULES)
     return max(0.0, la.full - la.attention - ((la.full - la.selective(mods)) if mods else 0.0))
 
 
@@ -804,11 +802,11 @@ def _chunk_graphed(m, chunks, opts: McoreOpts, gran, dense_act, moe_act, kept, *
             or opts.offload_layers or not dense_act.attention):
         return zero, zero
     scope = opts.te_graph_scope
-    att_mods = ("core_attn", "mla_up_proj")
 
     def attention_kept(la) -> float:
         d = dict(la.drops)
-        drop = sum(d.get(mod, 0.0) for mod in set(opts.modules) if mod in att_mods) if gran == "selective" else 0.0
+        drop = (sum(d.get(mod, 0.0) for mod in set(opts.modules) if mod in ATTENTION_RECOMPUTE_MODULES)
+                if gran == "selective" else 0.0)
         return max(0.0, la.attention - drop)
 
     gkw = dict(tokens=sb / (tp if sp else 1), hidden=m.hidden_size)

@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from primus_launch.plan import ModelArch
 from primus_launch.projection.memory.params import ArchKey, arch_from_key
 
 
@@ -58,7 +59,7 @@ class Tensor:
         return self.rows * (self.cols or 1)
 
 
-def _norm(arch, n: int) -> list[Tensor]:
+def _norm(arch: ModelArch, n: int) -> list[Tensor]:
     if arch.normalization == "rmsnorm":
         return [Tensor(n, 0, matrix=False)]
     return [Tensor(n, 0, matrix=False), Tensor(n, 0, matrix=False)]
@@ -68,7 +69,7 @@ def _vec(n: int, expert: bool = False) -> Tensor:
     return Tensor(n, 0, expert=expert, matrix=False)
 
 
-def _attention(arch, tp: int) -> list[Tensor]:
+def _attention(arch: ModelArch, tp: int) -> list[Tensor]:
     h, nq = arch.hidden_size, arch.num_attention_heads
     out = _norm(arch, h)
     if arch.multi_latent_attention:
@@ -97,7 +98,7 @@ def _attention(arch, tp: int) -> list[Tensor]:
     return out
 
 
-def _mlp(arch, ffn: int, tp: int, bias: bool, expert: bool = False) -> list[Tensor]:
+def _mlp(arch: ModelArch, ffn: int, tp: int, bias: bool, expert: bool = False) -> list[Tensor]:
     h, g = arch.hidden_size, 2 if arch.swiglu else 1
     out = [Tensor(g * ffn // tp, h, 0 if tp > 1 else -1, expert), Tensor(h, ffn // tp, 1 if tp > 1 else -1, expert)]
     if bias:
@@ -249,9 +250,9 @@ def muon_stage_bytes(key: ArchKey, tp: int, etp: int, ep: int, layout: tuple, ra
                 continue
             size = etp if t.expert else tp
             for piece in ns_pieces(t, arch, tp, split_qkv):
-                r, c = ns_shape(piece, size, tp_mode)
+                m, n = ns_dims(piece, size, tp_mode)
                 gathered = size if (tp_mode == "duplicated" and piece.part >= 0) else 0
-                trans = max(trans, ns_transient_bytes(r, c, prec, gathered))
+                trans = max(trans, ns_transient_bytes(m, n, prec, gathered))
     if layer_wise:
         w = 4 if precision == "fp32" else 2
         trans = max(trans, gather_transient_bytes(key, tp, etp, ep, layout, rank, dpcp, edp, w))
@@ -267,7 +268,21 @@ def ns_shape(t: Tensor, tp_size: int, tp_mode: str) -> tuple[int, int]:
     return (t.rows * tp_size, t.cols) if t.part == 0 else (t.rows, t.cols * tp_size)
 
 
-def ns_pieces(t: Tensor, arch, tp: int, split_qkv: bool) -> tuple[Tensor, ...]:
+def ns_dims(t: Tensor, tp_size: int, tp_mode: str) -> tuple[int, int]:
+    """(m, n): the dimension the Newton-Schulz iteration of ``t`` whitens on one GPU (``A = X X^T`` is ``m x m``) and
+    the other, of :func:`ns_shape`'s matrix.  ``newton_schulz`` transposes to whiten the smaller dimension
+    (``transpose = rows > cols``: ``m <= n``), except under the distributed mode on a TP-sharded tensor:
+    ``newton_schulz_tp`` fixes ``transpose = partition_dim == 0``, so ``m`` is the unsharded dimension (whole on
+    every rank, ``A`` all-reduced) and ``n`` the local shard's, whichever is larger (Emerging-Optimizers v0.1.0
+    ``muon_utils.py``; its docstring warns that this "wastes compute" when the partition dim is the smaller)."""
+    r, c = ns_shape(t, tp_size, tp_mode)
+    if tp_mode == "distributed" and t.part >= 0 and tp_size > 1:
+        return (c, r) if t.part == 0 else (r, c)
+    m, n = sorted((r, c))
+    return m, n
+
+
+def ns_pieces(t: Tensor, arch: ModelArch, tp: int, split_qkv: bool) -> tuple[Tensor, ...]:
     """The matrices ``t`` is orthogonalised as: a fused GQA ``linear_qkv`` under ``--muon-split-qkv``
     (``muon.py`` ``TensorParallelMuon.orthogonalize``: viewed ``[groups, q + k + v, h]`` and split) as its Q,
     K and V blocks (``groups x q`` / ``groups x d`` rows each, local groups ``rows // (q + 2d)``); else itself."""
@@ -279,13 +294,13 @@ def ns_pieces(t: Tensor, arch, tp: int, split_qkv: bool) -> tuple[Tensor, ...]:
     return (Tensor(groups * q, t.cols, t.part), Tensor(groups * d, t.cols, t.part), Tensor(groups * d, t.cols, t.part))
 
 
-def ns_transient_bytes(rows: int, cols: int, prec: str, gathered_from: int = 0) -> float:
+def ns_transient_bytes(m: int, n: int, prec: str, gathered_from: int = 0) -> float:
     """Bytes the step of one matrix allocates beside its state (Emerging-Optimizers v0.1.0
     ``orthogonalized_optimizer.step`` / ``muon_utils.newton_schulz``): the Nesterov ``grad.lerp`` (fp32), the
     normalised fp32 copy, the iterate ``X`` (bf16 under ``medium``, else fp32) and the next one, ``A = X X^T``
     and ``B`` (``m x m``, same dtype), the fp32 result; ``gathered_from`` TP shards under the duplicated mode
-    add the gathered fp32 shards and their concatenation (``2 x 4 m n``).  ``m <= n`` as the code transposes."""
-    m, n = sorted((rows, cols))
+    add the gathered fp32 shards and their concatenation (``2 x 4 m n``).  ``m`` the whitened dimension, ``n`` the
+    other (:func:`ns_dims`: the smaller and the larger, as the code transposes, but for the distributed mode)."""
     e = 2 if prec == "medium" else 4
     out = 4 * m * n + 4 * m * n + 2 * e * m * n + 2 * e * m * m + 4 * m * n
     if gathered_from > 1:

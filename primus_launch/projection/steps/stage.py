@@ -102,7 +102,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
     dw = lt.dense_window_layer or d0
     mw = lt.moe_window_layer or mo0
 
-    def layer_pt(moe: bool, win) -> PassTimes:
+    def layer_pt(moe: bool, win: bool | str) -> PassTimes:
         if isinstance(win, str):   # a hybrid stack's layer: its symbol's times
             return lt.layer(win) or d0
         if moe:
