@@ -63,3 +63,29 @@ def test_pct_pinning_ab_of_megatron_bridge_6056():
     import scripts.b300_super_probe as probe
     (k, _, _, ratio, _), = probe.host_sweep((1.0,))
     assert 1.0 <= ratio < 1.25
+
+
+def test_tuner_pass_times_of_a_hybrid_stack_are_keyed_by_the_backward_sync():
+    """The tuner's offload bound reads each node's pass times from a cache keyed by the layer axes and the pass
+    flags (``tuner/bounds.py`` ``_pass_times``); a hybrid stack's backward host time also follows whether the
+    backward re-runs the dispatcher's sync (recompute of 'moe', full recompute, the 1F1B EP overlap), so two
+    plans differing only there shared one entry.  Each now gets the roofline's own times."""
+    from primus_launch.projection.cost.roofline import layer_times_roofline
+    from primus_launch.projection.hardware.gpus import resolve_power_cap
+    from primus_launch.tuner.bounds import BoundModel
+    from primus_launch.tuner.space import Knobs, Space, apply_knobs
+
+    plan = Plan.model_validate(_row("mbridge2606_gb200_fp8_mx_nemotron3_super_64gpu")["plan"])
+    sp = Space(plan)
+    bm = BoundModel(plan, sp)
+    s = next(i for i, h in enumerate(sp.structs) if Knobs(*h, *sp.tables[sp.ctx[i]][0]).rc_granularity == "none")
+    h, f = sp.structs[s], sp.tables[sp.ctx[s]][0]
+    hf = Knobs(*h, *f)
+    kinds = []
+    for ep_overlap in (False, True):
+        k = hf._replace(ep_overlap=ep_overlap)
+        hh, ff = tuple(k)[:len(h)], tuple(k)[len(h):]
+        run = resolve_power_cap(apply_knobs(plan, k))
+        kinds.append(backward_syncs(run))
+        assert bm._pass_times(hh, ff) == layer_times_roofline(bm._run(hh, ff))
+    assert kinds == [False, True]

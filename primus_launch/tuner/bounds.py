@@ -602,13 +602,24 @@ class BoundModel:
         d = h[S["dp_sharding"]]
         return None if accumulation_fused(self.plan, d) else d
 
+    def _sync_key(self, h: tuple, f: tuple) -> Optional[bool]:
+        """For a hybrid stack, whether its backward re-runs the dispatcher's host sync (``cost/roofline.py``
+        ``backward_syncs``: full recompute, ``moe`` recomputed, the 1F1B EP overlap), which decides whether its
+        backward host time is pooled over the pass (``cost/host_runahead.py``); None for other stacks, whose
+        layer times do not read it."""
+        if not self.plan.model.hybrid_pattern:
+            return None
+        gran, mods = h[S["rc_granularity"]], h[S["rc_modules"]] or ()
+        return gran == "full" or (gran == "selective" and "moe" in mods) or bool(f[F["ep_overlap"]])
+
     def _pass_times(self, h: tuple, f: tuple) -> LayerTimes:
         """The roofline layer times of the plan of ``h`` and ``f``, cached by what they read: the layer
         axes, :data:`PASS_FLAGS`, the sharding where the gradient accumulation is unfused
         (:meth:`_wgrad_key`) and, with FP8 or FP4 (the weight casts per micro-batch), the
         micro-batches (``tests/test_tuner_bounds.py`` checks the key)."""
         low = f[F["precision"]] in ("fp8", "fp4")
-        key = (pick(h, LAYER_AXES, S), pick(f, PASS_FLAGS, F), self._wgrad_key(h), self.nmb(h) if low else None)
+        key = (pick(h, LAYER_AXES, S), pick(f, PASS_FLAGS, F), self._wgrad_key(h), self.nmb(h) if low else None,
+               self._sync_key(h, f))
         lt = self._plt.get(key)
         if lt is None:
             from primus_launch.projection.cost.roofline import layer_times_roofline
