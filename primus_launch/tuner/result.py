@@ -92,6 +92,9 @@ class Certificate(BaseModel):
     work: int = Field(0, description="work units the search spent (branch_bound.WORK_*)")
     structs_expanded: int = Field(0, description="structural candidates whose flag tables were examined")
     bound_violations: int = Field(0, description="scored plans below their own bound (voids the certificate)")
+    memory_groups: int = Field(0, description="memory groups (the flags the memory model reads, per structure) whose "
+                                              "floor the search priced")
+    memory_groups_fit: int = Field(0, description="of those, the ones whose floor may fit")
     text: str = ""
 
 

@@ -524,8 +524,9 @@ def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: P
     try:
         # the baseline is one of the space's plans, scored already: the search counts it once among the scored
         seed = (own_i, memo.results[own]) if own_i is not None and own in memo.results else None
-        out = bb.run(inc, max_work=DEFAULT_MAX_WORK if max_work is None else max_work, progress=tick,
-                     executor=executor, seed=seed)
+        limit = DEFAULT_MAX_WORK if max_work is None else max_work
+        out = bb.run(inc, max_work=limit, progress=tick, executor=executor, seed=seed,
+                     warm=_warm_start(plan, sp, memo, own), warm_at=int(WARM_AT * limit))
     finally:
         if bar is not None:
             bar.close()
@@ -545,9 +546,48 @@ def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: P
     cert = out.certificate
     if cert.scored != memo.scored:   # the recipe's own plan lies outside the space: scored too, once
         cert.scored = memo.scored
-        text = certificate_text(cert)
+        text = certificate_text(cert, memory_certain)
         cert.text = text[:-1] + "; the recipe's own plan, outside the space, among the scored)" if cert.certified else text
     return cert
+
+
+#: the branch and bound's warm start (``_warm_start``) runs when this fraction of its work limit is spent
+WARM_AT = 0.25
+#: the scorings a warm start may spend
+WARM_SCORINGS = 48
+
+
+def _warm_start(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> Callable[[int, list], tuple[list, int]]:
+    """The branch and bound's warm start (``branch_bound.BranchBound.run``'s ``warm``): a search whose work
+    reached :data:`WARM_AT` of its limit is pricing the memory of many structures below its incumbent (or,
+    with none, scoring plans none of which the memory rule admits; tune13: DeepSeek-V3 FP8 on 1024 H100 with
+    ``--allow fp8,optimizer-dtypes --memory-certain`` priced 16,000 memory groups, all out, and stopped with
+    its recipe's plan 6 % slower than one the planner finds in 87 scorings).  The deterministic planner
+    (``planner.py``: single-axis sweeps and local search around the incumbent, the recipe's plan without
+    one; :func:`planner.hierarchical` for spaces too big to index) runs on a memo of its own, knowing
+    what the search scored, for at most :data:`WARM_SCORINGS` scorings; it returns what it scored and its
+    work (scorings and pre-filter calls, ``branch_bound.WORK_*``).  Sound for the certificate: a plan it
+    finds is a scored plan of the space, and the search only bounds by a scored plan's time."""
+    from primus_launch.tuner.branch_bound import WORK_PREFILTER, WORK_SCORE
+
+    def warm(inc_idx: int, scored: list) -> tuple[list, int]:
+        tmp = Memo(plan, score=memo.score_fn, prefilter=memo.prefilter_fn, budget=WARM_SCORINGS, time_limit_s=None)
+        for i, r in scored:
+            tmp.results[sp[i]] = r
+            tmp.reasons[sp[i]] = None
+        before, n0 = set(tmp.results), len(tmp.reasons)
+        start = sp[inc_idx] if inc_idx >= 0 else own
+        try:
+            if len(sp) <= INDEX_LIMIT:
+                Planner(Engine(plan, list(sp), memo=tmp)).run(start)
+            else:
+                hierarchical(sp, tmp, start)
+        except Exhausted:
+            pass
+        new = [(sp.index(k), r) for k, r in tmp.results.items() if k not in before and sp.index(k) is not None]
+        return new, tmp.scored * WORK_SCORE + (len(tmp.reasons) - n0) * WORK_PREFILTER
+
+    return warm
 
 
 def _score_baseline(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> ProjectionResult:
