@@ -37,7 +37,8 @@ space's order).  The search ends when the lowest open bound reaches the incumben
 best of all plans of the space: a :class:`Certificate`.
 
 Warm start (``run(warm=..., warm_at=...)``, tune13): where the work reaches ``warm_at`` (a quarter of the limit
-in a tune, ``search._warm_start``) the search is pricing the memory of many structures below its incumbent, or,
+in a tune, ``search._warm_start``) with no plan better than the one it started from (none, or the recipe's own),
+the search is pricing the memory of many structures below its incumbent, or,
 holding none, scoring plans the memory rule keeps out; the planner, called once there, returns the plans it
 scored; those of structures not yet met join the scored (never bounded or scored again), the fastest usable
 one the incumbent when faster.  It changes only how soon plans are bounded by time: each bound is still
@@ -401,7 +402,8 @@ class BranchBound:
         certificate as without it.  ``seed``: (index, result) of a plan of the space already scored (the
         recipe's own, the baseline): counted once among the scored, never bounded out or scored again.
         ``warm`` (a warm start, :data:`Warm`): called once when the work first reaches ``warm_at`` with the search
-        not ended (a count: the same place on any machine), from the incumbent's index and the plans scored so
+        not ended and its incumbent still ``inc`` (none, or the recipe's own plan: no expansion found a better
+        one; a count: the same place on any machine), from the incumbent's index and the plans scored so
         far; the plans it scored (each a plan of the space, its score the search's own) join the scored and
         the fastest one ``usable`` becomes the incumbent when it is faster (:meth:`_warm_start`)."""
         sp, bm = self.space, self.bm
@@ -428,6 +430,7 @@ class BranchBound:
         done = int(seed is not None)
         met: set[int] = set()   # structures whose plans are counted (scored, bounded out)
         warmed = warm is None or warm_at is None
+        start = (inc.t, inc.idx)
         stopped = False
         ahead = None
         finished = False
@@ -438,8 +441,9 @@ class BranchBound:
             while (h := od.head()) is not None:
                 if not warmed and c["work"] >= warm_at:
                     warmed = True
-                    done += self._warm_start(warm, inc, res, c, sizes, met)
-                    continue
+                    if (inc.t, inc.idx) == start:   # no better plan found yet: the search is bounding by little
+                        done += self._warm_start(warm, inc, res, c, sizes, met)
+                        continue
                 expand, bnd, s = h
                 if inc.reached(bnd):
                     break

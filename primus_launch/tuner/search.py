@@ -9,6 +9,8 @@ default, any ``Callable[[Plan], ProjectionResult]`` otherwise), and one of three
   legal plans (M scored, the rest bounded out)".  No wall clock enters it: it stops only at the
   work limit ``max_work`` (a count of bound and scoring steps, :data:`branch_bound.DEFAULT_MAX_WORK`),
   so the answer is the same under any load; stopped early it says how far from the optimum it may be;
+  at a quarter of its work limit, still without a plan better than the recipe's own, it is warm-started
+  once by the planner (``_warm_start``: a better incumbent to bound by, found in a few dozen scorings);
 - **exhaustive** (``exhaustive.py``, ``exhaustive=True``): every candidate pre-filtered and every legal
   one scored over all cores (a brute force: the check of the branch and bound);
 - **planner** (``planner.py``, ``exhaustive=False``, a ``budget`` or an LLM), with optional LLM rounds
@@ -559,7 +561,7 @@ WARM_SCORINGS = 48
 
 def _warm_start(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> Callable[[int, list], tuple[list, int]]:
     """The branch and bound's warm start (``branch_bound.BranchBound.run``'s ``warm``): a search whose work
-    reached :data:`WARM_AT` of its limit is pricing the memory of many structures below its incumbent (or,
+    reached :data:`WARM_AT` of its limit without a plan better than the recipe's own (or, that kept out, any) is pricing the memory of many structures below its incumbent (or,
     with none, scoring plans none of which the memory rule admits; tune13: DeepSeek-V3 FP8 on 1024 H100 with
     ``--allow fp8,optimizer-dtypes --memory-certain`` priced 16,000 memory groups, all out, and stopped with
     its recipe's plan 6 % slower than one the planner finds in 87 scorings).  The deterministic planner
