@@ -301,11 +301,18 @@ def test_warm_start_finds_the_optimum_a_work_limit_left_unfound():
     full = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True)
     assert full.certificate.certified and full.certificate.work < 20_000  # below the warm start (WARM_AT of the limit)
     assert full.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
-    res = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True, max_work=200)
+    outside = Space(plan, RESTRICTED).index(knobs_of(plan)) is None
+    res = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True, max_work=400)
     c = res.certificate
-    assert res.best.memory.verdict == "fits" and res.best_plan != plan
+    assert res.best.memory.verdict == "fits" and res.best_plan != plan   # before tune13: the tight original
+    assert c.warm_work > 0
     assert res.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
     assert not c.certified and c.lower_bound_s <= res.best.iteration_time_s and c.best_s == res.best.iteration_time_s
-    outside = Space(plan, RESTRICTED).index(knobs_of(plan)) is None
     assert c.scored + c.bounded_time + c.bounded_memory + c.open == c.plans + outside and c.scored == res.scored
-    assert len({t.changes.__repr__() for t in res.trials if t.status == "scored"}) == res.scored
+    assert len({repr(t.changes) for t in res.trials if t.status == "scored"}) == res.scored
+    # the warm start's work apart from the limit's: its better incumbent lets the search end within the limit
+    res = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True, max_work=1_600)
+    c = res.certificate
+    assert c.certified and c.work - c.warm_work <= 1_600 and c.scored == res.scored
+    assert res.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
+    assert c.scored + c.bounded_time + c.bounded_memory == c.plans + outside

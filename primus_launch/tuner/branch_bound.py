@@ -43,7 +43,9 @@ holding none, scoring plans the memory rule keeps out; the planner, called once 
 scored; those of structures not yet met join the scored (never bounded or scored again), the fastest usable
 one the incumbent when faster.  It changes only how soon plans are bounded by time: each bound is still
 against a scored plan's time, so the certificate stays exact (a plan of a structure already met was scored, or
-bounded out against an incumbent no better, or by memory: never faster, dropped).
+bounded out against an incumbent no better, or by memory: never faster, dropped).  Its work (at most the search's
+own so far, or ``search.WARM_MIN_WORK``) is counted apart from the limit's (``Certificate.warm_work``): a better incumbent only bounds more,
+so a search that ended within the limit without it still does, with the same or a better answer.
 
 Second tier (``point`` rule, tune13): while no plan is admitted, the fastest scored plan that is ``tight`` or
 ``fits`` (:attr:`BranchBound.tight`) bounds, in an expansion, the plans whose memory floor held at the point (``BoundModel.point_out``) is over the
@@ -87,8 +89,9 @@ if TYPE_CHECKING:
 Score = Callable[[Plan], ProjectionResult]
 Prefilter = Callable[[Plan], Optional[str]]
 #: a warm start (:meth:`BranchBound.run`): ``(incumbent's index (-1: none in the space), [(index, result)]
-#: scored so far) -> ([(index, result)] it scored, its work in units of this module)``
-Warm = Callable[[int, list], tuple[list, int]]
+#: scored so far, its work cap: the search's work so far) -> ([(index, result)] it scored, its work in units of
+#: this module)``
+Warm = Callable[[int, list, int], tuple[list, int]]
 #: a bound counts as reaching the incumbent when ``bound * (1 - EPS) >= incumbent``: the bounds are
 #: sums of the projection's own numbers in another order, equal to it up to rounding
 EPS = 1e-9
@@ -490,7 +493,8 @@ class BranchBound:
             bounded_time=c["bounded_time"], bounded_memory=c["bounded_memory"] + len(res.rejected),
             open=left if stopped else 0, best_s=best, lower_bound_s=open_lb,
             gap=(best / open_lb - 1.0) if (best is not None and open_lb) else 0.0,
-            work=c["work"], structs_expanded=c["expanded"], bound_violations=c["violations"],
+            work=c["work"] + c.get("warm_work", 0), warm_work=c.get("warm_work", 0),
+            structs_expanded=c["expanded"], bound_violations=c["violations"],
             memory_groups=len(priced), memory_groups_fit=len((od.fit | c.get("fit", set())) & priced))
         cert.text = certificate_text(cert, self.memory_certain)
         res.certificate = cert
@@ -507,8 +511,8 @@ class BranchBound:
         one's, or bounded out by memory (so not usable): never faster than the incumbent, dropped.  Returns
         the plans taken (the progress count)."""
         known = {i for i, _ in res.scored}
-        new, work = warm(inc.idx, list(res.scored))
-        c["work"] += int(work)
+        new, work = warm(inc.idx, list(res.scored), int(c["work"]))
+        c["warm_work"] = int(work)   # apart from the limit's count: a search that ended within it still does
         taken = 0
         for i, r in sorted(new, key=lambda x: x[0]):
             s = self.space.struct_of(i)
@@ -603,9 +607,13 @@ def certificate_text(cert: Certificate, memory_certain: bool = False) -> str:
     if cert.bound_violations:
         return (f"no certificate: {cert.bound_violations} scored plan(s) fell below their own lower bound "
                 f"(a bound is wrong; report it)")
-    text = (f"no certificate: the work limit ({cert.work:,} units of bounding and scoring) stopped the search with "
-            f"{cert.open:,} of {cert.plans:,} plans open; the best is at most {100 * cert.gap:.1f} % slower than the optimum")
-    if cert.memory_groups and WORK_PREFILTER * cert.memory_groups >= cert.work / 2:
+    own = cert.work - cert.warm_work
+    warm = f", and {cert.warm_work:,} of a warm start" if cert.warm_work else ""
+    text = (f"no certificate: the work limit ({own:,} units of bounding and scoring{warm}) stopped the search with "
+            f"{cert.open:,} of {cert.plans:,} plans open; " +
+            (f"the best is at most {100 * cert.gap:.1f} % slower than the optimum" if cert.best_s is not None else
+             "none of the plans scored is one the memory rule lets be the answer"))
+    if cert.memory_groups and WORK_PREFILTER * cert.memory_groups >= own / 2:
         # tune13: where the work went to the memory of plans faster than the best, say so and what to do
         text += (f"; most of the work priced the memory of the plans below the best's time: {cert.memory_groups:,} "
                  f"groups, {cert.memory_groups_fit:,} of which may fit (faster plans mostly do not fit"

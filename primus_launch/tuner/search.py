@@ -557,9 +557,12 @@ def _branch_and_bound(plan: Plan, sp: Space, memo: Memo, own: Knobs, baseline: P
 WARM_AT = 0.25
 #: the scorings a warm start may spend
 WARM_SCORINGS = 48
+#: the work a warm start may spend at least (units of ``branch_bound.WORK_*``; else the search's own so far):
+#: about one planner round's sweeps around the recipe's plan
+WARM_MIN_WORK = 2_000
 
 
-def _warm_start(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> Callable[[int, list], tuple[list, int]]:
+def _warm_start(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> Callable[[int, list, int], tuple[list, int]]:
     """The branch and bound's warm start (``branch_bound.BranchBound.run``'s ``warm``): a search whose work
     reached :data:`WARM_AT` of its limit without a plan better than the recipe's own (or, that kept out, any) is pricing the memory of many structures below its incumbent (or,
     with none, scoring plans none of which the memory rule admits; tune13: DeepSeek-V3 FP8 on 1024 H100 with
@@ -567,17 +570,28 @@ def _warm_start(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> Callable[[int,
     its recipe's plan 6 % slower than one the planner finds in 87 scorings).  The deterministic planner
     (``planner.py``: single-axis sweeps and local search around the incumbent, the recipe's plan without
     one; :func:`planner.hierarchical` for spaces too big to index) runs on a memo of its own, knowing
-    what the search scored, for at most :data:`WARM_SCORINGS` scorings; it returns what it scored and its
-    work (scorings and pre-filter calls, ``branch_bound.WORK_*``).  Sound for the certificate: a plan it
+    what the search scored, for at most :data:`WARM_SCORINGS` scorings and ``cap`` units of work (the search's
+    own so far, at least :data:`WARM_MIN_WORK`; counted apart from the search's limit); it returns what it scored and its work (scorings and pre-filter
+    calls, ``branch_bound.WORK_*``).  Sound for the certificate: a plan it
     finds is a scored plan of the space, and the search only bounds by a scored plan's time."""
     from primus_launch.tuner.branch_bound import WORK_PREFILTER, WORK_SCORE
 
-    def warm(inc_idx: int, scored: list) -> tuple[list, int]:
-        tmp = Memo(plan, score=memo.score_fn, prefilter=memo.prefilter_fn, budget=WARM_SCORINGS, time_limit_s=None)
+    def warm(inc_idx: int, scored: list, cap: int) -> tuple[list, int]:
+        calls = [0]
+        cap = max(cap, WARM_MIN_WORK)
+
+        def pf(p: Plan) -> Optional[str]:   # the pre-filter, counted; past the work cap every plan is out
+            if calls[0] * WORK_PREFILTER + tmp.scored * WORK_SCORE >= cap:
+                tmp.budget = tmp.scored   # and no more scoring: the planner stops at its next one
+                return "the warm start's work is spent"
+            calls[0] += 1
+            return memo.prefilter_fn(p)
+
+        tmp = Memo(plan, score=memo.score_fn, prefilter=pf, budget=WARM_SCORINGS, time_limit_s=None)
         for i, r in scored:
             tmp.results[sp[i]] = r
             tmp.reasons[sp[i]] = None
-        before, n0 = set(tmp.results), len(tmp.reasons)
+        before = set(tmp.results)
         start = sp[inc_idx] if inc_idx >= 0 else own
         try:
             if len(sp) <= INDEX_LIMIT:
@@ -587,7 +601,7 @@ def _warm_start(plan: Plan, sp: Space, memo: Memo, own: Knobs) -> Callable[[int,
         except Exhausted:
             pass
         new = [(sp.index(k), r) for k, r in tmp.results.items() if k not in before and sp.index(k) is not None]
-        return new, tmp.scored * WORK_SCORE + (len(tmp.reasons) - n0) * WORK_PREFILTER
+        return new, tmp.scored * WORK_SCORE + calls[0] * WORK_PREFILTER
 
     return warm
 
