@@ -316,3 +316,31 @@ def test_memory_key_reads_its_flags_by_name(monkeypatch):
     assert memory_key("megatron", tuple(bf16)) != memory_key("megatron", tuple(fp8))
     monkeypatch.setattr(b, "MEMORY_FLAGS", tuple(reversed(b.MEMORY_FLAGS)))
     assert b.memory_key("megatron", tuple(bf16)) != b.memory_key("megatron", tuple(fp8))
+
+
+def test_point_floor_over_the_capacity_means_every_plan_is_over():
+    """tune13's second tier (``branch_bound.py``) bounds by time only plans whose memory floor at the point
+    (``BoundModel.point_out``) is over the usable capacity: each such plan's own projection must then be over it
+    (``memory_rule.over_capacity``: never the ``point`` answer).  Checked against the dry-run's verdict on every
+    plan of a sample of the small MoE's structures, at margins that put the recipe's own point estimate below,
+    at and above the capacity (so both answers of the floor occur)."""
+    from primus_launch.tuner.memory_rule import over_capacity
+
+    plan = small_moe_plan()
+    sp = Space(plan, SpaceConfig.restricted())
+    m = project_dry_run(plan).memory
+    rng = random.Random(13)
+    seen, checked = set(), 0
+    for frac in (0.9, 1.0, 1.1):
+        margin = 1.0 - frac * m.verdict_peak_bytes / m.capacity_bytes
+        bm = BoundModel(plan, sp, margin)
+        for s in rng.sample(range(len(sp.structs)), 12):
+            h = sp.structs[s]
+            for f in sp.tables[sp.ctx[s]]:
+                out = bm.point_out(s, f)
+                seen.add(out)
+                if out:
+                    r = project_dry_run(apply_knobs(plan, Knobs(*h, *f)), memory_margin=margin)
+                    assert over_capacity(r.memory), (s, f)
+                    checked += 1
+    assert seen == {True, False} and checked >= 5

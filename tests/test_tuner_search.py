@@ -276,3 +276,43 @@ def test_top_zero_lists_every_scored_plan():
               for k in range(7)]
     assert same_runs_collapsed(small_dense_plan(), ranked, 0) == ranked
     assert same_runs_collapsed(small_dense_plan(), ranked, 2) == ranked[:2]
+
+
+def test_warm_start_finds_the_optimum_a_work_limit_left_unfound():
+    """tune13: with the recipe's own plan kept out by ``--memory-certain`` (no incumbent) and a work limit the
+    search reaches before any plan it scores is admitted, the search answered no plan at all.  The warm start
+    (``search._warm_start``: the planner, once, at ``WARM_AT`` of the limit) gives it a scored incumbent: the
+    answer is then the brute force's (every legal plan scored), the lower bound it states lies under it, and
+    the certificate's counts still add up to the space.  Without a work limit nothing changes: certified,
+    the brute force's best, the warm start never called."""
+    from primus_launch.projection.memory.verdict import band_for
+
+    plan = small_dense_plan()
+    low, high = band_for("megatron")[:2]
+    m = project_dry_run(plan).memory
+    inside = m.peak_bytes_per_gpu - m.outside_allocator_bytes
+    margin = 1.0 - (inside * (1.0 + (low + high) / 2) + m.outside_allocator_bytes) / m.capacity_bytes
+
+    def score(p):
+        return project_dry_run(p, memory_margin=margin)
+
+    ex = tune(plan, score=score, space=RESTRICTED, exhaustive=True, memory_margin=margin, memory_certain=True)
+    assert ex.baseline.memory.verdict == "tight" and ex.best.memory.verdict == "fits"
+    full = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True)
+    assert full.certificate.certified and full.certificate.work < 20_000  # below the warm start (WARM_AT of the limit)
+    assert full.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
+    outside = Space(plan, RESTRICTED).index(knobs_of(plan)) is None
+    res = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True, max_work=400)
+    c = res.certificate
+    assert res.best.memory.verdict == "fits" and res.best_plan != plan   # before tune13: the tight original
+    assert c.warm_work > 0
+    assert res.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
+    assert not c.certified and c.lower_bound_s <= res.best.iteration_time_s and c.best_s == res.best.iteration_time_s
+    assert c.scored + c.bounded_time + c.bounded_memory + c.open == c.plans + outside and c.scored == res.scored
+    assert len({repr(t.changes) for t in res.trials if t.status == "scored"}) == res.scored
+    # the warm start's work apart from the limit's: its better incumbent lets the search end within the limit
+    res = tune(plan, space=RESTRICTED, memory_margin=margin, memory_certain=True, max_work=1_600)
+    c = res.certificate
+    assert c.certified and c.work - c.warm_work <= 1_600 and c.scored == res.scored
+    assert res.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
+    assert c.scored + c.bounded_time + c.bounded_memory == c.plans + outside

@@ -685,14 +685,16 @@ class BoundModel:
         order = sorted(range(len(nodes)), key=lambda i: (out[i], i))
         return [(out[i], nodes[i]) for i in order]
 
-    def node_out(self, s: int, nk: tuple, tried: set | None = None) -> bool:
+    def node_out(self, s: int, nk: tuple, tried: set | None = None, fit: set | None = None) -> bool:
         """Whether every plan of node ``nk`` of ``s`` is ``does not fit`` by :meth:`group_out`, its memory
         groups tried in the table's order up to the first that may fit; ``tried`` collects the groups
-        priced (:meth:`group_keys`)."""
+        priced (:meth:`group_keys`), ``fit`` those of the one that may fit."""
         for f in self.table_nodes(self.space.ctx[s])[nk][1].values():
             if tried is not None:
                 tried.update(self.group_keys(s, f))
             if not self.group_out(s, f):
+                if fit is not None:
+                    fit.update(self.group_keys(s, f))
                 return False
         return True
 
@@ -765,12 +767,23 @@ class BoundModel:
             g = self._outg[c] = list(self._group(self.space.tables[c], OUTSIDE_FLAGS).values())
         return g
 
-    def _own_group_out(self, s: int, f: tuple) -> bool:
+    def _own_group_out(self, s: int, f: tuple, edge: Optional[float] = None) -> bool:
         from primus_launch.projection.hardware.gpus import get_gpu
 
-        edge = self._memory_edge()
+        edge = self._memory_edge() if edge is None else edge
         usable = float(get_gpu(self.plan.cluster.gpu).hbm_bytes) * (1.0 - self.memory_margin)
         return self.inside_floor(self.space.structs[s], f) * (1.0 + edge) + self.outside_floor(s) > usable
+
+    def point_out(self, s: int, f: tuple) -> bool:
+        """True when every plan of ``s`` with ``f``'s memory flags has its point estimate over the usable
+        capacity: the floor of :meth:`group_out` held at the point (edge 0, ``memory_rule.over_capacity``:
+        ``inside + outside > usable``; the floor is at most the verdict's inside bytes and the least outside, as
+        for the band's edges), with the same eager-twin dominance.  Such a plan is never the ``point`` rule's
+        answer, only a ``tight`` one (``branch_bound.py``: the second-tier incumbent)."""
+        twin = self.eager_twin(f)
+        if twin is not None and self._own_group_out(s, twin, 0.0):
+            return True
+        return self._own_group_out(s, f, 0.0)
 
     def eager_twin(self, f: tuple) -> tuple | None:
         """The flag tuple of ``f`` without its Transformer Engine-scoped CUDA graphs (``cuda_graph_impl``

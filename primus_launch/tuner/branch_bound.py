@@ -36,6 +36,24 @@ under the usable capacity; ``fits`` only under ``--memory-certain``) becomes the
 space's order).  The search ends when the lowest open bound reaches the incumbent, which is then the
 best of all plans of the space: a :class:`Certificate`.
 
+Warm start (``run(warm=..., warm_at=...)``, tune13): where the work reaches ``warm_at`` (a quarter of the limit
+in a tune, ``search._warm_start``) with no plan better than the one it started from (none, or the recipe's own),
+the search is pricing the memory of many structures below its incumbent, or,
+holding none, scoring plans the memory rule keeps out; the planner, called once there, returns the plans it
+scored; those of structures not yet met join the scored (never bounded or scored again), the fastest usable
+one the incumbent when faster.  It changes only how soon plans are bounded by time: each bound is still
+against a scored plan's time, so the certificate stays exact (a plan of a structure already met was scored, or
+bounded out against an incumbent no better, or by memory: never faster, dropped).  Its work (at most the search's
+own so far, or ``search.WARM_MIN_WORK``) is counted apart from the limit's (``Certificate.warm_work``): a better incumbent only bounds more,
+so a search that ended within the limit without it still does, with the same or a better answer.
+
+Second tier (``point`` rule, tune13): while no plan is admitted, the fastest scored plan that is ``tight`` or
+``fits`` (:attr:`BranchBound.tight`) bounds, in an expansion, the plans whose memory floor held at the point (``BoundModel.point_out``) is over the
+capacity and whose bound reaches its time: never the ``point`` answer (their point estimate is over), and never
+faster than the ``band`` answer (the fastest tight plan, where no plan is admitted), so both rules' answers
+and the certificate stand; it spares the scoring of the tight plans over the capacity where nothing fits by
+its point estimate.  The executor's workers bound nothing by it (their replay, never worse, a subset).
+
 Determinism: no wall clock enters the search.  The order depends only on the bounds and the space's
 order; the optional ``max_work`` stops it after that many plan bounds + scorings, at a candidate's
 end (a count, the same on any machine under any load), and the result then says how far the best may
@@ -70,6 +88,10 @@ if TYPE_CHECKING:
 
 Score = Callable[[Plan], ProjectionResult]
 Prefilter = Callable[[Plan], Optional[str]]
+#: a warm start (:meth:`BranchBound.run`): ``(incumbent's index (-1: none in the space), [(index, result)]
+#: scored so far, its work cap: the search's work so far) -> ([(index, result)] it scored, its work in units of
+#: this module)``
+Warm = Callable[[int, list, int], tuple[list, int]]
 #: a bound counts as reaching the incumbent when ``bound * (1 - EPS) >= incumbent``: the bounds are
 #: sums of the projection's own numbers in another order, equal to it up to rounding
 EPS = 1e-9
@@ -130,7 +152,9 @@ class Order:
         self.refs: dict[int, np.ndarray] = {}
         self.memory: dict[int, bool] = {}
         self.nodes: dict[int, list[tuple[float, tuple]]] = {}
-        self.node_memo: dict[tuple[int, tuple], tuple[bool, frozenset]] = {}
+        self.node_memo: dict[tuple[int, tuple], tuple[bool, frozenset, frozenset]] = {}
+        #: the memory groups this order's steps found may fit (the certificate's count; an :meth:`ahead` copy's own)
+        self.fit: set = set()
         #: per candidate met at the head, the first of its :meth:`node_list` not yet shown out by memory
         self.at_node: dict[int, int] = {}
 
@@ -160,12 +184,13 @@ class Order:
         """Node -> bound of ``s`` (what :meth:`BranchBound.expand` bounds each plan by first)."""
         return {nk: b for b, nk in self.node_list(s)}
 
-    def _node_out(self, s: int, nk: tuple) -> tuple[bool, frozenset]:
+    def _node_out(self, s: int, nk: tuple) -> tuple[bool, frozenset, frozenset]:
         key = (s, nk)
         if key not in self.node_memo:
             tried: set = set()
-            out = self.bm.node_out(s, nk, tried)
-            self.node_memo[key] = (out, frozenset(tried))
+            fit: set = set()
+            out = self.bm.node_out(s, nk, tried, fit)
+            self.node_memo[key] = (out, frozenset(tried), frozenset(fit))
         return self.node_memo[key]
 
     def step(self, s: int, bound: float, priced: Optional[set] = None) -> Optional[bool]:
@@ -183,9 +208,10 @@ class Order:
                 self.at_node[s] = i
                 heapq.heappush(self.pending, (b, s))
                 return False
-            out, tried = self._node_out(s, nk)
+            out, tried, fit = self._node_out(s, nk)
             if priced is not None:
                 priced.update(tried)
+                self.fit.update(fit)
             if not out:
                 self.at_node[s] = i
                 return None
@@ -223,6 +249,7 @@ class Order:
         o.tails, o.memory, o.refs = self.tails, self.memory, self.refs   # shared: each computed once
         o.nodes, o.node_memo = self.nodes, self.node_memo
         o.at_node = dict(self.at_node)
+        o.fit = set()
         return o
 
     def next_expansion(self) -> Optional[int]:
@@ -301,6 +328,7 @@ def expand_ahead(bb: "BranchBound", s: int, vref: dict[tuple, float], inc_t: flo
     ask for (a superset), and the replay (:meth:`BranchBound.run`) takes its answers without
     computing; the search's result is the sequential one, whatever the order workers finish in."""
     o = Oracle(bb, s)
+    bb.tight = Incumbent()   # the second tier bounds nothing ahead: the replay's, never worse, bounds a subset
     bb.expand(o, Incumbent(inc_t, inc_idx), SearchResult(inc=Incumbent()), _counters(), vref)
     return o.known
 
@@ -359,21 +387,38 @@ class BranchBound:
         self.plan, self.space = plan, space
         self.score, self.prefilter, self.usable, self.bound = score, prefilter, usable, bound
         self.bm = BoundModel(plan, space, memory_margin, memory_certain)
+        self.memory_certain = memory_certain
+        #: the second tier (``point`` rule only): the fastest scored plan whose verdict is ``tight`` or ``fits``
+        #: (the ``band`` rule's answer were no plan admitted); it bounds the plans whose memory floor puts
+        #: their point estimate over the capacity (``BoundModel.point_out``): never the ``point`` answer, and
+        #: not faster than it, never the ``band`` one
+        self.tight = Incumbent()
 
     def run(self, inc: Incumbent, *, max_work: Optional[int] = None,
             progress: Optional[Callable[[int, int, float], None]] = None,
-            executor: Optional[Executor] = None, seed: Optional[tuple[int, ProjectionResult]] = None) -> SearchResult:
+            executor: Optional[Executor] = None, seed: Optional[tuple[int, ProjectionResult]] = None,
+            warm: Optional[Warm] = None, warm_at: Optional[int] = None) -> SearchResult:
         """Branch and bound from the incumbent ``inc`` (the recipe's own plan when it may be the
         answer); ``progress(done, total, best_s)`` after each structural candidate.  ``executor``
         (:class:`primus_launch.executor.Executor`): expansions are computed ahead on its workers
         (:func:`expand_ahead`) and replayed here in the search's order: the same result, plans and
         certificate as without it.  ``seed``: (index, result) of a plan of the space already scored (the
-        recipe's own, the baseline): counted once among the scored, never bounded out or scored again."""
+        recipe's own, the baseline): counted once among the scored, never bounded out or scored again.
+        ``warm`` (a warm start, :data:`Warm`): called once when the work first reaches ``warm_at`` with the search
+        not ended and its incumbent still ``inc`` (none, or the recipe's own plan: no expansion found a better
+        one; a count: the same place on any machine), from the incumbent's index and the plans scored so
+        far; the plans it scored (each a plan of the space, its score the search's own) join the scored and
+        the fastest one ``usable`` becomes the incumbent when it is faster (:meth:`_warm_start`)."""
         sp, bm = self.space, self.bm
-        sizes = np.diff(sp.offsets)
+        sizes = np.diff(sp.offsets).copy()
+        self.tight = Incumbent()
+        if seed is not None:
+            self._second_tier(seed[1], seed[0])
         self.seed = seed[0] if seed is not None else None
+        #: plans of the space scored before their structure was met (the seed, a warm start's): never again
+        self.skip: set[int] = set()
         if self.seed is not None:   # its structure holds one plan fewer to bound
-            sizes = sizes.copy()
+            self.skip.add(self.seed)
             sizes[sp.struct_of(self.seed)] -= 1
         n_total = int(sizes.sum()) + (seed is not None)
         lb = bm.level1_all()
@@ -386,6 +431,9 @@ class BranchBound:
         priced: set[tuple] = set()
         c["priced"] = priced
         done = int(seed is not None)
+        met: set[int] = set()   # structures whose plans are counted (scored, bounded out)
+        warmed = warm is None or warm_at is None
+        start = (inc.t, inc.idx)
         stopped = False
         ahead = None
         finished = False
@@ -394,6 +442,11 @@ class BranchBound:
             ahead = _Ahead(self, od, executor, inc)
         try:
             while (h := od.head()) is not None:
+                if not warmed and c["work"] >= warm_at:
+                    warmed = True
+                    if (inc.t, inc.idx) == start:   # no better plan found yet: the search is bounding by little
+                        done += self._warm_start(warm, inc, res, c, sizes, met)
+                        continue
                 expand, bnd, s = h
                 if inc.reached(bnd):
                     break
@@ -417,6 +470,7 @@ class BranchBound:
                     c["bounded_memory"] += int(sizes[s])
                 else:   # refined: the floor of what follows the pipeline, then back in line
                     continue
+                met.add(s)
                 done += int(sizes[s])
                 if progress is not None:
                     progress(done, n_total, inc.t)
@@ -439,12 +493,44 @@ class BranchBound:
             bounded_time=c["bounded_time"], bounded_memory=c["bounded_memory"] + len(res.rejected),
             open=left if stopped else 0, best_s=best, lower_bound_s=open_lb,
             gap=(best / open_lb - 1.0) if (best is not None and open_lb) else 0.0,
-            work=c["work"], structs_expanded=c["expanded"], bound_violations=c["violations"])
-        cert.text = certificate_text(cert)
+            work=c["work"] + c.get("warm_work", 0), warm_work=c.get("warm_work", 0),
+            structs_expanded=c["expanded"], bound_violations=c["violations"],
+            memory_groups=len(priced), memory_groups_fit=len((od.fit | c.get("fit", set())) & priced))
+        cert.text = certificate_text(cert, self.memory_certain)
         res.certificate = cert
         if progress is not None:
             progress(n_total if not stopped else done, n_total, inc.t)
         return res
+
+    def _warm_start(self, warm: "Warm", inc: Incumbent, res: SearchResult, c: dict, sizes: np.ndarray,
+                    met: set[int]) -> int:
+        """Call ``warm`` (:meth:`run`) and take what it scored: its work into the count; each plan whose
+        structure the search has not met yet joins the scored (one fewer plan to count there, never
+        bounded or scored again: ``skip``), the fastest ``usable`` one the incumbent when it is faster.  A plan
+        of a structure already met was scored, bounded out by time against an incumbent no better than this
+        one's, or bounded out by memory (so not usable): never faster than the incumbent, dropped.  Returns
+        the plans taken (the progress count)."""
+        known = {i for i, _ in res.scored}
+        new, work = warm(inc.idx, list(res.scored), int(c["work"]))
+        c["warm_work"] = int(work)   # apart from the limit's count: a search that ended within it still does
+        taken = 0
+        for i, r in sorted(new, key=lambda x: x[0]):
+            s = self.space.struct_of(i)
+            if i in known or i in self.skip or s in met:
+                continue
+            self.skip.add(i)
+            sizes[s] -= 1
+            res.scored.append((i, r))
+            taken += 1
+            if self.usable(r) and inc.beaten_by(r.iteration_time_s, i):
+                inc.t, inc.idx = r.iteration_time_s, i
+            self._second_tier(r, i)
+        return taken
+
+    def _second_tier(self, r: ProjectionResult, i: int) -> None:
+        """``r`` (plan ``i``), scored, the second tier (:attr:`tight`) when faster (``point`` rule only)."""
+        if not self.memory_certain and r.memory.verdict != "does not fit" and self.tight.beaten_by(r.iteration_time_s, i):
+            self.tight.t, self.tight.idx = r.iteration_time_s, i
 
     def expand(self, o: Oracle, inc: Incumbent, res: SearchResult, c: dict, vref: dict[tuple, float]) -> None:
         """Levels 2 and 3 of structural candidate ``o.s`` against the incumbent, which it improves;
@@ -456,9 +542,9 @@ class BranchBound:
         priced = c.setdefault("priced", set())
         n0 = len(priced)
         cands: list[tuple[float, int, tuple]] = []
-        seed = getattr(self, "seed", None)
+        skip = getattr(self, "skip", ())
         for j, f in enumerate(table):
-            if off + j == seed:   # scored already (the baseline): neither bounded nor scored again
+            if off + j in skip:   # scored already (the baseline, a warm start's): neither bounded nor scored again
                 continue
             v = vref[pick(f, NODE_FLAGS, F)]
             if inc.reached(v):
@@ -468,16 +554,25 @@ class BranchBound:
             if bm.group_out(s, f):   # the memory group's floor: a pre-filter's memory model, once per group
                 c["bounded_memory"] += 1
                 continue
+            c.setdefault("fit", set()).update(bm.group_keys(s, f))
+            # the same group's floor at the point, while no plan is admitted (else the table's tight rows stay)
+            over = not self.memory_certain and inc.t == float("inf") and bm.point_out(s, f)
+            if over and self.tight.reached(v):
+                c["bounded_time"] += 1
+                continue
             c["work"] += WORK_BOUND
             e, key = o.bound(j)
-            cands.append((max(v, e), j, key))
+            cands.append((max(v, e), j, key, over))
         cands.sort(key=lambda t: t[:2])
         usable_keys: set[tuple] = set()
-        for n, (e, j, key) in enumerate(cands):
+        for n, (e, j, key, over) in enumerate(cands):
             if inc.reached(e):
                 c["bounded_time"] += len(cands) - n
                 break
             if key in usable_keys:   # the time of a plan of this candidate already scored, that fits, earlier in order
+                c["bounded_time"] += 1
+                continue
+            if over and self.tight.reached(e):   # not the point answer, not faster than the band's
                 c["bounded_time"] += 1
                 continue
             # the plan's memory group is priced (group_out above): its pre-filter finds the memory model
@@ -499,10 +594,11 @@ class BranchBound:
                 usable_keys.add(key)
             if self.usable(r) and inc.beaten_by(r.iteration_time_s, off + j):
                 inc.t, inc.idx = r.iteration_time_s, off + j
+            self._second_tier(r, off + j)
         c["work"] += (len(priced) - n0) * WORK_PREFILTER
 
 
-def certificate_text(cert: Certificate) -> str:
+def certificate_text(cert: Certificate, memory_certain: bool = False) -> str:
     """The certificate's line: ``best of all N legal plans (M scored, the rest bounded out)``, or what
     stopped it."""
     if cert.certified:
@@ -511,5 +607,15 @@ def certificate_text(cert: Certificate) -> str:
     if cert.bound_violations:
         return (f"no certificate: {cert.bound_violations} scored plan(s) fell below their own lower bound "
                 f"(a bound is wrong; report it)")
-    return (f"no certificate: the work limit ({cert.work:,} units of bounding and scoring) stopped the search with "
-            f"{cert.open:,} of {cert.plans:,} plans open; the best is at most {100 * cert.gap:.1f} % slower than the optimum")
+    own = cert.work - cert.warm_work
+    warm = f", and {cert.warm_work:,} of a warm start" if cert.warm_work else ""
+    text = (f"no certificate: the work limit ({own:,} units of bounding and scoring{warm}) stopped the search with "
+            f"{cert.open:,} of {cert.plans:,} plans open; " +
+            (f"the best is at most {100 * cert.gap:.1f} % slower than the optimum" if cert.best_s is not None else
+             "none of the plans scored is one the memory rule lets be the answer"))
+    if cert.memory_groups and WORK_PREFILTER * cert.memory_groups >= own / 2:
+        # tune13: where the work went to the memory of plans faster than the best, say so and what to do
+        text += (f"; most of the work priced the memory of the plans below the best's time: {cert.memory_groups:,} "
+                 f"groups, {cert.memory_groups_fit:,} of which may fit (faster plans mostly do not fit"
+                 + (" by their whole band: drop --memory-certain, or" if memory_certain else ":") + " raise --max-work)")
+    return text

@@ -11,8 +11,10 @@ likely to run.  The rules:
   ``tight`` with ``P <= C``); the ``tight`` plans over it are scored and kept in the top-N table, marked,
   but cannot be the answer;
 - ``band``: no plan's point estimate fits, so the answer is the fastest ``tight`` plan, and the answer
-  says so (the search ran under ``point``; with no plan admitted it bounded nothing by time, so every
-  ``tight`` plan was scored or left open by the work limit: the certificate holds for this rule too);
+  says so (the search ran under ``point``; with no plan admitted it bounded by time only plans whose memory
+  floor puts their point estimate over the capacity and whose bound reaches a scored ``tight`` plan's time,
+  ``branch_bound.py``'s second tier, so every faster ``tight`` plan was scored or left open by the work limit:
+  the certificate holds for this rule too);
 - ``certain`` (``--memory-certain``): only ``fits`` plans (the whole band under ``C``).
 
 Every search path reads ``memory.fits`` of what it scores, so :func:`admitted` (``fits`` false for a plan

@@ -89,9 +89,14 @@ class Certificate(BaseModel):
     lower_bound_s: Optional[float] = Field(None, description="the lowest bound left open when the search "
                                                              "stopped (None: none open)")
     gap: float = Field(0.0, description="best / lowest open bound - 1 (0 when certified)")
-    work: int = Field(0, description="work units the search spent (branch_bound.WORK_*)")
+    work: int = Field(0, description="work units the search spent (branch_bound.WORK_*), its warm start's included")
+    warm_work: int = Field(0, description="of those, the warm start's (search._warm_start): outside the work limit's "
+                                          "count")
     structs_expanded: int = Field(0, description="structural candidates whose flag tables were examined")
     bound_violations: int = Field(0, description="scored plans below their own bound (voids the certificate)")
+    memory_groups: int = Field(0, description="memory groups (the flags the memory model reads, per structure) whose "
+                                              "floor the search priced")
+    memory_groups_fit: int = Field(0, description="of those, the ones whose floor may fit")
     text: str = ""
 
 
