@@ -178,16 +178,7 @@ def test_memory_certain_keeps_tight_plans_out_and_its_bound_stays_exact():
     certainty): at a margin that puts the recipe's own plan inside its peak's error band, the
     brute force with certainty answers the fastest ``fits`` plan of the plain brute force's trials,
     and the branch and bound (its memory floors held at the band's upper edge) certifies the same."""
-    from primus_launch.projection.memory.verdict import band_for
-
-    plan = small_dense_plan()
-    low, high = band_for("megatron")[:2]
-    m = project_dry_run(plan).memory
-    inside = m.peak_bytes_per_gpu - m.outside_allocator_bytes
-    margin = 1.0 - (inside * (1.0 + (low + high) / 2) + m.outside_allocator_bytes) / m.capacity_bytes
-
-    def score(p):
-        return project_dry_run(p, memory_margin=margin)
+    plan, margin, score = _tight_at_band_middle()
 
     ex = tune(plan, score=score, space=RESTRICTED, exhaustive=True, memory_margin=margin)
     scored = [t for t in ex.trials if t.status == "scored"]
@@ -285,16 +276,7 @@ def test_warm_start_finds_the_optimum_a_work_limit_left_unfound():
     answer is then the brute force's (every legal plan scored), the lower bound it states lies under it, and
     the certificate's counts still add up to the space.  Without a work limit nothing changes: certified,
     the brute force's best, the warm start never called."""
-    from primus_launch.projection.memory.verdict import band_for
-
-    plan = small_dense_plan()
-    low, high = band_for("megatron")[:2]
-    m = project_dry_run(plan).memory
-    inside = m.peak_bytes_per_gpu - m.outside_allocator_bytes
-    margin = 1.0 - (inside * (1.0 + (low + high) / 2) + m.outside_allocator_bytes) / m.capacity_bytes
-
-    def score(p):
-        return project_dry_run(p, memory_margin=margin)
+    plan, margin, score = _tight_at_band_middle()
 
     ex = tune(plan, score=score, space=RESTRICTED, exhaustive=True, memory_margin=margin, memory_certain=True)
     assert ex.baseline.memory.verdict == "tight" and ex.best.memory.verdict == "fits"
@@ -316,3 +298,20 @@ def test_warm_start_finds_the_optimum_a_work_limit_left_unfound():
     assert c.certified and c.work - c.warm_work <= 1_600 and c.scored == res.scored
     assert res.best.iteration_time_s == pytest.approx(ex.best.iteration_time_s, rel=1e-9)
     assert c.scored + c.bounded_time + c.bounded_memory == c.plans + outside
+
+
+def _tight_at_band_middle():
+    """The small dense plan with a memory margin that puts its band's middle on the capacity (its verdict
+    ``tight``), that margin, and a score at it."""
+    from primus_launch.projection.memory.verdict import band_for
+
+    plan = small_dense_plan()
+    low, high = band_for("megatron")[:2]
+    m = project_dry_run(plan).memory
+    inside = m.peak_bytes_per_gpu - m.outside_allocator_bytes
+    margin = 1.0 - (inside * (1.0 + (low + high) / 2) + m.outside_allocator_bytes) / m.capacity_bytes
+
+    def score(p):
+        return project_dry_run(p, memory_margin=margin)
+
+    return plan, margin, score
