@@ -364,6 +364,35 @@ def test_unfused_chunk_sort_host_is_per_chunk_of_the_alltoall_dispatcher(monkeyp
         _clear_layer_caches()
 
 
+def test_torchtitan_alltoall_has_no_megatron_chunk_sort(monkeypatch):
+    """TorchTitan 0.3.0's all-to-all dispatcher reorders the received tokens rank-major -> expert-major with one
+    index gather (``models/common/token_dispatcher.py`` ``AllToAllTokenDispatcher._permute``: cumsum, repeat_interleave,
+    one ``routed_input[permuted_indices]``), not Megatron's per-chunk split / cat: the chunk sort's host price
+    (cost/moe_host.py item 4) stays off TorchTitan plans (amd13 had charged it to the DeepSeek-V3 TOML's EP 64)."""
+    from pathlib import Path
+
+    from primus_launch.adapters import load_recipe
+
+    plan = load_recipe(Path(__file__).resolve().parents[1] / "recipes/torchtitan/deepseek_v3_671b.toml")
+    assert plan.framework == "torchtitan" and plan.parallel.ep > 1 and plan.model.num_experts // plan.parallel.ep > 1
+    assert plan.training.moe_token_dispatcher == "alltoall"
+    src = Path(__import__("torchtitan").__file__).parent / "models/common/token_dispatcher.py"
+    if src.exists():   # the permutation's ops do not loop over chunks
+        body = src.read_text().split("def _permute(")[1].split("def _unpermute(")[0]
+        assert "routed_input_RD[permuted_indices, :]" in body and "for " not in body and "split(" not in body
+
+    def host(per_chunk: tuple[float, float]):
+        monkeypatch.setattr(moe_host, "CHUNK_SORT_HOST_S", per_chunk)
+        _clear_layer_caches()
+        return rl.layer_op_times(plan)["_host"]["moe"]
+
+    try:
+        assert host((2e-6, 3e-6)) == host((0.0, 0.0))
+    finally:
+        monkeypatch.undo()
+        _clear_layer_caches()
+
+
 def test_unfused_chunk_sort_work_grows_per_chunk_in_megatron_code():
     """moe_host item 4 against megatron-core 0.16.1's own ``sort_chunks_by_idxs`` on CPU, as the all-to-all
     dispatcher calls it (dispatch sort with the probabilities, combine sort without): under a dispatch mode the
