@@ -59,7 +59,7 @@ def test_no_gpu_reason_names_a_cpu_only_build():
 
 
 @pytest.mark.parametrize("fail_at, piece", [(1, "dense_layer#0"), (5, "dense_layer#1")])
-def test_device_out_of_memory_during_a_measurement_is_one_line(monkeypatch, fail_at, piece):
+def test_device_out_of_memory_during_a_measurement_is_one_line(monkeypatch, fail_at, piece, no_fake_world):
     """A ``torch.OutOfMemoryError`` raised inside a real megatron layer's forward -- in the warm-up of
     the first layer (call 1) or in the round-robin samples (call 5: the warm-ups of the two layers and
     the attention core call SDPA 3 times, then round 1 runs dense_layer#0, dense_layer#1) -- ends as
