@@ -269,30 +269,9 @@ def titan(lines: list[list[str]], ngpu: int = 8) -> collections.Counter:
         if hasattr(mod, "has_cuda_capability"):
             mod.has_cuda_capability = lambda major, minor: True
     counts: collections.Counter = collections.Counter()
-    for args in lines:
-        label = " ".join(args)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                cfg = ConfigManager().parse_args(list(args))
-        except BaseException as e:  # noqa: BLE001 -- tyro exits on a bad line
-            cfg, why = None, f"{type(e).__name__}: {str(e)[:80]}"
-        try:
-            plan = plan_from_command(["torchrun", "--nnodes", "1", "--nproc-per-node", str(ngpu), "-m",
-                                      "torchtitan.train", *args])
-        except Exception as e:  # noqa: BLE001
-            kind = "both refuse" if cfg is None else "refused"
-            counts[kind] += 1
-            print(f"{'BOTH-REFUSE' if cfg is None else 'REF'} {label}: {str(e)[:140]}")
-            continue
-        if cfg is None:
-            counts["read, torchtitan refuses"] += 1
-            print(f"TORCHTITAN-REFUSES {label}: {why}")
-            continue
-        diffs = _titan_diffs(cfg, plan, ngpu)
-        counts["different" if diffs else "same"] += 1
-        print(("DIFF " if diffs else "SAME ") + label +
-              (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
-    return counts
+    return _compare_lines(lines, ConfigManager, counts, lambda args: plan_from_command(
+        ["torchrun", "--nnodes", "1", "--nproc-per-node", str(ngpu), "-m", "torchtitan.train", *args]),
+        lambda cfg, plan: _titan_diffs(cfg, plan, ngpu))
 
 
 def _titan02_diffs(c: Any, p: Any) -> dict[str, tuple[Any, Any]]:
@@ -330,16 +309,23 @@ def titan02_child(lines: list[list[str]]) -> collections.Counter:
 
     counts: collections.Counter = collections.Counter()
     cluster = {"gpu": "h100-sxm", "num_nodes": 1, "gpus_per_node": 8}
+    return _compare_lines(lines, ConfigManager, counts, lambda args: plan_from_job_command(
+        ["torchrun", "--nnodes", "1", "--nproc-per-node", "8", "-m", "torchtitan.train", *args], cluster),
+        _titan02_diffs)
+
+
+def _compare_lines(lines, config_manager, counts: collections.Counter, read, diffs_of) -> collections.Counter:
+    """Each override line parsed by torchtitan's own ``config_manager`` and read by ``read``: counted and printed
+    as both refuse / refused / read where torchtitan refuses / same / different (``diffs_of(cfg, plan)``)."""
     for args in lines:
         label = " ".join(args)
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                cfg = ConfigManager().parse_args(list(args))
+                cfg = config_manager().parse_args(list(args))
         except BaseException as e:  # noqa: BLE001 -- tyro exits on a bad line
             cfg, why = None, f"{type(e).__name__}: {str(e)[:80]}"
         try:
-            plan = plan_from_job_command(["torchrun", "--nnodes", "1", "--nproc-per-node", "8", "-m",
-                                          "torchtitan.train", *args], cluster)
+            plan = read(args)
         except Exception as e:  # noqa: BLE001
             counts["both refuse" if cfg is None else "refused"] += 1
             print(f"{'BOTH-REFUSE' if cfg is None else 'REF'} {label}: {str(e)[:140]}")
@@ -348,7 +334,7 @@ def titan02_child(lines: list[list[str]]) -> collections.Counter:
             counts["read, torchtitan refuses"] += 1
             print(f"TORCHTITAN-REFUSES {label}: {why}")
             continue
-        diffs = _titan02_diffs(cfg, plan)
+        diffs = diffs_of(cfg, plan)
         counts["different" if diffs else "same"] += 1
         print(("DIFF " if diffs else "SAME ") + label +
               (" " + json.dumps({k: [str(a), str(b)] for k, (a, b) in diffs.items()}) if diffs else ""))
