@@ -609,8 +609,9 @@ class BoundModel:
         layer times do not read it."""
         if not self.plan.model.hybrid_pattern:
             return None
-        gran, mods = h[S["rc_granularity"]], h[S["rc_modules"]] or ()
-        return gran == "full" or (gran == "selective" and "moe" in mods) or bool(f[F["ep_overlap"]])
+        from primus_launch.projection.cost.roofline import syncs_in_backward
+
+        return syncs_in_backward(h[S["rc_granularity"]], h[S["rc_modules"]], f[F["ep_overlap"]])
 
     def _pass_times(self, h: tuple, f: tuple) -> LayerTimes:
         """The roofline layer times of the plan of ``h`` and ``f``, cached by what they read: the layer

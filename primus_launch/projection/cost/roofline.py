@@ -1314,11 +1314,15 @@ def layer_times_roofline(plan: Plan) -> LayerTimes:
 
 def backward_syncs(plan: Plan) -> bool:
     """Whether the backward re-runs the MoE dispatcher's host sync, so its host launches cannot run ahead across
-    layers (cost/host_runahead.py): full recompute, ``moe`` among the selective-recompute modules, or the 1F1B EP
-    overlap (a forward interleaved with each backward)."""
-    r, t = plan.training.recompute, plan.training
-    return (r.granularity == "full" or (r.granularity == "selective" and "moe" in r.modules)
-            or bool(t.overlap_moe_expert_parallel_comm))
+    layers (cost/host_runahead.py): :func:`syncs_in_backward` of the plan's recompute and EP overlap."""
+    r = plan.training.recompute
+    return syncs_in_backward(r.granularity, r.modules, plan.training.overlap_moe_expert_parallel_comm)
+
+
+def syncs_in_backward(granularity: str, modules, ep_overlap: bool) -> bool:
+    """Full recompute, ``moe`` among the selective-recompute ``modules``, or the 1F1B EP overlap (a forward
+    interleaved with each backward): the backward then re-runs the dispatcher's forward and its host sync."""
+    return granularity == "full" or (granularity == "selective" and "moe" in (modules or ())) or bool(ep_overlap)
 
 
 def floor_cfg(plan: Plan) -> tuple:
