@@ -369,10 +369,10 @@ def tune(
     ranked = sorted(scored_fit, key=lambda t: (t.iteration_time_s, t.changes != best_changes, t.index))
     top = same_runs_collapsed(plan, ranked, top_n)
     same_runs = len(ranked[:ranked.index(top[-1]) + 1]) - len(top) if top else 0
-    if top and not any(t.changes == best_changes for t in top):
+    answer = next((t for t in ranked if t.changes == best_changes), None)
+    if top and answer is not None and answer not in top:
         # more tight-over-capacity rows than the table holds precede the answer: the answer takes the last row
-        top = top[:-1] + [next(t for t in ranked if t.changes == best_changes)] \
-            if any(t.changes == best_changes for t in ranked) else top
+        top = top[:-1] + [answer]
     res = TuneResult(
         best_plan=best_plan, best=best, baseline=baseline,
         gain=0.0 if no_reference else baseline.iteration_time_s / best.iteration_time_s - 1.0,
