@@ -82,6 +82,10 @@ class Profile:
     host_per_kernel: float
     attention: str           # implementation key of FITTED['attention'] or "unfused"
     host_cpu_factor: float = 1.0   # HOST_CPU_FACTOR of the GPU's host (already in host_per_kernel)
+    # the all-to-all dispatcher sorts the received tokens chunk by chunk on the host when unfused (Megatron's
+    # sort_chunks_by_idxs: split / cat per EP x local-expert chunk, cost/moe_host.py item 4); TorchTitan 0.3.0
+    # permutes with one index gather whatever the chunk count (models/common/token_dispatcher.py _permute)
+    sorts_per_chunk: bool = False
 
 
 def _host_constants() -> dict:
@@ -156,7 +160,7 @@ def _profile(framework: str, compile_: bool, backend: str, arch: str, ce_fusion:
     else:
         attn = "cudnn"
     return Profile("megatron-te", True, True, True, rope_fusion, "fused" if ce_fusion else "megatron", permute_fusion,
-                   False, eager, attn, fac)
+                   False, eager, attn, fac, sorts_per_chunk=True)
 
 
 def graph_scopes(plan: Plan) -> frozenset[str]:

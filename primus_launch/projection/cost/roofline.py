@@ -1019,12 +1019,10 @@ def _build_layers(key: tuple, tp: int, cp: int, ep: int, etp: int, sp: bool, b: 
             acc.elem(2 * Te * k * hx * A, "sort chunks by local expert", 1.0, (2, 2))
             # the unfused sort's per-chunk host work (cost/moe_host.py item 4): the dispatch sort's share here,
             # the combine sort's at the unsort below
-            # Megatron's dispatcher only: TorchTitan's ExpertParallel permutes the received tokens with one index
-            # gather (torchtitan 0.3.0 models/common/token_dispatcher.py _permute: a fixed handful of ops whatever
-            # the chunk count), no per-chunk split / cat on the host
+            # only where the framework sorts per chunk (Profile.sorts_per_chunk: Megatron, not TorchTitan)
             cs_f, cs_b = (prof.host_cpu_factor * x for x in
                           moe_host.chunk_sort_host(dispatcher, ep, local, prof.fused_permute)) \
-                if not prof.name.startswith("torchtitan") else (0.0, 0.0)
+                if prof.sorts_per_chunk else (0.0, 0.0)
             if cs_f or cs_b:
                 sh = moe_host.CHUNK_SORT_DISPATCH_SHARE
                 acc.host(sh * cs_f, sh * cs_b)
