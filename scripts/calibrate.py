@@ -15,6 +15,10 @@ of that source); ``validate.py`` adds it to every row of that source.  Then ROCM
 seconds per expert GEMM of the legacy ``grouped_gemm`` library on ROCm (``cost/moe_host.py`` item 2), by bisection
 on its one calibration row (``calibration.ROCM_LEGACY_GEMM_ROW``, left out of the framework fit) so that the row
 projects its measured tokens/s/GPU; ``--rocm-legacy-only`` refits that constant alone, keeping the committed others.
+Then MAMBA_SSD_TRAIN_FACTOR: the Mamba-2 SSD scan's training time over its price from the H100 forward record
+(``cost/mamba.py``), by bisection on its stated rows (``calibration.MAMBA_SSD_ROWS``, the two H100 Nemotron 3 Nano
+rows, left out of the framework fit) so that their mean log(projected / measured) is zero; ``--mamba-ssd-only``
+refits that constant alone, keeping the committed others.
 ``--write`` rewrites the CALIBRATED block of calibration.py atomically; judge rows (and the held-out
 current production rows) are never looked at.
 
@@ -144,8 +148,37 @@ def fit_rocm_legacy_gemm_host(rows: list[dict], lo: float = 1e-6, hi: float = 2e
         clear_caches()
 
 
+def fit_mamba_ssd_factor(rows: list[dict], lo: float = 0.25, hi: float = 16.0) -> float | None:
+    """``calibration.MAMBA_SSD_TRAIN_FACTOR`` by bisection on its stated rows (``calibration.MAMBA_SSD_ROWS``, looked
+    up by id whatever their role): the factor at which their mean log(projected / measured) tokens/s/GPU is zero (the
+    projection falls monotonically as the SSD scan's time grows); None when a row is missing."""
+    from primus_launch.plan import Plan
+    from primus_launch.projection.dryrun import project_dry_run
+
+    by_id = {r["id"]: r for r in rows}
+    if any(i not in by_id for i in cal.MAMBA_SSD_ROWS):
+        return None
+    cases = [(Plan.model_validate(by_id[i]["plan"]), by_id[i]["measured_tokens_per_sec_per_gpu"])
+             for i in cal.MAMBA_SSD_ROWS]
+    old = cal.MAMBA_SSD_TRAIN_FACTOR
+
+    def bias(k: float) -> float:
+        cal.MAMBA_SSD_TRAIN_FACTOR = k
+        clear_caches()
+        return sum(math.log(project_dry_run(p).tokens_per_sec_per_gpu / meas) for p, meas in cases) / len(cases)
+
+    try:
+        for _ in range(40):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if bias(mid) > 0 else (lo, mid)
+        return round(math.sqrt(lo * hi), 4)
+    finally:
+        cal.MAMBA_SSD_TRAIN_FACTOR = old
+        clear_caches()
+
+
 def write_block(x: list[float], score: float, ids: list[str], overheads: dict[str, float],
-                rocm_gemm_host: float | None = None) -> None:
+                rocm_gemm_host: float | None = None, ssd_factor: float | None = None) -> None:
     path = Path(cal.__file__)
     text = path.read_text()
     meg, tt, clk, atp = (round(v, 4) for v in x)
@@ -159,6 +192,8 @@ def write_block(x: list[float], score: float, ids: list[str], overheads: dict[st
         f"SOURCE_STEP_OVERHEAD_S: dict[str, float] = {overheads!r}\n"
         f"ROCM_LEGACY_GEMM_HOST_S = {rocm_gemm_host if rocm_gemm_host is not None else TE_GEMM_HOST_S!r}"
         f"  # s per expert GEMM, fitted on ROCM_LEGACY_GEMM_ROW\n"
+        f"MAMBA_SSD_TRAIN_FACTOR = {ssd_factor if ssd_factor is not None else cal.MAMBA_SSD_TRAIN_FACTOR!r}"
+        f"  # SSD training time / its H100-record price, fitted on MAMBA_SSD_ROWS\n"
         "# END CALIBRATED"
     )
     new = re.sub(r"# BEGIN CALIBRATED.*?# END CALIBRATED", lambda _m: block, text, flags=re.S)
@@ -174,10 +209,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", action="store_true", help="print the committed constants and their rows; no fit")
     ap.add_argument("--rocm-legacy-only", action="store_true",
                     help="refit ROCM_LEGACY_GEMM_HOST_S alone on its row, keeping the committed framework constants")
+    ap.add_argument("--mamba-ssd-only", action="store_true",
+                    help="refit MAMBA_SSD_TRAIN_FACTOR alone on MAMBA_SSD_ROWS, keeping the committed others")
     args = ap.parse_args(argv)
-    calib = [r for r in load_rows() if r["role"] == "calibration"]
+    every = load_rows()
+    calib = [r for r in every if r["role"] == "calibration"]
     cap_rows = [r for r in calib if r["id"] in cal.POWER_LIMIT_ROWS.values()]
-    own = set(cal.POWER_LIMIT_ROWS.values()) | {cal.ROCM_LEGACY_GEMM_ROW}
+    own = set(cal.POWER_LIMIT_ROWS.values()) | {cal.ROCM_LEGACY_GEMM_ROW} | set(cal.MAMBA_SSD_ROWS)
     rows = [r for r in calib if r["id"] not in own]
     if args.show:
         for name, *_ in PARAMS:
@@ -194,14 +232,23 @@ def main(argv: list[str] | None = None) -> int:
                   f"(on {cal.POWER_LIMIT_ROWS[machine]})")
         print(f"ROCM_LEGACY_GEMM_HOST_S {1e6 * cal.ROCM_LEGACY_GEMM_HOST_S:.1f} us per expert GEMM "
               f"(on {cal.ROCM_LEGACY_GEMM_ROW})")
+        print(f"MAMBA_SSD_TRAIN_FACTOR {cal.MAMBA_SSD_TRAIN_FACTOR} (on {', '.join(cal.MAMBA_SSD_ROWS)})")
+        return 0
+    committed = [cal.FRAMEWORK_EFF["megatron"], cal.FRAMEWORK_EFF["torchtitan"], cal.SUSTAINED_CLOCK["power_limited"],
+                 cal.ASYNC_TP_OVERLAP]
+    if args.mamba_ssd_only:
+        k = fit_mamba_ssd_factor(every)
+        print(f"MAMBA_SSD_TRAIN_FACTOR {k} (on {', '.join(cal.MAMBA_SSD_ROWS)})")
+        if args.write and k is not None:
+            write_block(committed, cal.CALIBRATION_SCORE, list(cal.CALIBRATION_ROWS), dict(cal.SOURCE_STEP_OVERHEAD_S),
+                        cal.ROCM_LEGACY_GEMM_HOST_S, k)
+            print("wrote primus_launch/projection/cost/calibration.py")
         return 0
     if args.rocm_legacy_only:
         h = fit_rocm_legacy_gemm_host(calib)
         print(f"ROCM_LEGACY_GEMM_HOST_S {h} s per expert GEMM (on {cal.ROCM_LEGACY_GEMM_ROW})")
         if args.write:
-            x = [cal.FRAMEWORK_EFF["megatron"], cal.FRAMEWORK_EFF["torchtitan"], cal.SUSTAINED_CLOCK["power_limited"],
-                 cal.ASYNC_TP_OVERLAP]
-            write_block(x, cal.CALIBRATION_SCORE, list(cal.CALIBRATION_ROWS), dict(cal.SOURCE_STEP_OVERHEAD_S), h)
+            write_block(committed, cal.CALIBRATION_SCORE, list(cal.CALIBRATION_ROWS), dict(cal.SOURCE_STEP_OVERHEAD_S), h)
             print("wrote primus_launch/projection/cost/calibration.py")
         return 0
     x, score = fit(rows)
@@ -214,8 +261,10 @@ def main(argv: list[str] | None = None) -> int:
               f"(on {cal.POWER_LIMIT_ROWS[machine]})")
     h = fit_rocm_legacy_gemm_host(calib)
     print(f"ROCM_LEGACY_GEMM_HOST_S {h} s per expert GEMM (on {cal.ROCM_LEGACY_GEMM_ROW})")
+    k = fit_mamba_ssd_factor(every)
+    print(f"MAMBA_SSD_TRAIN_FACTOR {k} (on {', '.join(cal.MAMBA_SSD_ROWS)})")
     if args.write:
-        write_block(x, score, [r["id"] for r in rows], overheads, h)
+        write_block(x, score, [r["id"] for r in rows], overheads, h, k)
         print("wrote primus_launch/projection/cost/calibration.py")
     return 0
 

@@ -4,7 +4,7 @@ without rebuilding ``runs.json``: each row's ``megatron_flags`` through ``build_
 adapter, as ``build_runs.py`` will), then the dry run; prints projected vs published tokens/s/GPU, the model
 TFLOP/s/GPU by the projection's FLOP count and the memory verdict.
 
-    PYTHONPATH=. python scripts/hybrid_probe.py [--primus DIR]
+    PYTHONPATH=. python scripts/hybrid_probe.py [--primus DIR] [--decompose [--no-ssd-factor]] [--ssd-bytes]
 
 ``--primus DIR`` (``git -C MIRROR archive HEAD primus/configs examples/megatron/configs/MI300X | tar -x -C DIR`` of
 AMD-AGI/Primus, mirror @2026-08-22) also projects Primus's ``examples/megatron/configs/MI300X/mamba_370M-pretrain.yaml``
@@ -16,6 +16,14 @@ kernels (:func:`ssd_fwd_bytes`, read from ``ops/triton/ssd_combined.py`` ``_mamb
 relative to the vLLM PR #27299 record's shape (head dim 64, state 128, 1 group of 128 heads, chunk 256, no ``z``),
 instead of the model's ``P N / (64 x 128)``: how far the rows move if the kernels scale with their traffic (the
 Mamba-2 paper's Figure 10: SSD time grows little with the state size) -- no public measurement decides it.
+
+``--decompose`` (issue 28, ssd15): each row's modelled step by layer kind -- the Mamba layers (and of them the SSD
+scan), the attention and MoE layers (their expert-parallel communication included), as shares of the iteration --
+and what the row misses (``t x (projected / measured - 1)``, ``t`` the projected iteration time) per Mamba layer x
+token x head (ns), beside the SSD scan's own price per token-head and the GPU's HBM bandwidth: a miss that is the
+same on x86 (B200 / B300) and Grace (GB200 / GB300) rows of one table is GPU work, not host; one that is the same per
+Mamba token-head on Nano (64 heads) and Super (128) sits in the Mamba layer.  With ``--no-ssd-factor`` the SSD
+training factor (``calibration.MAMBA_SSD_TRAIN_FACTOR``) is set to 1 first: the decomposition it was fitted from.
 """
 
 from __future__ import annotations
@@ -54,7 +62,37 @@ def _price_ssd_by_bytes() -> None:
     mamba.ssd_scan_seconds = seconds
 
 
+def decompose(plan, res, measured: float) -> dict:
+    """One row's modelled step by layer kind (module doc, ``--decompose``): shares of the iteration of the Mamba
+    layers, their SSD scan, the attention and the MoE layers (EP communication of the MoE layers included), the
+    missed seconds and the missed / SSD-priced ns per Mamba layer x token x head."""
+    from primus_launch.projection.cost.roofline import layer_op_times, layer_times_roofline
+
+    m, p, t = plan.model, plan.parallel, plan.training
+    lt, ops = layer_times_roofline(plan), layer_op_times(plan)
+    pat = (m.hybrid_pattern or "") + (m.hybrid_mtp_pattern or "") * (m.mtp_num_layers or 0)
+    dp = plan.world_size // (p.tp * p.pp * p.cp)
+    nmb = t.global_batch_size // (dp * t.micro_batch_size)
+    it = res.iteration_time_s
+    miss = it * (res.tokens_per_sec_per_gpu / measured - 1.0)
+    per_mb = {s: lt.layer(s).total_s * pat.count(s) / p.pp for s in "M*E" if lt.layer(s) is not None}
+    ssd = next(o for o in ops["hybrid_mamba"] if o[0].startswith("SSD chunk scan"))
+    token_heads = t.micro_batch_size * m.seq_length // p.cp * (m.mamba_heads // p.tp)
+    ep = res.time_breakdown.get("ep_comm", 0.0)
+    return {"mamba": nmb * per_mb.get("M", 0.0) / it, "ssd": nmb * pat.count("M") / p.pp * sum(ssd[1:4]) / it,
+            "attn": nmb * per_mb.get("*", 0.0) / it, "moe": (nmb * per_mb.get("E", 0.0) + ep) / it, "miss_s": miss,
+            "miss_ns": 1e9 * miss / (nmb * pat.count("M") / p.pp * token_heads),
+            "ssd_ns": 1e9 * sum(ssd[1:4]) / token_heads}
+
+
 def main() -> int:
+    if "--no-ssd-factor" in sys.argv:
+        from primus_launch.projection.cost import calibration
+        from primus_launch.projection.cost.roofline import clear_caches
+
+        calibration.MAMBA_SSD_TRAIN_FACTOR = 1.0
+        clear_caches()
+        print("the SSD training factor set to 1 (calibration.MAMBA_SSD_TRAIN_FACTOR)")
     if "--ssd-bytes" in sys.argv:
         _price_ssd_by_bytes()
         print("what-if: the SSD scan priced by its forward kernels' HBM bytes (not the model)")
@@ -83,6 +121,14 @@ def main() -> int:
               f"{res.memory.peak_bytes_per_gpu / 2**30:.1f} GiB {res.memory.verdict}")
         for w in res.warnings:
             print(f"    not modelled: {w.flag}={w.value}")
+        if "--decompose" in sys.argv:
+            from primus_launch.projection.hardware.gpus import get_gpu
+
+            d = decompose(plan, res, meas)
+            print(f"    step {res.iteration_time_s:.2f} s: Mamba {100 * d['mamba']:.1f} % (SSD {100 * d['ssd']:.1f} %), "
+                  f"attention {100 * d['attn']:.1f} %, MoE + EP {100 * d['moe']:.1f} %; missed {d['miss_s']:+.2f} s = "
+                  f"{d['miss_ns']:+.2f} ns per Mamba token-head (SSD priced {d['ssd_ns']:.2f}; "
+                  f"{plan.cluster.gpu}, HBM {get_gpu(plan.cluster.gpu).hbm_bw / 1e12:.2f} TB/s)")
     if errs:
         errs.sort()
         print(f"{len(errs)} rows: median |err| {100 * errs[len(errs) // 2]:.1f}%, worst {100 * errs[-1]:.1f}%")

@@ -27,6 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_hybrid_mamba import NANO  # noqa: E402
 
+from primus_launch.projection.cost import calibration as cal  # noqa: E402
 from primus_launch.projection.cost import mamba  # noqa: E402
 from primus_launch.projection.hardware.gpus import get_gpu  # noqa: E402
 
@@ -109,9 +110,12 @@ def test_ssd_forward_reproduces_its_h100_record():
     rec = NANO.model_copy(update=dict(mamba_num_heads=128, mamba_head_dim=64, mamba_state_dim=128,
                                       mamba_num_groups=1))
     h100 = get_gpu("h100-sxm")
-    f, bwd = mamba.ssd_scan_seconds(rec, 65536, 1, h100.hbm_bw, h100.name)
+    f, bwd = mamba.ssd_record_seconds(rec, 65536, 1, h100.hbm_bw, h100.name)
     assert 1.07e7 <= 65536 / f <= 1.29e7
     assert bwd == pytest.approx(mamba.SSD_BWD_OVER_FWD * f)
+    # a training step: the record's price times the one calibrated factor, forward and backward alike
+    tf, tb = mamba.ssd_scan_seconds(rec, 65536, 1, h100.hbm_bw, h100.name)
+    assert (tf, tb) == pytest.approx((cal.MAMBA_SSD_TRAIN_FACTOR * f, cal.MAMBA_SSD_TRAIN_FACTOR * bwd))
 
 
 def test_mi300x_ssd_no_faster_than_its_public_kernel():
@@ -139,3 +143,36 @@ def test_causal_conv1d_backward_kernel_is_bandwidth_bound(seqlen, ms):
     assert kernel == 3 * 2 * 4 * 4128 * seqlen
     frac = kernel / (ms * 1e-3) / 1.792e12
     assert 0.75 <= frac <= 0.90
+
+
+@pytest.mark.parametrize("m,b,s,tp", CASES)
+def test_ssd_gate_bytes_equal_the_code(m, b, s, tp):
+    """The ``z`` gate the H100 record (no ``z``) does not carry, tensor by tensor from mamba_ssm @e9594ce
+    ``ssd_chunk_scan.py``: ``_chunk_scan_fwd_kernel`` with ``HAS_Z`` also loads ``z`` and stores ``out_x`` (allocated
+    ``torch.empty(batch, seqlen, nheads, headdim, dtype=x.dtype)``); ``_chunk_scan_bwd_dz_kernel`` loads ``dout``,
+    ``out``, ``z`` and ``x`` (``HAS_D``: megatron-core passes ``D``) and stores ``dz`` and ``dout_x``
+    (``torch.empty_like(dout)``), all bf16 ``(b, s, H, P)``."""
+    H, P, *_ = _dims(m, b, s, tp)
+    t = ((b, s, H, P), BF16)
+    fwd, bwd = mamba.ssd_gate_bytes(m, b * s, tp)
+    assert fwd == _bytes(t, t)
+    assert bwd == _bytes(t, t, t, t, t, t)
+
+
+def test_ssd_factor_is_its_stated_fit():
+    """``calibration.MAMBA_SSD_TRAIN_FACTOR`` is what ``scripts/calibrate.py``'s bisection gives on its stated rows
+    (``calibration.MAMBA_SSD_ROWS``: the two H100 Nemotron 3 Nano rows of Megatron-Bridge's 26.04.01 / 26.06 tables,
+    the record's GPU), and those rows are that: H100, Nano (52 layers, 64 Mamba heads), in current_runs.json."""
+    import json
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    import calibrate  # noqa: E402
+    import validate  # noqa: E402
+
+    cur = {r["id"]: r for r in json.loads((Path(validate.ROOT) / "scripts/validation/current_runs.json").read_text())}
+    for rid in cal.MAMBA_SSD_ROWS:
+        r = cur[rid]
+        assert r["hardware"]["gpu"].startswith("H100") and r["architecture"]["mamba_num_heads"] == 64
+    committed = cal.MAMBA_SSD_TRAIN_FACTOR
+    assert calibrate.fit_mamba_ssd_factor(validate.load_rows()) == pytest.approx(committed, rel=0.005)
+    assert cal.MAMBA_SSD_TRAIN_FACTOR == committed   # the fit restores the constant

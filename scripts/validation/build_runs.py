@@ -604,12 +604,12 @@ def main() -> int:
     for row in extra_rows():
         Plan.model_validate(row["plan"])
         out.append(row)
-    if CURRENT.exists():  # current production runs: judge only (but the row an unstated power cap is fitted on)
+    if CURRENT.exists():  # current production runs: judge only (but the rows a stated constant is fitted on)
         from primus_launch.projection.cost import calibration as cal
 
         for r in json.loads(CURRENT.read_text()):
             group = "current_" + r["id"].split("_")[0]
-            own = set(cal.POWER_LIMIT_ROWS.values()) | {cal.ROCM_LEGACY_GEMM_ROW}
+            own = set(cal.POWER_LIMIT_ROWS.values()) | {cal.ROCM_LEGACY_GEMM_ROW} | set(cal.MAMBA_SSD_ROWS)
             role = "calibration" if r["id"] in own else "judge"
             if r.get("megatron_flags"):
                 row, why = flag_row(r, role, group)
@@ -632,7 +632,8 @@ def main() -> int:
                                 "in file order, starting at the second; NeMo, AutoModel and current rows judge, but "
                                 "the one row of each machine whose unpriced per-step time is fitted on it "
                                 "(calibration.POWER_LIMIT_ROWS) and the one row the ROCm legacy grouped_gemm "
-                                "per-GEMM host cost is fitted on (calibration.ROCM_LEGACY_GEMM_ROW)"),
+                                "per-GEMM host cost is fitted on (calibration.ROCM_LEGACY_GEMM_ROW) and the two rows the "
+                                "Mamba-2 SSD training factor is fitted on (calibration.MAMBA_SSD_ROWS)"),
            "rows": out, "skipped": skipped}
     fd, tmp = tempfile.mkstemp(dir=OUT.parent, suffix=".tmp")
     with os.fdopen(fd, "w") as f:

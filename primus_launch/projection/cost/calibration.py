@@ -98,6 +98,19 @@ judges; rows found elsewhere (``scripts/validation/current_runs.json``) never tu
   DeepSeek-V2-Lite on 8 MI355X at micro-batch 1: a calibration row, never judged); the other 14 MI355X rows of that
   blog (Lite micro-batch 2-14 and its ladder, the six DeepSeek-V2 bars) judge it
   (``scripts/validation/README.md``, Known gaps, AMD).
+- ``MAMBA_SSD_TRAIN_FACTOR``: the time mamba_ssm's Triton SSD scan (``mamba_chunk_scan_combined``'s five forward and
+  its backward kernels) takes in a Megatron training step over its price from the one public kernel record, the
+  H100 inference forward of vLLM PR #27299 scaled by ``cost/mamba.py`` (head and state size, HBM bandwidth, the
+  structural backward 3x).  What no public measurement pins down: the SSD at training shapes (chunk 128 where the
+  record ran 256, 8 B/C groups where it ran 1, ``z`` / ``D`` in the scan) and its backward as a number (searched:
+  scripts/validation/README.md, Known gaps, ssd14 / ssd15).  The decomposition behind it (``scripts/hybrid_probe.py
+  --decompose``): on all 19 Nemotron 3 rows the missing time is GPU work (x86 B200 / B300 and Grace GB200 / GB300 rows
+  of one table miss the same ns per Mamba token-head; the H100's is 2.0x the Blackwell one, about the HBM ratio) and
+  it is the same per Mamba token-head on Nano (64 heads) and Super (128 heads): ~3.4 ns on GB300, 7.0-8.2 on H100,
+  ~2.8-3.7x the SSD price.  Fitted by bisection (``scripts/calibrate.py --mamba-ssd-only``) on the two H100 rows of
+  Megatron-Bridge's Nemotron 3 Nano table (``MAMBA_SSD_ROWS``, 26.04.01 and 26.06: the record's GPU, so the factor is
+  not entangled with the HBM scaling to Blackwell), to a zero mean log error; calibration rows, never judged.  The
+  other 17 hybrid rows (Nano and Super on B200 / GB200 / B300 / GB300, three table releases) judge it.
 
 3. STATED source facts (fixed, not fitted):
 
@@ -125,6 +138,9 @@ POWER_CAP_EXPONENT = 0.94
 POWER_LIMIT_ROWS = {"torchao_b200": "torchao_b200_llama3_8b_8gpu_bf16"}
 # the one row the ROCm legacy grouped_gemm per-GEMM host cost is fitted on (module doc, item 2)
 ROCM_LEGACY_GEMM_ROW = "primus_moepkg_mi355x_deepseek_v2_lite_mbs1_baseline_8gpu"
+# the rows the Mamba-2 SSD training factor is fitted on (module doc, item 2): the two H100 rows of Megatron-Bridge's
+# Nemotron 3 Nano table (26.04.01, 26.06), the GPU of the SSD forward record; every other hybrid row judges it
+MAMBA_SSD_ROWS = ("mbridge260401_h100_fp8_cs_nemotron3_nano_16gpu", "mbridge2606_h100_fp8_cs_nemotron3_nano_16gpu")
 SOURCE_POWER_LIMIT_W: dict[str, float] = {"torchao_b200": 750.0}
 
 # ----- calibrated (scripts/calibrate.py writes the block below) -----
@@ -136,6 +152,7 @@ CALIBRATION_ROWS: list[str] = ['narayanan2021_table1_3.6B', 'narayanan2021_table
 CALIBRATION_SCORE = 0.08646  # rms of log(projected/measured) on CALIBRATION_ROWS
 SOURCE_STEP_OVERHEAD_S: dict[str, float] = {'torchao_b200': 0.3346}
 ROCM_LEGACY_GEMM_HOST_S = 0.0001745  # s per expert GEMM, fitted on ROCM_LEGACY_GEMM_ROW
+MAMBA_SSD_TRAIN_FACTOR = 3.4757  # SSD training time / its H100-record price, fitted on MAMBA_SSD_ROWS
 # END CALIBRATED
 
 

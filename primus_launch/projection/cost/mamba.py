@@ -39,6 +39,23 @@ output to batch-major (``rearrange(zxBCdt, "l b d -> b l d").contiguous()``) and
 (``rearrange(y, "b l d -> l b d").contiguous()``), each copy's gradient copied back in the backward
 (:func:`layout_copy_bytes`).  The gated RMSNorm is a bandwidth kernel (:func:`gated_norm_bytes`).
 
+The record ran no ``z``: megatron-core's ``_ssm_training`` gates inside the scan (``rmsnorm_weight=None``), so the
+forward also reads ``z`` and writes the ungated ``out_x``, and the backward runs ``_chunk_scan_bwd_dz`` (read
+``dout``, ``out_x``, ``z``, ``x``; write ``dz``, ``dout_x``) first (:func:`ssd_gate_bytes`, priced as HBM bytes).
+Counted from the code (mamba_ssm @e9594ce; megatron-core at Megatron-Bridge 26.06 / 26.08's Megatron-LM pins
+d1410e15 / cd4afffa, the same ``_ssm_training`` but for cd4afffa's ``state_dtype`` argument, the params dtype bf16 by
+default, as the kernels' own default): forward 5 SSD kernels + causal_conv1d + the layout copies + the
+gated norm + ``A = -exp(A_log.float())`` (3 tiny); backward: causal_conv1d forward recomputed and its backward, the
+4 recomputed state kernels and a ``dt`` clone, ``_chunk_scan_bwd_dz``, ``dstates``, state-passing backward, ``dx``,
+``dB``, ``dC``, ``dCB``, 2 ``_bmm_chunk_bwd``, ``ddAcs_stable``, ``_chunk_cumsum_bwd`` and ~8 small torch ops (the
+``dD`` / ``dcb`` sums, ``ddA_cumsum_prev`` update and its flip / cumsum / flip, ``ddA +=``), about 30 launches (the model counts 5 / 14 for the scan): under
+the ``mamba`` CUDA-graph scope every Nemotron 3 recipe sets, no host cost, and a few microseconds of GPU each.  No TP
+collective inside the mixer (``in_proj`` / ``out_proj`` carry TP as column- / row-parallel GEMMs; the CP all-to-alls
+are refused, :func:`hybrid_unmodelled`).  What remains -- the SSD at training shapes and its backward -- is the one
+calibrated constant ``calibration.MAMBA_SSD_TRAIN_FACTOR`` (fitted on the two H100 Nano rows,
+``calibration.MAMBA_SSD_ROWS``; scripts/validation/README.md, Known gaps, ssd15), a multiplier on the record-priced
+forward and backward.
+
 Where a public kernel measurement bounds a GPU's SSD speed below the HBM ratio it caps it (:data:`SSD_SPEED_CAP`,
 :func:`ssd_speed_over_h100`): the MI300X runs at most 1.05x the H100 (Zyphra's hand-written MI300X Mamba-2 backward
 kernel: 1.04-1.06x an H100 at 2k-8k tokens), not 5.3 / 3.35 = 1.58x.  Not measured anywhere public (searched: the
@@ -54,6 +71,7 @@ chunk 128 (the record ran 256).  causal_conv1d's backward kernel is checked agai
 from __future__ import annotations
 
 from primus_launch.plan import ModelArch, Plan
+from primus_launch.projection.cost import calibration
 
 #: MambaMixer's fixed depthwise conv kernel (megatron-core 0.16.1 ``MambaMixer(d_conv=4)``, never overridden by
 #: ``MambaLayer``)
@@ -81,7 +99,8 @@ SSD_SPEED_CAP: dict[str, tuple[float, str]] = {
 SSD_SOURCE = ("vLLM PR #27299 (H100 SXM, mamba_ssm Triton mamba_chunk_scan_combined forward, 1.2e7 tokens/s at "
               "128 heads x P 64 x N 128), scaled by HBM bandwidth (MI300X capped at 1.05x the H100: Zyphra's MI300X "
               "Mamba-2 kernel); backward 3x forward (recomputed states + gradient "
-              "matmuls, mamba_ssm ssd_combined.py structure, not measured)")
+              "matmuls, mamba_ssm ssd_combined.py structure, not measured); x calibration.MAMBA_SSD_TRAIN_FACTOR "
+              "(training shapes and backward, fitted on the two H100 Nemotron 3 Nano rows)")
 
 
 def _norm(m: ModelArch, n: int) -> int:
@@ -122,13 +141,36 @@ def ssd_speed_over_h100(gpu: str, hbm_bw: float) -> float:
     return min(speed, cap[0]) if cap else speed
 
 
-def ssd_scan_seconds(m: ModelArch, tokens: int, tp: int, hbm_bw: float, gpu: str = "") -> tuple[float, float]:
-    """(forward, backward) seconds of the SSD chunked scan of ``tokens`` tokens over the H / t heads of one GPU
-    (module doc: the H100 measurement scaled by head size, state size and :func:`ssd_speed_over_h100`)."""
+def ssd_record_seconds(m: ModelArch, tokens: int, tp: int, hbm_bw: float, gpu: str = "") -> tuple[float, float]:
+    """(forward, backward) seconds of the SSD chunked scan of ``tokens`` tokens over the H / t heads of one GPU as
+    its public record prices it (module doc: the H100 inference forward scaled by head size, state size and
+    :func:`ssd_speed_over_h100`; the backward :data:`SSD_BWD_OVER_FWD` times the forward)."""
     heads = m.mamba_heads // tp
     size = (m.mamba_head_dim * m.mamba_state_dim) / (64 * 128)
     f = tokens * heads * SSD_FWD_S_PER_TOKEN_HEAD * size / ssd_speed_over_h100(gpu, hbm_bw)
     return f, SSD_BWD_OVER_FWD * f
+
+
+def ssd_scan_seconds(m: ModelArch, tokens: int, tp: int, hbm_bw: float, gpu: str = "") -> tuple[float, float]:
+    """(forward, backward) seconds of the SSD chunked scan in a training step: :func:`ssd_record_seconds` times the
+    training factor ``calibration.MAMBA_SSD_TRAIN_FACTOR`` (fitted on ``calibration.MAMBA_SSD_ROWS``, module doc)."""
+    f, b = ssd_record_seconds(m, tokens, tp, hbm_bw, gpu)
+    k = calibration.MAMBA_SSD_TRAIN_FACTOR
+    return k * f, k * b
+
+
+def ssd_gate_bytes(m: ModelArch, tokens: int, tp: int) -> tuple[float, float]:
+    """(forward, backward) HBM bytes of the ``z`` gate megatron-core's ``_ssm_training`` leaves inside the scan
+    (``rmsnorm_weight=None``: ``MambaSplitConv1dScanCombinedFn`` passes ``z`` to ``_mamba_chunk_scan_combined_fwd``),
+    which the H100 record (no ``z``) does not carry, bf16 over the d_i / t channels of one GPU (mamba_ssm @e9594ce
+    ``ops/triton/ssd_chunk_scan.py``):
+
+    - forward, inside ``_chunk_scan_fwd_kernel`` (``HAS_Z``): it also reads ``z`` and writes the ungated ``out_x``
+      beside ``out``: ``2 x 2 B x T d_i / t``, no extra kernel;
+    - backward, ``_chunk_scan_bwd_dz`` (its own kernel, first after the recomputed states): reads ``dout``,
+      ``out_x``, ``z`` and ``x`` (for ``dD``), writes ``dz`` and the ungated ``dout_x``: ``6 x 2 B x T d_i / t``."""
+    per = 2.0 * tokens * m.mamba_d_inner / max(1, tp)
+    return 2.0 * per, 6.0 * per
 
 
 def conv1d_bytes(m: ModelArch, tokens: int, tp: int) -> float:

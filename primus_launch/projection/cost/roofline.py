@@ -1234,6 +1234,8 @@ def _mamba_mixer(acc: _Acc, m: ModelArch, t: int, T: int, Tn: int, gpu: str, bda
     acc._k(5, 14)
     acc._rec("SSD chunk scan (mamba_chunk_scan_combined)", f * acc.slow, bi * acc.slow, 0.0,
              ("kernel", mamba.SSD_SOURCE, 0.0, 0.0))
+    gf, gb = mamba.ssd_gate_bytes(m, T, t)
+    acc.elem(gf, "SSD z gate (read z, write out_x; backward _chunk_scan_bwd_dz)", gb / gf, (0, 1))
     acc.elem(mamba.gated_norm_bytes(m, T, t), "gated RMSNorm (norm(y) * silu(z))", 2.0, (1, 2))
     acc.gemm(T, h, max(1, m.mamba_d_inner // t), name="Mamba out_proj", ub="fc2")
     acc.scope = "other"
