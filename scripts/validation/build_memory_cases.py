@@ -1646,6 +1646,62 @@ MLM_RESUME_TESTS = (
     "moe/gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer",
     "moe/gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_scoped_cudagraph",
 )
+# round 28 (branch oom14), held out: Muon (`--optimizer muon` / `dist_muon`, the H100 ckpt-resume tests of
+# tests/test_utils/recipes/h100/moe.yaml, first run), and the same tests on other platforms than 1 x 8 H100 whose golden
+# values log mem-max-allocated-bytes: the `_1node` twin (tests/test_utils/recipes/gb200/{gpt,moe}-1node.yaml: 'nodes: 1,
+# gpus: 4', platform dgx_gb200; the MODEL_ARGS equal the 8-GPU test's or change PP / EP / CP / layers to fit 4 ranks) of
+# every test above, plus the Muon ones, and the GB200-only Megatron-FSDP DeepSeek proxy (tests/test_utils/recipes/gb200/
+# moe.yaml, 'nodes: 2, gpus: 4'); the nondeterministic / dp_last / persistent / param_layout / fim / decoupled-lr twins
+# of these left out.
+MLM_MUON_TESTS = (
+    "moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_muon",
+    "moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_muon",
+)
+MLM_GB200_2NODE_TESTS = ("moe/deepseek_proxy_fsdp_ep2_fsdp2",)
+MLM_GB200_1NODE_TESTS = tuple(f"{t}_1node" for t in MLM_TESTS + MLM_RESUME_TESTS + MLM_MUON_TESTS if t + "_1node" in {
+    "gpt/gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files_1node",
+    "gpt/gpt3_mcore_te_tp1_pp1_resume_torch_dist_dist_optimizer_1node",
+    "gpt/gpt3_mcore_te_tp1_pp1_resume_torch_dist_uniform_full_recompute_1node",
+    "gpt/gpt3_mcore_te_tp1_pp2_resume_torch_dist_rope_embeddings_1node",
+    "gpt/gpt3_mcore_te_tp1_pp2_resume_torch_dist_rope_embeddings_interleaved_no_fusion_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_resume_torch_dist_disable_bias_linear_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_resume_torch_dist_swiglu_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_resume_torch_dist_untie_embeddings_and_outputs_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_dist_optimizer_overlap_grad_reduce_param_gather_overlap_optimizer_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_resume_torch_dist_calculate_per_token_loss_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_resume_torch_dist_dist_optimizer_overlap_grad_reduce_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp2_account_for_embedding_loss_in_pipeline_split_1node",
+    "gpt/gpt3_mcore_te_tp2_pp1_resume_torch_dist_cp2_nondeterministic_1node",
+    "gpt/gpt3_mcore_te_tp2_pp1_resume_torch_dist_multi_dist_optimizer_instances_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_cp2_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_cp2_etp4_calculate_per_token_loss_dp_last_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_mla_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute_1node",
+    "gpt/gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node",
+    "gpt/gpt3_mcore_te_tp4_pp1_dist_optimizer_overlap_grad_reduce_param_gather_1node",
+    "gpt/gpt3_mcore_te_tp4_pp1_resume_torch_dist_qk_layernorm_test_mode_1node",
+    "gpt/gpt3_mcore_te_tp4_pp2_resume_torch_dist_reshard_8x1xNone_1node",
+    "moe/gpt3_mcore_te_tp1_pp2_resume_torch_dist_reshard_2x1x4_te_8experts2parallel_dist_optimizer_1node",
+    "moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_dist_optimizer_1node",
+    "moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_multi_dist_optimizer_instances_1node",
+    "moe/gpt3_mcore_te_tp2_pp1_te_8experts2parallel_ddp_average_in_collective_1node",
+    "moe/gpt3_mcore_te_tp2_pp1_te_8experts2parallel_overlap_grad_reduce_param_gather_groupedGEMM_1node",
+    "moe/gpt3_mcore_te_tp2_pp1_te_a2a_ovlp_8experts_etp1_ep4_1node",
+    "moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_optimizer_1node",
+    "moe/gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer_1node",
+    "moe/gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_scoped_cudagraph_1node",
+    "moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_muon_1node",
+    "moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_muon_1node",
+}) + ("moe/deepseek_proxy_fsdp_ep2_fsdp2_1node",)
+# where each family ran: (golden-values platform, hardware of the case)
+_H100 = ("dgx_h100", dict(gpu="DGX-H100 (H100 80GB)", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8))
+_GB200_1N = ("dgx_gb200", dict(gpu="GB200 (1 node x 4)", plan_gpu="gb200", num_gpus=4, gpus_per_node=4))
+_GB200_2N = ("dgx_gb200", dict(gpu="GB200 (2 nodes x 4)", plan_gpu="gb200", num_gpus=8, gpus_per_node=4))
 # flags of a functional test that only move files or logs; dropped from the stored argv
 _IO_FLAGS = {"--save", "--load", "--tensorboard-dir", "--data-path", "--data-cache-path", "--vocab-file", "--merge-file",
              "--tokenizer-model", "--log-throughput", "--log-params-norm", "--log-num-zeros-in-grad",
@@ -1677,16 +1733,20 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
     rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "main"], check=True, capture_output=True,
                          text=True).stdout.strip()
     out = []
-    for test in MLM_TESTS + MLM_RESUME_TESTS:
+    runs = ([(t, _H100) for t in MLM_TESTS + MLM_RESUME_TESTS + MLM_MUON_TESTS]
+            + [(t, _GB200_2N) for t in MLM_GB200_2NODE_TESTS] + [(t, _GB200_1N) for t in MLM_GB200_1NODE_TESTS])
+    for test, (platform, hardware) in runs:
         base = f"tests/functional_tests/test_cases/{test}"
+        gold_file = f"golden_values_dev_{platform}.json"
         try:
             cfg = yaml.safe_load(_git_show(repo, rev, f"{base}/model_config.yaml"))
-            gold = json.loads(_git_show(repo, rev, f"{base}/golden_values_dev_dgx_h100.json"))
+            gold = json.loads(_git_show(repo, rev, f"{base}/{gold_file}"))
         except subprocess.CalledProcessError:
             continue
         vals = {k: v for k, v in gold["mem-max-allocated-bytes"]["values"].items() if isinstance(v, (int, float))}
         save = cfg["MODEL_ARGS"].get("--save-interval")
-        before_save = test in MLM_RESUME_TESTS and save is not None
+        twin_of = test.removesuffix("_1node")
+        before_save = twin_of in MLM_RESUME_TESTS + MLM_MUON_TESTS and save is not None
         last = max((k for k in vals if not before_save or int(k) < int(save)), key=int)
         peak = float(vals[last]) / 2**30
         margs = cfg["MODEL_ARGS"]
@@ -1699,15 +1759,15 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
             flags.append(k if v is True else f"{k} {_launcher_value(v)}")
         out.append(dict(
             id="mlm_functional_" + test.replace("/", "_"), outcome="ran", framework="megatron",
-            hardware=dict(gpu="DGX-H100 (H100 80GB)", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
-            megatron_flags=flags,
-            source=dict(ref=f"NVIDIA/Megatron-LM @{rev[:10]} {base}/model_config.yaml + golden_values_dev_dgx_h100.json",
+            hardware=dict(hardware), megatron_flags=flags,
+            source=dict(ref=f"NVIDIA/Megatron-LM @{rev[:10]} {base}/model_config.yaml + {gold_file}",
                         url=f"https://github.com/NVIDIA/Megatron-LM/tree/{rev[:10]}/{base}", date=None),
             quote=(f"mem-max-allocated-bytes at iteration {last}: {int(float(vals[last]))}"
                    + (f" (the last iteration before the first save, --save-interval {save})" if before_save else "")),
             read=("MODEL_ARGS of the test (placeholders ${...}, I/O / logging flags and a --tp-comm-overlap-cfg YAML of the "
                   "test folder dropped; a bracketed list passed without its brackets, as _run_training.sh does; GPT-2 BPE vocabulary "
-                  "50,257 where a vocab file is given) on one 8-GPU DGX-H100 node; the golden value is the last rank's "
+                  "50,257 where a vocab file is given) on " + ("one 8-GPU DGX-H100 node" if platform == "dgx_h100" else
+                  f"{hardware['num_gpus'] // 4} GB200 node(s) of 4 GPUs (the recipe's nodes / gpus)") + "; the golden value is the last rank's "
                   "torch.cuda.max_memory_allocated (--log-memory-to-tensorboard writes from the last rank)."),
             measured_peak=dict(gib=round(peak, 3), basis="allocated", rank="last",
                                how=("mem-max-allocated-bytes, " + ("last iteration before the first save" if before_save
