@@ -953,6 +953,16 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             fp4_recipe = "nvfp4"
         else:
             rep.flag("--fp4-recipe", r, "time: a custom FP4 recipe, priced as nvfp4")
+    # fp8 / fp4 GEMMs over the parameters' dtype: Megatron-LM d98e8a64dd training/arguments.py sets params_dtype
+    # torch.float, then half under --fp16, bfloat16 under --bf16; --fp8-format / --fp4-format do not change it, so
+    # without either flag the parameters, gradients and the activations between the quantized GEMMs are fp32
+    lowp_params = None
+    if precision in ("fp8", "fp4") and not bf16:
+        lowp_params = "fp16" if fp16 else "fp32"
+        if lowp_params == "fp32":
+            rep.flag("--fp8-format" if fp8 else "--fp4-format", fp8 or fp4,
+                     f"time: without --bf16 the {precision} GEMMs run over fp32 parameters and activations; priced as "
+                     "over bf16 ones (the memory is fp32)")
     if bf16:
         grad_fp32 = not get(a, "grad_reduce_in_bf16")
     else:
@@ -1005,7 +1015,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         optimizer_fp8_recipe=opt_fp8_recipe,
         fp8_param_gather=bool(get(a, "fp8_param_gather") or get(a, "fp4_param")) and precision in ("fp8", "fp4"),
         fp8_attention=bool(get(a, "fp8_dot_product_attention")) and precision == "fp8",
-        fp4_recipe=fp4_recipe, recompute=recompute, offload=_offload(a, L, rep),
+        fp4_recipe=fp4_recipe, lowp_params_dtype=lowp_params, recompute=recompute, offload=_offload(a, L, rep),
         pipeline_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         overlap_grad_reduce=bool(get(a, "overlap_grad_reduce")),
         overlap_param_gather=bool(get(a, "overlap_param_gather")),
@@ -1516,8 +1526,9 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
             (o.optimizer_state_chunk_mb if (o.optimizer_state_chunk_mb or had_c) else None) if on
             else current.get("optimizer_state_offload_chunk_size_mb"))
     # precision
-    out["bf16"] = t.precision == "bf16" or (t.precision in ("fp8", "fp4") and not current.get("fp16"))
-    out["fp16"] = t.precision == "fp16" or (t.precision in ("fp8", "fp4") and bool(current.get("fp16")))
+    lowp_base = t.lowp_params_dtype or ("fp16" if current.get("fp16") else "bf16")  # fp8 / fp4 over this dtype
+    out["bf16"] = t.precision == "bf16" or (t.precision in ("fp8", "fp4") and lowp_base == "bf16")
+    out["fp16"] = t.precision == "fp16" or (t.precision in ("fp8", "fp4") and lowp_base == "fp16")
     out["fp8"] = (current.get("fp8") or "hybrid") if t.precision == "fp8" else None
     out["fp8_recipe"] = (t.fp8_recipe if t.precision == "fp8" else
                          t.optimizer_fp8_recipe if t.precision_aware_optimizer and t.precision != "fp4" else None)
