@@ -902,9 +902,11 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             raise PlanError("--data-parallel-sharding-strategy", strat, "one of no_shard, optim, optim_grads, optim_grads_params")
         sharding = {"optim_grads_params": "full", "optim_grads": "optimizer_grads", "optim": "optimizer"}.get(
             strat, "optimizer" if get(a, "use_distributed_optimizer") else "none")
-    elif get(a, "use_distributed_optimizer"):
+    elif get(a, "use_distributed_optimizer") and str(get(a, "optimizer")) not in ("muon", "dist_muon"):
         sharding = "optimizer"
     else:
+        # Megatron-LM d98e8a64dd validate_args: an emerging optimizer (muon) turns --use-distributed-optimizer into
+        # the layer-wise distributed optimizer (use_distributed_optimizer = False): _muon reads it
         sharding = "none"
     instances = _dist_opt_instances(a, rep, sharding)
     cp = get(a, "context_parallel_size")
@@ -1162,17 +1164,23 @@ def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
     overlap with plain muon; ``optimizer/muon.py``: no fp16).  The knobs that change no time or memory
     (momentum, Nesterov, scale mode and factor, coefficient type) are neutral in the flag table."""
     opt = str(get(a, "optimizer"))
+    # Megatron-LM d98e8a64dd arguments.py ('emerging optimizer check'): dist_muon is the deprecated spelling of
+    # --optimizer muon --use-distributed-optimizer, both the layer-wise distributed optimizer
+    # (use_layer_wise_distributed_optimizer; use_distributed_optimizer turned off); 2edffadb52 asserted on the latter
+    layer_wise = opt == "dist_muon" or bool(get(a, "use_distributed_optimizer"))
+    if opt == "muon" and layer_wise:
+        rep.note("--optimizer muon with --use-distributed-optimizer: the layer-wise distributed optimizer "
+                 "(Megatron-LM d98e8a64dd; dist_muon's newer spelling), priced as dist_muon")
     if validate:
-        for dest, why in (("use_distributed_optimizer", "Muon optimizer does not support distributed optimizer"),
-                          ("use_torch_fsdp2", "Muon optimizer does not support Torch-FSDP2"),
+        for dest, why in (("use_torch_fsdp2", "Muon optimizer does not support Torch-FSDP2"),
                           ("use_megatron_fsdp", "Muon optimizer does not support Megatron-FSDP"),
                           ("fp16", "muon with fp16 is not supported")):
             if get(a, dest):
                 raise PlanError(BY_DEST[dest].flag, True, f"not with --optimizer {opt} (Megatron asserts: {why})")
-        if opt == "muon" and (get(a, "overlap_grad_reduce") or get(a, "overlap_param_gather")):
+        if not layer_wise and (get(a, "overlap_grad_reduce") or get(a, "overlap_param_gather")):
             raise PlanError("--overlap-grad-reduce" if get(a, "overlap_grad_reduce") else "--overlap-param-gather",
                             True, "not with --optimizer muon (Megatron asserts; use dist_muon)")
-    out: dict[str, Any] = {"muon_layer_wise": opt == "dist_muon"}
+    out: dict[str, Any] = {"muon_layer_wise": layer_wise}
     steps = get(a, "muon_num_ns_steps")
     try:
         n = int(str(steps))
@@ -1203,7 +1211,7 @@ def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
     if get(a, "use_precision_aware_optimizer"):
         rep.flag("--use-precision-aware-optimizer", True, "memory: Megatron's Muon path does not support the "
                  "precision-aware optimizer; its state dtypes are not applied (fp32 masters and states priced)")
-    if opt == "dist_muon" and get(a, "overlap_param_gather"):
+    if layer_wise and get(a, "overlap_param_gather"):
         rep.flag("--overlap-param-gather", True, "time: dist_muon's parameter all-gather deferred to the forward "
                  "pre-hooks (async_allgather) priced exposed after the optimizer step")
     return out
