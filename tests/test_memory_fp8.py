@@ -167,6 +167,18 @@ def test_fp8_without_bf16_reads_fp32_parameters(extra, want):
         assert s32.activations_bytes > s16.activations_bytes and la32.full > la16.full
 
 
+def test_tuner_keeps_fp32_parameters_only_under_a_low_precision():
+    """A tuner candidate keeps fp8 over fp32 parameters while it stays fp8; a bf16 candidate is ``--bf16``."""
+    from primus_launch.adapters.megatron import plan_from_argv
+    from primus_launch.tuner.knobs import apply_knobs, knobs_of, validated
+
+    plan = plan_from_argv(_FP8_ARGV)
+    k = knobs_of(plan)
+    assert validated(apply_knobs(plan, k)).training.lowp_params_dtype == "fp32"
+    bf16 = validated(apply_knobs(plan, k._replace(precision="bf16", fp8_recipe=None)))
+    assert (bf16.training.precision, bf16.training.lowp_params_dtype) == ("bf16", None)
+
+
 def test_fp32_logits_hold_the_cross_entropy_softmax():
     """megatron-core 0.16.1 ``tensor_parallel/cross_entropy.py`` (run here on the CPU): ``calculate_logits_max``'s
     ``.float()`` returns fp32 logits themselves and the softmax is computed in place in them; bf16 logits get a
