@@ -1160,8 +1160,8 @@ def _dist_opt_instances(a: dict[str, Any], rep: _Report, sharding: str) -> int:
 
 def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
     """``--optimizer muon`` / ``dist_muon`` and the ``--muon-*`` flags -> the plan's ``training.muon_*`` fields
-    (Megatron-LM 2edffadb52 ``arguments.py`` validate_args: no distributed optimizer, no FSDP, no
-    overlap with plain muon; ``optimizer/muon.py``: no fp16).  The knobs that change no time or memory
+    (Megatron-LM 2edffadb52 ``arguments.py`` validate_args: no FSDP, no overlap with plain muon;
+    ``optimizer/muon.py``: no fp16; d98e8a64dd: ``--use-distributed-optimizer`` makes it layer-wise, as dist_muon).  The knobs that change no time or memory
     (momentum, Nesterov, scale mode and factor, coefficient type) are neutral in the flag table."""
     opt = str(get(a, "optimizer"))
     # Megatron-LM d98e8a64dd arguments.py ('emerging optimizer check'): dist_muon is the deprecated spelling of
