@@ -135,3 +135,95 @@ def test_fp8_parameters_under_full_sharding(gpu, transpose):
     n = st.num_parameters
     lin = linear_params(arch_key(DENSE), 1, 1, 1, plan.chunk_layout()[0], n)
     assert st.parameters_bytes == pytest.approx((2 * (n - lin) + lin) / 8 + transpose * lin, rel=1e-9)
+
+
+_FP8_ARGV = ["pretrain_gpt.py", "--num-layers", "4", "--hidden-size", "1024", "--num-attention-heads", "16",
+             "--seq-length", "2048", "--max-position-embeddings", "2048", "--micro-batch-size", "1",
+             "--global-batch-size", "16", "--tokenizer-type", "NullTokenizer", "--vocab-size", "32000",
+             "--fp8-format", "e4m3", "--fp8-recipe", "tensorwise"]
+
+
+@pytest.mark.parametrize("extra, want", [([], "fp32"), (["--bf16"], None), (["--fp16"], "fp16")])
+def test_fp8_without_bf16_reads_fp32_parameters(extra, want):
+    """Megatron-LM d98e8a64dd ``training/arguments.py``: ``args.params_dtype = torch.float``, half under
+    ``--fp16``, bfloat16 under ``--bf16``; ``--fp8-format`` leaves it.  The reader keeps the fp8 precision and
+    records the parameters' dtype (None = bf16); the writer writes back no ``--bf16`` for fp32 parameters; the
+    memory model stores parameters and activations in that dtype."""
+    from primus_launch.adapters.megatron import plan_from_argv, render_argv
+
+    argv = _FP8_ARGV + extra
+    plan = plan_from_argv(argv)
+    t = plan.training
+    assert (t.precision, t.lowp_params_dtype) == ("fp8", want)
+    assert t.storage_precision == (want or "fp8")
+    out = render_argv(plan.with_changes(training={"micro_batch_size": 2}), argv)
+    assert ("--bf16" in out) == (want is None) and ("--fp16" in out) == (want == "fp16")
+    if want == "fp32":
+        s32, s16 = stage_memory(plan)[-1], stage_memory(plan_from_argv(argv + ["--bf16"]))[-1]
+        # fp32 parameters are their own masters: Adam's two fp32 moments (8 B) against master + moments (12 B)
+        assert s32.optimizer_bytes / s16.optimizer_bytes == pytest.approx(8 / 12, rel=1e-6)
+        la32, la16 = (layer_activation_bytes(DENSE, seq=2048, mbs=1, tp=1, sp=False, abytes=a, fp8="tensorwise")
+                      for a in (4, 2))
+        assert s32.activations_bytes > s16.activations_bytes and la32.full > la16.full
+
+
+def test_tuner_keeps_fp32_parameters_only_under_a_low_precision():
+    """A tuner candidate keeps fp8 over fp32 parameters while it stays fp8; a bf16 candidate is ``--bf16``."""
+    from primus_launch.adapters.megatron import plan_from_argv
+    from primus_launch.tuner.knobs import apply_knobs, knobs_of, validated
+
+    plan = plan_from_argv(_FP8_ARGV)
+    k = knobs_of(plan)
+    assert validated(apply_knobs(plan, k)).training.lowp_params_dtype == "fp32"
+    bf16 = validated(apply_knobs(plan, k._replace(precision="bf16", fp8_recipe=None)))
+    assert (bf16.training.precision, bf16.training.lowp_params_dtype) == ("bf16", None)
+
+
+def test_fp32_logits_hold_the_cross_entropy_softmax():
+    """megatron-core 0.16.1 ``tensor_parallel/cross_entropy.py`` (run here on the CPU): ``calculate_logits_max``'s
+    ``.float()`` returns fp32 logits themselves and the softmax is computed in place in them; bf16 logits get a
+    new fp32 copy, the bf16 logits staying alive beside it until the loss returns.  So the unfused loss's
+    transient (``output_activation_bytes``) has no logits copy when the logits are fp32."""
+    import torch
+    from megatron.core.tensor_parallel.cross_entropy import VocabParallelCrossEntropy as V
+
+    from primus_launch.projection.memory.activations import output_activation_bytes
+
+    for dtype, in_place in ((torch.float32, True), (torch.bfloat16, False)):
+        logits = torch.randn(8, 2, 64, dtype=dtype)
+        lg, mx = V.calculate_logits_max(logits)
+        _, _, pred, sum_exp, exp_logits = V.calculate_predicted_logits(lg, torch.zeros(8, 2, dtype=torch.long),
+                                                                         mx, 0, 64)
+        softmax, _ = V.calculate_cross_entropy_loss(exp_logits, pred, sum_exp)
+        assert softmax.dtype == torch.float32
+        assert (softmax.data_ptr() == logits.data_ptr()) is in_place
+    sb, v, h = 2048, 32000, 1024
+    _, t32 = output_activation_bytes(DENSE, seq=2048, mbs=1, tp=1, sp=False, abytes=4)
+    _, t16 = output_activation_bytes(DENSE, seq=2048, mbs=1, tp=1, sp=False, abytes=2)
+    assert t32 == 4 * sb * h  # the output layer's input only
+    assert t16 == 2 * sb * v + 2 * sb * h
+    _, n32 = output_activation_bytes(DENSE, seq=2048, mbs=1, tp=1, sp=False, abytes=4, ce="native")
+    assert n32 == 4 * sb * v + 4 * sb * h  # the compiled backward's new fp32 gradient, no cast
+
+
+def test_fp8_over_fp32_parameters_published():
+    """Megatron-LM d98e8a64dd functional tests ``moe/deepseek_proxy_fsdp_ep2_fsdp2`` (2 GB200 nodes x 4, MBS 32)
+    and its ``_1node`` twin (4 GB200, 2 layers, MBS 4): Megatron-FSDP, EP 2 / MLA / unfused attention,
+    ``--fp8-format e4m3 --fp8-recipe tensorwise`` without ``--bf16``; golden mem-max-allocated-bytes
+    34,308,540,416 / 2,547,948,032 B (iteration 50, last rank).  Read as FP8 over bf16 the projection was 29 % /
+    14 % short."""
+    import json
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path[:0] = [str(root / "scripts"), str(root / "scripts" / "validation")]
+    import validate_memory as vm
+
+    vm.load_gpus()
+    cases = {c["id"]: c for c in json.loads((root / "scripts/validation/memory_cases.json").read_text())["cases"]}
+    for cid in ("mlm_functional_moe_deepseek_proxy_fsdp_ep2_fsdp2", "mlm_functional_moe_deepseek_proxy_fsdp_ep2_fsdp2_1node"):
+        case = cases[cid]
+        plan = vm.plan_of_case(case)
+        assert plan.training.lowp_params_dtype == "fp32"
+        got = stage_memory(plan)[-1].allocated_bytes / 2**30
+        assert got == pytest.approx(case["measured_peak"]["gib"], rel=0.05), cid

@@ -201,13 +201,30 @@ def test_reader_on_kimi_k2_bridge_row():
 
 
 def test_reader_refuses_what_megatron_asserts():
-    """Megatron-LM validate_args: Muon with the distributed optimizer; plain muon with overlapped grad reduce."""
-    with pytest.raises(PlanError, match="--use-distributed-optimizer"):
-        _kimi_plan(extra=("--use-distributed-optimizer",))
+    """Megatron-LM validate_args: plain muon with overlapped grad reduce; an unknown TP mode."""
     with pytest.raises(PlanError, match="--overlap-grad-reduce"):
         _kimi_plan(extra=("--optimizer", "muon"))
     with pytest.raises(PlanError, match="--muon-tp-mode"):
         _kimi_plan(extra=("--muon-tp-mode", "sharded"))
+
+
+def test_muon_with_the_distributed_optimizer_is_layer_wise():
+    """Megatron-LM d98e8a64dd ``arguments.py`` ('emerging optimizer check'): ``dist_muon`` is deprecated for
+    ``--optimizer muon --use-distributed-optimizer``; either sets ``use_layer_wise_distributed_optimizer`` and turns
+    ``use_distributed_optimizer`` off (2edffadb52 asserted instead).  Both spellings read as the same plan; the
+    command line renders back unchanged."""
+    from primus_launch.adapters.megatron import render_argv
+
+    dist = _kimi_plan()
+    for extra in (("--use-distributed-optimizer",), ("--optimizer", "muon", "--use-distributed-optimizer")):
+        plan = _kimi_plan(extra=extra)
+        assert (plan.training.optimizer, plan.training.muon_layer_wise, plan.parallel.dp_sharding) == ("muon", True, "none")
+        assert plan.training == dist.training and plan.parallel == dist.parallel
+    rows = json.loads((ROOT / "scripts" / "validation" / "current_runs.json").read_text())
+    row = next(r for r in rows if r["id"] == "mbridge260401_gb300_fp8_mx_kimi_k2_256gpu")
+    argv = ["pretrain_gpt.py"] + [x for f in row["megatron_flags"] for x in f.split()] + ["--optimizer", "muon",
+                                                                                          "--use-distributed-optimizer"]
+    assert render_argv(_kimi_plan(extra=tuple(argv[-3:])), argv) == argv
 
 
 def test_kimi_k2_memory_and_step_terms():

@@ -902,9 +902,11 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             raise PlanError("--data-parallel-sharding-strategy", strat, "one of no_shard, optim, optim_grads, optim_grads_params")
         sharding = {"optim_grads_params": "full", "optim_grads": "optimizer_grads", "optim": "optimizer"}.get(
             strat, "optimizer" if get(a, "use_distributed_optimizer") else "none")
-    elif get(a, "use_distributed_optimizer"):
+    elif get(a, "use_distributed_optimizer") and str(get(a, "optimizer")) not in ("muon", "dist_muon"):
         sharding = "optimizer"
     else:
+        # Megatron-LM d98e8a64dd validate_args: an emerging optimizer (muon) turns --use-distributed-optimizer into
+        # the layer-wise distributed optimizer (use_distributed_optimizer = False): _muon reads it
         sharding = "none"
     instances = _dist_opt_instances(a, rep, sharding)
     cp = get(a, "context_parallel_size")
@@ -953,6 +955,16 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             fp4_recipe = "nvfp4"
         else:
             rep.flag("--fp4-recipe", r, "time: a custom FP4 recipe, priced as nvfp4")
+    # fp8 / fp4 GEMMs over the parameters' dtype: Megatron-LM d98e8a64dd training/arguments.py sets params_dtype
+    # torch.float, then half under --fp16, bfloat16 under --bf16; --fp8-format / --fp4-format do not change it, so
+    # without either flag the parameters, gradients and the activations between the quantized GEMMs are fp32
+    lowp_params = None
+    if precision in ("fp8", "fp4") and not bf16:
+        lowp_params = "fp16" if fp16 else "fp32"
+        if lowp_params == "fp32":
+            rep.flag("--fp8-format" if fp8 else "--fp4-format", fp8 or fp4,
+                     f"time: without --bf16 the {precision} GEMMs run over fp32 parameters and activations; priced as "
+                     "over bf16 ones (the memory is fp32)")
     if bf16:
         grad_fp32 = not get(a, "grad_reduce_in_bf16")
     else:
@@ -1005,7 +1017,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         optimizer_fp8_recipe=opt_fp8_recipe,
         fp8_param_gather=bool(get(a, "fp8_param_gather") or get(a, "fp4_param")) and precision in ("fp8", "fp4"),
         fp8_attention=bool(get(a, "fp8_dot_product_attention")) and precision == "fp8",
-        fp4_recipe=fp4_recipe, recompute=recompute, offload=_offload(a, L, rep),
+        fp4_recipe=fp4_recipe, lowp_params_dtype=lowp_params, recompute=recompute, offload=_offload(a, L, rep),
         pipeline_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         overlap_grad_reduce=bool(get(a, "overlap_grad_reduce")),
         overlap_param_gather=bool(get(a, "overlap_param_gather")),
@@ -1148,21 +1160,27 @@ def _dist_opt_instances(a: dict[str, Any], rep: _Report, sharding: str) -> int:
 
 def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
     """``--optimizer muon`` / ``dist_muon`` and the ``--muon-*`` flags -> the plan's ``training.muon_*`` fields
-    (Megatron-LM 2edffadb52 ``arguments.py`` validate_args: no distributed optimizer, no FSDP, no
-    overlap with plain muon; ``optimizer/muon.py``: no fp16).  The knobs that change no time or memory
+    (Megatron-LM 2edffadb52 ``arguments.py`` validate_args: no FSDP, no overlap with plain muon;
+    ``optimizer/muon.py``: no fp16; d98e8a64dd: ``--use-distributed-optimizer`` makes it layer-wise, as dist_muon).  The knobs that change no time or memory
     (momentum, Nesterov, scale mode and factor, coefficient type) are neutral in the flag table."""
     opt = str(get(a, "optimizer"))
+    # Megatron-LM d98e8a64dd arguments.py ('emerging optimizer check'): dist_muon is the deprecated spelling of
+    # --optimizer muon --use-distributed-optimizer, both the layer-wise distributed optimizer
+    # (use_layer_wise_distributed_optimizer; use_distributed_optimizer turned off); 2edffadb52 asserted on the latter
+    layer_wise = opt == "dist_muon" or bool(get(a, "use_distributed_optimizer"))
+    if opt == "muon" and layer_wise:
+        rep.note("--optimizer muon with --use-distributed-optimizer: the layer-wise distributed optimizer "
+                 "(Megatron-LM d98e8a64dd; dist_muon's newer spelling), priced as dist_muon")
     if validate:
-        for dest, why in (("use_distributed_optimizer", "Muon optimizer does not support distributed optimizer"),
-                          ("use_torch_fsdp2", "Muon optimizer does not support Torch-FSDP2"),
+        for dest, why in (("use_torch_fsdp2", "Muon optimizer does not support Torch-FSDP2"),
                           ("use_megatron_fsdp", "Muon optimizer does not support Megatron-FSDP"),
                           ("fp16", "muon with fp16 is not supported")):
             if get(a, dest):
                 raise PlanError(BY_DEST[dest].flag, True, f"not with --optimizer {opt} (Megatron asserts: {why})")
-        if opt == "muon" and (get(a, "overlap_grad_reduce") or get(a, "overlap_param_gather")):
+        if not layer_wise and (get(a, "overlap_grad_reduce") or get(a, "overlap_param_gather")):
             raise PlanError("--overlap-grad-reduce" if get(a, "overlap_grad_reduce") else "--overlap-param-gather",
                             True, "not with --optimizer muon (Megatron asserts; use dist_muon)")
-    out: dict[str, Any] = {"muon_layer_wise": opt == "dist_muon"}
+    out: dict[str, Any] = {"muon_layer_wise": layer_wise}
     steps = get(a, "muon_num_ns_steps")
     try:
         n = int(str(steps))
@@ -1193,7 +1211,7 @@ def _muon(a: dict[str, Any], rep: _Report, validate: bool) -> dict:
     if get(a, "use_precision_aware_optimizer"):
         rep.flag("--use-precision-aware-optimizer", True, "memory: Megatron's Muon path does not support the "
                  "precision-aware optimizer; its state dtypes are not applied (fp32 masters and states priced)")
-    if opt == "dist_muon" and get(a, "overlap_param_gather"):
+    if layer_wise and get(a, "overlap_param_gather"):
         rep.flag("--overlap-param-gather", True, "time: dist_muon's parameter all-gather deferred to the forward "
                  "pre-hooks (async_allgather) priced exposed after the optimizer step")
     return out
@@ -1516,8 +1534,9 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
             (o.optimizer_state_chunk_mb if (o.optimizer_state_chunk_mb or had_c) else None) if on
             else current.get("optimizer_state_offload_chunk_size_mb"))
     # precision
-    out["bf16"] = t.precision == "bf16" or (t.precision in ("fp8", "fp4") and not current.get("fp16"))
-    out["fp16"] = t.precision == "fp16" or (t.precision in ("fp8", "fp4") and bool(current.get("fp16")))
+    lowp_base = t.lowp_params_dtype or ("fp16" if current.get("fp16") else "bf16")  # fp8 / fp4 over this dtype
+    out["bf16"] = t.precision == "bf16" or (t.precision in ("fp8", "fp4") and lowp_base == "bf16")
+    out["fp16"] = t.precision == "fp16" or (t.precision in ("fp8", "fp4") and lowp_base == "fp16")
     out["fp8"] = (current.get("fp8") or "hybrid") if t.precision == "fp8" else None
     out["fp8_recipe"] = (t.fp8_recipe if t.precision == "fp8" else
                          t.optimizer_fp8_recipe if t.precision_aware_optimizer and t.precision != "fp4" else None)

@@ -1065,7 +1065,8 @@ MODELLED_FLAGS: dict[str, str] = {
     "--rampup-batch-size": "training.global_batch_size (the steady batch; stated in source.notes)",
     "--step-batch-size-schedule": "training.global_batch_size (the last, steady batch; stated in source.notes)",
     "--train-iters": "training.train_iters", "--optimizer": "training.optimizer (adam, sgd; muon / dist_muon: muon, "
-                                                                    "training.muon_layer_wise for dist_muon)",
+                                                                    "training.muon_layer_wise for dist_muon or muon "
+                                                                    "with --use-distributed-optimizer)",
     # Muon (memory/muon.py, cost/muon.py); momentum, Nesterov, scale mode / factor and the coefficient set are
     # neutral (NEUTRAL_FLAGS): they change the update's values, not its kernels or state
     "--muon-num-ns-steps": "training.muon_num_ns_steps", "--muon-tp-mode": "training.muon_tp_mode",

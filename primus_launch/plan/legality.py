@@ -91,6 +91,8 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
         out.append(("training.fp4_layer_pattern", f"{len(fpat)} entries", f"0/1 per decoder layer ({m.num_layers})"))
     if fpat is not None and plan.training.precision != "fp4":
         out.append(("training.fp4_layer_pattern", "set", "only with precision fp4"))
+    if plan.training.lowp_params_dtype is not None and plan.training.precision not in ("fp8", "fp4"):
+        out.append(("training.lowp_params_dtype", plan.training.lowp_params_dtype, "only with precision fp8 or fp4"))
     if m.moe_layer_pattern is not None and m.moe_dense_first_layers:
         out.append(("model.moe_dense_first_layers", m.moe_dense_first_layers, "0 when moe_layer_pattern is set"))
     out += _hybrid_problems(plan)

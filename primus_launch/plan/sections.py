@@ -460,6 +460,10 @@ class Training(BoundedSection):
                                   "workspace across micro-batches; False = ROCm TE keep_fp8_weight_transpose_cache="
                                   "False (Primus no_fp8_weight_transpose_cache): the transpose is made in each "
                                   "backward and freed (memory only)")
+    lowp_params_dtype: Optional[Literal["fp16", "fp32"]] = Field(
+        default=None, description="with precision fp8 / fp4: the dtype of the parameters and of the activations "
+                                  "between the low-precision GEMMs when it is not bf16 (Megatron params_dtype: fp16 "
+                                  "with --fp16, fp32 with neither --bf16 nor --fp16; None = bf16)")
     fp4_recipe: Optional[Literal["nvfp4"]] = Field(default=None, description="with precision fp4 (Megatron --fp4-recipe)")
     fp4_layer_pattern: Optional[tuple[int, ...]] = Field(
         default=None, description="with precision fp4: 1 = the decoder layer's linears run in fp4, 0 = in bf16, one per "
@@ -661,6 +665,15 @@ class Training(BoundedSection):
                                                              "parameters (fp32 main copies) computed every iteration")
     log_num_zeros_in_grad: bool = Field(default=False, description="Megatron --log-num-zeros-in-grad: the zeros of "
                                                                    "the main gradients counted every optimizer step")
+
+    @property
+    def storage_precision(self) -> Precision:
+        """The dtype the parameters and activations are kept in: ``precision``, except fp8 / fp4 GEMMs over fp32
+        or fp16 parameters (``lowp_params_dtype``; Megatron-LM d98e8a64dd ``training/arguments.py``:
+        ``args.params_dtype = torch.float`` unless ``--fp16`` / ``--bf16``, whatever ``--fp8-format`` says)."""
+        if self.precision in ("fp8", "fp4") and self.lowp_params_dtype is not None:
+            return self.lowp_params_dtype
+        return self.precision
 
 
 class Cluster(BoundedSection):

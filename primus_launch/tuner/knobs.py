@@ -206,6 +206,9 @@ def apply_knobs(plan: Plan, k: Knobs) -> Plan:
         moe_sync_free=t.moe_sync_free and k.dispatcher == "deepep",
         delay_wgrad_compute=k.delay_wgrad, compile=k.compile, precision=k.precision, fp8_recipe=k.fp8_recipe,
         fp8_param_gather=k.fp8_param_gather, precision_aware_optimizer=pao,
+        # fp8 / fp4 over fp32 or fp16 parameters (no --bf16) stays so while the candidate keeps a low precision;
+        # a bf16 candidate is --bf16 (plan/legality.py: the field only with fp8 / fp4)
+        lowp_params_dtype=t.lowp_params_dtype if k.precision in ("fp8", "fp4") else None,
         # the routing-map padding is for FP8 / FP4 GEMMs under the alltoall / flex dispatchers: Megatron's
         # TransformerConfig refuses it elsewhere (TEGroupedMLP then pads the experts' input itself)
         moe_router_padding_for_quantization=t.moe_router_padding_for_quantization and k.precision in ("fp8", "fp4")

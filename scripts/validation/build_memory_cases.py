@@ -1511,6 +1511,109 @@ CASES += [
     _nvfp4doc("nvfp4_bf16tail_compile", "llama3_8b_first_85_pct_layers_nvfp4", 110.95, "NVFP4 (bf16 tail)"),
 ]
 
+# ---------------------------------------------------------------- round 28 (branch oom14): held-out reports
+# pytorch/torchtitan docs/performance.md: as added by 395a52627 ('add performance file to show convergence with 64 a100s
+# (#255)', 2024-04-18) -- Llama 2 13B / 70B with FSDP2 (1D) on 64 A100 80GB, local batch 2 (1), seq 4096, with two OOM
+# rows -- and as of 3faaa1a0d ('Fix the performance number for 405B (#556)', 2024-08-23) -- Llama 3.1 405B on 128 H100
+# (95GB), 'We do see OOM for 1D parallelism (FSDP2), so we only tested 2D parallelism (FSDP2 + Tensor Parallel)', and
+# Llama 3 8B / 70B with FSDP2 on 64 A100.  No peaks: verdicts only.
+_PERF_SRC_L2 = dict(ref="pytorch/torchtitan docs/performance.md as added by 395a52627 (#255), 'LLaMa 13B and LLaMa 70B "
+                        "training on 64 A100 (80GB memory) GPUs ... FSDP2 (1D parallelism)'",
+                    url="https://github.com/pytorch/torchtitan/blob/395a52627/docs/performance.md", date="2024-04-18")
+_PERF_SRC_L3 = dict(ref="pytorch/torchtitan docs/performance.md at 3faaa1a0d (#554 / #556), 'Llama 3.1 performance "
+                        "numbers' and 'Llama 3 performance numbers'",
+                    url="https://github.com/pytorch/torchtitan/blob/3faaa1a0d/docs/performance.md", date="2024-08-23")
+# torchtitan 395a52627 torchtitan/models/llama/__init__.py llama2_configs (ModelArgs: multiple_of 256, vocab from the
+# Llama 2 sentencepiece tokenizer, 32,000): 13B dim 5120, 40 layers, 40 heads (no GQA), FFN 13824; 70B dim 8192, 80
+# layers, 64 heads, 8 KV heads, ffn_dim_multiplier 1.3, multiple_of 4096 (FFN 28672); torchtitan's registry today has
+# no Llama 2, so the architecture is given as fields (the job's model._arch)
+_L2_70B = dict(name="llama2-70B", num_layers=80, hidden_size=8192, ffn_hidden_size=28672, num_attention_heads=64,
+               num_query_groups=8, head_dim=128, vocab_size=32000, max_position_embeddings=4096, normalization="rmsnorm",
+               position_embedding="rope", swiglu=True, untie_embeddings_and_output_weights=True, add_bias_linear=False,
+               add_qkv_bias=False, qk_layernorm=False, make_vocab_size_divisible_by=1)
+_L2_13B = dict(_L2_70B, name="llama2-13B", num_layers=40, hidden_size=5120, ffn_hidden_size=13824,
+               num_attention_heads=40, num_query_groups=40)
+_PERF_READ_L2 = ("Job = train_configs/llama_{13b,70b}.toml at 395a52627 as the doc ran them: FSDP2 over the 64 GPUs "
+                 "(tensor_parallel_degree 1: '1D parallelism'), local batch 2 (1 where stated), seq_len 4096, compile off, "
+                 "no float8, FSDP2 MixedPrecisionPolicy bf16 / fp32 reduce (parallelize_llama.py), the doc's AC: 'no' = "
+                 "none, 'selective op' = per-op SAC, 'selective layer' = selective_ac_option '2' (the config default, "
+                 "'checkpoint every other layer'; option 1 would be full AC, which ran at batch 2), 'full'.  Model "
+                 "'llama' of that commit = Llama 2 (README: 'pre-training Llama2 models'), given as fields; 8 A100 per node.")
+
+
+def _perfdoc_l2(size: str, lbs: int, ac: str, outcome: str, quote: str, pair: str | None = None) -> dict:
+    acd = ({"mode": "none"} if ac == "none" else {"mode": "full"} if ac == "full"
+           else {"mode": "selective", "selective_ac_option": ac})
+    arch = _L2_70B if size == "70b" else _L2_13B
+    return dict(id=f"titan_perfdoc_llama2_{size}_a100_64gpu_fsdp64_lbs{lbs}_{ 'sacop' if ac == 'op' else 'sac2' if ac == '2' else ac + 'ac'}",
+                outcome=outcome, framework="torchtitan",
+                hardware=dict(gpu="A100 80GB", plan_gpu="a100-sxm-80gb", num_gpus=64, gpus_per_node=8),
+                torchtitan_config={"model": {"name": "llama3", "flavor": size.upper(), "_arch": arch},
+                                   "training": {"local_batch_size": lbs, "seq_len": 4096},
+                                   "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                                   "tensor_parallel_degree": 1},
+                                   "activation_checkpoint": acd, "compile": {"enable": False},
+                                   "optimizer": {"name": "AdamW"}},
+                source=_PERF_SRC_L2, quote=quote, read=_PERF_READ_L2, pair=pair)
+
+
+CASES += [
+    _perfdoc_l2("70b", 2, "op", "oom", "'| 70B | 2 | selective op | OOM | OOM |'", pair="titan_perfdoc_llama2_70b_a100_64gpu_fsdp64_lbs1_sacop"),
+    _perfdoc_l2("70b", 2, "2", "oom", "'| 70B | 2 | selective layer | OOM | OOM |'", pair="titan_perfdoc_llama2_70b_a100_64gpu_fsdp64_lbs2_fullac"),
+    _perfdoc_l2("70b", 1, "op", "ran", "'| 70B | 1[^1] | selective op | 355 | 50.8% |' ('Since the 70B training with local "
+                "batch size 2 will cause OOM error when selective activation checkpointing is used, we report the local "
+                "batch size 1 case instead')"),
+    _perfdoc_l2("70b", 2, "full", "ran", "'| 70B | 2 | full | 353 | 50.5% |'"),
+    _perfdoc_l2("13b", 2, "none", "ran", "'| 13B | 2 | no | 2162 | 61.1% |'"),
+    _perfdoc_l2("13b", 2, "2", "ran", "'| 13B | 2 | selective layer | 1914 | 54.1% |'"),
+    _perfdoc_l2("13b", 2, "op", "ran", "'| 13B | 2 | selective op | 1904 | 53.8% |'"),
+]
+
+_PERF_READ_405 = ("Job = train_configs/llama3_405b.toml at 3faaa1a0d (Llama 3.1 405B, local batch 2, seq_len 8192, full AC, "
+                  "compile on) with the doc's 'None' optimizations (no float8, no async TP), on 128 'HBM2e based lower TDP "
+                  "SXM H100(95GB)' (footnote 1), 8 per node: the 1D run FSDP 128 (tensor_parallel_degree 1) 'OOM'; the 2D "
+                  "run FSDP 16 x TP 8 ('global batch size = local batch size 2 * number of FSDP ranks 16 = 32') ran.  "
+                  "Which optimizations the 1D try had is not stated (with full AC the static state alone, 405e9 x 16 B / "
+                  "128 = 47 GiB, plus 126 saved layer inputs of 2 x 8192 x 16384 bf16 = 63 GiB, exceeds 95 GiB in any of them).")
+_PERF_READ_L3 = ("Job = train_configs/llama3_{8b,70b}.toml at 3faaa1a0d as the doc ran them: FSDP2 over 64 A100 80GB (1D), "
+                 "local batch 1, seq_len 8192, the doc's AC ('selective layer' = selective_ac_option '2'), compile and "
+                 "float8 off as in the tomls; 8 per node.")
+_L405_JOB = {"model": {"name": "llama3", "flavor": "405B"}, "training": {"local_batch_size": 2, "seq_len": 8192},
+             "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                             "tensor_parallel_degree": 8, "enable_async_tensor_parallel": False},
+             "activation_checkpoint": {"mode": "full"}, "compile": {"enable": True, "components": ["model"]},
+             "optimizer": {"name": "AdamW"}}
+_H100_95 = dict(gpu="H100 SXM 95GB (HBM2e, lower TDP)", plan_gpu="h100-sxm-96gb-500w", num_gpus=128, gpus_per_node=8)
+_A100_64 = dict(gpu="A100 80GB", plan_gpu="a100-sxm-80gb", num_gpus=64, gpus_per_node=8)
+
+
+def _perfdoc_l3(size: str, ac: str, quote: str) -> dict:
+    acd = {"mode": "full"} if ac == "full" else {"mode": "selective", "selective_ac_option": ac}
+    return dict(id=f"titan_perfdoc_llama3_{size}_a100_64gpu_fsdp64_lbs1_{'sacop' if ac == 'op' else 'sac2' if ac == '2' else 'fullac'}",
+                outcome="ran", framework="torchtitan", hardware=dict(_A100_64),
+                torchtitan_config={"model": {"name": "llama3", "flavor": size.upper()},
+                                   "training": {"local_batch_size": 1, "seq_len": 8192},
+                                   "parallelism": {"data_parallel_replicate_degree": 1, "data_parallel_shard_degree": -1,
+                                                   "tensor_parallel_degree": 1},
+                                   "activation_checkpoint": acd, "compile": {"enable": False},
+                                   "optimizer": {"name": "AdamW"}},
+                source=_PERF_SRC_L3, quote=quote, read=_PERF_READ_L3, pair=None)
+
+
+CASES += [
+    dict(id="titan_perfdoc_llama31_405b_h100_128gpu_fsdp128_lbs2_fullac", outcome="oom", framework="torchtitan",
+         hardware=dict(_H100_95), torchtitan_config=_titan(_L405_JOB, parallelism={"tensor_parallel_degree": 1}),
+         source=_PERF_SRC_L3, quote="'We do see OOM for 1D parallelism (FSDP2), so we only tested 2D parallelism (FSDP2 + "
+                                    "Tensor Parallel).'", read=_PERF_READ_405,
+         pair="titan_perfdoc_llama31_405b_h100_128gpu_fsdp16_tp8_lbs2_fullac"),
+    dict(id="titan_perfdoc_llama31_405b_h100_128gpu_fsdp16_tp8_lbs2_fullac", outcome="ran", framework="torchtitan",
+         hardware=dict(_H100_95), torchtitan_config=_L405_JOB, source=_PERF_SRC_L3,
+         quote="'| 405B | 2 | full | 109 | 29.0%[^1] | None'", read=_PERF_READ_405, pair=None),
+    _perfdoc_l3("8b", "2", "'| 8B | 1 | selective layer | 2904 | 56.8% |'"),
+    _perfdoc_l3("8b", "op", "'| 8B | 1 | selective op | 2973 | 58.2% |'"),
+    _perfdoc_l3("70b", "full", "'| 70B | 1 | full | 331 | 51.7% |'"),
+]
+
 # ----------------------------------------------------------------------------- published peaks: TorchTitan benchmarks
 _TITAN_FLAVOR = {32: "8B", 80: "70B", 126: "405B"}
 
@@ -1646,6 +1749,62 @@ MLM_RESUME_TESTS = (
     "moe/gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer",
     "moe/gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_scoped_cudagraph",
 )
+# round 28 (branch oom14), held out: Muon (`--optimizer muon` / `dist_muon`, the H100 ckpt-resume tests of
+# tests/test_utils/recipes/h100/moe.yaml, first run), and the same tests on other platforms than 1 x 8 H100 whose golden
+# values log mem-max-allocated-bytes: the `_1node` twin (tests/test_utils/recipes/gb200/{gpt,moe}-1node.yaml: 'nodes: 1,
+# gpus: 4', platform dgx_gb200; the MODEL_ARGS equal the 8-GPU test's or change PP / EP / CP / layers to fit 4 ranks) of
+# every test above, plus the Muon ones, and the GB200-only Megatron-FSDP DeepSeek proxy (tests/test_utils/recipes/gb200/
+# moe.yaml, 'nodes: 2, gpus: 4'); the nondeterministic / dp_last / persistent / param_layout / fim / decoupled-lr twins
+# of these left out.
+MLM_MUON_TESTS = (
+    "moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_muon",
+    "moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_muon",
+)
+MLM_GB200_2NODE_TESTS = ("moe/deepseek_proxy_fsdp_ep2_fsdp2",)
+MLM_GB200_1NODE_TESTS = tuple(f"{t}_1node" for t in MLM_TESTS + MLM_RESUME_TESTS + MLM_MUON_TESTS if t + "_1node" in {
+    "gpt/gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files_1node",
+    "gpt/gpt3_mcore_te_tp1_pp1_resume_torch_dist_dist_optimizer_1node",
+    "gpt/gpt3_mcore_te_tp1_pp1_resume_torch_dist_uniform_full_recompute_1node",
+    "gpt/gpt3_mcore_te_tp1_pp2_resume_torch_dist_rope_embeddings_1node",
+    "gpt/gpt3_mcore_te_tp1_pp2_resume_torch_dist_rope_embeddings_interleaved_no_fusion_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_resume_torch_dist_disable_bias_linear_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_resume_torch_dist_swiglu_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_resume_torch_dist_untie_embeddings_and_outputs_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_dist_optimizer_overlap_grad_reduce_param_gather_overlap_optimizer_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_resume_torch_dist_calculate_per_token_loss_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_resume_torch_dist_dist_optimizer_overlap_grad_reduce_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline_1node",
+    "gpt/gpt3_mcore_te_tp1_pp4_vp2_account_for_embedding_loss_in_pipeline_split_1node",
+    "gpt/gpt3_mcore_te_tp2_pp1_resume_torch_dist_cp2_nondeterministic_1node",
+    "gpt/gpt3_mcore_te_tp2_pp1_resume_torch_dist_multi_dist_optimizer_instances_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_cp2_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_cp2_etp4_calculate_per_token_loss_dp_last_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_mla_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_1node",
+    "gpt/gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute_1node",
+    "gpt/gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node",
+    "gpt/gpt3_mcore_te_tp4_pp1_dist_optimizer_overlap_grad_reduce_param_gather_1node",
+    "gpt/gpt3_mcore_te_tp4_pp1_resume_torch_dist_qk_layernorm_test_mode_1node",
+    "gpt/gpt3_mcore_te_tp4_pp2_resume_torch_dist_reshard_8x1xNone_1node",
+    "moe/gpt3_mcore_te_tp1_pp2_resume_torch_dist_reshard_2x1x4_te_8experts2parallel_dist_optimizer_1node",
+    "moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_dist_optimizer_1node",
+    "moe/gpt3_mcore_te_tp2_pp1_resume_torch_dist_te_8experts2parallel_multi_dist_optimizer_instances_1node",
+    "moe/gpt3_mcore_te_tp2_pp1_te_8experts2parallel_ddp_average_in_collective_1node",
+    "moe/gpt3_mcore_te_tp2_pp1_te_8experts2parallel_overlap_grad_reduce_param_gather_groupedGEMM_1node",
+    "moe/gpt3_mcore_te_tp2_pp1_te_a2a_ovlp_8experts_etp1_ep4_1node",
+    "moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_optimizer_1node",
+    "moe/gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer_1node",
+    "moe/gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_scoped_cudagraph_1node",
+    "moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_muon_1node",
+    "moe/gpt3_moe_mcore_te_ep8_resume_torch_dist_dist_muon_1node",
+}) + ("moe/deepseek_proxy_fsdp_ep2_fsdp2_1node",)
+# where each family ran: (golden-values platform, hardware of the case)
+_H100 = ("dgx_h100", dict(gpu="DGX-H100 (H100 80GB)", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8))
+_GB200_1N = ("dgx_gb200", dict(gpu="GB200 (1 node x 4)", plan_gpu="gb200", num_gpus=4, gpus_per_node=4))
+_GB200_2N = ("dgx_gb200", dict(gpu="GB200 (2 nodes x 4)", plan_gpu="gb200", num_gpus=8, gpus_per_node=4))
 # flags of a functional test that only move files or logs; dropped from the stored argv
 _IO_FLAGS = {"--save", "--load", "--tensorboard-dir", "--data-path", "--data-cache-path", "--vocab-file", "--merge-file",
              "--tokenizer-model", "--log-throughput", "--log-params-norm", "--log-num-zeros-in-grad",
@@ -1677,16 +1836,20 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
     rev = subprocess.run(["git", "-C", str(repo), "rev-parse", "main"], check=True, capture_output=True,
                          text=True).stdout.strip()
     out = []
-    for test in MLM_TESTS + MLM_RESUME_TESTS:
+    runs = ([(t, _H100) for t in MLM_TESTS + MLM_RESUME_TESTS + MLM_MUON_TESTS]
+            + [(t, _GB200_2N) for t in MLM_GB200_2NODE_TESTS] + [(t, _GB200_1N) for t in MLM_GB200_1NODE_TESTS])
+    for test, (platform, hardware) in runs:
         base = f"tests/functional_tests/test_cases/{test}"
+        gold_file = f"golden_values_dev_{platform}.json"
         try:
             cfg = yaml.safe_load(_git_show(repo, rev, f"{base}/model_config.yaml"))
-            gold = json.loads(_git_show(repo, rev, f"{base}/golden_values_dev_dgx_h100.json"))
+            gold = json.loads(_git_show(repo, rev, f"{base}/{gold_file}"))
         except subprocess.CalledProcessError:
             continue
         vals = {k: v for k, v in gold["mem-max-allocated-bytes"]["values"].items() if isinstance(v, (int, float))}
         save = cfg["MODEL_ARGS"].get("--save-interval")
-        before_save = test in MLM_RESUME_TESTS and save is not None
+        twin_of = test.removesuffix("_1node")
+        before_save = twin_of in MLM_RESUME_TESTS + MLM_MUON_TESTS and save is not None
         last = max((k for k in vals if not before_save or int(k) < int(save)), key=int)
         peak = float(vals[last]) / 2**30
         margs = cfg["MODEL_ARGS"]
@@ -1699,15 +1862,15 @@ def mlm_peak_cases(repo: Path) -> list[dict]:
             flags.append(k if v is True else f"{k} {_launcher_value(v)}")
         out.append(dict(
             id="mlm_functional_" + test.replace("/", "_"), outcome="ran", framework="megatron",
-            hardware=dict(gpu="DGX-H100 (H100 80GB)", plan_gpu="h100-sxm", num_gpus=8, gpus_per_node=8),
-            megatron_flags=flags,
-            source=dict(ref=f"NVIDIA/Megatron-LM @{rev[:10]} {base}/model_config.yaml + golden_values_dev_dgx_h100.json",
+            hardware=dict(hardware), megatron_flags=flags,
+            source=dict(ref=f"NVIDIA/Megatron-LM @{rev[:10]} {base}/model_config.yaml + {gold_file}",
                         url=f"https://github.com/NVIDIA/Megatron-LM/tree/{rev[:10]}/{base}", date=None),
             quote=(f"mem-max-allocated-bytes at iteration {last}: {int(float(vals[last]))}"
                    + (f" (the last iteration before the first save, --save-interval {save})" if before_save else "")),
             read=("MODEL_ARGS of the test (placeholders ${...}, I/O / logging flags and a --tp-comm-overlap-cfg YAML of the "
                   "test folder dropped; a bracketed list passed without its brackets, as _run_training.sh does; GPT-2 BPE vocabulary "
-                  "50,257 where a vocab file is given) on one 8-GPU DGX-H100 node; the golden value is the last rank's "
+                  "50,257 where a vocab file is given) on " + ("one 8-GPU DGX-H100 node" if platform == "dgx_h100" else
+                  f"{hardware['num_gpus'] // 4} GB200 node(s) of 4 GPUs (the recipe's nodes / gpus)") + "; the golden value is the last rank's "
                   "torch.cuda.max_memory_allocated (--log-memory-to-tensorboard writes from the last rank)."),
             measured_peak=dict(gib=round(peak, 3), basis="allocated", rank="last",
                                how=("mem-max-allocated-bytes, " + ("last iteration before the first save" if before_save

@@ -76,7 +76,7 @@ def measured_activations(plan: Plan, meas: Measured, device: str) -> MeasuredAct
     if plan.framework == "torchtitan":
         return measured_titan_activations(plan, meas, device)
     m, p, t = plan.model, plan.parallel, plan.training
-    a = 4 if t.precision == "fp32" else 2
+    a = 4 if t.storage_precision == "fp32" else 2
     _, impl = measured_implementation(device, plan)
     kw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, cp=p.cp, ep=p.ep, etp=p.expert_tp, abytes=a,
               impl=impl)
@@ -268,7 +268,7 @@ def memory_check(plan: Plan, meas: Measured, device: str, margin: float,
     measured = estimate_memory(plan, margin, memory_basis=memory_basis, acts=acts)
     analytic = estimate_memory(plan, margin, memory_basis=memory_basis)
     m, p, t = plan.model, plan.parallel, plan.training
-    a = 4 if t.precision == "fp32" else 2
+    a = 4 if t.storage_precision == "fp32" else 2
     impl_name, impl = measured_implementation(device, plan)
     kw = dict(seq=m.seq_length, mbs=t.micro_batch_size, tp=p.tp, sp=p.sequence_parallel, cp=p.cp, ep=p.ep,
               etp=p.expert_tp, abytes=a)

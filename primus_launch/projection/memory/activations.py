@@ -465,13 +465,19 @@ def output_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, sp:
       ``CrossEntropyFunction``: the Triton forward writes the gradient into the logits and saves them,
       the backward scales them in place): the logits ``a sb V/t``, nothing more.
 
+    fp32 logits (``abytes`` 4: fp32 parameters, or fp8 GEMMs over them): ``logits.float()`` returns the logits
+    themselves (megatron-core 0.16.1 ``VocabParallelCrossEntropy.calculate_logits_max``), so the softmax is
+    computed in them, and the backward's cast to their dtype is a no-op: no logits copy beside the softmax
+    (unfused: nothing transient; native: the new fp32 gradient buffer ``4 sb V/t`` alone).
+
     Also transient: the output layer's input at full sequence length (and under SP one more sequence
     shard), measured in tests/test_memory.py.  ``V`` = padded vocabulary.
     """
     sb, spd, h, v, stats = _head_dims(arch, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, impl=impl)
     kept = impl.norm_bytes * sb * h / spd + stats + abytes * sb * h / spd
     kept += abytes * sb * v if ce == "te" else 4.0 * sb * v
-    loss = {"te": 0.0, "native": 4.0 + abytes}.get(ce, abytes) * sb * v
+    copy = abytes if abytes < 4 else 0.0  # the logits beside their fp32 copy (none when they are fp32)
+    loss = {"te": 0.0, "native": 4.0 + copy}.get(ce, copy) * sb * v
     transient = loss + abytes * sb * h * (1 + (1 / spd if sp else 0))
     return kept, transient
 

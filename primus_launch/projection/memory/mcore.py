@@ -205,7 +205,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
     fp8 = (t.fp8_recipe or "delayed") if t.precision == "fp8" else None
     # the recipe Megatron's OptimizerConfig holds (a BF16 run's too: Megatron-Bridge's default 'tensorwise')
     opt_fp8 = fp8 if fp8 is not None else t.optimizer_fp8_recipe
-    fp32_grads = t.precision == "fp32" or (t.grad_reduce_in_fp32 and (not pa or t.main_grads_dtype == "fp32"))
+    fp32_grads = t.storage_precision == "fp32" or (t.grad_reduce_in_fp32 and (not pa or t.main_grads_dtype == "fp32"))
     ce = ("te" if t.cross_entropy_fusion_impl == "te" else "native") if t.cross_entropy_loss_fusion else "unfused"
     return McoreOpts(
         modules=tuple(sorted(set(t.recompute.modules))), offload_layers=t.offload.activation_layers,
@@ -242,7 +242,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         muon=((t.muon_layer_wise, t.muon_scalar_optimizer, t.muon_tp_mode, t.muon_fp32_matmul_prec, t.muon_split_qkv)
               if t.optimizer == "muon" else ()),
         # the fresh gradient is in the parameters' dtype (torch FSDP2's unsharded gradients: the "full" transient)
-        wgrad_fresh=(4 if t.precision == "fp32" else 2) if plan.framework == "megatron" and not (
+        wgrad_fresh=(4 if t.storage_precision == "fp32" else 2) if plan.framework == "megatron" and not (
             t.gradient_accumulation_fusion or (p.dp_sharding == "full" and effective_fsdp_impl(plan) == "torch_fsdp2"))
         else 0,
         **(dict(layer_ids=tuple(t.recompute.layer_ids), mtp_ids=plan.chunk_mtp_ids())
@@ -309,9 +309,11 @@ def mcore_args(plan: Plan, impl: ActivationImpl | None = None) -> tuple:
     m, p, t = plan.model, plan.parallel, plan.training
     r = t.recompute
     src = plan.source.framework if plan.source else "megatron"
+    # the dtypes below are the storage precision's (fp8 / fp4 over fp32 parameters: fp32); the quantized
+    # GEMM inputs come from mcore_opts' fp8 recipe
     return (arch_key(m), p.tp, p.expert_tp, p.ep, p.pp, p.vpp, p.cp, p.sequence_parallel, p.dp_sharding,
             p.dp_replicate, plan.chunk_layout(), t.pipeline_schedule, t.micro_batch_size, plan.num_microbatches,
-            t.precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
+            t.storage_precision, t.optimizer, t.grad_reduce_in_fp32, r.granularity, r.method, r.num_layers,
             plan.dp, plan.expert_dp, src, impl_for(m, t.attention_backend, impl or TE, t.rope_fusion),
             mcore_opts(plan))
 
