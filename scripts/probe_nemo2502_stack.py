@@ -91,7 +91,7 @@ def part1(mirror: str) -> None:
             mf, mb = attention_time(1, 128, s, s, 128, 128, True, gpu)
             cells.append(f"{rows[s][0] / (mf * 1e3):>7.2f}|{rows[s][1] / (mb * 1e3):<6.2f}")
         print(f"  {label:40}" + "".join(cells))
-    print("  (pyt_cudnn rows include PyTorch's per-call overhead: 0.10-0.16 ms fwd, 0.16-0.49 ms bwd at s512)")
+    print("  (pyt_cudnn rows include PyTorch's per-call overhead: 0.10-0.16 ms fwd, 0.16-0.57 ms bwd at s512)")
 
 
 def part2() -> None:
