@@ -140,12 +140,9 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
         out.append(("training.fp4_recipe", t.fp4_recipe, "only with precision fp4"))
     for name in ("bf16_layers_start", "bf16_layers_end"):
         n = getattr(t, name)
-        if not n:
-            continue
-        if t.precision not in ("fp8", "fp4"):
-            out.append((f"training.{name}", n, "0 unless precision is fp8 / fp4 (the layers kept out of the FP8 / "
-                                               "FP4 context)"))
-        elif plan.framework != "megatron":
+        if not n or t.precision not in ("fp8", "fp4"):
+            continue   # without FP8 / FP4 every layer is BF16 already: not read (Plan.bf16_layer_ids)
+        if plan.framework != "megatron":
             out.append((f"training.{name}", n, "0 outside Megatron (--first-last-layers-bf16)"))
         elif t.precision == "fp8" and (t.fp8_recipe or "delayed") == "delayed":
             out.append((f"training.{name}", n, "0 with fp8_recipe delayed (megatron-core TransformerConfig raises: "
