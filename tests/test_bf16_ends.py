@@ -101,3 +101,26 @@ def test_stage_memory_drops_the_fp8_copies_of_the_bf16_layers(gather):
         - layer_activation_bytes(DENSE, moe=False, fp8="mxfp8", **kw).full
     assert d > 0
     assert b.activations_bytes - a.activations_bytes == pytest.approx(3 * d, rel=1e-6)
+
+
+def test_param_gather_moves_the_bf16_layers_in_bf16():
+    """Distributed optimizer with ``--fp8-param-gather`` (tensorwise, H100, no overlap): the FP8 layers' parameters
+    are gathered at 1 byte, the BF16 layers' (BF16 parameters) at 2: only the stage holding them gathers more."""
+    from primus_launch.projection.cost.dp_comm import dp_grad_sync
+    from primus_launch.projection.hardware.gpus import get_gpu
+    from primus_launch.projection.hardware.placement import layout
+    from primus_launch.projection.memory.params import bf16_layer_params, stage_parameter_split
+
+    def plan(end: int) -> Plan:
+        return Plan(model=DENSE, parallel=dict(pp=2, dp_sharding="optimizer"),
+                    cluster=dict(gpu="h100-sxm", gpus_per_node=8, num_nodes=2),
+                    training=dict(global_batch_size=64, precision="fp8", fp8_recipe="tensorwise",
+                                  fp8_param_gather=True, bf16_layers_end=end))
+
+    a, b = plan(0), plan(2)
+    assert [bf16_layer_params(b, r).total for r in range(2)][0] == 0 < bf16_layer_params(b, 1).total
+    spec = get_gpu("h100-sxm")
+    for r in range(2):
+        x = dp_grad_sync(a, spec, layout(a), stage_parameter_split(a)[r], 0.0, 0.0, r)
+        y = dp_grad_sync(b, spec, layout(b), stage_parameter_split(b)[r], 0.0, 0.0, r)
+        assert (y > x) if r == 1 else (y == x)
