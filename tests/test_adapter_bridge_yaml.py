@@ -115,8 +115,9 @@ def test_mixed_precision_recipe_name(tmp_path, recipe, precision, fp8_recipe, pa
     plan = _load(tmp_path, _with_recipe_name(FIXTURE.read_text(), recipe))
     assert (plan.training.precision, plan.training.fp8_recipe, plan.training.fp8_param_gather) == (
         precision, fp8_recipe, param_gather)
-    if recipe == "bf16_with_fp8_current_scaling_mixed":  # first/last layers in bf16: reported, not dropped
-        assert any("first-last-layers-bf16" in u.flag for u in plan.source.unmodelled)
+    if recipe == "bf16_with_fp8_current_scaling_mixed":  # first/last layers in bf16: the recipe's 1 / 1, read
+        assert (plan.training.bf16_layers_start, plan.training.bf16_layers_end) == (1, 1)
+        assert not any("bf16" in u.flag for u in plan.source.unmodelled)
 
 
 def test_unknown_mixed_precision_recipe_is_one_line(tmp_path):

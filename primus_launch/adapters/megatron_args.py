@@ -238,6 +238,9 @@ FLAGS: tuple[Flag, ...] = (
     _f("--fp4-format", "str", group="precision", dest="fp4"),
     _f("--fp4-recipe", "str", "nvfp4", group="precision"),
     _f("--fp4-param-gather", "true", group="precision", dest="fp4_param"),
+    _f("--first-last-layers-bf16", "true", group="precision"),
+    _f("--num-layers-at-start-in-bf16", "int", 1, group="precision"),
+    _f("--num-layers-at-end-in-bf16", "int", 1, group="precision"),
     _f("--grad-reduce-in-bf16", "true", group="precision"),
     _f("--accumulate-allreduce-grads-in-fp32", "true", group="precision"),
 )
@@ -705,6 +708,24 @@ def report_args(a: dict[str, Any], rep: _Report | None = None, skip: frozenset[s
     return rep
 
 
+def _bf16_ends(a: dict[str, Any], precision: str) -> tuple[int, int]:
+    """(first, last) decoder layers kept in BF16 under FP8 / FP4: ``--num-layers-at-start-in-bf16`` /
+    ``--num-layers-at-end-in-bf16`` (TransformerConfig defaults 1 / 1) when ``--first-last-layers-bf16`` is set,
+    else none (megatron-core 0.16.1 ``fp8_utils.py`` ``is_first_last_bf16_layer``, ``fp4_utils.py``
+    ``get_fp4_context``); a BF16 run reads neither.  FP8 with the delayed recipe raises as megatron-core's
+    TransformerConfig does."""
+    if not get(a, "first_last_layers_bf16") or precision not in ("fp8", "fp4"):
+        return 0, 0
+    start, end = get(a, "num_layers_at_start_in_bf16"), get(a, "num_layers_at_end_in_bf16")
+    for dest, n in (("num_layers_at_start_in_bf16", start), ("num_layers_at_end_in_bf16", end)):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise PlanError(BY_DEST[dest].flag, n, "a whole number >= 0")
+    if precision == "fp8" and get(a, "fp8_recipe") == "delayed":
+        raise PlanError("--first-last-layers-bf16", True, "not with --fp8-recipe delayed (megatron-core "
+                        "TransformerConfig raises: 'Delayed scaling does not support first / last layer in BF16')")
+    return start, end
+
+
 def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", validate: bool = True) -> Plan:
     """Build the plan from Megatron argument values (``dest -> value``; absent = Megatron default).
 
@@ -965,6 +986,7 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
             rep.flag("--fp8-format" if fp8 else "--fp4-format", fp8 or fp4,
                      f"time: without --bf16 the {precision} GEMMs run over fp32 parameters and activations; priced as "
                      "over bf16 ones (the memory is fp32)")
+    bf16_ends = _bf16_ends(a, precision)
     if bf16:
         grad_fp32 = not get(a, "grad_reduce_in_bf16")
     else:
@@ -1017,7 +1039,8 @@ def plan_from_args(a: dict[str, Any], cluster: Cluster, name: str = "gpt", valid
         optimizer_fp8_recipe=opt_fp8_recipe,
         fp8_param_gather=bool(get(a, "fp8_param_gather") or get(a, "fp4_param")) and precision in ("fp8", "fp4"),
         fp8_attention=bool(get(a, "fp8_dot_product_attention")) and precision == "fp8",
-        fp4_recipe=fp4_recipe, lowp_params_dtype=lowp_params, recompute=recompute, offload=_offload(a, L, rep),
+        fp4_recipe=fp4_recipe, lowp_params_dtype=lowp_params, bf16_layers_start=bf16_ends[0],
+        bf16_layers_end=bf16_ends[1], recompute=recompute, offload=_offload(a, L, rep),
         pipeline_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
         overlap_grad_reduce=bool(get(a, "overlap_grad_reduce")),
         overlap_param_gather=bool(get(a, "overlap_param_gather")),
@@ -1550,6 +1573,15 @@ def desired_args(plan: Plan, current: dict[str, Any], present: frozenset[str] = 
     if t.precision == "fp4" and t.fp4_recipe is None and current.get("fp4_recipe") not in (None, "nvfp4"):
         out["fp4_recipe"] = current.get("fp4_recipe")  # e.g. Primus mxfp4 (reported, priced as nvfp4): kept as written
     out["fp4_param"] = t.fp8_param_gather and t.precision == "fp4"
+    lowp, s_, e_ = t.precision in ("fp8", "fp4"), t.bf16_layers_start, t.bf16_layers_end
+    if lowp and (s_ or e_):
+        out["first_last_layers_bf16"] = True
+        for dest, n in (("num_layers_at_start_in_bf16", s_), ("num_layers_at_end_in_bf16", e_)):
+            out[dest] = n if (n != 1 or current.get(dest) is not None) else None   # TransformerConfig default 1
+    elif lowp and current.get("first_last_layers_bf16") and any(
+            1 if current.get(d) is None else current.get(d)
+            for d in ("num_layers_at_start_in_bf16", "num_layers_at_end_in_bf16")):
+        out["first_last_layers_bf16"] = False
     out["use_precision_aware_optimizer"] = t.precision_aware_optimizer
     for dest in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
         v = getattr(t, dest) if t.precision_aware_optimizer else "fp32"

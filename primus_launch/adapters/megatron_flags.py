@@ -1098,6 +1098,10 @@ MODELLED_FLAGS: dict[str, str] = {
     "--bf16": "training.precision", "--fp16": "training.precision", "--fp8-format": "training.precision = fp8",
     "--fp8-recipe": "training.fp8_recipe (without --fp8-format: training.optimizer_fp8_recipe, the precision-aware "
                     "optimizer's master copy)", "--fp8-param-gather": "training.fp8_param_gather",
+    "--first-last-layers-bf16": "training.bf16_layers_start / bf16_layers_end (the layers run outside the FP8 / FP4 "
+                                "context: BF16 GEMMs and saved tensors, BF16 weights)",
+    "--num-layers-at-start-in-bf16": "training.bf16_layers_start (with --first-last-layers-bf16; default 1)",
+    "--num-layers-at-end-in-bf16": "training.bf16_layers_end (with --first-last-layers-bf16; default 1)",
     # a TransformerConfig field (no Megatron-LM argument: arguments.py copies it only from a config); YAML
     # configs and Megatron-Bridge recipes set it (26.06 / 26.08 full-iteration MXFP8 perf recipes)
     "--fp8-dot-product-attention": "training.fp8_attention (with --fp8-format: TE FP8 fused attention, "
@@ -1236,8 +1240,6 @@ NOT_MODELLED_FLAGS: dict[str, str] = {
     "--fp8-amax-compute-algo": "time: delayed-scaling amax reduction", "--fp8-margin": "none on time/memory (scale margin)",
     "--fp8-interval": "time: scale update interval", "--no-fp8-wgrad": "time: weight-gradient GEMMs in higher precision",
     "--fp8-output-proj": "time: attention output projection in FP8",
-    "--first-last-layers-bf16": "time: first/last layers kept in BF16 under FP8/FP4",
-    "--num-layers-at-start-in-bf16": "time: layers kept in BF16 at the start", "--num-layers-at-end-in-bf16": "time: layers kept in BF16 at the end",
     "--fp8-quantizer-factory": "time: custom FP8 quantizers", "--fp4-quantizer-factory": "time: custom FP4 quantizers",
     "--te-precision-config-file": "time: per-module precision from a file",
     "--reuse-grad-buf-for-mxfp8-param-ag": "memory: gradient buffer reused for the MXFP8 parameter all-gather",

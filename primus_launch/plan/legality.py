@@ -140,6 +140,20 @@ def legality_problems(plan: PlanSections) -> list[Problem]:
         out.append(("training.fp8_param_gather", True, "only with precision fp8"))
     if t.fp4_recipe is not None and t.precision != "fp4":
         out.append(("training.fp4_recipe", t.fp4_recipe, "only with precision fp4"))
+    for name in ("bf16_layers_start", "bf16_layers_end"):
+        n = getattr(t, name)
+        if not n or t.precision not in ("fp8", "fp4"):
+            continue   # without FP8 / FP4 every layer is BF16 already: not read (Plan.bf16_layer_ids)
+        if plan.framework != "megatron":
+            out.append((f"training.{name}", n, "0 outside Megatron (--first-last-layers-bf16)"))
+        elif t.precision == "fp8" and (t.fp8_recipe or "delayed") == "delayed":
+            out.append((f"training.{name}", n, "0 with fp8_recipe delayed (megatron-core TransformerConfig raises: "
+                                               "'Delayed scaling does not support first / last layer in BF16')"))
+        elif t.precision == "fp8" and n > m.num_layers // p.pp:
+            out.append((f"training.{name}", n, f"at most num_layers // pp = {m.num_layers // p.pp} (megatron-core "
+                                               "TransformerConfig raises)"))
+        elif n > m.num_layers:
+            out.append((f"training.{name}", n, f"at most num_layers ({m.num_layers})"))
     # --- overlap (megatron/training/arguments.py validate_args): param-gather overlap needs sharded
     # parameters or optimizer state and grad-reduce overlap; TP comm overlap needs sequence parallelism
     if t.overlap_param_gather and (p.dp_sharding == "none" or not t.overlap_grad_reduce):

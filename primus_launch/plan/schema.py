@@ -90,6 +90,18 @@ class Plan(StrictModel):
         """Decoder layers on each PP rank (all virtual chunks of that rank summed)."""
         return [sum(len(c.layers) for c in rank) for rank in self.chunk_layout()]
 
+    def bf16_layer_ids(self) -> frozenset[int]:
+        """Global decoder-layer ids (0-based) that run outside the FP8 / FP4 context, in BF16: the first
+        ``training.bf16_layers_start`` and the last ``training.bf16_layers_end`` of ``model.num_layers``
+        under precision fp8 / fp4 (megatron-core 0.16.1 ``fp8_utils.py`` ``is_first_last_bf16_layer`` /
+        ``fp4_utils.py`` ``get_fp4_context``: ``layer_no < start or layer_no >= num_layers - end`` on the global
+        id ``layer_number - 1``, so only the PP stages / model chunks holding them are affected; MTP layers
+        run under the global context, ``get_fp8_context(config)`` with ``layer_no=-1``: never BF16)."""
+        t, L = self.training, self.model.num_layers
+        if t.precision not in ("fp8", "fp4") or not (t.bf16_layers_start or t.bf16_layers_end):
+            return frozenset()
+        return frozenset(i for i in range(L) if i < t.bf16_layers_start or i >= L - t.bf16_layers_end)
+
     @model_validator(mode="after")
     def _check(self) -> "Plan":
         problems = legality_problems(self)

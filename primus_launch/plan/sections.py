@@ -95,7 +95,7 @@ LIMITS: dict[str, int] = {
     "parallel.cp": 2**20, "parallel.ep": 2**20, "parallel.etp": 2**20, "parallel.dp_replicate": 2**20,
     "parallel.pipeline_layers_first_stage": 10_000, "parallel.pipeline_layers_last_stage": 10_000,
     "training.global_batch_size": 2**31, "training.micro_batch_size": 2**20, "training.train_iters": 2**62,
-    "training.wgrad_deferral_limit": 2**31, "training.muon_num_ns_steps": 10_000,
+    "training.wgrad_deferral_limit": 2**31, "training.bf16_layers_start": 10_000, "training.bf16_layers_end": 10_000, "training.muon_num_ns_steps": 10_000,
     "training.recompute.num_layers": 10_000, "training.offload.activation_layers": 10_000,
     "training.offload.optimizer_state_chunk_mb": 2**31,
     "cluster.num_nodes": 2**17, "cluster.gpus_per_node": 2**10, "cluster.nvlink_domain": 2**20,
@@ -468,6 +468,14 @@ class Training(BoundedSection):
     fp4_layer_pattern: Optional[tuple[int, ...]] = Field(
         default=None, description="with precision fp4: 1 = the decoder layer's linears run in fp4, 0 = in bf16, one per "
                                   "decoder layer (torchtitan NVFP4LinearConverter fqns 'layers.N.'); None = every layer")
+    bf16_layers_start: int = Field(
+        default=0, ge=0, description="with precision fp8 / fp4 (Megatron): the first N decoder layers run outside the "
+                                     "FP8 / FP4 context, in BF16 (--first-last-layers-bf16 with "
+                                     "--num-layers-at-start-in-bf16 N; megatron-core fp8_utils.py "
+                                     "is_first_last_bf16_layer, global layer ids)")
+    bf16_layers_end: int = Field(
+        default=0, ge=0, description="with precision fp8 / fp4 (Megatron): the last M decoder layers run in BF16 "
+                                     "(--num-layers-at-end-in-bf16 M); MTP layers keep the global FP8 context")
     recompute: Recompute = Field(default_factory=Recompute)
     offload: Offload = Field(default_factory=Offload)
     pipeline_schedule: PipelineSchedule = "1f1b"

@@ -1002,7 +1002,7 @@ NANO_FLAGS = ["--num-layers 52", "--hidden-size 2688", "--ffn-hidden-size 1856",
               "--moe-shared-expert-intermediate-size 3712", "--moe-router-score-function sigmoid",
               "--moe-router-enable-expert-bias", "--moe-router-topk-scaling-factor 2.5", "--moe-router-num-groups 1",
               "--moe-router-group-topk 1", "--moe-router-load-balancing-type seq_aux_loss", "--moe-aux-loss-coeff 1e-4",
-              "--moe-router-dtype fp32", "--first-last-layers-bf16", "--use-fused-weighted-squared-relu"]
+              "--moe-router-dtype fp32", "--use-fused-weighted-squared-relu"]
 NANO_FPT = hybrid_flops_per_token(NANO_PATTERN, h=2688, s=8192, V=131072, heads=32, kv_heads=2, kv_channels=128,
                                   ffn=1856, topk=6, moe_ffn=1856, shared=3712, m_heads=64)
 
@@ -1023,8 +1023,12 @@ def nemotron3_nano_rows():
               "--moe-flex-dispatcher-backend hybridep", "--moe-router-force-load-balancing",
               "--cuda-graph-impl transformer_engine", "--cuda-graph-scope attn mamba moe_router moe_preprocess",
               "--te-rng-tracker", "--attention-backend fused"]
-    unknown = ["first_last_layers_bf16=True (nemotron_3_nano recipe): the first and last layers' GEMMs stay BF16 under "
-               "MXFP8 (--first-last-layers-bf16, reported not modelled)",
+    unknown = ["first_last_layers_bf16=True (nemotron_3_nano model recipe) does not reach the run: MixedPrecisionConfig."
+               "setup() copies every field of the perf precision config onto the model (training/mixed_precision.py "
+               "update_config_with_precision_overrides), and get_precision_config / _perf_precision "
+               "(bf16_with_mxfp8_mixed, or bf16_with_fp8_current_scaling_mixed with first_last_layers_bf16 = False for "
+               "fp8_cs) hold first_last_layers_bf16 = False and num_layers_at_start/end_in_bf16 = 0: every layer runs "
+               "in FP8, so --first-last-layers-bf16 is not passed",
                "mamba_chunk_size (HybridModelProvider default 128): the SSD chunk, no Megatron-LM CLI flag"]
     R = [
         # release, sys, mbs, tok, tf, hybridep SMs, recipe function / config

@@ -3,7 +3,7 @@
 Per stage: the gradient reduction (all-reduce, or reduce-scatter with the distributed optimizer;
 fp32 when ``grad_reduce_in_fp32``) over the DP x CP group and, for experts, over expert-DP; the
 distributed optimizer's bf16 parameter all-gather (1 byte per parameter with ``fp8_param_gather``, 2 for MXFP8 weights,
-:func:`cost.fsdp.fsdp_bytes`); with FSDP (``dp_sharding = "full"``) the HSDP replicas' all-reduce and,
+:func:`cost.fsdp.fsdp_bytes`; 2 for the layers kept in BF16 by ``--first-last-layers-bf16``, ``Plan.bf16_layer_ids``); with FSDP (``dp_sharding = "full"``) the HSDP replicas' all-reduce and,
 under torch pipelining with the stage module as the FSDP root, the stage's whole reduce-scatter
 (``REDUCE_GRAD``, exposed).  Overlap model: with ``overlap_grad_reduce`` the buckets
 (``GRAD_BUCKET_PARAMS``, Megatron DDP's ``max(40M, 1M * dp)``) reduce during the backward of the LAST
@@ -79,7 +79,7 @@ from primus_launch.projection.cost import contention as con
 from primus_launch.projection.cost.fsdp import fsdp_bytes
 from primus_launch.projection.hardware.gpus import GPUSpec
 from primus_launch.projection.hardware.placement import Layout, place
-from primus_launch.projection.memory.params import StageParams, stage_parameter_split
+from primus_launch.projection.memory.params import StageParams, bf16_layer_params, stage_parameter_split
 from primus_launch.projection.pipeline.orders import B, F, schedule_orders
 
 
@@ -289,8 +289,15 @@ def dp_grad_sync(plan: Plan, spec: GPUSpec, lay: Layout, sp_: StageParams, fwd_w
         if sharded:
             grad = (_per_bucket(coll.reduce_scatter, gd, nd, lay.dp, gpu)
                     + _per_bucket(coll.reduce_scatter, ge, ne, lay.expert_dp, gpu))
-            ag = (_per_bucket(coll.all_gather, param_elem * sp_c.dense, nd, lay.dp, gpu)
-                  + _per_bucket(coll.all_gather, param_elem * sp_c.expert, ne, lay.expert_dp, gpu))
+            pe_d = pe_e = param_elem
+            if param_elem < 2.0 and plan.bf16_layer_ids():
+                # the layers kept in BF16 (--first-last-layers-bf16) hold BF16 parameters (built outside
+                # fp8_model_init): their share of the stage's gather moves 2 bytes per element
+                b16 = bf16_layer_params(plan, rank)
+                pe_d += (2.0 - param_elem) * (b16.dense / sp_.dense if sp_.dense else 0.0)
+                pe_e += (2.0 - param_elem) * (b16.expert / sp_.expert if sp_.expert else 0.0)
+            ag = (_per_bucket(coll.all_gather, pe_d * sp_c.dense, nd, lay.dp, gpu)
+                  + _per_bucket(coll.all_gather, pe_e * sp_c.expert, ne, lay.expert_dp, gpu))
         else:
             grad = (_per_bucket(coll.all_reduce, gd, nd, lay.dp, gpu)
                     + _per_bucket(coll.all_reduce, ge, ne, lay.expert_dp, gpu))

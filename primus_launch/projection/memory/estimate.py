@@ -208,6 +208,10 @@ def estimate_memory(plan: Plan, margin: float = 0.0, impl: ActivationImpl | None
                      "their inputs, each keeps its quantized weight across micro-batches "
                      + ("(one copy: non-TN FP8 GEMMs on this GPU)" if one_copy else "(rowwise + columnwise)")
                      + (", fp8 parameters (--fp8-param-gather)" if t.fp8_param_gather else ""))
+        if plan.bf16_layer_ids():
+            notes.append(f"{len(plan.bf16_layer_ids())} decoder layers kept in BF16 (--first-last-layers-bf16: the "
+                         f"first {t.bf16_layers_start}, the last {t.bf16_layers_end}): bf16 weights with no fp8 copies "
+                         "and bf16 saved inputs on the stages holding them")
     elif plan.training.precision == "fp4" and titan and plan.training.recompute.granularity == "selective":
         n4 = sum(plan.training.fp4_layer_pattern or (1,) * plan.model.num_layers)
         notes.append(f"fp4 (torchao NVFP4 linears, {n4} of {plan.model.num_layers} layers): per-op SAC saves none of "

@@ -133,8 +133,8 @@ from primus_launch.projection.hardware.gpus import gpu_arch
 from primus_launch.projection.memory.fp8 import (columnwise_copy, non_tn_fp8_gemm, quantized_bytes, te_fp8_attention,
                                                 weight_bytes_per_param)
 from primus_launch.projection.memory.inflight import as_weights, chunk_micro_batches, stage_activation_peaks
-from primus_launch.projection.memory.params import (ArchKey, arch_from_key, layer_params_for_key, largest_linear_module,
-                                                   stage_split_for_key, arch_key)
+from primus_launch.projection.memory.params import (ArchKey, arch_from_key, hybrid_layer_params, layer_params_for_key,
+                                                   largest_linear_module, stage_split_for_key, arch_key)
 from primus_launch.projection.memory.stage import MeasuredActivations, stage_report
 from primus_launch.projection.memory.te_graphs import (attention_in_graph, graphed_kept_bytes, hybrid_graph_bytes,
                                                       te_graph_chunk_input_bytes, te_graph_layer_bytes)
@@ -183,6 +183,9 @@ class McoreOpts:
     wgrad_fresh: int = 0  # --no-gradient-accumulation-fusion: bytes per element of a module's fresh weight gradient
     # --optimizer muon / dist_muon (memory.muon): (layer_wise, scalar optimizer, tp mode, fp32 matmul prec, split qkv)
     muon: tuple = ()
+    # decoder layers kept out of the FP8 context (Plan.bf16_layer_ids, --first-last-layers-bf16): BF16 weights (no
+    # TE FP8 copies, a BF16 parameter under --fp8-param-gather) and BF16 saved tensors
+    bf16_layers: frozenset = frozenset()
 
 
 def padded_capacity(plan: Plan) -> float | None:
@@ -239,6 +242,7 @@ def mcore_opts(plan: Plan) -> McoreOpts:
         shared_in_graph=bool(plan.model.moe_shared_expert_intermediate_size) and not t.moe_shared_expert_overlap,
         te_graph_capture_first=t.cuda_graph_impl == "transformer_engine" and t.cuda_graph_warmup_steps == 0,
         gemm_ws=plan_gemm_workspaces(plan),
+        bf16_layers=plan.bf16_layer_ids() if fp8 is not None else frozenset(),
         muon=((t.muon_layer_wise, t.muon_scalar_optimizer, t.muon_tp_mode, t.muon_fp32_matmul_prec, t.muon_split_qkv)
               if t.optimizer == "muon" else ()),
         # the fresh gradient is in the parameters' dtype (torch FSDP2's unsharded gradients: the "full" transient)
@@ -386,6 +390,11 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
               fp8_dpa=opts.fp8_dpa, fp8_non_tn=opts.fp8_non_tn)
     dense_act = layer_activation_bytes(m, moe=False, **kw)
     moe_act = layer_activation_bytes(m, moe=True, **kw) if m.is_moe else dense_act
+    acts16 = None
+    if opts.bf16_layers and acts is None:   # the BF16 layers' saved tensors: no FP8 copies, attention in BF16
+        kw16 = {**kw, "fp8": None, "fp8_dpa": False}
+        d16 = layer_activation_bytes(m, moe=False, **kw16)
+        acts16 = (d16, layer_activation_bytes(m, moe=True, **kw16) if m.is_moe else d16)
     out_kept, out_transient = output_activation_bytes(m, seq=seq, mbs=mbs, tp=tp, sp=sp, cp=cp, abytes=a, impl=impl,
                                                       ce=opts.ce)
     if acts is not None:  # measured pieces (projection.measure)
@@ -452,7 +461,13 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
             lin_stored = ((lin - sp_.expert) / shard + sp_.expert / edp) if dp_sharding == "full" else lin
             copies = weight_bytes_per_param(opts.fp8, non_tn=opts.fp8_non_tn, param_gather=opts.fp8_param_gather,
                                             cache_columnwise=opts.fp8_transpose_cache, weight_bytes=w) - stored
-            weights += lin_stored * (stored - w) + lin * copies
+            # the layers kept in BF16 (opts.bf16_layers): built outside fp8_model_init, their linears hold the bf16
+            # weight alone (megatron-core 0.16.1 transformer_block.py build_layer / ssm/mamba_block.py: get_fp8_context
+            # (is_init=True) is nullcontext() for them; TE quantises no weight outside fp8_autocast)
+            lin16 = _linear_params_of(key, tp, etp, ep, [i for ch in layout[rank] for i in ch.layers
+                                                         if i in opts.bf16_layers]) if opts.bf16_layers else 0.0
+            f8 = max(0.0, 1.0 - lin16 / lin) if lin > 0 else 1.0
+            weights += f8 * (lin_stored * (stored - w) + lin * copies)
         if opts.muon and dp_sharding == "none":
             # Muon (memory.muon): the state of the parameters this GPU's optimizer owns -- all of them, or its
             # layer-wise share under dist_muon -- instead of the Adam bytes above
@@ -465,7 +480,8 @@ def mcore_stage_memory(key: ArchKey, tp: int, etp: int, ep: int, pp: int, vpp: i
         statics.append((weights, grads, optim))
         # ---- activations per micro-batch, per chunk ----
         chunk_bytes, chunk_layer = _chunk_activations(m, layout[rank], rank, opts, gran, method, rnum, dense_act,
-                                                      moe_act, kept, a, sb, rope_tbl, seq, mbs, tp, sp, cp, impl)
+                                                      moe_act, kept, a, sb, rope_tbl, seq, mbs, tp, sp, cp, impl,
+                                                      acts16)
         if rank == last_rank:
             # the loss's kept tensors, walked with the chunk that holds the loss
             for c, chunk in enumerate(layout[rank]):
@@ -710,41 +726,55 @@ def hybrid_layer_bytes(m: ModelArch, sym: str, dense_act: LayerActivations, moe_
     return max(0.0, la.full - la.attention - ((la.full - la.selective(mods)) if mods else 0.0))
 
 
+def _layers_kept(m, chunk, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, seq, mbs, tp, sp,
+                 cp) -> list[float]:
+    """Bytes each decoder layer of ``chunk`` keeps for one micro-batch (recompute / selective / hybrid rules)."""
+    kinds = [m.is_moe_layer(i) for i in chunk.layers]  # True = MoE layer
+    n = len(kinds)
+    if m.is_hybrid:
+        full_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp)
+                   for i in chunk.layers]
+    else:
+        full_of = [moe_act.full if k else dense_act.full for k in kinds]
+    if gran == "full" and method == "every_n":
+        # every N-th layer checkpointed (TorchTitan layer SAC: layer ids counted per chunk)
+        N = rnum or 1
+        kept_of = [dense_act.layer_input if j % N == 0 else full_of[j] for j in range(n)]
+    elif gran == "full" and method == "layer_ids":
+        # AMD Primus recompute_layer_ids (patches/recompute_layer_patches.py): the listed layers
+        # (global ids) each checkpointed alone, keeping only their input; the others keep all
+        ids = set(opts.layer_ids)
+        kept_of = [dense_act.layer_input if i in ids else full_of[j] for j, i in enumerate(chunk.layers)]
+    elif gran == "full":
+        N = n if rnum is None and method == "block" else (rnum or 1)
+        if method == "uniform":
+            kept_of = [dense_act.layer_input if j % N == 0 else 0.0 for j in range(n)]
+        else:
+            N = min(N, n)
+            kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
+    elif m.is_hybrid and gran == "selective":   # module offloading of hybrid stacks is refused (dryrun)
+        kept_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp,
+                                      tuple(opts.modules)) for i in chunk.layers]
+    elif m.is_hybrid:
+        kept_of = list(full_of)
+    else:
+        kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]
+    return kept_of
+
+
 def _chunk_activations(m, chunks, rank, opts: McoreOpts, gran, method, rnum, dense_act, moe_act, kept, a, sb,
-                       rope_tbl, seq, mbs, tp, sp, cp, impl) -> tuple[list[float], list[float]]:
-    """Per chunk of one rank: (bytes one micro-batch keeps, bytes of its largest layer)."""
+                       rope_tbl, seq, mbs, tp, sp, cp, impl, acts16=None) -> tuple[list[float], list[float]]:
+    """Per chunk of one rank: (bytes one micro-batch keeps, bytes of its largest layer).  ``acts16``: the
+    (dense, MoE) activations of a layer run in BF16, for the layers of ``opts.bf16_layers`` (kept out of the
+    FP8 context: no FP8 saved copies; ``Plan.bf16_layer_ids``)."""
     out, biggest = [], []
     for c, chunk in enumerate(chunks):
         kinds = [m.is_moe_layer(i) for i in chunk.layers]  # True = MoE layer
         n = len(kinds)
-        if m.is_hybrid:
-            full_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp)
-                       for i in chunk.layers]
-        else:
-            full_of = [moe_act.full if k else dense_act.full for k in kinds]
-        if gran == "full" and method == "every_n":
-            # every N-th layer checkpointed (TorchTitan layer SAC: layer ids counted per chunk)
-            N = rnum or 1
-            kept_of = [dense_act.layer_input if j % N == 0 else full_of[j] for j in range(n)]
-        elif gran == "full" and method == "layer_ids":
-            # AMD Primus recompute_layer_ids (patches/recompute_layer_patches.py): the listed layers
-            # (global ids) each checkpointed alone, keeping only their input; the others keep all
-            ids = set(opts.layer_ids)
-            kept_of = [dense_act.layer_input if i in ids else full_of[j] for j, i in enumerate(chunk.layers)]
-        elif gran == "full":
-            N = n if rnum is None and method == "block" else (rnum or 1)
-            if method == "uniform":
-                kept_of = [dense_act.layer_input if j % N == 0 else 0.0 for j in range(n)]
-            else:
-                N = min(N, n)
-                kept_of = [dense_act.layer_input if j < N else full_of[j] for j in range(n)]
-        elif m.is_hybrid and gran == "selective":   # module offloading of hybrid stacks is refused (dryrun)
-            kept_of = [hybrid_layer_bytes(m, m.layer_symbol(i), dense_act, moe_act, seq // cp * mbs, tp, sp,
-                                          tuple(opts.modules)) for i in chunk.layers]
-        elif m.is_hybrid:
-            kept_of = list(full_of)
-        else:
-            kept_of = [kept(moe_act) if k else kept(dense_act) for k in kinds]
+        kept_of = _layers_kept(m, chunk, opts, gran, method, rnum, dense_act, moe_act, kept, seq, mbs, tp, sp, cp)
+        if acts16 is not None and any(i in opts.bf16_layers for i in chunk.layers):
+            k16 = _layers_kept(m, chunk, opts, gran, method, rnum, acts16[0], acts16[1], kept, seq, mbs, tp, sp, cp)
+            kept_of = [k16[j] if i in opts.bf16_layers else kept_of[j] for j, i in enumerate(chunk.layers)]
         if opts.offload_layers and kept_of and not gran == "full":
             # --cpu-offloading-num-layers: the first K layers' activations go to host; the most the GPU
             # holds at once, walked over TE's offload / reload order (memory.offload)
@@ -906,6 +936,19 @@ def _recompute_extra(m, chunks, opts: McoreOpts, gran, method, rnum, dense_act, 
                 # the block is recomputed after the later layers' backward freed theirs
                 extra = max(extra, max(0.0, max(full_of[:N]) - sum(full_of[N:])) + dense_act.layer_input)
     return extra
+
+
+def _linear_params_of(key: ArchKey, tp: int, etp: int, ep: int, layers: list[int]) -> float:
+    """:func:`linear_params` of the decoder layers ``layers`` alone (their parameters less norms, routers and MLA
+    latent norms, by the same rule)."""
+    if not layers:
+        return 0.0
+    m = arch_from_key(key)
+    if m.is_hybrid:
+        total = sum(hybrid_layer_params(key, tp, etp, ep, m.layer_symbol(i)).total for i in layers)
+    else:
+        total = sum(layer_params_for_key(key, tp, etp, ep, m.is_moe_layer(i), "te").total for i in layers)
+    return linear_params(key, tp, etp, ep, (Chunk(layers=tuple(layers)),), total)
 
 
 def linear_params(key: ArchKey, tp: int, etp: int, ep: int, chunks: tuple[Chunk, ...], total: int) -> float:

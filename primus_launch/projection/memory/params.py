@@ -286,6 +286,25 @@ def stage_split_for_key(key: ArchKey, tp: int, etp: int, ep: int, layout: tuple,
     return tuple(out)
 
 
+def bf16_layer_params(plan: Plan, rank: int, spec: Spec = "te") -> StageParams:
+    """The (dense, expert) parameters one GPU of PP rank ``rank`` holds in the decoder layers the plan keeps in BF16
+    (``Plan.bf16_layer_ids``: ``--first-last-layers-bf16``), counted as :func:`stage_parameter_split` counts them."""
+    ids = plan.bf16_layer_ids()
+    layers = [i for c in plan.chunk_layout()[rank] for i in c.layers if i in ids]
+    if not layers:
+        return StageParams(0, 0)
+    m, p = plan.model, plan.parallel
+    key = arch_key(m)
+    if m.is_hybrid:
+        return _layer_split(key, p.tp, p.expert_tp, p.ep, layers, spec)
+    dense = expert = 0
+    for i in layers:
+        one = layer_params_for_key(key, p.tp, p.expert_tp, p.ep, m.is_moe_layer(i), spec)
+        dense += one.dense
+        expert += one.expert
+    return StageParams(dense, expert)
+
+
 def stage_parameter_counts(plan: Plan, spec: Spec = "te") -> list[int]:
     """Parameters held by ONE GPU of each PP stage (after TP / EP / expert-TP sharding).
 

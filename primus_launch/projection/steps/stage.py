@@ -12,7 +12,11 @@ layer's kind plus their norms / eh_proj and their own output head + loss.  The c
 embedding adds it and its TP calls, the one holding the loss (and each MTP layer) the final norm,
 output layer and loss.  FSDP synced every micro-batch adds the chunk-end exposure
 (``cost/fsdp.py`` ``fsdp_microbatch_edges``); Megatron's combined 1F1B with PP adds the activation
-sends each paired step waits for (``cost/ep_comm.py`` ``combined_step_p2p``).
+sends each paired step waits for (``cost/ep_comm.py`` ``combined_step_p2p``).  The decoder layers the plan keeps
+out of the FP8 / FP4 context (``Plan.bf16_layer_ids``: ``--first-last-layers-bf16``, global layer ids, so only the
+stages / chunks holding the first and last layers) take their BF16 times (``steps/setup.py`` ``bf16_layer_times``)
+in their forward, backward and recomputed forward; their communication and selective-recompute shares stay
+the FP8 layer's.
 """
 
 from __future__ import annotations
@@ -109,6 +113,20 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
             return mw if win else mo0
         return dw if win else d0
 
+    # the decoder layers kept out of the FP8 / FP4 context (Plan.bf16_layer_ids): their BF16 times (Setup.lt_bf16)
+    lt16 = s.lt_bf16
+    ids16 = plan.bf16_layer_ids() if lt16 is not None else frozenset()
+
+    def layer_pt16(moe: bool, win: bool | str) -> PassTimes:
+        if isinstance(win, str):
+            return lt16.layer(win) or lt16.dense_layer
+        if moe:
+            return (lt16.moe_window_layer if win else None) or lt16.moe_layer or lt16.dense_layer
+        return (lt16.dense_window_layer if win else None) or lt16.dense_layer
+
+    def pt_of(j: int, kk: tuple, bf16: list[bool]) -> PassTimes:
+        return layer_pt16(*kk) if bf16[j] else layer_pt(*kk)
+
     act = lc.rank_tokens(plan) * m.hidden_size * 2
     if p.sequence_parallel:
         act //= p.tp
@@ -122,6 +140,7 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
             chunk = chunks[rank][c]
             kinds = [(m.is_moe_layer(i), m.layer_symbol(i) if hyb else m.is_window_layer(i)) for i in chunk.layers] \
                 + mtp_kinds * chunk.mtp
+            bf16 = [i in ids16 for i in chunk.layers] + [False] * (len(kinds) - len(chunk.layers))  # MTP: never
             n = len(kinds)
             n_moe = sum(1 for k_, _ in kinds if k_)
             n_dense = n - n_moe
@@ -130,18 +149,20 @@ def stage_costs(s: Setup, layer: LayerCosts) -> StageCosts:
             # (an E layer's own TP calls: the MoE layer's less the attention half)
             n_tp_half = sum(1 for k_, w in kinds if w in ("M", "*", "-")) if hyb else 0
             n_cp = sum(1 for _, w in kinds if w == "*") if hyb else n
-            rec = recomputed_layers(plan, kinds, chunk, mtp_ids[rank][c] if mtp_ids is not None else ())
+            rec_j = recomputed_layers(plan, list(range(len(kinds))), chunk,
+                                      mtp_ids[rank][c] if mtp_ids is not None else ())
+            rec = [kinds[j] for j in rec_j]
             rec_moe = sum(1 for k_, _ in rec if k_)
             rec_dense = len(rec) - rec_moe
             q = _Acc()
-            for kk in kinds:
-                pt = layer_pt(*kk)
+            for j, kk in enumerate(kinds):
+                pt = pt_of(j, kk, bf16)
                 q.f += pt.fwd_s
                 q.bi += pt.bwd_input_s
                 q.bw += pt.bwd_weight_s
             # recompute (compute part)
-            for kk in rec:
-                q.bi += layer_pt(*kk).fwd_s
+            for j in rec_j:
+                q.bi += pt_of(j, kinds[j], bf16).fwd_s
             if hyb:   # selective recompute per layer symbol (cost/recompute.py)
                 q.bi += sum(layer.recompute_fwd.get(w, 0.0) for _, w in kinds)
             else:
