@@ -82,3 +82,19 @@ def test_slower_combine_is_scoped():
     assert inside[0] == pytest.approx(before[0])
     assert inside[1] > 1.5 * before[1]
     assert after == pytest.approx(before)
+
+
+def test_priced_logging_switches_reach_the_plan():
+    """Megatron-LM dev @d48bd6be ``training.py`` computes ``calc_params_l2_norm(model)`` after every train step under
+    ``--log-params-norm``, and ``optimizer.py`` ``count_zeros()`` in every step under ``--log-num-zeros-in-grad``; the
+    moe_recipes set both true.  The row builder keeps them among the flags (other ``log_*`` keys are I/O only) and the
+    bundled reference recipe states them, so the plan prices them (``cost/optimizer.py``)."""
+    sys.path.insert(0, str(ROOT / "scripts" / "validation"))
+    import build_current_runs as bcr
+
+    flags, dropped, _false = bcr.yaml_flags({"log_params_norm": True, "log_num_zeros_in_grad": True,
+                                             "log_interval": 1, "log_throughput": True})
+    assert flags == ["--log-params-norm", "--log-num-zeros-in-grad"]
+    assert set(dropped) == {"log_interval", "log_throughput"}
+    t = _reference_plan().training
+    assert t.log_params_norm and t.log_num_zeros_in_grad
