@@ -160,10 +160,15 @@ DROP = {"tokenizer_type", "tokenizer_model", "load", "save", "save_interval", "t
         "num_dataset_builder_threads"}
 
 
+# logging switches that cost time every iteration (priced by primus_launch/projection/cost/optimizer.py: Megatron's
+# training loop computes the parameter L2 norm / counts the gradient's zeros each step): kept among the flags
+PRICED_LOG = {"log_params_norm", "log_num_zeros_in_grad"}
+
+
 def yaml_flags(args):
     flags, dropped, false_keys = [], [], []
     for k, v in args.items():
-        if k in DROP or k.startswith("log_") or (isinstance(v, str) and "${" in v):
+        if k in DROP or (k.startswith("log_") and k not in PRICED_LOG) or (isinstance(v, str) and "${" in v):
             dropped.append(k)
             continue
         f = "--" + k.replace("_", "-")
