@@ -317,7 +317,10 @@ def all_to_all(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
 def hybridep_api_overhead(op: str, nodes: int, ranks: int) -> float:
     """Seconds HybridEP's torch API spends per ``op`` call (dispatch / combine) beyond its kernel (module doc):
     the fitted points (``FITTED['deepep']['hybridep/api']``) by node count across NVLink domains (``nodes >
-    1``), by rank count inside one; linear between points, the end points' values beyond them."""
+    1``), by rank count inside one; linear between points, the end points' values beyond them.  Only ``op`` =
+    ``"dispatch"`` (the forward's, which builds the routing metadata: the README times its dispatch without a
+    handle) takes the dispatch's points; a dispatch on a cached handle (``moe_dispatch.HANDLE_DISPATCH``, the
+    backward's: no routing-map all-gather, no preprocessing kernel) and the combine take the combine's."""
     from primus_launch.projection.cost.fitted import FITTED
 
     pts = FITTED.get("deepep", {}).get("hybridep/api", {}).get("points", {})
