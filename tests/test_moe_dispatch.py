@@ -96,6 +96,7 @@ def test_hybridep_backward_dispatch_reuses_the_forward_handle():
     fwd_src = inspect.getsource(fused_a2a.HybridEPDispatch.forward)
     bwd_src = inspect.getsource(fused_a2a.HybridEPCombine.backward)
     assert "routing_map=routing_map" in fwd_src
+    assert "fp8_dispatch = False" in fwd_src   # BF16 dispatch: the fits take the README's BF16 figures
     assert "handle=handle" in bwd_src and "routing_map" not in bwd_src
     assert "num_permuted_tokens=ctx.num_permuted_tokens" in bwd_src
     for nodes, ranks in ((8, 64), (2, 16), (1, 8)):
