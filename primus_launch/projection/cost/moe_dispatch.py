@@ -53,7 +53,8 @@ TorchTitan (0.3.0 ``models/common/token_dispatcher.py`` ``AllToAllTokenDispatche
   (``deep_ep/hybrid_ep_buffer.py`` @7febc6e ``dispatch_with_permute``: ``if handle is None:`` ...
   ``metadata_preprocessing``) skips the routing-map all-gather (``executor.cu`` ``allgather_routing_map``:
   an NCCL ``all_gather_into_tensor`` of the ``[T, E]`` bool map over the EP group) and the preprocessing
-  kernel; it is entered as ``"dispatch (cached handle)"`` and pays the handle path's API time, the combine's.
+  kernel; it is entered as ``"dispatch (cached handle)"`` and pays the handle path's API time (at most the
+  dispatch's, across IB the combine's: :func:`collectives.hybridep_api_overhead`).
 """
 
 from __future__ import annotations
@@ -68,8 +69,7 @@ ACT_BYTES = 2        # bf16 / fp16 activations
 PROBS_BYTES = 2      # router probs in the activation dtype (no plan field for --moe-router-dtype)
 HANDLE_DISPATCH = "dispatch (cached handle)"
 """The flex dispatcher's backward dispatch (the combine's gradient): a dispatch on the forward's handle, which
-skips the routing metadata (module doc; :func:`collectives.hybridep_api_overhead` prices its API as the
-combine's)."""
+skips the routing metadata (module doc; :func:`collectives.hybridep_api_overhead` prices its API)."""
 
 
 @dataclass(frozen=True)
