@@ -33,6 +33,16 @@ node, expert-DP 8 across the nodes over InfiniBand, x86 hosts.  Sections:
    B300 EP 8 against GB300 EP 64, that copy-back at the model's own eager price per op, and the per-tensor host
    seconds that would close the MXFP8 row to its BF16 twin's error.
 5. ``memory``: see the end of this docstring.
+6. ``pair``: the B300 / B200 pair of the 26.04.01 table (branch superpair): why the model's B300 / B200 throughput
+   ratio is ~1.8-1.9 where the table's is 1.140.  The B200 row (EP 64 across 8 DGX B200 nodes, HybridEP over
+   400 Gb/s InfiniBand, no CUDA graphs, selective moe_act / layernorm recompute; Bridge v0.4.2 c81012934
+   ``BASE_NEMOTRON_3_SUPER_CONFIG_B200``, ``perf_plugins.py`` ``NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN=8``) and
+   the B300 row (EP 8 inside the node) share the GPU work (the model's compute terms within 2 %); the difference
+   is the B200's inter-node dispatch / combine.  Printed: each row's breakdown; the B200's bytes through each
+   GPU's NIC per step (every (token, remote node) pair once: T x (D_dom - D_dom / m) x l x 2 bytes per call, 4
+   calls per MoE layer and micro-batch) and their time at the NIC's line rate, a floor; the most the measured B200
+   step leaves for it (measured step - the modelled non-EP time) and the NIC efficiency that implies; and the
+   least of the B300 row's excess that is B300-specific (its excess minus the B200's slack above that floor).
 
     python scripts/b300_super_probe.py               # all sections
     python scripts/b300_super_probe.py --section host
@@ -281,7 +291,76 @@ def _memory() -> None:
               f"{get_gpu(plan['cluster']['gpu']).hbm_bytes / 2**30:.1f} GiB")
 
 
-SECTIONS = {"bf16": _bf16, "dp": _dp, "host": _host, "tensors": _tensors, "memory": _memory}
+PAIR_ROWS = ("mbridge260401_b300_fp8_mx_nemotron3_super_64gpu", "mbridge260401_b200_fp8_mx_nemotron3_super_64gpu")
+
+
+def measured_step_s(row: dict) -> float:
+    """The row's measured iteration seconds: GBS x sequence / (GPUs x tokens/s/GPU)."""
+    t, m, c = row["plan"]["training"], row["plan"]["model"], row["plan"]["cluster"]
+    return t["global_batch_size"] * m["seq_length"] / (c["num_nodes"] * c["gpus_per_node"] * row["measured_tokens_per_sec_per_gpu"])
+
+
+def nic_bytes_per_step(plan: dict) -> float:
+    """Bytes one GPU's NIC carries per iteration for HybridEP's inter-node dispatch / combine (section 6): every
+    (token, remote node) pair once, ``T (D_dom - D_dom / m)`` copies of an l-wide BF16 token per call (D_dom: the
+    expected distinct nodes of a token's top-k, uniform routing: ``m (1 - C(E - E/m, k) / C(E, k))``), four calls
+    per MoE layer and micro-batch (forward dispatch + combine, their backward combine + dispatch)."""
+    from math import comb
+
+    m_, p, t, c = plan["model"], plan["parallel"], plan["training"], plan["cluster"]
+    nodes = max(1, p["ep"] // c["gpus_per_node"])
+    if nodes <= 1:
+        return 0.0
+    E, k = m_["num_experts"], m_["moe_router_topk"]
+    d_dom = nodes * (1 - comb(E - E // nodes, k) / comb(E, k))
+    tokens = t["micro_batch_size"] * m_["seq_length"] // p["tp"]
+    width = m_.get("moe_latent_size") or m_["hidden_size"]
+    per_call = tokens * d_dom * (1 - 1 / nodes) * width * 2
+    return per_call * 4 * moe_layers(plan) * micro_batches(plan)
+
+
+def pair_numbers() -> dict:
+    """Section 6's figures (module doc): per row the measured and modelled step and breakdown; the B200's NIC bytes,
+    line-rate floor, the measured step's room for the EP term and the NIC efficiency it implies; the B300's excess
+    and the part of it the B200 row cannot share."""
+    sys.path.insert(0, str(ROOT))
+    from primus_launch.projection.hardware.gpus import get_gpu
+
+    r = rows()
+    out = {}
+    for rid in PAIR_ROWS:
+        res = project(r[rid]["plan"])
+        out[rid] = dict(measured=measured_step_s(r[rid]), modelled=res.iteration_time_s, breakdown=dict(res.time_breakdown))
+    b300, b200 = (out[rid] for rid in PAIR_ROWS)
+    plan = r[PAIR_ROWS[1]]["plan"]
+    nbytes = nic_bytes_per_step(plan)
+    floor = nbytes / get_gpu(plan["cluster"]["gpu"]).inter_node_bw
+    non_ep = b200["modelled"] - b200["breakdown"].get("ep_comm", 0.0)
+    room = b200["measured"] - non_ep
+    excess = b300["measured"] - b300["modelled"]
+    slack = b200["measured"] - non_ep - floor
+    return dict(rows=out, nic_bytes=nbytes, floor_s=floor, room_s=room, implied_nic_eff=floor / room,
+                b300_excess_s=excess, b200_slack_s=slack, b300_specific_s=excess - slack,
+                modelled_ratio=b200["modelled"] / b300["modelled"], measured_ratio=b200["measured"] / b300["measured"])
+
+
+def _pair() -> None:
+    x = pair_numbers()
+    print("B300 / B200 Nemotron 3 Super MXFP8, 26.04.01 (step seconds; throughput ratio = B200 step / B300 step)")
+    for rid, v in x["rows"].items():
+        bd = ", ".join(f"{k} {s:.2f}" for k, s in v["breakdown"].items() if s > 0.005)
+        print(f"  {rid:50s} measured {v['measured']:6.2f}  modelled {v['modelled']:6.2f} ({_err(v['measured'], v['modelled'])} "
+              f"throughput)  [{bd}]")
+    print(f"  ratio: measured {x['measured_ratio']:.3f}, modelled {x['modelled_ratio']:.3f}")
+    print(f"  B200 HybridEP through each GPU's NIC: {x['nic_bytes'] / 1e9:.1f} GB per step; at the 400 Gb/s line rate "
+          f"{x['floor_s']:.2f} s (a floor)")
+    print(f"  the measured B200 step leaves {x['room_s']:.2f} s for it (measured - modelled non-EP time): NIC at >= "
+          f"{x['implied_nic_eff']:.2f} of line rate, API time included, if the modelled GPU work is right")
+    print(f"  B300 excess over the model {x['b300_excess_s']:.2f} s; the B200's slack above its floor {x['b200_slack_s']:.2f} s "
+          f"-> at least {x['b300_specific_s']:.2f} s of the B300's excess is B300 / EP-8 specific")
+
+
+SECTIONS = {"bf16": _bf16, "dp": _dp, "host": _host, "tensors": _tensors, "memory": _memory, "pair": _pair}
 
 
 def main(argv: list[str] | None = None) -> int:

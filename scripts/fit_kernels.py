@@ -1007,13 +1007,21 @@ def fit_deepep() -> dict:
     (token, destination node) pair (RDMA-bound figures) or (token, destination rank) pair (NVLink-
     bound), the source's own node / rank included; so a record's time is
     ``T D b / bandwidth`` with ``D`` the expected distinct nodes / ranks of a token (routing of the
-    source: DeepEP V1 top-8 of 256 experts within 4 of 8 groups; HybridEP random uniform top-8)."""
+    source: DeepEP V1 top-8 of 256 experts within 4 of 8 groups; HybridEP random uniform top-8).
+
+    HybridEP: Megatron dispatches BF16 (megatron-core 0.16.1 ``fused_a2a.py``: ``fp8_dispatch = False  #
+    Currently, we do not support fp8 dispatch``), so a README FP8 dispatch figure is left out wherever the
+    README gives the BF16 one of the same shape (:func:`_hybridep_bf16_shadowed`).  Across NVLink domains the
+    RDMA efficiency is also fitted per node count (``points``, ``[nodes, eff]``; the README's H100 kernel-only
+    BF16 dispatch and combine figures run the NIC at ~0.70 / 0.85 / 0.88 of its rate at 2 / 4 / 8 nodes),
+    which ``collectives.hybridep_rdma_eff`` interpolates; ``eff`` is the one-number fit over all of them."""
     from primus_launch.projection.cost.collectives import Fabric, dispatch_time
     from primus_launch.projection.cost.moe_routing import expected_units_hit
 
     groups: dict[str, list] = {}
+    shadowed = _hybridep_bf16_shadowed()
     for r in ev.select("deepep"):
-        if not r["unit"].startswith("GB/s") or "-ll-" in r["id"]:
+        if not r["unit"].startswith("GB/s") or "-ll-" in r["id"] or r["id"] in shadowed:
             continue
         sh = r["shape"]
         lib = "hybridep" if r["id"].startswith("hybridep") else "deepep"
@@ -1064,6 +1072,16 @@ def fit_deepep() -> dict:
         out[key] = dict(eff=round(x[0], 4), rms=round(rms, 4), records=[r["id"] for r, _, _ in rows])
         if lib == "hybridep":
             out[key]["note"] = "kernel-only figures of the records (shape.kernel_only_gbps); torch API: hybridep/api"
+        if key == "hybridep/rdma":
+            pts = []
+            for m in sorted({nodes for _, _, nodes in rows}):
+                sub = [(r, n, nodes) for r, n, nodes in rows if nodes == m]
+                xm, _ = descend([0.8, 1.0], [(0.1, 2.0), (1.0, 1.0)],
+                                lambda x, sub=sub: log_rms(pred(x, r, n, nodes) for r, n, nodes in sub))
+                pts.append([m, round(xm[0], 4)])
+            out[key]["points"] = pts
+            out[key]["note"] += ("; BF16 dispatch (Megatron's dtype) and combine; points: [nodes, eff] fitted per "
+                                 "node count (collectives.hybridep_rdma_eff)")
     insitu = fit_deepep_insitu()
     if insitu:
         out["deepep/insitu"] = insitu
@@ -1076,6 +1094,20 @@ def fit_deepep() -> dict:
     return out
 
 
+def _hybridep_bf16_shadowed() -> set[str]:
+    """Ids of HybridEP FP8-dispatch records whose BF16-dispatch twin (same GPU, ranks, nodes, SMs, tokens,
+    hidden) is in the evidence: Megatron's HybridEP dispatches BF16 (:func:`fit_deepep`), so the fits take the
+    twin."""
+    def key(r):
+        sh = r["shape"]
+        return (r["gpu"], sh.get("ep"), sh.get("nodes"), sh.get("domain"), sh.get("sms"), sh.get("tokens"),
+                sh.get("hidden"))
+
+    recs = [r for r in ev.select("deepep") if r["id"].startswith("hybridep")]
+    bf16 = {key(r) for r in recs if r["shape"].get("op") == "dispatch_bf16"}
+    return {r["id"] for r in recs if r["shape"].get("op") == "dispatch_fp8" and key(r) in bf16}
+
+
 def fit_hybridep_api_overhead() -> dict:
     """Seconds HybridEP's torch API spends per call beyond its kernel (the README's 'Torch API' minus 'Kernel
     Only' time of the same call: the test's ``misc = device_sync, update_flag, etc.``, DeepEP hybrid-ep
@@ -1084,14 +1116,16 @@ def fit_hybridep_api_overhead() -> dict:
     count (inside one NVLink domain: B200, GB200 NVL72); the two times are of the same bytes, so the gap is
     ``T D b (1 / bw_api - 1 / bw_kernel)`` with the records' own byte count (``T D b``: tokens x destination
     nodes / ranks incl. the source's own x token bytes, the README's algorithm bandwidth).  Points
-    ``[count, seconds]`` sorted by count (``collectives.hybridep_api_overhead`` interpolates)."""
+    ``[count, seconds]`` sorted by count (``collectives.hybridep_api_overhead`` interpolates).  An FP8 dispatch
+    record with a BF16 twin is left out (:func:`_hybridep_bf16_shadowed`: Megatron dispatches BF16)."""
     from primus_launch.projection.cost.moe_routing import expected_units_hit
 
     pts: dict[str, dict[str, dict[int, list[float]]]] = {}
     ids = []
+    shadowed = _hybridep_bf16_shadowed()
     for r in ev.select("deepep"):
         sh = r["shape"]
-        if not r["id"].startswith("hybridep") or "kernel_only_gbps" not in sh:
+        if not r["id"].startswith("hybridep") or "kernel_only_gbps" not in sh or r["id"] in shadowed:
             continue
         n = int(sh["ep"])
         nodes = 1 if sh.get("domain") else int(sh.get("nodes") or 1)

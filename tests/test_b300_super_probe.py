@@ -90,3 +90,24 @@ def test_expert_dp_reduce_scatter_runs_at_the_datasheet_nic():
     assert 14.7e9 < expert < 14.9e9
     rs = coll.reduce_scatter(2 * expert, lay.expert_dp, "b300")
     assert line <= rs <= line / 0.85
+
+
+def test_b200_inter_node_bytes_by_sampling_the_router():
+    """Section ``pair``: the bytes one B200 GPU's NIC carries per step for HybridEP at EP 64 over 8 DGX nodes, against
+    a sampled forced-balance router (megatron-core ``RandomSTE``: top-22 of 512 random logits per token): every
+    (token, remote node) pair once, 1024-wide BF16 latent tokens, 4 calls x 42 MoE layers x 8 micro-batches."""
+    import numpy as np
+
+    p = _probe()
+    plan = p.rows()[p.PAIR_ROWS[1]]["plan"]
+    assert (plan["parallel"]["ep"], plan["cluster"]["gpus_per_node"], plan["model"]["moe_latent_size"]) == (64, 8, 1024)
+    assert p.moe_layers(plan) == 42 and p.micro_batches(plan) == 8
+    rng = np.random.default_rng(0)
+    top = np.argsort(rng.standard_normal((4000, 512)), axis=1)[:, :22]
+    node = top // 64
+    remote = np.mean([len(set(row)) - (0 in set(row)) for row in node])   # the source rank sits on node 0
+    sampled = 8192 * remote * 1024 * 2 * 4 * 42 * 8
+    assert p.nic_bytes_per_step(plan) == pytest.approx(sampled, rel=0.01)
+    # at 400 Gb/s (DGX B200: 8 x ConnectX-7 per node, one per GPU) that is ~3.0 s of a 10.24 s measured step
+    assert p.nic_bytes_per_step(plan) / 50e9 == pytest.approx(3.0, rel=0.02)
+    assert p.measured_step_s(p.rows()[p.PAIR_ROWS[1]]) == pytest.approx(512 * 8192 / (64 * 6400), rel=1e-12)

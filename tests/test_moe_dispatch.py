@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from primus_launch.plan import Cluster, ModelArch, Parallelism, Plan, Training
-from primus_launch.projection.cost.moe_dispatch import _group, dispatcher_collectives
+from primus_launch.projection.cost.moe_dispatch import HANDLE_DISPATCH, _group, dispatcher_collectives
 from primus_launch.projection.hardware.placement import layout
 
 CASES = [
@@ -80,4 +80,30 @@ def test_flex_dispatcher_is_one_dispatch_and_combine_each_way():
     assert "dispatch_with_permute(" in inspect.getsource(fused_a2a.HybridEPCombine.backward)
     for d in ("deepep", "hybridep"):
         fwd, bwd = dispatcher_collectives(_plan({**CASES[2], "dispatcher": d}))
-        assert [c.what for c in fwd] == ["dispatch", "combine"] and [c.what for c in bwd] == ["dispatch", "combine"]
+        assert [c.what for c in fwd] == ["dispatch", "combine"]
+        assert [c.what for c in bwd] == ["combine", HANDLE_DISPATCH]
+
+
+def test_hybridep_backward_dispatch_reuses_the_forward_handle():
+    """Only HybridEP's forward dispatch builds the routing metadata (the routing map goes in, so DeepEP hybrid-ep
+    runs ``metadata_preprocessing``: an NCCL all-gather of the ``[T, E]`` routing map and a preprocessing kernel);
+    the backward's dispatch (the combine's gradient) passes the forward's handle and token count instead
+    (megatron-core 0.16.1 ``fused_a2a.py``), so its torch-API time is at most the dispatch's, across IB the
+    combine's (the other call on the handle)."""
+    from megatron.core.transformer.moe import fused_a2a
+
+    from primus_launch.projection.cost import collectives as coll
+
+    fwd_src = inspect.getsource(fused_a2a.HybridEPDispatch.forward)
+    bwd_src = inspect.getsource(fused_a2a.HybridEPCombine.backward)
+    assert "routing_map=routing_map" in fwd_src
+    assert "fp8_dispatch = False" in fwd_src   # BF16 dispatch: the fits take the README's BF16 figures
+    assert "handle=handle" in bwd_src and "routing_map" not in bwd_src
+    assert "num_permuted_tokens=ctx.num_permuted_tokens" in bwd_src
+    for nodes, ranks in ((8, 64), (4, 32), (2, 16), (1, 8), (1, 32)):
+        d, c = (coll.hybridep_api_overhead(op, nodes, ranks) for op in ("dispatch", "combine"))
+        assert coll.hybridep_api_overhead(HANDLE_DISPATCH, nodes, ranks) == min(d, c)
+        if nodes > 1:   # across IB the handle-less dispatch (its routing-map all-gather crosses the NIC) costs more
+            assert d > c
+    # the README's dispatch (no handle) at 8 IB nodes costs more than the handle path
+    assert coll.hybridep_api_overhead("dispatch", 8, 64) > 2 * coll.hybridep_api_overhead(HANDLE_DISPATCH, 8, 64)

@@ -54,7 +54,8 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
   public profile (``scripts/deepep_insitu.py``: 8 dispatch + 8 combine kernels at EP64 on H800 + CX7
   against DeepEP's README of the same week).  HybridEP is priced the same way: ``e_rdma`` / ``e_nvl``
   fitted to the README's KERNEL-ONLY figures (records' ``shape.kernel_only_gbps``; the records' values
-  are its torch-API figures), the RDMA one times the same in-situ fraction (RDMA dispatch / combine
+  are its torch-API figures; BF16 dispatch, Megatron's dtype, where the README gives it; the RDMA one per
+  node count, :func:`hybridep_rdma_eff`), the RDMA one times the same in-situ fraction (RDMA dispatch / combine
   kernels beside a training step's compute: the one in-situ measurement there is), the NVLink one
   without (no in-situ measurement); plus, per call, the torch API's own time beyond the kernel
   (:func:`hybridep_api_overhead`: the README's torch-API minus kernel-only time of the same call,
@@ -317,12 +318,20 @@ def all_to_all(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
 def hybridep_api_overhead(op: str, nodes: int, ranks: int) -> float:
     """Seconds HybridEP's torch API spends per ``op`` call (dispatch / combine) beyond its kernel (module doc):
     the fitted points (``FITTED['deepep']['hybridep/api']``) by node count across NVLink domains (``nodes >
-    1``), by rank count inside one; linear between points, the end points' values beyond them."""
+    1``), by rank count inside one; linear between points, the end points' values beyond them.  ``"dispatch"``
+    is the forward's, which builds the routing metadata (the README times its dispatch without a handle);
+    ``"combine"`` runs on the handle.  A dispatch on a cached handle (``moe_dispatch.HANDLE_DISPATCH``, the
+    backward's) does the README dispatch's work less the metadata step (no routing-map all-gather, no
+    preprocessing kernel), so it takes at most the dispatch's time, and where the dispatch's exceeds the
+    combine's -- across IB, by 0.2-0.9 ms at 2-8 nodes, where that all-gather crosses the NIC -- the combine's,
+    the other call on the handle: ``min(dispatch, combine)``."""
+    if op not in ("dispatch", "combine"):   # the backward's handle-path dispatch
+        return min(hybridep_api_overhead("dispatch", nodes, ranks), hybridep_api_overhead("combine", nodes, ranks))
     from primus_launch.projection.cost.fitted import FITTED
 
     pts = FITTED.get("deepep", {}).get("hybridep/api", {}).get("points", {})
     where, x = ("rdma", nodes) if nodes > 1 else ("nvlink", ranks)
-    p = pts.get(where, {}).get("dispatch" if op == "dispatch" else "combine")
+    p = pts.get(where, {}).get(op)
     if not p:
         return 0.0
     if x <= p[0][0]:
@@ -331,6 +340,25 @@ def hybridep_api_overhead(op: str, nodes: int, ranks: int) -> float:
         if x <= x1:
             return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     return p[-1][1]
+
+
+def hybridep_rdma_eff(nodes: int) -> float | None:
+    """HybridEP's kernel-only RDMA efficiency (of the NIC rate) across ``nodes`` NVLink domains, from the points
+    ``FITTED['deepep']['hybridep/rdma']['points']`` fitted per node count on the README's H100 BF16 dispatch and
+    combine figures (``[nodes, eff]``: ~0.71 / 0.84 / 0.89 at 2 / 4 / 8 nodes, DeepEP hybrid-ep
+    ``docs/README_Hybrid-EP.md`` @94a9f8f); linear between points, the end points' values beyond them.  None
+    without points (then the one-number ``eff`` of the fabric prices it)."""
+    from primus_launch.projection.cost.fitted import FITTED
+
+    p = FITTED.get("deepep", {}).get("hybridep/rdma", {}).get("points")
+    if not p or nodes <= 1:
+        return None
+    if nodes <= p[0][0]:
+        return float(p[0][1])
+    for (x0, y0), (x1, y1) in zip(p, p[1:]):
+        if nodes <= x1:
+            return float(y0 + (y1 - y0) * (nodes - x0) / (x1 - x0))
+    return float(p[-1][1])
 
 
 def deepep_forward_bw(op: str, num_sms: int, insitu: bool = True) -> float:
@@ -401,11 +429,15 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
     d_rank = hit(per_rank)
     d_dom = hit(per_rank * pl.per_node) if pl.nodes > 1 else 1.0
     fab = fabric(gpu)
-    if not insitu and lib in fab.e_rdma:
+    # HybridEP across NVLink domains: its per-node-count efficiency, unless a GPU file registered its own e_rdma
+    own = "e_rdma" in (measured_fabric_fields(gpu) or {})
+    e_node = hybridep_rdma_eff(pl.nodes) if lib == "hybridep" and fab.fitted and not own else None
+    if e_node is not None or (not insitu and lib in fab.e_rdma):
         from primus_launch.projection.cost.fitted import FITTED
 
         f_in = FITTED.get("deepep", {}).get("deepep/insitu", {}).get("eff", 1.0)
-        fab = dataclasses.replace(fab, e_rdma={**fab.e_rdma, lib: fab.e_rdma[lib] / f_in})
+        iso = e_node if e_node is not None else fab.e_rdma[lib] / f_in
+        fab = dataclasses.replace(fab, e_rdma={**fab.e_rdma, lib: iso * (f_in if insitu else 1.0)})
     api_s = hybridep_api_overhead(op, pl.nodes, n) if lib == "hybridep" and api and fab.fitted else 0.0
     fwd_bw = 0.0
     if lib == "deepep" and forward and pl.nodes > 1 and fab.fitted:

@@ -47,6 +47,14 @@ TorchTitan (0.3.0 ``models/common/token_dispatcher.py`` ``AllToAllTokenDispatche
   adds its torch API's own time per call (:func:`collectives.hybridep_api_overhead`) unless CUDA graphs
   capture the dispatcher; DeepEP across NVLink domains is bounded below by its V1 internode kernel's
   forwarding warps at the recipe's ``--moe-deepep-num-sms`` (:func:`collectives.deepep_forward_bw`).
+  Only the forward dispatch builds the routing metadata: the backward's dispatch (``HybridEPCombine.
+  backward``: ``dispatch_with_permute(hidden=grad_x, handle=handle, num_permuted_tokens=...)``, megatron-core
+  0.16.1 / Megatron-LM 2edffad ``fused_a2a.py``) reuses the forward's handle, so DeepEP hybrid-ep
+  (``deep_ep/hybrid_ep_buffer.py`` @7febc6e ``dispatch_with_permute``: ``if handle is None:`` ...
+  ``metadata_preprocessing``) skips the routing-map all-gather (``executor.cu`` ``allgather_routing_map``:
+  an NCCL ``all_gather_into_tensor`` of the ``[T, E]`` bool map over the EP group) and the preprocessing
+  kernel; it is entered as ``"dispatch (cached handle)"`` and pays the handle path's API time (at most the
+  dispatch's, across IB the combine's: :func:`collectives.hybridep_api_overhead`).
 """
 
 from __future__ import annotations
@@ -59,6 +67,9 @@ from primus_launch.projection.hardware.placement import GroupPlacement, place
 
 ACT_BYTES = 2        # bf16 / fp16 activations
 PROBS_BYTES = 2      # router probs in the activation dtype (no plan field for --moe-router-dtype)
+HANDLE_DISPATCH = "dispatch (cached handle)"
+"""The flex dispatcher's backward dispatch (the combine's gradient): a dispatch on the forward's handle, which
+skips the routing metadata (module doc; :func:`collectives.hybridep_api_overhead` prices its API)."""
 
 
 @dataclass(frozen=True)
@@ -95,8 +106,11 @@ def dispatcher_collectives(plan: Plan) -> tuple[tuple[Collective, ...], tuple[Co
         return fwd, bwd
     if d in ("deepep", "hybridep"):
         # tokens x etp: the flex group is TP x EP with every token sent to each expert-TP rank
-        one = (C("flex_dispatch", T * etp, "ep", "dispatch"), C("flex_dispatch", T * etp, "ep", "combine"))
-        return one, one
+        fwd = (C("flex_dispatch", T * etp, "ep", "dispatch"), C("flex_dispatch", T * etp, "ep", "combine"))
+        # backward: the dispatch's is a combine, the combine's a dispatch on the forward's handle (module doc)
+        bwd = (C("flex_dispatch", T * etp, "ep", "combine"),
+               C("flex_dispatch", T * etp, "ep", HANDLE_DISPATCH))
+        return fwd, bwd
     Tk = T * k
     if plan.framework == "torchtitan":
         fwd = (C("all_to_all", E * 8, "ep", "tokens per expert (int64)"),
