@@ -138,6 +138,19 @@ def test_compiled_block_keeps_what_inductors_partitioner_saves():
     assert eager.full - got == pytest.approx(2 * 2048 * 14336, rel=1e-3)
 
 
+def test_compiled_qwen3_dense_block_keeps_one_attention_output():
+    """torch.compile of a torchtitan qwen3 0.6B dense block (meta device, real sizes, s 512; per-head q / k norms,
+    ``nq d`` = 2048 != ``h`` = 1024): the tensors inductor's partitioner passes to the backward equal the model's
+    compiled block -- wo's input is a view of the flash output's ``[b, s, heads, d]`` storage, so the attention
+    output counts once (the model counted it twice for qwen3 until round 29: +``a sb nq d`` per block)."""
+    from titan_trace import compiled_block_saved_bytes
+
+    arch = arch_from_flavor("qwen3", "0.6B")
+    got = compiled_block_saved_bytes("0.6B", seq=512, mbs=1, model="qwen3")
+    la = layer_activation_bytes(arch, seq=512, mbs=1, tp=1, compiled=True, impl=TITAN, attn="sdpa")
+    assert la.full == pytest.approx(got, abs=64)  # the trace's two uint64 RNG seeds
+
+
 def test_compiled_block_keeps_the_repeat_kv_copies():
     """torchtitan up to v0.2.1 (and Primus v0.5.0's 5fb7cc2e) expanded K and V to the query heads with
     ``repeat_kv`` before SDPA: inductor's partitioner keeps the expanded copies (it does not recompute the
