@@ -53,7 +53,9 @@ in torchtitan's modules (``models/common/{attention,feed_forward}.py``, ``nn.RMS
   with inductor's decompositions) saves between the forward and backward graphs: the block input, the
   norms' bf16 outputs and fp32 rstd, q/k/v after RoPE, the attention output and log-sum-exp, wo's output,
   w1 and w3 outputs and w2's input (``3 a sb F / t``: silu(w1) is recomputed), traced on a meta block
-  (``tests/test_memory_titan.py``).
+  (``tests/test_memory_titan.py``); qwen3 also the per-head q / k norms' inputs and fp32 rstd, and its
+  wo input is a view of the flash output's ``[b, s, heads, d]`` storage (one tensor, traced for the 0.6B and
+  14B dense blocks; MEMORY.md round 29).
 
 Last stage: final norm kept + lm_head input ``a sbh`` + the loss's fp32 log-probabilities
 ``4 sb V/t`` (``cross_entropy_loss(pred.flatten(0, 1).float())``; under TP the vocab-parallel loss keeps
