@@ -107,18 +107,18 @@ def test_titan_block_activations_exact(ac, tp):
     assert la.kept == pytest.approx(got, rel=2e-3)
 
 
-def test_qwen3_dense_block_activations_exact():
+@pytest.mark.parametrize("ac", ["none", "op"])
+def test_qwen3_dense_block_activations_exact(ac):
     """A torchtitan qwen3 0.6B dense block (per-head q / k RMSNorm, ``nq d`` = 2048 != ``h`` = 1024; flash
     attention as on a GPU, the CPU's composite RMSNorm) without AC and under SelectiveAC: two blocks minus one
     after the forward equal the model's block to the trace's RNG seeds (MEMORY.md round 29)."""
     impl = TitanImpl(norm_bytes=8, sdpa_on_save_list=True)
     arch = arch_from_flavor("qwen3", "0.6B")
-    for ac in ("none", "op"):
-        one, two = (trace(TitanCase(model="qwen3", flavor="0.6B", layers=n, seq=256, dp_shard=1, flash=True, ac=ac))
-                    for n in (1, 2))
-        got = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
-        la = layer_activation_bytes(arch, seq=256, mbs=1, tp=1, ac=ac, impl=impl, attn="sdpa")
-        assert la.kept == pytest.approx(got, abs=64), ac
+    one, two = (trace(TitanCase(model="qwen3", flavor="0.6B", layers=n, seq=256, dp_shard=1, flash=True, ac=ac))
+                for n in (1, 2))
+    got = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
+    la = layer_activation_bytes(arch, seq=256, mbs=1, tp=1, ac=ac, impl=impl, attn="sdpa")
+    assert la.kept == pytest.approx(got, abs=64)
 
 
 def test_gpu_kernels_and_compile_change_only_their_terms():
