@@ -107,6 +107,20 @@ def test_titan_block_activations_exact(ac, tp):
     assert la.kept == pytest.approx(got, rel=2e-3)
 
 
+@pytest.mark.parametrize("ac", ["none", "op"])
+def test_qwen3_dense_block_activations_exact(ac):
+    """A torchtitan qwen3 0.6B dense block (per-head q / k RMSNorm, ``nq d`` = 2048 != ``h`` = 1024; flash
+    attention as on a GPU, the CPU's composite RMSNorm) without AC and under SelectiveAC: two blocks minus one
+    after the forward equal the model's block to the trace's RNG seeds (MEMORY.md round 29)."""
+    impl = TitanImpl(norm_bytes=8, sdpa_on_save_list=True)
+    arch = arch_from_flavor("qwen3", "0.6B")
+    one, two = (trace(TitanCase(model="qwen3", flavor="0.6B", layers=n, seq=256, dp_shard=1, flash=True, ac=ac))
+                for n in (1, 2))
+    got = _cat(two["after_forward"], "Activation") - _cat(one["after_forward"], "Activation")
+    la = layer_activation_bytes(arch, seq=256, mbs=1, tp=1, ac=ac, impl=impl, attn="sdpa")
+    assert la.kept == pytest.approx(got, abs=64)
+
+
 def test_gpu_kernels_and_compile_change_only_their_terms():
     """TITAN (CUDA fused RMSNorm: bf16 input; flash SDPA saved by op-SAC) vs the CPU trace's kernels,
     and compiled vs eager: closed-form differences per block."""
@@ -136,6 +150,19 @@ def test_compiled_block_keeps_what_inductors_partitioner_saves():
     assert la.full == pytest.approx(got, rel=1e-3)
     eager = layer_activation_bytes(arch, seq=2048, mbs=1, tp=1, compiled=False, impl=TITAN, attn="sdpa")
     assert eager.full - got == pytest.approx(2 * 2048 * 14336, rel=1e-3)
+
+
+def test_compiled_qwen3_dense_block_keeps_one_attention_output():
+    """torch.compile of a torchtitan qwen3 0.6B dense block (meta device, real sizes, s 512; per-head q / k norms,
+    ``nq d`` = 2048 != ``h`` = 1024): the tensors inductor's partitioner passes to the backward equal the model's
+    compiled block -- wo's input is a view of the flash output's ``[b, s, heads, d]`` storage, so the attention
+    output counts once (the model counted it twice for qwen3 until round 29: +``a sb nq d`` per block)."""
+    from titan_trace import compiled_block_saved_bytes
+
+    arch = arch_from_flavor("qwen3", "0.6B")
+    got = compiled_block_saved_bytes("0.6B", seq=512, mbs=1, model="qwen3")
+    la = layer_activation_bytes(arch, seq=512, mbs=1, tp=1, compiled=True, impl=TITAN, attn="sdpa")
+    assert la.full == pytest.approx(got, abs=64)  # the trace's two uint64 RNG seeds
 
 
 def test_compiled_block_keeps_the_repeat_kv_copies():

@@ -53,7 +53,9 @@ in torchtitan's modules (``models/common/{attention,feed_forward}.py``, ``nn.RMS
   with inductor's decompositions) saves between the forward and backward graphs: the block input, the
   norms' bf16 outputs and fp32 rstd, q/k/v after RoPE, the attention output and log-sum-exp, wo's output,
   w1 and w3 outputs and w2's input (``3 a sb F / t``: silu(w1) is recomputed), traced on a meta block
-  (``tests/test_memory_titan.py``).
+  (``tests/test_memory_titan.py``); qwen3 also the per-head q / k norms' inputs and fp32 rstd, and its
+  wo input is a view of the flash output's ``[b, s, heads, d]`` storage (one tensor, traced for the 0.6B and
+  14B dense blocks; MEMORY.md round 29).
 
 Last stage: final norm kept + lm_head input ``a sbh`` + the loss's fp32 log-probabilities
 ``4 sb V/t`` (``cross_entropy_loss(pred.flatten(0, 1).float())``; under TP the vocab-parallel loss keeps
@@ -328,10 +330,6 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
     if arch.qk_layernorm and not arch.multi_latent_attention:
         # per-head q / k RMSNorm (qwen3): their inputs (the QKV output's q and k) + fp32 rstd per head
         attn_b += (nb * sb * arch.kv_channels + 4.0 * sb) * (nq + arch.kv_heads) / t
-        if compiled:
-            # compiled, the attention output and wo's contiguous input are two tensors (traced: qwen3
-            # 30B-A3B, compiled_block_saved_bytes)
-            attn_b += o
     g = 2 if arch.swiglu else 1
     mlp_norm = norm + a * sb * h
     if moe:
@@ -359,6 +357,12 @@ def layer_activation_bytes(arch: ModelArch, *, seq: int, mbs: int, tp: int, cp: 
             # debugmodel_moe and deepseek_v3 16B recompute them; counted, an upper bound)
             mlp = (mlp_norm - (T * k * (16 + a) + 4.0 * T * k * h) + 16.0 * T * k + 3 * a * T * k * fe_
                    + 2 * a * T * k * h)
+            if arch.qk_layernorm:
+                # qwen3's MoE block, compiled, also hands the backward a residual-stream sum ``a sb h / t`` and
+                # the combine's zero-filled ``[T, h]`` scatter_add base (traced, compiled_block_saved_bytes:
+                # qwen3 30B-A3B ``add`` and ``full`` outputs; a dense qwen3 block keeps neither -- wo's input is a
+                # view of the flash output, one storage -- tests/test_memory_titan.py)
+                mlp += a * sb * h / t + a * T * h
         else:
             mlp = mlp_norm + T * k * a * (h + 2 * g * fe_)
         if arch.moe_shared_expert_intermediate_size:
