@@ -44,10 +44,13 @@ def pinned_default(pin: str) -> Optional[int]:
     return hits.pop() if len(hits) == 1 else None
 
 
-def combine_chunk(env: Mapping[str, str], pin: Optional[str], bridge: bool = False) -> tuple[int, str]:
-    """The HybridEP combine chunk a recipe runs and a note saying where it came from.  ``env``: its launch
-    environment; ``pin``: the DeepEP commit it builds (:func:`deepep_pin`); ``bridge``: a Megatron-Bridge config.
-    A value that is not a positive integer is a one-line :class:`~primus_launch.plan.PlanError`."""
+def combine_chunk(env: Mapping[str, str], pin: Optional[str], bridge: bool = False,
+                  hybridep: bool = True) -> tuple[Optional[int], Optional[str]]:
+    """The HybridEP combine chunk a recipe states and a note saying where it came from.  ``env``: its launch
+    environment; ``pin``: the DeepEP commit it builds (:func:`deepep_pin`); ``bridge``: a Megatron-Bridge config;
+    ``hybridep``: the recipe runs the HybridEP dispatcher (else no note, and no Bridge default).  None where the
+    recipe states nothing: DeepEP's current default (the plan's None).  A variable that is not a positive integer
+    is a one-line :class:`~primus_launch.plan.PlanError`."""
     raw = env.get(VAR)
     if raw is not None:
         from primus_launch.plan import PlanError
@@ -58,19 +61,22 @@ def combine_chunk(env: Mapping[str, str], pin: Optional[str], bridge: bool = Fal
             v = 0
         if v < 1:
             raise PlanError(VAR, raw, "a positive whole number of tokens (DeepEP hybrid-ep's combine chunk)")
-        return v, f"{VAR}={v} in the launch environment: HybridEP's combine runs {v}-token chunks"
+        return v, (f"{VAR}={v} in the launch environment: HybridEP's combine runs {v}-token chunks"
+                   if hybridep else None)
     if pin:
         d = pinned_default(pin)
         if d is not None:
             return d, (f"HybridEP combine chunk {d} tokens: the default of the DeepEP hybrid-ep commit the recipe "
-                       f"builds ({pin[:7]}; 128 before a0d27f1 of 2026-03-31, 64 from it on); {VAR} not set")
-        return CURRENT_DEFAULT, (f"HybridEP combine chunk {CURRENT_DEFAULT} tokens assumed: DeepEP's current "
-                                 f"default; the recipe builds DeepEP {pin[:7]}, whose default is not known here "
-                                 f"(128 before a0d27f1 of 2026-03-31); {VAR} not set")
+                       f"builds ({pin[:7]}; 128 before a0d27f1 of 2026-03-31, 64 from it on); {VAR} not set"
+                       if hybridep else None)
+        return None, (f"HybridEP combine chunk {CURRENT_DEFAULT} tokens assumed: DeepEP's current default; the recipe "
+                      f"builds DeepEP {pin[:7]}, whose default is not known here (128 before a0d27f1 of 2026-03-31); "
+                      f"{VAR} not set" if hybridep else None)
+    if not hybridep:
+        return None, None
     if bridge:
         return BRIDGE_DEFAULT, (f"HybridEP combine chunk {BRIDGE_DEFAULT} tokens assumed: Megatron-Bridge's "
                                 f"performance launcher sets {VAR}=128 on every HybridEP recipe (797a11418); "
                                 "the config sets none")
-    return CURRENT_DEFAULT, (f"HybridEP combine chunk {CURRENT_DEFAULT} tokens assumed: DeepEP's current default "
-                             f"(since a0d27f1 of 2026-03-31; 128 before); the recipe neither sets {VAR} nor pins "
-                             "a DeepEP build")
+    return None, (f"HybridEP combine chunk {CURRENT_DEFAULT} tokens assumed: DeepEP's current default (since "
+                  f"a0d27f1 of 2026-03-31; 128 before); the recipe neither sets {VAR} nor pins a DeepEP build")

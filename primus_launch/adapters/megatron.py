@@ -239,26 +239,28 @@ def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str, deepep_pin: s
     program = getattr(rec, "program", None)
     legacy = legacy_program(program)
     unmodelled = list(src.unmodelled) + list(getattr(rec, "unmodelled", [])) + ([legacy] if legacy else [])
-    plan = _with_hybridep_chunk(plan, rec, notes, deepep_pin, launch_env)
+    plan = _with_hybridep_chunk(plan, rec, notes, deepep_pin, launch_env, fmt == "bridge-yaml")
     return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=fmt,
                                                     unmodelled=unmodelled, notes=notes, program=program,
                                                     fixed=program_fixed(program))})
 
 
 def _with_hybridep_chunk(plan: Plan, rec: Any, notes: list[str], pin: str | None = None,
-                         launch_env: Mapping[str, str] | None = None) -> Plan:
-    """``plan`` with the HybridEP combine chunk its recipe runs (:func:`hybridep_env.combine_chunk`: the launch
+                         launch_env: Mapping[str, str] | None = None, bridge: bool = False) -> Plan:
+    """``plan`` with the HybridEP combine chunk its recipe states (:func:`hybridep_env.combine_chunk`: the launch
     environment's ``NUM_OF_TOKENS_PER_CHUNK_COMBINE_API``, else the default of the DeepEP build the recipe pins,
-    else Megatron-Bridge's launcher's 128 for a Bridge config, else DeepEP's current 64), the note saying which
-    appended to ``notes``; other dispatchers unchanged."""
-    if plan.training.moe_token_dispatcher != "hybridep":
-        return plan
-    from primus_launch.adapters.bridge_yaml import BridgeRecipe
+    else, on the HybridEP dispatcher, Megatron-Bridge's launcher's 128 for a Bridge config; None: DeepEP's current
+    64), and under HybridEP the note saying which appended to ``notes``; ``bridge``: ``rec`` is a Megatron-Bridge
+    config."""
     from primus_launch.adapters.hybridep_env import combine_chunk, deepep_pin
 
     pin = pin or deepep_pin(getattr(rec, "text", "") or "")
-    chunk, note = combine_chunk({**recipe_env(rec), **(launch_env or {})}, pin, isinstance(rec, BridgeRecipe))
-    notes.append(note)
+    chunk, note = combine_chunk({**recipe_env(rec), **(launch_env or {})}, pin, bridge,
+                                plan.training.moe_token_dispatcher == "hybridep")
+    if note:
+        notes.append(note)
+    if chunk == plan.training.moe_hybridep_combine_chunk:
+        return plan
     return plan.model_copy(update={"training": plan.training.model_copy(
         update={"moe_hybridep_combine_chunk": chunk})})
 
@@ -367,6 +369,9 @@ def _normalized(plan: Plan) -> dict:
     """The plan as a re-read rendering gives it back (derived fields filled in), cluster aside."""
     d = plan.model_dump(exclude={"source", "cluster"})
     p, t = d["parallel"], d["training"]
+    # HybridEP's combine chunk is the launch environment's (or the DeepEP build's), not an argument: a rendering keeps
+    # the original's environment, so the arguments read back cannot state it (_with_hybridep_chunk)
+    t["moe_hybridep_combine_chunk"] = None
     t["pipeline_schedule"] = "interleaved_1f1b" if p["vpp"] > 1 else "1f1b"
     r = t["recompute"]
     if r["granularity"] != "full":
