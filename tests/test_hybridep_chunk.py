@@ -126,3 +126,24 @@ def test_validation_rows_carry_their_pin_and_environment():
                   and "hybridep" in str(r["training"].get("moe_dispatcher")))
     env, notes = build_runs.hybridep_env_of(bridge)
     assert env[he.VAR] == "128" and notes
+
+
+def test_script_export_and_bridge_env_vars(tmp_path):
+    """A launch script's ``export`` and a Megatron-Bridge run config's ``env_vars`` set the chunk; a Bridge config on
+    HybridEP that sets none takes its launcher's 128."""
+    from primus_launch.adapters import load_recipe
+    from primus_launch.adapters.bridge_yaml import load_bridge_yaml
+    from primus_launch.plan import Cluster
+
+    sh = tmp_path / "moe.sh"
+    sh.write_text("#!/bin/bash\nexport NUM_OF_TOKENS_PER_CHUNK_COMBINE_API=128\ntorchrun --nnodes 1 --nproc-per-node 8 "
+                  + " ".join(ARGV) + "\n")
+    assert load_recipe(sh).training.moe_hybridep_combine_chunk == 128
+    text = (ROOT / "tests" / "data" / "bridge" / "qwen3_moe_run_config.yaml").read_text().replace(
+        "  moe_token_dispatcher_type: alltoall", "  moe_token_dispatcher_type: flex\n  moe_flex_dispatcher_backend: hybridep")
+    cl = Cluster(num_nodes=4, gpus_per_node=8, gpu="h200")
+    f = tmp_path / "run_config.yaml"
+    f.write_text(text)
+    assert load_bridge_yaml(f, cl).training.moe_hybridep_combine_chunk == 128
+    f.write_text(text.replace("env_vars: {}", "env_vars:\n  NUM_OF_TOKENS_PER_CHUNK_COMBINE_API: '64'"))
+    assert load_bridge_yaml(f, cl).training.moe_hybridep_combine_chunk == 64
