@@ -1,6 +1,8 @@
 """HybridEP's 64-token combine chunks in Megatron-LM's moe_recipes runs (issue 28: the Qwen3-235B H100 reference).
 
-Diagnostics only: nothing here changes the model, the hardware database or the validation rows.
+Diagnostics only.  The model prices the chunk since branch hepchunk (``Plan.training.moe_hybridep_combine_chunk``,
+``projection/cost/hybridep_chunk.py``; the adapters read it from the launch environment or the pinned DeepEP build,
+``adapters/hybridep_env.py``); this probe shows where it comes from and what it moves.
 
 The facts it rests on, read from public sources:
 
@@ -30,11 +32,12 @@ Sections:
 2. ``bound``: one HybridEP combine of each row per micro-batch as the model prices it: the RDMA stage, the NVLink stage
    (``collectives.dispatch_time`` with the other stage's rate set infinite), which one binds, and whether the NVLink
    stage x PR #588's ratio would bind.
-3. ``scaled``: the rows that ran 64-token unfused combines projected with the combine's NVLink rate / PR #588's ratio
-   and its RDMA rate / the 1.085 upper bound.
+3. ``scaled``: the rows whose plans run 64-token unfused combines, projected at their chunk (as the model prices
+   them: NVLink x PR #588's ratio, RDMA x the 1.085 upper bound) and at 128 tokens (the model before hepchunk).
 
     python scripts/hybridep_chunk_probe.py                 # all sections
     python scripts/hybridep_chunk_probe.py --section bound
+    python scripts/hybridep_chunk_probe.py --runs /tmp/runs.json   # rows built elsewhere (build_runs.py's output)
 """
 
 from __future__ import annotations
@@ -98,8 +101,8 @@ def combine_chunk(deepep_date: str, env_chunk: Optional[int]) -> int:
     return CHUNK_DEFAULT_AFTER if deepep_date >= CHUNK_CHANGE_DATE else CHUNK_DEFAULT_BEFORE
 
 
-def _rows() -> dict[str, dict]:
-    return {r["id"]: r for r in json.loads(RUNS.read_text())["rows"]}
+def _rows(path: Path = RUNS) -> dict[str, dict]:
+    return {r["id"]: r for r in json.loads(Path(path).read_text())["rows"]}
 
 
 def _plan(plan: dict):
@@ -144,9 +147,9 @@ def slower_combine(nvl: float = NVL_RATIO, rdma: float = RDMA_RATIO) -> Iterator
     orig_dd, orig_fabric = coll.deepep_dispatch, coll.fabric
 
     def dd(tokens, token_bytes, pl, gpu, num_experts, topk, num_groups=1, group_topk=1, lib="deepep", insitu=True,
-           op="dispatch", api=True, num_sms=0, forward=True, round_robin=False):
+           op="dispatch", api=True, num_sms=0, forward=True, round_robin=False, combine_chunk=128):
         args = (tokens, token_bytes, pl, gpu, num_experts, topk, num_groups, group_topk, lib, insitu, op, api,
-                num_sms, forward, round_robin)
+                num_sms, forward, round_robin, combine_chunk)
         if lib != "hybridep" or op != "combine":
             return orig_dd(*args)
         fab = orig_fabric(gpu)
@@ -183,8 +186,9 @@ def section_recipes(rows: dict[str, dict]) -> None:
         got = _project(_plan(r["plan"]))
         meas = r["measured_tokens_per_sec_per_gpu"]
         env_s = f"env {env}" if env is not None else "env unset"
+        chunk = _plan(r["plan"]).training.moe_hybridep_combine_chunk
         print(f"  {rid:76s} DeepEP {commit} ({date}), {env_s:9s} -> combine chunk {combine_chunk(date, env):3d}"
-              f"   {got / meas - 1:+6.1%}")
+              f" (plan: {chunk})   {got / meas - 1:+6.1%}")
 
 
 def section_bound(rows: dict[str, dict]) -> None:
@@ -203,28 +207,29 @@ def section_bound(rows: dict[str, dict]) -> None:
 
 
 def section_scaled(rows: dict[str, dict]) -> None:
-    print(f"rows that ran 64-token unfused combines, combine NVLink stage x {NVL_RATIO:.3f} and RDMA stage x "
-          f"{RDMA_RATIO:.3f} (upper bound)")
-    for rid, _recipe, _commit, date, env in MLM_HYBRIDEP:
+    print("rows whose plans run 64-token unfused combines: projected at their chunk (the model) and at 128 tokens "
+          "(the model before hepchunk)")
+    for rid, _recipe, _commit, _date, _env in MLM_HYBRIDEP:
         r = rows.get(rid)
-        if r is None or combine_chunk(date, env) != CHUNK_DEFAULT_AFTER:
+        if r is None:
             continue
         plan, meas = _plan(r["plan"]), r["measured_tokens_per_sec_per_gpu"]
-        base = _project(plan)
-        with slower_combine():
-            slow = _project(plan)
-        with slower_combine(rdma=1.0):
-            nvl_only = _project(plan)
-        print(f"  {rid:76s} measured {meas:9.1f}  as built {base:9.1f} ({base / meas - 1:+6.1%})  NVLink only "
-              f"{nvl_only / meas - 1:+6.1%}  both {slow:9.1f} ({slow / meas - 1:+6.1%})")
+        if (plan.training.moe_hybridep_combine_chunk or CHUNK_DEFAULT_AFTER) != CHUNK_DEFAULT_AFTER:
+            continue
+        got = _project(plan)
+        at128 = _project(plan.model_copy(update={"training": plan.training.model_copy(
+            update={"moe_hybridep_combine_chunk": CHUNK_DEFAULT_BEFORE})}))
+        print(f"  {rid:76s} measured {meas:9.1f}  at 128 {at128:9.1f} ({at128 / meas - 1:+6.1%})  at 64 {got:9.1f} "
+              f"({got / meas - 1:+6.1%})")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--section", choices=("recipes", "bound", "scaled"), action="append")
+    ap.add_argument("--runs", default=str(RUNS), help="the validation rows (default scripts/validation/runs.json)")
     a = ap.parse_args(argv)
     sections = a.section or ["recipes", "bound", "scaled"]
-    rows = _rows()
+    rows = _rows(Path(a.runs))
     for s in sections:
         {"recipes": section_recipes, "bound": section_bound, "scaled": section_scaled}[s](rows)
         print()

@@ -227,18 +227,42 @@ def _on_default_cluster(e: PlanError, rec: Any) -> PlanError:
                                        "pass --nodes / --gpus-per-node)")
 
 
-def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str) -> Plan:
+def _with_source(plan: Plan, rec: Any, path: str | None, fmt: str, deepep_pin: str | None = None,
+                 launch_env: Mapping[str, str] | None = None) -> Plan:
     """``plan`` with its source: the recipe's notes first, then the plan's own; the plan's unmodelled flags,
     then the recipe's (a Megatron-Bridge config's ``unmodelled``; the Megatron-LM recipes have none), then the
-    program's (a Pai-Megatron-Patch legacy entry point: :func:`pai_patch.legacy_program`)."""
+    program's (a Pai-Megatron-Patch legacy entry point: :func:`pai_patch.legacy_program`); the HybridEP combine
+    chunk (:func:`_with_hybridep_chunk`; ``deepep_pin``: the DeepEP commit the run built, where the recipe text
+    does not say it; ``launch_env``: variables the run started with beyond the recipe's own)."""
     src = plan.source or Source(framework="megatron")
     notes = list(getattr(rec, "notes", [])) + [n for n in src.notes if n not in getattr(rec, "notes", [])]
     program = getattr(rec, "program", None)
     legacy = legacy_program(program)
     unmodelled = list(src.unmodelled) + list(getattr(rec, "unmodelled", [])) + ([legacy] if legacy else [])
+    plan = _with_hybridep_chunk(plan, rec, notes, deepep_pin, launch_env, fmt == "bridge-yaml")
     return plan.model_copy(update={"source": Source(framework="megatron", path=path, format=fmt,
                                                     unmodelled=unmodelled, notes=notes, program=program,
                                                     fixed=program_fixed(program))})
+
+
+def _with_hybridep_chunk(plan: Plan, rec: Any, notes: list[str], pin: str | None = None,
+                         launch_env: Mapping[str, str] | None = None, bridge: bool = False) -> Plan:
+    """``plan`` with the HybridEP combine chunk its recipe states (:func:`hybridep_env.combine_chunk`: the launch
+    environment's ``NUM_OF_TOKENS_PER_CHUNK_COMBINE_API``, else the default of the DeepEP build the recipe pins,
+    else, on the HybridEP dispatcher, Megatron-Bridge's launcher's 128 for a Bridge config; None: DeepEP's current
+    64), and under HybridEP the note saying which appended to ``notes``; ``bridge``: ``rec`` is a Megatron-Bridge
+    config."""
+    from primus_launch.adapters.hybridep_env import combine_chunk, deepep_pin
+
+    pin = pin or deepep_pin(getattr(rec, "text", "") or "")
+    chunk, note = combine_chunk({**recipe_env(rec), **(launch_env or {})}, pin, bridge,
+                                plan.training.moe_token_dispatcher == "hybridep")
+    if note:
+        notes.append(note)
+    if chunk == plan.training.moe_hybridep_combine_chunk:
+        return plan
+    return plan.model_copy(update={"training": plan.training.model_copy(
+        update={"moe_hybridep_combine_chunk": chunk})})
 
 
 def _check_family(rec: Any) -> None:
@@ -329,12 +353,15 @@ def load_megatron(path: str | Path, cluster: Cluster | None = None, script_args:
     return out
 
 
-def plan_from_argv(argv: list[str], cluster: Cluster | None = None) -> Plan:
-    """The plan of a command line (``torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py ...``)."""
+def plan_from_argv(argv: list[str], cluster: Cluster | None = None, deepep_pin: str | None = None,
+                   launch_env: Mapping[str, str] | None = None) -> Plan:
+    """The plan of a command line (``torchrun --nnodes 4 --nproc-per-node 8 pretrain_gpt.py ...``);
+    ``deepep_pin`` / ``launch_env``: the DeepEP commit the run built and the environment it started with (the
+    HybridEP combine chunk, :mod:`hybridep_env`)."""
     rec, written = _parse("\n".join(argv), "argv", argv_mode=True, given=cluster)
     _check_family(rec)
     plan = plan_from_args(_hybrid_program_args(rec, rec.args), written)
-    return _with_source(plan, rec, None, "megatron-argv")
+    return _with_source(plan, rec, None, "megatron-argv", deepep_pin, launch_env)
 
 
 # --------------------------------------------------------------------------- writing
@@ -342,6 +369,9 @@ def _normalized(plan: Plan) -> dict:
     """The plan as a re-read rendering gives it back (derived fields filled in), cluster aside."""
     d = plan.model_dump(exclude={"source", "cluster"})
     p, t = d["parallel"], d["training"]
+    # HybridEP's combine chunk is the launch environment's (or the DeepEP build's), not an argument: a rendering keeps
+    # the original's environment, so the arguments read back cannot state it (_with_hybridep_chunk)
+    t["moe_hybridep_combine_chunk"] = None
     t["pipeline_schedule"] = "interleaved_1f1b" if p["vpp"] > 1 else "1f1b"
     r = t["recompute"]
     if r["granularity"] != "full":

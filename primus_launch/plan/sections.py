@@ -561,6 +561,13 @@ class Training(BoundedSection):
                                         "--moe-flex-dispatcher-num-sms, or the deprecated --moe-deepep-num-sms / "
                                         "--moe-hybridep-num-sms it routes); None: the library default (DeepEP 20; "
                                         "HybridEP 24 inside one NVLink domain, 8 across)")
+    moe_hybridep_combine_chunk: Optional[int] = Field(
+        default=None, ge=1, description="tokens per chunk of HybridEP's combine kernel (DeepEP hybrid-ep's "
+                                        "NUM_OF_TOKENS_PER_CHUNK_COMBINE_API in the launch environment; Megatron "
+                                        "passes none): 128 before DeepEP a0d27f1 (2026-03-31), 64 from it on, "
+                                        "Megatron-Bridge's launcher sets 128 on its HybridEP recipes; None: DeepEP's "
+                                        "current default, 64.  The unfused combine runs up to 1.66x slower at 64 "
+                                        "(cost/hybridep_chunk.py)")
     moe_router_force_load_balancing: bool = Field(
         default=False, description="balanced routing forced (benchmarks): no busiest-EP-rank excess in the time "
                                    "(cost/moe_imbalance.py prices it otherwise); the memory model takes the "

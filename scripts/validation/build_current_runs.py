@@ -241,6 +241,18 @@ def software(d):
     return ", ".join(parts)
 
 
+def hybridep_launch(d, a):
+    """A HybridEP recipe's DeepEP build and launch environment, which the Megatron adapter reads the combine chunk
+    from (``primus_launch/adapters/hybridep_env.py``: ``NUM_OF_TOKENS_PER_CHUNK_COMBINE_API`` in ``ENV_VARS``, else
+    the default of the DeepEP commit the DEPENDENCIES Dockerfile checks out); empty for other dispatchers."""
+    if a.get("moe_flex_dispatcher_backend") != "hybridep":
+        return {}
+    m = re.search(r"DeepEP(?:\.git)?\b[\s\S]{0,600}?git\s+checkout\s+([0-9a-f]{7,40})\b",
+                  d.get("DEPENDENCIES", {}).get("dockerfile", ""))
+    return dict(deepep_commit=m.group(1) if m else None,
+                launch_env={k: str(v) for k, v in sorted(d.get("ENV_VARS", {}).items())})
+
+
 def precision_of(a):
     if a.get("fp8_recipe"):
         return f"fp8 {a.get('fp8_format')} {a['fp8_recipe']} (Transformer Engine)", a["fp8_recipe"]
@@ -338,6 +350,7 @@ def mlm_rows():
             source_reliability="primary (official repo README table + the exact recipe YAML it links)",
             notes=("Median TFLOP/s/GPU only. ENV_VARS of the recipe: " + json.dumps(env, sort_keys=True)),
             megatron_flags=flags,
+            **hybridep_launch(d, a),
             flags_source=f"NVIDIA/Megatron-LM dev @{MLM_COMMIT[:10]} examples/moe_recipes/{path} (ARGS block, verbatim, "
                          "key -> --key-with-dashes)",
             flags_unknown=unknown,

@@ -446,6 +446,27 @@ def config_flags(rid: str, flags: list[str]) -> tuple[list[str], list[str]]:
     return [], []
 
 
+BRIDGE_HYBRIDEP_CHUNK = ("NUM_OF_TOKENS_PER_CHUNK_COMBINE_API", "128")
+
+
+def hybridep_env_of(r: dict) -> tuple[dict[str, str], list[str]]:
+    """The launch environment a row's run started with, as far as the plan reads it (the HybridEP combine chunk:
+    ``primus_launch/adapters/hybridep_env.py``), and the assumption it rests on.  Megatron-LM moe_recipes rows: the
+    recipe's ``ENV_VARS`` (``launch_env``, with the DeepEP commit its Dockerfile builds in ``deepep_commit``).
+    Megatron-Bridge rows on HybridEP: 128 tokens -- Bridge's performance launcher sets the variable on every HybridEP
+    recipe from 797a11418 (2026-04-03, in v0.4.2, the 26.04 release: ``scripts/performance/perf_plugins.py``), its
+    later ``perf_recipes`` state it in their ``env_vars``, and the releases before ran DeepEP hybrid-ep builds older
+    than a0d27f1 (2026-03-31), whose default was 128."""
+    env = dict(r.get("launch_env") or {})
+    hybrid = "hybridep" in str(r.get("training", {}).get("moe_dispatcher", ""))
+    if r["id"].startswith("mbridge") and hybrid and BRIDGE_HYBRIDEP_CHUNK[0] not in env:
+        env[BRIDGE_HYBRIDEP_CHUNK[0]] = BRIDGE_HYBRIDEP_CHUNK[1]
+        return env, ["HybridEP combine chunk 128 tokens: Megatron-Bridge's perf launcher sets "
+                     "NUM_OF_TOKENS_PER_CHUNK_COMBINE_API=128 on every HybridEP recipe (797a11418, v0.4.2; "
+                     "perf_recipes env_vars later); earlier releases' DeepEP predates a0d27f1 (default 128)"]
+    return env, []
+
+
 def flag_row(r: dict, role: str, group: str):
     """A row with ``megatron_flags`` through the Megatron adapter (``plan_from_argv``)."""
     from primus_launch.adapters.megatron import plan_from_argv
@@ -461,9 +482,12 @@ def flag_row(r: dict, role: str, group: str):
     ub, ub_notes = ub_cfg_flags(r)
     argv += extra + ub
     extra_notes = extra_notes + ub_notes
+    env, env_notes = hybridep_env_of(r)
+    extra_notes = extra_notes + env_notes
     try:
         plan = plan_from_argv(argv, cluster=_cluster_for(gpu, hw["num_gpus"], hw.get("gpus_per_node"),
-                                                         hw.get("power_limit_machine")))
+                                                         hw.get("power_limit_machine")),
+                              deepep_pin=r.get("deepep_commit"), launch_env=env)
     except Exception as e:  # the reader cannot express a flag yet: say which
         return None, f"Megatron adapter: {' '.join(str(e).split())[:200]}"
     meas = r["measured"]

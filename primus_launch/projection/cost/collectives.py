@@ -107,6 +107,7 @@ from functools import lru_cache
 
 from primus_launch.projection.cost import calibration as cal
 from primus_launch.projection.cost.contention import DEEPEP_SMS
+from primus_launch.projection.cost.hybridep_chunk import CHUNK_BASIS, combine_slowdown
 from primus_launch.projection.hardware.fabric import Fabric, measured_fabric_fields, on_change
 # the registry of measured fabrics lives with the hardware database; ``register_fabric`` and
 # ``register_fabric_tables`` stay importable from here for the measured path
@@ -406,7 +407,7 @@ def dispatch_time(tokens: float, token_bytes: float, size: int, nodes: int, per_
 def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: str, num_experts: int, topk: int,
                     num_groups: int = 1, group_topk: int = 1, lib: str = "deepep", insitu: bool = True,
                     op: str = "dispatch", api: bool = True, num_sms: int = 0, forward: bool = True,
-                    round_robin: bool = False) -> float:
+                    round_robin: bool = False, combine_chunk: int = 128) -> float:
     """Seconds of one DeepEP (``lib="deepep"``) or HybridEP ``op`` (dispatch / combine) of ``tokens``
     tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc); ``insitu=False``: at the
     isolated benchmark's RDMA rate (what the in-situ fraction adds, for the explanation); ``api=False``:
@@ -414,7 +415,9 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
     ``num_sms``: the SMs DeepEP runs on (0: :data:`cost.contention.DEEPEP_SMS`, DeepEP's and Megatron's
     default 20); ``forward=False``: without DeepEP V1's internode forwarder bound (:func:`deepep_forward_bw`;
     the explanation's share); ``round_robin``: Primus-Turbo's forced round-robin routing
-    (:func:`cost.moe_routing.round_robin_units_hit`) instead of random top-k."""
+    (:func:`cost.moe_routing.round_robin_units_hit`) instead of random top-k; ``combine_chunk``: the tokens per
+    chunk of HybridEP's (unfused) combine, its NVLink / RDMA rates divided by
+    :func:`cost.hybridep_chunk.combine_slowdown` (128, the rates' basis: unchanged)."""
     from primus_launch.projection.cost.moe_routing import expected_units_hit, round_robin_units_hit
 
     n = pl.size
@@ -438,6 +441,11 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
         f_in = FITTED.get("deepep", {}).get("deepep/insitu", {}).get("eff", 1.0)
         iso = e_node if e_node is not None else fab.e_rdma[lib] / f_in
         fab = dataclasses.replace(fab, e_rdma={**fab.e_rdma, lib: iso * (f_in if insitu else 1.0)})
+    if lib == "hybridep" and op == "combine" and combine_chunk != CHUNK_BASIS:
+        f_nvl, f_rdma = combine_slowdown(combine_chunk)
+        fab = dataclasses.replace(
+            fab, e_nvl={**fab.e_nvl, lib: fab.e_nvl.get(lib, cal.INTRA_NODE_BW_EFFICIENCY) / f_nvl},
+            e_rdma={**fab.e_rdma, lib: fab.e_rdma.get(lib, cal.INTER_NODE_BW_EFFICIENCY) / f_rdma})
     api_s = hybridep_api_overhead(op, pl.nodes, n) if lib == "hybridep" and api and fab.fitted else 0.0
     fwd_bw = 0.0
     if lib == "deepep" and forward and pl.nodes > 1 and fab.fitted:

@@ -45,7 +45,8 @@ TorchTitan (0.3.0 ``models/common/token_dispatcher.py`` ``AllToAllTokenDispatche
   :func:`collectives.deepep_dispatch` on ``h 2`` bytes per token (the top-k indices and fp32 weights
   that ride along, ``12 k`` bytes, are below 1 % of a token at ``h >= 2048`` and not priced); HybridEP
   adds its torch API's own time per call (:func:`collectives.hybridep_api_overhead`) unless CUDA graphs
-  capture the dispatcher; DeepEP across NVLink domains is bounded below by its V1 internode kernel's
+  capture the dispatcher, and runs its combine at the plan's ``moe_hybridep_combine_chunk`` tokens per chunk
+  (None: DeepEP's current default, 64; :mod:`cost.hybridep_chunk`); DeepEP across NVLink domains is bounded below by its V1 internode kernel's
   forwarding warps at the recipe's ``--moe-deepep-num-sms`` (:func:`collectives.deepep_forward_bw`).
   Only the forward dispatch builds the routing metadata: the backward's dispatch (``HybridEPCombine.
   backward``: ``dispatch_with_permute(hidden=grad_x, handle=handle, num_permuted_tokens=...)``, megatron-core
@@ -157,6 +158,7 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: 
     recipe's ``training.moe_dispatcher_num_sms``) (the explanation's shares of the four terms).  HybridEP's API time is left out where CUDA graphs capture
     the dispatcher (``framework.graph_scopes`` holds ``moe``: Megatron runs HybridEP sync-free there)."""
     from primus_launch.projection.cost.framework import graph_scopes
+    from primus_launch.projection.cost.hybridep_chunk import effective_chunk
     from primus_launch.projection.cost.moe_imbalance import forced_round_robin, plan_imbalance
 
     fwd, bwd = dispatcher_collectives(plan)
@@ -173,7 +175,8 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: 
                                           m.num_experts, m.moe_router_topk, m.moe_router_num_groups or 1,
                                           m.moe_router_group_topk or 1, plan.training.moe_token_dispatcher,
                                           insitu, c.what, api, plan.training.moe_dispatcher_num_sms or 0, forward,
-                                          forced_round_robin(plan))
+                                          forced_round_robin(plan),
+                                          effective_chunk(plan.training.moe_hybridep_combine_chunk))
             else:
                 s += getattr(coll, c.op)(c.nbytes, pl, gpu)
         out.append(s * busiest)
