@@ -147,9 +147,10 @@ def slower_combine(nvl: float = NVL_RATIO, rdma: float = RDMA_RATIO) -> Iterator
     orig_dd, orig_fabric = coll.deepep_dispatch, coll.fabric
 
     def dd(tokens, token_bytes, pl, gpu, num_experts, topk, num_groups=1, group_topk=1, lib="deepep", insitu=True,
-           op="dispatch", api=True, num_sms=0, forward=True, round_robin=False, combine_chunk=128):
+           op="dispatch", api=True, num_sms=0, forward=True, round_robin=False, combine_chunk=128,
+           probs=False):
         args = (tokens, token_bytes, pl, gpu, num_experts, topk, num_groups, group_topk, lib, insitu, op, api,
-                num_sms, forward, round_robin, combine_chunk)
+                num_sms, forward, round_robin, combine_chunk, probs)
         if lib != "hybridep" or op != "combine":
             return orig_dd(*args)
         fab = orig_fabric(gpu)

@@ -83,7 +83,9 @@ def test_dispatch_price_uses_the_node_count_efficiency_times_the_in_situ_fractio
     insitu = coll.deepep_dispatch(*args, lib="hybridep", api=False)
     alone = coll.deepep_dispatch(*args, lib="hybridep", api=False, insitu=False)
     d_dom = expected_units_hit(512, 22, 64)
-    rdma = 8192 * d_dom * (1 - 1 / 8) * 2048.0 / (coll.hybridep_rdma_eff(8) * coll.fabric("b200").nic_bw)
+    # a call without probs: its 2 KB token over the README's probs-inclusive basis (tests/test_hybridep_probs.py)
+    b = 2048.0 / (1 + coll.HYBRIDEP_README_PROBS_RATIO["rdma"])
+    rdma = 8192 * d_dom * (1 - 1 / 8) * b / (coll.hybridep_rdma_eff(8) * coll.fabric("b200").nic_bw)
     lat = 2 * coll.fabric("b200").a_nic + coll.fabric("b200").l_a2a
     assert alone == pytest.approx(rdma + lat, rel=1e-9)
     assert insitu == pytest.approx(rdma / f_in + lat, rel=1e-9)

@@ -61,11 +61,14 @@ all-reduce (NCCL's default algorithm: NVLS on NVSwitch systems, so ``e`` can exc
   (:func:`hybridep_api_overhead`: the README's torch-API minus kernel-only time of the same call,
   0.13-0.24 ms inside an NVLink domain, 0.33-1.1 ms across 2-8 IB-connected nodes -- the test's
   ``misc = device_sync, update_flag``: Megatron's HybridEP dispatch without a token budget synchronises
-  with the device the same way, megatron-core ``token_dispatcher.py`` ``_HybridEPManager``), which a
+  with the device the same way, megatron-core ``token_dispatcher.py`` ``_HybridEPManager``; the forward
+  dispatch's grows with its routing-map all-gather beyond the README's, :func:`hybridep_routing_map_s`), which a
   fixed per-call cost keeps at Megatron's payloads (a few MB per rank against the benchmark's 30-60
   MB) where a bandwidth fitted to the torch-API figures would scale it away; none where CUDA graphs
   capture the dispatcher (``moe`` scope, full iteration: Megatron then runs HybridEP sync-free with a
-  static token budget);  DeepEP V1's internode kernels (the ``deepep`` backend: ``deep_ep.Buffer``) are
+  static token budget); HybridEP's fp32 routing probabilities ride with each token copy of the calls that
+  carry them (:func:`hybridep_probs_bytes`, priced against the README's own probs share,
+  :data:`HYBRIDEP_README_PROBS_RATIO`); DeepEP V1's internode kernels (the ``deepep`` backend: ``deep_ep.Buffer``) are
   also bound by their own forwarding / receiving warps: every (token, destination node) pair, the own
   node's included, goes through the channel's RDMA buffer and its forwarder warps (DeepEP
   ``csrc/kernels/internode.cu``: the local node's share is copied into its own receive buffer, then
@@ -316,7 +319,72 @@ def all_to_all(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
     return collective_time("all_to_all", nbytes, pl.size, pl.nodes, pl.per_node, fabric(gpu))
 
 
-def hybridep_api_overhead(op: str, nodes: int, ranks: int) -> float:
+HYBRIDEP_README_TOKENS = 4096
+"""Tokens per rank of DeepEP hybrid-ep's README benchmark (``docs/README_Hybrid-EP.md`` @94a9f8f, its H100 figures
+from 1dddd19 ``tests/test_hybrid_ep.py``), whose per-call API times ``FITTED['deepep']['hybridep/api']`` holds."""
+HYBRIDEP_README_LOCAL_EXPERTS = 8
+"""Experts per rank of the same benchmark (``Local Experts: 8``: ``8 n`` experts over ``n`` ranks)."""
+HYBRIDEP_README_PROBS_RATIO = {"rdma": 0.017857, "nvlink": 0.064644}
+"""The README benchmark's fp32 probability bytes per token copy over its token bytes, by the fit's bound, which the
+kernel-only efficiencies ``FITTED['deepep']['hybridep/{rdma,nvlink}']`` absorbed (the test's bandwidth counts token
+bytes only -- ``dispatched_hidden.numel() * 2``, ``num_rdma * HIDDEN_DIM * 2`` -- while its dispatch passes
+``topk_weights`` and its combine ``probs``, so both kernels moved the probs too; :func:`hybridep_probs_bytes`):
+``rdma``: the H100 records, 2-8 DGX nodes, 64 experts per node, 256 B against a 14,336 B BF16 token = 256 / 14,336;
+``nvlink``: exp(mean ln(1 + p / b)) over its 10 B200 / GB200 records (8-36 ranks: 256-1,152 B against 7,392 B FP8
+or 14,336 B BF16 tokens; ``tests/test_hybridep_probs.py`` recomputes both from the evidence)."""
+
+
+def hybridep_probs_bytes(num_experts: int, ranks: int, ranks_per_domain: int) -> float:
+    """Bytes of fp32 routing probabilities HybridEP sends with each token copy of a dispatch that carries probs:
+    ``4 (E / n) k`` -- the probabilities of every expert of the destination NVLink domain (``E / n`` experts per
+    rank x ``k`` ranks in the domain), once per (token, destination domain) over RDMA and once per (token,
+    destination rank) over NVLink.  DeepEP hybrid-ep @94a9f8f ``csrc/hybrid_ep/backend/hybrid_ep_backend.cuh``:
+    the forward dispatch (``FORWARD_DISPATCH``, ``with_probs=probs is not None``) stages ``float
+    intra_node_prob_buffer[NUM_OF_EXPERTS_PER_RANK * NUM_OF_RANKS_PER_NODE]`` per token and TMA-stores it to each
+    destination rank (``remote_expert_output_prob``), and its RDMA warp puts ``prob_per_token =
+    NUM_OF_EXPERTS_PER_RANK * NUM_OF_RANKS_PER_NODE`` floats per token to each remote node; a combine given probs
+    (``BACKWARD_COMBINE``) loads and reduces the same vector per source copy (``intra_node_prob_G2S_buffer``) and
+    puts it over RDMA; ``docs/Hybrid-EP_Implementation.md`` sizes ``prob_buffer`` / ``rdma_prob_buffer`` alike.
+    Megatron (megatron-core ``fused_a2a.py`` ``HybridEPDispatch``) passes fp32 probs to the forward dispatch
+    (``_HybridEPManager``: "HybridEP only supports float32 probs") and their gradient to the backward's combine
+    (``combine_with_unpermute(hidden=grad_x, probs=grad_probs, ...)``); the forward combine and the backward's
+    dispatch (``HybridEPCombine``) carry none, and no FP8 scaling factors travel (``fp8_dispatch = False``,
+    ``scaling_factor=None``).  Nemotron 3 Super at EP 64 over 8 nodes: 4 x 8 x 8 = 256 B per copy of a 2,048 B
+    latent token."""
+    if ranks <= 0 or num_experts <= 0:
+        return 0.0
+    return 4.0 * max(1, num_experts // ranks) * ranks_per_domain
+
+
+def _gather_bytes_s(nbytes: float, pl: GroupPlacement, gpu: str) -> float:
+    """Seconds of an all-gather's bytes (gathered OUTPUT ``nbytes``) over the EP group: :func:`all_gather` less its
+    fixed latency (the same call at one byte per rank); 0 for a group of one."""
+    if pl.size <= 1 or nbytes <= 0:
+        return 0.0
+    return max(0.0, all_gather(float(nbytes), pl, gpu) - all_gather(float(pl.size), pl, gpu))
+
+
+def hybridep_routing_map_s(tokens: int, num_experts: int, pl: GroupPlacement, gpu: str) -> float:
+    """Seconds the forward dispatch's routing-map all-gather adds over the README benchmark's on the same group:
+    ``g(n T E) - g(n T_R 8 n)``, ``g`` the all-gather's bytes time (:func:`_gather_bytes_s`: bus bytes over the
+    fabric's NVLink / NIC rate, module doc), ``T_R`` = :data:`HYBRIDEP_README_TOKENS`, ``8 n`` the README's experts
+    (:data:`HYBRIDEP_README_LOCAL_EXPERTS` per rank).  DeepEP hybrid-ep @94a9f8f ``executor.cu``
+    ``allgather_routing_map`` (called by ``metadata_preprocessing`` when the dispatch has no handle; at the README's
+    1dddd19 ``hybrid_ep_buffer.py`` the same call): ``all_gather_into_tensor`` of the ``[T, E]`` bool map over the
+    EP group into ``[T n, E]`` -- ``T E`` bytes per rank, ``n T E`` gathered (NCCL; the custom intra-node
+    all-gather is off by default since #682).  The README's dispatch API time (``hybridep/api``) holds the
+    benchmark's own all-gather (2 MB per rank at 64 ranks: 4,096 x 512), so the README's shape adds 0 and the
+    kernel-latency part stays the fitted constant; Nemotron 3 Super (8,192 tokens x 512 experts: 4 MB per rank)
+    adds the bytes time of the extra half."""
+    n = pl.size
+    if n <= 1 or tokens <= 0 or num_experts <= 0:
+        return 0.0
+    own = _gather_bytes_s(float(n) * tokens * num_experts, pl, gpu)
+    readme = _gather_bytes_s(float(n) * HYBRIDEP_README_TOKENS * HYBRIDEP_README_LOCAL_EXPERTS * n, pl, gpu)
+    return own - readme
+
+
+def hybridep_api_overhead(op: str, nodes: int, ranks: int, map_s: float = 0.0) -> float:
     """Seconds HybridEP's torch API spends per ``op`` call (dispatch / combine) beyond its kernel (module doc):
     the fitted points (``FITTED['deepep']['hybridep/api']``) by node count across NVLink domains (``nodes >
     1``), by rank count inside one; linear between points, the end points' values beyond them.  ``"dispatch"``
@@ -325,7 +393,9 @@ def hybridep_api_overhead(op: str, nodes: int, ranks: int) -> float:
     backward's) does the README dispatch's work less the metadata step (no routing-map all-gather, no
     preprocessing kernel), so it takes at most the dispatch's time, and where the dispatch's exceeds the
     combine's -- across IB, by 0.2-0.9 ms at 2-8 nodes, where that all-gather crosses the NIC -- the combine's,
-    the other call on the handle: ``min(dispatch, combine)``."""
+    the other call on the handle: ``min(dispatch, combine)``.  ``map_s``: what the forward dispatch's routing-map
+    all-gather takes beyond the README benchmark's (:func:`hybridep_routing_map_s`), added to ``"dispatch"`` only
+    (never below 0 in all: a smaller map than the README's saves at most its bytes time)."""
     if op not in ("dispatch", "combine"):   # the backward's handle-path dispatch
         return min(hybridep_api_overhead("dispatch", nodes, ranks), hybridep_api_overhead("combine", nodes, ranks))
     from primus_launch.projection.cost.fitted import FITTED
@@ -335,12 +405,13 @@ def hybridep_api_overhead(op: str, nodes: int, ranks: int) -> float:
     p = pts.get(where, {}).get(op)
     if not p:
         return 0.0
+    extra = map_s if op == "dispatch" else 0.0
     if x <= p[0][0]:
-        return p[0][1]
+        return max(0.0, p[0][1] + extra)
     for (x0, y0), (x1, y1) in zip(p, p[1:]):
         if x <= x1:
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
-    return p[-1][1]
+            return max(0.0, y0 + (y1 - y0) * (x - x0) / (x1 - x0) + extra)
+    return max(0.0, p[-1][1] + extra)
 
 
 def hybridep_rdma_eff(nodes: int) -> float | None:
@@ -407,7 +478,7 @@ def dispatch_time(tokens: float, token_bytes: float, size: int, nodes: int, per_
 def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: str, num_experts: int, topk: int,
                     num_groups: int = 1, group_topk: int = 1, lib: str = "deepep", insitu: bool = True,
                     op: str = "dispatch", api: bool = True, num_sms: int = 0, forward: bool = True,
-                    round_robin: bool = False, combine_chunk: int = 128) -> float:
+                    round_robin: bool = False, combine_chunk: int = 128, probs: bool = False) -> float:
     """Seconds of one DeepEP (``lib="deepep"``) or HybridEP ``op`` (dispatch / combine) of ``tokens``
     tokens of ``token_bytes`` per rank over the EP group ``pl`` (module doc); ``insitu=False``: at the
     isolated benchmark's RDMA rate (what the in-situ fraction adds, for the explanation); ``api=False``:
@@ -417,7 +488,13 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
     the explanation's share); ``round_robin``: Primus-Turbo's forced round-robin routing
     (:func:`cost.moe_routing.round_robin_units_hit`) instead of random top-k; ``combine_chunk``: the tokens per
     chunk of HybridEP's (unfused) combine, its NVLink / RDMA rates divided by
-    :func:`cost.hybridep_chunk.combine_slowdown` (128, the rates' basis: unchanged)."""
+    :func:`cost.hybridep_chunk.combine_slowdown` (128, the rates' basis: unchanged).  HybridEP: ``probs``: the call
+    carries fp32 routing probabilities (Megatron's forward dispatch and backward combine), each token copy then
+    ``b + p`` bytes (:func:`hybridep_probs_bytes`), and every call is priced at ``(b + p) / (1 + r_R)`` bytes per
+    copy, ``r_R`` the README's probs ratio its fitted efficiencies absorbed (:data:`HYBRIDEP_README_PROBS_RATIO`,
+    ``rdma`` across NVLink domains, ``nvlink`` inside one), so a README-shaped call prices as before and a call
+    without probs 1 / (1 + r_R) of it; the forward dispatch's API time grows with its routing-map all-gather
+    (:func:`hybridep_routing_map_s`)."""
     from primus_launch.projection.cost.moe_routing import expected_units_hit, round_robin_units_hit
 
     n = pl.size
@@ -446,7 +523,13 @@ def deepep_dispatch(tokens: int, token_bytes: float, pl: GroupPlacement, gpu: st
         fab = dataclasses.replace(
             fab, e_nvl={**fab.e_nvl, lib: fab.e_nvl.get(lib, cal.INTRA_NODE_BW_EFFICIENCY) / f_nvl},
             e_rdma={**fab.e_rdma, lib: fab.e_rdma.get(lib, cal.INTER_NODE_BW_EFFICIENCY) / f_rdma})
-    api_s = hybridep_api_overhead(op, pl.nodes, n) if lib == "hybridep" and api and fab.fitted else 0.0
+    api_s = 0.0
+    if lib == "hybridep" and fab.fitted:
+        p_b = hybridep_probs_bytes(num_experts, n, pl.per_node if pl.nodes > 1 else n) if probs else 0.0
+        token_bytes = (token_bytes + p_b) / (1.0 + HYBRIDEP_README_PROBS_RATIO["rdma" if pl.nodes > 1 else "nvlink"])
+        if api:
+            map_s = hybridep_routing_map_s(tokens, num_experts, pl, gpu) if op == "dispatch" else 0.0
+            api_s = hybridep_api_overhead(op, pl.nodes, n, map_s)
     fwd_bw = 0.0
     if lib == "deepep" and forward and pl.nodes > 1 and fab.fitted:
         fwd_bw = deepep_forward_bw(op, num_sms or DEEPEP_SMS, insitu)

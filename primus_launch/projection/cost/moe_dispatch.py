@@ -42,8 +42,12 @@ TorchTitan (0.3.0 ``models/common/token_dispatcher.py`` ``AllToAllTokenDispatche
 ``deepep`` / ``hybridep`` (``MoEFlexTokenDispatcher``, ``fused_a2a.FusedDispatch`` /
   ``FusedCombine``, ``HybridEPDispatch`` / ``HybridEPCombine``): one fused dispatch and one fused
   combine in forward, whose backwards are a combine and a dispatch: priced by
-  :func:`collectives.deepep_dispatch` on ``h 2`` bytes per token (the top-k indices and fp32 weights
-  that ride along, ``12 k`` bytes, are below 1 % of a token at ``h >= 2048`` and not priced); HybridEP
+  :func:`collectives.deepep_dispatch` on ``h 2`` bytes per token (DeepEP: the top-k indices and fp32 weights
+  that ride along, ``12 k`` bytes, are below 1 % of a token at ``h >= 2048`` and not priced; HybridEP sends
+  the fp32 probabilities of every expert of the destination NVLink domain with each token copy of the
+  forward dispatch and, as their gradient, of the backward's combine -- :data:`PROBS_CALLS`,
+  :func:`collectives.hybridep_probs_bytes`: 256 B on a 2 KB latent token for Nemotron 3 Super at EP 64 --
+  and its forward dispatch all-gathers the ``[T, E]`` routing map, :func:`collectives.hybridep_routing_map_s`); HybridEP
   adds its torch API's own time per call (:func:`collectives.hybridep_api_overhead`) unless CUDA graphs
   capture the dispatcher, and runs its combine at the plan's ``moe_hybridep_combine_chunk`` tokens per chunk
   (None: DeepEP's current default, 64; :mod:`cost.hybridep_chunk`); DeepEP across NVLink domains is bounded below by its V1 internode kernel's
@@ -71,6 +75,11 @@ PROBS_BYTES = 2      # router probs in the activation dtype (no plan field for -
 HANDLE_DISPATCH = "dispatch (cached handle)"
 """The flex dispatcher's backward dispatch (the combine's gradient): a dispatch on the forward's handle, which
 skips the routing metadata (module doc; :func:`collectives.hybridep_api_overhead` prices its API)."""
+PROBS_CALLS = (("fwd", "dispatch"), ("bwd", "combine"))
+"""The flex dispatcher's calls that carry fp32 routing probabilities under HybridEP (module doc): the forward
+dispatch (``HybridEPDispatch.forward``: ``probs=probs``) and the backward's combine (``HybridEPDispatch.backward``:
+``combine_with_unpermute(hidden=grad_x, probs=grad_probs, ...)``), megatron-core ``fused_a2a.py`` (Megatron-LM
+d98e8a6)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +175,7 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: 
     api = api and "moe" not in graph_scopes(plan)
     m = plan.model
     out = []
-    for calls in (fwd, bwd):
+    for phase, calls in (("fwd", fwd), ("bwd", bwd)):
         s = 0.0
         for c in calls:
             pl = _group(c.group, plan, ep_pl)
@@ -176,7 +185,8 @@ def dispatcher_times(plan: Plan, gpu: str, ep_pl: GroupPlacement, busiest_rank: 
                                           m.moe_router_group_topk or 1, plan.training.moe_token_dispatcher,
                                           insitu, c.what, api, plan.training.moe_dispatcher_num_sms or 0, forward,
                                           forced_round_robin(plan),
-                                          effective_chunk(plan.training.moe_hybridep_combine_chunk))
+                                          effective_chunk(plan.training.moe_hybridep_combine_chunk),
+                                          (phase, c.what) in PROBS_CALLS)
             else:
                 s += getattr(coll, c.op)(c.nbytes, pl, gpu)
         out.append(s * busiest)
