@@ -27,7 +27,10 @@ abbreviated Megatron-LM flags (``allow_abbrev=False`` there), words no Megatron-
 false``, a blank after a line-ending backslash, ``"--num-layers 32"`` as one word), a switch given ``=VALUE``, a misspelt choice (``--lr-decay-style
 COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` / ``readonly`` / ``(( X *= 2 ))`` / ``let`` values, TorchTitan booleans given a value
 (tyro's flag pairs) and fields cut short, ``torchrun --standalone`` on several nodes, outputs named through a link into /proc (``/dev/stdout``) or a dangling
-link, and primus-launch's own options abbreviated.
+link, and primus-launch's own options abbreviated; the robust11 classes (``--only r11:``): a Megatron or TorchTitan value
+past a bound of the plan named by the field as written (not ``tp=0`` / ``head_dim=0`` / ``training.recompute.num_layers``),
+a power cap below any board's minimum (``--power-limit-w 0.7``), blank output paths (``--report ' '``), words after ``--``
+following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option, a tune with no fit under a margin.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1177,6 +1180,73 @@ def robust10_cases(rng: random.Random, quick: bool) -> list[Case]:
     return out
 
 
+# ------------------------------------------------------------------- robust11: names, caps, blanks, words after --
+def robust11_cases() -> list[Case]:
+    """The robust11 classes (``--only r11:``): a bound of the plan's own type broken by a Megatron value (``--kv-channels
+    0``, YAML ``tensor_model_parallel_size: 0``, Bridge ``virtual_pipeline_model_parallel_size: 0``) or a TorchTitan one
+    past the plan's bound (``selective_ac_option``, ``seq_len``): the line names the field as written, not the plan's
+    (``head_dim=0``, ``tp=0``, ``vpp=0``, ``training.recompute.num_layers``); a power cap below any board's minimum
+    (``--power-limit-w 0.7``: 1e-300 W projected 5e300 s), by flag or ``--gpu-file``; blank output paths (``--report ' '``
+    wrote a file named ' '); words after ``--`` following a YAML / TOML recipe (dropped without a word) and ``--json
+    --emit`` (two documents on stdout); a recipe file named like an option (``--project -x.sh``); a tune with no fit
+    under a ``--memory-margin`` (the line names the margin)."""
+    out: list[Case] = []
+    bridge = BRIDGE.decode()
+    for tag, name, data, words in (
+            ("bash:kv-channels=0", "r.sh", BASH.replace(b"--kv-channels 128", b"--kv-channels 0"), "--kv-channels=0"),
+            ("bash:ep=0", "r.sh", BASH.replace(b"    --bf16\n", b"    --bf16 --expert-model-parallel-size 0\n"),
+             "--expert-model-parallel-size=0"),
+            ("bash:vstages=0", "r.sh", BASH.replace(b"    --bf16\n", b"    --bf16 --num-virtual-stages-per-pipeline-rank 0\n"),
+             "--num-virtual-stages-per-pipeline-rank=0"),
+            ("yaml:tp=0", "r.yaml", YAML.replace(b"  tensor_model_parallel_size: 2", b"  tensor_model_parallel_size: 0"),
+             "--tensor-model-parallel-size=0"),
+            ("yaml:cp=-3", "r.yaml", YAML.replace(b"  context_parallel_size: 1", b"  context_parallel_size: -3"),
+             "--context-parallel-size=-3"),
+            ("primus:ep=0", "r.yaml", PRIMUS.replace(b"expert_model_parallel_size: 1", b"expert_model_parallel_size: 0"),
+             "--expert-model-parallel-size=0"),
+            ("bridge:vpp=0", "b.yaml", bridge.replace("virtual_pipeline_model_parallel_size: 2",
+                                                       "virtual_pipeline_model_parallel_size: 0").encode(),
+             "--num-virtual-stages-per-pipeline-rank=0"),
+            ("toml:selective_ac_option", "r.toml", TOML.replace(b'selective_ac_option = "op"',
+                                                                 b'selective_ac_option = "99999999999"'),
+             "activation_checkpoint.selective_ac_option=99999999999"),
+            ("toml:seq_len", "r.toml", TOML.replace(b"seq_len = 8192", b"seq_len = 99999999999"),
+             "training.seq_len=99999999999")):
+        out.append(Case(f"r11:named:{tag}", "value", {name: data}, ["--project", name] + TAIL, expect_refusal=True,
+                        expect_words=(words,)))
+    for w in ("0.7", "1e-300", "139"):
+        out.append(Case(f"r11:power-cap:{w}", "argv", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, "--power-limit-w", w],
+                        expect_refusal=True, expect_words=("--power-limit-w=", "at least 140 W")))
+    out.append(Case("r11:power-cap:tune", "argv", {"r.sh": BASH},
+                    ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--power-limit-w", "3"], expect_refusal=True,
+                    expect_words=("--power-limit-w=3.0",)))
+    out.append(Case("r11:power-cap:gpu-file", "value", {"r.sh": BASH, "g.toml": GPU_TOML + b"tdp_watts = 700\npower_limit_w = 5\n"},
+                    ["--project", "r.sh", "--gpu-file", "g.toml", "--gpu", "mygpu"] + TAIL, expect_refusal=True,
+                    expect_words=("gpu.mygpu.power_limit_w=5.0", "at least 140 W")))
+    for flag, v in (("--report", " "), ("--trace", "\t"), ("--gpu-file", "  "), ("--primus-root", " ")):
+        out.append(Case(f"r11:blank:{flag}", "output", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, flag, v],
+                        expect_refusal=True, expect_words=(f"{flag}={v!r}", "blank")))
+    for flag in ("--out", "--log"):
+        more = ["--out", "t.sh"] if flag == "--log" else []
+        out.append(Case(f"r11:blank:tune{flag}", "output", {"r.sh": BASH}, ["--tune", "r.sh", *TAIL, *more, flag, " "],
+                        expect_refusal=True, expect_words=(f"{flag}=' '", "blank")))
+    for mode, name, data in (("--project", "r.yaml", YAML), ("--project", "r.toml", TOML), ("--tune", "r.yaml", YAML),
+                             ("--project", "w.primus.toml", WRAPPER)):
+        files = {name: data, "r.sh": BASH}
+        out.append(Case(f"r11:words-after:{mode}:{name}", "argv", files, [mode, name, *TAIL, "--", "torchrun", "x.py"],
+                        expect_refusal=True, expect_words=("-- torchrun x.py", "not a launch script")))
+    out.append(Case("r11:words-after:script", "argv", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, "--", "/ckpt", "/tb"]))
+    out.append(Case("r11:json-emit", "argv", {"r.sh": BASH}, ["--project", "r.sh", *TAIL, "--emit", "torchrun"],
+                    expect_refusal=True, expect_words=("--emit=torchrun", "--json")))
+    out.append(Case("r11:dash-named-recipe", "argv", {"-x.sh": BASH}, ["--project", "-x.sh", "--dry-run"],
+                    expect_refusal=True, expect_words=("write ./-x.sh",)))
+    out.append(Case("r11:tune-no-fit-margin", "value", {"r.sh": BASH},
+                    ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--max-work", "300", "--memory-margin", "0.99",
+                     "--report", "t.html"], expect_refusal=True,
+                    expect_words=("no plan fits", "--memory-margin=0.99", "a smaller --memory-margin")))
+    return out
+
+
 def build_cases(quick: bool, seed: int) -> list[Case]:
     rng = random.Random(seed)
     cases: list[Case] = []
@@ -1206,6 +1276,7 @@ def build_cases(quick: bool, seed: int) -> list[Case]:
     cases += terminal_cases()
     cases += robust9_cases()
     cases += robust10_cases(rng, quick)
+    cases += robust11_cases()
     return cases
 
 

@@ -1,0 +1,155 @@
+"""Bad-input classes of the robust11 round (``scripts/bad_input_campaign.py --only r11:``).
+
+Each case runs the CLI's ``main`` in this process and checks the rule: a non-zero exit, one ``primus-launch:
+error:`` line naming the field (as the user wrote it) and the value, no traceback, nothing written.
+
+- A bound of the plan's own type broken by a Megatron value (``--expert-model-parallel-size 0``, YAML
+  ``kv_channels: 0``, Bridge ``virtual_pipeline_model_parallel_size: 0``) was named by the plan's field (``ep=0``,
+  ``head_dim=0``, ``vpp=0``); a TorchTitan ``selective_ac_option`` / ``seq_len`` past the plan's bound by
+  ``training.recompute.num_layers`` / ``model.seq_length``.
+- ``--power-limit-w 0.7`` (or a ``--gpu-file`` ``power_limit_w = 5``) projected a run thousands of times slower (1e-300 W:
+  5e300 s per iteration): no board takes a cap below ~20 % of its rated power (NVIDIA DGX B200 User Guide, "Managing
+  Power Capping": Redfish ``PowerLimitWatts`` ``AllowableMin`` 200 W at ``AllowableMax`` 1000 W / 700 W).
+- A blank output path (``--report " "``, a quoted variable holding a space) wrote a file named " ".
+- Words after ``--`` following a RECIPE file: a launch script's ``$1 $2`` as projected, but ``--launch`` ran them as
+  a command and ``--emit`` printed the first as the training program; after a YAML / TOML they were dropped without a
+  word (nothing reads them without ``--launch`` / ``--emit``).
+- ``--json --emit``: stdout held the JSON object and a launch line (no longer one JSON document).
+- ``--project -x.sh``: "unrecognized arguments"; the line now says to write ``./-x.sh``.
+- A tune with no plan that fits under ``--memory-margin 0.99`` did not name the margin as the cause.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from cli_run import run_cli
+from test_bad_input_robust9 import refused  # the one error line of a refused run (exit 2, naming words)
+
+ROOT = Path(__file__).resolve().parents[1]
+BASH = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
+YAML = (ROOT / "recipes/megatron/llama3.1_8b.yaml").read_text()
+TOML = (ROOT / "recipes/torchtitan/llama3.1_8b.toml").read_text()
+BRIDGE = (ROOT / "tests/data/bridge/qwen3_moe_run_config.yaml").read_text()
+GPU = ('[gpu.mygpu]\nvendor = "custom"\npeak_flops_bf16 = 989e12\nhbm_bytes = 85899345920\nhbm_bw = 3.35e12\n'
+       'intra_node_bw = 450e9\nintra_node_topology = "switch"\ninter_node_bw = 50e9\n')
+DRY = ["--dry-run", "--json"]
+
+
+def _files(d: Path) -> dict[str, str]:
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in d.rglob("*") if p.is_file()}
+
+
+def _refused_writing_nothing(tmp_path: Path, files: dict[str, str], argv: list[str], *words: str) -> str:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    before = _files(tmp_path)
+    rc, _, err, _ = run_cli(argv, tmp_path)
+    line = refused(rc, err, *words)
+    assert _files(tmp_path) == before
+    return line
+
+
+# ------------------------------------------------------------------------- a bound named by the user's field
+@pytest.mark.parametrize("name, text, old, new, words", [
+    ("r.sh", BASH, "--kv-channels 128", "--kv-channels 0", ("--kv-channels=0",)),
+    ("r.sh", BASH, "--num-query-groups 8", "--num-query-groups 0", ("--num-query-groups=0",)),
+    ("r.sh", BASH, "--bf16\n", "--bf16 --expert-model-parallel-size 0\n", ("--expert-model-parallel-size=0",)),
+    ("r.sh", BASH, "--bf16\n", "--bf16 --num-virtual-stages-per-pipeline-rank 0\n",
+     ("--num-virtual-stages-per-pipeline-rank=0",)),
+    ("r.yaml", YAML, "  tensor_model_parallel_size: 2", "  tensor_model_parallel_size: 0",
+     ("--tensor-model-parallel-size=0",)),
+    ("r.yaml", YAML, "  context_parallel_size: 1", "  context_parallel_size: -3", ("--context-parallel-size=-3",)),
+    ("r.yaml", YAML, "micro_batch_size: 1", "micro_batch_size: 0", ("--micro-batch-size=0",)),
+    ("b.yaml", BRIDGE, "virtual_pipeline_model_parallel_size: 2", "virtual_pipeline_model_parallel_size: 0",
+     ("--num-virtual-stages-per-pipeline-rank=0",)),
+    ("b.yaml", BRIDGE, "expert_tensor_parallel_size: 1", "expert_tensor_parallel_size: 0",
+     ("--expert-tensor-parallel-size=0",)),
+    ("r.toml", TOML, 'selective_ac_option = "op"', 'selective_ac_option = "99999999999"',
+     ("activation_checkpoint.selective_ac_option=99999999999", "at most 10,000")),
+    ("r.toml", TOML, "seq_len = 8192", "seq_len = 99999999999", ("training.seq_len=99999999999",)),
+])
+def test_a_broken_bound_names_the_field_as_written(tmp_path, name, text, old, new, words):
+    assert old in text
+    line = _refused_writing_nothing(tmp_path, {name: text.replace(old, new, 1)}, ["--project", name, *DRY], *words)
+    for plan_name in ("ep=", "tp=", "cp=", "vpp=", "etp=", "head_dim=", "recompute.num_layers", "model.seq_length"):
+        assert f": error: {plan_name}" not in line and f"error: {plan_name}" not in line, line
+
+
+# ------------------------------------------------------------------------------------------- power caps
+@pytest.mark.parametrize("watts", ["0.7", "1e-300", "139"])
+def test_power_cap_below_any_board_minimum_is_refused(tmp_path, watts):
+    """h100-sxm is rated 700 W; 20 % of it is 140 W (the floor from NVIDIA's DGX guide's AllowableMin)."""
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH}, ["--project", "r.sh", *DRY, "--power-limit-w", watts,
+                                                        "--report", "p.html"],
+                             f"--power-limit-w={float(watts)!r}", "at least 140 W")
+
+
+def test_power_cap_at_the_floor_projects(tmp_path):
+    (tmp_path / "r.sh").write_text(BASH)
+    rc, out, err, _ = run_cli(["--project", "r.sh", *DRY, "--power-limit-w", "140"], tmp_path)
+    assert rc == 0 and '"iteration_time_s"' in out, err[-300:]
+
+
+def test_gpu_file_power_limit_below_the_floor_is_refused(tmp_path):
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH, "g.toml": GPU + "tdp_watts = 700\npower_limit_w = 5\n"},
+                             ["--project", "r.sh", *DRY, "--gpu-file", "g.toml", "--gpu", "mygpu"],
+                             "gpu.mygpu.power_limit_w=5.0", "at least 140 W")
+
+
+# ------------------------------------------------------------------------------------------ blank paths
+@pytest.mark.parametrize("flag, value", [("--report", " "), ("--trace", "\t"), ("--gpu-file", "  "),
+                                         ("--primus-root", " ")])
+def test_blank_path_is_refused(tmp_path, flag, value):
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH}, ["--project", "r.sh", *DRY, flag, value],
+                             f"{flag}={value!r}", "blank")
+
+
+def test_blank_tune_log_is_refused(tmp_path):
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH}, ["--tune", "r.sh", *DRY, "--out", "t.sh", "--log", " "],
+                             "--log=' '", "blank")
+
+
+# ------------------------------------------------------------------------------------ words after --
+@pytest.mark.parametrize("name, text, mode", [("r.yaml", YAML, "--project"), ("r.toml", TOML, "--project"),
+                                              ("r.yaml", YAML, "--tune")])
+def test_words_after_a_non_script_recipe_are_refused(tmp_path, name, text, mode):
+    _refused_writing_nothing(tmp_path, {name: text}, [mode, name, *DRY, "--", "torchrun", "--nproc-per-node", "4"],
+                             "-- torchrun --nproc-per-node 4", "not a launch script")
+
+
+def test_launch_of_a_script_runs_it_with_its_positional_words(tmp_path, monkeypatch):
+    """``--project x.sh -- A B`` reads A B as the script's $1 $2: --launch runs ``bash x.sh A B`` (it ran ``A B``)."""
+    import primus_launch.launch.launcher as launcher
+
+    ran: list[list[str]] = []
+    monkeypatch.setattr(launcher, "run_command", lambda argv: ran.append(list(argv)) or 0)
+    (tmp_path / "r.sh").write_text(BASH)
+    rc, _, err, _ = run_cli(["--project", "r.sh", "--dry-run", "--launch", "--force", "--", "/ckpt", "/tb"], tmp_path)
+    assert rc == 0, err[-300:]
+    assert ran == [["bash", "r.sh", "/ckpt", "/tb"]]
+
+
+def test_emit_of_a_script_keeps_its_program(tmp_path):
+    (tmp_path / "r.sh").write_text(BASH)
+    rc, out, err, _ = run_cli(["--project", "r.sh", "--dry-run", "--emit", "torchrun", "--", "/ckpt"], tmp_path)
+    line = [ln for ln in out.splitlines() if "torchrun" in ln][-1]
+    assert rc == 0 and "pretrain_gpt.py" in line and "--save /ckpt" in line and not line.endswith(" /ckpt"), line
+
+
+def test_json_with_emit_is_refused(tmp_path):
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH}, ["--project", "r.sh", *DRY, "--emit", "torchrun"],
+                             "--emit=torchrun", "--json")
+
+
+def test_recipe_named_like_an_option(tmp_path):
+    _refused_writing_nothing(tmp_path, {"-x.sh": BASH}, ["--project", "-x.sh", "--dry-run"], "write ./-x.sh")
+
+
+def test_tune_without_a_fit_names_the_memory_margin(tmp_path):
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH}, ["--tune", "r.sh", *DRY, "--out", "t.sh", "--max-work", "300",
+                                                        "--memory-margin", "0.99"],
+                             "no plan fits", "--memory-margin=0.99", "a smaller --memory-margin")
