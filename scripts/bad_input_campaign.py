@@ -30,7 +30,7 @@ COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` / ``readon
 link, and primus-launch's own options abbreviated; the robust11 classes (``--only r11:``): a Megatron or TorchTitan value
 past a bound of the plan named by the field as written (not ``tp=0`` / ``head_dim=0`` / ``training.recompute.num_layers``),
 a power cap below any board's minimum (``--power-limit-w 0.7``), blank output paths (``--report ' '``), words after ``--``
-following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option, a tune with no fit under a margin.
+following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option, a tune with no fit under a margin, a script running several training commands (a sweep).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1189,7 +1189,8 @@ def robust11_cases() -> list[Case]:
     (``--power-limit-w 0.7``: 1e-300 W projected 5e300 s), by flag or ``--gpu-file``; blank output paths (``--report ' '``
     wrote a file named ' '); words after ``--`` following a YAML / TOML recipe (dropped without a word) and ``--json
     --emit`` (two documents on stdout); a recipe file named like an option (``--project -x.sh``); a tune with no fit
-    under a ``--memory-margin`` (the line names the margin)."""
+    under a ``--memory-margin`` (the line names the margin); a script that runs several different training commands (a
+    loop over settings: the last was projected without a word; now a note names the flags that differ)."""
     out: list[Case] = []
     bridge = BRIDGE.decode()
     for tag, name, data, words in (
@@ -1240,6 +1241,10 @@ def robust11_cases() -> list[Case]:
                     expect_refusal=True, expect_words=("--emit=torchrun", "--json")))
     out.append(Case("r11:dash-named-recipe", "argv", {"-x.sh": BASH}, ["--project", "-x.sh", "--dry-run"],
                     expect_refusal=True, expect_words=("write ./-x.sh",)))
+    i = BASH.index(b"torchrun ")  # a sweep: bash runs every training command, one is projected (said in a note)
+    sweep = BASH[:i] + b"for GBS in 64 128 256; do\n" + BASH[i:].rstrip(b"\n") + b" --global-batch-size $GBS\ndone\n"
+    out.append(Case("r11:bash:sweep-loop", "structure", {"r.sh": sweep}, ["--project", "r.sh"] + TAIL,
+                    expect_words=("3 training commands", "--global-batch-size 256 (of 64, 128, 256)")))
     out.append(Case("r11:tune-no-fit-margin", "value", {"r.sh": BASH},
                     ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--max-work", "300", "--memory-margin", "0.99",
                      "--report", "t.html"], expect_refusal=True,

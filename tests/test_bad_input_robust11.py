@@ -17,6 +17,8 @@ error:`` line naming the field (as the user wrote it) and the value, no tracebac
 - ``--json --emit``: stdout held the JSON object and a launch line (no longer one JSON document).
 - ``--project -x.sh``: "unrecognized arguments"; the line now says to write ``./-x.sh``.
 - A tune with no plan that fits under ``--memory-margin 0.99`` did not name the margin as the cause.
+- A script running several different training commands (``for GBS in 64 128 256; do torchrun ...; done``) was
+  projected as its last run without a word: a note now names the count and the flags that differ.
 """
 
 from __future__ import annotations
@@ -153,3 +155,17 @@ def test_tune_without_a_fit_names_the_memory_margin(tmp_path):
     _refused_writing_nothing(tmp_path, {"r.sh": BASH}, ["--tune", "r.sh", *DRY, "--out", "t.sh", "--max-work", "300",
                                                         "--memory-margin", "0.99"],
                              "no plan fits", "--memory-margin=0.99", "a smaller --memory-margin")
+
+
+def test_a_sweep_script_says_which_run_it_projects(tmp_path):
+    """A script that loops over settings runs every training command (bash); one is projected: the note says how many
+    and the flags that differ, with the projected one's value (it was the last one, without a word)."""
+    i = BASH.index("torchrun ")
+    sweep = BASH[:i] + "for GBS in 64 128 256; do\n" + BASH[i:].rstrip("\n") + " --global-batch-size $GBS\ndone\n"
+    (tmp_path / "r.sh").write_text(sweep)
+    rc, out, err, _ = run_cli(["--project", "r.sh", *DRY], tmp_path)
+    assert rc == 0 and '"global_batch_size": 256' in out, err[-300:]
+    assert "runs 3 training commands, 3 different" in err and "--global-batch-size 256 (of 64, 128, 256)" in err, err
+    (tmp_path / "one.sh").write_text(BASH)
+    rc, _, err, _ = run_cli(["--project", "one.sh", *DRY], tmp_path)
+    assert rc == 0 and "training commands" not in err
