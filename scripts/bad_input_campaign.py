@@ -30,7 +30,8 @@ COSINE``), torchrun's abbreviations, bash ``$'...'`` / ``declare -i`` / ``readon
 link, and primus-launch's own options abbreviated; the robust11 classes (``--only r11:``): a Megatron or TorchTitan value
 past a bound of the plan named by the field as written (not ``tp=0`` / ``head_dim=0`` / ``training.recompute.num_layers``),
 a power cap below any board's minimum (``--power-limit-w 0.7``), blank output paths (``--report ' '``), words after ``--``
-following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option, a tune with no fit under a margin, a script running several training commands (a sweep).
+following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option, a tune with no fit under a margin, a script running several training commands (a sweep),
+a key given twice in a Megatron-Bridge config (noted) or a ``--gpu-file`` YAML (refused).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1241,6 +1242,15 @@ def robust11_cases() -> list[Case]:
                     expect_refusal=True, expect_words=("--emit=torchrun", "--json")))
     out.append(Case("r11:dash-named-recipe", "argv", {"-x.sh": BASH}, ["--project", "-x.sh", "--dry-run"],
                     expect_refusal=True, expect_words=("write ./-x.sh",)))
+    # a key given twice: Megatron-Bridge's yaml.safe_load keeps the last (noted, as for Megatron-LM / Primus YAMLs); a
+    # --gpu-file YAML field twice is refused, as TOML's parser refuses it
+    twice = BRIDGE.replace(b"\n  num_layers: 48\n", b"\n  num_layers: 48\n  num_layers: 24\n", 1)
+    out.append(Case("r11:twice:bridge", "structure", {"b.yaml": twice}, ["--project", "b.yaml"] + TAIL,
+                    expect_words=("num_layers: given twice", "the last is read")))
+    out.append(Case("r11:twice:gpu-yaml", "structure",
+                    {"r.sh": BASH, "g.yaml": GPU_YAML.replace(b"    hbm_bw:", b"    hbm_bytes: 1\n    hbm_bw:")},
+                    ["--project", "r.sh", "--gpu-file", "g.yaml", "--gpu", "mygpu"] + TAIL, expect_refusal=True,
+                    expect_words=("--gpu-file='g.yaml'", "hbm_bytes: given twice")))
     i = BASH.index(b"torchrun ")  # a sweep: bash runs every training command, one is projected (said in a note)
     sweep = BASH[:i] + b"for GBS in 64 128 256; do\n" + BASH[i:].rstrip(b"\n") + b" --global-batch-size $GBS\ndone\n"
     out.append(Case("r11:bash:sweep-loop", "structure", {"r.sh": sweep}, ["--project", "r.sh"] + TAIL,

@@ -19,6 +19,8 @@ error:`` line naming the field (as the user wrote it) and the value, no tracebac
 - A tune with no plan that fits under ``--memory-margin 0.99`` did not name the margin as the cause.
 - A script running several different training commands (``for GBS in 64 128 256; do torchrun ...; done``) was
   projected as its last run without a word: a note now names the count and the flags that differ.
+- A key given twice in a Megatron-Bridge run_config.yaml was read (the last, as Bridge does) without a word; a
+  ``--gpu-file`` YAML field given twice kept the last silently (a TOML one is refused by its parser).
 """
 
 from __future__ import annotations
@@ -169,3 +171,19 @@ def test_a_sweep_script_says_which_run_it_projects(tmp_path):
     (tmp_path / "one.sh").write_text(BASH)
     rc, _, err, _ = run_cli(["--project", "one.sh", *DRY], tmp_path)
     assert rc == 0 and "training commands" not in err
+
+
+def test_a_key_given_twice_in_a_bridge_config_is_noted(tmp_path):
+    """Megatron-Bridge loads run_config.yaml with yaml.safe_load (training/utils/checkpoint_utils.py): the last wins."""
+    (tmp_path / "b.yaml").write_text(BRIDGE.replace("\n  num_layers: 48\n", "\n  num_layers: 48\n  num_layers: 24\n", 1))
+    rc, out, err, _ = run_cli(["--project", "b.yaml", *DRY], tmp_path)
+    assert rc == 0 and '"num_layers": 24' in out and "num_layers: given twice" in err, err[-400:]
+
+
+def test_a_gpu_yaml_field_given_twice_is_refused(tmp_path):
+    gpu = ("gpu:\n  mygpu:\n    vendor: custom\n    peak_flops_bf16: 989.0e+12\n    hbm_bytes: 85899345920\n"
+           "    hbm_bytes: 1\n    hbm_bw: 3.35e+12\n    intra_node_bw: 450.0e+9\n    intra_node_topology: switch\n"
+           "    inter_node_bw: 50.0e+9\n")
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH, "g.yaml": gpu},
+                             ["--project", "r.sh", *DRY, "--gpu-file", "g.yaml", "--gpu", "mygpu"],
+                             "hbm_bytes: given twice", "lines 5 and 6")

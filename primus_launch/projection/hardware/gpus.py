@@ -444,6 +444,12 @@ def load_gpu_file(path: str | Path, field: str = "--gpu-file") -> list[str]:
     p = Path(path)
     text = read_text(p, field)
     data = parse_yaml(text, field, str(p)) if p.suffix in (".yaml", ".yml") else parse_toml(text, field, str(p))
+    if p.suffix in (".yaml", ".yml"):
+        from primus_launch.inputs import duplicate_keys
+
+        for key, a, b in duplicate_keys(text)[:1]:  # a TOML key given twice is refused by its parser: the same here
+            raise UserError(f"{field}={str(p)!r}: {key}: given twice in one mapping (lines {a} and {b}); give each GPU "
+                            "field once (PyYAML would keep the last without a word)")
     if data is None:
         data = {}
     expect(data, dict, field, "a file of [gpu.<name>] tables")
