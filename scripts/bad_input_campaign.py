@@ -1213,7 +1213,9 @@ def robust11_cases() -> list[Case]:
                                                                  b'selective_ac_option = "99999999999"'),
              "activation_checkpoint.selective_ac_option=99999999999"),
             ("toml:seq_len", "r.toml", TOML.replace(b"seq_len = 8192", b"seq_len = 99999999999"),
-             "training.seq_len=99999999999")):
+             "training.seq_len=99999999999"),
+            ("toml:expert_parallel_degree", "r.toml", _read("torchtitan/deepseek_v3_671b.toml").replace(
+                b"expert_parallel_degree = 64", b"expert_parallel_degree = 3"), "parallelism.expert_parallel_degree=3")):
         out.append(Case(f"r11:named:{tag}", "value", {name: data}, ["--project", name] + TAIL, expect_refusal=True,
                         expect_words=(words,)))
     for w in ("0.7", "1e-300", "139"):

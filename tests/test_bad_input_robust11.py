@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BASH = (ROOT / "recipes/megatron/llama3.1_8b.sh").read_text()
 YAML = (ROOT / "recipes/megatron/llama3.1_8b.yaml").read_text()
 TOML = (ROOT / "recipes/torchtitan/llama3.1_8b.toml").read_text()
+DSV3 = (ROOT / "recipes/torchtitan/deepseek_v3_671b.toml").read_text()  # DeepSeek-V3: 256 routed experts
 BRIDGE = (ROOT / "tests/data/bridge/qwen3_moe_run_config.yaml").read_text()
 GPU = ('[gpu.mygpu]\nvendor = "custom"\npeak_flops_bf16 = 989e12\nhbm_bytes = 85899345920\nhbm_bw = 3.35e12\n'
        'intra_node_bw = 450e9\nintra_node_topology = "switch"\ninter_node_bw = 50e9\n')
@@ -75,11 +76,14 @@ def _refused_writing_nothing(tmp_path: Path, files: dict[str, str], argv: list[s
     ("r.toml", TOML, 'selective_ac_option = "op"', 'selective_ac_option = "99999999999"',
      ("activation_checkpoint.selective_ac_option=99999999999", "at most 10,000")),
     ("r.toml", TOML, "seq_len = 8192", "seq_len = 99999999999", ("training.seq_len=99999999999",)),
+    ("d.toml", DSV3, "expert_parallel_degree = 64", "expert_parallel_degree = 3",
+     ("parallelism.expert_parallel_degree=3", "must divide num_experts=256")),
 ])
 def test_a_broken_bound_names_the_field_as_written(tmp_path, name, text, old, new, words):
     assert old in text
     line = _refused_writing_nothing(tmp_path, {name: text.replace(old, new, 1)}, ["--project", name, *DRY], *words)
-    for plan_name in ("ep=", "tp=", "cp=", "vpp=", "etp=", "head_dim=", "recompute.num_layers", "model.seq_length"):
+    for plan_name in ("ep=", "tp=", "cp=", "vpp=", "etp=", "head_dim=", "recompute.num_layers", "model.seq_length",
+                      "parallel.ep="):
         assert f": error: {plan_name}" not in line and f"error: {plan_name}" not in line, line
 
 

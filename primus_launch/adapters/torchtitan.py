@@ -937,14 +937,18 @@ def plan_from_job(job: dict, cluster: Optional[Cluster] = None, *, path: Optiona
         raise UserError(f"recipe={path or '<text>'!r}: {one_line(e)}") from None
     problems = torchtitan_problems(plan)
     if problems:
-        raise PlanError(*problems[0])
+        field, value, allowed = problems[0]
+        raise PlanError(flag(PLAN_KEYS[field]) if field in PLAN_KEYS else field, value, allowed)
     return plan
 
 
 #: the job key a plan field is read from, value for value, where a bound of the plan refuses it
 #: (``selective_ac_option = "99999999999"`` was "training.recompute.num_layers=...": the plan's name)
 PLAN_KEYS = {"model.seq_length": "training.seq_len", "training.recompute.num_layers": "activation_checkpoint.selective_ac_option",
-             "training.micro_batch_size": "training.local_batch_size", "training.train_iters": "training.steps"}
+             "training.micro_batch_size": "training.local_batch_size", "training.train_iters": "training.steps",
+             "parallel.tp": "parallelism.tensor_parallel_degree", "parallel.pp": "parallelism.pipeline_parallel_degree",
+             "parallel.cp": "parallelism.context_parallel_degree", "parallel.ep": "parallelism.expert_parallel_degree",
+             "parallel.etp": "parallelism.expert_tensor_parallel_degree"}
 
 
 def _dedup(flags: list[UnmodelledFlag]) -> list[UnmodelledFlag]:
