@@ -31,7 +31,8 @@ link, and primus-launch's own options abbreviated; the robust11 classes (``--onl
 past a bound of the plan named by the field as written (not ``tp=0`` / ``head_dim=0`` / ``training.recompute.num_layers``),
 a power cap below any board's minimum (``--power-limit-w 0.7``), blank output paths (``--report ' '``), words after ``--``
 following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option, a tune with no fit under a margin, a script running several training commands (a sweep),
-a key given twice in a Megatron-Bridge config (noted) or a ``--gpu-file`` YAML (refused).
+a key given twice in a Megatron-Bridge config (noted) or a ``--gpu-file`` YAML (refused), a stdout that cannot encode a
+character of the recipe (``PYTHONIOENCODING=ascii``).
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -83,6 +84,7 @@ class Case:
     expect_words: tuple[str, ...] = ()  # words the one error line must hold (the field and the value it names)
     typed: bytes = b""              # "tty" cases: what is typed on the terminal once the command runs
     expect_out: bytes = b""         # "tty" / "nohup" cases: what the command must have printed
+    env: dict[str, str] = field(default_factory=dict)  # "stream" cases: variables the command starts with
 
 
 @dataclass
@@ -758,6 +760,7 @@ def _run_stream(case: Case, d: Path, timeout: float) -> tuple[Optional[int], flo
     """``primus-launch ARGV REDIRECT`` under bash (``typed`` holds the redirection: ``2>&-``, ``>/dev/full``)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(case.env)
     import shlex
 
     cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "primus_launch", *case.argv]) + " " + case.typed.decode()
@@ -1253,6 +1256,13 @@ def robust11_cases() -> list[Case]:
                     {"r.sh": BASH, "g.yaml": GPU_YAML.replace(b"    hbm_bw:", b"    hbm_bytes: 1\n    hbm_bw:")},
                     ["--project", "r.sh", "--gpu-file", "g.yaml", "--gpu", "mygpu"] + TAIL, expect_refusal=True,
                     expect_words=("--gpu-file='g.yaml'", "hbm_bytes: given twice")))
+    # a stdout that cannot encode a character of the recipe's (PYTHONIOENCODING=ascii; a C locale without UTF-8 mode):
+    # the answer printing the recipe's name was "internal error: UnicodeEncodeError", exit 70
+    for tag, argv in (("project", ["--project", "\u00fc.sh", "--dry-run"]),
+                      ("explain", ["--project", "\u00fc.sh", "--dry-run", "--explain"]),
+                      ("tune", ["--tune", "\u00fc.sh", "--dry-run", "--max-work", "300"])):
+        out.append(Case(f"r11:stream:ascii-stdout:{tag}", "stream", {"\u00fc.sh": BASH}, argv, expect_rc=0,
+                        env={"PYTHONIOENCODING": "ascii"}))
     i = BASH.index(b"torchrun ")  # a sweep: bash runs every training command, one is projected (said in a note)
     sweep = BASH[:i] + b"for GBS in 64 128 256; do\n" + BASH[i:].rstrip(b"\n") + b" --global-batch-size $GBS\ndone\n"
     out.append(Case("r11:bash:sweep-loop", "structure", {"r.sh": sweep}, ["--project", "r.sh"] + TAIL,

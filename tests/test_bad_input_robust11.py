@@ -21,6 +21,7 @@ error:`` line naming the field (as the user wrote it) and the value, no tracebac
   projected as its last run without a word: a note now names the count and the flags that differ.
 - A key given twice in a Megatron-Bridge run_config.yaml was read (the last, as Bridge does) without a word; a
   ``--gpu-file`` YAML field given twice kept the last silently (a TOML one is refused by its parser).
+- An ASCII stdout (``PYTHONIOENCODING=ascii``) and a recipe named ``\u00fc.sh``: "internal error: UnicodeEncodeError", exit 70.
 """
 
 from __future__ import annotations
@@ -191,3 +192,16 @@ def test_a_gpu_yaml_field_given_twice_is_refused(tmp_path):
     _refused_writing_nothing(tmp_path, {"r.sh": BASH, "g.yaml": gpu},
                              ["--project", "r.sh", *DRY, "--gpu-file", "g.yaml", "--gpu", "mygpu"],
                              "hbm_bytes: given twice", "lines 5 and 6")
+
+
+def test_an_ascii_stdout_gets_escapes_not_an_internal_error():
+    """``PYTHONIOENCODING=ascii`` (or a C locale without UTF-8 mode): the answer naming a recipe ``ü.sh`` raised
+    UnicodeEncodeError (exit 70); it is written as stderr writes it, with a backslash escape."""
+    import io
+
+    from primus_launch.streams import Answer
+
+    raw = io.BytesIO()
+    out = Answer(io.TextIOWrapper(raw, encoding="ascii", write_through=True))
+    assert out.write("model  \u00fc (32 layers)\n") == len("model  \u00fc (32 layers)\n")
+    assert raw.getvalue() == b"model  \\xfc (32 layers)\n"
