@@ -614,8 +614,10 @@ def _load_tunable(a: argparse.Namespace, command: list[str]) -> tuple[Plan, Opti
         from primus_launch.tuner.rebase import legal_seed
 
         seed = legal_seed(own, flags)
-        if seed is None:
-            raise e from None
+        if seed is None:  # said: the tune tried the cluster's layouts, not only the recipe's own
+            raise PlanError(e.field, e.value, f"{e.allowed}; and no layout the tune starts from is legal there either "
+                            "(TP within a node, PP dividing the layers, CP = EP = 1, the recipe's model and global batch "
+                            "kept): give a GPU count the global batch and the model divide into") from None
         c = seed.cluster
         why = f"{e.field}={e.value!r}: {e.allowed.split(' (cluster from ')[0]}"
         print(f"primus-launch tune: the recipe's own parallel layout is not legal on {c.num_nodes} x "

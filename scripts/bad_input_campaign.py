@@ -32,7 +32,7 @@ past a bound of the plan named by the field as written (not ``tp=0`` / ``head_di
 a power cap below any board's minimum (``--power-limit-w 0.7``), blank output paths (``--report ' '``), words after ``--``
 following a YAML / TOML recipe, ``--json --emit``, a recipe named like an option, a tune with no fit under a margin, a script running several training commands (a sweep),
 a key given twice in a Megatron-Bridge config (noted) or a ``--gpu-file`` YAML (refused), a stdout that cannot encode a
-character of the recipe (``PYTHONIOENCODING=ascii``).
+character of the recipe (``PYTHONIOENCODING=ascii``), a tune on a cluster where no layout is legal.
 
 Each case runs the CLI's ``main`` in a forked child of this (warm) process, in its own folder and
 process group, killed after ``--timeout`` seconds (a hang); signal cases start a fresh interpreter
@@ -1267,6 +1267,11 @@ def robust11_cases() -> list[Case]:
     sweep = BASH[:i] + b"for GBS in 64 128 256; do\n" + BASH[i:].rstrip(b"\n") + b" --global-batch-size $GBS\ndone\n"
     out.append(Case("r11:bash:sweep-loop", "structure", {"r.sh": sweep}, ["--project", "r.sh"] + TAIL,
                     expect_words=("3 training commands", "--global-batch-size 256 (of 64, 128, 256)")))
+    # a tune on a cluster no layout fits (3 GPUs: TP 3 splits no 32 heads, PP 3 no 32 layers, DP 3 no batch of 128):
+    # the recipe's own error alone read as if only its layout had been tried
+    out.append(Case("r11:tune-no-layout", "argv", {"r.sh": BASH},
+                    ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--nodes", "1", "--gpus-per-node", "3"], expect_refusal=True,
+                    expect_words=("must divide world size 3", "no layout the tune starts from is legal there either")))
     out.append(Case("r11:tune-no-fit-margin", "value", {"r.sh": BASH},
                     ["--tune", "r.sh", *TAIL, "--out", "t.sh", "--max-work", "300", "--memory-margin", "0.99",
                      "--report", "t.html"], expect_refusal=True,

@@ -22,6 +22,8 @@ error:`` line naming the field (as the user wrote it) and the value, no tracebac
 - A key given twice in a Megatron-Bridge run_config.yaml was read (the last, as Bridge does) without a word; a
   ``--gpu-file`` YAML field given twice kept the last silently (a TOML one is refused by its parser).
 - An ASCII stdout (``PYTHONIOENCODING=ascii``) and a recipe named ``\u00fc.sh``: "internal error: UnicodeEncodeError", exit 70.
+- A tune on a cluster where no layout is legal (3 GPUs for a model of 32 heads and layers, batch 128) gave the recipe's own
+  error only, as if the tune had not tried the cluster's layouts.
 """
 
 from __future__ import annotations
@@ -205,3 +207,10 @@ def test_an_ascii_stdout_gets_escapes_not_an_internal_error():
     out = Answer(io.TextIOWrapper(raw, encoding="ascii", write_through=True))
     assert out.write("model  \u00fc (32 layers)\n") == len("model  \u00fc (32 layers)\n")
     assert raw.getvalue() == b"model  \\xfc (32 layers)\n"
+
+
+def test_tune_on_a_cluster_no_layout_fits_says_it_tried(tmp_path):
+    """3 GPUs for Llama 3.1 8B (32 heads, 32 layers, global batch 128): TP 3, PP 3 and DP 3 each divide none."""
+    _refused_writing_nothing(tmp_path, {"r.sh": BASH}, ["--tune", "r.sh", *DRY, "--out", "t.sh", "--nodes", "1",
+                                                        "--gpus-per-node", "3"],
+                             "must divide world size 3", "no layout the tune starts from is legal there either")
